@@ -1,0 +1,147 @@
+// The TypeScript client: one WebSocket, requests pipelined by id. Used by the
+// tests, the bench and the README. Errors arrive as KeysliceError with a code.
+import WebSocket from 'ws';
+import type { KeyRef, KeySchema, OperationName, Request, Response, ReturnValues, SortCondition, TableDescription } from '../shared/api.js';
+import { KeysliceError, isErrorCode } from '../shared/errors.js';
+import type { KeyValue } from '../shared/key-encoding.js';
+import { CLIENT_SUBPROTOCOL, decodeClientResponse, encodeClientFrame, RESULT_OK } from '../shared/protocol.js';
+import type { Item } from '../shared/values.js';
+
+export interface ClientOptions {
+  /** A request with no answer after this long fails with Unavailable. */
+  requestTimeoutMs?: number;
+  connectTimeoutMs?: number;
+}
+
+type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout };
+
+export class KeysliceClient {
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+
+  private constructor(
+    private readonly ws: WebSocket,
+    private readonly requestTimeoutMs: number,
+  ) {
+    ws.on('message', (data: Buffer) => this.onMessage(data));
+    ws.on('close', () => this.failAll(new KeysliceError('Unavailable', 'connection to the coordinator closed')));
+    ws.on('error', () => {});
+  }
+
+  /** Connects to `ws://host:port/ws` (an `http://host:port` address works too). */
+  static connect(url: string, options: ClientOptions = {}): Promise<KeysliceClient> {
+    const wsUrl = url.startsWith('http') ? url.replace(/^http/, 'ws').replace(/\/?$/, '/ws') : url;
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(wsUrl, CLIENT_SUBPROTOCOL, { handshakeTimeout: options.connectTimeoutMs ?? 5000 });
+      ws.binaryType = 'nodebuffer';
+      ws.once('open', () => resolve(new KeysliceClient(ws, options.requestTimeoutMs ?? 30_000)));
+      ws.once('error', (err) => reject(new KeysliceError('Unavailable', `cannot connect to ${wsUrl}: ${err.message}`)));
+    });
+  }
+
+  /** Any operation by name: the typed methods below are shorthands for this. */
+  request<Op extends OperationName>(op: Op, payload: Request<Op>): Promise<Response<Op>> {
+    if (this.ws.readyState !== WebSocket.OPEN) return Promise.reject(new KeysliceError('Unavailable', 'the client is not connected'));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new KeysliceError('Unavailable', `${op} got no answer within ${this.requestTimeoutMs} ms`));
+      }, this.requestTimeoutMs);
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      this.ws.send(encodeClientFrame([id, op, payload as Record<string, unknown>]));
+    });
+  }
+
+  /** Sends raw bytes as one frame (for protocol tests); answers arrive as errors with id -1 or the frame's id. */
+  sendRaw(bytes: Uint8Array): void {
+    this.ws.send(bytes);
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.ws.readyState === WebSocket.CLOSED) return resolve();
+      this.ws.once('close', () => resolve());
+      this.ws.close();
+    });
+  }
+
+  // ---- typed shorthands -------------------------------------------------
+
+  async createTable(table: string, shardingKey: KeySchema, sortingKey?: KeySchema): Promise<TableDescription> {
+    return (await this.request('CreateTable', { table, shardingKey, sortingKey: sortingKey ?? null })).table;
+  }
+  async describeTable(table: string): Promise<TableDescription> {
+    return (await this.request('DescribeTable', { table })).table;
+  }
+  async listTables(): Promise<string[]> {
+    return (await this.request('ListTables', {})).tables;
+  }
+  async deleteTable(table: string): Promise<TableDescription> {
+    return (await this.request('DeleteTable', { table })).table;
+  }
+  async putItem(table: string, item: Item): Promise<void> {
+    await this.request('PutItem', { table, item });
+  }
+  async getItem(table: string, key: KeyRef, attributes?: string[]): Promise<Item | null> {
+    return (await this.request('GetItem', { table, key, ...(attributes ? { attributes } : {}) })).item;
+  }
+  async updateItem(
+    table: string,
+    key: KeyRef,
+    update: { set?: Item; remove?: string[]; add?: Record<string, number>; returnValues?: ReturnValues },
+  ): Promise<Item | null | undefined> {
+    return (await this.request('UpdateItem', { table, key, ...update })).item;
+  }
+  async deleteItem(table: string, key: KeyRef): Promise<boolean> {
+    return (await this.request('DeleteItem', { table, key })).deleted;
+  }
+  getItems(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
+    return this.request('GetItems', request);
+  }
+  /** Every page of a GetItems, followed by marker. Bounded by `maxPages`. */
+  async getAllItems(
+    request: { table: string; shardingKey?: KeyValue; sortingKey?: SortCondition; reverse?: boolean; limit?: number; attributes?: string[] },
+    maxPages = 100_000,
+  ): Promise<Item[]> {
+    const out: Item[] = [];
+    let marker: string | undefined;
+    for (let page = 0; page < maxPages; page++) {
+      const res = await this.getItems(marker === undefined ? request : { ...request, marker });
+      out.push(...res.items);
+      if (res.marker === undefined) return out;
+      marker = res.marker;
+    }
+    throw new Error(`getAllItems stopped after ${maxPages} pages`);
+  }
+  async batchWrite(table: string, writes: { puts?: Item[]; deletes?: KeyRef[] }): Promise<void> {
+    await this.request('BatchWrite', { table, ...writes });
+  }
+  async batchGet(table: string, keys: KeyRef[], attributes?: string[]): Promise<(Item | null)[]> {
+    return (await this.request('BatchGet', { table, keys, ...(attributes ? { attributes } : {}) })).items;
+  }
+
+  private onMessage(data: Buffer): void {
+    const frame = decodeClientResponse(data);
+    const p = this.pending.get(frame[0]);
+    if (p === undefined) {
+      if (frame[0] === -1 && frame[1] !== RESULT_OK) this.onFrameError?.(new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3])));
+      return;
+    }
+    this.pending.delete(frame[0]);
+    clearTimeout(p.timer);
+    if (frame[1] === RESULT_OK) p.resolve(frame[2]);
+    else p.reject(new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3])));
+  }
+
+  /** Called with errors about frames the server could not read (no request id). */
+  onFrameError?: (err: KeysliceError) => void;
+
+  private failAll(err: KeysliceError): void {
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      p.reject(err);
+      this.pending.delete(id);
+    }
+  }
+}

@@ -1,0 +1,74 @@
+// HTTP transport: POST /api/<Operation> with a JSON body; JSON back. Binary
+// values travel as {"$binary": "<base64>"}. Errors: the status from
+// ERROR_CODES and {"error": {"code", "message", "retryable"}}.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isOperationName } from '../shared/api.js';
+import { KeysliceError, toKeysliceError } from '../shared/errors.js';
+import { REQUEST_BYTES_MAX } from '../shared/limits.js';
+import { HTTP_API_PREFIX } from '../shared/protocol.js';
+import { fromJson, isPlainObject, toJson } from '../shared/values.js';
+import type { Operations } from './operations.js';
+
+export function handleHttp(ops: Operations, req: IncomingMessage, res: ServerResponse): void {
+  const url = req.url ?? '/';
+  if (url === '/health' && req.method === 'GET') return send(res, 200, { status: 'ok' });
+  if (!url.startsWith(HTTP_API_PREFIX)) {
+    return sendError(res, new KeysliceError('UnknownOperation', `no such path ${url}; operations are POST ${HTTP_API_PREFIX}<Operation>`));
+  }
+  const op = url.slice(HTTP_API_PREFIX.length);
+  if (!isOperationName(op)) return sendError(res, new KeysliceError('UnknownOperation', `unknown operation ${JSON.stringify(op)}`));
+  if (req.method !== 'POST') return sendError(res, new KeysliceError('MalformedRequest', `operations take POST, not ${req.method}`));
+
+  const declared = Number(req.headers['content-length']);
+  if (declared > REQUEST_BYTES_MAX) return tooLarge(req, res);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let done = false;
+  req.on('data', (chunk: Buffer) => {
+    if (done) return;
+    size += chunk.length;
+    if (size > REQUEST_BYTES_MAX) {
+      done = true;
+      return tooLarge(req, res);
+    }
+    chunks.push(chunk);
+  });
+  req.on('end', () => {
+    if (done) return;
+    done = true;
+    let payload: unknown;
+    try {
+      const text = Buffer.concat(chunks).toString('utf8');
+      payload = text.trim() === '' ? {} : fromJson(JSON.parse(text));
+    } catch (err) {
+      return sendError(res, new KeysliceError('MalformedRequest', `request body is not valid JSON: ${(err as Error).message}`));
+    }
+    if (!isPlainObject(payload)) return sendError(res, new KeysliceError('MalformedRequest', 'request body must be a JSON object'));
+    ops.execute(op, payload).then(
+      (result) => send(res, 200, toJson(result)),
+      (err) => sendError(res, toKeysliceError(err)),
+    );
+  });
+  req.on('error', () => res.destroy());
+}
+
+function tooLarge(req: IncomingMessage, res: ServerResponse): void {
+  sendError(res, new KeysliceError('RequestTooLarge', `request body over ${REQUEST_BYTES_MAX} bytes`), true);
+  req.resume();
+}
+
+function send(res: ServerResponse, status: number, body: unknown, close = false): void {
+  if (res.headersSent) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    ...(close ? { connection: 'close' } : {}),
+  });
+  res.end(text);
+}
+
+function sendError(res: ServerResponse, err: KeysliceError, close = false): void {
+  if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
+  send(res, err.status, { error: { code: err.code, message: err.message, retryable: err.retryable } }, close);
+}

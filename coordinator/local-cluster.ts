@@ -1,0 +1,157 @@
+// A local cluster as plain processes on 127.0.0.1: slice nodes first, then the
+// coordinator pointed at them. Used by `npm start`, the tests and the bench.
+// Every process is started here and stopped here, by its PID.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+
+const here = dirname(fileURLToPath(import.meta.url));
+// Run from dist/coordinator (compiled) or from coordinator/ (tests import the source): processes run the compiled code.
+const distRoot = here.endsWith(join('dist', 'coordinator')) ? resolve(here, '..') : resolve(here, '..', 'dist');
+
+const START_TIMEOUT_MS = 20_000;
+const STOP_TIMEOUT_MS = 5_000;
+
+export interface ClusterOptions {
+  dataDir: string;
+  nodes?: number;
+  workers?: number;
+  slices?: number;
+  /** 0 picks free ports. */
+  coordinatorPort?: number;
+  /** First slice node port; node i listens on nodePortBase + i. 0 picks free ports. */
+  nodePortBase?: number;
+  /** Where process output goes; by default it is kept for error messages only. */
+  log?: (line: string) => void;
+}
+
+export interface ManagedProcess {
+  name: string;
+  child: ChildProcess;
+  url: string;
+  args: string[];
+}
+
+export interface LocalCluster {
+  url: string;
+  wsUrl: string;
+  coordinator: ManagedProcess;
+  nodes: ManagedProcess[];
+  stop(): Promise<void>;
+}
+
+/** Starts one process and resolves when it prints its ready line. */
+export function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
+  const child = spawn(process.execPath, [join(distRoot, script), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const recent: string[] = [];
+  return new Promise((resolveStart, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${name} did not start within ${START_TIMEOUT_MS} ms:\n${recent.join('\n')}`));
+    }, START_TIMEOUT_MS);
+    const onLine = (line: string) => {
+      recent.push(line);
+      if (recent.length > 50) recent.shift();
+      log?.(`[${name}] ${line}`);
+      const match = line.match(ready);
+      if (match) {
+        clearTimeout(timer);
+        resolveStart({ proc: { name, child, url: match[1], args }, match });
+      }
+    };
+    createInterface({ input: child.stdout! }).on('line', onLine);
+    createInterface({ input: child.stderr! }).on('line', onLine);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (${signal ?? code}) before it was ready:\n${recent.join('\n')}`));
+    });
+  });
+}
+
+export function startSliceNode(name: string, dataDir: string, port: number, workers: number, log?: (line: string) => void): Promise<ManagedProcess> {
+  const args = ['--port', String(port), '--workers', String(workers), '--data', dataDir];
+  return startProcess(name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, log).then((r) => r.proc);
+}
+
+export function startCoordinator(dataDir: string, port: number, nodeUrls: string[], slices: number | undefined, log?: (line: string) => void): Promise<ManagedProcess> {
+  const args = ['--port', String(port), '--nodes', nodeUrls.join(','), '--data', dataDir];
+  if (slices !== undefined) args.push('--slices', String(slices));
+  return startProcess('coordinator', 'coordinator/main.js', args, /coordinator ready (http:\/\/\S+)/, log).then((r) => r.proc);
+}
+
+/** Sends SIGTERM, waits, then SIGKILL: the process is gone when this resolves. */
+export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((done) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      done();
+    });
+    child.kill(signal);
+  });
+}
+
+export async function startLocalCluster(opts: ClusterOptions): Promise<LocalCluster> {
+  const nodeCount = opts.nodes ?? 2;
+  const workers = opts.workers ?? 2;
+  const started: ManagedProcess[] = [];
+  try {
+    const nodes = await Promise.all(
+      Array.from({ length: nodeCount }, (_, i) =>
+        startSliceNode(`slice-node-${i + 1}`, join(opts.dataDir, `slice-node-${i + 1}`), opts.nodePortBase ? opts.nodePortBase + i : 0, workers, opts.log).then((p) => {
+          started.push(p);
+          return p;
+        }),
+      ),
+    );
+    const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log);
+    started.push(coordinator);
+    const url = coordinator.url;
+    return {
+      url,
+      wsUrl: url.replace(/^http/, 'ws') + '/ws',
+      coordinator,
+      nodes,
+      stop: () => Promise.all(started.map((p) => stopProcess(p.child))).then(() => undefined),
+    };
+  } catch (err) {
+    await Promise.all(started.map((p) => stopProcess(p.child)));
+    throw err;
+  }
+}
+
+// `npm start`: a coordinator and two slice nodes of two workers each, data under ./data.
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const dataDir = resolve(process.env.KEYSLICE_DATA ?? 'data');
+  const port = Number(process.env.KEYSLICE_PORT ?? 7100);
+  const cluster = await startLocalCluster({
+    dataDir,
+    coordinatorPort: port,
+    nodePortBase: port + 1,
+    log: (line) => console.log(line),
+  }).catch((err) => {
+    console.error(`keyslice: the local cluster did not start: ${err.message}`);
+    process.exit(1);
+  });
+  console.log(`\nkeyslice is running: ${cluster.url} (HTTP, POST /api/<Operation>) and ${cluster.wsUrl} (WebSocket)`);
+  console.log(`data under ${dataDir}; Ctrl-C stops every process.\n`);
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    console.log('keyslice: stopping the cluster');
+    await cluster.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  for (const p of [cluster.coordinator, ...cluster.nodes]) {
+    p.child.on('exit', (code, signal) => {
+      if (stopping) return;
+      console.error(`keyslice: ${p.name} exited (${signal ?? code}); stopping the rest`);
+      void stop();
+    });
+  }
+}

@@ -1,0 +1,224 @@
+// The coordinator's connection to one slice node. Ops bound for the node are
+// queued per worker thread and sent as one frame per turn of the event loop
+// (or earlier when a batch is full); replies come back per worker and settle
+// each op's promise in order. While the node is not connected, ops fail at
+// once with a retryable Unavailable error; the link keeps reconnecting.
+import WebSocket from 'ws';
+import { assert, KeysliceError } from '../shared/errors.js';
+import {
+  INTERNAL_FRAME_BYTES_MAX,
+  NODE_BATCH_OPS_MAX,
+  NODE_CONNECT_TIMEOUT_MS,
+  NODE_RECONNECT_DELAY_MS_MAX,
+  NODE_RECONNECT_DELAY_MS_MIN,
+  NODE_REQUEST_TIMEOUT_MS,
+} from '../shared/limits.js';
+import {
+  decodeNodeFrame,
+  decodeSliceResults,
+  encodeNodeFrame,
+  encodeSliceOps,
+  errorFromResult,
+  NodeFrame,
+  PROTOCOL_VERSION,
+  RESULT_OK,
+  type SliceOpMessage,
+} from '../shared/protocol.js';
+
+type Settle = { resolve: (v: unknown) => void; reject: (e: KeysliceError) => void };
+type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout };
+
+export type LinkState = 'connecting' | 'assigning' | 'ready' | 'closed';
+
+export class NodeLink {
+  state: LinkState = 'connecting';
+  workerCount = 0;
+  private ws: WebSocket | null = null;
+  private queuedOps: SliceOpMessage[][] = [];
+  private queuedSettles: Settle[][] = [];
+  private queuedCount = 0;
+  private flushScheduled = false;
+  private nextBatchId = 1;
+  private readonly inFlight = new Map<number, InFlight>();
+  private reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
+  private readyWaiters: (() => void)[] = [];
+
+  constructor(
+    readonly url: string,
+    private readonly assignment: () => { epoch: number; sliceCount: number; slices: number[] },
+    private readonly log: (line: string) => void,
+  ) {
+    this.connect();
+  }
+
+  /** Queues one op for the worker that owns `slice`. */
+  send(slice: number, op: SliceOpMessage): Promise<unknown> {
+    if (this.state !== 'ready') return Promise.reject(this.unavailable());
+    return this.sendToWorker(slice % this.workerCount, op);
+  }
+
+  /** Queues one op for a given worker (ops that span a worker's slices). */
+  sendToWorker(worker: number, op: SliceOpMessage): Promise<unknown> {
+    if (this.state !== 'ready') return Promise.reject(this.unavailable());
+    assert(worker >= 0 && worker < this.workerCount, 'worker index within the node');
+    return new Promise((resolve, reject) => {
+      this.queuedOps[worker].push(op);
+      this.queuedSettles[worker].push({ resolve, reject });
+      if (++this.queuedCount >= NODE_BATCH_OPS_MAX) this.flush();
+      else if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  /** Resolves when the node is ready, or after `timeoutMs`. */
+  waitReady(timeoutMs: number): Promise<boolean> {
+    if (this.state === 'ready') return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      this.readyWaiters.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  close(): void {
+    this.state = 'closed';
+    this.ws?.terminate();
+    this.failAll(new KeysliceError('Unavailable', 'the coordinator is shutting down'));
+  }
+
+  private unavailable(): KeysliceError {
+    return new KeysliceError('Unavailable', `slice node ${this.url} is not available (${this.state}); retry later`);
+  }
+
+  private connect(): void {
+    if (this.state === 'closed') return;
+    this.state = 'connecting';
+    const ws = new WebSocket(this.url, { maxPayload: INTERNAL_FRAME_BYTES_MAX, handshakeTimeout: NODE_CONNECT_TIMEOUT_MS });
+    this.ws = ws;
+    ws.binaryType = 'nodebuffer';
+    ws.on('message', (data: Buffer) => this.onFrame(data));
+    ws.on('error', () => {}); // 'close' follows and handles it
+    ws.on('close', () => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      const wasReady = this.state === 'ready';
+      if (this.state !== 'closed') this.state = 'connecting';
+      if (wasReady) this.log(`slice node ${this.url} disconnected`);
+      this.failAll(new KeysliceError('Unavailable', `connection to slice node ${this.url} was lost; a write in flight may or may not have been applied`));
+      if (this.state === 'closed') return;
+      setTimeout(() => this.connect(), this.reconnectDelayMs).unref();
+      this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, NODE_RECONNECT_DELAY_MS_MAX);
+    });
+  }
+
+  private onFrame(data: Buffer): void {
+    let frame;
+    try {
+      frame = decodeNodeFrame(data);
+    } catch (err) {
+      this.log(`slice node ${this.url} sent a malformed frame: ${(err as Error).message}`);
+      this.ws?.terminate();
+      return;
+    }
+    switch (frame[0]) {
+      case NodeFrame.Hello: {
+        const [, version, workerCount] = frame;
+        if (version !== PROTOCOL_VERSION) {
+          this.log(`slice node ${this.url} speaks protocol ${version}, this coordinator ${PROTOCOL_VERSION}`);
+          this.ws?.close();
+          return;
+        }
+        this.workerCount = workerCount;
+        this.queuedOps = Array.from({ length: workerCount }, () => []);
+        this.queuedSettles = Array.from({ length: workerCount }, () => []);
+        this.queuedCount = 0;
+        this.state = 'assigning';
+        const a = this.assignment();
+        this.ws!.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices]));
+        return;
+      }
+      case NodeFrame.Assigned: {
+        this.state = 'ready';
+        this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
+        this.log(`slice node ${this.url} ready: ${this.workerCount} workers, epoch ${frame[1]}`);
+        for (const w of this.readyWaiters.splice(0)) w();
+        return;
+      }
+      case NodeFrame.BatchReply: {
+        const [, batchId, worker, bytes] = frame;
+        const batch = this.inFlight.get(batchId);
+        const settles = batch?.waiting.get(worker);
+        if (batch === undefined || settles === undefined) return; // timed out earlier
+        batch.waiting.delete(worker);
+        if (batch.waiting.size === 0) {
+          clearTimeout(batch.timer);
+          this.inFlight.delete(batchId);
+        }
+        const results = decodeSliceResults(bytes);
+        assert(results.length === settles.length, 'one result per op');
+        for (let i = 0; i < results.length; i++) {
+          const r = results[i];
+          if (r[0] === RESULT_OK) settles[i].resolve(r[1]);
+          else settles[i].reject(errorFromResult(r[1], r[2]));
+        }
+        return;
+      }
+      case NodeFrame.BatchError: {
+        const [, batchId, code, message] = frame;
+        this.failBatch(batchId, errorFromResult(code, message));
+        return;
+      }
+      default:
+        this.log(`slice node ${this.url} sent an unexpected frame kind ${frame[0]}`);
+    }
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.queuedCount === 0) return;
+    const ws = this.ws;
+    const parts: [number, Uint8Array][] = [];
+    const waiting = new Map<number, Settle[]>();
+    for (let w = 0; w < this.workerCount; w++) {
+      if (this.queuedOps[w].length === 0) continue;
+      parts.push([w, encodeSliceOps(this.queuedOps[w])]);
+      waiting.set(w, this.queuedSettles[w]);
+      this.queuedOps[w] = [];
+      this.queuedSettles[w] = [];
+    }
+    this.queuedCount = 0;
+    const batchId = this.nextBatchId++;
+    const timer = setTimeout(
+      () => this.failBatch(batchId, new KeysliceError('Unavailable', `slice node ${this.url} did not answer within ${NODE_REQUEST_TIMEOUT_MS} ms`)),
+      NODE_REQUEST_TIMEOUT_MS,
+    );
+    this.inFlight.set(batchId, { waiting, timer });
+    if (ws === null || this.state !== 'ready') {
+      this.failBatch(batchId, this.unavailable());
+      return;
+    }
+    ws.send(encodeNodeFrame([NodeFrame.Batch, batchId, this.assignment().epoch, parts]));
+  }
+
+  private failBatch(batchId: number, err: KeysliceError): void {
+    const batch = this.inFlight.get(batchId);
+    if (batch === undefined) return;
+    clearTimeout(batch.timer);
+    this.inFlight.delete(batchId);
+    for (const settles of batch.waiting.values()) for (const s of settles) s.reject(err);
+  }
+
+  private failAll(err: KeysliceError): void {
+    for (const id of [...this.inFlight.keys()]) this.failBatch(id, err);
+    for (let w = 0; w < this.queuedSettles.length; w++) {
+      for (const s of this.queuedSettles[w]) s.reject(err);
+      this.queuedOps[w] = [];
+      this.queuedSettles[w] = [];
+    }
+    this.queuedCount = 0;
+  }
+}

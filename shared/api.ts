@@ -1,0 +1,107 @@
+// The operation set: one definition behind both transports (HTTP/JSON and
+// WebSocket/msgpack) and the TypeScript client. Payloads are plain values.
+import type { KeyType, KeyValue } from './key-encoding.js';
+import type { Item } from './values.js';
+
+export interface KeySchema {
+  name: string;
+  type: KeyType;
+}
+
+export interface TableDescription {
+  name: string;
+  shardingKey: KeySchema;
+  sortingKey: KeySchema | null;
+  createdAt: number;
+}
+
+/** An item's primary key: its key attributes, or its object name
+ * (`<sharding>` or `<sharding>.<sorting>`, split at the leftmost period). */
+export type KeyRef = Item | string;
+
+/** A condition on the sorting key within one sharding key. */
+export type SortCondition =
+  | { eq: KeyValue }
+  | { lt: KeyValue }
+  | { lte: KeyValue }
+  | { gt: KeyValue }
+  | { gte: KeyValue }
+  | { between: [KeyValue, KeyValue] }
+  | { beginsWith: string | Uint8Array };
+
+export type ReturnValues = 'none' | 'old' | 'new';
+
+export interface Operations {
+  CreateTable: {
+    request: { table: string; shardingKey: KeySchema; sortingKey?: KeySchema | null };
+    response: { table: TableDescription };
+  };
+  DescribeTable: { request: { table: string }; response: { table: TableDescription } };
+  ListTables: { request: Record<string, never>; response: { tables: string[] } };
+  DeleteTable: { request: { table: string }; response: { table: TableDescription } };
+  PutItem: { request: { table: string; item: Item }; response: Record<string, never> };
+  GetItem: {
+    request: { table: string; key: KeyRef; attributes?: string[] };
+    response: { item: Item | null };
+  };
+  UpdateItem: {
+    request: {
+      table: string;
+      key: KeyRef;
+      /** Attributes to set (created or replaced). */
+      set?: Item;
+      /** Attributes to remove. */
+      remove?: string[];
+      /** Numbers to add; a missing attribute counts as 0. */
+      add?: Record<string, number>;
+      returnValues?: ReturnValues;
+    };
+    response: { item?: Item | null };
+  };
+  DeleteItem: { request: { table: string; key: KeyRef }; response: { deleted: boolean } };
+  /** A range scan (with `shardingKey`) or a full-table scan (without it). */
+  GetItems: {
+    request: {
+      table: string;
+      shardingKey?: KeyValue;
+      sortingKey?: SortCondition;
+      reverse?: boolean;
+      limit?: number;
+      marker?: string;
+      attributes?: string[];
+    };
+    /** `marker` is present when more items may follow; pass it back to continue. */
+    response: { items: Item[]; marker?: string };
+  };
+  BatchWrite: {
+    request: { table: string; puts?: Item[]; deletes?: KeyRef[] };
+    response: Record<string, never>;
+  };
+  /** Items come back in the order of `keys`, null where there is none. */
+  BatchGet: {
+    request: { table: string; keys: KeyRef[]; attributes?: string[] };
+    response: { items: (Item | null)[] };
+  };
+}
+
+export type OperationName = keyof Operations;
+export type Request<Op extends OperationName> = Operations[Op]['request'];
+export type Response<Op extends OperationName> = Operations[Op]['response'];
+
+export const OPERATION_NAMES: readonly OperationName[] = [
+  'CreateTable',
+  'DescribeTable',
+  'ListTables',
+  'DeleteTable',
+  'PutItem',
+  'GetItem',
+  'UpdateItem',
+  'DeleteItem',
+  'GetItems',
+  'BatchWrite',
+  'BatchGet',
+];
+
+export function isOperationName(op: unknown): op is OperationName {
+  return typeof op === 'string' && (OPERATION_NAMES as readonly string[]).includes(op);
+}

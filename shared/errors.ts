@@ -1,0 +1,54 @@
+// Expected failures: every one has a stable code a program can switch on, an
+// HTTP status, and whether a retry may succeed. Append new codes; never rename.
+// A broken invariant is not one of these: it is an assertion (see assert()).
+
+export const ERROR_CODES = {
+  ValidationError: { status: 400, retryable: false },
+  MalformedRequest: { status: 400, retryable: false },
+  UnknownOperation: { status: 400, retryable: false },
+  InvalidKey: { status: 400, retryable: false },
+  KeyTooLarge: { status: 400, retryable: false },
+  ItemTooLarge: { status: 413, retryable: false },
+  BatchTooLarge: { status: 400, retryable: false },
+  RequestTooLarge: { status: 413, retryable: false },
+  InvalidMarker: { status: 400, retryable: false },
+  TableNotFound: { status: 404, retryable: false },
+  TableExists: { status: 409, retryable: false },
+  LimitExceeded: { status: 400, retryable: false },
+  Unavailable: { status: 503, retryable: true },
+  WrongOwner: { status: 503, retryable: true },
+  Internal: { status: 500, retryable: false },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === 'string' && Object.prototype.hasOwnProperty.call(ERROR_CODES, code);
+}
+
+export class KeysliceError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string) {
+    super(message);
+    this.name = 'KeysliceError';
+    this.code = code;
+  }
+  get status(): number {
+    return ERROR_CODES[this.code].status;
+  }
+  get retryable(): boolean {
+    return ERROR_CODES[this.code].retryable;
+  }
+}
+
+/** Any thrown value as a KeysliceError: unexpected ones become Internal. */
+export function toKeysliceError(err: unknown): KeysliceError {
+  if (err instanceof KeysliceError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new KeysliceError('Internal', message);
+}
+
+/** A broken invariant is a bug: fail loudly, never return a typed error for it. */
+export function assert(condition: unknown, message: string): asserts condition {
+  if (!condition) throw new Error(`invariant broken: ${message}`);
+}

@@ -1,0 +1,143 @@
+// Order-preserving, typed encoding of primary keys (spec and test vectors:
+// docs/key-encoding.md). An encoded key is a "byte string": a JS string whose
+// every char code is one byte (0..255), so that JS string comparison, which
+// compares UTF-16 code units, equals unsigned byte-wise comparison. Partitions
+// keep these strings as sorted-btree keys and compare them natively.
+import { KeysliceError } from './errors.js';
+
+export type KeyType = 'string' | 'number' | 'binary';
+export type KeyValue = string | number | Uint8Array;
+
+export const KEY_TYPES: readonly KeyType[] = ['string', 'number', 'binary'];
+
+/** Type tags: the first byte of each encoded key part. */
+export const TAG_BINARY = 0x01;
+export const TAG_STRING = 0x02;
+export const TAG_NUMBER = 0x21;
+
+const ASCII_NO_NUL = /^[\x01-\x7f]*$/;
+const SURROGATE = /[\ud800-\udfff]/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+export function toByteString(bytes: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < bytes.length; i += 4096) {
+    s += String.fromCharCode.apply(null, bytes.subarray(i, i + 4096) as unknown as number[]);
+  }
+  return s;
+}
+
+export function fromByteString(s: string): Uint8Array {
+  return new Uint8Array(Buffer.from(s, 'latin1'));
+}
+
+/** 0x00 becomes 0x00 0xFF so that the 0x00 terminator sorts before any continuation. */
+function escapeBytes(bytes: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i];
+    s += b === 0 ? '\x00\xff' : String.fromCharCode(b);
+  }
+  return s;
+}
+
+function escapedString(value: string): string {
+  if (ASCII_NO_NUL.test(value)) return value; // UTF-8 of ASCII is itself; nothing to escape
+  if (SURROGATE.test(value) && LONE_SURROGATE.test(value)) {
+    throw new KeysliceError('InvalidKey', 'key strings must be well-formed Unicode (a lone surrogate was found)');
+  }
+  return escapeBytes(Buffer.from(value, 'utf8'));
+}
+
+const f64 = new Float64Array(1);
+const f64Bytes = new Uint8Array(f64.buffer);
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** IEEE-754 big-endian; negative numbers have all bits flipped, others only the sign bit. */
+function numberBytes(value: number): string {
+  f64[0] = value === 0 ? 0 : value; // -0 and 0 are one key
+  let s = '';
+  const negative = (f64Bytes[LITTLE_ENDIAN ? 7 : 0] & 0x80) !== 0;
+  for (let i = 0; i < 8; i++) {
+    let b = f64Bytes[LITTLE_ENDIAN ? 7 - i : i];
+    if (negative) b ^= 0xff;
+    else if (i === 0) b ^= 0x80;
+    s += String.fromCharCode(b);
+  }
+  return s;
+}
+
+function numberFromBytes(s: string): number {
+  const negative = (s.charCodeAt(0) & 0x80) === 0;
+  for (let i = 0; i < 8; i++) {
+    let b = s.charCodeAt(i);
+    if (negative) b ^= 0xff;
+    else if (i === 0) b ^= 0x80;
+    f64Bytes[LITTLE_ENDIAN ? 7 - i : i] = b;
+  }
+  return f64[0];
+}
+
+/** One key part: tag, payload, and (for strings and binary) a 0x00 terminator. */
+export function encodeKeyPart(type: KeyType, value: KeyValue): string {
+  switch (type) {
+    case 'string':
+      return '\x02' + escapedString(value as string) + '\x00';
+    case 'binary':
+      return '\x01' + escapeBytes(value as Uint8Array) + '\x00';
+    case 'number':
+      return '\x21' + numberBytes(value as number);
+  }
+}
+
+/** The encoding of every key part that begins with `value` (strings and binary):
+ * the part without its terminator. */
+export function encodeKeyPrefix(type: 'string' | 'binary', value: string | Uint8Array): string {
+  return type === 'string' ? '\x02' + escapedString(value as string) : '\x01' + escapeBytes(value as Uint8Array);
+}
+
+/** The smallest byte string greater than every string that starts with `prefix`
+ * (drop trailing 0xFF bytes, then add one to the last byte). */
+export function prefixEnd(prefix: string): string {
+  let end = prefix.length;
+  while (end > 0 && prefix.charCodeAt(end - 1) === 0xff) end--;
+  if (end === 0) return '\xff'.repeat(prefix.length + 1); // no string of only 0xFF is a valid key
+  return prefix.slice(0, end - 1) + String.fromCharCode(prefix.charCodeAt(end - 1) + 1);
+}
+
+/** Decodes a key made of parts of the given types (the inverse of encodeKeyPart, for tools and tests). */
+export function decodeKey(key: string, types: readonly KeyType[]): KeyValue[] {
+  const out: KeyValue[] = [];
+  let i = 0;
+  for (const type of types) {
+    const tag = key.charCodeAt(i++);
+    if (type === 'number') {
+      if (tag !== TAG_NUMBER) throw new Error(`key part ${out.length}: expected a number tag at byte ${i - 1}`);
+      out.push(numberFromBytes(key.slice(i, i + 8)));
+      i += 8;
+      continue;
+    }
+    if (tag !== (type === 'string' ? TAG_STRING : TAG_BINARY)) throw new Error(`key part ${out.length}: wrong tag at byte ${i - 1}`);
+    const bytes: number[] = [];
+    for (;;) {
+      if (i >= key.length) throw new Error(`key part ${out.length}: no terminator`);
+      const b = key.charCodeAt(i++);
+      if (b !== 0) bytes.push(b);
+      else if (key.charCodeAt(i) === 0xff) {
+        bytes.push(0);
+        i++;
+      } else break;
+    }
+    const raw = new Uint8Array(bytes);
+    out.push(type === 'string' ? Buffer.from(raw).toString('utf8') : raw);
+  }
+  if (i !== key.length) throw new Error(`key has ${key.length - i} trailing bytes`);
+  return out;
+}
+
+/** Byte length of a key value as the limits count it (UTF-8 for strings). */
+export function keyValueBytes(type: KeyType, value: KeyValue): number {
+  if (type === 'string') return Buffer.byteLength(value as string);
+  if (type === 'binary') return (value as Uint8Array).byteLength;
+  return 8;
+}

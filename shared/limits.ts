@@ -1,0 +1,48 @@
+// Every limit and default of keyslice, defined once. Units are in the names.
+// Reference points: DynamoDB (keys 2048/1024 bytes, items 400 KB, 25 writes or
+// 100 reads per batch, 1 MB query pages) and v3io (1024 slices).
+
+/** Slices per cluster, fixed when the cluster is created. 1024 as in v3io: fine
+ * enough to move load in small steps when nodes join (about 0.1% of the keyspace
+ * per slice), while per-slice state is created lazily, so empty slices cost
+ * nothing but an entry in the cluster map. */
+export const SLICE_COUNT_DEFAULT = 1024;
+export const SLICE_COUNT_MAX = 65536;
+
+export const SHARDING_KEY_BYTES_MAX = 2048;
+export const SORTING_KEY_BYTES_MAX = 1024;
+export const ITEM_BYTES_MAX = 400 * 1024;
+export const ATTRIBUTE_NAME_BYTES_MAX = 255;
+/** Lists and maps nested deeper than this are refused. */
+export const VALUE_DEPTH_MAX = 32;
+
+export const TABLE_NAME_CHARS_MIN = 3;
+export const TABLE_NAME_CHARS_MAX = 255;
+export const TABLES_MAX = 256;
+
+export const BATCH_WRITE_ITEMS_MAX = 25;
+export const BATCH_GET_ITEMS_MAX = 100;
+
+/** GetItems: default and largest page in items, and the page byte budget. */
+export const PAGE_ITEMS_DEFAULT = 1000;
+export const PAGE_ITEMS_MAX = 10_000;
+export const PAGE_BYTES_MAX = 1024 * 1024;
+
+/** One client request (HTTP body or WebSocket frame). 25 items of 400 KB fit. */
+export const REQUEST_BYTES_MAX = 16 * 1024 * 1024;
+/** One frame between coordinator and slice node. */
+export const INTERNAL_FRAME_BYTES_MAX = 256 * 1024 * 1024;
+/** Ops the coordinator puts in one frame to a node before it flushes early. */
+export const NODE_BATCH_OPS_MAX = 512;
+
+export const WORKERS_PER_NODE_DEFAULT = 2;
+export const COORDINATOR_PORT_DEFAULT = 7100;
+export const SLICE_NODE_PORT_DEFAULT = 7101;
+
+/** Coordinator to node: how long to wait for a batch reply, and reconnect backoff. */
+export const NODE_REQUEST_TIMEOUT_MS = 30_000;
+export const NODE_CONNECT_TIMEOUT_MS = 5_000;
+export const NODE_RECONNECT_DELAY_MS_MIN = 100;
+export const NODE_RECONNECT_DELAY_MS_MAX = 2_000;
+/** How long a client request waits for slice nodes at start-up before Unavailable. */
+export const CLUSTER_READY_WAIT_MS = 10_000;

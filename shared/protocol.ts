@@ -1,0 +1,195 @@
+// The wire protocol, declared once and used by both ends of each hop.
+//
+// Client <-> coordinator (WebSocket, subprotocol CLIENT_SUBPROTOCOL), msgpack:
+//   request  [id, operation, payload]
+//   response [id, RESULT_OK, result] | [id, RESULT_ERROR, code, message]
+// id is the client's request id (an unsigned integer), echoed so that many
+// requests can be in flight on one connection. An error about a frame whose id
+// cannot be read carries id -1.
+//
+// Coordinator <-> slice node (WebSocket), msgpack with records:
+//   node  -> coord  [NodeFrame.Hello, PROTOCOL_VERSION, workerCount]
+//   coord -> node   [NodeFrame.Assign, epoch, sliceCount, slices]
+//   node  -> coord  [NodeFrame.Assigned, epoch]
+//   coord -> node   [NodeFrame.Batch, batchId, epoch, [[worker, opsBytes], ...]]
+//   node  -> coord  [NodeFrame.BatchReply, batchId, worker, resultsBytes]
+//                   [NodeFrame.BatchError, batchId, code, message]
+// opsBytes is a packed array of slice ops for one worker thread. The node
+// hands it to that worker untouched (one message per batch) and relays the
+// worker's packed results the same way; only the outer frame is decoded.
+import { Packr, Unpackr } from 'msgpackr';
+import { isOperationName, type OperationName } from './api.js';
+import { KeysliceError, isErrorCode, type ErrorCode } from './errors.js';
+import { INTERNAL_FRAME_BYTES_MAX, REQUEST_BYTES_MAX } from './limits.js';
+import type { Item } from './values.js';
+
+export const PROTOCOL_VERSION = 1;
+export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
+export const CLIENT_WS_PATH = '/ws';
+export const HTTP_API_PREFIX = '/api/';
+
+export const RESULT_OK = 0;
+export const RESULT_ERROR = 1;
+
+// ---- client frames -------------------------------------------------------
+
+const clientPackr = new Packr({ useRecords: false });
+const clientUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
+
+export type ClientRequestFrame = [id: number, op: OperationName, payload: Record<string, unknown>];
+export type ClientResponseFrame =
+  | [id: number, ok: typeof RESULT_OK, result: unknown]
+  | [id: number, err: typeof RESULT_ERROR, code: ErrorCode, message: string];
+
+export function encodeClientFrame(frame: ClientRequestFrame | ClientResponseFrame): Buffer {
+  return clientPackr.pack(frame);
+}
+
+/** Checks size, decodes and checks the shape of one client request frame.
+ * Throws KeysliceError with `id` attached (or -1) when the frame is bad. */
+export function decodeClientRequest(bytes: Uint8Array): ClientRequestFrame {
+  if (bytes.byteLength > REQUEST_BYTES_MAX) {
+    throw frameError(-1, 'RequestTooLarge', `frame of ${bytes.byteLength} bytes exceeds ${REQUEST_BYTES_MAX}`);
+  }
+  let frame: unknown;
+  try {
+    frame = clientUnpackr.unpack(bytes);
+  } catch (err) {
+    throw frameError(-1, 'MalformedRequest', `frame is not valid msgpack: ${(err as Error).message}`);
+  }
+  if (!Array.isArray(frame) || frame.length !== 3) {
+    throw frameError(-1, 'MalformedRequest', 'a request frame is an array [id, operation, payload]');
+  }
+  const [id, op, payload] = frame;
+  if (!Number.isSafeInteger(id) || id < 0) throw frameError(-1, 'MalformedRequest', 'request id must be an unsigned integer');
+  if (!isOperationName(op)) throw frameError(id, 'UnknownOperation', `unknown operation ${JSON.stringify(op)}`);
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+    throw frameError(id, 'MalformedRequest', 'request payload must be a map');
+  }
+  return [id, op, payload as Record<string, unknown>];
+}
+
+export function decodeClientResponse(bytes: Uint8Array): ClientResponseFrame {
+  const frame = clientUnpackr.unpack(bytes) as ClientResponseFrame;
+  if (!Array.isArray(frame) || typeof frame[0] !== 'number') throw new Error('malformed response frame from server');
+  return frame;
+}
+
+export class FrameError extends KeysliceError {
+  constructor(
+    readonly id: number,
+    code: ErrorCode,
+    message: string,
+  ) {
+    super(code, message);
+  }
+}
+
+function frameError(id: number, code: ErrorCode, message: string): FrameError {
+  return new FrameError(id, code, message);
+}
+
+// ---- coordinator <-> slice node frames -----------------------------------
+
+export const NodeFrame = {
+  Hello: 1,
+  Assign: 2,
+  Assigned: 3,
+  Batch: 4,
+  BatchReply: 5,
+  BatchError: 6,
+} as const;
+
+export type NodeFrameMessage =
+  | [typeof NodeFrame.Hello, version: number, workerCount: number]
+  | [typeof NodeFrame.Assign, epoch: number, sliceCount: number, slices: number[]]
+  | [typeof NodeFrame.Assigned, epoch: number]
+  | [typeof NodeFrame.Batch, batchId: number, epoch: number, parts: [worker: number, ops: Uint8Array][]]
+  | [typeof NodeFrame.BatchReply, batchId: number, worker: number, results: Uint8Array]
+  | [typeof NodeFrame.BatchError, batchId: number, code: ErrorCode, message: string];
+
+// Records mode: objects of one shape in a frame share one structure definition.
+const internalPackr = new Packr({ useRecords: true, mapsAsObjects: true });
+const internalUnpackr = new Unpackr({ useRecords: true, mapsAsObjects: true });
+// Workers keep decoded binary values in their partitions: copy them out of the frame.
+const workerUnpackr = new Unpackr({ useRecords: true, mapsAsObjects: true, copyBuffers: true });
+
+export function encodeNodeFrame(frame: NodeFrameMessage): Buffer {
+  return internalPackr.pack(frame);
+}
+
+export function decodeNodeFrame(bytes: Uint8Array): NodeFrameMessage {
+  if (bytes.byteLength > INTERNAL_FRAME_BYTES_MAX) throw new Error(`node frame of ${bytes.byteLength} bytes is over the limit`);
+  const frame = internalUnpackr.unpack(bytes);
+  if (!Array.isArray(frame) || typeof frame[0] !== 'number' || frame[0] < NodeFrame.Hello || frame[0] > NodeFrame.BatchError) {
+    throw new Error('malformed node frame');
+  }
+  return frame as NodeFrameMessage;
+}
+
+// ---- slice ops: what a worker thread executes ------------------------------
+
+export const SliceOp = {
+  Assign: 1,
+  Put: 2,
+  Get: 3,
+  Delete: 4,
+  Update: 5,
+  Range: 6,
+  Scan: 7,
+  DropTable: 8,
+} as const;
+
+export type UpdateSpec = {
+  /** The item to start from when none exists (key attributes and __name). */
+  base: Item;
+  set: Item | null;
+  remove: string[] | null;
+  add: Record<string, number> | null;
+  returnValues: 'none' | 'old' | 'new';
+};
+
+/** A key range inside one slice and table; bounds are encoded keys. */
+export type RangeSpec = {
+  low: string;
+  lowInclusive: boolean;
+  high: string;
+  highInclusive: boolean;
+  reverse: boolean;
+  limit: number;
+  attributes: string[] | null;
+};
+
+export type SliceOpMessage =
+  | [typeof SliceOp.Assign, epoch: number, slices: number[]]
+  | [typeof SliceOp.Put, tableId: number, slice: number, key: string, item: Item, itemBytes: number]
+  | [typeof SliceOp.Get, tableId: number, slice: number, key: string, attributes: string[] | null]
+  | [typeof SliceOp.Delete, tableId: number, slice: number, key: string]
+  | [typeof SliceOp.Update, tableId: number, slice: number, key: string, spec: UpdateSpec]
+  | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
+  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, attributes: string[] | null]
+  | [typeof SliceOp.DropTable, tableId: number];
+
+/** Range result: items in order, the encoded key of the last one, and whether more remain. */
+export type RangeResult = [items: Item[], lastKey: string | null, more: boolean];
+/** Scan result: [slice, key, item] in (slice, key) order, and whether this worker has nothing more. */
+export type ScanResult = [entries: [number, string, Item][], exhausted: boolean];
+
+export type SliceOpResult = [typeof RESULT_OK, unknown] | [typeof RESULT_ERROR, ErrorCode, string];
+
+export function encodeSliceOps(ops: SliceOpMessage[]): Uint8Array {
+  return internalPackr.pack(ops);
+}
+export function decodeSliceOps(bytes: Uint8Array): SliceOpMessage[] {
+  return workerUnpackr.unpack(bytes) as SliceOpMessage[];
+}
+export function encodeSliceResults(results: SliceOpResult[]): Uint8Array {
+  return internalPackr.pack(results);
+}
+export function decodeSliceResults(bytes: Uint8Array): SliceOpResult[] {
+  return internalUnpackr.unpack(bytes) as SliceOpResult[];
+}
+
+export function errorFromResult(code: unknown, message: unknown): KeysliceError {
+  return new KeysliceError(isErrorCode(code) ? code : 'Internal', String(message));
+}

@@ -1,0 +1,140 @@
+// Item values: what an attribute may hold, how big it is, and how binary values
+// travel in JSON. Validation happens once, at the coordinator's edge.
+import { KeysliceError } from './errors.js';
+import { ATTRIBUTE_NAME_BYTES_MAX, VALUE_DEPTH_MAX } from './limits.js';
+
+export type Value = string | number | boolean | null | Uint8Array | Value[] | { [name: string]: Value };
+export type Item = { [name: string]: Value };
+
+/** System attributes: set by the store, never accepted from a client. */
+export const NAME_ATTRIBUTE = '__name';
+export const MTIME_ATTRIBUTE = '__mtime';
+export const SYSTEM_ATTRIBUTE_PREFIX = '__';
+
+/** In JSON, a binary value is `{"$binary": "<base64>"}`. */
+export const JSON_BINARY_TAG = '$binary';
+
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== 'object' || v === null) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/** Checks one attribute value; `where` names it in the error. */
+export function validateValue(v: unknown, where: string, depth = 0): asserts v is Value {
+  if (depth > VALUE_DEPTH_MAX) {
+    throw new KeysliceError('ValidationError', `${where}: nested deeper than ${VALUE_DEPTH_MAX} levels`);
+  }
+  switch (typeof v) {
+    case 'string':
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(v)) throw new KeysliceError('ValidationError', `${where}: numbers must be finite, got ${v}`);
+      return;
+    case 'object':
+      if (v === null || v instanceof Uint8Array) return;
+      if (Array.isArray(v)) {
+        for (let i = 0; i < v.length; i++) validateValue(v[i], `${where}[${i}]`, depth + 1);
+        return;
+      }
+      if (isPlainObject(v)) {
+        for (const k of Object.keys(v)) validateValue(v[k], `${where}.${k}`, depth + 1);
+        return;
+      }
+      break;
+  }
+  throw new KeysliceError('ValidationError', `${where}: unsupported value type ${describeType(v)}`);
+}
+
+export function validateAttributeName(name: string, where: string): void {
+  if (name.length === 0) throw new KeysliceError('ValidationError', `${where}: attribute names must not be empty`);
+  if (name.startsWith(SYSTEM_ATTRIBUTE_PREFIX)) {
+    throw new KeysliceError('ValidationError', `${where}: attribute name "${name}" is reserved (names starting with "__" are system attributes)`);
+  }
+  if (Buffer.byteLength(name) > ATTRIBUTE_NAME_BYTES_MAX) {
+    throw new KeysliceError('ValidationError', `${where}: attribute name longer than ${ATTRIBUTE_NAME_BYTES_MAX} bytes`);
+  }
+}
+
+/** Checks a client-supplied item: a plain object of valid attribute names and values. */
+export function validateItem(item: unknown, where = 'item'): asserts item is Item {
+  if (!isPlainObject(item)) throw new KeysliceError('ValidationError', `${where} must be an object of attributes`);
+  for (const name of Object.keys(item)) {
+    validateAttributeName(name, where);
+    validateValue(item[name], `${where}.${name}`);
+  }
+}
+
+export function describeType(v: unknown): string {
+  if (v === null) return 'null';
+  if (v instanceof Uint8Array) return 'binary';
+  if (Array.isArray(v)) return 'list';
+  if (typeof v === 'object') return isPlainObject(v) ? 'map' : (v as object).constructor?.name ?? 'object';
+  return typeof v;
+}
+
+/** Size of a value in bytes, counted as DynamoDB does in spirit: UTF-8 text,
+ * 8 bytes a number, 1 a boolean or null, a few bytes of overhead per list or map. */
+export function valueBytes(v: Value): number {
+  switch (typeof v) {
+    case 'string':
+      return Buffer.byteLength(v);
+    case 'number':
+      return 8;
+    case 'boolean':
+      return 1;
+  }
+  if (v === null) return 1;
+  if (v instanceof Uint8Array) return v.byteLength;
+  let n = 3;
+  if (Array.isArray(v)) {
+    for (const e of v) n += 1 + valueBytes(e);
+    return n;
+  }
+  for (const k of Object.keys(v)) n += 1 + Buffer.byteLength(k) + valueBytes(v[k]);
+  return n;
+}
+
+export function itemBytes(item: Item): number {
+  let n = 0;
+  for (const k of Object.keys(item)) n += Buffer.byteLength(k) + valueBytes(item[k]);
+  return n;
+}
+
+/** JSON in: `{"$binary": "..."}` becomes bytes. */
+export function fromJson(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(fromJson);
+  if (isPlainObject(v)) {
+    const keys = Object.keys(v);
+    if (keys.length === 1 && keys[0] === JSON_BINARY_TAG && typeof v[JSON_BINARY_TAG] === 'string') {
+      return new Uint8Array(Buffer.from(v[JSON_BINARY_TAG] as string, 'base64'));
+    }
+    const out: Record<string, unknown> = {};
+    for (const k of keys) out[k] = fromJson(v[k]);
+    return out;
+  }
+  return v;
+}
+
+/** JSON out: bytes become `{"$binary": "..."}`. */
+export function toJson(v: unknown): unknown {
+  if (v instanceof Uint8Array) return { [JSON_BINARY_TAG]: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
+  if (Array.isArray(v)) return v.map(toJson);
+  if (isPlainObject(v)) {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(v)) out[k] = toJson(v[k]);
+    return out;
+  }
+  return v;
+}
+
+/** A copy of `item` with only the named top-level attributes, plus the system ones. */
+export function project(item: Item, attributes: readonly string[] | null): Item {
+  if (attributes === null) return item;
+  const out: Item = {};
+  for (const a of attributes) if (a in item) out[a] = item[a];
+  if (NAME_ATTRIBUTE in item) out[NAME_ATTRIBUTE] = item[NAME_ATTRIBUTE];
+  if (MTIME_ATTRIBUTE in item) out[MTIME_ATTRIBUTE] = item[MTIME_ATTRIBUTE];
+  return out;
+}

@@ -1,0 +1,180 @@
+// The pure core of a worker thread: the slices it owns, each holding one
+// sorted map per table keyed by encoded primary key. It takes slice ops and
+// returns results; the clock is injected and there is no I/O here.
+import sortedBtree from 'sorted-btree';
+import { assert, KeysliceError } from '../shared/errors.js';
+import { ITEM_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
+import {
+  RESULT_ERROR,
+  RESULT_OK,
+  SliceOp,
+  type RangeResult,
+  type RangeSpec,
+  type ScanResult,
+  type SliceOpMessage,
+  type SliceOpResult,
+  type UpdateSpec,
+} from '../shared/protocol.js';
+import { itemBytes, MTIME_ATTRIBUTE, project, type Item } from '../shared/values.js';
+
+// sorted-btree is CommonJS with an ES-style default export: unwrap it once.
+const BTree = sortedBtree.default;
+type Stored = { item: Item; bytes: number };
+type Tree = sortedBtree.default<string, Stored>;
+
+export class SliceStore {
+  private epoch = 0;
+  private owned = new Set<number>();
+  private ownedSorted: number[] = [];
+  /** tableId -> slice -> sorted map. Created on first write. */
+  private readonly tables = new Map<number, Map<number, Tree>>();
+
+  constructor(
+    readonly workerIndex: number,
+    readonly workerCount: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    assert(workerIndex >= 0 && workerIndex < workerCount, 'worker index within worker count');
+  }
+
+  execute(op: SliceOpMessage): SliceOpResult {
+    try {
+      return [RESULT_OK, this.apply(op)];
+    } catch (err) {
+      if (err instanceof KeysliceError) return [RESULT_ERROR, err.code, err.message];
+      throw err; // a bug: let the worker fail loudly
+    }
+  }
+
+  private apply(op: SliceOpMessage): unknown {
+    switch (op[0]) {
+      case SliceOp.Assign:
+        return this.assign(op[1], op[2]);
+      case SliceOp.Put: {
+        const [, table, slice, key, item, bytes] = op;
+        item[MTIME_ATTRIBUTE] = this.now();
+        this.tree(table, slice, true)!.set(key, { item, bytes });
+        return null;
+      }
+      case SliceOp.Get: {
+        const [, table, slice, key, attributes] = op;
+        const stored = this.tree(table, slice, false)?.get(key);
+        return stored === undefined ? null : project(stored.item, attributes);
+      }
+      case SliceOp.Delete: {
+        const [, table, slice, key] = op;
+        return this.tree(table, slice, false)?.delete(key) ?? false;
+      }
+      case SliceOp.Update:
+        return this.update(op[1], op[2], op[3], op[4]);
+      case SliceOp.Range:
+        return this.range(op[1], op[2], op[3]);
+      case SliceOp.Scan:
+        return this.scan(op[1], op[2], op[3], op[4], op[5]);
+      case SliceOp.DropTable:
+        return this.tables.delete(op[1]);
+      default:
+        throw new KeysliceError('Internal', `unknown slice op ${String((op as unknown[])[0])}`);
+    }
+  }
+
+  private assign(epoch: number, slices: number[]): null {
+    assert(epoch >= this.epoch, `an epoch only grows (had ${this.epoch}, got ${epoch})`);
+    for (const s of slices) assert(s % this.workerCount === this.workerIndex, `slice ${s} belongs to worker ${s % this.workerCount}, not ${this.workerIndex}`);
+    this.epoch = epoch;
+    this.owned = new Set(slices);
+    this.ownedSorted = [...slices].sort((a, b) => a - b);
+    return null;
+  }
+
+  private tree(table: number, slice: number, create: boolean): Tree | undefined {
+    if (!this.owned.has(slice)) {
+      throw new KeysliceError('WrongOwner', `slice ${slice} is not owned by worker ${this.workerIndex} at epoch ${this.epoch}`);
+    }
+    let slices = this.tables.get(table);
+    if (slices === undefined) {
+      if (!create) return undefined;
+      slices = new Map();
+      this.tables.set(table, slices);
+    }
+    let tree = slices.get(slice);
+    if (tree === undefined && create) {
+      tree = new BTree<string, Stored>();
+      slices.set(slice, tree);
+    }
+    return tree;
+  }
+
+  /** Set, remove and add applied to a copy, checked, then stored: all or nothing. */
+  private update(table: number, slice: number, key: string, spec: UpdateSpec): Item | null {
+    const tree = this.tree(table, slice, true)!;
+    const old = tree.get(key)?.item ?? null;
+    const next: Item = { ...(old ?? spec.base) };
+    if (spec.set !== null) Object.assign(next, spec.set);
+    if (spec.remove !== null) for (const name of spec.remove) delete next[name];
+    if (spec.add !== null) {
+      for (const name of Object.keys(spec.add)) {
+        const current = next[name] ?? 0;
+        if (typeof current !== 'number') {
+          throw new KeysliceError('ValidationError', `cannot add to attribute "${name}": it holds a ${typeof current}, not a number`);
+        }
+        const sum = current + spec.add[name];
+        if (!Number.isFinite(sum)) throw new KeysliceError('ValidationError', `adding to "${name}" gives ${sum}`);
+        next[name] = sum;
+      }
+    }
+    next[MTIME_ATTRIBUTE] = this.now();
+    const bytes = itemBytes(next);
+    if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `the updated item would be ${bytes} bytes, over ${ITEM_BYTES_MAX}`);
+    tree.set(key, { item: next, bytes });
+    if (spec.returnValues === 'old') return old;
+    if (spec.returnValues === 'new') return next;
+    return null;
+  }
+
+  private range(table: number, slice: number, spec: RangeSpec): RangeResult {
+    const tree = this.tree(table, slice, false);
+    const items: Item[] = [];
+    if (tree === undefined) return [items, null, false];
+    const { low, lowInclusive, high, highInclusive, limit, attributes } = spec;
+    let bytes = 0;
+    let lastKey: string | null = null;
+    const iter = spec.reverse ? tree.entriesReversed(high) : tree.entries(low);
+    for (const [key, stored] of iter) {
+      if (spec.reverse) {
+        if (key === high && !highInclusive) continue;
+        if (key < low || (key === low && !lowInclusive)) break;
+      } else {
+        if (key === low && !lowInclusive) continue;
+        if (key > high || (key === high && !highInclusive)) break;
+      }
+      // One item past the page tells whether a marker is needed.
+      if (items.length >= limit || bytes >= PAGE_BYTES_MAX) return [items, lastKey, true];
+      items.push(project(stored.item, attributes));
+      bytes += stored.bytes;
+      lastKey = key;
+    }
+    return [items, lastKey, false];
+  }
+
+  /** This worker's smallest `limit` items after (fromSlice, afterKey), in (slice, key) order. */
+  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, attributes: string[] | null): ScanResult {
+    const entries: [number, string, Item][] = [];
+    const slices = this.tables.get(table);
+    if (slices === undefined) return [entries, true];
+    let bytes = 0;
+    for (const slice of this.ownedSorted) {
+      if (slice < fromSlice) continue;
+      const tree = slices.get(slice);
+      if (tree === undefined) continue;
+      const after = slice === fromSlice ? afterKey : null;
+      for (const [key, stored] of after === null ? tree.entries() : tree.entries(after)) {
+        if (key === after) continue;
+        if (entries.length >= limit || bytes >= PAGE_BYTES_MAX) return [entries, false];
+        entries.push([slice, key, project(stored.item, attributes)]);
+        bytes += stored.bytes;
+      }
+    }
+    return [entries, true];
+  }
+}
