@@ -121,11 +121,15 @@ export class KeysliceClient {
     return (await this.request('BatchGet', { table, keys, ...(attributes ? { attributes } : {}) })).items;
   }
 
+  describeSlices(table: string): Promise<Response<'DescribeSlices'>> {
+    return this.request('DescribeSlices', { table });
+  }
+
   private onMessage(data: Buffer): void {
     const frame = decodeClientResponse(data);
     const p = this.pending.get(frame[0]);
     if (p === undefined) {
-      if (frame[0] === -1 && frame[1] !== RESULT_OK) this.onFrameError?.(new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3])));
+      if (frame[1] !== RESULT_OK) this.onFrameError?.(new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3])));
       return;
     }
     this.pending.delete(frame[0]);
@@ -134,7 +138,7 @@ export class KeysliceClient {
     else p.reject(new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3])));
   }
 
-  /** Called with errors about frames the server could not read (no request id). */
+  /** Called with errors that answer no pending request (frames the server could not read). */
   onFrameError?: (err: KeysliceError) => void;
 
   private failAll(err: KeysliceError): void {

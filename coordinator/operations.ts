@@ -1,11 +1,11 @@
 // The operation set, behind both transports. Every request is checked whole
 // before anything is sent to a slice node, so bad input changes nothing.
-import type { OperationName, SortCondition } from '../shared/api.js';
+import type { OperationName, SliceDescription, SortCondition } from '../shared/api.js';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { sliceOf } from '../shared/hashing.js';
 import { encodeKeyPart, encodeKeyPrefix, fromByteString, prefixEnd, toByteString } from '../shared/key-encoding.js';
 import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_DEFAULT, PAGE_ITEMS_MAX } from '../shared/limits.js';
-import { SliceOp, type RangeResult, type RangeSpec, type ScanResult, type SliceOpMessage, type UpdateSpec } from '../shared/protocol.js';
+import { SliceOp, type RangeResult, type RangeSpec, type ScanResult, type SliceOpMessage, type StatsResult, type UpdateSpec } from '../shared/protocol.js';
 import { isPlainObject, itemBytes, NAME_ATTRIBUTE, validateAttributeName, validateItem, type Item } from '../shared/values.js';
 import { describe, type Catalog, type Table } from './catalog.js';
 import type { ClusterMap } from './cluster-map.js';
@@ -27,6 +27,7 @@ const FIELDS: Record<OperationName, readonly string[]> = {
   GetItems: ['table', 'shardingKey', 'sortingKey', 'reverse', 'limit', 'marker', 'attributes'],
   BatchWrite: ['table', 'puts', 'deletes'],
   BatchGet: ['table', 'keys', 'attributes'],
+  DescribeSlices: ['table'],
 };
 
 const SORT_CONDITIONS = ['eq', 'lt', 'lte', 'gt', 'gte', 'between', 'beginsWith'] as const;
@@ -149,6 +150,17 @@ export class Operations {
     const pks = keys.map((ref) => resolveKey(table, ref, this.map.sliceCount));
     const items = await Promise.all(pks.map((pk) => this.toSlice(pk.slice, [SliceOp.Get, table.id, pk.slice, pk.key, attributes])));
     return { items };
+  }
+
+  private async DescribeSlices(p: Payload) {
+    const table = this.catalog.get(p.table);
+    const perWorker = await Promise.all(
+      this.everyWorker((link, w) =>
+        link.sendToWorker(w, [SliceOp.Stats, table.id]).then((r) => (r as StatsResult).map(([slice, items, bytes]) => ({ slice, node: link.url, items, bytes }))),
+      ),
+    );
+    const slices: SliceDescription[] = perWorker.flat().sort((a, b) => a.slice - b.slice);
+    return { sliceCount: this.map.sliceCount, slices };
   }
 
   // ---- helpers -------------------------------------------------------------

@@ -82,6 +82,18 @@ export interface Operations {
     request: { table: string; keys: KeyRef[]; attributes?: string[] };
     response: { items: (Item | null)[] };
   };
+  /** Where a table's items live: items and bytes of every non-empty slice, and its node. */
+  DescribeSlices: {
+    request: { table: string };
+    response: { sliceCount: number; slices: SliceDescription[] };
+  };
+}
+
+export interface SliceDescription {
+  slice: number;
+  node: string;
+  items: number;
+  bytes: number;
 }
 
 export type OperationName = keyof Operations;
@@ -100,6 +112,7 @@ export const OPERATION_NAMES: readonly OperationName[] = [
   'GetItems',
   'BatchWrite',
   'BatchGet',
+  'DescribeSlices',
 ];
 
 export function isOperationName(op: unknown): op is OperationName {

@@ -138,6 +138,7 @@ export const SliceOp = {
   Range: 6,
   Scan: 7,
   DropTable: 8,
+  Stats: 9,
 } as const;
 
 export type UpdateSpec = {
@@ -168,12 +169,16 @@ export type SliceOpMessage =
   | [typeof SliceOp.Update, tableId: number, slice: number, key: string, spec: UpdateSpec]
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
   | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, attributes: string[] | null]
-  | [typeof SliceOp.DropTable, tableId: number];
+  | [typeof SliceOp.DropTable, tableId: number]
+  | [typeof SliceOp.Stats, tableId: number];
 
 /** Range result: items in order, the encoded key of the last one, and whether more remain. */
 export type RangeResult = [items: Item[], lastKey: string | null, more: boolean];
 /** Scan result: [slice, key, item] in (slice, key) order, and whether this worker has nothing more. */
 export type ScanResult = [entries: [number, string, Item][], exhausted: boolean];
+
+/** Stats result: [slice, items, bytes] for each non-empty slice of the table on this worker. */
+export type StatsResult = [slice: number, items: number, bytes: number][];
 
 export type SliceOpResult = [typeof RESULT_OK, unknown] | [typeof RESULT_ERROR, ErrorCode, string];
 

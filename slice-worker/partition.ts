@@ -13,6 +13,7 @@ import {
   type ScanResult,
   type SliceOpMessage,
   type SliceOpResult,
+  type StatsResult,
   type UpdateSpec,
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, project, type Item } from '../shared/values.js';
@@ -20,14 +21,33 @@ import { itemBytes, MTIME_ATTRIBUTE, project, type Item } from '../shared/values
 // sorted-btree is CommonJS with an ES-style default export: unwrap it once.
 const BTree = sortedBtree.default;
 type Stored = { item: Item; bytes: number };
-type Tree = sortedBtree.default<string, Stored>;
+
+/** One table's items in one slice, sorted by encoded key, with their byte total kept in step. */
+class Partition {
+  readonly tree = new BTree<string, Stored>();
+  bytes = 0;
+
+  set(key: string, stored: Stored): void {
+    const old = this.tree.get(key);
+    this.bytes += stored.bytes - (old?.bytes ?? 0);
+    this.tree.set(key, stored);
+  }
+
+  delete(key: string): boolean {
+    const old = this.tree.get(key);
+    if (old === undefined) return false;
+    this.bytes -= old.bytes;
+    this.tree.delete(key);
+    return true;
+  }
+}
 
 export class SliceStore {
   private epoch = 0;
   private owned = new Set<number>();
   private ownedSorted: number[] = [];
-  /** tableId -> slice -> sorted map. Created on first write. */
-  private readonly tables = new Map<number, Map<number, Tree>>();
+  /** tableId -> slice -> partition. Created on first write. */
+  private readonly tables = new Map<number, Map<number, Partition>>();
 
   constructor(
     readonly workerIndex: number,
@@ -53,17 +73,17 @@ export class SliceStore {
       case SliceOp.Put: {
         const [, table, slice, key, item, bytes] = op;
         item[MTIME_ATTRIBUTE] = this.now();
-        this.tree(table, slice, true)!.set(key, { item, bytes });
+        this.partition(table, slice, true)!.set(key, { item, bytes });
         return null;
       }
       case SliceOp.Get: {
         const [, table, slice, key, attributes] = op;
-        const stored = this.tree(table, slice, false)?.get(key);
+        const stored = this.partition(table, slice, false)?.tree.get(key);
         return stored === undefined ? null : project(stored.item, attributes);
       }
       case SliceOp.Delete: {
         const [, table, slice, key] = op;
-        return this.tree(table, slice, false)?.delete(key) ?? false;
+        return this.partition(table, slice, false)?.delete(key) ?? false;
       }
       case SliceOp.Update:
         return this.update(op[1], op[2], op[3], op[4]);
@@ -73,6 +93,8 @@ export class SliceStore {
         return this.scan(op[1], op[2], op[3], op[4], op[5]);
       case SliceOp.DropTable:
         return this.tables.delete(op[1]);
+      case SliceOp.Stats:
+        return this.stats(op[1]);
       default:
         throw new KeysliceError('Internal', `unknown slice op ${String((op as unknown[])[0])}`);
     }
@@ -87,7 +109,7 @@ export class SliceStore {
     return null;
   }
 
-  private tree(table: number, slice: number, create: boolean): Tree | undefined {
+  private partition(table: number, slice: number, create: boolean): Partition | undefined {
     if (!this.owned.has(slice)) {
       throw new KeysliceError('WrongOwner', `slice ${slice} is not owned by worker ${this.workerIndex} at epoch ${this.epoch}`);
     }
@@ -97,18 +119,18 @@ export class SliceStore {
       slices = new Map();
       this.tables.set(table, slices);
     }
-    let tree = slices.get(slice);
-    if (tree === undefined && create) {
-      tree = new BTree<string, Stored>();
-      slices.set(slice, tree);
+    let partition = slices.get(slice);
+    if (partition === undefined && create) {
+      partition = new Partition();
+      slices.set(slice, partition);
     }
-    return tree;
+    return partition;
   }
 
   /** Set, remove and add applied to a copy, checked, then stored: all or nothing. */
   private update(table: number, slice: number, key: string, spec: UpdateSpec): Item | null {
-    const tree = this.tree(table, slice, true)!;
-    const old = tree.get(key)?.item ?? null;
+    const partition = this.partition(table, slice, true)!;
+    const old = partition.tree.get(key)?.item ?? null;
     const next: Item = { ...(old ?? spec.base) };
     if (spec.set !== null) Object.assign(next, spec.set);
     if (spec.remove !== null) for (const name of spec.remove) delete next[name];
@@ -126,14 +148,14 @@ export class SliceStore {
     next[MTIME_ATTRIBUTE] = this.now();
     const bytes = itemBytes(next);
     if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `the updated item would be ${bytes} bytes, over ${ITEM_BYTES_MAX}`);
-    tree.set(key, { item: next, bytes });
+    partition.set(key, { item: next, bytes });
     if (spec.returnValues === 'old') return old;
     if (spec.returnValues === 'new') return next;
     return null;
   }
 
   private range(table: number, slice: number, spec: RangeSpec): RangeResult {
-    const tree = this.tree(table, slice, false);
+    const tree = this.partition(table, slice, false)?.tree;
     const items: Item[] = [];
     if (tree === undefined) return [items, null, false];
     const { low, lowInclusive, high, highInclusive, limit, attributes } = spec;
@@ -165,7 +187,7 @@ export class SliceStore {
     let bytes = 0;
     for (const slice of this.ownedSorted) {
       if (slice < fromSlice) continue;
-      const tree = slices.get(slice);
+      const tree = slices.get(slice)?.tree;
       if (tree === undefined) continue;
       const after = slice === fromSlice ? afterKey : null;
       for (const [key, stored] of after === null ? tree.entries() : tree.entries(after)) {
@@ -176,5 +198,17 @@ export class SliceStore {
       }
     }
     return [entries, true];
+  }
+
+  /** Items and bytes of each non-empty slice of a table: [slice, items, bytes][]. */
+  private stats(table: number): StatsResult {
+    const out: StatsResult = [];
+    const slices = this.tables.get(table);
+    if (slices === undefined) return out;
+    for (const slice of this.ownedSorted) {
+      const p = slices.get(slice);
+      if (p !== undefined && p.tree.size > 0) out.push([slice, p.tree.size, p.bytes]);
+    }
+    return out;
   }
 }

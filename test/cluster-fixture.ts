@@ -1,0 +1,95 @@
+// Test fixture: a real local cluster (coordinator and slice nodes as processes
+// on 127.0.0.1, built code from dist/) and the two transports to talk to it.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
+import { KeysliceClient } from '../coordinator/client.js';
+import { startLocalCluster, type ClusterOptions, type LocalCluster } from '../coordinator/local-cluster.js';
+import type { OperationName, Request, Response } from '../shared/api.js';
+import { KeysliceError, isErrorCode } from '../shared/errors.js';
+import { HTTP_API_PREFIX } from '../shared/protocol.js';
+import { fromJson, toJson } from '../shared/values.js';
+
+/** What both transports offer: one operation call. */
+export interface Api {
+  request<Op extends OperationName>(op: Op, payload: Request<Op>): Promise<Response<Op>>;
+}
+
+export interface ClusterHandle {
+  cluster: LocalCluster;
+  client: KeysliceClient;
+  http: Api;
+  dataDir: string;
+}
+
+/** Starts a cluster before the file's tests and stops every process after them. */
+export function useCluster(opts: Partial<ClusterOptions> = {}): ClusterHandle {
+  const handle = {} as ClusterHandle;
+  beforeAll(async () => {
+    handle.dataDir = mkdtempSync(join(tmpdir(), 'keyslice-test-'));
+    handle.cluster = await startLocalCluster({ dataDir: handle.dataDir, ...opts });
+    handle.client = await KeysliceClient.connect(handle.cluster.url);
+    handle.http = httpApi(handle.cluster.url);
+  });
+  afterAll(async () => {
+    await handle.client?.close();
+    await handle.cluster?.stop();
+    if (handle.dataDir) rmSync(handle.dataDir, { recursive: true, force: true });
+  });
+  return handle;
+}
+
+/** The HTTP/JSON transport as an Api: errors become KeysliceError, status kept on `httpStatus`. */
+export function httpApi(baseUrl: string): Api {
+  return {
+    async request(op, payload) {
+      const res = await httpPost(baseUrl, op, JSON.stringify(toJson(payload)));
+      return res.body as never;
+    },
+  };
+}
+
+export async function httpPost(baseUrl: string, path: string, body: string): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(baseUrl + HTTP_API_PREFIX + path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+    signal: AbortSignal.timeout(30_000),
+  });
+  const json = (await res.json()) as { error?: { code: string; message: string } };
+  if (res.status !== 200) {
+    const err = new KeysliceError(isErrorCode(json.error?.code) ? json.error!.code : 'Internal', json.error?.message ?? 'no message');
+    (err as KeysliceError & { httpStatus: number }).httpStatus = res.status;
+    throw err;
+  }
+  return { status: res.status, body: fromJson(json) };
+}
+
+/** Values compared across transports: binary as base64 text, so Buffer and Uint8Array agree. */
+export function plain(v: unknown): unknown {
+  return toJson(v);
+}
+
+/** A seeded PRNG (mulberry32), so that a failing random case can be replayed. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export async function expectError(p: Promise<unknown>, code: string): Promise<KeysliceError> {
+  try {
+    await p;
+  } catch (err) {
+    if (!(err instanceof KeysliceError)) throw err;
+    if (err.code !== code) throw new Error(`expected error ${code}, got ${err.code}: ${err.message}`);
+    return err;
+  }
+  throw new Error(`expected error ${code}, but the request succeeded`);
+}
