@@ -109,13 +109,15 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
     const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log);
     started.push(coordinator);
     const url = coordinator.url;
-    return {
+    const cluster: LocalCluster = {
       url,
       wsUrl: url.replace(/^http/, 'ws') + '/ws',
       coordinator,
       nodes,
-      stop: () => Promise.all(started.map((p) => stopProcess(p.child))).then(() => undefined),
+      // Stops the processes the cluster holds now (a test may have restarted one).
+      stop: () => Promise.all([cluster.coordinator, ...cluster.nodes].map((p) => stopProcess(p.child))).then(() => undefined),
     };
+    return cluster;
   } catch (err) {
     await Promise.all(started.map((p) => stopProcess(p.child)));
     throw err;
