@@ -19,23 +19,21 @@ export function handleHttp(ops: Operations, req: IncomingMessage, res: ServerRes
   if (!isOperationName(op)) return sendError(res, new KeysliceError('UnknownOperation', `unknown operation ${JSON.stringify(op)}`));
   if (req.method !== 'POST') return sendError(res, new KeysliceError('MalformedRequest', `operations take POST, not ${req.method}`));
 
-  const declared = Number(req.headers['content-length']);
-  if (declared > REQUEST_BYTES_MAX) return tooLarge(req, res);
+  // An oversized body is read and thrown away so that the client, still sending,
+  // gets the 413 instead of a reset connection; past twice the limit we hang up.
   const chunks: Buffer[] = [];
   let size = 0;
-  let done = false;
   req.on('data', (chunk: Buffer) => {
-    if (done) return;
     size += chunk.length;
     if (size > REQUEST_BYTES_MAX) {
-      done = true;
-      return tooLarge(req, res);
-    }
-    chunks.push(chunk);
+      chunks.length = 0;
+      if (size > 2 * REQUEST_BYTES_MAX) req.destroy();
+    } else chunks.push(chunk);
   });
   req.on('end', () => {
-    if (done) return;
-    done = true;
+    if (size > REQUEST_BYTES_MAX) {
+      return sendError(res, new KeysliceError('RequestTooLarge', `request body of ${size} bytes is over the limit of ${REQUEST_BYTES_MAX}`));
+    }
     let payload: unknown;
     try {
       const text = Buffer.concat(chunks).toString('utf8');
@@ -52,23 +50,17 @@ export function handleHttp(ops: Operations, req: IncomingMessage, res: ServerRes
   req.on('error', () => res.destroy());
 }
 
-function tooLarge(req: IncomingMessage, res: ServerResponse): void {
-  sendError(res, new KeysliceError('RequestTooLarge', `request body over ${REQUEST_BYTES_MAX} bytes`), true);
-  req.resume();
-}
-
-function send(res: ServerResponse, status: number, body: unknown, close = false): void {
+function send(res: ServerResponse, status: number, body: unknown): void {
   if (res.headersSent) return;
   const text = JSON.stringify(body);
   res.writeHead(status, {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(text),
-    ...(close ? { connection: 'close' } : {}),
   });
   res.end(text);
 }
 
-function sendError(res: ServerResponse, err: KeysliceError, close = false): void {
+function sendError(res: ServerResponse, err: KeysliceError): void {
   if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
-  send(res, err.status, { error: { code: err.code, message: err.message, retryable: err.retryable } }, close);
+  send(res, err.status, { error: { code: err.code, message: err.message, retryable: err.retryable } });
 }
