@@ -3,10 +3,10 @@
 import type { OperationName, SliceDescription, SortCondition } from '../shared/api.js';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { sliceOf } from '../shared/hashing.js';
-import { encodeKeyPart, encodeKeyPrefix, fromByteString, prefixEnd, toByteString } from '../shared/key-encoding.js';
+import { encodeKeyPart, encodeKeyPrefix, fromByteString, prefixEnd, SHARDING_PREFIX_END, toByteString } from '../shared/key-encoding.js';
 import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_DEFAULT, PAGE_ITEMS_MAX } from '../shared/limits.js';
 import { SliceOp, type RangeResult, type RangeSpec, type ScanResult, type SliceOpMessage, type StatsResult, type UpdateSpec } from '../shared/protocol.js';
-import { isPlainObject, itemBytes, NAME_ATTRIBUTE, validateAttributeName, validateItem, type Item } from '../shared/values.js';
+import { isPlainObject, itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateAttributeName, validateItem, type Item } from '../shared/values.js';
 import { describe, type Catalog, type Table } from './catalog.js';
 import type { ClusterMap } from './cluster-map.js';
 import type { NodeLink } from './node-link.js';
@@ -168,7 +168,8 @@ export class Operations {
   private putOp(table: Table, item: unknown, where: string): [PrimaryKey, SliceOpMessage] {
     validateItem(item, where);
     const pk = keyOfItem(table, item, this.map.sliceCount);
-    const stored: Item = { ...item, [NAME_ATTRIBUTE]: pk.name };
+    // __mtime is counted now (the worker sets its value) so that a put and an update of one item measure alike.
+    const stored: Item = { ...item, [NAME_ATTRIBUTE]: pk.name, [MTIME_ATTRIBUTE]: 0 };
     const bytes = itemBytes(stored);
     if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `${where} is ${bytes} bytes; the limit is ${ITEM_BYTES_MAX}`);
     return [pk, [SliceOp.Put, table.id, pk.slice, pk.key, stored, bytes]];
@@ -221,7 +222,9 @@ export class Operations {
 }
 
 function rangeSpec(table: Table, prefix: string, condition: unknown, reverse: boolean, limit: number, attributes: string[] | null): RangeSpec {
-  const spec: RangeSpec = { low: prefix, lowInclusive: true, high: prefixEnd(prefix), highInclusive: false, reverse, limit, attributes };
+  // Every key of this sharding key is prefix + a sorting part (tag < 0xFF) or the prefix alone;
+  // another sharding key that extends this one continues with 0xFF (an escaped NUL), so stop there.
+  const spec: RangeSpec = { low: prefix, lowInclusive: true, high: prefix + SHARDING_PREFIX_END, highInclusive: false, reverse, limit, attributes };
   if (condition === undefined) return spec;
   const sortKey = table.sortingKey;
   if (sortKey === null) throw new KeysliceError('ValidationError', `table "${table.name}" has no sorting key; "sortingKey" does not apply`);

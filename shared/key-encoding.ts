@@ -96,6 +96,11 @@ export function encodeKeyPrefix(type: 'string' | 'binary', value: string | Uint8
   return type === 'string' ? '\x02' + escapedString(value as string) : '\x01' + escapeBytes(value as Uint8Array);
 }
 
+/** Appended to an encoded sharding part, the exclusive upper bound of that
+ * sharding key's items: their next byte is a type tag (below 0xFF), while a
+ * longer sharding key with this one as prefix continues with 0xFF (escaped NUL). */
+export const SHARDING_PREFIX_END = '\xff';
+
 /** The smallest byte string greater than every string that starts with `prefix`
  * (drop trailing 0xFF bytes, then add one to the last byte). */
 export function prefixEnd(prefix: string): string {

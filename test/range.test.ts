@@ -155,3 +155,19 @@ describe('full-table scan', () => {
     }
   });
 });
+
+describe('sharding keys that extend one another', () => {
+  it('a query for "user" never returns the items of "user\\u0000318" (same slice, longer key)', async () => {
+    await c.client.createTable('prefixes', { name: 'pk', type: 'string' }, { name: 'sk', type: 'number' });
+    await c.client.putItem('prefixes', { pk: 'user', sk: 1 });
+    await c.client.putItem('prefixes', { pk: 'user\u0000318', sk: 1 });
+    const { slices } = await c.client.describeSlices('prefixes');
+    expect(slices).toHaveLength(1); // both in one slice, so only the key range keeps them apart
+    for (const sortingKey of [undefined, { gt: 0 }, { gte: 1 }]) {
+      const items = await c.client.getAllItems({ table: 'prefixes', shardingKey: 'user', ...(sortingKey ? { sortingKey } : {}) });
+      expect(items.map((i) => i.pk)).toEqual(['user']);
+      const reversed = await c.client.getAllItems({ table: 'prefixes', shardingKey: 'user', reverse: true, ...(sortingKey ? { sortingKey } : {}) });
+      expect(reversed.map((i) => i.pk)).toEqual(['user']);
+    }
+  });
+});
