@@ -18,19 +18,37 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, project, type Item } from '../shared/values.js';
 
-// sorted-btree is CommonJS with an ES-style default export: unwrap it once.
-const BTree = sortedBtree.default;
+// sorted-btree is CommonJS with an ES-style default export: Node hands us the
+// module (class under .default), vitest the class itself; accept both.
+const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
 type Stored = { item: Item; bytes: number };
 
-/** One table's items in one slice, sorted by encoded key, with their byte total kept in step. */
+/** A change to durable state, as the write-ahead log records it and replay applies it. */
+export const EFFECT_SET = 1;
+export const EFFECT_DELETE = 2;
+export const EFFECT_DROP_TABLE = 3;
+export type Effect =
+  | [typeof EFFECT_SET, table: number, slice: number, key: string, item: Item, bytes: number]
+  | [typeof EFFECT_DELETE, table: number, slice: number, key: string]
+  | [typeof EFFECT_DROP_TABLE, table: number];
+
+/** One table's items in one slice, sorted by encoded key, with their byte total
+ * kept in step. Every change goes through set() or delete(), which report it. */
 class Partition {
   readonly tree = new BTree<string, Stored>();
   bytes = 0;
+
+  constructor(
+    private readonly table: number,
+    private readonly slice: number,
+    private readonly effects: Effect[],
+  ) {}
 
   set(key: string, stored: Stored): void {
     const old = this.tree.get(key);
     this.bytes += stored.bytes - (old?.bytes ?? 0);
     this.tree.set(key, stored);
+    this.effects.push([EFFECT_SET, this.table, this.slice, key, stored.item, stored.bytes]);
   }
 
   delete(key: string): boolean {
@@ -38,6 +56,7 @@ class Partition {
     if (old === undefined) return false;
     this.bytes -= old.bytes;
     this.tree.delete(key);
+    this.effects.push([EFFECT_DELETE, this.table, this.slice, key]);
     return true;
   }
 }
@@ -48,6 +67,8 @@ export class SliceStore {
   private ownedSorted: number[] = [];
   /** tableId -> slice -> partition. Created on first write. */
   private readonly tables = new Map<number, Map<number, Partition>>();
+  /** Changes made since the last takeEffects(): what the write-ahead log must record. */
+  private readonly effects: Effect[] = [];
 
   constructor(
     readonly workerIndex: number,
@@ -92,6 +113,7 @@ export class SliceStore {
       case SliceOp.Scan:
         return this.scan(op[1], op[2], op[3], op[4], op[5]);
       case SliceOp.DropTable:
+        this.effects.push([EFFECT_DROP_TABLE, op[1]]);
         return this.tables.delete(op[1]);
       case SliceOp.Stats:
         return this.stats(op[1]);
@@ -121,7 +143,7 @@ export class SliceStore {
     }
     let partition = slices.get(slice);
     if (partition === undefined && create) {
-      partition = new Partition();
+      partition = new Partition(table, slice, this.effects);
       slices.set(slice, partition);
     }
     return partition;
@@ -136,7 +158,7 @@ export class SliceStore {
     if (spec.remove !== null) for (const name of spec.remove) delete next[name];
     if (spec.add !== null) {
       for (const name of Object.keys(spec.add)) {
-        const current = next[name] ?? 0;
+        const current = next[name] === undefined ? 0 : next[name]; // only a missing attribute counts as 0
         if (typeof current !== 'number') {
           throw new KeysliceError('ValidationError', `cannot add to attribute "${name}": it holds a ${typeof current}, not a number`);
         }
@@ -210,5 +232,50 @@ export class SliceStore {
       if (p !== undefined && p.tree.size > 0) out.push([slice, p.tree.size, p.bytes]);
     }
     return out;
+  }
+
+  /** The changes since the last call, in order; the store forgets them. */
+  takeEffects(): Effect[] {
+    return this.effects.length === 0 ? [] : this.effects.splice(0);
+  }
+
+  /** Applies a logged change during recovery (slice ownership is not checked:
+   * the log holds what this worker owned when it wrote it). */
+  replay(effect: Effect): void {
+    switch (effect[0]) {
+      case EFFECT_SET: {
+        const [, table, slice, key, item, bytes] = effect;
+        this.partitionForReplay(table, slice).set(key, { item, bytes });
+        break;
+      }
+      case EFFECT_DELETE:
+        this.partitionForReplay(effect[1], effect[2]).delete(effect[3]);
+        break;
+      case EFFECT_DROP_TABLE:
+        this.tables.delete(effect[1]);
+        break;
+    }
+    this.effects.length = 0; // replayed changes are already durable
+  }
+
+  /** Every stored item as a set-effect, table by table and slice by slice (for snapshots). */
+  *entries(): Generator<Effect> {
+    for (const [table, slices] of this.tables) {
+      for (const [slice, p] of slices) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, stored.item, stored.bytes];
+    }
+  }
+
+  get itemCount(): number {
+    let n = 0;
+    for (const slices of this.tables.values()) for (const p of slices.values()) n += p.tree.size;
+    return n;
+  }
+
+  private partitionForReplay(table: number, slice: number): Partition {
+    let slices = this.tables.get(table);
+    if (slices === undefined) this.tables.set(table, (slices = new Map()));
+    let p = slices.get(slice);
+    if (p === undefined) slices.set(slice, (p = new Partition(table, slice, this.effects)));
+    return p;
   }
 }
