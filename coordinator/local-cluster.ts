@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
+import type { DurabilityMode } from '../shared/limits.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // Run from dist/coordinator (compiled) or from coordinator/ (tests import the source): processes run the compiled code.
@@ -22,6 +23,10 @@ export interface ClusterOptions {
   coordinatorPort?: number;
   /** First slice node port; node i listens on nodePortBase + i. 0 picks free ports. */
   nodePortBase?: number;
+  /** Slice node durability (default: the node's own default, fsync). */
+  durability?: DurabilityMode;
+  /** Slice node snapshot threshold (default SNAPSHOT_AFTER_LOG_BYTES). */
+  snapshotAfterBytes?: number;
   /** Where process output goes; by default it is kept for error messages only. */
   log?: (line: string) => void;
 }
@@ -69,9 +74,22 @@ export function startProcess(name: string, script: string, args: string[], ready
   });
 }
 
-export function startSliceNode(name: string, dataDir: string, port: number, workers: number, log?: (line: string) => void): Promise<ManagedProcess> {
-  const args = ['--port', String(port), '--workers', String(workers), '--data', dataDir];
-  return startProcess(name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, log).then((r) => r.proc);
+export interface SliceNodeOptions {
+  name: string;
+  dataDir: string;
+  /** 0 picks a free port. */
+  port: number;
+  workers: number;
+  durability?: DurabilityMode;
+  snapshotAfterBytes?: number;
+  log?: (line: string) => void;
+}
+
+export function startSliceNode(o: SliceNodeOptions): Promise<ManagedProcess> {
+  const args = ['--port', String(o.port), '--workers', String(o.workers), '--data', o.dataDir];
+  if (o.durability !== undefined) args.push('--durability', o.durability);
+  if (o.snapshotAfterBytes !== undefined) args.push('--snapshot-after-bytes', String(o.snapshotAfterBytes));
+  return startProcess(o.name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, o.log).then((r) => r.proc);
 }
 
 export function startCoordinator(dataDir: string, port: number, nodeUrls: string[], slices: number | undefined, log?: (line: string) => void): Promise<ManagedProcess> {
@@ -100,7 +118,15 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
   try {
     const nodes = await Promise.all(
       Array.from({ length: nodeCount }, (_, i) =>
-        startSliceNode(`slice-node-${i + 1}`, join(opts.dataDir, `slice-node-${i + 1}`), opts.nodePortBase ? opts.nodePortBase + i : 0, workers, opts.log).then((p) => {
+        startSliceNode({
+          name: `slice-node-${i + 1}`,
+          dataDir: join(opts.dataDir, `slice-node-${i + 1}`),
+          port: opts.nodePortBase ? opts.nodePortBase + i : 0,
+          workers,
+          durability: opts.durability,
+          snapshotAfterBytes: opts.snapshotAfterBytes,
+          log: opts.log,
+        }).then((p) => {
           started.push(p);
           return p;
         }),

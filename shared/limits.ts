@@ -46,3 +46,14 @@ export const NODE_RECONNECT_DELAY_MS_MIN = 100;
 export const NODE_RECONNECT_DELAY_MS_MAX = 2_000;
 /** How long a client request waits for slice nodes at start-up before Unavailable. */
 export const CLUSTER_READY_WAIT_MS = 10_000;
+
+/** Slice node durability: 'fsync' acknowledges a write once it is on disk
+ * (fdatasync, shared by the writes of one batch); 'os' once the operating
+ * system has it (survives a process crash, not a power loss). */
+export const DURABILITY_MODES = ['fsync', 'os'] as const;
+export type DurabilityMode = (typeof DURABILITY_MODES)[number];
+export const DURABILITY_DEFAULT: DurabilityMode = 'fsync';
+/** A worker writes a snapshot, and starts a new log segment, after this much log. */
+export const SNAPSHOT_AFTER_LOG_BYTES = 64 * 1024 * 1024;
+/** Items per record in a snapshot file. */
+export const SNAPSHOT_CHUNK_ITEMS = 1024;

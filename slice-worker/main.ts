@@ -1,12 +1,23 @@
 // The slice node process: a WebSocket server for the coordinator in front of
 // one single-thread piscina pool per worker. Frames are decoded only as far as
 // the outer envelope; each worker's ops travel to it as the bytes they came in.
+// At start each worker recovers its slices from its folder before the node
+// listens, so a coordinator never reaches a node that is still recovering.
 import { mkdirSync } from 'node:fs';
-import { Piscina } from 'piscina';
+import { join } from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { assert, KeysliceError } from '../shared/errors.js';
-import { INTERNAL_FRAME_BYTES_MAX, SLICE_NODE_PORT_DEFAULT, WORKERS_PER_NODE_DEFAULT } from '../shared/limits.js';
+import {
+  DURABILITY_DEFAULT,
+  DURABILITY_MODES,
+  INTERNAL_FRAME_BYTES_MAX,
+  SLICE_NODE_PORT_DEFAULT,
+  SNAPSHOT_AFTER_LOG_BYTES,
+  WORKERS_PER_NODE_DEFAULT,
+  type DurabilityMode,
+} from '../shared/limits.js';
+import { WorkerChannel } from './worker-channel.js';
 import { decodeNodeFrame, decodeSliceResults, encodeNodeFrame, encodeSliceOps, NodeFrame, PROTOCOL_VERSION, RESULT_ERROR, SliceOp } from '../shared/protocol.js';
 
 const args = parseArgs(
@@ -16,32 +27,29 @@ const args = parseArgs(
     port: { default: String(SLICE_NODE_PORT_DEFAULT), help: 'port to listen on (0: any free port)' },
     workers: { default: String(WORKERS_PER_NODE_DEFAULT), help: 'worker threads, each owning a share of the slices' },
     data: { default: './data/slice-node', help: 'data folder of this node' },
+    'snapshot-after-bytes': { default: String(SNAPSHOT_AFTER_LOG_BYTES), help: 'log bytes after which a worker writes a snapshot' },
+    durability: { default: DURABILITY_DEFAULT, help: `when a write is acknowledged: ${DURABILITY_MODES.join(' | ')} (fsync: on disk; os: handed to the OS)` },
   },
   'usage: node dist/slice-worker/main.js [options]',
 );
 const port = intArg('port', args.port, 0, 65535);
 const workerCount = intArg('workers', args.workers, 1, 64);
+if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);
+const durability = args.durability as DurabilityMode;
+const snapshotAfterBytes = intArg('snapshot-after-bytes', args['snapshot-after-bytes'], 1024, 2 ** 40);
 try {
   mkdirSync(args.data!, { recursive: true });
 } catch (err) {
   fail(`cannot create data folder ${args.data}: ${(err as Error).message}`);
 }
 
-const pools = Array.from(
+const workers = Array.from(
   { length: workerCount },
   (_, workerIndex) =>
-    new Piscina({
-      filename: new URL('./worker.js', import.meta.url).href,
-      minThreads: 1,
-      maxThreads: 1,
-      idleTimeout: Number.MAX_SAFE_INTEGER,
-      workerData: { workerIndex, workerCount },
-    }),
+    new WorkerChannel({ workerIndex, workerCount, dataDir: join(args.data!, `worker-${workerIndex}`), durability, snapshotAfterBytes }, (err) =>
+      die(`worker ${workerIndex} failed: ${err instanceof Error ? err.stack : err}`),
+    ),
 );
-for (const pool of pools) {
-  // A worker thread holds its slices in memory: if it dies, the node must not go on pretending.
-  pool.on('error', (err) => die(`worker thread failed: ${err instanceof Error ? err.stack : err}`));
-}
 
 let epoch = 0;
 
@@ -50,22 +58,12 @@ function die(message: string): never {
   process.exit(70);
 }
 
-async function runOnWorker(worker: number, ops: Uint8Array): Promise<Uint8Array> {
-  // Copy: the bytes may view a larger pooled buffer; a copy is the exact region, and ours.
-  const own = new Uint8Array(ops);
-  try {
-    return (await pools[worker].run(own, { transferList: [own.buffer] })) as Uint8Array;
-  } catch (err) {
-    die(`worker ${worker} threw on a batch: ${err instanceof Error ? err.stack : err}`);
-  }
-}
-
 async function assign(newEpoch: number, sliceCount: number, slices: number[]): Promise<void> {
   assert(newEpoch >= epoch, `an epoch only grows (had ${epoch}, got ${newEpoch})`);
   await Promise.all(
-    pools.map(async (_, w) => {
+    workers.map(async (worker, w) => {
       const mine = slices.filter((s) => s % workerCount === w && s < sliceCount);
-      const [result] = decodeSliceResults(await runOnWorker(w, encodeSliceOps([[SliceOp.Assign, newEpoch, mine]])));
+      const [result] = decodeSliceResults(await worker.run(encodeSliceOps([[SliceOp.Assign, newEpoch, mine]])));
       assert(result[0] !== RESULT_ERROR, `worker ${w} refused its assignment`);
     }),
   );
@@ -101,7 +99,7 @@ function onFrame(ws: WebSocket, data: Buffer): void {
           ws.send(encodeNodeFrame([NodeFrame.BatchError, batchId, err.code, err.message]));
           continue;
         }
-        runOnWorker(worker, ops).then((results) => {
+        workers[worker].run(ops).then((results) => {
           if (ws.readyState === ws.OPEN) ws.send(encodeNodeFrame([NodeFrame.BatchReply, batchId, worker, results]));
         });
       }
@@ -111,6 +109,15 @@ function onFrame(ws: WebSocket, data: Buffer): void {
       console.error(`keyslice slice node: unexpected frame kind ${frame[0]}`);
   }
 }
+
+const recovered = await Promise.all(workers.map((w) => w.open())).catch((err: Error) => die(`cannot recover: ${err.message}`));
+recovered.forEach((r, i) => {
+  if (r.items > 0 || r.replayedRecords > 0 || r.tornBytes > 0) {
+    console.log(
+      `keyslice slice node: worker ${i} recovered ${r.items} items (snapshot ${r.snapshotItems}, ${r.replayedRecords} log records${r.tornBytes > 0 ? `, cut a torn tail of ${r.tornBytes} bytes` : ''}) in ${r.ms} ms`,
+    );
+  }
+});
 
 const server = new WebSocketServer({ host: args.host, port, maxPayload: INTERNAL_FRAME_BYTES_MAX });
 server.on('connection', (ws) => {
@@ -125,13 +132,13 @@ server.on('error', (err) => die(`cannot listen on ${args.host}:${port}: ${err.me
 server.on('listening', () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
-  console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} pid=${process.pid}`);
+  console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} durability=${durability} pid=${process.pid}`);
 });
 
 async function shutdown(): Promise<void> {
   server.close();
   for (const ws of server.clients) ws.terminate();
-  await Promise.all(pools.map((p) => p.destroy()));
+  await Promise.all(workers.map((w) => w.destroy()));
   process.exit(0);
 }
 process.on('SIGINT', shutdown);

@@ -1,19 +1,82 @@
 // A worker thread (piscina task module). Each thread owns the slices with
 // slice % workerCount === workerIndex for its whole life: one writer, no locks.
-// A task is one batch: packed slice ops in, packed results out.
-import { move } from 'piscina';
+//
+// Tasks: 'open' recovers the worker's state from its folder (snapshot, then
+// log); 'batch' runs one or more packed op batches, appends their changes to
+// the log as one record (group commit) and only then returns the results, so
+// nothing is acknowledged before it is as durable as the mode promises.
+import { mkdirSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import { workerData } from 'node:worker_threads';
+import type { DurabilityMode } from '../shared/limits.js';
 import { decodeSliceOps, encodeSliceResults, type SliceOpResult } from '../shared/protocol.js';
+import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
+import { loadSnapshot, writeSnapshot } from './snapshot.js';
+import { WriteAheadLog } from './wal.js';
 
-const { workerIndex, workerCount } = workerData as { workerIndex: number; workerCount: number };
-const store = new SliceStore(workerIndex, workerCount);
+export interface WorkerConfig {
+  workerIndex: number;
+  workerCount: number;
+  dataDir: string;
+  durability: DurabilityMode;
+  snapshotAfterBytes: number;
+}
 
-export default function runBatch(opsBytes: Uint8Array): unknown {
-  const ops = decodeSliceOps(opsBytes);
-  const results: SliceOpResult[] = new Array(ops.length);
-  for (let i = 0; i < ops.length; i++) results[i] = store.execute(ops[i]);
-  // Pack with a buffer we own (a copy), so the transfer cannot detach msgpackr's.
-  const out = new Uint8Array(encodeSliceResults(results));
-  return move(out);
+export type WorkerTask = { kind: 'open' } | { kind: 'batch'; chunks: Uint8Array[] };
+
+export interface OpenSummary {
+  items: number;
+  snapshotItems: number;
+  replayedRecords: number;
+  tornBytes: number;
+  ms: number;
+}
+
+const config = workerData as WorkerConfig;
+const store = new SliceStore(config.workerIndex, config.workerCount);
+let log: WriteAheadLog | null = null;
+
+function open(): OpenSummary {
+  const started = performance.now();
+  mkdirSync(config.dataDir, { recursive: true });
+  const snapshot = loadSnapshot(config.dataDir, (e) => store.replay(e));
+  const opened = WriteAheadLog.open(config.dataDir, config.durability, snapshot.lsn, (r) => {
+    if (r.kind === RECORD_KIND.Effects) for (const e of decodeEffects(r.payload)) store.replay(e);
+  });
+  log = opened.log;
+  return {
+    items: store.itemCount,
+    snapshotItems: snapshot.items,
+    replayedRecords: opened.recovery.replayed,
+    tornBytes: opened.recovery.tornBytes,
+    ms: Math.round(performance.now() - started),
+  };
+}
+
+function runBatches(chunks: Uint8Array[]): Uint8Array[] {
+  if (log === null) throw new Error('invariant broken: a batch reached the worker before it was opened');
+  const out: Uint8Array[] = [];
+  for (const bytes of chunks) {
+    const ops = decodeSliceOps(bytes);
+    const results: SliceOpResult[] = new Array(ops.length);
+    for (let i = 0; i < ops.length; i++) results[i] = store.execute(ops[i]);
+    out.push(encodeSliceResults(results));
+  }
+  const effects = store.takeEffects();
+  if (effects.length > 0) log.append(RECORD_KIND.Effects, encodeEffects(effects));
+  if (log.bytesSinceSnapshot >= config.snapshotAfterBytes) snapshot(log);
+  return out;
+}
+
+/** Starts a new log segment, writes every item as of the end of the old one, then drops the old segments. */
+function snapshot(wal: WriteAheadLog): void {
+  const lsn = wal.nextLsn - 1;
+  wal.startSegment();
+  writeSnapshot(config.dataDir, lsn, store.entries());
+  wal.dropOlderSegments();
+}
+
+export default function run(task: WorkerTask): OpenSummary | Uint8Array[] {
+  return task.kind === 'open' ? open() : runBatches(task.chunks);
 }

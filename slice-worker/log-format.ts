@@ -1,0 +1,39 @@
+// What the records of the log and of snapshots carry: msgpack arrays of
+// effects (partition.ts). Plain msgpack maps, not records mode, so that a file
+// needs no structure definitions from elsewhere to be read back.
+import { Packr, Unpackr } from 'msgpackr';
+import type { Effect } from './partition.js';
+
+export const RECORD_KIND = {
+  /** Log: the changes of one batch. */
+  Effects: 1,
+  /** Snapshot: a chunk of stored items, as set-effects. */
+  SnapshotItems: 2,
+  /** Snapshot: the last record, {items, lsn}. */
+  SnapshotEnd: 3,
+} as const;
+
+const packr = new Packr({ useRecords: false });
+// Decoded binary values end up in partitions: copy them out of the file buffer.
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
+
+export function encodeEffects(effects: Effect[]): Uint8Array {
+  return packr.pack(effects);
+}
+
+export function decodeEffects(bytes: Uint8Array): Effect[] {
+  return unpackr.unpack(bytes) as Effect[];
+}
+
+export interface SnapshotEnd {
+  items: number;
+  lsn: number;
+}
+
+export function encodeSnapshotEnd(end: SnapshotEnd): Uint8Array {
+  return packr.pack(end);
+}
+
+export function decodeSnapshotEnd(bytes: Uint8Array): SnapshotEnd {
+  return unpackr.unpack(bytes) as SnapshotEnd;
+}

@@ -1,0 +1,140 @@
+// A worker's write-ahead log: numbered segments of checksummed records
+// (record-file.ts), one record per batch of changes, appended and, in 'fsync'
+// mode, fdatasync'ed before the batch is acknowledged. One log per worker, not
+// per slice: a worker is the single writer of all its slices, so one append and
+// one flush cover every write of a batch (group commit), whatever the slices.
+//
+// Files: wal-<first lsn, 16 digits>.log. A segment starts where the previous
+// one ended; a snapshot (snapshot.ts) starts a new segment and lets older
+// segments go.
+import { closeSync, fdatasyncSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import type { DurabilityMode } from '../shared/limits.js';
+import { CorruptFileError, frameRecord, readRecords, type FileRecord } from './record-file.js';
+
+const SEGMENT = /^wal-(\d{16})\.log$/;
+const segmentName = (firstLsn: number) => `wal-${String(firstLsn).padStart(16, '0')}.log`;
+
+export interface LogRecovery {
+  replayed: number;
+  /** Bytes of a torn last record that were cut off, 0 if none. */
+  tornBytes: number;
+}
+
+export class WriteAheadLog {
+  private fd: number;
+  private segmentFirstLsn: number;
+  /** Log bytes written since the last snapshot (or since start). */
+  bytesSinceSnapshot = 0;
+
+  private constructor(
+    private readonly dir: string,
+    private readonly mode: DurabilityMode,
+    private nextLsnValue: number,
+    fd: number,
+    segmentFirstLsn: number,
+  ) {
+    this.fd = fd;
+    this.segmentFirstLsn = segmentFirstLsn;
+  }
+
+  /** Opens the log in `dir`, handing every record after `afterLsn` (what the
+   * snapshot covers) to `replay` in order. Cuts a torn tail off the last segment. */
+  static open(dir: string, mode: DurabilityMode, afterLsn: number, replay: (r: FileRecord) => void): { log: WriteAheadLog; recovery: LogRecovery } {
+    const segments = readdirSync(dir)
+      .map((f) => SEGMENT.exec(f))
+      .filter((m): m is RegExpExecArray => m !== null)
+      .map((m) => ({ file: join(dir, m[0]), firstLsn: Number(m[1]) }))
+      .sort((a, b) => a.firstLsn - b.firstLsn);
+    let nextLsn = afterLsn + 1;
+    let replayed = 0;
+    let tornBytes = 0;
+    if (segments.length > 0 && segments[0].firstLsn > nextLsn) {
+      throw new CorruptFileError(segments[0].file, 0, `the log starts at record ${segments[0].firstLsn} but the snapshot ends at ${afterLsn}: records are missing`);
+    }
+    for (let i = 0; i < segments.length; i++) {
+      const { file, firstLsn } = segments[i];
+      const last = i === segments.length - 1;
+      const buf = readFileSync(file);
+      const result = readRecords(file, buf, firstLsn);
+      if (result.tornAt !== null) {
+        if (!last) throw new CorruptFileError(file, result.tornAt, 'a segment other than the last ends in an incomplete record');
+        tornBytes = buf.length - result.validBytes;
+        const fd = openSync(file, 'r+');
+        ftruncateSync(fd, result.validBytes);
+        fsyncSync(fd);
+        closeSync(fd);
+      }
+      const segmentEnd = firstLsn + result.records.length;
+      if (!last && segments[i + 1].firstLsn !== segmentEnd) {
+        throw new CorruptFileError(segments[i + 1].file, 0, `segment starts at record ${segments[i + 1].firstLsn}, but the one before ends at ${segmentEnd - 1}`);
+      }
+      for (const r of result.records) {
+        if (r.lsn <= afterLsn) continue;
+        replay(r);
+        replayed++;
+      }
+      nextLsn = Math.max(nextLsn, segmentEnd);
+    }
+    const tail = segments.at(-1);
+    let log: WriteAheadLog;
+    if (tail !== undefined) {
+      log = new WriteAheadLog(dir, mode, nextLsn, openSync(tail.file, 'a'), tail.firstLsn);
+    } else {
+      log = new WriteAheadLog(dir, mode, nextLsn, -1, nextLsn);
+      log.startSegment();
+    }
+    return { log, recovery: { replayed, tornBytes } };
+  }
+
+  get nextLsn(): number {
+    return this.nextLsnValue;
+  }
+
+  /** Appends one record; when this returns, it is as durable as the mode promises. */
+  append(kind: number, payload: Uint8Array): number {
+    const lsn = this.nextLsnValue;
+    const bytes = frameRecord(lsn, kind, payload);
+    let written = 0;
+    while (written < bytes.length) written += writeSync(this.fd, bytes, written);
+    if (this.mode === 'fsync') fdatasyncSync(this.fd);
+    this.nextLsnValue++;
+    this.bytesSinceSnapshot += bytes.length;
+    return lsn;
+  }
+
+  /** Closes the current segment and starts a new one at the next lsn. */
+  startSegment(): void {
+    if (this.fd >= 0) {
+      fsyncSync(this.fd);
+      closeSync(this.fd);
+    }
+    this.segmentFirstLsn = this.nextLsnValue;
+    this.fd = openSync(join(this.dir, segmentName(this.segmentFirstLsn)), 'a');
+    syncDir(this.dir);
+    this.bytesSinceSnapshot = 0;
+  }
+
+  /** Removes the segments before the current one (a snapshot covers them). */
+  dropOlderSegments(): void {
+    for (const f of readdirSync(this.dir)) {
+      const m = SEGMENT.exec(f);
+      if (m !== null && Number(m[1]) < this.segmentFirstLsn) unlinkSync(join(this.dir, f));
+    }
+    syncDir(this.dir);
+  }
+
+  close(): void {
+    if (this.fd >= 0) closeSync(this.fd);
+    this.fd = -1;
+  }
+}
+
+export function syncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
