@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { KeysliceClient } from '../coordinator/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
-import { BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_MAX } from '../shared/limits.js';
+import { BATCH_WRITE_ITEMS_MAX, DURABILITY_DEFAULT, DURABILITY_MODES, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
 
 // ---- limits of the generator itself -----------------------------------------
@@ -44,6 +44,7 @@ interface Config {
   rangeItems: number;
   json: boolean;
   keepTable: boolean;
+  durability: DurabilityMode;
 }
 
 const FLAGS: { flag: string; value: string; help: string }[] = [
@@ -56,6 +57,7 @@ const FLAGS: { flag: string; value: string; help: string }[] = [
   { flag: 'keys', value: 'N', help: 'distinct sharding keys (devices) (default 10000)' },
   { flag: 'item-bytes', value: 'N', help: 'approximate item size: the payload is padded to it (default 200)' },
   { flag: 'range-items', value: 'N', help: 'items per range scan (GetItems limit) (default 100)' },
+  { flag: 'durability', value: 'mode', help: `without --url: the slice nodes' durability, ${DURABILITY_MODES.join(' or ')} (default ${DURABILITY_DEFAULT})` },
   { flag: 'json', value: '', help: 'print the results as one JSON object on stdout (progress stays on stderr)' },
   { flag: 'keep-table', value: '', help: 'with --url: keep the bench table (by default it is deleted at the end)' },
   { flag: 'help', value: '', help: 'print this help' },
@@ -153,7 +155,15 @@ function parseCommandLine(argv: string[]): Config | 'help' {
     rangeItems: int('range-items', 100, 1, PAGE_ITEMS_MAX),
     json: raw.has('json'),
     keepTable: raw.has('keep-table'),
+    durability: durabilityArg(raw.get('durability'), url),
   };
+}
+
+function durabilityArg(v: string | undefined, url: string | null): DurabilityMode {
+  if (v === undefined) return DURABILITY_DEFAULT;
+  if (url !== null) throw new UsageError('--durability applies to the local cluster the bench starts; a running cluster (--url) has its own');
+  if (!(DURABILITY_MODES as readonly string[]).includes(v)) throw new UsageError(`--durability must be one of ${DURABILITY_MODES.join(', ')}, got "${v}"`);
+  return v as DurabilityMode;
 }
 
 // ---- the data set -------------------------------------------------------------
@@ -524,8 +534,8 @@ async function main(): Promise<number> {
   try {
     if (cfg.url === null) {
       dataDir = mkdtempSync(join(tmpdir(), 'keyslice-bench-'));
-      process.stderr.write(`keyslice bench: starting a local cluster (${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} workers), data in ${dataDir}\n`);
-      cluster = await startLocalCluster({ dataDir, nodes: LOCAL_NODES, workers: LOCAL_WORKERS });
+      process.stderr.write(`keyslice bench: starting a local cluster (${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} workers, durability ${cfg.durability}), data in ${dataDir}\n`);
+      cluster = await startLocalCluster({ dataDir, nodes: LOCAL_NODES, workers: LOCAL_WORKERS, durability: cfg.durability });
       for (const p of [cluster.coordinator, ...cluster.nodes]) {
         p.child.on('exit', (code, signal) => {
           // A Ctrl-C in a terminal reaches the cluster's processes too: that exit is not a failure.
@@ -533,7 +543,7 @@ async function main(): Promise<number> {
         });
       }
       if (interrupted) throw new Error('interrupted while the cluster started');
-      where = `local cluster at ${cluster.url} (${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} workers + coordinator, all on this machine)`;
+      where = `local cluster at ${cluster.url} (${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} workers + coordinator, all on this machine; durability ${cfg.durability})`;
     } else {
       where = `cluster at ${cfg.url}`;
     }
@@ -573,7 +583,7 @@ async function main(): Promise<number> {
           date: new Date().toISOString(),
           node: process.version,
           cpus: cpus().length,
-          cluster: cfg.url === null ? { local: true, nodes: LOCAL_NODES, workersPerNode: LOCAL_WORKERS } : { url: cfg.url },
+          cluster: cfg.url === null ? { local: true, nodes: LOCAL_NODES, workersPerNode: LOCAL_WORKERS, durability: cfg.durability } : { url: cfg.url },
           table,
           config: { ...cfg, json: undefined },
           results,

@@ -101,8 +101,11 @@ async function crashRounds(mode: DurabilityMode, rounds: number) {
   }
 }
 
+// KEYSLICE_CRASH_ROUNDS raises the fsync rounds for a longer run (e.g. 100).
+const FSYNC_ROUNDS = Number(process.env.KEYSLICE_CRASH_ROUNDS ?? 20);
+
 describe('crash: SIGKILL slice nodes under a write load', () => {
-  it('loses no acknowledged write over 20 kill/restart rounds (fsync)', () => crashRounds('fsync', 20), 120_000);
+  it(`loses no acknowledged write over ${FSYNC_ROUNDS} kill/restart rounds (fsync)`, () => crashRounds('fsync', FSYNC_ROUNDS), 120_000 + FSYNC_ROUNDS * 3_000);
   it('loses no acknowledged write over 5 kill/restart rounds (os: a process crash only)', () => crashRounds('os', 5), 60_000);
 });
 

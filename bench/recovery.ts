@@ -1,0 +1,94 @@
+// Recovery time: load N items into a local cluster, SIGKILL every slice node,
+// restart them, and time until they serve every item again.
+//   node dist/bench/recovery.js [--items 1000000] [--durability fsync|os]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { KeysliceClient } from '../coordinator/client.js';
+import { startLocalCluster, startSliceNode, stopProcess } from '../coordinator/local-cluster.js';
+import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { BATCH_WRITE_ITEMS_MAX, DURABILITY_DEFAULT, DURABILITY_MODES, type DurabilityMode } from '../shared/limits.js';
+
+const NODES = 2;
+const WORKERS = 2;
+const IN_FLIGHT = 32;
+const SERVE_WAIT_MS = 600_000;
+
+const args = parseArgs(
+  process.argv.slice(2),
+  {
+    items: { default: '1000000', help: 'items to load (about 200 bytes each)' },
+    durability: { default: DURABILITY_DEFAULT, help: `slice node durability: ${DURABILITY_MODES.join(' | ')}` },
+  },
+  'usage: node dist/bench/recovery.js [options]',
+);
+const items = intArg('items', args.items, 1, 50_000_000);
+if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);
+const durability = args.durability as DurabilityMode;
+
+const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-recovery-'));
+const recoveryLines: string[] = [];
+const cluster = await startLocalCluster({ dataDir, nodes: NODES, workers: WORKERS, durability, log: (l) => /recovered/.test(l) && recoveryLines.push(l) });
+const stopAll = async () => {
+  await cluster.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+};
+process.on('SIGINT', () => void stopAll().then(() => process.exit(130)));
+
+try {
+  const client = await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 60_000 });
+  await client.createTable('recovery', { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
+  const pad = 'x'.repeat(150);
+  const loadStart = performance.now();
+  let next = 0;
+  let lastReport = loadStart;
+  const loader = async () => {
+    while (next < items) {
+      const from = next;
+      next = Math.min(items, next + BATCH_WRITE_ITEMS_MAX);
+      const puts = [];
+      for (let i = from; i < next; i++) puts.push({ device: `device-${i % 50_000}`, seq: i, pad });
+      await client.batchWrite('recovery', { puts });
+      if (performance.now() - lastReport > 5000) {
+        lastReport = performance.now();
+        process.stderr.write(`loaded ${next.toLocaleString('en-US')} / ${items.toLocaleString('en-US')}\n`);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, loader));
+  const loadS = (performance.now() - loadStart) / 1000;
+  await client.close();
+
+  for (const n of cluster.nodes) await stopProcess(n.child, 'SIGKILL');
+  const restartStart = performance.now();
+  const restarted = await Promise.all(
+    cluster.nodes.map((n) =>
+      startSliceNode({ name: n.name, dataDir: join(dataDir, n.name), port: Number(new URL(n.url).port), workers: WORKERS, durability, log: (l) => /recovered/.test(l) && recoveryLines.push(l) }),
+    ),
+  );
+  restarted.forEach((p, i) => (cluster.nodes[i].child = p.child));
+  const listeningMs = performance.now() - restartStart;
+
+  const reader = await KeysliceClient.connect(cluster.url);
+  let served = -1;
+  for (let attempt = 0; performance.now() - restartStart < SERVE_WAIT_MS; attempt++) {
+    const slices = await reader.describeSlices('recovery').catch(() => null);
+    if (slices !== null) {
+      served = slices.slices.reduce((a, s) => a + s.items, 0);
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const servingMs = performance.now() - restartStart;
+  await reader.close();
+  console.log(`loaded ${items.toLocaleString('en-US')} items in ${loadS.toFixed(1)} s (${Math.round(items / loadS).toLocaleString('en-US')} items/s, durability ${durability})`);
+  for (const l of recoveryLines) console.log(`  ${l}`);
+  console.log(`restart of ${NODES} slice nodes: listening after ${(listeningMs / 1000).toFixed(2)} s, serving ${served.toLocaleString('en-US')} items after ${(servingMs / 1000).toFixed(2)} s`);
+  if (served !== items) {
+    console.log(`FAILED: ${served} items served after recovery, ${items} loaded`);
+    process.exitCode = 1;
+  }
+} finally {
+  await stopAll();
+}
