@@ -2,10 +2,10 @@
 // coordinator and persisted in its data folder. A table id is never reused, so
 // a table created again under an old name never sees the old table's items.
 import { join } from 'node:path';
-import type { KeySchema, TableDescription } from '../shared/api.js';
+import type { EvenDistribution, KeySchema, TableDescription } from '../shared/api.js';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { KEY_TYPES } from '../shared/key-encoding.js';
-import { TABLE_NAME_CHARS_MAX, TABLE_NAME_CHARS_MIN, TABLES_MAX } from '../shared/limits.js';
+import { EVEN_DISTRIBUTION_BUCKETS_DEFAULT, EVEN_DISTRIBUTION_BUCKETS_MAX, TABLE_NAME_CHARS_MAX, TABLE_NAME_CHARS_MIN, TABLES_MAX } from '../shared/limits.js';
 import { isPlainObject, validateAttributeName } from '../shared/values.js';
 import { readStateFile, writeStateFile } from './state-file.js';
 
@@ -50,7 +50,7 @@ export class Catalog {
     return [...this.tables.keys()].sort();
   }
 
-  create(name: unknown, shardingKey: unknown, sortingKey: unknown): Table {
+  create(name: unknown, shardingKey: unknown, sortingKey: unknown, evenDistribution: unknown): Table {
     if (typeof name !== 'string' || !TABLE_NAME.test(name)) {
       throw new KeysliceError(
         'ValidationError',
@@ -62,9 +62,10 @@ export class Catalog {
     if (sorting !== null && sorting.name === sharding.name) {
       throw new KeysliceError('ValidationError', 'the sharding key and the sorting key must be different attributes');
     }
+    const even = evenDistributionOption(evenDistribution, sharding, sorting);
     if (this.tables.has(name)) throw new KeysliceError('TableExists', `table "${name}" already exists`);
     if (this.tables.size >= TABLES_MAX) throw new KeysliceError('LimitExceeded', `a cluster holds at most ${TABLES_MAX} tables`);
-    const table: Table = { id: this.nextTableId, name, shardingKey: sharding, sortingKey: sorting, createdAt: Date.now() };
+    const table: Table = { id: this.nextTableId, name, shardingKey: sharding, sortingKey: sorting, evenDistribution: even, createdAt: Date.now() };
     this.tables.set(name, table);
     this.nextTableId++;
     this.save();
@@ -84,7 +85,7 @@ export class Catalog {
 }
 
 export function describe(table: Table): TableDescription {
-  return { name: table.name, shardingKey: table.shardingKey, sortingKey: table.sortingKey, createdAt: table.createdAt };
+  return { name: table.name, shardingKey: table.shardingKey, sortingKey: table.sortingKey, evenDistribution: table.evenDistribution ?? null, createdAt: table.createdAt };
 }
 
 function keySchema(v: unknown, field: string): KeySchema {
@@ -96,4 +97,19 @@ function keySchema(v: unknown, field: string): KeySchema {
     throw new KeysliceError('ValidationError', `${field}.type must be one of ${KEY_TYPES.join(', ')}; got ${JSON.stringify(v.type)}`);
   }
   return { name: v.name, type: v.type as KeySchema['type'] };
+}
+
+function evenDistributionOption(v: unknown, sharding: KeySchema, sorting: KeySchema | null): EvenDistribution | null {
+  if (v === undefined || v === null) return null;
+  if (!isPlainObject(v) || Object.keys(v).some((k) => k !== 'buckets')) {
+    throw new KeysliceError('ValidationError', '"evenDistribution" must be {"buckets": N} (N defaults to ' + EVEN_DISTRIBUTION_BUCKETS_DEFAULT + ')');
+  }
+  const buckets = v.buckets ?? EVEN_DISTRIBUTION_BUCKETS_DEFAULT;
+  if (!Number.isInteger(buckets) || (buckets as number) < 1 || (buckets as number) > EVEN_DISTRIBUTION_BUCKETS_MAX) {
+    throw new KeysliceError('ValidationError', `evenDistribution.buckets must be a whole number from 1 to ${EVEN_DISTRIBUTION_BUCKETS_MAX}`);
+  }
+  if (sharding.type !== 'string' || sorting === null) {
+    throw new KeysliceError('ValidationError', 'even distribution needs a string sharding key (the bucket is appended to it) and a sorting key (the bucket is its hash)');
+  }
+  return { buckets: buckets as number };
 }

@@ -1,7 +1,7 @@
 // The TypeScript client: one WebSocket, requests pipelined by id. Used by the
 // tests, the bench and the README. Errors arrive as KeysliceError with a code.
 import WebSocket from 'ws';
-import type { KeyRef, KeySchema, OperationName, Request, Response, ReturnValues, SortCondition, TableDescription } from '../shared/api.js';
+import type { EvenDistribution, KeyRef, KeySchema, OperationName, Request, Response, ReturnValues, SortCondition, TableDescription } from '../shared/api.js';
 import { KeysliceError, isErrorCode } from '../shared/errors.js';
 import type { KeyValue } from '../shared/key-encoding.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponse, encodeClientFrame, RESULT_OK } from '../shared/protocol.js';
@@ -68,8 +68,8 @@ export class KeysliceClient {
 
   // ---- typed shorthands -------------------------------------------------
 
-  async createTable(table: string, shardingKey: KeySchema, sortingKey?: KeySchema): Promise<TableDescription> {
-    return (await this.request('CreateTable', { table, shardingKey, sortingKey: sortingKey ?? null })).table;
+  async createTable(table: string, shardingKey: KeySchema, sortingKey?: KeySchema, options: { evenDistribution?: Partial<EvenDistribution> } = {}): Promise<TableDescription> {
+    return (await this.request('CreateTable', { table, shardingKey, sortingKey: sortingKey ?? null, ...options })).table;
   }
   async describeTable(table: string): Promise<TableDescription> {
     return (await this.request('DescribeTable', { table })).table;

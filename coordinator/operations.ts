@@ -10,13 +10,15 @@ import { isPlainObject, itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateAttr
 import { describe, type Catalog, type Table } from './catalog.js';
 import type { ClusterMap } from './cluster-map.js';
 import type { NodeLink } from './node-link.js';
-import { checkKeyValue, keyOfItem, resolveKey, type PrimaryKey } from './primary-key.js';
+import { gatherBuckets } from './bucket-gather.js';
+import { base64url, continueAfter, fromBase64url, rangeMarker, rangeSpec } from './key-range.js';
+import { checkKeyValue, keyOfItem, resolveKey, storedShardingKey, type PrimaryKey } from './primary-key.js';
 
 type Payload = Record<string, unknown>;
 
 /** The fields each operation accepts; anything else is refused, so a typo is an error, not a no-op. */
 const FIELDS: Record<OperationName, readonly string[]> = {
-  CreateTable: ['table', 'shardingKey', 'sortingKey'],
+  CreateTable: ['table', 'shardingKey', 'sortingKey', 'evenDistribution'],
   DescribeTable: ['table'],
   ListTables: [],
   DeleteTable: ['table'],
@@ -24,14 +26,12 @@ const FIELDS: Record<OperationName, readonly string[]> = {
   GetItem: ['table', 'key', 'attributes'],
   UpdateItem: ['table', 'key', 'set', 'remove', 'add', 'returnValues'],
   DeleteItem: ['table', 'key'],
-  GetItems: ['table', 'shardingKey', 'sortingKey', 'reverse', 'limit', 'marker', 'attributes'],
+  GetItems: ['table', 'shardingKey', 'bucket', 'sortingKey', 'reverse', 'limit', 'marker', 'attributes'],
   BatchWrite: ['table', 'puts', 'deletes'],
   BatchGet: ['table', 'keys', 'attributes'],
   DescribeSlices: ['table'],
 };
 
-const SORT_CONDITIONS = ['eq', 'lt', 'lte', 'gt', 'gte', 'between', 'beginsWith'] as const;
-const MARKER_RANGE = /^r1\.([A-Za-z0-9_-]*)$/;
 const MARKER_SCAN = /^s1\.(\d+)\.([A-Za-z0-9_-]*)$/;
 
 export class Operations {
@@ -55,7 +55,7 @@ export class Operations {
   }
 
   private async CreateTable(p: Payload) {
-    return { table: describe(this.catalog.create(p.table, p.shardingKey, p.sortingKey)) };
+    return { table: describe(this.catalog.create(p.table, p.shardingKey, p.sortingKey, p.evenDistribution)) };
   }
 
   private async DescribeTable(p: Payload) {
@@ -113,11 +113,20 @@ export class Operations {
       return this.scan(table, limit, p.marker as string | undefined, attributes);
     }
     const sharding = checkKeyValue(table.shardingKey, p.shardingKey, 'sharding', table.sortingKey !== null);
-    const slice = sliceOf(table.shardingKey.type, sharding, this.map.sliceCount);
-    const spec = rangeSpec(table, encodeKeyPart(table.shardingKey.type, sharding), p.sortingKey, reverse, limit, attributes);
-    if (p.marker !== undefined) continueAfter(spec, p.marker as string);
+    const marker = p.marker as string | undefined;
+    const even = table.evenDistribution;
+    const bucket = optionalInt(p.bucket, 'bucket', 0, (even?.buckets ?? 1) - 1);
+    if (bucket !== undefined && even === null) throw new KeysliceError('ValidationError', `table "${table.name}" has no even distribution; "bucket" does not apply`);
+    if (even !== null && bucket === undefined) {
+      const send = (slice: number, op: SliceOpMessage) => this.toSlice(slice, op);
+      return gatherBuckets({ table, sharding: sharding as string, condition: p.sortingKey, reverse, limit, marker, attributes, sliceCount: this.map.sliceCount, send });
+    }
+    const stored = bucket === undefined ? sharding : storedShardingKey(sharding, bucket);
+    const slice = sliceOf(table.shardingKey.type, stored, this.map.sliceCount);
+    const spec = rangeSpec(table, encodeKeyPart(table.shardingKey.type, stored), p.sortingKey, reverse, limit, attributes);
+    if (marker !== undefined) continueAfter(spec, marker);
     const [items, lastKey, more] = (await this.toSlice(slice, [SliceOp.Range, table.id, slice, spec])) as RangeResult;
-    return more && lastKey !== null ? { items, marker: 'r1.' + base64url(lastKey) } : { items };
+    return more && lastKey !== null ? { items, marker: rangeMarker(lastKey) } : { items };
   }
 
   private async BatchWrite(p: Payload) {
@@ -221,50 +230,6 @@ export class Operations {
   }
 }
 
-function rangeSpec(table: Table, prefix: string, condition: unknown, reverse: boolean, limit: number, attributes: string[] | null): RangeSpec {
-  // Every key of this sharding key is prefix + a sorting part (tag < 0xFF) or the prefix alone;
-  // another sharding key that extends this one continues with 0xFF (an escaped NUL), so stop there.
-  const spec: RangeSpec = { low: prefix, lowInclusive: true, high: prefix + SHARDING_PREFIX_END, highInclusive: false, reverse, limit, attributes };
-  if (condition === undefined) return spec;
-  const sortKey = table.sortingKey;
-  if (sortKey === null) throw new KeysliceError('ValidationError', `table "${table.name}" has no sorting key; "sortingKey" does not apply`);
-  if (!isPlainObject(condition) || Object.keys(condition).length !== 1 || !SORT_CONDITIONS.includes(Object.keys(condition)[0] as never)) {
-    throw new KeysliceError('ValidationError', `"sortingKey" must be one condition: {${SORT_CONDITIONS.join(' | ')}: value}`);
-  }
-  const c = condition as SortCondition;
-  const at = (v: unknown) => prefix + encodeKeyPart(sortKey.type, checkKeyValue(sortKey, v, 'sorting', true));
-  if ('eq' in c) return { ...spec, low: at(c.eq), high: at(c.eq), highInclusive: true };
-  if ('lt' in c) return { ...spec, high: at(c.lt) };
-  if ('lte' in c) return { ...spec, high: at(c.lte), highInclusive: true };
-  if ('gt' in c) return { ...spec, low: at(c.gt), lowInclusive: false };
-  if ('gte' in c) return { ...spec, low: at(c.gte) };
-  if ('between' in c) {
-    if (!Array.isArray(c.between) || c.between.length !== 2) throw new KeysliceError('ValidationError', '"between" takes [low, high]');
-    const [low, high] = [at(c.between[0]), at(c.between[1])];
-    if (low > high) throw new KeysliceError('ValidationError', '"between" needs low <= high');
-    return { ...spec, low, high, highInclusive: true };
-  }
-  assert('beginsWith' in c, 'conditions are exhaustive');
-  if (sortKey.type === 'number') throw new KeysliceError('ValidationError', '"beginsWith" applies to string and binary sorting keys only');
-  const v = checkKeyValue(sortKey, c.beginsWith, 'sorting', true) as string | Uint8Array;
-  const start = prefix + encodeKeyPrefix(sortKey.type, v);
-  return { ...spec, low: start, high: prefixEnd(start) };
-}
-
-/** Narrows a range to what follows the marker's key in the scan's direction. */
-function continueAfter(spec: RangeSpec, marker: string): void {
-  const m = MARKER_RANGE.exec(marker);
-  const key = m === null ? null : fromBase64url(m[1]);
-  if (key === null || key < spec.low || key > spec.high) throw new KeysliceError('InvalidMarker', 'this marker does not belong to this query');
-  if (spec.reverse) {
-    spec.high = key;
-    spec.highInclusive = false;
-  } else {
-    spec.low = key;
-    spec.lowInclusive = false;
-  }
-}
-
 function updateSpec(table: Table, pk: PrimaryKey, p: Payload): UpdateSpec {
   const keyNames = [table.shardingKey.name, table.sortingKey?.name];
   const touched = new Set<string>();
@@ -330,12 +295,4 @@ function optionalBool(v: unknown, field: string): boolean | undefined {
   if (v === undefined) return undefined;
   if (typeof v !== 'boolean') throw new KeysliceError('ValidationError', `"${field}" must be true or false`);
   return v;
-}
-
-function base64url(byteString: string): string {
-  return Buffer.from(fromByteString(byteString)).toString('base64url');
-}
-
-function fromBase64url(text: string): string {
-  return toByteString(Buffer.from(text, 'base64url'));
 }

@@ -3,7 +3,7 @@
 // slice, and the object name `<sharding>.<sorting>`.
 import type { KeySchema } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
-import { sliceOf } from '../shared/hashing.js';
+import { bucketOf, sliceOf } from '../shared/hashing.js';
 import { encodeKeyPart, keyValueBytes, type KeyValue } from '../shared/key-encoding.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../shared/limits.js';
 import { describeType, isPlainObject, type Item } from '../shared/values.js';
@@ -12,6 +12,8 @@ import type { Table } from './catalog.js';
 export interface PrimaryKey {
   sharding: KeyValue;
   sorting: KeyValue | null;
+  /** Even distribution: the item's bucket (its stored sharding key is `<sharding>_<bucket>`). */
+  bucket: number | null;
   /** The encoded partition key: sharding part, then sorting part. */
   key: string;
   slice: number;
@@ -68,15 +70,22 @@ function parseKeyText(schema: KeySchema, text: string, role: 'sharding' | 'sorti
   }
 }
 
+/** The sharding key as stored: with even distribution, `<sharding>_<bucket>`. */
+export function storedShardingKey(sharding: KeyValue, bucket: number | null): KeyValue {
+  return bucket === null ? sharding : `${sharding as string}_${bucket}`;
+}
+
 function build(table: Table, sharding: KeyValue, sorting: KeyValue | null, sliceCount: number): PrimaryKey {
-  const shardingPart = encodeKeyPart(table.shardingKey.type, sharding);
-  let key = shardingPart;
+  const even = table.evenDistribution;
+  const bucket = even ? bucketOf(table.sortingKey!.type, sorting!, even.buckets) : null;
+  const stored = storedShardingKey(sharding, bucket);
+  let key = encodeKeyPart(table.shardingKey.type, stored);
   let name = keyValueText(table.shardingKey, sharding);
   if (table.sortingKey !== null) {
     key += encodeKeyPart(table.sortingKey.type, sorting!);
     name += '.' + keyValueText(table.sortingKey, sorting!);
   }
-  return { sharding, sorting, key, slice: sliceOf(table.shardingKey.type, sharding, sliceCount), name };
+  return { sharding, sorting, bucket, key, slice: sliceOf(table.shardingKey.type, stored, sliceCount), name };
 }
 
 /** The primary key of an item being written (its key attributes must be present). */

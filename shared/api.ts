@@ -8,10 +8,17 @@ export interface KeySchema {
   type: KeyType;
 }
 
+/** Spreads each sharding key over `buckets` stored sharding keys `<key>_<bucket>`,
+ * bucket = xxHash32(sorting key) % buckets; reads by the original key gather them. */
+export interface EvenDistribution {
+  buckets: number;
+}
+
 export interface TableDescription {
   name: string;
   shardingKey: KeySchema;
   sortingKey: KeySchema | null;
+  evenDistribution: EvenDistribution | null;
   createdAt: number;
 }
 
@@ -33,7 +40,7 @@ export type ReturnValues = 'none' | 'old' | 'new';
 
 export interface Operations {
   CreateTable: {
-    request: { table: string; shardingKey: KeySchema; sortingKey?: KeySchema | null };
+    request: { table: string; shardingKey: KeySchema; sortingKey?: KeySchema | null; evenDistribution?: Partial<EvenDistribution> | null };
     response: { table: TableDescription };
   };
   DescribeTable: { request: { table: string }; response: { table: TableDescription } };
@@ -64,6 +71,8 @@ export interface Operations {
     request: {
       table: string;
       shardingKey?: KeyValue;
+      /** Even distribution: read this one bucket (the stored key `<shardingKey>_<bucket>`) instead of all. */
+      bucket?: number;
       sortingKey?: SortCondition;
       reverse?: boolean;
       limit?: number;

@@ -20,6 +20,10 @@ export const TABLE_NAME_CHARS_MIN = 3;
 export const TABLE_NAME_CHARS_MAX = 255;
 export const TABLES_MAX = 256;
 
+/** Even distribution: buckets per sharding key (v3io's default is 64). */
+export const EVEN_DISTRIBUTION_BUCKETS_DEFAULT = 64;
+export const EVEN_DISTRIBUTION_BUCKETS_MAX = 1024;
+
 export const BATCH_WRITE_ITEMS_MAX = 25;
 export const BATCH_GET_ITEMS_MAX = 100;
 

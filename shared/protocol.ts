@@ -159,6 +159,8 @@ export type RangeSpec = {
   reverse: boolean;
   limit: number;
   attributes: string[] | null;
+  /** Return each item's encoded key too (to merge ranges of several slices). */
+  withKeys: boolean;
 };
 
 export type SliceOpMessage =
@@ -172,8 +174,9 @@ export type SliceOpMessage =
   | [typeof SliceOp.DropTable, tableId: number]
   | [typeof SliceOp.Stats, tableId: number];
 
-/** Range result: items in order, the encoded key of the last one, and whether more remain. */
-export type RangeResult = [items: Item[], lastKey: string | null, more: boolean];
+/** Range result: items in order, the encoded key of the last one, whether more
+ * remain, and (if asked for) every item's encoded key. */
+export type RangeResult = [items: Item[], lastKey: string | null, more: boolean, keys: string[] | null];
 /** Scan result: [slice, key, item] in (slice, key) order, and whether this worker has nothing more. */
 export type ScanResult = [entries: [number, string, Item][], exhausted: boolean];
 

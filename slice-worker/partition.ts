@@ -179,7 +179,8 @@ export class SliceStore {
   private range(table: number, slice: number, spec: RangeSpec): RangeResult {
     const tree = this.partition(table, slice, false)?.tree;
     const items: Item[] = [];
-    if (tree === undefined) return [items, null, false];
+    const keys: string[] | null = spec.withKeys ? [] : null;
+    if (tree === undefined) return [items, null, false, keys];
     const { low, lowInclusive, high, highInclusive, limit, attributes } = spec;
     let bytes = 0;
     let lastKey: string | null = null;
@@ -193,12 +194,13 @@ export class SliceStore {
         if (key > high || (key === high && !highInclusive)) break;
       }
       // One item past the page tells whether a marker is needed.
-      if (items.length >= limit || bytes >= PAGE_BYTES_MAX) return [items, lastKey, true];
+      if (items.length >= limit || bytes >= PAGE_BYTES_MAX) return [items, lastKey, true, keys];
       items.push(project(stored.item, attributes));
+      keys?.push(key);
       bytes += stored.bytes;
       lastKey = key;
     }
-    return [items, lastKey, false];
+    return [items, lastKey, false, keys];
   }
 
   /** This worker's smallest `limit` items after (fromSlice, afterKey), in (slice, key) order. */

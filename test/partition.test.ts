@@ -179,6 +179,7 @@ class Model {
           page.map((e) => modelProject(e.item, s.attributes)),
           page.length === 0 ? null : page[page.length - 1].key,
           inRange.length > page.length,
+          s.withKeys ? page.map((e) => e.key) : null,
         ];
         return ok(result);
       }
@@ -343,6 +344,7 @@ function toMessage(d: OpDesc): SliceOpMessage {
         reverse: d.reverse,
         limit: d.limit,
         attributes: d.attributes,
+        withKeys: d.limit % 2 === 0,
       };
       return [SliceOp.Range, d.table, d.slice, spec];
     }
@@ -415,7 +417,7 @@ describe('ownership', () => {
     const before = store.execute([SliceOp.Scan, key.table, 0, null, 1000, null]);
     for (const slice of FOREIGN) {
       const spec: UpdateSpec = { base: {}, set: { a: 1 }, remove: null, add: null, returnValues: 'new' };
-      const range: RangeSpec = { low: '', lowInclusive: true, high: '\xff', highInclusive: true, reverse: false, limit: 10, attributes: null };
+      const range: RangeSpec = { low: '', lowInclusive: true, high: '\xff', highInclusive: true, reverse: false, limit: 10, attributes: null, withKeys: false };
       const ops: SliceOpMessage[] = [
         [SliceOp.Put, key.table, slice, key.key, { a: 1 }, 10],
         [SliceOp.Get, key.table, slice, key.key, null],
@@ -558,7 +560,7 @@ describe('paging', () => {
             .sort((a, b) => compareStrings(a.key, b.key))
             .map((r) => r.name);
           if (reverse) expected.reverse();
-          const got = pages(store, slice, { low, lowInclusive, high, highInclusive, reverse, limit, attributes: null });
+          const got = pages(store, slice, { low, lowInclusive, high, highInclusive, reverse, limit, attributes: null, withKeys: true });
           for (const page of got.slice(0, -1)) expect(page.length).toBe(limit);
           expect(got.flat().map((item) => item[NAME_ATTRIBUTE])).toEqual(expected);
         },
@@ -604,7 +606,7 @@ describe('paging', () => {
       store.execute([SliceOp.Put, TABLE_A, OWNED[0], ref.key, item, itemBytes(item)]);
     }
     for (const reverse of [false, true]) {
-      const got = pages(store, OWNED[0], { low: '', lowInclusive: true, high: '\xff', highInclusive: true, reverse, limit: 1000, attributes: null });
+      const got = pages(store, OWNED[0], { low: '', lowInclusive: true, high: '\xff', highInclusive: true, reverse, limit: 1000, attributes: null, withKeys: false });
       for (const page of got) {
         const bytes = page.map(itemBytes);
         // Items are added while the page is under budget: without its last item, a page is under it.

@@ -1,0 +1,96 @@
+// Even distribution's read side. Items of one sharding key are stored under
+// `<key>_<bucket>`, bucket = hash(sorting key) % N, so a GetItems by the
+// original key reads all N buckets in parallel and merges them by sorting key.
+//
+// A sorting key lives in exactly one bucket, so a page can be continued from
+// the sorting key of its last item alone: every bucket resumes after it. Each
+// bucket is read in chunks, refilled only when the merge has used up what it
+// fetched, so a page reads about as far into each bucket as the page needs.
+import { KeysliceError } from '../shared/errors.js';
+import { sliceOf } from '../shared/hashing.js';
+import { encodeKeyPart } from '../shared/key-encoding.js';
+import { PAGE_BYTES_MAX } from '../shared/limits.js';
+import { SliceOp, type RangeResult, type RangeSpec, type SliceOpMessage } from '../shared/protocol.js';
+import { itemBytes, type Item } from '../shared/values.js';
+import type { Table } from './catalog.js';
+import { base64url, continueAfterKey, fromBase64url, rangeSpec } from './key-range.js';
+import { storedShardingKey } from './primary-key.js';
+
+const MARKER_BUCKETS = /^b1\.([A-Za-z0-9_-]*)$/;
+
+interface Cursor {
+  slice: number;
+  prefixBytes: number;
+  spec: RangeSpec;
+  keys: string[];
+  items: Item[];
+  pos: number;
+  more: boolean;
+}
+
+export interface GatherRequest {
+  table: Table;
+  sharding: string;
+  condition: unknown;
+  reverse: boolean;
+  limit: number;
+  marker: string | undefined;
+  attributes: string[] | null;
+  sliceCount: number;
+  send: (slice: number, op: SliceOpMessage) => Promise<unknown>;
+}
+
+export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; marker?: string }> {
+  const buckets = r.table.evenDistribution!.buckets;
+  // Enough per bucket for an even share of the page, with some slack.
+  const chunk = Math.min(r.limit, Math.max(4, Math.ceil((r.limit * 1.25) / buckets) + 1));
+  let after: string | null = null;
+  if (r.marker !== undefined) {
+    const m = MARKER_BUCKETS.exec(r.marker);
+    if (m === null) throw new KeysliceError('InvalidMarker', 'this marker does not belong to this query');
+    after = fromBase64url(m[1]);
+  }
+  const cursors: Cursor[] = [];
+  for (let b = 0; b < buckets; b++) {
+    const stored = storedShardingKey(r.sharding, b);
+    const prefix = encodeKeyPart('string', stored);
+    const spec = rangeSpec(r.table, prefix, r.condition, r.reverse, chunk, r.attributes);
+    spec.withKeys = true;
+    if (after !== null) continueAfterKey(spec, prefix + after);
+    cursors.push({ slice: sliceOf('string', stored, r.sliceCount), prefixBytes: prefix.length, spec, keys: [], items: [], pos: 0, more: true });
+  }
+
+  const fetch = async (c: Cursor) => {
+    const [items, lastKey, more, keys] = (await r.send(c.slice, [SliceOp.Range, r.table.id, c.slice, c.spec])) as RangeResult;
+    c.items = items;
+    c.keys = keys!.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
+    c.pos = 0;
+    c.more = more;
+    if (lastKey !== null) continueAfterKey(c.spec, lastKey);
+  };
+
+  const out: Item[] = [];
+  let lastSort: string | null = null;
+  let bytes = 0;
+  // Each round either fetches (every fetch returns an item or ends its bucket) or emits an item.
+  for (let round = 0; round < buckets * (r.limit + 2) + r.limit; round++) {
+    const empty = cursors.filter((c) => c.pos === c.items.length && c.more);
+    if (empty.length > 0) {
+      await Promise.all(empty.map(fetch));
+      continue;
+    }
+    let best: Cursor | null = null;
+    for (const c of cursors) {
+      if (c.pos === c.items.length) continue;
+      if (best === null || (r.reverse ? c.keys[c.pos] > best.keys[best.pos] : c.keys[c.pos] < best.keys[best.pos])) best = c;
+    }
+    if (best === null) return { items: out };
+    if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out, marker: 'b1.' + base64url(lastSort!) };
+    const item = best.items[best.pos];
+    lastSort = best.keys[best.pos];
+    best.pos++;
+    out.push(item);
+    bytes += itemBytes(item);
+  }
+  throw new Error('invariant broken: the bucket merge did not finish within its bound');
+}
