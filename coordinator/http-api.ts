@@ -1,4 +1,5 @@
-// HTTP transport: POST /api/<Operation> with a JSON body; JSON back. Binary
+// HTTP transport: POST /api/<Operation> with a JSON body; JSON back; GET
+// /metrics for Prometheus and GET /health. Binary
 // values travel as {"$binary": "<base64>"}. Errors: the status from
 // ERROR_CODES and {"error": {"code", "message", "retryable"}}.
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -9,9 +10,19 @@ import { HTTP_API_PREFIX } from '../shared/protocol.js';
 import { fromJson, isPlainObject, toJson } from '../shared/values.js';
 import type { Operations } from './operations.js';
 
-export function handleHttp(ops: Operations, req: IncomingMessage, res: ServerResponse): void {
+export function handleHttp(ops: Operations, metrics: () => Promise<string>, req: IncomingMessage, res: ServerResponse): void {
   const url = req.url ?? '/';
   if (url === '/health' && req.method === 'GET') return send(res, 200, { status: 'ok' });
+  if (url === '/metrics' && req.method === 'GET') {
+    metrics().then(
+      (text) => {
+        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      },
+      (err) => sendError(res, toKeysliceError(err)),
+    );
+    return;
+  }
   if (!url.startsWith(HTTP_API_PREFIX)) {
     return sendError(res, new KeysliceError('UnknownOperation', `no such path ${url}; operations are POST ${HTTP_API_PREFIX}<Operation>`));
   }

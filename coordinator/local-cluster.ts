@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
-import type { DurabilityMode } from '../shared/limits.js';
+import type { DurabilityMode, SliceCapacity } from '../shared/limits.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // Run from dist/coordinator (compiled) or from coordinator/ (tests import the source): processes run the compiled code.
@@ -27,6 +27,8 @@ export interface ClusterOptions {
   durability?: DurabilityMode;
   /** Slice node snapshot threshold (default SNAPSHOT_AFTER_LOG_BYTES). */
   snapshotAfterBytes?: number;
+  /** Per-slice capacity (default: none). */
+  capacity?: SliceCapacity;
   /** Where process output goes; by default it is kept for error messages only. */
   log?: (line: string) => void;
 }
@@ -82,6 +84,7 @@ export interface SliceNodeOptions {
   workers: number;
   durability?: DurabilityMode;
   snapshotAfterBytes?: number;
+  capacity?: SliceCapacity;
   log?: (line: string) => void;
 }
 
@@ -89,6 +92,7 @@ export function startSliceNode(o: SliceNodeOptions): Promise<ManagedProcess> {
   const args = ['--port', String(o.port), '--workers', String(o.workers), '--data', o.dataDir];
   if (o.durability !== undefined) args.push('--durability', o.durability);
   if (o.snapshotAfterBytes !== undefined) args.push('--snapshot-after-bytes', String(o.snapshotAfterBytes));
+  if (o.capacity !== undefined) args.push('--slice-reads-per-second', String(o.capacity.readsPerSecond), '--slice-writes-per-second', String(o.capacity.writesPerSecond));
   return startProcess(o.name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, o.log).then((r) => r.proc);
 }
 
@@ -125,6 +129,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
           workers,
           durability: opts.durability,
           snapshotAfterBytes: opts.snapshotAfterBytes,
+          capacity: opts.capacity,
           log: opts.log,
         }).then((p) => {
           started.push(p);

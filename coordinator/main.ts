@@ -8,6 +8,7 @@ import { CLIENT_WS_PATH } from '../shared/protocol.js';
 import { Catalog } from './catalog.js';
 import { ClusterMap } from './cluster-map.js';
 import { handleHttp } from './http-api.js';
+import { renderMetrics } from './metrics.js';
 import { NodeLink } from './node-link.js';
 import { Operations } from './operations.js';
 import { attachWebSocketApi } from './ws-api.js';
@@ -45,7 +46,8 @@ const links = map.nodes.map(
   (url, index) => new NodeLink(url, () => ({ epoch: map.epoch, sliceCount: map.sliceCount, slices: map.slicesOf(index) }), log),
 );
 const ops = new Operations(catalog, map, links);
-const server = createServer((req, res) => handleHttp(ops, req, res));
+const metrics = () => renderMetrics(catalog, map, links);
+const server = createServer((req, res) => handleHttp(ops, metrics, req, res));
 server.keepAliveTimeout = 65_000;
 const wss = attachWebSocketApi(ops, server);
 

@@ -1,16 +1,17 @@
 // The operation set, behind both transports. Every request is checked whole
 // before anything is sent to a slice node, so bad input changes nothing.
-import type { OperationName, SliceDescription, SortCondition } from '../shared/api.js';
+import type { OperationName } from '../shared/api.js';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { sliceOf } from '../shared/hashing.js';
 import { encodeKeyPart, encodeKeyPrefix, fromByteString, prefixEnd, SHARDING_PREFIX_END, toByteString } from '../shared/key-encoding.js';
-import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_DEFAULT, PAGE_ITEMS_MAX } from '../shared/limits.js';
+import { SCAN_SEGMENTS_MAX, BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_DEFAULT, PAGE_ITEMS_MAX } from '../shared/limits.js';
 import { SliceOp, type RangeResult, type RangeSpec, type ScanResult, type SliceOpMessage, type StatsResult, type UpdateSpec } from '../shared/protocol.js';
 import { isPlainObject, itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateAttributeName, validateItem, type Item } from '../shared/values.js';
 import { describe, type Catalog, type Table } from './catalog.js';
 import type { ClusterMap } from './cluster-map.js';
 import type { NodeLink } from './node-link.js';
 import { gatherBuckets } from './bucket-gather.js';
+import { tableLoad } from './load-report.js';
 import { base64url, continueAfter, fromBase64url, rangeMarker, rangeSpec } from './key-range.js';
 import { checkKeyValue, keyOfItem, resolveKey, storedShardingKey, type PrimaryKey } from './primary-key.js';
 
@@ -26,7 +27,7 @@ const FIELDS: Record<OperationName, readonly string[]> = {
   GetItem: ['table', 'key', 'attributes'],
   UpdateItem: ['table', 'key', 'set', 'remove', 'add', 'returnValues'],
   DeleteItem: ['table', 'key'],
-  GetItems: ['table', 'shardingKey', 'bucket', 'sortingKey', 'reverse', 'limit', 'marker', 'attributes'],
+  GetItems: ['table', 'shardingKey', 'bucket', 'sortingKey', 'reverse', 'limit', 'marker', 'attributes', 'segment', 'totalSegments'],
   BatchWrite: ['table', 'puts', 'deletes'],
   BatchGet: ['table', 'keys', 'attributes'],
   DescribeSlices: ['table'],
@@ -110,8 +111,9 @@ export class Operations {
     if (p.shardingKey === undefined) {
       if (p.sortingKey !== undefined) throw new KeysliceError('ValidationError', 'a sorting-key condition needs a "shardingKey"');
       if (reverse) throw new KeysliceError('ValidationError', 'a full-table scan has no order to reverse; "reverse" needs a "shardingKey"');
-      return this.scan(table, limit, p.marker as string | undefined, attributes);
+      return this.scan(table, limit, p.marker as string | undefined, attributes, this.segmentSlices(p.segment, p.totalSegments));
     }
+    if (p.segment !== undefined || p.totalSegments !== undefined) throw new KeysliceError('ValidationError', '"segment" and "totalSegments" split a full-table scan; they do not apply with a "shardingKey"');
     const sharding = checkKeyValue(table.shardingKey, p.shardingKey, 'sharding', table.sortingKey !== null);
     const marker = p.marker as string | undefined;
     const even = table.evenDistribution;
@@ -162,14 +164,7 @@ export class Operations {
   }
 
   private async DescribeSlices(p: Payload) {
-    const table = this.catalog.get(p.table);
-    const perWorker = await Promise.all(
-      this.everyWorker((link, w) =>
-        link.sendToWorker(w, [SliceOp.Stats, table.id]).then((r) => (r as StatsResult).map(([slice, items, bytes]) => ({ slice, node: link.url, items, bytes }))),
-      ),
-    );
-    const slices: SliceDescription[] = perWorker.flat().sort((a, b) => a.slice - b.slice);
-    return { sliceCount: this.map.sliceCount, slices };
+    return tableLoad(this.catalog.get(p.table), this.links, this.map.sliceCount);
   }
 
   // ---- helpers -------------------------------------------------------------
@@ -202,18 +197,39 @@ export class Operations {
 
   /** A page of a full-table scan in (slice, key) order: each worker returns its
    * first `limit` items after the marker; the smallest `limit` of all are the page. */
-  private async scan(table: Table, limit: number, marker: string | undefined, attributes: string[] | null) {
-    let fromSlice = 0;
+  /** Segment s of T covers the slices [floor(s * C / T), floor((s + 1) * C / T)). */
+  private segmentSlices(segment: unknown, totalSegments: unknown): [number, number] {
+    if (segment === undefined && totalSegments === undefined) return [0, this.map.sliceCount];
+    const total = optionalInt(totalSegments, 'totalSegments', 1, SCAN_SEGMENTS_MAX);
+    if (total === undefined) throw new KeysliceError('ValidationError', '"segment" needs "totalSegments"');
+    const s = optionalInt(segment, 'segment', 0, total - 1);
+    if (s === undefined) throw new KeysliceError('ValidationError', '"totalSegments" needs "segment"');
+    const c = this.map.sliceCount;
+    return [Math.floor((s * c) / total), Math.floor(((s + 1) * c) / total)];
+  }
+
+  /** A page of a full-table scan (or of one segment) in (slice, key) order: each
+   * worker returns its first `limit` items after the marker; the smallest `limit` of all are the page. */
+  private async scan(table: Table, limit: number, marker: string | undefined, attributes: string[] | null, [from, to]: [number, number]) {
+    let fromSlice = from;
     let afterKey: string | null = null;
     if (marker !== undefined) {
       const m = MARKER_SCAN.exec(marker);
-      if (m === null || Number(m[1]) >= this.map.sliceCount) throw new KeysliceError('InvalidMarker', 'this marker does not come from a full-table scan of this cluster');
+      if (m === null || Number(m[1]) < from || Number(m[1]) >= to) throw new KeysliceError('InvalidMarker', 'this marker does not come from this scan');
       fromSlice = Number(m[1]);
       afterKey = fromBase64url(m[2]);
     }
-    const results = (await Promise.all(
-      this.everyWorker((link, w) => link.sendToWorker(w, [SliceOp.Scan, table.id, fromSlice, afterKey, limit, attributes])),
-    )) as ScanResult[];
+    if (fromSlice >= to) return { items: [] };
+    // Only the nodes that own a slice of the range are asked.
+    const owners = new Set<number>();
+    for (let s = fromSlice; s < to; s++) owners.add(this.map.ownerOf(s));
+    const asked: Promise<unknown>[] = [];
+    for (const o of owners) {
+      const link = this.links[o];
+      if (link.state !== 'ready') throw new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`);
+      for (let w = 0; w < link.workerCount; w++) asked.push(link.sendToWorker(w, [SliceOp.Scan, table.id, fromSlice, afterKey, limit, attributes, to]));
+    }
+    const results = (await Promise.all(asked)) as ScanResult[];
     const entries = results.flatMap((r) => r[0]);
     entries.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
     const items: Item[] = [];

@@ -78,6 +78,9 @@ export interface Operations {
       limit?: number;
       marker?: string;
       attributes?: string[];
+      /** Parallel scan (no shardingKey): this call reads segment `segment` of `totalSegments`. */
+      segment?: number;
+      totalSegments?: number;
     };
     /** `marker` is present when more items may follow; pass it back to continue. */
     response: { items: Item[]; marker?: string };
@@ -91,18 +94,47 @@ export interface Operations {
     request: { table: string; keys: KeyRef[]; attributes?: string[] };
     response: { items: (Item | null)[] };
   };
-  /** Where a table's items live: items and bytes of every non-empty slice, and its node. */
+  /** Where a table's items live and how busy each slice is: every slice that holds
+   * items or saw load in the window, each node, the hottest sharding keys, and
+   * the busiest slice over the mean of all slices. */
   DescribeSlices: {
     request: { table: string };
-    response: { sliceCount: number; slices: SliceDescription[] };
+    response: TableLoad;
   };
 }
 
-export interface SliceDescription {
-  slice: number;
-  node: string;
+export interface Load {
   items: number;
   bytes: number;
+  readsPerSecond: number;
+  writesPerSecond: number;
+}
+
+export interface SliceDescription extends Load {
+  slice: number;
+  node: string;
+}
+
+export interface NodeLoad extends Load {
+  node: string;
+}
+
+export interface HotKey {
+  /** The stored sharding key, as text (with even distribution: `<key>_<bucket>`). */
+  key: string;
+  slice: number;
+  opsPerSecond: number;
+}
+
+export interface TableLoad {
+  sliceCount: number;
+  /** Rates are averages over this many seconds. */
+  windowSeconds: number;
+  slices: SliceDescription[];
+  nodes: NodeLoad[];
+  hotKeys: HotKey[];
+  /** The busiest slice divided by the mean over all slices (0 when there is nothing). */
+  maxOverMean: { items: number; reads: number; writes: number };
 }
 
 export type OperationName = keyof Operations;

@@ -18,6 +18,7 @@ export const ERROR_CODES = {
   Unavailable: { status: 503, retryable: true },
   WrongOwner: { status: 503, retryable: true },
   Internal: { status: 500, retryable: false },
+  ThroughputExceeded: { status: 429, retryable: true },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -110,6 +110,18 @@ export function prefixEnd(prefix: string): string {
   return prefix.slice(0, end - 1) + String.fromCharCode(prefix.charCodeAt(end - 1) + 1);
 }
 
+/** Length of the first key part of `key` (its sharding part): 9 bytes for a
+ * number, up to and including the unescaped 0x00 terminator otherwise. */
+export function firstPartLength(key: string): number {
+  if (key.charCodeAt(0) === TAG_NUMBER) return 9;
+  for (let i = 1; i < key.length; i++) {
+    if (key.charCodeAt(i) !== 0) continue;
+    if (key.charCodeAt(i + 1) === 0xff) i++;
+    else return i + 1;
+  }
+  return key.length;
+}
+
 /** Decodes a key made of parts of the given types (the inverse of encodeKeyPart, for tools and tests). */
 export function decodeKey(key: string, types: readonly KeyType[]): KeyValue[] {
   const out: KeyValue[] = [];

@@ -31,6 +31,8 @@ export const BATCH_GET_ITEMS_MAX = 100;
 export const PAGE_ITEMS_DEFAULT = 1000;
 export const PAGE_ITEMS_MAX = 10_000;
 export const PAGE_BYTES_MAX = 1024 * 1024;
+/** Parallel scan: a full-table scan split into at most this many segments. */
+export const SCAN_SEGMENTS_MAX = 1024;
 
 /** One client request (HTTP body or WebSocket frame). 25 items of 400 KB fit. */
 export const REQUEST_BYTES_MAX = 16 * 1024 * 1024;
@@ -50,6 +52,20 @@ export const NODE_RECONNECT_DELAY_MS_MIN = 100;
 export const NODE_RECONNECT_DELAY_MS_MAX = 2_000;
 /** How long a client request waits for slice nodes at start-up before Unavailable. */
 export const CLUSTER_READY_WAIT_MS = 10_000;
+
+/** Load per slice is counted over a sliding window of this many one-second buckets. */
+export const LOAD_WINDOW_SECONDS = 10;
+/** Sharding keys tracked per table and worker for the hot-key list, and how many are reported. */
+export const HOT_KEYS_TRACKED = 32;
+export const HOT_KEYS_REPORTED = 10;
+/** Optional capacity per slice and table, in ops per second; 0 means no limit (the default). */
+export interface SliceCapacity {
+  readsPerSecond: number;
+  writesPerSecond: number;
+}
+/** DynamoDB's per-partition figures, for reference. */
+export const DYNAMODB_PARTITION_READS_PER_SECOND = 3000;
+export const DYNAMODB_PARTITION_WRITES_PER_SECOND = 1000;
 
 /** Slice node durability: 'fsync' acknowledges a write once it is on disk
  * (fdatasync, shared by the writes of one batch); 'os' once the operating

@@ -170,7 +170,7 @@ export type SliceOpMessage =
   | [typeof SliceOp.Delete, tableId: number, slice: number, key: string]
   | [typeof SliceOp.Update, tableId: number, slice: number, key: string, spec: UpdateSpec]
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
-  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, attributes: string[] | null]
+  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, attributes: string[] | null, toSlice?: number]
   | [typeof SliceOp.DropTable, tableId: number]
   | [typeof SliceOp.Stats, tableId: number];
 
@@ -180,8 +180,10 @@ export type RangeResult = [items: Item[], lastKey: string | null, more: boolean,
 /** Scan result: [slice, key, item] in (slice, key) order, and whether this worker has nothing more. */
 export type ScanResult = [entries: [number, string, Item][], exhausted: boolean];
 
-/** Stats result: [slice, items, bytes] for each non-empty slice of the table on this worker. */
-export type StatsResult = [slice: number, items: number, bytes: number][];
+/** Stats result: for each slice of the table on this worker that holds items or saw
+ * load, [slice, items, bytes, reads/s, writes/s]; and the table's hottest sharding
+ * keys on this worker as [encoded sharding part, ops/s]. */
+export type StatsResult = [slices: [slice: number, items: number, bytes: number, readsPerSecond: number, writesPerSecond: number][], hotKeys: [string, number][]];
 
 export type SliceOpResult = [typeof RESULT_OK, unknown] | [typeof RESULT_ERROR, ErrorCode, string];
 

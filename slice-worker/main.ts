@@ -11,6 +11,8 @@ import { assert, KeysliceError } from '../shared/errors.js';
 import {
   DURABILITY_DEFAULT,
   DURABILITY_MODES,
+  DYNAMODB_PARTITION_READS_PER_SECOND,
+  DYNAMODB_PARTITION_WRITES_PER_SECOND,
   INTERNAL_FRAME_BYTES_MAX,
   SLICE_NODE_PORT_DEFAULT,
   SNAPSHOT_AFTER_LOG_BYTES,
@@ -28,6 +30,8 @@ const args = parseArgs(
     workers: { default: String(WORKERS_PER_NODE_DEFAULT), help: 'worker threads, each owning a share of the slices' },
     data: { default: './data/slice-node', help: 'data folder of this node' },
     'snapshot-after-bytes': { default: String(SNAPSHOT_AFTER_LOG_BYTES), help: 'log bytes after which a worker writes a snapshot' },
+    'slice-reads-per-second': { default: '0', help: `capacity per slice and table; more reads in a second get ThroughputExceeded (0: no limit; DynamoDB: ${DYNAMODB_PARTITION_READS_PER_SECOND})` },
+    'slice-writes-per-second': { default: '0', help: `the same for writes (0: no limit; DynamoDB: ${DYNAMODB_PARTITION_WRITES_PER_SECOND})` },
     durability: { default: DURABILITY_DEFAULT, help: `when a write is acknowledged: ${DURABILITY_MODES.join(' | ')} (fsync: on disk; os: handed to the OS)` },
   },
   'usage: node dist/slice-worker/main.js [options]',
@@ -36,6 +40,10 @@ const port = intArg('port', args.port, 0, 65535);
 const workerCount = intArg('workers', args.workers, 1, 64);
 if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);
 const durability = args.durability as DurabilityMode;
+const capacity = {
+  readsPerSecond: intArg('slice-reads-per-second', args['slice-reads-per-second'], 0, 1e9),
+  writesPerSecond: intArg('slice-writes-per-second', args['slice-writes-per-second'], 0, 1e9),
+};
 const snapshotAfterBytes = intArg('snapshot-after-bytes', args['snapshot-after-bytes'], 1024, 2 ** 40);
 try {
   mkdirSync(args.data!, { recursive: true });
@@ -46,7 +54,7 @@ try {
 const workers = Array.from(
   { length: workerCount },
   (_, workerIndex) =>
-    new WorkerChannel({ workerIndex, workerCount, dataDir: join(args.data!, `worker-${workerIndex}`), durability, snapshotAfterBytes }, (err) =>
+    new WorkerChannel({ workerIndex, workerCount, dataDir: join(args.data!, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity }, (err) =>
       die(`worker ${workerIndex} failed: ${err instanceof Error ? err.stack : err}`),
     ),
 );

@@ -17,6 +17,8 @@ import {
   type UpdateSpec,
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, project, type Item } from '../shared/values.js';
+import type { SliceCapacity } from '../shared/limits.js';
+import { LoadTracker } from './slice-load.js';
 
 // sorted-btree is CommonJS with an ES-style default export: Node hands us the
 // module (class under .default), vitest the class itself; accept both.
@@ -70,12 +72,16 @@ export class SliceStore {
   /** Changes made since the last takeEffects(): what the write-ahead log must record. */
   private readonly effects: Effect[] = [];
 
+  private readonly load: LoadTracker;
+
   constructor(
     readonly workerIndex: number,
     readonly workerCount: number,
     private readonly now: () => number = Date.now,
+    capacity: SliceCapacity = { readsPerSecond: 0, writesPerSecond: 0 },
   ) {
     assert(workerIndex >= 0 && workerIndex < workerCount, 'worker index within worker count');
+    this.load = new LoadTracker(now, capacity);
   }
 
   execute(op: SliceOpMessage): SliceOpResult {
@@ -93,27 +99,33 @@ export class SliceStore {
         return this.assign(op[1], op[2]);
       case SliceOp.Put: {
         const [, table, slice, key, item, bytes] = op;
+        this.admit(table, slice, key, true);
         item[MTIME_ATTRIBUTE] = this.now();
         this.partition(table, slice, true)!.set(key, { item, bytes });
         return null;
       }
       case SliceOp.Get: {
         const [, table, slice, key, attributes] = op;
+        this.admit(table, slice, key, false);
         const stored = this.partition(table, slice, false)?.tree.get(key);
         return stored === undefined ? null : project(stored.item, attributes);
       }
       case SliceOp.Delete: {
         const [, table, slice, key] = op;
+        this.admit(table, slice, key, true);
         return this.partition(table, slice, false)?.delete(key) ?? false;
       }
       case SliceOp.Update:
+        this.admit(op[1], op[2], op[3], true);
         return this.update(op[1], op[2], op[3], op[4]);
       case SliceOp.Range:
+        this.admit(op[1], op[2], op[3].low, false);
         return this.range(op[1], op[2], op[3]);
       case SliceOp.Scan:
-        return this.scan(op[1], op[2], op[3], op[4], op[5]);
+        return this.scan(op[1], op[2], op[3], op[4], op[5], op[6] ?? Infinity);
       case SliceOp.DropTable:
         this.effects.push([EFFECT_DROP_TABLE, op[1]]);
+        this.load.dropTable(op[1]);
         return this.tables.delete(op[1]);
       case SliceOp.Stats:
         return this.stats(op[1]);
@@ -131,10 +143,20 @@ export class SliceStore {
     return null;
   }
 
-  private partition(table: number, slice: number, create: boolean): Partition | undefined {
+  /** Checks ownership and counts the op's load (or refuses it at capacity) before it runs. */
+  private admit(table: number, slice: number, key: string, write: boolean): void {
+    this.checkOwner(slice);
+    this.load.count(table, slice, key, write);
+  }
+
+  private checkOwner(slice: number): void {
     if (!this.owned.has(slice)) {
       throw new KeysliceError('WrongOwner', `slice ${slice} is not owned by worker ${this.workerIndex} at epoch ${this.epoch}`);
     }
+  }
+
+  private partition(table: number, slice: number, create: boolean): Partition | undefined {
+    this.checkOwner(slice);
     let slices = this.tables.get(table);
     if (slices === undefined) {
       if (!create) return undefined;
@@ -203,14 +225,15 @@ export class SliceStore {
     return [items, lastKey, false, keys];
   }
 
-  /** This worker's smallest `limit` items after (fromSlice, afterKey), in (slice, key) order. */
-  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, attributes: string[] | null): ScanResult {
+  /** This worker's smallest `limit` items after (fromSlice, afterKey) and before slice `toSlice`, in (slice, key) order. */
+  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, attributes: string[] | null, toSlice: number): ScanResult {
     const entries: [number, string, Item][] = [];
     const slices = this.tables.get(table);
     if (slices === undefined) return [entries, true];
     let bytes = 0;
     for (const slice of this.ownedSorted) {
       if (slice < fromSlice) continue;
+      if (slice >= toSlice) break;
       const tree = slices.get(slice)?.tree;
       if (tree === undefined) continue;
       const after = slice === fromSlice ? afterKey : null;
@@ -224,14 +247,17 @@ export class SliceStore {
     return [entries, true];
   }
 
-  /** Items and bytes of each non-empty slice of a table: [slice, items, bytes][]. */
+  /** Items, bytes and load of each slice of a table that holds items or saw load, and its hot keys. */
   private stats(table: number): StatsResult {
-    const out: StatsResult = [];
     const slices = this.tables.get(table);
-    if (slices === undefined) return out;
+    const withLoad = new Set(this.load.slicesWithLoad(table));
+    const out: StatsResult = [[], this.load.hotKeys(table)];
     for (const slice of this.ownedSorted) {
-      const p = slices.get(slice);
-      if (p !== undefined && p.tree.size > 0) out.push([slice, p.tree.size, p.bytes]);
+      const p = slices?.get(slice);
+      const items = p?.tree.size ?? 0;
+      if (items === 0 && !withLoad.has(slice)) continue;
+      const [reads, writes] = this.load.rates(table, slice);
+      out[0].push([slice, items, p?.bytes ?? 0, reads, writes]);
     }
     return out;
   }

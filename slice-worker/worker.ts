@@ -8,10 +8,11 @@
 import { mkdirSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { workerData } from 'node:worker_threads';
-import type { DurabilityMode } from '../shared/limits.js';
+import type { DurabilityMode, SliceCapacity } from '../shared/limits.js';
 import { decodeSliceOps, encodeSliceResults, type SliceOpResult } from '../shared/protocol.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
+
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
 import { WriteAheadLog } from './wal.js';
 
@@ -21,6 +22,7 @@ export interface WorkerConfig {
   dataDir: string;
   durability: DurabilityMode;
   snapshotAfterBytes: number;
+  capacity: SliceCapacity;
 }
 
 export type WorkerTask = { kind: 'open' } | { kind: 'batch'; chunks: Uint8Array[] };
@@ -34,7 +36,7 @@ export interface OpenSummary {
 }
 
 const config = workerData as WorkerConfig;
-const store = new SliceStore(config.workerIndex, config.workerCount);
+const store = new SliceStore(config.workerIndex, config.workerCount, Date.now, config.capacity);
 let log: WriteAheadLog | null = null;
 
 function open(): OpenSummary {

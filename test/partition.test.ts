@@ -197,7 +197,7 @@ class Model {
       }
       case SliceOp.Stats: {
         const [, table] = op;
-        const stats: StatsResult = [];
+        const stats: StorageStats = [];
         for (const e of this.entries) {
           if (e.table !== table || !this.owned.has(e.slice)) continue;
           const last = stats[stats.length - 1];
@@ -220,6 +220,10 @@ class Model {
 }
 
 /** Error results compare by code only; messages are for people. */
+/** The model keeps no load figures: of Stats, it compares [slice, items, bytes] of slices that hold items. */
+type StorageStats = [slice: number, items: number, bytes: number][];
+const storageOnly = (r: SliceOpResult): SliceOpResult =>
+  r[0] === RESULT_ERROR ? r : [r[0], (r[1] as StatsResult)[0].filter((s) => s[1] > 0).map((s) => [s[0], s[1], s[2]])];
 const comparable = (r: SliceOpResult) => (r[0] === RESULT_ERROR ? [r[0], r[1]] : r);
 
 // ---- random ops ---------------------------------------------------------------------
@@ -377,7 +381,7 @@ describe('SliceStore against a sorted-array model', () => {
           now++;
           const op = toMessage(d);
           const expected = model.execute(structuredClone(op), now);
-          const actual = store.execute(op);
+          const actual = op[0] === SliceOp.Stats ? storageOnly(store.execute(op)) : store.execute(op);
           expect(comparable(actual), `op ${i}: ${JSON.stringify(d)}`).toEqual(comparable(expected));
           seen.ops++;
           if (actual[0] === RESULT_ERROR) seen.errors.set(actual[1], (seen.errors.get(actual[1]) ?? 0) + 1);
@@ -392,7 +396,7 @@ describe('SliceStore against a sorted-array model', () => {
           const all: SliceOpMessage = [SliceOp.Scan, table, 0, null, 1_000, null];
           expect(store.execute(all)).toEqual(model.execute(all, now));
           const stats: SliceOpMessage = [SliceOp.Stats, table];
-          expect(store.execute(stats)).toEqual(model.execute(stats, now));
+          expect(storageOnly(store.execute(stats))).toEqual(model.execute(stats, now));
         }
       }),
       { seed: SEED, numRuns: 80 },
