@@ -7,7 +7,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { INTERNAL_FRAME_BYTES_MAX, SLICE_NODE_PORT_DEFAULT, WORKERS_PER_NODE_DEFAULT } from '../shared/limits.js';
-import { decodeNodeFrame, decodeSliceResults, encodeNodeFrame, encodeSliceOps, NodeFrame, PROTOCOL_VERSION, RESULT_ERROR, SliceOp } from '../shared/protocol.js';
+import { decodeNodeFrame, decodeSliceResults, encodeNodeFrame, encodeSliceOps, NodeFrame, NODE_PROTOCOL_VERSION, RESULT_ERROR, SliceOp } from '../shared/protocol.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -114,7 +114,7 @@ function onFrame(ws: WebSocket, data: Buffer): void {
 
 const server = new WebSocketServer({ host: args.host, port, maxPayload: INTERNAL_FRAME_BYTES_MAX });
 server.on('connection', (ws) => {
-  ws.send(encodeNodeFrame([NodeFrame.Hello, PROTOCOL_VERSION, workerCount]));
+  ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount]));
   ws.on('message', (data, isBinary) => {
     if (!isBinary) return;
     onFrame(ws, data as Buffer);
