@@ -516,7 +516,7 @@ class Parser {
   }
 
   private syntaxError(tok: Token, expected: string): never {
-    const found = tok.t === 'end' ? 'the end of the expression' : `token "${tok.s}"`;
+    const found = tok.t === 'end' ? 'end of the expression' : `token "${tok.s}"`;
     throw new ExpressionSyntaxError(tok.at, `${this.field}: syntax error at position ${tok.at}: unexpected ${found}; expected ${expected}`);
   }
 }

@@ -82,9 +82,9 @@ describe('precedence and grouping (DynamoDB: comparators, IN, BETWEEN, functions
 
 describe('syntax errors name the position and the token', () => {
   it.each([
-    ['a = ', 5, /unexpected the end of the expression; expected an operand/],
+    ['a = ', 5, /unexpected end of the expression; expected an operand/],
     ['a == :v', 4, /unexpected token "="; expected an operand/],
-    ['a = :v AND', 11, /unexpected the end of the expression/],
+    ['a = :v AND', 11, /unexpected end of the expression/],
     ['a BETWEEN :x OR :y', 14, /token "OR"; expected AND/],
     ['a IN ()', 7, /token "\)"/],
     ['(a = :v', 8, /expected "\)"/],
