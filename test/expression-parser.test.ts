@@ -274,3 +274,21 @@ describe('fuzzing: only ValidationErrors, never a crash', () => {
     expect(item).toEqual({ a: 1, b: [0, 1, 2], n: { list: [1, 2, [3]], x: 'y' }, s: 'text', list: [{ a: 1 }] });
   });
 });
+
+describe('the evaluator on awkward names', () => {
+  it('writes, reads and removes a nested "__proto__" entry as plain data', () => {
+    const ph = new Placeholders({ '#p': '__proto__' }, { ':v': { polluted: true } });
+    const source: Item = { m: {} };
+    const next = applyUpdate(source, bindUpdate(parseUpdate('SET m.#p = :v'), ph, 'update', []));
+    const m = next.m as Record<string, unknown>;
+    expect(Object.getPrototypeOf(m)).toBe(Object.prototype);
+    expect(Object.hasOwn(m, '__proto__')).toBe(true);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(source).toEqual({ m: {} });
+    const read = new Placeholders({ '#p': '__proto__' }, { ':v': { polluted: true } });
+    expect(evaluate(bindCondition(parseCondition('m.#p = :v'), read, 'condition'), next)).toBe(true);
+    expect(evaluate(bindCondition(parseCondition('attribute_exists(m.#p)'), new Placeholders({ '#p': '__proto__' }, {}), 'condition'), source)).toBe(false);
+    const removed = applyUpdate(next, bindUpdate(parseUpdate('REMOVE m.#p'), new Placeholders({ '#p': '__proto__' }, {}), 'update', []));
+    expect(Object.hasOwn(removed.m as object, '__proto__')).toBe(false);
+  });
+});
