@@ -10,7 +10,8 @@ import { KeysliceError } from '../shared/errors.js';
 import { sliceOf } from '../shared/hashing.js';
 import { encodeKeyPart } from '../shared/key-encoding.js';
 import { PAGE_BYTES_MAX } from '../shared/limits.js';
-import { SliceOp, type RangeResult, type RangeSpec, type SliceOpMessage } from '../shared/protocol.js';
+import type { Condition } from '../shared/expression-ast.js';
+import { SliceOp, type Projection, type RangeResult, type RangeSpec, type SliceOpMessage } from '../shared/protocol.js';
 import { itemBytes, type Item } from '../shared/values.js';
 import type { Table } from './catalog.js';
 import { base64url, continueAfterKey, fromBase64url, rangeSpec } from './key-range.js';
@@ -26,6 +27,8 @@ interface Cursor {
   items: Item[];
   pos: number;
   more: boolean;
+  /** Sorting part of the last key this bucket examined: it has nothing unread up to here. */
+  frontier: string | null;
 }
 
 export interface GatherRequest {
@@ -35,7 +38,8 @@ export interface GatherRequest {
   reverse: boolean;
   limit: number;
   marker: string | undefined;
-  attributes: string[] | null;
+  projection: Projection;
+  filter: Condition | null;
   sliceCount: number;
   send: (slice: number, op: SliceOpMessage) => Promise<unknown>;
 }
@@ -54,10 +58,10 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; 
   for (let b = 0; b < buckets; b++) {
     const stored = storedShardingKey(r.sharding, b);
     const prefix = encodeKeyPart('string', stored);
-    const spec = rangeSpec(r.table, prefix, r.condition, r.reverse, chunk, r.attributes);
+    const spec = rangeSpec(r.table, prefix, r.condition, r.reverse, chunk, r.projection, r.filter);
     spec.withKeys = true;
     if (after !== null) continueAfterKey(spec, prefix + after);
-    cursors.push({ slice: sliceOf('string', stored, r.sliceCount), prefixBytes: prefix.length, spec, keys: [], items: [], pos: 0, more: true });
+    cursors.push({ slice: sliceOf('string', stored, r.sliceCount), prefixBytes: prefix.length, spec, keys: [], items: [], pos: 0, more: true, frontier: null });
   }
 
   const fetch = async (c: Cursor) => {
@@ -66,31 +70,44 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; 
     c.keys = keys!.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
     c.pos = 0;
     c.more = more;
-    if (lastKey !== null) continueAfterKey(c.spec, lastKey);
+    if (lastKey !== null) {
+      continueAfterKey(c.spec, lastKey);
+      c.frontier = lastKey.slice(c.prefixBytes);
+    }
   };
+  const before = (a: string, b: string) => (r.reverse ? a > b : a < b);
 
   const out: Item[] = [];
   let lastSort: string | null = null;
   let bytes = 0;
-  // Each round either fetches (every fetch returns an item or ends its bucket) or emits an item.
-  for (let round = 0; round < buckets * (r.limit + 2) + r.limit; round++) {
+  // A filter can make fetches come back empty; after this many the page ends
+  // early at the frontier that every bucket has read past.
+  let fetchesLeft = buckets * 8 + Math.ceil(r.limit / chunk);
+  for (;;) {
     const empty = cursors.filter((c) => c.pos === c.items.length && c.more);
-    if (empty.length > 0) {
+    if (empty.length > 0 && fetchesLeft > 0) {
+      fetchesLeft -= empty.length;
       await Promise.all(empty.map(fetch));
       continue;
     }
+    // Without fetches left, only what sorts before every unfinished bucket's frontier may go out.
+    let frontier: string | null = null;
+    for (const c of empty) if (frontier === null || before(c.frontier!, frontier)) frontier = c.frontier;
     let best: Cursor | null = null;
     for (const c of cursors) {
       if (c.pos === c.items.length) continue;
-      if (best === null || (r.reverse ? c.keys[c.pos] > best.keys[best.pos] : c.keys[c.pos] < best.keys[best.pos])) best = c;
+      if (best === null || before(c.keys[c.pos], best.keys[best.pos])) best = c;
     }
-    if (best === null) return { items: out };
+    const mayEmit = best !== null && (frontier === null || !before(frontier, best.keys[best.pos]));
+    if (!mayEmit) {
+      if (frontier === null) return { items: out }; // every bucket is read to its end
+      return { items: out, marker: 'b1.' + base64url(frontier) };
+    }
     if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out, marker: 'b1.' + base64url(lastSort!) };
-    const item = best.items[best.pos];
-    lastSort = best.keys[best.pos];
-    best.pos++;
+    const item = best!.items[best!.pos];
+    lastSort = best!.keys[best!.pos];
+    best!.pos++;
     out.push(item);
     bytes += itemBytes(item);
   }
-  throw new Error('invariant broken: the bucket merge did not finish within its bound');
 }

@@ -1,9 +1,20 @@
 // The TypeScript client: one WebSocket, requests pipelined by id. Used by the
 // tests, the bench and the README. Errors arrive as KeysliceError with a code.
 import WebSocket from 'ws';
-import type { EvenDistribution, KeyRef, KeySchema, OperationName, Request, Response, ReturnValues, SortCondition, TableDescription } from '../shared/api.js';
-import { KeysliceError, isErrorCode } from '../shared/errors.js';
-import type { KeyValue } from '../shared/key-encoding.js';
+import type {
+  EvenDistribution,
+  ItemFailure,
+  KeyRef,
+  KeySchema,
+  OperationName,
+  ProjectionOptions,
+  Request,
+  Response,
+  ReturnValues,
+  TableDescription,
+  WriteCondition,
+} from '../shared/api.js';
+import { KeysliceError, isErrorCode, type ErrorDetails } from '../shared/errors.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponse, encodeClientFrame, RESULT_OK } from '../shared/protocol.js';
 import type { Item } from '../shared/values.js';
 
@@ -80,28 +91,32 @@ export class KeysliceClient {
   async deleteTable(table: string): Promise<TableDescription> {
     return (await this.request('DeleteTable', { table })).table;
   }
-  async putItem(table: string, item: Item): Promise<void> {
-    await this.request('PutItem', { table, item });
+  /** With `returnValues: 'old'`, answers the item it replaced (null: none); a false `condition` throws ConditionalCheckFailed. */
+  async putItem(table: string, item: Item, options: WriteCondition & { returnValues?: 'none' | 'old' } = {}): Promise<Item | null | undefined> {
+    return (await this.request('PutItem', { table, item, ...options })).item;
   }
-  async getItem(table: string, key: KeyRef, attributes?: string[]): Promise<Item | null> {
-    return (await this.request('GetItem', { table, key, ...(attributes ? { attributes } : {}) })).item;
+  /** `projection`: top-level attribute names, or `{ projection: 'a.b[1], #n', names }`. */
+  async getItem(table: string, key: KeyRef, projection?: string[] | ProjectionOptions): Promise<Item | null> {
+    const options = projection === undefined ? {} : Array.isArray(projection) ? { attributes: projection } : projection;
+    return (await this.request('GetItem', { table, key, ...options })).item;
   }
+  /** Structured (`set`, `remove`, `add`) or an expression (`update`, with `names` and `values`), optionally with a `condition`. */
   async updateItem(
     table: string,
     key: KeyRef,
-    update: { set?: Item; remove?: string[]; add?: Record<string, number>; returnValues?: ReturnValues },
+    update: { update?: string; set?: Item; remove?: string[]; add?: Record<string, number>; returnValues?: ReturnValues } & WriteCondition,
   ): Promise<Item | null | undefined> {
     return (await this.request('UpdateItem', { table, key, ...update })).item;
   }
-  async deleteItem(table: string, key: KeyRef): Promise<boolean> {
-    return (await this.request('DeleteItem', { table, key })).deleted;
+  async deleteItem(table: string, key: KeyRef, options: WriteCondition = {}): Promise<boolean> {
+    return (await this.request('DeleteItem', { table, key, ...options })).deleted;
   }
   getItems(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
     return this.request('GetItems', request);
   }
   /** Every page of a GetItems, followed by marker. Bounded by `maxPages`. */
   async getAllItems(
-    request: { table: string; shardingKey?: KeyValue; sortingKey?: SortCondition; reverse?: boolean; limit?: number; attributes?: string[] },
+    request: Omit<Request<'GetItems'>, 'marker'>,
     maxPages = 100_000,
   ): Promise<Item[]> {
     const out: Item[] = [];
@@ -114,11 +129,14 @@ export class KeysliceClient {
     }
     throw new Error(`getAllItems stopped after ${maxPages} pages`);
   }
-  async batchWrite(table: string, writes: { puts?: Item[]; deletes?: KeyRef[] }): Promise<void> {
-    await this.request('BatchWrite', { table, ...writes });
+  /** Answers the writes that failed at run time (empty when all were applied); the others were applied. */
+  async batchWrite(table: string, writes: { puts?: Item[]; deletes?: KeyRef[] }): Promise<ItemFailure[]> {
+    return (await this.request('BatchWrite', { table, ...writes })).failures;
   }
-  async batchGet(table: string, keys: KeyRef[], attributes?: string[]): Promise<(Item | null)[]> {
-    return (await this.request('BatchGet', { table, keys, ...(attributes ? { attributes } : {}) })).items;
+  /** Items in the order of `keys` (null: none, or failed), and the keys that failed at run time. */
+  async batchGet(table: string, keys: KeyRef[], projection?: string[] | ProjectionOptions): Promise<Response<'BatchGet'>> {
+    const options = projection === undefined ? {} : Array.isArray(projection) ? { attributes: projection } : projection;
+    return this.request('BatchGet', { table, keys, ...options });
   }
 
   describeSlices(table: string): Promise<Response<'DescribeSlices'>> {
@@ -128,14 +146,15 @@ export class KeysliceClient {
   private onMessage(data: Buffer): void {
     const frame = decodeClientResponse(data);
     const p = this.pending.get(frame[0]);
+    const error = () => new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3]), frame[4] as ErrorDetails | undefined);
     if (p === undefined) {
-      if (frame[1] !== RESULT_OK) this.onFrameError?.(new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3])));
+      if (frame[1] !== RESULT_OK) this.onFrameError?.(error());
       return;
     }
     this.pending.delete(frame[0]);
     clearTimeout(p.timer);
     if (frame[1] === RESULT_OK) p.resolve(frame[2]);
-    else p.reject(new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3])));
+    else p.reject(error());
   }
 
   /** Called with errors that answer no pending request (frames the server could not read). */

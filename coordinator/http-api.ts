@@ -1,7 +1,8 @@
 // HTTP transport: POST /api/<Operation> with a JSON body; JSON back; GET
 // /metrics for Prometheus and GET /health. Binary
 // values travel as {"$binary": "<base64>"}. Errors: the status from
-// ERROR_CODES and {"error": {"code", "message", "retryable"}}.
+// ERROR_CODES and {"error": {"code", "message", "retryable"}}, plus the error's
+// details when it has some (e.g. "item" of a ConditionalCheckFailed).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isOperationName } from '../shared/api.js';
 import { KeysliceError, toKeysliceError } from '../shared/errors.js';
@@ -73,5 +74,6 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 
 function sendError(res: ServerResponse, err: KeysliceError): void {
   if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
-  send(res, err.status, { error: { code: err.code, message: err.message, retryable: err.retryable } });
+  const details = err.details === undefined ? {} : (toJson(err.details) as object);
+  send(res, err.status, { error: { code: err.code, message: err.message, retryable: err.retryable, ...details } });
 }

@@ -3,7 +3,8 @@
 import type { SortCondition } from '../shared/api.js';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { encodeKeyPart, encodeKeyPrefix, fromByteString, prefixEnd, SHARDING_PREFIX_END, toByteString } from '../shared/key-encoding.js';
-import type { RangeSpec } from '../shared/protocol.js';
+import type { Condition } from '../shared/expression-ast.js';
+import type { Projection, RangeSpec } from '../shared/protocol.js';
 import { isPlainObject } from '../shared/values.js';
 import type { Table } from './catalog.js';
 import { checkKeyValue } from './primary-key.js';
@@ -12,10 +13,10 @@ const SORT_CONDITIONS = ['eq', 'lt', 'lte', 'gt', 'gte', 'between', 'beginsWith'
 const MARKER_RANGE = /^r1\.([A-Za-z0-9_-]*)$/;
 
 /** The key range of `condition` within the sharding key whose encoded part is `prefix`. */
-export function rangeSpec(table: Table, prefix: string, condition: unknown, reverse: boolean, limit: number, attributes: string[] | null): RangeSpec {
+export function rangeSpec(table: Table, prefix: string, condition: unknown, reverse: boolean, limit: number, projection: Projection, filter: Condition | null): RangeSpec {
   // Every key of this sharding key is prefix + a sorting part (tag < 0xFF) or the prefix alone;
   // another sharding key that extends this one continues with 0xFF (an escaped NUL), so stop there.
-  const spec: RangeSpec = { low: prefix, lowInclusive: true, high: prefix + SHARDING_PREFIX_END, highInclusive: false, reverse, limit, attributes, withKeys: false };
+  const spec: RangeSpec = { low: prefix, lowInclusive: true, high: prefix + SHARDING_PREFIX_END, highInclusive: false, reverse, limit, projection, filter, withKeys: false };
   if (condition === undefined) return spec;
   const sortKey = table.sortingKey;
   if (sortKey === null) throw new KeysliceError('ValidationError', `table "${table.name}" has no sorting key; "sortingKey" does not apply`);

@@ -20,7 +20,7 @@ import {
   encodeSliceOps,
   errorFromResult,
   NodeFrame,
-  PROTOCOL_VERSION,
+  NODE_PROTOCOL_VERSION,
   RESULT_OK,
   type SliceOpMessage,
 } from '../shared/protocol.js';
@@ -127,8 +127,8 @@ export class NodeLink {
     switch (frame[0]) {
       case NodeFrame.Hello: {
         const [, version, workerCount] = frame;
-        if (version !== PROTOCOL_VERSION) {
-          this.log(`slice node ${this.url} speaks protocol ${version}, this coordinator ${PROTOCOL_VERSION}`);
+        if (version !== NODE_PROTOCOL_VERSION) {
+          this.log(`slice node ${this.url} speaks protocol ${version}, this coordinator ${NODE_PROTOCOL_VERSION}`);
           this.ws?.close();
           return;
         }
@@ -163,7 +163,7 @@ export class NodeLink {
         for (let i = 0; i < results.length; i++) {
           const r = results[i];
           if (r[0] === RESULT_OK) settles[i].resolve(r[1]);
-          else settles[i].reject(errorFromResult(r[1], r[2]));
+          else settles[i].reject(errorFromResult(r[1], r[2], r[3]));
         }
         return;
       }

@@ -1,19 +1,21 @@
 // The operation set, behind both transports. Every request is checked whole
 // before anything is sent to a slice node, so bad input changes nothing.
-import type { OperationName } from '../shared/api.js';
-import { assert, KeysliceError } from '../shared/errors.js';
+import type { ItemFailure, OperationName } from '../shared/api.js';
+import { KeysliceError, toKeysliceError } from '../shared/errors.js';
+import type { Condition } from '../shared/expression-ast.js';
 import { sliceOf } from '../shared/hashing.js';
-import { encodeKeyPart, encodeKeyPrefix, fromByteString, prefixEnd, SHARDING_PREFIX_END, toByteString } from '../shared/key-encoding.js';
-import { SCAN_SEGMENTS_MAX, BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_DEFAULT, PAGE_ITEMS_MAX } from '../shared/limits.js';
-import { SliceOp, type RangeResult, type RangeSpec, type ScanResult, type SliceOpMessage, type StatsResult, type UpdateSpec } from '../shared/protocol.js';
-import { isPlainObject, itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateAttributeName, validateItem, type Item } from '../shared/values.js';
+import { encodeKeyPart } from '../shared/key-encoding.js';
+import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_DEFAULT, PAGE_ITEMS_MAX, SCAN_SEGMENTS_MAX } from '../shared/limits.js';
+import { SliceOp, type Projection, type RangeResult, type ScanResult, type SliceOpMessage, type UpdateSpec, type WriteCheck } from '../shared/protocol.js';
+import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateItem, type Item } from '../shared/values.js';
+import { gatherBuckets } from './bucket-gather.js';
 import { describe, type Catalog, type Table } from './catalog.js';
 import type { ClusterMap } from './cluster-map.js';
-import type { NodeLink } from './node-link.js';
-import { gatherBuckets } from './bucket-gather.js';
-import { tableLoad } from './load-report.js';
 import { base64url, continueAfter, fromBase64url, rangeMarker, rangeSpec } from './key-range.js';
+import { tableLoad } from './load-report.js';
+import type { NodeLink } from './node-link.js';
 import { checkKeyValue, keyOfItem, resolveKey, storedShardingKey, type PrimaryKey } from './primary-key.js';
+import { RequestExpressions } from './request-expressions.js';
 
 type Payload = Record<string, unknown>;
 
@@ -23,13 +25,13 @@ const FIELDS: Record<OperationName, readonly string[]> = {
   DescribeTable: ['table'],
   ListTables: [],
   DeleteTable: ['table'],
-  PutItem: ['table', 'item'],
-  GetItem: ['table', 'key', 'attributes'],
-  UpdateItem: ['table', 'key', 'set', 'remove', 'add', 'returnValues'],
-  DeleteItem: ['table', 'key'],
-  GetItems: ['table', 'shardingKey', 'bucket', 'sortingKey', 'reverse', 'limit', 'marker', 'attributes', 'segment', 'totalSegments'],
+  PutItem: ['table', 'item', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure'],
+  GetItem: ['table', 'key', 'attributes', 'projection', 'names'],
+  UpdateItem: ['table', 'key', 'update', 'set', 'remove', 'add', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure'],
+  DeleteItem: ['table', 'key', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure'],
+  GetItems: ['table', 'shardingKey', 'bucket', 'sortingKey', 'keyCondition', 'filter', 'reverse', 'limit', 'marker', 'attributes', 'projection', 'names', 'values', 'segment', 'totalSegments'],
   BatchWrite: ['table', 'puts', 'deletes'],
-  BatchGet: ['table', 'keys', 'attributes'],
+  BatchGet: ['table', 'keys', 'attributes', 'projection', 'names'],
   DescribeSlices: ['table'],
 };
 
@@ -76,56 +78,83 @@ export class Operations {
 
   private async PutItem(p: Payload) {
     const table = this.catalog.get(p.table);
-    const [pk, op] = this.putOp(table, p.item, 'item');
-    await this.toSlice(pk.slice, op);
-    return {};
+    const ex = new RequestExpressions(p);
+    const condition = ex.condition('condition');
+    ex.done();
+    const returnOld = returnValuesOf(p.returnValues, ['none', 'old']) === 'old';
+    const check = writeCheck(condition, returnOld, p);
+    const [pk, op] = this.putOp(table, p.item, 'item', check);
+    const old = await this.write(pk, op);
+    return returnOld ? { item: old } : {};
   }
 
   private async GetItem(p: Payload) {
     const table = this.catalog.get(p.table);
-    const attributes = attributeList(p.attributes);
+    const ex = new RequestExpressions(p);
+    const projection = ex.projection();
+    ex.done();
     const pk = resolveKey(table, p.key, this.map.sliceCount);
-    return { item: await this.toSlice(pk.slice, [SliceOp.Get, table.id, pk.slice, pk.key, attributes]) };
+    return { item: await this.toSlice(pk.slice, [SliceOp.Get, table.id, pk.slice, pk.key, projection]) };
   }
 
   private async UpdateItem(p: Payload) {
     const table = this.catalog.get(p.table);
     const pk = resolveKey(table, p.key, this.map.sliceCount);
-    const spec = updateSpec(table, pk, p);
-    const item = await this.toSlice(pk.slice, [SliceOp.Update, table.id, pk.slice, pk.key, spec]);
-    return spec.returnValues === 'none' ? {} : { item };
+    const ex = new RequestExpressions(p);
+    const actions = ex.update(table);
+    const condition = ex.condition('condition');
+    ex.done();
+    const returnValues = returnValuesOf(p.returnValues, ['none', 'old', 'new']);
+    const base: Item = { [table.shardingKey.name]: pk.sharding, [NAME_ATTRIBUTE]: pk.name };
+    if (table.sortingKey !== null) base[table.sortingKey.name] = pk.sorting!;
+    const spec: UpdateSpec = { base, actions, condition, oldOnFailure: writeCheck(condition, false, p)?.oldOnFailure ?? false, returnValues };
+    const item = await this.write(pk, [SliceOp.Update, table.id, pk.slice, pk.key, spec]);
+    return returnValues === 'none' ? {} : { item };
   }
 
   private async DeleteItem(p: Payload) {
     const table = this.catalog.get(p.table);
     const pk = resolveKey(table, p.key, this.map.sliceCount);
-    return { deleted: (await this.toSlice(pk.slice, [SliceOp.Delete, table.id, pk.slice, pk.key])) as boolean };
+    const ex = new RequestExpressions(p);
+    const condition = ex.condition('condition');
+    ex.done();
+    const returnOld = returnValuesOf(p.returnValues, ['none', 'old']) === 'old';
+    const result = await this.write(pk, [SliceOp.Delete, table.id, pk.slice, pk.key, writeCheck(condition, returnOld, p)]);
+    return returnOld ? { deleted: result !== null, item: result as Item | null } : { deleted: result as boolean };
   }
 
   private async GetItems(p: Payload) {
     const table = this.catalog.get(p.table);
-    const attributes = attributeList(p.attributes);
+    const ex = new RequestExpressions(p);
+    const projection = ex.projection();
+    const filter = ex.condition('filter');
+    const keyCondition = ex.keyCondition(table);
+    ex.done();
+    const shardingKey = keyCondition !== null ? keyCondition.shardingKey : p.shardingKey;
+    const sortingKey = keyCondition !== null ? keyCondition.sortingKey : p.sortingKey;
     const limit = optionalInt(p.limit, 'limit', 1, PAGE_ITEMS_MAX) ?? PAGE_ITEMS_DEFAULT;
     const reverse = optionalBool(p.reverse, 'reverse') ?? false;
     if (p.marker !== undefined && typeof p.marker !== 'string') throw new KeysliceError('InvalidMarker', '"marker" must be the string a previous page returned');
-    if (p.shardingKey === undefined) {
-      if (p.sortingKey !== undefined) throw new KeysliceError('ValidationError', 'a sorting-key condition needs a "shardingKey"');
-      if (reverse) throw new KeysliceError('ValidationError', 'a full-table scan has no order to reverse; "reverse" needs a "shardingKey"');
-      return this.scan(table, limit, p.marker as string | undefined, attributes, this.segmentSlices(p.segment, p.totalSegments));
-    }
-    if (p.segment !== undefined || p.totalSegments !== undefined) throw new KeysliceError('ValidationError', '"segment" and "totalSegments" split a full-table scan; they do not apply with a "shardingKey"');
-    const sharding = checkKeyValue(table.shardingKey, p.shardingKey, 'sharding', table.sortingKey !== null);
     const marker = p.marker as string | undefined;
+    if (shardingKey === undefined) {
+      if (sortingKey !== undefined) throw new KeysliceError('ValidationError', 'a sorting-key condition needs a "shardingKey"');
+      if (reverse) throw new KeysliceError('ValidationError', 'a full-table scan has no order to reverse; "reverse" needs a "shardingKey"');
+      return this.scan(table, limit, marker, projection, filter, this.segmentSlices(p.segment, p.totalSegments));
+    }
+    if (p.segment !== undefined || p.totalSegments !== undefined) {
+      throw new KeysliceError('ValidationError', '"segment" and "totalSegments" split a full-table scan; they do not apply with a "shardingKey"');
+    }
+    const sharding = checkKeyValue(table.shardingKey, shardingKey, 'sharding', table.sortingKey !== null);
     const even = table.evenDistribution;
     const bucket = optionalInt(p.bucket, 'bucket', 0, (even?.buckets ?? 1) - 1);
     if (bucket !== undefined && even === null) throw new KeysliceError('ValidationError', `table "${table.name}" has no even distribution; "bucket" does not apply`);
     if (even !== null && bucket === undefined) {
       const send = (slice: number, op: SliceOpMessage) => this.toSlice(slice, op);
-      return gatherBuckets({ table, sharding: sharding as string, condition: p.sortingKey, reverse, limit, marker, attributes, sliceCount: this.map.sliceCount, send });
+      return gatherBuckets({ table, sharding: sharding as string, condition: sortingKey, reverse, limit, marker, projection, filter, sliceCount: this.map.sliceCount, send });
     }
     const stored = bucket === undefined ? sharding : storedShardingKey(sharding, bucket);
     const slice = sliceOf(table.shardingKey.type, stored, this.map.sliceCount);
-    const spec = rangeSpec(table, encodeKeyPart(table.shardingKey.type, stored), p.sortingKey, reverse, limit, attributes);
+    const spec = rangeSpec(table, encodeKeyPart(table.shardingKey.type, stored), sortingKey, reverse, limit, projection, filter);
     if (marker !== undefined) continueAfter(spec, marker);
     const [items, lastKey, more] = (await this.toSlice(slice, [SliceOp.Range, table.id, slice, spec])) as RangeResult;
     return more && lastKey !== null ? { items, marker: rangeMarker(lastKey) } : { items };
@@ -138,29 +167,42 @@ export class Operations {
     const count = puts.length + deletes.length;
     if (count === 0) throw new KeysliceError('ValidationError', 'BatchWrite needs at least one of "puts" or "deletes"');
     if (count > BATCH_WRITE_ITEMS_MAX) throw new KeysliceError('BatchTooLarge', `BatchWrite takes at most ${BATCH_WRITE_ITEMS_MAX} writes; got ${count}`);
-    const ops: [PrimaryKey, SliceOpMessage][] = puts.map((item, i) => this.putOp(table, item, `puts[${i}]`));
-    for (const ref of deletes) {
+    // The whole request is checked before anything is sent; only run-time failures are per item.
+    const ops: [PrimaryKey, SliceOpMessage, 'puts' | 'deletes', number][] = puts.map((item, i) => [...this.putOp(table, item, `puts[${i}]`, null), 'puts', i]);
+    deletes.forEach((ref, i) => {
       const pk = resolveKey(table, ref, this.map.sliceCount);
-      ops.push([pk, [SliceOp.Delete, table.id, pk.slice, pk.key]]);
-    }
+      ops.push([pk, [SliceOp.Delete, table.id, pk.slice, pk.key, null], 'deletes', i]);
+    });
     const seen = new Set<string>();
     for (const [pk] of ops) {
       if (seen.has(pk.key)) throw new KeysliceError('ValidationError', `BatchWrite names item "${pk.name}" twice`);
       seen.add(pk.key);
     }
-    await Promise.all(ops.map(([pk, op]) => this.toSlice(pk.slice, op)));
-    return {};
+    const results = await Promise.allSettled(ops.map(([pk, op]) => this.toSlice(pk.slice, op)));
+    const failures: ItemFailure[] = [];
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') failures.push(itemFailure(ops[i][2], ops[i][3], ops[i][0], r.reason));
+    });
+    return { failures };
   }
 
   private async BatchGet(p: Payload) {
     const table = this.catalog.get(p.table);
-    const attributes = attributeList(p.attributes);
+    const ex = new RequestExpressions(p);
+    const projection = ex.projection();
+    ex.done();
     const keys = optionalList(p.keys, 'keys');
     if (keys.length === 0) throw new KeysliceError('ValidationError', 'BatchGet needs "keys"');
     if (keys.length > BATCH_GET_ITEMS_MAX) throw new KeysliceError('BatchTooLarge', `BatchGet takes at most ${BATCH_GET_ITEMS_MAX} keys; got ${keys.length}`);
     const pks = keys.map((ref) => resolveKey(table, ref, this.map.sliceCount));
-    const items = await Promise.all(pks.map((pk) => this.toSlice(pk.slice, [SliceOp.Get, table.id, pk.slice, pk.key, attributes])));
-    return { items };
+    const results = await Promise.allSettled(pks.map((pk) => this.toSlice(pk.slice, [SliceOp.Get, table.id, pk.slice, pk.key, projection])));
+    const failures: ItemFailure[] = [];
+    const items = results.map((r, i) => {
+      if (r.status === 'fulfilled') return r.value as Item | null;
+      failures.push(itemFailure('keys', i, pks[i], r.reason));
+      return null;
+    });
+    return { items, failures };
   }
 
   private async DescribeSlices(p: Payload) {
@@ -169,18 +211,30 @@ export class Operations {
 
   // ---- helpers -------------------------------------------------------------
 
-  private putOp(table: Table, item: unknown, where: string): [PrimaryKey, SliceOpMessage] {
+  private putOp(table: Table, item: unknown, where: string, check: WriteCheck | null): [PrimaryKey, SliceOpMessage] {
     validateItem(item, where);
     const pk = keyOfItem(table, item, this.map.sliceCount);
     // __mtime is counted now (the worker sets its value) so that a put and an update of one item measure alike.
     const stored: Item = { ...item, [NAME_ATTRIBUTE]: pk.name, [MTIME_ATTRIBUTE]: 0 };
     const bytes = itemBytes(stored);
     if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `${where} is ${bytes} bytes; the limit is ${ITEM_BYTES_MAX}`);
-    return [pk, [SliceOp.Put, table.id, pk.slice, pk.key, stored, bytes]];
+    return [pk, [SliceOp.Put, table.id, pk.slice, pk.key, stored, bytes, check]];
   }
 
   private toSlice(slice: number, op: SliceOpMessage): Promise<unknown> {
     return this.links[this.map.ownerOf(slice)].send(slice, op);
+  }
+
+  /** A single-item write: a failed condition names the item. */
+  private async write(pk: PrimaryKey, op: SliceOpMessage): Promise<unknown> {
+    try {
+      return await this.toSlice(pk.slice, op);
+    } catch (err) {
+      if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
+        throw new KeysliceError('ConditionalCheckFailed', `the condition is false for item "${pk.name}"; nothing was changed`, err.details);
+      }
+      throw err;
+    }
   }
 
   private everyWorker<T>(fn: (link: NodeLink, worker: number) => Promise<T>): Promise<T>[] {
@@ -195,8 +249,6 @@ export class Operations {
     return out;
   }
 
-  /** A page of a full-table scan in (slice, key) order: each worker returns its
-   * first `limit` items after the marker; the smallest `limit` of all are the page. */
   /** Segment s of T covers the slices [floor(s * C / T), floor((s + 1) * C / T)). */
   private segmentSlices(segment: unknown, totalSegments: unknown): [number, number] {
     if (segment === undefined && totalSegments === undefined) return [0, this.map.sliceCount];
@@ -209,8 +261,9 @@ export class Operations {
   }
 
   /** A page of a full-table scan (or of one segment) in (slice, key) order: each
-   * worker returns its first `limit` items after the marker; the smallest `limit` of all are the page. */
-  private async scan(table: Table, limit: number, marker: string | undefined, attributes: string[] | null, [from, to]: [number, number]) {
+   * worker returns its first `limit` examined items after the marker; the first
+   * `limit` of all, merged, are the page. Only the nodes owning slices of the range are asked. */
+  private async scan(table: Table, limit: number, marker: string | undefined, projection: Projection, filter: Condition | null, [from, to]: [number, number]) {
     let fromSlice = from;
     let afterKey: string | null = null;
     if (marker !== undefined) {
@@ -220,24 +273,26 @@ export class Operations {
       afterKey = fromBase64url(m[2]);
     }
     if (fromSlice >= to) return { items: [] };
-    // Only the nodes that own a slice of the range are asked.
     const owners = new Set<number>();
     for (let s = fromSlice; s < to; s++) owners.add(this.map.ownerOf(s));
     const asked: Promise<unknown>[] = [];
     for (const o of owners) {
       const link = this.links[o];
       if (link.state !== 'ready') throw new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`);
-      for (let w = 0; w < link.workerCount; w++) asked.push(link.sendToWorker(w, [SliceOp.Scan, table.id, fromSlice, afterKey, limit, attributes, to]));
+      for (let w = 0; w < link.workerCount; w++) asked.push(link.sendToWorker(w, [SliceOp.Scan, table.id, fromSlice, afterKey, limit, projection, filter, to]));
     }
     const results = (await Promise.all(asked)) as ScanResult[];
     const entries = results.flatMap((r) => r[0]);
     entries.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+    // The page is the first `limit` examined entries (or about 1 MB of them) of all workers
+    // merged; the filter's rejects (item null) count but are not returned.
     const items: Item[] = [];
     let bytes = 0;
     let i = 0;
-    for (; i < entries.length && items.length < limit && bytes < PAGE_BYTES_MAX; i++) {
-      items.push(entries[i][2]);
-      bytes += itemBytes(entries[i][2]);
+    for (; i < entries.length && i < limit && bytes < PAGE_BYTES_MAX; i++) {
+      const item = entries[i][2];
+      if (item !== null) items.push(item);
+      bytes += entries[i][3];
     }
     const more = i < entries.length || results.some((r) => !r[1]);
     if (!more || i === 0) return { items };
@@ -246,51 +301,24 @@ export class Operations {
   }
 }
 
-function updateSpec(table: Table, pk: PrimaryKey, p: Payload): UpdateSpec {
-  const keyNames = [table.shardingKey.name, table.sortingKey?.name];
-  const touched = new Set<string>();
-  const touch = (name: string, clause: string) => {
-    validateAttributeName(name, clause);
-    if (keyNames.includes(name)) throw new KeysliceError('ValidationError', `${clause}: "${name}" is a key attribute and cannot be updated`);
-    if (touched.has(name)) throw new KeysliceError('ValidationError', `"${name}" appears in more than one update clause`);
-    touched.add(name);
-  };
-  let set: Item | null = null;
-  if (p.set !== undefined) {
-    validateItem(p.set, 'set');
-    for (const name of Object.keys(p.set)) touch(name, 'set');
-    set = p.set;
-  }
-  let remove: string[] | null = null;
-  if (p.remove !== undefined) {
-    remove = optionalList(p.remove, 'remove') as string[];
-    for (const name of remove) {
-      if (typeof name !== 'string') throw new KeysliceError('ValidationError', '"remove" must be a list of attribute names');
-      touch(name, 'remove');
-    }
-  }
-  let add: Record<string, number> | null = null;
-  if (p.add !== undefined) {
-    if (!isPlainObject(p.add)) throw new KeysliceError('ValidationError', '"add" must map attribute names to numbers');
-    for (const [name, n] of Object.entries(p.add)) {
-      touch(name, 'add');
-      if (typeof n !== 'number' || !Number.isFinite(n)) throw new KeysliceError('ValidationError', `add.${name} must be a finite number`);
-    }
-    add = p.add as Record<string, number>;
-  }
-  const returnValues = p.returnValues ?? 'none';
-  if (returnValues !== 'none' && returnValues !== 'old' && returnValues !== 'new') {
-    throw new KeysliceError('ValidationError', '"returnValues" must be "none", "old" or "new"');
-  }
-  const base: Item = { [table.shardingKey.name]: pk.sharding, [NAME_ATTRIBUTE]: pk.name };
-  if (table.sortingKey !== null) base[table.sortingKey.name] = pk.sorting!;
-  return { base, set, remove, add, returnValues };
+function returnValuesOf<T extends string>(v: unknown, allowed: readonly T[]): T {
+  if (v === undefined) return allowed[0];
+  if (!allowed.includes(v as T)) throw new KeysliceError('ValidationError', `"returnValues" must be ${allowed.map((a) => `"${a}"`).join(' or ')}`);
+  return v as T;
 }
 
-function attributeList(v: unknown): string[] | null {
-  if (v === undefined) return null;
-  if (!Array.isArray(v) || v.some((a) => typeof a !== 'string')) throw new KeysliceError('ValidationError', '"attributes" must be a list of attribute names');
-  return v as string[];
+/** The check a single-item write carries, or null when it needs none. */
+function writeCheck(condition: Condition | null, returnOld: boolean, p: Payload): WriteCheck | null {
+  const onFailure = p.returnValuesOnConditionCheckFailure ?? 'none';
+  if (onFailure !== 'none' && onFailure !== 'old') throw new KeysliceError('ValidationError', '"returnValuesOnConditionCheckFailure" must be "none" or "old"');
+  if (onFailure === 'old' && condition === null) throw new KeysliceError('ValidationError', '"returnValuesOnConditionCheckFailure" needs a "condition"');
+  if (condition === null && !returnOld) return null;
+  return { condition, returnOld, oldOnFailure: onFailure === 'old' };
+}
+
+function itemFailure(list: ItemFailure['list'], index: number, pk: PrimaryKey, reason: unknown): ItemFailure {
+  const err = toKeysliceError(reason);
+  return { list, index, name: pk.name, code: err.code, message: err.message, retryable: err.retryable };
 }
 
 function optionalList(v: unknown, field: string): unknown[] {

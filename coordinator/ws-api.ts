@@ -1,5 +1,5 @@
 // WebSocket transport: msgpack frames [id, operation, payload] in, [id, 0,
-// result] or [id, 1, code, message] out, many in flight per connection.
+// result] or [id, 1, code, message, details?] out, many in flight per connection.
 import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { KeysliceError, toKeysliceError } from '../shared/errors.js';
@@ -40,5 +40,6 @@ export function attachWebSocketApi(ops: Operations, server: Server): WebSocketSe
 
 function replyError(ws: WebSocket, id: number, err: KeysliceError): void {
   if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
-  if (ws.readyState === ws.OPEN) ws.send(encodeClientFrame([id, RESULT_ERROR, err.code, err.message]));
+  if (ws.readyState !== ws.OPEN) return;
+  ws.send(encodeClientFrame(err.details === undefined ? [id, RESULT_ERROR, err.code, err.message] : [id, RESULT_ERROR, err.code, err.message, err.details]));
 }

@@ -1,7 +1,8 @@
 // The operation set: one definition behind both transports (HTTP/JSON and
 // WebSocket/msgpack) and the TypeScript client. Payloads are plain values.
+import type { ErrorCode } from './errors.js';
 import type { KeyType, KeyValue } from './key-encoding.js';
-import type { Item } from './values.js';
+import type { Item, Value } from './values.js';
 
 export interface KeySchema {
   name: string;
@@ -38,6 +39,39 @@ export type SortCondition =
 
 export type ReturnValues = 'none' | 'old' | 'new';
 
+/** Placeholders of a request's expressions (docs/expressions.md): `#name` to an
+ * attribute name, `:value` to a value. Each must be used by some expression. */
+export interface Placeholders {
+  names?: Record<string, string>;
+  values?: Record<string, Value>;
+}
+
+/** A write's condition (an expression). When it is false the write fails with
+ * ConditionalCheckFailed and changes nothing; with
+ * `returnValuesOnConditionCheckFailure: 'old'` the error carries the item as it was. */
+export interface WriteCondition extends Placeholders {
+  condition?: string;
+  returnValuesOnConditionCheckFailure?: 'none' | 'old';
+}
+
+/** Which attributes to return: top-level names, or a projection expression (nested paths). Not both. */
+export interface ProjectionOptions {
+  attributes?: string[];
+  projection?: string;
+  names?: Record<string, string>;
+}
+
+/** One item of a batch that failed while the others went through. `list` and
+ * `index` say where it was in the request; `name` is its object name. */
+export interface ItemFailure {
+  list: 'puts' | 'deletes' | 'keys';
+  index: number;
+  name: string;
+  code: ErrorCode;
+  message: string;
+  retryable: boolean;
+}
+
 export interface Operations {
   CreateTable: {
     request: { table: string; shardingKey: KeySchema; sortingKey?: KeySchema | null; evenDistribution?: Partial<EvenDistribution> | null };
@@ -46,27 +80,39 @@ export interface Operations {
   DescribeTable: { request: { table: string }; response: { table: TableDescription } };
   ListTables: { request: Record<string, never>; response: { tables: string[] } };
   DeleteTable: { request: { table: string }; response: { table: TableDescription } };
-  PutItem: { request: { table: string; item: Item }; response: Record<string, never> };
+  /** `returnValues: 'old'` answers the item it replaced (null: there was none). */
+  PutItem: {
+    request: { table: string; item: Item; returnValues?: 'none' | 'old' } & WriteCondition;
+    response: { item?: Item | null };
+  };
   GetItem: {
-    request: { table: string; key: KeyRef; attributes?: string[] };
+    request: { table: string; key: KeyRef } & ProjectionOptions;
     response: { item: Item | null };
   };
+  /** Creates the item if it is missing (unless the condition is false for a missing item). */
   UpdateItem: {
     request: {
       table: string;
       key: KeyRef;
-      /** Attributes to set (created or replaced). */
+      /** An update expression: SET, REMOVE, ADD (numbers), DELETE (refused: no set types). */
+      update?: string;
+      /** The structured form (not with `update`): attributes to set (created or replaced). */
       set?: Item;
       /** Attributes to remove. */
       remove?: string[];
       /** Numbers to add; a missing attribute counts as 0. */
       add?: Record<string, number>;
       returnValues?: ReturnValues;
-    };
+    } & WriteCondition;
     response: { item?: Item | null };
   };
-  DeleteItem: { request: { table: string; key: KeyRef }; response: { deleted: boolean } };
-  /** A range scan (with `shardingKey`) or a full-table scan (without it). */
+  /** `returnValues: 'old'` also answers the deleted item (null: there was none). */
+  DeleteItem: {
+    request: { table: string; key: KeyRef; returnValues?: 'none' | 'old' } & WriteCondition;
+    response: { deleted: boolean; item?: Item | null };
+  };
+  /** A range scan (with `shardingKey` or `keyCondition`) or a full-table scan (without).
+   * `limit` counts examined items: a `filter` can make a page short, even empty, with a marker. */
   GetItems: {
     request: {
       table: string;
@@ -74,25 +120,32 @@ export interface Operations {
       /** Even distribution: read this one bucket (the stored key `<shardingKey>_<bucket>`) instead of all. */
       bucket?: number;
       sortingKey?: SortCondition;
+      /** The same as `shardingKey` and `sortingKey`, as an expression: `pk = :p AND sk BETWEEN :a AND :b`. */
+      keyCondition?: string;
+      /** A condition on each examined item: only those for which it holds are returned. */
+      filter?: string;
+      values?: Record<string, Value>;
       reverse?: boolean;
       limit?: number;
       marker?: string;
-      attributes?: string[];
       /** Parallel scan (no shardingKey): this call reads segment `segment` of `totalSegments`. */
       segment?: number;
       totalSegments?: number;
-    };
+    } & ProjectionOptions;
     /** `marker` is present when more items may follow; pass it back to continue. */
     response: { items: Item[]; marker?: string };
   };
+  /** Every write is attempted; the ones that failed at run time (a node unavailable)
+   * are listed in `failures`, the others are applied. A malformed request fails whole. */
   BatchWrite: {
     request: { table: string; puts?: Item[]; deletes?: KeyRef[] };
-    response: Record<string, never>;
+    response: { failures: ItemFailure[] };
   };
-  /** Items come back in the order of `keys`, null where there is none. */
+  /** Items come back in the order of `keys`, null where there is none or where it
+   * failed; the failed ones are listed in `failures`. */
   BatchGet: {
-    request: { table: string; keys: KeyRef[]; attributes?: string[] };
-    response: { items: (Item | null)[] };
+    request: { table: string; keys: KeyRef[] } & ProjectionOptions;
+    response: { items: (Item | null)[]; failures: ItemFailure[] };
   };
   /** Where a table's items live and how busy each slice is: every slice that holds
    * items or saw load in the window, each node, the hottest sharding keys, and

@@ -1,6 +1,7 @@
 // Expected failures: every one has a stable code a program can switch on, an
 // HTTP status, and whether a retry may succeed. Append new codes; never rename.
 // A broken invariant is not one of these: it is an assertion (see assert()).
+import type { Item } from './values.js';
 
 export const ERROR_CODES = {
   ValidationError: { status: 400, retryable: false },
@@ -18,6 +19,8 @@ export const ERROR_CODES = {
   Unavailable: { status: 503, retryable: true },
   WrongOwner: { status: 503, retryable: true },
   Internal: { status: 500, retryable: false },
+  /** A write's condition was false: nothing was changed. */
+  ConditionalCheckFailed: { status: 400, retryable: false },
   ThroughputExceeded: { status: 429, retryable: true },
 } as const;
 
@@ -27,12 +30,24 @@ export function isErrorCode(code: unknown): code is ErrorCode {
   return typeof code === 'string' && Object.prototype.hasOwnProperty.call(ERROR_CODES, code);
 }
 
+/** What an error may carry besides its code and message. */
+export interface ErrorDetails {
+  /** ConditionalCheckFailed, when the request asked for it: the item as it was (null: there was none). */
+  item?: Item | null;
+}
+
 export class KeysliceError extends Error {
   readonly code: ErrorCode;
-  constructor(code: ErrorCode, message: string) {
+  readonly details: ErrorDetails | undefined;
+  constructor(code: ErrorCode, message: string, details?: ErrorDetails) {
     super(message);
     this.name = 'KeysliceError';
     this.code = code;
+    this.details = details;
+  }
+  /** The old item of a ConditionalCheckFailed that asked for it; undefined otherwise. */
+  get item(): Item | null | undefined {
+    return this.details?.item;
   }
   get status(): number {
     return ERROR_CODES[this.code].status;

@@ -34,6 +34,21 @@ export const PAGE_BYTES_MAX = 1024 * 1024;
 /** Parallel scan: a full-table scan split into at most this many segments. */
 export const SCAN_SEGMENTS_MAX = 1024;
 
+/** Expressions (conditions, filters, updates, projections, key conditions), as in
+ * DynamoDB: each expression string at most 4 KB of UTF-8, at most 100 operands
+ * in one IN list, at most 300 operators and functions in one update expression,
+ * document paths at most 32 levels deep. */
+export const EXPRESSION_BYTES_MAX = 4096;
+export const EXPRESSION_IN_OPERANDS_MAX = 100;
+export const EXPRESSION_UPDATE_OPERATORS_MAX = 300;
+export const EXPRESSION_PATH_DEPTH_MAX = 32;
+/** Parentheses and NOTs nested deeper than this are refused: the parser recurses, and the 4 KB limit alone would allow ~2000 levels. */
+export const EXPRESSION_NESTING_MAX = 100;
+/** Entries of one request's `names` (`#n`) and `values` (`:v`) maps, each. */
+export const EXPRESSION_PLACEHOLDERS_MAX = 1000;
+/** Compiled expressions kept by the parser's cache (least recently used goes first). */
+export const EXPRESSION_CACHE_ENTRIES = 1000;
+
 /** One client request (HTTP body or WebSocket frame). 25 items of 400 KB fit. */
 export const REQUEST_BYTES_MAX = 16 * 1024 * 1024;
 /** One frame between coordinator and slice node. */

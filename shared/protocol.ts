@@ -2,13 +2,14 @@
 //
 // Client <-> coordinator (WebSocket, subprotocol CLIENT_SUBPROTOCOL), msgpack:
 //   request  [id, operation, payload]
-//   response [id, RESULT_OK, result] | [id, RESULT_ERROR, code, message]
+//   response [id, RESULT_OK, result] | [id, RESULT_ERROR, code, message, details?]
 // id is the client's request id (an unsigned integer), echoed so that many
 // requests can be in flight on one connection. An error about a frame whose id
-// cannot be read carries id -1.
+// cannot be read carries id -1. `details` (ErrorDetails) is present only when
+// there is something to add, e.g. the old item of a ConditionalCheckFailed.
 //
 // Coordinator <-> slice node (WebSocket), msgpack with records:
-//   node  -> coord  [NodeFrame.Hello, PROTOCOL_VERSION, workerCount]
+//   node  -> coord  [NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount]
 //   coord -> node   [NodeFrame.Assign, epoch, sliceCount, slices]
 //   node  -> coord  [NodeFrame.Assigned, epoch]
 //   coord -> node   [NodeFrame.Batch, batchId, epoch, [[worker, opsBytes], ...]]
@@ -19,12 +20,16 @@
 // worker's packed results the same way; only the outer frame is decoded.
 import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
-import { KeysliceError, isErrorCode, type ErrorCode } from './errors.js';
+import { KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
+import type { Condition, Path, UpdateAction } from './expression-ast.js';
 import { INTERNAL_FRAME_BYTES_MAX, REQUEST_BYTES_MAX } from './limits.js';
 import type { Item } from './values.js';
 
+/** The client protocol: additions so far are backward compatible (new fields, an optional error element). */
 export const PROTOCOL_VERSION = 1;
 export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
+/** Coordinator <-> slice node. 2: slice ops carry bound expressions (conditions, filters, updates, projections). */
+export const NODE_PROTOCOL_VERSION = 2;
 export const CLIENT_WS_PATH = '/ws';
 export const HTTP_API_PREFIX = '/api/';
 
@@ -39,7 +44,8 @@ const clientUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
 export type ClientRequestFrame = [id: number, op: OperationName, payload: Record<string, unknown>];
 export type ClientResponseFrame =
   | [id: number, ok: typeof RESULT_OK, result: unknown]
-  | [id: number, err: typeof RESULT_ERROR, code: ErrorCode, message: string];
+  | [id: number, err: typeof RESULT_ERROR, code: ErrorCode, message: string]
+  | [id: number, err: typeof RESULT_ERROR, code: ErrorCode, message: string, details: ErrorDetails];
 
 export function encodeClientFrame(frame: ClientRequestFrame | ClientResponseFrame): Buffer {
   return clientPackr.pack(frame);
@@ -141,16 +147,30 @@ export const SliceOp = {
   Stats: 9,
 } as const;
 
+/** A write's condition, checked against the item as it is (`{}` when there is none)
+ * in the same step as the write; when it is false nothing changes and the op
+ * fails with ConditionalCheckFailed, carrying the old item if `oldOnFailure`. */
+export type WriteCheck = {
+  condition: Condition | null;
+  /** Put and Delete: answer the old item (or null) instead of null/true/false. */
+  returnOld: boolean;
+  oldOnFailure: boolean;
+};
+
 export type UpdateSpec = {
   /** The item to start from when none exists (key attributes and __name). */
   base: Item;
-  set: Item | null;
-  remove: string[] | null;
-  add: Record<string, number> | null;
+  actions: UpdateAction[];
+  condition: Condition | null;
+  oldOnFailure: boolean;
   returnValues: 'none' | 'old' | 'new';
 };
 
-/** A key range inside one slice and table; bounds are encoded keys. */
+/** Which parts of an item to return: document paths, null for all of it. The system attributes always come back. */
+export type Projection = Path[] | null;
+
+/** A key range inside one slice and table; bounds are encoded keys. `limit`
+ * counts examined items, so a filter can leave a page short or empty. */
 export type RangeSpec = {
   low: string;
   lowInclusive: boolean;
@@ -158,34 +178,39 @@ export type RangeSpec = {
   highInclusive: boolean;
   reverse: boolean;
   limit: number;
-  attributes: string[] | null;
+  projection: Projection;
+  filter: Condition | null;
   /** Return each item's encoded key too (to merge ranges of several slices). */
   withKeys: boolean;
 };
 
 export type SliceOpMessage =
   | [typeof SliceOp.Assign, epoch: number, slices: number[]]
-  | [typeof SliceOp.Put, tableId: number, slice: number, key: string, item: Item, itemBytes: number]
-  | [typeof SliceOp.Get, tableId: number, slice: number, key: string, attributes: string[] | null]
-  | [typeof SliceOp.Delete, tableId: number, slice: number, key: string]
+  | [typeof SliceOp.Put, tableId: number, slice: number, key: string, item: Item, itemBytes: number, check: WriteCheck | null]
+  | [typeof SliceOp.Get, tableId: number, slice: number, key: string, projection: Projection]
+  | [typeof SliceOp.Delete, tableId: number, slice: number, key: string, check: WriteCheck | null]
   | [typeof SliceOp.Update, tableId: number, slice: number, key: string, spec: UpdateSpec]
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
-  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, attributes: string[] | null, toSlice?: number]
+  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number]
   | [typeof SliceOp.DropTable, tableId: number]
   | [typeof SliceOp.Stats, tableId: number];
 
-/** Range result: items in order, the encoded key of the last one, whether more
- * remain, and (if asked for) every item's encoded key. */
+/** Range result: items in order, the encoded key of the last examined one, whether
+ * more remain, and (if asked for) every returned item's encoded key. */
 export type RangeResult = [items: Item[], lastKey: string | null, more: boolean, keys: string[] | null];
-/** Scan result: [slice, key, item] in (slice, key) order, and whether this worker has nothing more. */
-export type ScanResult = [entries: [number, string, Item][], exhausted: boolean];
+/** Scan result: every examined entry [slice, key, item, storedBytes] in (slice, key) order,
+ * with item null where the filter left it out, and whether this worker has nothing more. */
+export type ScanResult = [entries: [slice: number, key: string, item: Item | null, bytes: number][], exhausted: boolean];
 
 /** Stats result: for each slice of the table on this worker that holds items or saw
  * load, [slice, items, bytes, reads/s, writes/s]; and the table's hottest sharding
  * keys on this worker as [encoded sharding part, ops/s]. */
 export type StatsResult = [slices: [slice: number, items: number, bytes: number, readsPerSecond: number, writesPerSecond: number][], hotKeys: [string, number][]];
 
-export type SliceOpResult = [typeof RESULT_OK, unknown] | [typeof RESULT_ERROR, ErrorCode, string];
+export type SliceOpResult =
+  | [typeof RESULT_OK, unknown]
+  | [typeof RESULT_ERROR, ErrorCode, string]
+  | [typeof RESULT_ERROR, ErrorCode, string, ErrorDetails];
 
 export function encodeSliceOps(ops: SliceOpMessage[]): Uint8Array {
   return internalPackr.pack(ops);
@@ -200,6 +225,7 @@ export function decodeSliceResults(bytes: Uint8Array): SliceOpResult[] {
   return internalUnpackr.unpack(bytes) as SliceOpResult[];
 }
 
-export function errorFromResult(code: unknown, message: unknown): KeysliceError {
-  return new KeysliceError(isErrorCode(code) ? code : 'Internal', String(message));
+export function errorFromResult(code: unknown, message: unknown, details?: unknown): KeysliceError {
+  const d = typeof details === 'object' && details !== null ? (details as ErrorDetails) : undefined;
+  return new KeysliceError(isErrorCode(code) ? code : 'Internal', String(message), d);
 }

@@ -128,13 +128,3 @@ export function toJson(v: unknown): unknown {
   }
   return v;
 }
-
-/** A copy of `item` with only the named top-level attributes, plus the system ones. */
-export function project(item: Item, attributes: readonly string[] | null): Item {
-  if (attributes === null) return item;
-  const out: Item = {};
-  for (const a of attributes) if (a in item) out[a] = item[a];
-  if (NAME_ATTRIBUTE in item) out[NAME_ATTRIBUTE] = item[NAME_ATTRIBUTE];
-  if (MTIME_ATTRIBUTE in item) out[MTIME_ATTRIBUTE] = item[MTIME_ATTRIBUTE];
-  return out;
-}

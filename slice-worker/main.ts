@@ -20,7 +20,7 @@ import {
   type DurabilityMode,
 } from '../shared/limits.js';
 import { WorkerChannel } from './worker-channel.js';
-import { decodeNodeFrame, decodeSliceResults, encodeNodeFrame, encodeSliceOps, NodeFrame, PROTOCOL_VERSION, RESULT_ERROR, SliceOp } from '../shared/protocol.js';
+import { decodeNodeFrame, decodeSliceResults, encodeNodeFrame, encodeSliceOps, NodeFrame, NODE_PROTOCOL_VERSION, RESULT_ERROR, SliceOp } from '../shared/protocol.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -129,7 +129,7 @@ recovered.forEach((r, i) => {
 
 const server = new WebSocketServer({ host: args.host, port, maxPayload: INTERNAL_FRAME_BYTES_MAX });
 server.on('connection', (ws) => {
-  ws.send(encodeNodeFrame([NodeFrame.Hello, PROTOCOL_VERSION, workerCount]));
+  ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount]));
   ws.on('message', (data, isBinary) => {
     if (!isBinary) return;
     onFrame(ws, data as Buffer);

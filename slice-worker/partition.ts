@@ -1,8 +1,12 @@
 // The pure core of a worker thread: the slices it owns, each holding one
 // sorted map per table keyed by encoded primary key. It takes slice ops and
-// returns results; the clock is injected and there is no I/O here.
+// returns results; the clock is injected and there is no I/O here. A write's
+// condition is evaluated here, against the stored item, in the same step as the
+// write: one thread owns the slice, so nothing can come between the two.
 import sortedBtree from 'sorted-btree';
 import { assert, KeysliceError } from '../shared/errors.js';
+import type { Condition } from '../shared/expression-ast.js';
+import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
 import { ITEM_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
 import {
   RESULT_ERROR,
@@ -10,13 +14,15 @@ import {
   SliceOp,
   type RangeResult,
   type RangeSpec,
+  type Projection,
   type ScanResult,
   type SliceOpMessage,
   type SliceOpResult,
   type StatsResult,
   type UpdateSpec,
+  type WriteCheck,
 } from '../shared/protocol.js';
-import { itemBytes, MTIME_ATTRIBUTE, project, type Item } from '../shared/values.js';
+import { itemBytes, MTIME_ATTRIBUTE, type Item } from '../shared/values.js';
 import type { SliceCapacity } from '../shared/limits.js';
 import { LoadTracker } from './slice-load.js';
 
@@ -88,7 +94,7 @@ export class SliceStore {
     try {
       return [RESULT_OK, this.apply(op)];
     } catch (err) {
-      if (err instanceof KeysliceError) return [RESULT_ERROR, err.code, err.message];
+      if (err instanceof KeysliceError) return err.details === undefined ? [RESULT_ERROR, err.code, err.message] : [RESULT_ERROR, err.code, err.message, err.details];
       throw err; // a bug: let the worker fail loudly
     }
   }
@@ -98,22 +104,28 @@ export class SliceStore {
       case SliceOp.Assign:
         return this.assign(op[1], op[2]);
       case SliceOp.Put: {
-        const [, table, slice, key, item, bytes] = op;
+        const [, table, slice, key, item, bytes, check] = op;
         this.admit(table, slice, key, true);
+        const partition = this.partition(table, slice, true)!;
+        const old = check === null ? null : checkWrite(check, partition.tree.get(key)?.item ?? null);
         item[MTIME_ATTRIBUTE] = this.now();
-        this.partition(table, slice, true)!.set(key, { item, bytes });
-        return null;
+        partition.set(key, { item, bytes });
+        return check?.returnOld ? old : null;
       }
       case SliceOp.Get: {
-        const [, table, slice, key, attributes] = op;
+        const [, table, slice, key, projection] = op;
         this.admit(table, slice, key, false);
         const stored = this.partition(table, slice, false)?.tree.get(key);
-        return stored === undefined ? null : project(stored.item, attributes);
+        return stored === undefined ? null : projectItem(stored.item, projection);
       }
       case SliceOp.Delete: {
-        const [, table, slice, key] = op;
+        const [, table, slice, key, check] = op;
         this.admit(table, slice, key, true);
-        return this.partition(table, slice, false)?.delete(key) ?? false;
+        const partition = this.partition(table, slice, false);
+        if (check === null) return partition?.delete(key) ?? false;
+        const old = checkWrite(check, partition?.tree.get(key)?.item ?? null);
+        const deleted = partition?.delete(key) ?? false;
+        return check.returnOld ? old : deleted;
       }
       case SliceOp.Update:
         this.admit(op[1], op[2], op[3], true);
@@ -122,7 +134,7 @@ export class SliceStore {
         this.admit(op[1], op[2], op[3].low, false);
         return this.range(op[1], op[2], op[3]);
       case SliceOp.Scan:
-        return this.scan(op[1], op[2], op[3], op[4], op[5], op[6] ?? Infinity);
+        return this.scan(op[1], op[2], op[3], op[4], op[5], op[6], op[7]);
       case SliceOp.DropTable:
         this.effects.push([EFFECT_DROP_TABLE, op[1]]);
         this.load.dropTable(op[1]);
@@ -171,24 +183,13 @@ export class SliceStore {
     return partition;
   }
 
-  /** Set, remove and add applied to a copy, checked, then stored: all or nothing. */
+  /** The condition checked, the actions applied to a copy, the result checked, then
+   * stored: all or nothing. A missing item is created from `spec.base` (upsert). */
   private update(table: number, slice: number, key: string, spec: UpdateSpec): Item | null {
     const partition = this.partition(table, slice, true)!;
     const old = partition.tree.get(key)?.item ?? null;
-    const next: Item = { ...(old ?? spec.base) };
-    if (spec.set !== null) Object.assign(next, spec.set);
-    if (spec.remove !== null) for (const name of spec.remove) delete next[name];
-    if (spec.add !== null) {
-      for (const name of Object.keys(spec.add)) {
-        const current = next[name] === undefined ? 0 : next[name]; // only a missing attribute counts as 0
-        if (typeof current !== 'number') {
-          throw new KeysliceError('ValidationError', `cannot add to attribute "${name}": it holds a ${typeof current}, not a number`);
-        }
-        const sum = current + spec.add[name];
-        if (!Number.isFinite(sum)) throw new KeysliceError('ValidationError', `adding to "${name}" gives ${sum}`);
-        next[name] = sum;
-      }
-    }
+    if (spec.condition !== null) checkWrite({ condition: spec.condition, returnOld: false, oldOnFailure: spec.oldOnFailure }, old);
+    const next = applyUpdate(old ?? spec.base, spec.actions);
     next[MTIME_ATTRIBUTE] = this.now();
     const bytes = itemBytes(next);
     if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `the updated item would be ${bytes} bytes, over ${ITEM_BYTES_MAX}`);
@@ -203,7 +204,8 @@ export class SliceStore {
     const items: Item[] = [];
     const keys: string[] | null = spec.withKeys ? [] : null;
     if (tree === undefined) return [items, null, false, keys];
-    const { low, lowInclusive, high, highInclusive, limit, attributes } = spec;
+    const { low, lowInclusive, high, highInclusive, limit, projection, filter } = spec;
+    let examined = 0;
     let bytes = 0;
     let lastKey: string | null = null;
     const iter = spec.reverse ? tree.entriesReversed(high) : tree.entries(low);
@@ -215,19 +217,26 @@ export class SliceStore {
         if (key === low && !lowInclusive) continue;
         if (key > high || (key === high && !highInclusive)) break;
       }
-      // One item past the page tells whether a marker is needed.
-      if (items.length >= limit || bytes >= PAGE_BYTES_MAX) return [items, lastKey, true, keys];
-      items.push(project(stored.item, attributes));
-      keys?.push(key);
+      // One item past the page tells whether a marker is needed. The limit and
+      // the byte budget count examined items, filtered out or not.
+      if (examined >= limit || bytes >= PAGE_BYTES_MAX) return [items, lastKey, true, keys];
+      examined++;
       bytes += stored.bytes;
       lastKey = key;
+      if (filter === null || evaluate(filter, stored.item)) {
+        items.push(projectItem(stored.item, projection));
+        keys?.push(key);
+      }
     }
     return [items, lastKey, false, keys];
   }
 
-  /** This worker's smallest `limit` items after (fromSlice, afterKey) and before slice `toSlice`, in (slice, key) order. */
-  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, attributes: string[] | null, toSlice: number): ScanResult {
-    const entries: [number, string, Item][] = [];
+  /** This worker's first `limit` examined items after (fromSlice, afterKey) and before slice
+   * `toSlice`, in (slice, key) order; the ones the filter leaves out come back as
+   * [slice, key, null, bytes], so that the coordinator can cut the page at `limit`
+   * examined items across all workers. */
+  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number): ScanResult {
+    const entries: ScanResult[0] = [];
     const slices = this.tables.get(table);
     if (slices === undefined) return [entries, true];
     let bytes = 0;
@@ -240,7 +249,8 @@ export class SliceStore {
       for (const [key, stored] of after === null ? tree.entries() : tree.entries(after)) {
         if (key === after) continue;
         if (entries.length >= limit || bytes >= PAGE_BYTES_MAX) return [entries, false];
-        entries.push([slice, key, project(stored.item, attributes)]);
+        const match = filter === null || evaluate(filter, stored.item);
+        entries.push([slice, key, match ? projectItem(stored.item, projection) : null, stored.bytes]);
         bytes += stored.bytes;
       }
     }
@@ -306,4 +316,13 @@ export class SliceStore {
     if (p === undefined) slices.set(slice, (p = new Partition(table, slice, this.effects)));
     return p;
   }
+}
+
+/** Evaluates a write's condition against the stored item (`{}` when there is none);
+ * answers the old item, or throws ConditionalCheckFailed and nothing is written. */
+function checkWrite(check: WriteCheck, old: Item | null): Item | null {
+  if (check.condition !== null && !evaluate(check.condition, old ?? {})) {
+    throw new KeysliceError('ConditionalCheckFailed', 'the condition is false; nothing was changed', check.oldOnFailure ? { item: old } : undefined);
+  }
+  return old;
 }

@@ -37,6 +37,17 @@ describe('a slice node goes down and comes back', () => {
     });
     await expectError(c.client.describeSlices(T), 'Unavailable');
 
+    // Batches do not fail whole: the items on the dead node are reported, the others go through.
+    const failures = await c.client.batchWrite(T, { puts: ids.map((id) => ({ id, v: 'again' })) });
+    expect(failures.map((f) => f.name).sort()).toEqual([...onSecond].sort());
+    for (const f of failures) expect(f).toMatchObject({ list: 'puts', code: 'Unavailable', retryable: true, index: ids.indexOf(f.name) });
+    const got = await c.client.batchGet(T, ids);
+    expect(got.failures.map((f) => f.index)).toEqual(ids.flatMap((id, i) => (onSecond.includes(id) ? [i] : [])));
+    got.items.forEach((item, i) => expect(item?.v ?? null).toBe(onSecond.includes(ids[i]) ? null : 'again'));
+    const deleted = await c.client.batchWrite(T, { deletes: [ids.find((id) => !onSecond.includes(id))!, onSecond[0]] });
+    expect(deleted).toEqual([expect.objectContaining({ list: 'deletes', index: 1, name: onSecond[0], code: 'Unavailable' })]);
+    await c.client.putItem(T, { id: ids.find((id) => !onSecond.includes(id))! }); // put it back for what follows
+
     // Restart it on the same address: the coordinator reconnects and routes to it again.
     const again = await startSliceNode({ name: 'slice-node-2', dataDir: join(c.dataDir, 'slice-node-2'), port: Number(new URL(second.url).port), workers: 2 });
     second.child = again.child; // so that the fixture stops this one

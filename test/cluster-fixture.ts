@@ -9,7 +9,7 @@ import { startLocalCluster, type ClusterOptions, type LocalCluster } from '../co
 import type { OperationName, Request, Response } from '../shared/api.js';
 import { KeysliceError, isErrorCode } from '../shared/errors.js';
 import { HTTP_API_PREFIX } from '../shared/protocol.js';
-import { fromJson, toJson } from '../shared/values.js';
+import { fromJson, toJson, type Item } from '../shared/values.js';
 
 /** What both transports offer: one operation call. */
 export interface Api {
@@ -57,9 +57,10 @@ export async function httpPost(baseUrl: string, path: string, body: string): Pro
     body,
     signal: AbortSignal.timeout(30_000),
   });
-  const json = (await res.json()) as { error?: { code: string; message: string } };
+  const json = (await res.json()) as { error?: { code: string; message: string; item?: unknown } };
   if (res.status !== 200) {
-    const err = new KeysliceError(isErrorCode(json.error?.code) ? json.error!.code : 'Internal', json.error?.message ?? 'no message');
+    const details = json.error !== undefined && 'item' in json.error ? { item: fromJson(json.error.item) as Item | null } : undefined;
+    const err = new KeysliceError(isErrorCode(json.error?.code) ? json.error!.code : 'Internal', json.error?.message ?? 'no message', details);
     (err as KeysliceError & { httpStatus: number }).httpStatus = res.status;
     throw err;
   }
