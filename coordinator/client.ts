@@ -1,5 +1,6 @@
-// The TypeScript client: one WebSocket, requests pipelined by id. Used by the
-// tests, the bench and the README. Errors arrive as KeysliceError with a code.
+// The TypeScript client: one WebSocket, requests pipelined by id; the requests made
+// in one turn of the event loop leave in one frame. Used by the tests, the bench
+// and the README. Errors arrive as KeysliceError with a code.
 import WebSocket from 'ws';
 import type {
   EvenDistribution,
@@ -15,7 +16,7 @@ import type {
   WriteCondition,
 } from '../shared/api.js';
 import { KeysliceError, isErrorCode, type ErrorDetails } from '../shared/errors.js';
-import { CLIENT_SUBPROTOCOL, decodeClientResponse, encodeClientFrame, RESULT_OK } from '../shared/protocol.js';
+import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../shared/protocol.js';
 import type { Item } from '../shared/values.js';
 
 export interface ClientOptions {
@@ -29,6 +30,7 @@ type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; time
 export class KeysliceClient {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  private outbox: ClientRequestFrame[] = [];
 
   private constructor(
     private readonly ws: WebSocket,
@@ -60,8 +62,15 @@ export class KeysliceClient {
         reject(new KeysliceError('Unavailable', `${op} got no answer within ${this.requestTimeoutMs} ms`));
       }, this.requestTimeoutMs);
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
-      this.ws.send(encodeClientFrame([id, op, payload as Record<string, unknown>]));
+      if (this.outbox.push([id, op, payload as Record<string, unknown>]) === 1) setImmediate(() => this.flush());
     });
+  }
+
+  /** Sends the requests made in this turn of the event loop as one frame. */
+  private flush(): void {
+    const out = this.outbox;
+    this.outbox = [];
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(encodeClientFrame(out.length === 1 ? out[0] : out));
   }
 
   /** Sends raw bytes as one frame (for protocol tests); answers arrive as errors with id -1 or the frame's id. */
@@ -144,7 +153,10 @@ export class KeysliceClient {
   }
 
   private onMessage(data: Buffer): void {
-    const frame = decodeClientResponse(data);
+    for (const frame of decodeClientResponses(data)) this.settle(frame);
+  }
+
+  private settle(frame: ClientResponseFrame): void {
     const p = this.pending.get(frame[0]);
     const error = () => new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3]), frame[4] as ErrorDetails | undefined);
     if (p === undefined) {

@@ -1,11 +1,40 @@
-// WebSocket transport: msgpack frames [id, operation, payload] in, [id, 0,
-// result] or [id, 1, code, message, details?] out, many in flight per connection.
+// WebSocket transport: msgpack frames of requests [id, operation, payload] in
+// (one, or a list), responses [id, 0, result] or [id, 1, code, message,
+// details?] out, many in flight per connection. The responses that are ready in
+// one turn of the event loop leave in one frame.
 import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { KeysliceError, toKeysliceError } from '../shared/errors.js';
 import { REQUEST_BYTES_MAX } from '../shared/limits.js';
-import { CLIENT_SUBPROTOCOL, CLIENT_WS_PATH, decodeClientRequest, encodeClientFrame, FrameError, RESULT_ERROR, RESULT_OK } from '../shared/protocol.js';
+import {
+  CLIENT_SUBPROTOCOL,
+  CLIENT_WS_PATH,
+  decodeClientRequests,
+  encodeClientFrame,
+  FrameError,
+  RESULT_ERROR,
+  RESULT_OK,
+  type ClientResponseFrame,
+} from '../shared/protocol.js';
 import type { Operations } from './operations.js';
+
+/** Responses bound for one connection, sent as one frame per turn. */
+class Outbox {
+  private queued: ClientResponseFrame[] = [];
+
+  constructor(private readonly ws: WebSocket) {}
+
+  push(response: ClientResponseFrame): void {
+    if (this.queued.push(response) === 1) setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    const out = this.queued;
+    this.queued = [];
+    if (this.ws.readyState !== this.ws.OPEN) return;
+    this.ws.send(encodeClientFrame(out.length === 1 ? out[0] : out));
+  }
+}
 
 export function attachWebSocketApi(ops: Operations, server: Server): WebSocketServer {
   const wss = new WebSocketServer({
@@ -19,18 +48,25 @@ export function attachWebSocketApi(ops: Operations, server: Server): WebSocketSe
       ws.close(1002, `use the WebSocket subprotocol ${CLIENT_SUBPROTOCOL}`);
       return;
     }
+    const outbox = new Outbox(ws);
     ws.on('message', (data: Buffer, isBinary) => {
-      if (!isBinary) return replyError(ws, -1, new KeysliceError('MalformedRequest', 'frames are binary msgpack, not text'));
-      let id = -1;
+      if (!isBinary) return outbox.push(errorFrame(-1, new KeysliceError('MalformedRequest', 'frames are binary msgpack, not text')));
+      let requests;
       try {
-        const [reqId, op, payload] = decodeClientRequest(data);
-        id = reqId;
-        ops.execute(op, payload).then(
-          (result) => ws.readyState === ws.OPEN && ws.send(encodeClientFrame([reqId, RESULT_OK, result])),
-          (err) => replyError(ws, reqId, toKeysliceError(err)),
-        );
+        requests = decodeClientRequests(data);
       } catch (err) {
-        replyError(ws, err instanceof FrameError ? err.id : id, toKeysliceError(err));
+        return outbox.push(errorFrame(err instanceof FrameError ? err.id : -1, toKeysliceError(err)));
+      }
+      for (const r of requests) {
+        if (r instanceof FrameError) {
+          outbox.push(errorFrame(r.id, r));
+          continue;
+        }
+        const [id, op, payload] = r;
+        ops.execute(op, payload).then(
+          (result) => outbox.push([id, RESULT_OK, result]),
+          (err) => outbox.push(errorFrame(id, toKeysliceError(err))),
+        );
       }
     });
     ws.on('error', () => {}); // a broken client connection only ends that connection
@@ -38,8 +74,7 @@ export function attachWebSocketApi(ops: Operations, server: Server): WebSocketSe
   return wss;
 }
 
-function replyError(ws: WebSocket, id: number, err: KeysliceError): void {
+function errorFrame(id: number, err: KeysliceError): ClientResponseFrame {
   if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
-  if (ws.readyState !== ws.OPEN) return;
-  ws.send(encodeClientFrame(err.details === undefined ? [id, RESULT_ERROR, err.code, err.message] : [id, RESULT_ERROR, err.code, err.message, err.details]));
+  return err.details === undefined ? [id, RESULT_ERROR, err.code, err.message] : [id, RESULT_ERROR, err.code, err.message, err.details];
 }

@@ -51,6 +51,8 @@ export const EXPRESSION_CACHE_ENTRIES = 1000;
 
 /** One client request (HTTP body or WebSocket frame). 25 items of 400 KB fit. */
 export const REQUEST_BYTES_MAX = 16 * 1024 * 1024;
+/** Requests a client may put in one WebSocket frame. */
+export const CLIENT_FRAME_REQUESTS_MAX = 4096;
 /** One frame between coordinator and slice node. */
 export const INTERNAL_FRAME_BYTES_MAX = 256 * 1024 * 1024;
 /** Ops the coordinator puts in one frame to a node before it flushes early. */

@@ -5,9 +5,9 @@
 //   response [id, RESULT_OK, result] | [id, RESULT_ERROR, code, message, details?]
 // id is the client's request id (an unsigned integer), echoed so that many
 // requests can be in flight on one connection. An error about a frame whose id
-// cannot be read carries id -1. `details` (ErrorDetails) is present only when
-// there is something to add, e.g. the old item of a ConditionalCheckFailed.
-//
+// cannot be read carries id -1. Either side may put several requests (or
+// responses) in one frame as a list of them, [[id, ...], [id, ...]]: both
+// coalesce what is ready in one turn of the event loop, one frame per turn.
 // Coordinator <-> slice node (WebSocket), msgpack with records:
 //   node  -> coord  [NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount]
 //   coord -> node   [NodeFrame.Assign, epoch, sliceCount, slices]
@@ -22,11 +22,11 @@ import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
 import type { Condition, Path, UpdateAction } from './expression-ast.js';
-import { INTERNAL_FRAME_BYTES_MAX, REQUEST_BYTES_MAX } from './limits.js';
+import { CLIENT_FRAME_REQUESTS_MAX, INTERNAL_FRAME_BYTES_MAX, REQUEST_BYTES_MAX } from './limits.js';
 import type { Item } from './values.js';
 
-/** The client protocol: additions so far are backward compatible (new fields, an optional error element). */
-export const PROTOCOL_VERSION = 1;
+/** The client protocol. 2: a frame may carry a list of requests or responses. */
+export const PROTOCOL_VERSION = 2;
 export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
 /** Coordinator <-> slice node. 2: slice ops carry bound expressions (conditions, filters, updates, projections). */
 export const NODE_PROTOCOL_VERSION = 2;
@@ -47,38 +47,46 @@ export type ClientResponseFrame =
   | [id: number, err: typeof RESULT_ERROR, code: ErrorCode, message: string]
   | [id: number, err: typeof RESULT_ERROR, code: ErrorCode, message: string, details: ErrorDetails];
 
-export function encodeClientFrame(frame: ClientRequestFrame | ClientResponseFrame): Buffer {
+/** One request or response, or several in one frame. */
+export function encodeClientFrame(frame: ClientRequestFrame | ClientResponseFrame | ClientRequestFrame[] | ClientResponseFrame[]): Buffer {
   return clientPackr.pack(frame);
 }
 
-/** Checks size, decodes and checks the shape of one client request frame.
- * Throws KeysliceError with `id` attached (or -1) when the frame is bad. */
-export function decodeClientRequest(bytes: Uint8Array): ClientRequestFrame {
+/** Checks size, decodes, and checks the shape of each request of one client
+ * frame (one request or a list). A bad request becomes a FrameError with its id
+ * (or -1) and does not stop the others; a frame that cannot be read at all throws. */
+export function decodeClientRequests(bytes: Uint8Array): (ClientRequestFrame | FrameError)[] {
   if (bytes.byteLength > REQUEST_BYTES_MAX) {
-    throw frameError(-1, 'RequestTooLarge', `frame of ${bytes.byteLength} bytes exceeds ${REQUEST_BYTES_MAX}`);
+    throw new FrameError(-1, 'RequestTooLarge', `frame of ${bytes.byteLength} bytes exceeds ${REQUEST_BYTES_MAX}`);
   }
   let frame: unknown;
   try {
     frame = clientUnpackr.unpack(bytes);
   } catch (err) {
-    throw frameError(-1, 'MalformedRequest', `frame is not valid msgpack: ${(err as Error).message}`);
+    throw new FrameError(-1, 'MalformedRequest', `frame is not valid msgpack: ${(err as Error).message}`);
   }
-  if (!Array.isArray(frame) || frame.length !== 3) {
-    throw frameError(-1, 'MalformedRequest', 'a request frame is an array [id, operation, payload]');
-  }
+  if (!Array.isArray(frame)) throw new FrameError(-1, 'MalformedRequest', 'a request frame is an array [id, operation, payload], or a list of them');
+  if (!Array.isArray(frame[0])) return [checkRequest(frame)];
+  if (frame.length > CLIENT_FRAME_REQUESTS_MAX) throw new FrameError(-1, 'RequestTooLarge', `a frame holds at most ${CLIENT_FRAME_REQUESTS_MAX} requests; got ${frame.length}`);
+  return frame.map(checkRequest);
+}
+
+function checkRequest(frame: unknown): ClientRequestFrame | FrameError {
+  if (!Array.isArray(frame) || frame.length !== 3) return new FrameError(-1, 'MalformedRequest', 'a request is an array [id, operation, payload]');
   const [id, op, payload] = frame;
-  if (!Number.isSafeInteger(id) || id < 0) throw frameError(-1, 'MalformedRequest', 'request id must be an unsigned integer');
-  if (!isOperationName(op)) throw frameError(id, 'UnknownOperation', `unknown operation ${JSON.stringify(op)}`);
-  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-    throw frameError(id, 'MalformedRequest', 'request payload must be a map');
-  }
+  if (!Number.isSafeInteger(id) || id < 0) return new FrameError(-1, 'MalformedRequest', 'request id must be an unsigned integer');
+  if (!isOperationName(op)) return new FrameError(id, 'UnknownOperation', `unknown operation ${JSON.stringify(op)}`);
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return new FrameError(id, 'MalformedRequest', 'request payload must be a map');
   return [id, op, payload as Record<string, unknown>];
 }
 
-export function decodeClientResponse(bytes: Uint8Array): ClientResponseFrame {
-  const frame = clientUnpackr.unpack(bytes) as ClientResponseFrame;
-  if (!Array.isArray(frame) || typeof frame[0] !== 'number') throw new Error('malformed response frame from server');
-  return frame;
+/** The responses of one frame (one, or a list). */
+export function decodeClientResponses(bytes: Uint8Array): ClientResponseFrame[] {
+  const frame = clientUnpackr.unpack(bytes) as unknown;
+  if (!Array.isArray(frame)) throw new Error('malformed response frame from server');
+  const list = (Array.isArray(frame[0]) ? frame : [frame]) as ClientResponseFrame[];
+  for (const r of list) if (!Array.isArray(r) || typeof r[0] !== 'number') throw new Error('malformed response frame from server');
+  return list;
 }
 
 export class FrameError extends KeysliceError {
@@ -89,10 +97,6 @@ export class FrameError extends KeysliceError {
   ) {
     super(code, message);
   }
-}
-
-function frameError(id: number, code: ErrorCode, message: string): FrameError {
-  return new FrameError(id, code, message);
 }
 
 // ---- coordinator <-> slice node frames -----------------------------------

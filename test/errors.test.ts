@@ -5,7 +5,7 @@ import { Packr } from 'msgpackr';
 import { KeysliceClient } from '../coordinator/client.js';
 import { ERROR_CODES, KeysliceError } from '../shared/errors.js';
 import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, REQUEST_BYTES_MAX, SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../shared/limits.js';
-import { encodeClientFrame } from '../shared/protocol.js';
+import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, type ClientResponseFrame } from '../shared/protocol.js';
 import { expectError, httpPost, useCluster } from './cluster-fixture.js';
 
 const c = useCluster();
@@ -100,6 +100,30 @@ describe('malformed frames on the WebSocket', () => {
     } finally {
       await raw.close();
     }
+  });
+
+  it('answers each request of a list frame, the bad ones with their own errors', async () => {
+    const { default: WebSocket } = await import('ws');
+    const ws = new WebSocket(c.cluster.wsUrl, CLIENT_SUBPROTOCOL);
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    const answers: ClientResponseFrame[] = [];
+    ws.on('message', (data: Buffer) => answers.push(...decodeClientResponses(data)));
+    ws.send(
+      new Packr({ useRecords: false }).pack([
+        [1, 'GetItem', { table: T, key: 'ok.1' }],
+        [2, 'Frobnicate', {}],
+        ['three', 'GetItem', {}],
+        [4, 'GetItem', { table: 'no_such_table', key: 'a.1' }],
+      ]),
+    );
+    for (let i = 0; i < 100 && answers.length < 4; i++) await new Promise((r) => setTimeout(r, 20));
+    ws.close();
+    const byId = new Map(answers.map((a) => [a[0], a]));
+    expect(byId.get(1)?.[1]).toBe(0);
+    expect((byId.get(1)?.[2] as { item: { v: string } }).item.v).toBe('still here');
+    expect(byId.get(2)?.slice(1, 3)).toEqual([1, 'UnknownOperation']);
+    expect(byId.get(-1)?.slice(1, 3)).toEqual([1, 'MalformedRequest']);
+    expect(byId.get(4)?.slice(1, 3)).toEqual([1, 'TableNotFound']);
   });
 
   it('refuses a connection without the protocol version', async () => {
