@@ -1,15 +1,28 @@
 // The load generator: a closed loop of --concurrency requests in flight over
 // --connections WebSocket clients, against a running cluster (--url) or a local
-// one it starts and stops itself. Workloads: put, get, range (see bench/README.md).
+// one it starts and stops itself. Workloads: put, get, range, and the key-design
+// workloads hotkey, lowcard, monotonic, usertime (see bench/README.md).
 // Every loop is bounded by an op count and a deadline; latencies are measured
-// per op with process.hrtime.bigint() and reported as p50/p99/max.
+// per op with process.hrtime.bigint() and reported as p50/p99/max. After each
+// workload the table's DescribeSlices tells how evenly its load was spread.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KeysliceClient } from '../coordinator/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
-import { BATCH_WRITE_ITEMS_MAX, DURABILITY_DEFAULT, DURABILITY_MODES, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
+import type { KeySchema, TableLoad } from '../shared/api.js';
+import {
+  BATCH_WRITE_ITEMS_MAX,
+  DURABILITY_DEFAULT,
+  DURABILITY_MODES,
+  EVEN_DISTRIBUTION_BUCKETS_MAX,
+  ITEM_BYTES_MAX,
+  PAGE_BYTES_MAX,
+  PAGE_ITEMS_MAX,
+  type DurabilityMode,
+  type SliceCapacity,
+} from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
 
 // ---- limits of the generator itself -----------------------------------------
@@ -26,11 +39,39 @@ const RANGE_PRELOAD_ITEMS_MAX = 100_000;
 const PRELOAD_IN_FLIGHT = 16;
 const PRELOAD_TIMEOUT_S = 300;
 const PRELOAD_ATTEMPTS = 3;
+/** lowcard: the number of distinct sharding-key values (a status, a country, a device model). */
+const LOWCARD_VALUES = 12;
+/** hotkey: this many of every 10 writes go to the one hot device. */
+const HOTKEY_SHARE_OF_10 = 9;
+/** --capacity: a slice's read capacity is this many times its write capacity (DynamoDB: 3000 and 1000). */
+const CAPACITY_READS_PER_WRITE = 3;
+const CAPACITY_MAX = 10_000_000;
 
 // ---- command line -----------------------------------------------------------
 
-type Workload = 'put' | 'get' | 'range';
-const WORKLOADS: readonly Workload[] = ['put', 'get', 'range'];
+type Workload = 'put' | 'get' | 'range' | 'hotkey' | 'lowcard' | 'monotonic' | 'usertime';
+const WORKLOADS: readonly Workload[] = ['put', 'get', 'range', 'hotkey', 'lowcard', 'monotonic', 'usertime'];
+
+/** A table's key schema. put, get and range share one table (get and range read what put wrote);
+ * each key-design workload gets a fresh table of its own, so that its slice figures are its own. */
+interface TableShape {
+  shardingKey: KeySchema;
+  sortingKey: KeySchema | null;
+}
+const DEVICE_SEQ: TableShape = { shardingKey: { name: 'device', type: 'string' }, sortingKey: { name: 'seq', type: 'number' } };
+const SHAPES: Record<Workload, TableShape> = {
+  put: DEVICE_SEQ,
+  get: DEVICE_SEQ,
+  range: DEVICE_SEQ,
+  hotkey: DEVICE_SEQ,
+  lowcard: DEVICE_SEQ,
+  // What a user storing events by time would write: the timestamp is the key, nothing else.
+  monotonic: { shardingKey: { name: 'ts', type: 'number' }, sortingKey: null },
+  usertime: { shardingKey: { name: 'user', type: 'string' }, sortingKey: { name: 'ts', type: 'number' } },
+};
+const evenApplies = (shape: TableShape) => shape.shardingKey.type === 'string' && shape.sortingKey !== null;
+const describeShape = (shape: TableShape) =>
+  `sharding key ${shape.shardingKey.name} (${shape.shardingKey.type})${shape.sortingKey ? `, sorting key ${shape.sortingKey.name} (${shape.sortingKey.type})` : ', no sorting key'}`;
 
 interface Config {
   url: string | null;
@@ -45,11 +86,15 @@ interface Config {
   json: boolean;
   keepTable: boolean;
   durability: DurabilityMode;
+  /** Even distribution buckets for every table the bench creates (null: off). */
+  even: number | null;
+  /** Without --url: per-slice write capacity of the local cluster (reads: 3x); null: none. */
+  capacity: SliceCapacity | null;
 }
 
 const FLAGS: { flag: string; value: string; help: string }[] = [
   { flag: 'url', value: 'http://host:port', help: 'a running cluster; without it a local cluster (2 slice nodes x 2 workers) is started for the run and stopped after it' },
-  { flag: 'workload', value: 'list', help: 'put, get, range or a comma list run in order, e.g. put,get,range (default put,get,range)' },
+  { flag: 'workload', value: 'list', help: 'put, get, range, hotkey, lowcard, monotonic, usertime, or a comma list run in order (default put,get,range)' },
   { flag: 'connections', value: 'N', help: 'client WebSocket connections (default 4)' },
   { flag: 'concurrency', value: 'N', help: 'requests in flight in total, spread over the connections (default 50)' },
   { flag: 'ops', value: 'N', help: 'at most this many ops per workload (default 100000)' },
@@ -57,6 +102,8 @@ const FLAGS: { flag: string; value: string; help: string }[] = [
   { flag: 'keys', value: 'N', help: 'distinct sharding keys (devices) (default 10000)' },
   { flag: 'item-bytes', value: 'N', help: 'approximate item size: the payload is padded to it (default 200)' },
   { flag: 'range-items', value: 'N', help: 'items per range scan (GetItems limit) (default 100)' },
+  { flag: 'even', value: 'N', help: `create the tables with even distribution over N buckets (1 to ${EVEN_DISTRIBUTION_BUCKETS_MAX}); needs a string sharding key and a sorting key, so not with monotonic` },
+  { flag: 'capacity', value: 'W', help: `without --url: each slice of the local cluster takes at most W writes and ${CAPACITY_READS_PER_WRITE}W reads per second (more get ThroughputExceeded; DynamoDB's partition: 1000)` },
   { flag: 'durability', value: 'mode', help: `without --url: the slice nodes' durability, ${DURABILITY_MODES.join(' or ')} (default ${DURABILITY_DEFAULT})` },
   { flag: 'json', value: '', help: 'print the results as one JSON object on stdout (progress stays on stderr)' },
   { flag: 'keep-table', value: '', help: 'with --url: keep the bench table (by default it is deleted at the end)' },
@@ -66,8 +113,10 @@ const FLAGS: { flag: string; value: string; help: string }[] = [
 const USAGE = [
   'usage: node dist/bench/load.js [--url http://127.0.0.1:7100] [--workload put,get,range] [options]',
   '',
-  'Runs each workload on a fresh table (sharding key "device", sorting key "seq") until',
-  '--ops or --duration is reached, whichever comes first, and prints ops/s and latency.',
+  'Runs each workload until --ops or --duration is reached, whichever comes first, and prints',
+  'ops/s, latency and how evenly the load fell on the slices (DescribeSlices max/mean).',
+  'put, get and range share a fresh table (sharding key "device", sorting key "seq"); each',
+  'key-design workload (hotkey, lowcard, monotonic, usertime) gets a fresh table of its own.',
   '',
   ...FLAGS.map((f) => `  ${`--${f.flag}${f.value ? ' ' + f.value : ''}`.padEnd(26)} ${f.help}`),
 ].join('\n');
@@ -143,6 +192,25 @@ function parseCommandLine(argv: string[]): Config | 'help' {
     }
   }
 
+  let even: number | null = null;
+  if (raw.has('even')) {
+    even = int('even', 0, 1, EVEN_DISTRIBUTION_BUCKETS_MAX);
+    const misfits = (workloads as Workload[]).filter((w) => !evenApplies(SHAPES[w]));
+    if (misfits.length > 0) {
+      throw new UsageError(
+        `--even: even distribution needs a string sharding key (the bucket is appended to it) and a sorting key (the bucket is its hash); ` +
+          misfits.map((w) => `${w}'s table has ${describeShape(SHAPES[w])}`).join('; ') +
+          '. keyslice already places a slice by xxHash32 of the sharding key, so a monotonic key needs no hash prefix (and hash prefixes are not implemented)',
+      );
+    }
+  }
+  let capacity: SliceCapacity | null = null;
+  if (raw.has('capacity')) {
+    if (url !== null) throw new UsageError('--capacity applies to the local cluster the bench starts; a running cluster (--url) has its own (slice node flag --slice-writes-per-second)');
+    const w = int('capacity', 0, 1, CAPACITY_MAX);
+    capacity = { writesPerSecond: w, readsPerSecond: CAPACITY_READS_PER_WRITE * w };
+  }
+
   return {
     url,
     workloads: workloads as Workload[],
@@ -156,6 +224,8 @@ function parseCommandLine(argv: string[]): Config | 'help' {
     json: raw.has('json'),
     keepTable: raw.has('keep-table'),
     durability: durabilityArg(raw.get('durability'), url),
+    even,
+    capacity,
   };
 }
 
@@ -170,6 +240,8 @@ function durabilityArg(v: string | undefined, url: string | null): DurabilityMod
 
 const deviceName = (d: number) => `dev-${d}`;
 const rangeDeviceName = (d: number) => `range-${d}`;
+const HOT_DEVICE = 'dev-hot';
+const userName = (u: number) => `user-${u}`;
 
 /** Pads `payload` so that the item, counted as the store counts it (names + values), is about `itemBytes`. */
 function makeItem(device: string, seq: number, padding: string): Item {
@@ -179,6 +251,20 @@ function paddingFor(itemBytes: number, exampleDevice: string): string {
   const fixed = 'device'.length + exampleDevice.length + 'seq'.length + 8 + 'payload'.length;
   return 'x'.repeat(Math.max(0, itemBytes - fixed));
 }
+/** An item of `shape`: its key attributes and a payload padded so that the item is about `itemBytes`. */
+function keyedItem(shape: TableShape, sharding: string | number, sorting: number | null, padding: string): Item {
+  const item: Item = { [shape.shardingKey.name]: sharding, payload: padding };
+  if (shape.sortingKey !== null) item[shape.sortingKey.name] = sorting ?? 0;
+  return item;
+}
+function paddingForShape(itemBytes: number, shape: TableShape, exampleSharding: string | number): string {
+  const keyBytes = (k: KeySchema, v: string | number) => k.name.length + (typeof v === 'string' ? v.length : 8);
+  const fixed = keyBytes(shape.shardingKey, exampleSharding) + (shape.sortingKey ? keyBytes(shape.sortingKey, 0) : 0) + 'payload'.length;
+  return 'x'.repeat(Math.max(0, itemBytes - fixed));
+}
+/** A timestamp-like number that only grows: microseconds since the epoch at the start, plus the op index (unique per op). */
+const timestampBase = () => Date.now() * 1000;
+
 
 /** What this invocation has written, so that get and range read items that exist. */
 class Written {
@@ -219,8 +305,23 @@ interface PreloadResult {
   seconds: number;
 }
 
+/** What DescribeSlices said right after a workload (its rates cover the last 10 s of whole seconds). */
+interface SliceReport {
+  sliceCount: number;
+  windowSeconds: number;
+  /** The busiest slice over the mean of all slices (1 = perfectly even; sliceCount = all on one slice). */
+  maxOverMean: { items: number; reads: number; writes: number };
+  slicesWithItems: number;
+  slicesWritten: number;
+  slicesRead: number;
+  /** The hottest stored sharding keys (with even distribution: `<key>_<bucket>`). */
+  hotKeys: { key: string; slice: number; opsPerSecond: number }[];
+}
+
 interface WorkloadResult {
   workload: Workload;
+  table: string;
+  keys: string;
   preload: PreloadResult | null;
   stoppedBy: 'ops' | 'duration' | 'interrupt' | 'cluster-failure';
   /** Ops completed (answered or failed). */
@@ -238,6 +339,9 @@ interface WorkloadResult {
   latencyMs: { p50: number; p99: number; max: number; mean: number } | null;
   /** Ops completed in each whole second of the run (last partial second left out). */
   perSecond: number[];
+  /** DescribeSlices of the workload's table right after it; null with `slicesError` if that failed. */
+  slices: SliceReport | null;
+  slicesError?: string;
 }
 
 let interrupted = false;
@@ -251,7 +355,7 @@ async function runLoad(
   cfg: Config,
   op: (client: KeysliceClient, index: number) => Promise<number>,
   quiet: boolean,
-): Promise<Omit<WorkloadResult, 'workload' | 'preload'>> {
+): Promise<Omit<WorkloadResult, 'workload' | 'preload' | 'table' | 'keys' | 'slices' | 'slicesError'>> {
   const latencies = new Float64Array(cfg.ops);
   let latencyCount = 0;
   let issued = 0;
@@ -343,10 +447,19 @@ async function preload(clients: KeysliceClient[], table: string, count: number, 
       const b = next++;
       const puts: Item[] = [];
       for (let i = b * BATCH_WRITE_ITEMS_MAX; i < Math.min(count, (b + 1) * BATCH_WRITE_ITEMS_MAX); i++) puts.push(itemAt(i));
+      let pending = puts;
       for (let attempt = 1; ; attempt++) {
         try {
-          await client.batchWrite(table, { puts });
-          break;
+          // Items that failed at run time (a node down, a slice at its --capacity) are sent again.
+          const failures = await client.batchWrite(table, { puts: pending });
+          if (failures.length === 0) break;
+          const fatal = failures.find((f) => !f.retryable);
+          if (fatal !== undefined || attempt >= PRELOAD_ATTEMPTS || shouldStop()) {
+            const f = fatal ?? failures[0];
+            throw new KeysliceError(f.code, `${failures.length} items failed, e.g. ${f.name}: ${f.message}`);
+          }
+          pending = failures.map((f) => pending[f.index]);
+          await new Promise((r) => setTimeout(r, 100 * attempt));
         } catch (err) {
           const retry = err instanceof KeysliceError && err.retryable && attempt < PRELOAD_ATTEMPTS && !shouldStop();
           if (!retry) throw new Error(`preloading failed on batch ${b + 1} of ${batches}: ${err instanceof KeysliceError ? err.code + ': ' : ''}${(err as Error).message}`);
@@ -360,10 +473,60 @@ async function preload(clients: KeysliceClient[], table: string, count: number, 
 
 // ---- workloads ----------------------------------------------------------------
 
-async function runWorkload(w: Workload, clients: KeysliceClient[], table: string, cfg: Config, written: Written, state: { putRan: boolean }): Promise<WorkloadResult> {
+type RunResult = Omit<WorkloadResult, 'table' | 'keys' | 'slices' | 'slicesError'>;
+
+async function runWorkload(w: Workload, clients: KeysliceClient[], table: string, cfg: Config, written: Written, state: { putRan: boolean }): Promise<RunResult> {
   const quiet = false;
   const padding = paddingFor(cfg.itemBytes, deviceName(cfg.keys - 1));
   process.stderr.write(`\n== ${w} ==\n`);
+
+  // ---- key-design workloads: writes only, each on its own table ----
+  const shape = SHAPES[w];
+  const put = (client: KeysliceClient, sharding: string | number, sorting: number | null, pad: string) => client.putItem(table, keyedItem(shape, sharding, sorting, pad));
+  if (w === 'hotkey') {
+    // 9 of every 10 ops write the one hot device, under an increasing seq; the others go round the --keys devices.
+    const pad = paddingForShape(cfg.itemBytes, shape, deviceName(cfg.keys - 1));
+    let hotSeq = 0;
+    let coldOps = 0;
+    const r = await runLoad(w, clients, cfg, async (client, i) => {
+      if (i % 10 < HOTKEY_SHARE_OF_10) await put(client, HOT_DEVICE, hotSeq++, pad);
+      else {
+        const k = coldOps++;
+        await put(client, deviceName(k % cfg.keys), Math.floor(k / cfg.keys), pad);
+      }
+      return 1;
+    }, quiet);
+    return { workload: w, preload: null, ...r };
+  }
+  if (w === 'lowcard') {
+    // Every write goes to one of 12 devices, in turn, each under an increasing seq.
+    const pad = paddingForShape(cfg.itemBytes, shape, deviceName(LOWCARD_VALUES - 1));
+    const r = await runLoad(w, clients, cfg, async (client, i) => {
+      await put(client, deviceName(i % LOWCARD_VALUES), Math.floor(i / LOWCARD_VALUES), pad);
+      return 1;
+    }, quiet);
+    return { workload: w, preload: null, ...r };
+  }
+  if (w === 'monotonic') {
+    // The sharding key is the timestamp itself (no sorting key): every write is a new, larger key.
+    const base = timestampBase();
+    const pad = paddingForShape(cfg.itemBytes, shape, base);
+    const r = await runLoad(w, clients, cfg, async (client, i) => {
+      await put(client, base + i, null, pad);
+      return 1;
+    }, quiet);
+    return { workload: w, preload: null, ...r };
+  }
+  if (w === 'usertime') {
+    // (user, timestamp): the users take turns over --keys; the timestamp only grows.
+    const base = timestampBase();
+    const pad = paddingForShape(cfg.itemBytes, shape, userName(cfg.keys - 1));
+    const r = await runLoad(w, clients, cfg, async (client, i) => {
+      await put(client, userName(i % cfg.keys), base + i, pad);
+      return 1;
+    }, quiet);
+    return { workload: w, preload: null, ...r };
+  }
 
   if (w === 'put') {
     state.putRan = true;
@@ -434,11 +597,30 @@ async function runWorkload(w: Workload, clients: KeysliceClient[], table: string
 const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const ms = (n: number) => (n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0));
 
-function printText(cfg: Config, where: string, table: string, results: WorkloadResult[]): void {
+function sliceReport(load: TableLoad): SliceReport {
+  return {
+    sliceCount: load.sliceCount,
+    windowSeconds: load.windowSeconds,
+    maxOverMean: load.maxOverMean,
+    slicesWithItems: load.slices.filter((s) => s.items > 0).length,
+    slicesWritten: load.slices.filter((s) => s.writesPerSecond > 0).length,
+    slicesRead: load.slices.filter((s) => s.readsPerSecond > 0).length,
+    hotKeys: load.hotKeys.slice(0, 3),
+  };
+}
+
+/** A table as text: first column left-aligned, the others right-aligned. */
+function textTable(head: string[], rows: string[][], leftAligned = new Set([0])): string[] {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+  const line = (cells: string[]) => '  ' + cells.map((c, i) => (leftAligned.has(i) ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  return [line(head), ...rows.map(line)];
+}
+
+function printText(cfg: Config, where: string, results: WorkloadResult[]): void {
   const lines: string[] = [];
   lines.push('');
   lines.push(`keyslice load: ${where}`);
-  lines.push(`  table ${table}; ${cfg.connections} connections, ${cfg.concurrency} requests in flight; bound per workload: ${fmt(cfg.ops)} ops or ${cfg.durationS} s`);
+  lines.push(`  ${cfg.connections} connections, ${cfg.concurrency} requests in flight; bound per workload: ${fmt(cfg.ops)} ops or ${cfg.durationS} s; even distribution ${cfg.even === null ? 'off' : `${cfg.even} buckets`}`);
   lines.push(`  ${fmt(cfg.keys)} keys, items of about ${cfg.itemBytes} bytes, ${cfg.rangeItems} items per range scan; node ${process.version}, ${cpus().length} CPUs shared by client and cluster`);
   lines.push('');
   const head = ['workload', 'ops', 'errors', 'seconds', 'ops/s', 'items/s', 'p50 ms', 'p99 ms', 'max ms', 'stopped by'];
@@ -457,10 +639,31 @@ function printText(cfg: Config, where: string, table: string, results: WorkloadR
       r.stoppedBy,
     ];
   });
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
-  const line = (cells: string[]) => '  ' + cells.map((c, i) => (i === 0 || i === cells.length - 1 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  lines.push(line(head));
-  for (const row of rows) lines.push(line(row));
+  lines.push(...textTable(head, rows, new Set([0, head.length - 1])));
+  lines.push('');
+  // How evenly each workload's load fell on the slices.
+  // 0 means there was nothing of that kind (DescribeSlices answers 0 then).
+  const ratio = (n: number) => (n === 0 ? '-' : n >= 100 ? n.toFixed(0) : n.toFixed(1));
+  const rate = (n: number) => (n >= 10 ? fmt(n) : n.toFixed(1));
+  const sliceHead = ['workload', 'writes max/mean', 'reads max/mean', 'items max/mean', 'slices written', 'slices with items', 'hottest stored key (ops/s)', 'table keys'];
+  const sliceRows = results.map((r) => {
+    const s = r.slices;
+    if (s === null) return [r.workload, '-', '-', '-', '-', '-', `DescribeSlices failed: ${r.slicesError ?? '?'}`, r.keys];
+    const hot = s.hotKeys[0];
+    return [
+      r.workload,
+      ratio(s.maxOverMean.writes),
+      ratio(s.maxOverMean.reads),
+      ratio(s.maxOverMean.items),
+      `${fmt(s.slicesWritten)} of ${fmt(s.sliceCount)}`,
+      `${fmt(s.slicesWithItems)} of ${fmt(s.sliceCount)}`,
+      hot ? `${hot.key} (${rate(hot.opsPerSecond)})` : '-',
+      r.keys,
+    ];
+  });
+  lines.push(...textTable(sliceHead, sliceRows, new Set([0, 6, 7])));
+  lines.push(`  slices: DescribeSlices right after each workload; max/mean = busiest slice / mean over all slices (1 is even, ${results[0]?.slices?.sliceCount ?? 'the slice count'} is all on one);`);
+  lines.push('  rates are averages over its 10 s window of whole seconds. put, get and range share one table, so get and range also see what put wrote.');
   lines.push('');
   for (const r of results) {
     const notes: string[] = [];
@@ -529,13 +732,15 @@ async function main(): Promise<number> {
 
   let where: string;
   const results: WorkloadResult[] = [];
+  /** put, get and range's shared table ('' until one of them runs), and every table this run created. */
   let table = '';
+  const created: string[] = [];
   let failure: string | null = null;
   try {
     if (cfg.url === null) {
       dataDir = mkdtempSync(join(tmpdir(), 'keyslice-bench-'));
       process.stderr.write(`keyslice bench: starting a local cluster (${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} workers, durability ${cfg.durability}), data in ${dataDir}\n`);
-      cluster = await startLocalCluster({ dataDir, nodes: LOCAL_NODES, workers: LOCAL_WORKERS, durability: cfg.durability });
+      cluster = await startLocalCluster({ dataDir, nodes: LOCAL_NODES, workers: LOCAL_WORKERS, durability: cfg.durability, ...(cfg.capacity ? { capacity: cfg.capacity } : {}) });
       for (const p of [cluster.coordinator, ...cluster.nodes]) {
         p.child.on('exit', (code, signal) => {
           // A Ctrl-C in a terminal reaches the cluster's processes too: that exit is not a failure.
@@ -543,23 +748,43 @@ async function main(): Promise<number> {
         });
       }
       if (interrupted) throw new Error('interrupted while the cluster started');
-      where = `local cluster at ${cluster.url} (${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} workers + coordinator, all on this machine; durability ${cfg.durability})`;
+      where = `local cluster at ${cluster.url} (${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} workers + coordinator, all on this machine; durability ${cfg.durability}; ${
+        cfg.capacity ? `slice capacity ${cfg.capacity.writesPerSecond} writes/s, ${cfg.capacity.readsPerSecond} reads/s` : 'no slice capacity'
+      })`;
     } else {
       where = `cluster at ${cfg.url}`;
     }
     const url = cluster?.url ?? cfg.url!;
     for (let i = 0; i < cfg.connections; i++) clients.push(await KeysliceClient.connect(url, { requestTimeoutMs: REQUEST_TIMEOUT_MS }));
 
-    table = `bench-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}`;
-    await clients[0].createTable(table, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
-    process.stderr.write(`keyslice bench: ${where}; table ${table}\n`);
+    const tablePrefix = `bench-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}`;
+    const createFor = async (w: Workload): Promise<string> => {
+      const shared = w === 'put' || w === 'get' || w === 'range';
+      if (shared && table !== '') return table;
+      const name = shared ? tablePrefix : `${tablePrefix}-${w}`;
+      const shape = SHAPES[w];
+      await clients[0].createTable(name, shape.shardingKey, shape.sortingKey ?? undefined, cfg.even === null ? {} : { evenDistribution: { buckets: cfg.even } });
+      created.push(name);
+      if (shared) table = name;
+      process.stderr.write(`keyslice bench: table ${name}: ${describeShape(shape)}, even distribution ${cfg.even === null ? 'off' : `${cfg.even} buckets`}\n`);
+      return name;
+    };
+    process.stderr.write(`keyslice bench: ${where}\n`);
 
     const written = new Written(Math.min(cfg.ops, 1 << 20), cfg.keys);
     const state = { putRan: false };
     for (const w of cfg.workloads) {
       if (shouldStop()) break;
       try {
-        results.push(await runWorkload(w, clients, table, cfg, written, state));
+        const t = await createFor(w);
+        const r = await runWorkload(w, clients, t, cfg, written, state);
+        const result: WorkloadResult = { ...r, table: t, keys: describeShape(SHAPES[w]), slices: null };
+        try {
+          result.slices = sliceReport(await clients[0].describeSlices(t));
+        } catch (err) {
+          result.slicesError = `${err instanceof KeysliceError ? err.code + ': ' : ''}${(err as Error).message}`;
+        }
+        results.push(result);
       } catch (err) {
         failure = `${w}: ${(err as Error).message}`;
         break;
@@ -567,7 +792,9 @@ async function main(): Promise<number> {
     }
     if (clusterFailure !== null) failure = failure ?? clusterFailure;
     if (cfg.url !== null && !cfg.keepTable && !interrupted) {
-      await clients[0].deleteTable(table).catch((err) => process.stderr.write(`keyslice bench: could not delete table ${table}: ${err.message}\n`));
+      for (const t of created) {
+        await clients[0].deleteTable(t).catch((err) => process.stderr.write(`keyslice bench: could not delete table ${t}: ${err.message}\n`));
+      }
     }
   } catch (err) {
     await cleanup().catch(() => {});
@@ -583,8 +810,9 @@ async function main(): Promise<number> {
           date: new Date().toISOString(),
           node: process.version,
           cpus: cpus().length,
-          cluster: cfg.url === null ? { local: true, nodes: LOCAL_NODES, workersPerNode: LOCAL_WORKERS, durability: cfg.durability } : { url: cfg.url },
-          table,
+          cluster: cfg.url === null ? { local: true, nodes: LOCAL_NODES, workersPerNode: LOCAL_WORKERS, durability: cfg.durability, capacity: cfg.capacity } : { url: cfg.url },
+          table: table === '' ? null : table,
+          tables: created,
           config: { ...cfg, json: undefined },
           results,
           ...(failure ? { failure } : {}),
@@ -595,7 +823,7 @@ async function main(): Promise<number> {
       ),
     );
   } else {
-    printText(cfg, where!, table, results);
+    printText(cfg, where!, results);
     if (failure) console.log(`  FAILED: ${failure}`);
   }
   if (failure) console.error(`keyslice bench: ${failure}`);
