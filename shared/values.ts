@@ -39,7 +39,11 @@ export function validateValue(v: unknown, where: string, depth = 0): asserts v i
         return;
       }
       if (isPlainObject(v)) {
-        for (const k of Object.keys(v)) validateValue(v[k], `${where}.${k}`, depth + 1);
+        for (const k of Object.keys(v)) {
+          // msgpack decoders rename this key (it would set a JavaScript prototype), so it cannot be stored faithfully.
+          if (k === '__proto__') throw new KeysliceError('ValidationError', `${where}: a map key may not be "__proto__"`);
+          validateValue(v[k], `${where}.${k}`, depth + 1);
+        }
         return;
       }
       break;
@@ -102,6 +106,12 @@ export function itemBytes(item: Item): number {
   return n;
 }
 
+/** Sets an own data property, also for the name "__proto__" (which `o[k] = v` would treat as the prototype). */
+function setOwn(o: Record<string, unknown>, k: string, v: unknown): void {
+  if (k === '__proto__') Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+  else o[k] = v;
+}
+
 /** JSON in: `{"$binary": "..."}` becomes bytes. */
 export function fromJson(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(fromJson);
@@ -111,7 +121,7 @@ export function fromJson(v: unknown): unknown {
       return new Uint8Array(Buffer.from(v[JSON_BINARY_TAG] as string, 'base64'));
     }
     const out: Record<string, unknown> = {};
-    for (const k of keys) out[k] = fromJson(v[k]);
+    for (const k of keys) setOwn(out, k, fromJson(v[k]));
     return out;
   }
   return v;
@@ -123,7 +133,7 @@ export function toJson(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(toJson);
   if (isPlainObject(v)) {
     const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v)) out[k] = toJson(v[k]);
+    for (const k of Object.keys(v)) setOwn(out, k, toJson(v[k]));
     return out;
   }
   return v;
