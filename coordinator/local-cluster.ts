@@ -49,8 +49,9 @@ export interface LocalCluster {
 }
 
 /** Starts one process and resolves when it prints its ready line. */
-export function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
-  const child = spawn(process.execPath, [join(distRoot, script), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** `env`: the whole environment of the process (default: this one's). */
+export function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void, env?: NodeJS.ProcessEnv): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
+  const child = spawn(process.execPath, [join(distRoot, script), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env });
   const recent: string[] = [];
   return new Promise((resolveStart, reject) => {
     const timer = setTimeout(() => {

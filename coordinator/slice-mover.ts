@@ -117,10 +117,10 @@ export class SliceMover {
       // Each read moves the cursor forward, so the copy ends after about items / chunk
       // reads; items written meanwhile can add some, so the bound has room.
       const readsMax = Math.ceil((items * 2) / MOVE_CHUNK_ITEMS) + 10;
-      let done = false;
+      // An empty slice has nothing to copy: whatever is written meanwhile comes with the freeze.
+      let done = items === 0;
       for (let reads = 0; !done; reads++) {
         if (reads >= readsMax) throw new KeysliceError('Unavailable', `the copy did not finish within ${readsMax} reads`);
-        await this.throttle.take(MOVE_CHUNK_ITEMS);
         checkNodes();
         const [changes, chunk, next, last] = (await onSource([SliceOp.MoveRead, slice, cursor, MOVE_CHUNK_ITEMS])) as MoveReadResult;
         this.checkChanges(changes);
@@ -128,9 +128,10 @@ export class SliceMover {
         progress.copied += chunk.length;
         cursor = next;
         done = last;
+        await this.throttle.take(chunk.length + changes.length);
       }
       progress.phase = 'catch-up';
-      for (let round = 0; round < MOVE_CATCH_UP_ROUNDS_MAX; round++) {
+      for (let round = 0; round < MOVE_CATCH_UP_ROUNDS_MAX && items > 0; round++) {
         checkNodes();
         const [changes] = (await onSource([SliceOp.MoveRead, slice, null, 0])) as MoveReadResult;
         this.checkChanges(changes);
