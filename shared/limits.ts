@@ -79,7 +79,7 @@ export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
  * piles up more changes than MOVE_CHANGES_MAX between two reads is abandoned
  * (rolled back) rather than let the buffer grow without bound. */
 export const MOVE_CHUNK_ITEMS = 1_000;
-export const MOVE_ITEMS_PER_SECOND_DEFAULT = 200_000;
+export const MOVE_ITEMS_PER_SECOND_DEFAULT = 20_000;
 export const MOVES_IN_FLIGHT_MAX = 4;
 export const MOVE_CHANGES_MAX = 200_000;
 /** Catch-up reads before the freeze: stop when a read brings fewer changes than this, or after MOVE_CATCH_UP_ROUNDS_MAX reads. */
