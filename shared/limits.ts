@@ -82,6 +82,8 @@ export const MOVE_CHUNK_ITEMS = 1_000;
 export const MOVE_ITEMS_PER_SECOND_DEFAULT = 20_000;
 export const MOVES_IN_FLIGHT_MAX = 4;
 export const MOVE_CHANGES_MAX = 200_000;
+/** The same bound in bytes of changed items, checked by the source worker (a frame between processes must stay well under INTERNAL_FRAME_BYTES_MAX). */
+export const MOVE_CHANGES_BYTES_MAX = 64 * 1024 * 1024;
 /** Catch-up reads before the freeze: stop when a read brings fewer changes than this, or after MOVE_CATCH_UP_ROUNDS_MAX reads. */
 export const MOVE_FREEZE_CHANGES_MAX = 200;
 export const MOVE_CATCH_UP_ROUNDS_MAX = 20;

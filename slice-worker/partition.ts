@@ -7,7 +7,7 @@ import sortedBtree from 'sorted-btree';
 import { assert, KeysliceError } from '../shared/errors.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
-import { ITEM_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
+import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
 import {
   EFFECT_DELETE,
   EFFECT_DROP_SLICE,
@@ -218,9 +218,21 @@ export class SliceStore {
     return [items, bytes];
   }
 
-  private moveRead(slice: number, cursor: MoveCursor, limit: number): MoveReadResult {
+  /** The changes recorded for an outgoing slice, checked against the byte bound. */
+  private outgoingChanges(slice: number): Effect[] {
     const changes = this.outgoing.get(slice);
     if (changes === undefined || !this.owned.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved from worker ${this.workerIndex}`);
+    let bytes = 0;
+    for (const e of changes) if (e[0] === EFFECT_SET) bytes += e[5];
+    if (bytes > MOVE_CHANGES_BYTES_MAX) {
+      this.outgoing.delete(slice);
+      throw new KeysliceError('InvalidState', `slice ${slice} changed by ${bytes} bytes between two copy steps; writes outpace the move, which gives up`);
+    }
+    return changes;
+  }
+
+  private moveRead(slice: number, cursor: MoveCursor, limit: number): MoveReadResult {
+    const changes = this.outgoingChanges(slice);
     this.outgoing.set(slice, []);
     if (limit === 0) return [changes, [], null, true];
     const items: Effect[] = [];
@@ -244,8 +256,7 @@ export class SliceStore {
   }
 
   private moveFreeze(slice: number): Effect[] {
-    const changes = this.outgoing.get(slice);
-    if (changes === undefined || !this.owned.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved from worker ${this.workerIndex}`);
+    const changes = this.outgoingChanges(slice);
     this.outgoing.delete(slice);
     this.owned.delete(slice);
     this.setOwned(this.owned);
