@@ -31,6 +31,7 @@ import {
   MOVE_CHANGES_MAX,
   MOVE_CHUNK_ITEMS,
   MOVE_FREEZE_CHANGES_MAX,
+  MOVE_TIME_MS_MAX,
 } from '../shared/limits.js';
 import { SliceOp, type Effect, type MoveCursor, type MoveReadResult } from '../shared/protocol.js';
 import type { ClusterMap } from './cluster-map.js';
@@ -102,6 +103,7 @@ export class SliceMover {
     const onSource = (op: Parameters<NodeLink['sendToWorker']>[1]) => source.sendToWorker(sw(), op);
     const onTarget = (op: Parameters<NodeLink['sendToWorker']>[1]) => target.sendToWorker(tw(), op);
     const checkNodes = () => {
+      if (Date.now() - progress.startedAt > MOVE_TIME_MS_MAX) throw new KeysliceError('Unavailable', `the move took longer than ${MOVE_TIME_MS_MAX / 1000} s`);
       if (source.state !== 'ready' || target.state !== 'ready' || source.generation !== generations[0] || target.generation !== generations[1]) {
         throw new KeysliceError('Unavailable', 'a node of the move disconnected or reconnected');
       }

@@ -87,6 +87,8 @@ export const MOVE_CHANGES_BYTES_MAX = 64 * 1024 * 1024;
 /** Catch-up reads before the freeze: stop when a read brings fewer changes than this, or after MOVE_CATCH_UP_ROUNDS_MAX reads. */
 export const MOVE_FREEZE_CHANGES_MAX = 200;
 export const MOVE_CATCH_UP_ROUNDS_MAX = 20;
+/** A move still copying after this long gives up (rolls back). */
+export const MOVE_TIME_MS_MAX = 10 * 60_000;
 /** A failed move waits this long before the rebalancer tries that node again. */
 export const MOVE_RETRY_DELAY_MS = 1_000;
 /** An op refused with WrongOwner (its slice is switching owners) is retried with the
