@@ -44,7 +44,7 @@ async function post(path: string, body: unknown, headers: Record<string, string>
 
 describe('client token', () => {
   it('HTTP: no token or a wrong one is 401 Unauthorized; the right one is served', async () => {
-    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: TOKEN }]) {
+    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: TOKEN }] as Record<string, string>[]) {
       const r = await post('/api/ListTables', {}, headers);
       expect(r.status).toBe(401);
       expect(r.body.error).toMatchObject({ code: 'Unauthorized', retryable: false });
