@@ -1,5 +1,5 @@
 // Crashes in the middle of a slice move, through real processes: the target,
-// then the source, is SIGKILLed while a move copies. No acknowledged write is
+// the source, then the coordinator is SIGKILLed while a move copies. No acknowledged write is
 // lost (test/elastic-fixture.ts, WriteLoad), the move rolls back, and once the
 // node is back the moves complete. (A file of its own, so that it runs beside
 // test/elastic.test.ts.)
@@ -70,6 +70,17 @@ describe('a node dies in the middle of a move', () => {
     await waitFor(async () => (await e.status()).moves.failed > 0, 'the move to roll back');
     await new Promise((r) => setTimeout(r, 300));
     await e.addNode(2, Number(new URL(source.url).port), source.name);
+    const st = await waitBalanced(e, 40_000);
+    await load.stop();
+    expect(st.nodes.map((n) => n.slices).sort()).toEqual([8, 8]);
+    await load.verify(BULK);
+  }, 90_000);
+
+  it('the coordinator: after a restart on its folder, no acknowledged write is lost and the moves complete', async () => {
+    const { e, load } = await midMove();
+    await e.restartCoordinator();
+    load.client = e.client;
+    await waitFor(async () => (await e.status()).nodes.every((n) => n.up), 'the nodes to be back');
     const st = await waitBalanced(e, 40_000);
     await load.stop();
     expect(st.nodes.map((n) => n.slices).sort()).toEqual([8, 8]);

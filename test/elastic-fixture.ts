@@ -18,6 +18,8 @@ export interface Elastic {
   nodes: ManagedProcess[];
   client: KeysliceClient;
   addNode(workers?: number, port?: number, name?: string): Promise<ManagedProcess>;
+  /** SIGKILLs the coordinator and starts it again on its address and folder; reconnects the client. */
+  restartCoordinator(): Promise<void>;
   status(): Promise<ClusterStatus>;
   post(action: 'add' | 'drain' | 'remove', node: string): Promise<{ status: number; body: unknown }>;
   stop(): Promise<void>;
@@ -35,30 +37,36 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
     nodes: [],
     client: undefined as unknown as KeysliceClient,
     async addNode(workers = opts.workers ?? 2, port = 0, name = `slice-node-${e.nodes.length + 1}`) {
-      const node = await startSliceNode({ name, dataDir: join(dataDir, name), port, workers, coordinator: coordinator.url, clusterSecret: SECRET });
+      const node = await startSliceNode({ name, dataDir: join(dataDir, name), port, workers, coordinator: e.coordinator.url, clusterSecret: SECRET });
       const existing = e.nodes.findIndex((n) => n.name === name);
       if (existing >= 0) e.nodes[existing] = node;
       else e.nodes.push(node);
       await waitFor(async () => (await e.status()).nodes.some((n) => n.node === node.url && n.up), `${name} to join`);
       return node;
     },
+    async restartCoordinator() {
+      await e.client.close();
+      await stopProcess(e.coordinator.child, 'SIGKILL');
+      e.coordinator = await startCoordinator(join(dataDir, 'coordinator'), Number(new URL(coordinator.url).port), [], opts.slices, undefined, extra);
+      e.client = await KeysliceClient.connect(e.coordinator.url);
+    },
     async status() {
-      const res = await fetch(`${coordinator.url}/cluster/status`, { signal: AbortSignal.timeout(10_000) });
+      const res = await fetch(`${e.coordinator.url}/cluster/status`, { signal: AbortSignal.timeout(10_000) });
       return (await res.json()) as ClusterStatus;
     },
     async post(action, node) {
-      const res = await fetch(`${coordinator.url}/cluster/${action}`, { method: 'POST', body: JSON.stringify({ node }), signal: AbortSignal.timeout(10_000) });
+      const res = await fetch(`${e.coordinator.url}/cluster/${action}`, { method: 'POST', body: JSON.stringify({ node }), signal: AbortSignal.timeout(10_000) });
       return { status: res.status, body: await res.json() };
     },
     async stop() {
       await e.client?.close();
-      await Promise.all([coordinator, ...e.nodes].map((p) => stopProcess(p.child)));
+      await Promise.all([e.coordinator, ...e.nodes].map((p) => stopProcess(p.child)));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
   try {
     for (let i = 0; i < opts.nodes; i++) await e.addNode();
-    e.client = await KeysliceClient.connect(coordinator.url);
+    e.client = await KeysliceClient.connect(e.coordinator.url);
   } catch (err) {
     await e.stop();
     throw err;
@@ -110,7 +118,7 @@ export class WriteLoad {
   private version = 0;
 
   constructor(
-    private readonly client: KeysliceClient,
+    public client: KeysliceClient,
     private readonly table: string,
     writers: number,
     keysPerWriter: number,
