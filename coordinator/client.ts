@@ -23,6 +23,8 @@ export interface ClientOptions {
   /** A request with no answer after this long fails with Unavailable. */
   requestTimeoutMs?: number;
   connectTimeoutMs?: number;
+  /** The cluster's client token, if it has one (sent as `Authorization: Bearer`). */
+  token?: string;
 }
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout };
@@ -45,10 +47,29 @@ export class KeysliceClient {
   static connect(url: string, options: ClientOptions = {}): Promise<KeysliceClient> {
     const wsUrl = url.startsWith('http') ? url.replace(/^http/, 'ws').replace(/\/?$/, '/ws') : url;
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(wsUrl, CLIENT_SUBPROTOCOL, { handshakeTimeout: options.connectTimeoutMs ?? 5000 });
+      const headers: Record<string, string> = options.token === undefined ? {} : { authorization: `Bearer ${options.token}` };
+      const ws = new WebSocket(wsUrl, CLIENT_SUBPROTOCOL, { handshakeTimeout: options.connectTimeoutMs ?? 5000, headers });
       ws.binaryType = 'nodebuffer';
       ws.once('open', () => resolve(new KeysliceClient(ws, options.requestTimeoutMs ?? 30_000)));
       ws.once('error', (err) => reject(new KeysliceError('Unavailable', `cannot connect to ${wsUrl}: ${err.message}`)));
+      // A refused handshake (401: no or wrong token) carries the error as JSON, as over HTTP.
+      ws.once('unexpected-response', (_req, res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          let code: unknown = 'Unavailable';
+          let message = `the coordinator refused the connection: HTTP ${res.statusCode}`;
+          try {
+            const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: { code?: unknown; message?: unknown } };
+            code = body.error?.code;
+            message = String(body.error?.message ?? message);
+          } catch {
+            // not JSON: keep the status line
+          }
+          reject(new KeysliceError(isErrorCode(code) ? code : 'Unavailable', message));
+          ws.terminate();
+        });
+      });
     });
   }
 

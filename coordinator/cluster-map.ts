@@ -1,29 +1,40 @@
 // The cluster map: which slice node owns each slice, versioned by an epoch
-// that only grows. Owned by the coordinator and persisted in its data folder.
+// that only grows. Owned by the coordinator and persisted in its data folder
+// (every change is written before it is used for routing).
+//
+// Nodes are numbered in the order they joined; a number is never reused for
+// another address, so `owners` stays valid. A slice with owner -1 has no node
+// yet (a cluster whose nodes register themselves, before the first one did).
 import { join } from 'node:path';
 import { assert } from '../shared/errors.js';
 import { readStateFile, writeStateFile } from './state-file.js';
+
+export type NodeStatus = 'active' | 'draining' | 'removed';
 
 interface ClusterMapState {
   epoch: number;
   sliceCount: number;
   nodes: string[];
-  /** owners[slice] = index into nodes */
+  /** status[i] of nodes[i]; absent in maps written before membership (all active). */
+  status?: NodeStatus[];
+  /** owners[slice] = index into nodes, or -1 */
   owners: number[];
 }
 
 export class ClusterMap {
   private constructor(
     private readonly path: string,
-    private state: ClusterMapState,
+    private state: ClusterMapState & { status: NodeStatus[] },
   ) {
     assert(state.owners.length === state.sliceCount, 'one owner per slice');
-    assert(state.owners.every((o) => o >= 0 && o < state.nodes.length), 'every owner is a known node');
+    assert(state.status.length === state.nodes.length, 'one status per node');
+    assert(state.owners.every((o) => o >= -1 && o < state.nodes.length && (o === -1 || state.status[o] !== 'removed')), 'every owner is a known, present node');
   }
 
   /** Loads the persisted map, or creates one that spreads the slices evenly in
-   * contiguous ranges over `nodes`. Returns an error sentence if the persisted
-   * map disagrees with the configuration. */
+   * contiguous ranges over `nodes` (none: every slice waits for the first node to
+   * join). Addresses in `nodes` that the persisted map lacks join it. Returns an
+   * error sentence if the persisted map disagrees with the configuration. */
   static open(dataDir: string, nodes: string[], sliceCount: number): ClusterMap | string {
     const path = join(dataDir, 'cluster-map.json');
     const saved = readStateFile<ClusterMapState>(path);
@@ -31,14 +42,13 @@ export class ClusterMap {
       if (saved.sliceCount !== sliceCount) {
         return `this cluster was created with ${saved.sliceCount} slices; the slice count cannot change (asked for ${sliceCount})`;
       }
-      if (saved.nodes.join(',') !== nodes.join(',')) {
-        return `this cluster's slice nodes are ${saved.nodes.join(', ')}; start the coordinator with the same --nodes (asked for ${nodes.join(', ')})`;
-      }
-      return new ClusterMap(path, saved);
+      const map = new ClusterMap(path, { ...saved, status: saved.status ?? saved.nodes.map(() => 'active') });
+      for (const url of nodes) map.addNode(url);
+      return map;
     }
-    const owners = Array.from({ length: sliceCount }, (_, s) => Math.floor((s * nodes.length) / sliceCount));
-    const map = new ClusterMap(path, { epoch: 1, sliceCount, nodes, owners });
-    writeStateFile(path, map.state);
+    const owners = Array.from({ length: sliceCount }, (_, s) => (nodes.length === 0 ? -1 : Math.floor((s * nodes.length) / sliceCount)));
+    const map = new ClusterMap(path, { epoch: 1, sliceCount, nodes: [...nodes], status: nodes.map(() => 'active'), owners });
+    map.save();
     return map;
   }
 
@@ -51,6 +61,12 @@ export class ClusterMap {
   get nodes(): readonly string[] {
     return this.state.nodes;
   }
+  statusOf(node: number): NodeStatus {
+    return this.state.status[node];
+  }
+  indexOf(url: string): number {
+    return this.state.nodes.indexOf(url);
+  }
   ownerOf(slice: number): number {
     return this.state.owners[slice];
   }
@@ -58,5 +74,50 @@ export class ClusterMap {
     const out: number[] = [];
     this.state.owners.forEach((o, s) => o === node && out.push(s));
     return out;
+  }
+  /** Slices per node index. */
+  counts(): number[] {
+    const out = this.state.nodes.map(() => 0);
+    for (const o of this.state.owners) if (o >= 0) out[o]++;
+    return out;
+  }
+
+  /** Adds a node (or makes a removed one active again) and returns its index. Slices
+   * without a node go to it at once: there is nothing to copy. */
+  addNode(url: string): number {
+    let index = this.state.nodes.indexOf(url);
+    if (index >= 0 && this.state.status[index] !== 'removed') return index;
+    if (index < 0) {
+      index = this.state.nodes.length;
+      this.state.nodes.push(url);
+      this.state.status.push('active');
+    } else this.state.status[index] = 'active';
+    for (let s = 0; s < this.state.sliceCount; s++) if (this.state.owners[s] === -1) this.state.owners[s] = index;
+    this.bump();
+    return index;
+  }
+
+  setStatus(node: number, status: NodeStatus): void {
+    assert(status !== 'removed' || !this.state.owners.includes(node), 'a removed node owns no slice');
+    this.state.status[node] = status;
+    this.bump();
+  }
+
+  /** The switch of a slice move: a new owner at a new epoch, persisted before it is used. */
+  setOwner(slice: number, node: number): void {
+    assert(this.state.status[node] !== 'removed', 'a slice moves to a present node');
+    this.state.owners[slice] = node;
+    this.bump();
+  }
+
+  private bump(): void {
+    const before = this.state.epoch;
+    this.state.epoch++;
+    assert(this.state.epoch > before, 'an epoch only grows');
+    this.save();
+  }
+
+  private save(): void {
+    writeStateFile(this.path, this.state);
   }
 }

@@ -49,8 +49,9 @@ export interface LocalCluster {
 }
 
 /** Starts one process and resolves when it prints its ready line. */
-export function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
-  const child = spawn(process.execPath, [join(distRoot, script), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** `env`: the whole environment of the process (default: this one's). */
+export function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void, env?: NodeJS.ProcessEnv): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
+  const child = spawn(process.execPath, [join(distRoot, script), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env });
   const recent: string[] = [];
   return new Promise((resolveStart, reject) => {
     const timer = setTimeout(() => {
@@ -85,19 +86,26 @@ export interface SliceNodeOptions {
   durability?: DurabilityMode;
   snapshotAfterBytes?: number;
   capacity?: SliceCapacity;
+  /** Register with this coordinator (http://host:port) and heartbeat to it. */
+  coordinator?: string;
+  clusterSecret?: string;
   log?: (line: string) => void;
 }
 
 export function startSliceNode(o: SliceNodeOptions): Promise<ManagedProcess> {
   const args = ['--port', String(o.port), '--workers', String(o.workers), '--data', o.dataDir];
+  if (o.coordinator !== undefined) args.push('--coordinator', o.coordinator);
+  if (o.clusterSecret !== undefined) args.push('--cluster-secret', o.clusterSecret);
   if (o.durability !== undefined) args.push('--durability', o.durability);
   if (o.snapshotAfterBytes !== undefined) args.push('--snapshot-after-bytes', String(o.snapshotAfterBytes));
   if (o.capacity !== undefined) args.push('--slice-reads-per-second', String(o.capacity.readsPerSecond), '--slice-writes-per-second', String(o.capacity.writesPerSecond));
   return startProcess(o.name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, o.log).then((r) => r.proc);
 }
 
-export function startCoordinator(dataDir: string, port: number, nodeUrls: string[], slices: number | undefined, log?: (line: string) => void): Promise<ManagedProcess> {
-  const args = ['--port', String(port), '--nodes', nodeUrls.join(','), '--data', dataDir];
+/** `extra`: more coordinator arguments (--token, --cluster-secret, --move-items-per-second, ...). */
+export function startCoordinator(dataDir: string, port: number, nodeUrls: string[], slices: number | undefined, log?: (line: string) => void, extra: string[] = []): Promise<ManagedProcess> {
+  const args = ['--port', String(port), '--data', dataDir, ...extra];
+  if (nodeUrls.length > 0) args.push('--nodes', nodeUrls.join(','));
   if (slices !== undefined) args.push('--slices', String(slices));
   return startProcess('coordinator', 'coordinator/main.js', args, /coordinator ready (http:\/\/\S+)/, log).then((r) => r.proc);
 }

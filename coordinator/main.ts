@@ -3,31 +3,36 @@
 import { createServer } from 'node:http';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { initHashing } from '../shared/hashing.js';
-import { CLUSTER_READY_WAIT_MS, COORDINATOR_PORT_DEFAULT, SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
+import { CLUSTER_READY_WAIT_MS, COORDINATOR_PORT_DEFAULT, MOVE_ITEMS_PER_SECOND_DEFAULT, SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { CLIENT_WS_PATH } from '../shared/protocol.js';
 import { Catalog } from './catalog.js';
 import { ClusterMap } from './cluster-map.js';
 import { handleHttp } from './http-api.js';
 import { renderMetrics } from './metrics.js';
-import { NodeLink } from './node-link.js';
+import { Membership } from './membership.js';
 import { Operations } from './operations.js';
 import { attachWebSocketApi } from './ws-api.js';
 
 const args = parseArgs(
   process.argv.slice(2),
   {
-    host: { default: '127.0.0.1', help: 'address to listen on' },
-    port: { default: String(COORDINATOR_PORT_DEFAULT), help: 'port for HTTP and WebSocket clients (0: any free port)' },
-    nodes: { help: 'slice node addresses, comma-separated (ws://host:port,...)' },
-    slices: { default: String(SLICE_COUNT_DEFAULT), help: 'slice count, fixed when the cluster is created' },
-    data: { default: './data/coordinator', help: 'data folder (catalog and cluster map)' },
+    host: { default: '127.0.0.1', help: 'address to listen on', env: 'KEYSLICE_HOST' },
+    port: { default: String(COORDINATOR_PORT_DEFAULT), help: 'port for HTTP and WebSocket clients (0: any free port)', env: 'KEYSLICE_PORT' },
+    nodes: { default: '', help: 'slice node addresses to start with, comma-separated (ws://host:port,...); nodes started with --coordinator join by themselves', env: 'KEYSLICE_NODES' },
+    slices: { default: String(SLICE_COUNT_DEFAULT), help: 'slice count, fixed when the cluster is created', env: 'KEYSLICE_SLICES' },
+    data: { default: './data/coordinator', help: 'data folder (catalog and cluster map)', env: 'KEYSLICE_DATA' },
+    token: { default: '', help: 'client token: HTTP and WebSocket requests without it are refused (empty: none required)', env: 'KEYSLICE_TOKEN' },
+    'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes (empty: none required)', env: 'KEYSLICE_CLUSTER_SECRET' },
+    rebalance: { default: 'yes', help: 'yes: move slices onto nodes that join; no: only drains move slices', env: 'KEYSLICE_REBALANCE' },
+    'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
-  'usage: node dist/coordinator/main.js --nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102 [options]',
+  'usage: node dist/coordinator/main.js [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',
 );
 const port = intArg('port', args.port, 0, 65535);
 const sliceCount = intArg('slices', args.slices, 1, SLICE_COUNT_MAX);
+const moveItemsPerSecond = intArg('move-items-per-second', args['move-items-per-second'], 0, 1e9);
+if (!['yes', 'no'].includes(args.rebalance!)) fail('--rebalance must be yes or no');
 const nodeUrls = (args.nodes ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
-if (nodeUrls.length === 0) fail('--nodes must name at least one slice node (ws://host:port)');
 for (const u of nodeUrls) if (!/^wss?:\/\/[^/]+$/.test(u)) fail(`--nodes: "${u}" is not a ws://host:port address`);
 if (new Set(nodeUrls).size !== nodeUrls.length) fail('--nodes names a slice node twice');
 
@@ -42,19 +47,24 @@ try {
 }
 
 const log = (line: string) => console.log(`keyslice coordinator: ${line}`);
-const links = map.nodes.map(
-  (url, index) => new NodeLink(url, () => ({ epoch: map.epoch, sliceCount: map.sliceCount, slices: map.slicesOf(index) }), log),
-);
-const ops = new Operations(catalog, map, links);
-const metrics = () => renderMetrics(catalog, map, links);
-const server = createServer((req, res) => handleHttp(ops, metrics, req, res));
+const security = { token: args.token!, clusterSecret: args['cluster-secret']! };
+if (security.clusterSecret === '' && args.host !== '127.0.0.1') log('warning: no --cluster-secret; any process that reaches this port can register as a slice node');
+if (security.token === '' && args.host !== '127.0.0.1') log('warning: no --token; any client that reaches this port is served');
+const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPerSecond, args.rebalance === 'yes', log);
+const ops = new Operations(catalog, cluster);
+const metrics = () => {
+  const m = cluster.mover;
+  return renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved });
+};
+const server = createServer((req, res) => handleHttp(ops, metrics, cluster, security, req, res));
 server.keepAliveTimeout = 65_000;
-const wss = attachWebSocketApi(ops, server);
+const wss = attachWebSocketApi(ops, server, security.token);
 
 server.on('error', (err) => fail(`cannot listen on ${args.host}:${port}: ${err.message}`));
 server.listen(port, args.host, async () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
+  const links = cluster.presentLinks();
   const ready = await Promise.all(links.map((l) => l.waitReady(CLUSTER_READY_WAIT_MS)));
   const down = links.filter((_, i) => !ready[i]).map((l) => l.url);
   if (down.length > 0) log(`not reachable yet (their slices answer Unavailable until they are): ${down.join(', ')}`);
@@ -64,7 +74,7 @@ server.listen(port, args.host, async () => {
 });
 
 function shutdown(): void {
-  for (const l of links) l.close();
+  cluster.close();
   for (const c of wss.clients) c.terminate();
   wss.close();
   server.close();

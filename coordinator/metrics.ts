@@ -15,7 +15,7 @@ const GAUGES = [
 
 const label = (v: string | number) => `"${String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
 
-export async function renderMetrics(catalog: Catalog, map: ClusterMap, links: readonly NodeLink[]): Promise<string> {
+export async function renderMetrics(catalog: Catalog, map: ClusterMap, links: readonly NodeLink[], moves?: { inFlight: number; completed: number; failed: number; itemsMoved: number }): Promise<string> {
   const lines: string[] = [];
   lines.push('# HELP keyslice_node_up 1 if the coordinator is connected to the slice node');
   lines.push('# TYPE keyslice_node_up gauge');
@@ -36,6 +36,13 @@ export async function renderMetrics(catalog: Catalog, map: ClusterMap, links: re
   lines.push('# HELP keyslice_table_max_over_mean the busiest slice over the mean of all slices', '# TYPE keyslice_table_max_over_mean gauge');
   for (const [table, load] of loads) {
     for (const [kind, v] of Object.entries(load.maxOverMean)) lines.push(`keyslice_table_max_over_mean{table=${label(table)},kind="${kind}"} ${v}`);
+  }
+  if (moves !== undefined) {
+    lines.push('# HELP keyslice_cluster_epoch the cluster map epoch', '# TYPE keyslice_cluster_epoch gauge', `keyslice_cluster_epoch ${map.epoch}`);
+    lines.push('# HELP keyslice_moves_in_flight slice moves running now', '# TYPE keyslice_moves_in_flight gauge', `keyslice_moves_in_flight ${moves.inFlight}`);
+    lines.push('# HELP keyslice_moves_completed_total slice moves completed', '# TYPE keyslice_moves_completed_total counter', `keyslice_moves_completed_total ${moves.completed}`);
+    lines.push('# HELP keyslice_moves_failed_total slice moves rolled back', '# TYPE keyslice_moves_failed_total counter', `keyslice_moves_failed_total ${moves.failed}`);
+    lines.push('# HELP keyslice_moved_items_total items copied by completed moves', '# TYPE keyslice_moved_items_total counter', `keyslice_moved_items_total ${moves.itemsMoved}`);
   }
   return lines.join('\n') + '\n';
 }

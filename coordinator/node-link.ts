@@ -14,6 +14,7 @@ import {
   NODE_REQUEST_TIMEOUT_MS,
 } from '../shared/limits.js';
 import {
+  CLUSTER_SECRET_HEADER,
   decodeNodeFrame,
   decodeSliceResults,
   encodeNodeFrame,
@@ -42,13 +43,24 @@ export class NodeLink {
   private readonly inFlight = new Map<number, InFlight>();
   private reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
   private readyWaiters: (() => void)[] = [];
+  /** Counts the node's greetings: a slice move gives up if either side reconnected
+   * (and so was assigned its slices afresh) while it ran. */
+  generation = 0;
+  private lastProblem = '';
 
   constructor(
     readonly url: string,
     private readonly assignment: () => { epoch: number; sliceCount: number; slices: number[] },
+    private readonly currentEpoch: () => number,
     private readonly log: (line: string) => void,
+    private readonly clusterSecret = '',
   ) {
     this.connect();
+  }
+
+  /** Tells the node that the map moved on, so that it accepts batches of the new epoch. */
+  sendEpoch(epoch: number): void {
+    if (this.ws !== null && this.ws.readyState === WebSocket.OPEN && this.state !== 'connecting') this.ws.send(encodeNodeFrame([NodeFrame.Epoch, epoch]));
   }
 
   /** Queues one op for the worker that owns `slice`. */
@@ -97,9 +109,19 @@ export class NodeLink {
   private connect(): void {
     if (this.state === 'closed') return;
     this.state = 'connecting';
-    const ws = new WebSocket(this.url, { maxPayload: INTERNAL_FRAME_BYTES_MAX, handshakeTimeout: NODE_CONNECT_TIMEOUT_MS });
+    const ws = new WebSocket(this.url, {
+      maxPayload: INTERNAL_FRAME_BYTES_MAX,
+      handshakeTimeout: NODE_CONNECT_TIMEOUT_MS,
+      headers: { [CLUSTER_SECRET_HEADER]: this.clusterSecret },
+    });
     this.ws = ws;
     ws.binaryType = 'nodebuffer';
+    ws.on('unexpected-response', (_req, res) => {
+      const problem = `slice node ${this.url} refused the connection (HTTP ${res.statusCode}${res.statusCode === 401 ? ': the cluster secrets differ' : ''})`;
+      if (problem !== this.lastProblem) this.log(problem);
+      this.lastProblem = problem;
+      ws.terminate();
+    });
     ws.on('message', (data: Buffer) => this.onFrame(data));
     ws.on('error', () => {}); // 'close' follows and handles it
     ws.on('close', () => {
@@ -132,6 +154,8 @@ export class NodeLink {
           this.ws?.close();
           return;
         }
+        this.generation++;
+        this.lastProblem = '';
         this.workerCount = workerCount;
         this.queuedOps = Array.from({ length: workerCount }, () => []);
         this.queuedSettles = Array.from({ length: workerCount }, () => []);
@@ -142,6 +166,9 @@ export class NodeLink {
         return;
       }
       case NodeFrame.Assigned: {
+        // The map moved on while the node took its assignment: its slices did not change
+        // (a move gives up when either side reconnects), only the epoch.
+        if (frame[1] < this.currentEpoch()) this.ws!.send(encodeNodeFrame([NodeFrame.Epoch, this.currentEpoch()]));
         this.state = 'ready';
         this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
         this.log(`slice node ${this.url} ready: ${this.workerCount} workers, epoch ${frame[1]}`);
@@ -201,7 +228,7 @@ export class NodeLink {
       this.failBatch(batchId, this.unavailable());
       return;
     }
-    ws.send(encodeNodeFrame([NodeFrame.Batch, batchId, this.assignment().epoch, parts]));
+    ws.send(encodeNodeFrame([NodeFrame.Batch, batchId, this.currentEpoch(), parts]));
   }
 
   private failBatch(batchId: number, err: KeysliceError): void {

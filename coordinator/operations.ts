@@ -5,12 +5,24 @@ import { KeysliceError, toKeysliceError } from '../shared/errors.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { sliceOf } from '../shared/hashing.js';
 import { encodeKeyPart } from '../shared/key-encoding.js';
-import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, PAGE_BYTES_MAX, PAGE_ITEMS_DEFAULT, PAGE_ITEMS_MAX, SCAN_SEGMENTS_MAX } from '../shared/limits.js';
+import {
+  BATCH_GET_ITEMS_MAX,
+  BATCH_WRITE_ITEMS_MAX,
+  ITEM_BYTES_MAX,
+  PAGE_BYTES_MAX,
+  PAGE_ITEMS_DEFAULT,
+  PAGE_ITEMS_MAX,
+  SCAN_SEGMENTS_MAX,
+  WRONG_OWNER_RETRIES_MAX,
+  WRONG_OWNER_RETRY_DELAY_MS_MAX,
+  WRONG_OWNER_RETRY_MS_MAX,
+} from '../shared/limits.js';
 import { SliceOp, type Projection, type RangeResult, type ScanResult, type SliceOpMessage, type UpdateSpec, type WriteCheck } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateItem, type Item } from '../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
 import { describe, type Catalog, type Table } from './catalog.js';
 import type { ClusterMap } from './cluster-map.js';
+import type { Membership } from './membership.js';
 import { base64url, continueAfter, fromBase64url, rangeMarker, rangeSpec } from './key-range.js';
 import { tableLoad } from './load-report.js';
 import type { NodeLink } from './node-link.js';
@@ -38,11 +50,14 @@ const FIELDS: Record<OperationName, readonly string[]> = {
 const MARKER_SCAN = /^s1\.(\d+)\.([A-Za-z0-9_-]*)$/;
 
 export class Operations {
+  private readonly map: ClusterMap;
+
   constructor(
     private readonly catalog: Catalog,
-    private readonly map: ClusterMap,
-    private readonly links: readonly NodeLink[],
-  ) {}
+    private readonly cluster: Membership,
+  ) {
+    this.map = cluster.map;
+  }
 
   execute(op: OperationName, payload: Payload): Promise<unknown> {
     for (const field of Object.keys(payload)) {
@@ -206,7 +221,7 @@ export class Operations {
   }
 
   private async DescribeSlices(p: Payload) {
-    return tableLoad(this.catalog.get(p.table), this.links, this.map.sliceCount);
+    return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.map.sliceCount);
   }
 
   // ---- helpers -------------------------------------------------------------
@@ -221,8 +236,22 @@ export class Operations {
     return [pk, [SliceOp.Put, table.id, pk.slice, pk.key, stored, bytes, check]];
   }
 
-  private toSlice(slice: number, op: SliceOpMessage): Promise<unknown> {
-    return this.links[this.map.ownerOf(slice)].send(slice, op);
+  /** Sends an op to the node that owns its slice. An op refused with WrongOwner was not
+   * applied (the slice was switching owners): it is sent again with the map as it is
+   * then, a bounded number of times; the client sees added latency, not the error. */
+  private async toSlice(slice: number, op: SliceOpMessage): Promise<unknown> {
+    const started = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      const link = this.cluster.linkOf(slice);
+      if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
+      try {
+        return await link.send(slice, op);
+      } catch (err) {
+        if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
+        if (attempt + 1 >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) throw err;
+        await new Promise((r) => setTimeout(r, Math.min(1 + attempt * 2, WRONG_OWNER_RETRY_DELAY_MS_MAX)));
+      }
+    }
   }
 
   /** A single-item write: a failed condition names the item. */
@@ -239,7 +268,7 @@ export class Operations {
 
   private everyWorker<T>(fn: (link: NodeLink, worker: number) => Promise<T>): Promise<T>[] {
     const out: Promise<T>[] = [];
-    for (const link of this.links) {
+    for (const link of this.cluster.presentLinks()) {
       if (link.state !== 'ready') {
         out.push(Promise.reject(new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`)));
         continue;
@@ -273,11 +302,16 @@ export class Operations {
       afterKey = fromBase64url(m[2]);
     }
     if (fromSlice >= to) return { items: [] };
+    // A slice between freeze and switch is owned by no worker: wait for its switch, then
+    // ask the owners of the map as it is. Every ask is queued before the next freeze is,
+    // so each worker answers for the slices it owned when the owners were read.
+    await this.cluster.mover.unfrozen(fromSlice, to);
     const owners = new Set<number>();
     for (let s = fromSlice; s < to; s++) owners.add(this.map.ownerOf(s));
+    if (owners.has(-1)) throw new KeysliceError('Unavailable', 'some slices have no slice node yet (none has joined); retry later');
     const asked: Promise<unknown>[] = [];
     for (const o of owners) {
-      const link = this.links[o];
+      const link = this.cluster.links[o];
       if (link.state !== 'ready') throw new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`);
       for (let w = 0; w < link.workerCount; w++) asked.push(link.sendToWorker(w, [SliceOp.Scan, table.id, fromSlice, afterKey, limit, projection, filter, to]));
     }

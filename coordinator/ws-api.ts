@@ -4,6 +4,7 @@
 // one turn of the event loop leave in one frame.
 import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { bearerToken, secretMatches } from '../shared/auth.js';
 import { KeysliceError, toKeysliceError } from '../shared/errors.js';
 import { REQUEST_BYTES_MAX } from '../shared/limits.js';
 import {
@@ -36,11 +37,18 @@ class Outbox {
   }
 }
 
-export function attachWebSocketApi(ops: Operations, server: Server): WebSocketServer {
+/** `token`: the client token ('' requires none), from `Authorization: Bearer` or `?token=`.
+ * A handshake without it is answered 401 with the error as JSON, like HTTP. */
+export function attachWebSocketApi(ops: Operations, server: Server, token = ''): WebSocketServer {
   const wss = new WebSocketServer({
     server,
     path: CLIENT_WS_PATH,
     maxPayload: REQUEST_BYTES_MAX,
+    verifyClient: (info: { req: IncomingMessage }, done: (ok: boolean, code?: number, message?: string, headers?: Record<string, string>) => void) => {
+      if (secretMatches(token, bearerToken(info.req.headers.authorization, info.req.url) ?? undefined)) return done(true);
+      const body = { error: { code: 'Unauthorized', message: 'this cluster needs a client token: send "Authorization: Bearer <token>" (or ?token=)', retryable: false } };
+      done(false, 401, JSON.stringify(body), { 'content-type': 'application/json' });
+    },
     handleProtocols: (offered) => (offered.has(CLIENT_SUBPROTOCOL) ? CLIENT_SUBPROTOCOL : false),
   });
   wss.on('connection', (ws: WebSocket, _req: IncomingMessage) => {

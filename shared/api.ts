@@ -212,3 +212,43 @@ export const OPERATION_NAMES: readonly OperationName[] = [
 export function isOperationName(op: unknown): op is OperationName {
   return typeof op === 'string' && (OPERATION_NAMES as readonly string[]).includes(op);
 }
+
+// ---- cluster status (GET /cluster/status, `keyslice status`) ----------------
+
+export interface NodeStatusReport {
+  node: string;
+  /** active: takes slices; draining: giving its slices away; removed nodes are not listed. */
+  status: 'active' | 'draining' | 'removed';
+  /** Connected, and (for a node that registered itself) heartbeating. */
+  up: boolean;
+  /** null for a node configured with --nodes or added by an operator, which need not heartbeat. */
+  heartbeatMsAgo: number | null;
+  workers: number;
+  slices: number;
+  items: number;
+  bytes: number;
+  readsPerSecond: number;
+  writesPerSecond: number;
+}
+
+export interface MoveReport {
+  slice: number;
+  from: string;
+  to: string;
+  phase: 'copy' | 'catch-up' | 'freeze' | 'switch';
+  /** Items and bytes of the slice when the move started, and items copied so far. */
+  items: number;
+  bytes: number;
+  copied: number;
+  startedAt: number;
+}
+
+export interface ClusterStatus {
+  epoch: number;
+  sliceCount: number;
+  unassignedSlices: number;
+  /** false when some node did not answer: items/bytes/load are then partial. */
+  loadComplete: boolean;
+  nodes: NodeStatusReport[];
+  moves: { inFlight: MoveReport[]; pending: number; completed: number; failed: number; itemsMoved: number; lastError: string };
+}

@@ -22,6 +22,10 @@ export const ERROR_CODES = {
   /** A write's condition was false: nothing was changed. */
   ConditionalCheckFailed: { status: 400, retryable: false },
   ThroughputExceeded: { status: 429, retryable: true },
+  /** The client token (or, between processes, the cluster secret) is missing or wrong. */
+  Unauthorized: { status: 401, retryable: false },
+  /** An operator request that the cluster's state does not allow now (e.g. removing a node that still owns slices). */
+  InvalidState: { status: 409, retryable: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -67,6 +67,36 @@ export const NODE_REQUEST_TIMEOUT_MS = 30_000;
 export const NODE_CONNECT_TIMEOUT_MS = 5_000;
 export const NODE_RECONNECT_DELAY_MS_MIN = 100;
 export const NODE_RECONNECT_DELAY_MS_MAX = 2_000;
+/** Membership: a slice node started with --coordinator registers and then repeats
+ * it as a heartbeat; the coordinator counts a node gone after this long without one. */
+export const NODE_HEARTBEAT_INTERVAL_MS = 1_000;
+export const NODE_HEARTBEAT_TIMEOUT_MS = 5_000;
+/** One heartbeat request gives up after this long. */
+export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
+
+/** Slice moves: items per copy step, the default copy rate (items per second, all
+ * moves together), moves at once, and when a move gives up. A move whose source
+ * piles up more changes than MOVE_CHANGES_MAX between two reads is abandoned
+ * (rolled back) rather than let the buffer grow without bound. */
+export const MOVE_CHUNK_ITEMS = 1_000;
+export const MOVE_ITEMS_PER_SECOND_DEFAULT = 20_000;
+export const MOVES_IN_FLIGHT_MAX = 4;
+export const MOVE_CHANGES_MAX = 200_000;
+/** The same bound in bytes of changed items, checked by the source worker (a frame between processes must stay well under INTERNAL_FRAME_BYTES_MAX). */
+export const MOVE_CHANGES_BYTES_MAX = 64 * 1024 * 1024;
+/** Catch-up reads before the freeze: stop when a read brings fewer changes than this, or after MOVE_CATCH_UP_ROUNDS_MAX reads. */
+export const MOVE_FREEZE_CHANGES_MAX = 200;
+export const MOVE_CATCH_UP_ROUNDS_MAX = 20;
+/** A move still copying after this long gives up (rolls back). */
+export const MOVE_TIME_MS_MAX = 10 * 60_000;
+/** A failed move waits this long before the rebalancer tries that node again. */
+export const MOVE_RETRY_DELAY_MS = 1_000;
+/** An op refused with WrongOwner (its slice is switching owners) is retried with the
+ * new map: at most this many times and for this long, waiting a little longer each time. */
+export const WRONG_OWNER_RETRIES_MAX = 40;
+export const WRONG_OWNER_RETRY_MS_MAX = 5_000;
+export const WRONG_OWNER_RETRY_DELAY_MS_MAX = 50;
+
 /** How long a client request waits for slice nodes at start-up before Unavailable. */
 export const CLUSTER_READY_WAIT_MS = 10_000;
 

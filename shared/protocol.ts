@@ -15,6 +15,9 @@
 //   coord -> node   [NodeFrame.Batch, batchId, epoch, [[worker, opsBytes], ...]]
 //   node  -> coord  [NodeFrame.BatchReply, batchId, worker, resultsBytes]
 //                   [NodeFrame.BatchError, batchId, code, message]
+//   coord -> node   [NodeFrame.Epoch, epoch]   the map moved on (a slice moved elsewhere)
+// The coordinator opens the connection and shows the cluster secret in the
+// handshake (header CLUSTER_SECRET_HEADER); a node refuses a connection without it.
 // opsBytes is a packed array of slice ops for one worker thread. The node
 // hands it to that worker untouched (one message per batch) and relays the
 // worker's packed results the same way; only the outer frame is decoded.
@@ -28,8 +31,13 @@ import type { Item } from './values.js';
 /** The client protocol. 2: a frame may carry a list of requests or responses. */
 export const PROTOCOL_VERSION = 2;
 export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
-/** Coordinator <-> slice node. 2: slice ops carry bound expressions (conditions, filters, updates, projections). */
-export const NODE_PROTOCOL_VERSION = 2;
+/** Coordinator <-> slice node. 2: slice ops carry bound expressions (conditions, filters, updates, projections).
+ * 3: slice moves (Move* ops) and the Epoch frame. */
+export const NODE_PROTOCOL_VERSION = 3;
+/** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
+export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
+/** Membership and operator endpoints on the coordinator's HTTP port. */
+export const CLUSTER_API_PREFIX = '/cluster/';
 export const CLIENT_WS_PATH = '/ws';
 export const HTTP_API_PREFIX = '/api/';
 
@@ -108,6 +116,7 @@ export const NodeFrame = {
   Batch: 4,
   BatchReply: 5,
   BatchError: 6,
+  Epoch: 7,
 } as const;
 
 export type NodeFrameMessage =
@@ -116,7 +125,8 @@ export type NodeFrameMessage =
   | [typeof NodeFrame.Assigned, epoch: number]
   | [typeof NodeFrame.Batch, batchId: number, epoch: number, parts: [worker: number, ops: Uint8Array][]]
   | [typeof NodeFrame.BatchReply, batchId: number, worker: number, results: Uint8Array]
-  | [typeof NodeFrame.BatchError, batchId: number, code: ErrorCode, message: string];
+  | [typeof NodeFrame.BatchError, batchId: number, code: ErrorCode, message: string]
+  | [typeof NodeFrame.Epoch, epoch: number];
 
 // Records mode: objects of one shape in a frame share one structure definition.
 const internalPackr = new Packr({ useRecords: true, mapsAsObjects: true });
@@ -131,7 +141,7 @@ export function encodeNodeFrame(frame: NodeFrameMessage): Buffer {
 export function decodeNodeFrame(bytes: Uint8Array): NodeFrameMessage {
   if (bytes.byteLength > INTERNAL_FRAME_BYTES_MAX) throw new Error(`node frame of ${bytes.byteLength} bytes is over the limit`);
   const frame = internalUnpackr.unpack(bytes);
-  if (!Array.isArray(frame) || typeof frame[0] !== 'number' || frame[0] < NodeFrame.Hello || frame[0] > NodeFrame.BatchError) {
+  if (!Array.isArray(frame) || typeof frame[0] !== 'number' || frame[0] < NodeFrame.Hello || frame[0] > NodeFrame.Epoch) {
     throw new Error('malformed node frame');
   }
   return frame as NodeFrameMessage;
@@ -149,7 +159,36 @@ export const SliceOp = {
   Scan: 7,
   DropTable: 8,
   Stats: 9,
+  // Slice moves (coordinator/slice-mover.ts). On the source worker:
+  MoveStart: 10,
+  MoveRead: 11,
+  MoveFreeze: 12,
+  MoveDrop: 13,
+  // On the target worker:
+  MoveBegin: 14,
+  MoveApply: 15,
+  // Either side: forget the move (the source owns the slice again, the target drops what it got).
+  MoveAbort: 16,
 } as const;
+
+/** A change to durable state, as the write-ahead log records it, replay applies it,
+ * and a slice move carries it from the source to the target. */
+export const EFFECT_SET = 1;
+export const EFFECT_DELETE = 2;
+export const EFFECT_DROP_TABLE = 3;
+/** Every item of one slice (of one table, or of all tables when table is null). */
+export const EFFECT_DROP_SLICE = 4;
+export type Effect =
+  | [typeof EFFECT_SET, table: number, slice: number, key: string, item: Item, bytes: number]
+  | [typeof EFFECT_DELETE, table: number, slice: number, key: string]
+  | [typeof EFFECT_DROP_TABLE, table: number]
+  | [typeof EFFECT_DROP_SLICE, slice: number, table: number | null];
+
+/** Where a move's copy stands: after this (table, key) of the slice; null before the first. */
+export type MoveCursor = [table: number, key: string] | null;
+/** MoveRead result: the slice's changes since the last read, then the next items after the
+ * cursor as set-effects, and the cursor after them (null: the copy is complete). */
+export type MoveReadResult = [changes: Effect[], items: Effect[], next: MoveCursor, done: boolean];
 
 /** A write's condition, checked against the item as it is (`{}` when there is none)
  * in the same step as the write; when it is false nothing changes and the op
@@ -197,7 +236,14 @@ export type SliceOpMessage =
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
   | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number]
   | [typeof SliceOp.DropTable, tableId: number]
-  | [typeof SliceOp.Stats, tableId: number];
+  | [typeof SliceOp.Stats, tableId: number]
+  | [typeof SliceOp.MoveStart, slice: number]
+  | [typeof SliceOp.MoveRead, slice: number, cursor: MoveCursor, limit: number]
+  | [typeof SliceOp.MoveFreeze, slice: number]
+  | [typeof SliceOp.MoveDrop, slice: number]
+  | [typeof SliceOp.MoveBegin, slice: number]
+  | [typeof SliceOp.MoveApply, slice: number, effects: Effect[], own: boolean]
+  | [typeof SliceOp.MoveAbort, slice: number, role: 'source' | 'target'];
 
 /** Range result: items in order, the encoded key of the last examined one, whether
  * more remain, and (if asked for) every returned item's encoded key. */

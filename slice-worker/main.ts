@@ -4,7 +4,9 @@
 // At start each worker recovers its slices from its folder before the node
 // listens, so a coordinator never reaches a node that is still recovering.
 import { mkdirSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { secretMatches } from '../shared/auth.js';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { assert, KeysliceError } from '../shared/errors.js';
@@ -14,21 +16,38 @@ import {
   DYNAMODB_PARTITION_READS_PER_SECOND,
   DYNAMODB_PARTITION_WRITES_PER_SECOND,
   INTERNAL_FRAME_BYTES_MAX,
+  NODE_HEARTBEAT_INTERVAL_MS,
+  NODE_HEARTBEAT_REQUEST_TIMEOUT_MS,
   SLICE_NODE_PORT_DEFAULT,
   SNAPSHOT_AFTER_LOG_BYTES,
   WORKERS_PER_NODE_DEFAULT,
   type DurabilityMode,
 } from '../shared/limits.js';
 import { WorkerChannel } from './worker-channel.js';
-import { decodeNodeFrame, decodeSliceResults, encodeNodeFrame, encodeSliceOps, NodeFrame, NODE_PROTOCOL_VERSION, RESULT_ERROR, SliceOp } from '../shared/protocol.js';
+import {
+  CLUSTER_API_PREFIX,
+  CLUSTER_SECRET_HEADER,
+  decodeNodeFrame,
+  decodeSliceResults,
+  encodeNodeFrame,
+  encodeSliceOps,
+  NodeFrame,
+  NODE_PROTOCOL_VERSION,
+  RESULT_ERROR,
+  SliceOp,
+} from '../shared/protocol.js';
 
 const args = parseArgs(
   process.argv.slice(2),
   {
-    host: { default: '127.0.0.1', help: 'address to listen on' },
-    port: { default: String(SLICE_NODE_PORT_DEFAULT), help: 'port to listen on (0: any free port)' },
-    workers: { default: String(WORKERS_PER_NODE_DEFAULT), help: 'worker threads, each owning a share of the slices' },
-    data: { default: './data/slice-node', help: 'data folder of this node' },
+    host: { default: '127.0.0.1', help: 'address to listen on', env: 'KEYSLICE_HOST' },
+    port: { default: String(SLICE_NODE_PORT_DEFAULT), help: 'port to listen on (0: any free port)', env: 'KEYSLICE_PORT' },
+    workers: { default: String(WORKERS_PER_NODE_DEFAULT), help: 'worker threads, each owning a share of the slices', env: 'KEYSLICE_WORKERS' },
+    data: { default: './data/slice-node', help: 'data folder of this node (with --data-per-host: the parent of one folder per host name)', env: 'KEYSLICE_DATA' },
+    'data-per-host': { default: 'no', help: 'yes: keep data in <data>/<host name>, for replicas that share one volume (docker compose --scale)', env: 'KEYSLICE_DATA_PER_HOST' },
+    coordinator: { help: 'coordinator to register with and heartbeat to (http://host:port); without it the coordinator must know this node (--nodes or keyslice add)', env: 'KEYSLICE_COORDINATOR' },
+    advertise: { help: 'the address the coordinator should dial (ws://host:port); default ws://<host>:<port>, or the host name when listening on 0.0.0.0', env: 'KEYSLICE_ADVERTISE' },
+    'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes; connections without it are refused (empty: none required)', env: 'KEYSLICE_CLUSTER_SECRET' },
     'snapshot-after-bytes': { default: String(SNAPSHOT_AFTER_LOG_BYTES), help: 'log bytes after which a worker writes a snapshot' },
     'slice-reads-per-second': { default: '0', help: `capacity per slice and table; more reads in a second get ThroughputExceeded (0: no limit; DynamoDB: ${DYNAMODB_PARTITION_READS_PER_SECOND})` },
     'slice-writes-per-second': { default: '0', help: `the same for writes (0: no limit; DynamoDB: ${DYNAMODB_PARTITION_WRITES_PER_SECOND})` },
@@ -45,16 +64,22 @@ const capacity = {
   writesPerSecond: intArg('slice-writes-per-second', args['slice-writes-per-second'], 0, 1e9),
 };
 const snapshotAfterBytes = intArg('snapshot-after-bytes', args['snapshot-after-bytes'], 1024, 2 ** 40);
+const clusterSecret = args['cluster-secret']!;
+const coordinatorUrl = args.coordinator?.replace(/\/+$/, '');
+if (coordinatorUrl !== undefined && !/^https?:\/\/[^/]+$/.test(coordinatorUrl)) fail(`--coordinator must be http://host:port, got "${coordinatorUrl}"`);
+if (args.advertise !== undefined && !/^wss?:\/\/[^/]+$/.test(args.advertise)) fail(`--advertise must be ws://host:port, got "${args.advertise}"`);
+if (!['yes', 'no'].includes(args['data-per-host']!)) fail('--data-per-host must be yes or no');
+const dataDir = args['data-per-host'] === 'yes' ? join(args.data!, hostname()) : args.data!;
 try {
-  mkdirSync(args.data!, { recursive: true });
+  mkdirSync(dataDir, { recursive: true });
 } catch (err) {
-  fail(`cannot create data folder ${args.data}: ${(err as Error).message}`);
+  fail(`cannot create data folder ${dataDir}: ${(err as Error).message}`);
 }
 
 const workers = Array.from(
   { length: workerCount },
   (_, workerIndex) =>
-    new WorkerChannel({ workerIndex, workerCount, dataDir: join(args.data!, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity }, (err) =>
+    new WorkerChannel({ workerIndex, workerCount, dataDir: join(dataDir, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity }, (err) =>
       die(`worker ${workerIndex} failed: ${err instanceof Error ? err.stack : err}`),
     ),
 );
@@ -67,7 +92,7 @@ function die(message: string): never {
 }
 
 async function assign(newEpoch: number, sliceCount: number, slices: number[]): Promise<void> {
-  assert(newEpoch >= epoch, `an epoch only grows (had ${epoch}, got ${newEpoch})`);
+  // The workers assert that their epoch only grows; the node's may be ahead through Epoch frames.
   await Promise.all(
     workers.map(async (worker, w) => {
       const mine = slices.filter((s) => s % workerCount === w && s < sliceCount);
@@ -75,7 +100,7 @@ async function assign(newEpoch: number, sliceCount: number, slices: number[]): P
       assert(result[0] !== RESULT_ERROR, `worker ${w} refused its assignment`);
     }),
   );
-  epoch = newEpoch;
+  epoch = Math.max(epoch, newEpoch);
 }
 
 function onFrame(ws: WebSocket, data: Buffer): void {
@@ -93,6 +118,10 @@ function onFrame(ws: WebSocket, data: Buffer): void {
         () => ws.send(encodeNodeFrame([NodeFrame.Assigned, newEpoch])),
         (err) => die(`assignment failed: ${err}`),
       );
+      return;
+    }
+    case NodeFrame.Epoch: {
+      epoch = Math.max(epoch, frame[1]);
       return;
     }
     case NodeFrame.Batch: {
@@ -127,7 +156,17 @@ recovered.forEach((r, i) => {
   }
 });
 
-const server = new WebSocketServer({ host: args.host, port, maxPayload: INTERNAL_FRAME_BYTES_MAX });
+const server = new WebSocketServer({
+  host: args.host,
+  port,
+  maxPayload: INTERNAL_FRAME_BYTES_MAX,
+  // Only a coordinator that knows the cluster secret may send slice commands.
+  verifyClient: (info: { req: { headers: Record<string, string | string[] | undefined> } }, done: (ok: boolean, code?: number, message?: string) => void) => {
+    if (secretMatches(clusterSecret, info.req.headers[CLUSTER_SECRET_HEADER])) return done(true);
+    console.error('keyslice slice node: refused a connection without the cluster secret');
+    done(false, 401, 'cluster secret missing or wrong');
+  },
+});
 server.on('connection', (ws) => {
   ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount]));
   ws.on('message', (data, isBinary) => {
@@ -140,10 +179,42 @@ server.on('error', (err) => die(`cannot listen on ${args.host}:${port}: ${err.me
 server.on('listening', () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
-  console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} durability=${durability} pid=${process.pid}`);
+  const advertise = args.advertise ?? `ws://${args.host === '0.0.0.0' || args.host === '::' ? hostname() : args.host}:${boundPort}`;
+  console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} durability=${durability} advertise=${advertise} pid=${process.pid}`);
+  if (coordinatorUrl !== undefined) startHeartbeat(coordinatorUrl, advertise);
 });
 
+/** Registers with the coordinator and repeats it every NODE_HEARTBEAT_INTERVAL_MS
+ * (one request at a time, each bounded in time) for the life of the process. */
+function startHeartbeat(coordinator: string, advertise: string): void {
+  let registered = false;
+  let lastProblem = '';
+  const beat = async () => {
+    let problem = '';
+    try {
+      const res = await fetch(`${coordinator}${CLUSTER_API_PREFIX}join`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', [CLUSTER_SECRET_HEADER]: clusterSecret },
+        body: JSON.stringify({ url: advertise, workers: workerCount }),
+        signal: AbortSignal.timeout(NODE_HEARTBEAT_REQUEST_TIMEOUT_MS),
+      });
+      const body = (await res.json().catch(() => ({}))) as { error?: { code: string; message: string } };
+      if (res.status !== 200) problem = `${body.error?.code ?? res.status}: ${body.error?.message ?? ''}`;
+    } catch (err) {
+      problem = `coordinator ${coordinator} not reachable (${(err as Error).message})`;
+    }
+    if (problem === '' && !registered) console.log(`keyslice slice node: registered with ${coordinator} as ${advertise}`);
+    if (problem !== '' && problem !== lastProblem) console.error(`keyslice slice node: cannot register: ${problem}`);
+    registered = problem === '';
+    lastProblem = problem;
+    heartbeatTimer = setTimeout(beat, NODE_HEARTBEAT_INTERVAL_MS);
+  };
+  void beat();
+}
+let heartbeatTimer: NodeJS.Timeout | undefined;
+
 async function shutdown(): Promise<void> {
+  clearTimeout(heartbeatTimer);
   server.close();
   for (const ws of server.clients) ws.terminate();
   await Promise.all(workers.map((w) => w.destroy()));

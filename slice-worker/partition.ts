@@ -7,11 +7,18 @@ import sortedBtree from 'sorted-btree';
 import { assert, KeysliceError } from '../shared/errors.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
-import { ITEM_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
+import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
 import {
+  EFFECT_DELETE,
+  EFFECT_DROP_SLICE,
+  EFFECT_DROP_TABLE,
+  EFFECT_SET,
   RESULT_ERROR,
   RESULT_OK,
   SliceOp,
+  type Effect,
+  type MoveCursor,
+  type MoveReadResult,
   type RangeResult,
   type RangeSpec,
   type Projection,
@@ -31,14 +38,7 @@ import { LoadTracker } from './slice-load.js';
 const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
 type Stored = { item: Item; bytes: number };
 
-/** A change to durable state, as the write-ahead log records it and replay applies it. */
-export const EFFECT_SET = 1;
-export const EFFECT_DELETE = 2;
-export const EFFECT_DROP_TABLE = 3;
-export type Effect =
-  | [typeof EFFECT_SET, table: number, slice: number, key: string, item: Item, bytes: number]
-  | [typeof EFFECT_DELETE, table: number, slice: number, key: string]
-  | [typeof EFFECT_DROP_TABLE, table: number];
+export { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect } from '../shared/protocol.js';
 
 /** One table's items in one slice, sorted by encoded key, with their byte total
  * kept in step. Every change goes through set() or delete(), which report it. */
@@ -49,14 +49,14 @@ class Partition {
   constructor(
     private readonly table: number,
     private readonly slice: number,
-    private readonly effects: Effect[],
+    private readonly record: (e: Effect) => void,
   ) {}
 
   set(key: string, stored: Stored): void {
     const old = this.tree.get(key);
     this.bytes += stored.bytes - (old?.bytes ?? 0);
     this.tree.set(key, stored);
-    this.effects.push([EFFECT_SET, this.table, this.slice, key, stored.item, stored.bytes]);
+    this.record([EFFECT_SET, this.table, this.slice, key, stored.item, stored.bytes]);
   }
 
   delete(key: string): boolean {
@@ -64,7 +64,7 @@ class Partition {
     if (old === undefined) return false;
     this.bytes -= old.bytes;
     this.tree.delete(key);
-    this.effects.push([EFFECT_DELETE, this.table, this.slice, key]);
+    this.record([EFFECT_DELETE, this.table, this.slice, key]);
     return true;
   }
 }
@@ -77,6 +77,18 @@ export class SliceStore {
   private readonly tables = new Map<number, Map<number, Partition>>();
   /** Changes made since the last takeEffects(): what the write-ahead log must record. */
   private readonly effects: Effect[] = [];
+  /** Slice moves. Source: the changes to a slice being copied away, since the last MoveRead. */
+  private readonly outgoing = new Map<number, Effect[]>();
+  /** Source: slices frozen for the switch (no longer owned, data kept until MoveDrop or MoveAbort). */
+  private readonly frozen = new Set<number>();
+  /** Target: slices being copied in (not owned yet; ops are refused). */
+  private readonly incoming = new Set<number>();
+  private readonly record = (e: Effect): void => {
+    this.effects.push(e);
+    if (this.outgoing.size === 0) return;
+    if (e[0] === EFFECT_SET || e[0] === EFFECT_DELETE) this.outgoing.get(e[2])?.push(e);
+    else if (e[0] === EFFECT_DROP_TABLE) for (const [slice, changes] of this.outgoing) changes.push([EFFECT_DROP_SLICE, slice, e[1]]);
+  };
 
   private readonly load: LoadTracker;
 
@@ -136,11 +148,25 @@ export class SliceStore {
       case SliceOp.Scan:
         return this.scan(op[1], op[2], op[3], op[4], op[5], op[6], op[7]);
       case SliceOp.DropTable:
-        this.effects.push([EFFECT_DROP_TABLE, op[1]]);
+        this.record([EFFECT_DROP_TABLE, op[1]]);
         this.load.dropTable(op[1]);
         return this.tables.delete(op[1]);
       case SliceOp.Stats:
         return this.stats(op[1]);
+      case SliceOp.MoveStart:
+        return this.moveStart(op[1]);
+      case SliceOp.MoveRead:
+        return this.moveRead(op[1], op[2], op[3]);
+      case SliceOp.MoveFreeze:
+        return this.moveFreeze(op[1]);
+      case SliceOp.MoveDrop:
+        return this.moveDrop(op[1]);
+      case SliceOp.MoveBegin:
+        return this.moveBegin(op[1]);
+      case SliceOp.MoveApply:
+        return this.moveApply(op[1], op[2], op[3]);
+      case SliceOp.MoveAbort:
+        return this.moveAbort(op[1], op[2]);
       default:
         throw new KeysliceError('Internal', `unknown slice op ${String((op as unknown[])[0])}`);
     }
@@ -150,9 +176,157 @@ export class SliceStore {
     assert(epoch >= this.epoch, `an epoch only grows (had ${this.epoch}, got ${epoch})`);
     for (const s of slices) assert(s % this.workerCount === this.workerIndex, `slice ${s} belongs to worker ${s % this.workerCount}, not ${this.workerIndex}`);
     this.epoch = epoch;
-    this.owned = new Set(slices);
-    this.ownedSorted = [...slices].sort((a, b) => a - b);
+    this.setOwned(slices);
+    // A (re)assignment ends every move this worker took part in; the coordinator has given them up.
+    this.outgoing.clear();
+    this.frozen.clear();
+    this.incoming.clear();
     return null;
+  }
+
+  private setOwned(slices: Iterable<number>): void {
+    this.owned = new Set(slices);
+    this.ownedSorted = [...this.owned].sort((a, b) => a - b);
+  }
+
+  // ---- slice moves -----------------------------------------------------------
+  //
+  // Source: MoveStart begins recording the slice's changes; MoveRead returns the
+  // changes since the last read and the next items after a cursor; MoveFreeze
+  // stops owning the slice (later ops get WrongOwner) and returns the last
+  // changes; MoveDrop deletes the slice once the coordinator has switched owners.
+  // Target: MoveBegin drops whatever the worker held of the slice (an earlier,
+  // failed move) and expects it; MoveApply applies changes and items, in order,
+  // through the partitions, so they reach this worker's log before it answers;
+  // with own=true it then owns the slice. Changes and items are whole values
+  // (set, delete, drop), so applying the changes after a copied value, in order,
+  // gives the source's state whatever the interleaving (coordinator/slice-mover.ts).
+
+  private moveStart(slice: number): [items: number, bytes: number] {
+    this.checkOwner(slice);
+    if (this.outgoing.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is already moving`);
+    this.outgoing.set(slice, []);
+    let items = 0;
+    let bytes = 0;
+    for (const slices of this.tables.values()) {
+      const p = slices.get(slice);
+      if (p !== undefined) {
+        items += p.tree.size;
+        bytes += p.bytes;
+      }
+    }
+    return [items, bytes];
+  }
+
+  /** The changes recorded for an outgoing slice, checked against the byte bound. */
+  private outgoingChanges(slice: number): Effect[] {
+    const changes = this.outgoing.get(slice);
+    if (changes === undefined || !this.owned.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved from worker ${this.workerIndex}`);
+    let bytes = 0;
+    for (const e of changes) if (e[0] === EFFECT_SET) bytes += e[5];
+    if (bytes > MOVE_CHANGES_BYTES_MAX) {
+      this.outgoing.delete(slice);
+      throw new KeysliceError('InvalidState', `slice ${slice} changed by ${bytes} bytes between two copy steps; writes outpace the move, which gives up`);
+    }
+    return changes;
+  }
+
+  private moveRead(slice: number, cursor: MoveCursor, limit: number): MoveReadResult {
+    const changes = this.outgoingChanges(slice);
+    this.outgoing.set(slice, []);
+    if (limit === 0) return [changes, [], null, true];
+    const items: Effect[] = [];
+    const tableIds = [...this.tables.keys()].filter((t) => cursor === null || t >= cursor[0]).sort((a, b) => a - b);
+    let bytes = 0;
+    for (const table of tableIds) {
+      const tree = this.tables.get(table)!.get(slice)?.tree;
+      if (tree === undefined) continue;
+      const after = cursor !== null && cursor[0] === table ? cursor[1] : null;
+      for (const [key, stored] of after === null ? tree.entries() : tree.entries(after)) {
+        if (key === after) continue;
+        if (items.length >= limit || bytes >= PAGE_BYTES_MAX) {
+          const last = items.at(-1) as [typeof EFFECT_SET, number, number, string, Item, number];
+          return [changes, items, [last[1], last[3]], false];
+        }
+        items.push([EFFECT_SET, table, slice, key, stored.item, stored.bytes]);
+        bytes += stored.bytes;
+      }
+    }
+    return [changes, items, null, true];
+  }
+
+  private moveFreeze(slice: number): Effect[] {
+    const changes = this.outgoingChanges(slice);
+    this.outgoing.delete(slice);
+    this.owned.delete(slice);
+    this.setOwned(this.owned);
+    this.frozen.add(slice);
+    return changes;
+  }
+
+  private moveDrop(slice: number): null {
+    // Owned again (the node restarted and was assigned the slice before the switch): keep it.
+    if (this.owned.has(slice)) throw new KeysliceError('InvalidState', `worker ${this.workerIndex} owns slice ${slice}; not dropping it`);
+    this.frozen.delete(slice);
+    this.dropSlice(slice, null);
+    return null;
+  }
+
+  private moveBegin(slice: number): null {
+    if (this.owned.has(slice)) throw new KeysliceError('InvalidState', `worker ${this.workerIndex} already owns slice ${slice}`);
+    this.dropSlice(slice, null);
+    this.incoming.add(slice);
+    return null;
+  }
+
+  private moveApply(slice: number, effects: Effect[], own: boolean): null {
+    if (!this.incoming.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved to worker ${this.workerIndex}`);
+    for (const e of effects) {
+      switch (e[0]) {
+        case EFFECT_SET:
+          assert(e[2] === slice, 'a moved item belongs to the moving slice');
+          this.partitionForReplay(e[1], slice).set(e[3], { item: e[4], bytes: e[5] });
+          break;
+        case EFFECT_DELETE:
+          assert(e[2] === slice, 'a moved delete belongs to the moving slice');
+          this.partitionForReplay(e[1], slice).delete(e[3]);
+          break;
+        case EFFECT_DROP_SLICE:
+          this.dropSlice(slice, e[2]);
+          break;
+        default:
+          assert(false, `a move carries set, delete and drop-slice changes only, got ${e[0]}`);
+      }
+    }
+    if (own) {
+      this.incoming.delete(slice);
+      this.setOwned([...this.owned, slice]);
+    }
+    return null;
+  }
+
+  /** The source owns the slice again if it had frozen it; the target forgets what it got (and
+   * ownership, if its last MoveApply was applied but its answer lost). Sent only before the switch. */
+  private moveAbort(slice: number, role: 'source' | 'target'): null {
+    if (role === 'source') {
+      this.outgoing.delete(slice);
+      if (this.frozen.delete(slice)) this.setOwned([...this.owned, slice]);
+      return null;
+    }
+    const wasOwned = this.owned.delete(slice);
+    if (wasOwned) this.setOwned(this.owned);
+    if (this.incoming.delete(slice) || wasOwned) this.dropSlice(slice, null);
+    return null;
+  }
+
+  /** Deletes one slice's items (of one table, or of all), as one logged change. */
+  private dropSlice(slice: number, table: number | null): void {
+    let any = false;
+    for (const [t, slices] of this.tables) {
+      if (table !== null && t !== table) continue;
+      if (slices.delete(slice)) any = true;
+    }
+    if (any) this.record([EFFECT_DROP_SLICE, slice, table]);
   }
 
   /** Checks ownership and counts the op's load (or refuses it at capacity) before it runs. */
@@ -177,7 +351,7 @@ export class SliceStore {
     }
     let partition = slices.get(slice);
     if (partition === undefined && create) {
-      partition = new Partition(table, slice, this.effects);
+      partition = new Partition(table, slice, this.record);
       slices.set(slice, partition);
     }
     return partition;
@@ -292,6 +466,9 @@ export class SliceStore {
       case EFFECT_DROP_TABLE:
         this.tables.delete(effect[1]);
         break;
+      case EFFECT_DROP_SLICE:
+        for (const [t, slices] of this.tables) if (effect[2] === null || t === effect[2]) slices.delete(effect[1]);
+        break;
     }
     this.effects.length = 0; // replayed changes are already durable
   }
@@ -313,7 +490,7 @@ export class SliceStore {
     let slices = this.tables.get(table);
     if (slices === undefined) this.tables.set(table, (slices = new Map()));
     let p = slices.get(slice);
-    if (p === undefined) slices.set(slice, (p = new Partition(table, slice, this.effects)));
+    if (p === undefined) slices.set(slice, (p = new Partition(table, slice, this.record)));
     return p;
   }
 }

@@ -1,0 +1,225 @@
+#!/usr/bin/env node
+// The operator CLI: `keyslice <command>`. Starts processes (coordinator, slice
+// node, a local cluster) and talks to a running coordinator's /cluster/ API
+// (status, add, drain, remove), with progress while slices move. Every wait is
+// bounded by --timeout; every request by its own timeout.
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import type { ClusterStatus, MoveReport } from '../shared/api.js';
+import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
+
+const USAGE = `keyslice: a distributed NoSQL item store
+
+usage:
+  keyslice coordinator [options]    start a coordinator (keyslice coordinator --help for its options)
+  keyslice node [options]           start a slice node (keyslice node --help); with --coordinator it registers itself
+  keyslice local                    start a coordinator and two slice nodes on 127.0.0.1 (what npm start runs)
+  keyslice status [--watch]         nodes, slices per node, items/bytes/load per node, moves in flight
+  keyslice add <ws://host:port>     add a slice node by address; slices move onto it (waits, with progress)
+  keyslice drain <ws://host:port>   move every slice off a node (waits, with progress)
+  keyslice remove <ws://host:port>  forget a drained node
+
+options of status, add, drain, remove:
+  --url <http://host:port>   the coordinator (env KEYSLICE_URL; default http://127.0.0.1:7100)
+  --token <token>            the client token, if the cluster has one (env KEYSLICE_TOKEN)
+  --no-wait                  add, drain: return once the coordinator accepted the request
+  --timeout <seconds>        add, drain, status --watch: stop waiting after this long (default 3600)
+`;
+
+const here = dirname(fileURLToPath(import.meta.url));
+const [command, ...rest] = process.argv.slice(2);
+
+function die(message: string, code = 1): never {
+  console.error(`keyslice: ${message}`);
+  process.exit(code);
+}
+
+/** Runs an entry point in this process, as if it had been started with `args`. */
+async function runEntry(script: string, args: string[]): Promise<void> {
+  process.argv = [process.argv[0], script, ...args];
+  await import(script);
+}
+
+function options(args: string[]) {
+  const o = { url: process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100', token: process.env.KEYSLICE_TOKEN ?? '', wait: true, watch: false, timeoutS: 3600, positional: [] as string[] };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === '--url') o.url = args[++i] ?? die('--url needs a value', 2);
+    else if (a === '--token') o.token = args[++i] ?? die('--token needs a value', 2);
+    else if (a === '--no-wait') o.wait = false;
+    else if (a === '--watch') o.watch = true;
+    else if (a === '--timeout') {
+      o.timeoutS = Number(args[++i]);
+      if (!(o.timeoutS > 0)) die('--timeout must be a number of seconds', 2);
+    } else if (a.startsWith('--')) die(`unknown option ${a} (try keyslice --help)`, 2);
+    else o.positional.push(a);
+  }
+  o.url = o.url.replace(/\/+$/, '');
+  return o;
+}
+type Options = ReturnType<typeof options>;
+
+async function call(o: Options, method: 'GET' | 'POST', action: string, body?: unknown): Promise<unknown> {
+  let res: Response;
+  try {
+    res = await fetch(`${o.url}${CLUSTER_API_PREFIX}${action}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...(o.token !== '' ? { authorization: `Bearer ${o.token}` } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(15_000),
+    });
+  } catch (err) {
+    die(`cannot reach the coordinator at ${o.url}: ${(err as Error).message}`);
+  }
+  const json = (await res.json().catch(() => ({}))) as { error?: { code: string; message: string } };
+  if (res.status !== 200) die(`${json.error?.code ?? res.status}: ${json.error?.message ?? 'no message'}`);
+  return json;
+}
+
+const status = (o: Options) => call(o, 'GET', 'status') as Promise<ClusterStatus>;
+
+function size(bytes: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let v = bytes;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${u === 0 ? v : v.toFixed(1)} ${units[u]}`;
+}
+
+function bar(done: number, total: number, width = 24): string {
+  const f = total <= 0 ? 1 : Math.min(1, done / total);
+  const full = Math.round(f * width);
+  return `[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${Math.floor(f * 100)
+    .toString()
+    .padStart(3)}%`;
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join('  ').trimEnd()).join('\n');
+}
+
+function moveLine(m: MoveReport): string {
+  const secs = ((Date.now() - m.startedAt) / 1000).toFixed(1);
+  return `  slice ${String(m.slice).padEnd(5)} ${m.from} -> ${m.to}  ${m.phase.padEnd(8)} ${bar(m.copied, m.items)} ${m.copied}/${m.items} items (${size(m.bytes)}), ${secs} s`;
+}
+
+function render(st: ClusterStatus, url: string): string {
+  const rows = [['NODE', 'STATUS', 'UP', 'SLICES', 'ITEMS', 'BYTES', 'READS/S', 'WRITES/S', 'HEARTBEAT']];
+  for (const n of st.nodes) {
+    rows.push([
+      n.node,
+      n.status,
+      n.up ? 'yes' : 'NO',
+      String(n.slices),
+      String(n.items),
+      size(n.bytes),
+      n.readsPerSecond.toFixed(0),
+      n.writesPerSecond.toFixed(0),
+      n.heartbeatMsAgo === null ? 'static' : `${(n.heartbeatMsAgo / 1000).toFixed(1)} s ago`,
+    ]);
+  }
+  const m = st.moves;
+  const lines = [
+    `keyslice cluster at ${url}: epoch ${st.epoch}, ${st.sliceCount} slices${st.unassignedSlices > 0 ? `, ${st.unassignedSlices} waiting for a node` : ''}`,
+    st.nodes.length === 0 ? 'no slice nodes yet' : table(rows),
+  ];
+  if (!st.loadComplete) lines.push('(items, bytes and load are partial: some node did not answer)');
+  lines.push(`moves: ${m.inFlight.length} in flight, about ${m.pending} to go, ${m.completed} completed (${m.itemsMoved} items), ${m.failed} rolled back`);
+  for (const mv of m.inFlight) lines.push(moveLine(mv));
+  if (m.lastError !== '') lines.push(`last rollback: ${m.lastError}`);
+  return lines.join('\n');
+}
+
+/** Polls until `done` says so, printing a progress line; bounded by --timeout. */
+async function follow(o: Options, what: string, progress: (st: ClusterStatus) => { done: number; total: number; finished: boolean }): Promise<void> {
+  const until = Date.now() + o.timeoutS * 1000;
+  const tty = process.stdout.isTTY === true;
+  let lastPrint = 0;
+  while (Date.now() < until) {
+    const st = await status(o);
+    const p = progress(st);
+    const moving = st.moves.inFlight.map((m) => `${m.slice}:${m.phase}${m.items > 0 ? ` ${Math.floor((100 * m.copied) / m.items)}%` : ''}`).join(' ');
+    const line = `${what} ${bar(p.done, p.total)} ${p.done}/${p.total} slices${moving ? `  moving ${moving}` : ''}${st.moves.failed > 0 ? `  (${st.moves.failed} rolled back)` : ''}`;
+    if (tty) process.stdout.write(`\r${line.slice(0, (process.stdout.columns ?? 120) - 1).padEnd((process.stdout.columns ?? 120) - 1)}`);
+    else if (p.finished || Date.now() - lastPrint > 2000) {
+      console.log(line);
+      lastPrint = Date.now();
+    }
+    if (p.finished) {
+      if (tty) process.stdout.write('\n');
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  if (tty) process.stdout.write('\n');
+  die(`still moving after ${o.timeoutS} s; the coordinator goes on (see keyslice status)`);
+}
+
+async function main(): Promise<void> {
+  switch (command) {
+    case 'coordinator':
+      return runEntry(join(here, 'main.js'), rest);
+    case 'node':
+      return runEntry(join(here, '..', 'slice-worker', 'main.js'), rest);
+    case 'local':
+      return runEntry(join(here, 'local-cluster.js'), rest);
+    case 'status': {
+      const o = options(rest);
+      if (!o.watch) return console.log(render(await status(o), o.url));
+      const until = Date.now() + o.timeoutS * 1000;
+      while (Date.now() < until) {
+        const text = render(await status(o), o.url);
+        process.stdout.write(process.stdout.isTTY ? `\x1b[2J\x1b[H${text}\n` : `${text}\n\n`);
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      return;
+    }
+    case 'add': {
+      const o = options(rest);
+      const node = o.positional[0] ?? die('add needs a node address: keyslice add ws://host:port', 2);
+      await call(o, 'POST', 'add', { node });
+      console.log(`added ${node}; slices move onto it`);
+      if (!o.wait) return;
+      const before = await status(o);
+      const share = Math.floor(before.sliceCount / before.nodes.filter((n) => n.status === 'active').length);
+      return follow(o, `filling ${node}`, (st) => {
+        const n = st.nodes.find((x) => x.node === node);
+        const counts = st.nodes.filter((x) => x.status === 'active').map((x) => x.slices);
+        return { done: n?.slices ?? 0, total: share, finished: st.moves.inFlight.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1 };
+      });
+    }
+    case 'drain': {
+      const o = options(rest);
+      const node = o.positional[0] ?? die('drain needs a node address: keyslice drain ws://host:port', 2);
+      const before = (await status(o)).nodes.find((n) => n.node === node);
+      await call(o, 'POST', 'drain', { node });
+      console.log(`draining ${node} (${before?.slices ?? '?'} slices)`);
+      if (!o.wait) return;
+      const total = before?.slices ?? 0;
+      await follow(o, `draining ${node}`, (st) => {
+        const left = st.nodes.find((x) => x.node === node)?.slices ?? 0;
+        return { done: total - left, total, finished: left === 0 };
+      });
+      return console.log(`${node} owns no slices; "keyslice remove ${node}" forgets it, then stop its process`);
+    }
+    case 'remove': {
+      const o = options(rest);
+      const node = o.positional[0] ?? die('remove needs a node address: keyslice remove ws://host:port', 2);
+      await call(o, 'POST', 'remove', { node });
+      return console.log(`removed ${node}`);
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      return console.log(USAGE);
+    default:
+      die(`unknown command "${command}"\n\n${USAGE}`, 2);
+  }
+}
+
+await main();

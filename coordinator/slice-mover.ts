@@ -1,0 +1,181 @@
+// One slice move, online: the source worker keeps serving while its items are
+// copied to the target, the writes made meanwhile follow, and ownership switches
+// at an epoch bump after a short freeze of that one slice.
+//
+//   target  MoveBegin            drop any leftover of the slice, expect it
+//   source  MoveStart            start recording the slice's changes
+//   loop    source MoveRead      changes since the last read + the next chunk of items
+//           target MoveApply     apply them in that order; logged before it answers
+//   catch up: MoveRead without items until few changes come back
+//   freeze  (the coordinator holds scans of the slice)
+//           source MoveFreeze    stop owning the slice: later ops get WrongOwner; last changes
+//           target MoveApply own apply them and own the slice
+//   switch  map.setOwner         new owner, epoch + 1, persisted; Epoch frame to every node
+//   source  MoveDrop             delete the slice's items there
+//
+// Why the result equals the source: every change is a whole value (set item,
+// delete key, drop), reads and changes leave the source worker in the order it
+// made them, and the target applies them in that order. A copied item is the
+// value as of its read; every change after that read comes in a later
+// MoveRead's changes and is applied after it.
+//
+// Safety: at no time do two workers own the slice (the source stops before the
+// target starts), and nothing the source acknowledged is lost: the target has
+// it in its log before the map names it. A move that fails before the switch
+// rolls back (source owns again, target drops its copy); the map is unchanged.
+// A move gives up if either node reconnected meanwhile, because a reconnected
+// node is assigned its slices from the map afresh.
+import { assert, KeysliceError, toKeysliceError } from '../shared/errors.js';
+import {
+  MOVE_CATCH_UP_ROUNDS_MAX,
+  MOVE_CHANGES_MAX,
+  MOVE_CHUNK_ITEMS,
+  MOVE_FREEZE_CHANGES_MAX,
+  MOVE_TIME_MS_MAX,
+} from '../shared/limits.js';
+import { SliceOp, type Effect, type MoveCursor, type MoveReadResult } from '../shared/protocol.js';
+import type { ClusterMap } from './cluster-map.js';
+import type { NodeLink } from './node-link.js';
+
+export type MovePhase = 'copy' | 'catch-up' | 'freeze' | 'switch';
+
+export interface MoveProgress {
+  slice: number;
+  from: string;
+  to: string;
+  phase: MovePhase;
+  items: number;
+  bytes: number;
+  copied: number;
+  startedAt: number;
+}
+
+/** Items per second, shared by every move: each copy step waits for its share. */
+export class Throttle {
+  private nextAt = 0;
+  constructor(private readonly itemsPerSecond: number) {}
+
+  async take(items: number): Promise<void> {
+    if (this.itemsPerSecond <= 0) return;
+    const now = Date.now();
+    const at = Math.max(now, this.nextAt);
+    this.nextAt = at + (items * 1000) / this.itemsPerSecond;
+    if (at > now) await new Promise((r) => setTimeout(r, at - now));
+  }
+}
+
+export class SliceMover {
+  /** Moves in flight, by slice. */
+  readonly moving = new Map<number, MoveProgress>();
+  /** Slices between freeze and switch: scans of them wait. */
+  private readonly frozen = new Map<number, (() => void)[]>();
+  completed = 0;
+  failed = 0;
+  itemsMoved = 0;
+  lastError = '';
+
+  constructor(
+    private readonly map: ClusterMap,
+    private readonly links: readonly NodeLink[],
+    private readonly throttle: Throttle,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  /** Resolves when no slice in [from, to) is frozen (at once, usually). Bounded by the freeze itself. */
+  async unfrozen(from: number, to: number): Promise<void> {
+    for (const [slice] of this.frozen) {
+      if (slice >= from && slice < to) await new Promise<void>((r) => this.frozen.get(slice)?.push(r) ?? r());
+    }
+  }
+
+  /** Moves `slice` to node `to`. Resolves true when it moved, false when it rolled back. */
+  async move(slice: number, to: number): Promise<boolean> {
+    const from = this.map.ownerOf(slice);
+    assert(from >= 0 && from !== to, 'a move goes from one node to another');
+    assert(!this.moving.has(slice), 'one move per slice at a time');
+    const source = this.links[from];
+    const target = this.links[to];
+    const generations = [source.generation, target.generation];
+    const progress: MoveProgress = { slice, from: source.url, to: target.url, phase: 'copy', items: 0, bytes: 0, copied: 0, startedAt: Date.now() };
+    this.moving.set(slice, progress);
+    const sw = () => slice % source.workerCount;
+    const tw = () => slice % target.workerCount;
+    const onSource = (op: Parameters<NodeLink['sendToWorker']>[1]) => source.sendToWorker(sw(), op);
+    const onTarget = (op: Parameters<NodeLink['sendToWorker']>[1]) => target.sendToWorker(tw(), op);
+    const checkNodes = () => {
+      if (Date.now() - progress.startedAt > MOVE_TIME_MS_MAX) throw new KeysliceError('Unavailable', `the move took longer than ${MOVE_TIME_MS_MAX / 1000} s`);
+      if (source.state !== 'ready' || target.state !== 'ready' || source.generation !== generations[0] || target.generation !== generations[1]) {
+        throw new KeysliceError('Unavailable', 'a node of the move disconnected or reconnected');
+      }
+    };
+    let switched = false;
+    try {
+      checkNodes();
+      await onTarget([SliceOp.MoveBegin, slice]);
+      const [items, bytes] = (await onSource([SliceOp.MoveStart, slice])) as [number, number];
+      progress.items = items;
+      progress.bytes = bytes;
+      let cursor: MoveCursor = null;
+      // Each read moves the cursor forward, so the copy ends after about items / chunk
+      // reads; items written meanwhile can add some, so the bound has room.
+      const readsMax = Math.ceil((items * 2) / MOVE_CHUNK_ITEMS) + 10;
+      // An empty slice has nothing to copy: whatever is written meanwhile comes with the freeze.
+      let done = items === 0;
+      for (let reads = 0; !done; reads++) {
+        if (reads >= readsMax) throw new KeysliceError('Unavailable', `the copy did not finish within ${readsMax} reads`);
+        checkNodes();
+        const [changes, chunk, next, last] = (await onSource([SliceOp.MoveRead, slice, cursor, MOVE_CHUNK_ITEMS])) as MoveReadResult;
+        this.checkChanges(changes);
+        await onTarget([SliceOp.MoveApply, slice, changes.concat(chunk), false]);
+        progress.copied += chunk.length;
+        cursor = next;
+        done = last;
+        await this.throttle.take(chunk.length + changes.length);
+      }
+      progress.phase = 'catch-up';
+      for (let round = 0; round < MOVE_CATCH_UP_ROUNDS_MAX && items > 0; round++) {
+        checkNodes();
+        const [changes] = (await onSource([SliceOp.MoveRead, slice, null, 0])) as MoveReadResult;
+        this.checkChanges(changes);
+        if (changes.length > 0) await onTarget([SliceOp.MoveApply, slice, changes, false]);
+        if (changes.length < MOVE_FREEZE_CHANGES_MAX) break;
+      }
+      progress.phase = 'freeze';
+      checkNodes();
+      this.frozen.set(slice, []);
+      const last = (await onSource([SliceOp.MoveFreeze, slice])) as Effect[];
+      await onTarget([SliceOp.MoveApply, slice, last, true]);
+      progress.phase = 'switch';
+      checkNodes(); // synchronous from here to the switch: no reconnect can come between
+      this.map.setOwner(slice, to);
+      switched = true;
+      for (const l of this.links) l.sendEpoch(this.map.epoch);
+      this.unfreeze(slice);
+      onSource([SliceOp.MoveDrop, slice]).catch((err) => this.log(`slice ${slice}: the old copy on ${source.url} stays until it is moved there again (${toKeysliceError(err).message})`));
+      this.completed++;
+      this.itemsMoved += progress.copied;
+      return true;
+    } catch (err) {
+      if (switched) throw err; // a bug after the switch: let it show
+      this.failed++;
+      this.lastError = `slice ${slice} ${source.url} -> ${target.url}: ${toKeysliceError(err).message}`;
+      this.log(`move rolled back: ${this.lastError}`);
+      // Roll back. If a node is down, its reassignment on reconnect does the same.
+      await Promise.allSettled([onSource([SliceOp.MoveAbort, slice, 'source']), onTarget([SliceOp.MoveAbort, slice, 'target'])]);
+      this.unfreeze(slice);
+      return false;
+    } finally {
+      this.moving.delete(slice);
+    }
+  }
+
+  private checkChanges(changes: Effect[]): void {
+    if (changes.length > MOVE_CHANGES_MAX) throw new KeysliceError('Unavailable', `the slice changed ${changes.length} times between two copy steps; writes outpace the move`);
+  }
+
+  private unfreeze(slice: number): void {
+    const waiters = this.frozen.get(slice);
+    this.frozen.delete(slice);
+    for (const w of waiters ?? []) w();
+  }
+}

@@ -1,0 +1,89 @@
+// Crashes in the middle of a slice move, through real processes: the target,
+// the source, then the coordinator is SIGKILLed while a move copies. No acknowledged write is
+// lost (test/elastic-fixture.ts, WriteLoad), the move rolls back, and once the
+// node is back the moves complete. (A file of its own, so that it runs beside
+// test/elastic.test.ts.)
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { stopProcess } from '../coordinator/local-cluster.js';
+import { initHashing } from '../shared/hashing.js';
+import { startElastic, waitBalanced, waitFor, WriteLoad, type Elastic } from './elastic-fixture.js';
+
+const running: Elastic[] = [];
+afterEach(async () => {
+  for (const e of running.splice(0)) await e.stop();
+});
+beforeAll(() => initHashing());
+
+async function cluster(opts: Parameters<typeof startElastic>[0]): Promise<Elastic> {
+  const e = await startElastic(opts);
+  running.push(e);
+  await e.client.createTable('elastic', { name: 'id', type: 'string' });
+  return e;
+}
+
+/** Items that give the moves something to copy. */
+async function bulk(e: Elastic, count: number): Promise<void> {
+  const pad = 'x'.repeat(100);
+  const writes: Promise<unknown>[] = [];
+  for (let i = 0; i < count; i += 25) {
+    writes.push(e.client.batchWrite('elastic', { puts: Array.from({ length: Math.min(25, count - i) }, (_, j) => ({ id: `bulk-${i + j}`, pad })) }));
+  }
+  const failures = (await Promise.all(writes)).flat();
+  expect(failures).toEqual([]);
+}
+
+describe('a node dies in the middle of a move', () => {
+  // Throttled moves (4,000 items/s; about 1,900 items per slice, copied 1,000 at a time)
+  // so that the kill comes while a move is copying.
+  const BULK = 30_000;
+  async function midMove() {
+    const e = await cluster({ nodes: 1, slices: 16, moveItemsPerSecond: 4_000 });
+    await bulk(e, BULK);
+    const load = new WriteLoad(e.client, 'elastic', 4, 20);
+    const target = await e.addNode();
+    await waitFor(async () => (await e.status()).moves.inFlight.some((m) => m.copied > 0 && m.phase === 'copy'), 'a move to copy items', 10_000);
+    return { e, load, source: e.nodes[0], target };
+  }
+
+  it('the target: the move rolls back, the source keeps serving; after a restart the moves complete', async () => {
+    const { e, load, target } = await midMove();
+    await stopProcess(target.child, 'SIGKILL');
+    await waitFor(async () => (await e.status()).moves.failed > 0, 'the move to roll back');
+    const acks = load.acks;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(load.acks).toBeGreaterThan(acks); // slices on the source are served throughout
+    await load.stop();
+    await load.verify(BULK);
+    // Back on the same address and folder: the rebalancer tries again and succeeds.
+    const load2 = new WriteLoad(e.client, 'elastic', 4, 20, 'x');
+    await e.addNode(2, Number(new URL(target.url).port), target.name);
+    const st = await waitBalanced(e, 40_000);
+    await load2.stop();
+    expect(st.nodes.map((n) => n.slices).sort()).toEqual([8, 8]);
+    await load.verify(BULK);
+    await load2.verify(BULK);
+  }, 90_000);
+
+  it('the source: the move rolls back; after the source restarts, no acknowledged write is lost and the moves complete', async () => {
+    const { e, load, source } = await midMove();
+    await stopProcess(source.child, 'SIGKILL');
+    await waitFor(async () => (await e.status()).moves.failed > 0, 'the move to roll back');
+    await new Promise((r) => setTimeout(r, 300));
+    await e.addNode(2, Number(new URL(source.url).port), source.name);
+    const st = await waitBalanced(e, 40_000);
+    await load.stop();
+    expect(st.nodes.map((n) => n.slices).sort()).toEqual([8, 8]);
+    await load.verify(BULK);
+  }, 90_000);
+
+  it('the coordinator: after a restart on its folder, no acknowledged write is lost and the moves complete', async () => {
+    const { e, load } = await midMove();
+    await e.restartCoordinator();
+    load.client = e.client;
+    await waitFor(async () => (await e.status()).nodes.every((n) => n.up), 'the nodes to be back');
+    const st = await waitBalanced(e, 40_000);
+    await load.stop();
+    expect(st.nodes.map((n) => n.slices).sort()).toEqual([8, 8]);
+    await load.verify(BULK);
+  }, 90_000);
+});

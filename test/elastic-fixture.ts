@@ -1,0 +1,178 @@
+// Test fixture for an elastic cluster: a coordinator started without nodes and
+// slice nodes that register themselves; a write load whose every acknowledged
+// write can be checked afterwards; and polling of /cluster/status.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'vitest';
+import { KeysliceClient } from '../coordinator/client.js';
+import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/local-cluster.js';
+import type { ClusterStatus } from '../shared/api.js';
+import { KeysliceError } from '../shared/errors.js';
+
+export const SECRET = 'test-cluster-secret';
+
+export interface Elastic {
+  dataDir: string;
+  coordinator: ManagedProcess;
+  nodes: ManagedProcess[];
+  client: KeysliceClient;
+  addNode(workers?: number, port?: number, name?: string): Promise<ManagedProcess>;
+  /** SIGKILLs the coordinator and starts it again on its address and folder; reconnects the client. */
+  restartCoordinator(): Promise<void>;
+  status(): Promise<ClusterStatus>;
+  post(action: 'add' | 'drain' | 'remove', node: string): Promise<{ status: number; body: unknown }>;
+  stop(): Promise<void>;
+}
+
+/** A coordinator with `slices` slices and `nodes` registered slice nodes (each waited for). */
+export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number }): Promise<Elastic> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-elastic-'));
+  const extra = ['--cluster-secret', SECRET];
+  if (opts.moveItemsPerSecond !== undefined) extra.push('--move-items-per-second', String(opts.moveItemsPerSecond));
+  const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], opts.slices, undefined, extra);
+  const e: Elastic = {
+    dataDir,
+    coordinator,
+    nodes: [],
+    client: undefined as unknown as KeysliceClient,
+    async addNode(workers = opts.workers ?? 2, port = 0, name = `slice-node-${e.nodes.length + 1}`) {
+      const node = await startSliceNode({ name, dataDir: join(dataDir, name), port, workers, coordinator: e.coordinator.url, clusterSecret: SECRET });
+      const existing = e.nodes.findIndex((n) => n.name === name);
+      if (existing >= 0) e.nodes[existing] = node;
+      else e.nodes.push(node);
+      await waitFor(async () => (await e.status()).nodes.some((n) => n.node === node.url && n.up), `${name} to join`);
+      return node;
+    },
+    async restartCoordinator() {
+      await e.client.close();
+      await stopProcess(e.coordinator.child, 'SIGKILL');
+      e.coordinator = await startCoordinator(join(dataDir, 'coordinator'), Number(new URL(coordinator.url).port), [], opts.slices, undefined, extra);
+      e.client = await KeysliceClient.connect(e.coordinator.url);
+    },
+    async status() {
+      const res = await fetch(`${e.coordinator.url}/cluster/status`, { signal: AbortSignal.timeout(10_000) });
+      return (await res.json()) as ClusterStatus;
+    },
+    async post(action, node) {
+      const res = await fetch(`${e.coordinator.url}/cluster/${action}`, { method: 'POST', body: JSON.stringify({ node }), signal: AbortSignal.timeout(10_000) });
+      return { status: res.status, body: await res.json() };
+    },
+    async stop() {
+      await e.client?.close();
+      await Promise.all([e.coordinator, ...e.nodes].map((p) => stopProcess(p.child)));
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  try {
+    for (let i = 0; i < opts.nodes; i++) await e.addNode();
+    e.client = await KeysliceClient.connect(e.coordinator.url);
+  } catch (err) {
+    await e.stop();
+    throw err;
+  }
+  return e;
+}
+
+/** Polls `check` every 100 ms until it is true; fails after `timeoutMs`. */
+export async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (await check().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+/** Waits until no move runs or is pending and every active node has its share (±1). */
+export async function waitBalanced(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
+  let last: ClusterStatus | undefined;
+  await waitFor(
+    async () => {
+      last = await e.status();
+      const active = last.nodes.filter((n) => n.status === 'active');
+      const counts = active.map((n) => n.slices);
+      const drained = last.nodes.every((n) => n.status !== 'draining' || n.slices === 0);
+      return last.moves.inFlight.length === 0 && drained && Math.max(...counts) - Math.min(...counts) <= 1;
+    },
+    'the slices to be balanced',
+    timeoutMs,
+  );
+  return last!;
+}
+
+/**
+ * A write load: `writers` loops, each owning its keys, each write an UpdateItem
+ * that sets `v` to a fresh version and adds 1 to `n`. Afterwards, for every key,
+ * `v` must be the last acknowledged version (or a later unacknowledged one) and
+ * `n` the number of acknowledged updates (plus at most the unacknowledged ones):
+ * a lost write shows as a smaller n or an old v, a duplicated one as a larger n.
+ */
+export class WriteLoad {
+  private stopped = false;
+  private readonly loops: Promise<void>[] = [];
+  readonly acked = new Map<string, { v: number; n: number }>();
+  readonly unsure = new Map<string, { versions: Set<number>; n: number }>();
+  acks = 0;
+  errors: KeysliceError[] = [];
+  private version = 0;
+
+  constructor(
+    public client: KeysliceClient,
+    private readonly table: string,
+    writers: number,
+    keysPerWriter: number,
+    private readonly prefix = 'w',
+  ) {
+    for (let w = 0; w < writers; w++) this.loops.push(this.loop(w, keysPerWriter));
+  }
+
+  private async loop(w: number, keys: number): Promise<void> {
+    for (let i = 0; i < 1_000_000 && !this.stopped; i++) {
+      const id = `${this.prefix}${w}-${i % keys}`;
+      const v = ++this.version;
+      try {
+        await this.client.updateItem(this.table, id, { set: { v }, add: { n: 1 } });
+        const a = this.acked.get(id) ?? { v: 0, n: 0 };
+        this.acked.set(id, { v, n: a.n + 1 });
+        this.acks++;
+      } catch (err) {
+        if (!(err instanceof KeysliceError) || !err.retryable) throw err;
+        this.errors.push(err);
+        const u = this.unsure.get(id) ?? { versions: new Set<number>(), n: 0 };
+        u.versions.add(v);
+        u.n++;
+        this.unsure.set(id, u);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await Promise.all(this.loops);
+  }
+
+  /** Reads the whole table and checks every key (see the class comment) and that the
+   * `bulk` items written before the load are all there. Returns the item count. */
+  async verify(bulk: number): Promise<number> {
+    const items = await this.client.getAllItems({ table: this.table });
+    const names = items.map((i) => i.__name as string);
+    expect(new Set(names).size, 'no item appears twice in a scan').toBe(names.length);
+    const byId = new Map(items.map((i) => [i.id as string, i]));
+    for (const [id, a] of this.acked) {
+      const item = byId.get(id);
+      expect(item, `${id} was acknowledged but is missing`).toBeDefined();
+      const u = this.unsure.get(id);
+      const v = item!.v as number;
+      expect(v === a.v || (v > a.v && (u?.versions.has(v) ?? false)), `${id}: acknowledged v=${a.v}, read v=${v}`).toBe(true);
+      const n = item!.n as number;
+      expect(n >= a.n && n <= a.n + (u?.n ?? 0), `${id}: ${a.n} acknowledged updates (${u?.n ?? 0} unsure), read n=${n}`).toBe(true);
+    }
+    for (const id of byId.keys()) {
+      if (/^\D+\d+-\d+$/.test(id) && id.startsWith(this.prefix)) expect(this.acked.has(id) || this.unsure.has(id), `${id} was never written`).toBe(true);
+    }
+    expect(names.filter((n) => n.startsWith('bulk')).length, 'every bulk item is there').toBe(bulk);
+    return items.length;
+  }
+}
