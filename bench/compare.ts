@@ -1,0 +1,1021 @@
+// The comparison (issue 7): keyslice side by side with Redis (driven by ioredis)
+// and dynalite (driven by the AWS SDK v3), in one run on this machine, with one
+// closed-loop driver and three adapters. It
+//   1. makes sure the peers are there: Debian's redis-server (apt-get, installed
+//      if missing) and, in bench/peers/node_modules, dynalite, the AWS SDK v3
+//      DynamoDB client and ioredis (npm, from bench/peers/package.json and its
+//      lock; loaded with createRequire, never keyslice dependencies);
+//   2. starts Redis (loopback, no persistence), dynalite (loopback, in memory)
+//      and two local keyslice clusters (2 slice nodes x 2 workers each), one
+//      with durability 'os' (comparable to Redis without persistence) and one
+//      with 'fsync' (its writes are reported in their own row);
+//   3. loads the same data set into each and runs point writes, point reads and
+//      range reads of 100 items against each, the same concurrency over the same
+//      number of connections, each run bounded by an op count and a time, after
+//      an unmeasured warm-up, in interleaved rounds;
+//   4. writes bench/RESULTS.md with the medians, the ratios and the targets.
+// Every process it starts is stopped by it, by its PID, also on an error and on
+// Ctrl-C. Only 127.0.0.1 is contacted.
+//
+//   npm run bench:compare [-- --rounds 3 --duration 8 --warmup 2]
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { createRequire } from 'node:module';
+import net from 'node:net';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { KeysliceClient } from '../coordinator/client.js';
+import { startLocalCluster, type LocalCluster } from '../coordinator/local-cluster.js';
+import { KeysliceError } from '../shared/errors.js';
+import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
+import type { Item } from '../shared/values.js';
+
+// ---- fixed shape of the comparison ------------------------------------------------
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'); // dist/bench -> the repository
+const PEERS_DIR = join(ROOT, 'bench', 'peers');
+const PEER_PACKAGES = ['dynalite', 'ioredis', '@aws-sdk/client-dynamodb', '@smithy/node-http-handler'] as const;
+
+const LOCAL_NODES = 2;
+const LOCAL_WORKERS = 2;
+const ITEM_BYTES = 200;
+const RANGE_ITEMS = 100;
+/** The read data set: RANGE_DEVICES sharding keys x RANGE_ITEMS items each, loaded into every system before the rounds. */
+const RANGE_DEVICES = 200;
+/** Point writes spread over this many new sharding keys (op n writes put-<n mod PUT_KEYS>, seq floor(n / PUT_KEYS)). */
+const PUT_KEYS = 10_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+const START_TIMEOUT_MS = 20_000;
+const STOP_TIMEOUT_MS = 5_000;
+const LOAD_IN_FLIGHT = 8;
+const LOAD_ATTEMPTS = 5;
+const TABLE = 'compare';
+/** The peers' figures written in issue 7 (this machine, 50 in flight, ~200-byte items), quoted in the report's notes. */
+const ANCHORS = {
+  redis: { put: 26_000, get: 19_000, range: 3_200, rangeItems: 320_000 },
+  dynalite: { put: 650, get: 740, range: 170 },
+};
+
+// ---- command line -------------------------------------------------------------------
+
+interface Config {
+  rounds: number;
+  durationS: number;
+  warmupS: number;
+  ops: number;
+  concurrency: number;
+  connections: number;
+  out: string;
+}
+
+const USAGE = `usage: npm run bench:compare [-- options]   (or: node dist/bench/compare.js [options])
+
+Runs keyslice, Redis (ioredis) and dynalite (AWS SDK v3) side by side on this machine
+and writes the table to bench/RESULTS.md. Installs the peers if they are missing:
+apt-get install redis-server (needs root), npm install in bench/peers.
+
+  --rounds N        interleaved rounds; each figure is the median over them (default 3)
+  --duration S      measured seconds per run, at most (default 8)
+  --warmup S        unmeasured seconds before each run (default 2)
+  --ops N           measured ops per run, at most (default 1000000)
+  --concurrency N   requests in flight (default 50)
+  --connections N   client connections to keyslice and to Redis (default 4)
+  --out FILE        where the report goes (default bench/RESULTS.md)`;
+
+class UsageError extends Error {}
+
+function parseArgs(argv: string[]): Config | 'help' {
+  const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, out: join(ROOT, 'bench', 'RESULTS.md') };
+  const num = (flag: string, v: string | undefined, min: number, max: number, whole: boolean): number => {
+    const n = Number(v);
+    if (v === undefined || v === '' || !Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
+      throw new UsageError(`${flag} must be ${whole ? 'a whole number' : 'a number'} from ${min} to ${max}, got "${v ?? ''}"`);
+    }
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const value = () => inline ?? argv[++i];
+    switch (flag) {
+      case '-h':
+      case '--help':
+        return 'help';
+      case '--rounds': cfg.rounds = num(flag, value(), 1, 20, true); break;
+      case '--duration': cfg.durationS = num(flag, value(), 0.5, 600, false); break;
+      case '--warmup': cfg.warmupS = num(flag, value(), 0, 60, false); break;
+      case '--ops': cfg.ops = num(flag, value(), 1, 100_000_000, true); break;
+      case '--concurrency': cfg.concurrency = num(flag, value(), 1, 10_000, true); break;
+      case '--connections': cfg.connections = num(flag, value(), 1, 64, true); break;
+      case '--out': {
+        const v = value();
+        if (!v) throw new UsageError('--out needs a file name');
+        cfg.out = resolve(v);
+        break;
+      }
+      default:
+        throw new UsageError(`unknown argument "${a}" (see --help)`);
+    }
+  }
+  if (cfg.concurrency < cfg.connections) throw new UsageError(`--concurrency (${cfg.concurrency}) must be at least --connections (${cfg.connections})`);
+  return cfg;
+}
+
+// ---- processes: every one started here is stopped here, by its PID -------------------
+
+const children = new Set<ChildProcess>();
+let interrupted = false;
+/** Set once the run is over and the processes are being stopped on purpose. */
+let stopping = false;
+
+function log(line: string): void {
+  process.stderr.write(`compare: ${line}\n`);
+}
+
+/** Spawns `cmd` and resolves when a line of its output matches `ready`. */
+function startChild(name: string, cmd: string, args: string[], ready: RegExp): Promise<ChildProcess> {
+  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  const recent: string[] = [];
+  return new Promise((done, fail) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      fail(new Error(`${name} did not start within ${START_TIMEOUT_MS} ms:\n${recent.join('\n')}`));
+    }, START_TIMEOUT_MS);
+    let isReady = false;
+    const onLine = (line: string) => {
+      if (!isReady) {
+        recent.push(line);
+        if (recent.length > 30) recent.shift();
+      }
+      if (!isReady && ready.test(line)) {
+        isReady = true;
+        clearTimeout(timer);
+        done(child);
+      }
+    };
+    createInterface({ input: child.stdout! }).on('line', onLine);
+    createInterface({ input: child.stderr! }).on('line', onLine);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      fail(new Error(`${name} could not be started: ${err.message}`));
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (!isReady) fail(new Error(`${name} exited (${signal ?? code}) before it was ready:\n${recent.join('\n')}`));
+    });
+  });
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((done) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      done();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** A port that was free on 127.0.0.1 a moment ago. */
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const s = net.createServer();
+    s.once('error', fail);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => done(port));
+    });
+  });
+}
+
+// ---- 1. the peers -------------------------------------------------------------------
+
+function run(cmd: string, args: string[], opts: { cwd?: string } = {}): { ok: boolean; output: string } {
+  const r = spawnSync(cmd, args, { cwd: opts.cwd, encoding: 'utf8', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }, maxBuffer: 64 << 20 });
+  return { ok: r.status === 0, output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
+}
+
+function findRedisServer(): string | null {
+  for (const p of ['/usr/bin/redis-server', '/usr/local/bin/redis-server']) if (existsSync(p)) return p;
+  const r = run('sh', ['-c', 'command -v redis-server']);
+  return r.ok && r.output.trim() !== '' ? r.output.trim() : null;
+}
+
+function ensureRedis(): string {
+  const found = findRedisServer();
+  if (found !== null) return found;
+  if (process.getuid?.() !== 0) throw new Error('redis-server is not installed and this is not root: run `apt-get install -y redis-server` (Debian), then this again');
+  log('redis-server is missing: apt-get install -y redis-server');
+  let r = run('apt-get', ['install', '-y', 'redis-server']);
+  if (!r.ok) {
+    log('apt-get install failed; apt-get update, then again');
+    const u = run('apt-get', ['update']);
+    if (!u.ok) throw new Error(`apt-get update failed:\n${u.output.slice(-2000)}`);
+    r = run('apt-get', ['install', '-y', 'redis-server']);
+    if (!r.ok) throw new Error(`apt-get install -y redis-server failed:\n${r.output.slice(-2000)}`);
+  }
+  const installed = findRedisServer();
+  if (installed === null) throw new Error('apt-get installed redis-server but no redis-server binary is on the PATH');
+  return installed;
+}
+
+/** bench/peers/node_modules: npm ci from bench/peers/package-lock.json (npm install without it), if any peer is missing. */
+function ensureNpmPeers(): NodeJS.Require {
+  if (!existsSync(join(PEERS_DIR, 'package.json'))) throw new Error(`${PEERS_DIR}/package.json is missing (run from the repository, compiled: node dist/bench/compare.js)`);
+  const req = createRequire(join(PEERS_DIR, 'package.json'));
+  const missing = () => PEER_PACKAGES.filter((p) => {
+    try {
+      req.resolve(`${p}/package.json`);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  const absent = missing();
+  if (absent.length > 0) {
+    const lock = existsSync(join(PEERS_DIR, 'package-lock.json'));
+    const args = [lock ? 'ci' : 'install', '--prefix', PEERS_DIR, '--no-audit', '--no-fund'];
+    log(`peers missing in bench/peers/node_modules (${absent.join(', ')}): npm ${args.join(' ')}`);
+    const r = run('npm', args, { cwd: PEERS_DIR });
+    if (!r.ok) throw new Error(`npm ${args.join(' ')} failed:\n${r.output.slice(-3000)}`);
+    const still = missing();
+    if (still.length > 0) throw new Error(`after npm ${args[0]}, still missing in bench/peers: ${still.join(', ')}`);
+  }
+  return req;
+}
+
+const versionOf = (req: NodeJS.Require, pkg: string): string => (JSON.parse(readFileSync(req.resolve(`${pkg}/package.json`), 'utf8')) as { version: string }).version;
+
+// ---- the data ---------------------------------------------------------------------------
+
+interface Row {
+  device: string;
+  seq: number;
+  payload: string;
+}
+/** The payload that makes an item about ITEM_BYTES, counted as keyslice counts it (names + values; a number is 8). */
+function paddingFor(exampleDevice: string): string {
+  const fixed = 'device'.length + exampleDevice.length + 'seq'.length + 8 + 'payload'.length;
+  return 'x'.repeat(Math.max(0, ITEM_BYTES - fixed));
+}
+const PUT_PADDING = paddingFor(`put-${PUT_KEYS - 1}`);
+const RANGE_PADDING = paddingFor(`range-${RANGE_DEVICES - 1}`);
+const rangeDevice = (d: number) => `range-${d}`;
+const rangeRow = (i: number): Row => ({ device: rangeDevice(Math.floor(i / RANGE_ITEMS)), seq: i % RANGE_ITEMS, payload: RANGE_PADDING });
+const putRow = (n: number, prefix = 'put'): Row => ({ device: `${prefix}-${n % PUT_KEYS}`, seq: Math.floor(n / PUT_KEYS), payload: PUT_PADDING });
+const retryPause = (attempt: number) => new Promise((r) => setTimeout(r, 100 * attempt));
+
+// ---- the adapters -------------------------------------------------------------------------
+
+/** One system as the driver sees it. `c` picks the connection (the driver's loop index mod the connections). */
+interface Adapter {
+  put(c: number, row: Row): Promise<void>;
+  /** Throws if the item is not there. */
+  get(c: number, device: string, seq: number): Promise<void>;
+  /** The first `n` items of `device` in sorting order; answers how many came back. */
+  range(c: number, device: string, n: number): Promise<number>;
+  /** Loads rows in batches, before the rounds (not measured). */
+  load(rows: Row[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+class NotFound extends Error {
+  constructor() {
+    super('an item of the data set was not found');
+  }
+}
+
+/** Runs `fn` over `batches`, `inFlight` at a time. */
+async function inBatches<T>(batches: T[], inFlight: number, fn: (b: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(inFlight, batches.length) }, async () => {
+    while (next < batches.length) {
+      if (interrupted) throw new Error('interrupted');
+      await fn(batches[next++]);
+    }
+  }));
+}
+const chunk = <T>(xs: T[], n: number): T[][] => Array.from({ length: Math.ceil(xs.length / n) }, (_, i) => xs.slice(i * n, (i + 1) * n));
+
+// -- keyslice: PutItem / GetItem / GetItems limit 100 over KeysliceClient (WebSocket, msgpack) --
+
+class KeysliceAdapter implements Adapter {
+  private constructor(private readonly clients: KeysliceClient[]) {}
+  static async open(url: string, connections: number): Promise<KeysliceAdapter> {
+    const clients: KeysliceClient[] = [];
+    for (let i = 0; i < connections; i++) clients.push(await KeysliceClient.connect(url, { requestTimeoutMs: REQUEST_TIMEOUT_MS }));
+    await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
+    return new KeysliceAdapter(clients);
+  }
+  async put(c: number, row: Row): Promise<void> {
+    await this.clients[c].putItem(TABLE, row as unknown as Item);
+  }
+  async get(c: number, device: string, seq: number): Promise<void> {
+    if ((await this.clients[c].getItem(TABLE, { device, seq })) === null) throw new NotFound();
+  }
+  async range(c: number, device: string, n: number): Promise<number> {
+    return (await this.clients[c].getItems({ table: TABLE, shardingKey: device, sortingKey: { between: [0, n - 1] }, limit: n })).items.length;
+  }
+  async load(rows: Row[]): Promise<void> {
+    let k = 0;
+    await inBatches(chunk(rows, BATCH_WRITE_ITEMS_MAX), LOAD_IN_FLIGHT, async (batch) => {
+      let pending = batch as unknown as Item[];
+      for (let attempt = 1; ; attempt++) {
+        const client = this.clients[k++ % this.clients.length];
+        try {
+          const failures = await client.batchWrite(TABLE, { puts: pending });
+          if (failures.length === 0) return;
+          if (attempt >= LOAD_ATTEMPTS) throw new Error(`${failures.length} items failed, e.g. ${failures[0].code}: ${failures[0].message}`);
+          pending = failures.map((f) => pending[f.index]);
+        } catch (err) {
+          if (!(err instanceof KeysliceError && err.retryable) || attempt >= LOAD_ATTEMPTS) throw err;
+        }
+        await retryPause(attempt);
+      }
+    });
+  }
+  async close(): Promise<void> {
+    await Promise.allSettled(this.clients.map((c) => c.close()));
+  }
+}
+
+// -- Redis via ioredis: a hash per item (HSET / HGETALL); a sorted set per sharding key for range reads --
+// The sorted set is what a user picks for "the items of one key in sorting order": every member
+// has score 0 and is `<sorting key, zero-padded>|<the item as JSON>`, so ZRANGEBYLEX ... LIMIT 0 100
+// answers the 100 items themselves in one round trip (no HGETALL per item), and the client parses them.
+
+interface RedisLike {
+  hset(key: string, ...fieldsAndValues: string[]): Promise<number>;
+  hgetall(key: string): Promise<Record<string, string>>;
+  zrangebylex(key: string, min: string, max: string, limit: 'LIMIT', offset: number, count: number): Promise<string[]>;
+  multi(): RedisPipeline;
+  pipeline(): RedisPipeline;
+  quit(): Promise<string>;
+  disconnect(): void;
+  info(section: string): Promise<string>;
+  once(event: string, fn: (...a: unknown[]) => void): void;
+}
+interface RedisPipeline {
+  hset(key: string, ...fieldsAndValues: string[]): RedisPipeline;
+  zadd(key: string, score: number, member: string): RedisPipeline;
+  exec(): Promise<[Error | null, unknown][] | null>;
+}
+type RedisCtor = new (options: Record<string, unknown>) => RedisLike;
+
+const SEQ_DIGITS = 10;
+const lexSeq = (seq: number) => String(seq).padStart(SEQ_DIGITS, '0');
+const itemKey = (device: string, seq: number) => `item:${device}:${lexSeq(seq)}`;
+const rangeKey = (device: string) => `range:${device}`;
+const rangeMember = (row: Row) => `${lexSeq(row.seq)}|${JSON.stringify(row)}`;
+
+class RedisAdapter implements Adapter {
+  private constructor(private readonly conns: RedisLike[]) {}
+  static async open(Redis: RedisCtor, port: number, connections: number): Promise<RedisAdapter> {
+    const conns: RedisLike[] = [];
+    for (let i = 0; i < connections; i++) {
+      const r = new Redis({ host: '127.0.0.1', port, commandTimeout: REQUEST_TIMEOUT_MS, maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: false });
+      await new Promise<void>((done, fail) => {
+        r.once('ready', () => done());
+        r.once('error', (e) => fail(e as Error));
+      });
+      conns.push(r);
+    }
+    return new RedisAdapter(conns);
+  }
+  /** Point writes as the issue's anchor measures them: HSET of the item's hash only. */
+  async put(c: number, row: Row): Promise<void> {
+    await this.conns[c].hset(itemKey(row.device, row.seq), 'device', row.device, 'seq', String(row.seq), 'payload', row.payload);
+  }
+  /** A write that also makes the item visible to range reads, as a keyslice PutItem does: MULTI HSET + ZADD EXEC. */
+  async putIndexed(c: number, row: Row): Promise<void> {
+    const res = await this.conns[c].multi().hset(itemKey(row.device, row.seq), 'device', row.device, 'seq', String(row.seq), 'payload', row.payload).zadd(rangeKey(row.device), 0, rangeMember(row)).exec();
+    const err = res?.find(([e]) => e !== null)?.[0];
+    if (res === null || err) throw err ?? new Error('MULTI was aborted');
+  }
+  async get(c: number, device: string, seq: number): Promise<void> {
+    const h = await this.conns[c].hgetall(itemKey(device, seq));
+    if (h.payload === undefined) throw new NotFound();
+  }
+  async range(c: number, device: string, n: number): Promise<number> {
+    const members = await this.conns[c].zrangebylex(rangeKey(device), `[${lexSeq(0)}`, `(${lexSeq(n)}`, 'LIMIT', 0, n);
+    let count = 0;
+    for (const m of members) if ((JSON.parse(m.slice(m.indexOf('|') + 1)) as Row).device === device) count++;
+    return count;
+  }
+  async load(rows: Row[]): Promise<void> {
+    let k = 0;
+    await inBatches(chunk(rows, 500), LOAD_IN_FLIGHT, async (batch) => {
+      const p = this.conns[k++ % this.conns.length].pipeline();
+      for (const row of batch) p.hset(itemKey(row.device, row.seq), 'device', row.device, 'seq', String(row.seq), 'payload', row.payload).zadd(rangeKey(row.device), 0, rangeMember(row));
+      const res = await p.exec();
+      const err = res?.find(([e]) => e !== null)?.[0];
+      if (res === null || err) throw err ?? new Error('pipeline failed');
+    });
+  }
+  async close(): Promise<void> {
+    await Promise.allSettled(this.conns.map((r) => r.quit()));
+  }
+}
+
+// -- dynalite via the AWS SDK v3 (DynamoDBClient, keep-alive agent): PutItem / GetItem / Query Limit 100 --
+
+type AttributeValue = { S: string } | { N: string };
+interface DynamoSdk {
+  DynamoDBClient: new (config: Record<string, unknown>) => { send(command: unknown): Promise<Record<string, unknown>>; destroy(): void };
+  [command: string]: unknown;
+}
+type CommandCtor = new (input: Record<string, unknown>) => unknown;
+
+class DynaliteAdapter implements Adapter {
+  private readonly cmd: (name: string, input: Record<string, unknown>) => unknown;
+  private constructor(
+    private readonly client: InstanceType<DynamoSdk['DynamoDBClient']>,
+    private readonly agent: http.Agent,
+    sdk: DynamoSdk,
+  ) {
+    this.cmd = (name, input) => new (sdk[name] as CommandCtor)(input);
+  }
+  static async open(sdk: DynamoSdk, NodeHttpHandler: new (o: Record<string, unknown>) => unknown, port: number, inFlight: number): Promise<DynaliteAdapter> {
+    // One SDK client; HTTP/1.1 has no pipelining, so the agent keeps up to `inFlight` sockets alive.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: inFlight });
+    const client = new sdk.DynamoDBClient({
+      endpoint: `http://127.0.0.1:${port}`,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
+      requestHandler: new NodeHttpHandler({ httpAgent: agent, requestTimeout: REQUEST_TIMEOUT_MS, connectionTimeout: REQUEST_TIMEOUT_MS }),
+      maxAttempts: 1,
+    });
+    const a = new DynaliteAdapter(client, agent, sdk);
+    await client.send(a.cmd('CreateTableCommand', {
+      TableName: TABLE,
+      AttributeDefinitions: [{ AttributeName: 'device', AttributeType: 'S' }, { AttributeName: 'seq', AttributeType: 'N' }],
+      KeySchema: [{ AttributeName: 'device', KeyType: 'HASH' }, { AttributeName: 'seq', KeyType: 'RANGE' }],
+      BillingMode: 'PAY_PER_REQUEST',
+    }));
+    for (let i = 0; ; i++) {
+      const d = (await client.send(a.cmd('DescribeTableCommand', { TableName: TABLE }))) as { Table?: { TableStatus?: string } };
+      if (d.Table?.TableStatus === 'ACTIVE') break;
+      if (i >= 100) throw new Error(`dynalite's table is still ${d.Table?.TableStatus} after 10 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return a;
+  }
+  private static item(row: Row): Record<string, AttributeValue> {
+    return { device: { S: row.device }, seq: { N: String(row.seq) }, payload: { S: row.payload } };
+  }
+  async put(_c: number, row: Row): Promise<void> {
+    await this.client.send(this.cmd('PutItemCommand', { TableName: TABLE, Item: DynaliteAdapter.item(row) }));
+  }
+  async get(_c: number, device: string, seq: number): Promise<void> {
+    const r = await this.client.send(this.cmd('GetItemCommand', { TableName: TABLE, Key: { device: { S: device }, seq: { N: String(seq) } } }));
+    if (r.Item === undefined) throw new NotFound();
+  }
+  async range(_c: number, device: string, n: number): Promise<number> {
+    const r = await this.client.send(this.cmd('QueryCommand', {
+      TableName: TABLE,
+      KeyConditionExpression: '#d = :d AND #s BETWEEN :a AND :b',
+      ExpressionAttributeNames: { '#d': 'device', '#s': 'seq' },
+      ExpressionAttributeValues: { ':d': { S: device }, ':a': { N: '0' }, ':b': { N: String(n - 1) } },
+      Limit: n,
+    }));
+    return (r.Items as unknown[] | undefined)?.length ?? 0;
+  }
+  async load(rows: Row[]): Promise<void> {
+    await inBatches(chunk(rows, 25), LOAD_IN_FLIGHT, async (batch) => {
+      let requests: unknown[] = batch.map((row) => ({ PutRequest: { Item: DynaliteAdapter.item(row) } }));
+      for (let attempt = 1; ; attempt++) {
+        const r = (await this.client.send(this.cmd('BatchWriteItemCommand', { RequestItems: { [TABLE]: requests } }))) as { UnprocessedItems?: Record<string, unknown[]> };
+        requests = r.UnprocessedItems?.[TABLE] ?? [];
+        if (requests.length === 0) return;
+        if (attempt >= LOAD_ATTEMPTS) throw new Error(`dynalite left ${requests.length} items unprocessed after ${attempt} attempts`);
+        await retryPause(attempt);
+      }
+    });
+  }
+  async close(): Promise<void> {
+    this.client.destroy();
+    this.agent.destroy();
+  }
+}
+
+// ---- 3. the driver: one closed loop for all ------------------------------------------------
+
+interface Sample {
+  ok: number;
+  errors: Record<string, number>;
+  seconds: number;
+  opsPerSec: number;
+  itemsPerSec: number;
+  p50: number;
+  p99: number;
+  max: number;
+  stoppedBy: 'ops' | 'duration' | 'interrupt';
+}
+
+/** `concurrency` loops, each sending one op and awaiting it; loop j uses connection j mod `connections`.
+ * Stops at `maxOps` ops or `seconds`, whichever comes first. `op` answers the items it returned. */
+async function closedLoop(cfg: Config, maxOps: number, seconds: number, op: (c: number) => Promise<number>): Promise<Sample> {
+  let latencies = new Float64Array(1 << 16);
+  let n = 0;
+  let issued = 0;
+  let ok = 0;
+  let items = 0;
+  const errors: Record<string, number> = {};
+  let stoppedBy: Sample['stoppedBy'] = 'ops';
+  const start = performance.now();
+  const deadline = start + seconds * 1000;
+  const loop = async (c: number) => {
+    while (issued < maxOps) {
+      if (interrupted) {
+        stoppedBy = 'interrupt';
+        return;
+      }
+      if (performance.now() >= deadline) {
+        if (stoppedBy !== 'interrupt') stoppedBy = 'duration';
+        return;
+      }
+      issued++;
+      const t0 = performance.now();
+      try {
+        const got = await op(c);
+        const t1 = performance.now();
+        if (n === latencies.length) {
+          const grown = new Float64Array(n * 2);
+          grown.set(latencies);
+          latencies = grown;
+        }
+        latencies[n++] = t1 - t0;
+        ok++;
+        items += got;
+      } catch (err) {
+        const code = err instanceof KeysliceError ? err.code : err instanceof NotFound ? 'NotFound' : ((err as Error)?.name ?? 'Error') + ': ' + String((err as Error)?.message ?? err).slice(0, 80);
+        errors[code] = (errors[code] ?? 0) + 1;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: cfg.concurrency }, (_, j) => loop(j % cfg.connections)));
+  const secs = (performance.now() - start) / 1000;
+  const sorted = latencies.subarray(0, n).sort();
+  const pct = (p: number) => (sorted.length === 0 ? NaN : sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]);
+  return { ok, errors, seconds: secs, opsPerSec: ok / secs, itemsPerSec: items / secs, p50: pct(50), p99: pct(99), max: sorted.length ? sorted[sorted.length - 1] : NaN, stoppedBy };
+}
+
+// ---- the cells of the table ------------------------------------------------------------------
+
+type Workload = 'put' | 'get' | 'range';
+type SystemId = 'keyslice' | 'keyslice-fsync' | 'redis' | 'redis-multi' | 'dynalite';
+interface Cell {
+  system: SystemId;
+  workload: Workload;
+  /** The op, given the connection; answers the items it returned. */
+  op: (c: number) => Promise<number>;
+}
+interface RunRecord {
+  round: number;
+  system: SystemId;
+  workload: Workload;
+  sample: Sample;
+  load1: number;
+}
+
+const SYSTEM_LABEL: Record<SystemId, string> = {
+  keyslice: "keyslice (durability 'os')",
+  'keyslice-fsync': "keyslice (durability 'fsync')",
+  redis: 'Redis via ioredis',
+  'redis-multi': 'Redis via ioredis, MULTI HSET+ZADD',
+  dynalite: 'dynalite via AWS SDK v3',
+};
+const OP_LABEL: Record<SystemId, Record<Workload, string>> = {
+  keyslice: { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100' },
+  'keyslice-fsync': { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100' },
+  redis: { put: 'HSET', get: 'HGETALL', range: 'ZRANGEBYLEX LIMIT 0 100' },
+  'redis-multi': { put: 'MULTI HSET ZADD EXEC', get: '-', range: '-' },
+  dynalite: { put: 'PutItem', get: 'GetItem', range: 'Query Limit 100' },
+};
+
+// ---- 4. the report ---------------------------------------------------------------------------
+
+interface Summary {
+  runs: number;
+  opsPerSec: number;
+  opsMin: number;
+  opsMax: number;
+  itemsPerSec: number;
+  p50: number;
+  p99: number;
+  errors: Record<string, number>;
+}
+
+function median(xs: number[]): number {
+  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+function summarize(records: RunRecord[], system: SystemId, workload: Workload): Summary | null {
+  const rs = records.filter((r) => r.system === system && r.workload === workload);
+  if (rs.length === 0) return null;
+  const errors: Record<string, number> = {};
+  for (const r of rs) for (const [k, v] of Object.entries(r.sample.errors)) errors[k] = (errors[k] ?? 0) + v;
+  const ops = rs.map((r) => r.sample.opsPerSec);
+  return {
+    runs: rs.length,
+    opsPerSec: median(ops),
+    opsMin: Math.min(...ops),
+    opsMax: Math.max(...ops),
+    itemsPerSec: median(rs.map((r) => r.sample.itemsPerSec)),
+    p50: median(rs.map((r) => r.sample.p50)),
+    p99: median(rs.map((r) => r.sample.p99)),
+    errors,
+  };
+}
+
+const fmt = (n: number) => (Number.isNaN(n) ? '-' : Math.round(n).toLocaleString('en-US'));
+const fms = (n: number) => (Number.isNaN(n) ? '-' : n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0));
+const fratio = (n: number) => (!Number.isFinite(n) ? '-' : n >= 100 ? `${n.toFixed(0)}x` : n >= 10 ? `${n.toFixed(1)}x` : `${n.toFixed(2)}x`);
+
+interface Environment {
+  date: string;
+  command: string;
+  nproc: string;
+  cpuModel: string;
+  memGiB: number;
+  node: string;
+  redisVersion: string;
+  dynaliteVersion: string;
+  ioredisVersion: string;
+  sdkVersion: string;
+  commit: string;
+  loadBefore: number[];
+  loadAfter: number[];
+  wallSeconds: number;
+  setupSeconds: number;
+  loadSeconds: Record<string, number>;
+}
+
+function report(cfg: Config, env: Environment, records: RunRecord[]): string {
+  const S = (s: SystemId, w: Workload) => summarize(records, s, w);
+  const L: string[] = [];
+  L.push('# keyslice side by side with Redis and dynalite');
+  L.push('');
+  L.push('Written by `npm run bench:compare` (`bench/compare.ts`) from one run; do not edit by hand, run it again.');
+  L.push('');
+  L.push('## The run');
+  L.push('');
+  L.push(`- Date: ${env.date} (UTC). Wall time of \`node dist/bench/compare.js\`: ${(env.wallSeconds / 60).toFixed(1)} min (of which ${env.setupSeconds.toFixed(0)} s installing peers if missing, starting the servers and loading the data set; the rest the ${cfg.rounds} rounds). \`npm run bench:compare\` builds first, a few seconds more.`);
+  L.push(`- Command: \`${env.command}\``);
+  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The 2 cores are shared by the client (this driver, one Node.js process) and every server**: the keyslice coordinator and 2 slice nodes (a main thread and 2 worker threads each), redis-server, dynalite.`);
+  L.push(`- Versions: Node ${env.node}; ${env.redisVersion}; dynalite ${env.dynaliteVersion}; ioredis ${env.ioredisVersion}; @aws-sdk/client-dynamodb ${env.sdkVersion}; keyslice at ${env.commit}.`);
+  L.push(`- **The figures are noisy**: the machine was shared with other engineers' test and benchmark runs during this run (1-minute load average ${env.loadBefore.map((x) => x.toFixed(2)).join(' / ')} before, ${env.loadAfter.map((x) => x.toFixed(2)).join(' / ')} after; each run's is in the per-run table). Compare systems within this run, not with other runs.`);
+  L.push('');
+  L.push('## What ran');
+  L.push('');
+  L.push(`- One closed-loop driver for all systems: ${cfg.concurrency} requests in flight (each loop sends one op and awaits it), loop *j* on connection *j* mod ${cfg.connections}. keyslice: ${cfg.connections} WebSocket connections of \`KeysliceClient\` to the coordinator. Redis: ${cfg.connections} ioredis connections (default options, no auto-pipelining). dynalite: one \`DynamoDBClient\` whose \`NodeHttpHandler\` has a keep-alive \`http.Agent\` (maxSockets ${cfg.concurrency}; HTTP/1.1 has no pipelining), \`maxAttempts: 1\`.`);
+  L.push(`- Every run: ${cfg.warmupS} s of warm-up with the same op (not measured), then at most ${cfg.durationS} s or ${cfg.ops.toLocaleString('en-US')} ops. ${cfg.rounds} rounds; in each round every workload runs on every system, the order of the systems rotated from round to round. Each figure below is the median over the rounds (ops/s, p99 and so on each taken separately). Latency: per successful op, send to answer, in the client (so it includes queueing at ${cfg.concurrency} in flight); p99 is nearest-rank.`);
+  L.push(`- Items of about ${ITEM_BYTES} bytes: \`{device, seq, payload}\` (names + values, numbers counted as 8 bytes, as keyslice counts them).`);
+  L.push(`- Data set for reads, loaded into each system before the rounds (not measured): ${RANGE_DEVICES} sharding keys \`range-<d>\` x ${RANGE_ITEMS} items (seq 0..${RANGE_ITEMS - 1}) = ${(RANGE_DEVICES * RANGE_ITEMS).toLocaleString('en-US')} items. **point reads** read a random item of it; **range reads** read the ${RANGE_ITEMS} items of a random sharding key in sorting order. **point writes** write new items \`put-<n mod ${PUT_KEYS}>\`, seq \`floor(n / ${PUT_KEYS})\`.`);
+  L.push(`- keyslice: two local clusters, each a coordinator + ${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} worker threads on 127.0.0.1; one with \`--durability os\` (a write is acknowledged once handed to the OS: comparable to Redis without persistence) for all workloads, one with \`--durability fsync\` (acknowledged after fsync) for writes only. Table: sharding key \`device\` (string), sorting key \`seq\` (number). PutItem / GetItem / GetItems \`{shardingKey, sortingKey: {between: [0, 99]}, limit: 100}\`.`);
+  L.push(`- Redis: Debian's \`redis-server --save '' --appendonly no --port P --bind 127.0.0.1\` (no persistence). The data model a user would pick: a hash per item \`item:<device>:<seq>\` (fields device, seq, payload; HSET / HGETALL) and a sorted set per sharding key \`range:<device>\` for range reads. In the sorted set every member has score 0 and is \`<seq zero-padded to ${SEQ_DIGITS}>|<item as JSON>\`: the item is stored in the member, so ZRANGEBYLEX \`[0000000000 (0000000100 LIMIT 0 100\` answers the 100 items themselves in one round trip (looking each up with HGETALL would be 101 commands), and the client parses their JSON. The point-write row measures HSET alone, as the issue's anchor does; it does not add the item to the sorted set. A write that keeps both (what one keyslice PutItem does) is MULTI HSET ZADD EXEC, measured as its own row. ZRANGEBYLEX sorts by bytes, hence the zero padding; ZRANGEBYSCORE with score = seq would serve this numeric sorting key as well.`);
+  L.push('- dynalite: `dynalite --host 127.0.0.1 --port P` (in memory), a table with hash key `device` (S) and range key `seq` (N); PutItem / GetItem / Query `#d = :d AND #s BETWEEN :a AND :b`, `Limit: 100`, with the raw `DynamoDBClient` (items stay in AttributeValue form, no DocumentClient).');
+  const loads = Object.entries(env.loadSeconds).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
+  L.push(`- Loading the read data set took: ${loads}.`);
+  L.push('');
+
+  // The main table.
+  L.push(`## Results (medians of ${cfg.rounds} rounds)`);
+  L.push('');
+  L.push('| workload | keyslice ops/s | keyslice p99 ms | Redis ops/s | Redis p99 ms | dynalite ops/s | dynalite p99 ms | keyslice / Redis ops | keyslice / dynalite ops | keyslice p99 / Redis p99 |');
+  L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
+  const rowFor = (label: string, ks: Summary | null, redis: Summary | null, dyn: Summary | null, items = false) => {
+    const v = (s: Summary | null) => (s === null ? NaN : items ? s.itemsPerSec : s.opsPerSec);
+    const p = (s: Summary | null) => (s === null ? NaN : s.p99);
+    L.push(`| ${label} | ${fmt(v(ks))} | ${items ? '' : fms(p(ks))} | ${fmt(v(redis))} | ${items ? '' : fms(p(redis))} | ${fmt(v(dyn))} | ${items ? '' : fms(p(dyn))} | ${fratio(v(ks) / v(redis))} | ${fratio(v(ks) / v(dyn))} | ${items ? '' : fratio(p(ks) / p(redis))} |`);
+  };
+  rowFor("point writes (keyslice 'os' PutItem; Redis HSET; dynalite PutItem)", S('keyslice', 'put'), S('redis', 'put'), S('dynalite', 'put'));
+  rowFor('point reads (GetItem; HGETALL; GetItem)', S('keyslice', 'get'), S('redis', 'get'), S('dynalite', 'get'));
+  rowFor('range reads of 100 items, ops/s (GetItems; ZRANGEBYLEX; Query)', S('keyslice', 'range'), S('redis', 'range'), S('dynalite', 'range'));
+  rowFor('range reads, **items/s**', S('keyslice', 'range'), S('redis', 'range'), S('dynalite', 'range'), true);
+  rowFor("**durable** point writes: keyslice `--durability fsync` (vs. the same non-durable Redis and dynalite figures)", S('keyslice-fsync', 'put'), S('redis', 'put'), S('dynalite', 'put'));
+  rowFor('point writes that keep the range index: keyslice \'os\' PutItem vs Redis MULTI HSET ZADD EXEC (dynalite: PutItem)', S('keyslice', 'put'), S('redis-multi', 'put'), S('dynalite', 'put'));
+  L.push('');
+  L.push("Ratios are keyslice / peer (above 1x: keyslice is ahead on ops; for p99, below 1x: keyslice's is lower). Redis runs without persistence and dynalite in memory in every row; only the keyslice figure of the `fsync` row is durable.");
+  L.push('');
+
+  // Targets.
+  L.push('## Against the targets of issue 7');
+  L.push('');
+  const targetLines: string[] = [];
+  const ratioTarget = (what: string, ks: Summary | null, peer: Summary | null, peerName: string, want: number, items = false) => {
+    if (ks === null || peer === null) return targetLines.push(`- ${what}: not measured.`);
+    const k = items ? ks.itemsPerSec : ks.opsPerSec;
+    const p = items ? peer.itemsPerSec : peer.opsPerSec;
+    const r = k / p;
+    const unit = items ? 'items/s' : 'ops/s';
+    if (r >= want) targetLines.push(`- ${what}: **met**, ${fratio(r)} ${peerName} (${fmt(k)} vs ${fmt(p)} ${unit}; target ${want}x).`);
+    else targetLines.push(`- ${what}: **missed**, ${fratio(r)} ${peerName} (${fmt(k)} vs ${fmt(p)} ${unit}); the target ${want}x needs ${fmt(want * p)} ${unit}, ${fratio((want * p) / k)} of what keyslice did (${fmt(want * p - k)} ${unit} short).`);
+  };
+  ratioTarget('Point writes >= 1.0x Redis', S('keyslice', 'put'), S('redis', 'put'), 'Redis', 1);
+  ratioTarget('Point reads >= 1.0x Redis', S('keyslice', 'get'), S('redis', 'get'), 'Redis', 1);
+  ratioTarget('Point writes >= 40x dynalite', S('keyslice', 'put'), S('dynalite', 'put'), 'dynalite', 40);
+  ratioTarget('Point reads >= 40x dynalite', S('keyslice', 'get'), S('dynalite', 'get'), 'dynalite', 40);
+  ratioTarget('Range reads of 100 items >= 1.0x Redis ZRANGEBYLEX items/s', S('keyslice', 'range'), S('redis', 'range'), 'Redis', 1, true);
+  for (const w of ['put', 'get', 'range'] as Workload[]) {
+    const ks = S('keyslice', w);
+    const rd = S('redis', w);
+    const name = { put: 'point writes', get: 'point reads', range: 'range reads' }[w];
+    if (ks === null || rd === null) {
+      targetLines.push(`- p99 of ${name} <= 2x Redis: not measured.`);
+      continue;
+    }
+    const r = ks.p99 / rd.p99;
+    if (r <= 2) targetLines.push(`- p99 of ${name} <= 2x Redis: **met**, ${fratio(r)} (${fms(ks.p99)} ms vs ${fms(rd.p99)} ms).`);
+    else targetLines.push(`- p99 of ${name} <= 2x Redis: **missed**, ${fratio(r)} (${fms(ks.p99)} ms vs ${fms(rd.p99)} ms; the target is at most ${fms(2 * rd.p99)} ms, ${fms(ks.p99 - 2 * rd.p99)} ms over).`);
+  }
+  const fs = S('keyslice-fsync', 'put');
+  const rp = S('redis', 'put');
+  const dp = S('dynalite', 'put');
+  if (fs !== null) targetLines.push(`- Durable writes (\`--durability fsync\`), reported, no target: ${fmt(fs.opsPerSec)} ops/s, p99 ${fms(fs.p99)} ms; ${rp ? fratio(fs.opsPerSec / rp.opsPerSec) + ' Redis without persistence' : ''}${dp ? ', ' + fratio(fs.opsPerSec / dp.opsPerSec) + ' dynalite in memory' : ''}.`);
+  L.push(...targetLines);
+  L.push('');
+
+  // What stands out.
+  L.push('## Notes on this run');
+  L.push('');
+  const notes: string[] = [];
+  const systems: SystemId[] = ['keyslice', 'keyslice-fsync', 'redis', 'redis-multi', 'dynalite'];
+  const spread: string[] = [];
+  for (const w of ['put', 'get', 'range'] as Workload[]) {
+    for (const s of systems) {
+      const x = S(s, w);
+      if (x !== null && x.runs > 1 && x.opsMax / x.opsMin >= 1.5) spread.push(`${SYSTEM_LABEL[s]} ${w} ${fmt(x.opsMin)}..${fmt(x.opsMax)} (${fratio(x.opsMax / x.opsMin)})`);
+    }
+  }
+  if (spread.length > 0) notes.push(`Best and worst round differ by 1.5x or more for: ${spread.join('; ')}. Read the ratios with that noise in mind.`);
+  const os = S('keyslice', 'put');
+  if (fs !== null && os !== null && fs.opsPerSec > os.opsPerSec) {
+    notes.push(`keyslice's fsync writes (${fmt(fs.opsPerSec)} ops/s) came out faster than its 'os' writes (${fmt(os.opsPerSec)} ops/s). fsync does strictly more work per write, so this difference is noise (other load on the machine during those runs; see the per-run table), not a property of the modes.`);
+  }
+  const anchors: [string, Summary | null, number, boolean][] = [
+    ['Redis HSET', S('redis', 'put'), ANCHORS.redis.put, false],
+    ['Redis HGETALL', S('redis', 'get'), ANCHORS.redis.get, false],
+    ['Redis ZRANGEBYLEX items/s', S('redis', 'range'), ANCHORS.redis.rangeItems, true],
+    ['dynalite PutItem', S('dynalite', 'put'), ANCHORS.dynalite.put, false],
+    ['dynalite GetItem', S('dynalite', 'get'), ANCHORS.dynalite.get, false],
+    ['dynalite Query', S('dynalite', 'range'), ANCHORS.dynalite.range, false],
+  ];
+  const vsAnchor = anchors.filter(([, x]) => x !== null).map(([name, x, a, items]) => `${name} ${fmt(items ? x!.itemsPerSec : x!.opsPerSec)} vs ${fmt(a)} (${fratio((items ? x!.itemsPerSec : x!.opsPerSec) / a)})`);
+  notes.push(`The peers against the anchors written in issue 7 (this run vs the issue): ${vsAnchor.join('; ')}. The targets above are taken against this run's peers, as the issue asks, not against the anchors.`);
+  L.push(...notes.map((n) => `- ${n}`));
+  L.push('');
+
+  // Details.
+  L.push('## Each system and workload (medians, with the spread of ops/s over the rounds)');
+  L.push('');
+  L.push('| system | workload | op | ops/s median | ops/s min..max | items/s | p50 ms | p99 ms | errors |');
+  L.push('|---|---|---|--:|--:|--:|--:|--:|---|');
+  for (const w of ['put', 'get', 'range'] as Workload[]) {
+    for (const s of systems) {
+      const x = S(s, w);
+      if (x === null) continue;
+      const errs = Object.entries(x.errors).map(([k, v]) => `${k} ${v}`).join(', ') || '0';
+      L.push(`| ${SYSTEM_LABEL[s]} | ${w} | ${OP_LABEL[s][w]} | ${fmt(x.opsPerSec)} | ${fmt(x.opsMin)}..${fmt(x.opsMax)} | ${w === 'range' ? fmt(x.itemsPerSec) : ''} | ${fms(x.p50)} | ${fms(x.p99)} | ${errs} |`);
+    }
+  }
+  L.push('');
+  L.push('## Every run, in the order they ran');
+  L.push('');
+  L.push('| round | workload | system | ops | seconds | ops/s | items/s | p50 ms | p99 ms | max ms | stopped by | load avg 1 min | errors |');
+  L.push('|--:|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|---|');
+  for (const r of records) {
+    const s = r.sample;
+    const errs = Object.entries(s.errors).map(([k, v]) => `${k} ${v}`).join(', ') || '0';
+    L.push(`| ${r.round} | ${r.workload} | ${SYSTEM_LABEL[r.system]} | ${fmt(s.ok)} | ${s.seconds.toFixed(1)} | ${fmt(s.opsPerSec)} | ${r.workload === 'range' ? fmt(s.itemsPerSec) : ''} | ${fms(s.p50)} | ${fms(s.p99)} | ${fms(s.max)} | ${s.stoppedBy} | ${r.load1.toFixed(2)} | ${errs} |`);
+  }
+  L.push('');
+  return L.join('\n');
+}
+
+/** The code this run measures, in words: the commit and the tracked files changed in the work tree. */
+function codeState(): string {
+  const head = run('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD']);
+  if (!head.ok) return 'an unknown commit (no git)';
+  const status = run('git', ['-C', ROOT, 'status', '--porcelain', '--untracked-files=no']);
+  const changed = status.ok ? status.output.split('\n').filter((l) => l.trim() !== '').map((l) => l.slice(3)) : [];
+  const merging = existsSync(join(ROOT, '.git', 'MERGE_HEAD'));
+  const files = changed.length === 0 ? '' : changed.length <= 6 ? ` with uncommitted changes to ${changed.join(', ')}` : ` with uncommitted changes to ${changed.length} tracked files`;
+  return `commit \`${head.output.trim()}\`${files}${merging ? ' (a merge in progress)' : ''}`;
+}
+
+// ---- main ----------------------------------------------------------------------------------------
+
+async function main(): Promise<number> {
+  let parsed: Config | 'help';
+  try {
+    parsed = parseArgs(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof UsageError) {
+      console.error(`compare: ${err.message}`);
+      return 2;
+    }
+    throw err;
+  }
+  if (parsed === 'help') {
+    console.log(USAGE);
+    return 0;
+  }
+  const cfg = parsed;
+  const t0 = performance.now();
+  const codeAtStart = codeState();
+  const loadBefore = loadavg();
+
+  process.on('SIGINT', () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    log('interrupted: stopping (Ctrl-C again exits at once)');
+  });
+  process.on('SIGTERM', () => {
+    interrupted = true;
+  });
+  // Last resort: nothing outlives this process.
+  const clusters: LocalCluster[] = [];
+  process.on('exit', () => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    for (const cl of clusters) for (const p of [cl.coordinator, ...cl.nodes]) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  });
+
+  const dataDirs: string[] = [];
+  const adapters: Adapter[] = [];
+  let failure: unknown = null;
+  let code = 0;
+  try {
+    // 1. the peers
+    const redisServer = ensureRedis();
+    const req = ensureNpmPeers();
+    const redisVersion = run(redisServer, ['--version']).output.trim().split('\n')[0];
+    const ioredisMod = req('ioredis') as { default?: RedisCtor } & RedisCtor;
+    const Redis: RedisCtor = ioredisMod.default ?? ioredisMod;
+    const sdk = req('@aws-sdk/client-dynamodb') as DynamoSdk;
+    const { NodeHttpHandler } = req('@smithy/node-http-handler') as { NodeHttpHandler: new (o: Record<string, unknown>) => unknown };
+    const dynaliteCli = join(dirname(req.resolve('dynalite/package.json')), 'cli.js');
+
+    // 2. the servers
+    const redisPort = await freePort();
+    log(`starting ${redisServer} on 127.0.0.1:${redisPort} (no persistence)`);
+    const redisProc = await startChild('redis-server', redisServer, ['--save', '', '--appendonly', 'no', '--port', String(redisPort), '--bind', '127.0.0.1', '--protected-mode', 'yes', '--dir', tmpdir()], /Ready to accept connections/);
+    log(`redis-server pid ${redisProc.pid}`);
+    const dynPort = await freePort();
+    log(`starting dynalite on 127.0.0.1:${dynPort} (in memory)`);
+    const dynProc = await startChild('dynalite', process.execPath, [dynaliteCli, '--host', '127.0.0.1', '--port', String(dynPort), '--createTableMs', '0', '--deleteTableMs', '0', '--updateTableMs', '0'], /Dynalite listening/);
+    log(`dynalite pid ${dynProc.pid}`);
+    const startCluster = async (durability: DurabilityMode) => {
+      const dir = mkdtempSync(join(tmpdir(), `keyslice-compare-${durability}-`));
+      dataDirs.push(dir);
+      const cl = await startLocalCluster({ dataDir: dir, nodes: LOCAL_NODES, workers: LOCAL_WORKERS, durability });
+      clusters.push(cl);
+      log(`keyslice cluster (durability ${durability}) at ${cl.url}: pids ${[cl.coordinator, ...cl.nodes].map((p) => p.child.pid).join(', ')}; data in ${dir}`);
+      for (const p of [cl.coordinator, ...cl.nodes]) p.child.once('exit', (c, s) => { if (!stopping) log(`keyslice ${durability} ${p.name} exited (${s ?? c}) during the run`); });
+      return cl;
+    };
+    const ksOs = await startCluster('os');
+    const ksFsync = await startCluster('fsync');
+
+    const ks = await KeysliceAdapter.open(ksOs.url, cfg.connections);
+    adapters.push(ks);
+    const ksF = await KeysliceAdapter.open(ksFsync.url, cfg.connections);
+    adapters.push(ksF);
+    const redis = await RedisAdapter.open(Redis, redisPort, cfg.connections);
+    adapters.push(redis);
+    const dyn = await DynaliteAdapter.open(sdk, NodeHttpHandler, dynPort, cfg.concurrency);
+    adapters.push(dyn);
+
+    // The read data set, into each system that is read.
+    const rows = Array.from({ length: RANGE_DEVICES * RANGE_ITEMS }, (_, i) => rangeRow(i));
+    const loadSeconds: Record<string, number> = {};
+    for (const [name, a] of [['keyslice', ks], ['Redis', redis], ['dynalite', dyn]] as const) {
+      const s = performance.now();
+      log(`loading ${rows.length.toLocaleString('en-US')} items into ${name}`);
+      await a.load(rows);
+      loadSeconds[name] = (performance.now() - s) / 1000;
+    }
+    // Check that each answers a full range and a point read before measuring anything.
+    for (const [name, a] of [['keyslice', ks], ['Redis', redis], ['dynalite', dyn]] as const) {
+      const got = await a.range(0, rangeDevice(RANGE_DEVICES - 1), RANGE_ITEMS);
+      if (got !== RANGE_ITEMS) throw new Error(`${name}: a range read of the loaded data answered ${got} items, not ${RANGE_ITEMS}`);
+      await a.get(0, rangeDevice(0), RANGE_ITEMS - 1);
+    }
+    const setupSeconds = (performance.now() - t0) / 1000;
+
+    // 3. the rounds
+    const putCounters = new Map<SystemId, number>();
+    // Every put writes a new item; redis-multi's go to sharding keys of their own (putm-<k>), not over redis's.
+    const nextPut = (s: SystemId) => {
+      const n = putCounters.get(s) ?? 0;
+      putCounters.set(s, n + 1);
+      return putRow(n, s === 'redis-multi' ? 'putm' : 'put');
+    };
+    const randomItem = () => Math.floor(Math.random() * RANGE_DEVICES * RANGE_ITEMS);
+    const randomDevice = () => rangeDevice(Math.floor(Math.random() * RANGE_DEVICES));
+    const cellsFor = (w: Workload): Cell[] => {
+      const getOp = (a: Adapter) => async (c: number) => {
+        const i = randomItem();
+        await a.get(c, rangeDevice(Math.floor(i / RANGE_ITEMS)), i % RANGE_ITEMS);
+        return 1;
+      };
+      const rangeOp = (a: Adapter) => async (c: number) => {
+        const n = await a.range(c, randomDevice(), RANGE_ITEMS);
+        if (n !== RANGE_ITEMS) throw new Error(`short range: ${n} items`);
+        return n;
+      };
+      if (w === 'put') {
+        return [
+          { system: 'keyslice', workload: w, op: async (c) => (await ks.put(c, nextPut('keyslice')), 1) },
+          { system: 'keyslice-fsync', workload: w, op: async (c) => (await ksF.put(c, nextPut('keyslice-fsync')), 1) },
+          { system: 'redis', workload: w, op: async (c) => (await redis.put(c, nextPut('redis')), 1) },
+          { system: 'redis-multi', workload: w, op: async (c) => (await redis.putIndexed(c, nextPut('redis-multi')), 1) },
+          { system: 'dynalite', workload: w, op: async (c) => (await dyn.put(c, nextPut('dynalite')), 1) },
+        ];
+      }
+      const make = w === 'get' ? getOp : rangeOp;
+      return [
+        { system: 'keyslice', workload: w, op: make(ks) },
+        { system: 'redis', workload: w, op: make(redis) },
+        { system: 'dynalite', workload: w, op: make(dyn) },
+      ];
+    };
+    const records: RunRecord[] = [];
+    const total = cfg.rounds * (5 + 3 + 3);
+    let done = 0;
+    for (let round = 1; round <= cfg.rounds && !interrupted; round++) {
+      for (const w of ['put', 'get', 'range'] as Workload[]) {
+        const cells = cellsFor(w);
+        const shift = (round - 1) % cells.length;
+        const ordered = [...cells.slice(shift), ...cells.slice(0, shift)];
+        for (const cell of ordered) {
+          if (interrupted) break;
+          if (cfg.warmupS > 0) await closedLoop(cfg, Number.MAX_SAFE_INTEGER, cfg.warmupS, cell.op);
+          const load1 = loadavg()[0];
+          const sample = await closedLoop(cfg, cfg.ops, cfg.durationS, cell.op);
+          records.push({ round, system: cell.system, workload: w, sample, load1 });
+          done++;
+          const errs = Object.values(sample.errors).reduce((a, b) => a + b, 0);
+          log(`[${done}/${total}] round ${round} ${w.padEnd(5)} ${SYSTEM_LABEL[cell.system].padEnd(36)} ${fmt(sample.opsPerSec).padStart(8)} ops/s${w === 'range' ? ` ${fmt(sample.itemsPerSec).padStart(9)} items/s` : ''}  p50 ${fms(sample.p50)} ms  p99 ${fms(sample.p99)} ms  errors ${errs}  (load ${load1.toFixed(2)})`);
+        }
+      }
+    }
+    if (interrupted) throw new Error('interrupted: no report written');
+
+    // 4. the report
+    const sdkVersion = versionOf(req, '@aws-sdk/client-dynamodb');
+    const codeAtEnd = codeState();
+    const commit = codeAtStart === codeAtEnd ? codeAtStart : `${codeAtStart} when the run started and was built (the processes ran that code); by the end of the run the work tree had changed to ${codeAtEnd}`;
+    const argsText = process.argv.slice(2).join(' ');
+    const command = process.env.npm_lifecycle_event === 'bench:compare' ? `npm run bench:compare${argsText ? ' -- ' + argsText : ''}` : `node ${relative(ROOT, process.argv[1])}${argsText ? ' ' + argsText : ''}`;
+    const env: Environment = {
+      date: new Date().toISOString().replace('T', ' ').replace(/\.\d+Z$/, ''),
+      command,
+      nproc: run('nproc', []).output.trim() || String(cpus().length),
+      cpuModel: cpus()[0]?.model ?? '?',
+      memGiB: Math.round(totalmem() / 2 ** 30),
+      node: process.version,
+      redisVersion,
+      dynaliteVersion: versionOf(req, 'dynalite'),
+      ioredisVersion: versionOf(req, 'ioredis'),
+      sdkVersion,
+      commit,
+      loadBefore,
+      loadAfter: loadavg(),
+      wallSeconds: (performance.now() - t0) / 1000,
+      setupSeconds,
+      loadSeconds,
+    };
+    writeFileSync(cfg.out, report(cfg, env, records));
+    log(`wrote ${relative(process.cwd(), cfg.out) || cfg.out} (${(env.wallSeconds / 60).toFixed(1)} min)`);
+  } catch (err) {
+    failure = err;
+    code = interrupted ? 130 : 1;
+  }
+  // Stop everything, in every case.
+  stopping = true;
+  await Promise.allSettled(adapters.map((a) => a.close()));
+  await Promise.allSettled(clusters.map((c) => c.stop()));
+  await Promise.allSettled([...children].map((c) => stopChild(c)));
+  for (const d of dataDirs) rmSync(d, { recursive: true, force: true });
+  if (failure !== null) console.error(`compare: ${failure instanceof Error ? failure.message : String(failure)}`);
+  return code;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    console.error(`compare: ${err instanceof Error ? err.stack : err}`);
+    process.exit(1);
+  },
+);
