@@ -3,34 +3,13 @@
 // lost (test/elastic-fixture.ts, WriteLoad), the move rolls back, and once the
 // node is back the moves complete. (A file of its own, so that it runs beside
 // test/elastic.test.ts.)
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/local-cluster.js';
 import { initHashing } from '../shared/hashing.js';
-import { startElastic, waitBalanced, waitFor, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, waitBalanced, waitFor, WriteLoad } from './elastic-fixture.js';
 
-const running: Elastic[] = [];
-afterEach(async () => {
-  for (const e of running.splice(0)) await e.stop();
-});
 beforeAll(() => initHashing());
-
-async function cluster(opts: Parameters<typeof startElastic>[0]): Promise<Elastic> {
-  const e = await startElastic(opts);
-  running.push(e);
-  await e.client.createTable('elastic', { name: 'id', type: 'string' });
-  return e;
-}
-
-/** Items that give the moves something to copy. */
-async function bulk(e: Elastic, count: number): Promise<void> {
-  const pad = 'x'.repeat(100);
-  const writes: Promise<unknown>[] = [];
-  for (let i = 0; i < count; i += 25) {
-    writes.push(e.client.batchWrite('elastic', { puts: Array.from({ length: Math.min(25, count - i) }, (_, j) => ({ id: `bulk-${i + j}`, pad })) }));
-  }
-  const failures = (await Promise.all(writes)).flat();
-  expect(failures).toEqual([]);
-}
+const cluster = elasticClusters();
 
 describe('a node dies in the middle of a move', () => {
   // Throttled moves (4,000 items/s; about 1,900 items per slice, copied 1,000 at a time)

@@ -4,7 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { expect } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import { KeysliceClient } from '../coordinator/client.js';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
@@ -175,4 +175,30 @@ export class WriteLoad {
     expect(names.filter((n) => n.startsWith('bulk')).length, 'every bulk item is there').toBe(bulk);
     return items.length;
   }
+}
+
+/** For a test file: a function that starts an elastic cluster with the table
+ * "elastic"; every cluster it started is stopped after each test. */
+export function elasticClusters(): (opts: Parameters<typeof startElastic>[0]) => Promise<Elastic> {
+  const running: Elastic[] = [];
+  afterEach(async () => {
+    for (const e of running.splice(0)) await e.stop();
+  });
+  return async (opts) => {
+    const e = await startElastic(opts);
+    running.push(e);
+    await e.client.createTable('elastic', { name: 'id', type: 'string' });
+    return e;
+  };
+}
+
+/** Items that give the moves something to copy. */
+export async function bulk(e: Elastic, count: number): Promise<void> {
+  const pad = 'x'.repeat(100);
+  const writes: Promise<unknown>[] = [];
+  for (let i = 0; i < count; i += 25) {
+    writes.push(e.client.batchWrite('elastic', { puts: Array.from({ length: Math.min(25, count - i) }, (_, j) => ({ id: `bulk-${i + j}`, pad })) }));
+  }
+  const failures = (await Promise.all(writes)).flat();
+  expect(failures).toEqual([]);
 }

@@ -3,33 +3,12 @@
 // with no slices (kills in the middle of a move: elastic-crash.test.ts).
 // After each, every acknowledged write is there exactly once with its latest
 // value (test/elastic-fixture.ts, WriteLoad).
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { initHashing } from '../shared/hashing.js';
-import { startElastic, waitBalanced, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, waitBalanced, WriteLoad } from './elastic-fixture.js';
 
-const running: Elastic[] = [];
-afterEach(async () => {
-  for (const e of running.splice(0)) await e.stop();
-});
 beforeAll(() => initHashing());
-
-async function cluster(opts: Parameters<typeof startElastic>[0]): Promise<Elastic> {
-  const e = await startElastic(opts);
-  running.push(e);
-  await e.client.createTable('elastic', { name: 'id', type: 'string' });
-  return e;
-}
-
-/** Items that give the moves something to copy. */
-async function bulk(e: Elastic, count: number): Promise<void> {
-  const pad = 'x'.repeat(100);
-  const writes: Promise<unknown>[] = [];
-  for (let i = 0; i < count; i += 25) {
-    writes.push(e.client.batchWrite('elastic', { puts: Array.from({ length: Math.min(25, count - i) }, (_, j) => ({ id: `bulk-${i + j}`, pad })) }));
-  }
-  const failures = (await Promise.all(writes)).flat();
-  expect(failures).toEqual([]);
-}
+const cluster = elasticClusters();
 
 describe('a node joins under a write load', () => {
   it('gets its share of the slices; every acknowledged write is there once, with its latest value; no request failed', async () => {
