@@ -1,9 +1,10 @@
 // The load generator: a closed loop of --concurrency requests in flight over
 // --connections WebSocket clients, against a running cluster (--url) or a local
-// one it starts and stops itself. Workloads: put, get, range, and the key-design
-// workloads hotkey, lowcard, monotonic, usertime (see bench/README.md).
+// one it starts and stops itself. Workloads: put, get, update, mixed, batch, range,
+// and the key-design workloads hotkey, lowcard, monotonic, usertime (see
+// bench/README.md); put, get, update and mixed choose keys by --keys-dist.
 // Every loop is bounded by an op count and a deadline; latencies are measured
-// per op with process.hrtime.bigint() and reported as p50/p99/max. After each
+// per op with process.hrtime.bigint() and reported as p50/p95/p99/max. After each
 // workload the table's DescribeSlices tells how evenly its load was spread.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -24,6 +25,7 @@ import {
   type SliceCapacity,
 } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
+import { KEYS_DISTS, ZIPF_S_DEFAULT, keyChooser, prng, workloadSeed, type KeysDist } from './keys.js';
 
 // ---- limits of the generator itself -----------------------------------------
 
@@ -31,8 +33,9 @@ const LOCAL_NODES = 2;
 const LOCAL_WORKERS = 2;
 /** A request with no answer after this long counts as an Unavailable error (the client's own timeout). */
 const REQUEST_TIMEOUT_MS = 10_000;
-/** get without a prior put preloads one item per key, at most this many. */
-const GET_PRELOAD_ITEMS_MAX = 200_000;
+/** get without a prior put, and update and mixed, use the first item (seq 0) of at most this many
+ * devices, and preload those that are missing. */
+const POINT_KEYS_MAX = 200_000;
 /** range preloads devices of --range-items items each, at most this many items in all. */
 const RANGE_PRELOAD_ITEMS_MAX = 100_000;
 /** BatchWrite requests in flight while preloading. */
@@ -49,11 +52,18 @@ const CAPACITY_MAX = 10_000_000;
 
 // ---- command line -----------------------------------------------------------
 
-type Workload = 'put' | 'get' | 'range' | 'hotkey' | 'lowcard' | 'monotonic' | 'usertime';
-const WORKLOADS: readonly Workload[] = ['put', 'get', 'range', 'hotkey', 'lowcard', 'monotonic', 'usertime'];
+type Workload = 'put' | 'get' | 'update' | 'mixed' | 'batch' | 'range' | 'hotkey' | 'lowcard' | 'monotonic' | 'usertime';
+const WORKLOADS: readonly Workload[] = ['put', 'get', 'update', 'mixed', 'batch', 'range', 'hotkey', 'lowcard', 'monotonic', 'usertime'];
+/** The workloads on the one shared table (they read what the others wrote). */
+const SHARED_TABLE_WORKLOADS: readonly Workload[] = ['put', 'get', 'update', 'mixed', 'batch', 'range'];
+/** The workloads whose keys --keys-dist chooses. */
+const KEYS_DIST_WORKLOADS: readonly Workload[] = ['put', 'get', 'update', 'mixed'];
+/** The workloads that report items/s besides ops/s. */
+const ITEM_WORKLOADS: readonly Workload[] = ['range', 'batch'];
 
-/** A table's key schema. put, get and range share one table (get and range read what put wrote);
- * each key-design workload gets a fresh table of its own, so that its slice figures are its own. */
+/** A table's key schema. put, get, update, mixed, batch and range share one table (get, update, mixed
+ * and range read what put or batch wrote); each key-design workload gets a fresh table of its own, so
+ * that its slice figures are its own. */
 interface TableShape {
   shardingKey: KeySchema;
   sortingKey: KeySchema | null;
@@ -62,6 +72,9 @@ const DEVICE_SEQ: TableShape = { shardingKey: { name: 'device', type: 'string' }
 const SHAPES: Record<Workload, TableShape> = {
   put: DEVICE_SEQ,
   get: DEVICE_SEQ,
+  update: DEVICE_SEQ,
+  mixed: DEVICE_SEQ,
+  batch: DEVICE_SEQ,
   range: DEVICE_SEQ,
   hotkey: DEVICE_SEQ,
   lowcard: DEVICE_SEQ,
@@ -83,6 +96,14 @@ interface Config {
   keys: number;
   itemBytes: number;
   rangeItems: number;
+  /** Key choice of put, get, update and mixed. */
+  keysDist: KeysDist;
+  /** zipfian: the exponent s. */
+  zipfS: number;
+  /** mixed: the share of its ops that are GetItem (the rest PutItem). */
+  readFraction: number;
+  /** Seeds the PRNG of every workload's key choice. */
+  seed: number;
   json: boolean;
   keepTable: boolean;
   durability: DurabilityMode;
@@ -94,7 +115,7 @@ interface Config {
 
 const FLAGS: { flag: string; value: string; help: string }[] = [
   { flag: 'url', value: 'http://host:port', help: 'a running cluster; without it a local cluster (2 slice nodes x 2 workers) is started for the run and stopped after it' },
-  { flag: 'workload', value: 'list', help: 'put, get, range, hotkey, lowcard, monotonic, usertime, or a comma list run in order (default put,get,range)' },
+  { flag: 'workload', value: 'list', help: `${WORKLOADS.join(', ')}, or a comma list run in order (default put,get,range)` },
   { flag: 'connections', value: 'N', help: 'client WebSocket connections (default 4)' },
   { flag: 'concurrency', value: 'N', help: 'requests in flight in total, spread over the connections (default 50)' },
   { flag: 'ops', value: 'N', help: 'at most this many ops per workload (default 100000)' },
@@ -102,6 +123,10 @@ const FLAGS: { flag: string; value: string; help: string }[] = [
   { flag: 'keys', value: 'N', help: 'distinct sharding keys (devices) (default 10000)' },
   { flag: 'item-bytes', value: 'N', help: 'approximate item size: the payload is padded to it (default 200)' },
   { flag: 'range-items', value: 'N', help: 'items per range scan (GetItems limit) (default 100)' },
+  { flag: 'keys-dist', value: 'dist', help: `key choice of put, get, update and mixed: ${KEYS_DISTS.join(', ')} (default uniform; hotkey: 90% of ops to one key)` },
+  { flag: 'zipf-s', value: 'S', help: `with --keys-dist zipfian: the exponent, above 0 and at most 5 (default ${ZIPF_S_DEFAULT})` },
+  { flag: 'read-fraction', value: 'F', help: 'mixed: the share of GetItem ops, 0 to 1, the rest PutItem of the same keys (default 0.5; 0.95 for 95/5)' },
+  { flag: 'seed', value: 'N', help: 'seed of the key-choice PRNG, so that runs draw the same keys (default 1)' },
   { flag: 'even', value: 'N', help: `create the tables with even distribution over N buckets (1 to ${EVEN_DISTRIBUTION_BUCKETS_MAX}); needs a string sharding key and a sorting key, so not with monotonic` },
   { flag: 'capacity', value: 'W', help: `without --url: each slice of the local cluster takes at most W writes and ${CAPACITY_READS_PER_WRITE}W reads per second (more get ThroughputExceeded; DynamoDB's partition: 1000)` },
   { flag: 'durability', value: 'mode', help: `without --url: the slice nodes' durability, ${DURABILITY_MODES.join(' or ')} (default ${DURABILITY_DEFAULT})` },
@@ -115,8 +140,9 @@ const USAGE = [
   '',
   'Runs each workload until --ops or --duration is reached, whichever comes first, and prints',
   'ops/s, latency and how evenly the load fell on the slices (DescribeSlices max/mean).',
-  'put, get and range share a fresh table (sharding key "device", sorting key "seq"); each',
-  'key-design workload (hotkey, lowcard, monotonic, usertime) gets a fresh table of its own.',
+  'put, get, update, mixed, batch and range share a fresh table (sharding key "device", sorting',
+  'key "seq"); each key-design workload (hotkey, lowcard, monotonic, usertime) gets a fresh table',
+  'of its own. --keys-dist chooses the keys of put, get, update and mixed.',
   '',
   ...FLAGS.map((f) => `  ${`--${f.flag}${f.value ? ' ' + f.value : ''}`.padEnd(26)} ${f.help}`),
 ].join('\n');
@@ -192,6 +218,26 @@ function parseCommandLine(argv: string[]): Config | 'help' {
     }
   }
 
+  /** A decimal number from min (above min with openMin) to max. */
+  const decimal = (name: string, dflt: number, min: number, max: number, openMin = false): number => {
+    const v = raw.get(name);
+    if (v === undefined) return dflt;
+    const n = Number(v);
+    if (!/^[0-9]+(\.[0-9]+)?$/.test(v) || (openMin ? n <= min : n < min) || n > max) {
+      throw new UsageError(`--${name} must be a number ${openMin ? 'above' : 'from'} ${min} ${openMin ? 'and at most' : 'to'} ${max}, got "${v}"`);
+    }
+    return n;
+  };
+  const onlyWith = (name: string, applies: boolean, why: string) => {
+    if (raw.has(name) && !applies) throw new UsageError(`--${name} ${why}`);
+  };
+  const keysDistText = raw.get('keys-dist') ?? 'uniform';
+  if (!(KEYS_DISTS as readonly string[]).includes(keysDistText)) throw new UsageError(`--keys-dist must be one of ${KEYS_DISTS.join(', ')}, got "${keysDistText}"`);
+  const keysDist = keysDistText as KeysDist;
+  onlyWith('keys-dist', workloads.some((w) => (KEYS_DIST_WORKLOADS as readonly string[]).includes(w)), `applies only to ${KEYS_DIST_WORKLOADS.join(', ')}, and --workload names none of them`);
+  onlyWith('zipf-s', keysDist === 'zipfian', 'applies only with --keys-dist zipfian');
+  onlyWith('read-fraction', workloads.includes('mixed'), 'applies only to the mixed workload, and --workload does not name it');
+
   let even: number | null = null;
   if (raw.has('even')) {
     even = int('even', 0, 1, EVEN_DISTRIBUTION_BUCKETS_MAX);
@@ -221,6 +267,10 @@ function parseCommandLine(argv: string[]): Config | 'help' {
     keys: int('keys', 10_000, 1, 10_000_000),
     itemBytes: int('item-bytes', 200, 1, ITEM_BYTES_MAX - 1024),
     rangeItems: int('range-items', 100, 1, PAGE_ITEMS_MAX),
+    keysDist,
+    zipfS: decimal('zipf-s', ZIPF_S_DEFAULT, 0, 5, true),
+    readFraction: decimal('read-fraction', 0.5, 0, 1),
+    seed: int('seed', 1, 0, 0xffff_ffff),
     json: raw.has('json'),
     keepTable: raw.has('keep-table'),
     durability: durabilityArg(raw.get('durability'), url),
@@ -266,18 +316,24 @@ function paddingForShape(itemBytes: number, shape: TableShape, exampleSharding: 
 const timestampBase = () => Date.now() * 1000;
 
 
-/** What this invocation has written, so that get and range read items that exist. */
+/** What this invocation has written, so that get, update, mixed and range read items that exist. */
 class Written {
-  /** put/get keys: device index and seq of each successful write. */
+  /** put/batch keys: device index and seq of each successful write of a new item. */
   device: Int32Array;
   seq: Int32Array;
   count = 0;
-  /** Successful puts per device (for range over put's data). */
+  /** Successful writes of new items per device (for range over put's data). */
   perDevice: Int32Array;
+  /** The seq the next new item of each device gets (put and batch write new items only). */
+  nextSeq: Int32Array;
+  /** 1 where the device's first item (seq 0) was written: the key set of update and mixed. */
+  hasFirst: Uint8Array;
   constructor(capacity: number, keys: number) {
     this.device = new Int32Array(capacity);
     this.seq = new Int32Array(capacity);
     this.perDevice = new Int32Array(keys);
+    this.nextSeq = new Int32Array(keys);
+    this.hasFirst = new Uint8Array(keys);
   }
   add(d: number, s: number): void {
     if (this.count === this.device.length) {
@@ -293,6 +349,7 @@ class Written {
     this.seq[this.count] = s;
     this.count++;
     this.perDevice[d]++;
+    if (s === 0) this.hasFirst[d] = 1;
   }
 }
 
@@ -331,12 +388,18 @@ interface WorkloadResult {
   seconds: number;
   /** Successful ops per second of wall time (start to the last answer). */
   opsPerSec: number;
-  /** range only: items returned per second, and scans that returned fewer than --range-items. */
+  /** range: items returned (per second), and scans that returned fewer than --range-items;
+   * batch: items written (per second), and items that failed by code (in a BatchWrite that answered). */
   items?: number;
   itemsPerSec?: number;
   shortScans?: number;
-  /** Latency of successful ops, in ms. */
-  latencyMs: { p50: number; p99: number; max: number; mean: number } | null;
+  failedItems?: Record<string, number>;
+  /** put, get, update, mixed, batch: how the keys were chosen. */
+  keyChoice?: string;
+  /** mixed: ops issued of each kind. */
+  mix?: { reads: number; writes: number };
+  /** Latency of successful ops, in ms (nearest-rank percentiles). */
+  latencyMs: { p50: number; p95: number; p99: number; max: number; mean: number } | null;
   /** Ops completed in each whole second of the run (last partial second left out). */
   perSecond: number[];
   /** DescribeSlices of the workload's table right after it; null with `slicesError` if that failed. */
@@ -427,8 +490,8 @@ async function runLoad(
     errors,
     seconds,
     opsPerSec: ok / seconds,
-    ...(workload === 'range' ? { items, itemsPerSec: items / seconds } : {}),
-    latencyMs: sorted.length === 0 ? null : { p50: pct(50), p99: pct(99), max: sorted[sorted.length - 1], mean: sum / sorted.length },
+    ...(ITEM_WORKLOADS.includes(workload) ? { items, itemsPerSec: items / seconds } : {}),
+    latencyMs: sorted.length === 0 ? null : { p50: pct(50), p95: pct(95), p99: pct(99), max: sorted[sorted.length - 1], mean: sum / sorted.length },
     perSecond,
   };
 }
@@ -475,7 +538,7 @@ async function preload(clients: KeysliceClient[], table: string, count: number, 
 
 type RunResult = Omit<WorkloadResult, 'table' | 'keys' | 'slices' | 'slicesError'>;
 
-async function runWorkload(w: Workload, clients: KeysliceClient[], table: string, cfg: Config, written: Written, state: { putRan: boolean }): Promise<RunResult> {
+async function runWorkload(w: Workload, clients: KeysliceClient[], table: string, cfg: Config, written: Written, state: { writerRan: boolean }): Promise<RunResult> {
   const quiet = false;
   const padding = paddingFor(cfg.itemBytes, deviceName(cfg.keys - 1));
   process.stderr.write(`\n== ${w} ==\n`);
@@ -528,44 +591,137 @@ async function runWorkload(w: Workload, clients: KeysliceClient[], table: string
     return { workload: w, preload: null, ...r };
   }
 
+  // ---- the shared table: put and batch write new items; get, update and mixed use what they wrote ----
+  const seed = workloadSeed(cfg.seed, w);
+  const pointKeys = Math.min(cfg.keys, POINT_KEYS_MAX);
+  const firstItem = (d: number) => ({ device: deviceName(d), seq: 0 });
+  /** The key set of update, mixed, and get with a non-uniform --keys-dist: the first item (seq 0) of devices
+   * 0 .. pointKeys-1. Writes those that this invocation has not written yet. */
+  const ensureFirstItems = async (): Promise<PreloadResult | null> => {
+    const absent: number[] = [];
+    for (let d = 0; d < pointKeys; d++) if (written.hasFirst[d] === 0) absent.push(d);
+    if (absent.length === 0) return null;
+    const reason =
+      absent.length < pointKeys ? `${fmt(absent.length)} of its ${fmt(pointKeys)} keys were not written yet`
+      : state.writerRan ? 'put and batch wrote none of its keys'
+      : 'no put or batch ran before it in this invocation';
+    const pre = await preload(clients, table, absent.length, (i) => makeItem(deviceName(absent[i]), 0, padding), reason, quiet);
+    for (const d of absent) {
+      written.add(d, 0);
+      written.nextSeq[d] = Math.max(written.nextSeq[d], 1);
+    }
+    return pre;
+  };
+  /** get and mixed: a written item that reads back as missing is a correctness problem, not load: count it under its own name. */
+  let missing = 0;
+  const missingItem = () => {
+    missing++;
+    return new KeysliceError('Internal', 'an item this run wrote was not found');
+  };
+  const countMissing = (r: Awaited<ReturnType<typeof runLoad>>) => {
+    if (missing === 0) return;
+    r.errors.Internal -= missing;
+    if (r.errors.Internal === 0) delete r.errors.Internal;
+    r.errors.MissingItem = missing;
+  };
+
   if (w === 'put') {
-    state.putRan = true;
-    // Op i writes device i % keys, seq floor(i / keys): consecutive ops go to different devices.
+    state.writerRan = true;
+    // Every op writes a new item: its device's next seq. uniform: op i writes device i % keys (as before
+    // --keys-dist existed), so consecutive ops go to different devices; otherwise --keys-dist picks it.
+    const keys = cfg.keysDist === 'uniform' ? null : keyChooser(cfg.keysDist, cfg.keys, cfg.zipfS, seed);
     const r = await runLoad(w, clients, cfg, async (client, i) => {
-      const d = i % cfg.keys;
-      const s = Math.floor(i / cfg.keys);
+      const d = keys === null ? i % cfg.keys : keys.next();
+      const s = written.nextSeq[d]++;
       await client.putItem(table, makeItem(deviceName(d), s, padding));
       written.add(d, s);
       return 1;
     }, quiet);
-    return { workload: w, preload: null, ...r };
+    return { workload: w, preload: null, ...r, keyChoice: keys?.describe ?? `uniform: round robin over ${fmt(cfg.keys)} devices` };
+  }
+
+  if (w === 'batch') {
+    state.writerRan = true;
+    // Op i writes items i*25 .. i*25+24 of the workload in one BatchWrite; item j is a new item of device j % keys.
+    const failedItems: Record<string, number> = {};
+    const r = await runLoad(w, clients, cfg, async (client, i) => {
+      const puts: Item[] = [];
+      const devices: number[] = [];
+      const seqs: number[] = [];
+      for (let k = 0; k < BATCH_WRITE_ITEMS_MAX; k++) {
+        const d = (i * BATCH_WRITE_ITEMS_MAX + k) % cfg.keys;
+        devices.push(d);
+        seqs.push(written.nextSeq[d]++);
+        puts.push(makeItem(deviceName(d), seqs[k], padding));
+      }
+      const failures = await client.batchWrite(table, { puts });
+      for (const f of failures) failedItems[f.code] = (failedItems[f.code] ?? 0) + 1;
+      // An op none of whose items was written counts as an error (under the first item's code).
+      if (failures.length === puts.length) throw new KeysliceError(failures[0].code, `all ${puts.length} items failed: ${failures[0].message}`);
+      const failed = new Set(failures.map((f) => f.index));
+      for (let k = 0; k < puts.length; k++) if (!failed.has(k)) written.add(devices[k], seqs[k]);
+      return puts.length - failures.length;
+    }, quiet);
+    const keyChoice = `round robin over ${fmt(cfg.keys)} devices, ${BATCH_WRITE_ITEMS_MAX} new items per BatchWrite`;
+    return { workload: w, preload: null, ...r, keyChoice, ...(Object.keys(failedItems).length > 0 ? { failedItems } : {}) };
   }
 
   if (w === 'get') {
     let pre: PreloadResult | null = null;
-    if (written.count === 0) {
-      const n = Math.min(cfg.keys, GET_PRELOAD_ITEMS_MAX);
-      const reason = state.putRan ? 'put wrote no items' : 'no put ran before it in this invocation';
-      pre = await preload(clients, table, n, (i) => makeItem(deviceName(i), 0, padding), reason, quiet);
-      for (let i = 0; i < n; i++) written.add(i, 0);
+    let keyOf: () => { device: string; seq: number };
+    let keyChoice: string;
+    if (cfg.keysDist === 'uniform') {
+      // Any item this invocation wrote, uniformly; without any, the first item of each device.
+      if (written.count === 0) pre = await ensureFirstItems();
+      const random = prng(seed);
+      keyOf = () => {
+        const j = Math.floor(random() * written.count);
+        return { device: deviceName(written.device[j]), seq: written.seq[j] };
+      };
+      keyChoice = `uniform over the ${fmt(written.count)} items written`;
+    } else {
+      pre = await ensureFirstItems();
+      const keys = keyChooser(cfg.keysDist, pointKeys, cfg.zipfS, seed);
+      keyOf = () => firstItem(keys.next());
+      keyChoice = `${keys.describe}, the first item of each device`;
     }
-    let missing = 0;
     const r = await runLoad(w, clients, cfg, async (client) => {
-      const j = Math.floor(Math.random() * written.count);
-      const item = await client.getItem(table, { device: deviceName(written.device[j]), seq: written.seq[j] });
-      if (item === null) {
-        missing++;
-        throw new KeysliceError('Internal', 'an item this run wrote was not found');
+      if ((await client.getItem(table, keyOf())) === null) throw missingItem();
+      return 1;
+    }, quiet);
+    countMissing(r);
+    return { workload: w, preload: pre, ...r, keyChoice };
+  }
+
+  if (w === 'update') {
+    // UpdateItem of an existing item: n = n + 1 (structured ADD), on the first item of a device.
+    const pre = await ensureFirstItems();
+    const keys = keyChooser(cfg.keysDist, pointKeys, cfg.zipfS, seed);
+    const r = await runLoad(w, clients, cfg, async (client) => {
+      await client.updateItem(table, firstItem(keys.next()), { add: { n: 1 } });
+      return 1;
+    }, quiet);
+    return { workload: w, preload: pre, ...r, keyChoice: `${keys.describe}, the first item of each device` };
+  }
+
+  if (w === 'mixed') {
+    // GetItem with probability --read-fraction, else PutItem (a full overwrite), of the same key set.
+    const pre = await ensureFirstItems();
+    const keys = keyChooser(cfg.keysDist, pointKeys, cfg.zipfS, seed);
+    const mix = { reads: 0, writes: 0 };
+    const r = await runLoad(w, clients, cfg, async (client) => {
+      const d = keys.next();
+      if (keys.random() < cfg.readFraction) {
+        mix.reads++;
+        if ((await client.getItem(table, firstItem(d))) === null) throw missingItem();
+      } else {
+        mix.writes++;
+        await client.putItem(table, makeItem(deviceName(d), 0, padding));
       }
       return 1;
     }, quiet);
-    if (missing > 0) {
-      // Count these under their own name: a written item that reads back as missing is a correctness problem, not load.
-      r.errors.Internal -= missing;
-      if (r.errors.Internal === 0) delete r.errors.Internal;
-      r.errors.MissingItem = missing;
-    }
-    return { workload: w, preload: pre, ...r };
+    countMissing(r);
+    return { workload: w, preload: pre, ...r, keyChoice: `${keys.describe}, the first item of each device`, mix };
   }
 
   // range: devices that hold at least --range-items items each.
@@ -574,9 +730,9 @@ async function runWorkload(w: Workload, clients: KeysliceClient[], table: string
   const wanted = Math.max(1, Math.min(cfg.keys, Math.floor(RANGE_PRELOAD_ITEMS_MAX / cfg.rangeItems)));
   let pre: PreloadResult | null = null;
   if (devices.length < wanted) {
-    const reason = state.putRan
-      ? `put left ${devices.length} devices with ${cfg.rangeItems}+ items (want ${wanted})`
-      : 'no put ran before it in this invocation';
+    const reason = state.writerRan
+      ? `put and batch left ${devices.length} devices with ${cfg.rangeItems}+ items (want ${wanted})`
+      : 'no put or batch ran before it in this invocation';
     const rangePadding = paddingFor(cfg.itemBytes, rangeDeviceName(wanted - 1));
     pre = await preload(clients, table, wanted * cfg.rangeItems, (i) => makeItem(rangeDeviceName(Math.floor(i / cfg.rangeItems)), i % cfg.rangeItems, rangePadding), `${reason}; ${wanted} devices x ${cfg.rangeItems} items`, quiet);
     devices = Array.from({ length: wanted }, (_, d) => rangeDeviceName(d));
@@ -622,8 +778,9 @@ function printText(cfg: Config, where: string, results: WorkloadResult[]): void 
   lines.push(`keyslice load: ${where}`);
   lines.push(`  ${cfg.connections} connections, ${cfg.concurrency} requests in flight; bound per workload: ${fmt(cfg.ops)} ops or ${cfg.durationS} s; even distribution ${cfg.even === null ? 'off' : `${cfg.even} buckets`}`);
   lines.push(`  ${fmt(cfg.keys)} keys, items of about ${cfg.itemBytes} bytes, ${cfg.rangeItems} items per range scan; node ${process.version}, ${cpus().length} CPUs shared by client and cluster`);
+  lines.push(`  key choice (put, get, update, mixed): ${cfg.keysDist}${cfg.keysDist === 'zipfian' ? ` s=${cfg.zipfS}` : ''}, seed ${cfg.seed}${cfg.workloads.includes('mixed') ? `; mixed: read fraction ${cfg.readFraction}` : ''}`);
   lines.push('');
-  const head = ['workload', 'ops', 'errors', 'seconds', 'ops/s', 'items/s', 'p50 ms', 'p99 ms', 'max ms', 'stopped by'];
+  const head = ['workload', 'ops', 'errors', 'seconds', 'ops/s', 'items/s', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'stopped by'];
   const rows = results.map((r) => {
     const errs = Object.values(r.errors).reduce((a, b) => a + b, 0);
     return [
@@ -634,6 +791,7 @@ function printText(cfg: Config, where: string, results: WorkloadResult[]): void 
       fmt(r.opsPerSec),
       r.itemsPerSec === undefined ? '-' : fmt(r.itemsPerSec),
       r.latencyMs ? ms(r.latencyMs.p50) : '-',
+      r.latencyMs ? ms(r.latencyMs.p95) : '-',
       r.latencyMs ? ms(r.latencyMs.p99) : '-',
       r.latencyMs ? ms(r.latencyMs.max) : '-',
       r.stoppedBy,
@@ -663,13 +821,16 @@ function printText(cfg: Config, where: string, results: WorkloadResult[]): void 
   });
   lines.push(...textTable(sliceHead, sliceRows, new Set([0, 6, 7])));
   lines.push(`  slices: DescribeSlices right after each workload; max/mean = busiest slice / mean over all slices (1 is even, ${results[0]?.slices?.sliceCount ?? 'the slice count'} is all on one);`);
-  lines.push('  rates are averages over its 10 s window of whole seconds. put, get and range share one table, so get and range also see what put wrote.');
+  lines.push('  rates are averages over its 10 s window of whole seconds. put, get, update, mixed, batch and range share one table, so each also sees what the ones before it wrote.');
   lines.push('');
   for (const r of results) {
     const notes: string[] = [];
     if (r.preload) notes.push(`${r.preload.reason}: preloaded ${fmt(r.preload.items)} items in ${r.preload.batches} BatchWrites in ${r.preload.seconds.toFixed(1)} s (not in the figures)`);
     const errs = Object.entries(r.errors);
     if (errs.length > 0) notes.push(`errors: ${errs.map(([code, n]) => `${code} ${fmt(n)}`).join(', ')}`);
+    if (r.keyChoice) notes.push(`keys: ${r.keyChoice}`);
+    if (r.mix) notes.push(`${fmt(r.mix.reads)} GetItem and ${fmt(r.mix.writes)} PutItem sent`);
+    if (r.failedItems) notes.push(`failed items in answered BatchWrites: ${Object.entries(r.failedItems).map(([code, n]) => `${code} ${fmt(n)}`).join(', ')}`);
     if (r.shortScans) notes.push(`${fmt(r.shortScans)} scans returned fewer than ${cfg.rangeItems} items`);
     const full = r.perSecond;
     if (full.length >= 2) notes.push(`ops per whole second: min ${fmt(Math.min(...full))}, max ${fmt(Math.max(...full))}`);
@@ -732,7 +893,7 @@ async function main(): Promise<number> {
 
   let where: string;
   const results: WorkloadResult[] = [];
-  /** put, get and range's shared table ('' until one of them runs), and every table this run created. */
+  /** The shared table of put, get, update, mixed, batch and range ('' until one of them runs), and every table this run created. */
   let table = '';
   const created: string[] = [];
   let failure: string | null = null;
@@ -759,7 +920,7 @@ async function main(): Promise<number> {
 
     const tablePrefix = `bench-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}`;
     const createFor = async (w: Workload): Promise<string> => {
-      const shared = w === 'put' || w === 'get' || w === 'range';
+      const shared = SHARED_TABLE_WORKLOADS.includes(w);
       if (shared && table !== '') return table;
       const name = shared ? tablePrefix : `${tablePrefix}-${w}`;
       const shape = SHAPES[w];
@@ -772,7 +933,7 @@ async function main(): Promise<number> {
     process.stderr.write(`keyslice bench: ${where}\n`);
 
     const written = new Written(Math.min(cfg.ops, 1 << 20), cfg.keys);
-    const state = { putRan: false };
+    const state = { writerRan: false };
     for (const w of cfg.workloads) {
       if (shouldStop()) break;
       try {
