@@ -48,7 +48,7 @@ export class ClusterMap {
     }
     const owners = Array.from({ length: sliceCount }, (_, s) => (nodes.length === 0 ? -1 : Math.floor((s * nodes.length) / sliceCount)));
     const map = new ClusterMap(path, { epoch: 1, sliceCount, nodes: [...nodes], status: nodes.map(() => 'active'), owners });
-    map.save();
+    writeStateFile(path, map.state);
     return map;
   }
 
@@ -87,37 +87,41 @@ export class ClusterMap {
   addNode(url: string): number {
     let index = this.state.nodes.indexOf(url);
     if (index >= 0 && this.state.status[index] !== 'removed') return index;
-    if (index < 0) {
-      index = this.state.nodes.length;
-      this.state.nodes.push(url);
-      this.state.status.push('active');
-    } else this.state.status[index] = 'active';
-    for (let s = 0; s < this.state.sliceCount; s++) if (this.state.owners[s] === -1) this.state.owners[s] = index;
-    this.bump();
+    if (index < 0) index = this.state.nodes.length;
+    const at = index;
+    this.commit((next) => {
+      if (at === next.nodes.length) {
+        next.nodes.push(url);
+        next.status.push('active');
+      } else next.status[at] = 'active';
+      for (let s = 0; s < next.sliceCount; s++) if (next.owners[s] === -1) next.owners[s] = at;
+    });
     return index;
   }
 
   setStatus(node: number, status: NodeStatus): void {
     assert(status !== 'removed' || !this.state.owners.includes(node), 'a removed node owns no slice');
-    this.state.status[node] = status;
-    this.bump();
+    this.commit((next) => {
+      next.status[node] = status;
+    });
   }
 
   /** The switch of a slice move: a new owner at a new epoch, persisted before it is used. */
   setOwner(slice: number, node: number): void {
     assert(this.state.status[node] !== 'removed', 'a slice moves to a present node');
-    this.state.owners[slice] = node;
-    this.bump();
+    this.commit((next) => {
+      next.owners[slice] = node;
+    });
   }
 
-  private bump(): void {
-    const before = this.state.epoch;
-    this.state.epoch++;
-    assert(this.state.epoch > before, 'an epoch only grows');
-    this.save();
-  }
-
-  private save(): void {
-    writeStateFile(this.path, this.state);
+  /** A change at a new epoch: made to a copy, saved, and only then in force, so that
+   * a failed save (a full disk) leaves the map as it was. */
+  private commit(change: (next: ClusterMapState & { status: NodeStatus[] }) => void): void {
+    const next = structuredClone(this.state);
+    change(next);
+    next.epoch++;
+    assert(next.epoch > this.state.epoch, 'an epoch only grows');
+    writeStateFile(this.path, next);
+    this.state = next;
   }
 }

@@ -32,6 +32,7 @@ import {
   MOVE_CHUNK_ITEMS,
   MOVE_FREEZE_CHANGES_MAX,
   MOVE_TIME_MS_MAX,
+  PAGE_BYTES_MAX,
 } from '../shared/limits.js';
 import { SliceOp, type Effect, type MoveCursor, type MoveReadResult } from '../shared/protocol.js';
 import type { ClusterMap } from './cluster-map.js';
@@ -116,9 +117,10 @@ export class SliceMover {
       progress.items = items;
       progress.bytes = bytes;
       let cursor: MoveCursor = null;
-      // Each read moves the cursor forward, so the copy ends after about items / chunk
-      // reads; items written meanwhile can add some, so the bound has room.
-      const readsMax = Math.ceil((items * 2) / MOVE_CHUNK_ITEMS) + 10;
+      // Each read moves the cursor forward by a chunk of items or a page of bytes, whichever
+      // ends first, so the copy ends after about that many reads; items written meanwhile
+      // can add some, so the bound has room.
+      const readsMax = Math.ceil((items * 2) / MOVE_CHUNK_ITEMS) + Math.ceil((bytes * 2) / PAGE_BYTES_MAX) + 10;
       // An empty slice has nothing to copy: whatever is written meanwhile comes with the freeze.
       let done = items === 0;
       for (let reads = 0; !done; reads++) {
