@@ -174,7 +174,16 @@ export class KeysliceClient {
   }
 
   private onMessage(data: Buffer): void {
-    for (const frame of decodeClientResponses(data)) this.settle(frame);
+    let frames: ClientResponseFrame[];
+    try {
+      frames = decodeClientResponses(data);
+    } catch (err) {
+      // A server that sends what we cannot read is not one to keep talking to.
+      this.failAll(new KeysliceError('Unavailable', `the coordinator sent a malformed frame: ${(err as Error).message}`));
+      this.ws.terminate();
+      return;
+    }
+    for (const frame of frames) this.settle(frame);
   }
 
   private settle(frame: ClientResponseFrame): void {

@@ -2,19 +2,18 @@
 // node, the hottest sharding keys, and max/mean over all slices, the one figure
 // that says whether a key design piles its work onto a few slices.
 import type { HotKey, NodeLoad, SliceDescription, TableLoad } from '../shared/api.js';
-import { KeysliceError } from '../shared/errors.js';
 import { decodeKey } from '../shared/key-encoding.js';
 import { HOT_KEYS_REPORTED, LOAD_WINDOW_SECONDS } from '../shared/limits.js';
 import { SliceOp, type StatsResult } from '../shared/protocol.js';
 import { sliceOf } from '../shared/hashing.js';
 import type { Table } from './catalog.js';
-import type { NodeLink } from './node-link.js';
+import { requireReady, type NodeLink } from './node-link.js';
 import { keyValueText } from './primary-key.js';
 
 export async function tableLoad(table: Table, links: readonly NodeLink[], sliceCount: number): Promise<TableLoad> {
+  requireReady(links);
   const asked: Promise<[NodeLink, StatsResult]>[] = [];
   for (const link of links) {
-    if (link.state !== 'ready') throw new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`);
     for (let w = 0; w < link.workerCount; w++) asked.push(link.sendToWorker(w, [SliceOp.Stats, table.id]).then((r) => [link, r as StatsResult]));
   }
   const answers = await Promise.all(asked);
@@ -22,6 +21,7 @@ export async function tableLoad(table: Table, links: readonly NodeLink[], sliceC
   const slices: SliceDescription[] = [];
   const nodes = new Map<string, NodeLoad>(links.map((l) => [l.url, { node: l.url, items: 0, bytes: 0, readsPerSecond: 0, writesPerSecond: 0 }]));
   const hotKeys: HotKey[] = [];
+  const hotByPart = new Map<string, number>();
   for (const [link, [perSlice, hot]] of answers) {
     const node = nodes.get(link.url)!;
     for (const [slice, items, bytes, readsPerSecond, writesPerSecond] of perSlice) {
@@ -31,10 +31,12 @@ export async function tableLoad(table: Table, links: readonly NodeLink[], sliceC
       node.readsPerSecond += readsPerSecond;
       node.writesPerSecond += writesPerSecond;
     }
-    for (const [part, opsPerSecond] of hot) {
-      const value = decodeKey(part, [table.shardingKey.type])[0];
-      hotKeys.push({ key: keyValueText(table.shardingKey, value), slice: sliceOf(table.shardingKey.type, value, sliceCount), opsPerSecond });
-    }
+    // A key can be reported by two workers (its slice moved within the window): sum them.
+    for (const [part, opsPerSecond] of hot) hotByPart.set(part, (hotByPart.get(part) ?? 0) + opsPerSecond);
+  }
+  for (const [part, opsPerSecond] of hotByPart) {
+    const value = decodeKey(part, [table.shardingKey.type])[0];
+    hotKeys.push({ key: keyValueText(table.shardingKey, value), slice: sliceOf(table.shardingKey.type, value, sliceCount), opsPerSecond });
   }
   slices.sort((a, b) => a.slice - b.slice);
   hotKeys.sort((a, b) => b.opsPerSecond - a.opsPerSecond);

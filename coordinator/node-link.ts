@@ -249,3 +249,11 @@ export class NodeLink {
     this.queuedCount = 0;
   }
 }
+
+/** Throws Unavailable unless every link is ready: checked before anything is sent,
+ * so that no op is left in flight without anyone awaiting it. */
+export function requireReady(links: Iterable<NodeLink>): void {
+  for (const link of links) {
+    if (link.state !== 'ready') throw new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`);
+  }
+}

@@ -25,7 +25,7 @@ import type { ClusterMap } from './cluster-map.js';
 import type { Membership } from './membership.js';
 import { base64url, continueAfter, fromBase64url, rangeMarker, rangeSpec } from './key-range.js';
 import { tableLoad } from './load-report.js';
-import type { NodeLink } from './node-link.js';
+import { requireReady, type NodeLink } from './node-link.js';
 import { checkKeyValue, keyOfItem, resolveKey, storedShardingKey, type PrimaryKey } from './primary-key.js';
 import { RequestExpressions } from './request-expressions.js';
 
@@ -291,7 +291,7 @@ export class Operations {
 
   /** A page of a full-table scan (or of one segment) in (slice, key) order: each
    * worker returns its first `limit` examined items after the marker; the first
-   * `limit` of all, merged, are the page. Only the nodes owning slices of the range are asked. */
+   * `limit` of all, merged, are the page. */
   private async scan(table: Table, limit: number, marker: string | undefined, projection: Projection, filter: Condition | null, [from, to]: [number, number]) {
     let fromSlice = from;
     let afterKey: string | null = null;
@@ -309,11 +309,16 @@ export class Operations {
     const owners = new Set<number>();
     for (let s = fromSlice; s < to; s++) owners.add(this.map.ownerOf(s));
     if (owners.has(-1)) throw new KeysliceError('Unavailable', 'some slices have no slice node yet (none has joined); retry later');
+    requireReady([...owners].map((o) => this.cluster.links[o]));
+    // Only the workers that own a slice of the range are asked.
+    const workers = new Set<string>();
     const asked: Promise<unknown>[] = [];
-    for (const o of owners) {
-      const link = this.cluster.links[o];
-      if (link.state !== 'ready') throw new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`);
-      for (let w = 0; w < link.workerCount; w++) asked.push(link.sendToWorker(w, [SliceOp.Scan, table.id, fromSlice, afterKey, limit, projection, filter, to]));
+    for (let s = fromSlice; s < to; s++) {
+      const link = this.cluster.links[this.map.ownerOf(s)];
+      const w = s % link.workerCount;
+      if (workers.has(`${link.url} ${w}`)) continue;
+      workers.add(`${link.url} ${w}`);
+      asked.push(link.sendToWorker(w, [SliceOp.Scan, table.id, fromSlice, afterKey, limit, projection, filter, to]));
     }
     const results = (await Promise.all(asked)) as ScanResult[];
     const entries = results.flatMap((r) => r[0]);

@@ -6,7 +6,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { bearerToken, secretMatches } from '../shared/auth.js';
 import { KeysliceError, toKeysliceError } from '../shared/errors.js';
-import { REQUEST_BYTES_MAX } from '../shared/limits.js';
+import { CLIENT_IN_FLIGHT_MAX, REQUEST_BYTES_MAX } from '../shared/limits.js';
 import {
   CLIENT_SUBPROTOCOL,
   CLIENT_WS_PATH,
@@ -57,6 +57,12 @@ export function attachWebSocketApi(ops: Operations, server: Server, token = ''):
       return;
     }
     const outbox = new Outbox(ws);
+    // Requests in flight on this connection are bounded: past the limit the coordinator
+    // stops reading from the socket until half of them are answered (TCP pushes back).
+    let inFlight = 0;
+    const answered = () => {
+      if (--inFlight === CLIENT_IN_FLIGHT_MAX >> 1 && ws.isPaused) ws.resume();
+    };
     ws.on('message', (data: Buffer, isBinary) => {
       if (!isBinary) return outbox.push(errorFrame(-1, new KeysliceError('MalformedRequest', 'frames are binary msgpack, not text')));
       let requests;
@@ -71,11 +77,19 @@ export function attachWebSocketApi(ops: Operations, server: Server, token = ''):
           continue;
         }
         const [id, op, payload] = r;
+        inFlight++;
         ops.execute(op, payload).then(
-          (result) => outbox.push([id, RESULT_OK, result]),
-          (err) => outbox.push(errorFrame(id, toKeysliceError(err))),
+          (result) => {
+            answered();
+            outbox.push([id, RESULT_OK, result]);
+          },
+          (err) => {
+            answered();
+            outbox.push(errorFrame(id, toKeysliceError(err)));
+          },
         );
       }
+      if (inFlight >= CLIENT_IN_FLIGHT_MAX && !ws.isPaused) ws.pause();
     });
     ws.on('error', () => {}); // a broken client connection only ends that connection
   });

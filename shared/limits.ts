@@ -51,6 +51,8 @@ export const EXPRESSION_CACHE_ENTRIES = 1000;
 
 /** One client request (HTTP body or WebSocket frame). 25 items of 400 KB fit. */
 export const REQUEST_BYTES_MAX = 16 * 1024 * 1024;
+/** Requests in flight on one client connection before the coordinator stops reading it. */
+export const CLIENT_IN_FLIGHT_MAX = 8192;
 /** Requests a client may put in one WebSocket frame. */
 export const CLIENT_FRAME_REQUESTS_MAX = 4096;
 /** One frame between coordinator and slice node. */

@@ -144,6 +144,11 @@ export function decodeNodeFrame(bytes: Uint8Array): NodeFrameMessage {
   if (!Array.isArray(frame) || typeof frame[0] !== 'number' || frame[0] < NodeFrame.Hello || frame[0] > NodeFrame.Epoch) {
     throw new Error('malformed node frame');
   }
+  if (frame[0] === NodeFrame.Batch) {
+    const [, batchId, epoch, parts] = frame;
+    const partsOk = Array.isArray(parts) && parts.every((p) => Array.isArray(p) && Number.isInteger(p[0]) && p[1] instanceof Uint8Array);
+    if (!Number.isSafeInteger(batchId) || !Number.isSafeInteger(epoch) || !partsOk) throw new Error('malformed batch frame');
+  }
   return frame as NodeFrameMessage;
 }
 
