@@ -1,6 +1,7 @@
 // Small JSON state files (catalog, cluster map) written atomically: write a
 // temporary file, fsync it, rename it over the old one, fsync the folder.
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
+import { syncDir, writeAll } from '../shared/durable-file.js';
 import { dirname } from 'node:path';
 
 export function readStateFile<T>(path: string): T | null {
@@ -17,16 +18,11 @@ export function writeStateFile(path: string, value: unknown): void {
   const tmp = `${path}.tmp`;
   const fd = openSync(tmp, 'w');
   try {
-    writeSync(fd, JSON.stringify(value, null, 2) + '\n');
+    writeAll(fd, Buffer.from(JSON.stringify(value, null, 2) + '\n'));
     fsyncSync(fd);
   } finally {
     closeSync(fd);
   }
   renameSync(tmp, path);
-  const dir = openSync(dirname(path), 'r');
-  try {
-    fsyncSync(dir);
-  } finally {
-    closeSync(dir);
-  }
+  syncDir(dirname(path));
 }

@@ -4,13 +4,13 @@
 // ends with a record giving the item count.
 //
 // Files: snapshot-<last lsn covered, 16 digits>.snap. Only the newest is kept.
-import { closeSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { syncDir, writeAll } from '../shared/durable-file.js';
 import { SNAPSHOT_CHUNK_ITEMS } from '../shared/limits.js';
 import type { Effect } from './partition.js';
 import { CorruptFileError, frameRecord, readRecords } from './record-file.js';
 import { decodeEffects, decodeSnapshotEnd, encodeEffects, encodeSnapshotEnd, RECORD_KIND } from './log-format.js';
-import { syncDir } from './wal.js';
 
 const SNAPSHOT = /^snapshot-(\d{16})\.snap$/;
 const snapshotName = (lsn: number) => `snapshot-${String(lsn).padStart(16, '0')}.snap`;
@@ -24,9 +24,7 @@ export function writeSnapshot(dir: string, lsn: number, entries: Iterable<Effect
   let seq = 1;
   try {
     const write = (kind: number, payload: Uint8Array) => {
-      const bytes = frameRecord(seq++, kind, payload);
-      let written = 0;
-      while (written < bytes.length) written += writeSync(fd, bytes, written);
+      writeAll(fd, frameRecord(seq++, kind, payload));
     };
     let chunk: Effect[] = [];
     for (const e of entries) {

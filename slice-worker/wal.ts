@@ -7,8 +7,9 @@
 // Files: wal-<first lsn, 16 digits>.log. A segment starts where the previous
 // one ended; a snapshot (snapshot.ts) starts a new segment and lets older
 // segments go.
-import { closeSync, fdatasyncSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { syncDir, writeAll } from '../shared/durable-file.js';
 import type { DurabilityMode } from '../shared/limits.js';
 import { CorruptFileError, frameRecord, readRecords, type FileRecord } from './record-file.js';
 
@@ -95,8 +96,7 @@ export class WriteAheadLog {
   append(kind: number, payload: Uint8Array): number {
     const lsn = this.nextLsnValue;
     const bytes = frameRecord(lsn, kind, payload);
-    let written = 0;
-    while (written < bytes.length) written += writeSync(this.fd, bytes, written);
+    writeAll(this.fd, bytes);
     if (this.mode === 'fsync') fdatasyncSync(this.fd);
     this.nextLsnValue++;
     this.bytesSinceSnapshot += bytes.length;
@@ -122,19 +122,5 @@ export class WriteAheadLog {
       if (m !== null && Number(m[1]) < this.segmentFirstLsn) unlinkSync(join(this.dir, f));
     }
     syncDir(this.dir);
-  }
-
-  close(): void {
-    if (this.fd >= 0) closeSync(this.fd);
-    this.fd = -1;
-  }
-}
-
-export function syncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }

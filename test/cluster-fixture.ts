@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
+import { prng } from '../bench/keys.js';
 import { KeysliceClient } from '../coordinator/client.js';
 import { startLocalCluster, type ClusterOptions, type LocalCluster } from '../coordinator/local-cluster.js';
 import type { OperationName, Request, Response } from '../shared/api.js';
@@ -72,17 +73,8 @@ export function plain(v: unknown): unknown {
   return toJson(v);
 }
 
-/** A seeded PRNG (mulberry32), so that a failing random case can be replayed. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded PRNG, so that a failing random case can be replayed. */
+export const rng = prng;
 
 export async function expectError(p: Promise<unknown>, code: string): Promise<KeysliceError> {
   try {
