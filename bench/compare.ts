@@ -18,17 +18,16 @@
 // Ctrl-C. Only 127.0.0.1 is contacted.
 //
 //   npm run bench:compare [-- --rounds 3 --duration 8 --warmup 2]
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { KeysliceClient } from '../coordinator/client.js';
-import { startLocalCluster, type LocalCluster } from '../coordinator/local-cluster.js';
+import { spawnUntilReady, startLocalCluster, stopProcess, type LocalCluster } from '../coordinator/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
 import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
@@ -48,8 +47,6 @@ const RANGE_DEVICES = 200;
 /** Point writes spread over this many new sharding keys (op n writes put-<n mod PUT_KEYS>, seq floor(n / PUT_KEYS)). */
 const PUT_KEYS = 10_000;
 const REQUEST_TIMEOUT_MS = 10_000;
-const START_TIMEOUT_MS = 20_000;
-const STOP_TIMEOUT_MS = 5_000;
 const LOAD_IN_FLIGHT = 8;
 const LOAD_ATTEMPTS = 5;
 const TABLE = 'compare';
@@ -136,52 +133,14 @@ function log(line: string): void {
 }
 
 /** Spawns `cmd` and resolves when a line of its output matches `ready`. */
-function startChild(name: string, cmd: string, args: string[], ready: RegExp): Promise<ChildProcess> {
-  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  const recent: string[] = [];
-  return new Promise((done, fail) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      fail(new Error(`${name} did not start within ${START_TIMEOUT_MS} ms:\n${recent.join('\n')}`));
-    }, START_TIMEOUT_MS);
-    let isReady = false;
-    const onLine = (line: string) => {
-      if (!isReady) {
-        recent.push(line);
-        if (recent.length > 30) recent.shift();
-      }
-      if (!isReady && ready.test(line)) {
-        isReady = true;
-        clearTimeout(timer);
-        done(child);
-      }
-    };
-    createInterface({ input: child.stdout! }).on('line', onLine);
-    createInterface({ input: child.stderr! }).on('line', onLine);
-    child.once('error', (err) => {
-      clearTimeout(timer);
-      fail(new Error(`${name} could not be started: ${err.message}`));
-    });
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      if (!isReady) fail(new Error(`${name} exited (${signal ?? code}) before it was ready:\n${recent.join('\n')}`));
-    });
-  });
+async function startChild(name: string, cmd: string, args: string[], ready: RegExp): Promise<ChildProcess> {
+  const onSpawn = (child: ChildProcess) => {
+    children.add(child);
+    child.once('exit', () => children.delete(child));
+  };
+  return (await spawnUntilReady(name, cmd, args, ready, { onSpawn })).child;
 }
 
-function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((done) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      done();
-    });
-    child.kill('SIGTERM');
-  });
-}
 
 /** A port that was free on 127.0.0.1 a moment ago. */
 function freePort(): Promise<number> {
@@ -1006,7 +965,7 @@ async function main(): Promise<number> {
   stopping = true;
   await Promise.allSettled(adapters.map((a) => a.close()));
   await Promise.allSettled(clusters.map((c) => c.stop()));
-  await Promise.allSettled([...children].map((c) => stopChild(c)));
+  await Promise.allSettled([...children].map((c) => stopProcess(c)));
   for (const d of dataDirs) rmSync(d, { recursive: true, force: true });
   if (failure !== null) console.error(`compare: ${failure instanceof Error ? failure.message : String(failure)}`);
   return code;

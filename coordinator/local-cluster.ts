@@ -48,33 +48,54 @@ export interface LocalCluster {
   stop(): Promise<void>;
 }
 
-/** Starts one process and resolves when it prints its ready line. */
-/** `env`: the whole environment of the process (default: this one's). */
-export function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void, env?: NodeJS.ProcessEnv): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
-  const child = spawn(process.execPath, [join(distRoot, script), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env });
+/** Spawns `cmd` and resolves when a line of its output (stdout or stderr) matches `ready`;
+ * kills it and fails if that takes longer than START_TIMEOUT_MS or it exits first. */
+export function spawnUntilReady(
+  name: string,
+  cmd: string,
+  args: string[],
+  ready: RegExp,
+  opts: { log?: (line: string) => void; env?: NodeJS.ProcessEnv; onSpawn?: (child: ChildProcess) => void } = {},
+): Promise<{ child: ChildProcess; match: RegExpMatchArray }> {
+  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: opts.env ?? process.env });
+  opts.onSpawn?.(child);
   const recent: string[] = [];
   return new Promise((resolveStart, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`${name} did not start within ${START_TIMEOUT_MS} ms:\n${recent.join('\n')}`));
     }, START_TIMEOUT_MS);
+    let isReady = false;
     const onLine = (line: string) => {
+      opts.log?.(`[${name}] ${line}`);
+      if (isReady) return;
       recent.push(line);
       if (recent.length > 50) recent.shift();
-      log?.(`[${name}] ${line}`);
       const match = line.match(ready);
       if (match) {
+        isReady = true;
         clearTimeout(timer);
-        resolveStart({ proc: { name, child, url: match[1], args }, match });
+        resolveStart({ child, match });
       }
     };
     createInterface({ input: child.stdout! }).on('line', onLine);
     createInterface({ input: child.stderr! }).on('line', onLine);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} could not be started: ${err.message}`));
+    });
     child.on('exit', (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`${name} exited (${signal ?? code}) before it was ready:\n${recent.join('\n')}`));
+      if (!isReady) reject(new Error(`${name} exited (${signal ?? code}) before it was ready:\n${recent.join('\n')}`));
     });
   });
+}
+
+/** Starts one of our processes (a compiled script under dist/) and resolves when it prints its ready line.
+ * `env`: the whole environment of the process (default: this one's). */
+export async function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void, env?: NodeJS.ProcessEnv): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
+  const { child, match } = await spawnUntilReady(name, process.execPath, [join(distRoot, script), ...args], ready, { log, env });
+  return { proc: { name, child, url: match[1], args }, match };
 }
 
 export interface SliceNodeOptions {
