@@ -28,6 +28,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KeysliceClient } from '../coordinator/client.js';
 import { spawnUntilReady, startLocalCluster, stopProcess, type LocalCluster } from '../coordinator/local-cluster.js';
+import { readCommandLine, UsageError } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
@@ -82,8 +83,6 @@ apt-get install redis-server (needs root), npm install in bench/peers.
   --connections N   client connections to keyslice and to Redis (default 4)
   --out FILE        where the report goes (default bench/RESULTS.md)`;
 
-class UsageError extends Error {}
-
 function parseArgs(argv: string[]): Config | 'help' {
   const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, out: join(ROOT, 'bench', 'RESULTS.md') };
   const num = (flag: string, v: string | undefined, min: number, max: number, whole: boolean): number => {
@@ -93,29 +92,23 @@ function parseArgs(argv: string[]): Config | 'help' {
     }
     return n;
   };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
-    const value = () => inline ?? argv[++i];
-    switch (flag) {
-      case '-h':
-      case '--help':
-        return 'help';
-      case '--rounds': cfg.rounds = num(flag, value(), 1, 20, true); break;
-      case '--duration': cfg.durationS = num(flag, value(), 0.5, 600, false); break;
-      case '--warmup': cfg.warmupS = num(flag, value(), 0, 60, false); break;
-      case '--ops': cfg.ops = num(flag, value(), 1, 100_000_000, true); break;
-      case '--concurrency': cfg.concurrency = num(flag, value(), 1, 10_000, true); break;
-      case '--connections': cfg.connections = num(flag, value(), 1, 64, true); break;
-      case '--out': {
-        const v = value();
-        if (!v) throw new UsageError('--out needs a file name');
-        cfg.out = resolve(v);
-        break;
-      }
-      default:
-        throw new UsageError(`unknown argument "${a}" (see --help)`);
-    }
+  const text = { type: 'string' } as const;
+  const { values: v } = readCommandLine({
+    args: argv,
+    options: { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, out: text, help: { type: 'boolean', short: 'h' } },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (v.help === true) return 'help';
+  if (v.rounds !== undefined) cfg.rounds = num('--rounds', v.rounds, 1, 20, true);
+  if (v.duration !== undefined) cfg.durationS = num('--duration', v.duration, 0.5, 600, false);
+  if (v.warmup !== undefined) cfg.warmupS = num('--warmup', v.warmup, 0, 60, false);
+  if (v.ops !== undefined) cfg.ops = num('--ops', v.ops, 1, 100_000_000, true);
+  if (v.concurrency !== undefined) cfg.concurrency = num('--concurrency', v.concurrency, 1, 10_000, true);
+  if (v.connections !== undefined) cfg.connections = num('--connections', v.connections, 1, 64, true);
+  if (v.out !== undefined) {
+    if (v.out === '') throw new UsageError('--out needs a file name');
+    cfg.out = resolve(v.out);
   }
   if (cfg.concurrency < cfg.connections) throw new UsageError(`--concurrency (${cfg.concurrency}) must be at least --connections (${cfg.connections})`);
   return cfg;

@@ -9,8 +9,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ParseArgsConfig } from 'node:util';
 import { KeysliceClient } from '../coordinator/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/local-cluster.js';
+import { readCommandLine, UsageError } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import type { KeySchema, TableLoad } from '../shared/api.js';
 import {
@@ -147,28 +149,18 @@ const USAGE = [
   ...FLAGS.map((f) => `  ${`--${f.flag}${f.value ? ' ' + f.value : ''}`.padEnd(26)} ${f.help}`),
 ].join('\n');
 
-class UsageError extends Error {}
-
 function parseCommandLine(argv: string[]): Config | 'help' {
-  const raw = new Map<string, string>();
-  const booleans = new Set(['json', 'keep-table', 'help']);
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '-h') return 'help';
-    const m = /^--([a-z-]+)(?:=(.*))?$/s.exec(arg);
-    if (m === null) throw new UsageError(`unexpected argument "${arg}" (flags start with --; see --help)`);
-    const name = m[1];
-    if (!FLAGS.some((f) => f.flag === name)) throw new UsageError(`unknown flag --${name} (see --help)`);
-    if (raw.has(name)) throw new UsageError(`--${name} is given twice`);
-    if (booleans.has(name)) {
-      if (m[2] !== undefined) throw new UsageError(`--${name} takes no value`);
-      raw.set(name, 'true');
-      continue;
-    }
-    const value = m[2] ?? argv[++i];
-    if (value === undefined || (m[2] === undefined && value.startsWith('--'))) throw new UsageError(`--${name} needs a value (${FLAGS.find((f) => f.flag === name)!.value})`);
-    raw.set(name, value);
+  const options: ParseArgsConfig['options'] = {};
+  for (const f of FLAGS) options[f.flag] = { type: f.value === '' ? 'boolean' : 'string', ...(f.flag === 'help' ? { short: 'h' } : {}) };
+  const { values, tokens } = readCommandLine({ args: argv, options, strict: true, allowPositionals: false, tokens: true });
+  // A flag given twice is a mistake in a bench command line (which run was meant?), not "the last one wins".
+  const seen = new Set<string>();
+  for (const t of tokens) {
+    if (t.kind !== 'option') continue;
+    if (seen.has(t.name)) throw new UsageError(`--${t.name} is given twice`);
+    seen.add(t.name);
   }
+  const raw = new Map<string, string>(Object.entries(values).map(([k, v]) => [k, String(v)]));
   if (raw.has('help')) return 'help';
 
   const int = (name: string, dflt: number, min: number, max: number): number => {

@@ -3,8 +3,10 @@
 // node, a local cluster) and talks to a running coordinator's /cluster/ API
 // (status, add, drain, remove), with progress while slices move. Every wait is
 // bounded by --timeout; every request by its own timeout.
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
+import { EXIT_USAGE, readCommandLine, UsageError } from '../shared/cli-args.js';
 import type { ClusterStatus, MoveReport } from '../shared/api.js';
 import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
 
@@ -13,17 +15,28 @@ const USAGE = `keyslice: a distributed NoSQL item store
 usage:
   keyslice coordinator [options]    start a coordinator (keyslice coordinator --help for its options)
   keyslice node [options]           start a slice node (keyslice node --help); with --coordinator it registers itself
-  keyslice local                    start a coordinator and two slice nodes on 127.0.0.1 (what npm start runs)
+  keyslice local                    start a coordinator and two slice nodes on 127.0.0.1 (what npm start runs; keyslice local --help)
   keyslice status [--watch]         nodes, slices per node, items/bytes/load per node, moves in flight
   keyslice add <ws://host:port>     add a slice node by address; slices move onto it (waits, with progress)
   keyslice drain <ws://host:port>   move every slice off a node (waits, with progress)
   keyslice remove <ws://host:port>  forget a drained node
+  keyslice --version                the version of this keyslice
 
 options of status, add, drain, remove:
   --url <http://host:port>   the coordinator (env KEYSLICE_URL; default http://127.0.0.1:7100)
   --token <token>            the client token, if the cluster has one (env KEYSLICE_TOKEN)
   --no-wait                  add, drain: return once the coordinator accepted the request
   --timeout <seconds>        add, drain, status --watch: stop waiting after this long (default 3600)
+`;
+
+const LOCAL_USAGE = `usage: keyslice local
+
+Starts a coordinator and two slice nodes (two worker threads each) on 127.0.0.1 and
+keeps them running until Ctrl-C, which stops them all; if one of them exits, the others
+are stopped too. This is what npm start runs. It takes no options; two environment
+variables, read by keyslice local only:
+  KEYSLICE_PORT   the coordinator's port; the nodes take the next two (default 7100; 0: any free ports)
+  KEYSLICE_DATA   the folder that holds every process's data (default ./data)
 `;
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -40,22 +53,46 @@ async function runEntry(script: string, args: string[]): Promise<void> {
   await import(script);
 }
 
+/** The version in the package.json next to dist/ (the repository's, or the installed package's). */
+function version(): string {
+  return (JSON.parse(readFileSync(join(here, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
+
 function options(args: string[]) {
-  const o = { url: process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100', token: process.env.KEYSLICE_TOKEN ?? '', wait: true, watch: false, timeoutS: 3600, positional: [] as string[] };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    if (a === '--url') o.url = args[++i] ?? die('--url needs a value', 2);
-    else if (a === '--token') o.token = args[++i] ?? die('--token needs a value', 2);
-    else if (a === '--no-wait') o.wait = false;
-    else if (a === '--watch') o.watch = true;
-    else if (a === '--timeout') {
-      o.timeoutS = Number(args[++i]);
-      if (!(o.timeoutS > 0)) die('--timeout must be a number of seconds', 2);
-    } else if (a.startsWith('--')) die(`unknown option ${a} (try keyslice --help)`, 2);
-    else o.positional.push(a);
+  let parsed;
+  try {
+    parsed = readCommandLine({
+      args,
+      options: {
+        url: { type: 'string' },
+        token: { type: 'string' },
+        'no-wait': { type: 'boolean' },
+        watch: { type: 'boolean' },
+        timeout: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: true,
+    });
+  } catch (err) {
+    if (err instanceof UsageError) die(`${err.message} (try keyslice --help)`, EXIT_USAGE);
+    throw err;
   }
-  o.url = o.url.replace(/\/+$/, '');
-  return o;
+  const v = parsed.values;
+  if (v.help === true) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  const timeoutS = v.timeout === undefined ? 3600 : Number(v.timeout);
+  if (!(timeoutS > 0)) die('--timeout must be a number of seconds', EXIT_USAGE);
+  return {
+    url: (v.url ?? process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100').replace(/\/+$/, ''),
+    token: v.token ?? process.env.KEYSLICE_TOKEN ?? '',
+    wait: v['no-wait'] !== true,
+    watch: v.watch === true,
+    timeoutS,
+    positional: parsed.positionals,
+  };
 }
 type Options = ReturnType<typeof options>;
 
@@ -166,6 +203,8 @@ async function main(): Promise<void> {
     case 'node':
       return runEntry(join(here, '..', 'slice-worker', 'main.js'), rest);
     case 'local':
+      if (rest.includes('--help') || rest.includes('-h')) return console.log(LOCAL_USAGE);
+      if (rest.length > 0) die(`keyslice local takes no arguments, got "${rest.join(' ')}" (see keyslice local --help)`, EXIT_USAGE);
       return runEntry(join(here, 'local-cluster.js'), rest);
     case 'status': {
       const o = options(rest);
@@ -180,7 +219,7 @@ async function main(): Promise<void> {
     }
     case 'add': {
       const o = options(rest);
-      const node = o.positional[0] ?? die('add needs a node address: keyslice add ws://host:port', 2);
+      const node = o.positional[0] ?? die('add needs a node address: keyslice add ws://host:port', EXIT_USAGE);
       await call(o, 'POST', 'add', { node });
       console.log(`added ${node}; slices move onto it`);
       if (!o.wait) return;
@@ -194,7 +233,7 @@ async function main(): Promise<void> {
     }
     case 'drain': {
       const o = options(rest);
-      const node = o.positional[0] ?? die('drain needs a node address: keyslice drain ws://host:port', 2);
+      const node = o.positional[0] ?? die('drain needs a node address: keyslice drain ws://host:port', EXIT_USAGE);
       const before = (await status(o)).nodes.find((n) => n.node === node);
       await call(o, 'POST', 'drain', { node });
       console.log(`draining ${node} (${before?.slices ?? '?'} slices)`);
@@ -208,17 +247,23 @@ async function main(): Promise<void> {
     }
     case 'remove': {
       const o = options(rest);
-      const node = o.positional[0] ?? die('remove needs a node address: keyslice remove ws://host:port', 2);
+      const node = o.positional[0] ?? die('remove needs a node address: keyslice remove ws://host:port', EXIT_USAGE);
       await call(o, 'POST', 'remove', { node });
       return console.log(`removed ${node}`);
     }
-    case undefined:
+    case '--version':
+    case '-v':
+      return console.log(version());
     case 'help':
     case '--help':
     case '-h':
       return console.log(USAGE);
+    case undefined:
+      // Asked for nothing: the help, on stderr, and a failure, so that a script that forgot its command notices.
+      console.error(USAGE);
+      process.exit(EXIT_USAGE);
     default:
-      die(`unknown command "${command}"\n\n${USAGE}`, 2);
+      die(`unknown command "${command}"\n\n${USAGE}`, EXIT_USAGE);
   }
 }
 

@@ -191,7 +191,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const cluster = await startLocalCluster({
     dataDir,
     coordinatorPort: port,
-    nodePortBase: port + 1,
+    nodePortBase: port === 0 ? 0 : port + 1,
     log: (line) => console.log(line),
   }).catch((err) => {
     console.error(`keyslice: the local cluster did not start: ${err.message}`);
@@ -200,20 +200,26 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   console.log(`\nkeyslice is running: ${cluster.url} (HTTP, POST /api/<Operation>) and ${cluster.wsUrl} (WebSocket)`);
   console.log(`data under ${dataDir}; Ctrl-C stops every process.\n`);
   let stopping = false;
-  const stop = async () => {
+  const stop = async (exitCode: number) => {
     if (stopping) return;
     stopping = true;
     console.log('keyslice: stopping the cluster');
     await cluster.stop();
-    process.exit(0);
+    process.exit(exitCode);
   };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
+  process.on('SIGINT', () => stop(0));
+  process.on('SIGTERM', () => stop(0));
   for (const p of [cluster.coordinator, ...cluster.nodes]) {
     p.child.on('exit', (code, signal) => {
       if (stopping) return;
-      console.error(`keyslice: ${p.name} exited (${signal ?? code}); stopping the rest`);
-      void stop();
+      const how = signal !== null ? `was killed by ${signal}` : `exited with code ${code}`;
+      // A half cluster would look alive while part of the data answers Unavailable: better to stop it whole, and say so.
+      const why =
+        p === cluster.coordinator
+          ? 'without the coordinator no request is served'
+          : 'its slices answer Unavailable while it is down, so the cluster would serve only part of the keys';
+      console.error(`keyslice: ${p.name} (pid ${p.child.pid}) ${how}; ${why}. Stopping the other processes; run keyslice local again to restart (the data stays in ${dataDir}).`);
+      void stop(1);
     });
   }
 }

@@ -1,7 +1,7 @@
 // The coordinator process: client API (HTTP and WebSocket on one port),
 // routing by the cluster map, and one link per slice node.
 import { createServer } from 'node:http';
-import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { initHashing } from '../shared/hashing.js';
 import { CLUSTER_READY_WAIT_MS, COORDINATOR_PORT_DEFAULT, MOVE_ITEMS_PER_SECOND_DEFAULT, SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { CLIENT_WS_PATH } from '../shared/protocol.js';
@@ -17,16 +17,16 @@ const args = parseArgs(
   process.argv.slice(2),
   {
     host: { default: '127.0.0.1', help: 'address to listen on', env: 'KEYSLICE_HOST' },
-    port: { default: String(COORDINATOR_PORT_DEFAULT), help: 'port for HTTP and WebSocket clients (0: any free port)', env: 'KEYSLICE_PORT' },
+    port: { default: String(COORDINATOR_PORT_DEFAULT), help: 'port for HTTP and WebSocket clients (0: any free port)', env: 'KEYSLICE_COORDINATOR_PORT' },
     nodes: { default: '', help: 'slice node addresses to start with, comma-separated (ws://host:port,...); nodes started with --coordinator join by themselves', env: 'KEYSLICE_NODES' },
     slices: { default: String(SLICE_COUNT_DEFAULT), help: 'slice count, fixed when the cluster is created', env: 'KEYSLICE_SLICES' },
-    data: { default: './data/coordinator', help: 'data folder (catalog and cluster map)', env: 'KEYSLICE_DATA' },
+    data: { default: './data/coordinator', help: 'data folder (catalog and cluster map)', env: 'KEYSLICE_COORDINATOR_DATA' },
     token: { default: '', help: 'client token: HTTP and WebSocket requests without it are refused (empty: none required)', env: 'KEYSLICE_TOKEN' },
     'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes (empty: none required)', env: 'KEYSLICE_CLUSTER_SECRET' },
     rebalance: { default: 'yes', help: 'yes: move slices onto nodes that join; no: only drains move slices', env: 'KEYSLICE_REBALANCE' },
     'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
-  'usage: node dist/coordinator/main.js [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',
+  'usage: keyslice coordinator [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',
 );
 const port = intArg('port', args.port, 0, 65535);
 const sliceCount = intArg('slices', args.slices, 1, SLICE_COUNT_MAX);
@@ -60,7 +60,10 @@ const server = createServer((req, res) => handleHttp(ops, metrics, cluster, secu
 server.keepAliveTimeout = 65_000;
 const wss = attachWebSocketApi(ops, server, security.token);
 
-server.on('error', (err) => fail(`cannot listen on ${args.host}:${port}: ${err.message}`));
+// ws re-emits the server's errors on wss; either way a listen error is one sentence, not a stack trace.
+const listenFailed = (err: NodeJS.ErrnoException) => cannotListen('coordinator', args.host!, port, err, 'KEYSLICE_COORDINATOR_PORT');
+server.on('error', listenFailed);
+wss.on('error', listenFailed);
 server.listen(port, args.host, async () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;

@@ -1,23 +1,67 @@
-// Minimal `--name value` argument parsing for the process entry points, with
-// validation in plain sentences (a process refuses to start on bad config).
+// Command lines of the process entry points and the benches, read by node:util's
+// parseArgs (strict) with its errors said as plain sentences; a process refuses
+// to start on bad config. Processes also take each option from an environment
+// variable (docker-compose configures them that way).
+import { parseArgs as parseArgv, type ParseArgsConfig } from 'node:util';
+
+/** Bad arguments: the process says so and exits with EXIT_USAGE. */
+export const EXIT_USAGE = 2;
+/** A server could not listen (the port is taken, the address is not this machine's, no permission). */
+export const EXIT_CANNOT_LISTEN = 1;
+
+export class UsageError extends Error {}
+
+/** node:util parseArgs, strict; what it refuses becomes a UsageError with one plain sentence. */
+export function readCommandLine<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgv<T>> {
+  try {
+    return parseArgv(config);
+  } catch (err) {
+    throw new UsageError(plainParseError(err as Error & { code?: string }));
+  }
+}
+
+/** util.parseArgs words its errors for programmers ("Option '--port <value>' argument missing"); say them for users. */
+function plainParseError(err: Error & { code?: string }): string {
+  const quoted = /'([^']*)'/.exec(err.message)?.[1] ?? '';
+  const option = quoted.split(/[ ,]+/).find((w) => w.startsWith('--')) ?? quoted;
+  switch (err.code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+      return `unknown option "${quoted}"`;
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+      return `unexpected argument "${quoted}"`;
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
+      if (/does not take an argument/.test(err.message)) return `${option} takes no value`;
+      if (/ambiguous/.test(err.message)) return `${option} needs a value (one that starts with a dash goes as ${option}=-...)`;
+      return `${option} needs a value`;
+    default:
+      throw err;
+  }
+}
 
 /** `env`: an environment variable that sets the option when the command line does not (docker-compose). */
 export type ArgSpec = Record<string, { default?: string; help: string; env?: string }>;
 
+/** `--name value` options of a process, each a string, with env fallbacks and defaults; `--help` prints
+ * `usage` and the options and exits 0; anything else it does not know stops the process (EXIT_USAGE). */
 export function parseArgs<S extends ArgSpec>(argv: string[], spec: S, usage: string): { [K in keyof S]: string | undefined } {
+  let values: Record<string, unknown>;
+  try {
+    const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' } };
+    for (const k of Object.keys(spec)) options[k] = { type: 'string' };
+    values = readCommandLine({ args: argv, options, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    // "usage: keyslice node [...]" names the command to ask for help.
+    if (err instanceof UsageError) fail(`${err.message} (try ${/^usage: ([a-z]+(?: [a-z]+)?)/.exec(usage)?.[1] ?? ''} --help)`.replace('try  --help', 'try --help'));
+    throw err;
+  }
+  if (values.help === true) {
+    console.log(usage + '\n' + Object.entries(spec).map(([k, v]) => `  --${k.padEnd(12)} ${v.help}${v.env !== undefined ? ` [env ${v.env}]` : ''}${v.default !== undefined ? ` (default ${v.default})` : ''}`).join('\n'));
+    process.exit(0);
+  }
   const out: Record<string, string | undefined> = {};
-  for (const [k, v] of Object.entries(spec)) out[k] = (v.env !== undefined && process.env[v.env] !== undefined && process.env[v.env] !== '' ? process.env[v.env] : undefined) ?? v.default;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '--help' || arg === '-h') {
-      console.log(usage + '\n' + Object.entries(spec).map(([k, v]) => `  --${k.padEnd(12)} ${v.help}${v.env !== undefined ? ` [env ${v.env}]` : ''}${v.default !== undefined ? ` (default ${v.default})` : ''}`).join('\n'));
-      process.exit(0);
-    }
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
-    if (!m || !(m[1] in spec)) fail(`unknown argument "${arg}" (try --help)`);
-    const value = m[2] ?? argv[++i];
-    if (value === undefined) fail(`--${m[1]} needs a value`);
-    out[m[1]] = value;
+  for (const [k, v] of Object.entries(spec)) {
+    const fromEnv = v.env !== undefined && process.env[v.env] !== undefined && process.env[v.env] !== '' ? process.env[v.env] : undefined;
+    out[k] = (values[k] as string | undefined) ?? fromEnv ?? v.default;
   }
   return out as { [K in keyof S]: string | undefined };
 }
@@ -32,5 +76,21 @@ export function intArg(name: string, value: string | undefined, min: number, max
 
 export function fail(message: string): never {
   console.error(`keyslice: ${message}`);
-  process.exit(2);
+  process.exit(EXIT_USAGE);
+}
+
+/** A server that cannot listen says why in one sentence, names the option that changes it, and exits
+ * EXIT_CANNOT_LISTEN: no stack trace. `who`: "coordinator", "slice node"; `portEnv`: the port's variable. */
+export function cannotListen(who: string, host: string, port: number, err: NodeJS.ErrnoException, portEnv: string): never {
+  const choose = `choose another with --port or ${portEnv}`;
+  const why =
+    err.code === 'EADDRINUSE'
+      ? `port ${port} on ${host} is in use by another process; stop that process or ${choose}`
+      : err.code === 'EADDRNOTAVAIL'
+        ? `${host} is not an address of this machine; choose one with --host`
+        : err.code === 'EACCES'
+          ? `no permission to listen on port ${port} of ${host} (ports below 1024 need privileges); ${choose}`
+          : `cannot listen on ${host}:${port} (${err.message})`;
+  console.error(`keyslice ${who}: ${why}`);
+  process.exit(EXIT_CANNOT_LISTEN);
 }

@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { secretMatches } from '../shared/auth.js';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { assert, KeysliceError } from '../shared/errors.js';
 import {
   DURABILITY_DEFAULT,
@@ -41,10 +41,9 @@ const args = parseArgs(
   process.argv.slice(2),
   {
     host: { default: '127.0.0.1', help: 'address to listen on', env: 'KEYSLICE_HOST' },
-    port: { default: String(SLICE_NODE_PORT_DEFAULT), help: 'port to listen on (0: any free port)', env: 'KEYSLICE_PORT' },
+    port: { default: String(SLICE_NODE_PORT_DEFAULT), help: 'port to listen on (0: any free port)', env: 'KEYSLICE_NODE_PORT' },
     workers: { default: String(WORKERS_PER_NODE_DEFAULT), help: 'worker threads, each owning a share of the slices', env: 'KEYSLICE_WORKERS' },
-    data: { default: './data/slice-node', help: 'data folder of this node (with --data-per-host: the parent of one folder per host name)', env: 'KEYSLICE_DATA' },
-    'data-per-host': { default: 'no', help: 'yes: keep data in <data>/<host name>, for replicas that share one volume (docker compose --scale)', env: 'KEYSLICE_DATA_PER_HOST' },
+    data: { default: './data/slice-node', help: 'data folder of this node', env: 'KEYSLICE_NODE_DATA' },
     coordinator: { help: 'coordinator to register with and heartbeat to (http://host:port); without it the coordinator must know this node (--nodes or keyslice add)', env: 'KEYSLICE_COORDINATOR' },
     advertise: { help: 'the address the coordinator should dial (ws://host:port); default ws://<host>:<port>, or the host name when listening on 0.0.0.0', env: 'KEYSLICE_ADVERTISE' },
     'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes; connections without it are refused (empty: none required)', env: 'KEYSLICE_CLUSTER_SECRET' },
@@ -53,7 +52,7 @@ const args = parseArgs(
     'slice-writes-per-second': { default: '0', help: `the same for writes (0: no limit; DynamoDB: ${DYNAMODB_PARTITION_WRITES_PER_SECOND})` },
     durability: { default: DURABILITY_DEFAULT, help: `when a write is acknowledged: ${DURABILITY_MODES.join(' | ')} (fsync: on disk; os: handed to the OS)` },
   },
-  'usage: node dist/slice-worker/main.js [options]',
+  'usage: keyslice node [--coordinator http://127.0.0.1:7100] [options]',
 );
 const port = intArg('port', args.port, 0, 65535);
 const workerCount = intArg('workers', args.workers, 1, 64);
@@ -68,8 +67,7 @@ const clusterSecret = args['cluster-secret']!;
 const coordinatorUrl = args.coordinator?.replace(/\/+$/, '');
 if (coordinatorUrl !== undefined && !/^https?:\/\/[^/]+$/.test(coordinatorUrl)) fail(`--coordinator must be http://host:port, got "${coordinatorUrl}"`);
 if (args.advertise !== undefined && !/^wss?:\/\/[^/]+$/.test(args.advertise)) fail(`--advertise must be ws://host:port, got "${args.advertise}"`);
-if (!['yes', 'no'].includes(args['data-per-host']!)) fail('--data-per-host must be yes or no');
-const dataDir = args['data-per-host'] === 'yes' ? join(args.data!, hostname()) : args.data!;
+const dataDir = args.data!;
 try {
   mkdirSync(dataDir, { recursive: true });
 } catch (err) {
@@ -175,7 +173,7 @@ server.on('connection', (ws) => {
   });
   ws.on('error', (err) => console.error(`keyslice slice node: connection error: ${err.message}`));
 });
-server.on('error', (err) => die(`cannot listen on ${args.host}:${port}: ${err.message}`));
+server.on('error', (err) => cannotListen('slice node', args.host!, port, err, 'KEYSLICE_NODE_PORT'));
 server.on('listening', () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;

@@ -1,30 +1,34 @@
-// Reads docker-compose.yml for the compose-topology test: the subset of YAML the
-// file keeps to (nested block maps, flow lists of double-quoted strings, scalars,
-// comments) and compose's ${VAR}, ${VAR:-default} and ${VAR:?error} substitution.
+// Reads docker-compose.yml for the compose-topology test with a real YAML parser
+// (the `yaml` package, with YAML 1.1 merge keys `<<: *anchor` as compose reads
+// them), and applies compose's ${VAR}, ${VAR:-default} and ${VAR:?error}
+// substitution. Extension fields (x-...) are left to the file's own anchors.
 import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
 
-export type YamlValue = string | string[] | { [k: string]: YamlValue };
+export interface Healthcheck {
+  test: string[];
+  interval?: string;
+  timeout?: string;
+  retries?: number;
+  start_period?: string;
+}
 
-export function parseComposeYaml(text: string): { [k: string]: YamlValue } {
-  const root: { [k: string]: YamlValue } = {};
-  const stack: { indent: number; map: { [k: string]: YamlValue } }[] = [{ indent: -1, map: root }];
-  text.split('\n').forEach((raw, n) => {
-    const line = raw.replace(/\s+#.*$/, '').replace(/^\s*#.*$/, '');
-    if (line.trim() === '') return;
-    const indent = line.length - line.trimStart().length;
-    const m = /^([A-Za-z0-9_.-]+):(?:\s+(.*))?$/.exec(line.trim());
-    if (m === null) throw new Error(`docker-compose.yml line ${n + 1}: outside the YAML subset the test reads: ${raw}`);
-    while (stack.at(-1)!.indent >= indent) stack.pop();
-    const parent = stack.at(-1)!.map;
-    const value = m[2];
-    if (value === undefined || value === '') {
-      const child: { [k: string]: YamlValue } = {};
-      parent[m[1]] = child;
-      stack.push({ indent, map: child });
-    } else if (value.startsWith('[')) parent[m[1]] = JSON.parse(value) as string[];
-    else parent[m[1]] = value.startsWith('"') ? (JSON.parse(value) as string) : value;
-  });
-  return root;
+export interface Service {
+  build?: string;
+  image?: string;
+  command: string[];
+  environment: Record<string, string>;
+  ports?: string[];
+  volumes?: string[];
+  healthcheck?: Healthcheck;
+  depends_on?: Record<string, { condition: string }>;
+  scale?: number;
+  restart?: string;
+}
+
+export interface ComposeFile {
+  services: Record<string, Service>;
+  volumes?: Record<string, unknown>;
 }
 
 /** Compose's variable substitution against `env`. */
@@ -37,6 +41,6 @@ export function interpolate(value: string, env: Record<string, string | undefine
   });
 }
 
-export function readCompose(path: string): { [k: string]: YamlValue } {
-  return parseComposeYaml(readFileSync(path, 'utf8'));
+export function readCompose(path: string): ComposeFile {
+  return parse(readFileSync(path, 'utf8'), { merge: true }) as ComposeFile;
 }

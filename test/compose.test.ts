@@ -1,102 +1,221 @@
 // The compose topology without a Docker engine: read docker-compose.yml and run
 // each service's command as a process on 127.0.0.1 with the service's
-// environment (the service's replicas as separate processes, each with its own
-// data folder and a free port; service host names mapped to the loopback
-// address of the process that plays that service). Then check that the cluster
-// forms and serves, and that `--scale slice=5` adds nodes that join by themselves.
+// environment. One host plays the compose network: each service gets a port of
+// its own on the loopback address (kept across restarts, as a service's address
+// is), service host names map to it, and each volume is a folder. Services start
+// in depends_on order, each once its dependencies' healthchecks (run as the
+// processes they name) pass. Then: the cluster forms and serves; `docker compose
+// down && up` brings back the same three nodes with their data; a fourth node
+// added as the file's header says joins and takes its share.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client.js';
-import { startProcess, stopProcess, type ManagedProcess } from '../coordinator/local-cluster.js';
+import { stopProcess } from '../coordinator/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
-import { interpolate, readCompose, type YamlValue } from './compose-file.js';
+import { interpolate, readCompose, type Service } from './compose-file.js';
 import { expectError } from './cluster-fixture.js';
 import { waitFor } from './elastic-fixture.js';
 
 const compose = readCompose(join(dirname(fileURLToPath(import.meta.url)), '..', 'docker-compose.yml'));
-const services = compose.services as Record<string, Record<string, YamlValue>>;
+const services = compose.services;
 // What an operator would put in .env.
 const hostEnv = { KEYSLICE_TOKEN: 'compose-test-token', KEYSLICE_CLUSTER_SECRET: 'compose-test-secret' };
 const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-compose-'));
-const started: ManagedProcess[] = [];
-/** service name -> the address its (first) process listens on, host:port */
-const addresses = new Map<string, string>();
-const READY = /(?:coordinator ready (http:\/\/\S+)|slice node ready (ws:\/\/\S+))/;
+const cli = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'coordinator', 'cli.js');
+const running = new Map<string, ChildProcess>();
+/** The last lines each service printed, for the message of a failed wait. */
+const output = new Map<string, string[]>();
+/** service name -> its port on 127.0.0.1 (the service's address, stable like a compose service name) */
+const ports = new Map<string, number>();
 
 afterAll(async () => {
-  await Promise.all(started.map((p) => stopProcess(p.child)));
+  await Promise.all([...running.values()].map((child) => stopProcess(child)));
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** Starts replica `replica` of a service as the compose file describes it. */
-async function startReplica(name: string, replica: number): Promise<ManagedProcess> {
-  const service = services[name];
-  const command = service.command as string[];
-  expect(command[0]).toBe('node');
-  expect(command[1]).toMatch(/^dist\//);
+/** The variable that sets a service's port, and its value in the file (the port inside its container). */
+function portVariable(service: Service): [name: string, containerPort: string] {
+  const found = Object.entries(service.environment).find(([k]) => /^KEYSLICE_(COORDINATOR|NODE)_PORT$/.test(k));
+  expect(found, 'every service sets its port').toBeDefined();
+  return found!;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The environment the service's process gets on this host. */
+function environmentOf(name: string, service: Service): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH };
-  for (const [k, v] of Object.entries(service.environment as Record<string, string>)) {
+  const mounts = (service.volumes ?? []).map((v) => {
+    const [volume, target] = v.split(':');
+    expect(compose.volumes, `volume ${volume} is declared`).toHaveProperty(volume);
+    return { target, folder: join(dataDir, volume) };
+  });
+  for (const [k, v] of Object.entries(service.environment)) {
     let value = interpolate(v, hostEnv);
-    // Host names of services become the loopback address of the process playing them.
-    for (const [other, address] of addresses) value = value.replace(new RegExp(`//${other}:\\d+`), `//${address}`);
+    // Service host names and their container ports become the loopback address and the port that service has here.
+    for (const [other, port] of ports) value = value.replace(new RegExp(`//${other}:${portVariable(services[other])[1]}\\b`), `//127.0.0.1:${port}`);
+    // A path on a volume becomes the same path in that volume's folder.
+    for (const m of mounts) if (value === m.target || value.startsWith(`${m.target}/`)) value = m.folder + value.slice(m.target.length);
     env[k] = value;
   }
-  // One host instead of one network namespace per container: loopback, free ports, a folder each.
   env.KEYSLICE_HOST = '127.0.0.1';
-  env.KEYSLICE_PORT = '0';
-  env.KEYSLICE_DATA = join(dataDir, `${name}-${replica}`);
-  const { proc, match } = await startProcess(`${name}-${replica}`, command[1].slice('dist/'.length), command.slice(2), READY, undefined, env);
-  started.push(proc);
-  if (!addresses.has(name)) addresses.set(name, new URL(match[1] ?? match[2]).host);
-  return proc;
+  env[portVariable(service)[0]] = String(ports.get(name));
+  return env;
+}
+
+/** Runs the service's healthcheck command as docker would, in the service's environment; true if it exits 0. */
+function healthy(name: string): Promise<boolean> {
+  const check = services[name].healthcheck!;
+  expect(check.test[0]).toBe('CMD');
+  expect(check.test[1]).toBe('node');
+  const child = spawn(process.execPath, check.test.slice(2), { stdio: 'ignore', env: environmentOf(name, services[name]) });
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve(code === 0);
+    });
+  });
+}
+
+async function start(name: string): Promise<void> {
+  const service = services[name];
+  for (const [dependency, { condition }] of Object.entries(service.depends_on ?? {})) {
+    expect(condition).toBe('service_healthy');
+    await waitFor(() => healthy(dependency), `${dependency} to be healthy before ${name} starts`);
+  }
+  if (!ports.has(name)) ports.set(name, await freePort());
+  // The image's `keyslice` is dist/coordinator/cli.js. Like compose, nothing waits for a ready line:
+  // a dependent waits for the healthcheck.
+  expect(service.command[0]).toBe('keyslice');
+  const child = spawn(process.execPath, [cli, ...service.command.slice(1)], { stdio: ['ignore', 'pipe', 'pipe'], env: environmentOf(name, service) });
+  running.set(name, child);
+  const lines: string[] = [];
+  output.set(name, lines);
+  for (const stream of [child.stdout!, child.stderr!]) stream.on('data', (d: Buffer) => lines.push(...d.toString().trimEnd().split('\n')) > 40 && lines.splice(0, lines.length - 40));
+}
+
+/** Fails at once, with its output, if a service's process is gone. */
+function noneExited(): void {
+  for (const [name, child] of running) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} exited (${child.signalCode ?? child.exitCode}):\n${output.get(name)!.join('\n')}`);
+  }
+}
+
+/** `docker compose up`: every service, dependencies first. */
+async function up(): Promise<void> {
+  const started = new Set<string>();
+  for (let round = 0; started.size < Object.keys(services).length; round++) {
+    expect(round, 'depends_on has no cycle').toBeLessThan(10);
+    const ready = Object.keys(services).filter((n) => !started.has(n) && Object.keys(services[n].depends_on ?? {}).every((d) => started.has(d)));
+    await Promise.all(ready.map((n) => start(n)));
+    for (const n of ready) started.add(n);
+  }
+}
+
+/** `docker compose down` (volumes kept): dependents first. */
+async function down(): Promise<void> {
+  const dependents = [...running.keys()].filter((n) => Object.keys(services[n].depends_on ?? {}).length > 0);
+  for (const group of [dependents, [...running.keys()].filter((n) => !dependents.includes(n))]) {
+    await Promise.all(group.map((n) => stopProcess(running.get(n)!)));
+    for (const n of group) running.delete(n);
+  }
 }
 
 async function status(): Promise<ClusterStatus> {
-  const res = await fetch(`http://${addresses.get('coordinator')}/cluster/status`, { headers: { authorization: `Bearer ${hostEnv.KEYSLICE_TOKEN}` }, signal: AbortSignal.timeout(10_000) });
+  const res = await fetch(`http://127.0.0.1:${ports.get('coordinator')}/cluster/status`, {
+    headers: { authorization: `Bearer ${hostEnv.KEYSLICE_TOKEN}` },
+    signal: AbortSignal.timeout(10_000),
+  });
   return (await res.json()) as ClusterStatus;
 }
 
-async function balanced(nodes: number): Promise<ClusterStatus> {
+/** Waits (bounded) until `nodes` nodes are up and share the slices evenly, with no move left. */
+async function balanced(nodes: number, timeoutMs = 60_000): Promise<ClusterStatus> {
+  const until = Date.now() + timeoutMs;
   let st: ClusterStatus | undefined;
-  await waitFor(async () => {
-    st = await status();
-    const counts = st.nodes.map((n) => n.slices);
-    return st.nodes.length === nodes && st.nodes.every((n) => n.up) && st.unassignedSlices === 0 && st.moves.inFlight.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1;
-  }, `${nodes} nodes to share the slices`, 40_000);
-  return st!;
+  while (Date.now() < until) {
+    noneExited();
+    st = await status().catch(() => undefined);
+    const counts = st?.nodes.map((n) => n.slices) ?? [];
+    if (st?.nodes.length === nodes && st.nodes.every((n) => n.up) && st.unassignedSlices === 0 && st.moves.inFlight.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1) return st;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${nodes} nodes to share the slices; last status: ${JSON.stringify(st?.nodes)}`);
 }
 
-describe('docker-compose.yml, run as processes', () => {
-  it('publishes the client port on the loopback address only, and needs the cluster secret', () => {
-    for (const s of Object.values(services)) for (const p of (s.ports as string[] | undefined) ?? []) expect(p).toMatch(/^127\.0\.0\.1:/);
-    expect(() => interpolate((services.slice.environment as Record<string, string>).KEYSLICE_CLUSTER_SECRET, {})).toThrow(/KEYSLICE_CLUSTER_SECRET/);
-    expect(Number(services.slice.scale)).toBe(3);
+const sliceServices = Object.keys(services).filter((n) => n !== 'coordinator');
+
+describe('docker-compose.yml', () => {
+  it('publishes the client port on the loopback address only, needs the cluster secret, and checks the health of every service', () => {
+    for (const s of Object.values(services)) for (const p of s.ports ?? []) expect(p).toMatch(/^127\.0\.0\.1:/);
+    expect(() => interpolate(services['slice-1'].environment.KEYSLICE_CLUSTER_SECRET, {})).toThrow(/KEYSLICE_CLUSTER_SECRET/);
+    expect(sliceServices).toEqual(['slice-1', 'slice-2', 'slice-3']);
+    for (const [name, s] of Object.entries(services)) {
+      expect(s.healthcheck?.test[0], name).toBe('CMD');
+      expect(s.scale, `${name}: replicas of one service would share an identity`).toBeUndefined();
+    }
   });
 
-  it('forms a cluster of a coordinator and three slice nodes that serves, then grows to five', async () => {
-    const dependsOn = (name: string) => (services[name].depends_on as string[] | undefined) ?? [];
-    const order = [...Object.keys(services).filter((n) => dependsOn(n).length === 0), ...Object.keys(services).filter((n) => dependsOn(n).length > 0)];
-    for (const name of order) for (const d of dependsOn(name)) expect(order.indexOf(d)).toBeLessThan(order.indexOf(name));
-    for (const name of order) {
-      const replicas = Number(services[name].scale ?? 1);
-      await Promise.all(Array.from({ length: replicas }, (_, i) => startReplica(name, i + 1)));
+  it('gives each slice node an address and a volume of its own, so it is the same node after down and up', () => {
+    const volumes = sliceServices.map((n) => services[n].volumes!.map((v) => v.split(':')[0])).flat();
+    expect(new Set(volumes).size).toBe(sliceServices.length);
+    expect(volumes).not.toContain(services.coordinator.volumes![0].split(':')[0]);
+    for (const n of sliceServices) {
+      expect(services[n].environment.KEYSLICE_ADVERTISE).toBe(`ws://${n}:${services[n].environment.KEYSLICE_NODE_PORT}`);
+      expect(services[n].volumes).toEqual([`${n}-data:${services[n].environment.KEYSLICE_NODE_DATA}`]);
     }
-    const st = await balanced(3);
-    expect(st.sliceCount).toBe(1024);
+  });
+});
 
-    const url = `http://${addresses.get('coordinator')}`;
+describe('docker-compose.yml, run as processes', () => {
+  it('forms a cluster that serves; after down and up the same three nodes serve every item; a fourth joins', async () => {
+    ports.set('coordinator', await freePort());
+    expect(await healthy('coordinator'), 'the coordinator healthcheck fails while nothing listens').toBe(false);
+    await up();
+    const first = await balanced(3);
+    for (const n of Object.keys(services)) expect(await healthy(n), n).toBe(true);
+    expect(first.sliceCount).toBe(1024);
+    const addresses = first.nodes.map((n) => n.node).sort();
+    expect(addresses).toEqual(sliceServices.map((n) => `ws://127.0.0.1:${ports.get(n)}`).sort());
+
+    const url = `http://127.0.0.1:${ports.get('coordinator')}`;
     await expectError(KeysliceClient.connect(url), 'Unauthorized');
-    const client = await KeysliceClient.connect(url, { token: hostEnv.KEYSLICE_TOKEN });
+    const ids = Array.from({ length: 200 }, (_, i) => `item-${i}`);
+    let client = await KeysliceClient.connect(url, { token: hostEnv.KEYSLICE_TOKEN });
     try {
       await client.createTable('compose', { name: 'id', type: 'string' });
-      const ids = Array.from({ length: 200 }, (_, i) => `item-${i}`);
       for (let i = 0; i < ids.length; i += 25) expect(await client.batchWrite('compose', { puts: ids.slice(i, i + 25).map((id) => ({ id })) })).toEqual([]);
-      // docker compose up --scale slice=5
-      await Promise.all([4, 5].map((i) => startReplica('slice', i)));
-      await balanced(5);
+    } finally {
+      await client.close();
+    }
+
+    // docker compose down && docker compose up: the volumes and the service addresses stay.
+    await down();
+    expect(await healthy('slice-1'), 'the node healthcheck fails while the node is down').toBe(false);
+    await up();
+    const again = await balanced(3);
+    expect(again.nodes.map((n) => n.node).sort()).toEqual(addresses);
+    client = await KeysliceClient.connect(url, { token: hostEnv.KEYSLICE_TOKEN });
+    try {
+      expect((await client.getAllItems({ table: 'compose' })).map((i) => i.id).sort()).toEqual([...ids].sort());
+
+      // A fourth node as the header says: slice-3's block copied as slice-4.
+      services['slice-4'] = JSON.parse(JSON.stringify(services['slice-3']).replaceAll('slice-3', 'slice-4')) as Service;
+      compose.volumes!['slice-4-data'] = null;
+      await start('slice-4');
+      await balanced(4);
       const got = await client.batchGet('compose', ids.slice(0, 100));
       expect(got.failures).toEqual([]);
       expect(got.items.map((i) => i?.id)).toEqual(ids.slice(0, 100));
@@ -104,5 +223,5 @@ describe('docker-compose.yml, run as processes', () => {
     } finally {
       await client.close();
     }
-  }, 90_000);
+  }, 240_000);
 });

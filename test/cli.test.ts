@@ -1,0 +1,187 @@
+// The `keyslice` command as a user meets it: help and exit codes, --version,
+// one plain sentence for a busy port (coordinator and node), separate
+// environment variables for the coordinator and the node, and `keyslice local`
+// saying which process exited and why it stops the rest. Real processes of the
+// built CLI (dist/coordinator/cli.js), each bounded in time and stopped by PID.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startProcess, stopProcess } from '../coordinator/local-cluster.js';
+import { waitFor } from './elastic-fixture.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const cli = join(root, 'dist', 'coordinator', 'cli.js');
+const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-cli-'));
+const children: ChildProcess[] = [];
+/** PIDs of processes that a started process started (keyslice local's), for the cleanup if a test fails. */
+const grandchildren: number[] = [];
+
+afterAll(async () => {
+  for (const pid of grandchildren) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  await Promise.all(children.map((c) => stopProcess(c)));
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** The environment of a process that should see only what the test gives it. */
+function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('KEYSLICE_')) env[k] = v;
+  return { ...env, ...extra };
+}
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI to its end (killed after `timeoutMs`). */
+function keyslice(args: string[], env: NodeJS.ProcessEnv = cleanEnv(), timeoutMs = 20_000): Promise<Run> {
+  const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  children.push(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d));
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A port that something else holds: what a user meets when an old process still runs. */
+async function holdPort(): Promise<{ server: Server; port: number }> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as { port: number }).port };
+}
+
+describe('keyslice help and version', () => {
+  it('with no arguments prints the help on stderr and exits 2', async () => {
+    const r = await keyslice([]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^usage:/m);
+    expect(r.stderr).toContain('keyslice coordinator');
+  });
+
+  it('--help exits 0; --version prints the version of package.json', async () => {
+    expect((await keyslice(['--help'])).code).toBe(0);
+    const r = await keyslice(['--version']);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toBe((JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version);
+  });
+
+  it('every help text names the command as keyslice <command>, none a path under dist/', async () => {
+    for (const [args, first] of [
+      [['--help'], 'keyslice: a distributed NoSQL item store'],
+      [['coordinator', '--help'], 'usage: keyslice coordinator'],
+      [['node', '--help'], 'usage: keyslice node'],
+      [['local', '--help'], 'usage: keyslice local'],
+      [['status', '--help'], 'keyslice: a distributed NoSQL item store'],
+    ] as const) {
+      const r = await keyslice([...args]);
+      expect(r.code, args.join(' ')).toBe(0);
+      expect(r.stdout.split('\n')[0]).toContain(first);
+      expect(r.stdout).not.toMatch(/dist\//);
+    }
+  });
+
+  it('refuses an unknown option in a sentence that says where to look, exit 2', async () => {
+    const r = await keyslice(['node', '--prot', '7101']);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim()).toBe('keyslice: unknown option "--prot" (try keyslice node --help)');
+  });
+});
+
+describe('a busy port', () => {
+  it.each([
+    ['coordinator', 'KEYSLICE_COORDINATOR_PORT'],
+    ['node', 'KEYSLICE_NODE_PORT'],
+  ])('keyslice %s says so in one sentence and exits 1, no stack trace', async (command, portEnv) => {
+    const held = await holdPort();
+    try {
+      const r = await keyslice([command, '--port', String(held.port), '--data', join(dataDir, `busy-${command}`)]);
+      expect(r.code).toBe(1);
+      const lines = r.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(new RegExp(`^keyslice (coordinator|slice node): port ${held.port} on 127\\.0\\.0\\.1 is in use by another process; .*--port or ${portEnv}$`));
+    } finally {
+      held.server.close();
+    }
+  });
+});
+
+describe('environment variables', () => {
+  it('the coordinator and the node each read their own port and data folder from one shared environment', async () => {
+    // One shell, both processes: what a user who exports the variables gets.
+    const [c, n] = await Promise.all([holdPort(), holdPort()]);
+    c.server.close();
+    n.server.close();
+    const env = cleanEnv({
+      KEYSLICE_COORDINATOR_PORT: String(c.port),
+      KEYSLICE_COORDINATOR_DATA: join(dataDir, 'env-coordinator'),
+      KEYSLICE_NODE_PORT: String(n.port),
+      KEYSLICE_NODE_DATA: join(dataDir, 'env-node'),
+      KEYSLICE_COORDINATOR: `http://127.0.0.1:${c.port}`,
+    });
+    const coordinator = await startProcess('coordinator', 'coordinator/cli.js', ['coordinator', '--slices', '16'], /coordinator ready (http:\/\/\S+)/, undefined, env);
+    children.push(coordinator.proc.child);
+    const node = await startProcess('node', 'coordinator/cli.js', ['node', '--workers', '1'], /slice node ready (ws:\/\/\S+)/, undefined, env);
+    children.push(node.proc.child);
+    expect(coordinator.proc.url).toBe(`http://127.0.0.1:${c.port}`);
+    expect(node.proc.url).toBe(`ws://127.0.0.1:${n.port}`);
+    // Each wrote into its own folder: the node its workers' logs, the coordinator its state.
+    await waitFor(async () => {
+      const res = await fetch(`${coordinator.proc.url}/cluster/status`, { signal: AbortSignal.timeout(5000) });
+      return ((await res.json()) as { nodes: { up: boolean }[] }).nodes.some((x) => x.up);
+    }, 'the node to register');
+    expect(existsSync(join(dataDir, 'env-node', 'worker-0'))).toBe(true);
+    expect(existsSync(join(dataDir, 'env-coordinator', 'worker-0'))).toBe(false);
+    expect(existsSync(join(dataDir, 'env-coordinator'))).toBe(true);
+    await Promise.all([stopProcess(node.proc.child), stopProcess(coordinator.proc.child)]);
+  });
+});
+
+describe('keyslice local', () => {
+  it('when a slice node dies, names it, says why the rest stops, stops every process and exits 1', async () => {
+    const child = spawn(process.execPath, [cli, 'local'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: cleanEnv({ KEYSLICE_PORT: '0', KEYSLICE_DATA: join(dataDir, 'local') }),
+    });
+    children.push(child);
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d));
+    child.stderr!.on('data', (d: Buffer) => (out += d));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    await waitFor(async () => out.includes('keyslice is running'), 'keyslice local to start', 30_000);
+    const pidOf = (name: string) => Number(new RegExp(`\\[${name}\\] .* ready .*pid=(\\d+)`).exec(out)?.[1]);
+    const pids = { coordinator: pidOf('coordinator'), node1: pidOf('slice-node-1'), node2: pidOf('slice-node-2') };
+    for (const pid of Object.values(pids)) {
+      expect(pid).toBeGreaterThan(0);
+      grandchildren.push(pid);
+    }
+    process.kill(pids.node1, 'SIGKILL');
+    const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 20_000));
+    expect(await Promise.race([exited, timeout])).toBe(1);
+    expect(out).toContain(`keyslice: slice-node-1 (pid ${pids.node1}) was killed by SIGKILL; its slices answer Unavailable while it is down`);
+    expect(out).toContain('Stopping the other processes');
+    expect(alive(pids.coordinator)).toBe(false);
+    expect(alive(pids.node2)).toBe(false);
+  }, 60_000);
+});
