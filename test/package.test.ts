@@ -1,6 +1,6 @@
 // keyslice as an npm package: `npm pack` (its prepack builds, from the files the
 // Docker image is built from: no tests, no benches), install the tarball into a
-// fresh project from the npm cache, then use it as a user would: the client
+// fresh project from the npm cache alone (npm ci --offline), then use it as a user would: the client
 // imported from a .mjs script and from a .ts file that tsc type-checks, both run
 // against a cluster that the installed package's own `keyslice local` started.
 // Every process is bounded in time and stopped by its PID; the folders are removed.
@@ -39,6 +39,22 @@ afterAll(async () => {
   }
   rmSync(work, { recursive: true, force: true });
 });
+
+/** A user's project that depends on the tarball, with a lock file whose other entries are this
+ * checkout's production dependencies at the versions its own lock file pins: `npm ci --offline`
+ * then installs exactly what a user's `npm install` of the tarball would, from the npm cache. */
+function writeOfflineLock(project: string, tarball: string): void {
+  const ours = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string; dependencies: Record<string, string>; bin: Record<string, string> };
+  const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
+  const dependencies = { [pkg.name]: `file:${relative(project, tarball)}` };
+  const packages: Record<string, unknown> = {
+    '': { name: 'keyslice-user', dependencies },
+    [`node_modules/${pkg.name}`]: { version: ours.version, resolved: dependencies[pkg.name], dependencies: ours.dependencies, bin: ours.bin },
+  };
+  for (const [path, entry] of Object.entries(lock.packages)) if (path.startsWith('node_modules/') && entry.dev !== true) packages[path] = entry;
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'keyslice-user', private: true, type: 'module', dependencies }));
+  writeFileSync(join(project, 'package-lock.json'), JSON.stringify({ name: 'keyslice-user', lockfileVersion: 3, requires: true, packages }));
+}
 
 /** Runs a command to its end, bounded; fails with its output if it exits non-zero. */
 function run(cmd: string, args: string[], cwd: string, timeoutMs: number, env: NodeJS.ProcessEnv = process.env): Promise<string> {
@@ -117,10 +133,9 @@ describe('npm pack and npm install, as a user', () => {
     expect(statSync(join(src, 'dist', 'coordinator', 'cli.js')).mode & 0o111, 'the build leaves the bin executable').toBe(0o111);
 
     mkdirSync(app);
-    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'keyslice-user', private: true, type: 'module' }));
-    // From the npm cache alone if it holds every dependency; else the cache first and the registry for what it lacks.
-    const install = (mode: string) => run('npm', ['install', mode, '--no-audit', '--no-fund', '--ignore-scripts', tarball], app, 90_000);
-    await install('--offline').catch(() => install('--prefer-offline'));
+    writeOfflineLock(app, tarball);
+    // From the npm cache alone (CI's `npm ci` filled it): the test never reaches the registry.
+    await run('npm', ['ci', '--offline', '--no-audit', '--no-fund', '--ignore-scripts'], app, 90_000);
 
     mkdirSync(folderApp);
     writeFileSync(join(folderApp, 'package.json'), JSON.stringify({ name: 'keyslice-folder-user', private: true, type: 'module' }));
