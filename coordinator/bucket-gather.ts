@@ -1,21 +1,20 @@
 // Even distribution's read side. Items of one sharding key are stored under
-// `<key>_<bucket>`, bucket = hash(sorting key) % N, so a GetItems by the
-// original key reads all N buckets in parallel and merges them by sorting key.
+// `<key>_<bucket>` (or the sharding tuple with the bucket added), bucket =
+// hash(sorting key) % N, so a GetItems by the original key reads all N buckets
+// in parallel and merges them by sorting key.
 //
 // A sorting key lives in exactly one bucket, so a page can be continued from
 // the sorting key of its last item alone: every bucket resumes after it. Each
 // bucket is read in chunks, refilled only when the merge has used up what it
 // fetched, so a page reads about as far into each bucket as the page needs.
 import { KeysliceError } from '../shared/errors.js';
-import { sliceOf } from '../shared/hashing.js';
-import { encodeKeyPart } from '../shared/key-encoding.js';
 import { PAGE_BYTES_MAX } from '../shared/limits.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { SliceOp, type Projection, type RangeResult, type RangeSpec, type SliceOpMessage } from '../shared/protocol.js';
 import { itemBytes, type Item } from '../shared/values.js';
 import type { Table } from './catalog.js';
-import { base64url, continueAfterKey, fromBase64url, rangeSpec } from './key-range.js';
-import { storedShardingKey } from './primary-key.js';
+import { base64url, continueAfterKey, fromBase64url, isEmptyRange, rangeSpec, type SortRange } from './key-range.js';
+import type { ShardingPlacement } from './primary-key.js';
 
 const MARKER_BUCKETS = /^b1\.([A-Za-z0-9_-]*)$/;
 
@@ -33,19 +32,19 @@ interface Cursor {
 
 export interface GatherRequest {
   table: Table;
-  sharding: string;
-  condition: unknown;
+  /** Where each bucket of the sharding key is stored, bucket 0 first. */
+  buckets: ShardingPlacement[];
+  range: SortRange | null;
   reverse: boolean;
   limit: number;
   marker: string | undefined;
   projection: Projection;
   filter: Condition | null;
-  sliceCount: number;
   send: (slice: number, op: SliceOpMessage) => Promise<unknown>;
 }
 
-export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; marker?: string }> {
-  const buckets = r.table.evenDistribution!.buckets;
+export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; examined: number; marker?: string }> {
+  const buckets = r.buckets.length;
   // Enough per bucket for an even share of the page, with some slack.
   const chunk = Math.min(r.limit, Math.max(4, Math.ceil((r.limit * 1.25) / buckets) + 1));
   let after: string | null = null;
@@ -55,17 +54,20 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; 
     after = fromBase64url(m[1]);
   }
   const cursors: Cursor[] = [];
-  for (let b = 0; b < buckets; b++) {
-    const stored = storedShardingKey(r.sharding, b);
-    const prefix = encodeKeyPart('string', stored);
-    const spec = rangeSpec(r.table, prefix, r.condition, r.reverse, chunk, r.projection, r.filter);
+  let empty = false;
+  for (const { part: prefix, slice } of r.buckets) {
+    const spec = rangeSpec(r.table, prefix, r.range, r.reverse, chunk, r.projection, r.filter);
     spec.withKeys = true;
     if (after !== null) continueAfterKey(spec, prefix + after);
-    cursors.push({ slice: sliceOf('string', stored, r.sliceCount), prefixBytes: prefix.length, spec, keys: [], items: [], pos: 0, more: true, frontier: null });
+    empty ||= isEmptyRange(spec);
+    cursors.push({ slice, prefixBytes: prefix.length, spec, keys: [], items: [], pos: 0, more: true, frontier: null });
   }
+  if (empty) return { items: [], examined: 0 }; // bounds that contradict each other: no bucket holds anything
 
+  let examined = 0;
   const fetch = async (c: Cursor) => {
-    const [items, lastKey, more, keys] = (await r.send(c.slice, [SliceOp.Range, r.table.id, c.slice, c.spec])) as RangeResult;
+    const [items, lastKey, more, keys, n] = (await r.send(c.slice, [SliceOp.Range, r.table.id, c.slice, c.spec])) as RangeResult;
+    examined += n;
     c.items = items;
     c.keys = keys!.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
     c.pos = 0;
@@ -100,10 +102,10 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; 
     }
     const mayEmit = best !== null && (frontier === null || !before(frontier, best.keys[best.pos]));
     if (!mayEmit) {
-      if (frontier === null) return { items: out }; // every bucket is read to its end
-      return { items: out, marker: 'b1.' + base64url(frontier) };
+      if (frontier === null) return { items: out, examined }; // every bucket is read to its end
+      return { items: out, examined, marker: 'b1.' + base64url(frontier) };
     }
-    if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out, marker: 'b1.' + base64url(lastSort!) };
+    if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out, examined, marker: 'b1.' + base64url(lastSort!) };
     const item = best!.items[best!.pos];
     lastSort = best!.keys[best!.pos];
     best!.pos++;

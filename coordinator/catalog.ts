@@ -2,21 +2,39 @@
 // coordinator and persisted in its data folder. A table id is never reused, so
 // a table created again under an old name never sees the old table's items.
 import { join } from 'node:path';
-import type { EvenDistribution, KeySchema, TableDescription } from '../shared/api.js';
+import type { EvenDistribution, KeyColumns, KeySchema, TableDescription } from '../shared/api.js';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { KEY_TYPES } from '../shared/key-encoding.js';
-import { EVEN_DISTRIBUTION_BUCKETS_DEFAULT, EVEN_DISTRIBUTION_BUCKETS_MAX, TABLE_NAME_CHARS_MAX, TABLE_NAME_CHARS_MIN, TABLES_MAX } from '../shared/limits.js';
+import {
+  EVEN_DISTRIBUTION_BUCKETS_DEFAULT,
+  EVEN_DISTRIBUTION_BUCKETS_MAX,
+  SHARDING_KEY_COLUMNS_MAX,
+  SORTING_KEY_COLUMNS_MAX,
+  TABLE_NAME_CHARS_MAX,
+  TABLE_NAME_CHARS_MIN,
+  TABLES_MAX,
+} from '../shared/limits.js';
 import { isPlainObject, validateAttributeName } from '../shared/values.js';
 import { readStateFile, writeStateFile } from './state-file.js';
 
 export interface Table extends TableDescription {
   id: number;
+  /** The key columns as lists (derived from shardingKey and sortingKey, not persisted):
+   * at least one sharding column, no sorting column for a simple key. */
+  sharding: KeySchema[];
+  sorting: KeySchema[];
 }
+
+/** A table as the catalog file keeps it: its description and its id. */
+type StoredTable = TableDescription & { id: number };
 
 interface CatalogState {
   nextTableId: number;
-  tables: Table[];
+  tables: StoredTable[];
 }
+
+const COLUMN_FIELDS = ['name', 'type'];
+const EVEN_DISTRIBUTION_FIELDS = ['buckets'];
 
 const TABLE_NAME = new RegExp(`^[A-Za-z0-9_.-]{${TABLE_NAME_CHARS_MIN},${TABLE_NAME_CHARS_MAX}}$`);
 
@@ -33,7 +51,7 @@ export class Catalog {
       catalog.nextTableId = state.nextTableId;
       for (const t of state.tables) {
         assert(t.id < state.nextTableId, `table id ${t.id} below nextTableId`);
-        catalog.tables.set(t.name, t);
+        catalog.tables.set(t.name, withColumns(t));
       }
     }
     return catalog;
@@ -57,15 +75,24 @@ export class Catalog {
         `table name must be ${TABLE_NAME_CHARS_MIN} to ${TABLE_NAME_CHARS_MAX} characters of A-Z, a-z, 0-9, "_", "-" and "."; got ${JSON.stringify(name)}`,
       );
     }
-    const sharding = keySchema(shardingKey, 'shardingKey');
-    const sorting = sortingKey === undefined || sortingKey === null ? null : keySchema(sortingKey, 'sortingKey');
-    if (sorting !== null && sorting.name === sharding.name) {
-      throw new KeysliceError('ValidationError', 'the sharding key and the sorting key must be different attributes');
+    const sharding = keyColumns(shardingKey, 'shardingKey', SHARDING_KEY_COLUMNS_MAX);
+    const sorting = sortingKey === undefined || sortingKey === null ? [] : keyColumns(sortingKey, 'sortingKey', SORTING_KEY_COLUMNS_MAX);
+    const seen = new Set<string>();
+    for (const column of [...sharding, ...sorting]) {
+      if (seen.has(column.name)) throw new KeysliceError('ValidationError', `key column "${column.name}" appears twice; every key column must be a different attribute`);
+      seen.add(column.name);
     }
-    const even = evenDistributionOption(evenDistribution, sharding, sorting);
+    const even = evenDistributionOption(evenDistribution, sorting);
     if (this.tables.has(name)) throw new KeysliceError('TableExists', `table "${name}" already exists`);
     if (this.tables.size >= TABLES_MAX) throw new KeysliceError('LimitExceeded', `a cluster holds at most ${TABLES_MAX} tables`);
-    const table: Table = { id: this.nextTableId, name, shardingKey: sharding, sortingKey: sorting, evenDistribution: even, createdAt: Date.now() };
+    const table = withColumns({
+      id: this.nextTableId,
+      name,
+      shardingKey: describeColumns(sharding),
+      sortingKey: sorting.length === 0 ? null : describeColumns(sorting),
+      evenDistribution: even,
+      createdAt: Date.now(),
+    });
     this.tables.set(name, table);
     this.nextTableId++;
     this.save();
@@ -80,7 +107,8 @@ export class Catalog {
   }
 
   private save(): void {
-    writeStateFile(this.path, { nextTableId: this.nextTableId, tables: [...this.tables.values()] } satisfies CatalogState);
+    const tables: StoredTable[] = [...this.tables.values()].map(({ sharding, sorting, ...stored }) => stored);
+    writeStateFile(this.path, { nextTableId: this.nextTableId, tables } satisfies CatalogState);
   }
 }
 
@@ -88,28 +116,63 @@ export function describe(table: Table): TableDescription {
   return { name: table.name, shardingKey: table.shardingKey, sortingKey: table.sortingKey, evenDistribution: table.evenDistribution ?? null, createdAt: table.createdAt };
 }
 
-function keySchema(v: unknown, field: string): KeySchema {
-  if (!isPlainObject(v) || typeof v.name !== 'string') {
-    throw new KeysliceError('ValidationError', `"${field}" must be {"name": <attribute>, "type": "string" | "number" | "binary"}`);
+/** A table of the catalog file with its columns as lists (files written before
+ * keys had several columns hold one column as an object, which reads the same). */
+function withColumns(t: StoredTable): Table {
+  const list = (k: KeyColumns) => (Array.isArray(k) ? k : [k]);
+  return { ...t, sharding: list(t.shardingKey), sorting: t.sortingKey === null ? [] : list(t.sortingKey) };
+}
+
+/** One column is described as the column, several as the list. */
+function describeColumns(columns: KeySchema[]): KeyColumns {
+  return columns.length === 1 ? columns[0] : columns;
+}
+
+function refuseUnknownFields(v: Record<string, unknown>, where: string, accepted: readonly string[]): void {
+  for (const field of Object.keys(v)) {
+    if (!accepted.includes(field)) {
+      throw new KeysliceError('ValidationError', `${where} does not take "${field}" (it takes ${accepted.join(', ')})`);
+    }
   }
-  validateAttributeName(v.name, field);
+}
+
+/** `shardingKey` or `sortingKey`: one column {name, type}, or a list of 1 to `max` of them. */
+function keyColumns(v: unknown, field: string, max: number): KeySchema[] {
+  const shape = `{"name": <attribute>, "type": ${KEY_TYPES.map((t) => `"${t}"`).join(' | ')}}`;
+  if (Array.isArray(v)) {
+    if (v.length === 0 || v.length > max) {
+      throw new KeysliceError('ValidationError', `"${field}" takes 1 to ${max} columns; got ${v.length}`);
+    }
+    return v.map((c, i) => keyColumn(c, `${field}[${i}]`, shape));
+  }
+  if (!isPlainObject(v)) throw new KeysliceError('ValidationError', `"${field}" must be one column ${shape} or a list of 1 to ${max} of them`);
+  return [keyColumn(v, field, shape)];
+}
+
+function keyColumn(v: unknown, where: string, shape: string): KeySchema {
+  if (!isPlainObject(v)) throw new KeysliceError('ValidationError', `${where} must be a column ${shape}`);
+  // A field we do not know (say "hashPrefix" or "order") would change nothing; refuse it rather than drop it.
+  refuseUnknownFields(v, where, COLUMN_FIELDS);
+  if (typeof v.name !== 'string') throw new KeysliceError('ValidationError', `${where}.name must be an attribute name (a string); ${where} must be ${shape}`);
+  validateAttributeName(v.name, where);
   if (!KEY_TYPES.includes(v.type as never)) {
-    throw new KeysliceError('ValidationError', `${field}.type must be one of ${KEY_TYPES.join(', ')}; got ${JSON.stringify(v.type)}`);
+    throw new KeysliceError('ValidationError', `${where}.type must be one of ${KEY_TYPES.join(', ')}; got ${JSON.stringify(v.type)}`);
   }
   return { name: v.name, type: v.type as KeySchema['type'] };
 }
 
-function evenDistributionOption(v: unknown, sharding: KeySchema, sorting: KeySchema | null): EvenDistribution | null {
+function evenDistributionOption(v: unknown, sorting: KeySchema[]): EvenDistribution | null {
   if (v === undefined || v === null) return null;
-  if (!isPlainObject(v) || Object.keys(v).some((k) => k !== 'buckets')) {
+  if (!isPlainObject(v)) {
     throw new KeysliceError('ValidationError', '"evenDistribution" must be {"buckets": N} (N defaults to ' + EVEN_DISTRIBUTION_BUCKETS_DEFAULT + ')');
   }
+  refuseUnknownFields(v, 'evenDistribution', EVEN_DISTRIBUTION_FIELDS);
   const buckets = v.buckets ?? EVEN_DISTRIBUTION_BUCKETS_DEFAULT;
   if (!Number.isInteger(buckets) || (buckets as number) < 1 || (buckets as number) > EVEN_DISTRIBUTION_BUCKETS_MAX) {
     throw new KeysliceError('ValidationError', `evenDistribution.buckets must be a whole number from 1 to ${EVEN_DISTRIBUTION_BUCKETS_MAX}`);
   }
-  if (sharding.type !== 'string' || sorting === null) {
-    throw new KeysliceError('ValidationError', 'even distribution needs a string sharding key (the bucket is appended to it) and a sorting key (the bucket is its hash)');
+  if (sorting.length === 0) {
+    throw new KeysliceError('ValidationError', 'even distribution needs a sorting key: an item\'s bucket is the hash of its sorting key');
   }
   return { buckets: buckets as number };
 }

@@ -5,8 +5,8 @@ import WebSocket from 'ws';
 import type {
   EvenDistribution,
   ItemFailure,
+  KeyColumns,
   KeyRef,
-  KeySchema,
   OperationName,
   ProjectionOptions,
   Request,
@@ -109,7 +109,7 @@ export class KeysliceClient {
 
   // ---- typed shorthands -------------------------------------------------
 
-  async createTable(table: string, shardingKey: KeySchema, sortingKey?: KeySchema, options: { evenDistribution?: Partial<EvenDistribution> } = {}): Promise<TableDescription> {
+  async createTable(table: string, shardingKey: KeyColumns, sortingKey?: KeyColumns, options: { evenDistribution?: Partial<EvenDistribution> } = {}): Promise<TableDescription> {
     return (await this.request('CreateTable', { table, shardingKey, sortingKey: sortingKey ?? null, ...options })).table;
   }
   async describeTable(table: string): Promise<TableDescription> {

@@ -2,13 +2,11 @@
 // node, the hottest sharding keys, and max/mean over all slices, the one figure
 // that says whether a key design piles its work onto a few slices.
 import type { HotKey, NodeLoad, SliceDescription, TableLoad } from '../shared/api.js';
-import { decodeKey } from '../shared/key-encoding.js';
 import { HOT_KEYS_REPORTED, LOAD_WINDOW_SECONDS } from '../shared/limits.js';
 import { SliceOp, type StatsResult } from '../shared/protocol.js';
-import { sliceOf } from '../shared/hashing.js';
 import type { Table } from './catalog.js';
 import { requireReady, type NodeLink } from './node-link.js';
-import { keyValueText } from './primary-key.js';
+import { describePart } from './primary-key.js';
 
 export async function tableLoad(table: Table, links: readonly NodeLink[], sliceCount: number): Promise<TableLoad> {
   requireReady(links);
@@ -35,8 +33,8 @@ export async function tableLoad(table: Table, links: readonly NodeLink[], sliceC
     for (const [part, opsPerSecond] of hot) hotByPart.set(part, (hotByPart.get(part) ?? 0) + opsPerSecond);
   }
   for (const [part, opsPerSecond] of hotByPart) {
-    const value = decodeKey(part, [table.shardingKey.type])[0];
-    hotKeys.push({ key: keyValueText(table.shardingKey, value), slice: sliceOf(table.shardingKey.type, value, sliceCount), opsPerSecond });
+    const { text, slice } = describePart(table, part, sliceCount);
+    hotKeys.push({ key: text, slice, opsPerSecond });
   }
   slices.sort((a, b) => a.slice - b.slice);
   hotKeys.sort((a, b) => b.opsPerSecond - a.opsPerSecond);

@@ -3,8 +3,6 @@
 import type { ItemFailure, OperationName } from '../shared/api.js';
 import { KeysliceError, toKeysliceError } from '../shared/errors.js';
 import type { Condition } from '../shared/expression-ast.js';
-import { sliceOf } from '../shared/hashing.js';
-import { encodeKeyPart } from '../shared/key-encoding.js';
 import {
   BATCH_GET_ITEMS_MAX,
   BATCH_WRITE_ITEMS_MAX,
@@ -23,10 +21,10 @@ import { gatherBuckets } from './bucket-gather.js';
 import { describe, type Catalog, type Table } from './catalog.js';
 import type { ClusterMap } from './cluster-map.js';
 import type { Membership } from './membership.js';
-import { base64url, continueAfter, fromBase64url, rangeMarker, rangeSpec } from './key-range.js';
+import { base64url, continueAfter, fromBase64url, isEmptyRange, rangeMarker, rangeSpec, sortRangeOf } from './key-range.js';
 import { tableLoad } from './load-report.js';
 import { requireReady, type NodeLink } from './node-link.js';
-import { checkKeyValue, keyOfItem, resolveKey, storedShardingKey, type PrimaryKey } from './primary-key.js';
+import { keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
 import { RequestExpressions } from './request-expressions.js';
 
 type Payload = Record<string, unknown>;
@@ -120,8 +118,9 @@ export class Operations {
     const condition = ex.condition('condition');
     ex.done();
     const returnValues = returnValuesOf(p.returnValues, ['none', 'old', 'new']);
-    const base: Item = { [table.shardingKey.name]: pk.sharding, [NAME_ATTRIBUTE]: pk.name };
-    if (table.sortingKey !== null) base[table.sortingKey.name] = pk.sorting!;
+    const base: Item = { [NAME_ATTRIBUTE]: pk.name };
+    table.sharding.forEach((c, i) => (base[c.name] = pk.sharding[i]));
+    table.sorting.forEach((c, i) => (base[c.name] = pk.sorting[i]));
     const spec: UpdateSpec = { base, actions, condition, oldOnFailure: writeCheck(condition, false, p)?.oldOnFailure ?? false, returnValues };
     const item = await this.write(pk, [SliceOp.Update, table.id, pk.slice, pk.key, spec]);
     return returnValues === 'none' ? {} : { item };
@@ -146,33 +145,35 @@ export class Operations {
     const keyCondition = ex.keyCondition(table);
     ex.done();
     const shardingKey = keyCondition !== null ? keyCondition.shardingKey : p.shardingKey;
-    const sortingKey = keyCondition !== null ? keyCondition.sortingKey : p.sortingKey;
     const limit = optionalInt(p.limit, 'limit', 1, PAGE_ITEMS_MAX) ?? PAGE_ITEMS_DEFAULT;
     const reverse = optionalBool(p.reverse, 'reverse') ?? false;
     if (p.marker !== undefined && typeof p.marker !== 'string') throw new KeysliceError('InvalidMarker', '"marker" must be the string a previous page returned');
     const marker = p.marker as string | undefined;
     if (shardingKey === undefined) {
-      if (sortingKey !== undefined) throw new KeysliceError('ValidationError', 'a sorting-key condition needs a "shardingKey"');
+      if (p.sortingKey !== undefined) throw new KeysliceError('ValidationError', 'a sorting-key condition needs a "shardingKey"');
       if (reverse) throw new KeysliceError('ValidationError', 'a full-table scan has no order to reverse; "reverse" needs a "shardingKey"');
       return this.scan(table, limit, marker, projection, filter, this.segmentSlices(p.segment, p.totalSegments));
     }
     if (p.segment !== undefined || p.totalSegments !== undefined) {
       throw new KeysliceError('ValidationError', '"segment" and "totalSegments" split a full-table scan; they do not apply with a "shardingKey"');
     }
-    const sharding = checkKeyValue(table.shardingKey, shardingKey, 'sharding', table.sortingKey !== null);
+    const sharding = shardingValues(table, shardingKey);
+    const range = keyCondition !== null ? keyCondition.sortRange : p.sortingKey === undefined ? null : sortRangeOf(table, p.sortingKey);
     const even = table.evenDistribution;
     const bucket = optionalInt(p.bucket, 'bucket', 0, (even?.buckets ?? 1) - 1);
     if (bucket !== undefined && even === null) throw new KeysliceError('ValidationError', `table "${table.name}" has no even distribution; "bucket" does not apply`);
+    const sliceCount = this.map.sliceCount;
     if (even !== null && bucket === undefined) {
       const send = (slice: number, op: SliceOpMessage) => this.toSlice(slice, op);
-      return gatherBuckets({ table, sharding: sharding as string, condition: sortingKey, reverse, limit, marker, projection, filter, sliceCount: this.map.sliceCount, send });
+      const buckets = Array.from({ length: even.buckets }, (_, b) => placement(table, sharding, b, sliceCount));
+      return gatherBuckets({ table, buckets, range, reverse, limit, marker, projection, filter, send });
     }
-    const stored = bucket === undefined ? sharding : storedShardingKey(sharding, bucket);
-    const slice = sliceOf(table.shardingKey.type, stored, this.map.sliceCount);
-    const spec = rangeSpec(table, encodeKeyPart(table.shardingKey.type, stored), sortingKey, reverse, limit, projection, filter);
+    const where = placement(table, sharding, bucket ?? null, sliceCount);
+    const spec = rangeSpec(table, where.part, range, reverse, limit, projection, filter);
     if (marker !== undefined) continueAfter(spec, marker);
-    const [items, lastKey, more] = (await this.toSlice(slice, [SliceOp.Range, table.id, slice, spec])) as RangeResult;
-    return more && lastKey !== null ? { items, marker: rangeMarker(lastKey) } : { items };
+    if (isEmptyRange(spec)) return { items: [], examined: 0 }; // bounds that contradict each other match nothing
+    const [items, lastKey, more, , examined] = (await this.toSlice(where.slice, [SliceOp.Range, table.id, where.slice, spec])) as RangeResult;
+    return more && lastKey !== null ? { items, examined, marker: rangeMarker(lastKey) } : { items, examined };
   }
 
   private async BatchWrite(p: Payload) {
@@ -301,7 +302,7 @@ export class Operations {
       fromSlice = Number(m[1]);
       afterKey = fromBase64url(m[2]);
     }
-    if (fromSlice >= to) return { items: [] };
+    if (fromSlice >= to) return { items: [], examined: 0 };
     // A slice between freeze and switch is owned by no worker: wait for its switch, then
     // ask the owners of the map as it is. Every ask is queued before the next freeze is,
     // so each worker answers for the slices it owned when the owners were read.
@@ -334,9 +335,11 @@ export class Operations {
       bytes += entries[i][3];
     }
     const more = i < entries.length || results.some((r) => !r[1]);
-    if (!more || i === 0) return { items };
+    // What the workers read, though the page uses only the first `limit` of it.
+    const examined = entries.length;
+    if (!more || i === 0) return { items, examined };
     const [slice, key] = entries[i - 1];
-    return { items, marker: `s1.${slice}.${base64url(key)}` };
+    return { items, examined, marker: `s1.${slice}.${base64url(key)}` };
   }
 }
 

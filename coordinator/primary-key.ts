@@ -1,43 +1,52 @@
 // From what a client sends (an item, key attributes, or an object name) to
 // where the item lives: the typed key values, the encoded partition key, the
-// slice, and the object name `<sharding>.<sorting>`.
+// slice, and the object name (coordinator/object-name.ts).
 import type { KeySchema } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
-import { bucketOf, sliceOf } from '../shared/hashing.js';
-import { encodeKeyPart, keyValueBytes, type KeyValue } from '../shared/key-encoding.js';
+import { columnsHash, sliceOf, sliceOfPart, xxHash32 } from '../shared/hashing.js';
+import { decodeKey, encodeKeyPart, encodeShardingPart, encodeSortingParts, fromByteString, keyValueBytes, type KeyValue } from '../shared/key-encoding.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../shared/limits.js';
 import { describeType, isPlainObject, type Item } from '../shared/values.js';
 import type { Table } from './catalog.js';
+import { columnsText, isV3ioForm, objectName, parseObjectName } from './object-name.js';
 
 export interface PrimaryKey {
-  sharding: KeyValue;
-  sorting: KeyValue | null;
-  /** Even distribution: the item's bucket (its stored sharding key is `<sharding>_<bucket>`). */
+  /** The values of the sharding columns, in order. */
+  sharding: KeyValue[];
+  /** The values of the sorting columns, in order (none for a simple key). */
+  sorting: KeyValue[];
+  /** Even distribution: the item's bucket (stored under the sharding key with the bucket added). */
   bucket: number | null;
-  /** The encoded partition key: sharding part, then sorting part. */
+  /** The encoded partition key: sharding part, then the sorting parts. */
   key: string;
   slice: number;
   name: string;
 }
 
-const NUMBER_TEXT = /^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+/** Where one stored sharding key lives: its encoded part (the start of all its keys) and its slice. */
+export interface ShardingPlacement {
+  part: string;
+  slice: number;
+}
 
-/** Checks one key value against its schema and the size limit. */
-export function checkKeyValue(schema: KeySchema, value: unknown, role: 'sharding' | 'sorting', compound: boolean): KeyValue {
-  const what = `${role} key "${schema.name}"`;
+type Role = 'sharding' | 'sorting';
+
+/** Checks one key value against its column. `periodFree`: the value is the sharding
+ * value of a v3io-form name `<sharding>.<sorting>`, so it may not hold a period. */
+export function checkKeyValue(column: KeySchema, value: unknown, role: Role, periodFree: boolean): KeyValue {
+  const what = `${role} key "${column.name}"`;
   if (value === undefined) throw new KeysliceError('InvalidKey', `${what} is missing`);
-  switch (schema.type) {
+  switch (column.type) {
     case 'string':
       if (typeof value !== 'string') throw new KeysliceError('InvalidKey', `${what} must be a string, got ${describeType(value)}`);
       if (value.length === 0) throw new KeysliceError('InvalidKey', `${what} must not be empty`);
-      if (role === 'sharding' && compound && value.includes('.')) {
+      if (periodFree && value.includes('.')) {
         throw new KeysliceError('InvalidKey', `${what} must not contain a period: the object name <sharding>.<sorting> splits at the first one (got ${JSON.stringify(value)})`);
       }
       break;
     case 'number':
       if (typeof value !== 'number' || !Number.isFinite(value)) throw new KeysliceError('InvalidKey', `${what} must be a finite number, got ${describeType(value)}`);
-      if (role === 'sharding' && compound && !Number.isSafeInteger(value)) {
+      if (periodFree && !Number.isSafeInteger(value)) {
         throw new KeysliceError('InvalidKey', `${what} must be an integer in a table with a sorting key, so that its object name has no period (got ${value})`);
       }
       break;
@@ -47,76 +56,117 @@ export function checkKeyValue(schema: KeySchema, value: unknown, role: 'sharding
       break;
   }
   const max = role === 'sharding' ? SHARDING_KEY_BYTES_MAX : SORTING_KEY_BYTES_MAX;
-  const bytes = keyValueBytes(schema.type, value as KeyValue);
+  const bytes = keyValueBytes(column.type, value as KeyValue);
   if (bytes > max) throw new KeysliceError('KeyTooLarge', `${what} is ${bytes} bytes; the limit is ${max}`);
   return value as KeyValue;
 }
 
-export function keyValueText(schema: KeySchema, value: KeyValue): string {
-  if (schema.type === 'binary') return Buffer.from(value as Uint8Array).toString('base64');
-  return String(value);
+/** Checks the value of column `index` of one side of the table's key. */
+export function checkColumn(table: Table, role: Role, index: number, value: unknown): KeyValue {
+  const columns = role === 'sharding' ? table.sharding : table.sorting;
+  const periodFree = role === 'sharding' && table.sorting.length > 0 && isV3ioForm(table);
+  return checkKeyValue(columns[index], value, role, periodFree);
 }
 
-function parseKeyText(schema: KeySchema, text: string, role: 'sharding' | 'sorting'): unknown {
-  switch (schema.type) {
-    case 'string':
-      return text;
-    case 'number':
-      if (!NUMBER_TEXT.test(text)) throw new KeysliceError('InvalidKey', `the ${role} part of the object name must be a number, got ${JSON.stringify(text)}`);
-      return Number(text);
-    case 'binary':
-      if (text.length === 0 || !BASE64.test(text)) throw new KeysliceError('InvalidKey', `the ${role} part of the object name must be base64, got ${JSON.stringify(text)}`);
-      return new Uint8Array(Buffer.from(text, 'base64'));
+/** Checks every value of one side, and that side's size limit over all its columns. */
+function checkColumns(table: Table, role: Role, values: readonly unknown[]): KeyValue[] {
+  const columns = role === 'sharding' ? table.sharding : table.sorting;
+  const out = values.map((v, i) => checkColumn(table, role, i, v));
+  if (columns.length > 1) {
+    const max = role === 'sharding' ? SHARDING_KEY_BYTES_MAX : SORTING_KEY_BYTES_MAX;
+    const bytes = out.reduce<number>((sum, v, i) => sum + keyValueBytes(columns[i].type, v), 0);
+    if (bytes > max) {
+      throw new KeysliceError('KeyTooLarge', `${role} key (${columns.map((c) => c.name).join(', ')}) is ${bytes} bytes in all; the limit is ${max}`);
+    }
   }
+  return out;
 }
 
-/** The sharding key as stored: with even distribution, `<sharding>_<bucket>`. */
-export function storedShardingKey(sharding: KeyValue, bucket: number | null): KeyValue {
-  return bucket === null ? sharding : `${sharding as string}_${bucket}`;
+/** The stored sharding key of (sharding values, bucket), and its slice. With even
+ * distribution a sharding key of one string column is stored as the string
+ * `<value>_<bucket>` (v3io's form); any other as a tuple with the bucket added
+ * as a number column. */
+export function placement(table: Table, sharding: readonly KeyValue[], bucket: number | null, sliceCount: number): ShardingPlacement {
+  const types = table.sharding.map((c) => c.type);
+  if (bucket === null) {
+    if (types.length === 1) return { part: encodeKeyPart(types[0], sharding[0]), slice: sliceOf(types[0], sharding[0], sliceCount) };
+    const part = encodeShardingPart(types, sharding);
+    return { part, slice: xxHash32(fromByteString(part)) % sliceCount };
+  }
+  if (types.length === 1 && types[0] === 'string') {
+    const stored = `${sharding[0] as string}_${bucket}`;
+    return { part: encodeKeyPart('string', stored), slice: sliceOf('string', stored, sliceCount) };
+  }
+  const part = encodeShardingPart([...types, 'number'], [...sharding, bucket]);
+  return { part, slice: xxHash32(fromByteString(part)) % sliceCount };
 }
 
-function build(table: Table, sharding: KeyValue, sorting: KeyValue | null, sliceCount: number): PrimaryKey {
+/** The even-distribution bucket of a sorting key: its hash modulo the bucket count. */
+export function bucketOfKey(table: Table, sorting: readonly KeyValue[]): number | null {
   const even = table.evenDistribution;
-  const bucket = even ? bucketOf(table.sortingKey!.type, sorting!, even.buckets) : null;
-  const stored = storedShardingKey(sharding, bucket);
-  let key = encodeKeyPart(table.shardingKey.type, stored);
-  let name = keyValueText(table.shardingKey, sharding);
-  if (table.sortingKey !== null) {
-    key += encodeKeyPart(table.sortingKey.type, sorting!);
-    name += '.' + keyValueText(table.sortingKey, sorting!);
-  }
-  return { sharding, sorting, bucket, key, slice: sliceOf(table.shardingKey.type, stored, sliceCount), name };
+  if (!even) return null;
+  return columnsHash(table.sorting.map((c) => c.type), sorting, 'sorting') % even.buckets;
+}
+
+/** A stored sharding part as text (hot-key reports), and its slice. */
+export function describePart(table: Table, part: string, sliceCount: number): { text: string; slice: number } {
+  const slice = sliceOfPart(part, sliceCount);
+  const types = table.sharding.map((c) => c.type);
+  const bucketColumn = table.evenDistribution && !(types.length === 1 && types[0] === 'string');
+  if (!bucketColumn && types.length === 1) return { text: columnsText(table.sharding, decodeKey(part, types) as KeyValue[], true), slice };
+  const values = decodeKey(part, [bucketColumn ? [...types, 'number'] : types])[0] as KeyValue[];
+  const text = columnsText(table.sharding, values, true);
+  return { text: bucketColumn ? `${text}_${values[values.length - 1]}` : text, slice };
+}
+
+function build(table: Table, sharding: KeyValue[], sorting: KeyValue[], sliceCount: number): PrimaryKey {
+  const bucket = bucketOfKey(table, sorting);
+  const where = placement(table, sharding, bucket, sliceCount);
+  const key = where.part + encodeSortingParts(table.sorting.map((c) => c.type), sorting);
+  return { sharding, sorting, bucket, key, slice: where.slice, name: objectName(table, sharding, sorting) };
 }
 
 /** The primary key of an item being written (its key attributes must be present). */
 export function keyOfItem(table: Table, item: Item, sliceCount: number): PrimaryKey {
-  const compound = table.sortingKey !== null;
-  const sharding = checkKeyValue(table.shardingKey, item[table.shardingKey.name], 'sharding', compound);
-  const sorting = compound ? checkKeyValue(table.sortingKey!, item[table.sortingKey!.name], 'sorting', true) : null;
+  const sharding = checkColumns(table, 'sharding', table.sharding.map((c) => item[c.name]));
+  const sorting = checkColumns(table, 'sorting', table.sorting.map((c) => item[c.name]));
   return build(table, sharding, sorting, sliceCount);
 }
 
 /** The primary key named by a client: key attributes (exactly those) or an object name. */
 export function resolveKey(table: Table, ref: unknown, sliceCount: number): PrimaryKey {
-  const compound = table.sortingKey !== null;
   if (typeof ref === 'string') {
-    let shardingText = ref;
-    let sortingText: string | null = null;
-    if (compound) {
-      const dot = ref.indexOf('.');
-      if (dot < 0) throw new KeysliceError('InvalidKey', `object name ${JSON.stringify(ref)} must be <sharding>.<sorting> in table "${table.name}"`);
-      shardingText = ref.slice(0, dot);
-      sortingText = ref.slice(dot + 1);
-    }
-    const sharding = checkKeyValue(table.shardingKey, parseKeyText(table.shardingKey, shardingText, 'sharding'), 'sharding', compound);
-    const sorting = compound ? checkKeyValue(table.sortingKey!, parseKeyText(table.sortingKey!, sortingText!, 'sorting'), 'sorting', true) : null;
-    return build(table, sharding, sorting, sliceCount);
+    const parsed = parseObjectName(table, ref);
+    return build(table, checkColumns(table, 'sharding', parsed.sharding), checkColumns(table, 'sorting', parsed.sorting), sliceCount);
   }
   if (!isPlainObject(ref)) throw new KeysliceError('InvalidKey', '"key" must be the key attributes (an object) or the object name (a string)');
+  const names = [...table.sharding, ...table.sorting].map((c) => c.name);
   for (const name of Object.keys(ref)) {
-    if (name !== table.shardingKey.name && name !== table.sortingKey?.name) {
-      throw new KeysliceError('InvalidKey', `"${name}" is not a key attribute of table "${table.name}"`);
-    }
+    if (!names.includes(name)) throw new KeysliceError('InvalidKey', `"${name}" is not a key attribute of table "${table.name}" (its key attributes: ${names.join(', ')})`);
   }
   return keyOfItem(table, ref as Item, sliceCount);
+}
+
+/** The sharding key of a query: the value (one column), the values in column
+ * order (a list), or an object naming every sharding column. */
+export function shardingValues(table: Table, v: unknown): KeyValue[] {
+  const columns = table.sharding;
+  if (Array.isArray(v)) {
+    if (v.length !== columns.length) {
+      throw new KeysliceError('InvalidKey', `"shardingKey" as a list needs ${columns.length} values, one for each of ${columns.map((c) => c.name).join(', ')}; got ${v.length}`);
+    }
+    return checkColumns(table, 'sharding', v);
+  }
+  if (isPlainObject(v)) {
+    for (const name of Object.keys(v)) {
+      if (!columns.some((c) => c.name === name)) {
+        throw new KeysliceError('InvalidKey', `"shardingKey" names "${name}", which is not a sharding column of table "${table.name}" (${columns.map((c) => c.name).join(', ')})`);
+      }
+    }
+    return checkColumns(table, 'sharding', columns.map((c) => v[c.name]));
+  }
+  if (columns.length > 1) {
+    throw new KeysliceError('InvalidKey', `table "${table.name}" has a sharding key of ${columns.length} columns: "shardingKey" must be a list of their values or an object naming ${columns.map((c) => c.name).join(', ')}`);
+  }
+  return checkColumns(table, 'sharding', [v]);
 }

@@ -4,7 +4,6 @@
 // structured forms they stand beside (`set`/`remove`/`add`, `attributes`,
 // `shardingKey`/`sortingKey`). A request may use either form of one thing, not
 // both. Everything is checked here, before anything is sent: call done() last.
-import type { SortCondition } from '../shared/api.js';
 import type { Condition, Operand, Path, UpdateAction } from '../shared/expression-ast.js';
 import { bindCondition, bindProjection, bindUpdate, Placeholders } from '../shared/expression-bind.js';
 import { parseCondition, parseProjection, parseUpdate } from '../shared/expression-parser.js';
@@ -12,6 +11,7 @@ import { KeysliceError } from '../shared/errors.js';
 import type { Projection } from '../shared/protocol.js';
 import { isPlainObject, validateAttributeName, validateItem, type Value } from '../shared/values.js';
 import type { Table } from './catalog.js';
+import type { SortRange } from './key-range.js';
 
 type Payload = Record<string, unknown>;
 
@@ -44,7 +44,7 @@ export class RequestExpressions {
 
   /** `update` (an expression) or `set`/`remove`/`add` (the structured form), as update actions. */
   update(table: Table): UpdateAction[] {
-    const keyNames = [table.shardingKey.name, ...(table.sortingKey ? [table.sortingKey.name] : [])];
+    const keyNames = [...table.sharding, ...table.sorting].map((k) => k.name);
     const { update, set, remove, add } = this.p;
     if (update !== undefined) {
       if (set !== undefined || remove !== undefined || add !== undefined) throw mixed('"update"', '"set", "remove" and "add"');
@@ -53,9 +53,10 @@ export class RequestExpressions {
     return structuredUpdate(set, remove, add, keyNames);
   }
 
-  /** `keyCondition` as the structured form: `sk = :v` on the sharding key, and
-   * at most one of = < <= > >= BETWEEN begins_with on the sorting key, joined by AND. */
-  keyCondition(table: Table): { shardingKey: unknown; sortingKey?: SortCondition } | null {
+  /** `keyCondition` as the structured form: `col = :v` on every sharding column, then
+   * optionally `=` on the first sorting columns and, on the next one, `=`, BETWEEN,
+   * begins_with, or a bound on one side or both (`t > :a AND t <= :b`), joined by AND. */
+  keyCondition(table: Table): { shardingKey: Record<string, Value>; sortRange: SortRange | null } | null {
     const { keyCondition, shardingKey, sortingKey } = this.p;
     if (keyCondition === undefined) return null;
     if (shardingKey !== undefined || sortingKey !== undefined) throw mixed('"keyCondition"', '"shardingKey" and "sortingKey"');
@@ -68,25 +69,39 @@ export class RequestExpressions {
       } else parts.push(x);
     };
     flatten(c);
-    const sharding = table.shardingKey.name;
-    const sorting = table.sortingKey?.name;
-    const names = sorting === undefined ? `"${sharding}"` : `"${sharding}" and "${sorting}"`;
-    if (parts.length > 2) throw keyError(`takes at most two conditions joined by AND: one on ${names}`);
-    let shardingValue: Value | undefined;
-    let sort: SortCondition | undefined;
+    const keyNames = [...table.sharding, ...table.sorting].map((k) => `"${k.name}"`).join(', ');
+    const byColumn = new Map<string, KeyPart[]>();
     for (const part of parts) {
-      const [attribute, cond] = keyPart(part);
-      if (attribute === sharding) {
-        if (!('eq' in cond)) throw keyError(`the sharding key "${sharding}" takes = only`);
-        if (shardingValue !== undefined) throw keyError(`names "${sharding}" twice`);
-        shardingValue = cond.eq;
-      } else if (attribute === sorting) {
-        if (sort !== undefined) throw keyError(`takes one condition on the sorting key "${sorting}"`);
-        sort = cond as SortCondition;
-      } else throw keyError(`names "${attribute}"; it can only name the key attributes ${names}`);
+      const kp = keyPart(part);
+      if (!table.sharding.some((k) => k.name === kp.attribute) && !table.sorting.some((k) => k.name === kp.attribute)) {
+        throw keyError(`names "${kp.attribute}"; it can only name the key attributes ${keyNames}`);
+      }
+      byColumn.set(kp.attribute, [...(byColumn.get(kp.attribute) ?? []), kp]);
     }
-    if (shardingValue === undefined) throw keyError(`needs "${sharding} = :value"`);
-    return sort === undefined ? { shardingKey: shardingValue } : { shardingKey: shardingValue, sortingKey: sort };
+    const sharding: Record<string, Value> = {};
+    for (const { name } of table.sharding) {
+      const conds = byColumn.get(name);
+      if (conds === undefined) throw keyError(`needs ${table.sharding.map((k) => `"${k.name} = :value"`).join(' AND ')}`);
+      if (conds.length > 1) throw keyError(`names the sharding column "${name}" ${conds.length} times; it takes one "="`);
+      if (conds[0].op !== '=') throw keyError(`the sharding column "${name}" takes = only`);
+      sharding[name] = conds[0].values[0];
+    }
+    const sorting = table.sorting.map((k) => k.name);
+    const named = sorting.filter((n) => byColumn.has(n)).length;
+    if (named === 0) return { shardingKey: sharding, sortRange: null };
+    const missing = sorting.findIndex((n) => !byColumn.has(n));
+    if (missing >= 0 && missing < named) {
+      throw keyError(`names "${sorting.find((n, i) => i > missing && byColumn.has(n))}" but not "${sorting[missing]}": the sorting columns take "=" in order (${sorting.join(', ')}), with a range only on the last one named`);
+    }
+    const fixed: Value[] = [];
+    for (let i = 0; i < named - 1; i++) {
+      const conds = byColumn.get(sorting[i])!;
+      if (conds.length !== 1 || conds[0].op !== '=') {
+        throw keyError(`"${sorting[i]}" must be one "=": only the last sorting column named (${sorting[named - 1]}) takes a range`);
+      }
+      fixed.push(conds[0].values[0]);
+    }
+    return { shardingKey: sharding, sortRange: lastColumnRange(sorting[named - 1], byColumn.get(sorting[named - 1])!, fixed) };
   }
 
   /** Every placeholder of `names` and `values` must have been used by some expression. */
@@ -95,8 +110,14 @@ export class RequestExpressions {
   }
 }
 
-/** One conjunct of a key condition: the key attribute it names and its structured condition. */
-function keyPart(c: Condition): [string, { eq: Value } | Exclude<SortCondition, { eq: unknown }>] {
+interface KeyPart {
+  attribute: string;
+  op: '=' | '<' | '<=' | '>' | '>=' | 'BETWEEN' | 'begins_with';
+  values: Value[];
+}
+
+/** One conjunct of a key condition: the key attribute it names, the operator and its values. */
+function keyPart(c: Condition): KeyPart {
   const attribute = (o: Operand): string => {
     if (o.k !== 'path' || o.path.length !== 1) throw keyError('needs a key attribute (a top-level name) on the left of each condition');
     return o.path[0] as string;
@@ -106,31 +127,34 @@ function keyPart(c: Condition): [string, { eq: Value } | Exclude<SortCondition, 
     return o.v;
   };
   switch (c.k) {
-    case 'cmp': {
-      const a = attribute(c.a);
-      const v = value(c.b);
-      switch (c.op) {
-        case '=':
-          return [a, { eq: v }];
-        case '<':
-          return [a, { lt: v as never }];
-        case '<=':
-          return [a, { lte: v as never }];
-        case '>':
-          return [a, { gt: v as never }];
-        case '>=':
-          return [a, { gte: v as never }];
-        default:
-          throw keyError('does not take <>');
-      }
-    }
+    case 'cmp':
+      if (c.op === '<>') throw keyError('does not take <>');
+      return { attribute: attribute(c.a), op: c.op, values: [value(c.b)] };
     case 'between':
-      return [attribute(c.a), { between: [value(c.low), value(c.high)] as never }];
+      return { attribute: attribute(c.a), op: 'BETWEEN', values: [value(c.low), value(c.high)] };
     case 'beginsWith':
-      return [attribute(c.a), { beginsWith: value(c.b) as never }];
+      return { attribute: attribute(c.a), op: 'begins_with', values: [value(c.b)] };
     default:
       throw keyError('takes =, <, <=, >, >=, BETWEEN and begins_with joined by AND (no OR, NOT, IN or other functions)');
   }
+}
+
+/** The range on the last sorting column a key condition names: one "=", BETWEEN or
+ * begins_with, or at most one lower bound (> >=) and one upper bound (< <=). */
+function lastColumnRange(name: string, conds: KeyPart[], fixed: Value[]): SortRange {
+  const alone = conds.find((k) => k.op === '=' || k.op === 'BETWEEN' || k.op === 'begins_with');
+  if (alone !== undefined) {
+    if (conds.length > 1) throw keyError(`"${name}": ${alone.op} goes alone, not with other conditions on "${name}"`);
+    if (alone.op === '=') return { fixed: [...fixed, alone.values[0]], lower: null, upper: null, ordered: false };
+    if (alone.op === 'begins_with') return { fixed, lower: null, upper: null, beginsWith: alone.values[0], ordered: false };
+    return { fixed, lower: { value: alone.values[0], inclusive: true }, upper: { value: alone.values[1], inclusive: true }, ordered: true };
+  }
+  const lowers = conds.filter((k) => k.op === '>' || k.op === '>=');
+  const uppers = conds.filter((k) => k.op === '<' || k.op === '<=');
+  if (lowers.length > 1) throw keyError(`takes one lower bound (> or >=) on "${name}"; got ${lowers.length}`);
+  if (uppers.length > 1) throw keyError(`takes one upper bound (< or <=) on "${name}"; got ${uppers.length}`);
+  const bound = (k: KeyPart | undefined) => (k === undefined ? null : { value: k.values[0], inclusive: k.op === '>=' || k.op === '<=' });
+  return { fixed, lower: bound(lowers[0]), upper: bound(uppers[0]), ordered: false };
 }
 
 function keyError(what: string): KeysliceError {

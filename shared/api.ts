@@ -4,10 +4,16 @@ import type { ErrorCode } from './errors.js';
 import type { KeyType, KeyValue } from './key-encoding.js';
 import type { Item, Value } from './values.js';
 
+/** One key column. */
 export interface KeySchema {
   name: string;
   type: KeyType;
 }
+
+/** A sharding or sorting key: one column, or a list of columns whose values form
+ * a tuple, ordered column by column (docs/key-encoding.md). A list of one column
+ * is that column. */
+export type KeyColumns = KeySchema | KeySchema[];
 
 /** Spreads each sharding key over `buckets` stored sharding keys `<key>_<bucket>`,
  * bucket = xxHash32(sorting key) % buckets; reads by the original key gather them. */
@@ -17,25 +23,42 @@ export interface EvenDistribution {
 
 export interface TableDescription {
   name: string;
-  shardingKey: KeySchema;
-  sortingKey: KeySchema | null;
+  /** As created: one column as an object, several as a list. */
+  shardingKey: KeyColumns;
+  sortingKey: KeyColumns | null;
   evenDistribution: EvenDistribution | null;
   createdAt: number;
 }
 
-/** An item's primary key: its key attributes, or its object name
- * (`<sharding>` or `<sharding>.<sorting>`, split at the leftmost period). */
+/** An item's primary key: its key attributes, or its object name: `<sharding>`
+ * or `<sharding>.<sorting>` (split at the leftmost period) with one column on
+ * each side; with several, every column's text joined by periods, where '%' and
+ * '.' in all but the last are written %25 and %2E (docs/key-encoding.md). */
 export type KeyRef = Item | string;
 
-/** A condition on the sorting key within one sharding key. */
+type Lower = { gt: KeyValue; gte?: never } | { gte: KeyValue; gt?: never };
+type Upper = { lt: KeyValue; lte?: never } | { lte: KeyValue; lt?: never };
+
+/** A condition on one sorting column: equal, a range bounded on one side or
+ * both (`{gt: a, lte: b}`: a contradictory one matches nothing), between
+ * (inclusive, low <= high), or begins with (string and binary). */
 export type SortCondition =
   | { eq: KeyValue }
-  | { lt: KeyValue }
-  | { lte: KeyValue }
-  | { gt: KeyValue }
-  | { gte: KeyValue }
+  | Lower
+  | Upper
+  | (Lower & Upper)
   | { between: [KeyValue, KeyValue] }
   | { beginsWith: string | Uint8Array };
+
+/** The sorting key of a query. One column: its condition. Several: an object
+ * naming the first columns in order, each with a value (equal) except perhaps
+ * the last named one, which may take a condition:
+ * `{SellerID: "a100", CardID: {gte: 10, lte: 100}}`. */
+export type SortingKeyCondition = SortCondition | Record<string, KeyValue | SortCondition>;
+
+/** The sharding key of a query: the value (one column), the values in column
+ * order, or an object naming every sharding column. */
+export type ShardingKeyValue = KeyValue | KeyValue[] | Record<string, KeyValue>;
 
 export type ReturnValues = 'none' | 'old' | 'new';
 
@@ -74,7 +97,7 @@ export interface ItemFailure {
 
 export interface Operations {
   CreateTable: {
-    request: { table: string; shardingKey: KeySchema; sortingKey?: KeySchema | null; evenDistribution?: Partial<EvenDistribution> | null };
+    request: { table: string; shardingKey: KeyColumns; sortingKey?: KeyColumns | null; evenDistribution?: Partial<EvenDistribution> | null };
     response: { table: TableDescription };
   };
   DescribeTable: { request: { table: string }; response: { table: TableDescription } };
@@ -116,11 +139,11 @@ export interface Operations {
   GetItems: {
     request: {
       table: string;
-      shardingKey?: KeyValue;
+      shardingKey?: ShardingKeyValue;
       /** Even distribution: read this one bucket (the stored key `<shardingKey>_<bucket>`) instead of all. */
       bucket?: number;
-      sortingKey?: SortCondition;
-      /** The same as `shardingKey` and `sortingKey`, as an expression: `pk = :p AND sk BETWEEN :a AND :b`. */
+      sortingKey?: SortingKeyCondition;
+      /** The same as `shardingKey` and `sortingKey`, as an expression: `pk = :p AND sk > :a AND sk <= :b`. */
       keyCondition?: string;
       /** A condition on each examined item: only those for which it holds are returned. */
       filter?: string;
@@ -132,8 +155,12 @@ export interface Operations {
       segment?: number;
       totalSegments?: number;
     } & ProjectionOptions;
-    /** `marker` is present when more items may follow; pass it back to continue. */
-    response: { items: Item[]; marker?: string };
+    /** `marker` is present when more items may follow; pass it back to continue.
+     * `examined`: how many stored items the slices read for this page, a filter's
+     * rejects included; a range scan reads only items inside its key range (with
+     * even distribution, a bucket may read a few items ahead that the next page
+     * reads again; a full-table scan's workers each read up to `limit`). */
+    response: { items: Item[]; examined: number; marker?: string };
   };
   /** Every write is attempted; the ones that failed at run time (a node unavailable)
    * are listed in `failures`, the others are applied. A malformed request fails whole. */

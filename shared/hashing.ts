@@ -1,9 +1,11 @@
 // Placement hashing: slice = xxHash32(sharding key bytes) % sliceCount, and
 // bucket = xxHash32(sorting key bytes) % buckets for even distribution.
-// The bytes hashed are the UTF-8 of a string, the raw bytes of a binary value,
-// and the 8-byte order-preserving encoding of a number (so 1 and 1.0 agree).
+// For one column the bytes hashed are the UTF-8 of a string, the raw bytes of a
+// binary value, and the 8-byte order-preserving encoding of a number (so 1 and
+// 1.0 agree). For several columns they are the encoded key parts of all of them
+// (docs/key-encoding.md), so every column counts and no two tuples share bytes.
 import xxhash from 'xxhash-wasm';
-import { fromByteString, encodeKeyPart, type KeyType, type KeyValue } from './key-encoding.js';
+import { decodeKey, encodeShardingPart, encodeSortingParts, fromByteString, encodeKeyPart, TAG_NUMBER, TAG_STRING, TAG_TUPLE, type KeyType, type KeyValue } from './key-encoding.js';
 
 type Hasher = Awaited<ReturnType<typeof xxhash>>;
 let hasher: Hasher | null = null;
@@ -34,4 +36,21 @@ export function sliceOf(type: KeyType, value: KeyValue, sliceCount: number): num
 /** The even-distribution bucket of an item: its sorting key's hash modulo the bucket count. */
 export function bucketOf(type: KeyType, sortingValue: KeyValue, buckets: number): number {
   return keyHash(type, sortingValue) % buckets;
+}
+
+/** The hash of a key of one or several columns: one column as keyHash, several
+ * as the bytes of their encoded parts (the sharding tuple part, or the sorting parts). */
+export function columnsHash(types: readonly KeyType[], values: readonly KeyValue[], role: 'sharding' | 'sorting'): number {
+  if (types.length === 1) return keyHash(types[0], values[0]);
+  const encoded = role === 'sharding' ? encodeShardingPart(types, values) : encodeSortingParts(types, values);
+  return xxHash32(fromByteString(encoded));
+}
+
+/** The slice of an encoded sharding part, the same as sliceOf/columnsHash on its
+ * values: a tool that holds only stored keys (the hot-key report) places them with it. */
+export function sliceOfPart(part: string, sliceCount: number): number {
+  const tag = part.charCodeAt(0);
+  if (tag === TAG_TUPLE) return xxHash32(fromByteString(part)) % sliceCount;
+  const type: KeyType = tag === TAG_NUMBER ? 'number' : tag === TAG_STRING ? 'string' : 'binary';
+  return sliceOf(type, decodeKey(part, [type])[0] as KeyValue, sliceCount);
 }

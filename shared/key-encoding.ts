@@ -14,6 +14,8 @@ export const KEY_TYPES: readonly KeyType[] = ['string', 'number', 'binary'];
 export const TAG_BINARY = 0x01;
 export const TAG_STRING = 0x02;
 export const TAG_NUMBER = 0x21;
+/** A sharding key of several columns: its parts, then a 0x00 at a part boundary. */
+export const TAG_TUPLE = 0x05;
 
 const ASCII_NO_NUL = /^[\x01-\x7f]*$/;
 const SURROGATE = /[\ud800-\udfff]/;
@@ -96,10 +98,27 @@ export function encodeKeyPrefix(type: 'string' | 'binary', value: string | Uint8
   return type === 'string' ? '\x02' + escapedString(value as string) : '\x01' + escapeBytes(value as Uint8Array);
 }
 
-/** Appended to an encoded sharding part, the exclusive upper bound of that
- * sharding key's items: their next byte is a type tag (below 0xFF), while a
- * longer sharding key with this one as prefix continues with 0xFF (escaped NUL). */
-export const SHARDING_PREFIX_END = '\xff';
+/** Appended to encoded parts X, the exclusive upper bound of every key that
+ * begins with exactly the parts X: such a key is X alone or X followed by a type
+ * tag (below 0xFF), while a key whose last part in X's place is a longer string
+ * or binary value with X's as its prefix continues with 0xFF (an escaped NUL). */
+export const PARTS_END = '\xff';
+
+/** The sharding part of a key: one column's part, or a tuple part (tag 0x05,
+ * each column's part, 0x00) for several columns, so that every key is one
+ * sharding part followed by its sorting parts. */
+export function encodeShardingPart(types: readonly KeyType[], values: readonly KeyValue[]): string {
+  if (types.length === 1) return encodeKeyPart(types[0], values[0]);
+  return '\x05' + encodeSortingParts(types, values) + '\x00';
+}
+
+/** The sorting parts of a key: each column's part, in order, one after another. */
+export function encodeSortingParts(types: readonly KeyType[], values: readonly KeyValue[]): string {
+  if (types.length !== values.length) throw new Error(`invariant broken: ${types.length} key types for ${values.length} values`);
+  let s = '';
+  for (let i = 0; i < types.length; i++) s += encodeKeyPart(types[i], values[i]);
+  return s;
+}
 
 /** The smallest byte string greater than every string that starts with `prefix`
  * (drop trailing 0xFF bytes, then add one to the last byte). */
@@ -110,26 +129,57 @@ export function prefixEnd(prefix: string): string {
   return prefix.slice(0, end - 1) + String.fromCharCode(prefix.charCodeAt(end - 1) + 1);
 }
 
-/** Length of the first key part of `key` (its sharding part): 9 bytes for a
- * number, up to and including the unescaped 0x00 terminator otherwise. */
-export function firstPartLength(key: string): number {
-  if (key.charCodeAt(0) === TAG_NUMBER) return 9;
-  for (let i = 1; i < key.length; i++) {
+/** Length of the part of `key` that starts at `start`: 9 bytes for a number,
+ * up to and including the unescaped 0x00 terminator for a string or binary
+ * value, and for a tuple its parts and the 0x00 after them. */
+export function partLength(key: string, start = 0): number {
+  const tag = key.charCodeAt(start);
+  if (tag === TAG_NUMBER) return 9;
+  if (tag === TAG_TUPLE) {
+    let i = start + 1;
+    while (i < key.length && key.charCodeAt(i) !== 0) i += partLength(key, i);
+    return Math.min(i + 1, key.length) - start;
+  }
+  for (let i = start + 1; i < key.length; i++) {
     if (key.charCodeAt(i) !== 0) continue;
     if (key.charCodeAt(i + 1) === 0xff) i++;
-    else return i + 1;
+    else return i + 1 - start;
   }
-  return key.length;
+  return key.length - start;
 }
 
-/** Decodes a key made of parts of the given types (the inverse of encodeKeyPart, for tools and tests). */
-export function decodeKey(key: string, types: readonly KeyType[]): KeyValue[] {
-  const out: KeyValue[] = [];
-  let i = 0;
+/** Length of the first key part of `key`: its sharding part. */
+export function firstPartLength(key: string): number {
+  return partLength(key, 0);
+}
+
+/** A part's type when decoding: a column type, or a list of them for a tuple part. */
+export type PartType = KeyType | readonly KeyType[];
+export type DecodedPart = KeyValue | KeyValue[];
+
+/** Decodes a key made of parts of the given types (the inverse of the encoders, for tools and tests). */
+export function decodeKey(key: string, types: readonly PartType[]): DecodedPart[] {
+  const [out, end] = decodeParts(key, 0, types);
+  if (end !== key.length) throw new Error(`key has ${key.length - end} trailing bytes`);
+  return out;
+}
+
+function decodeParts(key: string, start: number, types: readonly PartType[]): [DecodedPart[], number] {
+  const out: DecodedPart[] = [];
+  let i = start;
   for (const type of types) {
     const tag = key.charCodeAt(i++);
+    if (typeof type !== 'string') {
+      if (tag !== TAG_TUPLE) throw new Error(`key part ${out.length}: expected a tuple tag at byte ${i - 1}`);
+      const [values, end] = decodeParts(key, i, type);
+      if (key.charCodeAt(end) !== 0) throw new Error(`key part ${out.length}: the tuple does not end after ${type.length} parts`);
+      out.push(values as KeyValue[]);
+      i = end + 1;
+      continue;
+    }
     if (type === 'number') {
       if (tag !== TAG_NUMBER) throw new Error(`key part ${out.length}: expected a number tag at byte ${i - 1}`);
+      if (i + 8 > key.length) throw new Error(`key part ${out.length}: a number needs 8 bytes`);
       out.push(numberFromBytes(key.slice(i, i + 8)));
       i += 8;
       continue;
@@ -148,8 +198,7 @@ export function decodeKey(key: string, types: readonly KeyType[]): KeyValue[] {
     const raw = new Uint8Array(bytes);
     out.push(type === 'string' ? Buffer.from(raw).toString('utf8') : raw);
   }
-  if (i !== key.length) throw new Error(`key has ${key.length - i} trailing bytes`);
-  return out;
+  return [out, i];
 }
 
 /** Byte length of a key value as the limits count it (UTF-8 for strings). */

@@ -9,8 +9,12 @@
 export const SLICE_COUNT_DEFAULT = 1024;
 export const SLICE_COUNT_MAX = 65536;
 
+/** Key sizes count every column of the key together (UTF-8 for strings, 8 bytes a number). */
 export const SHARDING_KEY_BYTES_MAX = 2048;
 export const SORTING_KEY_BYTES_MAX = 1024;
+/** Columns of a sharding key and of a sorting key (Tablestore allows 4 primary-key columns in all). */
+export const SHARDING_KEY_COLUMNS_MAX = 4;
+export const SORTING_KEY_COLUMNS_MAX = 4;
 export const ITEM_BYTES_MAX = 400 * 1024;
 export const ATTRIBUTE_NAME_BYTES_MAX = 255;
 /** Lists and maps nested deeper than this are refused. */

@@ -251,8 +251,9 @@ export type SliceOpMessage =
   | [typeof SliceOp.MoveAbort, slice: number, role: 'source' | 'target'];
 
 /** Range result: items in order, the encoded key of the last examined one, whether
- * more remain, and (if asked for) every returned item's encoded key. */
-export type RangeResult = [items: Item[], lastKey: string | null, more: boolean, keys: string[] | null];
+ * more remain, (if asked for) every returned item's encoded key, and how many
+ * items the range examined (the filter's rejects included). */
+export type RangeResult = [items: Item[], lastKey: string | null, more: boolean, keys: string[] | null, examined: number];
 /** Scan result: every examined entry [slice, key, item, storedBytes] in (slice, key) order,
  * with item null where the filter left it out, and whether this worker has nothing more. */
 export type ScanResult = [entries: [slice: number, key: string, item: Item | null, bytes: number][], exhausted: boolean];

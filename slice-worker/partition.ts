@@ -377,7 +377,7 @@ export class SliceStore {
     const tree = this.partition(table, slice, false)?.tree;
     const items: Item[] = [];
     const keys: string[] | null = spec.withKeys ? [] : null;
-    if (tree === undefined) return [items, null, false, keys];
+    if (tree === undefined) return [items, null, false, keys, 0];
     const { low, lowInclusive, high, highInclusive, limit, projection, filter } = spec;
     let examined = 0;
     let bytes = 0;
@@ -393,7 +393,7 @@ export class SliceStore {
       }
       // One item past the page tells whether a marker is needed. The limit and
       // the byte budget count examined items, filtered out or not.
-      if (examined >= limit || bytes >= PAGE_BYTES_MAX) return [items, lastKey, true, keys];
+      if (examined >= limit || bytes >= PAGE_BYTES_MAX) return [items, lastKey, true, keys, examined];
       examined++;
       bytes += stored.bytes;
       lastKey = key;
@@ -402,7 +402,7 @@ export class SliceStore {
         keys?.push(key);
       }
     }
-    return [items, lastKey, false, keys];
+    return [items, lastKey, false, keys, examined];
   }
 
   /** This worker's first `limit` examined items after (fromSlice, afterKey) and before slice

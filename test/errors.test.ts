@@ -84,6 +84,35 @@ describe('typed errors for bad requests', () => {
   });
 });
 
+describe('a strict key schema', () => {
+  const key = { name: 'pk', type: 'string' };
+  const cases: [string, Record<string, unknown>, string, string][] = [
+    ['a field of the sharding key', { shardingKey: { ...key, hashPrefix: 4 } }, 'hashPrefix', 'name, type'],
+    ['a field of the sorting key', { shardingKey: key, sortingKey: { name: 'ts', type: 'number', order: 'desc' } }, 'order', 'name, type'],
+    ['a field of one column in a list', { shardingKey: [key, { name: 'n', typ: 'number' }] }, 'typ', 'name, type'],
+    ['a field of evenDistribution', { shardingKey: key, sortingKey: { name: 'ts', type: 'number' }, evenDistribution: { bucket: 4 } }, 'bucket', 'buckets'],
+    ['a top-level field', { shardingKey: key, hashPrefix: 4 }, 'hashPrefix', 'table, shardingKey, sortingKey, evenDistribution'],
+  ];
+
+  it.each(cases)('refuses an unknown %s, naming it and what is accepted, and creates nothing', async (_what, fields, field, accepted) => {
+    for (const send of [(p: never) => c.client.request('CreateTable', p), (p: never) => httpPost(c.cluster.url, 'CreateTable', JSON.stringify(p))]) {
+      const err = await expectError(send({ table: 'strict_schema', ...fields } as never), 'ValidationError');
+      expect(err.message).toContain(`"${field}"`);
+      expect(err.message).toContain(accepted);
+      await expectError(c.client.describeTable('strict_schema'), 'TableNotFound');
+    }
+  });
+
+  it('refuses key columns that repeat, are too many, or are no columns', async () => {
+    const col = (name: string) => ({ name, type: 'number' as const });
+    await expectError(c.client.createTable('strict_schema', [col('a'), col('b')], [col('c'), col('a')]), 'ValidationError');
+    await expectError(c.client.createTable('strict_schema', [col('a'), col('b'), col('c'), col('d'), col('e')]), 'ValidationError');
+    await expectError(c.client.createTable('strict_schema', []), 'ValidationError');
+    await expectError(c.client.createTable('strict_schema', 'pk' as never), 'ValidationError');
+    await expectError(c.client.describeTable('strict_schema'), 'TableNotFound');
+  });
+});
+
 describe('malformed frames on the WebSocket', () => {
   it('answers garbage, wrong shapes and unknown operations with errors, and keeps the connection', async () => {
     const raw = await KeysliceClient.connect(c.cluster.url);

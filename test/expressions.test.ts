@@ -392,6 +392,9 @@ describe('key conditions', () => {
     ['user = :u AND begins_with(title, :p)', { ':p': 'ap' }, ['apple', 'apricot']],
     ['begins_with(title, :p) AND user = :u', { ':p': 'b' }, ['banana', 'blueberry']],
     ['(user = :u) AND (#t > :t)', { ':t': 'c' }, ['cherry']],
+    ['user = :u AND title > :a AND title <= :b', { ':a': 'apple', ':b': 'blueberry' }, ['apricot', 'banana', 'blueberry']],
+    ['title < :b AND user = :u AND title >= :a', { ':a': 'apricot', ':b': 'blueberry' }, ['apricot', 'banana']],
+    ['user = :u AND title > :a AND title < :b', { ':a': 'cherry', ':b': 'apple' }, []],
   ])('%s', async (keyCondition, values, expected) => {
     const names = keyCondition.includes('#t') ? { names: { '#t': 'title' } } : {};
     expect(await titles({ keyCondition, values: { ':u': 'u1', ...values }, ...names })).toEqual(expected);
@@ -412,7 +415,9 @@ describe('key conditions', () => {
     ['user < :u', /takes = only/],
     ['user = :u AND title <> :t', /does not take <>/],
     ['user = :u AND other = :t', /names "other"/],
-    ['user = :u AND title = :t AND title = :t', /at most two conditions/],
+    ['user = :u AND title = :t AND title = :t', /= goes alone/],
+    ['user = :u AND title > :t AND title >= :t', /one lower bound/],
+    ['user = :u AND title BETWEEN :t AND :t AND title < :t', /BETWEEN goes alone/],
     ['user = :u AND title = user', /with :values only/],
     ['user = :u AND contains(title, :t)', /no OR, NOT, IN or other functions/],
   ])('refuses %s', async (keyCondition, message) => {

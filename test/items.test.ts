@@ -105,6 +105,34 @@ describe.each(transports)('items over %s', (name, api) => {
     expect(items[4]).toMatchObject({ __name: 'f0.100' });
   });
 
+  it('keys of several typed columns: created, described, written, read by attributes, by name and by range', async () => {
+    const m = `multi_${name}`;
+    const shardingKey = [
+      { name: 'tenant', type: 'binary' as const },
+      { name: 'region', type: 'string' as const },
+    ];
+    const sortingKey = [
+      { name: 'day', type: 'number' as const },
+      { name: 'seq', type: 'number' as const },
+    ];
+    const created = await api().request('CreateTable', { table: m, shardingKey, sortingKey });
+    expect(created.table).toMatchObject({ shardingKey, sortingKey });
+    expect((await api().request('DescribeTable', { table: m })).table).toEqual(created.table);
+    const tenant = new Uint8Array([0, 255]);
+    for (const [day, seq] of [[2, 1], [1, 10], [1, 9], [3, 0], [1, 100]]) {
+      await api().request('PutItem', { table: m, item: { tenant, region: 'eu.west', day, seq, v: day * 1000 + seq } });
+    }
+    const objectName = `${Buffer.from(tenant).toString('base64')}.eu%2Ewest.1.9`;
+    const byName = (await api().request('GetItem', { table: m, key: objectName })).item!;
+    expect(byName).toMatchObject({ region: 'eu.west', day: 1, seq: 9, v: 1009, __name: objectName });
+    expect(plain((await api().request('GetItem', { table: m, key: { tenant, region: 'eu.west', day: 1, seq: 9 } })).item)).toEqual(plain(byName));
+    const day1 = await api().request('GetItems', { table: m, shardingKey: [tenant, 'eu.west'], sortingKey: { day: 1, seq: { gt: 9 } } });
+    expect(day1.items.map((i) => i.v)).toEqual([1010, 1100]);
+    expect(day1.examined).toBe(2);
+    const all = await api().request('GetItems', { table: m, shardingKey: { tenant, region: 'eu.west' }, sortingKey: { day: { gte: 1, lt: 3 } }, reverse: true });
+    expect(all.items.map((i) => i.v)).toEqual([2001, 1100, 1010, 1009]);
+  });
+
   it('deletes a table, and a new table of the same name starts empty', async () => {
     await api().request('DeleteTable', { table: t });
     await expectError(api().request('GetItem', { table: t, key: 'ann.1' }), 'TableNotFound');

@@ -3,12 +3,17 @@
 // property tests that compare encoded order with the logical order of values.
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceError } from '../shared/errors.js';
+import { columnsHash, initHashing, sliceOf, sliceOfPart } from '../shared/hashing.js';
 import {
   decodeKey,
   encodeKeyPart,
   encodeKeyPrefix,
+  encodeShardingPart,
+  encodeSortingParts,
+  firstPartLength,
+  PARTS_END,
   prefixEnd,
   type KeyType,
   type KeyValue,
@@ -363,5 +368,188 @@ describe('lone surrogates', () => {
       expect(errorCodeOf(() => encodeKeyPart('string', s)), JSON.stringify(s)).toBe('InvalidKey');
     }
     expect(errorCodeOf(() => encodeKeyPart('string', '\ud83d\ude00'))).toBe('no error');
+  });
+});
+
+// ---- keys of several columns ---------------------------------------------------
+
+/** One key shape: the types of the sharding columns (1 or more) and of the sorting columns (0 or more). */
+type Shape = { sharding: KeyType[]; sorting: KeyType[] };
+type Tuple = { sharding: KeyValue[]; sorting: KeyValue[] };
+
+const caseOf = (type: KeyType) => TYPE_CASES.find((c) => c.type === type)!;
+const encodeTuple = (shape: Shape, t: Tuple) => encodeShardingPart(shape.sharding, t.sharding) + encodeSortingParts(shape.sorting, t.sorting);
+/** The comparator over typed values: sharding columns, then sorting columns, each by its type's order. */
+function compareTuples(shape: Shape, a: Tuple, b: Tuple): number {
+  const types = [...shape.sharding, ...shape.sorting];
+  const x = [...a.sharding, ...a.sorting];
+  const y = [...b.sharding, ...b.sorting];
+  for (let i = 0; i < types.length; i++) {
+    const c = caseOf(types[i]).compare(x[i], y[i]);
+    if (c !== 0) return c;
+  }
+  return 0;
+}
+const decodeTypes = (shape: Shape) => [shape.sharding.length === 1 ? shape.sharding[0] : shape.sharding, ...shape.sorting];
+const decoded = (shape: Shape, t: Tuple) => [
+  shape.sharding.length === 1 ? canonical(shape.sharding[0], t.sharding[0]) : t.sharding.map((v, i) => canonical(shape.sharding[i], v)),
+  ...t.sorting.map((v, i) => canonical(shape.sorting[i], v)),
+];
+
+const keyType = fc.constantFrom<KeyType>('string', 'number', 'binary');
+const shapeArb: fc.Arbitrary<Shape> = fc.record({
+  sharding: fc.array(keyType, { minLength: 1, maxLength: 3 }),
+  sorting: fc.array(keyType, { maxLength: 3 }),
+});
+/** Values drawn from few choices per column, so that tuples often share leading columns. */
+const narrow: Record<KeyType, fc.Arbitrary<KeyValue>> = {
+  string: fc.oneof(fc.constantFrom('', 'a', 'a\u0000', 'a\u0000b', 'ab', 'b', '\u{1f600}', '\uffff'), keyString),
+  number: fc.oneof(fc.constantFrom(-1, 0, 1, 9, 10, 100, 6777, 0.5, -0), keyNumber),
+  binary: fc.oneof(fc.constantFrom(Uint8Array.of(), Uint8Array.of(0), Uint8Array.of(0, 0), Uint8Array.of(0xff), Uint8Array.of(0xff, 0)), keyBinary),
+};
+const tupleOf = (shape: Shape): fc.Arbitrary<Tuple> =>
+  fc.record({ sharding: fc.tuple(...shape.sharding.map((t) => narrow[t])), sorting: fc.tuple(...shape.sorting.map((t) => narrow[t])) }) as fc.Arbitrary<Tuple>;
+const shapeAndTuples = shapeArb.chain((shape) => fc.tuple(fc.constant(shape), fc.array(tupleOf(shape), { maxLength: 30 })));
+
+function parseTypes(text: string): KeyType[] {
+  if (text === '-') return [];
+  return text.split(',').map((t) => {
+    const type = t.trim();
+    if (type !== 'string' && type !== 'number' && type !== 'binary') throw new Error(`not a key type: ${type}`);
+    return type;
+  });
+}
+
+/** `54, "a100" / 9, [00 ff]`: sharding values, then `/` and the sorting values. */
+function parseTuple(text: string, shape: Shape): Tuple {
+  const tokens: string[] = text.match(/"(?:[^"\\]|\\.)*"|\[[0-9a-f ]*\]|\/|[^\s,/]+/g) ?? [];
+  const slash = tokens.indexOf('/');
+  const [sh, so] = slash < 0 ? [tokens, []] : [tokens.slice(0, slash), tokens.slice(slash + 1)];
+  if (sh.length !== shape.sharding.length || so.length !== shape.sorting.length) throw new Error(`values ${text} do not fit the key shape`);
+  return { sharding: sh.map((t, i) => parseValue(shape.sharding[i], t)), sorting: so.map((t, i) => parseValue(shape.sorting[i], t)) };
+}
+
+/** The rows of the doc's table under `heading`: cells without their backticks. */
+function docTable(heading: string, columns: number): string[][] {
+  const doc = readFileSync(new URL('../docs/key-encoding.md', import.meta.url), 'utf8');
+  const section = doc.split(new RegExp(`^#+ ${heading}$`, 'm'))[1];
+  if (section === undefined) throw new Error(`docs/key-encoding.md has no "${heading}" section`);
+  const rows: string[][] = [];
+  for (const line of section.split(/^#+ /m)[0].split('\n')) {
+    if (!line.startsWith('| `')) continue;
+    const cells = line.split(/\s*\|\s*/).slice(1, -1);
+    if (cells.length !== columns || cells.some((c) => !/^`[^`]*`$/.test(c))) throw new Error(`unreadable row: ${line}`);
+    rows.push(cells.map((c) => c.slice(1, -1)));
+  }
+  return rows;
+}
+
+const KEY_VECTORS = docTable('Key vectors', 4).map(([sh, so, values, hexKey]) => {
+  const shape = { sharding: parseTypes(sh), sorting: parseTypes(so) };
+  return { shape, text: `${sh} / ${so}: ${values}`, tuple: parseTuple(values, shape), hex: hexKey };
+});
+
+describe('key vectors (docs/key-encoding.md)', () => {
+  it('the doc has key vectors with tuple parts and with several sorting columns', () => {
+    expect(KEY_VECTORS.filter((v) => v.shape.sharding.length > 1).length).toBeGreaterThanOrEqual(5);
+    expect(KEY_VECTORS.filter((v) => v.shape.sorting.length > 1).length).toBeGreaterThanOrEqual(5);
+  });
+
+  it.each(KEY_VECTORS)('$text', ({ shape, tuple, hex: expected }) => {
+    const key = encodeTuple(shape, tuple);
+    expect(hex(key)).toBe(expected);
+    expect(decodeKey(key, decodeTypes(shape))).toEqual(decoded(shape, tuple));
+    expect(firstPartLength(key)).toBe(encodeShardingPart(shape.sharding, tuple.sharding).length);
+  });
+
+  it('rows of one key shape are in ascending value order, and so is their hex', () => {
+    for (let i = 1; i < KEY_VECTORS.length; i++) {
+      const [a, b] = [KEY_VECTORS[i - 1], KEY_VECTORS[i]];
+      if (JSON.stringify(a.shape) !== JSON.stringify(b.shape)) continue;
+      expect(compareTuples(a.shape, a.tuple, b.tuple), `${a.text} before ${b.text}`).toBeLessThan(0);
+      expect(a.hex < b.hex, `${a.text} before ${b.text}`).toBe(true);
+    }
+  });
+
+  it('the Tablestore rows need no padding and no connector: (a100, 9) < (a100, 10) < (a100, 100) < (a100, 6777) < (a1001, 6777)', () => {
+    const shape: Shape = { sharding: ['number'], sorting: ['string', 'number', 'number'] };
+    const rows: Tuple[] = [['a1001', 6777], ['a100', 100], ['a100', 9], ['a100', 6777], ['a100', 10]].map(([s, c]) => ({ sharding: [54], sorting: [s, c, 1] }));
+    const sorted = rows.map((t) => [encodeTuple(shape, t), t] as const).sort((x, y) => compareKeys(x[0], y[0]));
+    expect(sorted.map(([, t]) => `${t.sorting[0]},${t.sorting[1]}`)).toEqual(['a100,9', 'a100,10', 'a100,100', 'a100,6777', 'a1001,6777']);
+    // The spliced string sorts them otherwise: by text, "10" < "100" < "6777" < "9".
+    expect(rows.map((t) => `${t.sorting[0]},${t.sorting[1]}`).sort()).toEqual(['a100,10', 'a100,100', 'a100,6777', 'a100,9', 'a1001,6777']);
+  });
+});
+
+describe('keys of several columns against a comparator over the typed values (seeded model)', () => {
+  beforeAll(() => initHashing());
+
+  it('sorting by encoded key gives the order of the tuples, for random shapes of mixed types', () => {
+    check(
+      fc.property(shapeAndTuples, ([shape, tuples]) => {
+        const byValue = [...tuples].sort((a, b) => compareTuples(shape, a, b)).map((t) => hex(encodeTuple(shape, t)));
+        const byKey = tuples.map((t) => encodeTuple(shape, t)).sort(compareKeys).map(hex);
+        expect(byKey).toEqual(byValue);
+      }),
+      RUNS / 3,
+    );
+  });
+
+  it('two keys compare as their tuples, equal exactly when the tuples are', () => {
+    const pair = shapeArb.chain((shape) => fc.tuple(fc.constant(shape), tupleOf(shape), tupleOf(shape)));
+    check(
+      fc.property(pair, ([shape, a, b]) => {
+        expect(sign(compareKeys(encodeTuple(shape, a), encodeTuple(shape, b)))).toBe(sign(compareTuples(shape, a, b)));
+      }),
+    );
+  });
+
+  it('decodes back, and the first part is the sharding part, found without the shape', () => {
+    check(
+      fc.property(shapeAndTuples, ([shape, tuples]) => {
+        for (const t of tuples) {
+          const key = encodeTuple(shape, t);
+          expect(isByteString(key)).toBe(true);
+          expect(decodeKey(key, decodeTypes(shape))).toEqual(decoded(shape, t));
+          expect(key.slice(0, firstPartLength(key))).toBe(encodeShardingPart(shape.sharding, t.sharding));
+        }
+      }),
+      RUNS / 3,
+    );
+  });
+
+  it('the keys of one sharding tuple are exactly those in [part, part + ff), whatever follows', () => {
+    const shardingPair = shapeArb.chain((shape) => fc.tuple(fc.constant(shape), tupleOf(shape), tupleOf(shape), fc.boolean()));
+    check(
+      fc.property(shardingPair, ([shape, a, b, same]) => {
+        const other: Tuple = same ? { sharding: a.sharding, sorting: b.sorting } : b;
+        const low = encodeShardingPart(shape.sharding, a.sharding);
+        const key = encodeTuple(shape, other);
+        const equal = shape.sharding.every((t, i) => caseOf(t).compare(a.sharding[i], other.sharding[i]) === 0);
+        expect(low <= key && key < low + PARTS_END).toBe(equal);
+      }),
+    );
+  });
+
+  it('places a sharding part in the slice its values hash to (one column as before, several by the tuple part)', () => {
+    check(
+      fc.property(shapeAndTuples, ([shape, tuples]) => {
+        for (const t of tuples) {
+          const part = encodeShardingPart(shape.sharding, t.sharding);
+          const expected = shape.sharding.length === 1 ? sliceOf(shape.sharding[0], t.sharding[0], 1024) : columnsHash(shape.sharding, t.sharding, 'sharding') % 1024;
+          expect(sliceOfPart(part, 1024)).toBe(expected);
+        }
+      }),
+      RUNS / 6,
+    );
+  });
+
+  it('a single column hashes as it always did: tuple parts are only for several columns', () => {
+    check(
+      fc.property(keyType.chain((t) => fc.tuple(fc.constant(t), narrow[t])), ([type, v]) => {
+        expect(encodeShardingPart([type], [v])).toBe(encodeKeyPart(type, v));
+        expect(columnsHash([type], [v], 'sharding')).toBe(columnsHash([type], [v], 'sorting'));
+      }),
+    );
   });
 });

@@ -21,12 +21,15 @@ export function beginsWith(type: KeyType, v: KeyValue, p: KeyValue): boolean {
 export function matches(type: KeyType, v: KeyValue, cond: SortCondition | undefined): boolean {
   if (cond === undefined) return true;
   if ('eq' in cond) return compare(type, v, cond.eq) === 0;
-  if ('lt' in cond) return compare(type, v, cond.lt) < 0;
-  if ('lte' in cond) return compare(type, v, cond.lte) <= 0;
-  if ('gt' in cond) return compare(type, v, cond.gt) > 0;
-  if ('gte' in cond) return compare(type, v, cond.gte) >= 0;
   if ('between' in cond) return compare(type, v, cond.between[0]) >= 0 && compare(type, v, cond.between[1]) <= 0;
-  return beginsWith(type, v, cond.beginsWith);
+  if ('beginsWith' in cond) return beginsWith(type, v, cond.beginsWith);
+  // Bounds: each one present must hold (two of them make a two-sided range).
+  const c = cond as { lt?: KeyValue; lte?: KeyValue; gt?: KeyValue; gte?: KeyValue };
+  if (c.lt !== undefined && !(compare(type, v, c.lt) < 0)) return false;
+  if (c.lte !== undefined && !(compare(type, v, c.lte) <= 0)) return false;
+  if (c.gt !== undefined && !(compare(type, v, c.gt) > 0)) return false;
+  if (c.gte !== undefined && !(compare(type, v, c.gte) >= 0)) return false;
+  return true;
 }
 
 const ALPHABET = ['a', 'b', 'ab', 'é', 'z', '0', '\u{1F600}', '~', 'A'];
@@ -45,11 +48,17 @@ export function randomValue(type: KeyType, r: () => number): KeyValue {
 
 export function randomCondition(type: KeyType, values: KeyValue[], r: () => number): SortCondition | undefined {
   const pick = () => (r() < 0.7 ? values[Math.floor(r() * values.length)] : randomValue(type, r));
-  const kinds = type === 'number' ? ['none', 'eq', 'lt', 'lte', 'gt', 'gte', 'between'] : ['none', 'eq', 'lt', 'lte', 'gt', 'gte', 'between', 'beginsWith'];
+  const kinds = ['none', 'eq', 'lt', 'lte', 'gt', 'gte', 'between', 'twoSided', 'twoSided', ...(type === 'number' ? [] : ['beginsWith'])];
   const kind = kinds[Math.floor(r() * kinds.length)];
   switch (kind) {
     case 'none':
       return undefined;
+    case 'twoSided': {
+      // Any mix of gt/gte and lt/lte; the bounds are in either order, so some contradict each other and match nothing.
+      const [a, b] = [pick(), pick()];
+      const [low, high] = r() < 0.8 ? [a, b].sort((x, y) => compare(type, x, y)) : [a, b];
+      return { [r() < 0.5 ? 'gt' : 'gte']: low, [r() < 0.5 ? 'lt' : 'lte']: high } as SortCondition;
+    }
     case 'between': {
       const [a, b] = [pick(), pick()].sort((x, y) => compare(type, x, y));
       return { between: [a, b] };

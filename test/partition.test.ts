@@ -371,6 +371,7 @@ class Model {
           examined.length === 0 ? null : examined[examined.length - 1].key,
           inRange.length > examined.length,
           s.withKeys ? matched.map((e) => e.key) : null,
+          examined.length,
         ];
         return ok(result);
       }
