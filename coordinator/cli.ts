@@ -18,6 +18,7 @@ usage:
   keyslice add <ws://host:port>     add a slice node by address; slices move onto it (waits, with progress)
   keyslice drain <ws://host:port>   move every slice off a node (waits, with progress)
   keyslice remove <ws://host:port>  forget a drained node
+         [--forget-data]            ... or one that owns slices whose data is lost: they go, empty, to the other nodes
 
 options of status, add, drain, remove:
   --url <http://host:port>   the coordinator (env KEYSLICE_URL; default http://127.0.0.1:7100)
@@ -41,13 +42,14 @@ async function runEntry(script: string, args: string[]): Promise<void> {
 }
 
 function options(args: string[]) {
-  const o = { url: process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100', token: process.env.KEYSLICE_TOKEN ?? '', wait: true, watch: false, timeoutS: 3600, positional: [] as string[] };
+  const o = { url: process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100', token: process.env.KEYSLICE_TOKEN ?? '', wait: true, watch: false, forgetData: false, timeoutS: 3600, positional: [] as string[] };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--url') o.url = args[++i] ?? die('--url needs a value', 2);
     else if (a === '--token') o.token = args[++i] ?? die('--token needs a value', 2);
     else if (a === '--no-wait') o.wait = false;
     else if (a === '--watch') o.watch = true;
+    else if (a === '--forget-data') o.forgetData = true;
     else if (a === '--timeout') {
       o.timeoutS = Number(args[++i]);
       if (!(o.timeoutS > 0)) die('--timeout must be a number of seconds', 2);
@@ -127,6 +129,7 @@ function render(st: ClusterStatus, url: string): string {
     `keyslice cluster at ${url}: epoch ${st.epoch}, ${st.sliceCount} slices${st.unassignedSlices > 0 ? `, ${st.unassignedSlices} waiting for a node` : ''}`,
     st.nodes.length === 0 ? 'no slice nodes yet' : table(rows),
   ];
+  for (const n of st.nodes) if (n.problem !== null) lines.push(`NOT USED: ${n.problem}`);
   if (!st.loadComplete) lines.push('(items, bytes and load are partial: some node did not answer)');
   lines.push(`moves: ${m.inFlight.length} in flight, about ${m.pending} to go, ${m.completed} completed (${m.itemsMoved} items), ${m.failed} rolled back`);
   for (const mv of m.inFlight) lines.push(moveLine(mv));
@@ -209,8 +212,8 @@ async function main(): Promise<void> {
     case 'remove': {
       const o = options(rest);
       const node = o.positional[0] ?? die('remove needs a node address: keyslice remove ws://host:port', 2);
-      await call(o, 'POST', 'remove', { node });
-      return console.log(`removed ${node}`);
+      await call(o, 'POST', 'remove', o.forgetData ? { node, forgetData: true } : { node });
+      return console.log(o.forgetData ? `removed ${node}; the data of the slices it owned is given up (they are empty on the nodes that took them)` : `removed ${node}`);
     }
     case undefined:
     case 'help':
