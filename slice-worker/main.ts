@@ -9,7 +9,7 @@
 import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { secretMatches } from '../shared/auth.js';
+import { missingSecretProblem, secretMatches } from '../shared/auth.js';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { assert, KeysliceError } from '../shared/errors.js';
@@ -53,7 +53,7 @@ const args = parseArgs(
     'data-per-host': { default: 'no', help: 'yes: keep data in <data>/<host name>, for replicas that share one volume (docker compose --scale)', env: 'KEYSLICE_DATA_PER_HOST' },
     coordinator: { help: 'coordinator to register with and heartbeat to (http://host:port); without it the coordinator must know this node (--nodes or keyslice add)', env: 'KEYSLICE_COORDINATOR' },
     advertise: { help: 'the address the coordinator should dial (ws://host:port); default ws://<host>:<port>, or the host name when listening on 0.0.0.0', env: 'KEYSLICE_ADVERTISE' },
-    'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes; connections without it are refused (empty: none required)', env: 'KEYSLICE_CLUSTER_SECRET' },
+    'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes; connections without it are refused (empty: none required, allowed only on a loopback --host)', env: 'KEYSLICE_CLUSTER_SECRET' },
     'snapshot-after-bytes': { default: String(SNAPSHOT_AFTER_LOG_BYTES), help: 'log bytes after which a worker writes a snapshot' },
     'slice-reads-per-second': { default: '0', help: `capacity per slice and table; more reads in a second get ThroughputExceeded (0: no limit; DynamoDB: ${DYNAMODB_PARTITION_READS_PER_SECOND})` },
     'slice-writes-per-second': { default: '0', help: `the same for writes (0: no limit; DynamoDB: ${DYNAMODB_PARTITION_WRITES_PER_SECOND})` },
@@ -71,6 +71,8 @@ const capacity = {
 };
 const snapshotAfterBytes = intArg('snapshot-after-bytes', args['snapshot-after-bytes'], 1024, 2 ** 40);
 const clusterSecret = args['cluster-secret']!;
+const secretProblem = missingSecretProblem(args.host!, clusterSecret);
+if (secretProblem !== null) fail(secretProblem);
 const coordinatorUrl = args.coordinator?.replace(/\/+$/, '');
 if (coordinatorUrl !== undefined && !/^https?:\/\/[^/]+$/.test(coordinatorUrl)) fail(`--coordinator must be http://host:port, got "${coordinatorUrl}"`);
 if (args.advertise !== undefined && !/^wss?:\/\/[^/]+$/.test(args.advertise)) fail(`--advertise must be ws://host:port, got "${args.advertise}"`);
