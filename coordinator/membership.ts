@@ -131,10 +131,17 @@ export class Membership {
     return { node: u, epoch: this.map.epoch };
   }
 
-  /** Operator: adds a node by address (it need not heartbeat). */
+  /** Operator: adds a node by address (it need not heartbeat), or makes a draining one active again. */
   add(url: unknown, nodeId: string | null = null): number {
     const u = checkUrl(url);
     const before = this.map.indexOf(u);
+    if (before >= 0 && this.map.statusOf(before) === 'draining') {
+      this.map.setStatus(before, 'active');
+      for (const l of this.links) l.sendEpoch(this.map.epoch);
+      this.log(`node ${u} was draining and is active again (${this.map.slicesOf(before).length} slices); slices move back to it`);
+      this.rebalance();
+      return before;
+    }
     const index = this.map.addNode(u, nodeId);
     if (before < 0) {
       this.links.push(this.newLink(u, index));
