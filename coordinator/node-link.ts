@@ -18,6 +18,7 @@ import {
   NODE_REQUEST_TIMEOUT_MS,
 } from '../shared/limits.js';
 import {
+  closeReason,
   CLUSTER_SECRET_HEADER,
   decodeNodeFrame,
   decodeSliceResults,
@@ -176,7 +177,7 @@ export class NodeLink {
           if (refusal !== this.refusal) this.log(refusal);
           this.refusal = refusal;
           // The node logs the reason of a 4000 close (at most 123 bytes); the whole sentence is in our log and status.
-          ws.close(4000, Buffer.from(refusal).subarray(0, 120).toString());
+          ws.close(4000, closeReason(refusal));
           return;
         }
         if (this.refusal !== '') this.log(`slice node ${this.url} is accepted again`);

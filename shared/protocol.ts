@@ -175,6 +175,19 @@ export function encodeNodeFrame(frame: NodeFrameMessage): Buffer {
   return internalPackr.pack(frame);
 }
 
+/** A WebSocket close reason holds at most 123 bytes of UTF-8 (ws throws past that): `text`
+ * cut at a character boundary to fit. */
+export function closeReason(text: string): string {
+  let out = '';
+  let bytes = 0;
+  for (const ch of text) {
+    bytes += Buffer.byteLength(ch);
+    if (bytes > 123) break;
+    out += ch;
+  }
+  return out;
+}
+
 /** Something another process sent that does not have the shape the protocol gives it. */
 export class MalformedFrame extends Error {}
 

@@ -32,6 +32,7 @@ import { WorkerChannel } from './worker-channel.js';
 import {
   CLUSTER_API_PREFIX,
   CLUSTER_SECRET_HEADER,
+  closeReason,
   decodeNodeFrame,
   decodeSliceResults,
   encodeNodeFrame,
@@ -124,8 +125,8 @@ function refuse(ws: WebSocket, why: string): void {
     lastRefusalLogAt = now;
     refusalsUnlogged = 0;
   } else refusalsUnlogged++;
-  // 1008: policy violation. The reason reaches the peer (a close reason holds at most 123 bytes).
-  ws.close(1008, Buffer.from(why).subarray(0, 120).toString());
+  // 1008: policy violation. The reason reaches the peer, cut to what a close frame holds.
+  ws.close(1008, closeReason(why));
 }
 
 async function assign(newEpoch: number, sliceCount: number, slices: number[]): Promise<void> {

@@ -5,7 +5,7 @@
 // they start from, each of which must pass.
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { checkSliceOp, decodeNodeFrame, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp } from '../shared/protocol.js';
+import { checkSliceOp, closeReason, decodeNodeFrame, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp } from '../shared/protocol.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
@@ -78,6 +78,13 @@ describe('slice ops', () => {
       const [decoded] = decodeSliceOps((i % 2 === 0 ? recordPackr : plainPackr).pack([op]));
       expect(checkSliceOp(decoded, false), `seed ${SEED}, case ${i}: ${JSON.stringify(op)?.slice(0, 300)}`).toEqual(expect.any(String));
     }
+  });
+
+  it('cuts a close reason to the 123 bytes a close frame holds, at a character boundary', () => {
+    expect(closeReason('x'.repeat(200))).toHaveLength(123);
+    const cut = closeReason('é'.repeat(100));
+    expect(Buffer.byteLength(cut)).toBe(122);
+    expect(cut).toBe('é'.repeat(61));
   });
 
   it('reads op bytes that do not decode, or that are not a list, as MalformedFrame', () => {
