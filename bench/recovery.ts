@@ -64,7 +64,7 @@ try {
   const restartStart = performance.now();
   const restarted = await Promise.all(
     cluster.nodes.map((n) =>
-      startSliceNode({ name: n.name, dataDir: join(dataDir, n.name), port: Number(new URL(n.url).port), workers: WORKERS, durability, log: (l) => /recovered/.test(l) && recoveryLines.push(l) }),
+      startSliceNode({ name: n.name, dataDir: join(dataDir, n.name), port: Number(new URL(n.url).port), workers: WORKERS, durability, clusterSecret: cluster.clusterSecret, log: (l) => /recovered/.test(l) && recoveryLines.push(l) }),
     ),
   );
   restarted.forEach((p, i) => (cluster.nodes[i].child = p.child));

@@ -20,6 +20,7 @@ usage:
   keyslice add <ws://host:port>     add a slice node by address; slices move onto it (waits, with progress)
   keyslice drain <ws://host:port>   move every slice off a node (waits, with progress)
   keyslice remove <ws://host:port>  forget a drained node
+         [--forget-data]            ... or one that owns slices whose data is lost: they go, empty, to the other nodes
   keyslice --version                the version of this keyslice
 
 options of status, add, drain, remove:
@@ -67,6 +68,7 @@ function options(args: string[]) {
         url: { type: 'string' },
         token: { type: 'string' },
         'no-wait': { type: 'boolean' },
+        'forget-data': { type: 'boolean' },
         watch: { type: 'boolean' },
         timeout: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -90,6 +92,7 @@ function options(args: string[]) {
     token: v.token ?? process.env.KEYSLICE_TOKEN ?? '',
     wait: v['no-wait'] !== true,
     watch: v.watch === true,
+    forgetData: v['forget-data'] === true,
     timeoutS,
     positional: parsed.positionals,
   };
@@ -164,6 +167,7 @@ function render(st: ClusterStatus, url: string): string {
     `keyslice cluster at ${url}: epoch ${st.epoch}, ${st.sliceCount} slices${st.unassignedSlices > 0 ? `, ${st.unassignedSlices} waiting for a node` : ''}`,
     st.nodes.length === 0 ? 'no slice nodes yet' : table(rows),
   ];
+  for (const n of st.nodes) if (n.problem !== null) lines.push(`NOT USED: ${n.problem}`);
   if (!st.loadComplete) lines.push('(items, bytes and load are partial: some node did not answer)');
   lines.push(`moves: ${m.inFlight.length} in flight, about ${m.pending} to go, ${m.completed} completed (${m.itemsMoved} items), ${m.failed} rolled back`);
   for (const mv of m.inFlight) lines.push(moveLine(mv));
@@ -248,8 +252,8 @@ async function main(): Promise<void> {
     case 'remove': {
       const o = options(rest);
       const node = o.positional[0] ?? die('remove needs a node address: keyslice remove ws://host:port', EXIT_USAGE);
-      await call(o, 'POST', 'remove', { node });
-      return console.log(`removed ${node}`);
+      await call(o, 'POST', 'remove', o.forgetData ? { node, forgetData: true } : { node });
+      return console.log(o.forgetData ? `removed ${node}; the data of the slices it owned is given up (they are empty on the nodes that took them)` : `removed ${node}`);
     }
     case '--version':
     case '-v':

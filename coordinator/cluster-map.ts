@@ -5,6 +5,13 @@
 // Nodes are numbered in the order they joined; a number is never reused for
 // another address, so `owners` stays valid. A slice with owner -1 has no node
 // yet (a cluster whose nodes register themselves, before the first one did).
+//
+// Identity: the cluster has an id (made with the map), and each node the id of its
+// data folder (recorded when it first says Hello), so that a node that comes back
+// under a known address with another folder is not handed slices whose data it
+// does not hold (coordinator/membership.ts). Ids are not routing: recording one
+// does not move the epoch.
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { assert } from '../shared/errors.js';
 import { readStateFile, writeStateFile } from './state-file.js';
@@ -12,6 +19,8 @@ import { readStateFile, writeStateFile } from './state-file.js';
 export type NodeStatus = 'active' | 'draining' | 'removed';
 
 interface ClusterMapState {
+  /** Absent in maps written before node identity: made when such a map is opened. */
+  clusterId?: string;
   epoch: number;
   sliceCount: number;
   nodes: string[];
@@ -19,15 +28,21 @@ interface ClusterMapState {
   status?: NodeStatus[];
   /** owners[slice] = index into nodes, or -1 */
   owners: number[];
+  /** nodeIds[i]: the id of nodes[i]'s data folder; null until it is known. Absent in older maps. */
+  nodeIds?: (string | null)[];
 }
+type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[] };
+
+const newId = () => randomBytes(16).toString('hex');
 
 export class ClusterMap {
   private constructor(
     private readonly path: string,
-    private state: ClusterMapState & { status: NodeStatus[] },
+    private state: State,
   ) {
     assert(state.owners.length === state.sliceCount, 'one owner per slice');
     assert(state.status.length === state.nodes.length, 'one status per node');
+    assert(state.nodeIds.length === state.nodes.length, 'one node id (or null) per node');
     assert(state.owners.every((o) => o >= -1 && o < state.nodes.length && (o === -1 || state.status[o] !== 'removed')), 'every owner is a known, present node');
   }
 
@@ -42,16 +57,25 @@ export class ClusterMap {
       if (saved.sliceCount !== sliceCount) {
         return `this cluster was created with ${saved.sliceCount} slices; the slice count cannot change (asked for ${sliceCount})`;
       }
-      const map = new ClusterMap(path, { ...saved, status: saved.status ?? saved.nodes.map(() => 'active') });
+      const map = new ClusterMap(path, {
+        ...saved,
+        clusterId: saved.clusterId ?? newId(),
+        status: saved.status ?? saved.nodes.map(() => 'active'),
+        nodeIds: saved.nodeIds ?? saved.nodes.map(() => null),
+      });
+      if (saved.clusterId === undefined) map.save(map.state);
       for (const url of nodes) map.addNode(url);
       return map;
     }
     const owners = Array.from({ length: sliceCount }, (_, s) => (nodes.length === 0 ? -1 : Math.floor((s * nodes.length) / sliceCount)));
-    const map = new ClusterMap(path, { epoch: 1, sliceCount, nodes: [...nodes], status: nodes.map(() => 'active'), owners });
+    const map = new ClusterMap(path, { clusterId: newId(), epoch: 1, sliceCount, nodes: [...nodes], status: nodes.map(() => 'active'), owners, nodeIds: nodes.map(() => null) });
     writeStateFile(path, map.state);
     return map;
   }
 
+  get clusterId(): string {
+    return this.state.clusterId;
+  }
   get epoch(): number {
     return this.state.epoch;
   }
@@ -60,6 +84,14 @@ export class ClusterMap {
   }
   get nodes(): readonly string[] {
     return this.state.nodes;
+  }
+  /** The id of the node's data folder, or null when not known yet. */
+  nodeIdOf(node: number): string | null {
+    return this.state.nodeIds[node];
+  }
+  /** The present (not removed) node whose folder has this id, or -1. */
+  indexOfNodeId(nodeId: string): number {
+    return this.state.nodeIds.findIndex((id, i) => id === nodeId && this.state.status[i] !== 'removed');
   }
   statusOf(node: number): NodeStatus {
     return this.state.status[node];
@@ -84,7 +116,7 @@ export class ClusterMap {
 
   /** Adds a node (or makes a removed one active again) and returns its index. Slices
    * without a node go to it at once: there is nothing to copy. */
-  addNode(url: string): number {
+  addNode(url: string, nodeId: string | null = null): number {
     let index = this.state.nodes.indexOf(url);
     if (index >= 0 && this.state.status[index] !== 'removed') return index;
     if (index < 0) index = this.state.nodes.length;
@@ -93,7 +125,11 @@ export class ClusterMap {
       if (at === next.nodes.length) {
         next.nodes.push(url);
         next.status.push('active');
-      } else next.status[at] = 'active';
+        next.nodeIds.push(nodeId);
+      } else {
+        next.status[at] = 'active';
+        if (nodeId !== null) next.nodeIds[at] = nodeId;
+      }
       for (let s = 0; s < next.sliceCount; s++) if (next.owners[s] === -1) next.owners[s] = at;
     });
     return index;
@@ -103,6 +139,26 @@ export class ClusterMap {
     assert(status !== 'removed' || !this.state.owners.includes(node), 'a removed node owns no slice');
     this.commit((next) => {
       next.status[node] = status;
+    });
+  }
+
+  /** Records the id of a node's data folder (it said Hello with it). Not a routing change: same epoch. */
+  setNodeId(node: number, nodeId: string): void {
+    const next = structuredClone(this.state);
+    next.nodeIds[node] = nodeId;
+    this.save(next);
+    this.state = next;
+  }
+
+  /** An operator gave up a node's data: its slices go, empty, to `to[i]` (slices[i] -> to[i]),
+   * and the node is removed, in one change at a new epoch. */
+  forgetNode(node: number, slices: number[], to: number[]): void {
+    assert(slices.length === to.length && slices.every((s) => this.state.owners[s] === node), 'each of the node\'s slices gets a new owner');
+    assert(to.every((t) => t !== node && this.state.status[t] === 'active'), 'slices go to active nodes');
+    this.commit((next) => {
+      slices.forEach((s, i) => (next.owners[s] = to[i]));
+      assert(!next.owners.includes(node), 'a removed node owns no slice');
+      next.status[node] = 'removed';
     });
   }
 
@@ -116,12 +172,17 @@ export class ClusterMap {
 
   /** A change at a new epoch: made to a copy, saved, and only then in force, so that
    * a failed save (a full disk) leaves the map as it was. */
-  private commit(change: (next: ClusterMapState & { status: NodeStatus[] }) => void): void {
+  private commit(change: (next: State) => void): void {
     const next = structuredClone(this.state);
     change(next);
     next.epoch++;
     assert(next.epoch > this.state.epoch, 'an epoch only grows');
-    writeStateFile(this.path, next);
+    this.save(next);
     this.state = next;
+  }
+
+  private save(state: State): void {
+    assert(state.clusterId === this.state.clusterId, 'a cluster keeps its id');
+    writeStateFile(this.path, state);
   }
 }

@@ -1,7 +1,8 @@
 // HTTP transport: POST /api/<Operation> with a JSON body; JSON back; GET
 // /metrics for Prometheus and GET /health. Membership and operator requests
 // under /cluster/: POST join (slice nodes, with the cluster secret), GET status,
-// POST add / drain / remove {"node": "ws://host:port"} (operators, with the
+// POST add / drain / remove {"node": "ws://host:port"} (remove also takes
+// "forgetData": true for a node whose data is lost) (operators, with the
 // client token). When a token is configured, everything but /health and
 // /cluster/join needs `Authorization: Bearer <token>`. Binary
 // values travel as {"$binary": "<base64>"}. Errors: the status from
@@ -31,7 +32,7 @@ export function handleHttp(ops: Operations, metrics: () => Promise<string>, clus
     if (!secretMatches(security.clusterSecret, req.headers[CLUSTER_SECRET_HEADER])) {
       return sendError(res, new KeysliceError('Unauthorized', 'the cluster secret is missing or wrong; a slice node needs the same --cluster-secret as the coordinator'));
     }
-    return readJson(req, res, (body) => cluster.join(body.url));
+    return readJson(req, res, (body) => cluster.join(body));
   }
   if (!secretMatches(security.token, bearerToken(req.headers.authorization, undefined) ?? undefined)) {
     return sendError(res, new KeysliceError('Unauthorized', 'this cluster needs a client token: send "Authorization: Bearer <token>"'));
@@ -45,7 +46,7 @@ export function handleHttp(ops: Operations, metrics: () => Promise<string>, clus
     if (req.method !== 'POST') return sendError(res, new KeysliceError('MalformedRequest', `${url} takes POST`));
     if (action === 'add') return readJson(req, res, (body) => ({ node: cluster.map.nodes[cluster.add(body.node)] }));
     if (action === 'drain') return readJson(req, res, (body) => (cluster.drain(body.node), {}));
-    if (action === 'remove') return readJson(req, res, (body) => (cluster.remove(body.node), {}));
+    if (action === 'remove') return readJson(req, res, (body) => cluster.remove(body.node, body.forgetData ?? false).then(() => ({})));
     return sendError(res, new KeysliceError('UnknownOperation', `no such path ${url}; cluster requests are GET ${CLUSTER_API_PREFIX}status and POST ${CLUSTER_API_PREFIX}add, drain, remove`));
   }
   if (url === '/metrics' && req.method === 'GET') {

@@ -1,7 +1,11 @@
 // A local cluster as plain processes on 127.0.0.1: slice nodes first, then the
 // coordinator pointed at them. Used by `npm start`, the tests and the bench.
-// Every process is started here and stopped here, by its PID.
+// Every process is started here and stopped here, by its PID. The cluster gets a
+// random cluster secret (or KEYSLICE_CLUSTER_SECRET's), handed to its processes in
+// their environment (not on the command line, which other users can read), so
+// that no other local process can send slice commands to its nodes.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
@@ -31,6 +35,8 @@ export interface ClusterOptions {
   capacity?: SliceCapacity;
   /** Where process output goes; by default it is kept for error messages only. */
   log?: (line: string) => void;
+  /** The cluster secret (default: KEYSLICE_CLUSTER_SECRET, or a random one made here). */
+  clusterSecret?: string;
 }
 
 export interface ManagedProcess {
@@ -45,7 +51,19 @@ export interface LocalCluster {
   wsUrl: string;
   coordinator: ManagedProcess;
   nodes: ManagedProcess[];
+  /** The secret its coordinator and nodes share: a process restarting one of them needs it. */
+  clusterSecret: string;
   stop(): Promise<void>;
+}
+
+/** A fresh cluster secret: 256 random bits. */
+export function newClusterSecret(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/** This environment with the cluster secret set (undefined: as it is). */
+function withSecret(secret: string | undefined): NodeJS.ProcessEnv | undefined {
+  return secret === undefined ? undefined : { ...process.env, KEYSLICE_CLUSTER_SECRET: secret };
 }
 
 /** Spawns `cmd` and resolves when a line of its output (stdout or stderr) matches `ready`;
@@ -116,19 +134,27 @@ export interface SliceNodeOptions {
 export function startSliceNode(o: SliceNodeOptions): Promise<ManagedProcess> {
   const args = ['--port', String(o.port), '--workers', String(o.workers), '--data', o.dataDir];
   if (o.coordinator !== undefined) args.push('--coordinator', o.coordinator);
-  if (o.clusterSecret !== undefined) args.push('--cluster-secret', o.clusterSecret);
   if (o.durability !== undefined) args.push('--durability', o.durability);
   if (o.snapshotAfterBytes !== undefined) args.push('--snapshot-after-bytes', String(o.snapshotAfterBytes));
   if (o.capacity !== undefined) args.push('--slice-reads-per-second', String(o.capacity.readsPerSecond), '--slice-writes-per-second', String(o.capacity.writesPerSecond));
-  return startProcess(o.name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, o.log).then((r) => r.proc);
+  return startProcess(o.name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, o.log, withSecret(o.clusterSecret)).then((r) => r.proc);
 }
 
-/** `extra`: more coordinator arguments (--token, --cluster-secret, --move-items-per-second, ...). */
-export function startCoordinator(dataDir: string, port: number, nodeUrls: string[], slices: number | undefined, log?: (line: string) => void, extra: string[] = []): Promise<ManagedProcess> {
+/** `extra`: more coordinator arguments (--token, --cluster-secret, --move-items-per-second, ...).
+ * `clusterSecret`: passed in the environment. */
+export function startCoordinator(
+  dataDir: string,
+  port: number,
+  nodeUrls: string[],
+  slices: number | undefined,
+  log?: (line: string) => void,
+  extra: string[] = [],
+  clusterSecret?: string,
+): Promise<ManagedProcess> {
   const args = ['--port', String(port), '--data', dataDir, ...extra];
   if (nodeUrls.length > 0) args.push('--nodes', nodeUrls.join(','));
   if (slices !== undefined) args.push('--slices', String(slices));
-  return startProcess('coordinator', 'coordinator/main.js', args, /coordinator ready (http:\/\/\S+)/, log).then((r) => r.proc);
+  return startProcess('coordinator', 'coordinator/main.js', args, /coordinator ready (http:\/\/\S+)/, log, withSecret(clusterSecret)).then((r) => r.proc);
 }
 
 /** Sends SIGTERM, waits, then SIGKILL: the process is gone when this resolves. */
@@ -147,6 +173,8 @@ export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTE
 export async function startLocalCluster(opts: ClusterOptions): Promise<LocalCluster> {
   const nodeCount = opts.nodes ?? 2;
   const workers = opts.workers ?? 2;
+  const envSecret = process.env.KEYSLICE_CLUSTER_SECRET;
+  const clusterSecret = opts.clusterSecret ?? (envSecret !== undefined && envSecret !== '' ? envSecret : newClusterSecret());
   const started: ManagedProcess[] = [];
   try {
     const nodes = await Promise.all(
@@ -160,13 +188,14 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
           snapshotAfterBytes: opts.snapshotAfterBytes,
           capacity: opts.capacity,
           log: opts.log,
+          clusterSecret,
         }).then((p) => {
           started.push(p);
           return p;
         }),
       ),
     );
-    const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log);
+    const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log, [], clusterSecret);
     started.push(coordinator);
     const url = coordinator.url;
     const cluster: LocalCluster = {
@@ -174,6 +203,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
       wsUrl: url.replace(/^http/, 'ws') + '/ws',
       coordinator,
       nodes,
+      clusterSecret,
       // Stops the processes the cluster holds now (a test may have restarted one).
       stop: () => Promise.all([cluster.coordinator, ...cluster.nodes].map((p) => stopProcess(p.child))).then(() => undefined),
     };
@@ -198,7 +228,12 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     process.exit(1);
   });
   console.log(`\nkeyslice is running: ${cluster.url} (HTTP, POST /api/<Operation>) and ${cluster.wsUrl} (WebSocket)`);
-  console.log(`data under ${dataDir}; Ctrl-C stops every process.\n`);
+  console.log(`data under ${dataDir}; Ctrl-C stops every process.`);
+  console.log(
+    process.env.KEYSLICE_CLUSTER_SECRET
+      ? 'slice nodes take commands only with the cluster secret in KEYSLICE_CLUSTER_SECRET.\n'
+      : 'slice nodes take commands only with this run\'s random cluster secret (set KEYSLICE_CLUSTER_SECRET before npm start to choose it, e.g. to add a node).\n',
+  );
   let stopping = false;
   const stop = async (exitCode: number) => {
     if (stopping) return;

@@ -1,6 +1,7 @@
 // The coordinator process: client API (HTTP and WebSocket on one port),
 // routing by the cluster map, and one link per slice node.
 import { createServer } from 'node:http';
+import { missingSecretProblem } from '../shared/auth.js';
 import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { initHashing } from '../shared/hashing.js';
 import { CLUSTER_READY_WAIT_MS, COORDINATOR_PORT_DEFAULT, MOVE_ITEMS_PER_SECOND_DEFAULT, SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
@@ -22,7 +23,7 @@ const args = parseArgs(
     slices: { default: String(SLICE_COUNT_DEFAULT), help: 'slice count, fixed when the cluster is created', env: 'KEYSLICE_SLICES' },
     data: { default: './data/coordinator', help: 'data folder (catalog and cluster map)', env: 'KEYSLICE_COORDINATOR_DATA' },
     token: { default: '', help: 'client token: HTTP and WebSocket requests without it are refused (empty: none required)', env: 'KEYSLICE_TOKEN' },
-    'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes (empty: none required)', env: 'KEYSLICE_CLUSTER_SECRET' },
+    'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes (empty: none required, allowed only on a loopback --host)', env: 'KEYSLICE_CLUSTER_SECRET' },
     rebalance: { default: 'yes', help: 'yes: move slices onto nodes that join; no: only drains move slices', env: 'KEYSLICE_REBALANCE' },
     'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
@@ -35,6 +36,8 @@ if (!['yes', 'no'].includes(args.rebalance!)) fail('--rebalance must be yes or n
 const nodeUrls = (args.nodes ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
 for (const u of nodeUrls) if (!/^wss?:\/\/[^/]+$/.test(u)) fail(`--nodes: "${u}" is not a ws://host:port address`);
 if (new Set(nodeUrls).size !== nodeUrls.length) fail('--nodes names a slice node twice');
+const secretProblem = missingSecretProblem(args.host!, args['cluster-secret']!);
+if (secretProblem !== null) fail(secretProblem);
 
 await initHashing();
 const map = ClusterMap.open(args.data!, nodeUrls, sliceCount);
@@ -48,7 +51,6 @@ try {
 
 const log = (line: string) => console.log(`keyslice coordinator: ${line}`);
 const security = { token: args.token!, clusterSecret: args['cluster-secret']! };
-if (security.clusterSecret === '' && args.host !== '127.0.0.1') log('warning: no --cluster-secret; any process that reaches this port can register as a slice node');
 if (security.token === '' && args.host !== '127.0.0.1') log('warning: no --token; any client that reaches this port is served');
 const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPerSecond, args.rebalance === 'yes', log);
 const ops = new Operations(catalog, cluster);

@@ -4,13 +4,21 @@
 // rebalancer plans slice moves so that every active node owns its share, and
 // runs a few at a time (coordinator/slice-mover.ts). The cluster map stays the
 // coordinator's alone.
+//
+// Node identity: a node says which data folder it has (node id) and which cluster
+// it belongs to (cluster id) in its Hello and in each join. A node that comes back
+// under a known address with another folder while it owns slices, or that holds
+// another cluster's data, is not given slices: its slices answer Unavailable
+// (never an empty answer) until its folder is back, or an operator accepts the
+// loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { NodeStatusReport, ClusterStatus } from '../shared/api.js';
-import { KeysliceError } from '../shared/errors.js';
+import { assert, KeysliceError } from '../shared/errors.js';
 import { MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS } from '../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { tableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
-import { NodeLink } from './node-link.js';
+import { isIdentity, SliceOp } from '../shared/protocol.js';
+import { NodeLink, type NodeHello } from './node-link.js';
 import { SliceMover, Throttle } from './slice-mover.js';
 
 const NODE_URL = /^wss?:\/\/[^/\s]+$/;
@@ -25,6 +33,8 @@ export class Membership {
   private readonly backoffUntil = new Map<number, number>();
   private timer: NodeJS.Timeout | undefined;
   private running = 0;
+  /** A forget-data removal is handing slices over (one at a time). */
+  private forgetting = false;
 
   constructor(
     readonly map: ClusterMap,
@@ -43,10 +53,11 @@ export class Membership {
   private newLink(url: string, index: number): NodeLink {
     const link = new NodeLink(
       url,
-      () => ({ epoch: this.map.epoch, sliceCount: this.map.sliceCount, slices: this.map.slicesOf(index) }),
+      () => ({ epoch: this.map.epoch, sliceCount: this.map.sliceCount, slices: this.map.slicesOf(index), clusterId: this.map.clusterId }),
       () => this.map.epoch,
       this.log,
       this.clusterSecret,
+      (hello) => this.admit(index, hello),
     );
     if (this.map.statusOf(index) === 'removed') link.close();
     return link;
@@ -63,23 +74,75 @@ export class Membership {
     return this.links.filter((_, i) => this.map.statusOf(i) !== 'removed');
   }
 
-  /** A node registers or heartbeats. */
-  join(url: unknown): { node: string; epoch: number } {
-    const u = checkUrl(url);
+  /** Why node `index` (or a node new to the map, index -1) may not serve under this
+   * address with this data folder and cluster id; null when it may. */
+  private identityProblem(index: number, url: string, nodeId: string, clusterId: string | null): string | null {
+    const owned = index < 0 ? 0 : this.map.slicesOf(index).length;
+    const forget = `keyslice remove ${url} --forget-data`;
+    if (clusterId !== null && clusterId !== this.map.clusterId) {
+      return (
+        `slice node ${url} holds the data of another keyslice cluster (cluster id ${clusterId}; this one is ${this.map.clusterId}), so it is not given slices. ` +
+        `Point it at its own coordinator, or start it with an empty data folder to join this cluster as a new node` +
+        (owned > 0 ? `; its ${owned} slices here answer Unavailable until its own data folder is back, or "${forget}" accepts that their data is lost.` : '.')
+      );
+    }
+    const other = this.map.indexOfNodeId(nodeId);
+    if (other >= 0 && other !== index) {
+      return `slice node ${url} has the data folder of node ${this.map.nodes[other]} (node id ${nodeId}), so it is not given slices: start it at ${this.map.nodes[other]} again.`;
+    }
+    const known = index < 0 ? null : this.map.nodeIdOf(index);
+    if (known !== null && known !== nodeId && owned > 0) {
+      return (
+        `slice node ${url} came back with a different data folder (node id ${nodeId}; this cluster knows ${known}): it lost its data or is another node, so its ${owned} slices are not given to it and answer Unavailable. ` +
+        `Restore its data folder and restart it, or accept that the data of those slices is lost: ${forget}`
+      );
+    }
+    return null;
+  }
+
+  /** A node said Hello: null to assign it its slices, or why not. Records its folder's id. */
+  private admit(index: number, hello: NodeHello): string | null {
+    const url = this.map.nodes[index];
+    const problem = this.identityProblem(index, url, hello.nodeId, hello.clusterId);
+    if (problem !== null) return problem;
+    const known = this.map.nodeIdOf(index);
+    if (known !== hello.nodeId) {
+      this.map.setNodeId(index, hello.nodeId);
+      if (known !== null) this.log(`slice node ${url} has a new data folder (node id ${hello.nodeId}, was ${known}); it owned no slices, so no data was lost`);
+    }
+    return null;
+  }
+
+  /** A node registers or heartbeats: {url, nodeId, clusterId} (POST /cluster/join). */
+  join(body: Record<string, unknown>): { node: string; epoch: number } {
+    const u = checkUrl(body.url);
+    const { nodeId, clusterId } = body;
+    if (!isIdentity(nodeId) || !(clusterId === null || isIdentity(clusterId))) {
+      throw new KeysliceError('ValidationError', 'a join names the node\'s "nodeId" and "clusterId" (32 hex digits; clusterId null before the first assignment); a node that sends neither is older than this coordinator');
+    }
     let index = this.map.indexOf(u);
     if (index >= 0 && this.map.statusOf(index) === 'removed') {
       throw new KeysliceError('InvalidState', `node ${u} was removed; an operator adds it again with "keyslice add ${u}"`);
     }
-    if (index < 0) index = this.add(u);
+    const problem = this.identityProblem(index, u, nodeId, clusterId);
+    if (problem !== null) throw new KeysliceError('InvalidState', problem);
+    if (index < 0) index = this.add(u, nodeId);
     this.lastHeartbeat.set(index, Date.now());
     return { node: u, epoch: this.map.epoch };
   }
 
-  /** Operator: adds a node by address (it need not heartbeat). */
-  add(url: unknown): number {
+  /** Operator: adds a node by address (it need not heartbeat), or makes a draining one active again. */
+  add(url: unknown, nodeId: string | null = null): number {
     const u = checkUrl(url);
     const before = this.map.indexOf(u);
-    const index = this.map.addNode(u);
+    if (before >= 0 && this.map.statusOf(before) === 'draining') {
+      this.map.setStatus(before, 'active');
+      for (const l of this.links) l.sendEpoch(this.map.epoch);
+      this.log(`node ${u} was draining and is active again (${this.map.slicesOf(before).length} slices); slices move back to it`);
+      this.rebalance();
+      return before;
+    }
+    const index = this.map.addNode(u, nodeId);
     if (before < 0) {
       this.links.push(this.newLink(u, index));
       this.log(`node ${u} joined (node ${index}); ${this.map.slicesOf(index).length} slices without a node went to it`);
@@ -104,16 +167,68 @@ export class Membership {
     this.rebalance();
   }
 
-  /** Operator: forgets a node that owns no slice (drain it first). */
-  remove(url: unknown): void {
+  /** Operator: forgets a node that owns no slice (drain it first). With `forgetData`, also
+   * one that owns slices whose data is lost: they go, empty, to the active nodes that are up. */
+  async remove(url: unknown, forgetData: unknown = false): Promise<void> {
+    if (typeof forgetData !== 'boolean') throw new KeysliceError('ValidationError', '"forgetData" is true or false');
     const index = this.indexOf(url);
-    const owned = this.map.slicesOf(index).length;
-    if (owned > 0) throw new KeysliceError('InvalidState', `node ${this.map.nodes[index]} still owns ${owned} slices; drain it first (keyslice drain)`);
-    this.map.setStatus(index, 'removed');
+    const node = this.map.nodes[index];
+    const owned = this.map.slicesOf(index);
+    if (owned.length > 0 && !forgetData) {
+      throw new KeysliceError(
+        'InvalidState',
+        `node ${node} still owns ${owned.length} slices; drain it first (keyslice drain), or, if their data is lost for good, accept the loss: keyslice remove ${node} --forget-data`,
+      );
+    }
+    if (owned.length > 0) await this.forgetSlices(index, owned);
+    else this.map.setStatus(index, 'removed');
     this.links[index].close();
     this.lastHeartbeat.delete(index);
     for (const l of this.links) l.sendEpoch(this.map.epoch);
-    this.log(`node ${this.map.nodes[index]} removed`);
+    this.log(`node ${node} removed`);
+  }
+
+  /** Hands the slices of node `index` to the active nodes that are up (fewest slices
+   * first), empty, and removes the node, in one map change. Each target first drops
+   * whatever it holds of the slice (a failed move's leftover) and takes it as its own
+   * (MoveBegin, then MoveApply with no changes), so nothing stale comes back. */
+  private async forgetSlices(index: number, slices: number[]): Promise<void> {
+    const node = this.map.nodes[index];
+    if (this.forgetting) throw new KeysliceError('InvalidState', 'another forget-data removal is running; retry when it ends');
+    if ([...this.mover.moving.values()].some((m) => m.from === node || m.to === node)) {
+      throw new KeysliceError('InvalidState', `a slice move to or from ${node} is in flight; retry when it ends (keyslice status)`);
+    }
+    const targets = this.map.nodes.map((_, i) => i).filter((i) => i !== index && this.map.statusOf(i) === 'active' && this.links[i].state === 'ready');
+    if (targets.length === 0) throw new KeysliceError('InvalidState', `no other active node is up to take the ${slices.length} slices of ${node}`);
+    this.forgetting = true;
+    // Nothing more goes to the node, and the rebalancer no longer counts it as up.
+    this.links[index].close();
+    try {
+      const counts = this.map.counts();
+      const to = slices.map((s) => {
+        const t = targets.reduce((a, b) => (counts[b] < counts[a] ? b : a));
+        counts[t]++;
+        return t;
+      });
+      const handed = slices.map((s, i) => {
+        const link = this.links[to[i]];
+        const w = s % link.workerCount;
+        return link.sendToWorker(w, [SliceOp.MoveBegin, s]).then(() => link.sendToWorker(w, [SliceOp.MoveApply, s, [], true]));
+      });
+      const outcomes = await Promise.allSettled(handed);
+      const failed = outcomes.find((o) => o.status === 'rejected');
+      if (failed !== undefined) {
+        // Back as it was: the targets forget the slices; the node stays (its link reconnects).
+        await Promise.allSettled(slices.map((s, i) => this.links[to[i]].sendToWorker(s % this.links[to[i]].workerCount, [SliceOp.MoveAbort, s, 'target'])));
+        this.links[index] = this.newLink(node, index);
+        throw new KeysliceError('Unavailable', `handing the slices of ${node} over failed (${(failed as PromiseRejectedResult).reason?.message ?? failed}); nothing changed, retry`);
+      }
+      this.map.forgetNode(index, slices, to);
+      assert(this.map.slicesOf(index).length === 0, 'a forgotten node owns no slice');
+      this.log(`node ${node} removed with its data given up: ${slices.length} slices lost their data and went, empty, to ${new Set(to).size} active nodes`);
+    } finally {
+      this.forgetting = false;
+    }
   }
 
   private indexOf(url: unknown): number {
@@ -179,6 +294,7 @@ export class Membership {
       status: this.map.statusOf(i),
       up: this.map.statusOf(i) !== 'removed' && this.isUp(i),
       heartbeatMsAgo: this.lastHeartbeat.has(i) ? Date.now() - this.lastHeartbeat.get(i)! : null,
+      problem: this.links[i].refusal === '' ? null : this.links[i].refusal,
       workers: this.links[i].workerCount,
       slices: counts[i],
       items: 0,

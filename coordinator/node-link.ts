@@ -3,6 +3,10 @@
 // (or earlier when a batch is full); replies come back per worker and settle
 // each op's promise in order. While the node is not connected, ops fail at
 // once with a retryable Unavailable error; the link keeps reconnecting.
+// Every frame from the node is checked whole before use; a node whose Hello
+// names a data folder or cluster the coordinator does not accept for this
+// address (admit() says why) is not assigned slices, and is asked again on
+// each reconnect.
 import WebSocket from 'ws';
 import { assert, KeysliceError } from '../shared/errors.js';
 import {
@@ -14,6 +18,7 @@ import {
   NODE_REQUEST_TIMEOUT_MS,
 } from '../shared/limits.js';
 import {
+  closeReason,
   CLUSTER_SECRET_HEADER,
   decodeNodeFrame,
   decodeSliceResults,
@@ -22,14 +27,23 @@ import {
   errorFromResult,
   NodeFrame,
   NODE_PROTOCOL_VERSION,
+  RESULT_ERROR,
   RESULT_OK,
   type SliceOpMessage,
+  type SliceOpResult,
 } from '../shared/protocol.js';
 
 type Settle = { resolve: (v: unknown) => void; reject: (e: KeysliceError) => void };
 type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout };
 
 export type LinkState = 'connecting' | 'assigning' | 'ready' | 'closed';
+
+/** What a node says about itself in its Hello. */
+export interface NodeHello {
+  workerCount: number;
+  nodeId: string;
+  clusterId: string | null;
+}
 
 export class NodeLink {
   state: LinkState = 'connecting';
@@ -47,13 +61,18 @@ export class NodeLink {
    * (and so was assigned its slices afresh) while it ran. */
   generation = 0;
   private lastProblem = '';
+  /** Why the coordinator does not use this node although it answers ('' when it does). */
+  refusal = '';
+  private assignedEpoch = -1;
 
   constructor(
     readonly url: string,
-    private readonly assignment: () => { epoch: number; sliceCount: number; slices: number[] },
+    private readonly assignment: () => { epoch: number; sliceCount: number; slices: number[]; clusterId: string },
     private readonly currentEpoch: () => number,
     private readonly log: (line: string) => void,
     private readonly clusterSecret = '',
+    /** Null to take the node; otherwise why not (said once in the log, kept in `refusal`). */
+    private readonly admit: (hello: NodeHello) => string | null = () => null,
   ) {
     this.connect();
   }
@@ -103,6 +122,7 @@ export class NodeLink {
   }
 
   private unavailable(): KeysliceError {
+    if (this.refusal !== '') return new KeysliceError('Unavailable', `slice node ${this.url} is not used: ${this.refusal}`);
     return new KeysliceError('Unavailable', `slice node ${this.url} is not available (${this.state}); retry later`);
   }
 
@@ -138,22 +158,30 @@ export class NodeLink {
   }
 
   private onFrame(data: Buffer): void {
+    const ws = this.ws;
+    if (ws === null) return;
     let frame;
     try {
-      frame = decodeNodeFrame(data);
+      frame = decodeNodeFrame(data, 'coordinator');
     } catch (err) {
       this.log(`slice node ${this.url} sent a malformed frame: ${(err as Error).message}`);
-      this.ws?.terminate();
+      ws.terminate();
       return;
     }
     switch (frame[0]) {
       case NodeFrame.Hello: {
-        const [, version, workerCount] = frame;
-        if (version !== NODE_PROTOCOL_VERSION) {
-          this.log(`slice node ${this.url} speaks protocol ${version}, this coordinator ${NODE_PROTOCOL_VERSION}`);
-          this.ws?.close();
+        if (this.state !== 'connecting') return this.protocolError(ws, 'a second Hello');
+        const [, , workerCount, nodeId, clusterId] = frame;
+        const refusal = this.admit({ workerCount, nodeId, clusterId });
+        if (refusal !== null) {
+          if (refusal !== this.refusal) this.log(refusal);
+          this.refusal = refusal;
+          // The node logs the reason of a 4000 close (at most 123 bytes); the whole sentence is in our log and status.
+          ws.close(4000, closeReason(refusal));
           return;
         }
+        if (this.refusal !== '') this.log(`slice node ${this.url} is accepted again`);
+        this.refusal = '';
         this.generation++;
         this.lastProblem = '';
         this.workerCount = workerCount;
@@ -162,13 +190,15 @@ export class NodeLink {
         this.queuedCount = 0;
         this.state = 'assigning';
         const a = this.assignment();
-        this.ws!.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices]));
+        this.assignedEpoch = a.epoch;
+        ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId]));
         return;
       }
       case NodeFrame.Assigned: {
+        if (this.state !== 'assigning' || frame[1] !== this.assignedEpoch) return this.protocolError(ws, `Assigned for epoch ${frame[1]} (${this.state})`);
         // The map moved on while the node took its assignment: its slices did not change
         // (a move gives up when either side reconnects), only the epoch.
-        if (frame[1] < this.currentEpoch()) this.ws!.send(encodeNodeFrame([NodeFrame.Epoch, this.currentEpoch()]));
+        if (frame[1] < this.currentEpoch()) ws.send(encodeNodeFrame([NodeFrame.Epoch, this.currentEpoch()]));
         this.state = 'ready';
         this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
         this.log(`slice node ${this.url} ready: ${this.workerCount} workers, epoch ${frame[1]}`);
@@ -185,8 +215,19 @@ export class NodeLink {
           clearTimeout(batch.timer);
           this.inFlight.delete(batchId);
         }
-        const results = decodeSliceResults(bytes);
-        assert(results.length === settles.length, 'one result per op');
+        let results: SliceOpResult[];
+        try {
+          results = decodeSliceResults(bytes);
+        } catch {
+          results = [];
+        }
+        // A broken node, not a broken coordinator: fail these ops and say so.
+        if (!Array.isArray(results) || results.length !== settles.length || !results.every((r) => Array.isArray(r) && (r[0] === RESULT_OK || r[0] === RESULT_ERROR))) {
+          const err = new KeysliceError('Internal', `slice node ${this.url} answered batch ${batchId} with malformed results`);
+          this.log(err.message);
+          for (const s of settles) s.reject(err);
+          return;
+        }
         for (let i = 0; i < results.length; i++) {
           const r = results[i];
           if (r[0] === RESULT_OK) settles[i].resolve(r[1]);
@@ -199,9 +240,12 @@ export class NodeLink {
         this.failBatch(batchId, errorFromResult(code, message));
         return;
       }
-      default:
-        this.log(`slice node ${this.url} sent an unexpected frame kind ${frame[0]}`);
     }
+  }
+
+  private protocolError(ws: WebSocket, what: string): void {
+    this.log(`slice node ${this.url} broke the protocol (${what}); reconnecting`);
+    ws.terminate();
   }
 
   private flush(): void {

@@ -250,6 +250,8 @@ export interface NodeStatusReport {
   up: boolean;
   /** null for a node configured with --nodes or added by an operator, which need not heartbeat. */
   heartbeatMsAgo: number | null;
+  /** Why the coordinator does not use this node although it answers (e.g. it came back with another data folder); null when it does. */
+  problem: string | null;
   workers: number;
   slices: number;
   items: number;

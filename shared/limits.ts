@@ -50,6 +50,11 @@ export const EXPRESSION_PATH_DEPTH_MAX = 32;
 export const EXPRESSION_NESTING_MAX = 100;
 /** Entries of one request's `names` (`#n`) and `values` (`:v`) maps, each. */
 export const EXPRESSION_PLACEHOLDERS_MAX = 1000;
+/** How deep a compiled (bound) expression may nest when a slice node checks an op.
+ * AND/OR chains nest one level per clause, and a clause with its AND takes at least
+ * 5 bytes of the 4 KB text (about 820 levels), plus EXPRESSION_NESTING_MAX levels of
+ * NOT and parentheses; deeper is not an op our coordinator makes. */
+export const BOUND_EXPRESSION_DEPTH_MAX = 1024;
 /** Compiled expressions kept by the parser's cache (least recently used goes first). */
 export const EXPRESSION_CACHE_ENTRIES = 1000;
 
@@ -65,6 +70,7 @@ export const INTERNAL_FRAME_BYTES_MAX = 256 * 1024 * 1024;
 export const NODE_BATCH_OPS_MAX = 512;
 
 export const WORKERS_PER_NODE_DEFAULT = 2;
+export const WORKERS_PER_NODE_MAX = 64;
 export const COORDINATOR_PORT_DEFAULT = 7100;
 export const SLICE_NODE_PORT_DEFAULT = 7101;
 

@@ -9,8 +9,8 @@
 // responses) in one frame as a list of them, [[id, ...], [id, ...]]: both
 // coalesce what is ready in one turn of the event loop, one frame per turn.
 // Coordinator <-> slice node (WebSocket), msgpack with records:
-//   node  -> coord  [NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount]
-//   coord -> node   [NodeFrame.Assign, epoch, sliceCount, slices]
+//   node  -> coord  [NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, nodeId, clusterId | null]
+//   coord -> node   [NodeFrame.Assign, epoch, sliceCount, slices, clusterId]
 //   node  -> coord  [NodeFrame.Assigned, epoch]
 //   coord -> node   [NodeFrame.Batch, batchId, epoch, [[worker, opsBytes], ...]]
 //   node  -> coord  [NodeFrame.BatchReply, batchId, worker, resultsBytes]
@@ -18,22 +18,45 @@
 //   coord -> node   [NodeFrame.Epoch, epoch]   the map moved on (a slice moved elsewhere)
 // The coordinator opens the connection and shows the cluster secret in the
 // handshake (header CLUSTER_SECRET_HEADER); a node refuses a connection without it.
+// Identity: nodeId names the node's data folder (random, made on its first start,
+// kept in the folder); clusterId names the cluster (made with the coordinator's
+// map, sent in every Assign, kept by the node from its first Assign; null in Hello
+// until then). The coordinator gives slices only to a node whose folder is the one
+// its map knows for that address (docs/operations.md, "Node identity").
+// Every frame is checked whole (decodeNodeFrame: kinds for this side, types,
+// ranges) before any of it is used; a bad frame closes the connection. The node
+// takes an epoch only from the connection of its latest valid Assign (the
+// coordinator's), and an epoch never goes down. Each slice op is checked by the
+// worker before it runs (checkSliceOp); a bad op gets a MalformedRequest result,
+// a part whose bytes do not decode a BatchError. SliceOp.Assign comes only from
+// the node itself, never in a Batch.
 // opsBytes is a packed array of slice ops for one worker thread. The node
 // hands it to that worker untouched (one message per batch) and relays the
 // worker's packed results the same way; only the outer frame is decoded.
 import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
-import type { Condition, Path, UpdateAction } from './expression-ast.js';
-import { CLIENT_FRAME_REQUESTS_MAX, INTERNAL_FRAME_BYTES_MAX, REQUEST_BYTES_MAX } from './limits.js';
-import type { Item } from './values.js';
+import { TYPE_NAMES, type Condition, type Path, type UpdateAction } from './expression-ast.js';
+import {
+  BOUND_EXPRESSION_DEPTH_MAX,
+  CLIENT_FRAME_REQUESTS_MAX,
+  EXPRESSION_IN_OPERANDS_MAX,
+  EXPRESSION_PATH_DEPTH_MAX,
+  INTERNAL_FRAME_BYTES_MAX,
+  NODE_BATCH_OPS_MAX,
+  REQUEST_BYTES_MAX,
+  SLICE_COUNT_MAX,
+  VALUE_DEPTH_MAX,
+  WORKERS_PER_NODE_MAX,
+} from './limits.js';
+import { describeType, isPlainObject, validateValue, type Item } from './values.js';
 
 /** The client protocol. 2: a frame may carry a list of requests or responses. */
 export const PROTOCOL_VERSION = 2;
 export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
 /** Coordinator <-> slice node. 2: slice ops carry bound expressions (conditions, filters, updates, projections).
- * 3: slice moves (Move* ops) and the Epoch frame. */
-export const NODE_PROTOCOL_VERSION = 3;
+ * 3: slice moves (Move* ops) and the Epoch frame. 4: node and cluster ids in Hello and Assign. */
+export const NODE_PROTOCOL_VERSION = 4;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -119,14 +142,28 @@ export const NodeFrame = {
   Epoch: 7,
 } as const;
 
+export type NodeFrameKind = (typeof NodeFrame)[keyof typeof NodeFrame];
+
 export type NodeFrameMessage =
-  | [typeof NodeFrame.Hello, version: number, workerCount: number]
-  | [typeof NodeFrame.Assign, epoch: number, sliceCount: number, slices: number[]]
+  | [typeof NodeFrame.Hello, version: number, workerCount: number, nodeId: string, clusterId: string | null]
+  | [typeof NodeFrame.Assign, epoch: number, sliceCount: number, slices: number[], clusterId: string]
   | [typeof NodeFrame.Assigned, epoch: number]
   | [typeof NodeFrame.Batch, batchId: number, epoch: number, parts: [worker: number, ops: Uint8Array][]]
   | [typeof NodeFrame.BatchReply, batchId: number, worker: number, results: Uint8Array]
   | [typeof NodeFrame.BatchError, batchId: number, code: ErrorCode, message: string]
   | [typeof NodeFrame.Epoch, epoch: number];
+
+/** The frame kinds each side receives. */
+const FRAMES_TO: Record<'node' | 'coordinator', ReadonlySet<number>> = {
+  node: new Set([NodeFrame.Assign, NodeFrame.Batch, NodeFrame.Epoch]),
+  coordinator: new Set([NodeFrame.Hello, NodeFrame.Assigned, NodeFrame.BatchReply, NodeFrame.BatchError]),
+};
+
+/** A node id or a cluster id: 128 random bits as 32 lowercase hex digits. */
+const IDENTITY = /^[0-9a-f]{32}$/;
+export function isIdentity(v: unknown): v is string {
+  return typeof v === 'string' && IDENTITY.test(v);
+}
 
 // Records mode: objects of one shape in a frame share one structure definition.
 const internalPackr = new Packr({ useRecords: true, mapsAsObjects: true });
@@ -138,18 +175,100 @@ export function encodeNodeFrame(frame: NodeFrameMessage): Buffer {
   return internalPackr.pack(frame);
 }
 
-export function decodeNodeFrame(bytes: Uint8Array): NodeFrameMessage {
-  if (bytes.byteLength > INTERNAL_FRAME_BYTES_MAX) throw new Error(`node frame of ${bytes.byteLength} bytes is over the limit`);
-  const frame = internalUnpackr.unpack(bytes);
-  if (!Array.isArray(frame) || typeof frame[0] !== 'number' || frame[0] < NodeFrame.Hello || frame[0] > NodeFrame.Epoch) {
-    throw new Error('malformed node frame');
+/** A WebSocket close reason holds at most 123 bytes of UTF-8 (ws throws past that): `text`
+ * cut at a character boundary to fit. */
+export function closeReason(text: string): string {
+  let out = '';
+  let bytes = 0;
+  for (const ch of text) {
+    bytes += Buffer.byteLength(ch);
+    if (bytes > 123) break;
+    out += ch;
   }
-  if (frame[0] === NodeFrame.Batch) {
-    const [, batchId, epoch, parts] = frame;
-    const partsOk = Array.isArray(parts) && parts.every((p) => Array.isArray(p) && Number.isInteger(p[0]) && p[1] instanceof Uint8Array);
-    if (!Number.isSafeInteger(batchId) || !Number.isSafeInteger(epoch) || !partsOk) throw new Error('malformed batch frame');
+  return out;
+}
+
+/** Something another process sent that does not have the shape the protocol gives it. */
+export class MalformedFrame extends Error {}
+
+/** Checks read `if (!ok) fail(message)`, so that a message is built only for what fails: they run for every op. */
+function fail(what: string): never {
+  throw new MalformedFrame(what);
+}
+/** Counts, ids, epochs, indexes: whole numbers a double holds exactly. */
+const isUint = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+const isSlice = (v: unknown): v is number => isUint(v) && v < SLICE_COUNT_MAX;
+const show = (v: unknown): string => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : typeof v === 'string' ? JSON.stringify(v.slice(0, 40)) : describeType(v));
+
+/** Checks size, decodes, and checks the whole shape of one frame that `receiver` may
+ * get (kind, arity, every field's type and range). Throws MalformedFrame. */
+export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinator'): NodeFrameMessage {
+  if (bytes.byteLength > INTERNAL_FRAME_BYTES_MAX) fail(`node frame of ${bytes.byteLength} bytes is over the limit`);
+  let frame: unknown;
+  try {
+    frame = internalUnpackr.unpack(bytes);
+  } catch (err) {
+    throw new MalformedFrame(`frame is not valid msgpack: ${(err as Error).message}`);
   }
-  return frame as NodeFrameMessage;
+  if (!(Array.isArray(frame) && frame.length > 0)) fail('a node frame is an array [kind, ...]');
+  const f = frame as unknown[];
+  if (!(FRAMES_TO[receiver].has(f[0] as number))) fail(`frame kind ${show(f[0])} is not one a ${receiver === 'node' ? 'slice node' : 'coordinator'} receives`);
+  const arity = (n: number) => {
+    if (f.length !== n) fail(`frame kind ${f[0]} has ${n - 1} fields, got ${f.length - 1}`);
+  };
+  switch (f[0]) {
+    case NodeFrame.Hello:
+      // The version first, so that a node of another version is told so rather than "malformed".
+      if (!isUint(f[1])) fail('Hello: the protocol version is a whole number');
+      if (f[1] !== NODE_PROTOCOL_VERSION) fail(`the slice node speaks node protocol ${f[1]}, this coordinator ${NODE_PROTOCOL_VERSION}`);
+      arity(5);
+      if (!(isUint(f[2]) && f[2] >= 1 && f[2] <= WORKERS_PER_NODE_MAX)) fail(`Hello: worker count ${show(f[2])} is not 1 to ${WORKERS_PER_NODE_MAX}`);
+      if (!isIdentity(f[3])) fail('Hello: the node id is 32 hex digits');
+      if (!(f[4] === null || isIdentity(f[4]))) fail('Hello: the cluster id is 32 hex digits or null');
+      break;
+    case NodeFrame.Assign: {
+      arity(5);
+      const [, epoch, sliceCount, slices, clusterId] = f;
+      if (!isUint(epoch)) fail(`Assign: epoch ${show(epoch)} is not a whole number`);
+      if (!(isUint(sliceCount) && sliceCount >= 1 && sliceCount <= SLICE_COUNT_MAX)) fail(`Assign: slice count ${show(sliceCount)} is not 1 to ${SLICE_COUNT_MAX}`);
+      if (!(Array.isArray(slices) && slices.length <= sliceCount)) fail('Assign: slices is a list of at most slice count slices');
+      const seen = new Set<number>();
+      for (const s of slices as unknown[]) {
+        if (!(isUint(s) && s < sliceCount && !seen.has(s))) fail(`Assign: slice ${show(s)} is not a distinct slice below ${sliceCount}`);
+        seen.add(s);
+      }
+      if (!isIdentity(clusterId)) fail('Assign: the cluster id is 32 hex digits');
+      break;
+    }
+    case NodeFrame.Assigned:
+    case NodeFrame.Epoch:
+      arity(2);
+      if (!isUint(f[1])) fail(`epoch ${show(f[1])} is not a whole number`);
+      break;
+    case NodeFrame.Batch: {
+      arity(4);
+      const [, batchId, epoch, parts] = f;
+      if (!isUint(batchId)) fail('Batch: the batch id is a whole number');
+      if (!isUint(epoch)) fail(`Batch: epoch ${show(epoch)} is not a whole number`);
+      if (!(Array.isArray(parts) && parts.length <= WORKERS_PER_NODE_MAX)) fail(`Batch: parts is a list of at most ${WORKERS_PER_NODE_MAX} [worker, ops]`);
+      const workers = new Set<number>();
+      for (const p of parts as unknown[]) {
+        if (!(Array.isArray(p) && p.length === 2 && isUint(p[0]) && p[0] < WORKERS_PER_NODE_MAX && p[1] instanceof Uint8Array)) fail('Batch: a part is [worker, ops bytes]');
+        if (workers.has(p[0])) fail(`Batch: worker ${p[0]} has two parts`);
+        workers.add(p[0]);
+      }
+      break;
+    }
+    case NodeFrame.BatchReply:
+      arity(4);
+      if (!(isUint(f[1]) && isUint(f[2]) && f[2] < WORKERS_PER_NODE_MAX && f[3] instanceof Uint8Array)) fail('BatchReply is [kind, batchId, worker, results bytes]');
+      break;
+    case NodeFrame.BatchError:
+      arity(4);
+      if (!(isUint(f[1]) && isErrorCode(f[2]) && typeof f[3] === 'string')) fail('BatchError is [kind, batchId, error code, message]');
+      break;
+  }
+  return f as NodeFrameMessage;
 }
 
 // ---- slice ops: what a worker thread executes ------------------------------
@@ -271,14 +390,330 @@ export type SliceOpResult =
 export function encodeSliceOps(ops: SliceOpMessage[]): Uint8Array {
   return internalPackr.pack(ops);
 }
-export function decodeSliceOps(bytes: Uint8Array): SliceOpMessage[] {
-  return workerUnpackr.unpack(bytes) as SliceOpMessage[];
+/** Decodes one worker's packed ops: a list of at most NODE_BATCH_OPS_MAX values, each
+ * still to be checked with checkSliceOp. Throws MalformedFrame. */
+export function decodeSliceOps(bytes: Uint8Array): unknown[] {
+  let ops: unknown;
+  try {
+    ops = workerUnpackr.unpack(bytes);
+  } catch (err) {
+    throw new MalformedFrame(`slice ops are not valid msgpack: ${(err as Error).message}`);
+  }
+  if (!(Array.isArray(ops) && ops.length <= NODE_BATCH_OPS_MAX)) fail(`slice ops are a list of at most ${NODE_BATCH_OPS_MAX} ops`);
+  return ops;
 }
 export function encodeSliceResults(results: SliceOpResult[]): Uint8Array {
   return internalPackr.pack(results);
 }
 export function decodeSliceResults(bytes: Uint8Array): SliceOpResult[] {
   return internalUnpackr.unpack(bytes) as SliceOpResult[];
+}
+
+// ---- slice op checks ----------------------------------------------------------------
+//
+// A worker runs only ops that have exactly the shape SliceOpMessage gives them, down
+// to every value, condition and effect: the partition and the evaluator trust that
+// shape (and assert on some of it), so nothing else may reach them.
+
+const ARGUMENTS: Record<number, number> = {
+  [SliceOp.Assign]: 2,
+  [SliceOp.Put]: 6,
+  [SliceOp.Get]: 4,
+  [SliceOp.Delete]: 4,
+  [SliceOp.Update]: 4,
+  [SliceOp.Range]: 3,
+  [SliceOp.Scan]: 7,
+  [SliceOp.DropTable]: 1,
+  [SliceOp.Stats]: 1,
+  [SliceOp.MoveStart]: 1,
+  [SliceOp.MoveRead]: 3,
+  [SliceOp.MoveFreeze]: 1,
+  [SliceOp.MoveDrop]: 1,
+  [SliceOp.MoveBegin]: 1,
+  [SliceOp.MoveApply]: 3,
+  [SliceOp.MoveAbort]: 2,
+};
+const COMPARATORS = new Set(['=', '<>', '<', '<=', '>', '>=']);
+
+/** Null when `op` is a slice op a worker may run; otherwise what is wrong with it.
+ * `trusted`: the op comes from the node itself (only it may send SliceOp.Assign). */
+export function checkSliceOp(op: unknown, trusted: boolean): string | null {
+  try {
+    checkOp(op, trusted);
+    return null;
+  } catch (err) {
+    if (err instanceof MalformedFrame || err instanceof KeysliceError) return err.message;
+    throw err;
+  }
+}
+
+function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
+  if (!(Array.isArray(op) && op.length > 0)) fail(`a slice op is an array [code, ...], got ${show(op)}`);
+  const code = op[0] as number;
+  const args = Number.isInteger(code) ? ARGUMENTS[code] : undefined;
+  if (args === undefined) fail(`unknown slice op ${show(code)}`);
+  if (op.length !== args + 1) fail(`slice op ${code} takes ${args} arguments, got ${op.length - 1}`);
+  const at = (i: number, what: string) => `slice op ${code}, ${what}`;
+  const uint = (i: number, what: string) => isUint(op[i]) || fail(`${at(i, what)}: ${show(op[i])} is not a whole number`);
+  const slice = (i: number) => isSlice(op[i]) || fail(`${at(i, 'slice')}: ${show(op[i])} is not a slice number`);
+  const key = (i: number) => typeof op[i] === 'string' || fail(`${at(i, 'key')}: ${show(op[i])} is not an encoded key`);
+  switch (code) {
+    case SliceOp.Assign:
+      if (!trusted) fail('slice op Assign comes from the slice node itself, never in a batch');
+      uint(1, 'epoch');
+      if (!(Array.isArray(op[2]) && (op[2] as unknown[]).every(isSlice))) fail(`${at(2, 'slices')}: not a list of slice numbers`);
+      return;
+    case SliceOp.Put:
+      uint(1, 'table');
+      slice(2);
+      key(3);
+      checkItem(op[4], at(4, 'item'));
+      uint(5, 'item bytes');
+      checkWriteCheck(op[6], at(6, 'check'));
+      return;
+    case SliceOp.Get:
+      uint(1, 'table');
+      slice(2);
+      key(3);
+      checkProjection(op[4], at(4, 'projection'));
+      return;
+    case SliceOp.Delete:
+      uint(1, 'table');
+      slice(2);
+      key(3);
+      checkWriteCheck(op[4], at(4, 'check'));
+      return;
+    case SliceOp.Update: {
+      uint(1, 'table');
+      slice(2);
+      key(3);
+      const spec = op[4];
+      const where = at(4, 'update');
+      if (!isPlainObject(spec)) fail(`${where}: not a map`);
+      checkItem(spec.base, `${where}.base`);
+      if (!Array.isArray(spec.actions)) fail(`${where}.actions: not a list`);
+      (spec.actions as unknown[]).forEach((a, i) => checkUpdateAction(a, `${where}.actions[${i}]`));
+      checkConditionOrNull(spec.condition, `${where}.condition`);
+      if (typeof spec.oldOnFailure !== 'boolean') fail(`${where}.oldOnFailure: not a boolean`);
+      if (!(spec.returnValues === 'none' || spec.returnValues === 'old' || spec.returnValues === 'new')) fail(`${where}.returnValues: not none, old or new`);
+      return;
+    }
+    case SliceOp.Range: {
+      uint(1, 'table');
+      slice(2);
+      const spec = op[3];
+      const where = at(3, 'range');
+      if (!isPlainObject(spec)) fail(`${where}: not a map`);
+      if (!(typeof spec.low === 'string' && typeof spec.high === 'string')) fail(`${where}: low and high are encoded keys`);
+      for (const flag of ['lowInclusive', 'highInclusive', 'reverse', 'withKeys'] as const) if (typeof spec[flag] !== 'boolean') fail(`${where}.${flag}: not a boolean`);
+      if (!isUint(spec.limit)) fail(`${where}.limit: not a whole number`);
+      checkProjection(spec.projection, `${where}.projection`);
+      checkConditionOrNull(spec.filter, `${where}.filter`);
+      return;
+    }
+    case SliceOp.Scan:
+      uint(1, 'table');
+      slice(2);
+      if (!(op[3] === null || typeof op[3] === 'string')) fail(`${at(3, 'after key')}: not an encoded key or null`);
+      uint(4, 'limit');
+      checkProjection(op[5], at(5, 'projection'));
+      checkConditionOrNull(op[6], at(6, 'filter'));
+      if (!(isUint(op[7]) && op[7] <= SLICE_COUNT_MAX)) fail(`${at(7, 'to slice')}: not a slice bound`);
+      return;
+    case SliceOp.DropTable:
+    case SliceOp.Stats:
+      uint(1, 'table');
+      return;
+    case SliceOp.MoveStart:
+    case SliceOp.MoveFreeze:
+    case SliceOp.MoveDrop:
+    case SliceOp.MoveBegin:
+      slice(1);
+      return;
+    case SliceOp.MoveRead: {
+      slice(1);
+      const cursor = op[2];
+      if (!(cursor === null || (Array.isArray(cursor) && cursor.length === 2 && isUint(cursor[0]) && typeof cursor[1] === 'string'))) fail(`${at(2, 'cursor')}: not null or [table, key]`);
+      uint(3, 'limit');
+      return;
+    }
+    case SliceOp.MoveApply: {
+      slice(1);
+      if (!Array.isArray(op[2])) fail(`${at(2, 'effects')}: not a list`);
+      (op[2] as unknown[]).forEach((e, i) => checkMovedEffect(e, op[1] as number, `${at(2, 'effects')}[${i}]`));
+      if (typeof op[3] !== 'boolean') fail(`${at(3, 'own')}: not a boolean`);
+      return;
+    }
+    case SliceOp.MoveAbort:
+      slice(1);
+      if (!(op[2] === 'source' || op[2] === 'target')) fail(`${at(2, 'role')}: not source or target`);
+      return;
+  }
+}
+
+/** A change a move carries to `slice`'s target: set or delete of an item of that slice, or a drop of that slice. */
+function checkMovedEffect(e: unknown, slice: number, where: string): void {
+  if (!(Array.isArray(e) && e.length > 0)) fail(`${where}: not an effect`);
+  switch (e[0]) {
+    case EFFECT_SET:
+      if (!(e.length === 6 && isUint(e[1]) && e[2] === slice && typeof e[3] === 'string' && isUint(e[5]))) fail(`${where}: not [set, table, ${slice}, key, item, bytes]`);
+      checkItem(e[4], `${where} item`);
+      return;
+    case EFFECT_DELETE:
+      if (!(e.length === 4 && isUint(e[1]) && e[2] === slice && typeof e[3] === 'string')) fail(`${where}: not [delete, table, ${slice}, key]`);
+      return;
+    case EFFECT_DROP_SLICE:
+      if (!(e.length === 3 && e[1] === slice && (e[2] === null || isUint(e[2])))) fail(`${where}: not [drop-slice, ${slice}, table or null]`);
+      return;
+    default:
+      fail(`${where}: a move carries set, delete and drop-slice changes only, got kind ${show(e[0])}`);
+  }
+}
+
+/** An item as stored: a map of values (system attributes included, so names are not checked as a client's are). */
+function checkItem(item: unknown, where: string): void {
+  if (!isPlainObject(item)) fail(`${where}: not a map of attributes`);
+  for (const name in item) checkValue(item[name], `${where}.${name}`);
+}
+
+/** validateValue's rules, without building a name for every nested value: that is done
+ * (by validateValue, for its message) only for a value that fails. */
+function checkValue(v: unknown, where: string): void {
+  if (isValue(v, 0)) return;
+  validateValue(v, where);
+  fail(`${where}: not a value`);
+}
+
+function isValue(v: unknown, depth: number): boolean {
+  if (depth > VALUE_DEPTH_MAX) return false;
+  switch (typeof v) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(v);
+    case 'object': {
+      if (v === null || v instanceof Uint8Array) return true;
+      if (Array.isArray(v)) {
+        for (const e of v) if (!isValue(e, depth + 1)) return false;
+        return true;
+      }
+      if (!isPlainObject(v)) return false;
+      for (const k in v) if (k === '__proto__' || !isValue(v[k], depth + 1)) return false;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+function checkWriteCheck(check: unknown, where: string): void {
+  if (check === null) return;
+  if (!isPlainObject(check)) fail(`${where}: not a map or null`);
+  checkConditionOrNull(check.condition, `${where}.condition`);
+  if (!(typeof check.returnOld === 'boolean' && typeof check.oldOnFailure === 'boolean')) fail(`${where}: returnOld and oldOnFailure are booleans`);
+}
+
+function checkPath(path: unknown, where: string): void {
+  if (!(Array.isArray(path) && path.length >= 1 && path.length <= EXPRESSION_PATH_DEPTH_MAX)) fail(`${where}: a path is a list of 1 to ${EXPRESSION_PATH_DEPTH_MAX} steps`);
+  if (typeof path[0] !== 'string') fail(`${where}: a path starts with an attribute name`);
+  for (const step of path) if (!(typeof step === 'string' || isUint(step))) fail(`${where}: a path step is a name or a list index, got ${show(step)}`);
+}
+
+function checkProjection(projection: unknown, where: string): void {
+  if (projection === null) return;
+  if (!Array.isArray(projection)) fail(`${where}: not a list of paths or null`);
+  projection.forEach((p, i) => checkPath(p, `${where}[${i}]`));
+}
+
+function checkConditionOrNull(c: unknown, where: string): void {
+  if (c !== null) checkCondition(c, where, 0);
+}
+
+function checkCondition(c: unknown, where: string, depth: number): void {
+  if (depth > BOUND_EXPRESSION_DEPTH_MAX) fail(`${where}: nested deeper than ${BOUND_EXPRESSION_DEPTH_MAX}`);
+  if (!isPlainObject(c)) fail(`${where}: not a condition`);
+  switch (c.k) {
+    case 'cmp':
+      if (!COMPARATORS.has(c.op as string)) fail(`${where}: unknown comparator ${show(c.op)}`);
+      checkOperand(c.a, where, depth + 1);
+      checkOperand(c.b, where, depth + 1);
+      return;
+    case 'between':
+      for (const o of [c.a, c.low, c.high]) checkOperand(o, where, depth + 1);
+      return;
+    case 'in':
+      checkOperand(c.a, where, depth + 1);
+      if (!(Array.isArray(c.list) && c.list.length >= 1 && c.list.length <= EXPRESSION_IN_OPERANDS_MAX)) fail(`${where}: IN takes 1 to ${EXPRESSION_IN_OPERANDS_MAX} operands`);
+      for (const o of c.list) checkOperand(o, where, depth + 1);
+      return;
+    case 'and':
+    case 'or':
+      checkCondition(c.a, where, depth + 1);
+      checkCondition(c.b, where, depth + 1);
+      return;
+    case 'not':
+      checkCondition(c.a, where, depth + 1);
+      return;
+    case 'exists':
+    case 'notExists':
+      checkPath(c.path, where);
+      return;
+    case 'type':
+      checkOperand(c.a, where, depth + 1);
+      if (!TYPE_NAMES.includes(c.type as never)) fail(`${where}: unknown type name ${show(c.type)}`);
+      return;
+    case 'beginsWith':
+    case 'contains':
+      checkOperand(c.a, where, depth + 1);
+      checkOperand(c.b, where, depth + 1);
+      return;
+    default:
+      fail(`${where}: unknown condition ${show(c.k)}`);
+  }
+}
+
+function checkOperand(o: unknown, where: string, depth: number): void {
+  if (depth > BOUND_EXPRESSION_DEPTH_MAX) fail(`${where}: nested deeper than ${BOUND_EXPRESSION_DEPTH_MAX}`);
+  if (!isPlainObject(o)) fail(`${where}: not an operand`);
+  if (o.k === 'path') checkPath(o.path, where);
+  else if (o.k === 'value') checkValue(o.v, `${where} value`);
+  else if (o.k === 'size') checkOperand(o.a, where, depth + 1);
+  else fail(`${where}: unknown operand ${show(o.k)}`);
+}
+
+function checkUpdateAction(a: unknown, where: string): void {
+  if (!isPlainObject(a)) fail(`${where}: not an update action`);
+  checkPath(a.path, where);
+  if (a.k === 'set') checkSetValue(a.value, where, 0);
+  else if (a.k === 'add') {
+    if (typeof a.n !== 'number' || !Number.isFinite(a.n)) fail(`${where}: ADD takes a finite number`);
+  } else if (a.k !== 'remove') fail(`${where}: unknown update action ${show(a.k)}`);
+}
+
+function checkSetValue(v: unknown, where: string, depth: number): void {
+  if (depth > BOUND_EXPRESSION_DEPTH_MAX) fail(`${where}: nested deeper than ${BOUND_EXPRESSION_DEPTH_MAX}`);
+  if (!isPlainObject(v)) fail(`${where}: not a SET value`);
+  switch (v.k) {
+    case 'path':
+      checkPath(v.path, where);
+      return;
+    case 'value':
+      checkValue(v.v, `${where} value`);
+      return;
+    case '+':
+    case '-':
+    case 'listAppend':
+      checkSetValue(v.a, where, depth + 1);
+      checkSetValue(v.b, where, depth + 1);
+      return;
+    case 'ifNotExists':
+      checkPath(v.path, where);
+      checkSetValue(v.b, where, depth + 1);
+      return;
+    default:
+      fail(`${where}: unknown SET value ${show(v.k)}`);
+  }
 }
 
 export function errorFromResult(code: unknown, message: unknown, details?: unknown): KeysliceError {

@@ -3,10 +3,13 @@
 // the outer envelope; each worker's ops travel to it as the bytes they came in.
 // At start each worker recovers its slices from its folder before the node
 // listens, so a coordinator never reaches a node that is still recovering.
+// Every frame is checked whole before use (shared/protocol.ts); a bad one closes
+// its connection and changes nothing. The node's epoch moves only on frames of
+// the coordinator's connection (the one whose Assign it took last), and only up.
 import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { secretMatches } from '../shared/auth.js';
+import { missingSecretProblem, secretMatches } from '../shared/auth.js';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { assert, KeysliceError } from '../shared/errors.js';
@@ -21,12 +24,15 @@ import {
   SLICE_NODE_PORT_DEFAULT,
   SNAPSHOT_AFTER_LOG_BYTES,
   WORKERS_PER_NODE_DEFAULT,
+  WORKERS_PER_NODE_MAX,
   type DurabilityMode,
 } from '../shared/limits.js';
+import { openNodeIdentity, saveNodeIdentity, type NodeIdentity } from './node-identity.js';
 import { WorkerChannel } from './worker-channel.js';
 import {
   CLUSTER_API_PREFIX,
   CLUSTER_SECRET_HEADER,
+  closeReason,
   decodeNodeFrame,
   decodeSliceResults,
   encodeNodeFrame,
@@ -35,6 +41,7 @@ import {
   NODE_PROTOCOL_VERSION,
   RESULT_ERROR,
   SliceOp,
+  type NodeFrameMessage,
 } from '../shared/protocol.js';
 
 const args = parseArgs(
@@ -46,7 +53,7 @@ const args = parseArgs(
     data: { default: './data/slice-node', help: 'data folder of this node', env: 'KEYSLICE_NODE_DATA' },
     coordinator: { help: 'coordinator to register with and heartbeat to (http://host:port); without it the coordinator must know this node (--nodes or keyslice add)', env: 'KEYSLICE_COORDINATOR' },
     advertise: { help: 'the address the coordinator should dial (ws://host:port); default ws://<host>:<port>, or the host name when listening on 0.0.0.0', env: 'KEYSLICE_ADVERTISE' },
-    'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes; connections without it are refused (empty: none required)', env: 'KEYSLICE_CLUSTER_SECRET' },
+    'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes; connections without it are refused (empty: none required, allowed only on a loopback --host)', env: 'KEYSLICE_CLUSTER_SECRET' },
     'snapshot-after-bytes': { default: String(SNAPSHOT_AFTER_LOG_BYTES), help: 'log bytes after which a worker writes a snapshot' },
     'slice-reads-per-second': { default: '0', help: `capacity per slice and table; more reads in a second get ThroughputExceeded (0: no limit; DynamoDB: ${DYNAMODB_PARTITION_READS_PER_SECOND})` },
     'slice-writes-per-second': { default: '0', help: `the same for writes (0: no limit; DynamoDB: ${DYNAMODB_PARTITION_WRITES_PER_SECOND})` },
@@ -55,7 +62,7 @@ const args = parseArgs(
   'usage: keyslice node [--coordinator http://127.0.0.1:7100] [options]',
 );
 const port = intArg('port', args.port, 0, 65535);
-const workerCount = intArg('workers', args.workers, 1, 64);
+const workerCount = intArg('workers', args.workers, 1, WORKERS_PER_NODE_MAX);
 if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);
 const durability = args.durability as DurabilityMode;
 const capacity = {
@@ -64,6 +71,8 @@ const capacity = {
 };
 const snapshotAfterBytes = intArg('snapshot-after-bytes', args['snapshot-after-bytes'], 1024, 2 ** 40);
 const clusterSecret = args['cluster-secret']!;
+const secretProblem = missingSecretProblem(args.host!, clusterSecret);
+if (secretProblem !== null) fail(secretProblem);
 const coordinatorUrl = args.coordinator?.replace(/\/+$/, '');
 if (coordinatorUrl !== undefined && !/^https?:\/\/[^/]+$/.test(coordinatorUrl)) fail(`--coordinator must be http://host:port, got "${coordinatorUrl}"`);
 if (args.advertise !== undefined && !/^wss?:\/\/[^/]+$/.test(args.advertise)) fail(`--advertise must be ws://host:port, got "${args.advertise}"`);
@@ -72,6 +81,12 @@ try {
   mkdirSync(dataDir, { recursive: true });
 } catch (err) {
   fail(`cannot create data folder ${dataDir}: ${(err as Error).message}`);
+}
+let identity: NodeIdentity;
+try {
+  identity = openNodeIdentity(dataDir);
+} catch (err) {
+  fail((err as Error).message);
 }
 
 const workers = Array.from(
@@ -82,66 +97,117 @@ const workers = Array.from(
     ),
 );
 
+/** The map epoch this node serves; batches of another epoch are refused. */
 let epoch = 0;
+/** The connection whose Assign the node took last: the coordinator's. Only it moves the epoch. */
+let coordinatorConnection: WebSocket | null = null;
 
 function die(message: string): never {
   console.error(`keyslice slice node: ${message}`);
   process.exit(70);
 }
 
+function setEpoch(next: number): void {
+  assert(Number.isSafeInteger(next) && next >= epoch, `an epoch only grows (had ${epoch}, got ${next})`);
+  epoch = next;
+}
+
+// Refusals are logged at most once a second (with a count of the others), so that a
+// peer sending garbage cannot flood the log.
+let refusalsUnlogged = 0;
+let lastRefusalLogAt = 0;
+function refuse(ws: WebSocket, why: string): void {
+  const now = Date.now();
+  if (now - lastRefusalLogAt >= 1000) {
+    console.error(`keyslice slice node: closed a connection: ${why}${refusalsUnlogged > 0 ? ` (and ${refusalsUnlogged} more refusals since the last such line)` : ''}`);
+    lastRefusalLogAt = now;
+    refusalsUnlogged = 0;
+  } else refusalsUnlogged++;
+  // 1008: policy violation. The reason reaches the peer, cut to what a close frame holds.
+  ws.close(1008, closeReason(why));
+}
+
 async function assign(newEpoch: number, sliceCount: number, slices: number[]): Promise<void> {
-  // The workers assert that their epoch only grows; the node's may be ahead through Epoch frames.
+  // The workers assert that their epoch only grows: every Assign that reaches them has an
+  // epoch at least the node's, and the node's epoch is at least every earlier Assign's.
   await Promise.all(
     workers.map(async (worker, w) => {
       const mine = slices.filter((s) => s % workerCount === w && s < sliceCount);
-      const [result] = decodeSliceResults(await worker.run(encodeSliceOps([[SliceOp.Assign, newEpoch, mine]])));
-      assert(result[0] !== RESULT_ERROR, `worker ${w} refused its assignment`);
+      const outcome = await worker.run(encodeSliceOps([[SliceOp.Assign, newEpoch, mine]]), true);
+      assert(typeof outcome !== 'string', `worker ${w} could not read its assignment: ${outcome}`);
+      const [result] = decodeSliceResults(outcome as Uint8Array);
+      assert(result[0] !== RESULT_ERROR, `worker ${w} refused its assignment: ${String(result[2])}`);
     }),
   );
-  epoch = Math.max(epoch, newEpoch);
+}
+
+function send(ws: WebSocket, frame: NodeFrameMessage): void {
+  if (ws.readyState === ws.OPEN) ws.send(encodeNodeFrame(frame));
 }
 
 function onFrame(ws: WebSocket, data: Buffer): void {
+  if (ws.readyState !== ws.OPEN) return; // closing: what it sent after a refusal is not read
   let frame;
   try {
-    frame = decodeNodeFrame(data);
+    frame = decodeNodeFrame(data, 'node');
   } catch (err) {
-    console.error(`keyslice slice node: dropped a malformed frame: ${(err as Error).message}`);
-    return;
+    return refuse(ws, `malformed frame: ${(err as Error).message}`);
   }
   switch (frame[0]) {
     case NodeFrame.Assign: {
-      const [, newEpoch, sliceCount, slices] = frame;
+      const [, newEpoch, sliceCount, slices, clusterId] = frame;
+      if (identity.clusterId !== null && clusterId !== identity.clusterId) {
+        return refuse(ws, `this node belongs to cluster ${identity.clusterId}, not ${clusterId}`);
+      }
+      if (newEpoch < epoch) return refuse(ws, `an assignment at epoch ${newEpoch} is older than this node's epoch ${epoch}`);
+      if (identity.clusterId === null) {
+        try {
+          saveNodeIdentity(dataDir, { ...identity, clusterId });
+        } catch (err) {
+          die(`cannot save the cluster id in ${dataDir}: ${(err as Error).message}`);
+        }
+        identity = { ...identity, clusterId };
+        console.log(`keyslice slice node: joined cluster ${clusterId}`);
+      }
+      // Taken now, so that a later Assign or Epoch is checked against it; the workers get
+      // it in order, before any batch that arrives after it.
+      coordinatorConnection = ws;
+      setEpoch(newEpoch);
       assign(newEpoch, sliceCount, slices).then(
-        () => ws.send(encodeNodeFrame([NodeFrame.Assigned, newEpoch])),
-        (err) => die(`assignment failed: ${err}`),
+        () => send(ws, [NodeFrame.Assigned, newEpoch]),
+        (err) => die(`assignment failed: ${err instanceof Error ? err.message : err}`),
       );
       return;
     }
     case NodeFrame.Epoch: {
-      epoch = Math.max(epoch, frame[1]);
+      if (ws !== coordinatorConnection) return refuse(ws, 'an Epoch frame from a connection that did not assign this node its slices');
+      if (frame[1] < epoch) return refuse(ws, `epoch ${frame[1]} is older than this node's epoch ${epoch}; an epoch only grows`);
+      setEpoch(frame[1]);
       return;
     }
     case NodeFrame.Batch: {
       const [, batchId, batchEpoch, parts] = frame;
       if (batchEpoch !== epoch) {
-        ws.send(encodeNodeFrame([NodeFrame.BatchError, batchId, 'WrongOwner', `batch for epoch ${batchEpoch}, node is at epoch ${epoch}`]));
+        send(ws, [NodeFrame.BatchError, batchId, 'WrongOwner', `batch for epoch ${batchEpoch}, node is at epoch ${epoch}`]);
         return;
       }
       for (const [worker, ops] of parts) {
-        if (!Number.isInteger(worker) || worker < 0 || worker >= workerCount) {
-          const err = new KeysliceError('Internal', `batch names worker ${worker}; this node has ${workerCount}`);
-          ws.send(encodeNodeFrame([NodeFrame.BatchError, batchId, err.code, err.message]));
+        if (worker >= workerCount) {
+          const err = new KeysliceError('MalformedRequest', `batch names worker ${worker}; this node has ${workerCount}`);
+          send(ws, [NodeFrame.BatchError, batchId, err.code, err.message]);
           continue;
         }
-        workers[worker].run(ops).then((results) => {
-          if (ws.readyState === ws.OPEN) ws.send(encodeNodeFrame([NodeFrame.BatchReply, batchId, worker, results]));
-        });
+        workers[worker].run(ops).then(
+          (outcome) => {
+            if (typeof outcome === 'string') send(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `worker ${worker} refused the batch: ${outcome}`]);
+            else send(ws, [NodeFrame.BatchReply, batchId, worker, outcome]);
+          },
+          // The worker failed (the node is going down: WorkerChannel's failure handler exits).
+          (err) => send(ws, [NodeFrame.BatchError, batchId, 'Internal', `worker ${worker} failed: ${err instanceof Error ? err.message : err}`]),
+        );
       }
       return;
     }
-    default:
-      console.error(`keyslice slice node: unexpected frame kind ${frame[0]}`);
   }
 }
 
@@ -165,11 +231,20 @@ const server = new WebSocketServer({
     done(false, 401, 'cluster secret missing or wrong');
   },
 });
+let lastCloseReason = '';
 server.on('connection', (ws) => {
-  ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount]));
+  ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, identity.nodeId, identity.clusterId]));
   ws.on('message', (data, isBinary) => {
-    if (!isBinary) return;
+    if (!isBinary) return refuse(ws, 'a text frame; node frames are binary');
     onFrame(ws, data as Buffer);
+  });
+  ws.on('close', (code, reason) => {
+    if (ws === coordinatorConnection) coordinatorConnection = null;
+    // 4000-4999: the coordinator says why it will not use this node (e.g. its data folder is
+    // not the one it knows). It asks again on each reconnect: said once per reason.
+    const why = reason.toString();
+    if (code >= 4000 && code < 5000 && why !== lastCloseReason) console.error(`keyslice slice node: the coordinator does not use this node: ${why}`);
+    if (code >= 4000 && code < 5000) lastCloseReason = why;
   });
   ws.on('error', (err) => console.error(`keyslice slice node: connection error: ${err.message}`));
 });
@@ -178,7 +253,7 @@ server.on('listening', () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
   const advertise = args.advertise ?? `ws://${args.host === '0.0.0.0' || args.host === '::' ? hostname() : args.host}:${boundPort}`;
-  console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} durability=${durability} advertise=${advertise} pid=${process.pid}`);
+  console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} durability=${durability} advertise=${advertise} node=${identity.nodeId} pid=${process.pid}`);
   if (coordinatorUrl !== undefined) startHeartbeat(coordinatorUrl, advertise);
 });
 
@@ -193,7 +268,7 @@ function startHeartbeat(coordinator: string, advertise: string): void {
       const res = await fetch(`${coordinator}${CLUSTER_API_PREFIX}join`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', [CLUSTER_SECRET_HEADER]: clusterSecret },
-        body: JSON.stringify({ url: advertise, workers: workerCount }),
+        body: JSON.stringify({ url: advertise, workers: workerCount, nodeId: identity.nodeId, clusterId: identity.clusterId }),
         signal: AbortSignal.timeout(NODE_HEARTBEAT_REQUEST_TIMEOUT_MS),
       });
       const body = (await res.json().catch(() => ({}))) as { error?: { code: string; message: string } };

@@ -3,9 +3,9 @@
 // done they all go in the next task, so they share one log append and one
 // flush (group commit). Order is kept: batches run in the order they came.
 import { Piscina } from 'piscina';
-import type { OpenSummary, WorkerConfig, WorkerTask } from './worker.js';
+import type { ChunkOutcome, OpenSummary, WorkerConfig, WorkerTask } from './worker.js';
 
-type Waiting = { bytes: Uint8Array; resolve: (r: Uint8Array) => void; reject: (e: unknown) => void };
+type Waiting = { bytes: Uint8Array; trusted: boolean; resolve: (r: ChunkOutcome) => void; reject: (e: unknown) => void };
 
 export class WorkerChannel {
   private readonly pool: Piscina;
@@ -31,11 +31,13 @@ export class WorkerChannel {
     return this.pool.run({ kind: 'open' } satisfies WorkerTask) as Promise<OpenSummary>;
   }
 
-  /** Runs one packed op batch; resolves with its packed results once durable. */
-  run(bytes: Uint8Array): Promise<Uint8Array> {
+  /** Runs one packed op batch; resolves with its packed results once durable, or with
+   * the reason the worker refused it whole (bytes that are not a list of ops).
+   * `trusted`: the node's own ops (its assignment), never a Batch frame's. */
+  run(bytes: Uint8Array, trusted = false): Promise<ChunkOutcome> {
     return new Promise((resolve, reject) => {
       // Copy: the bytes may view a larger pooled buffer; the copy is the exact region, and ours.
-      this.waiting.push({ bytes: new Uint8Array(bytes), resolve, reject });
+      this.waiting.push({ bytes: new Uint8Array(bytes), trusted, resolve, reject });
       if (!this.busy) this.next();
     });
   }
@@ -48,9 +50,9 @@ export class WorkerChannel {
     this.busy = true;
     const group = this.waiting;
     this.waiting = [];
-    const task: WorkerTask = { kind: 'batch', chunks: group.map((w) => w.bytes) };
+    const task: WorkerTask = { kind: 'batch', chunks: group.map((w) => w.bytes), trusted: group.map((w) => w.trusted) };
     this.pool.run(task, { transferList: group.map((w) => w.bytes.buffer as ArrayBuffer) }).then(
-      (results: Uint8Array[]) => {
+      (results: ChunkOutcome[]) => {
         group.forEach((w, i) => w.resolve(results[i]));
         this.next();
       },

@@ -9,7 +9,7 @@ import { mkdirSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { workerData } from 'node:worker_threads';
 import type { DurabilityMode, SliceCapacity } from '../shared/limits.js';
-import { decodeSliceOps, encodeSliceResults, type SliceOpResult } from '../shared/protocol.js';
+import { checkSliceOp, decodeSliceOps, encodeSliceResults, MalformedFrame, RESULT_ERROR, type SliceOpMessage, type SliceOpResult } from '../shared/protocol.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
 
@@ -25,7 +25,10 @@ export interface WorkerConfig {
   capacity: SliceCapacity;
 }
 
-export type WorkerTask = { kind: 'open' } | { kind: 'batch'; chunks: Uint8Array[] };
+/** `trusted[i]`: chunk i comes from the node itself (its assignment), not from a Batch frame. */
+export type WorkerTask = { kind: 'open' } | { kind: 'batch'; chunks: Uint8Array[]; trusted: boolean[] };
+/** One chunk's packed results, or why the chunk was refused whole (its bytes are not a list of ops). */
+export type ChunkOutcome = Uint8Array | string;
 
 export interface OpenSummary {
   items: number;
@@ -56,13 +59,24 @@ function open(): OpenSummary {
   };
 }
 
-function runBatches(chunks: Uint8Array[]): Uint8Array[] {
+function runBatches(chunks: Uint8Array[], trusted: boolean[]): ChunkOutcome[] {
   if (log === null) throw new Error('invariant broken: a batch reached the worker before it was opened');
-  const out: Uint8Array[] = [];
-  for (const bytes of chunks) {
-    const ops = decodeSliceOps(bytes);
+  const out: ChunkOutcome[] = [];
+  for (let c = 0; c < chunks.length; c++) {
+    let ops: unknown[];
+    try {
+      ops = decodeSliceOps(chunks[c]);
+    } catch (err) {
+      if (!(err instanceof MalformedFrame)) throw err;
+      out.push(err.message);
+      continue;
+    }
+    // Each op is checked whole before it runs: a bad one gets its error, the others run.
     const results: SliceOpResult[] = new Array(ops.length);
-    for (let i = 0; i < ops.length; i++) results[i] = store.execute(ops[i]);
+    for (let i = 0; i < ops.length; i++) {
+      const problem = checkSliceOp(ops[i], trusted[c]);
+      results[i] = problem === null ? store.execute(ops[i] as SliceOpMessage) : [RESULT_ERROR, 'MalformedRequest', problem];
+    }
     out.push(encodeSliceResults(results));
   }
   const effects = store.takeEffects();
@@ -79,6 +93,6 @@ function snapshot(wal: WriteAheadLog): void {
   wal.dropOlderSegments();
 }
 
-export default function run(task: WorkerTask): OpenSummary | Uint8Array[] {
-  return task.kind === 'open' ? open() : runBatches(task.chunks);
+export default function run(task: WorkerTask): OpenSummary | ChunkOutcome[] {
+  return task.kind === 'open' ? open() : runBatches(task.chunks, task.trusted);
 }

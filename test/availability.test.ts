@@ -49,7 +49,7 @@ describe('a slice node goes down and comes back', () => {
     await c.client.putItem(T, { id: ids.find((id) => !onSecond.includes(id))! }); // put it back for what follows
 
     // Restart it on the same address: the coordinator reconnects and routes to it again.
-    const again = await startSliceNode({ name: 'slice-node-2', dataDir: join(c.dataDir, 'slice-node-2'), port: Number(new URL(second.url).port), workers: 2 });
+    const again = await startSliceNode({ name: 'slice-node-2', dataDir: join(c.dataDir, 'slice-node-2'), port: Number(new URL(second.url).port), workers: 2, clusterSecret: c.cluster.clusterSecret });
     second.child = again.child; // so that the fixture stops this one
     let served = false;
     for (let attempt = 0; attempt < 50 && !served; attempt++) {
@@ -71,7 +71,7 @@ describe('the coordinator restarts', () => {
     await c.client.putItem('survives', { id: 'a', n: 1, v: 'kept' });
     await c.client.close();
     await stopProcess(c.cluster.coordinator.child);
-    const coordinator = await startCoordinator(join(c.dataDir, 'coordinator'), 0, c.cluster.nodes.map((n) => n.url), undefined);
+    const coordinator = await startCoordinator(join(c.dataDir, 'coordinator'), 0, c.cluster.nodes.map((n) => n.url), undefined, undefined, [], c.cluster.clusterSecret);
     c.cluster.coordinator = coordinator; // the fixture stops this one
     c.client = await KeysliceClient.connect(coordinator.url);
     expect(await c.client.listTables()).toEqual(['avail', 'survives']);

@@ -31,7 +31,7 @@ async function cluster(opts: { nodes: number; workers: number; durability?: Dura
 /** Restarts node i on its address and folder; resolves when the coordinator routes to it again. */
 async function restartNode(c: LocalCluster, dataDir: string, i: number, client: KeysliceClient, table: string, extra: { durability?: DurabilityMode; snapshotAfterBytes?: number; workers: number }) {
   const old = c.nodes[i];
-  const fresh = await startSliceNode({ name: old.name, dataDir: join(dataDir, old.name), port: Number(new URL(old.url).port), ...extra });
+  const fresh = await startSliceNode({ name: old.name, dataDir: join(dataDir, old.name), port: Number(new URL(old.url).port), clusterSecret: c.clusterSecret, ...extra });
   old.child = fresh.child; // the cluster stops the running one
   for (let attempt = 0; attempt < 100; attempt++) {
     if (await client.describeSlices(table).then(() => true, () => false)) return;

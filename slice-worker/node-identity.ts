@@ -1,0 +1,58 @@
+// Who a slice node's data folder is: a node id made at random on the folder's
+// first start, and the id of the cluster whose coordinator first assigned it
+// slices. Both travel in the Hello frame, so that the coordinator can tell a node
+// that came back with its data from one that came back empty (or with another
+// cluster's data) under the same address, and give slices only to the first.
+// Kept in one small file, written whole and durably (temporary file, fsync,
+// rename, fsync of the folder), so that a crash leaves the old or the new one.
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+import { syncDir, writeAll } from '../shared/durable-file.js';
+import { assert } from '../shared/errors.js';
+import { isIdentity } from '../shared/protocol.js';
+
+export const NODE_IDENTITY_FILE = 'node-identity.json';
+
+export interface NodeIdentity {
+  nodeId: string;
+  /** null until the first assignment. */
+  clusterId: string | null;
+}
+
+/** Reads the folder's identity, or makes and saves one for a folder that has none.
+ * Throws (with the file named) when the file exists but cannot be read: a node
+ * must not quietly become another node. */
+export function openNodeIdentity(dataDir: string): NodeIdentity {
+  const path = join(dataDir, NODE_IDENTITY_FILE);
+  if (!existsSync(path)) {
+    const fresh: NodeIdentity = { nodeId: randomBytes(16).toString('hex'), clusterId: null };
+    saveNodeIdentity(dataDir, fresh);
+    return fresh;
+  }
+  let saved: Partial<NodeIdentity>;
+  try {
+    saved = JSON.parse(readFileSync(path, 'utf8')) as Partial<NodeIdentity>;
+  } catch (err) {
+    throw new Error(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  if (!isIdentity(saved.nodeId) || !(saved.clusterId === null || isIdentity(saved.clusterId))) {
+    throw new Error(`${path} does not hold a node id and a cluster id (32 hex digits each)`);
+  }
+  return { nodeId: saved.nodeId, clusterId: saved.clusterId };
+}
+
+export function saveNodeIdentity(dataDir: string, identity: NodeIdentity): void {
+  assert(isIdentity(identity.nodeId) && (identity.clusterId === null || isIdentity(identity.clusterId)), 'a node identity is two ids');
+  const path = join(dataDir, NODE_IDENTITY_FILE);
+  const tmp = `${path}.tmp`;
+  const fd = openSync(tmp, 'w');
+  try {
+    writeAll(fd, Buffer.from(JSON.stringify(identity) + '\n'));
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+  syncDir(dataDir);
+}

@@ -1,0 +1,95 @@
+// The checks of shared/protocol.ts alone (no processes): every node frame is
+// checked whole before use, and every slice op before a worker runs it. The
+// frames of the hardening issue, then thousands of seeded near-valid ops
+// (test/node-fuzz-model.ts), each of which must be refused, and the valid ops
+// they start from, each of which must pass.
+import { describe, expect, it } from 'vitest';
+import { prng } from '../bench/keys.js';
+import { checkSliceOp, closeReason, decodeNodeFrame, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp } from '../shared/protocol.js';
+import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
+
+const CLUSTER = '0123456789abcdef0123456789abcdef';
+const frame = (v: unknown, to: 'node' | 'coordinator' = 'node') => decodeNodeFrame(recordPackr.pack(v), to);
+const SEED = Number(process.env.KEYSLICE_FUZZ_SEED ?? 7);
+
+describe('node frames', () => {
+  it('refuses the frames of the issue: an Epoch that is not a number, an Assign without slices', () => {
+    expect(() => frame([NodeFrame.Epoch, 'zzz'])).toThrow(MalformedFrame);
+    expect(() => frame([NodeFrame.Epoch, 2 ** 53 + 2])).toThrow(/not a whole number/);
+    expect(() => frame([NodeFrame.Epoch, -1])).toThrow(MalformedFrame);
+    expect(() => frame([NodeFrame.Assign, 5, 16, null, CLUSTER])).toThrow(/slices/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, [0, 0], CLUSTER])).toThrow(/distinct/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, [16], CLUSTER])).toThrow(/below 16/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, [0]])).toThrow(/4 fields/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, [0], 'not-an-id'])).toThrow(/cluster id/);
+    // A well-formed Epoch of 2^52 passes the shape check: the node refuses it because of
+    // the connection it comes on (test/node-protocol-fuzz.test.ts).
+    expect(frame([NodeFrame.Epoch, 2 ** 52])).toEqual([NodeFrame.Epoch, 2 ** 52]);
+    expect(frame([NodeFrame.Assign, 5, 16, [3, 1], CLUSTER])).toEqual([NodeFrame.Assign, 5, 16, [3, 1], CLUSTER]);
+  });
+
+  it('takes only the kinds its side receives, and checks batches part by part', () => {
+    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null])).toThrow(/not one a slice node receives/);
+    expect(() => frame([NodeFrame.Batch, 1, 1, []], 'coordinator')).toThrow(/not one a coordinator receives/);
+    expect(frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null], 'coordinator')).toHaveLength(5);
+    expect(() => frame([NodeFrame.Hello, 3, 2], 'coordinator')).toThrow(/speaks node protocol 3, this coordinator 4/);
+    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 0, CLUSTER, null], 'coordinator')).toThrow(/worker count/);
+    const ops = Buffer.from([0x90]);
+    expect(frame([NodeFrame.Batch, 1, 2, [[0, ops], [1, ops]]])).toHaveLength(4);
+    for (const parts of [null, [[0]], [[0, 'ops']], [[-1, ops]], [[0, ops], [0, ops]], [[64, ops]]]) {
+      expect(() => frame([NodeFrame.Batch, 1, 2, parts]), JSON.stringify(parts)).toThrow(MalformedFrame);
+    }
+    expect(() => frame([NodeFrame.BatchError, 1, 'NoSuchCode', 'm'], 'coordinator')).toThrow(MalformedFrame);
+    expect(() => decodeNodeFrame(Buffer.from([0x92, 0x01]), 'node')).toThrow(/not valid msgpack/); // a list of 2 that ends after 1
+  });
+
+  it(`survives ${2000} random byte strings and msgpack values (seed ${SEED})`, () => {
+    const r = prng(SEED);
+    for (let i = 0; i < 2000; i++) {
+      const bytes = i % 2 === 0 ? randomBytes(r, 80) : plainPackr.pack([Math.floor(r() * 9), ...Array.from({ length: Math.floor(r() * 5) }, () => [r(), 'x', null][Math.floor(r() * 3)])]);
+      for (const to of ['node', 'coordinator'] as const) {
+        try {
+          decodeNodeFrame(bytes, to);
+        } catch (err) {
+          expect(err, `seed ${SEED}, case ${i}`).toBeInstanceOf(MalformedFrame);
+        }
+      }
+    }
+  });
+});
+
+describe('slice ops', () => {
+  it('passes every valid op, and SliceOp.Assign only from the node itself', () => {
+    for (const op of validOps()) expect(checkSliceOp(op, false), JSON.stringify(op)).toBeNull();
+    expect(checkSliceOp([SliceOp.Assign, 3, [0, 2]], true)).toBeNull();
+    expect(checkSliceOp([SliceOp.Assign, 3, [0, 2]], false)).toMatch(/never in a batch/);
+  });
+
+  it('refuses moved changes the target would assert on: a dropped table, another slice', () => {
+    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_DROP_TABLE, 1]], false], false)).toMatch(/set, delete and drop-slice changes only/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_SET, 1, 4, 'k', {}, 1]], true], false)).toMatch(/not \[set, table, 3/);
+  });
+
+  it(`refuses 5000 seeded ops with one thing wrong each (seed ${SEED})`, () => {
+    const r = prng(SEED);
+    for (let i = 0; i < 5000; i++) {
+      const op = brokenOp(r);
+      // Through msgpack, as a worker gets it (undefined, NaN, Dates and Buffers as decoded).
+      const [decoded] = decodeSliceOps((i % 2 === 0 ? recordPackr : plainPackr).pack([op]));
+      expect(checkSliceOp(decoded, false), `seed ${SEED}, case ${i}: ${JSON.stringify(op)?.slice(0, 300)}`).toEqual(expect.any(String));
+    }
+  });
+
+  it('cuts a close reason to the 123 bytes a close frame holds, at a character boundary', () => {
+    expect(closeReason('x'.repeat(200))).toHaveLength(123);
+    const cut = closeReason('é'.repeat(100));
+    expect(Buffer.byteLength(cut)).toBe(122);
+    expect(cut).toBe('é'.repeat(61));
+  });
+
+  it('reads op bytes that do not decode, or that are not a list, as MalformedFrame', () => {
+    expect(() => decodeSliceOps(Buffer.from([0x92, 0x01]))).toThrow(MalformedFrame);
+    expect(() => decodeSliceOps(plainPackr.pack(5))).toThrow(/a list of at most/);
+    expect(() => decodeSliceOps(plainPackr.pack(Array(513).fill(0)))).toThrow(/a list of at most/);
+  });
+});
