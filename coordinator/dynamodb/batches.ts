@@ -46,26 +46,29 @@ export const BatchGetItem: Handler = async (ctx, p) => {
   const tables = requestItems(p);
   const capacity = capacityModeOf(p);
   p.check();
-  let count = 0;
+  // The request's shape and size first, then the tables and keys.
+  const shapes = tables.map(([name, request]) => {
+    if (!isPlainObject(request)) throw DynamoDbError.serialization(`${jsonType(request)} cannot be converted to a KeysAndAttributes structure (RequestItems.${name})`);
+    const tp = new Params(request);
+    const keysIn = tp.list('Keys');
+    if (keysIn === undefined) tp.violation(null, `requestItems.${name}.member.keys`, 'Member must not be null');
+    else if (keysIn.length === 0) tp.violation('[]', `requestItems.${name}.member.keys`, 'Member must have length greater than or equal to 1');
+    const consistent = tp.bool('ConsistentRead') ?? false;
+    tp.check();
+    return { name, request, tp, keysIn: keysIn!, consistent };
+  });
+  if (shapes.reduce((n, s) => n + s.keysIn.length, 0) > BATCH_GET_ITEMS_MAX) throw DynamoDbError.validation('Too many items requested for the BatchGetItem call');
+  const count = shapes.reduce((n, s) => n + s.keysIn.length, 0);
   const plans = await Promise.all(
-    tables.map(async ([name, request]) => {
-      if (!isPlainObject(request)) throw DynamoDbError.serialization(`${jsonType(request)} cannot be converted to a KeysAndAttributes structure (RequestItems.${name})`);
-      const tp = new Params(request);
-      const keysIn = tp.list('Keys');
-      if (keysIn === undefined) tp.violation(null, `requestItems.${name}.member.keys`, 'Member must not be null');
-      else if (keysIn.length === 0) tp.violation('[]', `requestItems.${name}.member.keys`, 'Member must have length greater than or equal to 1');
-      const consistent = tp.bool('ConsistentRead') ?? false;
-      tp.check();
-      count += keysIn!.length;
+    shapes.map(async ({ name, request, tp, keysIn, consistent }) => {
       const schema = await tableSchema(ctx.ops, name);
-      const keys = keysIn!.map((k, i) => keyFromWire(schema, k, `RequestItems.${name}.Keys[${i}]`));
+      const keys = keysIn.map((k, i) => keyFromWire(schema, k, `RequestItems.${name}.Keys[${i}]`));
       const seen = new Set(keys.map((k) => keyText(schema, k)));
       if (seen.size !== keys.length) throw DynamoDbError.validation('Provided list of item keys contains duplicates');
       const projection = bindProjectionHere(requestExpressions(tp, ['ProjectionExpression'], ['AttributesToGet'], []));
-      return { name, request, schema, keys, keysIn: keysIn!, consistent, projection };
+      return { name, request, schema, keys, keysIn, consistent, projection };
     }),
   );
-  if (count > BATCH_GET_ITEMS_MAX) throw DynamoDbError.validation('Too many items requested for the BatchGetItem call');
 
   const tally = new CapacityTally(capacity);
   const results = await Promise.all(

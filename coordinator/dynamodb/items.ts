@@ -35,8 +35,9 @@ function returnValuesOf(p: Params, allowed: readonly ReturnValues[]): ReturnValu
   return v;
 }
 
-/** Runs a native write; a failed condition becomes DynamoDB's exception, with the old item when asked for. */
-async function write(p: Params, run: () => Promise<unknown>, oldOnFailure: boolean): Promise<unknown> {
+/** Runs a native write; a failed condition becomes DynamoDB's exception, with the old item when asked for.
+ * `tooLarge`: DynamoDB's message when the native side finds the written item too large. */
+async function write(run: () => Promise<unknown>, oldOnFailure: boolean, tooLarge = 'Item size has exceeded the maximum allowed size'): Promise<unknown> {
   try {
     return await run();
   } catch (err) {
@@ -44,9 +45,7 @@ async function write(p: Params, run: () => Promise<unknown>, oldOnFailure: boole
       const old = err.item;
       throw new DynamoDbError('ConditionalCheckFailedException', CONDITION_FAILED_MESSAGE, oldOnFailure && old ? { Item: fromNativeItem(old) } : {});
     }
-    if (err instanceof KeysliceError && err.code === 'ItemTooLarge' && p.has('Key')) {
-      throw DynamoDbError.validation('Item size to update has exceeded the maximum allowed size');
-    }
+    if (err instanceof KeysliceError && err.code === 'ItemTooLarge') throw DynamoDbError.validation(tooLarge);
     throw err;
   }
 }
@@ -85,7 +84,7 @@ export const PutItem: Handler = async (ctx, p) => {
     payload.condition = condition;
     if (onFailure === 'ALL_OLD') payload.returnValuesOnConditionCheckFailure = 'old';
   }
-  const result = (await write(p, () => ctx.ops.execute('PutItem', payload), onFailure === 'ALL_OLD')) as { item?: Item | null };
+  const result = (await write(() => ctx.ops.execute('PutItem', payload), onFailure === 'ALL_OLD')) as { item?: Item | null };
   const old = result.item ?? null;
   const out: Record<string, unknown> = {};
   if (returnValues === 'ALL_OLD' && old !== null) out.Attributes = fromNativeItem(old);
@@ -144,7 +143,7 @@ export const UpdateItem: Handler = async (ctx, p) => {
     payload.condition = ex.texts.ConditionExpression;
     if (onFailure === 'ALL_OLD') payload.returnValuesOnConditionCheckFailure = 'old';
   }
-  const result = (await write(p, () => ctx.ops.execute('UpdateItem', payload), onFailure === 'ALL_OLD')) as { item?: Item | null };
+  const result = (await write(() => ctx.ops.execute('UpdateItem', payload), onFailure === 'ALL_OLD', 'Item size to update has exceeded the maximum allowed size')) as { item?: Item | null };
   const out: Record<string, unknown> = {};
   if (!needOld) return out;
   const old = result.item ? withoutSystemAttributes(result.item) : null;
@@ -178,7 +177,7 @@ export const DeleteItem: Handler = async (ctx, p) => {
     payload.condition = ex.texts.ConditionExpression;
     if (onFailure === 'ALL_OLD') payload.returnValuesOnConditionCheckFailure = 'old';
   }
-  const result = (await write(p, () => ctx.ops.execute('DeleteItem', payload), onFailure === 'ALL_OLD')) as { item?: Item | null };
+  const result = (await write(() => ctx.ops.execute('DeleteItem', payload), onFailure === 'ALL_OLD')) as { item?: Item | null };
   const old = result.item ?? null;
   const out: Record<string, unknown> = {};
   if (returnValues === 'ALL_OLD' && old !== null) out.Attributes = fromNativeItem(old);
