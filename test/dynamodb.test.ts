@@ -230,12 +230,68 @@ describe('items and types', () => {
     expect(got.Item!.v).toEqual({ N: '1000000000000000000000' });
   });
 
-  it('set types are refused with a message that says so', async () => {
-    await expectSdkError(
-      db.send(new PutItemCommand({ TableName: T, Item: { pk: { S: 'set' }, sk: { N: '1' }, tags: { SS: ['a', 'b'] } } })),
-      'ValidationException',
-      /keyslice does not support DynamoDB's set types yet \(SS, NS, BS\)/,
+  it('sets: SS, NS, BS round-trip; ADD and DELETE of elements; contains, size and attribute_type; equal in any order', async () => {
+    const key = { pk: { S: 'sets' }, sk: { N: '1' } };
+    const bytes = (...b: number[]) => new Uint8Array(b);
+    await db.send(new PutItemCommand({ TableName: T, Item: { ...key, tags: { SS: ['red', 'green'] }, scores: { NS: ['1.5', '10'] }, blobs: { BS: [bytes(1), bytes(2, 3)] } } }));
+    const got = await db.send(new GetItemCommand({ TableName: T, Key: key }));
+    expect(got.Item).toEqual({ ...key, tags: { SS: ['red', 'green'] }, scores: { NS: ['1.5', '10'] }, blobs: { BS: [bytes(1), bytes(2, 3)] } });
+
+    const upd = await db.send(
+      new UpdateItemCommand({
+        TableName: T,
+        Key: key,
+        UpdateExpression: 'ADD tags :more, scores :n DELETE blobs :b',
+        ConditionExpression: 'contains(tags, :red) AND size(tags) = :two AND attribute_type(scores, :NS) AND tags = :same',
+        ExpressionAttributeValues: {
+          ':more': { SS: ['blue', 'red'] },
+          ':n': { NS: ['-1'] },
+          ':b': { BS: [bytes(1)] },
+          ':red': { S: 'red' },
+          ':two': { N: '2' },
+          ':NS': { S: 'NS' },
+          ':same': { SS: ['green', 'red'] },
+        },
+        ReturnValues: 'UPDATED_NEW',
+      }),
     );
+    expect(upd.Attributes).toEqual({ tags: { SS: ['red', 'green', 'blue'] }, scores: { NS: ['1.5', '10', '-1'] }, blobs: { BS: [bytes(2, 3)] } });
+    // Deleting the last elements removes the attribute.
+    const gone = await db.send(new UpdateItemCommand({ TableName: T, Key: key, UpdateExpression: 'DELETE blobs :b', ExpressionAttributeValues: { ':b': { BS: [bytes(2, 3)] } }, ReturnValues: 'ALL_NEW' }));
+    expect(gone.Attributes!.blobs).toBeUndefined();
+    // Legacy: AttributeUpdates ADD/DELETE of sets, and CONTAINS.
+    await db.send(
+      new UpdateItemCommand({
+        TableName: T,
+        Key: key,
+        AttributeUpdates: { tags: { Action: 'DELETE', Value: { SS: ['green'] } } },
+        Expected: { tags: { ComparisonOperator: 'CONTAINS', AttributeValueList: [{ S: 'green' }] } },
+      }),
+    );
+    expect((await db.send(new GetItemCommand({ TableName: T, Key: key, ProjectionExpression: 'tags' }))).Item).toEqual({ tags: { SS: ['red', 'blue'] } });
+
+    await expectSdkError(
+      db.send(new PutItemCommand({ TableName: T, Item: { ...key, s: { SS: [] } } })),
+      'ValidationException',
+      'One or more parameter values were invalid: An string set  may not be empty',
+    );
+    await expectSdkError(
+      db.send(new PutItemCommand({ TableName: T, Item: { ...key, s: { SS: ['a', 'a'] } } })),
+      'ValidationException',
+      'One or more parameter values were invalid: Input collection [a, a] contains duplicates.',
+    );
+    await expectSdkError(db.send(new PutItemCommand({ TableName: T, Item: { ...key, s: { NS: ['1', '1.0'] } } })), 'ValidationException', /contains duplicates/);
+    await expectSdkError(
+      db.send(new UpdateItemCommand({ TableName: T, Key: key, UpdateExpression: 'ADD tags :n', ExpressionAttributeValues: { ':n': { NS: ['1'] } } })),
+      'ValidationException',
+      /cannot ADD a NS set to "tags": it holds a SS set/,
+    );
+    await expectSdkError(
+      db.send(new PutItemCommand({ TableName: T, Item: { ...key, m: { M: { $SS: { L: [{ S: 'a' }] } } } } })),
+      'ValidationException',
+      /keyslice stores sets as maps of the single key \$SS/,
+    );
+    await expectSdkError(db.send(new PutItemCommand({ TableName: 'ddb_items', Item: { pk: { SS: ['a'] }, sk: { N: '1' } } })), 'ValidationException', 'One or more parameter values were invalid: Type mismatch for key pk expected: S actual: SS');
   });
 
   it('key checks: missing, mistyped, empty, oversized keys and a period in the partition key', async () => {
@@ -437,7 +493,9 @@ describe('DocumentClient', () => {
     expect(proj.Item).toEqual({ name: 'Ada', profile: { age: 37 }, tags: ['y'] });
     await doc.send(new DeleteCommand({ TableName: T, Key: { pk: 'doc', sk: 7 } }));
     expect((await doc.send(new GetCommand({ TableName: T, Key: { pk: 'doc', sk: 7 } }))).Item).toBeUndefined();
-    // A JavaScript Set marshals to a DynamoDB set, which keyslice refuses (see docs/dynamodb.md).
-    await expectSdkError(doc.send(new PutCommand({ TableName: T, Item: { pk: 'doc', sk: 8, s: new Set(['a']) } })), 'ValidationException', /set types/);
+    // A JavaScript Set marshals to a DynamoDB set and comes back as one.
+    await doc.send(new PutCommand({ TableName: T, Item: { pk: 'doc', sk: 8, s: new Set(['a', 'b']), n: new Set([1, 2]) } }));
+    await doc.send(new UpdateCommand({ TableName: T, Key: { pk: 'doc', sk: 8 }, UpdateExpression: 'ADD s :c DELETE n :one', ExpressionAttributeValues: { ':c': new Set(['c']), ':one': new Set([1]) } }));
+    expect((await doc.send(new GetCommand({ TableName: T, Key: { pk: 'doc', sk: 8 } }))).Item).toEqual({ pk: 'doc', sk: 8, s: new Set(['a', 'b', 'c']), n: new Set([2]) });
   });
 });

@@ -1,10 +1,24 @@
 // DynamoDB's typed JSON values (AttributeValue: {"S": "x"}, {"N": "1"}, ...)
 // against keyslice's plain values, both ways, and DynamoDB's rule for the size
 // of an item. S, N, B, BOOL, NULL, L and M map one to one (N within what a
-// double holds exactly, see numbers.ts); the set types SS, NS and BS are
-// refused with a ValidationException that says so.
+// double holds exactly, see numbers.ts); the sets SS, NS and BS map to
+// keyslice's sets, maps of one key $SS, $NS or $BS (shared/values.ts), so an M
+// of exactly such a key is refused here: it would read back as a set.
 import { ATTRIBUTE_NAME_BYTES_MAX, VALUE_DEPTH_MAX } from '../../shared/limits.js';
-import { isPlainObject, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, SYSTEM_ATTRIBUTE_PREFIX, type Item, type Value } from '../../shared/values.js';
+import {
+  isPlainObject,
+  makeSet,
+  MTIME_ATTRIBUTE,
+  NAME_ATTRIBUTE,
+  SET_TAGS,
+  setElementKey,
+  setElements,
+  setTypeOf,
+  SYSTEM_ATTRIBUTE_PREFIX,
+  type Item,
+  type SetType,
+  type Value,
+} from '../../shared/values.js';
 import { DynamoDbError } from './errors.js';
 import { formatNumber, parseNumber, significantDigits } from './numbers.js';
 
@@ -12,7 +26,8 @@ export type AttributeValue = Record<string, unknown>;
 export type WireItem = Record<string, AttributeValue>;
 
 const TYPES = ['S', 'N', 'B', 'BOOL', 'NULL', 'L', 'M', 'SS', 'NS', 'BS'] as const;
-const SET_TYPES = new Set(['SS', 'NS', 'BS']);
+const SET_TAG_KEYS = new Set(Object.values(SET_TAGS));
+const SET_NAMES: Record<SetType, string> = { SS: 'string', NS: 'number', BS: 'binary' };
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** `o[k] = v` that also defines an own "__proto__" entry instead of setting the prototype. */
@@ -51,12 +66,11 @@ export function toNativeValue(av: unknown, where: string, depth = 0): Value {
   if (depth > VALUE_DEPTH_MAX) throw DynamoDbError.validation('Nesting Levels have exceeded supported limits');
   const type = typeOf(av, where);
   const v = (av as AttributeValue)[type];
-  if (SET_TYPES.has(type)) {
-    throw DynamoDbError.validation(
-      `keyslice does not support DynamoDB's set types yet (SS, NS, BS): ${where} is a ${type}; store a list (L) instead (docs/dynamodb.md)`,
-    );
-  }
   switch (type) {
+    case 'SS':
+    case 'NS':
+    case 'BS':
+      return toNativeSet(type, v, where);
     case 'S':
       if (typeof v !== 'string') throw DynamoDbError.serialization(`${jsonType(v)} cannot be converted to String (at ${where})`);
       return v;
@@ -80,7 +94,11 @@ export function toNativeValue(av: unknown, where: string, depth = 0): Value {
     case 'M': {
       if (!isPlainObject(v)) throw DynamoDbError.serialization(`${jsonType(v)} cannot be converted to a Map (at ${where})`);
       const out: Record<string, Value> = {};
-      for (const k of Object.keys(v)) {
+      const keys = Object.keys(v);
+      if (keys.length === 1 && SET_TAG_KEYS.has(keys[0])) {
+        throw DynamoDbError.validation(`keyslice stores sets as maps of the single key ${keys[0]}, so it cannot store a map (M) of only that key (at ${where})`);
+      }
+      for (const k of keys) {
         // msgpack between keyslice's processes cannot carry this key faithfully (it would set a prototype).
         if (k === '__proto__') throw DynamoDbError.validation(`keyslice cannot store the map key "__proto__" (at ${where})`);
         setOwn(out, k, toNativeValue(v[k], `${where}.${k}`, depth + 1));
@@ -89,6 +107,26 @@ export function toNativeValue(av: unknown, where: string, depth = 0): Value {
     }
   }
   throw DynamoDbError.validation(`${where}: unsupported type ${type}`);
+}
+
+/** SS, NS or BS: a non-empty list of distinct elements, as DynamoDB requires. */
+function toNativeSet(type: SetType, v: unknown, where: string): Value {
+  if (!Array.isArray(v)) throw DynamoDbError.serialization(`${jsonType(v)} cannot be converted to a List (at ${where})`);
+  if (v.length === 0) throw DynamoDbError.validation(`One or more parameter values were invalid: An ${SET_NAMES[type]} set  may not be empty`);
+  const elements = v.map((e, i) => {
+    if (typeof e !== 'string') throw DynamoDbError.serialization(`${jsonType(e)} cannot be converted to String (at ${where}[${i}])`);
+    if (type === 'SS') return e;
+    if (type === 'NS') return parseNumber(e);
+    if (!BASE64.test(e)) throw DynamoDbError.serialization(`Base64 encoded value is not valid (at ${where}[${i}])`);
+    return new Uint8Array(Buffer.from(e, 'base64'));
+  });
+  const seen = new Set<string>();
+  for (const e of elements) {
+    const k = setElementKey(e);
+    if (seen.has(k)) throw DynamoDbError.validation(`One or more parameter values were invalid: Input collection [${v.join(', ')}] contains duplicates.`);
+    seen.add(k);
+  }
+  return makeSet(type, elements);
 }
 
 /** Checks a top-level attribute name against DynamoDB's rules and keyslice's. */
@@ -125,6 +163,8 @@ export function fromNativeValue(v: Value): AttributeValue {
   if (v === null) return { NULL: true };
   if (v instanceof Uint8Array) return { B: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
   if (Array.isArray(v)) return { L: v.map(fromNativeValue) };
+  const set = setTypeOf(v);
+  if (set !== null) return { [set]: setElements(v).map((e) => Object.values(fromNativeValue(e))[0]) };
   const m: Record<string, AttributeValue> = {};
   for (const k of Object.keys(v)) setOwn(m, k, fromNativeValue(v[k]));
   return { M: m };
@@ -149,7 +189,8 @@ export function withoutSystemAttributes(item: Item): Item {
 
 /** DynamoDB's size of a value: UTF-8 bytes of a string, raw bytes of a binary,
  * 1 byte per two significant digits plus 1 of a number, 1 of a boolean or null,
- * 3 bytes plus 1 per element (and its name, in a map) plus the elements of a list or map. */
+ * the sum of its elements of a set, 3 bytes plus 1 per element (and its name,
+ * in a map) plus the elements of a list or map. */
 export function valueSize(v: Value): number {
   switch (typeof v) {
     case 'string':
@@ -161,6 +202,7 @@ export function valueSize(v: Value): number {
   }
   if (v === null) return 1;
   if (v instanceof Uint8Array) return v.byteLength;
+  if (setTypeOf(v) !== null) return setElements(v).reduce((n: number, e) => n + valueSize(e), 0);
   let n = 3;
   if (Array.isArray(v)) {
     for (const e of v) n += 1 + valueSize(e);

@@ -5,6 +5,7 @@
 import type { KeySchema, TableDescription } from '../../shared/api.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../../shared/limits.js';
+import { typeNameOf } from '../../shared/expression-eval.js';
 import { isPlainObject, type Item, type Value } from '../../shared/values.js';
 import type { Operations } from '../operations.js';
 import { setOwn, toNativeValue } from './attribute-values.js';
@@ -130,9 +131,7 @@ export function checkItemKey(schema: TableSchema, item: Item): void {
 }
 
 function typeName(v: Value): string {
-  if (v === null) return 'NULL';
-  if (typeof v === 'boolean') return 'BOOL';
-  return Array.isArray(v) ? 'L' : 'M';
+  return typeNameOf(v);
 }
 
 /** The key attributes of a stored item. */
