@@ -5,6 +5,7 @@
 // keyslice's plain values (docs/expressions.md).
 import type { Condition, Operand, Path, SetValue, TypeName, UpdateAction } from './expression-ast.js';
 import { pathText } from './expression-ast.js';
+import { decimalSum } from './decimal-sum.js';
 import { KeysliceError } from './errors.js';
 import { VALUE_DEPTH_MAX } from './limits.js';
 import { describeType, isPlainObject, makeSet, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, setElementKey, setElements, setTypeOf, type Item, type Value } from './values.js';
@@ -258,7 +259,7 @@ function setValue(v: SetValue, item: Item): Value {
       if (typeof a !== 'number' || typeof b !== 'number') {
         throw new KeysliceError('ValidationError', `update: ${v.k} takes two numbers, got ${operandType(v.a, a)} and ${operandType(v.b, b)}`);
       }
-      const r = v.k === '+' ? a + b : a - b;
+      const r = decimalSum(a, v.k === '+' ? b : -b);
       if (!Number.isFinite(r)) throw new KeysliceError('ValidationError', `update: ${a} ${v.k} ${b} is not a finite number`);
       return r;
     }
@@ -286,7 +287,7 @@ function addNumber(old: Value | undefined, n: number, path: Path): Value {
   if (typeof old !== 'number') {
     throw new KeysliceError('ValidationError', `update: cannot ADD to "${pathText(path)}": it holds a ${describeType(old)}, not a number`);
   }
-  const sum = old + n;
+  const sum = decimalSum(old, n);
   if (!Number.isFinite(sum)) throw new KeysliceError('ValidationError', `update: adding ${n} to "${pathText(path)}" gives ${sum}`);
   return sum;
 }

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DynamoDbError } from '../coordinator/dynamodb/errors.js';
 import { formatNumber, parseNumber, significantDigits } from '../coordinator/dynamodb/numbers.js';
 import { valueSize } from '../coordinator/dynamodb/attribute-values.js';
+import { decimalSum } from '../shared/decimal-sum.js';
 
 function refusal(text: string): string {
   try {
@@ -81,5 +82,22 @@ describe('DynamoDB numbers', () => {
     expect(valueSize(1)).toBe(2);
     expect(valueSize(0)).toBe(1);
     expect(valueSize(123456789)).toBe(6);
+  });
+
+  it('arithmetic adds the decimals the numbers show, then rounds once: 0.1 + 0.2 is 0.3', () => {
+    expect(decimalSum(0.1, 0.2)).toBe(0.3);
+    expect(decimalSum(0.3, -0.1)).toBe(0.2);
+    expect(decimalSum(1.1, 2.2)).toBe(3.3);
+    expect(decimalSum(2 ** 53, 1)).toBe(2 ** 53); // beyond a double: rounded, as documented
+    expect(decimalSum(1e308, 1e308)).toBe(Infinity); // the caller refuses a non-finite result
+    // Against an independent oracle: k-digit decimals summed as integers, then scaled.
+    fc.assert(
+      fc.property(fc.integer({ min: -1e9, max: 1e9 }), fc.integer({ min: -1e9, max: 1e9 }), fc.integer({ min: 0, max: 9 }), (x, y, scale) => {
+        const a = Number(`${x}e-${scale}`);
+        const b = Number(`${y}e-${scale}`);
+        expect(decimalSum(a, b)).toBe(Number(`${x + y}e-${scale}`));
+      }),
+      { numRuns: 3000, seed: 5 },
+    );
   });
 });

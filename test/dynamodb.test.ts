@@ -230,6 +230,22 @@ describe('items and types', () => {
     expect(got.Item!.v).toEqual({ N: '1000000000000000000000' });
   });
 
+  it('arithmetic is decimal, as in DynamoDB: 0.1 + 0.2 is 0.3', async () => {
+    const key = { pk: { S: 'arith' }, sk: { N: '1' } };
+    await db.send(new PutItemCommand({ TableName: T, Item: { ...key, a: { N: '0.1' }, b: { N: '19.99' } } }));
+    const r = await db.send(
+      new UpdateItemCommand({
+        TableName: T,
+        Key: key,
+        UpdateExpression: 'ADD a :two SET b = b - :price, c = :x + :y',
+        ExpressionAttributeValues: { ':two': { N: '0.2' }, ':price': { N: '0.99' }, ':x': { N: '1.1' }, ':y': { N: '2.2' } },
+        ReturnValues: 'ALL_NEW',
+      }),
+    );
+    expect(r.Attributes).toEqual({ ...key, a: { N: '0.3' }, b: { N: '19' }, c: { N: '3.3' } });
+    expect((await db.send(new GetItemCommand({ TableName: T, Key: key }))).Item).toEqual(r.Attributes);
+  });
+
   it('sets: SS, NS, BS round-trip; ADD and DELETE of elements; contains, size and attribute_type; equal in any order', async () => {
     const key = { pk: { S: 'sets' }, sk: { N: '1' } };
     const bytes = (...b: number[]) => new Uint8Array(b);
