@@ -15,6 +15,7 @@ import { KeysliceError, toKeysliceError } from '../shared/errors.js';
 import { REQUEST_BYTES_MAX } from '../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../shared/protocol.js';
 import { fromJson, isPlainObject, toJson } from '../shared/values.js';
+import type { DynamoDbEndpoint } from './dynamodb/endpoint.js';
 import type { Membership } from './membership.js';
 import type { Operations } from './operations.js';
 
@@ -25,8 +26,10 @@ export interface HttpSecurity {
   clusterSecret: string;
 }
 
-export function handleHttp(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse): void {
+export function handleHttp(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb?: DynamoDbEndpoint): void {
   const url = req.url ?? '/';
+  // The DynamoDB-compatible endpoint owns the path "/" (POST with X-Amz-Target, GET) and checks SigV4 itself.
+  if (dynamodb !== undefined && dynamodb.handles(req)) return dynamodb.handle(req, res);
   if (url === '/health' && req.method === 'GET') return send(res, 200, { status: 'ok' });
   if (url === `${CLUSTER_API_PREFIX}join`) {
     if (!secretMatches(security.clusterSecret, req.headers[CLUSTER_SECRET_HEADER])) {

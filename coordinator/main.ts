@@ -7,6 +7,7 @@ import { initHashing } from '../shared/hashing.js';
 import { CLUSTER_READY_WAIT_MS, COORDINATOR_PORT_DEFAULT, MOVE_ITEMS_PER_SECOND_DEFAULT, SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { CLIENT_WS_PATH } from '../shared/protocol.js';
 import { Catalog } from './catalog.js';
+import { DynamoDbEndpoint } from './dynamodb/endpoint.js';
 import { ClusterMap } from './cluster-map.js';
 import { handleHttp } from './http-api.js';
 import { renderMetrics } from './metrics.js';
@@ -58,7 +59,8 @@ const metrics = () => {
   const m = cluster.mover;
   return renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved });
 };
-const server = createServer((req, res) => handleHttp(ops, metrics, cluster, security, req, res));
+const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount });
+const server = createServer((req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb));
 server.keepAliveTimeout = 65_000;
 const wss = attachWebSocketApi(ops, server, security.token);
 

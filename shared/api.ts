@@ -117,7 +117,7 @@ export interface Operations {
     request: {
       table: string;
       key: KeyRef;
-      /** An update expression: SET, REMOVE, ADD (numbers), DELETE (refused: no set types). */
+      /** An update expression: SET, REMOVE, ADD (numbers, set elements), DELETE (set elements). */
       update?: string;
       /** The structured form (not with `update`): attributes to set (created or replaced). */
       set?: Item;

@@ -55,9 +55,9 @@ export type Operand =
   | { k: 'value'; v: Value }
   | { k: 'size'; a: Operand };
 
-/** DynamoDB's type names that exist in keyslice's value model. */
-export type TypeName = 'S' | 'N' | 'B' | 'BOOL' | 'NULL' | 'L' | 'M';
-export const TYPE_NAMES: readonly TypeName[] = ['S', 'N', 'B', 'BOOL', 'NULL', 'L', 'M'];
+/** DynamoDB's type names, all of which exist in keyslice's value model (sets: shared/values.ts). */
+export type TypeName = 'S' | 'N' | 'B' | 'BOOL' | 'NULL' | 'L' | 'M' | 'SS' | 'NS' | 'BS';
+export const TYPE_NAMES: readonly TypeName[] = ['S', 'N', 'B', 'BOOL', 'NULL', 'L', 'M', 'SS', 'NS', 'BS'];
 
 export type Condition =
   | { k: 'cmp'; op: Comparator; a: Operand; b: Operand }
@@ -77,11 +77,13 @@ export type SetValue =
   | { k: 'ifNotExists'; path: Path; b: SetValue }
   | { k: 'listAppend'; a: SetValue; b: SetValue };
 
-/** ADD takes numbers only (keyslice has no set types); DELETE never binds (see docs/expressions.md). */
+/** ADD of a number adds it; ADD of a set adds its elements (addSet); DELETE of a set
+ * removes its elements (deleteSet), and the attribute when none is left. */
 export type UpdateAction =
   | { k: 'set'; path: Path; value: SetValue }
   | { k: 'remove'; path: Path }
-  | { k: 'add'; path: Path; n: number };
+  | { k: 'add'; path: Path; n: number }
+  | { k: 'addSet' | 'deleteSet'; path: Path; set: Value };
 
 /** A path as text for messages: `a.b[2].c`. */
 export function pathText(path: readonly (string | number)[]): string {

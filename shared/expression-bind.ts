@@ -22,7 +22,7 @@ import {
 import { compareOrdered, typeNameOf } from './expression-eval.js';
 import { KeysliceError } from './errors.js';
 import { ATTRIBUTE_NAME_BYTES_MAX, EXPRESSION_PLACEHOLDERS_MAX } from './limits.js';
-import { describeType, isPlainObject, validateAttributeName, validateValue, type Value } from './values.js';
+import { describeType, isPlainObject, setTypeOf, validateAttributeName, validateValue, type Value } from './values.js';
 
 const NAME_PLACEHOLDER = /^#[A-Za-z0-9_]+$/;
 const VALUE_PLACEHOLDER = /^:[A-Za-z0-9_]+$/;
@@ -112,7 +112,6 @@ function samePath(a: Path, b: Path): boolean {
 // ---- conditions -----------------------------------------------------------------
 
 const ORDERED = new Set(['S', 'N', 'B']);
-const SET_TYPES = new Set(['SS', 'NS', 'BS']);
 
 export function bindCondition(c: ParsedCondition, ph: Placeholders, field: string): Condition {
   switch (c.k) {
@@ -181,8 +180,8 @@ function bindOperand(o: ParsedOperand, ph: Placeholders, field: string): Operand
     case 'call': {
       // The parser lets only size() through as a condition operand.
       const a = bindOperand(o.args[0], ph, field);
-      if (a.k === 'value' && !['S', 'B', 'L', 'M'].includes(typeNameOf(a.v))) {
-        throw new KeysliceError('ValidationError', `${field}: size at position ${o.at} takes a string, binary, list or map; ${nameOf(o.args[0])} is a ${describeType(a.v)}`);
+      if (a.k === 'value' && !['S', 'B', 'L', 'M', 'SS', 'NS', 'BS'].includes(typeNameOf(a.v))) {
+        throw new KeysliceError('ValidationError', `${field}: size at position ${o.at} takes a string, binary, list, map or set; ${nameOf(o.args[0])} is a ${describeType(a.v)}`);
       }
       return { k: 'size', a };
     }
@@ -208,9 +207,6 @@ function ordered(parsed: ParsedOperand, o: Operand, op: string, field: string): 
 function typeName(o: Operand, parsed: ParsedOperand, field: string): TypeName {
   if (o.k !== 'value' || typeof o.v !== 'string') {
     throw new KeysliceError('ValidationError', `${field}: the second operand of attribute_type (position ${parsed.at}) must be a :value holding a type name (${TYPE_NAMES.join(', ')})`);
-  }
-  if (SET_TYPES.has(o.v)) {
-    throw new KeysliceError('ValidationError', `${field}: attribute_type ${o.v} (position ${parsed.at}): keyslice has no set types (SS, NS, BS); its types are ${TYPE_NAMES.join(', ')}`);
   }
   if (!TYPE_NAMES.includes(o.v as TypeName)) {
     throw new KeysliceError('ValidationError', `${field}: attribute_type (position ${parsed.at}) takes one of ${TYPE_NAMES.join(', ')}; got ${JSON.stringify(o.v)}`);
@@ -254,19 +250,25 @@ export function bindUpdate(u: ParsedUpdate, ph: Placeholders, field: string, key
         break;
       case 'add': {
         const v = ph.value(a.value.name, a.value.at, field);
-        if (typeof v !== 'number') {
-          const sets = Array.isArray(v) ? ' keyslice has no set types (SS, NS, BS), and DynamoDB refuses ADD of a list too; use SET a = list_append(a, :list).' : '';
-          throw new KeysliceError('ValidationError', `${field}: ADD at position ${a.at} takes a number; ${a.value.name} is a ${describeType(v)}.${sets}`);
+        if (typeof v === 'number') actions.push({ k: 'add', path, n: v });
+        else if (setTypeOf(v) !== null) actions.push({ k: 'addSet', path, set: v });
+        else {
+          const list = Array.isArray(v) ? ' DynamoDB refuses ADD of a list too: use SET a = list_append(a, :list), or a set ({"$SS": [...]}).' : '';
+          throw new KeysliceError('ValidationError', `${field}: ADD at position ${a.at} takes a number or a set; ${a.value.name} is a ${describeType(v)}.${list}`);
         }
-        actions.push({ k: 'add', path, n: v });
         break;
       }
-      case 'delete':
-        ph.value(a.value.name, a.value.at, field);
-        throw new KeysliceError(
-          'ValidationError',
-          `${field}: DELETE at position ${a.at} removes elements from a set, and keyslice has no set types (SS, NS, BS); use REMOVE ${pathText(path)}[i] to remove list elements`,
-        );
+      case 'delete': {
+        const v = ph.value(a.value.name, a.value.at, field);
+        if (setTypeOf(v) === null) {
+          throw new KeysliceError(
+            'ValidationError',
+            `${field}: DELETE at position ${a.at} removes the elements of a set from a set; ${a.value.name} is a ${describeType(v)} (use REMOVE ${pathText(path)}[i] to remove list elements)`,
+          );
+        }
+        actions.push({ k: 'deleteSet', path, set: v });
+        break;
+      }
     }
   }
   checkNoOverlap(paths, field);

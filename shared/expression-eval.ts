@@ -5,9 +5,10 @@
 // keyslice's plain values (docs/expressions.md).
 import type { Condition, Operand, Path, SetValue, TypeName, UpdateAction } from './expression-ast.js';
 import { pathText } from './expression-ast.js';
+import { decimalSum } from './decimal-sum.js';
 import { KeysliceError } from './errors.js';
 import { VALUE_DEPTH_MAX } from './limits.js';
-import { describeType, isPlainObject, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item, type Value } from './values.js';
+import { describeType, isPlainObject, makeSet, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, setElementKey, setElements, setTypeOf, type Item, type Value } from './values.js';
 
 type MapValue = { [name: string]: Value };
 
@@ -25,7 +26,7 @@ export function typeNameOf(v: Value): TypeName {
   }
   if (v === null) return 'NULL';
   if (v instanceof Uint8Array) return 'B';
-  return Array.isArray(v) ? 'L' : 'M';
+  return Array.isArray(v) ? 'L' : (setTypeOf(v) ?? 'M');
 }
 
 /** The value at a document path, or undefined when the path leads nowhere. */
@@ -36,7 +37,8 @@ export function valueAt(item: Item, path: Path): Value | undefined {
       if (!Array.isArray(cur) || seg >= cur.length) return undefined;
       cur = cur[seg];
     } else {
-      if (!isMap(cur) || !Object.hasOwn(cur, seg)) return undefined;
+      // A set is a map only in its representation: a path cannot lead into it.
+      if (!isMap(cur) || !Object.hasOwn(cur, seg) || setTypeOf(cur) !== null) return undefined;
       cur = cur[seg];
     }
   }
@@ -47,11 +49,21 @@ function isMap(v: Value | undefined): v is MapValue {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array) && isPlainObject(v);
 }
 
-/** Deep equality: same type and same content (lists in order, maps by key). */
+/** Deep equality: same type and same content (lists in order, maps by key, sets in any order). */
 export function valuesEqual(a: Value, b: Value): boolean {
   if (a === b) return true;
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
   if (a instanceof Uint8Array || b instanceof Uint8Array) return a instanceof Uint8Array && b instanceof Uint8Array && compareBytes(a, b) === 0;
+  const setA = setTypeOf(a);
+  const setB = setTypeOf(b);
+  if (setA !== null || setB !== null) {
+    if (setA !== setB) return false;
+    const ea = setElements(a);
+    const eb = setElements(b);
+    if (ea.length !== eb.length) return false;
+    const keys = new Set(eb.map(setElementKey));
+    return ea.every((e) => keys.has(setElementKey(e)));
+  }
   if (Array.isArray(a) || Array.isArray(b)) {
     if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
     for (let i = 0; i < a.length; i++) if (!valuesEqual(a[i], b[i])) return false;
@@ -101,6 +113,7 @@ function asBuffer(v: Uint8Array): Buffer {
  * undefined (so every comparison is false) for anything else or a missing value. */
 export function sizeOf(v: Value | undefined): number | undefined {
   if (typeof v === 'string') return Buffer.byteLength(v, 'utf8');
+  if (v !== undefined && setTypeOf(v) !== null) return setElements(v).length;
   if (v instanceof Uint8Array) return v.byteLength;
   if (Array.isArray(v)) return v.length;
   if (isMap(v)) return Object.keys(v).length;
@@ -165,6 +178,7 @@ export function evaluate(c: Condition, item: Item): boolean {
       if (typeof a === 'string') return typeof b === 'string' && a.includes(b);
       if (a instanceof Uint8Array) return b instanceof Uint8Array && asBuffer(a).indexOf(asBuffer(b)) >= 0;
       if (Array.isArray(a)) return a.some((e) => valuesEqual(e, b));
+      if (a !== undefined && setTypeOf(a) !== null) return setElements(a).some((e) => valuesEqual(e, b));
       return false;
     }
   }
@@ -184,17 +198,22 @@ function operand(o: Operand, item: Item): Value | undefined {
 // ---- updates ------------------------------------------------------------------
 
 /** The item after the actions: every right-hand side is read from `source` (the
- * item as it was), then SETs are applied (in path order), then ADDs, then REMOVEs
- * (in reverse path order, so that removing list elements by index means the
- * indexes of the list as it was). `source` is never modified; containers on a
- * changed path are copied. Throws ValidationError when an action cannot apply. */
+ * item as it was), then SETs are applied (in path order), then ADDs, then DELETEs
+ * (of set elements), then REMOVEs (in reverse path order, so that removing list
+ * elements by index means the indexes of the list as it was). `source` is never
+ * modified; containers on a changed path are copied. Throws ValidationError when
+ * an action cannot apply. */
 export function applyUpdate(source: Item, actions: readonly UpdateAction[]): Item {
   const sets: [Path, Value][] = [];
   const adds: [Path, number][] = [];
+  const setAdds: [Path, Value][] = [];
+  const setDeletes: [Path, Value][] = [];
   const removes: Path[] = [];
   for (const a of actions) {
     if (a.k === 'set') sets.push([a.path, setValue(a.value, source)]);
     else if (a.k === 'add') adds.push([a.path, a.n]);
+    else if (a.k === 'addSet') setAdds.push([a.path, a.set]);
+    else if (a.k === 'deleteSet') setDeletes.push([a.path, a.set]);
     else removes.push(a.path);
   }
   const fresh = new Set<object>();
@@ -207,6 +226,14 @@ export function applyUpdate(source: Item, actions: readonly UpdateAction[]): Ite
     next = edit(next, path, 0, () => v, fresh, 'SET') as Item;
   }
   for (const [path, n] of adds) next = edit(next, path, 0, (old) => addNumber(old, n, path), fresh, 'ADD') as Item;
+  for (const [path, set] of setAdds) next = edit(next, path, 0, (old) => setUnion(old, set, path), fresh, 'ADD') as Item;
+  for (const [path, set] of setDeletes) {
+    const old = valueAt(next, path);
+    if (old === undefined) continue; // DELETE from a missing attribute changes nothing, as in DynamoDB
+    const left = setDifference(old, set, path);
+    if (left === null) removes.push(path);
+    else next = edit(next, path, 0, () => left, fresh, 'DELETE') as Item;
+  }
   removes.sort((x, y) => comparePaths(y, x));
   for (const path of removes) {
     if (valueAt(next, path) !== undefined) next = removeAt(next, path, 0, fresh) as Item;
@@ -232,7 +259,7 @@ function setValue(v: SetValue, item: Item): Value {
       if (typeof a !== 'number' || typeof b !== 'number') {
         throw new KeysliceError('ValidationError', `update: ${v.k} takes two numbers, got ${operandType(v.a, a)} and ${operandType(v.b, b)}`);
       }
-      const r = v.k === '+' ? a + b : a - b;
+      const r = decimalSum(a, v.k === '+' ? b : -b);
       if (!Number.isFinite(r)) throw new KeysliceError('ValidationError', `update: ${a} ${v.k} ${b} is not a finite number`);
       return r;
     }
@@ -260,9 +287,33 @@ function addNumber(old: Value | undefined, n: number, path: Path): Value {
   if (typeof old !== 'number') {
     throw new KeysliceError('ValidationError', `update: cannot ADD to "${pathText(path)}": it holds a ${describeType(old)}, not a number`);
   }
-  const sum = old + n;
+  const sum = decimalSum(old, n);
   if (!Number.isFinite(sum)) throw new KeysliceError('ValidationError', `update: adding ${n} to "${pathText(path)}" gives ${sum}`);
   return sum;
+}
+
+function sameSetType(old: Value, set: Value, path: Path, verb: string): void {
+  const type = setTypeOf(old);
+  if (type !== setTypeOf(set)) {
+    throw new KeysliceError('ValidationError', `update: cannot ${verb} a ${setTypeOf(set)} set ${verb === 'ADD' ? 'to' : 'from'} "${pathText(path)}": it holds a ${describeType(old)}`);
+  }
+}
+
+/** ADD of a set: the elements of `set` not yet in `old` are appended (a missing attribute starts empty). */
+function setUnion(old: Value | undefined, set: Value, path: Path): Value {
+  if (old === undefined) return set;
+  sameSetType(old, set, path, 'ADD');
+  const have = new Set(setElements(old).map(setElementKey));
+  const added = setElements(set).filter((e) => !have.has(setElementKey(e)));
+  return added.length === 0 ? old : makeSet(setTypeOf(old)!, [...setElements(old), ...added]);
+}
+
+/** DELETE of a set: `old` without the elements of `set`; null when none is left (the attribute goes). */
+function setDifference(old: Value, set: Value, path: Path): Value | null {
+  sameSetType(old, set, path, 'DELETE');
+  const gone = new Set(setElements(set).map(setElementKey));
+  const left = setElements(old).filter((e) => !gone.has(setElementKey(e)));
+  return left.length === 0 ? null : makeSet(setTypeOf(old)!, left);
 }
 
 /** Replaces the value at path[i..] inside `node` with fn(old), copying each container on the way once. */
@@ -270,7 +321,7 @@ function edit(node: Value, path: Path, i: number, fn: (old: Value | undefined) =
   const seg = path[i];
   const last = i === path.length - 1;
   if (typeof seg === 'string') {
-    if (!isMap(node)) throw invalidPath(verb, path, i, node);
+    if (!isMap(node) || setTypeOf(node) !== null) throw invalidPath(verb, path, i, node);
     const target = copyOf(node, fresh) as MapValue;
     const old = Object.hasOwn(target, seg) ? target[seg] : undefined;
     if (last) setOwn(target, seg, fn(old));
@@ -392,7 +443,7 @@ function pick(v: Value, node: Pick): Value | undefined {
     }
     return out.length > 0 ? out : undefined;
   }
-  if (isMap(v)) {
+  if (isMap(v) && setTypeOf(v) === null) {
     const out: MapValue = {};
     let any = false;
     for (const [k, child] of node) {

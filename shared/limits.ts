@@ -136,3 +136,14 @@ export const DURABILITY_DEFAULT: DurabilityMode = 'fsync';
 export const SNAPSHOT_AFTER_LOG_BYTES = 64 * 1024 * 1024;
 /** Items per record in a snapshot file. */
 export const SNAPSHOT_CHUNK_ITEMS = 1024;
+
+/** The DynamoDB-compatible endpoint (coordinator/dynamodb/): DynamoDB's own limits and rules. */
+/** A read unit covers 4 KB of item (half a unit when eventually consistent), a write unit 1 KB. */
+export const DYNAMODB_READ_UNIT_BYTES = 4096;
+export const DYNAMODB_WRITE_UNIT_BYTES = 1024;
+/** BatchGetItem answers at most this much; the keys past it come back as UnprocessedKeys. */
+export const DYNAMODB_BATCH_GET_RESPONSE_BYTES_MAX = 16 * 1024 * 1024;
+export const DYNAMODB_TOTAL_SEGMENTS_MAX = 1_000_000;
+export const DYNAMODB_LIST_TABLES_LIMIT_MAX = 100;
+/** A SigV4 signature is refused when its time is further than this from the coordinator's clock. */
+export const DYNAMODB_SIGNATURE_SKEW_MS_MAX = 15 * 60_000;

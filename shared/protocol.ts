@@ -49,7 +49,7 @@ import {
   VALUE_DEPTH_MAX,
   WORKERS_PER_NODE_MAX,
 } from './limits.js';
-import { describeType, isPlainObject, validateValue, type Item } from './values.js';
+import { describeType, isPlainObject, SET_TAGS, setTypeOf, validateValue, type Item } from './values.js';
 
 /** The client protocol. 2: a frame may carry a list of requests or responses. */
 export const PROTOCOL_VERSION = 2;
@@ -599,11 +599,25 @@ function isValue(v: unknown, depth: number): boolean {
         return true;
       }
       if (!isPlainObject(v)) return false;
+      // A map of one set tag is a set: its elements have rules of their own (validateValue's).
+      const keys = Object.keys(v);
+      if (keys.length === 1 && SET_TAG_KEYS.has(keys[0])) return isValidValue(v);
       for (const k in v) if (k === '__proto__' || !isValue(v[k], depth + 1)) return false;
       return true;
     }
     default:
       return false;
+  }
+}
+
+const SET_TAG_KEYS = new Set(Object.values(SET_TAGS));
+
+function isValidValue(v: unknown): boolean {
+  try {
+    validateValue(v, 'value');
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -688,6 +702,9 @@ function checkUpdateAction(a: unknown, where: string): void {
   if (a.k === 'set') checkSetValue(a.value, where, 0);
   else if (a.k === 'add') {
     if (typeof a.n !== 'number' || !Number.isFinite(a.n)) fail(`${where}: ADD takes a finite number`);
+  } else if (a.k === 'addSet' || a.k === 'deleteSet') {
+    checkValue(a.set, `${where} set`);
+    if (setTypeOf(a.set) === null) fail(`${where}: ADD or DELETE of elements takes a set`);
   } else if (a.k !== 'remove') fail(`${where}: unknown update action ${show(a.k)}`);
 }
 

@@ -14,6 +14,60 @@ export const SYSTEM_ATTRIBUTE_PREFIX = '__';
 /** In JSON, a binary value is `{"$binary": "<base64>"}`. */
 export const JSON_BINARY_TAG = '$binary';
 
+/** Sets (DynamoDB's SS, NS and BS) are maps of exactly one of these keys, holding a
+ * non-empty list of distinct strings, numbers or binary values: `{"$SS": ["a", "b"]}`.
+ * Plain data, so they travel through msgpack, the log and JSON like any map; the
+ * expression evaluator gives them set semantics (equality in any order, contains,
+ * size, ADD and DELETE of elements). */
+export type SetType = 'SS' | 'NS' | 'BS';
+export const SET_TAGS: Record<SetType, string> = { SS: '$SS', NS: '$NS', BS: '$BS' };
+const SET_TYPE_OF_TAG: Record<string, SetType> = { $SS: 'SS', $NS: 'NS', $BS: 'BS' };
+
+/** The set type of a value that is a set (a map of one set tag holding a list), else null. */
+export function setTypeOf(v: unknown): SetType | null {
+  if (!isPlainObject(v)) return null;
+  let type: SetType | null = null;
+  for (const k in v) {
+    if (type !== null || !Object.hasOwn(SET_TYPE_OF_TAG, k)) return null;
+    type = SET_TYPE_OF_TAG[k];
+  }
+  return type !== null && Array.isArray(v[SET_TAGS[type]]) ? type : null;
+}
+
+/** The elements of a set (setTypeOf(v) !== null). */
+export function setElements(v: Value): Value[] {
+  return (v as Record<string, Value[]>)[SET_TAGS[setTypeOf(v)!]];
+}
+
+export function makeSet(type: SetType, elements: Value[]): Value {
+  return { [SET_TAGS[type]]: elements };
+}
+
+function isSetElement(type: SetType, e: unknown): boolean {
+  return type === 'SS' ? typeof e === 'string' : type === 'NS' ? typeof e === 'number' && Number.isFinite(e) : e instanceof Uint8Array;
+}
+
+/** A text that is equal for equal set elements (numbers by value, binary by bytes). */
+export function setElementKey(e: Value): string {
+  return e instanceof Uint8Array ? Buffer.from(e.buffer, e.byteOffset, e.byteLength).toString('base64') : typeof e === 'number' ? String(e === 0 ? 0 : e) : (e as string);
+}
+
+/** Checks a map whose one key is a set tag: it must be a valid set. */
+function validateSet(v: Record<string, unknown>, tag: string, where: string): void {
+  const type = SET_TYPE_OF_TAG[tag];
+  const elements = v[tag];
+  const what = { SS: 'strings', NS: 'numbers', BS: 'binary values' }[type];
+  if (!Array.isArray(elements) || elements.length === 0 || !elements.every((e) => isSetElement(type, e))) {
+    throw new KeysliceError('ValidationError', `${where}: a map of the single key "${tag}" is a ${type} set and must hold a non-empty list of ${what}`);
+  }
+  const seen = new Set<string>();
+  for (const e of elements) {
+    const k = setElementKey(e as Value);
+    if (seen.has(k)) throw new KeysliceError('ValidationError', `${where}: the ${type} set holds ${JSON.stringify(k)} twice; set elements are distinct`);
+    seen.add(k);
+  }
+}
+
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
   if (typeof v !== 'object' || v === null) return false;
   const proto = Object.getPrototypeOf(v);
@@ -39,7 +93,9 @@ export function validateValue(v: unknown, where: string, depth = 0): asserts v i
         return;
       }
       if (isPlainObject(v)) {
-        for (const k of Object.keys(v)) {
+        const keys = Object.keys(v);
+        if (keys.length === 1 && Object.hasOwn(SET_TYPE_OF_TAG, keys[0])) return validateSet(v, keys[0], where);
+        for (const k of keys) {
           // msgpack decoders rename this key (it would set a JavaScript prototype), so it cannot be stored faithfully.
           if (k === '__proto__') throw new KeysliceError('ValidationError', `${where}: a map key may not be "__proto__"`);
           validateValue(v[k], `${where}.${k}`, depth + 1);
@@ -72,6 +128,8 @@ export function validateItem(item: unknown, where = 'item'): asserts item is Ite
 
 export function describeType(v: unknown): string {
   if (v === null) return 'null';
+  const set = setTypeOf(v);
+  if (set !== null) return `${set} set`;
   if (v instanceof Uint8Array) return 'binary';
   if (Array.isArray(v)) return 'list';
   if (typeof v === 'object') return isPlainObject(v) ? 'map' : (v as object).constructor?.name ?? 'object';

@@ -163,16 +163,20 @@ describe('binding: placeholders, types, paths', () => {
     expect(validationError(() => bind('a BETWEEN :x AND :y', {}, { ':x': 1, ':y': 'z' })).message).toMatch(/bounds of one type/);
     expect(validationError(() => bind('a BETWEEN :x AND :y', {}, { ':x': 5, ':y': 1 })).message).toMatch(/low <= high/);
     expect(validationError(() => bind('begins_with(a, :v)', {}, { ':v': 1 })).message).toMatch(/begins_with .* takes a string or binary/);
-    expect(validationError(() => bind('size(:v) > :v', {}, { ':v': 1 })).message).toMatch(/size .* takes a string, binary, list or map/);
-    expect(validationError(() => bind('attribute_type(a, :t)', {}, { ':t': 'SS' })).message).toMatch(/keyslice has no set types/);
+    expect(validationError(() => bind('size(:v) > :v', {}, { ':v': 1 })).message).toMatch(/size .* takes a string, binary, list, map or set/);
+    expect(bind('attribute_type(a, :t)', {}, { ':t': 'SS' })).toEqual({ k: 'type', a: { k: 'path', path: ['a'] }, type: 'SS' });
     expect(validationError(() => bind('attribute_type(a, :t)', {}, { ':t': 'X' })).message).toMatch(/takes one of S, N, B, BOOL, NULL, L, M/);
     expect(validationError(() => bind('a = #a', { '#a': 'a' }, {})).message).toMatch(/same path/);
     const update = (text: string, values: unknown, names: unknown = {}) => bindUpdate(parseUpdate(text), new Placeholders(names, values), 'update', ['pk']);
     expect(validationError(() => update('SET a = a + :s', { ':s': 'x' })).message).toMatch(/\+ at position 11 takes numbers; :s is a string/);
     expect(validationError(() => update('SET a = list_append(a, :n)', { ':n': 1 })).message).toMatch(/list_append .* takes lists; :n is a number/);
-    expect(validationError(() => update('ADD a :s', { ':s': 'x' })).message).toMatch(/ADD at position 5 takes a number; :s is a string/);
-    expect(validationError(() => update('ADD a :l', { ':l': [1] })).message).toMatch(/no set types/);
-    expect(validationError(() => update('DELETE a :l', { ':l': [1] })).message).toMatch(/DELETE .* keyslice has no set types/);
+    expect(validationError(() => update('ADD a :s', { ':s': 'x' })).message).toMatch(/ADD at position 5 takes a number or a set; :s is a string/);
+    expect(validationError(() => update('ADD a :l', { ':l': [1] })).message).toMatch(/takes a number or a set; :l is a list. DynamoDB refuses ADD of a list too/);
+    expect(update('ADD a :s DELETE b :s', { ':s': { $SS: ['x'] } })).toEqual([
+      { k: 'addSet', path: ['a'], set: { $SS: ['x'] } },
+      { k: 'deleteSet', path: ['b'], set: { $SS: ['x'] } },
+    ]);
+    expect(validationError(() => update('DELETE a :l', { ':l': [1] })).message).toMatch(/DELETE at position 8 removes the elements of a set from a set; :l is a list/);
     expect(validationError(() => update('SET #k = :v', { ':v': 1 }, { '#k': 'pk' })).message).toMatch(/"pk" .* is a key attribute/);
     expect(validationError(() => update('SET #k = :v', { ':v': 1 }, { '#k': '__mtime' })).message).toMatch(/reserved/);
     expect(validationError(() => update('SET a.b = :v REMOVE a', { ':v': 1 })).message).toMatch(/a.b and a overlap/);

@@ -35,6 +35,8 @@ const ITEM: Item = {
   astral: '\u{1F600}',
   bmp: '\uFFFD',
   'odd name': 'spaces',
+  ss: { $SS: ['a', 'b'] },
+  ns: { $NS: [1, 2.5] },
 };
 
 /** Placeholders the cases draw from; each case sends only the ones its text uses. */
@@ -78,6 +80,12 @@ const V: Record<string, Value> = {
   ':empty': [],
   ':x': 'x',
   ':pk': 'e',
+  ':ssab': { $SS: ['b', 'a'] },
+  ':ssa': { $SS: ['a'] },
+  ':ssc': { $SS: ['c'] },
+  ':nsx': { $NS: [3] },
+  ':SS': 'SS',
+  ':NS': 'NS',
 };
 const N: Record<string, string> = { '#l': 'l', '#name': '__name', '#odd': 'odd name', '#s': 's', '#m': 'm' };
 
@@ -94,6 +102,18 @@ function placeholders(...texts: string[]): { names?: Record<string, string>; val
 }
 
 const CONDITIONS: [string, boolean][] = [
+  // sets: equal in any order, contains an element, size, type
+  ['ss = :ssab', true],
+  ['ss = :ssa', false],
+  ['ss <> :ssab', false],
+  ['contains(ss, :a)', true],
+  ['contains(ss, :z)', false],
+  ['contains(ns, :one)', true],
+  ['size(ss) = :two', true],
+  ['attribute_type(ss, :SS)', true],
+  ['attribute_type(ns, :NS)', true],
+  ['attribute_type(ss, :M)', false],
+  ['ss IN (:ssa, :ssab)', true],
   // comparators, with type mismatches and missing attributes
   ['n = :five', true],
   ['n = :s5', false],
@@ -221,7 +241,7 @@ describe.each(transports)('conditions over %s', (transport, api) => {
 });
 
 type UpdateCase = [expression: string, expected: Record<string, Value | undefined> | RegExp];
-const START: Item = { s: 'hello', n: 5, l: [1, 'two', { x: 1 }], m: { a: { b: [10, 20, 30] }, s: 'x' } };
+const START: Item = { s: 'hello', n: 5, l: [1, 'two', { x: 1 }], m: { a: { b: [10, 20, 30] }, s: 'x' }, ss: { $SS: ['a', 'b'] } };
 const UPDATES: UpdateCase[] = [
   ['SET a = :one', { a: 1 }],
   ['SET n = n + :one', { n: 6 }],
@@ -260,9 +280,20 @@ const UPDATES: UpdateCase[] = [
   ['SET m[0] = :one', /"m" is a map, not a list/],
   ['ADD s :one', /cannot ADD to "s": it holds a string, not a number/],
   ['SET n = :one, s = s + :one', /takes two numbers/],
-  ['ADD n :hello', /ADD at position 5 takes a number; :hello is a string/],
-  ['ADD l :more', /no set types/],
-  ['DELETE l :more', /DELETE at position 8 removes elements from a set, and keyslice has no set types/],
+  ['ADD n :hello', /ADD at position 5 takes a number or a set; :hello is a string/],
+  ['ADD l :more', /ADD at position 5 takes a number or a set; :more is a list/],
+  ['DELETE l :more', /DELETE at position 8 removes the elements of a set from a set; :more is a list/],
+  // sets: ADD and DELETE of elements
+  ['ADD ss :ssc', { ss: { $SS: ['a', 'b', 'c'] } }],
+  ['ADD ss :ssab', {}],
+  ['ADD fresh :ssc', { fresh: { $SS: ['c'] } }],
+  ['DELETE ss :ssa', { ss: { $SS: ['b'] } }],
+  ['DELETE ss :ssab', { ss: undefined }],
+  ['DELETE missing :ssa', {}],
+  ['ADD ss :nsx', /cannot ADD a NS set to "ss": it holds a SS set/],
+  ['ADD n :ssa', /cannot ADD a SS set to "n": it holds a number/],
+  ['DELETE l :ssa', /cannot DELETE a SS set from "l": it holds a list/],
+  ['SET ss.x = :one', /"ss" is a SS set, not a map/],
   ['SET pk = :x', /"pk" \(position 5\) is a key attribute/],
   ['SET a = :one REMOVE a', /overlap/],
 ];

@@ -1,0 +1,196 @@
+// The DynamoDB-compatible endpoint on the coordinator's HTTP port: `POST /`
+// with `X-Amz-Target: DynamoDB_20120810.<Operation>` and DynamoDB's JSON
+// (application/x-amz-json-1.0), answered with DynamoDB's JSON, status codes,
+// `__type` and messages, so that the AWS SDKs, the AWS CLI and DynamoDB tools
+// work unchanged. `GET /` answers a short text. One request is: read the body
+// (at most REQUEST_BYTES_MAX), check the signature, find the operation, parse
+// the JSON, run the handler on the native operations, answer. Any failure is a
+// DynamoDB error for that request alone; the process keeps serving.
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { crc32 } from 'node:zlib';
+import { bearerToken, secretMatches } from '../../shared/auth.js';
+import { REQUEST_BYTES_MAX } from '../../shared/limits.js';
+import { isPlainObject } from '../../shared/values.js';
+import type { Operations } from '../operations.js';
+import { BatchGetItem, BatchWriteItem } from './batches.js';
+import type { Context, Handler } from './context.js';
+import { DynamoDbError, toDynamoDbError } from './errors.js';
+import { DeleteItem, GetItem, PutItem, UpdateItem } from './items.js';
+import { Params } from './params.js';
+import { Query, Scan } from './reads.js';
+import { regionOf, verifySignature } from './sigv4.js';
+import { TableSettingsStore } from './table-settings.js';
+import * as tables from './tables.js';
+
+export const DYNAMODB_TARGET_PREFIX = 'DynamoDB_20120810.';
+/** keyslice's own operations on this endpoint, e.g. `X-Amz-Target: Keyslice.DescribeSlices`. */
+export const KEYSLICE_TARGET_PREFIX = 'Keyslice.';
+const CONTENT_TYPE = 'application/x-amz-json-1.0';
+
+const OPERATIONS: Record<string, Handler> = {
+  CreateTable: tables.CreateTable,
+  DescribeTable: tables.DescribeTable,
+  ListTables: tables.ListTables,
+  DeleteTable: tables.DeleteTable,
+  UpdateTable: tables.UpdateTable,
+  TagResource: tables.TagResource,
+  UntagResource: tables.UntagResource,
+  ListTagsOfResource: tables.ListTagsOfResource,
+  DescribeTimeToLive: tables.DescribeTimeToLive,
+  DescribeContinuousBackups: tables.DescribeContinuousBackups,
+  DescribeLimits: tables.DescribeLimits,
+  DescribeEndpoints: tables.DescribeEndpoints,
+  PutItem,
+  GetItem,
+  UpdateItem,
+  DeleteItem,
+  Query,
+  Scan,
+  BatchGetItem,
+  BatchWriteItem,
+};
+
+const KEYSLICE_OPERATIONS: Record<string, Handler> = {
+  DescribeSlices: tables.DescribeSlices,
+};
+
+/** DynamoDB operations that exist but that keyslice does not offer yet: refused with a reason. */
+const NOT_YET: Record<string, string> = {
+  TransactWriteItems: 'transactions',
+  TransactGetItems: 'transactions',
+  ExecuteStatement: 'PartiQL',
+  BatchExecuteStatement: 'PartiQL',
+  ExecuteTransaction: 'PartiQL',
+  UpdateTimeToLive: 'time to live (TTL)',
+  CreateBackup: 'backups',
+  CreateGlobalTable: 'global tables',
+};
+
+const ABOUT =
+  'keyslice: DynamoDB-compatible endpoint.\n' +
+  `POST / with X-Amz-Target: ${DYNAMODB_TARGET_PREFIX}<Operation> and DynamoDB's JSON; point an AWS SDK or the AWS CLI at this address.\n` +
+  `keyslice's own: X-Amz-Target: ${KEYSLICE_TARGET_PREFIX}DescribeSlices. Native API: POST /api/<Operation>. See docs/dynamodb.md.\n`;
+
+export interface DynamoDbOptions {
+  /** The coordinator's data folder (DynamoDB's table settings are kept there); null: in memory only. */
+  dataDir: string | null;
+  /** The cluster's client token: the secret access key requests must be signed with ('' requires none). */
+  token: string;
+  sliceCount: number;
+}
+
+export class DynamoDbEndpoint {
+  private readonly settings: TableSettingsStore;
+
+  constructor(
+    private readonly ops: Operations,
+    private readonly options: DynamoDbOptions,
+  ) {
+    this.settings = TableSettingsStore.open(options.dataDir);
+  }
+
+  /** The endpoint answers every request on the path "/". */
+  handles(req: IncomingMessage): boolean {
+    const url = req.url ?? '/';
+    return url === '/' || url.startsWith('/?');
+  }
+
+  handle(req: IncomingMessage, res: ServerResponse): void {
+    if (req.method === 'GET' || req.method === 'HEAD') {
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(ABOUT) });
+      res.end(req.method === 'GET' ? ABOUT : undefined);
+      return;
+    }
+    // An oversized body is read and thrown away so that the client, still sending, gets
+    // the 413 instead of a reset connection; past twice the limit we hang up.
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > REQUEST_BYTES_MAX) {
+        chunks.length = 0;
+        if (size > 2 * REQUEST_BYTES_MAX) req.destroy();
+      } else chunks.push(chunk);
+    });
+    req.on('error', () => res.destroy());
+    req.on('end', () => {
+      if (size > REQUEST_BYTES_MAX) {
+        return this.sendError(res, new DynamoDbError('RequestEntityTooLarge', `Request size ${size} exceeded ${REQUEST_BYTES_MAX} bytes`));
+      }
+      this.serve(req, Buffer.concat(chunks)).then(
+        (body) => this.send(res, 200, body),
+        (err) => this.sendError(res, toDynamoDbError(err)),
+      );
+    });
+  }
+
+  private async serve(req: IncomingMessage, raw: Buffer): Promise<Record<string, unknown>> {
+    this.authenticate(req, raw);
+    if (req.method !== 'POST') throw new DynamoDbError('UnknownOperationException', `DynamoDB requests are POST /, not ${req.method}`);
+    const handler = handlerOf(req.headers['x-amz-target']);
+    let body: unknown;
+    try {
+      body = raw.length === 0 ? {} : JSON.parse(raw.toString('utf8'));
+    } catch (err) {
+      throw DynamoDbError.serialization(`The request body is not valid JSON: ${(err as Error).message}`);
+    }
+    if (!isPlainObject(body)) throw DynamoDbError.serialization('The request body must be a JSON object');
+    const ctx: Context = {
+      ops: this.ops,
+      settings: this.settings,
+      sliceCount: this.options.sliceCount,
+      region: regionOf(req.headers.authorization),
+      host: req.headers.host ?? '127.0.0.1',
+    };
+    return handler(ctx, new Params(body));
+  }
+
+  /** With a client token, a request is signed with it (SigV4, the token as secret key) or carries it as a bearer token. */
+  private authenticate(req: IncomingMessage, raw: Buffer): void {
+    const token = this.options.token;
+    if (token === '') return;
+    const authorization = req.headers.authorization;
+    if (authorization === undefined || authorization === '') throw new DynamoDbError('MissingAuthenticationTokenException', 'Request is missing Authentication Token');
+    const bearer = bearerToken(authorization, undefined);
+    if (bearer !== null) {
+      if (!secretMatches(token, bearer)) throw new DynamoDbError('UnrecognizedClientException', 'The security token included in the request is invalid.');
+      return;
+    }
+    verifySignature(req, raw, token, Date.now());
+  }
+
+  private send(res: ServerResponse, status: number, body: Record<string, unknown>): void {
+    if (res.headersSent) return;
+    const text = Buffer.from(JSON.stringify(body), 'utf8');
+    res.writeHead(status, {
+      'content-type': CONTENT_TYPE,
+      'content-length': text.length,
+      'x-amzn-requestid': randomBytes(26).toString('base64url').toUpperCase().slice(0, 52),
+      // DynamoDB's checksum of the body; some SDKs verify it.
+      'x-amz-crc32': String(crc32(text)),
+    });
+    res.end(text);
+  }
+
+  private sendError(res: ServerResponse, err: DynamoDbError): void {
+    if (err.exception === 'InternalServerError') console.error(`keyslice coordinator: DynamoDB endpoint: internal error: ${err.stack}`);
+    this.send(res, err.status, err.body());
+  }
+}
+
+function handlerOf(target: string | string[] | undefined): Handler {
+  if (typeof target !== 'string' || target === '') {
+    throw new DynamoDbError('UnknownOperationException', `Missing X-Amz-Target header; DynamoDB requests name their operation as X-Amz-Target: ${DYNAMODB_TARGET_PREFIX}<Operation>`);
+  }
+  if (target.startsWith(DYNAMODB_TARGET_PREFIX)) {
+    const op = target.slice(DYNAMODB_TARGET_PREFIX.length);
+    if (Object.hasOwn(OPERATIONS, op)) return OPERATIONS[op];
+    if (Object.hasOwn(NOT_YET, op)) throw DynamoDbError.validation(`keyslice does not support ${NOT_YET[op]} yet (${op}); see docs/dynamodb.md`);
+  }
+  if (target.startsWith(KEYSLICE_TARGET_PREFIX)) {
+    const op = target.slice(KEYSLICE_TARGET_PREFIX.length);
+    if (Object.hasOwn(KEYSLICE_OPERATIONS, op)) return KEYSLICE_OPERATIONS[op];
+  }
+  throw new DynamoDbError('UnknownOperationException', `Unknown operation: ${target}`);
+}
