@@ -14,6 +14,7 @@ import { KeysliceError, toKeysliceError } from '../shared/errors.js';
 import { REQUEST_BYTES_MAX } from '../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../shared/protocol.js';
 import { fromJson, isPlainObject, toJson } from '../shared/values.js';
+import { admitPipelined } from './http-pipeline.js';
 import type { Membership } from './membership.js';
 import type { Operations } from './operations.js';
 
@@ -25,6 +26,10 @@ export interface HttpSecurity {
 }
 
 export function handleHttp(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse): void {
+  admitPipelined(req, res, () => route(ops, metrics, cluster, security, req, res));
+}
+
+function route(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse): void {
   const url = req.url ?? '/';
   if (url === '/health' && req.method === 'GET') return send(res, 200, { status: 'ok' });
   if (url === `${CLUSTER_API_PREFIX}join`) {

@@ -53,6 +53,21 @@ export const EXPRESSION_CACHE_ENTRIES = 1000;
 export const REQUEST_BYTES_MAX = 16 * 1024 * 1024;
 /** Requests in flight on one client connection before the coordinator stops reading it. */
 export const CLIENT_IN_FLIGHT_MAX = 8192;
+/** Bytes of responses not yet handed to the kernel on one WebSocket connection (encoded
+ * and buffered, plus the expected size of those still being computed) before the
+ * coordinator stops reading it; it reads again below half. A client that does not
+ * read its answers then fills its own buffers, not the coordinator's memory. */
+export const CLIENT_UNSENT_BYTES_MAX = 4 * 1024 * 1024;
+/** Expected size of one response before a connection has seen any (then: a running mean
+ * of its responses that follows a rise at once and a fall slowly). 64 of these fill
+ * CLIENT_UNSENT_BYTES_MAX, which bounds the first burst of a connection; one frame of
+ * small responses brings the estimate down. */
+export const CLIENT_RESPONSE_BYTES_GUESS = 64 * 1024;
+/** HTTP: requests run at once on one keep-alive connection (pipelined); the coordinator
+ * stops reading the connection while that many are waiting for their responses to leave
+ * for the kernel, so a client that does not read holds about this many responses in our
+ * memory (plus the requests of one read from the socket, waiting unstarted). */
+export const HTTP_PIPELINED_REQUESTS_MAX = 16;
 /** Requests a client may put in one WebSocket frame. */
 export const CLIENT_FRAME_REQUESTS_MAX = 4096;
 /** One frame between coordinator and slice node. */
