@@ -68,6 +68,24 @@ export const CLIENT_RESPONSE_BYTES_GUESS = 64 * 1024;
  * for the kernel, so a client that does not read holds about this many responses in our
  * memory (plus the requests of one read from the socket, waiting unstarted). */
 export const HTTP_PIPELINED_REQUESTS_MAX = 16;
+/** HTTP server timeouts. A request's headers must arrive within HTTP_HEADERS_TIMEOUT_MS
+ * of its first byte and the whole request (a body of up to REQUEST_BYTES_MAX: at least
+ * about 0.5 MB/s) within HTTP_REQUEST_TIMEOUT_MS, or it is answered 408 and the connection
+ * closed; checked every HTTP_TIMEOUT_CHECK_INTERVAL_MS. An idle keep-alive connection
+ * is closed after HTTP_KEEP_ALIVE_TIMEOUT_MS (over the 60 s idle timeout of common load
+ * balancers, so that they close first), and any HTTP connection on which nothing moves
+ * either way (e.g. a client that does not read its answer) after HTTP_IDLE_TIMEOUT_MS. */
+export const HTTP_HEADERS_TIMEOUT_MS = 10_000;
+export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
+export const HTTP_TIMEOUT_CHECK_INTERVAL_MS = 1_000;
+export const HTTP_KEEP_ALIVE_TIMEOUT_MS = 65_000;
+export const HTTP_IDLE_TIMEOUT_MS = 120_000;
+/** After a 413, the rest of the body is read and dropped (so that a client still sending
+ * gets to read the answer rather than a reset connection), up to this many bytes; past
+ * them the connection is cut. */
+export const HTTP_DISCARD_BYTES_MAX = 64 * 1024 * 1024;
+/** The Retry-After header (seconds) of every 503 (Unavailable) and 429 (ThroughputExceeded). */
+export const RETRY_AFTER_SECONDS = 1;
 /** Requests a client may put in one WebSocket frame. */
 export const CLIENT_FRAME_REQUESTS_MAX = 4096;
 /** One frame between coordinator and slice node. */
