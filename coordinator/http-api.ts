@@ -13,7 +13,7 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { isOperationName } from '../shared/api.js';
-import { bearerToken, secretMatches } from '../shared/auth.js';
+import { clientTokenRefusal, clusterSecretRefusal } from '../shared/auth.js';
 import { KeysliceError, toKeysliceError } from '../shared/errors.js';
 import { HTTP_DISCARD_BYTES_MAX, HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, REQUEST_BYTES_MAX, RETRY_AFTER_SECONDS } from '../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../shared/protocol.js';
@@ -44,15 +44,13 @@ function route(ops: Operations, metrics: () => Promise<string>, cluster: Members
     return;
   }
   if (path === `${CLUSTER_API_PREFIX}join`) {
-    if (!secretMatches(security.clusterSecret, req.headers[CLUSTER_SECRET_HEADER])) {
-      return sendError(res, new KeysliceError('Unauthorized', 'the cluster secret is missing or wrong; a slice node needs the same --cluster-secret as the coordinator'));
-    }
+    const refusal = clusterSecretRefusal(security.clusterSecret, req.headers[CLUSTER_SECRET_HEADER]);
+    if (refusal !== null) return sendError(res, new KeysliceError('Unauthorized', refusal));
     if (allowed(req, res, POST)) readJson(req, res, (body) => cluster.join(body.url));
     return;
   }
-  if (!secretMatches(security.token, bearerToken(req.headers.authorization, undefined) ?? undefined)) {
-    return sendError(res, new KeysliceError('Unauthorized', 'this cluster needs a client token: send "Authorization: Bearer <token>"'));
-  }
+  const refusal = clientTokenRefusal(security.token, req.headers.authorization, undefined);
+  if (refusal !== null) return sendError(res, new KeysliceError('Unauthorized', refusal));
   if (path.startsWith(CLUSTER_API_PREFIX)) {
     const action = path.slice(CLUSTER_API_PREFIX.length);
     if (action === 'status') {

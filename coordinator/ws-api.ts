@@ -4,7 +4,7 @@
 // one turn of the event loop leave in one frame.
 import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { bearerToken, secretMatches } from '../shared/auth.js';
+import { clientTokenRefusal } from '../shared/auth.js';
 import { assert, KeysliceError, toKeysliceError } from '../shared/errors.js';
 import { CLIENT_IN_FLIGHT_MAX, CLIENT_RESPONSE_BYTES_GUESS, CLIENT_UNSENT_BYTES_MAX, REQUEST_BYTES_MAX } from '../shared/limits.js';
 import {
@@ -109,8 +109,9 @@ export function attachWebSocketApi(ops: Operations, server: Server, token = ''):
     path: CLIENT_WS_PATH,
     maxPayload: REQUEST_BYTES_MAX,
     verifyClient: (info: { req: IncomingMessage }, done: (ok: boolean, code?: number, message?: string, headers?: Record<string, string>) => void) => {
-      if (secretMatches(token, bearerToken(info.req.headers.authorization, info.req.url) ?? undefined)) return done(true);
-      const body = { error: { code: 'Unauthorized', message: 'this cluster needs a client token: send "Authorization: Bearer <token>" (or ?token=)', retryable: false } };
+      const refusal = clientTokenRefusal(token, info.req.headers.authorization, info.req.url ?? '');
+      if (refusal === null) return done(true);
+      const body = { error: { code: 'Unauthorized', message: refusal, retryable: false } };
       done(false, 401, JSON.stringify(body), { 'content-type': 'application/json' });
     },
     handleProtocols: (offered) => (offered.has(CLIENT_SUBPROTOCOL) ? CLIENT_SUBPROTOCOL : false),

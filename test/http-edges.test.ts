@@ -1,7 +1,8 @@
 // The HTTP edges, spoken by hand over node:net: query strings and trailing
 // slashes, 405 with Allow, Retry-After, 413 answered early and readable, bad
-// framing and stalled requests answered with JSON errors, and timeouts that
-// free the connection. After every case the coordinator still serves.
+// framing and stalled requests answered with JSON errors, timeouts that free the
+// connection, and refusals that tell a missing token from a wrong one. After
+// every case the coordinator still serves.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { KeysliceClient } from '../coordinator/client.js';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/local-cluster.js';
 import { HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, REQUEST_BYTES_MAX, RETRY_AFTER_SECONDS } from '../shared/limits.js';
 import { CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
+import { expectError } from './cluster-fixture.js';
 import { waitFor } from './elastic-fixture.js';
 import { parseResponses, postHead, rawConnect, rawHttp, readAll, type RawResponse } from './raw-socket.js';
 
@@ -205,4 +207,29 @@ describe('slow clients', () => {
     expect(headersMs).toBeGreaterThanOrEqual(HTTP_HEADERS_TIMEOUT_MS - 500);
     expect(bodyMs).toBeGreaterThanOrEqual(HTTP_REQUEST_TIMEOUT_MS - 500);
   }, HTTP_REQUEST_TIMEOUT_MS + 20_000);
+});
+
+describe('a missing token is told apart from a wrong one', () => {
+  it('over HTTP', async () => {
+    const missing = await request('POST', '/api/ListTables', '{}', {});
+    const wrong = await request('POST', '/api/ListTables', '{}', { authorization: 'Bearer nope' });
+    const notBearer = await request('POST', '/api/ListTables', '{}', { authorization: TOKEN });
+    for (const r of [missing, wrong, notBearer]) expect([r.status, errorOf(r).code]).toEqual([401, 'Unauthorized']);
+    expect(errorOf(missing).message).toMatch(/token is missing/);
+    expect(errorOf(notBearer).message).toMatch(/token is missing.*Bearer/);
+    expect(errorOf(wrong).message).toMatch(/token is wrong/);
+    const noSecret = await request('POST', '/cluster/join', '{}', {});
+    const wrongSecret = await request('POST', '/cluster/join', '{}', { [CLUSTER_SECRET_HEADER]: 'nope' });
+    expect([noSecret.status, errorOf(noSecret).message]).toEqual([401, expect.stringMatching(/secret is missing/)]);
+    expect([wrongSecret.status, errorOf(wrongSecret).message]).toEqual([401, expect.stringMatching(/secret is wrong/)]);
+  });
+
+  it('over the WebSocket handshake', async () => {
+    expect((await expectError(KeysliceClient.connect(url), 'Unauthorized')).message).toMatch(/token is missing/);
+    expect((await expectError(KeysliceClient.connect(url, { token: 'nope' }), 'Unauthorized')).message).toMatch(/token is wrong/);
+    expect((await expectError(KeysliceClient.connect(`${url.replace(/^http/, 'ws')}/ws?token=nope`), 'Unauthorized')).message).toMatch(/token is wrong/);
+    const viaQuery = await KeysliceClient.connect(`${url.replace(/^http/, 'ws')}/ws?token=${TOKEN}`);
+    expect(await viaQuery.listTables()).toEqual([T]);
+    await viaQuery.close();
+  });
 });
