@@ -135,6 +135,9 @@ export const WRONG_OWNER_RETRY_DELAY_MS_MAX = 50;
 /** How long a client request waits for slice nodes at start-up before Unavailable. */
 export const CLUSTER_READY_WAIT_MS = 10_000;
 
+/** /metrics and cluster status ask every node that is up for its load; a node that has
+ * not answered after this long is left out of that answer (and marked so). */
+export const LOAD_REPORT_TIMEOUT_MS = 2_000;
 /** Load per slice is counted over a sliding window of this many one-second buckets. */
 export const LOAD_WINDOW_SECONDS = 10;
 /** Sharding keys tracked per table and worker for the hot-key list, and how many are reported. */
