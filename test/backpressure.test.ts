@@ -15,6 +15,7 @@ const RSS_MB_MAX = 300;
 /** How long the client writes without reading before it starts to read. */
 const NOT_READING_MS = 3_000;
 const READ_TIMEOUT_MS = 240_000;
+const TEST_TIMEOUT_MS = NOT_READING_MS + READ_TIMEOUT_MS + 30_000;
 const T = 'backpressure';
 
 const c = useCluster({ nodes: 2, workers: 1 });
@@ -85,7 +86,7 @@ describe('a client that does not read its answers', () => {
     expect(bad).toBe(0);
     expect(seen.every((n) => n === 1)).toBe(true);
     expect(mem.peak).toBeLessThan(RSS_MB_MAX);
-  });
+  }, TEST_TIMEOUT_MS);
 
   it(`HTTP keep-alive: ${REQUESTS} pipelined GetItem keep the coordinator under ${RSS_MB_MAX} MB; then every answer arrives once`, async () => {
     const started = Date.now();
@@ -107,5 +108,5 @@ describe('a client that does not read its answers', () => {
     expect(bad).toBe(0);
     expect(answers).toBe(REQUESTS);
     expect(mem.peak).toBeLessThan(RSS_MB_MAX);
-  });
+  }, TEST_TIMEOUT_MS);
 });
