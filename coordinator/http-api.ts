@@ -7,15 +7,20 @@
 // /cluster/join needs `Authorization: Bearer <token>`. Binary
 // values travel as {"$binary": "<base64>"}. Errors: the status from
 // ERROR_CODES and {"error": {"code", "message", "retryable"}}, plus the error's
-// details when it has some (e.g. "item" of a ConditionalCheckFailed).
-import type { IncomingMessage, ServerResponse } from 'node:http';
+// details when it has some (e.g. "item" of a ConditionalCheckFailed); 503 and
+// 429 carry Retry-After, 405 carries Allow. The query string is ignored and one
+// trailing slash is tolerated. Requests the HTTP parser refuses (bad framing,
+// timeouts) get the same JSON errors from answerClientError.
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { isOperationName } from '../shared/api.js';
-import { bearerToken, secretMatches } from '../shared/auth.js';
+import { clientTokenRefusal, clusterSecretRefusal } from '../shared/auth.js';
 import { KeysliceError, toKeysliceError } from '../shared/errors.js';
-import { REQUEST_BYTES_MAX } from '../shared/limits.js';
+import { HTTP_DISCARD_BYTES_MAX, HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, REQUEST_BYTES_MAX, RETRY_AFTER_SECONDS } from '../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../shared/protocol.js';
 import { fromJson, isPlainObject, toJson } from '../shared/values.js';
 import type { DynamoDbEndpoint } from './dynamodb/endpoint.js';
+import { admitPipelined } from './http-pipeline.js';
 import type { Membership } from './membership.js';
 import type { Operations } from './operations.js';
 
@@ -26,33 +31,46 @@ export interface HttpSecurity {
   clusterSecret: string;
 }
 
+const GET = ['GET', 'HEAD'] as const;
+const POST = ['POST'] as const;
+const CLUSTER_POSTS = ['add', 'drain', 'remove'];
+
 export function handleHttp(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb?: DynamoDbEndpoint): void {
-  const url = req.url ?? '/';
+  admitPipelined(req, res, () => route(ops, metrics, cluster, security, req, res, dynamodb));
+}
+
+function route(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb?: DynamoDbEndpoint): void {
   // The DynamoDB-compatible endpoint owns the path "/" (POST with X-Amz-Target, GET) and checks SigV4 itself.
   if (dynamodb !== undefined && dynamodb.handles(req)) return dynamodb.handle(req, res);
-  if (url === '/health' && req.method === 'GET') return send(res, 200, { status: 'ok' });
-  if (url === `${CLUSTER_API_PREFIX}join`) {
-    if (!secretMatches(security.clusterSecret, req.headers[CLUSTER_SECRET_HEADER])) {
-      return sendError(res, new KeysliceError('Unauthorized', 'the cluster secret is missing or wrong; a slice node needs the same --cluster-secret as the coordinator'));
-    }
-    return readJson(req, res, (body) => cluster.join(body));
+  const path = pathOf(req.url ?? '/');
+  if (path === '/health') {
+    if (allowed(req, res, GET)) send(res, 200, { status: 'ok' });
+    return;
   }
-  if (!secretMatches(security.token, bearerToken(req.headers.authorization, undefined) ?? undefined)) {
-    return sendError(res, new KeysliceError('Unauthorized', 'this cluster needs a client token: send "Authorization: Bearer <token>"'));
+  if (path === `${CLUSTER_API_PREFIX}join`) {
+    const refusal = clusterSecretRefusal(security.clusterSecret, req.headers[CLUSTER_SECRET_HEADER]);
+    if (refusal !== null) return sendError(res, new KeysliceError('Unauthorized', refusal));
+    if (allowed(req, res, POST)) readJson(req, res, (body) => cluster.join(body));
+    return;
   }
-  if (url.startsWith(CLUSTER_API_PREFIX)) {
-    const action = url.slice(CLUSTER_API_PREFIX.length);
-    if (action === 'status' && req.method === 'GET') {
-      cluster.status().then((st) => send(res, 200, st), (err) => sendError(res, toKeysliceError(err)));
+  const refusal = clientTokenRefusal(security.token, req.headers.authorization, undefined);
+  if (refusal !== null) return sendError(res, new KeysliceError('Unauthorized', refusal));
+  if (path.startsWith(CLUSTER_API_PREFIX)) {
+    const action = path.slice(CLUSTER_API_PREFIX.length);
+    if (action === 'status') {
+      if (allowed(req, res, GET)) cluster.status().then((st) => send(res, 200, st), (err) => sendError(res, toKeysliceError(err)));
       return;
     }
-    if (req.method !== 'POST') return sendError(res, new KeysliceError('MalformedRequest', `${url} takes POST`));
+    if (!CLUSTER_POSTS.includes(action)) {
+      return sendError(res, new KeysliceError('UnknownOperation', `no such path ${path}; cluster requests are GET ${CLUSTER_API_PREFIX}status and POST ${CLUSTER_API_PREFIX}add, drain, remove`));
+    }
+    if (!allowed(req, res, POST)) return;
     if (action === 'add') return readJson(req, res, (body) => ({ node: cluster.map.nodes[cluster.add(body.node)] }));
     if (action === 'drain') return readJson(req, res, (body) => (cluster.drain(body.node), {}));
-    if (action === 'remove') return readJson(req, res, (body) => cluster.remove(body.node, body.forgetData ?? false).then(() => ({})));
-    return sendError(res, new KeysliceError('UnknownOperation', `no such path ${url}; cluster requests are GET ${CLUSTER_API_PREFIX}status and POST ${CLUSTER_API_PREFIX}add, drain, remove`));
+    return readJson(req, res, (body) => cluster.remove(body.node, body.forgetData ?? false).then(() => ({})));
   }
-  if (url === '/metrics' && req.method === 'GET') {
+  if (path === '/metrics') {
+    if (!allowed(req, res, GET)) return;
     metrics().then(
       (text) => {
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4', 'content-length': Buffer.byteLength(text) });
@@ -62,32 +80,54 @@ export function handleHttp(ops: Operations, metrics: () => Promise<string>, clus
     );
     return;
   }
-  if (!url.startsWith(HTTP_API_PREFIX)) {
-    return sendError(res, new KeysliceError('UnknownOperation', `no such path ${url}; operations are POST ${HTTP_API_PREFIX}<Operation>`));
+  if (!path.startsWith(HTTP_API_PREFIX)) {
+    return sendError(res, new KeysliceError('UnknownOperation', `no such path ${path}; operations are POST ${HTTP_API_PREFIX}<Operation>`));
   }
-  const op = url.slice(HTTP_API_PREFIX.length);
+  const op = path.slice(HTTP_API_PREFIX.length);
   if (!isOperationName(op)) return sendError(res, new KeysliceError('UnknownOperation', `unknown operation ${JSON.stringify(op)}`));
-  if (req.method !== 'POST') return sendError(res, new KeysliceError('MalformedRequest', `operations take POST, not ${req.method}`));
-  readJson(req, res, (payload) => ops.execute(op, payload));
+  if (allowed(req, res, POST)) readJson(req, res, (payload) => ops.execute(op, payload));
+}
+
+/** The path of a request target: no query or fragment, at most one trailing slash dropped;
+ * an absolute target (http://host/path, as proxies send) gives its path. */
+export function pathOf(target: string): string {
+  let path = /^https?:\/\//i.test(target) ? safePathname(target) : target;
+  const end = path.search(/[?#]/);
+  if (end >= 0) path = path.slice(0, end);
+  return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+}
+
+function safePathname(url: string): string {
+  try {
+    return new URL(url).pathname;
+  } catch {
+    return url;
+  }
+}
+
+/** True if the request's method is one of `methods`; otherwise answers 405 with Allow. */
+function allowed(req: IncomingMessage, res: ServerResponse, methods: readonly string[]): boolean {
+  if (methods.includes(req.method ?? '')) return true;
+  const path = pathOf(req.url ?? '/');
+  sendError(res, new KeysliceError('MethodNotAllowed', `${path} takes ${methods.join(' or ')}, not ${req.method}`), { allow: methods.join(', ') });
+  return false;
 }
 
 /** Reads a JSON object body, runs `handle` on it, answers its result (or error) as JSON. */
 function readJson(req: IncomingMessage, res: ServerResponse, handle: (payload: Record<string, unknown>) => unknown): void {
-  // An oversized body is read and thrown away so that the client, still sending,
-  // gets the 413 instead of a reset connection; past twice the limit we hang up.
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > REQUEST_BYTES_MAX) return refuseTooLarge(req, res, `request body of ${declared} bytes (Content-Length)`);
   const chunks: Buffer[] = [];
   let size = 0;
-  req.on('data', (chunk: Buffer) => {
+  const onData = (chunk: Buffer) => {
     size += chunk.length;
-    if (size > REQUEST_BYTES_MAX) {
-      chunks.length = 0;
-      if (size > 2 * REQUEST_BYTES_MAX) req.destroy();
-    } else chunks.push(chunk);
-  });
-  req.on('end', () => {
-    if (size > REQUEST_BYTES_MAX) {
-      return sendError(res, new KeysliceError('RequestTooLarge', `request body of ${size} bytes is over the limit of ${REQUEST_BYTES_MAX}`));
-    }
+    if (size <= REQUEST_BYTES_MAX) return void chunks.push(chunk);
+    chunks.length = 0;
+    req.off('data', onData);
+    req.off('end', onEnd);
+    refuseTooLarge(req, res, `request body of over ${REQUEST_BYTES_MAX} bytes`);
+  };
+  const onEnd = () => {
     let payload: unknown;
     try {
       const text = Buffer.concat(chunks).toString('utf8');
@@ -100,22 +140,74 @@ function readJson(req: IncomingMessage, res: ServerResponse, handle: (payload: R
       (result) => send(res, 200, toJson(result)),
       (err) => sendError(res, toKeysliceError(err)),
     );
-  });
+  };
+  req.on('data', onData);
+  req.on('end', onEnd);
   req.on('error', () => res.destroy());
 }
 
-function send(res: ServerResponse, status: number, body: unknown): void {
-  if (res.headersSent) return;
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
+/** Answers 413 at once (Connection: close), then reads and drops the rest of the body, so
+ * that a client still sending gets to read the answer instead of a reset connection; the
+ * connection closes when the body has ended, or is cut past HTTP_DISCARD_BYTES_MAX more
+ * (the request timeout bounds the time it may take). */
+function refuseTooLarge(req: IncomingMessage, res: ServerResponse, what: string): void {
+  const err = new KeysliceError('RequestTooLarge', `${what} is over the limit of ${REQUEST_BYTES_MAX} bytes`);
+  const text = errorBody(err);
+  // Connection: close makes node:http close the connection once this response ends.
+  res.writeHead(err.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' });
+  res.write(text);
+  let discarded = 0;
+  req.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > HTTP_DISCARD_BYTES_MAX) req.socket.destroy();
   });
+  req.on('end', () => res.end());
+  req.on('error', () => res.destroy());
+}
+
+/** The coordinator's 'clientError' handler: a request the HTTP parser refused (bad
+ * framing, a chunk size out of range, a body cut short) or one that did not arrive in
+ * time gets a JSON error like any other, then the connection closes. Nothing is written
+ * where a response has begun on that connection (it would corrupt it): that one is cut. */
+export function answerClientError(err: Error & { code?: string; reason?: string }, socket: Duplex): void {
+  const current = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage; // node's own check before it answers
+  if (err.code === 'ECONNRESET' || !socket.writable || current?.headersSent === true) {
+    socket.destroy();
+    return;
+  }
+  let e: KeysliceError;
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    e = new KeysliceError('RequestTimeout', `the request did not arrive in time (headers within ${HTTP_HEADERS_TIMEOUT_MS} ms, all of it within ${HTTP_REQUEST_TIMEOUT_MS} ms)`);
+  } else if (err.code === 'HPE_HEADER_OVERFLOW') {
+    e = new KeysliceError('RequestTooLarge', 'the request headers are over the limit of the HTTP parser');
+  } else {
+    e = new KeysliceError('MalformedRequest', `malformed HTTP request: ${err.reason ?? err.message}${err.code === undefined ? '' : ` (${err.code})`}`);
+  }
+  const text = errorBody(e);
+  const head = [`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}`, 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(text)}`, 'Connection: close'];
+  socket.end(`${head.join('\r\n')}\r\n\r\n${text}`);
+  // Once the answer has left, the connection goes (the client may still be sending).
+  socket.once('finish', () => socket.destroy());
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  sendText(res, status, JSON.stringify(body), headers);
+}
+
+function sendText(res: ServerResponse, status: number, text: string, headers: Record<string, string>): void {
+  if (res.headersSent) return;
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
 }
 
-function sendError(res: ServerResponse, err: KeysliceError): void {
-  if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
+function errorBody(err: KeysliceError): string {
   const details = err.details === undefined ? {} : (toJson(err.details) as object);
-  send(res, err.status, { error: { code: err.code, message: err.message, retryable: err.retryable, ...details } });
+  return JSON.stringify({ error: { code: err.code, message: err.message, retryable: err.retryable, ...details } });
+}
+
+function sendError(res: ServerResponse, err: KeysliceError, headers: Record<string, string> = {}): void {
+  if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
+  // A client told to come back gets a when, the same for every retryable refusal.
+  if (err.status === 503 || err.status === 429) headers = { ...headers, 'retry-after': String(RETRY_AFTER_SECONDS) };
+  sendText(res, err.status, errorBody(err), headers);
 }

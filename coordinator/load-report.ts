@@ -2,22 +2,47 @@
 // node, the hottest sharding keys, and max/mean over all slices, the one figure
 // that says whether a key design piles its work onto a few slices.
 import type { HotKey, NodeLoad, SliceDescription, TableLoad } from '../shared/api.js';
-import { HOT_KEYS_REPORTED, LOAD_WINDOW_SECONDS } from '../shared/limits.js';
+import { KeysliceError, toKeysliceError } from '../shared/errors.js';
+import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_WINDOW_SECONDS } from '../shared/limits.js';
 import { SliceOp, type StatsResult } from '../shared/protocol.js';
 import type { Table } from './catalog.js';
 import { requireReady, type NodeLink } from './node-link.js';
 import { describePart } from './primary-key.js';
 
+/** A table's load from every node, or the error of a node that is not ready or fails
+ * (DescribeSlices: its callers read a complete answer, e.g. to wait until every node serves). */
 export async function tableLoad(table: Table, links: readonly NodeLink[], sliceCount: number): Promise<TableLoad> {
   requireReady(links);
-  const asked: Promise<[NodeLink, StatsResult]>[] = [];
-  for (const link of links) {
-    for (let w = 0; w < link.workerCount; w++) asked.push(link.sendToWorker(w, [SliceOp.Stats, table.id]).then((r) => [link, r as StatsResult]));
-  }
-  const answers = await Promise.all(asked);
+  const { load, failures } = await gatherTableLoad(table, links, sliceCount, Infinity);
+  if (failures.length > 0) throw failures[0].error;
+  return load;
+}
+
+/** A table's load from the nodes that are ready and answer within `timeoutMs`; the others
+ * are in `failures`, and the figures (slices, nodes, max/mean) are those of
+ * the rest (/metrics and cluster status: what is known, marked as partial). */
+export async function gatherTableLoad(
+  table: Table,
+  links: readonly NodeLink[],
+  sliceCount: number,
+  timeoutMs = LOAD_REPORT_TIMEOUT_MS,
+): Promise<{ load: TableLoad; failures: { node: string; error: KeysliceError }[] }> {
+  const perNode = links.map(async (link): Promise<[NodeLink, StatsResult[] | KeysliceError]> => {
+    if (link.state !== 'ready') return [link, new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`)];
+    const perWorker = Promise.all(Array.from({ length: link.workerCount }, (_, w) => link.sendToWorker(w, [SliceOp.Stats, table.id]) as Promise<StatsResult>));
+    try {
+      return [link, await withTimeout(perWorker, timeoutMs, () => new KeysliceError('Unavailable', `slice node ${link.url} did not report its load within ${timeoutMs} ms`))];
+    } catch (err) {
+      return [link, toKeysliceError(err)];
+    }
+  });
+  const reports = await Promise.all(perNode);
+  const failures = reports.flatMap(([link, r]) => (r instanceof KeysliceError ? [{ node: link.url, error: r }] : []));
+  const answers = reports.flatMap(([link, r]) => (r instanceof KeysliceError ? [] : r.map((perWorker): [NodeLink, StatsResult] => [link, perWorker])));
 
   const slices: SliceDescription[] = [];
-  const nodes = new Map<string, NodeLoad>(links.map((l) => [l.url, { node: l.url, items: 0, bytes: 0, readsPerSecond: 0, writesPerSecond: 0 }]));
+  const nodes = new Map<string, NodeLoad>();
+  for (const [link, r] of reports) if (!(r instanceof KeysliceError)) nodes.set(link.url, { node: link.url, items: 0, bytes: 0, readsPerSecond: 0, writesPerSecond: 0 });
   const hotKeys: HotKey[] = [];
   const hotByPart = new Map<string, number>();
   for (const [link, [perSlice, hot]] of answers) {
@@ -42,7 +67,7 @@ export async function tableLoad(table: Table, links: readonly NodeLink[], sliceC
     const total = slices.reduce((a, s) => a + f(s), 0);
     return total === 0 ? 0 : Math.max(...slices.map(f)) / (total / sliceCount);
   };
-  return {
+  const load: TableLoad = {
     sliceCount,
     windowSeconds: LOAD_WINDOW_SECONDS,
     slices,
@@ -50,4 +75,13 @@ export async function tableLoad(table: Table, links: readonly NodeLink[], sliceC
     hotKeys: hotKeys.slice(0, HOT_KEYS_REPORTED),
     maxOverMean: { items: ratio((s) => s.items), reads: ratio((s) => s.readsPerSecond), writes: ratio((s) => s.writesPerSecond) },
   };
+  return { load, failures };
+}
+
+/** `p`, or a rejection with `late()` after `ms` (Infinity: `p` itself). */
+function withTimeout<T>(p: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  if (ms === Infinity) return p;
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(late()), ms)));
+  return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
 }

@@ -4,12 +4,23 @@ import { createServer } from 'node:http';
 import { missingSecretProblem } from '../shared/auth.js';
 import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { initHashing } from '../shared/hashing.js';
-import { CLUSTER_READY_WAIT_MS, COORDINATOR_PORT_DEFAULT, MOVE_ITEMS_PER_SECOND_DEFAULT, SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
+import {
+  CLUSTER_READY_WAIT_MS,
+  COORDINATOR_PORT_DEFAULT,
+  HTTP_HEADERS_TIMEOUT_MS,
+  HTTP_IDLE_TIMEOUT_MS,
+  HTTP_KEEP_ALIVE_TIMEOUT_MS,
+  HTTP_REQUEST_TIMEOUT_MS,
+  HTTP_TIMEOUT_CHECK_INTERVAL_MS,
+  MOVE_ITEMS_PER_SECOND_DEFAULT,
+  SLICE_COUNT_DEFAULT,
+  SLICE_COUNT_MAX,
+} from '../shared/limits.js';
 import { CLIENT_WS_PATH } from '../shared/protocol.js';
 import { Catalog } from './catalog.js';
 import { DynamoDbEndpoint } from './dynamodb/endpoint.js';
 import { ClusterMap } from './cluster-map.js';
-import { handleHttp } from './http-api.js';
+import { answerClientError, handleHttp } from './http-api.js';
 import { renderMetrics } from './metrics.js';
 import { Membership } from './membership.js';
 import { Operations } from './operations.js';
@@ -60,8 +71,15 @@ const metrics = () => {
   return renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved });
 };
 const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount });
-const server = createServer((req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb));
-server.keepAliveTimeout = 65_000;
+// Timeouts (shared/limits.ts) so that a slow or stalled client cannot hold a connection
+// open forever; requests the HTTP parser refuses get a JSON error (answerClientError).
+const server = createServer(
+  { headersTimeout: HTTP_HEADERS_TIMEOUT_MS, requestTimeout: HTTP_REQUEST_TIMEOUT_MS, connectionsCheckingInterval: HTTP_TIMEOUT_CHECK_INTERVAL_MS },
+  (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb),
+);
+server.keepAliveTimeout = HTTP_KEEP_ALIVE_TIMEOUT_MS;
+server.timeout = HTTP_IDLE_TIMEOUT_MS;
+server.on('clientError', answerClientError);
 const wss = attachWebSocketApi(ops, server, security.token);
 
 // ws re-emits the server's errors on wss; either way a listen error is one sentence, not a stack trace.

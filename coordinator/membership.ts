@@ -15,7 +15,7 @@ import type { NodeStatusReport, ClusterStatus } from '../shared/api.js';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS } from '../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
-import { tableLoad } from './load-report.js';
+import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, SliceOp } from '../shared/protocol.js';
 import { NodeLink, type NodeHello } from './node-link.js';
@@ -305,7 +305,8 @@ export class Membership {
     let loadComplete = true;
     for (const name of this.catalog.names()) {
       try {
-        const load = await tableLoad(this.catalog.get(name), this.presentLinks(), this.map.sliceCount);
+        const { load, failures } = await gatherTableLoad(this.catalog.get(name), this.presentLinks(), this.map.sliceCount);
+        if (failures.length > 0) loadComplete = false;
         for (const n of load.nodes) {
           const r = nodes.find((x) => x.node === n.node)!;
           r.items += n.items;

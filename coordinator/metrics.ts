@@ -1,9 +1,12 @@
 // Prometheus text at GET /metrics: per node and per slice of every table,
-// items, bytes, reads and writes per second, and each table's max/mean.
+// items, bytes, reads and writes per second, and each table's max/mean. With a
+// node down (or slow to answer), the series of the nodes that answered are
+// served, and keyslice_node_load_reported / keyslice_metrics_complete say what
+// is missing.
 import type { TableLoad } from '../shared/api.js';
 import type { Catalog } from './catalog.js';
 import type { ClusterMap } from './cluster-map.js';
-import { tableLoad } from './load-report.js';
+import { gatherTableLoad } from './load-report.js';
 import type { NodeLink } from './node-link.js';
 
 const GAUGES = [
@@ -20,9 +23,17 @@ export async function renderMetrics(catalog: Catalog, map: ClusterMap, links: re
   lines.push('# HELP keyslice_node_up 1 if the coordinator is connected to the slice node');
   lines.push('# TYPE keyslice_node_up gauge');
   for (const l of links) lines.push(`keyslice_node_up{node=${label(l.url)}} ${l.state === 'ready' ? 1 : 0}`);
-  const up = links.every((l) => l.state === 'ready');
-  const loads: [string, TableLoad][] = [];
-  if (up) for (const name of catalog.names()) loads.push([name, await tableLoad(catalog.get(name), links, map.sliceCount)]);
+  // Every node that is up is asked, all tables at once, each for at most LOAD_REPORT_TIMEOUT_MS:
+  // a node that is down or slow leaves out its own series, not everybody's.
+  const gathered = await Promise.all(catalog.names().map(async (name) => [name, await gatherTableLoad(catalog.get(name), links, map.sliceCount)] as const));
+  const loads: [string, TableLoad][] = gathered.map(([name, g]) => [name, g.load]);
+  const unreported = new Set(gathered.flatMap(([, g]) => g.failures.map((f) => f.node)));
+  for (const l of links) if (l.state !== 'ready') unreported.add(l.url);
+  lines.push('# HELP keyslice_node_load_reported 1 if the slice node reported the load of every table for this scrape; 0: its per-table and per-slice series are missing');
+  lines.push('# TYPE keyslice_node_load_reported gauge');
+  for (const l of links) lines.push(`keyslice_node_load_reported{node=${label(l.url)}} ${unreported.has(l.url) ? 0 : 1}`);
+  lines.push('# HELP keyslice_metrics_complete 1 if every slice node reported its load; 0: the per-table and per-slice series are partial');
+  lines.push('# TYPE keyslice_metrics_complete gauge', `keyslice_metrics_complete ${unreported.size === 0 ? 1 : 0}`);
 
   const values = { items: 'items', bytes: 'bytes', reads_per_second: 'readsPerSecond', writes_per_second: 'writesPerSecond' } as const;
   for (const [metric, help] of GAUGES) {

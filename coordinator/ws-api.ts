@@ -4,9 +4,9 @@
 // one turn of the event loop leave in one frame.
 import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { bearerToken, secretMatches } from '../shared/auth.js';
-import { KeysliceError, toKeysliceError } from '../shared/errors.js';
-import { CLIENT_IN_FLIGHT_MAX, REQUEST_BYTES_MAX } from '../shared/limits.js';
+import { clientTokenRefusal } from '../shared/auth.js';
+import { assert, KeysliceError, toKeysliceError } from '../shared/errors.js';
+import { CLIENT_IN_FLIGHT_MAX, CLIENT_RESPONSE_BYTES_GUESS, CLIENT_UNSENT_BYTES_MAX, REQUEST_BYTES_MAX } from '../shared/limits.js';
 import {
   CLIENT_SUBPROTOCOL,
   CLIENT_WS_PATH,
@@ -15,25 +15,89 @@ import {
   FrameError,
   RESULT_ERROR,
   RESULT_OK,
+  type ClientRequestFrame,
   type ClientResponseFrame,
 } from '../shared/protocol.js';
 import type { Operations } from './operations.js';
 
-/** Responses bound for one connection, sent as one frame per turn. */
-class Outbox {
-  private queued: ClientResponseFrame[] = [];
+/** One client connection: its requests in flight, the responses ready to leave
+ * (sent as one frame per turn), and the bound on what it may leave unread.
+ * Requests start while the connection is under both bounds: fewer than
+ * CLIENT_IN_FLIGHT_MAX in flight, and at most CLIENT_UNSENT_BYTES_MAX bytes not
+ * yet handed to the kernel (frames buffered in the socket, ws.bufferedAmount,
+ * plus every response not sent yet at the running mean response size). Over a
+ * bound, requests already read wait here and the socket is not read (TCP pushes
+ * back on the client); it is read again once they have started and both figures
+ * are down to half. */
+class Connection {
+  private ready: ClientResponseFrame[] = [];
+  /** Requests started whose responses have not been handed to ws.send yet. */
+  private pending = 0;
+  private responseBytes = CLIENT_RESPONSE_BYTES_GUESS;
+  /** Requests read but not started (at most one read's or one frame's worth). */
+  private waiting: ClientRequestFrame[] = [];
+  private waitingAt = 0;
 
-  constructor(private readonly ws: WebSocket) {}
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly ops: Operations,
+  ) {}
 
-  push(response: ClientResponseFrame): void {
-    if (this.queued.push(response) === 1) setImmediate(() => this.flush());
+  run(request: ClientRequestFrame): void {
+    if (this.waitingAt < this.waiting.length || this.overBound()) {
+      this.waiting.push(request);
+      this.ws.pause();
+    } else this.start(request);
+  }
+
+  refuse(id: number, err: KeysliceError): void {
+    this.pending++;
+    this.answer(errorFrame(id, err));
+  }
+
+  private start([id, op, payload]: ClientRequestFrame): void {
+    this.pending++;
+    this.ops.execute(op, payload).then(
+      (result) => this.answer([id, RESULT_OK, result]),
+      (err) => this.answer(errorFrame(id, toKeysliceError(err))),
+    );
+  }
+
+  private overBound(): boolean {
+    return this.pending >= CLIENT_IN_FLIGHT_MAX || this.unsentBytes() > CLIENT_UNSENT_BYTES_MAX;
+  }
+
+  private unsentBytes(): number {
+    return this.ws.bufferedAmount + this.pending * this.responseBytes;
+  }
+
+  /** Starts what waits while under the bounds; reads the socket again once nothing waits and both are below half. */
+  private progress(): void {
+    if (this.ws.readyState !== this.ws.OPEN) return;
+    while (this.waitingAt < this.waiting.length && !this.overBound()) this.start(this.waiting[this.waitingAt++]);
+    if (this.waitingAt < this.waiting.length) return;
+    this.waiting = [];
+    this.waitingAt = 0;
+    if (this.ws.isPaused && this.pending <= CLIENT_IN_FLIGHT_MAX >> 1 && this.unsentBytes() <= CLIENT_UNSENT_BYTES_MAX >> 1) this.ws.resume();
+  }
+
+  private answer(response: ClientResponseFrame): void {
+    if (this.ready.push(response) === 1) setImmediate(() => this.flush());
   }
 
   private flush(): void {
-    const out = this.queued;
-    this.queued = [];
+    const out = this.ready;
+    this.ready = [];
+    this.pending -= out.length;
+    assert(this.pending >= 0, 'a response for every request started, and one only');
     if (this.ws.readyState !== this.ws.OPEN) return;
-    this.ws.send(encodeClientFrame(out.length === 1 ? out[0] : out));
+    const frame = encodeClientFrame(out.length === 1 ? out[0] : out);
+    // Follow a rise at once (the next responses may be as large), a fall slowly.
+    const mean = frame.length / out.length;
+    this.responseBytes = mean >= this.responseBytes ? mean : this.responseBytes + (mean - this.responseBytes) * (1 - (63 / 64) ** out.length);
+    // The callback runs once the frame has left for the kernel: bufferedAmount has shrunk.
+    this.ws.send(frame, () => this.progress());
+    this.progress();
   }
 }
 
@@ -45,8 +109,9 @@ export function attachWebSocketApi(ops: Operations, server: Server, token = ''):
     path: CLIENT_WS_PATH,
     maxPayload: REQUEST_BYTES_MAX,
     verifyClient: (info: { req: IncomingMessage }, done: (ok: boolean, code?: number, message?: string, headers?: Record<string, string>) => void) => {
-      if (secretMatches(token, bearerToken(info.req.headers.authorization, info.req.url) ?? undefined)) return done(true);
-      const body = { error: { code: 'Unauthorized', message: 'this cluster needs a client token: send "Authorization: Bearer <token>" (or ?token=)', retryable: false } };
+      const refusal = clientTokenRefusal(token, info.req.headers.authorization, info.req.url ?? '');
+      if (refusal === null) return done(true);
+      const body = { error: { code: 'Unauthorized', message: refusal, retryable: false } };
       done(false, 401, JSON.stringify(body), { 'content-type': 'application/json' });
     },
     handleProtocols: (offered) => (offered.has(CLIENT_SUBPROTOCOL) ? CLIENT_SUBPROTOCOL : false),
@@ -56,40 +121,19 @@ export function attachWebSocketApi(ops: Operations, server: Server, token = ''):
       ws.close(1002, `use the WebSocket subprotocol ${CLIENT_SUBPROTOCOL}`);
       return;
     }
-    const outbox = new Outbox(ws);
-    // Requests in flight on this connection are bounded: past the limit the coordinator
-    // stops reading from the socket until half of them are answered (TCP pushes back).
-    let inFlight = 0;
-    const answered = () => {
-      if (--inFlight === CLIENT_IN_FLIGHT_MAX >> 1 && ws.isPaused) ws.resume();
-    };
+    const conn = new Connection(ws, ops);
     ws.on('message', (data: Buffer, isBinary) => {
-      if (!isBinary) return outbox.push(errorFrame(-1, new KeysliceError('MalformedRequest', 'frames are binary msgpack, not text')));
+      if (!isBinary) return conn.refuse(-1, new KeysliceError('MalformedRequest', 'frames are binary msgpack, not text'));
       let requests;
       try {
         requests = decodeClientRequests(data);
       } catch (err) {
-        return outbox.push(errorFrame(err instanceof FrameError ? err.id : -1, toKeysliceError(err)));
+        return conn.refuse(err instanceof FrameError ? err.id : -1, toKeysliceError(err));
       }
       for (const r of requests) {
-        if (r instanceof FrameError) {
-          outbox.push(errorFrame(r.id, r));
-          continue;
-        }
-        const [id, op, payload] = r;
-        inFlight++;
-        ops.execute(op, payload).then(
-          (result) => {
-            answered();
-            outbox.push([id, RESULT_OK, result]);
-          },
-          (err) => {
-            answered();
-            outbox.push(errorFrame(id, toKeysliceError(err)));
-          },
-        );
+        if (r instanceof FrameError) conn.refuse(r.id, r);
+        else conn.run(r);
       }
-      if (inFlight >= CLIENT_IN_FLIGHT_MAX && !ws.isPaused) ws.pause();
     });
     ws.on('error', () => {}); // a broken client connection only ends that connection
   });

@@ -1,6 +1,8 @@
 // The two secrets of a cluster: the client token (clients -> coordinator) and
 // the cluster secret (coordinator <-> slice nodes). Compared in constant time;
 // an empty configured value means "not required" (a local, loopback-only cluster).
+// A refusal says whether the secret was missing or wrong (the code is the same,
+// Unauthorized), so that a misconfigured client is told which of the two to fix.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 
@@ -36,4 +38,22 @@ export function isLoopbackHost(host: string): boolean {
 export function missingSecretProblem(host: string, clusterSecret: string): string | null {
   if (clusterSecret !== '' || isLoopbackHost(host)) return null;
   return `--host ${host} can be reached from other machines, so a cluster secret is required: set --cluster-secret (env KEYSLICE_CLUSTER_SECRET) to the same value on the coordinator and every slice node.`;
+}
+
+/** Why a client request is refused (null: it is not). `authorization` is its header;
+ * `url` is searched for `?token=` (the WebSocket handshake), or undefined (HTTP). */
+export function clientTokenRefusal(expected: string, authorization: string | undefined, url: string | undefined): string | null {
+  const given = bearerToken(authorization, url);
+  if (secretMatches(expected, given)) return null;
+  const how = url === undefined ? 'send "Authorization: Bearer <token>"' : 'send "Authorization: Bearer <token>" (or ?token=)';
+  if (given !== null) return 'the client token is wrong: it is not the token this cluster was started with (--token)';
+  if (authorization !== undefined) return `the client token is missing: the Authorization header is not of the form "Bearer <token>"; ${how}`;
+  return `the client token is missing: this cluster needs one; ${how}`;
+}
+
+/** Why a node's request with cluster secret `given` is refused (null: it is not). */
+export function clusterSecretRefusal(expected: string, given: string | string[] | undefined): string | null {
+  if (secretMatches(expected, given)) return null;
+  if (typeof given === 'string') return 'the cluster secret is wrong: a slice node needs the same --cluster-secret as the coordinator';
+  return 'the cluster secret is missing: this cluster has one; a slice node needs the same --cluster-secret as the coordinator';
 }

@@ -26,6 +26,10 @@ export const ERROR_CODES = {
   Unauthorized: { status: 401, retryable: false },
   /** An operator request that the cluster's state does not allow now (e.g. removing a node that still owns slices). */
   InvalidState: { status: 409, retryable: false },
+  /** HTTP: the path exists but does not take this method (the answer's Allow header lists those it takes). */
+  MethodNotAllowed: { status: 405, retryable: false },
+  /** HTTP: the request's headers or body did not arrive in time; nothing of it was applied. */
+  RequestTimeout: { status: 408, retryable: true },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

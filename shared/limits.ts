@@ -62,6 +62,39 @@ export const EXPRESSION_CACHE_ENTRIES = 1000;
 export const REQUEST_BYTES_MAX = 16 * 1024 * 1024;
 /** Requests in flight on one client connection before the coordinator stops reading it. */
 export const CLIENT_IN_FLIGHT_MAX = 8192;
+/** Bytes of responses not yet handed to the kernel on one WebSocket connection (encoded
+ * and buffered, plus the expected size of those still being computed) before the
+ * coordinator stops reading it; it reads again below half. A client that does not
+ * read its answers then fills its own buffers, not the coordinator's memory. */
+export const CLIENT_UNSENT_BYTES_MAX = 4 * 1024 * 1024;
+/** Expected size of one response before a connection has seen any (then: a running mean
+ * of its responses that follows a rise at once and a fall slowly). 64 of these fill
+ * CLIENT_UNSENT_BYTES_MAX, which bounds the first burst of a connection; one frame of
+ * small responses brings the estimate down. */
+export const CLIENT_RESPONSE_BYTES_GUESS = 64 * 1024;
+/** HTTP: requests run at once on one keep-alive connection (pipelined); the coordinator
+ * stops reading the connection while that many are waiting for their responses to leave
+ * for the kernel, so a client that does not read holds about this many responses in our
+ * memory (plus the requests of one read from the socket, waiting unstarted). */
+export const HTTP_PIPELINED_REQUESTS_MAX = 16;
+/** HTTP server timeouts. A request's headers must arrive within HTTP_HEADERS_TIMEOUT_MS
+ * of its first byte and the whole request (a body of up to REQUEST_BYTES_MAX: at least
+ * about 0.5 MB/s) within HTTP_REQUEST_TIMEOUT_MS, or it is answered 408 and the connection
+ * closed; checked every HTTP_TIMEOUT_CHECK_INTERVAL_MS. An idle keep-alive connection
+ * is closed after HTTP_KEEP_ALIVE_TIMEOUT_MS (over the 60 s idle timeout of common load
+ * balancers, so that they close first), and any HTTP connection on which nothing moves
+ * either way (e.g. a client that does not read its answer) after HTTP_IDLE_TIMEOUT_MS. */
+export const HTTP_HEADERS_TIMEOUT_MS = 10_000;
+export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
+export const HTTP_TIMEOUT_CHECK_INTERVAL_MS = 1_000;
+export const HTTP_KEEP_ALIVE_TIMEOUT_MS = 65_000;
+export const HTTP_IDLE_TIMEOUT_MS = 120_000;
+/** After a 413, the rest of the body is read and dropped (so that a client still sending
+ * gets to read the answer rather than a reset connection), up to this many bytes; past
+ * them the connection is cut. */
+export const HTTP_DISCARD_BYTES_MAX = 64 * 1024 * 1024;
+/** The Retry-After header (seconds) of every 503 (Unavailable) and 429 (ThroughputExceeded). */
+export const RETRY_AFTER_SECONDS = 1;
 /** Requests a client may put in one WebSocket frame. */
 export const CLIENT_FRAME_REQUESTS_MAX = 4096;
 /** One frame between coordinator and slice node. */
@@ -112,6 +145,9 @@ export const WRONG_OWNER_RETRY_DELAY_MS_MAX = 50;
 /** How long a client request waits for slice nodes at start-up before Unavailable. */
 export const CLUSTER_READY_WAIT_MS = 10_000;
 
+/** /metrics and cluster status ask every node that is up for its load; a node that has
+ * not answered after this long is left out of that answer (and marked so). */
+export const LOAD_REPORT_TIMEOUT_MS = 2_000;
 /** Load per slice is counted over a sliding window of this many one-second buckets. */
 export const LOAD_WINDOW_SECONDS = 10;
 /** Sharding keys tracked per table and worker for the hot-key list, and how many are reported. */

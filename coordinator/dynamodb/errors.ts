@@ -92,6 +92,8 @@ const FROM_NATIVE: Record<ErrorCode, ExceptionName> = {
   ThroughputExceeded: 'ProvisionedThroughputExceededException',
   Unauthorized: 'UnrecognizedClientException',
   InvalidState: 'ValidationException',
+  MethodNotAllowed: 'SerializationException',
+  RequestTimeout: 'ServiceUnavailable',
 };
 
 /** The native expression fields, as DynamoDB names them in its messages. */
