@@ -21,7 +21,7 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 # /data is where compose mounts the volumes: a new named volume takes this
 # folder's owner, so the `node` user can write it.
-RUN ln -s /app/dist/coordinator/cli.js /usr/local/bin/keyslice \
+RUN ln -s /app/dist/coordinator/cli/cli.js /usr/local/bin/keyslice \
  && mkdir /data && chown node:node /data
 USER node
 EXPOSE 7100 7101

@@ -6,8 +6,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KeysliceClient } from '../coordinator/client.js';
-import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/local-cluster.js';
+import { KeysliceClient } from '../coordinator/client/client.js';
+import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { intArg, parseArgs } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX, MOVE_ITEMS_PER_SECOND_DEFAULT } from '../shared/limits.js';

@@ -5,8 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { KeysliceClient } from '../coordinator/client.js';
-import { startLocalCluster, startSliceNode, stopProcess } from '../coordinator/local-cluster.js';
+import { KeysliceClient } from '../coordinator/client/client.js';
+import { startLocalCluster, startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX, DURABILITY_DEFAULT, DURABILITY_MODES, type DurabilityMode } from '../shared/limits.js';
 

@@ -17,14 +17,14 @@ import {
   SLICE_COUNT_MAX,
 } from '../shared/limits.js';
 import { CLIENT_WS_PATH } from '../shared/protocol.js';
-import { Catalog } from './catalog.js';
+import { Catalog } from './metadata/catalog.js';
 import { DynamoDbEndpoint } from './dynamodb/endpoint.js';
-import { ClusterMap } from './cluster-map.js';
-import { answerClientError, handleHttp } from './http-api.js';
-import { renderMetrics } from './metrics.js';
-import { Membership } from './membership.js';
-import { Operations } from './operations.js';
-import { attachWebSocketApi } from './ws-api.js';
+import { ClusterMap } from './metadata/cluster-map.js';
+import { answerClientError, handleHttp } from './router/http-api.js';
+import { renderMetrics } from './router/metrics.js';
+import { Membership } from './metadata/membership.js';
+import { Operations } from './router/operations.js';
+import { attachWebSocketApi } from './router/ws-api.js';
 
 const args = parseArgs(
   process.argv.slice(2),

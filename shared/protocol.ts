@@ -283,7 +283,7 @@ export const SliceOp = {
   Scan: 7,
   DropTable: 8,
   Stats: 9,
-  // Slice moves (coordinator/slice-mover.ts). On the source worker:
+  // Slice moves (coordinator/metadata/slice-mover.ts). On the source worker:
   MoveStart: 10,
   MoveRead: 11,
   MoveFreeze: 12,

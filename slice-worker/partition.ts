@@ -200,7 +200,7 @@ export class SliceStore {
   // through the partitions, so they reach this worker's log before it answers;
   // with own=true it then owns the slice. Changes and items are whole values
   // (set, delete, drop), so applying the changes after a copied value, in order,
-  // gives the source's state whatever the interleaving (coordinator/slice-mover.ts).
+  // gives the source's state whatever the interleaving (coordinator/metadata/slice-mover.ts).
 
   private moveStart(slice: number): [items: number, bytes: number] {
     this.checkOwner(slice);

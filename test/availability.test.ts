@@ -3,8 +3,8 @@
 // coordinator restarts and finds its tables and nodes from its data folder.
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { KeysliceClient } from '../coordinator/client.js';
-import { startCoordinator, startSliceNode, stopProcess } from '../coordinator/local-cluster.js';
+import { KeysliceClient } from '../coordinator/client/client.js';
+import { startCoordinator, startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
 import { expectError, useCluster } from './cluster-fixture.js';

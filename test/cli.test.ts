@@ -2,7 +2,7 @@
 // one plain sentence for a busy port (coordinator and node), separate
 // environment variables for the coordinator and the node, and `keyslice local`
 // saying which process exited and why it stops the rest. Real processes of the
-// built CLI (dist/coordinator/cli.js), each bounded in time and stopped by PID.
+// built CLI (dist/coordinator/cli/cli.js), each bounded in time and stopped by PID.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startProcess, stopProcess } from '../coordinator/local-cluster.js';
+import { startProcess, stopProcess } from '../coordinator/cli/local-cluster.js';
 import { waitFor } from './elastic-fixture.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const cli = join(root, 'dist', 'coordinator', 'cli.js');
+const cli = join(root, 'dist', 'coordinator', 'cli', 'cli.js');
 const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-cli-'));
 const children: ChildProcess[] = [];
 /** PIDs of processes that a started process started (keyslice local's), for the cleanup if a test fails. */
@@ -140,7 +140,7 @@ describe('environment variables', () => {
       KEYSLICE_NODE_DATA: join(dataDir, 'env-node'),
       KEYSLICE_COORDINATOR: `http://127.0.0.1:${c.port}`,
     });
-    const coordinator = await startProcess('coordinator', 'coordinator/cli.js', ['coordinator', '--slices', '16'], /coordinator ready (http:\/\/\S+)/, undefined, env);
+    const coordinator = await startProcess('coordinator', 'coordinator/cli/cli.js', ['coordinator', '--slices', '16'], /coordinator ready (http:\/\/\S+)/, undefined, env);
     children.push(coordinator.proc.child);
     const node = await startProcess('node', 'coordinator/cli.js', ['node', '--workers', '1'], /slice node ready (ws:\/\/\S+)/, undefined, env);
     children.push(node.proc.child);

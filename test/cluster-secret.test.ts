@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startLocalCluster, type LocalCluster } from '../coordinator/local-cluster.js';
+import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { isLoopbackHost } from '../shared/auth.js';
 import { CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 

@@ -14,8 +14,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { KeysliceClient } from '../coordinator/client.js';
-import { stopProcess } from '../coordinator/local-cluster.js';
+import { KeysliceClient } from '../coordinator/client/client.js';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { interpolate, readCompose, type Service } from './compose-file.js';
 import { expectError } from './cluster-fixture.js';
@@ -26,7 +26,7 @@ const services = compose.services;
 // What an operator would put in .env.
 const hostEnv = { KEYSLICE_TOKEN: 'compose-test-token', KEYSLICE_CLUSTER_SECRET: 'compose-test-secret' };
 const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-compose-'));
-const cli = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'coordinator', 'cli.js');
+const cli = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'coordinator', 'cli', 'cli.js');
 const running = new Map<string, ChildProcess>();
 /** The last lines each service printed, for the message of a failed wait. */
 const output = new Map<string, string[]>();
@@ -96,7 +96,7 @@ async function start(name: string): Promise<void> {
     await waitFor(() => healthy(dependency), `${dependency} to be healthy before ${name} starts`);
   }
   if (!ports.has(name)) ports.set(name, await freePort());
-  // The image's `keyslice` is dist/coordinator/cli.js. Like compose, nothing waits for a ready line:
+  // The image's `keyslice` is dist/coordinator/cli/cli.js. Like compose, nothing waits for a ready line:
   // a dependent waits for the healthcheck.
   expect(service.command[0]).toBe('keyslice');
   const child = spawn(process.execPath, [cli, ...service.command.slice(1)], { stdio: ['ignore', 'pipe', 'pipe'], env: environmentOf(name, service) });

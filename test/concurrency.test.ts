@@ -2,7 +2,7 @@
 // one step by the worker that owns the slice, so no increment is lost and a
 // conditional put lets exactly one writer win.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeysliceClient } from '../coordinator/client.js';
+import { KeysliceClient } from '../coordinator/client/client.js';
 import { KeysliceError } from '../shared/errors.js';
 import { useCluster } from './cluster-fixture.js';
 

@@ -5,8 +5,8 @@ import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { KeysliceClient } from '../coordinator/client.js';
-import { startLocalCluster, startSliceNode, stopProcess, type LocalCluster, type ManagedProcess } from '../coordinator/local-cluster.js';
+import { KeysliceClient } from '../coordinator/client/client.js';
+import { startLocalCluster, startSliceNode, stopProcess, type LocalCluster, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
 import type { DurabilityMode } from '../shared/limits.js';
 import { rng } from './cluster-fixture.js';

@@ -22,7 +22,7 @@ import {
   type AttributeValue,
 } from '@aws-sdk/client-dynamodb';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/local-cluster.js';
+import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
 import { REQUEST_BYTES_MAX } from '../shared/limits.js';
 import { dynamoClient, expectSdkError, rawRequest, sdkError } from './dynamodb-fixture.js';

@@ -4,7 +4,7 @@
 // node is back the moves complete. (A file of its own, so that it runs beside
 // test/elastic.test.ts.)
 import { beforeAll, describe, expect, it } from 'vitest';
-import { stopProcess } from '../coordinator/local-cluster.js';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import { initHashing } from '../shared/hashing.js';
 import { bulk, elasticClusters, waitBalanced, waitFor, WriteLoad } from './elastic-fixture.js';
 

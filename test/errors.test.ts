@@ -2,7 +2,7 @@
 // process keeps serving afterwards.
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Packr } from 'msgpackr';
-import { KeysliceClient } from '../coordinator/client.js';
+import { KeysliceClient } from '../coordinator/client/client.js';
 import { ERROR_CODES, KeysliceError } from '../shared/errors.js';
 import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, REQUEST_BYTES_MAX, SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../shared/limits.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, type ClientResponseFrame } from '../shared/protocol.js';

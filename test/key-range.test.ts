@@ -1,17 +1,17 @@
 // Key ranges and object names against plain models, without a cluster: for
 // random key shapes of mixed types, the range a query's sorting condition
-// becomes (coordinator/key-range.ts) holds exactly the keys a comparator over
+// becomes (coordinator/router/key-range.ts) holds exactly the keys a comparator over
 // the typed values says it should, and every object name reads back as the
-// values it was made from (coordinator/object-name.ts). Seeded, so a failure replays.
+// values it was made from (coordinator/router/object-name.ts). Seeded, so a failure replays.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { KeySchema } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
 import { encodeShardingPart, encodeSortingParts, type KeyType, type KeyValue } from '../shared/key-encoding.js';
 import type { RangeSpec } from '../shared/protocol.js';
-import type { Table } from '../coordinator/catalog.js';
-import { isEmptyRange, rangeSpec, sortRangeOf, type SortRange } from '../coordinator/key-range.js';
-import { objectName, parseObjectName } from '../coordinator/object-name.js';
+import type { Table } from '../coordinator/metadata/catalog.js';
+import { isEmptyRange, rangeSpec, sortRangeOf, type SortRange } from '../coordinator/router/key-range.js';
+import { objectName, parseObjectName } from '../coordinator/router/object-name.js';
 import { rng } from './cluster-fixture.js';
 import { beginsWith, compare } from './key-model.js';
 

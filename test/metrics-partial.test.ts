@@ -4,7 +4,7 @@
 // by keyslice_node_load_reported 0 and keyslice_metrics_complete 0, and a scrape
 // never waits longer than LOAD_REPORT_TIMEOUT_MS for it.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { stopProcess } from '../coordinator/local-cluster.js';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { LOAD_REPORT_TIMEOUT_MS, RETRY_AFTER_SECONDS } from '../shared/limits.js';
 import { expectError, useCluster } from './cluster-fixture.js';

@@ -16,8 +16,8 @@ import { Unpackr } from 'msgpackr';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { KeysliceClient } from '../coordinator/client.js';
-import { startLocalCluster, type LocalCluster } from '../coordinator/local-cluster.js';
+import { KeysliceClient } from '../coordinator/client/client.js';
+import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { CLUSTER_SECRET_HEADER, NodeFrame, RESULT_ERROR, SliceOp } from '../shared/protocol.js';
 import { fuzzFrame, plainPackr, recordPackr, type FuzzFrame } from './node-fuzz-model.js';
 

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stopProcess } from '../coordinator/local-cluster.js';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import { waitFor } from './elastic-fixture.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -95,9 +95,9 @@ function sourceFiles(folder: string): string[] {
 
 describe('what the package and the image are made of', () => {
   it('the client entry imports only the client and shared/', () => {
-    const closure = importClosure(join(root, 'coordinator', 'index.ts'));
-    expect(closure).toContain('coordinator/client.ts');
-    expect(closure.filter((f) => !f.startsWith('shared/') && f !== 'coordinator/index.ts' && f !== 'coordinator/client.ts')).toEqual([]);
+    const closure = importClosure(join(root, 'coordinator', 'client', 'index.ts'));
+    expect(closure).toContain('coordinator/client/client.ts');
+    expect(closure.filter((f) => !f.startsWith('shared/') && f !== 'coordinator/client/index.ts' && f !== 'coordinator/client/client.ts')).toEqual([]);
   });
 
   it('the server code imports nothing from bench/ or test/, so the image builds without them', () => {
@@ -130,7 +130,7 @@ describe('npm pack and npm install, as a user', () => {
     symlinkSync(join(root, 'node_modules'), join(src, 'node_modules'), 'dir');
     const packed = JSON.parse(await run('npm', ['pack', '--json', '--pack-destination', work], src, 120_000)) as { filename: string; files: { path: string }[] }[];
     tarball = join(work, packed[0].filename);
-    expect(statSync(join(src, 'dist', 'coordinator', 'cli.js')).mode & 0o111, 'the build leaves the bin executable').toBe(0o111);
+    expect(statSync(join(src, 'dist', 'coordinator', 'cli', 'cli.js')).mode & 0o111, 'the build leaves the bin executable').toBe(0o111);
 
     mkdirSync(app);
     writeOfflineLock(app, tarball);
@@ -145,7 +145,7 @@ describe('npm pack and npm install, as a user', () => {
   it('holds the built code, its type declarations and the README; no sources, tests, benches or source maps', () => {
     const installed = join(app, 'node_modules', pkg.name);
     const files = readdirSync(installed, { recursive: true, encoding: 'utf8' });
-    for (const f of ['package.json', 'README.md', 'dist/coordinator/index.js', 'dist/coordinator/index.d.ts', 'dist/coordinator/cli.js', 'dist/slice-worker/worker.js']) expect(files).toContain(f);
+    for (const f of ['package.json', 'README.md', 'dist/coordinator/client/index.js', 'dist/coordinator/client/index.d.ts', 'dist/coordinator/cli/cli.js', 'dist/slice-worker/worker.js']) expect(files).toContain(f);
     const unexpected = files.filter((f) => (f.endsWith('.ts') && !f.endsWith('.d.ts')) || f.endsWith('.map') || /^(test|bench|dist\/bench|dist\/test)(\/|$)/.test(f));
     expect(unexpected).toEqual([]);
   });

@@ -423,7 +423,7 @@ const storageOnly = (r: SliceOpResult): SliceOpResult =>
 const comparable = (r: SliceOpResult) => (r[0] === RESULT_ERROR ? (r.length > 3 ? [r[0], r[1], r[3]] : [r[0], r[1]]) : r);
 
 /** The structured update (set, remove, add) as update actions, the way the
- * coordinator builds them (coordinator/request-expressions.ts): one
+ * coordinator builds them (coordinator/router/request-expressions.ts): one
  * single-step path per attribute, SETs, then REMOVEs, then ADDs. */
 function structuredActions(set: Item | null, remove: string[] | null, add: Record<string, number> | null): UpdateAction[] {
   const actions: UpdateAction[] = [];

@@ -1,5 +1,5 @@
 // A slice move between two SliceStores (slice-worker/partition.ts), the way the
-// coordinator drives it (coordinator/slice-mover.ts), with seeded random writes
+// coordinator drives it (coordinator/metadata/slice-mover.ts), with seeded random writes
 // to the moving slice between every step: the target ends with exactly the
 // source's items as of the freeze, its logged changes replay to the same state,
 // only one of the two owns the slice at any time, and a rollback leaves the

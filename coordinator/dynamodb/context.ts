@@ -1,6 +1,6 @@
 // What every DynamoDB operation handler gets: the native operations it is
 // built on, the DynamoDB-only table settings, and facts about the request.
-import type { Operations } from '../operations.js';
+import type { Operations } from '../router/operations.js';
 import type { Params } from './params.js';
 import type { TableSettingsStore } from './table-settings.js';
 

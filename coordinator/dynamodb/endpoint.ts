@@ -12,7 +12,7 @@ import { crc32 } from 'node:zlib';
 import { bearerToken, secretMatches } from '../../shared/auth.js';
 import { REQUEST_BYTES_MAX } from '../../shared/limits.js';
 import { isPlainObject } from '../../shared/values.js';
-import type { Operations } from '../operations.js';
+import type { Operations } from '../router/operations.js';
 import { BatchGetItem, BatchWriteItem } from './batches.js';
 import type { Context, Handler } from './context.js';
 import { DynamoDbError, toDynamoDbError } from './errors.js';

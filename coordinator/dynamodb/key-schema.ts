@@ -7,7 +7,7 @@ import { KeysliceError } from '../../shared/errors.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../../shared/limits.js';
 import { typeNameOf } from '../../shared/expression-eval.js';
 import { isPlainObject, type Item, type Value } from '../../shared/values.js';
-import type { Operations } from '../operations.js';
+import type { Operations } from '../router/operations.js';
 import { setOwn, toNativeValue } from './attribute-values.js';
 import { DynamoDbError } from './errors.js';
 

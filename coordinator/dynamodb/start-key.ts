@@ -6,9 +6,9 @@
 // the LastEvaluatedKey; a client's ExclusiveStartKey (also one it made up from
 // an item, as DynamoDB allows) is encoded back into the marker here.
 //
-// The three marker forms are the ones coordinator/key-range.ts (range: r1),
-// coordinator/bucket-gather.ts (even distribution: b1) and
-// coordinator/operations.ts (scan: s1) write; test/dynamodb-paging.test.ts
+// The three marker forms are the ones coordinator/router/key-range.ts (range: r1),
+// coordinator/router/bucket-gather.ts (even distribution: b1) and
+// coordinator/router/operations.ts (scan: s1) write; test/dynamodb-paging.test.ts
 // pages through all three, so a change of form shows there.
 import { bucketOf, sliceOf } from '../../shared/hashing.js';
 import { encodeKeyPart, fromByteString, type KeyType, type KeyValue } from '../../shared/key-encoding.js';

@@ -9,11 +9,11 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
-import type { DurabilityMode, SliceCapacity } from '../shared/limits.js';
+import type { DurabilityMode, SliceCapacity } from '../../shared/limits.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // Run from dist/coordinator (compiled) or from coordinator/ (tests import the source): processes run the compiled code.
-const distRoot = here.endsWith(join('dist', 'coordinator')) ? resolve(here, '..') : resolve(here, '..', 'dist');
+const distRoot = here.endsWith(join('dist', 'coordinator', 'cli')) ? resolve(here, '..', '..') : resolve(here, '..', '..', 'dist');
 
 const START_TIMEOUT_MS = 20_000;
 const STOP_TIMEOUT_MS = 5_000;

@@ -9,11 +9,11 @@
 // Identity: the cluster has an id (made with the map), and each node the id of its
 // data folder (recorded when it first says Hello), so that a node that comes back
 // under a known address with another folder is not handed slices whose data it
-// does not hold (coordinator/membership.ts). Ids are not routing: recording one
+// does not hold (coordinator/metadata/membership.ts). Ids are not routing: recording one
 // does not move the epoch.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { assert } from '../shared/errors.js';
+import { assert } from '../../shared/errors.js';
 import { readStateFile, writeStateFile } from './state-file.js';
 
 export type NodeStatus = 'active' | 'draining' | 'removed';

@@ -4,9 +4,9 @@
 // one turn of the event loop leave in one frame.
 import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { clientTokenRefusal } from '../shared/auth.js';
-import { assert, KeysliceError, toKeysliceError } from '../shared/errors.js';
-import { CLIENT_IN_FLIGHT_MAX, CLIENT_RESPONSE_BYTES_GUESS, CLIENT_UNSENT_BYTES_MAX, REQUEST_BYTES_MAX } from '../shared/limits.js';
+import { clientTokenRefusal } from '../../shared/auth.js';
+import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
+import { CLIENT_IN_FLIGHT_MAX, CLIENT_RESPONSE_BYTES_GUESS, CLIENT_UNSENT_BYTES_MAX, REQUEST_BYTES_MAX } from '../../shared/limits.js';
 import {
   CLIENT_SUBPROTOCOL,
   CLIENT_WS_PATH,
@@ -17,7 +17,7 @@ import {
   RESULT_OK,
   type ClientRequestFrame,
   type ClientResponseFrame,
-} from '../shared/protocol.js';
+} from '../../shared/protocol.js';
 import type { Operations } from './operations.js';
 
 /** One client connection: its requests in flight, the responses ready to leave

@@ -1,13 +1,13 @@
 // From what a client sends (an item, key attributes, or an object name) to
 // where the item lives: the typed key values, the encoded partition key, the
-// slice, and the object name (coordinator/object-name.ts).
-import type { KeySchema } from '../shared/api.js';
-import { KeysliceError } from '../shared/errors.js';
-import { columnsHash, sliceOf, sliceOfPart, xxHash32 } from '../shared/hashing.js';
-import { decodeKey, encodeKeyPart, encodeShardingPart, encodeSortingParts, fromByteString, keyValueBytes, type KeyValue } from '../shared/key-encoding.js';
-import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../shared/limits.js';
-import { describeType, isPlainObject, type Item } from '../shared/values.js';
-import type { Table } from './catalog.js';
+// slice, and the object name (coordinator/router/object-name.ts).
+import type { KeySchema } from '../../shared/api.js';
+import { KeysliceError } from '../../shared/errors.js';
+import { columnsHash, sliceOf, sliceOfPart, xxHash32 } from '../../shared/hashing.js';
+import { decodeKey, encodeKeyPart, encodeShardingPart, encodeSortingParts, fromByteString, keyValueBytes, type KeyValue } from '../../shared/key-encoding.js';
+import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../../shared/limits.js';
+import { describeType, isPlainObject, type Item } from '../../shared/values.js';
+import type { Table } from '../metadata/catalog.js';
 import { columnsText, isV3ioForm, objectName, parseObjectName } from './object-name.js';
 
 export interface PrimaryKey {

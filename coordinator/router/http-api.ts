@@ -13,15 +13,15 @@
 // timeouts) get the same JSON errors from answerClientError.
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { isOperationName } from '../shared/api.js';
-import { clientTokenRefusal, clusterSecretRefusal } from '../shared/auth.js';
-import { KeysliceError, toKeysliceError } from '../shared/errors.js';
-import { HTTP_DISCARD_BYTES_MAX, HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, REQUEST_BYTES_MAX, RETRY_AFTER_SECONDS } from '../shared/limits.js';
-import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../shared/protocol.js';
-import { fromJson, isPlainObject, toJson } from '../shared/values.js';
-import type { DynamoDbEndpoint } from './dynamodb/endpoint.js';
+import { isOperationName } from '../../shared/api.js';
+import { clientTokenRefusal, clusterSecretRefusal } from '../../shared/auth.js';
+import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
+import { HTTP_DISCARD_BYTES_MAX, HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, REQUEST_BYTES_MAX, RETRY_AFTER_SECONDS } from '../../shared/limits.js';
+import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../../shared/protocol.js';
+import { fromJson, isPlainObject, toJson } from '../../shared/values.js';
+import type { DynamoDbEndpoint } from '../dynamodb/endpoint.js';
 import { admitPipelined } from './http-pipeline.js';
-import type { Membership } from './membership.js';
+import type { Membership } from '../metadata/membership.js';
 import type { Operations } from './operations.js';
 
 export interface HttpSecurity {

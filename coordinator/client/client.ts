@@ -14,10 +14,10 @@ import type {
   ReturnValues,
   TableDescription,
   WriteCondition,
-} from '../shared/api.js';
-import { KeysliceError, isErrorCode, type ErrorDetails } from '../shared/errors.js';
-import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../shared/protocol.js';
-import type { Item } from '../shared/values.js';
+} from '../../shared/api.js';
+import { KeysliceError, isErrorCode, type ErrorDetails } from '../../shared/errors.js';
+import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../../shared/protocol.js';
+import type { Item } from '../../shared/values.js';
 
 export interface ClientOptions {
   /** A request with no answer after this long fails with Unavailable. */

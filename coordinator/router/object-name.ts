@@ -8,10 +8,10 @@
 // is written %25 and '.' %2E: the first n-1 periods are the separators and the
 // last column is taken as it is, as the v3io form takes its sorting value.
 // Values are never restricted by the name there. Spec: docs/key-encoding.md.
-import type { KeySchema } from '../shared/api.js';
-import { KeysliceError } from '../shared/errors.js';
-import type { KeyValue } from '../shared/key-encoding.js';
-import type { Table } from './catalog.js';
+import type { KeySchema } from '../../shared/api.js';
+import { KeysliceError } from '../../shared/errors.js';
+import type { KeyValue } from '../../shared/key-encoding.js';
+import type { Table } from '../metadata/catalog.js';
 
 const NUMBER_TEXT = /^-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;

@@ -1,13 +1,13 @@
 // A table's load, gathered from every worker of every node: per slice, per
 // node, the hottest sharding keys, and max/mean over all slices, the one figure
 // that says whether a key design piles its work onto a few slices.
-import type { HotKey, NodeLoad, SliceDescription, TableLoad } from '../shared/api.js';
-import { KeysliceError, toKeysliceError } from '../shared/errors.js';
-import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_WINDOW_SECONDS } from '../shared/limits.js';
-import { SliceOp, type StatsResult } from '../shared/protocol.js';
+import type { HotKey, NodeLoad, SliceDescription, TableLoad } from '../../shared/api.js';
+import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
+import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
+import { SliceOp, type StatsResult } from '../../shared/protocol.js';
 import type { Table } from './catalog.js';
 import { requireReady, type NodeLink } from './node-link.js';
-import { describePart } from './primary-key.js';
+import { describePart } from '../router/primary-key.js';
 
 /** A table's load from every node, or the error of a node that is not ready or fails
  * (DescribeSlices: its callers read a complete answer, e.g. to wait until every node serves). */

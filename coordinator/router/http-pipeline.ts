@@ -11,7 +11,7 @@
 // socket and its parser, and resumes them as responses leave.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { HTTP_PIPELINED_REQUESTS_MAX } from '../shared/limits.js';
+import { HTTP_PIPELINED_REQUESTS_MAX } from '../../shared/limits.js';
 
 interface Lane {
   running: number;

@@ -4,13 +4,13 @@
 // structured forms they stand beside (`set`/`remove`/`add`, `attributes`,
 // `shardingKey`/`sortingKey`). A request may use either form of one thing, not
 // both. Everything is checked here, before anything is sent: call done() last.
-import type { Condition, Operand, Path, UpdateAction } from '../shared/expression-ast.js';
-import { bindCondition, bindProjection, bindUpdate, Placeholders } from '../shared/expression-bind.js';
-import { parseCondition, parseProjection, parseUpdate } from '../shared/expression-parser.js';
-import { KeysliceError } from '../shared/errors.js';
-import type { Projection } from '../shared/protocol.js';
-import { isPlainObject, validateAttributeName, validateItem, type Value } from '../shared/values.js';
-import type { Table } from './catalog.js';
+import type { Condition, Operand, Path, UpdateAction } from '../../shared/expression-ast.js';
+import { bindCondition, bindProjection, bindUpdate, Placeholders } from '../../shared/expression-bind.js';
+import { parseCondition, parseProjection, parseUpdate } from '../../shared/expression-parser.js';
+import { KeysliceError } from '../../shared/errors.js';
+import type { Projection } from '../../shared/protocol.js';
+import { isPlainObject, validateAttributeName, validateItem, type Value } from '../../shared/values.js';
+import type { Table } from '../metadata/catalog.js';
 import type { SortRange } from './key-range.js';
 
 type Payload = Record<string, unknown>;

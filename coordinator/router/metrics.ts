@@ -3,11 +3,11 @@
 // node down (or slow to answer), the series of the nodes that answered are
 // served, and keyslice_node_load_reported / keyslice_metrics_complete say what
 // is missing.
-import type { TableLoad } from '../shared/api.js';
-import type { Catalog } from './catalog.js';
-import type { ClusterMap } from './cluster-map.js';
-import { gatherTableLoad } from './load-report.js';
-import type { NodeLink } from './node-link.js';
+import type { TableLoad } from '../../shared/api.js';
+import type { Catalog } from '../metadata/catalog.js';
+import type { ClusterMap } from '../metadata/cluster-map.js';
+import { gatherTableLoad } from '../metadata/load-report.js';
+import type { NodeLink } from '../metadata/node-link.js';
 
 const GAUGES = [
   ['items', 'items stored'],

@@ -1,8 +1,8 @@
 // The operation set, behind both transports. Every request is checked whole
 // before anything is sent to a slice node, so bad input changes nothing.
-import type { ItemFailure, OperationName } from '../shared/api.js';
-import { KeysliceError, toKeysliceError } from '../shared/errors.js';
-import type { Condition } from '../shared/expression-ast.js';
+import type { ItemFailure, OperationName } from '../../shared/api.js';
+import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
+import type { Condition } from '../../shared/expression-ast.js';
 import {
   BATCH_GET_ITEMS_MAX,
   BATCH_WRITE_ITEMS_MAX,
@@ -14,16 +14,16 @@ import {
   WRONG_OWNER_RETRIES_MAX,
   WRONG_OWNER_RETRY_DELAY_MS_MAX,
   WRONG_OWNER_RETRY_MS_MAX,
-} from '../shared/limits.js';
-import { SliceOp, type Projection, type RangeResult, type ScanResult, type SliceOpMessage, type UpdateSpec, type WriteCheck } from '../shared/protocol.js';
-import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateItem, type Item } from '../shared/values.js';
+} from '../../shared/limits.js';
+import { SliceOp, type Projection, type RangeResult, type ScanResult, type SliceOpMessage, type UpdateSpec, type WriteCheck } from '../../shared/protocol.js';
+import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateItem, type Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
-import { describe, type Catalog, type Table } from './catalog.js';
-import type { ClusterMap } from './cluster-map.js';
-import type { Membership } from './membership.js';
+import { describe, type Catalog, type Table } from '../metadata/catalog.js';
+import type { ClusterMap } from '../metadata/cluster-map.js';
+import type { Membership } from '../metadata/membership.js';
 import { base64url, continueAfter, fromBase64url, isEmptyRange, rangeMarker, rangeSpec, sortRangeOf } from './key-range.js';
-import { tableLoad } from './load-report.js';
-import { requireReady, type NodeLink } from './node-link.js';
+import { tableLoad } from '../metadata/load-report.js';
+import { requireReady, type NodeLink } from '../metadata/node-link.js';
 import { keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
 import { RequestExpressions } from './request-expressions.js';
 

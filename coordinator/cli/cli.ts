@@ -6,9 +6,9 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { EXIT_USAGE, readCommandLine, UsageError } from '../shared/cli-args.js';
-import type { ClusterStatus, MoveReport } from '../shared/api.js';
-import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
+import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
+import type { ClusterStatus, MoveReport } from '../../shared/api.js';
+import { CLUSTER_API_PREFIX } from '../../shared/protocol.js';
 
 const USAGE = `keyslice: a distributed NoSQL item store
 
@@ -56,7 +56,7 @@ async function runEntry(script: string, args: string[]): Promise<void> {
 
 /** The version in the package.json next to dist/ (the repository's, or the installed package's). */
 function version(): string {
-  return (JSON.parse(readFileSync(join(here, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+  return (JSON.parse(readFileSync(join(here, '..', '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 function options(args: string[]) {
@@ -203,9 +203,9 @@ async function follow(o: Options, what: string, progress: (st: ClusterStatus) =>
 async function main(): Promise<void> {
   switch (command) {
     case 'coordinator':
-      return runEntry(join(here, 'main.js'), rest);
+      return runEntry(join(here, '..', 'main.js'), rest);
     case 'node':
-      return runEntry(join(here, '..', 'slice-worker', 'main.js'), rest);
+      return runEntry(join(here, '..', '..', 'slice-worker', 'main.js'), rest);
     case 'local':
       if (rest.includes('--help') || rest.includes('-h')) return console.log(LOCAL_USAGE);
       if (rest.length > 0) die(`keyslice local takes no arguments, got "${rest.join(' ')}" (see keyslice local --help)`, EXIT_USAGE);

@@ -2,9 +2,9 @@
 // coordinator and persisted in its data folder. A table id is never reused, so
 // a table created again under an old name never sees the old table's items.
 import { join } from 'node:path';
-import type { EvenDistribution, KeyColumns, KeySchema, TableDescription } from '../shared/api.js';
-import { assert, KeysliceError } from '../shared/errors.js';
-import { KEY_TYPES } from '../shared/key-encoding.js';
+import type { EvenDistribution, KeyColumns, KeySchema, TableDescription } from '../../shared/api.js';
+import { assert, KeysliceError } from '../../shared/errors.js';
+import { KEY_TYPES } from '../../shared/key-encoding.js';
 import {
   EVEN_DISTRIBUTION_BUCKETS_DEFAULT,
   EVEN_DISTRIBUTION_BUCKETS_MAX,
@@ -13,8 +13,8 @@ import {
   TABLE_NAME_CHARS_MAX,
   TABLE_NAME_CHARS_MIN,
   TABLES_MAX,
-} from '../shared/limits.js';
-import { isPlainObject, validateAttributeName } from '../shared/values.js';
+} from '../../shared/limits.js';
+import { isPlainObject, validateAttributeName } from '../../shared/values.js';
 import { readStateFile, writeStateFile } from './state-file.js';
 
 export interface Table extends TableDescription {

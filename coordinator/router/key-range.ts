@@ -5,12 +5,12 @@
 // and may put a condition on the next one: a bound on one side or both,
 // between, or begins with. Every such condition is one contiguous run of the
 // partition's keys (docs/key-encoding.md, "Range bounds").
-import { assert, KeysliceError } from '../shared/errors.js';
-import type { Condition } from '../shared/expression-ast.js';
-import { encodeKeyPart, encodeKeyPrefix, fromByteString, PARTS_END, prefixEnd, toByteString } from '../shared/key-encoding.js';
-import type { Projection, RangeSpec } from '../shared/protocol.js';
-import { isPlainObject } from '../shared/values.js';
-import type { Table } from './catalog.js';
+import { assert, KeysliceError } from '../../shared/errors.js';
+import type { Condition } from '../../shared/expression-ast.js';
+import { encodeKeyPart, encodeKeyPrefix, fromByteString, PARTS_END, prefixEnd, toByteString } from '../../shared/key-encoding.js';
+import type { Projection, RangeSpec } from '../../shared/protocol.js';
+import { isPlainObject } from '../../shared/values.js';
+import type { Table } from '../metadata/catalog.js';
 import { checkColumn } from './primary-key.js';
 
 const MARKER_RANGE = /^r1\.([A-Za-z0-9_-]*)$/;

@@ -1,8 +1,8 @@
 // Membership and rebalancing. Slice nodes register (POST /cluster/join with the
 // cluster secret) and repeat it as a heartbeat; the coordinator dials each one
-// (coordinator/node-link.ts). When a node joins or an operator drains one, the
+// (coordinator/metadata/node-link.ts). When a node joins or an operator drains one, the
 // rebalancer plans slice moves so that every active node owns its share, and
-// runs a few at a time (coordinator/slice-mover.ts). The cluster map stays the
+// runs a few at a time (coordinator/metadata/slice-mover.ts). The cluster map stays the
 // coordinator's alone.
 //
 // Node identity: a node says which data folder it has (node id) and which cluster
@@ -11,13 +11,13 @@
 // another cluster's data, is not given slices: its slices answer Unavailable
 // (never an empty answer) until its folder is back, or an operator accepts the
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
-import type { NodeStatusReport, ClusterStatus } from '../shared/api.js';
-import { assert, KeysliceError } from '../shared/errors.js';
-import { MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS } from '../shared/limits.js';
+import type { NodeStatusReport, ClusterStatus } from '../../shared/api.js';
+import { assert, KeysliceError } from '../../shared/errors.js';
+import { MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
-import { isIdentity, SliceOp } from '../shared/protocol.js';
+import { isIdentity, SliceOp } from '../../shared/protocol.js';
 import { NodeLink, type NodeHello } from './node-link.js';
 import { SliceMover, Throttle } from './slice-mover.js';
 

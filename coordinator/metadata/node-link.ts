@@ -8,7 +8,7 @@
 // address (admit() says why) is not assigned slices, and is asked again on
 // each reconnect.
 import WebSocket from 'ws';
-import { assert, KeysliceError } from '../shared/errors.js';
+import { assert, KeysliceError } from '../../shared/errors.js';
 import {
   INTERNAL_FRAME_BYTES_MAX,
   NODE_BATCH_OPS_MAX,
@@ -16,7 +16,7 @@ import {
   NODE_RECONNECT_DELAY_MS_MAX,
   NODE_RECONNECT_DELAY_MS_MIN,
   NODE_REQUEST_TIMEOUT_MS,
-} from '../shared/limits.js';
+} from '../../shared/limits.js';
 import {
   closeReason,
   CLUSTER_SECRET_HEADER,
@@ -31,7 +31,7 @@ import {
   RESULT_OK,
   type SliceOpMessage,
   type SliceOpResult,
-} from '../shared/protocol.js';
+} from '../../shared/protocol.js';
 
 type Settle = { resolve: (v: unknown) => void; reject: (e: KeysliceError) => void };
 type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout };

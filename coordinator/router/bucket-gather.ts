@@ -7,12 +7,12 @@
 // the sorting key of its last item alone: every bucket resumes after it. Each
 // bucket is read in chunks, refilled only when the merge has used up what it
 // fetched, so a page reads about as far into each bucket as the page needs.
-import { KeysliceError } from '../shared/errors.js';
-import { PAGE_BYTES_MAX } from '../shared/limits.js';
-import type { Condition } from '../shared/expression-ast.js';
-import { SliceOp, type Projection, type RangeResult, type RangeSpec, type SliceOpMessage } from '../shared/protocol.js';
-import { itemBytes, type Item } from '../shared/values.js';
-import type { Table } from './catalog.js';
+import { KeysliceError } from '../../shared/errors.js';
+import { PAGE_BYTES_MAX } from '../../shared/limits.js';
+import type { Condition } from '../../shared/expression-ast.js';
+import { SliceOp, type Projection, type RangeResult, type RangeSpec, type SliceOpMessage } from '../../shared/protocol.js';
+import { itemBytes, type Item } from '../../shared/values.js';
+import type { Table } from '../metadata/catalog.js';
 import { base64url, continueAfterKey, fromBase64url, isEmptyRange, rangeSpec, type SortRange } from './key-range.js';
 import type { ShardingPlacement } from './primary-key.js';
 

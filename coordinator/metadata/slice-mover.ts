@@ -25,7 +25,7 @@
 // rolls back (source owns again, target drops its copy); the map is unchanged.
 // A move gives up if either node reconnected meanwhile, because a reconnected
 // node is assigned its slices from the map afresh.
-import { assert, KeysliceError, toKeysliceError } from '../shared/errors.js';
+import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import {
   MOVE_CATCH_UP_ROUNDS_MAX,
   MOVE_CHANGES_MAX,
@@ -33,8 +33,8 @@ import {
   MOVE_FREEZE_CHANGES_MAX,
   MOVE_TIME_MS_MAX,
   PAGE_BYTES_MAX,
-} from '../shared/limits.js';
-import { SliceOp, type Effect, type MoveCursor, type MoveReadResult } from '../shared/protocol.js';
+} from '../../shared/limits.js';
+import { SliceOp, type Effect, type MoveCursor, type MoveReadResult } from '../../shared/protocol.js';
 import type { ClusterMap } from './cluster-map.js';
 import type { NodeLink } from './node-link.js';
 
