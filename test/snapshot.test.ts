@@ -125,7 +125,7 @@ describe('a snapshot written in steps while writes go on', () => {
       let steps = 0;
       const between = async () => {
         steps++;
-        const writes = Math.floor(r() * 400);
+        const writes = Math.floor(r() * 100);
         for (let i = 0; i < writes; i++) randomWrite(30_000);
         if (steps === 2) dropTable(2);
         if (steps === 3) abandonMoveIn();
