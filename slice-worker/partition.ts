@@ -37,6 +37,12 @@ import { LoadTracker } from './slice-load.js';
 // module (class under .default), vitest the class itself; accept both.
 const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
 type Stored = { item: Item; bytes: number };
+export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
+/** Every item of a worker as of one moment: their count, and the items as set-effects. */
+export interface SnapshotView {
+  items: number;
+  entries: Iterator<SetEffect>;
+}
 
 export { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect } from '../shared/protocol.js';
 
@@ -478,6 +484,30 @@ export class SliceStore {
     for (const [table, slices] of this.tables) {
       for (const [slice, p] of slices) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, stored.item, stored.bytes];
     }
+  }
+
+  /** A point-in-time view of every stored item, for a snapshot written while writes go on. Each
+   * partition's tree is cloned (copy-on-write: O(1) now, and a later write copies only the nodes it
+   * changes) and frozen, so later writes, drops and moves leave the view as it was. Stored values
+   * are shared, not copied: nothing changes a stored {item, bytes} in place (a write stores a new
+   * one; an update edits a copy). Taken only between tasks, when every change is in the log, so
+   * that the view is exactly the log up to its last record. */
+  snapshotView(): SnapshotView {
+    assert(this.effects.length === 0, 'a snapshot view is taken only when every change is in the log');
+    const parts: { table: number; slice: number; tree: InstanceType<typeof BTree<string, Stored>> }[] = [];
+    let items = 0;
+    for (const [table, slices] of this.tables) {
+      for (const [slice, p] of slices) {
+        const tree = p.tree.clone();
+        tree.freeze();
+        items += tree.size;
+        parts.push({ table, slice, tree });
+      }
+    }
+    function* entries(): Generator<SetEffect> {
+      for (const { table, slice, tree } of parts) for (const [key, stored] of tree.entries()) yield [EFFECT_SET, table, slice, key, stored.item, stored.bytes];
+    }
+    return { items, entries: entries() };
   }
 
   get itemCount(): number {

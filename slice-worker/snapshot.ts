@@ -3,49 +3,87 @@
 // either whole or absent; its records are checksummed like the log's and it
 // ends with a record giving the item count.
 //
+// A snapshot is written in steps while the worker goes on serving: the items
+// come from a point-in-time view (SliceStore.snapshotView), and each step
+// encodes records for about `stepMs`, hands them to the file system (a write
+// done off the thread) and then waits for `between`, which in the worker lets
+// the batches that came in meanwhile run. So a worker stops serving for one
+// step at a time, not for the whole snapshot.
+//
 // Files: snapshot-<last lsn covered, 16 digits>.snap. Only the newest is kept.
-import { closeSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync } from 'node:fs';
+import { readdirSync, readFileSync, unlinkSync } from 'node:fs';
+import { open, readdir, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { syncDir, writeAll } from '../shared/durable-file.js';
-import { SNAPSHOT_CHUNK_ITEMS } from '../shared/limits.js';
-import type { Effect } from './partition.js';
+import { performance } from 'node:perf_hooks';
+import { syncDirAsync, writeAllAsync } from '../shared/durable-file.js';
+import { assert } from '../shared/errors.js';
+import { SNAPSHOT_CHUNK_ITEMS, SNAPSHOT_RECORD_BYTES_MAX } from '../shared/limits.js';
+import type { Effect, SetEffect, SnapshotView } from './partition.js';
 import { CorruptFileError, frameRecord, readRecords } from './record-file.js';
 import { decodeEffects, decodeSnapshotEnd, encodeEffects, encodeSnapshotEnd, RECORD_KIND } from './log-format.js';
 
 const SNAPSHOT = /^snapshot-(\d{16})\.snap$/;
 const snapshotName = (lsn: number) => `snapshot-${String(lsn).padStart(16, '0')}.snap`;
 
-/** Writes a snapshot of `entries` covering the log up to `lsn`; removes older snapshots. */
-export function writeSnapshot(dir: string, lsn: number, entries: Iterable<Effect>): number {
+export interface SnapshotPacing {
+  /** How long one step encodes records before it hands them to the file system (at least one record). */
+  stepMs: number;
+  /** Awaited between two steps: the worker lets waiting batches run here. */
+  between: () => Promise<void>;
+}
+
+/** Writes a snapshot of `view` covering the log up to `lsn`, in steps; removes older snapshots once
+ * the new one is durable. Answers the item count. Until it resolves, the older snapshot (and the log
+ * segments the caller keeps) are what a restart recovers from. */
+export async function writeSnapshot(dir: string, lsn: number, view: SnapshotView, pacing: SnapshotPacing): Promise<number> {
   const final = join(dir, snapshotName(lsn));
   const tmp = `${final}.tmp`;
-  const fd = openSync(tmp, 'w');
+  const file = await open(tmp, 'w');
   let count = 0;
   let seq = 1;
   try {
-    const write = (kind: number, payload: Uint8Array) => {
-      writeAll(fd, frameRecord(seq++, kind, payload));
-    };
-    let chunk: Effect[] = [];
-    for (const e of entries) {
-      chunk.push(e);
-      if (chunk.length === SNAPSHOT_CHUNK_ITEMS) {
-        write(RECORD_KIND.SnapshotItems, encodeEffects(chunk));
-        count += chunk.length;
-        chunk = [];
+    let done = false;
+    while (!done) {
+      const started = performance.now();
+      const records: Buffer[] = [];
+      do {
+        const { chunk, exhausted } = nextChunk(view.entries);
+        done = exhausted;
+        if (chunk.length > 0) {
+          // frameRecord copies the payload out of the encoder's reused buffer before the next encode.
+          records.push(frameRecord(seq++, RECORD_KIND.SnapshotItems, encodeEffects(chunk)));
+          count += chunk.length;
+        }
+      } while (!done && performance.now() - started < pacing.stepMs);
+      if (done) {
+        assert(count === view.items, `a snapshot holds the ${view.items} items of its view, wrote ${count}`);
+        records.push(frameRecord(seq++, RECORD_KIND.SnapshotEnd, encodeSnapshotEnd({ items: count, lsn })));
       }
+      await writeAllAsync(file, records.length === 1 ? records[0] : Buffer.concat(records));
+      if (!done) await pacing.between();
     }
-    if (chunk.length > 0) write(RECORD_KIND.SnapshotItems, encodeEffects(chunk));
-    count += chunk.length;
-    write(RECORD_KIND.SnapshotEnd, encodeSnapshotEnd({ items: count, lsn }));
-    fsyncSync(fd);
+    await file.sync();
   } finally {
-    closeSync(fd);
+    await file.close();
   }
-  renameSync(tmp, final);
-  syncDir(dir);
-  for (const f of readdirSync(dir)) if (SNAPSHOT.test(f) && f !== snapshotName(lsn)) unlinkSync(join(dir, f));
+  await rename(tmp, final);
+  await syncDirAsync(dir);
+  // The new snapshot is durable: older ones are no longer needed.
+  for (const f of await readdir(dir)) if (SNAPSHOT.test(f) && f !== snapshotName(lsn)) await unlink(join(dir, f));
   return count;
+}
+
+/** The next record's items: up to SNAPSHOT_CHUNK_ITEMS, or fewer once they reach SNAPSHOT_RECORD_BYTES_MAX. */
+function nextChunk(entries: Iterator<SetEffect>): { chunk: SetEffect[]; exhausted: boolean } {
+  const chunk: SetEffect[] = [];
+  let bytes = 0;
+  while (chunk.length < SNAPSHOT_CHUNK_ITEMS && bytes < SNAPSHOT_RECORD_BYTES_MAX) {
+    const next = entries.next();
+    if (next.done === true) return { chunk, exhausted: true };
+    chunk.push(next.value);
+    bytes += next.value[5];
+  }
+  return { chunk, exhausted: false };
 }
 
 /** Loads the newest snapshot into `apply`; returns the lsn it covers (0 if none). */

@@ -5,11 +5,13 @@
 // one flush cover every write of a batch (group commit), whatever the slices.
 //
 // Files: wal-<first lsn, 16 digits>.log. A segment starts where the previous
-// one ended; a snapshot (snapshot.ts) starts a new segment and lets older
-// segments go.
-import { closeSync, fdatasyncSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
+// one ended; a snapshot (snapshot.ts) starts a new segment and, once the
+// snapshot is durable, lets the older segments go.
+import { closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { syncDir, writeAll } from '../shared/durable-file.js';
+import { syncDir, syncDirAsync, writeAll } from '../shared/durable-file.js';
+import { assert } from '../shared/errors.js';
 import type { DurabilityMode } from '../shared/limits.js';
 import { CorruptFileError, frameRecord, readRecords, type FileRecord } from './record-file.js';
 
@@ -103,7 +105,21 @@ export class WriteAheadLog {
     return lsn;
   }
 
-  /** Closes the current segment and starts a new one at the next lsn. */
+  /** The lsn the current segment starts at. */
+  get currentSegmentFirstLsn(): number {
+    return this.segmentFirstLsn;
+  }
+
+  /** Flushes the current segment off this thread. In 'os' mode a segment can hold many MiB that the
+   * OS has not written yet; flushing them here first keeps startSegment's own fsync short. */
+  flush(): Promise<void> {
+    if (this.mode === 'fsync') return Promise.resolve(); // every append was flushed already
+    const fd = this.fd;
+    return new Promise((resolve, reject) => fdatasync(fd, (err) => (err === null ? resolve() : reject(err))));
+  }
+
+  /** Closes the current segment and starts a new one at the next lsn. The new file's name is in the
+   * folder on disk before anything is appended to it, so an acknowledged record cannot be lost with it. */
   startSegment(): void {
     if (this.fd >= 0) {
       fsyncSync(this.fd);
@@ -115,12 +131,16 @@ export class WriteAheadLog {
     this.bytesSinceSnapshot = 0;
   }
 
-  /** Removes the segments before the current one (a snapshot covers them). */
-  dropOlderSegments(): void {
-    for (const f of readdirSync(this.dir)) {
+  /** Removes the segments that end before `firstKept` (a durable snapshot covers them). `firstKept`
+   * is where a segment starts, the current one or an earlier one, so no segment is cut in two. */
+  async dropSegmentsBefore(firstKept: number): Promise<void> {
+    assert(firstKept <= this.segmentFirstLsn, `segments from ${firstKept} on are kept, and the current one starts at ${this.segmentFirstLsn}`);
+    const files = await readdir(this.dir);
+    assert(files.includes(segmentName(firstKept)), `a segment starts at record ${firstKept}`);
+    for (const f of files) {
       const m = SEGMENT.exec(f);
-      if (m !== null && Number(m[1]) < this.segmentFirstLsn) unlinkSync(join(this.dir, f));
+      if (m !== null && Number(m[1]) < firstKept) await unlink(join(this.dir, f));
     }
-    syncDir(this.dir);
+    await syncDirAsync(this.dir);
   }
 }

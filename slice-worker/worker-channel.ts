@@ -21,6 +21,10 @@ export class WorkerChannel {
       minThreads: 1,
       maxThreads: 1,
       idleTimeout: Number.MAX_SAFE_INTEGER,
+      // Not 'sync' (the default): with it an idle worker thread blocks in Atomics.wait until the next
+      // task, so the snapshot it writes between tasks (worker.ts) would stall. 'disabled' keeps the
+      // thread's event loop turning; measured as fast here (about 25,000 trivial tasks/s either way).
+      atomics: 'disabled',
       workerData: config,
     });
     // A worker thread holds its slices in memory: if it dies, the node must not go on pretending.

@@ -5,10 +5,13 @@
 // log); 'batch' runs one or more packed op batches, appends their changes to
 // the log as one record (group commit) and only then returns the results, so
 // nothing is acknowledged before it is as durable as the mode promises.
+//
+// Snapshots run between tasks, in steps, while batches go on (snapshot() below).
 import { mkdirSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { workerData } from 'node:worker_threads';
-import type { DurabilityMode, SliceCapacity } from '../shared/limits.js';
+import { assert } from '../shared/errors.js';
+import { SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import { checkSliceOp, decodeSliceOps, encodeSliceResults, MalformedFrame, RESULT_ERROR, type SliceOpMessage, type SliceOpResult } from '../shared/protocol.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
@@ -81,16 +84,46 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[]): ChunkOutcome[] {
   }
   const effects = store.takeEffects();
   if (effects.length > 0) log.append(RECORD_KIND.Effects, encodeEffects(effects));
-  if (log.bytesSinceSnapshot >= config.snapshotAfterBytes) snapshot(log);
+  if (log.bytesSinceSnapshot >= config.snapshotAfterBytes && !snapshotting) {
+    snapshotting = true;
+    setImmediate(startSnapshot, log); // after this task has answered, not inside it
+  }
   return out;
 }
 
-/** Starts a new log segment, writes every item as of the end of the old one, then drops the old segments. */
-function snapshot(wal: WriteAheadLog): void {
+/** One snapshot at a time; a log that grows past the threshold meanwhile waits for the next one. */
+let snapshotting = false;
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function startSnapshot(wal: WriteAheadLog): void {
+  snapshot(wal).then(
+    () => {
+      snapshotting = false;
+    },
+    (err) => {
+      // Like a failed append: the disk is in trouble, so the worker fails and the node stops. Whatever
+      // step failed, the files recover: the older snapshot and every segment since it, or the new
+      // snapshot and the segments it does not cover.
+      process.nextTick(() => {
+        throw err;
+      });
+    },
+  );
+}
+
+/** Starts a new log segment and takes a point-in-time view of the items, both between two tasks (so
+ * the view is exactly the log up to the new segment); writes the view in steps, letting the tasks
+ * that arrive run between them; only once the snapshot is durable drops the older segments. A crash
+ * before that leaves the older snapshot and every segment since it, which recover as before. */
+async function snapshot(wal: WriteAheadLog): Promise<void> {
+  await wal.flush();
   const lsn = wal.nextLsn - 1;
   wal.startSegment();
-  writeSnapshot(config.dataDir, lsn, store.entries());
-  wal.dropOlderSegments();
+  assert(wal.currentSegmentFirstLsn === lsn + 1, 'the segment after a snapshot point starts right after it');
+  const view = store.snapshotView();
+  await writeSnapshot(config.dataDir, lsn, view, { stepMs: SNAPSHOT_STEP_MS, between: nextTurn });
+  await wal.dropSegmentsBefore(lsn + 1);
 }
 
 export default function run(task: WorkerTask): OpenSummary | ChunkOutcome[] {
