@@ -7,6 +7,7 @@
 // values travel as {"$binary": "<base64>"}. Errors: the status from
 // ERROR_CODES and {"error": {"code", "message", "retryable"}}, plus the error's
 // details when it has some (e.g. "item" of a ConditionalCheckFailed).
+// GET /, /studio and /studio/stream belong to the studio (studio/routes.ts).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isOperationName } from '../shared/api.js';
 import { bearerToken, secretMatches } from '../shared/auth.js';
@@ -16,6 +17,7 @@ import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../s
 import { fromJson, isPlainObject, toJson } from '../shared/values.js';
 import type { Membership } from './membership.js';
 import type { Operations } from './operations.js';
+import type { Studio } from './studio/routes.js';
 
 export interface HttpSecurity {
   /** Client token; '' requires none. */
@@ -24,9 +26,11 @@ export interface HttpSecurity {
   clusterSecret: string;
 }
 
-export function handleHttp(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse): void {
+export function handleHttp(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, studio?: Studio): void {
   const url = req.url ?? '/';
   if (url === '/health' && req.method === 'GET') return send(res, 200, { status: 'ok' });
+  // GET / and /studio (the page) and /studio/stream: the studio checks the token itself (it also takes ?token=).
+  if (studio?.handle(req, res)) return;
   if (url === `${CLUSTER_API_PREFIX}join`) {
     if (!secretMatches(security.clusterSecret, req.headers[CLUSTER_SECRET_HEADER])) {
       return sendError(res, new KeysliceError('Unauthorized', 'the cluster secret is missing or wrong; a slice node needs the same --cluster-secret as the coordinator'));

@@ -11,6 +11,7 @@ import { handleHttp } from './http-api.js';
 import { renderMetrics } from './metrics.js';
 import { Membership } from './membership.js';
 import { Operations } from './operations.js';
+import { Studio } from './studio/routes.js';
 import { attachWebSocketApi } from './ws-api.js';
 
 const args = parseArgs(
@@ -56,7 +57,8 @@ const metrics = () => {
   const m = cluster.mover;
   return renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved });
 };
-const server = createServer((req, res) => handleHttp(ops, metrics, cluster, security, req, res));
+const studio = new Studio(catalog, cluster, security.token);
+const server = createServer((req, res) => handleHttp(ops, metrics, cluster, security, req, res, studio));
 server.keepAliveTimeout = 65_000;
 const wss = attachWebSocketApi(ops, server, security.token);
 
@@ -77,6 +79,7 @@ server.listen(port, args.host, async () => {
 });
 
 function shutdown(): void {
+  studio.close();
   cluster.close();
   for (const c of wss.clients) c.terminate();
   wss.close();
