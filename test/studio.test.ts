@@ -302,3 +302,30 @@ describe.skipIf(!runBrowser)('the studio in headless Chromium under a hot-key lo
     await page.close();
   });
 });
+
+describe('with a slice node down', () => {
+  it('the stream says which node is down and which figures are partial, and goes on', async () => {
+    await client.createTable('spread', { name: 'id', type: 'string' });
+    await client.batchWrite('spread', { puts: Array.from({ length: 20 }, (_, i) => ({ id: `s${i}` })) });
+    const down = procs[1];
+    await stopProcess(down.child, 'SIGKILL');
+    // The coordinator notices the closed connection at once; allow a few samples.
+    const deadline = Date.now() + 15_000;
+    let last: any;
+    while (Date.now() < deadline) {
+      const events = await readEvents(`/studio/stream?table=spread&token=${TOKEN}`, 2500);
+      last = events.filter((e) => e.event === 'sample').pop()?.data;
+      if (last?.summary.cluster.nodes.some((n: { up: boolean }) => !n.up)) break;
+    }
+    const nodes = last.summary.cluster.nodes as { node: string; up: boolean }[];
+    expect(nodes.find((n) => n.node === down.url)!.up).toBe(false);
+    expect(nodes.filter((n) => n.up)).toHaveLength(1);
+    expect(last.summary.cluster.loadComplete).toBe(false);
+    // The live node's half of the table is still shown, marked partial.
+    const table = last.summary.tables.find((t: { name: string }) => t.name === 'spread');
+    expect(table).toMatchObject({ partial: true, error: '' });
+    expect(table.items).toBeGreaterThan(0);
+    expect(table.items).toBeLessThan(20);
+    expect(last.detail).toMatchObject({ name: 'spread', partial: true });
+  });
+});
