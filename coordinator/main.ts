@@ -25,6 +25,7 @@ import { renderMetrics } from './router/metrics.js';
 import { Membership } from './metadata/membership.js';
 import { Operations } from './router/operations.js';
 import { attachWebSocketApi } from './router/ws-api.js';
+import { Studio } from './studio/routes.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -70,12 +71,13 @@ const metrics = () => {
   const m = cluster.mover;
   return renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved });
 };
+const studio = new Studio(catalog, cluster, security.token);
 const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount });
 // Timeouts (shared/limits.ts) so that a slow or stalled client cannot hold a connection
 // open forever; requests the HTTP parser refuses get a JSON error (answerClientError).
 const server = createServer(
   { headersTimeout: HTTP_HEADERS_TIMEOUT_MS, requestTimeout: HTTP_REQUEST_TIMEOUT_MS, connectionsCheckingInterval: HTTP_TIMEOUT_CHECK_INTERVAL_MS },
-  (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb),
+  (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio),
 );
 server.keepAliveTimeout = HTTP_KEEP_ALIVE_TIMEOUT_MS;
 server.timeout = HTTP_IDLE_TIMEOUT_MS;
@@ -99,6 +101,7 @@ server.listen(port, args.host, async () => {
 });
 
 function shutdown(): void {
+  studio.close();
   cluster.close();
   for (const c of wss.clients) c.terminate();
   wss.close();

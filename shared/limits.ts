@@ -190,3 +190,16 @@ export const DYNAMODB_TOTAL_SEGMENTS_MAX = 1_000_000;
 export const DYNAMODB_LIST_TABLES_LIMIT_MAX = 100;
 /** A SigV4 signature is refused when its time is further than this from the coordinator's clock. */
 export const DYNAMODB_SIGNATURE_SKEW_MS_MAX = 15 * 60_000;
+
+/** The studio (GET /): the coordinator samples the cluster and every table once per
+ * STUDIO_SAMPLE_MS, one sample shared by all viewers, while a viewer is connected and
+ * STUDIO_LINGER_MS after the last one leaves. The heat map's history keeps
+ * STUDIO_HISTORY_SECONDS of samples, fewer when they would hold more than
+ * STUDIO_HISTORY_CELLS_MAX slice figures (100 tables of 1024 busy slices: ~20 s). */
+export const STUDIO_SAMPLE_MS = 1000;
+export const STUDIO_LINGER_MS = 5 * 60_000;
+export const STUDIO_HISTORY_SECONDS = 300;
+export const STUDIO_HISTORY_CELLS_MAX = 2_000_000;
+/** Viewers of the live stream at once, and the output one slow viewer may have queued before it misses samples. */
+export const STUDIO_VIEWERS_MAX = 64;
+export const STUDIO_VIEWER_BUFFER_BYTES = 4 * 1024 * 1024;

@@ -64,13 +64,14 @@ afterEach(async () => {
 });
 
 describe('authentication', () => {
-  it('requests signed with the token as the secret key are served; GET / needs no signature', async () => {
+  it('requests signed with the token as the secret key are served; GET / is the studio page', async () => {
     const db = dynamoClient(coordinator.url, TOKEN);
     await db.send(new PutItemCommand({ TableName: T, Item: { id: { S: 'signed' }, v: { N: '1' } } }));
     expect((await db.send(new GetItemCommand({ TableName: T, Key: { id: { S: 'signed' } } }))).Item).toEqual({ id: { S: 'signed' }, v: { N: '1' } });
-    const about = await fetch(coordinator.url + '/');
-    expect(about.status).toBe(200);
-    expect(await about.text()).toMatch(/DynamoDB-compatible endpoint/);
+    // GET / is the studio's page (it takes the client token as ?token=); POST / stays DynamoDB's.
+    const page = await fetch(`${coordinator.url}/?token=${TOKEN}`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toMatch(/<title>keyslice studio<\/title>/);
   });
 
   it('a wrong secret, a tampered body, an old signature and no signature are refused with DynamoDB\'s errors', async () => {

@@ -286,8 +286,9 @@ export class Membership {
     }
   }
 
-  /** Nodes, slices per node, items/bytes/load per node (when every node answers), moves. */
-  async status(): Promise<ClusterStatus> {
+  /** Nodes, slices per node, items/bytes/load per node (when every node answers; not
+   * asked for when `withLoad` is false, e.g. by the studio, which has every table's load), moves. */
+  async status(withLoad = true): Promise<ClusterStatus> {
     const counts = this.map.counts();
     const nodes: NodeStatusReport[] = this.map.nodes.map((url, i) => ({
       node: url,
@@ -303,7 +304,7 @@ export class Membership {
       writesPerSecond: 0,
     }));
     let loadComplete = true;
-    for (const name of this.catalog.names()) {
+    for (const name of withLoad ? this.catalog.names() : []) {
       try {
         const { load, failures } = await gatherTableLoad(this.catalog.get(name), this.presentLinks(), this.map.sliceCount);
         if (failures.length > 0) loadComplete = false;

@@ -10,7 +10,8 @@
 // details when it has some (e.g. "item" of a ConditionalCheckFailed); 503 and
 // 429 carry Retry-After, 405 carries Allow. The query string is ignored and one
 // trailing slash is tolerated. Requests the HTTP parser refuses (bad framing,
-// timeouts) get the same JSON errors from answerClientError.
+// timeouts) get the same JSON errors from answerClientError. GET /, /studio and
+// /studio/stream belong to the studio (studio/routes.ts); POST / to the DynamoDB endpoint.
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { isOperationName } from '../../shared/api.js';
@@ -20,6 +21,7 @@ import { HTTP_DISCARD_BYTES_MAX, HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_M
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../../shared/protocol.js';
 import { fromJson, isPlainObject, toJson } from '../../shared/values.js';
 import type { DynamoDbEndpoint } from '../dynamodb/endpoint.js';
+import type { Studio } from '../studio/routes.js';
 import { admitPipelined } from './http-pipeline.js';
 import type { Membership } from '../metadata/membership.js';
 import type { Operations } from './operations.js';
@@ -35,12 +37,14 @@ const GET = ['GET', 'HEAD'] as const;
 const POST = ['POST'] as const;
 const CLUSTER_POSTS = ['add', 'drain', 'remove'];
 
-export function handleHttp(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb?: DynamoDbEndpoint): void {
-  admitPipelined(req, res, () => route(ops, metrics, cluster, security, req, res, dynamodb));
+export function handleHttp(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb?: DynamoDbEndpoint, studio?: Studio): void {
+  admitPipelined(req, res, () => route(ops, metrics, cluster, security, req, res, dynamodb, studio));
 }
 
-function route(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb?: DynamoDbEndpoint): void {
-  // The DynamoDB-compatible endpoint owns the path "/" (POST with X-Amz-Target, GET) and checks SigV4 itself.
+function route(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb?: DynamoDbEndpoint, studio?: Studio): void {
+  // GET / and /studio (the page) and /studio/stream: the studio checks the token itself (it also takes ?token=).
+  if (studio?.handle(req, res)) return;
+  // The DynamoDB-compatible endpoint owns POST / (with X-Amz-Target) and checks SigV4 itself.
   if (dynamodb !== undefined && dynamodb.handles(req)) return dynamodb.handle(req, res);
   const path = pathOf(req.url ?? '/');
   if (path === '/health') {
