@@ -228,6 +228,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     process.exit(1);
   });
   console.log(`\nkeyslice is running: ${cluster.url} (HTTP, POST /api/<Operation>) and ${cluster.wsUrl} (WebSocket)`);
+  console.log(`the studio (a live page of the slices and their load): ${cluster.url}/ in a browser; DynamoDB's API: POST ${cluster.url}/`);
   console.log(`data under ${dataDir}; Ctrl-C stops every process.`);
   console.log(
     process.env.KEYSLICE_CLUSTER_SECRET
