@@ -1,7 +1,7 @@
 // The coordinator process: client API (HTTP and WebSocket on one port),
 // routing by the cluster map, and one link per slice node.
 import { createServer } from 'node:http';
-import { missingSecretProblem } from '../shared/auth.js';
+import { isLoopbackHost, missingSecretProblem } from '../shared/auth.js';
 import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { initHashing } from '../shared/hashing.js';
 import {
@@ -64,7 +64,7 @@ try {
 
 const log = (line: string) => console.log(`keyslice coordinator: ${line}`);
 const security = { token: args.token!, clusterSecret: args['cluster-secret']! };
-if (security.token === '' && args.host !== '127.0.0.1') log('warning: no --token; any client that reaches this port is served');
+if (security.token === '' && !isLoopbackHost(args.host!)) log('warning: no --token; any client that reaches this port is served');
 const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPerSecond, args.rebalance === 'yes', log);
 const ops = new Operations(catalog, cluster);
 const metrics = () => {

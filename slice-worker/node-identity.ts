@@ -6,11 +6,11 @@
 // Kept in one small file, written whole and durably (temporary file, fsync,
 // rename, fsync of the folder), so that a crash leaves the old or the new one.
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { syncDir, writeAll } from '../shared/durable-file.js';
 import { assert } from '../shared/errors.js';
 import { isIdentity } from '../shared/protocol.js';
+import { readStateFile, writeStateFile } from '../shared/state-file.js';
 
 export const NODE_IDENTITY_FILE = 'node-identity.json';
 
@@ -30,12 +30,7 @@ export function openNodeIdentity(dataDir: string): NodeIdentity {
     saveNodeIdentity(dataDir, fresh);
     return fresh;
   }
-  let saved: Partial<NodeIdentity>;
-  try {
-    saved = JSON.parse(readFileSync(path, 'utf8')) as Partial<NodeIdentity>;
-  } catch (err) {
-    throw new Error(`cannot read ${path}: ${(err as Error).message}`);
-  }
+  const saved = readStateFile<Partial<NodeIdentity>>(path) ?? {};
   if (!isIdentity(saved.nodeId) || !(saved.clusterId === null || isIdentity(saved.clusterId))) {
     throw new Error(`${path} does not hold a node id and a cluster id (32 hex digits each)`);
   }
@@ -44,15 +39,5 @@ export function openNodeIdentity(dataDir: string): NodeIdentity {
 
 export function saveNodeIdentity(dataDir: string, identity: NodeIdentity): void {
   assert(isIdentity(identity.nodeId) && (identity.clusterId === null || isIdentity(identity.clusterId)), 'a node identity is two ids');
-  const path = join(dataDir, NODE_IDENTITY_FILE);
-  const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, 'w');
-  try {
-    writeAll(fd, Buffer.from(JSON.stringify(identity) + '\n'));
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-  syncDir(dataDir);
+  writeStateFile(join(dataDir, NODE_IDENTITY_FILE), identity);
 }

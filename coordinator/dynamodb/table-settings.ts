@@ -5,7 +5,7 @@
 // belongs to one incarnation of a table (its catalog createdAt): a table
 // deleted and created again, through either API, starts from the defaults.
 import { join } from 'node:path';
-import { readStateFile, writeStateFile } from '../metadata/state-file.js';
+import { readStateFile, writeStateFile } from '../../shared/state-file.js';
 
 export interface Tag {
   Key: string;

@@ -15,7 +15,7 @@ import {
   TABLES_MAX,
 } from '../../shared/limits.js';
 import { isPlainObject, validateAttributeName } from '../../shared/values.js';
-import { readStateFile, writeStateFile } from './state-file.js';
+import { readStateFile, writeStateFile } from '../../shared/state-file.js';
 
 export interface Table extends TableDescription {
   id: number;

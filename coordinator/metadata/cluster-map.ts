@@ -14,7 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { assert } from '../../shared/errors.js';
-import { readStateFile, writeStateFile } from './state-file.js';
+import { readStateFile, writeStateFile } from '../../shared/state-file.js';
 
 export type NodeStatus = 'active' | 'draining' | 'removed';
 

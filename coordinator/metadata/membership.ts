@@ -107,7 +107,14 @@ export class Membership {
     if (problem !== null) return problem;
     const known = this.map.nodeIdOf(index);
     if (known !== hello.nodeId) {
-      this.map.setNodeId(index, hello.nodeId);
+      // Saving the map can fail (a full disk): the node is then refused, not the coordinator stopped.
+      try {
+        this.map.setNodeId(index, hello.nodeId);
+      } catch (err) {
+        const problem = `cannot record slice node ${url}'s node id in the cluster map (${(err as Error).message}); it is not given slices until the map can be saved`;
+        this.log(problem);
+        return problem;
+      }
       if (known !== null) this.log(`slice node ${url} has a new data folder (node id ${hello.nodeId}, was ${known}); it owned no slices, so no data was lost`);
     }
     return null;

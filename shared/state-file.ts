@@ -1,7 +1,7 @@
-// Small JSON state files (catalog, cluster map) written atomically: write a
+// Small JSON state files (catalog, cluster map, a node's identity) written atomically: write a
 // temporary file, fsync it, rename it over the old one, fsync the folder.
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
-import { syncDir, writeAll } from '../../shared/durable-file.js';
+import { syncDir, writeAll } from './durable-file.js';
 import { dirname } from 'node:path';
 
 export function readStateFile<T>(path: string): T | null {
