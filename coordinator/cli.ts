@@ -251,6 +251,8 @@ async function main(): Promise<void> {
       await call(o, 'POST', 'remove', { node });
       return console.log(`removed ${node}`);
     }
+    case 'advise':
+      return (await import('./cli-advise.js')).advise(rest);
     case '--version':
     case '-v':
       return console.log(version());

@@ -46,7 +46,7 @@ export class ClusterMap {
       for (const url of nodes) map.addNode(url);
       return map;
     }
-    const owners = Array.from({ length: sliceCount }, (_, s) => (nodes.length === 0 ? -1 : Math.floor((s * nodes.length) / sliceCount)));
+    const owners = initialOwners(sliceCount, nodes.length);
     const map = new ClusterMap(path, { epoch: 1, sliceCount, nodes: [...nodes], status: nodes.map(() => 'active'), owners });
     writeStateFile(path, map.state);
     return map;
@@ -124,4 +124,11 @@ export class ClusterMap {
     writeStateFile(this.path, next);
     this.state = next;
   }
+}
+
+/** The owners of a new cluster's slices: contiguous, even ranges over `nodeCount`
+ * nodes (none: -1, every slice waits for the first node). The advisor lays out a
+ * cluster that does not run yet with it. */
+export function initialOwners(sliceCount: number, nodeCount: number): number[] {
+  return Array.from({ length: sliceCount }, (_, s) => (nodeCount === 0 ? -1 : Math.floor((s * nodeCount) / sliceCount)));
 }
