@@ -5,7 +5,7 @@ import type { AdviceReport, DesignReport } from '../../shared/advice.js';
 import { ratio, size } from './advisor.js';
 
 const num = (n: number) => Math.round(n).toLocaleString('en-US');
-const pct = (x: number) => `${(100 * x).toFixed(x >= 0.1 || x === 0 ? 0 : x >= 0.01 ? 1 : 2)}%`;
+const pct = (x: number) => (x > 0 && x < 0.0001 ? '<0.01%' : `${(100 * x).toFixed(x >= 0.1 || x === 0 ? 0 : x >= 0.01 ? 1 : 2)}%`);
 
 function table(rows: string[][]): string {
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));

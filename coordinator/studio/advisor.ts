@@ -205,8 +205,9 @@ export class Advisor {
   }
 }
 
-const pct = (x: number) => `${(100 * x).toFixed(x >= 0.1 ? 0 : x >= 0.01 ? 1 : 2)}%`;
+const pct = (x: number) => (x > 0 && x < 0.0001 ? '<0.01%' : `${(100 * x).toFixed(x >= 0.1 || x === 0 ? 0 : x >= 0.01 ? 1 : 2)}%`);
 const num = (n: number) => Math.round(n).toLocaleString('en-US');
+const keys = (n: number) => (n >= 10 ? num(n) : n.toFixed(1));
 export const ratio = (n: number) => (n >= 100 ? num(n) : n.toFixed(1));
 export function size(bytes: number): string {
   const units = ['B', 'KB', 'MB', 'GB', 'TB', 'PB'];
@@ -312,6 +313,8 @@ function recommend(ranked: DesignReport[], given: DesignReport): AdviceReport['r
     if (avoided !== null) parts.push(`it avoids ${avoided.antiPattern} ("${avoided.title}": ${avoided.evidence})`);
     if (best.invalidItems === 0 && given.invalidItems > 0) parts.push(`it stores every item (the given design cannot store ${num(given.invalidItems)}: ${given.firstInvalid})`);
     parts.push(`writes max/mean ${ratio(given.placement.maxOverMean.writes)} -> ${ratio(best.placement.maxOverMean.writes)}`);
+    const [gm, bm] = [given.placement.momentConcentration, best.placement.momentConcentration];
+    if (gm !== null && bm !== null) parts.push(`a moment's writes fall as on ${keys(1 / gm)} -> ${keys(1 / bm)} equally busy keys`);
     parts.push(`${readsText(best, given)} (given: ${given.reads.meanSlicesPerRead === best.reads.meanSlicesPerRead ? 'the same' : readsText(given, given).replace(/^a query by \S+ asks |^reads ask /, '')})`);
     reason = parts.join('; ');
   }
