@@ -58,7 +58,7 @@ const cell = (xs: number[], f: (n: number) => string) => (xs.length === 1 ? f(xs
 const groups = new Map<string, Run[]>();
 const keyOf = (r: Run) => `${r.config.workloads[0]}|${r.config.capacity?.writesPerSecond ?? 0}|${r.config.even ?? 0}`;
 for (const r of runs) groups.set(keyOf(r), [...(groups.get(keyOf(r)) ?? []), r]);
-const order = ['hotkey', 'lowcard', 'monotonic', 'usertime'];
+const order = ['hotkey', 'lowcard', 'monotonic', 'usertime', 'timebucket'];
 const keys = [...groups.keys()].sort((a, b) => {
   const [wa, ca, ea] = a.split('|');
   const [wb, cb, eb] = b.split('|');

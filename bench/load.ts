@@ -1,7 +1,7 @@
 // The load generator: a closed loop of --concurrency requests in flight over
 // --connections WebSocket clients, against a running cluster (--url) or a local
 // one it starts and stops itself. Workloads: put, get, update, mixed, batch, range,
-// and the key-design workloads hotkey, lowcard, monotonic, usertime (see
+// and the key-design workloads hotkey, lowcard, monotonic, usertime, timebucket (see
 // bench/README.md); put, get, update and mixed choose keys by --keys-dist.
 // Every loop is bounded by an op count and a deadline; latencies are measured
 // per op with process.hrtime.bigint() and reported as p50/p95/p99/max. After each
@@ -54,8 +54,8 @@ const CAPACITY_MAX = 10_000_000;
 
 // ---- command line -----------------------------------------------------------
 
-type Workload = 'put' | 'get' | 'update' | 'mixed' | 'batch' | 'range' | 'hotkey' | 'lowcard' | 'monotonic' | 'usertime';
-const WORKLOADS: readonly Workload[] = ['put', 'get', 'update', 'mixed', 'batch', 'range', 'hotkey', 'lowcard', 'monotonic', 'usertime'];
+type Workload = 'put' | 'get' | 'update' | 'mixed' | 'batch' | 'range' | 'hotkey' | 'lowcard' | 'monotonic' | 'usertime' | 'timebucket';
+const WORKLOADS: readonly Workload[] = ['put', 'get', 'update', 'mixed', 'batch', 'range', 'hotkey', 'lowcard', 'monotonic', 'usertime', 'timebucket'];
 /** The workloads on the one shared table (they read what the others wrote). */
 const SHARED_TABLE_WORKLOADS: readonly Workload[] = ['put', 'get', 'update', 'mixed', 'batch', 'range'];
 /** The workloads whose keys --keys-dist chooses. */
@@ -83,6 +83,8 @@ const SHAPES: Record<Workload, TableShape> = {
   // What a user storing events by time would write: the timestamp is the key, nothing else.
   monotonic: { shardingKey: { name: 'ts', type: 'number' }, sortingKey: null },
   usertime: { shardingKey: { name: 'user', type: 'string' }, sortingKey: { name: 'ts', type: 'number' } },
+  // Events sharded by their day: every write of a run goes to today's key.
+  timebucket: { shardingKey: { name: 'day', type: 'string' }, sortingKey: { name: 'ts', type: 'number' } },
 };
 const evenApplies = (shape: TableShape) => shape.shardingKey.type === 'string' && shape.sortingKey !== null;
 const describeShape = (shape: TableShape) =>
@@ -143,7 +145,7 @@ const USAGE = [
   'Runs each workload until --ops or --duration is reached, whichever comes first, and prints',
   'ops/s, latency and how evenly the load fell on the slices (DescribeSlices max/mean).',
   'put, get, update, mixed, batch and range share a fresh table (sharding key "device", sorting',
-  'key "seq"); each key-design workload (hotkey, lowcard, monotonic, usertime) gets a fresh table',
+  'key "seq"); each key-design workload (hotkey, lowcard, monotonic, usertime, timebucket) gets a fresh table',
   'of its own. --keys-dist chooses the keys of put, get, update and mixed.',
   '',
   ...FLAGS.map((f) => `  ${`--${f.flag}${f.value ? ' ' + f.value : ''}`.padEnd(26)} ${f.help}`),
@@ -578,6 +580,18 @@ async function runWorkload(w: Workload, clients: KeysliceClient[], table: string
     const pad = paddingForShape(cfg.itemBytes, shape, userName(cfg.keys - 1));
     const r = await runLoad(w, clients, cfg, async (client, i) => {
       await put(client, userName(i % cfg.keys), base + i, pad);
+      return 1;
+    }, quiet);
+    return { workload: w, preload: null, ...r };
+  }
+
+  if (w === 'timebucket') {
+    // (day, timestamp): the day is today's (UTC), as a time-bucketed key would be; the timestamp only grows.
+    const base = timestampBase();
+    const day = new Date().toISOString().slice(0, 10);
+    const pad = paddingForShape(cfg.itemBytes, shape, day);
+    const r = await runLoad(w, clients, cfg, async (client, i) => {
+      await put(client, day, base + i, pad);
       return 1;
     }, quiet);
     return { workload: w, preload: null, ...r };

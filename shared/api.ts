@@ -1,5 +1,6 @@
 // The operation set: one definition behind both transports (HTTP/JSON and
 // WebSocket/msgpack) and the TypeScript client. Payloads are plain values.
+import type { AccessEntry, AdviceReport } from './advice.js';
 import type { ErrorCode } from './errors.js';
 import type { KeyType, KeyValue } from './key-encoding.js';
 import type { Item, Value } from './values.js';
@@ -181,6 +182,22 @@ export interface Operations {
     request: { table: string };
     response: TableLoad;
   };
+  /** The key-design advisor (docs/advisor.md): a design (a table's, or given by its
+   * columns) and its alternatives judged on sample items and an optional access log,
+   * placed over this cluster's slices and nodes; nothing is stored. */
+  Advise: {
+    request: {
+      table?: string;
+      shardingKey?: KeyColumns;
+      sortingKey?: KeyColumns | null;
+      evenDistribution?: Partial<EvenDistribution> | null;
+      items: Item[];
+      accessLog?: AccessEntry[];
+      expectedItems?: number;
+      momentWrites?: number;
+    };
+    response: AdviceReport;
+  };
 }
 
 export interface Load {
@@ -234,6 +251,7 @@ export const OPERATION_NAMES: readonly OperationName[] = [
   'BatchWrite',
   'BatchGet',
   'DescribeSlices',
+  'Advise',
 ];
 
 export function isOperationName(op: unknown): op is OperationName {

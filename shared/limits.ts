@@ -203,3 +203,69 @@ export const STUDIO_HISTORY_CELLS_MAX = 2_000_000;
 /** Viewers of the live stream at once, and the output one slow viewer may have queued before it misses samples. */
 export const STUDIO_VIEWERS_MAX = 64;
 export const STUDIO_VIEWER_BUFFER_BYTES = 4 * 1024 * 1024;
+
+// ---- the key-design advisor (keyslice advise, the Advise operation) ----------
+
+/** Sample items in one Advise request: the coordinator judges them on its event
+ * loop, so a request is kept to a fraction of a second of work. */
+export const ADVISE_ITEMS_MAX = 10_000;
+/** Access-log entries in one Advise request. */
+export const ADVISE_ACCESS_ENTRIES_MAX = 50_000;
+/** keyslice advise without a cluster streams the sample and judges at most this
+ * many items (--max-items): memory grows with the distinct keys it counts. */
+export const ADVISOR_SAMPLE_ITEMS_DEFAULT = 100_000;
+export const ADVISOR_SAMPLE_ITEMS_MAX = 2_000_000;
+/** A "moment": this many consecutive writes, about what a busy cluster has in
+ * flight at once (the load bench runs 50); a key that takes a large share of
+ * each moment's writes is hot while it is current, even if it is not overall. */
+export const ADVISOR_MOMENT_WRITES_DEFAULT = 100;
+/** A sharding key is hot when it takes at least this share of the writes (or
+ * reads), overall or of a moment, and at least ADVISOR_HOT_KEY_OVER_MEAN times
+ * its fair share (so that 8 equally busy keys are low cardinality, not hot). */
+export const ADVISOR_HOT_KEY_SHARE = 0.1;
+export const ADVISOR_HOT_KEY_OVER_MEAN = 10;
+/** Low cardinality: fewer stored sharding keys than sliceCount / this, so at
+ * most that fraction of the slices can ever hold items. */
+export const ADVISOR_LOW_CARDINALITY_SLICE_DIVISOR = 4;
+/** A cardinality is judged only when the sample saw each value this many times
+ * on average (fewer: the sample may simply be too small to see more values). */
+export const ADVISOR_CARDINALITY_SAMPLES_PER_VALUE = 4;
+/** Monotonic: |Spearman correlation of key order with insertion order| at least
+ * this (MongoDB's analyzeShardKey uses 0.7 for its recordId correlation). */
+export const ADVISOR_MONOTONIC_CORRELATION = 0.7;
+/** Items kept (every k-th, k doubling) to estimate monotonicity. */
+export const ADVISOR_MONOTONICITY_SAMPLE_ITEMS = 8192;
+/** Even-distribution bucket counts the advisor tries. */
+export const ADVISOR_BUCKET_CHOICES: readonly number[] = [4, 16, 64];
+/** Attributes tried as an added sharding column, and how many such designs are shown. */
+export const ADVISOR_CANDIDATE_COLUMNS_MAX = 4;
+export const ADVISOR_MULTI_COLUMN_DESIGNS_SHOWN = 2;
+/** A string attribute longer than this is a payload, not a key column candidate. */
+export const ADVISOR_CANDIDATE_VALUE_BYTES_MAX = 64;
+/** The size at which a partition (all items of one stored sharding key) is too
+ * large: DynamoDB's item-collection limit; YDB splits partitions at 2 GB. */
+export const PARTITION_BYTES_ADVISED_MAX = 10 * 1024 ** 3;
+/** A slice holding more items than a move copies within MOVE_TIME_MS_MAX at the
+ * default rate cannot be moved off its node (a drain of it gives up). */
+export const SLICE_MOVABLE_ITEMS_MAX = (MOVE_ITEMS_PER_SECOND_DEFAULT * MOVE_TIME_MS_MAX) / 1000;
+
+// ---- keyslice import and export ---------------------------------------------
+
+/** BatchWrite requests in flight (--parallel). */
+export const IMPORT_PARALLEL_DEFAULT = 8;
+export const IMPORT_PARALLEL_MAX = 256;
+/** A throttled or unavailable write is sent again at most this many times, waiting
+ * twice as long each time (with jitter), from the least to the most delay. */
+export const IMPORT_RETRIES_MAX = 10;
+export const IMPORT_RETRY_DELAY_MS_MIN = 20;
+export const IMPORT_RETRY_DELAY_MS_MAX = 2_000;
+/** Orders other than as-is index the whole file first (a key and a byte range per
+ * item, not the items): at most this many items. */
+export const IMPORT_INDEXED_ITEMS_MAX = 20_000_000;
+/** One line (one CSV record) of an item file. */
+export const IMPORT_LINE_BYTES_MAX = 2 * ITEM_BYTES_MAX;
+/** Progress lines when stderr is not a terminal: one every this long. */
+export const PROGRESS_LINE_INTERVAL_MS = 5_000;
+/** export: parallel-scan segments (--parallel) and items per page. */
+export const EXPORT_SEGMENTS_DEFAULT = 4;
+export const EXPORT_PAGE_ITEMS = 1_000;

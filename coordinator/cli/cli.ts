@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
 import type { ClusterStatus, MoveReport } from '../../shared/api.js';
 import { CLUSTER_API_PREFIX } from '../../shared/protocol.js';
+import { bar, size } from './cli-progress.js';
 
 const USAGE = `keyslice: a distributed NoSQL item store
 
@@ -21,6 +22,9 @@ usage:
   keyslice drain <ws://host:port>   move every slice off a node (waits, with progress)
   keyslice remove <ws://host:port>  forget a drained node
          [--forget-data]            ... or one that owns slices whose data is lost: they go, empty, to the other nodes
+  keyslice advise FILE --table T    judge a key design and its alternatives on sample items (keyslice advise --help)
+  keyslice import TABLE FILE        load JSON lines or CSV into a table (keyslice import --help)
+  keyslice export TABLE             stream a table out as JSON lines (keyslice export --help)
   keyslice --version                the version of this keyslice
 
 options of status, add, drain, remove:
@@ -117,25 +121,6 @@ async function call(o: Options, method: 'GET' | 'POST', action: string, body?: u
 }
 
 const status = (o: Options) => call(o, 'GET', 'status') as Promise<ClusterStatus>;
-
-function size(bytes: number): string {
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
-  let v = bytes;
-  let u = 0;
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024;
-    u++;
-  }
-  return `${u === 0 ? v : v.toFixed(1)} ${units[u]}`;
-}
-
-function bar(done: number, total: number, width = 24): string {
-  const f = total <= 0 ? 1 : Math.min(1, done / total);
-  const full = Math.round(f * width);
-  return `[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${Math.floor(f * 100)
-    .toString()
-    .padStart(3)}%`;
-}
 
 function table(rows: string[][]): string {
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
@@ -255,6 +240,12 @@ async function main(): Promise<void> {
       await call(o, 'POST', 'remove', o.forgetData ? { node, forgetData: true } : { node });
       return console.log(o.forgetData ? `removed ${node}; the data of the slices it owned is given up (they are empty on the nodes that took them)` : `removed ${node}`);
     }
+    case 'advise':
+      return (await import('./cli-advise.js')).advise(rest);
+    case 'import':
+      return (await import('./cli-import.js')).importCommand(rest);
+    case 'export':
+      return (await import('./cli-export.js')).exportCommand(rest);
     case '--version':
     case '-v':
       return console.log(version());

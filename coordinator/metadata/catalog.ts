@@ -75,24 +75,10 @@ export class Catalog {
         `table name must be ${TABLE_NAME_CHARS_MIN} to ${TABLE_NAME_CHARS_MAX} characters of A-Z, a-z, 0-9, "_", "-" and "."; got ${JSON.stringify(name)}`,
       );
     }
-    const sharding = keyColumns(shardingKey, 'shardingKey', SHARDING_KEY_COLUMNS_MAX);
-    const sorting = sortingKey === undefined || sortingKey === null ? [] : keyColumns(sortingKey, 'sortingKey', SORTING_KEY_COLUMNS_MAX);
-    const seen = new Set<string>();
-    for (const column of [...sharding, ...sorting]) {
-      if (seen.has(column.name)) throw new KeysliceError('ValidationError', `key column "${column.name}" appears twice; every key column must be a different attribute`);
-      seen.add(column.name);
-    }
-    const even = evenDistributionOption(evenDistribution, sorting);
+    const shape = tableShape(name, shardingKey, sortingKey, evenDistribution);
     if (this.tables.has(name)) throw new KeysliceError('TableExists', `table "${name}" already exists`);
     if (this.tables.size >= TABLES_MAX) throw new KeysliceError('LimitExceeded', `a cluster holds at most ${TABLES_MAX} tables`);
-    const table = withColumns({
-      id: this.nextTableId,
-      name,
-      shardingKey: describeColumns(sharding),
-      sortingKey: sorting.length === 0 ? null : describeColumns(sorting),
-      evenDistribution: even,
-      createdAt: Date.now(),
-    });
+    const table = { ...shape, id: this.nextTableId, createdAt: Date.now() };
     this.tables.set(name, table);
     this.nextTableId++;
     this.save();
@@ -110,6 +96,27 @@ export class Catalog {
     const tables: StoredTable[] = [...this.tables.values()].map(({ sharding, sorting, ...stored }) => stored);
     writeStateFile(this.path, { nextTableId: this.nextTableId, tables } satisfies CatalogState);
   }
+}
+
+/** A table's key design checked as CreateTable checks it, without creating it (id 0):
+ * the advisor places sample items with the same code as the cluster. */
+export function tableShape(name: string, shardingKey: unknown, sortingKey: unknown, evenDistribution: unknown): Table {
+  const sharding = keyColumns(shardingKey, 'shardingKey', SHARDING_KEY_COLUMNS_MAX);
+  const sorting = sortingKey === undefined || sortingKey === null ? [] : keyColumns(sortingKey, 'sortingKey', SORTING_KEY_COLUMNS_MAX);
+  const seen = new Set<string>();
+  for (const column of [...sharding, ...sorting]) {
+    if (seen.has(column.name)) throw new KeysliceError('ValidationError', `key column "${column.name}" appears twice; every key column must be a different attribute`);
+    seen.add(column.name);
+  }
+  const even = evenDistributionOption(evenDistribution, sorting);
+  return withColumns({
+    id: 0,
+    name,
+    shardingKey: describeColumns(sharding),
+    sortingKey: sorting.length === 0 ? null : describeColumns(sorting),
+    evenDistribution: even,
+    createdAt: 0,
+  });
 }
 
 export function describe(table: Table): TableDescription {

@@ -67,7 +67,7 @@ export class ClusterMap {
       for (const url of nodes) map.addNode(url);
       return map;
     }
-    const owners = Array.from({ length: sliceCount }, (_, s) => (nodes.length === 0 ? -1 : Math.floor((s * nodes.length) / sliceCount)));
+    const owners = initialOwners(sliceCount, nodes.length);
     const map = new ClusterMap(path, { clusterId: newId(), epoch: 1, sliceCount, nodes: [...nodes], status: nodes.map(() => 'active'), owners, nodeIds: nodes.map(() => null) });
     writeStateFile(path, map.state);
     return map;
@@ -185,4 +185,11 @@ export class ClusterMap {
     assert(state.clusterId === this.state.clusterId, 'a cluster keeps its id');
     writeStateFile(this.path, state);
   }
+}
+
+/** The owners of a new cluster's slices: contiguous, even ranges over `nodeCount`
+ * nodes (none: -1, every slice waits for the first node). The advisor lays out a
+ * cluster that does not run yet with it. */
+export function initialOwners(sliceCount: number, nodeCount: number): number[] {
+  return Array.from({ length: sliceCount }, (_, s) => (nodeCount === 0 ? -1 : Math.floor((s * nodeCount) / sliceCount)));
 }

@@ -26,6 +26,7 @@ import { tableLoad } from '../metadata/load-report.js';
 import { requireReady, type NodeLink } from '../metadata/node-link.js';
 import { keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
 import { RequestExpressions } from './request-expressions.js';
+import { adviseRequest } from '../studio/advisor-request.js';
 
 type Payload = Record<string, unknown>;
 
@@ -43,6 +44,7 @@ const FIELDS: Record<OperationName, readonly string[]> = {
   BatchWrite: ['table', 'puts', 'deletes'],
   BatchGet: ['table', 'keys', 'attributes', 'projection', 'names'],
   DescribeSlices: ['table'],
+  Advise: ['table', 'shardingKey', 'sortingKey', 'evenDistribution', 'items', 'accessLog', 'expectedItems', 'momentWrites'],
 };
 
 const MARKER_SCAN = /^s1\.(\d+)\.([A-Za-z0-9_-]*)$/;
@@ -223,6 +225,13 @@ export class Operations {
 
   private async DescribeSlices(p: Payload) {
     return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.map.sliceCount);
+  }
+
+  /** Judged here, on the event loop: ADVISE_ITEMS_MAX keeps one request short. */
+  private async Advise(p: Payload) {
+    const sliceCount = this.map.sliceCount;
+    const owners = Array.from({ length: sliceCount }, (_, s) => this.map.ownerOf(s));
+    return adviseRequest(p, (name) => this.catalog.get(name), { sliceCount, nodes: [...this.map.nodes], owners, source: 'cluster' });
   }
 
   // ---- helpers -------------------------------------------------------------
