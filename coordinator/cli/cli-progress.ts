@@ -14,7 +14,7 @@ export function size(bytes: number): string {
 }
 
 export function bar(done: number, total: number, width = 24): string {
-  const f = total <= 0 ? 1 : Math.min(1, done / total);
+  const f = total <= 0 ? 1 : Math.max(0, Math.min(1, done / total));
   const full = Math.round(f * width);
   return `[${'#'.repeat(full)}${'.'.repeat(width - full)}] ${Math.floor(f * 100)
     .toString()

@@ -227,9 +227,11 @@ async function main(): Promise<void> {
       await call(o, 'POST', 'drain', { node });
       console.log(`draining ${node} (${before?.slices ?? '?'} slices)`);
       if (!o.wait) return;
-      const total = before?.slices ?? 0;
+      // Moves that were under way onto the node when the drain began may still land: the total grows with them.
+      let total = before?.slices ?? 0;
       await follow(o, `draining ${node}`, (st) => {
         const left = st.nodes.find((x) => x.node === node)?.slices ?? 0;
+        total = Math.max(total, left);
         return { done: total - left, total, finished: left === 0 };
       });
       return console.log(`${node} owns no slices; "keyslice remove ${node}" forgets it, then stop its process`);
