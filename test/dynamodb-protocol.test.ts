@@ -107,6 +107,21 @@ describe('authentication', () => {
     const withBearer = await rawRequest(coordinator.url, 'DynamoDB_20120810.ListTables', '{}', bearer);
     expect(withBearer.status).toBe(200);
   });
+
+  it('a signed request whose query string is not valid percent-encoding is refused with 400, not an internal error', async () => {
+    const amzDate = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+    const authorization = `AWS4-HMAC-SHA256 Credential=key/${amzDate.slice(0, 8)}/local/dynamodb/aws4_request, SignedHeaders=host;x-amz-date, Signature=${'0'.repeat(64)}`;
+    for (const query of ['%zz', 'a=%E0%A4%A', '%']) {
+      const res = await fetch(`${coordinator.url}/?${query}`, {
+        method: 'POST',
+        headers: { 'x-amz-target': 'DynamoDB_20120810.ListTables', 'content-type': 'application/x-amz-json-1.0', 'x-amz-date': amzDate, authorization },
+        body: '{}',
+        signal: AbortSignal.timeout(30_000),
+      });
+      expect(res.status, query).toBe(400);
+      expect(((await res.json()) as { __type: string }).__type, query).toBe('com.amazon.coral.service#InvalidSignatureException');
+    }
+  });
 });
 
 describe('bad requests get DynamoDB\'s errors and the process keeps serving', () => {
