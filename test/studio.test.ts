@@ -303,6 +303,31 @@ describe.skipIf(!runBrowser)('the studio in headless Chromium under a hot-key lo
   });
 });
 
+describe('with a slice node that hangs', () => {
+  it('samples keep coming, each within the load-report timeout, with the hung node\'s figures left out and marked partial', async () => {
+    await client.createTable('hung', { name: 'id', type: 'string' });
+    await client.batchWrite('hung', { puts: Array.from({ length: 20 }, (_, i) => ({ id: `h${i}` })) });
+    const hung = procs[1];
+    // A stopped process keeps its connection open and answers nothing: the node looks ready and never replies.
+    hung.child.kill('SIGSTOP');
+    try {
+      const events = await readEvents(`/studio/stream?table=hung&token=${TOKEN}`, 9000);
+      const samples = events.filter((e) => e.event === 'sample').map((e) => e.data);
+      const partial = samples.filter((s) => s.summary.tables.find((t: { name: string }) => t.name === 'hung')?.partial === true);
+      // LOAD_REPORT_TIMEOUT_MS (2 s) a sample at worst: several in 9 s, not one stuck behind the node's 30 s request timeout.
+      expect(partial.length).toBeGreaterThanOrEqual(2);
+      const last = partial[partial.length - 1];
+      const table = last.summary.tables.find((t: { name: string }) => t.name === 'hung');
+      expect(table).toMatchObject({ partial: true, error: '' });
+      expect(table.items).toBeGreaterThan(0);
+      expect(table.items).toBeLessThan(20);
+      expect(last.summary.cluster.loadComplete).toBe(false);
+    } finally {
+      hung.child.kill('SIGCONT');
+    }
+  });
+});
+
 describe('with a slice node down', () => {
   it('the stream says which node is down and which figures are partial, and goes on', async () => {
     await client.createTable('spread', { name: 'id', type: 'string' });

@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ClusterStatus, TableDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError } from '../../shared/errors.js';
 import {
+  LOAD_REPORT_TIMEOUT_MS,
   STUDIO_HISTORY_CELLS_MAX,
   STUDIO_HISTORY_SECONDS,
   STUDIO_LINGER_MS,
@@ -18,7 +19,7 @@ import {
   STUDIO_VIEWERS_MAX,
 } from '../../shared/limits.js';
 import { describe, type Catalog } from '../metadata/catalog.js';
-import { tableLoad } from '../metadata/load-report.js';
+import { gatherTableLoad } from '../metadata/load-report.js';
 import type { Membership } from '../metadata/membership.js';
 import { judgeTable, JUDGED_OPS_PER_SECOND_MIN, type Finding, type TopKeySample } from './findings.js';
 
@@ -144,16 +145,18 @@ export class StudioFeed {
         const table = this.catalog.get(name);
         const description = describe(table);
         let load: TableLoad | null = null;
+        let partial = false;
         let error = '';
-        if (ready.length === 0) error = present.length === 0 ? 'no slice node has joined yet' : 'no slice node is reachable';
+        if (present.length === 0) error = 'no slice node has joined yet';
         else {
-          try {
-            load = await tableLoad(table, ready, sliceCount);
-          } catch (err) {
-            error = (err as Error).message;
-          }
+          // Each node gets LOAD_REPORT_TIMEOUT_MS, as for /metrics: a node that hangs costs
+          // every sample that long, not its request timeout, and its share is left out.
+          const gathered = await gatherTableLoad(table, present, sliceCount, LOAD_REPORT_TIMEOUT_MS);
+          partial = gathered.failures.length > 0;
+          if (gathered.failures.length < present.length) load = gathered.load;
+          else error = ready.length === 0 ? 'no slice node is reachable' : gathered.failures[0].error.message;
         }
-        tables.set(name, this.judged(table.id, description, load, ready.length < present.length, error, workerThreads, at));
+        tables.set(name, this.judged(table.id, description, load, partial, error, workerThreads, at));
       }),
     );
     for (const id of [...this.trails.keys()]) if (![...tables.values()].some((t) => t.id === id)) this.trails.delete(id);
@@ -168,7 +171,7 @@ export class StudioFeed {
         r.writesPerSecond += n.writesPerSecond;
       }
     }
-    cluster.loadComplete = ready.length === present.length && [...tables.values()].every((t) => t.error === '');
+    cluster.loadComplete = ready.length === present.length && [...tables.values()].every((t) => !t.partial && t.error === '');
     let cellCount = 0;
     for (const t of tables.values()) cellCount += t.cells.length / CELL;
     const seq = ++this.samplesTaken;
