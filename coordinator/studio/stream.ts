@@ -4,8 +4,9 @@
 // that same sample over Server-Sent Events, so ten viewers cost one sample, not
 // ten. A sample holds only the slices with items or load; the summary of all
 // tables is serialized once per sample, a table's detail once per sample and
-// table that someone watches. Samples are kept for the heat map's history,
-// bounded in seconds and in slice figures.
+// table that someone watches. The latest sample is kept whole; older ones only
+// as the heat map's history (each table's id, ops and slice figures), bounded
+// in seconds and in slice figures.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ClusterStatus, TableDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError } from '../../shared/errors.js';
@@ -53,6 +54,20 @@ interface Sample {
   detailJson: Map<string, string>;
 }
 
+/** What the heat map's history keeps of one table in a sample: the full sample
+ * (load, findings, JSON) is kept only while it is the latest. */
+interface TableCells {
+  id: number;
+  ops: number;
+  cells: Float64Array;
+}
+
+interface HistorySample {
+  at: number;
+  tables: Map<string, TableCells>;
+  cellCount: number;
+}
+
 interface Viewer {
   res: ServerResponse;
   table: string;
@@ -62,8 +77,10 @@ export class StudioFeed {
   /** Samples taken since the coordinator started: a viewer sees the same numbers as every other. */
   samplesTaken = 0;
   private readonly viewers = new Set<Viewer>();
-  private history: Sample[] = [];
+  private history: HistorySample[] = [];
   private historyCells = 0;
+  /** The last sample in full, for a viewer that joins between samples. */
+  private latest: Sample | undefined;
   private readonly trails = new Map<number, TopKeySample[]>();
   private timer: NodeJS.Timeout | undefined;
   private sampling = false;
@@ -85,7 +102,7 @@ export class StudioFeed {
       'x-accel-buffering': 'no',
     });
     req.socket.setNoDelay(true);
-    const latest = this.history[this.history.length - 1];
+    const latest = this.latest;
     const viewer: Viewer = { res, table: table ?? (latest === undefined ? '' : busiestTable(latest)) };
     this.viewers.add(viewer);
     this.lastViewerAt = Date.now();
@@ -208,7 +225,10 @@ export class StudioFeed {
 
   /** Keeps the sample for the heat map, dropping the oldest past the time or size bound. */
   private remember(sample: Sample): void {
-    this.history.push(sample);
+    this.latest = sample;
+    const tables = new Map<string, TableCells>();
+    for (const [name, t] of sample.tables) tables.set(name, { id: t.id, ops: t.ops, cells: t.cells });
+    this.history.push({ at: sample.at, tables, cellCount: sample.cellCount });
     this.historyCells += sample.cellCount;
     const oldest = sample.at - STUDIO_HISTORY_SECONDS * 1000;
     while (this.history.length > 1 && (this.history[0].at < oldest || this.historyCells > STUDIO_HISTORY_CELLS_MAX)) {
