@@ -72,6 +72,11 @@ describe('authentication', () => {
     const page = await fetch(`${coordinator.url}/?token=${TOKEN}`);
     expect(page.status).toBe(200);
     expect(await page.text()).toMatch(/<title>keyslice studio<\/title>/);
+    // HEAD / is the studio's too: its headers, and its 401 without the token.
+    const head = await fetch(`${coordinator.url}/?token=${TOKEN}`, { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect((await fetch(`${coordinator.url}/`, { method: 'HEAD' })).status).toBe(401);
   });
 
   it('a wrong secret, a tampered body, an old signature and no signature are refused with DynamoDB\'s errors', async () => {

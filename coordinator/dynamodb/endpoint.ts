@@ -2,7 +2,8 @@
 // with `X-Amz-Target: DynamoDB_20120810.<Operation>` and DynamoDB's JSON
 // (application/x-amz-json-1.0), answered with DynamoDB's JSON, status codes,
 // `__type` and messages, so that the AWS SDKs, the AWS CLI and DynamoDB tools
-// work unchanged. `GET /` answers a short text. One request is: read the body
+// work unchanged. GET and HEAD of / belong to the studio (studio/routes.ts),
+// which takes them before this endpoint is asked. One request is: read the body
 // (at most REQUEST_BYTES_MAX), check the signature, find the operation, parse
 // the JSON, run the handler on the native operations, answer. Any failure is a
 // DynamoDB error for that request alone; the process keeps serving.
@@ -67,11 +68,6 @@ const NOT_YET: Record<string, string> = {
   CreateGlobalTable: 'global tables',
 };
 
-const ABOUT =
-  'keyslice: DynamoDB-compatible endpoint.\n' +
-  `POST / with X-Amz-Target: ${DYNAMODB_TARGET_PREFIX}<Operation> and DynamoDB's JSON; point an AWS SDK or the AWS CLI at this address.\n` +
-  `keyslice's own: X-Amz-Target: ${KEYSLICE_TARGET_PREFIX}DescribeSlices. Native API: POST /api/<Operation>. See docs/dynamodb.md.\n`;
-
 export interface DynamoDbOptions {
   /** The coordinator's data folder (DynamoDB's table settings are kept there); null: in memory only. */
   dataDir: string | null;
@@ -97,11 +93,6 @@ export class DynamoDbEndpoint {
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
-    if (req.method === 'GET' || req.method === 'HEAD') {
-      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(ABOUT) });
-      res.end(req.method === 'GET' ? ABOUT : undefined);
-      return;
-    }
     // An oversized body is read and thrown away so that the client, still sending, gets
     // the 413 instead of a reset connection; past twice the limit we hang up.
     const chunks: Buffer[] = [];

@@ -26,14 +26,14 @@ export class Studio {
     this.feed = new StudioFeed(catalog, cluster);
   }
 
-  /** Answers the studio's GET requests; false for any other request, which the caller handles. */
+  /** Answers the studio's GET requests (and HEAD of the page); false for any other request, which the caller handles. */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
-    if (req.method !== 'GET') return false;
+    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
     const isPage = STUDIO_PATHS.includes(path);
-    if (!isPage && path !== STUDIO_STREAM_PATH) return false;
+    if (!isPage && (path !== STUDIO_STREAM_PATH || req.method !== 'GET')) return false;
     const given = bearerToken(req.headers.authorization, url);
     const allowed = secretMatches(this.token, given ?? undefined);
     if (isPage) {
