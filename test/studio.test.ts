@@ -14,6 +14,7 @@ import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { judgeTable, type JudgeInput } from '../coordinator/studio/findings.js';
 import type { SliceDescription, TableDescription, TableLoad } from '../shared/api.js';
+import { RETRY_AFTER_SECONDS, STUDIO_VIEWERS_MAX } from '../shared/limits.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'studio-token-1';
@@ -169,6 +170,25 @@ describe('the page and its stream', () => {
     }
     // The other routes keep the API's rules: the token travels as a header there.
     expect((await fetch(`${url}/cluster/status?token=${TOKEN}`)).status).toBe(401);
+  });
+
+  it('takes one trailing slash as the API does, and refuses a viewer past the limit with 503 and Retry-After', async () => {
+    const slash = await fetch(`${url}/studio/?token=${TOKEN}`);
+    expect(slash.status).toBe(200);
+    expect(await slash.text()).toContain('id="heatCanvas"');
+    const abort = new AbortController();
+    const timeout = AbortSignal.timeout(20_000);
+    const signal = AbortSignal.any([abort.signal, timeout]);
+    try {
+      const viewers = await Promise.all(Array.from({ length: STUDIO_VIEWERS_MAX }, () => fetch(`${url}/studio/stream?token=${TOKEN}`, { signal })));
+      expect(viewers.every((v) => v.status === 200)).toBe(true);
+      const refused = await fetch(`${url}/studio/stream?token=${TOKEN}`, { signal });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe(String(RETRY_AFTER_SECONDS));
+      expect(await refused.json()).toMatchObject({ error: { code: 'Unavailable', retryable: true } });
+    } finally {
+      abort.abort();
+    }
   });
 
   it('sends every viewer the same sample once a second, with only the slices that hold items or saw load', async () => {

@@ -209,7 +209,8 @@ function errorBody(err: KeysliceError): string {
   return JSON.stringify({ error: { code: err.code, message: err.message, retryable: err.retryable, ...details } });
 }
 
-function sendError(res: ServerResponse, err: KeysliceError, headers: Record<string, string> = {}): void {
+/** Answers a KeysliceError as JSON with its status (and Retry-After on 503 and 429); logs Internal ones. */
+export function sendError(res: ServerResponse, err: KeysliceError, headers: Record<string, string> = {}): void {
   if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
   // A client told to come back gets a when, the same for every retryable refusal.
   if (err.status === 503 || err.status === 429) headers = { ...headers, 'retry-after': String(RETRY_AFTER_SECONDS) };
