@@ -51,7 +51,8 @@ export class Operations {
   private readonly map: ClusterMap;
 
   constructor(
-    private readonly catalog: Catalog,
+    /** Read by the DynamoDB endpoint too, to look a table up without a DescribeTable. */
+    readonly catalog: Catalog,
     private readonly cluster: Membership,
   ) {
     this.map = cluster.map;
