@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { crc32 } from 'node:zlib';
 import { bearerToken, secretMatches } from '../../shared/auth.js';
-import { REQUEST_BYTES_MAX } from '../../shared/limits.js';
+import { DYNAMODB_REQUEST_ID_BYTES, REQUEST_BYTES_MAX } from '../../shared/limits.js';
 import { isPlainObject } from '../../shared/values.js';
 import { readBody, type TooLargeAnswer } from '../router/http-api.js';
 import type { Operations } from '../router/operations.js';
@@ -157,7 +157,7 @@ export class DynamoDbEndpoint {
 function answerHeaders(text: string): Record<string, string> {
   return {
     'content-type': CONTENT_TYPE,
-    'x-amzn-requestid': randomBytes(26).toString('base64url').toUpperCase().slice(0, 52),
+    'x-amzn-requestid': randomBytes(DYNAMODB_REQUEST_ID_BYTES).toString('base64url').toUpperCase(),
     'x-amz-crc32': String(crc32(Buffer.from(text, 'utf8'))),
   };
 }

@@ -16,6 +16,7 @@ import {
   STUDIO_HISTORY_SECONDS,
   STUDIO_LINGER_MS,
   STUDIO_SAMPLE_MS,
+  STUDIO_TRAIL_SAMPLES_MAX,
   STUDIO_VIEWER_BUFFER_BYTES,
   STUDIO_VIEWERS_MAX,
 } from '../../shared/limits.js';
@@ -26,8 +27,6 @@ import { judgeTable, JUDGED_OPS_PER_SECOND_MIN, type Finding, type TopKeySample 
 
 /** Figures per slice in a sample's cells: slice, reads/s, writes/s, bytes, items. */
 const CELL = 5;
-/** Top keys remembered per table for time-order findings (one per sample). */
-const TRAIL_SAMPLES_MAX = 120;
 
 interface TableSample {
   id: number;
@@ -218,7 +217,7 @@ export class StudioFeed {
     const top = load.hotKeys[0];
     if (top !== undefined && ops >= JUDGED_OPS_PER_SECOND_MIN) {
       trail.push({ at, key: top.key, share: Math.min(1, top.opsPerSecond / ops) });
-      if (trail.length > TRAIL_SAMPLES_MAX) trail.shift();
+      if (trail.length > STUDIO_TRAIL_SAMPLES_MAX) trail.shift();
     }
     return { id, description, load, partial, error, findings, cells, ops };
   }
