@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { forEachEvent } from '../bench/sse.js';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { judgeTable, type JudgeInput } from '../coordinator/studio/findings.js';
@@ -123,23 +124,7 @@ async function readEvents(path: string, ms: number, headers: Record<string, stri
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
   const events: { event: string; data: any }[] = [];
-  const decoder = new TextDecoder();
-  let text = '';
-  try {
-    for await (const chunk of res.body!) {
-      text += decoder.decode(chunk as Uint8Array, { stream: true });
-      let end: number;
-      while ((end = text.indexOf('\n\n')) >= 0) {
-        const block = text.slice(0, end);
-        text = text.slice(end + 2);
-        const event = /^event: (.*)$/m.exec(block)?.[1] ?? 'message';
-        const data = /^data: (.*)$/m.exec(block)?.[1];
-        if (data !== undefined) events.push({ event, data: JSON.parse(data) });
-      }
-    }
-  } catch (err) {
-    if ((err as Error).name !== 'TimeoutError' && (err as Error).name !== 'AbortError') throw err;
-  }
+  await forEachEvent(res, (event, data) => events.push({ event, data: JSON.parse(data) }));
   return events;
 }
 
