@@ -286,8 +286,11 @@ describe.skipIf(!runBrowser)('the studio in headless Chromium under a hot-key lo
     expect(Number(await page.locator('#heatWrap').getAttribute('data-rows'))).toBeGreaterThan(100);
     await page.click('#metricBar button[data-metric="ops"]');
 
-    // A few more seconds of history, then the picture.
-    await page.waitForTimeout(6000);
+    // The picture, once the heat map of ops has rows again.
+    await page.waitForFunction(() => {
+      const wrap = document.getElementById('heatWrap')!;
+      return wrap.dataset.metric === 'ops' && Number(wrap.dataset.rows) > 1;
+    }, undefined, { timeout: 10_000 });
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, 'studio.png'), fullPage: true });
     expect(errors).toEqual([]);
