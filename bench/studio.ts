@@ -12,6 +12,7 @@ import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
 import { readCommandLine } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX } from '../shared/limits.js';
 import { prng } from './keys.js';
+import { forEachEvent } from './sse.js';
 
 const { values: opts } = readCommandLine({
   args: process.argv.slice(2),
@@ -65,11 +66,7 @@ try {
     return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, in clock ticks of 1/100 s
   };
   const nodesCpu = () => cluster.nodes.reduce((a, n) => a + cpuOf(n.child.pid!), 0);
-  const pid = cluster.coordinator.child.pid!;
-  const cpuMs = () => {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, in clock ticks of 1/100 s
-  };
+  const cpuMs = () => cpuOf(cluster.coordinator.child.pid!);
   // The same load without a viewer first: what the write load alone costs the processes.
   const base0 = [cpuMs(), nodesCpu()];
   await new Promise((r) => setTimeout(r, durationMs));
@@ -112,28 +109,15 @@ try {
 async function watch(url: string, ms: number) {
   const out = { samples: 0, sampleBytes: 0, helloBytes: 0, took: [] as number[], slicesInDetail: 0 };
   const res = await fetch(url, { signal: AbortSignal.timeout(ms) });
-  const decoder = new TextDecoder();
-  let text = '';
-  try {
-    for await (const chunk of res.body!) {
-      text += decoder.decode(chunk as Uint8Array, { stream: true });
-      let end: number;
-      while ((end = text.indexOf('\n\n')) >= 0) {
-        const block = text.slice(0, end);
-        text = text.slice(end + 2);
-        const data = block.slice(block.indexOf('data: ') + 6);
-        if (block.includes('event: hello')) out.helloBytes = data.length;
-        else if (block.includes('event: sample')) {
-          const s = JSON.parse(data);
-          out.samples++;
-          out.sampleBytes += data.length;
-          out.took.push(s.summary.tookMs);
-          out.slicesInDetail = s.detail?.slices.length ?? 0;
-        }
-      }
+  await forEachEvent(res, (event, data) => {
+    if (event === 'hello') out.helloBytes = data.length;
+    else if (event === 'sample') {
+      const s = JSON.parse(data);
+      out.samples++;
+      out.sampleBytes += data.length;
+      out.took.push(s.summary.tookMs);
+      out.slicesInDetail = s.detail?.slices.length ?? 0;
     }
-  } catch (err) {
-    if ((err as Error).name !== 'TimeoutError') throw err;
-  }
+  });
   return out;
 }

@@ -91,3 +91,16 @@ export function pathText(path: readonly (string | number)[]): string {
   for (const seg of path) out += typeof seg === 'number' ? `[${seg}]` : out === '' ? seg : `.${seg}`;
   return out;
 }
+
+/** The conditions a condition ANDs together, in order (`a AND (b AND c)` is [a, b, c]); a condition that is no AND is its own one. */
+export function conjuncts(c: Condition): Condition[] {
+  const out: Condition[] = [];
+  const walk = (x: Condition): void => {
+    if (x.k === 'and') {
+      walk(x.a);
+      walk(x.b);
+    } else out.push(x);
+  };
+  walk(c);
+  return out;
+}

@@ -190,6 +190,13 @@ export const DYNAMODB_TOTAL_SEGMENTS_MAX = 1_000_000;
 export const DYNAMODB_LIST_TABLES_LIMIT_MAX = 100;
 /** A SigV4 signature is refused when its time is further than this from the coordinator's clock. */
 export const DYNAMODB_SIGNATURE_SKEW_MS_MAX = 15 * 60_000;
+/** DynamoDB's numbers (the N type): at most this many significant digits, and the
+ * exponent of the first one (d.ddd x 10^e) within these bounds. */
+export const DYNAMODB_NUMBER_DIGITS_MAX = 38;
+export const DYNAMODB_NUMBER_EXPONENT_MAX = 125;
+export const DYNAMODB_NUMBER_EXPONENT_MIN = -130;
+/** Random bytes of a request id (x-amzn-requestid): 52 characters of base64url, as long as DynamoDB's. */
+export const DYNAMODB_REQUEST_ID_BYTES = 39;
 
 /** The studio (GET /): the coordinator samples the cluster and every table once per
  * STUDIO_SAMPLE_MS, one sample shared by all viewers, while a viewer is connected and
@@ -203,6 +210,8 @@ export const STUDIO_HISTORY_CELLS_MAX = 2_000_000;
 /** Viewers of the live stream at once, and the output one slow viewer may have queued before it misses samples. */
 export const STUDIO_VIEWERS_MAX = 64;
 export const STUDIO_VIEWER_BUFFER_BYTES = 4 * 1024 * 1024;
+/** Samples of each table's top key the studio remembers, to judge a time-ordered key. */
+export const STUDIO_TRAIL_SAMPLES_MAX = 120;
 
 // ---- the key-design advisor (keyslice advise, the Advise operation) ----------
 

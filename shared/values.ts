@@ -137,7 +137,10 @@ export function describeType(v: unknown): string {
 }
 
 /** Size of a value in bytes, counted as DynamoDB does in spirit: UTF-8 text,
- * 8 bytes a number, 1 a boolean or null, a few bytes of overhead per list or map. */
+ * 8 bytes a number, 1 a boolean or null, a few bytes of overhead per list or map
+ * (a set is counted as the map it is stored as). DynamoDB's exact rules (numbers by
+ * their digits, sets as their elements) are coordinator/dynamodb/attribute-values.ts
+ * valueSize, for its own limit and capacity units. */
 export function valueBytes(v: Value): number {
   switch (typeof v) {
     case 'string':

@@ -26,6 +26,8 @@ import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } fr
 import { initHashing, sliceOf } from '../shared/hashing.js';
 import { REQUEST_BYTES_MAX } from '../shared/limits.js';
 import { dynamoClient, expectSdkError, rawRequest, sdkError } from './dynamodb-fixture.js';
+import { waitFor } from './elastic-fixture.js';
+import { parseResponses, rawConnect } from './raw-socket.js';
 
 const TOKEN = 'ddb-token-1';
 const SLICES = 16;
@@ -72,6 +74,11 @@ describe('authentication', () => {
     const page = await fetch(`${coordinator.url}/?token=${TOKEN}`);
     expect(page.status).toBe(200);
     expect(await page.text()).toMatch(/<title>keyslice studio<\/title>/);
+    // HEAD / is the studio's too: its headers, and its 401 without the token.
+    const head = await fetch(`${coordinator.url}/?token=${TOKEN}`, { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect((await fetch(`${coordinator.url}/`, { method: 'HEAD' })).status).toBe(401);
   });
 
   it('a wrong secret, a tampered body, an old signature and no signature are refused with DynamoDB\'s errors', async () => {
@@ -106,6 +113,21 @@ describe('authentication', () => {
     expect(incomplete.body.message).toMatch(/Authorization header requires 'Signature' parameter/);
     const withBearer = await rawRequest(coordinator.url, 'DynamoDB_20120810.ListTables', '{}', bearer);
     expect(withBearer.status).toBe(200);
+  });
+
+  it('a signed request whose query string is not valid percent-encoding is refused with 400, not an internal error', async () => {
+    const amzDate = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+    const authorization = `AWS4-HMAC-SHA256 Credential=key/${amzDate.slice(0, 8)}/local/dynamodb/aws4_request, SignedHeaders=host;x-amz-date, Signature=${'0'.repeat(64)}`;
+    for (const query of ['%zz', 'a=%E0%A4%A', '%']) {
+      const res = await fetch(`${coordinator.url}/?${query}`, {
+        method: 'POST',
+        headers: { 'x-amz-target': 'DynamoDB_20120810.ListTables', 'content-type': 'application/x-amz-json-1.0', 'x-amz-date': amzDate, authorization },
+        body: '{}',
+        signal: AbortSignal.timeout(30_000),
+      });
+      expect(res.status, query).toBe(400);
+      expect(((await res.json()) as { __type: string }).__type, query).toBe('com.amazon.coral.service#InvalidSignatureException');
+    }
   });
 });
 
@@ -150,6 +172,32 @@ describe('bad requests get DynamoDB\'s errors and the process keeps serving', ()
     expect(r.status).toBe(413);
     expect(r.body).toMatchObject({ __type: 'com.amazon.coral.service#RequestEntityTooLarge' });
     expect((await raw('DynamoDB_20120810.GetItem', JSON.stringify({ TableName: T, Key: { id: { S: 'huge' } } }))).body).toEqual({});
+  });
+
+  it('a body over the limit by its Content-Length is answered 413 at once, as the native API does, and the client reads it while it still sends', async () => {
+    const socket = await rawConnect(coordinator.url);
+    const chunks: Buffer[] = [];
+    let error: string | undefined;
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', (err) => (error = (err as NodeJS.ErrnoException).code));
+    const closed = new Promise<boolean>((resolve) => {
+      socket.on('close', () => resolve(true));
+      setTimeout(() => resolve(false), 30_000);
+    });
+    const size = 40 * 1024 * 1024;
+    const head = ['POST / HTTP/1.1', `Host: ${new URL(coordinator.url).host}`, `Content-Length: ${size}`, 'X-Amz-Target: DynamoDB_20120810.PutItem', 'Content-Type: application/x-amz-json-1.0', `Authorization: ${bearer.authorization}`];
+    socket.write(`${head.join('\r\n')}\r\n\r\n`);
+    // The answer comes before any byte of the body.
+    await waitFor(async () => parseResponses(Buffer.concat(chunks)).length === 1, 'the 413', 5_000);
+    const [r] = parseResponses(Buffer.concat(chunks));
+    expect([r.status, r.headers.connection, r.headers['content-type']]).toEqual([413, 'close', 'application/x-amz-json-1.0']);
+    expect(JSON.parse(r.body)).toMatchObject({ __type: 'com.amazon.coral.service#RequestEntityTooLarge' });
+    // The client goes on sending its 40 MB; the server reads them and closes cleanly.
+    const piece = Buffer.alloc(1024 * 1024, 0x20);
+    for (let sent = 0; sent < size; sent += piece.length) socket.write(piece);
+    expect(await closed).toBe(true);
+    expect(error).toBeUndefined();
+    expect(parseResponses(Buffer.concat(chunks))).toHaveLength(1);
   });
 
   it('answers carry DynamoDB\'s headers: content type, request id and the CRC32 of the body', async () => {

@@ -128,6 +128,24 @@ describe('tables', () => {
     await expectSdkError(db.send(new DeleteTableCommand({ TableName: 'ddb_t1' })), 'ResourceNotFoundException', 'Requested resource not found: Table: ddb_t1 not found');
   });
 
+  it('a table deleted and created again under its name with another key (through the native API) is seen at once', async () => {
+    const name = 'ddb_recreated';
+    await c.http.request('CreateTable', { table: name, shardingKey: { name: 'pk', type: 'string' } });
+    await db.send(new PutItemCommand({ TableName: name, Item: { pk: { S: 'a' }, v: { N: '1' } } }));
+    expect((await db.send(new GetItemCommand({ TableName: name, Key: { pk: { S: 'a' } } }))).Item).toEqual({ pk: { S: 'a' }, v: { N: '1' } });
+    await c.http.request('DeleteTable', { table: name });
+    await expectSdkError(db.send(new GetItemCommand({ TableName: name, Key: { pk: { S: 'a' } } })), 'ResourceNotFoundException');
+    await c.http.request('CreateTable', { table: name, shardingKey: { name: 'id', type: 'number' }, sortingKey: { name: 'at', type: 'number' } });
+    await expectSdkError(db.send(new GetItemCommand({ TableName: name, Key: { pk: { S: 'a' } } })), 'ValidationException', 'The provided key element does not match the schema');
+    await db.send(new PutItemCommand({ TableName: name, Item: { id: { N: '7' }, at: { N: '1' } } }));
+    expect((await db.send(new GetItemCommand({ TableName: name, Key: { id: { N: '7' }, at: { N: '1' } } }))).Item).toEqual({ id: { N: '7' }, at: { N: '1' } });
+    const described = await db.send(new DescribeTableCommand({ TableName: name }));
+    expect(described.Table!.KeySchema).toEqual([
+      { AttributeName: 'id', KeyType: 'HASH' },
+      { AttributeName: 'at', KeyType: 'RANGE' },
+    ]);
+  });
+
   it('refuses bad table definitions with DynamoDB\'s errors', async () => {
     const base = {
       TableName: 'ddb_bad',

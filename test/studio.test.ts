@@ -10,10 +10,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { forEachEvent } from '../bench/sse.js';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { judgeTable, type JudgeInput } from '../coordinator/studio/findings.js';
 import type { SliceDescription, TableDescription, TableLoad } from '../shared/api.js';
+import { RETRY_AFTER_SECONDS, STUDIO_VIEWERS_MAX } from '../shared/limits.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'studio-token-1';
@@ -122,23 +124,7 @@ async function readEvents(path: string, ms: number, headers: Record<string, stri
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
   const events: { event: string; data: any }[] = [];
-  const decoder = new TextDecoder();
-  let text = '';
-  try {
-    for await (const chunk of res.body!) {
-      text += decoder.decode(chunk as Uint8Array, { stream: true });
-      let end: number;
-      while ((end = text.indexOf('\n\n')) >= 0) {
-        const block = text.slice(0, end);
-        text = text.slice(end + 2);
-        const event = /^event: (.*)$/m.exec(block)?.[1] ?? 'message';
-        const data = /^data: (.*)$/m.exec(block)?.[1];
-        if (data !== undefined) events.push({ event, data: JSON.parse(data) });
-      }
-    }
-  } catch (err) {
-    if ((err as Error).name !== 'TimeoutError' && (err as Error).name !== 'AbortError') throw err;
-  }
+  await forEachEvent(res, (event, data) => events.push({ event, data: JSON.parse(data) }));
   return events;
 }
 
@@ -169,6 +155,25 @@ describe('the page and its stream', () => {
     }
     // The other routes keep the API's rules: the token travels as a header there.
     expect((await fetch(`${url}/cluster/status?token=${TOKEN}`)).status).toBe(401);
+  });
+
+  it('takes one trailing slash as the API does, and refuses a viewer past the limit with 503 and Retry-After', async () => {
+    const slash = await fetch(`${url}/studio/?token=${TOKEN}`);
+    expect(slash.status).toBe(200);
+    expect(await slash.text()).toContain('id="heatCanvas"');
+    const abort = new AbortController();
+    const timeout = AbortSignal.timeout(20_000);
+    const signal = AbortSignal.any([abort.signal, timeout]);
+    try {
+      const viewers = await Promise.all(Array.from({ length: STUDIO_VIEWERS_MAX }, () => fetch(`${url}/studio/stream?token=${TOKEN}`, { signal })));
+      expect(viewers.every((v) => v.status === 200)).toBe(true);
+      const refused = await fetch(`${url}/studio/stream?token=${TOKEN}`, { signal });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe(String(RETRY_AFTER_SECONDS));
+      expect(await refused.json()).toMatchObject({ error: { code: 'Unavailable', retryable: true } });
+    } finally {
+      abort.abort();
+    }
   });
 
   it('sends every viewer the same sample once a second, with only the slices that hold items or saw load', async () => {
@@ -281,8 +286,11 @@ describe.skipIf(!runBrowser)('the studio in headless Chromium under a hot-key lo
     expect(Number(await page.locator('#heatWrap').getAttribute('data-rows'))).toBeGreaterThan(100);
     await page.click('#metricBar button[data-metric="ops"]');
 
-    // A few more seconds of history, then the picture.
-    await page.waitForTimeout(6000);
+    // The picture, once the heat map of ops has rows again.
+    await page.waitForFunction(() => {
+      const wrap = document.getElementById('heatWrap')!;
+      return wrap.dataset.metric === 'ops' && Number(wrap.dataset.rows) > 1;
+    }, undefined, { timeout: 10_000 });
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: join(ARTIFACTS, 'studio.png'), fullPage: true });
     expect(errors).toEqual([]);
@@ -300,6 +308,31 @@ describe.skipIf(!runBrowser)('the studio in headless Chromium under a hot-key lo
     await page.click('button[type="submit"]');
     await page.waitForSelector('#live[data-state="live"]', { timeout: 20_000 });
     await page.close();
+  });
+});
+
+describe('with a slice node that hangs', () => {
+  it('samples keep coming, each within the load-report timeout, with the hung node\'s figures left out and marked partial', async () => {
+    await client.createTable('hung', { name: 'id', type: 'string' });
+    await client.batchWrite('hung', { puts: Array.from({ length: 20 }, (_, i) => ({ id: `h${i}` })) });
+    const hung = procs[1];
+    // A stopped process keeps its connection open and answers nothing: the node looks ready and never replies.
+    hung.child.kill('SIGSTOP');
+    try {
+      const events = await readEvents(`/studio/stream?table=hung&token=${TOKEN}`, 9000);
+      const samples = events.filter((e) => e.event === 'sample').map((e) => e.data);
+      const partial = samples.filter((s) => s.summary.tables.find((t: { name: string }) => t.name === 'hung')?.partial === true);
+      // LOAD_REPORT_TIMEOUT_MS (2 s) a sample at worst: several in 9 s, not one stuck behind the node's 30 s request timeout.
+      expect(partial.length).toBeGreaterThanOrEqual(2);
+      const last = partial[partial.length - 1];
+      const table = last.summary.tables.find((t: { name: string }) => t.name === 'hung');
+      expect(table).toMatchObject({ partial: true, error: '' });
+      expect(table.items).toBeGreaterThan(0);
+      expect(table.items).toBeLessThan(20);
+      expect(last.summary.cluster.loadComplete).toBe(false);
+    } finally {
+      hung.child.kill('SIGCONT');
+    }
   });
 });
 

@@ -190,7 +190,13 @@ export function withoutSystemAttributes(item: Item): Item {
 /** DynamoDB's size of a value: UTF-8 bytes of a string, raw bytes of a binary,
  * 1 byte per two significant digits plus 1 of a number, 1 of a boolean or null,
  * the sum of its elements of a set, 3 bytes plus 1 per element (and its name,
- * in a map) plus the elements of a list or map. */
+ * in a map) plus the elements of a list or map.
+ *
+ * Not shared/values.ts valueBytes, on purpose: that is keyslice's own measure
+ * (ITEM_BYTES_MAX, page bytes), which counts a number as 8 bytes (a double)
+ * and a set as the map it is stored as ({"$SS": [...]}: overhead, tag and
+ * elements). This one gives DynamoDB's figures: its 400 KB item limit and its
+ * capacity units. Lists, maps, strings, binaries, booleans and null count alike. */
 export function valueSize(v: Value): number {
   switch (typeof v) {
     case 'string':
@@ -212,7 +218,8 @@ export function valueSize(v: Value): number {
   return n;
 }
 
-/** DynamoDB's size of an item: names and values of its attributes (keyslice's system attributes left out). */
+/** DynamoDB's size of an item: names and values of its attributes (keyslice's system
+ * attributes left out; shared/values.ts itemBytes counts them, as they are stored). */
 export function itemSize(item: Item): number {
   let n = 0;
   for (const k of Object.keys(item)) {

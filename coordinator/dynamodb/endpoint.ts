@@ -2,16 +2,19 @@
 // with `X-Amz-Target: DynamoDB_20120810.<Operation>` and DynamoDB's JSON
 // (application/x-amz-json-1.0), answered with DynamoDB's JSON, status codes,
 // `__type` and messages, so that the AWS SDKs, the AWS CLI and DynamoDB tools
-// work unchanged. `GET /` answers a short text. One request is: read the body
-// (at most REQUEST_BYTES_MAX), check the signature, find the operation, parse
-// the JSON, run the handler on the native operations, answer. Any failure is a
-// DynamoDB error for that request alone; the process keeps serving.
+// work unchanged. GET and HEAD of / belong to the studio (studio/routes.ts),
+// which takes them before this endpoint is asked. One request is: read the body
+// (at most REQUEST_BYTES_MAX, with the native API's early 413), check the
+// signature, find the operation, parse the JSON, run the handler on the native
+// operations, answer. Any failure is a DynamoDB error for that request alone;
+// the process keeps serving.
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { crc32 } from 'node:zlib';
 import { bearerToken, secretMatches } from '../../shared/auth.js';
-import { REQUEST_BYTES_MAX } from '../../shared/limits.js';
+import { DYNAMODB_REQUEST_ID_BYTES, REQUEST_BYTES_MAX } from '../../shared/limits.js';
 import { isPlainObject } from '../../shared/values.js';
+import { readBody, type TooLargeAnswer } from '../router/http-api.js';
 import type { Operations } from '../router/operations.js';
 import { BatchGetItem, BatchWriteItem } from './batches.js';
 import type { Context, Handler } from './context.js';
@@ -67,11 +70,6 @@ const NOT_YET: Record<string, string> = {
   CreateGlobalTable: 'global tables',
 };
 
-const ABOUT =
-  'keyslice: DynamoDB-compatible endpoint.\n' +
-  `POST / with X-Amz-Target: ${DYNAMODB_TARGET_PREFIX}<Operation> and DynamoDB's JSON; point an AWS SDK or the AWS CLI at this address.\n` +
-  `keyslice's own: X-Amz-Target: ${KEYSLICE_TARGET_PREFIX}DescribeSlices. Native API: POST /api/<Operation>. See docs/dynamodb.md.\n`;
-
 export interface DynamoDbOptions {
   /** The coordinator's data folder (DynamoDB's table settings are kept there); null: in memory only. */
   dataDir: string | null;
@@ -97,28 +95,10 @@ export class DynamoDbEndpoint {
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
-    if (req.method === 'GET' || req.method === 'HEAD') {
-      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(ABOUT) });
-      res.end(req.method === 'GET' ? ABOUT : undefined);
-      return;
-    }
-    // An oversized body is read and thrown away so that the client, still sending, gets
-    // the 413 instead of a reset connection; past twice the limit we hang up.
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > REQUEST_BYTES_MAX) {
-        chunks.length = 0;
-        if (size > 2 * REQUEST_BYTES_MAX) req.destroy();
-      } else chunks.push(chunk);
-    });
-    req.on('error', () => res.destroy());
-    req.on('end', () => {
-      if (size > REQUEST_BYTES_MAX) {
-        return this.sendError(res, new DynamoDbError('RequestEntityTooLarge', `Request size ${size} exceeded ${REQUEST_BYTES_MAX} bytes`));
-      }
-      this.serve(req, Buffer.concat(chunks)).then(
+    // The native API's body reader: an oversized body is refused early (from Content-Length
+    // or once it passes the limit) and the rest is read and dropped, bounded.
+    readBody(req, res, tooLarge, (raw) => {
+      this.serve(req, raw).then(
         (body) => this.send(res, 200, body),
         (err) => this.sendError(res, toDynamoDbError(err)),
       );
@@ -162,14 +142,8 @@ export class DynamoDbEndpoint {
 
   private send(res: ServerResponse, status: number, body: Record<string, unknown>): void {
     if (res.headersSent) return;
-    const text = Buffer.from(JSON.stringify(body), 'utf8');
-    res.writeHead(status, {
-      'content-type': CONTENT_TYPE,
-      'content-length': text.length,
-      'x-amzn-requestid': randomBytes(26).toString('base64url').toUpperCase().slice(0, 52),
-      // DynamoDB's checksum of the body; some SDKs verify it.
-      'x-amz-crc32': String(crc32(text)),
-    });
+    const text = JSON.stringify(body);
+    res.writeHead(status, { ...answerHeaders(text), 'content-length': Buffer.byteLength(text) });
     res.end(text);
   }
 
@@ -177,6 +151,21 @@ export class DynamoDbEndpoint {
     if (err.exception === 'InternalServerError') console.error(`keyslice coordinator: DynamoDB endpoint: internal error: ${err.stack}`);
     this.send(res, err.status, err.body());
   }
+}
+
+/** DynamoDB's headers on an answer: its content type, a request id, and its checksum of the body (some SDKs verify it). */
+function answerHeaders(text: string): Record<string, string> {
+  return {
+    'content-type': CONTENT_TYPE,
+    'x-amzn-requestid': randomBytes(DYNAMODB_REQUEST_ID_BYTES).toString('base64url').toUpperCase(),
+    'x-amz-crc32': String(crc32(Buffer.from(text, 'utf8'))),
+  };
+}
+
+function tooLarge(what: string): TooLargeAnswer {
+  const err = new DynamoDbError('RequestEntityTooLarge', `${what} exceeded ${REQUEST_BYTES_MAX} bytes`);
+  const text = JSON.stringify(err.body());
+  return { status: err.status, headers: answerHeaders(text), text };
 }
 
 function handlerOf(target: string | string[] | undefined): Handler {

@@ -11,10 +11,10 @@ import { ITEM_BYTES_MAX } from '../../shared/limits.js';
 import type { Item } from '../../shared/values.js';
 import { fromNativeItem, itemSize, toNativeItem, withoutSystemAttributes } from './attribute-values.js';
 import { CAPACITY_MODES, consumedCapacity, readUnits, writeUnits, type CapacityMode } from './capacity.js';
-import type { Handler } from './context.js';
+import type { Context, Handler } from './context.js';
 import { CONDITION_FAILED_MESSAGE, DynamoDbError } from './errors.js';
-import { bindProjectionHere, bindUpdateHere, requestExpressions } from './expressions.js';
-import { checkItemKey, keyAttributes, keyFromWire, tableSchema } from './key-schema.js';
+import { bindProjectionHere, bindUpdateHere, requestExpressions, type RequestExpressions } from './expressions.js';
+import { checkItemKey, keyAttributes, keyFromWire, tableSchema, type TableSchema } from './key-schema.js';
 import type { Params } from './params.js';
 
 const RETURN_VALUES = ['NONE', 'ALL_OLD', 'UPDATED_OLD', 'ALL_NEW', 'UPDATED_NEW'] as const;
@@ -64,26 +64,47 @@ function placeholders(ex: { names: unknown; values: unknown }): Record<string, u
   return out;
 }
 
-export const PutItem: Handler = async (ctx, p) => {
+/** What PutItem, UpdateItem and DeleteItem read first, in DynamoDB's order: the table, the
+ * item or key (required), ReturnValues, ReturnValuesOnConditionCheckFailure, capacity. */
+interface WriteRequest {
+  name: string;
+  schema: TableSchema;
+  returnValues: ReturnValues;
+  onFailure: 'ALL_OLD' | 'NONE';
+  capacity: CapacityMode;
+}
+
+async function writeRequest(ctx: Context, p: Params, required: 'Item' | 'Key', allowed: readonly ReturnValues[]): Promise<WriteRequest> {
   const name = p.tableName();
-  p.required('Item');
-  const returnValues = returnValuesOf(p, ['NONE', 'ALL_OLD']);
+  p.required(required);
+  const returnValues = returnValuesOf(p, allowed);
   const onFailure = p.enumOf('ReturnValuesOnConditionCheckFailure', ['ALL_OLD', 'NONE']) ?? 'NONE';
   const capacity = capacityModeOf(p);
   checkItemCollectionMetrics(p);
   p.check();
-  const schema = await tableSchema(ctx.ops, name);
+  return { name, schema: await tableSchema(ctx.ops, name), returnValues, onFailure, capacity };
+}
+
+/** The native write's payload: `fields` (item or key, update), the old item when it is
+ * needed, the placeholders, and the condition with what its failure returns. */
+function writePayload(w: WriteRequest, ex: RequestExpressions, needOld: boolean, fields: Record<string, unknown>): Record<string, unknown> {
+  const payload: Record<string, unknown> = { table: w.name, ...fields, returnValues: needOld ? 'old' : 'none', ...placeholders(ex) };
+  if (ex.texts.ConditionExpression !== undefined) {
+    payload.condition = ex.texts.ConditionExpression;
+    if (w.onFailure === 'ALL_OLD') payload.returnValuesOnConditionCheckFailure = 'old';
+  }
+  return payload;
+}
+
+export const PutItem: Handler = async (ctx, p) => {
+  const w = await writeRequest(ctx, p, 'Item', ['NONE', 'ALL_OLD']);
+  const { name, schema, returnValues, onFailure, capacity } = w;
   const item = toNativeItem(p.body.Item, 'Item');
   checkItemKey(schema, item);
   const size = checkSize(item);
   const ex = requestExpressions(p, ['ConditionExpression'], ['Expected', 'ConditionalOperator'], []);
-  const condition = ex.texts.ConditionExpression;
   const needOld = returnValues === 'ALL_OLD' || capacity !== 'NONE';
-  const payload: Record<string, unknown> = { table: name, item, returnValues: needOld ? 'old' : 'none', ...placeholders(ex) };
-  if (condition !== undefined) {
-    payload.condition = condition;
-    if (onFailure === 'ALL_OLD') payload.returnValuesOnConditionCheckFailure = 'old';
-  }
+  const payload = writePayload(w, ex, needOld, { item });
   const result = (await write(() => ctx.ops.execute('PutItem', payload), onFailure === 'ALL_OLD')) as { item?: Item | null };
   const old = result.item ?? null;
   const out: Record<string, unknown> = {};
@@ -118,14 +139,8 @@ function actionPaths(actions: readonly UpdateAction[]): Path[] {
 }
 
 export const UpdateItem: Handler = async (ctx, p) => {
-  const name = p.tableName();
-  p.required('Key');
-  const returnValues = returnValuesOf(p, RETURN_VALUES);
-  const onFailure = p.enumOf('ReturnValuesOnConditionCheckFailure', ['ALL_OLD', 'NONE']) ?? 'NONE';
-  const capacity = capacityModeOf(p);
-  checkItemCollectionMetrics(p);
-  p.check();
-  const schema = await tableSchema(ctx.ops, name);
+  const w = await writeRequest(ctx, p, 'Key', RETURN_VALUES);
+  const { name, schema, returnValues, onFailure, capacity } = w;
   const key = keyFromWire(schema, p.body.Key);
   const keyNames = keyAttributes(schema).map((a) => a.name);
   const ex = requestExpressions(p, ['UpdateExpression', 'ConditionExpression'], ['AttributeUpdates', 'Expected', 'ConditionalOperator'], keyNames);
@@ -137,12 +152,7 @@ export const UpdateItem: Handler = async (ctx, p) => {
     }
   }
   const needOld = returnValues !== 'NONE' || capacity !== 'NONE';
-  const payload: Record<string, unknown> = { table: name, key, returnValues: needOld ? 'old' : 'none', ...placeholders(ex) };
-  if (ex.texts.UpdateExpression !== undefined) payload.update = ex.texts.UpdateExpression;
-  if (ex.texts.ConditionExpression !== undefined) {
-    payload.condition = ex.texts.ConditionExpression;
-    if (onFailure === 'ALL_OLD') payload.returnValuesOnConditionCheckFailure = 'old';
-  }
+  const payload = writePayload(w, ex, needOld, ex.texts.UpdateExpression === undefined ? { key } : { key, update: ex.texts.UpdateExpression });
   const result = (await write(() => ctx.ops.execute('UpdateItem', payload), onFailure === 'ALL_OLD', 'Item size to update has exceeded the maximum allowed size')) as { item?: Item | null };
   const out: Record<string, unknown> = {};
   if (!needOld) return out;
@@ -161,22 +171,12 @@ export const UpdateItem: Handler = async (ctx, p) => {
 };
 
 export const DeleteItem: Handler = async (ctx, p) => {
-  const name = p.tableName();
-  p.required('Key');
-  const returnValues = returnValuesOf(p, ['NONE', 'ALL_OLD']);
-  const onFailure = p.enumOf('ReturnValuesOnConditionCheckFailure', ['ALL_OLD', 'NONE']) ?? 'NONE';
-  const capacity = capacityModeOf(p);
-  checkItemCollectionMetrics(p);
-  p.check();
-  const schema = await tableSchema(ctx.ops, name);
+  const w = await writeRequest(ctx, p, 'Key', ['NONE', 'ALL_OLD']);
+  const { name, schema, returnValues, onFailure, capacity } = w;
   const key = keyFromWire(schema, p.body.Key);
   const ex = requestExpressions(p, ['ConditionExpression'], ['Expected', 'ConditionalOperator'], []);
   const needOld = returnValues === 'ALL_OLD' || capacity !== 'NONE';
-  const payload: Record<string, unknown> = { table: name, key, returnValues: needOld ? 'old' : 'none', ...placeholders(ex) };
-  if (ex.texts.ConditionExpression !== undefined) {
-    payload.condition = ex.texts.ConditionExpression;
-    if (onFailure === 'ALL_OLD') payload.returnValuesOnConditionCheckFailure = 'old';
-  }
+  const payload = writePayload(w, ex, needOld, { key });
   const result = (await write(() => ctx.ops.execute('DeleteItem', payload), onFailure === 'ALL_OLD')) as { item?: Item | null };
   const old = result.item ?? null;
   const out: Record<string, unknown> = {};

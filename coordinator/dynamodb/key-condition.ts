@@ -2,7 +2,7 @@
 // the native range: the partition key's value, and at most one condition on
 // the sort key (= < <= > >= BETWEEN begins_with), with DynamoDB's messages.
 import type { SortCondition } from '../../shared/api.js';
-import type { Condition, Operand } from '../../shared/expression-ast.js';
+import { conjuncts, type Condition, type Operand } from '../../shared/expression-ast.js';
 import type { KeyValue } from '../../shared/key-encoding.js';
 import type { Value } from '../../shared/values.js';
 import { DynamoDbError } from './errors.js';
@@ -29,14 +29,7 @@ function valueOf(o: Operand, schema: TableSchema, attr: KeyAttribute): KeyValue 
 }
 
 export function keyRange(c: Condition, schema: TableSchema): KeyRange {
-  const parts: Condition[] = [];
-  const flatten = (x: Condition): void => {
-    if (x.k === 'and') {
-      flatten(x.a);
-      flatten(x.b);
-    } else parts.push(x);
-  };
-  flatten(c);
+  const parts = conjuncts(c);
   if (parts.length > 2) throw DynamoDbError.validation('Conditions can be of length 1 or 2 only');
   let hash: KeyValue | undefined;
   let sort: SortCondition | undefined;

@@ -7,6 +7,7 @@ import { KeysliceError } from '../../shared/errors.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../../shared/limits.js';
 import { typeNameOf } from '../../shared/expression-eval.js';
 import { isPlainObject, type Item, type Value } from '../../shared/values.js';
+import { describe, type Table } from '../metadata/catalog.js';
 import type { Operations } from '../router/operations.js';
 import { setOwn, toNativeValue } from './attribute-values.js';
 import { DynamoDbError } from './errors.js';
@@ -55,15 +56,27 @@ export function schemaOf(t: TableDescription): TableSchema {
   };
 }
 
-/** The schema of a table; ResourceNotFoundException when there is none. */
+/** Schemas by catalog entry. The catalog makes a new entry for every table it creates,
+ * so a table deleted and created again under its name (by either API) is a new key
+ * here and is never answered with the old schema; a deleted table's entry goes with it. */
+const schemas = new WeakMap<Table, TableSchema>();
+
+/** The schema of a table, from the catalog (each DynamoDB operation asks for it once);
+ * ResourceNotFoundException when there is none. */
 export async function tableSchema(ops: Operations, name: string): Promise<TableSchema> {
+  let table: Table;
   try {
-    const { table } = (await ops.execute('DescribeTable', { table: name })) as { table: TableDescription };
-    return schemaOf(table);
+    table = ops.catalog.get(name);
   } catch (err) {
     if (err instanceof KeysliceError && err.code === 'TableNotFound') throw DynamoDbError.noTable();
     throw err;
   }
+  let schema = schemas.get(table);
+  if (schema === undefined) {
+    schema = schemaOf(describe(table));
+    schemas.set(table, schema);
+  }
+  return schema;
 }
 
 export function keyAttributes(schema: TableSchema): KeyAttribute[] {

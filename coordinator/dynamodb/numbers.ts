@@ -6,6 +6,7 @@
 // was sent (after DynamoDB's own normalization: "1.50" and "1.5" are one
 // number). "0.1" passes (its shortest double text is "0.1"); "9007199254740993"
 // does not (it would read back as ...992): it is refused, never rounded.
+import { DYNAMODB_NUMBER_DIGITS_MAX, DYNAMODB_NUMBER_EXPONENT_MAX, DYNAMODB_NUMBER_EXPONENT_MIN } from '../../shared/limits.js';
 import { DynamoDbError } from './errors.js';
 
 /** A decimal as sign, significant digits (no leading or trailing zeros; '' for zero) and the
@@ -18,10 +19,6 @@ interface Decimal {
 
 const NUMBER_TEXT = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/;
 
-export const NUMBER_DIGITS_MAX = 38;
-/** Exponents of the first significant digit in scientific notation (d.ddd x 10^e). */
-const SCIENTIFIC_EXPONENT_MAX = 125;
-const SCIENTIFIC_EXPONENT_MIN = -130;
 
 function parseDecimal(text: string): Decimal | null {
   const m = NUMBER_TEXT.exec(text);
@@ -48,10 +45,10 @@ export function parseNumber(text: string): number {
   const d = parseDecimal(text);
   if (d === null) throw DynamoDbError.validation('A value provided cannot be converted into a number');
   if (d.digits === '') return 0;
-  if (d.digits.length > NUMBER_DIGITS_MAX) throw DynamoDbError.validation('Attempting to store more than 38 significant digits in a Number');
+  if (d.digits.length > DYNAMODB_NUMBER_DIGITS_MAX) throw DynamoDbError.validation(`Attempting to store more than ${DYNAMODB_NUMBER_DIGITS_MAX} significant digits in a Number`);
   const exponent = d.point - 1;
-  if (exponent > SCIENTIFIC_EXPONENT_MAX) throw DynamoDbError.validation('Number overflow. Attempting to store a number with magnitude larger than supported range');
-  if (exponent < SCIENTIFIC_EXPONENT_MIN) throw DynamoDbError.validation('Number underflow. Attempting to store a number with magnitude smaller than supported range');
+  if (exponent > DYNAMODB_NUMBER_EXPONENT_MAX) throw DynamoDbError.validation('Number overflow. Attempting to store a number with magnitude larger than supported range');
+  if (exponent < DYNAMODB_NUMBER_EXPONENT_MIN) throw DynamoDbError.validation('Number underflow. Attempting to store a number with magnitude smaller than supported range');
   const value = Number(`${d.negative ? '-' : ''}0.${d.digits}e${d.point}`);
   const back = parseDecimal(String(value))!;
   if (back.digits !== d.digits || back.point !== d.point || back.negative !== d.negative) {

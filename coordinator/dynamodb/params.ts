@@ -4,12 +4,11 @@
 // reported together as one ValidationException ("2 validation errors detected:
 // Value ... at 'tableName' failed to satisfy constraint: ...; ..."). Unknown
 // parameters are ignored, as DynamoDB ignores them.
+import { TABLE_NAME_CHARS_MAX, TABLE_NAME_CHARS_MIN } from '../../shared/limits.js';
 import { isPlainObject } from '../../shared/values.js';
 import { jsonType } from './attribute-values.js';
 import { DynamoDbError } from './errors.js';
 
-export const TABLE_NAME_CHARS_MIN = 3;
-export const TABLE_NAME_CHARS_MAX = 255;
 const TABLE_NAME_PATTERN = /^[a-zA-Z0-9_.-]+$/;
 
 /** DynamoDB names a parameter in its messages in lower camel case: TableName is 'tableName'. */
@@ -87,7 +86,7 @@ export class Params {
     return v as T;
   }
 
-  /** A table name: required, 3 to 255 characters of [a-zA-Z0-9_.-]. */
+  /** A table name: required, TABLE_NAME_CHARS_MIN to TABLE_NAME_CHARS_MAX characters of [a-zA-Z0-9_.-] (DynamoDB's bounds and keyslice's are one). */
   tableName(field = 'TableName'): string {
     const v = this.string(field);
     checkTableName(v, memberName(field), (value, member, constraint) => this.violation(value, member, constraint));

@@ -19,7 +19,7 @@ import { capacityModeOf } from './items.js';
 import { attributesOf, keyRange } from './key-condition.js';
 import { keyFromWire, keyOf, tableSchema, type TableSchema } from './key-schema.js';
 import type { Params } from './params.js';
-import { queryMarker, scanMarker } from './start-key.js';
+import { queryStartMarker, scanStartMarker } from './start-key.js';
 
 const SELECT = ['ALL_ATTRIBUTES', 'ALL_PROJECTED_ATTRIBUTES', 'SPECIFIC_ATTRIBUTES', 'COUNT'] as const;
 type Select = (typeof SELECT)[number];
@@ -131,7 +131,7 @@ export const Query: Handler = async (ctx, p) => {
       return page(schema, shape, filter, projection, [], false);
     }
     if (!sameValue(start[schema.hash.name], range.hash)) throw DynamoDbError.validation('The provided starting key is invalid: The provided key element does not match the schema');
-    request.marker = queryMarker(schema, start);
+    request.marker = queryStartMarker(schema, start, ctx.sliceCount);
   }
   const result = (await ctx.ops.execute('GetItems', request).catch(startKeyOutOfRange)) as { items: Item[]; marker?: string };
   return page(schema, shape, filter, projection, result.items, result.marker !== undefined);
@@ -188,7 +188,7 @@ export const Scan: Handler = async (ctx, p) => {
     if (s === 'empty') return page(schema, shape, filter, projection, [], false);
     Object.assign(request, s);
   }
-  if (start !== undefined) request.marker = scanMarker(schema, start, ctx.sliceCount);
+  if (start !== undefined) request.marker = scanStartMarker(schema, start, ctx.sliceCount);
   const result = (await ctx.ops.execute('GetItems', request).catch((err) => {
     if (err instanceof Error && (err as { code?: string }).code === 'InvalidMarker') {
       throw DynamoDbError.validation('The provided starting key is invalid: it does not belong to this segment of the scan');

@@ -62,12 +62,23 @@ function uriEncode(s: string): string {
   return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
+/** A query component decoded; a broken percent-encoding (`%zz`, a cut UTF-8 sequence)
+ * is the client's error: no signature can be computed over it. */
+function queryDecode(s: string): string {
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '));
+  } catch (err) {
+    if (!(err instanceof URIError)) throw err;
+    throw new DynamoDbError('InvalidSignatureException', `The request's query string is not valid percent-encoding (${JSON.stringify(s)}), so its signature cannot be checked.`);
+  }
+}
+
 function canonicalQuery(query: string): string {
   if (query === '') return '';
   const pairs = query.split('&').map((kv) => {
     const eq = kv.indexOf('=');
-    const k = decodeURIComponent((eq < 0 ? kv : kv.slice(0, eq)).replace(/\+/g, ' '));
-    const v = eq < 0 ? '' : decodeURIComponent(kv.slice(eq + 1).replace(/\+/g, ' '));
+    const k = queryDecode(eq < 0 ? kv : kv.slice(0, eq));
+    const v = eq < 0 ? '' : queryDecode(kv.slice(eq + 1));
     return [uriEncode(k), uriEncode(v)] as const;
   });
   pairs.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));

@@ -6,46 +6,51 @@
 // the LastEvaluatedKey; a client's ExclusiveStartKey (also one it made up from
 // an item, as DynamoDB allows) is encoded back into the marker here.
 //
-// The three marker forms are the ones coordinator/router/key-range.ts (range: r1),
-// coordinator/router/bucket-gather.ts (even distribution: b1) and
-// coordinator/router/operations.ts (scan: s1) write; test/dynamodb-paging.test.ts
-// pages through all three, so a change of form shows there.
-import { bucketOf, sliceOf } from '../../shared/hashing.js';
-import { encodeKeyPart, fromByteString, type KeyType, type KeyValue } from '../../shared/key-encoding.js';
+// The key is placed by the router's own code (router/primary-key.ts: the
+// stored sharding key, with even distribution's bucket in whichever form the
+// table uses) and the markers are written by router/key-range.ts, so a
+// DynamoDB page continues exactly as a native one would.
+import { assert } from '../../shared/errors.js';
 import type { Item } from '../../shared/values.js';
-import { nativeKeySchema, type KeyAttribute, type TableSchema } from './key-schema.js';
+import type { Table } from '../metadata/catalog.js';
+import { bucketMarker, rangeMarker, scanMarker } from '../router/key-range.js';
+import { keyOfItem, placement, type PrimaryKey } from '../router/primary-key.js';
+import { nativeKeySchema, type TableSchema } from './key-schema.js';
 
-function base64url(byteString: string): string {
-  return Buffer.from(fromByteString(byteString)).toString('base64url');
+/** The native table's key columns, as the router's key code reads them. Not a
+ * catalog entry: only its name, key columns and even distribution are read. */
+function keyTable(schema: TableSchema): Table {
+  const sharding = [nativeKeySchema(schema.hash)];
+  const sorting = schema.range === null ? [] : [nativeKeySchema(schema.range)];
+  return {
+    id: -1,
+    name: schema.name,
+    shardingKey: sharding[0],
+    sortingKey: sorting[0] ?? null,
+    evenDistribution: schema.buckets === null ? null : { buckets: schema.buckets },
+    createdAt: schema.createdAt,
+    sharding,
+    sorting,
+  };
 }
 
-function part(attr: KeyAttribute, v: KeyValue): string {
-  return encodeKeyPart(nativeKeySchema(attr).type, v);
-}
-
-function nativeType(attr: KeyAttribute): KeyType {
-  return nativeKeySchema(attr).type;
-}
-
-/** The partition key as stored: with even distribution, `<key>_<bucket of the sort key>`. */
-function storedHash(schema: TableSchema, key: Item): KeyValue {
-  const hash = key[schema.hash.name] as KeyValue;
-  if (schema.buckets === null) return hash;
-  return `${hash as string}_${bucketOf(nativeType(schema.range!), key[schema.range!.name] as KeyValue, schema.buckets)}`;
+function primaryKey(schema: TableSchema, key: Item, sliceCount: number): { table: Table; pk: PrimaryKey } {
+  const table = keyTable(schema);
+  return { table, pk: keyOfItem(table, key, sliceCount) };
 }
 
 /** A Query continuing after `key` (the table has a sort key). */
-export function queryMarker(schema: TableSchema, key: Item): string {
-  const sort = part(schema.range!, key[schema.range!.name] as KeyValue);
-  // Even distribution: every bucket resumes after the sort key, so the marker holds only that.
-  if (schema.buckets !== null) return 'b1.' + base64url(sort);
-  return 'r1.' + base64url(part(schema.hash, key[schema.hash.name] as KeyValue) + sort);
+export function queryStartMarker(schema: TableSchema, key: Item, sliceCount: number): string {
+  const { table, pk } = primaryKey(schema, key, sliceCount);
+  if (pk.bucket === null) return rangeMarker(pk.key);
+  // Even distribution: every bucket resumes after the sort key, so the marker holds only its part.
+  const prefix = placement(table, pk.sharding, pk.bucket, sliceCount).part;
+  assert(pk.key.startsWith(prefix), 'a key starts with its stored sharding part');
+  return bucketMarker(pk.key.slice(prefix.length));
 }
 
 /** A Scan continuing after `key`: the slice that holds it and its encoded key. */
-export function scanMarker(schema: TableSchema, key: Item, sliceCount: number): string {
-  const stored = storedHash(schema, key);
-  let encoded = part(schema.hash, stored);
-  if (schema.range !== null) encoded += part(schema.range, key[schema.range.name] as KeyValue);
-  return `s1.${sliceOf(nativeType(schema.hash), stored, sliceCount)}.${base64url(encoded)}`;
+export function scanStartMarker(schema: TableSchema, key: Item, sliceCount: number): string {
+  const { pk } = primaryKey(schema, key, sliceCount);
+  return scanMarker(pk.slice, pk.key);
 }

@@ -13,7 +13,7 @@ import type { Condition } from '../../shared/expression-ast.js';
 import { SliceOp, type Projection, type RangeResult, type RangeSpec, type SliceOpMessage } from '../../shared/protocol.js';
 import { itemBytes, type Item } from '../../shared/values.js';
 import type { Table } from '../metadata/catalog.js';
-import { base64url, continueAfterKey, fromBase64url, isEmptyRange, rangeSpec, type SortRange } from './key-range.js';
+import { bucketMarker, continueAfterKey, fromBase64url, isEmptyRange, rangeSpec, type SortRange } from './key-range.js';
 import type { ShardingPlacement } from './primary-key.js';
 
 const MARKER_BUCKETS = /^b1\.([A-Za-z0-9_-]*)$/;
@@ -103,9 +103,9 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; 
     const mayEmit = best !== null && (frontier === null || !before(frontier, best.keys[best.pos]));
     if (!mayEmit) {
       if (frontier === null) return { items: out, examined }; // every bucket is read to its end
-      return { items: out, examined, marker: 'b1.' + base64url(frontier) };
+      return { items: out, examined, marker: bucketMarker(frontier) };
     }
-    if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out, examined, marker: 'b1.' + base64url(lastSort!) };
+    if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out, examined, marker: bucketMarker(lastSort!) };
     const item = best!.items[best!.pos];
     lastSort = best!.keys[best!.pos];
     best!.pos++;

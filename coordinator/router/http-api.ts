@@ -119,22 +119,10 @@ function allowed(req: IncomingMessage, res: ServerResponse, methods: readonly st
 
 /** Reads a JSON object body, runs `handle` on it, answers its result (or error) as JSON. */
 function readJson(req: IncomingMessage, res: ServerResponse, handle: (payload: Record<string, unknown>) => unknown): void {
-  const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > REQUEST_BYTES_MAX) return refuseTooLarge(req, res, `request body of ${declared} bytes (Content-Length)`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const onData = (chunk: Buffer) => {
-    size += chunk.length;
-    if (size <= REQUEST_BYTES_MAX) return void chunks.push(chunk);
-    chunks.length = 0;
-    req.off('data', onData);
-    req.off('end', onEnd);
-    refuseTooLarge(req, res, `request body of over ${REQUEST_BYTES_MAX} bytes`);
-  };
-  const onEnd = () => {
+  readBody(req, res, nativeTooLarge, (raw) => {
     let payload: unknown;
     try {
-      const text = Buffer.concat(chunks).toString('utf8');
+      const text = raw.toString('utf8');
       payload = text.trim() === '' ? {} : fromJson(JSON.parse(text));
     } catch (err) {
       return sendError(res, new KeysliceError('MalformedRequest', `request body is not valid JSON: ${(err as Error).message}`));
@@ -144,7 +132,38 @@ function readJson(req: IncomingMessage, res: ServerResponse, handle: (payload: R
       (result) => send(res, 200, toJson(result)),
       (err) => sendError(res, toKeysliceError(err)),
     );
+  });
+}
+
+/** The answer to a body over REQUEST_BYTES_MAX, in the words of the API that refuses it. */
+export interface TooLargeAnswer {
+  status: number;
+  headers: Record<string, string | number>;
+  text: string;
+}
+
+function nativeTooLarge(what: string): TooLargeAnswer {
+  const err = new KeysliceError('RequestTooLarge', `${what} is over the limit of ${REQUEST_BYTES_MAX} bytes`);
+  return { status: err.status, headers: { 'content-type': 'application/json' }, text: errorBody(err) };
+}
+
+/** Reads a body of at most REQUEST_BYTES_MAX and hands it to `done`. A larger one is
+ * refused with `tooLarge(what)` as soon as it is known: from Content-Length before any
+ * of it is read, or once a chunked body passes the limit. */
+export function readBody(req: IncomingMessage, res: ServerResponse, tooLarge: (what: string) => TooLargeAnswer, done: (body: Buffer) => void): void {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > REQUEST_BYTES_MAX) return refuseTooLarge(req, res, tooLarge(`request body of ${declared} bytes (Content-Length)`));
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const onData = (chunk: Buffer) => {
+    size += chunk.length;
+    if (size <= REQUEST_BYTES_MAX) return void chunks.push(chunk);
+    chunks.length = 0;
+    req.off('data', onData);
+    req.off('end', onEnd);
+    refuseTooLarge(req, res, tooLarge(`request body of over ${REQUEST_BYTES_MAX} bytes`));
   };
+  const onEnd = () => done(Buffer.concat(chunks));
   req.on('data', onData);
   req.on('end', onEnd);
   req.on('error', () => res.destroy());
@@ -154,12 +173,10 @@ function readJson(req: IncomingMessage, res: ServerResponse, handle: (payload: R
  * that a client still sending gets to read the answer instead of a reset connection; the
  * connection closes when the body has ended, or is cut past HTTP_DISCARD_BYTES_MAX more
  * (the request timeout bounds the time it may take). */
-function refuseTooLarge(req: IncomingMessage, res: ServerResponse, what: string): void {
-  const err = new KeysliceError('RequestTooLarge', `${what} is over the limit of ${REQUEST_BYTES_MAX} bytes`);
-  const text = errorBody(err);
+function refuseTooLarge(req: IncomingMessage, res: ServerResponse, answer: TooLargeAnswer): void {
   // Connection: close makes node:http close the connection once this response ends.
-  res.writeHead(err.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' });
-  res.write(text);
+  res.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.text), connection: 'close' });
+  res.write(answer.text);
   let discarded = 0;
   req.on('data', (chunk: Buffer) => {
     discarded += chunk.length;
@@ -209,7 +226,8 @@ function errorBody(err: KeysliceError): string {
   return JSON.stringify({ error: { code: err.code, message: err.message, retryable: err.retryable, ...details } });
 }
 
-function sendError(res: ServerResponse, err: KeysliceError, headers: Record<string, string> = {}): void {
+/** Answers a KeysliceError as JSON with its status (and Retry-After on 503 and 429); logs Internal ones. */
+export function sendError(res: ServerResponse, err: KeysliceError, headers: Record<string, string> = {}): void {
   if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
   // A client told to come back gets a when, the same for every retryable refusal.
   if (err.status === 503 || err.status === 429) headers = { ...headers, 'retry-after': String(RETRY_AFTER_SECONDS) };

@@ -173,6 +173,16 @@ export function rangeMarker(lastKey: string): string {
   return 'r1.' + base64url(lastKey);
 }
 
+/** An even-distribution marker (bucket-gather.ts): the sorting part of the last key, where every bucket resumes. */
+export function bucketMarker(sortingPart: string): string {
+  return 'b1.' + base64url(sortingPart);
+}
+
+/** A full-scan marker (operations.ts): the slice of the last item and its encoded key. */
+export function scanMarker(slice: number, key: string): string {
+  return `s1.${slice}.${base64url(key)}`;
+}
+
 export function base64url(byteString: string): string {
   return Buffer.from(fromByteString(byteString)).toString('base64url');
 }

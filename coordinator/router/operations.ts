@@ -21,7 +21,7 @@ import { gatherBuckets } from './bucket-gather.js';
 import { describe, type Catalog, type Table } from '../metadata/catalog.js';
 import type { ClusterMap } from '../metadata/cluster-map.js';
 import type { Membership } from '../metadata/membership.js';
-import { base64url, continueAfter, fromBase64url, isEmptyRange, rangeMarker, rangeSpec, sortRangeOf } from './key-range.js';
+import { continueAfter, fromBase64url, isEmptyRange, rangeMarker, rangeSpec, scanMarker, sortRangeOf } from './key-range.js';
 import { tableLoad } from '../metadata/load-report.js';
 import { requireReady, type NodeLink } from '../metadata/node-link.js';
 import { keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
@@ -53,7 +53,8 @@ export class Operations {
   private readonly map: ClusterMap;
 
   constructor(
-    private readonly catalog: Catalog,
+    /** Read by the DynamoDB endpoint too, to look a table up without a DescribeTable. */
+    readonly catalog: Catalog,
     private readonly cluster: Membership,
   ) {
     this.map = cluster.map;
@@ -348,7 +349,7 @@ export class Operations {
     const examined = entries.length;
     if (!more || i === 0) return { items, examined };
     const [slice, key] = entries[i - 1];
-    return { items, examined, marker: `s1.${slice}.${base64url(key)}` };
+    return { items, examined, marker: scanMarker(slice, key) };
   }
 }
 

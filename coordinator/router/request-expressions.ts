@@ -4,7 +4,7 @@
 // structured forms they stand beside (`set`/`remove`/`add`, `attributes`,
 // `shardingKey`/`sortingKey`). A request may use either form of one thing, not
 // both. Everything is checked here, before anything is sent: call done() last.
-import type { Condition, Operand, Path, UpdateAction } from '../../shared/expression-ast.js';
+import { conjuncts, type Condition, type Operand, type Path, type UpdateAction } from '../../shared/expression-ast.js';
 import { bindCondition, bindProjection, bindUpdate, Placeholders } from '../../shared/expression-bind.js';
 import { parseCondition, parseProjection, parseUpdate } from '../../shared/expression-parser.js';
 import { KeysliceError } from '../../shared/errors.js';
@@ -61,14 +61,7 @@ export class RequestExpressions {
     if (keyCondition === undefined) return null;
     if (shardingKey !== undefined || sortingKey !== undefined) throw mixed('"keyCondition"', '"shardingKey" and "sortingKey"');
     const c = bindCondition(parseCondition(keyCondition, 'keyCondition'), this.placeholders, 'keyCondition');
-    const parts: Condition[] = [];
-    const flatten = (x: Condition): void => {
-      if (x.k === 'and') {
-        flatten(x.a);
-        flatten(x.b);
-      } else parts.push(x);
-    };
-    flatten(c);
+    const parts = conjuncts(c);
     const keyNames = [...table.sharding, ...table.sorting].map((k) => `"${k.name}"`).join(', ');
     const byColumn = new Map<string, KeyPart[]>();
     for (const part of parts) {

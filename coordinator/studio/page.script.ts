@@ -1,11 +1,13 @@
 // @ts-nocheck -- browser code: the coordinator's tsconfig has no DOM types. It is
 // sent as text (studioMain.toString(), inline in page.ts), so it must not use
-// anything from outside the function. The browser test (test/studio.test.ts)
-// runs it.
+// anything from outside the function but what page.ts passes in as text too
+// (findings.ts bytesText, so that the page and the findings write sizes alike).
+// The browser test (test/studio.test.ts) runs it.
 
 /** The studio's script: reads /studio/stream (Server-Sent Events) and draws the
- * cluster, the table list, the heat map, hot keys, partition sizes and findings. */
-export function studioMain() {
+ * cluster, the table list, the heat map, hot keys, partition sizes and findings.
+ * `bytes`: findings.ts bytesText. */
+export function studioMain(bytes) {
   const $ = (id) => document.getElementById(id);
   const token = new URLSearchParams(location.search).get('token');
   const HOT_ROWS_LABELLED = 24;
@@ -47,17 +49,6 @@ export function studioMain() {
     if (a >= 1e4) return (n / 1e3).toFixed(1) + 'k';
     if (a >= 100 || Number.isInteger(n)) return String(Math.round(n));
     return n.toFixed(1);
-  };
-  const bytes = (n) => {
-    if (n < 1024) return n + ' B';
-    const u = ['KiB', 'MiB', 'GiB', 'TiB'];
-    let v = n / 1024;
-    let i = 0;
-    while (v >= 1024 && i < u.length - 1) {
-      v /= 1024;
-      i++;
-    }
-    return (v >= 100 ? Math.round(v) : v.toFixed(1)) + ' ' + u[i];
   };
   const shortNode = (url) => String(url).replace(/^wss?:\/\//, '');
   /** Bars get their width through the CSSOM: the page's policy forbids style attributes in markup. */

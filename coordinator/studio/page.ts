@@ -4,6 +4,7 @@
 // is in page.script.ts; the markup's ids and data-* attributes are what it fills
 // in and what the browser test reads.
 import { createHash } from 'node:crypto';
+import { bytesText } from './findings.js';
 import { studioMain } from './page.script.js';
 
 const STYLE = `
@@ -124,7 +125,8 @@ const BODY = `
   </main>
 </div>`;
 
-const SCRIPT = `(${studioMain.toString()})();`;
+// bytesText is self-contained (no reference outside itself), so its text runs in the page as it does here.
+const SCRIPT = `(${studioMain.toString()})(${bytesText.toString()});`;
 const sha256 = (text: string) => `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
 
 function document(title: string, style: string, body: string, script: string | null): { html: string; csp: string } {

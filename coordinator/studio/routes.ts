@@ -8,6 +8,7 @@ import { bearerToken, secretMatches } from '../../shared/auth.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import type { Catalog } from '../metadata/catalog.js';
 import type { Membership } from '../metadata/membership.js';
+import { pathOf, sendError } from '../router/http-api.js';
 import { studioPage, tokenPage } from './page.js';
 import { StudioFeed } from './stream.js';
 
@@ -26,14 +27,14 @@ export class Studio {
     this.feed = new StudioFeed(catalog, cluster);
   }
 
-  /** Answers the studio's GET requests; false for any other request, which the caller handles. */
+  /** Answers the studio's GET requests (and HEAD of the page); false for any other request, which the caller handles. */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
-    if (req.method !== 'GET') return false;
+    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
     const url = req.url ?? '/';
     const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
+    const path = pathOf(url);
     const isPage = STUDIO_PATHS.includes(path);
-    if (!isPage && path !== STUDIO_STREAM_PATH) return false;
+    if (!isPage && (path !== STUDIO_STREAM_PATH || req.method !== 'GET')) return false;
     const given = bearerToken(req.headers.authorization, url);
     const allowed = secretMatches(this.token, given ?? undefined);
     if (isPage) {
@@ -65,10 +66,4 @@ export class Studio {
   close(): void {
     this.feed.close();
   }
-}
-
-function sendError(res: ServerResponse, err: KeysliceError): void {
-  const text = JSON.stringify({ error: { code: err.code, message: err.message, retryable: err.retryable } });
-  res.writeHead(err.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
 }

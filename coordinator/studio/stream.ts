@@ -4,28 +4,29 @@
 // that same sample over Server-Sent Events, so ten viewers cost one sample, not
 // ten. A sample holds only the slices with items or load; the summary of all
 // tables is serialized once per sample, a table's detail once per sample and
-// table that someone watches. Samples are kept for the heat map's history,
-// bounded in seconds and in slice figures.
+// table that someone watches. The latest sample is kept whole; older ones only
+// as the heat map's history (each table's id, ops and slice figures), bounded
+// in seconds and in slice figures.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ClusterStatus, TableDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError } from '../../shared/errors.js';
 import {
+  LOAD_REPORT_TIMEOUT_MS,
   STUDIO_HISTORY_CELLS_MAX,
   STUDIO_HISTORY_SECONDS,
   STUDIO_LINGER_MS,
   STUDIO_SAMPLE_MS,
+  STUDIO_TRAIL_SAMPLES_MAX,
   STUDIO_VIEWER_BUFFER_BYTES,
   STUDIO_VIEWERS_MAX,
 } from '../../shared/limits.js';
 import { describe, type Catalog } from '../metadata/catalog.js';
-import { tableLoad } from '../metadata/load-report.js';
+import { gatherTableLoad } from '../metadata/load-report.js';
 import type { Membership } from '../metadata/membership.js';
 import { judgeTable, JUDGED_OPS_PER_SECOND_MIN, type Finding, type TopKeySample } from './findings.js';
 
 /** Figures per slice in a sample's cells: slice, reads/s, writes/s, bytes, items. */
 const CELL = 5;
-/** Top keys remembered per table for time-order findings (one per sample). */
-const TRAIL_SAMPLES_MAX = 120;
 
 interface TableSample {
   id: number;
@@ -52,6 +53,20 @@ interface Sample {
   detailJson: Map<string, string>;
 }
 
+/** What the heat map's history keeps of one table in a sample: the full sample
+ * (load, findings, JSON) is kept only while it is the latest. */
+interface TableCells {
+  id: number;
+  ops: number;
+  cells: Float64Array;
+}
+
+interface HistorySample {
+  at: number;
+  tables: Map<string, TableCells>;
+  cellCount: number;
+}
+
 interface Viewer {
   res: ServerResponse;
   table: string;
@@ -61,8 +76,10 @@ export class StudioFeed {
   /** Samples taken since the coordinator started: a viewer sees the same numbers as every other. */
   samplesTaken = 0;
   private readonly viewers = new Set<Viewer>();
-  private history: Sample[] = [];
+  private history: HistorySample[] = [];
   private historyCells = 0;
+  /** The last sample in full, for a viewer that joins between samples. */
+  private latest: Sample | undefined;
   private readonly trails = new Map<number, TopKeySample[]>();
   private timer: NodeJS.Timeout | undefined;
   private sampling = false;
@@ -84,7 +101,7 @@ export class StudioFeed {
       'x-accel-buffering': 'no',
     });
     req.socket.setNoDelay(true);
-    const latest = this.history[this.history.length - 1];
+    const latest = this.latest;
     const viewer: Viewer = { res, table: table ?? (latest === undefined ? '' : busiestTable(latest)) };
     this.viewers.add(viewer);
     this.lastViewerAt = Date.now();
@@ -144,16 +161,18 @@ export class StudioFeed {
         const table = this.catalog.get(name);
         const description = describe(table);
         let load: TableLoad | null = null;
+        let partial = false;
         let error = '';
-        if (ready.length === 0) error = present.length === 0 ? 'no slice node has joined yet' : 'no slice node is reachable';
+        if (present.length === 0) error = 'no slice node has joined yet';
         else {
-          try {
-            load = await tableLoad(table, ready, sliceCount);
-          } catch (err) {
-            error = (err as Error).message;
-          }
+          // Each node gets LOAD_REPORT_TIMEOUT_MS, as for /metrics: a node that hangs costs
+          // every sample that long, not its request timeout, and its share is left out.
+          const gathered = await gatherTableLoad(table, present, sliceCount, LOAD_REPORT_TIMEOUT_MS);
+          partial = gathered.failures.length > 0;
+          if (gathered.failures.length < present.length) load = gathered.load;
+          else error = ready.length === 0 ? 'no slice node is reachable' : gathered.failures[0].error.message;
         }
-        tables.set(name, this.judged(table.id, description, load, ready.length < present.length, error, workerThreads, at));
+        tables.set(name, this.judged(table.id, description, load, partial, error, workerThreads, at));
       }),
     );
     for (const id of [...this.trails.keys()]) if (![...tables.values()].some((t) => t.id === id)) this.trails.delete(id);
@@ -168,7 +187,7 @@ export class StudioFeed {
         r.writesPerSecond += n.writesPerSecond;
       }
     }
-    cluster.loadComplete = ready.length === present.length && [...tables.values()].every((t) => t.error === '');
+    cluster.loadComplete = ready.length === present.length && [...tables.values()].every((t) => !t.partial && t.error === '');
     let cellCount = 0;
     for (const t of tables.values()) cellCount += t.cells.length / CELL;
     const seq = ++this.samplesTaken;
@@ -198,14 +217,17 @@ export class StudioFeed {
     const top = load.hotKeys[0];
     if (top !== undefined && ops >= JUDGED_OPS_PER_SECOND_MIN) {
       trail.push({ at, key: top.key, share: Math.min(1, top.opsPerSecond / ops) });
-      if (trail.length > TRAIL_SAMPLES_MAX) trail.shift();
+      if (trail.length > STUDIO_TRAIL_SAMPLES_MAX) trail.shift();
     }
     return { id, description, load, partial, error, findings, cells, ops };
   }
 
   /** Keeps the sample for the heat map, dropping the oldest past the time or size bound. */
   private remember(sample: Sample): void {
-    this.history.push(sample);
+    this.latest = sample;
+    const tables = new Map<string, TableCells>();
+    for (const [name, t] of sample.tables) tables.set(name, { id: t.id, ops: t.ops, cells: t.cells });
+    this.history.push({ at: sample.at, tables, cellCount: sample.cellCount });
     this.historyCells += sample.cellCount;
     const oldest = sample.at - STUDIO_HISTORY_SECONDS * 1000;
     while (this.history.length > 1 && (this.history[0].at < oldest || this.historyCells > STUDIO_HISTORY_CELLS_MAX)) {
