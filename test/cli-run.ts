@@ -15,9 +15,14 @@ export interface Run {
 /** Processes still running, for an afterAll to stop if a test failed midway. */
 export const running = new Set<ChildProcess>();
 
-export function keyslice(args: string[], timeoutMs = 60_000): Promise<Run> {
+/** The environment of a process that should see only what the test gives it. */
+export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('KEYSLICE_')) env[k] = v;
+  return { ...env, ...extra };
+}
+
+export function keyslice(args: string[], timeoutMs = 60_000, env: NodeJS.ProcessEnv = cleanEnv()): Promise<Run> {
   const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   running.add(child);
   let stdout = '';

@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startProcess, stopProcess } from '../coordinator/cli/local-cluster.js';
+import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
 import { waitFor } from './elastic-fixture.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -22,39 +23,10 @@ const grandchildren: number[] = [];
 
 afterAll(async () => {
   for (const pid of grandchildren) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  stopRunning();
   await Promise.all(children.map((c) => stopProcess(c)));
   rmSync(dataDir, { recursive: true, force: true });
 });
-
-/** The environment of a process that should see only what the test gives it. */
-function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('KEYSLICE_')) env[k] = v;
-  return { ...env, ...extra };
-}
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI to its end (killed after `timeoutMs`). */
-function keyslice(args: string[], env: NodeJS.ProcessEnv = cleanEnv(), timeoutMs = 20_000): Promise<Run> {
-  const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
-  children.push(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (d: Buffer) => (stdout += d));
-  child.stderr!.on('data', (d: Buffer) => (stderr += d));
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 function alive(pid: number): boolean {
   try {

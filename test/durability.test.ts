@@ -40,6 +40,43 @@ async function restartNode(c: LocalCluster, dataDir: string, i: number, client: 
   throw new Error(`${old.name} was not served again after a restart`);
 }
 
+/** Writers that each own their keys (so writes to one key are sequential), recording what was
+ * acknowledged and what may or may not have landed (a retryable error: the answer was lost). */
+class AckedWriters {
+  readonly acked = new Map<string, number>();
+  readonly unsure = new Map<string, Set<number>>();
+  acks = 0;
+  private stopped = false;
+  private version = 0;
+  private running: Promise<void>[] = [];
+
+  start(client: KeysliceClient, table: string, writers: number, keysPerWriter: number, r: () => number, writesMax: number): void {
+    const writer = async (w: number) => {
+      for (let n = 0; n < writesMax && !this.stopped; n++) {
+        const id = `w${w}-${Math.floor(r() * keysPerWriter)}`;
+        const v = ++this.version;
+        try {
+          await client.putItem(table, { id, v, pad: 'x'.repeat(100) });
+          this.acked.set(id, v);
+          this.unsure.delete(id);
+          this.acks++;
+        } catch (err) {
+          if (!(err instanceof KeysliceError) || !err.retryable) throw err;
+          if (!this.unsure.has(id)) this.unsure.set(id, new Set());
+          this.unsure.get(id)!.add(v);
+          await new Promise((res) => setTimeout(res, 5));
+        }
+      }
+    };
+    this.running = Array.from({ length: writers }, (_, w) => writer(w));
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await Promise.all(this.running);
+  }
+}
+
 async function crashRounds(mode: DurabilityMode, rounds: number) {
   const workers = 2;
   const snapshotAfterBytes = 16 * 1024; // small, so that snapshots and segment changes happen during the test
@@ -48,32 +85,9 @@ async function crashRounds(mode: DurabilityMode, rounds: number) {
   await client.createTable(T, { name: 'id', type: 'string' });
   const r = rng(mode === 'fsync' ? 1 : 2);
 
-  // Each writer owns its keys, so the writes to one key are sequential: the
-  // value read back must be the last acknowledged one, or a later one whose
-  // answer was lost in the crash.
-  const acked = new Map<string, number>();
-  const unsure = new Map<string, Set<number>>();
-  let stop = false;
-  let version = 0;
-  let acks = 0;
-  const writer = async (w: number) => {
-    for (let n = 0; n < 100_000 && !stop; n++) {
-      const id = `w${w}-${Math.floor(r() * 20)}`;
-      const v = ++version;
-      try {
-        await client.putItem(T, { id, v, pad: 'x'.repeat(100) });
-        acked.set(id, v);
-        unsure.delete(id);
-        acks++;
-      } catch (err) {
-        if (!(err instanceof KeysliceError) || !err.retryable) throw err;
-        if (!unsure.has(id)) unsure.set(id, new Set());
-        unsure.get(id)!.add(v);
-        await new Promise((res) => setTimeout(res, 5));
-      }
-    }
-  };
-  const writers = Array.from({ length: 8 }, (_, w) => writer(w));
+  // The value read back must be the last acknowledged one, or a later one whose answer was lost in the crash.
+  const load = new AckedWriters();
+  load.start(client, T, 8, 20, r, 100_000);
 
   for (let round = 0; round < rounds; round++) {
     await new Promise((res) => setTimeout(res, 50 + r() * 200));
@@ -81,11 +95,10 @@ async function crashRounds(mode: DurabilityMode, rounds: number) {
     await stopProcess(c.nodes[i].child, 'SIGKILL');
     await restartNode(c, dataDir, i, client, T, { durability: mode, snapshotAfterBytes, workers });
   }
-  stop = true;
-  await Promise.all(writers);
+  await load.stop();
 
-  expect(acks).toBeGreaterThan(rounds * 5); // the load really ran between the kills
-  await expectAcknowledged(client, T, acked, unsure);
+  expect(load.acks).toBeGreaterThan(rounds * 5); // the load really ran between the kills
+  await expectAcknowledged(client, T, load.acked, load.unsure);
 }
 
 /** Every acknowledged write is there: the value read is the last acknowledged one, or a later one whose
@@ -129,8 +142,7 @@ describe('a snapshot in progress', () => {
     const { c, client, dataDir } = await cluster({ nodes: 1, workers: 1, snapshotAfterBytes });
     const T = 'midsnap';
     await client.createTable(T, { name: 'id', type: 'string' });
-    const acked = new Map<string, number>();
-    const unsure = new Map<string, Set<number>>();
+    const load = new AckedWriters();
     let next = 0;
     const loader = async () => {
       while (next < ITEMS) {
@@ -138,33 +150,12 @@ describe('a snapshot in progress', () => {
         next = Math.min(ITEMS, next + 25);
         const puts = Array.from({ length: next - from }, (_, i) => ({ id: `p${from + i}`, v: 0, pad: 'x'.repeat(150) }));
         expect(await client.batchWrite(T, { puts })).toEqual([]);
-        for (const p of puts) acked.set(p.id, 0);
+        for (const p of puts) load.acked.set(p.id, 0);
       }
     };
     await Promise.all(Array.from({ length: 16 }, loader));
 
-    const r = rng(4);
-    let stop = false;
-    let version = 0;
-    let acks = 0;
-    const writer = async (w: number) => {
-      for (let n = 0; n < 1_000_000 && !stop; n++) {
-        const id = `w${w}-${Math.floor(r() * 200)}`;
-        const v = ++version;
-        try {
-          await client.putItem(T, { id, v, pad: 'x'.repeat(100) });
-          acked.set(id, v);
-          unsure.delete(id);
-          acks++;
-        } catch (err) {
-          if (!(err instanceof KeysliceError) || !err.retryable) throw err;
-          if (!unsure.has(id)) unsure.set(id, new Set());
-          unsure.get(id)!.add(v);
-          await new Promise((res) => setTimeout(res, 5));
-        }
-      }
-    };
-    const writers = Array.from({ length: WRITERS }, (_, w) => writer(w));
+    load.start(client, T, WRITERS, 200, rng(4), 1_000_000);
 
     const workerDir = join(dataDir, c.nodes[0].name, 'worker-0');
     let killedMidSnapshot = 0;
@@ -176,8 +167,8 @@ describe('a snapshot in progress', () => {
         for (const deadline = Date.now() + 30_000; !served && Date.now() < deadline; ) {
           const tmp = readdirSync(workerDir).find((f) => f.endsWith('.snap.tmp'));
           if (tmp === undefined) seen = null;
-          else if (seen?.tmp !== tmp) seen = { tmp, acks };
-          else served = acks - seen.acks >= ACKS_DURING_ONE_SNAPSHOT;
+          else if (seen?.tmp !== tmp) seen = { tmp, acks: load.acks };
+          else served = load.acks - seen.acks >= ACKS_DURING_ONE_SNAPSHOT;
           if (!served) await new Promise((res) => setTimeout(res, 5));
         }
         expect(served, `round ${round}: no snapshot in the making saw ${ACKS_DURING_ONE_SNAPSHOT} writes acknowledged`).toBe(true);
@@ -191,11 +182,10 @@ describe('a snapshot in progress', () => {
       for (const deadline = Date.now() + 30_000; newest() <= recoveredFrom && Date.now() < deadline; ) await new Promise((res) => setTimeout(res, 20));
       expect(newest() > recoveredFrom, `no snapshot completed after ${recoveredFrom}`).toBe(true);
     } finally {
-      stop = true;
-      await Promise.all(writers);
+      await load.stop();
     }
     expect(killedMidSnapshot, 'a kill landed while a snapshot was being written').toBeGreaterThan(0);
-    await expectAcknowledged(client, T, acked, unsure);
+    await expectAcknowledged(client, T, load.acked, load.unsure);
   }, 240_000);
 });
 
