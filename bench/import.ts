@@ -3,7 +3,7 @@
 // ({device, seq, payload}, --devices devices, in time order: seq by seq, every
 // device in turn), starts a local cluster (2 slice nodes x 2 workers, fsync, as
 // bench/load.js does), and for each order imports the file into a fresh table
-// with the real command (a process of dist/coordinator/cli.js), reads its
+// with the real command (a process of dist/coordinator/cli/cli.js), reads its
 // --json summary, checks the count with a scan and drops the table. Prints a
 // Markdown table.
 //   npx tsc -p . && node dist/bench/import.js [--items 1000000] [--orders as-is,by-sharding-key,by-sorting-key,shuffled]
