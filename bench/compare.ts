@@ -540,6 +540,24 @@ async function closedLoop(cfg: Config, maxOps: number, seconds: number, op: (c: 
   return { ok, errors, seconds: secs, opsPerSec: ok / secs, itemsPerSec: items / secs, p50: pct(50), p99: pct(99), max: sorted.length ? sorted[sorted.length - 1] : NaN, stoppedBy };
 }
 
+const CLOCK_TICKS_PER_S = Number(run('getconf', ['CLK_TCK']).output.trim()) || 100;
+/** User + system CPU seconds of these processes so far, all their threads (Linux /proc; NaN elsewhere or for a process gone). */
+function cpuSecondsOf(pids: number[]): number {
+  if (pids.length === 0) return NaN;
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      // Fields after the command name (which is in parentheses and may hold spaces): utime and stime are the 12th and 13th.
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      return NaN;
+    }
+  }
+  return ticks / CLOCK_TICKS_PER_S;
+}
+
 // ---- the cells of the table ------------------------------------------------------------------
 
 type Workload = 'put' | 'get' | 'range';
@@ -556,6 +574,8 @@ interface RunRecord {
   workload: Workload;
   sample: Sample;
   load1: number;
+  /** CPU time of the system's server processes (user + system, all threads) per successful op, in ms; NaN where unknown. */
+  serverCpuMsPerOp: number;
 }
 
 const SYSTEM_LABEL: Record<SystemId, string> = {
@@ -585,6 +605,7 @@ interface Summary {
   itemsPerSec: number;
   p50: number;
   p99: number;
+  serverCpuMsPerOp: number;
   errors: Record<string, number>;
 }
 
@@ -609,6 +630,7 @@ function summarize(records: RunRecord[], system: SystemId, workload: Workload): 
     itemsPerSec: median(rs.map((r) => r.sample.itemsPerSec)),
     p50: median(rs.map((r) => r.sample.p50)),
     p99: median(rs.map((r) => r.sample.p99)),
+    serverCpuMsPerOp: median(rs.map((r) => r.serverCpuMsPerOp)),
     errors,
   };
 }
@@ -644,8 +666,8 @@ function dynamoLines(cfg: Config, records: RunRecord[]): string[] {
   L.push('');
   L.push(`One \`DynamoDBClient\` per system with the same settings (a \`NodeHttpHandler\` with a keep-alive \`http.Agent\`, maxSockets ${cfg.concurrency}; \`maxAttempts: 1\`; signed requests), ${cfg.concurrency} requests in flight. keyslice: its coordinator's DynamoDB endpoint (\`POST /\`, \`X-Amz-Target\`) on a local cluster with durability 'os', table \`${SDK_TABLE}\` made with CreateTable (hash key \`device\` S, range key \`seq\` N); dynalite in memory. The same items, data set and requests for both.`);
   L.push('');
-  L.push('| workload | keyslice (SDK) ops/s | p50 ms | p99 ms | dynalite (SDK) ops/s | p50 ms | p99 ms | keyslice / dynalite ops | issue 11 target | |');
-  L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|---|');
+  L.push('| workload | keyslice (SDK) ops/s | p50 ms | p99 ms | dynalite (SDK) ops/s | p50 ms | p99 ms | keyslice / dynalite ops | issue 11 target | | server CPU ms/op keyslice | dynalite | dynalite / keyslice CPU per op |');
+  L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|');
   for (const w of ['put', 'get', 'range'] as Workload[]) {
     const k = S('keyslice-sdk', w);
     const d = S('dynalite', w);
@@ -653,11 +675,13 @@ function dynamoLines(cfg: Config, records: RunRecord[]): string[] {
     const name = { put: 'PutItem', get: 'GetItem', range: `Query of ${RANGE_ITEMS} items` }[w];
     const want = DYNAMODB_TARGETS[w];
     const verdict = Number.isNaN(r) ? 'not measured' : r >= want ? '**met**' : `**missed** (needs ${fmt(want * d!.opsPerSec)} ops/s)`;
-    L.push(`| ${name} | ${fmt(k?.opsPerSec ?? NaN)} | ${fms(k?.p50 ?? NaN)} | ${fms(k?.p99 ?? NaN)} | ${fmt(d?.opsPerSec ?? NaN)} | ${fms(d?.p50 ?? NaN)} | ${fms(d?.p99 ?? NaN)} | ${fratio(r)} | >= ${want}x | ${verdict} |`);
+    L.push(`| ${name} | ${fmt(k?.opsPerSec ?? NaN)} | ${fms(k?.p50 ?? NaN)} | ${fms(k?.p99 ?? NaN)} | ${fmt(d?.opsPerSec ?? NaN)} | ${fms(d?.p50 ?? NaN)} | ${fms(d?.p99 ?? NaN)} | ${fratio(r)} | >= ${want}x | ${verdict} | ${fms(k?.serverCpuMsPerOp ?? NaN)} | ${fms(d?.serverCpuMsPerOp ?? NaN)} | ${fratio((d?.serverCpuMsPerOp ?? NaN) / (k?.serverCpuMsPerOp ?? NaN))} |`);
   }
   const kr = S('keyslice-sdk', 'range');
   const dr = S('dynalite', 'range');
   if (kr !== null && dr !== null) L.push(`| Query, **items/s** | ${fmt(kr.itemsPerSec)} | | | ${fmt(dr.itemsPerSec)} | | | ${fratio(kr.itemsPerSec / dr.itemsPerSec)} | | |`);
+  L.push('');
+  L.push("**Server CPU per op** is the CPU time (user + system, every thread) of the system's server processes during the measured run, divided by its ops: for keyslice the coordinator and both slice nodes, for dynalite its one process. It does not count the client. With one SDK client in the driver process on these 2 shared cores, the client's own cost per request (the SDK's middleware, SigV4 signing, JSON) bounds the ops/s of both systems alike (the driver profiled at about 90% busy, keyslice's coordinator at about 80% idle, during `--only dynamodb`), so the ops/s ratio understates the servers' difference; the CPU-per-op ratio is what each server would do per core once the clients are not the limit.");
   L.push('');
   const native = S('keyslice', 'put') !== null;
   if (native) {
@@ -912,10 +936,12 @@ async function main(): Promise<number> {
 
     // 2. the servers
     const redisPort = await freePort();
+    let redisPid: number | null = null;
     if (redisServer !== null) {
       log(`starting ${redisServer} on 127.0.0.1:${redisPort} (no persistence)`);
       const redisProc = await startChild('redis-server', redisServer, ['--save', '', '--appendonly', 'no', '--port', String(redisPort), '--bind', '127.0.0.1', '--protected-mode', 'yes', '--dir', tmpdir()], /Ready to accept connections/);
       log(`redis-server pid ${redisProc.pid}`);
+      redisPid = redisProc.pid ?? null;
     }
     const dynPort = await freePort();
     log(`starting dynalite on 127.0.0.1:${dynPort} (in memory)`);
@@ -1004,6 +1030,16 @@ async function main(): Promise<number> {
       cells.push({ system: 'keyslice-sdk', workload: w, op: make(ksSdk) });
       return cells;
     };
+    // Whose CPU time counts for each system: its server processes (a keyslice cluster: coordinator and slice nodes).
+    const pidsOf = (cl: LocalCluster | null) => (cl === null ? [] : [cl.coordinator, ...cl.nodes].map((p) => p.child.pid ?? -1));
+    const serverPids: Record<SystemId, number[]> = {
+      keyslice: pidsOf(ksOs),
+      'keyslice-sdk': pidsOf(ksOs),
+      'keyslice-fsync': pidsOf(ksFsync),
+      redis: redisPid === null ? [] : [redisPid],
+      'redis-multi': redisPid === null ? [] : [redisPid],
+      dynalite: [dynProc.pid ?? -1],
+    };
     const records: RunRecord[] = [];
     const total = cfg.rounds * (['put', 'get', 'range'] as Workload[]).reduce((n, w) => n + cellsFor(w).length, 0);
     let done = 0;
@@ -1016,8 +1052,11 @@ async function main(): Promise<number> {
           if (interrupted) break;
           if (cfg.warmupS > 0) await closedLoop(cfg, Number.MAX_SAFE_INTEGER, cfg.warmupS, cell.op);
           const load1 = loadavg()[0];
+          const pids = serverPids[cell.system];
+          const cpu0 = cpuSecondsOf(pids);
           const sample = await closedLoop(cfg, cfg.ops, cfg.durationS, cell.op);
-          records.push({ round, system: cell.system, workload: w, sample, load1 });
+          const serverCpuMsPerOp = ((cpuSecondsOf(pids) - cpu0) * 1000) / sample.ok;
+          records.push({ round, system: cell.system, workload: w, sample, load1, serverCpuMsPerOp });
           done++;
           const errs = Object.values(sample.errors).reduce((a, b) => a + b, 0);
           log(`[${done}/${total}] round ${round} ${w.padEnd(5)} ${SYSTEM_LABEL[cell.system].padEnd(36)} ${fmt(sample.opsPerSec).padStart(8)} ops/s${w === 'range' ? ` ${fmt(sample.itemsPerSec).padStart(9)} items/s` : ''}  p50 ${fms(sample.p50)} ms  p99 ${fms(sample.p99)} ms  errors ${errs}  (load ${load1.toFixed(2)})`);
