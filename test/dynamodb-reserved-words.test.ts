@@ -48,6 +48,7 @@ describe('reserved words in expressions (DynamoDB endpoint)', () => {
     for (const [field, word, p] of cases) {
       const err = await expectSdkError(p, 'ValidationException', reserved(field, word));
       expect((err.$metadata as { httpStatusCode?: number }).httpStatusCode).toBe(400);
+      expect(err.__type).toBe('com.amazon.coral.validate#ValidationException');
     }
     // Nothing was written by the refused requests.
     const got = await db.send(new GetItemCommand({ TableName: T, Key: key, ConsistentRead: true }));
