@@ -14,10 +14,14 @@
 //      number of connections, each run bounded by an op count and a time, after
 //      an unmeasured warm-up, in interleaved rounds;
 //   4. writes bench/RESULTS.md with the medians, the ratios and the targets.
+// It also drives keyslice's DynamoDB-compatible endpoint with the same AWS SDK
+// client as dynalite (issue 11: the SDK against keyslice vs the SDK against
+// dynalite); `--only dynamodb` runs just those two, quickly, and writes
+// bench/DYNAMODB.md.
 // Every process it starts is stopped by it, by its PID, also on an error and on
 // Ctrl-C. Only 127.0.0.1 is contacted.
 //
-//   npm run bench:compare [-- --rounds 3 --duration 8 --warmup 2]
+//   npm run bench:compare [-- --rounds 3 --duration 8 --warmup 2] [-- --only dynamodb]
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -51,11 +55,15 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const LOAD_IN_FLIGHT = 8;
 const LOAD_ATTEMPTS = 5;
 const TABLE = 'compare';
+/** The table keyslice's DynamoDB endpoint serves to the SDK, made with CreateTable (not the native 'compare'). */
+const SDK_TABLE = 'compare_sdk';
 /** The peers' figures written in issue 7 (this machine, 50 in flight, ~200-byte items), quoted in the report's notes. */
 const ANCHORS = {
   redis: { put: 26_000, get: 19_000, range: 3_200, rangeItems: 320_000 },
   dynalite: { put: 650, get: 740, range: 170 },
 };
+/** Issue 11's targets: keyslice's DynamoDB endpoint / dynalite, both through the AWS SDK v3. */
+const DYNAMODB_TARGETS: Record<Workload, number> = { put: 10, get: 10, range: 5 };
 
 // ---- command line -------------------------------------------------------------------
 
@@ -67,6 +75,8 @@ interface Config {
   concurrency: number;
   connections: number;
   out: string;
+  /** 'dynamodb': only keyslice's DynamoDB endpoint and dynalite, both through the AWS SDK. */
+  only: 'all' | 'dynamodb';
 }
 
 const USAGE = `usage: npm run bench:compare [-- options]   (or: node dist/bench/compare.js [options])
@@ -81,10 +91,12 @@ apt-get install redis-server (needs root), npm install in bench/peers.
   --ops N           measured ops per run, at most (default 1000000)
   --concurrency N   requests in flight (default 50)
   --connections N   client connections to keyslice and to Redis (default 4)
-  --out FILE        where the report goes (default bench/RESULTS.md)`;
+  --only dynamodb   only keyslice's DynamoDB endpoint and dynalite, both through the AWS SDK v3
+                    (no Redis, no native client, no fsync cluster); report in bench/DYNAMODB.md
+  --out FILE        where the report goes (default bench/RESULTS.md; with --only dynamodb, bench/DYNAMODB.md)`;
 
 function parseArgs(argv: string[]): Config | 'help' {
-  const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, out: join(ROOT, 'bench', 'RESULTS.md') };
+  const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, out: '', only: 'all' };
   const num = (flag: string, v: string | undefined, min: number, max: number, whole: boolean): number => {
     const n = Number(v);
     if (v === undefined || v === '' || !Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
@@ -95,7 +107,7 @@ function parseArgs(argv: string[]): Config | 'help' {
   const text = { type: 'string' } as const;
   const { values: v } = readCommandLine({
     args: argv,
-    options: { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, out: text, help: { type: 'boolean', short: 'h' } },
+    options: { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, out: text, only: text, help: { type: 'boolean', short: 'h' } },
     strict: true,
     allowPositionals: false,
   });
@@ -106,9 +118,15 @@ function parseArgs(argv: string[]): Config | 'help' {
   if (v.ops !== undefined) cfg.ops = num('--ops', v.ops, 1, 100_000_000, true);
   if (v.concurrency !== undefined) cfg.concurrency = num('--concurrency', v.concurrency, 1, 10_000, true);
   if (v.connections !== undefined) cfg.connections = num('--connections', v.connections, 1, 64, true);
+  if (v.only !== undefined) {
+    if (v.only !== 'dynamodb') throw new UsageError(`--only takes "dynamodb", got "${v.only}"`);
+    cfg.only = 'dynamodb';
+  }
   if (v.out !== undefined) {
     if (v.out === '') throw new UsageError('--out needs a file name');
     cfg.out = resolve(v.out);
+  } else {
+    cfg.out = join(ROOT, 'bench', cfg.only === 'dynamodb' ? 'DYNAMODB.md' : 'RESULTS.md');
   }
   if (cfg.concurrency < cfg.connections) throw new UsageError(`--concurrency (${cfg.concurrency}) must be at least --connections (${cfg.connections})`);
   return cfg;
@@ -376,7 +394,8 @@ class RedisAdapter implements Adapter {
   }
 }
 
-// -- dynalite via the AWS SDK v3 (DynamoDBClient, keep-alive agent): PutItem / GetItem / Query Limit 100 --
+// -- a DynamoDB API via the AWS SDK v3 (DynamoDBClient, keep-alive agent): PutItem / GetItem / Query Limit 100 --
+// The same class, so the same client settings, drives dynalite and keyslice's DynamoDB endpoint.
 
 type AttributeValue = { S: string } | { N: string };
 interface DynamoSdk {
@@ -385,36 +404,38 @@ interface DynamoSdk {
 }
 type CommandCtor = new (input: Record<string, unknown>) => unknown;
 
-class DynaliteAdapter implements Adapter {
+class DynamoSdkAdapter implements Adapter {
   private readonly cmd: (name: string, input: Record<string, unknown>) => unknown;
   private constructor(
     private readonly client: InstanceType<DynamoSdk['DynamoDBClient']>,
     private readonly agent: http.Agent,
     sdk: DynamoSdk,
+    private readonly table: string,
   ) {
     this.cmd = (name, input) => new (sdk[name] as CommandCtor)(input);
   }
-  static async open(sdk: DynamoSdk, NodeHttpHandler: new (o: Record<string, unknown>) => unknown, port: number, inFlight: number): Promise<DynaliteAdapter> {
+  /** `endpoint`: http://127.0.0.1:<port> of dynalite or of a keyslice coordinator; creates `table` there. */
+  static async open(sdk: DynamoSdk, NodeHttpHandler: new (o: Record<string, unknown>) => unknown, endpoint: string, table: string, inFlight: number): Promise<DynamoSdkAdapter> {
     // One SDK client; HTTP/1.1 has no pipelining, so the agent keeps up to `inFlight` sockets alive.
     const agent = new http.Agent({ keepAlive: true, maxSockets: inFlight });
     const client = new sdk.DynamoDBClient({
-      endpoint: `http://127.0.0.1:${port}`,
+      endpoint,
       region: 'us-east-1',
       credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
       requestHandler: new NodeHttpHandler({ httpAgent: agent, requestTimeout: REQUEST_TIMEOUT_MS, connectionTimeout: REQUEST_TIMEOUT_MS }),
       maxAttempts: 1,
     });
-    const a = new DynaliteAdapter(client, agent, sdk);
+    const a = new DynamoSdkAdapter(client, agent, sdk, table);
     await client.send(a.cmd('CreateTableCommand', {
-      TableName: TABLE,
+      TableName: table,
       AttributeDefinitions: [{ AttributeName: 'device', AttributeType: 'S' }, { AttributeName: 'seq', AttributeType: 'N' }],
       KeySchema: [{ AttributeName: 'device', KeyType: 'HASH' }, { AttributeName: 'seq', KeyType: 'RANGE' }],
       BillingMode: 'PAY_PER_REQUEST',
     }));
     for (let i = 0; ; i++) {
-      const d = (await client.send(a.cmd('DescribeTableCommand', { TableName: TABLE }))) as { Table?: { TableStatus?: string } };
+      const d = (await client.send(a.cmd('DescribeTableCommand', { TableName: table }))) as { Table?: { TableStatus?: string } };
       if (d.Table?.TableStatus === 'ACTIVE') break;
-      if (i >= 100) throw new Error(`dynalite's table is still ${d.Table?.TableStatus} after 10 s`);
+      if (i >= 100) throw new Error(`${endpoint}: the table is still ${d.Table?.TableStatus} after 10 s`);
       await new Promise((r) => setTimeout(r, 100));
     }
     return a;
@@ -423,15 +444,15 @@ class DynaliteAdapter implements Adapter {
     return { device: { S: row.device }, seq: { N: String(row.seq) }, payload: { S: row.payload } };
   }
   async put(_c: number, row: Row): Promise<void> {
-    await this.client.send(this.cmd('PutItemCommand', { TableName: TABLE, Item: DynaliteAdapter.item(row) }));
+    await this.client.send(this.cmd('PutItemCommand', { TableName: this.table, Item: DynamoSdkAdapter.item(row) }));
   }
   async get(_c: number, device: string, seq: number): Promise<void> {
-    const r = await this.client.send(this.cmd('GetItemCommand', { TableName: TABLE, Key: { device: { S: device }, seq: { N: String(seq) } } }));
+    const r = await this.client.send(this.cmd('GetItemCommand', { TableName: this.table, Key: { device: { S: device }, seq: { N: String(seq) } } }));
     if (r.Item === undefined) throw new NotFound();
   }
   async range(_c: number, device: string, n: number): Promise<number> {
     const r = await this.client.send(this.cmd('QueryCommand', {
-      TableName: TABLE,
+      TableName: this.table,
       KeyConditionExpression: '#d = :d AND #s BETWEEN :a AND :b',
       ExpressionAttributeNames: { '#d': 'device', '#s': 'seq' },
       ExpressionAttributeValues: { ':d': { S: device }, ':a': { N: '0' }, ':b': { N: String(n - 1) } },
@@ -441,12 +462,12 @@ class DynaliteAdapter implements Adapter {
   }
   async load(rows: Row[]): Promise<void> {
     await inBatches(chunk(rows, 25), LOAD_IN_FLIGHT, async (batch) => {
-      let requests: unknown[] = batch.map((row) => ({ PutRequest: { Item: DynaliteAdapter.item(row) } }));
+      let requests: unknown[] = batch.map((row) => ({ PutRequest: { Item: DynamoSdkAdapter.item(row) } }));
       for (let attempt = 1; ; attempt++) {
-        const r = (await this.client.send(this.cmd('BatchWriteItemCommand', { RequestItems: { [TABLE]: requests } }))) as { UnprocessedItems?: Record<string, unknown[]> };
-        requests = r.UnprocessedItems?.[TABLE] ?? [];
+        const r = (await this.client.send(this.cmd('BatchWriteItemCommand', { RequestItems: { [this.table]: requests } }))) as { UnprocessedItems?: Record<string, unknown[]> };
+        requests = r.UnprocessedItems?.[this.table] ?? [];
         if (requests.length === 0) return;
-        if (attempt >= LOAD_ATTEMPTS) throw new Error(`dynalite left ${requests.length} items unprocessed after ${attempt} attempts`);
+        if (attempt >= LOAD_ATTEMPTS) throw new Error(`${this.table}: BatchWriteItem left ${requests.length} items unprocessed after ${attempt} attempts`);
         await retryPause(attempt);
       }
     });
@@ -519,10 +540,28 @@ async function closedLoop(cfg: Config, maxOps: number, seconds: number, op: (c: 
   return { ok, errors, seconds: secs, opsPerSec: ok / secs, itemsPerSec: items / secs, p50: pct(50), p99: pct(99), max: sorted.length ? sorted[sorted.length - 1] : NaN, stoppedBy };
 }
 
+const CLOCK_TICKS_PER_S = Number(run('getconf', ['CLK_TCK']).output.trim()) || 100;
+/** User + system CPU seconds of these processes so far, all their threads (Linux /proc; NaN elsewhere or for a process gone). */
+function cpuSecondsOf(pids: number[]): number {
+  if (pids.length === 0) return NaN;
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      // Fields after the command name (which is in parentheses and may hold spaces): utime and stime are the 12th and 13th.
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      return NaN;
+    }
+  }
+  return ticks / CLOCK_TICKS_PER_S;
+}
+
 // ---- the cells of the table ------------------------------------------------------------------
 
 type Workload = 'put' | 'get' | 'range';
-type SystemId = 'keyslice' | 'keyslice-fsync' | 'redis' | 'redis-multi' | 'dynalite';
+type SystemId = 'keyslice' | 'keyslice-fsync' | 'keyslice-sdk' | 'redis' | 'redis-multi' | 'dynalite';
 interface Cell {
   system: SystemId;
   workload: Workload;
@@ -535,11 +574,14 @@ interface RunRecord {
   workload: Workload;
   sample: Sample;
   load1: number;
+  /** CPU time of the system's server processes (user + system, all threads) per successful op, in ms; NaN where unknown. */
+  serverCpuMsPerOp: number;
 }
 
 const SYSTEM_LABEL: Record<SystemId, string> = {
   keyslice: "keyslice (durability 'os')",
   'keyslice-fsync': "keyslice (durability 'fsync')",
+  'keyslice-sdk': "keyslice DynamoDB endpoint via AWS SDK v3",
   redis: 'Redis via ioredis',
   'redis-multi': 'Redis via ioredis, MULTI HSET+ZADD',
   dynalite: 'dynalite via AWS SDK v3',
@@ -547,6 +589,7 @@ const SYSTEM_LABEL: Record<SystemId, string> = {
 const OP_LABEL: Record<SystemId, Record<Workload, string>> = {
   keyslice: { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100' },
   'keyslice-fsync': { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100' },
+  'keyslice-sdk': { put: 'PutItem', get: 'GetItem', range: 'Query Limit 100' },
   redis: { put: 'HSET', get: 'HGETALL', range: 'ZRANGEBYLEX LIMIT 0 100' },
   'redis-multi': { put: 'MULTI HSET ZADD EXEC', get: '-', range: '-' },
   dynalite: { put: 'PutItem', get: 'GetItem', range: 'Query Limit 100' },
@@ -562,6 +605,7 @@ interface Summary {
   itemsPerSec: number;
   p50: number;
   p99: number;
+  serverCpuMsPerOp: number;
   errors: Record<string, number>;
 }
 
@@ -586,6 +630,7 @@ function summarize(records: RunRecord[], system: SystemId, workload: Workload): 
     itemsPerSec: median(rs.map((r) => r.sample.itemsPerSec)),
     p50: median(rs.map((r) => r.sample.p50)),
     p99: median(rs.map((r) => r.sample.p99)),
+    serverCpuMsPerOp: median(rs.map((r) => r.serverCpuMsPerOp)),
     errors,
   };
 }
@@ -613,7 +658,99 @@ interface Environment {
   loadSeconds: Record<string, number>;
 }
 
+/** keyslice's DynamoDB endpoint against dynalite, both through the same AWS SDK client settings, and issue 11's targets. */
+function dynamoLines(cfg: Config, records: RunRecord[]): string[] {
+  const S = (s: SystemId, w: Workload) => summarize(records, s, w);
+  const L: string[] = [];
+  L.push(`## The DynamoDB API: keyslice's endpoint vs dynalite, both through the AWS SDK v3 (medians of ${cfg.rounds} rounds)`);
+  L.push('');
+  L.push(`One \`DynamoDBClient\` per system with the same settings (a \`NodeHttpHandler\` with a keep-alive \`http.Agent\`, maxSockets ${cfg.concurrency}; \`maxAttempts: 1\`; signed requests), ${cfg.concurrency} requests in flight. keyslice: its coordinator's DynamoDB endpoint (\`POST /\`, \`X-Amz-Target\`) on a local cluster with durability 'os', table \`${SDK_TABLE}\` made with CreateTable (hash key \`device\` S, range key \`seq\` N); dynalite in memory. The same items, data set and requests for both.`);
+  L.push('');
+  L.push('| workload | keyslice (SDK) ops/s | p50 ms | p99 ms | dynalite (SDK) ops/s | p50 ms | p99 ms | keyslice / dynalite ops | issue 11 target | | server CPU ms/op keyslice | dynalite | dynalite / keyslice CPU per op |');
+  L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|');
+  for (const w of ['put', 'get', 'range'] as Workload[]) {
+    const k = S('keyslice-sdk', w);
+    const d = S('dynalite', w);
+    const r = k !== null && d !== null ? k.opsPerSec / d.opsPerSec : NaN;
+    const name = { put: 'PutItem', get: 'GetItem', range: `Query of ${RANGE_ITEMS} items` }[w];
+    const want = DYNAMODB_TARGETS[w];
+    const verdict = Number.isNaN(r) ? 'not measured' : r >= want ? '**met**' : `**missed** (needs ${fmt(want * d!.opsPerSec)} ops/s)`;
+    L.push(`| ${name} | ${fmt(k?.opsPerSec ?? NaN)} | ${fms(k?.p50 ?? NaN)} | ${fms(k?.p99 ?? NaN)} | ${fmt(d?.opsPerSec ?? NaN)} | ${fms(d?.p50 ?? NaN)} | ${fms(d?.p99 ?? NaN)} | ${fratio(r)} | >= ${want}x | ${verdict} | ${fms(k?.serverCpuMsPerOp ?? NaN)} | ${fms(d?.serverCpuMsPerOp ?? NaN)} | ${fratio((d?.serverCpuMsPerOp ?? NaN) / (k?.serverCpuMsPerOp ?? NaN))} |`);
+  }
+  const kr = S('keyslice-sdk', 'range');
+  const dr = S('dynalite', 'range');
+  if (kr !== null && dr !== null) L.push(`| Query, **items/s** | ${fmt(kr.itemsPerSec)} | | | ${fmt(dr.itemsPerSec)} | | | ${fratio(kr.itemsPerSec / dr.itemsPerSec)} | | |`);
+  L.push('');
+  L.push("**Server CPU per op** is the CPU time (user + system, every thread) of the system's server processes during the measured run, divided by its ops: for keyslice the coordinator and both slice nodes, for dynalite its one process. It does not count the client. With one SDK client in the driver process on these 2 shared cores, the client's own cost per request (the SDK's middleware, SigV4 signing, JSON) bounds the ops/s of both systems (profiled: the driver about 90% busy, keyslice's coordinator about 80% idle; bench/README.md). The CPU per op is taken at the rate the client allowed: keyslice's includes a per-message cost on each hop (coordinator to slice node to worker) that the native client's higher rates share among many ops, so it is not a per-core capacity.");
+  L.push('');
+  const native = S('keyslice', 'put') !== null;
+  if (native) {
+    const cost = (['put', 'get', 'range'] as Workload[]).map((w) => {
+      const k = S('keyslice-sdk', w);
+      const n = S('keyslice', w);
+      return k && n ? `${w} ${fratio(k.opsPerSec / n.opsPerSec)}` : null;
+    }).filter((x) => x !== null);
+    L.push(`The SDK path against the native client on the same cluster (keyslice SDK / keyslice native ops/s): ${cost.join(', ')}. The difference is HTTP/1.1 with one request per socket at a time, JSON in DynamoDB's AttributeValue form and SigV4 signing in the client, and their parsing and answering in the coordinator, on the same 2 cores.`);
+    L.push('');
+  }
+  return L;
+}
+
+function detailLines(records: RunRecord[], systems: SystemId[]): string[] {
+  const S = (s: SystemId, w: Workload) => summarize(records, s, w);
+  const L: string[] = [];
+  L.push('## Each system and workload (medians, with the spread of ops/s over the rounds)');
+  L.push('');
+  L.push('| system | workload | op | ops/s median | ops/s min..max | items/s | p50 ms | p99 ms | errors |');
+  L.push('|---|---|---|--:|--:|--:|--:|--:|---|');
+  for (const w of ['put', 'get', 'range'] as Workload[]) {
+    for (const s of systems) {
+      const x = S(s, w);
+      if (x === null) continue;
+      const errs = Object.entries(x.errors).map(([k, v]) => `${k} ${v}`).join(', ') || '0';
+      L.push(`| ${SYSTEM_LABEL[s]} | ${w} | ${OP_LABEL[s][w]} | ${fmt(x.opsPerSec)} | ${fmt(x.opsMin)}..${fmt(x.opsMax)} | ${w === 'range' ? fmt(x.itemsPerSec) : ''} | ${fms(x.p50)} | ${fms(x.p99)} | ${errs} |`);
+    }
+  }
+  L.push('');
+  L.push('## Every run, in the order they ran');
+  L.push('');
+  L.push('| round | workload | system | ops | seconds | ops/s | items/s | p50 ms | p99 ms | max ms | stopped by | load avg 1 min | errors |');
+  L.push('|--:|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|---|');
+  for (const r of records) {
+    const s = r.sample;
+    const errs = Object.entries(s.errors).map(([k, v]) => `${k} ${v}`).join(', ') || '0';
+    L.push(`| ${r.round} | ${r.workload} | ${SYSTEM_LABEL[r.system]} | ${fmt(s.ok)} | ${s.seconds.toFixed(1)} | ${fmt(s.opsPerSec)} | ${r.workload === 'range' ? fmt(s.itemsPerSec) : ''} | ${fms(s.p50)} | ${fms(s.p99)} | ${fms(s.max)} | ${s.stoppedBy} | ${r.load1.toFixed(2)} | ${errs} |`);
+  }
+  L.push('');
+  return L;
+}
+
+/** `--only dynamodb`: keyslice's DynamoDB endpoint and dynalite, nothing else. */
+function dynamoReport(cfg: Config, env: Environment, records: RunRecord[]): string {
+  const L: string[] = [];
+  L.push("# keyslice's DynamoDB endpoint side by side with dynalite, both through the AWS SDK v3");
+  L.push('');
+  L.push('Written by `npm run bench:compare -- --only dynamodb` (`bench/compare.ts`) from one run; do not edit by hand, run it again. The full comparison (with Redis and the native client, and these two rows as well) is `npm run bench:compare`, in bench/RESULTS.md.');
+  L.push('');
+  L.push('## The run');
+  L.push('');
+  L.push(`- Date: ${env.date} (UTC). Wall time of \`node dist/bench/compare.js\`: ${(env.wallSeconds / 60).toFixed(1)} min (of which ${env.setupSeconds.toFixed(0)} s installing peers if missing, starting the servers and loading the data set).`);
+  L.push(`- Command: \`${env.command}\``);
+  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The 2 cores are shared by the client (this driver and the SDK, one Node.js process) and every server**: the keyslice coordinator and ${LOCAL_NODES} slice nodes (a main thread and ${LOCAL_WORKERS} worker threads each), dynalite.`);
+  L.push(`- Versions: Node ${env.node}; dynalite ${env.dynaliteVersion}; @aws-sdk/client-dynamodb ${env.sdkVersion}; keyslice at ${env.commit}.`);
+  L.push(`- **The figures are noisy**: the machine was shared with other engineers' test runs (1-minute load average ${env.loadBefore.map((x) => x.toFixed(2)).join(' / ')} before, ${env.loadAfter.map((x) => x.toFixed(2)).join(' / ')} after; each run's is in the per-run table). Compare systems within this run.`);
+  L.push(`- Every run: ${cfg.warmupS} s of warm-up (not measured), then at most ${cfg.durationS} s or ${cfg.ops.toLocaleString('en-US')} ops; ${cfg.rounds} rounds, the order of the systems rotated from round to round; each figure is the median over the rounds. Latency is per op in the client, including queueing at ${cfg.concurrency} in flight; p99 nearest-rank.`);
+  L.push(`- Items of about ${ITEM_BYTES} bytes \`{device, seq, payload}\`. Reads: ${(RANGE_DEVICES * RANGE_ITEMS).toLocaleString('en-US')} items (${RANGE_DEVICES} hash keys x ${RANGE_ITEMS}) loaded with BatchWriteItem first; GetItem of a random one; Query \`#d = :d AND #s BETWEEN :a AND :b\`, \`Limit: ${RANGE_ITEMS}\` of a random hash key. PutItem writes new items. Raw \`DynamoDBClient\` (AttributeValue form, no DocumentClient).`);
+  const loads = Object.entries(env.loadSeconds).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
+  L.push(`- Loading the read data set took: ${loads}.`);
+  L.push('');
+  L.push(...dynamoLines(cfg, records));
+  L.push(...detailLines(records, ['keyslice-sdk', 'dynalite']));
+  return L.join('\n');
+}
+
 function report(cfg: Config, env: Environment, records: RunRecord[]): string {
+  if (cfg.only === 'dynamodb') return dynamoReport(cfg, env, records);
   const S = (s: SystemId, w: Workload) => summarize(records, s, w);
   const L: string[] = [];
   L.push('# keyslice side by side with Redis and dynalite');
@@ -702,7 +839,7 @@ function report(cfg: Config, env: Environment, records: RunRecord[]): string {
   L.push('## Notes on this run');
   L.push('');
   const notes: string[] = [];
-  const systems: SystemId[] = ['keyslice', 'keyslice-fsync', 'redis', 'redis-multi', 'dynalite'];
+  const systems: SystemId[] = ['keyslice', 'keyslice-fsync', 'keyslice-sdk', 'redis', 'redis-multi', 'dynalite'];
   const spread: string[] = [];
   for (const w of ['put', 'get', 'range'] as Workload[]) {
     for (const s of systems) {
@@ -728,30 +865,8 @@ function report(cfg: Config, env: Environment, records: RunRecord[]): string {
   L.push(...notes.map((n) => `- ${n}`));
   L.push('');
 
-  // Details.
-  L.push('## Each system and workload (medians, with the spread of ops/s over the rounds)');
-  L.push('');
-  L.push('| system | workload | op | ops/s median | ops/s min..max | items/s | p50 ms | p99 ms | errors |');
-  L.push('|---|---|---|--:|--:|--:|--:|--:|---|');
-  for (const w of ['put', 'get', 'range'] as Workload[]) {
-    for (const s of systems) {
-      const x = S(s, w);
-      if (x === null) continue;
-      const errs = Object.entries(x.errors).map(([k, v]) => `${k} ${v}`).join(', ') || '0';
-      L.push(`| ${SYSTEM_LABEL[s]} | ${w} | ${OP_LABEL[s][w]} | ${fmt(x.opsPerSec)} | ${fmt(x.opsMin)}..${fmt(x.opsMax)} | ${w === 'range' ? fmt(x.itemsPerSec) : ''} | ${fms(x.p50)} | ${fms(x.p99)} | ${errs} |`);
-    }
-  }
-  L.push('');
-  L.push('## Every run, in the order they ran');
-  L.push('');
-  L.push('| round | workload | system | ops | seconds | ops/s | items/s | p50 ms | p99 ms | max ms | stopped by | load avg 1 min | errors |');
-  L.push('|--:|---|---|--:|--:|--:|--:|--:|--:|--:|---|--:|---|');
-  for (const r of records) {
-    const s = r.sample;
-    const errs = Object.entries(s.errors).map(([k, v]) => `${k} ${v}`).join(', ') || '0';
-    L.push(`| ${r.round} | ${r.workload} | ${SYSTEM_LABEL[r.system]} | ${fmt(s.ok)} | ${s.seconds.toFixed(1)} | ${fmt(s.opsPerSec)} | ${r.workload === 'range' ? fmt(s.itemsPerSec) : ''} | ${fms(s.p50)} | ${fms(s.p99)} | ${fms(s.max)} | ${s.stoppedBy} | ${r.load1.toFixed(2)} | ${errs} |`);
-  }
-  L.push('');
+  L.push(...dynamoLines(cfg, records));
+  L.push(...detailLines(records, systems));
   return L.join('\n');
 }
 
@@ -809,9 +924,10 @@ async function main(): Promise<number> {
   let code = 0;
   try {
     // 1. the peers
-    const redisServer = ensureRedis();
+    const all = cfg.only === 'all';
+    const redisServer = all ? ensureRedis() : null;
     const req = ensureNpmPeers();
-    const redisVersion = run(redisServer, ['--version']).output.trim().split('\n')[0];
+    const redisVersion = redisServer === null ? 'Redis not run' : run(redisServer, ['--version']).output.trim().split('\n')[0];
     const ioredisMod = req('ioredis') as { default?: RedisCtor } & RedisCtor;
     const Redis: RedisCtor = ioredisMod.default ?? ioredisMod;
     const sdk = req('@aws-sdk/client-dynamodb') as DynamoSdk;
@@ -820,9 +936,13 @@ async function main(): Promise<number> {
 
     // 2. the servers
     const redisPort = await freePort();
-    log(`starting ${redisServer} on 127.0.0.1:${redisPort} (no persistence)`);
-    const redisProc = await startChild('redis-server', redisServer, ['--save', '', '--appendonly', 'no', '--port', String(redisPort), '--bind', '127.0.0.1', '--protected-mode', 'yes', '--dir', tmpdir()], /Ready to accept connections/);
-    log(`redis-server pid ${redisProc.pid}`);
+    let redisPid: number | null = null;
+    if (redisServer !== null) {
+      log(`starting ${redisServer} on 127.0.0.1:${redisPort} (no persistence)`);
+      const redisProc = await startChild('redis-server', redisServer, ['--save', '', '--appendonly', 'no', '--port', String(redisPort), '--bind', '127.0.0.1', '--protected-mode', 'yes', '--dir', tmpdir()], /Ready to accept connections/);
+      log(`redis-server pid ${redisProc.pid}`);
+      redisPid = redisProc.pid ?? null;
+    }
     const dynPort = await freePort();
     log(`starting dynalite on 127.0.0.1:${dynPort} (in memory)`);
     const dynProc = await startChild('dynalite', process.execPath, [dynaliteCli, '--host', '127.0.0.1', '--port', String(dynPort), '--createTableMs', '0', '--deleteTableMs', '0', '--updateTableMs', '0'], /Dynalite listening/);
@@ -837,28 +957,32 @@ async function main(): Promise<number> {
       return cl;
     };
     const ksOs = await startCluster('os');
-    const ksFsync = await startCluster('fsync');
+    const ksFsync = all ? await startCluster('fsync') : null;
 
-    const ks = await KeysliceAdapter.open(ksOs.url, cfg.connections);
-    adapters.push(ks);
-    const ksF = await KeysliceAdapter.open(ksFsync.url, cfg.connections);
-    adapters.push(ksF);
-    const redis = await RedisAdapter.open(Redis, redisPort, cfg.connections);
-    adapters.push(redis);
-    const dyn = await DynaliteAdapter.open(sdk, NodeHttpHandler, dynPort, cfg.concurrency);
+    const ks = all ? await KeysliceAdapter.open(ksOs.url, cfg.connections) : null;
+    if (ks !== null) adapters.push(ks);
+    const ksF = ksFsync !== null ? await KeysliceAdapter.open(ksFsync.url, cfg.connections) : null;
+    if (ksF !== null) adapters.push(ksF);
+    const redis = all ? await RedisAdapter.open(Redis, redisPort, cfg.connections) : null;
+    if (redis !== null) adapters.push(redis);
+    // The same SDK client settings for both DynamoDB APIs: one client, a keep-alive agent of `concurrency` sockets.
+    const dyn = await DynamoSdkAdapter.open(sdk, NodeHttpHandler, `http://127.0.0.1:${dynPort}`, TABLE, cfg.concurrency);
     adapters.push(dyn);
+    const ksSdk = await DynamoSdkAdapter.open(sdk, NodeHttpHandler, ksOs.url, SDK_TABLE, cfg.concurrency);
+    adapters.push(ksSdk);
 
     // The read data set, into each system that is read.
     const rows = Array.from({ length: RANGE_DEVICES * RANGE_ITEMS }, (_, i) => rangeRow(i));
     const loadSeconds: Record<string, number> = {};
-    for (const [name, a] of [['keyslice', ks], ['Redis', redis], ['dynalite', dyn]] as const) {
+    const readable = ([['keyslice', ks], ['Redis', redis], ['dynalite', dyn], ['keyslice (SDK)', ksSdk]] as [string, Adapter | null][]).filter((e): e is [string, Adapter] => e[1] !== null);
+    for (const [name, a] of readable) {
       const s = performance.now();
       log(`loading ${rows.length.toLocaleString('en-US')} items into ${name}`);
       await a.load(rows);
       loadSeconds[name] = (performance.now() - s) / 1000;
     }
     // Check that each answers a full range and a point read before measuring anything.
-    for (const [name, a] of [['keyslice', ks], ['Redis', redis], ['dynalite', dyn]] as const) {
+    for (const [name, a] of readable) {
       const got = await a.range(0, rangeDevice(RANGE_DEVICES - 1), RANGE_ITEMS);
       if (got !== RANGE_ITEMS) throw new Error(`${name}: a range read of the loaded data answered ${got} items, not ${RANGE_ITEMS}`);
       await a.get(0, rangeDevice(0), RANGE_ITEMS - 1);
@@ -886,24 +1010,38 @@ async function main(): Promise<number> {
         if (n !== RANGE_ITEMS) throw new Error(`short range: ${n} items`);
         return n;
       };
+      const cells: Cell[] = [];
       if (w === 'put') {
-        return [
-          { system: 'keyslice', workload: w, op: async (c) => (await ks.put(c, nextPut('keyslice')), 1) },
-          { system: 'keyslice-fsync', workload: w, op: async (c) => (await ksF.put(c, nextPut('keyslice-fsync')), 1) },
-          { system: 'redis', workload: w, op: async (c) => (await redis.put(c, nextPut('redis')), 1) },
-          { system: 'redis-multi', workload: w, op: async (c) => (await redis.putIndexed(c, nextPut('redis-multi')), 1) },
-          { system: 'dynalite', workload: w, op: async (c) => (await dyn.put(c, nextPut('dynalite')), 1) },
-        ];
+        const putOp = (a: Adapter, s: SystemId) => async (c: number) => (await a.put(c, nextPut(s)), 1);
+        if (ks !== null) cells.push({ system: 'keyslice', workload: w, op: putOp(ks, 'keyslice') });
+        if (ksF !== null) cells.push({ system: 'keyslice-fsync', workload: w, op: putOp(ksF, 'keyslice-fsync') });
+        if (redis !== null) {
+          cells.push({ system: 'redis', workload: w, op: putOp(redis, 'redis') });
+          cells.push({ system: 'redis-multi', workload: w, op: async (c) => (await redis.putIndexed(c, nextPut('redis-multi')), 1) });
+        }
+        cells.push({ system: 'dynalite', workload: w, op: putOp(dyn, 'dynalite') });
+        cells.push({ system: 'keyslice-sdk', workload: w, op: putOp(ksSdk, 'keyslice-sdk') });
+        return cells;
       }
       const make = w === 'get' ? getOp : rangeOp;
-      return [
-        { system: 'keyslice', workload: w, op: make(ks) },
-        { system: 'redis', workload: w, op: make(redis) },
-        { system: 'dynalite', workload: w, op: make(dyn) },
-      ];
+      if (ks !== null) cells.push({ system: 'keyslice', workload: w, op: make(ks) });
+      if (redis !== null) cells.push({ system: 'redis', workload: w, op: make(redis) });
+      cells.push({ system: 'dynalite', workload: w, op: make(dyn) });
+      cells.push({ system: 'keyslice-sdk', workload: w, op: make(ksSdk) });
+      return cells;
+    };
+    // Whose CPU time counts for each system: its server processes (a keyslice cluster: coordinator and slice nodes).
+    const pidsOf = (cl: LocalCluster | null) => (cl === null ? [] : [cl.coordinator, ...cl.nodes].map((p) => p.child.pid ?? -1));
+    const serverPids: Record<SystemId, number[]> = {
+      keyslice: pidsOf(ksOs),
+      'keyslice-sdk': pidsOf(ksOs),
+      'keyslice-fsync': pidsOf(ksFsync),
+      redis: redisPid === null ? [] : [redisPid],
+      'redis-multi': redisPid === null ? [] : [redisPid],
+      dynalite: [dynProc.pid ?? -1],
     };
     const records: RunRecord[] = [];
-    const total = cfg.rounds * (5 + 3 + 3);
+    const total = cfg.rounds * (['put', 'get', 'range'] as Workload[]).reduce((n, w) => n + cellsFor(w).length, 0);
     let done = 0;
     for (let round = 1; round <= cfg.rounds && !interrupted; round++) {
       for (const w of ['put', 'get', 'range'] as Workload[]) {
@@ -914,8 +1052,11 @@ async function main(): Promise<number> {
           if (interrupted) break;
           if (cfg.warmupS > 0) await closedLoop(cfg, Number.MAX_SAFE_INTEGER, cfg.warmupS, cell.op);
           const load1 = loadavg()[0];
+          const pids = serverPids[cell.system];
+          const cpu0 = cpuSecondsOf(pids);
           const sample = await closedLoop(cfg, cfg.ops, cfg.durationS, cell.op);
-          records.push({ round, system: cell.system, workload: w, sample, load1 });
+          const serverCpuMsPerOp = ((cpuSecondsOf(pids) - cpu0) * 1000) / sample.ok;
+          records.push({ round, system: cell.system, workload: w, sample, load1, serverCpuMsPerOp });
           done++;
           const errs = Object.values(sample.errors).reduce((a, b) => a + b, 0);
           log(`[${done}/${total}] round ${round} ${w.padEnd(5)} ${SYSTEM_LABEL[cell.system].padEnd(36)} ${fmt(sample.opsPerSec).padStart(8)} ops/s${w === 'range' ? ` ${fmt(sample.itemsPerSec).padStart(9)} items/s` : ''}  p50 ${fms(sample.p50)} ms  p99 ${fms(sample.p99)} ms  errors ${errs}  (load ${load1.toFixed(2)})`);
@@ -937,7 +1078,7 @@ async function main(): Promise<number> {
       cpuModel: cpus()[0]?.model ?? '?',
       memGiB: Math.round(totalmem() / 2 ** 30),
       node: process.version,
-      redisVersion,
+      redisVersion: redisVersion,
       dynaliteVersion: versionOf(req, 'dynalite'),
       ioredisVersion: versionOf(req, 'ioredis'),
       sdkVersion,

@@ -13,6 +13,7 @@ import { setOwn, toNativeValue } from './attribute-values.js';
 import { DynamoDbError } from './errors.js';
 import { legacyExpressions, type LegacyParameter } from './legacy.js';
 import type { Params } from './params.js';
+import { firstReservedName } from './reserved-words.js';
 
 export type ExpressionField = 'ConditionExpression' | 'UpdateExpression' | 'FilterExpression' | 'ProjectionExpression' | 'KeyConditionExpression';
 
@@ -72,6 +73,10 @@ export function readExpressions(p: Params, fields: readonly ExpressionField[]): 
     values = {};
     for (const [k, v] of Object.entries(valuesIn)) setOwn(values, k, toNativeValue(v, `ExpressionAttributeValues.${k}`));
   }
+  for (const f of fields) {
+    const t = texts[f];
+    if (t !== undefined) refuseReservedWords(f, t);
+  }
   // DynamoDB's expressions have no literals, so a placeholder is used exactly when its text appears.
   const used = new Set<string>();
   for (const f of fields) {
@@ -92,6 +97,19 @@ export function readExpressions(p: Params, fields: readonly ExpressionField[]): 
   const unusedValues = Object.keys(values ?? {}).filter((k) => !used.has(k));
   if (unusedValues.length > 0) throw DynamoDbError.validation(`Value provided in ExpressionAttributeValues unused in expressions: keys: {${unusedValues.join(', ')}}`);
   return { texts, names, values };
+}
+
+/** DynamoDB refuses a reserved word written as an attribute name (reserved-words.ts). An expression that
+ * does not parse is left alone here: it is refused where it is bound, with the parser's message. */
+function refuseReservedWords(field: ExpressionField, text: string): void {
+  let parsed: Parameters<typeof firstReservedName>[0];
+  try {
+    parsed = field === 'UpdateExpression' ? parseUpdate(text, field) : field === 'ProjectionExpression' ? parseProjection(text, field) : parseCondition(text, field);
+  } catch {
+    return;
+  }
+  const name = firstReservedName(parsed);
+  if (name !== null) throw DynamoDbError.validation(`Invalid ${field}: Attribute name is a reserved keyword; reserved keyword: ${name}`);
 }
 
 /** The request's expressions: its own (`fields`) or those its legacy parameters (`legacy`)

@@ -1,0 +1,131 @@
+// DynamoDB's reserved words: an expression may not use one of them as an
+// attribute name, written bare; the name goes through a #placeholder
+// (ExpressionAttributeNames) instead. DynamoDB checks every expression
+// parameter, case-insensitively, and answers a ValidationException:
+// "Invalid <Field>: Attribute name is a reserved keyword; reserved keyword: <name>",
+// the name as the request wrote it. This is the DynamoDB endpoint's rule only:
+// the native API keeps its own small keyword set (shared/expression-parser.ts).
+//
+// The list is DynamoDB's, as its developer guide publishes it ("Reserved words in
+// DynamoDB"), 573 words, upper case, in alphabetical order (its own
+// misspellings, FLATTERN, INNTER and LOGED, included: they are on the list).
+import assert from 'node:assert/strict';
+import type { ParsedCondition, ParsedOperand, ParsedPath, ParsedProjection, ParsedUpdate } from '../../shared/expression-ast.js';
+
+const WORDS = `
+ABORT ABSOLUTE ACTION ADD AFTER AGENT AGGREGATE ALL ALLOCATE ALTER ANALYZE AND ANY ARCHIVE ARE
+ARRAY AS ASC ASCII ASENSITIVE ASSERTION ASYMMETRIC AT ATOMIC ATTACH ATTRIBUTE AUTH AUTHORIZATION
+AUTHORIZE AUTO AVG
+BACK BACKUP BASE BATCH BEFORE BEGIN BETWEEN BIGINT BINARY BIT BLOB BLOCK BOOLEAN BOTH BREADTH
+BUCKET BULK BY BYTE
+CALL CALLED CALLING CAPACITY CASCADE CASCADED CASE CAST CATALOG CHAR CHARACTER CHECK CLASS CLOB
+CLOSE CLUSTER CLUSTERED CLUSTERING CLUSTERS COALESCE COLLATE COLLATION COLLECTION COLUMN COLUMNS
+COMBINE COMMENT COMMIT COMPACT COMPILE COMPRESS CONDITION CONFLICT CONNECT CONNECTION CONSISTENCY
+CONSISTENT CONSTRAINT CONSTRAINTS CONSTRUCTOR CONSUMED CONTINUE CONVERT COPY CORRESPONDING COUNT
+COUNTER CREATE CROSS CUBE CURRENT CURSOR CYCLE
+DATA DATABASE DATE DATETIME DAY DEALLOCATE DEC DECIMAL DECLARE DEFAULT DEFERRABLE DEFERRED DEFINE
+DEFINED DEFINITION DELETE DELIMITED DEPTH DEREF DESC DESCRIBE DESCRIPTOR DETACH DETERMINISTIC
+DIAGNOSTICS DIRECTORIES DISABLE DISCONNECT DISTINCT DISTRIBUTE DO DOMAIN DOUBLE DROP DUMP DURATION
+DYNAMIC
+EACH ELEMENT ELSE ELSEIF EMPTY ENABLE END EQUAL EQUALS ERROR ESCAPE ESCAPED EVAL EVALUATE EXCEEDED
+EXCEPT EXCEPTION EXCEPTIONS EXCLUSIVE EXEC EXECUTE EXISTS EXIT EXPLAIN EXPLODE EXPORT EXPRESSION
+EXTENDED EXTERNAL EXTRACT
+FAIL FALSE FAMILY FETCH FIELDS FILE FILTER FILTERING FINAL FINISH FIRST FIXED FLATTERN FLOAT FOR
+FORCE FOREIGN FORMAT FORWARD FOUND FREE FROM FULL FUNCTION FUNCTIONS
+GENERAL GENERATE GET GLOB GLOBAL GO GOTO GRANT GREATER GROUP GROUPING
+HANDLER HASH HAVE HAVING HEAP HIDDEN HOLD HOUR
+IDENTIFIED IDENTITY IF IGNORE IMMEDIATE IMPORT IN INCLUDING INCLUSIVE INCREMENT INCREMENTAL INDEX
+INDEXED INDEXES INDICATOR INFINITE INITIALLY INLINE INNER INNTER INOUT INPUT INSENSITIVE INSERT
+INSTEAD INT INTEGER INTERSECT INTERVAL INTO INVALIDATE IS ISOLATION ITEM ITEMS ITERATE
+JOIN
+KEY KEYS
+LAG LANGUAGE LARGE LAST LATERAL LEAD LEADING LEAVE LEFT LENGTH LESS LEVEL LIKE LIMIT LIMITED LINES
+LIST LOAD LOCAL LOCALTIME LOCALTIMESTAMP LOCATION LOCATOR LOCK LOCKS LOG LOGED LONG LOOP LOWER
+MAP MATCH MATERIALIZED MAX MAXLEN MEMBER MERGE METHOD METRICS MIN MINUS MINUTE MISSING MOD MODE
+MODIFIES MODIFY MODULE MONTH MULTI MULTISET
+NAME NAMES NATIONAL NATURAL NCHAR NCLOB NEW NEXT NO NONE NOT NULL NULLIF NUMBER NUMERIC
+OBJECT OF OFFLINE OFFSET OLD ON ONLINE ONLY OPAQUE OPEN OPERATOR OPTION OR ORDER ORDINALITY OTHER
+OTHERS OUT OUTER OUTPUT OVER OVERLAPS OVERRIDE OWNER
+PAD PARALLEL PARAMETER PARAMETERS PARTIAL PARTITION PARTITIONED PARTITIONS PATH PERCENT PERCENTILE
+PERMISSION PERMISSIONS PIPE PIPELINED PLAN POOL POSITION PRECISION PREPARE PRESERVE PRIMARY PRIOR
+PRIVATE PRIVILEGES PROCEDURE PROCESSED PROJECT PROJECTION PROPERTY PROVISIONING PUBLIC PUT
+QUERY QUIT QUORUM
+RAISE RANDOM RANGE RANK RAW READ READS REAL REBUILD RECORD RECURSIVE REDUCE REF REFERENCE
+REFERENCES REFERENCING REGEXP REGION REINDEX RELATIVE RELEASE REMAINDER RENAME REPEAT REPLACE
+REQUEST RESET RESIGNAL RESOURCE RESPONSE RESTORE RESTRICT RESULT RETURN RETURNING RETURNS REVERSE
+REVOKE RIGHT ROLE ROLES ROLLBACK ROLLUP ROUTINE ROW ROWS RULE RULES
+SAMPLE SATISFIES SAVE SAVEPOINT SCAN SCHEMA SCOPE SCROLL SEARCH SECOND SECTION SEGMENT SEGMENTS
+SELECT SELF SEMI SENSITIVE SEPARATE SEQUENCE SERIALIZABLE SESSION SET SETS SHARD SHARE SHARED SHORT
+SHOW SIGNAL SIMILAR SIZE SKEWED SMALLINT SNAPSHOT SOME SOURCE SPACE SPACES SPARSE SPECIFIC
+SPECIFICTYPE SPLIT SQL SQLCODE SQLERROR SQLEXCEPTION SQLSTATE SQLWARNING START STATE STATIC STATUS
+STORAGE STORE STORED STREAM STRING STRUCT STYLE SUB SUBMULTISET SUBPARTITION SUBSTRING SUBTYPE SUM
+SUPER SYMMETRIC SYNONYM SYSTEM
+TABLE TABLESAMPLE TEMP TEMPORARY TERMINATED TEXT THAN THEN THROUGHPUT TIME TIMESTAMP TIMEZONE
+TINYINT TO TOKEN TOTAL TOUCH TRAILING TRANSACTION TRANSFORM TRANSLATE TRANSLATION TREAT TRIGGER
+TRIM TRUE TRUNCATE TTL TUPLE TYPE
+UNDER UNDO UNION UNIQUE UNIT UNKNOWN UNLOGGED UNNEST UNPROCESSED UNSIGNED UNTIL UPDATE UPPER URL
+USAGE USE USER USERS USING UUID
+VACUUM VALUE VALUED VALUES VARCHAR VARIABLE VARIANCE VARINT VARYING VIEW VIEWS VIRTUAL VOID
+WAIT WHEN WHENEVER WHERE WHILE WINDOW WITH WITHIN WITHOUT WORK WRAPPED WRITE
+YEAR
+ZONE
+`;
+
+export const RESERVED_WORDS: ReadonlySet<string> = new Set(WORDS.split(/\s+/).filter((w) => w !== ''));
+assert.equal(RESERVED_WORDS.size, 573, "DynamoDB's reserved-word list has 573 words");
+
+export function isReservedWord(name: string): boolean {
+  return RESERVED_WORDS.has(name.toUpperCase());
+}
+
+type Parsed = ParsedCondition | ParsedUpdate | ParsedProjection;
+
+/** Parsed expressions looked at already (the parser caches them by text, so a repeated expression is looked at once). */
+const seen = new WeakMap<Parsed, string | null>();
+
+/** The first bare attribute name (by position in the text) of a parsed expression that is a reserved word, or null. */
+export function firstReservedName(parsed: Parsed): string | null {
+  const hit = seen.get(parsed);
+  if (hit !== undefined) return hit;
+  let first: { name: string; at: number } | null = null;
+  const path = (p: ParsedPath, at: number) => {
+    for (const part of p) {
+      // A string starting with '#' is a placeholder and a number a list index: only bare names count.
+      if (typeof part !== 'string' || part.startsWith('#') || !isReservedWord(part)) continue;
+      if (first === null || at < first.at) first = { name: part, at };
+    }
+  };
+  const operand = (o: ParsedOperand): void => {
+    if (o.k === 'path') path(o.path, o.at);
+    else if (o.k === 'call') o.args.forEach(operand);
+    else if (o.k === 'arith') [o.a, o.b].forEach(operand);
+  };
+  const condition = (c: ParsedCondition): void => {
+    switch (c.k) {
+      case 'cmp':
+        return [c.a, c.b].forEach(operand);
+      case 'between':
+        return [c.a, c.low, c.high].forEach(operand);
+      case 'in':
+        return [c.a, ...c.list].forEach(operand);
+      case 'and':
+      case 'or':
+        return [c.a, c.b].forEach(condition);
+      case 'not':
+        return condition(c.a);
+      case 'fn':
+        return c.args.forEach(operand);
+    }
+  };
+  if ('actions' in parsed) {
+    for (const a of parsed.actions) {
+      path(a.path, a.at);
+      if (a.k === 'set') operand(a.value);
+    }
+  } else if ('paths' in parsed) {
+    for (const p of parsed.paths) path(p.path, p.at);
+  } else condition(parsed);
+  const name = (first as { name: string } | null)?.name ?? null;
+  seen.set(parsed, name);
+  return name;
+}
