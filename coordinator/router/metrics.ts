@@ -4,10 +4,9 @@
 // served, and keyslice_node_load_reported / keyslice_metrics_complete say what
 // is missing.
 import type { TableLoad } from '../../shared/api.js';
-import type { Catalog } from '../metadata/catalog.js';
-import type { ClusterMap } from '../metadata/cluster-map.js';
 import { gatherTableLoad } from '../metadata/load-report.js';
 import type { NodeLink } from '../metadata/node-link.js';
+import type { TableSource } from './routing.js';
 
 const GAUGES = [
   ['items', 'items stored'],
@@ -18,8 +17,15 @@ const GAUGES = [
 
 const label = (v: string | number) => `"${String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
 
-export async function renderMetrics(catalog: Catalog, map: ClusterMap, links: readonly NodeLink[], moves?: { inFlight: number; completed: number; failed: number; itemsMoved: number }): Promise<string> {
-  const lines: string[] = [];
+/** `extra`: lines of the process's own (a router's link to its coordinator). */
+export async function renderMetrics(
+  catalog: TableSource,
+  map: { sliceCount: number; epoch: number },
+  links: readonly NodeLink[],
+  moves?: { inFlight: number; completed: number; failed: number; itemsMoved: number },
+  extra: string[] = [],
+): Promise<string> {
+  const lines: string[] = [...extra];
   lines.push('# HELP keyslice_node_up 1 if the coordinator is connected to the slice node');
   lines.push('# TYPE keyslice_node_up gauge');
   for (const l of links) lines.push(`keyslice_node_up{node=${label(l.url)}} ${l.state === 'ready' ? 1 : 0}`);
