@@ -157,6 +157,12 @@ export function startCoordinator(
   return startProcess('coordinator', 'coordinator/main.js', args, /coordinator ready (http:\/\/\S+)/, log, withSecret(clusterSecret)).then((r) => r.proc);
 }
 
+/** A router (coordinator/router/main.ts) fed by the coordinator at `coordinatorUrl`. */
+export function startRouter(name: string, coordinatorUrl: string, port: number, clusterSecret?: string, log?: (line: string) => void, extra: string[] = []): Promise<ManagedProcess> {
+  const args = ['--coordinator', coordinatorUrl, '--port', String(port), ...extra];
+  return startProcess(name, 'coordinator/router/main.js', args, /router ready (http:\/\/\S+)/, log, withSecret(clusterSecret)).then((r) => r.proc);
+}
+
 /** Sends SIGTERM, waits, then SIGKILL: the process is gone when this resolves. */
 export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();

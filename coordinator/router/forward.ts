@@ -8,9 +8,11 @@
 // Unavailable; everything else goes on with the copy the router has.
 import { request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { clusterSecretRefusal } from '../../shared/auth.js';
-import { KeysliceError } from '../../shared/errors.js';
+import type { OperationName } from '../../shared/api.js';
+import { isErrorCode, KeysliceError } from '../../shared/errors.js';
 import { RETRY_AFTER_SECONDS, ROUTER_APPLY_WAIT_MS, ROUTER_FORWARD_TIMEOUT_MS } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../../shared/protocol.js';
+import { fromJson, toJson } from '../../shared/values.js';
 import { DYNAMODB_TARGET_PREFIX, TABLE_OPERATIONS } from '../dynamodb/endpoint.js';
 import { TABLE_CHANGES } from './operations.js';
 import type { RouterView } from './router-view.js';
@@ -22,7 +24,36 @@ export class Forwarder {
   constructor(
     private readonly view: RouterView,
     private readonly clusterSecret: string,
+    /** The client token (the router's is the coordinator's): a request over WebSocket was let in with it. */
+    private readonly token: string,
   ) {}
+
+  /** A table change that came over WebSocket: POST /api/<op> to the coordinator, answered once
+   * this router's copy has it. */
+  async change(op: OperationName, payload: Record<string, unknown>): Promise<unknown> {
+    const headers: Record<string, string> = { 'content-type': 'application/json', [CLUSTER_SECRET_HEADER]: this.clusterSecret };
+    if (this.token !== '') headers.authorization = `Bearer ${this.token}`;
+    let res: Response;
+    let body: { error?: { code?: unknown; message?: unknown } } & Record<string, unknown>;
+    try {
+      res = await fetch(`${this.view.coordinatorUrl}${HTTP_API_PREFIX}${op}`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(toJson(payload)),
+        signal: AbortSignal.timeout(ROUTER_FORWARD_TIMEOUT_MS),
+      });
+      body = (await res.json()) as typeof body;
+    } catch (err) {
+      const cause = (err as Error & { cause?: Error }).cause;
+      throw new KeysliceError('Unavailable', lostMessage(this.view.coordinatorUrl, cause?.message ?? (err as Error).message));
+    }
+    if (res.status !== 200) {
+      const code = body.error?.code;
+      throw new KeysliceError(isErrorCode(code) ? code : 'Internal', String(body.error?.message ?? `the coordinator answered HTTP ${res.status}`));
+    }
+    await Promise.race([this.view.refresh(true), new Promise((r) => setTimeout(r, ROUTER_APPLY_WAIT_MS))]);
+    return fromJson(body);
+  }
 
   forwards(req: IncomingMessage, path: string): boolean {
     if (path.startsWith(CLUSTER_API_PREFIX) || CHANGES.has(path)) return true;
@@ -47,8 +78,7 @@ export class Forwarder {
     for (const h of HOP_BY_HOP) delete headers[h];
     if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = req.headers['transfer-encoding'];
     const up = request({ hostname: target.hostname, port: target.port, method: req.method, path: req.url, headers, timeout: ROUTER_FORWARD_TIMEOUT_MS });
-    const lost = (why: string) =>
-      answerError(res, new KeysliceError('Unavailable', `the coordinator ${this.view.coordinatorUrl} is not reachable from this router (${why}); table and membership changes wait until it is back`));
+    const lost = (why: string) => answerError(res, new KeysliceError('Unavailable', lostMessage(this.view.coordinatorUrl, why)));
     up.on('timeout', () => up.destroy(new Error(`no answer within ${ROUTER_FORWARD_TIMEOUT_MS} ms`)));
     up.on('error', (err) => lost(err.message));
     // A read streams through (the studio's event stream is one); a change is answered once this router's copy has it.
@@ -75,6 +105,10 @@ export class Forwarder {
     req.pipe(up);
     req.on('error', () => up.destroy());
   }
+}
+
+function lostMessage(coordinatorUrl: string, why: string): string {
+  return `the coordinator ${coordinatorUrl} is not reachable from this router (${why}); table and membership changes wait until it is back`;
 }
 
 function answerError(res: ServerResponse, err: KeysliceError): void {

@@ -41,8 +41,8 @@ const log = (line: string) => console.log(`keyslice router ${process.pid}: ${lin
 const security = { token: args.token!, clusterSecret: args['cluster-secret']! };
 const view = new RouterView(coordinatorUrl, security.clusterSecret, log);
 await view.ready();
-const ops = new Operations(view, view);
-const forwarder = new Forwarder(view, security.clusterSecret);
+const forwarder = new Forwarder(view, security.clusterSecret, security.token);
+const ops = new Operations(view, view, (op, payload) => forwarder.change(op, payload));
 const coordinatorState = () => ({
   coordinator: view.coordinatorUp ? 'connected' : 'lost',
   coordinatorLostMsAgo: view.lostSince === null ? null : Date.now() - view.lostSince,

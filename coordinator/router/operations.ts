@@ -54,6 +54,8 @@ export class Operations {
   constructor(
     private readonly catalog: TableSource | TableCatalog,
     private readonly cluster: Routing,
+    /** A router's: sends a table change to the coordinator, answers once the router's copy has it. */
+    private readonly forwardChange?: (op: OperationName, payload: Payload) => Promise<unknown>,
   ) {}
 
   private get map(): { sliceCount: number } {
@@ -72,6 +74,7 @@ export class Operations {
       }
     }
     try {
+      if (this.forwardChange !== undefined && TABLE_CHANGES.includes(op)) return this.forwardChange(op, payload);
       return this[op](payload);
     } catch (err) {
       return Promise.reject(err);
