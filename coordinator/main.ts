@@ -126,7 +126,13 @@ function startRouters(ownPort: number): Promise<number> {
     let waiting = routers;
     const fork = () => {
       const worker = nodeCluster.fork(env);
-      worker.on('message', (m: { routerReady?: number }) => {
+      worker.on('message', (m: { routerReady?: number; listenError?: { code?: string; message: string } }) => {
+        if (m?.listenError !== undefined) {
+          // The client port is taken (or not this machine's): one sentence, as without routers.
+          stopping = true;
+          for (const w of Object.values(nodeCluster.workers ?? {})) w?.process.kill('SIGTERM');
+          cannotListen('coordinator', args.host!, port, Object.assign(new Error(m.listenError.message), { code: m.listenError.code }), 'KEYSLICE_COORDINATOR_PORT');
+        }
         if (typeof m?.routerReady !== 'number') return;
         log(`router ${worker.process.pid} serves port ${m.routerReady}`);
         if (--waiting === 0) resolve(m.routerReady);

@@ -220,13 +220,18 @@ export const ROUTER_APPLY_WAIT_MS = 5_000;
 export const ROUTER_REFRESH_INTERVAL_MS_MIN = 50;
 /** A scan on a router waits at most this long for a slice between freeze and switch (a move's last step). */
 export const ROUTER_FROZEN_WAIT_MS = 5_000;
+/** A router's request for a node its link has not reached yet since the router started (say,
+ * the whole cluster is coming up) waits this long for it before Unavailable; a node that was
+ * reached and is down answers Unavailable at once. */
+export const ROUTER_LINK_FIRST_WAIT_MS = 5_000;
 /** How often `keyslice coordinator --routers N` starts a router again that died, at most (per router slot). */
 export const ROUTER_RESTART_DELAY_MS = 500;
 /** The most router processes one coordinator starts. */
 export const ROUTERS_MAX = 64;
-/** `keyslice coordinator --routers` by default: one router per four cores, at most 8, and
- * none below 8 cores, where a router's extra hop costs more than the core it frees
- * (bench/README.md#routers has the figures behind this). */
+/** `keyslice coordinator --routers` by default: one router per four cores, at least one and at
+ * most 8. Measured on 2 cores (docs/operations.md#routers): one router served puts about 1.7x
+ * faster than the coordinator alone and gets alike, two were slower than none (more busy
+ * processes than cores); on many cores the rest is left to the slice nodes' workers. */
 export function routersDefault(cores: number): number {
-  return cores < 8 ? 0 : Math.min(8, Math.floor(cores / 4));
+  return Math.max(1, Math.min(8, Math.floor(cores / 4)));
 }

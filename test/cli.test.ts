@@ -142,7 +142,7 @@ describe('environment variables', () => {
     });
     const coordinator = await startProcess('coordinator', 'coordinator/cli/cli.js', ['coordinator', '--slices', '16'], /coordinator ready (http:\/\/\S+)/, undefined, env);
     children.push(coordinator.proc.child);
-    const node = await startProcess('node', 'coordinator/cli.js', ['node', '--workers', '1'], /slice node ready (ws:\/\/\S+)/, undefined, env);
+    const node = await startProcess('node', 'coordinator/cli/cli.js', ['node', '--workers', '1'], /slice node ready (ws:\/\/\S+)/, undefined, env);
     children.push(node.proc.child);
     expect(coordinator.proc.url).toBe(`http://127.0.0.1:${c.port}`);
     expect(node.proc.url).toBe(`ws://127.0.0.1:${n.port}`);

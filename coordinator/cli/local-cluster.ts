@@ -37,6 +37,8 @@ export interface ClusterOptions {
   log?: (line: string) => void;
   /** The cluster secret (default: KEYSLICE_CLUSTER_SECRET, or a random one made here). */
   clusterSecret?: string;
+  /** Router processes on the client port (default: the coordinator's, from the core count; 0: none). */
+  routers?: number;
 }
 
 export interface ManagedProcess {
@@ -201,7 +203,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
         }),
       ),
     );
-    const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log, [], clusterSecret);
+    const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log, opts.routers === undefined ? [] : ['--routers', String(opts.routers)], clusterSecret);
     started.push(coordinator);
     const url = coordinator.url;
     const cluster: LocalCluster = {

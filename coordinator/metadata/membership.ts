@@ -91,6 +91,11 @@ export class Membership {
     return links;
   }
 
+  /** A node that is not connected answers Unavailable at once. */
+  linkReady(): Promise<void> {
+    return Promise.resolve();
+  }
+
   /** In this process the map is always the newest: wait a little longer each time. */
   afterWrongOwner(attempt: number): Promise<void> {
     return new Promise((r) => setTimeout(r, Math.min(1 + attempt * 2, WRONG_OWNER_RETRY_DELAY_MS_MAX)));

@@ -104,6 +104,8 @@ export class Forwarder {
     });
     req.pipe(up);
     req.on('error', () => up.destroy());
+    // A client that goes away (say, a closed studio page) ends its request to the coordinator too.
+    res.on('close', () => up.destroy());
   }
 }
 

@@ -65,14 +65,19 @@ const metrics = () =>
 const dynamodb = new DynamoDbEndpoint(ops, { dataDir: null, token: security.token, sliceCount: view.sliceCount });
 const { server, wss } = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, null, security, req, res, dynamodb, undefined, { router }));
 
-const listenFailed = (err: NodeJS.ErrnoException) => cannotListen('router', args.host!, port, err, 'KEYSLICE_ROUTER_PORT');
+// A router the coordinator started leaves the sentence to it (said once, however many routers).
+const listenFailed = (err: NodeJS.ErrnoException) => {
+  if (!cluster.isWorker) cannotListen('router', args.host!, port, err, 'KEYSLICE_ROUTER_PORT');
+  process.send?.({ listenError: { code: err.code, message: err.message } }, () => process.exit(1));
+};
 server.on('error', listenFailed);
 wss.on('error', listenFailed);
 server.listen(port, args.host, () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
-  console.log(`keyslice router ready http://${args.host}:${boundPort} ws://${args.host}:${boundPort}${CLIENT_WS_PATH} coordinator=${coordinatorUrl} epoch=${view.epoch} pid=${process.pid}`);
+  // A router the coordinator started tells it; the coordinator says it is ready once all are.
   if (cluster.isWorker) process.send?.({ routerReady: boundPort });
+  else console.log(`keyslice router ready http://${args.host}:${boundPort} ws://${args.host}:${boundPort}${CLIENT_WS_PATH} coordinator=${coordinatorUrl} epoch=${view.epoch} pid=${process.pid}`);
 });
 
 function shutdown(): void {

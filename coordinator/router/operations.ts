@@ -256,6 +256,7 @@ export class Operations {
     for (let attempt = 0; ; attempt++) {
       const link = this.cluster.linkOf(slice);
       if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
+      if (link.state !== 'ready') await this.cluster.linkReady(link);
       try {
         return await link.send(slice, op);
       } catch (err) {

@@ -11,6 +11,7 @@ import {
   ROUTER_FEED_RETRY_MS,
   ROUTER_FEED_TIMEOUT_MS,
   ROUTER_FROZEN_WAIT_MS,
+  ROUTER_LINK_FIRST_WAIT_MS,
   ROUTER_REFRESH_INTERVAL_MS_MIN,
   WRONG_OWNER_RETRY_DELAY_MS_MAX,
 } from '../../shared/limits.js';
@@ -82,8 +83,14 @@ export class RouterView implements Routing, TableSource {
       if (link === null) throw new KeysliceError('Unavailable', 'some slices have no slice node yet (none has joined); retry later');
       links.push(link);
     }
-    requireReady(new Set(links));
+    const distinct = new Set(links);
+    await Promise.all([...distinct].map((l) => this.linkReady(l)));
+    requireReady(distinct);
     return links;
+  }
+
+  async linkReady(link: NodeLink): Promise<void> {
+    if (link.state !== 'ready' && link.state !== 'closed' && link.generation === 0) await link.waitReady(ROUTER_LINK_FIRST_WAIT_MS);
   }
 
   async afterWrongOwner(attempt: number): Promise<void> {

@@ -25,6 +25,9 @@ export interface Routing {
   /** The owner's link of every slice in [from, to), once none of them is between a move's
    * freeze and switch; Unavailable if one has no node or its node is not ready. */
   scanLinks(from: number, to: number): Promise<NodeLink[]>;
+  /** Called before an op is sent on a link that is not ready: a router waits (bounded) for a
+   * node it has not reached yet since it started; the coordinator does not wait. */
+  linkReady(link: NodeLink): Promise<void>;
   /** Waits before an op refused WrongOwner is sent again (`attempt` from 0): a router
    * also asks for the newer map. */
   afterWrongOwner(attempt: number): Promise<void>;
