@@ -173,6 +173,7 @@ describe('keyslice coordinator --routers 2', () => {
     // Nodes register through the client port: a router forwards the join (with the cluster secret).
     await node(url, url, 'slice-node-1');
     await node(url, url, 'slice-node-2');
+    await balanced(url);
     const pids = await routerPids(url);
     expect(pids.size).toBe(2);
     expect([...pids]).not.toContain(coord.child.pid);
@@ -207,6 +208,7 @@ describe('standalone routers', () => {
     const coord = await coordinator(0);
     await node(coord.url, coord.url, 'slice-node-1');
     await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
     const r1 = await router('router-1', coord.url);
     const c1 = await client(r1.url);
     await c1.createTable('elastic', { name: 'id', type: 'string' });
@@ -239,6 +241,7 @@ describe('standalone routers', () => {
     const coord = await coordinator(0);
     await node(coord.url, coord.url, 'slice-node-1');
     await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
     const proxy = new Proxy(new URL(coord.url));
     setup.proxies.push(proxy);
     const r = await router('router-1', await proxy.listen());
@@ -267,6 +270,7 @@ describe('standalone routers', () => {
     const coord = await coordinator(0);
     await node(coord.url, coord.url, 'slice-node-1');
     await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
     const proxy = new Proxy(new URL(coord.url));
     setup.proxies.push(proxy);
     const r = await router('router-1', await proxy.listen());

@@ -6,6 +6,7 @@
 import type { TableLoad } from '../../shared/api.js';
 import { gatherTableLoad } from '../metadata/load-report.js';
 import type { NodeLink } from '../metadata/node-link.js';
+import { describePart } from './primary-key.js';
 import type { TableSource } from './routing.js';
 
 const GAUGES = [
@@ -31,7 +32,7 @@ export async function renderMetrics(
   for (const l of links) lines.push(`keyslice_node_up{node=${label(l.url)}} ${l.state === 'ready' ? 1 : 0}`);
   // Every node that is up is asked, all tables at once, each for at most LOAD_REPORT_TIMEOUT_MS:
   // a node that is down or slow leaves out its own series, not everybody's.
-  const gathered = await Promise.all(catalog.names().map(async (name) => [name, await gatherTableLoad(catalog.get(name), links, map.sliceCount)] as const));
+  const gathered = await Promise.all(catalog.names().map(async (name) => [name, await gatherTableLoad(catalog.get(name), links, map.sliceCount, undefined, describePart)] as const));
   const loads: [string, TableLoad][] = gathered.map(([name, g]) => [name, g.load]);
   const unreported = new Set(gathered.flatMap(([, g]) => g.failures.map((f) => f.node)));
   for (const l of links) if (l.state !== 'ready') unreported.add(l.url);

@@ -21,7 +21,7 @@ import { describe, type Table } from '../metadata/catalog.js';
 import { base64url, continueAfter, fromBase64url, isEmptyRange, rangeMarker, rangeSpec, sortRangeOf } from './key-range.js';
 import { tableLoad } from '../metadata/load-report.js';
 import type { NodeLink } from '../metadata/node-link.js';
-import { keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
+import { describePart, keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
 import { RequestExpressions } from './request-expressions.js';
 import type { Routing, TableCatalog, TableSource } from './routing.js';
 
@@ -233,7 +233,7 @@ export class Operations {
   }
 
   private async DescribeSlices(p: Payload) {
-    return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.map.sliceCount);
+    return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.map.sliceCount, describePart);
   }
 
   // ---- helpers -------------------------------------------------------------

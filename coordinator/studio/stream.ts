@@ -20,6 +20,7 @@ import {
 import { describe, type Catalog } from '../metadata/catalog.js';
 import { tableLoad } from '../metadata/load-report.js';
 import type { Membership } from '../metadata/membership.js';
+import { describePart } from '../router/primary-key.js';
 import { judgeTable, JUDGED_OPS_PER_SECOND_MIN, type Finding, type TopKeySample } from './findings.js';
 
 /** Figures per slice in a sample's cells: slice, reads/s, writes/s, bytes, items. */
@@ -148,7 +149,7 @@ export class StudioFeed {
         if (ready.length === 0) error = present.length === 0 ? 'no slice node has joined yet' : 'no slice node is reachable';
         else {
           try {
-            load = await tableLoad(table, ready, sliceCount);
+            load = await tableLoad(table, ready, sliceCount, describePart);
           } catch (err) {
             error = (err as Error).message;
           }
