@@ -13,6 +13,9 @@ import { startCoordinator, startRouter, startSliceNode, stopProcess, type Manage
 import type { ClusterStatus } from '../shared/api.js';
 import { initHashing } from '../shared/hashing.js';
 import { SECRET, waitFor, WriteLoad } from './elastic-fixture.js';
+import { expectError } from './cluster-fixture.js';
+import { dynamoClient } from './dynamodb-fixture.js';
+import { CreateTableCommand, DescribeTableCommand, GetItemCommand, PutItemCommand, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
 
 beforeAll(() => initHashing());
 
@@ -30,13 +33,17 @@ afterEach(async () => {
   rmSync(setup.dataDir, { recursive: true, force: true });
 });
 
+/** The client token of the cluster under test ('' for none): /cluster/status needs it. */
+let authToken = '';
+
 function fresh(): Setup {
+  authToken = '';
   setup = { dataDir: mkdtempSync(join(tmpdir(), 'keyslice-routers-')), procs: [], clients: [], proxies: [] };
   return setup;
 }
 
-async function coordinator(routers: number): Promise<ManagedProcess> {
-  const c = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, [], 64, undefined, ['--cluster-secret', SECRET, '--routers', String(routers)]);
+async function coordinator(routers: number, extra: string[] = []): Promise<ManagedProcess> {
+  const c = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, [], 64, undefined, ['--cluster-secret', SECRET, '--routers', String(routers), ...extra]);
   setup.procs.push(c);
   return c;
 }
@@ -49,20 +56,20 @@ async function node(statusUrl: string, via: string, name: string): Promise<Manag
   return n;
 }
 
-async function router(name: string, coordinatorUrl: string): Promise<ManagedProcess> {
-  const r = await startRouter(name, coordinatorUrl, 0, SECRET);
+async function router(name: string, coordinatorUrl: string, extra: string[] = []): Promise<ManagedProcess> {
+  const r = await startRouter(name, coordinatorUrl, 0, SECRET, undefined, extra);
   setup.procs.push(r);
   return r;
 }
 
-async function client(urls: string | string[], connections?: number): Promise<KeysliceClient> {
-  const c = await KeysliceClient.connect(urls, { connections });
+async function client(urls: string | string[], connections?: number, token?: string): Promise<KeysliceClient> {
+  const c = await KeysliceClient.connect(urls, { connections, token });
   setup.clients.push(c);
   return c;
 }
 
 async function status(url: string): Promise<ClusterStatus> {
-  const res = await fetch(`${url}/cluster/status`, { signal: AbortSignal.timeout(10_000) });
+  const res = await fetch(`${url}/cluster/status`, { headers: authToken === '' ? {} : { authorization: `Bearer ${authToken}` }, signal: AbortSignal.timeout(10_000) });
   return (await res.json()) as ClusterStatus;
 }
 
@@ -306,5 +313,54 @@ describe('standalone routers', () => {
     expect(await load.verify(500)).toBe(500 + load.acked.size);
     expect((await c.request('CreateTable', { table: 'other', shardingKey: { name: 'id', type: 'string' } })).table.name).toBe('other');
     expect(await c.listTables()).toEqual(['elastic', 'other']);
+  });
+});
+
+describe('a router serves what the coordinator serves', () => {
+  it('the same token, limits and errors; table changes and DynamoDB table operations go to the coordinator, items stay on the router', async () => {
+    fresh();
+    const token = 'router-test-token';
+    authToken = token;
+    const coord = await coordinator(0, ['--token', token]);
+    await node(coord.url, coord.url, 'slice-node-1');
+    const r1 = await router('router-1', coord.url, ['--token', token]);
+    const r2 = await router('router-2', coord.url, ['--token', token]);
+    await expectError(KeysliceClient.connect(r1.url), 'Unauthorized');
+    const c = await client(r1.url, 1, token);
+    await c.createTable('native', { name: 'id', type: 'string' });
+    // Another router has the table as soon as the first one answered.
+    const c2 = await client(r2.url, 1, token);
+    expect(await c2.listTables()).toEqual(['native']);
+    // A request over the limit gets the coordinator's status, code and message from a router.
+    const big = JSON.stringify({ table: 'native', item: { id: 'big', pad: 'x'.repeat(420_000) } });
+    const answers = await Promise.all(
+      [coord.url, r1.url].map(async (u) => {
+        const res = await fetch(`${u}/api/PutItem`, { method: 'POST', body: big, headers: { authorization: `Bearer ${token}` } });
+        return { status: res.status, body: await res.json() };
+      }),
+    );
+    expect(answers[1]).toEqual(answers[0]);
+    expect(answers[0].status).toBe(413);
+    // DynamoDB through routers: the table and its settings are the coordinator's, so another router sees them.
+    const d1 = dynamoClient(r1.url, token);
+    const d2 = dynamoClient(r2.url, token);
+    try {
+      await d1.send(
+        new CreateTableCommand({
+          TableName: 'dyn',
+          AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+          KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+          BillingMode: 'PAY_PER_REQUEST',
+        }),
+      );
+      await d1.send(new UpdateTableCommand({ TableName: 'dyn', BillingMode: 'PROVISIONED', ProvisionedThroughput: { ReadCapacityUnits: 7, WriteCapacityUnits: 3 } }));
+      const described = await d2.send(new DescribeTableCommand({ TableName: 'dyn' }));
+      expect(described.Table?.ProvisionedThroughput?.ReadCapacityUnits).toBe(7);
+      await d2.send(new PutItemCommand({ TableName: 'dyn', Item: { pk: { S: 'a' }, n: { N: '1' } } }));
+      expect((await d1.send(new GetItemCommand({ TableName: 'dyn', Key: { pk: { S: 'a' } } }))).Item).toEqual({ pk: { S: 'a' }, n: { N: '1' } });
+    } finally {
+      d1.destroy();
+      d2.destroy();
+    }
   });
 });
