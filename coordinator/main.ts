@@ -83,7 +83,7 @@ const metrics = () => {
   return renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved });
 };
 const studio = new Studio(catalog, cluster, security.token);
-const feed = new ClusterFeed(map, catalog, cluster.mover);
+const feed = new ClusterFeed(map, catalog, cluster);
 const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount });
 const { server, wss } = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }));
 

@@ -19,6 +19,8 @@ export interface ClusterView {
   sliceCount: number;
   nodes: string[];
   status: NodeStatus[];
+  /** up[i]: the coordinator is connected to nodes[i] now (a router that is not waits for its link). */
+  up: boolean[];
   /** owners[slice] = index into nodes, or -1. */
   owners: number[];
   /** Slices frozen for a move's switch: owned by no worker at the view's epoch. */

@@ -11,7 +11,7 @@ import type { ClusterView } from '../../shared/cluster-view.js';
 import { ROUTER_FEED_HOLD_MS } from '../../shared/limits.js';
 import type { Catalog } from './catalog.js';
 import type { ClusterMap } from './cluster-map.js';
-import type { SliceMover } from './slice-mover.js';
+import type { Membership } from './membership.js';
 
 type Waiter = { res: ServerResponse; timer: NodeJS.Timeout };
 
@@ -24,15 +24,23 @@ export class ClusterFeed {
   constructor(
     private readonly map: ClusterMap,
     private readonly catalog: Catalog,
-    private readonly mover: SliceMover,
+    private readonly membership: Membership,
   ) {
     map.onChange = () => this.changed();
     catalog.onChange = () => this.changed();
-    mover.onFrozenChange = () => this.changed();
+    membership.mover.onFrozenChange = () => this.changed();
+    membership.onLinkChange = () => this.changed();
   }
 
   view(): ClusterView {
-    return { incarnation: this.incarnation, version: this.version, ...this.map.view(), frozen: this.mover.frozenSlices(), tables: this.catalog.stored() };
+    return {
+      incarnation: this.incarnation,
+      version: this.version,
+      ...this.map.view(),
+      up: this.membership.linksUp(),
+      frozen: this.membership.mover.frozenSlices(),
+      tables: this.catalog.stored(),
+    };
   }
 
   /** Answers now if the caller is behind, else holds `res` until a change or the hold time. */

@@ -35,6 +35,8 @@ export class Membership {
   private running = 0;
   /** A forget-data removal is handing slices over (one at a time). */
   private forgetting = false;
+  /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
+  onLinkChange: () => void = () => {};
 
   constructor(
     readonly map: ClusterMap,
@@ -59,6 +61,7 @@ export class Membership {
       this.clusterSecret,
       (hello) => this.admit(index, hello),
     );
+    link.onStateChange = () => this.onLinkChange();
     if (this.map.statusOf(index) === 'removed') link.close();
     return link;
   }
@@ -76,6 +79,11 @@ export class Membership {
 
   get sliceCount(): number {
     return this.map.sliceCount;
+  }
+
+  /** Per node of the map: whether this process is connected to it now. */
+  linksUp(): boolean[] {
+    return this.map.nodes.map((_, i) => this.links[i]?.state === 'ready');
   }
 
   /** The owners' links of [from, to) once none is frozen. Every ask the caller queues now

@@ -68,6 +68,9 @@ export class NodeLink {
   /** Why the coordinator does not use this node although it answers ('' when it does). */
   refusal = '';
   private assignedEpoch = -1;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  /** Called when the link becomes ready or stops being ready (the routers' feed says which nodes are up). */
+  onStateChange: () => void = () => {};
 
   constructor(
     readonly url: string,
@@ -133,6 +136,7 @@ export class NodeLink {
   }
 
   private connect(): void {
+    this.reconnectTimer = undefined;
     if (this.state === 'closed') return;
     this.state = 'connecting';
     const ws = new WebSocket(this.url, {
@@ -158,7 +162,9 @@ export class NodeLink {
       if (wasReady) this.log(`slice node ${this.url} disconnected`);
       this.failAll(new KeysliceError('Unavailable', `connection to slice node ${this.url} was lost; a write in flight may or may not have been applied`));
       if (this.state === 'closed') return;
-      setTimeout(() => this.connect(), this.reconnectDelayMs).unref();
+      if (wasReady) this.onStateChange();
+      this.reconnectTimer = setTimeout(() => this.connect(), this.reconnectDelayMs);
+      this.reconnectTimer.unref();
       this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, NODE_RECONNECT_DELAY_MS_MAX);
     });
   }
@@ -253,6 +259,16 @@ export class NodeLink {
     this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
     this.log(line);
     for (const w of this.readyWaiters.splice(0)) w();
+    this.onStateChange();
+  }
+
+  /** Dials at once instead of after the back-off (a router told that the node is up). */
+  reconnectNow(): void {
+    if (this.state !== 'connecting' || this.ws !== null || this.reconnectTimer === undefined) return;
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
+    this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
+    this.connect();
   }
 
   private protocolError(ws: WebSocket, what: string): void {

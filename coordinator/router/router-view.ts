@@ -89,8 +89,16 @@ export class RouterView implements Routing, TableSource {
     return links;
   }
 
+  /** A node this router has not reached yet since it started, or one that the coordinator
+   * reaches now (it came back; this link is still in its back-off), is waited for, bounded;
+   * one that is down for the coordinator too answers Unavailable at once. */
   async linkReady(link: NodeLink): Promise<void> {
-    if (link.state !== 'ready' && link.state !== 'closed' && link.generation === 0) await link.waitReady(ROUTER_LINK_FIRST_WAIT_MS);
+    if (link.state === 'ready' || link.state === 'closed') return;
+    const i = this.links.indexOf(link);
+    const upForCoordinator = i >= 0 && this.view?.up?.[i] === true;
+    if (link.generation > 0 && !upForCoordinator) return;
+    link.reconnectNow();
+    await link.waitReady(ROUTER_LINK_FIRST_WAIT_MS);
   }
 
   async afterWrongOwner(attempt: number): Promise<void> {
@@ -210,6 +218,8 @@ export class RouterView implements Routing, TableSource {
     this.tables = new Map(v.tables.map((t) => [t.name, withColumns(t)]));
     v.nodes.forEach((url, i) => {
       const link = this.links[i];
+      // The coordinator reaches the node again: no need to wait out this link's back-off.
+      if (v.up?.[i] === true && link !== undefined && link !== null && link.url === url) link.reconnectNow();
       if (v.status[i] === 'removed') {
         link?.close();
         this.links[i] = null;
