@@ -69,6 +69,8 @@ export class NodeLink {
   refusal = '';
   private assignedEpoch = -1;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  /** When the link last stopped being ready (ms since the epoch; 0: never). */
+  lostAt = 0;
   /** Called when the link becomes ready or stops being ready (the routers' feed says which nodes are up). */
   onStateChange: () => void = () => {};
 
@@ -162,7 +164,10 @@ export class NodeLink {
       if (wasReady) this.log(`slice node ${this.url} disconnected`);
       this.failAll(new KeysliceError('Unavailable', `connection to slice node ${this.url} was lost; a write in flight may or may not have been applied`));
       if (this.state === 'closed') return;
-      if (wasReady) this.onStateChange();
+      if (wasReady) {
+        this.lostAt = Date.now();
+        this.onStateChange();
+      }
       this.reconnectTimer = setTimeout(() => this.connect(), this.reconnectDelayMs);
       this.reconnectTimer.unref();
       this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, NODE_RECONNECT_DELAY_MS_MAX);

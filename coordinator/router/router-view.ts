@@ -25,6 +25,8 @@ export class RouterView implements Routing, TableSource {
   private tables = new Map<string, Table>();
   /** links[i] talks to view.nodes[i] (null: removed). */
   private links: (NodeLink | null)[] = [];
+  /** upSince[i]: when the view last said that the coordinator reaches node i again (0: it does not). */
+  private upSince: number[] = [];
   private waiters: (() => void)[] = [];
   private closed = false;
   /** Whether the last feed request reached the coordinator, and since when it did not. */
@@ -90,13 +92,14 @@ export class RouterView implements Routing, TableSource {
   }
 
   /** A node this router has not reached yet since it started, or one that the coordinator
-   * reaches now (it came back; this link is still in its back-off), is waited for, bounded;
-   * one that is down for the coordinator too answers Unavailable at once. */
+   * reached again after this link lost it (it came back; the link is still in its back-off),
+   * is waited for, bounded; one that is down (for the coordinator too, or not yet known to be
+   * down there) answers Unavailable at once. */
   async linkReady(link: NodeLink): Promise<void> {
     if (link.state === 'ready' || link.state === 'closed') return;
     const i = this.links.indexOf(link);
-    const upForCoordinator = i >= 0 && this.view?.up?.[i] === true;
-    if (link.generation > 0 && !upForCoordinator) return;
+    const back = i >= 0 && this.view?.up?.[i] === true && (this.upSince[i] ?? 0) > link.lostAt;
+    if (link.generation > 0 && !back) return;
     link.reconnectNow();
     await link.waitReady(ROUTER_LINK_FIRST_WAIT_MS);
   }
@@ -218,8 +221,13 @@ export class RouterView implements Routing, TableSource {
     this.tables = new Map(v.tables.map((t) => [t.name, withColumns(t)]));
     v.nodes.forEach((url, i) => {
       const link = this.links[i];
-      // The coordinator reaches the node again: no need to wait out this link's back-off.
-      if (v.up?.[i] === true && link !== undefined && link !== null && link.url === url) link.reconnectNow();
+      const up = v.up?.[i] === true;
+      if (!up) this.upSince[i] = 0;
+      else if (!(this.upSince[i] > 0)) {
+        this.upSince[i] = Date.now();
+        // The coordinator reaches the node again: no need to wait out this link's back-off.
+        if (link !== undefined && link !== null && link.url === url) link.reconnectNow();
+      }
       if (v.status[i] === 'removed') {
         link?.close();
         this.links[i] = null;
