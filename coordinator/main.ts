@@ -1,18 +1,24 @@
-// The coordinator process: client API (HTTP and WebSocket on one port),
-// routing by the cluster map, and one link per slice node.
-import { createServer } from 'node:http';
+// The coordinator process: the catalog, the cluster map and membership (one
+// authority, persisted), one link per slice node, and the feed that gives
+// routers their copy. With --routers 0 it also runs the request path (client API
+// over HTTP and WebSocket) on the client port; with --routers N it starts N router
+// processes (node:cluster workers, coordinator/router/main.ts) that share the
+// client port, and serves its own API (feed, /cluster/, table changes the routers
+// forward) on --cluster-port.
+import nodeCluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { isLoopbackHost, missingSecretProblem } from '../shared/auth.js';
 import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { initHashing } from '../shared/hashing.js';
 import {
   CLUSTER_READY_WAIT_MS,
   COORDINATOR_PORT_DEFAULT,
-  HTTP_HEADERS_TIMEOUT_MS,
-  HTTP_IDLE_TIMEOUT_MS,
-  HTTP_KEEP_ALIVE_TIMEOUT_MS,
-  HTTP_REQUEST_TIMEOUT_MS,
-  HTTP_TIMEOUT_CHECK_INTERVAL_MS,
   MOVE_ITEMS_PER_SECOND_DEFAULT,
+  ROUTER_RESTART_DELAY_MS,
+  ROUTERS_MAX,
+  routersDefault,
   SLICE_COUNT_DEFAULT,
   SLICE_COUNT_MAX,
 } from '../shared/limits.js';
@@ -20,11 +26,12 @@ import { CLIENT_WS_PATH } from '../shared/protocol.js';
 import { Catalog } from './metadata/catalog.js';
 import { DynamoDbEndpoint } from './dynamodb/endpoint.js';
 import { ClusterMap } from './metadata/cluster-map.js';
-import { answerClientError, handleHttp } from './router/http-api.js';
+import { ClusterFeed } from './metadata/feed.js';
+import { clientServer } from './router/client-server.js';
+import { handleHttp } from './router/http-api.js';
 import { renderMetrics } from './router/metrics.js';
 import { Membership } from './metadata/membership.js';
 import { Operations } from './router/operations.js';
-import { attachWebSocketApi } from './router/ws-api.js';
 import { Studio } from './studio/routes.js';
 
 const args = parseArgs(
@@ -38,12 +45,16 @@ const args = parseArgs(
     token: { default: '', help: 'client token: HTTP and WebSocket requests without it are refused (empty: none required)', env: 'KEYSLICE_TOKEN' },
     'cluster-secret': { default: '', help: 'shared secret of coordinator and slice nodes (empty: none required, allowed only on a loopback --host)', env: 'KEYSLICE_CLUSTER_SECRET' },
     rebalance: { default: 'yes', help: 'yes: move slices onto nodes that join; no: only drains move slices', env: 'KEYSLICE_REBALANCE' },
+    routers: { default: String(routersDefault(availableParallelism())), help: `router processes that share the client port (0: this process serves clients itself; default from the core count, ${routersDefault(availableParallelism())} here)`, env: 'KEYSLICE_ROUTERS' },
+    'cluster-port': { default: '0', help: 'with --routers N: this process\'s own port (routers\' feed, /cluster/, table changes; 0: any free port)', env: 'KEYSLICE_CLUSTER_PORT' },
     'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
   'usage: keyslice coordinator [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',
 );
 const port = intArg('port', args.port, 0, 65535);
 const sliceCount = intArg('slices', args.slices, 1, SLICE_COUNT_MAX);
+const routers = intArg('routers', args.routers, 0, ROUTERS_MAX);
+const clusterPort = intArg('cluster-port', args['cluster-port'], 0, 65535);
 const moveItemsPerSecond = intArg('move-items-per-second', args['move-items-per-second'], 0, 1e9);
 if (!['yes', 'no'].includes(args.rebalance!)) fail('--rebalance must be yes or no');
 const nodeUrls = (args.nodes ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
@@ -72,35 +83,74 @@ const metrics = () => {
   return renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved });
 };
 const studio = new Studio(catalog, cluster, security.token);
+const feed = new ClusterFeed(map, catalog, cluster);
 const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount });
-// Timeouts (shared/limits.ts) so that a slow or stalled client cannot hold a connection
-// open forever; requests the HTTP parser refuses get a JSON error (answerClientError).
-const server = createServer(
-  { headersTimeout: HTTP_HEADERS_TIMEOUT_MS, requestTimeout: HTTP_REQUEST_TIMEOUT_MS, connectionsCheckingInterval: HTTP_TIMEOUT_CHECK_INTERVAL_MS },
-  (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio),
-);
-server.keepAliveTimeout = HTTP_KEEP_ALIVE_TIMEOUT_MS;
-server.timeout = HTTP_IDLE_TIMEOUT_MS;
-server.on('clientError', answerClientError);
-const wss = attachWebSocketApi(ops, server, security.token);
+const { server, wss } = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }));
 
 // ws re-emits the server's errors on wss; either way a listen error is one sentence, not a stack trace.
-const listenFailed = (err: NodeJS.ErrnoException) => cannotListen('coordinator', args.host!, port, err, 'KEYSLICE_COORDINATOR_PORT');
+const ownPort = routers === 0 ? port : clusterPort;
+const listenFailed = (err: NodeJS.ErrnoException) => cannotListen('coordinator', args.host!, ownPort, err, routers === 0 ? 'KEYSLICE_COORDINATOR_PORT' : 'KEYSLICE_CLUSTER_PORT');
 server.on('error', listenFailed);
 wss.on('error', listenFailed);
-server.listen(port, args.host, async () => {
+server.listen(ownPort, args.host, async () => {
   const addr = server.address();
-  const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
+  const boundPort = typeof addr === 'object' && addr !== null ? addr.port : ownPort;
   const links = cluster.presentLinks();
   const ready = await Promise.all(links.map((l) => l.waitReady(CLUSTER_READY_WAIT_MS)));
   const down = links.filter((_, i) => !ready[i]).map((l) => l.url);
   if (down.length > 0) log(`not reachable yet (their slices answer Unavailable until they are): ${down.join(', ')}`);
+  const clientPort = routers === 0 ? boundPort : await startRouters(boundPort);
   console.log(
-    `keyslice coordinator ready http://${args.host}:${boundPort} ws://${args.host}:${boundPort}${CLIENT_WS_PATH} nodes=${links.length} slices=${map.sliceCount} pid=${process.pid}`,
+    `keyslice coordinator ready http://${args.host}:${clientPort} ws://${args.host}:${clientPort}${CLIENT_WS_PATH} nodes=${links.length} slices=${map.sliceCount} routers=${routers}` +
+      (routers === 0 ? '' : ` cluster=http://${args.host}:${boundPort}`) +
+      ` pid=${process.pid}`,
   );
 });
 
+let stopping = false;
+
+/** Forks the routers (node:cluster workers: they share the client port, which this process
+ * holds) and resolves with that port once every one listens. A router that dies is started
+ * again after ROUTER_RESTART_DELAY_MS; the port stays open meanwhile, served by the others. */
+function startRouters(ownPort: number): Promise<number> {
+  const local = args.host === '0.0.0.0' || args.host === '::' ? '127.0.0.1' : args.host!;
+  const env = {
+    KEYSLICE_COORDINATOR: `http://${local.includes(':') ? `[${local}]` : local}:${ownPort}`,
+    KEYSLICE_HOST: args.host!,
+    KEYSLICE_ROUTER_PORT: String(port),
+    KEYSLICE_TOKEN: security.token,
+    KEYSLICE_CLUSTER_SECRET: security.clusterSecret,
+  };
+  nodeCluster.setupPrimary({ exec: join(dirname(fileURLToPath(import.meta.url)), 'router', 'main.js'), args: [] });
+  return new Promise((resolve) => {
+    let waiting = routers;
+    const fork = () => {
+      const worker = nodeCluster.fork(env);
+      worker.on('message', (m: { routerReady?: number; listenError?: { code?: string; message: string } }) => {
+        if (m?.listenError !== undefined) {
+          // The client port is taken (or not this machine's): one sentence, as without routers.
+          stopping = true;
+          for (const w of Object.values(nodeCluster.workers ?? {})) w?.process.kill('SIGTERM');
+          cannotListen('coordinator', args.host!, port, Object.assign(new Error(m.listenError.message), { code: m.listenError.code }), 'KEYSLICE_COORDINATOR_PORT');
+        }
+        if (typeof m?.routerReady !== 'number') return;
+        log(`router ${worker.process.pid} serves port ${m.routerReady}`);
+        if (--waiting === 0) resolve(m.routerReady);
+      });
+      worker.on('exit', (code, signal) => {
+        if (stopping) return;
+        log(`router ${worker.process.pid} ${signal !== null ? `was killed by ${signal}` : `exited with code ${code}`}; starting another in ${ROUTER_RESTART_DELAY_MS} ms`);
+        setTimeout(() => !stopping && fork(), ROUTER_RESTART_DELAY_MS).unref();
+      });
+    };
+    for (let i = 0; i < routers; i++) fork();
+  });
+}
+
 function shutdown(): void {
+  stopping = true;
+  for (const w of Object.values(nodeCluster.workers ?? {})) w?.process.kill('SIGTERM');
+  feed.close();
   studio.close();
   cluster.close();
   for (const c of wss.clients) c.terminate();

@@ -278,3 +278,36 @@ export const PROGRESS_LINE_INTERVAL_MS = 5_000;
 /** export: parallel-scan segments (--parallel) and items per page. */
 export const EXPORT_SEGMENTS_DEFAULT = 4;
 export const EXPORT_PAGE_ITEMS = 1_000;
+
+
+// Routers (coordinator/router/): the request path in processes of its own, fed the
+// catalog and cluster map by the coordinator (GET /cluster/feed, a long poll).
+/** The coordinator holds a feed request this long when nothing changes, then answers the state as it is. */
+export const ROUTER_FEED_HOLD_MS = 20_000;
+/** A router waits this long for a feed answer (hold plus slack) before it counts the coordinator as lost. */
+export const ROUTER_FEED_TIMEOUT_MS = 25_000;
+/** Between two failed feed requests a router waits this long (the coordinator may be restarting). */
+export const ROUTER_FEED_RETRY_MS = 250;
+/** A request a router forwards to the coordinator (table and /cluster/ requests) fails after this long. */
+export const ROUTER_FORWARD_TIMEOUT_MS = 30_000;
+/** After a forwarded change, a router answers once its own copy has the change, or after this long. */
+export const ROUTER_APPLY_WAIT_MS = 5_000;
+/** A router whose batch was refused WrongOwner asks the coordinator for the map at once, at most this often. */
+export const ROUTER_REFRESH_INTERVAL_MS_MIN = 50;
+/** A scan on a router waits at most this long for a slice between freeze and switch (a move's last step). */
+export const ROUTER_FROZEN_WAIT_MS = 5_000;
+/** A router's request for a node its link has not reached yet since the router started (say,
+ * the whole cluster is coming up) waits this long for it before Unavailable; a node that was
+ * reached and is down answers Unavailable at once. */
+export const ROUTER_LINK_FIRST_WAIT_MS = 5_000;
+/** How often `keyslice coordinator --routers N` starts a router again that died, at most (per router slot). */
+export const ROUTER_RESTART_DELAY_MS = 500;
+/** The most router processes one coordinator starts. */
+export const ROUTERS_MAX = 64;
+/** `keyslice coordinator --routers` by default: one router per four cores, at least one and at
+ * most 8. Measured on 2 cores (docs/operations.md#routers): one router served puts about 1.7x
+ * faster than the coordinator alone and gets alike, two were slower than none (more busy
+ * processes than cores); on many cores the rest is left to the slice nodes' workers. */
+export function routersDefault(cores: number): number {
+  return Math.max(1, Math.min(8, Math.floor(cores / 4)));
+}

@@ -15,6 +15,7 @@ const USAGE = `keyslice: a distributed NoSQL item store
 
 usage:
   keyslice coordinator [options]    start a coordinator (keyslice coordinator --help for its options)
+  keyslice router --coordinator <http://host:port>   start a router: serves clients with the coordinator's catalog and map (keyslice router --help)
   keyslice node [options]           start a slice node (keyslice node --help); with --coordinator it registers itself
   keyslice local                    start a coordinator and two slice nodes on 127.0.0.1 (what npm start runs; keyslice local --help)
   keyslice status [--watch]         nodes, slices per node, items/bytes/load per node, moves in flight
@@ -189,6 +190,8 @@ async function main(): Promise<void> {
   switch (command) {
     case 'coordinator':
       return runEntry(join(here, '..', 'main.js'), rest);
+    case 'router':
+      return runEntry(join(here, '..', 'router', 'main.js'), rest);
     case 'node':
       return runEntry(join(here, '..', '..', 'slice-worker', 'main.js'), rest);
     case 'local':

@@ -37,6 +37,8 @@ export interface ClusterOptions {
   log?: (line: string) => void;
   /** The cluster secret (default: KEYSLICE_CLUSTER_SECRET, or a random one made here). */
   clusterSecret?: string;
+  /** Router processes on the client port (default: the coordinator's, from the core count; 0: none). */
+  routers?: number;
 }
 
 export interface ManagedProcess {
@@ -157,6 +159,12 @@ export function startCoordinator(
   return startProcess('coordinator', 'coordinator/main.js', args, /coordinator ready (http:\/\/\S+)/, log, withSecret(clusterSecret)).then((r) => r.proc);
 }
 
+/** A router (coordinator/router/main.ts) fed by the coordinator at `coordinatorUrl`. */
+export function startRouter(name: string, coordinatorUrl: string, port: number, clusterSecret?: string, log?: (line: string) => void, extra: string[] = []): Promise<ManagedProcess> {
+  const args = ['--coordinator', coordinatorUrl, '--port', String(port), ...extra];
+  return startProcess(name, 'coordinator/router/main.js', args, /router ready (http:\/\/\S+)/, log, withSecret(clusterSecret)).then((r) => r.proc);
+}
+
 /** Sends SIGTERM, waits, then SIGKILL: the process is gone when this resolves. */
 export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
@@ -195,7 +203,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
         }),
       ),
     );
-    const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log, [], clusterSecret);
+    const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log, opts.routers === undefined ? [] : ['--routers', String(opts.routers)], clusterSecret);
     started.push(coordinator);
     const url = coordinator.url;
     const cluster: LocalCluster = {

@@ -1,5 +1,6 @@
-// The TypeScript client: one WebSocket, requests pipelined by id; the requests made
-// in one turn of the event loop leave in one frame. Used by the tests, the bench
+// The TypeScript client: WebSockets to a coordinator or to several routers, requests
+// pipelined by id and spread over the connections; the requests made in one turn of
+// the event loop leave in one frame per connection. Used by the tests, the bench
 // and the README. Errors arrive as KeysliceError with a code.
 import WebSocket from 'ws';
 import type {
@@ -25,66 +26,46 @@ export interface ClientOptions {
   connectTimeoutMs?: number;
   /** The cluster's client token, if it has one (sent as `Authorization: Bearer`). */
   token?: string;
+  /** WebSocket connections to open, spread over the addresses in turn (default: one per address). */
+  connections?: number;
 }
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout };
 
-export class KeysliceClient {
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
-  private outbox: ClientRequestFrame[] = [];
+/** A lost connection is opened again after this long, doubling up to the max. */
+const RECONNECT_DELAY_MS_MIN = 100;
+const RECONNECT_DELAY_MS_MAX = 2_000;
 
-  private constructor(
-    private readonly ws: WebSocket,
-    private readonly requestTimeoutMs: number,
+/** One WebSocket to one coordinator or router, its requests in flight by id. */
+class Connection {
+  private outbox: ClientRequestFrame[] = [];
+  readonly pending = new Map<number, Pending>();
+
+  constructor(
+    readonly url: string,
+    readonly ws: WebSocket,
+    private readonly onLost: (c: Connection) => void,
+    private readonly onFrameError: (err: KeysliceError) => void,
   ) {
     ws.on('message', (data: Buffer) => this.onMessage(data));
-    ws.on('close', () => this.failAll(new KeysliceError('Unavailable', 'connection to the coordinator closed')));
+    ws.on('close', () => {
+      this.failAll(new KeysliceError('Unavailable', `connection to ${url} closed; a write in flight may or may not have been applied`));
+      this.onLost(this);
+    });
     ws.on('error', () => {});
   }
 
-  /** Connects to `ws://host:port/ws` (an `http://host:port` address works too). */
-  static connect(url: string, options: ClientOptions = {}): Promise<KeysliceClient> {
-    const wsUrl = url.startsWith('http') ? url.replace(/^http/, 'ws').replace(/\/?$/, '/ws') : url;
-    return new Promise((resolve, reject) => {
-      const headers: Record<string, string> = options.token === undefined ? {} : { authorization: `Bearer ${options.token}` };
-      const ws = new WebSocket(wsUrl, CLIENT_SUBPROTOCOL, { handshakeTimeout: options.connectTimeoutMs ?? 5000, headers });
-      ws.binaryType = 'nodebuffer';
-      ws.once('open', () => resolve(new KeysliceClient(ws, options.requestTimeoutMs ?? 30_000)));
-      ws.once('error', (err) => reject(new KeysliceError('Unavailable', `cannot connect to ${wsUrl}: ${err.message}`)));
-      // A refused handshake (401: no or wrong token) carries the error as JSON, as over HTTP.
-      ws.once('unexpected-response', (_req, res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          let code: unknown = 'Unavailable';
-          let message = `the coordinator refused the connection: HTTP ${res.statusCode}`;
-          try {
-            const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: { code?: unknown; message?: unknown } };
-            code = body.error?.code;
-            message = String(body.error?.message ?? message);
-          } catch {
-            // not JSON: keep the status line
-          }
-          reject(new KeysliceError(isErrorCode(code) ? code : 'Unavailable', message));
-          ws.terminate();
-        });
-      });
-    });
+  get open(): boolean {
+    return this.ws.readyState === WebSocket.OPEN;
   }
 
-  /** Any operation by name: the typed methods below are shorthands for this. */
-  request<Op extends OperationName>(op: Op, payload: Request<Op>): Promise<Response<Op>> {
-    if (this.ws.readyState !== WebSocket.OPEN) return Promise.reject(new KeysliceError('Unavailable', 'the client is not connected'));
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(new KeysliceError('Unavailable', `${op} got no answer within ${this.requestTimeoutMs} ms`));
-      }, this.requestTimeoutMs);
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
-      if (this.outbox.push([id, op, payload as Record<string, unknown>]) === 1) setImmediate(() => this.flush());
-    });
+  send(id: number, op: OperationName, payload: Record<string, unknown>, p: Pending): void {
+    this.pending.set(id, p);
+    if (this.outbox.push([id, op, payload]) === 1) setImmediate(() => this.flush());
+  }
+
+  forget(id: number): void {
+    this.pending.delete(id);
   }
 
   /** Sends the requests made in this turn of the event loop as one frame. */
@@ -94,18 +75,193 @@ export class KeysliceClient {
     if (this.ws.readyState === WebSocket.OPEN) this.ws.send(encodeClientFrame(out.length === 1 ? out[0] : out));
   }
 
-  /** Sends raw bytes as one frame (for protocol tests); answers arrive as errors with id -1 or the frame's id. */
-  sendRaw(bytes: Uint8Array): void {
-    this.ws.send(bytes);
+  private onMessage(data: Buffer): void {
+    let frames: ClientResponseFrame[];
+    try {
+      frames = decodeClientResponses(data);
+    } catch (err) {
+      // A server that sends what we cannot read is not one to keep talking to.
+      this.failAll(new KeysliceError('Unavailable', `${this.url} sent a malformed frame: ${(err as Error).message}`));
+      this.ws.terminate();
+      return;
+    }
+    for (const frame of frames) this.settle(frame);
   }
 
-  close(): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.ws.readyState === WebSocket.CLOSED) return resolve();
-      this.ws.once('close', () => resolve());
-      this.ws.close();
+  private settle(frame: ClientResponseFrame): void {
+    const p = this.pending.get(frame[0]);
+    const error = () => new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3]), frame[4] as ErrorDetails | undefined);
+    if (p === undefined) {
+      if (frame[1] !== RESULT_OK) this.onFrameError(error());
+      return;
+    }
+    this.pending.delete(frame[0]);
+    clearTimeout(p.timer);
+    if (frame[1] === RESULT_OK) p.resolve(frame[2]);
+    else p.reject(error());
+  }
+
+  private failAll(err: KeysliceError): void {
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      p.reject(err);
+      this.pending.delete(id);
+    }
+  }
+}
+
+/** Opens one client WebSocket; a refused handshake (401: no or wrong token) rejects with the error it carries. */
+function openSocket(url: string, options: ClientOptions): Promise<WebSocket> {
+  const wsUrl = url.startsWith('http') ? url.replace(/^http/, 'ws').replace(/\/?$/, '/ws') : url;
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = options.token === undefined ? {} : { authorization: `Bearer ${options.token}` };
+    const ws = new WebSocket(wsUrl, CLIENT_SUBPROTOCOL, { handshakeTimeout: options.connectTimeoutMs ?? 5000, headers });
+    ws.binaryType = 'nodebuffer';
+    ws.once('open', () => resolve(ws));
+    ws.once('error', (err) => reject(new KeysliceError('Unavailable', `cannot connect to ${wsUrl}: ${err.message}`)));
+    // A refused handshake (401: no or wrong token) carries the error as JSON, as over HTTP.
+    ws.once('unexpected-response', (_req, res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        let code: unknown = 'Unavailable';
+        let message = `the coordinator refused the connection: HTTP ${res.statusCode}`;
+        try {
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { error?: { code?: unknown; message?: unknown } };
+          code = body.error?.code;
+          message = String(body.error?.message ?? message);
+        } catch {
+          // not JSON: keep the status line
+        }
+        reject(new KeysliceError(isErrorCode(code) ? code : 'Unavailable', message));
+        ws.terminate();
+      });
+    });
+  });
+}
+
+/**
+ * A client of one coordinator or of several routers: `connections` WebSockets spread
+ * over the addresses given, requests sent on them in turn. A connection that is lost
+ * fails its requests in flight (Unavailable: a write may or may not have been applied)
+ * and is opened again in the background; meanwhile requests go to the others.
+ */
+export class KeysliceClient {
+  private nextId = 1;
+  private next = 0;
+  private closed = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  private constructor(
+    private readonly conns: Connection[],
+    private readonly options: ClientOptions,
+  ) {}
+
+  /** Connects to `ws://host:port/ws` (an `http://host:port` address works too), or to each of
+   * several routers. Fails if no connection can be opened; the others are retried later. */
+  static async connect(urls: string | string[], options: ClientOptions = {}): Promise<KeysliceClient> {
+    const list = Array.isArray(urls) ? urls : [urls];
+    if (list.length === 0) throw new KeysliceError('ValidationError', 'KeysliceClient.connect needs at least one address');
+    const count = Math.max(1, options.connections ?? list.length);
+    const targets = Array.from({ length: count }, (_, i) => list[i % list.length]);
+    const opened = await Promise.allSettled(targets.map((u) => openSocket(u, options)));
+    const firstError = opened.find((o): o is PromiseRejectedResult => o.status === 'rejected')?.reason;
+    // No connection, or a refused token (not a router that is down): fail rather than serve with fewer.
+    if (opened.every((o) => o.status === 'rejected') || (firstError instanceof KeysliceError && firstError.code === 'Unauthorized')) {
+      for (const o of opened) if (o.status === 'fulfilled') o.value.terminate();
+      throw firstError;
+    }
+    const client = new KeysliceClient([], options);
+    targets.forEach((u, i) => {
+      const o = opened[i];
+      if (o.status === 'fulfilled') client.conns.push(client.wrap(u, o.value));
+      else client.reconnect(u, RECONNECT_DELAY_MS_MIN);
+    });
+    return client;
+  }
+
+  /** The addresses of the connections open now (one entry per connection). */
+  get connectedUrls(): string[] {
+    return this.conns.filter((c) => c.open).map((c) => c.url);
+  }
+
+  /** Any operation by name: the typed methods below are shorthands for this. */
+  request<Op extends OperationName>(op: Op, payload: Request<Op>): Promise<Response<Op>> {
+    const conn = this.pick();
+    if (conn === null) return Promise.reject(new KeysliceError('Unavailable', 'the client is not connected'));
+    const id = this.nextId++;
+    const timeoutMs = this.options.requestTimeoutMs ?? 30_000;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        conn.forget(id);
+        reject(new KeysliceError('Unavailable', `${op} got no answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      conn.send(id, op, payload as Record<string, unknown>, { resolve: resolve as (v: unknown) => void, reject, timer });
     });
   }
+
+  /** Sends raw bytes as one frame (for protocol tests); answers arrive as errors with id -1 or the frame's id. */
+  sendRaw(bytes: Uint8Array): void {
+    this.pick()?.ws.send(bytes);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    await Promise.all(
+      this.conns.map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            if (c.ws.readyState === WebSocket.CLOSED) return resolve();
+            c.ws.once('close', () => resolve());
+            c.ws.close();
+          }),
+      ),
+    );
+  }
+
+  /** The next open connection in turn, or null. */
+  private pick(): Connection | null {
+    for (let i = 0; i < this.conns.length; i++) {
+      const c = this.conns[this.next++ % this.conns.length];
+      if (c.open) return c;
+    }
+    return null;
+  }
+
+  private wrap(url: string, ws: WebSocket): Connection {
+    return new Connection(
+      url,
+      ws,
+      (lost) => {
+        const i = this.conns.indexOf(lost);
+        if (i >= 0) this.conns.splice(i, 1);
+        if (!this.closed) this.reconnect(url, RECONNECT_DELAY_MS_MIN);
+      },
+      (err) => this.onFrameError?.(err),
+    );
+  }
+
+  /** Opens a connection to `url` again after `delayMs`, doubling the wait after each failure. */
+  private reconnect(url: string, delayMs: number): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (this.closed) return;
+      openSocket(url, this.options).then(
+        (ws) => {
+          if (this.closed) return void ws.terminate();
+          this.conns.push(this.wrap(url, ws));
+        },
+        () => this.reconnect(url, Math.min(delayMs * 2, RECONNECT_DELAY_MS_MAX)),
+      );
+    }, delayMs);
+    timer.unref();
+    this.timers.add(timer);
+  }
+
+  /** Called with errors that answer no pending request (frames the server could not read). */
+  onFrameError?: (err: KeysliceError) => void;
 
   // ---- typed shorthands -------------------------------------------------
 
@@ -171,42 +327,5 @@ export class KeysliceClient {
 
   describeSlices(table: string): Promise<Response<'DescribeSlices'>> {
     return this.request('DescribeSlices', { table });
-  }
-
-  private onMessage(data: Buffer): void {
-    let frames: ClientResponseFrame[];
-    try {
-      frames = decodeClientResponses(data);
-    } catch (err) {
-      // A server that sends what we cannot read is not one to keep talking to.
-      this.failAll(new KeysliceError('Unavailable', `the coordinator sent a malformed frame: ${(err as Error).message}`));
-      this.ws.terminate();
-      return;
-    }
-    for (const frame of frames) this.settle(frame);
-  }
-
-  private settle(frame: ClientResponseFrame): void {
-    const p = this.pending.get(frame[0]);
-    const error = () => new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3]), frame[4] as ErrorDetails | undefined);
-    if (p === undefined) {
-      if (frame[1] !== RESULT_OK) this.onFrameError?.(error());
-      return;
-    }
-    this.pending.delete(frame[0]);
-    clearTimeout(p.timer);
-    if (frame[1] === RESULT_OK) p.resolve(frame[2]);
-    else p.reject(error());
-  }
-
-  /** Called with errors that answer no pending request (frames the server could not read). */
-  onFrameError?: (err: KeysliceError) => void;
-
-  private failAll(err: KeysliceError): void {
-    for (const [id, p] of this.pending) {
-      clearTimeout(p.timer);
-      p.reject(err);
-      this.pending.delete(id);
-    }
   }
 }

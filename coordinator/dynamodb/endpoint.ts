@@ -54,6 +54,10 @@ const OPERATIONS: Record<string, Handler> = {
   BatchWriteItem,
 };
 
+/** The operations that read or change tables (and their DynamoDB-only settings, kept in the
+ * coordinator's data folder): a router forwards them to the coordinator. */
+export const TABLE_OPERATIONS: ReadonlySet<string> = new Set(Object.entries(tables).filter(([name]) => name in OPERATIONS).map(([name]) => name));
+
 const KEYSLICE_OPERATIONS: Record<string, Handler> = {
   DescribeSlices: tables.DescribeSlices,
 };

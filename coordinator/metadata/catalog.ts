@@ -3,6 +3,7 @@
 // a table created again under an old name never sees the old table's items.
 import { join } from 'node:path';
 import type { EvenDistribution, KeyColumns, KeySchema, TableDescription } from '../../shared/api.js';
+import type { StoredTable } from '../../shared/cluster-view.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import { KEY_TYPES } from '../../shared/key-encoding.js';
 import {
@@ -26,7 +27,7 @@ export interface Table extends TableDescription {
 }
 
 /** A table as the catalog file keeps it: its description and its id. */
-type StoredTable = TableDescription & { id: number };
+export type { StoredTable };
 
 interface CatalogState {
   nextTableId: number;
@@ -41,6 +42,8 @@ const TABLE_NAME = new RegExp(`^[A-Za-z0-9_.-]{${TABLE_NAME_CHARS_MIN},${TABLE_N
 export class Catalog {
   private readonly tables = new Map<string, Table>();
   private nextTableId = 1;
+  /** Called after every change that is in force (routers are told: metadata/feed.ts). */
+  onChange: () => void = () => {};
 
   private constructor(private readonly path: string) {}
 
@@ -92,9 +95,14 @@ export class Catalog {
     return table;
   }
 
+  /** The tables as the file keeps them (what routers get). */
+  stored(): StoredTable[] {
+    return [...this.tables.values()].map(({ sharding, sorting, ...stored }) => stored);
+  }
+
   private save(): void {
-    const tables: StoredTable[] = [...this.tables.values()].map(({ sharding, sorting, ...stored }) => stored);
-    writeStateFile(this.path, { nextTableId: this.nextTableId, tables } satisfies CatalogState);
+    writeStateFile(this.path, { nextTableId: this.nextTableId, tables: this.stored() } satisfies CatalogState);
+    this.onChange();
   }
 }
 
@@ -125,7 +133,7 @@ export function describe(table: Table): TableDescription {
 
 /** A table of the catalog file with its columns as lists (files written before
  * keys had several columns hold one column as an object, which reads the same). */
-function withColumns(t: StoredTable): Table {
+export function withColumns(t: StoredTable): Table {
   const list = (k: KeyColumns) => (Array.isArray(k) ? k : [k]);
   return { ...t, sharding: list(t.shardingKey), sorting: t.sortingKey === null ? [] : list(t.sortingKey) };
 }

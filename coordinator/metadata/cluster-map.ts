@@ -13,10 +13,11 @@
 // does not move the epoch.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import type { NodeStatus } from '../../shared/cluster-view.js';
 import { assert } from '../../shared/errors.js';
 import { readStateFile, writeStateFile } from '../../shared/state-file.js';
 
-export type NodeStatus = 'active' | 'draining' | 'removed';
+export type { NodeStatus };
 
 interface ClusterMapState {
   /** Absent in maps written before node identity: made when such a map is opened. */
@@ -36,6 +37,9 @@ type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeId
 const newId = () => randomBytes(16).toString('hex');
 
 export class ClusterMap {
+  /** Called after every change that is in force (routers are told: metadata/feed.ts). */
+  onChange: () => void = () => {};
+
   private constructor(
     private readonly path: string,
     private state: State,
@@ -148,6 +152,7 @@ export class ClusterMap {
     next.nodeIds[node] = nodeId;
     this.save(next);
     this.state = next;
+    this.onChange();
   }
 
   /** An operator gave up a node's data: its slices go, empty, to `to[i]` (slices[i] -> to[i]),
@@ -170,6 +175,18 @@ export class ClusterMap {
     });
   }
 
+  /** A new epoch with the same owners: a move froze (or thawed) a slice, and routers must
+   * not go on with the epoch at which its old owner still looked like the owner. */
+  bumpEpoch(): void {
+    this.commit(() => {});
+  }
+
+  /** The map as routers get it (a copy). */
+  view(): { clusterId: string; epoch: number; sliceCount: number; nodes: string[]; status: NodeStatus[]; owners: number[] } {
+    const s = this.state;
+    return { clusterId: s.clusterId, epoch: s.epoch, sliceCount: s.sliceCount, nodes: [...s.nodes], status: [...s.status], owners: [...s.owners] };
+  }
+
   /** A change at a new epoch: made to a copy, saved, and only then in force, so that
    * a failed save (a full disk) leaves the map as it was. */
   private commit(change: (next: State) => void): void {
@@ -179,6 +196,7 @@ export class ClusterMap {
     assert(next.epoch > this.state.epoch, 'an epoch only grows');
     this.save(next);
     this.state = next;
+    this.onChange();
   }
 
   private save(state: State): void {

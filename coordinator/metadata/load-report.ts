@@ -7,13 +7,16 @@ import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_WINDOW_SECONDS } from '
 import { SliceOp, type StatsResult } from '../../shared/protocol.js';
 import type { Table } from './catalog.js';
 import { requireReady, type NodeLink } from './node-link.js';
-import { describePart } from '../router/primary-key.js';
+
+/** Names a stored sharding part as text, with its slice (router/primary-key.ts describePart:
+ * passed in, so that metadata/ does not depend on the request path). */
+export type KeyNamer = (table: Table, part: string, sliceCount: number) => { text: string; slice: number };
 
 /** A table's load from every node, or the error of a node that is not ready or fails
  * (DescribeSlices: its callers read a complete answer, e.g. to wait until every node serves). */
-export async function tableLoad(table: Table, links: readonly NodeLink[], sliceCount: number): Promise<TableLoad> {
+export async function tableLoad(table: Table, links: readonly NodeLink[], sliceCount: number, nameKey: KeyNamer): Promise<TableLoad> {
   requireReady(links);
-  const { load, failures } = await gatherTableLoad(table, links, sliceCount, Infinity);
+  const { load, failures } = await gatherTableLoad(table, links, sliceCount, Infinity, nameKey);
   if (failures.length > 0) throw failures[0].error;
   return load;
 }
@@ -26,6 +29,8 @@ export async function gatherTableLoad(
   links: readonly NodeLink[],
   sliceCount: number,
   timeoutMs = LOAD_REPORT_TIMEOUT_MS,
+  /** Without it the hot keys are left out (the cluster status needs only the totals). */
+  nameKey: KeyNamer | null = null,
 ): Promise<{ load: TableLoad; failures: { node: string; error: KeysliceError }[] }> {
   const perNode = links.map(async (link): Promise<[NodeLink, StatsResult[] | KeysliceError]> => {
     if (link.state !== 'ready') return [link, new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`)];
@@ -57,8 +62,8 @@ export async function gatherTableLoad(
     // A key can be reported by two workers (its slice moved within the window): sum them.
     for (const [part, opsPerSecond] of hot) hotByPart.set(part, (hotByPart.get(part) ?? 0) + opsPerSecond);
   }
-  for (const [part, opsPerSecond] of hotByPart) {
-    const { text, slice } = describePart(table, part, sliceCount);
+  for (const [part, opsPerSecond] of nameKey === null ? [] : hotByPart) {
+    const { text, slice } = nameKey!(table, part, sliceCount);
     hotKeys.push({ key: text, slice, opsPerSecond });
   }
   slices.sort((a, b) => a.slice - b.slice);

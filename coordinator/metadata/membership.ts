@@ -13,12 +13,12 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { NodeStatusReport, ClusterStatus } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS } from '../../shared/limits.js';
+import { MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, SliceOp } from '../../shared/protocol.js';
-import { NodeLink, type NodeHello } from './node-link.js';
+import { NodeLink, requireReady, type NodeHello } from './node-link.js';
 import { SliceMover, Throttle } from './slice-mover.js';
 
 const NODE_URL = /^wss?:\/\/[^/\s]+$/;
@@ -35,6 +35,8 @@ export class Membership {
   private running = 0;
   /** A forget-data removal is handing slices over (one at a time). */
   private forgetting = false;
+  /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
+  onLinkChange: () => void = () => {};
 
   constructor(
     readonly map: ClusterMap,
@@ -59,6 +61,7 @@ export class Membership {
       this.clusterSecret,
       (hello) => this.admit(index, hello),
     );
+    link.onStateChange = () => this.onLinkChange();
     if (this.map.statusOf(index) === 'removed') link.close();
     return link;
   }
@@ -72,6 +75,42 @@ export class Membership {
   /** Links of the nodes that are part of the cluster (not removed). */
   presentLinks(): NodeLink[] {
     return this.links.filter((_, i) => this.map.statusOf(i) !== 'removed');
+  }
+
+  get sliceCount(): number {
+    return this.map.sliceCount;
+  }
+
+  layout(): { nodes: string[]; owners: number[] } {
+    return { nodes: [...this.map.nodes], owners: Array.from({ length: this.map.sliceCount }, (_, s) => this.map.ownerOf(s)) };
+  }
+
+  /** Per node of the map: whether this process is connected to it now. */
+  linksUp(): boolean[] {
+    return this.map.nodes.map((_, i) => this.links[i]?.state === 'ready');
+  }
+
+  /** The owners' links of [from, to) once none is frozen. Every ask the caller queues now
+   * is queued before the next freeze is, so each worker answers for the slices it owned
+   * when the owners were read. */
+  async scanLinks(from: number, to: number): Promise<NodeLink[]> {
+    await this.mover.unfrozen(from, to);
+    const owners: number[] = [];
+    for (let s = from; s < to; s++) owners.push(this.map.ownerOf(s));
+    if (owners.includes(-1)) throw new KeysliceError('Unavailable', 'some slices have no slice node yet (none has joined); retry later');
+    const links = owners.map((o) => this.links[o]);
+    requireReady(new Set(links));
+    return links;
+  }
+
+  /** A node that is not connected answers Unavailable at once. */
+  linkReady(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** In this process the map is always the newest: wait a little longer each time. */
+  afterWrongOwner(attempt: number): Promise<void> {
+    return new Promise((r) => setTimeout(r, Math.min(1 + attempt * 2, WRONG_OWNER_RETRY_DELAY_MS_MAX)));
   }
 
   /** Why node `index` (or a node new to the map, index -1) may not serve under this

@@ -7,6 +7,10 @@
 // names a data folder or cluster the coordinator does not accept for this
 // address (admit() says why) is not assigned slices, and is asked again on
 // each reconnect.
+//
+// A router's link (assignment null) never sends Assign or Epoch: the node's slices and
+// epoch are the coordinator's to set. It sends batches at the epoch of the router's copy
+// of the map; a node at another epoch refuses them (WrongOwner) and the router catches up.
 import WebSocket from 'ws';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import {
@@ -64,10 +68,16 @@ export class NodeLink {
   /** Why the coordinator does not use this node although it answers ('' when it does). */
   refusal = '';
   private assignedEpoch = -1;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  /** When the link last stopped being ready (ms since the epoch; 0: never). */
+  lostAt = 0;
+  /** Called when the link becomes ready or stops being ready (the routers' feed says which nodes are up). */
+  onStateChange: () => void = () => {};
 
   constructor(
     readonly url: string,
-    private readonly assignment: () => { epoch: number; sliceCount: number; slices: number[]; clusterId: string },
+    /** Null: a router's link, which uses the node as the coordinator assigned it. */
+    private readonly assignment: (() => { epoch: number; sliceCount: number; slices: number[]; clusterId: string }) | null,
     private readonly currentEpoch: () => number,
     private readonly log: (line: string) => void,
     private readonly clusterSecret = '',
@@ -79,6 +89,7 @@ export class NodeLink {
 
   /** Tells the node that the map moved on, so that it accepts batches of the new epoch. */
   sendEpoch(epoch: number): void {
+    assert(this.assignment !== null, 'only the coordinator moves a node\'s epoch');
     if (this.ws !== null && this.ws.readyState === WebSocket.OPEN && this.state !== 'connecting') this.ws.send(encodeNodeFrame([NodeFrame.Epoch, epoch]));
   }
 
@@ -127,6 +138,7 @@ export class NodeLink {
   }
 
   private connect(): void {
+    this.reconnectTimer = undefined;
     if (this.state === 'closed') return;
     this.state = 'connecting';
     const ws = new WebSocket(this.url, {
@@ -152,7 +164,12 @@ export class NodeLink {
       if (wasReady) this.log(`slice node ${this.url} disconnected`);
       this.failAll(new KeysliceError('Unavailable', `connection to slice node ${this.url} was lost; a write in flight may or may not have been applied`));
       if (this.state === 'closed') return;
-      setTimeout(() => this.connect(), this.reconnectDelayMs).unref();
+      if (wasReady) {
+        this.lostAt = Date.now();
+        this.onStateChange();
+      }
+      this.reconnectTimer = setTimeout(() => this.connect(), this.reconnectDelayMs);
+      this.reconnectTimer.unref();
       this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, NODE_RECONNECT_DELAY_MS_MAX);
     });
   }
@@ -176,6 +193,8 @@ export class NodeLink {
         if (refusal !== null) {
           if (refusal !== this.refusal) this.log(refusal);
           this.refusal = refusal;
+          // A router only waits (e.g. for the coordinator to assign a new node): nothing for the node to log.
+          if (this.assignment === null) return void ws.terminate();
           // The node logs the reason of a 4000 close (at most 123 bytes); the whole sentence is in our log and status.
           ws.close(4000, closeReason(refusal));
           return;
@@ -188,6 +207,7 @@ export class NodeLink {
         this.queuedOps = Array.from({ length: workerCount }, () => []);
         this.queuedSettles = Array.from({ length: workerCount }, () => []);
         this.queuedCount = 0;
+        if (this.assignment === null) return this.becomeReady(`slice node ${this.url} ready: ${workerCount} workers`);
         this.state = 'assigning';
         const a = this.assignment();
         this.assignedEpoch = a.epoch;
@@ -195,15 +215,11 @@ export class NodeLink {
         return;
       }
       case NodeFrame.Assigned: {
-        if (this.state !== 'assigning' || frame[1] !== this.assignedEpoch) return this.protocolError(ws, `Assigned for epoch ${frame[1]} (${this.state})`);
+        if (this.assignment === null || this.state !== 'assigning' || frame[1] !== this.assignedEpoch) return this.protocolError(ws, `Assigned for epoch ${frame[1]} (${this.state})`);
         // The map moved on while the node took its assignment: its slices did not change
         // (a move gives up when either side reconnects), only the epoch.
         if (frame[1] < this.currentEpoch()) ws.send(encodeNodeFrame([NodeFrame.Epoch, this.currentEpoch()]));
-        this.state = 'ready';
-        this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
-        this.log(`slice node ${this.url} ready: ${this.workerCount} workers, epoch ${frame[1]}`);
-        for (const w of this.readyWaiters.splice(0)) w();
-        return;
+        return this.becomeReady(`slice node ${this.url} ready: ${this.workerCount} workers, epoch ${frame[1]}`);
       }
       case NodeFrame.BatchReply: {
         const [, batchId, worker, bytes] = frame;
@@ -241,6 +257,23 @@ export class NodeLink {
         return;
       }
     }
+  }
+
+  private becomeReady(line: string): void {
+    this.state = 'ready';
+    this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
+    this.log(line);
+    for (const w of this.readyWaiters.splice(0)) w();
+    this.onStateChange();
+  }
+
+  /** Dials at once instead of after the back-off (a router told that the node is up). */
+  reconnectNow(): void {
+    if (this.state !== 'connecting' || this.ws !== null || this.reconnectTimer === undefined) return;
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
+    this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
+    this.connect();
   }
 
   private protocolError(ws: WebSocket, what: string): void {

@@ -74,6 +74,8 @@ export class SliceMover {
   failed = 0;
   itemsMoved = 0;
   lastError = '';
+  /** Called when a slice freezes or thaws (routers are told: metadata/feed.ts). */
+  onFrozenChange: () => void = () => {};
 
   constructor(
     private readonly map: ClusterMap,
@@ -87,6 +89,11 @@ export class SliceMover {
     for (const [slice] of this.frozen) {
       if (slice >= from && slice < to) await new Promise<void>((r) => this.frozen.get(slice)?.push(r) ?? r());
     }
+  }
+
+  /** Slices between freeze and switch now. */
+  frozenSlices(): number[] {
+    return [...this.frozen.keys()];
   }
 
   /** Moves `slice` to node `to`. Resolves true when it moved, false when it rolled back. */
@@ -145,6 +152,14 @@ export class SliceMover {
       progress.phase = 'freeze';
       checkNodes();
       this.frozen.set(slice, []);
+      // Routers scan by the map of their feed, not by this process's frozen set: a new epoch
+      // whose view names the slice frozen, sent to the nodes before the freeze, so that a
+      // batch of a router that does not know of the freeze yet is refused WrongOwner (the
+      // router then waits for the view with the freeze) instead of scanning a slice that no
+      // worker owns. Scans already let in ran before the freeze, on the owner.
+      this.map.bumpEpoch();
+      for (const l of this.links) l.sendEpoch(this.map.epoch);
+      this.onFrozenChange();
       const last = (await onSource([SliceOp.MoveFreeze, slice])) as Effect[];
       await onTarget([SliceOp.MoveApply, slice, last, true]);
       progress.phase = 'switch';
@@ -177,7 +192,8 @@ export class SliceMover {
 
   private unfreeze(slice: number): void {
     const waiters = this.frozen.get(slice);
-    this.frozen.delete(slice);
+    if (!this.frozen.delete(slice)) return;
+    this.onFrozenChange();
     for (const w of waiters ?? []) w();
   }
 }

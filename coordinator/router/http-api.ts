@@ -33,33 +33,61 @@ export interface HttpSecurity {
   clusterSecret: string;
 }
 
+/** What only one kind of process adds to the HTTP API. */
+export interface HttpEdge {
+  /** The coordinator: GET /cluster/feed (with the cluster secret), its routers' copy of the catalog and map. */
+  feed?: { serve(query: URLSearchParams, res: ServerResponse): void };
+  /** A router: the requests it forwards to the coordinator (table changes, /cluster/, the studio), and its /health. */
+  router?: { forwards(req: IncomingMessage, path: string): boolean; forward(req: IncomingMessage, res: ServerResponse): void; health(): Record<string, unknown> };
+}
+
 const GET = ['GET', 'HEAD'] as const;
 const POST = ['POST'] as const;
 const CLUSTER_POSTS = ['add', 'drain', 'remove'];
 
-export function handleHttp(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb?: DynamoDbEndpoint, studio?: Studio): void {
-  admitPipelined(req, res, () => route(ops, metrics, cluster, security, req, res, dynamodb, studio));
+/** `cluster` null: a router, which forwards /cluster/ requests (edge.router). */
+export function handleHttp(
+  ops: Operations,
+  metrics: () => Promise<string>,
+  cluster: Membership | null,
+  security: HttpSecurity,
+  req: IncomingMessage,
+  res: ServerResponse,
+  dynamodb?: DynamoDbEndpoint,
+  studio?: Studio,
+  edge: HttpEdge = {},
+): void {
+  admitPipelined(req, res, () => route(ops, metrics, cluster, security, req, res, dynamodb, studio, edge));
 }
 
-function route(ops: Operations, metrics: () => Promise<string>, cluster: Membership, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb?: DynamoDbEndpoint, studio?: Studio): void {
+function route(ops: Operations, metrics: () => Promise<string>, cluster: Membership | null, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb: DynamoDbEndpoint | undefined, studio: Studio | undefined, edge: HttpEdge): void {
+  if (edge.router?.forwards(req, pathOf(req.url ?? '/'))) return edge.router.forward(req, res);
   // GET / and /studio (the page) and /studio/stream: the studio checks the token itself (it also takes ?token=).
   if (studio?.handle(req, res)) return;
   // The DynamoDB-compatible endpoint owns POST / (with X-Amz-Target) and checks SigV4 itself.
   if (dynamodb !== undefined && dynamodb.handles(req)) return dynamodb.handle(req, res);
   const path = pathOf(req.url ?? '/');
   if (path === '/health') {
-    if (allowed(req, res, GET)) send(res, 200, { status: 'ok' });
+    if (allowed(req, res, GET)) send(res, 200, edge.router?.health() ?? { status: 'ok' });
     return;
   }
+  if (path === `${CLUSTER_API_PREFIX}feed` && edge.feed !== undefined) {
+    const refusal = clusterSecretRefusal(security.clusterSecret, req.headers[CLUSTER_SECRET_HEADER]);
+    if (refusal !== null) return sendError(res, new KeysliceError('Unauthorized', refusal));
+    if (allowed(req, res, GET)) edge.feed.serve(new URLSearchParams((req.url ?? '').split('?')[1] ?? ''), res);
+    return;
+  }
+
+  if (cluster === null && path.startsWith(CLUSTER_API_PREFIX)) return sendError(res, new KeysliceError('Internal', 'a router forwards cluster requests to the coordinator'));
   if (path === `${CLUSTER_API_PREFIX}join`) {
     const refusal = clusterSecretRefusal(security.clusterSecret, req.headers[CLUSTER_SECRET_HEADER]);
     if (refusal !== null) return sendError(res, new KeysliceError('Unauthorized', refusal));
-    if (allowed(req, res, POST)) readJson(req, res, (body) => cluster.join(body));
+    if (allowed(req, res, POST)) readJson(req, res, (body) => cluster!.join(body));
     return;
   }
   const refusal = clientTokenRefusal(security.token, req.headers.authorization, undefined);
   if (refusal !== null) return sendError(res, new KeysliceError('Unauthorized', refusal));
-  if (path.startsWith(CLUSTER_API_PREFIX)) {
+  if (path.startsWith(CLUSTER_API_PREFIX) && cluster !== null) {
     const action = path.slice(CLUSTER_API_PREFIX.length);
     if (action === 'status') {
       if (allowed(req, res, GET)) cluster.status().then((st) => send(res, 200, st), (err) => sendError(res, toKeysliceError(err)));

@@ -4,10 +4,10 @@
 // served, and keyslice_node_load_reported / keyslice_metrics_complete say what
 // is missing.
 import type { TableLoad } from '../../shared/api.js';
-import type { Catalog } from '../metadata/catalog.js';
-import type { ClusterMap } from '../metadata/cluster-map.js';
 import { gatherTableLoad } from '../metadata/load-report.js';
 import type { NodeLink } from '../metadata/node-link.js';
+import { describePart } from './primary-key.js';
+import type { TableSource } from './routing.js';
 
 const GAUGES = [
   ['items', 'items stored'],
@@ -18,14 +18,21 @@ const GAUGES = [
 
 const label = (v: string | number) => `"${String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
 
-export async function renderMetrics(catalog: Catalog, map: ClusterMap, links: readonly NodeLink[], moves?: { inFlight: number; completed: number; failed: number; itemsMoved: number }): Promise<string> {
-  const lines: string[] = [];
+/** `extra`: lines of the process's own (a router's link to its coordinator). */
+export async function renderMetrics(
+  catalog: TableSource,
+  map: { sliceCount: number; epoch: number },
+  links: readonly NodeLink[],
+  moves?: { inFlight: number; completed: number; failed: number; itemsMoved: number },
+  extra: string[] = [],
+): Promise<string> {
+  const lines: string[] = [...extra];
   lines.push('# HELP keyslice_node_up 1 if the coordinator is connected to the slice node');
   lines.push('# TYPE keyslice_node_up gauge');
   for (const l of links) lines.push(`keyslice_node_up{node=${label(l.url)}} ${l.state === 'ready' ? 1 : 0}`);
   // Every node that is up is asked, all tables at once, each for at most LOAD_REPORT_TIMEOUT_MS:
   // a node that is down or slow leaves out its own series, not everybody's.
-  const gathered = await Promise.all(catalog.names().map(async (name) => [name, await gatherTableLoad(catalog.get(name), links, map.sliceCount)] as const));
+  const gathered = await Promise.all(catalog.names().map(async (name) => [name, await gatherTableLoad(catalog.get(name), links, map.sliceCount, undefined, describePart)] as const));
   const loads: [string, TableLoad][] = gathered.map(([name, g]) => [name, g.load]);
   const unreported = new Set(gathered.flatMap(([, g]) => g.failures.map((f) => f.node)));
   for (const l of links) if (l.state !== 'ready') unreported.add(l.url);

@@ -12,21 +12,19 @@ import {
   PAGE_ITEMS_MAX,
   SCAN_SEGMENTS_MAX,
   WRONG_OWNER_RETRIES_MAX,
-  WRONG_OWNER_RETRY_DELAY_MS_MAX,
-  WRONG_OWNER_RETRY_MS_MAX,
+    WRONG_OWNER_RETRY_MS_MAX,
 } from '../../shared/limits.js';
 import { SliceOp, type Projection, type RangeResult, type ScanResult, type SliceOpMessage, type UpdateSpec, type WriteCheck } from '../../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateItem, type Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
-import { describe, type Catalog, type Table } from '../metadata/catalog.js';
-import type { ClusterMap } from '../metadata/cluster-map.js';
-import type { Membership } from '../metadata/membership.js';
+import { describe, type Table } from '../metadata/catalog.js';
 import { continueAfter, fromBase64url, isEmptyRange, rangeMarker, rangeSpec, scanMarker, sortRangeOf } from './key-range.js';
 import { tableLoad } from '../metadata/load-report.js';
-import { requireReady, type NodeLink } from '../metadata/node-link.js';
-import { keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
+import type { NodeLink } from '../metadata/node-link.js';
+import { describePart, keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
 import { RequestExpressions } from './request-expressions.js';
 import { adviseRequest } from '../studio/advisor-request.js';
+import type { Routing, TableCatalog, TableSource } from './routing.js';
 
 type Payload = Record<string, unknown>;
 
@@ -49,15 +47,27 @@ const FIELDS: Record<OperationName, readonly string[]> = {
 
 const MARKER_SCAN = /^s1\.(\d+)\.([A-Za-z0-9_-]*)$/;
 
-export class Operations {
-  private readonly map: ClusterMap;
+/** A router's operations forward these to the coordinator (router/forward.ts): table
+ * changes are the coordinator's alone. */
+export const TABLE_CHANGES: readonly OperationName[] = ['CreateTable', 'DeleteTable'];
 
+export class Operations {
+  /** `catalog`: a TableCatalog on the coordinator; a router's copy (a TableSource) refuses table changes. */
   constructor(
     /** Read by the DynamoDB endpoint too, to look a table up without a DescribeTable. */
-    readonly catalog: Catalog,
-    private readonly cluster: Membership,
-  ) {
-    this.map = cluster.map;
+    readonly catalog: TableSource | TableCatalog,
+    private readonly cluster: Routing,
+    /** A router's: sends a table change to the coordinator, answers once the router's copy has it. */
+    private readonly forwardChange?: (op: OperationName, payload: Payload) => Promise<unknown>,
+  ) {}
+
+  private get map(): { sliceCount: number } {
+    return this.cluster;
+  }
+
+  private changes(): TableCatalog {
+    if (!('create' in this.catalog)) throw new KeysliceError('Internal', 'table changes are made by the coordinator; a router forwards them');
+    return this.catalog;
   }
 
   execute(op: OperationName, payload: Payload): Promise<unknown> {
@@ -67,6 +77,7 @@ export class Operations {
       }
     }
     try {
+      if (this.forwardChange !== undefined && TABLE_CHANGES.includes(op)) return this.forwardChange(op, payload);
       return this[op](payload);
     } catch (err) {
       return Promise.reject(err);
@@ -74,7 +85,7 @@ export class Operations {
   }
 
   private async CreateTable(p: Payload) {
-    return { table: describe(this.catalog.create(p.table, p.shardingKey, p.sortingKey, p.evenDistribution)) };
+    return { table: describe(this.changes().create(p.table, p.shardingKey, p.sortingKey, p.evenDistribution)) };
   }
 
   private async DescribeTable(p: Payload) {
@@ -86,7 +97,7 @@ export class Operations {
   }
 
   private async DeleteTable(p: Payload) {
-    const table = this.catalog.delete(p.table);
+    const table = this.changes().delete(p.table);
     // The table id is never reused, so items left on a node that is down now are unreachable; drop them where we can.
     await Promise.allSettled(this.everyWorker((link, w) => link.sendToWorker(w, [SliceOp.DropTable, table.id])));
     return { table: describe(table) };
@@ -225,14 +236,13 @@ export class Operations {
   }
 
   private async DescribeSlices(p: Payload) {
-    return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.map.sliceCount);
+    return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.map.sliceCount, describePart);
   }
 
   /** Judged here, on the event loop: ADVISE_ITEMS_MAX keeps one request short. */
   private async Advise(p: Payload) {
-    const sliceCount = this.map.sliceCount;
-    const owners = Array.from({ length: sliceCount }, (_, s) => this.map.ownerOf(s));
-    return adviseRequest(p, (name) => this.catalog.get(name), { sliceCount, nodes: [...this.map.nodes], owners, source: 'cluster' });
+    const { nodes, owners } = this.cluster.layout();
+    return adviseRequest(p, (name) => this.catalog.get(name), { sliceCount: this.map.sliceCount, nodes, owners, source: 'cluster' });
   }
 
   // ---- helpers -------------------------------------------------------------
@@ -255,12 +265,13 @@ export class Operations {
     for (let attempt = 0; ; attempt++) {
       const link = this.cluster.linkOf(slice);
       if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
+      if (link.state !== 'ready') await this.cluster.linkReady(link);
       try {
         return await link.send(slice, op);
       } catch (err) {
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
         if (attempt + 1 >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) throw err;
-        await new Promise((r) => setTimeout(r, Math.min(1 + attempt * 2, WRONG_OWNER_RETRY_DELAY_MS_MAX)));
+        await this.cluster.afterWrongOwner(attempt);
       }
     }
   }
@@ -313,25 +324,7 @@ export class Operations {
       afterKey = fromBase64url(m[2]);
     }
     if (fromSlice >= to) return { items: [], examined: 0 };
-    // A slice between freeze and switch is owned by no worker: wait for its switch, then
-    // ask the owners of the map as it is. Every ask is queued before the next freeze is,
-    // so each worker answers for the slices it owned when the owners were read.
-    await this.cluster.mover.unfrozen(fromSlice, to);
-    const owners = new Set<number>();
-    for (let s = fromSlice; s < to; s++) owners.add(this.map.ownerOf(s));
-    if (owners.has(-1)) throw new KeysliceError('Unavailable', 'some slices have no slice node yet (none has joined); retry later');
-    requireReady([...owners].map((o) => this.cluster.links[o]));
-    // Only the workers that own a slice of the range are asked.
-    const workers = new Set<string>();
-    const asked: Promise<unknown>[] = [];
-    for (let s = fromSlice; s < to; s++) {
-      const link = this.cluster.links[this.map.ownerOf(s)];
-      const w = s % link.workerCount;
-      if (workers.has(`${link.url} ${w}`)) continue;
-      workers.add(`${link.url} ${w}`);
-      asked.push(link.sendToWorker(w, [SliceOp.Scan, table.id, fromSlice, afterKey, limit, projection, filter, to]));
-    }
-    const results = (await Promise.all(asked)) as ScanResult[];
+    const results = await this.scanWorkers(table, fromSlice, afterKey, limit, projection, filter, to);
     const entries = results.flatMap((r) => r[0]);
     entries.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
     // The page is the first `limit` examined entries (or about 1 MB of them) of all workers
@@ -350,6 +343,35 @@ export class Operations {
     if (!more || i === 0) return { items, examined };
     const [slice, key] = entries[i - 1];
     return { items, examined, marker: scanMarker(slice, key) };
+  }
+
+  /** Asks every worker that owns a slice of [fromSlice, to) for its part of a scan page. A
+   * slice between freeze and switch is owned by no worker: scanLinks waits for its switch,
+   * then names the owners of the map as it is; every ask is refused (WrongOwner) if its node
+   * has moved on to another map, and then the whole page is asked again (a router's map can
+   * lag the nodes'; the coordinator's never does). */
+  private async scanWorkers(table: Table, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, to: number): Promise<ScanResult[]> {
+    const started = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      const links = await this.cluster.scanLinks(fromSlice, to);
+      // Only the workers that own a slice of the range are asked.
+      const workers = new Set<string>();
+      const asked: Promise<unknown>[] = [];
+      for (let s = fromSlice; s < to; s++) {
+        const link = links[s - fromSlice];
+        const w = s % link.workerCount;
+        if (workers.has(`${link.url} ${w}`)) continue;
+        workers.add(`${link.url} ${w}`);
+        asked.push(link.sendToWorker(w, [SliceOp.Scan, table.id, fromSlice, afterKey, limit, projection, filter, to]));
+      }
+      const settled = await Promise.allSettled(asked);
+      const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed === undefined) return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value as ScanResult);
+      const err = failed.reason;
+      if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
+      if (attempt + 1 >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) throw err;
+      await this.cluster.afterWrongOwner(attempt);
+    }
   }
 }
 

@@ -23,6 +23,7 @@ import {
 import { describe, type Catalog } from '../metadata/catalog.js';
 import { gatherTableLoad } from '../metadata/load-report.js';
 import type { Membership } from '../metadata/membership.js';
+import { describePart } from '../router/primary-key.js';
 import { judgeTable, JUDGED_OPS_PER_SECOND_MIN, type Finding, type TopKeySample } from './findings.js';
 
 /** Figures per slice in a sample's cells: slice, reads/s, writes/s, bytes, items. */
@@ -167,7 +168,7 @@ export class StudioFeed {
         else {
           // Each node gets LOAD_REPORT_TIMEOUT_MS, as for /metrics: a node that hangs costs
           // every sample that long, not its request timeout, and its share is left out.
-          const gathered = await gatherTableLoad(table, present, sliceCount, LOAD_REPORT_TIMEOUT_MS);
+          const gathered = await gatherTableLoad(table, present, sliceCount, LOAD_REPORT_TIMEOUT_MS, describePart);
           partial = gathered.failures.length > 0;
           if (gathered.failures.length < present.length) load = gathered.load;
           else error = ready.length === 0 ? 'no slice node is reachable' : gathered.failures[0].error.message;

@@ -1,0 +1,28 @@
+// The client port's HTTP server with the WebSocket API on it, as the coordinator
+// (--routers 0) and every router run it. Timeouts (shared/limits.ts) so that a
+// slow or stalled client cannot hold a connection open forever; requests the HTTP
+// parser refuses get a JSON error (answerClientError).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { WebSocketServer } from 'ws';
+import {
+  HTTP_HEADERS_TIMEOUT_MS,
+  HTTP_IDLE_TIMEOUT_MS,
+  HTTP_KEEP_ALIVE_TIMEOUT_MS,
+  HTTP_REQUEST_TIMEOUT_MS,
+  HTTP_TIMEOUT_CHECK_INTERVAL_MS,
+} from '../../shared/limits.js';
+import { answerClientError } from './http-api.js';
+import type { Operations } from './operations.js';
+import { attachWebSocketApi } from './ws-api.js';
+
+export function clientServer(ops: Operations, token: string, handle: (req: IncomingMessage, res: ServerResponse) => void): { server: Server; wss: WebSocketServer } {
+  const server = createServer(
+    { headersTimeout: HTTP_HEADERS_TIMEOUT_MS, requestTimeout: HTTP_REQUEST_TIMEOUT_MS, connectionsCheckingInterval: HTTP_TIMEOUT_CHECK_INTERVAL_MS },
+    handle,
+  );
+  server.keepAliveTimeout = HTTP_KEEP_ALIVE_TIMEOUT_MS;
+  server.timeout = HTTP_IDLE_TIMEOUT_MS;
+  server.on('clientError', answerClientError);
+  const wss = attachWebSocketApi(ops, server, token);
+  return { server, wss };
+}

@@ -1,0 +1,253 @@
+// A router's read-only copy of the catalog and the cluster map, fed by the
+// coordinator (GET /cluster/feed, a long poll: metadata/feed.ts), and its own
+// links to the slice nodes (node-link.ts without Assign). It routes by the copy;
+// a batch the nodes refuse WrongOwner (they moved on to a newer map) makes it ask
+// the coordinator at once and wait, bounded, for the newer epoch before the op is
+// sent again. When the coordinator cannot be reached the copy stays in use: the
+// router keeps serving reads and writes with the map it has, and says so.
+import type { ClusterView } from '../../shared/cluster-view.js';
+import { KeysliceError } from '../../shared/errors.js';
+import {
+  ROUTER_FEED_RETRY_MS,
+  ROUTER_FEED_TIMEOUT_MS,
+  ROUTER_FROZEN_WAIT_MS,
+  ROUTER_LINK_FIRST_WAIT_MS,
+  ROUTER_REFRESH_INTERVAL_MS_MIN,
+  WRONG_OWNER_RETRY_DELAY_MS_MAX,
+} from '../../shared/limits.js';
+import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol.js';
+import { withColumns, type Table } from '../metadata/catalog.js';
+import { NodeLink, requireReady } from '../metadata/node-link.js';
+import type { Routing, TableSource } from './routing.js';
+
+export class RouterView implements Routing, TableSource {
+  private view: ClusterView | null = null;
+  private tables = new Map<string, Table>();
+  /** links[i] talks to view.nodes[i] (null: removed). */
+  private links: (NodeLink | null)[] = [];
+  /** upSince[i]: when the view last said that the coordinator reaches node i again (0: it does not). */
+  private upSince: number[] = [];
+  private waiters: (() => void)[] = [];
+  private closed = false;
+  /** Whether the last feed request reached the coordinator, and since when it did not. */
+  coordinatorUp = false;
+  lostSince: number | null = null;
+  private lastProblem = '';
+  private refreshing: Promise<void> | null = null;
+  private lastRefreshAt = 0;
+  private polling: AbortController | null = null;
+
+  constructor(
+    readonly coordinatorUrl: string,
+    private readonly clusterSecret: string,
+    private readonly log: (line: string) => void,
+  ) {
+    void this.pollLoop();
+  }
+
+  /** Resolves once the first copy has arrived. */
+  async ready(): Promise<void> {
+    while (this.view === null && !this.closed) await this.changed(1_000);
+  }
+
+  get epoch(): number {
+    return this.view?.epoch ?? 0;
+  }
+  get version(): number {
+    return this.view?.version ?? 0;
+  }
+
+  // ---- Routing ---------------------------------------------------------------
+
+  get sliceCount(): number {
+    return this.current().sliceCount;
+  }
+
+  layout(): { nodes: string[]; owners: number[] } {
+    const v = this.current();
+    return { nodes: [...v.nodes], owners: [...v.owners] };
+  }
+
+  linkOf(slice: number): NodeLink | null {
+    const owner = this.current().owners[slice];
+    return owner < 0 ? null : this.links[owner];
+  }
+
+  presentLinks(): NodeLink[] {
+    return this.links.filter((l): l is NodeLink => l !== null);
+  }
+
+  async scanLinks(from: number, to: number): Promise<NodeLink[]> {
+    const until = Date.now() + ROUTER_FROZEN_WAIT_MS;
+    // A frozen slice is owned by no worker until the switch, which comes as a newer copy.
+    while (this.current().frozen.some((s) => s >= from && s < to)) {
+      if (Date.now() >= until) throw new KeysliceError('Unavailable', `a slice of this scan is being handed to another node; retry`);
+      await this.changed(until - Date.now());
+    }
+    const links: NodeLink[] = [];
+    for (let s = from; s < to; s++) {
+      const link = this.linkOf(s);
+      if (link === null) throw new KeysliceError('Unavailable', 'some slices have no slice node yet (none has joined); retry later');
+      links.push(link);
+    }
+    const distinct = new Set(links);
+    await Promise.all([...distinct].map((l) => this.linkReady(l)));
+    requireReady(distinct);
+    return links;
+  }
+
+  /** A node this router has not reached yet since it started, or one that the coordinator
+   * reached again after this link lost it (it came back; the link is still in its back-off),
+   * is waited for, bounded; one that is down (for the coordinator too, or not yet known to be
+   * down there) answers Unavailable at once. */
+  async linkReady(link: NodeLink): Promise<void> {
+    if (link.state === 'ready' || link.state === 'closed') return;
+    const i = this.links.indexOf(link);
+    const back = i >= 0 && this.view?.up?.[i] === true && (this.upSince[i] ?? 0) > link.lostAt;
+    if (link.generation > 0 && !back) return;
+    link.reconnectNow();
+    await link.waitReady(ROUTER_LINK_FIRST_WAIT_MS);
+  }
+
+  async afterWrongOwner(attempt: number): Promise<void> {
+    const epoch = this.epoch;
+    void this.refresh();
+    const delay = Math.min(1 + attempt * 2, WRONG_OWNER_RETRY_DELAY_MS_MAX);
+    const until = Date.now() + delay;
+    while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
+  }
+
+  // ---- TableSource -----------------------------------------------------------
+
+  get(name: unknown): Table {
+    if (typeof name !== 'string') throw new KeysliceError('ValidationError', '"table" must be a table name (a string)');
+    const t = this.tables.get(name);
+    if (t === undefined) throw new KeysliceError('TableNotFound', `table "${name}" does not exist`);
+    return t;
+  }
+
+  names(): string[] {
+    return [...this.tables.keys()].sort();
+  }
+
+  // ---- the feed --------------------------------------------------------------
+
+  /** Asks the coordinator for its copy now (after a WrongOwner, or a forwarded change);
+   * coalesced, and at most once per ROUTER_REFRESH_INTERVAL_MS_MIN unless `force`. */
+  refresh(force = false): Promise<void> {
+    if (this.refreshing !== null) return this.refreshing;
+    if (!force && Date.now() - this.lastRefreshAt < ROUTER_REFRESH_INTERVAL_MS_MIN) return Promise.resolve();
+    this.lastRefreshAt = Date.now();
+    this.refreshing = this.fetchView(false)
+      .then((v) => this.apply(v))
+      .catch(() => {})
+      .finally(() => (this.refreshing = null));
+    return this.refreshing;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.polling?.abort();
+    for (const l of this.links) l?.close();
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  private current(): ClusterView {
+    if (this.view === null) throw new KeysliceError('Unavailable', 'this router has no copy of the cluster map yet; retry later');
+    return this.view;
+  }
+
+  /** Resolves at the next applied copy, or after `ms`. */
+  private changed(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, Math.max(0, ms));
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        const i = self.waiters.indexOf(done);
+        if (i >= 0) self.waiters.splice(i, 1);
+        resolve();
+      }
+      this.waiters.push(done);
+    });
+  }
+
+  private async pollLoop(): Promise<void> {
+    while (!this.closed) {
+      try {
+        this.apply(await this.fetchView(true));
+        if (!this.coordinatorUp) this.log(`coordinator ${this.coordinatorUrl} reached: map epoch ${this.epoch}, ${this.tables.size} tables`);
+        this.coordinatorUp = true;
+        this.lostSince = null;
+        this.lastProblem = '';
+      } catch (err) {
+        if (this.closed) return;
+        const problem = (err as Error).message;
+        if (this.coordinatorUp || problem !== this.lastProblem) {
+          this.log(`coordinator ${this.coordinatorUrl} not reachable (${problem}); serving with map epoch ${this.epoch}, no table or membership changes until it is back`);
+        }
+        if (this.coordinatorUp || this.lostSince === null) this.lostSince = Date.now();
+        this.coordinatorUp = false;
+        this.lastProblem = problem;
+        await new Promise((r) => setTimeout(r, ROUTER_FEED_RETRY_MS));
+      }
+    }
+  }
+
+  /** One feed request: `hold` waits for a change newer than our copy (the long poll). */
+  private async fetchView(hold: boolean): Promise<ClusterView> {
+    const q = hold && this.view !== null ? `?after=${this.view.version}&incarnation=${this.view.incarnation}` : '';
+    const abort = new AbortController();
+    if (hold) this.polling = abort;
+    const timer = setTimeout(() => abort.abort(new Error(`no answer within ${ROUTER_FEED_TIMEOUT_MS} ms`)), ROUTER_FEED_TIMEOUT_MS);
+    try {
+      const res = await fetch(`${this.coordinatorUrl}${CLUSTER_API_PREFIX}feed${q}`, { headers: { [CLUSTER_SECRET_HEADER]: this.clusterSecret }, signal: abort.signal });
+      const body = (await res.json()) as ClusterView & { error?: { code: string; message: string } };
+      if (res.status !== 200) throw new Error(`${body.error?.code ?? res.status}: ${body.error?.message ?? ''}`);
+      return body;
+    } catch (err) {
+      const cause = (err as Error & { cause?: Error }).cause;
+      throw new Error(cause?.message ?? (err as Error).message);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Takes a copy that is newer than ours (or from a restarted coordinator). */
+  private apply(v: ClusterView): void {
+    const old = this.view;
+    if (old !== null && old.incarnation === v.incarnation && v.version <= old.version) return;
+    // The coordinator persists the map before using it, so a restarted one never goes back.
+    if (old !== null && old.clusterId === v.clusterId && v.epoch < old.epoch) {
+      this.log(`ignored a map at epoch ${v.epoch}, older than this router's ${old.epoch}`);
+      return;
+    }
+    this.view = v;
+    this.tables = new Map(v.tables.map((t) => [t.name, withColumns(t)]));
+    v.nodes.forEach((url, i) => {
+      const link = this.links[i];
+      const up = v.up?.[i] === true;
+      if (!up) this.upSince[i] = 0;
+      else if (!(this.upSince[i] > 0)) {
+        this.upSince[i] = Date.now();
+        // The coordinator reaches the node again: no need to wait out this link's back-off.
+        if (link !== undefined && link !== null && link.url === url) link.reconnectNow();
+      }
+      if (v.status[i] === 'removed') {
+        link?.close();
+        this.links[i] = null;
+      } else if (link === undefined || link === null || link.url !== url) {
+        link?.close();
+        this.links[i] = new NodeLink(url, null, () => this.epoch, this.log, this.clusterSecret, (hello) => this.admit(url, hello.clusterId));
+      }
+    });
+    for (const w of this.waiters.slice()) w();
+  }
+
+  private admit(url: string, clusterId: string | null): string | null {
+    const mine = this.view?.clusterId;
+    if (clusterId === mine) return null;
+    if (clusterId === null) return `slice node ${url} has not been assigned its slices by the coordinator yet`;
+    return `slice node ${url} belongs to cluster ${clusterId}, not ${mine}`;
+  }
+}

@@ -1,0 +1,366 @@
+// Routers through real processes: `keyslice coordinator --routers 2` sharing one
+// client port, standalone routers joining and dying, and a router whose copy of
+// the map goes stale, under a write load whose every acknowledged write is then
+// checked (test/elastic-fixture.ts, WriteLoad): present once, with its latest value.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { get } from 'node:http';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { KeysliceClient } from '../coordinator/client/client.js';
+import { startCoordinator, startRouter, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
+import type { ClusterStatus } from '../shared/api.js';
+import { initHashing } from '../shared/hashing.js';
+import { SECRET, waitFor, WriteLoad } from './elastic-fixture.js';
+import { expectError } from './cluster-fixture.js';
+import { dynamoClient } from './dynamodb-fixture.js';
+import { CreateTableCommand, DescribeTableCommand, GetItemCommand, PutItemCommand, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
+
+beforeAll(() => initHashing());
+
+interface Setup {
+  dataDir: string;
+  procs: ManagedProcess[];
+  clients: KeysliceClient[];
+  proxies: Proxy[];
+}
+let setup: Setup;
+afterEach(async () => {
+  for (const c of setup.clients) await c.close();
+  for (const p of setup.proxies) p.close();
+  await Promise.all(setup.procs.map((p) => stopProcess(p.child)));
+  rmSync(setup.dataDir, { recursive: true, force: true });
+});
+
+/** The client token of the cluster under test ('' for none): /cluster/status needs it. */
+let authToken = '';
+
+function fresh(): Setup {
+  authToken = '';
+  setup = { dataDir: mkdtempSync(join(tmpdir(), 'keyslice-routers-')), procs: [], clients: [], proxies: [] };
+  return setup;
+}
+
+async function coordinator(routers: number, extra: string[] = []): Promise<ManagedProcess> {
+  const c = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, [], 64, undefined, ['--cluster-secret', SECRET, '--routers', String(routers), ...extra]);
+  setup.procs.push(c);
+  return c;
+}
+
+/** A slice node that registers with `via` (a coordinator, or a router that forwards the join), waited for. */
+async function node(statusUrl: string, via: string, name: string): Promise<ManagedProcess> {
+  const n = await startSliceNode({ name, dataDir: join(setup.dataDir, name), port: 0, workers: 2, coordinator: via, clusterSecret: SECRET });
+  setup.procs.push(n);
+  await waitFor(async () => (await status(statusUrl)).nodes.some((x) => x.node === n.url && x.up), `${name} to join`);
+  return n;
+}
+
+async function router(name: string, coordinatorUrl: string, extra: string[] = []): Promise<ManagedProcess> {
+  const r = await startRouter(name, coordinatorUrl, 0, SECRET, undefined, extra);
+  setup.procs.push(r);
+  return r;
+}
+
+async function client(urls: string | string[], connections?: number, token?: string): Promise<KeysliceClient> {
+  const c = await KeysliceClient.connect(urls, { connections, token });
+  setup.clients.push(c);
+  return c;
+}
+
+async function status(url: string): Promise<ClusterStatus> {
+  const res = await fetch(`${url}/cluster/status`, { headers: authToken === '' ? {} : { authorization: `Bearer ${authToken}` }, signal: AbortSignal.timeout(10_000) });
+  return (await res.json()) as ClusterStatus;
+}
+
+/** GET /health on a connection of its own (so that node:cluster hands it to a router in turn). */
+function health(url: string): Promise<{ role?: string; pid?: number; epoch?: number; coordinator?: string }> {
+  return new Promise((resolve, reject) => {
+    const req = get(`${url}/health`, { agent: false, timeout: 5_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve(JSON.parse(Buffer.concat(chunks).toString('utf8'))));
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer')));
+    req.on('error', reject);
+  });
+}
+
+async function routerPids(url: string, tries = 40): Promise<Set<number>> {
+  const pids = new Set<number>();
+  for (let i = 0; i < tries; i++) pids.add((await health(url)).pid!);
+  return pids;
+}
+
+/** Waits until the moves are done and the active nodes hold the slices evenly. */
+async function balanced(url: string): Promise<ClusterStatus> {
+  let last: ClusterStatus | undefined;
+  await waitFor(
+    async () => {
+      last = await status(url);
+      const counts = last.nodes.filter((n) => n.status === 'active').map((n) => n.slices);
+      return last.moves.inFlight.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1;
+    },
+    'the slices to be balanced',
+    60_000,
+  );
+  return last!;
+}
+
+async function bulkItems(c: KeysliceClient, count: number): Promise<void> {
+  const writes: Promise<unknown>[] = [];
+  for (let i = 0; i < count; i += 25) writes.push(c.batchWrite('elastic', { puts: Array.from({ length: Math.min(25, count - i) }, (_, j) => ({ id: `bulk-${i + j}` })) }));
+  expect((await Promise.all(writes)).flat()).toEqual([]);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A TCP proxy from routers to the coordinator that a test can turn against them:
+ * 'hold' lets requests through but never answers a router's long poll of the feed
+ * (so the router misses every change, while its own refreshes still get through);
+ * 'cut' drops every connection and refuses new ones (the coordinator is lost).
+ */
+class Proxy {
+  mode: 'pass' | 'hold' | 'cut' = 'pass';
+  heldPolls = 0;
+  private server: Server | null = null;
+  private readonly sockets = new Set<Socket>();
+  port = 0;
+
+  constructor(private readonly target: URL) {}
+
+  async listen(port = 0): Promise<string> {
+    this.server = createServer((down) => {
+      if (this.mode === 'cut') return void down.destroy();
+      const up = connect(Number(this.target.port), this.target.hostname);
+      let held = false;
+      this.sockets.add(down).add(up);
+      down.on('data', (chunk: Buffer) => {
+        if (this.mode === 'hold' && chunk.includes('/cluster/feed?after=')) {
+          held = true;
+          this.heldPolls++;
+        }
+        up.write(chunk);
+      });
+      up.on('data', (chunk: Buffer) => {
+        if (!held) down.write(chunk);
+      });
+      const end = () => {
+        down.destroy();
+        up.destroy();
+        this.sockets.delete(down);
+        this.sockets.delete(up);
+      };
+      down.on('close', end).on('error', end);
+      up.on('close', end).on('error', end);
+    });
+    await new Promise<void>((r) => this.server!.listen(port, '127.0.0.1', r));
+    this.port = (this.server.address() as { port: number }).port;
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  cut(): void {
+    this.mode = 'cut';
+    this.server?.close();
+    this.server = null;
+    for (const s of this.sockets) s.destroy();
+  }
+
+  close(): void {
+    this.cut();
+  }
+}
+
+describe('keyslice coordinator --routers 2', () => {
+  it('serves one port from two router processes; a node joins under a write load and a router is killed; every acknowledged write is there once', async () => {
+    fresh();
+    const coord = await coordinator(2);
+    const url = coord.url;
+    // Nodes register through the client port: a router forwards the join (with the cluster secret).
+    await node(url, url, 'slice-node-1');
+    await node(url, url, 'slice-node-2');
+    await balanced(url);
+    const pids = await routerPids(url);
+    expect(pids.size).toBe(2);
+    expect([...pids]).not.toContain(coord.child.pid);
+    const c = await client(url, 4);
+    await c.createTable('elastic', { name: 'id', type: 'string' });
+    await bulkItems(c, 2_000);
+    const load = new WriteLoad(c, 'elastic', 8, 40);
+    await sleep(300);
+    await node(url, url, 'slice-node-3');
+    const st = await balanced(url);
+    expect(st.moves.completed).toBeGreaterThanOrEqual(20);
+    expect(st.moves.failed).toBe(0);
+    // One router dies: its connections fail (their writes in flight count as unsure), the
+    // client reconnects, the coordinator starts another router; the port never closes.
+    const victim = [...pids][0];
+    const acksBefore = load.acks;
+    process.kill(victim, 'SIGKILL');
+    await waitFor(async () => {
+      const now = await routerPids(url, 10);
+      return !now.has(victim) && now.size === 2;
+    }, 'a new router in place of the killed one');
+    await waitFor(async () => load.acks > acksBefore + 200, 'the load to go on');
+    await load.stop();
+    expect(load.errors.filter((e) => e.code !== 'Unavailable').map((e) => e.code)).toEqual([]);
+    expect(await load.verify(2_000)).toBe(2_000 + load.acked.size);
+  });
+});
+
+describe('standalone routers', () => {
+  it('join and die under a write load: a client of several routers goes on through the live ones; nothing is lost or doubled', async () => {
+    fresh();
+    const coord = await coordinator(0);
+    await node(coord.url, coord.url, 'slice-node-1');
+    await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
+    const r1 = await router('router-1', coord.url);
+    const c1 = await client(r1.url);
+    await c1.createTable('elastic', { name: 'id', type: 'string' });
+    await bulkItems(c1, 1_000);
+    const a = new WriteLoad(c1, 'elastic', 4, 30, 'a');
+    await sleep(300);
+    // A router joins; a client spreads its connections over both.
+    const r2 = await router('router-2', coord.url);
+    const c2 = await client([r1.url, r2.url], 4);
+    expect(new Set(c2.connectedUrls)).toEqual(new Set([r1.url, r2.url]));
+    const b = new WriteLoad(c2, 'elastic', 4, 30, 'b');
+    // Slices move while both route.
+    await node(coord.url, coord.url, 'slice-node-3');
+    await balanced(coord.url);
+    // Router 1 dies: load a (only router 1) fails retryably from now on; load b goes on through router 2.
+    await stopProcess(r1.child, 'SIGKILL');
+    await waitFor(async () => c2.connectedUrls.every((u) => u === r2.url) && c2.connectedUrls.length > 0, 'the client to drop router 1');
+    const bAcks = b.acks;
+    await waitFor(async () => b.acks > bAcks + 200, 'load b to go on through router 2');
+    await Promise.all([a.stop(), b.stop()]);
+    expect(b.errors.filter((e) => e.code !== 'Unavailable').map((e) => e.code)).toEqual([]);
+    expect(a.errors.filter((e) => e.code !== 'Unavailable').map((e) => e.code)).toEqual([]);
+    a.client = c2;
+    await a.verify(1_000);
+    await b.verify(1_000);
+  });
+
+  it('a router that misses the map changes is refused WrongOwner, refreshes and retries: no client sees an error', async () => {
+    fresh();
+    const coord = await coordinator(0);
+    await node(coord.url, coord.url, 'slice-node-1');
+    await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
+    const proxy = new Proxy(new URL(coord.url));
+    setup.proxies.push(proxy);
+    const r = await router('router-1', await proxy.listen());
+    const c = await client(r.url);
+    await c.createTable('elastic', { name: 'id', type: 'string' });
+    await bulkItems(c, 1_000);
+    // From here the router's long poll of the feed is never answered: it learns of no move.
+    proxy.mode = 'hold';
+    await waitFor(async () => proxy.heldPolls > 0, 'the router to poll the feed');
+    const epochBefore = (await health(r.url)).epoch!;
+    const load = new WriteLoad(c, 'elastic', 8, 40);
+    await node(coord.url, coord.url, 'slice-node-3');
+    const st = await balanced(coord.url);
+    expect(st.moves.completed).toBeGreaterThanOrEqual(20);
+    const acks = load.acks;
+    await waitFor(async () => load.acks > acks + 200, 'the load to go on after the moves');
+    await load.stop();
+    // Its map moved on only by the refreshes that WrongOwner answers set off.
+    expect((await health(r.url)).epoch!).toBeGreaterThan(epochBefore);
+    expect(load.errors.map((e) => e.code)).toEqual([]);
+    expect(await load.verify(1_000)).toBe(1_000 + load.acked.size);
+  });
+
+  it('a router that loses its coordinator keeps serving with its map, says so, refuses table changes, and catches up when it is back', async () => {
+    fresh();
+    const coord = await coordinator(0);
+    await node(coord.url, coord.url, 'slice-node-1');
+    await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
+    const proxy = new Proxy(new URL(coord.url));
+    setup.proxies.push(proxy);
+    const r = await router('router-1', await proxy.listen());
+    const c = await client(r.url);
+    await c.createTable('elastic', { name: 'id', type: 'string' });
+    await bulkItems(c, 500);
+    const load = new WriteLoad(c, 'elastic', 4, 30);
+    proxy.cut();
+    await waitFor(async () => (await health(r.url)).coordinator === 'lost', 'the router to notice');
+    const metrics = await (await fetch(`${r.url}/metrics`)).text();
+    expect(metrics).toMatch(/^keyslice_router_coordinator_connected 0$/m);
+    const acks = load.acks;
+    await waitFor(async () => load.acks > acks + 200, 'the load to go on without the coordinator').catch((err: Error) => {
+      throw new Error(`${err.message}; errors: ${load.errors.slice(0, 3).map((e) => `${e.code}: ${e.message}`).join('; ')}`);
+    });
+    const created = await fetch(`${r.url}/api/CreateTable`, { method: 'POST', body: JSON.stringify({ table: 'other', shardingKey: { name: 'id', type: 'string' } }) });
+    expect(created.status).toBe(503);
+    expect(((await created.json()) as { error: { code: string } }).error.code).toBe('Unavailable');
+    // Slices move while the router cannot hear of it; once the coordinator is back it catches up.
+    await node(coord.url, coord.url, 'slice-node-3');
+    const st = await balanced(coord.url);
+    await proxy.listen(proxy.port);
+    proxy.mode = 'pass';
+    await waitFor(async () => {
+      const h = await health(r.url);
+      return h.coordinator === 'connected' && h.epoch === st.epoch;
+    }, 'the router to catch up');
+    const after = load.acks;
+    await waitFor(async () => load.acks > after + 200, 'the load to go on');
+    await load.stop();
+    // While it was cut off, writes to moved slices could fail (retryably); none was lost or doubled.
+    expect(load.errors.filter((e) => e.code !== 'WrongOwner' && e.code !== 'Unavailable').map((e) => e.code)).toEqual([]);
+    expect(await load.verify(500)).toBe(500 + load.acked.size);
+    expect((await c.request('CreateTable', { table: 'other', shardingKey: { name: 'id', type: 'string' } })).table.name).toBe('other');
+    expect(await c.listTables()).toEqual(['elastic', 'other']);
+  });
+});
+
+describe('a router serves what the coordinator serves', () => {
+  it('the same token, limits and errors; table changes and DynamoDB table operations go to the coordinator, items stay on the router', async () => {
+    fresh();
+    const token = 'router-test-token';
+    authToken = token;
+    const coord = await coordinator(0, ['--token', token]);
+    await node(coord.url, coord.url, 'slice-node-1');
+    const r1 = await router('router-1', coord.url, ['--token', token]);
+    const r2 = await router('router-2', coord.url, ['--token', token]);
+    await expectError(KeysliceClient.connect(r1.url), 'Unauthorized');
+    const c = await client(r1.url, 1, token);
+    await c.createTable('native', { name: 'id', type: 'string' });
+    // Another router has the table as soon as the first one answered.
+    const c2 = await client(r2.url, 1, token);
+    expect(await c2.listTables()).toEqual(['native']);
+    // A request over the limit gets the coordinator's status, code and message from a router.
+    const big = JSON.stringify({ table: 'native', item: { id: 'big', pad: 'x'.repeat(420_000) } });
+    const answers = await Promise.all(
+      [coord.url, r1.url].map(async (u) => {
+        const res = await fetch(`${u}/api/PutItem`, { method: 'POST', body: big, headers: { authorization: `Bearer ${token}` } });
+        return { status: res.status, body: await res.json() };
+      }),
+    );
+    expect(answers[1]).toEqual(answers[0]);
+    expect(answers[0].status).toBe(413);
+    // DynamoDB through routers: the table and its settings are the coordinator's, so another router sees them.
+    const d1 = dynamoClient(r1.url, token);
+    const d2 = dynamoClient(r2.url, token);
+    try {
+      await d1.send(
+        new CreateTableCommand({
+          TableName: 'dyn',
+          AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+          KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+          BillingMode: 'PAY_PER_REQUEST',
+        }),
+      );
+      await d1.send(new UpdateTableCommand({ TableName: 'dyn', BillingMode: 'PROVISIONED', ProvisionedThroughput: { ReadCapacityUnits: 7, WriteCapacityUnits: 3 } }));
+      const described = await d2.send(new DescribeTableCommand({ TableName: 'dyn' }));
+      expect(described.Table?.ProvisionedThroughput?.ReadCapacityUnits).toBe(7);
+      await d2.send(new PutItemCommand({ TableName: 'dyn', Item: { pk: { S: 'a' }, n: { N: '1' } } }));
+      expect((await d1.send(new GetItemCommand({ TableName: 'dyn', Key: { pk: { S: 'a' } } }))).Item).toEqual({ pk: { S: 'a' }, n: { N: '1' } });
+    } finally {
+      d1.destroy();
+      d2.destroy();
+    }
+  });
+});
