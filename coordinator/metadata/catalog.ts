@@ -39,6 +39,14 @@ const EVEN_DISTRIBUTION_FIELDS = ['buckets'];
 
 const TABLE_NAME = new RegExp(`^[A-Za-z0-9_.-]{${TABLE_NAME_CHARS_MIN},${TABLE_NAME_CHARS_MAX}}$`);
 
+/** A table by the name a request gave: the catalog's and a router's copy answer alike. */
+export function tableNamed(tables: ReadonlyMap<string, Table>, name: unknown): Table {
+  if (typeof name !== 'string') throw new KeysliceError('ValidationError', '"table" must be a table name (a string)');
+  const t = tables.get(name);
+  if (t === undefined) throw new KeysliceError('TableNotFound', `table "${name}" does not exist`);
+  return t;
+}
+
 export class Catalog {
   private readonly tables = new Map<string, Table>();
   private nextTableId = 1;
@@ -61,10 +69,7 @@ export class Catalog {
   }
 
   get(name: unknown): Table {
-    if (typeof name !== 'string') throw new KeysliceError('ValidationError', '"table" must be a table name (a string)');
-    const t = this.tables.get(name);
-    if (t === undefined) throw new KeysliceError('TableNotFound', `table "${name}" does not exist`);
-    return t;
+    return tableNamed(this.tables, name);
   }
 
   names(): string[] {

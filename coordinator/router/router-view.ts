@@ -16,7 +16,7 @@ import {
   WRONG_OWNER_RETRY_DELAY_MS_MAX,
 } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol.js';
-import { withColumns, type Table } from '../metadata/catalog.js';
+import { tableNamed, withColumns, type Table } from '../metadata/catalog.js';
 import { NodeLink, requireReady } from '../metadata/node-link.js';
 import type { Routing, TableSource } from './routing.js';
 
@@ -120,10 +120,7 @@ export class RouterView implements Routing, TableSource {
   // ---- TableSource -----------------------------------------------------------
 
   get(name: unknown): Table {
-    if (typeof name !== 'string') throw new KeysliceError('ValidationError', '"table" must be a table name (a string)');
-    const t = this.tables.get(name);
-    if (t === undefined) throw new KeysliceError('TableNotFound', `table "${name}" does not exist`);
-    return t;
+    return tableNamed(this.tables, name);
   }
 
   names(): string[] {
