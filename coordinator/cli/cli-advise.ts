@@ -6,7 +6,8 @@
 // --max-items items: memory grows with the distinct keys counted, not the file).
 import type { AccessEntry, AdviceReport } from '../../shared/advice.js';
 import type { KeySchema } from '../../shared/api.js';
-import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
+import { EXIT_USAGE, UsageError } from '../../shared/cli-args.js';
+import { readCommand } from './command-line.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { initHashing } from '../../shared/hashing.js';
 import { KEY_TYPES, type KeyType } from '../../shared/key-encoding.js';
@@ -75,32 +76,19 @@ function wholeNumber(v: string | undefined, flag: string, min: number, max: numb
 }
 
 function parse(args: string[]) {
-  const { values: v, positionals } = readCommandLine({
-    args,
-    options: {
-      table: { type: 'string' },
-      sharding: { type: 'string' },
-      sorting: { type: 'string' },
-      even: { type: 'string' },
-      slices: { type: 'string' },
-      nodes: { type: 'string' },
-      'max-items': { type: 'string' },
-      'access-log': { type: 'string' },
-      format: { type: 'string' },
-      'expected-items': { type: 'string' },
-      moment: { type: 'string' },
-      json: { type: 'boolean' },
-      url: { type: 'string' },
-      token: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    strict: true,
-    allowPositionals: true,
+  const { values: v, positionals } = readCommand(args, ADVISE_USAGE, {
+    table: { type: 'string' },
+    sharding: { type: 'string' },
+    sorting: { type: 'string' },
+    even: { type: 'string' },
+    slices: { type: 'string' },
+    nodes: { type: 'string' },
+    'max-items': { type: 'string' },
+    'access-log': { type: 'string' },
+    format: { type: 'string' },
+    'expected-items': { type: 'string' },
+    moment: { type: 'string' },
   });
-  if (v.help === true) {
-    console.log(ADVISE_USAGE);
-    process.exit(0);
-  }
   if (positionals.length !== 1) throw new UsageError(`advise takes one sample file, got ${positionals.length === 0 ? 'none' : positionals.join(' ')}`);
   const local = v.sharding !== undefined && v.url === undefined;
   if (v.sharding === undefined && v.table === undefined) throw new UsageError('advise needs --table T (a table of the running cluster) or the design: --sharding name:type');

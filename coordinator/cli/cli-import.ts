@@ -9,7 +9,8 @@
 // writes count as imported.
 import { openSync, readSync, closeSync, statSync } from 'node:fs';
 import type { ItemFailure } from '../../shared/api.js';
-import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
+import { EXIT_USAGE, UsageError } from '../../shared/cli-args.js';
+import { readCommand } from './command-line.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { initHashing, xxHash32 } from '../../shared/hashing.js';
 import { firstPartLength } from '../../shared/key-encoding.js';
@@ -97,27 +98,14 @@ function die(message: string, code = 1): never {
 }
 
 function parse(args: string[]) {
-  const { values: v, positionals } = readCommandLine({
-    args,
-    options: {
-      order: { type: 'string' },
-      parallel: { type: 'string' },
-      batch: { type: 'string' },
-      'on-error': { type: 'string' },
-      format: { type: 'string' },
-      seed: { type: 'string' },
-      json: { type: 'boolean' },
-      url: { type: 'string' },
-      token: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    strict: true,
-    allowPositionals: true,
+  const { values: v, positionals } = readCommand(args, IMPORT_USAGE, {
+    order: { type: 'string' },
+    parallel: { type: 'string' },
+    batch: { type: 'string' },
+    'on-error': { type: 'string' },
+    format: { type: 'string' },
+    seed: { type: 'string' },
   });
-  if (v.help === true) {
-    console.log(IMPORT_USAGE);
-    process.exit(0);
-  }
   if (positionals.length !== 2) throw new UsageError(`import takes a table and a file: keyslice import TABLE FILE (got ${positionals.length} arguments)`);
   const order = (v.order ?? 'as-is') as ImportOrder;
   if (!IMPORT_ORDERS.includes(order)) throw new UsageError(`--order must be one of ${IMPORT_ORDERS.join(', ')}, got "${v.order}"`);
@@ -309,6 +297,23 @@ class BadLines {
 }
 
 /** The entry of a record: the item and its key in this table, or the reason it is none. */
+/** The file's records with their checked entries, in file order; a bad record is reported
+ * (with its line) and skipped, or ends the walk when --on-error stop says so. */
+async function* checkedEntries(file: string, parser: ItemParser, table: Table, sliceCount: number, bad: BadLines): AsyncGenerator<[RawRecord, Entry]> {
+  for await (const r of records(file, parser.format)) {
+    let e: Entry;
+    try {
+      if (parser.takeHeader(r)) continue;
+      e = entryOf(parser, table, sliceCount, r);
+    } catch (err) {
+      if (!(err instanceof BadRecord)) throw err;
+      if (!bad.report(err.line, err.message)) return;
+      continue;
+    }
+    yield [r, e];
+  }
+}
+
 function entryOf(parser: ItemParser, table: Table, sliceCount: number, r: RawRecord): Entry {
   const item = parser.item(r);
   let pk: PrimaryKey;
@@ -383,16 +388,7 @@ async function run(o: Options, client: KeysliceClient, table: Table, sliceCount:
   const started = Date.now();
   try {
     if (o.order === 'as-is') {
-      for await (const r of records(o.file, parser.format)) {
-        let e: Entry;
-        try {
-          if (parser.takeHeader(r)) continue;
-          e = entryOf(parser, table, sliceCount, r);
-        } catch (err) {
-          if (!(err instanceof BadRecord)) throw err;
-          if (!bad.report(err.line, err.message)) break;
-          continue;
-        }
+      for await (const [r, e] of checkedEntries(o.file, parser, table, sliceCount, bad)) {
         put++;
         bytesPut = r.end;
         await writer.put(e);
@@ -457,16 +453,7 @@ async function indexFile(o: Options, parser: ItemParser, table: Table, sliceCoun
   let ends = new Float64Array(cap);
   const keys: string[] = [];
   let n = 0;
-  for await (const r of records(o.file, parser.format)) {
-    let e: Entry;
-    try {
-      if (parser.takeHeader(r)) continue;
-      e = entryOf(parser, table, sliceCount, r);
-    } catch (err) {
-      if (!(err instanceof BadRecord)) throw err;
-      if (!bad.report(err.line, err.message)) break;
-      continue;
-    }
+  for await (const [r, e] of checkedEntries(o.file, parser, table, sliceCount, bad)) {
     if (n >= IMPORT_INDEXED_ITEMS_MAX) die(`--order ${o.order} indexes the file first and takes at most ${IMPORT_INDEXED_ITEMS_MAX} items; use --order as-is for larger files`);
     if (n === cap) {
       cap *= 2;
