@@ -85,7 +85,8 @@ const metrics = () => {
 const studio = new Studio(catalog, cluster, security.token);
 const feed = new ClusterFeed(map, catalog, cluster);
 const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount });
-const { server, wss } = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }));
+const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }));
+const { server, wss } = client;
 
 // ws re-emits the server's errors on wss; either way a listen error is one sentence, not a stack trace.
 const ownPort = routers === 0 ? port : clusterPort;
@@ -153,10 +154,7 @@ function shutdown(): void {
   feed.close();
   studio.close();
   cluster.close();
-  for (const c of wss.clients) c.terminate();
-  wss.close();
-  server.close();
-  server.closeAllConnections();
+  client.close();
   process.exit(0);
 }
 process.on('SIGINT', shutdown);

@@ -15,7 +15,14 @@ import { answerClientError } from './http-api.js';
 import type { Operations } from './operations.js';
 import { attachWebSocketApi } from './ws-api.js';
 
-export function clientServer(ops: Operations, token: string, handle: (req: IncomingMessage, res: ServerResponse) => void): { server: Server; wss: WebSocketServer } {
+export interface ClientServer {
+  server: Server;
+  wss: WebSocketServer;
+  /** Drops every client connection and stops listening (a process that stops). */
+  close(): void;
+}
+
+export function clientServer(ops: Operations, token: string, handle: (req: IncomingMessage, res: ServerResponse) => void): ClientServer {
   const server = createServer(
     { headersTimeout: HTTP_HEADERS_TIMEOUT_MS, requestTimeout: HTTP_REQUEST_TIMEOUT_MS, connectionsCheckingInterval: HTTP_TIMEOUT_CHECK_INTERVAL_MS },
     handle,
@@ -24,5 +31,11 @@ export function clientServer(ops: Operations, token: string, handle: (req: Incom
   server.timeout = HTTP_IDLE_TIMEOUT_MS;
   server.on('clientError', answerClientError);
   const wss = attachWebSocketApi(ops, server, token);
-  return { server, wss };
+  const close = () => {
+    for (const c of wss.clients) c.terminate();
+    wss.close();
+    server.close();
+    server.closeAllConnections();
+  };
+  return { server, wss, close };
 }

@@ -63,7 +63,8 @@ const metrics = () =>
   ]);
 // DynamoDB's table settings stay with the coordinator (its table operations are forwarded).
 const dynamodb = new DynamoDbEndpoint(ops, { dataDir: null, token: security.token, sliceCount: view.sliceCount });
-const { server, wss } = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, null, security, req, res, dynamodb, undefined, { router }));
+const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, null, security, req, res, dynamodb, undefined, { router }));
+const { server, wss } = client;
 
 // A router the coordinator started leaves the sentence to it (said once, however many routers).
 const listenFailed = (err: NodeJS.ErrnoException) => {
@@ -82,10 +83,7 @@ server.listen(port, args.host, () => {
 
 function shutdown(): void {
   view.close();
-  for (const c of wss.clients) c.terminate();
-  wss.close();
-  server.close();
-  server.closeAllConnections();
+  client.close();
   process.exit(0);
 }
 process.on('SIGINT', shutdown);
