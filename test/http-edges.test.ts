@@ -13,7 +13,7 @@ import { HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, REQUEST_BYTES_MAX, RE
 import { CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 import { expectError } from './cluster-fixture.js';
 import { waitFor } from './elastic-fixture.js';
-import { parseResponses, postHead, rawConnect, rawHttp, readAll, type RawResponse } from './raw-socket.js';
+import { parseResponses, postHead, rawConnect, rawHttp, readAll, watchedConnect, type RawResponse } from './raw-socket.js';
 
 const TOKEN = 'edge-token';
 const SECRET = 'edge-secret';
@@ -108,15 +108,7 @@ describe('Retry-After', () => {
 
 describe('a body over the request limit', () => {
   it('is answered 413 as soon as Content-Length says so, and the client reads it while it still sends', async () => {
-    const socket = await rawConnect(url);
-    const chunks: Buffer[] = [];
-    let error: string | undefined;
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', (err) => (error = (err as NodeJS.ErrnoException).code));
-    const closed = new Promise<boolean>((resolve) => {
-      socket.on('close', () => resolve(true));
-      setTimeout(() => resolve(false), 30_000);
-    });
+    const { socket, chunks, error, closed } = await watchedConnect(url);
     const size = 40 * 1024 * 1024;
     socket.write(postHead(url, '/api/PutItem', { ...AUTH, 'content-type': 'application/json', 'content-length': size }));
     // The answer comes before any byte of the body.
@@ -127,20 +119,12 @@ describe('a body over the request limit', () => {
     const piece = Buffer.alloc(1024 * 1024, 0x20);
     for (let sent = 0; sent < size; sent += piece.length) socket.write(piece);
     expect(await closed).toBe(true);
-    expect(error).toBeUndefined();
+    expect(error()).toBeUndefined();
     expect(parseResponses(Buffer.concat(chunks))).toHaveLength(1);
   });
 
   it('is answered 413 once a chunked body passes the limit, before it ends', async () => {
-    const socket = await rawConnect(url);
-    const chunks: Buffer[] = [];
-    let error: string | undefined;
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', (err) => (error = (err as NodeJS.ErrnoException).code));
-    const closed = new Promise<boolean>((resolve) => {
-      socket.on('close', () => resolve(true));
-      setTimeout(() => resolve(false), 30_000);
-    });
+    const { socket, chunks, error, closed } = await watchedConnect(url);
     socket.write(postHead(url, '/api/PutItem', { ...AUTH, 'content-type': 'application/json', 'transfer-encoding': 'chunked' }));
     const piece = Buffer.alloc(1024 * 1024, 0x20);
     for (let sent = 0; sent <= REQUEST_BYTES_MAX; sent += piece.length) socket.write(Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n')]));
@@ -149,7 +133,7 @@ describe('a body over the request limit', () => {
     expect([r.status, r.headers.connection, errorOf(r).code]).toEqual([413, 'close', 'RequestTooLarge']);
     socket.write('0\r\n\r\n');
     expect(await closed).toBe(true);
-    expect(error).toBeUndefined();
+    expect(error()).toBeUndefined();
   });
 });
 

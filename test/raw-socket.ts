@@ -20,6 +20,21 @@ export function rawConnect(url: string): Promise<Socket> {
   });
 }
 
+/** A connection whose answers are gathered as they come, with the error code it met (if any)
+ * and whether the server closed it within `closeWithinMs` (for a test that goes on writing). */
+export async function watchedConnect(url: string, closeWithinMs = 30_000): Promise<{ socket: Socket; chunks: Buffer[]; error: () => string | undefined; closed: Promise<boolean> }> {
+  const socket = await rawConnect(url);
+  const chunks: Buffer[] = [];
+  let error: string | undefined;
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  socket.on('error', (err) => (error = (err as NodeJS.ErrnoException).code));
+  const closed = new Promise<boolean>((resolve) => {
+    socket.on('close', () => resolve(true));
+    setTimeout(() => resolve(false), closeWithinMs);
+  });
+  return { socket, chunks, error: () => error, closed };
+}
+
 /** Collects what the server sends on `socket` until it closes or `timeoutMs` passes. */
 export function readAll(socket: Socket, timeoutMs: number): Promise<{ bytes: Buffer; closed: boolean; error?: string }> {
   const chunks: Buffer[] = [];
