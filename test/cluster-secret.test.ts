@@ -8,11 +8,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { isLoopbackHost } from '../shared/auth.js';
 import { CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
+import { wsHandshakeStatus as handshake } from './raw-socket.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-secret-'));
 const lines: string[] = [];
@@ -25,22 +25,6 @@ afterAll(async () => {
   await cluster?.stop();
   rmSync(dataDir, { recursive: true, force: true });
 });
-
-/** The HTTP status of a WebSocket handshake with a slice node (101: accepted). */
-function handshake(url: string, headers: Record<string, string>): Promise<number> {
-  return new Promise((resolve) => {
-    const ws = new WebSocket(url, { headers });
-    ws.on('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0);
-      ws.terminate();
-    });
-    ws.on('open', () => {
-      resolve(101);
-      ws.close();
-    });
-    ws.on('error', () => resolve(-1));
-  });
-}
 
 describe('a local cluster', () => {
   it('has a random cluster secret, and its node refuses a connection without it', async () => {

@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import WebSocket from 'ws';
 
 export interface RawResponse {
   status: number;
@@ -225,4 +226,20 @@ export function memoryMb(pid: number): { rss: number; peak: number } {
 /** Resets the peak that memoryMb reports (Linux: 5 into /proc/<pid>/clear_refs). */
 export function resetMemoryPeak(pid: number): void {
   writeFileSync(`/proc/${pid}/clear_refs`, '5');
+}
+
+/** The HTTP status of a WebSocket handshake with these headers (101: accepted; -1: no answer). */
+export function wsHandshakeStatus(url: string, headers: Record<string, string>, timeoutMs = 10_000): Promise<number> {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url, { headers, handshakeTimeout: timeoutMs });
+    ws.on('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0);
+      ws.terminate();
+    });
+    ws.on('open', () => {
+      resolve(101);
+      ws.close();
+    });
+    ws.on('error', () => resolve(-1));
+  });
 }

@@ -5,13 +5,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startProcess, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 import { expectError } from './cluster-fixture.js';
 import { waitFor } from './elastic-fixture.js';
+import { wsHandshakeStatus } from './raw-socket.js';
 
 const TOKEN = 'client-token-1';
 const SECRET = 'cluster-secret-1';
@@ -81,18 +81,7 @@ describe('cluster secret', () => {
 
   it('a process without the secret cannot send slice commands to a node', async () => {
     for (const headers of [{}, { [CLUSTER_SECRET_HEADER]: 'guess' }]) {
-      const code = await new Promise<number>((resolve) => {
-        const ws = new WebSocket(node.url, { headers });
-        ws.on('unexpected-response', (_req, res) => {
-          resolve(res.statusCode ?? 0);
-          ws.terminate();
-        });
-        ws.on('open', () => {
-          resolve(101);
-          ws.close();
-        });
-        ws.on('error', () => {});
-      });
+      const code = await wsHandshakeStatus(node.url, headers);
       expect(code).toBe(401);
     }
   });
