@@ -243,7 +243,8 @@ describe('standalone routers', () => {
     await b.verify(1_000);
   });
 
-  it('a router that misses the map changes is refused WrongOwner, refreshes and retries: no client sees an error', async () => {
+  /** A fresh cluster of two nodes and one router whose link to the coordinator passes a proxy the test controls; `items` loaded through the router. */
+  async function routerBehindProxy(items: number) {
     fresh();
     const coord = await coordinator(0);
     await node(coord.url, coord.url, 'slice-node-1');
@@ -254,7 +255,12 @@ describe('standalone routers', () => {
     const r = await router('router-1', await proxy.listen());
     const c = await client(r.url);
     await c.createTable('elastic', { name: 'id', type: 'string' });
-    await bulkItems(c, 1_000);
+    await bulkItems(c, items);
+    return { coord, proxy, r, c };
+  }
+
+  it('a router that misses the map changes is refused WrongOwner, refreshes and retries: no client sees an error', async () => {
+    const { coord, proxy, r, c } = await routerBehindProxy(1_000);
     // From here the router's long poll of the feed is never answered: it learns of no move.
     proxy.mode = 'hold';
     await waitFor(async () => proxy.heldPolls > 0, 'the router to poll the feed');
@@ -273,17 +279,7 @@ describe('standalone routers', () => {
   });
 
   it('a router that loses its coordinator keeps serving with its map, says so, refuses table changes, and catches up when it is back', async () => {
-    fresh();
-    const coord = await coordinator(0);
-    await node(coord.url, coord.url, 'slice-node-1');
-    await node(coord.url, coord.url, 'slice-node-2');
-    await balanced(coord.url);
-    const proxy = new Proxy(new URL(coord.url));
-    setup.proxies.push(proxy);
-    const r = await router('router-1', await proxy.listen());
-    const c = await client(r.url);
-    await c.createTable('elastic', { name: 'id', type: 'string' });
-    await bulkItems(c, 500);
+    const { coord, proxy, r, c } = await routerBehindProxy(500);
     const load = new WriteLoad(c, 'elastic', 4, 30);
     proxy.cut();
     await waitFor(async () => (await health(r.url)).coordinator === 'lost', 'the router to notice');
