@@ -82,7 +82,7 @@ interface Result {
 }
 
 /** One client process (`script` under dist/bench with `scriptArgs`); resolves with its results (or an error). */
-function runClient(script: string, scriptArgs: string[]): Promise<Result[]> {
+function runClient(script: string, scriptArgs: string[]): Promise<{ results: Result[]; redirects?: number }> {
   const child = spawn(process.execPath, [join(here, script), ...scriptArgs, ...shape], { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
   let out = '';
@@ -95,9 +95,9 @@ function runClient(script: string, scriptArgs: string[]): Promise<Result[]> {
     child.on('exit', (code) => {
       clearTimeout(timer);
       try {
-        const parsed = JSON.parse(out.slice(out.indexOf('{'))) as { results: Result[]; failure?: string };
+        const parsed = JSON.parse(out.slice(out.indexOf('{'))) as { results: Result[]; redirects?: number; failure?: string };
         if (parsed.failure !== undefined && parsed.results.length < workloads.length) throw new Error(parsed.failure);
-        resolveRun(parsed.results);
+        resolveRun(parsed);
       } catch (e) {
         reject(new Error(`a client (${script}) exited (${code}) without all results: ${(e as Error).message.slice(0, 200)} ${err.split('\n').slice(-5).join(' ')}`));
       }
@@ -129,9 +129,12 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
   const procs = servers();
   const cpu0 = procs.map((p) => cpuSecondsOf([p.pid]));
   const t0 = performance.now();
-  const results = await Promise.all(Array.from({ length: clients }, () => runClient(script, scriptArgs)));
+  const runs = await Promise.all(Array.from({ length: clients }, () => runClient(script, scriptArgs)));
   const wall = (performance.now() - t0) / 1000;
-  cpuShares.set(label, procs.map((p, i) => `${p.name} ${Math.round(((cpuSecondsOf([p.pid]) - cpu0[i]) / wall) * 100)}%`).join(', '));
+  const results = runs.map((r) => r.results);
+  // A Redis Cluster client follows MOVED answers; with a right slot map there are none.
+  const redirects = runs.some((r) => r.redirects !== undefined) ? `; MOVED answers met by its clients: ${runs.reduce((a, r) => a + (r.redirects ?? 0), 0)}` : '';
+  cpuShares.set(label, procs.map((p, i) => `${p.name} ${Math.round(((cpuSecondsOf([p.pid]) - cpu0[i]) / wall) * 100)}%`).join(', ') + redirects);
   const rows = new Map<string, Row>();
   for (const w of workloads) {
     const mine = results.map((r) => r.find((x) => x.workload === w)).filter((x): x is Result => x !== undefined);
@@ -303,7 +306,7 @@ server's, and a Redis Cluster's with as many shards as the shape has slice nodes
 |---|---|---:|---:|---:|---:|---:|
 ${sideLines.join('\n')}
 
-## CPU of each server process while its clients ran (% of one core, all threads)
+## CPU of each server process while its clients ran (% of one core, all threads; preloading included)
 
 ${[...cpuShares].map(([label, shares]) => `- ${label}: ${shares}`).join('\n')}
 
