@@ -35,11 +35,13 @@ const args = parseArgs(
     workload: { default: WORKLOADS.join(','), help: `workloads run in order by every client: ${WORKLOADS.join(', ')}` },
     duration: { default: '10', help: 'seconds per workload' },
     ops: { default: '1000000', help: 'ops per workload per client, at most' },
+    rounds: { default: '1', help: 'rounds; each runs every shape and every Redis once, the order turned by one from round to round, and each figure is the median over them' },
     connections: { default: '4', help: 'connections per client process (to Redis: to each shard)' },
     concurrency: { default: '32', help: 'requests in flight per client process' },
     durability: { default: 'os', help: 'the slice nodes\' durability (os: the request path is measured, not the disk; Redis runs without persistence)' },
     'redis-server': { default: '', help: 'the redis-server binary (empty: the one on this machine, installed with apt-get if missing; none: no Redis runs)' },
     out: { default: join(here, '..', '..', 'bench', 'SCALE.md'), help: 'the report to write' },
+    note: { default: '', help: 'a sentence about the machine or the run, put in the report as it is' },
   },
   'usage: node dist/bench/scale.js [--shapes 0:2:2,2:2:2] [--clients 2] [--workload put,get,range,batch] [--duration 10] [--redis-server /usr/bin/redis-server]',
 );
@@ -51,6 +53,8 @@ const shapes = args.shapes!.split(',').map((s) => {
 const clients = intArg('clients', args.clients, 1, 64);
 const duration = intArg('duration', args.duration, 1, 3600);
 const ops = intArg('ops', args.ops, 1, 10_000_000);
+const roundCount = intArg('rounds', args.rounds, 1, 20);
+const failedRounds: string[] = [];
 const workloads = args.workload!.split(',');
 for (const w of workloads) if (!WORKLOADS.includes(w)) fail(`--workload: "${w}" is not one of ${WORKLOADS.join(', ')}`);
 const shape = ['--duration', String(duration), '--ops', String(ops), '--connections', args.connections!, '--concurrency', args.concurrency!, '--workload', workloads.join(',')];
@@ -117,10 +121,13 @@ interface Row {
   p99: number;
   errors: number;
 }
-/** system label -> workload -> its row ('failed: ...' where the run failed). */
-const measured = new Map<string, Map<string, Row> | string>();
-/** system label -> the CPU of each of its server processes over the clients' run, in % of one core. */
-const cpuShares = new Map<string, string>();
+/** system label -> one entry per round: workload -> its row, or 'failed: ...' where that round failed. */
+const rounds = new Map<string, (Map<string, Row> | string)[]>();
+/** system label -> server process name -> its CPU over each round's client run, in % of one core. */
+const cpuShares = new Map<string, Map<string, number[]>>();
+/** system label -> MOVED answers its clients met, all rounds (Redis Cluster clients only). */
+const redirectsMet = new Map<string, number>();
+const record = (label: string, entry: Map<string, Row> | string) => rounds.set(label, [...(rounds.get(label) ?? []), entry]);
 
 /** Runs `clients` client processes at once and records their rows under `label`; `servers` are the
  * processes whose CPU is reported (name and PID, looked up when the run starts). */
@@ -133,8 +140,10 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
   const wall = (performance.now() - t0) / 1000;
   const results = runs.map((r) => r.results);
   // A Redis Cluster client follows MOVED answers; with a right slot map there are none.
-  const redirects = runs.some((r) => r.redirects !== undefined) ? `; MOVED answers met by its clients: ${runs.reduce((a, r) => a + (r.redirects ?? 0), 0)}` : '';
-  cpuShares.set(label, procs.map((p, i) => `${p.name} ${Math.round(((cpuSecondsOf([p.pid]) - cpu0[i]) / wall) * 100)}%`).join(', ') + redirects);
+  if (runs.some((r) => r.redirects !== undefined)) redirectsMet.set(label, (redirectsMet.get(label) ?? 0) + runs.reduce((a, r) => a + (r.redirects ?? 0), 0));
+  const shares = cpuShares.get(label) ?? new Map<string, number[]>();
+  procs.forEach((p, i) => shares.set(p.name, [...(shares.get(p.name) ?? []), ((cpuSecondsOf([p.pid]) - cpu0[i]) / wall) * 100]));
+  cpuShares.set(label, shares);
   const rows = new Map<string, Row>();
   for (const w of workloads) {
     const mine = results.map((r) => r.find((x) => x.workload === w)).filter((x): x is Result => x !== undefined);
@@ -149,50 +158,61 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
     rows.set(w, row);
     log(`  ${w}: ${fmt(row.ops)} ops/s${row.items !== null ? `, ${fmt(row.items)} items/s` : ''}, p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, ${row.errors} errors`);
   }
-  measured.set(label, rows);
+  record(label, rows);
 }
 
 const failed = (label: string, err: unknown) => {
   const message = (err as Error).message.replace(/\|/g, '/').replace(/\s+/g, ' ').slice(0, 300);
-  measured.set(label, `failed: ${message}`);
+  record(label, `failed: ${message}`);
   log(`${label}: failed: ${message}`);
 };
 
 const loadBefore = loadavg();
 const t0 = performance.now();
 
+/** One system to measure: it starts its servers, measures, and stops them by PID, in every case. */
+interface Target {
+  label: string;
+  run: () => Promise<void>;
+}
+const targets: Target[] = [];
+
 // ---- keyslice, shape by shape ----------------------------------------------------------
 
 const shapeLabel = (s: (typeof shapes)[number]) => `keyslice ${s.routers} routers, ${s.nodes} nodes x ${s.workers} workers`;
 for (const s of shapes) {
-  if (interrupted) break;
-  const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-scale-'));
-  const secret = newClusterSecret();
-  const procs: ManagedProcess[] = [];
   const label = shapeLabel(s);
-  try {
-    const nodes = await Promise.all(
-      Array.from({ length: s.nodes }, (_, i) =>
-        startSliceNode({ name: `slice-node-${i + 1}`, dataDir: join(dataDir, `n${i + 1}`), port: 0, workers: s.workers, durability: args.durability as 'os', clusterSecret: secret }),
-      ),
-    );
-    procs.push(...nodes);
-    for (const n of nodes) track(n.child);
-    const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, nodes.map((n) => n.url), undefined, undefined, ['--routers', String(s.routers)], secret);
-    procs.push(coordinator);
-    track(coordinator.child);
-    await measure(label, 'load.js', ['--url', coordinator.url, '--json'], () => [
-      { name: 'coordinator', pid: coordinator.child.pid! },
-      // The routers are the coordinator's children (node:cluster workers).
-      ...childPids(coordinator.child.pid!).map((pid, i) => ({ name: `router ${i + 1}`, pid })),
-      ...nodes.map((n) => ({ name: n.name, pid: n.child.pid! })),
-    ]);
-  } catch (err) {
-    failed(label, err);
-  } finally {
-    await Promise.all(procs.map((p) => stopProcess(p.child)));
-    rmSync(dataDir, { recursive: true, force: true });
-  }
+  targets.push({
+    label,
+    run: async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-scale-'));
+      const secret = newClusterSecret();
+      const procs: ManagedProcess[] = [];
+      try {
+        const nodes = await Promise.all(
+          Array.from({ length: s.nodes }, (_, i) =>
+            startSliceNode({ name: `slice-node-${i + 1}`, dataDir: join(dataDir, `n${i + 1}`), port: 0, workers: s.workers, durability: args.durability as 'os', clusterSecret: secret }),
+          ),
+        );
+        procs.push(...nodes);
+        for (const n of nodes) track(n.child);
+        const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, nodes.map((n) => n.url), undefined, undefined, ['--routers', String(s.routers)], secret);
+        procs.push(coordinator);
+        track(coordinator.child);
+        await measure(label, 'load.js', ['--url', coordinator.url, '--json'], () => [
+          { name: 'coordinator', pid: coordinator.child.pid! },
+          // The routers are the coordinator's children (node:cluster workers).
+          ...childPids(coordinator.child.pid!).map((pid, i) => ({ name: `router ${i + 1}`, pid })),
+          ...nodes.map((n) => ({ name: n.name, pid: n.child.pid! })),
+        ]);
+      } catch (err) {
+        failed(label, err);
+      } finally {
+        await Promise.all(procs.map((p) => stopProcess(p.child)));
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+  });
 }
 
 // ---- Redis: one server, and a Redis Cluster per node count -------------------------------
@@ -218,27 +238,66 @@ if (args['redis-server'] === 'none') {
     redisNote = `Redis was not run: ${(err as Error).message.replace(/\s+/g, ' ').slice(0, 400)}`;
     log(redisNote);
   }
-  const targets: { label: string; shards: number | null }[] = [{ label: ONE_REDIS, shards: null }, ...shardCounts.map((n) => ({ label: clusterLabel(n), shards: n }))];
-  for (const target of redisServer !== null && Redis !== null ? targets : []) {
-    if (interrupted) break;
-    const dir = mkdtempSync(join(tmpdir(), 'keyslice-scale-redis-'));
-    const servers: RedisProcess[] = [];
-    try {
-      if (target.shards === null) servers.push(await startRedisServer(redisServer!, dir, track));
-      else servers.push(...(await startRedisCluster(Redis!, redisServer!, dir, target.shards, track)));
-      log(`${target.label}: redis-server pids ${servers.map((r) => r.child.pid).join(', ')}`);
-      await measure(target.label, 'redis-load.js', ['--port', String(servers[0].port), ...(target.shards === null ? [] : ['--cluster'])], () =>
-        servers.map((r, i) => ({ name: target.shards === null ? 'redis-server' : `shard ${i + 1}`, pid: r.child.pid! })),
-      );
-    } catch (err) {
-      failed(target.label, err);
-    } finally {
-      await Promise.all(servers.map((r) => stopProcess(r.child)));
-      // A server that failed to start is still in `children`: stop it too.
-      await Promise.all([...children].filter((c) => c.spawnfile === redisServer).map((c) => stopProcess(c)));
-      rmSync(dir, { recursive: true, force: true });
-    }
+  const redisTargets: { label: string; shards: number | null }[] = [{ label: ONE_REDIS, shards: null }, ...shardCounts.map((n) => ({ label: clusterLabel(n), shards: n }))];
+  for (const target of redisServer !== null && Redis !== null ? redisTargets : []) {
+    targets.push({
+      label: target.label,
+      run: async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'keyslice-scale-redis-'));
+        const servers: RedisProcess[] = [];
+        try {
+          if (target.shards === null) servers.push(await startRedisServer(redisServer!, dir, track));
+          else servers.push(...(await startRedisCluster(Redis!, redisServer!, dir, target.shards, track)));
+          log(`${target.label}: redis-server pids ${servers.map((r) => r.child.pid).join(', ')}`);
+          await measure(target.label, 'redis-load.js', ['--port', String(servers[0].port), ...(target.shards === null ? [] : ['--cluster'])], () =>
+            servers.map((r, i) => ({ name: target.shards === null ? 'redis-server' : `shard ${i + 1}`, pid: r.child.pid! })),
+          );
+        } catch (err) {
+          failed(target.label, err);
+        } finally {
+          await Promise.all(servers.map((r) => stopProcess(r.child)));
+          // A server that failed to start is still in `children`: stop it too.
+          await Promise.all([...children].filter((c) => c.spawnfile === redisServer).map((c) => stopProcess(c)));
+          rmSync(dir, { recursive: true, force: true });
+        }
+      },
+    });
   }
+}
+
+// ---- the rounds: every target once per round, the order turned by one each round ------------
+
+for (let r = 0; r < roundCount && !interrupted; r++) {
+  const order = [...targets.slice(r % targets.length), ...targets.slice(0, r % targets.length)];
+  log(`round ${r + 1} of ${roundCount}`);
+  for (const t of order) {
+    if (interrupted) break;
+    await t.run();
+  }
+}
+
+/** Per system: each workload's figures, the median over the rounds that measured it (each figure on its own). */
+const measured = new Map<string, Map<string, Row> | string>();
+for (const [label, entries] of rounds) {
+  const ok = entries.filter((e): e is Map<string, Row> => typeof e !== 'string');
+  if (ok.length === 0) {
+    measured.set(label, entries[0] as string);
+    continue;
+  }
+  const rows = new Map<string, Row>();
+  for (const w of workloads) {
+    const all = ok.map((e) => e.get(w)).filter((x): x is Row => x !== undefined);
+    if (all.length === 0) continue;
+    rows.set(w, {
+      ops: median(all.map((x) => x.ops)),
+      items: all.every((x) => x.items !== null) ? median(all.map((x) => x.items!)) : null,
+      p50: median(all.map((x) => x.p50)),
+      p99: median(all.map((x) => x.p99)),
+      errors: all.reduce((a, x) => a + x.errors, 0),
+    });
+  }
+  measured.set(label, rows);
+  if (ok.length < entries.length) failedRounds.push(`${label}: ${entries.length - ok.length} of ${entries.length} rounds failed (${(entries.find((e) => typeof e === 'string') as string).slice(0, 200)})`);
 }
 
 // ---- the report ----------------------------------------------------------------------------
@@ -274,12 +333,18 @@ for (const s of shapes) {
 const loadAfter = loadavg();
 const la = (l: number[]) => l.map((x) => x.toFixed(2)).join(' / ');
 const argv = process.argv.slice(2).join(' ');
+const cores = availableParallelism();
+// Before the run nothing of ours ran: a load average then is other work on the machine.
+const shared = loadBefore[0] >= cores / 2
+  ? `\n**Other work shared this machine**: the 1-minute load average was ${loadBefore[0].toFixed(2)} on ${cores} cores before the run began, so the figures are lower and noisier than on an idle machine; compare the systems within this run, not with other runs.`
+  : '';
+const note = args.note === '' ? '' : `\n${args.note}`;
 const report = `# Scale: throughput by cluster shape, side by side with Redis
 
 Written by \`npm run bench:scale\` (bench/scale.ts) on ${new Date().toISOString()}:
-${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}; every process on this one machine
+${cpus()[0]?.model ?? 'unknown CPU'}, ${cores} cores, Node ${process.version}; every process on this one machine
 (1-minute load average ${la(loadBefore)} before, ${la(loadAfter)} after; ${((performance.now() - t0) / 60000).toFixed(1)} min).
-Command: \`node dist/bench/scale.js${argv ? ' ' + argv : ''}\`.
+Command: \`${process.env.npm_lifecycle_event === 'bench:scale' ? `npm run bench:scale${argv ? ' -- ' + argv : ''}` : `node dist/bench/scale.js${argv ? ' ' + argv : ''}`}\`.${shared}${note}
 
 Each keyslice shape is a fresh local cluster (routers:nodes:workers; slice durability \`${args.durability}\`), driven by
 ${clients} client processes at once (bench/load.ts, ${args.connections} connections and ${args.concurrency} requests in flight
@@ -291,7 +356,10 @@ client, as load.ts preloads range's), batch 25 new items' HSETs in one pipeline 
 The cluster client is the bench's own: CRC16 slots (bench/redis-slot.ts) over the CLUSTER SLOTS map, MOVED
 answered by reading the map again. ${redisNote}
 
-ops/s and items/s: all clients together; p50: the median of the clients' p50; p99: the worst client's p99 (ms).
+${roundCount} round${roundCount === 1 ? '' : 's'}: each ran every keyslice shape and every Redis once, the order turned by one from
+round to round; each figure below is the median over the rounds (each figure on its own; errors are summed).
+Within a round, ops/s and items/s: all clients together; p50: the median of the clients' p50; p99: the worst
+client's p99 (ms).
 
 | system | workload | ops/s | items/s | p50 ms | p99 ms | errors |
 |---|---|---:|---:|---:|---:|---:|
@@ -306,10 +374,10 @@ server's, and a Redis Cluster's with as many shards as the shape has slice nodes
 |---|---|---:|---:|---:|---:|---:|
 ${sideLines.join('\n')}
 
-## CPU of each server process while its clients ran (% of one core, all threads; preloading included)
+## CPU of each server process while its clients ran (% of one core, all threads; preloading included; median over the rounds)
 
-${[...cpuShares].map(([label, shares]) => `- ${label}: ${shares}`).join('\n')}
-
+${[...cpuShares].map(([label, shares]) => `- ${label}: ${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
+${failedRounds.length > 0 ? `\nFailed rounds (the figures above are the medians of the others):\n\n${failedRounds.map((f) => `- ${f}`).join('\n')}\n` : ''}
 On a machine with few cores the routers, nodes, Redis servers and clients compete for the same
 cores, so these figures say little about a larger machine: run it there with shapes that fit its
 cores (e.g. \`--shapes 0:4:4,4:4:4,8:4:4 --clients 8\`; bench/README.md says how to carry it there).
