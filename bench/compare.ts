@@ -37,7 +37,7 @@ import { chunk, closedLoop, inBatches, NotFound, type Adapter, type Row, type Sa
 import { cpuSecondsOf } from './proc-cpu.js';
 import { ensureNpmPeers, ensureRedis, ROOT, run, versionOf } from './peers.js';
 import { RedisAdapter, SEQ_DIGITS, type RedisCtor } from './redis-adapter.js';
-import { freePort } from './redis-servers.js';
+import { freePort, startRedisServer } from './redis-servers.js';
 
 // ---- fixed shape of the comparison ------------------------------------------------
 
@@ -143,13 +143,15 @@ function log(line: string): void {
   process.stderr.write(`compare: ${line}\n`);
 }
 
+/** Keeps `child` among the processes to stop. */
+function adopt(child: ChildProcess): void {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+}
+
 /** Spawns `cmd` and resolves when a line of its output matches `ready`. */
 async function startChild(name: string, cmd: string, args: string[], ready: RegExp): Promise<ChildProcess> {
-  const onSpawn = (child: ChildProcess) => {
-    children.add(child);
-    child.once('exit', () => children.delete(child));
-  };
-  return (await spawnUntilReady(name, cmd, args, ready, { onSpawn })).child;
+  return (await spawnUntilReady(name, cmd, args, ready, { onSpawn: adopt })).child;
 }
 
 // ---- 1. the peers: bench/peers.ts ---------------------------------------------------
@@ -677,13 +679,13 @@ async function main(): Promise<number> {
     const dynaliteCli = join(dirname(req.resolve('dynalite/package.json')), 'cli.js');
 
     // 2. the servers
-    const redisPort = await freePort();
+    let redisPort = 0;
     let redisPid: number | null = null;
     if (redisServer !== null) {
-      log(`starting ${redisServer} on 127.0.0.1:${redisPort} (no persistence)`);
-      const redisProc = await startChild('redis-server', redisServer, ['--save', '', '--appendonly', 'no', '--port', String(redisPort), '--bind', '127.0.0.1', '--protected-mode', 'yes', '--dir', tmpdir()], /Ready to accept connections/);
-      log(`redis-server pid ${redisProc.pid}`);
-      redisPid = redisProc.pid ?? null;
+      const redisProc = await startRedisServer(redisServer, tmpdir(), adopt);
+      redisPort = redisProc.port;
+      redisPid = redisProc.child.pid ?? null;
+      log(`${redisServer} on 127.0.0.1:${redisPort} (no persistence): pid ${redisPid}`);
     }
     const dynPort = await freePort();
     log(`starting dynalite on 127.0.0.1:${dynPort} (in memory)`);
