@@ -22,25 +22,25 @@
 // Ctrl-C. Only 127.0.0.1 is contacted.
 //
 //   npm run bench:compare [-- --rounds 3 --duration 8 --warmup 2] [-- --only dynamodb]
-import { spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { createRequire } from 'node:module';
-import net from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { spawnUntilReady, startLocalCluster, stopProcess, type LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { readCommandLine, UsageError } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
+import { chunk, closedLoop, inBatches, NotFound, type Adapter, type Row, type Sample } from './driver.js';
+import { cpuSecondsOf } from './proc-cpu.js';
+import { ensureNpmPeers, ensureRedis, ROOT, run, versionOf } from './peers.js';
+import { RedisAdapter, SEQ_DIGITS, type RedisCtor } from './redis-adapter.js';
+import { freePort, startRedisServer } from './redis-servers.js';
 
 // ---- fixed shape of the comparison ------------------------------------------------
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'); // dist/bench -> the repository
-const PEERS_DIR = join(ROOT, 'bench', 'peers');
 const PEER_PACKAGES = ['dynalite', 'ioredis', '@aws-sdk/client-dynamodb', '@smithy/node-http-handler'] as const;
 
 const LOCAL_NODES = 2;
@@ -143,93 +143,21 @@ function log(line: string): void {
   process.stderr.write(`compare: ${line}\n`);
 }
 
+/** Keeps `child` among the processes to stop. */
+function adopt(child: ChildProcess): void {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+}
+
 /** Spawns `cmd` and resolves when a line of its output matches `ready`. */
 async function startChild(name: string, cmd: string, args: string[], ready: RegExp): Promise<ChildProcess> {
-  const onSpawn = (child: ChildProcess) => {
-    children.add(child);
-    child.once('exit', () => children.delete(child));
-  };
-  return (await spawnUntilReady(name, cmd, args, ready, { onSpawn })).child;
+  return (await spawnUntilReady(name, cmd, args, ready, { onSpawn: adopt })).child;
 }
 
-
-/** A port that was free on 127.0.0.1 a moment ago. */
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const s = net.createServer();
-    s.once('error', fail);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => done(port));
-    });
-  });
-}
-
-// ---- 1. the peers -------------------------------------------------------------------
-
-function run(cmd: string, args: string[], opts: { cwd?: string } = {}): { ok: boolean; output: string } {
-  const r = spawnSync(cmd, args, { cwd: opts.cwd, encoding: 'utf8', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }, maxBuffer: 64 << 20 });
-  return { ok: r.status === 0, output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? String(r.error) : ''}` };
-}
-
-function findRedisServer(): string | null {
-  for (const p of ['/usr/bin/redis-server', '/usr/local/bin/redis-server']) if (existsSync(p)) return p;
-  const r = run('sh', ['-c', 'command -v redis-server']);
-  return r.ok && r.output.trim() !== '' ? r.output.trim() : null;
-}
-
-function ensureRedis(): string {
-  const found = findRedisServer();
-  if (found !== null) return found;
-  if (process.getuid?.() !== 0) throw new Error('redis-server is not installed and this is not root: run `apt-get install -y redis-server` (Debian), then this again');
-  log('redis-server is missing: apt-get install -y redis-server');
-  let r = run('apt-get', ['install', '-y', 'redis-server']);
-  if (!r.ok) {
-    log('apt-get install failed; apt-get update, then again');
-    const u = run('apt-get', ['update']);
-    if (!u.ok) throw new Error(`apt-get update failed:\n${u.output.slice(-2000)}`);
-    r = run('apt-get', ['install', '-y', 'redis-server']);
-    if (!r.ok) throw new Error(`apt-get install -y redis-server failed:\n${r.output.slice(-2000)}`);
-  }
-  const installed = findRedisServer();
-  if (installed === null) throw new Error('apt-get installed redis-server but no redis-server binary is on the PATH');
-  return installed;
-}
-
-/** bench/peers/node_modules: npm ci from bench/peers/package-lock.json (npm install without it), if any peer is missing. */
-function ensureNpmPeers(): NodeJS.Require {
-  if (!existsSync(join(PEERS_DIR, 'package.json'))) throw new Error(`${PEERS_DIR}/package.json is missing (run from the repository, compiled: node dist/bench/compare.js)`);
-  const req = createRequire(join(PEERS_DIR, 'package.json'));
-  const missing = () => PEER_PACKAGES.filter((p) => {
-    try {
-      req.resolve(`${p}/package.json`);
-      return false;
-    } catch {
-      return true;
-    }
-  });
-  const absent = missing();
-  if (absent.length > 0) {
-    const lock = existsSync(join(PEERS_DIR, 'package-lock.json'));
-    const args = [lock ? 'ci' : 'install', '--prefix', PEERS_DIR, '--no-audit', '--no-fund'];
-    log(`peers missing in bench/peers/node_modules (${absent.join(', ')}): npm ${args.join(' ')}`);
-    const r = run('npm', args, { cwd: PEERS_DIR });
-    if (!r.ok) throw new Error(`npm ${args.join(' ')} failed:\n${r.output.slice(-3000)}`);
-    const still = missing();
-    if (still.length > 0) throw new Error(`after npm ${args[0]}, still missing in bench/peers: ${still.join(', ')}`);
-  }
-  return req;
-}
-
-const versionOf = (req: NodeJS.Require, pkg: string): string => (JSON.parse(readFileSync(req.resolve(`${pkg}/package.json`), 'utf8')) as { version: string }).version;
+// ---- 1. the peers: bench/peers.ts ---------------------------------------------------
 
 // ---- the data ---------------------------------------------------------------------------
 
-interface Row {
-  device: string;
-  seq: number;
-  payload: string;
-}
 /** The payload that makes an item about ITEM_BYTES, counted as keyslice counts it (names + values; a number is 8). */
 function paddingFor(exampleDevice: string): string {
   const fixed = 'device'.length + exampleDevice.length + 'seq'.length + 8 + 'payload'.length;
@@ -243,36 +171,6 @@ const putRow = (n: number, prefix = 'put'): Row => ({ device: `${prefix}-${n % P
 const retryPause = (attempt: number) => new Promise((r) => setTimeout(r, 100 * attempt));
 
 // ---- the adapters -------------------------------------------------------------------------
-
-/** One system as the driver sees it. `c` picks the connection (the driver's loop index mod the connections). */
-interface Adapter {
-  put(c: number, row: Row): Promise<void>;
-  /** Throws if the item is not there. */
-  get(c: number, device: string, seq: number): Promise<void>;
-  /** The first `n` items of `device` in sorting order; answers how many came back. */
-  range(c: number, device: string, n: number): Promise<number>;
-  /** Loads rows in batches, before the rounds (not measured). */
-  load(rows: Row[]): Promise<void>;
-  close(): Promise<void>;
-}
-
-class NotFound extends Error {
-  constructor() {
-    super('an item of the data set was not found');
-  }
-}
-
-/** Runs `fn` over `batches`, `inFlight` at a time. */
-async function inBatches<T>(batches: T[], inFlight: number, fn: (b: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: Math.min(inFlight, batches.length) }, async () => {
-    while (next < batches.length) {
-      if (interrupted) throw new Error('interrupted');
-      await fn(batches[next++]);
-    }
-  }));
-}
-const chunk = <T>(xs: T[], n: number): T[][] => Array.from({ length: Math.ceil(xs.length / n) }, (_, i) => xs.slice(i * n, (i + 1) * n));
 
 // -- keyslice: PutItem / GetItem / GetItems limit 100 over KeysliceClient (WebSocket, msgpack) --
 
@@ -309,90 +207,14 @@ class KeysliceAdapter implements Adapter {
         }
         await retryPause(attempt);
       }
-    });
+    }, () => interrupted);
   }
   async close(): Promise<void> {
     await Promise.allSettled(this.clients.map((c) => c.close()));
   }
 }
 
-// -- Redis via ioredis: a hash per item (HSET / HGETALL); a sorted set per sharding key for range reads --
-// The sorted set is what a user picks for "the items of one key in sorting order": every member
-// has score 0 and is `<sorting key, zero-padded>|<the item as JSON>`, so ZRANGEBYLEX ... LIMIT 0 100
-// answers the 100 items themselves in one round trip (no HGETALL per item), and the client parses them.
-
-interface RedisLike {
-  hset(key: string, ...fieldsAndValues: string[]): Promise<number>;
-  hgetall(key: string): Promise<Record<string, string>>;
-  zrangebylex(key: string, min: string, max: string, limit: 'LIMIT', offset: number, count: number): Promise<string[]>;
-  multi(): RedisPipeline;
-  pipeline(): RedisPipeline;
-  quit(): Promise<string>;
-  disconnect(): void;
-  info(section: string): Promise<string>;
-  once(event: string, fn: (...a: unknown[]) => void): void;
-}
-interface RedisPipeline {
-  hset(key: string, ...fieldsAndValues: string[]): RedisPipeline;
-  zadd(key: string, score: number, member: string): RedisPipeline;
-  exec(): Promise<[Error | null, unknown][] | null>;
-}
-type RedisCtor = new (options: Record<string, unknown>) => RedisLike;
-
-const SEQ_DIGITS = 10;
-const lexSeq = (seq: number) => String(seq).padStart(SEQ_DIGITS, '0');
-const itemKey = (device: string, seq: number) => `item:${device}:${lexSeq(seq)}`;
-const rangeKey = (device: string) => `range:${device}`;
-const rangeMember = (row: Row) => `${lexSeq(row.seq)}|${JSON.stringify(row)}`;
-
-class RedisAdapter implements Adapter {
-  private constructor(private readonly conns: RedisLike[]) {}
-  static async open(Redis: RedisCtor, port: number, connections: number): Promise<RedisAdapter> {
-    const conns: RedisLike[] = [];
-    for (let i = 0; i < connections; i++) {
-      const r = new Redis({ host: '127.0.0.1', port, commandTimeout: REQUEST_TIMEOUT_MS, maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: false });
-      await new Promise<void>((done, fail) => {
-        r.once('ready', () => done());
-        r.once('error', (e) => fail(e as Error));
-      });
-      conns.push(r);
-    }
-    return new RedisAdapter(conns);
-  }
-  /** Point writes as the issue's anchor measures them: HSET of the item's hash only. */
-  async put(c: number, row: Row): Promise<void> {
-    await this.conns[c].hset(itemKey(row.device, row.seq), 'device', row.device, 'seq', String(row.seq), 'payload', row.payload);
-  }
-  /** A write that also makes the item visible to range reads, as a keyslice PutItem does: MULTI HSET + ZADD EXEC. */
-  async putIndexed(c: number, row: Row): Promise<void> {
-    const res = await this.conns[c].multi().hset(itemKey(row.device, row.seq), 'device', row.device, 'seq', String(row.seq), 'payload', row.payload).zadd(rangeKey(row.device), 0, rangeMember(row)).exec();
-    const err = res?.find(([e]) => e !== null)?.[0];
-    if (res === null || err) throw err ?? new Error('MULTI was aborted');
-  }
-  async get(c: number, device: string, seq: number): Promise<void> {
-    const h = await this.conns[c].hgetall(itemKey(device, seq));
-    if (h.payload === undefined) throw new NotFound();
-  }
-  async range(c: number, device: string, n: number): Promise<number> {
-    const members = await this.conns[c].zrangebylex(rangeKey(device), `[${lexSeq(0)}`, `(${lexSeq(n)}`, 'LIMIT', 0, n);
-    let count = 0;
-    for (const m of members) if ((JSON.parse(m.slice(m.indexOf('|') + 1)) as Row).device === device) count++;
-    return count;
-  }
-  async load(rows: Row[]): Promise<void> {
-    let k = 0;
-    await inBatches(chunk(rows, 500), LOAD_IN_FLIGHT, async (batch) => {
-      const p = this.conns[k++ % this.conns.length].pipeline();
-      for (const row of batch) p.hset(itemKey(row.device, row.seq), 'device', row.device, 'seq', String(row.seq), 'payload', row.payload).zadd(rangeKey(row.device), 0, rangeMember(row));
-      const res = await p.exec();
-      const err = res?.find(([e]) => e !== null)?.[0];
-      if (res === null || err) throw err ?? new Error('pipeline failed');
-    });
-  }
-  async close(): Promise<void> {
-    await Promise.allSettled(this.conns.map((r) => r.quit()));
-  }
-}
+// -- Redis via ioredis: bench/redis-adapter.ts (a hash per item, a sorted set per sharding key) --
 
 // -- a DynamoDB API via the AWS SDK v3 (DynamoDBClient, keep-alive agent): PutItem / GetItem / Query Limit 100 --
 // The same class, so the same client settings, drives dynalite and keyslice's DynamoDB endpoint.
@@ -470,7 +292,7 @@ class DynamoSdkAdapter implements Adapter {
         if (attempt >= LOAD_ATTEMPTS) throw new Error(`${this.table}: BatchWriteItem left ${requests.length} items unprocessed after ${attempt} attempts`);
         await retryPause(attempt);
       }
-    });
+    }, () => interrupted);
   }
   async close(): Promise<void> {
     this.client.destroy();
@@ -478,85 +300,7 @@ class DynamoSdkAdapter implements Adapter {
   }
 }
 
-// ---- 3. the driver: one closed loop for all ------------------------------------------------
-
-interface Sample {
-  ok: number;
-  errors: Record<string, number>;
-  seconds: number;
-  opsPerSec: number;
-  itemsPerSec: number;
-  p50: number;
-  p99: number;
-  max: number;
-  stoppedBy: 'ops' | 'duration' | 'interrupt';
-}
-
-/** `concurrency` loops, each sending one op and awaiting it; loop j uses connection j mod `connections`.
- * Stops at `maxOps` ops or `seconds`, whichever comes first. `op` answers the items it returned. */
-async function closedLoop(cfg: Config, maxOps: number, seconds: number, op: (c: number) => Promise<number>): Promise<Sample> {
-  let latencies = new Float64Array(1 << 16);
-  let n = 0;
-  let issued = 0;
-  let ok = 0;
-  let items = 0;
-  const errors: Record<string, number> = {};
-  let stoppedBy: Sample['stoppedBy'] = 'ops';
-  const start = performance.now();
-  const deadline = start + seconds * 1000;
-  const loop = async (c: number) => {
-    while (issued < maxOps) {
-      if (interrupted) {
-        stoppedBy = 'interrupt';
-        return;
-      }
-      if (performance.now() >= deadline) {
-        if (stoppedBy !== 'interrupt') stoppedBy = 'duration';
-        return;
-      }
-      issued++;
-      const t0 = performance.now();
-      try {
-        const got = await op(c);
-        const t1 = performance.now();
-        if (n === latencies.length) {
-          const grown = new Float64Array(n * 2);
-          grown.set(latencies);
-          latencies = grown;
-        }
-        latencies[n++] = t1 - t0;
-        ok++;
-        items += got;
-      } catch (err) {
-        const code = err instanceof KeysliceError ? err.code : err instanceof NotFound ? 'NotFound' : ((err as Error)?.name ?? 'Error') + ': ' + String((err as Error)?.message ?? err).slice(0, 80);
-        errors[code] = (errors[code] ?? 0) + 1;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: cfg.concurrency }, (_, j) => loop(j % cfg.connections)));
-  const secs = (performance.now() - start) / 1000;
-  const sorted = latencies.subarray(0, n).sort();
-  const pct = (p: number) => (sorted.length === 0 ? NaN : sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]);
-  return { ok, errors, seconds: secs, opsPerSec: ok / secs, itemsPerSec: items / secs, p50: pct(50), p99: pct(99), max: sorted.length ? sorted[sorted.length - 1] : NaN, stoppedBy };
-}
-
-const CLOCK_TICKS_PER_S = Number(run('getconf', ['CLK_TCK']).output.trim()) || 100;
-/** User + system CPU seconds of these processes so far, all their threads (Linux /proc; NaN elsewhere or for a process gone). */
-function cpuSecondsOf(pids: number[]): number {
-  if (pids.length === 0) return NaN;
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      // Fields after the command name (which is in parentheses and may hold spaces): utime and stime are the 12th and 13th.
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      return NaN;
-    }
-  }
-  return ticks / CLOCK_TICKS_PER_S;
-}
+// ---- 3. the driver: one closed loop for all (bench/driver.ts) ----------------------------------
 
 // ---- the cells of the table ------------------------------------------------------------------
 
@@ -925,8 +669,8 @@ async function main(): Promise<number> {
   try {
     // 1. the peers
     const all = cfg.only === 'all';
-    const redisServer = all ? ensureRedis() : null;
-    const req = ensureNpmPeers();
+    const redisServer = all ? ensureRedis(log) : null;
+    const req = ensureNpmPeers(PEER_PACKAGES, log);
     const redisVersion = redisServer === null ? 'Redis not run' : run(redisServer, ['--version']).output.trim().split('\n')[0];
     const ioredisMod = req('ioredis') as { default?: RedisCtor } & RedisCtor;
     const Redis: RedisCtor = ioredisMod.default ?? ioredisMod;
@@ -935,13 +679,13 @@ async function main(): Promise<number> {
     const dynaliteCli = join(dirname(req.resolve('dynalite/package.json')), 'cli.js');
 
     // 2. the servers
-    const redisPort = await freePort();
+    let redisPort = 0;
     let redisPid: number | null = null;
     if (redisServer !== null) {
-      log(`starting ${redisServer} on 127.0.0.1:${redisPort} (no persistence)`);
-      const redisProc = await startChild('redis-server', redisServer, ['--save', '', '--appendonly', 'no', '--port', String(redisPort), '--bind', '127.0.0.1', '--protected-mode', 'yes', '--dir', tmpdir()], /Ready to accept connections/);
-      log(`redis-server pid ${redisProc.pid}`);
-      redisPid = redisProc.pid ?? null;
+      const redisProc = await startRedisServer(redisServer, tmpdir(), adopt);
+      redisPort = redisProc.port;
+      redisPid = redisProc.child.pid ?? null;
+      log(`${redisServer} on 127.0.0.1:${redisPort} (no persistence): pid ${redisPid}`);
     }
     const dynPort = await freePort();
     log(`starting dynalite on 127.0.0.1:${dynPort} (in memory)`);
@@ -1050,11 +794,11 @@ async function main(): Promise<number> {
         const ordered = [...cells.slice(shift), ...cells.slice(0, shift)];
         for (const cell of ordered) {
           if (interrupted) break;
-          if (cfg.warmupS > 0) await closedLoop(cfg, Number.MAX_SAFE_INTEGER, cfg.warmupS, cell.op);
+          if (cfg.warmupS > 0) await closedLoop(cfg, Number.MAX_SAFE_INTEGER, cfg.warmupS, cell.op, () => interrupted);
           const load1 = loadavg()[0];
           const pids = serverPids[cell.system];
           const cpu0 = cpuSecondsOf(pids);
-          const sample = await closedLoop(cfg, cfg.ops, cfg.durationS, cell.op);
+          const sample = await closedLoop(cfg, cfg.ops, cfg.durationS, cell.op, () => interrupted);
           const serverCpuMsPerOp = ((cpuSecondsOf(pids) - cpu0) * 1000) / sample.ok;
           records.push({ round, system: cell.system, workload: w, sample, load1, serverCpuMsPerOp });
           done++;

@@ -1,32 +1,49 @@
-// npm run bench:scale: how throughput grows with the shape of a cluster. For each
-// shape (routers, slice nodes, workers per node) it starts a local cluster, drives
-// it from several client processes at once (each one bench/load.ts --url, with its
-// own table), and writes bench/SCALE.md: per workload the ops/s of all clients
-// together, the median of their p50 and the worst of their p99. Every process is
-// started here and stopped here by its PID; each client run is bounded by
-// --duration (and load.ts's own op bound).
-import { spawn } from 'node:child_process';
+// npm run bench:scale: how throughput grows with the shape of a cluster, side by
+// side with Redis. For each shape (routers, slice nodes, workers per node) it
+// starts a local cluster and drives it from several client processes at once
+// (each one bench/load.ts --url, with its own table); then it drives one Redis
+// server, and a Redis Cluster of as many shards as each shape's slice nodes, with
+// the same number of client processes of the same shape (bench/redis-load.ts).
+// It writes bench/SCALE.md: per workload the ops/s (and items/s) of all clients
+// together, the median of their p50, the worst of their p99, the CPU of every
+// server process, and keyslice's ratio to each Redis. Every process is started
+// here and stopped here by its PID; each client run is bounded by --duration
+// and --ops per workload.
+//
+// It runs from a built tree alone (node dist/bench/scale.js, no npm, no network)
+// where bench/peers/node_modules holds ioredis and --redis-server names a
+// redis-server: see bench/README.md, "Running the scale benchmark on another machine".
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newClusterSecret, startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { intArg, parseArgs, fail } from '../shared/cli-args.js';
+import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { ensureNpmPeers, ensureRedis, run, versionOf } from './peers.js';
+import { childPids, cpuSecondsOf } from './proc-cpu.js';
+import { type RedisCtor } from './redis-adapter.js';
+import { startRedisCluster, startRedisServer, type RedisProcess } from './redis-servers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
+const WORKLOADS = ['put', 'get', 'range', 'batch'];
 const args = parseArgs(
   process.argv.slice(2),
   {
     shapes: { default: '0:2:2,1:2:2,2:2:2', help: 'routers:nodes:workers of each cluster to measure, comma-separated' },
-    clients: { default: '2', help: 'client processes driving each cluster at once' },
-    workload: { default: 'put,get', help: 'bench/load.ts workloads, run in order by every client' },
+    clients: { default: '2', help: 'client processes driving each cluster (and each Redis) at once' },
+    workload: { default: WORKLOADS.join(','), help: `workloads run in order by every client: ${WORKLOADS.join(', ')}` },
     duration: { default: '10', help: 'seconds per workload' },
-    connections: { default: '4', help: 'WebSocket connections per client process' },
+    ops: { default: '1000000', help: 'ops per workload per client, at most' },
+    rounds: { default: '1', help: 'rounds; each runs every shape and every Redis once, the order turned by one from round to round, and each figure is the median over them' },
+    connections: { default: '4', help: 'connections per client process (to Redis: to each shard)' },
     concurrency: { default: '32', help: 'requests in flight per client process' },
-    durability: { default: 'os', help: 'the slice nodes\' durability (os: the request path is measured, not the disk)' },
+    durability: { default: 'os', help: 'the slice nodes\' durability (os: the request path is measured, not the disk; Redis runs without persistence)' },
+    'redis-server': { default: '', help: 'the redis-server binary (empty: the one on this machine, installed with apt-get if missing; none: no Redis runs)' },
     out: { default: join(here, '..', '..', 'bench', 'SCALE.md'), help: 'the report to write' },
+    note: { default: '', help: 'a sentence about the machine or the run, put in the report as it is' },
   },
-  'usage: node dist/bench/scale.js [--shapes 0:2:2,2:2:2] [--clients 2] [--workload put,get] [--duration 10]',
+  'usage: node dist/bench/scale.js [--shapes 0:2:2,2:2:2] [--clients 2] [--workload put,get,range,batch] [--duration 10] [--redis-server /usr/bin/redis-server]',
 );
 const shapes = args.shapes!.split(',').map((s) => {
   const parts = s.split(':').map(Number);
@@ -35,34 +52,58 @@ const shapes = args.shapes!.split(',').map((s) => {
 });
 const clients = intArg('clients', args.clients, 1, 64);
 const duration = intArg('duration', args.duration, 1, 3600);
+const ops = intArg('ops', args.ops, 1, 10_000_000);
+const roundCount = intArg('rounds', args.rounds, 1, 20);
+const failedRounds: string[] = [];
 const workloads = args.workload!.split(',');
+for (const w of workloads) if (!WORKLOADS.includes(w)) fail(`--workload: "${w}" is not one of ${WORKLOADS.join(', ')}`);
+const shape = ['--duration', String(duration), '--ops', String(ops), '--connections', args.connections!, '--concurrency', args.concurrency!, '--workload', workloads.join(',')];
+
+const log = (line: string) => process.stderr.write(`keyslice scale: ${line}\n`);
+
+// Every process started here, so that none outlives the bench (stopped by PID at the end, killed on exit).
+const children = new Set<ChildProcess>();
+const track = (child: ChildProcess) => {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+};
+let interrupted = false;
+process.on('SIGINT', () => {
+  if (interrupted) process.exit(130);
+  interrupted = true;
+  log('interrupted: stopping after this run (Ctrl-C again exits at once)');
+});
+process.on('exit', () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
 
 interface Result {
   workload: string;
   opsPerSec: number;
+  itemsPerSec?: number;
   errors: Record<string, number> | number;
   latencyMs: { p50: number; p99: number } | null;
 }
 
-/** One bench/load.ts client process; resolves with its results (or an error). */
-function runClient(url: string): Promise<Result[]> {
-  const child = spawn(
-    process.execPath,
-    [join(here, 'load.js'), '--url', url, '--workload', args.workload!, '--duration', String(duration), '--connections', args.connections!, '--concurrency', args.concurrency!, '--json'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+/** One client process (`script` under dist/bench with `scriptArgs`); resolves with its results (or an error). */
+function runClient(script: string, scriptArgs: string[]): Promise<{ results: Result[]; redirects?: number }> {
+  const child = spawn(process.execPath, [join(here, script), ...scriptArgs, ...shape], { stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child);
   let out = '';
   let err = '';
   child.stdout.on('data', (c: Buffer) => (out += c));
   child.stderr.on('data', (c: Buffer) => (err += c));
+  // Preloading (range) is not in --duration: a generous bound on top.
   const timer = setTimeout(() => child.kill('SIGKILL'), (duration * workloads.length + 300) * 1000);
   return new Promise((resolveRun, reject) =>
     child.on('exit', (code) => {
       clearTimeout(timer);
       try {
-        resolveRun((JSON.parse(out) as { results: Result[] }).results);
-      } catch {
-        reject(new Error(`a client exited (${code}) without results: ${err.split('\n').slice(-5).join(' ')}`));
+        const parsed = JSON.parse(out.slice(out.indexOf('{'))) as { results: Result[]; redirects?: number; failure?: string };
+        if (parsed.failure !== undefined && parsed.results.length < workloads.length) throw new Error(parsed.failure);
+        resolveRun(parsed);
+      } catch (e) {
+        reject(new Error(`a client (${script}) exited (${code}) without all results: ${(e as Error).message.slice(0, 200)} ${err.split('\n').slice(-5).join(' ')}`));
       }
     }),
   );
@@ -70,57 +111,277 @@ function runClient(url: string): Promise<Result[]> {
 
 const errorCount = (e: Result['errors']) => (typeof e === 'number' ? e : Object.values(e ?? {}).reduce((a, b) => a + b, 0));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+const fmt = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
 
-const rows: string[] = [];
-for (const shape of shapes) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-scale-'));
-  const secret = newClusterSecret();
-  const procs: ManagedProcess[] = [];
-  const label = `${shape.routers} routers, ${shape.nodes} nodes x ${shape.workers} workers`;
+/** One workload on one system: all its clients together. */
+interface Row {
+  ops: number;
+  items: number | null;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+/** system label -> one entry per round: workload -> its row, or 'failed: ...' where that round failed. */
+const rounds = new Map<string, (Map<string, Row> | string)[]>();
+/** system label -> server process name -> its CPU over each round's client run, in % of one core. */
+const cpuShares = new Map<string, Map<string, number[]>>();
+/** system label -> MOVED answers its clients met, all rounds (Redis Cluster clients only). */
+const redirectsMet = new Map<string, number>();
+const record = (label: string, entry: Map<string, Row> | string) => rounds.set(label, [...(rounds.get(label) ?? []), entry]);
+
+/** Runs `clients` client processes at once and records their rows under `label`; `servers` are the
+ * processes whose CPU is reported (name and PID, looked up when the run starts). */
+async function measure(label: string, script: string, scriptArgs: string[], servers: () => { name: string; pid: number }[]): Promise<void> {
+  log(`${label}: ${clients} clients`);
+  const procs = servers();
+  const cpu0 = procs.map((p) => cpuSecondsOf([p.pid]));
+  const t0 = performance.now();
+  const runs = await Promise.all(Array.from({ length: clients }, () => runClient(script, scriptArgs)));
+  const wall = (performance.now() - t0) / 1000;
+  const results = runs.map((r) => r.results);
+  // A Redis Cluster client follows MOVED answers; with a right slot map there are none.
+  if (runs.some((r) => r.redirects !== undefined)) redirectsMet.set(label, (redirectsMet.get(label) ?? 0) + runs.reduce((a, r) => a + (r.redirects ?? 0), 0));
+  const shares = cpuShares.get(label) ?? new Map<string, number[]>();
+  procs.forEach((p, i) => shares.set(p.name, [...(shares.get(p.name) ?? []), ((cpuSecondsOf([p.pid]) - cpu0[i]) / wall) * 100]));
+  cpuShares.set(label, shares);
+  const rows = new Map<string, Row>();
+  for (const w of workloads) {
+    const mine = results.map((r) => r.find((x) => x.workload === w)).filter((x): x is Result => x !== undefined);
+    const items = mine.every((r) => r.itemsPerSec !== undefined) ? mine.reduce((a, r) => a + r.itemsPerSec!, 0) : null;
+    const row: Row = {
+      ops: mine.reduce((a, r) => a + r.opsPerSec, 0),
+      items,
+      p50: median(mine.map((r) => r.latencyMs?.p50 ?? NaN)),
+      p99: Math.max(...mine.map((r) => r.latencyMs?.p99 ?? NaN)),
+      errors: mine.reduce((a, r) => a + errorCount(r.errors), 0),
+    };
+    rows.set(w, row);
+    log(`  ${w}: ${fmt(row.ops)} ops/s${row.items !== null ? `, ${fmt(row.items)} items/s` : ''}, p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, ${row.errors} errors`);
+  }
+  record(label, rows);
+}
+
+const failed = (label: string, err: unknown) => {
+  const message = (err as Error).message.replace(/\|/g, '/').replace(/\s+/g, ' ').slice(0, 300);
+  record(label, `failed: ${message}`);
+  log(`${label}: failed: ${message}`);
+};
+
+const loadBefore = loadavg();
+const t0 = performance.now();
+
+/** One system to measure: it starts its servers, measures, and stops them by PID, in every case. */
+interface Target {
+  label: string;
+  run: () => Promise<void>;
+}
+const targets: Target[] = [];
+
+// ---- keyslice, shape by shape ----------------------------------------------------------
+
+const shapeLabel = (s: (typeof shapes)[number]) => `keyslice ${s.routers} routers, ${s.nodes} nodes x ${s.workers} workers`;
+for (const s of shapes) {
+  const label = shapeLabel(s);
+  targets.push({
+    label,
+    run: async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-scale-'));
+      const secret = newClusterSecret();
+      const procs: ManagedProcess[] = [];
+      try {
+        const nodes = await Promise.all(
+          Array.from({ length: s.nodes }, (_, i) =>
+            startSliceNode({ name: `slice-node-${i + 1}`, dataDir: join(dataDir, `n${i + 1}`), port: 0, workers: s.workers, durability: args.durability as 'os', clusterSecret: secret }),
+          ),
+        );
+        procs.push(...nodes);
+        for (const n of nodes) track(n.child);
+        const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, nodes.map((n) => n.url), undefined, undefined, ['--routers', String(s.routers)], secret);
+        procs.push(coordinator);
+        track(coordinator.child);
+        await measure(label, 'load.js', ['--url', coordinator.url, '--json'], () => [
+          { name: 'coordinator', pid: coordinator.child.pid! },
+          // The routers are the coordinator's children (node:cluster workers).
+          ...childPids(coordinator.child.pid!).map((pid, i) => ({ name: `router ${i + 1}`, pid })),
+          ...nodes.map((n) => ({ name: n.name, pid: n.child.pid! })),
+        ]);
+      } catch (err) {
+        failed(label, err);
+      } finally {
+        await Promise.all(procs.map((p) => stopProcess(p.child)));
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+  });
+}
+
+// ---- Redis: one server, and a Redis Cluster per node count -------------------------------
+
+let redisNote: string;
+const shardCounts = [...new Set(shapes.map((s) => s.nodes))].sort((a, b) => a - b);
+const clusterLabel = (n: number) => `Redis Cluster, ${n} shard${n === 1 ? '' : 's'}`;
+const ONE_REDIS = 'Redis, one server';
+if (args['redis-server'] === 'none') {
+  redisNote = 'Redis was not run (--redis-server none).';
+} else {
+  let redisServer: string | null = null;
+  let Redis: RedisCtor | null = null;
   try {
-    const nodes = await Promise.all(
-      Array.from({ length: shape.nodes }, (_, i) =>
-        startSliceNode({ name: `slice-node-${i + 1}`, dataDir: join(dataDir, `n${i + 1}`), port: 0, workers: shape.workers, durability: args.durability as 'os', clusterSecret: secret }),
-      ),
-    );
-    procs.push(...nodes);
-    const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, nodes.map((n) => n.url), undefined, undefined, ['--routers', String(shape.routers)], secret);
-    procs.push(coordinator);
-    process.stderr.write(`keyslice scale: ${label}: ${clients} clients at ${coordinator.url}\n`);
-    const results = await Promise.all(Array.from({ length: clients }, () => runClient(coordinator.url)));
-    for (const w of workloads) {
-      const mine = results.map((r) => r.find((x) => x.workload === w)).filter((x): x is Result => x !== undefined);
-      const ops = mine.reduce((a, r) => a + r.opsPerSec, 0);
-      const p50 = median(mine.map((r) => r.latencyMs?.p50 ?? NaN));
-      const p99 = Math.max(...mine.map((r) => r.latencyMs?.p99 ?? NaN));
-      const errors = mine.reduce((a, r) => a + errorCount(r.errors), 0);
-      rows.push(`| ${label} | ${w} | ${Math.round(ops).toLocaleString('en-US')} | ${p50.toFixed(2)} | ${p99.toFixed(2)} | ${errors} |`);
-      process.stderr.write(`  ${w}: ${Math.round(ops)} ops/s, p50 ${p50.toFixed(2)} ms, p99 ${p99.toFixed(2)} ms, ${errors} errors\n`);
-    }
+    redisServer = args['redis-server'] !== '' ? resolve(args['redis-server']!) : ensureRedis(log);
+    const version = run(redisServer, ['--version']);
+    if (!version.ok) throw new Error(`${redisServer} --version failed: ${version.output.slice(0, 300)}`);
+    const req = ensureNpmPeers(['ioredis'], log);
+    const mod = req('ioredis') as { default?: RedisCtor } & RedisCtor;
+    Redis = mod.default ?? mod;
+    redisNote = `${version.output.trim().split('\n')[0]} (${redisServer}), no persistence; driven through ioredis ${versionOf(req, 'ioredis')} by bench/redis-load.ts.`;
   } catch (err) {
-    rows.push(`| ${label} | - | failed: ${(err as Error).message.replace(/\|/g, '/').slice(0, 200)} | | | |`);
-  } finally {
-    await Promise.all(procs.map((p) => stopProcess(p.child)));
-    rmSync(dataDir, { recursive: true, force: true });
+    redisNote = `Redis was not run: ${(err as Error).message.replace(/\s+/g, ' ').slice(0, 400)}`;
+    log(redisNote);
+  }
+  const redisTargets: { label: string; shards: number | null }[] = [{ label: ONE_REDIS, shards: null }, ...shardCounts.map((n) => ({ label: clusterLabel(n), shards: n }))];
+  for (const target of redisServer !== null && Redis !== null ? redisTargets : []) {
+    targets.push({
+      label: target.label,
+      run: async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'keyslice-scale-redis-'));
+        const servers: RedisProcess[] = [];
+        try {
+          if (target.shards === null) servers.push(await startRedisServer(redisServer!, dir, track));
+          else servers.push(...(await startRedisCluster(Redis!, redisServer!, dir, target.shards, track)));
+          log(`${target.label}: redis-server pids ${servers.map((r) => r.child.pid).join(', ')}`);
+          await measure(target.label, 'redis-load.js', ['--port', String(servers[0].port), ...(target.shards === null ? [] : ['--cluster'])], () =>
+            servers.map((r, i) => ({ name: target.shards === null ? 'redis-server' : `shard ${i + 1}`, pid: r.child.pid! })),
+          );
+        } catch (err) {
+          failed(target.label, err);
+        } finally {
+          await Promise.all(servers.map((r) => stopProcess(r.child)));
+          // A server that failed to start is still in `children`: stop it too.
+          await Promise.all([...children].filter((c) => c.spawnfile === redisServer).map((c) => stopProcess(c)));
+          rmSync(dir, { recursive: true, force: true });
+        }
+      },
+    });
   }
 }
 
-const report = `# Scale: throughput by cluster shape
+// ---- the rounds: every target once per round, the order turned by one each round ------------
+
+for (let r = 0; r < roundCount && !interrupted; r++) {
+  const order = [...targets.slice(r % targets.length), ...targets.slice(0, r % targets.length)];
+  log(`round ${r + 1} of ${roundCount}`);
+  for (const t of order) {
+    if (interrupted) break;
+    await t.run();
+  }
+}
+
+/** Per system: each workload's figures, the median over the rounds that measured it (each figure on its own). */
+const measured = new Map<string, Map<string, Row> | string>();
+for (const [label, entries] of rounds) {
+  const ok = entries.filter((e): e is Map<string, Row> => typeof e !== 'string');
+  if (ok.length === 0) {
+    measured.set(label, entries[0] as string);
+    continue;
+  }
+  const rows = new Map<string, Row>();
+  for (const w of workloads) {
+    const all = ok.map((e) => e.get(w)).filter((x): x is Row => x !== undefined);
+    if (all.length === 0) continue;
+    rows.set(w, {
+      ops: median(all.map((x) => x.ops)),
+      items: all.every((x) => x.items !== null) ? median(all.map((x) => x.items!)) : null,
+      p50: median(all.map((x) => x.p50)),
+      p99: median(all.map((x) => x.p99)),
+      errors: all.reduce((a, x) => a + x.errors, 0),
+    });
+  }
+  measured.set(label, rows);
+  if (ok.length < entries.length) failedRounds.push(`${label}: ${entries.length - ok.length} of ${entries.length} rounds failed (${(entries.find((e) => typeof e === 'string') as string).slice(0, 200)})`);
+}
+
+// ---- the report ----------------------------------------------------------------------------
+
+/** The figure a workload is compared by: items/s where an op carries many items, else ops/s. */
+const byItems = (w: string) => w === 'range' || w === 'batch';
+const figure = (r: Row, w: string) => (byItems(w) && r.items !== null ? r.items : r.ops);
+const ratio = (a: Row | undefined, b: Row | undefined, w: string) => (a === undefined || b === undefined || !(figure(b, w) > 0) ? '-' : `${(figure(a, w) / figure(b, w)).toFixed(2)}x`);
+
+const resultLines: string[] = [];
+for (const [label, rows] of measured) {
+  if (typeof rows === 'string') {
+    resultLines.push(`| ${label} | - | ${rows} | | | | |`);
+    continue;
+  }
+  for (const [w, r] of rows) resultLines.push(`| ${label} | ${w} | ${fmt(r.ops)} | ${r.items === null ? '-' : fmt(r.items)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} |`);
+}
+const rowOf = (label: string, w: string) => {
+  const rows = measured.get(label);
+  return typeof rows === 'object' ? rows.get(w) : undefined;
+};
+const sideLines: string[] = [];
+for (const s of shapes) {
+  for (const w of workloads) {
+    const ks = rowOf(shapeLabel(s), w);
+    if (ks === undefined) continue;
+    const one = rowOf(ONE_REDIS, w);
+    const cl = rowOf(clusterLabel(s.nodes), w);
+    const unit = byItems(w) ? 'items/s' : 'ops/s';
+    sideLines.push(`| ${s.routers}:${s.nodes}:${s.workers} | ${w} (${unit}) | ${fmt(figure(ks, w))} | ${one ? fmt(figure(one, w)) : '-'} | ${ratio(ks, one, w)} | ${cl ? fmt(figure(cl, w)) : '-'} | ${ratio(ks, cl, w)} |`);
+  }
+}
+const loadAfter = loadavg();
+const la = (l: number[]) => l.map((x) => x.toFixed(2)).join(' / ');
+const argv = process.argv.slice(2).join(' ');
+const cores = availableParallelism();
+// Before the run nothing of ours ran: a load average then is other work on the machine.
+const shared = loadBefore[0] >= cores / 2
+  ? `\n**Other work shared this machine**: the 1-minute load average was ${loadBefore[0].toFixed(2)} on ${cores} cores before the run began, so the figures are lower and noisier than on an idle machine; compare the systems within this run, not with other runs.`
+  : '';
+const note = args.note === '' ? '' : `\n${args.note}`;
+const report = `# Scale: throughput by cluster shape, side by side with Redis
 
 Written by \`npm run bench:scale\` (bench/scale.ts) on ${new Date().toISOString()}:
-${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.version}; every process on this one machine.
-Each shape is a fresh local cluster (slice durability \`${args.durability}\`), driven by ${clients} client
-processes at once (bench/load.ts, ${args.connections} connections and ${args.concurrency} requests in flight each,
-${duration} s per workload, one table per client). ops/s: all clients together; p50: the median of
-the clients' p50; p99: the worst client's p99 (ms).
+${cpus()[0]?.model ?? 'unknown CPU'}, ${cores} cores, Node ${process.version}; every process on this one machine
+(1-minute load average ${la(loadBefore)} before, ${la(loadAfter)} after; ${((performance.now() - t0) / 60000).toFixed(1)} min).
+Command: \`${process.env.npm_lifecycle_event === 'bench:scale' ? `npm run bench:scale${argv ? ' -- ' + argv : ''}` : `node dist/bench/scale.js${argv ? ' ' + argv : ''}`}\`.${shared}${note}
 
-| shape | workload | ops/s | p50 ms | p99 ms | errors |
-|---|---|---:|---:|---:|---:|
-${rows.join('\n')}
+Each keyslice shape is a fresh local cluster (routers:nodes:workers; slice durability \`${args.durability}\`), driven by
+${clients} client processes at once (bench/load.ts, ${args.connections} connections and ${args.concurrency} requests in flight
+each, ${duration} s or ${fmt(ops)} ops per workload, one table per client). Each Redis is driven by ${clients} client
+processes of the same shape (bench/redis-load.ts: ${args.connections} connections to each shard, ${args.concurrency} requests
+in flight, the same keys and ~200-byte items, a key prefix per client): put is HSET of a new item, get HGETALL
+of an item put wrote, range ZRANGEBYLEX of 100 items from a sorted set per device (100,000 items preloaded per
+client, as load.ts preloads range's), batch 25 new items' HSETs in one pipeline (one per shard in a cluster).
+The cluster client is the bench's own: CRC16 slots (bench/redis-slot.ts) over the CLUSTER SLOTS map, MOVED
+answered by reading the map again. ${redisNote}
 
-On a machine with few cores the routers, nodes and clients compete for the same
-cores, so these figures say little about a larger machine: run it there with
-shapes that fit its cores (e.g. \`--shapes 0:4:4,4:4:4,8:4:4 --clients 8\`).
+${roundCount} round${roundCount === 1 ? '' : 's'}: each ran every keyslice shape and every Redis once, the order turned by one from
+round to round; each figure below is the median over the rounds (each figure on its own; errors are summed).
+Within a round, ops/s and items/s: all clients together; p50: the median of the clients' p50; p99: the worst
+client's p99 (ms).
+
+| system | workload | ops/s | items/s | p50 ms | p99 ms | errors |
+|---|---|---:|---:|---:|---:|---:|
+${resultLines.join('\n')}
+
+## keyslice beside Redis
+
+Per shape and workload: keyslice's figure (ops/s for put and get, items/s for range and batch), one Redis
+server's, and a Redis Cluster's with as many shards as the shape has slice nodes, each with keyslice's ratio to it.
+
+| shape | workload | keyslice | Redis, one server | keyslice / Redis | Redis Cluster (shards = nodes) | keyslice / Redis Cluster |
+|---|---|---:|---:|---:|---:|---:|
+${sideLines.join('\n')}
+
+## CPU of each server process while its clients ran (% of one core, all threads; preloading included; median over the rounds)
+
+${[...cpuShares].map(([label, shares]) => `- ${label}: ${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
+${failedRounds.length > 0 ? `\nFailed rounds (the figures above are the medians of the others):\n\n${failedRounds.map((f) => `- ${f}`).join('\n')}\n` : ''}
+On a machine with few cores the routers, nodes, Redis servers and clients compete for the same
+cores, so these figures say little about a larger machine: run it there with shapes that fit its
+cores (e.g. \`--shapes 0:4:4,4:4:4,8:4:4 --clients 8\`; bench/README.md says how to carry it there).
 `;
 writeFileSync(resolve(args.out!), report);
-process.stderr.write(`keyslice scale: wrote ${resolve(args.out!)}\n`);
+log(`wrote ${resolve(args.out!)}`);
+await Promise.all([...children].map((c) => stopProcess(c)));

@@ -4,9 +4,11 @@
 // its own on the loopback address (kept across restarts, as a service's address
 // is), service host names map to it, and each volume is a folder. Services start
 // in depends_on order, each once its dependencies' healthchecks (run as the
-// processes they name) pass. Then: the cluster forms and serves; `docker compose
-// down && up` brings back the same three nodes with their data; a fourth node
-// added as the file's header says joins and takes its share.
+// processes they name) pass. Then: the cluster forms and serves, through the
+// coordinator's port and through the router service; `docker compose down && up`
+// brings back the same three nodes with their data; a second router replica
+// (`--scale router=2`) serves, and goes on serving when the first one is
+// stopped; a fourth node added as the file's header says joins and takes its share.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -40,7 +42,7 @@ afterAll(async () => {
 
 /** The variable that sets a service's port, and its value in the file (the port inside its container). */
 function portVariable(service: Service): [name: string, containerPort: string] {
-  const found = Object.entries(service.environment).find(([k]) => /^KEYSLICE_(COORDINATOR|NODE)_PORT$/.test(k));
+  const found = Object.entries(service.environment).find(([k]) => /^KEYSLICE_(COORDINATOR|NODE|ROUTER)_PORT$/.test(k));
   expect(found, 'every service sets its port').toBeDefined();
   return found!;
 }
@@ -155,17 +157,35 @@ async function balanced(nodes: number, timeoutMs = 60_000): Promise<ClusterStatu
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${nodes} nodes to share the slices; last status: ${JSON.stringify(st?.nodes)}`);
 }
 
-const sliceServices = Object.keys(services).filter((n) => n !== 'coordinator');
+const sliceServices = Object.keys(services).filter((n) => n.startsWith('slice-'));
 
 describe('docker-compose.yml', () => {
   it('publishes the client port on the loopback address only, needs the cluster secret, and checks the health of every service', () => {
     for (const s of Object.values(services)) for (const p of s.ports ?? []) expect(p).toMatch(/^127\.0\.0\.1:/);
     expect(() => interpolate(services['slice-1'].environment.KEYSLICE_CLUSTER_SECRET, {})).toThrow(/KEYSLICE_CLUSTER_SECRET/);
     expect(sliceServices).toEqual(['slice-1', 'slice-2', 'slice-3']);
+    expect(Object.keys(services).sort()).toEqual(['coordinator', 'router', ...sliceServices].sort());
     for (const [name, s] of Object.entries(services)) {
       expect(s.healthcheck?.test[0], name).toBe('CMD');
       expect(s.scale, `${name}: replicas of one service would share an identity`).toBeUndefined();
     }
+  });
+
+  it('has a router service that scales: no volume, no address of its own, a host port per replica, the coordinator\'s token and secret', () => {
+    const router = services.router;
+    expect(router.command).toEqual(['keyslice', 'router']);
+    expect(router.volumes).toBeUndefined();
+    expect(router.environment.KEYSLICE_ADVERTISE).toBeUndefined();
+    expect(router.environment.KEYSLICE_COORDINATOR).toBe(`http://coordinator:${services.coordinator.environment.KEYSLICE_COORDINATOR_PORT}`);
+    expect(router.environment.KEYSLICE_TOKEN).toBe(services.coordinator.environment.KEYSLICE_TOKEN);
+    expect(router.environment.KEYSLICE_CLUSTER_SECRET).toBe(services.coordinator.environment.KEYSLICE_CLUSTER_SECRET);
+    expect(router.depends_on).toEqual({ coordinator: { condition: 'service_healthy' } });
+    // "127.0.0.1:7110-7117:7100": a range of host ports, so that --scale router=N publishes each replica.
+    const [, hostPorts, containerPort] = router.ports![0].split(':');
+    expect(hostPorts).toMatch(/^\d+-\d+$/);
+    expect(containerPort).toBe(router.environment.KEYSLICE_ROUTER_PORT);
+    // The README's URL stays the coordinator's.
+    expect(services.coordinator.ports).toEqual(['127.0.0.1:7100:7100']);
   });
 
   it('gives each slice node an address and a volume of its own, so it is the same node after down and up', () => {
@@ -180,23 +200,35 @@ describe('docker-compose.yml', () => {
 });
 
 describe('docker-compose.yml, run as processes', () => {
-  it('forms a cluster that serves; after down and up the same three nodes serve every item; a fourth joins', async () => {
+  it('forms a cluster that serves through the coordinator and the router service; after down and up the same three nodes serve every item; a second router replica serves on when the first stops; a fourth node joins', async () => {
     ports.set('coordinator', await freePort());
     expect(await healthy('coordinator'), 'the coordinator healthcheck fails while nothing listens').toBe(false);
     await up();
     const first = await balanced(3);
+    // The router listens once the coordinator's view has reached it; nothing above waited for that.
+    await waitFor(() => healthy('router'), 'the router to be healthy');
     for (const n of Object.keys(services)) expect(await healthy(n), n).toBe(true);
     expect(first.sliceCount).toBe(1024);
     const addresses = first.nodes.map((n) => n.node).sort();
     expect(addresses).toEqual(sliceServices.map((n) => `ws://127.0.0.1:${ports.get(n)}`).sort());
 
     const url = `http://127.0.0.1:${ports.get('coordinator')}`;
+    const routerUrl = () => `http://127.0.0.1:${ports.get('router')}`;
     await expectError(KeysliceClient.connect(url), 'Unauthorized');
+    await expectError(KeysliceClient.connect(routerUrl()), 'Unauthorized');
     const ids = Array.from({ length: 200 }, (_, i) => `item-${i}`);
-    let client = await KeysliceClient.connect(url, { token: hostEnv.KEYSLICE_TOKEN });
+    // The table is made and the items written through the router service; the coordinator's port serves them.
+    let client = await KeysliceClient.connect(routerUrl(), { token: hostEnv.KEYSLICE_TOKEN });
     try {
+      expect(((await (await fetch(`${routerUrl()}/health`, { signal: AbortSignal.timeout(10_000) })).json()) as { role: string }).role).toBe('router');
       await client.createTable('compose', { name: 'id', type: 'string' });
       for (let i = 0; i < ids.length; i += 25) expect(await client.batchWrite('compose', { puts: ids.slice(i, i + 25).map((id) => ({ id })) })).toEqual([]);
+    } finally {
+      await client.close();
+    }
+    client = await KeysliceClient.connect(url, { token: hostEnv.KEYSLICE_TOKEN });
+    try {
+      expect((await client.getAllItems({ table: 'compose' })).map((i) => i.id).sort()).toEqual([...ids].sort());
     } finally {
       await client.close();
     }
@@ -211,6 +243,22 @@ describe('docker-compose.yml, run as processes', () => {
     try {
       expect((await client.getAllItems({ table: 'compose' })).map((i) => i.id).sort()).toEqual([...ids].sort());
 
+      // --scale router=2: a second replica of the same service (its own host port, nothing else of its own).
+      services['router#2'] = services.router;
+      await start('router#2');
+      await waitFor(() => healthy('router#2'), 'the second router replica to be healthy');
+      const second = await KeysliceClient.connect(`http://127.0.0.1:${ports.get('router#2')}`, { token: hostEnv.KEYSLICE_TOKEN });
+      try {
+        expect(await second.batchWrite('compose', { puts: [{ id: 'via-router-2' }] })).toEqual([]);
+        // Scaled back down (the first replica stops): the other serves on, every item there.
+        await stopProcess(running.get('router')!);
+        running.delete('router');
+        expect((await second.getAllItems({ table: 'compose' })).map((i) => i.id).sort()).toEqual([...ids, 'via-router-2'].sort());
+      } finally {
+        await second.close();
+      }
+      expect((await client.getItem('compose', { id: 'via-router-2' }))?.id).toBe('via-router-2');
+
       // A fourth node as the header says: slice-3's block copied as slice-4.
       services['slice-4'] = JSON.parse(JSON.stringify(services['slice-3']).replaceAll('slice-3', 'slice-4')) as Service;
       compose.volumes!['slice-4-data'] = null;
@@ -219,7 +267,7 @@ describe('docker-compose.yml, run as processes', () => {
       const got = await client.batchGet('compose', ids.slice(0, 100));
       expect(got.failures).toEqual([]);
       expect(got.items.map((i) => i?.id)).toEqual(ids.slice(0, 100));
-      expect((await client.getAllItems({ table: 'compose' })).length).toBe(200);
+      expect((await client.getAllItems({ table: 'compose' })).length).toBe(201);
     } finally {
       await client.close();
     }
