@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { LOAD_REPORT_TIMEOUT_MS, RETRY_AFTER_SECONDS } from '../shared/limits.js';
-import { expectError, useCluster } from './cluster-fixture.js';
+import { useCluster } from './cluster-fixture.js';
 import { waitFor } from './elastic-fixture.js';
 
 const c = useCluster({ nodes: 2, workers: 1, slices: 64 });
@@ -76,8 +76,14 @@ describe('a slice node stops answering', () => {
     expect(status.loadComplete).toBe(false);
     expect(status.nodes.find((n) => n.node === up.url)?.items).toBe(items.get(up.url));
 
-    // DescribeSlices still answers only in full: Unavailable, as before.
-    await expectError(c.client.describeSlices(T), 'Unavailable');
+    // DescribeSlices: the same figures, marked partial, with the dead node's slices named.
+    const described = await c.client.describeSlices(T);
+    expect(described.complete).toBe(false);
+    expect(described.unreported.map((u) => [u.node, u.code])).toEqual([[down.url, 'Unavailable']]);
+    expect(described.unreported[0].slices.length).toBeGreaterThan(0);
+    expect(described.slices.some((s) => described.unreported[0].slices.includes(s.slice))).toBe(false);
+    expect(described.slices.reduce((a, s) => a + s.items, 0)).toBe(items.get(up.url));
+    expect(described.nodes.map((n) => n.node)).toEqual([up.url]);
 
     // An item on the dead node: 503 with Retry-After.
     const onDown = (await Promise.all(KEYS.map((id) => c.client.getItem(T, id).then(() => null, () => id)))).find((id) => id !== null)!;

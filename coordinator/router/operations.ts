@@ -236,7 +236,7 @@ export class Operations {
   }
 
   private async DescribeSlices(p: Payload) {
-    return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.map.sliceCount, describePart);
+    return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.cluster.layout(), describePart);
   }
 
   /** Judged here, on the event loop: ADVISE_ITEMS_MAX keeps one request short. */
