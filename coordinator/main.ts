@@ -32,6 +32,7 @@ import { handleHttp } from './router/http-api.js';
 import { renderMetrics } from './router/metrics.js';
 import { Membership } from './metadata/membership.js';
 import { Operations } from './router/operations.js';
+import { ProcessMetrics } from './router/process-metrics.js';
 import { Studio } from './studio/routes.js';
 
 const args = parseArgs(
@@ -77,10 +78,17 @@ const log = (line: string) => console.log(`keyslice coordinator: ${line}`);
 const security = { token: args.token!, clusterSecret: args['cluster-secret']! };
 if (security.token === '' && !isLoopbackHost(args.host!)) log('warning: no --token; any client that reaches this port is served');
 const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPerSecond, args.rebalance === 'yes', log);
-const ops = new Operations(catalog, cluster);
-const metrics = () => {
+const processMetrics = new ProcessMetrics('coordinator');
+if (routers > 0) processMetrics.serveRouters();
+const ops = new Operations(catalog, cluster, undefined, processMetrics);
+const metrics = async () => {
   const m = cluster.mover;
-  return renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved });
+  // With routers, their request and process series too (process-metrics.ts): every port answers the same.
+  const [own, load] = await Promise.all([
+    routers > 0 ? processMetrics.allProcesses() : processMetrics.text(),
+    renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved }),
+  ]);
+  return own + load;
 };
 const studio = new Studio(catalog, cluster, security.token);
 const feed = new ClusterFeed(map, catalog, cluster);

@@ -177,7 +177,9 @@ export interface Operations {
   };
   /** Where a table's items live and how busy each slice is: every slice that holds
    * items or saw load in the window, each node, the hottest sharding keys, and
-   * the busiest slice over the mean of all slices. */
+   * the busiest slice over the mean of all slices; rates and cumulative counters.
+   * With a node down (or not answering within LOAD_REPORT_TIMEOUT_MS) the answer is
+   * partial: `complete` is false and `unreported` names the node and its slices. */
   DescribeSlices: {
     request: { table: string };
     response: TableLoad;
@@ -207,13 +209,37 @@ export interface Load {
   writesPerSecond: number;
 }
 
-export interface SliceDescription extends Load {
+/** Cumulative counts of a table's operations since the slice node's process started
+ * (docs/metrics.md): they only grow, except that a node restart starts them at 0
+ * again. Ops refused at capacity count in `throttled` only. */
+export interface Counts {
+  reads: number;
+  writes: number;
+  /** Stored bytes of the items that reads returned (GetItem) or examined (a range). */
+  readBytes: number;
+  /** Stored bytes of the items that writes stored (puts and updates; a delete adds 0). */
+  writeBytes: number;
+  throttled: number;
+}
+
+/** A slice's counts are those of the node that serves it now (a moved slice starts at 0 there). */
+export interface SliceDescription extends Load, Counts {
   slice: number;
   node: string;
 }
 
-export interface NodeLoad extends Load {
+/** A node's counts cover every slice of the table it served since it started, moved-away ones too. */
+export interface NodeLoad extends Load, Counts {
   node: string;
+}
+
+/** A node whose part of a DescribeSlices answer is missing, and why. */
+export interface UnreportedNode {
+  node: string;
+  /** The slices the cluster map gives it: none of them is in `slices`. */
+  slices: number[];
+  code: ErrorCode;
+  message: string;
 }
 
 export interface HotKey {
@@ -232,6 +258,11 @@ export interface TableLoad {
   hotKeys: HotKey[];
   /** The busiest slice divided by the mean over all slices (0 when there is nothing). */
   maxOverMean: { items: number; reads: number; writes: number };
+  /** The table's counters summed over the nodes that reported. */
+  totals: Counts;
+  /** false: some node did not report; its slices are in `unreported`, and every figure is of the rest. */
+  complete: boolean;
+  unreported: UnreportedNode[];
 }
 
 export type OperationName = keyof Operations;

@@ -148,6 +148,9 @@ export const CLUSTER_READY_WAIT_MS = 10_000;
 /** /metrics and cluster status ask every node that is up for its load; a node that has
  * not answered after this long is left out of that answer (and marked so). */
 export const LOAD_REPORT_TIMEOUT_MS = 2_000;
+/** Upper bounds of the request latency histogram (keyslice_request_duration_seconds), in
+ * seconds: from 100 µs (a point read served in process) to 10 s (a full page of a scan). */
+export const REQUEST_SECONDS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;
 /** Load per slice is counted over a sliding window of this many one-second buckets. */
 export const LOAD_WINDOW_SECONDS = 10;
 /** Sharding keys tracked per table and worker for the hot-key list, and how many are reported. */

@@ -377,10 +377,17 @@ export type RangeResult = [items: Item[], lastKey: string | null, more: boolean,
  * with item null where the filter left it out, and whether this worker has nothing more. */
 export type ScanResult = [entries: [slice: number, key: string, item: Item | null, bytes: number][], exhausted: boolean];
 
+/** Cumulative counters since the worker started (slice-worker/slice-load.ts): they only grow. */
+export type SliceCounts = [reads: number, writes: number, readBytes: number, writeBytes: number, throttled: number];
 /** Stats result: for each slice of the table on this worker that holds items or saw
- * load, [slice, items, bytes, reads/s, writes/s]; and the table's hottest sharding
- * keys on this worker as [encoded sharding part, ops/s]. */
-export type StatsResult = [slices: [slice: number, items: number, bytes: number, readsPerSecond: number, writesPerSecond: number][], hotKeys: [string, number][]];
+ * load, [slice, items, bytes, reads/s, writes/s, counters]; the table's hottest sharding
+ * keys on this worker as [encoded sharding part, ops/s]; and the table's counters on
+ * this worker over every slice it served (moved-away slices included). */
+export type StatsResult = [
+  slices: [slice: number, items: number, bytes: number, readsPerSecond: number, writesPerSecond: number, counts: SliceCounts][],
+  hotKeys: [string, number][],
+  tableCounts: SliceCounts,
+];
 
 export type SliceOpResult =
   | [typeof RESULT_OK, unknown]

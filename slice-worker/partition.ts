@@ -128,13 +128,16 @@ export class SliceStore {
         const old = check === null ? null : checkWrite(check, partition.tree.get(key)?.item ?? null);
         item[MTIME_ATTRIBUTE] = this.now();
         partition.set(key, { item, bytes });
+        this.load.countBytes(table, slice, bytes, true);
         return check?.returnOld ? old : null;
       }
       case SliceOp.Get: {
         const [, table, slice, key, projection] = op;
         this.admit(table, slice, key, false);
         const stored = this.partition(table, slice, false)?.tree.get(key);
-        return stored === undefined ? null : projectItem(stored.item, projection);
+        if (stored === undefined) return null;
+        this.load.countBytes(table, slice, stored.bytes, false);
+        return projectItem(stored.item, projection);
       }
       case SliceOp.Delete: {
         const [, table, slice, key, check] = op;
@@ -374,6 +377,7 @@ export class SliceStore {
     const bytes = itemBytes(next);
     if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `the updated item would be ${bytes} bytes, over ${ITEM_BYTES_MAX}`);
     partition.set(key, { item: next, bytes });
+    this.load.countBytes(table, slice, bytes, true);
     if (spec.returnValues === 'old') return old;
     if (spec.returnValues === 'new') return next;
     return null;
@@ -399,7 +403,10 @@ export class SliceStore {
       }
       // One item past the page tells whether a marker is needed. The limit and
       // the byte budget count examined items, filtered out or not.
-      if (examined >= limit || bytes >= PAGE_BYTES_MAX) return [items, lastKey, true, keys, examined];
+      if (examined >= limit || bytes >= PAGE_BYTES_MAX) {
+        this.load.countBytes(table, slice, bytes, false);
+        return [items, lastKey, true, keys, examined];
+      }
       examined++;
       bytes += stored.bytes;
       lastKey = key;
@@ -408,6 +415,7 @@ export class SliceStore {
         keys?.push(key);
       }
     }
+    this.load.countBytes(table, slice, bytes, false);
     return [items, lastKey, false, keys, examined];
   }
 
@@ -441,13 +449,13 @@ export class SliceStore {
   private stats(table: number): StatsResult {
     const slices = this.tables.get(table);
     const withLoad = new Set(this.load.slicesWithLoad(table));
-    const out: StatsResult = [[], this.load.hotKeys(table)];
+    const out: StatsResult = [[], this.load.hotKeys(table), [...this.load.tableCounters(table)]];
     for (const slice of this.ownedSorted) {
       const p = slices?.get(slice);
       const items = p?.tree.size ?? 0;
       if (items === 0 && !withLoad.has(slice)) continue;
       const [reads, writes] = this.load.rates(table, slice);
-      out[0].push([slice, items, p?.bytes ?? 0, reads, writes]);
+      out[0].push([slice, items, p?.bytes ?? 0, reads, writes, [...this.load.counters(table, slice)]]);
     }
     return out;
   }

@@ -3,11 +3,34 @@
 // partition answered with the retryable ThroughputExceeded, and the hottest
 // sharding keys per table (a Space-Saving sketch over the last two windows).
 // Point and range operations count, one each; full-table scans do not.
-import { KeysliceError } from '../shared/errors.js';
+//
+// Besides the window, cumulative counters that only grow (for Prometheus
+// counters, docs/metrics.md): per partition, and per table over every slice
+// this worker ever served (a slice moved away keeps adding to its table's
+// total, so the node's total does not go back). Reading them changes nothing,
+// so any number of viewers can read them.
+import { assert, KeysliceError } from '../shared/errors.js';
 import { firstPartLength } from '../shared/key-encoding.js';
+import type { SliceCounts } from '../shared/protocol.js';
 import { HOT_KEYS_REPORTED, HOT_KEYS_TRACKED, LOAD_WINDOW_SECONDS, type SliceCapacity } from '../shared/limits.js';
 
+type Counts = SliceCounts;
+export const COUNT = { reads: 0, writes: 1, readBytes: 2, writeBytes: 3, throttled: 4 } as const;
+
+const zeroCounts = (): Counts => [0, 0, 0, 0, 0];
+
+/** Adds `n` to counter `which` of every list in `to`; a counter only grows and stays exact. */
+function grow(to: Counts[], which: number, n: number): void {
+  assert(Number.isSafeInteger(n) && n >= 0, `a counter grows by a whole, non-negative amount (got ${n})`);
+  for (const c of to) {
+    const next = c[which] + n;
+    assert(Number.isSafeInteger(next) && next >= c[which], 'a cumulative counter only grows and stays exact');
+    c[which] = next;
+  }
+}
+
 class Counters {
+  readonly totals = zeroCounts();
   readonly reads = new Uint32Array(LOAD_WINDOW_SECONDS);
   readonly writes = new Uint32Array(LOAD_WINDOW_SECONDS);
   second = 0;
@@ -77,6 +100,8 @@ class HotKeys {
 export class LoadTracker {
   private readonly partitions = new Map<number, Counters>();
   private readonly hot = new Map<number, HotKeys>();
+  /** Per table: the sum of its partitions' counters on this worker, moved-away slices included. */
+  private readonly tables = new Map<number, Counts>();
 
   constructor(
     private readonly now: () => number,
@@ -93,16 +118,43 @@ export class LoadTracker {
     const bucket = second % LOAD_WINDOW_SECONDS;
     const limit = write ? this.capacity.writesPerSecond : this.capacity.readsPerSecond;
     const counts = write ? c.writes : c.reads;
+    const totals = this.tableTotals(table);
     if (limit > 0 && counts[bucket] >= limit) {
+      grow([c.totals, totals], COUNT.throttled, 1);
       throw new KeysliceError(
         'ThroughputExceeded',
         `slice ${slice} is at its capacity of ${limit} ${write ? 'writes' : 'reads'} per second; retry with backoff, or spread the key design`,
       );
     }
     counts[bucket]++;
+    grow([c.totals, totals], write ? COUNT.writes : COUNT.reads, 1);
     let h = this.hot.get(table);
     if (h === undefined) this.hot.set(table, (h = new HotKeys()));
     h.add(key.slice(0, firstPartLength(key)), second);
+  }
+
+  /** Adds the bytes an op counted by count() read or wrote (the stored size of the items). */
+  countBytes(table: number, slice: number, bytes: number, write: boolean): void {
+    if (bytes === 0) return;
+    const c = this.partitions.get(table * 65536 + slice);
+    assert(c !== undefined, 'bytes are counted for an op that count() admitted');
+    grow([c.totals, this.tableTotals(table)], write ? COUNT.writeBytes : COUNT.readBytes, bytes);
+  }
+
+  /** The cumulative counters of a table's partition in `slice` on this worker (zeros if it saw no op). */
+  counters(table: number, slice: number): Readonly<Counts> {
+    return this.partitions.get(table * 65536 + slice)?.totals ?? zeroCounts();
+  }
+
+  /** The cumulative counters of a table over every slice this worker served. */
+  tableCounters(table: number): Readonly<Counts> {
+    return this.tables.get(table) ?? zeroCounts();
+  }
+
+  private tableTotals(table: number): Counts {
+    let t = this.tables.get(table);
+    if (t === undefined) this.tables.set(table, (t = zeroCounts()));
+    return t;
   }
 
   /** Reads and writes per second of a table's partition in `slice` over the window. */
@@ -133,5 +185,6 @@ export class LoadTracker {
   dropTable(table: number): void {
     for (const id of [...this.partitions.keys()]) if (Math.floor(id / 65536) === table) this.partitions.delete(id);
     this.hot.delete(table);
+    this.tables.delete(table);
   }
 }

@@ -34,7 +34,7 @@ async function restartNode(c: LocalCluster, dataDir: string, i: number, client: 
   const fresh = await startSliceNode({ name: old.name, dataDir: join(dataDir, old.name), port: Number(new URL(old.url).port), clusterSecret: c.clusterSecret, ...extra });
   old.child = fresh.child; // the cluster stops the running one
   for (let attempt = 0; attempt < 100; attempt++) {
-    if (await client.describeSlices(table).then(() => true, () => false)) return;
+    if (await client.describeSlices(table).then((l) => l.complete, () => false)) return;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`${old.name} was not served again after a restart`);

@@ -7,7 +7,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { LOAD_REPORT_TIMEOUT_MS, RETRY_AFTER_SECONDS } from '../shared/limits.js';
-import { expectError, useCluster } from './cluster-fixture.js';
+import { useCluster } from './cluster-fixture.js';
+import { parseExposition, samples, total } from './prometheus-text.js';
 import { waitFor } from './elastic-fixture.js';
 
 const c = useCluster({ nodes: 2, workers: 1, slices: 64 });
@@ -64,6 +65,16 @@ describe('a slice node stops answering', () => {
     await stopProcess(down.child, 'SIGKILL');
     await waitFor(async () => gauge((await scrape()).text, `keyslice_node_up{node="${down.url}"}`) === '0', 'the coordinator to see the node gone', 10_000);
     const dead = await scrape();
+    // It still parses strictly, keeps the counters of the node that is up as they were, and
+    // leaves out the dead node's; this process's request and process series are all there.
+    const parsed = parseExposition(dead.text);
+    const upWrites = total(parseExposition(before.text), 'keyslice_node_writes_total', { table: T, node: up.url });
+    expect(upWrites).toBeGreaterThan(0);
+    expect(total(parsed, 'keyslice_node_writes_total', { table: T, node: up.url })).toBe(upWrites);
+    expect(samples(parsed, 'keyslice_node_writes_total').filter((s) => s.labels.node === down.url)).toEqual([]);
+    expect(samples(parsed, 'keyslice_slice_writes_total').filter((s) => s.labels.node === down.url)).toEqual([]);
+    expect(total(parsed, 'keyslice_requests_total', { op: 'PutItem' })).toBe(KEYS.length);
+    expect(total(parsed, 'keyslice_process_resident_memory_bytes')).toBeGreaterThan(0);
     expect(sliceItemsByNode(dead.text)).toEqual(new Map([[up.url, items.get(up.url)]]));
     expect(dead.text).toMatch(new RegExp(`^keyslice_node_items\\{table="partial",node="${up.url}"\\} ${items.get(up.url)}$`, 'm'));
     expect(dead.text).toMatch(/^keyslice_table_max_over_mean\{table="partial",kind="items"\} [\d.]+$/m);
@@ -76,8 +87,14 @@ describe('a slice node stops answering', () => {
     expect(status.loadComplete).toBe(false);
     expect(status.nodes.find((n) => n.node === up.url)?.items).toBe(items.get(up.url));
 
-    // DescribeSlices still answers only in full: Unavailable, as before.
-    await expectError(c.client.describeSlices(T), 'Unavailable');
+    // DescribeSlices: the same figures, marked partial, with the dead node's slices named.
+    const described = await c.client.describeSlices(T);
+    expect(described.complete).toBe(false);
+    expect(described.unreported.map((u) => [u.node, u.code])).toEqual([[down.url, 'Unavailable']]);
+    expect(described.unreported[0].slices.length).toBeGreaterThan(0);
+    expect(described.slices.some((s) => described.unreported[0].slices.includes(s.slice))).toBe(false);
+    expect(described.slices.reduce((a, s) => a + s.items, 0)).toBe(items.get(up.url));
+    expect(described.nodes.map((n) => n.node)).toEqual([up.url]);
 
     // An item on the dead node: 503 with Retry-After.
     const onDown = (await Promise.all(KEYS.map((id) => c.client.getItem(T, id).then(() => null, () => id)))).find((id) => id !== null)!;

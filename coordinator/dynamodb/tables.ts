@@ -48,6 +48,7 @@ function tableId(schema: TableSchema): string {
 async function itemCount(ctx: Context, name: string): Promise<{ items: number; bytes: number }> {
   try {
     const load = (await ctx.ops.execute('DescribeSlices', { table: name })) as TableLoad;
+    if (!load.complete) return { items: 0, bytes: 0 };
     let items = 0;
     let bytes = 0;
     for (const s of load.slices) {

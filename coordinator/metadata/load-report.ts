@@ -1,23 +1,36 @@
 // A table's load, gathered from every worker of every node: per slice, per
 // node, the hottest sharding keys, and max/mean over all slices, the one figure
 // that says whether a key design piles its work onto a few slices.
-import type { HotKey, NodeLoad, SliceDescription, TableLoad } from '../../shared/api.js';
+import type { Counts, HotKey, NodeLoad, SliceDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
-import { SliceOp, type StatsResult } from '../../shared/protocol.js';
+import { SliceOp, type SliceCounts, type StatsResult } from '../../shared/protocol.js';
 import type { Table } from './catalog.js';
-import { requireReady, type NodeLink } from './node-link.js';
+import type { NodeLink } from './node-link.js';
 
 /** Names a stored sharding part as text, with its slice (router/primary-key.ts describePart:
  * passed in, so that metadata/ does not depend on the request path). */
 export type KeyNamer = (table: Table, part: string, sliceCount: number) => { text: string; slice: number };
 
-/** A table's load from every node, or the error of a node that is not ready or fails
- * (DescribeSlices: its callers read a complete answer, e.g. to wait until every node serves). */
-export async function tableLoad(table: Table, links: readonly NodeLink[], sliceCount: number, nameKey: KeyNamer): Promise<TableLoad> {
-  requireReady(links);
-  const { load, failures } = await gatherTableLoad(table, links, sliceCount, Infinity, nameKey);
-  if (failures.length > 0) throw failures[0].error;
+/** DescribeSlices: a table's load from every node that answers within LOAD_REPORT_TIMEOUT_MS,
+ * as /metrics has it; a node that is down or late is named in `unreported` with the slices
+ * the map gives it (`layout`), and the answer says it is not complete. */
+export async function tableLoad(
+  table: Table,
+  links: readonly NodeLink[],
+  layout: { nodes: string[]; owners: number[] },
+  nameKey: KeyNamer,
+): Promise<TableLoad> {
+  const { load, failures } = await gatherTableLoad(table, links, layout.owners.length, LOAD_REPORT_TIMEOUT_MS, nameKey);
+  for (const f of failures) {
+    const index = layout.nodes.indexOf(f.node);
+    const slices = index < 0 ? [] : layout.owners.flatMap((o, s) => (o === index ? [s] : []));
+    load.unreported.push({ node: f.node, slices, code: f.error.code, message: f.error.message });
+  }
+  // Slices without a node (none has joined yet) are not reported by anyone either.
+  const orphans = layout.owners.flatMap((o, s) => (o === -1 ? [s] : []));
+  if (orphans.length > 0) load.unreported.push({ node: '', slices: orphans, code: 'Unavailable', message: 'these slices have no node yet' });
+  load.complete = load.unreported.length === 0;
   return load;
 }
 
@@ -47,18 +60,22 @@ export async function gatherTableLoad(
 
   const slices: SliceDescription[] = [];
   const nodes = new Map<string, NodeLoad>();
-  for (const [link, r] of reports) if (!(r instanceof KeysliceError)) nodes.set(link.url, { node: link.url, items: 0, bytes: 0, readsPerSecond: 0, writesPerSecond: 0 });
+  for (const [link, r] of reports) if (!(r instanceof KeysliceError)) nodes.set(link.url, { node: link.url, items: 0, bytes: 0, readsPerSecond: 0, writesPerSecond: 0, ...noCounts() });
   const hotKeys: HotKey[] = [];
   const hotByPart = new Map<string, number>();
-  for (const [link, [perSlice, hot]] of answers) {
+  const totals = noCounts();
+  for (const [link, [perSlice, hot, tableCounts]] of answers) {
     const node = nodes.get(link.url)!;
-    for (const [slice, items, bytes, readsPerSecond, writesPerSecond] of perSlice) {
-      slices.push({ slice, node: link.url, items, bytes, readsPerSecond, writesPerSecond });
+    for (const [slice, items, bytes, readsPerSecond, writesPerSecond, counts] of perSlice) {
+      slices.push({ slice, node: link.url, items, bytes, readsPerSecond, writesPerSecond, ...countsOf(counts) });
       node.items += items;
       node.bytes += bytes;
       node.readsPerSecond += readsPerSecond;
       node.writesPerSecond += writesPerSecond;
     }
+    // Per worker, over every slice it served: a slice moved away does not take its counts along.
+    addCounts(node, countsOf(tableCounts));
+    addCounts(totals, countsOf(tableCounts));
     // A key can be reported by two workers (its slice moved within the window): sum them.
     for (const [part, opsPerSecond] of hot) hotByPart.set(part, (hotByPart.get(part) ?? 0) + opsPerSecond);
   }
@@ -79,8 +96,25 @@ export async function gatherTableLoad(
     nodes: [...nodes.values()],
     hotKeys: hotKeys.slice(0, HOT_KEYS_REPORTED),
     maxOverMean: { items: ratio((s) => s.items), reads: ratio((s) => s.readsPerSecond), writes: ratio((s) => s.writesPerSecond) },
+    totals,
+    complete: failures.length === 0,
+    unreported: [],
   };
   return { load, failures };
+}
+
+const noCounts = (): Counts => ({ reads: 0, writes: 0, readBytes: 0, writeBytes: 0, throttled: 0 });
+
+function countsOf([reads, writes, readBytes, writeBytes, throttled]: SliceCounts): Counts {
+  return { reads, writes, readBytes, writeBytes, throttled };
+}
+
+function addCounts(to: Counts, c: Counts): void {
+  to.reads += c.reads;
+  to.writes += c.writes;
+  to.readBytes += c.readBytes;
+  to.writeBytes += c.writeBytes;
+  to.throttled += c.throttled;
 }
 
 /** `p`, or a rejection with `late()` after `ms` (Infinity: `p` itself). */

@@ -17,6 +17,7 @@ import { Forwarder } from './forward.js';
 import { handleHttp } from './http-api.js';
 import { renderMetrics } from './metrics.js';
 import { Operations } from './operations.js';
+import { ProcessMetrics } from './process-metrics.js';
 import { RouterView } from './router-view.js';
 
 const args = parseArgs(
@@ -42,7 +43,11 @@ const security = { token: args.token!, clusterSecret: args['cluster-secret']! };
 const view = new RouterView(coordinatorUrl, security.clusterSecret, log);
 await view.ready();
 const forwarder = new Forwarder(view, security.clusterSecret, security.token);
-const ops = new Operations(view, view, (op, payload) => forwarder.change(op, payload));
+// A router the coordinator started is named by its worker id (a restarted one gets a new id),
+// one started by itself by its process id.
+const processMetrics = new ProcessMetrics(cluster.isWorker ? `router-${cluster.worker!.id}` : `router-${process.pid}`);
+if (cluster.isWorker) processMetrics.serveCoordinator();
+const ops = new Operations(view, view, (op, payload) => forwarder.change(op, payload), processMetrics);
 const coordinatorState = () => ({
   coordinator: view.coordinatorUp ? 'connected' : 'lost',
   coordinatorLostMsAgo: view.lostSince === null ? null : Date.now() - view.lostSince,
@@ -52,7 +57,12 @@ const router = {
   forward: (req: Parameters<Forwarder['forward']>[0], res: Parameters<Forwarder['forward']>[1]) => forwarder.forward(req, res),
   health: () => ({ status: 'ok', role: 'router', pid: process.pid, epoch: view.epoch, ...coordinatorState() }),
 };
-const metrics = () =>
+const metrics = async () => {
+  // Started by the coordinator: every process's series, which the coordinator merges (process-metrics.ts).
+  const [own, load] = await Promise.all([cluster.isWorker ? processMetrics.fromCoordinator() : processMetrics.text(), routerLoad()]);
+  return own + load;
+};
+const routerLoad = () =>
   renderMetrics(view, view, view.presentLinks(), undefined, [
     '# HELP keyslice_router_coordinator_connected 1 if this router reaches its coordinator; 0: it serves with the map it has, and table and membership changes wait',
     '# TYPE keyslice_router_coordinator_connected gauge',

@@ -16,6 +16,17 @@ const GAUGES = [
   ['writes_per_second', 'write operations per second over the load window'],
 ] as const;
 
+/** Cumulative counters from the slice nodes (shared/api.ts Counts): per slice (the node that
+ * serves it now) and per table and node (every slice the node served since it started). No
+ * per-table series: a node that is down would make a sum go back, which reads as a reset. */
+const COUNTERS = [
+  ['reads', 'reads', 'read operations admitted (GetItem, one per range request)'],
+  ['writes', 'writes', 'write operations admitted (put, update, delete)'],
+  ['read_bytes', 'readBytes', 'stored bytes of the items read'],
+  ['write_bytes', 'writeBytes', 'stored bytes of the items written'],
+  ['throttled', 'throttled', 'operations refused with ThroughputExceeded at the per-slice capacity'],
+] as const;
+
 const label = (v: string | number) => `"${String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
 
 /** `extra`: lines of the process's own (a router's link to its coordinator). */
@@ -50,6 +61,14 @@ export async function renderMetrics(
     for (const [table, load] of loads) {
       for (const s of load.slices) lines.push(`keyslice_slice_${metric}{table=${label(table)},slice="${s.slice}",node=${label(s.node)}} ${s[values[metric]]}`);
     }
+  }
+  for (const [metric, field, help] of COUNTERS) {
+    lines.push(`# HELP keyslice_slice_${metric}_total ${help}, per slice, since the serving node started`, `# TYPE keyslice_slice_${metric}_total counter`);
+    for (const [table, load] of loads) {
+      for (const s of load.slices) lines.push(`keyslice_slice_${metric}_total{table=${label(table)},slice="${s.slice}",node=${label(s.node)}} ${s[field]}`);
+    }
+    lines.push(`# HELP keyslice_node_${metric}_total ${help}, per table and node, since the node started`, `# TYPE keyslice_node_${metric}_total counter`);
+    for (const [table, load] of loads) for (const n of load.nodes) lines.push(`keyslice_node_${metric}_total{table=${label(table)},node=${label(n.node)}} ${n[field]}`);
   }
   lines.push('# HELP keyslice_table_max_over_mean the busiest slice over the mean of all slices', '# TYPE keyslice_table_max_over_mean gauge');
   for (const [table, load] of loads) {

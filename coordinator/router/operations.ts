@@ -24,6 +24,7 @@ import type { NodeLink } from '../metadata/node-link.js';
 import { describePart, keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
 import { RequestExpressions } from './request-expressions.js';
 import { adviseRequest } from '../studio/advisor-request.js';
+import type { ProcessMetrics } from './process-metrics.js';
 import type { Routing, TableCatalog, TableSource } from './routing.js';
 
 type Payload = Record<string, unknown>;
@@ -59,6 +60,8 @@ export class Operations {
     private readonly cluster: Routing,
     /** A router's: sends a table change to the coordinator, answers once the router's copy has it. */
     private readonly forwardChange?: (op: OperationName, payload: Payload) => Promise<unknown>,
+    /** Requests, errors and latency per operation (process-metrics.ts), whichever API asked. */
+    private readonly metrics?: Pick<ProcessMetrics, 'start'>,
   ) {}
 
   private get map(): { sliceCount: number } {
@@ -71,6 +74,17 @@ export class Operations {
   }
 
   execute(op: OperationName, payload: Payload): Promise<unknown> {
+    if (this.metrics === undefined) return this.run(op, payload);
+    const done = this.metrics.start(op);
+    const result = this.run(op, payload);
+    result.then(
+      () => done(null),
+      (err) => done(toKeysliceError(err).code),
+    );
+    return result;
+  }
+
+  private run(op: OperationName, payload: Payload): Promise<unknown> {
     for (const field of Object.keys(payload)) {
       if (!FIELDS[op].includes(field)) {
         return Promise.reject(new KeysliceError('ValidationError', `${op} does not take "${field}" (it takes ${FIELDS[op].join(', ') || 'nothing'})`));
@@ -236,7 +250,7 @@ export class Operations {
   }
 
   private async DescribeSlices(p: Payload) {
-    return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.map.sliceCount, describePart);
+    return tableLoad(this.catalog.get(p.table), this.cluster.presentLinks(), this.cluster.layout(), describePart);
   }
 
   /** Judged here, on the event loop: ADVISE_ITEMS_MAX keeps one request short. */

@@ -1,0 +1,162 @@
+// This process's own series for /metrics (docs/metrics.md), with prom-client, the
+// well-kept Prometheus client for Node: requests, errors by code and latency per
+// operation of the request path, and Node's process metrics (CPU, memory,
+// event-loop lag, GC), all prefixed keyslice_ and labelled process="...".
+//
+// One registry per process, never prom-client's global one, so that nothing
+// another module registers there leaks into our exposition.
+//
+// Routers started by the coordinator (node:cluster workers) share the client
+// port, so a scrape reaches whichever router the kernel picks. To keep every
+// counter steady however the scrape lands, the coordinator (the cluster
+// primary) gathers each router's registry over the cluster's IPC channel and
+// merges it with its own (prom-client's AggregatorRegistry.aggregate); every
+// process keeps its own series by its process label, and a router asked for
+// /metrics asks the coordinator for that merge. Whatever port is scraped, the
+// answer is the same set of series.
+import cluster from 'node:cluster';
+import { performance } from 'node:perf_hooks';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Histogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { OPERATION_NAMES, type OperationName } from '../../shared/api.js';
+import { assert, type ErrorCode } from '../../shared/errors.js';
+import { LOAD_REPORT_TIMEOUT_MS, REQUEST_SECONDS_BUCKETS } from '../../shared/limits.js';
+
+type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
+
+/** IPC messages between the coordinator and its routers (node:cluster). */
+const ASK_ROUTER = 'keyslice:router-metrics?';
+const ROUTER_ANSWER = 'keyslice:router-metrics';
+const ASK_ALL = 'keyslice:all-metrics?';
+const ALL_ANSWER = 'keyslice:all-metrics';
+
+export class ProcessMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'op'>;
+  private readonly errors: Counter<'op' | 'code'>;
+  private readonly seconds: Histogram<'op'>;
+
+  /** `process`: "coordinator", or "router-<id>" (the label that keeps each process's series apart). */
+  constructor(readonly process: string) {
+    this.registry.setDefaultLabels({ process });
+    collectDefaultMetrics({ register: this.registry, prefix: 'keyslice_' });
+    const registers = [this.registry];
+    this.requests = new Counter({ name: 'keyslice_requests_total', help: 'operations the request path of this process ran, by operation', labelNames: ['op'], registers });
+    this.errors = new Counter({ name: 'keyslice_request_errors_total', help: 'operations that ended in an error, by operation and error code', labelNames: ['op', 'code'], registers });
+    this.seconds = new Histogram({ name: 'keyslice_request_duration_seconds', help: 'time from an operation\'s start in this process to its answer, by operation', labelNames: ['op'], buckets: [...REQUEST_SECONDS_BUCKETS], registers });
+    // Every operation's series exist from the start: a scraper sees 0, not nothing. Each
+    // operation's children are looked up once here, not per request (a label lookup hashes).
+    for (const op of OPERATION_NAMES) {
+      const requests = this.requests.labels({ op });
+      requests.inc(0);
+      this.seconds.zero({ op });
+      this.perOp.set(op, { requests, seconds: this.seconds.labels({ op }) });
+    }
+  }
+
+  private readonly perOp = new Map<OperationName, { requests: Counter.Internal; seconds: Histogram.Internal<'op'> }>();
+
+  /** Starts timing one operation; the returned function ends it (with its error code, if it failed). */
+  start(op: OperationName): (error: ErrorCode | null) => void {
+    const started = performance.now();
+    const series = this.perOp.get(op);
+    assert(series !== undefined, `${op} is an operation`);
+    return (error) => {
+      series.requests.inc();
+      series.seconds.observe((performance.now() - started) / 1000);
+      if (error !== null) this.errors.inc({ op, code: error });
+    };
+  }
+
+  /** This process's series, when it is the only one (a coordinator without routers, a router started by itself). */
+  async text(): Promise<string> {
+    return (await this.registry.metrics()) + completeLine(true);
+  }
+
+  /** In a router started by the coordinator: answers the coordinator's requests for this registry. */
+  serveCoordinator(): void {
+    assert(cluster.isWorker, 'only a router started by the coordinator serves its registry over IPC');
+    process.on('message', (m: { type?: string; id?: number }) => {
+      if (m?.type !== ASK_ROUTER) return;
+      this.registry.getMetricsAsJSON().then((metrics) => process.send?.({ type: ROUTER_ANSWER, id: m.id, metrics }));
+    });
+  }
+
+  /** In a router started by the coordinator: every process's series, from the coordinator; this
+   * router's own, marked by keyslice_process_metrics_complete 0, if it does not answer in time. */
+  async fromCoordinator(): Promise<string> {
+    assert(cluster.isWorker, 'only a router started by the coordinator asks it for every process\'s metrics');
+    const id = nextId++;
+    const answer = new Promise<string | null>((resolve) => {
+      const timer = setTimeout(() => done(null), 2 * LOAD_REPORT_TIMEOUT_MS);
+      const onMessage = (m: { type?: string; id?: number; text?: string }) => {
+        if (m?.type === ALL_ANSWER && m.id === id) done(m.text ?? null);
+      };
+      const done = (text: string | null) => {
+        clearTimeout(timer);
+        process.off('message', onMessage);
+        resolve(text);
+      };
+      process.on('message', onMessage);
+      process.send?.({ type: ASK_ALL, id });
+    });
+    return (await answer) ?? (await this.registry.metrics()) + completeLine(false);
+  }
+
+  /** In the coordinator with routers: answers routers that ask for every process's series. */
+  serveRouters(): void {
+    assert(cluster.isPrimary, 'the coordinator serves the merged metrics to its routers');
+    cluster.on('message', (worker, m: { type?: string; id?: number }) => {
+      if (m?.type !== ASK_ALL) return;
+      this.allProcesses().then((text) => worker.isConnected() && worker.send({ type: ALL_ANSWER, id: m.id, text }));
+    });
+    cluster.on('message', (worker, m: { type?: string; id?: number; metrics?: MetricsJson }) => {
+      if (m?.type !== ROUTER_ANSWER) return;
+      pending.get(m.id!)?.(worker.id, m.metrics ?? []);
+    });
+  }
+
+  /** In the coordinator: its own series and those of every router that answers within
+   * LOAD_REPORT_TIMEOUT_MS, merged; keyslice_process_metrics_complete says whether all did. */
+  async allProcesses(): Promise<string> {
+    const routers = Object.values(cluster.workers ?? {}).filter((w) => w !== undefined && w.isConnected());
+    const id = nextId++;
+    const answers = new Map<number, MetricsJson>();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(finish, LOAD_REPORT_TIMEOUT_MS);
+      function finish() {
+        clearTimeout(timer);
+        pending.delete(id);
+        resolve();
+      }
+      pending.set(id, (worker, metrics) => {
+        answers.set(worker, metrics);
+        if (answers.size === routers.length) finish();
+      });
+      for (const w of routers) w!.send({ type: ASK_ROUTER, id });
+      if (routers.length === 0) finish();
+    });
+    const all = [await this.registry.getMetricsAsJSON(), ...answers.values()];
+    return (await merge(all).metrics()) + completeLine(answers.size === routers.length);
+  }
+}
+
+let nextId = 0;
+/** Requests of allProcesses() waiting for routers' registries, by id. */
+const pending = new Map<number, (worker: number, metrics: MetricsJson) => void>();
+
+/** One registry with every process's series. Each process's series carry its own process label,
+ * so no two are summed; prom-client's per-metric aggregators (an average, the first value) are
+ * set aside for a sum, which leaves each series as it is and drops none (its "omit" would drop
+ * the process start times). */
+function merge(registries: MetricsJson[]): Registry {
+  return AggregatorRegistry.aggregate(registries.map((metrics) => metrics.map((m) => ({ ...m, aggregator: 'sum' as const }))));
+}
+
+function completeLine(complete: boolean): string {
+  return [
+    '# HELP keyslice_process_metrics_complete 1 if every router process (and the coordinator) reported its request and process series; 0: some are missing',
+    '# TYPE keyslice_process_metrics_complete gauge',
+    `keyslice_process_metrics_complete ${complete ? 1 : 0}`,
+    '',
+  ].join('\n');
+}
