@@ -87,7 +87,8 @@ export function decimalText(d: Decimal): string {
 
 /** The canonical text of a number value (a double in plain notation: 1e21 is "1000000000000000000000"). */
 export function numberText(v: NumberValue): string {
-  return typeof v === 'number' ? decimalText(decimalOfNumber(v)) : v.$N;
+  if (typeof v !== 'number') return v.$N;
+  return Number.isSafeInteger(v) ? String(v) : decimalText(decimalOfNumber(v)); // String(-0) is "0"
 }
 
 function equalDecimals(a: Decimal, b: Decimal): boolean {

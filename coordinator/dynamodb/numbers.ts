@@ -10,9 +10,13 @@
 import { decimalLimitError, decimalOf, numberText, numberValueOf, parseDecimal, type NumberValue } from '../../shared/decimal.js';
 import { DynamoDbError } from './errors.js';
 
+const SMALL_INTEGER = /^-?(?:0|[1-9]\d{0,14})$/;
+
 /** A number from DynamoDB's wire text, or a DynamoDbError: malformed, or beyond DynamoDB's
  * precision or range (with DynamoDB's messages). */
 export function parseNumber(text: string): NumberValue {
+  // The common case, a whole number of up to 15 digits, is a double as it is written.
+  if (SMALL_INTEGER.test(text)) return Number(text) || 0; // || 0: "-0" is 0
   const d = parseDecimal(text);
   if (d === null) throw DynamoDbError.validation('A value provided cannot be converted into a number');
   const problem = decimalLimitError(d);
