@@ -10,6 +10,7 @@ import { DynamoDbError } from '../coordinator/dynamodb/errors.js';
 import { formatNumber, parseNumber, significantDigits } from '../coordinator/dynamodb/numbers.js';
 import { valueSize } from '../coordinator/dynamodb/attribute-values.js';
 import { decimalSum } from '../shared/decimal-sum.js';
+import { fromJson, validateValue } from '../shared/values.js';
 
 function refusal(text: string): string {
   try {
@@ -148,3 +149,35 @@ describe('DynamoDB numbers', () => {
     );
   });
 });
+
+describe('the native value model: numbers no double holds are {"$N": "<canonical text>"}', () => {
+  const problem = (v: unknown): string => {
+    try {
+      validateValue(v, 'v');
+    } catch (err) {
+      return (err as Error).message;
+    }
+    return 'valid';
+  };
+
+  it('JSON in gives each number its one form; anything else stays for validation to refuse', () => {
+    expect(fromJson({ $N: '1.50' })).toBe(1.5);
+    expect(fromJson({ $N: '-0' })).toBe(0);
+    expect(fromJson({ $N: '9007199254740993.0' })).toEqual({ $N: '9007199254740993' });
+    expect(fromJson([{ $N: '1E+37' }, { $N: '1.0000000000000000000000000000000000001E+37' }])).toEqual([1e37, { $N: '10000000000000000000000000000000000001' }]);
+    expect(fromJson({ $N: 'abc' })).toEqual({ $N: 'abc' });
+    expect(fromJson({ $N: '1E+126' })).toEqual({ $N: '1E+126' });
+  });
+
+  it('validation takes canonical decimals only, and says what to write instead', () => {
+    expect(problem({ $N: '9007199254740993' })).toBe('valid');
+    expect(problem({ $NS: [{ $N: '9007199254740993' }, 9007199254740992] })).toBe('valid');
+    expect(problem({ $N: '0.1' })).toMatch(/held exactly by a double: write it as the plain number 0\.1/);
+    expect(problem({ $N: '9007199254740993.0' })).toMatch(/not in canonical form \(write "9007199254740993"\)/);
+    expect(problem({ $N: 'abc' })).toMatch(/not a decimal number/);
+    expect(problem({ $N: 5 })).toMatch(/must hold the decimal as a string/);
+    expect(problem({ $N: '1' + '0'.repeat(126) })).toMatch(/Number overflow/);
+    expect(problem({ $NS: [{ $N: '9007199254740993' }, { $N: '9007199254740993' }] })).toMatch(/twice/);
+  });
+});
+

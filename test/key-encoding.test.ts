@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { decimalOfNumber, numberValueOf } from '../shared/decimal.js';
+import { compareNumbers as decimalCompare, decimalOfNumber, numberValueOf, type NumberValue } from '../shared/decimal.js';
 import { KeysliceError } from '../shared/errors.js';
 import { columnsHash, initHashing, sliceOf, sliceOfPart } from '../shared/hashing.js';
 import {
@@ -272,6 +272,16 @@ describe('numbers', () => {
         expect(low < withSorting && withSorting < low + PARTS_END).toBe(true);
         expect(above >= low + PARTS_END).toBe(true);
         expect(firstPartLength(above + encodeKeyPart('string', next))).toBe(above.length);
+      }),
+    );
+  });
+
+  it('compareNumbers (conditions, filters) agrees with the oracle and with the encoded order', () => {
+    check(
+      fc.property(keyNumber, keyNumber, (a, b) => {
+        const expected = sign(compareNumbers(a, b));
+        expect(sign(decimalCompare(a as NumberValue, b as NumberValue))).toBe(expected);
+        expect(sign(compareKeys(encodeKeyPart('number', a), encodeKeyPart('number', b)))).toBe(expected);
       }),
     );
   });
