@@ -1,6 +1,7 @@
 // The operation set: one definition behind both transports (HTTP/JSON and
 // WebSocket/msgpack) and the TypeScript client. Payloads are plain values.
 import type { AccessEntry, AdviceReport } from './advice.js';
+import type { NumberValue } from './decimal.js';
 import type { ErrorCode } from './errors.js';
 import type { KeyType, KeyValue } from './key-encoding.js';
 import type { Item, Value } from './values.js';
@@ -125,7 +126,7 @@ export interface Operations {
       /** Attributes to remove. */
       remove?: string[];
       /** Numbers to add; a missing attribute counts as 0. */
-      add?: Record<string, number>;
+      add?: Record<string, NumberValue>;
       returnValues?: ReturnValues;
     } & WriteCondition;
     response: { item?: Item | null };

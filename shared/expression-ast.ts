@@ -8,6 +8,7 @@
 //   bound   (expression-bind.ts): `#name`s replaced by attribute names and
 //           `:value`s by their values, statically checked. This is what a
 //           slice op carries and what expression-eval.ts runs.
+import type { NumberValue } from './decimal.js';
 import type { Value } from './values.js';
 
 // ---- parsed -----------------------------------------------------------------
@@ -82,7 +83,7 @@ export type SetValue =
 export type UpdateAction =
   | { k: 'set'; path: Path; value: SetValue }
   | { k: 'remove'; path: Path }
-  | { k: 'add'; path: Path; n: number }
+  | { k: 'add'; path: Path; n: NumberValue }
   | { k: 'addSet' | 'deleteSet'; path: Path; set: Value };
 
 /** A path as text for messages: `a.b[2].c`. */

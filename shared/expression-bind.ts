@@ -19,6 +19,7 @@ import {
   type TypeName,
   type UpdateAction,
 } from './expression-ast.js';
+import { isDecimal } from './decimal.js';
 import { compareOrdered, typeNameOf } from './expression-eval.js';
 import { KeysliceError } from './errors.js';
 import { ATTRIBUTE_NAME_BYTES_MAX, EXPRESSION_PLACEHOLDERS_MAX } from './limits.js';
@@ -250,7 +251,7 @@ export function bindUpdate(u: ParsedUpdate, ph: Placeholders, field: string, key
         break;
       case 'add': {
         const v = ph.value(a.value.name, a.value.at, field);
-        if (typeof v === 'number') actions.push({ k: 'add', path, n: v });
+        if (typeof v === 'number' || isDecimal(v)) actions.push({ k: 'add', path, n: v });
         else if (setTypeOf(v) !== null) actions.push({ k: 'addSet', path, set: v });
         else {
           const list = Array.isArray(v) ? ' DynamoDB refuses ADD of a list too: use SET a = list_append(a, :list), or a set ({"$SS": [...]}).' : '';
@@ -285,7 +286,7 @@ function bindSetValue(o: ParsedOperand, ph: Placeholders, field: string): SetVal
       const a = bindSetValue(o.a, ph, field);
       const b = bindSetValue(o.b, ph, field);
       for (const [parsed, bound] of [[o.a, a], [o.b, b]] as const) {
-        if (bound.k === 'value' && typeof bound.v !== 'number') {
+        if (bound.k === 'value' && typeof bound.v !== 'number' && !isDecimal(bound.v)) {
           throw new KeysliceError('ValidationError', `${field}: ${o.op} at position ${o.at} takes numbers; ${nameOf(parsed)} is a ${describeType(bound.v)}`);
         }
         if (bound.k === 'listAppend') throw new KeysliceError('ValidationError', `${field}: ${o.op} at position ${o.at} takes numbers; list_append gives a list`);

@@ -5,6 +5,7 @@
 // keyslice's plain values (docs/expressions.md).
 import type { Condition, Operand, Path, SetValue, TypeName, UpdateAction } from './expression-ast.js';
 import { pathText } from './expression-ast.js';
+import { compareNumbers, isDecimal, numberText, type NumberValue } from './decimal.js';
 import { decimalSum } from './decimal-sum.js';
 import { KeysliceError } from './errors.js';
 import { VALUE_DEPTH_MAX } from './limits.js';
@@ -26,7 +27,7 @@ export function typeNameOf(v: Value): TypeName {
   }
   if (v === null) return 'NULL';
   if (v instanceof Uint8Array) return 'B';
-  return Array.isArray(v) ? 'L' : (setTypeOf(v) ?? 'M');
+  return Array.isArray(v) ? 'L' : isDecimal(v) ? 'N' : (setTypeOf(v) ?? 'M');
 }
 
 /** The value at a document path, or undefined when the path leads nowhere. */
@@ -37,8 +38,8 @@ export function valueAt(item: Item, path: Path): Value | undefined {
       if (!Array.isArray(cur) || seg >= cur.length) return undefined;
       cur = cur[seg];
     } else {
-      // A set is a map only in its representation: a path cannot lead into it.
-      if (!isMap(cur) || !Object.hasOwn(cur, seg) || setTypeOf(cur) !== null) return undefined;
+      // A set or a decimal is a map only in its representation: a path cannot lead into it.
+      if (!isMap(cur) || !Object.hasOwn(cur, seg) || setTypeOf(cur) !== null || isDecimal(cur)) return undefined;
       cur = cur[seg];
     }
   }
@@ -81,8 +82,13 @@ export function valuesEqual(a: Value, b: Value): boolean {
 export function compareOrdered(a: Value | undefined, b: Value | undefined): number | null {
   if (typeof a === 'number' && typeof b === 'number') return a < b ? -1 : a > b ? 1 : 0;
   if (typeof a === 'string' && typeof b === 'string') return compareCodePoints(a, b);
+  if (isNumeric(a) && isNumeric(b)) return compareNumbers(a, b); // a decimal, numerically with doubles
   if (a instanceof Uint8Array && b instanceof Uint8Array) return compareBytes(a, b);
   return null;
+}
+
+function isNumeric(v: Value | undefined): v is NumberValue {
+  return typeof v === 'number' || isDecimal(v);
 }
 
 function compareCodePoints(a: string, b: string): number {
@@ -114,6 +120,7 @@ function asBuffer(v: Uint8Array): Buffer {
 export function sizeOf(v: Value | undefined): number | undefined {
   if (typeof v === 'string') return Buffer.byteLength(v, 'utf8');
   if (v !== undefined && setTypeOf(v) !== null) return setElements(v).length;
+  if (isDecimal(v)) return undefined;
   if (v instanceof Uint8Array) return v.byteLength;
   if (Array.isArray(v)) return v.length;
   if (isMap(v)) return Object.keys(v).length;
@@ -205,7 +212,7 @@ function operand(o: Operand, item: Item): Value | undefined {
  * an action cannot apply. */
 export function applyUpdate(source: Item, actions: readonly UpdateAction[]): Item {
   const sets: [Path, Value][] = [];
-  const adds: [Path, number][] = [];
+  const adds: [Path, NumberValue][] = [];
   const setAdds: [Path, Value][] = [];
   const setDeletes: [Path, Value][] = [];
   const removes: Path[] = [];
@@ -256,11 +263,11 @@ function setValue(v: SetValue, item: Item): Value {
     case '-': {
       const a = setValue(v.a, item);
       const b = setValue(v.b, item);
-      if (typeof a !== 'number' || typeof b !== 'number') {
+      if (!isNumeric(a) || !isNumeric(b)) {
         throw new KeysliceError('ValidationError', `update: ${v.k} takes two numbers, got ${operandType(v.a, a)} and ${operandType(v.b, b)}`);
       }
-      const r = decimalSum(a, v.k === '+' ? b : -b);
-      if (!Number.isFinite(r)) throw new KeysliceError('ValidationError', `update: ${a} ${v.k} ${b} is not a finite number`);
+      const r = decimalSum(a, b, v.k === '-');
+      if (typeof r === 'number' && !Number.isFinite(r)) throw new KeysliceError('ValidationError', `update: ${numberText(a)} ${v.k} ${numberText(b)} is not a finite number`);
       return r;
     }
     case 'ifNotExists': {
@@ -282,13 +289,13 @@ function operandType(o: SetValue, v: Value): string {
   return o.k === 'path' ? `"${pathText(o.path)}" (a ${describeType(v)})` : `a ${describeType(v)}`;
 }
 
-function addNumber(old: Value | undefined, n: number, path: Path): Value {
+function addNumber(old: Value | undefined, n: NumberValue, path: Path): Value {
   if (old === undefined) return n;
-  if (typeof old !== 'number') {
+  if (!isNumeric(old)) {
     throw new KeysliceError('ValidationError', `update: cannot ADD to "${pathText(path)}": it holds a ${describeType(old)}, not a number`);
   }
   const sum = decimalSum(old, n);
-  if (!Number.isFinite(sum)) throw new KeysliceError('ValidationError', `update: adding ${n} to "${pathText(path)}" gives ${sum}`);
+  if (typeof sum === 'number' && !Number.isFinite(sum)) throw new KeysliceError('ValidationError', `update: adding ${numberText(n)} to "${pathText(path)}" gives ${sum}`);
   return sum;
 }
 
@@ -321,7 +328,7 @@ function edit(node: Value, path: Path, i: number, fn: (old: Value | undefined) =
   const seg = path[i];
   const last = i === path.length - 1;
   if (typeof seg === 'string') {
-    if (!isMap(node) || setTypeOf(node) !== null) throw invalidPath(verb, path, i, node);
+    if (!isMap(node) || setTypeOf(node) !== null || isDecimal(node)) throw invalidPath(verb, path, i, node);
     const target = copyOf(node, fresh) as MapValue;
     const old = Object.hasOwn(target, seg) ? target[seg] : undefined;
     if (last) setOwn(target, seg, fn(old));
@@ -443,7 +450,7 @@ function pick(v: Value, node: Pick): Value | undefined {
     }
     return out.length > 0 ? out : undefined;
   }
-  if (isMap(v) && setTypeOf(v) === null) {
+  if (isMap(v) && setTypeOf(v) === null && !isDecimal(v)) {
     const out: MapValue = {};
     let any = false;
     for (const [k, child] of node) {

@@ -3,10 +3,12 @@
 // every char code is one byte (0..255), so that JS string comparison, which
 // compares UTF-16 code units, equals unsigned byte-wise comparison. Partitions
 // keep these strings as sorted-btree keys and compare them natively.
+import { decimalOf, DECIMAL_EXPONENT_MAX, DECIMAL_EXPONENT_MIN, doubleBelow, numberValueOf, type DecimalValue } from './decimal.js';
 import { KeysliceError } from './errors.js';
 
 export type KeyType = 'string' | 'number' | 'binary';
-export type KeyValue = string | number | Uint8Array;
+/** A number key is a double or, for a number no double holds, a decimal value (shared/decimal.ts). */
+export type KeyValue = string | number | DecimalValue | Uint8Array;
 
 export const KEY_TYPES: readonly KeyType[] = ['string', 'number', 'binary'];
 
@@ -16,6 +18,8 @@ export const TAG_STRING = 0x02;
 export const TAG_NUMBER = 0x21;
 /** A sharding key of several columns: its parts, then a 0x00 at a part boundary. */
 export const TAG_TUPLE = 0x05;
+/** After a number part's 8 bytes: a decimal's extension follows (see decimalBytes). */
+export const DECIMAL_EXTENSION = 0xfe;
 
 const ASCII_NO_NUL = /^[\x01-\x7f]*$/;
 const SURROGATE = /[\ud800-\udfff]/;
@@ -80,6 +84,35 @@ function numberFromBytes(s: string): number {
   return f64[0];
 }
 
+// A decimal's exponent is one byte of its key part.
+if (DECIMAL_EXPONENT_MAX - DECIMAL_EXPONENT_MIN > 0xff) throw new Error('invariant broken: the decimal exponent range does not fit a byte');
+
+/** A decimal no double holds, D, lies strictly between two neighbouring doubles X < D < X'
+ * (by their shortest texts). Its part is X's 8 bytes, then 0xFE, then D itself in an
+ * order-preserving, self-delimiting form: a byte for the exponent E of its first digit
+ * (E + 130, 0..255 over DynamoDB's range), then its significant digits in pairs
+ * (base 100, the last pair padded with 0), a non-last pair p as 2p+1 and the last as 2p;
+ * for a negative D every byte of that form is flipped (255 - b). */
+function decimalBytes(value: DecimalValue): string {
+  const d = decimalOf(value);
+  let s = numberBytes(doubleBelow(d)) + '\xfe';
+  const flip = d.negative ? 0xff : 0;
+  s += String.fromCharCode((d.point - 1 - DECIMAL_EXPONENT_MIN) ^ flip);
+  const digits = d.digits.length % 2 === 0 ? d.digits : d.digits + '0';
+  for (let i = 0; i < digits.length; i += 2) {
+    const pair = Number(digits.slice(i, i + 2));
+    s += String.fromCharCode((2 * pair + (i + 2 < digits.length ? 1 : 0)) ^ flip);
+  }
+  return s;
+}
+
+/** Length of a decimal's extension (0xFE, exponent, digit pairs) that starts at `start`. */
+function extensionLength(key: string, start: number, negative: boolean): number {
+  let i = start + 2;
+  while (i < key.length && (key.charCodeAt(i) & 1) === (negative ? 0 : 1)) i++; // non-last pairs
+  return Math.min(i + 1, key.length) - start;
+}
+
 /** One key part: tag, payload, and (for strings and binary) a 0x00 terminator. */
 export function encodeKeyPart(type: KeyType, value: KeyValue): string {
   switch (type) {
@@ -88,7 +121,7 @@ export function encodeKeyPart(type: KeyType, value: KeyValue): string {
     case 'binary':
       return '\x01' + escapeBytes(value as Uint8Array) + '\x00';
     case 'number':
-      return '\x21' + numberBytes(value as number);
+      return '\x21' + (typeof value === 'number' ? numberBytes(value) : decimalBytes(value as DecimalValue));
   }
 }
 
@@ -100,9 +133,11 @@ export function encodeKeyPrefix(type: 'string' | 'binary', value: string | Uint8
 
 /** Appended to encoded parts X, the exclusive upper bound of every key that
  * begins with exactly the parts X: such a key is X alone or X followed by a type
- * tag (below 0xFF), while a key whose last part in X's place is a longer string
- * or binary value with X's as its prefix continues with 0xFF (an escaped NUL). */
-export const PARTS_END = '\xff';
+ * tag or a tuple's 0x00 (all below 0xFE), while a key whose last part in X's place
+ * is a longer string or binary value with X's as its prefix continues with 0xFF
+ * (an escaped NUL), and one whose last part is a decimal just above X's number
+ * continues with 0xFE and more bytes. */
+export const PARTS_END = '\xfe';
 
 /** The sharding part of a key: one column's part, or a tuple part (tag 0x05,
  * each column's part, 0x00) for several columns, so that every key is one
@@ -129,12 +164,15 @@ export function prefixEnd(prefix: string): string {
   return prefix.slice(0, end - 1) + String.fromCharCode(prefix.charCodeAt(end - 1) + 1);
 }
 
-/** Length of the part of `key` that starts at `start`: 9 bytes for a number,
- * up to and including the unescaped 0x00 terminator for a string or binary
+/** Length of the part of `key` that starts at `start`: 9 bytes for a double,
+ * and a decimal's extension after them, up to and including the unescaped 0x00 terminator for a string or binary
  * value, and for a tuple its parts and the 0x00 after them. */
 export function partLength(key: string, start = 0): number {
   const tag = key.charCodeAt(start);
-  if (tag === TAG_NUMBER) return 9;
+  if (tag === TAG_NUMBER) {
+    if (key.charCodeAt(start + 9) !== DECIMAL_EXTENSION) return 9;
+    return 9 + extensionLength(key, start + 9, key.charCodeAt(start + 1) < 0x80);
+  }
   if (tag === TAG_TUPLE) {
     let i = start + 1;
     while (i < key.length && key.charCodeAt(i) !== 0) i += partLength(key, i);
@@ -180,8 +218,15 @@ function decodeParts(key: string, start: number, types: readonly PartType[]): [D
     if (type === 'number') {
       if (tag !== TAG_NUMBER) throw new Error(`key part ${out.length}: expected a number tag at byte ${i - 1}`);
       if (i + 8 > key.length) throw new Error(`key part ${out.length}: a number needs 8 bytes`);
-      out.push(numberFromBytes(key.slice(i, i + 8)));
-      i += 8;
+      if (key.charCodeAt(i + 8) !== DECIMAL_EXTENSION) {
+        out.push(numberFromBytes(key.slice(i, i + 8)));
+        i += 8;
+        continue;
+      }
+      const negative = key.charCodeAt(i) < 0x80;
+      const end = i + 8 + extensionLength(key, i + 8, negative);
+      out.push(decodeDecimal(key.slice(i + 9, end), negative));
+      i = end;
       continue;
     }
     if (tag !== (type === 'string' ? TAG_STRING : TAG_BINARY)) throw new Error(`key part ${out.length}: wrong tag at byte ${i - 1}`);
@@ -201,9 +246,22 @@ function decodeParts(key: string, start: number, types: readonly PartType[]): [D
   return [out, i];
 }
 
-/** Byte length of a key value as the limits count it (UTF-8 for strings). */
+/** A decimal from its extension after the 0xFE: exponent byte and digit pairs. */
+function decodeDecimal(ext: string, negative: boolean): KeyValue {
+  const flip = negative ? 0xff : 0;
+  if (ext.length < 2) throw new Error('a decimal key part needs an exponent and digits');
+  const exponent = (ext.charCodeAt(0) ^ flip) + DECIMAL_EXPONENT_MIN;
+  let digits = '';
+  for (let j = 1; j < ext.length; j++) digits += String((ext.charCodeAt(j) ^ flip) >> 1).padStart(2, '0');
+  const value = numberValueOf({ negative, digits: digits.replace(/0+$/, ''), point: exponent + 1 });
+  if (typeof value === 'number') throw new Error(`a decimal key part holds ${value}, which is a double`);
+  return value;
+}
+
+/** Byte length of a key value as the limits count it (UTF-8 for strings; a double 8 bytes,
+ * a decimal its encoded part less the tag). */
 export function keyValueBytes(type: KeyType, value: KeyValue): number {
   if (type === 'string') return Buffer.byteLength(value as string);
   if (type === 'binary') return (value as Uint8Array).byteLength;
-  return 8;
+  return typeof value === 'number' ? 8 : encodeKeyPart('number', value).length - 1;
 }

@@ -35,6 +35,7 @@
 // worker's packed results the same way; only the outer frame is decoded.
 import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
+import { DECIMAL_TAG, isNumberValue } from './decimal.js';
 import { KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
 import { TYPE_NAMES, type Condition, type Path, type UpdateAction } from './expression-ast.js';
 import {
@@ -627,7 +628,8 @@ function isValue(v: unknown, depth: number): boolean {
   }
 }
 
-const SET_TAG_KEYS = new Set(Object.values(SET_TAGS));
+/** Maps of one of these keys are sets or a decimal number: validateValue has their rules. */
+const SET_TAG_KEYS = new Set([...Object.values(SET_TAGS), DECIMAL_TAG]);
 
 function isValidValue(v: unknown): boolean {
   try {
@@ -718,7 +720,7 @@ function checkUpdateAction(a: unknown, where: string): void {
   checkPath(a.path, where);
   if (a.k === 'set') checkSetValue(a.value, where, 0);
   else if (a.k === 'add') {
-    if (typeof a.n !== 'number' || !Number.isFinite(a.n)) fail(`${where}: ADD takes a finite number`);
+    if (!isNumberValue(a.n)) fail(`${where}: ADD takes a finite number or a decimal ({"$N": "..."})`);
   } else if (a.k === 'addSet' || a.k === 'deleteSet') {
     checkValue(a.set, `${where} set`);
     if (setTypeOf(a.set) === null) fail(`${where}: ADD or DELETE of elements takes a set`);

@@ -2,6 +2,7 @@
 // travel in JSON. Validation happens once, at the coordinator's edge.
 import { KeysliceError } from './errors.js';
 import { ATTRIBUTE_NAME_BYTES_MAX, VALUE_DEPTH_MAX } from './limits.js';
+import { DECIMAL_TAG, decimalLimitError, decimalValueProblem, isDecimal, isNumberValue, numberValueOf, parseDecimal } from './decimal.js';
 
 export type Value = string | number | boolean | null | Uint8Array | Value[] | { [name: string]: Value };
 export type Item = { [name: string]: Value };
@@ -44,12 +45,15 @@ export function makeSet(type: SetType, elements: Value[]): Value {
 }
 
 function isSetElement(type: SetType, e: unknown): boolean {
-  return type === 'SS' ? typeof e === 'string' : type === 'NS' ? typeof e === 'number' && Number.isFinite(e) : e instanceof Uint8Array;
+  return type === 'SS' ? typeof e === 'string' : type === 'NS' ? isNumberValue(e) : e instanceof Uint8Array;
 }
 
-/** A text that is equal for equal set elements (numbers by value, binary by bytes). */
+/** A text that is equal for equal set elements (numbers by value, binary by bytes). A
+ * decimal's text never equals a double's (a decimal is never what a double holds). */
 export function setElementKey(e: Value): string {
-  return e instanceof Uint8Array ? Buffer.from(e.buffer, e.byteOffset, e.byteLength).toString('base64') : typeof e === 'number' ? String(e === 0 ? 0 : e) : (e as string);
+  if (e instanceof Uint8Array) return Buffer.from(e.buffer, e.byteOffset, e.byteLength).toString('base64');
+  if (typeof e === 'number') return String(e === 0 ? 0 : e);
+  return isDecimal(e) ? e.$N : (e as string);
 }
 
 /** Checks a map whose one key is a set tag: it must be a valid set. */
@@ -95,6 +99,7 @@ export function validateValue(v: unknown, where: string, depth = 0): asserts v i
       if (isPlainObject(v)) {
         const keys = Object.keys(v);
         if (keys.length === 1 && Object.hasOwn(SET_TYPE_OF_TAG, keys[0])) return validateSet(v, keys[0], where);
+        if (keys.length === 1 && keys[0] === DECIMAL_TAG) return validateDecimal(v, where);
         for (const k of keys) {
           // msgpack decoders rename this key (it would set a JavaScript prototype), so it cannot be stored faithfully.
           if (k === '__proto__') throw new KeysliceError('ValidationError', `${where}: a map key may not be "__proto__"`);
@@ -105,6 +110,12 @@ export function validateValue(v: unknown, where: string, depth = 0): asserts v i
       break;
   }
   throw new KeysliceError('ValidationError', `${where}: unsupported value type ${describeType(v)}`);
+}
+
+/** Checks a map whose one key is "$N": it must be a decimal number in canonical form that no double holds. */
+function validateDecimal(v: Record<string, unknown>, where: string): void {
+  const problem = typeof v.$N === 'string' ? decimalValueProblem(v as { $N: string }) : 'it must hold the decimal as a string';
+  if (problem !== null) throw new KeysliceError('ValidationError', `${where}: a map of the single key "$N" is a decimal number: ${problem}`);
 }
 
 export function validateAttributeName(name: string, where: string): void {
@@ -128,6 +139,7 @@ export function validateItem(item: unknown, where = 'item'): asserts item is Ite
 
 export function describeType(v: unknown): string {
   if (v === null) return 'null';
+  if (isDecimal(v)) return 'number';
   const set = setTypeOf(v);
   if (set !== null) return `${set} set`;
   if (v instanceof Uint8Array) return 'binary';
@@ -173,13 +185,19 @@ function setOwn(o: Record<string, unknown>, k: string, v: unknown): void {
   else o[k] = v;
 }
 
-/** JSON in: `{"$binary": "..."}` becomes bytes. */
+/** JSON in: `{"$binary": "..."}` becomes bytes; `{"$N": "<decimal>"}` becomes the number's one
+ * form (a plain number when a double holds it, else `{"$N": "<canonical text>"}`; a text that is
+ * no number, or beyond DynamoDB's limits, stays as it is, for validation to refuse). */
 export function fromJson(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(fromJson);
   if (isPlainObject(v)) {
     const keys = Object.keys(v);
     if (keys.length === 1 && keys[0] === JSON_BINARY_TAG && typeof v[JSON_BINARY_TAG] === 'string') {
       return new Uint8Array(Buffer.from(v[JSON_BINARY_TAG] as string, 'base64'));
+    }
+    if (keys.length === 1 && keys[0] === DECIMAL_TAG && typeof v.$N === 'string') {
+      const d = parseDecimal(v.$N);
+      return d === null || decimalLimitError(d) !== null ? v : numberValueOf(d);
     }
     const out: Record<string, unknown> = {};
     for (const k of keys) setOwn(out, k, fromJson(v[k]));

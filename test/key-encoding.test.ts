@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { compareNumbers as decimalCompare, decimalOfNumber, numberValueOf, type NumberValue } from '../shared/decimal.js';
 import { KeysliceError } from '../shared/errors.js';
 import { columnsHash, initHashing, sliceOf, sliceOfPart } from '../shared/hashing.js';
 import {
@@ -46,7 +47,21 @@ function compareBytes(a: Uint8Array, b: Uint8Array): number {
   return a.length - b.length;
 }
 
-const compareNumbers = (a: number, b: number): number => (a < b ? -1 : a > b ? 1 : 0); // -0 equals 0
+/** Numeric order, computed apart from shared/decimal.ts: each number as an exact fraction of
+ * BigInts from its text (a double's shortest text, a decimal's own), cross-multiplied. */
+function exactOf(v: KeyValue): [bigint, bigint] {
+  const text = typeof v === 'number' ? String(v) : (v as { $N: string }).$N;
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(text)!;
+  const e = Number(m[4] ?? 0) - (m[3] ?? '').length;
+  const n = BigInt(m[1] + m[2] + (m[3] ?? ''));
+  return e >= 0 ? [n * 10n ** BigInt(e), 1n] : [n, 10n ** BigInt(-e)];
+}
+function compareNumbers(a: KeyValue, b: KeyValue): number {
+  if (typeof a === 'number' && typeof b === 'number') return a < b ? -1 : a > b ? 1 : 0; // -0 equals 0
+  const [x, p] = exactOf(a);
+  const [y, q] = exactOf(b);
+  return x * q < y * p ? -1 : x * q > y * p ? 1 : 0;
+}
 
 function startsWithBytes(s: Uint8Array, p: Uint8Array): boolean {
   return p.length <= s.length && p.every((b, i) => s[i] === b);
@@ -84,7 +99,29 @@ const codePoint = fc.oneof(
 );
 const keyString = fc.string({ unit: codePoint, maxLength: 8 });
 
+/** Decimals no double holds, of every exponent in DynamoDB's range and up to 38 digits, and
+ * decimals just above and below a double (its shortest digits, nudged, then more digits), where
+ * the encoding's choice of the double below matters most. */
+const digitString = (min: number, max: number) => fc.array(fc.integer({ min: 0, max: 9 }), { minLength: min, maxLength: max }).map((d) => d.join(''));
+const decimalFrom = (negative: boolean, digits: string, point: number): KeyValue => {
+  const trimmed = digits.replace(/^0+/, '').replace(/0+$/, '');
+  const lead = digits.length - digits.replace(/^0+/, '').length;
+  if (trimmed === '') return 0;
+  return numberValueOf({ negative, digits: trimmed.slice(0, 38), point: Math.max(-129, Math.min(126, point - lead)) });
+};
+const keyDecimal = fc.oneof(
+  fc.tuple(fc.boolean(), digitString(1, 38), fc.integer({ min: -129, max: 126 })).map(([n, d, p]) => decimalFrom(n, d, p)),
+  fc
+    .tuple(fc.double({ min: 1e-120, max: 1e120, noNaN: true }), fc.boolean(), fc.boolean(), digitString(1, 20))
+    .map(([x, negative, below, extra]) => {
+      const { digits, point } = decimalOfNumber(x);
+      const base = below ? (BigInt(digits) - 1n).toString().padStart(digits.length, '0') : digits;
+      return decimalFrom(negative, base + extra + '1', point);
+    }),
+);
+
 const keyNumber = fc.oneof(
+  keyDecimal,
   fc.double({ noNaN: true, noDefaultInfinity: true }),
   fc.integer({ min: -1000, max: 1000 }),
   fc.integer().map((n) => n / 1024),
@@ -105,7 +142,7 @@ interface TypeCase {
 
 const TYPE_CASES: TypeCase[] = [
   { type: 'string', arb: keyString, compare: (a, b) => compareCodePoints(a as string, b as string) },
-  { type: 'number', arb: keyNumber, compare: (a, b) => compareNumbers(a as number, b as number) },
+  { type: 'number', arb: keyNumber, compare: compareNumbers },
   { type: 'binary', arb: keyBinary, compare: (a, b) => compareBytes(a as Uint8Array, b as Uint8Array) },
 ];
 
@@ -121,6 +158,7 @@ function parseValue(type: KeyType, text: string): KeyValue {
     case 'string':
       return JSON.parse(text) as string;
     case 'number': {
+      if (text.startsWith('{')) return JSON.parse(text) as KeyValue; // a decimal, {"$N": "..."}
       const n = Number(text);
       if (text.trim() === '' || !Number.isFinite(n)) throw new Error(`not a finite number: ${text}`);
       return n;
@@ -211,13 +249,43 @@ describe.each(TYPE_CASES)('$type parts', ({ type, arb, compare }) => {
         expect(isByteString(key)).toBe(true);
         const [back] = decodeKey(key, [type]);
         expect(back).toEqual(canonical(type, v));
-        if (type === 'number') expect(Object.is(back, canonical(type, v))).toBe(true);
+        if (typeof v === 'number') expect(Object.is(back, canonical(type, v))).toBe(true);
       }),
     );
   });
 });
 
 describe('numbers', () => {
+  it('a decimal just above a double sorts after every key of that double, outside [part, part + PARTS_END)', () => {
+    const justAbove = fc.tuple(fc.double({ min: -1e120, max: 1e120, noNaN: true }), digitString(1, 20), narrow.string);
+    check(
+      fc.property(justAbove, ([x, extra, next]) => {
+        fc.pre(x !== 0 && Math.abs(x) >= 1e-120);
+        const { negative, digits, point } = decimalOfNumber(x);
+        // Above x: a positive x gains digits; a negative one loses 1 in its last digit first.
+        const base = negative ? (BigInt(digits) - 1n).toString().padStart(digits.length, '0') : digits;
+        const d = decimalFrom(negative, base + extra + '1', point);
+        fc.pre(typeof d !== 'number' && compareNumbers(d, x) > 0);
+        const low = encodeKeyPart('number', x);
+        const withSorting = low + encodeKeyPart('string', next);
+        const above = encodeKeyPart('number', d);
+        expect(low < withSorting && withSorting < low + PARTS_END).toBe(true);
+        expect(above >= low + PARTS_END).toBe(true);
+        expect(firstPartLength(above + encodeKeyPart('string', next))).toBe(above.length);
+      }),
+    );
+  });
+
+  it('compareNumbers (conditions, filters) agrees with the oracle and with the encoded order', () => {
+    check(
+      fc.property(keyNumber, keyNumber, (a, b) => {
+        const expected = sign(compareNumbers(a, b));
+        expect(sign(decimalCompare(a as NumberValue, b as NumberValue))).toBe(expected);
+        expect(sign(compareKeys(encodeKeyPart('number', a), encodeKeyPart('number', b)))).toBe(expected);
+      }),
+    );
+  });
+
   it('-0 and 0 are one key, and -0 decodes as 0', () => {
     expect(encodeKeyPart('number', -0)).toBe(encodeKeyPart('number', 0));
     expect(Object.is(decodeKey(encodeKeyPart('number', -0), ['number'])[0], 0)).toBe(true);
@@ -248,14 +316,14 @@ describe('compound keys (sharding part, then sorting part)', () => {
     }
   }
 
-  it('the keys of one sharding key are exactly those in [part, part + ff)', () => {
+  it('the keys of one sharding key are exactly those in [part, part + PARTS_END)', () => {
     for (const sh of TYPE_CASES) {
       for (const so of [null, ...TYPE_CASES]) {
         check(
           fc.property(sh.arb, sh.arb, so?.arb ?? fc.constant(null), (s1, s2, x) => {
             const low = encodeKeyPart(sh.type, s1);
             const key = encodeKeyPart(sh.type, s2) + (so === null ? '' : encodeKeyPart(so.type, x!));
-            expect(low <= key && key < low + '\xff').toBe(sh.compare(s1, s2) === 0);
+            expect(low <= key && key < low + PARTS_END).toBe(sh.compare(s1, s2) === 0);
           }),
           RUNS / 4,
         );
@@ -267,7 +335,7 @@ describe('compound keys (sharding part, then sorting part)', () => {
     const part = encodeKeyPart('string', 'a');
     const other = encodeKeyPart('string', 'a\u0000b') + encodeKeyPart('number', 1);
     expect(part < other && other < prefixEnd(part)).toBe(true);
-    expect(other < part + '\xff').toBe(false);
+    expect(other < part + PARTS_END).toBe(false);
   });
 });
 

@@ -18,6 +18,7 @@ import type {
 } from '../../shared/api.js';
 import { KeysliceError, isErrorCode, type ErrorDetails } from '../../shared/errors.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../../shared/protocol.js';
+import type { NumberValue } from '../../shared/decimal.js';
 import type { Item } from '../../shared/values.js';
 
 export interface ClientOptions {
@@ -290,7 +291,7 @@ export class KeysliceClient {
   async updateItem(
     table: string,
     key: KeyRef,
-    update: { update?: string; set?: Item; remove?: string[]; add?: Record<string, number>; returnValues?: ReturnValues } & WriteCondition,
+    update: { update?: string; set?: Item; remove?: string[]; add?: Record<string, NumberValue>; returnValues?: ReturnValues } & WriteCondition,
   ): Promise<Item | null | undefined> {
     return (await this.request('UpdateItem', { table, key, ...update })).item;
   }

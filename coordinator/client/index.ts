@@ -7,4 +7,6 @@ export { ERROR_CODES, KeysliceError, isErrorCode, type ErrorCode, type ErrorDeta
 export { OPERATION_NAMES } from '../../shared/api.js';
 export type * from '../../shared/api.js';
 export type { Item, Value } from '../../shared/values.js';
+// Numbers no double holds travel as {"$N": "<decimal text>"} (docs/dynamodb.md, "Numbers").
+export { compareNumbers, decimal, isDecimal, numberText, type DecimalValue, type NumberValue } from '../../shared/decimal.js';
 export type { KeyType, KeyValue } from '../../shared/key-encoding.js';

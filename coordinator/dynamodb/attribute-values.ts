@@ -1,9 +1,9 @@
 // DynamoDB's typed JSON values (AttributeValue: {"S": "x"}, {"N": "1"}, ...)
 // against keyslice's plain values, both ways, and DynamoDB's rule for the size
-// of an item. S, N, B, BOOL, NULL, L and M map one to one (N within what a
-// double holds exactly, see numbers.ts); the sets SS, NS and BS map to
+// of an item. S, N, B, BOOL, NULL, L and M map one to one (N as a double when
+// one holds it exactly, else as a decimal value {"$N": ...}, see numbers.ts); the sets SS, NS and BS map to
 // keyslice's sets, maps of one key $SS, $NS or $BS (shared/values.ts), so an M
-// of exactly such a key is refused here: it would read back as a set.
+// of exactly such a key (or $N) is refused here: it would read back as a set (or a number).
 import { ATTRIBUTE_NAME_BYTES_MAX, VALUE_DEPTH_MAX } from '../../shared/limits.js';
 import {
   isPlainObject,
@@ -19,6 +19,7 @@ import {
   type SetType,
   type Value,
 } from '../../shared/values.js';
+import { DECIMAL_TAG, isDecimal } from '../../shared/decimal.js';
 import { DynamoDbError } from './errors.js';
 import { formatNumber, parseNumber, significantDigits } from './numbers.js';
 
@@ -26,7 +27,8 @@ export type AttributeValue = Record<string, unknown>;
 export type WireItem = Record<string, AttributeValue>;
 
 const TYPES = ['S', 'N', 'B', 'BOOL', 'NULL', 'L', 'M', 'SS', 'NS', 'BS'] as const;
-const SET_TAG_KEYS = new Set(Object.values(SET_TAGS));
+/** Maps of one of these keys are sets or a decimal number in keyslice. */
+const SET_TAG_KEYS = new Set([...Object.values(SET_TAGS), DECIMAL_TAG]);
 const SET_NAMES: Record<SetType, string> = { SS: 'string', NS: 'number', BS: 'binary' };
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
@@ -96,7 +98,7 @@ export function toNativeValue(av: unknown, where: string, depth = 0): Value {
       const out: Record<string, Value> = {};
       const keys = Object.keys(v);
       if (keys.length === 1 && SET_TAG_KEYS.has(keys[0])) {
-        throw DynamoDbError.validation(`keyslice stores sets as maps of the single key ${keys[0]}, so it cannot store a map (M) of only that key (at ${where})`);
+        throw DynamoDbError.validation(`keyslice stores sets and decimal numbers as maps of the single key ${keys[0]}, so it cannot store a map (M) of only that key (at ${where})`);
       }
       for (const k of keys) {
         // msgpack between keyslice's processes cannot carry this key faithfully (it would set a prototype).
@@ -163,6 +165,7 @@ export function fromNativeValue(v: Value): AttributeValue {
   if (v === null) return { NULL: true };
   if (v instanceof Uint8Array) return { B: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
   if (Array.isArray(v)) return { L: v.map(fromNativeValue) };
+  if (isDecimal(v)) return { N: v.$N };
   const set = setTypeOf(v);
   if (set !== null) return { [set]: setElements(v).map((e) => Object.values(fromNativeValue(e))[0]) };
   const m: Record<string, AttributeValue> = {};
@@ -208,6 +211,7 @@ export function valueSize(v: Value): number {
   }
   if (v === null) return 1;
   if (v instanceof Uint8Array) return v.byteLength;
+  if (isDecimal(v)) return Math.ceil(significantDigits(v) / 2) + 1;
   if (setTypeOf(v) !== null) return setElements(v).reduce((n: number, e) => n + valueSize(e), 0);
   let n = 3;
   if (Array.isArray(v)) {

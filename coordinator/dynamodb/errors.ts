@@ -2,6 +2,7 @@
 // DynamoDB uses for it), an HTTP status, a message, and sometimes more fields
 // (the old item of a failed condition). keyslice's own typed errors are mapped
 // here, in one place, onto the exception a DynamoDB client expects.
+import { NUMBER_LIMIT_MESSAGES } from '../../shared/decimal.js';
 import { KeysliceError, toKeysliceError, type ErrorCode } from '../../shared/errors.js';
 
 const DYNAMODB = 'com.amazonaws.dynamodb.v20120810#';
@@ -126,6 +127,8 @@ export function toDynamoDbError(err: unknown): DynamoDbError {
     case 'Internal':
       return new DynamoDbError('InternalServerError', `Internal server error: ${err.message}`);
     case 'ValidationError': {
+      // A sum beyond DynamoDB's limits (shared/decimal-sum.ts) answers as DynamoDB does, in its words alone.
+      if (NUMBER_LIMIT_MESSAGES.includes(err.message)) return DynamoDbError.validation(err.message);
       const m = EXPRESSION_MESSAGE.exec(err.message);
       if (m !== null) return DynamoDbError.validation(`Invalid ${EXPRESSION_FIELDS[m[1]] ?? m[1]}: ${m[2]}`);
       return DynamoDbError.validation(`One or more parameter values were invalid: ${err.message}`);

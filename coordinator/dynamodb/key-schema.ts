@@ -3,6 +3,7 @@
 // the checks DynamoDB makes on keys and on the key attributes of items, with
 // its messages, before anything reaches the native operations.
 import type { KeyColumns, KeySchema, TableDescription } from '../../shared/api.js';
+import { isDecimal } from '../../shared/decimal.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../../shared/limits.js';
 import { typeNameOf } from '../../shared/expression-eval.js';
@@ -85,7 +86,7 @@ export function keyAttributes(schema: TableSchema): KeyAttribute[] {
 
 export function scalarTypeOf(v: Value): ScalarType | 'other' {
   if (typeof v === 'string') return 'S';
-  if (typeof v === 'number') return 'N';
+  if (typeof v === 'number' || isDecimal(v)) return 'N';
   if (v instanceof Uint8Array) return 'B';
   return 'other';
 }
@@ -113,9 +114,9 @@ export function checkKeyValue(schema: TableSchema, attr: KeyAttribute, v: Value)
         `keyslice does not accept a period in the partition key of a table with a sort key (the item's name <partition>.<sort> splits at the first period): ${attr.name} is ${JSON.stringify(v)}`,
       );
     }
-    if (typeof v === 'number' && !Number.isSafeInteger(v)) {
+    if ((typeof v === 'number' && !Number.isSafeInteger(v)) || (isDecimal(v) && v.$N.includes('.'))) {
       throw DynamoDbError.validation(
-        `keyslice needs a whole number (at most 2^53) as the numeric partition key of a table with a sort key, so that the item's name <partition>.<sort> has no other period: ${attr.name} is ${v}`,
+        `keyslice needs a whole number as the numeric partition key of a table with a sort key (a double up to 2^53, or any whole number of up to 38 digits), so that the item's name <partition>.<sort> has no other period: ${attr.name} is ${isDecimal(v) ? v.$N : v}`,
       );
     }
   }
@@ -169,7 +170,8 @@ export function keyText(schema: TableSchema, key: Item): string {
   return keyAttributes(schema)
     .map((a) => {
       const v = key[a.name];
-      return v instanceof Uint8Array ? Buffer.from(v).toString('base64') : String(v);
+      // A decimal's text never equals a double's (a decimal is never what a double holds).
+      return v instanceof Uint8Array ? Buffer.from(v).toString('base64') : isDecimal(v) ? v.$N : String(v);
     })
     .join('\u0000');
 }

@@ -5,6 +5,7 @@
 // the endpoint needs each examined item (and its size), not only the matches.
 // A page ends after Limit examined items (at most keyslice's page of 10,000)
 // or about 1 MB of them, as native pages do.
+import { isDecimal } from '../../shared/decimal.js';
 import type { Condition, Path } from '../../shared/expression-ast.js';
 import { assert } from '../../shared/errors.js';
 import { evaluate, projectItem } from '../../shared/expression-eval.js';
@@ -139,6 +140,7 @@ export const Query: Handler = async (ctx, p) => {
 
 function sameValue(a: unknown, b: unknown): boolean {
   if (a instanceof Uint8Array && b instanceof Uint8Array) return Buffer.compare(a, b) === 0;
+  if (isDecimal(a) && isDecimal(b)) return a.$N === b.$N; // canonical texts: equal numbers, equal texts
   return a === b;
 }
 

@@ -7,6 +7,7 @@
 // partition's keys (docs/key-encoding.md, "Range bounds").
 import { assert, KeysliceError } from '../../shared/errors.js';
 import type { Condition } from '../../shared/expression-ast.js';
+import { isDecimal } from '../../shared/decimal.js';
 import { encodeKeyPart, encodeKeyPrefix, fromByteString, PARTS_END, prefixEnd, toByteString } from '../../shared/key-encoding.js';
 import type { Projection, RangeSpec } from '../../shared/protocol.js';
 import { isPlainObject } from '../../shared/values.js';
@@ -94,7 +95,7 @@ export function sortRangeOf(table: Table, condition: unknown): SortRange {
   const fixed: unknown[] = [];
   for (let i = 0; i < named; i++) {
     const v = condition[names[i]];
-    const c: ColumnCondition = isPlainObject(v) ? columnCondition(v, `sortingKey.${names[i]}`) : { eq: v };
+    const c: ColumnCondition = isPlainObject(v) && !isDecimal(v) ? columnCondition(v, `sortingKey.${names[i]}`) : { eq: v };
     if (!('eq' in c) && i < named - 1) {
       throw new KeysliceError('ValidationError', `sortingKey.${names[i]}: only the last column named (${names[named - 1]}) takes a condition; the ones before it take a value`);
     }
@@ -132,7 +133,7 @@ export function rangeSpec(table: Table, prefix: string, range: SortRange | null,
   // with the parts up to v: [B, B + ff). So > v starts at B + ff, and <= v ends there.
   if (range.lower !== null) {
     const b = at(range.lower.value);
-    spec.low = range.lower.inclusive ? b : b + PARTS_END; // B + ff is never a key
+    spec.low = range.lower.inclusive ? b : b + PARTS_END; // B + PARTS_END is never a key
   }
   if (range.upper !== null) {
     const b = at(range.upper.value);

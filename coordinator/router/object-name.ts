@@ -9,6 +9,7 @@
 // last column is taken as it is, as the v3io form takes its sorting value.
 // Values are never restricted by the name there. Spec: docs/key-encoding.md.
 import type { KeySchema } from '../../shared/api.js';
+import { decimalLimitError, isDecimal, numberValueOf, parseDecimal } from '../../shared/decimal.js';
 import { KeysliceError } from '../../shared/errors.js';
 import type { KeyValue } from '../../shared/key-encoding.js';
 import type { Table } from '../metadata/catalog.js';
@@ -23,7 +24,7 @@ export function isV3ioForm(table: Table): boolean {
 
 export function keyValueText(column: KeySchema, value: KeyValue): string {
   if (column.type === 'binary') return Buffer.from(value as Uint8Array).toString('base64');
-  return String(value);
+  return isDecimal(value) ? value.$N : String(value);
 }
 
 function escapeColumn(text: string): string {
@@ -79,9 +80,18 @@ function parseText(column: KeySchema, text: string): unknown {
       return text;
     case 'number':
       if (!NUMBER_TEXT.test(text)) throw new KeysliceError('InvalidKey', `the "${column.name}" part of the object name must be a number, got ${JSON.stringify(text)}`);
-      return Number(text);
+      return numberOfText(text);
     case 'binary':
       if (text.length === 0 || !BASE64.test(text)) throw new KeysliceError('InvalidKey', `the "${column.name}" part of the object name must be base64, got ${JSON.stringify(text)}`);
       return new Uint8Array(Buffer.from(text, 'base64'));
   }
+}
+
+/** A number's text as its one native form (a decimal beyond every double stays a decimal);
+ * a text beyond DynamoDB's limits reads as the nearest double, as it always did. */
+function numberOfText(text: string): unknown {
+  const d = parseDecimal(text);
+  if (d === null) return Number(text);
+  const v = numberValueOf(d);
+  return typeof v === 'number' || decimalLimitError(d) === null ? v : Number(text);
 }

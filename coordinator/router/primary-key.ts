@@ -4,6 +4,7 @@
 import type { KeySchema } from '../../shared/api.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { columnsHash, sliceOf, sliceOfPart, xxHash32 } from '../../shared/hashing.js';
+import { decimalValueProblem, isDecimal, isNumberValue } from '../../shared/decimal.js';
 import { decodeKey, encodeKeyPart, encodeShardingPart, encodeSortingParts, fromByteString, keyValueBytes, type KeyValue } from '../../shared/key-encoding.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../../shared/limits.js';
 import { describeType, isPlainObject, type Item } from '../../shared/values.js';
@@ -45,9 +46,13 @@ export function checkKeyValue(column: KeySchema, value: unknown, role: Role, per
       }
       break;
     case 'number':
-      if (typeof value !== 'number' || !Number.isFinite(value)) throw new KeysliceError('InvalidKey', `${what} must be a finite number, got ${describeType(value)}`);
-      if (periodFree && !Number.isSafeInteger(value)) {
-        throw new KeysliceError('InvalidKey', `${what} must be an integer in a table with a sorting key, so that its object name has no period (got ${value})`);
+      if (!isNumberValue(value)) {
+        const why = isDecimal(value) ? `: ${decimalValueProblem(value)}` : `, got ${describeType(value)}`;
+        throw new KeysliceError('InvalidKey', `${what} must be a finite number or a decimal ({"$N": "..."})${why}`);
+      }
+      // A whole decimal beyond 2^53 has no period either.
+      if (periodFree && (typeof value === 'number' ? !Number.isSafeInteger(value) : value.$N.includes('.'))) {
+        throw new KeysliceError('InvalidKey', `${what} must be an integer in a table with a sorting key, so that its object name has no period (got ${isDecimal(value) ? value.$N : value})`);
       }
       break;
     case 'binary':
@@ -157,7 +162,7 @@ export function shardingValues(table: Table, v: unknown): KeyValue[] {
     }
     return checkColumns(table, 'sharding', v);
   }
-  if (isPlainObject(v)) {
+  if (isPlainObject(v) && !isDecimal(v)) {
     for (const name of Object.keys(v)) {
       if (!columns.some((c) => c.name === name)) {
         throw new KeysliceError('InvalidKey', `"shardingKey" names "${name}", which is not a sharding column of table "${table.name}" (${columns.map((c) => c.name).join(', ')})`);

@@ -7,6 +7,7 @@
 import { conjuncts, type Condition, type Operand, type Path, type UpdateAction } from '../../shared/expression-ast.js';
 import { bindCondition, bindProjection, bindUpdate, Placeholders } from '../../shared/expression-bind.js';
 import { parseCondition, parseProjection, parseUpdate } from '../../shared/expression-parser.js';
+import { isNumberValue } from '../../shared/decimal.js';
 import { KeysliceError } from '../../shared/errors.js';
 import type { Projection } from '../../shared/protocol.js';
 import { isPlainObject, validateAttributeName, validateItem, type Value } from '../../shared/values.js';
@@ -187,7 +188,7 @@ function structuredUpdate(set: unknown, remove: unknown, add: unknown, keyNames:
     if (!isPlainObject(add)) throw new KeysliceError('ValidationError', '"add" must map attribute names to numbers');
     for (const [name, n] of Object.entries(add)) {
       touch(name, 'add');
-      if (typeof n !== 'number' || !Number.isFinite(n)) throw new KeysliceError('ValidationError', `add.${name} must be a finite number`);
+      if (!isNumberValue(n)) throw new KeysliceError('ValidationError', `add.${name} must be a finite number or a decimal ({"$N": "..."})`);
       actions.push({ k: 'add', path: path(name), n });
     }
   }
