@@ -1,7 +1,8 @@
 // The coordinator's connection to one slice node. Ops bound for the node are
 // queued per worker thread and sent in shared frames (send-queue.ts says when);
-// replies come back per worker and settle each op's promise in order. While the node is not connected, ops fail at
-// once with a retryable Unavailable error; the link keeps reconnecting.
+// replies come back per worker and settle each op's promise in order. While
+// the node is not connected, ops fail at once with a retryable Unavailable
+// error; the link keeps reconnecting.
 // Every frame from the node is checked whole before use; a node whose Hello
 // names a data folder or cluster the coordinator does not accept for this
 // address (admit() says why) is not assigned slices, and is asked again on
