@@ -17,7 +17,9 @@
 // It also drives keyslice's DynamoDB-compatible endpoint with the same AWS SDK
 // client as dynalite (issue 11: the SDK against keyslice vs the SDK against
 // dynalite); `--only dynamodb` runs just those two, quickly, and writes
-// bench/DYNAMODB.md.
+// bench/DYNAMODB.md. Both DynamoDB APIs are driven from --sdk-processes client
+// processes of their own (bench/sdk-clients.ts), since one SDK client was the
+// limit of both.
 // Every process it starts is stopped by it, by its PID, also on an error and on
 // Ctrl-C. Only 127.0.0.1 is contacted.
 //
@@ -34,10 +36,11 @@ import { KeysliceError } from '../shared/errors.js';
 import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
 import { chunk, closedLoop, inBatches, NotFound, type Adapter, type Row, type Sample } from './driver.js';
-import { cpuSecondsOf } from './proc-cpu.js';
-import { ensureNpmPeers, ensureRedis, ROOT, run, versionOf } from './peers.js';
+import { childPids, cpuSecondsOf } from './proc-cpu.js';
+import { ensureNpmPeers, ensureRedis, PEERS_DIR, ROOT, run, versionOf } from './peers.js';
 import { RedisAdapter, SEQ_DIGITS, type RedisCtor } from './redis-adapter.js';
 import { freePort, startRedisServer } from './redis-servers.js';
+import { getInput, queryInput, SdkClientPool, sdkItem, type PoolSample } from './sdk-clients.js';
 
 // ---- fixed shape of the comparison ------------------------------------------------
 
@@ -74,6 +77,8 @@ interface Config {
   ops: number;
   concurrency: number;
   connections: number;
+  /** Client processes that drive each DynamoDB API (one SDK client each). */
+  sdkProcesses: number;
   out: string;
   /** 'dynamodb': only keyslice's DynamoDB endpoint and dynalite, both through the AWS SDK. */
   only: 'all' | 'dynamodb';
@@ -91,12 +96,14 @@ apt-get install redis-server (needs root), npm install in bench/peers.
   --ops N           measured ops per run, at most (default 1000000)
   --concurrency N   requests in flight (default 50)
   --connections N   client connections to keyslice and to Redis (default 4)
+  --sdk-processes N client processes (one AWS SDK client each) that drive each DynamoDB API
+                    together, the requests in flight shared among them (default 4)
   --only dynamodb   only keyslice's DynamoDB endpoint and dynalite, both through the AWS SDK v3
                     (no Redis, no native client, no fsync cluster); report in bench/DYNAMODB.md
   --out FILE        where the report goes (default bench/RESULTS.md; with --only dynamodb, bench/DYNAMODB.md)`;
 
 function parseArgs(argv: string[]): Config | 'help' {
-  const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, out: '', only: 'all' };
+  const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, sdkProcesses: 4, out: '', only: 'all' };
   const num = (flag: string, v: string | undefined, min: number, max: number, whole: boolean): number => {
     const n = Number(v);
     if (v === undefined || v === '' || !Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
@@ -107,7 +114,7 @@ function parseArgs(argv: string[]): Config | 'help' {
   const text = { type: 'string' } as const;
   const { values: v } = readCommandLine({
     args: argv,
-    options: { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, out: text, only: text, help: { type: 'boolean', short: 'h' } },
+    options: { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, 'sdk-processes': text, out: text, only: text, help: { type: 'boolean', short: 'h' } },
     strict: true,
     allowPositionals: false,
   });
@@ -118,6 +125,7 @@ function parseArgs(argv: string[]): Config | 'help' {
   if (v.ops !== undefined) cfg.ops = num('--ops', v.ops, 1, 100_000_000, true);
   if (v.concurrency !== undefined) cfg.concurrency = num('--concurrency', v.concurrency, 1, 10_000, true);
   if (v.connections !== undefined) cfg.connections = num('--connections', v.connections, 1, 64, true);
+  if (v['sdk-processes'] !== undefined) cfg.sdkProcesses = num('--sdk-processes', v['sdk-processes'], 1, 64, true);
   if (v.only !== undefined) {
     if (v.only !== 'dynamodb') throw new UsageError(`--only takes "dynamodb", got "${v.only}"`);
     cfg.only = 'dynamodb';
@@ -219,7 +227,6 @@ class KeysliceAdapter implements Adapter {
 // -- a DynamoDB API via the AWS SDK v3 (DynamoDBClient, keep-alive agent): PutItem / GetItem / Query Limit 100 --
 // The same class, so the same client settings, drives dynalite and keyslice's DynamoDB endpoint.
 
-type AttributeValue = { S: string } | { N: string };
 interface DynamoSdk {
   DynamoDBClient: new (config: Record<string, unknown>) => { send(command: unknown): Promise<Record<string, unknown>>; destroy(): void };
   [command: string]: unknown;
@@ -262,24 +269,18 @@ class DynamoSdkAdapter implements Adapter {
     }
     return a;
   }
-  private static item(row: Row): Record<string, AttributeValue> {
-    return { device: { S: row.device }, seq: { N: String(row.seq) }, payload: { S: row.payload } };
+  private static item(row: Row): ReturnType<typeof sdkItem> {
+    return sdkItem(row);
   }
   async put(_c: number, row: Row): Promise<void> {
     await this.client.send(this.cmd('PutItemCommand', { TableName: this.table, Item: DynamoSdkAdapter.item(row) }));
   }
   async get(_c: number, device: string, seq: number): Promise<void> {
-    const r = await this.client.send(this.cmd('GetItemCommand', { TableName: this.table, Key: { device: { S: device }, seq: { N: String(seq) } } }));
+    const r = await this.client.send(this.cmd('GetItemCommand', getInput(this.table, device, seq)));
     if (r.Item === undefined) throw new NotFound();
   }
   async range(_c: number, device: string, n: number): Promise<number> {
-    const r = await this.client.send(this.cmd('QueryCommand', {
-      TableName: this.table,
-      KeyConditionExpression: '#d = :d AND #s BETWEEN :a AND :b',
-      ExpressionAttributeNames: { '#d': 'device', '#s': 'seq' },
-      ExpressionAttributeValues: { ':d': { S: device }, ':a': { N: '0' }, ':b': { N: String(n - 1) } },
-      Limit: n,
-    }));
+    const r = await this.client.send(this.cmd('QueryCommand', queryInput(this.table, device, n)));
     return (r.Items as unknown[] | undefined)?.length ?? 0;
   }
   async load(rows: Row[]): Promise<void> {
@@ -311,6 +312,25 @@ interface Cell {
   workload: Workload;
   /** The op, given the connection; answers the items it returned. */
   op: (c: number) => Promise<number>;
+  /** The DynamoDB APIs: driven by these client processes instead of `op` in this one. */
+  pool?: SdkClientPool;
+}
+
+/** A pool run as the driver's own closed loop reports it. */
+function poolSample(p: PoolSample, maxOps: number): Sample {
+  const pct = (q: number) => (p.latencies.length === 0 ? NaN : p.latencies[Math.max(0, Math.ceil((q / 100) * p.latencies.length) - 1)]);
+  const seconds = Math.max(p.seconds, 1e-9);
+  return {
+    ok: p.ok,
+    errors: p.errors,
+    seconds,
+    opsPerSec: p.ok / seconds,
+    itemsPerSec: p.items / seconds,
+    p50: pct(50),
+    p99: pct(99),
+    max: p.latencies.length === 0 ? NaN : p.latencies[p.latencies.length - 1],
+    stoppedBy: interrupted ? 'interrupt' : p.ok + Object.values(p.errors).reduce((a, b) => a + b, 0) >= maxOps ? 'ops' : 'duration',
+  };
 }
 interface RunRecord {
   round: number;
@@ -408,7 +428,7 @@ function dynamoLines(cfg: Config, records: RunRecord[]): string[] {
   const L: string[] = [];
   L.push(`## The DynamoDB API: keyslice's endpoint vs dynalite, both through the AWS SDK v3 (medians of ${cfg.rounds} rounds)`);
   L.push('');
-  L.push(`One \`DynamoDBClient\` per system with the same settings (a \`NodeHttpHandler\` with a keep-alive \`http.Agent\`, maxSockets ${cfg.concurrency}; \`maxAttempts: 1\`; signed requests), ${cfg.concurrency} requests in flight. keyslice: its coordinator's DynamoDB endpoint (\`POST /\`, \`X-Amz-Target\`) on a local cluster with durability 'os', table \`${SDK_TABLE}\` made with CreateTable (hash key \`device\` S, range key \`seq\` N); dynalite in memory. The same items, data set and requests for both.`);
+  L.push(`${cfg.sdkProcesses} client processes per system (\`bench/sdk-clients.ts\`), each with one \`DynamoDBClient\` with the same settings (a \`NodeHttpHandler\` with a keep-alive \`http.Agent\` of as many sockets as its share of the requests in flight; \`maxAttempts: 1\`; signed requests), ${cfg.concurrency} requests in flight in all, shared equally among them; their ops/s added, their latencies merged. keyslice: its coordinator's DynamoDB endpoint (\`POST /\`, \`X-Amz-Target\`) on a local cluster with durability 'os', table \`${SDK_TABLE}\` made with CreateTable (hash key \`device\` S, range key \`seq\` N); dynalite in memory. The same items, data set and requests for both.`);
   L.push('');
   L.push('| workload | keyslice (SDK) ops/s | p50 ms | p99 ms | dynalite (SDK) ops/s | p50 ms | p99 ms | keyslice / dynalite ops | issue 11 target | | server CPU ms/op keyslice | dynalite | dynalite / keyslice CPU per op |');
   L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|');
@@ -425,7 +445,7 @@ function dynamoLines(cfg: Config, records: RunRecord[]): string[] {
   const dr = S('dynalite', 'range');
   if (kr !== null && dr !== null) L.push(`| Query, **items/s** | ${fmt(kr.itemsPerSec)} | | | ${fmt(dr.itemsPerSec)} | | | ${fratio(kr.itemsPerSec / dr.itemsPerSec)} | | |`);
   L.push('');
-  L.push("**Server CPU per op** is the CPU time (user + system, every thread) of the system's server processes during the measured run, divided by its ops: for keyslice the coordinator and both slice nodes, for dynalite its one process. It does not count the client. With one SDK client in the driver process on these 2 shared cores, the client's own cost per request (the SDK's middleware, SigV4 signing, JSON) bounds the ops/s of both systems (profiled: the driver about 90% busy, keyslice's coordinator about 80% idle; bench/README.md). The CPU per op is taken at the rate the client allowed: keyslice's includes a per-message cost on each hop (coordinator to slice node to worker) that the native client's higher rates share among many ops, so it is not a per-core capacity.");
+  L.push("**Server CPU per op** is the CPU time (user + system, every thread) of the system's server processes during the measured run, divided by its ops: for keyslice the coordinator, its routers and both slice nodes, for dynalite its one process. It does not count the client. One SDK client process was the ceiling of both systems (profiled: about 90% busy, keyslice's coordinator about 80% idle; bench/README.md), hence several; but on a machine with few cores the client processes and the servers share the same cores, and the SDK's cost per request (its middleware, SigV4 signing, JSON) is as large as a server's, so the client still takes much of the CPU and bounds the ops/s of both systems: the ratio says more about the servers' CPU per op (right) than ops/s on 2 cores can.");
   L.push('');
   const native = S('keyslice', 'put') !== null;
   if (native) {
@@ -480,7 +500,7 @@ function dynamoReport(cfg: Config, env: Environment, records: RunRecord[]): stri
   L.push('');
   L.push(`- Date: ${env.date} (UTC). Wall time of \`node dist/bench/compare.js\`: ${(env.wallSeconds / 60).toFixed(1)} min (of which ${env.setupSeconds.toFixed(0)} s installing peers if missing, starting the servers and loading the data set).`);
   L.push(`- Command: \`${env.command}\``);
-  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The 2 cores are shared by the client (this driver and the SDK, one Node.js process) and every server**: the keyslice coordinator and ${LOCAL_NODES} slice nodes (a main thread and ${LOCAL_WORKERS} worker threads each), dynalite.`);
+  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The ${env.nproc} cores are shared by the clients (${cfg.sdkProcesses} SDK client processes per system, and this driver) and every server**: the keyslice coordinator with its default routers and ${LOCAL_NODES} slice nodes (a main thread and ${LOCAL_WORKERS} worker threads each), dynalite.`);
   L.push(`- Versions: Node ${env.node}; dynalite ${env.dynaliteVersion}; @aws-sdk/client-dynamodb ${env.sdkVersion}; keyslice at ${env.commit}.`);
   L.push(`- **The figures are noisy**: the machine was shared with other engineers' test runs (1-minute load average ${env.loadBefore.map((x) => x.toFixed(2)).join(' / ')} before, ${env.loadAfter.map((x) => x.toFixed(2)).join(' / ')} after; each run's is in the per-run table). Compare systems within this run.`);
   L.push(`- Every run: ${cfg.warmupS} s of warm-up (not measured), then at most ${cfg.durationS} s or ${cfg.ops.toLocaleString('en-US')} ops; ${cfg.rounds} rounds, the order of the systems rotated from round to round; each figure is the median over the rounds. Latency is per op in the client, including queueing at ${cfg.concurrency} in flight; p99 nearest-rank.`);
@@ -505,13 +525,13 @@ function report(cfg: Config, env: Environment, records: RunRecord[]): string {
   L.push('');
   L.push(`- Date: ${env.date} (UTC). Wall time of \`node dist/bench/compare.js\`: ${(env.wallSeconds / 60).toFixed(1)} min (of which ${env.setupSeconds.toFixed(0)} s installing peers if missing, starting the servers and loading the data set; the rest the ${cfg.rounds} rounds). \`npm run bench:compare\` builds first, a few seconds more.`);
   L.push(`- Command: \`${env.command}\``);
-  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The 2 cores are shared by the client (this driver, one Node.js process) and every server**: the keyslice coordinator and 2 slice nodes (a main thread and 2 worker threads each), redis-server, dynalite.`);
+  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The ${env.nproc} cores are shared by the clients (this driver, one Node.js process, for keyslice's native client and Redis; ${cfg.sdkProcesses} SDK client processes per DynamoDB API) and every server**: the keyslice coordinator with its default routers and 2 slice nodes (a main thread and 2 worker threads each), redis-server, dynalite.`);
   L.push(`- Versions: Node ${env.node}; ${env.redisVersion}; dynalite ${env.dynaliteVersion}; ioredis ${env.ioredisVersion}; @aws-sdk/client-dynamodb ${env.sdkVersion}; keyslice at ${env.commit}.`);
   L.push(`- **The figures are noisy**: the machine was shared with other engineers' test and benchmark runs during this run (1-minute load average ${env.loadBefore.map((x) => x.toFixed(2)).join(' / ')} before, ${env.loadAfter.map((x) => x.toFixed(2)).join(' / ')} after; each run's is in the per-run table). Compare systems within this run, not with other runs.`);
   L.push('');
   L.push('## What ran');
   L.push('');
-  L.push(`- One closed-loop driver for all systems: ${cfg.concurrency} requests in flight (each loop sends one op and awaits it), loop *j* on connection *j* mod ${cfg.connections}. keyslice: ${cfg.connections} WebSocket connections of \`KeysliceClient\` to the coordinator. Redis: ${cfg.connections} ioredis connections (default options, no auto-pipelining). dynalite: one \`DynamoDBClient\` whose \`NodeHttpHandler\` has a keep-alive \`http.Agent\` (maxSockets ${cfg.concurrency}; HTTP/1.1 has no pipelining), \`maxAttempts: 1\`.`);
+  L.push(`- One closed-loop driver for all systems: ${cfg.concurrency} requests in flight (each loop sends one op and awaits it), loop *j* on connection *j* mod ${cfg.connections}. keyslice: ${cfg.connections} WebSocket connections of \`KeysliceClient\` to the coordinator. Redis: ${cfg.connections} ioredis connections (default options, no auto-pipelining). dynalite and keyslice's DynamoDB endpoint: ${cfg.sdkProcesses} client processes each (\`bench/sdk-clients.ts\`), each one \`DynamoDBClient\` whose \`NodeHttpHandler\` has a keep-alive \`http.Agent\` of its share of the ${cfg.concurrency} sockets (HTTP/1.1 has no pipelining), \`maxAttempts: 1\`.`);
   L.push(`- Every run: ${cfg.warmupS} s of warm-up with the same op (not measured), then at most ${cfg.durationS} s or ${cfg.ops.toLocaleString('en-US')} ops. ${cfg.rounds} rounds; in each round every workload runs on every system, the order of the systems rotated from round to round. Each figure below is the median over the rounds (ops/s, p99 and so on each taken separately). Latency: per successful op, send to answer, in the client (so it includes queueing at ${cfg.concurrency} in flight); p99 is nearest-rank.`);
   L.push(`- Items of about ${ITEM_BYTES} bytes: \`{device, seq, payload}\` (names + values, numbers counted as 8 bytes, as keyslice counts them).`);
   L.push(`- Data set for reads, loaded into each system before the rounds (not measured): ${RANGE_DEVICES} sharding keys \`range-<d>\` x ${RANGE_ITEMS} items (seq 0..${RANGE_ITEMS - 1}) = ${(RANGE_DEVICES * RANGE_ITEMS).toLocaleString('en-US')} items. **point reads** read a random item of it; **range reads** read the ${RANGE_ITEMS} items of a random sharding key in sorting order. **point writes** write new items \`put-<n mod ${PUT_KEYS}>\`, seq \`floor(n / ${PUT_KEYS})\`.`);
@@ -664,6 +684,7 @@ async function main(): Promise<number> {
 
   const dataDirs: string[] = [];
   const adapters: Adapter[] = [];
+  const pools: SdkClientPool[] = [];
   let failure: unknown = null;
   let code = 0;
   try {
@@ -731,6 +752,17 @@ async function main(): Promise<number> {
       if (got !== RANGE_ITEMS) throw new Error(`${name}: a range read of the loaded data answered ${got} items, not ${RANGE_ITEMS}`);
       await a.get(0, rangeDevice(0), RANGE_ITEMS - 1);
     }
+    // The DynamoDB APIs are measured from client processes of their own (bench/sdk-clients.ts), the same settings for both.
+    const shape = { rangeDevices: RANGE_DEVICES, rangeItems: RANGE_ITEMS, putKeys: PUT_KEYS, putPadding: PUT_PADDING };
+    const poolFor = (endpoint: string, table: string) =>
+      SdkClientPool.start({ processes: cfg.sdkProcesses, inFlight: cfg.concurrency, endpoint, table, peersDir: PEERS_DIR, timeoutMs: REQUEST_TIMEOUT_MS, shape, onSpawn: (c) => {
+        children.add(c);
+        c.once('exit', () => children.delete(c));
+      } });
+    const dynPool = await poolFor(`http://127.0.0.1:${dynPort}`, TABLE);
+    pools.push(dynPool);
+    const ksPool = await poolFor(ksOs.url, SDK_TABLE);
+    pools.push(ksPool);
     const setupSeconds = (performance.now() - t0) / 1000;
 
     // 3. the rounds
@@ -743,7 +775,8 @@ async function main(): Promise<number> {
     };
     const randomItem = () => Math.floor(Math.random() * RANGE_DEVICES * RANGE_ITEMS);
     const randomDevice = () => rangeDevice(Math.floor(Math.random() * RANGE_DEVICES));
-    const cellsFor = (w: Workload): Cell[] => {
+    const cellsFor = (w: Workload): Cell[] => cellsOf(w).map((c) => (c.system === 'dynalite' ? { ...c, pool: dynPool } : c.system === 'keyslice-sdk' ? { ...c, pool: ksPool } : c));
+    const cellsOf = (w: Workload): Cell[] => {
       const getOp = (a: Adapter) => async (c: number) => {
         const i = randomItem();
         await a.get(c, rangeDevice(Math.floor(i / RANGE_ITEMS)), i % RANGE_ITEMS);
@@ -774,8 +807,9 @@ async function main(): Promise<number> {
       cells.push({ system: 'keyslice-sdk', workload: w, op: make(ksSdk) });
       return cells;
     };
-    // Whose CPU time counts for each system: its server processes (a keyslice cluster: coordinator and slice nodes).
-    const pidsOf = (cl: LocalCluster | null) => (cl === null ? [] : [cl.coordinator, ...cl.nodes].map((p) => p.child.pid ?? -1));
+    // Whose CPU time counts for each system: its server processes (a keyslice cluster: coordinator, its routers and slice nodes).
+    const pidsOf = (cl: LocalCluster | null) =>
+      cl === null ? [] : [cl.coordinator, ...cl.nodes].map((p) => p.child.pid ?? -1).flatMap((pid) => [pid, ...childPids(pid)]);
     const serverPids: Record<SystemId, number[]> = {
       keyslice: pidsOf(ksOs),
       'keyslice-sdk': pidsOf(ksOs),
@@ -794,11 +828,13 @@ async function main(): Promise<number> {
         const ordered = [...cells.slice(shift), ...cells.slice(0, shift)];
         for (const cell of ordered) {
           if (interrupted) break;
-          if (cfg.warmupS > 0) await closedLoop(cfg, Number.MAX_SAFE_INTEGER, cfg.warmupS, cell.op, () => interrupted);
+          const measure = async (maxOps: number, seconds: number, record: boolean) =>
+            cell.pool === undefined ? closedLoop(cfg, maxOps, seconds, cell.op, () => interrupted) : poolSample(await cell.pool.run(w, seconds, maxOps, record), maxOps);
+          if (cfg.warmupS > 0) await measure(Number.MAX_SAFE_INTEGER, cfg.warmupS, false);
           const load1 = loadavg()[0];
           const pids = serverPids[cell.system];
           const cpu0 = cpuSecondsOf(pids);
-          const sample = await closedLoop(cfg, cfg.ops, cfg.durationS, cell.op, () => interrupted);
+          const sample = await measure(cfg.ops, cfg.durationS, true);
           const serverCpuMsPerOp = ((cpuSecondsOf(pids) - cpu0) * 1000) / sample.ok;
           records.push({ round, system: cell.system, workload: w, sample, load1, serverCpuMsPerOp });
           done++;
@@ -842,6 +878,7 @@ async function main(): Promise<number> {
   // Stop everything, in every case.
   stopping = true;
   await Promise.allSettled(adapters.map((a) => a.close()));
+  await Promise.allSettled(pools.map((p) => p.close()));
   await Promise.allSettled(clusters.map((c) => c.stop()));
   await Promise.allSettled([...children].map((c) => stopProcess(c)));
   for (const d of dataDirs) rmSync(d, { recursive: true, force: true });

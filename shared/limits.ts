@@ -99,8 +99,15 @@ export const RETRY_AFTER_SECONDS = 1;
 export const CLIENT_FRAME_REQUESTS_MAX = 4096;
 /** One frame between coordinator and slice node. */
 export const INTERNAL_FRAME_BYTES_MAX = 256 * 1024 * 1024;
-/** Ops the coordinator puts in one frame to a node before it flushes early. */
+/** Ops and (estimated) bytes a link queues for one worker of a node before it sends them at
+ * once, whatever is in flight (coordinator/metadata/send-queue.ts). A frame holds at most one
+ * such batch per worker, so it stays well under INTERNAL_FRAME_BYTES_MAX. */
 export const NODE_BATCH_OPS_MAX = 512;
+export const NODE_BATCH_BYTES_MAX = 4 * 1024 * 1024;
+/** Batches a link keeps unanswered per worker of a node; more ops for that worker wait and
+ * go together in the frame after the next answer. 2: one running in the worker and one
+ * waiting in the node, so the worker never idles for a round trip (bench/PROFILE.md). */
+export const NODE_LINK_WORKER_BATCHES_IN_FLIGHT = 2;
 
 export const WORKERS_PER_NODE_DEFAULT = 2;
 export const WORKERS_PER_NODE_MAX = 64;

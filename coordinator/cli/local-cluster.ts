@@ -114,7 +114,10 @@ export function spawnUntilReady(
 /** Starts one of our processes (a compiled script under dist/) and resolves when it prints its ready line.
  * `env`: the whole environment of the process (default: this one's). */
 export async function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void, env?: NodeJS.ProcessEnv): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
-  const { child, match } = await spawnUntilReady(name, process.execPath, [join(distRoot, script), ...args], ready, { log, env });
+  // KEYSLICE_PROFILE_DIR (bench/hops.ts --profile): every process writes V8 CPU profiles of its threads there when it stops.
+  const profileDir = (env ?? process.env).KEYSLICE_PROFILE_DIR;
+  const nodeArgs = profileDir === undefined || profileDir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
+  const { child, match } = await spawnUntilReady(name, process.execPath, [...nodeArgs, join(distRoot, script), ...args], ready, { log, env });
   return { proc: { name, child, url: match[1], args }, match };
 }
 

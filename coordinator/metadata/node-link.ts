@@ -1,8 +1,8 @@
 // The coordinator's connection to one slice node. Ops bound for the node are
-// queued per worker thread and sent as one frame per turn of the event loop
-// (or earlier when a batch is full); replies come back per worker and settle
-// each op's promise in order. While the node is not connected, ops fail at
-// once with a retryable Unavailable error; the link keeps reconnecting.
+// queued per worker thread and sent in shared frames (send-queue.ts says when);
+// replies come back per worker and settle each op's promise in order. While
+// the node is not connected, ops fail at once with a retryable Unavailable
+// error; the link keeps reconnecting.
 // Every frame from the node is checked whole before use; a node whose Hello
 // names a data folder or cluster the coordinator does not accept for this
 // address (admit() says why) is not assigned slices, and is asked again on
@@ -15,7 +15,6 @@ import WebSocket from 'ws';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import {
   INTERNAL_FRAME_BYTES_MAX,
-  NODE_BATCH_OPS_MAX,
   NODE_CONNECT_TIMEOUT_MS,
   NODE_RECONNECT_DELAY_MS_MAX,
   NODE_RECONNECT_DELAY_MS_MIN,
@@ -36,9 +35,10 @@ import {
   type SliceOpMessage,
   type SliceOpResult,
 } from '../../shared/protocol.js';
+import { SendQueue, type FrameParts } from './send-queue.js';
 
 type Settle = { resolve: (v: unknown) => void; reject: (e: KeysliceError) => void };
-type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout };
+type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout; queue: SendQueue<Settle> };
 
 export type LinkState = 'connecting' | 'assigning' | 'ready' | 'closed';
 
@@ -53,10 +53,7 @@ export class NodeLink {
   state: LinkState = 'connecting';
   workerCount = 0;
   private ws: WebSocket | null = null;
-  private queuedOps: SliceOpMessage[][] = [];
-  private queuedSettles: Settle[][] = [];
-  private queuedCount = 0;
-  private flushScheduled = false;
+  private queue = new SendQueue<Settle>(0, (parts) => this.sendBatch(parts));
   private nextBatchId = 1;
   private readonly inFlight = new Map<number, InFlight>();
   private reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
@@ -103,15 +100,7 @@ export class NodeLink {
   sendToWorker(worker: number, op: SliceOpMessage): Promise<unknown> {
     if (this.state !== 'ready') return Promise.reject(this.unavailable());
     assert(worker >= 0 && worker < this.workerCount, 'worker index within the node');
-    return new Promise((resolve, reject) => {
-      this.queuedOps[worker].push(op);
-      this.queuedSettles[worker].push({ resolve, reject });
-      if (++this.queuedCount >= NODE_BATCH_OPS_MAX) this.flush();
-      else if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(() => this.flush());
-      }
-    });
+    return new Promise((resolve, reject) => this.queue.push(worker, op, { resolve, reject }));
   }
 
   /** Resolves when the node is ready, or after `timeoutMs`. */
@@ -145,6 +134,10 @@ export class NodeLink {
       maxPayload: INTERNAL_FRAME_BYTES_MAX,
       handshakeTimeout: NODE_CONNECT_TIMEOUT_MS,
       headers: { [CLUSTER_SECRET_HEADER]: this.clusterSecret },
+      // The zero mask, so ws neither draws a random mask nor XORs each frame (both showed in the
+      // profile, bench/PROFILE.md). Masking guards proxies against frames a browser script makes;
+      // this link is ours end to end, with the cluster secret.
+      generateMask: () => {},
     });
     this.ws = ws;
     ws.binaryType = 'nodebuffer';
@@ -204,9 +197,7 @@ export class NodeLink {
         this.generation++;
         this.lastProblem = '';
         this.workerCount = workerCount;
-        this.queuedOps = Array.from({ length: workerCount }, () => []);
-        this.queuedSettles = Array.from({ length: workerCount }, () => []);
-        this.queuedCount = 0;
+        this.queue = new SendQueue<Settle>(workerCount, (parts) => this.sendBatch(parts));
         if (this.assignment === null) return this.becomeReady(`slice node ${this.url} ready: ${workerCount} workers`);
         this.state = 'assigning';
         const a = this.assignment();
@@ -227,6 +218,7 @@ export class NodeLink {
         const settles = batch?.waiting.get(worker);
         if (batch === undefined || settles === undefined) return; // timed out earlier
         batch.waiting.delete(worker);
+        batch.queue.answered(worker);
         if (batch.waiting.size === 0) {
           clearTimeout(batch.timer);
           this.inFlight.delete(batchId);
@@ -281,26 +273,21 @@ export class NodeLink {
     ws.terminate();
   }
 
-  private flush(): void {
-    this.flushScheduled = false;
-    if (this.queuedCount === 0) return;
+  /** One frame of the queue's parts (send-queue.ts decides when). */
+  private sendBatch(frameParts: FrameParts<Settle>): void {
     const ws = this.ws;
     const parts: [number, Uint8Array][] = [];
     const waiting = new Map<number, Settle[]>();
-    for (let w = 0; w < this.workerCount; w++) {
-      if (this.queuedOps[w].length === 0) continue;
-      parts.push([w, encodeSliceOps(this.queuedOps[w])]);
-      waiting.set(w, this.queuedSettles[w]);
-      this.queuedOps[w] = [];
-      this.queuedSettles[w] = [];
+    for (const p of frameParts) {
+      parts.push([p.worker, encodeSliceOps(p.ops)]);
+      waiting.set(p.worker, p.settles);
     }
-    this.queuedCount = 0;
     const batchId = this.nextBatchId++;
     const timer = setTimeout(
       () => this.failBatch(batchId, new KeysliceError('Unavailable', `slice node ${this.url} did not answer within ${NODE_REQUEST_TIMEOUT_MS} ms`)),
       NODE_REQUEST_TIMEOUT_MS,
     );
-    this.inFlight.set(batchId, { waiting, timer });
+    this.inFlight.set(batchId, { waiting, timer, queue: this.queue });
     if (ws === null || this.state !== 'ready') {
       this.failBatch(batchId, this.unavailable());
       return;
@@ -313,17 +300,15 @@ export class NodeLink {
     if (batch === undefined) return;
     clearTimeout(batch.timer);
     this.inFlight.delete(batchId);
-    for (const settles of batch.waiting.values()) for (const s of settles) s.reject(err);
+    for (const [worker, settles] of batch.waiting) {
+      batch.queue.answered(worker);
+      for (const s of settles) s.reject(err);
+    }
   }
 
   private failAll(err: KeysliceError): void {
     for (const id of [...this.inFlight.keys()]) this.failBatch(id, err);
-    for (let w = 0; w < this.queuedSettles.length; w++) {
-      for (const s of this.queuedSettles[w]) s.reject(err);
-      this.queuedOps[w] = [];
-      this.queuedSettles[w] = [];
-    }
-    this.queuedCount = 0;
+    for (const s of this.queue.clear()) s.reject(err);
   }
 }
 

@@ -1,0 +1,254 @@
+// Side by side of two builds of keyslice on this machine, for work on the request
+// path's hops (router -> node -> worker): `--base DIR` is a checkout of the code to
+// compare against, built (DIR/dist), e.g.
+//   git archive <commit> | tar -x -C /tmp/base && ln -s $PWD/node_modules /tmp/base/ && (cd /tmp/base && npx tsc -p tsconfig.json)
+//   node dist/bench/hops.js --base /tmp/base [--rounds 5] [--duration 4]
+// Both clusters run at once (2 nodes x 2 workers, durability os, the default routers),
+// each loaded with the same data; every workload runs on one and then the other, the
+// order alternating from round to round, and each figure is the median over the rounds.
+// Workloads: the native WebSocket client (GetItem at 1 in flight, PutItem and GetItem at
+// 256 in flight over 4 connections, GetItems of 100 at 64 in flight) and the DynamoDB
+// endpoint over plain HTTP/1.1 keep-alive (unsigned JSON, no SDK: GetItem at 1 and at
+// 64 in flight, one request per socket at a time, as the AWS SDK sends them).
+// Prints a Markdown table (server CPU: coordinator, its routers and the nodes, all threads).
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { KeysliceClient } from '../coordinator/client/client.js';
+import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
+import type { Item } from '../shared/values.js';
+
+const { values: opts } = parseArgs({
+  options: {
+    base: { type: 'string' },
+    rounds: { type: 'string', default: '5' },
+    duration: { type: 'string', default: '4' },
+    only: { type: 'string' },
+    profile: { type: 'string' },
+  },
+});
+const ROUNDS = Number(opts.rounds);
+const SECONDS = Number(opts.duration);
+const TABLE = 'hops';
+const DDB_TABLE = 'hops_ddb';
+const DEVICES = 50;
+const PER_DEVICE = 100;
+const PAD = 'x'.repeat(160);
+const OPS_MAX = 2_000_000;
+
+interface Side {
+  name: string;
+  cluster: LocalCluster;
+  clients: KeysliceClient[];
+  agent1: http.Agent;
+  agent64: http.Agent;
+  port: number;
+  dir: string;
+  putN: number;
+}
+
+async function startSide(name: string, distRoot: string): Promise<Side> {
+  const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
+  const dir = mkdtempSync(join(tmpdir(), `keyslice-hops-${name}-`));
+  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: 2, workers: 2, durability: 'os' });
+  const clients: KeysliceClient[] = [];
+  for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
+  const port = Number(new URL(cluster.url).port);
+  const side: Side = { name, cluster, clients, agent1: new http.Agent({ keepAlive: true, maxSockets: 1 }), agent64: new http.Agent({ keepAlive: true, maxSockets: 64 }), port, dir, putN: 0 };
+  await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
+  await ddb(side, side.agent1, 'CreateTable', {
+    TableName: DDB_TABLE,
+    AttributeDefinitions: [{ AttributeName: 'device', AttributeType: 'S' }, { AttributeName: 'seq', AttributeType: 'N' }],
+    KeySchema: [{ AttributeName: 'device', KeyType: 'HASH' }, { AttributeName: 'seq', KeyType: 'RANGE' }],
+    BillingMode: 'PAY_PER_REQUEST',
+  });
+  for (let d = 0; d < DEVICES; d++) {
+    const rows = Array.from({ length: PER_DEVICE }, (_, s) => ({ device: `d${d}`, seq: s, payload: PAD }));
+    for (let i = 0; i < rows.length; i += 25) {
+      const part = rows.slice(i, i + 25);
+      const failed = await clients[0].batchWrite(TABLE, { puts: part as unknown as Item[] });
+      if (failed.length > 0) throw new Error(`${name}: load failed`);
+      const r = (await ddb(side, side.agent1, 'BatchWriteItem', { RequestItems: { [DDB_TABLE]: part.map((row) => ({ PutRequest: { Item: { device: { S: row.device }, seq: { N: String(row.seq) }, payload: { S: row.payload } } } })) } })) as { UnprocessedItems?: Record<string, unknown[]> };
+      if ((r.UnprocessedItems?.[DDB_TABLE]?.length ?? 0) > 0) throw new Error(`${name}: ddb load left items`);
+    }
+  }
+  return side;
+}
+
+function ddb(side: Side, agent: http.Agent, target: string, body: unknown): Promise<unknown> {
+  const data = JSON.stringify(body);
+  return new Promise((done, fail) => {
+    const req = http.request(
+      { host: '127.0.0.1', port: side.port, path: '/', method: 'POST', agent, timeout: 10_000, headers: { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': `DynamoDB_20120810.${target}`, 'content-length': Buffer.byteLength(data) } },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (b: Buffer) => parts.push(b));
+        res.on('end', () => {
+          const text = Buffer.concat(parts).toString();
+          if (res.statusCode !== 200) fail(new Error(`${target}: ${res.statusCode} ${text.slice(0, 200)}`));
+          else done(JSON.parse(text));
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', fail);
+    req.end(data);
+  });
+}
+
+const rnd = (n: number) => Math.floor(Math.random() * n);
+type Op = (side: Side, loop: number) => Promise<number>;
+interface Workload {
+  name: string;
+  inFlight: number;
+  op: Op;
+}
+const WORKLOADS: Workload[] = [
+  { name: 'ws GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await s.clients[0].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
+  { name: 'ws PutItem, 256 in flight', inFlight: 256, op: async (s, j) => (await s.clients[j % 4].putItem(TABLE, { device: `p${s.putN % 10_000}`, seq: Math.floor(s.putN++ / 10_000), payload: PAD }), 1) },
+  { name: 'ws GetItem, 256 in flight', inFlight: 256, op: async (s, j) => ((await s.clients[j % 4].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
+  { name: 'ws GetItems of 100, 64 in flight (items/s)', inFlight: 64, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
+  { name: 'http DynamoDB GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await ddb(s, s.agent1, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1 },
+  { name: 'http DynamoDB GetItem, 64 in flight', inFlight: 64, op: async (s) => (((await ddb(s, s.agent64, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1) },
+  { name: 'http DynamoDB Query of 100, 16 in flight (items/s)', inFlight: 16, op: async (s) => ((await ddb(s, s.agent64, 'Query', { TableName: DDB_TABLE, KeyConditionExpression: 'device = :d', ExpressionAttributeValues: { ':d': { S: `d${rnd(DEVICES)}` } }, Limit: 100 })) as { Items: unknown[] }).Items.length },
+];
+function fail(): never {
+  throw new Error('an item of the data set is missing');
+}
+
+interface Sample {
+  rate: number;
+  p50: number;
+  cpuMsPerOp: number;
+  /** Of cpuMsPerOp: the slice nodes' share (the rest is the coordinator and its routers). */
+  nodeCpuMsPerOp: number;
+}
+
+/** CPU seconds of a process and its children (the routers), all threads. */
+function cpuOf(pids: number[]): number {
+  let ticks = 0;
+  const seen = new Set<number>();
+  const visit = (pid: number) => {
+    if (seen.has(pid)) return;
+    seen.add(pid);
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]);
+      for (const tid of readdirSync(`/proc/${pid}/task`)) {
+        const kids = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+        if (kids !== '') for (const k of kids.split(' ')) visit(Number(k));
+      }
+    } catch {
+      // gone
+    }
+  };
+  for (const p of pids) visit(p);
+  return ticks / 100;
+}
+
+async function measure(side: Side, w: Workload): Promise<Sample> {
+  const pids = [side.cluster.coordinator, ...side.cluster.nodes].map((p) => p.child.pid!);
+  const nodePids = side.cluster.nodes.map((p) => p.child.pid!);
+  const runFor = async (seconds: number, record: boolean) => {
+    const lat: number[] = [];
+    let ops = 0;
+    let items = 0;
+    const end = performance.now() + seconds * 1000;
+    await Promise.all(
+      Array.from({ length: w.inFlight }, async (_, j) => {
+        while (performance.now() < end && ops < OPS_MAX) {
+          const t0 = performance.now();
+          const got = await w.op(side, j);
+          items += got;
+          ops++;
+          if (record) lat.push(performance.now() - t0);
+        }
+      }),
+    );
+    return { ops, items, lat };
+  };
+  await runFor(0.5, false);
+  const cpu0 = cpuOf(pids);
+  const nodeCpu0 = cpuOf(nodePids);
+  const t0 = performance.now();
+  const r = await runFor(SECONDS, true);
+  const secs = (performance.now() - t0) / 1000;
+  const cpu = cpuOf(pids) - cpu0;
+  const nodeCpu = cpuOf(nodePids) - nodeCpu0;
+  r.lat.sort((a, b) => a - b);
+  return { rate: (w.name.includes('items/s') ? r.items : r.ops) / secs, p50: r.lat[Math.floor(r.lat.length / 2)], cpuMsPerOp: (cpu * 1000) / r.ops, nodeCpuMsPerOp: (nodeCpu * 1000) / r.ops };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+/** `--profile DIR --only NAME`: one cluster of this build with every process under `node --cpu-prof`
+ * (profiles of main and worker threads land in DIR when the processes stop), driven by the workloads
+ * whose name contains NAME for --duration seconds each. Summarize with dist/bench/profile-top.js. */
+async function profile(dir: string): Promise<void> {
+  process.env.KEYSLICE_PROFILE_DIR = resolve(dir);
+  const side = await startSide('profiled', resolve(new URL('.', import.meta.url).pathname, '..'));
+  delete process.env.KEYSLICE_PROFILE_DIR;
+  try {
+    for (const w of WORKLOADS.filter((x) => opts.only === undefined || x.name.includes(opts.only))) {
+      const s = await measure(side, w);
+      process.stderr.write(`${w.name}: ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op\n`);
+    }
+  } finally {
+    await Promise.allSettled(side.clients.map((c) => c.close()));
+    side.agent1.destroy();
+    side.agent64.destroy();
+    await side.cluster.stop();
+    rmSync(side.dir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  if (opts.profile !== undefined) return profile(opts.profile);
+  if (opts.base === undefined) throw new Error('--base DIR (a built checkout to compare with) is required');
+  const here = resolve(new URL('.', import.meta.url).pathname, '..');
+  const sides = [await startSide('base', join(resolve(opts.base), 'dist')), await startSide('this', here)];
+  const workloads = opts.only === undefined ? WORKLOADS : WORKLOADS.filter((w) => opts.only!.split('|').some((o) => w.name.includes(o)));
+  const results = new Map<string, Sample[][]>(workloads.map((w) => [w.name, [[], []]]));
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const w of workloads) {
+        const order = round % 2 === 0 ? [0, 1] : [1, 0];
+        for (const i of order) {
+          const s = await measure(sides[i], w);
+          results.get(w.name)![i].push(s);
+          process.stderr.write(`round ${round + 1} ${w.name.padEnd(48)} ${sides[i].name.padEnd(5)} ${Math.round(s.rate).toString().padStart(7)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op (nodes ${s.nodeCpuMsPerOp.toFixed(3)})\n`);
+        }
+      }
+    }
+  } finally {
+    for (const s of sides) {
+      await Promise.allSettled(s.clients.map((c) => c.close()));
+      s.agent1.destroy();
+      s.agent64.destroy();
+      await s.cluster.stop();
+      rmSync(s.dir, { recursive: true, force: true });
+    }
+  }
+  console.log(`| workload | base ops/s | this ops/s | this / base | base p50 ms | this p50 ms | base server CPU ms/op (nodes) | this (nodes) |`);
+  console.log('|---|--:|--:|--:|--:|--:|--:|--:|');
+  for (const w of workloads) {
+    const [b, t] = results.get(w.name)!;
+    const m = (xs: Sample[], k: keyof Sample) => median(xs.map((x) => x[k]));
+    console.log(`| ${w.name} | ${Math.round(m(b, 'rate'))} | ${Math.round(m(t, 'rate'))} | ${(m(t, 'rate') / m(b, 'rate')).toFixed(2)}x | ${m(b, 'p50').toFixed(3)} | ${m(t, 'p50').toFixed(3)} | ${m(b, 'cpuMsPerOp').toFixed(3)} (${m(b, 'nodeCpuMsPerOp').toFixed(3)}) | ${m(t, 'cpuMsPerOp').toFixed(3)} (${m(t, 'nodeCpuMsPerOp').toFixed(3)}) |`);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

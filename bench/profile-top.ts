@@ -1,0 +1,46 @@
+// Summarizes V8 CPU profiles (`node --cpu-prof` output): for each file, the share of
+// samples that were idle, GC and program, and the functions with the most self time
+// (name, script and line), so that bench/PROFILE.md can say what dominates.
+//   node dist/bench/profile-top.js DIR [--top 15]
+import { readdirSync, readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+const dir = process.argv[2];
+const topIndex = process.argv.indexOf('--top');
+const top = topIndex > 0 ? Number(process.argv[topIndex + 1]) : 15;
+if (dir === undefined) {
+  console.error('usage: node dist/bench/profile-top.js DIR [--top N]');
+  process.exit(2);
+}
+for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()) {
+  const p = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Profile;
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const self = new Map<string, number>();
+  let total = 0;
+  let idle = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    const n = byId.get(p.samples[i])!;
+    const dt = p.timeDeltas[i] ?? 0;
+    total += dt;
+    const f = n.callFrame;
+    if (f.functionName === '(idle)') idle += dt;
+    const where = f.url === '' ? '' : ` ${basename(f.url)}:${f.lineNumber + 1}`;
+    const key = `${f.functionName || '(anonymous)'}${where}`;
+    self.set(key, (self.get(key) ?? 0) + dt);
+  }
+  const busy = total - idle;
+  console.log(`\n${file}: ${(total / 1e6).toFixed(1)} s sampled, busy ${((100 * busy) / total).toFixed(0)}%`);
+  const rows = [...self.entries()].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, top);
+  for (const [k, us] of rows) console.log(`  ${((100 * us) / busy).toFixed(1).padStart(5)}% of busy  ${k}`);
+}
