@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
-import { makeRecord } from '../slice-worker/replication/replica-record.js';
+import { checksumMatches, makeRecord } from '../slice-worker/replication/replica-record.js';
 import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica } from '../slice-worker/replication/replica.js';
 import { rng } from './cluster-fixture.js';
 
@@ -79,6 +79,16 @@ describe('the replica log of a worker', () => {
     expect(again.recovery.tornBytes).toBe(10);
     expect(again.log.durable(7).records.map((x) => [x.term, x.index, [...x.payload]])).toEqual([[1, 1, [1, 2, 3]]]);
     expect(again.log.durable(7).promisedTerm).toBe(1);
+  });
+
+  it('reads back a leader\'s barrier (an empty record) with its checksum whole', async () => {
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'fsync');
+    log.diskFor(4).write({ kind: 'append', records: [makeRecord(2, 1, new Uint8Array(0))] });
+    await sync(log, 4);
+    const [barrier] = ReplicaLog.open(dir, 'fsync').log.durable(4).records;
+    expect(barrier.payload).toHaveLength(0);
+    expect(checksumMatches(barrier)).toBe(true);
   });
 
   it('keeps one segment after a checkpoint', async () => {

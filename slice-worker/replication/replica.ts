@@ -118,6 +118,8 @@ export class Replica {
   private readonly match = new Map<ReplicaId, number>();
   /** What the leader's own disk holds durably. */
   private selfMatch = 0;
+  /** The index of this leader's barrier: it serves once that is committed (see serving). */
+  private leadFrom = 0;
 
   constructor(
     readonly id: ReplicaId,
@@ -141,6 +143,15 @@ export class Replica {
   }
   get isLeader(): boolean {
     return this.leading;
+  }
+  /** Leads, and its barrier is committed: every record of older terms it holds is applied, so a
+   * host that executes writes against its applied state (a worker) may do so from now on. */
+  get serving(): boolean {
+    return this.leading && this.commit >= this.leadFrom;
+  }
+  /** The index of the last record applied through host.apply. */
+  get appliedIndex(): number {
+    return this.applied;
   }
   get lastIndex(): number {
     return this.snapIndex + this.records.length;
@@ -185,6 +196,17 @@ export class Replica {
     }
   }
 
+  /** Applies again, from the snapshot, exactly the committed records: for a host whose state ran
+   * ahead of the commit point (a deposed leader that had executed writes not yet committed). */
+  replayCommitted(): void {
+    this.host.restore(this.snapState);
+    this.applied = this.snapIndex;
+    while (this.applied < this.commit) {
+      this.applied++;
+      this.host.apply(this.recordAt(this.applied)!);
+    }
+  }
+
   /** Writes the applied state as a snapshot at the commit point and drops the records it covers. */
   compact(): void {
     if (this.applied <= this.snapIndex) return;
@@ -210,7 +232,7 @@ export class Replica {
     this.selfMatch = 0;
     // A barrier of the new term: records of older terms that this leader holds are committed
     // with it (a leader counts replicas only for records of its own term).
-    this.propose(new Uint8Array(0));
+    this.leadFrom = this.propose(new Uint8Array(0))!;
     assert(this.promisedTerm === term, 'a leader leads the term it promised');
   }
 
