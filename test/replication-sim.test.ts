@@ -1,6 +1,6 @@
 // The replication core under the seeded simulation (test/replication-sim.ts):
-// hundreds of runs with drops, delays, duplicates, damaged records, partitions
-// and crashes that lose unsynced data, each checked by the acknowledged-write
+// hundreds of runs with drops, delays, duplicates, damaged records, partitions,
+// frozen leaders (SIGSTOP) and crashes that lose unsynced data, each checked by the acknowledged-write
 // checker. A failure names its seed; KEYSLICE_SIM_SEED=<seed> replays that run
 // alone (KEYSLICE_SIM_RUNS=<n> changes how many run).
 import { describe, expect, it } from 'vitest';
@@ -19,12 +19,13 @@ describe('replication under a seeded simulation', () => {
     for (const r of reports) for (const [k, v] of Object.entries(r.refusals)) refusals[k] = (refusals[k] ?? 0) + v;
     console.log(
       `replication sim: ${reports.length} runs, ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.ambiguous)} with unknown outcome, ` +
-        `${sum((r) => r.crashes)} crashes, ${sum((r) => r.elections)} elections, ${sum((r) => r.snapshotsSent)} snapshots sent, refusals ${JSON.stringify(refusals)}`,
+        `${sum((r) => r.crashes)} crashes, ${sum((r) => r.freezes)} leader freezes, ${sum((r) => r.elections)} elections, ${sum((r) => r.snapshotsSent)} snapshots sent, refusals ${JSON.stringify(refusals)}`,
     );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
     if (only === undefined) {
       // The faults the runs are meant to exercise did happen (else the check above proves little).
       expect(sum((r) => r.crashes)).toBeGreaterThan(runs / 2);
+      expect(sum((r) => r.freezes)).toBeGreaterThan(runs / 10);
       expect(sum((r) => r.elections)).toBeGreaterThan(runs);
       for (const code of ['StaleTerm', 'LogGap', 'ChecksumMismatch', 'LogMismatch']) expect(refusals[code] ?? 0, code).toBeGreaterThan(0);
       expect(sum((r) => r.snapshotsSent)).toBeGreaterThan(0);

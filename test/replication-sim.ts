@@ -3,7 +3,8 @@
 // (slice-worker/replication/replica.ts, coordinator/metadata/failover.ts). The seed
 // decides everything: the network (delay, so reorder; drop; duplicate; damage a
 // record; partitions), the disk (fsync delay; a crash keeps what was synced and a
-// random prefix of what was not), the clock, crashes and restarts, and the writers.
+// random prefix of what was not), the clock, crashes and restarts, frozen leaders
+// (SIGSTOP: nothing runs, then everything that waited), and the writers.
 // An acknowledged-write checker judges the run: no acknowledged write lost,
 // doubled or reordered, no write that nobody made, and every replica applying
 // the same record at each index. Any failure names its seed; the same seed
@@ -29,6 +30,7 @@ export interface SimReport {
   ambiguous: number;
   elections: number;
   crashes: number;
+  freezes: number;
   refusals: Record<string, number>;
   snapshotsSent: number;
   simMs: number;
@@ -194,15 +196,25 @@ function simulate(opts: SimOptions): SimReport {
   const syncMsMax = random() < 0.5 ? 2 : 5 + random() * 40;
   /** Crashes of two nodes at once (a power cut of a rack): what only one of them held is at risk. */
   const pairCrashRate = random() * 0.5;
+  /** Freezes of the leader (SIGSTOP): it runs nothing for a while, then everything that waited. */
+  const freezePerSecond = random() < 0.5 ? random() * 2 : 0;
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, refusals: {}, snapshotsSent: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, simMs: 0 };
   const fail = (why: string): never => {
     throw new SimFailure(`seed ${opts.seed}: ${why} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts)`);
   };
 
   // ---- the network ----
   const up: boolean[] = Array(replicaCount).fill(true);
+  /** A frozen node runs nothing until then; lives[i] counts its starts (what waited for a dead life is dropped). */
+  const frozenUntil: number[] = Array(replicaCount).fill(0);
+  const lives: number[] = Array(replicaCount).fill(0);
+  function whenAwake(i: number, run: () => void, life = lives[i]): void {
+    if (life !== lives[i]) return;
+    if (frozenUntil[i] > clock.now) return clock.at(frozenUntil[i] - clock.now + random() * 0.1, () => whenAwake(i, run, life));
+    run();
+  }
   /** cut[a][b]: a and b cannot reach each other (both ways). Endpoint ids shifted by 2. */
   const cut = new Set<string>();
   const cutKey = (a: number, b: number) => (a < b ? `${a},${b}` : `${b},${a}`);
@@ -215,7 +227,9 @@ function simulate(opts: SimOptions): SimReport {
     const copies = duplicable && faulty && random() < dupRate ? 2 : 1;
     for (let c = 0; c < copies; c++) {
       clock.at(0.1 + random() * maxDelayMs, () => {
-        if (reachable(from, to)) run();
+        if (!reachable(from, to)) return;
+        if (to >= 0) whenAwake(to, () => reachable(from, to) && run());
+        else run();
       });
     }
   }
@@ -248,9 +262,11 @@ function simulate(opts: SimOptions): SimReport {
 
   function start(i: number): void {
     const disk = disks[i];
+    const onDisk = disk.forLife();
     const host: ReplicaHost = {
       send: (to, m) => send(i, to, m),
-      disk: disk.forLife(),
+      // The kernel finishes a write while the process is stopped; the process hears of it when it runs.
+      disk: { write: (op) => onDisk.write(op), sync: (done) => onDisk.sync(() => whenAwake(i, done)) },
       apply: (r) => {
         const seen = appliedAt.get(r.index);
         if (seen !== undefined && seen !== r.checksum) fail(`replica ${i} applied a record at index ${r.index} that another replica applied differently`);
@@ -285,6 +301,8 @@ function simulate(opts: SimOptions): SimReport {
     if (!up[i]) return;
     report.crashes++;
     up[i] = false;
+    lives[i]++;
+    frozenUntil[i] = 0;
     replicas[i] = null;
     pending[i].clear(); // their clients time out: the outcome is unknown to them
     disks[i].crash();
@@ -365,7 +383,7 @@ function simulate(opts: SimOptions): SimReport {
   function tick(): void {
     coordinator.tick();
     for (const r of replicas) {
-      if (r === null) continue;
+      if (r === null || frozenUntil[r.id] > clock.now) continue;
       r.tick();
       if (random() < compactRate) r.compact();
     }
@@ -379,6 +397,10 @@ function simulate(opts: SimOptions): SimReport {
           const second = Math.floor(random() * replicaCount);
           clock.at(random() * syncMsMax, () => crash(second));
         }
+      }
+      if (mapLeader !== null && up[mapLeader] && random() < freezePerSecond * perTick) {
+        report.freezes++;
+        frozenUntil[mapLeader] = Math.max(frozenUntil[mapLeader], clock.now + 100 + random() * 1_400);
       }
       if (random() < partitionPerSecond * perTick) {
         // A new partition: a random set of links cut (the coordinator and the router are endpoints too).
@@ -397,7 +419,7 @@ function simulate(opts: SimOptions): SimReport {
 
   // ---- run: faults, then heal and converge ----
   const converged = () => {
-    if (faulty || outcomes.size > 0 || up.some((u) => !u)) return false;
+    if (faulty || outcomes.size > 0 || up.some((u) => !u) || frozenUntil.some((t) => t > clock.now)) return false;
     const leader = coordinator.currentLeader;
     if (leader === null || replicas[leader] === null || !replicas[leader]!.isLeader) return false;
     const l = replicas[leader]!;
