@@ -67,6 +67,21 @@ describe('replica sets in the cluster map', () => {
     expect(map.termOf(6)).toBe(1);
   });
 
+  it('promotes a follower at its election\'s term, keeps the old leader as a follower, and refuses anything else', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 'auto', dir);
+    const [leader, first, second] = map.replicasOf(12);
+    const epoch = map.epoch;
+    map.promote(12, second, 7);
+    expect(map.replicasOf(12)).toEqual([second, leader, first]);
+    expect(map.ownerOf(12)).toBe(second);
+    expect(map.termOf(12)).toBe(7);
+    expect(map.epoch).toBe(epoch + 1);
+    expect(() => map.promote(12, leader, 7)).toThrow('a leader term only grows (slice 12 is at 7, got 7)');
+    expect(() => map.promote(12, second, 8)).toThrow('node ' + second + ' is a follower of slice 12');
+    expect(open(3, 'auto', dir).replicasOf(12)).toEqual([second, leader, first]);
+  });
+
   it('moves followers off a draining node and out of a removed one, and fills up as nodes join', () => {
     const map = open(3, 'auto');
     map.setStatus(2, 'draining');

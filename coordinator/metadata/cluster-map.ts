@@ -255,6 +255,20 @@ export class ClusterMap {
     });
   }
 
+  /** Failover (coordinator/metadata/failover.ts): a follower of the slice leads it from now on, at
+   * the term of the election that chose it (larger than the slice's; terms a failed election used are
+   * skipped). The old leader stays a follower. Persisted before it is used, at a new epoch. */
+  promote(slice: number, node: number, term: number): void {
+    const replicas = this.replicasOf(slice);
+    assert(replicas.includes(node) && node !== replicas[0], `node ${node} is a follower of slice ${slice}`);
+    assert(Number.isSafeInteger(term) && term > this.state.terms[slice], `a leader term only grows (slice ${slice} is at ${this.state.terms[slice]}, got ${term})`);
+    this.commit((next) => {
+      next.owners[slice] = node;
+      next.followers[slice] = replicas.filter((r) => r !== node);
+      next.terms[slice] = term;
+    });
+  }
+
   /** A new epoch with the same owners: a move froze (or thawed) a slice, and routers must
    * not go on with the epoch at which its old owner still looked like the owner. */
   bumpEpoch(): void {
@@ -275,7 +289,9 @@ export class ClusterMap {
     next.epoch++;
     assert(next.epoch > this.state.epoch, 'an epoch only grows');
     // A new leader gets a new term; a term never goes back.
-    for (let s = 0; s < next.sliceCount; s++) if (next.owners[s] !== this.state.owners[s]) next.terms[s] = this.state.terms[s] + 1;
+    for (let s = 0; s < next.sliceCount; s++) {
+      if (next.owners[s] !== this.state.owners[s] && next.terms[s] <= this.state.terms[s]) next.terms[s] = this.state.terms[s] + 1;
+    }
     placeFollowers(next, effectiveFactor(this.replication, next));
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
