@@ -16,6 +16,7 @@
 //  4. Lead(term) to it, and the map names it (host.publish), which routers follow.
 // Without a majority within electionTimeoutMs it starts again with a newer term.
 import { assert } from '../../shared/errors.js';
+import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS } from '../../shared/limits.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 
 export interface FailoverTiming {
@@ -23,6 +24,13 @@ export interface FailoverTiming {
   heartbeatTimeoutMs: number;
   electionTimeoutMs: number;
 }
+
+/** The coordinator's timing (shared/limits.ts); the simulation uses its own, shorter one. */
+export const FAILOVER_TIMING_DEFAULT: FailoverTiming = {
+  pingIntervalMs: LEADER_HEARTBEAT_INTERVAL_MS,
+  heartbeatTimeoutMs: LEADER_HEARTBEAT_TIMEOUT_MS,
+  electionTimeoutMs: LEADER_ELECTION_TIMEOUT_MS,
+};
 
 export interface FailoverHost {
   send(to: ReplicaId, message: ReplicationMessage): void;
