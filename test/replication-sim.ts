@@ -14,6 +14,12 @@ import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationM
 import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
+import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
+import { SliceStore } from '../slice-worker/partition.js';
+import { EFFECT_SET, RESULT_OK, SliceOp } from '../shared/protocol.js';
+
+const STORE_SLICE = 3;
+const STORE_TABLE = 1;
 
 export interface SimOptions {
   seed: number;
@@ -21,6 +27,10 @@ export interface SimOptions {
   faultyMs?: number;
   /** Break the failover on purpose (the checker must catch it): promote the first replica that answers. */
   unsafeChoice?: boolean;
+  /** Run the replicas as a worker would (slice-worker/replication/slice-replicas.ts on a SliceStore): the
+   * leader executes each write before it is committed and is rolled back when deposed. Writes are
+   * distinct items, so the checker looks for lost and phantom items, not for order. */
+  store?: boolean;
 }
 
 export interface SimReport {
@@ -259,8 +269,44 @@ function simulate(opts: SimOptions): SimReport {
   const appliedAt = new Map<number, number>();
   /** Writes the leader of node i ordered and has not answered: index -> request. */
   const pending: Map<number, { requestId: number }>[] = Array.from({ length: replicaCount }, () => new Map());
+  /** Store mode: each node's worker store and slice replicas (a new store at each start: memory is lost in a crash). */
+  const stores: (SliceStore | null)[] = Array(replicaCount).fill(null);
+  const sliceReplicas: (SliceReplicas | null)[] = Array(replicaCount).fill(null);
+  let assignEpoch = 0;
+
+  function answerCommitted(i: number, index: number): void {
+    for (const [at, p] of pending[i]) {
+      if (at > index) continue;
+      pending[i].delete(at);
+      answer(i, p.requestId, 'ok');
+    }
+  }
+  function answerDeposed(i: number): void {
+    for (const p of pending[i].values()) answer(i, p.requestId, 'ambiguous');
+    pending[i].clear();
+  }
+
+  function startOnStore(i: number): void {
+    const disk = disks[i];
+    const onDisk = disk.forLife();
+    const store = new SliceStore(0, 1);
+    store.execute([SliceOp.Assign, ++assignEpoch, [STORE_SLICE]]);
+    const log = {
+      diskFor: () => ({ write: (op: DiskOp) => onDisk.write(op), sync: (done: () => void) => onDisk.sync(() => whenAwake(i, done)) }),
+      durable: () => disk.recovered(),
+      sliceIds: disk.recovered().promisedTerm > 0 ? [STORE_SLICE] : [],
+    };
+    const sr = new SliceReplicas(i, store, log, (_slice, to, m) => send(i, to, m), {
+      committed: (_slice, index) => answerCommitted(i, index),
+      deposed: () => answerDeposed(i),
+    });
+    stores[i] = store;
+    sliceReplicas[i] = sr;
+    replicas[i] = sr.of(STORE_SLICE);
+  }
 
   function start(i: number): void {
+    if (opts.store === true) return startOnStore(i);
     const disk = disks[i];
     const onDisk = disk.forLife();
     const host: ReplicaHost = {
@@ -281,17 +327,8 @@ function simulate(opts: SimOptions): SimReport {
         states[i] = decodeState(bytes);
       },
       snapshotState: () => encodeState(states[i]),
-      committed: (index) => {
-        for (const [at, p] of pending[i]) {
-          if (at > index) continue;
-          pending[i].delete(at);
-          answer(i, p.requestId, 'ok');
-        }
-      },
-      deposed: () => {
-        for (const p of pending[i].values()) answer(i, p.requestId, 'ambiguous');
-        pending[i].clear();
-      },
+      committed: (index) => answerCommitted(i, index),
+      deposed: () => answerDeposed(i),
     };
     replicas[i] = new Replica(i, host, disk.recovered());
   }
@@ -304,6 +341,8 @@ function simulate(opts: SimOptions): SimReport {
     lives[i]++;
     frozenUntil[i] = 0;
     replicas[i] = null;
+    stores[i] = null;
+    sliceReplicas[i] = null;
     pending[i].clear(); // their clients time out: the outcome is unknown to them
     disks[i].crash();
     clock.at(50 + random() * 600, () => {
@@ -372,6 +411,16 @@ function simulate(opts: SimOptions): SimReport {
     deliverLater(ROUTER, leader, () => {
       const r = replicas[leader];
       if (r === null) return;
+      if (opts.store === true) {
+        // As a worker: execute against the store, then propose the effects (only while serving).
+        if (!r.serving) return answer(leader, requestId, 'notLeader');
+        const store = stores[leader]!;
+        const put = store.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, null]);
+        assert(put[0] === RESULT_OK, 'a put on a serving leader succeeds');
+        const [[, index]] = sliceReplicas[leader]!.propose(store.takeEffects());
+        pending[leader].set(index, { requestId });
+        return;
+      }
       const index = r.propose(encodeWrite(w.key, w.value));
       if (index === null) return answer(leader, requestId, 'notLeader');
       pending[leader].set(index, { requestId });
@@ -433,6 +482,22 @@ function simulate(opts: SimOptions): SimReport {
   report.elections = coordinator.elections;
 
   // ---- the checker ----
+  if (opts.store === true) {
+    const itemsOf = (i: number) => [...stores[i]!.entries()].filter((e) => e[0] === EFFECT_SET).map((e) => e[3] as string).sort();
+    const leaderItems = itemsOf(coordinator.currentLeader!);
+    for (let i = 0; i < replicaCount; i++) {
+      const mine = itemsOf(i);
+      if (mine.join() !== leaderItems.join()) {
+        const extra = mine.filter((k) => !leaderItems.includes(k));
+        const missing = leaderItems.filter((k) => !mine.includes(k));
+        fail(`replica ${i} holds other items than the leader once all caught up (${extra.length} more: ${extra.slice(0, 3).join(' ')}; ${missing.length} fewer: ${missing.slice(0, 3).join(' ')})`);
+      }
+    }
+    const stored = new Set(leaderItems.map((k) => Number(k.split(':')[1])));
+    for (const v of stored) if (!writes.has(v)) fail(`item of value ${v} is stored but no writer wrote it (a phantom)`);
+    for (const w of writes.values()) if (w.ackedAt !== undefined && !stored.has(w.value)) fail(`acknowledged write ${w.value} (acknowledged at ${w.ackedAt.toFixed(1)} ms) is lost`);
+    return report;
+  }
   const final = states[coordinator.currentLeader!];
   const reference = encodeState(final);
   states.forEach((s, i) => {

@@ -210,6 +210,10 @@ export class Replica {
   /** Writes the applied state as a snapshot at the commit point and drops the records it covers. */
   compact(): void {
     if (this.applied <= this.snapIndex) return;
+    // A leader's host may have executed writes that are not committed yet (a worker does: its store runs
+    // ahead of the commit point), and a snapshot must hold exactly what is committed: a leader compacts
+    // only when it holds nothing uncommitted.
+    if (this.leading && this.commit < this.lastIndex) return;
     const index = this.applied;
     const term = this.termAt(index)!;
     const state = this.host.snapshotState();

@@ -31,7 +31,8 @@ export class SliceReplicas {
   constructor(
     private readonly self: ReplicaId,
     private readonly store: SliceStore,
-    private readonly log: ReplicaLog,
+    /** The worker's replica log (or, in the simulation, its seeded disk). */
+    private readonly log: Pick<ReplicaLog, 'diskFor' | 'durable' | 'sliceIds'>,
     private readonly send: (slice: number, to: ReplicaId, message: ReplicationMessage) => void,
     private readonly events: SliceReplicaEvents = {},
   ) {
