@@ -16,6 +16,8 @@ import {
   CLUSTER_READY_WAIT_MS,
   COORDINATOR_PORT_DEFAULT,
   MOVE_ITEMS_PER_SECOND_DEFAULT,
+  REPLICATION_FACTOR_AUTO_MAX,
+  REPLICATION_FACTOR_MAX,
   ROUTER_RESTART_DELAY_MS,
   ROUTERS_MAX,
   routersDefault,
@@ -48,6 +50,7 @@ const args = parseArgs(
     rebalance: { default: 'yes', help: 'yes: move slices onto nodes that join; no: only drains move slices', env: 'KEYSLICE_REBALANCE' },
     routers: { default: String(routersDefault(availableParallelism())), help: `router processes that share the client port (0: this process serves clients itself; default from the core count, ${routersDefault(availableParallelism())} here)`, env: 'KEYSLICE_ROUTERS' },
     'cluster-port': { default: '0', help: 'with --routers N: this process\'s own port (routers\' feed, /cluster/, table changes; 0: any free port)', env: 'KEYSLICE_CLUSTER_PORT' },
+    'replication-factor': { default: 'auto', help: `replicas of each slice, on distinct nodes (auto: ${REPLICATION_FACTOR_AUTO_MAX} when the cluster has at least ${REPLICATION_FACTOR_AUTO_MAX} nodes, else their count); see docs/replication.md`, env: 'KEYSLICE_REPLICATION_FACTOR' },
     'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
   'usage: keyslice coordinator [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',
@@ -64,8 +67,13 @@ if (new Set(nodeUrls).size !== nodeUrls.length) fail('--nodes names a slice node
 const secretProblem = missingSecretProblem(args.host!, args['cluster-secret']!);
 if (secretProblem !== null) fail(secretProblem);
 
+const replication = args['replication-factor'] === 'auto' ? 'auto' : Number(args['replication-factor']);
+if (replication !== 'auto' && (!Number.isInteger(replication) || replication < 1 || replication > REPLICATION_FACTOR_MAX)) {
+  fail(`--replication-factor must be auto or a whole number from 1 to ${REPLICATION_FACTOR_MAX} (a slice needs at least one replica), got ${JSON.stringify(args['replication-factor'])}`);
+}
+
 await initHashing();
-const map = ClusterMap.open(args.data!, nodeUrls, sliceCount);
+const map = ClusterMap.open(args.data!, nodeUrls, sliceCount, replication);
 if (typeof map === 'string') fail(map);
 let catalog: Catalog;
 try {
@@ -73,6 +81,7 @@ try {
 } catch (err) {
   fail((err as Error).message);
 }
+catalog.createProblem = () => map.replicationProblem();
 
 const log = (line: string) => console.log(`keyslice coordinator: ${line}`);
 const security = { token: args.token!, clusterSecret: args['cluster-secret']! };

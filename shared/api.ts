@@ -329,5 +329,7 @@ export interface ClusterStatus {
   /** false when some node did not answer: items/bytes/load are then partial. */
   loadComplete: boolean;
   nodes: NodeStatusReport[];
+  /** Replicas per slice in force, what was asked for (--replication-factor), and why (docs/replication.md). */
+  replication: { factor: number; asked: number | 'auto'; why: string; note: string };
   moves: { inFlight: MoveReport[]; pending: number; completed: number; failed: number; itemsMoved: number; lastError: string };
 }

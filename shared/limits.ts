@@ -123,6 +123,17 @@ export const NODE_RECONNECT_DELAY_MS_MAX = 2_000;
  * it as a heartbeat; the coordinator counts a node gone after this long without one. */
 export const NODE_HEARTBEAT_INTERVAL_MS = 1_000;
 export const NODE_HEARTBEAT_TIMEOUT_MS = 5_000;
+/** Replication (docs/replication.md): with --replication-factor auto (the default) a slice has
+ * this many replicas when at least this many nodes are active, else one per active node. */
+export const REPLICATION_FACTOR_AUTO_MAX = 3;
+export const REPLICATION_FACTOR_MAX = 7;
+/** The coordinator counts a slice's leader gone after this long without an answer, and elects another. */
+export const LEADER_HEARTBEAT_TIMEOUT_MS = 3_000;
+/** How often a leader's liveness is asked; how long an election waits for a majority before it
+ * starts again at a newer term; records a leader sends a follower in one append. */
+export const LEADER_HEARTBEAT_INTERVAL_MS = 500;
+export const LEADER_ELECTION_TIMEOUT_MS = 2_000;
+export const REPLICATION_APPEND_RECORDS_MAX = 256;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 

@@ -11,6 +11,10 @@ export const RECORD_KIND = {
   SnapshotItems: 2,
   /** Snapshot: the last record, {items, lsn}. */
   SnapshotEnd: 3,
+  /** Replica log (replication/replica-log.ts): what the slices' replicas wrote in one flush, [[slice, op], ...]. */
+  ReplicaOps: 4,
+  /** Replica log: one slice's whole durable state, [slice, state]; replaces what came before it. */
+  ReplicaCheckpoint: 5,
 } as const;
 
 const packr = new Packr({ useRecords: false });

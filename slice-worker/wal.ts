@@ -24,6 +24,15 @@ export interface LogRecovery {
   tornBytes: number;
 }
 
+/** The record number the oldest segment in `dir` starts at, or null when there is none. */
+export function firstSegmentLsn(dir: string): number | null {
+  const firsts = readdirSync(dir)
+    .map((f) => SEGMENT.exec(f))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => Number(m[1]));
+  return firsts.length === 0 ? null : Math.min(...firsts);
+}
+
 export class WriteAheadLog {
   private fd: number;
   private segmentFirstLsn: number;
@@ -135,7 +144,8 @@ export class WriteAheadLog {
    * is where a segment starts, the current one or an earlier one, so no segment is cut in two. */
   async dropSegmentsBefore(firstKept: number): Promise<void> {
     assert(firstKept <= this.segmentFirstLsn, `segments from ${firstKept} on are kept, and the current one starts at ${this.segmentFirstLsn}`);
-    const files = await readdir(this.dir);
+    // Oldest first (the names are zero-padded): a crash midway leaves segments that still follow one another.
+    const files = (await readdir(this.dir)).sort();
     assert(files.includes(segmentName(firstKept)), `a segment starts at record ${firstKept}`);
     for (const f of files) {
       const m = SEGMENT.exec(f);

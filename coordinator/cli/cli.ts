@@ -39,10 +39,11 @@ const LOCAL_USAGE = `usage: keyslice local
 
 Starts a coordinator and two slice nodes (two worker threads each) on 127.0.0.1 and
 keeps them running until Ctrl-C, which stops them all; if one of them exits, the others
-are stopped too. This is what npm start runs. It takes no options; two environment
+are stopped too. This is what npm start runs. It takes no options; environment
 variables, read by keyslice local only:
   KEYSLICE_PORT   the coordinator's port; the nodes take the next two (default 7100; 0: any free ports)
   KEYSLICE_DATA   the folder that holds every process's data (default ./data)
+  KEYSLICE_REPLICATION_FACTOR   the coordinator's --replication-factor (default auto; docs/replication.md)
 `;
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -154,6 +155,8 @@ function render(st: ClusterStatus, url: string): string {
     st.nodes.length === 0 ? 'no slice nodes yet' : table(rows),
   ];
   for (const n of st.nodes) if (n.problem !== null) lines.push(`NOT USED: ${n.problem}`);
+  const r = st.replication;
+  lines.push(`replication factor ${r.factor} (${r.why})${r.note === '' ? '' : `; ${r.note}`}`);
   if (!st.loadComplete) lines.push('(items, bytes and load are partial: some node did not answer)');
   lines.push(`moves: ${m.inFlight.length} in flight, about ${m.pending} to go, ${m.completed} completed (${m.itemsMoved} items), ${m.failed} rolled back`);
   for (const mv of m.inFlight) lines.push(moveLine(mv));

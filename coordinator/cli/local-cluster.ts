@@ -39,6 +39,8 @@ export interface ClusterOptions {
   clusterSecret?: string;
   /** Router processes on the client port (default: the coordinator's, from the core count; 0: none). */
   routers?: number;
+  /** --replication-factor of the coordinator (default: its own, auto). */
+  replicationFactor?: number | 'auto';
 }
 
 export interface ManagedProcess {
@@ -206,7 +208,11 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
         }),
       ),
     );
-    const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log, opts.routers === undefined ? [] : ['--routers', String(opts.routers)], clusterSecret);
+    const extra = [
+      ...(opts.routers === undefined ? [] : ['--routers', String(opts.routers)]),
+      ...(opts.replicationFactor === undefined ? [] : ['--replication-factor', String(opts.replicationFactor)]),
+    ];
+    const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log, extra, clusterSecret);
     started.push(coordinator);
     const url = coordinator.url;
     const cluster: LocalCluster = {
@@ -229,8 +235,10 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const dataDir = resolve(process.env.KEYSLICE_DATA ?? 'data');
   const port = Number(process.env.KEYSLICE_PORT ?? 7100);
+  const replicationFactor = process.env.KEYSLICE_REPLICATION_FACTOR;
   const cluster = await startLocalCluster({
     dataDir,
+    replicationFactor: replicationFactor === undefined || replicationFactor === '' ? undefined : replicationFactor === 'auto' ? 'auto' : Number(replicationFactor),
     coordinatorPort: port,
     nodePortBase: port === 0 ? 0 : port + 1,
     log: (line) => console.log(line),

@@ -76,6 +76,9 @@ export class Catalog {
     return [...this.tables.keys()].sort();
   }
 
+  /** Why no table can be made now (e.g. fewer nodes than the replication factor), or null. */
+  createProblem: () => string | null = () => null;
+
   create(name: unknown, shardingKey: unknown, sortingKey: unknown, evenDistribution: unknown): Table {
     if (typeof name !== 'string' || !TABLE_NAME.test(name)) {
       throw new KeysliceError(
@@ -86,6 +89,8 @@ export class Catalog {
     const shape = tableShape(name, shardingKey, sortingKey, evenDistribution);
     if (this.tables.has(name)) throw new KeysliceError('TableExists', `table "${name}" already exists`);
     if (this.tables.size >= TABLES_MAX) throw new KeysliceError('LimitExceeded', `a cluster holds at most ${TABLES_MAX} tables`);
+    const problem = this.createProblem();
+    if (problem !== null) throw new KeysliceError('InvalidState', problem);
     const table = { ...shape, id: this.nextTableId, createdAt: Date.now() };
     this.tables.set(name, table);
     this.nextTableId++;

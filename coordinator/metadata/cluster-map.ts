@@ -11,10 +11,18 @@
 // under a known address with another folder is not handed slices whose data it
 // does not hold (coordinator/metadata/membership.ts). Ids are not routing: recording one
 // does not move the epoch.
+//
+// Replicas (docs/replication.md): each slice has an ordered replica list on distinct
+// nodes, replicasOf(slice) = [leader, ...followers]; the leader is the owner above, so
+// routing is unchanged. Followers are kept on active nodes (draining and removed nodes
+// hold none) up to the effective replication factor, refilled after every change.
+// Each slice has a leader term that only grows, and grows whenever its leader changes:
+// a replica refuses records of an older term, so a deposed leader cannot be acknowledged.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { NodeStatus } from '../../shared/cluster-view.js';
 import { assert } from '../../shared/errors.js';
+import { REPLICATION_FACTOR_AUTO_MAX } from '../../shared/limits.js';
 import { readStateFile, writeStateFile } from '../../shared/state-file.js';
 
 export type { NodeStatus };
@@ -31,8 +39,15 @@ interface ClusterMapState {
   owners: number[];
   /** nodeIds[i]: the id of nodes[i]'s data folder; null until it is known. Absent in older maps. */
   nodeIds?: (string | null)[];
+  /** followers[slice]: node indexes after the leader, distinct, none the leader. Absent in older maps (none). */
+  followers?: number[][];
+  /** terms[slice]: the leader term; only grows. Absent in older maps (all 1). */
+  terms?: number[];
 }
-type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[] };
+type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[] };
+
+/** The replication factor asked for: a number, or 'auto' (shared/limits.ts replicationFactorDefault). */
+export type ReplicationSetting = number | 'auto';
 
 const newId = () => randomBytes(16).toString('hex');
 
@@ -43,7 +58,11 @@ export class ClusterMap {
   private constructor(
     private readonly path: string,
     private state: State,
+    private readonly replication: ReplicationSetting,
   ) {
+    assert(replication === 'auto' || (Number.isSafeInteger(replication) && replication >= 1), 'a replication factor is at least 1');
+    assert(state.followers.length === state.sliceCount && state.terms.length === state.sliceCount, 'followers and a term per slice');
+    checkReplicas(state);
     assert(state.owners.length === state.sliceCount, 'one owner per slice');
     assert(state.status.length === state.nodes.length, 'one status per node');
     assert(state.nodeIds.length === state.nodes.length, 'one node id (or null) per node');
@@ -54,7 +73,7 @@ export class ClusterMap {
    * contiguous ranges over `nodes` (none: every slice waits for the first node to
    * join). Addresses in `nodes` that the persisted map lacks join it. Returns an
    * error sentence if the persisted map disagrees with the configuration. */
-  static open(dataDir: string, nodes: string[], sliceCount: number): ClusterMap | string {
+  static open(dataDir: string, nodes: string[], sliceCount: number, replication: ReplicationSetting = 1): ClusterMap | string {
     const path = join(dataDir, 'cluster-map.json');
     const saved = readStateFile<ClusterMapState>(path);
     if (saved !== null) {
@@ -66,15 +85,76 @@ export class ClusterMap {
         clusterId: saved.clusterId ?? newId(),
         status: saved.status ?? saved.nodes.map(() => 'active'),
         nodeIds: saved.nodeIds ?? saved.nodes.map(() => null),
-      });
+        followers: saved.followers ?? saved.owners.map(() => []),
+        terms: saved.terms ?? saved.owners.map(() => 1),
+      }, replication);
       if (saved.clusterId === undefined) map.save(map.state);
       for (const url of nodes) map.addNode(url);
+      map.refreshFollowers();
       return map;
     }
     const owners = initialOwners(sliceCount, nodes.length);
-    const map = new ClusterMap(path, { clusterId: newId(), epoch: 1, sliceCount, nodes: [...nodes], status: nodes.map(() => 'active'), owners, nodeIds: nodes.map(() => null) });
+    const state: State = {
+      clusterId: newId(),
+      epoch: 1,
+      sliceCount,
+      nodes: [...nodes],
+      status: nodes.map(() => 'active'),
+      owners,
+      nodeIds: nodes.map(() => null),
+      followers: owners.map(() => []),
+      terms: owners.map(() => 1),
+    };
+    placeFollowers(state, effectiveFactor(replication, state));
+    const map = new ClusterMap(path, state, replication);
     writeStateFile(path, map.state);
     return map;
+  }
+
+  /** The replication factor in force: the one asked for, or with 'auto' 3 when at least 3
+   * nodes are active, else their count (at least 1). With a number larger than the active
+   * nodes, slices have fewer replicas until enough nodes are there (CreateTable refuses). */
+  get replicationFactor(): number {
+    return effectiveFactor(this.replication, this.state);
+  }
+  /** What was asked for (a number or 'auto') and why the effective factor is what it is. */
+  replicationReport(): { factor: number; asked: ReplicationSetting; why: string } {
+    const active = activeCount(this.state);
+    const factor = this.replicationFactor;
+    const why =
+      this.replication === 'auto'
+        ? `default: ${REPLICATION_FACTOR_AUTO_MAX} when the cluster has at least ${REPLICATION_FACTOR_AUTO_MAX} active nodes, else their count (${active} now)`
+        : active < this.replication
+          ? `--replication-factor ${this.replication}, but only ${active} active nodes: slices have at most ${active} replicas and CreateTable is refused until enough nodes join`
+          : `--replication-factor ${this.replication}`;
+    return { factor, asked: this.replication, why };
+  }
+  /** A sentence saying why tables cannot be made now, or null. */
+  replicationProblem(): string | null {
+    const active = activeCount(this.state);
+    if (this.replication !== 'auto' && this.replication > active) {
+      return `this cluster keeps ${this.replication} replicas of each slice on distinct nodes but has ${active} active node${active === 1 ? '' : 's'}; add nodes or start the coordinator with --replication-factor ${Math.max(1, active)}`;
+    }
+    return null;
+  }
+  /** [leader, ...followers] of a slice (empty while no node has joined). */
+  replicasOf(slice: number): number[] {
+    const owner = this.state.owners[slice];
+    return owner < 0 ? [] : [owner, ...this.state.followers[slice]];
+  }
+  /** The slice's leader term; it only grows, and grows whenever the leader changes. */
+  termOf(slice: number): number {
+    return this.state.terms[slice];
+  }
+
+  /** Places followers after a change of nodes' status or count (no epoch change when none moves:
+   * followers are not routing). */
+  private refreshFollowers(): void {
+    const next = structuredClone(this.state);
+    if (!placeFollowers(next, this.replicationFactor)) return;
+    checkReplicas(next);
+    this.save(next);
+    this.state = next;
   }
 
   get clusterId(): string {
@@ -175,6 +255,20 @@ export class ClusterMap {
     });
   }
 
+  /** Failover (coordinator/metadata/failover.ts): a follower of the slice leads it from now on, at
+   * the term of the election that chose it (larger than the slice's; terms a failed election used are
+   * skipped). The old leader stays a follower. Persisted before it is used, at a new epoch. */
+  promote(slice: number, node: number, term: number): void {
+    const replicas = this.replicasOf(slice);
+    assert(replicas.includes(node) && node !== replicas[0], `node ${node} is a follower of slice ${slice}`);
+    assert(Number.isSafeInteger(term) && term > this.state.terms[slice], `a leader term only grows (slice ${slice} is at ${this.state.terms[slice]}, got ${term})`);
+    this.commit((next) => {
+      next.owners[slice] = node;
+      next.followers[slice] = replicas.filter((r) => r !== node);
+      next.terms[slice] = term;
+    });
+  }
+
   /** A new epoch with the same owners: a move froze (or thawed) a slice, and routers must
    * not go on with the epoch at which its old owner still looked like the owner. */
   bumpEpoch(): void {
@@ -194,6 +288,13 @@ export class ClusterMap {
     change(next);
     next.epoch++;
     assert(next.epoch > this.state.epoch, 'an epoch only grows');
+    // A new leader gets a new term; a term never goes back.
+    for (let s = 0; s < next.sliceCount; s++) {
+      if (next.owners[s] !== this.state.owners[s] && next.terms[s] <= this.state.terms[s]) next.terms[s] = this.state.terms[s] + 1;
+    }
+    placeFollowers(next, effectiveFactor(this.replication, next));
+    assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
+    checkReplicas(next);
     this.save(next);
     this.state = next;
     this.onChange();
@@ -203,6 +304,52 @@ export class ClusterMap {
     assert(state.clusterId === this.state.clusterId, 'a cluster keeps its id');
     writeStateFile(this.path, state);
   }
+}
+
+const activeCount = (s: State) => s.status.filter((x) => x === 'active').length;
+
+function effectiveFactor(asked: ReplicationSetting, s: State): number {
+  const active = activeCount(s);
+  const wanted = asked === 'auto' ? REPLICATION_FACTOR_AUTO_MAX : asked;
+  return Math.max(1, Math.min(wanted, active));
+}
+
+/** Every slice's replicas are on distinct, present nodes, followers on active ones, and the
+ * leader is not among its followers. */
+function checkReplicas(s: State): void {
+  for (let slice = 0; slice < s.sliceCount; slice++) {
+    const f = s.followers[slice];
+    const owner = s.owners[slice];
+    assert(owner >= 0 || f.length === 0, 'a slice without a leader has no followers');
+    assert(new Set([owner, ...f]).size === f.length + 1, 'a slice\'s replicas are on distinct nodes');
+    assert(f.every((n) => n >= 0 && n < s.nodes.length && s.status[n] === 'active'), 'followers are on active nodes');
+    assert(Number.isSafeInteger(s.terms[slice]) && s.terms[slice] >= 1, 'a term is a positive integer');
+  }
+}
+
+/** Keeps each slice's followers that are still valid and fills up to factor - 1 from the active
+ * nodes after the leader, in node order (a ring), so that a slice's replicas spread like its
+ * leaders do. Returns whether anything changed. */
+function placeFollowers(s: State, factor: number): boolean {
+  const active = s.nodes.map((_, i) => i).filter((i) => s.status[i] === 'active');
+  let changed = false;
+  for (let slice = 0; slice < s.sliceCount; slice++) {
+    const owner = s.owners[slice];
+    const before = s.followers[slice];
+    if (owner < 0) {
+      if (before.length > 0) changed = true;
+      s.followers[slice] = [];
+      continue;
+    }
+    const kept = before.filter((n) => n !== owner && s.status[n] === 'active').slice(0, factor - 1);
+    for (let k = 1; k <= s.nodes.length && kept.length < factor - 1; k++) {
+      const n = (owner + k) % s.nodes.length;
+      if (n !== owner && active.includes(n) && !kept.includes(n)) kept.push(n);
+    }
+    if (kept.length !== before.length || kept.some((n, i) => n !== before[i])) changed = true;
+    s.followers[slice] = kept;
+  }
+  return changed;
 }
 
 /** The owners of a new cluster's slices: contiguous, even ranges over `nodeCount`

@@ -21,6 +21,9 @@ import { isIdentity, SliceOp } from '../../shared/protocol.js';
 import { NodeLink, requireReady, type NodeHello } from './node-link.js';
 import { SliceMover, Throttle } from './slice-mover.js';
 
+/** Said by status while slice nodes do not ship their log to the followers the map names. */
+const REPLICATION_NOT_WIRED =
+  'followers are placed in the cluster map, but slice nodes do not replicate to them yet: each slice is served and stored by its leader alone (docs/replication.md)';
 const NODE_URL = /^wss?:\/\/[^/\s]+$/;
 const REBALANCE_INTERVAL_MS = 500;
 
@@ -372,6 +375,10 @@ export class Membership {
       unassignedSlices: unassigned,
       loadComplete,
       nodes: nodes.filter((n) => n.status !== 'removed'),
+      replication: {
+        ...this.map.replicationReport(),
+        note: this.map.replicationFactor > 1 ? REPLICATION_NOT_WIRED : '',
+      },
       moves: {
         inFlight: [...this.mover.moving.values()],
         completed: this.mover.completed,

@@ -1,0 +1,96 @@
+// The messages of slice replication (docs/replication.md): between the coordinator
+// and a slice's replicas (Prepare, Lead, Ping and their answers) and between a
+// slice's leader and its followers (Append, Snapshot, AppendOk, Refused). The
+// replication core (slice-worker/replication/replica.ts) and the coordinator's
+// failover (coordinator/metadata/failover.ts) speak them; checkReplicationMessage
+// checks one whole, as a frame from the wire is checked before it is used.
+
+/** One record of a slice's replicated log (slice-worker/replication/replica-record.ts makes and checks them). */
+export interface ReplicaRecord {
+  term: number;
+  index: number;
+  payload: Uint8Array;
+  checksum: number;
+}
+
+/** A replica is named by the index of its node in the cluster map. */
+export type ReplicaId = number;
+export const COORDINATOR = -1;
+
+/** Why a replica refused an Append, a Snapshot, a Prepare or a Lead. */
+export type RefusalCode =
+  /** The sender's term is older than the one this replica promised: a deposed leader. */
+  | 'StaleTerm'
+  /** The records start after this replica's last index: a gap. */
+  | 'LogGap'
+  /** A record's checksum does not hold: damaged or mixed up on the way. */
+  | 'ChecksumMismatch'
+  /** The record before them (prevIndex) is of another term here: this replica's tail diverged. */
+  | 'LogMismatch'
+  /** The records do not follow one another, or are of a term newer than the sender's. */
+  | 'MalformedAppend';
+
+export type ReplicationMessage =
+  | { type: 'Prepare'; term: number }
+  | { type: 'Prepared'; term: number; lastTerm: number; lastIndex: number }
+  | { type: 'Lead'; term: number; followers: ReplicaId[] }
+  | { type: 'Ping'; seq: number }
+  | { type: 'Pong'; seq: number; term: number; leading: boolean }
+  | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number }
+  | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number }
+  | { type: 'AppendOk'; term: number; matchIndex: number }
+  | { type: 'Refused'; term: number; code: RefusalCode; message: string; lastIndex: number; commitIndex: number };
+
+
+export const REFUSAL_CODES: readonly RefusalCode[] = ['StaleTerm', 'LogGap', 'ChecksumMismatch', 'LogMismatch', 'MalformedAppend'];
+
+const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
+  Prepare: ['term'],
+  Prepared: ['term', 'lastTerm', 'lastIndex'],
+  Lead: ['term', 'followers'],
+  Ping: ['seq'],
+  Pong: ['seq', 'term', 'leading'],
+  Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
+  Snapshot: ['term', 'index', 'lastTerm', 'state', 'commitIndex'],
+  AppendOk: ['term', 'matchIndex'],
+  Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
+};
+const COUNTS = new Set(['term', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex']);
+const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
+
+/** Why `m` is not a whole replication message, or null. Records are checked for shape here and
+ * for their checksum by the replica that takes them. */
+export function checkReplicationMessage(m: unknown): string | null {
+  if (typeof m !== 'object' || m === null || Array.isArray(m)) return 'a replication message is a map';
+  const msg = m as Record<string, unknown>;
+  const fields = FIELDS[msg.type as ReplicationMessage['type']];
+  if (fields === undefined || !Object.prototype.hasOwnProperty.call(FIELDS, msg.type as string)) return `unknown replication message ${JSON.stringify(msg.type)}`;
+  for (const k of Object.keys(msg)) if (k !== 'type' && !fields.includes(k)) return `${msg.type} has no field "${k}"`;
+  for (const f of fields) {
+    const v = msg[f];
+    if (COUNTS.has(f) ? !isCount(v) : v === undefined) return `${msg.type}.${f} is missing or not a whole number >= 0`;
+  }
+  switch (msg.type) {
+    case 'Lead':
+      return Array.isArray(msg.followers) && msg.followers.every(isCount) ? null : 'Lead.followers must be a list of node indexes';
+    case 'Pong':
+      return typeof msg.leading === 'boolean' ? null : 'Pong.leading must be true or false';
+    case 'Snapshot':
+      return msg.state instanceof Uint8Array ? null : 'Snapshot.state must be bytes';
+    case 'Refused':
+      if (!REFUSAL_CODES.includes(msg.code as RefusalCode)) return `Refused.code must be one of ${REFUSAL_CODES.join(', ')}`;
+      return typeof msg.message === 'string' ? null : 'Refused.message must be a string';
+    case 'Append': {
+      if (!Array.isArray(msg.records)) return 'Append.records must be a list';
+      for (const r of msg.records as unknown[]) {
+        const rec = r as Record<string, unknown>;
+        if (typeof r !== 'object' || r === null || !isCount(rec.term) || !isCount(rec.index) || !isCount(rec.checksum) || !(rec.payload instanceof Uint8Array)) {
+          return 'an Append record is {term, index, payload, checksum}';
+        }
+      }
+      return null;
+    }
+    default:
+      return null;
+  }
+}

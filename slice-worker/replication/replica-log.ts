@@ -1,0 +1,131 @@
+// The disk of a worker's slice replicas: what replica.ts writes (promises, records,
+// cuts, commit points, snapshots) for every slice the worker replicates, in one
+// write-ahead log (slice-worker/wal.ts: checksummed records, torn tail cut at
+// start, corruption refused), so that one append and one flush cover every
+// slice a task touched (group commit), as for the worker's own log.
+//
+// sync(done) of any slice's disk asks for that flush: the ops written so far, of
+// every slice, become one record, appended and (in 'fsync' mode) fdatasync'ed at
+// the end of the current turn (a microtask), and then the callbacks run in order.
+// A failed append throws out of the flush: like the worker's log, the process
+// stops rather than answer for what is not on disk.
+//
+// The log only grows until checkpoint(): it starts a new segment holding each
+// slice's whole durable state (one record per slice) and then drops the older
+// segments. A crash before the drop leaves old segments and the checkpoint, which
+// replay to the same state (a checkpoint replaces what came before it).
+import { mkdirSync } from 'node:fs';
+import { Packr, Unpackr } from 'msgpackr';
+import { assert } from '../../shared/errors.js';
+import type { DurabilityMode } from '../../shared/limits.js';
+import { RECORD_KIND } from '../log-format.js';
+import { firstSegmentLsn, WriteAheadLog, type LogRecovery } from '../wal.js';
+import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica, type ReplicaDisk } from './replica.js';
+
+const packr = new Packr({ useRecords: false });
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
+
+/** msgpack gives Buffers back; a replica's bytes compare as plain Uint8Arrays. */
+const bytes = (b: Uint8Array) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+
+function revive(d: DurableReplica): DurableReplica {
+  return {
+    promisedTerm: d.promisedTerm,
+    commitIndex: d.commitIndex,
+    snapshot: d.snapshot === null ? null : { ...d.snapshot, state: bytes(d.snapshot.state) },
+    records: d.records.map((r) => ({ ...r, payload: bytes(r.payload) })),
+  };
+}
+function reviveOp(op: DiskOp): DiskOp {
+  if (op.kind === 'append') return { kind: 'append', records: op.records.map((r) => ({ ...r, payload: bytes(r.payload) })) };
+  if (op.kind === 'snapshot') return { ...op, state: bytes(op.state) };
+  return op;
+}
+
+export class ReplicaLog {
+  private readonly slices = new Map<number, DurableReplica>();
+  private pending: [number, DiskOp][] = [];
+  private waiting: (() => void)[] = [];
+  private flushQueued = false;
+
+  private constructor(private readonly wal: WriteAheadLog) {}
+
+  /** Opens (or creates) the log in `dir` and reads every slice's durable state back. */
+  static open(dir: string, mode: DurabilityMode): { log: ReplicaLog; recovery: LogRecovery } {
+    const found = new Map<number, DurableReplica>();
+    mkdirSync(dir, { recursive: true });
+    // No snapshot file: a checkpoint is in the log itself, so the log starts where its oldest segment does.
+    const { log: wal, recovery } = WriteAheadLog.open(dir, mode, (firstSegmentLsn(dir) ?? 1) - 1, (r) => {
+      if (r.kind === RECORD_KIND.ReplicaOps) {
+        for (const [slice, op] of unpackr.unpack(r.payload) as [number, DiskOp][]) {
+          if (!found.has(slice)) found.set(slice, emptyDurable());
+          applyDiskOp(found.get(slice)!, reviveOp(op));
+        }
+      } else if (r.kind === RECORD_KIND.ReplicaCheckpoint) {
+        const [slice, state] = unpackr.unpack(r.payload) as [number, DurableReplica];
+        found.set(slice, revive(state));
+      } else {
+        throw new Error(`a replica log holds a record of kind ${r.kind} at ${r.lsn}`);
+      }
+    });
+    const log = new ReplicaLog(wal);
+    for (const [slice, d] of found) log.slices.set(slice, d);
+    return { log, recovery };
+  }
+
+  /** The slices this log holds anything of. */
+  get sliceIds(): number[] {
+    return [...this.slices.keys()].sort((a, b) => a - b);
+  }
+
+  /** What a replica of `slice` finds at start (a copy: the replica keeps its own). */
+  durable(slice: number): DurableReplica {
+    const d = this.slices.get(slice) ?? emptyDurable();
+    return { promisedTerm: d.promisedTerm, snapshot: d.snapshot, records: [...d.records], commitIndex: d.commitIndex };
+  }
+
+  /** The disk of one slice's replica. */
+  diskFor(slice: number): ReplicaDisk {
+    return {
+      write: (op) => {
+        this.pending.push([slice, op]);
+      },
+      sync: (done) => {
+        this.waiting.push(done);
+        if (!this.flushQueued) {
+          this.flushQueued = true;
+          queueMicrotask(() => this.flush());
+        }
+      },
+    };
+  }
+
+  /** Appends what was written as one record (durable as the mode promises), then answers the syncs. */
+  flush(): void {
+    this.flushQueued = false;
+    const ops = this.pending;
+    const waiting = this.waiting;
+    this.pending = [];
+    this.waiting = [];
+    if (ops.length > 0) {
+      this.wal.append(RECORD_KIND.ReplicaOps, packr.pack(ops));
+      for (const [slice, op] of ops) {
+        if (!this.slices.has(slice)) this.slices.set(slice, emptyDurable());
+        applyDiskOp(this.slices.get(slice)!, op);
+      }
+    }
+    for (const done of waiting) done();
+  }
+
+  /** Writes every slice's durable state into a new segment and drops the segments before it. */
+  async checkpoint(): Promise<void> {
+    this.flush();
+    await this.wal.flush();
+    this.wal.startSegment();
+    const first = this.wal.currentSegmentFirstLsn;
+    for (const [slice, d] of this.slices) this.wal.append(RECORD_KIND.ReplicaCheckpoint, packr.pack([slice, d]));
+    await this.wal.flush();
+    assert(this.wal.currentSegmentFirstLsn === first, 'a checkpoint is one segment');
+    await this.wal.dropSegmentsBefore(first);
+  }
+}

@@ -1,0 +1,438 @@
+// One replica of one slice: the replication core as a pure state machine. It takes
+// messages and calls, and acts only through what its host gives it (send, disk,
+// apply), so that the same code runs under the seeded simulation
+// (test/replication-sim.ts) and, later, in a slice node's worker. Protocol and
+// why it loses no acknowledged write: docs/replication.md.
+//
+// Roles: a replica is a follower until the coordinator makes it the leader of a
+// term (Prepare, then Lead); it stops leading as soon as it sees a larger term.
+//  - The leader orders writes: propose() gives each its index in the slice's log
+//    and the leader's term, writes it to its disk and ships it to the followers
+//    (Append). A record is committed once a majority of the replicas hold it
+//    durably and it is of the leader's own term (records of older terms are
+//    committed with it, by log order); only then is its write acknowledged.
+//  - A follower takes an Append only if its term is not older than the term it
+//    promised, every record's checksum holds, the log before it matches (no gap,
+//    same term at prevIndex), and then writes it and answers once it is durable.
+//    A record of another term at the same index is a diverged tail: it is cut
+//    (never below the commit point: asserted) and replaced by the leader's.
+//  - Committed records are applied in index order, once, through host.apply: the
+//    path WAL recovery uses on a real node.
+//  - Prepare(term) fences: the replica promises the term durably (refusing every
+//    older one from then on) before telling the coordinator its last (term, index).
+import { assert } from '../../shared/errors.js';
+import { REPLICATION_APPEND_RECORDS_MAX as APPEND_RECORDS_MAX } from '../../shared/limits.js';
+import { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicaRecord, type ReplicationMessage } from '../../shared/replication-protocol.js';
+import { checksumMatches, makeRecord } from './replica-record.js';
+
+export { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicationMessage };
+
+/** What a replica writes; durable only once a later sync() has completed. */
+export type DiskOp =
+  | { kind: 'promise'; term: number }
+  | { kind: 'append'; records: ReplicaRecord[] }
+  /** Drop the records after `after` (a diverged tail). */
+  | { kind: 'truncate'; after: number }
+  /** A committed index (written lazily: after a crash, records past it wait for the leader's word). */
+  | { kind: 'commit'; index: number }
+  /** The applied state as of `index` (of term `term`); the records up to it are dropped. */
+  | { kind: 'snapshot'; index: number; term: number; state: Uint8Array };
+
+export interface ReplicaDisk {
+  write(op: DiskOp): void;
+  /** Calls `done` once every write before this call is as durable as the mode promises. In order. */
+  sync(done: () => void): void;
+}
+
+/** What a replica finds on its disk at start. */
+export interface DurableReplica {
+  promisedTerm: number;
+  snapshot: { index: number; term: number; state: Uint8Array } | null;
+  /** The records after the snapshot, in order, without a gap. */
+  records: ReplicaRecord[];
+  commitIndex: number;
+}
+
+export const emptyDurable = (): DurableReplica => ({ promisedTerm: 0, snapshot: null, records: [], commitIndex: 0 });
+
+/** The disk's meaning, in one place: what `ops` leave of `d` (a disk reads itself back with it). */
+export function applyDiskOp(d: DurableReplica, op: DiskOp): void {
+  const snapIndex = d.snapshot?.index ?? 0;
+  switch (op.kind) {
+    case 'promise':
+      d.promisedTerm = Math.max(d.promisedTerm, op.term);
+      return;
+    case 'append':
+      for (const r of op.records) {
+        assert(r.index === snapIndex + d.records.length + 1, 'a log grows without a gap');
+        d.records.push(r);
+      }
+      return;
+    case 'truncate':
+      d.records.length = Math.max(0, Math.min(d.records.length, op.after - snapIndex));
+      return;
+    case 'commit':
+      d.commitIndex = Math.max(d.commitIndex, op.index);
+      return;
+    case 'snapshot': {
+      const keepFrom = op.index - snapIndex;
+      // Records past the snapshot that agree with it stay; otherwise the log starts after it.
+      const at = d.records[keepFrom - 1];
+      d.records = at !== undefined && at.term === op.term ? d.records.slice(keepFrom) : [];
+      d.snapshot = { index: op.index, term: op.term, state: op.state };
+      d.commitIndex = Math.max(d.commitIndex, op.index);
+      return;
+    }
+  }
+}
+
+export interface ReplicaHost {
+  send(to: ReplicaId, message: ReplicationMessage): void;
+  disk: ReplicaDisk;
+  /** A committed record, in index order, each once per start (after restore()). */
+  apply(record: ReplicaRecord): void;
+  /** Replace the applied state by a snapshot's (null: empty). */
+  restore(state: Uint8Array | null): void;
+  /** The applied state, to snapshot. */
+  snapshotState(): Uint8Array;
+  /** The leader's commit index grew: writes up to it may be acknowledged. */
+  committed?(index: number): void;
+  /** This replica stopped leading `term`: its writes not yet committed have an unknown outcome. */
+  deposed?(term: number): void;
+}
+
+export class Replica {
+  private promisedTerm: number;
+  private leading = false;
+  private snapIndex: number;
+  private snapTerm: number;
+  /** The applied state at snapIndex (what a follower that the log no longer reaches is sent); null: empty. */
+  private snapState: Uint8Array | null;
+  /** records[i] has index snapIndex + 1 + i. */
+  private records: ReplicaRecord[];
+  private commit: number;
+  private applied: number;
+  // Leader state, valid while leading.
+  private followers: ReplicaId[] = [];
+  private readonly next = new Map<ReplicaId, number>();
+  private readonly match = new Map<ReplicaId, number>();
+  /** What the leader's own disk holds durably. */
+  private selfMatch = 0;
+  /** The index of this leader's barrier: it serves once that is committed (see serving). */
+  private leadFrom = 0;
+
+  constructor(
+    readonly id: ReplicaId,
+    private readonly host: ReplicaHost,
+    found: DurableReplica,
+  ) {
+    this.promisedTerm = found.promisedTerm;
+    this.snapIndex = found.snapshot?.index ?? 0;
+    this.snapTerm = found.snapshot?.term ?? 0;
+    this.snapState = found.snapshot?.state ?? null;
+    this.records = [...found.records];
+    this.records.forEach((r, i) => assert(r.index === this.snapIndex + 1 + i && checksumMatches(r), 'a recovered log is whole'));
+    host.restore(found.snapshot?.state ?? null);
+    this.applied = this.snapIndex;
+    this.commit = this.snapIndex;
+    this.advanceCommit(Math.min(found.commitIndex, this.lastIndex));
+  }
+
+  get term(): number {
+    return this.promisedTerm;
+  }
+  get isLeader(): boolean {
+    return this.leading;
+  }
+  /** Leads, and its barrier is committed: every record of older terms it holds is applied, so a
+   * host that executes writes against its applied state (a worker) may do so from now on. */
+  get serving(): boolean {
+    return this.leading && this.commit >= this.leadFrom;
+  }
+  /** The index of the last record applied through host.apply. */
+  get appliedIndex(): number {
+    return this.applied;
+  }
+  get lastIndex(): number {
+    return this.snapIndex + this.records.length;
+  }
+  get lastTerm(): number {
+    return this.termAt(this.lastIndex)!;
+  }
+  get commitIndex(): number {
+    return this.commit;
+  }
+  /** The record at `index`, if the log still has it. */
+  recordAt(index: number): ReplicaRecord | undefined {
+    return index > this.snapIndex ? this.records[index - this.snapIndex - 1] : undefined;
+  }
+
+  /** The term of the record at `index`; undefined when compacted into the snapshot or past the end. */
+  private termAt(index: number): number | undefined {
+    if (index === this.snapIndex) return this.snapTerm;
+    if (index < this.snapIndex || index > this.lastIndex) return undefined;
+    return this.records[index - this.snapIndex - 1].term;
+  }
+
+  // ---- the leader ----
+
+  /** Orders a write: its index, or null when this replica does not lead (nothing was written). */
+  propose(payload: Uint8Array): number | null {
+    if (!this.leading) return null;
+    const record = makeRecord(this.promisedTerm, this.lastIndex + 1, payload);
+    this.appendLocal([record]);
+    const term = this.promisedTerm;
+    this.host.disk.sync(() => this.selfDurable(term, record.index));
+    for (const f of this.followers) this.sendAppend(f);
+    return record.index;
+  }
+
+  /** The leader's heartbeat: resends what a follower has not acknowledged (dropped frames), and the commit index. */
+  tick(): void {
+    if (!this.leading) return;
+    for (const f of this.followers) {
+      this.next.set(f, Math.min(this.next.get(f)!, this.match.get(f)! + 1));
+      this.sendAppend(f);
+    }
+  }
+
+  /** Applies again, from the snapshot, exactly the committed records: for a host whose state ran
+   * ahead of the commit point (a deposed leader that had executed writes not yet committed). */
+  replayCommitted(): void {
+    this.host.restore(this.snapState);
+    this.applied = this.snapIndex;
+    while (this.applied < this.commit) {
+      this.applied++;
+      this.host.apply(this.recordAt(this.applied)!);
+    }
+  }
+
+  /** Writes the applied state as a snapshot at the commit point and drops the records it covers. */
+  compact(): void {
+    if (this.applied <= this.snapIndex) return;
+    // A leader's host may have executed writes that are not committed yet (a worker does: its store runs
+    // ahead of the commit point), and a snapshot must hold exactly what is committed: a leader compacts
+    // only when it holds nothing uncommitted.
+    if (this.leading && this.commit < this.lastIndex) return;
+    const index = this.applied;
+    const term = this.termAt(index)!;
+    const state = this.host.snapshotState();
+    this.host.disk.write({ kind: 'snapshot', index, term, state });
+    this.snapState = state;
+    this.records = this.records.slice(index - this.snapIndex);
+    this.snapIndex = index;
+    this.snapTerm = term;
+  }
+
+  private becomeLeader(term: number, followers: ReplicaId[]): void {
+    this.leading = true;
+    this.followers = followers.filter((f) => f !== this.id);
+    this.next.clear();
+    this.match.clear();
+    for (const f of this.followers) {
+      this.next.set(f, this.lastIndex + 1);
+      this.match.set(f, 0);
+    }
+    this.selfMatch = 0;
+    // A barrier of the new term: records of older terms that this leader holds are committed
+    // with it (a leader counts replicas only for records of its own term).
+    this.leadFrom = this.propose(new Uint8Array(0))!;
+    assert(this.promisedTerm === term, 'a leader leads the term it promised');
+  }
+
+  private stepDown(term: number): void {
+    if (!this.leading) return;
+    this.leading = false;
+    this.followers = [];
+    this.host.deposed?.(term);
+  }
+
+  private selfDurable(term: number, index: number): void {
+    if (!this.leading || this.promisedTerm !== term) return;
+    this.selfMatch = Math.max(this.selfMatch, index);
+    this.leaderCommit();
+  }
+
+  private sendAppend(to: ReplicaId): void {
+    const next = this.next.get(to)!;
+    if (next <= this.snapIndex) {
+      assert(this.snapState !== null, 'a compacted log has its snapshot');
+      // The log no longer has what the follower lacks: send the state instead.
+      this.host.send(to, { type: 'Snapshot', term: this.promisedTerm, index: this.snapIndex, lastTerm: this.snapTerm, state: this.snapState!, commitIndex: this.commit });
+      this.next.set(to, this.snapIndex + 1);
+      return;
+    }
+    const prevIndex = next - 1;
+    const records = this.records.slice(next - this.snapIndex - 1, next - this.snapIndex - 1 + APPEND_RECORDS_MAX);
+    this.host.send(to, { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm: this.termAt(prevIndex)!, records, commitIndex: this.commit });
+    this.next.set(to, next + records.length);
+  }
+
+  private onReply(from: ReplicaId, m: ReplicationMessage & { type: 'AppendOk' | 'Refused' }): void {
+    if (m.term > this.promisedTerm) {
+      this.promise(m.term);
+      return;
+    }
+    if (!this.leading || m.term !== this.promisedTerm || !this.match.has(from)) return;
+    if (m.type === 'AppendOk') {
+      assert(m.matchIndex <= this.lastIndex, 'a follower holds no record its leader lacks');
+      if (m.matchIndex > this.match.get(from)!) this.match.set(from, m.matchIndex);
+      if (this.next.get(from)! <= m.matchIndex) this.next.set(from, m.matchIndex + 1);
+      this.leaderCommit();
+      if (this.next.get(from)! <= this.lastIndex) this.sendAppend(from);
+      return;
+    }
+    // A gap: start after the follower's last record. A diverged tail: start after its commit
+    // point, which matches this log (a committed record is in every later leader's log).
+    const from1 = m.code === 'LogGap' ? m.lastIndex + 1 : m.code === 'LogMismatch' ? m.commitIndex + 1 : this.match.get(from)! + 1;
+    this.next.set(from, Math.max(this.match.get(from)! + 1, Math.min(this.next.get(from)!, from1)));
+    this.sendAppend(from);
+  }
+
+  /** Commits the largest index that a majority holds durably, if it is of this leader's term. */
+  private leaderCommit(): void {
+    const held = [this.selfMatch, ...this.followers.map((f) => this.match.get(f)!)].sort((a, b) => b - a);
+    const majority = Math.floor((this.followers.length + 1) / 2) + 1;
+    const n = held[majority - 1];
+    if (n > this.commit && this.termAt(n) === this.promisedTerm) {
+      this.advanceCommit(n);
+      this.host.committed?.(this.commit);
+    }
+  }
+
+  // ---- every replica ----
+
+  receive(from: ReplicaId, m: ReplicationMessage): void {
+    switch (m.type) {
+      case 'Prepare':
+        return this.onPrepare(from, m.term);
+      case 'Lead':
+        return this.onLead(from, m.term, m.followers);
+      case 'Ping':
+        return this.host.send(from, { type: 'Pong', seq: m.seq, term: this.promisedTerm, leading: this.leading });
+      case 'Append':
+        return this.onAppend(from, m);
+      case 'Snapshot':
+        return this.onSnapshot(from, m);
+      case 'AppendOk':
+      case 'Refused':
+        return this.onReply(from, m);
+      case 'Prepared':
+      case 'Pong':
+        return; // for the coordinator
+    }
+  }
+
+  private refuse(to: ReplicaId, code: RefusalCode, message: string): void {
+    this.host.send(to, { type: 'Refused', term: this.promisedTerm, code, message, lastIndex: this.lastIndex, commitIndex: this.commit });
+  }
+
+  /** Promises a newer term (durable before anything is answered on it) and stops leading an older one. */
+  private promise(term: number): void {
+    if (term <= this.promisedTerm) return;
+    const old = this.promisedTerm;
+    this.promisedTerm = term;
+    this.host.disk.write({ kind: 'promise', term });
+    this.stepDown(old);
+  }
+
+  private onPrepare(from: ReplicaId, term: number): void {
+    if (term <= this.promisedTerm) return this.refuse(from, 'StaleTerm', `term ${term} is not newer than the term ${this.promisedTerm} this replica promised`);
+    this.promise(term);
+    // Taken now: everything written so far is in the sync below, and no record of an older term is taken from here on.
+    const reply: ReplicationMessage = { type: 'Prepared', term, lastTerm: this.lastTerm, lastIndex: this.lastIndex };
+    this.host.disk.sync(() => this.host.send(from, reply));
+  }
+
+  private onLead(from: ReplicaId, term: number, followers: ReplicaId[]): void {
+    if (term !== this.promisedTerm || this.leading) {
+      return this.refuse(from, 'StaleTerm', `asked to lead term ${term}; this replica promised term ${this.promisedTerm}${this.leading ? ' and leads it' : ''}`);
+    }
+    this.becomeLeader(term, followers);
+  }
+
+  private onAppend(from: ReplicaId, m: ReplicationMessage & { type: 'Append' }): void {
+    if (m.term < this.promisedTerm) return this.refuse(from, 'StaleTerm', `a record of term ${m.term}; this replica promised term ${this.promisedTerm}`);
+    // The whole frame is checked before anything of it is written.
+    for (let i = 0; i < m.records.length; i++) {
+      const r = m.records[i];
+      if (!checksumMatches(r)) return this.refuse(from, 'ChecksumMismatch', `record ${r.index} of term ${r.term} fails its checksum; nothing of this append was applied`);
+      if (r.index !== m.prevIndex + 1 + i || r.term > m.term || r.term < (i === 0 ? m.prevTerm : m.records[i - 1].term)) {
+        return this.refuse(from, 'MalformedAppend', `record ${r.index} of term ${r.term} does not follow record ${m.prevIndex + i} in a log of term ${m.term}`);
+      }
+    }
+    if (this.leading && m.term === this.promisedTerm) return this.refuse(from, 'StaleTerm', `two leaders of term ${m.term}`); // cannot happen: one Lead per term
+    this.promise(m.term);
+    if (m.prevIndex > this.lastIndex) return this.refuse(from, 'LogGap', `the records start after index ${m.prevIndex}; this replica's log ends at ${this.lastIndex}`);
+    let records = m.records;
+    if (m.prevIndex < this.snapIndex) {
+      // What this replica has in its snapshot is committed, so it is the leader's too.
+      records = records.filter((r) => r.index > this.snapIndex);
+      if (records.length === 0) return this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex);
+    } else if (this.termAt(m.prevIndex) !== m.prevTerm) {
+      return this.refuse(from, 'LogMismatch', `record ${m.prevIndex} is of term ${this.termAt(m.prevIndex)} here and ${m.prevTerm} at the leader`);
+    }
+    // Skip what this log already has; cut a diverged tail at the first record of another term.
+    let k = 0;
+    while (k < records.length && records[k].index <= this.lastIndex && this.termAt(records[k].index) === records[k].term) k++;
+    const fresh = records.slice(k);
+    if (fresh.length > 0) {
+      if (fresh[0].index <= this.lastIndex) {
+        assert(fresh[0].index > this.commit, `a committed record is never cut (cut at ${fresh[0].index}, committed ${this.commit})`);
+        this.host.disk.write({ kind: 'truncate', after: fresh[0].index - 1 });
+        this.records.length = fresh[0].index - 1 - this.snapIndex;
+      }
+      this.appendLocal(fresh);
+    }
+    this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex);
+  }
+
+  private onSnapshot(from: ReplicaId, m: ReplicationMessage & { type: 'Snapshot' }): void {
+    if (m.term < this.promisedTerm) return this.refuse(from, 'StaleTerm', `a snapshot of term ${m.term}; this replica promised term ${this.promisedTerm}`);
+    this.promise(m.term);
+    if (m.index > this.commit) {
+      // Replaces everything this replica applied (all of it is in the snapshot, which is committed).
+      this.host.disk.write({ kind: 'snapshot', index: m.index, term: m.lastTerm, state: m.state });
+      const keep = this.termAt(m.index) === m.lastTerm ? this.records.slice(m.index - this.snapIndex) : [];
+      this.records = keep;
+      this.snapIndex = m.index;
+      this.snapTerm = m.lastTerm;
+      this.snapState = m.state;
+      this.host.restore(m.state);
+      this.applied = m.index;
+      this.commit = m.index;
+    }
+    this.ackWhenDurable(from, m.term, m.index, m.commitIndex);
+  }
+
+  /** Answers once what was written is durable, and only if no newer term came meanwhile (a newer
+   * leader may have cut those records: an old leader must not count them). */
+  private ackWhenDurable(to: ReplicaId, term: number, matchIndex: number, leaderCommit: number): void {
+    this.host.disk.sync(() => {
+      if (this.promisedTerm !== term || this.leading) return;
+      // What the leader has committed and this replica holds (as of the leader's records) is committed.
+      const upTo = Math.min(leaderCommit, matchIndex, this.lastIndex);
+      if (upTo > this.commit && this.termAt(upTo) !== undefined) this.advanceCommit(upTo);
+      this.host.send(to, { type: 'AppendOk', term, matchIndex });
+    });
+  }
+
+  private appendLocal(records: ReplicaRecord[]): void {
+    this.host.disk.write({ kind: 'append', records });
+    for (const r of records) {
+      assert(r.index === this.lastIndex + 1, 'a log grows without a gap');
+      this.records.push(r);
+    }
+  }
+
+  private advanceCommit(index: number): void {
+    if (index <= this.commit) return;
+    assert(index <= this.lastIndex, 'only records this replica holds are committed');
+    this.commit = index;
+    this.host.disk.write({ kind: 'commit', index });
+    while (this.applied < this.commit) {
+      this.applied++;
+      this.host.apply(this.recordAt(this.applied)!);
+    }
+  }
+}

@@ -1,0 +1,114 @@
+// The replicas of a worker's slices, on the worker's store: the bridge between the
+// replication core (replica.ts, one Replica per slice) and the worker's
+// partitions (partition.ts). Not yet used by worker.ts (docs/replication.md).
+//
+// - A record's payload is the effects of one task on one slice (log-format.ts),
+//   so a follower applies a committed record with store.replay(), the path WAL
+//   recovery uses; a table drop becomes a drop of that table's part of each slice.
+// - The leader executes writes against its store before they are committed (as
+//   the worker does now) and proposes their effects; records of its own term are
+//   therefore already applied when they commit and are skipped. It executes only
+//   while its replica serves (its barrier is committed, so every older record it
+//   holds is applied first). A deposed leader's store is rebuilt from its
+//   snapshot and committed records (replayCommitted), dropping what it executed
+//   that was never committed.
+// - The disk is the worker's replica log (replica-log.ts).
+import { decodeEffects, encodeEffects } from '../log-format.js';
+import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
+import type { ReplicaLog } from './replica-log.js';
+import { Replica, type ReplicaId, type ReplicationMessage } from './replica.js';
+
+export interface SliceReplicaEvents {
+  /** The leader of `slice` committed up to `index`: answers waiting on it may go. */
+  committed?(slice: number, index: number): void;
+  /** This worker stopped leading `slice`: answers still waiting have an unknown outcome. */
+  deposed?(slice: number, term: number): void;
+}
+
+export class SliceReplicas {
+  private readonly replicas = new Map<number, Replica>();
+
+  constructor(
+    private readonly self: ReplicaId,
+    private readonly store: SliceStore,
+    /** The worker's replica log (or, in the simulation, its seeded disk). */
+    private readonly log: Pick<ReplicaLog, 'diskFor' | 'durable' | 'sliceIds'>,
+    private readonly send: (slice: number, to: ReplicaId, message: ReplicationMessage) => void,
+    private readonly events: SliceReplicaEvents = {},
+  ) {
+    // At start, every slice the log holds comes back: its committed records are applied to the store.
+    for (const slice of log.sliceIds) this.of(slice);
+  }
+
+  /** The replica of `slice`, started from the log on first use. */
+  of(slice: number): Replica {
+    let r = this.replicas.get(slice);
+    if (r === undefined) {
+      r = this.start(slice);
+      this.replicas.set(slice, r);
+    }
+    return r;
+  }
+
+  receive(slice: number, from: ReplicaId, message: ReplicationMessage): void {
+    this.of(slice).receive(from, message);
+  }
+
+  /** Whether this worker may execute writes of `slice` now. */
+  serving(slice: number): boolean {
+    return this.of(slice).serving;
+  }
+
+  /** Proposes the effects of one task, one record per slice; answers [slice, index] for each.
+   * Every slice touched must be served here (the caller checked before executing). */
+  propose(effects: Effect[]): [number, number][] {
+    const bySlice = new Map<number, Effect[]>();
+    const add = (slice: number, e: Effect) => {
+      if (!bySlice.has(slice)) bySlice.set(slice, []);
+      bySlice.get(slice)!.push(e);
+    };
+    for (const e of effects) {
+      if (e[0] === EFFECT_SET || e[0] === EFFECT_DELETE) add(e[2], e);
+      else if (e[0] === EFFECT_DROP_SLICE) add(e[1], e);
+      else if (e[0] === EFFECT_DROP_TABLE) for (const [slice, r] of this.replicas) if (r.isLeader) add(slice, [EFFECT_DROP_SLICE, slice, e[1]]);
+    }
+    const out: [number, number][] = [];
+    for (const [slice, list] of bySlice) {
+      const index = this.of(slice).propose(encodeEffects(list));
+      if (index === null) throw new Error(`invariant broken: effects of slice ${slice} were made while this worker does not lead it`);
+      out.push([slice, index]);
+    }
+    return out;
+  }
+
+  private start(slice: number): Replica {
+    // Set once constructed: the constructor already applies what the log holds as committed.
+    let replica: Replica | undefined;
+    replica = new Replica(
+      this.self,
+      {
+        send: (to, m) => this.send(slice, to, m),
+        disk: this.log.diskFor(slice),
+        apply: (record) => {
+          // A leader's own records were executed here before they were proposed.
+          if (replica?.isLeader === true && record.term === replica.term) return;
+          if (record.payload.length === 0) return;
+          for (const e of decodeEffects(record.payload)) this.store.replay(e);
+        },
+        restore: (state) => {
+          this.store.replay([EFFECT_DROP_SLICE, slice, null]);
+          if (state !== null) for (const e of decodeEffects(state)) this.store.replay(e);
+        },
+        snapshotState: () => encodeEffects([...this.store.entries()].filter((e) => e[0] === EFFECT_SET && e[2] === slice)),
+        committed: (index) => this.events.committed?.(slice, index),
+        deposed: (term) => {
+          // The store ran ahead of the commit point: put it back to exactly what is committed.
+          replica!.replayCommitted();
+          this.events.deposed?.(slice, term);
+        },
+      },
+      this.log.durable(slice),
+    );
+    return replica;
+  }
+}

@@ -1,0 +1,135 @@
+// The disk of a worker's slice replicas (slice-worker/replication/replica-log.ts):
+// what is read back after a restart is what the replicas wrote, per slice, as the
+// replication core's own disk model says (applyDiskOp); a torn tail is cut; a
+// checkpoint keeps the state and drops the older segments; and a process
+// SIGKILLed while writing loses nothing that a sync had answered.
+import { spawn } from 'node:child_process';
+import { appendFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
+import { checksumMatches, makeRecord } from '../slice-worker/replication/replica-record.js';
+import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica } from '../slice-worker/replication/replica.js';
+import { rng } from './cluster-fixture.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'ks-replica-log-'));
+  dirs.push(d);
+  return d;
+};
+
+/** A valid next op for a slice whose durable state is `d`. */
+function randomOp(d: DurableReplica, r: () => number): DiskOp {
+  const snapIndex = d.snapshot?.index ?? 0;
+  const last = snapIndex + d.records.length;
+  const lastTerm = d.records.at(-1)?.term ?? d.snapshot?.term ?? 0;
+  const x = r();
+  if (x < 0.1) return { kind: 'promise', term: d.promisedTerm + 1 };
+  if (x < 0.2 && last > d.commitIndex) return { kind: 'truncate', after: d.commitIndex + Math.floor(r() * (last - d.commitIndex)) };
+  if (x < 0.35 && last > d.commitIndex) return { kind: 'commit', index: d.commitIndex + 1 + Math.floor(r() * (last - d.commitIndex)) };
+  if (x < 0.4 && d.commitIndex > snapIndex) {
+    const index = d.commitIndex;
+    return { kind: 'snapshot', index, term: d.records[index - snapIndex - 1].term, state: new TextEncoder().encode(`state@${index}`) };
+  }
+  const count = 1 + Math.floor(r() * 3);
+  const term = Math.max(lastTerm, d.promisedTerm, 1);
+  return { kind: 'append', records: Array.from({ length: count }, (_, i) => makeRecord(term, last + 1 + i, new TextEncoder().encode(`v${last + 1 + i}-${r()}`))) };
+}
+
+const sync = (log: ReplicaLog, slice: number) => new Promise<void>((done) => log.diskFor(slice).sync(done));
+
+describe('the replica log of a worker', () => {
+  it('reads back, after each restart, exactly what the replicas of each slice wrote', async () => {
+    const dir = tempDir();
+    const r = rng(11);
+    const model = new Map<number, DurableReplica>([1, 2, 1025].map((s) => [s, emptyDurable()]));
+    let { log } = ReplicaLog.open(dir, 'fsync');
+    for (let round = 0; round < 12; round++) {
+      for (let i = 0; i < 25; i++) {
+        const slice = [1, 2, 1025][Math.floor(r() * 3)];
+        const op = randomOp(model.get(slice)!, r);
+        applyDiskOp(model.get(slice)!, op);
+        log.diskFor(slice).write(op);
+        if (r() < 0.3) await sync(log, slice);
+      }
+      await sync(log, 1);
+      if (round === 6) await log.checkpoint();
+      ({ log } = ReplicaLog.open(dir, 'fsync'));
+      for (const [slice, d] of model) expect(log.durable(slice), `slice ${slice} after round ${round}`).toEqual(d);
+    }
+    expect(log.sliceIds).toEqual([1, 2, 1025]);
+  });
+
+  it('cuts a torn tail and keeps every record before it', async () => {
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'fsync');
+    const disk = log.diskFor(7);
+    disk.write({ kind: 'promise', term: 1 });
+    disk.write({ kind: 'append', records: [makeRecord(1, 1, new Uint8Array([1, 2, 3]))] });
+    await sync(log, 7);
+    const segment = readdirSync(dir).find((f) => f.endsWith('.log'))!;
+    appendFileSync(join(dir, segment), Buffer.from([0, 0, 0, 40, 0, 0, 0, 0, 0, 9])); // a header cut short
+    const again = ReplicaLog.open(dir, 'fsync');
+    expect(again.recovery.tornBytes).toBe(10);
+    expect(again.log.durable(7).records.map((x) => [x.term, x.index, [...x.payload]])).toEqual([[1, 1, [1, 2, 3]]]);
+    expect(again.log.durable(7).promisedTerm).toBe(1);
+  });
+
+  it('reads back a leader\'s barrier (an empty record) with its checksum whole', async () => {
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'fsync');
+    log.diskFor(4).write({ kind: 'append', records: [makeRecord(2, 1, new Uint8Array(0))] });
+    await sync(log, 4);
+    const [barrier] = ReplicaLog.open(dir, 'fsync').log.durable(4).records;
+    expect(barrier.payload).toHaveLength(0);
+    expect(checksumMatches(barrier)).toBe(true);
+  });
+
+  it('keeps one segment after a checkpoint', async () => {
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'os');
+    for (let i = 1; i <= 50; i++) log.diskFor(3).write({ kind: 'append', records: [makeRecord(1, i, new Uint8Array([i]))] });
+    await sync(log, 3);
+    await log.checkpoint();
+    expect(readdirSync(dir).filter((f) => f.endsWith('.log'))).toHaveLength(1);
+    expect(ReplicaLog.open(dir, 'os').log.durable(3).records).toHaveLength(50);
+  });
+
+  it('loses nothing a sync answered when its process is SIGKILLed mid-write', async () => {
+    const dir = tempDir();
+    const module = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'slice-worker', 'replication');
+    // The child appends one record per sync and prints each index once its sync is answered.
+    const script = `
+      const { ReplicaLog } = await import(${JSON.stringify(join(module, 'replica-log.js'))});
+      const { makeRecord } = await import(${JSON.stringify(join(module, 'replica-record.js'))});
+      const { log } = ReplicaLog.open(${JSON.stringify(dir)}, 'fsync');
+      const disk = log.diskFor(9);
+      for (let i = 1; i <= 1000000; i++) {
+        disk.write({ kind: 'append', records: [makeRecord(1, i, new Uint8Array(64).fill(i % 256))] });
+        await new Promise((done) => disk.sync(done));
+        process.stdout.write(i + '\\n');
+      }`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d));
+    child.stderr!.on('data', (d: Buffer) => (err += d));
+    const until = Date.now() + 20_000;
+    while (out.split('\n').length < 200 && Date.now() < until && child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    expect(err).toBe('');
+    const answered = out.split('\n').filter((l) => l !== '').map(Number);
+    expect(answered.length).toBeGreaterThanOrEqual(199);
+    const { log } = ReplicaLog.open(dir, 'fsync');
+    const held = log.durable(9).records;
+    expect(held.length).toBeGreaterThanOrEqual(answered.at(-1)!);
+    held.forEach((rec, i) => expect(rec.index).toBe(i + 1));
+  });
+});

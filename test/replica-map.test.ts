@@ -1,0 +1,132 @@
+// Replica sets in the cluster map: each slice's replicas on distinct nodes, the leader
+// first, a leader term that grows with every change of leader, the effective
+// replication factor and the plain sentences that refuse a misconfiguration.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Catalog } from '../coordinator/metadata/catalog.js';
+import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
+import { keyslice } from './cli-run.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function open(nodes: number, replication: ReplicationSetting, dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'))): ClusterMap {
+  dirs.push(dir);
+  const map = ClusterMap.open(dir, Array.from({ length: nodes }, (_, i) => `ws://127.0.0.1:${9000 + i}`), 64, replication);
+  if (typeof map === 'string') throw new Error(map);
+  return map;
+}
+
+function expectWellPlaced(map: ClusterMap, factor: number): void {
+  for (let s = 0; s < map.sliceCount; s++) {
+    const r = map.replicasOf(s);
+    expect(r[0]).toBe(map.ownerOf(s));
+    expect(r).toHaveLength(factor);
+    expect(new Set(r).size).toBe(r.length);
+    for (const follower of r.slice(1)) expect(map.statusOf(follower)).toBe('active');
+  }
+}
+
+describe('replica sets in the cluster map', () => {
+  it('places 3 replicas on distinct nodes by default when the cluster has 3 or more nodes, fewer when it has fewer', () => {
+    const four = open(4, 'auto');
+    expect(four.replicationFactor).toBe(3);
+    expectWellPlaced(four, 3);
+    // Followers spread like leaders do: every node holds some replica of about 3/4 of the slices.
+    const held = [0, 0, 0, 0];
+    for (let s = 0; s < 64; s++) for (const n of four.replicasOf(s)) held[n]++;
+    expect(held).toEqual([48, 48, 48, 48]);
+    const two = open(2, 'auto');
+    expect(two.replicationFactor).toBe(2);
+    expectWellPlaced(two, 2);
+    expect(two.replicationReport().why).toMatch(/default: 3 when the cluster has at least 3 active nodes, else their count \(2 now\)/);
+  });
+
+  it('keeps one replica per slice with R=1, as before replication', () => {
+    const map = open(3, 1);
+    expectWellPlaced(map, 1);
+    expect(map.replicationProblem()).toBeNull();
+  });
+
+  it('gives a slice a new, larger term whenever its leader changes, and never otherwise', () => {
+    const map = open(3, 'auto');
+    expect(map.termOf(5)).toBe(1);
+    const old = map.ownerOf(5);
+    const to = (old + 1) % 3;
+    map.setOwner(5, to);
+    expect(map.termOf(5)).toBe(2);
+    expect(map.replicasOf(5)[0]).toBe(to);
+    expectWellPlaced(map, 3);
+    map.bumpEpoch();
+    map.setStatus(0, 'active');
+    expect(map.termOf(5)).toBe(2);
+    expect(map.termOf(6)).toBe(1);
+  });
+
+  it('promotes a follower at its election\'s term, keeps the old leader as a follower, and refuses anything else', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 'auto', dir);
+    const [leader, first, second] = map.replicasOf(12);
+    const epoch = map.epoch;
+    map.promote(12, second, 7);
+    expect(map.replicasOf(12)).toEqual([second, leader, first]);
+    expect(map.ownerOf(12)).toBe(second);
+    expect(map.termOf(12)).toBe(7);
+    expect(map.epoch).toBe(epoch + 1);
+    expect(() => map.promote(12, leader, 7)).toThrow('a leader term only grows (slice 12 is at 7, got 7)');
+    expect(() => map.promote(12, second, 8)).toThrow('node ' + second + ' is a follower of slice 12');
+    expect(open(3, 'auto', dir).replicasOf(12)).toEqual([second, leader, first]);
+  });
+
+  it('moves followers off a draining node and out of a removed one, and fills up as nodes join', () => {
+    const map = open(3, 'auto');
+    map.setStatus(2, 'draining');
+    // Two active nodes left: R falls to 2, and no follower is on the draining node.
+    expect(map.replicationFactor).toBe(2);
+    for (let s = 0; s < 64; s++) expect(map.replicasOf(s).slice(1)).not.toContain(2);
+    const slices = map.slicesOf(2);
+    map.forgetNode(2, slices, slices.map(() => 0));
+    for (const s of slices) expect(map.termOf(s)).toBe(2);
+    for (let s = 0; s < 64; s++) expect(map.replicasOf(s)).not.toContain(2);
+    expectWellPlaced(map, 2);
+    map.addNode('ws://127.0.0.1:9100');
+    expect(map.replicationFactor).toBe(3);
+    expectWellPlaced(map, 3);
+  });
+
+  it('keeps replicas and terms across a restart of the coordinator', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 'auto', dir);
+    map.setOwner(9, (map.ownerOf(9) + 2) % 3);
+    const before = Array.from({ length: 64 }, (_, s) => [map.replicasOf(s), map.termOf(s)]);
+    const again = open(3, 'auto', dir);
+    expect(Array.from({ length: 64 }, (_, s) => [again.replicasOf(s), again.termOf(s)])).toEqual(before);
+  });
+
+  it('refuses CreateTable with a plain sentence while R is larger than the node count', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(2, 3, dir);
+    expect(map.replicationFactor).toBe(2);
+    expect(map.replicationReport().why).toMatch(/--replication-factor 3, but only 2 active nodes/);
+    const catalog = Catalog.open(dir);
+    catalog.createProblem = () => map.replicationProblem();
+    expect(() => catalog.create('ttt', { name: 'id', type: 'string' }, undefined, undefined)).toThrow(
+      'this cluster keeps 3 replicas of each slice on distinct nodes but has 2 active nodes; add nodes or start the coordinator with --replication-factor 2',
+    );
+    expect(catalog.names()).toEqual([]);
+    map.addNode('ws://127.0.0.1:9100');
+    expect(catalog.create('ttt', { name: 'id', type: 'string' }, undefined, undefined).name).toBe('ttt');
+  });
+
+  it('refuses a replication factor below 1 at the coordinator\'s start, in a sentence', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    dirs.push(dir);
+    const run = await keyslice(['coordinator', '--port', '0', '--data', dir, '--replication-factor', '0', '--routers', '0'], 20_000);
+    expect(run.code).not.toBe(0);
+    expect(run.stderr).toContain('--replication-factor must be auto or a whole number from 1 to 7 (a slice needs at least one replica), got "0"');
+  });
+});

@@ -1,0 +1,228 @@
+// The rules of one slice replica (slice-worker/replication/replica.ts), told as
+// short stories: what a follower refuses and why, that a write is committed only
+// once a majority holds it durably, that a diverged tail is cut and a deposed
+// leader acknowledges nothing. Messages and disk syncs move only when a story says so.
+import { describe, expect, it } from 'vitest';
+import { chooseLeader } from '../coordinator/metadata/failover.js';
+import { makeRecord } from '../slice-worker/replication/replica-record.js';
+import { COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicationMessage } from '../slice-worker/replication/replica.js';
+
+interface Sent {
+  from: number;
+  to: number;
+  m: ReplicationMessage;
+}
+
+/** Replicas 0..n-1 with hand-driven messages and disks. */
+function group(n: number) {
+  const outbox: Sent[] = [];
+  const syncs: (() => void)[][] = Array.from({ length: n }, () => []);
+  const written: DiskOp[][] = Array.from({ length: n }, () => []);
+  const applied: number[][] = Array.from({ length: n }, () => []);
+  const committed: number[] = [];
+  const deposed: number[] = [];
+  const replicas = Array.from(
+    { length: n },
+    (_, i) =>
+      new Replica(
+        i,
+        {
+          send: (to, m) => outbox.push({ from: i, to, m }),
+          disk: { write: (op) => written[i].push(op), sync: (done) => syncs[i].push(done) },
+          apply: (r) => applied[i].push(r.index),
+          restore: () => {},
+          snapshotState: () => new Uint8Array(0),
+          committed: (index) => i === 0 && committed.push(index),
+          deposed: (term) => deposed.push(term),
+        },
+        emptyDurable(),
+      ),
+  );
+  const take = (pred: (s: Sent) => boolean) => {
+    const out = outbox.filter(pred);
+    for (const s of out) outbox.splice(outbox.indexOf(s), 1);
+    return out;
+  };
+  return {
+    replicas,
+    outbox,
+    written,
+    applied,
+    committed,
+    deposed,
+    /** Completes replica i's pending syncs (its writes are durable). */
+    sync(i: number) {
+      for (const done of syncs[i].splice(0)) done();
+    },
+    /** Delivers every message to `to` (replicas only; the coordinator's are returned). */
+    deliver(to: number) {
+      const msgs = take((s) => s.to === to);
+      if (to !== COORDINATOR) for (const s of msgs) replicas[to].receive(s.from, s.m);
+      return msgs;
+    },
+    /** The coordinator makes replica `leader` lead `term` (Prepare to all, every disk synced, Lead). */
+    elect(leader: number, term: number) {
+      for (let i = 0; i < n; i++) replicas[i].receive(COORDINATOR, { type: 'Prepare', term });
+      for (let i = 0; i < n; i++) this.sync(i);
+      take((s) => s.to === COORDINATOR);
+      replicas[leader].receive(COORDINATOR, { type: 'Lead', term, followers: replicas.map((_, i) => i).filter((i) => i !== leader) });
+    },
+  };
+}
+
+const payload = (s: string) => new TextEncoder().encode(s);
+const refusals = (sent: Sent[]) => sent.filter((s) => s.m.type === 'Refused').map((s) => (s.m as { code: string }).code);
+
+describe('a slice replica', () => {
+  it('commits a write only once a majority holds it durably, and followers apply it only once committed', () => {
+    const g = group(3);
+    g.elect(0, 1);
+    const index = g.replicas[0].propose(payload('a'));
+    expect(index).toBe(2); // after the new term's barrier
+    g.deliver(1);
+    g.deliver(2);
+    g.deliver(0); // nothing yet: followers answer only once durable
+    expect(g.committed).toEqual([]);
+    g.sync(1);
+    g.deliver(0);
+    expect(g.committed).toEqual([]); // one follower durable, the leader not yet: 1 of 3
+    g.sync(0);
+    expect(g.committed).toEqual([1, 2]); // the barrier, then the write, as the leader's own syncs complete
+    expect(g.applied[0]).toEqual([1, 2]);
+    expect(g.applied[1]).toEqual([]); // learns the commit index with the next append
+    g.replicas[0].tick();
+    g.deliver(1);
+    g.sync(1);
+    expect(g.applied[1]).toEqual([1, 2]);
+  });
+
+  it('refuses a record of an older term, a gap, a damaged record and records that do not follow, and writes nothing of them', () => {
+    const g = group(2);
+    const f = g.replicas[1];
+    f.receive(COORDINATOR, { type: 'Prepare', term: 3 });
+    g.sync(1);
+    g.deliver(COORDINATOR);
+    const before = g.written[1].length;
+    const r1 = makeRecord(2, 1, payload('x'));
+    f.receive(0, { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [r1], commitIndex: 0 });
+    f.receive(0, { type: 'Append', term: 3, prevIndex: 4, prevTerm: 3, records: [makeRecord(3, 5, payload('y'))], commitIndex: 0 });
+    const damaged = { ...makeRecord(3, 2, payload('z')), payload: payload('Z') };
+    f.receive(0, { type: 'Append', term: 3, prevIndex: 0, prevTerm: 0, records: [makeRecord(3, 1, payload('w')), damaged], commitIndex: 0 });
+    f.receive(0, { type: 'Append', term: 3, prevIndex: 0, prevTerm: 0, records: [makeRecord(3, 1, payload('w')), makeRecord(3, 3, payload('v'))], commitIndex: 0 });
+    const sent = g.deliver(0);
+    expect(refusals(sent)).toEqual(['StaleTerm', 'LogGap', 'ChecksumMismatch', 'MalformedAppend']);
+    expect((sent[0].m as { message: string }).message).toBe('a record of term 2; this replica promised term 3');
+    expect((sent[1].m as { message: string }).message).toBe("the records start after index 4; this replica's log ends at 0");
+    expect((sent[2].m as { message: string }).message).toBe('record 2 of term 3 fails its checksum; nothing of this append was applied');
+    expect(f.lastIndex).toBe(0);
+    expect(g.written[1].length).toBe(before);
+  });
+
+  it('cuts a diverged tail past the commit point and takes the new leader\'s records', () => {
+    const g = group(3);
+    g.elect(0, 1);
+    g.replicas[0].propose(payload('a'));
+    // Replica 1 gets the barrier and 'a'; replica 2 gets nothing. Then the leader writes two more
+    // records that only it holds, and is replaced.
+    g.deliver(1);
+    g.outbox.splice(0);
+    g.replicas[0].propose(payload('b'));
+    g.replicas[0].propose(payload('c'));
+    g.outbox.splice(0);
+    for (const i of [0, 1, 2]) g.sync(i);
+    g.outbox.splice(0);
+    expect(g.replicas[0].lastIndex).toBe(4);
+    expect(g.replicas[1].lastIndex).toBe(2);
+    // Replicas 1 and 2 elect 1 (term 2); replica 0 is away.
+    for (const i of [1, 2]) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 2 });
+    for (const i of [1, 2]) g.sync(i);
+    g.deliver(COORDINATOR);
+    g.replicas[1].receive(COORDINATOR, { type: 'Lead', term: 2, followers: [0, 2] });
+    g.replicas[1].propose(payload('d'));
+    // Replica 0 is back: its records 3 and 4 (term 1) are cut for the leader's 3 and 4 (term 2).
+    for (let round = 0; round < 6; round++) {
+      g.deliver(0);
+      g.deliver(2);
+      for (const i of [0, 1, 2]) g.sync(i);
+      g.deliver(1);
+    }
+    expect(g.written[0]).toContainEqual({ kind: 'truncate', after: 2 });
+    expect(g.replicas[0].recordAt(3)!.term).toBe(2);
+    expect(g.replicas[0].recordAt(4)!.payload).toEqual(payload('d'));
+    expect(g.replicas[0].lastIndex).toBe(4);
+  });
+
+  it('stops a deposed leader from acknowledging: a follower that promised a newer term refuses it, and the leader steps down', () => {
+    const g = group(3);
+    g.elect(0, 1);
+    for (const i of [1, 2]) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 2 });
+    g.replicas[0].propose(payload('late'));
+    for (const i of [0, 1, 2]) g.sync(i);
+    g.deliver(1);
+    g.deliver(2);
+    for (const i of [0, 1, 2]) g.sync(i);
+    const answers = g.deliver(0);
+    expect(refusals(answers)).toContain('StaleTerm');
+    expect(g.committed).toEqual([]);
+    expect(g.deposed).toEqual([1]);
+    expect(g.replicas[0].isLeader).toBe(false);
+    expect(g.replicas[0].propose(payload('after'))).toBeNull();
+  });
+
+  it('answers a Prepare only once its promise of the new term is durable', () => {
+    const g = group(1);
+    g.replicas[0].receive(COORDINATOR, { type: 'Prepare', term: 4 });
+    expect(g.deliver(COORDINATOR)).toEqual([]);
+    g.sync(0);
+    expect(g.deliver(COORDINATOR).map((s) => s.m)).toEqual([{ type: 'Prepared', term: 4, lastTerm: 0, lastIndex: 0 }]);
+    expect(g.written[0][0]).toEqual({ kind: 'promise', term: 4 });
+  });
+
+  it('does not acknowledge to an old leader a record that became durable after the replica promised a newer term', () => {
+    const g = group(2);
+    g.elect(0, 1);
+    g.deliver(1); // the barrier of term 1, written by replica 1 but not yet durable
+    g.replicas[1].receive(COORDINATOR, { type: 'Prepare', term: 2 });
+    g.sync(1);
+    expect(g.deliver(0).map((s) => s.m.type)).toEqual([]);
+  });
+
+  it('does not commit a record of an older term by counting replicas, only with one of its own term', () => {
+    const g = group(3);
+    g.elect(0, 1);
+    g.replicas[0].propose(payload('a')); // records 1 (barrier) and 2, term 1, on replica 0 only
+    g.outbox.splice(0);
+    g.sync(0);
+    // Replica 0 leads again at term 2; its barrier (record 3) does not reach anyone yet, but records 1-2 reach replica 1.
+    for (const i of [0, 1, 2]) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 2 });
+    for (const i of [0, 1, 2]) g.sync(i);
+    g.deliver(COORDINATOR);
+    g.replicas[0].receive(COORDINATOR, { type: 'Lead', term: 2, followers: [1, 2] });
+    g.sync(0);
+    g.outbox.splice(0);
+    const old = [g.replicas[0].recordAt(1)!, g.replicas[0].recordAt(2)!];
+    g.replicas[1].receive(0, { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: old, commitIndex: 0 });
+    g.sync(1);
+    g.deliver(0);
+    // Records 1-2 are on 2 of 3 replicas, but they are of term 1: nothing is committed.
+    expect(g.committed).toEqual([]);
+    g.replicas[0].tick();
+    g.deliver(1);
+    g.sync(1);
+    g.deliver(0);
+    expect(g.committed).toEqual([3]);
+  });
+});
+
+describe('the choice of a new leader', () => {
+  it('needs answers from a majority, and takes the largest last term before the largest last index', () => {
+    const answers = new Map([
+      [1, { lastTerm: 3, lastIndex: 10 }],
+      [2, { lastTerm: 4, lastIndex: 7 }],
+    ]);
+    expect(chooseLeader([0, 1, 2, 3, 4], answers)).toBeNull();
+    answers.set(4, { lastTerm: 4, lastIndex: 8 });
+    expect(chooseLeader([0, 1, 2, 3, 4], answers)).toBe(4);
+    expect(chooseLeader([1, 2, 4], new Map([[1, { lastTerm: 3, lastIndex: 10 }], [2, { lastTerm: 4, lastIndex: 7 }]]))).toBe(2);
+  });
+});

@@ -1,0 +1,527 @@
+// A seeded simulation of one slice's replicas, the coordinator's failover and the
+// clients' routers, all in one process, driving the real replication core
+// (slice-worker/replication/replica.ts, coordinator/metadata/failover.ts). The seed
+// decides everything: the network (delay, so reorder; drop; duplicate; damage a
+// record; partitions), the disk (fsync delay; a crash keeps what was synced and a
+// random prefix of what was not), the clock, crashes and restarts, frozen leaders
+// (SIGSTOP: nothing runs, then everything that waited), and the writers.
+// An acknowledged-write checker judges the run: no acknowledged write lost,
+// doubled or reordered, no write that nobody made, and every replica applying
+// the same record at each index. Any failure names its seed; the same seed
+// replays the same run.
+import { assert } from '../shared/errors.js';
+import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
+import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
+import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
+import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
+import { SliceStore } from '../slice-worker/partition.js';
+import { EFFECT_SET, RESULT_OK, SliceOp } from '../shared/protocol.js';
+
+const STORE_SLICE = 3;
+const STORE_TABLE = 1;
+
+export interface SimOptions {
+  seed: number;
+  /** Faults stop at this sim time; then the run heals and must converge. */
+  faultyMs?: number;
+  /** Break the failover on purpose (the checker must catch it): promote the first replica that answers. */
+  unsafeChoice?: boolean;
+  /** Run the replicas as a worker would (slice-worker/replication/slice-replicas.ts on a SliceStore): the
+   * leader executes each write before it is committed and is rolled back when deposed. Writes are
+   * distinct items, so the checker looks for lost and phantom items, not for order. */
+  store?: boolean;
+}
+
+export interface SimReport {
+  seed: number;
+  replicas: number;
+  acked: number;
+  ambiguous: number;
+  elections: number;
+  crashes: number;
+  freezes: number;
+  refusals: Record<string, number>;
+  snapshotsSent: number;
+  simMs: number;
+}
+
+export class SimFailure extends Error {}
+
+const ROUTER = -2;
+const KEYS = 4;
+const WRITERS = 4;
+const REQUEST_TIMEOUT_MS = 400;
+const NOT_LEADER_RETRIES_MAX = 40;
+const TICK_MS = 20;
+const CONVERGE_MS_MAX = 30_000;
+
+/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Events by (time, order of scheduling): a binary heap. */
+class Clock {
+  now = 0;
+  private seq = 0;
+  private heap: { at: number; seq: number; run: () => void }[] = [];
+  at(delay: number, run: () => void): void {
+    const e = { at: this.now + delay, seq: this.seq++, run };
+    const h = this.heap;
+    h.push(e);
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!before(h[i], h[p])) break;
+      [h[i], h[p]] = [h[p], h[i]];
+      i = p;
+    }
+  }
+  /** Runs the next event; false when none is left. */
+  step(): boolean {
+    const h = this.heap;
+    if (h.length === 0) return false;
+    const top = h[0];
+    const last = h.pop()!;
+    if (h.length > 0) {
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && before(h[l], h[m])) m = l;
+        if (r < h.length && before(h[r], h[m])) m = r;
+        if (m === i) break;
+        [h[i], h[m]] = [h[m], h[i]];
+        i = m;
+      }
+    }
+    this.now = top.at;
+    top.run();
+    return true;
+  }
+}
+const before = (a: { at: number; seq: number }, b: { at: number; seq: number }) => a.at < b.at || (a.at === b.at && a.seq < b.seq);
+
+/** A replica's disk: what is durable, what was written since, and syncs that complete in order. */
+class SimDisk {
+  durable: DurableReplica = emptyDurable();
+  /** Ops written and not yet on the disk; pending[0] is op number `applied`. */
+  private pending: DiskOp[] = [];
+  private applied = 0;
+  private lastSyncAt = 0;
+  /** Bumped at each crash: a sync of an earlier life completes nothing. */
+  private life = 0;
+  constructor(
+    private readonly clock: Clock,
+    private readonly random: () => number,
+    /** The slowest fsync of this disk, ms: slow disks widen the windows where unsynced data is at risk. */
+    private readonly syncMsMax: number,
+  ) {}
+  forLife(): { write(op: DiskOp): void; sync(done: () => void): void } {
+    const life = this.life;
+    return {
+      write: (op) => {
+        assert(life === this.life, 'a crashed replica writes nothing');
+        this.pending.push(op);
+      },
+      sync: (done) => {
+        const target = this.applied + this.pending.length;
+        const at = Math.max(this.lastSyncAt, this.clock.now + 0.2 + this.random() * this.syncMsMax);
+        this.lastSyncAt = at;
+        this.clock.at(at - this.clock.now, () => {
+          if (life !== this.life) return;
+          // Everything written before this sync reaches the disk, in order.
+          this.reach(target - this.applied);
+          done();
+        });
+      },
+    };
+  }
+  private reach(count: number): void {
+    for (const op of this.pending.splice(0, Math.max(0, count))) applyDiskOp(this.durable, op);
+    this.applied += Math.max(0, count);
+  }
+  /** A crash: what was synced stays, plus a random prefix of what was written since (a power loss). */
+  crash(): void {
+    this.life++;
+    this.reach(Math.floor(this.random() * (this.pending.length + 1)));
+    this.applied += this.pending.length;
+    this.pending = [];
+  }
+  recovered(): DurableReplica {
+    const d = this.durable;
+    return { promisedTerm: d.promisedTerm, snapshot: d.snapshot, records: [...d.records], commitIndex: d.commitIndex };
+  }
+}
+
+/** The replicated state: per key, the list of values appended to it, in log order. */
+type State = Map<number, number[]>;
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+const encodeWrite = (key: number, value: number) => enc.encode(`${key}:${value}`);
+const decodeWrite = (payload: Uint8Array) => dec.decode(payload).split(':').map(Number) as [number, number];
+const encodeState = (s: State) => enc.encode(JSON.stringify([...s.entries()].sort((a, b) => a[0] - b[0])));
+const decodeState = (b: Uint8Array | null): State => new Map(b === null ? [] : (JSON.parse(dec.decode(b)) as [number, number[]][]));
+
+interface Write {
+  key: number;
+  value: number;
+  submittedAt: number;
+  ackedAt?: number;
+}
+
+/** One seeded run; any failure, the checker's or a broken invariant of the code under test, names the seed. */
+export function runSimulation(opts: SimOptions): SimReport {
+  try {
+    return simulate(opts);
+  } catch (err) {
+    if (err instanceof SimFailure) throw err;
+    throw new SimFailure(`seed ${opts.seed}: ${(err as Error).stack} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts)`);
+  }
+}
+
+function simulate(opts: SimOptions): SimReport {
+  const random = rng(opts.seed);
+  const clock = new Clock();
+  const faultyMs = opts.faultyMs ?? 2_000;
+  // The run's character, from its seed.
+  const replicaCount = random() < 0.25 ? 5 : 3;
+  const dropRate = random() * 0.1;
+  const dupRate = random() * 0.05;
+  const damageRate = random() * 0.02;
+  const maxDelayMs = 1 + random() * 15;
+  const crashPerSecond = random() < 0.8 ? random() * 3 : 0;
+  const partitionPerSecond = random() < 0.6 ? random() * 3 : 0;
+  const compactRate = random() * 0.2;
+  const syncMsMax = random() < 0.5 ? 2 : 5 + random() * 40;
+  /** Crashes of two nodes at once (a power cut of a rack): what only one of them held is at risk. */
+  const pairCrashRate = random() * 0.5;
+  /** Freezes of the leader (SIGSTOP): it runs nothing for a while, then everything that waited. */
+  const freezePerSecond = random() < 0.5 ? random() * 2 : 0;
+  let faulty = true;
+
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, simMs: 0 };
+  const fail = (why: string): never => {
+    throw new SimFailure(`seed ${opts.seed}: ${why} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts)`);
+  };
+
+  // ---- the network ----
+  const up: boolean[] = Array(replicaCount).fill(true);
+  /** A frozen node runs nothing until then; lives[i] counts its starts (what waited for a dead life is dropped). */
+  const frozenUntil: number[] = Array(replicaCount).fill(0);
+  const lives: number[] = Array(replicaCount).fill(0);
+  function whenAwake(i: number, run: () => void, life = lives[i]): void {
+    if (life !== lives[i]) return;
+    if (frozenUntil[i] > clock.now) return clock.at(frozenUntil[i] - clock.now + random() * 0.1, () => whenAwake(i, run, life));
+    run();
+  }
+  /** cut[a][b]: a and b cannot reach each other (both ways). Endpoint ids shifted by 2. */
+  const cut = new Set<string>();
+  const cutKey = (a: number, b: number) => (a < b ? `${a},${b}` : `${b},${a}`);
+  const reachable = (a: number, b: number) => !cut.has(cutKey(a, b)) && (a < 0 || up[a]) && (b < 0 || up[b]);
+  /** Replication messages may come twice (the core must not care); a client's request may not: a
+   * router sends a write once per attempt, and a second copy would be a second write. */
+  function deliverLater(from: number, to: number, run: () => void, duplicable = false): void {
+    if (!reachable(from, to)) return;
+    if (faulty && random() < dropRate) return;
+    const copies = duplicable && faulty && random() < dupRate ? 2 : 1;
+    for (let c = 0; c < copies; c++) {
+      clock.at(0.1 + random() * maxDelayMs, () => {
+        if (!reachable(from, to)) return;
+        if (to >= 0) whenAwake(to, () => reachable(from, to) && run());
+        else run();
+      });
+    }
+  }
+  function send(from: number, to: number, message: ReplicationMessage): void {
+    const problem = checkReplicationMessage(message);
+    if (problem !== null) fail(`a replica sent a malformed ${message.type}: ${problem}`);
+    if (message.type === 'Refused') report.refusals[message.code] = (report.refusals[message.code] ?? 0) + 1;
+    if (message.type === 'Snapshot') report.snapshotsSent++;
+    let m = message;
+    if (m.type === 'Append' && m.records.length > 0 && faulty && random() < damageRate) {
+      // Damage one record on the way: one payload byte, or its term.
+      const i = Math.floor(random() * m.records.length);
+      const r = m.records[i];
+      const damaged: ReplicaRecord = r.payload.length > 0 && random() < 0.5 ? { ...r, payload: r.payload.map((b, j) => (j === 0 ? b ^ 1 : b)) } : { ...r, term: r.term + 1 };
+      m = { ...m, records: m.records.map((x, j) => (j === i ? damaged : x)) };
+    }
+    const delivered = m;
+    if (to === COORDINATOR) deliverLater(from, to, () => coordinator.receive(from, delivered), true);
+    else deliverLater(from, to, () => replicas[to]?.receive(from, delivered), true);
+  }
+
+  // ---- replicas ----
+  const disks = Array.from({ length: replicaCount }, () => new SimDisk(clock, random, syncMsMax));
+  const states: State[] = Array.from({ length: replicaCount }, () => new Map());
+  const replicas: (Replica | null)[] = Array(replicaCount).fill(null);
+  /** The record applied at each index, by whichever replica applied it first: all must agree. */
+  const appliedAt = new Map<number, number>();
+  /** Writes the leader of node i ordered and has not answered: index -> request. */
+  const pending: Map<number, { requestId: number }>[] = Array.from({ length: replicaCount }, () => new Map());
+  /** Store mode: each node's worker store and slice replicas (a new store at each start: memory is lost in a crash). */
+  const stores: (SliceStore | null)[] = Array(replicaCount).fill(null);
+  const sliceReplicas: (SliceReplicas | null)[] = Array(replicaCount).fill(null);
+  let assignEpoch = 0;
+
+  function answerCommitted(i: number, index: number): void {
+    for (const [at, p] of pending[i]) {
+      if (at > index) continue;
+      pending[i].delete(at);
+      answer(i, p.requestId, 'ok');
+    }
+  }
+  function answerDeposed(i: number): void {
+    for (const p of pending[i].values()) answer(i, p.requestId, 'ambiguous');
+    pending[i].clear();
+  }
+
+  function startOnStore(i: number): void {
+    const disk = disks[i];
+    const onDisk = disk.forLife();
+    const store = new SliceStore(0, 1);
+    store.execute([SliceOp.Assign, ++assignEpoch, [STORE_SLICE]]);
+    const log = {
+      diskFor: () => ({ write: (op: DiskOp) => onDisk.write(op), sync: (done: () => void) => onDisk.sync(() => whenAwake(i, done)) }),
+      durable: () => disk.recovered(),
+      sliceIds: disk.recovered().promisedTerm > 0 ? [STORE_SLICE] : [],
+    };
+    const sr = new SliceReplicas(i, store, log, (_slice, to, m) => send(i, to, m), {
+      committed: (_slice, index) => answerCommitted(i, index),
+      deposed: () => answerDeposed(i),
+    });
+    stores[i] = store;
+    sliceReplicas[i] = sr;
+    replicas[i] = sr.of(STORE_SLICE);
+  }
+
+  function start(i: number): void {
+    if (opts.store === true) return startOnStore(i);
+    const disk = disks[i];
+    const onDisk = disk.forLife();
+    const host: ReplicaHost = {
+      send: (to, m) => send(i, to, m),
+      // The kernel finishes a write while the process is stopped; the process hears of it when it runs.
+      disk: { write: (op) => onDisk.write(op), sync: (done) => onDisk.sync(() => whenAwake(i, done)) },
+      apply: (r) => {
+        const seen = appliedAt.get(r.index);
+        if (seen !== undefined && seen !== r.checksum) fail(`replica ${i} applied a record at index ${r.index} that another replica applied differently`);
+        appliedAt.set(r.index, r.checksum);
+        if (r.payload.length === 0) return;
+        const [key, value] = decodeWrite(r.payload);
+        const list = states[i].get(key) ?? [];
+        list.push(value);
+        states[i].set(key, list);
+      },
+      restore: (bytes) => {
+        states[i] = decodeState(bytes);
+      },
+      snapshotState: () => encodeState(states[i]),
+      committed: (index) => answerCommitted(i, index),
+      deposed: () => answerDeposed(i),
+    };
+    replicas[i] = new Replica(i, host, disk.recovered());
+  }
+  for (let i = 0; i < replicaCount; i++) start(i);
+
+  function crash(i: number): void {
+    if (!up[i]) return;
+    report.crashes++;
+    up[i] = false;
+    lives[i]++;
+    frozenUntil[i] = 0;
+    replicas[i] = null;
+    stores[i] = null;
+    sliceReplicas[i] = null;
+    pending[i].clear(); // their clients time out: the outcome is unknown to them
+    disks[i].crash();
+    clock.at(50 + random() * 600, () => {
+      up[i] = true;
+      start(i);
+    });
+  }
+
+  // ---- the coordinator ----
+  let mapLeader: ReplicaId | null = null;
+  let usedTerm = 0;
+  const ids = Array.from({ length: replicaCount }, (_, i) => i);
+  const coordinator = new SliceFailover(
+    ids,
+    null,
+    0,
+    { pingIntervalMs: 40, heartbeatTimeoutMs: 250, electionTimeoutMs: 200 },
+    {
+      send: (to, m) => send(COORDINATOR, to, m),
+      now: () => clock.now,
+      persistTerm: (t) => {
+        assert(t > usedTerm, 'a term is used once');
+        usedTerm = t;
+      },
+      publish: (leader) => {
+        mapLeader = leader;
+      },
+    },
+    opts.unsafeChoice === true ? (replicas, answers) => (answers.size > Math.floor(replicas.length / 2) ? [...answers.keys()][0] : null) : chooseLeader,
+  );
+
+  // ---- writers, through a router that follows the map ----
+  const writes = new Map<number, Write>();
+  const outcomes = new Map<number, (o: 'ok' | 'ambiguous' | 'notLeader') => void>();
+  let nextValue = 1;
+  let nextRequest = 1;
+  function answer(node: number, requestId: number, outcome: 'ok' | 'ambiguous' | 'notLeader'): void {
+    deliverLater(node, ROUTER, () => outcomes.get(requestId)?.(outcome));
+  }
+  function write(): void {
+    if (!faulty) return;
+    const w: Write = { key: Math.floor(random() * KEYS), value: nextValue++, submittedAt: clock.now };
+    writes.set(w.value, w);
+    attempt(w, 0);
+  }
+  function attempt(w: Write, tries: number): void {
+    const requestId = nextRequest++;
+    let settled = false;
+    const settle = (o: 'ok' | 'ambiguous' | 'notLeader') => {
+      if (settled) return;
+      settled = true;
+      outcomes.delete(requestId);
+      if (o === 'ok') {
+        w.ackedAt = clock.now;
+        report.acked++;
+      } else if (o === 'notLeader' && tries < NOT_LEADER_RETRIES_MAX) {
+        // Not applied (refused before it was ordered): the router sends it again, as on WrongOwner.
+        return clock.at(5 + random() * 20, () => attempt(w, tries + 1));
+      } else report.ambiguous++;
+      clock.at(random() * 5, write);
+    };
+    outcomes.set(requestId, settle);
+    clock.at(REQUEST_TIMEOUT_MS, () => settle('ambiguous'));
+    const leader = mapLeader;
+    if (leader === null) return settle('notLeader');
+    deliverLater(ROUTER, leader, () => {
+      const r = replicas[leader];
+      if (r === null) return;
+      if (opts.store === true) {
+        // As a worker: execute against the store, then propose the effects (only while serving).
+        if (!r.serving) return answer(leader, requestId, 'notLeader');
+        const store = stores[leader]!;
+        const put = store.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, null]);
+        assert(put[0] === RESULT_OK, 'a put on a serving leader succeeds');
+        const [[, index]] = sliceReplicas[leader]!.propose(store.takeEffects());
+        pending[leader].set(index, { requestId });
+        return;
+      }
+      const index = r.propose(encodeWrite(w.key, w.value));
+      if (index === null) return answer(leader, requestId, 'notLeader');
+      pending[leader].set(index, { requestId });
+    });
+  }
+  for (let k = 0; k < WRITERS; k++) clock.at(random() * 10, write);
+
+  // ---- ticks and faults ----
+  function tick(): void {
+    coordinator.tick();
+    for (const r of replicas) {
+      if (r === null || frozenUntil[r.id] > clock.now) continue;
+      r.tick();
+      if (random() < compactRate) r.compact();
+    }
+    if (faulty) {
+      const perTick = TICK_MS / 1000;
+      if (random() < crashPerSecond * perTick) {
+        // Half the time the leader: failover is what is under test.
+        const first = mapLeader !== null && random() < 0.5 ? mapLeader : Math.floor(random() * replicaCount);
+        crash(first);
+        if (random() < pairCrashRate) {
+          const second = Math.floor(random() * replicaCount);
+          clock.at(random() * syncMsMax, () => crash(second));
+        }
+      }
+      if (mapLeader !== null && up[mapLeader] && random() < freezePerSecond * perTick) {
+        report.freezes++;
+        frozenUntil[mapLeader] = Math.max(frozenUntil[mapLeader], clock.now + 100 + random() * 1_400);
+      }
+      if (random() < partitionPerSecond * perTick) {
+        // A new partition: a random set of links cut (the coordinator and the router are endpoints too).
+        cut.clear();
+        const ends = [COORDINATOR, ROUTER, ...ids];
+        for (let a = 0; a < ends.length; a++) for (let b = a + 1; b < ends.length; b++) if (random() < 0.3) cut.add(cutKey(ends[a], ends[b]));
+      } else if (random() < 0.5 * perTick) cut.clear();
+    }
+    clock.at(TICK_MS, tick);
+  }
+  clock.at(0, tick);
+  clock.at(faultyMs, () => {
+    faulty = false;
+    cut.clear();
+  });
+
+  // ---- run: faults, then heal and converge ----
+  const converged = () => {
+    if (faulty || outcomes.size > 0 || up.some((u) => !u) || frozenUntil.some((t) => t > clock.now)) return false;
+    const leader = coordinator.currentLeader;
+    if (leader === null || replicas[leader] === null || !replicas[leader]!.isLeader) return false;
+    const l = replicas[leader]!;
+    return l.commitIndex === l.lastIndex && replicas.every((r) => r !== null && r.commitIndex === l.commitIndex);
+  };
+  while (!converged()) {
+    if (!clock.step()) fail('the event queue ran dry');
+    if (clock.now > faultyMs + CONVERGE_MS_MAX) fail(`no leader with every replica caught up ${CONVERGE_MS_MAX} ms after the faults stopped`);
+  }
+  report.simMs = Math.round(clock.now);
+  report.elections = coordinator.elections;
+
+  // ---- the checker ----
+  if (opts.store === true) {
+    const itemsOf = (i: number) => [...stores[i]!.entries()].filter((e) => e[0] === EFFECT_SET).map((e) => e[3] as string).sort();
+    const leaderItems = itemsOf(coordinator.currentLeader!);
+    for (let i = 0; i < replicaCount; i++) {
+      const mine = itemsOf(i);
+      if (mine.join() !== leaderItems.join()) {
+        const extra = mine.filter((k) => !leaderItems.includes(k));
+        const missing = leaderItems.filter((k) => !mine.includes(k));
+        fail(`replica ${i} holds other items than the leader once all caught up (${extra.length} more: ${extra.slice(0, 3).join(' ')}; ${missing.length} fewer: ${missing.slice(0, 3).join(' ')})`);
+      }
+    }
+    const stored = new Set(leaderItems.map((k) => Number(k.split(':')[1])));
+    for (const v of stored) if (!writes.has(v)) fail(`item of value ${v} is stored but no writer wrote it (a phantom)`);
+    for (const w of writes.values()) if (w.ackedAt !== undefined && !stored.has(w.value)) fail(`acknowledged write ${w.value} (acknowledged at ${w.ackedAt.toFixed(1)} ms) is lost`);
+    return report;
+  }
+  const final = states[coordinator.currentLeader!];
+  const reference = encodeState(final);
+  states.forEach((s, i) => {
+    if (dec.decode(encodeState(s)) !== dec.decode(reference)) fail(`replica ${i} holds other values than the leader once all caught up`);
+  });
+  const position = new Map<number, number>();
+  for (const [key, list] of final) {
+    list.forEach((value, at) => {
+      const w = writes.get(value);
+      if (w === undefined) fail(`value ${value} is stored but no writer wrote it (a phantom)`);
+      if (w.key !== key) fail(`value ${value} is stored under key ${key}, written to key ${w.key}`);
+      if (position.has(value)) fail(`value ${value} is stored twice`);
+      position.set(value, at);
+    });
+  }
+  const acked = [...writes.values()].filter((w) => w.ackedAt !== undefined);
+  for (const w of acked) if (!position.has(w.value)) fail(`acknowledged write ${w.value} (key ${w.key}, acknowledged at ${w.ackedAt!.toFixed(1)} ms) is lost`);
+  // Acknowledged before another was submitted: stored before it (a linearizable append).
+  for (const key of final.keys()) {
+    const ofKey = acked.filter((w) => w.key === key).sort((a, b) => a.ackedAt! - b.ackedAt!);
+    const later = [...writes.values()].filter((w) => w.key === key && position.has(w.value));
+    for (const a of ofKey) {
+      for (const b of later) if (b.submittedAt > a.ackedAt! && position.get(b.value)! < position.get(a.value)!) fail(`write ${b.value} was submitted after ${a.value} was acknowledged, and is stored before it`);
+    }
+  }
+  return report;
+}
