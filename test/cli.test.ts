@@ -79,6 +79,37 @@ describe('keyslice help and version', () => {
     expect(r.code).toBe(2);
     expect(r.stderr.trim()).toBe('keyslice: unknown option "--prot" (try keyslice node --help)');
   });
+  it('npm start\'s script answers --help and refuses an argument, starting nothing', async () => {
+    const script = join(root, 'dist', 'coordinator', 'cli', 'local-cluster.js');
+    const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-start-help-'));
+    const env = cleanEnv({ KEYSLICE_DATA: dataDir, KEYSLICE_PORT: '0' });
+    const runScript = (args: string[]) =>
+      new Promise<{ code: number | null; out: string }>((resolve, reject) => {
+        const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+        let out = '';
+        child.stdout!.on('data', (d: Buffer) => (out += d));
+        child.stderr!.on('data', (d: Buffer) => (out += d));
+        const timer = setTimeout(() => {
+          child.kill('SIGKILL');
+          reject(new Error(`local-cluster.js ${args.join(' ')} did not exit within 20 s: ${out}`));
+        }, 20_000);
+        child.on('exit', (code) => {
+          clearTimeout(timer);
+          resolve({ code, out });
+        });
+      });
+    try {
+      const help = await runScript(['--help']);
+      expect(help.code).toBe(0);
+      expect(help.out).toMatch(/^usage: npm start/m);
+      const wrong = await runScript(['--nodes', '3']);
+      expect(wrong.code).toBe(2);
+      expect(wrong.out).toMatch(/keyslice local --help/);
+      expect(existsSync(join(dataDir, 'coordinator'))).toBe(false);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('a busy port', () => {

@@ -233,6 +233,17 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
 
 // `npm start`: a coordinator and two slice nodes of two workers each, data under ./data.
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  // `npm start` takes its settings from the environment only; an argument is a mistake, said before anything starts.
+  const args = process.argv.slice(2);
+  if (args.length > 0) {
+    const help = args.every((a) => a === '--help' || a === '-h');
+    (help ? console.log : console.error)(
+      'usage: npm start (node dist/coordinator/cli/local-cluster.js): a coordinator and two slice nodes on 127.0.0.1\n' +
+        'settings from the environment: KEYSLICE_DATA (default ./data), KEYSLICE_PORT (default 7100; nodes on the next ports),\n' +
+        'KEYSLICE_REPLICATION_FACTOR, KEYSLICE_CLUSTER_SECRET. For flags, use `keyslice local --help`.',
+    );
+    process.exit(help ? 0 : 2);
+  }
   const dataDir = resolve(process.env.KEYSLICE_DATA ?? 'data');
   const port = Number(process.env.KEYSLICE_PORT ?? 7100);
   const replicationFactor = process.env.KEYSLICE_REPLICATION_FACTOR;
