@@ -17,6 +17,7 @@ import type { ReplicaRecord } from '../slice-worker/replication/replica-record.j
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { EFFECT_SET, RESULT_OK, SliceOp } from '../shared/protocol.js';
+import { prng as rng } from '../bench/keys.js';
 
 const STORE_SLICE = 3;
 const STORE_TABLE = 1;
@@ -55,18 +56,6 @@ const REQUEST_TIMEOUT_MS = 400;
 const NOT_LEADER_RETRIES_MAX = 40;
 const TICK_MS = 20;
 const CONVERGE_MS_MAX = 30_000;
-
-/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Events by (time, order of scheduling): a binary heap. */
 class Clock {
