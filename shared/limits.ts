@@ -191,6 +191,9 @@ export type DurabilityMode = (typeof DURABILITY_MODES)[number];
 export const DURABILITY_DEFAULT: DurabilityMode = 'fsync';
 /** A worker writes a snapshot, and starts a new log segment, after this much log. */
 export const SNAPSHOT_AFTER_LOG_BYTES = 64 * 1024 * 1024;
+/** Tries of a slice node to take its data folder's lock while other starts on the folder race it
+ * (each lost race is another process that took the lock number first). */
+export const DATA_FOLDER_LOCK_ATTEMPTS_MAX = 8;
 /** Items per record in a snapshot file, at most. A record is the smallest piece of a snapshot step:
  * 256 items of ~200 bytes encode in about 1-2 ms here (1024 took 4-9 ms on the busy machine). */
 export const SNAPSHOT_CHUNK_ITEMS = 256;

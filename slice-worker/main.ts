@@ -28,6 +28,7 @@ import {
   type DurabilityMode,
 } from '../shared/limits.js';
 import { openNodeIdentity, saveNodeIdentity, type NodeIdentity } from './node-identity.js';
+import { lockDataFolder } from './data-folder-lock.js';
 import { WorkerChannel } from './worker-channel.js';
 import {
   CLUSTER_API_PREFIX,
@@ -84,6 +85,7 @@ try {
 }
 let identity: NodeIdentity;
 try {
+  lockDataFolder(dataDir); // a second node on this folder is refused, naming the first's pid
   identity = openNodeIdentity(dataDir);
 } catch (err) {
   fail((err as Error).message);
