@@ -202,7 +202,7 @@ export class NodeLink {
         this.state = 'assigning';
         const a = this.assignment();
         this.assignedEpoch = a.epoch;
-        ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId]));
+        ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId, null]));
         return;
       }
       case NodeFrame.Assigned: {
