@@ -14,6 +14,7 @@ import {
   ROUTER_LINK_FIRST_WAIT_MS,
   ROUTER_REFRESH_INTERVAL_MS_MIN,
   WRONG_OWNER_RETRY_DELAY_MS_MAX,
+  FAILOVER_RETRY_DELAY_MS_MAX,
 } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol.js';
 import { tableNamed, withColumns, type Table } from '../metadata/catalog.js';
@@ -107,6 +108,17 @@ export class RouterView implements Routing, TableSource {
     if (link.generation > 0 && !back) return;
     link.reconnectNow();
     await link.waitReady(ROUTER_LINK_FIRST_WAIT_MS);
+  }
+
+  get replicationFactor(): number {
+    return this.view?.replicationFactor ?? 1;
+  }
+
+  async afterNoLeader(attempt: number): Promise<void> {
+    const epoch = this.epoch;
+    void this.refresh();
+    const until = Date.now() + Math.min(10 + attempt * 10, FAILOVER_RETRY_DELAY_MS_MAX);
+    while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
   }
 
   async afterWrongOwner(attempt: number): Promise<void> {
