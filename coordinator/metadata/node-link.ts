@@ -42,7 +42,7 @@ import {
 import { SendQueue, type FrameParts } from './send-queue.js';
 
 type Settle = { resolve: (v: unknown) => void; reject: (e: KeysliceError) => void };
-type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout; queue: SendQueue<Settle> };
+type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout; queue: SendQueue<Settle>; sentAt: number };
 
 export type LinkState = 'connecting' | 'assigning' | 'ready' | 'closed';
 
@@ -325,12 +325,22 @@ export class NodeLink {
       () => this.failBatch(batchId, new KeysliceError('Unavailable', `slice node ${this.url} did not answer within ${NODE_REQUEST_TIMEOUT_MS} ms`)),
       NODE_REQUEST_TIMEOUT_MS,
     );
-    this.inFlight.set(batchId, { waiting, timer, queue: this.queue });
+    this.inFlight.set(batchId, { waiting, timer, queue: this.queue, sentAt: Date.now() });
     if (ws === null || this.state !== 'ready') {
       this.failBatch(batchId, this.unavailable());
       return;
     }
     ws.send(encodeNodeFrame([NodeFrame.Batch, batchId, this.currentEpoch(), parts]));
+  }
+
+  /** Fails the batches sent more than `olderThanMs` ago that the node has not answered: it stopped
+   * answering and another node was elected to lead its slices (a frozen node would otherwise hold
+   * them for NODE_REQUEST_TIMEOUT_MS). Their outcome is unknown, as after a lost connection. */
+  abandonInFlight(olderThanMs: number, why: string): number {
+    const before = Date.now() - olderThanMs;
+    const ids = [...this.inFlight].filter(([, b]) => b.sentAt <= before).map(([id]) => id);
+    for (const id of ids) this.failBatch(id, new KeysliceError('Unavailable', `slice node ${this.url} ${why}; a write in flight may or may not have been applied`));
+    return ids.length;
   }
 
   private failBatch(batchId: number, err: KeysliceError): void {

@@ -202,6 +202,12 @@ export class ReplicaLeaders {
     if (this.closed) return;
     for (const [slice, term] of [...used]) if (term <= this.map.lastTermUsed(slice)) used.delete(slice);
     let ownersChanged = false;
+    // Nodes that lose a slice's leadership because they stopped answering: what they hold unanswered is given up below.
+    const deposed = new Set<number>();
+    for (const e of elected) {
+      const was = this.map.ownerOf(e.slice);
+      if (was >= 0 && was !== e.leader) deposed.add(was);
+    }
     if (used.size > 0 || elected.length > 0) {
       try {
         ownersChanged = this.map.recordElections(used, elected);
@@ -215,6 +221,10 @@ export class ReplicaLeaders {
       else if (moved > 8) this.log(`${moved} slices elected their leaders (terms ${Math.min(...elected.map((e) => e.term))}..${Math.max(...elected.map((e) => e.term))})`);
     }
     if (ownersChanged) this.reassignAll();
+    for (const node of deposed) {
+      const n = this.links[node]?.abandonInFlight(this.timing.heartbeatTimeoutMs, 'did not answer and lost the leadership of slices to an election') ?? 0;
+      if (n > 0) this.log(`gave up ${n} batches that ${this.map.nodes[node]} did not answer for ${this.timing.heartbeatTimeoutMs} ms (it lost leaderships to an election)`);
+    }
     for (const [node, entries] of outbox) {
       const link = this.links[node];
       if (link === undefined || this.map.statusOf(node) === 'removed') continue;

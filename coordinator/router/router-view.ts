@@ -15,6 +15,7 @@ import {
   ROUTER_REFRESH_INTERVAL_MS_MIN,
   WRONG_OWNER_RETRY_DELAY_MS_MAX,
   FAILOVER_RETRY_DELAY_MS_MAX,
+  LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
 } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol.js';
 import { tableNamed, withColumns, type Table } from '../metadata/catalog.js';
@@ -231,7 +232,15 @@ export class RouterView implements Routing, TableSource {
       this.log(`ignored a map at epoch ${v.epoch}, older than this router's ${old.epoch}`);
       return;
     }
+    // A replicated slice led elsewhere now: its old leader's node lost an election, most likely because
+    // it stopped answering (frozen); what this router still waits for from it is given up (outcome unknown)
+    // rather than held for the whole request timeout.
+    const deposed = new Set<number>();
+    if (old !== null && (v.replicationFactor ?? 1) > 1 && old.nodes.length <= v.nodes.length) {
+      old.owners.forEach((o, s) => o >= 0 && v.owners[s] !== o && deposed.add(o));
+    }
     this.view = v;
+    for (const node of deposed) this.links[node]?.abandonInFlight(LEADER_HEARTBEAT_TIMEOUT_MS_MIN, 'lost the leadership of slices to an election');
     this.tables = new Map(v.tables.map((t) => [t.name, withColumns(t)]));
     v.nodes.forEach((url, i) => {
       const link = this.links[i];
