@@ -12,7 +12,7 @@
 // A replica set that changed (a node removed while down, a node joining to refill a set) is a new
 // SliceFailover whose elections count the OLD set's answers (the electorate) until the new leader
 // has been heard leading for a heartbeat timeout; docs/replication.md says what this leaves open.
-import { REPLICATION_FRAME_ENTRIES_MAX, FAILOVER_TICK_MS } from '../../shared/limits.js';
+import { FAILOVER_TICK_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
