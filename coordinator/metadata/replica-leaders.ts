@@ -51,6 +51,7 @@ export class ReplicaLeaders {
   private used = new Map<number, number>();
   private elected = new Map<number, Elected>();
   private flushQueued = false;
+  private lastStartLogAt = 0;
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   /** Elections started since this process started, for status. */
@@ -215,6 +216,11 @@ export class ReplicaLeaders {
         // Nothing of this turn leaves unpersisted: the failovers' timeouts start again.
         this.log(`cannot record elections in the cluster map (${(err as Error).message}); their messages are not sent, elections start again`);
         return;
+      }
+      const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
+      if (started.length > 0 && Date.now() - this.lastStartLogAt >= 1_000) {
+        this.lastStartLogAt = Date.now();
+        this.log(`elections started for ${started.length} slices (e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.electorate.join(',')}, term ${used.get(started[0])})`);
       }
       const moved = elected.length;
       if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}`);
