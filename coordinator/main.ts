@@ -15,6 +15,8 @@ import { initHashing } from '../shared/hashing.js';
 import {
   CLUSTER_READY_WAIT_MS,
   COORDINATOR_PORT_DEFAULT,
+  LEADER_HEARTBEAT_TIMEOUT_MS,
+  LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
   MOVE_ITEMS_PER_SECOND_DEFAULT,
   REPLICATION_FACTOR_AUTO_MAX,
   REPLICATION_FACTOR_MAX,
@@ -28,6 +30,7 @@ import { CLIENT_WS_PATH } from '../shared/protocol.js';
 import { Catalog } from './metadata/catalog.js';
 import { DynamoDbEndpoint } from './dynamodb/endpoint.js';
 import { ClusterMap } from './metadata/cluster-map.js';
+import { FAILOVER_TIMING_DEFAULT } from './metadata/failover.js';
 import { ClusterFeed } from './metadata/feed.js';
 import { clientServer } from './router/client-server.js';
 import { handleHttp } from './router/http-api.js';
@@ -51,6 +54,7 @@ const args = parseArgs(
     routers: { default: String(routersDefault(availableParallelism())), help: `router processes that share the client port (0: this process serves clients itself; default from the core count, ${routersDefault(availableParallelism())} here)`, env: 'KEYSLICE_ROUTERS' },
     'cluster-port': { default: '0', help: 'with --routers N: this process\'s own port (routers\' feed, /cluster/, table changes; 0: any free port)', env: 'KEYSLICE_CLUSTER_PORT' },
     'replication-factor': { default: 'auto', help: `replicas of each slice, on distinct nodes (auto: ${REPLICATION_FACTOR_AUTO_MAX} when the cluster has at least ${REPLICATION_FACTOR_AUTO_MAX} nodes, else their count); see docs/replication.md`, env: 'KEYSLICE_REPLICATION_FACTOR' },
+    'leader-timeout-ms': { default: String(LEADER_HEARTBEAT_TIMEOUT_MS), help: 'a replicated slice whose leader has not answered the coordinator for this long gets another leader (docs/replication.md)', env: 'KEYSLICE_LEADER_TIMEOUT_MS' },
     'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
   'usage: keyslice coordinator [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',
@@ -59,6 +63,7 @@ const port = intArg('port', args.port, 0, 65535);
 const sliceCount = intArg('slices', args.slices, 1, SLICE_COUNT_MAX);
 const routers = intArg('routers', args.routers, 0, ROUTERS_MAX);
 const clusterPort = intArg('cluster-port', args['cluster-port'], 0, 65535);
+const leaderTimeoutMs = intArg('leader-timeout-ms', args['leader-timeout-ms'], LEADER_HEARTBEAT_TIMEOUT_MS_MIN, 600_000);
 const moveItemsPerSecond = intArg('move-items-per-second', args['move-items-per-second'], 0, 1e9);
 if (!['yes', 'no'].includes(args.rebalance!)) fail('--rebalance must be yes or no');
 const nodeUrls = (args.nodes ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
@@ -86,7 +91,12 @@ catalog.createProblem = () => map.replicationProblem();
 const log = (line: string) => console.log(`keyslice coordinator: ${line}`);
 const security = { token: args.token!, clusterSecret: args['cluster-secret']! };
 if (security.token === '' && !isLoopbackHost(args.host!)) log('warning: no --token; any client that reaches this port is served');
-const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPerSecond, args.rebalance === 'yes', log);
+const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPerSecond, args.rebalance === 'yes', log, {
+  ...FAILOVER_TIMING_DEFAULT,
+  heartbeatTimeoutMs: leaderTimeoutMs,
+  // A ping goes out a few times per timeout, so one lost answer does not depose a leader.
+  pingIntervalMs: Math.min(FAILOVER_TIMING_DEFAULT.pingIntervalMs, Math.floor(leaderTimeoutMs / 3)),
+});
 const processMetrics = new ProcessMetrics('coordinator');
 if (routers > 0) processMetrics.serveRouters();
 const ops = new Operations(catalog, cluster, undefined, processMetrics);

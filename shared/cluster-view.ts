@@ -23,6 +23,9 @@ export interface ClusterView {
   up: boolean[];
   /** owners[slice] = index into nodes, or -1. */
   owners: number[];
+  /** Replicas of each slice in force: above 1, a node may answer that a slice has no serving leader
+   * (a failover is under way), and routers retry. Absent from older coordinators (1). */
+  replicationFactor?: number;
   /** Slices frozen for a move's switch: owned by no worker at the view's epoch. */
   frozen: number[];
   tables: StoredTable[];

@@ -134,6 +134,25 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS = 3_000;
 export const LEADER_HEARTBEAT_INTERVAL_MS = 500;
 export const LEADER_ELECTION_TIMEOUT_MS = 2_000;
 export const REPLICATION_APPEND_RECORDS_MAX = 256;
+/** The coordinator's failover runner looks at its slices this often (pings and timeouts). */
+export const FAILOVER_TICK_MS = 100;
+/** The smallest --leader-timeout-ms: below it, a busy leader would be deposed for a slow answer. */
+export const LEADER_HEARTBEAT_TIMEOUT_MS_MIN = 300;
+/** A router retries an op on a replicated slice that has no serving leader (a failover) for at most
+ * this long and this many times, waiting up to FAILOVER_RETRY_DELAY_MS_MAX between tries. */
+export const FAILOVER_RETRY_MS_MAX = 10_000;
+export const FAILOVER_RETRIES_MAX = 200;
+export const FAILOVER_RETRY_DELAY_MS_MAX = 100;
+/** A slice node's leaders resend what their followers have not acknowledged, and their commit index, this often. */
+export const REPLICA_TICK_MS = 100;
+/** One Replicate frame carries at most this many [slice, message] entries (a sender batches what one
+ * turn produced for one destination; more goes in further frames). */
+export const REPLICATION_FRAME_ENTRIES_MAX = 4096;
+/** A node's index in the cluster map is below this (checked in frames that name nodes); a peer's URL is at most this long. */
+export const CLUSTER_NODE_INDEX_MAX = 65_536;
+export const NODE_URL_CHARS_MAX = 2048;
+/** Replicate frames for one peer wait (while its link is dialed, or its socket is full) up to this many bytes; more are dropped. */
+export const PEER_LINK_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 

@@ -10,12 +10,21 @@
 // coalesce what is ready in one turn of the event loop, one frame per turn.
 // Coordinator <-> slice node (WebSocket), msgpack with records:
 //   node  -> coord  [NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, nodeId, clusterId | null]
-//   coord -> node   [NodeFrame.Assign, epoch, sliceCount, slices, clusterId]
+//   coord -> node   [NodeFrame.Assign, epoch, sliceCount, slices, clusterId, replication | null]
 //   node  -> coord  [NodeFrame.Assigned, epoch]
 //   coord -> node   [NodeFrame.Batch, batchId, epoch, [[worker, opsBytes], ...]]
 //   node  -> coord  [NodeFrame.BatchReply, batchId, worker, resultsBytes]
 //                   [NodeFrame.BatchError, batchId, code, message]
 //   coord -> node   [NodeFrame.Epoch, epoch]   the map moved on (a slice moved elsewhere)
+//   any   -> any    [NodeFrame.Replicate, from, [[slice, ReplicationMessage], ...]]
+// Replication (docs/replication.md): Assign's replication names this node's index in the
+// map, its peers' URLs and the replica set of every slice it holds a replica of (null: R=1,
+// no slice has followers). Replicate carries replication messages: coordinator <-> node
+// (Prepare, Lead, Ping; Prepared, Pong, Refused) on the coordinator's connection, and
+// node -> node (Append, Snapshot, AppendOk, Refused) on links a node dials to its peers
+// with the cluster secret (a node sends only Replicate frames on those). `from` is the
+// sender's node index, or COORDINATOR (-1). A sender puts every message for one
+// destination produced in one turn into one frame.
 // The coordinator opens the connection and shows the cluster secret in the
 // handshake (header CLUSTER_SECRET_HEADER); a node refuses a connection without it.
 // Identity: nodeId names the node's data folder (random, made on its first start,
@@ -37,14 +46,19 @@ import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { DECIMAL_TAG, isNumberValue } from './decimal.js';
 import { KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
+import { checkReplicationMessage, COORDINATOR, type ReplicationMessage } from './replication-protocol.js';
 import { TYPE_NAMES, type Condition, type Path, type UpdateAction } from './expression-ast.js';
 import {
   BOUND_EXPRESSION_DEPTH_MAX,
   CLIENT_FRAME_REQUESTS_MAX,
+  CLUSTER_NODE_INDEX_MAX,
   EXPRESSION_IN_OPERANDS_MAX,
   EXPRESSION_PATH_DEPTH_MAX,
   INTERNAL_FRAME_BYTES_MAX,
   NODE_BATCH_OPS_MAX,
+  NODE_URL_CHARS_MAX,
+  REPLICATION_FACTOR_MAX,
+  REPLICATION_FRAME_ENTRIES_MAX,
   REQUEST_BYTES_MAX,
   SLICE_COUNT_MAX,
   VALUE_DEPTH_MAX,
@@ -56,8 +70,9 @@ import { describeType, isPlainObject, SET_TAGS, setTypeOf, validateValue, type I
 export const PROTOCOL_VERSION = 2;
 export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
 /** Coordinator <-> slice node. 2: slice ops carry bound expressions (conditions, filters, updates, projections).
- * 3: slice moves (Move* ops) and the Epoch frame. 4: node and cluster ids in Hello and Assign. */
-export const NODE_PROTOCOL_VERSION = 4;
+ * 3: slice moves (Move* ops) and the Epoch frame. 4: node and cluster ids in Hello and Assign.
+ * 5: replication (the Replicate frame, Assign's replica sets). */
+export const NODE_PROTOCOL_VERSION = 5;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -141,23 +156,38 @@ export const NodeFrame = {
   BatchReply: 5,
   BatchError: 6,
   Epoch: 7,
+  Replicate: 8,
 } as const;
+
+/** Assign's sixth field: this node's place in the replica sets of the slices it holds a replica of. */
+export interface AssignReplication {
+  /** This node's index in the cluster map. */
+  self: number;
+  /** Every other node named in `replicas`, with the URL to dial it at. */
+  peers: [node: number, url: string][];
+  /** Every slice of which this node holds a replica, with its replica set [leader, ...followers]. */
+  replicas: [slice: number, nodes: number[]][];
+}
+
+/** One Replicate frame's entries: messages of many slices, for one destination. */
+export type ReplicateEntry = [slice: number, message: ReplicationMessage];
 
 export type NodeFrameKind = (typeof NodeFrame)[keyof typeof NodeFrame];
 
 export type NodeFrameMessage =
   | [typeof NodeFrame.Hello, version: number, workerCount: number, nodeId: string, clusterId: string | null]
-  | [typeof NodeFrame.Assign, epoch: number, sliceCount: number, slices: number[], clusterId: string]
+  | [typeof NodeFrame.Assign, epoch: number, sliceCount: number, slices: number[], clusterId: string, replication: AssignReplication | null]
   | [typeof NodeFrame.Assigned, epoch: number]
   | [typeof NodeFrame.Batch, batchId: number, epoch: number, parts: [worker: number, ops: Uint8Array][]]
   | [typeof NodeFrame.BatchReply, batchId: number, worker: number, results: Uint8Array]
   | [typeof NodeFrame.BatchError, batchId: number, code: ErrorCode, message: string]
-  | [typeof NodeFrame.Epoch, epoch: number];
+  | [typeof NodeFrame.Epoch, epoch: number]
+  | [typeof NodeFrame.Replicate, from: number, entries: ReplicateEntry[]];
 
 /** The frame kinds each side receives. */
 const FRAMES_TO: Record<'node' | 'coordinator', ReadonlySet<number>> = {
-  node: new Set([NodeFrame.Assign, NodeFrame.Batch, NodeFrame.Epoch]),
-  coordinator: new Set([NodeFrame.Hello, NodeFrame.Assigned, NodeFrame.BatchReply, NodeFrame.BatchError]),
+  node: new Set([NodeFrame.Assign, NodeFrame.Batch, NodeFrame.Epoch, NodeFrame.Replicate]),
+  coordinator: new Set([NodeFrame.Hello, NodeFrame.Assigned, NodeFrame.BatchReply, NodeFrame.BatchError, NodeFrame.Replicate]),
 };
 
 /** A node id or a cluster id: 128 random bits as 32 lowercase hex digits. */
@@ -201,6 +231,37 @@ const isUint = (v: unknown): v is number => Number.isSafeInteger(v) && (v as num
 const isSlice = (v: unknown): v is number => isUint(v) && v < SLICE_COUNT_MAX;
 const show = (v: unknown): string => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : typeof v === 'string' ? JSON.stringify(v.slice(0, 40)) : describeType(v));
 
+const isNodeIndex = (v: unknown): v is number => isUint(v) && v < CLUSTER_NODE_INDEX_MAX;
+
+/** Assign's replication field, whole: a map of exactly self, peers and replicas; every slice once,
+ * below the slice count, with a replica set of distinct nodes that includes this node; every other
+ * node of those sets among the peers, each peer once, with a ws:// URL. */
+function checkAssignReplication(r: unknown, sliceCount: number): void {
+  if (!isPlainObject(r)) fail('Assign: replication is null or {self, peers, replicas}');
+  for (const k of Object.keys(r)) if (!(k === 'self' || k === 'peers' || k === 'replicas')) fail(`Assign: replication has no field "${k.slice(0, 40)}"`);
+  const { self, peers, replicas } = r;
+  if (!isNodeIndex(self)) fail(`Assign: replication.self ${show(self)} is not a node index`);
+  if (!Array.isArray(peers)) fail('Assign: replication.peers is a list of [node, url]');
+  const peerSet = new Set<number>();
+  for (const p of peers as unknown[]) {
+    if (!(Array.isArray(p) && p.length === 2 && isNodeIndex(p[0]))) fail('Assign: a peer is [node index, url]');
+    if (p[0] === self || peerSet.has(p[0])) fail(`Assign: peer ${p[0]} is this node or named twice`);
+    if (!(typeof p[1] === 'string' && p[1].length <= NODE_URL_CHARS_MAX && /^wss?:\/\/[^/\s]+$/.test(p[1]))) fail(`Assign: peer ${p[0]}'s URL ${show(p[1])} is not ws://host:port`);
+    peerSet.add(p[0]);
+  }
+  if (!(Array.isArray(replicas) && replicas.length <= sliceCount)) fail('Assign: replication.replicas is a list of at most slice count [slice, nodes]');
+  const seen = new Set<number>();
+  for (const e of replicas as unknown[]) {
+    if (!(Array.isArray(e) && e.length === 2 && isUint(e[0]) && e[0] < sliceCount && !seen.has(e[0]))) fail('Assign: a replica set is [slice, nodes], each slice once, below the slice count');
+    seen.add(e[0]);
+    const nodes = e[1];
+    if (!(Array.isArray(nodes) && nodes.length >= 1 && nodes.length <= REPLICATION_FACTOR_MAX)) fail(`Assign: slice ${e[0]}'s replica set is a list of 1 to ${REPLICATION_FACTOR_MAX} nodes`);
+    if (new Set(nodes).size !== nodes.length) fail(`Assign: slice ${e[0]}'s replica set names a node twice`);
+    if (!nodes.includes(self)) fail(`Assign: slice ${e[0]}'s replica set does not include this node (${self})`);
+    for (const n of nodes as unknown[]) if (!(n === self || peerSet.has(n as number))) fail(`Assign: slice ${e[0]}'s replica ${show(n)} is not among the peers`);
+  }
+}
+
 /** Checks size, decodes, and checks the whole shape of one frame that `receiver` may
  * get (kind, arity, every field's type and range). Throws MalformedFrame. */
 export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinator'): NodeFrameMessage {
@@ -228,8 +289,8 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinat
       if (!(f[4] === null || isIdentity(f[4]))) fail('Hello: the cluster id is 32 hex digits or null');
       break;
     case NodeFrame.Assign: {
-      arity(5);
-      const [, epoch, sliceCount, slices, clusterId] = f;
+      arity(6);
+      const [, epoch, sliceCount, slices, clusterId, replication] = f;
       if (!isUint(epoch)) fail(`Assign: epoch ${show(epoch)} is not a whole number`);
       if (!(isUint(sliceCount) && sliceCount >= 1 && sliceCount <= SLICE_COUNT_MAX)) fail(`Assign: slice count ${show(sliceCount)} is not 1 to ${SLICE_COUNT_MAX}`);
       if (!(Array.isArray(slices) && slices.length <= sliceCount)) fail('Assign: slices is a list of at most slice count slices');
@@ -239,6 +300,19 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinat
         seen.add(s);
       }
       if (!isIdentity(clusterId)) fail('Assign: the cluster id is 32 hex digits');
+      if (replication !== null) checkAssignReplication(replication, sliceCount);
+      break;
+    }
+    case NodeFrame.Replicate: {
+      arity(3);
+      const [, from, entries] = f;
+      if (!(from === COORDINATOR || isNodeIndex(from))) fail(`Replicate: the sender ${show(from)} is not a node index or ${COORDINATOR} (the coordinator)`);
+      if (!(Array.isArray(entries) && entries.length <= REPLICATION_FRAME_ENTRIES_MAX)) fail(`Replicate: entries is a list of at most ${REPLICATION_FRAME_ENTRIES_MAX} [slice, message]`);
+      for (const e of entries as unknown[]) {
+        if (!(Array.isArray(e) && e.length === 2 && isSlice(e[0]))) fail('Replicate: an entry is [slice, message]');
+        const problem = checkReplicationMessage(e[1]);
+        if (problem !== null) fail(`Replicate: slice ${e[0]}: ${problem}`);
+      }
       break;
     }
     case NodeFrame.Assigned:

@@ -6,6 +6,15 @@
 // Every frame is checked whole before use (shared/protocol.ts); a bad one closes
 // its connection and changes nothing. The node's epoch moves only on frames of
 // the coordinator's connection (the one whose Assign it took last), and only up.
+//
+// Replication (docs/replication.md): Replicate frames are routed between the
+// coordinator's connection, the links this node dials to its peers
+// (peer-links.ts) and the workers (slice % workerCount picks the worker). What
+// the workers' replicas send is batched per destination per turn: one frame to
+// the coordinator, one to each peer. A Replicate frame from the coordinator
+// (from -1) is taken only on the coordinator's connection; one from a peer names
+// the peer's node index and is taken on any other connection that showed the
+// cluster secret. Messages for slices this node holds no replica of are dropped.
 import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +28,7 @@ import {
   DYNAMODB_PARTITION_READS_PER_SECOND,
   DYNAMODB_PARTITION_WRITES_PER_SECOND,
   INTERNAL_FRAME_BYTES_MAX,
+  REPLICATION_FRAME_ENTRIES_MAX,
   NODE_HEARTBEAT_INTERVAL_MS,
   NODE_HEARTBEAT_REQUEST_TIMEOUT_MS,
   SLICE_NODE_PORT_DEFAULT,
@@ -29,7 +39,10 @@ import {
 } from '../shared/limits.js';
 import { openNodeIdentity, saveNodeIdentity, type NodeIdentity } from './node-identity.js';
 import { lockDataFolder } from './data-folder-lock.js';
+import { PeerLinks } from './peer-links.js';
 import { WorkerChannel } from './worker-channel.js';
+import type { ReplicaControl } from './worker.js';
+import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 import {
   CLUSTER_API_PREFIX,
   CLUSTER_SECRET_HEADER,
@@ -42,7 +55,9 @@ import {
   NODE_PROTOCOL_VERSION,
   RESULT_ERROR,
   SliceOp,
+  type AssignReplication,
   type NodeFrameMessage,
+  type ReplicateEntry,
 } from '../shared/protocol.js';
 
 const args = parseArgs(
@@ -94,10 +109,71 @@ try {
 const workers = Array.from(
   { length: workerCount },
   (_, workerIndex) =>
-    new WorkerChannel({ workerIndex, workerCount, dataDir: join(dataDir, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity }, (err) =>
-      die(`worker ${workerIndex} failed: ${err instanceof Error ? err.stack : err}`),
+    new WorkerChannel(
+      { workerIndex, workerCount, dataDir: join(dataDir, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity },
+      (err) => die(`worker ${workerIndex} failed: ${err instanceof Error ? err.stack : err}`),
+      (out) => {
+        for (const [slice, to, message] of out) queueReplication(to, slice, message);
+      },
     ),
 );
+
+// ---- replication routing ----
+/** The replication part of the latest Assign taken (null: R=1). */
+let replication: AssignReplication | null = null;
+/** Slices this node holds a replica of, with more than one replica: the ones whose messages it takes. */
+let replicatedSlices = new Set<number>();
+const peerLinks = new PeerLinks(clusterSecret, (line) => console.error(`keyslice slice node: ${line}`));
+/** Destination (COORDINATOR or a node index) -> what this turn's replicas sent it. */
+let outgoing = new Map<number, ReplicateEntry[]>();
+
+function queueReplication(to: number, slice: number, message: ReplicationMessage): void {
+  if (outgoing.size === 0) setImmediate(sendReplication);
+  let list = outgoing.get(to);
+  if (list === undefined) outgoing.set(to, (list = []));
+  list.push([slice, message]);
+}
+
+/** One Replicate frame per destination per turn (more if it holds more entries than a frame may). */
+function sendReplication(): void {
+  const batches = outgoing;
+  outgoing = new Map();
+  if (replication === null) return;
+  const self = replication.self;
+  for (const [to, entries] of batches) {
+    for (let i = 0; i < entries.length; i += REPLICATION_FRAME_ENTRIES_MAX) {
+      const frame = encodeNodeFrame([NodeFrame.Replicate, self, entries.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX)]);
+      if (to === COORDINATOR) {
+        // No coordinator connected: dropped; it asks again (its pings and elections repeat).
+        if (coordinatorConnection !== null && coordinatorConnection.readyState === coordinatorConnection.OPEN) coordinatorConnection.send(frame);
+      } else peerLinks.send(to, frame);
+    }
+  }
+}
+
+/** Hands each entry of a Replicate frame to the worker of its slice, one message per worker. */
+function routeReplication(from: number, entries: ReplicateEntry[]): void {
+  const perWorker = new Map<number, [number, number, ReplicationMessage][]>();
+  for (const [slice, message] of entries) {
+    if (!replicatedSlices.has(slice)) continue; // not a replica here (any more, or not yet): the sender repeats if it matters
+    const w = slice % workerCount;
+    let list = perWorker.get(w);
+    if (list === undefined) perWorker.set(w, (list = []));
+    list.push([slice, from, message]);
+  }
+  for (const [w, list] of perWorker) workers[w].deliver(list);
+}
+
+/** The replication settings each worker takes with an assignment: null while this node has never been
+ * given replicated slices (R=1: the workers run exactly as before). */
+function controlsFor(next: AssignReplication | null, previous: AssignReplication | null): (ReplicaControl | null)[] {
+  if (next === null && previous === null) return workers.map(() => null);
+  const self = (next ?? previous)!.self;
+  return workers.map((_, w) => ({
+    self,
+    replicated: next === null ? [] : next.replicas.filter(([slice, nodes]) => nodes.length > 1 && slice % workerCount === w).map(([slice]) => slice),
+  }));
+}
 
 /** The map epoch this node serves; batches of another epoch are refused. */
 let epoch = 0;
@@ -129,13 +205,13 @@ function refuse(ws: WebSocket, why: string): void {
   ws.close(1008, closeReason(why));
 }
 
-async function assign(newEpoch: number, sliceCount: number, slices: number[]): Promise<void> {
+async function assign(newEpoch: number, sliceCount: number, slices: number[], controls: (ReplicaControl | null)[]): Promise<void> {
   // The workers assert that their epoch only grows: every Assign that reaches them has an
   // epoch at least the node's, and the node's epoch is at least every earlier Assign's.
   await Promise.all(
     workers.map(async (worker, w) => {
       const mine = slices.filter((s) => s % workerCount === w && s < sliceCount);
-      const outcome = await worker.run(encodeSliceOps([[SliceOp.Assign, newEpoch, mine]]), true);
+      const outcome = await worker.run(encodeSliceOps([[SliceOp.Assign, newEpoch, mine]]), true, controls[w]);
       assert(typeof outcome !== 'string', `worker ${w} could not read its assignment: ${outcome}`);
       const [result] = decodeSliceResults(outcome as Uint8Array);
       assert(result[0] !== RESULT_ERROR, `worker ${w} refused its assignment: ${String(result[2])}`);
@@ -157,7 +233,7 @@ function onFrame(ws: WebSocket, data: Buffer): void {
   }
   switch (frame[0]) {
     case NodeFrame.Assign: {
-      const [, newEpoch, sliceCount, slices, clusterId] = frame;
+      const [, newEpoch, sliceCount, slices, clusterId, nextReplication] = frame;
       if (identity.clusterId !== null && clusterId !== identity.clusterId) {
         return refuse(ws, `this node belongs to cluster ${identity.clusterId}, not ${clusterId}`);
       }
@@ -175,7 +251,16 @@ function onFrame(ws: WebSocket, data: Buffer): void {
       // it in order, before any batch that arrives after it.
       coordinatorConnection = ws;
       setEpoch(newEpoch);
-      assign(newEpoch, sliceCount, slices).then(
+      if (replication !== null && nextReplication !== null && nextReplication.self !== replication.self) {
+        return refuse(ws, `this node is node ${replication.self} of the map, not ${nextReplication.self}`);
+      }
+      // Taken at once (the workers get their part in order with the assignment, and messages for
+      // them wait until they have it: worker-channel.ts).
+      const controls = controlsFor(nextReplication, replication);
+      replication = nextReplication;
+      replicatedSlices = new Set(nextReplication === null ? [] : nextReplication.replicas.filter(([, nodes]) => nodes.length > 1).map(([slice]) => slice));
+      peerLinks.setPeers(nextReplication === null ? [] : nextReplication.peers.filter(([node]) => nextReplication.replicas.some(([, nodes]) => nodes.length > 1 && nodes.includes(node))));
+      assign(newEpoch, sliceCount, slices, controls).then(
         () => send(ws, [NodeFrame.Assigned, newEpoch]),
         (err) => die(`assignment failed: ${err instanceof Error ? err.message : err}`),
       );
@@ -185,6 +270,17 @@ function onFrame(ws: WebSocket, data: Buffer): void {
       if (ws !== coordinatorConnection) return refuse(ws, 'an Epoch frame from a connection that did not assign this node its slices');
       if (frame[1] < epoch) return refuse(ws, `epoch ${frame[1]} is older than this node's epoch ${epoch}; an epoch only grows`);
       setEpoch(frame[1]);
+      return;
+    }
+    case NodeFrame.Replicate: {
+      const [, from, entries] = frame;
+      if (from === COORDINATOR && ws !== coordinatorConnection) return refuse(ws, 'a Replicate frame from the coordinator on a connection that did not assign this node its slices');
+      if (from !== COORDINATOR && ws === coordinatorConnection) return refuse(ws, `a Replicate frame from node ${from} on the coordinator's connection`);
+      if (replication === null) return; // given no replicas (yet): nothing here to answer
+      if (from === replication.self) return refuse(ws, `a Replicate frame that says it comes from this node (${from})`);
+      // A node not among the peers of the latest Assign: its messages wait for the coordinator's word (dropped now).
+      if (from !== COORDINATOR && !replication.peers.some(([node]) => node === from)) return;
+      routeReplication(from, entries);
       return;
     }
     case NodeFrame.Batch: {
@@ -290,6 +386,7 @@ let heartbeatTimer: NodeJS.Timeout | undefined;
 
 async function shutdown(): Promise<void> {
   clearTimeout(heartbeatTimer);
+  peerLinks.close();
   server.close();
   for (const ws of server.clients) ws.terminate();
   await Promise.all(workers.map((w) => w.destroy()));

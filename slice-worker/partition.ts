@@ -487,6 +487,19 @@ export class SliceStore {
     this.effects.length = 0; // replayed changes are already durable
   }
 
+  /** Whether this worker owns `slice` at its epoch (ops on it run here). */
+  owns(slice: number): boolean {
+    return this.owned.has(slice);
+  }
+
+  /** The items of one slice as set-effects (a replica's snapshot of its slice). */
+  *sliceEntries(slice: number): Generator<SetEffect> {
+    for (const [table, slices] of this.tables) {
+      const p = slices.get(slice);
+      if (p !== undefined) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, stored.item, stored.bytes];
+    }
+  }
+
   /** Every stored item as a set-effect, table by table and slice by slice (for snapshots). */
   *entries(): Generator<Effect> {
     for (const [table, slices] of this.tables) {

@@ -7,14 +7,42 @@
 // nothing is acknowledged before it is as durable as the mode promises.
 //
 // Snapshots run between tasks, in steps, while batches go on (snapshot() below).
+//
+// Replication (docs/replication.md): a slice whose replica set has more than one
+// node is replicated. Its ops run only while this worker's replica of it serves
+// (leads, barrier committed); otherwise they answer Unavailable. The effects of a
+// task on such a slice are proposed as one record (SliceReplicas.propose) and kept
+// out of the worker's own log; a chunk that touched one is answered only once the
+// slice's commit index reaches the slice's last index as of that task (a write:
+// its own record; a read: what it saw), later, through the node's MessagePort
+// ({held: ticket} now, ['answer', ticket, bytes] then), so that the next tasks run
+// meanwhile. Deposed first: those ops answer Unavailable, outcome unknown. Slices
+// of one replica (R=1) take exactly the path they took before.
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { workerData } from 'node:worker_threads';
+import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
-import { checkSliceOp, decodeSliceOps, encodeSliceResults, MalformedFrame, RESULT_ERROR, type SliceOpMessage, type SliceOpResult } from '../shared/protocol.js';
+import { REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import {
+  checkSliceOp,
+  decodeSliceOps,
+  EFFECT_DROP_SLICE,
+  EFFECT_DROP_TABLE,
+  encodeSliceResults,
+  MalformedFrame,
+  RESULT_ERROR,
+  SliceOp,
+  type Effect,
+  type SliceOpMessage,
+  type SliceOpResult,
+} from '../shared/protocol.js';
+import type { ReplicationMessage } from '../shared/replication-protocol.js';
+import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
+import { ReplicaLog } from './replication/replica-log.js';
+import { SliceReplicas } from './replication/slice-replicas.js';
 
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
 import { WriteAheadLog } from './wal.js';
@@ -28,10 +56,27 @@ export interface WorkerConfig {
   capacity: SliceCapacity;
 }
 
-/** `trusted[i]`: chunk i comes from the node itself (its assignment), not from a Batch frame. */
-export type WorkerTask = { kind: 'open' } | { kind: 'batch'; chunks: Uint8Array[]; trusted: boolean[] };
+/** What the node tells a worker with its assignment: this node's index in the map and the worker's
+ * slices whose replica set has more than one node (null: R=1, none). */
+export interface ReplicaControl {
+  self: number;
+  replicated: number[];
+}
+
+/** `trusted[i]`: chunk i comes from the node itself (its assignment), not from a Batch frame;
+ * `controls[i]`: replication settings taken just before chunk i runs. `port`: the node's end of
+ * the replication channel (messages both ways, held answers to the node). */
+export type WorkerTask =
+  | { kind: 'open'; port: MessagePort }
+  | { kind: 'batch'; chunks: Uint8Array[]; trusted: boolean[]; controls: (ReplicaControl | null)[] };
 /** One chunk's packed results, or why the chunk was refused whole (its bytes are not a list of ops). */
 export type ChunkOutcome = Uint8Array | string;
+/** A task's answer for a chunk: its outcome, or a ticket whose answer comes on the port once committed. */
+export type ChunkAnswer = ChunkOutcome | { held: number };
+/** Worker -> node on the port. */
+export type WorkerPortMessage = ['out', [slice: number, to: number, message: ReplicationMessage][]] | ['answer', ticket: number, results: Uint8Array];
+/** Node -> worker on the port: messages for this worker's replicas. */
+export type NodePortMessage = [slice: number, from: number, message: ReplicationMessage][];
 
 export interface OpenSummary {
   items: number;
@@ -45,14 +90,180 @@ const config = workerData as WorkerConfig;
 const store = new SliceStore(config.workerIndex, config.workerCount, Date.now, config.capacity);
 let log: WriteAheadLog | null = null;
 
-function open(): OpenSummary {
+// ---- replication state: null / empty until the node is given replicated slices ----
+let port: MessagePort | null = null;
+let replicaLog: ReplicaLog | null = null;
+let replicas: SliceReplicas | null = null;
+/** This worker's slices whose replica set has more than one node. */
+let replicated = new Set<number>();
+const replicaDir = join(config.dataDir, 'replicas');
+/** Holds this node's index in the map once it was given replicated slices: the replica log is opened at start then. */
+const selfFile = join(replicaDir, 'self.json');
+let outbox: [number, number, ReplicationMessage][] = [];
+/** A chunk whose answer waits for commits: its results, each op's replicated slices, and what it waits for. */
+interface Held {
+  ticket: number;
+  results: SliceOpResult[];
+  opSlices: (number[] | null)[];
+  waits: Map<number, number>;
+}
+let nextTicket = 1;
+/** slice -> the held chunks that wait on it, oldest first. */
+const heldBySlice = new Map<number, Set<Held>>();
+let compacting = false;
+let checkpointBytesMin = 0;
+
+let replicaSelf = -1;
+
+function openReplicas(self: number): void {
+  replicaSelf = self;
+  const opened = ReplicaLog.open(replicaDir, config.durability);
+  replicaLog = opened.log;
+  replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
+    if (outbox.length === 0) setImmediate(flushOutbox);
+    outbox.push([slice, to, message]);
+  }, { committed: onCommitted, deposed: onDeposed });
+  setInterval(() => {
+    replicas!.tick();
+    maybeCompact();
+  }, REPLICA_TICK_MS).unref();
+}
+
+/** What the replicas sent in one turn goes to the node in one message; it batches per destination. */
+function flushOutbox(): void {
+  const out = outbox;
+  outbox = [];
+  if (out.length > 0) port?.postMessage(['out', out] satisfies WorkerPortMessage);
+}
+
+function onPortMessage(entries: NodePortMessage): void {
+  if (replicas === null) return; // not given replicated slices yet: nothing here answers
+  for (const [slice, from, message] of entries) if (replicated.has(slice)) replicas.receive(slice, from, message);
+}
+
+function takeControl(c: ReplicaControl): void {
+  if (replicas === null) {
+    writeStateFile(selfFile, { self: c.self });
+    openReplicas(c.self);
+  }
+  assert(replicaSelf === c.self, `a node's index in the map does not change (was ${replicaSelf}, now ${c.self})`);
+  const before = replicated;
+  replicated = new Set(c.replicated);
+  // A slice no longer replicated here: what waited on it gets no commit from this worker.
+  for (const s of before) if (!replicated.has(s)) answerUnknown(s, `slice ${s} is no longer replicated on this node: outcome unknown`);
+}
+
+function release(h: Held, slice: number): void {
+  h.waits.delete(slice);
+  heldBySlice.get(slice)?.delete(h);
+  if (h.waits.size > 0) return;
+  const bytes = encodeSliceResults(h.results);
+  port!.postMessage(['answer', h.ticket, bytes] satisfies WorkerPortMessage);
+}
+
+function onCommitted(slice: number, index: number): void {
+  const waiting = heldBySlice.get(slice);
+  if (waiting === undefined) return;
+  for (const h of waiting) if (h.waits.get(slice)! <= index) release(h, slice);
+}
+
+function onDeposed(slice: number, term: number): void {
+  // The store was put back to what is committed: what these ops wrote or read may never be.
+  answerUnknown(slice, `slice ${slice} lost its leader on this node (term ${term}) before this was committed: outcome unknown`);
+}
+
+function answerUnknown(slice: number, message: string): void {
+  const waiting = heldBySlice.get(slice);
+  if (waiting === undefined) return;
+  for (const h of [...waiting]) {
+    h.opSlices.forEach((slices, i) => {
+      if (slices !== null && slices.includes(slice)) h.results[i] = [RESULT_ERROR, 'Unavailable', message];
+    });
+    release(h, slice);
+  }
+}
+
+/** The replicated slices an op reads or writes (null: none). */
+function replicatedSlicesOf(op: SliceOpMessage): number[] | null {
+  let slices: number[] | null = null;
+  switch (op[0]) {
+    case SliceOp.Put:
+    case SliceOp.Get:
+    case SliceOp.Delete:
+    case SliceOp.Update:
+    case SliceOp.Range:
+      if (replicated.has(op[2]) && store.owns(op[2])) slices = [op[2]];
+      break;
+    case SliceOp.Scan:
+      for (const s of replicated) if (s >= op[2] && s < op[7] && store.owns(s)) (slices ??= []).push(s);
+      break;
+    case SliceOp.DropTable:
+      for (const s of replicated) if (store.owns(s)) (slices ??= []).push(s);
+      break;
+    default:
+      return null;
+  }
+  return slices;
+}
+
+/** Unavailable when one of `slices` has no serving leader on this worker, else null. */
+function refusalFor(slices: number[]): SliceOpResult | null {
+  for (const s of slices) {
+    // A slice this worker does not own is the store's to refuse (WrongOwner), as before.
+    if (store.owns(s) && !replicas!.serving(s)) {
+      return [RESULT_ERROR, 'Unavailable', `slice ${s} has no serving leader on this node (term ${replicas!.of(s).term}); retry`];
+    }
+  }
+  return null;
+}
+
+/** After a task: replicated effects proposed (one record per slice), the rest for the worker log. */
+function proposeReplicated(effects: Effect[]): Effect[] {
+  const own: Effect[] = [];
+  const proposed: Effect[] = [];
+  for (const e of effects) {
+    const slice = e[0] === EFFECT_DROP_TABLE ? -1 : e[0] === EFFECT_DROP_SLICE ? e[1] : e[2];
+    if (e[0] === EFFECT_DROP_TABLE) {
+      own.push(e); // the unreplicated slices' part; propose() makes it a drop of each slice it leads
+      proposed.push(e);
+    } else if (replicated.has(slice)) proposed.push(e);
+    else own.push(e);
+  }
+  if (proposed.length > 0) replicas!.propose(proposed);
+  return own;
+}
+
+function maybeCompact(): void {
+  if (compacting || replicaLog === null || replicaLog.bytesSinceCheckpoint < Math.max(config.snapshotAfterBytes, checkpointBytesMin)) return;
+  compacting = true;
+  setImmediate(() => {
+    replicas!.compact();
+    replicaLog!.checkpoint().then(
+      () => {
+        // A checkpoint as large as the threshold would start the next one at once: wait for twice its size.
+        checkpointBytesMin = 2 * replicaLog!.bytesSinceCheckpoint;
+        compacting = false;
+      },
+      (err) => process.nextTick(() => {
+        throw err;
+      }),
+    );
+  });
+}
+
+function open(task: { port: MessagePort }): OpenSummary {
   const started = performance.now();
   mkdirSync(config.dataDir, { recursive: true });
+  port = task.port;
+  port.on('message', onPortMessage);
   const snapshot = loadSnapshot(config.dataDir, (e) => store.replay(e));
   const opened = WriteAheadLog.open(config.dataDir, config.durability, snapshot.lsn, (r) => {
     if (r.kind === RECORD_KIND.Effects) for (const e of decodeEffects(r.payload)) store.replay(e);
   });
   log = opened.log;
+  // After the worker log: a replicated slice's state is the replica log's (its snapshot and committed records).
+  const self = readStateFile<{ self: number }>(selfFile);
+  if (self !== null) openReplicas(self.self);
   return {
     items: store.itemCount,
     snapshotItems: snapshot.items,
@@ -62,10 +273,12 @@ function open(): OpenSummary {
   };
 }
 
-function runBatches(chunks: Uint8Array[], trusted: boolean[]): ChunkOutcome[] {
+function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (ReplicaControl | null)[]): ChunkAnswer[] {
   if (log === null) throw new Error('invariant broken: a batch reached the worker before it was opened');
-  const out: ChunkOutcome[] = [];
+  const out: ChunkAnswer[] = [];
+  let touched: { c: number; results: SliceOpResult[]; opSlices: (number[] | null)[] }[] | null = null;
   for (let c = 0; c < chunks.length; c++) {
+    if (controls[c] !== null) takeControl(controls[c]!);
     let ops: unknown[];
     try {
       ops = decodeSliceOps(chunks[c]);
@@ -76,19 +289,70 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[]): ChunkOutcome[] {
     }
     // Each op is checked whole before it runs: a bad one gets its error, the others run.
     const results: SliceOpResult[] = new Array(ops.length);
+    if (replicated.size === 0) {
+      for (let i = 0; i < ops.length; i++) {
+        const problem = checkSliceOp(ops[i], trusted[c]);
+        results[i] = problem === null ? store.execute(ops[i] as SliceOpMessage) : [RESULT_ERROR, 'MalformedRequest', problem];
+      }
+      out.push(encodeSliceResults(results));
+      continue;
+    }
+    const opSlices: (number[] | null)[] = new Array(ops.length).fill(null);
+    let any = false;
     for (let i = 0; i < ops.length; i++) {
       const problem = checkSliceOp(ops[i], trusted[c]);
-      results[i] = problem === null ? store.execute(ops[i] as SliceOpMessage) : [RESULT_ERROR, 'MalformedRequest', problem];
+      if (problem !== null) {
+        results[i] = [RESULT_ERROR, 'MalformedRequest', problem];
+        continue;
+      }
+      const slices = replicatedSlicesOf(ops[i] as SliceOpMessage);
+      const refusal = slices === null ? null : refusalFor(slices);
+      if (refusal !== null) {
+        results[i] = refusal;
+        continue;
+      }
+      results[i] = store.execute(ops[i] as SliceOpMessage);
+      if (slices !== null) {
+        opSlices[i] = slices;
+        any = true;
+      }
     }
-    out.push(encodeSliceResults(results));
+    if (!any) out.push(encodeSliceResults(results));
+    else {
+      out.push(''); // replaced below, once the task's records are proposed
+      (touched ??= []).push({ c, results, opSlices });
+    }
   }
-  const effects = store.takeEffects();
+  let effects = store.takeEffects();
+  if (replicated.size > 0 && effects.length > 0) effects = proposeReplicated(effects);
+  if (touched !== null) for (const t of touched) out[t.c] = holdUntilCommitted(t.results, t.opSlices);
   if (effects.length > 0) log.append(RECORD_KIND.Effects, encodeEffects(effects));
   if (log.bytesSinceSnapshot >= config.snapshotAfterBytes && !snapshotting) {
     snapshotting = true;
     setImmediate(startSnapshot, log); // after this task has answered, not inside it
   }
+  if (replicaLog !== null) maybeCompact();
   return out;
+}
+
+/** A chunk that touched replicated slices: answered now if each slice's commit index already reaches its
+ * last index (what the chunk wrote or saw), else held until it does (or the slice's leader is deposed). */
+function holdUntilCommitted(results: SliceOpResult[], opSlices: (number[] | null)[]): ChunkAnswer {
+  const waits = new Map<number, number>();
+  for (const slices of opSlices) {
+    if (slices === null) continue;
+    for (const s of slices) {
+      const r = replicas!.of(s);
+      if (r.commitIndex < r.lastIndex) waits.set(s, r.lastIndex);
+    }
+  }
+  if (waits.size === 0) return encodeSliceResults(results);
+  const h: Held = { ticket: nextTicket++, results, opSlices, waits };
+  for (const s of waits.keys()) {
+    if (!heldBySlice.has(s)) heldBySlice.set(s, new Set());
+    heldBySlice.get(s)!.add(h);
+  }
+  return { held: h.ticket };
 }
 
 /** One snapshot at a time; a log that grows past the threshold meanwhile waits for the next one. */
@@ -126,6 +390,6 @@ async function snapshot(wal: WriteAheadLog): Promise<void> {
   await wal.dropSegmentsBefore(lsn + 1);
 }
 
-export default function run(task: WorkerTask): OpenSummary | ChunkOutcome[] {
-  return task.kind === 'open' ? open() : runBatches(task.chunks, task.trusted);
+export default function run(task: WorkerTask): OpenSummary | ChunkAnswer[] {
+  return task.kind === 'open' ? open(task) : runBatches(task.chunks, task.trusted, task.controls);
 }

@@ -77,7 +77,7 @@ describe('the coordinator restarts', () => {
     await c.client.putItem('survives', { id: 'a', n: 1, v: 'kept' });
     await c.client.close();
     await stopProcess(c.cluster.coordinator.child);
-    const coordinator = await startCoordinator(join(c.dataDir, 'coordinator'), 0, c.cluster.nodes.map((n) => n.url), undefined, undefined, [], c.cluster.clusterSecret);
+    const coordinator = await startCoordinator(join(c.dataDir, 'coordinator'), 0, c.cluster.nodes.map((n) => n.url), undefined, undefined, ['--replication-factor', '1'], c.cluster.clusterSecret);
     c.cluster.coordinator = coordinator; // the fixture stops this one
     c.client = await KeysliceClient.connect(coordinator.url);
     expect(await c.client.listTables()).toEqual(['avail', 'survives']);

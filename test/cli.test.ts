@@ -174,17 +174,22 @@ describe('keyslice local', () => {
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     await waitFor(async () => out.includes('keyslice is running'), 'keyslice local to start', 30_000);
     const pidOf = (name: string) => Number(new RegExp(`\\[${name}\\] .* ready .*pid=(\\d+)`).exec(out)?.[1]);
-    const pids = { coordinator: pidOf('coordinator'), node1: pidOf('slice-node-1'), node2: pidOf('slice-node-2') };
+    const pids = { coordinator: pidOf('coordinator'), node1: pidOf('slice-node-1'), node2: pidOf('slice-node-2'), node3: pidOf('slice-node-3') };
     for (const pid of Object.values(pids)) {
       expect(pid).toBeGreaterThan(0);
       grandchildren.push(pid);
     }
+    // One node lost: every slice has replicas on the other two (R=3), so the cluster goes on and says so.
     process.kill(pids.node1, 'SIGKILL');
+    await waitFor(async () => out.includes(`keyslice: slice-node-1 (pid ${pids.node1}) was killed by SIGKILL; every slice has replicas on the other nodes`), 'the first node\'s exit to be reported', 20_000);
+    expect(alive(pids.coordinator)).toBe(true);
+    // A second one: slices lose their majority, so the rest stops.
+    process.kill(pids.node2, 'SIGKILL');
     const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 20_000));
     expect(await Promise.race([exited, timeout])).toBe(1);
-    expect(out).toContain(`keyslice: slice-node-1 (pid ${pids.node1}) was killed by SIGKILL; its slices answer Unavailable while it is down`);
+    expect(out).toContain(`keyslice: slice-node-2 (pid ${pids.node2}) was killed by SIGKILL; a second node is down`);
     expect(out).toContain('Stopping the other processes');
     expect(alive(pids.coordinator)).toBe(false);
-    expect(alive(pids.node2)).toBe(false);
+    expect(alive(pids.node3)).toBe(false);
   }, 60_000);
 });

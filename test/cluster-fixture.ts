@@ -29,7 +29,9 @@ export function useCluster(opts: Partial<ClusterOptions> = {}): ClusterHandle {
   const handle = {} as ClusterHandle;
   beforeAll(async () => {
     handle.dataDir = mkdtempSync(join(tmpdir(), 'keyslice-test-'));
-    handle.cluster = await startLocalCluster({ dataDir: handle.dataDir, ...opts });
+    // Replication factor 1 unless a test asks for more: the stories written before replication (slice moves,
+    // a node down answering Unavailable) assume one copy; test/failover.test.ts runs R=3.
+    handle.cluster = await startLocalCluster({ dataDir: handle.dataDir, replicationFactor: 1, ...opts });
     handle.client = await KeysliceClient.connect(handle.cluster.url);
     handle.http = httpApi(handle.cluster.url);
   });

@@ -18,7 +18,7 @@ afterEach(async () => {
 
 async function cluster(opts: { nodes: number; workers: number; durability?: DurabilityMode; snapshotAfterBytes?: number }) {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-durability-'));
-  const c = await startLocalCluster({ dataDir, ...opts });
+  const c = await startLocalCluster({ dataDir, replicationFactor: 1, ...opts }); // one copy: the worker log's own durability
   const client = await KeysliceClient.connect(c.url);
   cleanups.push(async () => {
     await client.close();

@@ -28,7 +28,8 @@ export interface Elastic {
 /** A coordinator with `slices` slices and `nodes` registered slice nodes (each waited for). */
 export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number }): Promise<Elastic> {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-elastic-'));
-  const extra = ['--cluster-secret', SECRET];
+  // Replication factor 1: these stories move slices, which is refused for replicated slices.
+  const extra = ['--cluster-secret', SECRET, '--replication-factor', '1'];
   if (opts.moveItemsPerSecond !== undefined) extra.push('--move-items-per-second', String(opts.moveItemsPerSecond));
   const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], opts.slices, undefined, extra);
   const e: Elastic = {

@@ -17,22 +17,23 @@ describe('node frames', () => {
     expect(() => frame([NodeFrame.Epoch, 'zzz'])).toThrow(MalformedFrame);
     expect(() => frame([NodeFrame.Epoch, 2 ** 53 + 2])).toThrow(/not a whole number/);
     expect(() => frame([NodeFrame.Epoch, -1])).toThrow(MalformedFrame);
-    expect(() => frame([NodeFrame.Assign, 5, 16, null, CLUSTER])).toThrow(/slices/);
-    expect(() => frame([NodeFrame.Assign, 5, 16, [0, 0], CLUSTER])).toThrow(/distinct/);
-    expect(() => frame([NodeFrame.Assign, 5, 16, [16], CLUSTER])).toThrow(/below 16/);
-    expect(() => frame([NodeFrame.Assign, 5, 16, [0]])).toThrow(/4 fields/);
-    expect(() => frame([NodeFrame.Assign, 5, 16, [0], 'not-an-id'])).toThrow(/cluster id/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, null, CLUSTER, null])).toThrow(/slices/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, [0, 0], CLUSTER, null])).toThrow(/distinct/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, [16], CLUSTER, null])).toThrow(/below 16/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, [0]])).toThrow(/5 fields/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, [0], CLUSTER])).toThrow(/has 5 fields, got 4/);
+    expect(() => frame([NodeFrame.Assign, 5, 16, [0], 'not-an-id', null])).toThrow(/cluster id/);
     // A well-formed Epoch of 2^52 passes the shape check: the node refuses it because of
     // the connection it comes on (test/node-protocol-fuzz.test.ts).
     expect(frame([NodeFrame.Epoch, 2 ** 52])).toEqual([NodeFrame.Epoch, 2 ** 52]);
-    expect(frame([NodeFrame.Assign, 5, 16, [3, 1], CLUSTER])).toEqual([NodeFrame.Assign, 5, 16, [3, 1], CLUSTER]);
+    expect(frame([NodeFrame.Assign, 5, 16, [3, 1], CLUSTER, null])).toEqual([NodeFrame.Assign, 5, 16, [3, 1], CLUSTER, null]);
   });
 
   it('takes only the kinds its side receives, and checks batches part by part', () => {
     expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null])).toThrow(/not one a slice node receives/);
     expect(() => frame([NodeFrame.Batch, 1, 1, []], 'coordinator')).toThrow(/not one a coordinator receives/);
     expect(frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null], 'coordinator')).toHaveLength(5);
-    expect(() => frame([NodeFrame.Hello, 3, 2], 'coordinator')).toThrow(/speaks node protocol 3, this coordinator 4/);
+    expect(() => frame([NodeFrame.Hello, 3, 2], 'coordinator')).toThrow(/speaks node protocol 3, this coordinator 5/);
     expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 0, CLUSTER, null], 'coordinator')).toThrow(/worker count/);
     const ops = Buffer.from([0x90]);
     expect(frame([NodeFrame.Batch, 1, 2, [[0, ops], [1, ops]]])).toHaveLength(4);
@@ -41,6 +42,53 @@ describe('node frames', () => {
     }
     expect(() => frame([NodeFrame.BatchError, 1, 'NoSuchCode', 'm'], 'coordinator')).toThrow(MalformedFrame);
     expect(() => decodeNodeFrame(Buffer.from([0x92, 0x01]), 'node')).toThrow(/not valid msgpack/); // a list of 2 that ends after 1
+  });
+
+  it('checks Assign replication whole: every replica set includes this node, every other replica is a peer with a URL', () => {
+    const good = { self: 1, peers: [[0, 'ws://127.0.0.1:7201'], [2, 'ws://127.0.0.1:7203']], replicas: [[3, [1, 0, 2]], [4, [0, 1]], [5, [1]]] };
+    expect(frame([NodeFrame.Assign, 5, 16, [3, 5], CLUSTER, good])[5]).toEqual(good);
+    const bad: [unknown, RegExp][] = [
+      [{ ...good, extra: 1 }, /no field "extra"/],
+      [{ ...good, self: -1 }, /self -1 is not a node index/],
+      [{ ...good, self: 'x' }, /self "x" is not a node index/],
+      [[1, [], []], /null or \{self, peers, replicas\}/],
+      [{ ...good, peers: [[1, 'ws://h:1']] }, /peer 1 is this node or named twice/],
+      [{ ...good, peers: [[0, 'ws://h:1'], [0, 'ws://h:2']] }, /peer 0 is this node or named twice/],
+      [{ ...good, peers: [[0, 'http://h:1']] }, /URL "http:\/\/h:1" is not ws:\/\/host:port/],
+      [{ ...good, peers: [[0]] }, /a peer is \[node index, url\]/],
+      [{ ...good, replicas: [[16, [1]]] }, /below the slice count/],
+      [{ ...good, replicas: [[3, [1]], [3, [1]]] }, /each slice once/],
+      [{ ...good, replicas: [[3, []]] }, /1 to 7 nodes/],
+      [{ ...good, replicas: [[3, [1, 0, 0]]] }, /names a node twice/],
+      [{ ...good, replicas: [[3, [0, 2]]] }, /does not include this node \(1\)/],
+      [{ ...good, replicas: [[3, [1, 9]]] }, /replica 9 is not among the peers/],
+      [{ ...good, replicas: [[3, [1, 'x']]] }, /replica "x" is not among the peers/],
+    ];
+    for (const [replication, why] of bad) {
+      expect(() => frame([NodeFrame.Assign, 5, 16, [3], CLUSTER, replication]), JSON.stringify(replication)).toThrow(why);
+    }
+  });
+
+  it('checks Replicate frames whole, for both receivers: the sender, each slice, each message', () => {
+    const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0 };
+    const ok = [NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }], [8, append]]];
+    for (const to of ['node', 'coordinator'] as const) expect(frame(ok, to)).toHaveLength(3);
+    expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }]]])[1]).toBe(-1);
+    const bad: [unknown[], RegExp][] = [
+      [[NodeFrame.Replicate, -2, []], /sender -2 is not a node index or -1/],
+      [[NodeFrame.Replicate, 'x', []], /sender "x"/],
+      [[NodeFrame.Replicate, 0], /has 2 fields, got 1/],
+      [[NodeFrame.Replicate, 0, null], /list of at most 4096/],
+      [[NodeFrame.Replicate, 0, Array(4097).fill([0, { type: 'Ping', seq: 1 }])], /list of at most 4096/],
+      [[NodeFrame.Replicate, 0, [[0]]], /an entry is \[slice, message\]/],
+      [[NodeFrame.Replicate, 0, [[65536, { type: 'Ping', seq: 1 }]]], /an entry is \[slice, message\]/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'Elect', term: 1 }]]], /slice 1: unknown replication message "Elect"/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'Prepare', term: -1 }]]], /Prepare.term is missing/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'Prepare', term: 1, x: 1 }]]], /Prepare has no field "x"/],
+      [[NodeFrame.Replicate, 0, [[1, { ...append, records: [{ term: 2, index: 1, payload: 'x', checksum: 5 }] }]]], /an Append record is/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'Refused', term: 1, code: 'Nope', message: '', lastIndex: 0, commitIndex: 0 }]]], /Refused.code must be one of/],
+    ];
+    for (const [f, why] of bad) for (const to of ['node', 'coordinator'] as const) expect(() => frame(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
   });
 
   it(`survives ${2000} random byte strings and msgpack values (seed ${SEED})`, () => {

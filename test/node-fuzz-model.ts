@@ -202,7 +202,7 @@ export function fuzzFrame(r: Rng, epoch: number, workers: number, nextId: () => 
   }
   if (kind === 2) {
     // A kind only the coordinator receives, or no kind at all.
-    const k = pick(r, [NodeFrame.Hello, NodeFrame.Assigned, NodeFrame.BatchReply, NodeFrame.BatchError, 0, 8, -1, 'x', null]);
+    const k = pick(r, [NodeFrame.Hello, NodeFrame.Assigned, NodeFrame.BatchReply, NodeFrame.BatchError, 0, 9, -1, 'x', null]);
     return { bytes: packr.pack([k, epoch, 1, 'x', null]), what: `frame kind ${String(k)}`, expect: 'close' };
   }
   if (kind === 3) {
@@ -212,7 +212,7 @@ export function fuzzFrame(r: Rng, epoch: number, workers: number, nextId: () => 
   }
   if (kind === 4) {
     // Assign frames: broken, or well formed for another cluster or an older epoch; all refused.
-    const frame: unknown[] = [NodeFrame.Assign, epoch + 1 + int(r, 10), 16, [0, 1], ID_HEX()];
+    const frame: unknown[] = [NodeFrame.Assign, epoch + 1 + int(r, 10), 16, [0, 1], ID_HEX(), null];
     const i = 1 + int(r, 5);
     if (int(r, 4) > 0) frame[i] = pick(r, [null, 'x', -1, 1.5, 2 ** 53 + 2, [], {}, [[0]], [0, 0], [16], [-1], 0, 2 ** 52, Array(17).fill(0).map((_, j) => j)]);
     if (int(r, 5) === 0) frame.push(null);

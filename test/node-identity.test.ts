@@ -54,7 +54,7 @@ async function readAll(): Promise<Map<string, unknown>> {
 
 beforeAll(async () => {
   await initHashing();
-  coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], 16, (l) => coordinatorLog.push(l), ['--cluster-secret', SECRET]);
+  coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], 16, (l) => coordinatorLog.push(l), ['--cluster-secret', SECRET, '--replication-factor', '1']);
   procs.push(coordinator);
   node1 = await startSliceNode({ name: 'slice-node-1', dataDir: join(dataDir, 'n1'), port: 0, workers: 2, coordinator: coordinator.url, clusterSecret: SECRET });
   procs.push(node1);

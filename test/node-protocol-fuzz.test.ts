@@ -157,10 +157,10 @@ describe('a slice node given bad frames by a peer with the cluster secret', () =
     expect(unpackr.unpack(results)).toEqual([[RESULT_ERROR, 'MalformedRequest', expect.stringMatching(/never in a batch/)]]);
     expect(await peer.epoch()).toBe(epoch);
     // An Assign with slices null: refused; so is a well-formed one for another cluster.
-    peer.send(plainPackr.pack([NodeFrame.Assign, epoch + 1, 16, null, 'ab'.repeat(16)]));
+    peer.send(plainPackr.pack([NodeFrame.Assign, epoch + 1, 16, null, 'ab'.repeat(16), null]));
     expect(await peer.epoch()).toBeNull();
     peer = await Peer.open(url);
-    peer.send(recordPackr.pack([NodeFrame.Assign, epoch + 1, 16, [], 'ab'.repeat(16)]));
+    peer.send(recordPackr.pack([NodeFrame.Assign, epoch + 1, 16, [], 'ab'.repeat(16), null]));
     expect(await peer.epoch()).toBeNull();
     await expectIntact(epoch, before);
   });

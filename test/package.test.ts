@@ -164,7 +164,7 @@ describe('npm pack and npm install, as a user', () => {
     for (const m of out.matchAll(/ready .*pid=(\d+)/g)) localPids.push(Number(m[1]));
     clusterUrl = /keyslice is running: (http:\/\/\S+)/.exec(out)![1];
     // The processes run the installed package's code, not this checkout's.
-    expect(localPids).toHaveLength(3);
+    expect(localPids).toHaveLength(4); // a coordinator and three slice nodes;
     if (existsSync('/proc')) {
       for (const pid of localPids) expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).toContain(join(app, 'node_modules', pkg.name, 'dist'));
     }

@@ -43,7 +43,8 @@ function fresh(): Setup {
 }
 
 async function coordinator(routers: number, extra: string[] = []): Promise<ManagedProcess> {
-  const c = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, [], 64, undefined, ['--cluster-secret', SECRET, '--routers', String(routers), ...extra]);
+  // Replication factor 1: these stories move slices onto nodes that join, which is refused for replicated slices.
+  const c = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, [], 64, undefined, ['--cluster-secret', SECRET, '--routers', String(routers), '--replication-factor', '1', ...extra]);
   setup.procs.push(c);
   return c;
 }

@@ -17,11 +17,11 @@ usage:
   keyslice coordinator [options]    start a coordinator (keyslice coordinator --help for its options)
   keyslice router --coordinator <http://host:port>   start a router: serves clients with the coordinator's catalog and map (keyslice router --help)
   keyslice node [options]           start a slice node (keyslice node --help); with --coordinator it registers itself
-  keyslice local                    start a coordinator and two slice nodes on 127.0.0.1 (what npm start runs; keyslice local --help)
+  keyslice local                    start a coordinator and three slice nodes on 127.0.0.1 (what npm start runs; keyslice local --help)
   keyslice status [--watch]         nodes, slices per node, items/bytes/load per node, moves in flight
   keyslice add <ws://host:port>     add a slice node by address; slices move onto it (waits, with progress)
   keyslice drain <ws://host:port>   move every slice off a node (waits, with progress)
-  keyslice remove <ws://host:port>  forget a drained node
+  keyslice remove <ws://host:port>  forget a drained node, or (replication factor > 1) one that is down: its replicas are placed again
          [--forget-data]            ... or one that owns slices whose data is lost: they go, empty, to the other nodes
   keyslice advise FILE --table T    judge a key design and its alternatives on sample items (keyslice advise --help)
   keyslice import TABLE FILE        load JSON lines or CSV into a table (keyslice import --help)
@@ -37,11 +37,12 @@ options of status, add, drain, remove:
 
 const LOCAL_USAGE = `usage: keyslice local
 
-Starts a coordinator and two slice nodes (two worker threads each) on 127.0.0.1 and
-keeps them running until Ctrl-C, which stops them all; if one of them exits, the others
-are stopped too. This is what npm start runs. It takes no options; environment
+Starts a coordinator and three slice nodes (two worker threads each) on 127.0.0.1 and
+keeps them running until Ctrl-C, which stops them all. Each slice has a replica on every
+node (replication factor 3), so when one node exits the others keep serving; if the
+coordinator or a second node exits, the others are stopped too. This is what npm start runs. It takes no options; environment
 variables, read by keyslice local only:
-  KEYSLICE_PORT   the coordinator's port; the nodes take the next two (default 7100; 0: any free ports)
+  KEYSLICE_PORT   the coordinator's port; the nodes take the next three (default 7100; 0: any free ports)
   KEYSLICE_DATA   the folder that holds every process's data (default ./data)
   KEYSLICE_REPLICATION_FACTOR   the coordinator's --replication-factor (default auto; docs/replication.md)
 `;

@@ -183,6 +183,9 @@ export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTE
   });
 }
 
+/** Slice nodes of `npm start` / `keyslice local` (ports 7101-7103 by default). */
+export const LOCAL_NODES = 3;
+
 export async function startLocalCluster(opts: ClusterOptions): Promise<LocalCluster> {
   const nodeCount = opts.nodes ?? 2;
   const workers = opts.workers ?? 2;
@@ -231,14 +234,15 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
   }
 }
 
-// `npm start`: a coordinator and two slice nodes of two workers each, data under ./data.
+// `npm start`: a coordinator and three slice nodes of two workers each, data under ./data: with the
+// default replication factor (3 replicas of each slice) the cluster keeps serving when one node dies.
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   // `npm start` takes its settings from the environment only; an argument is a mistake, said before anything starts.
   const args = process.argv.slice(2);
   if (args.length > 0) {
     const help = args.every((a) => a === '--help' || a === '-h');
     (help ? console.log : console.error)(
-      'usage: npm start (node dist/coordinator/cli/local-cluster.js): a coordinator and two slice nodes on 127.0.0.1\n' +
+      'usage: npm start (node dist/coordinator/cli/local-cluster.js): a coordinator and three slice nodes on 127.0.0.1\n' +
         'settings from the environment: KEYSLICE_DATA (default ./data), KEYSLICE_PORT (default 7100; nodes on the next ports),\n' +
         'KEYSLICE_REPLICATION_FACTOR, KEYSLICE_CLUSTER_SECRET. For flags, use `keyslice local --help`.',
     );
@@ -249,6 +253,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const replicationFactor = process.env.KEYSLICE_REPLICATION_FACTOR;
   const cluster = await startLocalCluster({
     dataDir,
+    nodes: LOCAL_NODES,
     replicationFactor: replicationFactor === undefined || replicationFactor === '' ? undefined : replicationFactor === 'auto' ? 'auto' : Number(replicationFactor),
     coordinatorPort: port,
     nodePortBase: port === 0 ? 0 : port + 1,
@@ -275,15 +280,27 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   };
   process.on('SIGINT', () => stop(0));
   process.on('SIGTERM', () => stop(0));
+  // With replicas on every node (the default factor), one node lost leaves every slice a majority of its replicas.
+  const survivesOneNode = replicationFactor === undefined || replicationFactor === '' || replicationFactor === 'auto' || Number(replicationFactor) >= 3;
+  let nodesDown = 0;
   for (const p of [cluster.coordinator, ...cluster.nodes]) {
     p.child.on('exit', (code, signal) => {
       if (stopping) return;
       const how = signal !== null ? `was killed by ${signal}` : `exited with code ${code}`;
+      if (p !== cluster.coordinator && survivesOneNode && ++nodesDown === 1) {
+        console.error(
+          `keyslice: ${p.name} (pid ${p.child.pid}) ${how}; every slice has replicas on the other nodes, which elect new leaders, so the cluster keeps serving. ` +
+            `Restart the whole cluster (Ctrl-C, then npm start) to bring the node back, or remove it for good: keyslice remove ${p.url}`,
+        );
+        return;
+      }
       // A half cluster would look alive while part of the data answers Unavailable: better to stop it whole, and say so.
       const why =
         p === cluster.coordinator
           ? 'without the coordinator no request is served'
-          : 'its slices answer Unavailable while it is down, so the cluster would serve only part of the keys';
+          : nodesDown > 1
+            ? 'a second node is down, so slices without a majority of their replicas cannot be served'
+            : 'its slices answer Unavailable while it is down, so the cluster would serve only part of the keys';
       console.error(`keyslice: ${p.name} (pid ${p.child.pid}) ${how}; ${why}. Stopping the other processes; run keyslice local again to restart (the data stays in ${dataDir}).`);
       void stop(1);
     });

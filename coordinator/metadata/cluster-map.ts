@@ -43,8 +43,18 @@ interface ClusterMapState {
   followers?: number[][];
   /** terms[slice]: the leader term; only grows. Absent in older maps (all 1). */
   terms?: number[];
+  /** termsUsed[slice]: the largest term an election of the slice used (persisted before any replica
+   * hears of it), so that a restarted coordinator never uses a term twice. Absent in older maps. */
+  termsUsed?: number[];
 }
-type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[] };
+type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[] };
+
+/** One slice's election outcome to record (coordinator/metadata/replica-leaders.ts). */
+export interface Elected {
+  slice: number;
+  leader: number;
+  term: number;
+}
 
 /** The replication factor asked for: a number, or 'auto' (shared/limits.ts replicationFactorDefault). */
 export type ReplicationSetting = number | 'auto';
@@ -87,6 +97,7 @@ export class ClusterMap {
         nodeIds: saved.nodeIds ?? saved.nodes.map(() => null),
         followers: saved.followers ?? saved.owners.map(() => []),
         terms: saved.terms ?? saved.owners.map(() => 1),
+        termsUsed: saved.termsUsed ?? saved.terms ?? saved.owners.map(() => 1),
       }, replication);
       if (saved.clusterId === undefined) map.save(map.state);
       for (const url of nodes) map.addNode(url);
@@ -104,6 +115,7 @@ export class ClusterMap {
       nodeIds: nodes.map(() => null),
       followers: owners.map(() => []),
       terms: owners.map(() => 1),
+      termsUsed: owners.map(() => 1),
     };
     placeFollowers(state, effectiveFactor(replication, state));
     const map = new ClusterMap(path, state, replication);
@@ -145,6 +157,58 @@ export class ClusterMap {
   /** The slice's leader term; it only grows, and grows whenever the leader changes. */
   termOf(slice: number): number {
     return this.state.terms[slice];
+  }
+
+  /** The largest term the slice's leader or any election of it used: the next election takes a larger one. */
+  lastTermUsed(slice: number): number {
+    return Math.max(this.state.terms[slice], this.state.termsUsed[slice]);
+  }
+
+  /** One turn of the failover runner, in one write: the terms its elections took (`used`, slice ->
+   * term) and the leaders they chose. A new leader is recorded as promote() does (the old one stays a
+   * follower); a leader elected again only takes the new term. The epoch moves only when an owner
+   * changed (routing); a term alone is not routing. Returns whether owners changed. */
+  recordElections(used: ReadonlyMap<number, number>, elected: readonly Elected[]): boolean {
+    const next = structuredClone(this.state);
+    let ownersChanged = false;
+    for (const [slice, term] of used) {
+      assert(Number.isSafeInteger(term) && term > next.termsUsed[slice] && term > next.terms[slice], `an election's term is new (slice ${slice}: used ${next.termsUsed[slice]}, got ${term})`);
+      next.termsUsed[slice] = term;
+    }
+    for (const { slice, leader, term } of elected) {
+      const replicas = next.owners[slice] < 0 ? [] : [next.owners[slice], ...next.followers[slice]];
+      assert(replicas.includes(leader), `node ${leader} is a replica of slice ${slice}`);
+      assert(Number.isSafeInteger(term) && term > next.terms[slice] && term <= next.termsUsed[slice], `a leader term only grows and was used (slice ${slice} is at ${next.terms[slice]}, got ${term})`);
+      if (leader !== next.owners[slice]) {
+        ownersChanged = true;
+        next.owners[slice] = leader;
+        next.followers[slice] = replicas.filter((r) => r !== leader);
+      }
+      next.terms[slice] = term;
+    }
+    if (ownersChanged) next.epoch++;
+    assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
+    checkReplicas(next);
+    this.save(next);
+    this.state = next;
+    if (ownersChanged || elected.length > 0) this.onChange();
+    return ownersChanged;
+  }
+
+  /** Removes a node whose slices have other replicas (it may be down): each slice it leads is led,
+   * in the map, by its first follower until an election names its leader (routers retry meanwhile),
+   * and the node's replicas are placed again on the other active nodes. */
+  removeReplicatedNode(node: number): void {
+    this.commit((next) => {
+      for (let s = 0; s < next.sliceCount; s++) {
+        if (next.owners[s] !== node) continue;
+        assert(next.followers[s].length > 0, `slice ${s} has a replica besides node ${node}`);
+        next.owners[s] = next.followers[s][0];
+        next.followers[s] = next.followers[s].slice(1);
+      }
+      next.followers = next.followers.map((f) => f.filter((n) => n !== node));
+      next.status[node] = 'removed';
+    });
   }
 
   /** Places followers after a change of nodes' status or count (no epoch change when none moves:
@@ -276,9 +340,9 @@ export class ClusterMap {
   }
 
   /** The map as routers get it (a copy). */
-  view(): { clusterId: string; epoch: number; sliceCount: number; nodes: string[]; status: NodeStatus[]; owners: number[] } {
+  view(): { clusterId: string; epoch: number; sliceCount: number; nodes: string[]; status: NodeStatus[]; owners: number[]; replicationFactor: number } {
     const s = this.state;
-    return { clusterId: s.clusterId, epoch: s.epoch, sliceCount: s.sliceCount, nodes: [...s.nodes], status: [...s.status], owners: [...s.owners] };
+    return { clusterId: s.clusterId, epoch: s.epoch, sliceCount: s.sliceCount, nodes: [...s.nodes], status: [...s.status], owners: [...s.owners], replicationFactor: this.replicationFactor };
   }
 
   /** A change at a new epoch: made to a copy, saved, and only then in force, so that
@@ -288,9 +352,10 @@ export class ClusterMap {
     change(next);
     next.epoch++;
     assert(next.epoch > this.state.epoch, 'an epoch only grows');
-    // A new leader gets a new term; a term never goes back.
+    // A new leader gets a new term, above every term an election used; a term never goes back.
     for (let s = 0; s < next.sliceCount; s++) {
-      if (next.owners[s] !== this.state.owners[s] && next.terms[s] <= this.state.terms[s]) next.terms[s] = this.state.terms[s] + 1;
+      if (next.owners[s] !== this.state.owners[s] && next.terms[s] <= this.state.terms[s]) next.terms[s] = Math.max(this.state.terms[s], this.state.termsUsed[s]) + 1;
+      next.termsUsed[s] = Math.max(next.termsUsed[s], next.terms[s]);
     }
     placeFollowers(next, effectiveFactor(this.replication, next));
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');

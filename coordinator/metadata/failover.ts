@@ -69,6 +69,7 @@ export class SliceFailover {
   private election: { term: number; startedAt: number; answers: Map<ReplicaId, LastRecord> } | null = null;
   /** Elections started, for reports. */
   elections = 0;
+  private voters: readonly ReplicaId[];
 
   constructor(
     private readonly replicas: readonly ReplicaId[],
@@ -78,8 +79,14 @@ export class SliceFailover {
     private readonly host: FailoverHost,
     /** Which replica leads, from the answers (the simulation swaps in a wrong one to see its checker catch it). */
     private readonly choose: typeof chooseLeader = chooseLeader,
+    /** Whose answers make the majority, when the replica set changed (docs/replication.md): the OLD set,
+     * since an acknowledged write is durable on a majority of the set it was acknowledged in. Only
+     * replicas of the new set that are also in it can be chosen. Null: the replicas themselves. */
+    electorate: readonly ReplicaId[] | null = null,
   ) {
     assert(new Set(replicas).size === replicas.length && replicas.length >= 1, 'a slice\'s replicas are distinct');
+    this.voters = electorate ?? replicas;
+    assert(this.voters.some((r) => replicas.includes(r)), 'the old and the new replica set share a replica');
     this.leader = leader;
     this.term = term;
     this.lastGoodAt = host.now();
@@ -107,13 +114,18 @@ export class SliceFailover {
 
   receive(from: ReplicaId, m: ReplicationMessage): void {
     if (m.type === 'Pong') {
-      if (this.election === null && from === this.leader && m.term === this.term && m.leading) this.lastGoodAt = this.host.now();
+      if (this.election !== null || from !== this.leader || m.term < this.term) return;
+      if (m.term === this.term && m.leading) this.lastGoodAt = this.host.now();
+      // It restarted (it leads nothing) or it promised a newer term: no need to wait out the timeout.
+      else this.lastGoodAt = -Infinity;
       return;
     }
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.replicas.includes(from)) return;
-    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
-    const chosen = this.choose(this.replicas, this.election.answers);
+    // Answers of the electorate only: a new replica (not in the old set) holds nothing to choose from.
+    if (this.voters.includes(from)) this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
+    const chosen = this.choose(this.voters, this.election.answers);
     if (chosen === null) return;
+    assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
     const term = this.election.term;
     this.election = null;
     this.leader = chosen;
@@ -129,6 +141,27 @@ export class SliceFailover {
     this.host.persistTerm(term);
     this.elections++;
     this.election = { term, startedAt: this.host.now(), answers: new Map() };
-    for (const r of this.replicas) this.host.send(r, { type: 'Prepare', term });
+    for (const r of new Set([...this.replicas, ...this.voters])) this.host.send(r, { type: 'Prepare', term });
+  }
+
+  /** The replica set changed and its new leader has been heard leading long enough: elections
+   * count the replicas themselves again (docs/replication.md says what this leaves open). */
+  settleElectorate(): void {
+    this.voters = this.replicas;
+  }
+  get electorateSettled(): boolean {
+    return this.voters === this.replicas;
+  }
+  /** Whose answers an election counts. */
+  get electorate(): readonly ReplicaId[] {
+    return this.voters;
+  }
+  /** The coordinator lost its link to the leader: elect without waiting out the heartbeat timeout. */
+  suspectLeader(): void {
+    this.lastGoodAt = -Infinity;
+  }
+  /** When the leader last answered that it leads the term (ms of host.now()). */
+  get leaderHeardAt(): number {
+    return this.lastGoodAt;
   }
 }

@@ -13,17 +13,16 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { NodeStatusReport, ClusterStatus } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRY_DELAY_MS_MAX, MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, SliceOp } from '../../shared/protocol.js';
 import { NodeLink, requireReady, type NodeHello } from './node-link.js';
+import { FAILOVER_TIMING_DEFAULT, type FailoverTiming } from './failover.js';
+import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
 import { SliceMover, Throttle } from './slice-mover.js';
 
-/** Said by status while slice nodes do not ship their log to the followers the map names. */
-const REPLICATION_NOT_WIRED =
-  'followers are placed in the cluster map, but slice nodes do not replicate to them yet: each slice is served and stored by its leader alone (docs/replication.md)';
 const NODE_URL = /^wss?:\/\/[^/\s]+$/;
 const REBALANCE_INTERVAL_MS = 500;
 
@@ -31,6 +30,8 @@ export class Membership {
   /** links[i] talks to map.nodes[i]; a removed node's link is closed. */
   readonly links: NodeLink[] = [];
   readonly mover: SliceMover;
+  /** Elects each replicated slice's leader (coordinator/metadata/replica-leaders.ts). */
+  readonly leaders: ReplicaLeaders;
   private readonly lastHeartbeat = new Map<number, number>();
   /** Nodes that failed a move recently, and until when the rebalancer leaves them be. */
   private readonly backoffUntil = new Map<number, number>();
@@ -48,9 +49,11 @@ export class Membership {
     itemsPerSecond: number,
     private readonly autoRebalance: boolean,
     private readonly log: (line: string) => void,
+    failoverTiming: FailoverTiming = FAILOVER_TIMING_DEFAULT,
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
+    this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     this.timer = setInterval(() => this.rebalance(), REBALANCE_INTERVAL_MS);
     this.timer.unref();
   }
@@ -58,13 +61,23 @@ export class Membership {
   private newLink(url: string, index: number): NodeLink {
     const link = new NodeLink(
       url,
-      () => ({ epoch: this.map.epoch, sliceCount: this.map.sliceCount, slices: this.map.slicesOf(index), clusterId: this.map.clusterId }),
+      () => ({
+        epoch: this.map.epoch,
+        sliceCount: this.map.sliceCount,
+        slices: this.map.slicesOf(index),
+        clusterId: this.map.clusterId,
+        replication: assignReplication(this.map, index),
+      }),
       () => this.map.epoch,
       this.log,
       this.clusterSecret,
       (hello) => this.admit(index, hello),
     );
-    link.onStateChange = () => this.onLinkChange();
+    link.onStateChange = () => {
+      if (link.state !== 'ready') this.leaders?.linkLost(index);
+      this.onLinkChange();
+    };
+    link.onReplicate = (entries) => this.leaders.receive(index, entries);
     if (this.map.statusOf(index) === 'removed') link.close();
     return link;
   }
@@ -73,6 +86,11 @@ export class Membership {
   linkOf(slice: number): NodeLink | null {
     const owner = this.map.ownerOf(slice);
     return owner < 0 ? null : this.links[owner];
+  }
+
+  /** Every node that is connected gets its assignment again (its led slices or replica sets changed). */
+  private reassignAll(): void {
+    this.links.forEach((l, i) => this.map.statusOf(i) !== 'removed' && l.reassign());
   }
 
   /** Links of the nodes that are part of the cluster (not removed). */
@@ -114,6 +132,15 @@ export class Membership {
   /** In this process the map is always the newest: wait a little longer each time. */
   afterWrongOwner(attempt: number): Promise<void> {
     return new Promise((r) => setTimeout(r, Math.min(1 + attempt * 2, WRONG_OWNER_RETRY_DELAY_MS_MAX)));
+  }
+
+  get replicationFactor(): number {
+    return this.map.replicationFactor;
+  }
+
+  /** In this process the map is always the newest: the election moves it on; wait a little. */
+  afterNoLeader(attempt: number): Promise<void> {
+    return new Promise((r) => setTimeout(r, Math.min(10 + attempt * 10, FAILOVER_RETRY_DELAY_MS_MAX)));
   }
 
   /** Why node `index` (or a node new to the map, index -1) may not serve under this
@@ -208,6 +235,7 @@ export class Membership {
   drain(url: unknown): void {
     const index = this.indexOf(url);
     if (this.map.statusOf(index) === 'draining') return;
+    if (this.map.replicationFactor > 1) throw new KeysliceError('InvalidState', replicatedMoveRefusal('drain', this.map.nodes[index], this.map.replicationFactor));
     const others = this.map.nodes.filter((_, i) => i !== index && this.map.statusOf(i) === 'active');
     if (others.length === 0) throw new KeysliceError('InvalidState', `node ${this.map.nodes[index]} is the only active node; its slices have nowhere to go`);
     this.map.setStatus(index, 'draining');
@@ -223,6 +251,8 @@ export class Membership {
     const index = this.indexOf(url);
     const node = this.map.nodes[index];
     const owned = this.map.slicesOf(index);
+    const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
+    if (held.length > 0) return this.removeReplicated(index, held);
     if (owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
@@ -235,6 +265,47 @@ export class Membership {
     this.lastHeartbeat.delete(index);
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.log(`node ${node} removed`);
+  }
+
+  /** Removes a node that holds replicas of replicated slices, up or down (docs/replication.md): its
+   * link is closed first (so it takes no part in what follows), the map names another replica
+   * as each of its slices' leader until their elections (which count the old replica set's majority)
+   * choose one, and its replicas are placed again on the other active nodes, where they catch up
+   * from their leaders. Refused when a slice would be left without a majority of its replicas or
+   * without a copy. */
+  private removeReplicated(index: number, held: number[]): void {
+    const node = this.map.nodes[index];
+    const lone = this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length === 1);
+    if (lone.length > 0) {
+      throw new KeysliceError(
+        'InvalidState',
+        `node ${node} holds the only copy of ${lone.length} slices (e.g. slice ${lone[0]}) besides replicas of others; removing it would lose them: drain it first, or bring a replica up`,
+      );
+    }
+    for (const s of held) {
+      const set = this.map.replicasOf(s);
+      if (set.length - 1 < Math.floor(set.length / 2) + 1) {
+        throw new KeysliceError(
+          'InvalidState',
+          `slice ${s} has ${set.length} replicas; without node ${node} the ${set.length - 1} left are not a majority of them, so none can be chosen as sure to hold every acknowledged write. ` +
+            (set.length === 2 ? 'With replication factor 2 a node that is gone for good cannot be removed safely; ' : '') +
+            'bring the node back, then remove it once its slices have more replicas',
+        );
+      }
+    }
+    if ([...this.mover.moving.values()].some((m) => m.from === node || m.to === node)) {
+      throw new KeysliceError('InvalidState', `a slice move to or from ${node} is in flight; retry when it ends (keyslice status)`);
+    }
+    const led = this.map.slicesOf(index).length;
+    this.links[index].close();
+    this.map.removeReplicatedNode(index);
+    assert(this.map.slicesOf(index).length === 0, 'a removed node owns no slice');
+    this.lastHeartbeat.delete(index);
+    this.reassignAll();
+    this.leaders.sync();
+    this.log(
+      `node ${node} removed: it held replicas of ${held.length} slices (leading ${led}); their leaders are elected among the other replicas and their replicas placed again on the other active nodes`,
+    );
   }
 
   /** Hands the slices of node `index` to the active nodes that are up (fewest slices
@@ -299,6 +370,8 @@ export class Membership {
    * differ by more than one. Nodes that are down are counted but not moved to or from. */
   rebalance(): void {
     if (!this.autoRebalance && !this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
+    // Slice moves copy a slice's data to one node; replicated slices are not moved yet (docs/replication.md).
+    if (this.map.replicationFactor > 1) return;
     const now = Date.now();
     const usable = (i: number) => this.isUp(i) && (this.backoffUntil.get(i) ?? 0) <= now;
     for (let guard = 0; guard < MOVES_IN_FLIGHT_MAX && this.running < MOVES_IN_FLIGHT_MAX; guard++) {
@@ -377,7 +450,7 @@ export class Membership {
       nodes: nodes.filter((n) => n.status !== 'removed'),
       replication: {
         ...this.map.replicationReport(),
-        note: this.map.replicationFactor > 1 ? REPLICATION_NOT_WIRED : '',
+        note: this.replicationNote(),
       },
       moves: {
         inFlight: [...this.mover.moving.values()],
@@ -388,6 +461,19 @@ export class Membership {
         pending: this.pendingMoves(counts),
       },
     };
+  }
+
+  /** Status's line on leaders: how many replicated slices have one, by node, and their terms. */
+  private replicationNote(): string {
+    const s = this.leaders.summary();
+    if (s.replicated === 0) return '';
+    const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
+    const waiting = s.replicated - s.led;
+    return (
+      `${s.led} of ${s.replicated} replicated slices have an elected leader (${by.length > 0 ? by.join(', ') : 'none yet'})` +
+      (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
+      `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections since the coordinator started`
+    );
   }
 
   /** Moves still to make (a rough count: draining slices plus the excess over an even share). */
@@ -405,8 +491,18 @@ export class Membership {
 
   close(): void {
     clearInterval(this.timer);
+    this.leaders.close();
     for (const l of this.links) l.close();
   }
+}
+
+/** Why a slice move (drain, rebalance) is refused while slices are replicated. */
+function replicatedMoveRefusal(what: string, node: string, factor: number): string {
+  return (
+    `keyslice ${what} moves slices between nodes, which is not done for replicated slices yet (replication factor ${factor}). ` +
+    `To take ${node} out, stop it and run "keyslice remove ${node}": its slices keep serving from their other replicas, which are placed again on the other nodes. ` +
+    'Or start the coordinator with --replication-factor 1 (docs/replication.md)'
+  );
 }
 
 function checkUrl(url: unknown): string {

@@ -19,7 +19,9 @@ import {
   NODE_RECONNECT_DELAY_MS_MAX,
   NODE_RECONNECT_DELAY_MS_MIN,
   NODE_REQUEST_TIMEOUT_MS,
+  REPLICATION_FRAME_ENTRIES_MAX,
 } from '../../shared/limits.js';
+import { COORDINATOR } from '../../shared/replication-protocol.js';
 import {
   closeReason,
   CLUSTER_SECRET_HEADER,
@@ -32,13 +34,15 @@ import {
   NODE_PROTOCOL_VERSION,
   RESULT_ERROR,
   RESULT_OK,
+  type AssignReplication,
+  type ReplicateEntry,
   type SliceOpMessage,
   type SliceOpResult,
 } from '../../shared/protocol.js';
 import { SendQueue, type FrameParts } from './send-queue.js';
 
 type Settle = { resolve: (v: unknown) => void; reject: (e: KeysliceError) => void };
-type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout; queue: SendQueue<Settle> };
+type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout; queue: SendQueue<Settle>; sentAt: number };
 
 export type LinkState = 'connecting' | 'assigning' | 'ready' | 'closed';
 
@@ -70,11 +74,15 @@ export class NodeLink {
   lostAt = 0;
   /** Called when the link becomes ready or stops being ready (the routers' feed says which nodes are up). */
   onStateChange: () => void = () => {};
+  /** Replication messages from the node (a Replicate frame's entries; coordinator/metadata/replica-leaders.ts). */
+  onReplicate: (entries: ReplicateEntry[]) => void = () => {};
+  /** Assigns sent on the ready link (reassign) whose Assigned has not come back yet. */
+  private reassigning = 0;
 
   constructor(
     readonly url: string,
     /** Null: a router's link, which uses the node as the coordinator assigned it. */
-    private readonly assignment: (() => { epoch: number; sliceCount: number; slices: number[]; clusterId: string }) | null,
+    private readonly assignment: (() => { epoch: number; sliceCount: number; slices: number[]; clusterId: string; replication: AssignReplication | null }) | null,
     private readonly currentEpoch: () => number,
     private readonly log: (line: string) => void,
     private readonly clusterSecret = '',
@@ -88,6 +96,25 @@ export class NodeLink {
   sendEpoch(epoch: number): void {
     assert(this.assignment !== null, 'only the coordinator moves a node\'s epoch');
     if (this.ws !== null && this.ws.readyState === WebSocket.OPEN && this.state !== 'connecting') this.ws.send(encodeNodeFrame([NodeFrame.Epoch, epoch]));
+  }
+
+  /** Sends the node its assignment again (its led slices or replica sets changed: a failover, a
+   * removal); a link that is not ready gets it when it is. */
+  reassign(): void {
+    assert(this.assignment !== null, 'only the coordinator assigns a node its slices');
+    if (this.ws === null || this.ws.readyState !== WebSocket.OPEN || this.state !== 'ready') return;
+    const a = this.assignment();
+    this.reassigning++;
+    this.ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId, a.replication]));
+  }
+
+  /** Sends replication messages to the node in one frame (at most REPLICATION_FRAME_ENTRIES_MAX
+   * entries: the caller splits). Dropped while the link is not ready: the failover's heartbeat and
+   * election timeouts resend what matters. */
+  sendReplicate(entries: ReplicateEntry[]): void {
+    assert(entries.length <= REPLICATION_FRAME_ENTRIES_MAX, 'a Replicate frame holds at most REPLICATION_FRAME_ENTRIES_MAX entries');
+    if (this.ws === null || this.ws.readyState !== WebSocket.OPEN || this.state !== 'ready') return;
+    this.ws.send(encodeNodeFrame([NodeFrame.Replicate, COORDINATOR, entries]));
   }
 
   /** Queues one op for the worker that owns `slice`. */
@@ -202,10 +229,21 @@ export class NodeLink {
         this.state = 'assigning';
         const a = this.assignment();
         this.assignedEpoch = a.epoch;
-        ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId]));
+        this.reassigning = 0;
+        ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId, a.replication]));
+        return;
+      }
+      case NodeFrame.Replicate: {
+        if (this.assignment === null || this.state === 'connecting') return this.protocolError(ws, 'a Replicate frame before Hello, or to a router');
+        this.onReplicate(frame[2]);
         return;
       }
       case NodeFrame.Assigned: {
+        if (this.assignment !== null && this.state === 'ready' && this.reassigning > 0) {
+          this.reassigning--;
+          if (frame[1] < this.currentEpoch()) ws.send(encodeNodeFrame([NodeFrame.Epoch, this.currentEpoch()]));
+          return;
+        }
         if (this.assignment === null || this.state !== 'assigning' || frame[1] !== this.assignedEpoch) return this.protocolError(ws, `Assigned for epoch ${frame[1]} (${this.state})`);
         // The map moved on while the node took its assignment: its slices did not change
         // (a move gives up when either side reconnects), only the epoch.
@@ -287,12 +325,22 @@ export class NodeLink {
       () => this.failBatch(batchId, new KeysliceError('Unavailable', `slice node ${this.url} did not answer within ${NODE_REQUEST_TIMEOUT_MS} ms`)),
       NODE_REQUEST_TIMEOUT_MS,
     );
-    this.inFlight.set(batchId, { waiting, timer, queue: this.queue });
+    this.inFlight.set(batchId, { waiting, timer, queue: this.queue, sentAt: Date.now() });
     if (ws === null || this.state !== 'ready') {
       this.failBatch(batchId, this.unavailable());
       return;
     }
     ws.send(encodeNodeFrame([NodeFrame.Batch, batchId, this.currentEpoch(), parts]));
+  }
+
+  /** Fails the batches sent more than `olderThanMs` ago that the node has not answered: it stopped
+   * answering and another node was elected to lead its slices (a frozen node would otherwise hold
+   * them for NODE_REQUEST_TIMEOUT_MS). Their outcome is unknown, as after a lost connection. */
+  abandonInFlight(olderThanMs: number, why: string): number {
+    const before = Date.now() - olderThanMs;
+    const ids = [...this.inFlight].filter(([, b]) => b.sentAt <= before).map(([id]) => id);
+    for (const id of ids) this.failBatch(id, new KeysliceError('Unavailable', `slice node ${this.url} ${why}; a write in flight may or may not have been applied`));
+    return ids.length;
   }
 
   private failBatch(batchId: number, err: KeysliceError): void {

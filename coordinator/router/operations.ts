@@ -11,6 +11,8 @@ import {
   PAGE_ITEMS_DEFAULT,
   PAGE_ITEMS_MAX,
   SCAN_SEGMENTS_MAX,
+  FAILOVER_RETRIES_MAX,
+  FAILOVER_RETRY_MS_MAX,
   WRONG_OWNER_RETRIES_MAX,
     WRONG_OWNER_RETRY_MS_MAX,
 } from '../../shared/limits.js';
@@ -273,21 +275,40 @@ export class Operations {
 
   /** Sends an op to the node that owns its slice. An op refused with WrongOwner was not
    * applied (the slice was switching owners): it is sent again with the map as it is
-   * then, a bounded number of times; the client sees added latency, not the error. */
+   * then, a bounded number of times; the client sees added latency, not the error.
+   * On a replicated slice, an op whose node answered that the slice has no serving leader,
+   * or that could not be sent because the owner's node is not connected, was not applied
+   * either (a failover is under way): it is sent again, bounded, once the map names the
+   * new leader. An answer of unknown outcome (a lost connection, a deposed leader) is not. */
   private async toSlice(slice: number, op: SliceOpMessage): Promise<unknown> {
     const started = Date.now();
+    let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
       const link = this.cluster.linkOf(slice);
       if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
       if (link.state !== 'ready') await this.cluster.linkReady(link);
+      if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
+        await this.cluster.afterNoLeader(failoverTries++);
+        continue;
+      }
       try {
         return await link.send(slice, op);
       } catch (err) {
+        if (err instanceof KeysliceError && isNoServingLeader(err) && this.failoverRetry(started, failoverTries)) {
+          await this.cluster.afterNoLeader(failoverTries++);
+          continue;
+        }
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-        if (attempt + 1 >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) throw err;
+        if (attempt + 1 - failoverTries >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0)) throw err;
         await this.cluster.afterWrongOwner(attempt);
       }
     }
+  }
+
+  /** Whether an op that met a failover (no serving leader) is tried again: only on replicated
+   * slices, within FAILOVER_RETRIES_MAX tries and FAILOVER_RETRY_MS_MAX. */
+  private failoverRetry(started: number, tries: number): boolean {
+    return this.cluster.replicationFactor > 1 && tries < FAILOVER_RETRIES_MAX && Date.now() - started < FAILOVER_RETRY_MS_MAX;
   }
 
   /** A single-item write: a failed condition names the item. */
@@ -366,8 +387,19 @@ export class Operations {
    * lag the nodes'; the coordinator's never does). */
   private async scanWorkers(table: Table, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, to: number): Promise<ScanResult[]> {
     const started = Date.now();
+    let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
-      const links = await this.cluster.scanLinks(fromSlice, to);
+      let links: NodeLink[];
+      try {
+        links = await this.cluster.scanLinks(fromSlice, to);
+      } catch (err) {
+        // A scan only reads: on replicated slices a node that is down is waited out (a failover names another).
+        if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
+          await this.cluster.afterNoLeader(failoverTries++);
+          continue;
+        }
+        throw err;
+      }
       // Only the workers that own a slice of the range are asked.
       const workers = new Set<string>();
       const asked: Promise<unknown>[] = [];
@@ -382,11 +414,23 @@ export class Operations {
       const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
       if (failed === undefined) return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value as ScanResult);
       const err = failed.reason;
+      if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
+        await this.cluster.afterNoLeader(failoverTries++);
+        continue;
+      }
       if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-      if (attempt + 1 >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) throw err;
+      if (attempt + 1 - failoverTries >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) throw err;
       await this.cluster.afterWrongOwner(attempt);
     }
   }
+}
+
+/** A node's answer that a replicated slice has no serving leader there (no election finished for it,
+ * or it was deposed before the op ran): nothing was applied, so the op may be sent again. The node
+ * says it in these words (slice-worker), and answers of unknown outcome never contain them. */
+const NO_SERVING_LEADER = 'has no serving leader';
+export function isNoServingLeader(err: KeysliceError): boolean {
+  return err.code === 'Unavailable' && err.message.includes(NO_SERVING_LEADER);
 }
 
 function returnValuesOf<T extends string>(v: unknown, allowed: readonly T[]): T {

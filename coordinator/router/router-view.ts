@@ -14,6 +14,8 @@ import {
   ROUTER_LINK_FIRST_WAIT_MS,
   ROUTER_REFRESH_INTERVAL_MS_MIN,
   WRONG_OWNER_RETRY_DELAY_MS_MAX,
+  FAILOVER_RETRY_DELAY_MS_MAX,
+  LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
 } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol.js';
 import { tableNamed, withColumns, type Table } from '../metadata/catalog.js';
@@ -107,6 +109,17 @@ export class RouterView implements Routing, TableSource {
     if (link.generation > 0 && !back) return;
     link.reconnectNow();
     await link.waitReady(ROUTER_LINK_FIRST_WAIT_MS);
+  }
+
+  get replicationFactor(): number {
+    return this.view?.replicationFactor ?? 1;
+  }
+
+  async afterNoLeader(attempt: number): Promise<void> {
+    const epoch = this.epoch;
+    void this.refresh();
+    const until = Date.now() + Math.min(10 + attempt * 10, FAILOVER_RETRY_DELAY_MS_MAX);
+    while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
   }
 
   async afterWrongOwner(attempt: number): Promise<void> {
@@ -219,7 +232,15 @@ export class RouterView implements Routing, TableSource {
       this.log(`ignored a map at epoch ${v.epoch}, older than this router's ${old.epoch}`);
       return;
     }
+    // A replicated slice led elsewhere now: its old leader's node lost an election, most likely because
+    // it stopped answering (frozen); what this router still waits for from it is given up (outcome unknown)
+    // rather than held for the whole request timeout.
+    const deposed = new Set<number>();
+    if (old !== null && (v.replicationFactor ?? 1) > 1 && old.nodes.length <= v.nodes.length) {
+      old.owners.forEach((o, s) => o >= 0 && v.owners[s] !== o && deposed.add(o));
+    }
     this.view = v;
+    for (const node of deposed) this.links[node]?.abandonInFlight(LEADER_HEARTBEAT_TIMEOUT_MS_MIN, 'lost the leadership of slices to an election');
     this.tables = new Map(v.tables.map((t) => [t.name, withColumns(t)]));
     v.nodes.forEach((url, i) => {
       const link = this.links[i];

@@ -33,4 +33,9 @@ export interface Routing {
   /** Waits before an op refused WrongOwner is sent again (`attempt` from 0): a router
    * also asks for the newer map. */
   afterWrongOwner(attempt: number): Promise<void>;
+  /** Replicas per slice in force (above 1: a node may answer that a slice has no serving leader). */
+  readonly replicationFactor: number;
+  /** Waits before an op that met a failover (no serving leader, or the leader's node is not
+   * connected) is sent again (`attempt` from 0): a router also asks for the newer map. */
+  afterNoLeader(attempt: number): Promise<void>;
 }

@@ -73,6 +73,11 @@ export class ReplicaLog {
     return { log, recovery };
   }
 
+  /** Bytes appended since the last checkpoint (or start): when to compact. */
+  get bytesSinceCheckpoint(): number {
+    return this.wal.bytesSinceSnapshot;
+  }
+
   /** The slices this log holds anything of. */
   get sliceIds(): number[] {
     return [...this.slices.keys()].sort((a, b) => a - b);

@@ -1,6 +1,6 @@
 // The replicas of a worker's slices, on the worker's store: the bridge between the
 // replication core (replica.ts, one Replica per slice) and the worker's
-// partitions (partition.ts). Not yet used by worker.ts (docs/replication.md).
+// partitions (partition.ts). worker.ts creates one per worker (docs/replication.md).
 //
 // - A record's payload is the effects of one task on one slice (log-format.ts),
 //   so a follower applies a committed record with store.replay(), the path WAL
@@ -81,6 +81,17 @@ export class SliceReplicas {
     return out;
   }
 
+  /** The leaders' heartbeat to their followers (resends what was not acknowledged, and the commit index). */
+  tick(): void {
+    for (const r of this.replicas.values()) if (r.isLeader) r.tick();
+  }
+
+  /** Compacts every replica's log into a snapshot of its applied state (a leader holding uncommitted
+   * records waits for the next time); the caller then checkpoints the replica log. */
+  compact(): void {
+    for (const r of this.replicas.values()) r.compact();
+  }
+
   private start(slice: number): Replica {
     // Set once constructed: the constructor already applies what the log holds as committed.
     let replica: Replica | undefined;
@@ -99,7 +110,7 @@ export class SliceReplicas {
           this.store.replay([EFFECT_DROP_SLICE, slice, null]);
           if (state !== null) for (const e of decodeEffects(state)) this.store.replay(e);
         },
-        snapshotState: () => encodeEffects([...this.store.entries()].filter((e) => e[0] === EFFECT_SET && e[2] === slice)),
+        snapshotState: () => encodeEffects([...this.store.sliceEntries(slice)]),
         committed: (index) => this.events.committed?.(slice, index),
         deposed: (term) => {
           // The store ran ahead of the commit point: put it back to exactly what is committed.

@@ -1,0 +1,158 @@
+// Put throughput of replicated (R=3) against unreplicated (R=1) slices, side by
+// side on the same three slice node processes, driven over the node protocol as
+// the coordinator drives them (no coordinator or router in the way, so the
+// figure is the nodes' own cost of replication). Node 0 leads slices 0..15;
+// slices 0..7 have followers on nodes 1 and 2 (elected with Prepare/Lead),
+// slices 8..15 have one replica. Rounds alternate R=1 and R=3 so that the
+// machine's other load falls on both alike.
+//
+//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import WebSocket from 'ws';
+import { startSliceNode, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
+import { parseArgs, intArg } from '../shared/cli-args.js';
+import type { DurabilityMode } from '../shared/limits.js';
+import {
+  CLUSTER_SECRET_HEADER,
+  decodeNodeFrame,
+  decodeSliceResults,
+  encodeNodeFrame,
+  encodeSliceOps,
+  NodeFrame,
+  RESULT_OK,
+  SliceOp,
+  type AssignReplication,
+  type NodeFrameMessage,
+  type SliceOpMessage,
+} from '../shared/protocol.js';
+import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+
+const args = parseArgs(
+  process.argv.slice(2),
+  {
+    seconds: { default: '5', help: 'seconds per round' },
+    rounds: { default: '2', help: 'rounds of each (R=1, R=3 alternating)' },
+    'in-flight': { default: '16', help: 'batches in flight' },
+    batch: { default: '32', help: 'puts per batch' },
+    durability: { default: 'os', help: 'os | fsync' },
+    workers: { default: '2', help: 'worker threads per node' },
+  },
+  'usage: node dist/bench/replication-node.js [options]',
+);
+const SECONDS = intArg('seconds', args.seconds, 1, 600);
+const ROUNDS = intArg('rounds', args.rounds, 1, 20);
+const IN_FLIGHT = intArg('in-flight', args['in-flight'], 1, 1024);
+const BATCH = intArg('batch', args.batch, 1, 512);
+const WORKERS = intArg('workers', args.workers, 1, 16);
+const DURABILITY = args.durability as DurabilityMode;
+const CLUSTER = '0123456789abcdef0123456789abcdef';
+const SLICES = 16;
+const REPLICATED = [0, 1, 2, 3, 4, 5, 6, 7];
+const SINGLE = [8, 9, 10, 11, 12, 13, 14, 15];
+const WAIT_MS = 30_000;
+
+class Link {
+  readonly ws: WebSocket;
+  private readonly waiting = new Map<number, (f: NodeFrameMessage) => void>();
+  private nextId = 1;
+  private constructor(url: string) {
+    this.ws = new WebSocket(url, { headers: { [CLUSTER_SECRET_HEADER]: '' } });
+    this.ws.on('message', (data: Buffer) => {
+      const f = decodeNodeFrame(data, 'coordinator');
+      const key = f[0] === NodeFrame.Assigned ? -f[1] - 1 : f[0] === NodeFrame.BatchReply || f[0] === NodeFrame.BatchError ? f[1] : f[0] === NodeFrame.Replicate ? -1e9 : null;
+      if (key !== null) this.waiting.get(key)?.(f);
+    });
+  }
+  static open(url: string): Promise<Link> {
+    const l = new Link(url);
+    return new Promise((resolve, reject) => {
+      l.ws.once('message', () => resolve(l));
+      l.ws.once('error', reject);
+    });
+  }
+  private wait(key: number): Promise<NodeFrameMessage> {
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`no answer ${key}`)), WAIT_MS);
+      this.waiting.set(key, (f) => {
+        clearTimeout(t);
+        this.waiting.delete(key);
+        resolve(f);
+      });
+    });
+  }
+  async assign(epoch: number, led: number[], replication: AssignReplication): Promise<void> {
+    const done = this.wait(-epoch - 1);
+    this.ws.send(encodeNodeFrame([NodeFrame.Assign, epoch, SLICES, led, CLUSTER, replication]));
+    await done;
+  }
+  replicate(entries: [number, ReplicationMessage][]): void {
+    this.ws.send(encodeNodeFrame([NodeFrame.Replicate, COORDINATOR, entries]));
+  }
+  async batch(epoch: number, worker: number, ops: SliceOpMessage[]): Promise<boolean> {
+    const id = this.nextId++;
+    const answer = this.wait(id);
+    this.ws.send(encodeNodeFrame([NodeFrame.Batch, id, epoch, [[worker, encodeSliceOps(ops)]]]));
+    const f = await answer;
+    return f[0] === NodeFrame.BatchReply && decodeSliceResults(f[3]).every((r) => r[0] === RESULT_OK);
+  }
+}
+
+const root = mkdtempSync(join(tmpdir(), 'keyslice-bench-repl-'));
+const procs: ManagedProcess[] = [];
+try {
+  for (let i = 0; i < 3; i++) procs.push(await startSliceNode({ name: `node-${i}`, dataDir: join(root, `node-${i}`), port: 0, workers: WORKERS, durability: DURABILITY }));
+  const links = await Promise.all(procs.map((p) => Link.open(p.url)));
+  const replication = (self: number): AssignReplication => ({
+    self,
+    peers: [0, 1, 2].filter((n) => n !== self).map((n) => [n, procs[n].url] as [number, string]),
+    replicas: REPLICATED.map((s) => [s, [0, 1, 2]] as [number, number[]]),
+  });
+  await links[0].assign(1, [...REPLICATED, ...SINGLE], replication(0));
+  await links[1].assign(1, [], replication(1));
+  await links[2].assign(1, [], replication(2));
+  for (const l of links) l.replicate(REPLICATED.map((s) => [s, { type: 'Prepare', term: 1 }]));
+  await new Promise((r) => setTimeout(r, 500)); // the promises are durable on every node by then
+  links[0].replicate(REPLICATED.map((s) => [s, { type: 'Lead', term: 1, followers: [1, 2] }]));
+  // Serving once each slice's barrier is committed.
+  for (let i = 0; i < 100; i++) {
+    const ok = await Promise.all(REPLICATED.map((s) => links[0].batch(1, s % WORKERS, [[SliceOp.Get, 1, s, 'x', null]])));
+    if (ok.every(Boolean)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  let n = 0;
+  const value = { v: 'x'.repeat(100) };
+  async function round(slices: number[]): Promise<number> {
+    const deadline = Date.now() + SECONDS * 1000;
+    let done = 0;
+    await Promise.all(
+      Array.from({ length: IN_FLIGHT }, async (_, loop) => {
+        const worker = loop % WORKERS;
+        const mine = slices.filter((s) => s % WORKERS === worker);
+        while (Date.now() < deadline) {
+          const ops: SliceOpMessage[] = Array.from({ length: BATCH }, () => {
+            const key = `k${n++}`;
+            return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null];
+          });
+          if (!(await links[0].batch(1, worker, ops))) throw new Error('a put failed');
+          done += BATCH;
+        }
+      }),
+    );
+    return done / SECONDS;
+  }
+  const rates: Record<string, number[]> = { 'R=1': [], 'R=3': [] };
+  for (let r = 0; r < ROUNDS; r++) {
+    rates['R=1'].push(await round(SINGLE));
+    rates['R=3'].push(await round(REPLICATED));
+  }
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${IN_FLIGHT} batches of ${BATCH} puts in flight, ${ROUNDS} rounds of ${SECONDS} s each`);
+  for (const [k, xs] of Object.entries(rates)) console.log(`${k}: ${Math.round(mean(xs))} puts/s (rounds: ${xs.map(Math.round).join(', ')})`);
+  console.log(`R=3 / R=1: ${(mean(rates['R=3']) / mean(rates['R=1'])).toFixed(2)}`);
+  for (const l of links) l.ws.terminate();
+} finally {
+  for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+  rmSync(root, { recursive: true, force: true });
+}

@@ -1,0 +1,240 @@
+// The failover runner: one SliceFailover (failover.ts) per replicated slice, driven over the
+// coordinator's node links (docs/replication.md). Messages to the nodes go as Replicate frames,
+// every message for one node produced in one turn in one frame; answers come back on the same
+// links. What a turn's elections decided (the terms they took, the leaders they chose) is written
+// to the cluster map in one write at the end of the turn, BEFORE any Prepare or Lead of that turn
+// leaves, so a term is never used twice and routers never see a leader the map does not hold.
+//
+// At start no slice has a known leader (a node leads nothing until told at a term), so every
+// replicated slice is elected at once; the map's leader wins a tie. A leader that stops answering
+// (heartbeat timeout), whose link is lost, or that answers it does not lead, is replaced.
+//
+// A replica set that changed (a node removed while down, a node joining to refill a set) is a new
+// SliceFailover whose elections count the OLD set's answers (the electorate) until the new leader
+// has been heard leading for a heartbeat timeout; docs/replication.md says what this leaves open.
+import { FAILOVER_TICK_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
+import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
+import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
+import type { ClusterMap, Elected } from './cluster-map.js';
+import { SliceFailover, type FailoverTiming } from './failover.js';
+import type { NodeLink } from './node-link.js';
+
+interface Run {
+  failover: SliceFailover;
+  /** The replica set as the failover knows it, and as a sorted key to notice a change. */
+  replicas: number[];
+  key: string;
+  /** When this failover last published a leader (0: not yet). */
+  publishedAt: number;
+}
+
+const majority = (n: number) => Math.floor(n / 2) + 1;
+const keyOf = (replicas: readonly number[]) => [...replicas].sort((a, b) => a - b).join(',');
+
+/** What Assign's replication field says to node `node` (null: none of its slices has followers). */
+export function assignReplication(map: ClusterMap, node: number): AssignReplication | null {
+  const replicas: [number, number[]][] = [];
+  const peers = new Set<number>();
+  for (let s = 0; s < map.sliceCount; s++) {
+    const set = map.replicasOf(s);
+    if (set.length <= 1 || !set.includes(node)) continue;
+    replicas.push([s, set]);
+    for (const n of set) if (n !== node) peers.add(n);
+  }
+  if (replicas.length === 0) return null;
+  return { self: node, peers: [...peers].sort((a, b) => a - b).map((n) => [n, map.nodes[n]]), replicas };
+}
+
+export class ReplicaLeaders {
+  private readonly runs = new Map<number, Run>();
+  private outbox = new Map<number, ReplicateEntry[]>();
+  private used = new Map<number, number>();
+  private elected = new Map<number, Elected>();
+  private flushQueued = false;
+  private lastStartLogAt = 0;
+  private readonly timer: NodeJS.Timeout;
+  private closed = false;
+  /** Elections started since this process started, for status. */
+  elections = 0;
+
+  constructor(
+    private readonly map: ClusterMap,
+    /** links[i] talks to map.nodes[i] (Membership's array: it grows as nodes join). */
+    private readonly links: readonly NodeLink[],
+    private readonly timing: FailoverTiming,
+    private readonly log: (line: string) => void,
+    /** Owners changed (new epoch): every node gets its assignment again. */
+    private readonly reassignAll: () => void,
+  ) {
+    this.timer = setInterval(() => this.tick(), Math.min(FAILOVER_TICK_MS, timing.pingIntervalMs));
+    this.timer.unref();
+    this.sync();
+  }
+
+  /** The slice's leader as the failover knows it (null: an election is under way or none ran yet). */
+  leaderOf(slice: number): number | null {
+    return this.runs.get(slice)?.failover.currentLeader ?? null;
+  }
+
+  /** A summary for status: replicated slices, those with a leader, elections run. */
+  summary(): { replicated: number; led: number; ledBy: number[]; elections: number; termMin: number; termMax: number } {
+    const ledBy = this.map.nodes.map(() => 0);
+    let led = 0;
+    let termMin = Infinity;
+    let termMax = 0;
+    for (const [slice, run] of this.runs) {
+      const leader = run.failover.currentLeader;
+      if (leader !== null && run.publishedAt > 0) {
+        led++;
+        ledBy[leader]++;
+      }
+      termMin = Math.min(termMin, this.map.termOf(slice));
+      termMax = Math.max(termMax, this.map.termOf(slice));
+    }
+    return { replicated: this.runs.size, led, ledBy, elections: this.elections, termMin: termMin === Infinity ? 0 : termMin, termMax };
+  }
+
+  /** Follows the map's replica sets: a failover for each replicated slice, a new one when its set changed. */
+  sync(): void {
+    let changed = false;
+    for (let slice = 0; slice < this.map.sliceCount; slice++) {
+      const replicas = this.map.replicasOf(slice);
+      const run = this.runs.get(slice);
+      if (replicas.length <= 1) {
+        this.runs.delete(slice);
+        continue;
+      }
+      const key = keyOf(replicas);
+      if (run !== undefined && run.key === key) continue;
+      changed = true;
+      // A changed set: the old one (or the one before it, if its change had not settled) elects.
+      const electorate = run === undefined ? null : run.failover.electorateSettled ? run.replicas : run.failover.electorate;
+      if (run !== undefined) this.log(`slice ${slice}: replicas ${run.replicas.join(',')} -> ${replicas.join(',')}; electing among the old set's majority`);
+      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, electorate);
+      this.runs.set(slice, { failover, replicas, key, publishedAt: 0 });
+    }
+    // The nodes learn their new replica sets before this turn's Prepares leave (flush runs after).
+    if (changed) this.reassignAll();
+  }
+
+  /** Replication messages from node `node` (its link's frame). */
+  receive(node: number, entries: ReplicateEntry[]): void {
+    for (const [slice, message] of entries) {
+      const run = this.runs.get(slice);
+      if (run === undefined || !run.replicas.includes(node)) continue;
+      run.failover.receive(node, message);
+    }
+  }
+
+  /** A node's link stopped being ready: its slices need a leader now, not after the heartbeat timeout. */
+  linkLost(node: number): void {
+    for (const run of this.runs.values()) if (run.failover.currentLeader === node) run.failover.suspectLeader();
+    this.tick();
+  }
+
+  close(): void {
+    this.closed = true;
+    clearInterval(this.timer);
+  }
+
+  private ready(node: number): boolean {
+    return this.links[node]?.state === 'ready';
+  }
+
+  private tick(): void {
+    if (this.closed) return;
+    this.sync();
+    const now = Date.now();
+    for (const run of this.runs.values()) {
+      const f = run.failover;
+      // Without a majority of the electorate connected no election can finish: wait rather than burn terms.
+      const reachable = f.electorate.filter((n) => this.ready(n)).length;
+      if (f.currentLeader === null && reachable < majority(f.electorate.length)) continue;
+      f.tick();
+      if (!f.electorateSettled && f.currentLeader !== null && run.publishedAt > 0 && now - run.publishedAt >= this.timing.heartbeatTimeoutMs && now - f.leaderHeardAt < this.timing.heartbeatTimeoutMs) {
+        f.settleElectorate();
+      }
+    }
+  }
+
+  private host(slice: number) {
+    return {
+      send: (to: ReplicaId, message: ReplicationMessage) => {
+        let box = this.outbox.get(to);
+        if (box === undefined) this.outbox.set(to, (box = []));
+        box.push([slice, message]);
+        this.queueFlush();
+      },
+      now: () => Date.now(),
+      persistTerm: (term: number) => {
+        this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
+        this.elections++;
+        this.queueFlush();
+      },
+      publish: (leader: ReplicaId, term: number) => {
+        this.elected.set(slice, { slice, leader, term });
+        const run = this.runs.get(slice);
+        if (run !== undefined) run.publishedAt = Date.now();
+        this.queueFlush();
+      },
+    };
+  }
+
+  private queueFlush(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    setImmediate(() => this.flush());
+  }
+
+  /** The end of a turn: persist, then tell the nodes (Assign first, so a new leader routes its
+   * slices when its Lead arrives), then the messages, one frame per node. */
+  private flush(): void {
+    this.flushQueued = false;
+    const used = this.used;
+    const elected = [...this.elected.values()].filter((e) => {
+      // A failover replaced within this turn (its set changed) may have published at a term the map moved past.
+      const replicas = this.map.replicasOf(e.slice);
+      return replicas.includes(e.leader) && e.term > this.map.termOf(e.slice) && e.term <= Math.max(used.get(e.slice) ?? 0, this.map.lastTermUsed(e.slice));
+    });
+    const outbox = this.outbox;
+    this.used = new Map();
+    this.elected = new Map();
+    this.outbox = new Map();
+    if (this.closed) return;
+    for (const [slice, term] of [...used]) if (term <= this.map.lastTermUsed(slice)) used.delete(slice);
+    let ownersChanged = false;
+    // Nodes that lose a slice's leadership because they stopped answering: what they hold unanswered is given up below.
+    const deposed = new Set<number>();
+    for (const e of elected) {
+      const was = this.map.ownerOf(e.slice);
+      if (was >= 0 && was !== e.leader) deposed.add(was);
+    }
+    if (used.size > 0 || elected.length > 0) {
+      try {
+        ownersChanged = this.map.recordElections(used, elected);
+      } catch (err) {
+        // Nothing of this turn leaves unpersisted: the failovers' timeouts start again.
+        this.log(`cannot record elections in the cluster map (${(err as Error).message}); their messages are not sent, elections start again`);
+        return;
+      }
+      const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
+      if (started.length > 0 && Date.now() - this.lastStartLogAt >= 1_000) {
+        this.lastStartLogAt = Date.now();
+        this.log(`elections started for ${started.length} slices (e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.electorate.join(',')}, term ${used.get(started[0])})`);
+      }
+      const moved = elected.length;
+      if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}`);
+      else if (moved > 8) this.log(`${moved} slices elected their leaders (terms ${Math.min(...elected.map((e) => e.term))}..${Math.max(...elected.map((e) => e.term))})`);
+    }
+    if (ownersChanged) this.reassignAll();
+    for (const node of deposed) {
+      const n = this.links[node]?.abandonInFlight(this.timing.heartbeatTimeoutMs, 'did not answer and lost the leadership of slices to an election') ?? 0;
+      if (n > 0) this.log(`gave up ${n} batches that ${this.map.nodes[node]} did not answer for ${this.timing.heartbeatTimeoutMs} ms (it lost leaderships to an election)`);
+    }
+    for (const [node, entries] of outbox) {
+      const link = this.links[node];
+      if (link === undefined || this.map.statusOf(node) === 'removed') continue;
+      for (let i = 0; i < entries.length; i += REPLICATION_FRAME_ENTRIES_MAX) link.sendReplicate(entries.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX));
+    }
+  }
+}

@@ -1,0 +1,381 @@
+// Replication through real slice node processes on 127.0.0.1. The test plays the
+// coordinator over the node protocol, as coordinator/metadata does: Hello and
+// Assign (with replica sets), then Replicate frames (Prepare, Lead, Ping) to elect
+// a leader of some slices, and Batch frames of puts and gets to that leader. The
+// nodes replicate among themselves over the links they dial to each other.
+//   - a put is answered only once a follower holds it (both followers frozen: no
+//     answer; one thawed: the answer comes);
+//   - the leader SIGKILLed, another replica elected (Prepare to the two left,
+//     Lead to the one with the largest last (term, index)): every acknowledged put
+//     reads back from it;
+//   - the old leader restarted catches up (its last (term, index) reaches the
+//     leader's), and serves every put once it leads;
+//   - a Replicate frame of an older term is refused (StaleTerm), and a peer that
+//     sends garbage loses its connection while the node keeps serving.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSliceNode, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
+import {
+  CLUSTER_SECRET_HEADER,
+  decodeNodeFrame,
+  decodeSliceResults,
+  encodeNodeFrame,
+  encodeSliceOps,
+  NodeFrame,
+  RESULT_OK,
+  SliceOp,
+  type AssignReplication,
+  type NodeFrameMessage,
+  type SliceOpMessage,
+  type SliceOpResult,
+} from '../shared/protocol.js';
+import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+
+const CLUSTER = '0123456789abcdef0123456789abcdef';
+const SLICES = 16;
+const WORKERS = 2;
+/** Slices 0..3 are replicated on all three nodes; 4 and 5 have one replica (R=1), on node 0. */
+const REPLICATED = [0, 1, 2, 3];
+const SINGLE = [4, 5];
+const TABLE = 1;
+const WAIT_MS = 15_000;
+
+let root: string;
+const nodes: (ManagedProcess | null)[] = [null, null, null];
+const urls: string[] = [];
+const links: (Link | null)[] = [null, null, null];
+let epoch = 0;
+const lines: string[] = [];
+/** Every acknowledged put: key -> [slice, value]. */
+const acked = new Map<string, [number, number]>();
+/** The node that leads the replicated slices now. */
+let leader = 0;
+
+/** The test's side of one node's connection: what a coordinator's link does. */
+class Link {
+  private readonly ws: WebSocket;
+  private readonly replies = new Map<number, (f: NodeFrameMessage) => void>();
+  private readonly waiters: { test: (slice: number, m: ReplicationMessage) => boolean; resolve: (m: [number, ReplicationMessage]) => void }[] = [];
+  private readonly assigned = new Map<number, () => void>();
+  readonly received: [number, ReplicationMessage][] = [];
+  closed: Promise<void>;
+  private nextBatch = 1;
+  /** Took an Assign: Epoch frames on this connection are the coordinator's. */
+  isAssigned = false;
+
+  private constructor(url: string) {
+    this.ws = new WebSocket(url, { headers: { [CLUSTER_SECRET_HEADER]: '' } });
+    this.ws.on('error', () => {});
+    this.closed = new Promise((resolve) => this.ws.on('close', () => resolve()));
+    this.ws.on('message', (data: Buffer) => {
+      const f = decodeNodeFrame(data, 'coordinator');
+      if (f[0] === NodeFrame.Assigned) this.assigned.get(f[1])?.();
+      else if (f[0] === NodeFrame.BatchReply || f[0] === NodeFrame.BatchError) this.replies.get(f[1])?.(f);
+      else if (f[0] === NodeFrame.Replicate) {
+        for (const [slice, m] of f[2]) {
+          this.received.push([slice, m]);
+          const i = this.waiters.findIndex((w) => w.test(slice, m));
+          if (i >= 0) this.waiters.splice(i, 1)[0].resolve([slice, m]);
+        }
+      }
+    });
+  }
+
+  static open(url: string): Promise<Link> {
+    const link = new Link(url);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no Hello from ${url}`)), WAIT_MS);
+      link.ws.once('message', () => {
+        clearTimeout(timer);
+        resolve(link);
+      });
+    });
+  }
+
+  send(frame: NodeFrameMessage): void {
+    this.ws.send(encodeNodeFrame(frame));
+  }
+
+  async assign(led: number[], replication: AssignReplication | null): Promise<void> {
+    const e = ++epoch;
+    const done = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no Assigned for epoch ${e}`)), WAIT_MS);
+      this.assigned.set(e, () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    this.send([NodeFrame.Assign, e, SLICES, led, CLUSTER, replication]);
+    await done;
+    this.isAssigned = true;
+    // Every node's epoch moves with the map, as the coordinator's Epoch frames do.
+    for (const l of links) if (l !== null && l !== this && l.isAssigned) l.send([NodeFrame.Epoch, e]);
+  }
+
+  /** Replication messages from the coordinator. */
+  replicate(entries: [number, ReplicationMessage][]): void {
+    this.send([NodeFrame.Replicate, COORDINATOR, entries]);
+  }
+
+  /** The next message (or one already received after `from`) that passes `test`. */
+  expectMessage(test: (slice: number, m: ReplicationMessage) => boolean, ms = WAIT_MS): Promise<[number, ReplicationMessage]> {
+    const seen = this.received.find(([s, m]) => test(s, m));
+    if (seen !== undefined) {
+      this.received.splice(this.received.indexOf(seen), 1);
+      return Promise.resolve(seen);
+    }
+    return new Promise((resolve, reject) => {
+      const w = {
+        test,
+        resolve: (m: [number, ReplicationMessage]) => {
+          clearTimeout(timer);
+          this.received.splice(this.received.indexOf(m), 1);
+          resolve(m);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        reject(new Error(`no such replication message within ${ms} ms`));
+      }, ms);
+      this.waiters.push(w);
+    });
+  }
+
+  /** Runs ops (all of one worker) as one Batch part; resolves with their results, or null if no answer comes within `ms`. */
+  batch(worker: number, ops: SliceOpMessage[], ms = WAIT_MS): Promise<SliceOpResult[] | null> {
+    const id = this.nextBatch++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.replies.delete(id);
+        resolve(null);
+      }, ms);
+      this.replies.set(id, (f) => {
+        clearTimeout(timer);
+        this.replies.delete(id);
+        if (f[0] === NodeFrame.BatchReply) resolve(decodeSliceResults(f[3]));
+        else reject(new Error(`BatchError: ${JSON.stringify(f)}`));
+      });
+      this.send([NodeFrame.Batch, id, epoch, [[worker, encodeSliceOps(ops)]]]);
+    });
+  }
+
+  close(): void {
+    this.ws.terminate();
+  }
+}
+
+const put = (slice: number, key: string, v: number): SliceOpMessage => [SliceOp.Put, TABLE, slice, key, { k: key, v }, 16, null];
+const get = (slice: number, key: string): SliceOpMessage => [SliceOp.Get, TABLE, slice, key, null];
+/** A put of `key` on `slice`, sent to the worker that owns the slice. */
+const putOn = (link: Link, slice: number, key: string, v: number, ms?: number) => link.batch(slice % WORKERS, [put(slice, key, v)], ms);
+
+/** The map's view of the replicated slices' sets, led by `leader`. */
+function replication(self: number, leader: number): AssignReplication {
+  const order = [leader, ...[0, 1, 2].filter((n) => n !== leader)];
+  return {
+    self,
+    peers: [0, 1, 2].filter((n) => n !== self).map((n) => [n, urls[n]] as [number, string]),
+    replicas: [...REPLICATED.map((s) => [s, order] as [number, number[]]), ...(self === 0 ? SINGLE.map((s) => [s, [0]] as [number, number[]]) : [])],
+  };
+}
+
+async function startNode(i: number): Promise<void> {
+  const port = urls[i] === undefined ? 0 : Number(new URL(urls[i]).port);
+  const proc = await startSliceNode({ name: `node-${i}`, dataDir: join(root, `node-${i}`), port, workers: WORKERS, durability: 'fsync', log: (l) => lines.push(l) });
+  nodes[i] = proc;
+  urls[i] = proc.url;
+}
+
+/** Elects a leader of the replicated slices at `term` among `voters`: Prepare to each, Lead to the one
+ * with the largest last (term, index) (`prefer` among equals), assigned its slices; answers which. */
+async function elect(term: number, voters: number[], prefer?: number): Promise<number> {
+  const answers: { node: number; lastTerm: number; lastIndex: number }[][] = REPLICATED.map(() => []);
+  await Promise.all(
+    voters.map(async (n) => {
+      const link = links[n]!;
+      link.replicate(REPLICATED.map((s) => [s, { type: 'Prepare', term }]));
+      for (const s of REPLICATED) {
+        const [, m] = await link.expectMessage((slice, msg) => slice === s && msg.type === 'Prepared' && msg.term === term);
+        if (m.type === 'Prepared') answers[s].push({ node: n, lastTerm: m.lastTerm, lastIndex: m.lastIndex });
+      }
+    }),
+  );
+  const last = (a: { lastTerm: number; lastIndex: number }) => a.lastTerm * 2 ** 26 + a.lastIndex;
+  // One leader for all four slices: a replica whose last (term, index) is the largest for every one of them.
+  const fit = voters.filter((n) => REPLICATED.every((s) => answers[s].every((a) => last(a) <= last(answers[s].find((b) => b.node === n)!))));
+  expect(fit.length, JSON.stringify(answers)).toBeGreaterThan(0);
+  leader = prefer !== undefined && fit.includes(prefer) ? prefer : fit[0];
+  links[leader]!.replicate(REPLICATED.map((s) => [s, { type: 'Lead', term, followers: [0, 1, 2].filter((n) => n !== leader) }]));
+  await links[leader]!.assign([...REPLICATED, ...(leader === 0 ? SINGLE : [])], replication(leader, leader));
+  // Serving once its barrier is committed: a Ping's Pong says it leads; the first put shows it serves.
+  await pollUntil(async () => {
+    const r = await putOn(links[leader]!, 0, `probe-${term}`, term, 2000);
+    return r !== null && r[0][0] === RESULT_OK;
+  });
+  for (const n of [0, 1, 2]) if (n !== leader && links[n] !== null) await links[n]!.assign([], replication(n, leader));
+  return leader;
+}
+
+async function pollUntil(ok: () => Promise<boolean>, ms = WAIT_MS): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (let i = 0; i < 200 && Date.now() < deadline; i++) {
+    if (await ok()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`not so within ${ms} ms`);
+}
+
+function stop(i: number, signal: NodeJS.Signals): Promise<void> {
+  const child = nodes[i]!.child;
+  nodes[i] = null;
+  links[i]?.close();
+  links[i] = null;
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    process.kill(child.pid!, signal);
+  });
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'keyslice-repl-'));
+  for (let i = 0; i < 3; i++) await startNode(i);
+  for (let i = 0; i < 3; i++) links[i] = await Link.open(urls[i]);
+  // The map: node 0 leads slices 0..5; 0..3 have followers on nodes 1 and 2.
+  await links[0]!.assign([...REPLICATED, ...SINGLE], replication(0, 0));
+  await links[1]!.assign([], replication(1, 0));
+  await links[2]!.assign([], replication(2, 0));
+});
+
+afterAll(async (ctx) => {
+  if (ctx.tasks.some((t) => t.result?.state === 'fail') || process.env.KEYSLICE_TEST_LOG === '1') console.log(lines.slice(-80).join('\n'));
+  for (let i = 0; i < 3; i++) {
+    const n = nodes[i];
+    if (n === null) continue;
+    if (n.child.signalCode === 'SIGSTOP') process.kill(n.child.pid!, 'SIGCONT');
+    await stop(i, 'SIGKILL');
+  }
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+describe('replication between real slice nodes', () => {
+  it('refuses ops on a replicated slice before a leader is elected, and serves R=1 slices as before', async () => {
+    const [r] = (await putOn(links[0]!, 0, 'early', 1))!;
+    expect(r).toEqual([1, 'Unavailable', expect.stringMatching(/slice 0 has no serving leader on this node \(term 0\); retry/)]);
+    const single = (await putOn(links[0]!, 4, 'one', 1))!;
+    expect(single[0][0]).toBe(RESULT_OK);
+  });
+
+  it('elects a leader, and answers a put only once a follower holds it', async () => {
+    expect(await elect(1, [0, 1, 2])).toBe(0);
+    for (let i = 0; i < 40; i++) {
+      const slice = REPLICATED[i % REPLICATED.length];
+      const [r] = (await putOn(links[0]!, slice, `k${i}`, i))!;
+      expect(r[0], JSON.stringify(r)).toBe(RESULT_OK);
+      acked.set(`k${i}`, [slice, i]);
+    }
+    // Both followers frozen: the leader holds the write alone, which is no majority: no answer.
+    process.kill(nodes[1]!.child.pid!, 'SIGSTOP');
+    process.kill(nodes[2]!.child.pid!, 'SIGSTOP');
+    try {
+      const answer = putOn(links[0]!, 1, 'held', 1, WAIT_MS);
+      const early = await Promise.race([answer, new Promise((r) => setTimeout(() => r('none'), 1500))]);
+      expect(early).toBe('none');
+      // An R=1 slice of the same worker answers meanwhile: a held answer does not stop the next task.
+      const single = (await putOn(links[0]!, 5, 'during', 1, 5000))!;
+      expect(single[0][0]).toBe(RESULT_OK);
+      process.kill(nodes[1]!.child.pid!, 'SIGCONT');
+      const [r] = (await answer)!;
+      expect(r[0]).toBe(RESULT_OK);
+      acked.set('held', [1, 1]);
+    } finally {
+      process.kill(nodes[1]!.child.pid!, 'SIGCONT');
+      process.kill(nodes[2]!.child.pid!, 'SIGCONT');
+    }
+    const got = (await links[0]!.batch(1 % WORKERS, [get(1, 'held')]))!;
+    expect(got[0]).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
+  });
+
+  it('after the leader is SIGKILLed, elects the replica with the largest last (term, index), which serves every acknowledged put', async () => {
+    // More puts, some in flight when the leader dies (not acknowledged: either outcome is allowed).
+    const inFlight: Promise<unknown>[] = [];
+    for (let i = 0; i < 30; i++) {
+      const slice = REPLICATED[i % REPLICATED.length];
+      const p = putOn(links[0]!, slice, `m${i}`, i, 5000).then((r) => {
+        if (r !== null && r[0][0] === RESULT_OK) acked.set(`m${i}`, [slice, i]);
+      });
+      if (i < 20) await p;
+      else inFlight.push(p);
+    }
+    await stop(0, 'SIGKILL');
+    await Promise.all(inFlight);
+    expect(await elect(2, [1, 2])).not.toBe(0);
+    await expectAll(leader);
+  });
+
+  it('a restarted node catches up from the leader and, elected, serves every acknowledged put', async () => {
+    await startNode(0);
+    links[0] = await Link.open(urls[0]);
+    await links[0]!.assign([], replication(0, leader));
+    // The other follower frozen: a put now commits only once node 0 holds it, and a follower takes a
+    // record only after every record before it, so an answer means node 0 caught up.
+    const other = 3 - leader;
+    process.kill(nodes[other]!.child.pid!, 'SIGSTOP');
+    try {
+      for (let i = 0; i < 12; i++) {
+        const slice = REPLICATED[i % REPLICATED.length];
+        const [r] = (await putOn(links[leader]!, slice, `n${i}`, i))!;
+        expect(r[0], JSON.stringify(r)).toBe(RESULT_OK);
+        acked.set(`n${i}`, [slice, i]);
+      }
+    } finally {
+      process.kill(nodes[other]!.child.pid!, 'SIGCONT');
+    }
+    expect(await elect(3, [0, 1, 2], 0)).toBe(0);
+    await expectAll(0);
+    // The R=1 slices of node 0 came back from its own log.
+    const single = (await links[0]!.batch(5 % WORKERS, [get(5, 'during')]))!;
+    expect(single[0]).toEqual([RESULT_OK, expect.objectContaining({ k: 'during' })]);
+  });
+
+  it('refuses a Replicate frame of an older term, and drops a peer that sends garbage while it keeps serving', async () => {
+    const link = links[leader]!;
+    link.replicate([[0, { type: 'Prepare', term: 1 }]]);
+    const [, refused] = await link.expectMessage((s, m) => s === 0 && m.type === 'Refused');
+    expect(refused).toMatchObject({ type: 'Refused', code: 'StaleTerm', message: expect.stringMatching(/term 1 is not newer than the term 3/) });
+    // A peer (any holder of the cluster secret) that sends garbage: closed with a reason; the node goes on.
+    const peer = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
+    peer.on('error', () => {});
+    await new Promise((r) => peer.once('message', r));
+    const closed = new Promise<[number, string]>((r) => peer.once('close', (code, reason) => r([code, reason.toString()])));
+    peer.send(Buffer.from([0x93, 0x08, 0x01, 0xc1]));
+    const [code, reason] = await closed;
+    expect(code).toBe(1008);
+    expect(reason).toMatch(/malformed frame/);
+    const bad = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
+    bad.on('error', () => {});
+    await new Promise((r) => bad.once('message', r));
+    const closed2 = new Promise<[number, string]>((r) => bad.once('close', (c, why) => r([c, why.toString()])));
+    bad.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 'Append', term: 9, prevIndex: 0, prevTerm: 0, records: [{ term: 9, index: 1, payload: 'x', checksum: 1 }], commitIndex: 0 } as never]]]));
+    const [code2, reason2] = await closed2;
+    expect(code2).toBe(1008);
+    expect(reason2).toMatch(/an Append record is/);
+    // The node goes on: its coordinator connection is intact, and it replicates and serves.
+    const [r] = (await putOn(link, 2, 'after-garbage', 7))!;
+    expect(r[0]).toBe(RESULT_OK);
+    acked.set('after-garbage', [2, 7]);
+    await expectAll(leader);
+    expect(nodes.every((n) => n !== null && n.child.exitCode === null)).toBe(true);
+  });
+});
+
+/** Every acknowledged put reads back, with its value, from `leader`. */
+async function expectAll(leader: number): Promise<void> {
+  for (const [key, [slice, v]] of acked) {
+    const r = await links[leader]!.batch(slice % WORKERS, [get(slice, key)]);
+    expect(r?.[0], `${key} on node ${leader}`).toEqual([RESULT_OK, expect.objectContaining({ k: key, v })]);
+  }
+}
