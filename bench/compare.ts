@@ -55,6 +55,8 @@ const RANGE_DEVICES = 200;
 /** Point writes spread over this many new sharding keys (op n writes put-<n mod PUT_KEYS>, seq floor(n / PUT_KEYS)). */
 const PUT_KEYS = 10_000;
 const REQUEST_TIMEOUT_MS = 10_000;
+/** How long each server's CPU is measured while idle, before the rounds. */
+const IDLE_SECONDS = 3;
 const LOAD_IN_FLIGHT = 8;
 const LOAD_ATTEMPTS = 5;
 const TABLE = 'compare';
@@ -340,6 +342,8 @@ interface RunRecord {
   load1: number;
   /** CPU time of the system's server processes (user + system, all threads) per successful op, in ms; NaN where unknown. */
   serverCpuMsPerOp: number;
+  /** CPU time of the SDK client processes per successful op, in ms; NaN for the driver's own clients. */
+  clientCpuMsPerOp: number;
 }
 
 const SYSTEM_LABEL: Record<SystemId, string> = {
@@ -370,6 +374,7 @@ interface Summary {
   p50: number;
   p99: number;
   serverCpuMsPerOp: number;
+  clientCpuMsPerOp: number;
   errors: Record<string, number>;
 }
 
@@ -395,6 +400,7 @@ function summarize(records: RunRecord[], system: SystemId, workload: Workload): 
     p50: median(rs.map((r) => r.sample.p50)),
     p99: median(rs.map((r) => r.sample.p99)),
     serverCpuMsPerOp: median(rs.map((r) => r.serverCpuMsPerOp)),
+    clientCpuMsPerOp: median(rs.map((r) => r.clientCpuMsPerOp)),
     errors,
   };
 }
@@ -419,19 +425,21 @@ interface Environment {
   loadAfter: number[];
   wallSeconds: number;
   setupSeconds: number;
+  /** CPU time per second of each system's server processes while nobody sends them anything, in ms (measured before the rounds). */
+  idleCpuMsPerSec: Partial<Record<SystemId, number>>;
   loadSeconds: Record<string, number>;
 }
 
 /** keyslice's DynamoDB endpoint against dynalite, both through the same AWS SDK client settings, and issue 11's targets. */
-function dynamoLines(cfg: Config, records: RunRecord[]): string[] {
+function dynamoLines(cfg: Config, env: Environment, records: RunRecord[]): string[] {
   const S = (s: SystemId, w: Workload) => summarize(records, s, w);
   const L: string[] = [];
   L.push(`## The DynamoDB API: keyslice's endpoint vs dynalite, both through the AWS SDK v3 (medians of ${cfg.rounds} rounds)`);
   L.push('');
   L.push(`${cfg.sdkProcesses} client processes per system (\`bench/sdk-clients.ts\`), each with one \`DynamoDBClient\` with the same settings (a \`NodeHttpHandler\` with a keep-alive \`http.Agent\` of as many sockets as its share of the requests in flight; \`maxAttempts: 1\`; signed requests), ${cfg.concurrency} requests in flight in all, shared equally among them; their ops/s added, their latencies merged. keyslice: its coordinator's DynamoDB endpoint (\`POST /\`, \`X-Amz-Target\`) on a local cluster with durability 'os', table \`${SDK_TABLE}\` made with CreateTable (hash key \`device\` S, range key \`seq\` N); dynalite in memory. The same items, data set and requests for both.`);
   L.push('');
-  L.push('| workload | keyslice (SDK) ops/s | p50 ms | p99 ms | dynalite (SDK) ops/s | p50 ms | p99 ms | keyslice / dynalite ops | issue 11 target | | server CPU ms/op keyslice | dynalite | dynalite / keyslice CPU per op |');
-  L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|');
+  L.push('| workload | keyslice (SDK) ops/s | p50 ms | p99 ms | dynalite (SDK) ops/s | p50 ms | p99 ms | keyslice / dynalite ops | issue 11 target | | server CPU ms/op keyslice | dynalite | dynalite / keyslice CPU per op | SDK client CPU ms/op against keyslice | against dynalite |');
+  L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|');
   for (const w of ['put', 'get', 'range'] as Workload[]) {
     const k = S('keyslice-sdk', w);
     const d = S('dynalite', w);
@@ -439,13 +447,16 @@ function dynamoLines(cfg: Config, records: RunRecord[]): string[] {
     const name = { put: 'PutItem', get: 'GetItem', range: `Query of ${RANGE_ITEMS} items` }[w];
     const want = DYNAMODB_TARGETS[w];
     const verdict = Number.isNaN(r) ? 'not measured' : r >= want ? '**met**' : `**missed** (needs ${fmt(want * d!.opsPerSec)} ops/s)`;
-    L.push(`| ${name} | ${fmt(k?.opsPerSec ?? NaN)} | ${fms(k?.p50 ?? NaN)} | ${fms(k?.p99 ?? NaN)} | ${fmt(d?.opsPerSec ?? NaN)} | ${fms(d?.p50 ?? NaN)} | ${fms(d?.p99 ?? NaN)} | ${fratio(r)} | >= ${want}x | ${verdict} | ${fms(k?.serverCpuMsPerOp ?? NaN)} | ${fms(d?.serverCpuMsPerOp ?? NaN)} | ${fratio((d?.serverCpuMsPerOp ?? NaN) / (k?.serverCpuMsPerOp ?? NaN))} |`);
+    L.push(`| ${name} | ${fmt(k?.opsPerSec ?? NaN)} | ${fms(k?.p50 ?? NaN)} | ${fms(k?.p99 ?? NaN)} | ${fmt(d?.opsPerSec ?? NaN)} | ${fms(d?.p50 ?? NaN)} | ${fms(d?.p99 ?? NaN)} | ${fratio(r)} | >= ${want}x | ${verdict} | ${fms(k?.serverCpuMsPerOp ?? NaN)} | ${fms(d?.serverCpuMsPerOp ?? NaN)} | ${fratio((d?.serverCpuMsPerOp ?? NaN) / (k?.serverCpuMsPerOp ?? NaN))} | ${fms(k?.clientCpuMsPerOp ?? NaN)} | ${fms(d?.clientCpuMsPerOp ?? NaN)} |`);
   }
   const kr = S('keyslice-sdk', 'range');
   const dr = S('dynalite', 'range');
   if (kr !== null && dr !== null) L.push(`| Query, **items/s** | ${fmt(kr.itemsPerSec)} | | | ${fmt(dr.itemsPerSec)} | | | ${fratio(kr.itemsPerSec / dr.itemsPerSec)} | | |`);
   L.push('');
   L.push("**Server CPU per op** is the CPU time (user + system, every thread) of the system's server processes during the measured run, divided by its ops: for keyslice the coordinator, its routers and both slice nodes, for dynalite its one process. It does not count the client. One SDK client process was the ceiling of both systems (profiled: about 90% busy, keyslice's coordinator about 80% idle; bench/README.md), hence several; but on a machine with few cores the client processes and the servers share the same cores, and the SDK's cost per request (its middleware, SigV4 signing, JSON) is as large as a server's, so the client still takes much of the CPU and bounds the ops/s of both systems: the ratio says more about the servers' CPU per op (right) than ops/s on 2 cores can.");
+  L.push('');
+  const idle = (s: SystemId) => env.idleCpuMsPerSec[s];
+  L.push(`**SDK client CPU per op** is the CPU time of the ${cfg.sdkProcesses} SDK client processes during the same run, divided by its ops: what the client spends per request against each server. Where it is larger than both servers' CPU per op, the clients, not the servers, bound the ops/s of both on these cores. **Idle servers** (measured for ${IDLE_SECONDS} s before the rounds, nothing sent): keyslice's processes ${fms(idle('keyslice-sdk') ?? NaN)} ms of CPU per second (heartbeats, load reports, the feed to the routers, metrics), dynalite ${fms(idle('dynalite') ?? NaN)}; that much is in keyslice's server CPU per op at any rate (at 300 ops/s, ${fms((idle('keyslice-sdk') ?? NaN) / 300)} ms/op of it).`);
   L.push('');
   const native = S('keyslice', 'put') !== null;
   if (native) {
@@ -508,7 +519,7 @@ function dynamoReport(cfg: Config, env: Environment, records: RunRecord[]): stri
   const loads = Object.entries(env.loadSeconds).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
   L.push(`- Loading the read data set took: ${loads}.`);
   L.push('');
-  L.push(...dynamoLines(cfg, records));
+  L.push(...dynamoLines(cfg, env, records));
   L.push(...detailLines(records, ['keyslice-sdk', 'dynalite']));
   return L.join('\n');
 }
@@ -629,7 +640,7 @@ function report(cfg: Config, env: Environment, records: RunRecord[]): string {
   L.push(...notes.map((n) => `- ${n}`));
   L.push('');
 
-  L.push(...dynamoLines(cfg, records));
+  L.push(...dynamoLines(cfg, env, records));
   L.push(...detailLines(records, systems));
   return L.join('\n');
 }
@@ -818,6 +829,13 @@ async function main(): Promise<number> {
       'redis-multi': redisPid === null ? [] : [redisPid],
       dynalite: [dynProc.pid ?? -1],
     };
+    // Each server's CPU while nothing is sent to it: the background share of its CPU per op.
+    const idleCpuMsPerSec: Environment['idleCpuMsPerSec'] = {};
+    for (const [system, pids] of [['keyslice-sdk', pidsOf(ksOs)], ['dynalite', [dynProc.pid ?? -1]]] as [SystemId, number[]][]) {
+      const c0 = cpuSecondsOf(pids);
+      await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
+      idleCpuMsPerSec[system] = ((cpuSecondsOf(pids) - c0) * 1000) / IDLE_SECONDS;
+    }
     const records: RunRecord[] = [];
     const total = cfg.rounds * (['put', 'get', 'range'] as Workload[]).reduce((n, w) => n + cellsFor(w).length, 0);
     let done = 0;
@@ -833,10 +851,13 @@ async function main(): Promise<number> {
           if (cfg.warmupS > 0) await measure(Number.MAX_SAFE_INTEGER, cfg.warmupS, false);
           const load1 = loadavg()[0];
           const pids = serverPids[cell.system];
+          const clientPids = cell.pool?.pids ?? [];
           const cpu0 = cpuSecondsOf(pids);
+          const clientCpu0 = cpuSecondsOf(clientPids);
           const sample = await measure(cfg.ops, cfg.durationS, true);
           const serverCpuMsPerOp = ((cpuSecondsOf(pids) - cpu0) * 1000) / sample.ok;
-          records.push({ round, system: cell.system, workload: w, sample, load1, serverCpuMsPerOp });
+          const clientCpuMsPerOp = cell.pool === undefined ? NaN : ((cpuSecondsOf(clientPids) - clientCpu0) * 1000) / sample.ok;
+          records.push({ round, system: cell.system, workload: w, sample, load1, serverCpuMsPerOp, clientCpuMsPerOp });
           done++;
           const errs = Object.values(sample.errors).reduce((a, b) => a + b, 0);
           log(`[${done}/${total}] round ${round} ${w.padEnd(5)} ${SYSTEM_LABEL[cell.system].padEnd(36)} ${fmt(sample.opsPerSec).padStart(8)} ops/s${w === 'range' ? ` ${fmt(sample.itemsPerSec).padStart(9)} items/s` : ''}  p50 ${fms(sample.p50)} ms  p99 ${fms(sample.p99)} ms  errors ${errs}  (load ${load1.toFixed(2)})`);
@@ -868,6 +889,7 @@ async function main(): Promise<number> {
       wallSeconds: (performance.now() - t0) / 1000,
       setupSeconds,
       loadSeconds,
+      idleCpuMsPerSec,
     };
     writeFileSync(cfg.out, report(cfg, env, records));
     log(`wrote ${relative(process.cwd(), cfg.out) || cfg.out} (${(env.wallSeconds / 60).toFixed(1)} min)`);

@@ -115,6 +115,11 @@ export class SdkClientPool {
     return new SdkClientPool(children, o.inFlight);
   }
 
+  /** The client processes' pids (their CPU time is the client's cost per op). */
+  get pids(): number[] {
+    return this.children.map((c) => c.pid ?? -1);
+  }
+
   /** Runs `workload` in every process at once for at most `seconds` and `maxOps` ops in all. */
   async run(workload: SdkWorkload, seconds: number, maxOps: number, record: boolean): Promise<PoolSample> {
     const stride = this.children.length;

@@ -124,7 +124,10 @@ export class DynamoDbEndpoint {
       ops: this.ops,
       settings: this.settings,
       sliceCount: this.options.sliceCount,
-      region: regionOf(req.headers.authorization),
+      // Only ARNs (table operations) need it: item operations do not parse the Authorization header for it.
+      get region() {
+        return regionOf(req.headers.authorization);
+      },
       host: req.headers.host ?? '127.0.0.1',
     };
     return handler(ctx, new Params(body));
@@ -147,7 +150,9 @@ export class DynamoDbEndpoint {
   private send(res: ServerResponse, status: number, body: Record<string, unknown>): void {
     if (res.headersSent) return;
     const text = JSON.stringify(body);
-    res.writeHead(status, { ...answerHeaders(text), 'content-length': Buffer.byteLength(text) });
+    // A flat list of headers: node:http takes it as it is, without an object to walk; the
+    // string body goes out in one write with the head.
+    res.writeHead(status, [...answerHeaders(text), 'content-length', String(Buffer.byteLength(text))]);
     res.end(text);
   }
 
@@ -157,19 +162,37 @@ export class DynamoDbEndpoint {
   }
 }
 
-/** DynamoDB's headers on an answer: its content type, a request id, and its checksum of the body (some SDKs verify it). */
-function answerHeaders(text: string): Record<string, string> {
-  return {
-    'content-type': CONTENT_TYPE,
-    'x-amzn-requestid': randomBytes(DYNAMODB_REQUEST_ID_BYTES).toString('base64url').toUpperCase(),
-    'x-amz-crc32': String(crc32(Buffer.from(text, 'utf8'))),
-  };
+/** DynamoDB's headers on an answer, as a flat list (name, value, ...): its content type, a
+ * request id, and its checksum of the body (some SDKs verify it; zlib's crc32 takes the
+ * string as UTF-8 without a copy of it). */
+function answerHeaders(text: string): string[] {
+  return ['content-type', CONTENT_TYPE, 'x-amzn-requestid', requestId(), 'x-amz-crc32', String(crc32(text))];
+}
+
+/** Random bytes for REQUEST_IDS_PER_DRAW request ids, drawn at once: one call into the
+ * random source per that many answers instead of one per answer. */
+const REQUEST_IDS_PER_DRAW = 64;
+let idPool = Buffer.alloc(0);
+let idAt = 0;
+
+/** A request id of DYNAMODB_REQUEST_ID_BYTES random bytes (each id its own bytes), base64url, upper case as DynamoDB's. */
+function requestId(): string {
+  if (idAt === idPool.length) {
+    idPool = randomBytes(DYNAMODB_REQUEST_ID_BYTES * REQUEST_IDS_PER_DRAW);
+    idAt = 0;
+  }
+  const id = idPool.toString('base64url', idAt, idAt + DYNAMODB_REQUEST_ID_BYTES).toUpperCase();
+  idAt += DYNAMODB_REQUEST_ID_BYTES;
+  return id;
 }
 
 function tooLarge(what: string): TooLargeAnswer {
   const err = new DynamoDbError('RequestEntityTooLarge', `${what} exceeded ${REQUEST_BYTES_MAX} bytes`);
   const text = JSON.stringify(err.body());
-  return { status: err.status, headers: answerHeaders(text), text };
+  const headers: Record<string, string> = {};
+  const list = answerHeaders(text);
+  for (let i = 0; i < list.length; i += 2) headers[list[i]] = list[i + 1];
+  return { status: err.status, headers, text };
 }
 
 function handlerOf(target: string | string[] | undefined): Handler {
