@@ -153,6 +153,15 @@ try {
   console.log(`R=3 / R=1: ${(mean(rates['R=3']) / mean(rates['R=1'])).toFixed(2)}`);
   for (const l of links) l.ws.terminate();
 } finally {
-  for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+  // SIGTERM: the nodes stop cleanly (and write their CPU profiles under KEYSLICE_PROFILE_DIR, if set).
+  await Promise.all(
+    procs.map((p) => {
+      if (p.child.exitCode !== null || p.child.signalCode !== null) return undefined;
+      const exited = new Promise((r) => p.child.once('exit', r));
+      p.child.kill('SIGTERM');
+      const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
+      return exited.then(() => clearTimeout(timer));
+    }),
+  );
   rmSync(root, { recursive: true, force: true });
 }

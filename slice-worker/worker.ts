@@ -305,7 +305,13 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
         results[i] = [RESULT_ERROR, 'MalformedRequest', problem];
         continue;
       }
-      const slices = replicatedSlicesOf(ops[i] as SliceOpMessage);
+      const op = ops[i] as SliceOpMessage;
+      if (op[0] >= SliceOp.MoveStart && op[0] <= SliceOp.MoveAbort && replicated.has(op[1] as number)) {
+        // A move writes around the replication core (its effects would reach no follower): not for these slices yet.
+        results[i] = [RESULT_ERROR, 'InvalidState', `slice ${op[1]} is replicated; moving a replicated slice is not supported yet`];
+        continue;
+      }
+      const slices = replicatedSlicesOf(op);
       const refusal = slices === null ? null : refusalFor(slices);
       if (refusal !== null) {
         results[i] = refusal;

@@ -267,6 +267,9 @@ describe('replication between real slice nodes', () => {
     expect(r).toEqual([1, 'Unavailable', expect.stringMatching(/slice 0 has no serving leader on this node \(term 0\); retry/)]);
     const single = (await putOn(links[0]!, 4, 'one', 1))!;
     expect(single[0][0]).toBe(RESULT_OK);
+    // A slice move would write around the replication core: refused for a replicated slice.
+    const [move] = (await links[0]!.batch(0, [[SliceOp.MoveStart, 0]]))!;
+    expect(move).toEqual([1, 'InvalidState', expect.stringMatching(/slice 0 is replicated; moving a replicated slice is not supported yet/)]);
   });
 
   it('elects a leader, and answers a put only once a follower holds it', async () => {
