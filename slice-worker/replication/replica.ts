@@ -187,12 +187,15 @@ export class Replica {
     return record.index;
   }
 
-  /** The leader's heartbeat: resends what a follower has not acknowledged (dropped frames), and the commit index. */
+  /** The leader's heartbeat: resends what a follower has not acknowledged (dropped frames), and the commit index.
+   * Only a probe of one record: a follower that is frozen or cut off would otherwise get up to
+   * APPEND_RECORDS_MAX records per slice per heartbeat, which its leader's node buffers and drops (a
+   * slice node held 22 GB that way under SIGSTOP). Its acknowledgement brings the rest (onReply). */
   tick(): void {
     if (!this.leading) return;
     for (const f of this.followers) {
       this.next.set(f, Math.min(this.next.get(f)!, this.match.get(f)! + 1));
-      this.sendAppend(f);
+      this.sendAppend(f, 1);
     }
   }
 
@@ -253,7 +256,7 @@ export class Replica {
     this.leaderCommit();
   }
 
-  private sendAppend(to: ReplicaId): void {
+  private sendAppend(to: ReplicaId, recordsMax = APPEND_RECORDS_MAX): void {
     const next = this.next.get(to)!;
     if (next <= this.snapIndex) {
       assert(this.snapState !== null, 'a compacted log has its snapshot');
@@ -263,7 +266,7 @@ export class Replica {
       return;
     }
     const prevIndex = next - 1;
-    const records = this.records.slice(next - this.snapIndex - 1, next - this.snapIndex - 1 + APPEND_RECORDS_MAX);
+    const records = this.records.slice(next - this.snapIndex - 1, next - this.snapIndex - 1 + recordsMax);
     this.host.send(to, { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm: this.termAt(prevIndex)!, records, commitIndex: this.commit });
     this.next.set(to, next + records.length);
   }
