@@ -78,6 +78,8 @@ export class NodeLink {
   onReplicate: (entries: ReplicateEntry[]) => void = () => {};
   /** Assigns sent on the ready link (reassign) whose Assigned has not come back yet. */
   private reassigning = 0;
+  /** When abandonInFlight took the node as silent; 0 once it sent a frame since (or reconnected). */
+  private silentSince = 0;
 
   constructor(
     readonly url: string,
@@ -157,6 +159,7 @@ export class NodeLink {
     this.reconnectTimer = undefined;
     if (this.state === 'closed') return;
     this.state = 'connecting';
+    this.silentSince = 0;
     const ws = new WebSocket(this.url, {
       maxPayload: INTERNAL_FRAME_BYTES_MAX,
       handshakeTimeout: NODE_CONNECT_TIMEOUT_MS,
@@ -197,6 +200,7 @@ export class NodeLink {
   private onFrame(data: Buffer): void {
     const ws = this.ws;
     if (ws === null) return;
+    this.silentSince = 0;
     let frame;
     try {
       frame = decodeNodeFrame(data, 'coordinator');
@@ -333,13 +337,21 @@ export class NodeLink {
     ws.send(encodeNodeFrame([NodeFrame.Batch, batchId, this.currentEpoch(), parts]));
   }
 
-  /** Fails the batches sent more than `olderThanMs` ago that the node has not answered: it stopped
-   * answering and another node was elected to lead its slices (a frozen node would otherwise hold
-   * them for NODE_REQUEST_TIMEOUT_MS). Their outcome is unknown, as after a lost connection. */
+  /** Gives up what the link holds for a node that stopped answering and lost the leadership of
+   * slices to an election (a frozen node would otherwise hold it for NODE_REQUEST_TIMEOUT_MS). The
+   * node is taken as silent if a batch sent more than `olderThanMs` ago is unanswered, or if it was
+   * so taken before and has sent nothing since. Then every batch in flight fails, young ones too
+   * (their outcome is unknown, as after a lost connection), and so does every op still queued for
+   * it (not sent, so not applied): answering a failed batch would otherwise send the queue to the
+   * silent node in a new batch, too young to be given up at the next election's map. */
   abandonInFlight(olderThanMs: number, why: string): number {
     const before = Date.now() - olderThanMs;
-    const ids = [...this.inFlight].filter(([, b]) => b.sentAt <= before).map(([id]) => id);
+    if (this.silentSince === 0 && ![...this.inFlight.values()].some((b) => b.sentAt <= before)) return 0;
+    if (this.silentSince === 0) this.silentSince = Date.now();
+    const ids = [...this.inFlight.keys()];
     for (const id of ids) this.failBatch(id, new KeysliceError('Unavailable', `slice node ${this.url} ${why}; a write in flight may or may not have been applied`));
+    // After failBatch: the queue's count of batches in flight is back to zero.
+    for (const s of this.queue.clear()) s.reject(new KeysliceError('Unavailable', `slice node ${this.url} ${why}; the op was not sent to it; retry`));
     return ids.length;
   }
 
