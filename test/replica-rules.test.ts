@@ -212,6 +212,30 @@ describe('a slice replica', () => {
     g.deliver(0);
     expect(g.committed).toEqual([3]);
   });
+  it('resends a follower that does not answer one record per heartbeat, and the rest once it answers', () => {
+    // A frozen follower used to get up to 256 records per slice per heartbeat, which its leader's node
+    // buffered for it (22 GB under SIGSTOP in bench:failover). Only what it acknowledges brings more.
+    const g = group(3);
+    g.elect(0, 1);
+    for (let i = 0; i < 300; i++) g.replicas[0].propose(payload(`w${i}`));
+    g.deliver(2); // replica 2 takes the first appends, then stops answering (frozen)
+    g.outbox.splice(0); // what it would answer is lost, and so is everything sent to replica 1
+    const records = (sent: Sent[]) => sent.reduce((n, s) => n + (s.m.type === 'Append' ? s.m.records.length : 0), 0);
+    for (let t = 0; t < 5; t++) {
+      g.replicas[0].tick();
+      const toFrozen = g.outbox.filter((s) => s.to === 2);
+      expect(toFrozen.length).toBe(1);
+      expect(records(toFrozen)).toBe(1);
+      g.outbox.splice(0);
+    }
+    // Replica 1 answers the probe: the leader sends it everything after it, in full appends.
+    g.replicas[0].tick();
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to === 1));
+    g.deliver(1);
+    g.sync(1);
+    g.deliver(0);
+    expect(records(g.outbox.filter((s) => s.to === 1))).toBeGreaterThan(1);
+  });
 });
 
 describe('the choice of a new leader', () => {
