@@ -22,7 +22,7 @@ import { gatherBuckets } from './bucket-gather.js';
 import { describe, type Table } from '../metadata/catalog.js';
 import { continueAfter, fromBase64url, isEmptyRange, rangeMarker, rangeSpec, scanMarker, sortRangeOf } from './key-range.js';
 import { tableLoad } from '../metadata/load-report.js';
-import type { NodeLink } from '../metadata/node-link.js';
+import { wasNotSent, type NodeLink } from '../metadata/node-link.js';
 import { describePart, keyOfItem, placement, resolveKey, shardingValues, type PrimaryKey } from './primary-key.js';
 import { RequestExpressions } from './request-expressions.js';
 import { adviseRequest } from '../studio/advisor-request.js';
@@ -127,7 +127,8 @@ export class Operations {
     const returnOld = returnValuesOf(p.returnValues, ['none', 'old']) === 'old';
     const check = writeCheck(condition, returnOld, p);
     const [pk, op] = this.putOp(table, p.item, 'item', check);
-    const old = await this.write(pk, op);
+    // Unconditional and answering nothing: the same end state if it is applied twice.
+    const old = await this.write(pk, op, check === null);
     return returnOld ? { item: old } : {};
   }
 
@@ -224,7 +225,8 @@ export class Operations {
       if (seen.has(pk.key)) throw new KeysliceError('ValidationError', `BatchWrite names item "${pk.name}" twice`);
       seen.add(pk.key);
     }
-    const results = await Promise.allSettled(ops.map(([pk, op]) => this.toSlice(pk.slice, op)));
+    // Unconditional puts and deletes whose results are not returned: each may be sent again after an unknown outcome.
+    const results = await Promise.allSettled(ops.map(([pk, op]) => this.toSlice(pk.slice, op, true)));
     const failures: ItemFailure[] = [];
     results.forEach((r, i) => {
       if (r.status === 'rejected') failures.push(itemFailure(ops[i][2], ops[i][3], ops[i][0], r.reason));
@@ -279,8 +281,12 @@ export class Operations {
    * On a replicated slice, an op whose node answered that the slice has no serving leader,
    * or that could not be sent because the owner's node is not connected, was not applied
    * either (a failover is under way): it is sent again, bounded, once the map names the
-   * new leader. An answer of unknown outcome (a lost connection, a deposed leader) is not. */
-  private async toSlice(slice: number, op: SliceOpMessage): Promise<unknown> {
+   * new leader, and so is one that was still queued for a node whose link was lost (never sent).
+   * An answer of unknown outcome (a lost connection, a deposed leader) is sent again only for an
+   * `idempotent` op, one whose end state and answer are the same if it is applied twice (an
+   * unconditional put or delete whose result the caller does not return); never for a conditional
+   * write or an update (ADD, counters), which may have been applied (docs/replication.md). */
+  private async toSlice(slice: number, op: SliceOpMessage, idempotent = false): Promise<unknown> {
     const started = Date.now();
     let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
@@ -294,7 +300,7 @@ export class Operations {
       try {
         return await link.send(slice, op);
       } catch (err) {
-        if (err instanceof KeysliceError && isNoServingLeader(err) && this.failoverRetry(started, failoverTries)) {
+        if (err instanceof KeysliceError && mayResend(err, idempotent) && this.failoverRetry(started, failoverTries)) {
           await this.cluster.afterNoLeader(failoverTries++);
           continue;
         }
@@ -312,9 +318,9 @@ export class Operations {
   }
 
   /** A single-item write: a failed condition names the item. */
-  private async write(pk: PrimaryKey, op: SliceOpMessage): Promise<unknown> {
+  private async write(pk: PrimaryKey, op: SliceOpMessage, idempotent = false): Promise<unknown> {
     try {
-      return await this.toSlice(pk.slice, op);
+      return await this.toSlice(pk.slice, op, idempotent);
     } catch (err) {
       if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
         throw new KeysliceError('ConditionalCheckFailed', `the condition is false for item "${pk.name}"; nothing was changed`, err.details);
@@ -431,6 +437,14 @@ export class Operations {
 const NO_SERVING_LEADER = 'has no serving leader';
 export function isNoServingLeader(err: KeysliceError): boolean {
   return err.code === 'Unavailable' && err.message.includes(NO_SERVING_LEADER);
+}
+
+/** Whether an op that failed with `err` during a failover may be sent again: it was not applied
+ * (refused by a replica that does not serve, or never sent), or its outcome is unknown (any other
+ * Unavailable: a lost connection, a deposed or silent leader) and applying it twice changes nothing. */
+function mayResend(err: KeysliceError, idempotent: boolean): boolean {
+  if (err.code !== 'Unavailable') return false;
+  return idempotent || isNoServingLeader(err) || wasNotSent(err);
 }
 
 function returnValuesOf<T extends string>(v: unknown, allowed: readonly T[]): T {
