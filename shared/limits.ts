@@ -131,8 +131,10 @@ export const NODE_HEARTBEAT_TIMEOUT_MS = 5_000;
  * this many replicas when at least this many nodes are active, else one per active node. */
 export const REPLICATION_FACTOR_AUTO_MAX = 3;
 export const REPLICATION_FACTOR_MAX = 7;
-/** The coordinator counts a slice's leader gone after this long without an answer, and elects another. */
-export const LEADER_HEARTBEAT_TIMEOUT_MS = 3_000;
+/** The coordinator counts a slice's leader gone after this long without an answer, and elects another.
+ * A frozen (or cut off) leader's slices are served again about this long plus an election after it
+ * stopped answering; 1.5 s (3 pings) keeps that under the 3 s failover target (bench/FAILOVER.md). */
+export const LEADER_HEARTBEAT_TIMEOUT_MS = 1_500;
 /** How often a leader's liveness is asked; how long an election waits for a majority before it
  * starts again at a newer term; records a leader sends a follower in one append. */
 export const LEADER_HEARTBEAT_INTERVAL_MS = 500;

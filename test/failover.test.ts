@@ -15,7 +15,7 @@ import { useCluster, type ClusterHandle } from './cluster-fixture.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync', ...(process.env.KEYSLICE_TEST_LOG ? { log: (l: string) => appendFileSync(process.env.KEYSLICE_TEST_LOG!, `${Date.now()} ${l}\n`) } : {}) });
 const T = 'failover';
-/** Bounds of this file's loops: a failover takes the heartbeat timeout (3 s) plus an election. */
+/** Bounds of this file's loops: a failover takes the heartbeat timeout (1.5 s) plus an election. */
 const RECOVERY_MS_MAX = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
