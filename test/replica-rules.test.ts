@@ -236,6 +236,46 @@ describe('a slice replica', () => {
     g.deliver(0);
     expect(records(g.outbox.filter((s) => s.to === 1))).toBeGreaterThan(1);
   });
+
+  it('stops the heartbeat of a follower only once it said it holds every record and the commit point durably, even if a heartbeat is lost', () => {
+    const g = group(3);
+    g.elect(0, 1);
+    g.replicas[0].propose(payload('a'));
+    for (const i of [1, 2]) g.deliver(i);
+    for (const i of [0, 1, 2]) g.sync(i);
+    g.deliver(0);
+    expect(g.committed).toEqual([1, 2]);
+    expect(g.applied[1]).toEqual([]); // the followers hold both records but do not know they are committed
+    const heartbeat = () => {
+      g.replicas[0].tick();
+      return g.outbox.filter((s) => s.from === 0).map((s) => s.to);
+    };
+    // The heartbeat to follower 1 is lost; follower 2 learns the commit point, but writes it after its sync.
+    expect(heartbeat()).toEqual([1, 2]);
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to !== 1));
+    g.deliver(2);
+    g.sync(2);
+    expect(g.applied[2]).toEqual([1, 2]);
+    expect(g.deliver(0).map((s) => (s.m as { commitIndex: number }).commitIndex)).toEqual([0]); // not durable yet when it answered
+    // Both still get the heartbeat: 1 never heard, 2 has not said it holds the commit point durably.
+    expect(heartbeat()).toEqual([1, 2]);
+    for (const i of [1, 2]) g.deliver(i);
+    for (const i of [1, 2]) g.sync(i);
+    expect(g.applied[1]).toEqual([1, 2]);
+    expect(g.deliver(0).map((s) => [s.from, (s.m as { commitIndex: number }).commitIndex])).toEqual([
+      [1, 0],
+      [2, 2],
+    ]);
+    expect(heartbeat()).toEqual([1]);
+    g.deliver(1);
+    g.sync(1);
+    g.deliver(0);
+    // Both hold everything and said so: an idle leader sends nothing, until it has something new.
+    expect(heartbeat()).toEqual([]);
+    expect(heartbeat()).toEqual([]);
+    g.replicas[0].propose(payload('b'));
+    expect(g.outbox.filter((s) => s.from === 0).map((s) => s.to)).toEqual([1, 2]);
+  });
 });
 
 describe('the choice of a new leader', () => {
