@@ -6,7 +6,7 @@
 // slices 8..15 have one replica. Rounds alternate R=1 and R=3 so that the
 // machine's other load falls on both alike.
 //
-//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync] [--only 1|3]
+//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync] [--only 1|3] [--rate N]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +40,7 @@ const args = parseArgs(
     durability: { default: 'os', help: 'os | fsync' },
     workers: { default: '2', help: 'worker threads per node' },
     only: { default: '', help: 'run only this factor (1 or 3): to profile one path alone' },
+    rate: { default: '0', help: 'puts per second offered, all loops together (0: as many as the nodes take); at a fixed rate, CPU per put compares builds on a busy machine' },
   },
   'usage: node dist/bench/replication-node.js [options]',
 );
@@ -51,6 +52,7 @@ const WORKERS = intArg('workers', args.workers, 1, 16);
 const DURABILITY = args.durability as DurabilityMode;
 if (args.only !== '' && args.only !== '1' && args.only !== '3') throw new Error('--only is 1 or 3');
 const ONLY = args.only;
+const RATE = intArg('rate', args.rate, 0, 10_000_000);
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const SLICES = 16;
 const REPLICATED = [0, 1, 2, 3, 4, 5, 6, 7];
@@ -136,7 +138,12 @@ try {
       Array.from({ length: IN_FLIGHT }, async (_, loop) => {
         const worker = loop % WORKERS;
         const mine = slices.filter((s) => s % WORKERS === worker);
-        while (Date.now() < deadline) {
+        const started = Date.now();
+        for (let sent = 0; Date.now() < deadline; sent++) {
+          // At a fixed rate, each loop sends its batches on a schedule (and catches up if it fell behind).
+          const due = RATE === 0 ? 0 : started + (sent * BATCH * IN_FLIGHT * 1000) / RATE - Date.now();
+          if (due > 0) await new Promise((r) => setTimeout(r, due));
+          if (Date.now() >= deadline) break;
           const ops: SliceOpMessage[] = Array.from({ length: BATCH }, () => {
             const key = `k${n++}`;
             return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null];
