@@ -118,6 +118,8 @@ export class Replica {
   private readonly match = new Map<ReplicaId, number>();
   /** The commit index each follower said it holds durably (and so has applied, and keeps across a restart). */
   private readonly knownCommit = new Map<ReplicaId, number>();
+  /** Followers that answered (AppendOk or Refused) since the last tick. */
+  private readonly heard = new Set<ReplicaId>();
   /** What the leader's own disk holds durably. */
   private selfMatch = 0;
   /** The index of this leader's barrier: it serves once that is committed (see serving). */
@@ -200,7 +202,12 @@ export class Replica {
   tick(): void {
     if (!this.leading) return;
     for (const f of this.followers) {
+      const heard = this.heard.delete(f);
       if (this.match.get(f)! >= this.lastIndex && this.knownCommit.get(f)! >= this.commit) continue;
+      // A follower that answered since the last tick and has appends in flight gets their answers, and
+      // the commit index with the next one: resending from its last acknowledged record would send the
+      // whole window in flight again (each tick, under load). One that did not answer is probed.
+      if (heard && this.next.get(f)! > this.match.get(f)! + 1) continue;
       this.next.set(f, Math.min(this.next.get(f)!, this.match.get(f)! + 1));
       this.sendAppend(f, 1);
     }
@@ -240,6 +247,7 @@ export class Replica {
     this.next.clear();
     this.match.clear();
     this.knownCommit.clear();
+    this.heard.clear();
     for (const f of this.followers) {
       this.next.set(f, this.lastIndex + 1);
       this.match.set(f, 0);
@@ -286,6 +294,7 @@ export class Replica {
       return;
     }
     if (!this.leading || m.term !== this.promisedTerm || !this.match.has(from)) return;
+    this.heard.add(from);
     if (m.type === 'AppendOk') {
       assert(m.matchIndex <= this.lastIndex, 'a follower holds no record its leader lacks');
       if (m.matchIndex > this.match.get(from)!) this.match.set(from, m.matchIndex);
