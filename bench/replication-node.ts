@@ -129,11 +129,11 @@ try {
   }
   let n = 0;
   const value = { v: 'x'.repeat(100) };
-  /** Puts per second, and the slice nodes' CPU (all three, all threads) in microseconds per put. */
-  async function round(slices: number[]): Promise<[rate: number, cpuUsPerPut: number]> {
+  /** Puts per second, and each slice node's CPU (all its threads) in microseconds per put: node 0 leads. */
+  async function round(slices: number[]): Promise<[rate: number, cpuUsPerPut: number[]]> {
     const deadline = Date.now() + SECONDS * 1000;
     let done = 0;
-    const cpu0 = cpuSecondsOf(procs.map((p) => p.child.pid!));
+    const cpu0 = procs.map((p) => cpuSecondsOf([p.child.pid!]));
     await Promise.all(
       Array.from({ length: IN_FLIGHT }, async (_, loop) => {
         const worker = loop % WORKERS;
@@ -153,10 +153,10 @@ try {
         }
       }),
     );
-    return [done / SECONDS, ((cpuSecondsOf(procs.map((p) => p.child.pid!)) - cpu0) * 1e6) / done];
+    return [done / SECONDS, procs.map((p, i) => ((cpuSecondsOf([p.child.pid!]) - cpu0[i]) * 1e6) / done)];
   }
   const rates: Record<string, number[]> = { 'R=1': [], 'R=3': [] };
-  const cpu: Record<string, number[]> = { 'R=1': [], 'R=3': [] };
+  const cpu: Record<string, number[][]> = { 'R=1': [], 'R=3': [] };
   const load: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     for (const [k, slices] of [['R=1', SINGLE], ['R=3', REPLICATED]] as const) {
@@ -170,7 +170,12 @@ try {
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${IN_FLIGHT} batches of ${BATCH} puts in flight, ${ROUNDS} rounds of ${SECONDS} s each, load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`);
   for (const [k, xs] of Object.entries(rates)) {
-    if (xs.length > 0) console.log(`${k}: ${Math.round(mean(xs))} puts/s (rounds: ${xs.map(Math.round).join(', ')}); slice nodes' CPU ${mean(cpu[k]).toFixed(1)} us per put`);
+    if (xs.length === 0) continue;
+    const perNode = [0, 1, 2].map((i) => mean(cpu[k].map((c) => c[i])));
+    console.log(
+      `${k}: ${Math.round(mean(xs))} puts/s (rounds: ${xs.map(Math.round).join(', ')}); slice nodes' CPU ${perNode.reduce((a, b) => a + b, 0).toFixed(1)} us per put ` +
+        `(leader ${perNode[0].toFixed(1)}, the others ${perNode[1].toFixed(1)} and ${perNode[2].toFixed(1)})`,
+    );
   }
   if (ONLY === '') console.log(`R=3 / R=1: ${(mean(rates['R=3']) / mean(rates['R=1'])).toFixed(2)}`);
   for (const l of links) l.ws.terminate();
