@@ -8,9 +8,8 @@
 // committed (worker.ts), one message per turn of the worker. A task's chunk
 // answered {held: ticket} resolves when [ticket, bytes] comes on the port, so
 // the worker runs the next tasks meanwhile. Messages for the worker wait while
-// an assignment that
-// changes its replicated slices is queued or running, so that they reach it
-// after that assignment, as they came after it.
+// an assignment that changes its replicated slices is queued or running, so
+// that they reach it after that assignment, as they came after it.
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { assert } from '../shared/errors.js';

@@ -17,8 +17,9 @@
 // its own record; a read: what it saw), later, through the node's MessagePort
 // ({held: ticket} now, [ticket, bytes] then), so that the next tasks run
 // meanwhile. What the replicas send and the answers released in one turn go to
-// the node as one message at the end of the turn. Deposed first: those ops answer Unavailable, outcome unknown. Slices
-// of one replica (R=1) take exactly the path they took before.
+// the node as one message at the end of the turn. Deposed first: those ops
+// answer Unavailable, outcome unknown. Slices of one replica (R=1) take exactly
+// the path they took before.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -74,7 +75,6 @@ export type WorkerTask =
 export type ChunkOutcome = Uint8Array | string;
 /** A task's answer for a chunk: its outcome, or a ticket whose answer comes on the port once committed. */
 export type ChunkAnswer = ChunkOutcome | { held: number };
-/** Worker -> node on the port. */
 /** Worker -> node on the port, once per turn: what the replicas sent, and held answers now committed (their bytes transferred). */
 export type WorkerPortMessage = [out: [slice: number, to: number, message: ReplicationMessage][], answers: [ticket: number, results: Uint8Array][]];
 /** Node -> worker on the port: messages for this worker's replicas. */
