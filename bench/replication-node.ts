@@ -28,6 +28,7 @@ import {
   type SliceOpMessage,
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { workerOf } from '../shared/hashing.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -129,7 +130,7 @@ try {
     await Promise.all(
       Array.from({ length: IN_FLIGHT }, async (_, loop) => {
         const worker = loop % WORKERS;
-        const mine = slices.filter((s) => s % WORKERS === worker);
+        const mine = slices.filter((s) => workerOf(s, WORKERS) === worker);
         while (Date.now() < deadline) {
           const ops: SliceOpMessage[] = Array.from({ length: BATCH }, () => {
             const key = `k${n++}`;
