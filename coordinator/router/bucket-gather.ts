@@ -47,7 +47,7 @@ export function bucketChunk(limit: number, buckets: number): number {
 export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; examined: number; marker?: string }> {
   const buckets = r.buckets.length;
   const chunk = bucketChunk(r.limit, buckets);
-  const cursors: Cursor[] = r.buckets.map((b) => ({ ...b, keys: [], items: [], pos: 0, more: true, frontier: null }));
+  const cursors = r.buckets.map(({ slice, prefixBytes, spec }): Cursor => ({ slice, prefixBytes, spec, keys: [], items: [], pos: 0, more: true, frontier: null }));
 
   let examined = 0;
   const fetch = async (c: Cursor) => {

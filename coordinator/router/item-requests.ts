@@ -8,7 +8,7 @@
 import { KeysliceError } from '../../shared/errors.js';
 import type { Condition } from '../../shared/expression-ast.js';
 import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, ITEM_BYTES_MAX, PAGE_ITEMS_DEFAULT, PAGE_ITEMS_MAX, SCAN_SEGMENTS_MAX } from '../../shared/limits.js';
-import { SliceOp, type Projection, type SliceOpMessage, type UpdateSpec, type WriteCheck } from '../../shared/protocol.js';
+import { SliceOp, type Projection, type RangeSpec, type SliceOpMessage, type UpdateSpec, type WriteCheck } from '../../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, validateItem, type Item } from '../../shared/values.js';
 import type { Table } from '../metadata/catalog.js';
 import { bucketChunk, type BucketRange } from './bucket-gather.js';
@@ -79,7 +79,8 @@ export function parsePutItem(c: RequestContext, p: Payload): PutItemRequest {
   ex.done();
   const returnOld = returnValuesOf(p.returnValues, ['none', 'old']) === 'old';
   const check = writeCheck(condition, returnOld, p);
-  return { ...putOp(c, table, p.item, 'item', check), returnOld };
+  const { name, op } = putOp(c, table, p.item, 'item', check);
+  return { name, op, returnOld };
 }
 
 export function parseGetItem(c: RequestContext, p: Payload): GetItemRequest {
@@ -153,7 +154,7 @@ export function parseGetItems(c: RequestContext, p: Payload): GetItemsRequest {
     if (isEmptyRange(within)) return { kind: 'nothing' }; // bounds that contradict each other: no bucket holds anything
     const buckets = Array.from({ length: even.buckets }, (_, b): BucketRange => {
       const { part, slice } = placement(table, sharding, b, c.sliceCount);
-      return { slice, prefixBytes: part.length, spec: { ...within, low: part + within.low, high: part + within.high } };
+      return { slice, prefixBytes: part.length, spec: inside(part, within) };
     });
     return { kind: 'buckets', tableId: table.id, buckets, limit, reverse };
   }
@@ -172,7 +173,10 @@ export function parseBatchWrite(c: RequestContext, p: Payload): BatchWriteReques
   if (count === 0) throw new KeysliceError('ValidationError', 'BatchWrite needs at least one of "puts" or "deletes"');
   if (count > BATCH_WRITE_ITEMS_MAX) throw new KeysliceError('BatchTooLarge', `BatchWrite takes at most ${BATCH_WRITE_ITEMS_MAX} writes; got ${count}`);
   // The whole request is checked before anything is sent; only run-time failures are per item.
-  const writes: BatchWriteRequest['writes'] = puts.map((item, index) => ({ list: 'puts', index, ...putOp(c, table, item, `puts[${index}]`, null) }));
+  const writes: BatchWriteRequest['writes'] = puts.map((item, index) => {
+    const { name, op } = putOp(c, table, item, `puts[${index}]`, null);
+    return { list: 'puts', index, name, op };
+  });
   deletes.forEach((ref, index) => {
     const pk = resolveKey(table, ref, c.sliceCount);
     writes.push({ list: 'deletes', index, name: pk.name, op: [SliceOp.Delete, table.id, pk.slice, pk.key, null] });
@@ -202,6 +206,14 @@ export function parseBatchGet(c: RequestContext, p: Payload): BatchGetRequest {
 }
 
 // ---- helpers -------------------------------------------------------------
+// (Objects on this path are built field by field: a spread of one into another costs a
+// few microseconds each in V8 here, 5x the whole of a 16-bucket GetItems' parse.)
+
+/** `spec`, a range built without a prefix, inside the stored sharding key `part`. */
+function inside(part: string, spec: RangeSpec): RangeSpec {
+  const { lowInclusive, highInclusive, reverse, limit, projection, filter, withKeys } = spec;
+  return { low: part + spec.low, lowInclusive, high: part + spec.high, highInclusive, reverse, limit, projection, filter, withKeys };
+}
 
 function putOp(c: RequestContext, table: Table, item: unknown, where: string, check: WriteCheck | null): { name: string; op: PutOp } {
   validateItem(item, where);

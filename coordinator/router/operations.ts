@@ -159,7 +159,7 @@ export class Operations {
         return more && lastKey !== null ? { items, examined, marker: rangeMarker(lastKey) } : { items, examined };
       }
       case 'buckets':
-        return gatherBuckets({ ...r, send: (op) => this.router.send(op) });
+        return gatherBuckets({ tableId: r.tableId, buckets: r.buckets, reverse: r.reverse, limit: r.limit, send: (op) => this.router.send(op) });
       case 'scan':
         return this.scanPage(r.op, r.limit);
     }
