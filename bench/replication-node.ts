@@ -29,6 +29,7 @@ import {
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { cpuSecondsOf } from './proc-cpu.js';
+import { workerOf } from '../shared/hashing.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -123,7 +124,7 @@ try {
   links[0].replicate(REPLICATED.map((s) => [s, { type: 'Lead', term: 1, followers: [1, 2] }]));
   // Serving once each slice's barrier is committed.
   for (let i = 0; i < 100; i++) {
-    const ok = await Promise.all(REPLICATED.map((s) => links[0].batch(1, s % WORKERS, [[SliceOp.Get, 1, s, 'x', null]])));
+    const ok = await Promise.all(REPLICATED.map((s) => links[0].batch(1, workerOf(s, WORKERS), [[SliceOp.Get, 1, s, 'x', null]])));
     if (ok.every(Boolean)) break;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -137,7 +138,7 @@ try {
     await Promise.all(
       Array.from({ length: IN_FLIGHT }, async (_, loop) => {
         const worker = loop % WORKERS;
-        const mine = slices.filter((s) => s % WORKERS === worker);
+        const mine = slices.filter((s) => workerOf(s, WORKERS) === worker);
         const started = Date.now();
         for (let sent = 0; Date.now() < deadline; sent++) {
           // At a fixed rate, each loop sends its batches on a schedule (and catches up if it fell behind).

@@ -9,7 +9,7 @@
 //
 // Replication (docs/replication.md): Replicate frames are routed between the
 // coordinator's connection, the links this node dials to its peers
-// (peer-links.ts) and the workers (slice % workerCount picks the worker). What
+// (peer-links.ts) and the workers (workerOf in shared/hashing.ts picks the worker). What
 // the workers' replicas send is batched per destination per turn: one frame to
 // the coordinator, one to each peer; what comes in is handed on per worker per
 // turn, one message each. A Replicate frame from the coordinator
@@ -44,6 +44,7 @@ import { PeerLinks } from './peer-links.js';
 import { WorkerChannel } from './worker-channel.js';
 import type { ReplicaControl } from './worker.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { workerOf } from '../shared/hashing.js';
 import {
   CLUSTER_API_PREFIX,
   CLUSTER_SECRET_HEADER,
@@ -158,7 +159,7 @@ function routeReplication(from: number, entries: ReplicateEntry[]): void {
   for (const [slice, message] of entries) {
     if (!replicatedSlices.has(slice)) continue; // not a replica here (any more, or not yet): the sender repeats if it matters
     if (incoming.size === 0) setImmediate(deliverReplication);
-    const w = slice % workerCount;
+    const w = workerOf(slice, workerCount);
     let list = incoming.get(w);
     if (list === undefined) incoming.set(w, (list = []));
     list.push([slice, from, message]);
@@ -181,7 +182,7 @@ function controlsFor(next: AssignReplication | null, previous: AssignReplication
   const self = (next ?? previous)!.self;
   return workers.map((_, w) => ({
     self,
-    replicated: next === null ? [] : next.replicas.filter(([slice, nodes]) => nodes.length > 1 && slice % workerCount === w).map(([slice]) => slice),
+    replicated: next === null ? [] : next.replicas.filter(([slice, nodes]) => nodes.length > 1 && workerOf(slice, workerCount) === w).map(([slice]) => slice),
   }));
 }
 
@@ -220,7 +221,7 @@ async function assign(newEpoch: number, sliceCount: number, slices: number[], co
   // epoch at least the node's, and the node's epoch is at least every earlier Assign's.
   await Promise.all(
     workers.map(async (worker, w) => {
-      const mine = slices.filter((s) => s % workerCount === w && s < sliceCount);
+      const mine = slices.filter((s) => workerOf(s, workerCount) === w && s < sliceCount);
       const outcome = await worker.run(encodeSliceOps([[SliceOp.Assign, newEpoch, mine]]), true, controls[w]);
       assert(typeof outcome !== 'string', `worker ${w} could not read its assignment: ${outcome}`);
       const [result] = decodeSliceResults(outcome as Uint8Array);

@@ -1,5 +1,5 @@
 // A worker thread (piscina task module). Each thread owns the slices with
-// slice % workerCount === workerIndex for its whole life: one writer, no locks.
+// workerOf(slice, workerCount) === workerIndex (shared/hashing.ts) for its whole life: one writer, no locks.
 //
 // Tasks: 'open' recovers the worker's state from its folder (snapshot, then
 // log); 'batch' runs one or more packed op batches, appends their changes to
