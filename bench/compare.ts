@@ -16,8 +16,11 @@
 //   4. writes bench/RESULTS.md with the medians, the ratios and the targets.
 // It also drives keyslice's DynamoDB-compatible endpoint with the same AWS SDK
 // client as dynalite (issue 11: the SDK against keyslice vs the SDK against
-// dynalite); `--only dynamodb` runs just those two, quickly, and writes
-// bench/DYNAMODB.md. Both DynamoDB APIs are driven from --sdk-processes client
+// dynalite) and, as the ceiling of both, a null server that answers every
+// request with a ready answer at almost no cost (bench/null-dynamodb.ts): the
+// most any server could reach through that client shape on this machine.
+// `--only dynamodb` runs just those three, quickly, and writes
+// bench/DYNAMODB.md. The DynamoDB APIs are driven from --sdk-processes client
 // processes of their own (bench/sdk-clients.ts), since one SDK client was the
 // limit of both.
 // Every process it starts is stopped by it, by its PID, also on an error and on
@@ -57,6 +60,12 @@ const PUT_KEYS = 10_000;
 const REQUEST_TIMEOUT_MS = 10_000;
 /** How long each server's CPU is measured while idle, before the rounds. */
 const IDLE_SECONDS = 3;
+/** Each SDK client process's unmeasured ops of each workload before the rounds (default of --sdk-warmup-ops): a fresh
+ * process spends 3-4x the CPU per request of a warm one on its first ~1,500 requests, while V8 compiles the SDK's
+ * code (measured against the null server: about 1.9 ms per PutItem over its first 100, 0.44 ms after 3,000). */
+const SDK_WARMUP_OPS_PER_PROCESS = 1_000;
+/** At most this long for each system and workload of that warm-up. */
+const SDK_WARMUP_SECONDS_MAX = 20;
 const LOAD_IN_FLIGHT = 8;
 const LOAD_ATTEMPTS = 5;
 const TABLE = 'compare';
@@ -81,9 +90,13 @@ interface Config {
   connections: number;
   /** Client processes that drive each DynamoDB API (one SDK client each). */
   sdkProcesses: number;
+  /** Unmeasured ops of each workload per SDK client process before the rounds (JIT warm-up). */
+  sdkWarmupOps: number;
   out: string;
-  /** 'dynamodb': only keyslice's DynamoDB endpoint and dynalite, both through the AWS SDK. */
+  /** 'dynamodb': only keyslice's DynamoDB endpoint, dynalite and the null server, all through the AWS SDK. */
   only: 'all' | 'dynamodb';
+  /** Where the SDK client processes write their CPU profiles (`node --cpu-prof`), one folder per system; '' for none. */
+  sdkCpuProf: string;
 }
 
 const USAGE = `usage: npm run bench:compare [-- options]   (or: node dist/bench/compare.js [options])
@@ -100,12 +113,18 @@ apt-get install redis-server (needs root), npm install in bench/peers.
   --connections N   client connections to keyslice and to Redis (default 4)
   --sdk-processes N client processes (one AWS SDK client each) that drive each DynamoDB API
                     together, the requests in flight shared among them (default 4)
-  --only dynamodb   only keyslice's DynamoDB endpoint and dynalite, both through the AWS SDK v3
-                    (no Redis, no native client, no fsync cluster); report in bench/DYNAMODB.md
+  --sdk-warmup-ops N  unmeasured ops of each workload per SDK client process before the rounds,
+                    at most ${SDK_WARMUP_SECONDS_MAX} s per system and workload, so that V8 has compiled the SDK's code
+                    (default ${SDK_WARMUP_OPS_PER_PROCESS}; 0: none, only each run's --warmup)
+  --only dynamodb   only keyslice's DynamoDB endpoint, dynalite and the null server (the ceiling),
+                    all through the AWS SDK v3 (no Redis, no native client, no fsync cluster);
+                    report in bench/DYNAMODB.md
+  --sdk-cpu-prof DIR  run the SDK client processes under node --cpu-prof, their profiles in
+                    DIR/<system>/ (summarize them: node dist/bench/profile-top.js DIR/<system>)
   --out FILE        where the report goes (default bench/RESULTS.md; with --only dynamodb, bench/DYNAMODB.md)`;
 
 function parseArgs(argv: string[]): Config | 'help' {
-  const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, sdkProcesses: 4, out: '', only: 'all' };
+  const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, sdkProcesses: 4, sdkWarmupOps: SDK_WARMUP_OPS_PER_PROCESS, out: '', only: 'all', sdkCpuProf: '' };
   const num = (flag: string, v: string | undefined, min: number, max: number, whole: boolean): number => {
     const n = Number(v);
     if (v === undefined || v === '' || !Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
@@ -116,7 +135,7 @@ function parseArgs(argv: string[]): Config | 'help' {
   const text = { type: 'string' } as const;
   const { values: v } = readCommandLine({
     args: argv,
-    options: { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, 'sdk-processes': text, out: text, only: text, help: { type: 'boolean', short: 'h' } },
+    options: { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, 'sdk-processes': text, 'sdk-warmup-ops': text, 'sdk-cpu-prof': text, out: text, only: text, help: { type: 'boolean', short: 'h' } },
     strict: true,
     allowPositionals: false,
   });
@@ -128,9 +147,14 @@ function parseArgs(argv: string[]): Config | 'help' {
   if (v.concurrency !== undefined) cfg.concurrency = num('--concurrency', v.concurrency, 1, 10_000, true);
   if (v.connections !== undefined) cfg.connections = num('--connections', v.connections, 1, 64, true);
   if (v['sdk-processes'] !== undefined) cfg.sdkProcesses = num('--sdk-processes', v['sdk-processes'], 1, 64, true);
+  if (v['sdk-warmup-ops'] !== undefined) cfg.sdkWarmupOps = num('--sdk-warmup-ops', v['sdk-warmup-ops'], 0, 1_000_000, true);
   if (v.only !== undefined) {
     if (v.only !== 'dynamodb') throw new UsageError(`--only takes "dynamodb", got "${v.only}"`);
     cfg.only = 'dynamodb';
+  }
+  if (v['sdk-cpu-prof'] !== undefined) {
+    if (v['sdk-cpu-prof'] === '') throw new UsageError('--sdk-cpu-prof needs a folder');
+    cfg.sdkCpuProf = resolve(v['sdk-cpu-prof']);
   }
   if (v.out !== undefined) {
     if (v.out === '') throw new UsageError('--out needs a file name');
@@ -308,7 +332,7 @@ class DynamoSdkAdapter implements Adapter {
 // ---- the cells of the table ------------------------------------------------------------------
 
 type Workload = 'put' | 'get' | 'range';
-type SystemId = 'keyslice' | 'keyslice-fsync' | 'keyslice-sdk' | 'redis' | 'redis-multi' | 'dynalite';
+type SystemId = 'keyslice' | 'keyslice-fsync' | 'keyslice-sdk' | 'redis' | 'redis-multi' | 'dynalite' | 'null-sdk';
 interface Cell {
   system: SystemId;
   workload: Workload;
@@ -353,6 +377,7 @@ const SYSTEM_LABEL: Record<SystemId, string> = {
   redis: 'Redis via ioredis',
   'redis-multi': 'Redis via ioredis, MULTI HSET+ZADD',
   dynalite: 'dynalite via AWS SDK v3',
+  'null-sdk': 'null DynamoDB server via AWS SDK v3',
 };
 const OP_LABEL: Record<SystemId, Record<Workload, string>> = {
   keyslice: { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100' },
@@ -361,6 +386,7 @@ const OP_LABEL: Record<SystemId, Record<Workload, string>> = {
   redis: { put: 'HSET', get: 'HGETALL', range: 'ZRANGEBYLEX LIMIT 0 100' },
   'redis-multi': { put: 'MULTI HSET ZADD EXEC', get: '-', range: '-' },
   dynalite: { put: 'PutItem', get: 'GetItem', range: 'Query Limit 100' },
+  'null-sdk': { put: 'PutItem', get: 'GetItem', range: 'Query Limit 100' },
 };
 
 // ---- 4. the report ---------------------------------------------------------------------------
@@ -405,6 +431,20 @@ function summarize(records: RunRecord[], system: SystemId, workload: Workload): 
   };
 }
 
+/** The median over the rounds of a's ops/s (items/s) over b's in the same round: each round's systems ran
+ * minutes apart at most, so the load of the machine, which drifts between rounds, cancels out better than in
+ * the ratio of the two medians. */
+function roundRatio(records: RunRecord[], a: SystemId, b: SystemId, workload: Workload, items = false): number {
+  const rate = (r: RunRecord) => (items ? r.sample.itemsPerSec : r.sample.opsPerSec);
+  const ratios: number[] = [];
+  for (const ra of records) {
+    if (ra.system !== a || ra.workload !== workload) continue;
+    const rb = records.find((r) => r.system === b && r.workload === workload && r.round === ra.round);
+    if (rb !== undefined) ratios.push(rate(ra) / rate(rb));
+  }
+  return median(ratios);
+}
+
 const fmt = (n: number) => (Number.isNaN(n) ? '-' : Math.round(n).toLocaleString('en-US'));
 const fms = (n: number) => (Number.isNaN(n) ? '-' : n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0));
 const fratio = (n: number) => (!Number.isFinite(n) ? '-' : n >= 100 ? `${n.toFixed(0)}x` : n >= 10 ? `${n.toFixed(1)}x` : `${n.toFixed(2)}x`);
@@ -430,37 +470,78 @@ interface Environment {
   loadSeconds: Record<string, number>;
 }
 
-/** keyslice's DynamoDB endpoint against dynalite, both through the same AWS SDK client settings, and issue 11's targets. */
+/** keyslice's DynamoDB endpoint against dynalite, both through the same AWS SDK client settings, the null
+ * server as the ceiling of both, and issue 11's targets. */
 function dynamoLines(cfg: Config, env: Environment, records: RunRecord[]): string[] {
   const S = (s: SystemId, w: Workload) => summarize(records, s, w);
+  const workloads: Workload[] = ['put', 'get', 'range'];
+  const name = (w: Workload) => ({ put: 'PutItem', get: 'GetItem', range: `Query of ${RANGE_ITEMS} items` })[w];
+  const ops = (s: Summary | null) => s?.opsPerSec ?? NaN;
   const L: string[] = [];
-  L.push(`## The DynamoDB API: keyslice's endpoint vs dynalite, both through the AWS SDK v3 (medians of ${cfg.rounds} rounds)`);
+  L.push(`## The DynamoDB API: keyslice's endpoint vs dynalite, and the null server as the ceiling, all through the AWS SDK v3 (medians of ${cfg.rounds} rounds)`);
   L.push('');
-  L.push(`${cfg.sdkProcesses} client processes per system (\`bench/sdk-clients.ts\`), each with one \`DynamoDBClient\` with the same settings (a \`NodeHttpHandler\` with a keep-alive \`http.Agent\` of as many sockets as its share of the requests in flight; \`maxAttempts: 1\`; signed requests), ${cfg.concurrency} requests in flight in all, shared equally among them; their ops/s added, their latencies merged. keyslice: its coordinator's DynamoDB endpoint (\`POST /\`, \`X-Amz-Target\`) on a local cluster with durability 'os', table \`${SDK_TABLE}\` made with CreateTable (hash key \`device\` S, range key \`seq\` N); dynalite in memory. The same items, data set and requests for both.`);
+  L.push(`${cfg.sdkProcesses} client processes per system (\`bench/sdk-clients.ts\`), each with one \`DynamoDBClient\` with the same settings (a \`NodeHttpHandler\` with a keep-alive \`http.Agent\` of as many sockets as its share of the requests in flight; \`maxAttempts: 1\`; static credentials; signed requests), ${cfg.concurrency} requests in flight in all, shared equally among them; their ops/s added, their latencies merged. keyslice: its coordinator's DynamoDB endpoint (\`POST /\`, \`X-Amz-Target\`) on a local cluster with durability 'os' and its default replication ('auto': each write is on both slice nodes before it is answered), table \`${SDK_TABLE}\` made with CreateTable (hash key \`device\` S, range key \`seq\` N); dynalite in memory. The same items, data set and requests for both. **null**: \`bench/null-dynamodb.ts\`, one Node.js process that answers each request with a DynamoDB answer made at start-up (PutItem \`{}\`, GetItem one item, Query ${RANGE_ITEMS} items of the same shape; content type, request id, \`x-amz-crc32\`) and stores nothing: what the same client processes reach when the server costs next to nothing, i.e. the most any server could reach through this client shape on this machine.`);
   L.push('');
-  L.push('| workload | keyslice (SDK) ops/s | p50 ms | p99 ms | dynalite (SDK) ops/s | p50 ms | p99 ms | keyslice / dynalite ops | issue 11 target | | server CPU ms/op keyslice | dynalite | dynalite / keyslice CPU per op | SDK client CPU ms/op against keyslice | against dynalite |');
-  L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|');
-  for (const w of ['put', 'get', 'range'] as Workload[]) {
-    const k = S('keyslice-sdk', w);
-    const d = S('dynalite', w);
-    const r = k !== null && d !== null ? k.opsPerSec / d.opsPerSec : NaN;
-    const name = { put: 'PutItem', get: 'GetItem', range: `Query of ${RANGE_ITEMS} items` }[w];
+  L.push('Ratios are the median over the rounds of the two systems\' ops/s in the same round (the load of the shared machine drifts between rounds).');
+  L.push('');
+  L.push('| workload | keyslice ops/s | p50 ms | p99 ms | dynalite ops/s | p50 ms | p99 ms | null ops/s | p50 ms | p99 ms | keyslice / dynalite | null / dynalite (ceiling) | issue 11 target | |');
+  L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|');
+  for (const w of workloads) {
+    const [k, d, n] = [S('keyslice-sdk', w), S('dynalite', w), S('null-sdk', w)];
+    const r = roundRatio(records, 'keyslice-sdk', 'dynalite', w);
     const want = DYNAMODB_TARGETS[w];
-    const verdict = Number.isNaN(r) ? 'not measured' : r >= want ? '**met**' : `**missed** (needs ${fmt(want * d!.opsPerSec)} ops/s)`;
-    L.push(`| ${name} | ${fmt(k?.opsPerSec ?? NaN)} | ${fms(k?.p50 ?? NaN)} | ${fms(k?.p99 ?? NaN)} | ${fmt(d?.opsPerSec ?? NaN)} | ${fms(d?.p50 ?? NaN)} | ${fms(d?.p99 ?? NaN)} | ${fratio(r)} | >= ${want}x | ${verdict} | ${fms(k?.serverCpuMsPerOp ?? NaN)} | ${fms(d?.serverCpuMsPerOp ?? NaN)} | ${fratio((d?.serverCpuMsPerOp ?? NaN) / (k?.serverCpuMsPerOp ?? NaN))} | ${fms(k?.clientCpuMsPerOp ?? NaN)} | ${fms(d?.clientCpuMsPerOp ?? NaN)} |`);
+    const verdict = Number.isNaN(r) ? 'not measured' : r >= want ? '**met**' : `**missed** (needs ${fmt(want * ops(d))} ops/s)`;
+    const lat = (s: Summary | null) => `${fmt(ops(s))} | ${fms(s?.p50 ?? NaN)} | ${fms(s?.p99 ?? NaN)}`;
+    L.push(`| ${name(w)} | ${lat(k)} | ${lat(d)} | ${lat(n)} | ${fratio(r)} | ${fratio(roundRatio(records, 'null-sdk', 'dynalite', w))} | >= ${want}x | ${verdict} |`);
   }
-  const kr = S('keyslice-sdk', 'range');
-  const dr = S('dynalite', 'range');
-  if (kr !== null && dr !== null) L.push(`| Query, **items/s** | ${fmt(kr.itemsPerSec)} | | | ${fmt(dr.itemsPerSec)} | | | ${fratio(kr.itemsPerSec / dr.itemsPerSec)} | | |`);
+  const [kr, dr, nr] = [S('keyslice-sdk', 'range'), S('dynalite', 'range'), S('null-sdk', 'range')];
+  if (kr !== null && dr !== null) L.push(`| Query, **items/s** | ${fmt(kr.itemsPerSec)} | | | ${fmt(dr.itemsPerSec)} | | | ${fmt(nr?.itemsPerSec ?? NaN)} | | | ${fratio(roundRatio(records, 'keyslice-sdk', 'dynalite', 'range', true))} | ${fratio(roundRatio(records, 'null-sdk', 'dynalite', 'range', true))} | | |`);
   L.push('');
-  L.push("**Server CPU per op** is the CPU time (user + system, every thread) of the system's server processes during the measured run, divided by its ops: for keyslice the coordinator, its routers and both slice nodes, for dynalite its one process. It does not count the client. One SDK client process was the ceiling of both systems (profiled: about 90% busy, keyslice's coordinator about 80% idle; bench/README.md), hence several; but on a machine with few cores the client processes and the servers share the same cores, and the SDK's cost per request (its middleware, SigV4 signing, JSON) is as large as a server's, so the client still takes much of the CPU and bounds the ops/s of both systems: the ratio says more about the servers' CPU per op (right) than ops/s on 2 cores can.");
+  L.push('CPU time per op (ms, user + system, every thread, from /proc, divided by the run\'s ops; medians over the rounds). **Server**: the system\'s server processes (keyslice: the coordinator, its routers and both slice nodes; dynalite and null: their one process). **SDK client**: the client processes that drove that system in the same run. **Bound from CPU**: with every core busy, a system does at most cores / (client + server CPU per op); so no server, even one that costs nothing, can pass (client + server CPU per op against dynalite) / (client CPU per op against null) times dynalite\'s ops/s on these cores.');
+  L.push('');
+  const idleMs = (s: SystemId) => env.idleCpuMsPerSec[s] ?? NaN;
+  L.push(`**keyslice less idle** takes out what its processes spend with nothing sent (${fms(idleMs('keyslice-sdk'))} ms of CPU per second, measured before the rounds; below), divided by the run's ops/s: the server CPU that the requests themselves cost.`);
+  L.push('');
+  L.push('| workload | server keyslice | keyslice less idle | server dynalite | server null | SDK client against keyslice | against dynalite | against null | bound from CPU: any server / dynalite |');
+  L.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|');
+  for (const w of workloads) {
+    const [k, d, n] = [S('keyslice-sdk', w), S('dynalite', w), S('null-sdk', w)];
+    const c = (s: Summary | null) => fms(s?.serverCpuMsPerOp ?? NaN);
+    const cl = (s: Summary | null) => fms(s?.clientCpuMsPerOp ?? NaN);
+    const bound = d !== null && n !== null ? (d.clientCpuMsPerOp + d.serverCpuMsPerOp) / n.clientCpuMsPerOp : NaN;
+    const lessIdle = median(records.filter((r) => r.system === 'keyslice-sdk' && r.workload === w).map((r) => r.serverCpuMsPerOp - idleMs('keyslice-sdk') / r.sample.opsPerSec));
+    L.push(`| ${name(w)} | ${c(k)} | ${fms(lessIdle)} | ${c(d)} | ${c(n)} | ${cl(k)} | ${cl(d)} | ${cl(n)} | ${fratio(bound)} |`);
+  }
+  L.push('');
+  // Whether this machine can show the targets at all: the null server is the most any server reaches here.
+  const can: string[] = [];
+  for (const w of workloads) {
+    const [d, n] = [S('dynalite', w), S('null-sdk', w)];
+    if (d === null || n === null) continue;
+    const ceiling = roundRatio(records, 'null-sdk', 'dynalite', w);
+    const want = DYNAMODB_TARGETS[w];
+    // A server that cost nothing would leave the cores to the clients alone: (c + s against dynalite) / (c against null).
+    const bound = (d.clientCpuMsPerOp + d.serverCpuMsPerOp) / n.clientCpuMsPerOp;
+    const keyslice = `keyslice reached ${fratio(roundRatio(records, 'keyslice-sdk', 'dynalite', w))}, ${fratio(roundRatio(records, 'keyslice-sdk', 'null-sdk', w))} of the null server.`;
+    const reached = `the null server, which does no work, reached ${fratio(ceiling)} dynalite (${fmt(ops(n))} vs ${fmt(ops(d))} ops/s)`;
+    if (bound < want) can.push(`${name(w)}: ${reached}, and from the CPU per op no server can pass ${fratio(bound)}: the ${want}x target **cannot be shown through this client shape on these ${env.nproc} cores, whatever the server**. ${keyslice}`);
+    else if (ceiling < want) can.push(`${name(w)}: ${reached}, below the ${want}x target: **no server showed ${want}x through this client shape on these ${env.nproc} cores** (the CPU per op would allow up to ${fratio(bound)}). ${keyslice}`);
+    else can.push(`${name(w)}: ${reached}, at or above the ${want}x target, so this machine can show it. ${keyslice}`);
+  }
+  if (can.length > 0) {
+    L.push('**Can this machine show issue 11\'s targets?**');
+    L.push('');
+    L.push(...can.map((c) => `- ${c}`));
+    L.push('');
+  }
+  L.push("On a machine with few cores the client processes and the servers share the cores, and the SDK's cost per request (its middleware, SigV4 signing, JSON, one HTTP request per socket at a time) is as large as a server's or larger, so the clients take most of the CPU and bound the ops/s of every system: the ratio of ops/s cannot pass the bound from CPU above, whatever the server does. The servers' own CPU per op (left) is what sets them apart.");
   L.push('');
   const idle = (s: SystemId) => env.idleCpuMsPerSec[s];
-  L.push(`**SDK client CPU per op** is the CPU time of the ${cfg.sdkProcesses} SDK client processes during the same run, divided by its ops: what the client spends per request against each server. Where it is larger than both servers' CPU per op, the clients, not the servers, bound the ops/s of both on these cores. **Idle servers** (measured for ${IDLE_SECONDS} s before the rounds, nothing sent): keyslice's processes ${fms(idle('keyslice-sdk') ?? NaN)} ms of CPU per second (heartbeats, load reports, the feed to the routers, metrics), dynalite ${fms(idle('dynalite') ?? NaN)}; that much is in keyslice's server CPU per op at any rate (at 300 ops/s, ${fms((idle('keyslice-sdk') ?? NaN) / 300)} ms/op of it).`);
+  L.push(`**Idle servers** (measured for ${IDLE_SECONDS} s before the rounds, nothing sent): keyslice's processes ${fms(idle('keyslice-sdk') ?? NaN)} ms of CPU per second (heartbeats, load reports, the feed to the routers, metrics), dynalite ${fms(idle('dynalite') ?? NaN)}, null ${fms(idle('null-sdk') ?? NaN)}; that much is in keyslice's server CPU per op at any rate (at 300 ops/s, ${fms((idle('keyslice-sdk') ?? NaN) / 300)} ms/op of it).`);
   L.push('');
   const native = S('keyslice', 'put') !== null;
   if (native) {
-    const cost = (['put', 'get', 'range'] as Workload[]).map((w) => {
+    const cost = workloads.map((w) => {
       const k = S('keyslice-sdk', w);
       const n = S('keyslice', w);
       return k && n ? `${w} ${fratio(k.opsPerSec / n.opsPerSec)}` : null;
@@ -503,24 +584,25 @@ function detailLines(records: RunRecord[], systems: SystemId[]): string[] {
 /** `--only dynamodb`: keyslice's DynamoDB endpoint and dynalite, nothing else. */
 function dynamoReport(cfg: Config, env: Environment, records: RunRecord[]): string {
   const L: string[] = [];
-  L.push("# keyslice's DynamoDB endpoint side by side with dynalite, both through the AWS SDK v3");
+  L.push("# keyslice's DynamoDB endpoint side by side with dynalite and a null server, all through the AWS SDK v3");
   L.push('');
-  L.push('Written by `npm run bench:compare -- --only dynamodb` (`bench/compare.ts`) from one run; do not edit by hand, run it again. The full comparison (with Redis and the native client, and these two rows as well) is `npm run bench:compare`, in bench/RESULTS.md.');
+  L.push('Written by `npm run bench:compare -- --only dynamodb` (`bench/compare.ts`) from one run; do not edit by hand, run it again. The full comparison (with Redis and the native client, and these rows as well) is `npm run bench:compare`, in bench/RESULTS.md.');
   L.push('');
   L.push('## The run');
   L.push('');
   L.push(`- Date: ${env.date} (UTC). Wall time of \`node dist/bench/compare.js\`: ${(env.wallSeconds / 60).toFixed(1)} min (of which ${env.setupSeconds.toFixed(0)} s installing peers if missing, starting the servers and loading the data set).`);
   L.push(`- Command: \`${env.command}\``);
-  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The ${env.nproc} cores are shared by the clients (${cfg.sdkProcesses} SDK client processes per system, and this driver) and every server**: the keyslice coordinator with its default routers and ${LOCAL_NODES} slice nodes (a main thread and ${LOCAL_WORKERS} worker threads each), dynalite.`);
+  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The ${env.nproc} cores are shared by the clients (${cfg.sdkProcesses} SDK client processes per system, and this driver) and every server**: the keyslice coordinator with its default routers and ${LOCAL_NODES} slice nodes (a main thread and ${LOCAL_WORKERS} worker threads each), dynalite, the null server.`);
   L.push(`- Versions: Node ${env.node}; dynalite ${env.dynaliteVersion}; @aws-sdk/client-dynamodb ${env.sdkVersion}; keyslice at ${env.commit}.`);
   L.push(`- **The figures are noisy**: the machine was shared with other engineers' test runs (1-minute load average ${env.loadBefore.map((x) => x.toFixed(2)).join(' / ')} before, ${env.loadAfter.map((x) => x.toFixed(2)).join(' / ')} after; each run's is in the per-run table). Compare systems within this run.`);
+  L.push(`- Before the rounds, each SDK client process ran ${cfg.sdkWarmupOps.toLocaleString('en-US')} ops of each workload against its system, not measured (at most ${SDK_WARMUP_SECONDS_MAX} s per system and workload): a fresh client spends 3-4x the CPU per request of a warm one while V8 compiles the SDK's code, and a user's long-running client is warm.`);
   L.push(`- Every run: ${cfg.warmupS} s of warm-up (not measured), then at most ${cfg.durationS} s or ${cfg.ops.toLocaleString('en-US')} ops; ${cfg.rounds} rounds, the order of the systems rotated from round to round; each figure is the median over the rounds. Latency is per op in the client, including queueing at ${cfg.concurrency} in flight; p99 nearest-rank.`);
   L.push(`- Items of about ${ITEM_BYTES} bytes \`{device, seq, payload}\`. Reads: ${(RANGE_DEVICES * RANGE_ITEMS).toLocaleString('en-US')} items (${RANGE_DEVICES} hash keys x ${RANGE_ITEMS}) loaded with BatchWriteItem first; GetItem of a random one; Query \`#d = :d AND #s BETWEEN :a AND :b\`, \`Limit: ${RANGE_ITEMS}\` of a random hash key. PutItem writes new items. Raw \`DynamoDBClient\` (AttributeValue form, no DocumentClient).`);
   const loads = Object.entries(env.loadSeconds).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
   L.push(`- Loading the read data set took: ${loads}.`);
   L.push('');
   L.push(...dynamoLines(cfg, env, records));
-  L.push(...detailLines(records, ['keyslice-sdk', 'dynalite']));
+  L.push(...detailLines(records, ['keyslice-sdk', 'dynalite', 'null-sdk']));
   return L.join('\n');
 }
 
@@ -536,13 +618,14 @@ function report(cfg: Config, env: Environment, records: RunRecord[]): string {
   L.push('');
   L.push(`- Date: ${env.date} (UTC). Wall time of \`node dist/bench/compare.js\`: ${(env.wallSeconds / 60).toFixed(1)} min (of which ${env.setupSeconds.toFixed(0)} s installing peers if missing, starting the servers and loading the data set; the rest the ${cfg.rounds} rounds). \`npm run bench:compare\` builds first, a few seconds more.`);
   L.push(`- Command: \`${env.command}\``);
-  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The ${env.nproc} cores are shared by the clients (this driver, one Node.js process, for keyslice's native client and Redis; ${cfg.sdkProcesses} SDK client processes per DynamoDB API) and every server**: the keyslice coordinator with its default routers and 2 slice nodes (a main thread and 2 worker threads each), redis-server, dynalite.`);
+  L.push(`- Machine: \`nproc\` = ${env.nproc} (${env.cpuModel}), ${env.memGiB} GiB. **The ${env.nproc} cores are shared by the clients (this driver, one Node.js process, for keyslice's native client and Redis; ${cfg.sdkProcesses} SDK client processes per DynamoDB API) and every server**: the keyslice coordinator with its default routers and 2 slice nodes (a main thread and 2 worker threads each), redis-server, dynalite, the null DynamoDB server.`);
   L.push(`- Versions: Node ${env.node}; ${env.redisVersion}; dynalite ${env.dynaliteVersion}; ioredis ${env.ioredisVersion}; @aws-sdk/client-dynamodb ${env.sdkVersion}; keyslice at ${env.commit}.`);
   L.push(`- **The figures are noisy**: the machine was shared with other engineers' test and benchmark runs during this run (1-minute load average ${env.loadBefore.map((x) => x.toFixed(2)).join(' / ')} before, ${env.loadAfter.map((x) => x.toFixed(2)).join(' / ')} after; each run's is in the per-run table). Compare systems within this run, not with other runs.`);
   L.push('');
   L.push('## What ran');
   L.push('');
-  L.push(`- One closed-loop driver for all systems: ${cfg.concurrency} requests in flight (each loop sends one op and awaits it), loop *j* on connection *j* mod ${cfg.connections}. keyslice: ${cfg.connections} WebSocket connections of \`KeysliceClient\` to the coordinator. Redis: ${cfg.connections} ioredis connections (default options, no auto-pipelining). dynalite and keyslice's DynamoDB endpoint: ${cfg.sdkProcesses} client processes each (\`bench/sdk-clients.ts\`), each one \`DynamoDBClient\` whose \`NodeHttpHandler\` has a keep-alive \`http.Agent\` of its share of the ${cfg.concurrency} sockets (HTTP/1.1 has no pipelining), \`maxAttempts: 1\`.`);
+  L.push(`- One closed-loop driver for all systems: ${cfg.concurrency} requests in flight (each loop sends one op and awaits it), loop *j* on connection *j* mod ${cfg.connections}. keyslice: ${cfg.connections} WebSocket connections of \`KeysliceClient\` to the coordinator. Redis: ${cfg.connections} ioredis connections (default options, no auto-pipelining). dynalite, keyslice's DynamoDB endpoint and the null DynamoDB server (bench/null-dynamodb.ts, the ceiling of the SDK client shape): ${cfg.sdkProcesses} client processes each (\`bench/sdk-clients.ts\`), each one \`DynamoDBClient\` whose \`NodeHttpHandler\` has a keep-alive \`http.Agent\` of its share of the ${cfg.concurrency} sockets (HTTP/1.1 has no pipelining), \`maxAttempts: 1\`.`);
+  L.push(`- Before the rounds, each SDK client process ran ${cfg.sdkWarmupOps.toLocaleString('en-US')} ops of each workload against its DynamoDB API, not measured (at most ${SDK_WARMUP_SECONDS_MAX} s per system and workload), so that V8 has compiled the SDK's code, as in a user's long-running client.`);
   L.push(`- Every run: ${cfg.warmupS} s of warm-up with the same op (not measured), then at most ${cfg.durationS} s or ${cfg.ops.toLocaleString('en-US')} ops. ${cfg.rounds} rounds; in each round every workload runs on every system, the order of the systems rotated from round to round. Each figure below is the median over the rounds (ops/s, p99 and so on each taken separately). Latency: per successful op, send to answer, in the client (so it includes queueing at ${cfg.concurrency} in flight); p99 is nearest-rank.`);
   L.push(`- Items of about ${ITEM_BYTES} bytes: \`{device, seq, payload}\` (names + values, numbers counted as 8 bytes, as keyslice counts them).`);
   L.push(`- Data set for reads, loaded into each system before the rounds (not measured): ${RANGE_DEVICES} sharding keys \`range-<d>\` x ${RANGE_ITEMS} items (seq 0..${RANGE_ITEMS - 1}) = ${(RANGE_DEVICES * RANGE_ITEMS).toLocaleString('en-US')} items. **point reads** read a random item of it; **range reads** read the ${RANGE_ITEMS} items of a random sharding key in sorting order. **point writes** write new items \`put-<n mod ${PUT_KEYS}>\`, seq \`floor(n / ${PUT_KEYS})\`.`);
@@ -614,7 +697,7 @@ function report(cfg: Config, env: Environment, records: RunRecord[]): string {
   L.push('## Notes on this run');
   L.push('');
   const notes: string[] = [];
-  const systems: SystemId[] = ['keyslice', 'keyslice-fsync', 'keyslice-sdk', 'redis', 'redis-multi', 'dynalite'];
+  const systems: SystemId[] = ['keyslice', 'keyslice-fsync', 'keyslice-sdk', 'redis', 'redis-multi', 'dynalite', 'null-sdk'];
   const spread: string[] = [];
   for (const w of ['put', 'get', 'range'] as Workload[]) {
     for (const s of systems) {
@@ -723,6 +806,10 @@ async function main(): Promise<number> {
     log(`starting dynalite on 127.0.0.1:${dynPort} (in memory)`);
     const dynProc = await startChild('dynalite', process.execPath, [dynaliteCli, '--host', '127.0.0.1', '--port', String(dynPort), '--createTableMs', '0', '--deleteTableMs', '0', '--updateTableMs', '0'], /Dynalite listening/);
     log(`dynalite pid ${dynProc.pid}`);
+    // The ceiling: answers every request with a ready answer of the comparison's shape (bench/null-dynamodb.ts).
+    const nullProc = await spawnUntilReady('null DynamoDB server', process.execPath, [join(ROOT, 'dist', 'bench', 'null-dynamodb.js'), '--port', '0', '--query-items', String(RANGE_ITEMS), '--payload-bytes', String(RANGE_PADDING.length)], /listening on (http:\/\/\S+)/, { onSpawn: adopt });
+    const nullUrl = nullProc.match[1];
+    log(`null DynamoDB server at ${nullUrl}: pid ${nullProc.child.pid}`);
     const startCluster = async (durability: DurabilityMode) => {
       const dir = mkdtempSync(join(tmpdir(), `keyslice-compare-${durability}-`));
       dataDirs.push(dir);
@@ -746,6 +833,8 @@ async function main(): Promise<number> {
     adapters.push(dyn);
     const ksSdk = await DynamoSdkAdapter.open(sdk, NodeHttpHandler, ksOs.url, SDK_TABLE, cfg.concurrency);
     adapters.push(ksSdk);
+    const nullSdk = await DynamoSdkAdapter.open(sdk, NodeHttpHandler, nullUrl, TABLE, cfg.concurrency);
+    adapters.push(nullSdk);
 
     // The read data set, into each system that is read.
     const rows = Array.from({ length: RANGE_DEVICES * RANGE_ITEMS }, (_, i) => rangeRow(i));
@@ -757,23 +846,41 @@ async function main(): Promise<number> {
       await a.load(rows);
       loadSeconds[name] = (performance.now() - s) / 1000;
     }
-    // Check that each answers a full range and a point read before measuring anything.
-    for (const [name, a] of readable) {
+    // Check that each answers a full range and a point read before measuring anything (the null server stores
+    // nothing, so it is not loaded; it answers every read with items of the same shape).
+    for (const [name, a] of [...readable, ['null server', nullSdk] as [string, Adapter]]) {
       const got = await a.range(0, rangeDevice(RANGE_DEVICES - 1), RANGE_ITEMS);
       if (got !== RANGE_ITEMS) throw new Error(`${name}: a range read of the loaded data answered ${got} items, not ${RANGE_ITEMS}`);
       await a.get(0, rangeDevice(0), RANGE_ITEMS - 1);
     }
     // The DynamoDB APIs are measured from client processes of their own (bench/sdk-clients.ts), the same settings for both.
     const shape = { rangeDevices: RANGE_DEVICES, rangeItems: RANGE_ITEMS, putKeys: PUT_KEYS, putPadding: PUT_PADDING };
-    const poolFor = (endpoint: string, table: string) =>
+    const poolFor = (system: SystemId, endpoint: string, table: string) =>
       SdkClientPool.start({ processes: cfg.sdkProcesses, inFlight: cfg.concurrency, endpoint, table, peersDir: PEERS_DIR, timeoutMs: REQUEST_TIMEOUT_MS, shape, onSpawn: (c) => {
         children.add(c);
         c.once('exit', () => children.delete(c));
-      } });
-    const dynPool = await poolFor(`http://127.0.0.1:${dynPort}`, TABLE);
+      }, execArgv: cfg.sdkCpuProf === '' ? [] : ['--cpu-prof', '--cpu-prof-dir', join(cfg.sdkCpuProf, system)] });
+    const dynPool = await poolFor('dynalite', `http://127.0.0.1:${dynPort}`, TABLE);
     pools.push(dynPool);
-    const ksPool = await poolFor(ksOs.url, SDK_TABLE);
+    const ksPool = await poolFor('keyslice-sdk', ksOs.url, SDK_TABLE);
     pools.push(ksPool);
+    const nullPool = await poolFor('null-sdk', nullUrl, TABLE);
+    pools.push(nullPool);
+    if (cfg.sdkCpuProf !== '') log(`SDK client processes write CPU profiles under ${cfg.sdkCpuProf}/<system> when they exit`);
+    // Warm the SDK client processes (and the servers' code paths) before anything is measured: a user's
+    // long-running client has compiled the SDK's code; a fresh one costs 3-4x the CPU per request.
+    // The systems warm up at once (nothing is measured, so they may share the cores), each workload in turn.
+    if (cfg.sdkWarmupOps > 0) {
+      for (const w of ['put', 'get', 'range'] as Workload[]) {
+        if (interrupted) break;
+        await Promise.all(([['dynalite', dynPool], ['keyslice-sdk', ksPool], ['null-sdk', nullPool]] as [SystemId, SdkClientPool][]).map(async ([system, pool]) => {
+          const c0 = cpuSecondsOf(pool.pids);
+          const p = await pool.run(w, SDK_WARMUP_SECONDS_MAX, cfg.sdkWarmupOps * pool.pids.length, false);
+          const cpuMs = ((cpuSecondsOf(pool.pids) - c0) * 1000) / Math.max(1, p.ok);
+          log(`warm-up ${w.padEnd(5)} ${SYSTEM_LABEL[system].padEnd(36)} ${fmt(p.ok)} ops in ${p.seconds.toFixed(1)} s, SDK client CPU ${fms(cpuMs)} ms/op`);
+        }));
+      }
+    }
     const setupSeconds = (performance.now() - t0) / 1000;
 
     // 3. the rounds
@@ -786,7 +893,8 @@ async function main(): Promise<number> {
     };
     const randomItem = () => Math.floor(Math.random() * RANGE_DEVICES * RANGE_ITEMS);
     const randomDevice = () => rangeDevice(Math.floor(Math.random() * RANGE_DEVICES));
-    const cellsFor = (w: Workload): Cell[] => cellsOf(w).map((c) => (c.system === 'dynalite' ? { ...c, pool: dynPool } : c.system === 'keyslice-sdk' ? { ...c, pool: ksPool } : c));
+    const poolOf: Partial<Record<SystemId, SdkClientPool>> = { dynalite: dynPool, 'keyslice-sdk': ksPool, 'null-sdk': nullPool };
+    const cellsFor = (w: Workload): Cell[] => cellsOf(w).map((c) => ({ ...c, pool: poolOf[c.system] }));
     const cellsOf = (w: Workload): Cell[] => {
       const getOp = (a: Adapter) => async (c: number) => {
         const i = randomItem();
@@ -809,6 +917,7 @@ async function main(): Promise<number> {
         }
         cells.push({ system: 'dynalite', workload: w, op: putOp(dyn, 'dynalite') });
         cells.push({ system: 'keyslice-sdk', workload: w, op: putOp(ksSdk, 'keyslice-sdk') });
+        cells.push({ system: 'null-sdk', workload: w, op: putOp(nullSdk, 'null-sdk') });
         return cells;
       }
       const make = w === 'get' ? getOp : rangeOp;
@@ -816,6 +925,7 @@ async function main(): Promise<number> {
       if (redis !== null) cells.push({ system: 'redis', workload: w, op: make(redis) });
       cells.push({ system: 'dynalite', workload: w, op: make(dyn) });
       cells.push({ system: 'keyslice-sdk', workload: w, op: make(ksSdk) });
+      cells.push({ system: 'null-sdk', workload: w, op: make(nullSdk) });
       return cells;
     };
     // Whose CPU time counts for each system: its server processes (a keyslice cluster: coordinator, its routers and slice nodes).
@@ -828,10 +938,12 @@ async function main(): Promise<number> {
       redis: redisPid === null ? [] : [redisPid],
       'redis-multi': redisPid === null ? [] : [redisPid],
       dynalite: [dynProc.pid ?? -1],
+      'null-sdk': [nullProc.child.pid ?? -1],
     };
     // Each server's CPU while nothing is sent to it: the background share of its CPU per op.
     const idleCpuMsPerSec: Environment['idleCpuMsPerSec'] = {};
-    for (const [system, pids] of [['keyslice-sdk', pidsOf(ksOs)], ['dynalite', [dynProc.pid ?? -1]]] as [SystemId, number[]][]) {
+    for (const system of ['keyslice-sdk', 'dynalite', 'null-sdk'] as SystemId[]) {
+      const pids = serverPids[system];
       const c0 = cpuSecondsOf(pids);
       await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
       idleCpuMsPerSec[system] = ((cpuSecondsOf(pids) - c0) * 1000) / IDLE_SECONDS;

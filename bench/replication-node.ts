@@ -6,9 +6,9 @@
 // slices 8..15 have one replica. Rounds alternate R=1 and R=3 so that the
 // machine's other load falls on both alike.
 //
-//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync]
+//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync] [--only 1|3] [--rate N]
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { startSliceNode, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
@@ -28,6 +28,8 @@ import {
   type SliceOpMessage,
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { cpuSecondsOf } from './proc-cpu.js';
+import { workerOf } from '../shared/hashing.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -38,6 +40,8 @@ const args = parseArgs(
     batch: { default: '32', help: 'puts per batch' },
     durability: { default: 'os', help: 'os | fsync' },
     workers: { default: '2', help: 'worker threads per node' },
+    only: { default: '', help: 'run only this factor (1 or 3): to profile one path alone' },
+    rate: { default: '0', help: 'puts per second offered, all loops together (0: as many as the nodes take); at a fixed rate, CPU per put compares builds on a busy machine' },
   },
   'usage: node dist/bench/replication-node.js [options]',
 );
@@ -47,6 +51,9 @@ const IN_FLIGHT = intArg('in-flight', args['in-flight'], 1, 1024);
 const BATCH = intArg('batch', args.batch, 1, 512);
 const WORKERS = intArg('workers', args.workers, 1, 16);
 const DURABILITY = args.durability as DurabilityMode;
+if (args.only !== '' && args.only !== '1' && args.only !== '3') throw new Error('--only is 1 or 3');
+const ONLY = args.only;
+const RATE = intArg('rate', args.rate, 0, 10_000_000);
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const SLICES = 16;
 const REPLICATED = [0, 1, 2, 3, 4, 5, 6, 7];
@@ -117,20 +124,27 @@ try {
   links[0].replicate(REPLICATED.map((s) => [s, { type: 'Lead', term: 1, followers: [1, 2] }]));
   // Serving once each slice's barrier is committed.
   for (let i = 0; i < 100; i++) {
-    const ok = await Promise.all(REPLICATED.map((s) => links[0].batch(1, s % WORKERS, [[SliceOp.Get, 1, s, 'x', null]])));
+    const ok = await Promise.all(REPLICATED.map((s) => links[0].batch(1, workerOf(s, WORKERS), [[SliceOp.Get, 1, s, 'x', null]])));
     if (ok.every(Boolean)) break;
     await new Promise((r) => setTimeout(r, 100));
   }
   let n = 0;
   const value = { v: 'x'.repeat(100) };
-  async function round(slices: number[]): Promise<number> {
+  /** Puts per second, and each slice node's CPU (all its threads) in microseconds per put: node 0 leads. */
+  async function round(slices: number[]): Promise<[rate: number, cpuUsPerPut: number[]]> {
     const deadline = Date.now() + SECONDS * 1000;
     let done = 0;
+    const cpu0 = procs.map((p) => cpuSecondsOf([p.child.pid!]));
     await Promise.all(
       Array.from({ length: IN_FLIGHT }, async (_, loop) => {
         const worker = loop % WORKERS;
-        const mine = slices.filter((s) => s % WORKERS === worker);
-        while (Date.now() < deadline) {
+        const mine = slices.filter((s) => workerOf(s, WORKERS) === worker);
+        const started = Date.now();
+        for (let sent = 0; Date.now() < deadline; sent++) {
+          // At a fixed rate, each loop sends its batches on a schedule (and catches up if it fell behind).
+          const due = RATE === 0 ? 0 : started + (sent * BATCH * IN_FLIGHT * 1000) / RATE - Date.now();
+          if (due > 0) await new Promise((r) => setTimeout(r, due));
+          if (Date.now() >= deadline) break;
           const ops: SliceOpMessage[] = Array.from({ length: BATCH }, () => {
             const key = `k${n++}`;
             return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null];
@@ -140,17 +154,31 @@ try {
         }
       }),
     );
-    return done / SECONDS;
+    return [done / SECONDS, procs.map((p, i) => ((cpuSecondsOf([p.child.pid!]) - cpu0[i]) * 1e6) / done)];
   }
   const rates: Record<string, number[]> = { 'R=1': [], 'R=3': [] };
+  const cpu: Record<string, number[][]> = { 'R=1': [], 'R=3': [] };
+  const load: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    rates['R=1'].push(await round(SINGLE));
-    rates['R=3'].push(await round(REPLICATED));
+    for (const [k, slices] of [['R=1', SINGLE], ['R=3', REPLICATED]] as const) {
+      if (ONLY !== '' && k !== `R=${ONLY}`) continue;
+      const [rate, us] = await round(slices);
+      rates[k].push(rate);
+      cpu[k].push(us);
+      load.push(loadavg()[0]);
+    }
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${IN_FLIGHT} batches of ${BATCH} puts in flight, ${ROUNDS} rounds of ${SECONDS} s each`);
-  for (const [k, xs] of Object.entries(rates)) console.log(`${k}: ${Math.round(mean(xs))} puts/s (rounds: ${xs.map(Math.round).join(', ')})`);
-  console.log(`R=3 / R=1: ${(mean(rates['R=3']) / mean(rates['R=1'])).toFixed(2)}`);
+  console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${IN_FLIGHT} batches of ${BATCH} puts in flight, ${ROUNDS} rounds of ${SECONDS} s each, load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`);
+  for (const [k, xs] of Object.entries(rates)) {
+    if (xs.length === 0) continue;
+    const perNode = [0, 1, 2].map((i) => mean(cpu[k].map((c) => c[i])));
+    console.log(
+      `${k}: ${Math.round(mean(xs))} puts/s (rounds: ${xs.map(Math.round).join(', ')}); slice nodes' CPU ${perNode.reduce((a, b) => a + b, 0).toFixed(1)} us per put ` +
+        `(leader ${perNode[0].toFixed(1)}, the others ${perNode[1].toFixed(1)} and ${perNode[2].toFixed(1)})`,
+    );
+  }
+  if (ONLY === '') console.log(`R=3 / R=1: ${(mean(rates['R=3']) / mean(rates['R=1'])).toFixed(2)}`);
   for (const l of links) l.ws.terminate();
 } finally {
   // SIGTERM: the nodes stop cleanly (and write their CPU profiles under KEYSLICE_PROFILE_DIR, if set).

@@ -102,12 +102,13 @@ export class SdkClientPool {
     readonly inFlight: number,
   ) {}
 
-  static async start(o: { processes: number; inFlight: number; endpoint: string; table: string; peersDir: string; timeoutMs: number; shape: SdkDataShape; onSpawn: (c: ChildProcess) => void }): Promise<SdkClientPool> {
+  /** `execArgv`: Node's options for the client processes (e.g. `--cpu-prof`, to see where a client's CPU goes). */
+  static async start(o: { processes: number; inFlight: number; endpoint: string; table: string; peersDir: string; timeoutMs: number; shape: SdkDataShape; onSpawn: (c: ChildProcess) => void; execArgv?: string[] }): Promise<SdkClientPool> {
     const script = fileURLToPath(import.meta.url);
     const n = Math.min(o.processes, o.inFlight);
     const children = Array.from({ length: n }, (_, i) => {
       const share = Math.floor(o.inFlight / n) + (i < o.inFlight % n ? 1 : 0);
-      const child = fork(script, ['--child', JSON.stringify({ endpoint: o.endpoint, table: o.table, peersDir: o.peersDir, timeoutMs: o.timeoutMs, inFlight: share, shape: o.shape, index: i })], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const child = fork(script, ['--child', JSON.stringify({ endpoint: o.endpoint, table: o.table, peersDir: o.peersDir, timeoutMs: o.timeoutMs, inFlight: share, shape: o.shape, index: i })], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...process.execArgv, ...(o.execArgv ?? [])] });
       o.onSpawn(child);
       return child;
     });

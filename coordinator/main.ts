@@ -37,6 +37,7 @@ import { handleHttp } from './router/http-api.js';
 import { renderMetrics } from './router/metrics.js';
 import { Membership } from './metadata/membership.js';
 import { Operations } from './router/operations.js';
+import { Router } from './router/router.js';
 import { ProcessMetrics } from './router/process-metrics.js';
 import { Studio } from './studio/routes.js';
 
@@ -99,7 +100,7 @@ const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPe
 });
 const processMetrics = new ProcessMetrics('coordinator');
 if (routers > 0) processMetrics.serveRouters();
-const ops = new Operations(catalog, cluster, undefined, processMetrics);
+const ops = new Operations(catalog, new Router(cluster), undefined, processMetrics);
 const metrics = async () => {
   const m = cluster.mover;
   // With routers, their request and process series too (process-metrics.ts): every port answers the same.

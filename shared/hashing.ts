@@ -1,5 +1,6 @@
-// Placement hashing: slice = xxHash32(sharding key bytes) % sliceCount, and
-// bucket = xxHash32(sorting key bytes) % buckets for even distribution.
+// Placement: slice = xxHash32(sharding key bytes) % sliceCount, and
+// bucket = xxHash32(sorting key bytes) % buckets for even distribution; on the
+// node that holds a slice, the worker thread that owns it is workerOf(slice).
 // For one column the bytes hashed are the UTF-8 of a string, the raw bytes of a
 // binary value, and the 8-byte order-preserving encoding of a number (so 1 and
 // 1.0 agree). For several columns they are the encoded key parts of all of them
@@ -27,6 +28,12 @@ export function xxHash32(value: string | Uint8Array): number {
 export function keyHash(type: KeyType, value: KeyValue): number {
   if (type === 'number') return xxHash32(fromByteString(encodeKeyPart('number', value).slice(1)));
   return xxHash32(value as string | Uint8Array);
+}
+
+/** The worker thread that owns `slice` on a node of `workerCount` workers, for the slice's whole
+ * life there: the node hands it the slice's ops, the router and the coordinator address them to it. */
+export function workerOf(slice: number, workerCount: number): number {
+  return slice % workerCount;
 }
 
 export function sliceOf(type: KeyType, value: KeyValue, sliceCount: number): number {

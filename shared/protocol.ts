@@ -71,8 +71,8 @@ export const PROTOCOL_VERSION = 2;
 export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
 /** Coordinator <-> slice node. 2: slice ops carry bound expressions (conditions, filters, updates, projections).
  * 3: slice moves (Move* ops) and the Epoch frame. 4: node and cluster ids in Hello and Assign.
- * 5: replication (the Replicate frame, Assign's replica sets). */
-export const NODE_PROTOCOL_VERSION = 5;
+ * 5: replication (the Replicate frame, Assign's replica sets). 6: AppendOk carries the follower's durable commit index. */
+export const NODE_PROTOCOL_VERSION = 6;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -463,6 +463,36 @@ export type StatsResult = [
   hotKeys: [string, number][],
   tableCounts: SliceCounts,
 ];
+
+/** What each slice op answers when it succeeds, declared once for both ends: the worker
+ * (slice-worker/partition.ts) returns it, the router's channel (coordinator/router/slice-channel.ts)
+ * hands it to its caller typed. */
+export interface SliceOpResults {
+  [SliceOp.Assign]: null;
+  /** The old item (or null) when the check asked for it; otherwise null. */
+  [SliceOp.Put]: Item | null;
+  [SliceOp.Get]: Item | null;
+  /** With a check that asks for the old item: that item or null; otherwise whether one was deleted. */
+  [SliceOp.Delete]: Item | null | boolean;
+  /** The item as returnValues asks ('old' or 'new'), null for 'none' or no old item. */
+  [SliceOp.Update]: Item | null;
+  [SliceOp.Range]: RangeResult;
+  [SliceOp.Scan]: ScanResult;
+  /** Whether the worker held any of the table. */
+  [SliceOp.DropTable]: boolean;
+  [SliceOp.Stats]: StatsResult;
+  [SliceOp.MoveStart]: [items: number, bytes: number];
+  [SliceOp.MoveRead]: MoveReadResult;
+  /** The last changes recorded before the worker stopped owning the slice. */
+  [SliceOp.MoveFreeze]: Effect[];
+  [SliceOp.MoveDrop]: null;
+  [SliceOp.MoveBegin]: null;
+  [SliceOp.MoveApply]: null;
+  [SliceOp.MoveAbort]: null;
+}
+
+/** The result of one slice op, by its kind. */
+export type ResultOf<Op extends SliceOpMessage> = SliceOpResults[Op[0]];
 
 export type SliceOpResult =
   | [typeof RESULT_OK, unknown]

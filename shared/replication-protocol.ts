@@ -38,7 +38,8 @@ export type ReplicationMessage =
   | { type: 'Pong'; seq: number; term: number; leading: boolean }
   | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number }
   | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number }
-  | { type: 'AppendOk'; term: number; matchIndex: number }
+  /** commitIndex: the commit point the follower holds durably (its leader stops heartbeats once it has it all). */
+  | { type: 'AppendOk'; term: number; matchIndex: number; commitIndex: number }
   | { type: 'Refused'; term: number; code: RefusalCode; message: string; lastIndex: number; commitIndex: number };
 
 
@@ -52,7 +53,7 @@ const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Pong: ['seq', 'term', 'leading'],
   Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
   Snapshot: ['term', 'index', 'lastTerm', 'state', 'commitIndex'],
-  AppendOk: ['term', 'matchIndex'],
+  AppendOk: ['term', 'matchIndex', 'commitIndex'],
   Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
 };
 const COUNTS = new Set(['term', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex']);

@@ -9,9 +9,10 @@
 //
 // Replication (docs/replication.md): Replicate frames are routed between the
 // coordinator's connection, the links this node dials to its peers
-// (peer-links.ts) and the workers (slice % workerCount picks the worker). What
+// (peer-links.ts) and the workers (workerOf in shared/hashing.ts picks the worker). What
 // the workers' replicas send is batched per destination per turn: one frame to
-// the coordinator, one to each peer. A Replicate frame from the coordinator
+// the coordinator, one to each peer; what comes in is handed on per worker per
+// turn, one message each. A Replicate frame from the coordinator
 // (from -1) is taken only on the coordinator's connection; one from a peer names
 // the peer's node index and is taken on any other connection that showed the
 // cluster secret. Messages for slices this node holds no replica of are dropped.
@@ -43,6 +44,7 @@ import { PeerLinks } from './peer-links.js';
 import { WorkerChannel } from './worker-channel.js';
 import type { ReplicaControl } from './worker.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { workerOf } from '../shared/hashing.js';
 import {
   CLUSTER_API_PREFIX,
   CLUSTER_SECRET_HEADER,
@@ -151,17 +153,26 @@ function sendReplication(): void {
   }
 }
 
-/** Hands each entry of a Replicate frame to the worker of its slice, one message per worker. */
+/** Hands each entry of a Replicate frame to the worker of its slice: what one turn's frames hold for a worker
+ * goes to it as one message (the answers of both followers of a slice often come in one turn). */
 function routeReplication(from: number, entries: ReplicateEntry[]): void {
-  const perWorker = new Map<number, [number, number, ReplicationMessage][]>();
   for (const [slice, message] of entries) {
     if (!replicatedSlices.has(slice)) continue; // not a replica here (any more, or not yet): the sender repeats if it matters
-    const w = slice % workerCount;
-    let list = perWorker.get(w);
-    if (list === undefined) perWorker.set(w, (list = []));
+    if (incoming.size === 0) setImmediate(deliverReplication);
+    const w = workerOf(slice, workerCount);
+    let list = incoming.get(w);
+    if (list === undefined) incoming.set(w, (list = []));
     list.push([slice, from, message]);
   }
-  for (const [w, list] of perWorker) workers[w].deliver(list);
+}
+
+/** Worker -> what the frames of this turn (from every peer and the coordinator) hold for it: one message each. */
+let incoming = new Map<number, [number, number, ReplicationMessage][]>();
+
+function deliverReplication(): void {
+  const batches = incoming;
+  incoming = new Map();
+  for (const [w, list] of batches) workers[w].deliver(list);
 }
 
 /** The replication settings each worker takes with an assignment: null while this node has never been
@@ -171,7 +182,7 @@ function controlsFor(next: AssignReplication | null, previous: AssignReplication
   const self = (next ?? previous)!.self;
   return workers.map((_, w) => ({
     self,
-    replicated: next === null ? [] : next.replicas.filter(([slice, nodes]) => nodes.length > 1 && slice % workerCount === w).map(([slice]) => slice),
+    replicated: next === null ? [] : next.replicas.filter(([slice, nodes]) => nodes.length > 1 && workerOf(slice, workerCount) === w).map(([slice]) => slice),
   }));
 }
 
@@ -210,7 +221,7 @@ async function assign(newEpoch: number, sliceCount: number, slices: number[], co
   // epoch at least the node's, and the node's epoch is at least every earlier Assign's.
   await Promise.all(
     workers.map(async (worker, w) => {
-      const mine = slices.filter((s) => s % workerCount === w && s < sliceCount);
+      const mine = slices.filter((s) => workerOf(s, workerCount) === w && s < sliceCount);
       const outcome = await worker.run(encodeSliceOps([[SliceOp.Assign, newEpoch, mine]]), true, controls[w]);
       assert(typeof outcome !== 'string', `worker ${w} could not read its assignment: ${outcome}`);
       const [result] = decodeSliceResults(outcome as Uint8Array);

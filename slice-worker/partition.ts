@@ -5,6 +5,7 @@
 // write: one thread owns the slice, so nothing can come between the two.
 import sortedBtree from 'sorted-btree';
 import { assert, KeysliceError } from '../shared/errors.js';
+import { workerOf } from '../shared/hashing.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
 import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
@@ -22,6 +23,7 @@ import {
   type RangeResult,
   type RangeSpec,
   type Projection,
+  type ResultOf,
   type ScanResult,
   type SliceOpMessage,
   type SliceOpResult,
@@ -120,7 +122,7 @@ export class SliceStore {
   private apply(op: SliceOpMessage): unknown {
     switch (op[0]) {
       case SliceOp.Assign:
-        return this.assign(op[1], op[2]);
+        return answer(op, this.assign(op[1], op[2]));
       case SliceOp.Put: {
         const [, table, slice, key, item, bytes, check] = op;
         this.admit(table, slice, key, true);
@@ -129,53 +131,53 @@ export class SliceStore {
         item[MTIME_ATTRIBUTE] = this.now();
         partition.set(key, { item, bytes });
         this.load.countBytes(table, slice, bytes, true);
-        return check?.returnOld ? old : null;
+        return answer(op, check?.returnOld ? old : null);
       }
       case SliceOp.Get: {
         const [, table, slice, key, projection] = op;
         this.admit(table, slice, key, false);
         const stored = this.partition(table, slice, false)?.tree.get(key);
-        if (stored === undefined) return null;
+        if (stored === undefined) return answer(op, null);
         this.load.countBytes(table, slice, stored.bytes, false);
-        return projectItem(stored.item, projection);
+        return answer(op, projectItem(stored.item, projection));
       }
       case SliceOp.Delete: {
         const [, table, slice, key, check] = op;
         this.admit(table, slice, key, true);
         const partition = this.partition(table, slice, false);
-        if (check === null) return partition?.delete(key) ?? false;
+        if (check === null) return answer(op, partition?.delete(key) ?? false);
         const old = checkWrite(check, partition?.tree.get(key)?.item ?? null);
         const deleted = partition?.delete(key) ?? false;
-        return check.returnOld ? old : deleted;
+        return answer(op, check.returnOld ? old : deleted);
       }
       case SliceOp.Update:
         this.admit(op[1], op[2], op[3], true);
-        return this.update(op[1], op[2], op[3], op[4]);
+        return answer(op, this.update(op[1], op[2], op[3], op[4]));
       case SliceOp.Range:
         this.admit(op[1], op[2], op[3].low, false);
-        return this.range(op[1], op[2], op[3]);
+        return answer(op, this.range(op[1], op[2], op[3]));
       case SliceOp.Scan:
-        return this.scan(op[1], op[2], op[3], op[4], op[5], op[6], op[7]);
+        return answer(op, this.scan(op[1], op[2], op[3], op[4], op[5], op[6], op[7]));
       case SliceOp.DropTable:
         this.record([EFFECT_DROP_TABLE, op[1]]);
         this.load.dropTable(op[1]);
-        return this.tables.delete(op[1]);
+        return answer(op, this.tables.delete(op[1]));
       case SliceOp.Stats:
-        return this.stats(op[1]);
+        return answer(op, this.stats(op[1]));
       case SliceOp.MoveStart:
-        return this.moveStart(op[1]);
+        return answer(op, this.moveStart(op[1]));
       case SliceOp.MoveRead:
-        return this.moveRead(op[1], op[2], op[3]);
+        return answer(op, this.moveRead(op[1], op[2], op[3]));
       case SliceOp.MoveFreeze:
-        return this.moveFreeze(op[1]);
+        return answer(op, this.moveFreeze(op[1]));
       case SliceOp.MoveDrop:
-        return this.moveDrop(op[1]);
+        return answer(op, this.moveDrop(op[1]));
       case SliceOp.MoveBegin:
-        return this.moveBegin(op[1]);
+        return answer(op, this.moveBegin(op[1]));
       case SliceOp.MoveApply:
-        return this.moveApply(op[1], op[2], op[3]);
+        return answer(op, this.moveApply(op[1], op[2], op[3]));
       case SliceOp.MoveAbort:
-        return this.moveAbort(op[1], op[2]);
+        return answer(op, this.moveAbort(op[1], op[2]));
       default:
         throw new KeysliceError('Internal', `unknown slice op ${String((op as unknown[])[0])}`);
     }
@@ -183,7 +185,7 @@ export class SliceStore {
 
   private assign(epoch: number, slices: number[]): null {
     assert(epoch >= this.epoch, `an epoch only grows (had ${this.epoch}, got ${epoch})`);
-    for (const s of slices) assert(s % this.workerCount === this.workerIndex, `slice ${s} belongs to worker ${s % this.workerCount}, not ${this.workerIndex}`);
+    for (const s of slices) assert(workerOf(s, this.workerCount) === this.workerIndex, `slice ${s} belongs to worker ${workerOf(s, this.workerCount)}, not ${this.workerIndex}`);
     this.epoch = epoch;
     this.setOwned(slices);
     // A (re)assignment ends every move this worker took part in; the coordinator has given them up.
@@ -553,4 +555,10 @@ function checkWrite(check: WriteCheck, old: Item | null): Item | null {
     throw new KeysliceError('ConditionalCheckFailed', 'the condition is false; nothing was changed', check.oldOnFailure ? { item: old } : undefined);
   }
   return old;
+}
+
+/** An op's result, checked at compile time against what its kind answers (SliceOpResults in
+ * shared/protocol.ts), the type the router's channel gives its callers. */
+function answer<O extends SliceOpMessage>(_op: O, result: ResultOf<O>): ResultOf<O> {
+  return result;
 }

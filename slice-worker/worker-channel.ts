@@ -5,11 +5,11 @@
 //
 // Replication: a MessagePort, given to the worker at open, carries replication
 // messages both ways and the answers the worker held until their records were
-// committed (worker.ts). A task's chunk answered {held: ticket} resolves when
-// ['answer', ticket, bytes] comes on the port, so the worker runs the next
-// tasks meanwhile. Messages for the worker wait while an assignment that
-// changes its replicated slices is queued or running, so that they reach it
-// after that assignment, as they came after it.
+// committed (worker.ts), one message per turn of the worker. A task's chunk
+// answered {held: ticket} resolves when [ticket, bytes] comes on the port, so
+// the worker runs the next tasks meanwhile. Messages for the worker wait while
+// an assignment that changes its replicated slices is queued or running, so
+// that they reach it after that assignment, as they came after it.
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { assert } from '../shared/errors.js';
@@ -83,14 +83,15 @@ export class WorkerChannel {
     this.port.postMessage(entries);
   }
 
-  private fromWorker(m: WorkerPortMessage): void {
-    if (m[0] === 'out') return this.onReplication(m[1]);
-    const [, ticket, bytes] = m;
-    const resolve = this.held.get(ticket);
-    if (resolve === undefined) this.early.set(ticket, bytes);
-    else {
-      this.held.delete(ticket);
-      resolve(bytes);
+  private fromWorker([out, answers]: WorkerPortMessage): void {
+    if (out.length > 0) this.onReplication(out);
+    for (const [ticket, bytes] of answers) {
+      const resolve = this.held.get(ticket);
+      if (resolve === undefined) this.early.set(ticket, bytes);
+      else {
+        this.held.delete(ticket);
+        resolve(bytes);
+      }
     }
   }
 

@@ -1,5 +1,5 @@
 // A worker thread (piscina task module). Each thread owns the slices with
-// slice % workerCount === workerIndex for its whole life: one writer, no locks.
+// workerOf(slice, workerCount) === workerIndex (shared/hashing.ts) for its whole life: one writer, no locks.
 //
 // Tasks: 'open' recovers the worker's state from its folder (snapshot, then
 // log); 'batch' runs one or more packed op batches, appends their changes to
@@ -15,9 +15,11 @@
 // out of the worker's own log; a chunk that touched one is answered only once the
 // slice's commit index reaches the slice's last index as of that task (a write:
 // its own record; a read: what it saw), later, through the node's MessagePort
-// ({held: ticket} now, ['answer', ticket, bytes] then), so that the next tasks run
-// meanwhile. Deposed first: those ops answer Unavailable, outcome unknown. Slices
-// of one replica (R=1) take exactly the path they took before.
+// ({held: ticket} now, [ticket, bytes] then), so that the next tasks run
+// meanwhile. What the replicas send and the answers released in one turn go to
+// the node as one message at the end of the turn. Deposed first: those ops
+// answer Unavailable, outcome unknown. Slices of one replica (R=1) take exactly
+// the path they took before.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -73,8 +75,8 @@ export type WorkerTask =
 export type ChunkOutcome = Uint8Array | string;
 /** A task's answer for a chunk: its outcome, or a ticket whose answer comes on the port once committed. */
 export type ChunkAnswer = ChunkOutcome | { held: number };
-/** Worker -> node on the port. */
-export type WorkerPortMessage = ['out', [slice: number, to: number, message: ReplicationMessage][]] | ['answer', ticket: number, results: Uint8Array];
+/** Worker -> node on the port, once per turn: what the replicas sent, and held answers now committed (their bytes transferred). */
+export type WorkerPortMessage = [out: [slice: number, to: number, message: ReplicationMessage][], answers: [ticket: number, results: Uint8Array][]];
 /** Node -> worker on the port: messages for this worker's replicas. */
 export type NodePortMessage = [slice: number, from: number, message: ReplicationMessage][];
 
@@ -100,6 +102,8 @@ const replicaDir = join(config.dataDir, 'replicas');
 /** Holds this node's index in the map once it was given replicated slices: the replica log is opened at start then. */
 const selfFile = join(replicaDir, 'self.json');
 let outbox: [number, number, ReplicationMessage][] = [];
+let answers: [number, Uint8Array][] = [];
+let portFlushQueued = false;
 /** A chunk whose answer waits for commits: its results, each op's replicated slices, and what it waits for. */
 interface Held {
   ticket: number;
@@ -120,8 +124,8 @@ function openReplicas(self: number): void {
   const opened = ReplicaLog.open(replicaDir, config.durability);
   replicaLog = opened.log;
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
-    if (outbox.length === 0) setImmediate(flushOutbox);
     outbox.push([slice, to, message]);
+    queuePortFlush();
   }, { committed: onCommitted, deposed: onDeposed });
   setInterval(() => {
     replicas!.tick();
@@ -129,11 +133,22 @@ function openReplicas(self: number): void {
   }, REPLICA_TICK_MS).unref();
 }
 
-/** What the replicas sent in one turn goes to the node in one message; it batches per destination. */
-function flushOutbox(): void {
+function queuePortFlush(): void {
+  if (portFlushQueued) return;
+  portFlushQueued = true;
+  setImmediate(flushPort);
+}
+
+/** What the replicas sent in one turn, and the answers it released, go to the node in one message; it
+ * batches the messages per destination. */
+function flushPort(): void {
+  portFlushQueued = false;
   const out = outbox;
+  const released = answers;
   outbox = [];
-  if (out.length > 0) port?.postMessage(['out', out] satisfies WorkerPortMessage);
+  answers = [];
+  if (out.length === 0 && released.length === 0) return;
+  port?.postMessage([out, released] satisfies WorkerPortMessage, released.map(([, b]) => b.buffer as ArrayBuffer));
 }
 
 function onPortMessage(entries: NodePortMessage): void {
@@ -157,8 +172,9 @@ function release(h: Held, slice: number): void {
   h.waits.delete(slice);
   heldBySlice.get(slice)?.delete(h);
   if (h.waits.size > 0) return;
-  const bytes = encodeSliceResults(h.results);
-  port!.postMessage(['answer', h.ticket, bytes] satisfies WorkerPortMessage);
+  // A copy that owns its buffer, to transfer: msgpackr packs into a buffer it reuses (DESIGN.md's trap).
+  answers.push([h.ticket, new Uint8Array(encodeSliceResults(h.results))]);
+  queuePortFlush();
 }
 
 function onCommitted(slice: number, index: number): void {

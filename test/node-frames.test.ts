@@ -33,7 +33,7 @@ describe('node frames', () => {
     expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null])).toThrow(/not one a slice node receives/);
     expect(() => frame([NodeFrame.Batch, 1, 1, []], 'coordinator')).toThrow(/not one a coordinator receives/);
     expect(frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null], 'coordinator')).toHaveLength(5);
-    expect(() => frame([NodeFrame.Hello, 3, 2], 'coordinator')).toThrow(/speaks node protocol 3, this coordinator 5/);
+    expect(() => frame([NodeFrame.Hello, 3, 2], 'coordinator')).toThrow(/speaks node protocol 3, this coordinator 6/);
     expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 0, CLUSTER, null], 'coordinator')).toThrow(/worker count/);
     const ops = Buffer.from([0x90]);
     expect(frame([NodeFrame.Batch, 1, 2, [[0, ops], [1, ops]]])).toHaveLength(4);
@@ -71,7 +71,7 @@ describe('node frames', () => {
 
   it('checks Replicate frames whole, for both receivers: the sender, each slice, each message', () => {
     const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0 };
-    const ok = [NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }], [8, append]]];
+    const ok = [NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }], [8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1 }]]];
     for (const to of ['node', 'coordinator'] as const) expect(frame(ok, to)).toHaveLength(3);
     expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }]]])[1]).toBe(-1);
     const bad: [unknown[], RegExp][] = [
@@ -86,6 +86,7 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, 0, [[1, { type: 'Prepare', term: -1 }]]], /Prepare.term is missing/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Prepare', term: 1, x: 1 }]]], /Prepare has no field "x"/],
       [[NodeFrame.Replicate, 0, [[1, { ...append, records: [{ term: 2, index: 1, payload: 'x', checksum: 5 }] }]]], /an Append record is/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1 }]]], /AppendOk.commitIndex is missing/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Refused', term: 1, code: 'Nope', message: '', lastIndex: 0, commitIndex: 0 }]]], /Refused.code must be one of/],
     ];
     for (const [f, why] of bad) for (const to of ['node', 'coordinator'] as const) expect(() => frame(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);

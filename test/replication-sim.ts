@@ -232,11 +232,14 @@ function simulate(opts: SimOptions): SimReport {
       });
     }
   }
+  /** Appends and snapshots sent (the idle check below counts them). */
+  let leaderMessages = 0;
   function send(from: number, to: number, message: ReplicationMessage): void {
     const problem = checkReplicationMessage(message);
     if (problem !== null) fail(`a replica sent a malformed ${message.type}: ${problem}`);
     if (message.type === 'Refused') report.refusals[message.code] = (report.refusals[message.code] ?? 0) + 1;
     if (message.type === 'Snapshot') report.snapshotsSent++;
+    if (message.type === 'Append' || message.type === 'Snapshot') leaderMessages++;
     let m = message;
     if (m.type === 'Append' && m.records.length > 0 && faulty && random() < damageRate) {
       // Damage one record on the way: one payload byte, or its term.
@@ -467,6 +470,23 @@ function simulate(opts: SimOptions): SimReport {
     if (!clock.step()) fail('the event queue ran dry');
     if (clock.now > faultyMs + CONVERGE_MS_MAX) fail(`no leader with every replica caught up ${CONVERGE_MS_MAX} ms after the faults stopped`);
   }
+  const runUntil = (t: number) => {
+    while (clock.now < t) if (!clock.step()) fail('the event queue ran dry');
+  };
+  // At rest, a follower crashes (losing what it had not synced) and comes back: with no write to carry
+  // the commit point, its leader's heartbeat must still bring it all (a leader skips the heartbeat of a
+  // follower only once it said it holds the commit point durably).
+  const restFrom = clock.now;
+  crash(ids.find((i) => i !== coordinator.currentLeader)!);
+  while (!converged()) {
+    if (!clock.step()) fail('the event queue ran dry');
+    if (clock.now > restFrom + CONVERGE_MS_MAX) fail(`a follower that crashed at rest did not catch up within ${CONVERGE_MS_MAX} ms`);
+  }
+  // Then the leader falls silent: followers that hold every record and the commit point get nothing.
+  runUntil(clock.now + 500);
+  const sentBefore = leaderMessages;
+  runUntil(clock.now + 1_000);
+  if (leaderMessages > sentBefore) fail(`an idle leader sent ${leaderMessages - sentBefore} appends in 1 s to followers that hold everything`);
   report.simMs = Math.round(clock.now);
   report.elections = coordinator.elections;
 

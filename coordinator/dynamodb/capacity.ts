@@ -19,9 +19,12 @@ export function writeUnits(bytes: number): number {
   return Math.max(1, Math.ceil(bytes / DYNAMODB_WRITE_UNIT_BYTES));
 }
 
-/** The ConsumedCapacity of one table, or undefined when the request did not ask for it. */
-export function consumedCapacity(mode: CapacityMode, table: string, units: { read?: number; write?: number }): Record<string, unknown> | undefined {
+/** The ConsumedCapacity of one table, or undefined when the request did not ask for it. `unitsOf` is
+ * called only when it did: the units need DynamoDB's size of every item read or written (a walk of
+ * each attribute, a number's significant digits), which most requests never ask for. */
+export function consumedCapacity(mode: CapacityMode, table: string, unitsOf: () => { read?: number; write?: number }): Record<string, unknown> | undefined {
   if (mode === 'NONE') return undefined;
+  const units = unitsOf();
   const total = (units.read ?? 0) + (units.write ?? 0);
   const parts: Record<string, number> = { CapacityUnits: total };
   if (units.read !== undefined) parts.ReadCapacityUnits = units.read;
@@ -50,6 +53,6 @@ export class CapacityTally {
 
   list(): Record<string, unknown>[] | undefined {
     if (this.mode === 'NONE') return undefined;
-    return [...this.tables].map(([table, units]) => consumedCapacity(this.mode, table, units)!);
+    return [...this.tables].map(([table, units]) => consumedCapacity(this.mode, table, () => units)!);
   }
 }

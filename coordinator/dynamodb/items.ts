@@ -109,7 +109,7 @@ export const PutItem: Handler = async (ctx, p) => {
   const old = result.item ?? null;
   const out: Record<string, unknown> = {};
   if (returnValues === 'ALL_OLD' && old !== null) out.Attributes = fromNativeItem(old);
-  const cc = consumedCapacity(capacity, name, { write: writeUnits(Math.max(size, old === null ? 0 : itemSize(old))) });
+  const cc = consumedCapacity(capacity, name, () => ({ write: writeUnits(Math.max(size, old === null ? 0 : itemSize(old))) }));
   if (cc !== undefined) out.ConsumedCapacity = cc;
   return out;
 };
@@ -128,7 +128,7 @@ export const GetItem: Handler = async (ctx, p) => {
   const { item } = (await ctx.ops.execute('GetItem', { table: name, key })) as { item: Item | null };
   const out: Record<string, unknown> = {};
   if (item !== null) out.Item = fromNativeItem(projectItem(item, projection));
-  const cc = consumedCapacity(capacity, name, { read: readUnits(item === null ? 0 : itemSize(item), consistent) });
+  const cc = consumedCapacity(capacity, name, () => ({ read: readUnits(item === null ? 0 : itemSize(item), consistent) }));
   if (cc !== undefined) out.ConsumedCapacity = cc;
   return out;
 };
@@ -165,7 +165,7 @@ export const UpdateItem: Handler = async (ctx, p) => {
   else if (returnValues === 'UPDATED_OLD') attributes = old === null ? null : projectItem(old, actionPaths(actions));
   else if (returnValues === 'UPDATED_NEW') attributes = projectItem(next, actionPaths(actions));
   if (attributes !== null && Object.keys(attributes).length > 0) out.Attributes = fromNativeItem(attributes);
-  const cc = consumedCapacity(capacity, name, { write: writeUnits(Math.max(old === null ? 0 : itemSize(old), itemSize(next))) });
+  const cc = consumedCapacity(capacity, name, () => ({ write: writeUnits(Math.max(old === null ? 0 : itemSize(old), itemSize(next))) }));
   if (cc !== undefined) out.ConsumedCapacity = cc;
   return out;
 };
@@ -181,7 +181,7 @@ export const DeleteItem: Handler = async (ctx, p) => {
   const old = result.item ?? null;
   const out: Record<string, unknown> = {};
   if (returnValues === 'ALL_OLD' && old !== null) out.Attributes = fromNativeItem(old);
-  const cc = consumedCapacity(capacity, name, { write: writeUnits(old === null ? 0 : itemSize(old)) });
+  const cc = consumedCapacity(capacity, name, () => ({ write: writeUnits(old === null ? 0 : itemSize(old)) }));
   if (cc !== undefined) out.ConsumedCapacity = cc;
   return out;
 };

@@ -67,12 +67,7 @@ function checkSelect(p: Params, shape: ReadShape, projection: Path[] | null): vo
 
 /** One page as DynamoDB answers it, from the native page of examined items. */
 function page(schema: TableSchema, shape: ReadShape, filter: Condition | null, projection: Path[] | null, items: Item[], more: boolean): Record<string, unknown> {
-  let bytes = 0;
-  const matched: Item[] = [];
-  for (const item of items) {
-    bytes += itemSize(item);
-    if (filter === null || evaluate(filter, item)) matched.push(item);
-  }
+  const matched = filter === null ? items : items.filter((item) => evaluate(filter, item));
   const out: Record<string, unknown> = {};
   if (shape.select !== 'COUNT') out.Items = matched.map((item) => fromNativeItem(projectItem(item, projection)));
   out.Count = matched.length;
@@ -82,7 +77,8 @@ function page(schema: TableSchema, shape: ReadShape, filter: Condition | null, p
     assert(items.length > 0, 'a native page with a marker and no item');
     out.LastEvaluatedKey = fromNativeItem(keyOf(schema, items[items.length - 1]));
   }
-  const cc = consumedCapacity(shape.capacity, schema.name, { read: readUnits(bytes, shape.consistent) });
+  // Every item examined counts, matched or not.
+  const cc = consumedCapacity(shape.capacity, schema.name, () => ({ read: readUnits(items.reduce((n, item) => n + itemSize(item), 0), shape.consistent) }));
   if (cc !== undefined) out.ConsumedCapacity = cc;
   return out;
 }

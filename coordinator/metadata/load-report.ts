@@ -8,6 +8,9 @@ import { SliceOp, type SliceCounts, type StatsResult } from '../../shared/protoc
 import type { Table } from './catalog.js';
 import type { NodeLink } from './node-link.js';
 
+/** What a load report needs of a node's link (a router's channel to it has as much). */
+type NodeStats = Pick<NodeLink, 'url' | 'state' | 'workerCount' | 'sendToWorker'>;
+
 /** Names a stored sharding part as text, with its slice (router/primary-key.ts describePart:
  * passed in, so that metadata/ does not depend on the request path). */
 export type KeyNamer = (table: Table, part: string, sliceCount: number) => { text: string; slice: number };
@@ -17,7 +20,7 @@ export type KeyNamer = (table: Table, part: string, sliceCount: number) => { tex
  * the map gives it (`layout`), and the answer says it is not complete. */
 export async function tableLoad(
   table: Table,
-  links: readonly NodeLink[],
+  links: readonly NodeStats[],
   layout: { nodes: string[]; owners: number[] },
   nameKey: KeyNamer,
 ): Promise<TableLoad> {
@@ -39,15 +42,15 @@ export async function tableLoad(
  * the rest (/metrics and cluster status: what is known, marked as partial). */
 export async function gatherTableLoad(
   table: Table,
-  links: readonly NodeLink[],
+  links: readonly NodeStats[],
   sliceCount: number,
   timeoutMs = LOAD_REPORT_TIMEOUT_MS,
   /** Without it the hot keys are left out (the cluster status needs only the totals). */
   nameKey: KeyNamer | null = null,
 ): Promise<{ load: TableLoad; failures: { node: string; error: KeysliceError }[] }> {
-  const perNode = links.map(async (link): Promise<[NodeLink, StatsResult[] | KeysliceError]> => {
+  const perNode = links.map(async (link): Promise<[NodeStats, StatsResult[] | KeysliceError]> => {
     if (link.state !== 'ready') return [link, new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`)];
-    const perWorker = Promise.all(Array.from({ length: link.workerCount }, (_, w) => link.sendToWorker(w, [SliceOp.Stats, table.id]) as Promise<StatsResult>));
+    const perWorker = Promise.all(Array.from({ length: link.workerCount }, (_, w) => link.sendToWorker(w, [SliceOp.Stats, table.id])));
     try {
       return [link, await withTimeout(perWorker, timeoutMs, () => new KeysliceError('Unavailable', `slice node ${link.url} did not report its load within ${timeoutMs} ms`))];
     } catch (err) {
@@ -56,7 +59,7 @@ export async function gatherTableLoad(
   });
   const reports = await Promise.all(perNode);
   const failures = reports.flatMap(([link, r]) => (r instanceof KeysliceError ? [{ node: link.url, error: r }] : []));
-  const answers = reports.flatMap(([link, r]) => (r instanceof KeysliceError ? [] : r.map((perWorker): [NodeLink, StatsResult] => [link, perWorker])));
+  const answers = reports.flatMap(([link, r]) => (r instanceof KeysliceError ? [] : r.map((perWorker): [NodeStats, StatsResult] => [link, perWorker])));
 
   const slices: SliceDescription[] = [];
   const nodes = new Map<string, NodeLoad>();

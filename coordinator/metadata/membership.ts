@@ -333,14 +333,13 @@ export class Membership {
       });
       const handed = slices.map((s, i) => {
         const link = this.links[to[i]];
-        const w = s % link.workerCount;
-        return link.sendToWorker(w, [SliceOp.MoveBegin, s]).then(() => link.sendToWorker(w, [SliceOp.MoveApply, s, [], true]));
+        return link.send(s, [SliceOp.MoveBegin, s]).then(() => link.send(s, [SliceOp.MoveApply, s, [], true]));
       });
       const outcomes = await Promise.allSettled(handed);
       const failed = outcomes.find((o) => o.status === 'rejected');
       if (failed !== undefined) {
         // Back as it was: the targets forget the slices; the node stays (its link reconnects).
-        await Promise.allSettled(slices.map((s, i) => this.links[to[i]].sendToWorker(s % this.links[to[i]].workerCount, [SliceOp.MoveAbort, s, 'target'])));
+        await Promise.allSettled(slices.map((s, i) => this.links[to[i]].send(s, [SliceOp.MoveAbort, s, 'target'])));
         this.links[index] = this.newLink(node, index);
         throw new KeysliceError('Unavailable', `handing the slices of ${node} over failed (${(failed as PromiseRejectedResult).reason?.message ?? failed}); nothing changed, retry`);
       }

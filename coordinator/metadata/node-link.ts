@@ -21,6 +21,7 @@ import {
   NODE_REQUEST_TIMEOUT_MS,
   REPLICATION_FRAME_ENTRIES_MAX,
 } from '../../shared/limits.js';
+import { workerOf } from '../../shared/hashing.js';
 import { COORDINATOR } from '../../shared/replication-protocol.js';
 import {
   closeReason,
@@ -36,6 +37,7 @@ import {
   RESULT_OK,
   type AssignReplication,
   type ReplicateEntry,
+  type ResultOf,
   type SliceOpMessage,
   type SliceOpResult,
 } from '../../shared/protocol.js';
@@ -119,17 +121,19 @@ export class NodeLink {
     this.ws.send(encodeNodeFrame([NodeFrame.Replicate, COORDINATOR, entries]));
   }
 
-  /** Queues one op for the worker that owns `slice`. */
-  send(slice: number, op: SliceOpMessage): Promise<unknown> {
+  /** Queues one op for the worker that owns `slice` on this node. */
+  send<Op extends SliceOpMessage>(slice: number, op: Op): Promise<ResultOf<Op>> {
     if (this.state !== 'ready') return Promise.reject(this.unavailable());
-    return this.sendToWorker(slice % this.workerCount, op);
+    return this.sendToWorker(workerOf(slice, this.workerCount), op);
   }
 
   /** Queues one op for a given worker (ops that span a worker's slices). */
-  sendToWorker(worker: number, op: SliceOpMessage): Promise<unknown> {
+  sendToWorker<Op extends SliceOpMessage>(worker: number, op: Op): Promise<ResultOf<Op>> {
     if (this.state !== 'ready') return Promise.reject(this.unavailable());
     assert(worker >= 0 && worker < this.workerCount, 'worker index within the node');
-    return new Promise((resolve, reject) => this.queue.push(worker, op, { resolve, reject }));
+    // The worker answers an op of this kind with ResultOf<Op> (partition.ts checks that at
+    // compile time); this is where the decoded reply takes that type, once for every caller.
+    return new Promise((resolve, reject) => this.queue.push(worker, op, { resolve: resolve as (v: unknown) => void, reject }));
   }
 
   /** Resolves when the node is ready, or after `timeoutMs`. */

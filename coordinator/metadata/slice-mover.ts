@@ -34,7 +34,7 @@ import {
   MOVE_TIME_MS_MAX,
   PAGE_BYTES_MAX,
 } from '../../shared/limits.js';
-import { SliceOp, type Effect, type MoveCursor, type MoveReadResult } from '../../shared/protocol.js';
+import { SliceOp, type Effect, type MoveCursor, type MoveReadResult, type SliceOpMessage } from '../../shared/protocol.js';
 import type { ClusterMap } from './cluster-map.js';
 import type { NodeLink } from './node-link.js';
 
@@ -106,10 +106,8 @@ export class SliceMover {
     const generations = [source.generation, target.generation];
     const progress: MoveProgress = { slice, from: source.url, to: target.url, phase: 'copy', items: 0, bytes: 0, copied: 0, startedAt: Date.now() };
     this.moving.set(slice, progress);
-    const sw = () => slice % source.workerCount;
-    const tw = () => slice % target.workerCount;
-    const onSource = (op: Parameters<NodeLink['sendToWorker']>[1]) => source.sendToWorker(sw(), op);
-    const onTarget = (op: Parameters<NodeLink['sendToWorker']>[1]) => target.sendToWorker(tw(), op);
+    const onSource = <Op extends SliceOpMessage>(op: Op) => source.send(slice, op);
+    const onTarget = <Op extends SliceOpMessage>(op: Op) => target.send(slice, op);
     const checkNodes = () => {
       if (Date.now() - progress.startedAt > MOVE_TIME_MS_MAX) throw new KeysliceError('Unavailable', `the move took longer than ${MOVE_TIME_MS_MAX / 1000} s`);
       if (source.state !== 'ready' || target.state !== 'ready' || source.generation !== generations[0] || target.generation !== generations[1]) {
@@ -120,7 +118,7 @@ export class SliceMover {
     try {
       checkNodes();
       await onTarget([SliceOp.MoveBegin, slice]);
-      const [items, bytes] = (await onSource([SliceOp.MoveStart, slice])) as [number, number];
+      const [items, bytes] = await onSource([SliceOp.MoveStart, slice]);
       progress.items = items;
       progress.bytes = bytes;
       let cursor: MoveCursor = null;
@@ -133,7 +131,7 @@ export class SliceMover {
       for (let reads = 0; !done; reads++) {
         if (reads >= readsMax) throw new KeysliceError('Unavailable', `the copy did not finish within ${readsMax} reads`);
         checkNodes();
-        const [changes, chunk, next, last] = (await onSource([SliceOp.MoveRead, slice, cursor, MOVE_CHUNK_ITEMS])) as MoveReadResult;
+        const [changes, chunk, next, last]: MoveReadResult = await onSource([SliceOp.MoveRead, slice, cursor, MOVE_CHUNK_ITEMS]);
         this.checkChanges(changes);
         await onTarget([SliceOp.MoveApply, slice, changes.concat(chunk), false]);
         progress.copied += chunk.length;
@@ -144,7 +142,7 @@ export class SliceMover {
       progress.phase = 'catch-up';
       for (let round = 0; round < MOVE_CATCH_UP_ROUNDS_MAX && items > 0; round++) {
         checkNodes();
-        const [changes] = (await onSource([SliceOp.MoveRead, slice, null, 0])) as MoveReadResult;
+        const [changes] = await onSource([SliceOp.MoveRead, slice, null, 0]);
         this.checkChanges(changes);
         if (changes.length > 0) await onTarget([SliceOp.MoveApply, slice, changes, false]);
         if (changes.length < MOVE_FREEZE_CHANGES_MAX) break;
@@ -160,7 +158,7 @@ export class SliceMover {
       this.map.bumpEpoch();
       for (const l of this.links) l.sendEpoch(this.map.epoch);
       this.onFrozenChange();
-      const last = (await onSource([SliceOp.MoveFreeze, slice])) as Effect[];
+      const last = await onSource([SliceOp.MoveFreeze, slice]);
       await onTarget([SliceOp.MoveApply, slice, last, true]);
       progress.phase = 'switch';
       checkNodes(); // synchronous from here to the switch: no reconnect can come between

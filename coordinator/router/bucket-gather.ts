@@ -7,21 +7,21 @@
 // the sorting key of its last item alone: every bucket resumes after it. Each
 // bucket is read in chunks, refilled only when the merge has used up what it
 // fetched, so a page reads about as far into each bucket as the page needs.
-import { KeysliceError } from '../../shared/errors.js';
 import { PAGE_BYTES_MAX } from '../../shared/limits.js';
-import type { Condition } from '../../shared/expression-ast.js';
-import { SliceOp, type Projection, type RangeResult, type RangeSpec, type SliceOpMessage } from '../../shared/protocol.js';
+import { SliceOp, type RangeResult, type RangeSpec } from '../../shared/protocol.js';
 import { itemBytes, type Item } from '../../shared/values.js';
-import type { Table } from '../metadata/catalog.js';
-import { bucketMarker, continueAfterKey, fromBase64url, isEmptyRange, rangeSpec, type SortRange } from './key-range.js';
-import type { ShardingPlacement } from './primary-key.js';
+import { bucketMarker, continueAfterKey } from './key-range.js';
+import type { RangeOp } from './item-requests.js';
 
-const MARKER_BUCKETS = /^b1\.([A-Za-z0-9_-]*)$/;
-
-interface Cursor {
+/** One bucket's range: the slice of its stored sharding key, that key's encoded length (the
+ * sorting part of a key follows it), and the range with the page's bounds and marker applied. */
+export interface BucketRange {
   slice: number;
   prefixBytes: number;
   spec: RangeSpec;
+}
+
+interface Cursor extends BucketRange {
   keys: string[];
   items: Item[];
   pos: number;
@@ -31,42 +31,27 @@ interface Cursor {
 }
 
 export interface GatherRequest {
-  table: Table;
-  /** Where each bucket of the sharding key is stored, bucket 0 first. */
-  buckets: ShardingPlacement[];
-  range: SortRange | null;
+  tableId: number;
+  /** Bucket 0 first; each range's limit is bucketChunk(limit, buckets). */
+  buckets: BucketRange[];
   reverse: boolean;
   limit: number;
-  marker: string | undefined;
-  projection: Projection;
-  filter: Condition | null;
-  send: (slice: number, op: SliceOpMessage) => Promise<unknown>;
+  send: (op: RangeOp) => Promise<RangeResult>;
+}
+
+/** Items fetched from a bucket at a time: enough for an even share of a page of `limit`, with some slack. */
+export function bucketChunk(limit: number, buckets: number): number {
+  return Math.min(limit, Math.max(4, Math.ceil((limit * 1.25) / buckets) + 1));
 }
 
 export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; examined: number; marker?: string }> {
   const buckets = r.buckets.length;
-  // Enough per bucket for an even share of the page, with some slack.
-  const chunk = Math.min(r.limit, Math.max(4, Math.ceil((r.limit * 1.25) / buckets) + 1));
-  let after: string | null = null;
-  if (r.marker !== undefined) {
-    const m = MARKER_BUCKETS.exec(r.marker);
-    if (m === null) throw new KeysliceError('InvalidMarker', 'this marker does not belong to this query');
-    after = fromBase64url(m[1]);
-  }
-  const cursors: Cursor[] = [];
-  let empty = false;
-  for (const { part: prefix, slice } of r.buckets) {
-    const spec = rangeSpec(r.table, prefix, r.range, r.reverse, chunk, r.projection, r.filter);
-    spec.withKeys = true;
-    if (after !== null) continueAfterKey(spec, prefix + after);
-    empty ||= isEmptyRange(spec);
-    cursors.push({ slice, prefixBytes: prefix.length, spec, keys: [], items: [], pos: 0, more: true, frontier: null });
-  }
-  if (empty) return { items: [], examined: 0 }; // bounds that contradict each other: no bucket holds anything
+  const chunk = bucketChunk(r.limit, buckets);
+  const cursors = r.buckets.map(({ slice, prefixBytes, spec }): Cursor => ({ slice, prefixBytes, spec, keys: [], items: [], pos: 0, more: true, frontier: null }));
 
   let examined = 0;
   const fetch = async (c: Cursor) => {
-    const [items, lastKey, more, keys, n] = (await r.send(c.slice, [SliceOp.Range, r.table.id, c.slice, c.spec])) as RangeResult;
+    const [items, lastKey, more, keys, n] = await r.send([SliceOp.Range, r.tableId, c.slice, c.spec]);
     examined += n;
     c.items = items;
     c.keys = keys!.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets

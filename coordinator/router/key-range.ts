@@ -15,6 +15,8 @@ import type { Table } from '../metadata/catalog.js';
 import { checkColumn } from './primary-key.js';
 
 const MARKER_RANGE = /^r1\.([A-Za-z0-9_-]*)$/;
+const MARKER_BUCKETS = /^b1\.([A-Za-z0-9_-]*)$/;
+const MARKER_SCAN = /^s1\.(\d+)\.([A-Za-z0-9_-]*)$/;
 const OPERATORS = ['eq', 'lt', 'lte', 'gt', 'gte', 'between', 'beginsWith'] as const;
 const CONDITION_FORMS = '{eq: v}, {gt|gte: a}, {lt|lte: b}, {gt|gte: a, lt|lte: b}, {between: [a, b]} or {beginsWith: p}';
 
@@ -179,9 +181,22 @@ export function bucketMarker(sortingPart: string): string {
   return 'b1.' + base64url(sortingPart);
 }
 
+/** The sorting part an even-distribution marker resumes after. */
+export function bucketMarkerKey(marker: string): string {
+  const m = MARKER_BUCKETS.exec(marker);
+  if (m === null) throw new KeysliceError('InvalidMarker', 'this marker does not belong to this query');
+  return fromBase64url(m[1]);
+}
+
 /** A full-scan marker (operations.ts): the slice of the last item and its encoded key. */
 export function scanMarker(slice: number, key: string): string {
   return `s1.${slice}.${base64url(key)}`;
+}
+
+/** The slice and encoded key a full-scan marker resumes after; null if it is not a scan marker. */
+export function scanMarkerPosition(marker: string): { slice: number; key: string } | null {
+  const m = MARKER_SCAN.exec(marker);
+  return m === null ? null : { slice: Number(m[1]), key: fromBase64url(m[2]) };
 }
 
 export function base64url(byteString: string): string {

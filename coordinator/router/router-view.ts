@@ -21,6 +21,7 @@ import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol
 import { tableNamed, withColumns, type Table } from '../metadata/catalog.js';
 import { NodeLink, requireReady } from '../metadata/node-link.js';
 import type { Routing, TableSource } from './routing.js';
+import type { SliceChannel } from './slice-channel.js';
 
 export class RouterView implements Routing, TableSource {
   private view: ClusterView | null = null;
@@ -102,10 +103,12 @@ export class RouterView implements Routing, TableSource {
    * reached again after this link lost it (it came back; the link is still in its back-off),
    * is waited for, bounded; one that is down (for the coordinator too, or not yet known to be
    * down there) answers Unavailable at once. */
-  async linkReady(link: NodeLink): Promise<void> {
-    if (link.state === 'ready' || link.state === 'closed') return;
-    const i = this.links.indexOf(link);
-    const back = i >= 0 && this.view?.up?.[i] === true && (this.upSince[i] ?? 0) > link.lostAt;
+  async linkReady(channel: SliceChannel): Promise<void> {
+    if (channel.state === 'ready' || channel.state === 'closed') return;
+    const i = this.links.findIndex((l) => l === channel);
+    const link = this.links[i];
+    if (link === undefined || link === null) return; // not one of this view's links: closed
+    const back = this.view?.up?.[i] === true && (this.upSince[i] ?? 0) > link.lostAt;
     if (link.generation > 0 && !back) return;
     link.reconnectNow();
     await link.waitReady(ROUTER_LINK_FIRST_WAIT_MS);

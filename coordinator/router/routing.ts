@@ -1,8 +1,9 @@
-// What the request path (operations.ts) needs from whoever holds the catalog and
-// the cluster map: the coordinator itself (metadata/membership.ts, the map's
-// owner) or a router (router-view.ts, a read-only copy fed by the coordinator).
+// What the request path needs from whoever holds the catalog and the cluster map:
+// the coordinator itself (metadata/membership.ts, the map's owner) or a router
+// (router-view.ts, a read-only copy fed by the coordinator). operations.ts reads
+// tables from a TableSource; Router (router.ts) sends over Routing's channels.
 import type { Table } from '../metadata/catalog.js';
-import type { NodeLink } from '../metadata/node-link.js';
+import type { SliceChannel } from './slice-channel.js';
 
 export interface TableSource {
   /** The table, or TableNotFound. */
@@ -21,15 +22,15 @@ export interface Routing {
   /** The map's nodes and each slice's owner (an index into nodes, or -1), for the advisor. */
   layout(): { nodes: string[]; owners: number[] };
   /** The link of the node that owns `slice`, or null while no node has joined. */
-  linkOf(slice: number): NodeLink | null;
+  linkOf(slice: number): SliceChannel | null;
   /** Links of the nodes that are part of the cluster (not removed). */
-  presentLinks(): NodeLink[];
+  presentLinks(): SliceChannel[];
   /** The owner's link of every slice in [from, to), once none of them is between a move's
    * freeze and switch; Unavailable if one has no node or its node is not ready. */
-  scanLinks(from: number, to: number): Promise<NodeLink[]>;
+  scanLinks(from: number, to: number): Promise<SliceChannel[]>;
   /** Called before an op is sent on a link that is not ready: a router waits (bounded) for a
    * node it has not reached yet since it started; the coordinator does not wait. */
-  linkReady(link: NodeLink): Promise<void>;
+  linkReady(link: SliceChannel): Promise<void>;
   /** Waits before an op refused WrongOwner is sent again (`attempt` from 0): a router
    * also asks for the newer map. */
   afterWrongOwner(attempt: number): Promise<void>;

@@ -116,6 +116,10 @@ export class Replica {
   private followers: ReplicaId[] = [];
   private readonly next = new Map<ReplicaId, number>();
   private readonly match = new Map<ReplicaId, number>();
+  /** The commit index each follower said it holds durably (and so has applied, and keeps across a restart). */
+  private readonly knownCommit = new Map<ReplicaId, number>();
+  /** Followers that answered (AppendOk or Refused) since the last tick. */
+  private readonly heard = new Set<ReplicaId>();
   /** What the leader's own disk holds durably. */
   private selfMatch = 0;
   /** The index of this leader's barrier: it serves once that is committed (see serving). */
@@ -190,10 +194,20 @@ export class Replica {
   /** The leader's heartbeat: resends what a follower has not acknowledged (dropped frames), and the commit index.
    * Only a probe of one record: a follower that is frozen or cut off would otherwise get up to
    * APPEND_RECORDS_MAX records per slice per heartbeat, which its leader's node buffers and drops (a
-   * slice node held 22 GB that way under SIGSTOP). Its acknowledgement brings the rest (onReply). */
+   * slice node held 22 GB that way under SIGSTOP). Its acknowledgement brings the rest (onReply).
+   * A follower that holds every record and has told that it holds the commit point durably gets
+   * nothing: it has nothing to learn (failure detection is the coordinator's, by Ping), and an idle
+   * cluster would otherwise send one message per slice and follower every tick. Until that word
+   * comes (a message dropped either way, a follower restarted) it gets the heartbeat. */
   tick(): void {
     if (!this.leading) return;
     for (const f of this.followers) {
+      const heard = this.heard.delete(f);
+      if (this.match.get(f)! >= this.lastIndex && this.knownCommit.get(f)! >= this.commit) continue;
+      // A follower that answered since the last tick and has appends in flight gets their answers, and
+      // the commit index with the next one: resending from its last acknowledged record would send the
+      // whole window in flight again (each tick, under load). One that did not answer is probed.
+      if (heard && this.next.get(f)! > this.match.get(f)! + 1) continue;
       this.next.set(f, Math.min(this.next.get(f)!, this.match.get(f)! + 1));
       this.sendAppend(f, 1);
     }
@@ -232,9 +246,12 @@ export class Replica {
     this.followers = followers.filter((f) => f !== this.id);
     this.next.clear();
     this.match.clear();
+    this.knownCommit.clear();
+    this.heard.clear();
     for (const f of this.followers) {
       this.next.set(f, this.lastIndex + 1);
       this.match.set(f, 0);
+      this.knownCommit.set(f, 0);
     }
     this.selfMatch = 0;
     // A barrier of the new term: records of older terms that this leader holds are committed
@@ -277,9 +294,11 @@ export class Replica {
       return;
     }
     if (!this.leading || m.term !== this.promisedTerm || !this.match.has(from)) return;
+    this.heard.add(from);
     if (m.type === 'AppendOk') {
       assert(m.matchIndex <= this.lastIndex, 'a follower holds no record its leader lacks');
       if (m.matchIndex > this.match.get(from)!) this.match.set(from, m.matchIndex);
+      if (m.commitIndex > this.knownCommit.get(from)!) this.knownCommit.set(from, m.commitIndex);
       if (this.next.get(from)! <= m.matchIndex) this.next.set(from, m.matchIndex + 1);
       this.leaderCommit();
       if (this.next.get(from)! <= this.lastIndex) this.sendAppend(from);
@@ -409,14 +428,19 @@ export class Replica {
   }
 
   /** Answers once what was written is durable, and only if no newer term came meanwhile (a newer
-   * leader may have cut those records: an old leader must not count them). */
+   * leader may have cut those records: an old leader must not count them). The answer carries the
+   * commit index this replica held when it asked for the sync: its 'commit' write came before, so it is
+   * durable now and survives a restart. (One learned in the callback is written after the sync and may
+   * not be: a leader told that would stop sending heartbeats to a follower that lost it in a crash,
+   * leaving its last committed records unapplied.) */
   private ackWhenDurable(to: ReplicaId, term: number, matchIndex: number, leaderCommit: number): void {
+    const durableCommit = this.commit;
     this.host.disk.sync(() => {
       if (this.promisedTerm !== term || this.leading) return;
       // What the leader has committed and this replica holds (as of the leader's records) is committed.
       const upTo = Math.min(leaderCommit, matchIndex, this.lastIndex);
       if (upTo > this.commit && this.termAt(upTo) !== undefined) this.advanceCommit(upTo);
-      this.host.send(to, { type: 'AppendOk', term, matchIndex });
+      this.host.send(to, { type: 'AppendOk', term, matchIndex, commitIndex: durableCommit });
     });
   }
 

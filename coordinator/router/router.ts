@@ -1,0 +1,174 @@
+// How the request path reaches the slices, and the one place of its retry policy.
+// operations.ts says what to send (one op to the slice of a key, a scan page from
+// the workers of a range of slices, or one op to every worker); Router finds the
+// channel (slice-channel.ts) by the map that Routing (routing.ts) holds, sends,
+// and decides whether an op that failed is sent again:
+//
+// - WrongOwner: the node was not the owner at the op's epoch (a slice move
+//   switched it, or this router's map lags the nodes'). Nothing was applied, so
+//   it is sent again with the map as it is then: at most WRONG_OWNER_RETRIES_MAX
+//   times within WRONG_OWNER_RETRY_MS_MAX (FAILOVER_RETRY_MS_MAX on replicated
+//   slices), after Routing.afterWrongOwner (a router also asks for the newer map).
+// - No serving leader, on replicated slices: the node answered that the slice has
+//   no serving leader, or the owner's node is not connected; nothing was applied
+//   (a failover is under way). Sent again once the map names the new leader: at
+//   most FAILOVER_RETRIES_MAX times within FAILOVER_RETRY_MS_MAX, after
+//   Routing.afterNoLeader. So is an op that was still queued for a node whose
+//   link was lost or given up ("the op was not sent to it"). An answer of
+//   unknown outcome (a lost connection or a silent node with the op in flight, a
+//   deposed leader) is sent again the same way only for an `idempotent` op, one
+//   whose end state and answer are the same if it is applied twice (an
+//   unconditional put or delete whose result the caller does not return); never
+//   for a conditional write or an update (ADD, counters), which may have been
+//   applied (docs/replication.md).
+// - A move's freeze: a scan waits in Routing.scanLinks until no slice of its
+//   range is between freeze and switch (no worker owns such a slice); a point op
+//   on a frozen slice is refused WrongOwner by the old owner and retried as above.
+import { KeysliceError } from '../../shared/errors.js';
+import { workerOf } from '../../shared/hashing.js';
+import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
+import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
+import { wasNotSent } from '../metadata/node-link.js';
+import type { Routing } from './routing.js';
+import type { SliceChannel } from './slice-channel.js';
+
+/** The ops on one key or one key range of one slice: [kind, tableId, slice, ...]. */
+export type SliceBoundOp = Extract<SliceOpMessage, [typeof SliceOp.Put | typeof SliceOp.Get | typeof SliceOp.Delete | typeof SliceOp.Update | typeof SliceOp.Range, ...unknown[]]>;
+/** One worker's part of a scan page: [Scan, tableId, fromSlice, afterKey, limit, projection, filter, toSlice]. */
+export type ScanOp = Extract<SliceOpMessage, [typeof SliceOp.Scan, ...unknown[]]>;
+
+export class Router {
+  constructor(private readonly cluster: Routing) {}
+
+  get sliceCount(): number {
+    return this.cluster.sliceCount;
+  }
+
+  /** The map's nodes and each slice's owner (the advisor, DescribeSlices). */
+  layout(): { nodes: string[]; owners: number[] } {
+    return this.cluster.layout();
+  }
+
+  /** The channels of the nodes that are part of the cluster (DescribeSlices asks each for its load). */
+  presentChannels(): SliceChannel[] {
+    return this.cluster.presentLinks();
+  }
+
+  /** Sends an op to the node that owns its slice, again while the policy above allows
+   * (`idempotent`: also after an unknown outcome). */
+  async send<Op extends SliceBoundOp>(op: Op, idempotent = false): Promise<ResultOf<Op>> {
+    const slice = op[2];
+    const started = Date.now();
+    let failoverTries = 0;
+    for (let attempt = 0; ; attempt++) {
+      const link = this.cluster.linkOf(slice);
+      if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
+      if (link.state !== 'ready') await this.cluster.linkReady(link);
+      if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
+        await this.cluster.afterNoLeader(failoverTries++);
+        continue;
+      }
+      try {
+        return await link.send(slice, op);
+      } catch (err) {
+        if (err instanceof KeysliceError && mayResend(err, idempotent) && this.failoverRetry(started, failoverTries)) {
+          await this.cluster.afterNoLeader(failoverTries++);
+          continue;
+        }
+        if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
+        if (attempt + 1 - failoverTries >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0)) throw err;
+        await this.cluster.afterWrongOwner(attempt);
+      }
+    }
+  }
+
+  /** Asks every worker that owns a slice of the scan's [fromSlice, toSlice) for its part of a
+   * page. A slice between freeze and switch is owned by no worker: scanLinks waits for its
+   * switch, then names the owners of the map as it is; every ask is refused (WrongOwner) if its
+   * node has moved on to another map, and then the whole page is asked again (a router's map
+   * can lag the nodes'; the coordinator's never does). */
+  async scan(op: ScanOp): Promise<ScanResult[]> {
+    const fromSlice = op[2];
+    const to = op[7];
+    const started = Date.now();
+    let failoverTries = 0;
+    for (let attempt = 0; ; attempt++) {
+      let links: SliceChannel[];
+      try {
+        links = await this.cluster.scanLinks(fromSlice, to);
+      } catch (err) {
+        // A scan only reads: on replicated slices a node that is down is waited out (a failover names another).
+        if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
+          await this.cluster.afterNoLeader(failoverTries++);
+          continue;
+        }
+        throw err;
+      }
+      // Only the workers that own a slice of the range are asked, each once.
+      const asked = new Map<SliceChannel, Set<number>>();
+      const answers: Promise<ScanResult>[] = [];
+      for (let s = fromSlice; s < to; s++) {
+        const link = links[s - fromSlice];
+        const w = workerOf(s, link.workerCount);
+        let workers = asked.get(link);
+        if (workers === undefined) asked.set(link, (workers = new Set()));
+        if (workers.has(w)) continue;
+        workers.add(w);
+        answers.push(link.sendToWorker(w, op));
+      }
+      const settled = await Promise.allSettled(answers);
+      const results: ScanResult[] = [];
+      let failure: unknown = undefined;
+      for (const r of settled) {
+        if (r.status === 'fulfilled') results.push(r.value);
+        else if (failure === undefined) failure = r.reason;
+      }
+      if (failure === undefined) return results;
+      const err = failure;
+      if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
+        await this.cluster.afterNoLeader(failoverTries++);
+        continue;
+      }
+      if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
+      if (attempt + 1 - failoverTries >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) throw err;
+      await this.cluster.afterWrongOwner(attempt);
+    }
+  }
+
+  /** Sends `op` once to every worker of every node of the cluster, without retries (a table
+   * drop: what a node that is down misses stays unreachable). A node that is not ready
+   * answers Unavailable. */
+  everyWorker<Op extends SliceOpMessage>(op: Op): Promise<ResultOf<Op>>[] {
+    const out: Promise<ResultOf<Op>>[] = [];
+    for (const link of this.cluster.presentLinks()) {
+      if (link.state !== 'ready') {
+        out.push(Promise.reject(new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`)));
+        continue;
+      }
+      for (let w = 0; w < link.workerCount; w++) out.push(link.sendToWorker(w, op));
+    }
+    return out;
+  }
+
+  /** Whether an op that met a failover (no serving leader) is tried again: only on replicated
+   * slices, within FAILOVER_RETRIES_MAX tries and FAILOVER_RETRY_MS_MAX. */
+  private failoverRetry(started: number, tries: number): boolean {
+    return this.cluster.replicationFactor > 1 && tries < FAILOVER_RETRIES_MAX && Date.now() - started < FAILOVER_RETRY_MS_MAX;
+  }
+}
+
+/** A node's answer that a replicated slice has no serving leader there (no election finished for it,
+ * or it was deposed before the op ran): nothing was applied, so the op may be sent again. The node
+ * says it in these words (slice-worker), and answers of unknown outcome never contain them. */
+const NO_SERVING_LEADER = 'has no serving leader';
+export function isNoServingLeader(err: KeysliceError): boolean {
+  return err.code === 'Unavailable' && err.message.includes(NO_SERVING_LEADER);
+}
+
+/** Whether an op that failed with `err` during a failover may be sent again: it was not applied
+ * (refused by a replica that does not serve, or never sent), or its outcome is unknown (any other
+ * Unavailable: a lost connection, a deposed or silent leader) and applying it twice changes nothing. */
+function mayResend(err: KeysliceError, idempotent: boolean): boolean {
+  if (err.code !== 'Unavailable') return false;
+  return idempotent || isNoServingLeader(err) || wasNotSent(err);
+}
