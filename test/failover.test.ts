@@ -9,11 +9,13 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
+import { KeysliceError } from '../shared/errors.js';
+import { initHashing, sliceOf } from '../shared/hashing.js';
 import { useCluster, type ClusterHandle } from './cluster-fixture.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync', ...(process.env.KEYSLICE_TEST_LOG ? { log: (l: string) => appendFileSync(process.env.KEYSLICE_TEST_LOG!, `${Date.now()} ${l}\n`) } : {}) });
 const T = 'failover';
-/** Bounds of this file's loops: a failover takes the heartbeat timeout (3 s) plus an election. */
+/** Bounds of this file's loops: a failover takes the heartbeat timeout (1.5 s) plus an election. */
 const RECOVERY_MS_MAX = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -75,6 +77,7 @@ async function allLed(): Promise<ClusterStatus> {
 const ids = Array.from({ length: 40 }, (_, i) => `k${i}`);
 
 beforeAll(async () => {
+  await initHashing();
   await c.client.createTable(T, { name: 'id', type: 'string' });
   await allLed();
 });
@@ -119,22 +122,40 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
     const st = await allLed();
     const leading = st.nodes.filter((n) => n.slices > 0).map((n) => n.node);
     const victim = c.cluster.nodes.find((n) => leading.includes(n.url))!;
+    // Keys of slices the victim leads: writes to them are in flight on it when it freezes.
+    const layout = await c.client.describeSlices(T);
+    const led = new Set(layout.slices.filter((s) => s.node === victim.url).map((s) => s.slice));
+    const keysOn = (prefix: string) => Array.from({ length: 400 }, (_, n) => `${prefix}${n}`).filter((k) => led.has(sliceOf('string', k, layout.sliceCount))).slice(0, 8);
+    const conditional = keysOn('g');
+    const unconditional = keysOn('f');
+    expect(conditional.length).toBe(8);
     victim.child.kill('SIGSTOP');
     try {
-      // Writes sent now to the frozen leader wait for it; the others fail over.
-      const frozenWrites = ids.map((id) => c.http.request('PutItem', { table: T, item: { id, v: 'frozen-era' } }).then(() => 'ok' as const, () => 'failed' as const));
+      // Writes sent now to the frozen leader wait for it until the election gives them up (outcome unknown).
+      // A conditional put is not sent again (it may have been applied); an unconditional put is, and succeeds
+      // on the new leader (docs/replication.md: which writes a router sends again).
+      const outcome = (p: Promise<unknown>) => p.then(() => 'ok', (err: KeysliceError) => `${err.code}: ${err.message}`);
+      const conditionalWrites = conditional.map((id) => outcome(c.http.request('PutItem', { table: T, item: { id, v: 'frozen-era' }, condition: 'attribute_not_exists(id)' })));
+      await sleep(50);
+      const frozenWrites = unconditional.map((id) => outcome(c.http.request('PutItem', { table: T, item: { id, v: 'frozen-era' } })));
       await sleep(500);
       const slowest = await putAll(ids, 'e');
       expect(slowest).toBeLessThan(RECOVERY_MS_MAX);
       const st2 = await status(c);
       expect(st2.nodes.find((n) => n.node === victim.url)!.slices).toBe(0);
       victim.child.kill('SIGCONT');
-      const outcomes = await Promise.all(frozenWrites);
-      // Every write after the election was acknowledged with 'e'; a frozen-era write that was acknowledged
-      // came before it (in its slice's order), so 'e' must be what is read.
+      expect(await Promise.all(frozenWrites)).toEqual(unconditional.map(() => 'ok'));
+      const conditionalOutcomes = await Promise.all(conditionalWrites);
+      for (const o of conditionalOutcomes) expect(o).toMatch(/^ok$|^Unavailable: /);
+      expect(conditionalOutcomes.filter((o) => /may or may not have been applied|outcome unknown/.test(o)).length).toBeGreaterThan(0);
+      // Every write after the election was acknowledged with 'e', and each retried put with its value.
       const got = await readAll(ids);
       for (const id of ids) expect(got.get(id)).toBe('e');
-      expect(outcomes.length).toBe(ids.length);
+      for (const id of unconditional) expect((await c.http.request('GetItem', { table: T, key: { id } })).item?.v).toBe('frozen-era');
+      for (const [i, id] of conditional.entries()) {
+        const item = (await c.http.request('GetItem', { table: T, key: { id } })).item;
+        if (conditionalOutcomes[i] === 'ok') expect(item?.v).toBe('frozen-era');
+      }
     } finally {
       victim.child.kill('SIGCONT');
     }

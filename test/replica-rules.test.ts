@@ -3,7 +3,7 @@
 // once a majority holds it durably, that a diverged tail is cut and a deposed
 // leader acknowledges nothing. Messages and disk syncs move only when a story says so.
 import { describe, expect, it } from 'vitest';
-import { chooseLeader } from '../coordinator/metadata/failover.js';
+import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
 import { COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 
@@ -323,5 +323,44 @@ describe('the choice of a new leader', () => {
     answers.set(4, { lastTerm: 4, lastIndex: 8 });
     expect(chooseLeader([0, 1, 2, 3, 4], answers)).toBe(4);
     expect(chooseLeader([1, 2, 4], new Map([[1, { lastTerm: 3, lastIndex: 10 }], [2, { lastTerm: 4, lastIndex: 7 }]]))).toBe(2);
+  });
+});
+
+describe('the coordinator\'s election of one slice', () => {
+  it('asks a replica that comes back during an election at once, at the same term, rather than after the election timeout', () => {
+    let now = 0;
+    const sent: { to: number; m: ReplicationMessage }[] = [];
+    const terms: number[] = [];
+    const published: [number, number][] = [];
+    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
+    const f = new SliceFailover([0, 1, 2], 0, 1, timing, {
+      send: (to, m) => sent.push({ to, m }),
+      now: () => now,
+      persistTerm: (t) => terms.push(t),
+      publish: (leader, term) => published.push([leader, term]),
+    });
+    // Leader 0 is killed while replica 2 is still restarting: the Prepares to both go nowhere.
+    f.suspectLeader();
+    f.tick();
+    expect(terms).toEqual([2]);
+    expect(sent.map((s) => [s.to, s.m.type])).toEqual([[0, 'Prepare'], [1, 'Prepare'], [2, 'Prepare']]);
+    sent.length = 0;
+    now += 50;
+    f.receive(1, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 7 });
+    expect(f.currentLeader).toBeNull(); // one answer of three
+    // Replica 1 answered already; replica 2's node is reachable again: only it is asked, at the same term.
+    f.reachable(1);
+    f.reachable(2);
+    expect(sent).toEqual([{ to: 2, m: { type: 'Prepare', term: 2 } }]);
+    sent.length = 0;
+    now += 50;
+    f.receive(2, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 5 });
+    // Elected 100 ms after the kill, well before the election timeout, without a second term.
+    expect(published).toEqual([[1, 2]]);
+    expect(terms).toEqual([2]);
+    expect(sent).toEqual([{ to: 1, m: { type: 'Lead', term: 2, followers: [0, 2] } }]);
+    sent.length = 0;
+    f.reachable(0); // no election under way: nothing to ask
+    expect(sent).toEqual([]);
   });
 });

@@ -156,6 +156,15 @@ export class SliceFailover {
   get electorate(): readonly ReplicaId[] {
     return this.voters;
   }
+  /** Replica `to` can be reached again (its node restarted or reconnected): an election under way
+   * that has no answer from it sends it the Prepare again, at the same term, instead of waiting out
+   * the election timeout (the first Prepare went nowhere). A Prepare is safe to repeat: a replica
+   * that promised the term already refuses it, and one answer per replica is counted. */
+  reachable(to: ReplicaId): void {
+    const e = this.election;
+    if (e === null || e.answers.has(to) || !(this.replicas.includes(to) || this.voters.includes(to))) return;
+    this.host.send(to, { type: 'Prepare', term: e.term });
+  }
   /** The coordinator lost its link to the leader: elect without waiting out the heartbeat timeout. */
   suspectLeader(): void {
     this.lastGoodAt = -Infinity;

@@ -75,6 +75,7 @@ export class Membership {
     );
     link.onStateChange = () => {
       if (link.state !== 'ready') this.leaders?.linkLost(index);
+      else this.leaders?.linkUp(index);
       this.onLinkChange();
     };
     link.onReplicate = (entries) => this.leaders.receive(index, entries);

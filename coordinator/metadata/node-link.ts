@@ -189,7 +189,10 @@ export class NodeLink {
       const wasReady = this.state === 'ready';
       if (this.state !== 'closed') this.state = 'connecting';
       if (wasReady) this.log(`slice node ${this.url} disconnected`);
-      this.failAll(new KeysliceError('Unavailable', `connection to slice node ${this.url} was lost; a write in flight may or may not have been applied`));
+      this.failAll(
+        new KeysliceError('Unavailable', `connection to slice node ${this.url} was lost; a write in flight may or may not have been applied`),
+        notSent(`connection to slice node ${this.url} was lost`),
+      );
       if (this.state === 'closed') return;
       if (wasReady) {
         this.lostAt = Date.now();
@@ -355,7 +358,7 @@ export class NodeLink {
     const ids = [...this.inFlight.keys()];
     for (const id of ids) this.failBatch(id, new KeysliceError('Unavailable', `slice node ${this.url} ${why}; a write in flight may or may not have been applied`));
     // After failBatch: the queue's count of batches in flight is back to zero.
-    for (const s of this.queue.clear()) s.reject(new KeysliceError('Unavailable', `slice node ${this.url} ${why}; the op was not sent to it; retry`));
+    for (const s of this.queue.clear()) s.reject(notSent(`slice node ${this.url} ${why}`));
     return ids.length;
   }
 
@@ -370,10 +373,24 @@ export class NodeLink {
     }
   }
 
-  private failAll(err: KeysliceError): void {
+  /** `queued`: what ops still waiting to be sent get (they were not applied); the default, `err`. */
+  private failAll(err: KeysliceError, queued = err): void {
     for (const id of [...this.inFlight.keys()]) this.failBatch(id, err);
-    for (const s of this.queue.clear()) s.reject(err);
+    for (const s of this.queue.clear()) s.reject(queued);
   }
+}
+
+/** The words that say an op never left this process (so was not applied, and may be sent again):
+ * wasNotSent() below is how a caller tells; no other answer contains them. */
+const NOT_SENT = 'the op was not sent to it';
+
+function notSent(why: string): KeysliceError {
+  return new KeysliceError('Unavailable', `${why}; ${NOT_SENT}; retry`);
+}
+
+/** Whether `err` says that the op was never sent to the node (queued when its link was lost or given up). */
+export function wasNotSent(err: KeysliceError): boolean {
+  return err.code === 'Unavailable' && err.message.includes(NOT_SENT);
 }
 
 /** Throws Unavailable unless every link is ready: checked before anything is sent,

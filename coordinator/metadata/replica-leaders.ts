@@ -132,6 +132,11 @@ export class ReplicaLeaders {
     this.tick();
   }
 
+  /** A node's link became ready: elections under way that wait for its answer ask it now. */
+  linkUp(node: number): void {
+    for (const run of this.runs.values()) run.failover.reachable(node);
+  }
+
   close(): void {
     this.closed = true;
     clearInterval(this.timer);

@@ -123,7 +123,8 @@ export class Operations {
 
   private async PutItem(p: Payload) {
     const r = parsePutItem(this.context, p);
-    const old = await this.write(r.name, r.op);
+    // Unconditional and answering nothing (no check): the same end state if it is applied twice.
+    const old = await this.write(r.name, r.op, r.op[6] === null);
     return r.returnOld ? { item: old } : {};
   }
 
@@ -167,7 +168,8 @@ export class Operations {
 
   private async BatchWrite(p: Payload) {
     const { writes } = parseBatchWrite(this.context, p);
-    const results = await Promise.allSettled(writes.map((w) => this.router.send(w.op)));
+    // Unconditional puts and deletes whose results are not returned: each may be sent again after an unknown outcome.
+    const results = await Promise.allSettled(writes.map((w) => this.router.send(w.op, true)));
     const failures: ItemFailure[] = [];
     results.forEach((r, i) => {
       if (r.status === 'rejected') failures.push(itemFailure(writes[i].list, writes[i].index, writes[i].name, r.reason));
@@ -200,9 +202,9 @@ export class Operations {
   // ---- helpers -------------------------------------------------------------
 
   /** A single-item write: a failed condition names the item. */
-  private async write<Op extends PutOp | UpdateOp | DeleteOp>(name: string, op: Op): Promise<ResultOf<Op>> {
+  private async write<Op extends PutOp | UpdateOp | DeleteOp>(name: string, op: Op, idempotent = false): Promise<ResultOf<Op>> {
     try {
-      return await this.router.send(op);
+      return await this.router.send(op, idempotent);
     } catch (err) {
       if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
         throw new KeysliceError('ConditionalCheckFailed', `the condition is false for item "${name}"; nothing was changed`, err.details);

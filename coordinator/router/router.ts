@@ -13,8 +13,14 @@
 //   no serving leader, or the owner's node is not connected; nothing was applied
 //   (a failover is under way). Sent again once the map names the new leader: at
 //   most FAILOVER_RETRIES_MAX times within FAILOVER_RETRY_MS_MAX, after
-//   Routing.afterNoLeader. An answer of unknown outcome (a lost connection, a
-//   deposed leader) is not retried.
+//   Routing.afterNoLeader. So is an op that was still queued for a node whose
+//   link was lost or given up ("the op was not sent to it"). An answer of
+//   unknown outcome (a lost connection or a silent node with the op in flight, a
+//   deposed leader) is sent again the same way only for an `idempotent` op, one
+//   whose end state and answer are the same if it is applied twice (an
+//   unconditional put or delete whose result the caller does not return); never
+//   for a conditional write or an update (ADD, counters), which may have been
+//   applied (docs/replication.md).
 // - A move's freeze: a scan waits in Routing.scanLinks until no slice of its
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
@@ -22,6 +28,7 @@ import { KeysliceError } from '../../shared/errors.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
+import { wasNotSent } from '../metadata/node-link.js';
 import type { Routing } from './routing.js';
 import type { SliceChannel } from './slice-channel.js';
 
@@ -47,8 +54,9 @@ export class Router {
     return this.cluster.presentLinks();
   }
 
-  /** Sends an op to the node that owns its slice, again while the policy above allows. */
-  async send<Op extends SliceBoundOp>(op: Op): Promise<ResultOf<Op>> {
+  /** Sends an op to the node that owns its slice, again while the policy above allows
+   * (`idempotent`: also after an unknown outcome). */
+  async send<Op extends SliceBoundOp>(op: Op, idempotent = false): Promise<ResultOf<Op>> {
     const slice = op[2];
     const started = Date.now();
     let failoverTries = 0;
@@ -63,7 +71,7 @@ export class Router {
       try {
         return await link.send(slice, op);
       } catch (err) {
-        if (err instanceof KeysliceError && isNoServingLeader(err) && this.failoverRetry(started, failoverTries)) {
+        if (err instanceof KeysliceError && mayResend(err, idempotent) && this.failoverRetry(started, failoverTries)) {
           await this.cluster.afterNoLeader(failoverTries++);
           continue;
         }
@@ -155,4 +163,12 @@ export class Router {
 const NO_SERVING_LEADER = 'has no serving leader';
 export function isNoServingLeader(err: KeysliceError): boolean {
   return err.code === 'Unavailable' && err.message.includes(NO_SERVING_LEADER);
+}
+
+/** Whether an op that failed with `err` during a failover may be sent again: it was not applied
+ * (refused by a replica that does not serve, or never sent), or its outcome is unknown (any other
+ * Unavailable: a lost connection, a deposed or silent leader) and applying it twice changes nothing. */
+function mayResend(err: KeysliceError, idempotent: boolean): boolean {
+  if (err.code !== 'Unavailable') return false;
+  return idempotent || isNoServingLeader(err) || wasNotSent(err);
 }
