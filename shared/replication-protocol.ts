@@ -35,7 +35,9 @@ export type ReplicationMessage =
   | { type: 'Prepared'; term: number; lastTerm: number; lastIndex: number }
   | { type: 'Lead'; term: number; followers: ReplicaId[] }
   | { type: 'Ping'; seq: number }
-  | { type: 'Pong'; seq: number; term: number; leading: boolean }
+  /** commitTerm: the term of the record at the replica's commit point, which it holds durably; at least the
+   * leader's term once it holds the leader's barrier (its first record) committed (docs/replication.md). */
+  | { type: 'Pong'; seq: number; term: number; leading: boolean; commitTerm: number }
   | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number }
   | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number }
   | { type: 'AppendOk'; term: number; matchIndex: number }
@@ -49,13 +51,13 @@ const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Prepared: ['term', 'lastTerm', 'lastIndex'],
   Lead: ['term', 'followers'],
   Ping: ['seq'],
-  Pong: ['seq', 'term', 'leading'],
+  Pong: ['seq', 'term', 'leading', 'commitTerm'],
   Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
   Snapshot: ['term', 'index', 'lastTerm', 'state', 'commitIndex'],
   AppendOk: ['term', 'matchIndex'],
   Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
 };
-const COUNTS = new Set(['term', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex']);
+const COUNTS = new Set(['term', 'commitTerm', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex']);
 const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /** Why `m` is not a whole replication message, or null. Records are checked for shape here and

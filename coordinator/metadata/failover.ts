@@ -115,7 +115,12 @@ export class SliceFailover {
   receive(from: ReplicaId, m: ReplicationMessage): void {
     if (m.type === 'Pong') {
       if (this.election !== null || from !== this.leader || m.term < this.term) return;
-      if (m.term === this.term && m.leading) this.lastGoodAt = this.host.now();
+      if (m.term === this.term && m.leading) {
+        this.lastGoodAt = this.host.now();
+        // Its barrier (the term's first record) is committed: durable on a majority of this set, with every
+        // write acknowledged before the set changed. From now on a majority of this set elects.
+        if (m.commitTerm >= this.term) this.voters = this.replicas;
+      }
       // It restarted (it leads nothing) or it promised a newer term: no need to wait out the timeout.
       else this.lastGoodAt = -Infinity;
       return;
@@ -144,11 +149,7 @@ export class SliceFailover {
     for (const r of new Set([...this.replicas, ...this.voters])) this.host.send(r, { type: 'Prepare', term });
   }
 
-  /** The replica set changed and its new leader has been heard leading long enough: elections
-   * count the replicas themselves again (docs/replication.md says what this leaves open). */
-  settleElectorate(): void {
-    this.voters = this.replicas;
-  }
+  /** Whether elections count the replicas themselves (not an older set's, after a change). */
   get electorateSettled(): boolean {
     return this.voters === this.replicas;
   }
@@ -159,9 +160,5 @@ export class SliceFailover {
   /** The coordinator lost its link to the leader: elect without waiting out the heartbeat timeout. */
   suspectLeader(): void {
     this.lastGoodAt = -Infinity;
-  }
-  /** When the leader last answered that it leads the term (ms of host.now()). */
-  get leaderHeardAt(): number {
-    return this.lastGoodAt;
   }
 }

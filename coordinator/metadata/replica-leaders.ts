@@ -9,9 +9,9 @@
 // replicated slice is elected at once; the map's leader wins a tie. A leader that stops answering
 // (heartbeat timeout), whose link is lost, or that answers it does not lead, is replaced.
 //
-// A replica set that changed (a node removed while down, a node joining to refill a set) is a new
-// SliceFailover whose elections count the OLD set's answers (the electorate) until the new leader
-// has been heard leading for a heartbeat timeout; docs/replication.md says what this leaves open.
+// A replica set that changed (a node removed while down, a node joining to refill a set, a drain) is a
+// new SliceFailover whose elections count the OLD set's answers (the electorate) until the new leader
+// says (Pong.commitTerm) that its barrier is committed, so on a majority of the new set.
 import { FAILOVER_TICK_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
@@ -144,16 +144,12 @@ export class ReplicaLeaders {
   private tick(): void {
     if (this.closed) return;
     this.sync();
-    const now = Date.now();
     for (const run of this.runs.values()) {
       const f = run.failover;
       // Without a majority of the electorate connected no election can finish: wait rather than burn terms.
       const reachable = f.electorate.filter((n) => this.ready(n)).length;
       if (f.currentLeader === null && reachable < majority(f.electorate.length)) continue;
       f.tick();
-      if (!f.electorateSettled && f.currentLeader !== null && run.publishedAt > 0 && now - run.publishedAt >= this.timing.heartbeatTimeoutMs && now - f.leaderHeardAt < this.timing.heartbeatTimeoutMs) {
-        f.settleElectorate();
-      }
     }
   }
 
