@@ -153,6 +153,12 @@ export const CLUSTER_NODE_INDEX_MAX = 65_536;
 export const NODE_URL_CHARS_MAX = 2048;
 /** Replicate frames for one peer wait (while its link is dialed, or its socket is full) up to this many bytes; more are dropped. */
 export const PEER_LINK_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
+/** --remove-down-after-ms: a slice node down (not connected, or not heartbeating) this long is removed
+ * as `keyslice remove` would, when that loses no slice's last copy or majority (docs/replication.md).
+ * 0, the default: never automatically (a node that is only restarting or cut off for a while would lose
+ * its replicas, which are then copied again). The smallest other value is a few leader timeouts. */
+export const REMOVE_DOWN_AFTER_MS_DEFAULT = 0;
+export const REMOVE_DOWN_AFTER_MS_MIN = 1_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 

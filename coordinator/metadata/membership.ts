@@ -39,6 +39,11 @@ export class Membership {
   private running = 0;
   /** A forget-data removal is handing slices over (one at a time). */
   private forgetting = false;
+  /** Since when each node that is not removed has been seen down (absent: up). */
+  private readonly downSince = new Map<number, number>();
+  /** Why a node that has been down past --remove-down-after-ms is not removed (for status; logged once per change). */
+  private readonly autoRemoveRefusal = new Map<number, string>();
+  private autoRemoving = false;
   /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
   onLinkChange: () => void = () => {};
 
@@ -50,11 +55,16 @@ export class Membership {
     private readonly autoRebalance: boolean,
     private readonly log: (line: string) => void,
     failoverTiming: FailoverTiming = FAILOVER_TIMING_DEFAULT,
+    /** --remove-down-after-ms: a node down this long is removed as `keyslice remove` would (0: never). */
+    private readonly removeDownAfterMs = 0,
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
-    this.timer = setInterval(() => this.rebalance(), REBALANCE_INTERVAL_MS);
+    this.timer = setInterval(() => {
+      void this.autoRemove();
+      this.rebalance();
+    }, REBALANCE_INTERVAL_MS);
     this.timer.unref();
   }
 
@@ -351,6 +361,60 @@ export class Membership {
     }
   }
 
+  /** --remove-down-after-ms: removes a node that has been down that long, as `keyslice remove` would
+   * (which refuses to lose a slice's last copy or the majority of its replicas). Also waits while some
+   * replicated slice has no elected leader (its election needs the replicas that are up), and refuses
+   * when the replicas left that are up would not be a majority, so that the slices keep a leader.
+   * The clock of a node starts when this process first sees it down (at the latest, at its start). */
+  private async autoRemove(): Promise<void> {
+    if (this.removeDownAfterMs <= 0 || this.autoRemoving) return;
+    this.autoRemoving = true;
+    try {
+      const now = Date.now();
+      for (let i = 0; i < this.map.nodes.length; i++) {
+        if (this.map.statusOf(i) === 'removed' || this.isUp(i)) {
+          this.downSince.delete(i);
+          this.autoRemoveRefusal.delete(i);
+          continue;
+        }
+        if (!this.downSince.has(i)) this.downSince.set(i, now);
+        const downMs = now - this.downSince.get(i)!;
+        if (downMs < this.removeDownAfterMs) continue;
+        const node = this.map.nodes[i];
+        let problem = this.autoRemoveProblem(i);
+        if (problem === null) {
+          // Not forgetData: a node that holds the only copy of slices is refused, as an operator's remove is.
+          problem = await this.remove(node).then(() => null, (err: Error) => err.message);
+          if (problem === null) {
+            this.log(`node ${node} was down for ${Math.round(downMs / 1000)} s (--remove-down-after-ms ${this.removeDownAfterMs}): removed automatically`);
+            this.downSince.delete(i);
+            this.autoRemoveRefusal.delete(i);
+            continue;
+          }
+        }
+        if (this.autoRemoveRefusal.get(i) !== problem) this.log(`node ${node} has been down for ${Math.round(downMs / 1000)} s but is not removed automatically: ${problem}`);
+        this.autoRemoveRefusal.set(i, problem);
+      }
+    } finally {
+      this.autoRemoving = false;
+    }
+  }
+
+  /** Why the node must not be removed automatically now (beyond what remove itself refuses), or null. */
+  private autoRemoveProblem(index: number): string | null {
+    const s = this.leaders.summary();
+    if (s.led < s.replicated) return `${s.replicated - s.led} replicated slices have no elected leader yet; removing a node changes replica sets only once every slice has one`;
+    for (let slice = 0; slice < this.map.sliceCount; slice++) {
+      const set = this.map.replicasOf(slice);
+      if (set.length <= 1 || !set.includes(index)) continue;
+      const up = set.filter((n) => n !== index && this.isUp(n)).length;
+      if (up < Math.floor(set.length / 2) + 1) {
+        return `slice ${slice} would keep ${up} replicas that are up of its ${set.length}, not a majority, so it could not elect a leader; bring a node back`;
+      }
+    }
+    return null;
+  }
+
   private indexOf(url: unknown): number {
     const u = checkUrl(url);
     const index = this.map.indexOf(u);
@@ -417,7 +481,7 @@ export class Membership {
       status: this.map.statusOf(i),
       up: this.map.statusOf(i) !== 'removed' && this.isUp(i),
       heartbeatMsAgo: this.lastHeartbeat.has(i) ? Date.now() - this.lastHeartbeat.get(i)! : null,
-      problem: this.links[i].refusal === '' ? null : this.links[i].refusal,
+      problem: this.links[i].refusal !== '' ? this.links[i].refusal : this.autoRemoveRefusal.has(i) ? `down, and not removed automatically: ${this.autoRemoveRefusal.get(i)}` : null,
       workers: this.links[i].workerCount,
       slices: counts[i],
       items: 0,

@@ -1,0 +1,68 @@
+// Repair of replicated slices through real processes (docs/replication.md): slice nodes that register
+// themselves, R=3, every slice's replica set read back from the coordinator's cluster map.
+//  - A node killed for good under writes is removed automatically after --remove-down-after-ms; its
+//    slices are back to 3 replicas on the others, and nothing acknowledged is lost. With two of three
+//    nodes down, nothing is removed (the one left is no majority), and status says why.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
+import type { ClusterStatus } from '../shared/api.js';
+import { bulk, elasticClusters, waitFor, WriteLoad, type Elastic } from './elastic-fixture.js';
+
+const cluster = elasticClusters();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const REMOVE_AFTER_MS = 3_000;
+
+/** Every slice's replicas [leader, ...followers] as node URLs, from the coordinator's persisted map. */
+function replicaSets(e: Elastic): string[][] {
+  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { nodes: string[]; owners: number[]; followers: number[][] };
+  return m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n]));
+}
+
+/** Waits until status says every replicated slice has an elected leader. */
+async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
+  let st: ClusterStatus | undefined;
+  await waitFor(async () => /^(\d+) of \1 replicated slices have an elected leader/.test((st = await e.status()).replication.note), 'every slice to have a leader', timeoutMs);
+  return st!;
+}
+
+describe('repair of replicated slices (R=3)', () => {
+  it('a node killed for good under writes is removed after --remove-down-after-ms; its slices are back to 3 replicas, nothing is lost', async () => {
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, coordinatorArgs: ['--remove-down-after-ms', String(REMOVE_AFTER_MS)] });
+    await allLed(e);
+    await bulk(e, 300);
+    const load = new WriteLoad(e.client, 'elastic', 4, 8);
+    await sleep(500);
+    const st = await e.status();
+    const victim = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
+    expect(replicaSets(e).some((set) => set.includes(victim.url))).toBe(true);
+    await stopProcess(victim.child, 'SIGKILL');
+    const killedAt = Date.now();
+    await waitFor(async () => !(await e.status()).nodes.some((n) => n.node === victim.url), 'the dead node to be removed automatically', 30_000);
+    // Not before its time (the clock starts when the coordinator sees it down, after the kill).
+    expect(Date.now() - killedAt).toBeGreaterThanOrEqual(REMOVE_AFTER_MS);
+    await allLed(e);
+    await sleep(1_000);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(0);
+    await load.verify(300);
+    for (const set of replicaSets(e)) {
+      expect(set.length).toBe(3);
+      expect(new Set(set).size).toBe(3);
+      expect(set).not.toContain(victim.url);
+    }
+    expect((await e.status()).replication.factor).toBe(3);
+
+    // Two of the three left die at once: the one left is no majority of any slice, so neither is removed.
+    const [a, b] = e.nodes.filter((n) => n !== victim);
+    await Promise.all([stopProcess(a.child, 'SIGKILL'), stopProcess(b.child, 'SIGKILL')]);
+    await sleep(REMOVE_AFTER_MS + 3_000);
+    const after = await e.status();
+    for (const n of [a, b]) {
+      const r = after.nodes.find((x) => x.node === n.url);
+      expect(r, `${n.url} is still a member`).toBeDefined();
+      expect(r!.problem).toMatch(/not removed automatically: .*(no elected leader|not a majority)/);
+    }
+  }, 90_000);
+});
