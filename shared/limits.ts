@@ -159,6 +159,9 @@ export const PEER_LINK_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
  * its replicas, which are then copied again). The smallest other value is a few leader timeouts. */
 export const REMOVE_DOWN_AFTER_MS_DEFAULT = 0;
 export const REMOVE_DOWN_AFTER_MS_MIN = 1_000;
+/** A draining node's replica of a slice leaves the replica set only once every replica left holds the
+ * new leader's barrier; the coordinator asks them (Ping) at most this often. */
+export const REPLICA_CATCH_UP_PROBE_MS = 250;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 

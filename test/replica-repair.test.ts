@@ -3,8 +3,13 @@
 //  - A node killed for good under writes is removed automatically after --remove-down-after-ms; its
 //    slices are back to 3 replicas on the others, and nothing acknowledged is lost. With two of three
 //    nodes down, nothing is removed (the one left is no majority), and status says why.
+//  - keyslice drain of a node that leads and follows slices, under writes: each slice gets a replica on
+//    another node, which catches up, before the draining node's replica leaves the set; nothing is
+//    lost, the node ends holding no replica, and once stopped and removed the slices go on.
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
@@ -47,6 +52,7 @@ describe('repair of replicated slices (R=3)', () => {
     await load.stop();
     expect(load.acks).toBeGreaterThan(0);
     await load.verify(300);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`auto-removal under writes: ${load.acks} updates acknowledged, ${load.errors.length} failed`);
     for (const set of replicaSets(e)) {
       expect(set.length).toBe(3);
       expect(new Set(set).size).toBe(3);
@@ -64,5 +70,42 @@ describe('repair of replicated slices (R=3)', () => {
       expect(r, `${n.url} is still a member`).toBeDefined();
       expect(r!.problem).toMatch(/not removed automatically: .*(no elected leader|not a majority)/);
     }
+  }, 90_000);
+
+  it('keyslice drain under writes: every slice gets a caught-up replica elsewhere before the node leaves its set; nothing is lost', async () => {
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
+    await allLed(e);
+    await bulk(e, 300);
+    const load = new WriteLoad(e.client, 'elastic', 4, 8);
+    await sleep(500);
+    const st = await e.status();
+    // The first node to join leads every slice (leadership is not rebalanced onto nodes that join yet).
+    const victim = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
+    const held = replicaSets(e).filter((set) => set.includes(victim.url)).length;
+    expect(held).toBeGreaterThan(0);
+    const cli = join(import.meta.dirname, '..', 'dist', 'coordinator', 'cli', 'cli.js');
+    const { stdout } = await promisify(execFile)(process.execPath, [cli, 'drain', victim.url, '--url', e.coordinator.url, '--timeout', '60'], { timeout: 70_000 });
+    expect(stdout).toMatch(new RegExp(`draining ${victim.url} \\(${held} slices`));
+    expect(stdout).toMatch(/holds no slices; "keyslice remove/);
+    const after = await e.status();
+    const r = after.nodes.find((x) => x.node === victim.url)!;
+    expect([r.status, r.slices, r.replicas]).toEqual(['draining', 0, 0]);
+    for (const set of replicaSets(e)) {
+      expect(set.length).toBe(3);
+      expect(new Set(set).size).toBe(3);
+      expect(set).not.toContain(victim.url);
+    }
+    await allLed(e);
+    await sleep(500);
+    // The drained node can be stopped: the writes go on without it.
+    await stopProcess(victim.child, 'SIGKILL');
+    const acksBefore = load.acks;
+    await sleep(1_500);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(acksBefore);
+    await load.verify(300);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`drain under writes: ${load.acks} updates acknowledged, ${load.errors.length} failed (${[...new Set(load.errors.map((x) => x.message.slice(0, 80)))].join(' | ')})`);
+    expect((await e.post('remove', victim.url)).status).toBe(200);
+    expect((await e.status()).nodes.map((n) => n.node)).not.toContain(victim.url);
   }, 90_000);
 });

@@ -245,12 +245,25 @@ export class Membership {
   drain(url: unknown): void {
     const index = this.indexOf(url);
     if (this.map.statusOf(index) === 'draining') return;
-    if (this.map.replicationFactor > 1) throw new KeysliceError('InvalidState', replicatedMoveRefusal('drain', this.map.nodes[index], this.map.replicationFactor));
+    const node = this.map.nodes[index];
     const others = this.map.nodes.filter((_, i) => i !== index && this.map.statusOf(i) === 'active');
-    if (others.length === 0) throw new KeysliceError('InvalidState', `node ${this.map.nodes[index]} is the only active node; its slices have nowhere to go`);
+    if (others.length === 0) throw new KeysliceError('InvalidState', `node ${node} is the only active node; its slices have nowhere to go`);
+    const factor = this.map.replicationFactor;
+    if (factor > 1 && others.length < 2) {
+      // Its slices would be left with one replica, and a slice does not go back from R>1 to R=1 (docs/replication.md).
+      throw new KeysliceError('InvalidState', `the slices of ${node} have ${factor} replicas; without it only ${others.length} active node would hold them, and a replicated slice keeps at least 2: add a node first`);
+    }
+    if (factor > 1 && this.map.nodes.some((_, i) => i !== index && this.map.statusOf(i) === 'draining')) {
+      throw new KeysliceError('InvalidState', 'another node is draining; with replicated slices one node drains at a time: retry when it is done (keyslice status)');
+    }
     this.map.setStatus(index, 'draining');
     for (const l of this.links) l.sendEpoch(this.map.epoch);
-    this.log(`draining node ${this.map.nodes[index]} (${this.map.slicesOf(index).length} slices)`);
+    if (factor > 1) {
+      // The map placed a replica on an active node for each slice the node holds one of (R + 1 for a while);
+      // the nodes learn their sets, then the elections tell the leaders.
+      this.leaders.sync();
+    }
+    this.log(`draining node ${node} (${factor > 1 ? `replicas of ${this.map.replicaCounts()[index]} slices, leading ${this.map.slicesOf(index).length}` : `${this.map.slicesOf(index).length} slices`})`);
     this.rebalance();
   }
 
@@ -434,8 +447,8 @@ export class Membership {
    * differ by more than one. Nodes that are down are counted but not moved to or from. */
   rebalance(): void {
     if (!this.autoRebalance && !this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
-    // Slice moves copy a slice's data to one node; replicated slices are not moved yet (docs/replication.md).
-    if (this.map.replicationFactor > 1) return;
+    // Replicated slices are not copied by slice moves: a drain changes their replica sets (drainReplicas).
+    if (this.map.replicationFactor > 1) return this.drainReplicas();
     const now = Date.now();
     const usable = (i: number) => this.isUp(i) && (this.backoffUntil.get(i) ?? 0) <= now;
     for (let guard = 0; guard < MOVES_IN_FLIGHT_MAX && this.running < MOVES_IN_FLIGHT_MAX; guard++) {
@@ -472,10 +485,46 @@ export class Membership {
     }
   }
 
+  /** A drain with replicated slices (docs/replication.md). Setting the node draining placed a new replica
+   * on an active node for each slice it holds one of; the sets' elections (among the old sets' majority)
+   * told their leaders. Here a slice's replica on the draining node leaves the set once the leader
+   * elected for the set is known and every other replica of it says (Pong) that it durably holds that
+   * leader's barrier: every write acknowledged before, so the new replica has caught up. Slices the node
+   * led are led, in the map, by another replica, and elected again (that election counts the larger
+   * set's majority). What is ready in one turn leaves in one map change. */
+  private drainReplicas(): void {
+    const drops: { slice: number; node: number }[] = [];
+    for (let node = 0; node < this.map.nodes.length; node++) {
+      if (this.map.statusOf(node) !== 'draining') continue;
+      for (let slice = 0; slice < this.map.sliceCount; slice++) {
+        const set = this.map.replicasOf(slice);
+        if (!set.includes(node)) continue;
+        const term = this.leaders.electedTerm(slice);
+        if (term === null) continue;
+        const rest = set.filter((n) => n !== node);
+        // Every replica is asked (not only the first behind), so that one turn learns about them all.
+        const behind = rest.filter((n) => !this.leaders.holdsTerm(slice, n, term));
+        if (behind.length > 0 || rest.filter((n) => this.map.statusOf(n) === 'active').length < Math.min(2, this.map.replicationFactor)) continue;
+        // The invariant of a replica-set change: the set that is left is a majority of replicas that hold
+        // every acknowledged write (here all of them), so no election after it can lose one.
+        assert(rest.length >= Math.floor(set.length / 2) + 1 && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
+        drops.push({ slice, node });
+      }
+    }
+    if (drops.length === 0) return;
+    this.map.dropDrainedReplicas(drops);
+    for (const l of this.links) l.sendEpoch(this.map.epoch);
+    this.leaders.sync();
+    const nodes = [...new Set(drops.map((d) => this.map.nodes[d.node]))];
+    const left = nodes.map((u) => this.map.replicaCounts()[this.map.indexOf(u)]);
+    this.log(`drain: ${drops.length} slices' replicas left ${nodes.join(', ')} (their new replicas caught up); ${left.join(', ')} to go`);
+  }
+
   /** Nodes, slices per node, items/bytes/load per node (when every node answers; not
    * asked for when `withLoad` is false, e.g. by the studio, which has every table's load), moves. */
   async status(withLoad = true): Promise<ClusterStatus> {
     const counts = this.map.counts();
+    const replicas = this.map.replicaCounts();
     const nodes: NodeStatusReport[] = this.map.nodes.map((url, i) => ({
       node: url,
       status: this.map.statusOf(i),
@@ -484,6 +533,7 @@ export class Membership {
       problem: this.links[i].refusal !== '' ? this.links[i].refusal : this.autoRemoveRefusal.has(i) ? `down, and not removed automatically: ${this.autoRemoveRefusal.get(i)}` : null,
       workers: this.links[i].workerCount,
       slices: counts[i],
+      replicas: replicas[i],
       items: 0,
       bytes: 0,
       readsPerSecond: 0,
@@ -522,7 +572,7 @@ export class Membership {
         failed: this.mover.failed,
         itemsMoved: this.mover.itemsMoved,
         lastError: this.mover.lastError,
-        pending: this.pendingMoves(counts),
+        pending: this.map.replicationFactor > 1 ? this.pendingReplicaMoves(replicas) : this.pendingMoves(counts),
       },
     };
   }
@@ -538,6 +588,11 @@ export class Membership {
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections since the coordinator started`
     );
+  }
+
+  /** Replicas still to take off draining nodes (replicas are not rebalanced onto nodes that join yet). */
+  private pendingReplicaMoves(replicas: number[]): number {
+    return replicas.reduce((sum, n, i) => sum + (this.map.statusOf(i) === 'draining' ? n : 0), 0);
   }
 
   /** Moves still to make (a rough count: draining slices plus the excess over an even share). */
@@ -558,15 +613,6 @@ export class Membership {
     this.leaders.close();
     for (const l of this.links) l.close();
   }
-}
-
-/** Why a slice move (drain, rebalance) is refused while slices are replicated. */
-function replicatedMoveRefusal(what: string, node: string, factor: number): string {
-  return (
-    `keyslice ${what} moves slices between nodes, which is not done for replicated slices yet (replication factor ${factor}). ` +
-    `To take ${node} out, stop it and run "keyslice remove ${node}": its slices keep serving from their other replicas, which are placed again on the other nodes. ` +
-    'Or start the coordinator with --replication-factor 1 (docs/replication.md)'
-  );
 }
 
 function checkUrl(url: unknown): string {

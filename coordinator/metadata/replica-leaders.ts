@@ -12,7 +12,7 @@
 // A replica set that changed (a node removed while down, a node joining to refill a set, a drain) is a
 // new SliceFailover whose elections count the OLD set's answers (the electorate) until the new leader
 // says (Pong.commitTerm) that its barrier is committed, so on a majority of the new set.
-import { FAILOVER_TICK_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
+import { FAILOVER_TICK_MS, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
@@ -56,6 +56,9 @@ export class ReplicaLeaders {
   private closed = false;
   /** Elections started since this process started, for status. */
   elections = 0;
+  /** slice -> node -> the commit term of its latest Pong, and when it was last asked (probe). */
+  private readonly commitTerms = new Map<number, Map<number, number>>();
+  private readonly probedAt = new Map<string, number>();
 
   constructor(
     private readonly map: ClusterMap,
@@ -117,11 +120,37 @@ export class ReplicaLeaders {
     if (changed) this.reassignAll();
   }
 
+  /** The term of the slice's leader when it was elected for the replica set the map holds now, and
+   * published (null: an election for this set is under way or has not run yet). */
+  electedTerm(slice: number): number | null {
+    const run = this.runs.get(slice);
+    if (run === undefined || run.key !== keyOf(this.map.replicasOf(slice)) || run.publishedAt === 0 || run.failover.currentLeader === null) return null;
+    return run.failover.currentTerm === this.map.termOf(slice) ? run.failover.currentTerm : null;
+  }
+
+  /** Whether node `node`'s replica of the slice said (Pong) that it durably holds a committed record of
+   * term `term` or newer, so every record before that term's barrier. Asks it (a Ping, at most every
+   * REPLICA_CATCH_UP_PROBE_MS) while it has not. */
+  holdsTerm(slice: number, node: number, term: number): boolean {
+    if ((this.commitTerms.get(slice)?.get(node) ?? 0) >= term) return true;
+    const key = `${slice}:${node}`;
+    const now = Date.now();
+    if (now - (this.probedAt.get(key) ?? 0) >= REPLICA_CATCH_UP_PROBE_MS && this.ready(node)) {
+      this.probedAt.set(key, now);
+      this.host(slice).send(node, { type: 'Ping', seq: 0 });
+    }
+    return false;
+  }
+
   /** Replication messages from node `node` (its link's frame). */
   receive(node: number, entries: ReplicateEntry[]): void {
     for (const [slice, message] of entries) {
       const run = this.runs.get(slice);
       if (run === undefined || !run.replicas.includes(node)) continue;
+      if (message.type === 'Pong') {
+        if (!this.commitTerms.has(slice)) this.commitTerms.set(slice, new Map());
+        this.commitTerms.get(slice)!.set(node, message.commitTerm);
+      }
       run.failover.receive(node, message);
     }
   }
