@@ -162,6 +162,11 @@ export const REMOVE_DOWN_AFTER_MS_MIN = 1_000;
 /** A draining node's replica of a slice leaves the replica set only once every replica left holds the
  * new leader's barrier; the coordinator asks them (Ping) at most this often. */
 export const REPLICA_CATCH_UP_PROBE_MS = 250;
+/** Leadership rebalancing (--rebalance yes, R > 1): slices whose leadership is handed over at once, and how
+ * long a handover routes the slice to its new leader before the election, waiting for it to hold every
+ * record of the old leader (which then gets no new writes) so that it wins the election's tie. */
+export const LEADER_HANDOVERS_IN_FLIGHT_MAX = 8;
+export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 

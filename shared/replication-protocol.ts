@@ -36,8 +36,9 @@ export type ReplicationMessage =
   | { type: 'Lead'; term: number; followers: ReplicaId[] }
   | { type: 'Ping'; seq: number }
   /** commitTerm: the term of the record at the replica's commit point, which it holds durably; at least the
-   * leader's term once it holds the leader's barrier (its first record) committed (docs/replication.md). */
-  | { type: 'Pong'; seq: number; term: number; leading: boolean; commitTerm: number }
+   * leader's term once it holds the leader's barrier (its first record) committed (docs/replication.md).
+   * lastIndex: the index of its last record (a leadership handover waits until the new leader's reaches the old's). */
+  | { type: 'Pong'; seq: number; term: number; leading: boolean; commitTerm: number; lastIndex: number }
   | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number }
   | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number }
   | { type: 'AppendOk'; term: number; matchIndex: number }
@@ -51,7 +52,7 @@ const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Prepared: ['term', 'lastTerm', 'lastIndex'],
   Lead: ['term', 'followers'],
   Ping: ['seq'],
-  Pong: ['seq', 'term', 'leading', 'commitTerm'],
+  Pong: ['seq', 'term', 'leading', 'commitTerm', 'lastIndex'],
   Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
   Snapshot: ['term', 'index', 'lastTerm', 'state', 'commitIndex'],
   AppendOk: ['term', 'matchIndex'],

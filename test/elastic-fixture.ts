@@ -26,7 +26,7 @@ export interface Elastic {
 }
 
 /** A coordinator with `slices` slices and `nodes` registered slice nodes (each waited for). */
-export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number; coordinatorArgs?: string[] }): Promise<Elastic> {
+export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[] }): Promise<Elastic> {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-elastic-'));
   // Replication factor 1 unless asked: the stories written before replication move one copy of each slice.
   const extra = ['--cluster-secret', SECRET, '--replication-factor', String(opts.replicationFactor ?? 1), ...(opts.coordinatorArgs ?? [])];

@@ -6,6 +6,8 @@
 //  - keyslice drain of a node that leads and follows slices, under writes: each slice gets a replica on
 //    another node, which catches up, before the draining node's replica leaves the set; nothing is
 //    lost, the node ends holding no replica, and once stopped and removed the slices go on.
+//  - Nodes that join one by one under writes: the first leads every slice at first, then the
+//    leaderships are handed over until each node leads its share; nothing is lost.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -79,7 +81,6 @@ describe('repair of replicated slices (R=3)', () => {
     const load = new WriteLoad(e.client, 'elastic', 4, 8);
     await sleep(500);
     const st = await e.status();
-    // The first node to join leads every slice (leadership is not rebalanced onto nodes that join yet).
     const victim = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
     const held = replicaSets(e).filter((set) => set.includes(victim.url)).length;
     expect(held).toBeGreaterThan(0);
@@ -107,5 +108,22 @@ describe('repair of replicated slices (R=3)', () => {
     if (process.env.KEYSLICE_TEST_LOG) console.log(`drain under writes: ${load.acks} updates acknowledged, ${load.errors.length} failed (${[...new Set(load.errors.map((x) => x.message.slice(0, 80)))].join(' | ')})`);
     expect((await e.post('remove', victim.url)).status).toBe(200);
     expect((await e.status()).nodes.map((n) => n.node)).not.toContain(victim.url);
+  }, 90_000);
+
+  it('leaderships spread over nodes that join one by one, under writes; nothing is lost', async () => {
+    // Two nodes (R=2 by default), then a third under writes: R=3, and it takes its share of leaderships.
+    const e = await cluster({ nodes: 2, slices: 12, replicationFactor: 'auto' });
+    const load = new WriteLoad(e.client, 'elastic', 4, 8);
+    await sleep(500);
+    await e.addNode();
+    let st: ClusterStatus | undefined;
+    await waitFor(async () => (st = await e.status()).nodes.every((n) => n.slices === 4), 'each node to lead 4 slices', 30_000);
+    expect(st!.replication.note).toMatch(/[1-9]\d* leadership handovers/);
+    await allLed(e);
+    await sleep(500);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(0);
+    await load.verify(0);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`leadership rebalancing under writes: ${load.acks} updates acknowledged, ${load.errors.length} failed; ${st!.replication.note}`);
   }, 90_000);
 });

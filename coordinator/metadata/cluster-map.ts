@@ -231,6 +231,19 @@ export class ClusterMap {
     });
   }
 
+  /** Leadership rebalancing (coordinator/metadata/replica-leaders.ts handOver): routing names follower `to`
+   * as the slice's leader at once, at a new epoch, and the old leader stays a follower; the election that
+   * follows makes it so when `to` holds every record of the old leader, else gives the leadership back. */
+  handOver(slice: number, to: number): void {
+    const set = this.replicasOf(slice);
+    assert(set.includes(to) && set[0] !== to, `node ${to} is a follower of slice ${slice}`);
+    assert(this.state.status[to] === 'active', 'leadership goes to an active node');
+    this.commit((next) => {
+      next.owners[slice] = to;
+      next.followers[slice] = set.filter((n) => n !== to);
+    });
+  }
+
   /** Per node index: the slices it holds a replica of (leading or following). */
   replicaCounts(): number[] {
     const out = this.state.nodes.map(() => 0);

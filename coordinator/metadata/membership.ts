@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { NodeStatusReport, ClusterStatus } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { FAILOVER_RETRY_DELAY_MS_MAX, MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
@@ -447,8 +447,13 @@ export class Membership {
    * differ by more than one. Nodes that are down are counted but not moved to or from. */
   rebalance(): void {
     if (!this.autoRebalance && !this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
-    // Replicated slices are not copied by slice moves: a drain changes their replica sets (drainReplicas).
-    if (this.map.replicationFactor > 1) return this.drainReplicas();
+    // Replicated slices are not copied by slice moves: a drain changes their replica sets (drainReplicas),
+    // and leaderships are handed over between replicas (rebalanceLeaders).
+    if (this.map.replicationFactor > 1) {
+      this.drainReplicas();
+      if (this.autoRebalance) this.rebalanceLeaders();
+      return;
+    }
     const now = Date.now();
     const usable = (i: number) => this.isUp(i) && (this.backoffUntil.get(i) ?? 0) <= now;
     for (let guard = 0; guard < MOVES_IN_FLIGHT_MAX && this.running < MOVES_IN_FLIGHT_MAX; guard++) {
@@ -520,6 +525,33 @@ export class Membership {
     this.log(`drain: ${drops.length} slices' replicas left ${nodes.join(', ')} (their new replicas caught up); ${left.join(', ')} to go`);
   }
 
+  /** Leadership rebalancing (R > 1): while the active nodes that are up lead numbers of slices that differ
+   * by more than one, hands the leadership of slices of the one that leads most to the one that leads
+   * fewest, where that one holds a replica that is caught up (ReplicaLeaders.handOver). Waits while a
+   * drain runs or any replicated slice has no elected leader (an election or a handover under way). */
+  private rebalanceLeaders(): void {
+    if (this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
+    const s = this.leaders.summary();
+    if (s.replicated === 0 || s.led < s.replicated) return;
+    const counts = this.map.counts();
+    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.isUp(i));
+    if (nodes.length < 2) return;
+    for (let n = 0; n < LEADER_HANDOVERS_IN_FLIGHT_MAX; n++) {
+      const from = nodes.reduce((a, b) => (counts[b] > counts[a] ? b : a));
+      // The node that leads fewest among those holding a caught-up replica of one of `from`'s slices.
+      let best: { slice: number; to: number } | null = null;
+      for (const slice of this.map.slicesOf(from)) {
+        for (const to of this.map.replicasOf(slice)) {
+          if (to === from || !nodes.includes(to) || counts[from] - counts[to] <= 1 || (best !== null && counts[to] >= counts[best.to])) continue;
+          if (this.leaders.holdsTerm(slice, to, this.map.termOf(slice), this.leaders.probeIntervalMs)) best = { slice, to };
+        }
+      }
+      if (best === null || !this.leaders.handOver(best.slice, best.to)) return;
+      counts[from]--;
+      counts[best.to]++;
+    }
+  }
+
   /** Nodes, slices per node, items/bytes/load per node (when every node answers; not
    * asked for when `withLoad` is false, e.g. by the studio, which has every table's load), moves. */
   async status(withLoad = true): Promise<ClusterStatus> {
@@ -586,7 +618,7 @@ export class Membership {
     return (
       `${s.led} of ${s.replicated} replicated slices have an elected leader (${by.length > 0 ? by.join(', ') : 'none yet'})` +
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
-      `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections since the coordinator started`
+      `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections and ${this.leaders.handovers} leadership handovers since the coordinator started`
     );
   }
 

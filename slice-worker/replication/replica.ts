@@ -312,7 +312,7 @@ export class Replica {
       case 'Lead':
         return this.onLead(from, m.term, m.followers);
       case 'Ping':
-        return this.host.send(from, { type: 'Pong', seq: m.seq, term: this.promisedTerm, leading: this.leading, commitTerm: this.termAt(this.commit)! });
+        return this.host.send(from, { type: 'Pong', seq: m.seq, term: this.promisedTerm, leading: this.leading, commitTerm: this.termAt(this.commit)!, lastIndex: this.lastIndex });
       case 'Append':
         return this.onAppend(from, m);
       case 'Snapshot':
