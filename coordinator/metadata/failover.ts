@@ -149,6 +149,11 @@ export class SliceFailover {
     for (const r of new Set([...this.replicas, ...this.voters])) this.host.send(r, { type: 'Prepare', term });
   }
 
+  /** A majority of the replicas said they durably hold the barrier of a leader this failover elected (so
+   * every write acknowledged before the set changed): a majority of them elects from now on. */
+  settleElectorate(): void {
+    this.voters = this.replicas;
+  }
   /** Whether elections count the replicas themselves (not an older set's, after a change). */
   get electorateSettled(): boolean {
     return this.voters === this.replicas;

@@ -238,6 +238,13 @@ export class ReplicaLeaders {
         run.hold = undefined;
       }
       const f = run.failover;
+      // A changed set whose elected leader's barrier a majority of the new set holds (their Pongs say so) elects by
+      // itself from now on, even if that leader died before saying so (it would otherwise wait for the old set).
+      if (!f.electorateSettled && run.publishedAt > 0) {
+        // The term this failover elected (kept while a later election runs), not an older set's leader's.
+        const term = f.currentTerm;
+        if (run.replicas.filter((n) => this.holdsTerm(slice, n, term)).length >= majority(run.replicas.length)) f.settleElectorate();
+      }
       // Without a majority of the electorate connected no election can finish: wait rather than burn terms.
       const reachable = f.electorate.filter((n) => this.ready(n)).length;
       if (f.currentLeader === null && reachable < majority(f.electorate.length)) continue;
