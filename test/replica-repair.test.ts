@@ -6,6 +6,8 @@
 //  - keyslice drain of a node that leads and follows slices, under writes: each slice gets a replica on
 //    another node, which catches up, before the draining node's replica leaves the set; nothing is
 //    lost, the node ends holding no replica, and once stopped and removed the slices go on.
+//  - Items written at R=1 are kept when the cluster grows to R=2 and 3 (they were dropped: the first
+//    replica of a slice started empty).
 //  - Nodes that join one by one under writes: the first leads every slice at first, then the
 //    leaderships are handed over until each node leads its share; nothing is lost.
 import { execFile } from 'node:child_process';
@@ -125,5 +127,21 @@ describe('repair of replicated slices (R=3)', () => {
     expect(load.acks).toBeGreaterThan(0);
     await load.verify(0);
     if (process.env.KEYSLICE_TEST_LOG) console.log(`leadership rebalancing under writes: ${load.acks} updates acknowledged, ${load.errors.length} failed; ${st!.replication.note}`);
+  }, 90_000);
+
+  it('items written while the cluster had one node (R=1) are kept when nodes join and it replicates them (R=2, then 3)', async () => {
+    const e = await cluster({ nodes: 1, slices: 4, replicationFactor: 'auto' });
+    for (let i = 0; i < 40; i++) await e.client.putItem('elastic', { id: `r1-${i}`, v: i });
+    for (const expected of [2, 3]) {
+      await e.addNode();
+      await waitFor(async () => (await e.status()).replication.factor === expected, `replication factor ${expected}`);
+      await allLed(e);
+      const items = await e.client.getAllItems({ table: 'elastic' });
+      expect(items.map((i) => i.v).sort((a, b) => (a as number) - (b as number))).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    }
+    // The first node's copy is no longer needed: with it stopped, the two others still serve every item.
+    await stopProcess(e.nodes[0].child, 'SIGKILL');
+    await allLed(e);
+    expect((await e.client.getAllItems({ table: 'elastic' })).length).toBe(40);
   }, 90_000);
 });
