@@ -33,7 +33,9 @@ export type RefusalCode =
 export type ReplicationMessage =
   | { type: 'Prepare'; term: number }
   | { type: 'Prepared'; term: number; lastTerm: number; lastIndex: number }
-  | { type: 'Lead'; term: number; followers: ReplicaId[] }
+  /** sets: while a replica-set change is unsettled, the sets (the new one first) each of whose majorities every
+   * commit of this leader needs (joint majorities, docs/replication.md); empty: a majority of itself and its followers. */
+  | { type: 'Lead'; term: number; followers: ReplicaId[]; sets: ReplicaId[][] }
   | { type: 'Ping'; seq: number }
   /** commitTerm: the term of the record at the replica's commit point, which it holds durably; at least the
    * leader's term once it holds the leader's barrier (its first record) committed (docs/replication.md).
@@ -50,7 +52,7 @@ export const REFUSAL_CODES: readonly RefusalCode[] = ['StaleTerm', 'LogGap', 'Ch
 const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Prepare: ['term'],
   Prepared: ['term', 'lastTerm', 'lastIndex'],
-  Lead: ['term', 'followers'],
+  Lead: ['term', 'followers', 'sets'],
   Ping: ['seq'],
   Pong: ['seq', 'term', 'leading', 'commitTerm', 'lastIndex'],
   Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
@@ -75,7 +77,8 @@ export function checkReplicationMessage(m: unknown): string | null {
   }
   switch (msg.type) {
     case 'Lead':
-      return Array.isArray(msg.followers) && msg.followers.every(isCount) ? null : 'Lead.followers must be a list of node indexes';
+      if (!Array.isArray(msg.followers) || !msg.followers.every(isCount)) return 'Lead.followers must be a list of node indexes';
+      return Array.isArray(msg.sets) && msg.sets.every((set) => Array.isArray(set) && set.length > 0 && set.every(isCount)) ? null : 'Lead.sets must be a list of lists of node indexes';
     case 'Pong':
       return typeof msg.leading === 'boolean' ? null : 'Pong.leading must be true or false';
     case 'Snapshot':

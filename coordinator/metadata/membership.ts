@@ -307,6 +307,11 @@ export class Membership {
     }
     for (const s of held) {
       const set = this.map.replicasOf(s);
+      if (!this.leaders.settled(s)) {
+        // Its last change still counts the set before it (joint majorities): a change made now would count
+        // that one too, and a node that left it no longer answers, which could leave no majority of it to elect.
+        throw new KeysliceError('InvalidState', `slice ${s} is changing its replica set (its leader's first record is not yet held by a majority of both the new and the old set); retry in a moment`);
+      }
       if (set.length - 1 < Math.floor(set.length / 2) + 1) {
         throw new KeysliceError(
           'InvalidState',
@@ -505,7 +510,9 @@ export class Membership {
         const set = this.map.replicasOf(slice);
         if (!set.includes(node)) continue;
         const term = this.leaders.electedTerm(slice);
-        if (term === null) continue;
+        // The change that added the new replica settles first (joint majorities, docs/replication.md): the next one
+        // then counts only the larger set, whose majorities the replicas left make without the drained node.
+        if (term === null || !this.leaders.settled(slice)) continue;
         const rest = set.filter((n) => n !== node);
         // Every replica is asked (not only the first behind), so that one turn learns about them all.
         const behind = rest.filter((n) => !this.leaders.holdsTerm(slice, n, term));

@@ -10,8 +10,9 @@
 // (heartbeat timeout), whose link is lost, or that answers it does not lead, is replaced.
 //
 // A replica set that changed (a node removed while down, a node joining to refill a set, a drain) is a
-// new SliceFailover whose elections count the OLD set's answers (the electorate) until the new leader
-// says (Pong.commitTerm) that its barrier is committed, so on a majority of the new set.
+// new SliceFailover (SliceFailover.changedTo) whose elections, and the commits of the leaders they elect,
+// need a majority of the new set AND of the old one (joint majorities) until the new leader's barrier is
+// committed on both (Pong.commitTerm says so).
 import { assert } from '../../shared/errors.js';
 import { FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
@@ -38,7 +39,6 @@ interface PongSeen {
   at: number;
 }
 
-const majority = (n: number) => Math.floor(n / 2) + 1;
 const keyOf = (replicas: readonly number[]) => [...replicas].sort((a, b) => a - b).join(',');
 
 /** What Assign's replication field says to node `node` (null: none of its slices has followers). */
@@ -126,10 +126,12 @@ export class ReplicaLeaders {
       const key = keyOf(replicas);
       if (run !== undefined && run.key === key) continue;
       changed = true;
-      // A changed set: the old one (or the one before it, if its change had not settled) elects.
-      const electorate = run === undefined ? null : run.failover.electorateSettled ? run.replicas : run.failover.electorate;
-      if (run !== undefined) this.log(`slice ${slice}: replicas ${run.replicas.join(',')} -> ${replicas.join(',')}; electing among the old set's majority`);
-      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, electorate);
+      // A changed set: joint majorities of the new set and the old one (and of older ones not settled) until it settles.
+      if (run !== undefined) this.log(`slice ${slice}: replicas ${run.replicas.join(',')} -> ${replicas.join(',')}; electing by majorities of both sets`);
+      const failover =
+        run === undefined
+          ? new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice))
+          : run.failover.changedTo(replicas, this.map.lastTermUsed(slice), this.host(slice));
       this.runs.set(slice, { failover, replicas, key, publishedAt: 0 });
     }
     // The nodes learn their new replica sets before this turn's Prepares leave (flush runs after).
@@ -142,6 +144,13 @@ export class ReplicaLeaders {
     const run = this.runs.get(slice);
     if (run === undefined || run.key !== keyOf(this.map.replicasOf(slice)) || run.publishedAt === 0 || run.failover.currentLeader === null) return null;
     return run.failover.currentTerm === this.map.termOf(slice) ? run.failover.currentTerm : null;
+  }
+
+  /** Whether the slice's last replica-set change settled (its elections and commits count its set alone, not
+   * joint majorities with the set before): true for a slice whose set has not changed since the start. */
+  settled(slice: number): boolean {
+    const run = this.runs.get(slice);
+    return run === undefined || (run.key === keyOf(this.map.replicasOf(slice)) && run.failover.electorateSettled);
   }
 
   /** Whether node `node`'s replica of the slice said (Pong) that it durably holds a committed record of
@@ -204,7 +213,8 @@ export class ReplicaLeaders {
   receive(node: number, entries: ReplicateEntry[]): void {
     for (const [slice, message] of entries) {
       const run = this.runs.get(slice);
-      if (run === undefined || !run.replicas.includes(node)) continue;
+      // A replica of an older set of an unsettled change answers too (its majority counts).
+      if (run === undefined || !run.failover.members.includes(node)) continue;
       if (message.type === 'Pong') {
         if (!this.pongs.has(slice)) this.pongs.set(slice, new Map());
         this.pongs.get(slice)!.set(node, { commitTerm: message.commitTerm, lastIndex: message.lastIndex, at: Date.now() });
@@ -238,16 +248,8 @@ export class ReplicaLeaders {
         run.hold = undefined;
       }
       const f = run.failover;
-      // A changed set whose elected leader's barrier a majority of the new set holds (their Pongs say so) elects by
-      // itself from now on, even if that leader died before saying so (it would otherwise wait for the old set).
-      if (!f.electorateSettled && run.publishedAt > 0) {
-        // The term this failover elected (kept while a later election runs), not an older set's leader's.
-        const term = f.currentTerm;
-        if (run.replicas.filter((n) => this.holdsTerm(slice, n, term)).length >= majority(run.replicas.length)) f.settleElectorate();
-      }
-      // Without a majority of the electorate connected no election can finish: wait rather than burn terms.
-      const reachable = f.electorate.filter((n) => this.ready(n)).length;
-      if (f.currentLeader === null && reachable < majority(f.electorate.length)) continue;
+      // Without a majority of each set connected no election can finish: wait rather than burn terms.
+      if (f.currentLeader === null && !f.quorumAmong((n) => this.ready(n))) continue;
       f.tick();
     }
   }
@@ -315,7 +317,7 @@ export class ReplicaLeaders {
       const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
       if (started.length > 0 && Date.now() - this.lastStartLogAt >= 1_000) {
         this.lastStartLogAt = Date.now();
-        this.log(`elections started for ${started.length} slices (e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.electorate.join(',')}, term ${used.get(started[0])})`);
+        this.log(`elections started for ${started.length} slices (e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(started[0])})`);
       }
       const moved = elected.length;
       if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}`);
