@@ -202,14 +202,17 @@ export class SliceFailover {
    * and of every older set of the change, with every write acknowledged before it. From now on this set alone
    * elects (a leader elected before keeps counting joint majorities until its term ends, which is only stricter). */
   private settle(): void {
+    assert(this.published && this.leader !== null && this.replicas.includes(this.leader), 'a change settles by the barrier of a leader elected for its set');
     this.configs = [this.replicas];
   }
-  /** A change also settles when a majority of each of its sets says (Pong.commitTerm) that it durably holds a
-   * committed record of the term this failover elected, so that leader's barrier, even if the leader died
-   * before saying so itself. */
+  /** A change also settles when any replica of its sets says (Pong.commitTerm) that its commit point is a record
+   * of the term this failover elected (or newer): a replica's commit point only moves to what its leader
+   * committed, and that leader counted joint majorities, so its barrier is held by a majority of every set of the
+   * change; even if the leader died before saying so itself (a majority of the old set may then never answer
+   * again: a node killed just after a change). */
   private settleIfHeld(): void {
     if (this.electorateSettled || !this.published) return;
-    if (this.configs.every((set) => set.filter((r) => (this.commitTerms.get(r) ?? 0) >= this.term).length >= majority(set.length))) this.settle();
+    if (this.members.some((r) => (this.commitTerms.get(r) ?? 0) >= this.term)) this.settle();
   }
 
   /** Whether the change (if any) settled: this set alone elects. */
