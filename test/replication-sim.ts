@@ -54,6 +54,12 @@ export interface SimReport {
 
 export class SimFailure extends Error {}
 
+/** The options beyond the seed that a failure's replay needs (as a test case: runSimulation({seed, ...})). */
+const replayOptions = (opts: SimOptions) => {
+  const extra = Object.entries(opts).filter(([k, v]) => k !== 'seed' && v !== undefined && v !== false);
+  return extra.length > 0 ? `, with ${extra.map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(', ')}` : '';
+};
+
 const ROUTER = -2;
 const KEYS = 4;
 const WRITERS = 4;
@@ -181,7 +187,7 @@ export function runSimulation(opts: SimOptions): SimReport {
     return simulate(opts, changes);
   } catch (err) {
     if (err instanceof SimFailure) throw err;
-    throw new SimFailure(`seed ${opts.seed}: ${(err as Error).stack}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts)`);
+    throw new SimFailure(`seed ${opts.seed}: ${(err as Error).stack}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
   }
 }
 
@@ -212,7 +218,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
 
   const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, simMs: 0 };
   const fail = (why: string): never => {
-    throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts)`);
+    throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
   };
 
   // ---- the network ----
