@@ -121,7 +121,7 @@ try {
   await links[2].assign(1, [], replication(2));
   for (const l of links) l.replicate(REPLICATED.map((s) => [s, { type: 'Prepare', term: 1 }]));
   await new Promise((r) => setTimeout(r, 500)); // the promises are durable on every node by then
-  links[0].replicate(REPLICATED.map((s) => [s, { type: 'Lead', term: 1, followers: [1, 2] }]));
+  links[0].replicate(REPLICATED.map((s) => [s, { type: 'Lead', term: 1, followers: [1, 2], sets: [] }]));
   // Serving once each slice's barrier is committed.
   for (let i = 0; i < 100; i++) {
     const ok = await Promise.all(REPLICATED.map((s) => links[0].batch(1, workerOf(s, WORKERS), [[SliceOp.Get, 1, s, 'x', null]])));

@@ -72,7 +72,7 @@ async function run(factor: number): Promise<{ perSecond: number; p50Ms: number; 
     });
     for (const r of replicas) r.receive(COORDINATOR, { type: 'Prepare', term: 1 });
     await new Promise((r) => setTimeout(r, 50));
-    replicas[0].receive(COORDINATOR, { type: 'Lead', term: 1, followers: replicas.slice(1).map((r) => r.id) });
+    replicas[0].receive(COORDINATOR, { type: 'Lead', term: 1, followers: replicas.slice(1).map((r) => r.id), sets: [] });
     const leader = replicas[0];
     const payload = new Uint8Array(bytes).fill(7);
     const latencies: number[] = [];

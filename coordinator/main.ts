@@ -18,6 +18,8 @@ import {
   LEADER_HEARTBEAT_TIMEOUT_MS,
   LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
   MOVE_ITEMS_PER_SECOND_DEFAULT,
+  REMOVE_DOWN_AFTER_MS_DEFAULT,
+  REMOVE_DOWN_AFTER_MS_MIN,
   REPLICATION_FACTOR_AUTO_MAX,
   REPLICATION_FACTOR_MAX,
   ROUTER_RESTART_DELAY_MS,
@@ -56,6 +58,7 @@ const args = parseArgs(
     'cluster-port': { default: '0', help: 'with --routers N: this process\'s own port (routers\' feed, /cluster/, table changes; 0: any free port)', env: 'KEYSLICE_CLUSTER_PORT' },
     'replication-factor': { default: 'auto', help: `replicas of each slice, on distinct nodes (auto: ${REPLICATION_FACTOR_AUTO_MAX} when the cluster has at least ${REPLICATION_FACTOR_AUTO_MAX} nodes, else their count); see docs/replication.md`, env: 'KEYSLICE_REPLICATION_FACTOR' },
     'leader-timeout-ms': { default: String(LEADER_HEARTBEAT_TIMEOUT_MS), help: 'a replicated slice whose leader has not answered the coordinator for this long gets another leader (docs/replication.md)', env: 'KEYSLICE_LEADER_TIMEOUT_MS' },
+    'remove-down-after-ms': { default: String(REMOVE_DOWN_AFTER_MS_DEFAULT), help: `a slice node down this long is removed as "keyslice remove" would, when no slice loses its last copy or majority; its replicas are placed again on the others (0: never; at least ${REMOVE_DOWN_AFTER_MS_MIN}; docs/replication.md)`, env: 'KEYSLICE_REMOVE_DOWN_AFTER_MS' },
     'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
   'usage: keyslice coordinator [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',
@@ -65,6 +68,10 @@ const sliceCount = intArg('slices', args.slices, 1, SLICE_COUNT_MAX);
 const routers = intArg('routers', args.routers, 0, ROUTERS_MAX);
 const clusterPort = intArg('cluster-port', args['cluster-port'], 0, 65535);
 const leaderTimeoutMs = intArg('leader-timeout-ms', args['leader-timeout-ms'], LEADER_HEARTBEAT_TIMEOUT_MS_MIN, 600_000);
+const removeDownAfterMs = intArg('remove-down-after-ms', args['remove-down-after-ms'], 0, 2 ** 31);
+if (removeDownAfterMs !== 0 && removeDownAfterMs < REMOVE_DOWN_AFTER_MS_MIN) {
+  fail(`--remove-down-after-ms is 0 (never) or at least ${REMOVE_DOWN_AFTER_MS_MIN}: a node that only restarts must not lose its replicas; got ${removeDownAfterMs}`);
+}
 const moveItemsPerSecond = intArg('move-items-per-second', args['move-items-per-second'], 0, 1e9);
 if (!['yes', 'no'].includes(args.rebalance!)) fail('--rebalance must be yes or no');
 const nodeUrls = (args.nodes ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
@@ -97,7 +104,7 @@ const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPe
   heartbeatTimeoutMs: leaderTimeoutMs,
   // A ping goes out a few times per timeout, so one lost answer does not depose a leader.
   pingIntervalMs: Math.min(FAILOVER_TIMING_DEFAULT.pingIntervalMs, Math.floor(leaderTimeoutMs / 3)),
-});
+}, removeDownAfterMs);
 const processMetrics = new ProcessMetrics('coordinator');
 if (routers > 0) processMetrics.serveRouters();
 const ops = new Operations(catalog, new Router(cluster), undefined, processMetrics);

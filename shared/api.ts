@@ -303,7 +303,10 @@ export interface NodeStatusReport {
   /** Why the coordinator does not use this node although it answers (e.g. it came back with another data folder); null when it does. */
   problem: string | null;
   workers: number;
+  /** Slices it leads (routing sends their requests to it). */
   slices: number;
+  /** Slices it holds a replica of, leading or following (equal to slices at replication factor 1). */
+  replicas: number;
   items: number;
   bytes: number;
   readsPerSecond: number;

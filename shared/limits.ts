@@ -159,6 +159,20 @@ export const CLUSTER_NODE_INDEX_MAX = 65_536;
 export const NODE_URL_CHARS_MAX = 2048;
 /** Replicate frames for one peer wait (while its link is dialed, or its socket is full) up to this many bytes; more are dropped. */
 export const PEER_LINK_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
+/** --remove-down-after-ms: a slice node down (not connected, or not heartbeating) this long is removed
+ * as `keyslice remove` would, when that loses no slice's last copy or majority (docs/replication.md).
+ * 0, the default: never automatically (a node that is only restarting or cut off for a while would lose
+ * its replicas, which are then copied again). The smallest other value is a few leader timeouts. */
+export const REMOVE_DOWN_AFTER_MS_DEFAULT = 0;
+export const REMOVE_DOWN_AFTER_MS_MIN = 1_000;
+/** A draining node's replica of a slice leaves the replica set only once every replica left holds the
+ * new leader's barrier; the coordinator asks them (Ping) at most this often. */
+export const REPLICA_CATCH_UP_PROBE_MS = 250;
+/** Leadership rebalancing (--rebalance yes, R > 1): slices whose leadership is handed over at once, and how
+ * long a handover routes the slice to its new leader before the election, waiting for it to hold every
+ * record of the old leader (which then gets no new writes) so that it wins the election's tie. */
+export const LEADER_HANDOVERS_IN_FLIGHT_MAX = 8;
+export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 

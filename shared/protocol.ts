@@ -71,8 +71,10 @@ export const PROTOCOL_VERSION = 2;
 export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
 /** Coordinator <-> slice node. 2: slice ops carry bound expressions (conditions, filters, updates, projections).
  * 3: slice moves (Move* ops) and the Epoch frame. 4: node and cluster ids in Hello and Assign.
- * 5: replication (the Replicate frame, Assign's replica sets). 6: AppendOk carries the follower's durable commit index. */
-export const NODE_PROTOCOL_VERSION = 6;
+ * 5: replication (the Replicate frame, Assign's replica sets). 6: AppendOk carries the follower's durable commit index;
+ * Pong says the term of the replica's commit point and its last index.
+ * 7: Lead names the sets whose majorities each commit needs while a replica-set change is unsettled (Lead.sets). */
+export const NODE_PROTOCOL_VERSION = 7;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */

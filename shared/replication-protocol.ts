@@ -33,9 +33,14 @@ export type RefusalCode =
 export type ReplicationMessage =
   | { type: 'Prepare'; term: number }
   | { type: 'Prepared'; term: number; lastTerm: number; lastIndex: number }
-  | { type: 'Lead'; term: number; followers: ReplicaId[] }
+  /** sets: while a replica-set change is unsettled, the sets (the new one first) each of whose majorities every
+   * commit of this leader needs (joint majorities, docs/replication.md); empty: a majority of itself and its followers. */
+  | { type: 'Lead'; term: number; followers: ReplicaId[]; sets: ReplicaId[][] }
   | { type: 'Ping'; seq: number }
-  | { type: 'Pong'; seq: number; term: number; leading: boolean }
+  /** commitTerm: the term of the record at the replica's commit point, which it holds durably; at least the
+   * leader's term once it holds the leader's barrier (its first record) committed (docs/replication.md).
+   * lastIndex: the index of its last record (a leadership handover waits until the new leader's reaches the old's). */
+  | { type: 'Pong'; seq: number; term: number; leading: boolean; commitTerm: number; lastIndex: number }
   | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number }
   | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number }
   /** commitIndex: the commit point the follower holds durably (its leader stops heartbeats once it has it all). */
@@ -48,15 +53,15 @@ export const REFUSAL_CODES: readonly RefusalCode[] = ['StaleTerm', 'LogGap', 'Ch
 const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Prepare: ['term'],
   Prepared: ['term', 'lastTerm', 'lastIndex'],
-  Lead: ['term', 'followers'],
+  Lead: ['term', 'followers', 'sets'],
   Ping: ['seq'],
-  Pong: ['seq', 'term', 'leading'],
+  Pong: ['seq', 'term', 'leading', 'commitTerm', 'lastIndex'],
   Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
   Snapshot: ['term', 'index', 'lastTerm', 'state', 'commitIndex'],
   AppendOk: ['term', 'matchIndex', 'commitIndex'],
   Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
 };
-const COUNTS = new Set(['term', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex']);
+const COUNTS = new Set(['term', 'commitTerm', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex']);
 const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /** Why `m` is not a whole replication message, or null. Records are checked for shape here and
@@ -73,7 +78,8 @@ export function checkReplicationMessage(m: unknown): string | null {
   }
   switch (msg.type) {
     case 'Lead':
-      return Array.isArray(msg.followers) && msg.followers.every(isCount) ? null : 'Lead.followers must be a list of node indexes';
+      if (!Array.isArray(msg.followers) || !msg.followers.every(isCount)) return 'Lead.followers must be a list of node indexes';
+      return Array.isArray(msg.sets) && msg.sets.every((set) => Array.isArray(set) && set.length > 0 && set.every(isCount)) ? null : 'Lead.sets must be a list of lists of node indexes';
     case 'Pong':
       return typeof msg.leading === 'boolean' ? null : 'Pong.leading must be true or false';
     case 'Snapshot':

@@ -1,7 +1,7 @@
 // Test fixture for an elastic cluster: a coordinator started without nodes and
 // slice nodes that register themselves; a write load whose every acknowledged
 // write can be checked afterwards; and polling of /cluster/status.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect } from 'vitest';
@@ -26,19 +26,21 @@ export interface Elastic {
 }
 
 /** A coordinator with `slices` slices and `nodes` registered slice nodes (each waited for). */
-export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number }): Promise<Elastic> {
+export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[] }): Promise<Elastic> {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-elastic-'));
-  // Replication factor 1: these stories move slices, which is refused for replicated slices.
-  const extra = ['--cluster-secret', SECRET, '--replication-factor', '1'];
+  // Replication factor 1 unless asked: the stories written before replication move one copy of each slice.
+  const extra = ['--cluster-secret', SECRET, '--replication-factor', String(opts.replicationFactor ?? 1), ...(opts.coordinatorArgs ?? [])];
   if (opts.moveItemsPerSecond !== undefined) extra.push('--move-items-per-second', String(opts.moveItemsPerSecond));
-  const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], opts.slices, undefined, extra);
+  // KEYSLICE_TEST_LOG=<file>: every process's output goes there, with the time.
+  const log = process.env.KEYSLICE_TEST_LOG ? (l: string) => appendFileSync(process.env.KEYSLICE_TEST_LOG!, `${Date.now()} ${l}\n`) : undefined;
+  const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], opts.slices, log, extra);
   const e: Elastic = {
     dataDir,
     coordinator,
     nodes: [],
     client: undefined as unknown as KeysliceClient,
     async addNode(workers = opts.workers ?? 2, port = 0, name = `slice-node-${e.nodes.length + 1}`) {
-      const node = await startSliceNode({ name, dataDir: join(dataDir, name), port, workers, coordinator: e.coordinator.url, clusterSecret: SECRET });
+      const node = await startSliceNode({ name, dataDir: join(dataDir, name), port, workers, coordinator: e.coordinator.url, clusterSecret: SECRET, log });
       const existing = e.nodes.findIndex((n) => n.name === name);
       if (existing >= 0) e.nodes[existing] = node;
       else e.nodes.push(node);
@@ -48,7 +50,7 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
     async restartCoordinator() {
       await e.client.close();
       await stopProcess(e.coordinator.child, 'SIGKILL');
-      e.coordinator = await startCoordinator(join(dataDir, 'coordinator'), Number(new URL(coordinator.url).port), [], opts.slices, undefined, extra);
+      e.coordinator = await startCoordinator(join(dataDir, 'coordinator'), Number(new URL(coordinator.url).port), [], opts.slices, log, extra);
       e.client = await KeysliceClient.connect(e.coordinator.url);
     },
     async status() {

@@ -208,7 +208,7 @@ async function elect(term: number, voters: number[], prefer?: number): Promise<n
   const fit = voters.filter((n) => REPLICATED.every((s) => answers[s].every((a) => last(a) <= last(answers[s].find((b) => b.node === n)!))));
   expect(fit.length, JSON.stringify(answers)).toBeGreaterThan(0);
   leader = prefer !== undefined && fit.includes(prefer) ? prefer : fit[0];
-  links[leader]!.replicate(REPLICATED.map((s) => [s, { type: 'Lead', term, followers: [0, 1, 2].filter((n) => n !== leader) }]));
+  links[leader]!.replicate(REPLICATED.map((s) => [s, { type: 'Lead', term, followers: [0, 1, 2].filter((n) => n !== leader), sets: [] }]));
   await links[leader]!.assign([...REPLICATED, ...(leader === 0 ? SINGLE : [])], replication(leader, leader));
   // Serving once its barrier is committed: a Ping's Pong says it leads; the first put shows it serves.
   await pollUntil(async () => {

@@ -65,7 +65,7 @@ function group(n: number) {
       for (let i = 0; i < n; i++) replicas[i].receive(COORDINATOR, { type: 'Prepare', term });
       for (let i = 0; i < n; i++) this.sync(i);
       take((s) => s.to === COORDINATOR);
-      replicas[leader].receive(COORDINATOR, { type: 'Lead', term, followers: replicas.map((_, i) => i).filter((i) => i !== leader) });
+      replicas[leader].receive(COORDINATOR, { type: 'Lead', term, followers: replicas.map((_, i) => i).filter((i) => i !== leader), sets: [] });
     },
   };
 }
@@ -94,6 +94,26 @@ describe('a slice replica', () => {
     g.deliver(1);
     g.sync(1);
     expect(g.applied[1]).toEqual([1, 2]);
+  });
+
+  it('while a replica-set change is unsettled, commits only what a majority of the new set AND of the old set holds', () => {
+    // Replicas 0, 1, 2 were the set; 0, 3, 4 are the new one (two nodes replaced). Leader 0 replicates to all four others.
+    const g = group(5);
+    for (let i = 0; i < 5; i++) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 1 });
+    for (let i = 0; i < 5; i++) g.sync(i);
+    g.outbox.splice(0);
+    g.replicas[0].receive(COORDINATOR, { type: 'Lead', term: 1, followers: [1, 2, 3, 4], sets: [[0, 3, 4], [0, 1, 2]] });
+    g.replicas[0].propose(payload('a'));
+    g.sync(0);
+    for (const i of [1, 2, 3, 4]) g.deliver(i);
+    for (const i of [3, 4]) g.sync(i);
+    g.deliver(0);
+    // 3 of the 5 (all of the new set) hold it, but only 1 of the old set: an election among the old set's
+    // majority (1 and 2) would not find it, so it is not committed.
+    expect(g.committed).toEqual([]);
+    g.sync(1);
+    g.deliver(0);
+    expect(g.committed.at(-1)).toBe(2); // the barrier and the write, once 0 and 1 (a majority of the old set) hold them
   });
 
   it('refuses a record of an older term, a gap, a damaged record and records that do not follow, and writes nothing of them', () => {
@@ -137,7 +157,7 @@ describe('a slice replica', () => {
     for (const i of [1, 2]) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 2 });
     for (const i of [1, 2]) g.sync(i);
     g.deliver(COORDINATOR);
-    g.replicas[1].receive(COORDINATOR, { type: 'Lead', term: 2, followers: [0, 2] });
+    g.replicas[1].receive(COORDINATOR, { type: 'Lead', term: 2, followers: [0, 2], sets: [] });
     g.replicas[1].propose(payload('d'));
     // Replica 0 is back: its records 3 and 4 (term 1) are cut for the leader's 3 and 4 (term 2).
     for (let round = 0; round < 6; round++) {
@@ -197,7 +217,7 @@ describe('a slice replica', () => {
     for (const i of [0, 1, 2]) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 2 });
     for (const i of [0, 1, 2]) g.sync(i);
     g.deliver(COORDINATOR);
-    g.replicas[0].receive(COORDINATOR, { type: 'Lead', term: 2, followers: [1, 2] });
+    g.replicas[0].receive(COORDINATOR, { type: 'Lead', term: 2, followers: [1, 2], sets: [] });
     g.sync(0);
     g.outbox.splice(0);
     const old = [g.replicas[0].recordAt(1)!, g.replicas[0].recordAt(2)!];

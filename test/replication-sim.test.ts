@@ -9,6 +9,11 @@ import { runSimulation, SimFailure, type SimReport } from './replication-sim.js'
 const only = process.env.KEYSLICE_SIM_SEED;
 const runs = Number(process.env.KEYSLICE_SIM_RUNS ?? 400);
 const BASE_SEED = 1_000;
+/** [seed, on stores]: runs with chained set changes that broke before elections and commits counted joint majorities. */
+const REGRESSION_SEEDS: [number, boolean][] = [
+  [52840, false],
+  [50732, false],
+];
 
 describe('replication under a seeded simulation', () => {
   it(`loses, doubles and reorders no acknowledged write over ${only !== undefined ? `seed ${only}` : `${runs} seeded runs`}`, () => {
@@ -38,6 +43,23 @@ describe('replication under a seeded simulation', () => {
     const reports = seeds.map((seed) => runSimulation({ seed, store: true }));
     expect(reports.reduce((a, r) => a + r.acked, 0)).toBeGreaterThan(0);
   });
+
+  it(`loses no acknowledged write across replica-set changes: drains, replacements, added and removed replicas, with elections and crashes at any moment (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 2)} runs, half on stores`})`, () => {
+    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 2) }, (_, i) => BASE_SEED + i);
+    const reports = seeds.map((seed, i) => runSimulation({ seed, setChanges: true, store: i % 2 === 1 }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    console.log(`replication sim with set changes: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`);
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) expect(sum((r) => r.setChanges)).toBeGreaterThan(reports.length);
+  });
+
+  // Seeds that lost committed records when a change was made before the one before it settled and elections
+  // counted the old set's majority alone while the new leader committed on the new set's (before joint majorities).
+  for (const [seed, store] of REGRESSION_SEEDS) {
+    it(`keeps every acknowledged write over chained replica-set changes (seed ${seed}${store ? ', on stores' : ''})`, () => {
+      expect(runSimulation({ seed, setChanges: 'chained', store }).acked).toBeGreaterThan(0);
+    });
+  }
 
   it('catches a coordinator that promotes any replica of a majority rather than the most up to date one', () => {
     const failures: string[] = [];

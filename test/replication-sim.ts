@@ -32,6 +32,9 @@ export interface SimOptions {
    * leader executes each write before it is committed and is rolled back when deposed. Writes are
    * distinct items, so the checker looks for lost and phantom items, not for order. */
   store?: boolean;
+  /** Replica-set changes (as keyslice drain and remove make them): none, or at a seeded rate; 'drain': drains
+   * only; 'chained': also while the change before has not settled (as the coordinator did before it waited). */
+  setChanges?: boolean | 'drain' | 'chained';
 }
 
 export interface SimReport {
@@ -44,10 +47,18 @@ export interface SimReport {
   freezes: number;
   refusals: Record<string, number>;
   snapshotsSent: number;
+  /** Replica-set changes made (drain steps count one each). */
+  setChanges: number;
   simMs: number;
 }
 
 export class SimFailure extends Error {}
+
+/** The options beyond the seed that a failure's replay needs (as a test case: runSimulation({seed, ...})). */
+const replayOptions = (opts: SimOptions) => {
+  const extra = Object.entries(opts).filter(([k, v]) => k !== 'seed' && v !== undefined && v !== false);
+  return extra.length > 0 ? `, with ${extra.map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(', ')}` : '';
+};
 
 const ROUTER = -2;
 const KEYS = 4;
@@ -171,15 +182,16 @@ interface Write {
 
 /** One seeded run; any failure, the checker's or a broken invariant of the code under test, names the seed. */
 export function runSimulation(opts: SimOptions): SimReport {
+  const changes: string[] = [];
   try {
-    return simulate(opts);
+    return simulate(opts, changes);
   } catch (err) {
     if (err instanceof SimFailure) throw err;
-    throw new SimFailure(`seed ${opts.seed}: ${(err as Error).stack} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts)`);
+    throw new SimFailure(`seed ${opts.seed}: ${(err as Error).stack}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
   }
 }
 
-function simulate(opts: SimOptions): SimReport {
+function simulate(opts: SimOptions, changes: string[]): SimReport {
   const random = rng(opts.seed);
   const clock = new Clock();
   const faultyMs = opts.faultyMs ?? 2_000;
@@ -197,18 +209,23 @@ function simulate(opts: SimOptions): SimReport {
   const pairCrashRate = random() * 0.5;
   /** Freezes of the leader (SIGSTOP): it runs nothing for a while, then everything that waited. */
   const freezePerSecond = random() < 0.5 ? random() * 2 : 0;
+  /** Replica-set changes: a drain (add a replica, then take one out once the others hold the new leader's
+   * barrier), a replacement (one out and one in at once, as keyslice remove refills), one in, one out. */
+  const changePerSecond = opts.setChanges !== undefined && opts.setChanges !== false ? 0.5 + random() * 4 : 0;
+  /** Nodes that hold no replica at first: a set change can place one there. */
+  const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, simMs: 0 };
   const fail = (why: string): never => {
-    throw new SimFailure(`seed ${opts.seed}: ${why} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts)`);
+    throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
   };
 
   // ---- the network ----
-  const up: boolean[] = Array(replicaCount).fill(true);
+  const up: boolean[] = Array(nodeCount).fill(true);
   /** A frozen node runs nothing until then; lives[i] counts its starts (what waited for a dead life is dropped). */
-  const frozenUntil: number[] = Array(replicaCount).fill(0);
-  const lives: number[] = Array(replicaCount).fill(0);
+  const frozenUntil: number[] = Array(nodeCount).fill(0);
+  const lives: number[] = Array(nodeCount).fill(0);
   function whenAwake(i: number, run: () => void, life = lives[i]): void {
     if (life !== lives[i]) return;
     if (frozenUntil[i] > clock.now) return clock.at(frozenUntil[i] - clock.now + random() * 0.1, () => whenAwake(i, run, life));
@@ -249,21 +266,22 @@ function simulate(opts: SimOptions): SimReport {
       m = { ...m, records: m.records.map((x, j) => (j === i ? damaged : x)) };
     }
     const delivered = m;
-    if (to === COORDINATOR) deliverLater(from, to, () => coordinator.receive(from, delivered), true);
-    else deliverLater(from, to, () => replicas[to]?.receive(from, delivered), true);
+    if (to === COORDINATOR) deliverLater(from, to, () => coordinatorReceive(from, delivered), true);
+    // A node drops what comes for a slice whose set it is not in (slice-worker/main.ts, routeReplication).
+    else deliverLater(from, to, () => set.includes(to) && replicas[to]?.receive(from, delivered), true);
   }
 
   // ---- replicas ----
-  const disks = Array.from({ length: replicaCount }, () => new SimDisk(clock, random, syncMsMax));
-  const states: State[] = Array.from({ length: replicaCount }, () => new Map());
-  const replicas: (Replica | null)[] = Array(replicaCount).fill(null);
+  const disks = Array.from({ length: nodeCount }, () => new SimDisk(clock, random, syncMsMax));
+  const states: State[] = Array.from({ length: nodeCount }, () => new Map());
+  const replicas: (Replica | null)[] = Array(nodeCount).fill(null);
   /** The record applied at each index, by whichever replica applied it first: all must agree. */
   const appliedAt = new Map<number, number>();
   /** Writes the leader of node i ordered and has not answered: index -> request. */
-  const pending: Map<number, { requestId: number }>[] = Array.from({ length: replicaCount }, () => new Map());
+  const pending: Map<number, { requestId: number }>[] = Array.from({ length: nodeCount }, () => new Map());
   /** Store mode: each node's worker store and slice replicas (a new store at each start: memory is lost in a crash). */
-  const stores: (SliceStore | null)[] = Array(replicaCount).fill(null);
-  const sliceReplicas: (SliceReplicas | null)[] = Array(replicaCount).fill(null);
+  const stores: (SliceStore | null)[] = Array(nodeCount).fill(null);
+  const sliceReplicas: (SliceReplicas | null)[] = Array(nodeCount).fill(null);
   let assignEpoch = 0;
 
   function answerCommitted(i: number, index: number): void {
@@ -324,7 +342,7 @@ function simulate(opts: SimOptions): SimReport {
     };
     replicas[i] = new Replica(i, host, disk.recovered());
   }
-  for (let i = 0; i < replicaCount; i++) start(i);
+  for (let i = 0; i < nodeCount; i++) start(i);
 
   function crash(i: number): void {
     if (!up[i]) return;
@@ -346,25 +364,85 @@ function simulate(opts: SimOptions): SimReport {
   // ---- the coordinator ----
   let mapLeader: ReplicaId | null = null;
   let usedTerm = 0;
-  const ids = Array.from({ length: replicaCount }, (_, i) => i);
-  const coordinator = new SliceFailover(
-    ids,
-    null,
-    0,
-    { pingIntervalMs: 40, heartbeatTimeoutMs: 250, electionTimeoutMs: 200 },
-    {
-      send: (to, m) => send(COORDINATOR, to, m),
-      now: () => clock.now,
-      persistTerm: (t) => {
-        assert(t > usedTerm, 'a term is used once');
-        usedTerm = t;
-      },
-      publish: (leader) => {
-        mapLeader = leader;
-      },
+  const ids = Array.from({ length: nodeCount }, (_, i) => i);
+  const timing = { pingIntervalMs: 40, heartbeatTimeoutMs: 250, electionTimeoutMs: 200 };
+  const failoverHost = {
+    send: (to: ReplicaId, m: ReplicationMessage) => send(COORDINATOR, to, m),
+    now: () => clock.now,
+    persistTerm: (t: number) => {
+      assert(t > usedTerm, 'a term is used once');
+      usedTerm = t;
     },
-    opts.unsafeChoice === true ? (replicas, answers) => (answers.size > Math.floor(replicas.length / 2) ? [...answers.keys()][0] : null) : chooseLeader,
-  );
+    publish: (leader: ReplicaId) => {
+      mapLeader = leader;
+      published = true;
+    },
+  };
+  const choose: typeof chooseLeader =
+    opts.unsafeChoice === true ? (replicas, answers) => (answers.size > Math.floor(replicas.length / 2) ? [...answers.keys()][0] : null) : chooseLeader;
+  /** The slice's replica set as the map holds it, and its failover (a new one at each change, as ReplicaLeaders.sync makes). */
+  let set = ids.slice(0, replicaCount);
+  let coordinator = new SliceFailover(set, null, 0, timing, failoverHost, choose);
+  let elections = 0;
+  /** Whether the current failover published a leader (the map names one elected for this set). */
+  let published = false;
+  /** What each replica's latest Pong said of its commit point's term (the drain's catch-up check). */
+  const commitTerms = new Map<number, number>();
+  /** A drain under way: `node` leaves the set once every other replica holds the barrier of the leader elected for the larger set. */
+  let draining: number | null = null;
+  function coordinatorReceive(from: number, m: ReplicationMessage): void {
+    if (m.type === 'Pong') commitTerms.set(from, m.commitTerm);
+    // As ReplicaLeaders.receive: only what a replica of the sets of the change says reaches the failover.
+    if (coordinator.members.includes(from)) coordinator.receive(from, m);
+  }
+  function changeSet(next: number[], why: string): void {
+    assert(next.length >= 2 && new Set(next).size === next.length, 'a replicated slice keeps at least 2 distinct replicas');
+    report.setChanges++;
+    changes.push(`${clock.now.toFixed(1)} ms: ${why}: ${set.join(',')} -> ${next.join(',')}`);
+    elections += coordinator.elections;
+    coordinator = coordinator.changedTo(next, usedTerm, failoverHost, choose);
+    set = next;
+    published = false;
+    // The map's leader, when it left the set, is replaced by the first replica until the election names one.
+    if (mapLeader !== null && !set.includes(mapLeader)) mapLeader = set[0];
+  }
+  function randomChange(): void {
+    const outside = ids.filter((n) => !set.includes(n));
+    const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
+    const kind = opts.setChanges === 'drain' ? 0 : random();
+    // As the coordinator: a set changes once a leader was elected for it and the change before it settled
+    // (membership.ts: a drain's next step, keyslice remove and removal after a time down wait for both).
+    if (draining !== null || !published || (!coordinator.electorateSettled && opts.setChanges !== 'chained')) return;
+    if (kind < 0.4 && outside.length > 0 && set.length >= 3) {
+      // keyslice drain: one more replica on another node, then (drainStep) the drained one leaves.
+      const node = mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set);
+      draining = node;
+      changeSet([...set, pick(outside)], `drain ${node}, add`);
+    } else if (kind < 0.6 && outside.length > 0 && set.length >= 3) {
+      // keyslice remove of a node (down or not), its replica refilled elsewhere in the same change (refused
+      // where the replicas left would not be a majority of the set, as at R=2).
+      const gone = pick(set);
+      changeSet([...set.filter((n) => n !== gone), pick(outside)], `replace ${gone}`);
+    } else if (kind < 0.8 && outside.length > 0) changeSet([...set, pick(outside)], 'add');
+    else if (set.length >= 3) {
+      const gone = pick(set);
+      changeSet(set.filter((n) => n !== gone), `remove ${gone}`);
+    }
+  }
+  /** membership.ts drainReplicas: the drained replica leaves once every other one holds the elected leader's barrier. */
+  function drainStep(): void {
+    if (draining === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && opts.setChanges !== 'chained')) return;
+    const term = coordinator.currentTerm;
+    const rest = set.filter((n) => n !== draining);
+    const behind = rest.filter((n) => (commitTerms.get(n) ?? 0) < term);
+    if (behind.length > 0) {
+      for (const n of behind) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
+      return;
+    }
+    const node = draining;
+    draining = null;
+    changeSet(rest, `drain ${node}, remove`);
+  }
 
   // ---- writers, through a router that follows the map ----
   const writes = new Map<number, Write>();
@@ -423,6 +501,10 @@ function simulate(opts: SimOptions): SimReport {
   // ---- ticks and faults ----
   function tick(): void {
     coordinator.tick();
+    if (faulty) {
+      drainStep();
+      if (random() < changePerSecond * (TICK_MS / 1000)) randomChange();
+    }
     for (const r of replicas) {
       if (r === null || frozenUntil[r.id] > clock.now) continue;
       r.tick();
@@ -432,10 +514,10 @@ function simulate(opts: SimOptions): SimReport {
       const perTick = TICK_MS / 1000;
       if (random() < crashPerSecond * perTick) {
         // Half the time the leader: failover is what is under test.
-        const first = mapLeader !== null && random() < 0.5 ? mapLeader : Math.floor(random() * replicaCount);
+        const first = mapLeader !== null && random() < 0.5 ? mapLeader : Math.floor(random() * nodeCount);
         crash(first);
         if (random() < pairCrashRate) {
-          const second = Math.floor(random() * replicaCount);
+          const second = Math.floor(random() * nodeCount);
           clock.at(random() * syncMsMax, () => crash(second));
         }
       }
@@ -464,7 +546,7 @@ function simulate(opts: SimOptions): SimReport {
     const leader = coordinator.currentLeader;
     if (leader === null || replicas[leader] === null || !replicas[leader]!.isLeader) return false;
     const l = replicas[leader]!;
-    return l.commitIndex === l.lastIndex && replicas.every((r) => r !== null && r.commitIndex === l.commitIndex);
+    return l.commitIndex === l.lastIndex && set.every((i) => replicas[i] !== null && replicas[i]!.commitIndex === l.commitIndex);
   };
   while (!converged()) {
     if (!clock.step()) fail('the event queue ran dry');
@@ -488,13 +570,13 @@ function simulate(opts: SimOptions): SimReport {
   runUntil(clock.now + 1_000);
   if (leaderMessages > sentBefore) fail(`an idle leader sent ${leaderMessages - sentBefore} appends in 1 s to followers that hold everything`);
   report.simMs = Math.round(clock.now);
-  report.elections = coordinator.elections;
+  report.elections = elections + coordinator.elections;
 
   // ---- the checker ----
   if (opts.store === true) {
     const itemsOf = (i: number) => [...stores[i]!.entries()].filter((e) => e[0] === EFFECT_SET).map((e) => e[3] as string).sort();
     const leaderItems = itemsOf(coordinator.currentLeader!);
-    for (let i = 0; i < replicaCount; i++) {
+    for (const i of set) {
       const mine = itemsOf(i);
       if (mine.join() !== leaderItems.join()) {
         const extra = mine.filter((k) => !leaderItems.includes(k));
@@ -510,6 +592,7 @@ function simulate(opts: SimOptions): SimReport {
   const final = states[coordinator.currentLeader!];
   const reference = encodeState(final);
   states.forEach((s, i) => {
+    if (!set.includes(i)) return;
     if (dec.decode(encodeState(s)) !== dec.decode(reference)) fail(`replica ${i} holds other values than the leader once all caught up`);
   });
   const position = new Map<number, number>();

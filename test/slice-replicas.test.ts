@@ -60,7 +60,7 @@ describe('the replicas of a slice on workers\' stores', () => {
     const elect = async (leader: number, term: number, voters: number[]) => {
       for (const v of voters) workers[v].replicas.receive(SLICE, COORDINATOR, { type: 'Prepare', term });
       await pump();
-      workers[leader].replicas.receive(SLICE, COORDINATOR, { type: 'Lead', term, followers: [0, 1, 2].filter((i) => i !== leader) });
+      workers[leader].replicas.receive(SLICE, COORDINATOR, { type: 'Lead', term, followers: [0, 1, 2].filter((i) => i !== leader), sets: [] });
       await pump();
       expect(workers[leader].replicas.serving(SLICE)).toBe(true);
     };

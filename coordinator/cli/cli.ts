@@ -20,7 +20,7 @@ usage:
   keyslice local                    start a coordinator and three slice nodes on 127.0.0.1 (what npm start runs; keyslice local --help)
   keyslice status [--watch]         nodes, slices per node, items/bytes/load per node, moves in flight
   keyslice add <ws://host:port>     add a slice node by address; slices move onto it (waits, with progress)
-  keyslice drain <ws://host:port>   move every slice off a node (waits, with progress)
+  keyslice drain <ws://host:port>   move every slice (replication factor > 1: every replica) off a node (waits, with progress)
   keyslice remove <ws://host:port>  forget a drained node, or (replication factor > 1) one that is down: its replicas are placed again
          [--forget-data]            ... or one that owns slices whose data is lost: they go, empty, to the other nodes
   keyslice advise FILE --table T    judge a key design and its alternatives on sample items (keyslice advise --help)
@@ -232,16 +232,17 @@ async function main(): Promise<void> {
       const node = o.positional[0] ?? die('drain needs a node address: keyslice drain ws://host:port', EXIT_USAGE);
       const before = (await status(o)).nodes.find((n) => n.node === node);
       await call(o, 'POST', 'drain', { node });
-      console.log(`draining ${node} (${before?.slices ?? '?'} slices)`);
+      // With replicated slices, what leaves the node is its replicas (leading or following); at R=1 they are its slices.
+      console.log(`draining ${node} (${before === undefined ? '?' : `${before.replicas} slices${before.replicas !== before.slices ? `, leading ${before.slices}` : ''}`})`);
       if (!o.wait) return;
       // Moves that were under way onto the node when the drain began may still land: the total grows with them.
-      let total = before?.slices ?? 0;
+      let total = before?.replicas ?? 0;
       await follow(o, `draining ${node}`, (st) => {
-        const left = st.nodes.find((x) => x.node === node)?.slices ?? 0;
+        const left = st.nodes.find((x) => x.node === node)?.replicas ?? 0;
         total = Math.max(total, left);
         return { done: total - left, total, finished: left === 0 };
       });
-      return console.log(`${node} owns no slices; "keyslice remove ${node}" forgets it, then stop its process`);
+      return console.log(`${node} holds no slices; "keyslice remove ${node}" forgets it, then stop its process`);
     }
     case 'remove': {
       const o = options(rest);

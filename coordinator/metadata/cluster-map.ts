@@ -14,8 +14,10 @@
 //
 // Replicas (docs/replication.md): each slice has an ordered replica list on distinct
 // nodes, replicasOf(slice) = [leader, ...followers]; the leader is the owner above, so
-// routing is unchanged. Followers are kept on active nodes (draining and removed nodes
-// hold none) up to the effective replication factor, refilled after every change.
+// routing is unchanged. Each slice has replicas on active nodes up to the effective
+// replication factor, refilled after every change. A draining node keeps the replicas it
+// has (and takes no new ones) until the drain takes each out (dropDrainedReplicas), once
+// its replacement on an active node has caught up: for a while such a slice has R + 1.
 // Each slice has a leader term that only grows, and grows whenever its leader changes:
 // a replica refuses records of an older term, so a deposed leader cannot be acknowledged.
 import { randomBytes } from 'node:crypto';
@@ -211,6 +213,44 @@ export class ClusterMap {
     });
   }
 
+  /** A drain's step (coordinator/metadata/membership.ts): each pair's node, draining, leaves the slice's
+   * replica set; a slice it led is led, in the map, by its first follower on an active node until the
+   * election that the changed set starts names its leader. One change at a new epoch. */
+  dropDrainedReplicas(drops: readonly { slice: number; node: number }[]): void {
+    this.commit((next) => {
+      for (const { slice, node } of drops) {
+        assert(next.status[node] === 'draining', `node ${node} drains`);
+        const set = [next.owners[slice], ...next.followers[slice]];
+        assert(set.includes(node), `node ${node} is a replica of slice ${slice}`);
+        const rest = set.filter((n) => n !== node);
+        const leader = next.owners[slice] === node ? (rest.find((n) => next.status[n] === 'active') ?? -1) : next.owners[slice];
+        assert(leader >= 0, `slice ${slice} keeps a replica on an active node`);
+        next.owners[slice] = leader;
+        next.followers[slice] = rest.filter((n) => n !== leader);
+      }
+    });
+  }
+
+  /** Leadership rebalancing (coordinator/metadata/replica-leaders.ts handOver): routing names follower `to`
+   * as the slice's leader at once, at a new epoch, and the old leader stays a follower; the election that
+   * follows makes it so when `to` holds every record of the old leader, else gives the leadership back. */
+  handOver(slice: number, to: number): void {
+    const set = this.replicasOf(slice);
+    assert(set.includes(to) && set[0] !== to, `node ${to} is a follower of slice ${slice}`);
+    assert(this.state.status[to] === 'active', 'leadership goes to an active node');
+    this.commit((next) => {
+      next.owners[slice] = to;
+      next.followers[slice] = set.filter((n) => n !== to);
+    });
+  }
+
+  /** Per node index: the slices it holds a replica of (leading or following). */
+  replicaCounts(): number[] {
+    const out = this.state.nodes.map(() => 0);
+    for (let s = 0; s < this.state.sliceCount; s++) for (const n of this.replicasOf(s)) out[n]++;
+    return out;
+  }
+
   /** Places followers after a change of nodes' status or count (no epoch change when none moves:
    * followers are not routing). */
   private refreshFollowers(): void {
@@ -387,14 +427,16 @@ function checkReplicas(s: State): void {
     const owner = s.owners[slice];
     assert(owner >= 0 || f.length === 0, 'a slice without a leader has no followers');
     assert(new Set([owner, ...f]).size === f.length + 1, 'a slice\'s replicas are on distinct nodes');
-    assert(f.every((n) => n >= 0 && n < s.nodes.length && s.status[n] === 'active'), 'followers are on active nodes');
+    assert(f.every((n) => n >= 0 && n < s.nodes.length && (s.status[n] === 'active' || s.status[n] === 'draining')), 'followers are on present nodes');
     assert(Number.isSafeInteger(s.terms[slice]) && s.terms[slice] >= 1, 'a term is a positive integer');
   }
 }
 
-/** Keeps each slice's followers that are still valid and fills up to factor - 1 from the active
- * nodes after the leader, in node order (a ring), so that a slice's replicas spread like its
- * leaders do. Returns whether anything changed. */
+/** Keeps each slice's followers that are still valid (on active nodes, at most as many as the factor
+ * asks for; on draining nodes, all of them: a drain takes them out once their replacement caught up)
+ * and fills the replicas on active nodes (the leader's included) up to the factor from the active
+ * nodes after the leader, in node order (a ring), so that a slice's replicas spread like its leaders
+ * do. Returns whether anything changed. */
 function placeFollowers(s: State, factor: number): boolean {
   const active = s.nodes.map((_, i) => i).filter((i) => s.status[i] === 'active');
   let changed = false;
@@ -406,10 +448,16 @@ function placeFollowers(s: State, factor: number): boolean {
       s.followers[slice] = [];
       continue;
     }
-    const kept = before.filter((n) => n !== owner && s.status[n] === 'active').slice(0, factor - 1);
-    for (let k = 1; k <= s.nodes.length && kept.length < factor - 1; k++) {
+    // One replica (R=1) is the leader alone: a draining owner's slice moves whole (slice-mover.ts) instead.
+    const wanted = factor <= 1 ? 0 : factor - (s.status[owner] === 'active' ? 1 : 0);
+    const onActive = before.filter((n) => n !== owner && s.status[n] === 'active').slice(0, wanted);
+    const kept = before.filter((n) => onActive.includes(n) || (n !== owner && s.status[n] === 'draining'));
+    for (let k = 1, added = onActive.length; k <= s.nodes.length && added < wanted; k++) {
       const n = (owner + k) % s.nodes.length;
-      if (n !== owner && active.includes(n) && !kept.includes(n)) kept.push(n);
+      if (n !== owner && active.includes(n) && !kept.includes(n)) {
+        kept.push(n);
+        added++;
+      }
     }
     if (kept.length !== before.length || kept.some((n, i) => n !== before[i])) changed = true;
     s.followers[slice] = kept;

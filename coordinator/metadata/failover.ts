@@ -60,6 +60,9 @@ export function chooseLeader(replicas: readonly ReplicaId[], answers: ReadonlyMa
   return best;
 }
 
+const majority = (n: number) => Math.floor(n / 2) + 1;
+const sameSet = (a: readonly ReplicaId[], b: readonly ReplicaId[]) => a.length === b.length && a.every((r) => b.includes(r));
+
 export class SliceFailover {
   private leader: ReplicaId | null;
   private term: number;
@@ -69,24 +72,31 @@ export class SliceFailover {
   private election: { term: number; startedAt: number; answers: Map<ReplicaId, LastRecord> } | null = null;
   /** Elections started, for reports. */
   elections = 0;
-  private voters: readonly ReplicaId[];
+  /** The replica sets whose majorities an election hears from and a leader's commit needs (joint majorities):
+   * configs[0] is this failover's set; the others are the sets before it since the last settled change, newest
+   * first. One set once the change settled (settleIfHeld). */
+  private configs: readonly (readonly ReplicaId[])[];
+  /** Whether this failover elected a leader (for its set) at some point; its term is `term`. */
+  private published = false;
+  private lastProbeAt = -Infinity;
+  /** What each replica's latest Pong said of the term of its commit point. */
+  private readonly commitTerms = new Map<ReplicaId, number>();
 
   constructor(
-    private readonly replicas: readonly ReplicaId[],
+    readonly replicas: readonly ReplicaId[],
     leader: ReplicaId | null,
     term: number,
     private readonly timing: FailoverTiming,
     private readonly host: FailoverHost,
     /** Which replica leads, from the answers (the simulation swaps in a wrong one to see its checker catch it). */
     private readonly choose: typeof chooseLeader = chooseLeader,
-    /** Whose answers make the majority, when the replica set changed (docs/replication.md): the OLD set,
-     * since an acknowledged write is durable on a majority of the set it was acknowledged in. Only
-     * replicas of the new set that are also in it can be chosen. Null: the replicas themselves. */
-    electorate: readonly ReplicaId[] | null = null,
+    /** The sets before this one whose change has not settled, newest first (docs/replication.md): until the
+     * change settles, an election needs a majority of each of them and of `replicas`, and so does every commit
+     * of a leader it elects. Empty: no change under way. */
+    older: readonly (readonly ReplicaId[])[] = [],
   ) {
     assert(new Set(replicas).size === replicas.length && replicas.length >= 1, 'a slice\'s replicas are distinct');
-    this.voters = electorate ?? replicas;
-    assert(this.voters.some((r) => replicas.includes(r)), 'the old and the new replica set share a replica');
+    this.configs = [replicas, ...older];
     this.leader = leader;
     this.term = term;
     this.lastGoodAt = host.now();
@@ -101,6 +111,12 @@ export class SliceFailover {
 
   tick(): void {
     const now = this.host.now();
+    this.settleIfHeld();
+    if (!this.electorateSettled && this.published && now - this.lastProbeAt >= this.timing.pingIntervalMs) {
+      // Asks every replica whether it holds the elected leader's barrier (Pong.commitTerm): see settleIfHeld.
+      this.lastProbeAt = now;
+      for (const r of this.members) if (r !== this.leader) this.host.send(r, { type: 'Ping', seq: 0 });
+    }
     if (this.election !== null) {
       if (now - this.election.startedAt >= this.timing.electionTimeoutMs) this.startElection();
       return;
@@ -114,25 +130,45 @@ export class SliceFailover {
 
   receive(from: ReplicaId, m: ReplicationMessage): void {
     if (m.type === 'Pong') {
+      if (this.members.includes(from)) this.commitTerms.set(from, m.commitTerm);
       if (this.election !== null || from !== this.leader || m.term < this.term) return;
-      if (m.term === this.term && m.leading) this.lastGoodAt = this.host.now();
+      if (m.term === this.term && m.leading) {
+        this.lastGoodAt = this.host.now();
+        // Its barrier (the term's first record) is committed: durable on a majority of this set, with every
+        // write acknowledged before the set changed. From now on a majority of this set elects.
+        // (It counted joint majorities for it: a majority of every set of the change holds it.)
+        if (m.commitTerm >= this.term) this.settle();
+      }
       // It restarted (it leads nothing) or it promised a newer term: no need to wait out the timeout.
       else this.lastGoodAt = -Infinity;
       return;
     }
-    if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.replicas.includes(from)) return;
-    // Answers of the electorate only: a new replica (not in the old set) holds nothing to choose from.
-    if (this.voters.includes(from)) this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
-    const chosen = this.choose(this.voters, this.election.answers);
+    if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
+    const answers = this.election.answers;
+    answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
+    // Joint majorities: a majority of every set of the change promised the term and answered. A write
+    // acknowledged under any of them is on a majority of that set, so on a replica that answered.
+    if (!this.configs.every((set) => set.filter((r) => answers.has(r)).length >= majority(set.length))) return;
+    let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
     if (chosen === null) return;
+    if (!this.replicas.includes(chosen)) {
+      // The most up to date replica left the set (a node that still answers for it): one of the set with the
+      // same last record holds the same log; without one, wait for more answers or the next election.
+      const best = answers.get(chosen)!;
+      chosen = this.replicas.find((r) => answers.get(r)?.lastTerm === best.lastTerm && answers.get(r)?.lastIndex === best.lastIndex) ?? null;
+      if (chosen === null) return;
+    }
     assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
     const term = this.election.term;
     this.election = null;
     this.leader = chosen;
     this.term = term;
     this.lastGoodAt = this.host.now();
+    this.published = true;
     this.host.publish(chosen, term);
-    this.host.send(chosen, { type: 'Lead', term, followers: this.replicas.filter((r) => r !== chosen) });
+    // While the change is unsettled the leader replicates to every set's replicas and commits on joint majorities.
+    const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
+    this.host.send(chosen, { type: 'Lead', term, followers: this.members.filter((r) => r !== chosen), sets });
   }
 
   private startElection(): void {
@@ -141,20 +177,51 @@ export class SliceFailover {
     this.host.persistTerm(term);
     this.elections++;
     this.election = { term, startedAt: this.host.now(), answers: new Map() };
-    for (const r of new Set([...this.replicas, ...this.voters])) this.host.send(r, { type: 'Prepare', term });
+    for (const r of this.members) this.host.send(r, { type: 'Prepare', term });
   }
 
-  /** The replica set changed and its new leader has been heard leading long enough: elections
-   * count the replicas themselves again (docs/replication.md says what this leaves open). */
-  settleElectorate(): void {
-    this.voters = this.replicas;
+  /** The failover of the slice once its replica set changed to `next` (ReplicaLeaders.sync): until the change
+   * settles, elections and commits need a majority of `next` and of this set (and of the sets before it whose
+   * change had not settled either). */
+  changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, choose: typeof chooseLeader = chooseLeader): SliceFailover {
+    const older = this.configs.filter((set) => !sameSet(set, next));
+    return new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older);
   }
+
+  /** Every replica of every set of the change (those an election asks, those a leader replicates to). */
+  get members(): readonly ReplicaId[] {
+    return [...new Set(this.configs.flat())];
+  }
+
+  /** Whether a majority of each set of the change is among `up` (else no election can finish). */
+  quorumAmong(up: (r: ReplicaId) => boolean): boolean {
+    return this.configs.every((set) => set.filter(up).length >= majority(set.length));
+  }
+
+  /** The change is settled: the barrier of the leader elected for this set is committed on a majority of this set
+   * and of every older set of the change, with every write acknowledged before it. From now on this set alone
+   * elects (a leader elected before keeps counting joint majorities until its term ends, which is only stricter). */
+  private settle(): void {
+    assert(this.published && this.leader !== null && this.replicas.includes(this.leader), 'a change settles by the barrier of a leader elected for its set');
+    this.configs = [this.replicas];
+  }
+  /** A change also settles when any replica of its sets says (Pong.commitTerm) that its commit point is a record
+   * of the term this failover elected (or newer): a replica's commit point only moves to what its leader
+   * committed, and that leader counted joint majorities, so its barrier is held by a majority of every set of the
+   * change; even if the leader died before saying so itself (a majority of the old set may then never answer
+   * again: a node killed just after a change). */
+  private settleIfHeld(): void {
+    if (this.electorateSettled || !this.published) return;
+    if (this.members.some((r) => (this.commitTerms.get(r) ?? 0) >= this.term)) this.settle();
+  }
+
+  /** Whether the change (if any) settled: this set alone elects. */
   get electorateSettled(): boolean {
-    return this.voters === this.replicas;
+    return this.configs.length === 1;
   }
-  /** Whose answers an election counts. */
-  get electorate(): readonly ReplicaId[] {
-    return this.voters;
+  /** The sets whose majorities an election needs, this one first. */
+  get sets(): readonly (readonly ReplicaId[])[] {
+    return this.configs;
   }
   /** Replica `to` can be reached again (its node restarted or reconnected): an election under way
    * that has no answer from it sends it the Prepare again, at the same term, instead of waiting out
@@ -162,15 +229,11 @@ export class SliceFailover {
    * that promised the term already refuses it, and one answer per replica is counted. */
   reachable(to: ReplicaId): void {
     const e = this.election;
-    if (e === null || e.answers.has(to) || !(this.replicas.includes(to) || this.voters.includes(to))) return;
+    if (e === null || e.answers.has(to) || !this.members.includes(to)) return;
     this.host.send(to, { type: 'Prepare', term: e.term });
   }
   /** The coordinator lost its link to the leader: elect without waiting out the heartbeat timeout. */
   suspectLeader(): void {
     this.lastGoodAt = -Infinity;
-  }
-  /** When the leader last answered that it leads the term (ms of host.now()). */
-  get leaderHeardAt(): number {
-    return this.lastGoodAt;
   }
 }

@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { NodeStatusReport, ClusterStatus } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { FAILOVER_RETRY_DELAY_MS_MAX, MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
@@ -39,6 +39,11 @@ export class Membership {
   private running = 0;
   /** A forget-data removal is handing slices over (one at a time). */
   private forgetting = false;
+  /** Since when each node that is not removed has been seen down (absent: up). */
+  private readonly downSince = new Map<number, number>();
+  /** Why a node that has been down past --remove-down-after-ms is not removed (for status; logged once per change). */
+  private readonly autoRemoveRefusal = new Map<number, string>();
+  private autoRemoving = false;
   /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
   onLinkChange: () => void = () => {};
 
@@ -50,11 +55,16 @@ export class Membership {
     private readonly autoRebalance: boolean,
     private readonly log: (line: string) => void,
     failoverTiming: FailoverTiming = FAILOVER_TIMING_DEFAULT,
+    /** --remove-down-after-ms: a node down this long is removed as `keyslice remove` would (0: never). */
+    private readonly removeDownAfterMs = 0,
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
-    this.timer = setInterval(() => this.rebalance(), REBALANCE_INTERVAL_MS);
+    this.timer = setInterval(() => {
+      void this.autoRemove();
+      this.rebalance();
+    }, REBALANCE_INTERVAL_MS);
     this.timer.unref();
   }
 
@@ -236,12 +246,25 @@ export class Membership {
   drain(url: unknown): void {
     const index = this.indexOf(url);
     if (this.map.statusOf(index) === 'draining') return;
-    if (this.map.replicationFactor > 1) throw new KeysliceError('InvalidState', replicatedMoveRefusal('drain', this.map.nodes[index], this.map.replicationFactor));
+    const node = this.map.nodes[index];
     const others = this.map.nodes.filter((_, i) => i !== index && this.map.statusOf(i) === 'active');
-    if (others.length === 0) throw new KeysliceError('InvalidState', `node ${this.map.nodes[index]} is the only active node; its slices have nowhere to go`);
+    if (others.length === 0) throw new KeysliceError('InvalidState', `node ${node} is the only active node; its slices have nowhere to go`);
+    const factor = this.map.replicationFactor;
+    if (factor > 1 && others.length < 2) {
+      // Its slices would be left with one replica, and a slice does not go back from R>1 to R=1 (docs/replication.md).
+      throw new KeysliceError('InvalidState', `the slices of ${node} have ${factor} replicas; without it only ${others.length} active node would hold them, and a replicated slice keeps at least 2: add a node first`);
+    }
+    if (factor > 1 && this.map.nodes.some((_, i) => i !== index && this.map.statusOf(i) === 'draining')) {
+      throw new KeysliceError('InvalidState', 'another node is draining; with replicated slices one node drains at a time: retry when it is done (keyslice status)');
+    }
     this.map.setStatus(index, 'draining');
     for (const l of this.links) l.sendEpoch(this.map.epoch);
-    this.log(`draining node ${this.map.nodes[index]} (${this.map.slicesOf(index).length} slices)`);
+    if (factor > 1) {
+      // The map placed a replica on an active node for each slice the node holds one of (R + 1 for a while);
+      // the nodes learn their sets, then the elections tell the leaders.
+      this.leaders.sync();
+    }
+    this.log(`draining node ${node} (${factor > 1 ? `replicas of ${this.map.replicaCounts()[index]} slices, leading ${this.map.slicesOf(index).length}` : `${this.map.slicesOf(index).length} slices`})`);
     this.rebalance();
   }
 
@@ -285,6 +308,11 @@ export class Membership {
     }
     for (const s of held) {
       const set = this.map.replicasOf(s);
+      if (!this.leaders.settled(s)) {
+        // Its last change still counts the set before it (joint majorities): a change made now would count
+        // that one too, and a node that left it no longer answers, which could leave no majority of it to elect.
+        throw new KeysliceError('InvalidState', `slice ${s} is changing its replica set (its leader's first record is not yet held by a majority of both the new and the old set); retry in a moment`);
+      }
       if (set.length - 1 < Math.floor(set.length / 2) + 1) {
         throw new KeysliceError(
           'InvalidState',
@@ -351,6 +379,60 @@ export class Membership {
     }
   }
 
+  /** --remove-down-after-ms: removes a node that has been down that long, as `keyslice remove` would
+   * (which refuses to lose a slice's last copy or the majority of its replicas). Also waits while some
+   * replicated slice has no elected leader (its election needs the replicas that are up), and refuses
+   * when the replicas left that are up would not be a majority, so that the slices keep a leader.
+   * The clock of a node starts when this process first sees it down (at the latest, at its start). */
+  private async autoRemove(): Promise<void> {
+    if (this.removeDownAfterMs <= 0 || this.autoRemoving) return;
+    this.autoRemoving = true;
+    try {
+      const now = Date.now();
+      for (let i = 0; i < this.map.nodes.length; i++) {
+        if (this.map.statusOf(i) === 'removed' || this.isUp(i)) {
+          this.downSince.delete(i);
+          this.autoRemoveRefusal.delete(i);
+          continue;
+        }
+        if (!this.downSince.has(i)) this.downSince.set(i, now);
+        const downMs = now - this.downSince.get(i)!;
+        if (downMs < this.removeDownAfterMs) continue;
+        const node = this.map.nodes[i];
+        let problem = this.autoRemoveProblem(i);
+        if (problem === null) {
+          // Not forgetData: a node that holds the only copy of slices is refused, as an operator's remove is.
+          problem = await this.remove(node).then(() => null, (err: Error) => err.message);
+          if (problem === null) {
+            this.log(`node ${node} was down for ${Math.round(downMs / 1000)} s (--remove-down-after-ms ${this.removeDownAfterMs}): removed automatically`);
+            this.downSince.delete(i);
+            this.autoRemoveRefusal.delete(i);
+            continue;
+          }
+        }
+        if (this.autoRemoveRefusal.get(i) !== problem) this.log(`node ${node} has been down for ${Math.round(downMs / 1000)} s but is not removed automatically: ${problem}`);
+        this.autoRemoveRefusal.set(i, problem);
+      }
+    } finally {
+      this.autoRemoving = false;
+    }
+  }
+
+  /** Why the node must not be removed automatically now (beyond what remove itself refuses), or null. */
+  private autoRemoveProblem(index: number): string | null {
+    const s = this.leaders.summary();
+    if (s.led < s.replicated) return `${s.replicated - s.led} replicated slices have no elected leader yet; removing a node changes replica sets only once every slice has one`;
+    for (let slice = 0; slice < this.map.sliceCount; slice++) {
+      const set = this.map.replicasOf(slice);
+      if (set.length <= 1 || !set.includes(index)) continue;
+      const up = set.filter((n) => n !== index && this.isUp(n)).length;
+      if (up < Math.floor(set.length / 2) + 1) {
+        return `slice ${slice} would keep ${up} replicas that are up of its ${set.length}, not a majority, so it could not elect a leader; bring a node back`;
+      }
+    }
+    return null;
+  }
+
   private indexOf(url: unknown): number {
     const u = checkUrl(url);
     const index = this.map.indexOf(u);
@@ -370,8 +452,13 @@ export class Membership {
    * differ by more than one. Nodes that are down are counted but not moved to or from. */
   rebalance(): void {
     if (!this.autoRebalance && !this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
-    // Slice moves copy a slice's data to one node; replicated slices are not moved yet (docs/replication.md).
-    if (this.map.replicationFactor > 1) return;
+    // Replicated slices are not copied by slice moves: a drain changes their replica sets (drainReplicas),
+    // and leaderships are handed over between replicas (rebalanceLeaders).
+    if (this.map.replicationFactor > 1) {
+      this.drainReplicas();
+      if (this.autoRebalance) this.rebalanceLeaders();
+      return;
+    }
     const now = Date.now();
     const usable = (i: number) => this.isUp(i) && (this.backoffUntil.get(i) ?? 0) <= now;
     for (let guard = 0; guard < MOVES_IN_FLIGHT_MAX && this.running < MOVES_IN_FLIGHT_MAX; guard++) {
@@ -408,18 +495,84 @@ export class Membership {
     }
   }
 
+  /** A drain with replicated slices (docs/replication.md). Setting the node draining placed a new replica
+   * on an active node for each slice it holds one of; the sets' elections (among the old sets' majority)
+   * told their leaders. Here a slice's replica on the draining node leaves the set once the leader
+   * elected for the set is known and every other replica of it says (Pong) that it durably holds that
+   * leader's barrier: every write acknowledged before, so the new replica has caught up. Slices the node
+   * led are led, in the map, by another replica, and elected again (that election counts the larger
+   * set's majority). What is ready in one turn leaves in one map change. */
+  private drainReplicas(): void {
+    const drops: { slice: number; node: number }[] = [];
+    for (let node = 0; node < this.map.nodes.length; node++) {
+      if (this.map.statusOf(node) !== 'draining') continue;
+      for (let slice = 0; slice < this.map.sliceCount; slice++) {
+        const set = this.map.replicasOf(slice);
+        if (!set.includes(node)) continue;
+        const term = this.leaders.electedTerm(slice);
+        // The change that added the new replica settles first (joint majorities, docs/replication.md): the next one
+        // then counts only the larger set, whose majorities the replicas left make without the drained node.
+        if (term === null || !this.leaders.settled(slice)) continue;
+        const rest = set.filter((n) => n !== node);
+        // Every replica is asked (not only the first behind), so that one turn learns about them all.
+        const behind = rest.filter((n) => !this.leaders.holdsTerm(slice, n, term));
+        if (behind.length > 0 || rest.filter((n) => this.map.statusOf(n) === 'active').length < Math.min(2, this.map.replicationFactor)) continue;
+        // The invariant of a replica-set change: the set that is left is a majority of replicas that hold
+        // every acknowledged write (here all of them), so no election after it can lose one.
+        assert(rest.length >= Math.floor(set.length / 2) + 1 && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
+        drops.push({ slice, node });
+      }
+    }
+    if (drops.length === 0) return;
+    this.map.dropDrainedReplicas(drops);
+    for (const l of this.links) l.sendEpoch(this.map.epoch);
+    this.leaders.sync();
+    const nodes = [...new Set(drops.map((d) => this.map.nodes[d.node]))];
+    const left = nodes.map((u) => this.map.replicaCounts()[this.map.indexOf(u)]);
+    this.log(`drain: ${drops.length} slices' replicas left ${nodes.join(', ')} (their new replicas caught up); ${left.join(', ')} to go`);
+  }
+
+  /** Leadership rebalancing (R > 1): while the active nodes that are up lead numbers of slices that differ
+   * by more than one, hands the leadership of slices of the one that leads most to the one that leads
+   * fewest, where that one holds a replica that is caught up (ReplicaLeaders.handOver). Waits while a
+   * drain runs or any replicated slice has no elected leader (an election or a handover under way). */
+  private rebalanceLeaders(): void {
+    if (this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
+    const s = this.leaders.summary();
+    if (s.replicated === 0 || s.led < s.replicated) return;
+    const counts = this.map.counts();
+    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.isUp(i));
+    if (nodes.length < 2) return;
+    for (let n = 0; n < LEADER_HANDOVERS_IN_FLIGHT_MAX; n++) {
+      const from = nodes.reduce((a, b) => (counts[b] > counts[a] ? b : a));
+      // The node that leads fewest among those holding a caught-up replica of one of `from`'s slices.
+      let best: { slice: number; to: number } | null = null;
+      for (const slice of this.map.slicesOf(from)) {
+        for (const to of this.map.replicasOf(slice)) {
+          if (to === from || !nodes.includes(to) || counts[from] - counts[to] <= 1 || (best !== null && counts[to] >= counts[best.to])) continue;
+          if (this.leaders.holdsTerm(slice, to, this.map.termOf(slice), this.leaders.probeIntervalMs)) best = { slice, to };
+        }
+      }
+      if (best === null || !this.leaders.handOver(best.slice, best.to)) return;
+      counts[from]--;
+      counts[best.to]++;
+    }
+  }
+
   /** Nodes, slices per node, items/bytes/load per node (when every node answers; not
    * asked for when `withLoad` is false, e.g. by the studio, which has every table's load), moves. */
   async status(withLoad = true): Promise<ClusterStatus> {
     const counts = this.map.counts();
+    const replicas = this.map.replicaCounts();
     const nodes: NodeStatusReport[] = this.map.nodes.map((url, i) => ({
       node: url,
       status: this.map.statusOf(i),
       up: this.map.statusOf(i) !== 'removed' && this.isUp(i),
       heartbeatMsAgo: this.lastHeartbeat.has(i) ? Date.now() - this.lastHeartbeat.get(i)! : null,
-      problem: this.links[i].refusal === '' ? null : this.links[i].refusal,
+      problem: this.links[i].refusal !== '' ? this.links[i].refusal : this.autoRemoveRefusal.has(i) ? `down, and not removed automatically: ${this.autoRemoveRefusal.get(i)}` : null,
       workers: this.links[i].workerCount,
       slices: counts[i],
+      replicas: replicas[i],
       items: 0,
       bytes: 0,
       readsPerSecond: 0,
@@ -458,7 +611,7 @@ export class Membership {
         failed: this.mover.failed,
         itemsMoved: this.mover.itemsMoved,
         lastError: this.mover.lastError,
-        pending: this.pendingMoves(counts),
+        pending: this.map.replicationFactor > 1 ? this.pendingReplicaMoves(replicas) : this.pendingMoves(counts),
       },
     };
   }
@@ -472,8 +625,13 @@ export class Membership {
     return (
       `${s.led} of ${s.replicated} replicated slices have an elected leader (${by.length > 0 ? by.join(', ') : 'none yet'})` +
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
-      `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections since the coordinator started`
+      `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections and ${this.leaders.handovers} leadership handovers since the coordinator started`
     );
+  }
+
+  /** Replicas still to take off draining nodes (replicas are not rebalanced onto nodes that join yet). */
+  private pendingReplicaMoves(replicas: number[]): number {
+    return replicas.reduce((sum, n, i) => sum + (this.map.statusOf(i) === 'draining' ? n : 0), 0);
   }
 
   /** Moves still to make (a rough count: draining slices plus the excess over an even share). */
@@ -494,15 +652,6 @@ export class Membership {
     this.leaders.close();
     for (const l of this.links) l.close();
   }
-}
-
-/** Why a slice move (drain, rebalance) is refused while slices are replicated. */
-function replicatedMoveRefusal(what: string, node: string, factor: number): string {
-  return (
-    `keyslice ${what} moves slices between nodes, which is not done for replicated slices yet (replication factor ${factor}). ` +
-    `To take ${node} out, stop it and run "keyslice remove ${node}": its slices keep serving from their other replicas, which are placed again on the other nodes. ` +
-    'Or start the coordinator with --replication-factor 1 (docs/replication.md)'
-  );
 }
 
 function checkUrl(url: unknown): string {

@@ -9,10 +9,12 @@
 // replicated slice is elected at once; the map's leader wins a tie. A leader that stops answering
 // (heartbeat timeout), whose link is lost, or that answers it does not lead, is replaced.
 //
-// A replica set that changed (a node removed while down, a node joining to refill a set) is a new
-// SliceFailover whose elections count the OLD set's answers (the electorate) until the new leader
-// has been heard leading for a heartbeat timeout; docs/replication.md says what this leaves open.
-import { FAILOVER_TICK_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
+// A replica set that changed (a node removed while down, a node joining to refill a set, a drain) is a
+// new SliceFailover (SliceFailover.changedTo) whose elections, and the commits of the leaders they elect,
+// need a majority of the new set AND of the old one (joint majorities) until the new leader's barrier is
+// committed on both (Pong.commitTerm says so).
+import { assert } from '../../shared/errors.js';
+import { FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
@@ -26,9 +28,17 @@ interface Run {
   key: string;
   /** When this failover last published a leader (0: not yet). */
   publishedAt: number;
+  /** A leadership handover (handOver): the election waits until `to` holds `from`'s last record, or `until`. */
+  hold?: { from: number; to: number; since: number; until: number };
 }
 
-const majority = (n: number) => Math.floor(n / 2) + 1;
+/** What a replica's latest Pong said, and when it came. */
+interface PongSeen {
+  commitTerm: number;
+  lastIndex: number;
+  at: number;
+}
+
 const keyOf = (replicas: readonly number[]) => [...replicas].sort((a, b) => a - b).join(',');
 
 /** What Assign's replication field says to node `node` (null: none of its slices has followers). */
@@ -56,6 +66,15 @@ export class ReplicaLeaders {
   private closed = false;
   /** Elections started since this process started, for status. */
   elections = 0;
+  /** slice -> node -> what its latest Pong said; when each was last asked (probe). */
+  private readonly pongs = new Map<number, Map<number, PongSeen>>();
+  private readonly probedAt = new Map<string, number>();
+  /** How old a replica's answer may be for a handover to it (a node that stopped answering is not chosen). */
+  get probeIntervalMs(): number {
+    return this.timing.pingIntervalMs * 2;
+  }
+  /** Leadership handovers done since this process started, for status. */
+  handovers = 0;
 
   constructor(
     private readonly map: ClusterMap,
@@ -107,21 +126,99 @@ export class ReplicaLeaders {
       const key = keyOf(replicas);
       if (run !== undefined && run.key === key) continue;
       changed = true;
-      // A changed set: the old one (or the one before it, if its change had not settled) elects.
-      const electorate = run === undefined ? null : run.failover.electorateSettled ? run.replicas : run.failover.electorate;
-      if (run !== undefined) this.log(`slice ${slice}: replicas ${run.replicas.join(',')} -> ${replicas.join(',')}; electing among the old set's majority`);
-      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, electorate);
+      // A changed set: joint majorities of the new set and the old one (and of older ones not settled) until it settles.
+      if (run !== undefined) this.log(`slice ${slice}: replicas ${run.replicas.join(',')} -> ${replicas.join(',')}; electing by majorities of both sets`);
+      const failover =
+        run === undefined
+          ? new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice))
+          : run.failover.changedTo(replicas, this.map.lastTermUsed(slice), this.host(slice));
       this.runs.set(slice, { failover, replicas, key, publishedAt: 0 });
     }
     // The nodes learn their new replica sets before this turn's Prepares leave (flush runs after).
     if (changed) this.reassignAll();
   }
 
+  /** The term of the slice's leader when it was elected for the replica set the map holds now, and
+   * published (null: an election for this set is under way or has not run yet). */
+  electedTerm(slice: number): number | null {
+    const run = this.runs.get(slice);
+    if (run === undefined || run.key !== keyOf(this.map.replicasOf(slice)) || run.publishedAt === 0 || run.failover.currentLeader === null) return null;
+    return run.failover.currentTerm === this.map.termOf(slice) ? run.failover.currentTerm : null;
+  }
+
+  /** Whether the slice's last replica-set change settled (its elections and commits count its set alone, not
+   * joint majorities with the set before): true for a slice whose set has not changed since the start. */
+  settled(slice: number): boolean {
+    const run = this.runs.get(slice);
+    return run === undefined || (run.key === keyOf(this.map.replicasOf(slice)) && run.failover.electorateSettled);
+  }
+
+  /** Whether node `node`'s replica of the slice said (Pong) that it durably holds a committed record of
+   * term `term` or newer, so every record before that term's barrier. Asks it (a Ping, at most every
+   * REPLICA_CATCH_UP_PROBE_MS) while it has not. */
+  holdsTerm(slice: number, node: number, term: number, maxAgeMs = Infinity): boolean {
+    const seen = this.pongs.get(slice)?.get(node);
+    if (seen !== undefined && seen.commitTerm >= term && Date.now() - seen.at <= maxAgeMs) return true;
+    const key = `${slice}:${node}`;
+    const now = Date.now();
+    if (now - (this.probedAt.get(key) ?? 0) >= REPLICA_CATCH_UP_PROBE_MS && this.ready(node)) {
+      this.probedAt.set(key, now);
+      this.host(slice).send(node, { type: 'Ping', seq: 0 });
+    }
+    return false;
+  }
+
+  /** Hands the slice's leadership to its follower `to` (leadership rebalancing; docs/replication.md):
+   * routing names `to` at once (the map's owner, a new epoch), so the old leader gets no new writes; the
+   * election waits (at most LEADER_HANDOVER_WAIT_MS_MAX) until `to` holds the old leader's last record,
+   * so that it wins the tie (the map's leader is listed first), then runs as any election: the replica
+   * with the largest (last term, last index) leads, the old one if `to` is still behind. Only for a
+   * slice whose leader was elected for its set and heard from; false (nothing done) otherwise. */
+  handOver(slice: number, to: number): boolean {
+    const run = this.runs.get(slice);
+    if (run === undefined || run.hold !== undefined || run.publishedAt === 0 || !run.failover.electorateSettled) return false;
+    const from = run.failover.currentLeader;
+    if (from === null || from === to || !run.replicas.includes(to) || !this.ready(from) || !this.ready(to)) return false;
+    // Only to a replica heard from lately: a frozen node keeps its link open but answers nothing.
+    if (Date.now() - (this.pongs.get(slice)?.get(to)?.at ?? 0) > this.probeIntervalMs) return false;
+    if (run.key !== keyOf(this.map.replicasOf(slice)) || this.map.ownerOf(slice) !== from) return false;
+    try {
+      this.map.handOver(slice, to);
+    } catch (err) {
+      this.log(`cannot record a leadership handover of slice ${slice} in the cluster map (${(err as Error).message})`);
+      return false;
+    }
+    const replicas = this.map.replicasOf(slice);
+    assert(replicas[0] === to && keyOf(replicas) === run.key, 'a handover changes the leader, not the replica set');
+    const now = Date.now();
+    const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
+    this.runs.set(slice, { failover, replicas, key: run.key, publishedAt: 0, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
+    this.handovers++;
+    this.reassignAll();
+    return true;
+  }
+
+  /** Whether a handover's new leader holds the old one's last record, as both said after the handover began
+   * (the old one's answer a tick later, once writes that were on their way reached it); asks both meanwhile. */
+  private handedOver(slice: number, h: NonNullable<Run['hold']>): boolean {
+    const seen = this.pongs.get(slice);
+    const from = seen?.get(h.from);
+    const to = seen?.get(h.to);
+    if (from !== undefined && to !== undefined && from.at >= h.since + FAILOVER_TICK_MS && to.at >= from.at && to.lastIndex >= from.lastIndex) return true;
+    for (const n of [h.from, h.to]) this.host(slice).send(n, { type: 'Ping', seq: 0 });
+    return false;
+  }
+
   /** Replication messages from node `node` (its link's frame). */
   receive(node: number, entries: ReplicateEntry[]): void {
     for (const [slice, message] of entries) {
       const run = this.runs.get(slice);
-      if (run === undefined || !run.replicas.includes(node)) continue;
+      // A replica of an older set of an unsettled change answers too (its majority counts).
+      if (run === undefined || !run.failover.members.includes(node)) continue;
+      if (message.type === 'Pong') {
+        if (!this.pongs.has(slice)) this.pongs.set(slice, new Map());
+        this.pongs.get(slice)!.set(node, { commitTerm: message.commitTerm, lastIndex: message.lastIndex, at: Date.now() });
+      }
       run.failover.receive(node, message);
     }
   }
@@ -150,15 +247,15 @@ export class ReplicaLeaders {
     if (this.closed) return;
     this.sync();
     const now = Date.now();
-    for (const run of this.runs.values()) {
-      const f = run.failover;
-      // Without a majority of the electorate connected no election can finish: wait rather than burn terms.
-      const reachable = f.electorate.filter((n) => this.ready(n)).length;
-      if (f.currentLeader === null && reachable < majority(f.electorate.length)) continue;
-      f.tick();
-      if (!f.electorateSettled && f.currentLeader !== null && run.publishedAt > 0 && now - run.publishedAt >= this.timing.heartbeatTimeoutMs && now - f.leaderHeardAt < this.timing.heartbeatTimeoutMs) {
-        f.settleElectorate();
+    for (const [slice, run] of this.runs) {
+      if (run.hold !== undefined) {
+        if (now < run.hold.until && !this.handedOver(slice, run.hold)) continue;
+        run.hold = undefined;
       }
+      const f = run.failover;
+      // Without a majority of each set connected no election can finish: wait rather than burn terms.
+      if (f.currentLeader === null && !f.quorumAmong((n) => this.ready(n))) continue;
+      f.tick();
     }
   }
 
@@ -225,7 +322,7 @@ export class ReplicaLeaders {
       const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
       if (started.length > 0 && Date.now() - this.lastStartLogAt >= 1_000) {
         this.lastStartLogAt = Date.now();
-        this.log(`elections started for ${started.length} slices (e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.electorate.join(',')}, term ${used.get(started[0])})`);
+        this.log(`elections started for ${started.length} slices (e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(started[0])})`);
       }
       const moved = elected.length;
       if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}`);

@@ -114,6 +114,9 @@ export class Replica {
   private applied: number;
   // Leader state, valid while leading.
   private followers: ReplicaId[] = [];
+  /** The sets each of whose majorities a commit needs (one: itself and its followers; several while a
+   * replica-set change is unsettled: joint majorities, docs/replication.md). */
+  private quorums: ReplicaId[][] = [];
   private readonly next = new Map<ReplicaId, number>();
   private readonly match = new Map<ReplicaId, number>();
   /** The commit index each follower said it holds durably (and so has applied, and keeps across a restart). */
@@ -241,9 +244,13 @@ export class Replica {
     this.snapTerm = term;
   }
 
-  private becomeLeader(term: number, followers: ReplicaId[]): void {
+  private becomeLeader(term: number, followers: ReplicaId[], sets: ReplicaId[][]): void {
     this.leading = true;
     this.followers = followers.filter((f) => f !== this.id);
+    this.quorums = sets.length > 0 ? sets.map((set) => [...set]) : [[this.id, ...this.followers]];
+    // Every replica a commit counts is one this leader replicates to, and it leads for a set it is in.
+    assert(this.quorums.every((set) => set.every((r) => r === this.id || this.followers.includes(r))), 'a leader replicates to every replica of the sets its commits count');
+    assert(this.quorums[0].includes(this.id), 'a leader is a replica of the set it leads');
     this.next.clear();
     this.match.clear();
     this.knownCommit.clear();
@@ -313,9 +320,12 @@ export class Replica {
 
   /** Commits the largest index that a majority holds durably, if it is of this leader's term. */
   private leaderCommit(): void {
-    const held = [this.selfMatch, ...this.followers.map((f) => this.match.get(f)!)].sort((a, b) => b - a);
-    const majority = Math.floor((this.followers.length + 1) / 2) + 1;
-    const n = held[majority - 1];
+    // The largest index that a majority of every set holds (one set but while a replica-set change is unsettled).
+    let n = Infinity;
+    for (const set of this.quorums) {
+      const held = set.map((r) => (r === this.id ? this.selfMatch : this.match.get(r)!)).sort((a, b) => b - a);
+      n = Math.min(n, held[Math.floor(set.length / 2)]);
+    }
     if (n > this.commit && this.termAt(n) === this.promisedTerm) {
       this.advanceCommit(n);
       this.host.committed?.(this.commit);
@@ -329,9 +339,9 @@ export class Replica {
       case 'Prepare':
         return this.onPrepare(from, m.term);
       case 'Lead':
-        return this.onLead(from, m.term, m.followers);
+        return this.onLead(from, m.term, m.followers, m.sets);
       case 'Ping':
-        return this.host.send(from, { type: 'Pong', seq: m.seq, term: this.promisedTerm, leading: this.leading });
+        return this.host.send(from, { type: 'Pong', seq: m.seq, term: this.promisedTerm, leading: this.leading, commitTerm: this.termAt(this.commit)!, lastIndex: this.lastIndex });
       case 'Append':
         return this.onAppend(from, m);
       case 'Snapshot':
@@ -366,11 +376,11 @@ export class Replica {
     this.host.disk.sync(() => this.host.send(from, reply));
   }
 
-  private onLead(from: ReplicaId, term: number, followers: ReplicaId[]): void {
+  private onLead(from: ReplicaId, term: number, followers: ReplicaId[], sets: ReplicaId[][]): void {
     if (term !== this.promisedTerm || this.leading) {
       return this.refuse(from, 'StaleTerm', `asked to lead term ${term}; this replica promised term ${this.promisedTerm}${this.leading ? ' and leads it' : ''}`);
     }
-    this.becomeLeader(term, followers);
+    this.becomeLeader(term, followers, sets);
   }
 
   private onAppend(from: ReplicaId, m: ReplicationMessage & { type: 'Append' }): void {

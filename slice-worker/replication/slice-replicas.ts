@@ -93,13 +93,24 @@ export class SliceReplicas {
   }
 
   private start(slice: number): Replica {
+    const disk = this.log.diskFor(slice);
+    let found = this.log.durable(slice);
+    if (found.promisedTerm === 0 && found.snapshot === null && found.records.length === 0 && this.store.owns(slice) && this.store.sliceEntries(slice).next().done !== true) {
+      // The slice had one replica (R=1), this worker's, and it is replicated from now on (a node joined): its
+      // items are in the worker log alone. They become the replica's first state, a snapshot at index 1 of
+      // term 1 (no election uses term 1), so that an election (largest last record) chooses this replica and
+      // the others get them as a snapshot. Without it the replica started empty and the items were dropped.
+      const state = encodeEffects([...this.store.sliceEntries(slice)]);
+      disk.write({ kind: 'snapshot', index: 1, term: 1, state });
+      found = { promisedTerm: 0, snapshot: { index: 1, term: 1, state }, records: [], commitIndex: 1 };
+    }
     // Set once constructed: the constructor already applies what the log holds as committed.
     let replica: Replica | undefined;
     replica = new Replica(
       this.self,
       {
         send: (to, m) => this.send(slice, to, m),
-        disk: this.log.diskFor(slice),
+        disk,
         apply: (record) => {
           // A leader's own records were executed here before they were proposed.
           if (replica?.isLeader === true && record.term === replica.term) return;
@@ -118,7 +129,7 @@ export class SliceReplicas {
           this.events.deposed?.(slice, term);
         },
       },
-      this.log.durable(slice),
+      found,
     );
     return replica;
   }

@@ -1,0 +1,147 @@
+// Repair of replicated slices through real processes (docs/replication.md): slice nodes that register
+// themselves, R=3, every slice's replica set read back from the coordinator's cluster map.
+//  - A node killed for good under writes is removed automatically after --remove-down-after-ms; its
+//    slices are back to 3 replicas on the others, and nothing acknowledged is lost. With two of three
+//    nodes down, nothing is removed (the one left is no majority), and status says why.
+//  - keyslice drain of a node that leads and follows slices, under writes: each slice gets a replica on
+//    another node, which catches up, before the draining node's replica leaves the set; nothing is
+//    lost, the node ends holding no replica, and once stopped and removed the slices go on.
+//  - Items written at R=1 are kept when the cluster grows to R=2 and 3 (they were dropped: the first
+//    replica of a slice started empty).
+//  - Nodes that join one by one under writes: the first leads every slice at first, then the
+//    leaderships are handed over until each node leads its share; nothing is lost.
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
+import type { ClusterStatus } from '../shared/api.js';
+import { bulk, elasticClusters, waitFor, WriteLoad, type Elastic } from './elastic-fixture.js';
+
+const cluster = elasticClusters();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const REMOVE_AFTER_MS = 3_000;
+
+/** Every slice's replicas [leader, ...followers] as node URLs, from the coordinator's persisted map. */
+function replicaSets(e: Elastic): string[][] {
+  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { nodes: string[]; owners: number[]; followers: number[][] };
+  return m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n]));
+}
+
+/** Waits until status says every replicated slice has an elected leader. */
+async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
+  let st: ClusterStatus | undefined;
+  await waitFor(async () => /^(\d+) of \1 replicated slices have an elected leader/.test((st = await e.status()).replication.note), 'every slice to have a leader', timeoutMs);
+  return st!;
+}
+
+describe('repair of replicated slices (R=3)', () => {
+  it('a node killed for good under writes is removed after --remove-down-after-ms; its slices are back to 3 replicas, nothing is lost', async () => {
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, coordinatorArgs: ['--remove-down-after-ms', String(REMOVE_AFTER_MS)] });
+    await allLed(e);
+    await bulk(e, 300);
+    const load = new WriteLoad(e.client, 'elastic', 4, 8);
+    await sleep(500);
+    const st = await e.status();
+    const victim = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
+    expect(replicaSets(e).some((set) => set.includes(victim.url))).toBe(true);
+    await stopProcess(victim.child, 'SIGKILL');
+    const killedAt = Date.now();
+    await waitFor(async () => !(await e.status()).nodes.some((n) => n.node === victim.url), 'the dead node to be removed automatically', 30_000);
+    // Not before its time (the clock starts when the coordinator sees it down, after the kill).
+    expect(Date.now() - killedAt).toBeGreaterThanOrEqual(REMOVE_AFTER_MS);
+    await allLed(e);
+    await sleep(1_000);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(0);
+    await load.verify(300);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`auto-removal under writes: ${load.acks} updates acknowledged, ${load.errors.length} failed`);
+    for (const set of replicaSets(e)) {
+      expect(set.length).toBe(3);
+      expect(new Set(set).size).toBe(3);
+      expect(set).not.toContain(victim.url);
+    }
+    expect((await e.status()).replication.factor).toBe(3);
+
+    // Two of the three left die at once: the one left is no majority of any slice, so neither is removed.
+    const [a, b] = e.nodes.filter((n) => n !== victim);
+    await Promise.all([stopProcess(a.child, 'SIGKILL'), stopProcess(b.child, 'SIGKILL')]);
+    await sleep(REMOVE_AFTER_MS + 3_000);
+    const after = await e.status();
+    for (const n of [a, b]) {
+      const r = after.nodes.find((x) => x.node === n.url);
+      expect(r, `${n.url} is still a member`).toBeDefined();
+      expect(r!.problem).toMatch(/not removed automatically: .*(no elected leader|not a majority)/);
+    }
+  }, 90_000);
+
+  it('keyslice drain under writes: every slice gets a caught-up replica elsewhere before the node leaves its set; nothing is lost', async () => {
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
+    await allLed(e);
+    await bulk(e, 300);
+    const load = new WriteLoad(e.client, 'elastic', 4, 8);
+    await sleep(500);
+    const st = await e.status();
+    const victim = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
+    const held = replicaSets(e).filter((set) => set.includes(victim.url)).length;
+    expect(held).toBeGreaterThan(0);
+    const cli = join(import.meta.dirname, '..', 'dist', 'coordinator', 'cli', 'cli.js');
+    const { stdout } = await promisify(execFile)(process.execPath, [cli, 'drain', victim.url, '--url', e.coordinator.url, '--timeout', '60'], { timeout: 70_000 });
+    expect(stdout).toMatch(new RegExp(`draining ${victim.url} \\(${held} slices`));
+    expect(stdout).toMatch(/holds no slices; "keyslice remove/);
+    const after = await e.status();
+    const r = after.nodes.find((x) => x.node === victim.url)!;
+    expect([r.status, r.slices, r.replicas]).toEqual(['draining', 0, 0]);
+    for (const set of replicaSets(e)) {
+      expect(set.length).toBe(3);
+      expect(new Set(set).size).toBe(3);
+      expect(set).not.toContain(victim.url);
+    }
+    await allLed(e);
+    await sleep(500);
+    // The drained node can be stopped: the writes go on without it.
+    await stopProcess(victim.child, 'SIGKILL');
+    const acksBefore = load.acks;
+    await sleep(1_500);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(acksBefore);
+    await load.verify(300);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`drain under writes: ${load.acks} updates acknowledged, ${load.errors.length} failed (${[...new Set(load.errors.map((x) => x.message.slice(0, 80)))].join(' | ')})`);
+    expect((await e.post('remove', victim.url)).status).toBe(200);
+    expect((await e.status()).nodes.map((n) => n.node)).not.toContain(victim.url);
+  }, 90_000);
+
+  it('leaderships spread over nodes that join one by one, under writes; nothing is lost', async () => {
+    // Two nodes (R=2 by default), then a third under writes: R=3, and it takes its share of leaderships.
+    const e = await cluster({ nodes: 2, slices: 12, replicationFactor: 'auto' });
+    const load = new WriteLoad(e.client, 'elastic', 4, 8);
+    await sleep(500);
+    await e.addNode();
+    let st: ClusterStatus | undefined;
+    await waitFor(async () => (st = await e.status()).nodes.every((n) => n.slices === 4), 'each node to lead 4 slices', 30_000);
+    expect(st!.replication.note).toMatch(/[1-9]\d* leadership handovers/);
+    await allLed(e);
+    await sleep(500);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(0);
+    await load.verify(0);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`leadership rebalancing under writes: ${load.acks} updates acknowledged, ${load.errors.length} failed; ${st!.replication.note}`);
+  }, 90_000);
+
+  it('items written while the cluster had one node (R=1) are kept when nodes join and it replicates them (R=2, then 3)', async () => {
+    const e = await cluster({ nodes: 1, slices: 4, replicationFactor: 'auto' });
+    for (let i = 0; i < 40; i++) await e.client.putItem('elastic', { id: `r1-${i}`, v: i });
+    for (const expected of [2, 3]) {
+      await e.addNode();
+      await waitFor(async () => (await e.status()).replication.factor === expected, `replication factor ${expected}`);
+      await allLed(e);
+      const items = await e.client.getAllItems({ table: 'elastic' });
+      expect(items.map((i) => i.v).sort((a, b) => (a as number) - (b as number))).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    }
+    // The first node's copy is no longer needed: with it stopped, the two others still serve every item.
+    await stopProcess(e.nodes[0].child, 'SIGKILL');
+    await allLed(e);
+    expect((await e.client.getAllItems({ table: 'elastic' })).length).toBe(40);
+  }, 90_000);
+});
