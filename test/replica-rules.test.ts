@@ -378,7 +378,7 @@ describe('the coordinator\'s election of one slice', () => {
     // Elected 100 ms after the kill, well before the election timeout, without a second term.
     expect(published).toEqual([[1, 2]]);
     expect(terms).toEqual([2]);
-    expect(sent).toEqual([{ to: 1, m: { type: 'Lead', term: 2, followers: [0, 2] } }]);
+    expect(sent).toEqual([{ to: 1, m: { type: 'Lead', term: 2, followers: [0, 2], sets: [] } }]);
     sent.length = 0;
     f.reachable(0); // no election under way: nothing to ask
     expect(sent).toEqual([]);
