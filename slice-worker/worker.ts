@@ -164,8 +164,13 @@ function takeControl(c: ReplicaControl): void {
   assert(replicaSelf === c.self, `a node's index in the map does not change (was ${replicaSelf}, now ${c.self})`);
   const before = replicated;
   replicated = new Set(c.replicated);
-  // A slice no longer replicated here: what waited on it gets no commit from this worker.
-  for (const s of before) if (!replicated.has(s)) answerUnknown(s, `slice ${s} is no longer replicated on this node: outcome unknown`);
+  // A slice no longer replicated here: its replica stops leading (it hears nothing for the slice any more), and
+  // what waited on it gets no commit from this worker.
+  for (const s of before) {
+    if (replicated.has(s)) continue;
+    replicas!.resign(s);
+    answerUnknown(s, `slice ${s} is no longer replicated on this node: outcome unknown`);
+  }
 }
 
 function release(h: Held, slice: number): void {

@@ -116,6 +116,51 @@ describe('a slice replica', () => {
     expect(g.committed.at(-1)).toBe(2); // the barrier and the write, once 0 and 1 (a majority of the old set) hold them
   });
 
+  it('once its barrier is committed on both sets of a change, replicates to its own set alone; and stops leading when its node leaves the set', () => {
+    // Replicas 0, 1, 2 were the set; 0, 1, 3 are the new one (2 replaced by 3). Leader 0.
+    const g = group(4);
+    for (let i = 0; i < 4; i++) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 1 });
+    for (let i = 0; i < 4; i++) g.sync(i);
+    g.outbox.splice(0);
+    const leader = g.replicas[0];
+    leader.receive(COORDINATOR, { type: 'Lead', term: 1, followers: [1, 2, 3], sets: [[0, 1, 3], [0, 1, 2]] });
+    g.sync(0);
+    g.outbox.splice(0); // the barrier's appends are lost but for replica 1's
+    leader.tick();
+    expect(g.outbox.map((s) => s.to).sort()).toEqual([1, 2, 3]); // each set's replicas, until the barrier commits
+    g.deliver(1);
+    g.outbox.splice(0);
+    g.sync(1);
+    g.deliver(0);
+    expect(g.committed).toEqual([1]); // 0 and 1: a majority of both sets
+    g.outbox.splice(0);
+    // Replica 2 left the set: its node drops what comes for the slice, so it would be sent a heartbeat each
+    // tick forever. Replica 3, new and not caught up, still gets one.
+    leader.tick();
+    expect(g.outbox.map((s) => s.to).sort()).toEqual([1, 3]);
+    g.outbox.splice(0);
+    leader.propose(payload('a'));
+    expect(g.outbox.map((s) => s.to).sort()).toEqual([1, 3]);
+    g.outbox.splice(0);
+    g.sync(0);
+    leader.tick(); // replica 3 is probed from its first record, and gets the rest as it answers
+    for (let round = 0; round < 3; round++) {
+      g.deliver(3);
+      g.sync(3);
+      g.deliver(0);
+    }
+    expect(g.replicas[3].lastIndex).toBe(2);
+    expect(g.committed.at(-1)).toBe(2); // 0 and 3: a majority of the new set is enough now
+    // The map moves the leader's own node out of the set (a drain): it stops leading and sends nothing more.
+    leader.resign();
+    expect(leader.isLeader).toBe(false);
+    expect(g.deposed).toEqual([1]);
+    expect(leader.propose(payload('b'))).toBeNull();
+    g.outbox.splice(0);
+    leader.tick();
+    expect(g.outbox).toEqual([]);
+  });
+
   it('refuses a record of an older term, a gap, a damaged record and records that do not follow, and writes nothing of them', () => {
     const g = group(2);
     const f = g.replicas[1];

@@ -401,7 +401,17 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     changes.push(`${clock.now.toFixed(1)} ms: ${why}: ${set.join(',')} -> ${next.join(',')}`);
     elections += coordinator.elections;
     coordinator = coordinator.changedTo(next, usedTerm, failoverHost, choose);
+    const before = set;
     set = next;
+    // A node that left the set stops leading the slice when its assignment says so (worker.ts takeControl).
+    for (const n of before) {
+      if (next.includes(n)) continue;
+      whenAwake(n, () => {
+        if (set.includes(n)) return;
+        if (opts.store === true) sliceReplicas[n]?.resign(STORE_SLICE);
+        else replicas[n]?.resign();
+      });
+    }
     published = false;
     // The map's leader, when it left the set, is replaced by the first replica until the election names one.
     if (mapLeader !== null && !set.includes(mapLeader)) mapLeader = set[0];
@@ -559,7 +569,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   // the commit point, its leader's heartbeat must still bring it all (a leader skips the heartbeat of a
   // follower only once it said it holds the commit point durably).
   const restFrom = clock.now;
-  crash(ids.find((i) => i !== coordinator.currentLeader)!);
+  crash(set.find((i) => i !== coordinator.currentLeader)!);
   while (!converged()) {
     if (!clock.step()) fail('the event queue ran dry');
     if (clock.now > restFrom + CONVERGE_MS_MAX) fail(`a follower that crashed at rest did not catch up within ${CONVERGE_MS_MAX} ms`);

@@ -267,6 +267,13 @@ export class Replica {
     assert(this.promisedTerm === term, 'a leader leads the term it promised');
   }
 
+  /** This replica's node left the slice's replica set: it stops leading. Its node drops what comes for the
+   * slice from then on (the followers' answers, a newer term's Append), so a leader would otherwise go on
+   * heartbeating the set it led until its node restarted. Its writes not yet committed have an unknown outcome. */
+  resign(): void {
+    this.stepDown(this.promisedTerm);
+  }
+
   private stepDown(term: number): void {
     if (!this.leading) return;
     this.leading = false;
@@ -320,16 +327,41 @@ export class Replica {
 
   /** Commits the largest index that a majority holds durably, if it is of this leader's term. */
   private leaderCommit(): void {
-    // The largest index that a majority of every set holds (one set but while a replica-set change is unsettled).
-    let n = Infinity;
-    for (const set of this.quorums) {
-      const held = set.map((r) => (r === this.id ? this.selfMatch : this.match.get(r)!)).sort((a, b) => b - a);
-      n = Math.min(n, held[Math.floor(set.length / 2)]);
-    }
-    if (n > this.commit && this.termAt(n) === this.promisedTerm) {
+    const before = this.commit;
+    for (;;) {
+      // The largest index that a majority of every set holds (one set but while a replica-set change is unsettled).
+      let n = Infinity;
+      for (const set of this.quorums) {
+        const held = set.map((r) => (r === this.id ? this.selfMatch : this.match.get(r)!)).sort((a, b) => b - a);
+        n = Math.min(n, held[Math.floor(set.length / 2)]);
+      }
+      if (n <= this.commit || this.termAt(n) !== this.promisedTerm) break;
       this.advanceCommit(n);
-      this.host.committed?.(this.commit);
+      // Its barrier committed on joint majorities: from now on its own set's majority commits, which may hold more.
+      if (this.commit < this.leadFrom || this.quorums.length === 1) break;
+      this.settleSets();
     }
+    if (this.commit > before) this.host.committed?.(this.commit);
+  }
+
+  /** Its barrier is committed on a majority of every set of an unsettled change: from now on a majority of
+   * its own set (quorums[0], the new one) is enough, and a replica outside it is no longer replicated to.
+   * Safe as the coordinator's own settling (coordinator/metadata/failover.ts): every write acknowledged
+   * before is ordered before the barrier, so on a majority of the new set, and every later election hears
+   * from a majority of the new set (alone once the coordinator settles the change, jointly until then), so
+   * from a replica that holds each commit made on it. Without this a leader kept heartbeating a replica
+   * that left the set (its node drops the messages) until its term ended. */
+  private settleSets(): void {
+    const own = this.quorums[0];
+    this.quorums = [own];
+    for (const f of this.followers) {
+      if (own.includes(f)) continue;
+      this.next.delete(f);
+      this.match.delete(f);
+      this.knownCommit.delete(f);
+      this.heard.delete(f);
+    }
+    this.followers = this.followers.filter((f) => own.includes(f));
   }
 
   // ---- every replica ----

@@ -54,6 +54,11 @@ export class SliceReplicas {
     this.of(slice).receive(from, message);
   }
 
+  /** This worker's node is no longer a replica of `slice` (its replica set changed): its replica stops leading. */
+  resign(slice: number): void {
+    this.replicas.get(slice)?.resign();
+  }
+
   /** Whether this worker may execute writes of `slice` now. */
   serving(slice: number): boolean {
     return this.of(slice).serving;
