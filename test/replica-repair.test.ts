@@ -36,15 +36,21 @@ async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
   return st!;
 }
 
+/** 300 items, then 4 writers updating them; the victim is a node that leads slices. */
+async function underWrites(e: Elastic) {
+  await allLed(e);
+  await bulk(e, 300);
+  const load = new WriteLoad(e.client, 'elastic', 4, 8);
+  await sleep(500);
+  const st = await e.status();
+  const victim = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
+  return { load, victim };
+}
+
 describe('repair of replicated slices (R=3)', () => {
   it('a node killed for good under writes is removed after --remove-down-after-ms; its slices are back to 3 replicas, nothing is lost', async () => {
     const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, coordinatorArgs: ['--remove-down-after-ms', String(REMOVE_AFTER_MS)] });
-    await allLed(e);
-    await bulk(e, 300);
-    const load = new WriteLoad(e.client, 'elastic', 4, 8);
-    await sleep(500);
-    const st = await e.status();
-    const victim = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
+    const { load, victim } = await underWrites(e);
     expect(replicaSets(e).some((set) => set.includes(victim.url))).toBe(true);
     await stopProcess(victim.child, 'SIGKILL');
     const killedAt = Date.now();
@@ -78,12 +84,7 @@ describe('repair of replicated slices (R=3)', () => {
 
   it('keyslice drain under writes: every slice gets a caught-up replica elsewhere before the node leaves its set; nothing is lost', async () => {
     const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
-    await allLed(e);
-    await bulk(e, 300);
-    const load = new WriteLoad(e.client, 'elastic', 4, 8);
-    await sleep(500);
-    const st = await e.status();
-    const victim = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
+    const { load, victim } = await underWrites(e);
     const held = replicaSets(e).filter((set) => set.includes(victim.url)).length;
     expect(held).toBeGreaterThan(0);
     const cli = join(import.meta.dirname, '..', 'dist', 'coordinator', 'cli', 'cli.js');
@@ -139,7 +140,10 @@ describe('repair of replicated slices (R=3)', () => {
       const items = await e.client.getAllItems({ table: 'elastic' });
       expect(items.map((i) => i.v).sort((a, b) => (a as number) - (b as number))).toEqual(Array.from({ length: 40 }, (_, i) => i));
     }
-    // The first node's copy is no longer needed: with it stopped, the two others still serve every item.
+    // Once the change to 3 replicas has settled (before, an election also needs a majority of the old set of 2,
+    // so losing node 0 would stall the slice), the first node's copy is no longer needed: with it stopped, the
+    // two others still serve every item.
+    await waitFor(async () => !(await e.status()).replication.note.includes('not settled'), 'the replica-set changes to settle');
     await stopProcess(e.nodes[0].child, 'SIGKILL');
     await allLed(e);
     expect((await e.client.getAllItems({ table: 'elastic' })).length).toBe(40);

@@ -622,9 +622,13 @@ export class Membership {
     if (s.replicated === 0) return '';
     const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
     const waiting = s.replicated - s.led;
+    // Until a change settles, an election needs a majority of the old set too: losing a node then can stall a slice.
+    let unsettled = 0;
+    for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
     return (
       `${s.led} of ${s.replicated} replicated slices have an elected leader (${by.length > 0 ? by.join(', ') : 'none yet'})` +
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
+      (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections and ${this.leaders.handovers} leadership handovers since the coordinator started`
     );
   }
