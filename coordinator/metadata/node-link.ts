@@ -80,6 +80,8 @@ export class NodeLink {
   onReplicate: (entries: ReplicateEntry[]) => void = () => {};
   /** Assigns sent on the ready link (reassign) whose Assigned has not come back yet. */
   private reassigning = 0;
+  /** A reassign came while the first Assign of this connection was in flight. */
+  private reassignWhenReady = false;
   /** When abandonInFlight took the node as silent; 0 once it sent a frame since (or reconnected). */
   private silentSince = 0;
 
@@ -106,6 +108,9 @@ export class NodeLink {
    * removal); a link that is not ready gets it when it is. */
   reassign(): void {
     assert(this.assignment !== null, 'only the coordinator assigns a node its slices');
+    // An Assign in flight was computed before this change (replica sets change without an epoch bump):
+    // send the assignment again once the node has taken that one.
+    if (this.state === 'assigning') this.reassignWhenReady = true;
     if (this.ws === null || this.ws.readyState !== WebSocket.OPEN || this.state !== 'ready') return;
     const a = this.assignment();
     this.reassigning++;
@@ -241,6 +246,7 @@ export class NodeLink {
         const a = this.assignment();
         this.assignedEpoch = a.epoch;
         this.reassigning = 0;
+        this.reassignWhenReady = false;
         ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId, a.replication]));
         return;
       }
@@ -257,9 +263,15 @@ export class NodeLink {
         }
         if (this.assignment === null || this.state !== 'assigning' || frame[1] !== this.assignedEpoch) return this.protocolError(ws, `Assigned for epoch ${frame[1]} (${this.state})`);
         // The map moved on while the node took its assignment: its slices did not change
-        // (a move gives up when either side reconnects), only the epoch.
+        // (a move gives up when either side reconnects), only the epoch; replica sets may have, and a
+        // reassign asked for meanwhile (reassignWhenReady) sends them.
         if (frame[1] < this.currentEpoch()) ws.send(encodeNodeFrame([NodeFrame.Epoch, this.currentEpoch()]));
-        return this.becomeReady(`slice node ${this.url} ready: ${this.workerCount} workers, epoch ${frame[1]}`);
+        this.becomeReady(`slice node ${this.url} ready: ${this.workerCount} workers, epoch ${frame[1]}`);
+        if (this.reassignWhenReady && this.state === 'ready') {
+          this.reassignWhenReady = false;
+          this.reassign();
+        }
+        return;
       }
       case NodeFrame.BatchReply: {
         const [, batchId, worker, bytes] = frame;
