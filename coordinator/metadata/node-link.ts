@@ -267,7 +267,7 @@ export class NodeLink {
         // reassign asked for meanwhile (reassignWhenReady) sends them.
         if (frame[1] < this.currentEpoch()) ws.send(encodeNodeFrame([NodeFrame.Epoch, this.currentEpoch()]));
         this.becomeReady(`slice node ${this.url} ready: ${this.workerCount} workers, epoch ${frame[1]}`);
-        if (this.reassignWhenReady && this.state === 'ready') {
+        if (this.reassignWhenReady) {
           this.reassignWhenReady = false;
           this.reassign();
         }
