@@ -76,6 +76,8 @@ export class SliceFailover {
    * configs[0] is this failover's set; the others are the sets before it since the last settled change, newest
    * first. One set once the change settled (settleIfHeld). */
   private configs: readonly (readonly ReplicaId[])[];
+  /** Every replica of every set in `configs` (those an election asks, those a leader replicates to); set with it. */
+  private allMembers: readonly ReplicaId[];
   /** Whether this failover elected a leader (for its set) at some point; its term is `term`. */
   private published = false;
   private lastProbeAt = -Infinity;
@@ -97,6 +99,7 @@ export class SliceFailover {
   ) {
     assert(new Set(replicas).size === replicas.length && replicas.length >= 1, 'a slice\'s replicas are distinct');
     this.configs = [replicas, ...older];
+    this.allMembers = [...new Set(this.configs.flat())];
     this.leader = leader;
     this.term = term;
     this.lastGoodAt = host.now();
@@ -190,7 +193,7 @@ export class SliceFailover {
 
   /** Every replica of every set of the change (those an election asks, those a leader replicates to). */
   get members(): readonly ReplicaId[] {
-    return [...new Set(this.configs.flat())];
+    return this.allMembers;
   }
 
   /** Whether a majority of each set of the change is among `up` (else no election can finish). */
@@ -204,6 +207,7 @@ export class SliceFailover {
   private settle(): void {
     assert(this.published && this.leader !== null && this.replicas.includes(this.leader), 'a change settles by the barrier of a leader elected for its set');
     this.configs = [this.replicas];
+    this.allMembers = this.replicas;
   }
   /** A change also settles when any replica of its sets says (Pong.commitTerm) that its commit point is a record
    * of the term this failover elected (or newer): a replica's commit point only moves to what its leader

@@ -527,9 +527,9 @@ export class Membership {
     this.map.dropDrainedReplicas(drops);
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
-    const nodes = [...new Set(drops.map((d) => this.map.nodes[d.node]))];
-    const left = nodes.map((u) => this.map.replicaCounts()[this.map.indexOf(u)]);
-    this.log(`drain: ${drops.length} slices' replicas left ${nodes.join(', ')} (their new replicas caught up); ${left.join(', ')} to go`);
+    const drained = [...new Set(drops.map((d) => d.node))];
+    const counts = this.map.replicaCounts();
+    this.log(`drain: ${drops.length} slices' replicas left ${drained.map((n) => this.map.nodes[n]).join(', ')} (their new replicas caught up); ${drained.map((n) => counts[n]).join(', ')} to go`);
   }
 
   /** Leadership rebalancing (R > 1): while the active nodes that are up lead numbers of slices that differ

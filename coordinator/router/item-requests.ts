@@ -37,6 +37,8 @@ export interface PutItemRequest {
   name: string;
   op: PutOp;
   returnOld: boolean;
+  /** No condition and no old item asked for: safe to send again after an unknown outcome. */
+  idempotent: boolean;
 }
 
 export interface GetItemRequest {
@@ -80,7 +82,8 @@ export function parsePutItem(c: RequestContext, p: Payload): PutItemRequest {
   const returnOld = returnValuesOf(p.returnValues, ['none', 'old']) === 'old';
   const check = writeCheck(condition, returnOld, p);
   const { name, op } = putOp(c, table, p.item, 'item', check);
-  return { name, op, returnOld };
+  // Unconditional and answering nothing: the same end state if it is applied twice (Router.send's resend rule).
+  return { name, op, returnOld, idempotent: check === null };
 }
 
 export function parseGetItem(c: RequestContext, p: Payload): GetItemRequest {

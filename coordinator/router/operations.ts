@@ -123,8 +123,7 @@ export class Operations {
 
   private async PutItem(p: Payload) {
     const r = parsePutItem(this.context, p);
-    // Unconditional and answering nothing (no check): the same end state if it is applied twice.
-    const old = await this.write(r.name, r.op, r.op[6] === null);
+    const old = await this.write(r.name, r.op, r.idempotent);
     return r.returnOld ? { item: old } : {};
   }
 
