@@ -300,7 +300,7 @@ export interface NodeStatusReport {
   up: boolean;
   /** null for a node configured with --nodes or added by an operator, which need not heartbeat. */
   heartbeatMsAgo: number | null;
-  /** Why the coordinator does not use this node although it answers (e.g. it came back with another data folder); null when it does. */
+  /** Why the coordinator does not use this node although it answers (e.g. it came back with another data folder), or does not remove it automatically while it is down; null when neither. */
   problem: string | null;
   workers: number;
   /** Slices it leads (routing sends their requests to it). */

@@ -7,8 +7,9 @@
 // - WrongOwner: the node was not the owner at the op's epoch (a slice move
 //   switched it, or this router's map lags the nodes'). Nothing was applied, so
 //   it is sent again with the map as it is then: at most WRONG_OWNER_RETRIES_MAX
-//   times within WRONG_OWNER_RETRY_MS_MAX (FAILOVER_RETRY_MS_MAX on replicated
-//   slices), after Routing.afterWrongOwner (a router also asks for the newer map).
+//   times within WRONG_OWNER_RETRY_MS_MAX (for a single slice's op on replicated
+//   slices, FAILOVER_RETRY_MS_MAX if longer; a scan keeps WRONG_OWNER_RETRY_MS_MAX),
+//   after Routing.afterWrongOwner (a router also asks for the newer map).
 // - No serving leader, on replicated slices: the node answered that the slice has
 //   no serving leader, or the owner's node is not connected; nothing was applied
 //   (a failover is under way). Sent again once the map names the new leader: at
