@@ -217,6 +217,8 @@ function refuse(ws: WebSocket, why: string): void {
 }
 
 async function assign(newEpoch: number, sliceCount: number, slices: number[], controls: (ReplicaControl | null)[]): Promise<void> {
+  // Replication entries that came before this Assign reach the workers before it, in the order they came.
+  if (incoming.size > 0) deliverReplication();
   // The workers assert that their epoch only grows: every Assign that reaches them has an
   // epoch at least the node's, and the node's epoch is at least every earlier Assign's.
   await Promise.all(
