@@ -45,7 +45,7 @@
 import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { DECIMAL_TAG, isNumberValue } from './decimal.js';
-import { KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
+import { assert, KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicationMessage } from './replication-protocol.js';
 import { TYPE_NAMES, type Condition, type Path, type UpdateAction } from './expression-ast.js';
 import {
@@ -73,8 +73,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 3: slice moves (Move* ops) and the Epoch frame. 4: node and cluster ids in Hello and Assign.
  * 5: replication (the Replicate frame, Assign's replica sets). 6: AppendOk carries the follower's durable commit index;
  * Pong says the term of the replica's commit point and its last index.
- * 7: Lead names the sets whose majorities each commit needs while a replica-set change is unsettled (Lead.sets). */
-export const NODE_PROTOCOL_VERSION = 7;
+ * 7: Lead names the sets whose majorities each commit needs while a replica-set change is unsettled (Lead.sets).
+ * 8: a Range spec says whether its items come back packed in the client's form (RangeSpec.packed). */
+export const NODE_PROTOCOL_VERSION = 8;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -96,9 +97,67 @@ export type ClientResponseFrame =
   | [id: number, err: typeof RESULT_ERROR, code: ErrorCode, message: string]
   | [id: number, err: typeof RESULT_ERROR, code: ErrorCode, message: string, details: ErrorDetails];
 
-/** One request or response, or several in one frame. */
-export function encodeClientFrame(frame: ClientRequestFrame | ClientResponseFrame | ClientRequestFrame[] | ClientResponseFrame[]): Buffer {
-  return clientPackr.pack(frame);
+/** Items that only pass through the router (a range read answered over the WebSocket API):
+ * each was packed by the worker in the client's msgpack form (packClientItem), and the
+ * client frame takes those bytes as they are (encodeClientFrame), so the router neither
+ * decodes nor encodes them. The client reads them as any list of items. */
+export class PackedItems {
+  constructor(readonly items: readonly Uint8Array[]) {}
+}
+
+/** A result that carries PackedItems: GetItems' answer. */
+export type PassThroughResult = { items: PackedItems; examined: number; marker?: string };
+
+/** One item in the client's msgpack form, as a client frame holds it. */
+export function packClientItem(item: Item): Uint8Array {
+  return clientPackr.pack(item);
+}
+export function unpackClientItem(bytes: Uint8Array): Item {
+  return clientUnpackr.unpack(bytes) as Item;
+}
+
+type AnyClientFrame = ClientRequestFrame | ClientResponseFrame;
+
+/** One request or response, or several in one frame. A response whose result carries
+ * PackedItems has those items' bytes copied in whole (writePassThrough). */
+export function encodeClientFrame(frame: AnyClientFrame | ClientRequestFrame[] | ClientResponseFrame[]): Buffer {
+  if (Array.isArray(frame[0])) {
+    const list = frame as AnyClientFrame[];
+    if (!list.some(passesThrough)) return clientPackr.pack(list);
+    const parts: Uint8Array[] = [arrayHeader(list.length)];
+    for (const r of list) {
+      if (passesThrough(r)) writePassThrough(r, parts);
+      else parts.push(clientPackr.pack(r));
+    }
+    return Buffer.concat(parts);
+  }
+  const one = frame as AnyClientFrame;
+  if (!passesThrough(one)) return clientPackr.pack(one);
+  const parts: Uint8Array[] = [];
+  writePassThrough(one, parts);
+  return Buffer.concat(parts);
+}
+
+function passesThrough(r: AnyClientFrame): r is [number, typeof RESULT_OK, PassThroughResult] {
+  return r[1] === RESULT_OK && typeof r[2] === 'object' && r[2] !== null && (r[2] as { items?: unknown }).items instanceof PackedItems;
+}
+
+/** The response packed with an empty list in place of its items, put last so that the list
+ * is the frame's last byte (0x90); that byte is replaced by the list's header and the items. */
+function writePassThrough([id, ok, result]: [number, typeof RESULT_OK, PassThroughResult], parts: Uint8Array[]): void {
+  const { items, ...rest } = result;
+  const head = clientPackr.pack([id, ok, { ...rest, items: [] }]);
+  assert(head[head.length - 1] === 0x90, 'an empty list packs as 0x90, the last byte of the response');
+  parts.push(head.subarray(0, head.length - 1), arrayHeader(items.items.length));
+  for (const b of items.items) parts.push(b);
+}
+
+/** A msgpack array header for `n` elements. */
+function arrayHeader(n: number): Uint8Array {
+  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a list length msgpack can hold');
+  if (n < 16) return Uint8Array.of(0x90 | n);
+  if (n < 0x10000) return Uint8Array.of(0xdc, n >> 8, n & 0xff);
+  return Uint8Array.of(0xdd, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
 }
 
 /** Checks size, decodes, and checks the shape of each request of one client
@@ -426,6 +485,9 @@ export type RangeSpec = {
   filter: Condition | null;
   /** Return each item's encoded key too (to merge ranges of several slices). */
   withKeys: boolean;
+  /** Return each item packed in the client's msgpack form (packClientItem), not as an object:
+   * for a transport that only forwards the items (the WebSocket API, PackedItems). */
+  packed: boolean;
 };
 
 export type SliceOpMessage =
@@ -446,10 +508,12 @@ export type SliceOpMessage =
   | [typeof SliceOp.MoveApply, slice: number, effects: Effect[], own: boolean]
   | [typeof SliceOp.MoveAbort, slice: number, role: 'source' | 'target'];
 
+/** A range's items: objects, or (RangeSpec.packed) each packed in the client's form. */
+export type RangeItems = Item[] | Uint8Array[];
 /** Range result: items in order, the encoded key of the last examined one, whether
  * more remain, (if asked for) every returned item's encoded key, and how many
  * items the range examined (the filter's rejects included). */
-export type RangeResult = [items: Item[], lastKey: string | null, more: boolean, keys: string[] | null, examined: number];
+export type RangeResult = [items: RangeItems, lastKey: string | null, more: boolean, keys: string[] | null, examined: number];
 /** Scan result: every examined entry [slice, key, item, storedBytes] in (slice, key) order,
  * with item null where the filter left it out, and whether this worker has nothing more. */
 export type ScanResult = [entries: [slice: number, key: string, item: Item | null, bytes: number][], exhausted: boolean];
@@ -623,7 +687,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       const where = at(3, 'range');
       if (!isPlainObject(spec)) fail(`${where}: not a map`);
       if (!(typeof spec.low === 'string' && typeof spec.high === 'string')) fail(`${where}: low and high are encoded keys`);
-      for (const flag of ['lowInclusive', 'highInclusive', 'reverse', 'withKeys'] as const) if (typeof spec[flag] !== 'boolean') fail(`${where}.${flag}: not a boolean`);
+      for (const flag of ['lowInclusive', 'highInclusive', 'reverse', 'withKeys', 'packed'] as const) if (typeof spec[flag] !== 'boolean') fail(`${where}.${flag}: not a boolean`);
       if (!isUint(spec.limit)) fail(`${where}.limit: not a whole number`);
       checkProjection(spec.projection, `${where}.projection`);
       checkConditionOrNull(spec.filter, `${where}.filter`);

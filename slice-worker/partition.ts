@@ -20,6 +20,8 @@ import {
   type Effect,
   type MoveCursor,
   type MoveReadResult,
+  packClientItem,
+  type RangeItems,
   type RangeResult,
   type RangeSpec,
   type Projection,
@@ -387,9 +389,10 @@ export class SliceStore {
 
   private range(table: number, slice: number, spec: RangeSpec): RangeResult {
     const tree = this.partition(table, slice, false)?.tree;
-    const items: Item[] = [];
+    // Packed: each item in the client's msgpack form, for a router that only forwards them.
+    const items: (Item | Uint8Array)[] = [];
     const keys: string[] | null = spec.withKeys ? [] : null;
-    if (tree === undefined) return [items, null, false, keys, 0];
+    if (tree === undefined) return [items as RangeItems, null, false, keys, 0];
     const { low, lowInclusive, high, highInclusive, limit, projection, filter } = spec;
     let examined = 0;
     let bytes = 0;
@@ -407,18 +410,19 @@ export class SliceStore {
       // the byte budget count examined items, filtered out or not.
       if (examined >= limit || bytes >= PAGE_BYTES_MAX) {
         this.load.countBytes(table, slice, bytes, false);
-        return [items, lastKey, true, keys, examined];
+        return [items as RangeItems, lastKey, true, keys, examined];
       }
       examined++;
       bytes += stored.bytes;
       lastKey = key;
       if (filter === null || evaluate(filter, stored.item)) {
-        items.push(projectItem(stored.item, projection));
+        const item = projectItem(stored.item, projection);
+        items.push(spec.packed ? packClientItem(item) : item);
         keys?.push(key);
       }
     }
     this.load.countBytes(table, slice, bytes, false);
-    return [items, lastKey, false, keys, examined];
+    return [items as RangeItems, lastKey, false, keys, examined];
   }
 
   /** This worker's first `limit` examined items after (fromSlice, afterKey) and before slice

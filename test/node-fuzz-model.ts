@@ -107,9 +107,9 @@ const WRONG = {
 type FieldKind = keyof typeof WRONG | 'updateSpec' | 'rangeSpec';
 
 const updateSpec = () => ({ base: { id: 'x' }, actions: [{ k: 'set', path: ['v'], value: V }], condition: null, oldOnFailure: false, returnValues: 'none' });
-const rangeSpec = () => ({ low: K, lowInclusive: true, high: K + '\u00ff', highInclusive: false, reverse: false, limit: 10, projection: null, filter: null, withKeys: false });
+const rangeSpec = () => ({ low: K, lowInclusive: true, high: K + '\u00ff', highInclusive: false, reverse: false, limit: 10, projection: null, filter: null, withKeys: false, packed: false });
 const UPDATE_FIELDS: Record<string, keyof typeof WRONG> = { base: 'item', actions: 'updateActions', condition: 'condition', oldOnFailure: 'bool', returnValues: 'returnValues' };
-const RANGE_FIELDS: Record<string, keyof typeof WRONG> = { low: 'key', high: 'key', lowInclusive: 'bool', highInclusive: 'bool', reverse: 'bool', withKeys: 'bool', limit: 'uint', projection: 'projection', filter: 'condition' };
+const RANGE_FIELDS: Record<string, keyof typeof WRONG> = { low: 'key', high: 'key', lowInclusive: 'bool', highInclusive: 'bool', reverse: 'bool', withKeys: 'bool', packed: 'bool', limit: 'uint', projection: 'projection', filter: 'condition' };
 
 /** Each op's arguments, valid, with the kind of each. */
 const TEMPLATES: [code: number, args: () => unknown[], kinds: FieldKind[]][] = [

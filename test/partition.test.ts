@@ -660,6 +660,7 @@ function toMessage(d: OpDesc): SliceOpMessage {
         projection: structuredClone(d.projection),
         filter: structuredClone(d.filter),
         withKeys: d.limit % 2 === 0,
+        packed: false,
       };
       return [SliceOp.Range, d.table, d.slice, spec];
     }
@@ -780,7 +781,7 @@ describe('ownership', () => {
     const never: Condition = { k: 'notExists', path: [NAME_ATTRIBUTE] };
     for (const slice of FOREIGN) {
       const spec: UpdateSpec = { base: {}, actions: structuredActions({ a: 1 }, null, null), condition: null, oldOnFailure: false, returnValues: 'new' };
-      const range: RangeSpec = { low: '', lowInclusive: true, high: '\xff', highInclusive: true, reverse: false, limit: 10, projection: null, filter: null, withKeys: false };
+      const range: RangeSpec = { low: '', lowInclusive: true, high: '\xff', highInclusive: true, reverse: false, limit: 10, projection: null, filter: null, withKeys: false, packed: false };
       const ops: SliceOpMessage[] = [
         [SliceOp.Put, key.table, slice, key.key, { a: 1 }, 10, null],
         [SliceOp.Put, key.table, slice, key.key, { a: 1 }, 10, { condition: never, returnOld: true, oldOnFailure: true }],
@@ -982,7 +983,7 @@ describe('paging', () => {
             .sort((a, b) => compareStrings(a.ref.key, b.ref.key));
           if (reverse) inRange.reverse();
           const expected = inRange.filter((e) => filter === null || modelEvaluate(filter, e.item)).map((e) => e.ref.name);
-          const got = pages(store, slice, { low, lowInclusive, high, highInclusive, reverse, limit, projection: null, filter, withKeys: true });
+          const got = pages(store, slice, { low, lowInclusive, high, highInclusive, reverse, limit, projection: null, filter, withKeys: true, packed: false });
           // `limit` counts examined items, whether the filter keeps them or not.
           const examined = examinedPerPage(got, inRange.map((e) => e.ref.key));
           for (const n of examined.slice(0, -1)) expect(n).toBe(limit);
@@ -1059,7 +1060,7 @@ describe('paging', () => {
     for (const reverse of [false, true]) {
       const keys = reverse ? [...sortedKeys].reverse() : sortedKeys;
       for (const filter of [null, keepNone]) {
-        const got = pages(store, OWNED[0], { low: '', lowInclusive: true, high: '\xff', highInclusive: true, reverse, limit: 1000, projection: null, filter, withKeys: false });
+        const got = pages(store, OWNED[0], { low: '', lowInclusive: true, high: '\xff', highInclusive: true, reverse, limit: 1000, projection: null, filter, withKeys: false, packed: false });
         const examined = examinedPerPage(got, keys);
         expect(got.length).toBeGreaterThan(1);
         expect(examined.reduce((a, b) => a + b, 0)).toBe(keys.length);

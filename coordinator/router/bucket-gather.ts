@@ -8,7 +8,7 @@
 // bucket is read in chunks, refilled only when the merge has used up what it
 // fetched, so a page reads about as far into each bucket as the page needs.
 import { PAGE_BYTES_MAX } from '../../shared/limits.js';
-import { SliceOp, type RangeResult, type RangeSpec } from '../../shared/protocol.js';
+import { SliceOp, type RangeItems, type RangeResult, type RangeSpec } from '../../shared/protocol.js';
 import { itemBytes, type Item } from '../../shared/values.js';
 import { bucketMarker, continueAfterKey } from './key-range.js';
 import type { RangeOp } from './item-requests.js';
@@ -23,7 +23,7 @@ export interface BucketRange {
 
 interface Cursor extends BucketRange {
   keys: string[];
-  items: Item[];
+  items: RangeItems;
   pos: number;
   more: boolean;
   /** Sorting part of the last key this bucket examined: it has nothing unread up to here. */
@@ -44,7 +44,9 @@ export function bucketChunk(limit: number, buckets: number): number {
   return Math.min(limit, Math.max(4, Math.ceil((limit * 1.25) / buckets) + 1));
 }
 
-export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; examined: number; marker?: string }> {
+/** The page's items are as the buckets' ranges return them: objects, or (RangeSpec.packed) packed
+ * items, which the merge moves without reading (it orders by the keys). */
+export async function gatherBuckets(r: GatherRequest): Promise<{ items: RangeItems; examined: number; marker?: string }> {
   const buckets = r.buckets.length;
   const chunk = bucketChunk(r.limit, buckets);
   const cursors = r.buckets.map(({ slice, prefixBytes, spec }): Cursor => ({ slice, prefixBytes, spec, keys: [], items: [], pos: 0, more: true, frontier: null }));
@@ -64,7 +66,9 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; 
   };
   const before = (a: string, b: string) => (r.reverse ? a > b : a < b);
 
-  const out: Item[] = [];
+  const out: (Item | Uint8Array)[] = [];
+  // The page's byte budget counts a packed item's length, an object's itemBytes: both about its size.
+  const sizeOf = (item: Item | Uint8Array) => (item instanceof Uint8Array ? item.byteLength : itemBytes(item));
   let lastSort: string | null = null;
   let bytes = 0;
   // A filter can make fetches come back empty; after this many the page ends
@@ -87,14 +91,14 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[]; 
     }
     const mayEmit = best !== null && (frontier === null || !before(frontier, best.keys[best.pos]));
     if (!mayEmit) {
-      if (frontier === null) return { items: out, examined }; // every bucket is read to its end
-      return { items: out, examined, marker: bucketMarker(frontier) };
+      if (frontier === null) return { items: out as RangeItems, examined }; // every bucket is read to its end
+      return { items: out as RangeItems, examined, marker: bucketMarker(frontier) };
     }
-    if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out, examined, marker: bucketMarker(lastSort!) };
+    if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out as RangeItems, examined, marker: bucketMarker(lastSort!) };
     const item = best!.items[best!.pos];
     lastSort = best!.keys[best!.pos];
     best!.pos++;
     out.push(item);
-    bytes += itemBytes(item);
+    bytes += sizeOf(item);
   }
 }

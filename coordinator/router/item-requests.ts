@@ -120,7 +120,8 @@ export function parseDeleteItem(c: RequestContext, p: Payload): DeleteItemReques
   return { name: pk.name, op: [SliceOp.Delete, table.id, pk.slice, pk.key, writeCheck(condition, returnOld, p)], returnOld };
 }
 
-export function parseGetItems(c: RequestContext, p: Payload): GetItemsRequest {
+/** `packed`: the items are only forwarded (the WebSocket API), so the workers pack them in the client's form (RangeSpec.packed). */
+export function parseGetItems(c: RequestContext, p: Payload, packed: boolean): GetItemsRequest {
   const table = c.tables.get(p.table);
   const ex = new RequestExpressions(p);
   const projection = ex.projection();
@@ -153,6 +154,7 @@ export function parseGetItems(c: RequestContext, p: Payload): GetItemsRequest {
     const after = marker === undefined ? null : bucketMarkerKey(marker);
     const within = rangeSpec(table, '', range, reverse, bucketChunk(limit, even.buckets), projection, filter);
     within.withKeys = true;
+    within.packed = packed;
     if (after !== null) continueAfterKey(within, after);
     if (isEmptyRange(within)) return { kind: 'nothing' }; // bounds that contradict each other: no bucket holds anything
     const buckets = Array.from({ length: even.buckets }, (_, b): BucketRange => {
@@ -163,6 +165,7 @@ export function parseGetItems(c: RequestContext, p: Payload): GetItemsRequest {
   }
   const where = placement(table, sharding, bucket ?? null, c.sliceCount);
   const spec = rangeSpec(table, where.part, range, reverse, limit, projection, filter);
+  spec.packed = packed;
   if (marker !== undefined) continueAfter(spec, marker);
   if (isEmptyRange(spec)) return { kind: 'nothing' }; // bounds that contradict each other match nothing
   return { kind: 'range', op: [SliceOp.Range, table.id, where.slice, spec] };
@@ -214,8 +217,8 @@ export function parseBatchGet(c: RequestContext, p: Payload): BatchGetRequest {
 
 /** `spec`, a range built without a prefix, inside the stored sharding key `part`. */
 function inside(part: string, spec: RangeSpec): RangeSpec {
-  const { lowInclusive, highInclusive, reverse, limit, projection, filter, withKeys } = spec;
-  return { low: part + spec.low, lowInclusive, high: part + spec.high, highInclusive, reverse, limit, projection, filter, withKeys };
+  const { lowInclusive, highInclusive, reverse, limit, projection, filter, withKeys, packed } = spec;
+  return { low: part + spec.low, lowInclusive, high: part + spec.high, highInclusive, reverse, limit, projection, filter, withKeys, packed };
 }
 
 function putOp(c: RequestContext, table: Table, item: unknown, where: string, check: WriteCheck | null): { name: string; op: PutOp } {

@@ -111,7 +111,7 @@ export function sortRangeOf(table: Table, condition: unknown): SortRange {
 export function rangeSpec(table: Table, prefix: string, range: SortRange | null, reverse: boolean, limit: number, projection: Projection, filter: Condition | null): RangeSpec {
   // Every key of this sharding key is prefix + sorting parts (tags < 0xFF) or the prefix alone;
   // another sharding key that extends this one continues with 0xFF (an escaped NUL), so stop there.
-  const spec: RangeSpec = { low: prefix, lowInclusive: true, high: prefix + PARTS_END, highInclusive: false, reverse, limit, projection, filter, withKeys: false };
+  const spec: RangeSpec = { low: prefix, lowInclusive: true, high: prefix + PARTS_END, highInclusive: false, reverse, limit, projection, filter, withKeys: false, packed: false };
   if (range === null) return spec;
   const columns = table.sorting;
   assert(columns.length > 0 && range.fixed.length <= columns.length, 'a sort range fits the sorting columns');

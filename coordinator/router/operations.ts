@@ -5,7 +5,7 @@
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { PAGE_BYTES_MAX } from '../../shared/limits.js';
-import { SliceOp, type ResultOf } from '../../shared/protocol.js';
+import { PackedItems, SliceOp, type RangeItems, type ResultOf } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
 import { describe } from '../metadata/catalog.js';
@@ -77,10 +77,13 @@ export class Operations {
     return this.catalog;
   }
 
-  execute(op: OperationName, payload: Payload): Promise<unknown> {
-    if (this.metrics === undefined) return this.run(op, payload);
+  /** `passThrough`: the answer goes out in a client msgpack frame (the WebSocket API), so the
+   * items of a range may stay packed as the workers send them (PackedItems); otherwise (JSON,
+   * the DynamoDB API) every item is an object. */
+  execute(op: OperationName, payload: Payload, passThrough = false): Promise<unknown> {
+    if (this.metrics === undefined) return this.run(op, payload, passThrough);
     const done = this.metrics.start(op);
-    const result = this.run(op, payload);
+    const result = this.run(op, payload, passThrough);
     result.then(
       () => done(null),
       (err) => done(toKeysliceError(err).code),
@@ -88,7 +91,7 @@ export class Operations {
     return result;
   }
 
-  private run(op: OperationName, payload: Payload): Promise<unknown> {
+  private run(op: OperationName, payload: Payload, passThrough: boolean): Promise<unknown> {
     for (const field of Object.keys(payload)) {
       if (!FIELDS[op].includes(field)) {
         return Promise.reject(new KeysliceError('ValidationError', `${op} does not take "${field}" (it takes ${FIELDS[op].join(', ') || 'nothing'})`));
@@ -96,7 +99,7 @@ export class Operations {
     }
     try {
       if (this.forwardChange !== undefined && TABLE_CHANGES.includes(op)) return this.forwardChange(op, payload);
-      return this[op](payload);
+      return op === 'GetItems' ? this.GetItems(payload, passThrough) : this[op](payload);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -149,17 +152,21 @@ export class Operations {
     return { deleted: result !== null, item: result };
   }
 
-  private async GetItems(p: Payload) {
-    const r = parseGetItems(this.context, p);
+  private async GetItems(p: Payload, passThrough: boolean) {
+    const r = parseGetItems(this.context, p, passThrough);
     switch (r.kind) {
       case 'nothing':
         return { items: [], examined: 0 };
       case 'range': {
         const [items, lastKey, more, , examined] = await this.router.send(r.op);
-        return more && lastKey !== null ? { items, examined, marker: rangeMarker(lastKey) } : { items, examined };
+        const list = answerItems(items, passThrough);
+        return more && lastKey !== null ? { items: list, examined, marker: rangeMarker(lastKey) } : { items: list, examined };
       }
-      case 'buckets':
-        return gatherBuckets({ tableId: r.tableId, buckets: r.buckets, reverse: r.reverse, limit: r.limit, send: (op) => this.router.send(op) });
+      case 'buckets': {
+        const page = await gatherBuckets({ tableId: r.tableId, buckets: r.buckets, reverse: r.reverse, limit: r.limit, send: (op) => this.router.send(op) });
+        const list = answerItems(page.items, passThrough);
+        return page.marker === undefined ? { items: list, examined: page.examined } : { items: list, examined: page.examined, marker: page.marker };
+      }
       case 'scan':
         return this.scanPage(r.op, r.limit);
     }
@@ -236,6 +243,12 @@ export class Operations {
     const [slice, key] = entries[i - 1];
     return { items, examined, marker: scanMarker(slice, key) };
   }
+}
+
+/** A range's items as the answer carries them: packed ones pass through (PackedItems), objects as they are. */
+function answerItems(items: RangeItems, packed: boolean): Item[] | PackedItems {
+  assert(items.length === 0 || items[0] instanceof Uint8Array === packed, 'the workers pack the items of a range exactly when asked to');
+  return packed ? new PackedItems(items as Uint8Array[]) : (items as Item[]);
 }
 
 function itemFailure(list: ItemFailure['list'], index: number, name: string, reason: unknown): ItemFailure {

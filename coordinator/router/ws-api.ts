@@ -57,7 +57,8 @@ class Connection {
 
   private start([id, op, payload]: ClientRequestFrame): void {
     this.pending++;
-    this.ops.execute(op, payload).then(
+    // The answer leaves in a msgpack frame: range items may pass through packed (PackedItems).
+    this.ops.execute(op, payload, true).then(
       (result) => this.answer([id, RESULT_OK, result]),
       (err) => this.answer(errorFrame(id, toKeysliceError(err))),
     );
