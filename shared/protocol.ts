@@ -98,22 +98,130 @@ export type ClientResponseFrame =
   | [id: number, err: typeof RESULT_ERROR, code: ErrorCode, message: string, details: ErrorDetails];
 
 /** Items that only pass through the router (a range read answered over the WebSocket API):
- * each was packed by the worker in the client's msgpack form (packClientItem), and the
- * client frame takes those bytes as they are (encodeClientFrame), so the router neither
- * decodes nor encodes them. The client reads them as any list of items. */
+ * the worker packed them in the client's msgpack form (packClientList), and the client frame
+ * takes those bytes as they are (encodeClientFrame), so the router neither decodes nor encodes
+ * them. The client reads them as any list of items. `parts`, concatenated, are the msgpack of
+ * the list, its header included. */
 export class PackedItems {
-  constructor(readonly items: readonly Uint8Array[]) {}
+  private constructor(readonly parts: readonly Uint8Array[]) {}
+
+  /** A whole packed list, as a worker's range returns it. */
+  static ofList(list: Uint8Array): PackedItems {
+    return new PackedItems([list]);
+  }
+
+  /** Items packed one by one (pieces of packed lists, splitPackedList), in this order. */
+  static ofItems(items: readonly Uint8Array[]): PackedItems {
+    return new PackedItems([arrayHeader(items.length), ...items]);
+  }
 }
 
 /** A result that carries PackedItems: GetItems' answer. */
 export type PassThroughResult = { items: PackedItems; examined: number; marker?: string };
 
-/** One item in the client's msgpack form, as a client frame holds it. */
-export function packClientItem(item: Item): Uint8Array {
-  return clientPackr.pack(item);
+/** Items in the client's msgpack form: one list, as a client frame holds it. */
+export function packClientList(items: Item[]): Uint8Array {
+  return clientPackr.pack(items);
 }
-export function unpackClientItem(bytes: Uint8Array): Item {
-  return clientUnpackr.unpack(bytes) as Item;
+export function unpackClientList(bytes: Uint8Array): Item[] {
+  const items = clientUnpackr.unpack(bytes) as unknown;
+  assert(Array.isArray(items), 'a packed list is a list');
+  return items as Item[];
+}
+
+/** The items of a packed list (packClientList), each as its own bytes (views, not copies),
+ * found by reading only the msgpack headers: for a merge that reorders items it does not read. */
+export function splitPackedList(list: Uint8Array): Uint8Array[] {
+  let at = 0;
+  const t = list[0];
+  let n: number;
+  if (t >= 0x90 && t <= 0x9f) [n, at] = [t & 0x0f, 1];
+  else if (t === 0xdc) [n, at] = [(list[1] << 8) | list[2], 3];
+  else if (t === 0xdd) [n, at] = [((list[1] << 24) | (list[2] << 16) | (list[3] << 8) | list[4]) >>> 0, 5];
+  else throw new MalformedFrame(`a packed list starts with a list header, not 0x${t?.toString(16)}`);
+  const items: Uint8Array[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const end = skipValue(list, at);
+    if (end > list.byteLength) throw new MalformedFrame('a packed list ends inside a value');
+    items[i] = list.subarray(at, end);
+    at = end;
+  }
+  if (at !== list.byteLength) throw new MalformedFrame(`a packed list of ${n} items has ${list.byteLength - at} bytes after them`);
+  return items;
+}
+
+/** Where the msgpack value at `at` ends. Values nest at most VALUE_DEPTH_MAX deep (items are checked). */
+function skipValue(b: Uint8Array, at: number): number {
+  const t = b[at];
+  if (t === undefined) throw new MalformedFrame('a packed list ends inside a value');
+  if (t <= 0x7f || t >= 0xe0) return at + 1; // fixint
+  if (t <= 0x8f) return skipValues(b, at + 1, (t & 0x0f) * 2); // fixmap
+  if (t <= 0x9f) return skipValues(b, at + 1, t & 0x0f); // fixarray
+  if (t <= 0xbf) return at + 1 + (t & 0x1f); // fixstr
+  const u16 = () => (b[at + 1] << 8) | b[at + 2];
+  const u32 = () => ((b[at + 1] << 24) | (b[at + 2] << 16) | (b[at + 3] << 8) | b[at + 4]) >>> 0;
+  switch (t) {
+    case 0xc0: // nil, false, true
+    case 0xc2:
+    case 0xc3:
+      return at + 1;
+    case 0xc4: // bin 8, 16, 32
+    case 0xd9: // str 8, 16, 32
+      return at + 2 + b[at + 1];
+    case 0xc5:
+    case 0xda:
+      return at + 3 + u16();
+    case 0xc6:
+    case 0xdb:
+      return at + 5 + u32();
+    case 0xc7: // ext 8, 16, 32: length, type, data
+      return at + 3 + b[at + 1];
+    case 0xc8:
+      return at + 4 + u16();
+    case 0xc9:
+      return at + 6 + u32();
+    case 0xca: // float 32, 64
+      return at + 5;
+    case 0xcb:
+      return at + 9;
+    case 0xcc: // uint, int 8, 16, 32, 64
+    case 0xd0:
+      return at + 2;
+    case 0xcd:
+    case 0xd1:
+      return at + 3;
+    case 0xce:
+    case 0xd2:
+      return at + 5;
+    case 0xcf:
+    case 0xd3:
+      return at + 9;
+    case 0xd4: // fixext 1, 2, 4, 8, 16: type, data
+      return at + 3;
+    case 0xd5:
+      return at + 4;
+    case 0xd6:
+      return at + 6;
+    case 0xd7:
+      return at + 10;
+    case 0xd8:
+      return at + 18;
+    case 0xdc: // array 16, 32
+      return skipValues(b, at + 3, u16());
+    case 0xdd:
+      return skipValues(b, at + 5, u32());
+    case 0xde: // map 16, 32
+      return skipValues(b, at + 3, u16() * 2);
+    case 0xdf:
+      return skipValues(b, at + 5, u32() * 2);
+    default:
+      throw new MalformedFrame(`0x${t.toString(16)} is no msgpack type`);
+  }
+}
+
+function skipValues(b: Uint8Array, at: number, n: number): number {
+  for (let i = 0; i < n; i++) at = skipValue(b, at);
+  return at;
 }
 
 type AnyClientFrame = ClientRequestFrame | ClientResponseFrame;
@@ -148,8 +256,8 @@ function writePassThrough([id, ok, result]: [number, typeof RESULT_OK, PassThrou
   const { items, ...rest } = result;
   const head = clientPackr.pack([id, ok, { ...rest, items: [] }]);
   assert(head[head.length - 1] === 0x90, 'an empty list packs as 0x90, the last byte of the response');
-  parts.push(head.subarray(0, head.length - 1), arrayHeader(items.items.length));
-  for (const b of items.items) parts.push(b);
+  parts.push(head.subarray(0, head.length - 1));
+  for (const b of items.parts) parts.push(b);
 }
 
 /** A msgpack array header for `n` elements. */
@@ -485,8 +593,8 @@ export type RangeSpec = {
   filter: Condition | null;
   /** Return each item's encoded key too (to merge ranges of several slices). */
   withKeys: boolean;
-  /** Return each item packed in the client's msgpack form (packClientItem), not as an object:
-   * for a transport that only forwards the items (the WebSocket API, PackedItems). */
+  /** Return the items packed in the client's msgpack form, one list (packClientList), not as
+   * objects: for a transport that only forwards them (the WebSocket API, PackedItems). */
   packed: boolean;
 };
 
@@ -508,8 +616,8 @@ export type SliceOpMessage =
   | [typeof SliceOp.MoveApply, slice: number, effects: Effect[], own: boolean]
   | [typeof SliceOp.MoveAbort, slice: number, role: 'source' | 'target'];
 
-/** A range's items: objects, or (RangeSpec.packed) each packed in the client's form. */
-export type RangeItems = Item[] | Uint8Array[];
+/** A range's items: objects, or (RangeSpec.packed) one list packed in the client's form (packClientList). */
+export type RangeItems = Item[] | Uint8Array;
 /** Range result: items in order, the encoded key of the last examined one, whether
  * more remain, (if asked for) every returned item's encoded key, and how many
  * items the range examined (the filter's rejects included). */

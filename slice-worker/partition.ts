@@ -20,7 +20,7 @@ import {
   type Effect,
   type MoveCursor,
   type MoveReadResult,
-  packClientItem,
+  packClientList,
   type RangeItems,
   type RangeResult,
   type RangeSpec,
@@ -389,10 +389,9 @@ export class SliceStore {
 
   private range(table: number, slice: number, spec: RangeSpec): RangeResult {
     const tree = this.partition(table, slice, false)?.tree;
-    // Packed: each item in the client's msgpack form, for a router that only forwards them.
-    const items: (Item | Uint8Array)[] = [];
+    const items: Item[] = [];
     const keys: string[] | null = spec.withKeys ? [] : null;
-    if (tree === undefined) return [items as RangeItems, null, false, keys, 0];
+    if (tree === undefined) return [this.rangeItems(items, spec), null, false, keys, 0];
     const { low, lowInclusive, high, highInclusive, limit, projection, filter } = spec;
     let examined = 0;
     let bytes = 0;
@@ -410,19 +409,24 @@ export class SliceStore {
       // the byte budget count examined items, filtered out or not.
       if (examined >= limit || bytes >= PAGE_BYTES_MAX) {
         this.load.countBytes(table, slice, bytes, false);
-        return [items as RangeItems, lastKey, true, keys, examined];
+        return [this.rangeItems(items, spec), lastKey, true, keys, examined];
       }
       examined++;
       bytes += stored.bytes;
       lastKey = key;
       if (filter === null || evaluate(filter, stored.item)) {
-        const item = projectItem(stored.item, projection);
-        items.push(spec.packed ? packClientItem(item) : item);
+        items.push(projectItem(stored.item, projection));
         keys?.push(key);
       }
     }
     this.load.countBytes(table, slice, bytes, false);
-    return [items as RangeItems, lastKey, false, keys, examined];
+    return [this.rangeItems(items, spec), lastKey, false, keys, examined];
+  }
+
+  /** Packed (for a router that only forwards them): one list in the client's msgpack form, one
+   * pack call for the page (packing item by item took twice the worker's time, measured). */
+  private rangeItems(items: Item[], spec: RangeSpec): RangeItems {
+    return spec.packed ? packClientList(items) : items;
   }
 
   /** This worker's first `limit` examined items after (fromSlice, afterKey) and before slice

@@ -1,5 +1,5 @@
 // Range results that pass through the router undecoded (RangeSpec.packed, PackedItems):
-// the worker packs each item in the client's msgpack form, the router copies those bytes
+// the worker packs a range's items in the client's msgpack form, the router copies those bytes
 // into the client frame, and the client reads the same items that the decoded path (HTTP,
 // GetItem) gives, byte for byte. The codec at the edges first, then the partition, then a
 // real cluster over both transports.
@@ -8,12 +8,13 @@ import { Packr } from 'msgpackr';
 import {
   decodeClientResponses,
   encodeClientFrame,
-  packClientItem,
+  packClientList,
   PackedItems,
+  splitPackedList,
   RESULT_ERROR,
   RESULT_OK,
   SliceOp,
-  unpackClientItem,
+  unpackClientList,
   type ClientResponseFrame,
   type RangeSpec,
 } from '../shared/protocol.js';
@@ -46,29 +47,47 @@ function everyType(pk: string, i: number): Item {
   };
 }
 
+/** Every msgpack header size a value can take: long text and binary, wide maps, long lists, integers of each width. */
+function wide(i: number): Item {
+  return {
+    ...everyType('w', i),
+    str8: 'a'.repeat(200),
+    str16: 'b'.repeat(70_000 >> 2),
+    str32: 'c'.repeat(70_000),
+    bin16: new Uint8Array(300).fill(i),
+    bin32: new Uint8Array(70_000).fill(i),
+    map16: Object.fromEntries(Array.from({ length: 20 }, (_, k) => [`k${k}`, k])),
+    array16: Array.from({ length: 20 }, (_, k) => k - 10),
+    ints: [0, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 40, -1, -32, -33, -128, -129, -32_768, -32_769, -(2 ** 31), -(2 ** 31) - 1, -(2 ** 40)],
+    floats: [0.5, -0.5, 1e308, -1e-308, 0.1 + 0.2],
+  };
+}
+
 const reference = new Packr({ useRecords: false });
 
 describe('client frames with packed items', () => {
   const items = (n: number) => Array.from({ length: n }, (_, i) => everyType('p', i));
+  const one = (item: Item) => reference.pack(item);
 
-  it('are byte for byte the frame of the same items as objects (items last), at every list header size', () => {
+  it('are byte for byte the frame of the same items as objects (items last), at every list header size, as a list or item by item', () => {
     for (const n of [0, 1, 15, 16, 17, 65_535, 65_536]) {
       const objects = n > 100 ? Array.from({ length: n }, (_, i) => ({ i })) : items(n);
-      const packed = new PackedItems(objects.map(packClientItem));
       const asObjects: ClientResponseFrame = [7, RESULT_OK, { examined: n + 3, marker: 'm', items: objects }];
-      const passing: ClientResponseFrame = [7, RESULT_OK, { items: packed, examined: n + 3, marker: 'm' }];
-      expect(Buffer.compare(encodeClientFrame(passing), reference.pack(asObjects)), `${n} items`).toBe(0);
-      expect(plain(decodeClientResponses(encodeClientFrame(passing)))).toEqual(plain([asObjects]));
+      for (const packed of [PackedItems.ofList(packClientList(objects)), PackedItems.ofItems(objects.map(one))]) {
+        const passing: ClientResponseFrame = [7, RESULT_OK, { items: packed, examined: n + 3, marker: 'm' }];
+        expect(Buffer.compare(encodeClientFrame(passing), reference.pack(asObjects)), `${n} items`).toBe(0);
+        expect(plain(decodeClientResponses(encodeClientFrame(passing)))).toEqual(plain([asObjects]));
+      }
     }
   });
 
   it('share a frame with other responses: objects, errors, and more packed items', () => {
     const list: ClientResponseFrame[] = [
-      [1, RESULT_OK, { items: new PackedItems(items(3).map(packClientItem)), examined: 3 }],
+      [1, RESULT_OK, { items: PackedItems.ofList(packClientList(items(3))), examined: 3 }],
       [2, RESULT_ERROR, 'NotFound', 'no table'],
       [3, RESULT_OK, { item: everyType('q', 1) }],
-      [4, RESULT_OK, { items: new PackedItems([]), examined: 0 }],
-      [5, RESULT_OK, { items: new PackedItems(items(20).map(packClientItem)), examined: 25, marker: 'x' }],
+      [4, RESULT_OK, { items: PackedItems.ofItems([]), examined: 0 }],
+      [5, RESULT_OK, { items: PackedItems.ofItems(items(20).map(one)), examined: 25, marker: 'x' }],
     ];
     const expected = [
       [1, RESULT_OK, { examined: 3, items: items(3) }],
@@ -81,13 +100,25 @@ describe('client frames with packed items', () => {
     expect(plain(decodeClientResponses(encodeClientFrame(list)))).toEqual(plain(expected));
   });
 
-  it('keep every value as it was: binary stays binary, numbers keep their bits', () => {
-    for (const item of items(5)) {
-      const back = unpackClientItem(packClientItem(item));
-      expect(plain(back)).toEqual(plain(item)); // binary compared as base64: Buffer and Uint8Array agree
-      expect(back.bin).toBeInstanceOf(Uint8Array);
-      expect(Object.is((back.map as { z: number }).z, -0.25)).toBe(true);
+  it('keep every value as it was, and split into the bytes of each item at every header size', () => {
+    for (const list of [items(5), [wide(1), wide(2)], [], Array.from({ length: 70_000 }, (_, i) => ({ i }))]) {
+      const packed = packClientList(list);
+      expect(plain(unpackClientList(packed))).toEqual(plain(list)); // binary compared as base64: Buffer and Uint8Array agree
+      const split = splitPackedList(packed);
+      expect(split.length).toBe(list.length);
+      split.forEach((b, i) => expect(Buffer.compare(b, one(list[i]))).toBe(0));
     }
+    const back = unpackClientList(packClientList([everyType('p', 3)]))[0];
+    expect(back.bin).toBeInstanceOf(Uint8Array);
+    expect(Object.is((back.map as { z: number }).z, -0.25)).toBe(true);
+  });
+
+  it('refuse a packed list that is cut short, has bytes after its items, or is no list', () => {
+    const packed = packClientList(items(3));
+    expect(() => splitPackedList(packed.subarray(0, packed.length - 1))).toThrow(/ends inside a value/);
+    expect(() => splitPackedList(Buffer.concat([packed, Buffer.from([0xc0])]))).toThrow(/bytes after them/);
+    expect(() => splitPackedList(reference.pack({ a: 1 }))).toThrow(/list header/);
+    expect(() => splitPackedList(Uint8Array.of(0x91, 0xc1))).toThrow(/no msgpack type/);
   });
 });
 
@@ -102,6 +133,7 @@ describe('a partition packs the items of a range when asked', () => {
       { reverse: true, withKeys: true },
       { projection: [['map', 'a', 'b'], ['bin'], ['list', 2]] },
       { filter: { k: 'cmp', op: '>', a: { k: 'path', path: ['n'] }, b: { k: 'value', v: 10 } }, withKeys: true },
+      { low: 'z' },
     ];
     for (const v of variants) {
       const objects = store.execute([SliceOp.Range, 1, 0, { ...base, ...v }]);
@@ -109,14 +141,10 @@ describe('a partition packs the items of a range when asked', () => {
       expect(objects[0]).toBe(RESULT_OK);
       expect(packed[0]).toBe(RESULT_OK);
       const [items, ...rest] = objects[1] as [Item[], ...unknown[]];
-      const [bytes, ...packedRest] = packed[1] as [Uint8Array[], ...unknown[]];
+      const [bytes, ...packedRest] = packed[1] as [Uint8Array, ...unknown[]];
       expect(packedRest, JSON.stringify(v)).toEqual(rest);
-      expect(bytes.length).toBe(items.length);
-      expect(items.length).toBeGreaterThan(0);
-      bytes.forEach((b, i) => {
-        expect(b).toBeInstanceOf(Uint8Array);
-        expect(Buffer.compare(b, reference.pack(items[i])), JSON.stringify(v)).toBe(0);
-      });
+      expect(bytes).toBeInstanceOf(Uint8Array);
+      expect(Buffer.compare(bytes, reference.pack(items)), JSON.stringify(v)).toBe(0);
     }
   });
 });

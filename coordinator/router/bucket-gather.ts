@@ -8,7 +8,7 @@
 // bucket is read in chunks, refilled only when the merge has used up what it
 // fetched, so a page reads about as far into each bucket as the page needs.
 import { PAGE_BYTES_MAX } from '../../shared/limits.js';
-import { SliceOp, type RangeItems, type RangeResult, type RangeSpec } from '../../shared/protocol.js';
+import { SliceOp, splitPackedList, type RangeResult, type RangeSpec } from '../../shared/protocol.js';
 import { itemBytes, type Item } from '../../shared/values.js';
 import { bucketMarker, continueAfterKey } from './key-range.js';
 import type { RangeOp } from './item-requests.js';
@@ -23,7 +23,8 @@ export interface BucketRange {
 
 interface Cursor extends BucketRange {
   keys: string[];
-  items: RangeItems;
+  /** Objects, or the items of a packed list each as its bytes (splitPackedList). */
+  items: Item[] | Uint8Array[];
   pos: number;
   more: boolean;
   /** Sorting part of the last key this bucket examined: it has nothing unread up to here. */
@@ -45,8 +46,8 @@ export function bucketChunk(limit: number, buckets: number): number {
 }
 
 /** The page's items are as the buckets' ranges return them: objects, or (RangeSpec.packed) packed
- * items, which the merge moves without reading (it orders by the keys). */
-export async function gatherBuckets(r: GatherRequest): Promise<{ items: RangeItems; examined: number; marker?: string }> {
+ * items, each its own bytes, which the merge moves without reading (it orders by the keys). */
+export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[] | Uint8Array[]; examined: number; marker?: string }> {
   const buckets = r.buckets.length;
   const chunk = bucketChunk(r.limit, buckets);
   const cursors = r.buckets.map(({ slice, prefixBytes, spec }): Cursor => ({ slice, prefixBytes, spec, keys: [], items: [], pos: 0, more: true, frontier: null }));
@@ -55,7 +56,7 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: RangeIte
   const fetch = async (c: Cursor) => {
     const [items, lastKey, more, keys, n] = await r.send([SliceOp.Range, r.tableId, c.slice, c.spec]);
     examined += n;
-    c.items = items;
+    c.items = items instanceof Uint8Array ? splitPackedList(items) : items;
     c.keys = keys!.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
     c.pos = 0;
     c.more = more;
@@ -91,10 +92,10 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: RangeIte
     }
     const mayEmit = best !== null && (frontier === null || !before(frontier, best.keys[best.pos]));
     if (!mayEmit) {
-      if (frontier === null) return { items: out as RangeItems, examined }; // every bucket is read to its end
-      return { items: out as RangeItems, examined, marker: bucketMarker(frontier) };
+      if (frontier === null) return { items: out as Item[] | Uint8Array[], examined }; // every bucket is read to its end
+      return { items: out as Item[] | Uint8Array[], examined, marker: bucketMarker(frontier) };
     }
-    if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out as RangeItems, examined, marker: bucketMarker(lastSort!) };
+    if (out.length >= r.limit || bytes >= PAGE_BYTES_MAX) return { items: out as Item[] | Uint8Array[], examined, marker: bucketMarker(lastSort!) };
     const item = best!.items[best!.pos];
     lastSort = best!.keys[best!.pos];
     best!.pos++;

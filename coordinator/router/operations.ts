@@ -246,9 +246,10 @@ export class Operations {
 }
 
 /** A range's items as the answer carries them: packed ones pass through (PackedItems), objects as they are. */
-function answerItems(items: RangeItems, packed: boolean): Item[] | PackedItems {
+function answerItems(items: RangeItems | Uint8Array[], packed: boolean): Item[] | PackedItems {
+  if (items instanceof Uint8Array) return PackedItems.ofList(items);
   assert(items.length === 0 || items[0] instanceof Uint8Array === packed, 'the workers pack the items of a range exactly when asked to');
-  return packed ? new PackedItems(items as Uint8Array[]) : (items as Item[]);
+  return packed ? PackedItems.ofItems(items as Uint8Array[]) : (items as Item[]);
 }
 
 function itemFailure(list: ItemFailure['list'], index: number, name: string, reason: unknown): ItemFailure {
