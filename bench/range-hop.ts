@@ -1,0 +1,81 @@
+// The cost of a range of 100 items at each hop, in one process, with the real code:
+// the worker's range and the packing of its results, the router's decode of them and
+// its client frame (the client's decode is the same: the frame's bytes are). Items packed for the client by the worker
+// (RangeSpec.packed, passed through) against objects (decoded and encoded again).
+// Deterministic where hops.ts is not (it needs the whole cluster on a shared machine):
+//   node dist/bench/range-hop.js [--items 100] [--rounds 9]
+import { parseArgs } from 'node:util';
+import {
+  decodeSliceResults,
+  encodeClientFrame,
+  encodeSliceResults,
+  PackedItems,
+  RESULT_OK,
+  SliceOp,
+  splitPackedList,
+  type RangeResult,
+  type RangeSpec,
+} from '../shared/protocol.js';
+import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
+import { SliceStore } from '../slice-worker/partition.js';
+
+const { values: opts } = parseArgs({ options: { items: { type: 'string', default: '100' }, rounds: { type: 'string', default: '9' } } });
+const ITEMS = Number(opts.items);
+const ROUNDS = Number(opts.rounds);
+const RUN_MS = 200;
+
+// The shape of hops.ts's items: a device, a sequence number, 160 bytes of payload.
+const store = new SliceStore(0, 1, () => 1_764_000_000_000);
+store.execute([SliceOp.Assign, 1, [0]]);
+for (let i = 0; i < ITEMS; i++) {
+  const item: Item = { [NAME_ATTRIBUTE]: `d1_${i}`, device: 'd1', seq: i, payload: 'x'.repeat(160) };
+  store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(6, '0')}`, item, itemBytes(item), null]);
+}
+const spec = (packed: boolean, withKeys: boolean): RangeSpec => ({ low: 'k', lowInclusive: true, high: 'l', highInclusive: false, reverse: false, limit: ITEMS, projection: null, filter: null, withKeys, packed });
+
+/** CPU microseconds (this process's user + system: on a shared machine, time spent waiting
+ * for a core is not counted) per call of each of `fs`, the median of ROUNDS runs of RUN_MS
+ * each, the functions taking turns run by run so that a busy spell hits both alike. */
+function cpuTimes(fs: (() => unknown)[]): number[] {
+  const runs: number[][] = fs.map(() => []);
+  for (let r = 0; r < ROUNDS; r++) {
+    fs.forEach((f, k) => {
+      let n = 0;
+      const start = process.cpuUsage();
+      const until = performance.now() + RUN_MS;
+      while (performance.now() < until) {
+        for (let i = 0; i < 20; i++) f();
+        n += 20;
+      }
+      const used = process.cpuUsage(start);
+      runs[k].push((used.user + used.system) / n);
+    });
+  }
+  return runs.map((list) => list.sort((a, b) => a - b)[list.length >> 1]);
+}
+
+const rows: [string, number, number][] = [];
+for (const withKeys of [false, true]) {
+  const ops = [false, true].map((packed) => [SliceOp.Range, 1, 0, spec(packed, withKeys)] as const);
+  const results = ops.map((op) => encodeSliceResults([store.execute([...op])]));
+  const worker = cpuTimes(ops.map((op) => () => encodeSliceResults([store.execute([...op])])));
+  const router = cpuTimes(
+    results.map((bytes) => () => {
+      const [[, result]] = decodeSliceResults(bytes) as [[typeof RESULT_OK, RangeResult]];
+      const items = result[0];
+      // With keys (a bucket of an even-distribution table), the merge takes the items one by one.
+      const answer = items instanceof Uint8Array ? (withKeys ? PackedItems.ofItems(splitPackedList(items)) : PackedItems.ofList(items)) : items;
+      return encodeClientFrame([1, RESULT_OK, { items: answer, examined: ITEMS }]);
+    }),
+  );
+  const figures = [0, 1].map((k) => ({ worker: worker[k], router: router[k], bytes: results[k].byteLength }));
+  const label = withKeys ? ' (with keys, split for a merge)' : '';
+  rows.push([`worker: range + results packed${label}`, figures[0].worker, figures[1].worker]);
+  rows.push([`router: results decoded + client frame${label}`, figures[0].router, figures[1].router]);
+  rows.push([`node -> router results, bytes${label}`, figures[0].bytes, figures[1].bytes]);
+}
+
+console.log(`| range of ${ITEMS} items | objects | packed (passed through) | packed / objects |`);
+console.log('|---|--:|--:|--:|');
+for (const [name, a, b] of rows) console.log(`| ${name} | ${a.toFixed(1)} | ${b.toFixed(1)} | ${(b / a).toFixed(2)}x |`);
+console.log(`(CPU microseconds per range unless marked bytes; median of ${ROUNDS} runs of ${RUN_MS} ms each, alternating)`);
