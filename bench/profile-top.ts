@@ -1,7 +1,8 @@
 // Summarizes V8 CPU profiles (`node --cpu-prof` output): for each file, the share of
 // samples that were idle, GC and program, and the functions with the most self time
-// (name, script and line), so that bench/PROFILE.md can say what dominates.
-//   node dist/bench/profile-top.js DIR [--top 15]
+// (name, script and line), so that bench/PROFILE.md can say what dominates; with --under,
+// the busy time with any of the named functions on the stack (self time and below).
+//   node dist/bench/profile-top.js DIR [--top 15] [--under decodeSliceResults,encodeClientFrame]
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
@@ -9,6 +10,7 @@ interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
+  children?: number[];
 }
 interface Profile {
   nodes: ProfileNode[];
@@ -19,13 +21,18 @@ interface Profile {
 const dir = process.argv[2];
 const topIndex = process.argv.indexOf('--top');
 const top = topIndex > 0 ? Number(process.argv[topIndex + 1]) : 15;
+const underIndex = process.argv.indexOf('--under');
+const under = underIndex > 0 ? process.argv[underIndex + 1].split(',') : [];
 if (dir === undefined) {
-  console.error('usage: node dist/bench/profile-top.js DIR [--top N]');
+  console.error('usage: node dist/bench/profile-top.js DIR [--top N] [--under NAME,NAME]');
   process.exit(2);
 }
 for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()) {
   const p = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Profile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const below = new Map(under.map((name) => [name, 0]));
   const self = new Map<string, number>();
   let total = 0;
   let idle = 0;
@@ -38,9 +45,13 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sor
     const where = f.url === '' ? '' : ` ${basename(f.url)}:${f.lineNumber + 1}`;
     const key = `${f.functionName || '(anonymous)'}${where}`;
     self.set(key, (self.get(key) ?? 0) + dt);
+    const onStack = new Set<string>();
+    for (let id: number | undefined = n.id; id !== undefined; id = parent.get(id)) onStack.add(byId.get(id)!.callFrame.functionName);
+    for (const name of under) if (onStack.has(name)) below.set(name, below.get(name)! + dt);
   }
   const busy = total - idle;
-  console.log(`\n${file}: ${(total / 1e6).toFixed(1)} s sampled, busy ${((100 * busy) / total).toFixed(0)}%`);
+  console.log(`\n${file}: ${(total / 1e6).toFixed(1)} s sampled, busy ${((100 * busy) / total).toFixed(0)}% (${(busy / 1e3).toFixed(0)} ms)`);
   const rows = [...self.entries()].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, top);
   for (const [k, us] of rows) console.log(`  ${((100 * us) / busy).toFixed(1).padStart(5)}% of busy  ${k}`);
+  for (const [name, us] of below) console.log(`  under ${name}: ${((100 * us) / busy).toFixed(1)}% of busy, ${(us / 1e3).toFixed(0)} ms`);
 }

@@ -42,6 +42,10 @@
 // opsBytes is a packed array of slice ops for one worker thread. The node
 // hands it to that worker untouched (one message per batch) and relays the
 // worker's packed results the same way; only the outer frame is decoded.
+// A Range whose spec says `packed` answers its items as one list already in the
+// client's msgpack form (a bin in the results); the router copies it into its
+// client frame without decoding it (PackedItems), or, to merge buckets, cuts it
+// into items by their headers (splitPackedList).
 import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { DECIMAL_TAG, isNumberValue } from './decimal.js';
