@@ -162,8 +162,6 @@ function skipValue(b: Uint8Array, at: number): number {
   if (t <= 0x8f) return skipValues(b, at + 1, (t & 0x0f) * 2); // fixmap
   if (t <= 0x9f) return skipValues(b, at + 1, t & 0x0f); // fixarray
   if (t <= 0xbf) return at + 1 + (t & 0x1f); // fixstr
-  const u16 = () => (b[at + 1] << 8) | b[at + 2];
-  const u32 = () => ((b[at + 1] << 24) | (b[at + 2] << 16) | (b[at + 3] << 8) | b[at + 4]) >>> 0;
   switch (t) {
     case 0xc0: // nil, false, true
     case 0xc2:
@@ -174,16 +172,16 @@ function skipValue(b: Uint8Array, at: number): number {
       return at + 2 + b[at + 1];
     case 0xc5:
     case 0xda:
-      return at + 3 + u16();
+      return at + 3 + u16(b, at);
     case 0xc6:
     case 0xdb:
-      return at + 5 + u32();
+      return at + 5 + u32(b, at);
     case 0xc7: // ext 8, 16, 32: length, type, data
       return at + 3 + b[at + 1];
     case 0xc8:
-      return at + 4 + u16();
+      return at + 4 + u16(b, at);
     case 0xc9:
-      return at + 6 + u32();
+      return at + 6 + u32(b, at);
     case 0xca: // float 32, 64
       return at + 5;
     case 0xcb:
@@ -211,17 +209,21 @@ function skipValue(b: Uint8Array, at: number): number {
     case 0xd8:
       return at + 18;
     case 0xdc: // array 16, 32
-      return skipValues(b, at + 3, u16());
+      return skipValues(b, at + 3, u16(b, at));
     case 0xdd:
-      return skipValues(b, at + 5, u32());
+      return skipValues(b, at + 5, u32(b, at));
     case 0xde: // map 16, 32
-      return skipValues(b, at + 3, u16() * 2);
+      return skipValues(b, at + 3, u16(b, at) * 2);
     case 0xdf:
-      return skipValues(b, at + 5, u32() * 2);
+      return skipValues(b, at + 5, u32(b, at) * 2);
     default:
       throw new MalformedFrame(`0x${t.toString(16)} is no msgpack type`);
   }
 }
+
+/** The 16- and 32-bit length after the type byte at `at`. */
+const u16 = (b: Uint8Array, at: number) => (b[at + 1] << 8) | b[at + 2];
+const u32 = (b: Uint8Array, at: number) => ((b[at + 1] << 24) | (b[at + 2] << 16) | (b[at + 3] << 8) | b[at + 4]) >>> 0;
 
 function skipValues(b: Uint8Array, at: number, n: number): number {
   for (let i = 0; i < n; i++) at = skipValue(b, at);
