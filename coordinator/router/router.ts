@@ -35,10 +35,15 @@ import type { SliceChannel } from './slice-channel.js';
 
 /** The ops on one key or one key range of one slice: [kind, tableId, slice, ...]. */
 export type SliceBoundOp = Extract<SliceOpMessage, [typeof SliceOp.Put | typeof SliceOp.Get | typeof SliceOp.Delete | typeof SliceOp.Update | typeof SliceOp.Range, ...unknown[]]>;
+/** The reads that any replica of the slice may answer when the caller asks for an eventually consistent read. */
+export type ReadOp = Extract<SliceOpMessage, [typeof SliceOp.Get | typeof SliceOp.Range, ...unknown[]]>;
 /** One worker's part of a scan page: [Scan, tableId, fromSlice, afterKey, limit, projection, filter, toSlice]. */
 export type ScanOp = Extract<SliceOpMessage, [typeof SliceOp.Scan, ...unknown[]]>;
 
 export class Router {
+  /** Counts eventually consistent reads: each goes to the next connected replica of its slice (read below). */
+  private spread = 0;
+
   constructor(private readonly cluster: Routing) {}
 
   get sliceCount(): number {
@@ -80,6 +85,30 @@ export class Router {
         if (attempt + 1 - failoverTries >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0)) throw err;
         await this.cluster.afterWrongOwner(attempt);
       }
+    }
+  }
+
+  /** A read: `consistent`, from the leader (send). Otherwise from one replica of the slice, the leader among
+   * them, taken in turn by a counter over the replicas whose nodes are connected: it costs nothing per read, needs
+   * no load figures, and spreads a slice's reads evenly over its R replicas (random choice would too, but less
+   * evenly over short runs, and not reproducibly). The replica answers from what it applied (committed records,
+   * maybe behind the leader: docs/replication.md); one that may not answer yet (ReplicaNotReady), is not at this
+   * map's epoch (WrongOwner) or cannot be reached (Unavailable: a read changes nothing, so it is simply asked of
+   * the leader) leaves the read to the leader's path, with its retries. */
+  async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
+    if (consistent || this.cluster.replicationFactor <= 1) return this.send(op);
+    const replicas = this.cluster.replicaLinks(op[2]);
+    const ready = replicas.filter((l) => l.state === 'ready');
+    if (ready.length === 0) return this.send(op);
+    this.spread = (this.spread + 1) % 0x40000000;
+    const link = ready[this.spread % ready.length];
+    if (link === replicas[0]) return this.send(op); // the leader: its own path
+    const replicaOp: SliceOpMessage = op[0] === SliceOp.Get ? [SliceOp.ReplicaGet, op[1], op[2], op[3], op[4]] : [SliceOp.ReplicaRange, op[1], op[2], op[3]];
+    try {
+      return (await link.send(op[2], replicaOp)) as ResultOf<Op>;
+    } catch (err) {
+      if (!(err instanceof KeysliceError) || !FALL_BACK_TO_LEADER.has(err.code)) throw err;
+      return this.send(op);
     }
   }
 
@@ -157,6 +186,9 @@ export class Router {
     return this.cluster.replicationFactor > 1 && tries < FAILOVER_RETRIES_MAX && Date.now() - started < FAILOVER_RETRY_MS_MAX;
   }
 }
+
+/** What an eventually consistent read answered by a follower may fail with and still be read from the leader. */
+const FALL_BACK_TO_LEADER: ReadonlySet<string> = new Set(['ReplicaNotReady', 'WrongOwner', 'Unavailable']);
 
 /** A node's answer that a replicated slice has no serving leader there (no election finished for it,
  * or it was deposed before the op ran): nothing was applied, so the op may be sent again. The node
