@@ -27,7 +27,7 @@
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
 import { KeysliceError } from '../../shared/errors.js';
 import { workerOf } from '../../shared/hashing.js';
-import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
 import { wasNotSent } from '../metadata/node-link.js';
 import type { Routing } from './routing.js';
@@ -93,8 +93,9 @@ export class Router {
    * no load figures, and spreads a slice's reads evenly over its R replicas (random choice would too, but less
    * evenly over short runs, and not reproducibly). The replica answers from what it applied (committed records,
    * maybe behind the leader: docs/replication.md); one that may not answer yet (ReplicaNotReady), is not at this
-   * map's epoch (WrongOwner) or cannot be reached (Unavailable: a read changes nothing, so it is simply asked of
-   * the leader) leaves the read to the leader's path, with its retries. */
+   * map's epoch (WrongOwner), cannot be reached (Unavailable: a read changes nothing, so it is simply asked of
+   * the leader) or does not answer within REPLICA_READ_TIMEOUT_MS (frozen) leaves the read to the leader's path,
+   * with its retries. */
   async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
     if (consistent || this.cluster.replicationFactor <= 1) return this.send(op);
     const replicas = this.cluster.replicaLinks(op[2]);
@@ -104,11 +105,19 @@ export class Router {
     const link = ready[this.spread % ready.length];
     if (link === replicas[0]) return this.send(op); // the leader: its own path
     const replicaOp: SliceOpMessage = op[0] === SliceOp.Get ? [SliceOp.ReplicaGet, op[1], op[2], op[3], op[4]] : [SliceOp.ReplicaRange, op[1], op[2], op[3]];
+    const asked = link.send(op[2], replicaOp);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new KeysliceError('Unavailable', `no answer from ${link.url} within ${REPLICA_READ_TIMEOUT_MS} ms`)), REPLICA_READ_TIMEOUT_MS);
+    });
+    asked.catch(() => {}); // a late answer, or its failure, is not waited for once the leader is asked
     try {
-      return (await link.send(op[2], replicaOp)) as ResultOf<Op>;
+      return (await Promise.race([asked, late])) as ResultOf<Op>;
     } catch (err) {
       if (!(err instanceof KeysliceError) || !FALL_BACK_TO_LEADER.has(err.code)) throw err;
       return this.send(op);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
