@@ -119,6 +119,31 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
     }
   });
 
+  it('are answered by the followers while the leader is frozen (SIGSTOP), before any election', async () => {
+    await c.client.putItem(T, { id: 'hot', v: 'x' });
+    const r0 = await readsPerNode();
+    for (let i = 0; i < 10; i++) await c.client.getItem(T, { id: 'hot' });
+    const leaderAt = grew(r0, await readsPerNode()).findIndex((n) => n === 10);
+    expect(leaderAt).toBeGreaterThanOrEqual(0);
+    const leader = c.cluster.nodes[leaderAt];
+    leader.child.kill('SIGSTOP');
+    try {
+      const frozenAt = Date.now();
+      // The election takes the heartbeat timeout (1.5 s) at least: an answer before 1 s came from a follower.
+      const answeredMs = await Promise.all(
+        Array.from({ length: 30 }, async () => {
+          expect((await c.client.getItem(T, { id: 'hot' }, { consistentRead: false }))?.v).toBe('x');
+          return Date.now() - frozenAt;
+        }),
+      );
+      const early = answeredMs.filter((ms) => ms < 1_000).length;
+      console.log(`leader frozen: ${early} of 30 eventual reads answered within 1 s, the slowest after ${Math.max(...answeredMs)} ms`);
+      expect(early).toBeGreaterThanOrEqual(15);
+    } finally {
+      leader.child.kill('SIGCONT');
+    }
+  });
+
   it('refuses a consistentRead that is not a boolean', async () => {
     await expect(c.client.getItem(T, { id: 'hot' }, { consistentRead: 'no' as unknown as boolean })).rejects.toThrow(/"consistentRead" must be true or false/);
   });

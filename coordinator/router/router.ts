@@ -95,15 +95,16 @@ export class Router {
    * maybe behind the leader: docs/replication.md); one that may not answer yet (ReplicaNotReady), is not at this
    * map's epoch (WrongOwner), cannot be reached (Unavailable: a read changes nothing, so it is simply asked of
    * the leader) or does not answer within REPLICA_READ_TIMEOUT_MS (frozen) leaves the read to the leader's path,
-   * with its retries. */
+   * with its retries; there a read whose outcome is unknown (its leader froze or was deposed with it in flight)
+   * is sent again, since reading twice changes nothing. */
   async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
     if (consistent || this.cluster.replicationFactor <= 1) return this.send(op);
     const replicas = this.cluster.replicaLinks(op[2]);
     const ready = replicas.filter((l) => l.state === 'ready');
-    if (ready.length === 0) return this.send(op);
+    if (ready.length === 0) return this.send(op, true);
     this.spread = (this.spread + 1) % 0x40000000;
     const link = ready[this.spread % ready.length];
-    if (link === replicas[0]) return this.send(op); // the leader: its own path
+    if (link === replicas[0]) return this.send(op, true); // the leader: its own path
     const replicaOp: SliceOpMessage = op[0] === SliceOp.Get ? [SliceOp.ReplicaGet, op[1], op[2], op[3], op[4]] : [SliceOp.ReplicaRange, op[1], op[2], op[3]];
     const asked = link.send(op[2], replicaOp);
     let timer: NodeJS.Timeout | undefined;
@@ -115,7 +116,7 @@ export class Router {
       return (await Promise.race([asked, late])) as ResultOf<Op>;
     } catch (err) {
       if (!(err instanceof KeysliceError) || !FALL_BACK_TO_LEADER.has(err.code)) throw err;
-      return this.send(op);
+      return this.send(op, true);
     } finally {
       clearTimeout(timer);
     }
