@@ -335,6 +335,21 @@ export interface MoveReport {
   startedAt: number;
 }
 
+/** The leaders of replicated slices, as counts a program can check (status's note says the same in words). */
+export interface LeadersReport {
+  /** Slices with more than one replica. */
+  replicated: number;
+  /** Of those, slices whose elected leader serves. */
+  led: number;
+  /** Slices whose last replica-set change has not settled (their elections need a majority of the old set too). */
+  unsettled: number;
+  /** Elections and leadership handovers since the coordinator started. */
+  elections: number;
+  handovers: number;
+  termMin: number;
+  termMax: number;
+}
+
 export interface ClusterStatus {
   epoch: number;
   sliceCount: number;
@@ -343,6 +358,6 @@ export interface ClusterStatus {
   loadComplete: boolean;
   nodes: NodeStatusReport[];
   /** Replicas per slice in force, what was asked for (--replication-factor), and why (docs/replication.md). */
-  replication: { factor: number; asked: number | 'auto'; why: string; note: string };
+  replication: { factor: number; asked: number | 'auto'; why: string; note: string; leaders: LeadersReport };
   moves: { inFlight: MoveReport[]; pending: number; completed: number; failed: number; itemsMoved: number; lastError: string };
 }
