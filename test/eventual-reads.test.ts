@@ -37,7 +37,9 @@ beforeAll(async () => {
   await c.client.createTable(T, { name: 'id', type: 'string' });
   // Every slice has an elected leader (bounded).
   const until = Date.now() + 20_000;
-  while (!/^(\d+) of \1 replicated slices have an elected leader/.test((await status()).replication.note)) {
+  for (;;) {
+    const { leaders } = (await status()).replication;
+    if (leaders.replicated > 0 && leaders.led === leaders.replicated) break;
     if (Date.now() > until) throw new Error('not every slice has an elected leader');
     await sleep(200);
   }

@@ -277,7 +277,7 @@ describe('replication between real slice nodes', () => {
     expect(move).toEqual([1, 'InvalidState', expect.stringMatching(/slice 0 is replicated; moving a replicated slice is not supported yet/)]);
     // No replica has heard from a leader yet: none answers an eventually consistent read (its store may lack what is committed).
     for (const n of [0, 1, 2]) {
-      const [eventual] = (await links[n]!.batch(0, [replicaGet(0, 'early')]))!;
+      const [eventual] = (await links[n]!.batch(workerOf(0, WORKERS), [replicaGet(0, 'early')]))!;
       expect(eventual).toEqual([1, 'ReplicaNotReady', expect.stringMatching(/slice 0's replica on this node has not applied what its leader committed/)]);
     }
   });
@@ -314,20 +314,20 @@ describe('replication between real slice nodes', () => {
 
   it('answers an eventually consistent read on a follower from what it applied, and refuses it where no replica is', async () => {
     // A follower does not own the slice (a Get is WrongOwner there) but answers a ReplicaGet once it applied the commit point.
-    const [consistent] = (await links[1]!.batch(1 % WORKERS, [get(1, 'held')]))!;
+    const [consistent] = (await links[1]!.batch(workerOf(1, WORKERS), [get(1, 'held')]))!;
     expect(consistent[1]).toBe('WrongOwner');
     for (const n of [1, 2]) {
       await pollUntil(async () => {
-        const [r] = (await links[n]!.batch(1 % WORKERS, [replicaGet(1, 'held')]))!;
+        const [r] = (await links[n]!.batch(workerOf(1, WORKERS), [replicaGet(1, 'held')]))!;
         return r[0] === RESULT_OK && (r[1] as { v?: number } | null)?.v === 1;
       });
-      const [k3] = (await links[n]!.batch(3 % WORKERS, [replicaGet(3, 'k3')]))!;
+      const [k3] = (await links[n]!.batch(workerOf(3, WORKERS), [replicaGet(3, 'k3')]))!;
       expect(k3).toEqual([RESULT_OK, expect.objectContaining({ k: 'k3', v: 3 })]);
     }
     // The leader answers it as a read (held until committed); node 1 holds no replica of the R=1 slice 4.
-    const [onLeader] = (await links[0]!.batch(1 % WORKERS, [replicaGet(1, 'held')]))!;
+    const [onLeader] = (await links[0]!.batch(workerOf(1, WORKERS), [replicaGet(1, 'held')]))!;
     expect(onLeader).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
-    const [none] = (await links[1]!.batch(4 % WORKERS, [replicaGet(4, 'one')]))!;
+    const [none] = (await links[1]!.batch(workerOf(4, WORKERS), [replicaGet(4, 'one')]))!;
     expect(none[1]).toBe('WrongOwner');
   });
 
