@@ -146,6 +146,25 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
     }
   });
 
+  it('consistent reads in flight on a frozen leader (SIGSTOP) are sent again to the new one: slower, not failed', async () => {
+    await c.client.putItem(T, { id: 'cold', v: 'y' });
+    const r0 = await readsPerNode();
+    for (let i = 0; i < 10; i++) await c.client.getItem(T, { id: 'cold' });
+    const leaderAt = grew(r0, await readsPerNode()).findIndex((n) => n === 10);
+    expect(leaderAt).toBeGreaterThanOrEqual(0);
+    const leader = c.cluster.nodes[leaderAt];
+    leader.child.kill('SIGSTOP');
+    try {
+      // Sent at once, so they are in flight on the frozen node when the failover gives it up (outcome unknown).
+      const got = await Promise.allSettled(Array.from({ length: 20 }, () => c.client.getItem(T, { id: 'cold' })));
+      const failed = got.filter((g) => g.status === 'rejected').map((g) => String((g as PromiseRejectedResult).reason));
+      expect(failed).toEqual([]);
+      for (const g of got) expect((g as PromiseFulfilledResult<{ v: string } | null>).value?.v).toBe('y');
+    } finally {
+      leader.child.kill('SIGCONT');
+    }
+  });
+
   it('refuses a consistentRead that is not a boolean', async () => {
     await expect(c.client.getItem(T, { id: 'hot' }, { consistentRead: 'no' as unknown as boolean })).rejects.toThrow(/"consistentRead" must be true or false/);
   });

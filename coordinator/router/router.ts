@@ -18,7 +18,7 @@
 //   link was lost or given up ("the op was not sent to it"). An answer of
 //   unknown outcome (a lost connection or a silent node with the op in flight, a
 //   deposed leader) is sent again the same way only for an `idempotent` op, one
-//   whose end state and answer are the same if it is applied twice (an
+//   whose end state and answer are the same if it is applied twice (a read; an
 //   unconditional put or delete whose result the caller does not return); never
 //   for a conditional write or an update (ADD, counters), which may have been
 //   applied (docs/replication.md).
@@ -98,7 +98,8 @@ export class Router {
    * with its retries; there a read whose outcome is unknown (its leader froze or was deposed with it in flight)
    * is sent again, since reading twice changes nothing. */
   async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
-    if (consistent || this.cluster.replicationFactor <= 1) return this.send(op);
+    // Reading twice changes nothing: a read whose outcome is unknown (its leader froze or died with it in flight) is sent again.
+    if (consistent || this.cluster.replicationFactor <= 1) return this.send(op, true);
     const replicas = this.cluster.replicaLinks(op[2]);
     const ready = replicas.filter((l) => l.state === 'ready');
     if (ready.length === 0) return this.send(op, true);
