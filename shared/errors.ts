@@ -30,6 +30,9 @@ export const ERROR_CODES = {
   MethodNotAllowed: { status: 405, retryable: false },
   /** HTTP: the request's headers or body did not arrive in time; nothing of it was applied. */
   RequestTimeout: { status: 408, retryable: true },
+  /** An eventually consistent read reached a replica that may not answer it (not a replica of the slice here,
+   * still catching up or being rebuilt, or between leaders): nothing was read; the router reads from the leader. */
+  ReplicaNotReady: { status: 503, retryable: true },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
