@@ -1050,7 +1050,14 @@ function checkSetValue(v: unknown, where: string, depth: number): void {
   }
 }
 
+/** The error a slice node answered: only the details fields that ErrorDetails declares, each of its type. */
 export function errorFromResult(code: unknown, message: unknown, details?: unknown): KeysliceError {
-  const d = typeof details === 'object' && details !== null ? (details as ErrorDetails) : undefined;
+  let d: ErrorDetails | undefined;
+  if (isPlainObject(details)) {
+    d = {};
+    const { item, notApplied } = details as Record<string, unknown>;
+    if (item === null || isPlainObject(item)) d.item = item as Item | null;
+    if (notApplied === true) d.notApplied = true;
+  }
   return new KeysliceError(isErrorCode(code) ? code : 'Internal', String(message), d);
 }

@@ -236,7 +236,8 @@ function refusalFor(slices: number[]): SliceOpResult | null {
   for (const s of slices) {
     // A slice this worker does not own is the store's to refuse (WrongOwner), as before.
     if (store.owns(s) && !replicas!.serving(s)) {
-      return [RESULT_ERROR, 'Unavailable', `slice ${s} has no serving leader on this node (term ${replicas!.of(s).term}); retry`];
+      // Refused before it ran: the router may send it again (notApplied), to the leader the next map names.
+      return [RESULT_ERROR, 'Unavailable', `slice ${s} has no serving leader on this node (term ${replicas!.of(s).term}); retry`, { notApplied: true }];
     }
   }
   return null;

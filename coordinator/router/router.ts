@@ -25,11 +25,10 @@
 // - A move's freeze: a scan waits in Routing.scanLinks until no slice of its
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
-import { KeysliceError } from '../../shared/errors.js';
+import { KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
-import { wasNotSent } from '../metadata/node-link.js';
 import type { Routing } from './routing.js';
 import type { SliceChannel } from './slice-channel.js';
 
@@ -201,18 +200,10 @@ export class Router {
 /** What an eventually consistent read answered by a follower may fail with and still be read from the leader. */
 const FALL_BACK_TO_LEADER: ReadonlySet<string> = new Set(['ReplicaNotReady', 'WrongOwner', 'Unavailable']);
 
-/** A node's answer that a replicated slice has no serving leader there (no election finished for it,
- * or it was deposed before the op ran): nothing was applied, so the op may be sent again. The node
- * says it in these words (slice-worker), and answers of unknown outcome never contain them. */
-const NO_SERVING_LEADER = 'has no serving leader';
-export function isNoServingLeader(err: KeysliceError): boolean {
-  return err.code === 'Unavailable' && err.message.includes(NO_SERVING_LEADER);
-}
-
 /** Whether an op that failed with `err` during a failover may be sent again: it was not applied
  * (refused by a replica that does not serve, or never sent), or its outcome is unknown (any other
  * Unavailable: a lost connection, a deposed or silent leader) and applying it twice changes nothing. */
 function mayResend(err: KeysliceError, idempotent: boolean): boolean {
   if (err.code !== 'Unavailable') return false;
-  return idempotent || isNoServingLeader(err) || wasNotSent(err);
+  return idempotent || wasNotApplied(err);
 }
