@@ -102,6 +102,46 @@ describe('replica sets in the cluster map', () => {
     expectWellPlaced(map, 3);
   });
 
+  it('moves a replica onto a node that joined in two steps: the new one added and the old one kept, leaving, until it is dropped', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 'auto', dir);
+    const added = map.addNode('ws://127.0.0.1:9100');
+    // Full sets take no replica on the new node by themselves: replica rebalancing moves some there.
+    expect(map.replicaCounts()).toEqual([64, 64, 64, 0]);
+    const follower = map.replicasOf(5)[1];
+    const epoch = map.epoch;
+    map.moveReplicas([{ slice: 5, from: follower, to: added }]);
+    expect(map.epoch).toBe(epoch); // followers are not routing
+    expect(map.replicasOf(5)).toHaveLength(4);
+    expect(map.replicasOf(5)).toContain(added);
+    expect(map.leavingOf(5)).toBe(follower);
+    // One change at a time per slice, and only onto a node outside the set.
+    expect(() => map.moveReplicas([{ slice: 5, from: map.ownerOf(5), to: added }])).toThrow(/no replica leaving already/);
+    expect(() => map.moveReplicas([{ slice: 6, from: added, to: map.ownerOf(6) }])).toThrow(/holds a replica/);
+    // Later placements and a restart keep the larger set (the leaving replica is not trimmed, nor its replacement).
+    map.setOwner(7, (map.ownerOf(7) + 1) % 3);
+    const again = open(3, 'auto', dir);
+    expect(again.nodes).toHaveLength(4);
+    expect(again.replicasOf(5)).toEqual(map.replicasOf(5));
+    expect(again.leavingOf(5)).toBe(follower);
+    again.dropLeavingReplicas([{ slice: 5, node: follower }]);
+    expect(again.replicasOf(5)).toHaveLength(3);
+    expect(again.replicasOf(5)).not.toContain(follower);
+    expect(again.leavingOf(5)).toBe(-1);
+    // The leader's replica may move too: its drop names another replica as leader, at a new term.
+    const leader = again.ownerOf(9);
+    const term = again.termOf(9);
+    again.moveReplicas([{ slice: 9, from: leader, to: added }]);
+    expect(again.replicasOf(9)).toHaveLength(4);
+    again.dropLeavingReplicas([{ slice: 9, node: leader }]);
+    expect(again.replicasOf(9)).toHaveLength(3);
+    expect(again.replicasOf(9)).not.toContain(leader);
+    expect(again.termOf(9)).toBeGreaterThan(term);
+    // Only a leaving (or draining) replica is dropped.
+    expect(() => again.dropLeavingReplicas([{ slice: 10, node: again.replicasOf(10)[1] }])).toThrow(/drains or leaves/);
+    expectWellPlaced(again, 3);
+  });
+
   it('keeps replicas and terms across a restart of the coordinator', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(3, 'auto', dir);
