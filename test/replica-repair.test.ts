@@ -36,8 +36,20 @@ async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
   return st!;
 }
 
+/** Waits until the replica moves that the nodes' joining started are done and every change settled: the 4th
+ * node to join takes its share of replicas (docs/replication.md), and the stories below start from a settled
+ * cluster (a node killed while a slice's change to a smaller set is unsettled can stall that slice until it
+ * is back: the replica that left no longer answers for the old set's majority). */
+async function rebalanced(e: Elastic, timeoutMs = 60_000): Promise<void> {
+  await waitFor(async () => {
+    const st = await e.status();
+    return st.moves.pending === 0 && !st.replication.note.includes('not settled') && !st.replication.note.includes('replicas moving');
+  }, 'the replica moves onto the nodes that joined to end', timeoutMs);
+}
+
 /** 300 items, then 4 writers updating them; the victim is a node that leads slices. */
 async function underWrites(e: Elastic) {
+  await rebalanced(e);
   await allLed(e);
   await bulk(e, 300);
   const load = new WriteLoad(e.client, 'elastic', 4, 8);
