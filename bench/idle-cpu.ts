@@ -10,6 +10,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { intArg, parseArgs } from '../shared/cli-args.js';
+import type { ClusterStatus } from '../shared/api.js';
 import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
 import { childPids, cpuSecondsOf } from './proc-cpu.js';
 
@@ -36,10 +37,9 @@ try {
   let note = '';
   for (;;) {
     const res = await fetch(`${cluster.url}${CLUSTER_API_PREFIX}status`, { signal: AbortSignal.timeout(5_000) });
-    const st = (await res.json()) as { replication?: { note?: string } };
-    note = st.replication?.note ?? '';
-    const m = /^(\d+) of (\d+) replicated slices have an elected leader/.exec(note);
-    if (note === '' || (m !== null && m[1] === m[2])) break;
+    const st = (await res.json()) as ClusterStatus;
+    note = st.replication.note;
+    if (st.replication.leaders.led === st.replication.leaders.replicated) break;
     if (Date.now() > deadline) throw new Error(`not every slice has a leader after ${SETTLE_S} s: ${note}`);
     await new Promise((r) => setTimeout(r, 500));
   }

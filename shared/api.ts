@@ -325,6 +325,24 @@ export interface MoveReport {
   startedAt: number;
 }
 
+/** The leaders of replicated slices, as counts a program can check (status's note says the same in words). */
+export interface LeadersReport {
+  /** Slices with more than one replica. */
+  replicated: number;
+  /** Of those, slices whose elected leader serves. */
+  led: number;
+  /** Slices whose last replica-set change has not settled (their elections need a majority of the old set too). */
+  unsettled: number;
+  /** Slices with a replica move under way (replica rebalancing onto a node that joined: a new replica added,
+   * the one it replaces not dropped yet). */
+  moving: number;
+  /** Elections and leadership handovers since the coordinator started. */
+  elections: number;
+  handovers: number;
+  termMin: number;
+  termMax: number;
+}
+
 export interface ClusterStatus {
   epoch: number;
   sliceCount: number;
@@ -333,6 +351,6 @@ export interface ClusterStatus {
   loadComplete: boolean;
   nodes: NodeStatusReport[];
   /** Replicas per slice in force, what was asked for (--replication-factor), and why (docs/replication.md). */
-  replication: { factor: number; asked: number | 'auto'; why: string; note: string };
+  replication: { factor: number; asked: number | 'auto'; why: string; note: string; leaders: LeadersReport };
   moves: { inFlight: MoveReport[]; pending: number; completed: number; failed: number; itemsMoved: number; lastError: string };
 }

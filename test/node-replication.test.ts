@@ -33,6 +33,7 @@ import {
   type SliceOpResult,
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { workerOf } from '../shared/hashing.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const SLICES = 16;
@@ -170,7 +171,7 @@ class Link {
 const put = (slice: number, key: string, v: number): SliceOpMessage => [SliceOp.Put, TABLE, slice, key, { k: key, v }, 16, null];
 const get = (slice: number, key: string): SliceOpMessage => [SliceOp.Get, TABLE, slice, key, null];
 /** A put of `key` on `slice`, sent to the worker that owns the slice. */
-const putOn = (link: Link, slice: number, key: string, v: number, ms?: number) => link.batch(slice % WORKERS, [put(slice, key, v)], ms);
+const putOn = (link: Link, slice: number, key: string, v: number, ms?: number) => link.batch(workerOf(slice, WORKERS), [put(slice, key, v)], ms);
 
 /** The map's view of the replicated slices' sets, led by `leader`. */
 function replication(self: number, leader: number): AssignReplication {
@@ -298,7 +299,7 @@ describe('replication between real slice nodes', () => {
       process.kill(nodes[1]!.child.pid!, 'SIGCONT');
       process.kill(nodes[2]!.child.pid!, 'SIGCONT');
     }
-    const got = (await links[0]!.batch(1 % WORKERS, [get(1, 'held')]))!;
+    const got = (await links[0]!.batch(workerOf(1, WORKERS), [get(1, 'held')]))!;
     expect(got[0]).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
   });
 
@@ -340,7 +341,7 @@ describe('replication between real slice nodes', () => {
     expect(await elect(3, [0, 1, 2], 0)).toBe(0);
     await expectAll(0);
     // The R=1 slices of node 0 came back from its own log.
-    const single = (await links[0]!.batch(5 % WORKERS, [get(5, 'during')]))!;
+    const single = (await links[0]!.batch(workerOf(5, WORKERS), [get(5, 'during')]))!;
     expect(single[0]).toEqual([RESULT_OK, expect.objectContaining({ k: 'during' })]);
   });
 
@@ -378,7 +379,7 @@ describe('replication between real slice nodes', () => {
 /** Every acknowledged put reads back, with its value, from `leader`. */
 async function expectAll(leader: number): Promise<void> {
   for (const [key, [slice, v]] of acked) {
-    const r = await links[leader]!.batch(slice % WORKERS, [get(slice, key)]);
+    const r = await links[leader]!.batch(workerOf(slice, WORKERS), [get(slice, key)]);
     expect(r?.[0], `${key} on node ${leader}`).toEqual([RESULT_OK, expect.objectContaining({ k: key, v })]);
   }
 }

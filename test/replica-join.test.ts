@@ -19,7 +19,7 @@ function persisted(e: Elastic): { sets: string[][]; leaving: number[] } {
   return { sets: m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n])), leaving: m.leaving ?? [] };
 }
 
-const led = (st: ClusterStatus) => /^(\d+) of \1 replicated slices have an elected leader/.test(st.replication.note);
+const led = (st: ClusterStatus) => st.replication.leaders.replicated > 0 && st.replication.leaders.led === st.replication.leaders.replicated;
 
 describe('replica rebalancing onto a node that joins (R=3)', () => {
   it('a 4th node joining 3 nodes at R=3 under writes takes a quarter of the replicas and leads some slices; nothing is lost', async () => {
@@ -37,14 +37,15 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     await waitFor(
       async () => {
         st = await e.status();
-        if (/replicas moving to another node/.test(st.replication.note)) sawMoving = true;
+        if (st.replication.leaders.moving > 0) sawMoving = true;
         sawPending = Math.max(sawPending, st.moves.pending);
         const replicas = st.nodes.map((n) => n.replicas);
         const slices = st.nodes.map((n) => n.slices);
         return (
           led(st) &&
           st.moves.pending === 0 &&
-          !st.replication.note.includes('not settled') &&
+          st.replication.leaders.unsettled === 0 &&
+          st.replication.leaders.moving === 0 &&
           Math.max(...replicas) - Math.min(...replicas) <= 1 &&
           Math.max(...slices) - Math.min(...slices) <= 1
         );

@@ -32,7 +32,10 @@ function replicaSets(e: Elastic): string[][] {
 /** Waits until status says every replicated slice has an elected leader. */
 async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
   let st: ClusterStatus | undefined;
-  await waitFor(async () => /^(\d+) of \1 replicated slices have an elected leader/.test((st = await e.status()).replication.note), 'every slice to have a leader', timeoutMs);
+  await waitFor(async () => {
+    const { leaders } = (st = await e.status()).replication;
+    return leaders.led === leaders.replicated;
+  }, 'every slice to have a leader', timeoutMs);
   return st!;
 }
 
@@ -43,7 +46,7 @@ async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
 async function rebalanced(e: Elastic, timeoutMs = 60_000): Promise<void> {
   await waitFor(async () => {
     const st = await e.status();
-    return st.moves.pending === 0 && !st.replication.note.includes('not settled') && !st.replication.note.includes('replicas moving');
+    return st.moves.pending === 0 && st.replication.leaders.unsettled === 0 && st.replication.leaders.moving === 0;
   }, 'the replica moves onto the nodes that joined to end', timeoutMs);
 }
 
@@ -133,7 +136,7 @@ describe('repair of replicated slices (R=3)', () => {
     await e.addNode();
     let st: ClusterStatus | undefined;
     await waitFor(async () => (st = await e.status()).nodes.every((n) => n.slices === 4), 'each node to lead 4 slices', 30_000);
-    expect(st!.replication.note).toMatch(/[1-9]\d* leadership handovers/);
+    expect(st!.replication.leaders.handovers).toBeGreaterThan(0);
     await allLed(e);
     await sleep(500);
     await load.stop();
@@ -155,7 +158,7 @@ describe('repair of replicated slices (R=3)', () => {
     // Once the change to 3 replicas has settled (before, an election also needs a majority of the old set of 2,
     // so losing node 0 would stall the slice), the first node's copy is no longer needed: with it stopped, the
     // two others still serve every item.
-    await waitFor(async () => !(await e.status()).replication.note.includes('not settled'), 'the replica-set changes to settle');
+    await waitFor(async () => (await e.status()).replication.leaders.unsettled === 0, 'the replica-set changes to settle');
     await stopProcess(e.nodes[0].child, 'SIGKILL');
     await allLed(e);
     expect((await e.client.getAllItems({ table: 'elastic' })).length).toBe(40);

@@ -11,7 +11,7 @@
 // another cluster's data, is not given slices: its slices answer Unavailable
 // (never an empty answer) until its folder is back, or an operator accepts the
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
-import type { NodeStatusReport, ClusterStatus } from '../../shared/api.js';
+import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVES_IN_FLIGHT_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
@@ -691,7 +691,7 @@ export class Membership {
       nodes: nodes.filter((n) => n.status !== 'removed'),
       replication: {
         ...this.map.replicationReport(),
-        note: this.replicationNote(),
+        ...this.replicationLeaders(),
       },
       moves: {
         inFlight: [...this.mover.moving.values()],
@@ -704,23 +704,24 @@ export class Membership {
     };
   }
 
-  /** Status's line on leaders: how many replicated slices have one, by node, and their terms. */
-  private replicationNote(): string {
+  /** Status's report on leaders: how many replicated slices have one, their terms, and the same in a line by node. */
+  private replicationLeaders(): { leaders: LeadersReport; note: string } {
     const s = this.leaders.summary();
-    if (s.replicated === 0) return '';
-    const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
-    const waiting = s.replicated - s.led;
     // Until a change settles, an election needs a majority of the old set too: losing a node then can stall a slice.
     let unsettled = 0;
     for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
     const moving = this.movingReplicas();
-    return (
+    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettled, moving, elections: s.elections, handovers: this.leaders.handovers, termMin: s.termMin, termMax: s.termMax };
+    if (s.replicated === 0) return { leaders, note: '' };
+    const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
+    const waiting = s.replicated - s.led;
+    const note =
       `${s.led} of ${s.replicated} replicated slices have an elected leader (${by.length > 0 ? by.join(', ') : 'none yet'})` +
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
-      `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections and ${this.leaders.handovers} leadership handovers since the coordinator started`
-    );
+      `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections and ${this.leaders.handovers} leadership handovers since the coordinator started`;
+    return { leaders, note };
   }
 
   /** Replicas still to take off draining nodes, plus replica moves under way and (with --rebalance yes) a
