@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ClusterStatus } from '../shared/api.js';
+import { keyslice } from './cli-run.js';
 import { bulk, elasticClusters, waitFor, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
@@ -66,6 +67,12 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     }
     expect(leaving.every((n) => n === -1)).toBe(true);
     expect(sets.filter((set) => set.includes(joined.url)).length).toBe(mine.replicas);
+    // keyslice status shows each node's replicas beside the slices it leads.
+    const shown = await keyslice(['status', '--url', e.coordinator.url], 30_000);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/NODE\s+STATUS\s+UP\s+SLICES\s+REPLICAS\s+ITEMS/);
+    expect(shown.stdout).toMatch(new RegExp(`${joined.url.replace(/[.]/g, '\\.')}\\s+active\\s+yes\\s+\\d+\\s+${mine.replicas}\\s`));
+    expect(shown.stdout).toMatch(/moves: 0 in flight, about 0 to go/);
     const acksBefore = load.acks;
     await sleep(1_000);
     await load.stop();
