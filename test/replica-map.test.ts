@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
+import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
+import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import { keyslice } from './cli-run.js';
 
 const dirs: string[] = [];
@@ -140,6 +142,33 @@ describe('replica sets in the cluster map', () => {
     // Only a leaving (or draining) replica is dropped.
     expect(() => again.dropLeavingReplicas([{ slice: 10, node: again.replicasOf(10)[1] }])).toThrow(/drains or leaves/);
     expectWellPlaced(again, 3);
+  });
+
+  it('keeps a replica that left a slice\'s set in its node\'s assignment while the change is not settled', () => {
+    // The old set's majority may need it (a node of that set killed meanwhile): it answers for the slice until
+    // the change settled. No node is connected here, so no election runs and the change stays unsettled.
+    const map = open(3, 'auto');
+    const added = map.addNode('ws://127.0.0.1:9100');
+    const leaders = new ReplicaLeaders(map, [], FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const follower = map.replicasOf(5)[1];
+      map.moveReplicas([{ slice: 5, from: follower, to: added }]);
+      leaders.sync();
+      map.dropLeavingReplicas([{ slice: 5, node: follower }]);
+      leaders.sync();
+      expect(map.replicasOf(5)).not.toContain(follower);
+      expect(leaders.settled(5)).toBe(false);
+      const listed = (node: number) => assignReplication(map, node, (s) => leaders.membersOf(s))?.replicas.find(([s]) => s === 5)?.[1];
+      expect(listed(follower)).toEqual([...map.replicasOf(5), follower]);
+      // Every replica of the sets lists it too (the new leader replicates to it, and takes its answers).
+      expect(listed(added)).toContain(follower);
+      expect(assignReplication(map, follower, (s) => leaders.membersOf(s))?.peers.map(([n]) => n)).toContain(added);
+      // A slice whose set did not change lists the map's set alone.
+      const leader6 = map.replicasOf(6)[0];
+      expect(assignReplication(map, leader6, (s) => leaders.membersOf(s))?.replicas.find(([s]) => s === 6)?.[1]).toEqual(map.replicasOf(6));
+    } finally {
+      leaders.close();
+    }
   });
 
   it('keeps replicas and terms across a restart of the coordinator', () => {

@@ -76,7 +76,7 @@ export class Membership {
         sliceCount: this.map.sliceCount,
         slices: this.map.slicesOf(index),
         clusterId: this.map.clusterId,
-        replication: assignReplication(this.map, index),
+        replication: assignReplication(this.map, index, (s) => this.leaders?.membersOf(s) ?? this.map.replicasOf(s)),
       }),
       () => this.map.epoch,
       this.log,
