@@ -41,8 +41,7 @@ async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
 
 /** Waits until the replica moves that the nodes' joining started are done and every change settled: the 4th
  * node to join takes its share of replicas (docs/replication.md), and the stories below start from a settled
- * cluster (a node killed while a slice's change to a smaller set is unsettled can stall that slice until it
- * is back: the replica that left no longer answers for the old set's majority). */
+ * cluster, whose replica sets they read before their kill or drain. */
 async function rebalanced(e: Elastic, timeoutMs = 60_000): Promise<void> {
   await waitFor(async () => {
     const st = await e.status();
