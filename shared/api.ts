@@ -86,6 +86,15 @@ export interface ProjectionOptions {
   names?: Record<string, string>;
 }
 
+/** How fresh a read must be. `consistentRead` true (the default) reads from the slice's leader: every write
+ * acknowledged before the read is seen. false lets any replica of the slice answer, a follower included: it
+ * answers from the committed writes it has applied, which may miss the latest ones for a moment (within about
+ * REPLICA_TICK_MS once writes stop: docs/replication.md), in exchange for spreading reads over every replica.
+ * A full-table scan (GetItems without a sharding key) always reads from the leaders. */
+export interface ReadOptions {
+  consistentRead?: boolean;
+}
+
 /** One item of a batch that failed while the others went through. `list` and
  * `index` say where it was in the request; `name` is its object name. */
 export interface ItemFailure {
@@ -111,7 +120,7 @@ export interface Operations {
     response: { item?: Item | null };
   };
   GetItem: {
-    request: { table: string; key: KeyRef } & ProjectionOptions;
+    request: { table: string; key: KeyRef } & ProjectionOptions & ReadOptions;
     response: { item: Item | null };
   };
   /** Creates the item if it is missing (unless the condition is false for a missing item). */
@@ -156,7 +165,8 @@ export interface Operations {
       /** Parallel scan (no shardingKey): this call reads segment `segment` of `totalSegments`. */
       segment?: number;
       totalSegments?: number;
-    } & ProjectionOptions;
+    } & ProjectionOptions &
+      ReadOptions;
     /** `marker` is present when more items may follow; pass it back to continue.
      * `examined`: how many stored items the slices read for this page, a filter's
      * rejects included; a range scan reads only items inside its key range (with
@@ -173,7 +183,7 @@ export interface Operations {
   /** Items come back in the order of `keys`, null where there is none or where it
    * failed; the failed ones are listed in `failures`. */
   BatchGet: {
-    request: { table: string; keys: KeyRef[] } & ProjectionOptions;
+    request: { table: string; keys: KeyRef[] } & ProjectionOptions & ReadOptions;
     response: { items: (Item | null)[]; failures: ItemFailure[] };
   };
   /** Where a table's items live and how busy each slice is: every slice that holds

@@ -26,6 +26,9 @@ export interface ClusterView {
   /** Replicas of each slice in force: above 1, a node may answer that a slice has no serving leader
    * (a failover is under way), and routers retry. Absent from older coordinators (1). */
   replicationFactor?: number;
+  /** followers[slice]: the nodes after the leader that hold a replica of the slice (eventually consistent reads
+   * go to any of them or the leader). Absent from older coordinators (none). */
+  followers?: number[][];
   /** Slices frozen for a move's switch: owned by no worker at the view's epoch. */
   frozen: number[];
   tables: StoredTable[];

@@ -30,6 +30,9 @@ export const ERROR_CODES = {
   MethodNotAllowed: { status: 405, retryable: false },
   /** HTTP: the request's headers or body did not arrive in time; nothing of it was applied. */
   RequestTimeout: { status: 408, retryable: true },
+  /** An eventually consistent read reached a replica that may not answer it (not a replica of the slice here,
+   * still catching up or being rebuilt, or between leaders): nothing was read; the router reads from the leader. */
+  ReplicaNotReady: { status: 503, retryable: true },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -42,6 +45,14 @@ export function isErrorCode(code: unknown): code is ErrorCode {
 export interface ErrorDetails {
   /** ConditionalCheckFailed, when the request asked for it: the item as it was (null: there was none). */
   item?: Item | null;
+  /** Unavailable: the op was not applied (never sent to a node, or refused by a replica that does not serve
+   * before it ran), so sending it again is safe. Absent when the outcome is unknown. */
+  notApplied?: true;
+}
+
+/** Whether `err` says that its op was not applied (details.notApplied), so that it may be sent again. */
+export function wasNotApplied(err: KeysliceError): boolean {
+  return err.code === 'Unavailable' && err.details?.notApplied === true;
 }
 
 export class KeysliceError extends Error {

@@ -151,6 +151,10 @@ export const FAILOVER_RETRIES_MAX = 200;
 export const FAILOVER_RETRY_DELAY_MS_MAX = 100;
 /** A slice node's leaders resend what their followers have not acknowledged, and their commit index, this often. */
 export const REPLICA_TICK_MS = 100;
+/** An eventually consistent read sent to a follower that has not answered after this long is read from the
+ * leader instead: a frozen follower (SIGSTOP, cut off) keeps its connection open and nothing else notices it
+ * (the coordinator watches leaders), so its reads would otherwise wait NODE_REQUEST_TIMEOUT_MS (30 s). */
+export const REPLICA_READ_TIMEOUT_MS = 1_000;
 /** One Replicate frame carries at most this many [slice, message] entries (a sender batches what one
  * turn produced for one destination; more goes in further frames). */
 export const REPLICATION_FRAME_ENTRIES_MAX = 4096;

@@ -73,8 +73,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 3: slice moves (Move* ops) and the Epoch frame. 4: node and cluster ids in Hello and Assign.
  * 5: replication (the Replicate frame, Assign's replica sets). 6: AppendOk carries the follower's durable commit index;
  * Pong says the term of the replica's commit point and its last index.
- * 7: Lead names the sets whose majorities each commit needs while a replica-set change is unsettled (Lead.sets). */
-export const NODE_PROTOCOL_VERSION = 7;
+ * 7: Lead names the sets whose majorities each commit needs while a replica-set change is unsettled (Lead.sets).
+ * 8: eventually consistent reads (SliceOp.ReplicaGet, SliceOp.ReplicaRange), answered by any replica. */
+export const NODE_PROTOCOL_VERSION = 8;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -370,6 +371,11 @@ export const SliceOp = {
   MoveApply: 15,
   // Either side: forget the move (the source owns the slice again, the target drops what it got).
   MoveAbort: 16,
+  // Eventually consistent reads (docs/replication.md, "Eventually consistent reads"): a Get or a Range that any
+  // replica of the slice may answer from what it applied, a follower included; one that cannot answers
+  // ReplicaNotReady and the router reads from the leader. On a slice of one replica they are Get and Range.
+  ReplicaGet: 17,
+  ReplicaRange: 18,
 } as const;
 
 /** A change to durable state, as the write-ahead log records it, replay applies it,
@@ -435,6 +441,8 @@ export type SliceOpMessage =
   | [typeof SliceOp.Delete, tableId: number, slice: number, key: string, check: WriteCheck | null]
   | [typeof SliceOp.Update, tableId: number, slice: number, key: string, spec: UpdateSpec]
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
+  | [typeof SliceOp.ReplicaGet, tableId: number, slice: number, key: string, projection: Projection]
+  | [typeof SliceOp.ReplicaRange, tableId: number, slice: number, spec: RangeSpec]
   | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number]
   | [typeof SliceOp.DropTable, tableId: number]
   | [typeof SliceOp.Stats, tableId: number]
@@ -479,6 +487,8 @@ export interface SliceOpResults {
   /** The item as returnValues asks ('old' or 'new'), null for 'none' or no old item. */
   [SliceOp.Update]: Item | null;
   [SliceOp.Range]: RangeResult;
+  [SliceOp.ReplicaGet]: Item | null;
+  [SliceOp.ReplicaRange]: RangeResult;
   [SliceOp.Scan]: ScanResult;
   /** Whether the worker held any of the table. */
   [SliceOp.DropTable]: boolean;
@@ -546,6 +556,8 @@ const ARGUMENTS: Record<number, number> = {
   [SliceOp.MoveBegin]: 1,
   [SliceOp.MoveApply]: 3,
   [SliceOp.MoveAbort]: 2,
+  [SliceOp.ReplicaGet]: 4,
+  [SliceOp.ReplicaRange]: 3,
 };
 const COMPARATORS = new Set(['=', '<>', '<', '<=', '>', '>=']);
 
@@ -590,6 +602,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       checkWriteCheck(op[6], at(6, 'check'));
       return;
     case SliceOp.Get:
+    case SliceOp.ReplicaGet:
       uint(1, 'table');
       slice(2);
       key(3);
@@ -616,7 +629,8 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       if (!(spec.returnValues === 'none' || spec.returnValues === 'old' || spec.returnValues === 'new')) fail(`${where}.returnValues: not none, old or new`);
       return;
     }
-    case SliceOp.Range: {
+    case SliceOp.Range:
+    case SliceOp.ReplicaRange: {
       uint(1, 'table');
       slice(2);
       const spec = op[3];
@@ -858,7 +872,14 @@ function checkSetValue(v: unknown, where: string, depth: number): void {
   }
 }
 
+/** The error a slice node answered: only the details fields that ErrorDetails declares, each of its type. */
 export function errorFromResult(code: unknown, message: unknown, details?: unknown): KeysliceError {
-  const d = typeof details === 'object' && details !== null ? (details as ErrorDetails) : undefined;
+  let d: ErrorDetails | undefined;
+  if (isPlainObject(details)) {
+    d = {};
+    const { item, notApplied } = details as Record<string, unknown>;
+    if (item === null || isPlainObject(item)) d.item = item as Item | null;
+    if (notApplied === true) d.notApplied = true;
+  }
   return new KeysliceError(isErrorCode(code) ? code : 'Internal', String(message), d);
 }

@@ -81,6 +81,8 @@ export class SliceStore {
   private epoch = 0;
   private owned = new Set<number>();
   private ownedSorted: number[] = [];
+  /** The slice that readReplica is reading now (-1: none): the one slice an op may read without owning it. */
+  private replicaRead = -1;
   /** tableId -> slice -> partition. Created on first write. */
   private readonly tables = new Map<number, Map<number, Partition>>();
   /** Changes made since the last takeEffects(): what the write-ahead log must record. */
@@ -133,7 +135,10 @@ export class SliceStore {
         this.load.countBytes(table, slice, bytes, true);
         return answer(op, check?.returnOld ? old : null);
       }
-      case SliceOp.Get: {
+      // An eventually consistent read of a slice this worker owns is the read itself; a follower's goes
+      // through readReplica (worker.ts decides whether its replica may answer).
+      case SliceOp.Get:
+      case SliceOp.ReplicaGet: {
         const [, table, slice, key, projection] = op;
         this.admit(table, slice, key, false);
         const stored = this.partition(table, slice, false)?.tree.get(key);
@@ -154,6 +159,7 @@ export class SliceStore {
         this.admit(op[1], op[2], op[3], true);
         return answer(op, this.update(op[1], op[2], op[3], op[4]));
       case SliceOp.Range:
+      case SliceOp.ReplicaRange:
         this.admit(op[1], op[2], op[3].low, false);
         return answer(op, this.range(op[1], op[2], op[3]));
       case SliceOp.Scan:
@@ -347,7 +353,7 @@ export class SliceStore {
   }
 
   private checkOwner(slice: number): void {
-    if (!this.owned.has(slice)) {
+    if (!this.owned.has(slice) && this.replicaRead !== slice) {
       throw new KeysliceError('WrongOwner', `slice ${slice} is not owned by worker ${this.workerIndex} at epoch ${this.epoch}`);
     }
   }
@@ -487,6 +493,19 @@ export class SliceStore {
         break;
     }
     this.effects.length = 0; // replayed changes are already durable
+  }
+
+  /** An eventually consistent read of a slice that this worker holds a follower's replica of and does not
+   * own: the caller (worker.ts) checked that the replica may answer (SliceReplicas.readable). It reads what
+   * the replica applied, so only committed records; its load counts on this worker like any read. */
+  readReplica(op: Extract<SliceOpMessage, [typeof SliceOp.ReplicaGet | typeof SliceOp.ReplicaRange, ...unknown[]]>): SliceOpResult {
+    assert(this.replicaRead === -1, 'one replica read at a time');
+    this.replicaRead = op[2];
+    try {
+      return this.execute(op);
+    } finally {
+      this.replicaRead = -1;
+    }
   }
 
   /** Whether this worker owns `slice` at its epoch (ops on it run here). */

@@ -19,7 +19,9 @@
 // meanwhile. What the replicas send and the answers released in one turn go to
 // the node as one message at the end of the turn. Deposed first: those ops
 // answer Unavailable, outcome unknown. Slices of one replica (R=1) take exactly
-// the path they took before.
+// the path they took before. An eventually consistent read (ReplicaGet, ReplicaRange)
+// on a slice this worker follows is answered from its store at once when its replica
+// may answer (Replica.readable), else refused ReplicaNotReady (replicaRead below).
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -213,6 +215,8 @@ function replicatedSlicesOf(op: SliceOpMessage): number[] | null {
     case SliceOp.Delete:
     case SliceOp.Update:
     case SliceOp.Range:
+    case SliceOp.ReplicaGet:
+    case SliceOp.ReplicaRange:
       if (replicated.has(op[2]) && store.owns(op[2])) slices = [op[2]];
       break;
     case SliceOp.Scan:
@@ -232,10 +236,24 @@ function refusalFor(slices: number[]): SliceOpResult | null {
   for (const s of slices) {
     // A slice this worker does not own is the store's to refuse (WrongOwner), as before.
     if (store.owns(s) && !replicas!.serving(s)) {
-      return [RESULT_ERROR, 'Unavailable', `slice ${s} has no serving leader on this node (term ${replicas!.of(s).term}); retry`];
+      // Refused before it ran: the router may send it again (notApplied), to the leader the next map names.
+      return [RESULT_ERROR, 'Unavailable', `slice ${s} has no serving leader on this node (term ${replicas!.of(s).term}); retry`, { notApplied: true }];
     }
   }
   return null;
+}
+
+/** An eventually consistent read on a replicated slice that this worker's replica follows: answered from the
+ * store (which holds exactly the committed records it applied) when the replica may answer, else refused with
+ * ReplicaNotReady (nothing read; the router reads from the leader). The leader's replica takes the consistent
+ * path instead: its store runs ahead of the commit point, so its reads are held until committed. */
+function replicaRead(op: Extract<SliceOpMessage, [typeof SliceOp.ReplicaGet | typeof SliceOp.ReplicaRange, ...unknown[]]>): SliceOpResult {
+  const slice = op[2];
+  if (!replicas!.readable(slice)) {
+    const r = replicas!.of(slice);
+    return [RESULT_ERROR, 'ReplicaNotReady', `slice ${slice}'s replica on this node has not applied what its leader committed (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
+  }
+  return store.readReplica(op);
 }
 
 /** After a task: replicated effects proposed (one record per slice), the rest for the worker log. */
@@ -330,6 +348,10 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
       if (op[0] >= SliceOp.MoveStart && op[0] <= SliceOp.MoveAbort && replicated.has(op[1] as number)) {
         // A move writes around the replication core (its effects would reach no follower): not for these slices yet.
         results[i] = [RESULT_ERROR, 'InvalidState', `slice ${op[1]} is replicated; moving a replicated slice is not supported yet`];
+        continue;
+      }
+      if ((op[0] === SliceOp.ReplicaGet || op[0] === SliceOp.ReplicaRange) && replicated.has(op[2]) && !replicas!.of(op[2]).isLeader) {
+        results[i] = replicaRead(op);
         continue;
       }
       const slices = replicatedSlicesOf(op);

@@ -128,6 +128,8 @@ const TEMPLATES: [code: number, args: () => unknown[], kinds: FieldKind[]][] = [
   [SliceOp.MoveBegin, () => [S], ['slice']],
   [SliceOp.MoveApply, () => [S, [[EFFECT_SET, T, S, K, { id: 'x' }, 5]], false], ['slice', 'effects', 'bool']],
   [SliceOp.MoveAbort, () => [S, 'source'], ['slice', 'role']],
+  [SliceOp.ReplicaGet, () => [T, S, K, null], ['uint', 'slice', 'key', 'projection']],
+  [SliceOp.ReplicaRange, () => [T, S, rangeSpec()], ['uint', 'slice', 'rangeSpec']],
 ];
 
 /** Every template op, unbroken (what brokenOp starts from): all of them are valid. */
@@ -140,7 +142,7 @@ export function brokenOp(r: Rng): unknown {
   const [code, args, kinds] = pick(r, TEMPLATES);
   const op: unknown[] = [code, ...args()];
   const how = int(r, 20);
-  if (how === 0) return [pick(r, [0, 17, 99, -1, 1.5, 'x', null, 2 ** 53 + 2]), ...op.slice(1)];
+  if (how === 0) return [pick(r, [0, 19, 99, -1, 1.5, 'x', null, 2 ** 53 + 2]), ...op.slice(1)];
   if (how === 1) return op.slice(0, -1);
   if (how === 2) return [...op, pick(r, [null, 0, 'x'])];
   if (how === 3) return pick(r, [5, null, 'op', {}, [], Buffer.from([code])]);

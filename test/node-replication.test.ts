@@ -11,7 +11,10 @@
 //   - the old leader restarted catches up (its last (term, index) reaches the
 //     leader's), and serves every put once it leads;
 //   - a Replicate frame of an older term is refused (StaleTerm), and a peer that
-//     sends garbage loses its connection while the node keeps serving.
+//     sends garbage loses its connection while the node keeps serving;
+//   - an eventually consistent read (ReplicaGet) is refused ReplicaNotReady by a
+//     replica that has not heard from a leader, answered by a follower from what
+//     it applied, and refused WrongOwner by a node that holds no replica.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -170,6 +173,7 @@ class Link {
 
 const put = (slice: number, key: string, v: number): SliceOpMessage => [SliceOp.Put, TABLE, slice, key, { k: key, v }, 16, null];
 const get = (slice: number, key: string): SliceOpMessage => [SliceOp.Get, TABLE, slice, key, null];
+const replicaGet = (slice: number, key: string): SliceOpMessage => [SliceOp.ReplicaGet, TABLE, slice, key, null];
 /** A put of `key` on `slice`, sent to the worker that owns the slice. */
 const putOn = (link: Link, slice: number, key: string, v: number, ms?: number) => link.batch(workerOf(slice, WORKERS), [put(slice, key, v)], ms);
 
@@ -265,12 +269,17 @@ afterAll(async (ctx) => {
 describe('replication between real slice nodes', () => {
   it('refuses ops on a replicated slice before a leader is elected, and serves R=1 slices as before', async () => {
     const [r] = (await putOn(links[0]!, 0, 'early', 1))!;
-    expect(r).toEqual([1, 'Unavailable', expect.stringMatching(/slice 0 has no serving leader on this node \(term 0\); retry/)]);
+    expect(r).toEqual([1, 'Unavailable', expect.stringMatching(/slice 0 has no serving leader on this node \(term 0\); retry/), { notApplied: true }]);
     const single = (await putOn(links[0]!, 4, 'one', 1))!;
     expect(single[0][0]).toBe(RESULT_OK);
     // A slice move would write around the replication core: refused for a replicated slice.
     const [move] = (await links[0]!.batch(0, [[SliceOp.MoveStart, 0]]))!;
     expect(move).toEqual([1, 'InvalidState', expect.stringMatching(/slice 0 is replicated; moving a replicated slice is not supported yet/)]);
+    // No replica has heard from a leader yet: none answers an eventually consistent read (its store may lack what is committed).
+    for (const n of [0, 1, 2]) {
+      const [eventual] = (await links[n]!.batch(workerOf(0, WORKERS), [replicaGet(0, 'early')]))!;
+      expect(eventual).toEqual([1, 'ReplicaNotReady', expect.stringMatching(/slice 0's replica on this node has not applied what its leader committed/)]);
+    }
   });
 
   it('elects a leader, and answers a put only once a follower holds it', async () => {
@@ -301,6 +310,25 @@ describe('replication between real slice nodes', () => {
     }
     const got = (await links[0]!.batch(workerOf(1, WORKERS), [get(1, 'held')]))!;
     expect(got[0]).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
+  });
+
+  it('answers an eventually consistent read on a follower from what it applied, and refuses it where no replica is', async () => {
+    // A follower does not own the slice (a Get is WrongOwner there) but answers a ReplicaGet once it applied the commit point.
+    const [consistent] = (await links[1]!.batch(workerOf(1, WORKERS), [get(1, 'held')]))!;
+    expect(consistent[1]).toBe('WrongOwner');
+    for (const n of [1, 2]) {
+      await pollUntil(async () => {
+        const [r] = (await links[n]!.batch(workerOf(1, WORKERS), [replicaGet(1, 'held')]))!;
+        return r[0] === RESULT_OK && (r[1] as { v?: number } | null)?.v === 1;
+      });
+      const [k3] = (await links[n]!.batch(workerOf(3, WORKERS), [replicaGet(3, 'k3')]))!;
+      expect(k3).toEqual([RESULT_OK, expect.objectContaining({ k: 'k3', v: 3 })]);
+    }
+    // The leader answers it as a read (held until committed); node 1 holds no replica of the R=1 slice 4.
+    const [onLeader] = (await links[0]!.batch(workerOf(1, WORKERS), [replicaGet(1, 'held')]))!;
+    expect(onLeader).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
+    const [none] = (await links[1]!.batch(workerOf(4, WORKERS), [replicaGet(4, 'one')]))!;
+    expect(none[1]).toBe('WrongOwner');
   });
 
   it('after the leader is SIGKILLed, elects the replica with the largest last (term, index), which serves every acknowledged put', async () => {

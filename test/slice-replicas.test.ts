@@ -111,3 +111,84 @@ describe('the replicas of a slice on workers\' stores', () => {
     expect(items(workers[2])).toEqual(['a=1', 'c=3']);
   });
 });
+
+describe('eventually consistent reads on a follower', () => {
+  it('answers only once it has applied what its leader last said is committed: never while it is being built', async () => {
+    const ITEMS = 300; // more records than one Append carries (REPLICATION_APPEND_RECORDS_MAX), so a new replica catches up in steps
+    let queue: { from: number; to: number; m: ReplicationMessage }[] = [];
+    const start = (i: number): Worker => {
+      const store = new SliceStore(0, 1);
+      const { log } = ReplicaLog.open(join(root, `reads-${i}`), 'fsync');
+      return { store, replicas: new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m })) };
+    };
+    const workers = [0, 1, 2, 3].map(start);
+    const keys = (w: Worker) => [...w.store.entries()].filter((e) => e[0] === EFFECT_SET && e[2] === SLICE).length;
+    /** Delivers one message at a time (letting the logs flush between them), calling `check` after each; bounded. */
+    const pump = async (check: () => void = () => {}) => {
+      for (let step = 0; step < 20_000; step++) {
+        if (queue.length === 0) {
+          await new Promise((r) => setImmediate(r));
+          await new Promise((r) => setTimeout(r, 2));
+          if (queue.length === 0) return;
+        }
+        const { from, to, m } = queue.shift()!;
+        if (to !== COORDINATOR) workers[to].replicas.receive(SLICE, from, m);
+        check();
+      }
+      throw new Error('messages still flowing after 20000 steps');
+    };
+    const elect = async (term: number, voters: number[], followers: number[]) => {
+      for (const v of voters) workers[v].replicas.receive(SLICE, COORDINATOR, { type: 'Prepare', term });
+      await pump();
+      workers[0].replicas.receive(SLICE, COORDINATOR, { type: 'Lead', term, followers, sets: [] });
+      await pump();
+      expect(workers[0].replicas.serving(SLICE)).toBe(true);
+    };
+
+    await elect(1, [0, 1, 2], [1, 2]);
+    workers[0].store.execute([SliceOp.Assign, 1, [SLICE]]);
+    for (let i = 0; i < ITEMS; i++) {
+      expect(workers[0].store.execute([SliceOp.Put, TABLE, SLICE, `k${i}`, { k: `k${i}`, v: i }, 20, null])[0]).toBe(0);
+      workers[0].replicas.propose(workers[0].store.takeEffects());
+    }
+    await pump();
+    workers[0].replicas.of(SLICE).tick(); // the commit index to the followers
+    await pump();
+    for (const f of [1, 2]) {
+      expect(workers[f].replicas.readable(SLICE)).toBe(true);
+      expect(keys(workers[f])).toBe(ITEMS);
+      // The follower does not own the slice (a consistent read there is WrongOwner); its replica read answers.
+      expect(workers[f].store.execute([SliceOp.Get, TABLE, SLICE, 'k7', null])[2]).toMatch(/not owned/);
+      expect(workers[f].store.readReplica([SliceOp.ReplicaGet, TABLE, SLICE, 'k7', null])).toEqual([0, expect.objectContaining({ v: 7 })]);
+    }
+    // A replica new to the set (no state) and the leader itself are not readable.
+    expect(workers[3].replicas.readable(SLICE)).toBe(false);
+    expect(workers[0].replicas.readable(SLICE)).toBe(false);
+
+    // The set grows to four: an election at term 2. Until the new leader speaks, no follower answers.
+    for (const v of [0, 1, 2, 3]) workers[v].replicas.receive(SLICE, COORDINATOR, { type: 'Prepare', term: 2 });
+    await pump();
+    for (const f of [1, 2, 3]) expect(workers[f].replicas.readable(SLICE)).toBe(false);
+    workers[0].replicas.receive(SLICE, COORDINATOR, { type: 'Lead', term: 2, followers: [1, 2, 3], sets: [] });
+    // Replica 3 catches up from nothing, record by record in several Appends: whenever it says it may answer,
+    // its store holds every item (all were committed before it joined); and it was seen partly built and not readable.
+    let partlyBuiltSeen = false;
+    await pump(() => {
+      const n = keys(workers[3]);
+      if (workers[3].replicas.readable(SLICE)) expect(n).toBe(ITEMS);
+      else if (n > 0 && n < ITEMS) partlyBuiltSeen = true;
+    });
+    workers[0].replicas.of(SLICE).tick();
+    await pump();
+    expect(partlyBuiltSeen).toBe(true);
+    for (const f of [1, 2, 3]) expect(workers[f].replicas.readable(SLICE)).toBe(true);
+    expect(workers[3].store.readReplica([SliceOp.ReplicaGet, TABLE, SLICE, `k${ITEMS - 1}`, null])).toEqual([0, expect.objectContaining({ v: ITEMS - 1 })]);
+
+    // A restarted follower has its committed items but waits for its leader's word before it answers.
+    workers[0].replicas.of(SLICE).tick();
+    await pump();
+    workers[2] = start(2);
+    expect(keys(workers[2])).toBe(ITEMS);
+    expect(workers[2].replicas.readable(SLICE)).toBe(false);
+  });
+});

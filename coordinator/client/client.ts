@@ -10,6 +10,7 @@ import type {
   KeyRef,
   OperationName,
   ProjectionOptions,
+  ReadOptions,
   Request,
   Response,
   ReturnValues,
@@ -282,8 +283,9 @@ export class KeysliceClient {
   async putItem(table: string, item: Item, options: WriteCondition & { returnValues?: 'none' | 'old' } = {}): Promise<Item | null | undefined> {
     return (await this.request('PutItem', { table, item, ...options })).item;
   }
-  /** `projection`: top-level attribute names, or `{ projection: 'a.b[1], #n', names }`. */
-  async getItem(table: string, key: KeyRef, projection?: string[] | ProjectionOptions): Promise<Item | null> {
+  /** `projection`: top-level attribute names, or `{ projection: 'a.b[1], #n', names }`; `{ consistentRead: false }`
+   * (alone or with a projection) lets any replica answer (ReadOptions). */
+  async getItem(table: string, key: KeyRef, projection?: string[] | (ProjectionOptions & ReadOptions)): Promise<Item | null> {
     const options = projection === undefined ? {} : Array.isArray(projection) ? { attributes: projection } : projection;
     return (await this.request('GetItem', { table, key, ...options })).item;
   }
@@ -321,7 +323,7 @@ export class KeysliceClient {
     return (await this.request('BatchWrite', { table, ...writes })).failures;
   }
   /** Items in the order of `keys` (null: none, or failed), and the keys that failed at run time. */
-  async batchGet(table: string, keys: KeyRef[], projection?: string[] | ProjectionOptions): Promise<Response<'BatchGet'>> {
+  async batchGet(table: string, keys: KeyRef[], projection?: string[] | (ProjectionOptions & ReadOptions)): Promise<Response<'BatchGet'>> {
     const options = projection === undefined ? {} : Array.isArray(projection) ? { attributes: projection } : projection;
     return this.request('BatchGet', { table, keys, ...options });
   }

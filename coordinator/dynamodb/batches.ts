@@ -72,7 +72,7 @@ export const BatchGetItem: Handler = async (ctx, p) => {
 
   const tally = new CapacityTally(capacity);
   const results = await Promise.all(
-    plans.map((plan) => ctx.ops.execute('BatchGet', { table: plan.name, keys: plan.keys }).catch(tableNotFound) as Promise<{ items: (Item | null)[]; failures: ItemFailure[] }>),
+    plans.map((plan) => ctx.ops.execute('BatchGet', { table: plan.name, keys: plan.keys, consistentRead: plan.consistent }).catch(tableNotFound) as Promise<{ items: (Item | null)[]; failures: ItemFailure[] }>),
   );
   const failures = results.flatMap((r) => r.failures);
   if (failures.length === count) throw allFailed(failures);

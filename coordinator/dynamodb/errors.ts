@@ -95,6 +95,7 @@ const FROM_NATIVE: Record<ErrorCode, ExceptionName> = {
   InvalidState: 'ValidationException',
   MethodNotAllowed: 'SerializationException',
   RequestTimeout: 'ServiceUnavailable',
+  ReplicaNotReady: 'ServiceUnavailable',
 };
 
 /** The native expression fields, as DynamoDB names them in its messages. */

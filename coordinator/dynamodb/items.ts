@@ -125,7 +125,8 @@ export const GetItem: Handler = async (ctx, p) => {
   const ex = requestExpressions(p, ['ProjectionExpression'], ['AttributesToGet'], []);
   const projection = bindProjectionHere(ex);
   // The whole item is read: ConsumedCapacity counts its whole size, whatever the projection keeps.
-  const { item } = (await ctx.ops.execute('GetItem', { table: name, key })) as { item: Item | null };
+  // Absent ConsistentRead is false, as in DynamoDB: any replica of the item's slice may answer.
+  const { item } = (await ctx.ops.execute('GetItem', { table: name, key, consistentRead: consistent })) as { item: Item | null };
   const out: Record<string, unknown> = {};
   if (item !== null) out.Item = fromNativeItem(projectItem(item, projection));
   const cc = consumedCapacity(capacity, name, () => ({ read: readUnits(item === null ? 0 : itemSize(item), consistent) }));

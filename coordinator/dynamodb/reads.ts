@@ -120,7 +120,7 @@ export const Query: Handler = async (ctx, p) => {
     }
   }
   const start = startKey(p, schema);
-  const request: Record<string, unknown> = { table: name, shardingKey: range.hash, reverse: !forward, limit: nativeLimit(shape) };
+  const request: Record<string, unknown> = { table: name, shardingKey: range.hash, reverse: !forward, limit: nativeLimit(shape), consistentRead: shape.consistent };
   if (range.sort !== undefined) request.sortingKey = range.sort;
   if (start !== undefined) {
     if (schema.range === null) {

@@ -421,9 +421,18 @@ export class ClusterMap {
   }
 
   /** The map as routers get it (a copy). */
-  view(): { clusterId: string; epoch: number; sliceCount: number; nodes: string[]; status: NodeStatus[]; owners: number[]; replicationFactor: number } {
+  view(): { clusterId: string; epoch: number; sliceCount: number; nodes: string[]; status: NodeStatus[]; owners: number[]; followers: number[][]; replicationFactor: number } {
     const s = this.state;
-    return { clusterId: s.clusterId, epoch: s.epoch, sliceCount: s.sliceCount, nodes: [...s.nodes], status: [...s.status], owners: [...s.owners], replicationFactor: this.replicationFactor };
+    return {
+      clusterId: s.clusterId,
+      epoch: s.epoch,
+      sliceCount: s.sliceCount,
+      nodes: [...s.nodes],
+      status: [...s.status],
+      owners: [...s.owners],
+      followers: s.followers.map((f) => [...f]),
+      replicationFactor: this.replicationFactor,
+    };
   }
 
   /** A change at a new epoch: made to a copy, saved, and only then in force, so that

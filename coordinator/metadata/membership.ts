@@ -99,6 +99,10 @@ export class Membership {
     return owner < 0 ? null : this.links[owner];
   }
 
+  replicaLinks(slice: number): NodeLink[] {
+    return this.map.replicasOf(slice).filter((node) => this.map.statusOf(node) !== 'removed').map((node) => this.links[node]);
+  }
+
   /** Every node that is connected gets its assignment again (its led slices or replica sets changed). */
   private reassignAll(): void {
     this.links.forEach((l, i) => this.map.statusOf(i) !== 'removed' && l.reassign());

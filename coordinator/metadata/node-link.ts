@@ -392,17 +392,10 @@ export class NodeLink {
   }
 }
 
-/** The words that say an op never left this process (so was not applied, and may be sent again):
- * wasNotSent() below is how a caller tells; no other answer contains them. */
-const NOT_SENT = 'the op was not sent to it';
-
+/** What an op still queued gets when its link is lost or given up: it never left this process, so it was
+ * not applied and may be sent again (wasNotApplied). */
 function notSent(why: string): KeysliceError {
-  return new KeysliceError('Unavailable', `${why}; ${NOT_SENT}; retry`);
-}
-
-/** Whether `err` says that the op was never sent to the node (queued when its link was lost or given up). */
-export function wasNotSent(err: KeysliceError): boolean {
-  return err.code === 'Unavailable' && err.message.includes(NOT_SENT);
+  return new KeysliceError('Unavailable', `${why}; the op was not sent to it; retry`, { notApplied: true });
 }
 
 /** Throws Unavailable unless every link is ready: checked before anything is sent,

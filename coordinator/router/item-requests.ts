@@ -43,6 +43,8 @@ export interface PutItemRequest {
 
 export interface GetItemRequest {
   op: GetOp;
+  /** false: any replica of the slice may answer (Router.read); the native default is true. */
+  consistent: boolean;
 }
 
 export interface UpdateItemRequest {
@@ -61,8 +63,8 @@ export interface DeleteItemRequest {
  * bucket of an even-distribution sharding key, merged by sorting key; a page of a
  * full-table scan (or of one segment); or nothing to read (bounds that contradict each other). */
 export type GetItemsRequest =
-  | { kind: 'range'; op: RangeOp }
-  | { kind: 'buckets'; tableId: number; buckets: BucketRange[]; limit: number; reverse: boolean }
+  | { kind: 'range'; op: RangeOp; consistent: boolean }
+  | { kind: 'buckets'; tableId: number; buckets: BucketRange[]; limit: number; reverse: boolean; consistent: boolean }
   | { kind: 'scan'; op: ScanOp; limit: number }
   | { kind: 'nothing' };
 
@@ -72,6 +74,7 @@ export interface BatchWriteRequest {
 
 export interface BatchGetRequest {
   gets: { name: string; op: GetOp }[];
+  consistent: boolean;
 }
 
 export function parsePutItem(c: RequestContext, p: Payload): PutItemRequest {
@@ -92,7 +95,7 @@ export function parseGetItem(c: RequestContext, p: Payload): GetItemRequest {
   const projection = ex.projection();
   ex.done();
   const pk = resolveKey(table, p.key, c.sliceCount);
-  return { op: [SliceOp.Get, table.id, pk.slice, pk.key, projection] };
+  return { op: [SliceOp.Get, table.id, pk.slice, pk.key, projection], consistent: consistentRead(p) };
 }
 
 export function parseUpdateItem(c: RequestContext, p: Payload): UpdateItemRequest {
@@ -132,6 +135,8 @@ export function parseGetItems(c: RequestContext, p: Payload): GetItemsRequest {
   const reverse = optionalBool(p.reverse, 'reverse') ?? false;
   if (p.marker !== undefined && typeof p.marker !== 'string') throw new KeysliceError('InvalidMarker', '"marker" must be the string a previous page returned');
   const marker = p.marker as string | undefined;
+  // A full-table scan reads from the leaders whatever it says (Router.scan).
+  const consistent = consistentRead(p);
   if (shardingKey === undefined) {
     if (p.sortingKey !== undefined) throw new KeysliceError('ValidationError', 'a sorting-key condition needs a "shardingKey"');
     if (reverse) throw new KeysliceError('ValidationError', 'a full-table scan has no order to reverse; "reverse" needs a "shardingKey"');
@@ -159,13 +164,13 @@ export function parseGetItems(c: RequestContext, p: Payload): GetItemsRequest {
       const { part, slice } = placement(table, sharding, b, c.sliceCount);
       return { slice, prefixBytes: part.length, spec: inside(part, within) };
     });
-    return { kind: 'buckets', tableId: table.id, buckets, limit, reverse };
+    return { kind: 'buckets', tableId: table.id, buckets, limit, reverse, consistent };
   }
   const where = placement(table, sharding, bucket ?? null, c.sliceCount);
   const spec = rangeSpec(table, where.part, range, reverse, limit, projection, filter);
   if (marker !== undefined) continueAfter(spec, marker);
   if (isEmptyRange(spec)) return { kind: 'nothing' }; // bounds that contradict each other match nothing
-  return { kind: 'range', op: [SliceOp.Range, table.id, where.slice, spec] };
+  return { kind: 'range', op: [SliceOp.Range, table.id, where.slice, spec], consistent };
 }
 
 export function parseBatchWrite(c: RequestContext, p: Payload): BatchWriteRequest {
@@ -200,12 +205,11 @@ export function parseBatchGet(c: RequestContext, p: Payload): BatchGetRequest {
   const keys = optionalList(p.keys, 'keys');
   if (keys.length === 0) throw new KeysliceError('ValidationError', 'BatchGet needs "keys"');
   if (keys.length > BATCH_GET_ITEMS_MAX) throw new KeysliceError('BatchTooLarge', `BatchGet takes at most ${BATCH_GET_ITEMS_MAX} keys; got ${keys.length}`);
-  return {
-    gets: keys.map((ref) => {
-      const pk = resolveKey(table, ref, c.sliceCount);
-      return { name: pk.name, op: [SliceOp.Get, table.id, pk.slice, pk.key, projection] };
-    }),
-  };
+  const gets: BatchGetRequest['gets'] = keys.map((ref) => {
+    const pk = resolveKey(table, ref, c.sliceCount);
+    return { name: pk.name, op: [SliceOp.Get, table.id, pk.slice, pk.key, projection] };
+  });
+  return { gets, consistent: consistentRead(p) };
 }
 
 // ---- helpers -------------------------------------------------------------
@@ -280,6 +284,11 @@ function optionalInt(v: unknown, field: string, min: number, max: number): numbe
     throw new KeysliceError('ValidationError', `"${field}" must be a whole number from ${min} to ${max}`);
   }
   return v as number;
+}
+
+/** `consistentRead`: true (the native default) reads from the slice's leader; false lets any replica answer. */
+function consistentRead(p: Payload): boolean {
+  return optionalBool(p.consistentRead, 'consistentRead') ?? true;
 }
 
 function optionalBool(v: unknown, field: string): boolean | undefined {

@@ -39,12 +39,12 @@ const FIELDS: Record<OperationName, readonly string[]> = {
   ListTables: [],
   DeleteTable: ['table'],
   PutItem: ['table', 'item', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure'],
-  GetItem: ['table', 'key', 'attributes', 'projection', 'names'],
+  GetItem: ['table', 'key', 'attributes', 'projection', 'names', 'consistentRead'],
   UpdateItem: ['table', 'key', 'update', 'set', 'remove', 'add', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure'],
   DeleteItem: ['table', 'key', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure'],
-  GetItems: ['table', 'shardingKey', 'bucket', 'sortingKey', 'keyCondition', 'filter', 'reverse', 'limit', 'marker', 'attributes', 'projection', 'names', 'values', 'segment', 'totalSegments'],
+  GetItems: ['table', 'shardingKey', 'bucket', 'sortingKey', 'keyCondition', 'filter', 'reverse', 'limit', 'marker', 'attributes', 'projection', 'names', 'values', 'segment', 'totalSegments', 'consistentRead'],
   BatchWrite: ['table', 'puts', 'deletes'],
-  BatchGet: ['table', 'keys', 'attributes', 'projection', 'names'],
+  BatchGet: ['table', 'keys', 'attributes', 'projection', 'names', 'consistentRead'],
   DescribeSlices: ['table'],
   Advise: ['table', 'shardingKey', 'sortingKey', 'evenDistribution', 'items', 'accessLog', 'expectedItems', 'momentWrites'],
 };
@@ -129,7 +129,7 @@ export class Operations {
 
   private async GetItem(p: Payload) {
     const r = parseGetItem(this.context, p);
-    return { item: await this.router.send(r.op) };
+    return { item: await this.router.read(r.op, r.consistent) };
   }
 
   private async UpdateItem(p: Payload) {
@@ -155,11 +155,11 @@ export class Operations {
       case 'nothing':
         return { items: [], examined: 0 };
       case 'range': {
-        const [items, lastKey, more, , examined] = await this.router.send(r.op);
+        const [items, lastKey, more, , examined] = await this.router.read(r.op, r.consistent);
         return more && lastKey !== null ? { items, examined, marker: rangeMarker(lastKey) } : { items, examined };
       }
       case 'buckets':
-        return gatherBuckets({ tableId: r.tableId, buckets: r.buckets, reverse: r.reverse, limit: r.limit, send: (op) => this.router.send(op) });
+        return gatherBuckets({ tableId: r.tableId, buckets: r.buckets, reverse: r.reverse, limit: r.limit, send: (op) => this.router.read(op, r.consistent) });
       case 'scan':
         return this.scanPage(r.op, r.limit);
     }
@@ -177,8 +177,8 @@ export class Operations {
   }
 
   private async BatchGet(p: Payload) {
-    const { gets } = parseBatchGet(this.context, p);
-    const results = await Promise.allSettled(gets.map((g) => this.router.send(g.op)));
+    const { gets, consistent } = parseBatchGet(this.context, p);
+    const results = await Promise.allSettled(gets.map((g) => this.router.read(g.op, consistent)));
     const failures: ItemFailure[] = [];
     const items = results.map((r, i) => {
       if (r.status === 'fulfilled') return r.value;

@@ -76,6 +76,18 @@ export class RouterView implements Routing, TableSource {
     return owner < 0 ? null : this.links[owner];
   }
 
+  replicaLinks(slice: number): NodeLink[] {
+    const v = this.current();
+    const owner = v.owners[slice];
+    if (owner < 0) return [];
+    const out: NodeLink[] = [];
+    for (const node of [owner, ...(v.followers?.[slice] ?? [])]) {
+      const link = this.links[node];
+      if (link !== undefined && link !== null) out.push(link);
+    }
+    return out;
+  }
+
   presentLinks(): NodeLink[] {
     return this.links.filter((l): l is NodeLink => l !== null);
   }

@@ -18,27 +18,31 @@
 //   link was lost or given up ("the op was not sent to it"). An answer of
 //   unknown outcome (a lost connection or a silent node with the op in flight, a
 //   deposed leader) is sent again the same way only for an `idempotent` op, one
-//   whose end state and answer are the same if it is applied twice (an
+//   whose end state and answer are the same if it is applied twice (a read; an
 //   unconditional put or delete whose result the caller does not return); never
 //   for a conditional write or an update (ADD, counters), which may have been
 //   applied (docs/replication.md).
 // - A move's freeze: a scan waits in Routing.scanLinks until no slice of its
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
-import { KeysliceError } from '../../shared/errors.js';
+import { KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { workerOf } from '../../shared/hashing.js';
-import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
-import { wasNotSent } from '../metadata/node-link.js';
 import type { Routing } from './routing.js';
 import type { SliceChannel } from './slice-channel.js';
 
 /** The ops on one key or one key range of one slice: [kind, tableId, slice, ...]. */
 export type SliceBoundOp = Extract<SliceOpMessage, [typeof SliceOp.Put | typeof SliceOp.Get | typeof SliceOp.Delete | typeof SliceOp.Update | typeof SliceOp.Range, ...unknown[]]>;
+/** The reads that any replica of the slice may answer when the caller asks for an eventually consistent read. */
+export type ReadOp = Extract<SliceOpMessage, [typeof SliceOp.Get | typeof SliceOp.Range, ...unknown[]]>;
 /** One worker's part of a scan page: [Scan, tableId, fromSlice, afterKey, limit, projection, filter, toSlice]. */
 export type ScanOp = Extract<SliceOpMessage, [typeof SliceOp.Scan, ...unknown[]]>;
 
 export class Router {
+  /** Counts eventually consistent reads: each goes to the next connected replica of its slice (read below). */
+  private spread = 0;
+
   constructor(private readonly cluster: Routing) {}
 
   get sliceCount(): number {
@@ -80,6 +84,41 @@ export class Router {
         if (attempt + 1 - failoverTries >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0)) throw err;
         await this.cluster.afterWrongOwner(attempt);
       }
+    }
+  }
+
+  /** A read: `consistent`, from the leader (send). Otherwise from one replica of the slice, the leader among
+   * them, taken in turn by a counter over the replicas whose nodes are connected: it costs nothing per read, needs
+   * no load figures, and spreads a slice's reads evenly over its R replicas (random choice would too, but less
+   * evenly over short runs, and not reproducibly). The replica answers from what it applied (committed records,
+   * maybe behind the leader: docs/replication.md); one that may not answer yet (ReplicaNotReady), is not at this
+   * map's epoch (WrongOwner), cannot be reached (Unavailable: a read changes nothing, so it is simply asked of
+   * the leader) or does not answer within REPLICA_READ_TIMEOUT_MS (frozen) leaves the read to the leader's path,
+   * with its retries; there a read whose outcome is unknown (its leader froze or was deposed with it in flight)
+   * is sent again, since reading twice changes nothing. */
+  async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
+    // Reading twice changes nothing: a read whose outcome is unknown (its leader froze or died with it in flight) is sent again.
+    if (consistent || this.cluster.replicationFactor <= 1) return this.send(op, true);
+    const replicas = this.cluster.replicaLinks(op[2]);
+    const ready = replicas.filter((l) => l.state === 'ready');
+    if (ready.length === 0) return this.send(op, true);
+    this.spread = (this.spread + 1) % 0x40000000;
+    const link = ready[this.spread % ready.length];
+    if (link === replicas[0]) return this.send(op, true); // the leader: its own path
+    const replicaOp: SliceOpMessage = op[0] === SliceOp.Get ? [SliceOp.ReplicaGet, op[1], op[2], op[3], op[4]] : [SliceOp.ReplicaRange, op[1], op[2], op[3]];
+    const asked = link.send(op[2], replicaOp);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new KeysliceError('Unavailable', `no answer from ${link.url} within ${REPLICA_READ_TIMEOUT_MS} ms`)), REPLICA_READ_TIMEOUT_MS);
+    });
+    asked.catch(() => {}); // a late answer, or its failure, is not waited for once the leader is asked
+    try {
+      return (await Promise.race([asked, late])) as ResultOf<Op>;
+    } catch (err) {
+      if (!(err instanceof KeysliceError) || !FALL_BACK_TO_LEADER.has(err.code)) throw err;
+      return this.send(op, true);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -158,18 +197,13 @@ export class Router {
   }
 }
 
-/** A node's answer that a replicated slice has no serving leader there (no election finished for it,
- * or it was deposed before the op ran): nothing was applied, so the op may be sent again. The node
- * says it in these words (slice-worker), and answers of unknown outcome never contain them. */
-const NO_SERVING_LEADER = 'has no serving leader';
-export function isNoServingLeader(err: KeysliceError): boolean {
-  return err.code === 'Unavailable' && err.message.includes(NO_SERVING_LEADER);
-}
+/** What an eventually consistent read answered by a follower may fail with and still be read from the leader. */
+const FALL_BACK_TO_LEADER: ReadonlySet<string> = new Set(['ReplicaNotReady', 'WrongOwner', 'Unavailable']);
 
 /** Whether an op that failed with `err` during a failover may be sent again: it was not applied
  * (refused by a replica that does not serve, or never sent), or its outcome is unknown (any other
  * Unavailable: a lost connection, a deposed or silent leader) and applying it twice changes nothing. */
 function mayResend(err: KeysliceError, idempotent: boolean): boolean {
   if (err.code !== 'Unavailable') return false;
-  return idempotent || isNoServingLeader(err) || wasNotSent(err);
+  return idempotent || wasNotApplied(err);
 }

@@ -23,6 +23,9 @@ export interface Routing {
   layout(): { nodes: string[]; owners: number[] };
   /** The link of the node that owns `slice`, or null while no node has joined. */
   linkOf(slice: number): SliceChannel | null;
+  /** The links of the nodes that hold a replica of `slice`, its leader's first (the leader's alone at R=1,
+   * or while the map names no follower); empty while no node has joined. */
+  replicaLinks(slice: number): SliceChannel[];
   /** Links of the nodes that are part of the cluster (not removed). */
   presentLinks(): SliceChannel[];
   /** The owner's link of every slice in [from, to), once none of them is between a move's

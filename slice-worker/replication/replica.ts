@@ -127,6 +127,11 @@ export class Replica {
   private selfMatch = 0;
   /** The index of this leader's barrier: it serves once that is committed (see serving). */
   private leadFrom = 0;
+  // Follower state for eventually consistent reads (see readable).
+  /** The term of the leader whose Append or Snapshot this replica last took or refused for a gap; 0: none since start. */
+  private heardTerm = 0;
+  /** The largest commit index that leader sent it. */
+  private heardCommit = 0;
 
   constructor(
     readonly id: ReplicaId,
@@ -155,6 +160,19 @@ export class Replica {
    * host that executes writes against its applied state (a worker) may do so from now on. */
   get serving(): boolean {
     return this.leading && this.commit >= this.leadFrom;
+  }
+  /** Whether a follower may answer an eventually consistent read from what it applied (docs/replication.md,
+   * "Eventually consistent reads"): it heard from the leader of the term it promised since it started, and it
+   * has applied every record up to the commit index that leader sent it. So a replica being built (new in the
+   * set, catching up after a restart or a gap, installing a snapshot followed by records) never answers
+   * "not found" for an item it has not got yet: it learns the leader's commit point from the first Append or
+   * Snapshot, whether it takes it or refuses it for a gap, and stays unreadable until it applied that far. A
+   * replica that restarted, or promised a newer term to an election, waits for its leader's first word. It may
+   * still be behind a commit it has not heard of (the leader's next Append or heartbeat brings it: within a
+   * tick once writes stop, unless it is cut off from the leader). A leader is not readable here: its store
+   * runs ahead of the commit point, so its reads take the consistent path (held until committed). */
+  get readable(): boolean {
+    return !this.leading && this.heardTerm === this.promisedTerm && this.heardTerm > 0 && this.applied >= this.heardCommit;
   }
   /** The index of the last record applied through host.apply. */
   get appliedIndex(): number {
@@ -427,6 +445,7 @@ export class Replica {
     }
     if (this.leading && m.term === this.promisedTerm) return this.refuse(from, 'StaleTerm', `two leaders of term ${m.term}`); // cannot happen: one Lead per term
     this.promise(m.term);
+    this.heardFrom(m.term, m.commitIndex);
     if (m.prevIndex > this.lastIndex) return this.refuse(from, 'LogGap', `the records start after index ${m.prevIndex}; this replica's log ends at ${this.lastIndex}`);
     let records = m.records;
     if (m.prevIndex < this.snapIndex) {
@@ -454,6 +473,7 @@ export class Replica {
   private onSnapshot(from: ReplicaId, m: ReplicationMessage & { type: 'Snapshot' }): void {
     if (m.term < this.promisedTerm) return this.refuse(from, 'StaleTerm', `a snapshot of term ${m.term}; this replica promised term ${this.promisedTerm}`);
     this.promise(m.term);
+    this.heardFrom(m.term, m.commitIndex);
     if (m.index > this.commit) {
       // Replaces everything this replica applied (all of it is in the snapshot, which is committed).
       this.host.disk.write({ kind: 'snapshot', index: m.index, term: m.lastTerm, state: m.state });
@@ -484,6 +504,16 @@ export class Replica {
       if (upTo > this.commit && this.termAt(upTo) !== undefined) this.advanceCommit(upTo);
       this.host.send(to, { type: 'AppendOk', term, matchIndex, commitIndex: durableCommit });
     });
+  }
+
+  /** The leader of `term` sent its commit index: what this follower must have applied before it may answer reads. */
+  private heardFrom(term: number, commitIndex: number): void {
+    assert(term === this.promisedTerm, 'a follower hears from the leader of the term it promised');
+    if (term !== this.heardTerm) {
+      this.heardTerm = term;
+      this.heardCommit = 0;
+    }
+    this.heardCommit = Math.max(this.heardCommit, commitIndex);
   }
 
   private appendLocal(records: ReplicaRecord[]): void {

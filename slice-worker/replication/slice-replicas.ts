@@ -64,6 +64,12 @@ export class SliceReplicas {
     return this.of(slice).serving;
   }
 
+  /** Whether this worker's follower replica of `slice` may answer an eventually consistent read from its
+   * store (Replica.readable: it has applied what its leader last said is committed). */
+  readable(slice: number): boolean {
+    return this.replicas.get(slice)?.readable ?? false;
+  }
+
   /** Proposes the effects of one task, one record per slice; answers [slice, index] for each.
    * Every slice touched must be served here (the caller checked before executing). */
   propose(effects: Effect[]): [number, number][] {

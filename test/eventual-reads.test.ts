@@ -1,0 +1,171 @@
+// Eventually consistent reads through real processes (docs/replication.md, "Eventually consistent reads"):
+// a coordinator, its routers and three slice nodes, every slice on all three (R=3). A read with
+// consistentRead false goes to any replica of its slice, followers included; once writes stop, every
+// replica answers the last value within a bounded time (an idle follower learns the last commit point from
+// its leader's heartbeat); and the reads really reach the followers: each node's read counter grows, where
+// consistent reads of the same key grow the leader's alone.
+import { CreateTableCommand, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { ClusterStatus } from '../shared/api.js';
+import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
+import { useCluster } from './cluster-fixture.js';
+import { dynamoClient } from './dynamodb-fixture.js';
+
+const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3 });
+const T = 'eventual';
+/** Once writes stop, every replica answers the last value within this. */
+const STALE_MS_MAX = 2_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function status(): Promise<ClusterStatus> {
+  const res = await fetch(`${c.cluster.url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: c.cluster.clusterSecret } });
+  return (await res.json()) as ClusterStatus;
+}
+
+/** Reads served per node (the slice nodes' counters for the table, DescribeSlices). */
+async function readsPerNode(table = T): Promise<Map<string, number>> {
+  const load = await c.client.describeSlices(table);
+  expect(load.complete).toBe(true);
+  return new Map(load.nodes.map((n) => [n.node, n.reads]));
+}
+
+function grew(before: Map<string, number>, after: Map<string, number>): number[] {
+  return c.cluster.nodes.map((n) => (after.get(n.url) ?? 0) - (before.get(n.url) ?? 0));
+}
+
+beforeAll(async () => {
+  await c.client.createTable(T, { name: 'id', type: 'string' });
+  // Every slice has an elected leader (bounded).
+  const until = Date.now() + 20_000;
+  for (;;) {
+    const { leaders } = (await status()).replication;
+    if (leaders.replicated > 0 && leaders.led === leaders.replicated) break;
+    if (Date.now() > until) throw new Error('not every slice has an elected leader');
+    await sleep(200);
+  }
+});
+
+describe('eventually consistent reads (R=3, 3 nodes)', () => {
+  it('answer the last value from every replica within a bounded time once writes stop', async () => {
+    const ids = Array.from({ length: 40 }, (_, i) => `k${i}`);
+    for (const v of [1, 2]) await Promise.all(ids.map((id) => c.client.putItem(T, { id, v })));
+    const stopped = Date.now();
+    // Each pass reads every key three times in a row: the router takes the replicas in turn, so each
+    // replica answers for each key. A pass with no stale answer: every replica holds the last value.
+    let stale = 0;
+    let lastStaleMs = 0;
+    let clean = false;
+    const passMs: number[] = [];
+    for (let pass = 0; pass < 200 && !clean && Date.now() - stopped < 5 * STALE_MS_MAX; pass++) {
+      const passStarted = Date.now();
+      clean = true;
+      for (const id of ids) {
+        for (let k = 0; k < 3; k++) {
+          const item = await c.client.getItem(T, { id }, { consistentRead: false });
+          expect(item === null || item.v === 1 || item.v === 2).toBe(true); // a value once written, never another
+          if (item?.v === 2) continue;
+          stale++;
+          clean = false;
+          lastStaleMs = Date.now() - stopped;
+        }
+      }
+      passMs.push(Date.now() - passStarted);
+    }
+    console.log(`eventual reads: last stale answer ${lastStaleMs} ms after the last write (${stale} stale answers; passes of 120 reads took ${passMs.join(', ')} ms)`);
+    expect(clean).toBe(true);
+    expect(lastStaleMs).toBeLessThan(STALE_MS_MAX);
+    // And it stays so; the other read paths agree.
+    for (const id of ids) {
+      for (let k = 0; k < 3; k++) expect((await c.client.getItem(T, { id }, { consistentRead: false }))?.v).toBe(2);
+    }
+    const batch = await c.client.batchGet(T, ids.map((id) => ({ id })), { consistentRead: false });
+    expect(batch.failures).toEqual([]);
+    expect(batch.items.map((i) => i?.v)).toEqual(ids.map(() => 2));
+    const range = await c.client.getItems({ table: T, shardingKey: 'k3', consistentRead: false });
+    expect(range.items.map((i) => i.v)).toEqual([2]);
+  });
+
+  it('reach the followers: every node serves eventual reads of one key, only its leader consistent ones', async () => {
+    await c.client.putItem(T, { id: 'hot', v: 'x' });
+    const r0 = await readsPerNode();
+    for (let i = 0; i < 60; i++) expect((await c.client.getItem(T, { id: 'hot' }))?.v).toBe('x');
+    const r1 = await readsPerNode();
+    const consistent = grew(r0, r1);
+    expect(consistent.filter((n) => n > 0)).toEqual([60]); // the leader's node alone
+    for (let i = 0; i < 90; i++) expect((await c.client.getItem(T, { id: 'hot' }, { consistentRead: false }))?.v).toBe('x');
+    const eventual = grew(r1, await readsPerNode());
+    console.log(`reads of one key per node: consistent ${consistent.join('/')}, eventual ${eventual.join('/')}`);
+    // Each of the three replicas answered a share (about a third; a follower that may not answer yet leaves its read to the leader).
+    for (const n of eventual) expect(n).toBeGreaterThanOrEqual(10);
+    expect(eventual.reduce((a, n) => a + n, 0)).toBe(90);
+  });
+
+  it('DynamoDB GetItem is eventually consistent unless ConsistentRead is true, as in DynamoDB', async () => {
+    const ddb = dynamoClient(c.cluster.url);
+    try {
+      await ddb.send(new CreateTableCommand({ TableName: 'ddb', AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }], KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }], BillingMode: 'PAY_PER_REQUEST' }));
+      await ddb.send(new PutItemCommand({ TableName: 'ddb', Item: { pk: { S: 'hot' }, v: { S: 'x' } } }));
+      const get = async (consistent: boolean | undefined) => {
+        const r = await ddb.send(new GetItemCommand({ TableName: 'ddb', Key: { pk: { S: 'hot' } }, ...(consistent === undefined ? {} : { ConsistentRead: consistent }) }));
+        expect(r.Item?.v).toEqual({ S: 'x' });
+      };
+      const r0 = await readsPerNode('ddb');
+      for (let i = 0; i < 30; i++) await get(true);
+      const r1 = await readsPerNode('ddb');
+      expect(grew(r0, r1).filter((n) => n > 0)).toEqual([30]);
+      for (let i = 0; i < 60; i++) await get(i % 2 === 0 ? undefined : false);
+      const eventual = grew(r1, await readsPerNode('ddb'));
+      for (const n of eventual) expect(n).toBeGreaterThanOrEqual(5);
+    } finally {
+      ddb.destroy();
+    }
+  });
+
+  it('are answered by the followers while the leader is frozen (SIGSTOP), before any election', async () => {
+    await c.client.putItem(T, { id: 'hot', v: 'x' });
+    const r0 = await readsPerNode();
+    for (let i = 0; i < 10; i++) await c.client.getItem(T, { id: 'hot' });
+    const leaderAt = grew(r0, await readsPerNode()).findIndex((n) => n === 10);
+    expect(leaderAt).toBeGreaterThanOrEqual(0);
+    const leader = c.cluster.nodes[leaderAt];
+    leader.child.kill('SIGSTOP');
+    try {
+      const frozenAt = Date.now();
+      // The election takes the heartbeat timeout (1.5 s) at least: an answer before 1 s came from a follower.
+      const answeredMs = await Promise.all(
+        Array.from({ length: 30 }, async () => {
+          expect((await c.client.getItem(T, { id: 'hot' }, { consistentRead: false }))?.v).toBe('x');
+          return Date.now() - frozenAt;
+        }),
+      );
+      const early = answeredMs.filter((ms) => ms < 1_000).length;
+      console.log(`leader frozen: ${early} of 30 eventual reads answered within 1 s, the slowest after ${Math.max(...answeredMs)} ms`);
+      expect(early).toBeGreaterThanOrEqual(15);
+    } finally {
+      leader.child.kill('SIGCONT');
+    }
+  });
+
+  it('consistent reads in flight on a frozen leader (SIGSTOP) are sent again to the new one: slower, not failed', async () => {
+    await c.client.putItem(T, { id: 'cold', v: 'y' });
+    const r0 = await readsPerNode();
+    for (let i = 0; i < 10; i++) await c.client.getItem(T, { id: 'cold' });
+    const leaderAt = grew(r0, await readsPerNode()).findIndex((n) => n === 10);
+    expect(leaderAt).toBeGreaterThanOrEqual(0);
+    const leader = c.cluster.nodes[leaderAt];
+    leader.child.kill('SIGSTOP');
+    try {
+      // Sent at once, so they are in flight on the frozen node when the failover gives it up (outcome unknown).
+      const got = await Promise.allSettled(Array.from({ length: 20 }, () => c.client.getItem(T, { id: 'cold' })));
+      const failed = got.filter((g) => g.status === 'rejected').map((g) => String((g as PromiseRejectedResult).reason));
+      expect(failed).toEqual([]);
+      for (const g of got) expect((g as PromiseFulfilledResult<{ v: string } | null>).value?.v).toBe('y');
+    } finally {
+      leader.child.kill('SIGCONT');
+    }
+  });
+
+  it('refuses a consistentRead that is not a boolean', async () => {
+    await expect(c.client.getItem(T, { id: 'hot' }, { consistentRead: 'no' as unknown as boolean })).rejects.toThrow(/"consistentRead" must be true or false/);
+  });
+});
