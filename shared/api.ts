@@ -343,6 +343,9 @@ export interface LeadersReport {
   led: number;
   /** Slices whose last replica-set change has not settled (their elections need a majority of the old set too). */
   unsettled: number;
+  /** Slices with a replica move under way (replica rebalancing onto a node that joined: a new replica added,
+   * the one it replaces not dropped yet). */
+  moving: number;
   /** Elections and leadership handovers since the coordinator started. */
   elections: number;
   handovers: number;

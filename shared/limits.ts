@@ -177,6 +177,11 @@ export const REPLICA_CATCH_UP_PROBE_MS = 250;
  * record of the old leader (which then gets no new writes) so that it wins the election's tie. */
 export const LEADER_HANDOVERS_IN_FLIGHT_MAX = 8;
 export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
+/** Replica rebalancing onto a node that joins (R > 1, --rebalance yes): slices whose replica moves at once.
+ * Each move changes the slice's replica set twice (a replica added, then the one it replaces dropped),
+ * and each change is an election that deposes the leader for a moment (its uncommitted writes answer
+ * with an unknown outcome), so a join under load moves a few slices at a time rather than all. */
+export const REPLICA_MOVES_IN_FLIGHT_MAX = 4;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 

@@ -25,6 +25,13 @@ export function encodeEffects(effects: Effect[]): Uint8Array {
   return packr.pack(effects);
 }
 
+/** The same bytes in a buffer of their own, for bytes that are kept (a replica's log) or posted to
+ * another thread: packr.pack gives a view into a buffer it reuses (32 KiB or more), which a view
+ * would keep alive and which a postMessage would copy whole. */
+export function encodeEffectsOwned(effects: Effect[]): Uint8Array {
+  return new Uint8Array(packr.pack(effects));
+}
+
 export function decodeEffects(bytes: Uint8Array): Effect[] {
   return unpackr.unpack(bytes) as Effect[];
 }

@@ -1,5 +1,5 @@
 // The slice node process: a WebSocket server for the coordinator in front of
-// one single-thread piscina pool per worker. Frames are decoded only as far as
+// one worker thread per worker. Frames are decoded only as far as
 // the outer envelope; each worker's ops travel to it as the bytes they came in.
 // At start each worker recovers its slices from its folder before the node
 // listens, so a coordinator never reaches a node that is still recovering.

@@ -1,7 +1,13 @@
-// The node's side of one worker thread: a single-thread piscina pool and a
-// queue. While the worker runs a task, batches that arrive wait; when it is
-// done they all go in the next task, so they share one log append and one
-// flush (group commit). Order is kept: batches run in the order they came.
+// The node's side of one worker thread: the thread and a queue. While the worker
+// runs a task, batches that arrive wait; when it is done they all go in the next
+// task, so they share one log append and one flush (group commit). Order is kept:
+// batches run in the order they came.
+//
+// A plain Worker and its own port, one task at a time (worker-thread.ts is the
+// other end). This was a single-thread piscina pool; piscina's machinery for
+// spreading tasks over threads had nothing to spread here, and its per-task cost
+// showed at one request in flight: a round trip to an idle thread took 101 µs
+// through piscina against 63 µs by postMessage (bench/hop-floor.ts, bench/PROFILE.md).
 //
 // Replication: a MessagePort, given to the worker at open, carries replication
 // messages both ways and the answers the worker held until their records were
@@ -10,16 +16,19 @@
 // the worker runs the next tasks meanwhile. Messages for the worker wait while
 // an assignment that changes its replicated slices is queued or running, so
 // that they reach it after that assignment, as they came after it.
-import { MessageChannel, type MessagePort } from 'node:worker_threads';
-import { Piscina } from 'piscina';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
+import type { ThreadAnswer } from './worker-thread.js';
 import type { ReplicationMessage } from '../shared/replication-protocol.js';
 import type { ChunkAnswer, ChunkOutcome, NodePortMessage, OpenSummary, ReplicaControl, WorkerConfig, WorkerPortMessage, WorkerTask } from './worker.js';
 
 type Waiting = { bytes: Uint8Array; trusted: boolean; control: ReplicaControl | null; resolve: (r: ChunkOutcome) => void; reject: (e: unknown) => void };
 
 export class WorkerChannel {
-  private readonly pool: Piscina;
+  private readonly thread: Worker;
+  /** What settles the task the thread runs now (one at a time); null while it runs none. */
+  private current: { resolve: (result: unknown) => void; reject: (err: unknown) => void } | null = null;
+  private destroyed = false;
   private waiting: Waiting[] = [];
   private busy = false;
   private readonly port: MessagePort;
@@ -37,19 +46,21 @@ export class WorkerChannel {
     /** What the worker's replicas send: [slice, to, message] of one of its turns. */
     private readonly onReplication: (out: [slice: number, to: number, message: ReplicationMessage][]) => void = () => {},
   ) {
-    this.pool = new Piscina({
-      filename: new URL('./worker.js', import.meta.url).href,
-      minThreads: 1,
-      maxThreads: 1,
-      idleTimeout: Number.MAX_SAFE_INTEGER,
-      // Not 'sync' (the default): with it an idle worker thread blocks in Atomics.wait until the next
-      // task, so the snapshot it writes between tasks (worker.ts) would stall. 'disabled' keeps the
-      // thread's event loop turning; measured as fast here (about 25,000 trivial tasks/s either way).
-      atomics: 'disabled',
-      workerData: config,
-    });
+    // The thread keeps its own event loop turning between tasks (worker.ts writes snapshots and
+    // runs replication timers there), so it waits for tasks on its port, not in Atomics.wait.
+    this.thread = new Worker(new URL('./worker-thread.js', import.meta.url), { workerData: config });
     // A worker thread holds its slices in memory: if it dies, the node must not go on pretending.
-    this.pool.on('error', onFailure);
+    this.thread.on('error', onFailure);
+    this.thread.on('exit', (code) => {
+      if (!this.destroyed) onFailure(new Error(`worker thread exited (code ${code})`));
+    });
+    this.thread.on('message', (answer: ThreadAnswer) => {
+      const current = this.current;
+      assert(current !== null, 'an answer from the worker thread for the task it was given');
+      this.current = null;
+      if ('failed' in answer) current.reject(answer.failed);
+      else current.resolve(answer.result);
+    });
     const channel = new MessageChannel();
     this.port = channel.port1;
     this.workerPort = channel.port2;
@@ -58,7 +69,16 @@ export class WorkerChannel {
   }
 
   open(): Promise<OpenSummary> {
-    return this.pool.run({ kind: 'open', port: this.workerPort } satisfies WorkerTask, { transferList: [this.workerPort as never] }) as Promise<OpenSummary>;
+    return this.runTask({ kind: 'open', port: this.workerPort }, [this.workerPort]) as Promise<OpenSummary>;
+  }
+
+  /** Hands the thread one task; the caller gives it the next only once this one settled. */
+  private runTask(task: WorkerTask, transfer: (ArrayBuffer | MessagePort)[]): Promise<unknown> {
+    assert(this.current === null, 'one task at a time on a worker thread');
+    return new Promise((resolve, reject) => {
+      this.current = { resolve, reject };
+      this.thread.postMessage(task, transfer);
+    });
   }
 
   /** Runs one packed op batch; resolves with its packed results once durable (and, for replicated
@@ -115,8 +135,9 @@ export class WorkerChannel {
     const group = this.waiting;
     this.waiting = [];
     const task: WorkerTask = { kind: 'batch', chunks: group.map((w) => w.bytes), trusted: group.map((w) => w.trusted), controls: group.map((w) => w.control) };
-    this.pool.run(task, { transferList: group.map((w) => w.bytes.buffer as ArrayBuffer) }).then(
-      (results: ChunkAnswer[]) => {
+    this.runTask(task, group.map((w) => w.bytes.buffer as ArrayBuffer)).then(
+      (answer) => {
+        const results = answer as ChunkAnswer[];
         group.forEach((w, i) => this.settle(w, results[i]));
         const controls = group.filter((w) => w.control !== null).length;
         if (controls > 0) {
@@ -136,8 +157,9 @@ export class WorkerChannel {
     );
   }
 
-  destroy(): Promise<void> {
+  async destroy(): Promise<void> {
+    this.destroyed = true;
     this.port.close();
-    return this.pool.destroy();
+    await this.thread.terminate();
   }
 }

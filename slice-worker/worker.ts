@@ -1,4 +1,4 @@
-// A worker thread (piscina task module). Each thread owns the slices with
+// A worker thread (its task function; worker-thread.ts wires it to the node). Each thread owns the slices with
 // workerOf(slice, workerCount) === workerIndex (shared/hashing.ts) for its whole life: one writer, no locks.
 //
 // Tasks: 'open' recovers the worker's state from its folder (snapshot, then

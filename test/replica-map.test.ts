@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
+import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
+import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import { keyslice } from './cli-run.js';
 
 const dirs: string[] = [];
@@ -100,6 +102,73 @@ describe('replica sets in the cluster map', () => {
     map.addNode('ws://127.0.0.1:9100');
     expect(map.replicationFactor).toBe(3);
     expectWellPlaced(map, 3);
+  });
+
+  it('moves a replica onto a node that joined in two steps: the new one added and the old one kept, leaving, until it is dropped', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 'auto', dir);
+    const added = map.addNode('ws://127.0.0.1:9100');
+    // Full sets take no replica on the new node by themselves: replica rebalancing moves some there.
+    expect(map.replicaCounts()).toEqual([64, 64, 64, 0]);
+    const follower = map.replicasOf(5)[1];
+    const epoch = map.epoch;
+    map.moveReplicas([{ slice: 5, from: follower, to: added }]);
+    expect(map.epoch).toBe(epoch); // followers are not routing
+    expect(map.replicasOf(5)).toHaveLength(4);
+    expect(map.replicasOf(5)).toContain(added);
+    expect(map.leavingOf(5)).toBe(follower);
+    // One change at a time per slice, and only onto a node outside the set.
+    expect(() => map.moveReplicas([{ slice: 5, from: map.ownerOf(5), to: added }])).toThrow(/no replica leaving already/);
+    expect(() => map.moveReplicas([{ slice: 6, from: added, to: map.ownerOf(6) }])).toThrow(/holds a replica/);
+    // Later placements and a restart keep the larger set (the leaving replica is not trimmed, nor its replacement).
+    map.setOwner(7, (map.ownerOf(7) + 1) % 3);
+    const again = open(3, 'auto', dir);
+    expect(again.nodes).toHaveLength(4);
+    expect(again.replicasOf(5)).toEqual(map.replicasOf(5));
+    expect(again.leavingOf(5)).toBe(follower);
+    again.dropLeavingReplicas([{ slice: 5, node: follower }]);
+    expect(again.replicasOf(5)).toHaveLength(3);
+    expect(again.replicasOf(5)).not.toContain(follower);
+    expect(again.leavingOf(5)).toBe(-1);
+    // The leader's replica may move too: its drop names another replica as leader, at a new term.
+    const leader = again.ownerOf(9);
+    const term = again.termOf(9);
+    again.moveReplicas([{ slice: 9, from: leader, to: added }]);
+    expect(again.replicasOf(9)).toHaveLength(4);
+    again.dropLeavingReplicas([{ slice: 9, node: leader }]);
+    expect(again.replicasOf(9)).toHaveLength(3);
+    expect(again.replicasOf(9)).not.toContain(leader);
+    expect(again.termOf(9)).toBeGreaterThan(term);
+    // Only a leaving (or draining) replica is dropped.
+    expect(() => again.dropLeavingReplicas([{ slice: 10, node: again.replicasOf(10)[1] }])).toThrow(/drains or leaves/);
+    expectWellPlaced(again, 3);
+  });
+
+  it('keeps a replica that left a slice\'s set in its node\'s assignment while the change is not settled', () => {
+    // The old set's majority may need it (a node of that set killed meanwhile): it answers for the slice until
+    // the change settled. No node is connected here, so no election runs and the change stays unsettled.
+    const map = open(3, 'auto');
+    const added = map.addNode('ws://127.0.0.1:9100');
+    const leaders = new ReplicaLeaders(map, [], FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const follower = map.replicasOf(5)[1];
+      map.moveReplicas([{ slice: 5, from: follower, to: added }]);
+      leaders.sync();
+      map.dropLeavingReplicas([{ slice: 5, node: follower }]);
+      leaders.sync();
+      expect(map.replicasOf(5)).not.toContain(follower);
+      expect(leaders.settled(5)).toBe(false);
+      const listed = (node: number) => assignReplication(map, node, (s) => leaders.membersOf(s))?.replicas.find(([s]) => s === 5)?.[1];
+      expect(listed(follower)).toEqual([...map.replicasOf(5), follower]);
+      // Every replica of the sets lists it too (the new leader replicates to it, and takes its answers).
+      expect(listed(added)).toContain(follower);
+      expect(assignReplication(map, follower, (s) => leaders.membersOf(s))?.peers.map(([n]) => n)).toContain(added);
+      // A slice whose set did not change lists the map's set alone.
+      const leader6 = map.replicasOf(6)[0];
+      expect(assignReplication(map, leader6, (s) => leaders.membersOf(s))?.replicas.find(([s]) => s === 6)?.[1]).toEqual(map.replicasOf(6));
+    } finally {
+      leaders.close();
+    }
   });
 
   it('keeps replicas and terms across a restart of the coordinator', () => {

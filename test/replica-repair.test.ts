@@ -39,8 +39,19 @@ async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
   return st!;
 }
 
+/** Waits until the replica moves that the nodes' joining started are done and every change settled: the 4th
+ * node to join takes its share of replicas (docs/replication.md), and the stories below start from a settled
+ * cluster, whose replica sets they read before their kill or drain. */
+async function rebalanced(e: Elastic, timeoutMs = 60_000): Promise<void> {
+  await waitFor(async () => {
+    const st = await e.status();
+    return st.moves.pending === 0 && st.replication.leaders.unsettled === 0 && st.replication.leaders.moving === 0;
+  }, 'the replica moves onto the nodes that joined to end', timeoutMs);
+}
+
 /** 300 items, then 4 writers updating them; the victim is a node that leads slices. */
 async function underWrites(e: Elastic) {
+  await rebalanced(e);
   await allLed(e);
   await bulk(e, 300);
   const load = new WriteLoad(e.client, 'elastic', 4, 8);

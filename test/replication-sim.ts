@@ -267,8 +267,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     }
     const delivered = m;
     if (to === COORDINATOR) deliverLater(from, to, () => coordinatorReceive(from, delivered), true);
-    // A node drops what comes for a slice whose set it is not in (slice-worker/main.ts, routeReplication).
-    else deliverLater(from, to, () => set.includes(to) && replicas[to]?.receive(from, delivered), true);
+    // A node drops what comes for a slice its assignment does not list (slice-worker/main.ts, routeReplication): it
+    // lists the set and, until the change settled, the older sets of the change (replica-leaders.ts assignReplication).
+    else deliverLater(from, to, () => coordinator.members.includes(to) && replicas[to]?.receive(from, delivered), true);
   }
 
   // ---- replicas ----
@@ -403,18 +404,26 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     coordinator = coordinator.changedTo(next, usedTerm, failoverHost, choose);
     const before = set;
     set = next;
-    // A node that left the set stops leading the slice when its assignment says so (worker.ts takeControl).
-    for (const n of before) {
-      if (next.includes(n)) continue;
+    for (const n of before) if (!next.includes(n)) departed.add(n);
+    releaseDeparted();
+    published = false;
+    // The map's leader, when it left the set, is replaced by the first replica until the election names one.
+    if (mapLeader !== null && !set.includes(mapLeader)) mapLeader = set[0];
+  }
+  /** Replicas that left the set, still listed by their assignment until the change settled (assignReplication). */
+  const departed = new Set<number>();
+  /** A node that left the set stops leading the slice when its assignment no longer lists it (worker.ts takeControl):
+   * once the change settled (ReplicaLeaders.tick reassigns then). */
+  function releaseDeparted(): void {
+    for (const n of departed) {
+      if (coordinator.members.includes(n)) continue;
+      departed.delete(n);
       whenAwake(n, () => {
-        if (set.includes(n)) return;
+        if (coordinator.members.includes(n)) return;
         if (opts.store === true) sliceReplicas[n]?.resign(STORE_SLICE);
         else replicas[n]?.resign();
       });
     }
-    published = false;
-    // The map's leader, when it left the set, is replaced by the first replica until the election names one.
-    if (mapLeader !== null && !set.includes(mapLeader)) mapLeader = set[0];
   }
   function randomChange(): void {
     const outside = ids.filter((n) => !set.includes(n));
@@ -511,6 +520,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   // ---- ticks and faults ----
   function tick(): void {
     coordinator.tick();
+    releaseDeparted();
     if (faulty) {
       drainStep();
       if (random() < changePerSecond * (TICK_MS / 1000)) randomChange();

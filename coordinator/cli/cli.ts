@@ -136,13 +136,16 @@ function moveLine(m: MoveReport): string {
 }
 
 function render(st: ClusterStatus, url: string): string {
-  const rows = [['NODE', 'STATUS', 'UP', 'SLICES', 'ITEMS', 'BYTES', 'READS/S', 'WRITES/S', 'HEARTBEAT']];
+  // With replicated slices a node leads SLICES and holds REPLICAS (leading or following): replica moves show there.
+  const replicated = st.replication.factor > 1;
+  const rows = [['NODE', 'STATUS', 'UP', 'SLICES', ...(replicated ? ['REPLICAS'] : []), 'ITEMS', 'BYTES', 'READS/S', 'WRITES/S', 'HEARTBEAT']];
   for (const n of st.nodes) {
     rows.push([
       n.node,
       n.status,
       n.up ? 'yes' : 'NO',
       String(n.slices),
+      ...(replicated ? [String(n.replicas)] : []),
       String(n.items),
       size(n.bytes),
       n.readsPerSecond.toFixed(0),

@@ -16,8 +16,11 @@
 // nodes, replicasOf(slice) = [leader, ...followers]; the leader is the owner above, so
 // routing is unchanged. Each slice has replicas on active nodes up to the effective
 // replication factor, refilled after every change. A draining node keeps the replicas it
-// has (and takes no new ones) until the drain takes each out (dropDrainedReplicas), once
+// has (and takes no new ones) until the drain takes each out (dropLeavingReplicas), once
 // its replacement on an active node has caught up: for a while such a slice has R + 1.
+// A replica rebalanced onto a node that joined (moveReplicas) works the same way for one slice:
+// the new replica is added, and the replica it replaces is marked leaving (kept, like a draining
+// node's) until it has caught up; then dropLeavingReplicas takes the leaving one out.
 // Each slice has a leader term that only grows, and grows whenever its leader changes:
 // a replica refuses records of an older term, so a deposed leader cannot be acknowledged.
 import { randomBytes } from 'node:crypto';
@@ -48,8 +51,11 @@ interface ClusterMapState {
   /** termsUsed[slice]: the largest term an election of the slice used (persisted before any replica
    * hears of it), so that a restarted coordinator never uses a term twice. Absent in older maps. */
   termsUsed?: number[];
+  /** leaving[slice]: a replica of the slice that leaves its set once its replacement caught up (replica
+   * rebalancing, moveReplicas), or -1. Absent in older maps (none). */
+  leaving?: number[];
 }
-type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[] };
+type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[] };
 
 /** One slice's election outcome to record (coordinator/metadata/replica-leaders.ts). */
 export interface Elected {
@@ -73,7 +79,7 @@ export class ClusterMap {
     private readonly replication: ReplicationSetting,
   ) {
     assert(replication === 'auto' || (Number.isSafeInteger(replication) && replication >= 1), 'a replication factor is at least 1');
-    assert(state.followers.length === state.sliceCount && state.terms.length === state.sliceCount, 'followers and a term per slice');
+    assert(state.followers.length === state.sliceCount && state.terms.length === state.sliceCount && state.leaving.length === state.sliceCount, 'followers, a term and a leaving mark per slice');
     checkReplicas(state);
     assert(state.owners.length === state.sliceCount, 'one owner per slice');
     assert(state.status.length === state.nodes.length, 'one status per node');
@@ -100,6 +106,7 @@ export class ClusterMap {
         followers: saved.followers ?? saved.owners.map(() => []),
         terms: saved.terms ?? saved.owners.map(() => 1),
         termsUsed: saved.termsUsed ?? saved.terms ?? saved.owners.map(() => 1),
+        leaving: saved.leaving ?? saved.owners.map(() => -1),
       }, replication);
       if (saved.clusterId === undefined) map.save(map.state);
       for (const url of nodes) map.addNode(url);
@@ -118,6 +125,7 @@ export class ClusterMap {
       followers: owners.map(() => []),
       terms: owners.map(() => 1),
       termsUsed: owners.map(() => 1),
+      leaving: owners.map(() => -1),
     };
     placeFollowers(state, effectiveFactor(replication, state));
     const map = new ClusterMap(path, state, replication);
@@ -209,17 +217,20 @@ export class ClusterMap {
         next.followers[s] = next.followers[s].slice(1);
       }
       next.followers = next.followers.map((f) => f.filter((n) => n !== node));
+      next.leaving = next.leaving.map((n) => (n === node ? -1 : n));
       next.status[node] = 'removed';
     });
   }
 
-  /** A drain's step (coordinator/metadata/membership.ts): each pair's node, draining, leaves the slice's
-   * replica set; a slice it led is led, in the map, by its first follower on an active node until the
-   * election that the changed set starts names its leader. One change at a new epoch. */
-  dropDrainedReplicas(drops: readonly { slice: number; node: number }[]): void {
+  /** A drain's or a replica move's second step (coordinator/metadata/membership.ts): each pair's node,
+   * draining or marked leaving the slice, leaves the slice's replica set; a slice it led is led, in the
+   * map, by its first follower on an active node until the election that the changed set starts names
+   * its leader. One change at a new epoch. */
+  dropLeavingReplicas(drops: readonly { slice: number; node: number }[]): void {
     this.commit((next) => {
       for (const { slice, node } of drops) {
-        assert(next.status[node] === 'draining', `node ${node} drains`);
+        assert(next.status[node] === 'draining' || next.leaving[slice] === node, `node ${node} drains or leaves slice ${slice}`);
+        if (next.leaving[slice] === node) next.leaving[slice] = -1;
         const set = [next.owners[slice], ...next.followers[slice]];
         assert(set.includes(node), `node ${node} is a replica of slice ${slice}`);
         const rest = set.filter((n) => n !== node);
@@ -229,6 +240,36 @@ export class ClusterMap {
         next.followers[slice] = rest.filter((n) => n !== leader);
       }
     });
+  }
+
+  /** Replica rebalancing onto a node that joined (membership.ts rebalanceReplicas), the first step: each
+   * slice gets a replica on `to` (an active node not in its set), and its replica on `from` is marked
+   * leaving: it stays in the set (R + 1 for a while, like a draining node's) until the replica on `to`
+   * has caught up, and then dropLeavingReplicas takes it out. Followers are not routing: no new epoch. */
+  moveReplicas(moves: readonly { slice: number; from: number; to: number }[]): void {
+    const next = structuredClone(this.state);
+    for (const { slice, from, to } of moves) {
+      const set = [next.owners[slice], ...next.followers[slice]];
+      assert(next.leaving[slice] === -1, `slice ${slice} has no replica leaving already (one change at a time)`);
+      assert(set.includes(from) && !set.includes(to), `node ${from} holds a replica of slice ${slice} and node ${to} none`);
+      assert(next.status[to] === 'active' && next.status[from] === 'active', 'a replica moves between active nodes');
+      next.followers[slice] = [...next.followers[slice], to];
+      next.leaving[slice] = from;
+    }
+    placeFollowers(next, effectiveFactor(this.replication, next));
+    for (const { slice, to } of moves) assert(this.replicasOfState(next, slice).includes(to), `the new replica of slice ${slice} is kept`);
+    checkReplicas(next);
+    this.save(next);
+    this.state = next;
+  }
+
+  /** The replica of the slice that leaves its set once its replacement caught up (moveReplicas), or -1. */
+  leavingOf(slice: number): number {
+    return this.state.leaving[slice];
+  }
+
+  private replicasOfState(s: State, slice: number): number[] {
+    return s.owners[slice] < 0 ? [] : [s.owners[slice], ...s.followers[slice]];
   }
 
   /** Leadership rebalancing (coordinator/metadata/replica-leaders.ts handOver): routing names follower `to`
@@ -438,11 +479,14 @@ function checkReplicas(s: State): void {
     assert(new Set([owner, ...f]).size === f.length + 1, 'a slice\'s replicas are on distinct nodes');
     assert(f.every((n) => n >= 0 && n < s.nodes.length && (s.status[n] === 'active' || s.status[n] === 'draining')), 'followers are on present nodes');
     assert(Number.isSafeInteger(s.terms[slice]) && s.terms[slice] >= 1, 'a term is a positive integer');
+    // A leaving replica is one of the set, and the set keeps R others besides it (its replacement included).
+    assert(s.leaving[slice] === -1 || (s.leaving[slice] === owner || f.includes(s.leaving[slice])), 'a leaving replica is in its slice\'s set');
   }
 }
 
 /** Keeps each slice's followers that are still valid (on active nodes, at most as many as the factor
- * asks for; on draining nodes, all of them: a drain takes them out once their replacement caught up)
+ * asks for, besides a leaving one; on draining nodes and the leaving one, all of them: a drain or a
+ * replica move takes them out once their replacement caught up)
  * and fills the replicas on active nodes (the leader's included) up to the factor from the active
  * nodes after the leader, in node order (a ring), so that a slice's replicas spread like its leaders
  * do. Returns whether anything changed. */
@@ -458,9 +502,10 @@ function placeFollowers(s: State, factor: number): boolean {
       continue;
     }
     // One replica (R=1) is the leader alone: a draining owner's slice moves whole (slice-mover.ts) instead.
-    const wanted = factor <= 1 ? 0 : factor - (s.status[owner] === 'active' ? 1 : 0);
-    const onActive = before.filter((n) => n !== owner && s.status[n] === 'active').slice(0, wanted);
-    const kept = before.filter((n) => onActive.includes(n) || (n !== owner && s.status[n] === 'draining'));
+    const leaving = s.leaving[slice];
+    const wanted = factor <= 1 ? 0 : factor - (s.status[owner] === 'active' && owner !== leaving ? 1 : 0);
+    const onActive = before.filter((n) => n !== owner && n !== leaving && s.status[n] === 'active').slice(0, wanted);
+    const kept = before.filter((n) => onActive.includes(n) || (n !== owner && (s.status[n] === 'draining' || n === leaving)));
     for (let k = 1, added = onActive.length; k <= s.nodes.length && added < wanted; k++) {
       const n = (owner + k) % s.nodes.length;
       if (n !== owner && active.includes(n) && !kept.includes(n)) {

@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVES_IN_FLIGHT_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
@@ -76,7 +76,7 @@ export class Membership {
         sliceCount: this.map.sliceCount,
         slices: this.map.slicesOf(index),
         clusterId: this.map.clusterId,
-        replication: assignReplication(this.map, index),
+        replication: assignReplication(this.map, index, (s) => this.leaders?.membersOf(s) ?? this.map.replicasOf(s)),
       }),
       () => this.map.epoch,
       this.log,
@@ -455,12 +455,17 @@ export class Membership {
    * then from the node with the most slices to the one with the fewest while they
    * differ by more than one. Nodes that are down are counted but not moved to or from. */
   rebalance(): void {
-    if (!this.autoRebalance && !this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
-    // Replicated slices are not copied by slice moves: a drain changes their replica sets (drainReplicas),
-    // and leaderships are handed over between replicas (rebalanceLeaders).
+    // A replica move started before (a coordinator restarted with --rebalance no) is finished all the same.
+    if (!this.autoRebalance && !this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining') && this.movingReplicas() === 0) return;
+    // Replicated slices are not copied by slice moves: a drain, and replica rebalancing onto a node that
+    // joined, change their replica sets (drainReplicas, rebalanceReplicas), and leaderships are handed over
+    // between replicas (rebalanceLeaders).
     if (this.map.replicationFactor > 1) {
       this.drainReplicas();
-      if (this.autoRebalance) this.rebalanceLeaders();
+      if (this.autoRebalance) {
+        this.rebalanceReplicas();
+        this.rebalanceLeaders();
+      }
       return;
     }
     const now = Date.now();
@@ -499,41 +504,122 @@ export class Membership {
     }
   }
 
-  /** A drain with replicated slices (docs/replication.md). Setting the node draining placed a new replica
-   * on an active node for each slice it holds one of; the sets' elections (among the old sets' majority)
-   * told their leaders. Here a slice's replica on the draining node leaves the set once the leader
-   * elected for the set is known and every other replica of it says (Pong) that it durably holds that
-   * leader's barrier: every write acknowledged before, so the new replica has caught up. Slices the node
-   * led are led, in the map, by another replica, and elected again (that election counts the larger
-   * set's majority). What is ready in one turn leaves in one map change. */
+  /** A drain with replicated slices (docs/replication.md), and the second step of a replica move
+   * (rebalanceReplicas). Setting the node draining placed a new replica on an active node for each slice
+   * it holds one of (a move placed one on the node that joined, and marked the replica it replaces
+   * leaving); the sets' elections (by joint majorities) told their leaders. Here a slice's replica on the
+   * draining node (or the leaving one) leaves the set once the leader elected for the set is known and
+   * every other replica of it says (Pong) that it durably holds that leader's barrier: every write
+   * acknowledged before, so the new replica has caught up. Slices the node led are led, in the map, by
+   * another replica, and elected again (that election counts the larger set's majority). What is ready
+   * in one turn leaves in one map change. */
   private drainReplicas(): void {
     const drops: { slice: number; node: number }[] = [];
-    for (let node = 0; node < this.map.nodes.length; node++) {
-      if (this.map.statusOf(node) !== 'draining') continue;
-      for (let slice = 0; slice < this.map.sliceCount; slice++) {
-        const set = this.map.replicasOf(slice);
-        if (!set.includes(node)) continue;
-        const term = this.leaders.electedTerm(slice);
-        // The change that added the new replica settles first (joint majorities, docs/replication.md): the next one
-        // then counts only the larger set, whose majorities the replicas left make without the drained node.
-        if (term === null || !this.leaders.settled(slice)) continue;
-        const rest = set.filter((n) => n !== node);
-        // Every replica is asked (not only the first behind), so that one turn learns about them all.
-        const behind = rest.filter((n) => !this.leaders.holdsTerm(slice, n, term));
-        if (behind.length > 0 || rest.filter((n) => this.map.statusOf(n) === 'active').length < Math.min(2, this.map.replicationFactor)) continue;
-        // The invariant of a replica-set change: the set that is left is a majority of replicas that hold
-        // every acknowledged write (here all of them), so no election after it can lose one.
-        assert(rest.length >= Math.floor(set.length / 2) + 1 && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
-        drops.push({ slice, node });
-      }
+    for (let slice = 0; slice < this.map.sliceCount; slice++) {
+      const set = this.map.replicasOf(slice);
+      const leaving = this.map.leavingOf(slice);
+      // A slice has at most one unsettled change (below), so one replica leaves it at a time: the marked one
+      // first, then a draining node's.
+      const node = leaving >= 0 ? leaving : set.find((n) => this.map.statusOf(n) === 'draining');
+      if (node === undefined) continue;
+      const term = this.leaders.electedTerm(slice);
+      // The change that added the new replica settles first (joint majorities, docs/replication.md): the next one
+      // then counts only the larger set, whose majorities the replicas left make without the drained node.
+      if (term === null || !this.leaders.settled(slice)) continue;
+      const rest = set.filter((n) => n !== node);
+      // Every replica is asked (not only the first behind), so that one turn learns about them all.
+      const behind = rest.filter((n) => !this.leaders.holdsTerm(slice, n, term));
+      if (behind.length > 0 || rest.filter((n) => this.map.statusOf(n) === 'active').length < Math.min(2, this.map.replicationFactor)) continue;
+      // The invariant of a replica-set change: the set that is left is a majority of replicas that hold
+      // every acknowledged write (here all of them), so no election after it can lose one.
+      assert(rest.length >= Math.floor(set.length / 2) + 1 && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
+      drops.push({ slice, node });
     }
     if (drops.length === 0) return;
-    this.map.dropDrainedReplicas(drops);
+    const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
+    this.map.dropLeavingReplicas(drops);
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
-    const drained = [...new Set(drops.map((d) => d.node))];
+    const drained = [...new Set(drops.filter((d) => this.map.statusOf(d.node) === 'draining').map((d) => d.node))];
     const counts = this.map.replicaCounts();
-    this.log(`drain: ${drops.length} slices' replicas left ${drained.map((n) => this.map.nodes[n]).join(', ')} (their new replicas caught up); ${drained.map((n) => counts[n]).join(', ')} to go`);
+    if (drained.length > 0) {
+      this.log(`drain: ${drops.length - moved.length} slices' replicas left ${drained.map((n) => this.map.nodes[n]).join(', ')} (their new replicas caught up); ${drained.map((n) => counts[n]).join(', ')} to go`);
+    }
+    if (moved.length > 0) {
+      this.log(`replica rebalancing: ${moved.length} slices' replicas left ${[...new Set(moved.map((d) => this.map.nodes[d.node]))].join(', ')} (their new replicas caught up); replicas per node now ${counts.filter((_, i) => this.map.statusOf(i) !== 'removed').join(', ')}`);
+    }
+  }
+
+  /** Slices with a replica move under way (a new replica added, the one it replaces not dropped yet). */
+  private movingReplicas(): number {
+    let n = 0;
+    for (let slice = 0; slice < this.map.sliceCount; slice++) if (this.map.leavingOf(slice) >= 0) n++;
+    return n;
+  }
+
+  /** Replicas per node as they will be once the moves under way are done (a leaving replica counted gone). */
+  private replicaCountsAfterMoves(): number[] {
+    const counts = this.map.replicaCounts();
+    for (let slice = 0; slice < this.map.sliceCount; slice++) {
+      const leaving = this.map.leavingOf(slice);
+      if (leaving >= 0) counts[leaving]--;
+    }
+    return counts;
+  }
+
+  /** Replica rebalancing (R > 1; docs/replication.md): while the active nodes that are up hold numbers of
+   * replicas that differ by more than one (a node joined a cluster whose replica sets were full), moves a
+   * replica of a slice from the node that holds most to the one that holds fewest, by the drain's two
+   * steps: the slice gets a replica on the light node (the map marks the heavy node's replica leaving),
+   * its set's election tells the leader, which brings the new replica up from its log or a snapshot; once
+   * the change settled and every replica but the leaving one holds the elected leader's barrier,
+   * drainReplicas drops the leaving one. A follower's replica is moved rather than the leader's where
+   * the heavy node follows some slice (a leader's drop names another replica in the map until the
+   * election). At most REPLICA_MOVES_IN_FLIGHT_MAX slices at once, each one whose leader was elected for
+   * its set, whose last change settled, and whose replicas are all up (a move waits for every one of them
+   * to catch up). Waits while a node drains. */
+  private rebalanceReplicas(): void {
+    if (this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
+    let inFlight = this.movingReplicas();
+    if (inFlight >= REPLICA_MOVES_IN_FLIGHT_MAX) return;
+    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.isUp(i));
+    if (nodes.length < 2) return;
+    const counts = this.replicaCountsAfterMoves();
+    const moves: { slice: number; from: number; to: number }[] = [];
+    const chosen = new Set<number>();
+    while (inFlight < REPLICA_MOVES_IN_FLIGHT_MAX) {
+      const to = nodes.reduce((a, b) => (counts[b] < counts[a] ? b : a));
+      const from = nodes.reduce((a, b) => (counts[b] > counts[a] ? b : a));
+      if (counts[from] - counts[to] <= 1) break;
+      let pick: number | null = null;
+      for (let slice = 0; slice < this.map.sliceCount; slice++) {
+        const set = this.map.replicasOf(slice);
+        if (chosen.has(slice) || set.length <= 1 || !set.includes(from) || set.includes(to) || this.map.leavingOf(slice) >= 0) continue;
+        if (!set.every((n) => nodes.includes(n)) || this.leaders.electedTerm(slice) === null || !this.leaders.settled(slice)) continue;
+        // A follower's replica first: the leader keeps leading through the move's first change, and its own
+        // drop would need the map to name another leader until the election.
+        if (pick === null || (this.map.ownerOf(pick) === from && this.map.ownerOf(slice) !== from)) pick = slice;
+        if (this.map.ownerOf(pick) !== from) break;
+      }
+      if (pick === null) break;
+      moves.push({ slice: pick, from, to });
+      chosen.add(pick);
+      counts[from]--;
+      counts[to]++;
+      inFlight++;
+    }
+    if (moves.length === 0) return;
+    try {
+      this.map.moveReplicas(moves);
+    } catch (err) {
+      this.log(`cannot record replica moves in the cluster map (${(err as Error).message})`);
+      return;
+    }
+    // The nodes learn their new sets (reassign), then the sets' elections tell the leaders.
+    this.leaders.sync();
+    const byPair = new Map<string, number>();
+    for (const m of moves) byPair.set(`${this.map.nodes[m.from]} -> ${this.map.nodes[m.to]}`, (byPair.get(`${this.map.nodes[m.from]} -> ${this.map.nodes[m.to]}`) ?? 0) + 1);
+    this.log(`replica rebalancing: moving replicas of ${moves.length} slices (${[...byPair].map(([p, n]) => `${n} ${p}`).join(', ')}); ${this.pendingReplicaMoves(this.map.replicaCounts())} to go`);
   }
 
   /** Leadership rebalancing (R > 1): while the active nodes that are up lead numbers of slices that differ
@@ -541,7 +627,9 @@ export class Membership {
    * fewest, where that one holds a replica that is caught up (ReplicaLeaders.handOver). Waits while a
    * drain runs or any replicated slice has no elected leader (an election or a handover under way). */
   private rebalanceLeaders(): void {
-    if (this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
+    // Replica moves first: each of their changes elects a leader anew, and the node that joined leads
+    // only where it holds replicas.
+    if (this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining') || this.movingReplicas() > 0) return;
     const s = this.leaders.summary();
     if (s.replicated === 0 || s.led < s.replicated) return;
     const counts = this.map.counts();
@@ -626,7 +714,8 @@ export class Membership {
     // Until a change settles, an election needs a majority of the old set too: losing a node then can stall a slice.
     let unsettled = 0;
     for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
-    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettled, elections: s.elections, handovers: this.leaders.handovers, termMin: s.termMin, termMax: s.termMax };
+    const moving = this.movingReplicas();
+    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettled, moving, elections: s.elections, handovers: this.leaders.handovers, termMin: s.termMin, termMax: s.termMax };
     if (s.replicated === 0) return { leaders, note: '' };
     const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
     const waiting = s.replicated - s.led;
@@ -634,13 +723,20 @@ export class Membership {
       `${s.led} of ${s.replicated} replicated slices have an elected leader (${by.length > 0 ? by.join(', ') : 'none yet'})` +
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
+      (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections and ${this.leaders.handovers} leadership handovers since the coordinator started`;
     return { leaders, note };
   }
 
-  /** Replicas still to take off draining nodes (replicas are not rebalanced onto nodes that join yet). */
+  /** Replicas still to take off draining nodes, plus replica moves under way and (with --rebalance yes) a
+   * rough count of those still to start: the replicas over an even share on active nodes. */
   private pendingReplicaMoves(replicas: number[]): number {
-    return replicas.reduce((sum, n, i) => sum + (this.map.statusOf(i) === 'draining' ? n : 0), 0);
+    const draining = replicas.reduce((sum, n, i) => sum + (this.map.statusOf(i) === 'draining' ? n : 0), 0);
+    const active = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active');
+    if (!this.autoRebalance || active.length === 0) return draining + this.movingReplicas();
+    const after = this.replicaCountsAfterMoves();
+    const share = Math.ceil(active.reduce((sum, i) => sum + after[i], 0) / active.length);
+    return draining + this.movingReplicas() + active.reduce((sum, i) => sum + Math.max(0, after[i] - share), 0);
   }
 
   /** Moves still to make (a rough count: draining slices plus the excess over an even share). */

@@ -28,6 +28,8 @@ interface Run {
   key: string;
   /** When this failover last published a leader (0: not yet). */
   publishedAt: number;
+  /** Whether the nodes were told (Assign) that its change settled: a replica that left the set is no longer listed. */
+  settledSeen: boolean;
   /** A leadership handover (handOver): the election waits until `to` holds `from`'s last record, or `until`. */
   hold?: { from: number; to: number; since: number; until: number };
 }
@@ -41,12 +43,17 @@ interface PongSeen {
 
 const keyOf = (replicas: readonly number[]) => [...replicas].sort((a, b) => a - b).join(',');
 
-/** What Assign's replication field says to node `node` (null: none of its slices has followers). */
-export function assignReplication(map: ClusterMap, node: number): AssignReplication | null {
+/** What Assign's replication field says to node `node` (null: none of its slices has followers). A slice's set is
+ * the map's, followed by the replicas of the older sets of a change that has not settled (`membersOf`: every
+ * replica of every set of the change): a replica that left the set keeps its replica of the slice, and answers
+ * for it, until the change settled, since the old set's majority may need it (a node of the old set killed
+ * meanwhile would otherwise leave that set without a majority that answers). */
+export function assignReplication(map: ClusterMap, node: number, membersOf: (slice: number) => readonly number[] = (s) => map.replicasOf(s)): AssignReplication | null {
   const replicas: [number, number[]][] = [];
   const peers = new Set<number>();
   for (let s = 0; s < map.sliceCount; s++) {
-    const set = map.replicasOf(s);
+    const inMap = map.replicasOf(s);
+    const set = [...inMap, ...membersOf(s).filter((n) => !inMap.includes(n) && map.statusOf(n) !== 'removed')];
     if (set.length <= 1 || !set.includes(node)) continue;
     replicas.push([s, set]);
     for (const n of set) if (n !== node) peers.add(n);
@@ -132,7 +139,8 @@ export class ReplicaLeaders {
         run === undefined
           ? new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice))
           : run.failover.changedTo(replicas, this.map.lastTermUsed(slice), this.host(slice));
-      this.runs.set(slice, { failover, replicas, key, publishedAt: 0 });
+      // Only a change that some replica left has anything to tell once it settled.
+      this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: failover.members.every((n) => replicas.includes(n)) });
     }
     // The nodes learn their new replica sets before this turn's Prepares leave (flush runs after).
     if (changed) this.reassignAll();
@@ -144,6 +152,13 @@ export class ReplicaLeaders {
     const run = this.runs.get(slice);
     if (run === undefined || run.key !== keyOf(this.map.replicasOf(slice)) || run.publishedAt === 0 || run.failover.currentLeader === null) return null;
     return run.failover.currentTerm === this.map.termOf(slice) ? run.failover.currentTerm : null;
+  }
+
+  /** Every replica of every set of the slice's change while it has not settled, else the map's set (what
+   * Assign lists for the slice: assignReplication). */
+  membersOf(slice: number): readonly number[] {
+    const run = this.runs.get(slice);
+    return run === undefined || run.key !== keyOf(this.map.replicasOf(slice)) ? this.map.replicasOf(slice) : run.failover.members;
   }
 
   /** Whether the slice's last replica-set change settled (its elections and commits count its set alone, not
@@ -192,7 +207,7 @@ export class ReplicaLeaders {
     assert(replicas[0] === to && keyOf(replicas) === run.key, 'a handover changes the leader, not the replica set');
     const now = Date.now();
     const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
-    this.runs.set(slice, { failover, replicas, key: run.key, publishedAt: 0, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
+    this.runs.set(slice, { failover, replicas, key: run.key, publishedAt: 0, settledSeen: true, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
     this.handovers++;
     this.reassignAll();
     return true;
@@ -247,7 +262,13 @@ export class ReplicaLeaders {
     if (this.closed) return;
     this.sync();
     const now = Date.now();
+    let settled = false;
     for (const [slice, run] of this.runs) {
+      if (!run.settledSeen && run.failover.electorateSettled) {
+        // A replica that left the set (membersOf) no longer answers for the slice: its node's Assign drops it.
+        run.settledSeen = true;
+        settled = true;
+      }
       if (run.hold !== undefined) {
         if (now < run.hold.until && !this.handedOver(slice, run.hold)) continue;
         run.hold = undefined;
@@ -257,6 +278,7 @@ export class ReplicaLeaders {
       if (f.currentLeader === null && !f.quorumAmong((n) => this.ready(n))) continue;
       f.tick();
     }
+    if (settled) this.reassignAll();
   }
 
   private host(slice: number) {

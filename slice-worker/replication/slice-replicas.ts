@@ -13,7 +13,7 @@
 //   snapshot and committed records (replayCommitted), dropping what it executed
 //   that was never committed.
 // - The disk is the worker's replica log (replica-log.ts).
-import { decodeEffects, encodeEffects } from '../log-format.js';
+import { decodeEffects, encodeEffectsOwned } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import type { ReplicaLog } from './replica-log.js';
 import { Replica, type ReplicaId, type ReplicationMessage } from './replica.js';
@@ -85,7 +85,7 @@ export class SliceReplicas {
     }
     const out: [number, number][] = [];
     for (const [slice, list] of bySlice) {
-      const index = this.of(slice).propose(encodeEffects(list));
+      const index = this.of(slice).propose(encodeEffectsOwned(list));
       if (index === null) throw new Error(`invariant broken: effects of slice ${slice} were made while this worker does not lead it`);
       out.push([slice, index]);
     }
@@ -111,7 +111,7 @@ export class SliceReplicas {
       // items are in the worker log alone. They become the replica's first state, a snapshot at index 1 of
       // term 1 (no election uses term 1), so that an election (largest last record) chooses this replica and
       // the others get them as a snapshot. Without it the replica started empty and the items were dropped.
-      const state = encodeEffects([...this.store.sliceEntries(slice)]);
+      const state = encodeEffectsOwned([...this.store.sliceEntries(slice)]);
       disk.write({ kind: 'snapshot', index: 1, term: 1, state });
       found = { promisedTerm: 0, snapshot: { index: 1, term: 1, state }, records: [], commitIndex: 1 };
     }
@@ -132,7 +132,7 @@ export class SliceReplicas {
           this.store.replay([EFFECT_DROP_SLICE, slice, null]);
           if (state !== null) for (const e of decodeEffects(state)) this.store.replay(e);
         },
-        snapshotState: () => encodeEffects([...this.store.sliceEntries(slice)]),
+        snapshotState: () => encodeEffectsOwned([...this.store.sliceEntries(slice)]),
         committed: (index) => this.events.committed?.(slice, index),
         deposed: (term) => {
           // The store ran ahead of the commit point: put it back to exactly what is committed.

@@ -1,0 +1,208 @@
+// The floor of each kind of hop a request takes, at one message in flight, on this
+// machine: a loopback round trip to another process (plain TCP, and WebSocket as the
+// router and nodes use it), and a round trip from a main thread to a worker thread and
+// back (piscina as slice-worker/worker-channel.ts used it, a worker's own MessagePort,
+// and a doorbell on a SharedArrayBuffer with Atomics.wait / Atomics.waitAsync). Every
+// hop carries 64 bytes each way and does no work at the far end. Rounds go through the
+// hops in turn (so that the machine's load falls on all of them alike); each figure is
+// the median over rounds of a round's p50 (and p99), in microseconds.
+// `--gap-ms N` waits N ms between round trips, so that both ends fall asleep in between as
+// they do at one request in flight (without it the far end is often still awake).
+//   node dist/bench/hop-floor.js [--rounds 5] [--count 3000] [--gap-ms 0]
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import { loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import WebSocket, { WebSocketServer } from 'ws';
+
+const SELF = new URL(import.meta.url);
+const PAYLOAD_BYTES = 64;
+/** A round of one hop stops after this many round trips or this long, whichever comes first. */
+const ROUND_MS_MAX = 3000;
+
+/** A piscina task (this module is also the pool's task file): the bytes back. */
+export default function echo(bytes: Uint8Array): Uint8Array {
+  return bytes;
+}
+
+type Role = { role: 'port' } | { role: 'atomics'; sab: SharedArrayBuffer };
+
+function workerSide(): void {
+  const data = workerData as Role | undefined;
+  if (data?.role === 'port') {
+    parentPort!.on('message', (m: Uint8Array) => parentPort!.postMessage(m));
+  } else if (data?.role === 'atomics') {
+    // [0]: request sequence (main bumps it), [1]: answer sequence (the worker bumps it).
+    const seq = new Int32Array(data.sab);
+    let seen = 0;
+    for (;;) {
+      Atomics.wait(seq, 0, seen);
+      seen = Atomics.load(seq, 0);
+      if (seen < 0) return;
+      Atomics.store(seq, 1, seen);
+      Atomics.notify(seq, 1);
+    }
+  }
+  // Otherwise a piscina worker: piscina calls the default export.
+}
+
+async function serverSide(kind: string): Promise<void> {
+  if (kind === 'tcp') {
+    const srv = net.createServer((s) => {
+      s.setNoDelay(true);
+      s.on('data', (b) => s.write(b));
+    });
+    srv.listen(0, '127.0.0.1', () => console.log(String((srv.address() as net.AddressInfo).port)));
+  } else {
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    wss.on('connection', (ws) => ws.on('message', (d) => ws.send(d as Buffer)));
+    wss.on('listening', () => console.log(String((wss.address() as net.AddressInfo).port)));
+  }
+  process.on('SIGTERM', () => process.exit(0));
+}
+
+function startServer(kind: string): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, [SELF.pathname, '--serve', kind], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((done, fail) => {
+    child.stdout!.once('data', (b: Buffer) => done({ child, port: Number(b.toString().trim()) }));
+    child.once('exit', (code) => fail(new Error(`${kind} server exited (${code})`)));
+  });
+}
+
+/** A round trip: resolves once the answer is back. */
+type Hop = { name: string; once: () => Promise<void>; close: () => Promise<void> };
+
+async function tcpHop(): Promise<Hop> {
+  const { child, port } = await startServer('tcp');
+  const sock = net.connect(port, '127.0.0.1');
+  sock.setNoDelay(true);
+  await new Promise((r) => sock.once('connect', r));
+  const out = Buffer.alloc(PAYLOAD_BYTES, 1);
+  let got = 0;
+  let waiter: (() => void) | null = null;
+  sock.on('data', (b) => {
+    got += b.length;
+    if (got >= PAYLOAD_BYTES && waiter !== null) {
+      got -= PAYLOAD_BYTES;
+      const w = waiter;
+      waiter = null;
+      w();
+    }
+  });
+  return {
+    name: 'TCP echo, another process (loopback)',
+    once: () => new Promise<void>((r) => { waiter = r; sock.write(out); }),
+    close: async () => { sock.destroy(); child.kill('SIGTERM'); },
+  };
+}
+
+async function wsHop(): Promise<Hop> {
+  const { child, port } = await startServer('ws');
+  const ws = new WebSocket(`ws://127.0.0.1:${port}`, { generateMask: () => {} });
+  await new Promise((r, f) => { ws.once('open', r); ws.once('error', f); });
+  const out = Buffer.alloc(PAYLOAD_BYTES, 1);
+  let waiter: (() => void) | null = null;
+  ws.on('message', () => { const w = waiter; waiter = null; w?.(); });
+  return {
+    name: 'WebSocket echo, another process (ws, loopback)',
+    once: () => new Promise<void>((r) => { waiter = r; ws.send(out); }),
+    close: async () => { ws.terminate(); child.kill('SIGTERM'); },
+  };
+}
+
+function piscinaHop(atomics: 'disabled' | 'sync'): Hop {
+  const pool = new Piscina({ filename: SELF.href, minThreads: 1, maxThreads: 1, idleTimeout: Number.MAX_SAFE_INTEGER, atomics });
+  return {
+    name: `worker thread: piscina run() (atomics '${atomics}')`,
+    once: async () => {
+      const b = new Uint8Array(PAYLOAD_BYTES);
+      await pool.run(b, { transferList: [b.buffer as ArrayBuffer] });
+    },
+    close: () => pool.destroy(),
+  };
+}
+
+async function portHop(): Promise<Hop> {
+  const w = new Worker(SELF, { workerData: { role: 'port' } satisfies Role });
+  await new Promise((r) => w.once('online', r));
+  let waiter: (() => void) | null = null;
+  w.on('message', () => { const f = waiter; waiter = null; f?.(); });
+  return {
+    name: 'worker thread: postMessage both ways',
+    once: () => new Promise<void>((r) => {
+      waiter = r;
+      const b = new Uint8Array(PAYLOAD_BYTES);
+      w.postMessage(b, [b.buffer as ArrayBuffer]);
+    }),
+    close: async () => { await w.terminate(); },
+  };
+}
+
+async function atomicsHop(): Promise<Hop> {
+  const sab = new SharedArrayBuffer(8);
+  const seq = new Int32Array(sab);
+  const w = new Worker(SELF, { workerData: { role: 'atomics', sab } satisfies Role });
+  await new Promise((r) => w.once('online', r));
+  let n = 0;
+  return {
+    name: 'worker thread: Atomics.notify + Atomics.waitAsync',
+    once: async () => {
+      n++;
+      Atomics.store(seq, 0, n);
+      Atomics.notify(seq, 0);
+      while (Atomics.load(seq, 1) !== n) {
+        // Atomics.waitAsync: Node 20 has it; the ES2022 lib that tsconfig names does not.
+        const r = (Atomics as unknown as { waitAsync: (a: Int32Array, i: number, v: number) => { async: boolean; value: Promise<string> | string } }).waitAsync(seq, 1, n - 1);
+        if (r.async) await r.value;
+      }
+    },
+    close: async () => { Atomics.store(seq, 0, -1); Atomics.notify(seq, 0); await w.terminate(); },
+  };
+}
+
+const quantile = (s: number[], q: number) => s[Math.min(s.length - 1, Math.floor(s.length * q))];
+const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
+
+async function main(): Promise<void> {
+  const { values: opts } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, count: { type: 'string', default: '3000' }, 'gap-ms': { type: 'string', default: '0' } } });
+  const gapMs = Number(opts['gap-ms']);
+  const rounds = Number(opts.rounds);
+  const count = Number(opts.count);
+  const hops = [await tcpHop(), await wsHop(), piscinaHop('disabled'), piscinaHop('sync'), await portHop(), await atomicsHop()];
+  const p50s = hops.map((): number[] => []);
+  const p99s = hops.map((): number[] => []);
+  const load = [loadavg()[0]];
+  try {
+    for (let round = 0; round < rounds; round++) {
+      for (const [i, hop] of hops.entries()) {
+        for (let j = 0; j < 200; j++) await hop.once(); // warm
+        const lat: number[] = [];
+        const end = performance.now() + ROUND_MS_MAX;
+        while (lat.length < count && performance.now() < end) {
+          if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs));
+          const t0 = performance.now();
+          await hop.once();
+          lat.push((performance.now() - t0) * 1000);
+        }
+        lat.sort((a, b) => a - b);
+        p50s[i].push(quantile(lat, 0.5));
+        p99s[i].push(quantile(lat, 0.99));
+      }
+      load.push(loadavg()[0]);
+    }
+  } finally {
+    for (const h of hops) await h.close();
+  }
+  console.log(`| hop (64 bytes each way, 1 in flight${gapMs > 0 ? `, ${gapMs} ms apart` : ''}) | p50 µs | p99 µs |`);
+  console.log('|---|--:|--:|');
+  hops.forEach((h, i) => console.log(`| ${h.name} | ${median(p50s[i]).toFixed(0)} | ${median(p99s[i]).toFixed(0)} |`));
+  console.log(`\n1-minute load average during the run: ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`);
+}
+
+if (!isMainThread) workerSide();
+else if (process.argv[2] === '--serve') await serverSide(process.argv[3]);
+else if (process.argv[1] === SELF.pathname) {
+  main().then(() => process.exit(0), (err) => { console.error(err); process.exit(1); });
+}

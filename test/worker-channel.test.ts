@@ -1,0 +1,73 @@
+// The node's hand-off to a worker thread (slice-worker/worker-channel.ts), on a real
+// thread: a worker's answer comes back in a buffer of its own size. msgpackr packs
+// results into a buffer it reuses and grows to the largest result so far; an answer
+// cloned as the view it is copied that whole buffer on every task (hundreds of KiB
+// for a one-op GetItem once a large item had been read), which was most of a slice
+// node's CPU per op at one request in flight (bench/PROFILE.md, 2026-11-25).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeSliceResults, encodeSliceOps, RESULT_OK, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
+// The built module: its thread is dist/slice-worker/worker-thread.js, next to it.
+import { WorkerChannel } from '../dist/slice-worker/worker-channel.js';
+
+const TABLE = 7;
+const SLICE = 3;
+const BIG_BYTES = 300_000;
+
+describe('worker channel', () => {
+  let dir: string;
+  let channel: WorkerChannel;
+  const failures: unknown[] = [];
+  let failed: (err: unknown) => void = () => {};
+  const failure = new Promise<never>((_, reject) => (failed = reject));
+  failure.catch(() => {});
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'keyslice-worker-channel-'));
+    channel = new WorkerChannel(
+      { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 } },
+      (err) => {
+        failures.push(err);
+        failed(err);
+      },
+    );
+    await Promise.race([channel.open(), failure]);
+    const assigned = await channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE]]]), true);
+    expect(decodeSliceResults(assigned as Uint8Array)[0][0]).toBe(RESULT_OK);
+  });
+
+  afterAll(async () => {
+    await channel?.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const run = async (ops: SliceOpMessage[]) => {
+    const out = await channel.run(encodeSliceOps(ops));
+    if (typeof out === 'string') throw new Error(out);
+    return out;
+  };
+
+  it('answers a small read in a buffer of its own size after a large one', async () => {
+    const big = { k: 'big', pad: 'x'.repeat(BIG_BYTES) };
+    await run([[SliceOp.Put, TABLE, SLICE, 'big', big, BIG_BYTES + 16, null]]);
+    const bigAnswer = await run([[SliceOp.Get, TABLE, SLICE, 'big', null]]);
+    expect((decodeSliceResults(bigAnswer)[0][1] as { pad: string }).pad.length).toBe(BIG_BYTES);
+    for (let i = 0; i < 3; i++) {
+      const small = await run([[SliceOp.Get, TABLE, SLICE, 'missing', null]]);
+      expect(decodeSliceResults(small)).toEqual([[RESULT_OK, null]]);
+      expect(small.buffer.byteLength).toBe(small.byteLength);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('runs batches in the order they came, those that waited for the thread in one task', async () => {
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => run([[SliceOp.Put, TABLE, SLICE, `k${i}`, { k: `k${i}`, v: i }, 16, null], [SliceOp.Get, TABLE, SLICE, `k${i - 1}`, null]])));
+    answers.forEach((a, i) => {
+      const [, got] = decodeSliceResults(a);
+      expect(got).toMatchObject(i === 0 ? [RESULT_OK, null] : [RESULT_OK, { k: `k${i - 1}`, v: i - 1 }]);
+    });
+    expect(failures).toEqual([]);
+  });
+});
