@@ -23,10 +23,15 @@ async function status(): Promise<ClusterStatus> {
 }
 
 /** Reads served per node (the slice nodes' counters for the table, DescribeSlices). */
+/** Reads served per node, once every node answers (a node just woken from SIGSTOP may miss a round: bounded wait). */
 async function readsPerNode(table = T): Promise<Map<string, number>> {
-  const load = await c.client.describeSlices(table);
-  expect(load.complete).toBe(true);
-  return new Map(load.nodes.map((n) => [n.node, n.reads]));
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const load = await c.client.describeSlices(table);
+    if (load.complete) return new Map(load.nodes.map((n) => [n.node, n.reads]));
+    if (Date.now() > until) throw new Error('describeSlices stayed incomplete for 10 s: a node does not answer');
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 function grew(before: Map<string, number>, after: Map<string, number>): number[] {
