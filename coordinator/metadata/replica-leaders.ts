@@ -168,34 +168,42 @@ export class ReplicaLeaders {
     return false;
   }
 
-  /** Hands the slice's leadership to its follower `to` (leadership rebalancing; docs/replication.md):
-   * routing names `to` at once (the map's owner, a new epoch), so the old leader gets no new writes; the
-   * election waits (at most LEADER_HANDOVER_WAIT_MS_MAX) until `to` holds the old leader's last record,
-   * so that it wins the tie (the map's leader is listed first), then runs as any election: the replica
-   * with the largest (last term, last index) leads, the old one if `to` is still behind. Only for a
-   * slice whose leader was elected for its set and heard from; false (nothing done) otherwise. */
-  handOver(slice: number, to: number): boolean {
-    const run = this.runs.get(slice);
-    if (run === undefined || run.hold !== undefined || run.publishedAt === 0 || !run.failover.electorateSettled) return false;
-    const from = run.failover.currentLeader;
-    if (from === null || from === to || !run.replicas.includes(to) || !this.ready(from) || !this.ready(to)) return false;
-    // Only to a replica heard from lately: a frozen node keeps its link open but answers nothing.
-    if (Date.now() - (this.pongs.get(slice)?.get(to)?.at ?? 0) > this.probeIntervalMs) return false;
-    if (run.key !== keyOf(this.map.replicasOf(slice)) || this.map.ownerOf(slice) !== from) return false;
-    try {
-      this.map.handOver(slice, to);
-    } catch (err) {
-      this.log(`cannot record a leadership handover of slice ${slice} in the cluster map (${(err as Error).message})`);
-      return false;
+  /** Hands each slice's leadership to its follower `to` (leadership rebalancing; docs/replication.md):
+   * routing names `to` at once (the map's owner, a new epoch: one for all of them), so the old leader gets
+   * no new writes; each election waits (at most LEADER_HANDOVER_WAIT_MS_MAX) until `to` holds the old
+   * leader's last record, so that it wins the tie (the map's leader is listed first), then runs as any
+   * election: the replica with the largest (last term, last index) leads, the old one if `to` is still
+   * behind. Only for a slice whose leader was elected for its set and heard from; the others are left
+   * out. Answers how many were handed over. */
+  handOver(moves: readonly { slice: number; to: number }[]): number {
+    const ok: { slice: number; to: number; from: number; key: string }[] = [];
+    for (const { slice, to } of moves) {
+      const run = this.runs.get(slice);
+      if (run === undefined || run.hold !== undefined || run.publishedAt === 0 || !run.failover.electorateSettled) continue;
+      const from = run.failover.currentLeader;
+      if (from === null || from === to || !run.replicas.includes(to) || !this.ready(from) || !this.ready(to)) continue;
+      // Only to a replica heard from lately: a frozen node keeps its link open but answers nothing.
+      if (Date.now() - (this.pongs.get(slice)?.get(to)?.at ?? 0) > this.probeIntervalMs) continue;
+      if (run.key !== keyOf(this.map.replicasOf(slice)) || this.map.ownerOf(slice) !== from || ok.some((m) => m.slice === slice)) continue;
+      ok.push({ slice, to, from, key: run.key });
     }
-    const replicas = this.map.replicasOf(slice);
-    assert(replicas[0] === to && keyOf(replicas) === run.key, 'a handover changes the leader, not the replica set');
+    if (ok.length === 0) return 0;
+    try {
+      this.map.handOver(ok);
+    } catch (err) {
+      this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${(err as Error).message})`);
+      return 0;
+    }
     const now = Date.now();
-    const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
-    this.runs.set(slice, { failover, replicas, key: run.key, publishedAt: 0, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
-    this.handovers++;
+    for (const { slice, to, from, key } of ok) {
+      const replicas = this.map.replicasOf(slice);
+      assert(replicas[0] === to && keyOf(replicas) === key, 'a handover changes the leader, not the replica set');
+      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
+      this.runs.set(slice, { failover, replicas, key, publishedAt: 0, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
+    }
+    this.handovers += ok.length;
     this.reassignAll();
-    return true;
+    return ok.length;
   }
 
   /** Whether a handover's new leader holds the old one's last record, as both said after the handover began
