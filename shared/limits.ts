@@ -138,6 +138,13 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS = 1_500;
 /** How often a leader's liveness is asked; how long an election waits for a majority before it
  * starts again at a newer term; records a leader sends a follower in one append. */
 export const LEADER_HEARTBEAT_INTERVAL_MS = 500;
+/** A leader that misses the heartbeat timeout, or an election that misses its timeout, while its node (or the
+ * nodes it waits on) still answer other slices' messages is slow, not gone: it gets this many times the timeout
+ * before another election (coordinator/metadata/failover.ts). Under repeated SIGKILLs on a loaded machine, new
+ * leaders busy catching up a restarted follower were deposed 1.5 s after their election, and elections waiting on
+ * a restarting node's promises started again at a newer term, each round more work for the same busy nodes
+ * (bench/FAILOVER.md). A frozen or dead node answers nothing and is replaced after the plain timeout. */
+export const LEADER_SLOW_TIMEOUT_FACTOR = 3;
 export const LEADER_ELECTION_TIMEOUT_MS = 2_000;
 export const REPLICATION_APPEND_RECORDS_MAX = 256;
 /** The coordinator's failover runner looks at its slices this often (pings and timeouts). */

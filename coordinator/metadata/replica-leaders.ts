@@ -73,6 +73,8 @@ export class ReplicaLeaders {
   get probeIntervalMs(): number {
     return this.timing.pingIntervalMs * 2;
   }
+  /** node -> when its last Replicate frame came (a node that answers is slow, not gone: failover.ts). */
+  private readonly heardAt = new Map<number, number>();
   /** Leadership handovers done since this process started, for status. */
   handovers = 0;
 
@@ -219,6 +221,7 @@ export class ReplicaLeaders {
 
   /** Replication messages from node `node` (its link's frame). */
   receive(node: number, entries: ReplicateEntry[]): void {
+    this.heardAt.set(node, Date.now());
     for (const [slice, message] of entries) {
       const run = this.runs.get(slice);
       // A replica of an older set of an unsettled change answers too (its majority counts).
@@ -233,6 +236,7 @@ export class ReplicaLeaders {
 
   /** A node's link stopped being ready: its slices need a leader now, not after the heartbeat timeout. */
   linkLost(node: number): void {
+    this.heardAt.delete(node);
     for (const run of this.runs.values()) if (run.failover.currentLeader === node) run.failover.suspectLeader();
     this.tick();
   }
@@ -276,6 +280,8 @@ export class ReplicaLeaders {
         this.queueFlush();
       },
       now: () => Date.now(),
+      // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
+      heardFrom: (node: number) => (this.ready(node) ? (this.heardAt.get(node) ?? -Infinity) : -Infinity),
       persistTerm: (term: number) => {
         this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
         this.elections++;
@@ -330,7 +336,12 @@ export class ReplicaLeaders {
       const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
       if (started.length > 0 && Date.now() - this.lastStartLogAt >= 1_000) {
         this.lastStartLogAt = Date.now();
-        this.log(`elections started for ${started.length} slices (e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(started[0])})`);
+        const why = new Map<string, number>();
+        for (const slice of started) {
+          const r = this.runs.get(slice)?.failover.electionReason ?? '';
+          why.set(r, (why.get(r) ?? 0) + 1);
+        }
+        this.log(`elections started for ${started.length} slices (${[...why].map(([r, n]) => `${r}: ${n}`).join(', ')}; e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(started[0])})`);
       }
       const moved = elected.length;
       if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}`);
