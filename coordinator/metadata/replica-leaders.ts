@@ -14,7 +14,7 @@
 // need a majority of the new set AND of the old one (joint majorities) until the new leader's barrier is
 // committed on both (Pong.commitTerm says so).
 import { assert } from '../../shared/errors.js';
-import { FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
@@ -73,6 +73,10 @@ export class ReplicaLeaders {
   get probeIntervalMs(): number {
     return this.timing.pingIntervalMs * 2;
   }
+  private readonly tickMs: number;
+  private lastTickAt = Date.now();
+  /** How long this process was stalled since it started (tick): the failovers' clock leaves it out. */
+  private stalledMs = 0;
   /** node -> when its last Replicate frame came (a node that answers is slow, not gone: failover.ts). */
   private readonly heardAt = new Map<number, number>();
   /** Leadership handovers done since this process started, for status. */
@@ -87,7 +91,8 @@ export class ReplicaLeaders {
     /** Owners changed (new epoch): every node gets its assignment again. */
     private readonly reassignAll: () => void,
   ) {
-    this.timer = setInterval(() => this.tick(), Math.min(FAILOVER_TICK_MS, timing.pingIntervalMs));
+    this.tickMs = Math.min(FAILOVER_TICK_MS, timing.pingIntervalMs);
+    this.timer = setInterval(() => this.tick(), this.tickMs);
     this.timer.unref();
     this.sync();
   }
@@ -221,7 +226,7 @@ export class ReplicaLeaders {
 
   /** Replication messages from node `node` (its link's frame). */
   receive(node: number, entries: ReplicateEntry[]): void {
-    this.heardAt.set(node, Date.now());
+    this.heardAt.set(node, this.clock());
     for (const [slice, message] of entries) {
       const run = this.runs.get(slice);
       // A replica of an older set of an unsettled change answers too (its majority counts).
@@ -255,8 +260,22 @@ export class ReplicaLeaders {
     return this.links[node]?.state === 'ready';
   }
 
+  /** The failovers' clock: the time this process ran, without what it was stalled (see tick). */
+  private clock(): number {
+    return Date.now() - this.stalledMs;
+  }
+
   private tick(): void {
     if (this.closed) return;
+    // A tick that comes late by more than a few intervals means this process did not run meanwhile (a starved
+    // machine, a long GC): the Pongs and Prepareds of that time wait unread in the sockets, and timers run before
+    // them, so every leader would seem to have missed its heartbeat (seen under load: elections for all 1,024
+    // slices at once, bench/FAILOVER.md). That time does not count on the failovers' clock. A frozen or dead node
+    // is still found out after the heartbeat timeout of the coordinator's own running time.
+    const real = Date.now();
+    const late = real - this.lastTickAt - this.tickMs;
+    if (late > COORDINATOR_STALL_MS) this.stalledMs += late;
+    this.lastTickAt = real;
     this.sync();
     const now = Date.now();
     for (const [slice, run] of this.runs) {
@@ -279,7 +298,7 @@ export class ReplicaLeaders {
         box.push([slice, message]);
         this.queueFlush();
       },
-      now: () => Date.now(),
+      now: () => this.clock(),
       // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
       heardFrom: (node: number) => (this.ready(node) ? (this.heardAt.get(node) ?? -Infinity) : -Infinity),
       persistTerm: (term: number) => {
