@@ -148,8 +148,8 @@ export const LEADER_SLOW_TIMEOUT_FACTOR = 3;
 export const LEADER_ELECTION_TIMEOUT_MS = 2_000;
 export const REPLICATION_APPEND_RECORDS_MAX = 256;
 /** The coordinator's failover runner looks at its slices this often (pings and timeouts); a tick later than
- * this beyond its interval means the coordinator was stalled, and the stall does not count toward a leader's
- * heartbeat timeout (coordinator/metadata/replica-leaders.ts). */
+ * COORDINATOR_STALL_MS beyond its interval means the coordinator was stalled, and that tick looks at no timeout
+ * (the answers of the stall are read first: coordinator/metadata/replica-leaders.ts). */
 export const FAILOVER_TICK_MS = 100;
 export const COORDINATOR_STALL_MS = 300;
 /** The smallest --leader-timeout-ms: below it, a busy leader would be deposed for a slow answer. */

@@ -75,8 +75,8 @@ export class ReplicaLeaders {
   }
   private readonly tickMs: number;
   private lastTickAt = Date.now();
-  /** How long this process was stalled since it started (tick): the failovers' clock leaves it out. */
-  private stalledMs = 0;
+  /** Whether the last tick came late and looked at no timeout (tick). */
+  private skippedLate = false;
   /** node -> when its last Replicate frame came (a node that answers is slow, not gone: failover.ts). */
   private readonly heardAt = new Map<number, number>();
   /** Leadership handovers done since this process started, for status. */
@@ -226,7 +226,7 @@ export class ReplicaLeaders {
 
   /** Replication messages from node `node` (its link's frame). */
   receive(node: number, entries: ReplicateEntry[]): void {
-    this.heardAt.set(node, this.clock());
+    this.heardAt.set(node, Date.now());
     for (const [slice, message] of entries) {
       const run = this.runs.get(slice);
       // A replica of an older set of an unsettled change answers too (its majority counts).
@@ -260,22 +260,21 @@ export class ReplicaLeaders {
     return this.links[node]?.state === 'ready';
   }
 
-  /** The failovers' clock: the time this process ran, without what it was stalled (see tick). */
-  private clock(): number {
-    return Date.now() - this.stalledMs;
-  }
-
   private tick(): void {
     if (this.closed) return;
     // A tick that comes late by more than a few intervals means this process did not run meanwhile (a starved
     // machine, a long GC): the Pongs and Prepareds of that time wait unread in the sockets, and timers run before
     // them, so every leader would seem to have missed its heartbeat (seen under load: elections for all 1,024
-    // slices at once, bench/FAILOVER.md). That time does not count on the failovers' clock. A frozen or dead node
-    // is still found out after the heartbeat timeout of the coordinator's own running time.
-    const real = Date.now();
-    const late = real - this.lastTickAt - this.tickMs;
-    if (late > COORDINATOR_STALL_MS) this.stalledMs += late;
-    this.lastTickAt = real;
+    // slices at once, bench/FAILOVER.md). Such a tick looks at no timeout: the next one, after the sockets were
+    // read, does. Never two in a row, so a coordinator that is always late still times out a frozen leader.
+    const at = Date.now();
+    const late = at - this.lastTickAt - this.tickMs;
+    this.lastTickAt = at;
+    if (late > COORDINATOR_STALL_MS && !this.skippedLate) {
+      this.skippedLate = true;
+      return;
+    }
+    this.skippedLate = false;
     this.sync();
     const now = Date.now();
     for (const [slice, run] of this.runs) {
@@ -298,7 +297,7 @@ export class ReplicaLeaders {
         box.push([slice, message]);
         this.queueFlush();
       },
-      now: () => this.clock(),
+      now: () => Date.now(),
       // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
       heardFrom: (node: number) => (this.ready(node) ? (this.heardAt.get(node) ?? -Infinity) : -Infinity),
       persistTerm: (term: number) => {
