@@ -195,8 +195,12 @@ export class SliceFailover {
     this.host.send(chosen, { type: 'Lead', term, followers: this.members.filter((r) => r !== chosen), sets });
   }
 
+  /** Whether replica `r`'s node sent the coordinator anything in the last 1.5 ping intervals: a node that answers
+   * pings (of any of its slices) does, a frozen one does not. Shorter than the heartbeat timeout, so that the last
+   * frames a node sent before it froze (up to a ping interval after a slice's last Pong) do not delay that slice's
+   * election (a frozen leader is replaced after the timeout, as before). */
   private heardLately(r: ReplicaId, now: number): boolean {
-    return now - (this.host.heardFrom?.(r) ?? -Infinity) < this.timing.heartbeatTimeoutMs;
+    return now - (this.host.heardFrom?.(r) ?? -Infinity) < 1.5 * this.timing.pingIntervalMs;
   }
 
   /** Why the last election started (for the coordinator's log). */
