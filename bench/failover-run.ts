@@ -217,7 +217,11 @@ export function startFailover(opts: FailoverOptions): FailoverRun {
           a.latencyMs = now - a.sentAt;
           if (a.outcome === 'ack') {
             if (open.length > 0) {
-              for (const i of open) if (a.sentAt >= events[i].signalAt && eventSlices[i].has(a.slice)) events[i].failoverMs = now - events[i].signalAt;
+              for (const i of open) {
+                if (a.sentAt < events[i].signalAt || !eventSlices[i].has(a.slice)) continue;
+                events[i].failoverMs = now - events[i].signalAt;
+                opts.log?.(`[bench] event ${i + 1} (${events[i].node}): failover ${Math.round(now - events[i].signalAt)} ms (slice ${a.slice})`);
+              }
               open = open.filter((i) => events[i].failoverMs === null);
             }
             // A frozen node's write, answered once it was continued: the check below must find it.
@@ -269,6 +273,7 @@ export function startFailover(opts: FailoverOptions): FailoverRun {
           });
           node.child = again.child;
           watch(node);
+          opts.log?.(`[bench] ${node.name} restarted (ready ${Math.round(performance.now() - event.signalAt)} ms after the SIGKILL)`);
         } else {
           node.child.kill('SIGSTOP');
           await sleep(opts.stopMs, undefined, { signal: abort.signal }).catch(() => {});

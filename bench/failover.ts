@@ -5,7 +5,7 @@
 // Exits 1 if an acknowledged write was lost, an item appeared that no writer
 // attempted, or a value differs from the one written.
 //   node dist/bench/failover.js [--mode kill,stop] [--cycles 100] [--replication-factor 3] [--out bench/FAILOVER.md]
-import { writeFileSync } from 'node:fs';
+import { openSync, writeFileSync, writeSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { DURABILITY_DEFAULT, DURABILITY_MODES, type DurabilityMode } from '../shared/limits.js';
@@ -26,6 +26,7 @@ const args = parseArgs(
     'timeout-ms': { default: String(d.requestTimeoutMs), help: 'a write with no answer after this long counts as timed out (outcome unknown)' },
     'error-pause-ms': { default: String(d.errorPauseMs), help: 'a writer\'s pause after a write that failed (a client backs off)' },
     out: { help: 'also write the report to this file (e.g. bench/FAILOVER.md)' },
+    log: { help: 'write every line of the cluster\'s processes and each event\'s failover time to this file, timestamped (a timeline)' },
   },
   'usage: node dist/bench/failover.js [options]',
 );
@@ -45,6 +46,11 @@ const base = {
   errorPauseMs: intArg('error-pause-ms', args['error-pause-ms'], 0, 60_000),
   progress: (line: string) => process.stderr.write(line + '\n'),
 };
+if (args.log !== undefined) {
+  const fd = openSync(args.log, 'w');
+  const stamp = (line: string) => writeSync(fd, `${new Date().toISOString().slice(11, 23)} ${line}\n`);
+  Object.assign(base, { log: stamp, progress: (line: string) => (stamp(`[bench] ${line}`), process.stderr.write(line + '\n')) });
+}
 
 let current: FailoverRun | null = null;
 let interrupts = 0;

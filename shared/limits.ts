@@ -138,10 +138,20 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS = 1_500;
 /** How often a leader's liveness is asked; how long an election waits for a majority before it
  * starts again at a newer term; records a leader sends a follower in one append. */
 export const LEADER_HEARTBEAT_INTERVAL_MS = 500;
+/** A leader that misses the heartbeat timeout, or an election that misses its timeout, while its node (or the
+ * nodes it waits on) still answer other slices' messages is slow, not gone: it gets this many times the timeout
+ * before another election (coordinator/metadata/failover.ts). Under repeated SIGKILLs on a loaded machine, new
+ * leaders busy catching up a restarted follower were deposed 1.5 s after their election, and elections waiting on
+ * a restarting node's promises started again at a newer term, each round more work for the same busy nodes
+ * (bench/FAILOVER.md). A frozen or dead node answers nothing and is replaced after the plain timeout. */
+export const LEADER_SLOW_TIMEOUT_FACTOR = 3;
 export const LEADER_ELECTION_TIMEOUT_MS = 2_000;
 export const REPLICATION_APPEND_RECORDS_MAX = 256;
-/** The coordinator's failover runner looks at its slices this often (pings and timeouts). */
+/** The coordinator's failover runner looks at its slices this often (pings and timeouts); a tick later than
+ * COORDINATOR_STALL_MS beyond its interval means the coordinator was stalled, and that tick looks at no timeout
+ * (the answers of the stall are read first: coordinator/metadata/replica-leaders.ts). */
 export const FAILOVER_TICK_MS = 100;
+export const COORDINATOR_STALL_MS = 300;
 /** The smallest --leader-timeout-ms: below it, a busy leader would be deposed for a slow answer. */
 export const LEADER_HEARTBEAT_TIMEOUT_MS_MIN = 300;
 /** A router retries an op on a replicated slice that has no serving leader (a failover) for at most
@@ -172,10 +182,13 @@ export const REMOVE_DOWN_AFTER_MS_MIN = 1_000;
 /** A draining node's replica of a slice leaves the replica set only once every replica left holds the
  * new leader's barrier; the coordinator asks them (Ping) at most this often. */
 export const REPLICA_CATCH_UP_PROBE_MS = 250;
-/** Leadership rebalancing (--rebalance yes, R > 1): slices whose leadership is handed over at once, and how
- * long a handover routes the slice to its new leader before the election, waiting for it to hold every
- * record of the old leader (which then gets no new writes) so that it wins the election's tie. */
-export const LEADER_HANDOVERS_IN_FLIGHT_MAX = 8;
+/** Leadership rebalancing (--rebalance yes, R > 1): slices whose leadership is handed over at once (in one
+ * map change; the next ones once all of them have their leader), and how long a handover routes the slice
+ * to its new leader before the election, waiting for it to hold every record of the old leader (which then
+ * gets no new writes) so that it wins the election's tie. At 8 (and a map change each), a node restarted
+ * after a SIGKILL got its third of 1,024 slices back over tens of seconds, so under a kill every 3 s one node
+ * led nearly all of them and each kill failed over all of them at once (bench/FAILOVER.md). */
+export const LEADER_HANDOVERS_IN_FLIGHT_MAX = 64;
 export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
 /** Replica rebalancing onto a node that joins (R > 1, --rebalance yes): slices whose replica moves at once.
  * Each move changes the slice's replica set twice (a replica added, then the one it replaces dropped),
@@ -239,6 +252,12 @@ export type DurabilityMode = (typeof DURABILITY_MODES)[number];
 export const DURABILITY_DEFAULT: DurabilityMode = 'fsync';
 /** A worker writes a snapshot, and starts a new log segment, after this much log. */
 export const SNAPSHOT_AFTER_LOG_BYTES = 64 * 1024 * 1024;
+/** A worker's replica log (replicated slices) is checkpointed (each slice's applied state, then the records not
+ * yet committed) once this much was written since the last checkpoint, or twice the checkpoint's size if that is
+ * more (--snapshot-after-bytes, when smaller, wins). A node restarts by reading its log back, so its length bounds
+ * a restart: at 64 MiB, under repeated kills, the log of elections, barriers and writes grew to replay in seconds,
+ * longer than the 3 s between kills (bench/FAILOVER.md); a checkpoint of the same state read back in a few ms. */
+export const REPLICA_CHECKPOINT_AFTER_BYTES = 1024 * 1024;
 /** Tries of a slice node to take its data folder's lock while other starts on the folder race it
  * (each lost race is another process that took the lock number first). */
 export const DATA_FOLDER_LOCK_ATTEMPTS_MAX = 8;

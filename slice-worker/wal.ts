@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { syncDir, syncDirAsync, writeAll } from '../shared/durable-file.js';
 import { assert } from '../shared/errors.js';
 import type { DurabilityMode } from '../shared/limits.js';
-import { CorruptFileError, frameRecord, readRecords, type FileRecord } from './record-file.js';
+import { CorruptFileError, frameRecord, readRecords, RECORD_HEADER_BYTES, type FileRecord } from './record-file.js';
 
 const SEGMENT = /^wal-(\d{16})\.log$/;
 const segmentName = (firstLsn: number) => `wal-${String(firstLsn).padStart(16, '0')}.log`;
@@ -60,6 +60,7 @@ export class WriteAheadLog {
       .sort((a, b) => a.firstLsn - b.firstLsn);
     let nextLsn = afterLsn + 1;
     let replayed = 0;
+    let replayedBytes = 0;
     let tornBytes = 0;
     if (segments.length > 0 && segments[0].firstLsn > nextLsn) {
       throw new CorruptFileError(segments[0].file, 0, `the log starts at record ${segments[0].firstLsn} but the snapshot ends at ${afterLsn}: records are missing`);
@@ -85,6 +86,7 @@ export class WriteAheadLog {
         if (r.lsn <= afterLsn) continue;
         replay(r);
         replayed++;
+        replayedBytes += RECORD_HEADER_BYTES + r.payload.byteLength;
       }
       nextLsn = Math.max(nextLsn, segmentEnd);
     }
@@ -96,6 +98,9 @@ export class WriteAheadLog {
       log = new WriteAheadLog(dir, mode, nextLsn, -1, nextLsn);
       log.startSegment();
     }
+    // What a start replays counts toward the next snapshot: a process restarted more often than it writes its
+    // threshold's worth would otherwise never take one, and each start would replay a longer log (bench/FAILOVER.md).
+    log.bytesSinceSnapshot = replayedBytes;
     return { log, recovery: { replayed, tornBytes } };
   }
 

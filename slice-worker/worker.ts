@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeSliceOps,
@@ -125,6 +125,8 @@ function openReplicas(self: number): void {
   replicaSelf = self;
   const opened = ReplicaLog.open(replicaDir, config.durability);
   replicaLog = opened.log;
+  // The same rule after a restart: the checkpoint the log starts with counts (the log read back counts toward the next).
+  checkpointBytesMin = 2 * replicaLog.checkpointBytes;
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
     outbox.push([slice, to, message]);
     queuePortFlush();
@@ -132,7 +134,18 @@ function openReplicas(self: number): void {
   setInterval(() => {
     replicas!.tick();
     maybeCompact();
+    if (TRACE_REPLICAS) traceReplicas();
   }, REPLICA_TICK_MS).unref();
+}
+
+/** KEYSLICE_TRACE_REPLICAS=1: a line whenever the count of slices this worker leads, or serves, changed (a timeline for bench/FAILOVER.md). */
+const TRACE_REPLICAS = process.env.KEYSLICE_TRACE_REPLICAS === '1';
+let traced = '';
+function traceReplicas(): void {
+  const { leading, serving } = replicas!.leadership();
+  const line = `worker ${config.workerIndex}: leads ${leading} slices, ${serving} serving`;
+  if (line !== traced) console.log(`keyslice slice node: ${line}`);
+  traced = line;
 }
 
 function queuePortFlush(): void {
@@ -273,14 +286,14 @@ function proposeReplicated(effects: Effect[]): Effect[] {
 }
 
 function maybeCompact(): void {
-  if (compacting || replicaLog === null || replicaLog.bytesSinceCheckpoint < Math.max(config.snapshotAfterBytes, checkpointBytesMin)) return;
+  if (compacting || replicaLog === null || replicaLog.bytesSinceCheckpoint < Math.max(Math.min(config.snapshotAfterBytes, REPLICA_CHECKPOINT_AFTER_BYTES), checkpointBytesMin)) return;
   compacting = true;
   setImmediate(() => {
     replicas!.compact();
     replicaLog!.checkpoint().then(
       () => {
         // A checkpoint as large as the threshold would start the next one at once: wait for twice its size.
-        checkpointBytesMin = 2 * replicaLog!.bytesSinceCheckpoint;
+        checkpointBytesMin = 2 * replicaLog!.checkpointBytes;
         compacting = false;
       },
       (err) => process.nextTick(() => {

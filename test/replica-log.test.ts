@@ -101,6 +101,28 @@ describe('the replica log of a worker', () => {
     expect(ReplicaLog.open(dir, 'os').log.durable(3).records).toHaveLength(50);
   });
 
+  it('counts what a restart read back toward the next checkpoint, and knows the size of the checkpoint it starts with', async () => {
+    // A node restarted more often than it writes a checkpoint's worth used to start counting from 0 each time, so
+    // its log (and each restart's replay) only grew under repeated SIGKILLs (bench/FAILOVER.md).
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'os');
+    for (let i = 1; i <= 50; i++) log.diskFor(3).write({ kind: 'append', records: [makeRecord(1, i, new Uint8Array(100))] });
+    await sync(log, 3);
+    const written = log.bytesSinceCheckpoint;
+    expect(written).toBeGreaterThan(5_000);
+    const again = ReplicaLog.open(dir, 'os').log;
+    expect(again.bytesSinceCheckpoint).toBe(written);
+    expect(again.checkpointBytes).toBe(0);
+    await again.checkpoint();
+    const size = again.checkpointBytes;
+    expect(size).toBeGreaterThan(5_000);
+    again.diskFor(3).write({ kind: 'commit', index: 50 });
+    await sync(again, 3);
+    const third = ReplicaLog.open(dir, 'os').log;
+    expect(third.checkpointBytes).toBe(size);
+    expect(third.bytesSinceCheckpoint).toBe(again.bytesSinceCheckpoint);
+  });
+
   it('loses nothing a sync answered when its process is SIGKILLed mid-write', async () => {
     const dir = tempDir();
     const module = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'slice-worker', 'replication');

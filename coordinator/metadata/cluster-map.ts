@@ -275,13 +275,20 @@ export class ClusterMap {
   /** Leadership rebalancing (coordinator/metadata/replica-leaders.ts handOver): routing names follower `to`
    * as the slice's leader at once, at a new epoch, and the old leader stays a follower; the election that
    * follows makes it so when `to` holds every record of the old leader, else gives the leadership back. */
-  handOver(slice: number, to: number): void {
-    const set = this.replicasOf(slice);
-    assert(set.includes(to) && set[0] !== to, `node ${to} is a follower of slice ${slice}`);
-    assert(this.state.status[to] === 'active', 'leadership goes to an active node');
+  handOver(moves: readonly { slice: number; to: number }[]): void {
+    const sets = moves.map(({ slice, to }) => {
+      const set = this.replicasOf(slice);
+      assert(set.includes(to) && set[0] !== to, `node ${to} is a follower of slice ${slice}`);
+      assert(this.state.status[to] === 'active', 'leadership goes to an active node');
+      return set;
+    });
+    assert(new Set(moves.map((m) => m.slice)).size === moves.length, 'one handover per slice at a time');
+    // One map change (one epoch) for all of them: routers and nodes take one new assignment, not one per slice.
     this.commit((next) => {
-      next.owners[slice] = to;
-      next.followers[slice] = set.filter((n) => n !== to);
+      moves.forEach(({ slice, to }, i) => {
+        next.owners[slice] = to;
+        next.followers[slice] = sets[i].filter((n) => n !== to);
+      });
     });
   }
 

@@ -16,7 +16,7 @@
 //  4. Lead(term) to it, and the map names it (host.publish), which routers follow.
 // Without a majority within electionTimeoutMs it starts again with a newer term.
 import { assert } from '../../shared/errors.js';
-import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS } from '../../shared/limits.js';
+import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR } from '../../shared/limits.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 
 export interface FailoverTiming {
@@ -39,6 +39,9 @@ export interface FailoverHost {
   persistTerm(term: number): void;
   /** The slice's new leader at `term`, in the map (persisted, then published to routers). */
   publish(leader: ReplicaId, term: number): void;
+  /** When the coordinator last heard anything from replica `r`'s node (any slice's message; -Infinity: never,
+   * or not known). Absent: every replica counts as unheard (the simulation). */
+  heardFrom?(r: ReplicaId): number;
 }
 
 export interface LastRecord {
@@ -69,7 +72,9 @@ export class SliceFailover {
   private lastGoodAt: number;
   private pingSeq = 0;
   private lastPingAt = -Infinity;
-  private election: { term: number; startedAt: number; answers: Map<ReplicaId, LastRecord> } | null = null;
+  /** An election under way; `refused`: replicas that said they promised its term or a newer one without answering
+   * it (a repeated Prepare, after a link came back), so will not answer it. */
+  private election: { term: number; startedAt: number; answers: Map<ReplicaId, LastRecord>; refused: Set<ReplicaId> } | null = null;
   /** Elections started, for reports. */
   elections = 0;
   /** The replica sets whose majorities an election hears from and a leader's commit needs (joint majorities):
@@ -121,10 +126,25 @@ export class SliceFailover {
       for (const r of this.members) if (r !== this.leader) this.host.send(r, { type: 'Ping', seq: 0 });
     }
     if (this.election !== null) {
-      if (now - this.election.startedAt >= this.timing.electionTimeoutMs) this.startElection();
+      const e = this.election;
+      // Replicas that promised the term and have not answered yet, on nodes that answer other slices: their answer
+      // is slow (a node restarting or catching up), not lost. A newer term would make every replica promise again
+      // and lose the answers already in, so the election waits, up to LEADER_SLOW_TIMEOUT_FACTOR times its timeout.
+      const slow = this.members.some((r) => !e.answers.has(r) && !e.refused.has(r) && this.heardLately(r, now)) && now - e.startedAt < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.electionTimeoutMs;
+      if (now - e.startedAt >= this.timing.electionTimeoutMs && !slow) this.startElection('election timeout');
       return;
     }
-    if (this.leader === null || now - this.lastGoodAt >= this.timing.heartbeatTimeoutMs) return this.startElection();
+    if (this.leader === null) return this.startElection('no leader');
+    if (now - this.lastGoodAt >= this.timing.heartbeatTimeoutMs) {
+      if (this.lastGoodAt === -Infinity) return this.startElection(this.suspectedFor);
+      // A leader whose node answers other slices' messages is slow (its node busy with a restart's catch-up or many
+      // elections), not gone: electing another would add a round of promises, barriers and catch-up for every such
+      // slice on nodes as busy, and depose the leader that was about to serve. It gets up to LEADER_SLOW_TIMEOUT_FACTOR
+      // times the timeout. A frozen or dead node answers nothing and is replaced after the timeout, as before.
+      if (!this.heardLately(this.leader, now) || now - this.lastGoodAt >= LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs) {
+        return this.startElection('leader timeout');
+      }
+    }
     if (now - this.lastPingAt >= this.timing.pingIntervalMs) {
       this.lastPingAt = now;
       this.host.send(this.leader, { type: 'Ping', seq: ++this.pingSeq });
@@ -143,9 +163,10 @@ export class SliceFailover {
         if (m.commitTerm >= this.term) this.settle();
       }
       // It restarted (it leads nothing) or it promised a newer term: no need to wait out the timeout.
-      else this.lastGoodAt = -Infinity;
+      else this.suspect(m.term > this.term ? 'leader promised a newer term' : 'leader leads nothing');
       return;
     }
+    if (m.type === 'Refused' && this.election !== null && m.term >= this.election.term && this.members.includes(from)) this.election.refused.add(from);
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
     const answers = this.election.answers;
     answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
@@ -174,12 +195,29 @@ export class SliceFailover {
     this.host.send(chosen, { type: 'Lead', term, followers: this.members.filter((r) => r !== chosen), sets });
   }
 
-  private startElection(): void {
+  /** Whether replica `r`'s node sent the coordinator anything in the last 1.5 ping intervals: a node that answers
+   * pings (of any of its slices) does, a frozen one does not. Shorter than the heartbeat timeout, so that the last
+   * frames a node sent before it froze (up to a ping interval after a slice's last Pong) do not delay that slice's
+   * election (a frozen leader is replaced after the timeout, as before). */
+  private heardLately(r: ReplicaId, now: number): boolean {
+    return now - (this.host.heardFrom?.(r) ?? -Infinity) < 1.5 * this.timing.pingIntervalMs;
+  }
+
+  /** Why the last election started (for the coordinator's log). */
+  electionReason = '';
+  private suspectedFor = '';
+  private suspect(why: string): void {
+    this.lastGoodAt = -Infinity;
+    this.suspectedFor = why;
+  }
+
+  private startElection(why: string): void {
+    this.electionReason = why;
     const term = Math.max(this.term, this.election?.term ?? 0) + 1;
     assert(term > this.term, 'a leader term only grows');
     this.host.persistTerm(term);
     this.elections++;
-    this.election = { term, startedAt: this.host.now(), answers: new Map() };
+    this.election = { term, startedAt: this.host.now(), answers: new Map(), refused: new Set() };
     for (const r of this.members) this.host.send(r, { type: 'Prepare', term });
   }
 
@@ -238,6 +276,6 @@ export class SliceFailover {
   }
   /** The coordinator lost its link to the leader: elect without waiting out the heartbeat timeout. */
   suspectLeader(): void {
-    this.lastGoodAt = -Infinity;
+    this.suspect('link to the leader lost');
   }
 }

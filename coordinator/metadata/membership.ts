@@ -635,20 +635,27 @@ export class Membership {
     const counts = this.map.counts();
     const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.isUp(i));
     if (nodes.length < 2) return;
+    // Chosen one by one against the counts as they will be, handed over together (one map change, one epoch).
+    const moves: { slice: number; to: number }[] = [];
+    const chosen = new Set<number>();
     for (let n = 0; n < LEADER_HANDOVERS_IN_FLIGHT_MAX; n++) {
       const from = nodes.reduce((a, b) => (counts[b] > counts[a] ? b : a));
       // The node that leads fewest among those holding a caught-up replica of one of `from`'s slices.
       let best: { slice: number; to: number } | null = null;
       for (const slice of this.map.slicesOf(from)) {
+        if (chosen.has(slice)) continue;
         for (const to of this.map.replicasOf(slice)) {
           if (to === from || !nodes.includes(to) || counts[from] - counts[to] <= 1 || (best !== null && counts[to] >= counts[best.to])) continue;
           if (this.leaders.holdsTerm(slice, to, this.map.termOf(slice), this.leaders.probeIntervalMs)) best = { slice, to };
         }
       }
-      if (best === null || !this.leaders.handOver(best.slice, best.to)) return;
+      if (best === null) break;
+      moves.push(best);
+      chosen.add(best.slice);
       counts[from]--;
       counts[best.to]++;
     }
+    if (moves.length > 0) this.leaders.handOver(moves);
   }
 
   /** Nodes, slices per node, items/bytes/load per node (when every node answers; not

@@ -14,7 +14,7 @@
 // need a majority of the new set AND of the old one (joint majorities) until the new leader's barrier is
 // committed on both (Pong.commitTerm says so).
 import { assert } from '../../shared/errors.js';
-import { FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
@@ -80,6 +80,12 @@ export class ReplicaLeaders {
   get probeIntervalMs(): number {
     return this.timing.pingIntervalMs * 2;
   }
+  private readonly tickMs: number;
+  private lastTickAt = Date.now();
+  /** Whether the last tick came late and looked at no timeout (tick). */
+  private skippedLate = false;
+  /** node -> when its last Replicate frame came (a node that answers is slow, not gone: failover.ts). */
+  private readonly heardAt = new Map<number, number>();
   /** Leadership handovers done since this process started, for status. */
   handovers = 0;
 
@@ -92,7 +98,8 @@ export class ReplicaLeaders {
     /** Owners changed (new epoch): every node gets its assignment again. */
     private readonly reassignAll: () => void,
   ) {
-    this.timer = setInterval(() => this.tick(), Math.min(FAILOVER_TICK_MS, timing.pingIntervalMs));
+    this.tickMs = Math.min(FAILOVER_TICK_MS, timing.pingIntervalMs);
+    this.timer = setInterval(() => this.tick(), this.tickMs);
     this.timer.unref();
     this.sync();
   }
@@ -183,34 +190,42 @@ export class ReplicaLeaders {
     return false;
   }
 
-  /** Hands the slice's leadership to its follower `to` (leadership rebalancing; docs/replication.md):
-   * routing names `to` at once (the map's owner, a new epoch), so the old leader gets no new writes; the
-   * election waits (at most LEADER_HANDOVER_WAIT_MS_MAX) until `to` holds the old leader's last record,
-   * so that it wins the tie (the map's leader is listed first), then runs as any election: the replica
-   * with the largest (last term, last index) leads, the old one if `to` is still behind. Only for a
-   * slice whose leader was elected for its set and heard from; false (nothing done) otherwise. */
-  handOver(slice: number, to: number): boolean {
-    const run = this.runs.get(slice);
-    if (run === undefined || run.hold !== undefined || run.publishedAt === 0 || !run.failover.electorateSettled) return false;
-    const from = run.failover.currentLeader;
-    if (from === null || from === to || !run.replicas.includes(to) || !this.ready(from) || !this.ready(to)) return false;
-    // Only to a replica heard from lately: a frozen node keeps its link open but answers nothing.
-    if (Date.now() - (this.pongs.get(slice)?.get(to)?.at ?? 0) > this.probeIntervalMs) return false;
-    if (run.key !== keyOf(this.map.replicasOf(slice)) || this.map.ownerOf(slice) !== from) return false;
-    try {
-      this.map.handOver(slice, to);
-    } catch (err) {
-      this.log(`cannot record a leadership handover of slice ${slice} in the cluster map (${(err as Error).message})`);
-      return false;
+  /** Hands each slice's leadership to its follower `to` (leadership rebalancing; docs/replication.md):
+   * routing names `to` at once (the map's owner, a new epoch: one for all of them), so the old leader gets
+   * no new writes; each election waits (at most LEADER_HANDOVER_WAIT_MS_MAX) until `to` holds the old
+   * leader's last record, so that it wins the tie (the map's leader is listed first), then runs as any
+   * election: the replica with the largest (last term, last index) leads, the old one if `to` is still
+   * behind. Only for a slice whose leader was elected for its set and heard from; the others are left
+   * out. Answers how many were handed over. */
+  handOver(moves: readonly { slice: number; to: number }[]): number {
+    const ok: { slice: number; to: number; from: number; key: string }[] = [];
+    for (const { slice, to } of moves) {
+      const run = this.runs.get(slice);
+      if (run === undefined || run.hold !== undefined || run.publishedAt === 0 || !run.failover.electorateSettled) continue;
+      const from = run.failover.currentLeader;
+      if (from === null || from === to || !run.replicas.includes(to) || !this.ready(from) || !this.ready(to)) continue;
+      // Only to a replica heard from lately: a frozen node keeps its link open but answers nothing.
+      if (Date.now() - (this.pongs.get(slice)?.get(to)?.at ?? 0) > this.probeIntervalMs) continue;
+      if (run.key !== keyOf(this.map.replicasOf(slice)) || this.map.ownerOf(slice) !== from || ok.some((m) => m.slice === slice)) continue;
+      ok.push({ slice, to, from, key: run.key });
     }
-    const replicas = this.map.replicasOf(slice);
-    assert(replicas[0] === to && keyOf(replicas) === run.key, 'a handover changes the leader, not the replica set');
+    if (ok.length === 0) return 0;
+    try {
+      this.map.handOver(ok);
+    } catch (err) {
+      this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${(err as Error).message})`);
+      return 0;
+    }
     const now = Date.now();
-    const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
-    this.runs.set(slice, { failover, replicas, key: run.key, publishedAt: 0, settledSeen: true, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
-    this.handovers++;
+    for (const { slice, to, from, key } of ok) {
+      const replicas = this.map.replicasOf(slice);
+      assert(replicas[0] === to && keyOf(replicas) === key, 'a handover changes the leader, not the replica set');
+      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
+      this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: true, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
+    }
+    this.handovers += ok.length;
     this.reassignAll();
-    return true;
+    return ok.length;
   }
 
   /** Whether a handover's new leader holds the old one's last record, as both said after the handover began
@@ -226,6 +241,7 @@ export class ReplicaLeaders {
 
   /** Replication messages from node `node` (its link's frame). */
   receive(node: number, entries: ReplicateEntry[]): void {
+    this.heardAt.set(node, Date.now());
     for (const [slice, message] of entries) {
       const run = this.runs.get(slice);
       // A replica of an older set of an unsettled change answers too (its majority counts).
@@ -240,6 +256,7 @@ export class ReplicaLeaders {
 
   /** A node's link stopped being ready: its slices need a leader now, not after the heartbeat timeout. */
   linkLost(node: number): void {
+    this.heardAt.delete(node);
     for (const run of this.runs.values()) if (run.failover.currentLeader === node) run.failover.suspectLeader();
     this.tick();
   }
@@ -260,6 +277,19 @@ export class ReplicaLeaders {
 
   private tick(): void {
     if (this.closed) return;
+    // A tick that comes late by more than a few intervals means this process did not run meanwhile (a starved
+    // machine, a long GC): the Pongs and Prepareds of that time wait unread in the sockets, and timers run before
+    // them, so every leader would seem to have missed its heartbeat (seen under load: elections for all 1,024
+    // slices at once, bench/FAILOVER.md). Such a tick looks at no timeout: the next one, after the sockets were
+    // read, does. Never two in a row, so a coordinator that is always late still times out a frozen leader.
+    const at = Date.now();
+    const late = at - this.lastTickAt - this.tickMs;
+    this.lastTickAt = at;
+    if (late > COORDINATOR_STALL_MS && !this.skippedLate) {
+      this.skippedLate = true;
+      return;
+    }
+    this.skippedLate = false;
     this.sync();
     const now = Date.now();
     let settled = false;
@@ -290,6 +320,8 @@ export class ReplicaLeaders {
         this.queueFlush();
       },
       now: () => Date.now(),
+      // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
+      heardFrom: (node: number) => (this.ready(node) ? (this.heardAt.get(node) ?? -Infinity) : -Infinity),
       persistTerm: (term: number) => {
         this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
         this.elections++;
@@ -344,7 +376,12 @@ export class ReplicaLeaders {
       const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
       if (started.length > 0 && Date.now() - this.lastStartLogAt >= 1_000) {
         this.lastStartLogAt = Date.now();
-        this.log(`elections started for ${started.length} slices (e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(started[0])})`);
+        const why = new Map<string, number>();
+        for (const slice of started) {
+          const r = this.runs.get(slice)?.failover.electionReason ?? '';
+          why.set(r, (why.get(r) ?? 0) + 1);
+        }
+        this.log(`elections started for ${started.length} slices (${[...why].map(([r, n]) => `${r}: ${n}`).join(', ')}; e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(started[0])})`);
       }
       const moved = elected.length;
       if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}`);

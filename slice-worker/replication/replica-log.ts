@@ -19,6 +19,7 @@ import { Packr, Unpackr } from 'msgpackr';
 import { assert } from '../../shared/errors.js';
 import type { DurabilityMode } from '../../shared/limits.js';
 import { RECORD_KIND } from '../log-format.js';
+import { RECORD_HEADER_BYTES } from '../record-file.js';
 import { firstSegmentLsn, WriteAheadLog, type LogRecovery } from '../wal.js';
 import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica, type ReplicaDisk } from './replica.js';
 
@@ -47,12 +48,15 @@ export class ReplicaLog {
   private pending: [number, DiskOp][] = [];
   private waiting: (() => void)[] = [];
   private flushQueued = false;
+  /** Bytes of the last checkpoint (at start: the one the log begins with, 0 if none). */
+  checkpointBytes = 0;
 
   private constructor(private readonly wal: WriteAheadLog) {}
 
   /** Opens (or creates) the log in `dir` and reads every slice's durable state back. */
   static open(dir: string, mode: DurabilityMode): { log: ReplicaLog; recovery: LogRecovery } {
     const found = new Map<number, DurableReplica>();
+    let checkpointBytes = 0;
     mkdirSync(dir, { recursive: true });
     // No snapshot file: a checkpoint is in the log itself, so the log starts where its oldest segment does.
     const { log: wal, recovery } = WriteAheadLog.open(dir, mode, (firstSegmentLsn(dir) ?? 1) - 1, (r) => {
@@ -64,11 +68,13 @@ export class ReplicaLog {
       } else if (r.kind === RECORD_KIND.ReplicaCheckpoint) {
         const [slice, state] = unpackr.unpack(r.payload) as [number, DurableReplica];
         found.set(slice, revive(state));
+        checkpointBytes += RECORD_HEADER_BYTES + r.payload.byteLength;
       } else {
         throw new Error(`a replica log holds a record of kind ${r.kind} at ${r.lsn}`);
       }
     });
     const log = new ReplicaLog(wal);
+    log.checkpointBytes = checkpointBytes;
     for (const [slice, d] of found) log.slices.set(slice, d);
     return { log, recovery };
   }
@@ -129,6 +135,7 @@ export class ReplicaLog {
     this.wal.startSegment();
     const first = this.wal.currentSegmentFirstLsn;
     for (const [slice, d] of this.slices) this.wal.append(RECORD_KIND.ReplicaCheckpoint, packr.pack([slice, d]));
+    this.checkpointBytes = this.wal.bytesSinceSnapshot;
     await this.wal.flush();
     assert(this.wal.currentSegmentFirstLsn === first, 'a checkpoint is one segment');
     await this.wal.dropSegmentsBefore(first);

@@ -97,6 +97,17 @@ export class SliceReplicas {
     for (const r of this.replicas.values()) if (r.isLeader) r.tick();
   }
 
+  /** How many replicas lead, and how many of those serve (their barrier is committed), for a trace. */
+  leadership(): { leading: number; serving: number } {
+    let leading = 0;
+    let serving = 0;
+    for (const r of this.replicas.values()) {
+      if (r.isLeader) leading++;
+      if (r.serving) serving++;
+    }
+    return { leading, serving };
+  }
+
   /** Compacts every replica's log into a snapshot of its applied state (a leader holding uncommitted
    * records waits for the next time); the caller then checkpoints the replica log. */
   compact(): void {
