@@ -38,6 +38,16 @@ function grew(before: Map<string, number>, after: Map<string, number>): number[]
   return c.cluster.nodes.map((n) => (after.get(n.url) ?? 0) - (before.get(n.url) ?? 0));
 }
 
+/** Puts `id` and finds the node that leads its slice: the one that served 10 consistent reads of it. */
+async function putOnLeader(id: string, v: string) {
+  await c.client.putItem(T, { id, v });
+  const r0 = await readsPerNode();
+  for (let i = 0; i < 10; i++) await c.client.getItem(T, { id });
+  const leaderAt = grew(r0, await readsPerNode()).findIndex((n) => n === 10);
+  expect(leaderAt).toBeGreaterThanOrEqual(0);
+  return c.cluster.nodes[leaderAt];
+}
+
 beforeAll(async () => {
   await c.client.createTable(T, { name: 'id', type: 'string' });
   // Every slice has an elected leader (bounded).
@@ -135,12 +145,7 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
   });
 
   it('are answered by the followers while the leader is frozen (SIGSTOP), before any election', async () => {
-    await c.client.putItem(T, { id: 'hot', v: 'x' });
-    const r0 = await readsPerNode();
-    for (let i = 0; i < 10; i++) await c.client.getItem(T, { id: 'hot' });
-    const leaderAt = grew(r0, await readsPerNode()).findIndex((n) => n === 10);
-    expect(leaderAt).toBeGreaterThanOrEqual(0);
-    const leader = c.cluster.nodes[leaderAt];
+    const leader = await putOnLeader('hot', 'x');
     leader.child.kill('SIGSTOP');
     try {
       const frozenAt = Date.now();
@@ -160,12 +165,7 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
   });
 
   it('consistent reads in flight on a frozen leader (SIGSTOP) are sent again to the new one: slower, not failed', async () => {
-    await c.client.putItem(T, { id: 'cold', v: 'y' });
-    const r0 = await readsPerNode();
-    for (let i = 0; i < 10; i++) await c.client.getItem(T, { id: 'cold' });
-    const leaderAt = grew(r0, await readsPerNode()).findIndex((n) => n === 10);
-    expect(leaderAt).toBeGreaterThanOrEqual(0);
-    const leader = c.cluster.nodes[leaderAt];
+    const leader = await putOnLeader('cold', 'y');
     leader.child.kill('SIGSTOP');
     try {
       // Sent at once, so they are in flight on the frozen node when the failover gives it up (outcome unknown).
