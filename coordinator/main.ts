@@ -107,7 +107,7 @@ const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPe
 }, removeDownAfterMs);
 const processMetrics = new ProcessMetrics('coordinator');
 if (routers > 0) processMetrics.serveRouters();
-const ops = new Operations(catalog, new Router(cluster), undefined, processMetrics);
+const ops = new Operations(catalog, new Router(cluster, processMetrics), undefined, processMetrics);
 const metrics = async () => {
   const m = cluster.mover;
   // With routers, their request and process series too (process-metrics.ts): every port answers the same.

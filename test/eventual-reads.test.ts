@@ -8,6 +8,7 @@ import { CreateTableCommand, GetItemCommand, PutItemCommand } from '@aws-sdk/cli
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ClusterStatus } from '../shared/api.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
+import { parseExposition, total } from './prometheus-text.js';
 import { useCluster } from './cluster-fixture.js';
 import { dynamoClient } from './dynamodb-fixture.js';
 
@@ -36,6 +37,14 @@ async function readsPerNode(table = T): Promise<Map<string, number>> {
 
 function grew(before: Map<string, number>, after: Map<string, number>): number[] {
   return c.cluster.nodes.map((n) => (after.get(n.url) ?? 0) - (before.get(n.url) ?? 0));
+}
+
+/** keyslice_eventual_reads_total by its `answered` label, summed over the processes that route. */
+async function eventualReads(): Promise<Record<string, number>> {
+  const res = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
+  expect(res.status).toBe(200);
+  const m = parseExposition(await res.text());
+  return Object.fromEntries(['follower', 'leader', 'leader_after_follower'].map((answered) => [answered, total(m, 'keyslice_eventual_reads_total', { answered })]));
 }
 
 /** Puts `id` and finds the node that leads its slice: the one that served 10 consistent reads of it. */
@@ -115,8 +124,14 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
       if (seen === 0 && Date.now() > until) throw new Error(`an eventual read still missed the put ${STALE_MS_MAX} ms after it`);
     }
     const r2 = await readsPerNode();
+    const m0 = await eventualReads();
     for (let i = 0; i < 90; i++) expect((await c.client.getItem(T, { id: 'hot' }, { consistentRead: false }))?.v).toBe('x');
     const eventual = grew(r2, await readsPerNode());
+    // /metrics counts what answered them (keyslice_eventual_reads_total): the same 90, most by a follower.
+    const m1 = await eventualReads();
+    const by = Object.fromEntries(Object.keys(m1).map((k) => [k, m1[k] - (m0[k] ?? 0)]));
+    expect(by.follower + by.leader + by.leader_after_follower).toBe(90);
+    expect(by.follower).toBeGreaterThanOrEqual(20);
     console.log(`reads of one key per node: consistent ${consistent.join('/')}, eventual ${eventual.join('/')}`);
     // Each of the three replicas answered a share (about a third; a follower that may not answer yet leaves its read to the leader).
     for (const n of eventual) expect(n).toBeGreaterThanOrEqual(10);

@@ -48,7 +48,7 @@ const forwarder = new Forwarder(view, security.clusterSecret, security.token);
 // one started by itself by its process id.
 const processMetrics = new ProcessMetrics(cluster.isWorker ? `router-${cluster.worker!.id}` : `router-${process.pid}`);
 if (cluster.isWorker) processMetrics.serveCoordinator();
-const ops = new Operations(view, new Router(view), (op, payload) => forwarder.change(op, payload), processMetrics);
+const ops = new Operations(view, new Router(view, processMetrics), (op, payload) => forwarder.change(op, payload), processMetrics);
 const coordinatorState = () => ({
   coordinator: view.coordinatorUp ? 'connected' : 'lost',
   coordinatorLostMsAgo: view.lostSince === null ? null : Date.now() - view.lostSince,

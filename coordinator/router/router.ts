@@ -29,6 +29,7 @@ import { KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
+import type { EventualAnswer } from './process-metrics.js';
 import type { Routing } from './routing.js';
 import type { SliceChannel } from './slice-channel.js';
 
@@ -43,7 +44,11 @@ export class Router {
   /** Counts eventually consistent reads: each goes to the next connected replica of its slice (read below). */
   private spread = 0;
 
-  constructor(private readonly cluster: Routing) {}
+  constructor(
+    private readonly cluster: Routing,
+    /** Told what answered each eventually consistent read (ProcessMetrics: keyslice_eventual_reads_total). */
+    private readonly counts: { eventualRead(answered: EventualAnswer): void } = { eventualRead() {} },
+  ) {}
 
   get sliceCount(): number {
     return this.cluster.sliceCount;
@@ -101,10 +106,13 @@ export class Router {
     if (consistent || this.cluster.replicationFactor <= 1) return this.send(op, true);
     const replicas = this.cluster.replicaLinks(op[2]);
     const ready = replicas.filter((l) => l.state === 'ready');
-    if (ready.length === 0) return this.send(op, true);
     this.spread = (this.spread + 1) % 0x40000000;
-    const link = ready[this.spread % ready.length];
-    if (link === replicas[0]) return this.send(op, true); // the leader: its own path
+    const link = ready.length === 0 ? replicas[0] : ready[this.spread % ready.length];
+    if (link === replicas[0]) {
+      // The leader (its turn, or no replica's node is connected): its own path.
+      this.counts.eventualRead('leader');
+      return this.send(op, true);
+    }
     const replicaOp: SliceOpMessage = op[0] === SliceOp.Get ? [SliceOp.ReplicaGet, op[1], op[2], op[3], op[4]] : [SliceOp.ReplicaRange, op[1], op[2], op[3]];
     const asked = link.send(op[2], replicaOp);
     let timer: NodeJS.Timeout | undefined;
@@ -113,9 +121,12 @@ export class Router {
     });
     asked.catch(() => {}); // a late answer, or its failure, is not waited for once the leader is asked
     try {
-      return (await Promise.race([asked, late])) as ResultOf<Op>;
+      const answer = (await Promise.race([asked, late])) as ResultOf<Op>;
+      this.counts.eventualRead('follower');
+      return answer;
     } catch (err) {
       if (!(err instanceof KeysliceError) || !FALL_BACK_TO_LEADER.has(err.code)) throw err;
+      this.counts.eventualRead('leader_after_follower');
       return this.send(op, true);
     } finally {
       clearTimeout(timer);
