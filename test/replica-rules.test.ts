@@ -428,4 +428,35 @@ describe('the coordinator\'s election of one slice', () => {
     f.reachable(0); // no election under way: nothing to ask
     expect(sent).toEqual([]);
   });
+  it('elects a replica of the new set when the most up to date answer comes from the replica that left it (its records were never acknowledged)', () => {
+    const published: [number, number][] = [];
+    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
+    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
+    // Replica 0 led [0, 1, 2, 3] and is moved off (its replica leaves); it took records 102..103 that no other
+    // replica holds, so they were not acknowledged (a majority of [0, 1, 2, 3] never held them).
+    const changed = new SliceFailover([0, 1, 2, 3], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
+    changed.tick();
+    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 103 });
+    changed.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 101 });
+    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 100 });
+    // Of [0, 1, 2, 3], only 1 and 2 answered no further than replica 1: not a majority (3), so it waits.
+    expect(published).toEqual([]);
+    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 99 });
+    expect(published).toEqual([[1, 6]]);
+  });
+
+  it('does not elect past the replica that left when the new set holds a record of the old set on too few replicas', () => {
+    const published: [number, number][] = [];
+    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
+    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
+    // [0, 1, 2] replaced by [1, 2, 3]: record 8 may be acknowledged on 0 and 1 (a majority of the old set).
+    const changed = new SliceFailover([0, 1, 2], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
+    changed.tick();
+    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8 });
+    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 7 });
+    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0 });
+    expect(published).toEqual([]); // 2 would lose record 8; only one of [0, 1, 2] answered no further than it
+    changed.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8 });
+    expect(published).toEqual([[1, 6]]);
+  });
 });

@@ -176,11 +176,22 @@ export class SliceFailover {
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
     if (chosen === null) return;
     if (!this.replicas.includes(chosen)) {
-      // The most up to date replica left the set (a node that still answers for it): one of the set with the
-      // same last record holds the same log; without one, wait for more answers or the next election.
-      const best = answers.get(chosen)!;
-      chosen = this.replicas.find((r) => answers.get(r)?.lastTerm === best.lastTerm && answers.get(r)?.lastIndex === best.lastIndex) ?? null;
-      if (chosen === null) return;
+      // The most up to date replica left the set (a node that still answers for it, e.g. a deposed leader whose
+      // own replica was moved off it, with records no other replica took). The set's most up to date replica may
+      // lead if, in every set of the change, a majority answered with a log no further than its own: a write
+      // acknowledged under a set is on a majority of it, so on one of those, so (log order, as in any election)
+      // on it; records further than it were never acknowledged. Otherwise wait for more answers or the next
+      // election. (Waiting for a replica of the set with the leaving one's very last record, as before, never
+      // ends when none took it.)
+      const inSet = this.choose(this.replicas.filter((r) => answers.has(r)), answers);
+      if (inSet === null) return;
+      const own = answers.get(inSet)!;
+      const notFurther = (r: ReplicaId) => {
+        const a = answers.get(r);
+        return a !== undefined && (a.lastTerm < own.lastTerm || (a.lastTerm === own.lastTerm && a.lastIndex <= own.lastIndex));
+      };
+      if (!this.configs.every((set) => set.filter(notFurther).length >= majority(set.length))) return;
+      chosen = inSet;
     }
     assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
     const term = this.election.term;
