@@ -88,8 +88,9 @@ export interface ProjectionOptions {
 
 /** How fresh a read must be. `consistentRead` true (the default) reads from the slice's leader: every write
  * acknowledged before the read is seen. false lets any replica of the slice answer, a follower included: it
- * answers from the committed writes it has applied, which may miss the latest ones for a moment (within about
- * REPLICA_TICK_MS once writes stop: docs/replication.md), in exchange for spreading reads over every replica.
+ * answers from the committed writes it has applied, which may miss the latest ones for a moment (about
+ * REPLICA_TICK_MS once writes stop; with no bound for a follower cut off from its leader while routers still
+ * reach it: docs/replication.md), in exchange for spreading reads over every replica.
  * A full-table scan (GetItems without a sharding key) always reads from the leaders. */
 export interface ReadOptions {
   consistentRead?: boolean;

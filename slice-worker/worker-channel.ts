@@ -87,6 +87,7 @@ export class WorkerChannel {
    * replication settings the worker takes just before it runs these ops. */
   run(bytes: Uint8Array, trusted = false, control: ReplicaControl | null = null): Promise<ChunkOutcome> {
     return new Promise((resolve, reject) => {
+      if (this.destroyed) return reject(new Error('the worker thread was stopped'));
       if (control !== null) this.controlsPending++;
       // Copy: the bytes may view a larger pooled buffer; the copy is the exact region, and ours.
       this.waiting.push({ bytes: new Uint8Array(bytes), trusted, control, resolve, reject });
@@ -157,9 +158,17 @@ export class WorkerChannel {
     );
   }
 
+  /** Stops the thread (the node is going down). The task it ran and the batches queued fail, as piscina's
+   * destroy failed them, so that no caller waits on a thread that is gone; answers held until a commit stay
+   * unanswered: their outcome is unknown, which the router learns when the node's connection closes. */
   async destroy(): Promise<void> {
     this.destroyed = true;
     this.port.close();
     await this.thread.terminate();
+    const stopped = new Error('the worker thread was stopped');
+    this.current?.reject(stopped);
+    this.current = null;
+    for (const w of this.waiting) w.reject(stopped);
+    this.waiting = [];
   }
 }

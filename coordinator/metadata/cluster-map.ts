@@ -245,7 +245,9 @@ export class ClusterMap {
   /** Replica rebalancing onto a node that joined (membership.ts rebalanceReplicas), the first step: each
    * slice gets a replica on `to` (an active node not in its set), and its replica on `from` is marked
    * leaving: it stays in the set (R + 1 for a while, like a draining node's) until the replica on `to`
-   * has caught up, and then dropLeavingReplicas takes it out. Followers are not routing: no new epoch. */
+   * has caught up, and then dropLeavingReplicas takes it out. No new epoch: the leader is the same, and routers
+   * learn the new follower (a target of eventually consistent reads) with the next map change, by when it
+   * has caught up; a follower that cannot answer yet refuses (ReplicaNotReady) and the leader answers. */
   moveReplicas(moves: readonly { slice: number; from: number; to: number }[]): void {
     const next = structuredClone(this.state);
     for (const { slice, from, to } of moves) {
