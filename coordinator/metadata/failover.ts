@@ -44,6 +44,9 @@ export interface FailoverHost {
   heardFrom?(r: ReplicaId): number;
 }
 
+/** How many of `n` replicas make a majority. */
+export const majority = (n: number) => Math.floor(n / 2) + 1;
+
 export interface LastRecord {
   lastTerm: number;
   lastIndex: number;
@@ -53,7 +56,7 @@ export interface LastRecord {
  * answers from a majority of `replicas`. Ties go to the replica listed first. */
 export function chooseLeader(replicas: readonly ReplicaId[], answers: ReadonlyMap<ReplicaId, LastRecord>): ReplicaId | null {
   const counted = replicas.filter((r) => answers.has(r));
-  if (counted.length < Math.floor(replicas.length / 2) + 1) return null;
+  if (counted.length < majority(replicas.length)) return null;
   let best = counted[0];
   for (const r of counted) {
     const a = answers.get(r)!;
@@ -63,7 +66,6 @@ export function chooseLeader(replicas: readonly ReplicaId[], answers: ReadonlyMa
   return best;
 }
 
-const majority = (n: number) => Math.floor(n / 2) + 1;
 const sameSet = (a: readonly ReplicaId[], b: readonly ReplicaId[]) => a.length === b.length && a.every((r) => b.includes(r));
 
 export class SliceFailover {

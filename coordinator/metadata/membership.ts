@@ -19,7 +19,7 @@ import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, SliceOp } from '../../shared/protocol.js';
 import { NodeLink, requireReady, type NodeHello } from './node-link.js';
-import { FAILOVER_TIMING_DEFAULT, type FailoverTiming } from './failover.js';
+import { FAILOVER_TIMING_DEFAULT, majority, type FailoverTiming } from './failover.js';
 import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
 import { SliceMover, Throttle } from './slice-mover.js';
 
@@ -317,7 +317,7 @@ export class Membership {
         // that one too, and a node that left it no longer answers, which could leave no majority of it to elect.
         throw new KeysliceError('InvalidState', `slice ${s} is changing its replica set (its leader's first record is not yet held by a majority of both the new and the old set); retry in a moment`);
       }
-      if (set.length - 1 < Math.floor(set.length / 2) + 1) {
+      if (set.length - 1 < majority(set.length)) {
         throw new KeysliceError(
           'InvalidState',
           `slice ${s} has ${set.length} replicas; without node ${node} the ${set.length - 1} left are not a majority of them, so none can be chosen as sure to hold every acknowledged write. ` +
@@ -430,7 +430,7 @@ export class Membership {
       const set = this.map.replicasOf(slice);
       if (set.length <= 1 || !set.includes(index)) continue;
       const up = set.filter((n) => n !== index && this.isUp(n)).length;
-      if (up < Math.floor(set.length / 2) + 1) {
+      if (up < majority(set.length)) {
         return `slice ${slice} would keep ${up} replicas that are up of its ${set.length}, not a majority, so it could not elect a leader; bring a node back`;
       }
     }
@@ -532,7 +532,7 @@ export class Membership {
       if (behind.length > 0 || rest.filter((n) => this.map.statusOf(n) === 'active').length < Math.min(2, this.map.replicationFactor)) continue;
       // The invariant of a replica-set change: the set that is left is a majority of replicas that hold
       // every acknowledged write (here all of them), so no election after it can lose one.
-      assert(rest.length >= Math.floor(set.length / 2) + 1 && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
+      assert(rest.length >= majority(set.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
       drops.push({ slice, node });
     }
     if (drops.length === 0) return;

@@ -48,7 +48,7 @@ const keyOf = (replicas: readonly number[]) => [...replicas].sort((a, b) => a - 
  * replica of every set of the change): a replica that left the set keeps its replica of the slice, and answers
  * for it, until the change settled, since the old set's majority may need it (a node of the old set killed
  * meanwhile would otherwise leave that set without a majority that answers). */
-export function assignReplication(map: ClusterMap, node: number, membersOf: (slice: number) => readonly number[] = (s) => map.replicasOf(s)): AssignReplication | null {
+export function assignReplication(map: ClusterMap, node: number, membersOf: (slice: number) => readonly number[]): AssignReplication | null {
   const replicas: [number, number[]][] = [];
   const peers = new Set<number>();
   for (let s = 0; s < map.sliceCount; s++) {
@@ -156,23 +156,28 @@ export class ReplicaLeaders {
   /** The term of the slice's leader when it was elected for the replica set the map holds now, and
    * published (null: an election for this set is under way or has not run yet). */
   electedTerm(slice: number): number | null {
-    const run = this.runs.get(slice);
-    if (run === undefined || run.key !== keyOf(this.map.replicasOf(slice)) || run.publishedAt === 0 || run.failover.currentLeader === null) return null;
+    const run = this.current(slice);
+    if (run === undefined || run.publishedAt === 0 || run.failover.currentLeader === null) return null;
     return run.failover.currentTerm === this.map.termOf(slice) ? run.failover.currentTerm : null;
   }
 
   /** Every replica of every set of the slice's change while it has not settled, else the map's set (what
    * Assign lists for the slice: assignReplication). */
   membersOf(slice: number): readonly number[] {
-    const run = this.runs.get(slice);
-    return run === undefined || run.key !== keyOf(this.map.replicasOf(slice)) ? this.map.replicasOf(slice) : run.failover.members;
+    return this.current(slice)?.failover.members ?? this.map.replicasOf(slice);
   }
 
   /** Whether the slice's last replica-set change settled (its elections and commits count its set alone, not
    * joint majorities with the set before): true for a slice whose set has not changed since the start. */
   settled(slice: number): boolean {
+    if (!this.runs.has(slice)) return true;
+    return this.current(slice)?.failover.electorateSettled ?? false;
+  }
+
+  /** The slice's run when it is for the replica set the map holds now (sync() not yet run for a change: none). */
+  private current(slice: number): Run | undefined {
     const run = this.runs.get(slice);
-    return run === undefined || (run.key === keyOf(this.map.replicasOf(slice)) && run.failover.electorateSettled);
+    return run !== undefined && run.key === keyOf(this.map.replicasOf(slice)) ? run : undefined;
   }
 
   /** Whether node `node`'s replica of the slice said (Pong) that it durably holds a committed record of
@@ -206,7 +211,7 @@ export class ReplicaLeaders {
       if (from === null || from === to || !run.replicas.includes(to) || !this.ready(from) || !this.ready(to)) continue;
       // Only to a replica heard from lately: a frozen node keeps its link open but answers nothing.
       if (Date.now() - (this.pongs.get(slice)?.get(to)?.at ?? 0) > this.probeIntervalMs) continue;
-      if (run.key !== keyOf(this.map.replicasOf(slice)) || this.map.ownerOf(slice) !== from || ok.some((m) => m.slice === slice)) continue;
+      if (this.current(slice) !== run || this.map.ownerOf(slice) !== from || ok.some((m) => m.slice === slice)) continue;
       ok.push({ slice, to, from, key: run.key });
     }
     if (ok.length === 0) return 0;
