@@ -141,8 +141,8 @@ export function splitPackedList(list: Uint8Array): Uint8Array[] {
   const t = list[0];
   let n: number;
   if (t >= 0x90 && t <= 0x9f) [n, at] = [t & 0x0f, 1];
-  else if (t === 0xdc) [n, at] = [(list[1] << 8) | list[2], 3];
-  else if (t === 0xdd) [n, at] = [((list[1] << 24) | (list[2] << 16) | (list[3] << 8) | list[4]) >>> 0, 5];
+  else if (t === 0xdc) [n, at] = [u16(list, 0), 3];
+  else if (t === 0xdd) [n, at] = [u32(list, 0), 5];
   else throw new MalformedFrame(`a packed list starts with a list header, not 0x${t?.toString(16)}`);
   const items: Uint8Array[] = new Array(n);
   for (let i = 0; i < n; i++) {

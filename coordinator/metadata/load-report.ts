@@ -1,6 +1,7 @@
 // A table's load, gathered from every worker of every node: per slice, per
 // node, the hottest sharding keys, and max/mean over all slices, the one figure
 // that says whether a key design piles its work onto a few slices.
+import { withTimeout } from '../../shared/timeout.js';
 import type { Counts, HotKey, NodeLoad, SliceDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
@@ -120,10 +121,3 @@ function addCounts(to: Counts, c: Counts): void {
   to.throttled += c.throttled;
 }
 
-/** `p`, or a rejection with `late()` after `ms` (Infinity: `p` itself). */
-function withTimeout<T>(p: Promise<T>, ms: number, late: () => Error): Promise<T> {
-  if (ms === Infinity) return p;
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(late()), ms)));
-  return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
-}

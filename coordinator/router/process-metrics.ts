@@ -38,7 +38,8 @@ export class ProcessMetrics {
   private readonly requests: Counter<'op'>;
   private readonly errors: Counter<'op' | 'code'>;
   private readonly seconds: Histogram<'op'>;
-  private readonly eventual: Counter<'answered'>;
+  /** keyslice_eventual_reads_total's child per answer, looked up once (not per read). */
+  private readonly eventual = new Map<EventualAnswer, Counter.Internal>();
 
   /** `process`: "coordinator", or "router-<id>" (the label that keeps each process's series apart). */
   constructor(readonly process: string) {
@@ -48,13 +49,17 @@ export class ProcessMetrics {
     this.requests = new Counter({ name: 'keyslice_requests_total', help: 'operations the request path of this process ran, by operation', labelNames: ['op'], registers });
     this.errors = new Counter({ name: 'keyslice_request_errors_total', help: 'operations that ended in an error, by operation and error code', labelNames: ['op', 'code'], registers });
     this.seconds = new Histogram({ name: 'keyslice_request_duration_seconds', help: 'time from an operation\'s start in this process to its answer, by operation', labelNames: ['op'], buckets: [...REQUEST_SECONDS_BUCKETS], registers });
-    this.eventual = new Counter({
+    const eventual = new Counter({
       name: 'keyslice_eventual_reads_total',
       help: 'eventually consistent reads (consistentRead false) this process routed, by what answered: a follower; the leader (its turn, or no follower connected); the leader after a follower could not answer (not caught up, at another epoch, unreachable, or silent for REPLICA_READ_TIMEOUT_MS)',
       labelNames: ['answered'],
       registers,
     });
-    for (const answered of EVENTUAL_ANSWERS) this.eventual.labels({ answered }).inc(0);
+    for (const answered of EVENTUAL_ANSWERS) {
+      const child = eventual.labels({ answered });
+      child.inc(0);
+      this.eventual.set(answered, child);
+    }
     // Every operation's series exist from the start: a scraper sees 0, not nothing. Each
     // operation's children are looked up once here, not per request (a label lookup hashes).
     for (const op of OPERATION_NAMES) {
@@ -81,7 +86,7 @@ export class ProcessMetrics {
 
   /** Counts one eventually consistent read by what answered it (Router.read). */
   eventualRead(answered: EventualAnswer): void {
-    this.eventual.inc({ answered });
+    this.eventual.get(answered)!.inc();
   }
 
   /** This process's series, when it is the only one (a coordinator without routers, a router started by itself). */

@@ -26,6 +26,7 @@
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
 import { KeysliceError, wasNotApplied } from '../../shared/errors.js';
+import { withTimeout } from '../../shared/timeout.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
@@ -102,7 +103,6 @@ export class Router {
    * with its retries; there a read whose outcome is unknown (its leader froze or was deposed with it in flight)
    * is sent again, since reading twice changes nothing. */
   async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
-    // Reading twice changes nothing: a read whose outcome is unknown (its leader froze or died with it in flight) is sent again.
     if (consistent || this.cluster.replicationFactor <= 1) return this.send(op, true);
     const replicas = this.cluster.replicaLinks(op[2]);
     const ready = replicas.filter((l) => l.state === 'ready');
@@ -115,21 +115,15 @@ export class Router {
     }
     const replicaOp: SliceOpMessage = op[0] === SliceOp.Get ? [SliceOp.ReplicaGet, op[1], op[2], op[3], op[4]] : [SliceOp.ReplicaRange, op[1], op[2], op[3]];
     const asked = link.send(op[2], replicaOp);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new KeysliceError('Unavailable', `no answer from ${link.url} within ${REPLICA_READ_TIMEOUT_MS} ms`)), REPLICA_READ_TIMEOUT_MS);
-    });
     asked.catch(() => {}); // a late answer, or its failure, is not waited for once the leader is asked
     try {
-      const answer = (await Promise.race([asked, late])) as ResultOf<Op>;
+      const answer = (await withTimeout(asked, REPLICA_READ_TIMEOUT_MS, () => new KeysliceError('Unavailable', `no answer from ${link.url} within ${REPLICA_READ_TIMEOUT_MS} ms`))) as ResultOf<Op>;
       this.counts.eventualRead('follower');
       return answer;
     } catch (err) {
       if (!(err instanceof KeysliceError) || !FALL_BACK_TO_LEADER.has(err.code)) throw err;
       this.counts.eventualRead('leader_after_follower');
       return this.send(op, true);
-    } finally {
-      clearTimeout(timer);
     }
   }
 
@@ -215,6 +209,5 @@ const FALL_BACK_TO_LEADER: ReadonlySet<string> = new Set(['ReplicaNotReady', 'Wr
  * (refused by a replica that does not serve, or never sent), or its outcome is unknown (any other
  * Unavailable: a lost connection, a deposed or silent leader) and applying it twice changes nothing. */
 function mayResend(err: KeysliceError, idempotent: boolean): boolean {
-  if (err.code !== 'Unavailable') return false;
-  return idempotent || wasNotApplied(err);
+  return err.code === 'Unavailable' && (idempotent || wasNotApplied(err));
 }
