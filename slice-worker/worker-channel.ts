@@ -87,7 +87,7 @@ export class WorkerChannel {
    * replication settings the worker takes just before it runs these ops. */
   run(bytes: Uint8Array, trusted = false, control: ReplicaControl | null = null): Promise<ChunkOutcome> {
     return new Promise((resolve, reject) => {
-      if (this.destroyed) return reject(new Error('the worker thread was stopped'));
+      if (this.destroyed) return reject(stoppedError());
       if (control !== null) this.controlsPending++;
       // Copy: the bytes may view a larger pooled buffer; the copy is the exact region, and ours.
       this.waiting.push({ bytes: new Uint8Array(bytes), trusted, control, resolve, reject });
@@ -165,10 +165,12 @@ export class WorkerChannel {
     this.destroyed = true;
     this.port.close();
     await this.thread.terminate();
-    const stopped = new Error('the worker thread was stopped');
+    const stopped = stoppedError();
     this.current?.reject(stopped);
     this.current = null;
     for (const w of this.waiting) w.reject(stopped);
     this.waiting = [];
   }
 }
+
+const stoppedError = () => new Error('the worker thread was stopped');

@@ -46,6 +46,7 @@ import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
 import { ReplicaLog } from './replication/replica-log.js';
+import type { Replica } from './replication/replica.js';
 import { SliceReplicas } from './replication/slice-replicas.js';
 
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
@@ -117,7 +118,6 @@ let nextTicket = 1;
 /** slice -> the held chunks that wait on it, oldest first. */
 const heldBySlice = new Map<number, Set<Held>>();
 let compacting = false;
-let checkpointBytesMin = 0;
 
 let replicaSelf = -1;
 
@@ -125,8 +125,6 @@ function openReplicas(self: number): void {
   replicaSelf = self;
   const opened = ReplicaLog.open(replicaDir, config.durability);
   replicaLog = opened.log;
-  // The same rule after a restart: the checkpoint the log starts with counts (the log read back counts toward the next).
-  checkpointBytesMin = 2 * replicaLog.checkpointBytes;
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
     outbox.push([slice, to, message]);
     queuePortFlush();
@@ -260,11 +258,9 @@ function refusalFor(slices: number[]): SliceOpResult | null {
  * store (which holds exactly the committed records it applied) when the replica may answer, else refused with
  * ReplicaNotReady (nothing read; the router reads from the leader). The leader's replica takes the consistent
  * path instead: its store runs ahead of the commit point, so its reads are held until committed. */
-function replicaRead(op: Extract<SliceOpMessage, [typeof SliceOp.ReplicaGet | typeof SliceOp.ReplicaRange, ...unknown[]]>): SliceOpResult {
-  const slice = op[2];
-  if (!replicas!.readable(slice)) {
-    const r = replicas!.of(slice);
-    return [RESULT_ERROR, 'ReplicaNotReady', `slice ${slice}'s replica on this node has not applied what its leader committed (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
+function replicaRead(op: Extract<SliceOpMessage, [typeof SliceOp.ReplicaGet | typeof SliceOp.ReplicaRange, ...unknown[]]>, r: Replica): SliceOpResult {
+  if (!r.readable) {
+    return [RESULT_ERROR, 'ReplicaNotReady', `slice ${op[2]}'s replica on this node has not applied what its leader committed (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
   }
   return store.readReplica(op);
 }
@@ -286,14 +282,14 @@ function proposeReplicated(effects: Effect[]): Effect[] {
 }
 
 function maybeCompact(): void {
-  if (compacting || replicaLog === null || replicaLog.bytesSinceCheckpoint < Math.max(Math.min(config.snapshotAfterBytes, REPLICA_CHECKPOINT_AFTER_BYTES), checkpointBytesMin)) return;
+  // A checkpoint as large as the threshold would start the next one at once: wait for twice its size (after a
+  // restart too: the checkpoint the log starts with counts, and the log read back counts toward the next).
+  if (compacting || replicaLog === null || replicaLog.bytesSinceCheckpoint < Math.max(Math.min(config.snapshotAfterBytes, REPLICA_CHECKPOINT_AFTER_BYTES), 2 * replicaLog.checkpointBytes)) return;
   compacting = true;
   setImmediate(() => {
     replicas!.compact();
     replicaLog!.checkpoint().then(
       () => {
-        // A checkpoint as large as the threshold would start the next one at once: wait for twice its size.
-        checkpointBytesMin = 2 * replicaLog!.checkpointBytes;
         compacting = false;
       },
       (err) => process.nextTick(() => {
@@ -363,9 +359,12 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
         results[i] = [RESULT_ERROR, 'InvalidState', `slice ${op[1]} is replicated; moving a replicated slice is not supported yet`];
         continue;
       }
-      if ((op[0] === SliceOp.ReplicaGet || op[0] === SliceOp.ReplicaRange) && replicated.has(op[2]) && !replicas!.of(op[2]).isLeader) {
-        results[i] = replicaRead(op);
-        continue;
+      if ((op[0] === SliceOp.ReplicaGet || op[0] === SliceOp.ReplicaRange) && replicated.has(op[2])) {
+        const r = replicas!.of(op[2]);
+        if (!r.isLeader) {
+          results[i] = replicaRead(op, r);
+          continue;
+        }
       }
       const slices = replicatedSlicesOf(op);
       const refusal = slices === null ? null : refusalFor(slices);
