@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeSliceResults, encodeSliceOps, RESULT_OK, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
-// The built module: its thread is dist/slice-worker/worker-thread.js, next to it.
+// The built module: its thread is dist/slice-worker/worker-thread.js, next to it (`npm test` builds first; run
+// `npm run build` before running this file alone, or it tests the last build).
 import { WorkerChannel } from '../dist/slice-worker/worker-channel.js';
 
 const TABLE = 7;
