@@ -259,7 +259,7 @@ export class ClusterMap {
       next.leaving[slice] = from;
     }
     placeFollowers(next, effectiveFactor(this.replication, next));
-    for (const { slice, to } of moves) assert(this.replicasOfState(next, slice).includes(to), `the new replica of slice ${slice} is kept`);
+    for (const { slice, to } of moves) assert(next.owners[slice] === to || next.followers[slice].includes(to), `the new replica of slice ${slice} is kept`);
     checkReplicas(next);
     this.save(next);
     this.state = next;
@@ -268,10 +268,6 @@ export class ClusterMap {
   /** The replica of the slice that leaves its set once its replacement caught up (moveReplicas), or -1. */
   leavingOf(slice: number): number {
     return this.state.leaving[slice];
-  }
-
-  private replicasOfState(s: State, slice: number): number[] {
-    return s.owners[slice] < 0 ? [] : [s.owners[slice], ...s.followers[slice]];
   }
 
   /** Leadership rebalancing (coordinator/metadata/replica-leaders.ts handOver): routing names follower `to`

@@ -618,7 +618,10 @@ export class Membership {
     // The nodes learn their new sets (reassign), then the sets' elections tell the leaders.
     this.leaders.sync();
     const byPair = new Map<string, number>();
-    for (const m of moves) byPair.set(`${this.map.nodes[m.from]} -> ${this.map.nodes[m.to]}`, (byPair.get(`${this.map.nodes[m.from]} -> ${this.map.nodes[m.to]}`) ?? 0) + 1);
+    for (const m of moves) {
+      const pair = `${this.map.nodes[m.from]} -> ${this.map.nodes[m.to]}`;
+      byPair.set(pair, (byPair.get(pair) ?? 0) + 1);
+    }
     this.log(`replica rebalancing: moving replicas of ${moves.length} slices (${[...byPair].map(([p, n]) => `${n} ${p}`).join(', ')}); ${this.pendingReplicaMoves(this.map.replicaCounts())} to go`);
   }
 
@@ -738,12 +741,12 @@ export class Membership {
   /** Replicas still to take off draining nodes, plus replica moves under way and (with --rebalance yes) a
    * rough count of those still to start: the replicas over an even share on active nodes. */
   private pendingReplicaMoves(replicas: number[]): number {
-    const draining = replicas.reduce((sum, n, i) => sum + (this.map.statusOf(i) === 'draining' ? n : 0), 0);
+    const underWay = replicas.reduce((sum, n, i) => sum + (this.map.statusOf(i) === 'draining' ? n : 0), 0) + this.movingReplicas();
     const active = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active');
-    if (!this.autoRebalance || active.length === 0) return draining + this.movingReplicas();
+    if (!this.autoRebalance || active.length === 0) return underWay;
     const after = this.replicaCountsAfterMoves();
     const share = Math.ceil(active.reduce((sum, i) => sum + after[i], 0) / active.length);
-    return draining + this.movingReplicas() + active.reduce((sum, i) => sum + Math.max(0, after[i] - share), 0);
+    return underWay + active.reduce((sum, i) => sum + Math.max(0, after[i] - share), 0);
   }
 
   /** Moves still to make (a rough count: draining slices plus the excess over an even share). */
