@@ -37,8 +37,11 @@ export class CorruptFileError extends Error {
   }
 }
 
+/** The bytes a record of this payload takes in its file (frameRecord's length). */
+export const recordBytes = (payload: Uint8Array) => RECORD_HEADER_BYTES + payload.byteLength;
+
 export function frameRecord(lsn: number, kind: number, payload: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(RECORD_HEADER_BYTES + payload.byteLength);
+  const out = Buffer.allocUnsafe(recordBytes(payload));
   out.writeUInt32BE(payload.byteLength, 0);
   out.writeUIntBE(lsn, 4, 6);
   out[10] = kind;

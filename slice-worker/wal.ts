@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { syncDir, syncDirAsync, writeAll } from '../shared/durable-file.js';
 import { assert } from '../shared/errors.js';
 import type { DurabilityMode } from '../shared/limits.js';
-import { CorruptFileError, frameRecord, readRecords, RECORD_HEADER_BYTES, type FileRecord } from './record-file.js';
+import { CorruptFileError, frameRecord, readRecords, recordBytes, type FileRecord } from './record-file.js';
 
 const SEGMENT = /^wal-(\d{16})\.log$/;
 const segmentName = (firstLsn: number) => `wal-${String(firstLsn).padStart(16, '0')}.log`;
@@ -86,7 +86,7 @@ export class WriteAheadLog {
         if (r.lsn <= afterLsn) continue;
         replay(r);
         replayed++;
-        replayedBytes += RECORD_HEADER_BYTES + r.payload.byteLength;
+        replayedBytes += recordBytes(r.payload);
       }
       nextLsn = Math.max(nextLsn, segmentEnd);
     }

@@ -19,7 +19,7 @@ import { Packr, Unpackr } from 'msgpackr';
 import { assert } from '../../shared/errors.js';
 import type { DurabilityMode } from '../../shared/limits.js';
 import { RECORD_KIND } from '../log-format.js';
-import { RECORD_HEADER_BYTES } from '../record-file.js';
+import { recordBytes } from '../record-file.js';
 import { firstSegmentLsn, WriteAheadLog, type LogRecovery } from '../wal.js';
 import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica, type ReplicaDisk } from './replica.js';
 
@@ -68,7 +68,7 @@ export class ReplicaLog {
       } else if (r.kind === RECORD_KIND.ReplicaCheckpoint) {
         const [slice, state] = unpackr.unpack(r.payload) as [number, DurableReplica];
         found.set(slice, revive(state));
-        checkpointBytes += RECORD_HEADER_BYTES + r.payload.byteLength;
+        checkpointBytes += recordBytes(r.payload);
       } else {
         throw new Error(`a replica log holds a record of kind ${r.kind} at ${r.lsn}`);
       }
