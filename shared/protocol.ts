@@ -79,8 +79,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * Pong says the term of the replica's commit point and its last index.
  * 7: Lead names the sets whose majorities each commit needs while a replica-set change is unsettled (Lead.sets).
  * 8: eventually consistent reads (SliceOp.ReplicaGet, SliceOp.ReplicaRange), answered by any replica.
- * 9: a Range spec says whether its items come back packed in the client's form (RangeSpec.packed). */
-export const NODE_PROTOCOL_VERSION = 9;
+ * 9: a Range spec says whether its items come back packed in the client's form (RangeSpec.packed).
+ * 10: a leader's KeepAlive to the followers that hold everything (a bound on how stale an eventual read may be). */
+export const NODE_PROTOCOL_VERSION = 10;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */

@@ -1,6 +1,6 @@
 // The messages of slice replication (docs/replication.md): between the coordinator
 // and a slice's replicas (Prepare, Lead, Ping and their answers) and between a
-// slice's leader and its followers (Append, Snapshot, AppendOk, Refused). The
+// slice's leader and its followers (Append, Snapshot, KeepAlive, AppendOk, Refused). The
 // replication core (slice-worker/replication/replica.ts) and the coordinator's
 // failover (coordinator/metadata/failover.ts) speak them; checkReplicationMessage
 // checks one whole, as a frame from the wire is checked before it is used.
@@ -43,6 +43,9 @@ export type ReplicationMessage =
   | { type: 'Pong'; seq: number; term: number; leading: boolean; commitTerm: number; lastIndex: number }
   | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number }
   | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number }
+  /** The leader of `term` still leads it: sent every REPLICA_KEEPALIVE_MS to followers that said they hold every
+   * record and the commit point (they get no heartbeat), so that they stay readable. Not answered. */
+  | { type: 'KeepAlive'; term: number; commitIndex: number }
   /** commitIndex: the commit point the follower holds durably (its leader stops heartbeats once it has it all). */
   | { type: 'AppendOk'; term: number; matchIndex: number; commitIndex: number }
   | { type: 'Refused'; term: number; code: RefusalCode; message: string; lastIndex: number; commitIndex: number };
@@ -58,6 +61,7 @@ const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Pong: ['seq', 'term', 'leading', 'commitTerm', 'lastIndex'],
   Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
   Snapshot: ['term', 'index', 'lastTerm', 'state', 'commitIndex'],
+  KeepAlive: ['term', 'commitIndex'],
   AppendOk: ['term', 'matchIndex', 'commitIndex'],
   Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
 };

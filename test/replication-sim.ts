@@ -310,7 +310,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const sr = new SliceReplicas(i, store, log, (_slice, to, m) => send(i, to, m), {
       committed: (_slice, index) => answerCommitted(i, index),
       deposed: () => answerDeposed(i),
-    });
+    }, () => clock.now);
     stores[i] = store;
     sliceReplicas[i] = sr;
     replicas[i] = sr.of(STORE_SLICE);
@@ -340,6 +340,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       snapshotState: () => encodeState(states[i]),
       committed: (index) => answerCommitted(i, index),
       deposed: () => answerDeposed(i),
+      now: () => clock.now,
     };
     replicas[i] = new Replica(i, host, disk.recovered());
   }
