@@ -38,23 +38,34 @@ const eventualGet = (id: string) => c.client.getItem(T, { id }, { consistentRead
 
 beforeAll(async () => {
   await c.client.createTable(T, { name: 'id', type: 'string' });
-  const until = Date.now() + 20_000;
+  // Every slice has an elected leader, and the leadership handovers that spread leaders over the nodes are over
+  // (no new one for 2 s): the test freezes the node it found leading a slice, which must stay its leader.
+  const until = Date.now() + 30_000;
+  let handovers = -1;
+  let sameSince = Date.now();
   for (;;) {
     const res = await fetch(`${c.cluster.url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: c.cluster.clusterSecret } });
     const { leaders } = ((await res.json()) as ClusterStatus).replication;
-    if (leaders.replicated > 0 && leaders.led === leaders.replicated) break;
-    if (Date.now() > until) throw new Error('not every slice has an elected leader');
+    if (leaders.handovers !== handovers || leaders.led !== leaders.replicated) [handovers, sameSince] = [leaders.handovers, Date.now()];
+    if (leaders.replicated > 0 && Date.now() - sameSince >= 2_000) break;
+    if (Date.now() > until) throw new Error(`leaders did not settle within 30 s (${leaders.led} of ${leaders.replicated} led, ${leaders.handovers} handovers)`);
     await sleep(200);
   }
 });
 
+/** The index of the node that leads the slice of `id`: the one that served 10 consistent reads of it. */
+async function leaderOf(id: string): Promise<number> {
+  const r0 = await readsPerNode();
+  for (let i = 0; i < 10; i++) await c.client.getItem(T, { id });
+  const at = grew(r0, await readsPerNode()).findIndex((n) => n === 10);
+  expect(at).toBeGreaterThanOrEqual(0);
+  return at;
+}
+
 describe('the staleness of eventually consistent reads (R=3, 3 nodes, no elections)', () => {
   it('an idle follower stays readable; one cut off from its frozen leader stops answering after the bound', async () => {
     await c.client.putItem(T, { id: 'k', v: 1 });
-    const r0 = await readsPerNode();
-    for (let i = 0; i < 10; i++) await c.client.getItem(T, { id: 'k' });
-    const leaderAt = grew(r0, await readsPerNode()).findIndex((n) => n === 10);
-    expect(leaderAt).toBeGreaterThanOrEqual(0);
+    const leaderAt = await leaderOf('k');
 
     // Idle for longer than the bound: the followers hold everything and get no heartbeat, only keep-alives, and
     // still answer their share of eventual reads (a follower that may not answer leaves its read to the leader).
@@ -70,6 +81,7 @@ describe('the staleness of eventually consistent reads (R=3, 3 nodes, no electio
     // The leader is frozen past the bound. A read goes out every 50 ms (not awaited: one that reaches the frozen
     // leader waits for it): the followers answer theirs at first, and none sent once the bound (and the last
     // keep-alive's time in flight) has passed is answered before the leader wakes.
+    expect(await leaderOf('k')).toBe(leaderAt); // still (no election, no handover)
     const leader = c.cluster.nodes[leaderAt];
     const FROZEN_MS = REPLICA_READ_STALENESS_MS + IN_FLIGHT_MS_MAX + 1_000;
     const reads: { sentMs: number; answeredMs: Promise<number> }[] = [];
@@ -96,6 +108,8 @@ describe('the staleness of eventually consistent reads (R=3, 3 nodes, no electio
     expect(whileFrozen.length).toBeGreaterThanOrEqual(5); // the followers did answer at first
     expect(lastSent).toBeLessThan(REPLICA_READ_STALENESS_MS + IN_FLIGHT_MS_MAX);
     expect(done.filter((r) => r.sentMs >= REPLICA_READ_STALENESS_MS + IN_FLIGHT_MS_MAX).length).toBeGreaterThanOrEqual(5);
+
+    expect(await leaderOf('k')).toBe(leaderAt); // it led the slice all along
 
     // Awake, the leader's next keep-alive makes its followers readable again (bounded wait).
     const until = Date.now() + 10_000;

@@ -21,9 +21,12 @@
 //  - Prepare(term) fences: the replica promises the term durably (refusing every
 //    older one from then on) before telling the coordinator its last (term, index).
 import { assert } from '../../shared/errors.js';
-import { REPLICATION_APPEND_RECORDS_MAX as APPEND_RECORDS_MAX, REPLICA_KEEPALIVE_MS, REPLICA_READ_STALENESS_MS } from '../../shared/limits.js';
+import { REPLICATION_APPEND_RECORDS_MAX as APPEND_RECORDS_MAX, REPLICA_KEEPALIVE_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS } from '../../shared/limits.js';
 import { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicaRecord, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { checksumMatches, makeRecord } from './replica-record.js';
+
+// Keep-alives leave a leader at most a period and a tick apart: an idle follower stays readable through one lost.
+assert(2 * (REPLICA_KEEPALIVE_MS + REPLICA_TICK_MS) <= REPLICA_READ_STALENESS_MS, 'a follower outlives one lost keep-alive');
 
 export { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicationMessage };
 
@@ -133,7 +136,7 @@ export class Replica {
   /** The REPLICA_KEEPALIVE_MS period of the clock in which this leader last sent its keep-alives (see tick). */
   private keptAlivePeriod = -1;
   // Follower state for eventually consistent reads (see readable).
-  /** The term of the leader whose Append or Snapshot this replica last took or refused for a gap; 0: none since start. */
+  /** The term of the leader whose Append, Snapshot (taken or refused for a gap) or KeepAlive it last had; 0: none since start. */
   private heardTerm = 0;
   /** The largest commit index that leader sent it. */
   private heardCommit = 0;
@@ -169,17 +172,18 @@ export class Replica {
     return this.leading && this.commit >= this.leadFrom;
   }
   /** Whether a follower may answer an eventually consistent read from what it applied (docs/replication.md,
-   * "Eventually consistent reads"): it heard from the leader of the term it promised since it started, within
-   * the last REPLICA_READ_STALENESS_MS, and it has applied every record up to the commit index that leader sent it. So a replica being built (new in the
+   * "Eventually consistent reads"): it heard from the leader of the term it promised since it started, and it
+   * has applied every record up to the commit index that leader sent it. So a replica being built (new in the
    * set, catching up after a restart or a gap, installing a snapshot followed by records) never answers
    * "not found" for an item it has not got yet: it learns the leader's commit point from the first Append or
    * Snapshot, whether it takes it or refuses it for a gap, and stays unreadable until it applied that far. A
    * replica that restarted, or promised a newer term to an election, waits for its leader's first word. It may
    * still be behind a commit it has not heard of (the leader's next Append or heartbeat brings it: within a
-   * tick once writes stop). A follower cut off from its leader (or whose leader is frozen) stops answering
-   * REPLICA_READ_STALENESS_MS after the last word it had; an idle one that holds everything hears a KeepAlive
-   * every REPLICA_KEEPALIVE_MS (tick). A leader is not readable here: its store runs ahead of the commit point,
-   * so its reads take the consistent path (held until committed). */
+   * tick once writes stop). And it heard from that leader within the last REPLICA_READ_STALENESS_MS, so a
+   * follower cut off from its leader (or whose leader is frozen) stops answering that long after the last word
+   * it had; an idle one that holds everything hears a KeepAlive every REPLICA_KEEPALIVE_MS (tick). A leader is
+   * not readable here: its store runs ahead of the commit point, so its reads take the consistent path (held
+   * until committed). */
   get readable(): boolean {
     return (
       !this.leading &&
@@ -422,6 +426,8 @@ export class Replica {
         return this.onSnapshot(from, m);
       case 'KeepAlive':
         return this.onKeepAlive(from, m);
+      case 'KeepAlives':
+        return assert(false, 'a slice node splits KeepAlives into one KeepAlive per slice before a replica sees them');
       case 'AppendOk':
       case 'Refused':
         return this.onReply(from, m);
