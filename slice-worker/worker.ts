@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeSliceOps,
@@ -287,7 +287,7 @@ function refusalFor(slices: number[]): SliceOpResult | null {
  * path instead: its store runs ahead of the commit point, so its reads are held until committed. */
 function replicaRead(op: Extract<SliceOpMessage, [typeof SliceOp.ReplicaGet | typeof SliceOp.ReplicaRange, ...unknown[]]>, r: Replica): SliceOpResult {
   if (!r.readable) {
-    return [RESULT_ERROR, 'ReplicaNotReady', `slice ${op[2]}'s replica on this node has not applied what its leader committed (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
+    return [RESULT_ERROR, 'ReplicaNotReady', `slice ${op[2]}'s replica on this node has not applied what its leader committed, or has not heard from it for ${REPLICA_READ_STALENESS_MS} ms (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
   }
   return store.readReplica(op);
 }
