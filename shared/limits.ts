@@ -165,6 +165,11 @@ export const REPLICA_TICK_MS = 100;
  * leader instead: a frozen follower (SIGSTOP, cut off) keeps its connection open and nothing else notices it
  * (the coordinator watches leaders), so its reads would otherwise wait NODE_REQUEST_TIMEOUT_MS (30 s). */
 export const REPLICA_READ_TIMEOUT_MS = 1_000;
+/** A follower that let an eventual read time out (REPLICA_READ_TIMEOUT_MS) gets no eventual reads from that
+ * router for this long; the next one after it is the probe. A frozen follower that leads nothing is never
+ * replaced by an election, so without this every R-th eventual read would wait the timeout; five times the
+ * timeout keeps a follower that was only slow for a moment (a long GC pause) out of turn briefly. */
+export const REPLICA_SILENT_SKIP_MS = 5_000;
 /** One Replicate frame carries at most this many [slice, message] entries (a sender batches what one
  * turn produced for one destination; more goes in further frames). */
 export const REPLICATION_FRAME_ENTRIES_MAX = 4096;
