@@ -195,6 +195,13 @@ export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
  * and each change is an election that deposes the leader for a moment (its uncommitted writes answer
  * with an unknown outcome), so a join under load moves a few slices at a time rather than all. */
 export const REPLICA_MOVES_IN_FLIGHT_MAX = 4;
+/** A replica move whose new replica's node has been down (not connected to the coordinator) this long before the
+ * move completed is undone: the slice goes back to its old set (coordinator/metadata/membership.ts undoStalledMoves).
+ * Until then the slice runs as a set of R + 1 with one member down, so one more failure leaves it without a majority.
+ * 5 s: a node restarted after a SIGKILL is back and reconnected in 1-2 s here (bench/FAILOVER.md), and its move
+ * then goes on rather than being undone and copied again; a node gone longer than a restart takes is taken out of
+ * the move within seconds, as NODE_HEARTBEAT_TIMEOUT_MS counts a silent node gone. */
+export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 
