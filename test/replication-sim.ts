@@ -49,6 +49,8 @@ export interface SimReport {
   snapshotsSent: number;
   /** Replica-set changes made (drain steps count one each). */
   setChanges: number;
+  /** Replica moves undone (their added replica taken out again: membership.ts undoStalledMoves). */
+  movesUndone: number;
   simMs: number;
 }
 
@@ -221,7 +223,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, simMs: 0 };
   const fail = (why: string): never => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
   };
@@ -475,6 +477,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (undoing === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && opts.setChanges !== 'chained')) return;
     const node = undoing;
     undoing = null;
+    report.movesUndone++;
     changeSet(set.filter((n) => n !== node), `move to ${node}, undo`);
   }
   /** membership.ts drainReplicas: the drained replica leaves once every other one holds the elected leader's barrier. */
