@@ -65,7 +65,8 @@ export interface WorkerConfig {
 }
 
 /** What the node tells a worker with its assignment: this node's index in the map and the worker's
- * slices whose replica set has more than one node (null: R=1, none). */
+ * slices whose replica set has more than one node (null: R=1, none). Self -1: the node holds no replica
+ * (and has held none since it started): nothing to open, and replicas read back from disk are dropped. */
 export interface ReplicaControl {
   self: number;
   replicated: number[];
@@ -177,10 +178,11 @@ function onPortMessage(entries: NodePortMessage): void {
 
 function takeControl(c: ReplicaControl): void {
   if (replicas === null) {
+    if (c.self < 0) return; // no replica here, none on disk
     writeStateFile(selfFile, { self: c.self });
     openReplicas(c.self);
   }
-  assert(replicaSelf === c.self, `a node's index in the map does not change (was ${replicaSelf}, now ${c.self})`);
+  assert(c.self < 0 ? c.replicated.length === 0 : replicaSelf === c.self, `a node's index in the map does not change (was ${replicaSelf}, now ${c.self})`);
   const before = replicated;
   replicated = new Set(c.replicated);
   dropCheck = true;
