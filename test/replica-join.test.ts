@@ -151,7 +151,20 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     if (process.env.KEYSLICE_TEST_LOG) {
       console.log(`joining node killed with ${moving.length} moves onto it under way: undone, every slice back to 3 live replicas ${tookMs} ms after the kill; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
     }
-  }, 150_000);
+    // Back (same folder and port), it takes its share of replicas again: the moves are made anew.
+    await e.addNode(undefined, Number(new URL(joined.url).port), joined.name);
+    await waitFor(
+      async () => {
+        const s = await e.status();
+        const replicas = s.nodes.map((n) => n.replicas);
+        return led(s) && s.moves.pending === 0 && s.replication.leaders.moving === 0 && s.replication.leaders.unsettled === 0 && Math.max(...replicas) - Math.min(...replicas) <= 1;
+      },
+      'the replicas to be spread over the 4 nodes once the killed node is back',
+      90_000,
+    );
+    for (const set of persisted(e).sets) expect(new Set(set).size).toBe(3);
+    await load.verify(300);
+  }, 200_000);
 
   it('a node killed just after a replica move dropped a replica: the slice still elects a leader while it is down', async () => {
     // The move's second change (4 replicas to 3) settles only once the new leader's barrier is held by a majority
