@@ -196,10 +196,11 @@ function deliverReplication(): void {
   for (const [w, list] of batches) workers[w].deliver(list);
 }
 
-/** The replication settings each worker takes with an assignment: null while this node has never been
- * given replicated slices (R=1: the workers run exactly as before). */
+/** The replication settings each worker takes with an assignment. While this process has been given no replicated
+ * slice, self -1 and none: a worker that holds replicas read back from its disk (the node held them before a restart,
+ * and they left its sets meanwhile) drops them; one that holds none runs exactly as before (R=1). */
 function controlsFor(next: AssignReplication | null, previous: AssignReplication | null): (ReplicaControl | null)[] {
-  if (next === null && previous === null) return workers.map(() => null);
+  if (next === null && previous === null) return workers.map(() => ({ self: -1, replicated: [] }));
   const self = (next ?? previous)!.self;
   return workers.map((_, w) => ({
     self,

@@ -193,6 +193,27 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
     }
   });
 
+  it('pass over a frozen follower after one read timed out on it, instead of every third read waiting', async () => {
+    const leader = await putOnLeader('warm', 'z');
+    const follower = c.cluster.nodes.find((n) => n !== leader)!;
+    follower.child.kill('SIGSTOP');
+    try {
+      // One client connection: one router. Before, every third read waited REPLICA_READ_TIMEOUT_MS (1 s) on the
+      // frozen follower; now the first such read does, and the follower gets none for REPLICA_SILENT_SKIP_MS.
+      const tookMs: number[] = [];
+      for (let i = 0; i < 30; i++) {
+        const t0 = Date.now();
+        expect((await c.client.getItem(T, { id: 'warm' }, { consistentRead: false }))?.v).toBe('z');
+        tookMs.push(Date.now() - t0);
+      }
+      const slow = tookMs.filter((ms) => ms >= 900).length;
+      console.log(`follower frozen: ${slow} of 30 eventual reads took 0.9 s or more (${tookMs.reduce((a, b) => a + b, 0)} ms in all)`);
+      expect(slow).toBeLessThanOrEqual(2);
+    } finally {
+      follower.child.kill('SIGCONT');
+    }
+  });
+
   it('refuses a consistentRead that is not a boolean', async () => {
     await expect(c.client.getItem(T, { id: 'hot' }, { consistentRead: 'no' as unknown as boolean })).rejects.toThrow(/"consistentRead" must be true or false/);
   });

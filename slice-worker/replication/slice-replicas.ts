@@ -62,6 +62,17 @@ export class SliceReplicas {
     this.replicas.get(slice)?.resign();
   }
 
+  /** The slices this worker holds a replica of (started from the log, or since). */
+  held(): number[] {
+    return [...this.replicas.keys()];
+  }
+
+  /** Forgets the replica of `slice` (its node no longer holds one: worker.ts drops its state too); a later
+   * of(slice) starts one anew from the log, which the caller has emptied of it. */
+  drop(slice: number): void {
+    this.replicas.delete(slice);
+  }
+
   /** Whether this worker may execute writes of `slice` now. */
   serving(slice: number): boolean {
     return this.of(slice).serving;
