@@ -170,6 +170,16 @@ export const REPLICA_READ_TIMEOUT_MS = 1_000;
  * replaced by an election, so without this every R-th eventual read would wait the timeout; five times the
  * timeout keeps a follower that was only slow for a moment (a long GC pause) out of turn briefly. */
 export const REPLICA_SILENT_SKIP_MS = 5_000;
+/** A follower answers an eventually consistent read only if it heard from the leader of the term it promised
+ * within this long (by its own monotonic clock), else ReplicaNotReady and the router reads from the leader: a
+ * follower cut off from its leader (or whose leader is frozen) but still reached by routers stops answering
+ * after this long. So what it answers is at most this old, plus the time the leader's message was in flight. */
+export const REPLICA_READ_STALENESS_MS = 3_000;
+/** A leader tells the followers that hold everything (and get no heartbeat: docs/replication.md) that it still
+ * leads this often, so that an idle follower stays readable. A third of the bound: one keep-alive may be lost,
+ * or the leader's or the follower's thread may stall for up to a second (a loaded machine: see
+ * docs/replication.md, "Staleness"), before a follower stops answering. */
+export const REPLICA_KEEPALIVE_MS = REPLICA_READ_STALENESS_MS / 3;
 /** One Replicate frame carries at most this many [slice, message] entries (a sender batches what one
  * turn produced for one destination; more goes in further frames). */
 export const REPLICATION_FRAME_ENTRIES_MAX = 4096;

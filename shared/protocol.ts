@@ -80,8 +80,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 7: Lead names the sets whose majorities each commit needs while a replica-set change is unsettled (Lead.sets).
  * 8: eventually consistent reads (SliceOp.ReplicaGet, SliceOp.ReplicaRange), answered by any replica.
  * 9: a Range spec says whether its items come back packed in the client's form (RangeSpec.packed).
- * 10: Stats also answers what the worker holds of the table over every slice in its store (StatsResult.held). */
-export const NODE_PROTOCOL_VERSION = 10;
+ * 10: Stats also answers what the worker holds of the table over every slice in its store (StatsResult.held).
+ * 11: a leader's KeepAlive to the followers that hold everything (a bound on how stale an eventual read may be). */
+export const NODE_PROTOCOL_VERSION = 11;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */

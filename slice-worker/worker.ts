@@ -30,7 +30,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeSliceOps,
@@ -163,7 +163,7 @@ function queuePortFlush(): void {
  * batches the messages per destination. */
 function flushPort(): void {
   portFlushQueued = false;
-  const out = outbox;
+  const out = foldKeepAlives(outbox);
   const released = answers;
   outbox = [];
   answers = [];
@@ -171,9 +171,36 @@ function flushPort(): void {
   port?.postMessage([out, released] satisfies WorkerPortMessage, released.map(([, b]) => b.buffer as ArrayBuffer));
 }
 
+/** The KeepAlives of a turn (every leader of this worker sends them in the same tick: Replica.tick) go to each
+ * node as one KeepAlives entry of numbers rather than a message per slice (replication-protocol.ts). */
+function foldKeepAlives(out: [number, number, ReplicationMessage][]): [number, number, ReplicationMessage][] {
+  let folded: Map<number, number[]> | null = null;
+  const rest: [number, number, ReplicationMessage][] = [];
+  for (const e of out) {
+    const m = e[2];
+    if (m.type !== 'KeepAlive') rest.push(e);
+    else {
+      folded ??= new Map();
+      let slices = folded.get(e[1]);
+      if (slices === undefined) folded.set(e[1], (slices = []));
+      slices.push(e[0], m.term, m.commitIndex);
+    }
+  }
+  if (folded === null) return out;
+  for (const [to, slices] of folded) rest.push([slices[0], to, { type: 'KeepAlives', slices }]);
+  return rest;
+}
+
 function onPortMessage(entries: NodePortMessage): void {
   if (replicas === null) return; // not given replicated slices yet: nothing here answers
-  for (const [slice, from, message] of entries) if (replicated.has(slice)) replicas.receive(slice, from, message);
+  for (const [slice, from, message] of entries) {
+    if (message.type !== 'KeepAlives') {
+      if (replicated.has(slice)) replicas.receive(slice, from, message);
+      continue;
+    }
+    const s = message.slices;
+    for (let i = 0; i < s.length; i += 3) if (replicated.has(s[i])) replicas.receive(s[i], from, { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2] });
+  }
 }
 
 function takeControl(c: ReplicaControl): void {
@@ -269,7 +296,7 @@ function refusalFor(slices: number[]): SliceOpResult | null {
  * path instead: its store runs ahead of the commit point, so its reads are held until committed. */
 function replicaRead(op: Extract<SliceOpMessage, [typeof SliceOp.ReplicaGet | typeof SliceOp.ReplicaRange, ...unknown[]]>, r: Replica): SliceOpResult {
   if (!r.readable) {
-    return [RESULT_ERROR, 'ReplicaNotReady', `slice ${op[2]}'s replica on this node has not applied what its leader committed (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
+    return [RESULT_ERROR, 'ReplicaNotReady', `slice ${op[2]}'s replica on this node has not applied what its leader committed, or has not heard from it for ${REPLICA_READ_STALENESS_MS} ms (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
   }
   return store.readReplica(op);
 }

@@ -10,6 +10,7 @@
 // the same record at each index. Any failure names its seed; the same seed
 // replays the same run.
 import { assert } from '../shared/errors.js';
+import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
@@ -317,7 +318,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const sr = new SliceReplicas(i, store, log, (_slice, to, m) => send(i, to, m), {
       committed: (_slice, index) => answerCommitted(i, index),
       deposed: () => answerDeposed(i),
-    });
+    }, () => clock.now);
     stores[i] = store;
     sliceReplicas[i] = sr;
     replicas[i] = sr.of(STORE_SLICE);
@@ -347,6 +348,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       snapshotState: () => encodeState(states[i]),
       committed: (index) => answerCommitted(i, index),
       deposed: () => answerDeposed(i),
+      now: () => clock.now,
     };
     replicas[i] = new Replica(i, host, disk.recovered());
   }
@@ -622,6 +624,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const sentBefore = leaderMessages;
   runUntil(clock.now + 1_000);
   if (leaderMessages > sentBefore) fail(`an idle leader sent ${leaderMessages - sentBefore} appends in 1 s to followers that hold everything`);
+  // But its keep-alives keep them readable (eventually consistent reads) for longer than the staleness bound.
+  runUntil(clock.now + REPLICA_READ_STALENESS_MS);
+  for (const i of set) if (i !== coordinator.currentLeader && !replicas[i]!.readable) fail(`follower ${i} of an idle leader may not answer eventual reads (its keep-alives stopped)`);
   report.simMs = Math.round(clock.now);
   report.elections = elections + coordinator.elections;
 
