@@ -147,7 +147,8 @@ try {
           if (Date.now() >= deadline) break;
           const ops: SliceOpMessage[] = Array.from({ length: BATCH }, () => {
             const key = `k${n++}`;
-            return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null];
+            // Each put carries a request id, as a router's does (coordinator/router/request-ids.ts).
+            return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null, `0123456789abcdef.${n.toString(36)}`];
           });
           if (!(await links[0].batch(1, worker, ops))) throw new Error('a put failed');
           done += BATCH;

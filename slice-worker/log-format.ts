@@ -3,6 +3,7 @@
 // needs no structure definitions from elsewhere to be read back.
 import { Packr, Unpackr } from 'msgpackr';
 import type { Effect } from './partition.js';
+import type { AppliedRequest } from './replication/applied-requests.js';
 
 export const RECORD_KIND = {
   /** Log: the changes of one batch. */
@@ -34,6 +35,25 @@ export function encodeEffectsOwned(effects: Effect[]): Uint8Array {
 
 export function decodeEffects(bytes: Uint8Array): Effect[] {
   return unpackr.unpack(bytes) as Effect[];
+}
+
+/** What a replicated slice's record payload holds (the effects of one task on the slice, and the writes among
+ * them that carried a request id, with their answers), and likewise its replica's snapshot state (its items as
+ * set-effects, and the writes it remembers: applied-requests.ts). Without requests it is the effects list
+ * alone, as before request ids, so a log written then reads back unchanged; with them, a map. */
+export interface ReplicatedChanges {
+  effects: Effect[];
+  requests: AppliedRequest[];
+}
+
+export function encodeReplicated(effects: Effect[], requests: AppliedRequest[]): Uint8Array {
+  // A buffer of its own (encodeEffectsOwned): a replica keeps these bytes, and posts them to its node.
+  return new Uint8Array(packr.pack(requests.length === 0 ? effects : ({ effects, requests } satisfies ReplicatedChanges)));
+}
+
+export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {
+  const v = unpackr.unpack(bytes) as Effect[] | ReplicatedChanges;
+  return Array.isArray(v) ? { effects: v, requests: [] } : v;
 }
 
 export interface SnapshotEnd {

@@ -504,7 +504,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         // As a worker: execute against the store, then propose the effects (only while serving).
         if (!r.serving) return answer(leader, requestId, 'notLeader');
         const store = stores[leader]!;
-        const put = store.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, null]);
+        const put = store.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, null, null]);
         assert(put[0] === RESULT_OK, 'a put on a serving leader succeeds');
         const [[, index]] = sliceReplicas[leader]!.propose(store.takeEffects());
         pending[leader].set(index, { requestId });

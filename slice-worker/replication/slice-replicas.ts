@@ -12,9 +12,15 @@
 //   holds is applied first). A deposed leader's store is rebuilt from its
 //   snapshot and committed records (replayCommitted), dropping what it executed
 //   that was never committed.
+// - A write with a request id runs through execute(): once per id (applied-requests.ts). Its id and answer go in
+//   the slice's record beside its effects, and in the replica's snapshot state, so every replica that applies
+//   the record, and every one restored from a snapshot, remembers it (log-format.ts, ReplicatedChanges).
 // - The disk is the worker's replica log (replica-log.ts).
-import { decodeEffects, encodeEffectsOwned } from '../log-format.js';
+import { assert } from '../../shared/errors.js';
+import { requestIdOf, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
+import { decodeReplicated, encodeReplicated } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
+import { AppliedRequests, type AppliedRequest, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
 import { Replica, type ReplicaId, type ReplicationMessage } from './replica.js';
 
@@ -27,6 +33,10 @@ export interface SliceReplicaEvents {
 
 export class SliceReplicas {
   private readonly replicas = new Map<number, Replica>();
+  /** Per slice, the writes with a request id that its replica applied (what a resend is answered from). */
+  private readonly applied = new Map<number, AppliedRequests>();
+  /** Per slice, the writes with a request id executed since the last propose(): they go in its next record. */
+  private proposing = new Map<number, AppliedRequest[]>();
 
   constructor(
     private readonly self: ReplicaId,
@@ -35,6 +45,8 @@ export class SliceReplicas {
     private readonly log: Pick<ReplicaLog, 'diskFor' | 'durable' | 'sliceIds'>,
     private readonly send: (slice: number, to: ReplicaId, message: ReplicationMessage) => void,
     private readonly events: SliceReplicaEvents = {},
+    /** When a write is executed (ms), as its record keeps it: what bounds how long its id is remembered. */
+    private readonly now: () => number = Date.now,
   ) {
     // At start, every slice the log holds comes back: its committed records are applied to the store.
     for (const slice of log.sliceIds) this.of(slice);
@@ -70,7 +82,38 @@ export class SliceReplicas {
     return this.replicas.get(slice)?.readable ?? false;
   }
 
-  /** Proposes the effects of one task, one record per slice; answers [slice, index] for each.
+  /** Runs a write on a slice this worker serves, once per request id: a write whose id the slice applied (a
+   * router sent it again after an unknown outcome) gets the answer it got then, and nothing is applied (the
+   * caller holds that answer, like any, until the slice's last record is committed: the first copy's record may
+   * not be yet). A write that failed (its condition was false, the slice's capacity refused it) or changed
+   * nothing (a delete of no item) applied nothing and is not remembered: evaluating it again, should it come
+   * again, is correct, since the first copy is then as if it never came. */
+  execute(op: WriteOp): SliceOpResult {
+    const slice = op[2];
+    assert(this.serving(slice), 'a write runs only where its slice is served');
+    const id = requestIdOf(op);
+    if (id === null) return this.store.execute(op);
+    const seen = this.requestsOf(slice).find(id);
+    if (seen !== undefined) return [RESULT_OK, seen[2]];
+    const before = this.store.effectCount;
+    const result = this.store.execute(op);
+    if (result[0] === RESULT_OK && this.store.effectCount > before) {
+      const e: AppliedRequest = [id, this.now(), result[1] as RequestAnswer];
+      this.requestsOf(slice).add(e);
+      const list = this.proposing.get(slice);
+      if (list === undefined) this.proposing.set(slice, [e]);
+      else list.push(e);
+    }
+    return result;
+  }
+
+  /** How many writes with a request id the replica of `slice` remembers (for tests and traces). */
+  rememberedRequests(slice: number): number {
+    return this.applied.get(slice)?.size ?? 0;
+  }
+
+  /** Proposes the effects of one task, one record per slice (with the task's writes of a request id on that
+   * slice, execute()); answers [slice, index] for each.
    * Every slice touched must be served here (the caller checked before executing). */
   propose(effects: Effect[]): [number, number][] {
     const bySlice = new Map<number, Effect[]>();
@@ -84,8 +127,11 @@ export class SliceReplicas {
       else if (e[0] === EFFECT_DROP_TABLE) for (const [slice, r] of this.replicas) if (r.isLeader) add(slice, [EFFECT_DROP_SLICE, slice, e[1]]);
     }
     const out: [number, number][] = [];
+    const requests = this.proposing;
+    this.proposing = new Map();
+    for (const slice of requests.keys()) assert(bySlice.has(slice), 'a remembered write changed its slice, so its record carries it');
     for (const [slice, list] of bySlice) {
-      const index = this.of(slice).propose(encodeEffectsOwned(list));
+      const index = this.of(slice).propose(encodeReplicated(list, requests.get(slice) ?? []));
       if (index === null) throw new Error(`invariant broken: effects of slice ${slice} were made while this worker does not lead it`);
       out.push([slice, index]);
     }
@@ -114,6 +160,12 @@ export class SliceReplicas {
     for (const r of this.replicas.values()) r.compact();
   }
 
+  private requestsOf(slice: number): AppliedRequests {
+    let a = this.applied.get(slice);
+    if (a === undefined) this.applied.set(slice, (a = new AppliedRequests()));
+    return a;
+  }
+
   private start(slice: number): Replica {
     const disk = this.log.diskFor(slice);
     let found = this.log.durable(slice);
@@ -122,7 +174,7 @@ export class SliceReplicas {
       // items are in the worker log alone. They become the replica's first state, a snapshot at index 1 of
       // term 1 (no election uses term 1), so that an election (largest last record) chooses this replica and
       // the others get them as a snapshot. Without it the replica started empty and the items were dropped.
-      const state = encodeEffectsOwned([...this.store.sliceEntries(slice)]);
+      const state = encodeReplicated([...this.store.sliceEntries(slice)], []);
       disk.write({ kind: 'snapshot', index: 1, term: 1, state });
       found = { promisedTerm: 0, snapshot: { index: 1, term: 1, state }, records: [], commitIndex: 1 };
     }
@@ -134,16 +186,21 @@ export class SliceReplicas {
         send: (to, m) => this.send(slice, to, m),
         disk,
         apply: (record) => {
-          // A leader's own records were executed here before they were proposed.
+          // A leader's own records were executed here before they were proposed (and their writes remembered).
           if (replica?.isLeader === true && record.term === replica.term) return;
           if (record.payload.length === 0) return;
-          for (const e of decodeEffects(record.payload)) this.store.replay(e);
+          const { effects, requests } = decodeReplicated(record.payload);
+          for (const e of effects) this.store.replay(e);
+          const applied = this.requestsOf(slice);
+          for (const r of requests) applied.add(r);
         },
         restore: (state) => {
           this.store.replay([EFFECT_DROP_SLICE, slice, null]);
-          if (state !== null) for (const e of decodeEffects(state)) this.store.replay(e);
+          const { effects, requests } = state === null ? { effects: [], requests: [] } : decodeReplicated(state);
+          for (const e of effects) this.store.replay(e);
+          this.applied.set(slice, new AppliedRequests(requests));
         },
-        snapshotState: () => encodeEffectsOwned([...this.store.sliceEntries(slice)]),
+        snapshotState: () => encodeReplicated([...this.store.sliceEntries(slice)], this.requestsOf(slice).list()),
         committed: (index) => this.events.committed?.(slice, index),
         deposed: (term) => {
           // The store ran ahead of the commit point: put it back to exactly what is committed.
