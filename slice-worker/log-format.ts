@@ -3,7 +3,7 @@
 // needs no structure definitions from elsewhere to be read back.
 import { Packr, Unpackr } from 'msgpackr';
 import type { Effect } from './partition.js';
-import type { AppliedRequest } from './replication/applied-requests.js';
+import type { AppliedList } from './replication/applied-requests.js';
 
 export const RECORD_KIND = {
   /** Log: the changes of one batch. */
@@ -43,17 +43,17 @@ export function decodeEffects(bytes: Uint8Array): Effect[] {
  * alone, as before request ids, so a log written then reads back unchanged; with them, a map. */
 export interface ReplicatedChanges {
   effects: Effect[];
-  requests: AppliedRequest[];
+  requests: AppliedList | null;
 }
 
-export function encodeReplicated(effects: Effect[], requests: AppliedRequest[]): Uint8Array {
+export function encodeReplicated(effects: Effect[], requests: AppliedList | null): Uint8Array {
   // A buffer of its own (encodeEffectsOwned): a replica keeps these bytes, and posts them to its node.
-  return new Uint8Array(packr.pack(requests.length === 0 ? effects : ({ effects, requests } satisfies ReplicatedChanges)));
+  return new Uint8Array(packr.pack(requests === null || requests.ids.length === 0 ? effects : ({ effects, requests } satisfies ReplicatedChanges)));
 }
 
 export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {
   const v = unpackr.unpack(bytes) as Effect[] | ReplicatedChanges;
-  return Array.isArray(v) ? { effects: v, requests: [] } : v;
+  return Array.isArray(v) ? { effects: v, requests: null } : v;
 }
 
 export interface SnapshotEnd {

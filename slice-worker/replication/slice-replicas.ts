@@ -20,7 +20,7 @@ import { assert } from '../../shared/errors.js';
 import { requestIdOf, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
 import { decodeReplicated, encodeReplicated } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
-import { AppliedRequests, type AppliedRequest, type RequestAnswer } from './applied-requests.js';
+import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
 import { Replica, type ReplicaId, type ReplicationMessage } from './replica.js';
 
@@ -36,7 +36,9 @@ export class SliceReplicas {
   /** Per slice, the writes with a request id that its replica applied (what a resend is answered from). */
   private readonly applied = new Map<number, AppliedRequests>();
   /** Per slice, the writes with a request id executed since the last propose(): they go in its next record. */
-  private proposing = new Map<number, AppliedRequest[]>();
+  private proposing = new Map<number, AppliedList>();
+  /** The time of the writes executed since the last propose() (one per task: its records carry it). */
+  private proposingAt = 0;
 
   constructor(
     private readonly self: ReplicaId,
@@ -93,16 +95,20 @@ export class SliceReplicas {
     assert(this.serving(slice), 'a write runs only where its slice is served');
     const id = requestIdOf(op);
     if (id === null) return this.store.execute(op);
-    const seen = this.requestsOf(slice).find(id);
-    if (seen !== undefined) return [RESULT_OK, seen[2]];
+    const applied = this.requestsOf(slice);
+    const seen = applied.find(id);
+    if (seen !== undefined) return [RESULT_OK, seen];
     const before = this.store.effectCount;
     const result = this.store.execute(op);
     if (result[0] === RESULT_OK && this.store.effectCount > before) {
-      const e: AppliedRequest = [id, this.now(), result[1] as RequestAnswer];
-      this.requestsOf(slice).add(e);
-      const list = this.proposing.get(slice);
-      if (list === undefined) this.proposing.set(slice, [e]);
-      else list.push(e);
+      const answer = result[1] as RequestAnswer;
+      if (this.proposing.size === 0) this.proposingAt = this.now();
+      applied.add(id, this.proposingAt, answer);
+      let list = this.proposing.get(slice);
+      if (list === undefined) this.proposing.set(slice, (list = { ids: [], ats: [], answers: [] }));
+      list.ids.push(id);
+      list.ats.push(this.proposingAt);
+      list.answers!.push(answer);
     }
     return result;
   }
@@ -129,9 +135,12 @@ export class SliceReplicas {
     const out: [number, number][] = [];
     const requests = this.proposing;
     this.proposing = new Map();
-    for (const slice of requests.keys()) assert(bySlice.has(slice), 'a remembered write changed its slice, so its record carries it');
+    for (const [slice, list] of requests) {
+      assert(bySlice.has(slice), 'a remembered write changed its slice, so its record carries it');
+      if (list.answers!.every((a) => a === null)) list.answers = null;
+    }
     for (const [slice, list] of bySlice) {
-      const index = this.of(slice).propose(encodeReplicated(list, requests.get(slice) ?? []));
+      const index = this.of(slice).propose(encodeReplicated(list, requests.get(slice) ?? null));
       if (index === null) throw new Error(`invariant broken: effects of slice ${slice} were made while this worker does not lead it`);
       out.push([slice, index]);
     }
@@ -174,7 +183,7 @@ export class SliceReplicas {
       // items are in the worker log alone. They become the replica's first state, a snapshot at index 1 of
       // term 1 (no election uses term 1), so that an election (largest last record) chooses this replica and
       // the others get them as a snapshot. Without it the replica started empty and the items were dropped.
-      const state = encodeReplicated([...this.store.sliceEntries(slice)], []);
+      const state = encodeReplicated([...this.store.sliceEntries(slice)], null);
       disk.write({ kind: 'snapshot', index: 1, term: 1, state });
       found = { promisedTerm: 0, snapshot: { index: 1, term: 1, state }, records: [], commitIndex: 1 };
     }
@@ -191,12 +200,11 @@ export class SliceReplicas {
           if (record.payload.length === 0) return;
           const { effects, requests } = decodeReplicated(record.payload);
           for (const e of effects) this.store.replay(e);
-          const applied = this.requestsOf(slice);
-          for (const r of requests) applied.add(r);
+          if (requests !== null) this.requestsOf(slice).addAll(requests);
         },
         restore: (state) => {
           this.store.replay([EFFECT_DROP_SLICE, slice, null]);
-          const { effects, requests } = state === null ? { effects: [], requests: [] } : decodeReplicated(state);
+          const { effects, requests } = state === null ? { effects: [], requests: null } : decodeReplicated(state);
           for (const e of effects) this.store.replay(e);
           this.applied.set(slice, new AppliedRequests(requests));
         },
