@@ -34,14 +34,16 @@ assert(APPLIED_REQUESTS_KEPT_MS > FAILOVER_RETRY_MS_MAX + NODE_REQUEST_TIMEOUT_M
  * Update, the item returnValues asks for, or null. */
 export type RequestAnswer = Item | boolean | null;
 /** Applied writes as a record or a snapshot carries them, oldest first: parallel lists of their ids, the times
- * their leader executed them (ms, its clock) and their answers; `answers` null when every answer is null (a put
- * or an update that returns nothing: most writes). Lists, not an object per write: a follower decodes one
- * record per task and adds each of its writes, and fewer objects is less work for both. */
+ * their leader executed them (ms, its clock; one number for all in a record, whose writes share their task's
+ * time) and their answers; `answers` null when every answer is null (a put or an update that returns nothing:
+ * most writes). Lists, not an object per write: a follower decodes one record per task and adds each of its
+ * writes, and fewer objects and bytes are less work for every replica. */
 export interface AppliedList {
   ids: RequestId[];
-  ats: number[];
+  ats: number[] | number;
   answers: RequestAnswer[] | null;
 }
+const atOf = (list: AppliedList, i: number) => (typeof list.ats === 'number' ? list.ats : list.ats[i]);
 
 const bytesOf = (id: RequestId, answer: RequestAnswer) => id.length + 8 + (answer !== null && typeof answer === 'object' ? itemBytes(answer) : 1);
 
@@ -62,7 +64,7 @@ export class AppliedRequests {
    * snapshot would then remember ids that this one does not. */
   constructor(list: AppliedList | null = null) {
     if (list === null) return;
-    list.ids.forEach((id, i) => this.remember(id, list.ats[i], list.answers?.[i] ?? null));
+    list.ids.forEach((id, i) => this.remember(id, atOf(list, i), list.answers?.[i] ?? null));
   }
 
   get size(): number {
@@ -96,7 +98,7 @@ export class AppliedRequests {
 
   /** Adds a record's writes, in order. */
   addAll(list: AppliedList): void {
-    for (let i = 0; i < list.ids.length; i++) this.add(list.ids[i], list.ats[i], list.answers?.[i] ?? null);
+    for (let i = 0; i < list.ids.length; i++) this.add(list.ids[i], atOf(list, i), list.answers?.[i] ?? null);
   }
 
   /** Every remembered write, oldest first (a snapshot's part). */

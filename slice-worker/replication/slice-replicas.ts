@@ -105,9 +105,8 @@ export class SliceReplicas {
       if (this.proposing.size === 0) this.proposingAt = this.now();
       applied.add(id, this.proposingAt, answer);
       let list = this.proposing.get(slice);
-      if (list === undefined) this.proposing.set(slice, (list = { ids: [], ats: [], answers: [] }));
+      if (list === undefined) this.proposing.set(slice, (list = { ids: [], ats: this.proposingAt, answers: [] }));
       list.ids.push(id);
-      list.ats.push(this.proposingAt);
       list.answers!.push(answer);
     }
     return result;
