@@ -26,13 +26,6 @@ export function encodeEffects(effects: Effect[]): Uint8Array {
   return packr.pack(effects);
 }
 
-/** The same bytes in a buffer of their own, for bytes that are kept (a replica's log) or posted to
- * another thread: packr.pack gives a view into a buffer it reuses (32 KiB or more), which a view
- * would keep alive and which a postMessage would copy whole. */
-export function encodeEffectsOwned(effects: Effect[]): Uint8Array {
-  return new Uint8Array(packr.pack(effects));
-}
-
 export function decodeEffects(bytes: Uint8Array): Effect[] {
   return unpackr.unpack(bytes) as Effect[];
 }
@@ -47,7 +40,9 @@ export interface ReplicatedChanges {
 }
 
 export function encodeReplicated(effects: Effect[], requests: AppliedList | null): Uint8Array {
-  // A buffer of its own (encodeEffectsOwned): a replica keeps these bytes, and posts them to its node.
+  // In a buffer of its own: a replica keeps these bytes (its log) and posts them to its node, and packr.pack
+  // gives a view into a buffer it reuses (32 KiB or more), which a view would keep alive and which a
+  // postMessage would copy whole.
   return new Uint8Array(packr.pack(requests === null || requests.ids.length === 0 ? effects : ({ effects, requests } satisfies ReplicatedChanges)));
 }
 

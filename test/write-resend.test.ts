@@ -30,28 +30,33 @@ async function status(): Promise<ClusterStatus> {
   return (await res.json()) as ClusterStatus;
 }
 
-/** Waits (bounded) until `ok` holds of the cluster's status. */
+/** Waits (bounded) until `ok` holds of the cluster's status; a status that cannot be read is asked again. */
 async function until(what: string, ok: (st: ClusterStatus) => boolean): Promise<void> {
   const deadline = Date.now() + RECOVERY_MS_MAX;
+  let last = 'no status read';
   for (;;) {
-    const st = await status();
-    if (ok(st)) return;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${RECOVERY_MS_MAX} ms (${st.replication.note})`);
+    const st = await status().catch((err: Error) => err);
+    if (!(st instanceof Error) && ok(st)) return;
+    last = st instanceof Error ? `status failed: ${st.message}` : st.replication.note;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${RECOVERY_MS_MAX} ms (${last})`);
     await sleep(100);
   }
 }
 const allLed = (st: ClusterStatus) => st.replication.leaders.led === st.replication.leaders.replicated;
-const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus) => allLed(st) && st.nodes.find((n) => n.node === node.url)!.slices === 0;
+const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus) => allLed(st) && st.nodes.find((n) => n.node === node.url)?.slices === 0;
 
-/** The node that leads the slice of `id`, by DescribeSlices. */
+/** The node that leads the slice of `id`, by DescribeSlices (asked again, bounded, while it names none). */
 async function leaderOf(id: string): Promise<ManagedProcess> {
-  const layout = await c.client.describeSlices(T);
-  expect(layout.complete).toBe(true);
-  const slice = sliceOf('string', id, layout.sliceCount);
-  const url = layout.slices.find((s) => s.slice === slice)?.node;
-  const node = c.cluster.nodes.find((n) => n.url === url);
-  if (node === undefined) throw new Error(`no node leads slice ${slice} of ${id}`);
-  return node;
+  const deadline = Date.now() + RECOVERY_MS_MAX;
+  for (;;) {
+    const layout = await c.client.describeSlices(T).catch(() => null);
+    const slice = layout === null ? -1 : sliceOf('string', id, layout.sliceCount);
+    const url = layout?.slices.find((s) => s.slice === slice)?.node;
+    const node = c.cluster.nodes.find((n) => n.url === url);
+    if (node !== undefined) return node;
+    if (Date.now() > deadline) throw new Error(`no node leads the slice of ${id} within ${RECOVERY_MS_MAX} ms`);
+    await sleep(100);
+  }
 }
 
 beforeAll(async () => {
