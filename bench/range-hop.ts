@@ -10,11 +10,13 @@ import {
   encodeClientFrame,
   encodeSliceResults,
   PackedItems,
+  scanItems,
   RESULT_OK,
   SliceOp,
   splitPackedList,
   type RangeResult,
   type RangeSpec,
+  type ScanResult,
 } from '../shared/protocol.js';
 import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
@@ -73,6 +75,27 @@ for (const withKeys of [false, true]) {
   rows.push([`worker: range + results packed${label}`, figures[0].worker, figures[1].worker]);
   rows.push([`router: results decoded + client frame${label}`, figures[0].router, figures[1].router]);
   rows.push([`node -> router results, bytes${label}`, figures[0].bytes, figures[1].bytes]);
+}
+
+// A full-table scan's page: the worker's part (all ITEMS of its slice), the router's merge of
+// the entries by (slice, key) and its client frame.
+{
+  const ops = [false, true].map((packed) => [SliceOp.Scan, 1, 0, null, ITEMS, null, null, 1, packed] as const);
+  const results = ops.map((op) => encodeSliceResults([store.execute([...op])]));
+  const worker = cpuTimes(ops.map((op) => () => encodeSliceResults([store.execute([...op])])));
+  const router = cpuTimes(
+    results.map((bytes) => () => {
+      const [[, result]] = decodeSliceResults(bytes) as [[typeof RESULT_OK, ScanResult]];
+      const entries = scanItems(result);
+      entries.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+      const items = entries.map((e) => e[2]!);
+      const answer = items[0] instanceof Uint8Array ? PackedItems.ofItems(items as Uint8Array[]) : (items as Item[]);
+      return encodeClientFrame([1, RESULT_OK, { items: answer, examined: ITEMS, marker: 's1.0.x' }]);
+    }),
+  );
+  rows.push(['worker: scan page + results packed', worker[0], worker[1]]);
+  rows.push(['router: scan results decoded, merged + client frame', router[0], router[1]]);
+  rows.push(['node -> router scan results, bytes', results[0].byteLength, results[1].byteLength]);
 }
 
 console.log(`| range of ${ITEMS} items | objects | packed (passed through) | packed / objects |`);

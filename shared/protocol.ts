@@ -79,8 +79,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * Pong says the term of the replica's commit point and its last index.
  * 7: Lead names the sets whose majorities each commit needs while a replica-set change is unsettled (Lead.sets).
  * 8: eventually consistent reads (SliceOp.ReplicaGet, SliceOp.ReplicaRange), answered by any replica.
- * 9: a Range spec says whether its items come back packed in the client's form (RangeSpec.packed). */
-export const NODE_PROTOCOL_VERSION = 9;
+ * 9: a Range spec says whether its items come back packed in the client's form (RangeSpec.packed).
+ * 10: a Scan says so too (its last argument, `packed`), and a packed scan's answer carries the list (ScanResult). */
+export const NODE_PROTOCOL_VERSION = 10;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -105,23 +106,27 @@ export type ClientResponseFrame =
 /** Items that only pass through the router (a range read answered over the WebSocket API):
  * the worker packed them in the client's msgpack form (packClientList), and the client frame
  * takes those bytes as they are (encodeClientFrame), so the router neither decodes nor encodes
- * them. The client reads them as any list of items. `parts`, concatenated, are the msgpack of
- * the list, its header included. */
+ * them. The client reads them as any list of items. `header` then `parts`, concatenated, are
+ * the msgpack of the list. */
 export class PackedItems {
-  private constructor(readonly parts: readonly Uint8Array[]) {}
+  private constructor(
+    readonly header: Uint8Array | null,
+    readonly parts: readonly Uint8Array[],
+  ) {}
 
   /** A whole packed list, as a worker's range returns it. */
   static ofList(list: Uint8Array): PackedItems {
-    return new PackedItems([list]);
+    return new PackedItems(null, [list]);
   }
 
-  /** Items packed one by one (pieces of packed lists, splitPackedList), in this order. */
+  /** Items packed one by one (pieces of packed lists, splitPackedList), in this order. The list is kept, not copied. */
   static ofItems(items: readonly Uint8Array[]): PackedItems {
-    return new PackedItems([arrayHeader(items.length), ...items]);
+    return new PackedItems(arrayHeader(items.length), items);
   }
 }
 
-/** A result that carries PackedItems: GetItems' answer. */
+
+/** A result that carries PackedItems: GetItems' answer (a range, buckets or a scan page). */
 export type PassThroughResult = { items: PackedItems; examined: number; marker?: string };
 
 /** Items in the client's msgpack form: one list, as a client frame holds it. */
@@ -264,6 +269,7 @@ function writePassThrough([id, ok, result]: [number, typeof RESULT_OK, PassThrou
   const head = clientPackr.pack([id, ok, { ...rest, items: [] }]);
   assert(head[head.length - 1] === 0x90, 'an empty list packs as 0x90, the last byte of the response');
   parts.push(head.subarray(0, head.length - 1));
+  if (items.header !== null) parts.push(items.header);
   for (const b of items.parts) parts.push(b);
 }
 
@@ -619,7 +625,7 @@ export type SliceOpMessage =
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
   | [typeof SliceOp.ReplicaGet, tableId: number, slice: number, key: string, projection: Projection]
   | [typeof SliceOp.ReplicaRange, tableId: number, slice: number, spec: RangeSpec]
-  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number]
+  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean]
   | [typeof SliceOp.DropTable, tableId: number]
   | [typeof SliceOp.Stats, tableId: number]
   | [typeof SliceOp.MoveStart, slice: number]
@@ -637,8 +643,31 @@ export type RangeItems = Item[] | Uint8Array;
  * items the range examined (the filter's rejects included). */
 export type RangeResult = [items: RangeItems, lastKey: string | null, more: boolean, keys: string[] | null, examined: number];
 /** Scan result: every examined entry [slice, key, item, storedBytes] in (slice, key) order,
- * with item null where the filter left it out, and whether this worker has nothing more. */
-export type ScanResult = [entries: [slice: number, key: string, item: Item | null, bytes: number][], exhausted: boolean];
+ * with item null where the filter left it out; whether this worker has nothing more; and, for a
+ * packed scan, the kept items packed in the client's form as one list (packClientList), in the
+ * entries' order, each kept entry's item then being KEPT_IN_LIST. */
+export type ScanResult = [entries: ScanEntry[], exhausted: boolean, packed: Uint8Array | null];
+export type ScanEntry = [slice: number, key: string, item: Item | typeof KEPT_IN_LIST | null, bytes: number];
+/** A packed scan's entry whose item was kept: the item is the next one of the result's packed list. */
+export const KEPT_IN_LIST = 1;
+
+/** A scan result's entries, each with its item: an object, or (a packed scan) the item's bytes
+ * cut from the result's list (views into it, put in place of KEPT_IN_LIST: the result is the
+ * caller's, freshly decoded). */
+export function scanItems([entries, , packed]: ScanResult): [slice: number, key: string, item: Item | Uint8Array | null, bytes: number][] {
+  const out = entries as [number, string, Item | Uint8Array | typeof KEPT_IN_LIST | null, number][];
+  if (packed !== null) {
+    const pieces = splitPackedList(packed);
+    let next = 0;
+    for (const e of out) {
+      if (e[2] === null) continue;
+      assert(e[2] === KEPT_IN_LIST && next < pieces.length, 'a packed scan marks each kept entry, one per item of its list');
+      e[2] = pieces[next++];
+    }
+    assert(next === pieces.length, 'a packed scan lists exactly its kept items');
+  }
+  return out as [number, string, Item | Uint8Array | null, number][];
+}
 
 /** Cumulative counters since the worker started (slice-worker/slice-load.ts): they only grow. */
 export type SliceCounts = [reads: number, writes: number, readBytes: number, writeBytes: number, throttled: number];
@@ -724,7 +753,7 @@ const ARGUMENTS: Record<number, number> = {
   [SliceOp.Delete]: 4,
   [SliceOp.Update]: 4,
   [SliceOp.Range]: 3,
-  [SliceOp.Scan]: 7,
+  [SliceOp.Scan]: 8,
   [SliceOp.DropTable]: 1,
   [SliceOp.Stats]: 1,
   [SliceOp.MoveStart]: 1,
@@ -829,6 +858,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       checkProjection(op[5], at(5, 'projection'));
       checkConditionOrNull(op[6], at(6, 'filter'));
       if (!(isUint(op[7]) && op[7] <= SLICE_COUNT_MAX)) fail(`${at(7, 'to slice')}: not a slice bound`);
+      if (typeof op[8] !== 'boolean') fail(`${at(8, 'packed')}: not a boolean`);
       return;
     case SliceOp.DropTable:
     case SliceOp.Stats:

@@ -5,7 +5,7 @@
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { PAGE_BYTES_MAX } from '../../shared/limits.js';
-import { PackedItems, SliceOp, type RangeItems, type ResultOf } from '../../shared/protocol.js';
+import { PackedItems, scanItems, SliceOp, type RangeItems, type ResultOf } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
 import { describe } from '../metadata/catalog.js';
@@ -168,7 +168,7 @@ export class Operations {
         return page.marker === undefined ? { items: list, examined: page.examined } : { items: list, examined: page.examined, marker: page.marker };
       }
       case 'scan':
-        return this.scanPage(r.op, r.limit);
+        return this.scanPage(r.op, r.limit, passThrough);
     }
   }
 
@@ -221,14 +221,15 @@ export class Operations {
 
   /** A page of a full-table scan (or of one segment) in (slice, key) order: each
    * worker returns its first `limit` examined items after the marker; the first
-   * `limit` of all, merged, are the page. */
-  private async scanPage(op: ScanOp, limit: number) {
+   * `limit` of all, merged, are the page. Packed (`passThrough`, ScanOp's `packed`): the
+   * merge moves each item as its bytes, cut from its worker's list by their headers. */
+  private async scanPage(op: ScanOp, limit: number, passThrough: boolean) {
     const results = await this.router.scan(op);
-    const entries = results.flatMap((r) => r[0]);
+    const entries = results.length === 1 ? scanItems(results[0]) : results.flatMap(scanItems);
     entries.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
     // The page is the first `limit` examined entries (or about 1 MB of them) of all workers
     // merged; the filter's rejects (item null) count but are not returned.
-    const items: Item[] = [];
+    const items: (Item | Uint8Array)[] = [];
     let bytes = 0;
     let i = 0;
     for (; i < entries.length && i < limit && bytes < PAGE_BYTES_MAX; i++) {
@@ -239,9 +240,10 @@ export class Operations {
     const more = i < entries.length || results.some((r) => !r[1]);
     // What the workers read, though the page uses only the first `limit` of it.
     const examined = entries.length;
-    if (!more || i === 0) return { items, examined };
+    const list = answerItems(items as Item[] | Uint8Array[], passThrough);
+    if (!more || i === 0) return { items: list, examined };
     const [slice, key] = entries[i - 1];
-    return { items, examined, marker: scanMarker(slice, key) };
+    return { items: list, examined, marker: scanMarker(slice, key) };
   }
 }
 
