@@ -160,81 +160,118 @@ export function splitPackedList(list: Uint8Array): Uint8Array[] {
   return items;
 }
 
-/** Where the msgpack value at `at` ends. Values nest at most VALUE_DEPTH_MAX deep (items are checked). */
+/** Where the msgpack value at `at` ends. One loop over a count of the values still to skip
+ * (a list or map adds its elements to it), no call per value: this cut is most of the
+ * router's work on a merged page (bench/PROFILE.md). Every value takes at least one byte,
+ * so a count that a header inflates runs into the end of the bytes and throws. */
 function skipValue(b: Uint8Array, at: number): number {
-  const t = b[at];
-  if (t === undefined) throw new MalformedFrame('a packed list ends inside a value');
-  if (t <= 0x7f || t >= 0xe0) return at + 1; // fixint
-  if (t <= 0x8f) return skipValues(b, at + 1, (t & 0x0f) * 2); // fixmap
-  if (t <= 0x9f) return skipValues(b, at + 1, t & 0x0f); // fixarray
-  if (t <= 0xbf) return at + 1 + (t & 0x1f); // fixstr
-  switch (t) {
-    case 0xc0: // nil, false, true
-    case 0xc2:
-    case 0xc3:
-      return at + 1;
-    case 0xc4: // bin 8, 16, 32
-    case 0xd9: // str 8, 16, 32
-      return at + 2 + b[at + 1];
-    case 0xc5:
-    case 0xda:
-      return at + 3 + u16(b, at);
-    case 0xc6:
-    case 0xdb:
-      return at + 5 + u32(b, at);
-    case 0xc7: // ext 8, 16, 32: length, type, data
-      return at + 3 + b[at + 1];
-    case 0xc8:
-      return at + 4 + u16(b, at);
-    case 0xc9:
-      return at + 6 + u32(b, at);
-    case 0xca: // float 32, 64
-      return at + 5;
-    case 0xcb:
-      return at + 9;
-    case 0xcc: // uint, int 8, 16, 32, 64
-    case 0xd0:
-      return at + 2;
-    case 0xcd:
-    case 0xd1:
-      return at + 3;
-    case 0xce:
-    case 0xd2:
-      return at + 5;
-    case 0xcf:
-    case 0xd3:
-      return at + 9;
-    case 0xd4: // fixext 1, 2, 4, 8, 16: type, data
-      return at + 3;
-    case 0xd5:
-      return at + 4;
-    case 0xd6:
-      return at + 6;
-    case 0xd7:
-      return at + 10;
-    case 0xd8:
-      return at + 18;
-    case 0xdc: // array 16, 32
-      return skipValues(b, at + 3, u16(b, at));
-    case 0xdd:
-      return skipValues(b, at + 5, u32(b, at));
-    case 0xde: // map 16, 32
-      return skipValues(b, at + 3, u16(b, at) * 2);
-    case 0xdf:
-      return skipValues(b, at + 5, u32(b, at) * 2);
-    default:
-      throw new MalformedFrame(`0x${t.toString(16)} is no msgpack type`);
+  let left = 1;
+  while (left > 0) {
+    left--;
+    const t = b[at];
+    if (t === undefined) throw new MalformedFrame('a packed list ends inside a value');
+    if (t <= 0x7f || t >= 0xe0) at += 1; // fixint
+    else if (t <= 0x8f) {
+      left += (t & 0x0f) * 2; // fixmap
+      at += 1;
+    } else if (t <= 0x9f) {
+      left += t & 0x0f; // fixarray
+      at += 1;
+    }
+    else if (t <= 0xbf) at += 1 + (t & 0x1f); // fixstr
+    else {
+      switch (t) {
+        case 0xc0: // nil, false, true
+        case 0xc2:
+        case 0xc3:
+          at += 1;
+          break;
+        case 0xc4: // bin 8, 16, 32
+        case 0xd9: // str 8, 16, 32
+          at += 2 + b[at + 1];
+          break;
+        case 0xc5:
+        case 0xda:
+          at += 3 + u16(b, at);
+          break;
+        case 0xc6:
+        case 0xdb:
+          at += 5 + u32(b, at);
+          break;
+        case 0xc7: // ext 8, 16, 32: length, type, data
+          at += 3 + b[at + 1];
+          break;
+        case 0xc8:
+          at += 4 + u16(b, at);
+          break;
+        case 0xc9:
+          at += 6 + u32(b, at);
+          break;
+        case 0xca: // float 32, 64
+          at += 5;
+          break;
+        case 0xcb:
+          at += 9;
+          break;
+        case 0xcc: // uint, int 8, 16, 32, 64
+        case 0xd0:
+          at += 2;
+          break;
+        case 0xcd:
+        case 0xd1:
+          at += 3;
+          break;
+        case 0xce:
+        case 0xd2:
+          at += 5;
+          break;
+        case 0xcf:
+        case 0xd3:
+          at += 9;
+          break;
+        case 0xd4: // fixext 1, 2, 4, 8, 16: type, data
+          at += 3;
+          break;
+        case 0xd5:
+          at += 4;
+          break;
+        case 0xd6:
+          at += 6;
+          break;
+        case 0xd7:
+          at += 10;
+          break;
+        case 0xd8:
+          at += 18;
+          break;
+        case 0xdc: // array 16, 32
+          left += u16(b, at);
+          at += 3;
+          break;
+        case 0xdd:
+          left += u32(b, at);
+          at += 5;
+          break;
+        case 0xde: // map 16, 32
+          left += u16(b, at) * 2;
+          at += 3;
+          break;
+        case 0xdf:
+          left += u32(b, at) * 2;
+          at += 5;
+          break;
+        default:
+          throw new MalformedFrame(`0x${t.toString(16)} is no msgpack type`);
+      }
+    }
   }
+  return at;
 }
 
 /** The 16- and 32-bit length after the type byte at `at`. */
 const u16 = (b: Uint8Array, at: number) => (b[at + 1] << 8) | b[at + 2];
 const u32 = (b: Uint8Array, at: number) => ((b[at + 1] << 24) | (b[at + 2] << 16) | (b[at + 3] << 8) | b[at + 4]) >>> 0;
 
-function skipValues(b: Uint8Array, at: number, n: number): number {
-  for (let i = 0; i < n; i++) at = skipValue(b, at);
-  return at;
-}
 
 type AnyClientFrame = ClientRequestFrame | ClientResponseFrame;
 

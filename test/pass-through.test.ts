@@ -123,6 +123,11 @@ describe('client frames with packed items', () => {
     expect(() => splitPackedList(Buffer.concat([packed, Buffer.from([0xc0])]))).toThrow(/bytes after them/);
     expect(() => splitPackedList(reference.pack({ a: 1 }))).toThrow(/list header/);
     expect(() => splitPackedList(Uint8Array.of(0x91, 0xc1))).toThrow(/no msgpack type/);
+    // A header that claims more elements than there are bytes runs into the end (every value takes a byte).
+    expect(() => splitPackedList(Uint8Array.of(0x91, 0xdd, 0xff, 0xff, 0xff, 0xff, 0x01))).toThrow(/ends inside a value/);
+    expect(() => splitPackedList(Uint8Array.of(0x92, 0xdf, 0x7f, 0xff, 0xff, 0xff, 0x01, 0x02, 0xc0))).toThrow(/ends inside a value/);
+    expect(() => splitPackedList(Uint8Array.of(0x91, 0x82, 0xa1, 0x61, 0x01))).toThrow(/ends inside a value/);
+    expect(() => splitPackedList(Uint8Array.of(0x91, 0xc4, 0x05, 0x01))).toThrow(/ends inside a value/);
   });
 });
 
