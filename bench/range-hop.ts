@@ -10,7 +10,6 @@ import {
   encodeClientFrame,
   encodeSliceResults,
   PackedItems,
-  scanItems,
   RESULT_OK,
   SliceOp,
   splitPackedList,
@@ -20,6 +19,7 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
+import { scanPage } from '../coordinator/router/operations.js';
 
 const { values: opts } = parseArgs({ options: { items: { type: 'string', default: '100' }, rounds: { type: 'string', default: '9' } } });
 const ITEMS = Number(opts.items);
@@ -77,25 +77,31 @@ for (const withKeys of [false, true]) {
   rows.push([`node -> router results, bytes${label}`, figures[0].bytes, figures[1].bytes]);
 }
 
-// A full-table scan's page: the worker's part (all ITEMS of its slice), the router's merge of
-// the entries by (slice, key) and its client frame.
+// A full-table scan's page: four workers (one slice each) answer their first ITEMS entries,
+// and the router merges them by (slice, key) and keeps the first ITEMS: the page.
 {
-  const ops = [false, true].map((packed) => [SliceOp.Scan, 1, 0, null, ITEMS, null, null, 1, packed] as const);
-  const results = ops.map((op) => encodeSliceResults([store.execute([...op])]));
-  const worker = cpuTimes(ops.map((op) => () => encodeSliceResults([store.execute([...op])])));
+  const WORKERS = 4;
+  const stores = Array.from({ length: WORKERS }, (_, w) => {
+    const s = new SliceStore(w, WORKERS, () => 1_764_000_000_000);
+    s.execute([SliceOp.Assign, 1, [w]]);
+    for (let i = 0; i < ITEMS; i++) {
+      const item: Item = { [NAME_ATTRIBUTE]: `d${w}_${i}`, device: `d${w}`, seq: i, payload: 'x'.repeat(160) };
+      s.execute([SliceOp.Put, 1, w, `k${String(i).padStart(6, '0')}`, item, itemBytes(item), null]);
+    }
+    return s;
+  });
+  const scan = (packed: boolean) => stores.map((s) => encodeSliceResults([s.execute([SliceOp.Scan, 1, 0, null, ITEMS, null, null, WORKERS, packed])]));
+  const results = [false, true].map(scan);
+  const worker = cpuTimes([false, true].map((packed) => () => encodeSliceResults([stores[0].execute([SliceOp.Scan, 1, 0, null, ITEMS, null, null, WORKERS, packed])])));
   const router = cpuTimes(
-    results.map((bytes) => () => {
-      const [[, result]] = decodeSliceResults(bytes) as [[typeof RESULT_OK, ScanResult]];
-      const entries = scanItems(result);
-      entries.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
-      const items = entries.map((e) => e[2]!);
-      const answer = items[0] instanceof Uint8Array ? PackedItems.ofItems(items as Uint8Array[]) : (items as Item[]);
-      return encodeClientFrame([1, RESULT_OK, { items: answer, examined: ITEMS, marker: 's1.0.x' }]);
+    results.map((answers) => () => {
+      const parts = answers.map((bytes) => (decodeSliceResults(bytes) as [[typeof RESULT_OK, ScanResult]])[0][1]);
+      return encodeClientFrame([1, RESULT_OK, scanPage(parts, ITEMS, parts[0][2] !== null)]);
     }),
   );
-  rows.push(['worker: scan page + results packed', worker[0], worker[1]]);
-  rows.push(['router: scan results decoded, merged + client frame', router[0], router[1]]);
-  rows.push(['node -> router scan results, bytes', results[0].byteLength, results[1].byteLength]);
+  rows.push(['worker: its part of a scan page + results packed', worker[0], worker[1]]);
+  rows.push([`router: ${WORKERS} workers' scan results decoded, merged + client frame`, router[0], router[1]]);
+  rows.push(['node -> router scan results of one worker, bytes', results[0][0].byteLength, results[1][0].byteLength]);
 }
 
 console.log(`| range of ${ITEMS} items | objects | packed (passed through) | packed / objects |`);

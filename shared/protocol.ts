@@ -140,8 +140,9 @@ export function unpackClientList(bytes: Uint8Array): Item[] {
 }
 
 /** The items of a packed list (packClientList), each as its own bytes (views, not copies),
- * found by reading only the msgpack headers: for a merge that reorders items it does not read. */
-export function splitPackedList(list: Uint8Array): Uint8Array[] {
+ * found by reading only the msgpack headers: for a merge that reorders items it does not read.
+ * `count`: only the first `count` items (a list that holds fewer is malformed). */
+export function splitPackedList(list: Uint8Array, count?: number): Uint8Array[] {
   let at = 0;
   const t = list[0];
   let n: number;
@@ -149,6 +150,8 @@ export function splitPackedList(list: Uint8Array): Uint8Array[] {
   else if (t === 0xdc) [n, at] = [u16(list, 0), 3];
   else if (t === 0xdd) [n, at] = [u32(list, 0), 5];
   else throw new MalformedFrame(`a packed list starts with a list header, not 0x${t?.toString(16)}`);
+  if (count !== undefined && count < n) n = count;
+  else if (count !== undefined && count > n) throw new MalformedFrame(`a packed list of ${n} items has no item ${count}`);
   const items: Uint8Array[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const end = skipValue(list, at);
@@ -156,7 +159,7 @@ export function splitPackedList(list: Uint8Array): Uint8Array[] {
     items[i] = list.subarray(at, end);
     at = end;
   }
-  if (at !== list.byteLength) throw new MalformedFrame(`a packed list of ${n} items has ${list.byteLength - at} bytes after them`);
+  if (count === undefined && at !== list.byteLength) throw new MalformedFrame(`a packed list of ${n} items has ${list.byteLength - at} bytes after them`);
   return items;
 }
 
@@ -682,28 +685,38 @@ export type RangeResult = [items: RangeItems, lastKey: string | null, more: bool
 /** Scan result: every examined entry [slice, key, item, storedBytes] in (slice, key) order,
  * with item null where the filter left it out; whether this worker has nothing more; and, for a
  * packed scan, the kept items packed in the client's form as one list (packClientList), in the
- * entries' order, each kept entry's item then being KEPT_IN_LIST. */
+ * entries' order, each kept entry's item then being KEPT_IN_LIST (the router puts the item's
+ * bytes in its place: cutScanItems). */
 export type ScanResult = [entries: ScanEntry[], exhausted: boolean, packed: Uint8Array | null];
-export type ScanEntry = [slice: number, key: string, item: Item | typeof KEPT_IN_LIST | null, bytes: number];
+export type ScanEntry = [slice: number, key: string, item: Item | Uint8Array | typeof KEPT_IN_LIST | null, bytes: number];
 /** A packed scan's entry whose item was kept: the item is the next one of the result's packed list. */
 export const KEPT_IN_LIST = 1;
 
-/** A scan result's entries, each with its item: an object, or (a packed scan) the item's bytes
- * cut from the result's list (views into it, put in place of KEPT_IN_LIST: the result is the
- * caller's, freshly decoded). */
-export function scanItems([entries, , packed]: ScanResult): [slice: number, key: string, item: Item | Uint8Array | null, bytes: number][] {
-  const out = entries as [number, string, Item | Uint8Array | typeof KEPT_IN_LIST | null, number][];
-  if (packed !== null) {
-    const pieces = splitPackedList(packed);
+/** In each packed scan result, puts the bytes of its kept items up to (lastSlice, lastKey), the
+ * last entry of the page, in place of their KEPT_IN_LIST marks. A page is a prefix of each
+ * worker's entries, so only that much of each list is cut: the workers answer up to a page
+ * each, and the page takes one page of all of them. */
+export function cutScanItems(results: ScanResult[], lastSlice: number, lastKey: string): void {
+  for (const [entries, , list] of results) {
+    if (list === null) continue;
+    let n = 0;
+    let kept = 0;
+    for (const e of entries) {
+      if (e[0] > lastSlice || (e[0] === lastSlice && e[1] > lastKey)) break;
+      n++;
+      if (e[2] !== null) kept++;
+    }
+    // Cut to its end, a list must hold exactly the kept items.
+    const pieces = n === entries.length ? splitPackedList(list) : splitPackedList(list, kept);
+    assert(pieces.length === kept, 'a packed scan lists exactly its kept items');
     let next = 0;
-    for (const e of out) {
+    for (let i = 0; i < n; i++) {
+      const e = entries[i];
       if (e[2] === null) continue;
-      assert(e[2] === KEPT_IN_LIST && next < pieces.length, 'a packed scan marks each kept entry, one per item of its list');
+      assert(e[2] === KEPT_IN_LIST, 'a packed scan marks each kept entry');
       e[2] = pieces[next++];
     }
-    assert(next === pieces.length, 'a packed scan lists exactly its kept items');
   }
-  return out as [number, string, Item | Uint8Array | null, number][];
 }
 
 /** Cumulative counters since the worker started (slice-worker/slice-load.ts): they only grow. */

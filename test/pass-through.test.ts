@@ -20,8 +20,9 @@ import {
   type ScanResult,
   type SliceOpMessage,
   KEPT_IN_LIST,
-  scanItems,
+  cutScanItems,
 } from '../shared/protocol.js';
+import { scanPage } from '../coordinator/router/operations.js';
 import type { Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { plain, useCluster } from './cluster-fixture.js';
@@ -194,9 +195,11 @@ describe('a partition packs the items of its part of a scan page when asked', ()
       entries.forEach(([slice, key, item, bytes], i) => {
         expect(packedEntries[i], context).toEqual([slice, key, item === null ? null : KEPT_IN_LIST, bytes]);
       });
-      // What the router makes of it: each entry with its item's bytes.
-      const cut = scanItems(result);
-      cut.forEach(([slice, key, bytes, stored], i) => {
+      // What the router makes of it: each entry up to the last with its item's bytes.
+      if (entries.length === 0) continue;
+      const last = entries[entries.length - 1];
+      cutScanItems([result], last[0], last[1]);
+      result[0].forEach(([slice, key, bytes, stored], i) => {
         expect([slice, key, stored], context).toEqual([entries[i][0], entries[i][1], entries[i][3]]);
         if (entries[i][2] === null) expect(bytes, context).toBeNull();
         else expect(Buffer.compare(bytes as Uint8Array, reference.pack(entries[i][2])), context).toBe(0);
@@ -205,9 +208,37 @@ describe('a partition packs the items of its part of a scan page when asked', ()
   });
 
   it('a packed result whose marks and list disagree is refused by the router', () => {
-    const [entries, exhausted, list] = store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, 4, true])[1] as ScanResult;
-    expect(() => scanItems([entries.slice(1), exhausted, list])).toThrow(/exactly its kept items/);
-    expect(() => scanItems([entries, exhausted, packClientList([])])).toThrow(/one per item/);
+    const scan = () => store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, 4, true])[1] as ScanResult;
+    const [entries, exhausted, list] = scan();
+    const last = entries[entries.length - 1];
+    expect(() => cutScanItems([[entries.slice(1), exhausted, list]], last[0], last[1])).toThrow(/exactly its kept items/);
+    expect(() => cutScanItems([[entries, exhausted, packClientList([])]], last[0], last[1])).toThrow(/exactly its kept items/);
+    const again = scan();
+    expect(() => cutScanItems([[again[0], again[1], packClientList([])]], again[0][0][0], again[0][0][1])).toThrow(/has no item/);
+  });
+
+  it('a page merged from several workers is, item by item, the page of their objects: only the part the page takes is cut', () => {
+    const WORKERS = 3;
+    const stores = Array.from({ length: WORKERS }, (_, w) => {
+      const s = new SliceStore(w, WORKERS, () => 1);
+      const own = Array.from({ length: 12 }, (_, k) => k).filter((k) => k % WORKERS === w);
+      s.execute([SliceOp.Assign, 1, own]);
+      for (let i = 0; i < 60; i++) if ((i % 12) % WORKERS === w) s.execute([SliceOp.Put, 1, i % 12, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null]);
+      return s;
+    });
+    for (const [limit, f, projection] of [[1, null, null], [7, null, null], [20, filter, null], [25, null, [['bin'], ['map', 'a']]], [100, null, null], [10, rejectAll, null]] as const) {
+      for (const from of [0, 5]) {
+        const op = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, from, null, limit, projection as RangeSpec['projection'], f as RangeSpec['filter'], 12, packed];
+        const objects = scanPage(stores.map((s) => s.execute(op(false))[1] as ScanResult), limit, false);
+        const packed = scanPage(stores.map((s) => s.execute(op(true))[1] as ScanResult), limit, true);
+        const context = JSON.stringify([limit, from, f === rejectAll]);
+        expect(packed.examined, context).toBe(objects.examined);
+        expect(packed.marker, context).toBe(objects.marker);
+        expect(packed.items, context).toBeInstanceOf(PackedItems);
+        const frame = encodeClientFrame([1, RESULT_OK, packed as { items: PackedItems; examined: number }]);
+        expect(Buffer.compare(frame, reference.pack([1, RESULT_OK, { examined: objects.examined, ...(objects.marker === undefined ? {} : { marker: objects.marker }), items: objects.items }])), context).toBe(0);
+      }
+    }
   });
 });
 
