@@ -66,6 +66,7 @@ async function run(factor: number): Promise<{ perSecond: number; p50Ms: number; 
               w.done();
             }
           },
+          now: () => performance.now(),
         },
         { promisedTerm: 0, snapshot: null, records: [], commitIndex: 0 },
       );

@@ -30,7 +30,7 @@ const WORKLOADS = ['put', 'get', 'range', 'batch'];
 const args = parseArgs(
   process.argv.slice(2),
   {
-    shapes: { default: '0:2:2,1:2:2,2:2:2', help: 'routers:nodes:workers of each cluster to measure, comma-separated' },
+    shapes: { default: '0:2:2,1:2:2,2:2:2,1:3:2:1,1:3:2:3', help: 'routers:nodes:workers[:R] of each cluster to measure, comma-separated (R: --replication-factor; left out, the coordinator\'s default)' },
     clients: { default: '2', help: 'client processes driving each cluster (and each Redis) at once' },
     workload: { default: WORKLOADS.join(','), help: `workloads run in order by every client: ${WORKLOADS.join(', ')}` },
     duration: { default: '10', help: 'seconds per workload' },
@@ -43,12 +43,14 @@ const args = parseArgs(
     out: { default: join(here, '..', '..', 'bench', 'SCALE.md'), help: 'the report to write' },
     note: { default: '', help: 'a sentence about the machine or the run, put in the report as it is' },
   },
-  'usage: node dist/bench/scale.js [--shapes 0:2:2,2:2:2] [--clients 2] [--workload put,get,range,batch] [--duration 10] [--redis-server /usr/bin/redis-server]',
+  'usage: node dist/bench/scale.js [--shapes 0:2:2,2:2:2,1:3:2:1] [--clients 2] [--workload put,get,range,batch] [--duration 10] [--redis-server /usr/bin/redis-server]',
 );
 const shapes = args.shapes!.split(',').map((s) => {
   const parts = s.split(':').map(Number);
-  if (parts.length !== 3 || !parts.every((n) => Number.isInteger(n) && n >= 0) || parts[1] < 1 || parts[2] < 1) fail(`--shapes: "${s}" is not routers:nodes:workers`);
-  return { routers: parts[0], nodes: parts[1], workers: parts[2] };
+  const ok = (parts.length === 3 || parts.length === 4) && parts.every((n) => Number.isInteger(n) && n >= 0) && parts[1] >= 1 && parts[2] >= 1;
+  if (!ok) fail(`--shapes: "${s}" is not routers:nodes:workers[:R]`);
+  if (parts.length === 4 && (parts[3] < 1 || parts[3] > parts[1])) fail(`--shapes: "${s}": R must be 1 to the node count (${parts[1]})`);
+  return { routers: parts[0], nodes: parts[1], workers: parts[2], replication: parts.length === 4 ? parts[3] : null };
 });
 const clients = intArg('clients', args.clients, 1, 64);
 const duration = intArg('duration', args.duration, 1, 3600);
@@ -179,7 +181,8 @@ const targets: Target[] = [];
 
 // ---- keyslice, shape by shape ----------------------------------------------------------
 
-const shapeLabel = (s: (typeof shapes)[number]) => `keyslice ${s.routers} routers, ${s.nodes} nodes x ${s.workers} workers`;
+const shapeLabel = (s: (typeof shapes)[number]) => `keyslice ${s.routers} routers, ${s.nodes} nodes x ${s.workers} workers${s.replication === null ? '' : `, R=${s.replication}`}`;
+const shapeName = (s: (typeof shapes)[number]) => `${s.routers}:${s.nodes}:${s.workers}${s.replication === null ? '' : `:${s.replication}`}`;
 for (const s of shapes) {
   const label = shapeLabel(s);
   targets.push({
@@ -196,7 +199,7 @@ for (const s of shapes) {
         );
         procs.push(...nodes);
         for (const n of nodes) track(n.child);
-        const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, nodes.map((n) => n.url), undefined, undefined, ['--routers', String(s.routers)], secret);
+        const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, nodes.map((n) => n.url), undefined, undefined, ['--routers', String(s.routers), ...(s.replication === null ? [] : ['--replication-factor', String(s.replication)])], secret);
         procs.push(coordinator);
         track(coordinator.child);
         await measure(label, 'load.js', ['--url', coordinator.url, '--json'], () => [
@@ -327,7 +330,20 @@ for (const s of shapes) {
     const one = rowOf(ONE_REDIS, w);
     const cl = rowOf(clusterLabel(s.nodes), w);
     const unit = byItems(w) ? 'items/s' : 'ops/s';
-    sideLines.push(`| ${s.routers}:${s.nodes}:${s.workers} | ${w} (${unit}) | ${fmt(figure(ks, w))} | ${one ? fmt(figure(one, w)) : '-'} | ${ratio(ks, one, w)} | ${cl ? fmt(figure(cl, w)) : '-'} | ${ratio(ks, cl, w)} |`);
+    sideLines.push(`| ${shapeName(s)} | ${w} (${unit}) | ${fmt(figure(ks, w))} | ${one ? fmt(figure(one, w)) : '-'} | ${ratio(ks, one, w)} | ${cl ? fmt(figure(cl, w)) : '-'} | ${ratio(ks, cl, w)} |`);
+  }
+}
+// Issue 14 asks R=3 writes at 0.5x R=1's or better: every pair of shapes that differ only in R, put by put.
+const replicationLines: string[] = [];
+for (const a of shapes) {
+  for (const b of shapes) {
+    if (a.replication === null || b.replication === null || a.replication <= b.replication) continue;
+    if (a.routers !== b.routers || a.nodes !== b.nodes || a.workers !== b.workers) continue;
+    for (const w of workloads) {
+      const ra = rowOf(shapeLabel(a), w);
+      const rb = rowOf(shapeLabel(b), w);
+      if (ra !== undefined && rb !== undefined) replicationLines.push(`| ${shapeName(a)} / ${shapeName(b)} | ${w} | ${fmt(figure(ra, w))} | ${fmt(figure(rb, w))} | ${ratio(ra, rb, w)} |`);
+    }
   }
 }
 const loadAfter = loadavg();
@@ -374,7 +390,18 @@ server's, and a Redis Cluster's with as many shards as the shape has slice nodes
 |---|---|---:|---:|---:|---:|---:|
 ${sideLines.join('\n')}
 
-## CPU of each server process while its clients ran (% of one core, all threads; preloading included; median over the rounds)
+${replicationLines.length === 0 ? '' : `## Replication factors side by side
+
+Shapes that differ only in R (every write acknowledged once a majority of R copies hold it), in this run:
+
+| shapes | workload | higher R | lower R | ratio |
+|---|---|---:|---:|---:|
+${replicationLines.join('\n')}
+
+On one machine the R copies share its cores: at R=3 each write costs the CPU of three replicas, so the
+ratio here is bound by the cores, not by the protocol (bench/README.md, "Replication on slice nodes").
+
+`}## CPU of each server process while its clients ran (% of one core, all threads; preloading included; median over the rounds)
 
 ${[...cpuShares].map(([label, shares]) => `- ${label}: ${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
 ${failedRounds.length > 0 ? `\nFailed rounds (the figures above are the medians of the others):\n\n${failedRounds.map((f) => `- ${f}`).join('\n')}\n` : ''}

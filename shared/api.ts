@@ -243,6 +243,10 @@ export interface SliceDescription extends Load, Counts {
 /** A node's counts cover every slice of the table it served since it started, moved-away ones too. */
 export interface NodeLoad extends Load, Counts {
   node: string;
+  /** Items and bytes of the table the node holds in memory over every slice there: those it leads (which `items`
+   * and `bytes` count) and its follower replicas. A replica that left the node's set is dropped and stops counting. */
+  heldItems: number;
+  heldBytes: number;
 }
 
 /** A node whose part of a DescribeSlices answer is missing, and why. */
@@ -318,8 +322,12 @@ export interface NodeStatusReport {
   slices: number;
   /** Slices it holds a replica of, leading or following (equal to slices at replication factor 1). */
   replicas: number;
+  /** Items and bytes of the slices it leads. */
   items: number;
   bytes: number;
+  /** Items and bytes it holds in memory over every replica (leading or following): NodeLoad.heldItems. */
+  heldItems: number;
+  heldBytes: number;
   readsPerSecond: number;
   writesPerSecond: number;
 }
@@ -347,6 +355,9 @@ export interface LeadersReport {
   /** Slices with a replica move under way (replica rebalancing onto a node that joined: a new replica added,
    * the one it replaces not dropped yet). */
   moving: number;
+  /** Replica moves undone since the coordinator started: their new replica's node was down for
+   * REPLICA_MOVE_UNDO_DOWN_MS before the move completed, and the slice went back to its old set. */
+  movesUndone: number;
   /** Elections and leadership handovers since the coordinator started. */
   elections: number;
   handovers: number;

@@ -165,6 +165,21 @@ export const REPLICA_TICK_MS = 100;
  * leader instead: a frozen follower (SIGSTOP, cut off) keeps its connection open and nothing else notices it
  * (the coordinator watches leaders), so its reads would otherwise wait NODE_REQUEST_TIMEOUT_MS (30 s). */
 export const REPLICA_READ_TIMEOUT_MS = 1_000;
+/** A follower that let an eventual read time out (REPLICA_READ_TIMEOUT_MS) gets no eventual reads from that
+ * router for this long; the next one after it is the probe. A frozen follower that leads nothing is never
+ * replaced by an election, so without this every R-th eventual read would wait the timeout; five times the
+ * timeout keeps a follower that was only slow for a moment (a long GC pause) out of turn briefly. */
+export const REPLICA_SILENT_SKIP_MS = 5_000;
+/** A follower answers an eventually consistent read only if it heard from the leader of the term it promised
+ * within this long (by its own monotonic clock), else ReplicaNotReady and the router reads from the leader: a
+ * follower cut off from its leader (or whose leader is frozen) but still reached by routers stops answering
+ * after this long. So what it answers is at most this old, plus the time the leader's message was in flight. */
+export const REPLICA_READ_STALENESS_MS = 3_000;
+/** A leader tells the followers that hold everything (and get no heartbeat: docs/replication.md) that it still
+ * leads this often, so that an idle follower stays readable. A third of the bound: one keep-alive may be lost,
+ * or the leader's or the follower's thread may stall for up to a second (a loaded machine: see
+ * docs/replication.md, "Staleness"), before a follower stops answering. */
+export const REPLICA_KEEPALIVE_MS = REPLICA_READ_STALENESS_MS / 3;
 /** One Replicate frame carries at most this many [slice, message] entries (a sender batches what one
  * turn produced for one destination; more goes in further frames). */
 export const REPLICATION_FRAME_ENTRIES_MAX = 4096;
@@ -195,6 +210,15 @@ export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
  * and each change is an election that deposes the leader for a moment (its uncommitted writes answer
  * with an unknown outcome), so a join under load moves a few slices at a time rather than all. */
 export const REPLICA_MOVES_IN_FLIGHT_MAX = 4;
+/** A replica move whose new replica's node has been down (not connected to the coordinator) this long before the
+ * move completed is undone: the slice goes back to its old set (coordinator/metadata/membership.ts undoStalledMoves).
+ * Until then the slice runs as a set of R + 1 with one member down, so one more failure leaves it without a majority.
+ * 5 s: a node restarted after a SIGKILL was ready again in 1.35 s (p50; 2.0 s at most) at load average 5 to 11
+ * (bench/FAILOVER.md), so a restart lets its moves go on rather than be undone and copied again; at load 20 and more
+ * restarts took 2 to 6 s, and a move may then be undone and made again later, which costs a copy, not data. Longer
+ * would keep a slice one failure from losing its majority for longer; it is NODE_HEARTBEAT_TIMEOUT_MS, after which
+ * a silent node counts as gone. */
+export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 

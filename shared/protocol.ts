@@ -80,8 +80,11 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 7: Lead names the sets whose majorities each commit needs while a replica-set change is unsettled (Lead.sets).
  * 8: eventually consistent reads (SliceOp.ReplicaGet, SliceOp.ReplicaRange), answered by any replica.
  * 9: a Range spec says whether its items come back packed in the client's form (RangeSpec.packed).
- * 10: a Scan says so too (its last argument, `packed`), and a packed scan's answer carries the list (ScanResult). */
-export const NODE_PROTOCOL_VERSION = 10;
+ * 10: Stats also answers what the worker holds of the table over every slice in its store (StatsResult.held).
+ * 11: a leader's KeepAlive to the followers that hold everything (a bound on how stale an eventual read may be).
+ * 12: a Scan says whether its items come back packed in the client's form too (its last argument, `packed`), and a
+ * packed scan's answer carries them as one list (ScanResult). */
+export const NODE_PROTOCOL_VERSION = 12;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -723,12 +726,15 @@ export function cutScanItems(results: ScanResult[], lastSlice: number, lastKey: 
 export type SliceCounts = [reads: number, writes: number, readBytes: number, writeBytes: number, throttled: number];
 /** Stats result: for each slice of the table on this worker that holds items or saw
  * load, [slice, items, bytes, reads/s, writes/s, counters]; the table's hottest sharding
- * keys on this worker as [encoded sharding part, ops/s]; and the table's counters on
- * this worker over every slice it served (moved-away slices included). */
+ * keys on this worker as [encoded sharding part, ops/s]; the table's counters on
+ * this worker over every slice it served (moved-away slices included); and the items and
+ * bytes of the table the worker holds in its store over every slice there (the slices it owns,
+ * its follower replicas, and anything else it keeps), where `slices` counts the owned ones only. */
 export type StatsResult = [
   slices: [slice: number, items: number, bytes: number, readsPerSecond: number, writesPerSecond: number, counts: SliceCounts][],
   hotKeys: [string, number][],
   tableCounts: SliceCounts,
+  held: [items: number, bytes: number],
 ];
 
 /** What each slice op answers when it succeeds, declared once for both ends: the worker

@@ -1,9 +1,10 @@
 // The messages of slice replication (docs/replication.md): between the coordinator
 // and a slice's replicas (Prepare, Lead, Ping and their answers) and between a
-// slice's leader and its followers (Append, Snapshot, AppendOk, Refused). The
+// slice's leader and its followers (Append, Snapshot, KeepAlive, AppendOk, Refused). The
 // replication core (slice-worker/replication/replica.ts) and the coordinator's
 // failover (coordinator/metadata/failover.ts) speak them; checkReplicationMessage
 // checks one whole, as a frame from the wire is checked before it is used.
+import { SLICE_COUNT_MAX } from './limits.js';
 
 /** One record of a slice's replicated log (slice-worker/replication/replica-record.ts makes and checks them). */
 export interface ReplicaRecord {
@@ -43,6 +44,14 @@ export type ReplicationMessage =
   | { type: 'Pong'; seq: number; term: number; leading: boolean; commitTerm: number; lastIndex: number }
   | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number }
   | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number }
+  /** The leader of `term` still leads it: sent every REPLICA_KEEPALIVE_MS to followers that said they hold every
+   * record and the commit point (they get no heartbeat), so that they stay readable. Not answered. */
+  | { type: 'KeepAlive'; term: number; commitIndex: number }
+  /** The KeepAlives of one turn from one worker to one node, as numbers (`[slice, term, commitIndex, ...]`) in one
+   * entry whose slice is the first of them: a slice node's transport folds them (worker.ts) and splits them again
+   * for its workers (main.ts), so a replica never sees this one. An idle cluster's replication traffic is mostly
+   * keep-alives, and a message per slice costs a copy at each thread hop, an encoding and a check. */
+  | { type: 'KeepAlives'; slices: number[] }
   /** commitIndex: the commit point the follower holds durably (its leader stops heartbeats once it has it all). */
   | { type: 'AppendOk'; term: number; matchIndex: number; commitIndex: number }
   | { type: 'Refused'; term: number; code: RefusalCode; message: string; lastIndex: number; commitIndex: number };
@@ -58,6 +67,8 @@ const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Pong: ['seq', 'term', 'leading', 'commitTerm', 'lastIndex'],
   Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
   Snapshot: ['term', 'index', 'lastTerm', 'state', 'commitIndex'],
+  KeepAlive: ['term', 'commitIndex'],
+  KeepAlives: ['slices'],
   AppendOk: ['term', 'matchIndex', 'commitIndex'],
   Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
 };
@@ -87,6 +98,13 @@ export function checkReplicationMessage(m: unknown): string | null {
     case 'Refused':
       if (!REFUSAL_CODES.includes(msg.code as RefusalCode)) return `Refused.code must be one of ${REFUSAL_CODES.join(', ')}`;
       return typeof msg.message === 'string' ? null : 'Refused.message must be a string';
+    case 'KeepAlives': {
+      const s = msg.slices;
+      if (!Array.isArray(s) || s.length === 0 || s.length % 3 !== 0 || s.length > 3 * SLICE_COUNT_MAX || !s.every(isCount)) {
+        return `KeepAlives.slices must be [slice, term, commitIndex, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
+      }
+      return null;
+    }
     case 'Append': {
       if (!Array.isArray(msg.records)) return 'Append.records must be a list';
       for (const r of msg.records as unknown[]) {

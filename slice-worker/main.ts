@@ -157,13 +157,34 @@ function sendReplication(): void {
  * goes to it as one message (the answers of both followers of a slice often come in one turn). */
 function routeReplication(from: number, entries: ReplicateEntry[]): void {
   for (const [slice, message] of entries) {
+    if (message.type === 'KeepAlives') {
+      routeKeepAlives(from, message.slices);
+      continue;
+    }
     if (!replicatedSlices.has(slice)) continue; // not a replica here (any more, or not yet): the sender repeats if it matters
-    if (incoming.size === 0) setImmediate(deliverReplication);
-    const w = workerOf(slice, workerCount);
-    let list = incoming.get(w);
-    if (list === undefined) incoming.set(w, (list = []));
-    list.push([slice, from, message]);
+    incomingFor(workerOf(slice, workerCount)).push([slice, from, message]);
   }
+}
+
+/** A KeepAlives entry (one sender worker's keep-alives, as numbers) split into one per worker of this node: its
+ * slices are spread over this node's workers by this node's worker count, which may differ from the sender's. */
+function routeKeepAlives(from: number, slices: number[]): void {
+  const byWorker = new Map<number, number[]>();
+  for (let i = 0; i < slices.length; i += 3) {
+    if (!replicatedSlices.has(slices[i])) continue;
+    const w = workerOf(slices[i], workerCount);
+    let list = byWorker.get(w);
+    if (list === undefined) byWorker.set(w, (list = []));
+    list.push(slices[i], slices[i + 1], slices[i + 2]);
+  }
+  for (const [w, list] of byWorker) incomingFor(w).push([list[0], from, { type: 'KeepAlives', slices: list }]);
+}
+
+function incomingFor(worker: number): [number, number, ReplicationMessage][] {
+  if (incoming.size === 0) setImmediate(deliverReplication);
+  let list = incoming.get(worker);
+  if (list === undefined) incoming.set(worker, (list = []));
+  return list;
 }
 
 /** Worker -> what the frames of this turn (from every peer and the coordinator) hold for it: one message each. */
@@ -175,10 +196,11 @@ function deliverReplication(): void {
   for (const [w, list] of batches) workers[w].deliver(list);
 }
 
-/** The replication settings each worker takes with an assignment: null while this node has never been
- * given replicated slices (R=1: the workers run exactly as before). */
+/** The replication settings each worker takes with an assignment. While this process has been given no replicated
+ * slice, self -1 and none: a worker that holds replicas read back from its disk (the node held them before a restart,
+ * and they left its sets meanwhile) drops them; one that holds none runs exactly as before (R=1). */
 function controlsFor(next: AssignReplication | null, previous: AssignReplication | null): (ReplicaControl | null)[] {
-  if (next === null && previous === null) return workers.map(() => null);
+  if (next === null && previous === null) return workers.map(() => ({ self: -1, replicated: [] }));
   const self = (next ?? previous)!.self;
   return workers.map((_, w) => ({
     self,

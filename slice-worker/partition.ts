@@ -472,7 +472,13 @@ export class SliceStore {
   private stats(table: number): StatsResult {
     const slices = this.tables.get(table);
     const withLoad = new Set(this.load.slicesWithLoad(table));
-    const out: StatsResult = [[], this.load.hotKeys(table), [...this.load.tableCounters(table)]];
+    let heldItems = 0;
+    let heldBytes = 0;
+    for (const p of slices?.values() ?? []) {
+      heldItems += p.tree.size;
+      heldBytes += p.bytes;
+    }
+    const out: StatsResult = [[], this.load.hotKeys(table), [...this.load.tableCounters(table)], [heldItems, heldBytes]];
     for (const slice of this.ownedSorted) {
       const p = slices?.get(slice);
       const items = p?.tree.size ?? 0;
@@ -521,6 +527,15 @@ export class SliceStore {
     } finally {
       this.replicaRead = -1;
     }
+  }
+
+  /** Forgets every item of a slice this worker does not own (a replica its node no longer holds: worker.ts),
+   * as one change for the worker's log, recorded even when nothing is in memory, since a snapshot of the
+   * worker may still hold the slice's items from when it had them. */
+  forgetSlice(slice: number): void {
+    assert(!this.owned.has(slice) && !this.frozen.has(slice) && !this.incoming.has(slice), `worker ${this.workerIndex} forgets only a slice it does not own or move (slice ${slice})`);
+    for (const slices of this.tables.values()) slices.delete(slice);
+    this.record([EFFECT_DROP_SLICE, slice, null]);
   }
 
   /** Whether this worker owns `slice` at its epoch (ops on it run here). */

@@ -22,12 +22,15 @@
 // the path they took before. An eventually consistent read (ReplicaGet, ReplicaRange)
 // on a slice this worker follows is answered from its store at once when its replica
 // may answer (Replica.readable), else refused ReplicaNotReady (replicaRead below).
+// A replica the node no longer holds (its assignment stopped listing the slice, which it does only once the
+// change that took it out settled) is dropped with its items: from the store, the worker's log and the replica
+// log (dropLeftReplicas below), so that memory and disk are freed and a restart does not bring it back.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeSliceOps,
@@ -62,7 +65,8 @@ export interface WorkerConfig {
 }
 
 /** What the node tells a worker with its assignment: this node's index in the map and the worker's
- * slices whose replica set has more than one node (null: R=1, none). */
+ * slices whose replica set has more than one node (null: R=1, none). Self -1: the node holds no replica
+ * (and has held none since it started): nothing to open, and replicas read back from disk are dropped. */
 export interface ReplicaControl {
   self: number;
   replicated: number[];
@@ -120,6 +124,9 @@ const heldBySlice = new Map<number, Set<Held>>();
 let compacting = false;
 
 let replicaSelf = -1;
+/** An assignment changed the replicated slices (or is the first since start): look for replicas to drop once its
+ * chunk ran (the ops of that chunk say which slices this worker owns now). */
+let dropCheck = false;
 
 function openReplicas(self: number): void {
   replicaSelf = self;
@@ -156,7 +163,7 @@ function queuePortFlush(): void {
  * batches the messages per destination. */
 function flushPort(): void {
   portFlushQueued = false;
-  const out = outbox;
+  const out = foldKeepAlives(outbox);
   const released = answers;
   outbox = [];
   answers = [];
@@ -164,19 +171,48 @@ function flushPort(): void {
   port?.postMessage([out, released] satisfies WorkerPortMessage, released.map(([, b]) => b.buffer as ArrayBuffer));
 }
 
+/** The KeepAlives of a turn (every leader of this worker sends them in the same tick: Replica.tick) go to each
+ * node as one KeepAlives entry of numbers rather than a message per slice (replication-protocol.ts). */
+function foldKeepAlives(out: [number, number, ReplicationMessage][]): [number, number, ReplicationMessage][] {
+  let folded: Map<number, number[]> | null = null;
+  const rest: [number, number, ReplicationMessage][] = [];
+  for (const e of out) {
+    const m = e[2];
+    if (m.type !== 'KeepAlive') rest.push(e);
+    else {
+      folded ??= new Map();
+      let slices = folded.get(e[1]);
+      if (slices === undefined) folded.set(e[1], (slices = []));
+      slices.push(e[0], m.term, m.commitIndex);
+    }
+  }
+  if (folded === null) return out;
+  for (const [to, slices] of folded) rest.push([slices[0], to, { type: 'KeepAlives', slices }]);
+  return rest;
+}
+
 function onPortMessage(entries: NodePortMessage): void {
   if (replicas === null) return; // not given replicated slices yet: nothing here answers
-  for (const [slice, from, message] of entries) if (replicated.has(slice)) replicas.receive(slice, from, message);
+  for (const [slice, from, message] of entries) {
+    if (message.type !== 'KeepAlives') {
+      if (replicated.has(slice)) replicas.receive(slice, from, message);
+      continue;
+    }
+    const s = message.slices;
+    for (let i = 0; i < s.length; i += 3) if (replicated.has(s[i])) replicas.receive(s[i], from, { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2] });
+  }
 }
 
 function takeControl(c: ReplicaControl): void {
   if (replicas === null) {
+    if (c.self < 0) return; // no replica here, none on disk
     writeStateFile(selfFile, { self: c.self });
     openReplicas(c.self);
   }
-  assert(replicaSelf === c.self, `a node's index in the map does not change (was ${replicaSelf}, now ${c.self})`);
+  assert(c.self < 0 ? c.replicated.length === 0 : replicaSelf === c.self, `a node's index in the map does not change (was ${replicaSelf}, now ${c.self})`);
   const before = replicated;
   replicated = new Set(c.replicated);
+  dropCheck = true;
   // A slice no longer replicated here: its replica stops leading (it hears nothing for the slice any more), and
   // what waited on it gets no commit from this worker.
   for (const s of before) {
@@ -260,7 +296,7 @@ function refusalFor(slices: number[]): SliceOpResult | null {
  * path instead: its store runs ahead of the commit point, so its reads are held until committed. */
 function replicaRead(op: Extract<SliceOpMessage, [typeof SliceOp.ReplicaGet | typeof SliceOp.ReplicaRange, ...unknown[]]>, r: Replica): SliceOpResult {
   if (!r.readable) {
-    return [RESULT_ERROR, 'ReplicaNotReady', `slice ${op[2]}'s replica on this node has not applied what its leader committed (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
+    return [RESULT_ERROR, 'ReplicaNotReady', `slice ${op[2]}'s replica on this node has not applied what its leader committed, or has not heard from it for ${REPLICA_READ_STALENESS_MS} ms (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
   }
   return store.readReplica(op);
 }
@@ -388,12 +424,37 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
   if (replicated.size > 0 && effects.length > 0) effects = proposeReplicated(effects);
   if (touched !== null) for (const t of touched) out[t.c] = holdUntilCommitted(t.results, t.opSlices);
   if (effects.length > 0) log.append(RECORD_KIND.Effects, encodeEffects(effects));
+  if (dropCheck) dropLeftReplicas(log);
   if (log.bytesSinceSnapshot >= config.snapshotAfterBytes && !snapshotting) {
     snapshotting = true;
     setImmediate(startSnapshot, log); // after this task has answered, not inside it
   }
   if (replicaLog !== null) maybeCompact();
   return out;
+}
+
+/** Drops every replica this worker holds of a slice that its node's assignment no longer lists as replicated here
+ * and that the worker does not own (at R=1 an owner's items stay: the replica log is then where they are kept,
+ * docs/replication.md). The node's assignment lists a slice until the change that took this node out of its set
+ * settled (replica-leaders.ts assignReplication), so no majority counts this replica any more: a replica of the
+ * slice given to this node later starts empty, as on a node that never held one. Also at the first assignment
+ * after a restart, for a slice that left while the node was down. The worker log's record comes first: a crash
+ * between the two leaves the slice in the replica log, dropped again at the next assignment; the other order
+ * could leave its items in the worker's snapshot with nothing to drop them. */
+function dropLeftReplicas(wal: WriteAheadLog): void {
+  dropCheck = false;
+  if (replicas === null) return;
+  const gone = replicas.held().filter((s) => !replicated.has(s) && !store.owns(s));
+  if (gone.length === 0) return;
+  // What the replicas wrote goes to disk now, and its syncs' answers run now, not after the drop.
+  replicaLog!.flush();
+  for (const s of gone) {
+    assert(!heldBySlice.get(s)?.size, `nothing waits on slice ${s} once its replica resigned`);
+    replicas.drop(s);
+    store.forgetSlice(s);
+  }
+  wal.append(RECORD_KIND.Effects, encodeEffects(store.takeEffects()));
+  for (const s of gone) replicaLog!.drop(s);
 }
 
 /** A chunk that touched replicated slices: answered now if each slice's commit index already reaches its

@@ -14,7 +14,9 @@
 //     sends garbage loses its connection while the node keeps serving;
 //   - an eventually consistent read (ReplicaGet) is refused ReplicaNotReady by a
 //     replica that has not heard from a leader, answered by a follower from what
-//     it applied, and refused WrongOwner by a node that holds no replica.
+//     it applied, and refused WrongOwner by a node that holds no replica;
+//   - a follower restarted and then assigned no replica (its sets changed while it
+//     was down) drops what it held, and a second restart brings none of it back.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +36,7 @@ import {
   type NodeFrameMessage,
   type SliceOpMessage,
   type SliceOpResult,
+  type StatsResult,
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
@@ -401,6 +404,38 @@ describe('replication between real slice nodes', () => {
     acked.set('after-garbage', [2, 7]);
     await expectAll(leader);
     expect(nodes.every((n) => n !== null && n.child.exitCode === null)).toBe(true);
+  });
+
+  it('a follower restarted and assigned no replica any more drops what it held of them, and a restart brings none of it back', async () => {
+    const follower = [0, 1, 2].find((n) => n !== leader)!;
+    /** What the node holds of the table over every slice (Stats: held), summed over its workers. */
+    const held = async (n: number) => {
+      let items = 0;
+      for (let w = 0; w < WORKERS; w++) {
+        const [r] = (await links[n]!.batch(w, [[SliceOp.Stats, TABLE]]))!;
+        expect(r[0]).toBe(RESULT_OK);
+        items += (r[1] as StatsResult)[3][0];
+      }
+      return items;
+    };
+    const before = await held(follower);
+    expect(before, 'the follower holds the replicated items').toBeGreaterThan(0);
+    const restart = async () => {
+      await stop(follower, 'SIGKILL');
+      const from = lines.length;
+      await startNode(follower);
+      links[follower] = await Link.open(urls[follower]);
+      return lines.slice(from).filter((l) => l.startsWith(`[node-${follower}]`) && / recovered \d+ items/.test(l));
+    };
+    const first = await restart();
+    expect(first.some((l) => !/ recovered 0 items/.test(l)), `it read its replicas back: ${first.join(' | ')}`).toBe(true);
+    // The map took it out of the replicated slices' sets while it was down: its assignment names no replica.
+    await links[follower]!.assign([], null);
+    expect(await held(follower)).toBe(0);
+    const second = await restart();
+    expect(second.every((l) => / recovered 0 items/.test(l)), `nothing comes back: ${second.join(' | ')}`).toBe(true);
+    await links[follower]!.assign([], null);
+    expect(await held(follower)).toBe(0);
   });
 });
 

@@ -6,6 +6,8 @@
 // some slices, status showed the moves while they ran, and every acknowledged write reads back.
 // A node killed right after a move dropped a replica (before that change settled): every slice still elects a
 // leader while it is down, since the replica that left answers until then; every acknowledged write reads back.
+// A joining node SIGKILLed while moves onto it are under way, and left down: within a bound each of those moves
+// is undone (the slice back to its 3 replicas on the live nodes, with a leader), and nothing is lost.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -97,6 +99,72 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
       );
     }
   }, 150_000);
+
+  it('a joining node killed while replicas move onto it, and left down: the moves are undone, each slice back to 3 replicas on live nodes', async () => {
+    const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
+    await waitFor(async () => led(await e.status()), 'every slice to have a leader');
+    await bulk(e, 300);
+    const load = new WriteLoad(e.client, 'elastic', 4, 8);
+    await sleep(300);
+    const joined = await e.addNode();
+    // The first moves onto it are recorded in one map change; it is killed as soon as they are seen, long before
+    // any of them can complete (each needs elections and a catch-up check on the coordinator's 500 ms tick).
+    let moving: number[] = [];
+    let completed: number[] = [];
+    for (const until = Date.now() + 60_000; moving.length === 0 && Date.now() < until; await sleep(2)) {
+      const m = readMap(e);
+      const j = m === null ? -1 : m.nodes.indexOf(joined.url);
+      if (m === null || j < 0) continue;
+      const sets = m.owners.map((o, s) => [o, ...m.followers[s]]);
+      moving = sets.flatMap((set, s) => (set.includes(j) && m.leaving[s] >= 0 ? [s] : []));
+      completed = sets.flatMap((set, s) => (set.includes(j) && m.leaving[s] < 0 ? [s] : []));
+    }
+    expect(moving.length, 'replicas started moving onto the new node').toBeGreaterThan(0);
+    await stopProcess(joined.child, 'SIGKILL');
+    const killedAt = Date.now();
+    expect(completed, 'no move onto the new node completed before it was killed').toEqual([]);
+    // Within the undo bound (5 s down) plus the undo's election: every slice back to 3 replicas, none on the dead node.
+    let st: ClusterStatus | undefined;
+    await waitFor(
+      async () => {
+        st = await e.status();
+        const { sets, leaving } = persisted(e);
+        return (
+          led(st) &&
+          st.replication.leaders.moving === 0 &&
+          st.replication.leaders.unsettled === 0 &&
+          leaving.every((n) => n === -1) &&
+          sets.every((set) => set.length === 3 && new Set(set).size === 3 && !set.includes(joined.url))
+        );
+      },
+      'every slice back to 3 replicas on the live nodes, with a leader',
+      30_000,
+    );
+    const tookMs = Date.now() - killedAt;
+    expect(st!.replication.leaders.movesUndone).toBeGreaterThanOrEqual(moving.length);
+    expect(st!.replication.note).toMatch(/replica moves undone since the coordinator started/);
+    // Nothing moves onto the dead node meanwhile; leaderships stay on the live nodes.
+    expect(st!.nodes.find((n) => n.node === joined.url)!.replicas).toBe(0);
+    await sleep(1_000);
+    await load.stop();
+    await load.verify(300);
+    if (process.env.KEYSLICE_TEST_LOG) {
+      console.log(`joining node killed with ${moving.length} moves onto it under way: undone, every slice back to 3 live replicas ${tookMs} ms after the kill; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
+    }
+    // Back (same folder and port), it takes its share of replicas again: the moves are made anew.
+    await e.addNode(undefined, Number(new URL(joined.url).port), joined.name);
+    await waitFor(
+      async () => {
+        const s = await e.status();
+        const replicas = s.nodes.map((n) => n.replicas);
+        return led(s) && s.moves.pending === 0 && s.replication.leaders.moving === 0 && s.replication.leaders.unsettled === 0 && Math.max(...replicas) - Math.min(...replicas) <= 1;
+      },
+      'the replicas to be spread over the 4 nodes once the killed node is back',
+      90_000,
+    );
+    for (const set of persisted(e).sets) expect(new Set(set).size).toBe(3);
+    await load.verify(300);
+  }, 200_000);
 
   it('a node killed just after a replica move dropped a replica: the slice still elects a leader while it is down', async () => {
     // The move's second change (4 replicas to 3) settles only once the new leader's barrier is held by a majority

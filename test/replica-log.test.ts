@@ -91,6 +91,35 @@ describe('the replica log of a worker', () => {
     expect(checksumMatches(barrier)).toBe(true);
   });
 
+  it('forgets a dropped slice: not read back after a restart, left out of the next checkpoint, and a disk handed out before the drop writes nothing', async () => {
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'fsync');
+    const before = log.diskFor(5);
+    for (const slice of [5, 6]) {
+      log.diskFor(slice).write({ kind: 'promise', term: 2 });
+      log.diskFor(slice).write({ kind: 'append', records: [makeRecord(2, 1, new Uint8Array([slice]))] });
+    }
+    // Written and not synced yet: the drop writes it first, then forgets the slice.
+    log.diskFor(5).write({ kind: 'commit', index: 1 });
+    log.drop(5);
+    before.write({ kind: 'append', records: [makeRecord(2, 2, new Uint8Array([9]))] }); // the dropped replica's handle
+    await sync(log, 6);
+    expect(log.sliceIds).toEqual([6]);
+    let again = ReplicaLog.open(dir, 'fsync').log;
+    expect(again.sliceIds).toEqual([6]);
+    expect(again.durable(5)).toEqual(emptyDurable());
+    expect(again.durable(6).records).toHaveLength(1);
+    // A replica of slice 5 made later starts empty and is kept as any other.
+    again.diskFor(5).write({ kind: 'promise', term: 7 });
+    await sync(again, 5);
+    await again.checkpoint();
+    again.drop(6);
+    await again.checkpoint();
+    again = ReplicaLog.open(dir, 'fsync').log;
+    expect(again.sliceIds).toEqual([5]);
+    expect(again.durable(5)).toEqual({ ...emptyDurable(), promisedTerm: 7 });
+  });
+
   it('keeps one segment after a checkpoint', async () => {
     const dir = tempDir();
     const { log } = ReplicaLog.open(dir, 'os');

@@ -144,6 +144,42 @@ describe('replica sets in the cluster map', () => {
     expectWellPlaced(again, 3);
   });
 
+  it('undoes a move whose new replica is to leave: the slice goes back to its old set, the leaving replica kept', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 'auto', dir);
+    const added = map.addNode('ws://127.0.0.1:9100');
+    const before5 = map.replicasOf(5);
+    const before9 = map.replicasOf(9);
+    map.moveReplicas([
+      { slice: 5, from: before5[1], to: added },
+      { slice: 9, from: before9[0], to: added },
+    ]);
+    expect(map.joiningOf(5)).toBe(added);
+    // The new replica of slice 9 leads it (an election chose it) when its node goes down.
+    const term = map.lastTermUsed(9) + 1;
+    map.recordElections(new Map([[9, term]]), [{ slice: 9, leader: added, term }]);
+    const again = open(3, 'auto', dir); // across a restart of the coordinator
+    expect(again.joiningOf(9)).toBe(added);
+    const epoch = again.epoch;
+    again.undoReplicaMoves([5, 9]);
+    expect(again.epoch).toBeGreaterThan(epoch);
+    expect(again.replicasOf(5)).toEqual(before5);
+    expect([...again.replicasOf(9)].sort()).toEqual([...before9].sort());
+    expect(again.termOf(9)).toBeGreaterThan(term); // another replica leads, at a new term
+    for (const s of [5, 9]) {
+      expect(again.leavingOf(s)).toBe(-1);
+      expect(again.joiningOf(s)).toBe(-1);
+    }
+    expect(() => again.undoReplicaMoves([6])).toThrow(/has a move under way/);
+    expectWellPlaced(again, 3);
+    // A move whose new replica's node is removed is over too: the old set stays, nothing is left marked.
+    again.moveReplicas([{ slice: 7, from: again.replicasOf(7)[1], to: added }]);
+    again.removeReplicatedNode(added);
+    expect(again.leavingOf(7)).toBe(-1);
+    expect(again.joiningOf(7)).toBe(-1);
+    expectWellPlaced(again, 3);
+  });
+
   it('keeps a replica that left a slice\'s set in its node\'s assignment while the change is not settled', () => {
     // The old set's majority may need it (a node of that set killed meanwhile): it answers for the slice until
     // the change settled. No node is connected here, so no election runs and the change stays unsettled.

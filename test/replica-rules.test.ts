@@ -4,6 +4,7 @@
 // leader acknowledges nothing. Messages and disk syncs move only when a story says so.
 import { describe, expect, it } from 'vitest';
 import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
+import { REPLICA_KEEPALIVE_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS } from '../shared/limits.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
 import { COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 
@@ -13,8 +14,9 @@ interface Sent {
   m: ReplicationMessage;
 }
 
-/** Replicas 0..n-1 with hand-driven messages and disks. */
+/** Replicas 0..n-1 with hand-driven messages, disks and clock (`clock.now`, ms). */
 function group(n: number) {
+  const clock = { now: 0 };
   const outbox: Sent[] = [];
   const syncs: (() => void)[][] = Array.from({ length: n }, () => []);
   const written: DiskOp[][] = Array.from({ length: n }, () => []);
@@ -34,6 +36,7 @@ function group(n: number) {
           snapshotState: () => new Uint8Array(0),
           committed: (index) => i === 0 && committed.push(index),
           deposed: (term) => deposed.push(term),
+          now: () => clock.now,
         },
         emptyDurable(),
       ),
@@ -44,6 +47,7 @@ function group(n: number) {
     return out;
   };
   return {
+    clock,
     replicas,
     outbox,
     written,
@@ -375,6 +379,63 @@ describe('a slice replica', () => {
     expect(heartbeat()).toEqual([]);
     g.replicas[0].propose(payload('b'));
     expect(g.outbox.filter((s) => s.from === 0).map((s) => s.to)).toEqual([1, 2]);
+  });
+
+  it('lets a follower answer eventual reads only while it hears from its leader: kept alive when idle, not after the bound when cut off', () => {
+    const g = group(3);
+    const seen: Sent[] = [];
+    let lastWord = 0; // when follower 1 last heard from the leader
+    /** Delivers every message and completes every sync until nothing is left (bounded), noting what was sent. */
+    const settle = () => {
+      for (let round = 0; g.outbox.some((s) => s.to !== COORDINATOR); round++) {
+        expect(round).toBeLessThan(20);
+        seen.push(...g.outbox.filter((s) => s.to !== COORDINATOR));
+        if (g.outbox.some((s) => s.from === 0 && s.to === 1)) lastWord = g.clock.now;
+        for (const i of [0, 1, 2]) g.deliver(i);
+        for (const i of [0, 1, 2]) g.sync(i);
+      }
+    };
+    /** `ms` of the leader's ticks, each followed by every message delivered. */
+    const run = (ms: number) => {
+      for (const end = g.clock.now + ms; g.clock.now < end; ) {
+        g.clock.now += REPLICA_TICK_MS;
+        g.replicas[0].tick();
+        settle();
+      }
+    };
+    g.elect(0, 1);
+    g.replicas[0].propose(payload('a'));
+    settle();
+    run(3 * REPLICA_TICK_MS); // the commit point to the followers, and their word that they hold it durably
+    expect(g.applied[1]).toEqual([1, 2]);
+    expect([g.replicas[1].readable, g.replicas[2].readable]).toEqual([true, true]);
+
+    // Idle: no heartbeat (the followers hold everything), but a KeepAlive every REPLICA_KEEPALIVE_MS, not answered.
+    seen.length = 0;
+    const IDLE_MS = 4 * REPLICA_READ_STALENESS_MS;
+    for (let t = 0; t < IDLE_MS; t += REPLICA_TICK_MS) {
+      run(REPLICA_TICK_MS);
+      expect([g.replicas[1].readable, g.replicas[2].readable]).toEqual([true, true]);
+    }
+    expect(new Set(seen.map((s) => `${s.from}->${s.to} ${s.m.type}`))).toEqual(new Set(['0->1 KeepAlive', '0->2 KeepAlive']));
+    const perFollower = IDLE_MS / REPLICA_KEEPALIVE_MS;
+    expect(seen.length).toBeGreaterThanOrEqual(2 * (perFollower - 1));
+    expect(seen.length).toBeLessThanOrEqual(2 * (perFollower + 1));
+
+    // The leader is frozen (or cut off): its followers answer for REPLICA_READ_STALENESS_MS after its last word, then not.
+    expect(seen.filter((s) => s.to === 1).at(-1)!.m).toEqual({ type: 'KeepAlive', term: 1, commitIndex: 2 });
+    expect(g.clock.now - lastWord).toBeLessThan(REPLICA_KEEPALIVE_MS);
+    g.clock.now = lastWord + REPLICA_READ_STALENESS_MS;
+    expect([g.replicas[1].readable, g.replicas[2].readable]).toEqual([true, true]);
+    g.clock.now += 1;
+    expect([g.replicas[1].readable, g.replicas[2].readable]).toEqual([false, false]);
+
+    // It wakes deposed (its followers promised a newer term meanwhile): its keep-alive is refused, and it steps down.
+    for (const i of [1, 2]) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 2 });
+    g.replicas[0].tick(); // a new keep-alive period
+    for (const i of [1, 2]) g.deliver(i);
+    expect(refusals(g.deliver(0))).toEqual(['StaleTerm', 'StaleTerm']);
+    expect(g.deposed).toEqual([1]);
   });
 });
 

@@ -10,6 +10,7 @@
 // the same record at each index. Any failure names its seed; the same seed
 // replays the same run.
 import { assert } from '../shared/errors.js';
+import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
@@ -49,6 +50,8 @@ export interface SimReport {
   snapshotsSent: number;
   /** Replica-set changes made (drain steps count one each). */
   setChanges: number;
+  /** Replica moves undone (their added replica taken out again: membership.ts undoStalledMoves). */
+  movesUndone: number;
   simMs: number;
 }
 
@@ -158,6 +161,11 @@ class SimDisk {
     this.applied += this.pending.length;
     this.pending = [];
   }
+  /** The node dropped the slice's replica (worker.ts dropLeftReplicas): nothing more of this disk completes. */
+  retire(): void {
+    this.life++;
+    this.pending = [];
+  }
   recovered(): DurableReplica {
     const d = this.durable;
     return { promisedTerm: d.promisedTerm, snapshot: d.snapshot, records: [...d.records], commitIndex: d.commitIndex };
@@ -216,7 +224,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, simMs: 0 };
   const fail = (why: string): never => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
   };
@@ -310,7 +318,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const sr = new SliceReplicas(i, store, log, (_slice, to, m) => send(i, to, m), {
       committed: (_slice, index) => answerCommitted(i, index),
       deposed: () => answerDeposed(i),
-    });
+    }, () => clock.now);
     stores[i] = store;
     sliceReplicas[i] = sr;
     replicas[i] = sr.of(STORE_SLICE);
@@ -340,6 +348,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       snapshotState: () => encodeState(states[i]),
       committed: (index) => answerCommitted(i, index),
       deposed: () => answerDeposed(i),
+      now: () => clock.now,
     };
     replicas[i] = new Replica(i, host, disk.recovered());
   }
@@ -391,6 +400,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const commitTerms = new Map<number, number>();
   /** A drain under way: `node` leaves the set once every other replica holds the barrier of the leader elected for the larger set. */
   let draining: number | null = null;
+  /** A replica move to be undone (membership.ts undoStalledMoves): `node`, the one it added, leaves the set again once
+   * the change that added it settled, caught up or not (its node down or not), and the set is the one before. */
+  let undoing: number | null = null;
   function coordinatorReceive(from: number, m: ReplicationMessage): void {
     if (m.type === 'Pong') commitTerms.set(from, m.commitTerm);
     // As ReplicaLeaders.receive: only what a replica of the sets of the change says reaches the failover.
@@ -422,6 +434,13 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         if (coordinator.members.includes(n)) return;
         if (opts.store === true) sliceReplicas[n]?.resign(STORE_SLICE);
         else replicas[n]?.resign();
+        // And drops the replica's state, disk and store (worker.ts dropLeftReplicas; a node that is down drops it
+        // at its next assignment, before it answers anything for the slice): if a later change adds this node
+        // again, its replica starts empty, as on a node that never held one.
+        disks[n].retire();
+        disks[n] = new SimDisk(clock, random, syncMsMax);
+        states[n] = new Map();
+        if (up[n]) start(n);
       });
     }
   }
@@ -431,8 +450,15 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const kind = opts.setChanges === 'drain' ? 0 : random();
     // As the coordinator: a set changes once a leader was elected for it and the change before it settled
     // (membership.ts: a drain's next step, keyslice remove and removal after a time down wait for both).
-    if (draining !== null || !published || (!coordinator.electorateSettled && opts.setChanges !== 'chained')) return;
-    if (kind < 0.4 && outside.length > 0 && set.length >= 3) {
+    if (draining !== null || undoing !== null || !published || (!coordinator.electorateSettled && opts.setChanges !== 'chained')) return;
+    if (kind < 0.4 && outside.length > 0 && set.length >= 3 && random() < 0.3) {
+      // A replica move onto a node that joined, undone (membership.ts undoStalledMoves): a replica added, its node
+      // often killed at once, then (undoStep) it leaves again and the set is the one before.
+      const node = pick(outside);
+      undoing = node;
+      changeSet([...set, node], `move to ${node}, add`);
+      if (random() < 0.6) clock.at(random() * 20, () => crash(node));
+    } else if (kind < 0.4 && outside.length > 0 && set.length >= 3) {
       // keyslice drain: one more replica on another node, then (drainStep) the drained one leaves.
       const node = mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set);
       draining = node;
@@ -447,6 +473,14 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       const gone = pick(set);
       changeSet(set.filter((n) => n !== gone), `remove ${gone}`);
     }
+  }
+  /** membership.ts undoStalledMoves: the move's new replica leaves once the change that added it settled. */
+  function undoStep(): void {
+    if (undoing === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && opts.setChanges !== 'chained')) return;
+    const node = undoing;
+    undoing = null;
+    report.movesUndone++;
+    changeSet(set.filter((n) => n !== node), `move to ${node}, undo`);
   }
   /** membership.ts drainReplicas: the drained replica leaves once every other one holds the elected leader's barrier. */
   function drainStep(): void {
@@ -523,6 +557,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     releaseDeparted();
     if (faulty) {
       drainStep();
+      undoStep();
       if (random() < changePerSecond * (TICK_MS / 1000)) randomChange();
     }
     for (const r of replicas) {
@@ -589,6 +624,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const sentBefore = leaderMessages;
   runUntil(clock.now + 1_000);
   if (leaderMessages > sentBefore) fail(`an idle leader sent ${leaderMessages - sentBefore} appends in 1 s to followers that hold everything`);
+  // But its keep-alives keep them readable (eventually consistent reads) for longer than the staleness bound.
+  runUntil(clock.now + REPLICA_READ_STALENESS_MS);
+  for (const i of set) if (i !== coordinator.currentLeader && !replicas[i]!.readable) fail(`follower ${i} of an idle leader may not answer eventual reads (its keep-alives stopped)`);
   report.simMs = Math.round(clock.now);
   report.elections = elections + coordinator.elections;
 

@@ -138,7 +138,8 @@ function moveLine(m: MoveReport): string {
 function render(st: ClusterStatus, url: string): string {
   // With replicated slices a node leads SLICES and holds REPLICAS (leading or following): replica moves show there.
   const replicated = st.replication.factor > 1;
-  const rows = [['NODE', 'STATUS', 'UP', 'SLICES', ...(replicated ? ['REPLICAS'] : []), 'ITEMS', 'BYTES', 'READS/S', 'WRITES/S', 'HEARTBEAT']];
+  // ITEMS and BYTES are those of the slices a node leads; HELD counts what it holds over every replica (its memory).
+  const rows = [['NODE', 'STATUS', 'UP', 'SLICES', ...(replicated ? ['REPLICAS'] : []), 'ITEMS', 'BYTES', ...(replicated ? ['HELD'] : []), 'READS/S', 'WRITES/S', 'HEARTBEAT']];
   for (const n of st.nodes) {
     rows.push([
       n.node,
@@ -148,6 +149,7 @@ function render(st: ClusterStatus, url: string): string {
       ...(replicated ? [String(n.replicas)] : []),
       String(n.items),
       size(n.bytes),
+      ...(replicated ? [`${n.heldItems} items, ${size(n.heldBytes)}`] : []),
       n.readsPerSecond.toFixed(0),
       n.writesPerSecond.toFixed(0),
       n.heartbeatMsAgo === null ? 'static' : `${(n.heartbeatMsAgo / 1000).toFixed(1)} s ago`,

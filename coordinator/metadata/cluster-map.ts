@@ -20,7 +20,9 @@
 // its replacement on an active node has caught up: for a while such a slice has R + 1.
 // A replica rebalanced onto a node that joined (moveReplicas) works the same way for one slice:
 // the new replica is added, and the replica it replaces is marked leaving (kept, like a draining
-// node's) until it has caught up; then dropLeavingReplicas takes the leaving one out.
+// node's) until it has caught up; then dropLeavingReplicas takes the leaving one out. The map also names the new
+// replica (joining), so that a move whose new replica's node goes down before it caught up can be undone
+// (undoReplicaMoves): the new replica leaves, the leaving one stays.
 // Each slice has a leader term that only grows, and grows whenever its leader changes:
 // a replica refuses records of an older term, so a deposed leader cannot be acknowledged.
 import { randomBytes } from 'node:crypto';
@@ -54,8 +56,11 @@ interface ClusterMapState {
   /** leaving[slice]: a replica of the slice that leaves its set once its replacement caught up (replica
    * rebalancing, moveReplicas), or -1. Absent in older maps (none). */
   leaving?: number[];
+  /** joining[slice]: the replica that moveReplicas added beside `leaving` (the move's new replica), or -1. Absent in
+   * older maps (none: a move recorded by one cannot be undone, only finished or ended by removing a node). */
+  joining?: number[];
 }
-type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[] };
+type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[]; joining: number[] };
 
 /** One slice's election outcome to record (coordinator/metadata/replica-leaders.ts). */
 export interface Elected {
@@ -79,7 +84,7 @@ export class ClusterMap {
     private readonly replication: ReplicationSetting,
   ) {
     assert(replication === 'auto' || (Number.isSafeInteger(replication) && replication >= 1), 'a replication factor is at least 1');
-    assert(state.followers.length === state.sliceCount && state.terms.length === state.sliceCount && state.leaving.length === state.sliceCount, 'followers, a term and a leaving mark per slice');
+    assert(state.followers.length === state.sliceCount && state.terms.length === state.sliceCount && state.leaving.length === state.sliceCount && state.joining.length === state.sliceCount, 'followers, a term, a leaving and a joining mark per slice');
     checkReplicas(state);
     assert(state.owners.length === state.sliceCount, 'one owner per slice');
     assert(state.status.length === state.nodes.length, 'one status per node');
@@ -107,6 +112,7 @@ export class ClusterMap {
         terms: saved.terms ?? saved.owners.map(() => 1),
         termsUsed: saved.termsUsed ?? saved.terms ?? saved.owners.map(() => 1),
         leaving: saved.leaving ?? saved.owners.map(() => -1),
+        joining: saved.joining ?? saved.owners.map(() => -1),
       }, replication);
       if (saved.clusterId === undefined) map.save(map.state);
       for (const url of nodes) map.addNode(url);
@@ -126,6 +132,7 @@ export class ClusterMap {
       terms: owners.map(() => 1),
       termsUsed: owners.map(() => 1),
       leaving: owners.map(() => -1),
+      joining: owners.map(() => -1),
     };
     placeFollowers(state, effectiveFactor(replication, state));
     const map = new ClusterMap(path, state, replication);
@@ -217,7 +224,13 @@ export class ClusterMap {
         next.followers[s] = next.followers[s].slice(1);
       }
       next.followers = next.followers.map((f) => f.filter((n) => n !== node));
-      next.leaving = next.leaving.map((n) => (n === node ? -1 : n));
+      for (let s = 0; s < next.sliceCount; s++) {
+        // A move to or from the removed node is over: undone (its new replica is gone) or done (its old one is).
+        if (next.leaving[s] === node || next.joining[s] === node) {
+          next.leaving[s] = -1;
+          next.joining[s] = -1;
+        }
+      }
       next.status[node] = 'removed';
     });
   }
@@ -230,7 +243,10 @@ export class ClusterMap {
     this.commit((next) => {
       for (const { slice, node } of drops) {
         assert(next.status[node] === 'draining' || next.leaving[slice] === node, `node ${node} drains or leaves slice ${slice}`);
-        if (next.leaving[slice] === node) next.leaving[slice] = -1;
+        if (next.leaving[slice] === node) {
+          next.leaving[slice] = -1;
+          next.joining[slice] = -1; // the move is done: its new replica is an ordinary member
+        }
         const set = [next.owners[slice], ...next.followers[slice]];
         assert(set.includes(node), `node ${node} is a replica of slice ${slice}`);
         const rest = set.filter((n) => n !== node);
@@ -257,6 +273,7 @@ export class ClusterMap {
       assert(next.status[to] === 'active' && next.status[from] === 'active', 'a replica moves between active nodes');
       next.followers[slice] = [...next.followers[slice], to];
       next.leaving[slice] = from;
+      next.joining[slice] = to;
     }
     placeFollowers(next, effectiveFactor(this.replication, next));
     for (const { slice, to } of moves) assert(next.owners[slice] === to || next.followers[slice].includes(to), `the new replica of slice ${slice} is kept`);
@@ -268,6 +285,33 @@ export class ClusterMap {
   /** The replica of the slice that leaves its set once its replacement caught up (moveReplicas), or -1. */
   leavingOf(slice: number): number {
     return this.state.leaving[slice];
+  }
+  /** The new replica of a move under way (moveReplicas), or -1 (none, or a move recorded by an older map). */
+  joiningOf(slice: number): number {
+    return this.state.joining[slice];
+  }
+
+  /** Undoes replica moves whose new replica's node went down before the move completed (membership.ts
+   * undoStalledMoves): each slice goes back to the set it had before the move, the replica marked leaving
+   * staying and the new one leaving the set; a slice the new replica led is led, in the map, by another
+   * replica on an active node until the election the changed set starts names its leader. One change at a new
+   * epoch. The change runs by joint majorities of both sets until it settles, as every replica-set change. */
+  undoReplicaMoves(slices: readonly number[]): void {
+    this.commit((next) => {
+      for (const slice of slices) {
+        const to = next.joining[slice];
+        const set = [next.owners[slice], ...next.followers[slice]];
+        assert(to >= 0 && next.leaving[slice] >= 0 && set.includes(to), `slice ${slice} has a move under way whose new replica is in its set`);
+        const rest = set.filter((n) => n !== to);
+        assert(rest.includes(next.leaving[slice]), `the replica that slice ${slice} was to lose is still in its set`);
+        const leader = next.owners[slice] === to ? (rest.find((n) => next.status[n] === 'active') ?? -1) : next.owners[slice];
+        assert(leader >= 0, `slice ${slice} keeps a replica on an active node`);
+        next.owners[slice] = leader;
+        next.followers[slice] = rest.filter((n) => n !== leader);
+        next.leaving[slice] = -1;
+        next.joining[slice] = -1;
+      }
+    });
   }
 
   /** Leadership rebalancing (coordinator/metadata/replica-leaders.ts handOver): routing names follower `to`
@@ -453,6 +497,10 @@ export class ClusterMap {
       next.termsUsed[s] = Math.max(next.termsUsed[s], next.terms[s]);
     }
     placeFollowers(next, effectiveFactor(this.replication, next));
+    // A move whose new replica placement took out (its node drained or left) is no longer one.
+    for (let s = 0; s < next.sliceCount; s++) {
+      if (next.joining[s] >= 0 && next.owners[s] !== next.joining[s] && !next.followers[s].includes(next.joining[s])) next.joining[s] = -1;
+    }
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
     this.save(next);
@@ -486,6 +534,8 @@ function checkReplicas(s: State): void {
     assert(Number.isSafeInteger(s.terms[slice]) && s.terms[slice] >= 1, 'a term is a positive integer');
     // A leaving replica is one of the set, and the set keeps R others besides it (its replacement included).
     assert(s.leaving[slice] === -1 || (s.leaving[slice] === owner || f.includes(s.leaving[slice])), 'a leaving replica is in its slice\'s set');
+    // A move's new replica is named only beside the replica it replaces, and is in the set (not that one).
+    assert(s.joining[slice] === -1 || (s.leaving[slice] >= 0 && s.joining[slice] !== s.leaving[slice] && (s.joining[slice] === owner || f.includes(s.joining[slice]))), 'a joining replica is in its slice\'s set, beside a leaving one');
   }
 }
 

@@ -64,12 +64,14 @@ export async function gatherTableLoad(
 
   const slices: SliceDescription[] = [];
   const nodes = new Map<string, NodeLoad>();
-  for (const [link, r] of reports) if (!(r instanceof KeysliceError)) nodes.set(link.url, { node: link.url, items: 0, bytes: 0, readsPerSecond: 0, writesPerSecond: 0, ...noCounts() });
+  for (const [link, r] of reports) if (!(r instanceof KeysliceError)) nodes.set(link.url, { node: link.url, items: 0, bytes: 0, heldItems: 0, heldBytes: 0, readsPerSecond: 0, writesPerSecond: 0, ...noCounts() });
   const hotKeys: HotKey[] = [];
   const hotByPart = new Map<string, number>();
   const totals = noCounts();
-  for (const [link, [perSlice, hot, tableCounts]] of answers) {
+  for (const [link, [perSlice, hot, tableCounts, [heldItems, heldBytes]]] of answers) {
     const node = nodes.get(link.url)!;
+    node.heldItems += heldItems;
+    node.heldBytes += heldBytes;
     for (const [slice, items, bytes, readsPerSecond, writesPerSecond, counts] of perSlice) {
       slices.push({ slice, node: link.url, items, bytes, readsPerSecond, writesPerSecond, ...countsOf(counts) });
       node.items += items;

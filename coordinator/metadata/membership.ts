@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVES_IN_FLIGHT_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
@@ -44,6 +44,8 @@ export class Membership {
   /** Why a node that has been down past --remove-down-after-ms is not removed (for status; logged once per change). */
   private readonly autoRemoveRefusal = new Map<number, string>();
   private autoRemoving = false;
+  /** Replica moves undone since this process started (their new replica's node was down: undoStalledMoves). */
+  private movesUndone = 0;
   /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
   onLinkChange: () => void = () => {};
 
@@ -62,6 +64,7 @@ export class Membership {
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     this.timer = setInterval(() => {
+      this.noteDown();
       void this.autoRemove();
       this.rebalance();
     }, REBALANCE_INTERVAL_MS);
@@ -383,6 +386,15 @@ export class Membership {
     }
   }
 
+  /** Since when each node has been down, as this process saw it (undoStalledMoves and autoRemove count from it). */
+  private noteDown(): void {
+    const now = Date.now();
+    for (let i = 0; i < this.map.nodes.length; i++) {
+      if (this.map.statusOf(i) === 'removed' || this.isUp(i)) this.downSince.delete(i);
+      else if (!this.downSince.has(i)) this.downSince.set(i, now);
+    }
+  }
+
   /** --remove-down-after-ms: removes a node that has been down that long, as `keyslice remove` would
    * (which refuses to lose a slice's last copy or the majority of its replicas). Also waits while some
    * replicated slice has no elected leader (its election needs the replicas that are up), and refuses
@@ -461,6 +473,7 @@ export class Membership {
     // joined, change their replica sets (drainReplicas, rebalanceReplicas), and leaderships are handed over
     // between replicas (rebalanceLeaders).
     if (this.map.replicationFactor > 1) {
+      this.undoStalledMoves();
       this.drainReplicas();
       if (this.autoRebalance) {
         this.rebalanceReplicas();
@@ -548,6 +561,43 @@ export class Membership {
     if (moved.length > 0) {
       this.log(`replica rebalancing: ${moved.length} slices' replicas left ${[...new Set(moved.map((d) => this.map.nodes[d.node]))].join(', ')} (their new replicas caught up); replicas per node now ${counts.filter((_, i) => this.map.statusOf(i) !== 'removed').join(', ')}`);
     }
+  }
+
+  /** A replica move whose new replica's node has been down for REPLICA_MOVE_UNDO_DOWN_MS before the move
+   * completed is undone (docs/replication.md): the slice goes back to its old set (the replica marked leaving
+   * stays, the new one leaves; ClusterMap.undoReplicaMoves), by the same rules as any replica-set change: only
+   * once the move's own change settled and a leader was elected for it (changes do not chain), and by joint
+   * majorities of both sets until the undo settles. No catch-up is needed: every acknowledged write is on a
+   * majority of the larger set, and with its new replica down those are all replicas of the old one. Without it
+   * the slice ran as R + 1 with one member down (one more failure and no majority) until the node came back or
+   * was removed, and leadership rebalancing waited. Rebalancing may start the move again later, onto a node
+   * that is up. */
+  private undoStalledMoves(): void {
+    const now = Date.now();
+    const undo: number[] = [];
+    for (let slice = 0; slice < this.map.sliceCount; slice++) {
+      const to = this.map.joiningOf(slice);
+      if (to < 0 || this.isUp(to)) continue;
+      const since = this.downSince.get(to);
+      if (since === undefined || now - since < REPLICA_MOVE_UNDO_DOWN_MS) continue;
+      if (this.leaders.electedTerm(slice) === null || !this.leaders.settled(slice)) continue;
+      const set = this.map.replicasOf(slice);
+      // The set that is left is the one before the move, whose majority joint majorities keep counting.
+      assert(set.includes(to) && set.includes(this.map.leavingOf(slice)) && set.length - 1 >= majority(set.length), `slice ${slice} goes back to the set it had before its move`);
+      undo.push(slice);
+    }
+    if (undo.length === 0) return;
+    const down = [...new Set(undo.map((s) => this.map.nodes[this.map.joiningOf(s)]))];
+    try {
+      this.map.undoReplicaMoves(undo);
+    } catch (err) {
+      this.log(`cannot record undone replica moves in the cluster map (${(err as Error).message})`);
+      return;
+    }
+    this.movesUndone += undo.length;
+    for (const l of this.links) l.sendEpoch(this.map.epoch);
+    this.leaders.sync();
+    this.log(`replica rebalancing: undid the moves of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, down for ${REPLICA_MOVE_UNDO_DOWN_MS / 1000} s before they completed; each slice keeps the replica it was to lose`);
   }
 
   /** Slices with a replica move under way (a new replica added, the one it replaces not dropped yet). */
@@ -677,6 +727,8 @@ export class Membership {
       replicas: replicas[i],
       items: 0,
       bytes: 0,
+      heldItems: 0,
+      heldBytes: 0,
       readsPerSecond: 0,
       writesPerSecond: 0,
     }));
@@ -689,6 +741,8 @@ export class Membership {
           const r = nodes.find((x) => x.node === n.node)!;
           r.items += n.items;
           r.bytes += n.bytes;
+          r.heldItems += n.heldItems;
+          r.heldBytes += n.heldBytes;
           r.readsPerSecond += n.readsPerSecond;
           r.writesPerSecond += n.writesPerSecond;
         }
@@ -725,7 +779,7 @@ export class Membership {
     let unsettled = 0;
     for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
     const moving = this.movingReplicas();
-    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettled, moving, elections: s.elections, handovers: this.leaders.handovers, termMin: s.termMin, termMax: s.termMax };
+    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, termMin: s.termMin, termMax: s.termMax };
     if (s.replicated === 0) return { leaders, note: '' };
     const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
     const waiting = s.replicated - s.led;
@@ -734,6 +788,7 @@ export class Membership {
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
+      (this.movesUndone > 0 ? `; ${this.movesUndone} replica moves undone since the coordinator started (their new replica's node was down)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections and ${this.leaders.handovers} leadership handovers since the coordinator started`;
     return { leaders, note };
   }

@@ -62,6 +62,10 @@ export async function renderMetrics(
       for (const s of load.slices) lines.push(`keyslice_slice_${metric}{table=${label(table)},slice="${s.slice}",node=${label(s.node)}} ${s[values[metric]]}`);
     }
   }
+  for (const [metric, field] of [['held_items', 'heldItems'], ['held_bytes', 'heldBytes']] as const) {
+    lines.push(`# HELP keyslice_node_${metric} ${metric === 'held_items' ? 'items' : 'bytes'} held in memory over every replica on the node (led and followed slices), per node and table`, `# TYPE keyslice_node_${metric} gauge`);
+    for (const [table, load] of loads) for (const n of load.nodes) lines.push(`keyslice_node_${metric}{table=${label(table)},node=${label(n.node)}} ${n[field]}`);
+  }
   for (const [metric, field, help] of COUNTERS) {
     lines.push(`# HELP keyslice_slice_${metric}_total ${help}, per slice, since the serving node started`, `# TYPE keyslice_slice_${metric}_total counter`);
     for (const [table, load] of loads) {

@@ -28,7 +28,7 @@
 import { KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { withTimeout } from '../../shared/timeout.js';
 import { workerOf } from '../../shared/hashing.js';
-import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, REPLICA_SILENT_SKIP_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
 import type { EventualAnswer } from './process-metrics.js';
 import type { Routing } from './routing.js';
@@ -44,6 +44,9 @@ export type ScanOp = Extract<SliceOpMessage, [typeof SliceOp.Scan, ...unknown[]]
 export class Router {
   /** Counts eventually consistent reads: each goes to the next connected replica of its slice (read below). */
   private spread = 0;
+  /** Followers' links that let an eventual read time out, and until when they get none (a WeakMap: a link
+   * dropped from the map takes its entry with it). */
+  private readonly silentUntil = new WeakMap<SliceChannel, number>();
 
   constructor(
     private readonly cluster: Routing,
@@ -101,11 +104,14 @@ export class Router {
    * map's epoch (WrongOwner), cannot be reached (Unavailable: a read changes nothing, so it is simply asked of
    * the leader) or does not answer within REPLICA_READ_TIMEOUT_MS (frozen) leaves the read to the leader's path,
    * with its retries; there a read whose outcome is unknown (its leader froze or was deposed with it in flight)
-   * is sent again, since reading twice changes nothing. */
+   * is sent again, since reading twice changes nothing. A follower that let a read time out is passed over for
+   * REPLICA_SILENT_SKIP_MS (below), so that a frozen one costs one slow read per router, not a third of them. */
   async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
     if (consistent || this.cluster.replicationFactor <= 1) return this.send(op, true);
     const replicas = this.cluster.replicaLinks(op[2]);
-    const ready = replicas.filter((l) => l.state === 'ready');
+    const now = Date.now();
+    // The leader (replicas[0]) is never passed over here: its path has its own timeouts and failover.
+    const ready = replicas.filter((l, i) => l.state === 'ready' && (i === 0 || !((this.silentUntil.get(l) ?? 0) > now)));
     this.spread = (this.spread + 1) % 0x40000000;
     const link = ready.length === 0 ? replicas[0] : ready[this.spread % ready.length];
     if (link === replicas[0]) {
@@ -117,7 +123,10 @@ export class Router {
     const asked = link.send(op[2], replicaOp);
     asked.catch(() => {}); // a late answer, or its failure, is not waited for once the leader is asked
     try {
-      const answer = (await withTimeout(asked, REPLICA_READ_TIMEOUT_MS, () => new KeysliceError('Unavailable', `no answer from ${link.url} within ${REPLICA_READ_TIMEOUT_MS} ms`))) as ResultOf<Op>;
+      const answer = (await withTimeout(asked, REPLICA_READ_TIMEOUT_MS, () => {
+        this.silentUntil.set(link, Date.now() + REPLICA_SILENT_SKIP_MS);
+        return new KeysliceError('Unavailable', `no answer from ${link.url} within ${REPLICA_READ_TIMEOUT_MS} ms`);
+      })) as ResultOf<Op>;
       this.counts.eventualRead('follower');
       return answer;
     } catch (err) {

@@ -12,7 +12,8 @@
 //
 // The log only grows until checkpoint(): it starts a new segment holding each
 // slice's whole durable state (one record per slice) and then drops the older
-// segments. A crash before the drop leaves old segments and the checkpoint, which
+// segments. drop(slice) forgets a slice whose replica the node no longer holds:
+// a record that replays to nothing for it, and the next checkpoint leaves it out. A crash before the drop leaves old segments and the checkpoint, which
 // replay to the same state (a checkpoint replaces what came before it).
 import { mkdirSync } from 'node:fs';
 import { Packr, Unpackr } from 'msgpackr';
@@ -48,6 +49,8 @@ export class ReplicaLog {
   private pending: [number, DiskOp][] = [];
   private waiting: (() => void)[] = [];
   private flushQueued = false;
+  /** slice -> how many times it was dropped: a disk handed out before a drop writes nothing after it. */
+  private readonly drops = new Map<number, number>();
   /** Bytes of the last checkpoint (at start: the one the log begins with, 0 if none). */
   checkpointBytes = 0;
 
@@ -65,6 +68,8 @@ export class ReplicaLog {
           if (!found.has(slice)) found.set(slice, emptyDurable());
           applyDiskOp(found.get(slice)!, reviveOp(op));
         }
+      } else if (r.kind === RECORD_KIND.ReplicaDrop) {
+        found.delete((unpackr.unpack(r.payload) as [number])[0]);
       } else if (r.kind === RECORD_KIND.ReplicaCheckpoint) {
         const [slice, state] = unpackr.unpack(r.payload) as [number, DurableReplica];
         found.set(slice, revive(state));
@@ -97,8 +102,10 @@ export class ReplicaLog {
 
   /** The disk of one slice's replica. */
   diskFor(slice: number): ReplicaDisk {
+    const generation = this.drops.get(slice) ?? 0;
     return {
       write: (op) => {
+        if ((this.drops.get(slice) ?? 0) !== generation) return; // a replica that was dropped: it holds nothing here
         this.pending.push([slice, op]);
       },
       sync: (done) => {
@@ -126,6 +133,18 @@ export class ReplicaLog {
       }
     }
     for (const done of waiting) done();
+  }
+
+  /** Forgets what the log holds of `slice` (its node no longer holds a replica of it): what was written
+   * before is flushed first (its syncs answered now, before the drop), then one record says the slice is
+   * gone, so a restart does not bring it back, and the next checkpoint leaves it out. A replica of it made
+   * later starts empty. */
+  drop(slice: number): void {
+    this.flush();
+    this.pending = this.pending.filter(([s]) => s !== slice); // written by the syncs' answers just now
+    this.drops.set(slice, (this.drops.get(slice) ?? 0) + 1);
+    if (!this.slices.delete(slice)) return;
+    this.wal.append(RECORD_KIND.ReplicaDrop, packr.pack([slice]));
   }
 
   /** Writes every slice's durable state into a new segment and drops the segments before it. */

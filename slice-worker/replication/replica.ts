@@ -21,9 +21,12 @@
 //  - Prepare(term) fences: the replica promises the term durably (refusing every
 //    older one from then on) before telling the coordinator its last (term, index).
 import { assert } from '../../shared/errors.js';
-import { REPLICATION_APPEND_RECORDS_MAX as APPEND_RECORDS_MAX } from '../../shared/limits.js';
+import { REPLICATION_APPEND_RECORDS_MAX as APPEND_RECORDS_MAX, REPLICA_KEEPALIVE_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS } from '../../shared/limits.js';
 import { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicaRecord, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { checksumMatches, makeRecord } from './replica-record.js';
+
+// Keep-alives leave a leader at most a period and a tick apart: an idle follower stays readable through one lost.
+assert(2 * (REPLICA_KEEPALIVE_MS + REPLICA_TICK_MS) <= REPLICA_READ_STALENESS_MS, 'a follower outlives one lost keep-alive');
 
 export { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicationMessage };
 
@@ -99,6 +102,9 @@ export interface ReplicaHost {
   committed?(index: number): void;
   /** This replica stopped leading `term`: its writes not yet committed have an unknown outcome. */
   deposed?(term: number): void;
+  /** A monotonic clock, in ms (performance.now on a node, the simulation's clock there): how long ago a follower
+   * heard from its leader, and when a leader's keep-alives are due. */
+  now(): number;
 }
 
 export class Replica {
@@ -127,11 +133,15 @@ export class Replica {
   private selfMatch = 0;
   /** The index of this leader's barrier: it serves once that is committed (see serving). */
   private leadFrom = 0;
+  /** The REPLICA_KEEPALIVE_MS period of the clock in which this leader last sent its keep-alives (see tick). */
+  private keptAlivePeriod = -1;
   // Follower state for eventually consistent reads (see readable).
-  /** The term of the leader whose Append or Snapshot this replica last took or refused for a gap; 0: none since start. */
+  /** The term of the leader whose Append, Snapshot (taken or refused for a gap) or KeepAlive it last had; 0: none since start. */
   private heardTerm = 0;
   /** The largest commit index that leader sent it. */
   private heardCommit = 0;
+  /** When (host.now) it last heard from the leader of heardTerm: an Append, a Snapshot or a KeepAlive. */
+  private heardAt = -Infinity;
 
   constructor(
     readonly id: ReplicaId,
@@ -169,10 +179,19 @@ export class Replica {
    * Snapshot, whether it takes it or refuses it for a gap, and stays unreadable until it applied that far. A
    * replica that restarted, or promised a newer term to an election, waits for its leader's first word. It may
    * still be behind a commit it has not heard of (the leader's next Append or heartbeat brings it: within a
-   * tick once writes stop, unless it is cut off from the leader). A leader is not readable here: its store
-   * runs ahead of the commit point, so its reads take the consistent path (held until committed). */
+   * tick once writes stop). And it heard from that leader within the last REPLICA_READ_STALENESS_MS, so a
+   * follower cut off from its leader (or whose leader is frozen) stops answering that long after the last word
+   * it had; an idle one that holds everything hears a KeepAlive every REPLICA_KEEPALIVE_MS (tick). A leader is
+   * not readable here: its store runs ahead of the commit point, so its reads take the consistent path (held
+   * until committed). */
   get readable(): boolean {
-    return !this.leading && this.heardTerm === this.promisedTerm && this.heardTerm > 0 && this.applied >= this.heardCommit;
+    return (
+      !this.leading &&
+      this.heardTerm === this.promisedTerm &&
+      this.heardTerm > 0 &&
+      this.applied >= this.heardCommit &&
+      this.host.now() - this.heardAt <= REPLICA_READ_STALENESS_MS
+    );
   }
   /** The index of the last record applied through host.apply. */
   get appliedIndex(): number {
@@ -216,15 +235,24 @@ export class Replica {
    * Only a probe of one record: a follower that is frozen or cut off would otherwise get up to
    * APPEND_RECORDS_MAX records per slice per heartbeat, which its leader's node buffers and drops (a
    * slice node held 22 GB that way under SIGSTOP). Its acknowledgement brings the rest (onReply).
-   * A follower that holds every record and has told that it holds the commit point durably gets
-   * nothing: it has nothing to learn (failure detection is the coordinator's, by Ping), and an idle
+   * A follower that holds every record and has told that it holds the commit point durably gets no
+   * heartbeat: it has nothing to learn (failure detection is the coordinator's, by Ping), and an idle
    * cluster would otherwise send one message per slice and follower every tick. Until that word
-   * comes (a message dropped either way, a follower restarted) it gets the heartbeat. */
+   * comes (a message dropped either way, a follower restarted) it gets the heartbeat. Once it has,
+   * it gets a KeepAlive every REPLICA_KEEPALIVE_MS instead, so that it may go on answering eventually
+   * consistent reads (readable). The period is the clock's, not the replica's own, so every leader of a
+   * worker (one clock, one timer) sends its keep-alives in the same tick: one frame per destination node. */
   tick(): void {
     if (!this.leading) return;
+    const period = Math.floor(this.host.now() / REPLICA_KEEPALIVE_MS);
+    const keepAlive = period !== this.keptAlivePeriod;
+    this.keptAlivePeriod = period;
     for (const f of this.followers) {
       const heard = this.heard.delete(f);
-      if (this.match.get(f)! >= this.lastIndex && this.knownCommit.get(f)! >= this.commit) continue;
+      if (this.match.get(f)! >= this.lastIndex && this.knownCommit.get(f)! >= this.commit) {
+        if (keepAlive) this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit });
+        continue;
+      }
       // A follower that answered since the last tick and has appends in flight gets their answers, and
       // the commit index with the next one: resending from its last acknowledged record would send the
       // whole window in flight again (each tick, under load). One that did not answer is probed.
@@ -396,6 +424,10 @@ export class Replica {
         return this.onAppend(from, m);
       case 'Snapshot':
         return this.onSnapshot(from, m);
+      case 'KeepAlive':
+        return this.onKeepAlive(from, m);
+      case 'KeepAlives':
+        return assert(false, 'a slice node splits KeepAlives into one KeepAlive per slice before a replica sees them');
       case 'AppendOk':
       case 'Refused':
         return this.onReply(from, m);
@@ -489,6 +521,18 @@ export class Replica {
     this.ackWhenDurable(from, m.term, m.index, m.commitIndex);
   }
 
+  /** The leader of m.term still leads it. Not answered, to keep an idle cluster cheap (the follower has nothing
+   * to tell: the leader sends it only once it said it holds everything), except by a replica that promised a
+   * newer term: StaleTerm tells a deposed leader, as it would an Append. */
+  private onKeepAlive(from: ReplicaId, m: ReplicationMessage & { type: 'KeepAlive' }): void {
+    if (m.term < this.promisedTerm) return this.refuse(from, 'StaleTerm', `a keep-alive of term ${m.term}; this replica promised term ${this.promisedTerm}`);
+    // A leader sends it only to a replica that answered one of its Appends, so that promised its term durably: a
+    // newer term (a replica that lost its disk) or a leader of its own term (cannot be: one Lead per term) is
+    // dropped; the keep-alive brings no records, so it is no reason to promise a term.
+    if (m.term !== this.promisedTerm || this.leading) return;
+    this.heardFrom(m.term, m.commitIndex);
+  }
+
   /** Answers once what was written is durable, and only if no newer term came meanwhile (a newer
    * leader may have cut those records: an old leader must not count them). The answer carries the
    * commit index this replica held when it asked for the sync: its 'commit' write came before, so it is
@@ -506,7 +550,8 @@ export class Replica {
     });
   }
 
-  /** The leader of `term` sent its commit index: what this follower must have applied before it may answer reads. */
+  /** The leader of `term` sent its commit index: what this follower must have applied before it may answer reads,
+   * and for how long it may (readable). */
   private heardFrom(term: number, commitIndex: number): void {
     assert(term === this.promisedTerm, 'a follower hears from the leader of the term it promised');
     if (term !== this.heardTerm) {
@@ -514,6 +559,7 @@ export class Replica {
       this.heardCommit = 0;
     }
     this.heardCommit = Math.max(this.heardCommit, commitIndex);
+    this.heardAt = this.host.now();
   }
 
   private appendLocal(records: ReplicaRecord[]): void {

@@ -13,6 +13,7 @@
 //   snapshot and committed records (replayCommitted), dropping what it executed
 //   that was never committed.
 // - The disk is the worker's replica log (replica-log.ts).
+import { performance } from 'node:perf_hooks';
 import { decodeEffects, encodeEffectsOwned } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import type { ReplicaLog } from './replica-log.js';
@@ -35,6 +36,8 @@ export class SliceReplicas {
     private readonly log: Pick<ReplicaLog, 'diskFor' | 'durable' | 'sliceIds'>,
     private readonly send: (slice: number, to: ReplicaId, message: ReplicationMessage) => void,
     private readonly events: SliceReplicaEvents = {},
+    /** A monotonic clock in ms (Replica's host.now): the simulation passes its own. */
+    private readonly now: () => number = () => performance.now(),
   ) {
     // At start, every slice the log holds comes back: its committed records are applied to the store.
     for (const slice of log.sliceIds) this.of(slice);
@@ -59,13 +62,24 @@ export class SliceReplicas {
     this.replicas.get(slice)?.resign();
   }
 
+  /** The slices this worker holds a replica of (started from the log, or since). */
+  held(): number[] {
+    return [...this.replicas.keys()];
+  }
+
+  /** Forgets the replica of `slice` (its node no longer holds one: worker.ts drops its state too); a later
+   * of(slice) starts one anew from the log, which the caller has emptied of it. */
+  drop(slice: number): void {
+    this.replicas.delete(slice);
+  }
+
   /** Whether this worker may execute writes of `slice` now. */
   serving(slice: number): boolean {
     return this.of(slice).serving;
   }
 
   /** Whether this worker's follower replica of `slice` may answer an eventually consistent read from its
-   * store (Replica.readable: it has applied what its leader last said is committed). */
+   * store (Replica.readable: it heard from its leader lately and has applied what it last said is committed). */
   readable(slice: number): boolean {
     return this.replicas.get(slice)?.readable ?? false;
   }
@@ -92,7 +106,8 @@ export class SliceReplicas {
     return out;
   }
 
-  /** The leaders' heartbeat to their followers (resends what was not acknowledged, and the commit index). */
+  /** The leaders' heartbeat to their followers (resends what was not acknowledged, and the commit index) and
+   * their keep-alives (Replica.tick). */
   tick(): void {
     for (const r of this.replicas.values()) if (r.isLeader) r.tick();
   }
@@ -145,6 +160,7 @@ export class SliceReplicas {
         },
         snapshotState: () => encodeEffectsOwned([...this.store.sliceEntries(slice)]),
         committed: (index) => this.events.committed?.(slice, index),
+        now: this.now,
         deposed: (term) => {
           // The store ran ahead of the commit point: put it back to exactly what is committed.
           replica!.replayCommitted();

@@ -1,0 +1,111 @@
+// A replica that leaves a node's set is dropped there (docs/replication.md, "A replica that left the set"),
+// through real processes: 3 slice nodes at R=3 hold every slice; a 4th joins and replicas move onto it. Each
+// node that lost replicas reports (status: heldItems, what it holds over every replica) only the items of the
+// slices it still holds, once the changes settled; restarted, it recovers only those (its worker's recovery
+// line), and every item still reads back. A drained node ends holding nothing.
+import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
+import type { ClusterStatus } from '../shared/api.js';
+import { bulk, elasticClusters, SECRET, waitFor, type Elastic } from './elastic-fixture.js';
+
+const cluster = elasticClusters();
+const ITEMS = 300;
+
+const led = (st: ClusterStatus) => st.replication.leaders.replicated > 0 && st.replication.leaders.led === st.replication.leaders.replicated;
+
+/** Every slice's replica set as node URLs, from the coordinator's persisted map. */
+function sets(e: Elastic): string[][] {
+  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { nodes: string[]; owners: number[]; followers: number[][] };
+  return m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n]));
+}
+
+/** Per node URL: the items of the slices whose replica set holds it (per slice items from DescribeSlices). */
+async function expectedHeld(e: Elastic): Promise<Map<string, number>> {
+  const described = await e.client.describeSlices('elastic');
+  const itemsOf = new Map(described.slices.map((s) => [s.slice, s.items]));
+  const out = new Map<string, number>();
+  sets(e).forEach((set, slice) => {
+    for (const url of set) out.set(url, (out.get(url) ?? 0) + (itemsOf.get(slice) ?? 0));
+  });
+  return out;
+}
+
+/** Whether every node reports holding exactly what its replica sets say (status asks every node). */
+async function heldAsExpected(e: Elastic): Promise<{ ok: boolean; seen: string }> {
+  const st = await e.status();
+  const want = await expectedHeld(e);
+  const seen = st.nodes.map((n) => `${n.node} holds ${n.heldItems} (expected ${want.get(n.node) ?? 0})`).join('; ');
+  return { ok: st.loadComplete && led(st) && st.replication.leaders.unsettled === 0 && st.nodes.every((n) => n.heldItems === (want.get(n.node) ?? 0)), seen };
+}
+
+describe('a replica that left a node is dropped there (R=3)', () => {
+  it('after replica moves and a drain the nodes that lost replicas hold only what they still replicate, also after a restart', async () => {
+    const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
+    await waitFor(async () => led(await e.status()), 'every slice to have a leader');
+    await bulk(e, ITEMS);
+    await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === ITEMS), 'each of the 3 nodes to hold every item');
+
+    // A 4th node joins: replicas move onto it, and the nodes they left drop them.
+    const joined = await e.addNode();
+    await waitFor(
+      async () => {
+        const st = await e.status();
+        const replicas = st.nodes.map((n) => n.replicas);
+        return led(st) && st.moves.pending === 0 && st.replication.leaders.moving === 0 && st.replication.leaders.unsettled === 0 && Math.max(...replicas) - Math.min(...replicas) <= 1;
+      },
+      'the replicas to be spread over the 4 nodes',
+      90_000,
+    );
+    let last = '';
+    const held = async () => {
+      const h = await heldAsExpected(e);
+      last = h.seen;
+      return h.ok;
+    };
+    await waitFor(held, "every node to hold only its replicas' items", 20_000).catch((err) => {
+      throw new Error(`${(err as Error).message}: ${last}`);
+    });
+    const st = await e.status();
+    expect(st.nodes.reduce((a, n) => a + n.heldItems, 0), 'each item is held by 3 nodes').toBe(3 * ITEMS);
+    const lost = st.nodes.find((n) => n.node !== joined.url && n.replicas < 12)!;
+    expect(lost.heldItems).toBeLessThan(ITEMS);
+
+    // Restarted (SIGKILL), that node recovers only the items of the slices it still holds.
+    const want = (await expectedHeld(e)).get(lost.node)!;
+    const i = e.nodes.findIndex((n) => n.url === lost.node);
+    const old = e.nodes[i];
+    await stopProcess(old.child, 'SIGKILL');
+    const lines: string[] = [];
+    const restarted = await startSliceNode({ name: old.name, dataDir: join(e.dataDir, old.name), port: Number(new URL(old.url).port), workers: 2, coordinator: e.coordinator.url, clusterSecret: SECRET, log: (l) => lines.push(l) });
+    e.nodes[i] = restarted;
+    const recovered = lines.flatMap((l) => [...l.matchAll(/worker \d+ recovered (\d+) items/g)].map((m) => Number(m[1]))).reduce((a, b) => a + b, 0);
+    expect(recovered, `${old.name} recovered only its replicas' items (${lines.filter((l) => l.includes('recovered')).join(' | ')})`).toBe(want);
+    await waitFor(async () => (await heldAsExpected(e)).ok, 'the restarted node to be up, holding only its replicas\' items', 30_000);
+    // Every item reads back: a scan from the leaders, and eventually consistent reads spread over the replicas.
+    const all = await e.client.getAllItems({ table: 'elastic' });
+    expect(all.filter((x) => String(x.id).startsWith('bulk-')).length).toBe(ITEMS);
+    for (let k = 0; k < ITEMS; k++) {
+      const item = await e.client.getItem('elastic', `bulk-${k}`, { consistentRead: false });
+      expect(item?.id, `bulk-${k} reads back`).toBe(`bulk-${k}`);
+    }
+
+    // A drained node ends holding nothing.
+    const drained = st.nodes.find((n) => n.node !== lost.node && n.node !== joined.url)!.node;
+    const r = await e.post('drain', drained);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    await waitFor(
+      async () => {
+        const s = await e.status();
+        const n = s.nodes.find((x) => x.node === drained)!;
+        return s.loadComplete && n.replicas === 0 && n.heldItems === 0 && s.replication.leaders.unsettled === 0;
+      },
+      'the drained node to hold nothing',
+      60_000,
+    );
+    expect((await e.status()).nodes.reduce((a, n) => a + n.heldItems, 0), 'each item is still held by 3 nodes').toBe(3 * ITEMS);
+    const after = await e.client.getAllItems({ table: 'elastic' });
+    expect(after.filter((x) => String(x.id).startsWith('bulk-')).length).toBe(ITEMS);
+  }, 240_000);
+});
