@@ -13,7 +13,7 @@
 // Prints a Markdown table (server CPU: coordinator, its routers and the nodes, all threads).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -111,10 +111,24 @@ const WORKLOADS: Workload[] = [
   { name: 'ws PutItem, 256 in flight', inFlight: 256, op: async (s, j) => (await s.clients[j % 4].putItem(TABLE, { device: `p${s.putN % 10_000}`, seq: Math.floor(s.putN++ / 10_000), payload: PAD }), 1) },
   { name: 'ws GetItem, 256 in flight', inFlight: 256, op: async (s, j) => ((await s.clients[j % 4].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
   { name: 'ws GetItems of 100, 64 in flight (items/s)', inFlight: 64, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
+  // bench:compare's range shape: 50 in flight over the 4 connections.
+  { name: 'ws GetItems of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
+  // A full-table scan's page (no sharding key): one of 64 segments, 100 items of it.
+  { name: 'ws scan page of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, segment: rnd(64), totalSegments: 64, limit: 100 })).items.length },
+  { name: 'ws BatchGet of 25, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].batchGet(TABLE, batchKeys())).items.length },
   { name: 'http DynamoDB GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await ddb(s, s.agent1, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1 },
   { name: 'http DynamoDB GetItem, 64 in flight', inFlight: 64, op: async (s) => (((await ddb(s, s.agent64, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1) },
   { name: 'http DynamoDB Query of 100, 16 in flight (items/s)', inFlight: 16, op: async (s) => ((await ddb(s, s.agent64, 'Query', { TableName: DDB_TABLE, KeyConditionExpression: 'device = :d', ExpressionAttributeValues: { ':d': { S: `d${rnd(DEVICES)}` } }, Limit: 100 })) as { Items: unknown[] }).Items.length },
 ];
+/** 25 random keys of the data set, each once. */
+function batchKeys(): { device: string; seq: number }[] {
+  const keys = new Map<string, { device: string; seq: number }>();
+  while (keys.size < 25) {
+    const k = { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) };
+    keys.set(`${k.device}.${k.seq}`, k);
+  }
+  return [...keys.values()];
+}
 function fail(): never {
   throw new Error('an item of the data set is missing');
 }
@@ -125,6 +139,43 @@ interface Sample {
   cpuMsPerOp: number;
   /** Of cpuMsPerOp: the slice nodes' share (the rest is the coordinator and its routers). */
   nodeCpuMsPerOp: number;
+  /** CPU ms per op of each kind of process (PARTS). */
+  parts: number[];
+}
+
+/** Where the CPU per op went: the bench's own process (the client), the routers (the
+ * coordinator's children), the coordinator itself, the slice nodes' main threads, and
+ * their other threads (the worker threads, with V8's and libuv's helper threads). */
+const PARTS = ['client', 'routers', 'coordinator', 'node main threads', 'node other threads'];
+
+/** CPU seconds of each of PARTS so far, from /proc (threads: /proc/PID/task/TID/stat). */
+function partsOf(side: Side): number[] {
+  const ticks = (path: string) => {
+    try {
+      const stat = readFileSync(path, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return Number(f[11]) + Number(f[12]);
+    } catch {
+      return 0; // gone
+    }
+  };
+  const self = process.cpuUsage();
+  const coordinator = side.cluster.coordinator.child.pid!;
+  let routers = 0;
+  for (const tid of readdirSync(`/proc/${coordinator}/task`)) {
+    const kids = readFileSync(`/proc/${coordinator}/task/${tid}/children`, 'utf8').trim();
+    if (kids !== '') for (const k of kids.split(' ')) routers += ticks(`/proc/${k}/stat`);
+  }
+  let main = 0;
+  let other = 0;
+  for (const node of side.cluster.nodes) {
+    const pid = node.child.pid!;
+    const all = ticks(`/proc/${pid}/stat`);
+    const mainThread = ticks(`/proc/${pid}/task/${pid}/stat`);
+    main += mainThread;
+    other += all - mainThread;
+  }
+  return [(self.user + self.system) / 1e6, routers / 100, ticks(`/proc/${coordinator}/stat`) / 100, main / 100, other / 100];
 }
 
 /** CPU seconds of a process and its children (the routers), all threads. */
@@ -174,13 +225,15 @@ async function measure(side: Side, w: Workload): Promise<Sample> {
   await runFor(0.5, false);
   const cpu0 = cpuOf(pids);
   const nodeCpu0 = cpuOf(nodePids);
+  const parts0 = partsOf(side);
   const t0 = performance.now();
   const r = await runFor(SECONDS, true);
   const secs = (performance.now() - t0) / 1000;
   const cpu = cpuOf(pids) - cpu0;
   const nodeCpu = cpuOf(nodePids) - nodeCpu0;
+  const parts = partsOf(side).map((x, k) => ((x - parts0[k]) * 1000) / r.ops);
   r.lat.sort((a, b) => a - b);
-  return { rate: (w.name.includes('items/s') ? r.items : r.ops) / secs, p50: r.lat[Math.floor(r.lat.length / 2)], cpuMsPerOp: (cpu * 1000) / r.ops, nodeCpuMsPerOp: (nodeCpu * 1000) / r.ops };
+  return { rate: (w.name.includes('items/s') ? r.items : r.ops) / secs, p50: r.lat[Math.floor(r.lat.length / 2)], cpuMsPerOp: (cpu * 1000) / r.ops, nodeCpuMsPerOp: (nodeCpu * 1000) / r.ops, parts };
 }
 
 const median = (xs: number[]) => {
@@ -198,7 +251,7 @@ async function profile(dir: string): Promise<void> {
   try {
     for (const w of WORKLOADS.filter((x) => opts.only === undefined || x.name.includes(opts.only))) {
       const s = await measure(side, w);
-      process.stderr.write(`${w.name}: ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op\n`);
+      process.stderr.write(`${w.name}: ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op; ${PARTS.map((p, k) => `${p} ${s.parts[k].toFixed(3)}`).join(', ')} ms/op\n`);
     }
   } finally {
     await Promise.allSettled(side.clients.map((c) => c.close()));
@@ -223,7 +276,7 @@ async function main(): Promise<void> {
         for (const i of order) {
           const s = await measure(sides[i], w);
           results.get(w.name)![i].push(s);
-          process.stderr.write(`round ${round + 1} ${w.name.padEnd(48)} ${sides[i].name.padEnd(5)} ${Math.round(s.rate).toString().padStart(7)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op (nodes ${s.nodeCpuMsPerOp.toFixed(3)})\n`);
+          process.stderr.write(`round ${round + 1} ${w.name.padEnd(48)} ${sides[i].name.padEnd(5)} ${Math.round(s.rate).toString().padStart(7)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op (nodes ${s.nodeCpuMsPerOp.toFixed(3)}) [${s.parts.map((x) => x.toFixed(3)).join(' ')}] load ${loadavg()[0].toFixed(1)}\n`);
         }
       }
     }
@@ -240,8 +293,16 @@ async function main(): Promise<void> {
   console.log('|---|--:|--:|--:|--:|--:|--:|--:|');
   for (const w of workloads) {
     const [b, t] = results.get(w.name)!;
-    const m = (xs: Sample[], k: keyof Sample) => median(xs.map((x) => x[k]));
+    const m = (xs: Sample[], k: Exclude<keyof Sample, 'parts'>) => median(xs.map((x) => x[k]));
     console.log(`| ${w.name} | ${Math.round(m(b, 'rate'))} | ${Math.round(m(t, 'rate'))} | ${(m(t, 'rate') / m(b, 'rate')).toFixed(2)}x | ${m(b, 'p50').toFixed(3)} | ${m(t, 'p50').toFixed(3)} | ${m(b, 'cpuMsPerOp').toFixed(3)} (${m(b, 'nodeCpuMsPerOp').toFixed(3)}) | ${m(t, 'cpuMsPerOp').toFixed(3)} (${m(t, 'nodeCpuMsPerOp').toFixed(3)}) |`);
+  }
+  console.log('');
+  console.log(`| workload: CPU ms per op, base -> this (medians) | ${PARTS.join(' | ')} |`);
+  console.log(`|---|${PARTS.map(() => '--:').join('|')}|`);
+  for (const w of workloads) {
+    const [b, t] = results.get(w.name)!;
+    const m = (xs: Sample[], k: number) => median(xs.map((x) => x.parts[k]));
+    console.log(`| ${w.name} | ${PARTS.map((_, k) => `${m(b, k).toFixed(3)} -> ${m(t, k).toFixed(3)}`).join(' | ')} |`);
   }
 }
 

@@ -15,9 +15,11 @@ import {
   splitPackedList,
   type RangeResult,
   type RangeSpec,
+  type ScanResult,
 } from '../shared/protocol.js';
 import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
+import { scanPage } from '../coordinator/router/operations.js';
 
 const { values: opts } = parseArgs({ options: { items: { type: 'string', default: '100' }, rounds: { type: 'string', default: '9' } } });
 const ITEMS = Number(opts.items);
@@ -73,6 +75,33 @@ for (const withKeys of [false, true]) {
   rows.push([`worker: range + results packed${label}`, figures[0].worker, figures[1].worker]);
   rows.push([`router: results decoded + client frame${label}`, figures[0].router, figures[1].router]);
   rows.push([`node -> router results, bytes${label}`, figures[0].bytes, figures[1].bytes]);
+}
+
+// A full-table scan's page: four workers (one slice each) answer their first ITEMS entries,
+// and the router merges them by (slice, key) and keeps the first ITEMS: the page.
+{
+  const WORKERS = 4;
+  const stores = Array.from({ length: WORKERS }, (_, w) => {
+    const s = new SliceStore(w, WORKERS, () => 1_764_000_000_000);
+    s.execute([SliceOp.Assign, 1, [w]]);
+    for (let i = 0; i < ITEMS; i++) {
+      const item: Item = { [NAME_ATTRIBUTE]: `d${w}_${i}`, device: `d${w}`, seq: i, payload: 'x'.repeat(160) };
+      s.execute([SliceOp.Put, 1, w, `k${String(i).padStart(6, '0')}`, item, itemBytes(item), null, null]);
+    }
+    return s;
+  });
+  const scan = (packed: boolean) => stores.map((s) => encodeSliceResults([s.execute([SliceOp.Scan, 1, 0, null, ITEMS, null, null, WORKERS, packed])]));
+  const results = [false, true].map(scan);
+  const worker = cpuTimes([false, true].map((packed) => () => encodeSliceResults([stores[0].execute([SliceOp.Scan, 1, 0, null, ITEMS, null, null, WORKERS, packed])])));
+  const router = cpuTimes(
+    results.map((answers) => () => {
+      const parts = answers.map((bytes) => (decodeSliceResults(bytes) as [[typeof RESULT_OK, ScanResult]])[0][1]);
+      return encodeClientFrame([1, RESULT_OK, scanPage(parts, ITEMS, parts[0][2] !== null)]);
+    }),
+  );
+  rows.push(['worker: its part of a scan page + results packed', worker[0], worker[1]]);
+  rows.push([`router: ${WORKERS} workers' scan results decoded, merged + client frame`, router[0], router[1]]);
+  rows.push(['node -> router scan results of one worker, bytes', results[0][0].byteLength, results[1][0].byteLength]);
 }
 
 console.log(`| range of ${ITEMS} items | objects | packed (passed through) | packed / objects |`);

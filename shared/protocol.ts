@@ -83,8 +83,10 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 9: a Range spec says whether its items come back packed in the client's form (RangeSpec.packed).
  * 10: Stats also answers what the worker holds of the table over every slice in its store (StatsResult.held).
  * 11: a leader's KeepAlive to the followers that hold everything (a bound on how stale an eventual read may be).
- * 12: Put, Delete and Update carry a request id (RequestId), so that a replicated slice applies a write sent twice once. */
-export const NODE_PROTOCOL_VERSION = 12;
+ * 12: Put, Delete and Update carry a request id (RequestId), so that a replicated slice applies a write sent twice once.
+ * 13: a Scan says whether its items come back packed in the client's form too (its last argument, `packed`), and a
+ * packed scan's answer carries them as one list (ScanResult). */
+export const NODE_PROTOCOL_VERSION = 13;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -109,23 +111,27 @@ export type ClientResponseFrame =
 /** Items that only pass through the router (a range read answered over the WebSocket API):
  * the worker packed them in the client's msgpack form (packClientList), and the client frame
  * takes those bytes as they are (encodeClientFrame), so the router neither decodes nor encodes
- * them. The client reads them as any list of items. `parts`, concatenated, are the msgpack of
- * the list, its header included. */
+ * them. The client reads them as any list of items. `header` then `parts`, concatenated, are
+ * the msgpack of the list. */
 export class PackedItems {
-  private constructor(readonly parts: readonly Uint8Array[]) {}
+  private constructor(
+    readonly header: Uint8Array | null,
+    readonly parts: readonly Uint8Array[],
+  ) {}
 
   /** A whole packed list, as a worker's range returns it. */
   static ofList(list: Uint8Array): PackedItems {
-    return new PackedItems([list]);
+    return new PackedItems(null, [list]);
   }
 
-  /** Items packed one by one (pieces of packed lists, splitPackedList), in this order. */
+  /** Items packed one by one (pieces of packed lists, splitPackedList), in this order. The list is kept, not copied. */
   static ofItems(items: readonly Uint8Array[]): PackedItems {
-    return new PackedItems([arrayHeader(items.length), ...items]);
+    return new PackedItems(arrayHeader(items.length), items);
   }
 }
 
-/** A result that carries PackedItems: GetItems' answer. */
+
+/** A result that carries PackedItems: GetItems' answer (a range, buckets or a scan page). */
 export type PassThroughResult = { items: PackedItems; examined: number; marker?: string };
 
 /** Items in the client's msgpack form: one list, as a client frame holds it. */
@@ -139,8 +145,9 @@ export function unpackClientList(bytes: Uint8Array): Item[] {
 }
 
 /** The items of a packed list (packClientList), each as its own bytes (views, not copies),
- * found by reading only the msgpack headers: for a merge that reorders items it does not read. */
-export function splitPackedList(list: Uint8Array): Uint8Array[] {
+ * found by reading only the msgpack headers: for a merge that reorders items it does not read.
+ * `count`: only the first `count` items (a list that holds fewer is malformed). */
+export function splitPackedList(list: Uint8Array, count?: number): Uint8Array[] {
   let at = 0;
   const t = list[0];
   let n: number;
@@ -148,6 +155,8 @@ export function splitPackedList(list: Uint8Array): Uint8Array[] {
   else if (t === 0xdc) [n, at] = [u16(list, 0), 3];
   else if (t === 0xdd) [n, at] = [u32(list, 0), 5];
   else throw new MalformedFrame(`a packed list starts with a list header, not 0x${t?.toString(16)}`);
+  if (count !== undefined && count < n) n = count;
+  else if (count !== undefined && count > n) throw new MalformedFrame(`a packed list of ${n} items has no item ${count}`);
   const items: Uint8Array[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const end = skipValue(list, at);
@@ -155,85 +164,122 @@ export function splitPackedList(list: Uint8Array): Uint8Array[] {
     items[i] = list.subarray(at, end);
     at = end;
   }
-  if (at !== list.byteLength) throw new MalformedFrame(`a packed list of ${n} items has ${list.byteLength - at} bytes after them`);
+  if (count === undefined && at !== list.byteLength) throw new MalformedFrame(`a packed list of ${n} items has ${list.byteLength - at} bytes after them`);
   return items;
 }
 
-/** Where the msgpack value at `at` ends. Values nest at most VALUE_DEPTH_MAX deep (items are checked). */
+/** Where the msgpack value at `at` ends. One loop over a count of the values still to skip
+ * (a list or map adds its elements to it), no call per value: this cut is most of the
+ * router's work on a merged page (bench/PROFILE.md). Every value takes at least one byte,
+ * so a count that a header inflates runs into the end of the bytes and throws. */
 function skipValue(b: Uint8Array, at: number): number {
-  const t = b[at];
-  if (t === undefined) throw new MalformedFrame('a packed list ends inside a value');
-  if (t <= 0x7f || t >= 0xe0) return at + 1; // fixint
-  if (t <= 0x8f) return skipValues(b, at + 1, (t & 0x0f) * 2); // fixmap
-  if (t <= 0x9f) return skipValues(b, at + 1, t & 0x0f); // fixarray
-  if (t <= 0xbf) return at + 1 + (t & 0x1f); // fixstr
-  switch (t) {
-    case 0xc0: // nil, false, true
-    case 0xc2:
-    case 0xc3:
-      return at + 1;
-    case 0xc4: // bin 8, 16, 32
-    case 0xd9: // str 8, 16, 32
-      return at + 2 + b[at + 1];
-    case 0xc5:
-    case 0xda:
-      return at + 3 + u16(b, at);
-    case 0xc6:
-    case 0xdb:
-      return at + 5 + u32(b, at);
-    case 0xc7: // ext 8, 16, 32: length, type, data
-      return at + 3 + b[at + 1];
-    case 0xc8:
-      return at + 4 + u16(b, at);
-    case 0xc9:
-      return at + 6 + u32(b, at);
-    case 0xca: // float 32, 64
-      return at + 5;
-    case 0xcb:
-      return at + 9;
-    case 0xcc: // uint, int 8, 16, 32, 64
-    case 0xd0:
-      return at + 2;
-    case 0xcd:
-    case 0xd1:
-      return at + 3;
-    case 0xce:
-    case 0xd2:
-      return at + 5;
-    case 0xcf:
-    case 0xd3:
-      return at + 9;
-    case 0xd4: // fixext 1, 2, 4, 8, 16: type, data
-      return at + 3;
-    case 0xd5:
-      return at + 4;
-    case 0xd6:
-      return at + 6;
-    case 0xd7:
-      return at + 10;
-    case 0xd8:
-      return at + 18;
-    case 0xdc: // array 16, 32
-      return skipValues(b, at + 3, u16(b, at));
-    case 0xdd:
-      return skipValues(b, at + 5, u32(b, at));
-    case 0xde: // map 16, 32
-      return skipValues(b, at + 3, u16(b, at) * 2);
-    case 0xdf:
-      return skipValues(b, at + 5, u32(b, at) * 2);
-    default:
-      throw new MalformedFrame(`0x${t.toString(16)} is no msgpack type`);
+  let left = 1;
+  while (left > 0) {
+    left--;
+    const t = b[at];
+    if (t === undefined) throw new MalformedFrame('a packed list ends inside a value');
+    if (t <= 0x7f || t >= 0xe0) at += 1; // fixint
+    else if (t <= 0x8f) {
+      left += (t & 0x0f) * 2; // fixmap
+      at += 1;
+    } else if (t <= 0x9f) {
+      left += t & 0x0f; // fixarray
+      at += 1;
+    }
+    else if (t <= 0xbf) at += 1 + (t & 0x1f); // fixstr
+    else {
+      switch (t) {
+        case 0xc0: // nil, false, true
+        case 0xc2:
+        case 0xc3:
+          at += 1;
+          break;
+        case 0xc4: // bin 8, 16, 32
+        case 0xd9: // str 8, 16, 32
+          at += 2 + b[at + 1];
+          break;
+        case 0xc5:
+        case 0xda:
+          at += 3 + u16(b, at);
+          break;
+        case 0xc6:
+        case 0xdb:
+          at += 5 + u32(b, at);
+          break;
+        case 0xc7: // ext 8, 16, 32: length, type, data
+          at += 3 + b[at + 1];
+          break;
+        case 0xc8:
+          at += 4 + u16(b, at);
+          break;
+        case 0xc9:
+          at += 6 + u32(b, at);
+          break;
+        case 0xca: // float 32, 64
+          at += 5;
+          break;
+        case 0xcb:
+          at += 9;
+          break;
+        case 0xcc: // uint, int 8, 16, 32, 64
+        case 0xd0:
+          at += 2;
+          break;
+        case 0xcd:
+        case 0xd1:
+          at += 3;
+          break;
+        case 0xce:
+        case 0xd2:
+          at += 5;
+          break;
+        case 0xcf:
+        case 0xd3:
+          at += 9;
+          break;
+        case 0xd4: // fixext 1, 2, 4, 8, 16: type, data
+          at += 3;
+          break;
+        case 0xd5:
+          at += 4;
+          break;
+        case 0xd6:
+          at += 6;
+          break;
+        case 0xd7:
+          at += 10;
+          break;
+        case 0xd8:
+          at += 18;
+          break;
+        case 0xdc: // array 16, 32
+          left += u16(b, at);
+          at += 3;
+          break;
+        case 0xdd:
+          left += u32(b, at);
+          at += 5;
+          break;
+        case 0xde: // map 16, 32
+          left += u16(b, at) * 2;
+          at += 3;
+          break;
+        case 0xdf:
+          left += u32(b, at) * 2;
+          at += 5;
+          break;
+        default:
+          throw new MalformedFrame(`0x${t.toString(16)} is no msgpack type`);
+      }
+    }
   }
+  return at;
 }
 
 /** The 16- and 32-bit length after the type byte at `at`. */
 const u16 = (b: Uint8Array, at: number) => (b[at + 1] << 8) | b[at + 2];
 const u32 = (b: Uint8Array, at: number) => ((b[at + 1] << 24) | (b[at + 2] << 16) | (b[at + 3] << 8) | b[at + 4]) >>> 0;
 
-function skipValues(b: Uint8Array, at: number, n: number): number {
-  for (let i = 0; i < n; i++) at = skipValue(b, at);
-  return at;
-}
 
 type AnyClientFrame = ClientRequestFrame | ClientResponseFrame;
 
@@ -268,6 +314,7 @@ function writePassThrough([id, ok, result]: [number, typeof RESULT_OK, PassThrou
   const head = clientPackr.pack([id, ok, { ...rest, items: [] }]);
   assert(head[head.length - 1] === 0x90, 'an empty list packs as 0x90, the last byte of the response');
   parts.push(head.subarray(0, head.length - 1));
+  if (items.header !== null) parts.push(items.header);
   for (const b of items.parts) parts.push(b);
 }
 
@@ -643,7 +690,7 @@ export type SliceOpMessage =
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
   | [typeof SliceOp.ReplicaGet, tableId: number, slice: number, key: string, projection: Projection]
   | [typeof SliceOp.ReplicaRange, tableId: number, slice: number, spec: RangeSpec]
-  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number]
+  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean]
   | [typeof SliceOp.DropTable, tableId: number]
   | [typeof SliceOp.Stats, tableId: number]
   | [typeof SliceOp.MoveStart, slice: number]
@@ -661,8 +708,41 @@ export type RangeItems = Item[] | Uint8Array;
  * items the range examined (the filter's rejects included). */
 export type RangeResult = [items: RangeItems, lastKey: string | null, more: boolean, keys: string[] | null, examined: number];
 /** Scan result: every examined entry [slice, key, item, storedBytes] in (slice, key) order,
- * with item null where the filter left it out, and whether this worker has nothing more. */
-export type ScanResult = [entries: [slice: number, key: string, item: Item | null, bytes: number][], exhausted: boolean];
+ * with item null where the filter left it out; whether this worker has nothing more; and, for a
+ * packed scan, the kept items packed in the client's form as one list (packClientList), in the
+ * entries' order, each kept entry's item then being KEPT_IN_LIST (the router puts the item's
+ * bytes in its place: cutScanItems). */
+export type ScanResult = [entries: ScanEntry[], exhausted: boolean, packed: Uint8Array | null];
+export type ScanEntry = [slice: number, key: string, item: Item | Uint8Array | typeof KEPT_IN_LIST | null, bytes: number];
+/** A packed scan's entry whose item was kept: the item is the next one of the result's packed list. */
+export const KEPT_IN_LIST = 1;
+
+/** In each packed scan result, puts the bytes of its kept items up to (lastSlice, lastKey), the
+ * last entry of the page, in place of their KEPT_IN_LIST marks. A page is a prefix of each
+ * worker's entries, so only that much of each list is cut: the workers answer up to a page
+ * each, and the page takes one page of all of them. */
+export function cutScanItems(results: ScanResult[], lastSlice: number, lastKey: string): void {
+  for (const [entries, , list] of results) {
+    if (list === null) continue;
+    let n = 0;
+    let kept = 0;
+    for (const e of entries) {
+      if (e[0] > lastSlice || (e[0] === lastSlice && e[1] > lastKey)) break;
+      n++;
+      if (e[2] !== null) kept++;
+    }
+    // Cut to its end, a list must hold exactly the kept items.
+    const pieces = n === entries.length ? splitPackedList(list) : splitPackedList(list, kept);
+    assert(pieces.length === kept, 'a packed scan lists exactly its kept items');
+    let next = 0;
+    for (let i = 0; i < n; i++) {
+      const e = entries[i];
+      if (e[2] === null) continue;
+      assert(e[2] === KEPT_IN_LIST, 'a packed scan marks each kept entry');
+      e[2] = pieces[next++];
+    }
+  }
+}
 
 /** Cumulative counters since the worker started (slice-worker/slice-load.ts): they only grow. */
 export type SliceCounts = [reads: number, writes: number, readBytes: number, writeBytes: number, throttled: number];
@@ -751,7 +831,7 @@ const ARGUMENTS: Record<number, number> = {
   [SliceOp.Delete]: 5,
   [SliceOp.Update]: 5,
   [SliceOp.Range]: 3,
-  [SliceOp.Scan]: 7,
+  [SliceOp.Scan]: 8,
   [SliceOp.DropTable]: 1,
   [SliceOp.Stats]: 1,
   [SliceOp.MoveStart]: 1,
@@ -860,6 +940,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       checkProjection(op[5], at(5, 'projection'));
       checkConditionOrNull(op[6], at(6, 'filter'));
       if (!(isUint(op[7]) && op[7] <= SLICE_COUNT_MAX)) fail(`${at(7, 'to slice')}: not a slice bound`);
+      if (typeof op[8] !== 'boolean') fail(`${at(8, 'packed')}: not a boolean`);
       return;
     case SliceOp.DropTable:
     case SliceOp.Stats:

@@ -20,12 +20,14 @@ import {
   type Effect,
   type MoveCursor,
   type MoveReadResult,
+  KEPT_IN_LIST,
   packClientList,
   type RangeItems,
   type RangeResult,
   type RangeSpec,
   type Projection,
   type ResultOf,
+  type ScanEntry,
   type ScanResult,
   type SliceOpMessage,
   type SliceOpResult,
@@ -165,7 +167,7 @@ export class SliceStore {
         this.admit(op[1], op[2], op[3].low, false);
         return answer(op, this.range(op[1], op[2], op[3]));
       case SliceOp.Scan:
-        return answer(op, this.scan(op[1], op[2], op[3], op[4], op[5], op[6], op[7]));
+        return answer(op, this.scan(op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8]));
       case SliceOp.DropTable:
         this.record([EFFECT_DROP_TABLE, op[1]]);
         this.load.dropTable(op[1]);
@@ -438,13 +440,15 @@ export class SliceStore {
   /** This worker's first `limit` examined items after (fromSlice, afterKey) and before slice
    * `toSlice`, in (slice, key) order; the ones the filter leaves out come back as
    * [slice, key, null, bytes], so that the coordinator can cut the page at `limit`
-   * examined items across all workers. */
-  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number): ScanResult {
-    const entries: ScanResult[0] = [];
+   * examined items across all workers. `packed`: the kept items come as one list in the
+   * client's form (one pack call for the page), each kept entry marked KEPT_IN_LIST. */
+  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean): ScanResult {
+    const entries: ScanEntry[] = [];
     const slices = this.tables.get(table);
-    if (slices === undefined) return [entries, true];
+    if (slices === undefined) return [entries, true, packed ? packClientList([]) : null];
     let bytes = 0;
-    for (const slice of this.ownedSorted) {
+    let exhausted = true;
+    scan: for (const slice of this.ownedSorted) {
       if (slice < fromSlice) continue;
       if (slice >= toSlice) break;
       const tree = slices.get(slice)?.tree;
@@ -452,13 +456,16 @@ export class SliceStore {
       const after = slice === fromSlice ? afterKey : null;
       for (const [key, stored] of after === null ? tree.entries() : tree.entries(after)) {
         if (key === after) continue;
-        if (entries.length >= limit || bytes >= PAGE_BYTES_MAX) return [entries, false];
+        if (entries.length >= limit || bytes >= PAGE_BYTES_MAX) {
+          exhausted = false;
+          break scan;
+        }
         const match = filter === null || evaluate(filter, stored.item);
         entries.push([slice, key, match ? projectItem(stored.item, projection) : null, stored.bytes]);
         bytes += stored.bytes;
       }
     }
-    return [entries, true];
+    return [entries, exhausted, packed ? packScanItems(entries) : null];
   }
 
   /** Items, bytes and load of each slice of a table that holds items or saw load, and its hot keys. */
@@ -608,4 +615,16 @@ function checkWrite(check: WriteCheck, old: Item | null): Item | null {
  * shared/protocol.ts), the type the router's channel gives its callers. */
 function answer<O extends SliceOpMessage>(_op: O, result: ResultOf<O>): ResultOf<O> {
   return result;
+}
+
+/** The kept items of a scan's entries as one list in the client's form; each kept entry's
+ * item becomes KEPT_IN_LIST (the router cuts the list into items: splitPackedList). */
+function packScanItems(entries: ScanEntry[]): Uint8Array {
+  const items: Item[] = [];
+  for (const e of entries) {
+    if (e[2] === null) continue;
+    items.push(e[2] as Item);
+    e[2] = KEPT_IN_LIST;
+  }
+  return packClientList(items);
 }

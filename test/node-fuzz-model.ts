@@ -119,7 +119,7 @@ const TEMPLATES: [code: number, args: () => unknown[], kinds: FieldKind[]][] = [
   [SliceOp.Delete, () => [T, S, K, null, null], ['uint', 'slice', 'key', 'check', 'requestId']],
   [SliceOp.Update, () => [T, S, K, updateSpec(), 'feedc0de.2'], ['uint', 'slice', 'key', 'updateSpec', 'requestId']],
   [SliceOp.Range, () => [T, S, rangeSpec()], ['uint', 'slice', 'rangeSpec']],
-  [SliceOp.Scan, () => [T, 0, null, 10, null, null, 16], ['uint', 'slice', 'nullableKey', 'uint', 'projection', 'condition', 'toSlice']],
+  [SliceOp.Scan, () => [T, 0, null, 10, null, null, 16, false], ['uint', 'slice', 'nullableKey', 'uint', 'projection', 'condition', 'toSlice', 'bool']],
   [SliceOp.DropTable, () => [T], ['uint']],
   [SliceOp.Stats, () => [T], ['uint']],
   [SliceOp.MoveStart, () => [S], ['slice']],

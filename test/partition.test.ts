@@ -24,6 +24,8 @@ import {
   type StatsResult,
   type UpdateSpec,
   type WriteCheck,
+  KEPT_IN_LIST,
+  unpackClientList,
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item, type Value } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
@@ -388,6 +390,7 @@ class Model {
         const result: ScanResult = [
           examined.map((e) => [e.slice, e.key, filter === null || modelEvaluate(filter, e.item) ? modelProject(e.item, projection) : null, e.bytes]),
           after.length === examined.length,
+          null,
         ];
         return ok(result);
       }
@@ -421,6 +424,38 @@ const storageOnly = (r: SliceOpResult): SliceOpResult =>
   r[0] === RESULT_ERROR ? r : [r[0], (r[1] as StatsResult)[0].filter((s) => s[1] > 0).map((s) => [s[0], s[1], s[2]])];
 /** Error results compare by code (and details, e.g. the old item of a failed condition); messages are for people. */
 const comparable = (r: SliceOpResult) => (r[0] === RESULT_ERROR ? (r.length > 3 ? [r[0], r[1], r[3]] : [r[0], r[1]]) : r);
+
+/** The store's answer with the items of a packed op (Range or Scan asked for the client's
+ * form) read back into objects, to compare with the model's (which never packs). */
+function unpacked(op: SliceOpMessage, r: SliceOpResult): SliceOpResult {
+  if (r[0] !== RESULT_OK) return r;
+  // The client's decoder gives binary values as Buffers; the store holds Uint8Arrays.
+  const plain = (v: unknown): unknown =>
+    v instanceof Uint8Array ? new Uint8Array(v) : Array.isArray(v) ? v.map(plain) : typeof v === 'object' && v !== null ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)])) : v;
+  const list = (bytes: Uint8Array) => plain(unpackClientList(bytes)) as Item[];
+  switch (op[0]) {
+    case SliceOp.Range: {
+      if (!op[3].packed) return r;
+      const [items, ...rest] = r[1] as RangeResult;
+      expect(items).toBeInstanceOf(Uint8Array);
+      return [RESULT_OK, [list(items as Uint8Array), ...rest]];
+    }
+    case SliceOp.Scan: {
+      const [entries, exhausted, packed] = r[1] as ScanResult;
+      if (!op[8]) {
+        expect(packed).toBeNull();
+        return r;
+      }
+      const items = list(packed!);
+      let next = 0;
+      const back = entries.map(([s, k, kept, b]) => [s, k, kept === null ? null : (expect(kept).toBe(KEPT_IN_LIST), items[next++]), b]);
+      expect(next).toBe(items.length);
+      return [RESULT_OK, [back, exhausted, null]];
+    }
+    default:
+      return r;
+  }
+}
 
 /** The structured update (set, remove, add) as update actions, the way the
  * coordinator builds them (coordinator/router/request-expressions.ts): one
@@ -660,7 +695,7 @@ function toMessage(d: OpDesc): SliceOpMessage {
         projection: structuredClone(d.projection),
         filter: structuredClone(d.filter),
         withKeys: d.limit % 2 === 0,
-        packed: false,
+        packed: d.limit % 3 === 0,
       };
       return [SliceOp.Range, d.table, d.slice, spec];
     }
@@ -674,6 +709,7 @@ function toMessage(d: OpDesc): SliceOpMessage {
         structuredClone(d.projection),
         structuredClone(d.filter),
         d.toSlice,
+        d.limit % 3 === 0,
       ];
     case 'stats':
       return [SliceOp.Stats, d.table];
@@ -721,7 +757,7 @@ describe('SliceStore against a sorted-array model', () => {
           now++;
           const op = toMessage(d);
           const expected = model.execute(structuredClone(op), now);
-          const actual = op[0] === SliceOp.Stats ? storageOnly(store.execute(op)) : store.execute(op);
+          const actual = op[0] === SliceOp.Stats ? storageOnly(store.execute(op)) : unpacked(op, store.execute(op));
           expect(comparable(actual), `op ${i}: ${JSON.stringify(d)}`).toEqual(comparable(expected));
           seen.ops++;
           if (actual[0] === RESULT_ERROR) seen.errors.set(actual[1], (seen.errors.get(actual[1]) ?? 0) + 1);
@@ -745,7 +781,7 @@ describe('SliceStore against a sorted-array model', () => {
         });
         // And the whole state, table by table.
         for (const table of TABLES) {
-          const all: SliceOpMessage = [SliceOp.Scan, table, 0, null, 1_000, null, null, ALL_SLICES];
+          const all: SliceOpMessage = [SliceOp.Scan, table, 0, null, 1_000, null, null, ALL_SLICES, false];
           expect(store.execute(all)).toEqual(model.execute(all, now));
           const stats: SliceOpMessage = [SliceOp.Stats, table];
           expect(storageOnly(store.execute(stats))).toEqual(model.execute(stats, now));
@@ -771,7 +807,7 @@ describe('SliceStore against a sorted-array model', () => {
 
 describe('ownership', () => {
   const key = KEYS[0];
-  const scanAll = (table: number): SliceOpMessage => [SliceOp.Scan, table, 0, null, 1000, null, null, ALL_SLICES];
+  const scanAll = (table: number): SliceOpMessage => [SliceOp.Scan, table, 0, null, 1000, null, null, ALL_SLICES, false];
 
   it('every op on a slice the worker does not own is a WrongOwner error, and changes nothing', () => {
     const store = newStore(() => 1);
@@ -807,8 +843,8 @@ describe('ownership', () => {
     const store = newStore(() => 1);
     store.execute([SliceOp.Put, key.table, 4, key.key, { [NAME_ATTRIBUTE]: key.name }, 10, null, null]);
     expect(store.execute([SliceOp.Assign, 2, [1, 7]])).toEqual([RESULT_OK, null]);
-    expect(store.execute([SliceOp.Get, key.table, 4, key.key, null])[1]).toBe('WrongOwner');
-    expect(store.execute(scanAll(key.table))).toEqual([RESULT_OK, [[], true]]);
+    expect(store.execute([SliceOp.Get, key.table, 4, key.key, null, false])[1]).toBe('WrongOwner');
+    expect(store.execute(scanAll(key.table))).toEqual([RESULT_OK, [[], true, null]]);
   });
 
   it('being assigned another worker\'s slice is a broken invariant, not an error result', () => {
@@ -837,7 +873,7 @@ describe('failed updates', () => {
       },
       null,
     ]);
-  const get = (store: SliceStore) => store.execute([SliceOp.Get, ref.table, ref.slice, ref.key, null]);
+  const get = (store: SliceStore) => store.execute([SliceOp.Get, ref.table, ref.slice, ref.key, null, false]);
 
   function storeWith(item: Item): { store: SliceStore; tick: () => void } {
     let now = 100;
@@ -1019,7 +1055,7 @@ describe('paging', () => {
             let from: [number, string | null] = [0, null];
             for (let guard = 0; ; guard++) {
               expect(guard).toBeLessThan(1000);
-              const result = store.execute([SliceOp.Scan, table, from[0], from[1], limit, null, filter, toSlice]);
+              const result = store.execute([SliceOp.Scan, table, from[0], from[1], limit, null, filter, toSlice, false]);
               expect(result[0]).toBe(RESULT_OK);
               const [entries, exhausted] = result[1] as ScanResult;
               for (const [slice, key, item, bytes] of entries) {
@@ -1081,7 +1117,7 @@ describe('paging', () => {
       let pageCount = 0;
       for (let done = false; !done; ) {
         expect(++pageCount).toBeLessThan(100);
-        const [entries, exhausted] = store.execute([SliceOp.Scan, TABLE_A, from[0], from[1], 1000, null, filter, ALL_SLICES])[1] as ScanResult;
+        const [entries, exhausted] = store.execute([SliceOp.Scan, TABLE_A, from[0], from[1], 1000, null, filter, ALL_SLICES, false])[1] as ScanResult;
         underBudget(entries.map((e) => e[3]));
         for (const [, key, item, bytes] of entries) {
           seenKeys.push(key);

@@ -1,8 +1,8 @@
-// Range results that pass through the router undecoded (RangeSpec.packed, PackedItems):
-// the worker packs a range's items in the client's msgpack form, the router copies those bytes
-// into the client frame, and the client reads the same items that the decoded path (HTTP,
-// GetItem) gives, byte for byte. The codec at the edges first, then the partition, then a
-// real cluster over both transports.
+// Items that pass through the router undecoded (RangeSpec.packed, a Scan's `packed`,
+// PackedItems): the worker packs the items of a range or of its part of a scan page in the
+// client's msgpack form, the router copies those bytes into the client frame, and the client
+// reads the same items that the decoded path (HTTP, GetItem) gives, byte for byte. The codec at
+// the edges first, then the partition, then a real cluster over both transports.
 import { describe, expect, it, beforeAll } from 'vitest';
 import { Packr } from 'msgpackr';
 import {
@@ -17,7 +17,12 @@ import {
   unpackClientList,
   type ClientResponseFrame,
   type RangeSpec,
+  type ScanResult,
+  type SliceOpMessage,
+  KEPT_IN_LIST,
+  cutScanItems,
 } from '../shared/protocol.js';
+import { scanPage } from '../coordinator/router/operations.js';
 import type { Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { plain, useCluster } from './cluster-fixture.js';
@@ -119,6 +124,11 @@ describe('client frames with packed items', () => {
     expect(() => splitPackedList(Buffer.concat([packed, Buffer.from([0xc0])]))).toThrow(/bytes after them/);
     expect(() => splitPackedList(reference.pack({ a: 1 }))).toThrow(/list header/);
     expect(() => splitPackedList(Uint8Array.of(0x91, 0xc1))).toThrow(/no msgpack type/);
+    // A header that claims more elements than there are bytes runs into the end (every value takes a byte).
+    expect(() => splitPackedList(Uint8Array.of(0x91, 0xdd, 0xff, 0xff, 0xff, 0xff, 0x01))).toThrow(/ends inside a value/);
+    expect(() => splitPackedList(Uint8Array.of(0x92, 0xdf, 0x7f, 0xff, 0xff, 0xff, 0x01, 0x02, 0xc0))).toThrow(/ends inside a value/);
+    expect(() => splitPackedList(Uint8Array.of(0x91, 0x82, 0xa1, 0x61, 0x01))).toThrow(/ends inside a value/);
+    expect(() => splitPackedList(Uint8Array.of(0x91, 0xc4, 0x05, 0x01))).toThrow(/ends inside a value/);
   });
 });
 
@@ -145,6 +155,89 @@ describe('a partition packs the items of a range when asked', () => {
       expect(packedRest, JSON.stringify(v)).toEqual(rest);
       expect(bytes).toBeInstanceOf(Uint8Array);
       expect(Buffer.compare(bytes, reference.pack(items)), JSON.stringify(v)).toBe(0);
+    }
+  });
+});
+
+describe('a partition packs the items of its part of a scan page when asked', () => {
+  const store = new SliceStore(0, 1, () => 1);
+  store.execute([SliceOp.Assign, 1, [0, 1, 2, 3]]);
+  for (let i = 0; i < 40; i++) store.execute([SliceOp.Put, 1, i % 4, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null]);
+  const filter = { k: 'cmp', op: '>', a: { k: 'path', path: ['n'] }, b: { k: 'value', v: 10 } } as const;
+  const rejectAll = { k: 'cmp', op: '>', a: { k: 'path', path: ['n'] }, b: { k: 'value', v: 1e9 } } as const;
+
+  it('gives the kept items as one list, the bytes of the objects it gives unpacked; rejected entries stay null', () => {
+    type Args = [from: number, after: string | null, limit: number, projection: RangeSpec['projection'], filter: RangeSpec['filter'], to: number];
+    const variants: Args[] = [
+      [0, null, 100, null, null, 4],
+      [1, 'k05', 7, null, null, 4],
+      [0, null, 25, [['map', 'a', 'b'], ['bin'], ['list', 2]], filter, 3],
+      [0, null, 10, null, rejectAll, 4], // every entry rejected: nothing to pack
+      [4, null, 10, null, null, 4], // an empty range of slices
+      [2, 'zz', 10, null, null, 4], // after the last key of its slice
+    ];
+    for (const [from, after, limit, projection, f] of variants) {
+      const op = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, from, after, limit, projection, f, 4, packed];
+      const objects = store.execute(op(false));
+      const packed = store.execute(op(true));
+      expect(objects[0]).toBe(RESULT_OK);
+      expect(packed[0]).toBe(RESULT_OK);
+      const [entries, exhausted, none] = objects[1] as ScanResult;
+      const result = packed[1] as ScanResult;
+      const [packedEntries, packedExhausted, list] = structuredClone(result);
+      const context = JSON.stringify([from, after, limit, f === rejectAll]);
+      expect(none, context).toBeNull();
+      expect(packedExhausted, context).toBe(exhausted);
+      expect(packedEntries.length, context).toBe(entries.length);
+      const kept = entries.flatMap(([, , item]) => (item === null ? [] : [item]));
+      expect(list, context).toBeInstanceOf(Uint8Array);
+      expect(Buffer.compare(list!, reference.pack(kept)), context).toBe(0);
+      entries.forEach(([slice, key, item, bytes], i) => {
+        expect(packedEntries[i], context).toEqual([slice, key, item === null ? null : KEPT_IN_LIST, bytes]);
+      });
+      // What the router makes of it: each entry up to the last with its item's bytes.
+      if (entries.length === 0) continue;
+      const last = entries[entries.length - 1];
+      cutScanItems([result], last[0], last[1]);
+      result[0].forEach(([slice, key, bytes, stored], i) => {
+        expect([slice, key, stored], context).toEqual([entries[i][0], entries[i][1], entries[i][3]]);
+        if (entries[i][2] === null) expect(bytes, context).toBeNull();
+        else expect(Buffer.compare(bytes as Uint8Array, reference.pack(entries[i][2])), context).toBe(0);
+      });
+    }
+  });
+
+  it('a packed result whose marks and list disagree is refused by the router', () => {
+    const scan = () => store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, 4, true])[1] as ScanResult;
+    const [entries, exhausted, list] = scan();
+    const last = entries[entries.length - 1];
+    expect(() => cutScanItems([[entries.slice(1), exhausted, list]], last[0], last[1])).toThrow(/exactly its kept items/);
+    expect(() => cutScanItems([[entries, exhausted, packClientList([])]], last[0], last[1])).toThrow(/exactly its kept items/);
+    const again = scan();
+    expect(() => cutScanItems([[again[0], again[1], packClientList([])]], again[0][0][0], again[0][0][1])).toThrow(/has no item/);
+  });
+
+  it('a page merged from several workers is, item by item, the page of their objects: only the part the page takes is cut', () => {
+    const WORKERS = 3;
+    const stores = Array.from({ length: WORKERS }, (_, w) => {
+      const s = new SliceStore(w, WORKERS, () => 1);
+      const own = Array.from({ length: 12 }, (_, k) => k).filter((k) => k % WORKERS === w);
+      s.execute([SliceOp.Assign, 1, own]);
+      for (let i = 0; i < 60; i++) if ((i % 12) % WORKERS === w) s.execute([SliceOp.Put, 1, i % 12, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null]);
+      return s;
+    });
+    for (const [limit, f, projection] of [[1, null, null], [7, null, null], [20, filter, null], [25, null, [['bin'], ['map', 'a']]], [100, null, null], [10, rejectAll, null]] as const) {
+      for (const from of [0, 5]) {
+        const op = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, from, null, limit, projection as RangeSpec['projection'], f as RangeSpec['filter'], 12, packed];
+        const objects = scanPage(stores.map((s) => s.execute(op(false))[1] as ScanResult), limit, false);
+        const packed = scanPage(stores.map((s) => s.execute(op(true))[1] as ScanResult), limit, true);
+        const context = JSON.stringify([limit, from, f === rejectAll]);
+        expect(packed.examined, context).toBe(objects.examined);
+        expect(packed.marker, context).toBe(objects.marker);
+        expect(packed.items, context).toBeInstanceOf(PackedItems);
+        const frame = encodeClientFrame([1, RESULT_OK, packed as { items: PackedItems; examined: number }]);
+        expect(Buffer.compare(frame, reference.pack([1, RESULT_OK, { examined: objects.examined, ...(objects.marker === undefined ? {} : { marker: objects.marker }), items: objects.items }])), context).toBe(0);
+      }
     }
   });
 });
@@ -184,5 +277,78 @@ describe('range reads over the WebSocket API pass items through', () => {
       expect(projected.length).toBeGreaterThan(0);
       expect(plain(projected)).toEqual(plain(http.items));
     }
+  });
+});
+
+describe('scan pages over the WebSocket API pass items through', () => {
+  const c = useCluster({ nodes: 2, workers: 2 });
+  const N = 60;
+
+  beforeAll(async () => {
+    await c.client.createTable('pass_scan', { name: 'pk', type: 'string' }, { name: 'sk', type: 'number' });
+    await c.client.createTable('pass_empty', { name: 'pk', type: 'string' });
+    const puts: Promise<unknown>[] = [];
+    // Several sharding keys, so that the items lie on many slices of both nodes and all workers.
+    for (let i = 0; i < N; i++) puts.push(c.client.putItem('pass_scan', everyType(`p${i % 13}`, i)));
+    await Promise.all(puts);
+  });
+
+  /** Every page of a scan over both APIs, page by page: the same items and the same marker. */
+  async function samePages(request: Record<string, unknown>, context: string): Promise<Item[]> {
+    const all: Item[] = [];
+    let marker: string | undefined;
+    for (let page = 0; page < 200; page++) {
+      const r = marker === undefined ? request : { ...request, marker };
+      const ws = await c.client.getItems(r as never);
+      const http = await c.http.request('GetItems', r);
+      expect(plain(ws), `${context}, page ${page}`).toEqual(plain(http));
+      expect(ws.items.every((item) => !('bin' in item) || item.bin instanceof Uint8Array), context).toBe(true);
+      all.push(...ws.items);
+      marker = ws.marker;
+      if (marker === undefined) return all;
+    }
+    throw new Error(`${context}: more than 200 pages`);
+  }
+
+  it('gives, page by page, the items and markers the HTTP API gives, every value type intact', async () => {
+    const every: Item[] = [];
+    for (let i = 0; i < N; i++) every.push((await c.client.getItem('pass_scan', { pk: `p${i % 13}`, sk: i }))!);
+    const byName = (a: Item, b: Item) => String(a.__name).localeCompare(String(b.__name));
+    for (const limit of [1, 7, 16, 17, 1000]) {
+      const items = await samePages({ table: 'pass_scan', limit }, `limit ${limit}`);
+      expect([...items].sort(byName), `limit ${limit}`).toEqual([...every].sort(byName));
+    }
+    // One segment of four, every segment; a projection and a filter (pages where the filter keeps nothing come back empty, with a marker).
+    for (let segment = 0; segment < 4; segment++) await samePages({ table: 'pass_scan', limit: 5, segment, totalSegments: 4 }, `segment ${segment}`);
+    const filtered = await samePages({ table: 'pass_scan', limit: 3, projection: 'bin, map.a, ns, sk', filter: 'sk > :x', values: { ':x': 50 } }, 'projected and filtered');
+    expect(filtered.map((item) => item.sk).sort((a, b) => (a as number) - (b as number))).toEqual(Array.from({ length: N - 51 }, (_, i) => 51 + i));
+    expect(await samePages({ table: 'pass_scan', limit: 4, filter: 'sk > :x', values: { ':x': 1e9 } }, 'nothing kept')).toEqual([]);
+    expect(await samePages({ table: 'pass_empty', limit: 10 }, 'empty table')).toEqual([]);
+  });
+
+  it('a BatchGet (decoded by the router: packing each item in the worker cost more than it saved) gives the items GetItem and the HTTP API give', async () => {
+    const keys = [
+      { pk: 'p3', sk: 3 },
+      { pk: 'nobody', sk: 1 },
+      { pk: 'p0', sk: 13 },
+      { pk: 'p12', sk: 12 },
+      { pk: 'p3', sk: 4 }, // no such item (4 is under p4)
+      ...Array.from({ length: 20 }, (_, i) => ({ pk: `p${(i * 7) % 13}`, sk: (i * 7) % 13 })),
+    ];
+    const unique = [...new Map(keys.map((k) => [`${k.pk}.${k.sk}`, k])).values()];
+    for (const projection of [undefined, ['bin', 'map.a', 'sk']]) {
+      const ws = await c.client.batchGet('pass_scan', unique, projection);
+      const http = await c.http.request('BatchGet', { table: 'pass_scan', keys: unique, ...(projection === undefined ? {} : { attributes: projection }) });
+      expect(plain(ws)).toEqual(plain(http));
+      expect(ws.failures).toEqual([]);
+      expect(ws.items.length).toBe(unique.length);
+      for (const [i, k] of unique.entries()) {
+        const one = await c.client.getItem('pass_scan', k, projection);
+        expect(plain(ws.items[i]), JSON.stringify(k)).toEqual(plain(one));
+        if (one !== null) expect(ws.items[i]!.bin).toBeInstanceOf(Uint8Array);
+      }
+    }
+    const none = await c.client.batchGet('pass_scan', [{ pk: 'x', sk: 1 }, { pk: 'y', sk: 2 }]);
+    expect(none.items).toEqual([null, null]);
   });
 });

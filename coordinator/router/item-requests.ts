@@ -139,7 +139,7 @@ export function parseGetItems(c: RequestContext, p: Payload, packed: boolean): G
   if (shardingKey === undefined) {
     if (p.sortingKey !== undefined) throw new KeysliceError('ValidationError', 'a sorting-key condition needs a "shardingKey"');
     if (reverse) throw new KeysliceError('ValidationError', 'a full-table scan has no order to reverse; "reverse" needs a "shardingKey"');
-    return scanRequest(table, c.sliceCount, p, limit, marker, projection, filter);
+    return scanRequest(table, c.sliceCount, p, limit, marker, projection, filter, packed);
   }
   if (p.segment !== undefined || p.totalSegments !== undefined) {
     throw new KeysliceError('ValidationError', '"segment" and "totalSegments" split a full-table scan; they do not apply with a "shardingKey"');
@@ -235,7 +235,7 @@ function putOp(c: RequestContext, table: Table, item: unknown, where: string, ch
 
 /** A page of a full-table scan, or of one segment: segment s of T covers the slices
  * [floor(s * C / T), floor((s + 1) * C / T)); a marker resumes after its slice and key. */
-function scanRequest(table: Table, sliceCount: number, p: Payload, limit: number, marker: string | undefined, projection: Projection, filter: Condition | null): GetItemsRequest {
+function scanRequest(table: Table, sliceCount: number, p: Payload, limit: number, marker: string | undefined, projection: Projection, filter: Condition | null, packed: boolean): GetItemsRequest {
   let from = 0;
   let to = sliceCount;
   if (p.segment !== undefined || p.totalSegments !== undefined) {
@@ -255,7 +255,7 @@ function scanRequest(table: Table, sliceCount: number, p: Payload, limit: number
     afterKey = at.key;
   }
   if (fromSlice >= to) return { kind: 'nothing' };
-  return { kind: 'scan', op: [SliceOp.Scan, table.id, fromSlice, afterKey, limit, projection, filter, to], limit };
+  return { kind: 'scan', op: [SliceOp.Scan, table.id, fromSlice, afterKey, limit, projection, filter, to, packed], limit };
 }
 
 function returnValuesOf<T extends string>(v: unknown, allowed: readonly T[]): T {
