@@ -29,7 +29,7 @@ const store = new SliceStore(0, 1, () => 1_764_000_000_000);
 store.execute([SliceOp.Assign, 1, [0]]);
 for (let i = 0; i < ITEMS; i++) {
   const item: Item = { [NAME_ATTRIBUTE]: `d1_${i}`, device: 'd1', seq: i, payload: 'x'.repeat(160) };
-  store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(6, '0')}`, item, itemBytes(item), null]);
+  store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(6, '0')}`, item, itemBytes(item), null, null]);
 }
 const spec = (packed: boolean, withKeys: boolean): RangeSpec => ({ low: 'k', lowInclusive: true, high: 'l', highInclusive: false, reverse: false, limit: ITEMS, projection: null, filter: null, withKeys, packed });
 

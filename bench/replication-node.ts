@@ -6,7 +6,7 @@
 // slices 8..15 have one replica. Rounds alternate R=1 and R=3 so that the
 // machine's other load falls on both alike.
 //
-//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync] [--only 1|3] [--rate N]
+//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync] [--only 1|3] [--rate N] [--request-ids yes|no]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +41,7 @@ const args = parseArgs(
     durability: { default: 'os', help: 'os | fsync' },
     workers: { default: '2', help: 'worker threads per node' },
     only: { default: '', help: 'run only this factor (1 or 3): to profile one path alone' },
+    'request-ids': { default: 'yes', help: 'yes | no: whether each put carries a request id, as a router\'s do (what applying a write once per id costs)' },
     rate: { default: '0', help: 'puts per second offered, all loops together (0: as many as the nodes take); at a fixed rate, CPU per put compares builds on a busy machine' },
   },
   'usage: node dist/bench/replication-node.js [options]',
@@ -54,6 +55,8 @@ const DURABILITY = args.durability as DurabilityMode;
 if (args.only !== '' && args.only !== '1' && args.only !== '3') throw new Error('--only is 1 or 3');
 const ONLY = args.only;
 const RATE = intArg('rate', args.rate, 0, 10_000_000);
+if (args['request-ids'] !== 'yes' && args['request-ids'] !== 'no') throw new Error('--request-ids is yes or no');
+const REQUEST_IDS = args['request-ids'] === 'yes';
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const SLICES = 16;
 const REPLICATED = [0, 1, 2, 3, 4, 5, 6, 7];
@@ -147,7 +150,8 @@ try {
           if (Date.now() >= deadline) break;
           const ops: SliceOpMessage[] = Array.from({ length: BATCH }, () => {
             const key = `k${n++}`;
-            return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null];
+            // Each put carries a request id, as a router's does (coordinator/router/request-ids.ts), unless told not to.
+            return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null, REQUEST_IDS ? `0123456789abcdef.${n.toString(36)}` : null];
           });
           if (!(await links[0].batch(1, worker, ops))) throw new Error('a put failed');
           done += BATCH;
@@ -169,7 +173,7 @@ try {
     }
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${IN_FLIGHT} batches of ${BATCH} puts in flight, ${ROUNDS} rounds of ${SECONDS} s each, load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`);
+  console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${IN_FLIGHT} batches of ${BATCH} puts in flight${REQUEST_IDS ? '' : ' (no request ids)'}, ${ROUNDS} rounds of ${SECONDS} s each, load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`);
   for (const [k, xs] of Object.entries(rates)) {
     if (xs.length === 0) continue;
     const perNode = [0, 1, 2].map((i) => mean(cpu[k].map((c) => c[i])));

@@ -159,6 +159,20 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS_MIN = 300;
 export const FAILOVER_RETRY_MS_MAX = 10_000;
 export const FAILOVER_RETRIES_MAX = 200;
 export const FAILOVER_RETRY_DELAY_MS_MAX = 100;
+/** Request ids (docs/replication.md, "A write sent twice is applied once"): an id is at most this many characters
+ * (the router's are 16 hex digits of its instance, a period and a counter in base 36: about 20). */
+export const REQUEST_ID_CHARS_MAX = 40;
+/** Each replica of a slice remembers the ids of the writes it applied, and their answers, for at least this long
+ * after the write (by the leader's clock, as the log records it), so that a write that a router sends again after
+ * an unknown outcome is answered, not applied twice. A router sends again for at most FAILOVER_RETRY_MS_MAX after
+ * its first try; an answer it waited for may take up to NODE_REQUEST_TIMEOUT_MS to turn out unknown, and the
+ * resend may wait for its node's link meanwhile: six times the first bound covers both with room. */
+export const APPLIED_REQUESTS_KEPT_MS = 60_000;
+/** ...and at most this many ids and this many bytes of them (ids and answers) per slice, the oldest forgotten
+ * first (the newest is always kept). A failover writes nothing on the slice between a write and its resend (there
+ * is no serving leader), so the count matters only for the writes a new leader takes before a resend reaches it. */
+export const APPLIED_REQUESTS_PER_SLICE_MAX = 4096;
+export const APPLIED_REQUEST_BYTES_PER_SLICE_MAX = 512 * 1024;
 /** A slice node's leaders resend what their followers have not acknowledged, and their commit index, this often. */
 export const REPLICA_TICK_MS = 100;
 /** An eventually consistent read sent to a follower that has not answered after this long is read from the

@@ -62,6 +62,7 @@ import {
   NODE_BATCH_OPS_MAX,
   NODE_URL_CHARS_MAX,
   REPLICATION_FACTOR_MAX,
+  REQUEST_ID_CHARS_MAX,
   REPLICATION_FRAME_ENTRIES_MAX,
   REQUEST_BYTES_MAX,
   SLICE_COUNT_MAX,
@@ -81,8 +82,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 8: eventually consistent reads (SliceOp.ReplicaGet, SliceOp.ReplicaRange), answered by any replica.
  * 9: a Range spec says whether its items come back packed in the client's form (RangeSpec.packed).
  * 10: Stats also answers what the worker holds of the table over every slice in its store (StatsResult.held).
- * 11: a leader's KeepAlive to the followers that hold everything (a bound on how stale an eventual read may be). */
-export const NODE_PROTOCOL_VERSION = 11;
+ * 11: a leader's KeepAlive to the followers that hold everything (a bound on how stale an eventual read may be).
+ * 12: Put, Delete and Update carry a request id (RequestId), so that a replicated slice applies a write sent twice once. */
+export const NODE_PROTOCOL_VERSION = 12;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -612,12 +614,32 @@ export type RangeSpec = {
   packed: boolean;
 };
 
+/** A write's request id: unique in the cluster for longer than any replica remembers it (APPLIED_REQUESTS_KEPT_MS).
+ * A router gives each write it sends one (coordinator/router/request-ids.ts) and sends the same id each time it
+ * sends that write again; the leader of a replicated slice that already applied a write of that id answers what
+ * it answered then and applies nothing (slice-worker/replication/applied-requests.ts). null: no id (tools and
+ * tests that send ops by hand; such a write is applied each time it arrives). */
+export type RequestId = string;
+/** Where each write op carries its request id: the one place that names the field. */
+export const REQUEST_ID_AT = { [SliceOp.Put]: 7, [SliceOp.Delete]: 5, [SliceOp.Update]: 5 } as const;
+export type WriteOp = Extract<SliceOpMessage, [typeof SliceOp.Put | typeof SliceOp.Delete | typeof SliceOp.Update, ...unknown[]]>;
+export const isWriteOp = (op: SliceOpMessage): op is WriteOp => op[0] === SliceOp.Put || op[0] === SliceOp.Delete || op[0] === SliceOp.Update;
+export function requestIdOf(op: WriteOp): RequestId | null {
+  return op[REQUEST_ID_AT[op[0]]] as RequestId | null;
+}
+/** Gives `op` its request id (once: a write sent again keeps its first id). */
+export function setRequestId(op: WriteOp, id: RequestId): void {
+  assert(requestIdOf(op) === null, 'a write keeps the request id it was first sent with');
+  (op as unknown[])[REQUEST_ID_AT[op[0]]] = id;
+}
+const isRequestId = (v: unknown): v is RequestId => typeof v === 'string' && v.length > 0 && v.length <= REQUEST_ID_CHARS_MAX;
+
 export type SliceOpMessage =
   | [typeof SliceOp.Assign, epoch: number, slices: number[]]
-  | [typeof SliceOp.Put, tableId: number, slice: number, key: string, item: Item, itemBytes: number, check: WriteCheck | null]
+  | [typeof SliceOp.Put, tableId: number, slice: number, key: string, item: Item, itemBytes: number, check: WriteCheck | null, requestId: RequestId | null]
   | [typeof SliceOp.Get, tableId: number, slice: number, key: string, projection: Projection]
-  | [typeof SliceOp.Delete, tableId: number, slice: number, key: string, check: WriteCheck | null]
-  | [typeof SliceOp.Update, tableId: number, slice: number, key: string, spec: UpdateSpec]
+  | [typeof SliceOp.Delete, tableId: number, slice: number, key: string, check: WriteCheck | null, requestId: RequestId | null]
+  | [typeof SliceOp.Update, tableId: number, slice: number, key: string, spec: UpdateSpec, requestId: RequestId | null]
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
   | [typeof SliceOp.ReplicaGet, tableId: number, slice: number, key: string, projection: Projection]
   | [typeof SliceOp.ReplicaRange, tableId: number, slice: number, spec: RangeSpec]
@@ -724,10 +746,10 @@ export function decodeSliceResults(bytes: Uint8Array): SliceOpResult[] {
 
 const ARGUMENTS: Record<number, number> = {
   [SliceOp.Assign]: 2,
-  [SliceOp.Put]: 6,
+  [SliceOp.Put]: 7,
   [SliceOp.Get]: 4,
-  [SliceOp.Delete]: 4,
-  [SliceOp.Update]: 4,
+  [SliceOp.Delete]: 5,
+  [SliceOp.Update]: 5,
   [SliceOp.Range]: 3,
   [SliceOp.Scan]: 7,
   [SliceOp.DropTable]: 1,
@@ -765,11 +787,12 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
   // Every op of every batch passes here. The most common shapes (a plain Get, an unconditional
   // Put) are checked without allocating; the full check below builds its messages' pieces.
   if (code === SliceOp.Get && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && op[4] === null) return;
-  if (code === SliceOp.Put && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && isPlainObject(op[4]) && isItemValue(op[4]) && isUint(op[5]) && op[6] === null) return;
+  if (code === SliceOp.Put && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && isPlainObject(op[4]) && isItemValue(op[4]) && isUint(op[5]) && op[6] === null && (op[7] === null || isRequestId(op[7]))) return;
   const at = (i: number, what: string) => `slice op ${code}, ${what}`;
   const uint = (i: number, what: string) => isUint(op[i]) || fail(`${at(i, what)}: ${show(op[i])} is not a whole number`);
   const slice = (i: number) => isSlice(op[i]) || fail(`${at(i, 'slice')}: ${show(op[i])} is not a slice number`);
   const key = (i: number) => typeof op[i] === 'string' || fail(`${at(i, 'key')}: ${show(op[i])} is not an encoded key`);
+  const requestId = (i: number) => op[i] === null || isRequestId(op[i]) || fail(`${at(i, 'request id')}: ${show(op[i])} is not null or a string of 1 to ${REQUEST_ID_CHARS_MAX} characters`);
   switch (code) {
     case SliceOp.Assign:
       if (!trusted) fail('slice op Assign comes from the slice node itself, never in a batch');
@@ -783,6 +806,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       checkItem(op[4], at(4, 'item'));
       uint(5, 'item bytes');
       checkWriteCheck(op[6], at(6, 'check'));
+      requestId(7);
       return;
     case SliceOp.Get:
     case SliceOp.ReplicaGet:
@@ -796,6 +820,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       slice(2);
       key(3);
       checkWriteCheck(op[4], at(4, 'check'));
+      requestId(5);
       return;
     case SliceOp.Update: {
       uint(1, 'table');
@@ -810,6 +835,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       checkConditionOrNull(spec.condition, `${where}.condition`);
       if (typeof spec.oldOnFailure !== 'boolean') fail(`${where}.oldOnFailure: not a boolean`);
       if (!(spec.returnValues === 'none' || spec.returnValues === 'old' || spec.returnValues === 'new')) fail(`${where}.returnValues: not none, old or new`);
+      requestId(5);
       return;
     }
     case SliceOp.Range:

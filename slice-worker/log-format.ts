@@ -3,6 +3,7 @@
 // needs no structure definitions from elsewhere to be read back.
 import { Packr, Unpackr } from 'msgpackr';
 import type { Effect } from './partition.js';
+import type { AppliedList } from './replication/applied-requests.js';
 
 export const RECORD_KIND = {
   /** Log: the changes of one batch. */
@@ -28,15 +29,29 @@ export function encodeEffects(effects: Effect[]): Uint8Array {
   return packr.pack(effects);
 }
 
-/** The same bytes in a buffer of their own, for bytes that are kept (a replica's log) or posted to
- * another thread: packr.pack gives a view into a buffer it reuses (32 KiB or more), which a view
- * would keep alive and which a postMessage would copy whole. */
-export function encodeEffectsOwned(effects: Effect[]): Uint8Array {
-  return new Uint8Array(packr.pack(effects));
-}
-
 export function decodeEffects(bytes: Uint8Array): Effect[] {
   return unpackr.unpack(bytes) as Effect[];
+}
+
+/** What a replicated slice's record payload holds (the effects of one task on the slice, and the writes among
+ * them that carried a request id, with their answers), and likewise its replica's snapshot state (its items as
+ * set-effects, and the writes it remembers: applied-requests.ts). Without requests it is the effects list
+ * alone, as before request ids, so a log written then reads back unchanged; with them, a map. */
+export interface ReplicatedChanges {
+  effects: Effect[];
+  requests: AppliedList | null;
+}
+
+export function encodeReplicated(effects: Effect[], requests: AppliedList | null): Uint8Array {
+  // In a buffer of its own: a replica keeps these bytes (its log) and posts them to its node, and packr.pack
+  // gives a view into a buffer it reuses (32 KiB or more), which a view would keep alive and which a
+  // postMessage would copy whole.
+  return new Uint8Array(packr.pack(requests === null || requests.ids.length === 0 ? effects : ({ effects, requests } satisfies ReplicatedChanges)));
+}
+
+export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {
+  const v = unpackr.unpack(bytes) as Effect[] | ReplicatedChanges;
+  return Array.isArray(v) ? { effects: v, requests: null } : v;
 }
 
 export interface SnapshotEnd {

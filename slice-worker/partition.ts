@@ -482,6 +482,11 @@ export class SliceStore {
     return out;
   }
 
+  /** How many changes were made since the last takeEffects() (did an op change anything). */
+  get effectCount(): number {
+    return this.effects.length;
+  }
+
   /** The changes since the last call, in order; the store forgets them. */
   takeEffects(): Effect[] {
     return this.effects.length === 0 ? [] : this.effects.splice(0);

@@ -18,7 +18,8 @@
 // ({held: ticket} now, [ticket, bytes] then), so that the next tasks run
 // meanwhile. What the replicas send and the answers released in one turn go to
 // the node as one message at the end of the turn. Deposed first: those ops
-// answer Unavailable, outcome unknown. Slices of one replica (R=1) take exactly
+// answer Unavailable, outcome unknown (a router sends them again: a write's request id
+// makes a second copy answer, not apply, docs/replication.md). Slices of one replica (R=1) take exactly
 // the path they took before. An eventually consistent read (ReplicaGet, ReplicaRange)
 // on a slice this worker follows is answered from its store at once when its replica
 // may answer (Replica.readable), else refused ReplicaNotReady (replicaRead below).
@@ -37,6 +38,7 @@ import {
   EFFECT_DROP_SLICE,
   EFFECT_DROP_TABLE,
   encodeSliceResults,
+  isWriteOp,
   MalformedFrame,
   RESULT_ERROR,
   SliceOp,
@@ -408,7 +410,8 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
         results[i] = refusal;
         continue;
       }
-      results[i] = store.execute(ops[i] as SliceOpMessage);
+      // A write of a replicated slice runs once per request id (SliceReplicas.execute: a router's resend is answered).
+      results[i] = slices !== null && isWriteOp(op) ? replicas!.execute(op) : store.execute(op);
       if (slices !== null) {
         opSlices[i] = slices;
         any = true;

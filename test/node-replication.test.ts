@@ -174,7 +174,7 @@ class Link {
   }
 }
 
-const put = (slice: number, key: string, v: number): SliceOpMessage => [SliceOp.Put, TABLE, slice, key, { k: key, v }, 16, null];
+const put = (slice: number, key: string, v: number): SliceOpMessage => [SliceOp.Put, TABLE, slice, key, { k: key, v }, 16, null, null];
 const get = (slice: number, key: string): SliceOpMessage => [SliceOp.Get, TABLE, slice, key, null];
 const replicaGet = (slice: number, key: string): SliceOpMessage => [SliceOp.ReplicaGet, TABLE, slice, key, null];
 /** A put of `key` on `slice`, sent to the worker that owns the slice. */

@@ -621,7 +621,7 @@ function toMessage(d: OpDesc): SliceOpMessage {
     case 'put': {
       const ref = KEYS[d.k];
       const item: Item = { ...structuredClone(d.attrs), [NAME_ATTRIBUTE]: ref.name };
-      return [SliceOp.Put, ref.table, d.slice ?? ref.slice, ref.key, item, itemBytes(item), structuredClone(d.check)];
+      return [SliceOp.Put, ref.table, d.slice ?? ref.slice, ref.key, item, itemBytes(item), structuredClone(d.check), null];
     }
     case 'get': {
       const ref = KEYS[d.k];
@@ -629,7 +629,7 @@ function toMessage(d: OpDesc): SliceOpMessage {
     }
     case 'delete': {
       const ref = KEYS[d.k];
-      return [SliceOp.Delete, ref.table, d.slice ?? ref.slice, ref.key, structuredClone(d.check)];
+      return [SliceOp.Delete, ref.table, d.slice ?? ref.slice, ref.key, structuredClone(d.check), null];
     }
     case 'update': {
       // As the coordinator does: no name in more than one clause.
@@ -644,7 +644,7 @@ function toMessage(d: OpDesc): SliceOpMessage {
         oldOnFailure: d.oldOnFailure,
         returnValues: d.returnValues,
       };
-      return [SliceOp.Update, ref.table, d.slice ?? ref.slice, ref.key, spec];
+      return [SliceOp.Update, ref.table, d.slice ?? ref.slice, ref.key, spec, null];
     }
     case 'range': {
       const bounds = BOUNDS.get(d.table)!;
@@ -775,7 +775,7 @@ describe('ownership', () => {
 
   it('every op on a slice the worker does not own is a WrongOwner error, and changes nothing', () => {
     const store = newStore(() => 1);
-    expect(store.execute([SliceOp.Put, key.table, key.slice, key.key, { [NAME_ATTRIBUTE]: key.name }, 10, null])[0]).toBe(RESULT_OK);
+    expect(store.execute([SliceOp.Put, key.table, key.slice, key.key, { [NAME_ATTRIBUTE]: key.name }, 10, null, null])[0]).toBe(RESULT_OK);
     const before = store.execute(scanAll(key.table));
     const always: Condition = { k: 'exists', path: [NAME_ATTRIBUTE] };
     const never: Condition = { k: 'notExists', path: [NAME_ATTRIBUTE] };
@@ -783,14 +783,14 @@ describe('ownership', () => {
       const spec: UpdateSpec = { base: {}, actions: structuredActions({ a: 1 }, null, null), condition: null, oldOnFailure: false, returnValues: 'new' };
       const range: RangeSpec = { low: '', lowInclusive: true, high: '\xff', highInclusive: true, reverse: false, limit: 10, projection: null, filter: null, withKeys: false, packed: false };
       const ops: SliceOpMessage[] = [
-        [SliceOp.Put, key.table, slice, key.key, { a: 1 }, 10, null],
-        [SliceOp.Put, key.table, slice, key.key, { a: 1 }, 10, { condition: never, returnOld: true, oldOnFailure: true }],
+        [SliceOp.Put, key.table, slice, key.key, { a: 1 }, 10, null, null],
+        [SliceOp.Put, key.table, slice, key.key, { a: 1 }, 10, { condition: never, returnOld: true, oldOnFailure: true }, null],
         [SliceOp.Get, key.table, slice, key.key, null],
         [SliceOp.Get, key.table, slice, key.key, [['a']]],
-        [SliceOp.Delete, key.table, slice, key.key, null],
-        [SliceOp.Delete, key.table, slice, key.key, { condition: always, returnOld: true, oldOnFailure: false }],
-        [SliceOp.Update, key.table, slice, key.key, spec],
-        [SliceOp.Update, key.table, slice, key.key, { ...spec, condition: never, oldOnFailure: true }],
+        [SliceOp.Delete, key.table, slice, key.key, null, null],
+        [SliceOp.Delete, key.table, slice, key.key, { condition: always, returnOld: true, oldOnFailure: false }, null],
+        [SliceOp.Update, key.table, slice, key.key, spec, null],
+        [SliceOp.Update, key.table, slice, key.key, { ...spec, condition: never, oldOnFailure: true }, null],
         [SliceOp.Range, key.table, slice, range],
         [SliceOp.Range, key.table, slice, { ...range, filter: always, withKeys: true }],
       ];
@@ -805,7 +805,7 @@ describe('ownership', () => {
 
   it('a slice assigned away answers WrongOwner; a scan skips it', () => {
     const store = newStore(() => 1);
-    store.execute([SliceOp.Put, key.table, 4, key.key, { [NAME_ATTRIBUTE]: key.name }, 10, null]);
+    store.execute([SliceOp.Put, key.table, 4, key.key, { [NAME_ATTRIBUTE]: key.name }, 10, null, null]);
     expect(store.execute([SliceOp.Assign, 2, [1, 7]])).toEqual([RESULT_OK, null]);
     expect(store.execute([SliceOp.Get, key.table, 4, key.key, null])[1]).toBe('WrongOwner');
     expect(store.execute(scanAll(key.table))).toEqual([RESULT_OK, [[], true]]);
@@ -835,13 +835,14 @@ describe('failed updates', () => {
         oldOnFailure: u.oldOnFailure ?? false,
         returnValues: 'new',
       },
+      null,
     ]);
   const get = (store: SliceStore) => store.execute([SliceOp.Get, ref.table, ref.slice, ref.key, null]);
 
   function storeWith(item: Item): { store: SliceStore; tick: () => void } {
     let now = 100;
     const store = newStore(() => now);
-    expect(store.execute([SliceOp.Put, ref.table, ref.slice, ref.key, item, itemBytes(item), null])[0]).toBe(RESULT_OK);
+    expect(store.execute([SliceOp.Put, ref.table, ref.slice, ref.key, item, itemBytes(item), null, null])[0]).toBe(RESULT_OK);
     return { store, tick: () => now++ };
   }
 
@@ -977,7 +978,7 @@ describe('paging', () => {
           const store = newStore(() => 1);
           const slice = OWNED[0];
           const stored = present.map((ref, i) => ({ ref, item: { [NAME_ATTRIBUTE]: ref.name, n: i % 3 } as Item }));
-          for (const { ref, item } of stored) store.execute([SliceOp.Put, TABLE_A, slice, ref.key, structuredClone(item), 10, null]);
+          for (const { ref, item } of stored) store.execute([SliceOp.Put, TABLE_A, slice, ref.key, structuredClone(item), 10, null, null]);
           const inRange = stored
             .filter(({ ref: r }) => (lowInclusive ? r.key >= low : r.key > low) && (highInclusive ? r.key <= high : r.key < high))
             .sort((a, b) => compareStrings(a.ref.key, b.ref.key));
@@ -1007,7 +1008,7 @@ describe('paging', () => {
         (present, limit, filter, toSlice) => {
           const store = newStore(() => 1);
           const stored = present.map((ref, i) => ({ ref, item: { [NAME_ATTRIBUTE]: ref.name, n: i % 3 } as Item }));
-          for (const { ref, item } of stored) store.execute([SliceOp.Put, ref.table, ref.slice, ref.key, structuredClone(item), 10, null]);
+          for (const { ref, item } of stored) store.execute([SliceOp.Put, ref.table, ref.slice, ref.key, structuredClone(item), 10, null, null]);
           for (const table of TABLES) {
             const inScan = stored
               .filter((e) => e.ref.table === table && e.ref.slice < toSlice)
@@ -1051,7 +1052,7 @@ describe('paging', () => {
     for (const ref of refs) {
       const item: Item = { [NAME_ATTRIBUTE]: ref.name, big: 'x'.repeat(itemSize) };
       bytesOf.set(ref.key, itemBytes(item));
-      store.execute([SliceOp.Put, TABLE_A, OWNED[0], ref.key, item, itemBytes(item), null]);
+      store.execute([SliceOp.Put, TABLE_A, OWNED[0], ref.key, item, itemBytes(item), null, null]);
     }
     const sortedKeys = refs.map((r) => r.key).sort(compareStrings);
     /** Items are examined while the page is under budget: without its last item, a page is under it. */

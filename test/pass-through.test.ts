@@ -126,7 +126,7 @@ describe('a partition packs the items of a range when asked', () => {
   it('gives the bytes of the objects it gives unpacked, with projection, filter, keys and both directions', () => {
     const store = new SliceStore(0, 1, () => 1);
     expect(store.execute([SliceOp.Assign, 1, [0]])[0]).toBe(RESULT_OK);
-    for (let i = 0; i < 30; i++) store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null]);
+    for (let i = 0; i < 30; i++) store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null, null]);
     const base: RangeSpec = { low: 'k', lowInclusive: true, high: 'l', highInclusive: false, reverse: false, limit: 17, projection: null, filter: null, withKeys: false, packed: false };
     const variants: Partial<RangeSpec>[] = [
       {},

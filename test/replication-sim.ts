@@ -31,7 +31,10 @@ export interface SimOptions {
   unsafeChoice?: boolean;
   /** Run the replicas as a worker would (slice-worker/replication/slice-replicas.ts on a SliceStore): the
    * leader executes each write before it is committed and is rolled back when deposed. Writes are
-   * distinct items, so the checker looks for lost and phantom items, not for order. */
+   * distinct items, so the checker looks for lost and phantom items, not for order. Each is a put under
+   * the condition that its item does not exist, with a request id, and the router sends it again after
+   * an unknown outcome as well (router.ts): a copy applied twice would fail its condition, which the
+   * checker counts as a failure. */
   store?: boolean;
   /** Replica-set changes (as keyslice drain and remove make them): none, or at a seeded rate; 'drain': drains
    * only; 'chained': also while the change before has not settled (as the coordinator did before it waited). */
@@ -43,6 +46,8 @@ export interface SimReport {
   replicas: number;
   acked: number;
   ambiguous: number;
+  /** Store mode: writes sent again after an unknown outcome. */
+  resent: number;
   elections: number;
   crashes: number;
   freezes: number;
@@ -224,7 +229,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, simMs: 0 };
   const fail = (why: string): never => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
   };
@@ -286,23 +291,22 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const replicas: (Replica | null)[] = Array(nodeCount).fill(null);
   /** The record applied at each index, by whichever replica applied it first: all must agree. */
   const appliedAt = new Map<number, number>();
-  /** Writes the leader of node i ordered and has not answered: index -> request. */
-  const pending: Map<number, { requestId: number }>[] = Array.from({ length: nodeCount }, () => new Map());
+  /** Writes the leader of node i ordered (or answered from memory, as a copy of one it applied) and has not
+   * answered: each waits for the commit of its index. */
+  const pending: { index: number; requestId: number }[][] = Array.from({ length: nodeCount }, () => []);
   /** Store mode: each node's worker store and slice replicas (a new store at each start: memory is lost in a crash). */
   const stores: (SliceStore | null)[] = Array(nodeCount).fill(null);
   const sliceReplicas: (SliceReplicas | null)[] = Array(nodeCount).fill(null);
   let assignEpoch = 0;
 
   function answerCommitted(i: number, index: number): void {
-    for (const [at, p] of pending[i]) {
-      if (at > index) continue;
-      pending[i].delete(at);
-      answer(i, p.requestId, 'ok');
-    }
+    const waiting = pending[i];
+    pending[i] = waiting.filter((p) => p.index > index);
+    for (const p of waiting) if (p.index <= index) answer(i, p.requestId, 'ok');
   }
   function answerDeposed(i: number): void {
-    for (const p of pending[i].values()) answer(i, p.requestId, 'ambiguous');
-    pending[i].clear();
+    for (const p of pending[i]) answer(i, p.requestId, 'ambiguous');
+    pending[i] = [];
   }
 
   function startOnStore(i: number): void {
@@ -315,10 +319,18 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       durable: () => disk.recovered(),
       sliceIds: disk.recovered().promisedTerm > 0 ? [STORE_SLICE] : [],
     };
-    const sr = new SliceReplicas(i, store, log, (_slice, to, m) => send(i, to, m), {
-      committed: (_slice, index) => answerCommitted(i, index),
-      deposed: () => answerDeposed(i),
-    }, () => clock.now);
+    const sr = new SliceReplicas(
+      i,
+      store,
+      log,
+      (_slice, to, m) => send(i, to, m),
+      {
+        committed: (_slice, index) => answerCommitted(i, index),
+        deposed: () => answerDeposed(i),
+      },
+      () => clock.now,
+      () => clock.now,
+    );
     stores[i] = store;
     sliceReplicas[i] = sr;
     replicas[i] = sr.of(STORE_SLICE);
@@ -363,7 +375,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     replicas[i] = null;
     stores[i] = null;
     sliceReplicas[i] = null;
-    pending[i].clear(); // their clients time out: the outcome is unknown to them
+    pending[i] = []; // their clients time out: the outcome is unknown to them
     disks[i].crash();
     clock.at(50 + random() * 600, () => {
       up[i] = true;
@@ -524,8 +536,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       if (o === 'ok') {
         w.ackedAt = clock.now;
         report.acked++;
-      } else if (o === 'notLeader' && tries < NOT_LEADER_RETRIES_MAX) {
-        // Not applied (refused before it was ordered): the router sends it again, as on WrongOwner.
+      } else if ((o === 'notLeader' || (o === 'ambiguous' && opts.store === true)) && tries < NOT_LEADER_RETRIES_MAX) {
+        // Not applied (refused before it was ordered): the router sends it again, as on WrongOwner. On stores
+        // also after an unknown outcome: the write's request id makes a copy that was applied answer, not apply.
+        if (o === 'ambiguous') report.resent++;
         return clock.at(5 + random() * 20, () => attempt(w, tries + 1));
       } else report.ambiguous++;
       clock.at(random() * 5, write);
@@ -541,15 +555,22 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         // As a worker: execute against the store, then propose the effects (only while serving).
         if (!r.serving) return answer(leader, requestId, 'notLeader');
         const store = stores[leader]!;
-        const put = store.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, null]);
-        assert(put[0] === RESULT_OK, 'a put on a serving leader succeeds');
-        const [[, index]] = sliceReplicas[leader]!.propose(store.takeEffects());
-        pending[leader].set(index, { requestId });
+        const sr = sliceReplicas[leader]!;
+        const check = { condition: { k: 'notExists', path: ['v'] } as const, returnOld: true, oldOnFailure: true };
+        const put = sr.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, check, `sim.${w.value}`]);
+        if (put[0] !== RESULT_OK) fail(`write ${w.value}, sent again after an unknown outcome, was applied twice: ${put[1]}: ${put[2]}`);
+        assert(put[1] === null, 'a first put of an item answers that there was no old one, and so does its copy');
+        const effects = store.takeEffects();
+        if (effects.length > 0) sr.propose(effects);
+        // As worker.ts holds an answer: until the slice's last record is committed (a copy answered from memory
+        // waits, like the first, for the record that applied it), at once if it already is.
+        if (r.commitIndex >= r.lastIndex) return answer(leader, requestId, 'ok');
+        pending[leader].push({ index: r.lastIndex, requestId });
         return;
       }
       const index = r.propose(encodeWrite(w.key, w.value));
       if (index === null) return answer(leader, requestId, 'notLeader');
-      pending[leader].set(index, { requestId });
+      pending[leader].push({ index, requestId });
     });
   }
   for (let k = 0; k < WRITERS; k++) clock.at(random() * 10, write);

@@ -11,7 +11,7 @@ import { SliceOp, type SliceOpMessage } from '../shared/protocol.js';
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
 const get = (n: number): SliceOpMessage => [SliceOp.Get, 1, 0, `key-${n}`, null];
-const put = (n: number, bytes: number): SliceOpMessage => [SliceOp.Put, 1, 0, `key-${n}`, {}, bytes, null];
+const put = (n: number, bytes: number): SliceOpMessage => [SliceOp.Put, 1, 0, `key-${n}`, {}, bytes, null, null];
 
 function recorder(workers: number) {
   const frames: FrameParts<number>[] = [];

@@ -29,9 +29,9 @@ function contents(store: SliceStore, slice: number): string[] {
 function randomWrite(store: SliceStore, r: () => number, slice: number): SliceOpMessage {
   const table = TABLES[Math.floor(r() * TABLES.length)];
   const key = `k${Math.floor(r() * 300)}`;
-  if (r() < 0.25) return [SliceOp.Delete, table, slice, key, null];
+  if (r() < 0.25) return [SliceOp.Delete, table, slice, key, null, null];
   const item = { __name: key, v: Math.floor(r() * 1e6) };
-  return [SliceOp.Put, table, slice, key, item, 40, null];
+  return [SliceOp.Put, table, slice, key, item, 40, null, null];
 }
 
 function setup(seed: number) {

@@ -12,7 +12,7 @@ import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
-import { EFFECT_SET, SliceOp } from '../shared/protocol.js';
+import { EFFECT_SET, RESULT_OK, SliceOp, type WriteOp } from '../shared/protocol.js';
 
 const SLICE = 5;
 const TABLE = 1;
@@ -69,7 +69,7 @@ describe('the replicas of a slice on workers\' stores', () => {
       expect(workers[leader].replicas.serving(SLICE)).toBe(true);
     };
     const put = (w: Worker, key: string, v: number) => {
-      expect(w.store.execute([SliceOp.Put, TABLE, SLICE, key, { k: key, v }, 20, null])[0]).toBe(0);
+      expect(w.store.execute([SliceOp.Put, TABLE, SLICE, key, { k: key, v }, 20, null, null])[0]).toBe(0);
       return w.replicas.propose(w.store.takeEffects());
     };
     const items = (w: Worker) =>
@@ -153,7 +153,7 @@ describe('eventually consistent reads on a follower', () => {
     await elect(1, [0, 1, 2], [1, 2]);
     workers[0].store.execute([SliceOp.Assign, 1, [SLICE]]);
     for (let i = 0; i < ITEMS; i++) {
-      expect(workers[0].store.execute([SliceOp.Put, TABLE, SLICE, `k${i}`, { k: `k${i}`, v: i }, 20, null])[0]).toBe(0);
+      expect(workers[0].store.execute([SliceOp.Put, TABLE, SLICE, `k${i}`, { k: `k${i}`, v: i }, 20, null, null])[0]).toBe(0);
       workers[0].replicas.propose(workers[0].store.takeEffects());
     }
     await pump();
@@ -198,6 +198,104 @@ describe('eventually consistent reads on a follower', () => {
   });
 });
 
+describe('a write sent twice', () => {
+  it('is applied once, and its second copy gets the first one\'s answer: on the same leader, after a leader change, after a restart and a checkpoint', async () => {
+    let queue: { from: number; to: number; m: ReplicationMessage }[] = [];
+    const cut = new Set<string>();
+    const logs: ReplicaLog[] = [];
+    const start = (i: number): Worker => {
+      const store = new SliceStore(0, 1);
+      const { log } = ReplicaLog.open(join(root, `twice-${i}`), 'fsync');
+      logs[i] = log;
+      return { store, replicas: new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m })) };
+    };
+    const workers = [0, 1, 2].map(start);
+    const pump = async () => {
+      for (let round = 0; round < 50; round++) {
+        await new Promise((r) => setImmediate(r));
+        const now = queue;
+        queue = [];
+        if (now.length === 0) return;
+        for (const { from, to, m } of now) if (to !== COORDINATOR && !cut.has(`${from}-${to}`) && !cut.has(`${to}-${from}`)) workers[to].replicas.receive(SLICE, from, m);
+      }
+      throw new Error('messages still flowing after 50 rounds');
+    };
+    let epoch = 0;
+    const elect = async (leader: number, term: number, voters: number[]) => {
+      for (const v of voters) workers[v].replicas.receive(SLICE, COORDINATOR, { type: 'Prepare', term });
+      await pump();
+      workers[leader].replicas.receive(SLICE, COORDINATOR, { type: 'Lead', term, followers: [0, 1, 2].filter((i) => i !== leader), sets: [] });
+      await pump();
+      expect(workers[leader].replicas.serving(SLICE)).toBe(true);
+      workers[leader].store.execute([SliceOp.Assign, ++epoch, [SLICE]]);
+    };
+    /** ADD n 1 on item 'c', answering the new item: what a counter's client does. */
+    const increment = (id: string): WriteOp => [SliceOp.Update, TABLE, SLICE, 'c', { base: { k: 'c' }, actions: [{ k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, id];
+    /** The leader runs a write as its worker does (worker.ts): executed once per id, then the task's effects proposed. */
+    const run = (w: Worker, op: WriteOp) => {
+      const result = w.replicas.execute(op);
+      const effects = w.store.takeEffects();
+      if (effects.length > 0) w.replicas.propose(effects);
+      return { result, effects: effects.length };
+    };
+    const settle = async (leader: number) => {
+      await pump();
+      workers[leader].replicas.of(SLICE).tick(); // the commit index to the followers
+      await pump();
+    };
+    const counter = (w: Worker) => (w.store.execute([SliceOp.Get, TABLE, SLICE, 'c', null])[1] as { n?: number } | null)?.n ?? null;
+    const counterOnReplica = (w: Worker) => ([...w.store.entries()].find((e) => e[0] === EFFECT_SET && e[2] === SLICE && e[3] === 'c')?.[4] as { n: number } | undefined)?.n ?? null;
+
+    await elect(0, 1, [0, 1, 2]);
+    const first = run(workers[0], increment('feedc0de.1'));
+    expect(first.result).toEqual([RESULT_OK, expect.objectContaining({ n: 1 })]);
+    expect(first.effects).toBe(1);
+    await settle(0);
+
+    // Sent again to the same leader (its answer was lost): the first answer, nothing applied, no record.
+    const again = run(workers[0], increment('feedc0de.1'));
+    expect(again).toEqual({ result: first.result, effects: 0 });
+    expect(counter(workers[0])).toBe(1);
+
+    // The leader is frozen out; 1 leads. The copy sent there is answered from what 1 applied from the log.
+    await elect(1, 2, [1, 2]);
+    expect(run(workers[1], increment('feedc0de.1'))).toEqual({ result: first.result, effects: 0 });
+    expect(counter(workers[1])).toBe(1);
+    // A new write is applied (once), and answers its own new value.
+    expect(run(workers[1], increment('feedc0de.2')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 2 })]);
+    await settle(1);
+
+    // A write the leader executed but never got committed (its followers cut off) was not applied: the leader
+    // elected next executes its copy as new, once, and the deposed one forgets its own.
+    cut.add('1-0').add('1-2');
+    expect(run(workers[1], increment('feedc0de.3')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 3 })]);
+    await pump();
+    await elect(2, 3, [0, 2]);
+    expect(run(workers[2], increment('feedc0de.3')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 3 })]);
+    expect(run(workers[2], increment('feedc0de.3')).effects).toBe(0);
+    cut.clear();
+    await settle(2);
+    await settle(2);
+    for (const w of workers) expect(counterOnReplica(w)).toBe(3);
+
+    // Every replica remembers the ids through a restart from its replica log, and through a checkpoint of it
+    // (the records compacted into a snapshot, which carries the ids).
+    await settle(2);
+    workers[0] = start(0);
+    expect(workers[0].replicas.rememberedRequests(SLICE)).toBe(3);
+    workers[0].replicas.compact();
+    await logs[0].checkpoint();
+    workers[0] = start(0);
+    expect(counterOnReplica(workers[0])).toBe(3);
+    expect(workers[0].replicas.rememberedRequests(SLICE)).toBe(3);
+    await elect(0, 4, [0, 1, 2]);
+    for (const [id, n] of [['feedc0de.1', 1], ['feedc0de.2', 2], ['feedc0de.3', 3]] as const) {
+      expect(run(workers[0], increment(id))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n })], effects: 0 });
+    }
+    expect(counter(workers[0])).toBe(3);
+  });
+});
+
 describe('a replica dropped from a node (it left the slice\'s set)', () => {
   it('keeps the term it promised: a leader deposed by an election it voted in gets no acknowledgement from a replica made there later', async () => {
     // Slice SLICE at R=3 on workers 0, 1, 2; 0 leads term 1. 0 is cut off (frozen, say) and 1 and 2 elect 1 at term 2:
@@ -238,7 +336,7 @@ describe('a replica dropped from a node (it left the slice\'s set)', () => {
       expect(workers[leader].serving(SLICE)).toBe(true);
     };
     const put = (w: number, key: string) => {
-      expect(stores[w].execute([SliceOp.Put, TABLE, SLICE, key, { k: key }, 20, null])[0]).toBe(0);
+      expect(stores[w].execute([SliceOp.Put, TABLE, SLICE, key, { k: key }, 20, null, null])[0]).toBe(0);
       return workers[w].propose(stores[w].takeEffects())[0][1];
     };
 

@@ -53,7 +53,7 @@ function setup(seed: number) {
   const put = (table: number, slice: number, key: string, padBytes: number) => {
     const item: Item = { __name: key, v: Math.floor(r() * 1e6), pad: 'x'.repeat(padBytes) };
     const bytes = itemBytes(item);
-    ok([SliceOp.Put, table, slice, key, item, bytes, null]); // sets __mtime on `item`
+    ok([SliceOp.Put, table, slice, key, item, bytes, null, null]); // sets __mtime on `item`
     model.set(rowKey(table, slice, key), { table, slice, key, item: structuredClone(item), bytes });
   };
   /** One random write: mostly puts (1 in 100 large, so that records are cut by bytes), deletes, updates. */
@@ -64,7 +64,7 @@ function setup(seed: number) {
     const dice = r();
     if (dice < 0.55) put(table, slice, key, r() < 0.01 ? 100_000 + Math.floor(r() * 200_000) : Math.floor(r() * 300));
     else if (dice < 0.75) {
-      ok([SliceOp.Delete, table, slice, key, null]);
+      ok([SliceOp.Delete, table, slice, key, null, null]);
       model.delete(rowKey(table, slice, key));
     } else {
       const spec: UpdateSpec = {
@@ -77,7 +77,7 @@ function setup(seed: number) {
         oldOnFailure: false,
         returnValues: 'new',
       };
-      const next = ok([SliceOp.Update, table, slice, key, spec]) as Item;
+      const next = ok([SliceOp.Update, table, slice, key, spec, null]) as Item;
       model.set(rowKey(table, slice, key), { table, slice, key, item: structuredClone(next), bytes: itemBytes(next) });
     }
   };

@@ -52,7 +52,7 @@ describe('worker channel', () => {
 
   it('answers a small read in a buffer of its own size after a large one', async () => {
     const big = { k: 'big', pad: 'x'.repeat(BIG_BYTES) };
-    await run([[SliceOp.Put, TABLE, SLICE, 'big', big, BIG_BYTES + 16, null]]);
+    await run([[SliceOp.Put, TABLE, SLICE, 'big', big, BIG_BYTES + 16, null, null]]);
     const bigAnswer = await run([[SliceOp.Get, TABLE, SLICE, 'big', null]]);
     expect((decodeSliceResults(bigAnswer)[0][1] as { pad: string }).pad.length).toBe(BIG_BYTES);
     for (let i = 0; i < 3; i++) {
@@ -64,7 +64,7 @@ describe('worker channel', () => {
   });
 
   it('runs batches in the order they came, those that waited for the thread in one task', async () => {
-    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => run([[SliceOp.Put, TABLE, SLICE, `k${i}`, { k: `k${i}`, v: i }, 16, null], [SliceOp.Get, TABLE, SLICE, `k${i - 1}`, null]])));
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => run([[SliceOp.Put, TABLE, SLICE, `k${i}`, { k: `k${i}`, v: i }, 16, null, null], [SliceOp.Get, TABLE, SLICE, `k${i - 1}`, null]])));
     answers.forEach((a, i) => {
       const [, got] = decodeSliceResults(a);
       expect(got).toMatchObject(i === 0 ? [RESULT_OK, null] : [RESULT_OK, { k: `k${i - 1}`, v: i - 1 }]);

@@ -37,8 +37,6 @@ export interface PutItemRequest {
   name: string;
   op: PutOp;
   returnOld: boolean;
-  /** No condition and no old item asked for: safe to send again after an unknown outcome. */
-  idempotent: boolean;
 }
 
 export interface GetItemRequest {
@@ -85,8 +83,7 @@ export function parsePutItem(c: RequestContext, p: Payload): PutItemRequest {
   const returnOld = returnValuesOf(p.returnValues, ['none', 'old']) === 'old';
   const check = writeCheck(condition, returnOld, p);
   const { name, op } = putOp(c, table, p.item, 'item', check);
-  // Unconditional and answering nothing: the same end state if it is applied twice (Router.send's resend rule).
-  return { name, op, returnOld, idempotent: check === null };
+  return { name, op, returnOld };
 }
 
 export function parseGetItem(c: RequestContext, p: Payload): GetItemRequest {
@@ -110,7 +107,8 @@ export function parseUpdateItem(c: RequestContext, p: Payload): UpdateItemReques
   table.sharding.forEach((col, i) => (base[col.name] = pk.sharding[i]));
   table.sorting.forEach((col, i) => (base[col.name] = pk.sorting[i]));
   const spec: UpdateSpec = { base, actions, condition, oldOnFailure: writeCheck(condition, false, p)?.oldOnFailure ?? false, returnValues };
-  return { name: pk.name, op: [SliceOp.Update, table.id, pk.slice, pk.key, spec], returnValues };
+  // Each write's request id is null until Router.send gives it one.
+  return { name: pk.name, op: [SliceOp.Update, table.id, pk.slice, pk.key, spec, null], returnValues };
 }
 
 export function parseDeleteItem(c: RequestContext, p: Payload): DeleteItemRequest {
@@ -120,7 +118,7 @@ export function parseDeleteItem(c: RequestContext, p: Payload): DeleteItemReques
   const condition = ex.condition('condition');
   ex.done();
   const returnOld = returnValuesOf(p.returnValues, ['none', 'old']) === 'old';
-  return { name: pk.name, op: [SliceOp.Delete, table.id, pk.slice, pk.key, writeCheck(condition, returnOld, p)], returnOld };
+  return { name: pk.name, op: [SliceOp.Delete, table.id, pk.slice, pk.key, writeCheck(condition, returnOld, p), null], returnOld };
 }
 
 /** `packed`: the items are only forwarded (the WebSocket API), so the workers pack them in the client's form (RangeSpec.packed). */
@@ -190,7 +188,7 @@ export function parseBatchWrite(c: RequestContext, p: Payload): BatchWriteReques
   });
   deletes.forEach((ref, index) => {
     const pk = resolveKey(table, ref, c.sliceCount);
-    writes.push({ list: 'deletes', index, name: pk.name, op: [SliceOp.Delete, table.id, pk.slice, pk.key, null] });
+    writes.push({ list: 'deletes', index, name: pk.name, op: [SliceOp.Delete, table.id, pk.slice, pk.key, null, null] });
   });
   const seen = new Set<string>();
   for (const { name, op } of writes) {
@@ -232,7 +230,7 @@ function putOp(c: RequestContext, table: Table, item: unknown, where: string, ch
   const stored: Item = { ...item, [NAME_ATTRIBUTE]: pk.name, [MTIME_ATTRIBUTE]: 0 };
   const bytes = itemBytes(stored);
   if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `${where} is ${bytes} bytes; the limit is ${ITEM_BYTES_MAX}`);
-  return { name: pk.name, op: [SliceOp.Put, table.id, pk.slice, pk.key, stored, bytes, check] };
+  return { name: pk.name, op: [SliceOp.Put, table.id, pk.slice, pk.key, stored, bytes, check, null] };
 }
 
 /** A page of a full-table scan, or of one segment: segment s of T covers the slices

@@ -126,7 +126,7 @@ export class Operations {
 
   private async PutItem(p: Payload) {
     const r = parsePutItem(this.context, p);
-    const old = await this.write(r.name, r.op, r.idempotent);
+    const old = await this.write(r.name, r.op);
     return r.returnOld ? { item: old } : {};
   }
 
@@ -174,8 +174,8 @@ export class Operations {
 
   private async BatchWrite(p: Payload) {
     const { writes } = parseBatchWrite(this.context, p);
-    // Unconditional puts and deletes whose results are not returned: each may be sent again after an unknown outcome.
-    const results = await Promise.allSettled(writes.map((w) => this.router.send(w.op, true)));
+    // Each write has its own request id: one sent again after an unknown outcome is applied once (Router.send).
+    const results = await Promise.allSettled(writes.map((w) => this.router.send(w.op)));
     const failures: ItemFailure[] = [];
     results.forEach((r, i) => {
       if (r.status === 'rejected') failures.push(itemFailure(writes[i].list, writes[i].index, writes[i].name, r.reason));
@@ -208,9 +208,9 @@ export class Operations {
   // ---- helpers -------------------------------------------------------------
 
   /** A single-item write: a failed condition names the item. */
-  private async write<Op extends PutOp | UpdateOp | DeleteOp>(name: string, op: Op, idempotent = false): Promise<ResultOf<Op>> {
+  private async write<Op extends PutOp | UpdateOp | DeleteOp>(name: string, op: Op): Promise<ResultOf<Op>> {
     try {
-      return await this.router.send(op, idempotent);
+      return await this.router.send(op);
     } catch (err) {
       if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
         throw new KeysliceError('ConditionalCheckFailed', `the condition is false for item "${name}"; nothing was changed`, err.details);

@@ -15,13 +15,17 @@
 //   (a failover is under way). Sent again once the map names the new leader: at
 //   most FAILOVER_RETRIES_MAX times within FAILOVER_RETRY_MS_MAX, after
 //   Routing.afterNoLeader. So is an op that was still queued for a node whose
-//   link was lost or given up ("the op was not sent to it"). An answer of
-//   unknown outcome (a lost connection or a silent node with the op in flight, a
-//   deposed leader) is sent again the same way only for an `idempotent` op, one
-//   whose end state and answer are the same if it is applied twice (a read; an
-//   unconditional put or delete whose result the caller does not return); never
-//   for a conditional write or an update (ADD, counters), which may have been
-//   applied (docs/replication.md).
+//   link was lost or given up ("the op was not sent to it"). So is an op whose
+//   outcome is unknown (a lost connection or a silent node with the op in
+//   flight, a deposed leader): a read, since reading twice changes nothing, and
+//   a write of a slice the map replicates, since every write carries a request
+//   id (send gives it one, kept across its resends) and a slice's replicas
+//   remember the ids of the writes they applied with their answers: a leader
+//   that gets a write it already applied answers what it answered then and
+//   applies nothing, for APPLIED_REQUESTS_KEPT_MS, longer than this loop resends
+//   (docs/replication.md, "A write sent twice is applied once"). A write on a
+//   slice of one replica is not resent after an unknown outcome: the worker log
+//   path (R=1) keeps no ids, and it has no failover to wait for anyway.
 // - A move's freeze: a scan waits in Routing.scanLinks until no slice of its
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
@@ -29,8 +33,9 @@ import { KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { withTimeout } from '../../shared/timeout.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, REPLICA_SILENT_SKIP_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
-import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
+import { isWriteOp, requestIdOf, setRequestId, SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
 import type { EventualAnswer } from './process-metrics.js';
+import { RequestIds } from './request-ids.js';
 import type { Routing } from './routing.js';
 import type { SliceChannel } from './slice-channel.js';
 
@@ -47,6 +52,8 @@ export class Router {
   /** Followers' links that let an eventual read time out, and until when they get none (a WeakMap: a link
    * dropped from the map takes its entry with it). */
   private readonly silentUntil = new WeakMap<SliceChannel, number>();
+  /** The ids this router gives its writes. */
+  private readonly ids = new RequestIds();
 
   constructor(
     private readonly cluster: Routing,
@@ -68,10 +75,11 @@ export class Router {
     return this.cluster.presentLinks();
   }
 
-  /** Sends an op to the node that owns its slice, again while the policy above allows
-   * (`idempotent`: also after an unknown outcome). */
-  async send<Op extends SliceBoundOp>(op: Op, idempotent = false): Promise<ResultOf<Op>> {
+  /** Sends an op to the node that owns its slice, again while the policy above allows. A write is
+   * given its request id here (once: `op` keeps it, so each resend carries the same). */
+  async send<Op extends SliceBoundOp>(op: Op): Promise<ResultOf<Op>> {
     const slice = op[2];
+    if (isWriteOp(op) && requestIdOf(op) === null) setRequestId(op, this.ids.next());
     const started = Date.now();
     let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
@@ -85,7 +93,7 @@ export class Router {
       try {
         return await link.send(slice, op);
       } catch (err) {
-        if (err instanceof KeysliceError && mayResend(err, idempotent) && this.failoverRetry(started, failoverTries)) {
+        if (err instanceof KeysliceError && this.mayResend(err, op) && this.failoverRetry(started, failoverTries)) {
           await this.cluster.afterNoLeader(failoverTries++);
           continue;
         }
@@ -107,7 +115,7 @@ export class Router {
    * is sent again, since reading twice changes nothing. A follower that let a read time out is passed over for
    * REPLICA_SILENT_SKIP_MS (below), so that a frozen one costs one slow read per router, not a third of them. */
   async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
-    if (consistent || this.cluster.replicationFactor <= 1) return this.send(op, true);
+    if (consistent || this.cluster.replicationFactor <= 1) return this.send(op);
     const replicas = this.cluster.replicaLinks(op[2]);
     const now = Date.now();
     // The leader (replicas[0]) is never passed over here: its path has its own timeouts and failover.
@@ -117,7 +125,7 @@ export class Router {
     if (link === replicas[0]) {
       // The leader (its turn, or no replica's node is connected): its own path.
       this.counts.eventualRead('leader');
-      return this.send(op, true);
+      return this.send(op);
     }
     const replicaOp: SliceOpMessage = op[0] === SliceOp.Get ? [SliceOp.ReplicaGet, op[1], op[2], op[3], op[4]] : [SliceOp.ReplicaRange, op[1], op[2], op[3]];
     const asked = link.send(op[2], replicaOp);
@@ -132,7 +140,7 @@ export class Router {
     } catch (err) {
       if (!(err instanceof KeysliceError) || !FALL_BACK_TO_LEADER.has(err.code)) throw err;
       this.counts.eventualRead('leader_after_follower');
-      return this.send(op, true);
+      return this.send(op);
     }
   }
 
@@ -204,6 +212,16 @@ export class Router {
     return out;
   }
 
+  /** Whether an op that failed with `err` during a failover may be sent again: it was not applied (refused by a
+   * replica that does not serve, or never sent), or its outcome is unknown (any other Unavailable: a lost
+   * connection, a deposed or silent leader) and a second copy changes nothing: a read, or a write (with its
+   * request id) of a slice the map replicates, whose leader answers a copy of a write it applied from memory. */
+  private mayResend(err: KeysliceError, op: SliceBoundOp): boolean {
+    if (err.code !== 'Unavailable') return false;
+    if (wasNotApplied(err) || !isWriteOp(op)) return true;
+    return requestIdOf(op) !== null && this.cluster.replicaLinks(op[2]).length > 1;
+  }
+
   /** Whether an op that met a failover (no serving leader) is tried again: only on replicated
    * slices, within FAILOVER_RETRIES_MAX tries and FAILOVER_RETRY_MS_MAX. */
   private failoverRetry(started: number, tries: number): boolean {
@@ -213,10 +231,3 @@ export class Router {
 
 /** What an eventually consistent read answered by a follower may fail with and still be read from the leader. */
 const FALL_BACK_TO_LEADER: ReadonlySet<string> = new Set(['ReplicaNotReady', 'WrongOwner', 'Unavailable']);
-
-/** Whether an op that failed with `err` during a failover may be sent again: it was not applied
- * (refused by a replica that does not serve, or never sent), or its outcome is unknown (any other
- * Unavailable: a lost connection, a deposed or silent leader) and applying it twice changes nothing. */
-function mayResend(err: KeysliceError, idempotent: boolean): boolean {
-  return err.code === 'Unavailable' && (idempotent || wasNotApplied(err));
-}

@@ -12,10 +12,16 @@
 //   holds is applied first). A deposed leader's store is rebuilt from its
 //   snapshot and committed records (replayCommitted), dropping what it executed
 //   that was never committed.
+// - A write with a request id runs through execute(): once per id (applied-requests.ts). Its id and answer go in
+//   the slice's record beside its effects, and in the replica's snapshot state, so every replica that applies
+//   the record, and every one restored from a snapshot, remembers it (log-format.ts, ReplicatedChanges).
 // - The disk is the worker's replica log (replica-log.ts).
 import { performance } from 'node:perf_hooks';
-import { decodeEffects, encodeEffectsOwned } from '../log-format.js';
+import { assert } from '../../shared/errors.js';
+import { requestIdOf, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
+import { decodeReplicated, encodeReplicated } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
+import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
 import { Replica, type ReplicaId, type ReplicationMessage } from './replica.js';
 
@@ -28,6 +34,12 @@ export interface SliceReplicaEvents {
 
 export class SliceReplicas {
   private readonly replicas = new Map<number, Replica>();
+  /** Per slice, the writes with a request id that its replica applied (what a resend is answered from). */
+  private readonly applied = new Map<number, AppliedRequests>();
+  /** Per slice, the writes with a request id executed since the last propose(): they go in its next record. */
+  private proposing = new Map<number, AppliedList>();
+  /** The time of the writes executed since the last propose() (one per task: its records carry it). */
+  private proposingAt = 0;
 
   constructor(
     private readonly self: ReplicaId,
@@ -38,6 +50,9 @@ export class SliceReplicas {
     private readonly events: SliceReplicaEvents = {},
     /** A monotonic clock in ms (Replica's host.now): the simulation passes its own. */
     private readonly now: () => number = () => performance.now(),
+    /** When a write is executed (ms, the wall clock: records keep it across restarts and other replicas read it),
+     * what bounds how long its id is remembered. */
+    private readonly wallNow: () => number = Date.now,
   ) {
     // At start, every slice the log holds comes back: its committed records are applied to the store.
     for (const slice of log.sliceIds) this.of(slice);
@@ -71,6 +86,10 @@ export class SliceReplicas {
    * of(slice) starts one anew from the log, which the caller has emptied of it. */
   drop(slice: number): void {
     this.replicas.delete(slice);
+    // Its remembered request ids go too: a replica started anew rebuilds them from the records and snapshot
+    // it is sent, and AppliedRequests asserts that an id is added once.
+    this.applied.delete(slice);
+    this.proposing.delete(slice);
   }
 
   /** Whether this worker may execute writes of `slice` now. */
@@ -84,7 +103,41 @@ export class SliceReplicas {
     return this.replicas.get(slice)?.readable ?? false;
   }
 
-  /** Proposes the effects of one task, one record per slice; answers [slice, index] for each.
+  /** Runs a write on a slice this worker serves, once per request id: a write whose id the slice applied (a
+   * router sent it again after an unknown outcome) gets the answer it got then, and nothing is applied (the
+   * caller holds that answer, like any, until the slice's last record is committed: the first copy's record may
+   * not be yet). A write that failed (its condition was false, the slice's capacity refused it) or changed
+   * nothing (a delete of no item) applied nothing and is not remembered: evaluating it again, should it come
+   * again, is correct, since the first copy is then as if it never came. */
+  execute(op: WriteOp): SliceOpResult {
+    const slice = op[2];
+    assert(this.serving(slice), 'a write runs only where its slice is served');
+    const id = requestIdOf(op);
+    if (id === null) return this.store.execute(op);
+    const applied = this.requestsOf(slice);
+    const seen = applied.find(id);
+    if (seen !== undefined) return [RESULT_OK, seen];
+    const before = this.store.effectCount;
+    const result = this.store.execute(op);
+    if (result[0] === RESULT_OK && this.store.effectCount > before) {
+      const answer = result[1] as RequestAnswer;
+      if (this.proposing.size === 0) this.proposingAt = this.wallNow();
+      applied.add(id, this.proposingAt, answer);
+      let list = this.proposing.get(slice);
+      if (list === undefined) this.proposing.set(slice, (list = { ids: [], ats: this.proposingAt, answers: [] }));
+      list.ids.push(id);
+      list.answers!.push(answer);
+    }
+    return result;
+  }
+
+  /** How many writes with a request id the replica of `slice` remembers (for tests and traces). */
+  rememberedRequests(slice: number): number {
+    return this.applied.get(slice)?.size ?? 0;
+  }
+
+  /** Proposes the effects of one task, one record per slice (with the task's writes of a request id on that
+   * slice, execute()); answers [slice, index] for each.
    * Every slice touched must be served here (the caller checked before executing). */
   propose(effects: Effect[]): [number, number][] {
     const bySlice = new Map<number, Effect[]>();
@@ -98,8 +151,14 @@ export class SliceReplicas {
       else if (e[0] === EFFECT_DROP_TABLE) for (const [slice, r] of this.replicas) if (r.isLeader) add(slice, [EFFECT_DROP_SLICE, slice, e[1]]);
     }
     const out: [number, number][] = [];
+    const requests = this.proposing;
+    this.proposing = new Map();
+    for (const [slice, list] of requests) {
+      assert(bySlice.has(slice), 'a remembered write changed its slice, so its record carries it');
+      if (list.answers!.every((a) => a === null)) list.answers = null;
+    }
     for (const [slice, list] of bySlice) {
-      const index = this.of(slice).propose(encodeEffectsOwned(list));
+      const index = this.of(slice).propose(encodeReplicated(list, requests.get(slice) ?? null));
       if (index === null) throw new Error(`invariant broken: effects of slice ${slice} were made while this worker does not lead it`);
       out.push([slice, index]);
     }
@@ -129,6 +188,12 @@ export class SliceReplicas {
     for (const r of this.replicas.values()) r.compact();
   }
 
+  private requestsOf(slice: number): AppliedRequests {
+    let a = this.applied.get(slice);
+    if (a === undefined) this.applied.set(slice, (a = new AppliedRequests()));
+    return a;
+  }
+
   private start(slice: number): Replica {
     const disk = this.log.diskFor(slice);
     let found = this.log.durable(slice);
@@ -137,7 +202,7 @@ export class SliceReplicas {
       // items are in the worker log alone. They become the replica's first state, a snapshot at index 1 of
       // term 1 (no election uses term 1), so that an election (largest last record) chooses this replica and
       // the others get them as a snapshot. Without it the replica started empty and the items were dropped.
-      const state = encodeEffectsOwned([...this.store.sliceEntries(slice)]);
+      const state = encodeReplicated([...this.store.sliceEntries(slice)], null);
       disk.write({ kind: 'snapshot', index: 1, term: 1, state });
       found = { promisedTerm: 0, snapshot: { index: 1, term: 1, state }, records: [], commitIndex: 1 };
     }
@@ -149,16 +214,20 @@ export class SliceReplicas {
         send: (to, m) => this.send(slice, to, m),
         disk,
         apply: (record) => {
-          // A leader's own records were executed here before they were proposed.
+          // A leader's own records were executed here before they were proposed (and their writes remembered).
           if (replica?.isLeader === true && record.term === replica.term) return;
           if (record.payload.length === 0) return;
-          for (const e of decodeEffects(record.payload)) this.store.replay(e);
+          const { effects, requests } = decodeReplicated(record.payload);
+          for (const e of effects) this.store.replay(e);
+          if (requests !== null) this.requestsOf(slice).addAll(requests);
         },
         restore: (state) => {
           this.store.replay([EFFECT_DROP_SLICE, slice, null]);
-          if (state !== null) for (const e of decodeEffects(state)) this.store.replay(e);
+          const { effects, requests } = state === null ? { effects: [], requests: null } : decodeReplicated(state);
+          for (const e of effects) this.store.replay(e);
+          this.applied.set(slice, new AppliedRequests(requests));
         },
-        snapshotState: () => encodeEffectsOwned([...this.store.sliceEntries(slice)]),
+        snapshotState: () => encodeReplicated([...this.store.sliceEntries(slice)], this.requestsOf(slice).list()),
         committed: (index) => this.events.committed?.(slice, index),
         now: this.now,
         deposed: (term) => {

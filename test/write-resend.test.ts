@@ -1,0 +1,140 @@
+// A write sent twice is applied once, through real processes (docs/replication.md, "A write sent twice is
+// applied once"): a coordinator and three slice nodes at R=3. Writers increment a few counters (ADD n 1) and
+// put fresh items under a condition (attribute_not_exists) on slices that one node leads, while that node is
+// frozen (SIGSTOP), and then, once it runs again, while the node that took over those slices is killed
+// (SIGKILL) and restarted. The writes in flight on each lost leader have an unknown outcome; the router sends
+// them again with their request ids. Every write must succeed; each counter must equal the increments
+// acknowledged for it (none applied twice, none lost); and every conditional put must succeed once (applied
+// twice, its second copy would fail its condition).
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
+import type { ClusterStatus } from '../shared/api.js';
+import { KeysliceError } from '../shared/errors.js';
+import { initHashing, sliceOf } from '../shared/hashing.js';
+import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
+import { useCluster } from './cluster-fixture.js';
+
+const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync' });
+const T = 'resend';
+const WRITERS = 6;
+const COUNTERS = 4;
+/** Bounds: each writer's writes, the whole run's load, and each wait for a failover. */
+const WRITES_PER_WRITER_MAX = 20_000;
+const LOAD_MS_MAX = 90_000;
+const RECOVERY_MS_MAX = 20_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function status(): Promise<ClusterStatus> {
+  const res = await fetch(`${c.cluster.url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: c.cluster.clusterSecret } });
+  return (await res.json()) as ClusterStatus;
+}
+
+/** Waits (bounded) until `ok` holds of the cluster's status; a status that cannot be read is asked again. */
+async function until(what: string, ok: (st: ClusterStatus) => boolean): Promise<void> {
+  const deadline = Date.now() + RECOVERY_MS_MAX;
+  let last = 'no status read';
+  for (;;) {
+    const st = await status().catch((err: Error) => err);
+    if (!(st instanceof Error) && ok(st)) return;
+    last = st instanceof Error ? `status failed: ${st.message}` : st.replication.note;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${RECOVERY_MS_MAX} ms (${last})`);
+    await sleep(100);
+  }
+}
+const allLed = (st: ClusterStatus) => st.replication.leaders.led === st.replication.leaders.replicated;
+const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus) => allLed(st) && st.nodes.find((n) => n.node === node.url)?.slices === 0;
+
+/** The node that leads the slice of `id`, by DescribeSlices (asked again, bounded, while it names none). */
+async function leaderOf(id: string): Promise<ManagedProcess> {
+  const deadline = Date.now() + RECOVERY_MS_MAX;
+  for (;;) {
+    const layout = await c.client.describeSlices(T).catch(() => null);
+    const slice = layout === null ? -1 : sliceOf('string', id, layout.sliceCount);
+    const url = layout?.slices.find((s) => s.slice === slice)?.node;
+    const node = c.cluster.nodes.find((n) => n.url === url);
+    if (node !== undefined) return node;
+    if (Date.now() > deadline) throw new Error(`no node leads the slice of ${id} within ${RECOVERY_MS_MAX} ms`);
+    await sleep(100);
+  }
+}
+
+beforeAll(async () => {
+  await initHashing();
+  await c.client.createTable(T, { name: 'id', type: 'string' });
+  await until('every slice led', allLed);
+  // Items on most slices, so that DescribeSlices names their leaders.
+  await c.client.batchWrite(T, { puts: Array.from({ length: 25 }, (_, i) => ({ id: `seed${i}` })) });
+});
+
+describe('writes in flight on a leader that is lost (R=3, real processes)', () => {
+  it('all succeed, each applied exactly once: counters equal their acknowledged increments', async () => {
+    // Counters and conditional puts on the slices that one node leads now.
+    const layout = await c.client.describeSlices(T);
+    const first = c.cluster.nodes.find((n) => layout.slices.some((s) => s.node === n.url))!;
+    const led = new Set(layout.slices.filter((s) => s.node === first.url).map((s) => s.slice));
+    const onFirst = (prefix: string, count: number) => {
+      const out: string[] = [];
+      for (let n = 0; n < 1_000_000 && out.length < count; n++) if (led.has(sliceOf('string', `${prefix}${n}`, layout.sliceCount))) out.push(`${prefix}${n}`);
+      return out;
+    };
+    const counters = onFirst('counter', COUNTERS);
+    const putKeys = Array.from({ length: WRITERS }, (_, w) => onFirst(`put${w}-`, WRITES_PER_WRITER_MAX));
+
+    const acked = new Map<string, number>(counters.map((k) => [k, 0]));
+    const putsAcked: string[] = [];
+    const failures: string[] = [];
+    let stop = false;
+    const started = Date.now();
+    const writers = Array.from({ length: WRITERS }, async (_, w) => {
+      for (let n = 0; n < WRITES_PER_WRITER_MAX && !stop && Date.now() - started < LOAD_MS_MAX; n++) {
+        const put = n % 4 === 3;
+        const id = put ? putKeys[w][n] : counters[(w + n) % COUNTERS];
+        const request = put
+          ? c.http.request('PutItem', { table: T, item: { id, w }, condition: 'attribute_not_exists(id)' })
+          : c.http.request('UpdateItem', { table: T, key: { id }, update: 'ADD n :one', values: { ':one': 1 } });
+        try {
+          await request;
+          if (put) putsAcked.push(id);
+          else acked.set(id, acked.get(id)! + 1);
+        } catch (err) {
+          failures.push(`${put ? 'conditional put' : 'update'} of ${id}: ${err instanceof KeysliceError ? `${err.code}: ${err.message}` : String(err)}`);
+        }
+      }
+    });
+
+    let frozen: ManagedProcess | null = null;
+    let second: ManagedProcess | null = null;
+    try {
+      await sleep(1_000);
+      // The leader freezes with writes in flight; another is elected for its slices; it wakes.
+      frozen = first;
+      frozen.child.kill('SIGSTOP');
+      await until('the frozen leader replaced', leadsNothing(first));
+      await sleep(1_000);
+      frozen.child.kill('SIGCONT');
+      frozen = null;
+      // Whichever node leads the counters now is killed, with writes in flight, and restarted.
+      second = await leaderOf(counters[0]);
+      await sleep(1_000);
+      await stopProcess(second.child, 'SIGKILL');
+      await until('the killed leader replaced', leadsNothing(second));
+      await sleep(1_000);
+      const again = await startSliceNode({ name: second.name, dataDir: join(c.dataDir, second.name), port: Number(new URL(second.url).port), workers: 2, durability: 'fsync', clusterSecret: c.cluster.clusterSecret });
+      second.child = again.child; // the fixture stops this one
+      await until('every slice led again', allLed);
+      await sleep(500);
+    } finally {
+      if (frozen !== null) frozen.child.kill('SIGCONT');
+      stop = true;
+      await Promise.all(writers);
+    }
+
+    const updates = [...acked.values()].reduce((a, b) => a + b, 0);
+    console.log(`write resend: ${updates} increments and ${putsAcked.length} conditional puts acknowledged in ${Date.now() - started} ms, ${failures.length} failed`);
+    expect(failures).toEqual([]);
+    expect(updates).toBeGreaterThan(0);
+    for (const [id, n] of acked) expect((await c.http.request('GetItem', { table: T, key: { id } })).item?.n ?? 0, id).toBe(n);
+    for (const id of putsAcked) expect((await c.http.request('GetItem', { table: T, key: { id } })).item, id).not.toBeNull();
+  }, 180_000);
+});
