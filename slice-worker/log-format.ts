@@ -16,7 +16,8 @@ export const RECORD_KIND = {
   ReplicaOps: 4,
   /** Replica log: one slice's whole durable state, [slice, state]; replaces what came before it. */
   ReplicaCheckpoint: 5,
-  /** Replica log: a slice whose replica the node no longer holds, [slice]; forgets what came before it. */
+  /** Replica log: a slice whose replica the node no longer holds, [slice, promisedTerm]; forgets what came before
+   * it but the term promised. */
   ReplicaDrop: 6,
 } as const;
 

@@ -440,7 +440,7 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
  * and that the worker does not own (at R=1 an owner's items stay: the replica log is then where they are kept,
  * docs/replication.md). The node's assignment lists a slice until the change that took this node out of its set
  * settled (replica-leaders.ts assignReplication), so no majority counts this replica any more: a replica of the
- * slice given to this node later starts empty, as on a node that never held one. Also at the first assignment
+ * slice given to this node later starts empty but for the term promised (replica-log.ts). Also at the first assignment
  * after a restart, for a slice that left while the node was down. The worker log's record comes first: a crash
  * between the two leaves the slice in the replica log, dropped again at the next assignment; the other order
  * could leave its items in the worker's snapshot with nothing to drop them. */

@@ -107,7 +107,7 @@ describe('the replica log of a worker', () => {
     expect(log.sliceIds).toEqual([6]);
     let again = ReplicaLog.open(dir, 'fsync').log;
     expect(again.sliceIds).toEqual([6]);
-    expect(again.durable(5)).toEqual(emptyDurable());
+    expect(again.durable(5), 'nothing but the term it promised').toEqual({ ...emptyDurable(), promisedTerm: 2 });
     expect(again.durable(6).records).toHaveLength(1);
     // A replica of slice 5 made later starts empty and is kept as any other.
     again.diskFor(5).write({ kind: 'promise', term: 7 });

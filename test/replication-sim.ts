@@ -448,9 +448,12 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         else replicas[n]?.resign();
         // And drops the replica's state, disk and store (worker.ts dropLeftReplicas; a node that is down drops it
         // at its next assignment, before it answers anything for the slice): if a later change adds this node
-        // again, its replica starts empty, as on a node that never held one.
+        // again, its replica starts empty but for the term it promised (replica-log.ts drop), which deposed an older
+        // leader that may still reach it.
+        const promised = disks[n].recovered().promisedTerm;
         disks[n].retire();
         disks[n] = new SimDisk(clock, random, syncMsMax);
+        disks[n].durable.promisedTerm = promised;
         states[n] = new Map();
         if (up[n]) start(n);
       });

@@ -295,3 +295,78 @@ describe('a write sent twice', () => {
     expect(counter(workers[0])).toBe(3);
   });
 });
+
+describe('a replica dropped from a node (it left the slice\'s set)', () => {
+  it('keeps the term it promised: a leader deposed by an election it voted in gets no acknowledgement from a replica made there later', async () => {
+    // Slice SLICE at R=3 on workers 0, 1, 2; 0 leads term 1. 0 is cut off (frozen, say) and 1 and 2 elect 1 at term 2:
+    // a majority of 0's set promised term 2, which is what keeps 0 from committing anything more. Then worker 2's
+    // node leaves the set (the change settles without it) and drops the replica, as worker.ts dropLeftReplicas
+    // does; later a move puts a replica of the slice on that node again. Old leader 0, back, still believes it
+    // leads term 1 with followers 1 and 2; 1 is out of its reach. If the new replica on 2 had forgotten the
+    // promise, it would take 0's records and 0 would count {0, 2} as a majority of its set: a write acknowledged
+    // by a deposed leader, that no later leader holds.
+    let queue: { from: number; to: number; m: ReplicationMessage }[] = [];
+    const cut = new Set<string>();
+    const committed: [number, number][] = [];
+    const stores: SliceStore[] = [];
+    const logs: ReplicaLog[] = [];
+    const workers: SliceReplicas[] = [];
+    for (const i of [0, 1, 2]) {
+      stores[i] = new SliceStore(0, 1);
+      logs[i] = ReplicaLog.open(join(root, `dropped-${i}`), 'fsync').log;
+      workers[i] = new SliceReplicas(i, stores[i], logs[i], (_slice, to, m) => queue.push({ from: i, to, m }), {
+        committed: (_slice, index) => committed.push([i, index]),
+      });
+    }
+    const pump = async () => {
+      for (let round = 0; round < 50; round++) {
+        await new Promise((r) => setImmediate(r));
+        const now = queue;
+        queue = [];
+        if (now.length === 0) return;
+        for (const { from, to, m } of now) if (to !== COORDINATOR && !cut.has(`${from}-${to}`) && !cut.has(`${to}-${from}`)) workers[to].receive(SLICE, from, m);
+      }
+      // Bounded, not an error: with the promise forgotten, old leader 0 and the new replica go on talking.
+    };
+    const elect = async (leader: number, term: number, voters: number[]) => {
+      for (const v of voters) workers[v].receive(SLICE, COORDINATOR, { type: 'Prepare', term });
+      await pump();
+      workers[leader].receive(SLICE, COORDINATOR, { type: 'Lead', term, followers: [0, 1, 2].filter((i) => i !== leader), sets: [] });
+      await pump();
+      expect(workers[leader].serving(SLICE)).toBe(true);
+    };
+    const put = (w: number, key: string) => {
+      expect(stores[w].execute([SliceOp.Put, TABLE, SLICE, key, { k: key }, 20, null, null])[0]).toBe(0);
+      return workers[w].propose(stores[w].takeEffects())[0][1];
+    };
+
+    // 2 hears nothing from 0 (so 0 believes 2 holds nothing: a leader that froze soon after its election).
+    cut.add('0-2');
+    await elect(0, 1, [0, 1, 2]);
+    stores[0].execute([SliceOp.Assign, 1, [SLICE]]);
+    put(0, 'a');
+    await pump();
+    cut.add('0-1');
+    await elect(1, 2, [1, 2]);
+
+    // Worker 2's replica leaves: resigned, then dropped with its items and its replica-log state (dropLeftReplicas).
+    workers[2].resign(SLICE);
+    logs[2].flush();
+    workers[2].drop(SLICE);
+    stores[2].forgetSlice(SLICE);
+    logs[2].drop(SLICE);
+    // A replica of the slice is made there again (a later move), and old leader 0 reaches it, not 1.
+    cut.delete('0-2');
+    const late = put(0, 'b');
+    for (let i = 0; i < 5; i++) {
+      workers[0].of(SLICE).tick();
+      await pump();
+    }
+    expect(committed.filter(([w, index]) => w === 0 && index >= late), 'the deposed leader commits nothing').toEqual([]);
+    expect(workers[2].of(SLICE).term, 'the new replica took no record of term 1').toBe(2);
+    expect(logs[2].durable(SLICE).promisedTerm, 'the dropped replica\'s promise is kept').toBe(2);
+    // Across a restart and a checkpoint too.
+    await logs[2].checkpoint();
+    expect(ReplicaLog.open(join(root, 'dropped-2'), 'fsync').log.durable(SLICE).promisedTerm).toBe(2);
+  });
+});

@@ -406,13 +406,13 @@ export class Membership {
     try {
       const now = Date.now();
       for (let i = 0; i < this.map.nodes.length; i++) {
-        if (this.map.statusOf(i) === 'removed' || this.isUp(i)) {
-          this.downSince.delete(i);
+        // noteDown (run just before) keeps downSince; up and removed are asked again, as a remove below awaits.
+        const since = this.downSince.get(i);
+        if (since === undefined || this.map.statusOf(i) === 'removed' || this.isUp(i)) {
           this.autoRemoveRefusal.delete(i);
           continue;
         }
-        if (!this.downSince.has(i)) this.downSince.set(i, now);
-        const downMs = now - this.downSince.get(i)!;
+        const downMs = now - since;
         if (downMs < this.removeDownAfterMs) continue;
         const node = this.map.nodes[i];
         let problem = this.autoRemoveProblem(i);

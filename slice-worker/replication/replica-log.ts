@@ -12,9 +12,14 @@
 //
 // The log only grows until checkpoint(): it starts a new segment holding each
 // slice's whole durable state (one record per slice) and then drops the older
-// segments. drop(slice) forgets a slice whose replica the node no longer holds:
-// a record that replays to nothing for it, and the next checkpoint leaves it out. A crash before the drop leaves old segments and the checkpoint, which
+// segments. A crash before the drop leaves old segments and the checkpoint, which
 // replay to the same state (a checkpoint replaces what came before it).
+//
+// drop(slice) forgets a slice whose replica the node no longer holds: its records,
+// snapshot and commit point, by a record that replays to nothing of them. All but
+// the term it promised, which a replica made there later starts from, as a replica
+// that restarts does: an election counted that promise to depose an older leader,
+// which may still believe it leads and may still reach this node (replica.ts).
 import { mkdirSync } from 'node:fs';
 import { Packr, Unpackr } from 'msgpackr';
 import { assert } from '../../shared/errors.js';
@@ -51,6 +56,8 @@ export class ReplicaLog {
   private flushQueued = false;
   /** slice -> how many times it was dropped: a disk handed out before a drop writes nothing after it. */
   private readonly drops = new Map<number, number>();
+  /** slice -> the term its dropped replica had promised (drop): kept, and rewritten by each checkpoint. */
+  private readonly promisedBeforeDrop = new Map<number, number>();
   /** Bytes of the last checkpoint (at start: the one the log begins with, 0 if none). */
   checkpointBytes = 0;
 
@@ -59,6 +66,7 @@ export class ReplicaLog {
   /** Opens (or creates) the log in `dir` and reads every slice's durable state back. */
   static open(dir: string, mode: DurabilityMode): { log: ReplicaLog; recovery: LogRecovery } {
     const found = new Map<number, DurableReplica>();
+    const promised = new Map<number, number>();
     let checkpointBytes = 0;
     mkdirSync(dir, { recursive: true });
     // No snapshot file: a checkpoint is in the log itself, so the log starts where its oldest segment does.
@@ -69,7 +77,12 @@ export class ReplicaLog {
           applyDiskOp(found.get(slice)!, reviveOp(op));
         }
       } else if (r.kind === RECORD_KIND.ReplicaDrop) {
-        found.delete((unpackr.unpack(r.payload) as [number])[0]);
+        // [slice, promisedTerm]; the term is absent in a record written before it was kept.
+        const [slice, term] = unpackr.unpack(r.payload) as [number, number?];
+        const d = found.get(slice);
+        found.delete(slice);
+        const kept = Math.max(term ?? 0, d?.promisedTerm ?? 0, promised.get(slice) ?? 0);
+        if (kept > 0) promised.set(slice, kept);
       } else if (r.kind === RECORD_KIND.ReplicaCheckpoint) {
         const [slice, state] = unpackr.unpack(r.payload) as [number, DurableReplica];
         found.set(slice, revive(state));
@@ -81,6 +94,7 @@ export class ReplicaLog {
     const log = new ReplicaLog(wal);
     log.checkpointBytes = checkpointBytes;
     for (const [slice, d] of found) log.slices.set(slice, d);
+    for (const [slice, term] of promised) log.promisedBeforeDrop.set(slice, term);
     return { log, recovery };
   }
 
@@ -97,7 +111,9 @@ export class ReplicaLog {
   /** What a replica of `slice` finds at start (a copy: the replica keeps its own). */
   durable(slice: number): DurableReplica {
     const d = this.slices.get(slice) ?? emptyDurable();
-    return { promisedTerm: d.promisedTerm, snapshot: d.snapshot, records: [...d.records], commitIndex: d.commitIndex };
+    // A replica made after a drop wrote a promise only for a newer term: the dropped one's may still be the larger.
+    const promisedTerm = Math.max(d.promisedTerm, this.promisedBeforeDrop.get(slice) ?? 0);
+    return { promisedTerm, snapshot: d.snapshot, records: [...d.records], commitIndex: d.commitIndex };
   }
 
   /** The disk of one slice's replica. */
@@ -138,13 +154,15 @@ export class ReplicaLog {
   /** Forgets what the log holds of `slice` (its node no longer holds a replica of it): what was written
    * before is flushed first (its syncs answered now, before the drop), then one record says the slice is
    * gone, so a restart does not bring it back, and the next checkpoint leaves it out. A replica of it made
-   * later starts empty. */
+   * later starts empty but for the term promised (durable). */
   drop(slice: number): void {
     this.flush();
     this.pending = this.pending.filter(([s]) => s !== slice); // written by the syncs' answers just now
     this.drops.set(slice, (this.drops.get(slice) ?? 0) + 1);
+    const term = this.durable(slice).promisedTerm;
     if (!this.slices.delete(slice)) return;
-    this.wal.append(RECORD_KIND.ReplicaDrop, packr.pack([slice]));
+    this.promisedBeforeDrop.set(slice, term);
+    this.wal.append(RECORD_KIND.ReplicaDrop, packr.pack([slice, term]));
   }
 
   /** Writes every slice's durable state into a new segment and drops the segments before it. */
@@ -153,6 +171,8 @@ export class ReplicaLog {
     await this.wal.flush();
     this.wal.startSegment();
     const first = this.wal.currentSegmentFirstLsn;
+    // The promises of dropped replicas first: a checkpoint of a replica made again after its drop replaces them.
+    for (const [slice, term] of this.promisedBeforeDrop) this.wal.append(RECORD_KIND.ReplicaDrop, packr.pack([slice, term]));
     for (const [slice, d] of this.slices) this.wal.append(RECORD_KIND.ReplicaCheckpoint, packr.pack([slice, d]));
     this.checkpointBytes = this.wal.bytesSinceSnapshot;
     await this.wal.flush();
