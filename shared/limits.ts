@@ -230,8 +230,9 @@ export const REPLICA_MOVES_IN_FLIGHT_MAX = 4;
  * 5 s: a node restarted after a SIGKILL was ready again in 1.35 s (p50; 2.0 s at most) at load average 5 to 11
  * (bench/FAILOVER.md), so a restart lets its moves go on rather than be undone and copied again; at load 20 and more
  * restarts took 2 to 6 s, and a move may then be undone and made again later, which costs a copy, not data. Longer
- * would keep a slice one failure from losing its majority for longer; it is NODE_HEARTBEAT_TIMEOUT_MS, after which
- * a silent node counts as gone. */
+ * would keep a slice one failure from losing its majority for longer. It is as long as NODE_HEARTBEAT_TIMEOUT_MS, but
+ * counts from when the node counts as down: a frozen node that keeps its connection is down once it has been silent
+ * for NODE_HEARTBEAT_TIMEOUT_MS, so its moves are undone about 10 s after it froze. */
 export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;

@@ -117,7 +117,7 @@ export class Router {
   async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
     if (consistent || this.cluster.replicationFactor <= 1) return this.send(op);
     const replicas = this.cluster.replicaLinks(op[2]);
-    const now = Date.now();
+    const now = performance.now(); // monotonic: silentUntil must not move with the wall clock
     // The leader (replicas[0]) is never passed over here: its path has its own timeouts and failover.
     const ready = replicas.filter((l, i) => l.state === 'ready' && (i === 0 || !((this.silentUntil.get(l) ?? 0) > now)));
     this.spread = (this.spread + 1) % 0x40000000;
@@ -132,7 +132,7 @@ export class Router {
     asked.catch(() => {}); // a late answer, or its failure, is not waited for once the leader is asked
     try {
       const answer = (await withTimeout(asked, REPLICA_READ_TIMEOUT_MS, () => {
-        this.silentUntil.set(link, Date.now() + REPLICA_SILENT_SKIP_MS);
+        this.silentUntil.set(link, performance.now() + REPLICA_SILENT_SKIP_MS);
         return new KeysliceError('Unavailable', `no answer from ${link.url} within ${REPLICA_READ_TIMEOUT_MS} ms`);
       })) as ResultOf<Op>;
       this.counts.eventualRead('follower');
