@@ -293,5 +293,25 @@ describe('a write sent twice', () => {
       expect(run(workers[0], increment(id))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n })], effects: 0 });
     }
     expect(counter(workers[0])).toBe(3);
+
+    // A worker's task may hold its node's new assignment between two chunks (worker.ts takeControl): a write
+    // executed before it, on a slice the assignment takes away, is never proposed (its leader resigned, its
+    // store went back to what is committed, its answer is unknown). Its id must go with it: carried in the
+    // slice's next record (the replica leads it again), every follower would remember a write none applied,
+    // and answer its resend without applying it.
+    expect(workers[0].replicas.execute(increment('feedc0de.4'))).toEqual([RESULT_OK, expect.objectContaining({ n: 4 })]);
+    workers[0].replicas.resign(SLICE);
+    workers[0].store.takeEffects();
+    expect(counter(workers[0])).toBe(3);
+    await pump();
+    await elect(0, 5, [0, 1, 2]);
+    expect(run(workers[0], increment('feedc0de.5')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 4 })]);
+    await settle(0);
+    await settle(0);
+    await elect(1, 6, [0, 1, 2]);
+    expect(run(workers[1], increment('feedc0de.4'))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n: 5 })], effects: 1 });
+    await settle(1);
+    await settle(1);
+    for (const w of workers) expect(counterOnReplica(w)).toBe(5);
   });
 });

@@ -231,8 +231,11 @@ export class SliceReplicas {
         committed: (index) => this.events.committed?.(slice, index),
         now: this.now,
         deposed: (term) => {
-          // The store ran ahead of the commit point: put it back to exactly what is committed.
+          // The store ran ahead of the commit point: put it back to exactly what is committed. The writes
+          // executed since the last propose() go too (deposed inside a task: worker.ts takeControl between two
+          // chunks): none is proposed, so no replica may remember its id.
           replica!.replayCommitted();
+          this.proposing.delete(slice);
           this.events.deposed?.(slice, term);
         },
       },
