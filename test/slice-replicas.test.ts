@@ -315,3 +315,56 @@ describe('a write sent twice', () => {
     for (const w of workers) expect(counterOnReplica(w)).toBe(5);
   });
 });
+
+describe('a write sent twice across leaders whose clocks differ', () => {
+  it('is remembered for as long as the bound says by the time that passed, not by how far the next leader\'s clock is ahead', async () => {
+    let queue: { from: number; to: number; m: ReplicationMessage }[] = [];
+    // Worker 1's wall clock is two minutes ahead of the others' (a node whose clock was stepped, or is not synced).
+    const ahead = [0, 120_000, 0];
+    const workers: Worker[] = [0, 1, 2].map((i) => {
+      const store = new SliceStore(0, 1);
+      const { log } = ReplicaLog.open(join(root, `skew-${i}`), 'fsync');
+      const replicas = new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m }), {}, undefined, () => Date.now() + ahead[i]);
+      return { store, replicas };
+    });
+    const pump = async () => {
+      for (let round = 0; round < 50; round++) {
+        await new Promise((r) => setImmediate(r));
+        const now = queue;
+        queue = [];
+        if (now.length === 0) return;
+        for (const { from, to, m } of now) if (to !== COORDINATOR) workers[to].replicas.receive(SLICE, from, m);
+      }
+      throw new Error('messages still flowing after 50 rounds');
+    };
+    let epoch = 0;
+    const elect = async (leader: number, term: number) => {
+      for (const w of workers) w.replicas.receive(SLICE, COORDINATOR, { type: 'Prepare', term });
+      await pump();
+      workers[leader].replicas.receive(SLICE, COORDINATOR, { type: 'Lead', term, followers: [0, 1, 2].filter((i) => i !== leader), sets: [] });
+      await pump();
+      expect(workers[leader].replicas.serving(SLICE)).toBe(true);
+      workers[leader].store.execute([SliceOp.Assign, ++epoch, [SLICE]]);
+    };
+    const increment = (id: string): WriteOp => [SliceOp.Update, TABLE, SLICE, 'c', { base: { k: 'c' }, actions: [{ k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, id];
+    const run = async (leader: number, op: WriteOp) => {
+      const w = workers[leader];
+      const result = w.replicas.execute(op);
+      const effects = w.store.takeEffects();
+      if (effects.length > 0) w.replicas.propose(effects);
+      await pump();
+      w.replicas.of(SLICE).tick();
+      await pump();
+      return { result, effects: effects.length };
+    };
+
+    await elect(0, 1);
+    expect((await run(0, increment('c10c.1'))).result).toEqual([RESULT_OK, expect.objectContaining({ n: 1 })]);
+    // 0 is lost with the answer; 1 leads (within a second, far inside the resend window) and takes another write
+    // before the router's resend of the first reaches it.
+    await elect(1, 2);
+    expect((await run(1, increment('c10c.2'))).result).toEqual([RESULT_OK, expect.objectContaining({ n: 2 })]);
+    expect(await run(1, increment('c10c.1'))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n: 1 })], effects: 0 });
+    for (const w of workers) expect(w.replicas.rememberedRequests(SLICE)).toBe(2);
+  });
+});
