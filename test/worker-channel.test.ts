@@ -75,15 +75,18 @@ describe('worker channel', () => {
 });
 
 describe('a worker whose replica resigns between two chunks of one task', () => {
-  it('answers the earlier chunk\'s write on that slice Unavailable (outcome unknown), not OK, and keeps running', async () => {
+  it('answers the earlier chunk\'s write on that slice Unavailable (outcome unknown), not OK, and keeps the task\'s other writes in the worker log', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'keyslice-worker-resign-'));
     const failures: unknown[] = [];
     const sent: ReplicationMessage[] = [];
-    const channel = new WorkerChannel(
-      { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 } },
-      (err) => failures.push(err),
-      (out) => out.forEach(([, , m]) => sent.push(m)),
-    );
+    const OWN = SLICE + 1;
+    const newChannel = () =>
+      new WorkerChannel(
+        { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 } },
+        (err) => failures.push(err),
+        (out) => out.forEach(([, , m]) => sent.push(m)),
+      );
+    let channel = newChannel();
     const results = async (p: Promise<unknown>) => {
       const out = await p;
       if (typeof out === 'string') throw new Error(out);
@@ -100,23 +103,32 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
     try {
       await channel.open();
       // The worker is the one replica of SLICE (a set of one commits alone), and leads it.
-      expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE]]]), true, { self: 0, replicated: [SLICE] })))[0][0]).toBe(RESULT_OK);
+      expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE, OWN]]]), true, { self: 0, replicated: [SLICE] })))[0][0]).toBe(RESULT_OK);
       channel.deliver([[SLICE, COORDINATOR, { type: 'Prepare', term: 1 }]]);
       await until('prepared', () => sent.some((m) => m.type === 'Prepared'));
       channel.deliver([[SLICE, COORDINATOR, { type: 'Lead', term: 1, followers: [], sets: [] }]]);
       const put = (key: string): SliceOpMessage => [SliceOp.Put, TABLE, SLICE, key, { k: key }, 16, null, `feed.${key}`];
       await until('serving', async () => (await results(channel.run(encodeSliceOps([put('first')]))))[0][0] === RESULT_OK);
 
-      // One task: a read that keeps the thread busy, then a write on SLICE, then the node's new assignment that
-      // takes SLICE away (the channel runs what waited meanwhile as one task, in order).
+      // One task: a read that keeps the thread busy, then a write on OWN (a slice of one replica: the worker log)
+      // and one on SLICE, then the node's new assignment that takes SLICE away (the channel runs what waited
+      // meanwhile as one task, in order).
       const busy = channel.run(encodeSliceOps([[SliceOp.Get, TABLE, SLICE, 'first', null]]));
-      const write = results(channel.run(encodeSliceOps([put('lost')])));
-      const assign = results(channel.run(encodeSliceOps([[SliceOp.Assign, 2, []]]), true, { self: 0, replicated: [] }));
+      const write = results(channel.run(encodeSliceOps([[SliceOp.Put, TABLE, OWN, 'kept', { k: 'kept' }, 16, null, 'feed.kept'], put('lost')])));
+      const assign = results(channel.run(encodeSliceOps([[SliceOp.Assign, 2, [OWN]]]), true, { self: 0, replicated: [] }));
       await busy;
-      const [answer] = await write;
+      const [kept, lost] = await write;
       expect((await assign)[0][0]).toBe(RESULT_OK);
-      expect(answer[0], JSON.stringify(answer)).not.toBe(RESULT_OK);
-      expect(answer.slice(0, 2)).toEqual([RESULT_ERROR, 'Unavailable']);
+      expect(kept[0]).toBe(RESULT_OK);
+      expect(lost[0], JSON.stringify(lost)).not.toBe(RESULT_OK);
+      expect(lost.slice(0, 2)).toEqual([RESULT_ERROR, 'Unavailable']);
+      expect(failures).toEqual([]);
+      // The acknowledged write on OWN is in the worker log: the resign's roll-back of SLICE did not take it along.
+      await channel.destroy();
+      channel = newChannel();
+      await channel.open();
+      expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 3, [OWN]]]), true, { self: 0, replicated: [] })))[0][0]).toBe(RESULT_OK);
+      expect(await results(channel.run(encodeSliceOps([[SliceOp.Get, TABLE, OWN, 'kept', null]])))).toEqual([[RESULT_OK, expect.objectContaining({ k: 'kept' })]]);
       expect(failures).toEqual([]);
     } finally {
       await channel.destroy();
