@@ -731,14 +731,15 @@ export function cutScanItems(results: ScanResult[], lastSlice: number, lastKey: 
       n++;
       if (e[2] !== null) kept++;
     }
-    // Cut to its end, a list must hold exactly the kept items.
+    // Cut to its end, a list must hold exactly the kept items. A node's answer, not this process's state: one that
+    // disagrees with itself is refused as malformed (the request fails; the router goes on), as splitPackedList does.
     const pieces = n === entries.length ? splitPackedList(list) : splitPackedList(list, kept);
-    assert(pieces.length === kept, 'a packed scan lists exactly its kept items');
+    if (pieces.length !== kept) fail(`a packed scan lists exactly its kept items: ${kept} kept, ${pieces.length} in its list`);
     let next = 0;
     for (let i = 0; i < n; i++) {
       const e = entries[i];
       if (e[2] === null) continue;
-      assert(e[2] === KEPT_IN_LIST, 'a packed scan marks each kept entry');
+      if (e[2] !== KEPT_IN_LIST) fail('a packed scan marks each kept entry');
       e[2] = pieces[next++];
     }
   }

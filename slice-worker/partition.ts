@@ -502,6 +502,9 @@ export class SliceStore {
   /** Applies a logged change during recovery (slice ownership is not checked:
    * the log holds what this worker owned when it wrote it). */
   replay(effect: Effect): void {
+    // What this change records is dropped below; what earlier ops of the task recorded stays (a replica restored
+    // or started inside a task replays into the same store: worker.ts).
+    const pending = this.effects.length;
     switch (effect[0]) {
       case EFFECT_SET: {
         const [, table, slice, key, item, bytes] = effect;
@@ -518,7 +521,7 @@ export class SliceStore {
         for (const [t, slices] of this.tables) if (effect[2] === null || t === effect[2]) slices.delete(effect[1]);
         break;
     }
-    this.effects.length = 0; // replayed changes are already durable
+    this.effects.length = pending; // replayed changes are already durable
   }
 
   /** An eventually consistent read of a slice that this worker holds a follower's replica of and does not

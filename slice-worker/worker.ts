@@ -205,9 +205,10 @@ function onPortMessage(entries: NodePortMessage): void {
   }
 }
 
-function takeControl(c: ReplicaControl): void {
+/** Takes the node's replication settings; answers the slices whose replicas it made resign. */
+function takeControl(c: ReplicaControl): number[] {
   if (replicas === null) {
-    if (c.self < 0) return; // no replica here, none on disk
+    if (c.self < 0) return []; // no replica here, none on disk
     writeStateFile(selfFile, { self: c.self });
     openReplicas(c.self);
   }
@@ -217,10 +218,35 @@ function takeControl(c: ReplicaControl): void {
   dropCheck = true;
   // A slice no longer replicated here: its replica stops leading (it hears nothing for the slice any more), and
   // what waited on it gets no commit from this worker.
+  const resigned: number[] = [];
   for (const s of before) {
     if (replicated.has(s)) continue;
     replicas!.resign(s);
     answerUnknown(s, `slice ${s} is no longer replicated on this node: outcome unknown`);
+    resigned.push(s);
+  }
+  return resigned;
+}
+
+/** Settings taken between two chunks of a task made the replicas of `resigned` resign: what the task's earlier
+ * chunks did on them was never proposed, and their stores went back to what is committed (SliceReplicas'
+ * deposed). Those ops answer Unavailable, outcome unknown (a router sends a write again, to the new leader),
+ * and wait on no commit of these slices; their effects, still in the store's list, are dropped (written to the
+ * worker log instead, they came back at the next start). Answered OK, an update that no replica holds was
+ * acknowledged; held, it waited on a slice whose replica is dropped at the end of the task. */
+function forgetResigned(resigned: number[], touched: { results: SliceOpResult[]; opSlices: (number[] | null)[] }[] | null, carried: Effect[]): void {
+  const gone = new Set(resigned);
+  for (const t of touched ?? []) {
+    t.opSlices.forEach((slices, i) => {
+      if (slices === null || !slices.some((s) => gone.has(s))) return;
+      t.results[i] = [RESULT_ERROR, 'Unavailable', `slice ${slices.find((s) => gone.has(s))} is no longer replicated on this node: outcome unknown`];
+      const rest = slices.filter((s) => !gone.has(s));
+      t.opSlices[i] = rest.length > 0 ? rest : null;
+    });
+  }
+  for (const e of store.takeEffects()) {
+    const slice = e[0] === EFFECT_DROP_TABLE ? -1 : e[0] === EFFECT_DROP_SLICE ? e[1] : e[2];
+    if (!gone.has(slice)) carried.push(e);
   }
 }
 
@@ -363,8 +389,13 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
   if (log === null) throw new Error('invariant broken: a batch reached the worker before it was opened');
   const out: ChunkAnswer[] = [];
   let touched: { c: number; results: SliceOpResult[]; opSlices: (number[] | null)[] }[] | null = null;
+  /** The task's effects taken from the store at a control that made replicas resign (forgetResigned). */
+  const carried: Effect[] = [];
   for (let c = 0; c < chunks.length; c++) {
-    if (controls[c] !== null) takeControl(controls[c]!);
+    if (controls[c] !== null) {
+      const resigned = takeControl(controls[c]!);
+      if (resigned.length > 0 && c > 0) forgetResigned(resigned, touched, carried);
+    }
     let ops: unknown[];
     try {
       ops = decodeSliceOps(chunks[c]);
@@ -423,7 +454,7 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
       (touched ??= []).push({ c, results, opSlices });
     }
   }
-  let effects = store.takeEffects();
+  let effects = carried.length === 0 ? store.takeEffects() : carried.concat(store.takeEffects());
   if (replicated.size > 0 && effects.length > 0) effects = proposeReplicated(effects);
   if (touched !== null) for (const t of touched) out[t.c] = holdUntilCommitted(t.results, t.opSlices);
   if (effects.length > 0) log.append(RECORD_KIND.Effects, encodeEffects(effects));

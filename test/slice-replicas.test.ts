@@ -207,8 +207,10 @@ describe('a write sent twice', () => {
       const store = new SliceStore(0, 1);
       const { log } = ReplicaLog.open(join(root, `twice-${i}`), 'fsync');
       logs[i] = log;
-      return { store, replicas: new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m })) };
+      return { store, replicas: new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m }), {}, undefined, () => Date.now() + ahead[i]) };
     };
+    /** How far each worker's wall clock is ahead (ms). */
+    const ahead = [0, 0, 0];
     const workers = [0, 1, 2].map(start);
     const pump = async () => {
       for (let round = 0; round < 50; round++) {
@@ -293,6 +295,37 @@ describe('a write sent twice', () => {
       expect(run(workers[0], increment(id))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n })], effects: 0 });
     }
     expect(counter(workers[0])).toBe(3);
+
+    // A worker's task may hold its node's new assignment between two chunks (worker.ts takeControl): a write
+    // executed before it, on a slice the assignment takes away, is never proposed (its leader resigned, its
+    // store went back to what is committed, its answer is unknown). Its id must go with it: carried in the
+    // slice's next record (the replica leads it again), every follower would remember a write none applied,
+    // and answer its resend without applying it.
+    expect(workers[0].replicas.execute(increment('feedc0de.4'))).toEqual([RESULT_OK, expect.objectContaining({ n: 4 })]);
+    workers[0].replicas.resign(SLICE);
+    workers[0].store.takeEffects();
+    expect(counter(workers[0])).toBe(3);
+    await pump();
+    await elect(0, 5, [0, 1, 2]);
+    expect(run(workers[0], increment('feedc0de.5')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 4 })]);
+    await settle(0);
+    await settle(0);
+    await elect(1, 6, [0, 1, 2]);
+    expect(run(workers[1], increment('feedc0de.4'))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n: 5 })], effects: 1 });
+    await settle(1);
+    await settle(1);
+    for (const w of workers) expect(counterOnReplica(w)).toBe(5);
+
+    // The next leader's wall clock is two minutes ahead (a node whose clock was stepped, or is not synced). The
+    // write its predecessor applied a moment ago, whose answer was lost, is still remembered after the new
+    // leader's first write: the bound counts time passed, not how far one clock is from another.
+    expect(run(workers[1], increment('feedc0de.6')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 6 })]);
+    await settle(1);
+    ahead[2] = 120_000;
+    await elect(2, 7, [0, 1, 2]);
+    expect(run(workers[2], increment('feedc0de.7')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 7 })]);
+    expect(run(workers[2], increment('feedc0de.6'))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n: 6 })], effects: 0 });
+    expect(counter(workers[2])).toBe(7);
   });
 });
 

@@ -8,7 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeSliceResults, encodeSliceOps, RESULT_OK, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
+import { decodeSliceResults, encodeSliceOps, RESULT_ERROR, RESULT_OK, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
+import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 // The built module: its thread is dist/slice-worker/worker-thread.js, next to it (`npm test` builds first; run
 // `npm run build` before running this file alone, or it tests the last build).
 import { WorkerChannel } from '../dist/slice-worker/worker-channel.js';
@@ -70,5 +71,68 @@ describe('worker channel', () => {
       expect(got).toMatchObject(i === 0 ? [RESULT_OK, null] : [RESULT_OK, { k: `k${i - 1}`, v: i - 1 }]);
     });
     expect(failures).toEqual([]);
+  });
+});
+
+describe('a worker whose replica resigns between two chunks of one task', () => {
+  it('answers the earlier chunk\'s write on that slice Unavailable (outcome unknown), not OK, and keeps the task\'s other writes in the worker log', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keyslice-worker-resign-'));
+    const failures: unknown[] = [];
+    const sent: ReplicationMessage[] = [];
+    const OWN = SLICE + 1;
+    const newChannel = () =>
+      new WorkerChannel(
+        { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 } },
+        (err) => failures.push(err),
+        (out) => out.forEach(([, , m]) => sent.push(m)),
+      );
+    let channel = newChannel();
+    const results = async (p: Promise<unknown>) => {
+      const out = await p;
+      if (typeof out === 'string') throw new Error(out);
+      return decodeSliceResults(out as Uint8Array);
+    };
+    /** Waits (bounded: 5 s) until `ok`. */
+    const until = async (what: string, ok: () => boolean | Promise<boolean>) => {
+      const deadline = Date.now() + 5_000;
+      while (!(await ok())) {
+        if (Date.now() > deadline) throw new Error(`${what}: not within 5 s`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    try {
+      await channel.open();
+      // The worker is the one replica of SLICE (a set of one commits alone), and leads it.
+      expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE, OWN]]]), true, { self: 0, replicated: [SLICE] })))[0][0]).toBe(RESULT_OK);
+      channel.deliver([[SLICE, COORDINATOR, { type: 'Prepare', term: 1 }]]);
+      await until('prepared', () => sent.some((m) => m.type === 'Prepared'));
+      channel.deliver([[SLICE, COORDINATOR, { type: 'Lead', term: 1, followers: [], sets: [] }]]);
+      const put = (key: string): SliceOpMessage => [SliceOp.Put, TABLE, SLICE, key, { k: key }, 16, null, `feed.${key}`];
+      await until('serving', async () => (await results(channel.run(encodeSliceOps([put('first')]))))[0][0] === RESULT_OK);
+
+      // One task: a read that keeps the thread busy, then a write on OWN (a slice of one replica: the worker log)
+      // and one on SLICE, then the node's new assignment that takes SLICE away (the channel runs what waited
+      // meanwhile as one task, in order).
+      const busy = channel.run(encodeSliceOps([[SliceOp.Get, TABLE, SLICE, 'first', null]]));
+      const write = results(channel.run(encodeSliceOps([[SliceOp.Put, TABLE, OWN, 'kept', { k: 'kept' }, 16, null, 'feed.kept'], put('lost')])));
+      const assign = results(channel.run(encodeSliceOps([[SliceOp.Assign, 2, [OWN]]]), true, { self: 0, replicated: [] }));
+      await busy;
+      const [kept, lost] = await write;
+      expect((await assign)[0][0]).toBe(RESULT_OK);
+      expect(kept[0]).toBe(RESULT_OK);
+      expect(lost[0], JSON.stringify(lost)).not.toBe(RESULT_OK);
+      expect(lost.slice(0, 2)).toEqual([RESULT_ERROR, 'Unavailable']);
+      expect(failures).toEqual([]);
+      // The acknowledged write on OWN is in the worker log: the resign's roll-back of SLICE did not take it along.
+      await channel.destroy();
+      channel = newChannel();
+      await channel.open();
+      expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 3, [OWN]]]), true, { self: 0, replicated: [] })))[0][0]).toBe(RESULT_OK);
+      expect(await results(channel.run(encodeSliceOps([[SliceOp.Get, TABLE, OWN, 'kept', null]])))).toEqual([[RESULT_OK, expect.objectContaining({ k: 'kept' })]]);
+      expect(failures).toEqual([]);
+    } finally {
+      await channel.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

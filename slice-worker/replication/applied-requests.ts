@@ -71,6 +71,11 @@ export class AppliedRequests {
     return this.answers.size;
   }
 
+  /** When the newest remembered write was applied (by the time its record carries); undefined if none is. */
+  get newestAt(): number | undefined {
+    return this.ids.length > this.head ? this.ats[this.ats.length - 1] : undefined;
+  }
+
   /** The answer of the write of this id that the slice applied; undefined if none is remembered. */
   find(id: RequestId): RequestAnswer | undefined {
     return this.answers.get(id);

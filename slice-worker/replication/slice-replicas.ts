@@ -40,6 +40,9 @@ export class SliceReplicas {
   private proposing = new Map<number, AppliedList>();
   /** The time of the writes executed since the last propose() (one per task: its records carry it). */
   private proposingAt = 0;
+  /** Per slice, from its replica's first write of its term: the newest time its table held then (or that write's
+   * wall time), and now() then. See timeOf. */
+  private clocks = new Map<number, { term: number; at: number; since: number }>();
 
   constructor(
     private readonly self: ReplicaId,
@@ -90,6 +93,7 @@ export class SliceReplicas {
     // it is sent, and AppliedRequests asserts that an id is added once.
     this.applied.delete(slice);
     this.proposing.delete(slice);
+    this.clocks.delete(slice);
   }
 
   /** Whether this worker may execute writes of `slice` now. */
@@ -122,9 +126,9 @@ export class SliceReplicas {
     if (result[0] === RESULT_OK && this.store.effectCount > before) {
       const answer = result[1] as RequestAnswer;
       if (this.proposing.size === 0) this.proposingAt = this.wallNow();
-      applied.add(id, this.proposingAt, answer);
       let list = this.proposing.get(slice);
-      if (list === undefined) this.proposing.set(slice, (list = { ids: [], ats: this.proposingAt, answers: [] }));
+      if (list === undefined) this.proposing.set(slice, (list = { ids: [], ats: this.timeOf(slice, applied), answers: [] }));
+      applied.add(id, list.ats as number, answer);
       list.ids.push(id);
       list.answers!.push(answer);
     }
@@ -188,6 +192,18 @@ export class SliceReplicas {
     for (const r of this.replicas.values()) r.compact();
   }
 
+  /** The time a write of `slice` is remembered at: the task's wall time, but never further past the newest time
+   * the slice's table held when this leader began writing than the time that has passed since (the monotonic
+   * clock). A new leader whose wall clock is ahead of its predecessor's would otherwise stamp its first writes
+   * minutes past the writes it took over, and forget at once ids whose resends are still on their way
+   * (APPLIED_REQUESTS_KEPT_MS counts time passed, not clock skew); one whose clock is behind only remembers longer. */
+  private timeOf(slice: number, applied: AppliedRequests): number {
+    const term = this.replicas.get(slice)!.term;
+    let c = this.clocks.get(slice);
+    if (c === undefined || c.term !== term) this.clocks.set(slice, (c = { term, at: applied.newestAt ?? this.proposingAt, since: this.now() }));
+    return Math.min(this.proposingAt, c.at + (this.now() - c.since));
+  }
+
   private requestsOf(slice: number): AppliedRequests {
     let a = this.applied.get(slice);
     if (a === undefined) this.applied.set(slice, (a = new AppliedRequests()));
@@ -231,8 +247,11 @@ export class SliceReplicas {
         committed: (index) => this.events.committed?.(slice, index),
         now: this.now,
         deposed: (term) => {
-          // The store ran ahead of the commit point: put it back to exactly what is committed.
+          // The store ran ahead of the commit point: put it back to exactly what is committed. The writes
+          // executed since the last propose() go too (deposed inside a task: worker.ts takeControl between two
+          // chunks): none is proposed, so no replica may remember its id.
           replica!.replayCommitted();
+          this.proposing.delete(slice);
           this.events.deposed?.(slice, term);
         },
       },
