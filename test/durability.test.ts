@@ -162,18 +162,20 @@ describe('a snapshot in progress', () => {
     try {
       for (let round = 0; round < ROUNDS; round++) {
         // Wait for a snapshot file in the making that sees writes acknowledged while it is there.
-        let seen: { tmp: string; acks: number } | null = null;
+        let seenTmp: string | undefined; // the snapshot file in the making, when there is one
+        let acksWhenSeen = 0; // load.acks when seenTmp first appeared
         let served = false;
         for (const deadline = Date.now() + 30_000; !served && Date.now() < deadline; ) {
           const tmp = readdirSync(workerDir).find((f) => f.endsWith('.snap.tmp'));
-          if (tmp === undefined) seen = null;
-          else if (seen?.tmp !== tmp) seen = { tmp, acks: load.acks };
-          else served = load.acks - seen.acks >= ACKS_DURING_ONE_SNAPSHOT;
+          if (tmp !== seenTmp) {
+            seenTmp = tmp;
+            acksWhenSeen = load.acks;
+          } else served = tmp !== undefined && load.acks - acksWhenSeen >= ACKS_DURING_ONE_SNAPSHOT;
           if (!served) await new Promise((res) => setTimeout(res, 5));
         }
         expect(served, `round ${round}: no snapshot in the making saw ${ACKS_DURING_ONE_SNAPSHOT} writes acknowledged`).toBe(true);
         await stopProcess(c.nodes[0].child, 'SIGKILL');
-        if (readdirSync(workerDir).includes(seen!.tmp)) killedMidSnapshot++;
+        if (seenTmp !== undefined && readdirSync(workerDir).includes(seenTmp)) killedMidSnapshot++;
         await restartNode(c, dataDir, 0, client, T, { snapshotAfterBytes, workers: 1 });
       }
       // And snapshots complete while the writes go on: a newer one replaces the one recovered from.

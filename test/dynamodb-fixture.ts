@@ -41,7 +41,7 @@ export async function expectSdkError(p: Promise<unknown>, name: string, message?
 }
 
 /** One raw request to the DynamoDB endpoint: status and parsed JSON body (or the text). */
-export async function rawRequest(url: string, target: string | null, body: string | Buffer, headers: Record<string, string> = {}): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
+export async function rawRequest(url: string, target: string | null, body: string | Buffer<ArrayBuffer>, headers: Record<string, string> = {}): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
   const h: Record<string, string> = { 'content-type': 'application/x-amz-json-1.0', ...headers };
   if (target !== null) h['x-amz-target'] = target;
   const res = await fetch(url + '/', { method: 'POST', headers: h, body, signal: AbortSignal.timeout(30_000) });

@@ -132,7 +132,7 @@ describe('authentication', () => {
 });
 
 describe('bad requests get DynamoDB\'s errors and the process keeps serving', () => {
-  const raw = (target: string | null, body: string | Buffer) => rawRequest(coordinator.url, target, body, bearer);
+  const raw = (target: string | null, body: string | Buffer<ArrayBuffer>) => rawRequest(coordinator.url, target, body, bearer);
 
   it('malformed JSON, a body that is not an object, unknown and missing targets', async () => {
     expect(await raw('DynamoDB_20120810.GetItem', '{"TableName": ')).toMatchObject({ status: 400, body: { __type: 'com.amazon.coral.service#SerializationException' } });

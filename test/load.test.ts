@@ -11,7 +11,7 @@ describe('load per slice', () => {
   it('shows a hot sharding key: its slice, its rate, and max/mean far above a spread design', async () => {
     await c.client.createTable('hot_design', { name: 'device', type: 'string' }, { name: 'ts', type: 'number' });
     await c.client.createTable('spread_design', { name: 'device', type: 'string' }, { name: 'ts', type: 'number' });
-    const writes: Promise<void>[] = [];
+    const writes: Promise<unknown>[] = [];
     for (let i = 0; i < 900; i++) writes.push(c.client.putItem('hot_design', { device: i % 10 === 0 ? `cold-${i}` : 'hot-device', ts: i }));
     for (let i = 0; i < 900; i++) writes.push(c.client.putItem('spread_design', { device: `device-${i}`, ts: i }));
     await Promise.all(writes);

@@ -116,7 +116,8 @@ describe('what the package and the image are made of', () => {
     expect(users.length).toBeGreaterThan(0);
     expect(['root', '0']).not.toContain(users.at(-1));
     // The last stage runs as that user: no FROM after the USER line.
-    expect(lines.findLastIndex((l) => /^USER\s/.test(l))).toBeGreaterThan(lines.findLastIndex((l) => /^FROM\s/.test(l)));
+    const lastLine = (re: RegExp) => lines.reduce((last, l, i) => (re.test(l) ? i : last), -1);
+    expect(lastLine(/^USER\s/)).toBeGreaterThan(lastLine(/^FROM\s/));
   });
 });
 

@@ -343,6 +343,7 @@ class Model {
             next[name] = a.value.v;
           } else if (a.k === 'remove') delete next[name];
           else {
+            if (a.k !== 'add' || typeof a.n !== 'number') throw new Error('the model adds plain numbers only');
             const current = next[name] === undefined ? 0 : next[name]; // "a missing attribute starts from 0"
             if (typeof current !== 'number') return err('ValidationError');
             if (!Number.isFinite(current + a.n)) return err('ValidationError');
@@ -843,7 +844,7 @@ describe('ownership', () => {
     const store = newStore(() => 1);
     store.execute([SliceOp.Put, key.table, 4, key.key, { [NAME_ATTRIBUTE]: key.name }, 10, null, null]);
     expect(store.execute([SliceOp.Assign, 2, [1, 7]])).toEqual([RESULT_OK, null]);
-    expect(store.execute([SliceOp.Get, key.table, 4, key.key, null, false])[1]).toBe('WrongOwner');
+    expect(store.execute([SliceOp.Get, key.table, 4, key.key, null])[1]).toBe('WrongOwner');
     expect(store.execute(scanAll(key.table))).toEqual([RESULT_OK, [[], true, null]]);
   });
 
@@ -873,7 +874,7 @@ describe('failed updates', () => {
       },
       null,
     ]);
-  const get = (store: SliceStore) => store.execute([SliceOp.Get, ref.table, ref.slice, ref.key, null, false]);
+  const get = (store: SliceStore) => store.execute([SliceOp.Get, ref.table, ref.slice, ref.key, null]);
 
   function storeWith(item: Item): { store: SliceStore; tick: () => void } {
     let now = 100;
@@ -976,6 +977,7 @@ describe('paging', () => {
       const result = store.execute([SliceOp.Range, TABLE_A, slice, spec]);
       expect(result[0]).toBe(RESULT_OK);
       const [items, lastKey, more, keys] = result[1] as RangeResult;
+      if (items instanceof Uint8Array) throw new Error('an unpacked range answers item objects');
       out.push({ items, lastKey, more, keys });
       if (!more) return out;
       if (spec.filter === null) expect(items.length).toBeGreaterThan(0);
@@ -1062,6 +1064,7 @@ describe('paging', () => {
                 examined.push(`${slice}:${key}`);
                 expect(bytes).toBe(10);
                 if (item !== null) {
+                  if (typeof item === 'number' || item instanceof Uint8Array) throw new Error('an unpacked scan answers item objects');
                   expect(keyOfName.get(item[NAME_ATTRIBUTE] as string)).toBe(key);
                   got.push(item[NAME_ATTRIBUTE] as string);
                 }

@@ -24,6 +24,8 @@ import {
   MalformedFrame,
 } from '../shared/protocol.js';
 import { scanPage } from '../coordinator/router/operations.js';
+import type { Request } from '../shared/api.js';
+import type { Condition } from '../shared/expression-ast.js';
 import type { Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { plain, useCluster } from './cluster-fixture.js';
@@ -90,14 +92,14 @@ describe('client frames with packed items', () => {
   it('share a frame with other responses: objects, errors, and more packed items', () => {
     const list: ClientResponseFrame[] = [
       [1, RESULT_OK, { items: PackedItems.ofList(packClientList(items(3))), examined: 3 }],
-      [2, RESULT_ERROR, 'NotFound', 'no table'],
+      [2, RESULT_ERROR, 'TableNotFound', 'no table'],
       [3, RESULT_OK, { item: everyType('q', 1) }],
       [4, RESULT_OK, { items: PackedItems.ofItems([]), examined: 0 }],
       [5, RESULT_OK, { items: PackedItems.ofItems(items(20).map(one)), examined: 25, marker: 'x' }],
     ];
     const expected = [
       [1, RESULT_OK, { examined: 3, items: items(3) }],
-      [2, RESULT_ERROR, 'NotFound', 'no table'],
+      [2, RESULT_ERROR, 'TableNotFound', 'no table'],
       [3, RESULT_OK, { item: everyType('q', 1) }],
       [4, RESULT_OK, { examined: 0, items: [] }],
       [5, RESULT_OK, { examined: 25, marker: 'x', items: items(20) }],
@@ -163,9 +165,9 @@ describe('a partition packs the items of a range when asked', () => {
 describe('a partition packs the items of its part of a scan page when asked', () => {
   const store = new SliceStore(0, 1, () => 1);
   store.execute([SliceOp.Assign, 1, [0, 1, 2, 3]]);
-  for (let i = 0; i < 40; i++) store.execute([SliceOp.Put, 1, i % 4, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null]);
-  const filter = { k: 'cmp', op: '>', a: { k: 'path', path: ['n'] }, b: { k: 'value', v: 10 } } as const;
-  const rejectAll = { k: 'cmp', op: '>', a: { k: 'path', path: ['n'] }, b: { k: 'value', v: 1e9 } } as const;
+  for (let i = 0; i < 40; i++) store.execute([SliceOp.Put, 1, i % 4, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null, null]);
+  const filter: Condition = { k: 'cmp', op: '>', a: { k: 'path', path: ['n'] }, b: { k: 'value', v: 10 } };
+  const rejectAll: Condition = { k: 'cmp', op: '>', a: { k: 'path', path: ['n'] }, b: { k: 'value', v: 1e9 } };
 
   it('gives the kept items as one list, the bytes of the objects it gives unpacked; rejected entries stay null', () => {
     type Args = [from: number, after: string | null, limit: number, projection: RangeSpec['projection'], filter: RangeSpec['filter'], to: number];
@@ -230,7 +232,7 @@ describe('a partition packs the items of its part of a scan page when asked', ()
       const s = new SliceStore(w, WORKERS, () => 1);
       const own = Array.from({ length: 12 }, (_, k) => k).filter((k) => k % WORKERS === w);
       s.execute([SliceOp.Assign, 1, own]);
-      for (let i = 0; i < 60; i++) if ((i % 12) % WORKERS === w) s.execute([SliceOp.Put, 1, i % 12, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null]);
+      for (let i = 0; i < 60; i++) if ((i % 12) % WORKERS === w) s.execute([SliceOp.Put, 1, i % 12, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null, null]);
       return s;
     });
     for (const [limit, f, projection] of [[1, null, null], [7, null, null], [20, filter, null], [25, null, [['bin'], ['map', 'a']]], [100, null, null], [10, rejectAll, null]] as const) {
@@ -301,12 +303,12 @@ describe('scan pages over the WebSocket API pass items through', () => {
   });
 
   /** Every page of a scan over both APIs, page by page: the same items and the same marker. */
-  async function samePages(request: Record<string, unknown>, context: string): Promise<Item[]> {
+  async function samePages(request: Request<'GetItems'>, context: string): Promise<Item[]> {
     const all: Item[] = [];
     let marker: string | undefined;
     for (let page = 0; page < 200; page++) {
       const r = marker === undefined ? request : { ...request, marker };
-      const ws = await c.client.getItems(r as never);
+      const ws = await c.client.getItems(r);
       const http = await c.http.request('GetItems', r);
       expect(plain(ws), `${context}, page ${page}`).toEqual(plain(http));
       expect(ws.items.every((item) => !('bin' in item) || item.bin instanceof Uint8Array), context).toBe(true);

@@ -1,6 +1,7 @@
 // Placement: slice = xxHash32(sharding key) % sliceCount, seen through
 // DescribeSlices on the real cluster.
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { ItemFailure } from '../shared/api.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
 import { SLICE_COUNT_DEFAULT } from '../shared/limits.js';
 import { rng, useCluster } from './cluster-fixture.js';
@@ -25,9 +26,9 @@ describe('placement', () => {
     await c.client.createTable('spread', { name: 'id', type: 'string' });
     const r = rng(7);
     const keys = Array.from({ length: 10_000 }, (_, i) => `${i}-${Math.floor(r() * 1e12).toString(36)}`);
-    const batches: Promise<void>[] = [];
+    const batches: Promise<ItemFailure[]>[] = [];
     for (let i = 0; i < keys.length; i += 25) batches.push(c.client.batchWrite('spread', { puts: keys.slice(i, i + 25).map((id) => ({ id })) }));
-    await Promise.all(batches);
+    expect((await Promise.all(batches)).flat()).toEqual([]);
 
     const { sliceCount, slices } = await c.client.describeSlices('spread');
     const counts = new Array<number>(sliceCount).fill(0);

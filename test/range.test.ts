@@ -16,7 +16,7 @@ describe.each<KeyType>(['string', 'number', 'binary'])('range scans on a %s sort
 
   beforeAll(async () => {
     await c.client.createTable(table, { name: 'pk', type: 'string' }, { name: 'sk', type });
-    const writes: Promise<void>[] = [];
+    const writes: Promise<unknown>[] = [];
     for (const pk of ['alpha', 'beta', 'gamma']) {
       const values: KeyValue[] = [];
       for (let i = 0; i < 60; i++) {

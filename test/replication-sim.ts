@@ -17,7 +17,7 @@ import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, t
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
 import { SliceStore } from '../slice-worker/partition.js';
-import { EFFECT_SET, RESULT_OK, SliceOp } from '../shared/protocol.js';
+import { EFFECT_SET, RESULT_OK, SliceOp, type WriteCheck } from '../shared/protocol.js';
 import { prng as rng } from '../bench/keys.js';
 
 const STORE_SLICE = 3;
@@ -230,7 +230,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let faulty = true;
 
   const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, simMs: 0 };
-  const fail = (why: string): never => {
+  // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
+  const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
   };
 
@@ -556,7 +557,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         if (!r.serving) return answer(leader, requestId, 'notLeader');
         const store = stores[leader]!;
         const sr = sliceReplicas[leader]!;
-        const check = { condition: { k: 'notExists', path: ['v'] } as const, returnOld: true, oldOnFailure: true };
+        const check: WriteCheck = { condition: { k: 'notExists', path: ['v'] }, returnOld: true, oldOnFailure: true };
         const put = sr.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, check, `sim.${w.value}`]);
         if (put[0] !== RESULT_OK) fail(`write ${w.value}, sent again after an unknown outcome, was applied twice: ${put[1]}: ${put[2]}`);
         assert(put[1] === null, 'a first put of an item answers that there was no old one, and so does its copy');

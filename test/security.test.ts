@@ -80,7 +80,8 @@ describe('cluster secret', () => {
   });
 
   it('a process without the secret cannot send slice commands to a node', async () => {
-    for (const headers of [{}, { [CLUSTER_SECRET_HEADER]: 'guess' }]) {
+    const attempts: Record<string, string>[] = [{}, { [CLUSTER_SECRET_HEADER]: 'guess' }];
+    for (const headers of attempts) {
       const code = await wsHandshakeStatus(node.url, headers);
       expect(code).toBe(401);
     }
