@@ -35,7 +35,10 @@ export function decodeEffects(bytes: Uint8Array): Effect[] {
 /** What a replicated slice's record payload holds (the effects of one task on the slice, and the writes among
  * them that carried a request id, with their answers), and likewise its replica's snapshot state (its items as
  * set-effects, and the writes it remembers: applied-requests.ts). Without requests it is the effects list
- * alone, as before request ids, so a log written then reads back unchanged; with them, a map. */
+ * alone, as before request ids, so a log written then reads back unchanged; with them, a map {effects, applied}.
+ * A log of node protocol 12 or 13 held string ids in {effects, requests}: they are read back as effects alone, the
+ * ids dropped, on every replica alike: only a router of those protocols could send such an id again, and a node
+ * of this one refuses them (NODE_PROTOCOL_VERSION). */
 export interface ReplicatedChanges {
   effects: Effect[];
   requests: AppliedList | null;
@@ -45,12 +48,12 @@ export function encodeReplicated(effects: Effect[], requests: AppliedList | null
   // In a buffer of its own: a replica keeps these bytes (its log) and posts them to its node, and packr.pack
   // gives a view into a buffer it reuses (32 KiB or more), which a view would keep alive and which a
   // postMessage would copy whole.
-  return new Uint8Array(packr.pack(requests === null || requests.ids.length === 0 ? effects : ({ effects, requests } satisfies ReplicatedChanges)));
+  return new Uint8Array(packr.pack(requests === null || requests.counters.length === 0 ? effects : { effects, applied: requests }));
 }
 
 export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {
-  const v = unpackr.unpack(bytes) as Effect[] | ReplicatedChanges;
-  return Array.isArray(v) ? { effects: v, requests: null } : v;
+  const v = unpackr.unpack(bytes) as Effect[] | { effects: Effect[]; applied?: AppliedList };
+  return Array.isArray(v) ? { effects: v, requests: null } : { effects: v.effects, requests: v.applied ?? null };
 }
 
 export interface SnapshotEnd {
