@@ -37,8 +37,8 @@ export function decodeEffects(bytes: Uint8Array): Effect[] {
  * set-effects, and the writes it remembers: applied-requests.ts). Without requests it is the effects list
  * alone, as before request ids, so a log written then reads back unchanged; with them, a map {effects, applied}.
  * A log of node protocol 12 or 13 held string ids in {effects, requests}: they are read back as effects alone, the
- * ids dropped, on every replica alike: only a router of those protocols could send such an id again, and a node
- * of this one refuses them (NODE_PROTOCOL_VERSION). */
+ * ids dropped, on every replica alike: only a router of those protocols could send such an id again, and its
+ * coordinator and a node of this protocol refuse each other at Hello (NODE_PROTOCOL_VERSION). */
 export interface ReplicatedChanges {
   effects: Effect[];
   requests: AppliedList | null;
