@@ -64,6 +64,8 @@ export class AppliedRequests {
   private instances: number[] = [];
   private counters: number[] = [];
   private ats: number[] = [];
+  /** Their answers too (what find() answers from the Maps): a snapshot's list() reads them without a lookup each. */
+  private answerList: RequestAnswer[] = [];
   /** What each counts toward APPLIED_REQUEST_BYTES_PER_SLICE_MAX. */
   private sizes: number[] = [];
   private head = 0;
@@ -101,6 +103,7 @@ export class AppliedRequests {
       this.instances = this.instances.slice(this.head);
       this.counters = this.counters.slice(this.head);
       this.ats = this.ats.slice(this.head);
+      this.answerList = this.answerList.slice(this.head);
       this.sizes = this.sizes.slice(this.head);
       this.head = 0;
     }
@@ -117,21 +120,30 @@ export class AppliedRequests {
     const instances: number[] = [];
     const index = new Map<number, number>();
     const of: number[] = [];
-    const answers: RequestAnswer[] = [];
-    let someAnswer = false;
+    let last = -1;
+    let at = 0;
     for (let i = this.head; i < this.counters.length; i++) {
       const instance = this.instances[i];
-      let at = index.get(instance);
-      if (at === undefined) {
-        index.set(instance, (at = instances.length));
-        instances.push(instance);
+      // Runs of one router's writes (a record's) look its instance up once.
+      if (instance !== last) {
+        last = instance;
+        let known = index.get(instance);
+        if (known === undefined) {
+          index.set(instance, (known = instances.length));
+          instances.push(instance);
+        }
+        at = known;
       }
       of.push(at);
-      const answer = this.find(instance, this.counters[i])!;
-      if (answer !== null) someAnswer = true;
-      answers.push(answer);
     }
-    return { instances, counters: this.counters.slice(this.head), of: instances.length > 1 ? of : null, ats: this.ats.slice(this.head), answers: someAnswer ? answers : null };
+    const answers = this.answerList.slice(this.head);
+    return {
+      instances,
+      counters: this.counters.slice(this.head),
+      of: instances.length > 1 ? of : null,
+      ats: this.ats.slice(this.head),
+      answers: answers.every((a) => a === null) ? null : answers,
+    };
   }
 
   private answersOf(instance: number): Map<number, RequestAnswer> | undefined {
@@ -157,6 +169,7 @@ export class AppliedRequests {
     this.instances.push(instance);
     this.counters.push(counter);
     this.ats.push(at);
+    this.answerList.push(answer);
     this.sizes.push(size);
     this.bytes += size;
   }
@@ -171,6 +184,7 @@ export class AppliedRequests {
       this.lastInstance = -1;
       this.lastAnswers = undefined;
     }
+    this.answerList[i] = null; // its item, if any, is not kept until the lists are cut
     this.count--;
     this.bytes -= this.sizes[i];
   }
