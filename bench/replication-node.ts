@@ -151,7 +151,7 @@ try {
           const ops: SliceOpMessage[] = Array.from({ length: BATCH }, () => {
             const key = `k${n++}`;
             // Each put carries a request id, as a router's does (coordinator/router/request-ids.ts), unless told not to.
-            return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null, REQUEST_IDS ? `0123456789abcdef.${n.toString(36)}` : null];
+            return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null, REQUEST_IDS ? [0x123456789abcd, n] : null];
           });
           if (!(await links[0].batch(1, worker, ops))) throw new Error('a put failed');
           done += BATCH;

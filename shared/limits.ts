@@ -159,9 +159,9 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS_MIN = 300;
 export const FAILOVER_RETRY_MS_MAX = 10_000;
 export const FAILOVER_RETRIES_MAX = 200;
 export const FAILOVER_RETRY_DELAY_MS_MAX = 100;
-/** Request ids (docs/replication.md, "A write sent twice is applied once"): an id is at most this many characters
- * (the router's are 16 hex digits of its instance, a period and a counter in base 36: about 20). */
-export const REQUEST_ID_CHARS_MAX = 40;
+/** Request ids (docs/replication.md, "A write sent twice is applied once"): an id's router instance, drawn at random
+ * by each router at its start, is at most this (52 bits: a safe integer, so exact as a number). */
+export const REQUEST_ID_INSTANCE_MAX = 2 ** 52 - 1;
 /** Each replica of a slice remembers the ids of the writes it applied, and their answers, for at least this long
  * after the write (by the leader's clock, as the log records it), so that a write that a router sends again after
  * an unknown outcome is answered, not applied twice. A router sends again for at most FAILOVER_RETRY_MS_MAX after

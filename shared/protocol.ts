@@ -62,7 +62,7 @@ import {
   NODE_BATCH_OPS_MAX,
   NODE_URL_CHARS_MAX,
   REPLICATION_FACTOR_MAX,
-  REQUEST_ID_CHARS_MAX,
+  REQUEST_ID_INSTANCE_MAX,
   REPLICATION_FRAME_ENTRIES_MAX,
   REQUEST_BYTES_MAX,
   SLICE_COUNT_MAX,
@@ -85,8 +85,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 11: a leader's KeepAlive to the followers that hold everything (a bound on how stale an eventual read may be).
  * 12: Put, Delete and Update carry a request id (RequestId), so that a replicated slice applies a write sent twice once.
  * 13: a Scan says whether its items come back packed in the client's form too (its last argument, `packed`), and a
- * packed scan's answer carries them as one list (ScanResult). */
-export const NODE_PROTOCOL_VERSION = 13;
+ * packed scan's answer carries them as one list (ScanResult).
+ * 14: a request id is two numbers, [router instance, counter], not a string (RequestId). */
+export const NODE_PROTOCOL_VERSION = 14;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
@@ -665,8 +666,11 @@ export type RangeSpec = {
  * A router gives each write it sends one (coordinator/router/request-ids.ts) and sends the same id each time it
  * sends that write again; the leader of a replicated slice that already applied a write of that id answers what
  * it answered then and applies nothing (slice-worker/replication/applied-requests.ts). null: no id (tools and
- * tests that send ops by hand; such a write is applied each time it arrives). */
-export type RequestId = string;
+ * tests that send ops by hand; such a write is applied each time it arrives).
+ * Two numbers, not a string: the router's instance (random, at most REQUEST_ID_INSTANCE_MAX) and its count of
+ * writes (at least 1, a safe integer), so that a replica finds, remembers and replicates an id without building,
+ * hashing or comparing a string per write. */
+export type RequestId = [instance: number, counter: number];
 /** Where each write op carries its request id: the one place that names the field. */
 export const REQUEST_ID_AT = { [SliceOp.Put]: 7, [SliceOp.Delete]: 5, [SliceOp.Update]: 5 } as const;
 export type WriteOp = Extract<SliceOpMessage, [typeof SliceOp.Put | typeof SliceOp.Delete | typeof SliceOp.Update, ...unknown[]]>;
@@ -679,7 +683,8 @@ export function setRequestId(op: WriteOp, id: RequestId): void {
   assert(requestIdOf(op) === null, 'a write keeps the request id it was first sent with');
   (op as unknown[])[REQUEST_ID_AT[op[0]]] = id;
 }
-const isRequestId = (v: unknown): v is RequestId => typeof v === 'string' && v.length > 0 && v.length <= REQUEST_ID_CHARS_MAX;
+const isRequestId = (v: unknown): v is RequestId =>
+  Array.isArray(v) && v.length === 2 && isUint(v[0]) && (v[0] as number) <= REQUEST_ID_INSTANCE_MAX && isUint(v[1]) && (v[1] as number) > 0;
 
 export type SliceOpMessage =
   | [typeof SliceOp.Assign, epoch: number, slices: number[]]
@@ -873,7 +878,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
   const uint = (i: number, what: string) => isUint(op[i]) || fail(`${at(i, what)}: ${show(op[i])} is not a whole number`);
   const slice = (i: number) => isSlice(op[i]) || fail(`${at(i, 'slice')}: ${show(op[i])} is not a slice number`);
   const key = (i: number) => typeof op[i] === 'string' || fail(`${at(i, 'key')}: ${show(op[i])} is not an encoded key`);
-  const requestId = (i: number) => op[i] === null || isRequestId(op[i]) || fail(`${at(i, 'request id')}: ${show(op[i])} is not null or a string of 1 to ${REQUEST_ID_CHARS_MAX} characters`);
+  const requestId = (i: number) => op[i] === null || isRequestId(op[i]) || fail(`${at(i, 'request id')}: ${show(op[i])} is not null or [instance, counter]: whole numbers, the instance at most ${REQUEST_ID_INSTANCE_MAX}, the counter at least 1`);
   switch (code) {
     case SliceOp.Assign:
       if (!trusted) fail('slice op Assign comes from the slice node itself, never in a batch');

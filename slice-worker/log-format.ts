@@ -36,22 +36,36 @@ export function decodeEffects(bytes: Uint8Array): Effect[] {
 /** What a replicated slice's record payload holds (the effects of one task on the slice, and the writes among
  * them that carried a request id, with their answers), and likewise its replica's snapshot state (its items as
  * set-effects, and the writes it remembers: applied-requests.ts). Without requests it is the effects list
- * alone, as before request ids, so a log written then reads back unchanged; with them, a map. */
+ * alone, as before request ids, so a log written then reads back unchanged; with them, a list
+ * [WITH_REQUESTS, effects, instances, counters, of, ats, answers] (AppliedList's parts by place, not a map: a record
+ * holds a few writes, and its keys would be most of what a follower decodes beside them). An effects list never
+ * starts with a number (each effect is a list), which tells the two apart.
+ * A log of node protocol 12 or 13 held string ids in a map {effects, requests}: it is read back as its effects
+ * alone, the ids dropped, on every replica alike: only a router of those protocols could send such an id again, and
+ * its coordinator and a node of this protocol refuse each other at Hello (NODE_PROTOCOL_VERSION). */
 export interface ReplicatedChanges {
   effects: Effect[];
   requests: AppliedList | null;
 }
 
+const WITH_REQUESTS = 0;
+type WithRequests = [typeof WITH_REQUESTS, Effect[], number[], number[], number[] | null, number[] | number, AppliedList['answers']];
+
 export function encodeReplicated(effects: Effect[], requests: AppliedList | null): Uint8Array {
   // In a buffer of its own: a replica keeps these bytes (its log) and posts them to its node, and packr.pack
   // gives a view into a buffer it reuses (32 KiB or more), which a view would keep alive and which a
   // postMessage would copy whole.
-  return new Uint8Array(packr.pack(requests === null || requests.ids.length === 0 ? effects : ({ effects, requests } satisfies ReplicatedChanges)));
+  if (requests === null || requests.counters.length === 0) return new Uint8Array(packr.pack(effects));
+  const { instances, counters, of, ats, answers } = requests;
+  return new Uint8Array(packr.pack([WITH_REQUESTS, effects, instances, counters, of, ats, answers] satisfies WithRequests));
 }
 
 export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {
-  const v = unpackr.unpack(bytes) as Effect[] | ReplicatedChanges;
-  return Array.isArray(v) ? { effects: v, requests: null } : v;
+  const v = unpackr.unpack(bytes) as Effect[] | WithRequests | { effects: Effect[] };
+  if (!Array.isArray(v)) return { effects: v.effects, requests: null };
+  if (v.length === 0 || typeof v[0] !== 'number') return { effects: v as Effect[], requests: null };
+  const [, effects, instances, counters, of, ats, answers] = v as WithRequests;
+  return { effects, requests: { instances, counters, of, ats, answers } };
 }
 
 export interface SnapshotEnd {

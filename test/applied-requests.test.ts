@@ -2,46 +2,79 @@
 // bounded by time, count and bytes, oldest forgotten first, the newest always kept; a snapshot's list
 // restores exactly the table it came from.
 import { describe, expect, it } from 'vitest';
-import { AppliedRequests } from '../slice-worker/replication/applied-requests.js';
+import { Packr } from 'msgpackr';
+import { AppliedRequests, type AppliedList } from '../slice-worker/replication/applied-requests.js';
+import { decodeReplicated, encodeReplicated } from '../slice-worker/log-format.js';
+import { EFFECT_SET, type Effect } from '../slice-worker/partition.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
+
+const R = 0xfeedc0de;
 
 describe('the writes a slice remembers', () => {
   it('keeps at most APPLIED_REQUESTS_PER_SLICE_MAX, forgetting the oldest', () => {
     const a = new AppliedRequests();
     const extra = 5000;
-    for (let n = 0; n < APPLIED_REQUESTS_PER_SLICE_MAX + extra; n++) a.add(`r.${n}`, 1_000, n % 3 === 0 ? true : null);
+    for (let n = 1; n <= APPLIED_REQUESTS_PER_SLICE_MAX + extra; n++) a.add(R, n, 1_000, n % 3 === 0 ? true : null);
     expect(a.size).toBe(APPLIED_REQUESTS_PER_SLICE_MAX);
-    expect(a.find(`r.${extra - 1}`)).toBeUndefined();
-    expect(a.find(`r.${extra}`)).toBe(extra % 3 === 0 ? true : null);
-    expect(a.list().ids[0]).toBe(`r.${extra}`);
+    expect(a.find(R, extra)).toBeUndefined();
+    expect(a.find(R, extra + 1)).toBe((extra + 1) % 3 === 0 ? true : null);
+    expect(a.list().counters[0]).toBe(extra + 1);
   });
 
   it('forgets a write once one applied more than APPLIED_REQUESTS_KEPT_MS after it comes', () => {
     const a = new AppliedRequests();
-    a.add('old', 0, true);
-    a.add('mid', APPLIED_REQUESTS_KEPT_MS, false);
-    expect(a.find('old')).toBe(true); // exactly the bound: kept
-    a.add('new', APPLIED_REQUESTS_KEPT_MS + 1, null);
-    expect(a.list()).toEqual({ ids: ['mid', 'new'], ats: [APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_KEPT_MS + 1], answers: [false, null] });
+    a.add(R, 1, 0, true);
+    a.add(7, 1, APPLIED_REQUESTS_KEPT_MS, false);
+    expect(a.find(R, 1)).toBe(true); // exactly the bound: kept
+    expect(a.find(7, 2)).toBeUndefined();
+    a.add(R, 2, APPLIED_REQUESTS_KEPT_MS + 1, null);
+    expect(a.find(R, 1)).toBeUndefined();
+    expect(a.list()).toEqual({ instances: [7, R], counters: [1, 2], of: [0, 1], ats: [APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_KEPT_MS + 1], answers: [false, null] });
   });
 
   it('keeps at most APPLIED_REQUEST_BYTES_PER_SLICE_MAX of answers, but always the newest', () => {
     const a = new AppliedRequests();
     const big = { v: 'x'.repeat(100 * 1024) };
-    for (let n = 0; n < 10; n++) a.add(`b.${n}`, 0, big);
+    for (let n = 1; n <= 10; n++) a.add(R, n, 0, big);
     expect(a.size).toBe(Math.floor(APPLIED_REQUEST_BYTES_PER_SLICE_MAX / (100 * 1024))); // each counts 100 KiB and a few bytes
-    a.add('huge', 0, { v: 'x'.repeat(APPLIED_REQUEST_BYTES_PER_SLICE_MAX) });
-    expect(a.list().ids).toEqual(['huge']);
+    a.add(R, 11, 0, { v: 'x'.repeat(APPLIED_REQUEST_BYTES_PER_SLICE_MAX) });
+    expect(a.list().counters).toEqual([11]);
   });
 
   it('restores from its list exactly, and refuses an id applied twice', () => {
     const a = new AppliedRequests();
-    for (let n = 0; n < 6000; n++) a.add(`r.${n}`, n * 30, n % 2 === 0 ? null : { n });
+    // Three routers' writes, interleaved; the same counter from two routers is two writes.
+    for (let n = 0; n < 6000; n++) a.add(1 + (n % 3), 1 + Math.floor(n / 3), n * 30, n % 2 === 0 ? null : { n });
+    expect(a.find(1, 1)).toBeUndefined(); // forgotten (count bound)
+    expect(a.find(3, 2000)).toEqual({ n: 5999 });
     const b = new AppliedRequests(a.list());
     expect(b.list()).toEqual(a.list());
-    a.add('next', 6000 * 30, null);
-    b.add('next', 6000 * 30, null);
+    a.add(2 ** 52 - 1, 1, 6000 * 30, null);
+    b.add(2 ** 52 - 1, 1, 6000 * 30, null);
     expect(b.list()).toEqual(a.list());
-    expect(() => a.add('next', 6000 * 30, null)).toThrow(/applied once/);
+    expect(b.find(2 ** 52 - 1, 1)).toBeNull();
+    expect(() => a.add(2 ** 52 - 1, 1, 6000 * 30, null)).toThrow(/applied once/);
+    expect(() => a.add(2, 2000, 6000 * 30, null)).toThrow(/applied once/);
+  });
+
+  it('keeps no answers in its list when every answer is empty, and no map of a router whose writes are all forgotten', () => {
+    const a = new AppliedRequests();
+    a.add(5, 1, 0, null);
+    a.add(6, 1, APPLIED_REQUESTS_KEPT_MS + 1, null);
+    expect(a.list()).toEqual({ instances: [6], counters: [1], of: null, ats: [APPLIED_REQUESTS_KEPT_MS + 1], answers: null });
+    expect(a.find(5, 1)).toBeUndefined();
+    a.add(5, 2, APPLIED_REQUESTS_KEPT_MS + 2, null); // router 5's table comes back after it was emptied
+    expect(a.find(5, 2)).toBeNull();
+  });
+});
+
+describe('a replicated record read back', () => {
+  it('keeps its writes and their ids, and reads a record of node protocol 12 or 13 (string ids) as its effects alone', () => {
+    const effects: Effect[] = [[EFFECT_SET, 1, 2, 'k', { v: 1 }, 10]];
+    const applied: AppliedList = { instances: [R, 9], counters: [4, 4], of: [0, 1], ats: 1_000, answers: null };
+    expect(decodeReplicated(encodeReplicated(effects, applied))).toEqual({ effects, requests: applied });
+    expect(decodeReplicated(encodeReplicated(effects, null))).toEqual({ effects, requests: null });
+    const old = new Packr({ useRecords: false }).pack({ effects, requests: { ids: ['0123456789abcdef.1'], ats: 1_000, answers: null } });
+    expect(decodeReplicated(old)).toEqual({ effects, requests: null });
   });
 });

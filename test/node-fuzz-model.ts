@@ -6,7 +6,7 @@
 // the fuzz cannot change data by chance. Used by test/node-frames.test.ts (the
 // checks alone, fast) and test/node-protocol-fuzz.test.ts (a real slice node).
 import { Packr } from 'msgpackr';
-import { BOUND_EXPRESSION_DEPTH_MAX, REQUEST_ID_CHARS_MAX, SLICE_COUNT_MAX } from '../shared/limits.js';
+import { BOUND_EXPRESSION_DEPTH_MAX, REQUEST_ID_INSTANCE_MAX, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, NodeFrame, SliceOp } from '../shared/protocol.js';
 
 export type Rng = () => number;
@@ -103,7 +103,7 @@ const WRONG = {
   cursor: [5, 'x', [], [1], [1, 2], ['a', 'b'], [1, 'a', 3], [-1, 'a']],
   effects: [5, 'x', null, [5], [[EFFECT_DROP_TABLE, T]], [[EFFECT_SET, T, S + 1, K, {}, 1]], [[EFFECT_SET, T, S, 5, {}, 1]], [[EFFECT_SET, T, S, K, null, 1]], [[EFFECT_SET, T, S, K, { a: NaN }, 1]], [[EFFECT_DELETE, T, S]], [[EFFECT_DELETE, T, S + 1, K]], [[EFFECT_DROP_SLICE, S + 1, null]], [[9]], [[]]],
   role: ['other', 5, null, true],
-  requestId: [5, '', 'x'.repeat(REQUEST_ID_CHARS_MAX + 1), [], {}],
+  requestId: [5, 'feedc0de.1', [], [1], [1, 0], [-1, 1], [REQUEST_ID_INSTANCE_MAX + 1, 1], [1, 1.5], [1, 2, 3], {}],
 };
 type FieldKind = keyof typeof WRONG | 'updateSpec' | 'rangeSpec';
 
@@ -114,10 +114,10 @@ const RANGE_FIELDS: Record<string, keyof typeof WRONG> = { low: 'key', high: 'ke
 
 /** Each op's arguments, valid, with the kind of each. */
 const TEMPLATES: [code: number, args: () => unknown[], kinds: FieldKind[]][] = [
-  [SliceOp.Put, () => [T, S, K, { id: 'x', v: 1 }, 10, null, 'feedc0de.1'], ['uint', 'slice', 'key', 'item', 'uint', 'check', 'requestId']],
+  [SliceOp.Put, () => [T, S, K, { id: 'x', v: 1 }, 10, null, [0xfeedc0de, 1]], ['uint', 'slice', 'key', 'item', 'uint', 'check', 'requestId']],
   [SliceOp.Get, () => [T, S, K, null], ['uint', 'slice', 'key', 'projection']],
   [SliceOp.Delete, () => [T, S, K, null, null], ['uint', 'slice', 'key', 'check', 'requestId']],
-  [SliceOp.Update, () => [T, S, K, updateSpec(), 'feedc0de.2'], ['uint', 'slice', 'key', 'updateSpec', 'requestId']],
+  [SliceOp.Update, () => [T, S, K, updateSpec(), [0xfeedc0de, 2]], ['uint', 'slice', 'key', 'updateSpec', 'requestId']],
   [SliceOp.Range, () => [T, S, rangeSpec()], ['uint', 'slice', 'rangeSpec']],
   [SliceOp.Scan, () => [T, 0, null, 10, null, null, 16, false], ['uint', 'slice', 'nullableKey', 'uint', 'projection', 'condition', 'toSlice', 'bool']],
   [SliceOp.DropTable, () => [T], ['uint']],

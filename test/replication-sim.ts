@@ -558,7 +558,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         const store = stores[leader]!;
         const sr = sliceReplicas[leader]!;
         const check: WriteCheck = { condition: { k: 'notExists', path: ['v'] }, returnOld: true, oldOnFailure: true };
-        const put = sr.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, check, `sim.${w.value}`]);
+        const put = sr.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, check, [w.value % 3, w.value]]);
         if (put[0] !== RESULT_OK) fail(`write ${w.value}, sent again after an unknown outcome, was applied twice: ${put[1]}: ${put[2]}`);
         assert(put[1] === null, 'a first put of an item answers that there was no old one, and so does its copy');
         const effects = store.takeEffects();

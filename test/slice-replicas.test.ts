@@ -12,7 +12,7 @@ import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
-import { EFFECT_SET, RESULT_OK, SliceOp, type WriteOp } from '../shared/protocol.js';
+import { EFFECT_SET, RESULT_OK, SliceOp, type RequestId, type WriteOp } from '../shared/protocol.js';
 
 const SLICE = 5;
 const TABLE = 1;
@@ -232,7 +232,7 @@ describe('a write sent twice', () => {
       workers[leader].store.execute([SliceOp.Assign, ++epoch, [SLICE]]);
     };
     /** ADD n 1 on item 'c', answering the new item: what a counter's client does. */
-    const increment = (id: string): WriteOp => [SliceOp.Update, TABLE, SLICE, 'c', { base: { k: 'c' }, actions: [{ k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, id];
+    const increment = (id: RequestId): WriteOp => [SliceOp.Update, TABLE, SLICE, 'c', { base: { k: 'c' }, actions: [{ k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, id];
     /** The leader runs a write as its worker does (worker.ts): executed once per id, then the task's effects proposed. */
     const run = (w: Worker, op: WriteOp) => {
       const result = w.replicas.execute(op);
@@ -249,32 +249,32 @@ describe('a write sent twice', () => {
     const counterOnReplica = (w: Worker) => ([...w.store.entries()].find((e) => e[0] === EFFECT_SET && e[2] === SLICE && e[3] === 'c')?.[4] as { n: number } | undefined)?.n ?? null;
 
     await elect(0, 1, [0, 1, 2]);
-    const first = run(workers[0], increment('feedc0de.1'));
+    const first = run(workers[0], increment([0xfeedc0de, 1]));
     expect(first.result).toEqual([RESULT_OK, expect.objectContaining({ n: 1 })]);
     expect(first.effects).toBe(1);
     await settle(0);
 
     // Sent again to the same leader (its answer was lost): the first answer, nothing applied, no record.
-    const again = run(workers[0], increment('feedc0de.1'));
+    const again = run(workers[0], increment([0xfeedc0de, 1]));
     expect(again).toEqual({ result: first.result, effects: 0 });
     expect(counter(workers[0])).toBe(1);
 
     // The leader is frozen out; 1 leads. The copy sent there is answered from what 1 applied from the log.
     await elect(1, 2, [1, 2]);
-    expect(run(workers[1], increment('feedc0de.1'))).toEqual({ result: first.result, effects: 0 });
+    expect(run(workers[1], increment([0xfeedc0de, 1]))).toEqual({ result: first.result, effects: 0 });
     expect(counter(workers[1])).toBe(1);
     // A new write is applied (once), and answers its own new value.
-    expect(run(workers[1], increment('feedc0de.2')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 2 })]);
+    expect(run(workers[1], increment([0xbeef, 2])).result).toEqual([RESULT_OK, expect.objectContaining({ n: 2 })]);
     await settle(1);
 
     // A write the leader executed but never got committed (its followers cut off) was not applied: the leader
     // elected next executes its copy as new, once, and the deposed one forgets its own.
     cut.add('1-0').add('1-2');
-    expect(run(workers[1], increment('feedc0de.3')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 3 })]);
+    expect(run(workers[1], increment([0xfeedc0de, 3])).result).toEqual([RESULT_OK, expect.objectContaining({ n: 3 })]);
     await pump();
     await elect(2, 3, [0, 2]);
-    expect(run(workers[2], increment('feedc0de.3')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 3 })]);
-    expect(run(workers[2], increment('feedc0de.3')).effects).toBe(0);
+    expect(run(workers[2], increment([0xfeedc0de, 3])).result).toEqual([RESULT_OK, expect.objectContaining({ n: 3 })]);
+    expect(run(workers[2], increment([0xfeedc0de, 3])).effects).toBe(0);
     cut.clear();
     await settle(2);
     await settle(2);
@@ -291,7 +291,7 @@ describe('a write sent twice', () => {
     expect(counterOnReplica(workers[0])).toBe(3);
     expect(workers[0].replicas.rememberedRequests(SLICE)).toBe(3);
     await elect(0, 4, [0, 1, 2]);
-    for (const [id, n] of [['feedc0de.1', 1], ['feedc0de.2', 2], ['feedc0de.3', 3]] as const) {
+    for (const [id, n] of [[[0xfeedc0de, 1], 1], [[0xbeef, 2], 2], [[0xfeedc0de, 3], 3]] as [RequestId, number][]) {
       expect(run(workers[0], increment(id))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n })], effects: 0 });
     }
     expect(counter(workers[0])).toBe(3);
@@ -301,17 +301,17 @@ describe('a write sent twice', () => {
     // store went back to what is committed, its answer is unknown). Its id must go with it: carried in the
     // slice's next record (the replica leads it again), every follower would remember a write none applied,
     // and answer its resend without applying it.
-    expect(workers[0].replicas.execute(increment('feedc0de.4'))).toEqual([RESULT_OK, expect.objectContaining({ n: 4 })]);
+    expect(workers[0].replicas.execute(increment([0xfeedc0de, 4]))).toEqual([RESULT_OK, expect.objectContaining({ n: 4 })]);
     workers[0].replicas.resign(SLICE);
     workers[0].store.takeEffects();
     expect(counter(workers[0])).toBe(3);
     await pump();
     await elect(0, 5, [0, 1, 2]);
-    expect(run(workers[0], increment('feedc0de.5')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 4 })]);
+    expect(run(workers[0], increment([0xfeedc0de, 5])).result).toEqual([RESULT_OK, expect.objectContaining({ n: 4 })]);
     await settle(0);
     await settle(0);
     await elect(1, 6, [0, 1, 2]);
-    expect(run(workers[1], increment('feedc0de.4'))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n: 5 })], effects: 1 });
+    expect(run(workers[1], increment([0xfeedc0de, 4]))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n: 5 })], effects: 1 });
     await settle(1);
     await settle(1);
     for (const w of workers) expect(counterOnReplica(w)).toBe(5);
@@ -319,12 +319,12 @@ describe('a write sent twice', () => {
     // The next leader's wall clock is two minutes ahead (a node whose clock was stepped, or is not synced). The
     // write its predecessor applied a moment ago, whose answer was lost, is still remembered after the new
     // leader's first write: the bound counts time passed, not how far one clock is from another.
-    expect(run(workers[1], increment('feedc0de.6')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 6 })]);
+    expect(run(workers[1], increment([0xfeedc0de, 6])).result).toEqual([RESULT_OK, expect.objectContaining({ n: 6 })]);
     await settle(1);
     ahead[2] = 120_000;
     await elect(2, 7, [0, 1, 2]);
-    expect(run(workers[2], increment('feedc0de.7')).result).toEqual([RESULT_OK, expect.objectContaining({ n: 7 })]);
-    expect(run(workers[2], increment('feedc0de.6'))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n: 6 })], effects: 0 });
+    expect(run(workers[2], increment([0xfeedc0de, 7])).result).toEqual([RESULT_OK, expect.objectContaining({ n: 7 })]);
+    expect(run(workers[2], increment([0xfeedc0de, 6]))).toEqual({ result: [RESULT_OK, expect.objectContaining({ n: 6 })], effects: 0 });
     expect(counter(workers[2])).toBe(7);
   });
 });

@@ -23,7 +23,6 @@ import {
   FAILOVER_RETRY_MS_MAX,
   NODE_REQUEST_TIMEOUT_MS,
 } from '../../shared/limits.js';
-import type { RequestId } from '../../shared/protocol.js';
 import { itemBytes, type Item } from '../../shared/values.js';
 
 // A router's last resend leaves within FAILOVER_RETRY_MS_MAX of its first try, which it may have waited
@@ -33,27 +32,40 @@ assert(APPLIED_REQUESTS_KEPT_MS > FAILOVER_RETRY_MS_MAX + NODE_REQUEST_TIMEOUT_M
 /** What a write answered its caller: Put, the old item or null; Delete, whether it deleted or the old item;
  * Update, the item returnValues asks for, or null. */
 export type RequestAnswer = Item | boolean | null;
-/** Applied writes as a record or a snapshot carries them, oldest first: parallel lists of their ids, the times
- * their leader executed them (ms, its clock; one number for all in a record, whose writes share their task's
- * time) and their answers; `answers` null when every answer is null (a put or an update that returns nothing:
- * most writes). Lists, not an object per write: a follower decodes one record per task and adds each of its
- * writes, and fewer objects and bytes are less work for every replica. */
+/** Applied writes as a record or a snapshot carries them, oldest first, in parallel lists: a write's id is
+ * [instances[of[i]], counters[i]] (shared/protocol.ts, RequestId), each router instance written once (`of` null
+ * when there is one: a record holds one task's writes, most often all from one router), the times their leader
+ * executed them (ms, its clock; one number for all in a record, whose writes share their task's time) and their
+ * answers; `answers` null when every answer is null (a put or an update that returns nothing: most writes).
+ * Lists of numbers, not an object or a string per write: a follower decodes one record per task and adds each of
+ * its writes, and fewer objects and bytes are less work for every replica. */
 export interface AppliedList {
-  ids: RequestId[];
+  instances: number[];
+  counters: number[];
+  of: number[] | null;
   ats: number[] | number;
   answers: RequestAnswer[] | null;
 }
 const atOf = (list: AppliedList, i: number) => (typeof list.ats === 'number' ? list.ats : list.ats[i]);
 
-const bytesOf = (id: RequestId, answer: RequestAnswer) => id.length + 8 + (answer !== null && typeof answer === 'object' ? itemBytes(answer) : 1);
+/** What an entry counts toward APPLIED_REQUEST_BYTES_PER_SLICE_MAX: its id and time (8 bytes each number), its answer. */
+const bytesOf = (answer: RequestAnswer) => 24 + (answer !== null && typeof answer === 'object' ? itemBytes(answer) : 1);
 
 export class AppliedRequests {
-  private readonly answers = new Map<RequestId, RequestAnswer>();
-  /** The same ids in the order applied (log order), and when each was applied: ids[head] is the oldest. (Not the
-   * Map's own order: finding its first entry walks past every entry deleted since it last rehashed, thousands
-   * per add once a busy slice forgets one id for each it learns.) */
-  private ids: RequestId[] = [];
+  /** Per router instance, the answers of its writes by counter: numbers as keys, hashed without reading a string. */
+  private readonly byInstance = new Map<number, Map<number, RequestAnswer>>();
+  /** The last instance looked up and its map (a task's writes mostly come from one router): one lookup, not two. */
+  private lastInstance = -1;
+  private lastAnswers: Map<number, RequestAnswer> | undefined = undefined;
+  private count = 0;
+  /** The same writes in the order applied (log order), in parallel lists: instances[head], counters[head] is the
+   * oldest. (Not the Maps' own order: a write's place across instances, and finding a Map's first entry walks past
+   * every entry deleted since it last rehashed.) */
+  private instances: number[] = [];
+  private counters: number[] = [];
   private ats: number[] = [];
+  /** Their answers too (what find() answers from the Maps): a snapshot's list() reads them without a lookup each. */
+  private answerList: RequestAnswer[] = [];
   /** What each counts toward APPLIED_REQUEST_BYTES_PER_SLICE_MAX. */
   private sizes: number[] = [];
   private head = 0;
@@ -64,64 +76,121 @@ export class AppliedRequests {
    * snapshot would then remember ids that this one does not. */
   constructor(list: AppliedList | null = null) {
     if (list === null) return;
-    list.ids.forEach((id, i) => this.remember(id, atOf(list, i), list.answers?.[i] ?? null));
+    for (let i = 0; i < list.counters.length; i++) this.remember(list.instances[list.of === null ? 0 : list.of[i]], list.counters[i], atOf(list, i), list.answers?.[i] ?? null);
   }
 
   get size(): number {
-    return this.answers.size;
+    return this.count;
   }
 
   /** When the newest remembered write was applied (by the time its record carries); undefined if none is. */
   get newestAt(): number | undefined {
-    return this.ids.length > this.head ? this.ats[this.ats.length - 1] : undefined;
+    return this.counters.length > this.head ? this.ats[this.ats.length - 1] : undefined;
   }
 
   /** The answer of the write of this id that the slice applied; undefined if none is remembered. */
-  find(id: RequestId): RequestAnswer | undefined {
-    return this.answers.get(id);
+  find(instance: number, counter: number): RequestAnswer | undefined {
+    return this.answersOf(instance)?.get(counter);
   }
 
   /** Remembers an applied write, and forgets what the bounds no longer keep. */
-  add(id: RequestId, at: number, answer: RequestAnswer): void {
-    this.remember(id, at, answer);
-    const newest = this.ids.length - 1;
+  add(instance: number, counter: number, at: number, answer: RequestAnswer): void {
+    this.remember(instance, counter, at, answer);
+    const newest = this.counters.length - 1;
     while (this.head < newest) {
       // The newest is kept, whatever its size.
-      if (this.answers.size <= APPLIED_REQUESTS_PER_SLICE_MAX && this.bytes <= APPLIED_REQUEST_BYTES_PER_SLICE_MAX && at - this.ats[this.head] <= APPLIED_REQUESTS_KEPT_MS) break;
-      this.answers.delete(this.ids[this.head]);
-      this.bytes -= this.sizes[this.head];
+      if (this.count <= APPLIED_REQUESTS_PER_SLICE_MAX && this.bytes <= APPLIED_REQUEST_BYTES_PER_SLICE_MAX && at - this.ats[this.head] <= APPLIED_REQUESTS_KEPT_MS) break;
+      this.forget(this.head);
       this.head++;
     }
-    if (this.head > 1024 && this.head * 2 > this.ids.length) {
-      this.ids = this.ids.slice(this.head);
+    // Amortized: the lists are cut once the forgotten half of them is over 1,024 entries.
+    if (this.head > 1024 && this.head * 2 > this.counters.length) {
+      this.instances = this.instances.slice(this.head);
+      this.counters = this.counters.slice(this.head);
       this.ats = this.ats.slice(this.head);
+      this.answerList = this.answerList.slice(this.head);
       this.sizes = this.sizes.slice(this.head);
       this.head = 0;
     }
-    assert(this.answers.size <= APPLIED_REQUESTS_PER_SLICE_MAX, 'a slice remembers a bounded number of writes');
+    assert(this.count <= APPLIED_REQUESTS_PER_SLICE_MAX, 'a slice remembers a bounded number of writes');
   }
 
   /** Adds a record's writes, in order. */
   addAll(list: AppliedList): void {
-    for (let i = 0; i < list.ids.length; i++) this.add(list.ids[i], atOf(list, i), list.answers?.[i] ?? null);
+    for (let i = 0; i < list.counters.length; i++) this.add(list.instances[list.of === null ? 0 : list.of[i]], list.counters[i], atOf(list, i), list.answers?.[i] ?? null);
   }
 
   /** Every remembered write, oldest first (a snapshot's part). */
   list(): AppliedList {
-    const ids = this.ids.slice(this.head);
-    const answers = ids.map((id) => this.answers.get(id)!);
-    return { ids, ats: this.ats.slice(this.head), answers: answers.every((a) => a === null) ? null : answers };
+    const instances: number[] = [];
+    const index = new Map<number, number>();
+    const of: number[] = [];
+    let last = -1;
+    let at = 0;
+    for (let i = this.head; i < this.counters.length; i++) {
+      const instance = this.instances[i];
+      // Runs of one router's writes (a record's) look its instance up once.
+      if (instance !== last) {
+        last = instance;
+        let known = index.get(instance);
+        if (known === undefined) {
+          index.set(instance, (known = instances.length));
+          instances.push(instance);
+        }
+        at = known;
+      }
+      of.push(at);
+    }
+    const answers = this.answerList.slice(this.head);
+    return {
+      instances,
+      counters: this.counters.slice(this.head),
+      of: instances.length > 1 ? of : null,
+      ats: this.ats.slice(this.head),
+      answers: answers.every((a) => a === null) ? null : answers,
+    };
   }
 
-  private remember(id: RequestId, at: number, answer: RequestAnswer): void {
-    const before = this.answers.size;
-    this.answers.set(id, answer);
+  private answersOf(instance: number): Map<number, RequestAnswer> | undefined {
+    if (instance !== this.lastInstance) {
+      this.lastInstance = instance;
+      this.lastAnswers = this.byInstance.get(instance);
+    }
+    return this.lastAnswers;
+  }
+
+  private remember(instance: number, counter: number, at: number, answer: RequestAnswer): void {
+    let answers = this.answersOf(instance);
+    if (answers === undefined) {
+      this.byInstance.set(instance, (answers = new Map()));
+      this.lastAnswers = answers;
+    }
+    const before = answers.size;
+    answers.set(counter, answer);
     // A leader executes a write only if its id is not here, and a committed log holds each id once.
-    if (this.answers.size !== before + 1) assert(false, `request ${id} is applied once`);
-    const size = bytesOf(id, answer);
-    this.ids.push(id);
+    if (answers.size !== before + 1) assert(false, `request [${instance}, ${counter}] is applied once`);
+    this.count++;
+    const size = bytesOf(answer);
+    this.instances.push(instance);
+    this.counters.push(counter);
     this.ats.push(at);
+    this.answerList.push(answer);
     this.sizes.push(size);
     this.bytes += size;
+  }
+
+  private forget(i: number): void {
+    const instance = this.instances[i];
+    const answers = this.answersOf(instance)!;
+    answers.delete(this.counters[i]);
+    // A router that stopped writing (or restarted: a new instance) leaves no empty map behind.
+    if (answers.size === 0) {
+      this.byInstance.delete(instance);
+      this.lastInstance = -1;
+      this.lastAnswers = undefined;
+    }
+    this.answerList[i] = null; // its item, if any, is not kept until the lists are cut
+    this.count--;
+    this.bytes -= this.sizes[i];
   }
 }

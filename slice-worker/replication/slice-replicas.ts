@@ -118,8 +118,10 @@ export class SliceReplicas {
     assert(this.serving(slice), 'a write runs only where its slice is served');
     const id = requestIdOf(op);
     if (id === null) return this.store.execute(op);
+    const instance = id[0];
+    const counter = id[1];
     const applied = this.requestsOf(slice);
-    const seen = applied.find(id);
+    const seen = applied.find(instance, counter);
     if (seen !== undefined) return [RESULT_OK, seen];
     const before = this.store.effectCount;
     const result = this.store.execute(op);
@@ -127,10 +129,17 @@ export class SliceReplicas {
       const answer = result[1] as RequestAnswer;
       if (this.proposing.size === 0) this.proposingAt = this.wallNow();
       let list = this.proposing.get(slice);
-      if (list === undefined) this.proposing.set(slice, (list = { ids: [], ats: this.timeOf(slice, applied), answers: [] }));
-      applied.add(id, list.ats as number, answer);
-      list.ids.push(id);
-      list.answers!.push(answer);
+      if (list === undefined) this.proposing.set(slice, (list = { instances: [instance], counters: [], of: null, ats: this.timeOf(slice, applied), answers: null }));
+      applied.add(instance, counter, list.ats as number, answer);
+      // The record names each router instance once; `of` only once a second one comes (most tasks have one).
+      let which = list.instances.indexOf(instance);
+      if (which < 0) which = list.instances.push(instance) - 1;
+      if (which > 0 && list.of === null) list.of = list.counters.map(() => 0);
+      list.of?.push(which);
+      // Answers only once one is not null (a plain put or delete answers nothing: most writes).
+      if (answer !== null && list.answers === null) list.answers = list.counters.map(() => null);
+      list.answers?.push(answer);
+      list.counters.push(counter);
     }
     return result;
   }
@@ -157,10 +166,7 @@ export class SliceReplicas {
     const out: [number, number][] = [];
     const requests = this.proposing;
     this.proposing = new Map();
-    for (const [slice, list] of requests) {
-      assert(bySlice.has(slice), 'a remembered write changed its slice, so its record carries it');
-      if (list.answers!.every((a) => a === null)) list.answers = null;
-    }
+    for (const slice of requests.keys()) assert(bySlice.has(slice), 'a remembered write changed its slice, so its record carries it');
     for (const [slice, list] of bySlice) {
       const index = this.of(slice).propose(encodeReplicated(list, requests.get(slice) ?? null));
       if (index === null) throw new Error(`invariant broken: effects of slice ${slice} were made while this worker does not lead it`);
