@@ -90,6 +90,10 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
 export const NODE_PROTOCOL_VERSION = 14;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
+/** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
+ * refuses the link when it differs (a Replicate frame's records mean different things in different versions, and
+ * the dialer sends no Hello). A link without it (the coordinator's, a router's) is checked by the Hello instead. */
+export const NODE_PROTOCOL_HEADER = 'x-keyslice-node-protocol';
 /** Membership and operator endpoints on the coordinator's HTTP port. */
 export const CLUSTER_API_PREFIX = '/cluster/';
 export const CLIENT_WS_PATH = '/ws';

@@ -48,6 +48,7 @@ import { workerOf } from '../shared/hashing.js';
 import {
   CLUSTER_API_PREFIX,
   CLUSTER_SECRET_HEADER,
+  NODE_PROTOCOL_HEADER,
   closeReason,
   decodeNodeFrame,
   decodeSliceResults,
@@ -359,9 +360,16 @@ const server = new WebSocketServer({
   maxPayload: INTERNAL_FRAME_BYTES_MAX,
   // Only a coordinator that knows the cluster secret may send slice commands.
   verifyClient: (info: { req: { headers: Record<string, string | string[] | undefined> } }, done: (ok: boolean, code?: number, message?: string) => void) => {
-    if (secretMatches(clusterSecret, info.req.headers[CLUSTER_SECRET_HEADER])) return done(true);
-    console.error('keyslice slice node: refused a connection without the cluster secret');
-    done(false, 401, 'cluster secret missing or wrong');
+    if (!secretMatches(clusterSecret, info.req.headers[CLUSTER_SECRET_HEADER])) {
+      console.error('keyslice slice node: refused a connection without the cluster secret');
+      return done(false, 401, 'cluster secret missing or wrong');
+    }
+    const version = info.req.headers[NODE_PROTOCOL_HEADER];
+    if (version !== undefined && version !== String(NODE_PROTOCOL_VERSION)) {
+      console.error(`keyslice slice node: refused a peer's replication link: it speaks node protocol ${String(version).slice(0, 20)}, this node ${NODE_PROTOCOL_VERSION}`);
+      return done(false, 400, `node protocol ${NODE_PROTOCOL_VERSION} expected`);
+    }
+    done(true);
   },
 });
 let lastCloseReason = '';

@@ -2,8 +2,10 @@
 // node dials each peer that its assignment names (the URL the coordinator's map
 // has for it), with the cluster secret, and sends only Replicate frames on that
 // link; the peer answers on its own link back, so nothing here waits for a reply.
-// The peer greets with Hello, which is checked and ignored; anything else it
-// sends on this link breaks the protocol and the link is dropped and dialed again.
+// The link names this node's protocol version (NODE_PROTOCOL_HEADER: a peer of
+// another version refuses it), and the peer greets with Hello, whose version must
+// be this node's before any frame is sent; anything else it sends on this link
+// breaks the protocol and the link is dropped and dialed again.
 //
 // Bounded and lossy by design: frames wait (up to PEER_LINK_QUEUE_BYTES_MAX) while
 // the link is being dialed or in the socket's buffer; past that, or to a peer that
@@ -18,7 +20,7 @@ import {
   NODE_RECONNECT_DELAY_MS_MIN,
   PEER_LINK_QUEUE_BYTES_MAX,
 } from '../shared/limits.js';
-import { CLUSTER_SECRET_HEADER, decodeNodeFrame, NodeFrame } from '../shared/protocol.js';
+import { CLUSTER_SECRET_HEADER, decodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
 
 class PeerLink {
   private ws: WebSocket | null = null;
@@ -70,12 +72,14 @@ class PeerLink {
     const ws = new WebSocket(this.url, {
       maxPayload: INTERNAL_FRAME_BYTES_MAX,
       handshakeTimeout: NODE_CONNECT_TIMEOUT_MS,
-      headers: { [CLUSTER_SECRET_HEADER]: this.secret },
+      headers: { [CLUSTER_SECRET_HEADER]: this.secret, [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) },
       generateMask: () => {}, // as the coordinator's links: ours end to end, with the cluster secret
     });
     this.ws = ws;
     ws.binaryType = 'nodebuffer';
-    ws.on('open', () => {
+    // Frames wait for the peer's Hello, not only for the socket's open: a peer of another protocol version (one
+    // that does not check NODE_PROTOCOL_HEADER) must get none of them.
+    const greeted = () => {
       this.open = true;
       this.delayMs = NODE_RECONNECT_DELAY_MS_MIN;
       this.lastProblem = '';
@@ -83,20 +87,22 @@ class PeerLink {
       this.queue = [];
       this.queuedBytes = 0;
       for (const f of queued) ws.send(f);
-    });
+    };
     ws.on('unexpected-response', (_req, res) => {
-      this.problem(`peer ${this.node} at ${this.url} refused the link (HTTP ${res.statusCode}${res.statusCode === 401 ? ': the cluster secrets differ' : ''})`);
+      this.problem(`peer ${this.node} at ${this.url} refused the link (HTTP ${res.statusCode}${res.statusCode === 401 ? ': the cluster secrets differ' : res.statusCode === 400 ? ': it speaks another node protocol version' : ''})`);
       ws.terminate();
     });
     ws.on('message', (data: Buffer, isBinary: boolean) => {
-      let kind: number | undefined;
+      let problem: string;
       try {
-        kind = isBinary ? decodeNodeFrame(data, 'coordinator')[0] : undefined;
-      } catch {
-        kind = undefined;
+        // decodeNodeFrame refuses a Hello of another protocol version, naming both.
+        const frame = isBinary ? decodeNodeFrame(data, 'coordinator') : undefined;
+        if (frame?.[0] === NodeFrame.Hello && !this.open) return greeted(); // its greeting; it answers on its own link
+        problem = 'sent something other than one Hello on a replication link';
+      } catch (err) {
+        problem = `sent a frame this node refuses (${(err as Error).message})`;
       }
-      if (kind === NodeFrame.Hello) return; // its greeting; it answers on its own link
-      this.problem(`peer ${this.node} at ${this.url} sent something other than its Hello on a replication link; dialing again`);
+      this.problem(`peer ${this.node} at ${this.url} ${problem}; dialing again`);
       ws.terminate();
     });
     ws.on('error', () => {}); // 'close' follows and handles it
