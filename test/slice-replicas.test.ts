@@ -12,6 +12,7 @@ import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
+import { ReplicaHarness } from './replica-harness.js';
 import { EFFECT_SET, RESULT_OK, SliceOp, type RequestId, type WriteOp } from '../shared/protocol.js';
 
 const SLICE = 5;
@@ -26,48 +27,20 @@ interface Worker {
 
 describe('the replicas of a slice on workers\' stores', () => {
   it('replicates executed writes, rolls a deposed leader back to what is committed, and recovers a follower from its log', async () => {
-    let queue: { from: number; to: number; m: ReplicationMessage }[] = [];
-    /** Links that drop what is sent on them: "a-b". */
-    const cut = new Set<string>();
     const committed: [number, number][] = [];
     const deposed: number[] = [];
-    const start = (i: number): Worker => {
-      const store = new SliceStore(0, 1);
-      const { log } = ReplicaLog.open(join(root, `worker-${i}`), 'fsync');
-      const replicas = new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m }), {
-        committed: (_slice, index) => committed.push([i, index]),
-        deposed: () => deposed.push(i),
-      });
-      return { store, replicas };
-    };
-    const workers = [0, 1, 2].map(start);
-    const toCoordinator: ReplicationMessage[] = [];
     /** Sizes of the buffers behind the records' payloads sent, where larger than the payload: the worker posts
      * these messages to its node, and a view into msgpackr's reused buffer would be copied whole (32 KiB+). */
     const payloadsInLargerBuffers: [number, number][] = [];
-    /** Delivers messages (and lets the logs flush) until none is left; bounded. */
-    const pump = async () => {
-      for (let round = 0; round < 50; round++) {
-        await new Promise((r) => setImmediate(r));
-        const now = queue;
-        queue = [];
-        if (now.length === 0) return;
-        for (const { from, to, m } of now) {
-          if (m.type === 'Append') for (const r of m.records) if (r.payload.buffer.byteLength !== r.payload.byteLength) payloadsInLargerBuffers.push([r.payload.byteLength, r.payload.buffer.byteLength]);
-          if (cut.has(`${from}-${to}`) || cut.has(`${to}-${from}`)) continue;
-          if (to === COORDINATOR) toCoordinator.push(m);
-          else workers[to].replicas.receive(SLICE, from, m);
-        }
-      }
-      throw new Error('messages still flowing after 50 rounds');
-    };
-    const elect = async (leader: number, term: number, voters: number[]) => {
-      for (const v of voters) workers[v].replicas.receive(SLICE, COORDINATOR, { type: 'Prepare', term });
-      await pump();
-      workers[leader].replicas.receive(SLICE, COORDINATOR, { type: 'Lead', term, followers: [0, 1, 2].filter((i) => i !== leader), sets: [] });
-      await pump();
-      expect(workers[leader].replicas.serving(SLICE)).toBe(true);
-    };
+    const h = new ReplicaHarness(join(root, 'basic'), SLICE, 3, {
+      events: (i) => ({ committed: (_slice, index) => committed.push([i, index]), deposed: () => deposed.push(i) }),
+      onMessage: ({ m }) => {
+        if (m.type === 'Append') for (const r of m.records) if (r.payload.buffer.byteLength !== r.payload.byteLength) payloadsInLargerBuffers.push([r.payload.byteLength, r.payload.buffer.byteLength]);
+      },
+    });
+    const { workers, cut } = h;
+    const pump = () => h.pump();
+    const elect = (leader: number, term: number, voters: number[]) => h.elect(leader, term, voters);
     const put = (w: Worker, key: string, v: number) => {
       expect(w.store.execute([SliceOp.Put, TABLE, SLICE, key, { k: key, v }, 20, null, null])[0]).toBe(0);
       return w.replicas.propose(w.store.takeEffects());
@@ -111,7 +84,7 @@ describe('the replicas of a slice on workers\' stores', () => {
     // lazily, with its next flush: one more heartbeat makes that happen.)
     workers[1].replicas.of(SLICE).tick();
     await pump();
-    workers[2] = start(2);
+    h.start(2);
     expect(items(workers[2])).toEqual(['a=1', 'c=3']);
     expect(payloadsInLargerBuffers).toEqual([]);
   });
@@ -200,35 +173,14 @@ describe('eventually consistent reads on a follower', () => {
 
 describe('a write sent twice', () => {
   it('is applied once, and its second copy gets the first one\'s answer: on the same leader, after a leader change, after a restart and a checkpoint', async () => {
-    let queue: { from: number; to: number; m: ReplicationMessage }[] = [];
-    const cut = new Set<string>();
-    const logs: ReplicaLog[] = [];
-    const start = (i: number): Worker => {
-      const store = new SliceStore(0, 1);
-      const { log } = ReplicaLog.open(join(root, `twice-${i}`), 'fsync');
-      logs[i] = log;
-      return { store, replicas: new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m }), {}, undefined, () => Date.now() + ahead[i]) };
-    };
     /** How far each worker's wall clock is ahead (ms). */
     const ahead = [0, 0, 0];
-    const workers = [0, 1, 2].map(start);
-    const pump = async () => {
-      for (let round = 0; round < 50; round++) {
-        await new Promise((r) => setImmediate(r));
-        const now = queue;
-        queue = [];
-        if (now.length === 0) return;
-        for (const { from, to, m } of now) if (to !== COORDINATOR && !cut.has(`${from}-${to}`) && !cut.has(`${to}-${from}`)) workers[to].replicas.receive(SLICE, from, m);
-      }
-      throw new Error('messages still flowing after 50 rounds');
-    };
+    const h = new ReplicaHarness(join(root, 'twice'), SLICE, 3, { wallNow: (i) => () => Date.now() + ahead[i] });
+    const { workers, cut } = h;
+    const pump = () => h.pump();
     let epoch = 0;
     const elect = async (leader: number, term: number, voters: number[]) => {
-      for (const v of voters) workers[v].replicas.receive(SLICE, COORDINATOR, { type: 'Prepare', term });
-      await pump();
-      workers[leader].replicas.receive(SLICE, COORDINATOR, { type: 'Lead', term, followers: [0, 1, 2].filter((i) => i !== leader), sets: [] });
-      await pump();
-      expect(workers[leader].replicas.serving(SLICE)).toBe(true);
+      await h.elect(leader, term, voters);
       workers[leader].store.execute([SliceOp.Assign, ++epoch, [SLICE]]);
     };
     /** ADD n 1 on item 'c', answering the new item: what a counter's client does. */
@@ -283,11 +235,11 @@ describe('a write sent twice', () => {
     // Every replica remembers the ids through a restart from its replica log, and through a checkpoint of it
     // (the records compacted into a snapshot, which carries the ids).
     await settle(2);
-    workers[0] = start(0);
+    h.start(0);
     expect(workers[0].replicas.rememberedRequests(SLICE)).toBe(3);
     workers[0].replicas.compact();
-    await logs[0].checkpoint();
-    workers[0] = start(0);
+    await workers[0].log.checkpoint();
+    h.start(0);
     expect(counterOnReplica(workers[0])).toBe(3);
     expect(workers[0].replicas.rememberedRequests(SLICE)).toBe(3);
     await elect(0, 4, [0, 1, 2]);
@@ -338,36 +290,15 @@ describe('a replica dropped from a node (it left the slice\'s set)', () => {
     // leads term 1 with followers 1 and 2; 1 is out of its reach. If the new replica on 2 had forgotten the
     // promise, it would take 0's records and 0 would count {0, 2} as a majority of its set: a write acknowledged
     // by a deposed leader, that no later leader holds.
-    let queue: { from: number; to: number; m: ReplicationMessage }[] = [];
-    const cut = new Set<string>();
     const committed: [number, number][] = [];
-    const stores: SliceStore[] = [];
-    const logs: ReplicaLog[] = [];
-    const workers: SliceReplicas[] = [];
-    for (const i of [0, 1, 2]) {
-      stores[i] = new SliceStore(0, 1);
-      logs[i] = ReplicaLog.open(join(root, `dropped-${i}`), 'fsync').log;
-      workers[i] = new SliceReplicas(i, stores[i], logs[i], (_slice, to, m) => queue.push({ from: i, to, m }), {
-        committed: (_slice, index) => committed.push([i, index]),
-      });
-    }
-    const pump = async () => {
-      for (let round = 0; round < 50; round++) {
-        await new Promise((r) => setImmediate(r));
-        const now = queue;
-        queue = [];
-        if (now.length === 0) return;
-        for (const { from, to, m } of now) if (to !== COORDINATOR && !cut.has(`${from}-${to}`) && !cut.has(`${to}-${from}`)) workers[to].receive(SLICE, from, m);
-      }
-      // Bounded, not an error: with the promise forgotten, old leader 0 and the new replica go on talking.
-    };
-    const elect = async (leader: number, term: number, voters: number[]) => {
-      for (const v of voters) workers[v].receive(SLICE, COORDINATOR, { type: 'Prepare', term });
-      await pump();
-      workers[leader].receive(SLICE, COORDINATOR, { type: 'Lead', term, followers: [0, 1, 2].filter((i) => i !== leader), sets: [] });
-      await pump();
-      expect(workers[leader].serving(SLICE)).toBe(true);
-    };
+    const h = new ReplicaHarness(join(root, 'dropped'), SLICE, 3, { events: (i) => ({ committed: (_slice, index) => committed.push([i, index]) }) });
+    const { cut } = h;
+    const workers = h.workers.map((w) => w.replicas);
+    const stores = h.workers.map((w) => w.store);
+    const logs = h.workers.map((w) => w.log);
+    // Bounded, not an error: with the promise forgotten, old leader 0 and the new replica go on talking.
+    const pump = () => h.pump(true);
+    const elect = (leader: number, term: number, voters: number[]) => h.elect(leader, term, voters, true);
     const put = (w: number, key: string) => {
       expect(stores[w].execute([SliceOp.Put, TABLE, SLICE, key, { k: key }, 20, null, null])[0]).toBe(0);
       return workers[w].propose(stores[w].takeEffects())[0][1];
@@ -400,6 +331,6 @@ describe('a replica dropped from a node (it left the slice\'s set)', () => {
     expect(logs[2].durable(SLICE).promisedTerm, 'the dropped replica\'s promise is kept').toBe(2);
     // Across a restart and a checkpoint too.
     await logs[2].checkpoint();
-    expect(ReplicaLog.open(join(root, 'dropped-2'), 'fsync').log.durable(SLICE).promisedTerm).toBe(2);
+    expect(ReplicaLog.open(join(root, 'dropped', 'worker-2'), 'fsync').log.durable(SLICE).promisedTerm).toBe(2);
   });
 });
