@@ -63,14 +63,16 @@ async function putOnLeader(id: string, v: string) {
 }
 
 /** A follower learns that a put committed with its leader's next message (a tick, 100 ms, later on an idle
- * slice; later still on a loaded machine): waits until 30 eventual reads in a row see it (bounded). */
-async function untilEventualReadsSee(id: string, v: string) {
+ * slice; later still on a loaded machine): waits until 30 eventual reads in a row see `v` (bounded). */
+async function untilEventualReadsSee(read: () => Promise<unknown>, v: string, what: string) {
   const until = Date.now() + STALE_MS_MAX;
   for (let seen = 0; seen < 30; ) {
-    seen = (await c.client.getItem(T, { id }, { consistentRead: false }))?.v === v ? seen + 1 : 0;
-    if (seen < 30 && Date.now() > until) throw new Error(`eventual reads still missed the put of ${id} ${STALE_MS_MAX} ms after it (${seen} in a row saw it)`);
+    seen = (await read()) === v ? seen + 1 : 0;
+    if (seen < 30 && Date.now() > until) throw new Error(`eventual reads still missed the put of ${what} ${STALE_MS_MAX} ms after it (${seen} in a row saw it)`);
   }
 }
+/** The native API's eventual read of `id`'s v. */
+const eventualV = (id: string) => async () => (await c.client.getItem(T, { id }, { consistentRead: false }))?.v;
 
 beforeAll(async () => {
   await c.client.createTable(T, { name: 'id', type: 'string' });
@@ -131,7 +133,7 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
     const r1 = await readsPerNode();
     const consistent = grew(r0, r1);
     expect(consistent.filter((n) => n > 0)).toEqual([60]); // the leader's node alone
-    await untilEventualReadsSee('hot', 'x');
+    await untilEventualReadsSee(eventualV('hot'), 'x', 'hot');
     const r2 = await readsPerNode();
     const m0 = await eventualReads();
     for (let i = 0; i < 90; i++) expect((await c.client.getItem(T, { id: 'hot' }, { consistentRead: false }))?.v).toBe('x');
@@ -160,13 +162,8 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
       for (let i = 0; i < 30; i++) await get(true);
       const r1 = await readsPerNode('ddb');
       expect(grew(r0, r1).filter((n) => n > 0)).toEqual([30]);
-      // Every follower has learned that the put committed (bounded, as untilEventualReadsSee) before reads count.
-      const until = Date.now() + STALE_MS_MAX;
-      for (let seen = 0; seen < 30; ) {
-        const r = await ddb.send(new GetItemCommand({ TableName: 'ddb', Key: { pk: { S: 'hot' } } }));
-        seen = r.Item?.v?.S === 'x' ? seen + 1 : 0;
-        if (seen < 30 && Date.now() > until) throw new Error(`eventual GetItems still missed the put ${STALE_MS_MAX} ms after it`);
-      }
+      // Every follower has learned that the put committed (bounded) before reads count.
+      await untilEventualReadsSee(async () => (await ddb.send(new GetItemCommand({ TableName: 'ddb', Key: { pk: { S: 'hot' } } }))).Item?.v?.S, 'x', 'ddb hot');
       const r2 = await readsPerNode('ddb');
       for (let i = 0; i < 60; i++) await get(i % 2 === 0 ? undefined : false);
       const eventual = grew(r2, await readsPerNode('ddb'));
@@ -212,7 +209,7 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
 
   it('pass over a frozen follower after one read timed out on it, instead of every third read waiting', async () => {
     const leader = await putOnLeader('warm', 'z');
-    await untilEventualReadsSee('warm', 'z');
+    await untilEventualReadsSee(eventualV('warm'), 'z', 'warm');
     const follower = c.cluster.nodes.find((n) => n !== leader)!;
     follower.child.kill('SIGSTOP');
     try {
