@@ -4,7 +4,9 @@
 // back (piscina as slice-worker/worker-channel.ts used it, a worker's own MessagePort,
 // a doorbell on a SharedArrayBuffer with Atomics.wait / Atomics.waitAsync, the same with the
 // worker's event loop turning (Atomics.waitAsync at both ends), and postMessage answered onto a
-// port that the main thread polls in a busy loop), and a WebSocket over a Unix socket. Every
+// port that the main thread polls in a busy loop), a WebSocket over a Unix socket, and a
+// WebSocket answered by a worker thread of the other process, through that process's main
+// thread (as a slice node answers) or on a connection the worker thread owns. Every
 // hop carries 64 bytes each way and does no work at the far end. Rounds go through the
 // hops in turn (so that the machine's load falls on all of them alike); each figure is
 // the median over rounds of a round's p50 (and p99), in microseconds.
@@ -30,7 +32,7 @@ export default function echo(bytes: Uint8Array): Uint8Array {
   return bytes;
 }
 
-type Role = { role: 'port' } | { role: 'atomics'; sab: SharedArrayBuffer } | { role: 'atomics-async'; sab: SharedArrayBuffer } | { role: 'port-answer'; answers: MessagePort };
+type Role = { role: 'port' } | { role: 'ws-server' } | { role: 'atomics'; sab: SharedArrayBuffer } | { role: 'atomics-async'; sab: SharedArrayBuffer } | { role: 'port-answer'; answers: MessagePort };
 /** The main thread's busy poll for an answer gives the event loop a turn after this long. */
 const SPIN_US_MAX = 500;
 const UNIX_SOCKET = `/tmp/keyslice-hop-floor-${process.pid}.sock`;
@@ -43,6 +45,10 @@ function workerSide(): void {
   const data = workerData as Role | undefined;
   if (data?.role === 'port') {
     parentPort!.on('message', (m: Uint8Array) => parentPort!.postMessage(m));
+  } else if (data?.role === 'ws-server') {
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    wss.on('connection', (ws) => ws.on('message', (d) => ws.send(d as Buffer)));
+    wss.on('listening', () => parentPort!.postMessage((wss.address() as net.AddressInfo).port));
   } else if (data?.role === 'port-answer') {
     const answers = data.answers;
     parentPort!.on('message', (m: Uint8Array) => answers.postMessage(m));
@@ -85,6 +91,23 @@ async function serverSide(kind: string): Promise<void> {
       s.on('data', (b) => s.write(b));
     });
     srv.listen(0, '127.0.0.1', () => console.log(String((srv.address() as net.AddressInfo).port)));
+  } else if (kind === 'ws-relay' || kind === 'ws-in-worker') {
+    // The slice node's shape (ws-relay: the main thread takes the frame and hands it to a worker
+    // thread, whose answer it sends back) against a worker thread that owns its connection.
+    const w = new Worker(SELF, { workerData: { role: kind === 'ws-relay' ? 'port' : 'ws-server' } satisfies Role });
+    if (kind === 'ws-in-worker') {
+      w.once('message', (port: number) => console.log(String(port)));
+    } else {
+      const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+      wss.on('connection', (ws) => {
+        w.on('message', (m: Uint8Array) => ws.send(m));
+        ws.on('message', (d: Buffer) => {
+          const b = new Uint8Array(d);
+          w.postMessage(b, [b.buffer as ArrayBuffer]);
+        });
+      });
+      wss.on('listening', () => console.log(String((wss.address() as net.AddressInfo).port)));
+    }
   } else if (kind === 'ws-unix') {
     const http = await import('node:http');
     const srv = http.createServer();
@@ -105,6 +128,16 @@ function startServer(kind: string, path = ''): Promise<{ child: ChildProcess; po
     child.stdout!.once('data', (b: Buffer) => done({ child, port: Number(b.toString().trim()) }));
     child.once('exit', (code) => fail(new Error(`${kind} server exited (${code})`)));
   });
+}
+
+/** Stops a server process and waits for it to be gone (SIGKILL if SIGTERM took longer than 2 s). */
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const gone = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 2000);
+  await gone;
+  clearTimeout(timer);
 }
 
 /** A round trip: resolves once the answer is back. */
@@ -130,21 +163,25 @@ async function tcpHop(): Promise<Hop> {
   return {
     name: 'TCP echo, another process (loopback)',
     once: () => new Promise<void>((r) => { waiter = r; sock.write(out); }),
-    close: async () => { sock.destroy(); child.kill('SIGTERM'); },
+    close: async () => { sock.destroy(); await stopChild(child); },
   };
 }
 
-async function wsHop(): Promise<Hop> {
-  const { child, port } = await startServer('ws');
+async function wsHop(kind: 'ws' | 'ws-relay' | 'ws-in-worker' = 'ws'): Promise<Hop> {
+  const { child, port } = await startServer(kind);
   const ws = new WebSocket(`ws://127.0.0.1:${port}`, { generateMask: () => {} });
   await new Promise((r, f) => { ws.once('open', r); ws.once('error', f); });
   const out = Buffer.alloc(PAYLOAD_BYTES, 1);
   let waiter: (() => void) | null = null;
   ws.on('message', () => { const w = waiter; waiter = null; w?.(); });
   return {
-    name: 'WebSocket echo, another process (ws, loopback)',
+    name: {
+      ws: 'WebSocket echo, another process (ws, loopback)',
+      'ws-relay': "WebSocket echo by a worker thread of another process, through its main thread (a slice node's shape)",
+      'ws-in-worker': 'WebSocket echo by a worker thread of another process that owns the connection',
+    }[kind],
     once: () => new Promise<void>((r) => { waiter = r; ws.send(out); }),
-    close: async () => { ws.terminate(); child.kill('SIGTERM'); },
+    close: async () => { ws.terminate(); await stopChild(child); },
   };
 }
 
@@ -158,7 +195,7 @@ async function wsUnixHop(): Promise<Hop> {
   return {
     name: 'WebSocket echo, another process (ws, Unix socket)',
     once: () => new Promise<void>((r) => { waiter = r; ws.send(out); }),
-    close: async () => { ws.terminate(); child.kill('SIGTERM'); },
+    close: async () => { ws.terminate(); await stopChild(child); },
   };
 }
 
@@ -268,7 +305,7 @@ async function main(): Promise<void> {
   const gapMs = Number(opts['gap-ms']);
   const rounds = Number(opts.rounds);
   const count = Number(opts.count);
-  const hops = [await tcpHop(), await wsHop(), await wsUnixHop(), piscinaHop('disabled'), piscinaHop('sync'), await portHop(), await portSpinHop(), await atomicsHop(), await atomicsAsyncHop()];
+  const hops = [await tcpHop(), await wsHop(), await wsHop('ws-relay'), await wsHop('ws-in-worker'), await wsUnixHop(), piscinaHop('disabled'), piscinaHop('sync'), await portHop(), await portSpinHop(), await atomicsHop(), await atomicsAsyncHop()];
   const p50s = hops.map((): number[] => []);
   const p99s = hops.map((): number[] => []);
   const load = [loadavg()[0]];
