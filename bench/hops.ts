@@ -3,7 +3,7 @@
 // compare against, built (DIR/dist), e.g.
 //   git archive <commit> | tar -x -C /tmp/base && ln -s $PWD/node_modules /tmp/base/ && (cd /tmp/base && npx tsc -p tsconfig.json)
 //   node dist/bench/hops.js --base /tmp/base [--rounds 5] [--duration 4]
-// Both clusters run at once (2 nodes x 2 workers, durability os, the default routers),
+// Both clusters run at once (2 nodes x 2 workers, or --nodes N; durability os, the default routers),
 // each loaded with the same data; every workload runs on one and then the other, the
 // order alternating from round to round, and each figure is the median over the rounds.
 // Workloads: the native WebSocket client (GetItem at 1 in flight, PutItem and GetItem at
@@ -28,6 +28,8 @@ const { values: opts } = parseArgs({
     duration: { type: 'string', default: '4' },
     only: { type: 'string' },
     profile: { type: 'string' },
+    // 3: the shape of `npm start` (3 nodes, every slice on all three, R=3); 2: the shape of earlier runs.
+    nodes: { type: 'string', default: '2' },
   },
 });
 const ROUNDS = Number(opts.rounds);
@@ -53,7 +55,7 @@ interface Side {
 async function startSide(name: string, distRoot: string): Promise<Side> {
   const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
   const dir = mkdtempSync(join(tmpdir(), `keyslice-hops-${name}-`));
-  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: 2, workers: 2, durability: 'os' });
+  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os' });
   const clients: KeysliceClient[] = [];
   for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
   const port = Number(new URL(cluster.url).port);
@@ -136,6 +138,7 @@ function fail(): never {
 interface Sample {
   rate: number;
   p50: number;
+  p99: number;
   cpuMsPerOp: number;
   /** Of cpuMsPerOp: the slice nodes' share (the rest is the coordinator and its routers). */
   nodeCpuMsPerOp: number;
@@ -233,7 +236,7 @@ async function measure(side: Side, w: Workload): Promise<Sample> {
   const nodeCpu = cpuOf(nodePids) - nodeCpu0;
   const parts = partsOf(side).map((x, k) => ((x - parts0[k]) * 1000) / r.ops);
   r.lat.sort((a, b) => a - b);
-  return { rate: (w.name.includes('items/s') ? r.items : r.ops) / secs, p50: r.lat[Math.floor(r.lat.length / 2)], cpuMsPerOp: (cpu * 1000) / r.ops, nodeCpuMsPerOp: (nodeCpu * 1000) / r.ops, parts };
+  return { rate: (w.name.includes('items/s') ? r.items : r.ops) / secs, p50: r.lat[Math.floor(r.lat.length / 2)], p99: r.lat[Math.min(r.lat.length - 1, Math.floor(r.lat.length * 0.99))], cpuMsPerOp: (cpu * 1000) / r.ops, nodeCpuMsPerOp: (nodeCpu * 1000) / r.ops, parts };
 }
 
 const median = (xs: number[]) => {
@@ -276,7 +279,7 @@ async function main(): Promise<void> {
         for (const i of order) {
           const s = await measure(sides[i], w);
           results.get(w.name)![i].push(s);
-          process.stderr.write(`round ${round + 1} ${w.name.padEnd(48)} ${sides[i].name.padEnd(5)} ${Math.round(s.rate).toString().padStart(7)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op (nodes ${s.nodeCpuMsPerOp.toFixed(3)}) [${s.parts.map((x) => x.toFixed(3)).join(' ')}] load ${loadavg()[0].toFixed(1)}\n`);
+          process.stderr.write(`round ${round + 1} ${w.name.padEnd(48)} ${sides[i].name.padEnd(5)} ${Math.round(s.rate).toString().padStart(7)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op (nodes ${s.nodeCpuMsPerOp.toFixed(3)}) [${s.parts.map((x) => x.toFixed(3)).join(' ')}] load ${loadavg()[0].toFixed(1)}\n`);
         }
       }
     }
@@ -289,12 +292,12 @@ async function main(): Promise<void> {
       rmSync(s.dir, { recursive: true, force: true });
     }
   }
-  console.log(`| workload | base ops/s | this ops/s | this / base | base p50 ms | this p50 ms | base server CPU ms/op (nodes) | this (nodes) |`);
-  console.log('|---|--:|--:|--:|--:|--:|--:|--:|');
+  console.log(`| workload | base ops/s | this ops/s | this / base | base p50 ms | this p50 ms | base p99 ms | this p99 ms | base server CPU ms/op (nodes) | this (nodes) |`);
+  console.log('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
   for (const w of workloads) {
     const [b, t] = results.get(w.name)!;
     const m = (xs: Sample[], k: Exclude<keyof Sample, 'parts'>) => median(xs.map((x) => x[k]));
-    console.log(`| ${w.name} | ${Math.round(m(b, 'rate'))} | ${Math.round(m(t, 'rate'))} | ${(m(t, 'rate') / m(b, 'rate')).toFixed(2)}x | ${m(b, 'p50').toFixed(3)} | ${m(t, 'p50').toFixed(3)} | ${m(b, 'cpuMsPerOp').toFixed(3)} (${m(b, 'nodeCpuMsPerOp').toFixed(3)}) | ${m(t, 'cpuMsPerOp').toFixed(3)} (${m(t, 'nodeCpuMsPerOp').toFixed(3)}) |`);
+    console.log(`| ${w.name} | ${Math.round(m(b, 'rate'))} | ${Math.round(m(t, 'rate'))} | ${(m(t, 'rate') / m(b, 'rate')).toFixed(2)}x | ${m(b, 'p50').toFixed(3)} | ${m(t, 'p50').toFixed(3)} | ${m(b, 'p99').toFixed(3)} | ${m(t, 'p99').toFixed(3)} | ${m(b, 'cpuMsPerOp').toFixed(3)} (${m(b, 'nodeCpuMsPerOp').toFixed(3)}) | ${m(t, 'cpuMsPerOp').toFixed(3)} (${m(t, 'nodeCpuMsPerOp').toFixed(3)}) |`);
   }
   console.log('');
   console.log(`| workload: CPU ms per op, base -> this (medians) | ${PARTS.join(' | ')} |`);

@@ -2,7 +2,10 @@
 // samples that were idle, GC and program, and the functions with the most self time
 // (name, script and line), so that bench/PROFILE.md can say what dominates; with --under,
 // the busy time with any of the named functions on the stack (self time and below).
-//   node dist/bench/profile-top.js DIR [--top 15] [--under decodeSliceResults,encodeClientFrame]
+// With --last S, only the samples of the S seconds before the profile's end (less --skip-end S,
+// the shutdown): a profile covers its process's whole life, start-up and data loading included,
+// which at one request in flight outweigh the measured seconds.
+//   node dist/bench/profile-top.js DIR [--top 15] [--under decodeSliceResults,encodeClientFrame] [--last 8 --skip-end 1]
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
@@ -16,6 +19,8 @@ interface Profile {
   nodes: ProfileNode[];
   samples: number[];
   timeDeltas: number[];
+  startTime: number;
+  endTime: number;
 }
 
 const dir = process.argv[2];
@@ -23,8 +28,14 @@ const topIndex = process.argv.indexOf('--top');
 const top = topIndex > 0 ? Number(process.argv[topIndex + 1]) : 15;
 const underIndex = process.argv.indexOf('--under');
 const under = underIndex > 0 ? process.argv[underIndex + 1].split(',') : [];
+const seconds = (flag: string) => {
+  const i = process.argv.indexOf(flag);
+  return i > 0 ? Number(process.argv[i + 1]) * 1e6 : null;
+};
+const lastUs = seconds('--last');
+const skipEndUs = seconds('--skip-end') ?? 0;
 if (dir === undefined) {
-  console.error('usage: node dist/bench/profile-top.js DIR [--top N] [--under NAME,NAME]');
+  console.error('usage: node dist/bench/profile-top.js DIR [--top N] [--under NAME,NAME] [--last SECONDS [--skip-end SECONDS]]');
   process.exit(2);
 }
 for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()) {
@@ -36,9 +47,14 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sor
   const self = new Map<string, number>();
   let total = 0;
   let idle = 0;
+  const windowEnd = p.endTime - skipEndUs;
+  const windowStart = lastUs === null ? -Infinity : windowEnd - lastUs;
+  let at = p.startTime;
   for (let i = 0; i < p.samples.length; i++) {
     const n = byId.get(p.samples[i])!;
     const dt = p.timeDeltas[i] ?? 0;
+    at += dt;
+    if (lastUs !== null && (at < windowStart || at > windowEnd)) continue;
     total += dt;
     const f = n.callFrame;
     if (f.functionName === '(idle)') idle += dt;
@@ -50,7 +66,7 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sor
     for (const name of under) if (onStack.has(name)) below.set(name, below.get(name)! + dt);
   }
   const busy = total - idle;
-  console.log(`\n${file}: ${(total / 1e6).toFixed(1)} s sampled, busy ${((100 * busy) / total).toFixed(0)}% (${(busy / 1e3).toFixed(0)} ms)`);
+  console.log(`\n${file}: ${(total / 1e6).toFixed(1)} s sampled${lastUs === null ? '' : ' (the window)'}, busy ${((100 * busy) / total).toFixed(0)}% (${(busy / 1e3).toFixed(0)} ms)`);
   const rows = [...self.entries()].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, top);
   for (const [k, us] of rows) console.log(`  ${((100 * us) / busy).toFixed(1).padStart(5)}% of busy  ${k}`);
   for (const [name, us] of below) console.log(`  under ${name}: ${((100 * us) / busy).toFixed(1)}% of busy, ${(us / 1e3).toFixed(0)} ms`);
