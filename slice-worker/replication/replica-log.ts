@@ -134,15 +134,21 @@ export class ReplicaLog {
     };
   }
 
-  /** Appends what was written as one record (durable as the mode promises), then answers the syncs. */
-  flush(): void {
+  /** Appends what was written as one record (durable as the mode promises), then answers the syncs.
+   * `checkpointNext`: a checkpoint follows at once, holding every slice's state as of now: a snapshot written
+   * since the last flush need not go to the log too (a compaction's: its state is a copy of the slice's whole
+   * store, and it would be packed, checksummed and written twice), unless a sync waits on it (a snapshot a
+   * follower installs is answered once durable). Until the checkpoint is durable, the log holds the records
+   * that snapshot covers (they were appended before it), which replay to the same state. */
+  flush(checkpointNext = false): void {
     this.flushQueued = false;
     const ops = this.pending;
     const waiting = this.waiting;
     this.pending = [];
     this.waiting = [];
     if (ops.length > 0) {
-      this.wal.append(RECORD_KIND.ReplicaOps, packr.pack(ops));
+      const logged = checkpointNext && waiting.length === 0 ? ops.filter(([, op]) => op.kind !== 'snapshot') : ops;
+      if (logged.length > 0) this.wal.append(RECORD_KIND.ReplicaOps, packr.pack(logged));
       for (const [slice, op] of ops) {
         if (!this.slices.has(slice)) this.slices.set(slice, emptyDurable());
         applyDiskOp(this.slices.get(slice)!, op);
@@ -167,7 +173,7 @@ export class ReplicaLog {
 
   /** Writes every slice's durable state into a new segment and drops the segments before it. */
   async checkpoint(): Promise<void> {
-    this.flush();
+    this.flush(true);
     await this.wal.flush();
     this.wal.startSegment();
     const first = this.wal.currentSegmentFirstLsn;

@@ -1,0 +1,54 @@
+// The CPU a replica-log checkpoint costs right after a compaction (slice-worker/replication/replica-log.ts):
+// a log holding records of a few slices, each slice then compacted into a snapshot of the given size (what
+// Replica.compact writes), then checkpoint(). One process, no threads or sockets, so that two builds compare on a
+// busy machine: --build names another build's folder (its dist/ modules are used), and runs alternate by hand.
+//
+//   npm run build && node dist/bench/checkpoint-cost.js [--state-mb 16] [--slices 4] [--reps 5] [--build DIR]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { intArg, parseArgs } from '../shared/cli-args.js';
+
+const args = parseArgs(
+  process.argv.slice(2),
+  {
+    'state-mb': { default: '16', help: 'MiB of snapshot state, all slices together' },
+    slices: { default: '4', help: 'slices in the log' },
+    reps: { default: '5', help: 'checkpoints timed (the median is printed)' },
+    build: { default: '', help: "another build's folder (its dist/ is used): to compare two builds" },
+  },
+  'usage: node dist/bench/checkpoint-cost.js [options]',
+);
+const STATE_MB = intArg('state-mb', args['state-mb'], 1, 1024);
+const SLICES = intArg('slices', args.slices, 1, 64);
+const REPS = intArg('reps', args.reps, 1, 100);
+const RECORDS = 200;
+
+const dist = args.build === '' ? new URL('..', import.meta.url).href : pathToFileURL(join(resolve(args.build!), 'dist/')).href;
+const { ReplicaLog } = (await import(new URL('slice-worker/replication/replica-log.js', dist).href)) as typeof import('../slice-worker/replication/replica-log.js');
+const { makeRecord } = (await import(new URL('slice-worker/replication/replica-record.js', dist).href)) as typeof import('../slice-worker/replication/replica-record.js');
+
+const ms: number[] = [];
+for (let r = 0; r < REPS; r++) {
+  const dir = mkdtempSync(join(tmpdir(), 'keyslice-bench-checkpoint-'));
+  try {
+    const { log } = ReplicaLog.open(dir, 'os');
+    for (let s = 0; s < SLICES; s++) {
+      for (let i = 1; i <= RECORDS; i++) log.diskFor(s).write({ kind: 'append', records: [makeRecord(1, i, new Uint8Array(1024).fill(i))] });
+      log.diskFor(s).write({ kind: 'commit', index: RECORDS });
+    }
+    await new Promise<void>((done) => log.diskFor(0).sync(done));
+    // What a compaction writes: each slice's state at its commit point, with no sync waiting on it.
+    const state = new Uint8Array(Math.floor((STATE_MB * 1024 * 1024) / SLICES)).fill(3);
+    for (let s = 0; s < SLICES; s++) log.diskFor(s).write({ kind: 'snapshot', index: RECORDS, term: 1, state });
+    const before = process.cpuUsage();
+    await log.checkpoint();
+    const used = process.cpuUsage(before);
+    ms.push((used.user + used.system) / 1000);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+ms.sort((a, b) => a - b);
+console.log(`${args.build === '' ? 'this build' : args.build}: checkpoint after compacting ${SLICES} slices (${STATE_MB} MiB of state): ${ms[Math.floor(ms.length / 2)].toFixed(1)} ms of CPU, median of ${REPS} (${ms.map((m) => m.toFixed(1)).join(', ')})`);
