@@ -361,6 +361,8 @@ export interface LeadersReport {
   /** Elections and leadership handovers since the coordinator started. */
   elections: number;
   handovers: number;
+  /** Replica-set changes since the coordinator started whose leader led on at a new term (LeadOn) instead of an election. */
+  ledOn: number;
   termMin: number;
   termMax: number;
 }

@@ -221,8 +221,10 @@ export const LEADER_HANDOVERS_IN_FLIGHT_MAX = 64;
 export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
 /** Replica rebalancing onto a node that joins (R > 1, --rebalance yes): slices whose replica moves at once.
  * Each move changes the slice's replica set twice (a replica added, then the one it replaces dropped),
- * and each change is an election that deposes the leader for a moment (its uncommitted writes answer
- * with an unknown outcome), so a join under load moves a few slices at a time rather than all. */
+ * and each change was an election that deposed the leader for a moment (its uncommitted writes answer
+ * with an unknown outcome), so a join under load moves a few slices at a time rather than all. A change
+ * that keeps the leader now leads on (LeadOn, docs/replication.md) and deposes no one; each still costs
+ * a catch-up of the new replica, so the bound stays. */
 export const REPLICA_MOVES_IN_FLIGHT_MAX = 4;
 /** A replica move whose new replica's node has been down (not connected to the coordinator) this long before the
  * move completed is undone: the slice goes back to its old set (coordinator/metadata/membership.ts undoStalledMoves).

@@ -86,8 +86,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 12: Put, Delete and Update carry a request id (RequestId), so that a replicated slice applies a write sent twice once.
  * 13: a Scan says whether its items come back packed in the client's form too (its last argument, `packed`), and a
  * packed scan's answer carries them as one list (ScanResult).
- * 14: a request id is two numbers, [router instance, counter], not a string (RequestId). */
-export const NODE_PROTOCOL_VERSION = 14;
+ * 14: a request id is two numbers, [router instance, counter], not a string (RequestId).
+ * 15: LeadOn: a leader that stays in its slice's new replica set leads on at a new term, without an election. */
+export const NODE_PROTOCOL_VERSION = 15;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer

@@ -18,7 +18,7 @@ export interface ReplicaRecord {
 export type ReplicaId = number;
 export const COORDINATOR = -1;
 
-/** Why a replica refused an Append, a Snapshot, a Prepare or a Lead. */
+/** Why a replica refused an Append, a Snapshot, a Prepare, a Lead or a LeadOn. */
 export type RefusalCode =
   /** The sender's term is older than the one this replica promised: a deposed leader. */
   | 'StaleTerm'
@@ -37,6 +37,11 @@ export type ReplicationMessage =
   /** sets: while a replica-set change is unsettled, the sets (the new one first) each of whose majorities every
    * commit of this leader needs (joint majorities, docs/replication.md); empty: a majority of itself and its followers. */
   | { type: 'Lead'; term: number; followers: ReplicaId[]; sets: ReplicaId[][] }
+  /** To the leader of term `from`, when its slice's replica set changed and it stays in it: lead on at `term` (newer,
+   * taken by the coordinator like an election's) with these followers and sets, keeping its records and its
+   * writes not yet committed, without a Prepare (docs/replication.md, "Leading on across a replica-set change").
+   * A replica that does not lead `from` refuses it (StaleTerm), and the coordinator elects instead. */
+  | { type: 'LeadOn'; term: number; from: number; followers: ReplicaId[]; sets: ReplicaId[][] }
   | { type: 'Ping'; seq: number }
   /** commitTerm: the term of the record at the replica's commit point, which it holds durably; at least the
    * leader's term once it holds the leader's barrier (its first record) committed (docs/replication.md).
@@ -63,6 +68,7 @@ const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Prepare: ['term'],
   Prepared: ['term', 'lastTerm', 'lastIndex'],
   Lead: ['term', 'followers', 'sets'],
+  LeadOn: ['term', 'from', 'followers', 'sets'],
   Ping: ['seq'],
   Pong: ['seq', 'term', 'leading', 'commitTerm', 'lastIndex'],
   Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
@@ -72,7 +78,7 @@ const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   AppendOk: ['term', 'matchIndex', 'commitIndex'],
   Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
 };
-const COUNTS = new Set(['term', 'commitTerm', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex']);
+const COUNTS = new Set(['term', 'from', 'commitTerm', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex']);
 const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /** Why `m` is not a whole replication message, or null. Records are checked for shape here and
@@ -89,8 +95,10 @@ export function checkReplicationMessage(m: unknown): string | null {
   }
   switch (msg.type) {
     case 'Lead':
-      if (!Array.isArray(msg.followers) || !msg.followers.every(isCount)) return 'Lead.followers must be a list of node indexes';
-      return Array.isArray(msg.sets) && msg.sets.every((set) => Array.isArray(set) && set.length > 0 && set.every(isCount)) ? null : 'Lead.sets must be a list of lists of node indexes';
+    case 'LeadOn':
+      if (!Array.isArray(msg.followers) || !msg.followers.every(isCount)) return `${msg.type}.followers must be a list of node indexes`;
+      if (msg.type === 'LeadOn' && !((msg.from as number) < (msg.term as number))) return 'LeadOn.from must be older than LeadOn.term';
+      return Array.isArray(msg.sets) && msg.sets.every((set) => Array.isArray(set) && set.length > 0 && set.every(isCount)) ? null : `${msg.type}.sets must be a list of lists of node indexes`;
     case 'Pong':
       return typeof msg.leading === 'boolean' ? null : 'Pong.leading must be true or false';
     case 'Snapshot':

@@ -77,6 +77,16 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
   return e;
 }
 
+/** How many writes the coordinator's request path sent again after an unknown outcome (keyslice_writes_resent_total,
+ * over its processes): each is a write whose leader was deposed, lost or silent with it in flight. */
+export async function writesResent(e: Elastic): Promise<number> {
+  const res = await fetch(`${e.coordinator.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
+  const text = await res.text();
+  let n = 0;
+  for (const m of text.matchAll(/^keyslice_writes_resent_total(?:\{[^}]*\})? (\d+)$/gm)) n += Number(m[1]);
+  return n;
+}
+
 /** Polls `check` every 100 ms until it is true; fails after `timeoutMs`. */
 export async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
   const until = Date.now() + timeoutMs;

@@ -74,6 +74,7 @@ describe('node frames', () => {
     const ok = [NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }], [8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 5, 2, 7] }]]];
     for (const to of ['node', 'coordinator'] as const) expect(frame(ok, to)).toHaveLength(3);
     expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }]]])[1]).toBe(-1);
+    expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'LeadOn', term: 4, from: 3, followers: [1, 2], sets: [[0, 1, 2], [0, 1]] }]]])[1]).toBe(-1);
     const bad: [unknown[], RegExp][] = [
       [[NodeFrame.Replicate, -2, []], /sender -2 is not a node index or -1/],
       [[NodeFrame.Replicate, 'x', []], /sender "x"/],
@@ -85,6 +86,9 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, 0, [[1, { type: 'Elect', term: 1 }]]], /slice 1: unknown replication message "Elect"/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Prepare', term: -1 }]]], /Prepare.term is missing/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Prepare', term: 1, x: 1 }]]], /Prepare has no field "x"/],
+      [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, from: 3, followers: [1], sets: [] }]]], /LeadOn.from must be older than LeadOn.term/],
+      [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, followers: [1], sets: [] }]]], /LeadOn.from is missing/],
+      [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, from: 2, followers: [1], sets: [[]] }]]], /LeadOn.sets must be/],
       [[NodeFrame.Replicate, 0, [[1, { ...append, records: [{ term: 2, index: 1, payload: 'x', checksum: 5 }] }]]], /an Append record is/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1 }]]], /AppendOk.commitIndex is missing/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, 2] }]]], /KeepAlives.slices must be \[slice, term, commitIndex, ...\]/],

@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { keyslice } from './cli-run.js';
-import { bulk, elasticClusters, waitFor, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -44,6 +44,8 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     await bulk(e, 300);
     const load = new WriteLoad(e.client, 'elastic', 4, 8);
     await sleep(500);
+    const before = (await e.status()).replication.leaders;
+    const resentBefore = await writesResent(e);
     const joined = await e.addNode();
     const started = Date.now();
     // Progress shows in status while the moves run.
@@ -70,7 +72,15 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
       90_000,
     );
     const tookMs = Date.now() - started;
+    // What the join cost: writes sent again after an unknown outcome (their leader deposed with them in flight),
+    // elections (the leadership handovers that follow the moves are elections too), changes whose leader led on.
+    const l = st!.replication.leaders;
+    const cost = { resent: (await writesResent(e)) - resentBefore, elections: l.elections - before.elections, handovers: l.handovers - before.handovers, ledOn: (l.ledOn ?? 0) - (before.ledOn ?? 0) };
     expect(sawMoving || sawPending > 0, 'status showed the replica moves').toBe(true);
+    // A move's two changes keep the slice's leader where the replica moved is a follower's: it leads on at a new term
+    // instead of being deposed by an election (its writes in flight commit rather than being sent again). Elections
+    // besides the handovers are left only for moves of a leader's replica (and a leader that could not lead on).
+    expect(cost.elections - cost.handovers, `elections besides handovers, against changes led on (${JSON.stringify(cost)})`).toBeLessThan(cost.ledOn);
     const mine = st!.nodes.find((n) => n.node === joined.url)!;
     expect(mine.replicas).toBeGreaterThanOrEqual(8); // 36 replicas over 4 nodes: 9 each
     expect(mine.replicas).toBeLessThanOrEqual(10);
@@ -95,7 +105,8 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     await load.verify(300);
     if (process.env.KEYSLICE_TEST_LOG) {
       console.log(
-        `join at R=3 under writes: balanced in ${tookMs} ms; ${load.acks} updates acknowledged, ${load.errors.length} failed (${[...new Set(load.errors.map((x) => x.message.slice(0, 80)))].join(' | ')}); ${st!.replication.note}`,
+        `join at R=3 under writes: balanced in ${tookMs} ms; ${load.acks} updates acknowledged, ${load.errors.length} failed (${[...new Set(load.errors.map((x) => x.message.slice(0, 80)))].join(' | ')}); ` +
+          `during the join: ${cost.resent} writes sent again after an unknown outcome, ${cost.elections} elections (${cost.handovers} of them handovers), ${cost.ledOn} replica-set changes led on; ${st!.replication.note}`,
       );
     }
   }, 150_000);

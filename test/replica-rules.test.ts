@@ -439,6 +439,103 @@ describe('a slice replica', () => {
   });
 });
 
+describe('a leader that leads on across a replica-set change (LeadOn)', () => {
+  it('keeps its writes not yet committed, which commit with its new barrier on a majority of the new set and of the old one; a replica that does not lead the term refuses', () => {
+    // Replicas 0, 1, 2 are the set, 0 leads term 1; then the set becomes 0, 1, 3 (2 replaced by 3).
+    const g = group(4);
+    for (let i = 0; i < 3; i++) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 1 });
+    for (let i = 0; i < 3; i++) g.sync(i);
+    g.outbox.splice(0);
+    const leader = g.replicas[0];
+    leader.receive(COORDINATOR, { type: 'Lead', term: 1, followers: [1, 2], sets: [] });
+    const round = (ids: number[]) => {
+      for (let k = 0; k < 6; k++) {
+        leader.tick();
+        g.sync(0);
+        for (const i of ids) {
+          g.deliver(i);
+          g.sync(i);
+        }
+        g.deliver(0);
+      }
+      g.outbox.splice(0);
+    };
+    round([1, 2]);
+    expect(g.committed).toEqual([1]);
+    // A write in flight: its appends are lost, so no follower holds it.
+    expect(leader.propose(payload('a'))).toBe(2);
+    g.sync(0);
+    g.outbox.splice(0);
+    expect(g.committed).toEqual([1]);
+    const leadOn: ReplicationMessage = { type: 'LeadOn', term: 2, from: 1, followers: [1, 2, 3], sets: [[0, 1, 3], [0, 1, 2]] };
+    // Replica 1 does not lead term 1: it refuses, and changes nothing.
+    g.replicas[1].receive(COORDINATOR, { ...leadOn, followers: [0, 2, 3], sets: [[1, 0, 3], [0, 1, 2]] });
+    expect(refusals(g.deliver(COORDINATOR))).toEqual(['StaleTerm']);
+    expect(g.replicas[1].term).toBe(1);
+    leader.receive(COORDINATOR, leadOn);
+    // Not deposed: it still leads and serves, at term 2, with the write of term 1 kept and a barrier of term 2 after it.
+    expect(g.deposed).toEqual([]);
+    expect([leader.isLeader, leader.serving, leader.term, leader.lastIndex, leader.ownFrom]).toEqual([true, true, 2, 3, 1]);
+    expect(g.written[0].slice(-2)).toEqual([{ kind: 'promise', term: 2 }, { kind: 'append', records: [expect.objectContaining({ term: 2, index: 3 })] }]);
+    // A copy of the LeadOn (or a late one) is refused: it leads term 2 now.
+    leader.receive(COORDINATOR, leadOn);
+    expect(refusals(g.deliver(COORDINATOR))).toEqual(['StaleTerm']);
+    // The new set's majority (0 and 3) holds it all, the old set's only 0: nothing more is committed.
+    round([3]);
+    expect(g.committed).toEqual([1]);
+    // And 2 (0 and 2: a majority of the old set): the write of term 1 commits with the barrier of term 2.
+    round([2]);
+    expect(g.committed.at(-1)).toBe(3);
+    expect(g.applied[0]).toEqual([1, 2, 3]);
+    // Its barrier committed on both sets: from now on it replicates to its own set alone.
+    leader.propose(payload('b'));
+    expect(g.outbox.map((s) => s.to).sort()).toEqual([1, 3]);
+  });
+
+  it('is what the coordinator sends when a set changes and its elected leader, answering, stays in it; a refusal brings an election at once', () => {
+    let now = 0;
+    const sent: { to: number; m: ReplicationMessage }[] = [];
+    const terms: [number, boolean][] = [];
+    const published: [number, number][] = [];
+    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
+    const host = {
+      send: (to: number, m: ReplicationMessage) => sent.push({ to, m }),
+      now: () => now,
+      persistTerm: (t: number, election = true) => terms.push([t, election]),
+      publish: (leader: number, term: number) => published.push([leader, term]),
+    };
+    const f = new SliceFailover([0, 1, 2], null, 0, timing, host);
+    f.tick();
+    for (const r of [0, 1, 2]) f.receive(r, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0 });
+    expect(f.currentLeader).toBe(0);
+    now += 50;
+    f.receive(0, { type: 'Pong', seq: 1, term: 1, leading: true, commitTerm: 1, lastIndex: 4 });
+    sent.length = 0;
+    // 2 is replaced by 3: leader 0 stays, and leads on at term 2 (no Prepare).
+    const g = f.changedTo([0, 1, 3], 1, host);
+    expect(terms).toEqual([[1, true], [2, false]]);
+    expect(published.at(-1)).toEqual([0, 2]);
+    expect(sent).toEqual([{ to: 0, m: { type: 'LeadOn', term: 2, from: 1, followers: [1, 3, 2], sets: [[0, 1, 3], [0, 1, 2]] } }]);
+    expect([g.currentLeader, g.currentTerm, g.electorateSettled]).toEqual([0, 2, false]);
+    // A change before that one settled elects (chained changes do not lead on).
+    sent.length = 0;
+    const chained = g.changedTo([0, 1, 4], 2, host);
+    expect(chained.currentLeader).toBeNull();
+    expect(sent).toEqual([]);
+    // The leader refuses (it restarted and leads nothing): an election starts at the next tick, not after the timeout.
+    g.receive(0, { type: 'Refused', term: 1, code: 'StaleTerm', message: 'asked to lead on', lastIndex: 4, commitIndex: 4 });
+    g.tick();
+    expect(sent.filter((s) => s.m.type === 'Prepare').map((s) => s.to)).toEqual([0, 1, 3, 2]);
+    // A leader that has not answered within the heartbeat timeout is not told to lead on: the change elects.
+    sent.length = 0;
+    const h = new SliceFailover([0, 1, 2], null, 0, timing, host);
+    h.tick();
+    for (const r of [0, 1, 2]) h.receive(r, { type: 'Prepared', term: 9, lastTerm: 0, lastIndex: 0 });
+    now += timing.heartbeatTimeoutMs;
+    expect(h.changedTo([0, 1, 3], 9, host).currentLeader).toBeNull();
+  });
+});
+
 describe('the choice of a new leader', () => {
   it('needs answers from a majority, and takes the largest last term before the largest last index', () => {
     const answers = new Map([

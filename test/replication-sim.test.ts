@@ -55,11 +55,16 @@ describe('replication under a seeded simulation', () => {
     const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 2) }, (_, i) => BASE_SEED + i);
     const reports = seeds.map((seed, i) => runSimulation({ seed, setChanges: true, store: i % 2 === 1 }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
-    console.log(`replication sim with set changes: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes (${sum((r) => r.movesUndone)} moves undone), ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`);
+    console.log(
+      `replication sim with set changes: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes (${sum((r) => r.movesUndone)} moves undone, ${sum((r) => r.ledOn)} led on by their leader), ` +
+        `${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
+    );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
     if (only === undefined) {
       expect(sum((r) => r.setChanges)).toBeGreaterThan(reports.length);
       expect(sum((r) => r.movesUndone)).toBeGreaterThan(0);
+      // Most changes keep an answering leader in the set, which then leads on (LeadOn) rather than being deposed.
+      expect(sum((r) => r.ledOn)).toBeGreaterThan(sum((r) => r.setChanges) / 3);
     }
   });
 
@@ -78,6 +83,12 @@ describe('replication under a seeded simulation', () => {
       expect(runSimulation({ seed, setChanges: 'chained' }).acked).toBeGreaterThan(0);
     });
   }
+
+  it(`loses no acknowledged write across replica-set changes when every change elects its leader, as before LeadOn (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 4)} runs, half on stores`})`, () => {
+    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 4) }, (_, i) => BASE_SEED + i);
+    const reports = seeds.map((seed, i) => runSimulation({ seed, setChanges: true, store: i % 2 === 1, leadOn: false }));
+    expect(reports.reduce((a, r) => a + r.ledOn, 0)).toBe(0);
+  });
 
   it('catches a coordinator that promotes any replica of a majority rather than the most up to date one', () => {
     const failures: string[] = [];

@@ -39,6 +39,9 @@ export interface SimOptions {
   /** Replica-set changes (as keyslice drain and remove make them): none, or at a seeded rate; 'drain': drains
    * only; 'chained': also while the change before has not settled (as the coordinator did before it waited). */
   setChanges?: boolean | 'drain' | 'chained';
+  /** false: every replica-set change elects a leader (Prepare), as before LeadOn; by default a change that keeps the
+   * leader in the set tells it to lead on at a new term (failover.ts changedTo). */
+  leadOn?: boolean;
 }
 
 export interface SimReport {
@@ -57,6 +60,8 @@ export interface SimReport {
   setChanges: number;
   /** Replica moves undone (their added replica taken out again: membership.ts undoStalledMoves). */
   movesUndone: number;
+  /** Replica-set changes whose leader was told to lead on (LeadOn) rather than elected again. */
+  ledOn: number;
   simMs: number;
 }
 
@@ -229,7 +234,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, ledOn: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -416,8 +421,13 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** A replica move to be undone (membership.ts undoStalledMoves): `node`, the one it added, leaves the set again once
    * the change that added it settled, caught up or not (its node down or not), and the set is the one before. */
   let undoing: number | null = null;
+  /** The term of a leader told to lead on (LeadOn) that has not said (Pong) it leads it yet; 0: none. A chained
+   * change waits for that answer, as it waits for an election to end: without it, chained changes came faster than
+   * any message, unlike any coordinator's. */
+  let ledOnUnanswered = 0;
   function coordinatorReceive(from: number, m: ReplicationMessage): void {
     if (m.type === 'Pong') commitTerms.set(from, m.commitTerm);
+    if (m.type === 'Pong' && m.leading && m.term >= ledOnUnanswered) ledOnUnanswered = 0;
     // As ReplicaLeaders.receive: only what a replica of the sets of the change says reaches the failover.
     if (coordinator.members.includes(from)) coordinator.receive(from, m);
   }
@@ -426,12 +436,15 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     report.setChanges++;
     changes.push(`${clock.now.toFixed(1)} ms: ${why}: ${set.join(',')} -> ${next.join(',')}`);
     elections += coordinator.elections;
-    coordinator = coordinator.changedTo(next, usedTerm, failoverHost, choose);
+    // Before changedTo: a leader that leads on is published by it.
+    published = false;
+    coordinator = coordinator.changedTo(next, usedTerm, failoverHost, choose, opts.leadOn !== false);
+    if (coordinator.currentLeader !== null) report.ledOn++;
+    ledOnUnanswered = coordinator.currentLeader !== null ? coordinator.currentTerm : 0;
     const before = set;
     set = next;
     for (const n of before) if (!next.includes(n)) departed.add(n);
     releaseDeparted();
-    published = false;
     // The map's leader, when it left the set, is replaced by the first replica until the election names one.
     if (mapLeader !== null && !set.includes(mapLeader)) mapLeader = set[0];
   }
@@ -466,7 +479,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const kind = opts.setChanges === 'drain' ? 0 : random();
     // As the coordinator: a set changes once a leader was elected for it and the change before it settled
     // (membership.ts: a drain's next step, keyslice remove and removal after a time down wait for both).
-    if (draining !== null || undoing !== null || !published || (!coordinator.electorateSettled && opts.setChanges !== 'chained')) return;
+    if (draining !== null || undoing !== null || !published || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
     if (kind < 0.4 && outside.length > 0 && set.length >= 3 && random() < 0.3) {
       // A replica move onto a node that joined, undone (membership.ts undoStalledMoves): a replica added, its node
       // often killed at once, then (undoStep) it leaves again and the set is the one before.
@@ -492,7 +505,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
   /** membership.ts undoStalledMoves: the move's new replica leaves once the change that added it settled. */
   function undoStep(): void {
-    if (undoing === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && opts.setChanges !== 'chained')) return;
+    if (undoing === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
     const node = undoing;
     undoing = null;
     report.movesUndone++;
@@ -500,7 +513,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
   /** membership.ts drainReplicas: the drained replica leaves once every other one holds the elected leader's barrier. */
   function drainStep(): void {
-    if (draining === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && opts.setChanges !== 'chained')) return;
+    if (draining === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
     const term = coordinator.currentTerm;
     const rest = set.filter((n) => n !== draining);
     const behind = rest.filter((n) => (commitTerms.get(n) ?? 0) < term);
@@ -620,6 +633,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     cut.clear();
   });
 
+  /** Where the run stands, for a failure's message: the failover's sets, leader and term, and each replica's. */
+  const stateNow = () =>
+    `sets ${coordinator.sets.map((x) => x.join(',')).join(' and ')}, leader ${coordinator.currentLeader} at term ${coordinator.currentTerm}; ` +
+    replicas.map((r, i) => (r === null ? `${i}: down` : `${i}: term ${r.term}${r.isLeader ? ' leading' : ''}, last ${r.lastIndex}, commit ${r.commitIndex}`)).join('; ');
   // ---- run: faults, then heal and converge ----
   const converged = () => {
     if (faulty || outcomes.size > 0 || up.some((u) => !u) || frozenUntil.some((t) => t > clock.now)) return false;
@@ -630,7 +647,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   };
   while (!converged()) {
     if (!clock.step()) fail('the event queue ran dry');
-    if (clock.now > faultyMs + CONVERGE_MS_MAX) fail(`no leader with every replica caught up ${CONVERGE_MS_MAX} ms after the faults stopped`);
+    if (clock.now > faultyMs + CONVERGE_MS_MAX) fail(`no leader with every replica caught up ${CONVERGE_MS_MAX} ms after the faults stopped (${stateNow()})`);
   }
   const runUntil = (t: number) => {
     while (clock.now < t) if (!clock.step()) fail('the event queue ran dry');

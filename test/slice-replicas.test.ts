@@ -90,6 +90,49 @@ describe('the replicas of a slice on workers\' stores', () => {
   });
 });
 
+describe('a leader that leads on across a replica-set change (LeadOn)', () => {
+  it('keeps what it executed: its write of the term before commits with the new barrier, and is not applied again over a newer write of the same item', async () => {
+    const deposed: number[] = [];
+    const h = new ReplicaHarness(join(root, 'lead-on'), SLICE, 4, { events: (i) => ({ deposed: () => deposed.push(i) }) });
+    const { workers, cut } = h;
+    const put = (w: Worker, key: string, v: number) => {
+      expect(w.store.execute([SliceOp.Put, TABLE, SLICE, key, { k: key, v }, 20, null, null])[0]).toBe(0);
+      return w.replicas.propose(w.store.takeEffects());
+    };
+    const items = (w: Worker) =>
+      [...w.store.entries()].filter((e) => e[0] === EFFECT_SET && e[2] === SLICE).map((e) => `${e[3]}=${(e[4] as { v: number }).v}`).sort();
+    const leader = workers[0].replicas;
+    // 0 leads term 1 over 0, 1, 2.
+    for (const v of [0, 1, 2]) workers[v].replicas.receive(SLICE, COORDINATOR, { type: 'Prepare', term: 1 });
+    await h.pump();
+    leader.receive(SLICE, COORDINATOR, { type: 'Lead', term: 1, followers: [1, 2], sets: [] });
+    await h.pump();
+    workers[0].store.execute([SliceOp.Assign, 1, [SLICE]]);
+    put(workers[0], 'x', 1);
+    await h.pump();
+    // Its followers cut off, it executes x=2 at term 1: not committed.
+    cut.add('0-1').add('0-2');
+    put(workers[0], 'x', 2);
+    await h.pump();
+    // The set becomes 0, 1, 2, 3: it leads on at term 2, still serving, and executes x=3.
+    leader.receive(SLICE, COORDINATOR, { type: 'LeadOn', term: 2, from: 1, followers: [1, 2, 3], sets: [[0, 1, 2, 3], [0, 1, 2]] });
+    expect([leader.of(SLICE).term, leader.serving(SLICE), deposed]).toEqual([2, true, []]);
+    put(workers[0], 'x', 3);
+    await h.pump();
+    expect(items(workers[0])).toEqual(['x=3']);
+    // The links come back: x=2 commits with the barrier of term 2 and x=3 after it, and every replica holds x=3.
+    // (Applied again at its commit, x=2 would put the leader's store back to x=2 under x=3.)
+    cut.clear();
+    for (let i = 0; i < 4; i++) {
+      leader.of(SLICE).tick();
+      await h.pump();
+    }
+    expect(leader.of(SLICE).commitIndex).toBe(leader.of(SLICE).lastIndex);
+    for (const w of workers) expect(items(w)).toEqual(['x=3']);
+    expect(deposed).toEqual([]);
+  });
+});
+
 describe('eventually consistent reads on a follower', () => {
   it('answers only once it has applied what its leader last said is committed: never while it is being built', async () => {
     const ITEMS = 300; // more records than one Append carries (REPLICATION_APPEND_RECORDS_MAX), so a new replica catches up in steps

@@ -15,6 +15,10 @@
 //     order makes the largest (last term, last index) hold it (chooseLeader below);
 //  4. Lead(term) to it, and the map names it (host.publish), which routers follow.
 // Without a majority within electionTimeoutMs it starts again with a newer term.
+//
+// A replica-set change that keeps the elected leader, answering, in the set does not elect (changedTo): the
+// leader leads on at a new term (LeadOn), with the change's sets, keeping its writes not yet committed. A
+// leader that does not lead its term any more refuses, and an election follows at once.
 import { assert } from '../../shared/errors.js';
 import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR } from '../../shared/limits.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
@@ -35,8 +39,9 @@ export const FAILOVER_TIMING_DEFAULT: FailoverTiming = {
 export interface FailoverHost {
   send(to: ReplicaId, message: ReplicationMessage): void;
   now(): number;
-  /** Persist that `term` is used (before any replica hears of it), so it is never used twice. */
-  persistTerm(term: number): void;
+  /** Persist that `term` is used (before any replica hears of it), so it is never used twice; `election` false: by a
+   * leader that leads on (LeadOn), not by an election. */
+  persistTerm(term: number, election?: boolean): void;
   /** The slice's new leader at `term`, in the map (persisted, then published to routers). */
   publish(leader: ReplicaId, term: number): void;
   /** When the coordinator last heard anything from replica `r`'s node (any slice's message; -Infinity: never,
@@ -79,6 +84,8 @@ export class SliceFailover {
   private election: { term: number; startedAt: number; answers: Map<ReplicaId, LastRecord>; refused: Set<ReplicaId> } | null = null;
   /** Elections started, for reports. */
   elections = 0;
+  /** Whether this failover's leader was told to lead on (LeadOn) and has not said (Pong) that it does yet. */
+  private leadingOn = false;
   /** The replica sets whose majorities an election hears from and a leader's commit needs (joint majorities):
    * configs[0] is this failover's set; the others are the sets before it since the last settled change, newest
    * first. One set once the change settled (settleIfHeld). */
@@ -159,6 +166,7 @@ export class SliceFailover {
       if (this.election !== null || from !== this.leader || m.term < this.term) return;
       if (m.term === this.term && m.leading) {
         this.lastGoodAt = this.host.now();
+        this.leadingOn = false;
         // Its barrier (the term's first record) is committed: durable on a majority of this set, with every
         // write acknowledged before the set changed. From now on a majority of this set elects.
         // (It counted joint majorities for it: a majority of every set of the change holds it.)
@@ -169,6 +177,11 @@ export class SliceFailover {
       return;
     }
     if (m.type === 'Refused' && this.election !== null && m.term >= this.election.term && this.members.includes(from)) this.election.refused.add(from);
+    // The leader refused to lead on (it did not lead its term any more: restarted, say): elect now, not after the timeout.
+    if (m.type === 'Refused' && this.election === null && this.leadingOn && from === this.leader && m.term < this.term) {
+      this.leadingOn = false;
+      return this.suspect('leader could not lead on at the new term');
+    }
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
     const answers = this.election.answers;
     answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
@@ -237,9 +250,44 @@ export class SliceFailover {
   /** The failover of the slice once its replica set changed to `next` (ReplicaLeaders.sync): until the change
    * settles, elections and commits need a majority of `next` and of this set (and of the sets before it whose
    * change had not settled either). */
-  changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, choose: typeof chooseLeader = chooseLeader): SliceFailover {
+  changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, choose: typeof chooseLeader = chooseLeader, leadOn = true): SliceFailover {
     const older = this.configs.filter((set) => !sameSet(set, next));
-    return new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older);
+    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older);
+    // The leader this failover elected (or told to lead on), in the new set, answering lately: it leads on. Only
+    // with no election under way (currentLeader): then no replica took a term newer than the leader's. And only
+    // once this failover's own change settled (as the coordinator changes sets: membership.ts), so that the sets
+    // are the new one and the old one: a change made before the one before it settled elects, as before (with
+    // no election between them, chained changes outpaced the leader, which could be taken out of the set holding
+    // records no replica of the set had, and no election could finish: seeds 100005 and 100292 of the
+    // simulation's chained changes).
+    const leader = this.currentLeader;
+    const now = this.host.now();
+    if (leadOn && leader !== null && this.published && this.electorateSettled && next.includes(leader) && now - this.lastGoodAt < this.timing.heartbeatTimeoutMs && (this.host.heardFrom === undefined || this.heardLately(leader, now))) {
+      f.leadOn(leader, this.term);
+    }
+    return f;
+  }
+
+  /** Tells `leader`, which leads term `from` (the failover before this one elected it or told it to lead on), to lead
+   * on at a new term with this change's sets (LeadOn): no Prepare, so it is not deposed and keeps its writes not
+   * yet committed, which commit with its new barrier on joint majorities. Safe (docs/replication.md, "Leading on
+   * across a replica-set change"): the new term is taken as an election's (persisted, larger than any used), no
+   * replica promised a term between (no election ran since `from`'s), so the leader holds every committed record;
+   * the new term has this one leader; and its commits, and the elections after it, count majorities of the new
+   * set and of every set not settled before, as an elected leader's would. A leader that does not lead `from`
+   * refuses it, and an election follows. */
+  private leadOn(leader: ReplicaId, from: number): void {
+    const term = this.term + 1;
+    assert(term > from && this.election === null, 'a leader leads on at a newer term, with no election under way');
+    this.host.persistTerm(term, false);
+    this.leader = leader;
+    this.term = term;
+    this.lastGoodAt = this.host.now();
+    this.published = true;
+    this.leadingOn = true;
+    this.host.publish(leader, term);
+    const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
+    this.host.send(leader, { type: 'LeadOn', term, from, followers: this.members.filter((r) => r !== leader), sets });
   }
 
   /** Every replica of every set of the change (those an election asks, those a leader replicates to). */

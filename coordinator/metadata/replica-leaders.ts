@@ -12,7 +12,8 @@
 // A replica set that changed (a node removed while down, a node joining to refill a set, a drain) is a
 // new SliceFailover (SliceFailover.changedTo) whose elections, and the commits of the leaders they elect,
 // need a majority of the new set AND of the old one (joint majorities) until the new leader's barrier is
-// committed on both (Pong.commitTerm says so).
+// committed on both (Pong.commitTerm says so). A change that keeps the slice's leader in the set, answering,
+// elects no one: the leader leads on at a new term (LeadOn), with the same joint majorities.
 import { assert } from '../../shared/errors.js';
 import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
@@ -88,6 +89,8 @@ export class ReplicaLeaders {
   private readonly heardAt = new Map<number, number>();
   /** Leadership handovers done since this process started, for status. */
   handovers = 0;
+  /** Replica-set changes whose leader led on (LeadOn) rather than being elected again, since this process started. */
+  leadOns = 0;
 
   constructor(
     private readonly map: ClusterMap,
@@ -141,13 +144,17 @@ export class ReplicaLeaders {
       if (run !== undefined && run.key === key) continue;
       changed = true;
       // A changed set: joint majorities of the new set and the old one (and of older ones not settled) until it settles.
-      if (run !== undefined) this.log(`slice ${slice}: replicas ${run.replicas.join(',')} -> ${replicas.join(',')}; electing by majorities of both sets`);
       const failover =
         run === undefined
           ? new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice))
           : run.failover.changedTo(replicas, this.map.lastTermUsed(slice), this.host(slice));
+      const leadsOn = failover.currentLeader;
+      if (run !== undefined) {
+        this.log(`slice ${slice}: replicas ${run.replicas.join(',')} -> ${replicas.join(',')}; ${leadsOn !== null ? `node ${leadsOn} leads on at term ${failover.currentTerm}, committing` : 'electing'} by majorities of both sets`);
+      }
+      if (leadsOn !== null) this.leadOns++;
       // Only a change that some replica left has anything to tell once it settled.
-      this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: failover.members.every((n) => replicas.includes(n)) });
+      this.runs.set(slice, { failover, replicas, key, publishedAt: leadsOn !== null ? Date.now() : 0, settledSeen: failover.members.every((n) => replicas.includes(n)) });
     }
     // The nodes learn their new replica sets before this turn's Prepares leave (flush runs after).
     if (changed) this.reassignAll();
@@ -327,9 +334,9 @@ export class ReplicaLeaders {
       now: () => Date.now(),
       // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
       heardFrom: (node: number) => (this.ready(node) ? (this.heardAt.get(node) ?? -Infinity) : -Infinity),
-      persistTerm: (term: number) => {
+      persistTerm: (term: number, election = true) => {
         this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
-        this.elections++;
+        if (election) this.elections++;
         this.queueFlush();
       },
       publish: (leader: ReplicaId, term: number) => {

@@ -40,6 +40,7 @@ export class ProcessMetrics {
   private readonly seconds: Histogram<'op'>;
   /** keyslice_eventual_reads_total's child per answer, looked up once (not per read). */
   private readonly eventual = new Map<EventualAnswer, Counter.Internal>();
+  private readonly resent: Counter;
 
   /** `process`: "coordinator", or "router-<id>" (the label that keeps each process's series apart). */
   constructor(readonly process: string) {
@@ -55,6 +56,12 @@ export class ProcessMetrics {
       labelNames: ['answered'],
       registers,
     });
+    this.resent = new Counter({
+      name: 'keyslice_writes_resent_total',
+      help: 'writes this process sent again after an unknown outcome on a replicated slice (their leader was deposed, lost or silent with them in flight); each is applied once (request ids)',
+      registers,
+    });
+    this.resent.inc(0);
     for (const answered of EVENTUAL_ANSWERS) {
       const child = eventual.labels({ answered });
       child.inc(0);
@@ -82,6 +89,11 @@ export class ProcessMetrics {
       series.seconds.observe((performance.now() - started) / 1000);
       if (error !== null) this.errors.inc({ op, code: error });
     };
+  }
+
+  /** Counts one write sent again after an unknown outcome (Router.send). */
+  writeResent(): void {
+    this.resent.inc();
   }
 
   /** Counts one eventually consistent read by what answered it (Router.read). */

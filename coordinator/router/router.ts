@@ -57,8 +57,9 @@ export class Router {
 
   constructor(
     private readonly cluster: Routing,
-    /** Told what answered each eventually consistent read (ProcessMetrics: keyslice_eventual_reads_total). */
-    private readonly counts: { eventualRead(answered: EventualAnswer): void } = { eventualRead() {} },
+    /** Told what answered each eventually consistent read (ProcessMetrics: keyslice_eventual_reads_total), and of each
+     * write sent again after an unknown outcome (keyslice_writes_resent_total). */
+    private readonly counts: { eventualRead(answered: EventualAnswer): void; writeResent(): void } = { eventualRead() {}, writeResent() {} },
   ) {}
 
   get sliceCount(): number {
@@ -94,6 +95,7 @@ export class Router {
         return await link.send(slice, op);
       } catch (err) {
         if (err instanceof KeysliceError && this.mayResend(err, op) && this.failoverRetry(started, failoverTries)) {
+          if (isWriteOp(op) && !wasNotApplied(err)) this.counts.writeResent();
           await this.cluster.afterNoLeader(failoverTries++);
           continue;
         }

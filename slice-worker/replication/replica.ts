@@ -20,6 +20,9 @@
 //    path WAL recovery uses on a real node.
 //  - Prepare(term) fences: the replica promises the term durably (refusing every
 //    older one from then on) before telling the coordinator its last (term, index).
+//  - LeadOn(term, from): the leader of `from` leads on at the newer `term` with the followers and sets of a
+//    replica-set change, keeping its records (its writes not yet committed commit with its new barrier): no
+//    Prepare, no deposed leader. Refused by a replica that does not lead `from`.
 import { assert } from '../../shared/errors.js';
 import { REPLICATION_APPEND_RECORDS_MAX as APPEND_RECORDS_MAX, REPLICA_KEEPALIVE_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS } from '../../shared/limits.js';
 import { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicaRecord, type ReplicationMessage } from '../../shared/replication-protocol.js';
@@ -131,8 +134,13 @@ export class Replica {
   private readonly heard = new Set<ReplicaId>();
   /** What the leader's own disk holds durably. */
   private selfMatch = 0;
-  /** The index of this leader's barrier: it serves once that is committed (see serving). */
+  /** The index of the barrier of the election that made this replica leader: it serves once that is committed (see
+   * serving), and every record from it on is its own (its host executed them before proposing: ownFrom). A LeadOn
+   * keeps it. */
   private leadFrom = 0;
+  /** The index of the first record of the term it leads now (the election's barrier, or a LeadOn's): its commit
+   * commits every record before it, and settles a replica-set change (leaderCommit). */
+  private termFrom = 0;
   /** The REPLICA_KEEPALIVE_MS period of the clock in which this leader last sent its keep-alives (see tick). */
   private keptAlivePeriod = -1;
   // Follower state for eventually consistent reads (see readable).
@@ -170,6 +178,11 @@ export class Replica {
    * host that executes writes against its applied state (a worker) may do so from now on. */
   get serving(): boolean {
     return this.leading && this.commit >= this.leadFrom;
+  }
+  /** While leading: the first index of the records it proposed itself since it was elected (its host executed
+   * them before proposing; older ones it applies when committed). A LeadOn does not move it. */
+  get ownFrom(): number {
+    return this.leadFrom;
   }
   /** Whether a follower may answer an eventually consistent read from what it applied (docs/replication.md,
    * "Eventually consistent reads"): it heard from the leader of the term it promised since it started, and it
@@ -290,7 +303,10 @@ export class Replica {
     this.snapTerm = term;
   }
 
-  private becomeLeader(term: number, followers: ReplicaId[], sets: ReplicaId[][]): void {
+  /** Leads `term`: elected (Lead, after a Prepare), or leading on from an older term it led (LeadOn: `on`), which
+   * keeps its log, what its host executed, and when it started serving. Both start the term with a barrier. */
+  private becomeLeader(term: number, followers: ReplicaId[], sets: ReplicaId[][], on = false): void {
+    assert(on === this.leading, 'a replica is elected while it does not lead, and leads on while it leads');
     this.leading = true;
     this.followers = followers.filter((f) => f !== this.id);
     this.quorums = sets.length > 0 ? sets.map((set) => [...set]) : [[this.id, ...this.followers]];
@@ -308,8 +324,10 @@ export class Replica {
     }
     this.selfMatch = 0;
     // A barrier of the new term: records of older terms that this leader holds are committed
-    // with it (a leader counts replicas only for records of its own term).
-    this.leadFrom = this.propose(new Uint8Array(0))!;
+    // with it (a leader counts replicas only for records of its own term). Its writes of the term it led before
+    // a LeadOn were executed and may be waited on: they commit with it, and it goes on serving meanwhile.
+    this.termFrom = this.propose(new Uint8Array(0))!;
+    if (!on) this.leadFrom = this.termFrom;
     assert(this.promisedTerm === term, 'a leader leads the term it promised');
   }
 
@@ -384,7 +402,7 @@ export class Replica {
       if (n <= this.commit || this.termAt(n) !== this.promisedTerm) break;
       this.advanceCommit(n);
       // Its barrier committed on joint majorities: from now on its own set's majority commits, which may hold more.
-      if (this.commit < this.leadFrom || this.quorums.length === 1) break;
+      if (this.commit < this.termFrom || this.quorums.length === 1) break;
       this.settleSets();
     }
     if (this.commit > before) this.host.committed?.(this.commit);
@@ -418,6 +436,8 @@ export class Replica {
         return this.onPrepare(from, m.term);
       case 'Lead':
         return this.onLead(from, m.term, m.followers, m.sets);
+      case 'LeadOn':
+        return this.onLeadOn(from, m);
       case 'Ping':
         return this.host.send(from, { type: 'Pong', seq: m.seq, term: this.promisedTerm, leading: this.leading, commitTerm: this.termAt(this.commit)!, lastIndex: this.lastIndex });
       case 'Append':
@@ -463,6 +483,20 @@ export class Replica {
       return this.refuse(from, 'StaleTerm', `asked to lead term ${term}; this replica promised term ${this.promisedTerm}${this.leading ? ' and leads it' : ''}`);
     }
     this.becomeLeader(term, followers, sets);
+  }
+
+  /** Leads on at a newer term without a Prepare: only the leader of `m.from`, still leading it. Safe because no
+   * replica took any term between (the coordinator sends it only while no election ran since it elected this
+   * leader, and takes the new term like an election's), so this leader holds every committed record, and its
+   * own records of `m.from` are the only ones of that term (docs/replication.md, "Leading on"). The new term is
+   * written before the barrier (one sync makes both durable); not by promise(), which would depose it. */
+  private onLeadOn(from: ReplicaId, m: ReplicationMessage & { type: 'LeadOn' }): void {
+    if (!this.leading || this.promisedTerm !== m.from || m.term <= m.from) {
+      return this.refuse(from, 'StaleTerm', `asked to lead on at term ${m.term} from term ${m.from}; this replica ${this.leading ? 'leads' : 'promised'} term ${this.promisedTerm}`);
+    }
+    this.promisedTerm = m.term;
+    this.host.disk.write({ kind: 'promise', term: m.term });
+    this.becomeLeader(m.term, m.followers, m.sets, true);
   }
 
   private onAppend(from: ReplicaId, m: ReplicationMessage & { type: 'Append' }): void {

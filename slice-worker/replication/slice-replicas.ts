@@ -6,8 +6,9 @@
 //   so a follower applies a committed record with store.replay(), the path WAL
 //   recovery uses; a table drop becomes a drop of that table's part of each slice.
 // - The leader executes writes against its store before they are committed (as
-//   the worker does now) and proposes their effects; records of its own term are
-//   therefore already applied when they commit and are skipped. It executes only
+//   the worker does now) and proposes their effects; its own records (from its
+//   election's barrier on, across a LeadOn too) are therefore already applied
+//   when they commit and are skipped. It executes only
 //   while its replica serves (its barrier is committed, so every older record it
 //   holds is applied first). A deposed leader's store is rebuilt from its
 //   snapshot and committed records (replayCommitted), dropping what it executed
@@ -236,8 +237,9 @@ export class SliceReplicas {
         send: (to, m) => this.send(slice, to, m),
         disk,
         apply: (record) => {
-          // A leader's own records were executed here before they were proposed (and their writes remembered).
-          if (replica?.isLeader === true && record.term === replica.term) return;
+          // A leader's own records were executed here before they were proposed (and their writes remembered):
+          // those from its election's barrier on, of its term and, once it led on (LeadOn), of the terms it led before.
+          if (replica?.isLeader === true && record.index >= replica.ownFrom) return;
           if (record.payload.length === 0) return;
           const { effects, requests } = decodeReplicated(record.payload);
           for (const e of effects) this.store.replay(e);
