@@ -50,7 +50,14 @@ import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { DECIMAL_TAG, isNumberValue } from './decimal.js';
 import { assert, KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
-import { checkReplicationMessage, COORDINATOR, type ReplicationMessage } from './replication-protocol.js';
+import {
+  checkReplicationMessage,
+  COORDINATOR,
+  MESSAGES_BETWEEN_REPLICAS,
+  MESSAGES_FROM_COORDINATOR,
+  MESSAGES_TO_COORDINATOR,
+  type ReplicationMessage,
+} from './replication-protocol.js';
 import { TYPE_NAMES, type Condition, type Path, type UpdateAction } from './expression-ast.js';
 import {
   BOUND_EXPRESSION_DEPTH_MAX,
@@ -540,10 +547,15 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinat
       const [, from, entries] = f;
       if (!(from === COORDINATOR || isNodeIndex(from))) fail(`Replicate: the sender ${show(from)} is not a node index or ${COORDINATOR} (the coordinator)`);
       if (!(Array.isArray(entries) && entries.length <= REPLICATION_FRAME_ENTRIES_MAX)) fail(`Replicate: entries is a list of at most ${REPLICATION_FRAME_ENTRIES_MAX} [slice, message]`);
+      // The messages of this hop only (a peer runs no election, the coordinator sends no records): a replica
+      // takes what reaches it without asking who may send it.
+      const hop = receiver === 'coordinator' ? MESSAGES_TO_COORDINATOR : from === COORDINATOR ? MESSAGES_FROM_COORDINATOR : MESSAGES_BETWEEN_REPLICAS;
       for (const e of entries as unknown[]) {
         if (!(Array.isArray(e) && e.length === 2 && isSlice(e[0]))) fail('Replicate: an entry is [slice, message]');
         const problem = checkReplicationMessage(e[1]);
         if (problem !== null) fail(`Replicate: slice ${e[0]}: ${problem}`);
+        const type = (e[1] as ReplicationMessage).type;
+        if (!hop.has(type)) fail(`Replicate: slice ${e[0]}: ${type} is not sent ${receiver === 'coordinator' ? 'to the coordinator' : from === COORDINATOR ? 'by the coordinator' : 'from one replica to another'}`);
       }
       break;
     }
@@ -998,7 +1010,55 @@ function checkMovedEffect(e: unknown, slice: number, where: string): void {
       if (!(e.length === 3 && e[1] === slice && (e[2] === null || isUint(e[2])))) fail(`${where}: not [drop-slice, ${slice}, table or null]`);
       return;
     default:
-      fail(`${where}: a move carries set, delete and drop-slice changes only, got kind ${show(e[0])}`);
+      fail(`${where}: a slice's changes are set, delete and drop-slice only, got kind ${show(e[0])}`);
+  }
+}
+
+/** The request ids that a replicated slice's changes carry (slice-worker/replication/applied-requests.ts, AppliedList),
+ * by their parts. */
+export interface AppliedListParts {
+  instances: unknown;
+  counters: unknown;
+  of: unknown;
+  ats: unknown;
+  answers: unknown;
+}
+
+/** A replicated slice's changes as a peer sends them (a record's payload, a snapshot's state; decoded by
+ * slice-worker/log-format.ts), whole: effects on `slice` alone (a snapshot's are its items, set-effects only), and
+ * the request ids applied with them (null: none), each id once, with a time and an answer each. A replica applies
+ * them later (a record once committed), when nothing may be refused any more. Throws MalformedFrame. */
+export function checkSliceChanges(effects: unknown, requests: AppliedListParts | null, slice: number, snapshot: boolean): void {
+  if (!Array.isArray(effects)) fail('the effects are a list');
+  for (let i = 0; i < effects.length; i++) {
+    const e = effects[i] as unknown;
+    if (snapshot && !(Array.isArray(e) && e[0] === EFFECT_SET)) fail(`effect ${i}: a snapshot holds items (set-effects) only`);
+    checkMovedEffect(e, slice, `effect ${i}`);
+  }
+  if (requests === null) return;
+  const { instances, counters, of, ats, answers } = requests;
+  if (!(Array.isArray(counters) && counters.length > 0 && counters.every((c) => isUint(c) && c > 0))) fail('the request counters are a list of whole numbers of at least 1');
+  const n = counters.length;
+  if (!(Array.isArray(instances) && instances.length > 0 && instances.every((v) => isUint(v) && v <= REQUEST_ID_INSTANCE_MAX))) {
+    fail(`the request instances are a list of whole numbers of at most ${REQUEST_ID_INSTANCE_MAX}`);
+  }
+  if (of === null ? instances.length !== 1 : !(Array.isArray(of) && of.length === n && of.every((v) => isUint(v) && v < instances.length))) {
+    fail('the requests name their instance by its place in the list of instances (null: the only one)');
+  }
+  const isTime = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+  if (!(isTime(ats) || (Array.isArray(ats) && ats.length === n && ats.every(isTime)))) fail('the requests\' times are one time or one per request');
+  if (answers !== null) {
+    if (!(Array.isArray(answers) && answers.length === n)) fail('the requests\' answers are null or one per request');
+    answers.forEach((a, i) => a === null || typeof a === 'boolean' || checkItem(a, `answer ${i}`));
+  }
+  // AppliedRequests asserts that it remembers an id once: a peer's list must not name one twice.
+  const ids = new Map<number, Set<number>>();
+  for (let i = 0; i < n; i++) {
+    const instance = instances[of === null ? 0 : (of as number[])[i]] as number;
+    let counterSet = ids.get(instance);
+    if (counterSet === undefined) ids.set(instance, (counterSet = new Set()));
+    if (counterSet.has(counters[i])) fail(`request [${instance}, ${counters[i]}] is named twice`);
+    counterSet.add(counters[i]);
   }
 }
 

@@ -137,12 +137,27 @@ function openReplicas(self: number): void {
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
     outbox.push([slice, to, message]);
     queuePortFlush();
-  }, { committed: onCommitted, deposed: onDeposed });
+  }, { committed: onCommitted, deposed: onDeposed, malformed: onMalformed });
   setInterval(() => {
     replicas!.tick();
     maybeCompact();
     if (TRACE_REPLICAS) traceReplicas();
   }, REPLICA_TICK_MS).unref();
+}
+
+// What peers sent that a replica refused or dropped as malformed is logged at most once a second (with a count of
+// the others), as the node logs the frames it refuses: a peer that sends garbage cannot flood the log.
+let malformedUnlogged = 0;
+let lastMalformedLogAt = 0;
+function onMalformed(slice: number, from: number | null, why: string): void {
+  const now = Date.now();
+  if (now - lastMalformedLogAt < 1000) {
+    malformedUnlogged++;
+    return;
+  }
+  console.error(`keyslice slice node: worker ${config.workerIndex}: slice ${slice}: ${from === null ? 'found' : `refused what node ${from} sent`}: ${why}${malformedUnlogged > 0 ? ` (and ${malformedUnlogged} more such since the last such line)` : ''}`);
+  lastMalformedLogAt = now;
+  malformedUnlogged = 0;
 }
 
 /** KEYSLICE_TRACE_REPLICAS=1: a line whenever the count of slices this worker leads, or serves, changed (a timeline for bench/FAILOVER.md). */
