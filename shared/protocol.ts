@@ -93,8 +93,12 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 12: Put, Delete and Update carry a request id (RequestId), so that a replicated slice applies a write sent twice once.
  * 13: a Scan says whether its items come back packed in the client's form too (its last argument, `packed`), and a
  * packed scan's answer carries them as one list (ScanResult).
- * 14: a request id is two numbers, [router instance, counter], not a string (RequestId). */
-export const NODE_PROTOCOL_VERSION = 14;
+ * 14: a request id is two numbers, [router instance, counter], not a string (RequestId).
+ * 15: a replica refuses a peer's record or snapshot whose contents are not a slice's changes (Refused code
+ * MalformedContents); each hop's Replicate frames carry its own messages only; a Stats result's counters carry the
+ * writes answered from a remembered request id (SliceCounts' sixth); a write with a request id runs only where its
+ * slice is replicated (elsewhere Unavailable, not applied), and a router gives one only while its map replicates the slice. */
+export const NODE_PROTOCOL_VERSION = 15;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -766,8 +770,10 @@ export function cutScanItems(results: ScanResult[], lastSlice: number, lastKey: 
   }
 }
 
-/** Cumulative counters since the worker started (slice-worker/slice-load.ts): they only grow. */
-export type SliceCounts = [reads: number, writes: number, readBytes: number, writeBytes: number, throttled: number];
+/** Cumulative counters since the worker started (slice-worker/slice-load.ts): they only grow. duplicateWrites: writes
+ * whose request id the slice's replica had applied already (a router's resend), answered what they got then, applied
+ * nothing (slice-worker/replication/applied-requests.ts); they count there only, not as writes. */
+export type SliceCounts = [reads: number, writes: number, readBytes: number, writeBytes: number, throttled: number, duplicateWrites: number];
 /** Stats result: for each slice of the table on this worker that holds items or saw
  * load, [slice, items, bytes, reads/s, writes/s, counters]; the table's hottest sharding
  * keys on this worker as [encoded sharding part, ops/s]; the table's counters on

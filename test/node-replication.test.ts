@@ -17,6 +17,12 @@
 //     AppendOk for records the leader never wrote; a coordinator's Prepare) is
 //     refused, each logged (bounded), nothing of it is written or applied, and
 //     the nodes go on replicating and serving every acknowledged put;
+//   - a write sent twice with one request id is applied once, the second copy
+//     answered what the first got and counted as a duplicate write (Stats);
+//   - a write with a request id on a slice the node runs with one replica (R=1)
+//     is refused, not applied: that path keeps no ids, and a router that sent it
+//     one (its map replicates the slice, ahead of this node's assignment) may
+//     send it again once the slice is replicated here;
 //   - an eventually consistent read (ReplicaGet) is refused ReplicaNotReady by a
 //     replica that has not heard from a leader, answered by a follower from what
 //     it applied, and refused WrongOwner by a node that holds no replica;
@@ -414,6 +420,41 @@ describe('replication between real slice nodes', () => {
     acked.set('after-garbage', [2, 7]);
     await expectAll(leader);
     expect(nodes.every((n) => n !== null && n.child.exitCode === null)).toBe(true);
+  });
+
+  it('applies a write sent twice with one request id once, and counts the copy answered from memory', async () => {
+    const worker = workerOf(2, WORKERS);
+    /** The leader's worker's counters of the table: over every slice it served, and slice 2's. */
+    const counts = async () => {
+      const [r] = (await links[leader]!.batch(worker, [[SliceOp.Stats, TABLE]]))!;
+      expect(r[0]).toBe(RESULT_OK);
+      const stats = r[1] as StatsResult;
+      return { table: stats[2], slice: stats[0].find(([s]) => s === 2)?.[5] };
+    };
+    const before = await counts();
+    const add: SliceOpMessage = [SliceOp.Update, TABLE, 2, 'twice', { base: { k: 'twice' }, actions: [{ k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, [11, 1]];
+    const [first] = (await links[leader]!.batch(worker, [add]))!;
+    const [second] = (await links[leader]!.batch(worker, [add]))!;
+    expect(first).toEqual([RESULT_OK, expect.objectContaining({ k: 'twice', n: 1 })]);
+    expect(second).toEqual(first);
+    const [got] = (await links[leader]!.batch(worker, [get(2, 'twice')]))!;
+    expect(got).toEqual([RESULT_OK, expect.objectContaining({ n: 1 })]);
+    const after = await counts();
+    // [reads, writes, readBytes, writeBytes, throttled, duplicateWrites]: one write, one duplicate, one read.
+    expect(after.table[5] - before.table[5]).toBe(1);
+    expect(after.table[1] - before.table[1]).toBe(1);
+    expect(after.slice?.[5]).toBe((before.slice?.[5] ?? 0) + 1);
+  });
+
+  it('refuses a write with a request id on a slice of one replica, applying nothing, and runs one without', async () => {
+    expect(leader).toBe(0); // node 0 holds the R=1 slices 4 and 5
+    const worker = workerOf(4, WORKERS);
+    const [withId] = (await links[0]!.batch(worker, [[SliceOp.Put, TABLE, 4, 'r1-id', { k: 'r1-id', v: 1 }, 16, null, [12, 1]]]))!;
+    expect(withId).toEqual([1, 'Unavailable', expect.stringMatching(/slice 4 is not replicated on this node yet .*; retry/), { notApplied: true }]);
+    const [none] = (await links[0]!.batch(worker, [get(4, 'r1-id')]))!;
+    expect(none).toEqual([RESULT_OK, null]);
+    const [plainPut] = (await links[0]!.batch(worker, [put(4, 'r1-plain', 3)]))!;
+    expect(plainPut[0]).toBe(RESULT_OK);
   });
 
   it('refuses a peer\'s malformed records, snapshots and replies whole, logs them (bounded), and goes on serving', async () => {

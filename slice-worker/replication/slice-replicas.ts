@@ -130,7 +130,10 @@ export class SliceReplicas {
     const counter = id[1];
     const applied = this.requestsOf(slice);
     const seen = applied.find(instance, counter);
-    if (seen !== undefined) return [RESULT_OK, seen];
+    if (seen !== undefined) {
+      this.store.countDuplicateWrite(op[1], slice);
+      return [RESULT_OK, seen];
+    }
     const before = this.store.effectCount;
     const result = this.store.execute(op);
     if (result[0] === RESULT_OK && this.store.effectCount > before) {
