@@ -226,7 +226,8 @@ export class SliceReplicas {
    * of them names (AppliedRequests remembers an id once). */
   private checkRecords(slice: number, records: ReplicaRecord[]): string | null {
     const applied = this.applied.get(slice);
-    const ids = new Map<number, Set<number>>();
+    /** The ids of the records before, when more than one names any (most Appends carry one record). */
+    let ids: Map<number, Set<number>> | null = null;
     for (const r of records) {
       if (r.payload.length === 0) continue; // a leader's barrier
       const problem = this.check(slice, r.payload, false);
@@ -235,9 +236,11 @@ export class SliceReplicas {
       for (let i = 0; requests !== null && i < requests.counters.length; i++) {
         const instance = requests.instances[requests.of === null ? 0 : requests.of[i]];
         const counter = requests.counters[i];
+        if (applied?.find(instance, counter) !== undefined || ids?.get(instance)?.has(counter) === true) return `record ${r.index} of term ${r.term}: request [${instance}, ${counter}] is applied already`;
+        if (records.length === 1) continue; // checkSliceChanges found each id of a record once
+        ids ??= new Map();
         let counters = ids.get(instance);
         if (counters === undefined) ids.set(instance, (counters = new Set()));
-        if (applied?.find(instance, counter) !== undefined || counters.has(counter)) return `record ${r.index} of term ${r.term}: request [${instance}, ${counter}] is applied already`;
         counters.add(counter);
       }
     }
