@@ -150,8 +150,9 @@ try {
           if (Date.now() >= deadline) break;
           const ops: SliceOpMessage[] = Array.from({ length: BATCH }, () => {
             const key = `k${n++}`;
-            // Each put carries a request id, as a router's does (coordinator/router/request-ids.ts), unless told not to.
-            return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null, REQUEST_IDS ? [0x123456789abcd, n] : null];
+            // Each put of a replicated slice carries a request id, as a router's does (coordinator/router/request-ids.ts),
+            // unless told not to; one of an R=1 slice has none (a node refuses one there: worker.ts, unreplicatedWrite).
+            return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null, REQUEST_IDS && slices === REPLICATED ? [0x123456789abcd, n] : null];
           });
           if (!(await links[0].batch(1, worker, ops))) throw new Error('a put failed');
           done += BATCH;

@@ -232,6 +232,9 @@ export interface Counts {
   /** Stored bytes of the items that writes stored (puts and updates; a delete adds 0). */
   writeBytes: number;
   throttled: number;
+  /** Writes whose request id the slice had applied already (a router sent them again after an unknown outcome):
+   * answered what the first copy got, applied nothing; not counted in `writes` (docs/replication.md). */
+  duplicateWrites: number;
 }
 
 /** A slice's counts are those of the node that serves it now (a moved slice starts at 0 there). */

@@ -50,7 +50,14 @@ import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { DECIMAL_TAG, isNumberValue } from './decimal.js';
 import { assert, KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
-import { checkReplicationMessage, COORDINATOR, type ReplicationMessage } from './replication-protocol.js';
+import {
+  checkReplicationMessage,
+  COORDINATOR,
+  MESSAGES_BETWEEN_REPLICAS,
+  MESSAGES_FROM_COORDINATOR,
+  MESSAGES_TO_COORDINATOR,
+  type ReplicationMessage,
+} from './replication-protocol.js';
 import { TYPE_NAMES, type Condition, type Path, type UpdateAction } from './expression-ast.js';
 import {
   BOUND_EXPRESSION_DEPTH_MAX,
@@ -87,8 +94,12 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 13: a Scan says whether its items come back packed in the client's form too (its last argument, `packed`), and a
  * packed scan's answer carries them as one list (ScanResult).
  * 14: a request id is two numbers, [router instance, counter], not a string (RequestId).
- * 15: LeadOn: a leader that stays in its slice's new replica set leads on at a new term, without an election. */
-export const NODE_PROTOCOL_VERSION = 15;
+ * 15: LeadOn: a leader that stays in its slice's new replica set leads on at a new term, without an election.
+ * 16: a replica refuses a peer's record or snapshot whose contents are not a slice's changes (Refused code
+ * MalformedContents); each hop's Replicate frames carry its own messages only; a Stats result's counters carry the
+ * writes answered from a remembered request id (SliceCounts' sixth); a write with a request id runs only where its
+ * slice is replicated (elsewhere Unavailable, not applied), and a router gives one only while its map replicates the slice. */
+export const NODE_PROTOCOL_VERSION = 16;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -541,10 +552,15 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinat
       const [, from, entries] = f;
       if (!(from === COORDINATOR || isNodeIndex(from))) fail(`Replicate: the sender ${show(from)} is not a node index or ${COORDINATOR} (the coordinator)`);
       if (!(Array.isArray(entries) && entries.length <= REPLICATION_FRAME_ENTRIES_MAX)) fail(`Replicate: entries is a list of at most ${REPLICATION_FRAME_ENTRIES_MAX} [slice, message]`);
+      // The messages of this hop only (a peer runs no election, the coordinator sends no records): a replica
+      // takes what reaches it without asking who may send it.
+      const hop = receiver === 'coordinator' ? MESSAGES_TO_COORDINATOR : from === COORDINATOR ? MESSAGES_FROM_COORDINATOR : MESSAGES_BETWEEN_REPLICAS;
       for (const e of entries as unknown[]) {
         if (!(Array.isArray(e) && e.length === 2 && isSlice(e[0]))) fail('Replicate: an entry is [slice, message]');
         const problem = checkReplicationMessage(e[1]);
         if (problem !== null) fail(`Replicate: slice ${e[0]}: ${problem}`);
+        const type = (e[1] as ReplicationMessage).type;
+        if (!hop.has(type)) fail(`Replicate: slice ${e[0]}: ${type} is not sent ${receiver === 'coordinator' ? 'to the coordinator' : from === COORDINATOR ? 'by the coordinator' : 'from one replica to another'}`);
       }
       break;
     }
@@ -755,8 +771,10 @@ export function cutScanItems(results: ScanResult[], lastSlice: number, lastKey: 
   }
 }
 
-/** Cumulative counters since the worker started (slice-worker/slice-load.ts): they only grow. */
-export type SliceCounts = [reads: number, writes: number, readBytes: number, writeBytes: number, throttled: number];
+/** Cumulative counters since the worker started (slice-worker/slice-load.ts): they only grow. duplicateWrites: writes
+ * whose request id the slice's replica had applied already (a router's resend), answered what they got then, applied
+ * nothing (slice-worker/replication/applied-requests.ts); they count there only, not as writes. */
+export type SliceCounts = [reads: number, writes: number, readBytes: number, writeBytes: number, throttled: number, duplicateWrites: number];
 /** Stats result: for each slice of the table on this worker that holds items or saw
  * load, [slice, items, bytes, reads/s, writes/s, counters]; the table's hottest sharding
  * keys on this worker as [encoded sharding part, ops/s]; the table's counters on
@@ -999,7 +1017,58 @@ function checkMovedEffect(e: unknown, slice: number, where: string): void {
       if (!(e.length === 3 && e[1] === slice && (e[2] === null || isUint(e[2])))) fail(`${where}: not [drop-slice, ${slice}, table or null]`);
       return;
     default:
-      fail(`${where}: a move carries set, delete and drop-slice changes only, got kind ${show(e[0])}`);
+      fail(`${where}: a slice's changes are set, delete and drop-slice only, got kind ${show(e[0])}`);
+  }
+}
+
+/** The request ids that a replicated slice's changes carry (slice-worker/replication/applied-requests.ts, AppliedList),
+ * by their parts. */
+export interface AppliedListParts {
+  instances: unknown;
+  counters: unknown;
+  of: unknown;
+  ats: unknown;
+  answers: unknown;
+}
+
+/** A replicated slice's changes as a peer sends them (a record's payload, a snapshot's state; decoded by
+ * slice-worker/log-format.ts), whole: effects on `slice` alone (a snapshot's are its items, set-effects only), and
+ * the request ids applied with them (null: none), each id once, with a time and an answer each. A replica applies
+ * them later (a record once committed), when nothing may be refused any more. Throws MalformedFrame. */
+export function checkSliceChanges(effects: unknown, requests: AppliedListParts | null, slice: number, snapshot: boolean): void {
+  if (!Array.isArray(effects)) fail('the effects are a list');
+  for (let i = 0; i < effects.length; i++) {
+    const e = effects[i] as unknown;
+    // A follower checks every record: a whole set-effect (most of them) without building a message.
+    if (Array.isArray(e) && e.length === 6 && e[0] === EFFECT_SET && isUint(e[1]) && e[2] === slice && typeof e[3] === 'string' && isPlainObject(e[4]) && isItemValue(e[4]) && isUint(e[5])) continue;
+    if (snapshot && !(Array.isArray(e) && e[0] === EFFECT_SET)) fail(`effect ${i}: a snapshot holds items (set-effects) only`);
+    checkMovedEffect(e, slice, `effect ${i}`);
+  }
+  if (requests === null) return;
+  const { instances, counters, of, ats, answers } = requests;
+  if (!(Array.isArray(counters) && counters.length > 0 && counters.every((c) => isUint(c) && c > 0))) fail('the request counters are a list of whole numbers of at least 1');
+  const n = counters.length;
+  if (!(Array.isArray(instances) && instances.length > 0 && instances.every((v) => isUint(v) && v <= REQUEST_ID_INSTANCE_MAX))) {
+    fail(`the request instances are a list of whole numbers of at most ${REQUEST_ID_INSTANCE_MAX}`);
+  }
+  if (of === null ? instances.length !== 1 : !(Array.isArray(of) && of.length === n && of.every((v) => isUint(v) && v < instances.length))) {
+    fail('the requests name their instance by its place in the list of instances (null: the only one)');
+  }
+  const isTime = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+  if (!(isTime(ats) || (Array.isArray(ats) && ats.length === n && ats.every(isTime)))) fail('the requests\' times are one time or one per request');
+  if (answers !== null) {
+    if (!(Array.isArray(answers) && answers.length === n)) fail('the requests\' answers are null or one per request');
+    answers.forEach((a, i) => a === null || typeof a === 'boolean' || checkItem(a, `answer ${i}`));
+  }
+  // AppliedRequests asserts that it remembers an id once: a peer's list must not name one twice.
+  if (n === 1) return;
+  const ids = new Map<number, Set<number>>();
+  for (let i = 0; i < n; i++) {
+    const instance = instances[of === null ? 0 : (of as number[])[i]] as number;
+    let counterSet = ids.get(instance);
+    if (counterSet === undefined) ids.set(instance, (counterSet = new Set()));
+    if (counterSet.has(counters[i])) fail(`request [${instance}, ${counters[i]}] is named twice`);
+    counterSet.add(counters[i]);
   }
 }
 

@@ -28,8 +28,13 @@ export type RefusalCode =
   | 'ChecksumMismatch'
   /** The record before them (prevIndex) is of another term here: this replica's tail diverged. */
   | 'LogMismatch'
-  /** The records do not follow one another, or are of a term newer than the sender's. */
-  | 'MalformedAppend';
+  /** The records do not follow one another, or are of a term newer than the sender's, or would replace a record this
+   * replica holds committed. */
+  | 'MalformedAppend'
+  /** A record's payload or a snapshot's state is not a slice's changes (slice-worker/log-format.ts: effects on this
+   * slice and the request ids applied with them), or a snapshot names a term newer than its sender's: checked as
+   * it arrives, before anything of it is written, so that every record a replica holds applies whole. */
+  | 'MalformedContents';
 
 export type ReplicationMessage =
   | { type: 'Prepare'; term: number }
@@ -62,7 +67,14 @@ export type ReplicationMessage =
   | { type: 'Refused'; term: number; code: RefusalCode; message: string; lastIndex: number; commitIndex: number };
 
 
-export const REFUSAL_CODES: readonly RefusalCode[] = ['StaleTerm', 'LogGap', 'ChecksumMismatch', 'LogMismatch', 'MalformedAppend'];
+export const REFUSAL_CODES: readonly RefusalCode[] = ['StaleTerm', 'LogGap', 'ChecksumMismatch', 'LogMismatch', 'MalformedAppend', 'MalformedContents'];
+
+/** The messages each hop carries (a Replicate frame with another is refused whole, as a frame of a kind its receiver
+ * does not take is): the coordinator runs elections and probes; a slice's replicas replicate among themselves and
+ * answer the coordinator. */
+export const MESSAGES_FROM_COORDINATOR: ReadonlySet<string> = new Set(['Prepare', 'Lead', 'LeadOn', 'Ping']);
+export const MESSAGES_TO_COORDINATOR: ReadonlySet<string> = new Set(['Prepared', 'Pong', 'Refused']);
+export const MESSAGES_BETWEEN_REPLICAS: ReadonlySet<string> = new Set(['Append', 'Snapshot', 'KeepAlive', 'KeepAlives', 'AppendOk', 'Refused']);
 
 const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Prepare: ['term'],

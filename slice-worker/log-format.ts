@@ -2,6 +2,7 @@
 // effects (partition.ts). Plain msgpack maps, not records mode, so that a file
 // needs no structure definitions from elsewhere to be read back.
 import { Packr, Unpackr } from 'msgpackr';
+import { checkSliceChanges, MalformedFrame } from '../shared/protocol.js';
 import type { Effect } from './partition.js';
 import type { AppliedList } from './replication/applied-requests.js';
 
@@ -65,6 +66,27 @@ export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {
   if (!Array.isArray(v)) return { effects: v.effects, requests: null };
   if (v.length === 0 || typeof v[0] !== 'number') return { effects: v as Effect[], requests: null };
   const [, effects, instances, counters, of, ats, answers] = v as WithRequests;
+  return { effects, requests: { instances, counters, of, ats, answers } };
+}
+
+/** decodeReplicated for what a peer sent (a record's payload, `snapshot`: a snapshot's state), checked whole
+ * (checkSliceChanges: effects on `slice` alone, the request ids applied with them): what is not a slice's changes
+ * in this protocol (the map of node protocol 12 and 13 included) throws MalformedFrame, saying what is wrong. */
+export function decodeReplicatedFromPeer(bytes: Uint8Array, slice: number, snapshot: boolean): ReplicatedChanges {
+  let v: unknown;
+  try {
+    v = unpackr.unpack(bytes);
+  } catch (err) {
+    throw new MalformedFrame(`not valid msgpack: ${(err as Error).message}`);
+  }
+  if (!Array.isArray(v)) throw new MalformedFrame('a slice\'s changes are a list');
+  if (v.length === 0 || typeof v[0] !== 'number') {
+    checkSliceChanges(v, null, slice, snapshot);
+    return { effects: v as Effect[], requests: null };
+  }
+  if (!(v[0] === WITH_REQUESTS && v.length === 7)) throw new MalformedFrame(`changes with request ids are [${WITH_REQUESTS}, effects, instances, counters, of, ats, answers]`);
+  const [, effects, instances, counters, of, ats, answers] = v as WithRequests;
+  checkSliceChanges(effects, { instances, counters, of, ats, answers }, slice, snapshot);
   return { effects, requests: { instances, counters, of, ats, answers } };
 }
 

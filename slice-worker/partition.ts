@@ -489,6 +489,11 @@ export class SliceStore {
     return out;
   }
 
+  /** A write to (table, slice) was answered from the request ids its replica remembers (SliceReplicas.execute). */
+  countDuplicateWrite(table: number, slice: number): void {
+    this.load.countDuplicateWrite(table, slice);
+  }
+
   /** How many changes were made since the last takeEffects() (did an op change anything). */
   get effectCount(): number {
     return this.effects.length;

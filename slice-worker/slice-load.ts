@@ -15,9 +15,9 @@ import type { SliceCounts } from '../shared/protocol.js';
 import { HOT_KEYS_REPORTED, HOT_KEYS_TRACKED, LOAD_WINDOW_SECONDS, type SliceCapacity } from '../shared/limits.js';
 
 type Counts = SliceCounts;
-export const COUNT = { reads: 0, writes: 1, readBytes: 2, writeBytes: 3, throttled: 4 } as const;
+export const COUNT = { reads: 0, writes: 1, readBytes: 2, writeBytes: 3, throttled: 4, duplicateWrites: 5 } as const;
 
-const zeroCounts = (): Counts => [0, 0, 0, 0, 0];
+const zeroCounts = (): Counts => [0, 0, 0, 0, 0, 0];
 
 /** Adds `n` to counter `which` of every list in `to`; a counter only grows and stays exact. */
 function grow(to: Counts[], which: number, n: number): void {
@@ -111,9 +111,7 @@ export class LoadTracker {
   /** Counts one op on (table, slice) for `key`, or refuses it if the partition is at capacity this second. */
   count(table: number, slice: number, key: string, write: boolean): void {
     const second = Math.floor(this.now() / 1000);
-    const id = table * 65536 + slice;
-    let c = this.partitions.get(id);
-    if (c === undefined) this.partitions.set(id, (c = new Counters()));
+    const c = this.partitionCounters(table, slice);
     c.advance(second);
     const bucket = second % LOAD_WINDOW_SECONDS;
     const limit = write ? this.capacity.writesPerSecond : this.capacity.readsPerSecond;
@@ -131,6 +129,19 @@ export class LoadTracker {
     let h = this.hot.get(table);
     if (h === undefined) this.hot.set(table, (h = new HotKeys()));
     h.add(key.slice(0, firstPartLength(key)), second);
+  }
+
+  /** Counts a write whose request id the slice applied already: answered from memory, it is not admitted as a
+   * write (it applies nothing, and a resend of a write that took capacity does not take it again). */
+  countDuplicateWrite(table: number, slice: number): void {
+    grow([this.partitionCounters(table, slice).totals, this.tableTotals(table)], COUNT.duplicateWrites, 1);
+  }
+
+  private partitionCounters(table: number, slice: number): Counters {
+    const id = table * 65536 + slice;
+    let c = this.partitions.get(id);
+    if (c === undefined) this.partitions.set(id, (c = new Counters()));
+    return c;
   }
 
   /** Adds the bytes an op counted by count() read or wrote (the stored size of the items). */

@@ -40,6 +40,7 @@ import {
   encodeSliceResults,
   isWriteOp,
   MalformedFrame,
+  requestIdOf,
   RESULT_ERROR,
   SliceOp,
   type Effect,
@@ -137,12 +138,27 @@ function openReplicas(self: number): void {
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
     outbox.push([slice, to, message]);
     queuePortFlush();
-  }, { committed: onCommitted, deposed: onDeposed });
+  }, { committed: onCommitted, deposed: onDeposed, malformed: onMalformed });
   setInterval(() => {
     replicas!.tick();
     maybeCompact();
     if (TRACE_REPLICAS) traceReplicas();
   }, REPLICA_TICK_MS).unref();
+}
+
+// What peers sent that a replica refused or dropped as malformed is logged at most once a second (with a count of
+// the others), as the node logs the frames it refuses: a peer that sends garbage cannot flood the log.
+let malformedUnlogged = 0;
+let lastMalformedLogAt = 0;
+function onMalformed(slice: number, from: number | null, why: string): void {
+  const now = Date.now();
+  if (now - lastMalformedLogAt < 1000) {
+    malformedUnlogged++;
+    return;
+  }
+  console.error(`keyslice slice node: worker ${config.workerIndex}: slice ${slice}: ${from === null ? 'found' : `refused what node ${from} sent`}: ${why}${malformedUnlogged > 0 ? ` (and ${malformedUnlogged} more such since the last such line)` : ''}`);
+  lastMalformedLogAt = now;
+  malformedUnlogged = 0;
 }
 
 /** KEYSLICE_TRACE_REPLICAS=1: a line whenever the count of slices this worker leads, or serves, changed (a timeline for bench/FAILOVER.md). */
@@ -306,6 +322,17 @@ function replicatedSlicesOf(op: SliceOpMessage): number[] | null {
   return slices;
 }
 
+/** Unavailable (not applied) for a write with a request id on a slice that this worker owns and runs with one replica
+ * (R=1), else null. A router gives a write its id only while its map replicates the slice, and sends a write again
+ * after an unknown outcome only if it has an id (router.ts): so every copy that may have been applied was applied
+ * where its id is remembered. A router's map may be ahead of this node's assignment (replica sets change without an
+ * epoch bump): run here, on the worker log's path, which keeps no ids, the copy would be forgotten, and its resend
+ * applied again once the slice is replicated here. */
+function unreplicatedWrite(op: SliceOpMessage): SliceOpResult | null {
+  if (!isWriteOp(op) || requestIdOf(op) === null || replicated.has(op[2]) || !store.owns(op[2])) return null;
+  return [RESULT_ERROR, 'Unavailable', `slice ${op[2]} is not replicated on this node yet (a write with a request id runs where its id is remembered); retry`, { notApplied: true }];
+}
+
 /** Unavailable when one of `slices` has no serving leader on this worker, else null. */
 function refusalFor(slices: number[]): SliceOpResult | null {
   for (const s of slices) {
@@ -409,7 +436,7 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
     if (replicated.size === 0) {
       for (let i = 0; i < ops.length; i++) {
         const problem = checkSliceOp(ops[i], trusted[c]);
-        results[i] = problem === null ? store.execute(ops[i] as SliceOpMessage) : [RESULT_ERROR, 'MalformedRequest', problem];
+        results[i] = problem !== null ? [RESULT_ERROR, 'MalformedRequest', problem] : (unreplicatedWrite(ops[i] as SliceOpMessage) ?? store.execute(ops[i] as SliceOpMessage));
       }
       out.push(encodeSliceResults(results));
       continue;
@@ -436,7 +463,7 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
         }
       }
       const slices = replicatedSlicesOf(op);
-      const refusal = slices === null ? null : refusalFor(slices);
+      const refusal = slices === null ? unreplicatedWrite(op) : refusalFor(slices);
       if (refusal !== null) {
         results[i] = refusal;
         continue;

@@ -41,7 +41,7 @@ const sum = (load: TableLoad, f: (s: TableLoad['slices'][number]) => number) => 
 /** The table's counters in a scrape, summed over its slices and over its nodes (the two must agree). */
 function tableCounters(m: Map<string, Family>, table: string) {
   const out: Record<string, number> = {};
-  for (const k of ['reads', 'writes', 'read_bytes', 'write_bytes', 'throttled']) {
+  for (const k of ['reads', 'writes', 'read_bytes', 'write_bytes', 'throttled', 'duplicate_writes']) {
     out[k] = total(m, `keyslice_slice_${k}_total`, { table });
     expect(total(m, `keyslice_node_${k}_total`, { table }), `${k} per node and per slice`).toBe(out[k]);
   }
@@ -76,7 +76,7 @@ describe('counters of one coordinator and two slice nodes', () => {
     const T = 'counted';
     await c.client.createTable(T, { name: 'id', type: 'string' });
     const before = await scrape(c.cluster.url);
-    expect(tableCounters(before, T)).toEqual({ reads: 0, writes: 0, read_bytes: 0, write_bytes: 0, throttled: 0 });
+    expect(tableCounters(before, T)).toEqual({ reads: 0, writes: 0, read_bytes: 0, write_bytes: 0, throttled: 0, duplicate_writes: 0 });
     const reqBefore = { put: requests(before, 'PutItem'), get: requests(before, 'GetItem') };
 
     // Spread keys, a few at a time, so that no slice reaches its capacity of writes per second.
@@ -98,10 +98,10 @@ describe('counters of one coordinator and two slice nodes', () => {
     const bytes = sum(described, (s) => s.bytes);
     expect(bytes).toBeGreaterThan(0);
     // Every item stored once and read once: the bytes written and read are the bytes stored.
-    expect(tableCounters(after, T)).toEqual({ reads: ids.length + missing, writes: puts.ok, read_bytes: bytes, write_bytes: bytes, throttled: puts.throttled });
+    expect(tableCounters(after, T)).toEqual({ reads: ids.length + missing, writes: puts.ok, read_bytes: bytes, write_bytes: bytes, throttled: puts.throttled, duplicate_writes: 0 });
     // DescribeSlices carries the same counters, next to the rates, per slice, per node and per table.
     expect(described.complete).toBe(true);
-    expect(described.totals).toEqual({ reads: ids.length + missing, writes: puts.ok, readBytes: bytes, writeBytes: bytes, throttled: puts.throttled });
+    expect(described.totals).toEqual({ reads: ids.length + missing, writes: puts.ok, readBytes: bytes, writeBytes: bytes, throttled: puts.throttled, duplicateWrites: 0 });
     expect(sum(described, (s) => s.writes)).toBe(puts.ok);
     expect(described.nodes.reduce((a, n) => a + n.reads, 0)).toBe(ids.length + missing);
     expect(sum(described, (s) => s.writesPerSecond)).toBeGreaterThan(0);
@@ -134,7 +134,7 @@ describe('counters of one coordinator and two slice nodes', () => {
     const after = await scrape(c.cluster.url);
     const described = await c.client.describeSlices(T);
     const itemBytes = sum(described, (s) => s.bytes); // the one item
-    expect(tableCounters(after, T)).toEqual({ reads: 0, writes: hot.ok, read_bytes: 0, write_bytes: hot.ok * itemBytes, throttled: hot.throttled });
+    expect(tableCounters(after, T)).toEqual({ reads: 0, writes: hot.ok, read_bytes: 0, write_bytes: hot.ok * itemBytes, throttled: hot.throttled, duplicate_writes: 0 });
     const hotSlice = described.slices.find((s) => s.items === 1)!;
     expect(hotSlice).toMatchObject({ writes: hot.ok, throttled: hot.throttled, writeBytes: hot.ok * itemBytes });
     expect(total(after, 'keyslice_slice_throttled_total', { table: T, slice: String(hotSlice.slice) })).toBe(hot.throttled);

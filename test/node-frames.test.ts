@@ -71,10 +71,23 @@ describe('node frames', () => {
 
   it('checks Replicate frames whole, for both receivers: the sender, each slice, each message', () => {
     const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0 };
-    const ok = [NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }], [8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 5, 2, 7] }]]];
-    for (const to of ['node', 'coordinator'] as const) expect(frame(ok, to)).toHaveLength(3);
-    expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }]]])[1]).toBe(-1);
+    const ok = [NodeFrame.Replicate, 2, [[8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 5, 2, 7] }]]];
+    expect(frame(ok, 'node')).toHaveLength(3);
+    const answers = [NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }], [8, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 1 }]]];
+    expect(frame(answers, 'coordinator')).toHaveLength(3);
+    expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }], [1, { type: 'Ping', seq: 1 }]]])[1]).toBe(-1);
     expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'LeadOn', term: 4, from: 3, followers: [1, 2], sets: [[0, 1, 2], [0, 1]] }]]])[1]).toBe(-1);
+    // Each hop carries its own messages only: a peer runs no election, the coordinator sends no records.
+    const hops: [unknown[], 'node' | 'coordinator', RegExp][] = [
+      [[NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }]]], 'node', /slice 7: Ping is not sent from one replica to another/],
+      [[NodeFrame.Replicate, 2, [[7, { type: 'Prepare', term: 9 }]]], 'node', /Prepare is not sent from one replica to another/],
+      [[NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }]]], 'node', /Pong is not sent from one replica/],
+      [[NodeFrame.Replicate, -1, [[0, append]]], 'node', /slice 0: Append is not sent by the coordinator/],
+      [[NodeFrame.Replicate, -1, [[0, { type: 'Refused', term: 1, code: 'StaleTerm', message: '', lastIndex: 0, commitIndex: 0 }]]], 'node', /Refused is not sent by the coordinator/],
+      [ok, 'coordinator', /slice 8: Append is not sent to the coordinator/],
+      [[NodeFrame.Replicate, 2, [[7, { type: 'LeadOn', term: 4, from: 3, followers: [1], sets: [[0, 1]] }]]], 'node', /LeadOn is not sent from one replica to another/],
+    ];
+    for (const [f, to, why] of hops) expect(() => frame(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
     const bad: [unknown[], RegExp][] = [
       [[NodeFrame.Replicate, -2, []], /sender -2 is not a node index or -1/],
       [[NodeFrame.Replicate, 'x', []], /sender "x"/],
@@ -122,7 +135,7 @@ describe('slice ops', () => {
   });
 
   it('refuses moved changes the target would assert on: a dropped table, another slice', () => {
-    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_DROP_TABLE, 1]], false], false)).toMatch(/set, delete and drop-slice changes only/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_DROP_TABLE, 1]], false], false)).toMatch(/set, delete and drop-slice only/);
     expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_SET, 1, 4, 'k', {}, 1]], true], false)).toMatch(/not \[set, table, 3/);
   });
 

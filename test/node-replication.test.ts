@@ -12,6 +12,17 @@
 //     leader's), and serves every put once it leads;
 //   - a Replicate frame of an older term is refused (StaleTerm), and a peer that
 //     sends garbage loses its connection while the node keeps serving;
+//   - a peer that sends well-framed nonsense (records whose payloads are not a
+//     slice's changes, under a valid checksum; snapshots whose state is not; an
+//     AppendOk for records the leader never wrote; a coordinator's Prepare) is
+//     refused, each logged (bounded), nothing of it is written or applied, and
+//     the nodes go on replicating and serving every acknowledged put;
+//   - a write sent twice with one request id is applied once, the second copy
+//     answered what the first got and counted as a duplicate write (Stats);
+//   - a write with a request id on a slice the node runs with one replica (R=1)
+//     is refused, not applied: that path keeps no ids, and a router that sent it
+//     one (its map replicates the slice, ahead of this node's assignment) may
+//     send it again once the slice is replicated here;
 //   - an eventually consistent read (ReplicaGet) is refused ReplicaNotReady by a
 //     replica that has not heard from a leader, answered by a follower from what
 //     it applied, and refused WrongOwner by a node that holds no replica;
@@ -20,11 +31,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Packr } from 'msgpackr';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import {
   CLUSTER_SECRET_HEADER,
+  NODE_PROTOCOL_HEADER,
+  NODE_PROTOCOL_VERSION,
   decodeNodeFrame,
   decodeSliceResults,
   encodeNodeFrame,
@@ -40,6 +54,8 @@ import {
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
+import { encodeReplicated } from '../slice-worker/log-format.js';
+import { makeRecord } from '../slice-worker/replication/replica-record.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const SLICES = 16;
@@ -404,6 +420,131 @@ describe('replication between real slice nodes', () => {
     acked.set('after-garbage', [2, 7]);
     await expectAll(leader);
     expect(nodes.every((n) => n !== null && n.child.exitCode === null)).toBe(true);
+  });
+
+  it('applies a write sent twice with one request id once, and counts the copy answered from memory', async () => {
+    const worker = workerOf(2, WORKERS);
+    /** The leader's worker's counters of the table: over every slice it served, and slice 2's. */
+    const counts = async () => {
+      const [r] = (await links[leader]!.batch(worker, [[SliceOp.Stats, TABLE]]))!;
+      expect(r[0]).toBe(RESULT_OK);
+      const stats = r[1] as StatsResult;
+      return { table: stats[2], slice: stats[0].find(([s]) => s === 2)?.[5] };
+    };
+    const before = await counts();
+    const add: SliceOpMessage = [SliceOp.Update, TABLE, 2, 'twice', { base: { k: 'twice' }, actions: [{ k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, [11, 1]];
+    const [first] = (await links[leader]!.batch(worker, [add]))!;
+    const [second] = (await links[leader]!.batch(worker, [add]))!;
+    expect(first).toEqual([RESULT_OK, expect.objectContaining({ k: 'twice', n: 1 })]);
+    expect(second).toEqual(first);
+    const [got] = (await links[leader]!.batch(worker, [get(2, 'twice')]))!;
+    expect(got).toEqual([RESULT_OK, expect.objectContaining({ n: 1 })]);
+    const after = await counts();
+    // [reads, writes, readBytes, writeBytes, throttled, duplicateWrites]: one write, one duplicate, one read.
+    expect(after.table[5] - before.table[5]).toBe(1);
+    expect(after.table[1] - before.table[1]).toBe(1);
+    expect(after.slice?.[5]).toBe((before.slice?.[5] ?? 0) + 1);
+  });
+
+  it('refuses a write with a request id on a slice of one replica, applying nothing, and runs one without', async () => {
+    expect(leader).toBe(0); // node 0 holds the R=1 slices 4 and 5
+    const worker = workerOf(4, WORKERS);
+    const [withId] = (await links[0]!.batch(worker, [[SliceOp.Put, TABLE, 4, 'r1-id', { k: 'r1-id', v: 1 }, 16, null, [12, 1]]]))!;
+    expect(withId).toEqual([1, 'Unavailable', expect.stringMatching(/slice 4 is not replicated on this node yet .*; retry/), { notApplied: true }]);
+    const [none] = (await links[0]!.batch(worker, [get(4, 'r1-id')]))!;
+    expect(none).toEqual([RESULT_OK, null]);
+    const [plainPut] = (await links[0]!.batch(worker, [put(4, 'r1-plain', 3)]))!;
+    expect(plainPut[0]).toBe(RESULT_OK);
+  });
+
+  it('refuses a peer\'s malformed records, snapshots and replies whole, logs them (bounded), and goes on serving', async () => {
+    const [follower, other] = [0, 1, 2].filter((n) => n !== leader);
+    // A write with a request id that every replica applied: a record that names it again is malformed.
+    const [withId] = (await links[leader]!.batch(workerOf(0, WORKERS), [[SliceOp.Put, TABLE, 0, 'with-id', { k: 'with-id', v: 1 }, 16, null, [9, 1]]]))!;
+    expect(withId[0]).toBe(RESULT_OK);
+    acked.set('with-id', [0, 1]);
+    // Applied on the follower (it answers an eventual read of it), so its replica remembers the id.
+    await pollUntil(async () => {
+      const [got] = (await links[follower]!.batch(workerOf(0, WORKERS), [replicaGet(0, 'with-id')]))!;
+      return got[0] === RESULT_OK && got[1] !== null;
+    });
+    /** A node's replica of slice 0: its term and last index (nothing is written meanwhile: no puts run). */
+    let seq = 100;
+    const probe = async (n: number) => {
+      const mine = seq++;
+      links[n]!.replicate([[0, { type: 'Ping', seq: mine }]]);
+      const [, pong] = await links[n]!.expectMessage((s, m) => s === 0 && m.type === 'Pong' && m.seq === mine);
+      return pong as ReplicationMessage & { type: 'Pong' };
+    };
+    // Once the follower holds every record of the leader's (so that a record after its last is the leader's next).
+    let before = await probe(follower);
+    await pollUntil(async () => (before = await probe(follower)).lastIndex === (await probe(leader)).lastIndex && before.commitTerm === before.term);
+    const { term, lastIndex } = before;
+    // A link to the follower as node `other` would dial it: with the cluster secret and this protocol version.
+    const dialAs = async (to: number) => {
+      const ws = new WebSocket(urls[to], { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
+      ws.on('error', () => {});
+      await new Promise((r) => ws.once('message', r)); // its Hello
+      return ws;
+    };
+    const asPeer = (ws: WebSocket, entries: [number, ReplicationMessage][]) => ws.send(encodeNodeFrame([NodeFrame.Replicate, other, entries]));
+    const plain = new Packr({ useRecords: false });
+    const item = (slice: number, key: string) => [1, TABLE, slice, key, { k: key, v: 1 }, 16];
+    // Each the next record after the follower's last, of its term, under a valid checksum, committed at once: taken,
+    // it would be applied (and a record of the leader's at that index and term would never be).
+    const payloads: [string, Uint8Array][] = [
+      ['not msgpack', Uint8Array.of(0xc1)],
+      ['not a list', plain.pack(5)],
+      ['an item of another slice', plain.pack([item(1, 'elsewhere')])],
+      ['an item that is not a map', plain.pack([[1, TABLE, 0, 'odd', 'not an item', 16]])],
+      ['a request counter of 0', plain.pack([0, [item(0, 'zero')], [5], [0], null, 1, null])],
+      ['a request id applied already', encodeReplicated([item(0, 'again')] as never, { instances: [9], counters: [1], of: null, ats: 1, answers: null })],
+    ];
+    const peer = await dialAs(follower);
+    for (const [, payload] of payloads) {
+      asPeer(peer, [[0, { type: 'Append', term, prevIndex: lastIndex, prevTerm: term, records: [makeRecord(term, lastIndex + 1, payload)], commitIndex: lastIndex + 1 }]]);
+    }
+    // Snapshots past the follower's commit point whose state is not slice 0's items, and one of a newer term than its sender's.
+    for (const state of [Uint8Array.of(0xc1), encodeReplicated([item(1, 'elsewhere')] as never, null), plain.pack([[2, TABLE, 0, 'k0']])]) {
+      asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term, state, commitIndex: lastIndex + 5 }]]);
+    }
+    asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term + 1, state: encodeReplicated([], null), commitIndex: lastIndex + 5 }]]);
+    // To the leader: an AppendOk for a record it never wrote.
+    const toLeader = await dialAs(leader);
+    asPeer(toLeader, [[0, { type: 'AppendOk', term, matchIndex: lastIndex + 1_000_000, commitIndex: 0 }]]);
+    // Nothing was written: the follower's log ends where it did, and it is still of this term.
+    const after = await probe(follower);
+    expect({ term: after.term, lastIndex: after.lastIndex }).toEqual({ term, lastIndex });
+    // Each refusal said why, in few lines (at most one a second per worker).
+    await pollUntil(async () => lines.some((l) => l.startsWith(`[node-${leader}]`) && /AppendOk says it holds record/.test(l)));
+    const refusals = lines.filter((l) => l.startsWith(`[node-${follower}]`) && / refused what node \d+ sent: /.test(l));
+    expect(refusals.length, refusals.join('\n')).toBeGreaterThan(0);
+    expect(refusals.length, refusals.join('\n')).toBeLessThan(payloads.length + 4);
+    expect(refusals[0]).toMatch(/record \d+ of term \d+: the payload is not a slice's changes \(.+\); nothing of this append was applied/);
+    // A message only the coordinator sends (an election's Prepare): the link is closed, and no term moves.
+    const closed = new Promise<[number, string]>((r) => toLeader.once('close', (code, reason) => r([code, reason.toString()])));
+    asPeer(toLeader, [[0, { type: 'Prepare', term: term + 10 }]]);
+    const [code, reason] = await closed;
+    expect(code).toBe(1008);
+    expect(reason).toMatch(/Prepare is not sent from one replica to another/);
+    peer.close();
+    // The nodes go on: the leader still leads and commits with the follower, and every acknowledged put reads back.
+    const [r] = (await putOn(links[leader]!, 0, 'after-malformed', 8))!;
+    expect(r[0], JSON.stringify(r)).toBe(RESULT_OK);
+    acked.set('after-malformed', [0, 8]);
+    await expectAll(leader);
+    await pollUntil(async () => {
+      const [got] = (await links[follower]!.batch(workerOf(0, WORKERS), [replicaGet(0, 'after-malformed')]))!;
+      return got[0] === RESULT_OK && (got[1] as { v?: number } | null)?.v === 8;
+    });
+    for (const key of ['elsewhere', 'odd', 'zero', 'again']) {
+      for (const n of [leader, follower]) {
+        const slice = key === 'elsewhere' ? 1 : 0;
+        const [got] = (await links[n]!.batch(workerOf(slice, WORKERS), [replicaGet(slice, key)]))!;
+        expect(got, `${key} on node ${n}`).toEqual([RESULT_OK, null]);
+      }
+    }
+    expect(nodes.every((n) => n !== null && n.child.exitCode === null && n.child.signalCode === null)).toBe(true);
   });
 
   it('a follower restarted and assigned no replica any more drops what it held of them, and a restart brings none of it back', async () => {

@@ -187,6 +187,37 @@ describe('a slice replica', () => {
     expect(g.written[1].length).toBe(before);
   });
 
+  it('refuses what a peer that breaks the protocol sends (a committed record replaced, a snapshot of a newer term, an AppendOk past the log), writes nothing of it, and goes on', () => {
+    const g = group(2);
+    g.elect(0, 1);
+    g.replicas[0].propose(payload('a'));
+    g.deliver(1);
+    g.sync(1);
+    g.sync(0);
+    g.deliver(0);
+    g.replicas[0].tick();
+    g.deliver(1);
+    g.sync(1);
+    const f = g.replicas[1];
+    expect(f.commitIndex).toBe(2);
+    const before = g.written[1].length;
+    g.deliver(0);
+    // Record 2 is committed here, of term 1: a "leader" of term 1 that sends another record 2 (after the barrier, of
+    // the same term as the barrier it follows) breaks the protocol; cutting a committed record was an assertion.
+    f.receive(0, { type: 'Append', term: 2, prevIndex: 1, prevTerm: 1, records: [makeRecord(2, 2, payload('other'))], commitIndex: 2 });
+    f.receive(0, { type: 'Snapshot', term: 1, index: 9, lastTerm: 2, state: payload('s'), commitIndex: 9 });
+    const sent = g.deliver(0);
+    expect(refusals(sent)).toEqual(['MalformedAppend', 'MalformedContents']);
+    expect((sent[0].m as { message: string }).message).toBe('record 2 of term 2 would replace committed record 2 of term 1; nothing of this append was applied');
+    expect((sent[1].m as { message: string }).message).toBe('a snapshot up to a record of term 2 sent in term 1; nothing of it was applied');
+    expect(g.written[1].length).toBe(before);
+    expect([f.lastIndex, f.commitIndex, f.term]).toEqual([2, 2, 1]);
+    // The leader is told of a record it never wrote (it was an assertion): the word is dropped, nothing moves.
+    g.replicas[0].receive(1, { type: 'AppendOk', term: 1, matchIndex: 99, commitIndex: 0 });
+    expect(g.replicas[0].isLeader).toBe(true);
+    expect(g.replicas[0].propose(payload('b'))).toBe(3);
+  });
+
   it('cuts a diverged tail past the commit point and takes the new leader\'s records', () => {
     const g = group(3);
     g.elect(0, 1);

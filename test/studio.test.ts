@@ -26,7 +26,7 @@ const ARTIFACTS = resolve('test-artifacts');
 const TABLE: TableDescription = { name: 'readings', shardingKey: { name: 'device', type: 'string' }, sortingKey: { name: 'ts', type: 'number' }, evenDistribution: null, createdAt: 0 };
 
 function load(slices: Partial<SliceDescription>[], hotKeys: TableLoad['hotKeys'] = [], sliceCount = 1024): TableLoad {
-  const full: SliceDescription[] = slices.map((s, i) => ({ slice: i, node: 'ws://n1', items: 0, bytes: 0, readsPerSecond: 0, writesPerSecond: 0, reads: 0, writes: 0, readBytes: 0, writeBytes: 0, throttled: 0, ...s }));
+  const full: SliceDescription[] = slices.map((s, i) => ({ slice: i, node: 'ws://n1', items: 0, bytes: 0, readsPerSecond: 0, writesPerSecond: 0, reads: 0, writes: 0, readBytes: 0, writeBytes: 0, throttled: 0, duplicateWrites: 0, ...s }));
   const sum = (f: (s: SliceDescription) => number) => full.reduce((a, s) => a + f(s), 0);
   const ratio = (f: (s: SliceDescription) => number) => {
     const total = sum(f);
@@ -39,7 +39,7 @@ function load(slices: Partial<SliceDescription>[], hotKeys: TableLoad['hotKeys']
     nodes: [],
     hotKeys,
     maxOverMean: { items: ratio((s) => s.items), reads: ratio((s) => s.readsPerSecond), writes: ratio((s) => s.writesPerSecond) },
-    totals: { reads: sum((s) => s.reads), writes: sum((s) => s.writes), readBytes: sum((s) => s.readBytes), writeBytes: sum((s) => s.writeBytes), throttled: sum((s) => s.throttled) },
+    totals: { reads: sum((s) => s.reads), writes: sum((s) => s.writes), readBytes: sum((s) => s.readBytes), writeBytes: sum((s) => s.writeBytes), throttled: sum((s) => s.throttled), duplicateWrites: sum((s) => s.duplicateWrites) },
     complete: true,
     unreported: [],
   };

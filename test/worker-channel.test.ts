@@ -111,11 +111,11 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       const put = (key: string): SliceOpMessage => [SliceOp.Put, TABLE, SLICE, key, { k: key }, 16, null, [0xfeed, ++writes]];
       await until('serving', async () => (await results(channel.run(encodeSliceOps([put('first')]))))[0][0] === RESULT_OK);
 
-      // One task: a read that keeps the thread busy, then a write on OWN (a slice of one replica: the worker log)
-      // and one on SLICE, then the node's new assignment that takes SLICE away (the channel runs what waited
+      // One task: a read that keeps the thread busy, then a write on OWN (a slice of one replica: the worker log;
+      // without a request id, as a router sends it there) and one on SLICE, then the node's new assignment that takes SLICE away (the channel runs what waited
       // meanwhile as one task, in order).
       const busy = channel.run(encodeSliceOps([[SliceOp.Get, TABLE, SLICE, 'first', null]]));
-      const write = results(channel.run(encodeSliceOps([[SliceOp.Put, TABLE, OWN, 'kept', { k: 'kept' }, 16, null, [0xfeed, ++writes]], put('lost')])));
+      const write = results(channel.run(encodeSliceOps([[SliceOp.Put, TABLE, OWN, 'kept', { k: 'kept' }, 16, null, null], put('lost')])));
       const assign = results(channel.run(encodeSliceOps([[SliceOp.Assign, 2, [OWN]]]), true, { self: 0, replicated: [] }));
       await busy;
       const [kept, lost] = await write;

@@ -109,10 +109,10 @@ export async function gatherTableLoad(
   return { load, failures };
 }
 
-const noCounts = (): Counts => ({ reads: 0, writes: 0, readBytes: 0, writeBytes: 0, throttled: 0 });
+const noCounts = (): Counts => ({ reads: 0, writes: 0, readBytes: 0, writeBytes: 0, throttled: 0, duplicateWrites: 0 });
 
-function countsOf([reads, writes, readBytes, writeBytes, throttled]: SliceCounts): Counts {
-  return { reads, writes, readBytes, writeBytes, throttled };
+function countsOf([reads, writes, readBytes, writeBytes, throttled, duplicateWrites]: SliceCounts): Counts {
+  return { reads, writes, readBytes, writeBytes, throttled, duplicateWrites };
 }
 
 function addCounts(to: Counts, c: Counts): void {
@@ -121,5 +121,6 @@ function addCounts(to: Counts, c: Counts): void {
   to.readBytes += c.readBytes;
   to.writeBytes += c.writeBytes;
   to.throttled += c.throttled;
+  to.duplicateWrites += c.duplicateWrites;
 }
 

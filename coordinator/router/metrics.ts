@@ -25,6 +25,7 @@ const COUNTERS = [
   ['read_bytes', 'readBytes', 'stored bytes of the items read'],
   ['write_bytes', 'writeBytes', 'stored bytes of the items written'],
   ['throttled', 'throttled', 'operations refused with ThroughputExceeded at the per-slice capacity'],
+  ['duplicate_writes', 'duplicateWrites', 'writes sent again whose request id the slice had applied already: answered what they got then, applied nothing'],
 ] as const;
 
 const label = (v: string | number) => `"${String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;

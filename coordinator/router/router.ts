@@ -18,14 +18,16 @@
 //   link was lost or given up ("the op was not sent to it"). So is an op whose
 //   outcome is unknown (a lost connection or a silent node with the op in
 //   flight, a deposed leader): a read, since reading twice changes nothing, and
-//   a write of a slice the map replicates, since every write carries a request
-//   id (send gives it one, kept across its resends) and a slice's replicas
-//   remember the ids of the writes they applied with their answers: a leader
-//   that gets a write it already applied answers what it answered then and
-//   applies nothing, for APPLIED_REQUESTS_KEPT_MS, longer than this loop resends
-//   (docs/replication.md, "A write sent twice is applied once"). A write on a
-//   slice of one replica is not resent after an unknown outcome: the worker log
-//   path (R=1) keeps no ids, and it has no failover to wait for anyway.
+//   a write that carries a request id (send gives it one while the map
+//   replicates its slice, kept across its resends): a node runs such a write
+//   only where its slice is replicated (a node whose assignment lags the map
+//   refuses it, not applied), and a slice's replicas remember the ids of the
+//   writes they applied with their answers: a leader that gets a write it
+//   already applied answers what it answered then and applies nothing, for
+//   APPLIED_REQUESTS_KEPT_MS, longer than this loop resends (docs/replication.md,
+//   "A write sent twice is applied once"). A write sent while the map gave its
+//   slice one replica has no id and is not resent after an unknown outcome: the
+//   worker log path (R=1) keeps no ids, and it has no failover to wait for anyway.
 // - A move's freeze: a scan waits in Routing.scanLinks until no slice of its
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
@@ -77,15 +79,18 @@ export class Router {
   }
 
   /** Sends an op to the node that owns its slice, again while the policy above allows. A write is
-   * given its request id here (once: `op` keeps it, so each resend carries the same). */
+   * given its request id here, when it is sent while the map replicates its slice (once: `op` keeps it, so each
+   * later copy carries the same). A copy sent without one (the map gave the slice one replica) is not sent again
+   * after an unknown outcome, and a node runs a copy with one only where the slice is replicated (worker.ts,
+   * unreplicatedWrite), so no copy that may have been applied is forgotten by the replica a resend reaches. */
   async send<Op extends SliceBoundOp>(op: Op): Promise<ResultOf<Op>> {
     const slice = op[2];
-    if (isWriteOp(op) && requestIdOf(op) === null) setRequestId(op, this.ids.next());
     const started = Date.now();
     let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
       const link = this.cluster.linkOf(slice);
       if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
+      if (isWriteOp(op) && requestIdOf(op) === null && this.cluster.replicaLinks(slice).length > 1) setRequestId(op, this.ids.next());
       if (link.state !== 'ready') await this.cluster.linkReady(link);
       if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
         await this.cluster.afterNoLeader(failoverTries++);
@@ -221,6 +226,7 @@ export class Router {
   private mayResend(err: KeysliceError, op: SliceBoundOp): boolean {
     if (err.code !== 'Unavailable') return false;
     if (wasNotApplied(err) || !isWriteOp(op)) return true;
+    // An id: every copy of it that may have run ran where the id is remembered (send).
     return requestIdOf(op) !== null && this.cluster.replicaLinks(op[2]).length > 1;
   }
 

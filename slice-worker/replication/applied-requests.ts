@@ -115,9 +115,18 @@ export class AppliedRequests {
     assert(this.count <= APPLIED_REQUESTS_PER_SLICE_MAX, 'a slice remembers a bounded number of writes');
   }
 
-  /** Adds a record's writes, in order. */
-  addAll(list: AppliedList): void {
-    for (let i = 0; i < list.counters.length; i++) this.add(list.instances[list.of === null ? 0 : list.of[i]], list.counters[i], atOf(list, i), list.answers?.[i] ?? null);
+  /** Adds a committed record's writes, in order; answers how many of them it remembered already, which keep their
+   * first answer. A log that follows the protocol names each id once (a replica refuses a record that names one it
+   * applied: SliceReplicas.checkRecords), but a peer's record that names one held in a record not yet applied
+   * is only found here, once both are committed: the replica goes on, as with any record a leader committed. */
+  addAll(list: AppliedList): number {
+    let known = 0;
+    for (let i = 0; i < list.counters.length; i++) {
+      const instance = list.instances[list.of === null ? 0 : list.of[i]];
+      if (this.find(instance, list.counters[i]) !== undefined) known++;
+      else this.add(instance, list.counters[i], atOf(list, i), list.answers?.[i] ?? null);
+    }
+    return known;
   }
 
   /** Every remembered write, oldest first (a snapshot's part). */

@@ -108,6 +108,15 @@ export interface ReplicaHost {
   /** A monotonic clock, in ms (performance.now on a node, the simulation's clock there): how long ago a follower
    * heard from its leader, and when a leader's keep-alives are due. */
   now(): number;
+  /** Why records a peer sent, which this replica does not hold yet, could not be applied (their payloads are not
+   * the host's changes), or null. Asked before anything of them is written: a record is applied only once
+   * committed, when it can no longer be refused. */
+  checkRecords?(records: ReplicaRecord[]): string | null;
+  /** The same for a snapshot's state, before it replaces anything. */
+  checkState?(state: Uint8Array): string | null;
+  /** A peer sent something this replica refused or dropped as malformed (not a stale term or a gap: what a
+   * replica that follows the protocol never sends). For the host's log. */
+  malformed?(from: ReplicaId, why: string): void;
 }
 
 export class Replica {
@@ -374,7 +383,8 @@ export class Replica {
     if (!this.leading || m.term !== this.promisedTerm || !this.match.has(from)) return;
     this.heard.add(from);
     if (m.type === 'AppendOk') {
-      assert(m.matchIndex <= this.lastIndex, 'a follower holds no record its leader lacks');
+      // Another process's word, not this one's state: a follower cannot hold a record its leader lacks.
+      if (m.matchIndex > this.lastIndex) return this.host.malformed?.(from, `an AppendOk says it holds record ${m.matchIndex}; this leader's log ends at ${this.lastIndex} (dropped)`);
       if (m.matchIndex > this.match.get(from)!) this.match.set(from, m.matchIndex);
       if (m.commitIndex > this.knownCommit.get(from)!) this.knownCommit.set(from, m.commitIndex);
       if (this.next.get(from)! <= m.matchIndex) this.next.set(from, m.matchIndex + 1);
@@ -458,6 +468,7 @@ export class Replica {
   }
 
   private refuse(to: ReplicaId, code: RefusalCode, message: string): void {
+    if (code === 'ChecksumMismatch' || code === 'MalformedAppend' || code === 'MalformedContents') this.host.malformed?.(to, message);
     this.host.send(to, { type: 'Refused', term: this.promisedTerm, code, message, lastIndex: this.lastIndex, commitIndex: this.commit });
   }
 
@@ -509,6 +520,15 @@ export class Replica {
         return this.refuse(from, 'MalformedAppend', `record ${r.index} of term ${r.term} does not follow record ${m.prevIndex + i} in a log of term ${m.term}`);
       }
     }
+    // The records this replica does not hold yet (those it holds, or has in its snapshot, are skipped below): none
+    // may replace a committed one (a leader of a newer term holds every committed record), and their contents
+    // must be what the host can apply, all of them before anything is taken.
+    const unheld = m.records.filter((r) => r.index > this.snapIndex && !(r.index <= this.lastIndex && this.termAt(r.index) === r.term));
+    if (unheld.length > 0 && unheld[0].index <= this.commit) {
+      return this.refuse(from, 'MalformedAppend', `record ${unheld[0].index} of term ${unheld[0].term} would replace committed record ${unheld[0].index} of term ${this.termAt(unheld[0].index)}; nothing of this append was applied`);
+    }
+    const problem = unheld.length > 0 ? (this.host.checkRecords?.(unheld) ?? null) : null;
+    if (problem !== null) return this.refuse(from, 'MalformedContents', `${problem}; nothing of this append was applied`);
     if (this.leading && m.term === this.promisedTerm) return this.refuse(from, 'StaleTerm', `two leaders of term ${m.term}`); // cannot happen: one Lead per term
     this.promise(m.term);
     this.heardFrom(m.term, m.commitIndex);
@@ -527,7 +547,7 @@ export class Replica {
     const fresh = records.slice(k);
     if (fresh.length > 0) {
       if (fresh[0].index <= this.lastIndex) {
-        assert(fresh[0].index > this.commit, `a committed record is never cut (cut at ${fresh[0].index}, committed ${this.commit})`);
+        assert(fresh[0].index > this.commit, `a committed record is never cut (cut at ${fresh[0].index}, committed ${this.commit}): refused above`);
         this.host.disk.write({ kind: 'truncate', after: fresh[0].index - 1 });
         this.records.length = fresh[0].index - 1 - this.snapIndex;
       }
@@ -538,6 +558,10 @@ export class Replica {
 
   private onSnapshot(from: ReplicaId, m: ReplicationMessage & { type: 'Snapshot' }): void {
     if (m.term < this.promisedTerm) return this.refuse(from, 'StaleTerm', `a snapshot of term ${m.term}; this replica promised term ${this.promisedTerm}`);
+    if (m.lastTerm > m.term) return this.refuse(from, 'MalformedContents', `a snapshot up to a record of term ${m.lastTerm} sent in term ${m.term}; nothing of it was applied`);
+    // Its state replaces this replica's only past the commit point: checked whole before that (restore cannot refuse).
+    const problem = m.index > this.commit ? (this.host.checkState?.(m.state) ?? null) : null;
+    if (problem !== null) return this.refuse(from, 'MalformedContents', `the state of the snapshot at ${m.index}: ${problem}; nothing of it was applied`);
     this.promise(m.term);
     this.heardFrom(m.term, m.commitIndex);
     if (m.index > this.commit) {

@@ -20,17 +20,22 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { requestIdOf, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
-import { decodeReplicated, encodeReplicated } from '../log-format.js';
+import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, type ReplicatedChanges } from '../log-format.js';
+import { MalformedFrame } from '../../shared/protocol.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
 import { Replica, type ReplicaId, type ReplicationMessage } from './replica.js';
+import type { ReplicaRecord } from './replica-record.js';
 
 export interface SliceReplicaEvents {
   /** The leader of `slice` committed up to `index`: answers waiting on it may go. */
   committed?(slice: number, index: number): void;
   /** This worker stopped leading `slice`: answers still waiting have an unknown outcome. */
   deposed?(slice: number, term: number): void;
+  /** A peer sent something for `slice` that its replica refused or dropped as malformed (Replica's host.malformed);
+   * `from` null: found in a committed record (its sender is not known any more). */
+  malformed?(slice: number, from: ReplicaId | null, why: string): void;
 }
 
 export class SliceReplicas {
@@ -44,6 +49,9 @@ export class SliceReplicas {
   /** Per slice, from its replica's first write of its term: the newest time its table held then (or that write's
    * wall time), and now() then. See timeOf. */
   private clocks = new Map<number, { term: number; at: number; since: number }>();
+  /** A peer's record payloads and snapshot states as checked when they came (checkRecords, checkState), until they
+   * are applied: each is decoded once. Keyed by the bytes, which the replica keeps with the record. */
+  private readonly checked = new WeakMap<Uint8Array, ReplicatedChanges>();
 
   constructor(
     private readonly self: ReplicaId,
@@ -123,7 +131,10 @@ export class SliceReplicas {
     const counter = id[1];
     const applied = this.requestsOf(slice);
     const seen = applied.find(instance, counter);
-    if (seen !== undefined) return [RESULT_OK, seen];
+    if (seen !== undefined) {
+      this.store.countDuplicateWrite(op[1], slice);
+      return [RESULT_OK, seen];
+    }
     const before = this.store.effectCount;
     const result = this.store.execute(op);
     if (result[0] === RESULT_OK && this.store.effectCount > before) {
@@ -211,6 +222,52 @@ export class SliceReplicas {
     return Math.min(this.proposingAt, c.at + (this.now() - c.since));
   }
 
+  /** Why a peer's records for `slice` cannot be applied, or null: each payload is a slice's changes
+   * (decodeReplicatedFromPeer), and no request id among them is one this replica applied already or one another
+   * of them names (AppliedRequests remembers an id once). */
+  private checkRecords(slice: number, records: ReplicaRecord[]): string | null {
+    const applied = this.applied.get(slice);
+    /** The ids of the records before, when more than one names any (most Appends carry one record). */
+    let ids: Map<number, Set<number>> | null = null;
+    for (const r of records) {
+      if (r.payload.length === 0) continue; // a leader's barrier
+      const problem = this.check(slice, r.payload, false);
+      if (problem !== null) return `record ${r.index} of term ${r.term}: ${problem}`;
+      const requests = this.checked.get(r.payload)!.requests;
+      for (let i = 0; requests !== null && i < requests.counters.length; i++) {
+        const instance = requests.instances[requests.of === null ? 0 : requests.of[i]];
+        const counter = requests.counters[i];
+        if (applied?.find(instance, counter) !== undefined || ids?.get(instance)?.has(counter) === true) return `record ${r.index} of term ${r.term}: request [${instance}, ${counter}] is applied already`;
+        if (records.length === 1) continue; // checkSliceChanges found each id of a record once
+        ids ??= new Map();
+        let counters = ids.get(instance);
+        if (counters === undefined) ids.set(instance, (counters = new Set()));
+        counters.add(counter);
+      }
+    }
+    return null;
+  }
+
+  /** Why `bytes` (a record's payload, or a snapshot's state) are not changes of `slice`, or null; kept decoded for take(). */
+  private check(slice: number, bytes: Uint8Array, snapshot: boolean): string | null {
+    try {
+      this.checked.set(bytes, decodeReplicatedFromPeer(bytes, slice, snapshot));
+      return null;
+    } catch (err) {
+      if (err instanceof MalformedFrame) return `${snapshot ? 'the state' : 'the payload'} is not a slice's changes (${err.message})`;
+      throw err;
+    }
+  }
+
+  /** The changes in `bytes`: as checked when they came from a peer (once: what is applied again, after a deposed
+   * leader's replayCommitted, is decoded again, its items new objects), or from this replica's own log. */
+  private take(bytes: Uint8Array): ReplicatedChanges {
+    const changes = this.checked.get(bytes);
+    if (changes === undefined) return decodeReplicated(bytes);
+    this.checked.delete(bytes);
+    return changes;
+  }
+
   private requestsOf(slice: number): AppliedRequests {
     let a = this.applied.get(slice);
     if (a === undefined) this.applied.set(slice, (a = new AppliedRequests()));
@@ -241,18 +298,22 @@ export class SliceReplicas {
           // those from its election's barrier on, of its term and, once it led on (LeadOn), of the terms it led before.
           if (replica?.isLeader === true && record.index >= replica.ownFrom) return;
           if (record.payload.length === 0) return;
-          const { effects, requests } = decodeReplicated(record.payload);
+          const { effects, requests } = this.take(record.payload);
           for (const e of effects) this.store.replay(e);
-          if (requests !== null) this.requestsOf(slice).addAll(requests);
+          const known = requests === null ? 0 : this.requestsOf(slice).addAll(requests);
+          if (known > 0) this.events.malformed?.(slice, null, `committed record ${record.index} of term ${record.term} names ${known} request ids applied already (their first answers are kept)`);
         },
         restore: (state) => {
           this.store.replay([EFFECT_DROP_SLICE, slice, null]);
-          const { effects, requests } = state === null ? { effects: [], requests: null } : decodeReplicated(state);
+          const { effects, requests } = state === null ? { effects: [], requests: null } : this.take(state);
           for (const e of effects) this.store.replay(e);
           this.applied.set(slice, new AppliedRequests(requests));
         },
         snapshotState: () => encodeReplicated([...this.store.sliceEntries(slice)], this.requestsOf(slice).list()),
         committed: (index) => this.events.committed?.(slice, index),
+        checkRecords: (records) => this.checkRecords(slice, records),
+        checkState: (state) => this.check(slice, state, true),
+        malformed: (from, why) => this.events.malformed?.(slice, from, why),
         now: this.now,
         deposed: (term) => {
           // The store ran ahead of the commit point: put it back to exactly what is committed. The writes
