@@ -52,27 +52,62 @@ class Counters {
   }
 }
 
+/** One key a window tracks: `n` ops counted, of which up to `over` may belong
+ * to the keys it replaced; `seq` orders keys by when they entered the window's
+ * map and `at` is the key's place in the heap. */
+interface Tracked {
+  key: string;
+  n: number;
+  over: number;
+  seq: number;
+  at: number;
+}
+
 /** Space-Saving top-k over the current window and the one before: at most
  * HOT_KEYS_TRACKED keys a window; a new key replaces the least counted one and
  * inherits its count as possible overcount. Reported counts subtract that, so
- * they are lower bounds: a key reported hot is hot. */
-class HotKeys {
-  private counts = new Map<string, { n: number; over: number }>();
-  private previous = new Map<string, number>();
+ * they are lower bounds: a key reported hot is hot.
+ *
+ * The tracked keys are also a binary min-heap on (n, seq), so the key to
+ * replace is the root (O(log k) an op) rather than a scan of all k for every
+ * key not tracked, which under writes of distinct keys is every op. Among keys
+ * of equal count the root is the one that entered the map first: the one a
+ * scan in the map's (insertion) order would find, so the choice is the same. */
+export class HotKeys {
+  private counts = new Map<string, Tracked>();
+  private heap: Tracked[] = [];
+  private entered = 0;
   private windowStart = 0;
+  private previous = new Map<string, number>();
 
   add(key: string, second: number): void {
     this.rotate(second);
     const c = this.counts.get(key);
-    if (c !== undefined) c.n++;
-    else if (this.counts.size < HOT_KEYS_TRACKED) this.counts.set(key, { n: 1, over: 0 });
-    else {
-      let minKey = '';
-      let min = Infinity;
-      for (const [k, e] of this.counts) if (e.n < min) [minKey, min] = [k, e.n];
-      this.counts.delete(minKey);
-      this.counts.set(key, { n: min + 1, over: min });
+    if (c !== undefined) {
+      c.n++;
+      this.sink(c);
+    } else if (this.heap.length < HOT_KEYS_TRACKED) {
+      const e: Tracked = { key, n: 1, over: 0, seq: this.entered++, at: this.heap.length };
+      this.heap.push(e);
+      this.counts.set(key, e);
+      this.rise(e);
+    } else {
+      // The least counted key leaves; its entry, reused, becomes the new key's.
+      const e = this.heap[0];
+      this.counts.delete(e.key);
+      e.key = key;
+      e.over = e.n;
+      e.n++;
+      e.seq = this.entered++;
+      this.counts.set(key, e);
+      this.sink(e);
     }
+    assert(this.counts.size === this.heap.length, 'each tracked key is in the heap once');
+  }
+
+  /** What this window tracks, in the map's order: [key, count, possible overcount]. */
+  tracked(): [key: string, n: number, over: number][] {
+    return [...this.counts.values()].map((e) => [e.key, e.n, e.over]);
   }
 
   /** The hottest keys with their ops per second, averaged over at least one window. */
@@ -93,7 +128,45 @@ class HotKeys {
     this.previous = new Map();
     if (age < 2 * LOAD_WINDOW_SECONDS) for (const [k, e] of this.counts) this.previous.set(k, e.n - e.over);
     this.counts = new Map();
+    this.heap = [];
+    this.entered = 0;
     this.windowStart = second;
+  }
+
+  private static less(a: Tracked, b: Tracked): boolean {
+    return a.n < b.n || (a.n === b.n && a.seq < b.seq);
+  }
+
+  private rise(e: Tracked): void {
+    const h = this.heap;
+    let i = e.at;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!HotKeys.less(e, h[p])) break;
+      h[i] = h[p];
+      h[i].at = i;
+      i = p;
+    }
+    h[i] = e;
+    e.at = i;
+  }
+
+  /** Moves `e` down after its key grew (its count, or its seq when reused). */
+  private sink(e: Tracked): void {
+    const h = this.heap;
+    const size = h.length;
+    let i = e.at;
+    for (;;) {
+      let child = 2 * i + 1;
+      if (child >= size) break;
+      if (child + 1 < size && HotKeys.less(h[child + 1], h[child])) child++;
+      if (!HotKeys.less(h[child], e)) break;
+      h[i] = h[child];
+      h[i].at = i;
+      i = child;
+    }
+    h[i] = e;
+    e.at = i;
   }
 }
 
