@@ -8,7 +8,7 @@ import { assert, KeysliceError } from '../shared/errors.js';
 import { workerOf } from '../shared/hashing.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
-import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
+import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PACKED_ITEM_CACHE_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
 import {
   EFFECT_DELETE,
   EFFECT_DROP_SLICE,
@@ -21,6 +21,8 @@ import {
   type MoveCursor,
   type MoveReadResult,
   KEPT_IN_LIST,
+  concatClientList,
+  packClientItem,
   packClientList,
   type RangeItems,
   type RangeResult,
@@ -42,7 +44,21 @@ import { LoadTracker } from './slice-load.js';
 // sorted-btree is CommonJS with an ES-style default export: Node hands us the
 // module (class under .default), vitest the class itself; accept both.
 const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
-type Stored = { item: Item; bytes: number };
+/** A stored item and its size (itemBytes). `packed`: the item in the client's msgpack form, kept from the first
+ * packed range or scan page that read it (packedOf), null until then. An item is never changed in place (a write
+ * stores a new Stored; an update edits a copy), so the bytes stay the item's for as long as the Stored lives;
+ * snapshot views share Stored objects and read only item and bytes. */
+type Stored = { item: Item; bytes: number; packed: Uint8Array | null };
+const newStored = (item: Item, bytes: number): Stored => ({ item, bytes, packed: null });
+
+/** The stored item in the client's msgpack form: its kept bytes, or packed now (and kept, unless the item is over
+ * PACKED_ITEM_CACHE_BYTES_MAX). */
+function packedOf(s: Stored): Uint8Array {
+  if (s.packed !== null) return s.packed;
+  const packed = packClientItem(s.item);
+  if (s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX) s.packed = packed;
+  return packed;
+}
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
 /** Every item of a worker as of one moment: their count, and the items as set-effects. */
 export interface SnapshotView {
@@ -135,7 +151,7 @@ export class SliceStore {
         const partition = this.partition(table, slice, true)!;
         const old = check === null ? null : checkWrite(check, partition.tree.get(key)?.item ?? null);
         item[MTIME_ATTRIBUTE] = this.now();
-        partition.set(key, { item, bytes });
+        partition.set(key, newStored(item, bytes));
         this.load.countBytes(table, slice, bytes, true);
         return answer(op, check?.returnOld ? old : null);
       }
@@ -306,7 +322,7 @@ export class SliceStore {
       switch (e[0]) {
         case EFFECT_SET:
           assert(e[2] === slice, 'a moved item belongs to the moving slice');
-          this.partitionForReplay(e[1], slice).set(e[3], { item: e[4], bytes: e[5] });
+          this.partitionForReplay(e[1], slice).set(e[3], newStored(e[4], e[5]));
           break;
         case EFFECT_DELETE:
           assert(e[2] === slice, 'a moved delete belongs to the moving slice');
@@ -388,7 +404,7 @@ export class SliceStore {
     next[MTIME_ATTRIBUTE] = this.now();
     const bytes = itemBytes(next);
     if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `the updated item would be ${bytes} bytes, over ${ITEM_BYTES_MAX}`);
-    partition.set(key, { item: next, bytes });
+    partition.set(key, newStored(next, bytes));
     this.load.countBytes(table, slice, bytes, true);
     if (spec.returnValues === 'old') return old;
     if (spec.returnValues === 'new') return next;
@@ -399,8 +415,11 @@ export class SliceStore {
     const tree = this.partition(table, slice, false)?.tree;
     const items: Item[] = [];
     const keys: string[] | null = spec.withKeys ? [] : null;
-    if (tree === undefined) return [this.rangeItems(items, spec), null, false, keys, 0];
     const { low, lowInclusive, high, highInclusive, limit, projection, filter } = spec;
+    // Whole items for a transport that forwards them: each item's kept bytes (packedOf), concatenated.
+    const parts: Uint8Array[] | null = spec.packed && projection === null ? [] : null;
+    const page = (): RangeItems => (parts !== null ? concatClientList(parts) : spec.packed ? packClientList(items) : items);
+    if (tree === undefined) return [page(), null, false, keys, 0];
     let examined = 0;
     let bytes = 0;
     let lastKey: string | null = null;
@@ -417,24 +436,19 @@ export class SliceStore {
       // the byte budget count examined items, filtered out or not.
       if (examined >= limit || bytes >= PAGE_BYTES_MAX) {
         this.load.countBytes(table, slice, bytes, false);
-        return [this.rangeItems(items, spec), lastKey, true, keys, examined];
+        return [page(), lastKey, true, keys, examined];
       }
       examined++;
       bytes += stored.bytes;
       lastKey = key;
       if (filter === null || evaluate(filter, stored.item)) {
-        items.push(projectItem(stored.item, projection));
+        if (parts !== null) parts.push(packedOf(stored));
+        else items.push(projectItem(stored.item, projection));
         keys?.push(key);
       }
     }
     this.load.countBytes(table, slice, bytes, false);
-    return [this.rangeItems(items, spec), lastKey, false, keys, examined];
-  }
-
-  /** Packed (for a router that only forwards them): one list in the client's msgpack form, one
-   * pack call for the page (packing item by item took twice the worker's time, measured). */
-  private rangeItems(items: Item[], spec: RangeSpec): RangeItems {
-    return spec.packed ? packClientList(items) : items;
+    return [page(), lastKey, false, keys, examined];
   }
 
   /** This worker's first `limit` examined items after (fromSlice, afterKey) and before slice
@@ -445,7 +459,9 @@ export class SliceStore {
   private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean): ScanResult {
     const entries: ScanEntry[] = [];
     const slices = this.tables.get(table);
-    if (slices === undefined) return [entries, true, packed ? packClientList([]) : null];
+    if (slices === undefined) return [entries, true, packed ? concatClientList([]) : null];
+    // Whole items packed: each kept item's bytes (packedOf), concatenated; projected ones packed as one list.
+    const parts: Uint8Array[] | null = packed && projection === null ? [] : null;
     let bytes = 0;
     let exhausted = true;
     scan: for (const slice of this.ownedSorted) {
@@ -461,11 +477,12 @@ export class SliceStore {
           break scan;
         }
         const match = filter === null || evaluate(filter, stored.item);
-        entries.push([slice, key, match ? projectItem(stored.item, projection) : null, stored.bytes]);
+        if (match && parts !== null) parts.push(packedOf(stored));
+        entries.push([slice, key, !match ? null : parts !== null ? KEPT_IN_LIST : projectItem(stored.item, projection), stored.bytes]);
         bytes += stored.bytes;
       }
     }
-    return [entries, exhausted, packed ? packScanItems(entries) : null];
+    return [entries, exhausted, parts !== null ? concatClientList(parts) : packed ? packScanItems(entries) : null];
   }
 
   /** Items, bytes and load of each slice of a table that holds items or saw load, and its hot keys. */
@@ -508,7 +525,7 @@ export class SliceStore {
     switch (effect[0]) {
       case EFFECT_SET: {
         const [, table, slice, key, item, bytes] = effect;
-        this.partitionForReplay(table, slice).set(key, { item, bytes });
+        this.partitionForReplay(table, slice).set(key, newStored(item, bytes));
         break;
       }
       case EFFECT_DELETE:
