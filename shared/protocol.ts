@@ -143,24 +143,23 @@ export type PassThroughResult = { items: PackedItems; examined: number; marker?:
 export function packClientList(items: Item[]): Uint8Array {
   return clientPackr.pack(items);
 }
-/** One item in the client's msgpack form, in a buffer of its own (msgpackr packs into a buffer it reuses). A list
- * of such items (concatClientList) is byte for byte packClientList of the items (test/pass-through.test.ts). */
-export function packClientItem(item: Item): Uint8Array {
-  return new Uint8Array(clientPackr.pack(item));
-}
-/** Items packed one by one (packClientItem) as one list in the client's form: a list header and the items' bytes,
- * copied into one buffer of its own size. */
-export function concatClientList(items: readonly Uint8Array[]): Uint8Array {
+/** Items packed in the client's form (pieces of packed lists: splitPackedList; a string holds bytes as latin1, a
+ * char a byte) as one list of them, in one buffer: byte for byte packClientList of the items. */
+export function concatClientList(items: readonly (Uint8Array | string)[]): Uint8Array {
   const header = arrayHeader(items.length);
   let size = header.byteLength;
-  for (const b of items) size += b.byteLength;
-  const out = new Uint8Array(size);
+  for (const b of items) size += b.length;
+  const out = Buffer.allocUnsafe(size);
   out.set(header, 0);
   let at = header.byteLength;
   for (const b of items) {
-    out.set(b, at);
-    at += b.byteLength;
+    if (typeof b === 'string') at += out.write(b, at, 'latin1');
+    else {
+      out.set(b, at);
+      at += b.byteLength;
+    }
   }
+  assert(at === size, 'a concatenated list is its header and its items');
   return out;
 }
 export function unpackClientList(bytes: Uint8Array): Item[] {

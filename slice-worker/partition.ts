@@ -22,8 +22,8 @@ import {
   type MoveReadResult,
   KEPT_IN_LIST,
   concatClientList,
-  packClientItem,
   packClientList,
+  splitPackedList,
   type RangeItems,
   type RangeResult,
   type RangeSpec,
@@ -45,19 +45,40 @@ import { LoadTracker } from './slice-load.js';
 // module (class under .default), vitest the class itself; accept both.
 const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
 /** A stored item and its size (itemBytes). `packed`: the item in the client's msgpack form, kept from the first
- * packed range or scan page that read it (packedOf), null until then. An item is never changed in place (a write
- * stores a new Stored; an update edits a copy), so the bytes stay the item's for as long as the Stored lives;
- * snapshot views share Stored objects and read only item and bytes. */
-type Stored = { item: Item; bytes: number; packed: Uint8Array | null };
+ * packed range page that read it (packWhole), null until then. An item is never changed in place (a write stores
+ * a new Stored; an update edits a copy), so the bytes stay the item's for as long as the Stored lives; snapshot
+ * views share Stored objects and read only item and bytes. The bytes are held as a one-byte string (latin1, a
+ * char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
+ * ArrayBuffer and a backing store, about 200 bytes more, and took twice as long to make (measured). */
+type Stored = { item: Item; bytes: number; packed: string | null };
 const newStored = (item: Item, bytes: number): Stored => ({ item, bytes, packed: null });
 
-/** The stored item in the client's msgpack form: its kept bytes, or packed now (and kept, unless the item is over
- * PACKED_ITEM_CACHE_BYTES_MAX). */
-function packedOf(s: Stored): Uint8Array {
-  if (s.packed !== null) return s.packed;
-  const packed = packClientItem(s.item);
-  if (s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX) s.packed = packed;
-  return packed;
+/** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
+ * item's kept bytes where it has them; the others packed together (one pack call: packing item by item costs
+ * more) and cut into items by their headers, each then kept when `keep` and the item is at most
+ * PACKED_ITEM_CACHE_BYTES_MAX. */
+function packWhole(list: readonly Stored[], keep: boolean): Uint8Array {
+  const missing: Item[] = [];
+  for (const s of list) if (s.packed === null) missing.push(s.item);
+  if (missing.length === list.length && !keep) return packClientList(missing);
+  const packed = missing.length === 0 ? Buffer.alloc(0) : packClientList(missing);
+  assert(Buffer.isBuffer(packed), 'msgpackr packs into a Buffer');
+  // Views of a Buffer are Buffers: their latin1 text is read without a Buffer made for each.
+  const pieces = missing.length === 0 ? [] : (splitPackedList(packed) as Buffer[]);
+  const parts: (string | Uint8Array)[] = new Array(list.length);
+  let k = 0;
+  for (let i = 0; i < list.length; i++) {
+    const s = list[i];
+    if (s.packed !== null) {
+      parts[i] = s.packed;
+      continue;
+    }
+    const piece = pieces[k++];
+    if (keep && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX) parts[i] = s.packed = piece.toString('latin1');
+    else parts[i] = piece;
+  }
+  assert(k === pieces.length, 'every packed item has its place in the page');
+  return concatClientList(parts);
 }
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
 /** Every item of a worker as of one moment: their count, and the items as set-effects. */
@@ -416,9 +437,9 @@ export class SliceStore {
     const items: Item[] = [];
     const keys: string[] | null = spec.withKeys ? [] : null;
     const { low, lowInclusive, high, highInclusive, limit, projection, filter } = spec;
-    // Whole items for a transport that forwards them: each item's kept bytes (packedOf), concatenated.
-    const parts: Uint8Array[] | null = spec.packed && projection === null ? [] : null;
-    const page = (): RangeItems => (parts !== null ? concatClientList(parts) : spec.packed ? packClientList(items) : items);
+    // Whole items for a transport that forwards them: packed once, then their kept bytes (packWhole).
+    const whole: Stored[] | null = spec.packed && projection === null ? [] : null;
+    const page = (): RangeItems => (whole !== null ? packWhole(whole, true) : spec.packed ? packClientList(items) : items);
     if (tree === undefined) return [page(), null, false, keys, 0];
     let examined = 0;
     let bytes = 0;
@@ -442,7 +463,7 @@ export class SliceStore {
       bytes += stored.bytes;
       lastKey = key;
       if (filter === null || evaluate(filter, stored.item)) {
-        if (parts !== null) parts.push(packedOf(stored));
+        if (whole !== null) whole.push(stored);
         else items.push(projectItem(stored.item, projection));
         keys?.push(key);
       }
@@ -455,13 +476,15 @@ export class SliceStore {
    * `toSlice`, in (slice, key) order; the ones the filter leaves out come back as
    * [slice, key, null, bytes], so that the coordinator can cut the page at `limit`
    * examined items across all workers. `packed`: the kept items come as one list in the
-   * client's form (one pack call for the page), each kept entry marked KEPT_IN_LIST. */
+   * client's form (whole items: packWhole; projected ones: one pack call for the page), each
+   * kept entry marked KEPT_IN_LIST. */
   private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean): ScanResult {
     const entries: ScanEntry[] = [];
     const slices = this.tables.get(table);
-    if (slices === undefined) return [entries, true, packed ? concatClientList([]) : null];
-    // Whole items packed: each kept item's bytes (packedOf), concatenated; projected ones packed as one list.
-    const parts: Uint8Array[] | null = packed && projection === null ? [] : null;
+    if (slices === undefined) return [entries, true, packed ? packClientList([]) : null];
+    // Whole items packed: the bytes that range pages kept, the others packed (packWhole). A scan keeps none: a
+    // full-table scan (an export) reads every item once, and keeping them would double the table's memory.
+    const whole: Stored[] | null = packed && projection === null ? [] : null;
     let bytes = 0;
     let exhausted = true;
     scan: for (const slice of this.ownedSorted) {
@@ -477,12 +500,12 @@ export class SliceStore {
           break scan;
         }
         const match = filter === null || evaluate(filter, stored.item);
-        if (match && parts !== null) parts.push(packedOf(stored));
-        entries.push([slice, key, !match ? null : parts !== null ? KEPT_IN_LIST : projectItem(stored.item, projection), stored.bytes]);
+        if (match && whole !== null) whole.push(stored);
+        entries.push([slice, key, !match ? null : whole !== null ? KEPT_IN_LIST : projectItem(stored.item, projection), stored.bytes]);
         bytes += stored.bytes;
       }
     }
-    return [entries, exhausted, parts !== null ? concatClientList(parts) : packed ? packScanItems(entries) : null];
+    return [entries, exhausted, whole !== null ? packWhole(whole, false) : packed ? packScanItems(entries) : null];
   }
 
   /** Items, bytes and load of each slice of a table that holds items or saw load, and its hot keys. */
