@@ -112,6 +112,7 @@ const WORKLOADS: Workload[] = [
   { name: 'ws GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await s.clients[0].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
   { name: 'ws PutItem, 256 in flight', inFlight: 256, op: async (s, j) => (await s.clients[j % 4].putItem(TABLE, { device: `p${s.putN % 10_000}`, seq: Math.floor(s.putN++ / 10_000), payload: PAD }), 1) },
   { name: 'ws GetItem, 256 in flight', inFlight: 256, op: async (s, j) => ((await s.clients[j % 4].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
+  { name: 'ws GetItems of 100, 1 in flight (items/s)', inFlight: 1, op: async (s) => (await s.clients[0].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   { name: 'ws GetItems of 100, 64 in flight (items/s)', inFlight: 64, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   // bench:compare's range shape: 50 in flight over the 4 connections.
   { name: 'ws GetItems of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },

@@ -77,6 +77,37 @@ for (const withKeys of [false, true]) {
   rows.push([`node -> router results, bytes${label}`, figures[0].bytes, figures[1].bytes]);
 }
 
+// The worker's first packed read of a range, when it has kept no item's bytes yet (range-hop's other rows read
+// the same range over and over: the kept bytes), against a second read and the objects: fresh stores of
+// FRESH_RANGES ranges each, every range read once in each form, the forms taking turns round by round.
+{
+  const FRESH_RANGES = 200;
+  const runs: number[][] = [[], [], []];
+  for (let r = 0; r < ROUNDS; r++) {
+    const s = new SliceStore(0, 1, () => 1_764_000_000_000);
+    s.execute([SliceOp.Assign, 1, Array.from({ length: FRESH_RANGES }, (_, i) => i)]);
+    for (let g = 0; g < FRESH_RANGES; g++) {
+      for (let i = 0; i < ITEMS; i++) {
+        const item: Item = { [NAME_ATTRIBUTE]: `d${g}_${i}`, device: `d${g}`, seq: i, payload: 'x'.repeat(160) };
+        s.execute([SliceOp.Put, 1, g, `k${String(i).padStart(6, '0')}`, item, itemBytes(item), null, null]);
+      }
+    }
+    const readAll = (packed: boolean) => {
+      const start = process.cpuUsage();
+      for (let g = 0; g < FRESH_RANGES; g++) encodeSliceResults([s.execute([SliceOp.Range, 1, g, spec(packed, false)])]);
+      const used = process.cpuUsage(start);
+      return (used.user + used.system) / FRESH_RANGES;
+    };
+    const objects = r % 2 === 0 ? readAll(false) : NaN;
+    runs[1].push(readAll(true));
+    runs[2].push(readAll(true));
+    runs[0].push(Number.isNaN(objects) ? readAll(false) : objects);
+  }
+  const [objects, first, again] = runs.map((list) => list.sort((a, b) => a - b)[list.length >> 1]);
+  rows.push(['worker: range + results packed, the first read (no kept bytes)', objects, first]);
+  rows.push(['worker: range + results packed, the second read (kept bytes)', objects, again]);
+}
+
 // A full-table scan's page: four workers (one slice each) answer their first ITEMS entries,
 // and the router merges them by (slice, key) and keeps the first ITEMS: the page.
 {

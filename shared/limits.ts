@@ -35,6 +35,12 @@ export const BATCH_GET_ITEMS_MAX = 100;
 export const PAGE_ITEMS_DEFAULT = 1000;
 export const PAGE_ITEMS_MAX = 10_000;
 export const PAGE_BYTES_MAX = 1024 * 1024;
+/** A worker keeps the client-form bytes (msgpack) of an item that a packed range page has read, so that later
+ * pages copy them instead of packing the item again (packing was a third of a worker's time on range reads:
+ * bench/PROFILE.md); only for items of at most this many bytes (as itemBytes counts them), where packing's cost
+ * per item, not per byte, dominates. The kept bytes add to a worker's memory: for items of about 200 bytes,
+ * 284 bytes each beside the 497 that the stored item takes (measured with --expose-gc, 20,000 items). */
+export const PACKED_ITEM_CACHE_BYTES_MAX = 4 * 1024;
 /** Parallel scan: a full-table scan split into at most this many segments. */
 export const SCAN_SEGMENTS_MAX = 1024;
 

@@ -155,6 +155,25 @@ export type PassThroughResult = { items: PackedItems; examined: number; marker?:
 export function packClientList(items: Item[]): Uint8Array {
   return clientPackr.pack(items);
 }
+/** Items packed in the client's form (pieces of packed lists: splitPackedList; a string holds bytes as latin1, a
+ * char a byte) as one list of them, in one buffer: byte for byte packClientList of the items. */
+export function concatClientList(items: readonly (Uint8Array | string)[]): Uint8Array {
+  const header = arrayHeader(items.length);
+  let size = header.byteLength;
+  for (const b of items) size += b.length;
+  const out = Buffer.allocUnsafe(size);
+  out.set(header, 0);
+  let at = header.byteLength;
+  for (const b of items) {
+    if (typeof b === 'string') at += out.write(b, at, 'latin1');
+    else {
+      out.set(b, at);
+      at += b.byteLength;
+    }
+  }
+  assert(at === size, 'a concatenated list is its header and its items');
+  return out;
+}
 export function unpackClientList(bytes: Uint8Array): Item[] {
   const items = clientUnpackr.unpack(bytes) as unknown;
   assert(Array.isArray(items), 'a packed list is a list');

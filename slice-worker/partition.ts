@@ -8,7 +8,7 @@ import { assert, KeysliceError } from '../shared/errors.js';
 import { workerOf } from '../shared/hashing.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
-import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
+import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PACKED_ITEM_CACHE_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
 import {
   EFFECT_DELETE,
   EFFECT_DROP_SLICE,
@@ -21,7 +21,9 @@ import {
   type MoveCursor,
   type MoveReadResult,
   KEPT_IN_LIST,
+  concatClientList,
   packClientList,
+  splitPackedList,
   type RangeItems,
   type RangeResult,
   type RangeSpec,
@@ -42,7 +44,42 @@ import { LoadTracker } from './slice-load.js';
 // sorted-btree is CommonJS with an ES-style default export: Node hands us the
 // module (class under .default), vitest the class itself; accept both.
 const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
-type Stored = { item: Item; bytes: number };
+/** A stored item and its size (itemBytes). `packed`: the item in the client's msgpack form, kept from the first
+ * packed range page that read it (packWhole), null until then. An item is never changed in place (a write stores
+ * a new Stored; an update edits a copy), so the bytes stay the item's for as long as the Stored lives; snapshot
+ * views share Stored objects and read only item and bytes. The bytes are held as a one-byte string (latin1, a
+ * char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
+ * ArrayBuffer and a backing store, about 200 bytes more, and took twice as long to make (measured). */
+type Stored = { item: Item; bytes: number; packed: string | null };
+const newStored = (item: Item, bytes: number): Stored => ({ item, bytes, packed: null });
+
+/** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
+ * item's kept bytes where it has them; the others packed together (one pack call: packing item by item costs
+ * more) and cut into items by their headers, each then kept when `keep` and the item is at most
+ * PACKED_ITEM_CACHE_BYTES_MAX. */
+function packWhole(list: readonly Stored[], keep: boolean): Uint8Array {
+  const missing: Item[] = [];
+  for (const s of list) if (s.packed === null) missing.push(s.item);
+  if (missing.length === list.length && !keep) return packClientList(missing);
+  const packed = missing.length === 0 ? Buffer.alloc(0) : packClientList(missing);
+  assert(Buffer.isBuffer(packed), 'msgpackr packs into a Buffer');
+  // Views of a Buffer are Buffers: their latin1 text is read without a Buffer made for each.
+  const pieces = missing.length === 0 ? [] : (splitPackedList(packed) as Buffer[]);
+  const parts: (string | Uint8Array)[] = new Array(list.length);
+  let k = 0;
+  for (let i = 0; i < list.length; i++) {
+    const s = list[i];
+    if (s.packed !== null) {
+      parts[i] = s.packed;
+      continue;
+    }
+    const piece = pieces[k++];
+    if (keep && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX) parts[i] = s.packed = piece.toString('latin1');
+    else parts[i] = piece;
+  }
+  assert(k === pieces.length, 'every packed item has its place in the page');
+  return concatClientList(parts);
+}
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
 /** Every item of a worker as of one moment: their count, and the items as set-effects. */
 export interface SnapshotView {
@@ -135,7 +172,7 @@ export class SliceStore {
         const partition = this.partition(table, slice, true)!;
         const old = check === null ? null : checkWrite(check, partition.tree.get(key)?.item ?? null);
         item[MTIME_ATTRIBUTE] = this.now();
-        partition.set(key, { item, bytes });
+        partition.set(key, newStored(item, bytes));
         this.load.countBytes(table, slice, bytes, true);
         return answer(op, check?.returnOld ? old : null);
       }
@@ -306,7 +343,7 @@ export class SliceStore {
       switch (e[0]) {
         case EFFECT_SET:
           assert(e[2] === slice, 'a moved item belongs to the moving slice');
-          this.partitionForReplay(e[1], slice).set(e[3], { item: e[4], bytes: e[5] });
+          this.partitionForReplay(e[1], slice).set(e[3], newStored(e[4], e[5]));
           break;
         case EFFECT_DELETE:
           assert(e[2] === slice, 'a moved delete belongs to the moving slice');
@@ -388,7 +425,7 @@ export class SliceStore {
     next[MTIME_ATTRIBUTE] = this.now();
     const bytes = itemBytes(next);
     if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `the updated item would be ${bytes} bytes, over ${ITEM_BYTES_MAX}`);
-    partition.set(key, { item: next, bytes });
+    partition.set(key, newStored(next, bytes));
     this.load.countBytes(table, slice, bytes, true);
     if (spec.returnValues === 'old') return old;
     if (spec.returnValues === 'new') return next;
@@ -399,8 +436,11 @@ export class SliceStore {
     const tree = this.partition(table, slice, false)?.tree;
     const items: Item[] = [];
     const keys: string[] | null = spec.withKeys ? [] : null;
-    if (tree === undefined) return [this.rangeItems(items, spec), null, false, keys, 0];
     const { low, lowInclusive, high, highInclusive, limit, projection, filter } = spec;
+    // Whole items for a transport that forwards them: packed once, then their kept bytes (packWhole).
+    const whole: Stored[] | null = spec.packed && projection === null ? [] : null;
+    const page = (): RangeItems => (whole !== null ? packWhole(whole, true) : spec.packed ? packClientList(items) : items);
+    if (tree === undefined) return [page(), null, false, keys, 0];
     let examined = 0;
     let bytes = 0;
     let lastKey: string | null = null;
@@ -417,35 +457,34 @@ export class SliceStore {
       // the byte budget count examined items, filtered out or not.
       if (examined >= limit || bytes >= PAGE_BYTES_MAX) {
         this.load.countBytes(table, slice, bytes, false);
-        return [this.rangeItems(items, spec), lastKey, true, keys, examined];
+        return [page(), lastKey, true, keys, examined];
       }
       examined++;
       bytes += stored.bytes;
       lastKey = key;
       if (filter === null || evaluate(filter, stored.item)) {
-        items.push(projectItem(stored.item, projection));
+        if (whole !== null) whole.push(stored);
+        else items.push(projectItem(stored.item, projection));
         keys?.push(key);
       }
     }
     this.load.countBytes(table, slice, bytes, false);
-    return [this.rangeItems(items, spec), lastKey, false, keys, examined];
-  }
-
-  /** Packed (for a router that only forwards them): one list in the client's msgpack form, one
-   * pack call for the page (packing item by item took twice the worker's time, measured). */
-  private rangeItems(items: Item[], spec: RangeSpec): RangeItems {
-    return spec.packed ? packClientList(items) : items;
+    return [page(), lastKey, false, keys, examined];
   }
 
   /** This worker's first `limit` examined items after (fromSlice, afterKey) and before slice
    * `toSlice`, in (slice, key) order; the ones the filter leaves out come back as
    * [slice, key, null, bytes], so that the coordinator can cut the page at `limit`
    * examined items across all workers. `packed`: the kept items come as one list in the
-   * client's form (one pack call for the page), each kept entry marked KEPT_IN_LIST. */
+   * client's form (whole items: packWhole; projected ones: one pack call for the page), each
+   * kept entry marked KEPT_IN_LIST. */
   private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean): ScanResult {
     const entries: ScanEntry[] = [];
     const slices = this.tables.get(table);
     if (slices === undefined) return [entries, true, packed ? packClientList([]) : null];
+    // Whole items packed: the bytes that range pages kept, the others packed (packWhole). A scan keeps none: a
+    // full-table scan (an export) reads every item once, and keeping them would double the table's memory.
+    const whole: Stored[] | null = packed && projection === null ? [] : null;
     let bytes = 0;
     let exhausted = true;
     scan: for (const slice of this.ownedSorted) {
@@ -461,11 +500,12 @@ export class SliceStore {
           break scan;
         }
         const match = filter === null || evaluate(filter, stored.item);
-        entries.push([slice, key, match ? projectItem(stored.item, projection) : null, stored.bytes]);
+        if (match && whole !== null) whole.push(stored);
+        entries.push([slice, key, !match ? null : whole !== null ? KEPT_IN_LIST : projectItem(stored.item, projection), stored.bytes]);
         bytes += stored.bytes;
       }
     }
-    return [entries, exhausted, packed ? packScanItems(entries) : null];
+    return [entries, exhausted, whole !== null ? packWhole(whole, false) : packed ? packScanItems(entries) : null];
   }
 
   /** Items, bytes and load of each slice of a table that holds items or saw load, and its hot keys. */
@@ -513,7 +553,7 @@ export class SliceStore {
     switch (effect[0]) {
       case EFFECT_SET: {
         const [, table, slice, key, item, bytes] = effect;
-        this.partitionForReplay(table, slice).set(key, { item, bytes });
+        this.partitionForReplay(table, slice).set(key, newStored(item, bytes));
         break;
       }
       case EFFECT_DELETE:

@@ -22,7 +22,10 @@ import {
   KEPT_IN_LIST,
   cutScanItems,
   MalformedFrame,
+  concatClientList,
+  EFFECT_SET,
 } from '../shared/protocol.js';
+import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
 import { scanPage } from '../coordinator/router/operations.js';
 import type { Request } from '../shared/api.js';
 import type { Condition } from '../shared/expression-ast.js';
@@ -159,6 +162,46 @@ describe('a partition packs the items of a range when asked', () => {
       expect(bytes).toBeInstanceOf(Uint8Array);
       expect(Buffer.compare(bytes, reference.pack(items)), JSON.stringify(v)).toBe(0);
     }
+  });
+});
+
+describe('a partition keeps the packed bytes of the items a packed page read', () => {
+  const rangeOf = (limit: number, packed: boolean, projection: RangeSpec['projection'] = null): SliceOpMessage =>
+    [SliceOp.Range, 1, 0, { low: 'k', lowInclusive: true, high: 'l', highInclusive: false, reverse: false, limit, projection, filter: null, withKeys: false, packed }];
+  const scanOf = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, 0, null, 100, null, null, 1, packed];
+  /** The packed range and scan, each checked byte for byte against the objects the store holds now. */
+  const check = (store: SliceStore, context: string) => {
+    const items = (store.execute(rangeOf(100, false))[1] as [Item[]])[0];
+    const range = (store.execute(rangeOf(100, true))[1] as [Uint8Array])[0];
+    expect(Buffer.compare(range, reference.pack(items)), context).toBe(0);
+    const scan = (store.execute(scanOf(true))[1] as ScanResult)[2]!;
+    expect(Buffer.compare(scan, reference.pack(items)), context).toBe(0);
+    const pieces = splitPackedList(packClientList(items));
+    const mixed = pieces.map((b, i) => (i % 2 === 0 ? Buffer.from(b).toString('latin1') : b));
+    expect(Buffer.compare(concatClientList(mixed), packClientList(items)), context).toBe(0);
+    return items;
+  };
+
+  it('gives what the store holds after puts, updates, deletes, a move and a replay, items large and small', () => {
+    const store = new SliceStore(0, 1, () => 1);
+    store.execute([SliceOp.Assign, 1, [0]]);
+    const big = 'b'.repeat(PACKED_ITEM_CACHE_BYTES_MAX);
+    for (let i = 0; i < 20; i++) store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(2, '0')}`, { ...everyType('p', i), ...(i % 5 === 0 ? { big } : {}) }, i % 5 === 0 ? 2 * PACKED_ITEM_CACHE_BYTES_MAX : 500, null, null]);
+    // A scan first (it keeps nothing), then ranges (the first keeps the bytes, the second uses them), then a scan with them.
+    const first = (store.execute(scanOf(true))[1] as ScanResult)[2]!;
+    check(store, 'first range');
+    check(store, 'read again: the kept bytes');
+    expect(Buffer.compare((store.execute(scanOf(true))[1] as ScanResult)[2]!, first)).toBe(0);
+    // A projected page packs what it projects, not the kept whole items.
+    const projected = store.execute(rangeOf(5, true, [['s']]))[1] as [Uint8Array];
+    expect(unpackClientList(projected[0]).map((x) => Object.keys(x).sort())).toEqual(Array(5).fill(['__mtime', 's']));
+    store.execute([SliceOp.Put, 1, 0, 'k03', { pk: 'p', sk: 3, s: 'replaced' }, 50, null, null]);
+    store.execute([SliceOp.Update, 1, 0, 'k04', { base: {}, actions: [{ k: 'set', path: ['s'], value: { k: 'value', v: 'updated' } }], condition: null, oldOnFailure: false, returnValues: 'none' }, null]);
+    store.execute([SliceOp.Delete, 1, 0, 'k06', null, null]);
+    store.replay([EFFECT_SET, 1, 0, 'k07', { pk: 'p', sk: 7, s: 'replayed' }, 50]);
+    const items = check(store, 'after writes');
+    expect(items.map((x) => x.s).slice(3, 7)).toEqual(['replaced', 'updated', 'text 5 é 😀 \u0000', 'replayed']);
+    expect(items).toHaveLength(19);
   });
 });
 
