@@ -48,6 +48,7 @@ export function httpApi(baseUrl: string): Api {
   return {
     async request(op, payload) {
       const res = await httpPost(baseUrl, op, JSON.stringify(toJson(payload)));
+      // The body is the response of `op` (typed by the caller's Api); the server checked what it sent.
       return res.body as never;
     },
   };

@@ -20,6 +20,7 @@ import {
   ScanCommand,
   UpdateTableCommand,
   type AttributeValue,
+  type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
@@ -231,7 +232,7 @@ describe('keyslice features through the DynamoDB API', () => {
     await initHashing();
     const sameSlice = Array.from({ length: 5000 }, (_, i) => `b${i}`).filter((k) => sliceOf('string', k, SLICES) === sliceOf('string', 'hot', SLICES));
     const written: string[] = [];
-    let pending: Record<string, unknown>[] = [];
+    let pending: WriteRequest[] = [];
     let throttled = 0;
     for (let attempt = 0; attempt < 10 && throttled === 0; attempt++) {
       const keys = sameSlice.splice(0, 25);
@@ -242,14 +243,14 @@ describe('keyslice features through the DynamoDB API', () => {
         expect(err.name).toBe('ProvisionedThroughputExceededException');
         return { UnprocessedItems: { [T]: requests } };
       });
-      pending = (r.UnprocessedItems?.[T] ?? []) as Record<string, unknown>[];
+      pending = r.UnprocessedItems?.[T] ?? [];
       if (pending.length > 0) throttled++;
     }
     expect(throttled).toBeGreaterThan(0);
     for (let attempt = 0; attempt < 50 && pending.length > 0; attempt++) {
       await new Promise((res) => setTimeout(res, 100 * (attempt + 1)));
-      const r = await db.send(new BatchWriteItemCommand({ RequestItems: { [T]: pending as never } })).catch(() => ({ UnprocessedItems: { [T]: pending } }));
-      pending = (r.UnprocessedItems?.[T] ?? []) as Record<string, unknown>[];
+      const r = await db.send(new BatchWriteItemCommand({ RequestItems: { [T]: pending } })).catch(() => ({ UnprocessedItems: { [T]: pending } }));
+      pending = r.UnprocessedItems?.[T] ?? [];
     }
     expect(pending).toEqual([]);
     const got = await db.send(new BatchGetItemCommand({ RequestItems: { [T]: { Keys: written.slice(-25).map((k) => ({ id: { S: k } })) } } }));

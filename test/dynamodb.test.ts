@@ -437,6 +437,7 @@ describe('writes with expressions', () => {
     );
     await expectSdkError(db.send(new PutItemCommand({ TableName: T, Item: key, ReturnValues: 'ALL_NEW' })), 'ValidationException', 'ReturnValues can only be ALL_OLD or NONE');
     await expectSdkError(
+      // `as never`: a ReturnValues the SDK's type does not allow, to check that the endpoint refuses it.
       db.send(new PutItemCommand({ TableName: T, Item: key, ConditionExpression: 'a = :a', ExpressionAttributeValues: { ':a': { S: 'x' } }, ReturnValues: 'BOGUS' as never })),
       'ValidationException',
       "1 validation error detected: Value 'BOGUS' at 'returnValues' failed to satisfy constraint: Member must satisfy enum value set: [NONE, ALL_OLD, UPDATED_OLD, ALL_NEW, UPDATED_NEW]",

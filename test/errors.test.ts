@@ -70,16 +70,19 @@ describe('typed errors for bad requests', () => {
     await expectError(c.client.putItem(T, { pk: 'a', sk: 1, n: Number.NaN }), 'ValidationError');
     await expectError(c.client.putItem(T, { pk: 'a', sk: Infinity }), 'ValidationError');
     await expectError(c.client.getItem(T, { pk: 'a', sk: Infinity }), 'InvalidKey');
+    // `as never`: deliberately outside the typed request, to check that the server refuses it.
     await expectError(c.client.request('GetItems', { table: T, shardingKey: 'a', limt: 5 } as never), 'ValidationError');
     await expectError(c.client.getItems({ table: T, shardingKey: 'a', limit: 0 }), 'ValidationError');
     await expectError(c.client.getItems({ table: T, shardingKey: 'a', sortingKey: { between: [5, 1] } }), 'ValidationError');
     await expectError(c.client.getItems({ table: T, shardingKey: 'a', sortingKey: { beginsWith: 'x' } }), 'ValidationError');
     await expectError(c.client.getItems({ table: T, marker: 'not-a-marker' }), 'InvalidMarker');
     await expectError(c.client.createTable('x', { name: 'pk', type: 'string' }), 'ValidationError');
+    // `as never`: deliberately outside the typed request, to check that the server refuses it.
     await expectError(c.client.request('CreateTable', { table: 'good_name', shardingKey: { name: 'pk', type: 'date' as never } }), 'ValidationError');
     const deep: unknown[] = [];
     let cur = deep;
     for (let i = 0; i < 40; i++) cur.push((cur = []));
+    // `as never`: deliberately outside the typed request, to check that the server refuses it.
     await expectError(c.client.putItem(T, { pk: 'a', sk: 1, deep: deep as never }), 'ValidationError');
   });
 });
@@ -95,6 +98,7 @@ describe('a strict key schema', () => {
   ];
 
   it.each(cases)('refuses an unknown %s, naming it and what is accepted, and creates nothing', async (_what, fields, field, accepted) => {
+    // `as never`: deliberately outside the typed request, to check that the server refuses it.
     for (const send of [(p: never) => c.client.request('CreateTable', p), (p: never) => httpPost(c.cluster.url, 'CreateTable', JSON.stringify(p))]) {
       const err = await expectError(send({ table: 'strict_schema', ...fields } as never), 'ValidationError');
       expect(err.message).toContain(`"${field}"`);
@@ -108,6 +112,7 @@ describe('a strict key schema', () => {
     await expectError(c.client.createTable('strict_schema', [col('a'), col('b')], [col('c'), col('a')]), 'ValidationError');
     await expectError(c.client.createTable('strict_schema', [col('a'), col('b'), col('c'), col('d'), col('e')]), 'ValidationError');
     await expectError(c.client.createTable('strict_schema', []), 'ValidationError');
+    // `as never`: deliberately outside the typed request, to check that the server refuses it.
     await expectError(c.client.createTable('strict_schema', 'pk' as never), 'ValidationError');
     await expectError(c.client.describeTable('strict_schema'), 'TableNotFound');
   });
@@ -122,6 +127,7 @@ describe('malformed frames on the WebSocket', () => {
       raw.sendRaw(new Uint8Array([0xc1, 0xff, 0x00])); // 0xc1 is never valid msgpack
       raw.sendRaw(new Packr({ useRecords: false }).pack({ not: 'an array' }));
       raw.sendRaw(new Packr({ useRecords: false }).pack(['x', 'GetItem', {}]));
+      // `as never`: an operation and a payload that no typed request has, to check the refusals.
       await expectError(raw.request('Frobnicate' as never, {} as never), 'UnknownOperation');
       raw.sendRaw(encodeClientFrame([77, 'GetItem', 'payload' as never]));
       expect(await raw.getItem(T, 'ok.1')).toMatchObject({ v: 'still here' });

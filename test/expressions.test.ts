@@ -521,6 +521,7 @@ describe('validation errors, before anything is sent', () => {
     ['a condition that is not a string', { condition: 5 }, /"condition" must be an expression/],
   ])('%s', async (_, fields, message) => {
     for (const api of [c.client, c.http] as Api[]) {
+      // `as never`: deliberately outside the typed request, to check that the server refuses it.
       const err = await expectError(api.request('UpdateItem', { table: T, key: 'e.1', ...fields } as never), 'ValidationError');
       expect(err.message).toMatch(message);
       if (api === c.http) expect((err as KeysliceError & { httpStatus: number }).httpStatus).toBe(400);

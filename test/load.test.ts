@@ -54,7 +54,7 @@ describe('parallel scan', () => {
 
   it.each([1, 2, 3, 7, 64, 1024])('%i segments scanned together return every item exactly once', async (totalSegments) => {
     const pages = await Promise.all(
-      Array.from({ length: totalSegments }, (_, segment) => c.client.getAllItems({ table: 'scan_me', segment, totalSegments, limit: 37 } as never)),
+      Array.from({ length: totalSegments }, (_, segment) => c.client.getAllItems({ table: 'scan_me', segment, totalSegments, limit: 37 })),
     );
     const names = pages.flat().map((i) => i.__name as string);
     expect(names).toHaveLength(700);

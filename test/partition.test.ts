@@ -11,6 +11,7 @@ import type { Comparator, Condition, Operand, Path, TypeName, UpdateAction } fro
 import { TYPE_NAMES } from '../shared/expression-ast.js';
 import { encodeKeyPart, encodeKeyPrefix, prefixEnd, type KeyType, type KeyValue } from '../shared/key-encoding.js';
 import { ITEM_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
+import type { ErrorCode } from '../shared/errors.js';
 import {
   RESULT_ERROR,
   RESULT_OK,
@@ -100,8 +101,8 @@ type Entry = { table: number; slice: number; key: string; item: Item; bytes: num
 
 const compareStrings = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 const ok = (value: unknown): SliceOpResult => [RESULT_OK, value];
-const err = (code: string, details?: { item: Item | null }): SliceOpResult =>
-  details === undefined ? [RESULT_ERROR, code as never, ''] : [RESULT_ERROR, code as never, '', details];
+const err = (code: ErrorCode, details?: { item: Item | null }): SliceOpResult =>
+  details === undefined ? [RESULT_ERROR, code, ''] : [RESULT_ERROR, code, '', details];
 
 // The model's own reading of docs/expressions.md, independent of
 // expression-eval.ts: values, conditions, projections.

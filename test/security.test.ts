@@ -34,7 +34,7 @@ afterAll(async () => {
 
 async function status(): Promise<{ nodes: { node: string; up: boolean }[] }> {
   const res = await fetch(`${coordinator.url}/cluster/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
-  return (await res.json()) as never;
+  return (await res.json()) as { nodes: { node: string; up: boolean }[] };
 }
 
 async function post(path: string, body: unknown, headers: Record<string, string> = {}) {
