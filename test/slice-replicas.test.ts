@@ -353,7 +353,7 @@ describe('a leader under steady writes', () => {
       expect(w.store.execute([SliceOp.Put, TABLE, SLICE, `k${i % 7}`, { k: `k${i % 7}`, v: i }, 20, null, null])[0]).toBe(0);
       w.replicas.propose(w.store.takeEffects());
       // The worker's compaction: leaders take their state, a bounded wait for it to commit, then compact and checkpoint.
-      w.replicas.prepareCompaction?.();
+      w.replicas.prepareCompaction();
       await h.pump();
       expect(w.store.execute([SliceOp.Put, TABLE, SLICE, `k${(i + 3) % 7}`, { k: `k${(i + 3) % 7}`, v: i }, 20, null, null])[0]).toBe(0);
       w.replicas.propose(w.store.takeEffects());
