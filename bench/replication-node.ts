@@ -7,7 +7,7 @@
 // machine's other load falls on both alike.
 //
 //   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync] [--only 1|3] [--rate N] [--request-ids yes|no]
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
@@ -28,6 +28,7 @@ import {
   type SliceOpMessage,
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { cpuSecondsOf } from './proc-cpu.js';
 import { workerOf } from '../shared/hashing.js';
 
@@ -42,6 +43,7 @@ const args = parseArgs(
     workers: { default: '2', help: 'worker threads per node' },
     only: { default: '', help: 'run only this factor (1 or 3): to profile one path alone' },
     'request-ids': { default: 'yes', help: 'yes | no: whether each put carries a request id, as a router\'s do (what applying a write once per id costs)' },
+    keys: { default: '0', help: 'distinct keys the puts overwrite (0: every put a new key); with a fixed key set the state stops growing, and a log that still grows is one that is not compacted' },
     rate: { default: '0', help: 'puts per second offered, all loops together (0: as many as the nodes take); at a fixed rate, CPU per put compares builds on a busy machine' },
   },
   'usage: node dist/bench/replication-node.js [options]',
@@ -55,6 +57,7 @@ const DURABILITY = args.durability as DurabilityMode;
 if (args.only !== '' && args.only !== '1' && args.only !== '3') throw new Error('--only is 1 or 3');
 const ONLY = args.only;
 const RATE = intArg('rate', args.rate, 0, 10_000_000);
+const KEYS = intArg('keys', args.keys, 0, 100_000_000);
 if (args['request-ids'] !== 'yes' && args['request-ids'] !== 'no') throw new Error('--request-ids is yes or no');
 const REQUEST_IDS = args['request-ids'] === 'yes';
 const CLUSTER = '0123456789abcdef0123456789abcdef';
@@ -109,6 +112,15 @@ class Link {
   }
 }
 
+/** Bytes a process (all its threads) had written towards storage so far (/proc/PID/io write_bytes: its logs); NaN where /proc cannot tell. */
+function writtenBytesOf(pid: number): number {
+  try {
+    return Number(/^write_bytes: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? NaN);
+  } catch {
+    return NaN;
+  }
+}
+
 const root = mkdtempSync(join(tmpdir(), 'keyslice-bench-repl-'));
 const procs: ManagedProcess[] = [];
 try {
@@ -132,12 +144,15 @@ try {
     await new Promise((r) => setTimeout(r, 100));
   }
   let n = 0;
+  /** Per round, the bytes the leader's node wrote to its logs per put. */
+  const leaderWritten: number[] = [];
   const value = { v: 'x'.repeat(100) };
   /** Puts per second, and each slice node's CPU (all its threads) in microseconds per put: node 0 leads. */
   async function round(slices: number[]): Promise<[rate: number, cpuUsPerPut: number[]]> {
     const deadline = Date.now() + SECONDS * 1000;
     let done = 0;
     const cpu0 = procs.map((p) => cpuSecondsOf([p.child.pid!]));
+    const written0 = writtenBytesOf(procs[0].child.pid!);
     await Promise.all(
       Array.from({ length: IN_FLIGHT }, async (_, loop) => {
         const worker = loop % WORKERS;
@@ -149,7 +164,7 @@ try {
           if (due > 0) await new Promise((r) => setTimeout(r, due));
           if (Date.now() >= deadline) break;
           const ops: SliceOpMessage[] = Array.from({ length: BATCH }, () => {
-            const key = `k${n++}`;
+            const key = `k${KEYS === 0 ? n++ : n++ % KEYS}`;
             // Each put of a replicated slice carries a request id, as a router's does (coordinator/router/request-ids.ts),
             // unless told not to; one of an R=1 slice has none (a node refuses one there: worker.ts, unreplicatedWrite).
             return [SliceOp.Put, 1, mine[n % mine.length], key, { ...value }, 120, null, REQUEST_IDS && slices === REPLICATED ? [0x123456789abcd, n] : null];
@@ -159,6 +174,7 @@ try {
         }
       }),
     );
+    leaderWritten.push((writtenBytesOf(procs[0].child.pid!) - written0) / done);
     return [done / SECONDS, procs.map((p, i) => ((cpuSecondsOf([p.child.pid!]) - cpu0[i]) * 1e6) / done)];
   }
   const rates: Record<string, number[]> = { 'R=1': [], 'R=3': [] };
@@ -183,6 +199,7 @@ try {
         `(leader ${perNode[0].toFixed(1)}, the others ${perNode[1].toFixed(1)} and ${perNode[2].toFixed(1)})`,
     );
   }
+  console.log(`leader's node wrote ${leaderWritten.map((b) => b.toFixed(0)).join(', ')} bytes to disk per put (each round)`);
   if (ONLY === '') console.log(`R=3 / R=1: ${(mean(rates['R=3']) / mean(rates['R=1'])).toFixed(2)}`);
   for (const l of links) l.ws.terminate();
 } finally {
@@ -196,5 +213,23 @@ try {
       return exited.then(() => clearTimeout(timer));
     }),
   );
+  // What the leader's replica logs hold when it stops: what a restart reads back (records per slice, bytes on disk).
+  const logDirs = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) => (!e.isDirectory() ? [] : e.name === 'replicas' ? [join(dir, e.name)] : logDirs(join(dir, e.name))));
+  let records = 0;
+  let maxRecords = 0;
+  let slices = 0;
+  let bytes = 0;
+  for (const dir of logDirs(join(root, 'node-0'))) {
+    for (const f of readdirSync(dir)) bytes += statSync(join(dir, f)).size;
+    const { log } = ReplicaLog.open(dir, 'os');
+    for (const s of log.sliceIds) {
+      const n = log.durable(s).records.length;
+      records += n;
+      maxRecords = Math.max(maxRecords, n);
+      slices++;
+    }
+  }
+  if (slices > 0) console.log(`leader's replica logs at the end: ${(records / slices).toFixed(0)} records per replicated slice (at most ${maxRecords}), ${(bytes / 1024).toFixed(0)} KiB on disk`);
   rmSync(root, { recursive: true, force: true });
 }

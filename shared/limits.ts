@@ -305,6 +305,11 @@ export const SNAPSHOT_AFTER_LOG_BYTES = 64 * 1024 * 1024;
  * a restart: at 64 MiB, under repeated kills, the log of elections, barriers and writes grew to replay in seconds,
  * longer than the 3 s between kills (bench/FAILOVER.md); a checkpoint of the same state read back in a few ms. */
 export const REPLICA_CHECKPOINT_AFTER_BYTES = 1024 * 1024;
+/** Before a checkpoint, a worker waits at most this long for each leader's prepared compaction (its store's state
+ * at its last record, which runs ahead of the commit point under steady writes) to be committed and held by its
+ * followers (SliceReplicas.prepareCompaction). Commit takes a round trip (ms, tens under load); a follower that is
+ * down or frozen holds up the checkpoint no longer than this, and gets the snapshot once back. */
+export const REPLICA_COMPACTION_WAIT_MS = 500;
 /** Tries of a slice node to take its data folder's lock while other starts on the folder race it
  * (each lost race is another process that took the lock number first). */
 export const DATA_FOLDER_LOCK_ATTEMPTS_MAX = 8;

@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeSliceOps,
@@ -378,15 +378,23 @@ function maybeCompact(): void {
   if (compacting || replicaLog === null || replicaLog.bytesSinceCheckpoint < Math.max(Math.min(config.snapshotAfterBytes, REPLICA_CHECKPOINT_AFTER_BYTES), 2 * replicaLog.checkpointBytes)) return;
   compacting = true;
   setImmediate(() => {
-    replicas!.compact();
-    replicaLog!.checkpoint().then(
-      () => {
-        compacting = false;
-      },
-      (err) => process.nextTick(() => {
-        throw err;
-      }),
-    );
+    // Leaders take their state first; the compaction writes it once committed (SliceReplicas.prepareCompaction).
+    // Every snapshot is written in the turn of the checkpoint, which leaves it out of the log (ReplicaLog.flush).
+    replicas!.prepareCompaction();
+    const started = performance.now();
+    const finish = () => {
+      if (replicas!.compactionPending() && performance.now() - started < REPLICA_COMPACTION_WAIT_MS) return void setTimeout(finish, 1);
+      replicas!.compact();
+      replicaLog!.checkpoint().then(
+        () => {
+          compacting = false;
+        },
+        (err) => process.nextTick(() => {
+          throw err;
+        }),
+      );
+    };
+    finish();
   });
 }
 

@@ -601,7 +601,12 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     for (const r of replicas) {
       if (r === null || frozenUntil[r.id] > clock.now) continue;
       r.tick();
-      if (random() < compactRate) r.compact();
+      if (random() < compactRate) {
+        // On stores, as a worker compacts: a leader's store runs ahead of the commit point, so a leader holding
+        // uncommitted records takes its state and writes it at a later compaction, once committed.
+        if (opts.store === true) sliceReplicas[r.id]!.compact();
+        else r.compact(r.appliedIndex);
+      }
     }
     if (faulty) {
       const perTick = TICK_MS / 1000;

@@ -295,16 +295,51 @@ export class Replica {
     }
   }
 
-  /** Writes the applied state as a snapshot at the commit point and drops the records it covers. */
-  compact(): void {
-    if (this.applied <= this.snapIndex) return;
-    // A leader's host may have executed writes that are not committed yet (a worker does: its store runs
-    // ahead of the commit point), and a snapshot must hold exactly what is committed: a leader compacts
-    // only when it holds nothing uncommitted.
-    if (this.leading && this.commit < this.lastIndex) return;
-    const index = this.applied;
-    const term = this.termAt(index)!;
-    const state = this.host.snapshotState();
+  /** A leader's host state whose index is past the commit point (prepareCompaction, compact): written as its
+   * snapshot once that index is committed; null: none. */
+  private compaction: { index: number; term: number; state: Uint8Array } | null = null;
+
+  /** A leader whose host state (`stateIndex`: the index that state is at) runs past the commit point takes it now, to
+   * write as its snapshot once committed (compact): under steady writes a leader always holds a record or two not
+   * yet committed, and before it never compacted (its records grew in memory and in every checkpoint). Another
+   * replica has nothing to prepare. */
+  prepareCompaction(stateIndex: number): void {
+    if (!this.leading || this.compaction !== null || stateIndex <= this.commit) return;
+    this.takeState(stateIndex);
+  }
+
+  /** Whether a prepared compaction waits for its index to be committed, or for a follower to hold it (its
+   * records, which that follower is sent rather than the whole state while they are in the log). */
+  get compactionPending(): boolean {
+    const c = this.compaction;
+    return c !== null && (c.index > this.commit || this.followers.some((f) => this.match.get(f)! < c.index));
+  }
+
+  /** Writes a snapshot of the host's state, which is at `stateIndex` (a replica's applied index; a serving leader
+   * that executes writes before they commit, as a worker does: its last index), and drops the records it covers.
+   * A snapshot holds only what is committed: a state past the commit point is kept, and written by the first
+   * compact() that finds its index committed (the records above it stay). */
+  compact(stateIndex: number): void {
+    const c = this.compaction;
+    if (c !== null) {
+      if (c.index > this.commit) return;
+      this.compaction = null;
+      return this.writeSnapshot(c.index, c.term, c.state);
+    }
+    if (stateIndex <= this.snapIndex) return;
+    assert(stateIndex >= this.applied && stateIndex <= this.lastIndex, 'a host state is at least as new as what was applied to it');
+    if (stateIndex > this.commit) return this.takeState(stateIndex);
+    this.writeSnapshot(stateIndex, this.termAt(stateIndex)!, this.host.snapshotState());
+  }
+
+  private takeState(stateIndex: number): void {
+    // Only a leader's host runs past the commit point: a follower applies committed records alone.
+    assert(this.leading && stateIndex > this.snapIndex && stateIndex <= this.lastIndex, 'only a leader holds a state past the commit point');
+    this.compaction = { index: stateIndex, term: this.termAt(stateIndex)!, state: this.host.snapshotState() };
+  }
+
+  private writeSnapshot(index: number, term: number, state: Uint8Array): void {
+    assert(index <= this.commit && index > this.snapIndex && this.termAt(index) === term, 'a snapshot covers committed records this replica holds');
     this.host.disk.write({ kind: 'snapshot', index, term, state });
     this.snapState = state;
     this.records = this.records.slice(index - this.snapIndex);
@@ -316,6 +351,8 @@ export class Replica {
    * keeps its log, what its host executed, and when it started serving. Both start the term with a barrier. */
   private becomeLeader(term: number, followers: ReplicaId[], sets: ReplicaId[][], on = false): void {
     assert(on === this.leading, 'a replica is elected while it does not lead, and leads on while it leads');
+    // A leader that leads on keeps its prepared compaction: its log and store stay, so the state still matches its index.
+    assert(on || this.compaction === null, 'a follower holds no prepared compaction');
     this.leading = true;
     this.followers = followers.filter((f) => f !== this.id);
     this.quorums = sets.length > 0 ? sets.map((set) => [...set]) : [[this.id, ...this.followers]];
@@ -351,6 +388,8 @@ export class Replica {
     if (!this.leading) return;
     this.leading = false;
     this.followers = [];
+    // The state it took may hold writes that are never committed (a newer leader may cut their records).
+    this.compaction = null;
     this.host.deposed?.(term);
   }
 

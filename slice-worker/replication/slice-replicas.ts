@@ -204,10 +204,33 @@ export class SliceReplicas {
     return { leading, serving };
   }
 
-  /** Compacts every replica's log into a snapshot of its applied state (a leader holding uncommitted
-   * records waits for the next time); the caller then checkpoints the replica log. */
+  /** A compaction in two steps, so that a leader under steady writes compacts too: its store runs ahead of the
+   * commit point (it executes writes before they commit), and a snapshot holds only what is committed. Here each
+   * such leader takes its store's state, at its last record; the caller waits, bounded, while compactionPending()
+   * (that record is committed within a round trip, and its followers hold it), then calls compact(). */
+  prepareCompaction(): void {
+    for (const r of this.replicas.values()) r.prepareCompaction(this.stateIndex(r));
+  }
+
+  /** Whether a leader's prepared compaction still waits for its record to be committed or held by a follower. */
+  compactionPending(): boolean {
+    for (const r of this.replicas.values()) if (r.compactionPending) return true;
+    return false;
+  }
+
+  /** Compacts every replica's log into a snapshot of its state as of what is committed (a leader's prepared state,
+   * once committed; one that still runs ahead takes it now, for the next time); the caller then checkpoints the
+   * replica log. */
   compact(): void {
-    for (const r of this.replicas.values()) r.compact();
+    for (const r of this.replicas.values()) r.compact(this.stateIndex(r));
+  }
+
+  /** The index the store's state of replica `r`'s slice is at: a serving leader executed every write it proposed
+   * (all at once, in the task that proposed them: nothing is executed and not yet proposed between two tasks); any
+   * other replica applied committed records alone. */
+  private stateIndex(r: Replica): number {
+    assert(this.proposing.size === 0, 'a compaction runs between tasks');
+    return r.serving ? r.lastIndex : r.appliedIndex;
   }
 
   /** The time a write of `slice` is remembered at: the task's wall time, but never further past the newest time
