@@ -567,6 +567,45 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
   });
 });
 
+describe('a new term\'s first heartbeat', () => {
+  it('probes a follower that has not answered in the term yet with a record its log holds, not its snapshot: a compacted leader that leads on sends no snapshot to followers that hold every record', () => {
+    const g = group(4);
+    g.elect(0, 1);
+    const leader = g.replicas[0];
+    const pump = () => {
+      for (let k = 0; k < 8; k++) {
+        for (let i = 0; i < 4; i++) g.sync(i);
+        for (const i of [1, 2, 3]) g.deliver(i);
+        g.deliver(0);
+      }
+    };
+    pump();
+    for (let k = 0; k < 5; k++) {
+      leader.propose(payload(`w${k}`));
+      pump();
+      leader.tick();
+      pump();
+    }
+    expect(leader.commitIndex).toBe(leader.lastIndex);
+    leader.compact();
+    g.outbox.splice(0);
+    // 3 joins the set; 0 leads on at term 2, and its first tick comes before any follower answered the barrier.
+    leader.receive(COORDINATOR, { type: 'LeadOn', term: 2, from: 1, followers: [1, 2, 3], sets: [[0, 1, 2, 3], [0, 1, 2]] });
+    g.outbox.splice(0);
+    g.clock.now += REPLICA_TICK_MS;
+    leader.tick();
+    // Probing from index 1 (its match in the new term, 0, plus one) sent its whole snapshot to 1 and 2, which hold
+    // every record, at every such tick.
+    expect(g.outbox.filter((s) => s.m.type === 'Snapshot').map((s) => s.to)).toEqual([]);
+    // The probes' answers bring each follower where it belongs: 3, empty, gets the snapshot then; all catch up.
+    pump();
+    leader.tick();
+    pump();
+    expect(leader.commitIndex).toBe(leader.lastIndex);
+    for (const i of [1, 2, 3]) expect(g.replicas[i].lastIndex).toBe(leader.lastIndex);
+  });
+});
+
 describe('the choice of a new leader', () => {
   it('needs answers from a majority, and takes the largest last term before the largest last index', () => {
     const answers = new Map([

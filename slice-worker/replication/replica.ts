@@ -279,7 +279,11 @@ export class Replica {
       // the commit index with the next one: resending from its last acknowledged record would send the
       // whole window in flight again (each tick, under load). One that did not answer is probed.
       if (heard && this.next.get(f)! > this.match.get(f)! + 1) continue;
-      this.next.set(f, Math.min(this.next.get(f)!, this.match.get(f)! + 1));
+      // The probe is a record the log holds, never the snapshot: a follower that lacks what the log holds says so
+      // (LogGap, LogMismatch) and gets the snapshot in answer (onReply). Probing from its match (0 for every
+      // follower of a leader just elected or led on, until it answers) sent a compacted leader's whole snapshot, at
+      // each tick until the answer, to followers that held every record.
+      this.next.set(f, Math.min(this.next.get(f)!, Math.max(this.match.get(f)!, this.snapIndex) + 1));
       this.sendAppend(f, 1);
     }
   }
