@@ -587,7 +587,7 @@ describe('a new term\'s first heartbeat', () => {
       pump();
     }
     expect(leader.commitIndex).toBe(leader.lastIndex);
-    leader.compact();
+    leader.compact(leader.appliedIndex);
     g.outbox.splice(0);
     // 3 joins the set; 0 leads on at term 2, and its first tick comes before any follower answered the barrier.
     leader.receive(COORDINATOR, { type: 'LeadOn', term: 2, from: 1, followers: [1, 2, 3], sets: [[0, 1, 2, 3], [0, 1, 2]] });
