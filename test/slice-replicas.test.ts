@@ -377,3 +377,48 @@ describe('a replica dropped from a node (it left the slice\'s set)', () => {
     expect(ReplicaLog.open(join(root, 'dropped', 'worker-2'), 'fsync').log.durable(SLICE).promisedTerm).toBe(2);
   });
 });
+
+describe('a deposed leader that has not heard of the new term yet', () => {
+  it('takes the new leader\'s record of a write it executed itself and never committed (the router sent it again there), rather than refusing it as naming an id applied already', async () => {
+    // 0 leads term 1 and executes a write with id [7, 2] while cut off from 1 and 2: never committed, but 0's replica
+    // remembers the id (execute() adds it). 1 and 2 elect 1 at term 2; 0 gets neither the Prepare nor 1's barrier.
+    // The router sends the write again to 1, which applies it as new, in a record after its barrier. That Append is
+    // the first word of term 2 to reach 0: it deposes 0, whose store and remembered ids go back to what is
+    // committed (replayCommitted), so the record is 0's to take. Refused instead ("applied already"), 0 stayed a
+    // leader of term 1 until 1's next heartbeat, and logged a protocol violation that no peer made.
+    const malformed: string[] = [];
+    const h = new ReplicaHarness(join(root, 'resent-to-new-leader'), SLICE, 3, { events: () => ({ malformed: (_slice, _from, why) => malformed.push(why) }) });
+    const { workers, cut } = h;
+    const increment = (id: RequestId): WriteOp => [SliceOp.Update, TABLE, SLICE, 'c', { base: { k: 'c' }, actions: [{ k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, id];
+    const run = (w: Worker, op: WriteOp) => {
+      const result = w.replicas.execute(op);
+      const effects = w.store.takeEffects();
+      if (effects.length > 0) w.replicas.propose(effects);
+      return result;
+    };
+    const counterOnReplica = (w: Worker) => ([...w.store.entries()].find((e) => e[0] === EFFECT_SET && e[2] === SLICE && e[3] === 'c')?.[4] as { n: number } | undefined)?.n ?? null;
+
+    await h.elect(0, 1, [0, 1, 2]);
+    workers[0].store.execute([SliceOp.Assign, 1, [SLICE]]);
+    expect(run(workers[0], increment([7, 1]))).toEqual([RESULT_OK, expect.objectContaining({ n: 1 })]);
+    await h.pump();
+    workers[0].replicas.of(SLICE).tick();
+    await h.pump();
+    cut.add('0-1').add('0-2');
+    expect(run(workers[0], increment([7, 2]))).toEqual([RESULT_OK, expect.objectContaining({ n: 2 })]);
+    await h.pump();
+    await h.elect(1, 2, [1, 2]);
+    workers[1].store.execute([SliceOp.Assign, 2, [SLICE]]);
+    cut.clear();
+    expect(run(workers[1], increment([7, 2]))).toEqual([RESULT_OK, expect.objectContaining({ n: 2 })]);
+    await h.pump();
+    expect(malformed, 'nothing a peer sent was malformed').toEqual([]);
+    expect(workers[0].replicas.of(SLICE).isLeader, 'the Append of term 2 deposed 0').toBe(false);
+    for (let i = 0; i < 3; i++) {
+      workers[1].replicas.of(SLICE).tick();
+      await h.pump();
+    }
+    for (const w of workers) expect(counterOnReplica(w)).toBe(2);
+    expect(malformed).toEqual([]);
+  });
+});

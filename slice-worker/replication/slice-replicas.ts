@@ -223,10 +223,14 @@ export class SliceReplicas {
   }
 
   /** Why a peer's records for `slice` cannot be applied, or null: each payload is a slice's changes
-   * (decodeReplicatedFromPeer), and no request id among them is one this replica applied already or one another
-   * of them names (AppliedRequests remembers an id once). */
+   * (decodeReplicatedFromPeer), and no request id among them is one this replica applied already (unless it leads:
+   * below) or one another of them names (AppliedRequests remembers an id once). */
   private checkRecords(slice: number, records: ReplicaRecord[]): string | null {
-    const applied = this.applied.get(slice);
+    // A replica that still leads (an Append of a newer term is the first it hears of that term) remembers the ids
+    // of writes it executed and never committed; the Append deposes it, and replayCommitted puts its ids back to
+    // what is committed. The new leader may have applied one of those writes anew (the router sent it there
+    // again): its record is legitimate, so only the ids of this Append itself are checked then.
+    const applied = this.replicas.get(slice)?.isLeader === true ? undefined : this.applied.get(slice);
     /** The ids of the records before, when more than one names any (most Appends carry one record). */
     let ids: Map<number, Set<number>> | null = null;
     for (const r of records) {
