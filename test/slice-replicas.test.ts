@@ -422,3 +422,55 @@ describe('a deposed leader that has not heard of the new term yet', () => {
     expect(malformed).toEqual([]);
   });
 });
+
+describe('a write sent again after its leader forgot its id (the bounds of applied requests)', () => {
+  it('is a record its followers take, though they still remember the id or get both copies in one append: the slice goes on committing', async () => {
+    // Answers of 200 KB: a slice remembers about two of them (APPLIED_REQUEST_BYTES_PER_SLICE_MAX). The leader forgets
+    // W1's id once it executes W3; follower 1 forgets it only once it applies W3, when it learns that W3 is committed.
+    // A copy of W1 sent again before then is executed as new (the id is gone: the bound's documented cost) and
+    // proposed after W3. Follower 2, cut off meanwhile, gets W1 and its copy in one append. Each applies the
+    // records in order, as the leader executed them (an id it still remembers keeps its first answer:
+    // AppliedRequests.addAll). Refused instead, neither follower took the copy nor anything after it, ever: the
+    // leader sent it again on every refusal, and the slice committed nothing more.
+    const malformed: string[] = [];
+    const committed: number[] = [];
+    const h = new ReplicaHarness(join(root, 'forgotten-id'), SLICE, 3, {
+      events: (i) => ({ malformed: (_slice, _from, why) => malformed.push(why), committed: (_slice, index) => i === 0 && committed.push(index) }),
+    });
+    const { workers, cut } = h;
+    const big = 'b'.repeat(200 * 1024);
+    const write = (id: RequestId, key: string): WriteOp => [SliceOp.Update, TABLE, SLICE, key, { base: { k: key }, actions: [{ k: 'set', path: ['big'], value: { k: 'value', v: big } }, { k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, id];
+    const run = (w: Worker, op: WriteOp) => {
+      const result = w.replicas.execute(op);
+      const effects = w.store.takeEffects();
+      const at = effects.length > 0 ? w.replicas.propose(effects)[0][1] : null;
+      return { result, at };
+    };
+    const heartbeats = async () => {
+      // Bounded: refused, a leader sends its records again at once.
+      for (let i = 0; i < 5; i++) {
+        workers[0].replicas.of(SLICE).tick();
+        await h.pump(true);
+      }
+    };
+    const n = (w: Worker, key: string) => ([...w.store.entries()].find((e) => e[0] === EFFECT_SET && e[2] === SLICE && e[3] === key)?.[4] as { n: number } | undefined)?.n ?? null;
+    await h.elect(0, 1, [0, 1, 2]);
+    workers[0].store.execute([SliceOp.Assign, 1, [SLICE]]);
+    cut.add('0-2');
+    expect(run(workers[0], write([7, 1], 'a')).result[0]).toBe(RESULT_OK);
+    await heartbeats();
+    expect(workers[1].replicas.rememberedRequests(SLICE)).toBe(1);
+    run(workers[0], write([7, 2], 'b'));
+    run(workers[0], write([7, 3], 'c'));
+    expect(workers[0].replicas.rememberedRequests(SLICE), 'the leader forgot W1').toBe(2);
+    const again = run(workers[0], write([7, 1], 'a'));
+    expect(again.at, 'executed as new').not.toBeNull();
+    await heartbeats();
+    expect(committed.at(-1), 'the copy of W1 is committed').toBe(again.at);
+    cut.clear();
+    await heartbeats();
+    for (const w of workers) expect([n(w, 'a'), n(w, 'b'), n(w, 'c')]).toEqual([2, 1, 1]);
+    for (const w of workers) expect(w.replicas.rememberedRequests(SLICE)).toBe(2);
+    expect(malformed).toEqual([]);
+  });
+});
