@@ -474,3 +474,22 @@ describe('a write sent again after its leader forgot its id (the bounds of appli
     expect(malformed).toEqual([]);
   });
 });
+
+describe('a leader whose record its followers refuse as malformed', () => {
+  it('sends it again once a heartbeat, not at once on every refusal (which went on at the network\'s speed)', async () => {
+    // A payload that is not a slice's changes (a leader's bug, a damaged log): every follower refuses it
+    // MalformedContents, for as long as the leader holds it. Each refusal answered by an Append at once made a loop
+    // between the nodes as fast as they could pass messages; a heartbeat's probe sends it again REPLICA_TICK_MS later.
+    const refusals: string[] = [];
+    const h = new ReplicaHarness(join(root, 'malformed-resend'), SLICE, 3, { onMessage: (s) => s.m.type === 'Refused' && refusals.push(s.m.code) });
+    await h.elect(0, 1, [0, 1, 2]);
+    h.workers[0].replicas.of(SLICE).propose(Uint8Array.of(0xc1));
+    await h.pump(); // throws past 50 rounds of messages
+    expect(refusals).toEqual(['MalformedContents', 'MalformedContents']);
+    for (let i = 0; i < 3; i++) {
+      h.workers[0].replicas.of(SLICE).tick();
+      await h.pump();
+    }
+    expect(refusals.length).toBeLessThanOrEqual(2 + 3 * 2);
+  });
+});
