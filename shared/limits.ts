@@ -42,7 +42,8 @@ export const PAGE_BYTES_MAX = 1024 * 1024;
  * 284 bytes each beside the 497 that the stored item takes (measured with --expose-gc, 20,000 items). Nothing
  * evicts them: they go only with their item (a write, a delete, a move, a dropped slice or table), so a worker whose
  * items were all read by ranges holds one copy of each of those up to this size: for items of about 1,000 and 4,000
- * bytes, +1,067 and +4,070 bytes beside 1,256 and 4,254 (+85%, +96%; the same measure, one string attribute). */
+ * bytes, +1,067 and +4,070 bytes beside 1,256 and 4,254 (+85%, +96%; measured the same way with items of a key and
+ * one long string, which at 200 bytes give +280 beside 455). */
 export const PACKED_ITEM_CACHE_BYTES_MAX = 4 * 1024;
 /** Parallel scan: a full-table scan split into at most this many segments. */
 export const SCAN_SEGMENTS_MAX = 1024;
