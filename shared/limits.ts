@@ -39,7 +39,11 @@ export const PAGE_BYTES_MAX = 1024 * 1024;
  * pages copy them instead of packing the item again (packing was a third of a worker's time on range reads:
  * bench/PROFILE.md); only for items of at most this many bytes (as itemBytes counts them), where packing's cost
  * per item, not per byte, dominates. The kept bytes add to a worker's memory: for items of about 200 bytes,
- * 284 bytes each beside the 497 that the stored item takes (measured with --expose-gc, 20,000 items). */
+ * 284 bytes each beside the 497 that the stored item takes (measured with --expose-gc, 20,000 items). Nothing
+ * evicts them: they go only with their item (a write, a delete, a move, a dropped slice or table), so a worker whose
+ * items were all read by ranges holds one copy of each of those up to this size: for items of about 1,000 and 4,000
+ * bytes, +1,067 and +4,070 bytes beside 1,256 and 4,254 (+85%, +96%; measured the same way with items of a key and
+ * one long string, which at 200 bytes give +280 beside 455). */
 export const PACKED_ITEM_CACHE_BYTES_MAX = 4 * 1024;
 /** Parallel scan: a full-table scan split into at most this many segments. */
 export const SCAN_SEGMENTS_MAX = 1024;

@@ -1052,7 +1052,7 @@ export interface AppliedListParts {
 
 /** A replicated slice's changes as a peer sends them (a record's payload, a snapshot's state; decoded by
  * slice-worker/log-format.ts), whole: effects on `slice` alone (a snapshot's are its items, set-effects only), and
- * the request ids applied with them (null: none), each id once, with a time and an answer each. A replica applies
+ * the request ids applied with them (null: none), each id once in a snapshot, with a time and an answer each. A replica applies
  * them later (a record once committed), when nothing may be refused any more. Throws MalformedFrame. */
 export function checkSliceChanges(effects: unknown, requests: AppliedListParts | null, slice: number, snapshot: boolean): void {
   if (!Array.isArray(effects)) fail('the effects are a list');
@@ -1079,8 +1079,10 @@ export function checkSliceChanges(effects: unknown, requests: AppliedListParts |
     if (!(Array.isArray(answers) && answers.length === n)) fail('the requests\' answers are null or one per request');
     answers.forEach((a, i) => a === null || typeof a === 'boolean' || checkItem(a, `answer ${i}`));
   }
-  // AppliedRequests asserts that it remembers an id once: a peer's list must not name one twice.
-  if (n === 1) return;
+  // A snapshot's list becomes an AppliedRequests, which asserts that it remembers an id once: it must not name one
+  // twice. A record's may (a leader that forgot an id executed a copy of its write again in the same task): applied
+  // in order, the second keeps the first's answer (AppliedRequests.addAll).
+  if (n === 1 || !snapshot) return;
   const ids = new Map<number, Set<number>>();
   for (let i = 0; i < n; i++) {
     const instance = instances[of === null ? 0 : (of as number[])[i]] as number;

@@ -422,3 +422,119 @@ describe('a leader under steady writes', () => {
     for (const f of [1, 2]) expect(items(h.workers[f])).toEqual(before);
   });
 });
+
+describe('a deposed leader that has not heard of the new term yet', () => {
+  it('takes the new leader\'s record of a write it executed itself and never committed (the router sent it again there), rather than refusing it as naming an id applied already', async () => {
+    // 0 leads term 1 and executes a write with id [7, 2] while cut off from 1 and 2: never committed, but 0's replica
+    // remembers the id (execute() adds it). 1 and 2 elect 1 at term 2; 0 gets neither the Prepare nor 1's barrier.
+    // The router sends the write again to 1, which applies it as new, in a record after its barrier. That Append is
+    // the first word of term 2 to reach 0: it deposes 0, whose store and remembered ids go back to what is
+    // committed (replayCommitted), so the record is 0's to take. Refused instead ("applied already"), 0 stayed a
+    // leader of term 1 until 1's next heartbeat, and logged a protocol violation that no peer made.
+    const malformed: string[] = [];
+    const h = new ReplicaHarness(join(root, 'resent-to-new-leader'), SLICE, 3, { events: () => ({ malformed: (_slice, _from, why) => malformed.push(why) }) });
+    const { workers, cut } = h;
+    const increment = (id: RequestId): WriteOp => [SliceOp.Update, TABLE, SLICE, 'c', { base: { k: 'c' }, actions: [{ k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, id];
+    const run = (w: Worker, op: WriteOp) => {
+      const result = w.replicas.execute(op);
+      const effects = w.store.takeEffects();
+      if (effects.length > 0) w.replicas.propose(effects);
+      return result;
+    };
+    const counterOnReplica = (w: Worker) => ([...w.store.entries()].find((e) => e[0] === EFFECT_SET && e[2] === SLICE && e[3] === 'c')?.[4] as { n: number } | undefined)?.n ?? null;
+
+    await h.elect(0, 1, [0, 1, 2]);
+    workers[0].store.execute([SliceOp.Assign, 1, [SLICE]]);
+    expect(run(workers[0], increment([7, 1]))).toEqual([RESULT_OK, expect.objectContaining({ n: 1 })]);
+    await h.pump();
+    workers[0].replicas.of(SLICE).tick();
+    await h.pump();
+    cut.add('0-1').add('0-2');
+    expect(run(workers[0], increment([7, 2]))).toEqual([RESULT_OK, expect.objectContaining({ n: 2 })]);
+    await h.pump();
+    await h.elect(1, 2, [1, 2]);
+    workers[1].store.execute([SliceOp.Assign, 2, [SLICE]]);
+    cut.clear();
+    expect(run(workers[1], increment([7, 2]))).toEqual([RESULT_OK, expect.objectContaining({ n: 2 })]);
+    await h.pump();
+    expect(malformed, 'nothing a peer sent was malformed').toEqual([]);
+    expect(workers[0].replicas.of(SLICE).isLeader, 'the Append of term 2 deposed 0').toBe(false);
+    for (let i = 0; i < 3; i++) {
+      workers[1].replicas.of(SLICE).tick();
+      await h.pump();
+    }
+    for (const w of workers) expect(counterOnReplica(w)).toBe(2);
+    expect(malformed).toEqual([]);
+  });
+});
+
+describe('a write sent again after its leader forgot its id (the bounds of applied requests)', () => {
+  it('is a record its followers take, though they still remember the id or get both copies in one append: the slice goes on committing', async () => {
+    // Answers of 200 KB: a slice remembers about two of them (APPLIED_REQUEST_BYTES_PER_SLICE_MAX). The leader forgets
+    // W1's id once it executes W3; follower 1 forgets it only once it applies W3, when it learns that W3 is committed.
+    // A copy of W1 sent again before then is executed as new (the id is gone: the bound's documented cost) and
+    // proposed after W3. Follower 2, cut off meanwhile, gets W1 and its copy in one append. Each applies the
+    // records in order, as the leader executed them (an id it still remembers keeps its first answer:
+    // AppliedRequests.addAll). Refused instead, neither follower took the copy nor anything after it, ever: the
+    // leader sent it again on every refusal, and the slice committed nothing more.
+    const malformed: string[] = [];
+    const committed: number[] = [];
+    const h = new ReplicaHarness(join(root, 'forgotten-id'), SLICE, 3, {
+      events: (i) => ({ malformed: (_slice, _from, why) => malformed.push(why), committed: (_slice, index) => i === 0 && committed.push(index) }),
+    });
+    const { workers, cut } = h;
+    const big = 'b'.repeat(200 * 1024);
+    const write = (id: RequestId, key: string): WriteOp => [SliceOp.Update, TABLE, SLICE, key, { base: { k: key }, actions: [{ k: 'set', path: ['big'], value: { k: 'value', v: big } }, { k: 'add', path: ['n'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, id];
+    const run = (w: Worker, op: WriteOp) => {
+      const result = w.replicas.execute(op);
+      const effects = w.store.takeEffects();
+      const at = effects.length > 0 ? w.replicas.propose(effects)[0][1] : null;
+      return { result, at };
+    };
+    const heartbeats = async () => {
+      // Bounded: refused, a leader sends its records again at once.
+      for (let i = 0; i < 5; i++) {
+        workers[0].replicas.of(SLICE).tick();
+        await h.pump(true);
+      }
+    };
+    const n = (w: Worker, key: string) => ([...w.store.entries()].find((e) => e[0] === EFFECT_SET && e[2] === SLICE && e[3] === key)?.[4] as { n: number } | undefined)?.n ?? null;
+    await h.elect(0, 1, [0, 1, 2]);
+    workers[0].store.execute([SliceOp.Assign, 1, [SLICE]]);
+    cut.add('0-2');
+    expect(run(workers[0], write([7, 1], 'a')).result[0]).toBe(RESULT_OK);
+    await heartbeats();
+    expect(workers[1].replicas.rememberedRequests(SLICE)).toBe(1);
+    run(workers[0], write([7, 2], 'b'));
+    run(workers[0], write([7, 3], 'c'));
+    expect(workers[0].replicas.rememberedRequests(SLICE), 'the leader forgot W1').toBe(2);
+    const again = run(workers[0], write([7, 1], 'a'));
+    expect(again.at, 'executed as new').not.toBeNull();
+    await heartbeats();
+    expect(committed.at(-1), 'the copy of W1 is committed').toBe(again.at);
+    cut.clear();
+    await heartbeats();
+    for (const w of workers) expect([n(w, 'a'), n(w, 'b'), n(w, 'c')]).toEqual([2, 1, 1]);
+    for (const w of workers) expect(w.replicas.rememberedRequests(SLICE)).toBe(2);
+    expect(malformed).toEqual([]);
+  });
+});
+
+describe('a leader whose record its followers refuse as malformed', () => {
+  it('sends it again once a heartbeat, not at once on every refusal (which went on at the network\'s speed)', async () => {
+    // A payload that is not a slice's changes (a leader's bug, a damaged log): every follower refuses it
+    // MalformedContents, for as long as the leader holds it. Each refusal answered by an Append at once made a loop
+    // between the nodes as fast as they could pass messages; a heartbeat's probe sends it again REPLICA_TICK_MS later.
+    const refusals: string[] = [];
+    const h = new ReplicaHarness(join(root, 'malformed-resend'), SLICE, 3, { onMessage: (s) => s.m.type === 'Refused' && refusals.push(s.m.code) });
+    await h.elect(0, 1, [0, 1, 2]);
+    h.workers[0].replicas.of(SLICE).propose(Uint8Array.of(0xc1));
+    await h.pump(); // throws past 50 rounds of messages
+    expect(refusals).toEqual(['MalformedContents', 'MalformedContents']);
+    for (let i = 0; i < 3; i++) {
+      h.workers[0].replicas.of(SLICE).tick();
+      await h.pump();
+    }
+    expect(refusals.length).toBeLessThanOrEqual(2 + 3 * 2);
+  });
+});

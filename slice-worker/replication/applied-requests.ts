@@ -116,9 +116,10 @@ export class AppliedRequests {
   }
 
   /** Adds a committed record's writes, in order; answers how many of them it remembered already, which keep their
-   * first answer. A log that follows the protocol names each id once (a replica refuses a record that names one it
-   * applied: SliceReplicas.checkRecords), but a peer's record that names one held in a record not yet applied
-   * is only found here, once both are committed: the replica goes on, as with any record a leader committed. */
+   * first answer. Applied in log order, a record names an id remembered here only if its leader had forgotten it
+   * (these bounds) when it executed a copy sent again, and this replica has not (a record that names one twice, the
+   * same in one task): not refused on arrival (SliceReplicas.checkRecords), the replica goes on, as with any record
+   * a leader committed. */
   addAll(list: AppliedList): number {
     let known = 0;
     for (let i = 0; i < list.counters.length; i++) {

@@ -439,6 +439,9 @@ export class Replica {
     // point, which matches this log (a committed record is in every later leader's log).
     const from1 = m.code === 'LogGap' ? m.lastIndex + 1 : m.code === 'LogMismatch' ? m.commitIndex + 1 : this.match.get(from)! + 1;
     this.next.set(from, Math.max(this.match.get(from)! + 1, Math.min(this.next.get(from)!, from1)));
+    // A follower that found the records damaged or malformed refuses them again: they go again with the next
+    // heartbeat's probe (tick), not at once, which made a loop between the nodes as fast as messages pass.
+    if (m.code === 'ChecksumMismatch' || m.code === 'MalformedAppend' || m.code === 'MalformedContents') return;
     this.sendAppend(from);
   }
 

@@ -246,27 +246,17 @@ export class SliceReplicas {
   }
 
   /** Why a peer's records for `slice` cannot be applied, or null: each payload is a slice's changes
-   * (decodeReplicatedFromPeer), and no request id among them is one this replica applied already or one another
-   * of them names (AppliedRequests remembers an id once). */
+   * (decodeReplicatedFromPeer). A request id this replica remembers, or that another of the records names, is not
+   * refused: a leader that forgot an id (the bounds of AppliedRequests) executes a copy of its write sent again as
+   * new, and its followers may still remember the id (they forget it only once they apply the records that made the
+   * leader forget it) or get both records in one Append. Refused, such a record would be sent again and refused
+   * for ever, and the slice would commit nothing more. Applied in order, each record does what its leader did, and
+   * an id still remembered keeps its first answer (AppliedRequests.addAll). */
   private checkRecords(slice: number, records: ReplicaRecord[]): string | null {
-    const applied = this.applied.get(slice);
-    /** The ids of the records before, when more than one names any (most Appends carry one record). */
-    let ids: Map<number, Set<number>> | null = null;
     for (const r of records) {
       if (r.payload.length === 0) continue; // a leader's barrier
       const problem = this.check(slice, r.payload, false);
       if (problem !== null) return `record ${r.index} of term ${r.term}: ${problem}`;
-      const requests = this.checked.get(r.payload)!.requests;
-      for (let i = 0; requests !== null && i < requests.counters.length; i++) {
-        const instance = requests.instances[requests.of === null ? 0 : requests.of[i]];
-        const counter = requests.counters[i];
-        if (applied?.find(instance, counter) !== undefined || ids?.get(instance)?.has(counter) === true) return `record ${r.index} of term ${r.term}: request [${instance}, ${counter}] is applied already`;
-        if (records.length === 1) continue; // checkSliceChanges found each id of a record once
-        ids ??= new Map();
-        let counters = ids.get(instance);
-        if (counters === undefined) ids.set(instance, (counters = new Set()));
-        counters.add(counter);
-      }
     }
     return null;
   }
