@@ -8,7 +8,7 @@ import { assert, KeysliceError } from '../shared/errors.js';
 import { workerOf } from '../shared/hashing.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
-import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PACKED_ITEM_CACHE_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
+import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PACKED_ITEM_CACHE_BYTES_MAX, PACKED_ITEMS_KEPT_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
 import {
   EFFECT_DELETE,
   EFFECT_DROP_SLICE,
@@ -51,13 +51,27 @@ const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default 
  * char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
  * ArrayBuffer and a backing store, about 200 bytes more, and took twice as long to make (measured). */
 type Stored = { item: Item; bytes: number; packed: string | null };
+/** Packed pages between two sums of the kept bytes (SliceStore.mayKeep). */
+const KEPT_RECOUNT_PAGES = 1024;
+/** What kept bytes count against the worker's budget: the string and V8's header for it (about 16-24 bytes). */
+const keptCost = (packed: string): number => packed.length + 24;
 const newStored = (item: Item, bytes: number): Stored => ({ item, bytes, packed: null });
+
+/** Where a packed page keeps the bytes it made: its partition, which counts them (a dropped partition takes its
+ * count along), while the worker's budget (SliceStore.mayKeep) has room. */
+interface Keeper {
+  partition: Partition;
+  room(): boolean;
+  /** Counts what the page kept toward the worker's budget. */
+  added(cost: number): void;
+}
 
 /** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
  * item's kept bytes where it has them; the others packed together (one pack call: packing item by item costs
- * more) and cut into items by their headers, each then kept when `keep` and the item is at most
- * PACKED_ITEM_CACHE_BYTES_MAX. */
-function packWhole(list: readonly Stored[], keep: boolean): Uint8Array {
+ * more) and cut into items by their headers, each then kept when there is a `keeper` with room and the item is at
+ * most PACKED_ITEM_CACHE_BYTES_MAX. */
+function packWhole(list: readonly Stored[], keeper: Keeper | null): Uint8Array {
+  const keep = keeper !== null && keeper.room();
   const missing: Item[] = [];
   for (const s of list) if (s.packed === null) missing.push(s.item);
   if (missing.length === list.length && !keep) return packClientList(missing);
@@ -74,8 +88,12 @@ function packWhole(list: readonly Stored[], keep: boolean): Uint8Array {
       continue;
     }
     const piece = pieces[k++];
-    if (keep && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX) parts[i] = s.packed = piece.toString('latin1');
-    else parts[i] = piece;
+    if (keep && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX) {
+      parts[i] = s.packed = piece.toString('latin1');
+      const cost = keptCost(s.packed);
+      keeper.partition.kept += cost;
+      keeper.added(cost);
+    } else parts[i] = piece;
   }
   assert(k === pieces.length, 'every packed item has its place in the page');
   return concatClientList(parts);
@@ -94,6 +112,8 @@ export { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type E
 class Partition {
   readonly tree = new BTree<string, Stored>();
   bytes = 0;
+  /** The cost (keptCost) of the packed bytes its items keep. */
+  kept = 0;
 
   constructor(
     private readonly table: number,
@@ -104,6 +124,7 @@ class Partition {
   set(key: string, stored: Stored): void {
     const old = this.tree.get(key);
     this.bytes += stored.bytes - (old?.bytes ?? 0);
+    if (old?.packed) this.kept -= keptCost(old.packed);
     this.tree.set(key, stored);
     this.record([EFFECT_SET, this.table, this.slice, key, stored.item, stored.bytes]);
   }
@@ -112,6 +133,7 @@ class Partition {
     const old = this.tree.get(key);
     if (old === undefined) return false;
     this.bytes -= old.bytes;
+    if (old.packed) this.kept -= keptCost(old.packed);
     this.tree.delete(key);
     this.record([EFFECT_DELETE, this.table, this.slice, key]);
     return true;
@@ -120,6 +142,10 @@ class Partition {
 
 export class SliceStore {
   private epoch = 0;
+  /** The kept packed bytes' budget (mayKeep): the last sum, what pages kept since, and pages since. */
+  private keptCounted = 0;
+  private keptSinceCount = 0;
+  private pagesSinceCount = 0;
   private owned = new Set<number>();
   private ownedSorted: number[] = [];
   /** The slice that readReplica is reading now (-1: none): the one slice an op may read without owning it. */
@@ -148,6 +174,7 @@ export class SliceStore {
     readonly workerCount: number,
     private readonly now: () => number = Date.now,
     capacity: SliceCapacity = { readsPerSecond: 0, writesPerSecond: 0 },
+    private readonly keptBytesMax = PACKED_ITEMS_KEPT_BYTES_MAX,
   ) {
     assert(workerIndex >= 0 && workerIndex < workerCount, 'worker index within worker count');
     this.load = new LoadTracker(now, capacity);
@@ -433,13 +460,15 @@ export class SliceStore {
   }
 
   private range(table: number, slice: number, spec: RangeSpec): RangeResult {
-    const tree = this.partition(table, slice, false)?.tree;
     const items: Item[] = [];
     const keys: string[] | null = spec.withKeys ? [] : null;
     const { low, lowInclusive, high, highInclusive, limit, projection, filter } = spec;
     // Whole items for a transport that forwards them: packed once, then their kept bytes (packWhole).
     const whole: Stored[] | null = spec.packed && projection === null ? [] : null;
-    const page = (): RangeItems => (whole !== null ? packWhole(whole, true) : spec.packed ? packClientList(items) : items);
+    const partition = this.partition(table, slice, false);
+    const tree = partition?.tree;
+    const keeper: Keeper | null = partition === undefined ? null : { partition, room: () => this.mayKeep(), added: (cost) => (this.keptSinceCount += cost) };
+    const page = (): RangeItems => (whole !== null ? packWhole(whole, keeper) : spec.packed ? packClientList(items) : items);
     if (tree === undefined) return [page(), null, false, keys, 0];
     let examined = 0;
     let bytes = 0;
@@ -505,7 +534,7 @@ export class SliceStore {
         bytes += stored.bytes;
       }
     }
-    return [entries, exhausted, whole !== null ? packWhole(whole, false) : packed ? packScanItems(entries) : null];
+    return [entries, exhausted, whole !== null ? packWhole(whole, null) : packed ? packScanItems(entries) : null];
   }
 
   /** Items, bytes and load of each slice of a table that holds items or saw load, and its hot keys. */
@@ -633,6 +662,27 @@ export class SliceStore {
       for (const { table, slice, tree } of parts) for (const [key, stored] of tree.entries()) yield [EFFECT_SET, table, slice, key, stored.item, stored.bytes];
     }
     return { items, entries: entries() };
+  }
+
+  /** What the items of this worker keep of packed bytes (keptCost), summed over its partitions. */
+  get keptBytes(): number {
+    let n = 0;
+    for (const slices of this.tables.values()) for (const p of slices.values()) n += p.kept;
+    return n;
+  }
+
+  /** Whether a packed page may keep more bytes: under PACKED_ITEMS_KEPT_BYTES_MAX (`keptBytesMax`) for the worker.
+   * The sum (keptBytes) walks every partition, so it is taken again only every KEPT_RECOUNT_PAGES pages or once
+   * pages kept a tenth of the budget since; in between, what items replaced, deleted or dropped since freed is not
+   * seen yet, so the count only errs high (keeping less, never more than the budget and a tenth). */
+  private mayKeep(): boolean {
+    if (++this.pagesSinceCount >= KEPT_RECOUNT_PAGES || this.keptSinceCount >= this.keptBytesMax / 10) {
+      this.keptCounted = this.keptBytes;
+      assert(this.keptCounted >= 0, 'kept bytes are counted up when kept and down when their item is replaced or deleted');
+      this.keptSinceCount = 0;
+      this.pagesSinceCount = 0;
+    }
+    return this.keptCounted + this.keptSinceCount < this.keptBytesMax;
   }
 
   get itemCount(): number {

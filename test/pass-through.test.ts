@@ -203,6 +203,39 @@ describe('a partition keeps the packed bytes of the items a packed page read', (
     expect(items.map((x) => x.s).slice(3, 7)).toEqual(['replaced', 'updated', 'text 5 é 😀 \u0000', 'replayed']);
     expect(items).toHaveLength(19);
   });
+
+  it('keeps no more than its budget, gives back what replaced and deleted items kept, and its pages stay right', () => {
+    const budget = 16 * 1024;
+    const store = new SliceStore(0, 1, () => 1, undefined, budget);
+    store.execute([SliceOp.Assign, 1, [0]]);
+    const key = (i: number) => `k${String(i).padStart(4, '0')}`;
+    for (let i = 0; i < 1000; i++) store.execute([SliceOp.Put, 1, 0, key(i), { pk: 'p', sk: i, s: 'x'.repeat(150) }, 200, null, null]);
+    const readAll = () => {
+      const objects: Item[] = [];
+      let low = 'k';
+      for (let page = 0; page < 100; page++) {
+        const spec: RangeSpec = { low, lowInclusive: false, high: 'l', highInclusive: false, reverse: false, limit: 50, projection: null, filter: null, withKeys: false, packed: false };
+        const [items, last] = store.execute([SliceOp.Range, 1, 0, spec])[1] as [Item[], string | null];
+        const [bytes] = store.execute([SliceOp.Range, 1, 0, { ...spec, packed: true }])[1] as [Uint8Array];
+        expect(Buffer.compare(bytes, reference.pack(items)), `page after ${low}`).toBe(0);
+        objects.push(...items);
+        if (last === null) return objects;
+        low = last;
+      }
+      throw new Error('more pages than items');
+    };
+    for (let round = 0; round < 3; round++) expect(readAll()).toHaveLength(1000);
+    // About 200 bytes kept per item: the budget (and the tenth that pages may keep between two sums) holds 90 of them,
+    // not the 1,000 read.
+    const kept = store.keptBytes;
+    expect(kept).toBeGreaterThan(budget / 2);
+    expect(kept).toBeLessThanOrEqual(budget * 1.1 + 50 * 400);
+    // Replaced and deleted items give theirs back.
+    for (let i = 0; i < 1000; i += 2) store.execute([SliceOp.Put, 1, 0, key(i), { pk: 'p', sk: i, s: 'y' }, 50, null, null]);
+    for (let i = 1; i < 1000; i += 2) store.execute([SliceOp.Delete, 1, 0, key(i), null, null]);
+    expect(store.keptBytes).toBe(0);
+    expect(readAll().map((x) => x.s)).toEqual(Array(500).fill('y'));
+  });
 });
 
 describe('a partition packs the items of its part of a scan page when asked', () => {
