@@ -70,8 +70,12 @@ describe('node frames', () => {
   });
 
   it('checks Replicate frames whole, for both receivers: the sender, each slice, each message', () => {
-    const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0 };
-    const ok = [NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }], [8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 5, 2, 7] }]]];
+    const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0, sentAt: 12, leased: true };
+    const ok = [
+      NodeFrame.Replicate,
+      2,
+      [[7, { type: 'Ping', seq: 1 }], [8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1, sentAt: 12 }], [4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 12, 1, 5, 2, 7, 12, 0] }]],
+    ];
     for (const to of ['node', 'coordinator'] as const) expect(frame(ok, to)).toHaveLength(3);
     expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }]]])[1]).toBe(-1);
     const bad: [unknown[], RegExp][] = [
@@ -86,8 +90,12 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, 0, [[1, { type: 'Prepare', term: -1 }]]], /Prepare.term is missing/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Prepare', term: 1, x: 1 }]]], /Prepare has no field "x"/],
       [[NodeFrame.Replicate, 0, [[1, { ...append, records: [{ term: 2, index: 1, payload: 'x', checksum: 5 }] }]]], /an Append record is/],
-      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1 }]]], /AppendOk.commitIndex is missing/],
-      [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, 2] }]]], /KeepAlives.slices must be \[slice, term, commitIndex, ...\]/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, sentAt: 0 }]]], /AppendOk.commitIndex is missing/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1 }]]], /AppendOk.sentAt is missing/],
+      [[NodeFrame.Replicate, 0, [[1, { ...append, leased: 1 }]]], /Append.leased must be true or false/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 1, leaseWaitMs: -1, ledTerm: 0 }]]], /Prepared.leaseWaitMs is missing/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, 2] }]]], /KeepAlives.slices must be \[slice, term, commitIndex, sentAt, leased/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, 2, 3, 4, 2] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, -2, 0] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Refused', term: 1, code: 'Nope', message: '', lastIndex: 0, commitIndex: 0 }]]], /Refused.code must be one of/],

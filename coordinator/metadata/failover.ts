@@ -13,7 +13,9 @@
 //     (last term, last index) leads: a write acknowledged by the old leader is
 //     durable on a majority, every majority shares a replica with that one, and log
 //     order makes the largest (last term, last index) hold it (chooseLeader below);
-//  4. Lead(term) to it, and the map names it (host.publish), which routers follow.
+//  4. Lead(term) to it, and the map names it (host.publish), which routers follow; but not before the lease of
+//     the leader before has run out (each answer says how long that may take by its replica's clock), unless that
+//     leader itself answered: it stopped leading when it promised (docs/replication.md, "Leases").
 // Without a majority within electionTimeoutMs it starts again with a newer term.
 import { assert } from '../../shared/errors.js';
 import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR } from '../../shared/limits.js';
@@ -51,6 +53,12 @@ export interface LastRecord {
   lastTerm: number;
   lastIndex: number;
 }
+/** An answer to a Prepare: its last record, and until when (host.now) the lease of the leader it last answered may run. */
+interface Promise_ extends LastRecord {
+  leaseEndsBy: number;
+  /** It led the term before this election's (this failover's term), so held the only lease that may still run. */
+  ledLast: boolean;
+}
 
 /** The replica to lead: the largest (last term, last index) among the answers, or null without
  * answers from a majority of `replicas`. Ties go to the replica listed first. */
@@ -76,7 +84,7 @@ export class SliceFailover {
   private lastPingAt = -Infinity;
   /** An election under way; `refused`: replicas that said they promised its term or a newer one without answering
    * it (a repeated Prepare, after a link came back), so will not answer it. */
-  private election: { term: number; startedAt: number; answers: Map<ReplicaId, LastRecord>; refused: Set<ReplicaId> } | null = null;
+  private election: { term: number; startedAt: number; answers: Map<ReplicaId, Promise_>; refused: Set<ReplicaId> } | null = null;
   /** Elections started, for reports. */
   elections = 0;
   /** The replica sets whose majorities an election hears from and a leader's commit needs (joint majorities):
@@ -129,6 +137,11 @@ export class SliceFailover {
     }
     if (this.election !== null) {
       const e = this.election;
+      // A majority answered and a lease is running out: the election ends once it has (not later than LEASE_MS).
+      if (this.finishElection()) return;
+      const now1 = this.host.now();
+      const promises = [...e.answers.values()];
+      if (this.hasMajority(e.answers) && !promises.some((p) => p.ledLast) && promises.some((p) => p.leaseEndsBy > now1)) return;
       // Replicas that promised the term and have not answered yet, on nodes that answer other slices: their answer
       // is slow (a node restarting or catching up), not lost. A newer term would make every replica promise again
       // and lose the answers already in, so the election waits, up to LEADER_SLOW_TIMEOUT_FACTOR times its timeout.
@@ -170,13 +183,31 @@ export class SliceFailover {
     }
     if (m.type === 'Refused' && this.election !== null && m.term >= this.election.term && this.members.includes(from)) this.election.refused.add(from);
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
+    if (this.election.answers.has(from)) return;
+    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: m.ledTerm > 0 && m.ledTerm === this.term });
+    this.finishElection();
+  }
+
+  /** Joint majorities: a majority of every set of the change promised the term and answered. A write
+   * acknowledged under any of them is on a majority of that set, so on a replica that answered. */
+  private hasMajority(answers: ReadonlyMap<ReplicaId, unknown>): boolean {
+    return this.configs.every((set) => set.filter((r) => answers.has(r)).length >= majority(set.length));
+  }
+
+  /** Names the leader once a majority answered and no lease of an older leader may still run: every leader before
+   * the last one named had its lease run out before that one was named (this rule, by induction), and the last one's
+   * lease counted on answers from a majority of its set, one of which is among these answers (two majorities meet),
+   * and that replica's leaseEndsBy is no earlier than the lease's end. If the last leader itself answered, it stopped
+   * leading (and serving reads) when it promised. The wait is measured by this clock from when each answer arrived,
+   * which is later than it was sent. Whether it named one. */
+  private finishElection(): boolean {
+    if (this.election === null) return false;
     const answers = this.election.answers;
-    answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
-    // Joint majorities: a majority of every set of the change promised the term and answered. A write
-    // acknowledged under any of them is on a majority of that set, so on a replica that answered.
-    if (!this.configs.every((set) => set.filter((r) => answers.has(r)).length >= majority(set.length))) return;
+    if (!this.hasMajority(answers)) return false;
+    const promises = [...answers.values()];
+    if (!promises.some((p) => p.ledLast) && promises.some((p) => p.leaseEndsBy > this.host.now())) return false;
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
-    if (chosen === null) return;
+    if (chosen === null) return false;
     if (!this.replicas.includes(chosen)) {
       // The most up to date replica left the set (a node that still answers for it, e.g. a deposed leader whose
       // own replica was moved off it, with records no other replica took). The set's most up to date replica may
@@ -186,13 +217,13 @@ export class SliceFailover {
       // election. (Waiting for a replica of the set with the leaving one's very last record, as before, never
       // ends when none took it.)
       const inSet = this.choose(this.replicas.filter((r) => answers.has(r)), answers);
-      if (inSet === null) return;
+      if (inSet === null) return false;
       const own = answers.get(inSet)!;
       const notFurther = (r: ReplicaId) => {
         const a = answers.get(r);
         return a !== undefined && (a.lastTerm < own.lastTerm || (a.lastTerm === own.lastTerm && a.lastIndex <= own.lastIndex));
       };
-      if (!this.configs.every((set) => set.filter(notFurther).length >= majority(set.length))) return;
+      if (!this.configs.every((set) => set.filter(notFurther).length >= majority(set.length))) return false;
       chosen = inSet;
     }
     assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
@@ -206,6 +237,7 @@ export class SliceFailover {
     // While the change is unsettled the leader replicates to every set's replicas and commits on joint majorities.
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
     this.host.send(chosen, { type: 'Lead', term, followers: this.members.filter((r) => r !== chosen), sets });
+    return true;
   }
 
   /** Whether replica `r`'s node sent the coordinator anything in the last 1.5 ping intervals: a node that answers

@@ -23,13 +23,15 @@ import { decodeReplicated, encodeReplicated } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
-import { Replica, type ReplicaId, type ReplicationMessage } from './replica.js';
+import { Replica, type ReplicaId, type ReplicaTiming, type ReplicationMessage } from './replica.js';
 
 export interface SliceReplicaEvents {
   /** The leader of `slice` committed up to `index`: answers waiting on it may go. */
   committed?(slice: number, index: number): void;
   /** This worker stopped leading `slice`: answers still waiting have an unknown outcome. */
   deposed?(slice: number, term: number): void;
+  /** The leader of `slice` holds its lease again: consistent reads waiting for it may be answered. */
+  leased?(slice: number): void;
 }
 
 export class SliceReplicas {
@@ -56,6 +58,8 @@ export class SliceReplicas {
     /** When a write is executed (ms, the wall clock: records keep it across restarts and other replicas read it),
      * what bounds how long its id is remembered. */
     private readonly wallNow: () => number = Date.now,
+    /** The lease and keep-alive period (the simulation's are shorter); absent: shared/limits.ts. */
+    private readonly timing?: ReplicaTiming,
   ) {
     // At start, every slice the log holds comes back: its committed records are applied to the store.
     for (const slice of log.sliceIds) this.of(slice);
@@ -251,7 +255,9 @@ export class SliceReplicas {
         },
         snapshotState: () => encodeReplicated([...this.store.sliceEntries(slice)], this.requestsOf(slice).list()),
         committed: (index) => this.events.committed?.(slice, index),
+        leased: () => this.events.leased?.(slice),
         now: this.now,
+        timing: this.timing,
         deposed: (term) => {
           // The store ran ahead of the commit point: put it back to exactly what is committed. The writes
           // executed since the last propose() go too (deposed inside a task: worker.ts takeControl between two
