@@ -537,30 +537,42 @@ describe('the coordinator\'s wait for the old leader\'s lease', () => {
     let now = 1_000;
     const published: [number, number][] = [];
     const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
-    const f = new SliceFailover([0, 1, 2], 0, 1, timing, host);
-    f.suspectLeader();
-    f.tick(); // Prepare(2) to all
+    // Replica 0 got the Lead of term 1; the map's term is 2 (a handover named another leader before its election).
+    const f = new SliceFailover([0, 1, 2], null, 2, timing, host, undefined, [], 1);
+    f.tick(); // Prepare(3) to all
     return { f, published, at: (t: number) => (now = t) };
   };
 
   it('names no leader before the leases its answers report have run out, even past the election timeout', () => {
     const { f, published, at } = setup();
-    f.receive(1, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 5, leaseWaitMs: 400, ledTerm: 0 });
-    f.receive(2, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 5, leaseWaitMs: 100, ledTerm: 0 });
+    f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 400, ledTerm: 0 });
+    f.receive(2, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 100, ledTerm: 0 });
     expect(published).toEqual([]);
     at(1_399);
     f.tick();
     expect(published).toEqual([]); // not started again at a newer term either (timeout 200 ms)
     at(1_400);
     f.tick();
-    expect(published).toEqual([[1, 2]]);
+    expect(published).toEqual([[1, 3]]);
   });
 
   it('waits for nothing when the last leader itself promised the new term (it stopped leading, and reading, then)', () => {
     const { f, published } = setup();
-    f.receive(1, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 5, leaseWaitMs: 1_000, ledTerm: 0 });
-    f.receive(0, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 5, leaseWaitMs: 0, ledTerm: 1 });
-    expect(published).toEqual([[0, 2]]);
+    f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 1_000, ledTerm: 0 });
+    f.receive(0, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 0, ledTerm: 1 });
+    expect(published).toEqual([[0, 3]]);
+  });
+
+  it('counts only the leader of the last term it sent a Lead for: one of an older term may be deposed, not the last', () => {
+    const { f, published, at } = setup();
+    // Replica 2 says it led term 2, a term no Lead was sent for here (it cannot have; whoever led, the answer is not
+    // the last leader's): the lease of the leader of term 1, replica 0, which has not answered, is waited out.
+    f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 300, ledTerm: 0 });
+    f.receive(2, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 0, ledTerm: 2 });
+    expect(published).toEqual([]);
+    at(1_300);
+    f.tick();
+    expect(published).toEqual([[1, 3]]);
   });
 });
 

@@ -56,7 +56,7 @@ export interface LastRecord {
 /** An answer to a Prepare: its last record, and until when (host.now) the lease of the leader it last answered may run. */
 interface Promise_ extends LastRecord {
   leaseEndsBy: number;
-  /** It led the term before this election's (this failover's term), so held the only lease that may still run. */
+  /** It led the last term a Lead was sent for (lastLed), so held the only lease that may still run. */
   ledLast: boolean;
 }
 
@@ -111,6 +111,9 @@ export class SliceFailover {
      * change settles, an election needs a majority of each of them and of `replicas`, and so does every commit
      * of a leader it elects. Empty: no change under way. */
     older: readonly (readonly ReplicaId[])[] = [],
+    /** The last term for which the coordinator sent a Lead (the slice's map term, or a term no replica led: then
+     * nothing is known of who led last, and every election waits the reported leases out). */
+    private lastLed = 0,
   ) {
     assert(new Set(replicas).size === replicas.length && replicas.length >= 1, 'a slice\'s replicas are distinct');
     this.configs = [replicas, ...older];
@@ -125,6 +128,10 @@ export class SliceFailover {
   }
   get currentTerm(): number {
     return this.term;
+  }
+  /** The last term it sent a Lead for (see the constructor): a failover that replaces this one takes it over. */
+  get lastLedTerm(): number {
+    return this.lastLed;
   }
 
   tick(): void {
@@ -184,7 +191,7 @@ export class SliceFailover {
     if (m.type === 'Refused' && this.election !== null && m.term >= this.election.term && this.members.includes(from)) this.election.refused.add(from);
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
     if (this.election.answers.has(from)) return;
-    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: m.ledTerm > 0 && m.ledTerm === this.term });
+    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: m.ledTerm > 0 && m.ledTerm === this.lastLed });
     this.finishElection();
   }
 
@@ -233,6 +240,7 @@ export class SliceFailover {
     this.term = term;
     this.lastGoodAt = this.host.now();
     this.published = true;
+    this.lastLed = term;
     this.host.publish(chosen, term);
     // While the change is unsettled the leader replicates to every set's replicas and commits on joint majorities.
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
@@ -271,7 +279,7 @@ export class SliceFailover {
    * change had not settled either). */
   changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, choose: typeof chooseLeader = chooseLeader): SliceFailover {
     const older = this.configs.filter((set) => !sameSet(set, next));
-    return new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older);
+    return new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older, this.lastLed);
   }
 
   /** Every replica of every set of the change (those an election asks, those a leader replicates to). */

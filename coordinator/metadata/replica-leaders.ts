@@ -144,7 +144,9 @@ export class ReplicaLeaders {
       if (run !== undefined) this.log(`slice ${slice}: replicas ${run.replicas.join(',')} -> ${replicas.join(',')}; electing by majorities of both sets`);
       const failover =
         run === undefined
-          ? new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice))
+          ? // The map's term is at least the last one a Lead was sent for (recorded before the Lead leaves), and was that one
+            // unless a handover named a leader at a newer term before its election (then no replica led it: leases are waited out).
+            new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, [], this.map.termOf(slice))
           : run.failover.changedTo(replicas, this.map.lastTermUsed(slice), this.host(slice));
       // Only a change that some replica left has anything to tell once it settled.
       this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: failover.members.every((n) => replicas.includes(n)) });
@@ -225,7 +227,8 @@ export class ReplicaLeaders {
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
       assert(replicas[0] === to && keyOf(replicas) === key, 'a handover changes the leader, not the replica set');
-      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
+      const lastLed = this.runs.get(slice)!.failover.lastLedTerm;
+      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, [], lastLed);
       this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: true, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
     }
     this.handovers += ok.length;
