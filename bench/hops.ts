@@ -3,7 +3,7 @@
 // compare against, built (DIR/dist), e.g.
 //   git archive <commit> | tar -x -C /tmp/base && ln -s $PWD/node_modules /tmp/base/ && (cd /tmp/base && npx tsc -p tsconfig.json)
 //   node dist/bench/hops.js --base /tmp/base [--rounds 5] [--duration 4]
-// Both clusters run at once (2 nodes x 2 workers, durability os, the default routers),
+// Both clusters run at once (2 nodes x 2 workers, or --nodes N: 3 for R=3; durability os, the default routers),
 // each loaded with the same data; every workload runs on one and then the other, the
 // order alternating from round to round, and each figure is the median over the rounds.
 // Workloads: the native WebSocket client (GetItem at 1 in flight, PutItem and GetItem at
@@ -27,6 +27,7 @@ const { values: opts } = parseArgs({
     rounds: { type: 'string', default: '5' },
     duration: { type: 'string', default: '4' },
     only: { type: 'string' },
+    nodes: { type: 'string', default: '2' },
     profile: { type: 'string' },
   },
 });
@@ -53,7 +54,7 @@ interface Side {
 async function startSide(name: string, distRoot: string): Promise<Side> {
   const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
   const dir = mkdtempSync(join(tmpdir(), `keyslice-hops-${name}-`));
-  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: 2, workers: 2, durability: 'os' });
+  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os' });
   const clients: KeysliceClient[] = [];
   for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
   const port = Number(new URL(cluster.url).port);
