@@ -276,7 +276,12 @@ function release(h: Held, slice: number): void {
 function onCommitted(slice: number, index: number): void {
   const waiting = heldBySlice.get(slice);
   if (waiting === undefined) return;
-  for (const h of waiting) if (h.waits.get(slice)! <= index && (!h.leases.has(slice) || replicas!.of(slice).leaseValid)) release(h, slice);
+  const r = replicas!.of(slice);
+  for (const h of waiting) {
+    if (h.waits.get(slice)! > index) continue;
+    if (!h.leases.has(slice) || r.leaseValid) release(h, slice);
+    else r.renewLease(); // its lease ran out again while the commit was awaited: ask for it now
+  }
 }
 
 /** The leader of `slice` holds its lease again: reads that waited for it, and for nothing else, are answered. */
