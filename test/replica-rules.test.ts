@@ -696,6 +696,38 @@ describe('a leader\'s lease (consistent reads on a leader deposed without knowin
     expect(g.replicas[0].leaseValid).toBe(false);
     expect(g.replicas[4].readable).toBe(false); // before leases, its keep-alives kept replica 4 answering
   });
+
+  it('after a LeadOn, holds no lease until a majority of each of the change\'s sets answered at the new term; answers of the old term do not count', () => {
+    // 0 leads term 1 over 0-3 and holds a lease; the set becomes 0, 1, 3 (2 leaves) and 0 leads on at term 2.
+    const g = group(4);
+    g.elect(0, 1);
+    g.sync(0);
+    settleAmong(g, [0, 1, 2, 3]);
+    expect(g.replicas[0].leaseValid).toBe(true);
+    g.clock.now = 100;
+    g.replicas[0].receive(COORDINATOR, { type: 'LeadOn', term: 2, from: 1, followers: [1, 2, 3], sets: [[0, 1, 3], [0, 1, 2, 3]] });
+    expect([g.replicas[0].isLeader, g.replicas[0].term]).toEqual([true, 2]);
+    // The lease of term 1 is not carried over: it counted the old set, and once the change settles only the new one elects.
+    expect(g.replicas[0].leaseValid).toBe(false);
+    // An answer at term 1 to a message sent after the LeadOn (a follower that has not taken term 2 yet) counts for nothing.
+    g.replicas[0].receive(1, { type: 'KeepAliveOk', term: 1, sentAt: 100 });
+    g.replicas[0].receive(3, { type: 'KeepAliveOk', term: 1, sentAt: 100 });
+    expect(g.replicas[0].leaseValid).toBe(false);
+    // 3 answers term 2's barrier: a majority of the new set (0, 3), not of the old one (2 of 4).
+    g.sync(0);
+    settleAmong(g, [0, 3]);
+    expect(g.replicas[0].leaseValid).toBe(false);
+    // 2 hears term 2 from the next tick's appends (a keep-alive of a term it has not taken is dropped) and answers.
+    g.clock.now += REPLICA_TICK_MS;
+    g.replicas[0].tick();
+    settleAmong(g, [0, 2, 3]);
+    expect(g.replicas[0].leaseValid).toBe(true);
+    // It promises a later election's term: its answer says it led term 2, which the coordinator recorded with the LeadOn.
+    g.replicas[0].receive(COORDINATOR, { type: 'Prepare', term: 3 });
+    expect(g.replicas[0].leaseValid).toBe(false);
+    g.sync(0);
+    expect(g.deliver(COORDINATOR).map((s) => s.m)).toMatchObject([{ type: 'Prepared', term: 3, ledTerm: 2 }]);
+  });
 });
 
 describe('the coordinator\'s wait for the old leader\'s lease', () => {
@@ -740,6 +772,40 @@ describe('the coordinator\'s wait for the old leader\'s lease', () => {
     at(1_300);
     f.tick();
     expect(published).toEqual([[1, 3]]);
+  });
+
+  it('counts a LeadOn as the last Lead: the leader told to lead on answers, and nothing is waited for; a leader that missed the LeadOn answers for the term before, and the leases are waited out', () => {
+    for (const got of [true, false]) {
+      let now = 1_000;
+      const published: [number, number][] = [];
+      const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
+      const f = new SliceFailover([0, 1, 2], null, 0, timing, host);
+      f.tick();
+      for (const r of [0, 1, 2]) f.receive(r, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+      expect(published).toEqual([[0, 1]]);
+      now += 50;
+      f.receive(0, { type: 'Pong', seq: 1, term: 1, leading: true, commitTerm: 1, lastIndex: 4 });
+      // 2 is replaced by 3: 0 leads on at term 2.
+      const g = f.changedTo([0, 1, 3], 1, host);
+      expect([g.currentLeader, g.currentTerm, g.lastLedTerm]).toEqual([0, 2, 2]);
+      // It stops answering; the election (term 3) hears from 0 and 1, a majority of both sets.
+      now += timing.heartbeatTimeoutMs + 1;
+      g.tick();
+      g.receive(1, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 5, leaseWaitMs: 1_000, ledTerm: 0 });
+      g.receive(0, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 5, leaseWaitMs: 0, ledTerm: got ? 2 : 1 });
+      if (got) {
+        expect(published.at(-1)).toEqual([0, 3]);
+        continue;
+      }
+      // It says it led term 1: its lease at term 1 may still run, on answers that 1 reported.
+      expect(published.at(-1)).toEqual([0, 2]);
+      now += 999;
+      g.tick();
+      expect(published.at(-1)).toEqual([0, 2]);
+      now += 1;
+      g.tick();
+      expect(published.at(-1)).toEqual([0, 3]);
+    }
   });
 });
 
