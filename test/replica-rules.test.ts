@@ -762,6 +762,19 @@ describe('the coordinator\'s wait for the old leader\'s lease', () => {
     expect(published).toEqual([[0, 3]]);
   });
 
+  it('needs only a majority whose waits are over: a replica that just restarted (a full wait, not knowing what it answered before) holds nothing up', () => {
+    const { f, published, at } = setup();
+    f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 100, ledTerm: 0 });
+    f.receive(0, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 1_500, ledTerm: 0 }); // restarted: leads nothing
+    f.receive(2, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 200, ledTerm: 0 });
+    at(1_199);
+    f.tick();
+    expect(published).toEqual([]); // only 1's wait is over: not a majority
+    at(1_200);
+    f.tick();
+    expect(published).toEqual([[0, 3]]); // 1 and 2 are: the lease, on a majority, had one of them (before: at 2,500)
+  });
+
   it('counts only the leader of the last term it sent a Lead for: one of an older term may be deposed, not the last', () => {
     const { f, published, at } = setup();
     // Replica 2 says it led term 2, a term no Lead was sent for here (it cannot have; whoever led, the answer is not

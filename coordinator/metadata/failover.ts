@@ -153,9 +153,7 @@ export class SliceFailover {
       const e = this.election;
       // A majority answered and a lease is running out: the election ends once it has (not later than LEASE_MS).
       if (this.finishElection()) return;
-      const now1 = this.host.now();
-      const promises = [...e.answers.values()];
-      if (this.hasMajority(e.answers) && !promises.some((p) => p.ledLast) && promises.some((p) => p.leaseEndsBy > now1)) return;
+      if (this.hasMajority(e.answers) && !this.leasesOut(e.answers)) return;
       // Replicas that promised the term and have not answered yet, on nodes that answer other slices: their answer
       // is slow (a node restarting or catching up), not lost. A newer term would make every replica promise again
       // and lose the answers already in, so the election waits, up to LEADER_SLOW_TIMEOUT_FACTOR times its timeout.
@@ -214,18 +212,32 @@ export class SliceFailover {
     return this.configs.every((set) => set.filter((r) => answers.has(r)).length >= majority(set.length));
   }
 
+  /** No lease of an older leader may still run: the last leader answered (it stopped leading when it promised), or
+   * the answers whose reported wait is over are by themselves a majority of every set. The lease counted a majority
+   * of its set, which shares a replica with that majority, and that replica's wait is over, so the lease ended. An
+   * answer still waiting (a node that just restarted reports a full LEASE_MS, not knowing what it answered before
+   * its crash) holds nothing up once enough others are past theirs: only some majority's waits matter, not all. */
+  private leasesOut(answers: ReadonlyMap<ReplicaId, Promise_>): boolean {
+    const now = this.host.now();
+    const over = new Map<ReplicaId, Promise_>();
+    for (const [r, p] of answers) {
+      if (p.ledLast) return true;
+      if (p.leaseEndsBy <= now) over.set(r, p);
+    }
+    return this.hasMajority(over);
+  }
+
   /** Names the leader once a majority answered and no lease of an older leader may still run: every leader before
    * the last one named had its lease run out before that one was named (this rule, by induction), and the last one's
-   * lease counted on answers from a majority of its set, one of which is among these answers (two majorities meet),
-   * and that replica's leaseEndsBy is no earlier than the lease's end. If the last leader itself answered, it stopped
+   * lease counted on answers from a majority of its set, one of which is among the answers whose wait is over (two
+   * majorities meet: leasesOut), and that replica's leaseEndsBy is no earlier than the lease's end. If the last leader itself answered, it stopped
    * leading (and serving reads) when it promised. The wait is measured by this clock from when each answer arrived,
    * which is later than it was sent. Whether it named one. */
   private finishElection(): boolean {
     if (this.election === null) return false;
     const answers = this.election.answers;
     if (!this.hasMajority(answers)) return false;
-    const promises = [...answers.values()];
-    if (!promises.some((p) => p.ledLast) && promises.some((p) => p.leaseEndsBy > this.host.now())) return false;
+    if (!this.leasesOut(answers)) return false;
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
     if (chosen === null) return false;
     if (!this.replicas.includes(chosen)) {
