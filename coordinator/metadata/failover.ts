@@ -61,7 +61,8 @@ export interface LastRecord {
 /** An answer to a Prepare: its last record, and until when (host.now) the lease of the leader it last answered may run. */
 interface Promise_ extends LastRecord {
   leaseEndsBy: number;
-  /** It led the last term a Lead was sent for (lastLed), so held the only lease that may still run. */
+  /** It led the last term a Lead was sent for (lastLed), or it is the replica that Lead went to (lastLedBy): it held
+   * the only lease that may still run, and holds none now. */
   ledLast: boolean;
 }
 
@@ -121,6 +122,8 @@ export class SliceFailover {
     /** The last term for which the coordinator sent a Lead (the slice's map term, or a term no replica led: then
      * nothing is known of who led last, and every election waits the reported leases out). */
     private lastLed = 0,
+    /** The replica that Lead (or LeadOn) went to; null: not known (a coordinator that started since). */
+    private lastLedBy: ReplicaId | null = null,
   ) {
     assert(new Set(replicas).size === replicas.length && replicas.length >= 1, 'a slice\'s replicas are distinct');
     this.configs = [replicas, ...older];
@@ -139,6 +142,10 @@ export class SliceFailover {
   /** The last term it sent a Lead for (see the constructor): a failover that replaces this one takes it over. */
   get lastLedTerm(): number {
     return this.lastLed;
+  }
+  /** The replica it sent that Lead to (see the constructor), or null. */
+  get lastLeader(): ReplicaId | null {
+    return this.lastLedBy;
   }
 
   tick(): void {
@@ -202,7 +209,7 @@ export class SliceFailover {
     }
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
     if (this.election.answers.has(from)) return;
-    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: m.ledTerm > 0 && m.ledTerm === this.lastLed });
+    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: (m.ledTerm > 0 && m.ledTerm === this.lastLed) || from === this.lastLedBy });
     this.finishElection();
   }
 
@@ -230,8 +237,10 @@ export class SliceFailover {
   /** Names the leader once a majority answered and no lease of an older leader may still run: every leader before
    * the last one named had its lease run out before that one was named (this rule, by induction), and the last one's
    * lease counted on answers from a majority of its set, one of which is among the answers whose wait is over (two
-   * majorities meet: leasesOut), and that replica's leaseEndsBy is no earlier than the lease's end. If the last leader itself answered, it stopped
-   * leading (and serving reads) when it promised. The wait is measured by this clock from when each answer arrived,
+   * majorities meet: leasesOut), and that replica's leaseEndsBy is no earlier than the lease's end. If the last leader
+   * itself answered, it stopped leading (and serving reads) when it promised; if the replica it was answered from a
+   * process started since (it leads nothing, ledTerm 0), the leader's process exited: a node's replicas live in the one
+   * process that holds its data folder (data-folder-lock.ts), and a lease lives in the leader's process. The wait is measured by this clock from when each answer arrived,
    * which is later than it was sent. Whether it named one. */
   private finishElection(): boolean {
     if (this.election === null) return false;
@@ -266,6 +275,7 @@ export class SliceFailover {
     this.lastGoodAt = this.host.now();
     this.published = true;
     this.lastLed = term;
+    this.lastLedBy = chosen;
     this.host.publish(chosen, term);
     // While the change is unsettled the leader replicates to every set's replicas and commits on joint majorities.
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
@@ -304,7 +314,7 @@ export class SliceFailover {
    * change had not settled either). */
   changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, choose: typeof chooseLeader = chooseLeader, leadOn = true): SliceFailover {
     const older = this.configs.filter((set) => !sameSet(set, next));
-    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older, this.lastLed);
+    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older, this.lastLed, this.lastLedBy);
     // The leader this failover elected (or told to lead on), in the new set, answering lately: it leads on. Only
     // with no election under way (currentLeader): then no replica took a term newer than the leader's. And only
     // once this failover's own change settled (as the coordinator changes sets: membership.ts), so that the sets
@@ -339,6 +349,7 @@ export class SliceFailover {
     this.leadingOn = true;
     // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it.
     this.lastLed = term;
+    this.lastLedBy = leader;
     this.host.publish(leader, term);
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
     this.host.send(leader, { type: 'LeadOn', term, from, followers: this.members.filter((r) => r !== leader), sets });

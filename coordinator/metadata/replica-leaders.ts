@@ -234,8 +234,8 @@ export class ReplicaLeaders {
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
       assert(replicas[0] === to && keyOf(replicas) === key, 'a handover changes the leader, not the replica set');
-      const lastLed = this.runs.get(slice)!.failover.lastLedTerm;
-      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, [], lastLed);
+      const before = this.runs.get(slice)!.failover;
+      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, [], before.lastLedTerm, before.lastLeader);
       this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: true, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
     }
     this.handovers += ok.length;
