@@ -3,7 +3,7 @@
 // compare against, built (DIR/dist), e.g.
 //   git archive <commit> | tar -x -C /tmp/base && ln -s $PWD/node_modules /tmp/base/ && (cd /tmp/base && npx tsc -p tsconfig.json)
 //   node dist/bench/hops.js --base /tmp/base [--rounds 5] [--duration 4]
-// Both clusters run at once (2 nodes x 2 workers, or --nodes N; durability os, the default routers),
+// Both clusters run at once (2 nodes x 2 workers, or --nodes N: 3 for R=3; durability os, the default routers),
 // each loaded with the same data; every workload runs on one and then the other, the
 // order alternating from round to round, and each figure is the median over the rounds.
 // Workloads: the native WebSocket client (GetItem at 1 in flight, PutItem and GetItem at

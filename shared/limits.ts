@@ -209,6 +209,27 @@ export const REPLICA_READ_STALENESS_MS = 3_000;
  * or the leader's or the follower's thread may stall for up to a second (a loaded machine: see
  * docs/replication.md, "Staleness"), before a follower stops answering. */
 export const REPLICA_KEEPALIVE_MS = REPLICA_READ_STALENESS_MS / 3;
+/** A slice's leader answers a consistent read from its own store only while it holds a lease (docs/replication.md,
+ * "Leases"): a majority of its replica set (itself counted) answered, at its term, a message it sent at time t, and
+ * its monotonic clock says less than this long minus REPLICA_LEASE_DRIFT since t. A replica that promises a newer term
+ * tells the coordinator how much of this is left since it last answered an older leader, and the coordinator waits
+ * that out before it names a new leader (unless the old leader itself promised). Equal to LEADER_HEARTBEAT_TIMEOUT_MS:
+ * a leader that died or froze had its followers' last answers about when the coordinator last heard from it, so by
+ * the time the coordinator counts it gone its lease has nearly run out, and failover waits at most a ping interval
+ * longer. Longer than a keep-alive period plus a tick, so that an idle leader, whose followers answer its keep-alives,
+ * holds its lease without a break (asserted in replica.ts). */
+export const REPLICA_LEASE_MS = LEADER_HEARTBEAT_TIMEOUT_MS;
+/** The part of a lease a leader does not use: monotonic clocks of two machines run at rates that differ by far less
+ * than 5% (NTP slews at most 0.05%), and the lease is measured by the leader's clock and waited out by the follower's
+ * and the coordinator's. */
+export const REPLICA_LEASE_DRIFT = 0.05;
+/** A consistent read on a leader whose lease lapsed (an idle leader whose keep-alive round was lost, or one cut off
+ * from its followers) waits this long for the answers to a round of keep-alives it sends at once, and then answers
+ * Unavailable (not applied), which a router retries on the leader the map names. Long enough for a round trip on a
+ * loaded host; short against the router's FAILOVER_RETRY_MS_MAX. */
+export const REPLICA_LEASE_WAIT_MS = 500;
+/** A leader without a lease sends such a round at most this often however many reads wait. */
+export const REPLICA_LEASE_PROBE_MS_MIN = 20;
 /** One Replicate frame carries at most this many [slice, message] entries (a sender batches what one
  * turn produced for one destination; more goes in further frames). */
 export const REPLICATION_FRAME_ENTRIES_MAX = 4096;

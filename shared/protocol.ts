@@ -21,7 +21,7 @@
 // map, its peers' URLs and the replica set of every slice it holds a replica of (null: R=1,
 // no slice has followers). Replicate carries replication messages: coordinator <-> node
 // (Prepare, Lead, Ping; Prepared, Pong, Refused) on the coordinator's connection, and
-// node -> node (Append, Snapshot, AppendOk, Refused) on links a node dials to its peers
+// node -> node (Append, Snapshot, KeepAlive, AppendOk, KeepAliveOk, Refused) on links a node dials to its peers
 // with the cluster secret (a node sends only Replicate frames on those). `from` is the
 // sender's node index, or COORDINATOR (-1). A sender puts every message for one
 // destination produced in one turn into one frame.
@@ -98,8 +98,11 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 16: a replica refuses a peer's record or snapshot whose contents are not a slice's changes (Refused code
  * MalformedContents); each hop's Replicate frames carry its own messages only; a Stats result's counters carry the
  * writes answered from a remembered request id (SliceCounts' sixth); a write with a request id runs only where its
- * slice is replicated (elsewhere Unavailable, not applied), and a router gives one only while its map replicates the slice. */
-export const NODE_PROTOCOL_VERSION = 16;
+ * slice is replicated (elsewhere Unavailable, not applied), and a router gives one only while its map replicates the slice.
+ * 17: leader leases (docs/replication.md, "Leases"): Append, Snapshot and KeepAlive carry the leader's send time and
+ * whether it held a lease, AppendOk echoes the time, followers answer KeepAlive (KeepAliveOk), and Prepared says how
+ * long the lease of the leader it last answered may still run and which term it led. */
+export const NODE_PROTOCOL_VERSION = 17;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer

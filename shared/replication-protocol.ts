@@ -38,7 +38,11 @@ export type RefusalCode =
 
 export type ReplicationMessage =
   | { type: 'Prepare'; term: number }
-  | { type: 'Prepared'; term: number; lastTerm: number; lastIndex: number }
+  /** leaseWaitMs: how long, by the replica's clock, until LEASE_MS has passed since it last answered a leader of an
+   * older term (a leader that may still hold a lease it counted on this answer: docs/replication.md, "Leases"); the
+   * coordinator names no new leader before. ledTerm: the term this replica led when the Prepare came (0: none); a
+   * leader that promised a newer term holds no lease any more. */
+  | { type: 'Prepared'; term: number; lastTerm: number; lastIndex: number; leaseWaitMs: number; ledTerm: number }
   /** sets: while a replica-set change is unsettled, the sets (the new one first) each of whose majorities every
    * commit of this leader needs (joint majorities, docs/replication.md); empty: a majority of itself and its followers. */
   | { type: 'Lead'; term: number; followers: ReplicaId[]; sets: ReplicaId[][] }
@@ -52,18 +56,26 @@ export type ReplicationMessage =
    * leader's term once it holds the leader's barrier (its first record) committed (docs/replication.md).
    * lastIndex: the index of its last record (a leadership handover waits until the new leader's reaches the old's). */
   | { type: 'Pong'; seq: number; term: number; leading: boolean; commitTerm: number; lastIndex: number }
-  | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number }
-  | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number }
+  /** sentAt: the leader's monotonic clock when it sent this (whole ms, rounded down), echoed in the answer, from
+   * which the leader's lease runs. leased: the leader held a lease when it sent this, so no other leader can have
+   * been elected yet; a follower counts itself fresh for eventual reads only from such a message. */
+  | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number; sentAt: number; leased: boolean }
+  | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number; sentAt: number; leased: boolean }
   /** The leader of `term` still leads it: sent every REPLICA_KEEPALIVE_MS to followers that said they hold every
-   * record and the commit point (they get no heartbeat), so that they stay readable. Not answered. */
-  | { type: 'KeepAlive'; term: number; commitIndex: number }
-  /** The KeepAlives of one turn from one worker to one node, as numbers (`[slice, term, commitIndex, ...]`) in one
+   * record and the commit point (they get no heartbeat), so that they stay readable, and to every follower when the
+   * leader needs its lease renewed. Answered with KeepAliveOk. sentAt and leased as in Append. */
+  | { type: 'KeepAlive'; term: number; commitIndex: number; sentAt: number; leased: boolean }
+  /** A follower of `term` had the KeepAlive sent at sentAt (the leader's clock): it renews the leader's lease. */
+  | { type: 'KeepAliveOk'; term: number; sentAt: number }
+  /** The KeepAlives of one turn from one worker to one node, as numbers (`[slice, term, commitIndex, sentAt, leased
+   * (0 or 1), ...]`) in one
    * entry whose slice is the first of them: a slice node's transport folds them (worker.ts) and splits them again
    * for its workers (main.ts), so a replica never sees this one. An idle cluster's replication traffic is mostly
    * keep-alives, and a message per slice costs a copy at each thread hop, an encoding and a check. */
   | { type: 'KeepAlives'; slices: number[] }
   /** commitIndex: the commit point the follower holds durably (its leader stops heartbeats once it has it all). */
-  | { type: 'AppendOk'; term: number; matchIndex: number; commitIndex: number }
+  /** sentAt: the Append's or Snapshot's that it answers (its leader's lease runs from it). */
+  | { type: 'AppendOk'; term: number; matchIndex: number; commitIndex: number; sentAt: number }
   | { type: 'Refused'; term: number; code: RefusalCode; message: string; lastIndex: number; commitIndex: number };
 
 
@@ -74,23 +86,26 @@ export const REFUSAL_CODES: readonly RefusalCode[] = ['StaleTerm', 'LogGap', 'Ch
  * answer the coordinator. */
 export const MESSAGES_FROM_COORDINATOR: ReadonlySet<string> = new Set(['Prepare', 'Lead', 'LeadOn', 'Ping']);
 export const MESSAGES_TO_COORDINATOR: ReadonlySet<string> = new Set(['Prepared', 'Pong', 'Refused']);
-export const MESSAGES_BETWEEN_REPLICAS: ReadonlySet<string> = new Set(['Append', 'Snapshot', 'KeepAlive', 'KeepAlives', 'AppendOk', 'Refused']);
+export const MESSAGES_BETWEEN_REPLICAS: ReadonlySet<string> = new Set(['Append', 'Snapshot', 'KeepAlive', 'KeepAlives', 'AppendOk', 'KeepAliveOk', 'Refused']);
 
 const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Prepare: ['term'],
-  Prepared: ['term', 'lastTerm', 'lastIndex'],
+  Prepared: ['term', 'lastTerm', 'lastIndex', 'leaseWaitMs', 'ledTerm'],
   Lead: ['term', 'followers', 'sets'],
   LeadOn: ['term', 'from', 'followers', 'sets'],
   Ping: ['seq'],
   Pong: ['seq', 'term', 'leading', 'commitTerm', 'lastIndex'],
-  Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex'],
-  Snapshot: ['term', 'index', 'lastTerm', 'state', 'commitIndex'],
-  KeepAlive: ['term', 'commitIndex'],
+  Append: ['term', 'prevIndex', 'prevTerm', 'records', 'commitIndex', 'sentAt', 'leased'],
+  Snapshot: ['term', 'index', 'lastTerm', 'state', 'commitIndex', 'sentAt', 'leased'],
+  KeepAlive: ['term', 'commitIndex', 'sentAt', 'leased'],
+  KeepAliveOk: ['term', 'sentAt'],
   KeepAlives: ['slices'],
-  AppendOk: ['term', 'matchIndex', 'commitIndex'],
+  AppendOk: ['term', 'matchIndex', 'commitIndex', 'sentAt'],
   Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
 };
-const COUNTS = new Set(['term', 'from', 'commitTerm', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex']);
+const COUNTS = new Set(['term', 'from', 'commitTerm', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex', 'sentAt', 'leaseWaitMs', 'ledTerm']);
+/** The width of one slice's entry in KeepAlives.slices: slice, term, commitIndex, sentAt, leased. */
+export const KEEPALIVE_NUMBERS = 5;
 const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /** Why `m` is not a whole replication message, or null. Records are checked for shape here and
@@ -105,6 +120,7 @@ export function checkReplicationMessage(m: unknown): string | null {
     const v = msg[f];
     if (COUNTS.has(f) ? !isCount(v) : v === undefined) return `${msg.type}.${f} is missing or not a whole number >= 0`;
   }
+  if ('leased' in msg && typeof msg.leased !== 'boolean') return `${msg.type}.leased must be true or false`;
   switch (msg.type) {
     case 'Lead':
     case 'LeadOn':
@@ -120,8 +136,9 @@ export function checkReplicationMessage(m: unknown): string | null {
       return typeof msg.message === 'string' ? null : 'Refused.message must be a string';
     case 'KeepAlives': {
       const s = msg.slices;
-      if (!Array.isArray(s) || s.length === 0 || s.length % 3 !== 0 || s.length > 3 * SLICE_COUNT_MAX || !s.every(isCount)) {
-        return `KeepAlives.slices must be [slice, term, commitIndex, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
+      const n = KEEPALIVE_NUMBERS;
+      if (!Array.isArray(s) || s.length === 0 || s.length % n !== 0 || s.length > n * SLICE_COUNT_MAX || !s.every(isCount) || !s.every((v, i) => i % n !== n - 1 || v <= 1)) {
+        return `KeepAlives.slices must be [slice, term, commitIndex, sentAt, leased (0 or 1), ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
       }
       return null;
     }

@@ -43,7 +43,7 @@ import { lockDataFolder } from './data-folder-lock.js';
 import { PeerLinks } from './peer-links.js';
 import { WorkerChannel } from './worker-channel.js';
 import type { ReplicaControl } from './worker.js';
-import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { COORDINATOR, KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
 import {
   CLUSTER_API_PREFIX,
@@ -171,12 +171,12 @@ function routeReplication(from: number, entries: ReplicateEntry[]): void {
  * slices are spread over this node's workers by this node's worker count, which may differ from the sender's. */
 function routeKeepAlives(from: number, slices: number[]): void {
   const byWorker = new Map<number, number[]>();
-  for (let i = 0; i < slices.length; i += 3) {
+  for (let i = 0; i < slices.length; i += KEEPALIVE_NUMBERS) {
     if (!replicatedSlices.has(slices[i])) continue;
     const w = workerOf(slices[i], workerCount);
     let list = byWorker.get(w);
     if (list === undefined) byWorker.set(w, (list = []));
-    list.push(slices[i], slices[i + 1], slices[i + 2]);
+    for (let k = 0; k < KEEPALIVE_NUMBERS; k++) list.push(slices[i + k]);
   }
   for (const [w, list] of byWorker) incomingFor(w).push([list[0], from, { type: 'KeepAlives', slices: list }]);
 }

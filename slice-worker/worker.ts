@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_LEASE_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeSliceOps,
@@ -47,7 +47,7 @@ import {
   type SliceOpMessage,
   type SliceOpResult,
 } from '../shared/protocol.js';
-import type { ReplicationMessage } from '../shared/replication-protocol.js';
+import { KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
@@ -119,11 +119,20 @@ interface Held {
   ticket: number;
   results: SliceOpResult[];
   opSlices: (number[] | null)[];
+  /** Per op, whether it only reads (a consistent read answered from the leader's store needs its lease). */
+  reads: boolean[];
   waits: Map<number, number>;
+  /** The slices of `waits` whose leader's lease it waits for too (its reads), until leaseBy (performance.now). */
+  leases: Set<number>;
+  leaseBy: number;
 }
 let nextTicket = 1;
 /** slice -> the held chunks that wait on it, oldest first. */
 const heldBySlice = new Map<number, Set<Held>>();
+/** The held chunks that wait for a lease (the tick answers their reads Unavailable once leaseBy passed). */
+const heldForLease = new Set<Held>();
+/** The ops a leader answers from its store: consistent reads, answered only under its lease (docs/replication.md, "Leases"). */
+const READ_OPS: ReadonlySet<number> = new Set([SliceOp.Get, SliceOp.Range, SliceOp.Scan, SliceOp.ReplicaGet, SliceOp.ReplicaRange]);
 let compacting = false;
 
 let replicaSelf = -1;
@@ -138,9 +147,10 @@ function openReplicas(self: number): void {
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
     outbox.push([slice, to, message]);
     queuePortFlush();
-  }, { committed: onCommitted, deposed: onDeposed, malformed: onMalformed });
+  }, { committed: onCommitted, deposed: onDeposed, malformed: onMalformed, leased: onLeased });
   setInterval(() => {
     replicas!.tick();
+    if (heldForLease.size > 0) leaseTimeouts();
     maybeCompact();
     if (TRACE_REPLICAS) traceReplicas();
   }, REPLICA_TICK_MS).unref();
@@ -201,7 +211,7 @@ function foldKeepAlives(out: [number, number, ReplicationMessage][]): [number, n
       folded ??= new Map();
       let slices = folded.get(e[1]);
       if (slices === undefined) folded.set(e[1], (slices = []));
-      slices.push(e[0], m.term, m.commitIndex);
+      slices.push(e[0], m.term, m.commitIndex, m.sentAt, m.leased ? 1 : 0);
     }
   }
   if (folded === null) return out;
@@ -217,7 +227,9 @@ function onPortMessage(entries: NodePortMessage): void {
       continue;
     }
     const s = message.slices;
-    for (let i = 0; i < s.length; i += 3) if (replicated.has(s[i])) replicas.receive(s[i], from, { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2] });
+    for (let i = 0; i < s.length; i += KEEPALIVE_NUMBERS) {
+      if (replicated.has(s[i])) replicas.receive(s[i], from, { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2], sentAt: s[i + 3], leased: s[i + 4] === 1 });
+    }
   }
 }
 
@@ -268,7 +280,9 @@ function forgetResigned(resigned: number[], touched: { results: SliceOpResult[];
 
 function release(h: Held, slice: number): void {
   h.waits.delete(slice);
+  h.leases.delete(slice);
   heldBySlice.get(slice)?.delete(h);
+  if (h.leases.size === 0) heldForLease.delete(h);
   if (h.waits.size > 0) return;
   // A copy that owns its buffer, to transfer: msgpackr packs into a buffer it reuses (DESIGN.md's trap).
   answers.push([h.ticket, new Uint8Array(encodeSliceResults(h.results))]);
@@ -278,7 +292,40 @@ function release(h: Held, slice: number): void {
 function onCommitted(slice: number, index: number): void {
   const waiting = heldBySlice.get(slice);
   if (waiting === undefined) return;
-  for (const h of waiting) if (h.waits.get(slice)! <= index) release(h, slice);
+  const r = replicas!.of(slice);
+  for (const h of waiting) {
+    if (h.waits.get(slice)! > index) continue;
+    if (!h.leases.has(slice) || r.leaseValid) release(h, slice);
+    else r.renewLease(); // its lease ran out again while the commit was awaited: ask for it now
+  }
+}
+
+/** The leader of `slice` holds its lease again: reads that waited for it, and for nothing else, are answered. */
+function onLeased(slice: number): void {
+  const waiting = heldBySlice.get(slice);
+  if (waiting === undefined) return;
+  const commit = replicas!.of(slice).commitIndex;
+  for (const h of [...waiting]) if (h.leases.has(slice) && h.waits.get(slice)! <= commit) release(h, slice);
+}
+
+/** Reads that waited REPLICA_LEASE_WAIT_MS for their leader's lease answer Unavailable, not applied: the leader may
+ * have been deposed without knowing it (cut off from its followers), and the router tries again, on the leader the
+ * map names by then. Writes of the same chunk still wait for their commit. */
+function leaseTimeouts(): void {
+  const now = performance.now();
+  for (const h of [...heldForLease]) {
+    if (now < h.leaseBy) continue;
+    for (const s of [...h.leases]) {
+      h.opSlices.forEach((slices, i) => {
+        if (h.reads[i] && slices !== null && slices.includes(s)) {
+          h.results[i] = [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node holds no lease (no answer from a majority of its replicas for ${REPLICA_LEASE_WAIT_MS} ms); retry`, { notApplied: true }];
+        }
+      });
+      h.leases.delete(s);
+      if (replicas!.of(s).commitIndex >= h.waits.get(s)!) release(h, s);
+    }
+    heldForLease.delete(h);
+  }
 }
 
 function onDeposed(slice: number, term: number): void {
@@ -423,7 +470,7 @@ function open(task: { port: MessagePort }): OpenSummary {
 function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (ReplicaControl | null)[]): ChunkAnswer[] {
   if (log === null) throw new Error('invariant broken: a batch reached the worker before it was opened');
   const out: ChunkAnswer[] = [];
-  let touched: { c: number; results: SliceOpResult[]; opSlices: (number[] | null)[] }[] | null = null;
+  let touched: { c: number; results: SliceOpResult[]; opSlices: (number[] | null)[]; reads: boolean[] }[] | null = null;
   /** The task's effects taken from the store at a control that made replicas resign (forgetResigned). */
   const carried: Effect[] = [];
   for (let c = 0; c < chunks.length; c++) {
@@ -450,6 +497,7 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
       continue;
     }
     const opSlices: (number[] | null)[] = new Array(ops.length).fill(null);
+    const reads: boolean[] = new Array(ops.length).fill(false);
     let any = false;
     for (let i = 0; i < ops.length; i++) {
       const problem = checkSliceOp(ops[i], trusted[c]);
@@ -480,18 +528,19 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
       results[i] = slices !== null && isWriteOp(op) ? replicas!.execute(op) : store.execute(op);
       if (slices !== null) {
         opSlices[i] = slices;
+        reads[i] = READ_OPS.has(op[0]);
         any = true;
       }
     }
     if (!any) out.push(encodeSliceResults(results));
     else {
       out.push(''); // replaced below, once the task's records are proposed
-      (touched ??= []).push({ c, results, opSlices });
+      (touched ??= []).push({ c, results, opSlices, reads });
     }
   }
   let effects = carried.length === 0 ? store.takeEffects() : carried.concat(store.takeEffects());
   if (replicated.size > 0 && effects.length > 0) effects = proposeReplicated(effects);
-  if (touched !== null) for (const t of touched) out[t.c] = holdUntilCommitted(t.results, t.opSlices);
+  if (touched !== null) for (const t of touched) out[t.c] = holdUntilCommitted(t.results, t.opSlices, t.reads);
   if (effects.length > 0) log.append(RECORD_KIND.Effects, encodeEffects(effects));
   if (dropCheck) dropLeftReplicas(log);
   if (log.bytesSinceSnapshot >= config.snapshotAfterBytes && !snapshotting) {
@@ -527,18 +576,28 @@ function dropLeftReplicas(wal: WriteAheadLog): void {
 }
 
 /** A chunk that touched replicated slices: answered now if each slice's commit index already reaches its
- * last index (what the chunk wrote or saw), else held until it does (or the slice's leader is deposed). */
-function holdUntilCommitted(results: SliceOpResult[], opSlices: (number[] | null)[]): ChunkAnswer {
+ * last index (what the chunk wrote or saw) and the leader of each slice it read holds its lease, else held until
+ * they do (or the slice's leader is deposed, or REPLICA_LEASE_WAIT_MS passed for a lease). A lease valid when the
+ * read ran, or later, is enough: no other leader was named before then (Replica.leaseValid), so every write
+ * acknowledged before the read arrived was this leader's, or before it, and is in the store it read. */
+function holdUntilCommitted(results: SliceOpResult[], opSlices: (number[] | null)[], reads: boolean[]): ChunkAnswer {
   const waits = new Map<number, number>();
-  for (const slices of opSlices) {
-    if (slices === null) continue;
+  const leases = new Set<number>();
+  opSlices.forEach((slices, i) => {
+    if (slices === null) return;
     for (const s of slices) {
       const r = replicas!.of(s);
       if (r.commitIndex < r.lastIndex) waits.set(s, r.lastIndex);
+      if (reads[i] && !leases.has(s) && !r.leaseValid) {
+        leases.add(s);
+        waits.set(s, r.lastIndex);
+        r.renewLease();
+      }
     }
-  }
+  });
   if (waits.size === 0) return encodeSliceResults(results);
-  const h: Held = { ticket: nextTicket++, results, opSlices, waits };
+  const h: Held = { ticket: nextTicket++, results, opSlices, reads, waits, leases, leaseBy: performance.now() + REPLICA_LEASE_WAIT_MS };
+  if (leases.size > 0) heldForLease.add(h);
   for (const s of waits.keys()) {
     if (!heldBySlice.has(s)) heldBySlice.set(s, new Set());
     heldBySlice.get(s)!.add(h);

@@ -70,10 +70,10 @@ describe('node frames', () => {
   });
 
   it('checks Replicate frames whole, for both receivers: the sender, each slice, each message', () => {
-    const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0 };
-    const ok = [NodeFrame.Replicate, 2, [[8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 5, 2, 7] }]]];
+    const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0, sentAt: 12, leased: true };
+    const ok = [NodeFrame.Replicate, 2, [[8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1, sentAt: 12 }], [4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 12, 1, 5, 2, 7, 12, 0] }]]];
     expect(frame(ok, 'node')).toHaveLength(3);
-    const answers = [NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }], [8, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 1 }]]];
+    const answers = [NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }], [8, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 1, leaseWaitMs: 900, ledTerm: 0 }]]];
     expect(frame(answers, 'coordinator')).toHaveLength(3);
     expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }], [1, { type: 'Ping', seq: 1 }]]])[1]).toBe(-1);
     expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'LeadOn', term: 4, from: 3, followers: [1, 2], sets: [[0, 1, 2], [0, 1]] }]]])[1]).toBe(-1);
@@ -85,6 +85,8 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, -1, [[0, append]]], 'node', /slice 0: Append is not sent by the coordinator/],
       [[NodeFrame.Replicate, -1, [[0, { type: 'Refused', term: 1, code: 'StaleTerm', message: '', lastIndex: 0, commitIndex: 0 }]]], 'node', /Refused is not sent by the coordinator/],
       [ok, 'coordinator', /slice 8: Append is not sent to the coordinator/],
+      [[NodeFrame.Replicate, 2, [[4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }]]], 'coordinator', /slice 4: KeepAliveOk is not sent to the coordinator/],
+      [[NodeFrame.Replicate, -1, [[4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }]]], 'node', /KeepAliveOk is not sent by the coordinator/],
       [[NodeFrame.Replicate, 2, [[7, { type: 'LeadOn', term: 4, from: 3, followers: [1], sets: [[0, 1]] }]]], 'node', /LeadOn is not sent from one replica to another/],
     ];
     for (const [f, to, why] of hops) expect(() => frame(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
@@ -103,8 +105,12 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, followers: [1], sets: [] }]]], /LeadOn.from is missing/],
       [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, from: 2, followers: [1], sets: [[]] }]]], /LeadOn.sets must be/],
       [[NodeFrame.Replicate, 0, [[1, { ...append, records: [{ term: 2, index: 1, payload: 'x', checksum: 5 }] }]]], /an Append record is/],
-      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1 }]]], /AppendOk.commitIndex is missing/],
-      [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, 2] }]]], /KeepAlives.slices must be \[slice, term, commitIndex, ...\]/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, sentAt: 0 }]]], /AppendOk.commitIndex is missing/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1 }]]], /AppendOk.sentAt is missing/],
+      [[NodeFrame.Replicate, 0, [[1, { ...append, leased: 1 }]]], /Append.leased must be true or false/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 1, leaseWaitMs: -1, ledTerm: 0 }]]], /Prepared.leaseWaitMs is missing/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, 2] }]]], /KeepAlives.slices must be \[slice, term, commitIndex, sentAt, leased/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, 2, 3, 4, 2] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, -2, 0] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Refused', term: 1, code: 'Nope', message: '', lastIndex: 0, commitIndex: 0 }]]], /Refused.code must be one of/],

@@ -26,9 +26,15 @@
 //   - an eventually consistent read (ReplicaGet) is refused ReplicaNotReady by a
 //     replica that has not heard from a leader, answered by a follower from what
 //     it applied, and refused WrongOwner by a node that holds no replica;
+//   - a leader whose links to its peers are cut (a TCP proxy between each pair of
+//     nodes, closed) and that the coordinator no longer reaches is deposed without
+//     knowing it: a consistent read sent to it by a router with an old map is not
+//     answered with a value older than the new leader's acknowledged write (it has
+//     no lease: Unavailable, which a router retries on the new leader);
 //   - a follower restarted and then assigned no replica (its sets changed while it
 //     was down) drops what it held, and a second restart brings none of it back.
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Packr } from 'msgpackr';
@@ -54,6 +60,7 @@ import {
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
+import { REPLICA_LEASE_WAIT_MS } from '../shared/limits.js';
 import { encodeReplicated } from '../slice-worker/log-format.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
 
@@ -76,6 +83,46 @@ const lines: string[] = [];
 const acked = new Map<string, [number, number]>();
 /** The node that leads the replicated slices now. */
 let leader = 0;
+/** Nodes the test's coordinator does not reach (a partition): they get no Epoch frame of a map change. */
+const cutOff = new Set<number>();
+
+/** A TCP proxy per ordered pair of nodes (from -> to), which the test can cut: each node's peer URLs point at them
+ * once `proxyPeers` ran, so that the links between nodes can be cut while each node still talks to the test. */
+const proxies = new Map<string, { server: Server; url: string; sockets: Set<Socket> }>();
+const isolatedNodes = new Set<number>();
+async function proxyPeers(): Promise<void> {
+  for (const from of [0, 1, 2]) {
+    for (const to of [0, 1, 2]) {
+      if (from === to) continue;
+      const sockets = new Set<Socket>();
+      const target = Number(new URL(urls[to]).port);
+      const server = createServer((client) => {
+        if (isolatedNodes.has(from) || isolatedNodes.has(to)) return void client.destroy();
+        const upstream = connect(target, '127.0.0.1');
+        for (const sock of [client, upstream]) {
+          sockets.add(sock);
+          sock.on('error', () => {});
+          sock.on('close', () => {
+            sockets.delete(sock);
+            client.destroy();
+            upstream.destroy();
+          });
+        }
+        client.pipe(upstream);
+        upstream.pipe(client);
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+      const port = (server.address() as { port: number }).port;
+      proxies.set(`${from}->${to}`, { server, url: `ws://127.0.0.1:${port}`, sockets });
+    }
+  }
+}
+/** Cuts every link between node `n` and its peers, both ways (what is connected is dropped; new dials are refused). */
+function isolate(n: number): void {
+  isolatedNodes.add(n);
+  for (const [key, p] of proxies) if (key.split('->').map(Number).includes(n)) for (const sock of p.sockets) sock.destroy();
+}
+const peerUrl = (from: number, to: number) => proxies.get(`${from}->${to}`)?.url ?? urls[to];
 
 /** The test's side of one node's connection: what a coordinator's link does. */
 class Link {
@@ -134,8 +181,10 @@ class Link {
     this.send([NodeFrame.Assign, e, SLICES, led, CLUSTER, replication]);
     await done;
     this.isAssigned = true;
-    // Every node's epoch moves with the map, as the coordinator's Epoch frames do.
-    for (const l of links) if (l !== null && l !== this && l.isAssigned) l.send([NodeFrame.Epoch, e]);
+    // Every node's epoch moves with the map, as the coordinator's Epoch frames do (not a node it does not reach).
+    links.forEach((l, n) => {
+      if (l !== null && l !== this && l.isAssigned && !cutOff.has(n)) l.send([NodeFrame.Epoch, e]);
+    });
   }
 
   /** Replication messages from the coordinator. */
@@ -168,7 +217,7 @@ class Link {
   }
 
   /** Runs ops (all of one worker) as one Batch part; resolves with their results, or null if no answer comes within `ms`. */
-  batch(worker: number, ops: SliceOpMessage[], ms = WAIT_MS): Promise<SliceOpResult[] | null> {
+  batch(worker: number, ops: SliceOpMessage[], ms = WAIT_MS, atEpoch = epoch): Promise<SliceOpResult[] | null> {
     const id = this.nextBatch++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -181,7 +230,7 @@ class Link {
         if (f[0] === NodeFrame.BatchReply) resolve(decodeSliceResults(f[3]));
         else reject(new Error(`BatchError: ${JSON.stringify(f)}`));
       });
-      this.send([NodeFrame.Batch, id, epoch, [[worker, encodeSliceOps(ops)]]]);
+      this.send([NodeFrame.Batch, id, atEpoch, [[worker, encodeSliceOps(ops)]]]);
     });
   }
 
@@ -201,7 +250,7 @@ function replication(self: number, leader: number): AssignReplication {
   const order = [leader, ...[0, 1, 2].filter((n) => n !== leader)];
   return {
     self,
-    peers: [0, 1, 2].filter((n) => n !== self).map((n) => [n, urls[n]] as [number, string]),
+    peers: [0, 1, 2].filter((n) => n !== self).map((n) => [n, peerUrl(self, n)] as [number, string]),
     replicas: [...REPLICATED.map((s) => [s, order] as [number, number[]]), ...(self === 0 ? SINGLE.map((s) => [s, [0]] as [number, number[]]) : [])],
   };
 }
@@ -217,16 +266,24 @@ async function startNode(i: number): Promise<void> {
  * with the largest last (term, index) (`prefer` among equals), assigned its slices; answers which. */
 async function elect(term: number, voters: number[], prefer?: number): Promise<number> {
   const answers: { node: number; lastTerm: number; lastIndex: number }[][] = REPLICATED.map(() => []);
+  /** As the coordinator (failover.ts): the leader before may hold a lease until the latest time the answers report,
+   * unless it promised this term itself. */
+  let leaseEnds = Date.now();
+  let oldLeaderPromised = false;
   await Promise.all(
     voters.map(async (n) => {
       const link = links[n]!;
       link.replicate(REPLICATED.map((s) => [s, { type: 'Prepare', term }]));
       for (const s of REPLICATED) {
         const [, m] = await link.expectMessage((slice, msg) => slice === s && msg.type === 'Prepared' && msg.term === term);
-        if (m.type === 'Prepared') answers[s].push({ node: n, lastTerm: m.lastTerm, lastIndex: m.lastIndex });
+        if (m.type !== 'Prepared') continue;
+        answers[s].push({ node: n, lastTerm: m.lastTerm, lastIndex: m.lastIndex });
+        leaseEnds = Math.max(leaseEnds, Date.now() + m.leaseWaitMs);
+        if (m.ledTerm > 0) oldLeaderPromised = true;
       }
     }),
   );
+  if (!oldLeaderPromised) await new Promise((r) => setTimeout(r, leaseEnds - Date.now()));
   const last = (a: { lastTerm: number; lastIndex: number }) => a.lastTerm * 2 ** 26 + a.lastIndex;
   // One leader for all four slices: a replica whose last (term, index) is the largest for every one of them.
   const fit = voters.filter((n) => REPLICATED.every((s) => answers[s].every((a) => last(a) <= last(answers[s].find((b) => b.node === n)!))));
@@ -281,6 +338,10 @@ afterAll(async (ctx) => {
     if (n === null) continue;
     if (n.child.signalCode === 'SIGSTOP') process.kill(n.child.pid!, 'SIGCONT');
     await stop(i, 'SIGKILL');
+  }
+  for (const p of proxies.values()) {
+    for (const sock of p.sockets) sock.destroy();
+    p.server.close();
   }
   if (root) rmSync(root, { recursive: true, force: true });
 });
@@ -410,7 +471,7 @@ describe('replication between real slice nodes', () => {
     bad.on('error', () => {});
     await new Promise((r) => bad.once('message', r));
     const closed2 = new Promise<[number, string]>((r) => bad.once('close', (c, why) => r([c, why.toString()])));
-    bad.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 'Append', term: 9, prevIndex: 0, prevTerm: 0, records: [{ term: 9, index: 1, payload: 'x', checksum: 1 }], commitIndex: 0 } as never]]]));
+    bad.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 'Append', term: 9, prevIndex: 0, prevTerm: 0, records: [{ term: 9, index: 1, payload: 'x', checksum: 1 }], commitIndex: 0, sentAt: 0, leased: false } as never]]]));
     const [code2, reason2] = await closed2;
     expect(code2).toBe(1008);
     expect(reason2).toMatch(/an Append record is/);
@@ -502,16 +563,16 @@ describe('replication between real slice nodes', () => {
     ];
     const peer = await dialAs(follower);
     for (const [, payload] of payloads) {
-      asPeer(peer, [[0, { type: 'Append', term, prevIndex: lastIndex, prevTerm: term, records: [makeRecord(term, lastIndex + 1, payload)], commitIndex: lastIndex + 1 }]]);
+      asPeer(peer, [[0, { type: 'Append', term, prevIndex: lastIndex, prevTerm: term, records: [makeRecord(term, lastIndex + 1, payload)], commitIndex: lastIndex + 1, sentAt: 0, leased: false }]]);
     }
     // Snapshots past the follower's commit point whose state is not slice 0's items, and one of a newer term than its sender's.
     for (const state of [Uint8Array.of(0xc1), encodeReplicated([item(1, 'elsewhere')] as never, null), plain.pack([[2, TABLE, 0, 'k0']])]) {
-      asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term, state, commitIndex: lastIndex + 5 }]]);
+      asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term, state, commitIndex: lastIndex + 5, sentAt: 0, leased: false }]]);
     }
-    asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term + 1, state: encodeReplicated([], null), commitIndex: lastIndex + 5 }]]);
+    asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term + 1, state: encodeReplicated([], null), commitIndex: lastIndex + 5, sentAt: 0, leased: false }]]);
     // To the leader: an AppendOk for a record it never wrote.
     const toLeader = await dialAs(leader);
-    asPeer(toLeader, [[0, { type: 'AppendOk', term, matchIndex: lastIndex + 1_000_000, commitIndex: 0 }]]);
+    asPeer(toLeader, [[0, { type: 'AppendOk', term, matchIndex: lastIndex + 1_000_000, commitIndex: 0, sentAt: 0 }]]);
     // Nothing was written: the follower's log ends where it did, and it is still of this term.
     const after = await probe(follower);
     expect({ term: after.term, lastIndex: after.lastIndex }).toEqual({ term, lastIndex });
@@ -545,6 +606,69 @@ describe('replication between real slice nodes', () => {
       }
     }
     expect(nodes.every((n) => n !== null && n.child.exitCode === null && n.child.signalCode === null)).toBe(true);
+  });
+
+  it('a leader cut off from its peers and from the coordinator, deposed without knowing it, answers no consistent read with a value older than the new leader acknowledged', async () => {
+    const old = leader;
+    const oldEpoch = epoch;
+    // The nodes' links to each other go through proxies the test can cut.
+    await proxyPeers();
+    for (const n of [0, 1, 2]) await links[n]!.assign(n === old ? [...REPLICATED, ...(old === 0 ? SINGLE : [])] : [], replication(n, old));
+    const key = 'leased';
+    const slice = 1;
+    const w = workerOf(slice, WORKERS);
+    expect((await putOn(links[old]!, slice, key, 1))![0][0]).toBe(RESULT_OK);
+    expect((await links[old]!.batch(w, [get(slice, key)]))![0]).toEqual([RESULT_OK, expect.objectContaining({ v: 1 })]);
+    // Cut off: from its peers, and from the coordinator (it gets no map change). A router with the old map still reaches it.
+    isolate(old);
+    cutOff.add(old);
+    const epochOld = epoch;
+    const others = [0, 1, 2].filter((n) => n !== old);
+    const term = 4;
+    const answers: { node: number; lastTerm: number; lastIndex: number }[] = [];
+    let leaseEnds = Date.now();
+    for (const n of others) {
+      links[n]!.replicate(REPLICATED.map((s) => [s, { type: 'Prepare', term }]));
+      for (const s of REPLICATED) {
+        const [, m] = await links[n]!.expectMessage((sl, msg) => sl === s && msg.type === 'Prepared' && msg.term === term);
+        if (m.type !== 'Prepared') continue;
+        if (s === slice) answers.push({ node: n, lastTerm: m.lastTerm, lastIndex: m.lastIndex });
+        leaseEnds = Math.max(leaseEnds, Date.now() + m.leaseWaitMs);
+      }
+    }
+    // Both followers had answered the old leader lately: the coordinator waits out its lease (failover.ts).
+    expect(leaseEnds - Date.now()).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, leaseEnds - Date.now()));
+    answers.sort((a, b) => b.lastTerm - a.lastTerm || b.lastIndex - a.lastIndex);
+    const next = answers[0].node;
+    links[next]!.replicate(REPLICATED.map((s) => [s, { type: 'Lead', term, followers: [0, 1, 2].filter((n) => n !== next), sets: [] }]));
+    await links[next]!.assign([...REPLICATED, ...(next === 0 ? SINGLE : [])], replication(next, next));
+    for (const n of others) if (n !== next) await links[n]!.assign([], replication(n, next));
+    await pollUntil(async () => {
+      const r = await putOn(links[next]!, slice, key, 2, 2000);
+      return r !== null && r[0][0] === RESULT_OK;
+    });
+    acked.set(key, [slice, 2]);
+    // The write of 2 is acknowledged by the new leader. The old one still believes it leads term 3; a read sent to
+    // it (as by a router that has the old map) must not answer 1. Before leases it did, at once, from its store.
+    expect(oldEpoch).toBeLessThanOrEqual(epochOld);
+    const started = Date.now();
+    const [r] = (await links[old]!.batch(w, [get(slice, key)], WAIT_MS, epochOld))!;
+    expect(r, `the deposed leader answered ${JSON.stringify(r)}`).toEqual([1, 'Unavailable', expect.stringMatching(/holds no lease/), { notApplied: true }]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(REPLICA_LEASE_WAIT_MS - 50);
+    // The links come back: it hears of term 4 (its keep-alives refused), steps down, and follows.
+    isolatedNodes.clear();
+    cutOff.clear();
+    leader = next;
+    await links[old]!.assign([], replication(old, next));
+    await expectAll(leader);
+    // It catches up, and leads again (the story after this one expects node 0's R=1 slices where they were).
+    await pollUntil(async () => {
+      const [got] = (await links[old]!.batch(w, [replicaGet(slice, key)], 2000)) ?? [];
+      return got?.[0] === RESULT_OK && (got[1] as { v?: number } | null)?.v === 2;
+    });
+    expect(await elect(term + 1, [0, 1, 2], old)).toBe(old);
+    await expectAll(old);
   });
 
   it('a follower restarted and assigned no replica any more drops what it held of them, and a restart brings none of it back', async () => {

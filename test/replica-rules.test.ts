@@ -4,7 +4,7 @@
 // leader acknowledges nothing. Messages and disk syncs move only when a story says so.
 import { describe, expect, it } from 'vitest';
 import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
-import { REPLICA_KEEPALIVE_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS } from '../shared/limits.js';
+import { REPLICA_KEEPALIVE_MS, REPLICA_LEASE_DRIFT, REPLICA_LEASE_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS } from '../shared/limits.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
 import { COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 
@@ -173,11 +173,11 @@ describe('a slice replica', () => {
     g.deliver(COORDINATOR);
     const before = g.written[1].length;
     const r1 = makeRecord(2, 1, payload('x'));
-    f.receive(0, { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [r1], commitIndex: 0 });
-    f.receive(0, { type: 'Append', term: 3, prevIndex: 4, prevTerm: 3, records: [makeRecord(3, 5, payload('y'))], commitIndex: 0 });
+    f.receive(0, { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [r1], commitIndex: 0, sentAt: 0, leased: true });
+    f.receive(0, { type: 'Append', term: 3, prevIndex: 4, prevTerm: 3, records: [makeRecord(3, 5, payload('y'))], commitIndex: 0, sentAt: 0, leased: true });
     const damaged = { ...makeRecord(3, 2, payload('z')), payload: payload('Z') };
-    f.receive(0, { type: 'Append', term: 3, prevIndex: 0, prevTerm: 0, records: [makeRecord(3, 1, payload('w')), damaged], commitIndex: 0 });
-    f.receive(0, { type: 'Append', term: 3, prevIndex: 0, prevTerm: 0, records: [makeRecord(3, 1, payload('w')), makeRecord(3, 3, payload('v'))], commitIndex: 0 });
+    f.receive(0, { type: 'Append', term: 3, prevIndex: 0, prevTerm: 0, records: [makeRecord(3, 1, payload('w')), damaged], commitIndex: 0, sentAt: 0, leased: true });
+    f.receive(0, { type: 'Append', term: 3, prevIndex: 0, prevTerm: 0, records: [makeRecord(3, 1, payload('w')), makeRecord(3, 3, payload('v'))], commitIndex: 0, sentAt: 0, leased: true });
     const sent = g.deliver(0);
     expect(refusals(sent)).toEqual(['StaleTerm', 'LogGap', 'ChecksumMismatch', 'MalformedAppend']);
     expect((sent[0].m as { message: string }).message).toBe('a record of term 2; this replica promised term 3');
@@ -204,8 +204,8 @@ describe('a slice replica', () => {
     g.deliver(0);
     // Record 2 is committed here, of term 1: a "leader" of term 1 that sends another record 2 (after the barrier, of
     // the same term as the barrier it follows) breaks the protocol; cutting a committed record was an assertion.
-    f.receive(0, { type: 'Append', term: 2, prevIndex: 1, prevTerm: 1, records: [makeRecord(2, 2, payload('other'))], commitIndex: 2 });
-    f.receive(0, { type: 'Snapshot', term: 1, index: 9, lastTerm: 2, state: payload('s'), commitIndex: 9 });
+    f.receive(0, { type: 'Append', term: 2, prevIndex: 1, prevTerm: 1, records: [makeRecord(2, 2, payload('other'))], commitIndex: 2, sentAt: 0, leased: false });
+    f.receive(0, { type: 'Snapshot', term: 1, index: 9, lastTerm: 2, state: payload('s'), commitIndex: 9, sentAt: 0, leased: false });
     const sent = g.deliver(0);
     expect(refusals(sent)).toEqual(['MalformedAppend', 'MalformedContents']);
     expect((sent[0].m as { message: string }).message).toBe('record 2 of term 2 would replace committed record 2 of term 1; nothing of this append was applied');
@@ -213,7 +213,7 @@ describe('a slice replica', () => {
     expect(g.written[1].length).toBe(before);
     expect([f.lastIndex, f.commitIndex, f.term]).toEqual([2, 2, 1]);
     // The leader is told of a record it never wrote (it was an assertion): the word is dropped, nothing moves.
-    g.replicas[0].receive(1, { type: 'AppendOk', term: 1, matchIndex: 99, commitIndex: 0 });
+    g.replicas[0].receive(1, { type: 'AppendOk', term: 1, matchIndex: 99, commitIndex: 0, sentAt: 0 });
     expect(g.replicas[0].isLeader).toBe(true);
     expect(g.replicas[0].propose(payload('b'))).toBe(3);
   });
@@ -274,7 +274,8 @@ describe('a slice replica', () => {
     g.replicas[0].receive(COORDINATOR, { type: 'Prepare', term: 4 });
     expect(g.deliver(COORDINATOR)).toEqual([]);
     g.sync(0);
-    expect(g.deliver(COORDINATOR).map((s) => s.m)).toEqual([{ type: 'Prepared', term: 4, lastTerm: 0, lastIndex: 0 }]);
+    // A replica that just started may have answered a leader just before (its lease counts on that): wait it out.
+    expect(g.deliver(COORDINATOR).map((s) => s.m)).toEqual([{ type: 'Prepared', term: 4, lastTerm: 0, lastIndex: 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]);
     expect(g.written[0][0]).toEqual({ kind: 'promise', term: 4 });
   });
 
@@ -301,7 +302,7 @@ describe('a slice replica', () => {
     g.sync(0);
     g.outbox.splice(0);
     const old = [g.replicas[0].recordAt(1)!, g.replicas[0].recordAt(2)!];
-    g.replicas[1].receive(0, { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: old, commitIndex: 0 });
+    g.replicas[1].receive(0, { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: old, commitIndex: 0, sentAt: 0, leased: true });
     g.sync(1);
     g.deliver(0);
     // Records 1-2 are on 2 of 3 replicas, but they are of term 1: nothing is committed.
@@ -441,20 +442,21 @@ describe('a slice replica', () => {
     expect(g.applied[1]).toEqual([1, 2]);
     expect([g.replicas[1].readable, g.replicas[2].readable]).toEqual([true, true]);
 
-    // Idle: no heartbeat (the followers hold everything), but a KeepAlive every REPLICA_KEEPALIVE_MS, not answered.
+    // Idle: no heartbeat (the followers hold everything), but a KeepAlive every REPLICA_KEEPALIVE_MS, answered (the lease).
     seen.length = 0;
     const IDLE_MS = 4 * REPLICA_READ_STALENESS_MS;
     for (let t = 0; t < IDLE_MS; t += REPLICA_TICK_MS) {
       run(REPLICA_TICK_MS);
       expect([g.replicas[1].readable, g.replicas[2].readable]).toEqual([true, true]);
+      expect(g.replicas[0].leaseValid).toBe(true);
     }
-    expect(new Set(seen.map((s) => `${s.from}->${s.to} ${s.m.type}`))).toEqual(new Set(['0->1 KeepAlive', '0->2 KeepAlive']));
+    expect(new Set(seen.map((s) => `${s.from}->${s.to} ${s.m.type}`))).toEqual(new Set(['0->1 KeepAlive', '0->2 KeepAlive', '1->0 KeepAliveOk', '2->0 KeepAliveOk']));
     const perFollower = IDLE_MS / REPLICA_KEEPALIVE_MS;
-    expect(seen.length).toBeGreaterThanOrEqual(2 * (perFollower - 1));
-    expect(seen.length).toBeLessThanOrEqual(2 * (perFollower + 1));
+    expect(seen.length).toBeGreaterThanOrEqual(4 * (perFollower - 1));
+    expect(seen.length).toBeLessThanOrEqual(4 * (perFollower + 1));
 
     // The leader is frozen (or cut off): its followers answer for REPLICA_READ_STALENESS_MS after its last word, then not.
-    expect(seen.filter((s) => s.to === 1).at(-1)!.m).toEqual({ type: 'KeepAlive', term: 1, commitIndex: 2 });
+    expect(seen.filter((s) => s.to === 1).at(-1)!.m).toMatchObject({ type: 'KeepAlive', term: 1, commitIndex: 2, leased: true });
     expect(g.clock.now - lastWord).toBeLessThan(REPLICA_KEEPALIVE_MS);
     g.clock.now = lastWord + REPLICA_READ_STALENESS_MS;
     expect([g.replicas[1].readable, g.replicas[2].readable]).toEqual([true, true]);
@@ -537,7 +539,7 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     };
     const f = new SliceFailover([0, 1, 2], null, 0, timing, host);
     f.tick();
-    for (const r of [0, 1, 2]) f.receive(r, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0 });
+    for (const r of [0, 1, 2]) f.receive(r, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
     expect(f.currentLeader).toBe(0);
     now += 50;
     f.receive(0, { type: 'Pong', seq: 1, term: 1, leading: true, commitTerm: 1, lastIndex: 4 });
@@ -561,7 +563,7 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     sent.length = 0;
     const h = new SliceFailover([0, 1, 2], null, 0, timing, host);
     h.tick();
-    for (const r of [0, 1, 2]) h.receive(r, { type: 'Prepared', term: 9, lastTerm: 0, lastIndex: 0 });
+    for (const r of [0, 1, 2]) h.receive(r, { type: 'Prepared', term: 9, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
     now += timing.heartbeatTimeoutMs;
     expect(h.changedTo([0, 1, 3], 9, host).currentLeader).toBeNull();
   });
@@ -606,6 +608,225 @@ describe('a new term\'s first heartbeat', () => {
   });
 });
 
+describe('a leader\'s lease (consistent reads on a leader deposed without knowing it)', () => {
+  /** Delivers every message among `among` and completes their syncs until nothing is left; messages to others are dropped. */
+  const settleAmong = (g: ReturnType<typeof group>, among: number[]) => {
+    for (let round = 0; g.outbox.some((s) => s.to !== COORDINATOR); round++) {
+      expect(round).toBeLessThan(20);
+      for (const s of [...g.outbox]) if (s.to !== COORDINATOR && (!among.includes(s.to) || !among.includes(s.from))) g.outbox.splice(g.outbox.indexOf(s), 1);
+      for (const i of among) g.deliver(i);
+      for (const i of among) g.sync(i);
+    }
+  };
+  const LEASE_USED_MS = REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT);
+
+  it('holds a lease from the send time of what a majority answered, renews it with a round of keep-alives, and loses it when it promises a newer term', () => {
+    const g = group(3);
+    g.elect(0, 1);
+    expect(g.replicas[0].leaseValid).toBe(false); // nothing answered yet
+    g.clock.now = 10; // the barrier goes out at 10 (elect sent it at 0; sent again below)
+    g.outbox.splice(0);
+    g.clock.now = 10;
+    g.replicas[0].renewLease();
+    g.sync(0);
+    settleAmong(g, [0, 1]); // replica 2 hears nothing: one answer and the leader itself are a majority of 3
+    expect(g.replicas[0].leaseValid).toBe(true);
+    g.clock.now = 10 + LEASE_USED_MS - 1;
+    expect(g.replicas[0].leaseValid).toBe(true);
+    g.clock.now = 10 + LEASE_USED_MS;
+    expect(g.replicas[0].leaseValid).toBe(false);
+    // A read finding no lease asks for one at once: a KeepAlive to each follower (saying the leader holds none).
+    g.replicas[0].renewLease();
+    expect(g.outbox.map((s) => [s.to, s.m.type, (s.m as { leased?: boolean }).leased])).toEqual([[1, 'KeepAlive', false], [2, 'KeepAlive', false]]);
+    g.replicas[0].renewLease(); // at most one round per REPLICA_LEASE_PROBE_MS_MIN
+    expect(g.outbox.length).toBe(2);
+    settleAmong(g, [0, 2]);
+    expect(g.replicas[0].leaseValid).toBe(true);
+    // A follower's answer to an older message does not move the lease back, nor forward.
+    g.replicas[0].receive(1, { type: 'KeepAliveOk', term: 1, sentAt: 0 });
+    g.clock.now = 10 + 2 * LEASE_USED_MS;
+    expect(g.replicas[0].leaseValid).toBe(false);
+    g.clock.now = 10 + LEASE_USED_MS + LEASE_USED_MS - 1;
+    expect(g.replicas[0].leaseValid).toBe(true);
+    // Prepare for a newer term: it stops leading, and its lease with it; its answer says it led term 1.
+    g.replicas[0].receive(COORDINATOR, { type: 'Prepare', term: 2 });
+    expect(g.replicas[0].leaseValid).toBe(false);
+    g.sync(0);
+    expect(g.deliver(COORDINATOR).map((s) => s.m)).toMatchObject([{ type: 'Prepared', term: 2, ledTerm: 1 }]);
+  });
+
+  it('has a follower that promises a newer term tell the coordinator how long the lease it last counted on may run', () => {
+    const g = group(3);
+    g.clock.now = 5_000; // long after the replicas started
+    g.elect(0, 1);
+    g.sync(0);
+    settleAmong(g, [0, 1, 2]); // the followers answered the barrier at 5,000
+    g.clock.now = 5_300;
+    g.replicas[1].receive(COORDINATOR, { type: 'Prepare', term: 2 });
+    g.sync(1);
+    expect(g.deliver(COORDINATOR).map((s) => s.m)).toEqual([{ type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 1, leaseWaitMs: REPLICA_LEASE_MS - 300, ledTerm: 0 }]);
+    // It answers the old leader nothing more: its keep-alive is refused, and no answer moves the wait.
+    g.replicas[0].renewLease();
+    g.deliver(1);
+    expect(refusals(g.deliver(0))).toEqual(['StaleTerm']);
+    g.clock.now = 5_000 + REPLICA_LEASE_MS + 1;
+    g.replicas[2].receive(COORDINATOR, { type: 'Prepare', term: 2 });
+    g.sync(2);
+    expect(g.deliver(COORDINATOR).map((s) => (s.m as { leaseWaitMs: number }).leaseWaitMs)).toEqual([0]);
+  });
+
+  it('at R=5, does not keep a follower readable for eventual reads with the keep-alives of a leader that a majority deposed', () => {
+    const g = group(5);
+    g.clock.now = 5_000;
+    g.elect(0, 1);
+    g.sync(0);
+    const runAmong = (ms: number, among: number[]) => {
+      for (const end = g.clock.now + ms; g.clock.now < end; ) {
+        g.clock.now += REPLICA_TICK_MS;
+        g.replicas[0].tick();
+        settleAmong(g, among);
+      }
+    };
+    runAmong(3 * REPLICA_KEEPALIVE_MS, [0, 1, 2, 3, 4]);
+    expect(g.replicas[4].readable).toBe(true);
+    // Replicas 1-3 promise term 2 (a new leader's election) and no longer hear 0; replica 4 still hears 0, not them.
+    for (const i of [1, 2, 3]) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 2 });
+    runAmong(REPLICA_READ_STALENESS_MS + REPLICA_LEASE_MS, [0, 4]);
+    expect(g.replicas[0].isLeader).toBe(true); // it does not know
+    expect(g.replicas[0].leaseValid).toBe(false);
+    expect(g.replicas[4].readable).toBe(false); // before leases, its keep-alives kept replica 4 answering
+  });
+
+  it('after a LeadOn, holds no lease until a majority of each of the change\'s sets answered at the new term; answers of the old term do not count', () => {
+    // 0 leads term 1 over 0-3 and holds a lease; the set becomes 0, 1, 3 (2 leaves) and 0 leads on at term 2.
+    const g = group(4);
+    g.elect(0, 1);
+    g.sync(0);
+    settleAmong(g, [0, 1, 2, 3]);
+    expect(g.replicas[0].leaseValid).toBe(true);
+    g.clock.now = 100;
+    g.replicas[0].receive(COORDINATOR, { type: 'LeadOn', term: 2, from: 1, followers: [1, 2, 3], sets: [[0, 1, 3], [0, 1, 2, 3]] });
+    expect([g.replicas[0].isLeader, g.replicas[0].term]).toEqual([true, 2]);
+    // The lease of term 1 is not carried over: it counted the old set, and once the change settles only the new one elects.
+    expect(g.replicas[0].leaseValid).toBe(false);
+    // An answer at term 1 to a message sent after the LeadOn (a follower that has not taken term 2 yet) counts for nothing.
+    g.replicas[0].receive(1, { type: 'KeepAliveOk', term: 1, sentAt: 100 });
+    g.replicas[0].receive(3, { type: 'KeepAliveOk', term: 1, sentAt: 100 });
+    expect(g.replicas[0].leaseValid).toBe(false);
+    // 3 answers term 2's barrier: a majority of the new set (0, 3), not of the old one (2 of 4).
+    g.sync(0);
+    settleAmong(g, [0, 3]);
+    expect(g.replicas[0].leaseValid).toBe(false);
+    // 2 hears term 2 from the next tick's appends (a keep-alive of a term it has not taken is dropped) and answers.
+    g.clock.now += REPLICA_TICK_MS;
+    g.replicas[0].tick();
+    settleAmong(g, [0, 2, 3]);
+    expect(g.replicas[0].leaseValid).toBe(true);
+    // It promises a later election's term: its answer says it led term 2, which the coordinator recorded with the LeadOn.
+    g.replicas[0].receive(COORDINATOR, { type: 'Prepare', term: 3 });
+    expect(g.replicas[0].leaseValid).toBe(false);
+    g.sync(0);
+    expect(g.deliver(COORDINATOR).map((s) => s.m)).toMatchObject([{ type: 'Prepared', term: 3, ledTerm: 2 }]);
+  });
+});
+
+describe('the coordinator\'s wait for the old leader\'s lease', () => {
+  const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 200 };
+  const setup = () => {
+    let now = 1_000;
+    const published: [number, number][] = [];
+    const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
+    // Replica 0 got the Lead of term 1; the map's term is 2 (a handover named another leader before its election).
+    const f = new SliceFailover([0, 1, 2], null, 2, timing, host, undefined, [], 1);
+    f.tick(); // Prepare(3) to all
+    return { f, published, at: (t: number) => (now = t) };
+  };
+
+  it('names no leader before the leases its answers report have run out, even past the election timeout', () => {
+    const { f, published, at } = setup();
+    f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 400, ledTerm: 0 });
+    f.receive(2, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 100, ledTerm: 0 });
+    expect(published).toEqual([]);
+    at(1_399);
+    f.tick();
+    expect(published).toEqual([]); // not started again at a newer term either (timeout 200 ms)
+    at(1_400);
+    f.tick();
+    expect(published).toEqual([[1, 3]]);
+  });
+
+  it('waits for nothing when the last leader itself promised the new term (it stopped leading, and reading, then)', () => {
+    const { f, published } = setup();
+    f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 1_000, ledTerm: 0 });
+    f.receive(0, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 0, ledTerm: 1 });
+    expect(published).toEqual([[0, 3]]);
+  });
+
+  it('needs only a majority whose waits are over: a replica that just restarted (a full wait, not knowing what it answered before) holds nothing up', () => {
+    const { f, published, at } = setup();
+    f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 100, ledTerm: 0 });
+    f.receive(0, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 1_500, ledTerm: 0 }); // restarted: leads nothing
+    f.receive(2, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 200, ledTerm: 0 });
+    at(1_199);
+    f.tick();
+    expect(published).toEqual([]); // only 1's wait is over: not a majority
+    at(1_200);
+    f.tick();
+    expect(published).toEqual([[0, 3]]); // 1 and 2 are: the lease, on a majority, had one of them (before: at 2,500)
+  });
+
+  it('waits for nothing when the replica the last Lead went to answered from a process started since (it leads nothing): the lease died with the process that held it', () => {
+    let now = 1_000;
+    const published: [number, number][] = [];
+    const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
+    for (const lastLedBy of [0, null]) {
+      published.length = 0;
+      const f = new SliceFailover([0, 1, 2], null, 2, timing, host, undefined, [], 1, lastLedBy);
+      f.tick();
+      f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 1_200, ledTerm: 0 });
+      // Node 0 restarted: its replica leads nothing, and (started just now) reports a full wait.
+      f.receive(0, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 1_500, ledTerm: 0 });
+      // Not knowing who led term 1 (a coordinator that restarted), it waits the leases out.
+      expect(published).toEqual(lastLedBy === null ? [] : [[0, 3]]);
+    }
+  });
+
+  it('counts only the leader of the last term it sent a Lead for: one of an older term may be deposed, not the last', () => {
+    const { f, published, at } = setup();
+    // Replica 2 says it led term 2, a term no Lead was sent for here (it cannot have; whoever led, the answer is not
+    // the last leader's): the lease of the leader of term 1, replica 0, which has not answered, is waited out.
+    f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 300, ledTerm: 0 });
+    f.receive(2, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 0, ledTerm: 2 });
+    expect(published).toEqual([]);
+    at(1_300);
+    f.tick();
+    expect(published).toEqual([[1, 3]]);
+  });
+
+  it('counts a LeadOn as the last Lead: the leader told to lead on answers (for the new term, or for the one before if the LeadOn never came: the same replica, which stopped leading when it promised), and nothing is waited for', () => {
+    for (const ledTerm of [2, 1]) {
+      let now = 1_000;
+      const published: [number, number][] = [];
+      const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
+      const f = new SliceFailover([0, 1, 2], null, 0, timing, host);
+      f.tick();
+      for (const r of [0, 1, 2]) f.receive(r, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+      expect(published).toEqual([[0, 1]]);
+      now += 50;
+      f.receive(0, { type: 'Pong', seq: 1, term: 1, leading: true, commitTerm: 1, lastIndex: 4 });
+      // 2 is replaced by 3: 0 leads on at term 2.
+      const g = f.changedTo([0, 1, 3], 1, host);
+      expect([g.currentLeader, g.currentTerm, g.lastLedTerm, g.lastLeader]).toEqual([0, 2, 2, 0]);
+      // It stops answering; the election (term 3) hears from 0 and 1, a majority of both sets.
+      now += timing.heartbeatTimeoutMs + 1;
+      g.tick();
+      g.receive(1, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 5, leaseWaitMs: 1_000, ledTerm: 0 });
+      g.receive(0, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 5, leaseWaitMs: 0, ledTerm });
+      expect(published.at(-1)).toEqual([0, 3]);
+    }
+  });
+});
+
 describe('the choice of a new leader', () => {
   it('needs answers from a majority, and takes the largest last term before the largest last index', () => {
     const answers = new Map([
@@ -639,7 +860,7 @@ describe('the coordinator\'s election of one slice', () => {
     expect(sent.map((s) => [s.to, s.m.type])).toEqual([[0, 'Prepare'], [1, 'Prepare'], [2, 'Prepare']]);
     sent.length = 0;
     now += 50;
-    f.receive(1, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 7 });
+    f.receive(1, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
     expect(f.currentLeader).toBeNull(); // one answer of three
     // Replica 1 answered already; replica 2's node is reachable again: only it is asked, at the same term.
     f.reachable(1);
@@ -647,7 +868,7 @@ describe('the coordinator\'s election of one slice', () => {
     expect(sent).toEqual([{ to: 2, m: { type: 'Prepare', term: 2 } }]);
     sent.length = 0;
     now += 50;
-    f.receive(2, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 5 });
+    f.receive(2, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 5, leaseWaitMs: 0, ledTerm: 0 });
     // Elected 100 ms after the kill, well before the election timeout, without a second term.
     expect(published).toEqual([[1, 2]]);
     expect(terms).toEqual([2]);
@@ -664,12 +885,12 @@ describe('the coordinator\'s election of one slice', () => {
     // replica holds, so they were not acknowledged (a majority of [0, 1, 2, 3] never held them).
     const changed = new SliceFailover([0, 1, 2, 3], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
     changed.tick();
-    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 103 });
-    changed.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 101 });
-    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 100 });
+    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 103, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 101, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 100, leaseWaitMs: 0, ledTerm: 0 });
     // Of [0, 1, 2, 3], only 1 and 2 answered no further than replica 1: not a majority (3), so it waits.
     expect(published).toEqual([]);
-    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 99 });
+    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 99, leaseWaitMs: 0, ledTerm: 0 });
     expect(published).toEqual([[1, 6]]);
   });
 
@@ -680,11 +901,11 @@ describe('the coordinator\'s election of one slice', () => {
     // [0, 1, 2] replaced by [1, 2, 3]: record 8 may be acknowledged on 0 and 1 (a majority of the old set).
     const changed = new SliceFailover([0, 1, 2], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
     changed.tick();
-    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8 });
-    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 7 });
-    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0 });
+    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
     expect(published).toEqual([]); // 2 would lose record 8; only one of [0, 1, 2] answered no further than it
-    changed.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8 });
+    changed.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8, leaseWaitMs: 0, ledTerm: 0 });
     expect(published).toEqual([[1, 6]]);
   });
 });

@@ -27,9 +27,11 @@ describe('replication under a seeded simulation', () => {
     for (const r of reports) for (const [k, v] of Object.entries(r.refusals)) refusals[k] = (refusals[k] ?? 0) + v;
     console.log(
       `replication sim: ${reports.length} runs, ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.ambiguous)} with unknown outcome, ` +
-        `${sum((r) => r.crashes)} crashes, ${sum((r) => r.freezes)} leader freezes, ${sum((r) => r.elections)} elections, ${sum((r) => r.snapshotsSent)} snapshots sent, refusals ${JSON.stringify(refusals)}`,
+        `${sum((r) => r.crashes)} crashes, ${sum((r) => r.freezes)} leader freezes, ${sum((r) => r.elections)} elections, ${sum((r) => r.snapshotsSent)} snapshots sent, refusals ${JSON.stringify(refusals)}; ` +
+        `${sum((r) => r.reads)} consistent reads checked (${sum((r) => r.readsAfterLeaseWait)} after waiting for a lease), ${sum((r) => r.readsRefused)} refused`,
     );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    expect(sum((r) => r.reads)).toBeGreaterThan(0);
     if (only === undefined) {
       // The faults the runs are meant to exercise did happen (else the check above proves little).
       expect(sum((r) => r.crashes)).toBeGreaterThan(runs / 2);
@@ -37,6 +39,7 @@ describe('replication under a seeded simulation', () => {
       expect(sum((r) => r.elections)).toBeGreaterThan(runs);
       for (const code of ['StaleTerm', 'LogGap', 'ChecksumMismatch', 'LogMismatch']) expect(refusals[code] ?? 0, code).toBeGreaterThan(0);
       expect(sum((r) => r.snapshotsSent)).toBeGreaterThan(0);
+      expect(sum((r) => r.readsAfterLeaseWait)).toBeGreaterThan(0);
     }
   });
 
@@ -88,6 +91,19 @@ describe('replication under a seeded simulation', () => {
     const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 4) }, (_, i) => BASE_SEED + i);
     const reports = seeds.map((seed, i) => runSimulation({ seed, setChanges: true, store: i % 2 === 1, leadOn: false }));
     expect(reports.reduce((a, r) => a + r.ledOn, 0)).toBe(0);
+  });
+
+  it('catches a leader that answers consistent reads without a lease (as before leases): a deposed leader that does not know it answers an old value', () => {
+    const failures: string[] = [];
+    for (let seed = 7_000; seed < 7_000 + 400 && failures.length === 0; seed++) {
+      try {
+        runSimulation({ seed, readsWithoutLease: true });
+      } catch (err) {
+        if (!(err instanceof SimFailure)) throw err;
+        failures.push(err.message);
+      }
+    }
+    expect(failures[0]).toMatch(/^seed \d+: a consistent read of key \d+ started at [\d.]+ ms misses write \d+[^]*KEYSLICE_SIM_SEED=\d+/);
   });
 
   it('catches a coordinator that promotes any replica of a majority rather than the most up to date one', () => {

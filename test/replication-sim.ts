@@ -42,6 +42,9 @@ export interface SimOptions {
   /** false: every replica-set change elects a leader (Prepare), as before LeadOn; by default a change that keeps the
    * leader in the set tells it to lead on at a new term (failover.ts changedTo). */
   leadOn?: boolean;
+  /** Break consistent reads on purpose (the read checker must catch it): a leader answers them whenever it serves,
+   * lease or not, as before leases. */
+  readsWithoutLease?: boolean;
 }
 
 export interface SimReport {
@@ -62,6 +65,12 @@ export interface SimReport {
   movesUndone: number;
   /** Replica-set changes whose leader was told to lead on (LeadOn) rather than elected again. */
   ledOn: number;
+  /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
+  reads: number;
+  /** Of those, answered after the leader waited for its lease. */
+  readsAfterLeaseWait: number;
+  /** Reads refused: the leader did not serve, or got no lease in time. */
+  readsRefused: number;
   simMs: number;
 }
 
@@ -79,6 +88,12 @@ const WRITERS = 4;
 const REQUEST_TIMEOUT_MS = 400;
 const NOT_LEADER_RETRIES_MAX = 40;
 const TICK_MS = 20;
+const READERS = 2;
+/** The replicas' lease and keep-alive period here: as the failover timing is (below), shorter than a node's, in the
+ * same proportions (the lease no longer than the leader timeout, and longer than a keep-alive period and a tick). */
+const SIM_REPLICA_TIMING = { leaseMs: 200, keepAliveMs: 100 };
+/** How long a leader holds a read waiting for its lease (worker.ts: REPLICA_LEASE_WAIT_MS). */
+const LEASE_WAIT_MS = 60;
 const CONVERGE_MS_MAX = 30_000;
 
 /** Events by (time, order of scheduling): a binary heap. */
@@ -234,7 +249,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, ledOn: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -253,7 +268,17 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** cut[a][b]: a and b cannot reach each other (both ways). Endpoint ids shifted by 2. */
   const cut = new Set<string>();
   const cutKey = (a: number, b: number) => (a < b ? `${a},${b}` : `${b},${a}`);
-  const reachable = (a: number, b: number) => !cut.has(cutKey(a, b)) && (a < 0 || up[a]) && (b < 0 || up[b]);
+  /** A leader cut off from the coordinator (and, if `replicasToo`, from the other replicas), not from the router, until
+   * `until` (and, if `mapToo`, the router from the coordinator): see tick. Kept apart from `cut`, which each new
+   * partition redraws. */
+  let isolated: { node: number; until: number; replicasToo: boolean; mapToo: boolean } | null = null;
+  const isolatedApart = (a: number, b: number) => {
+    if (isolated === null || clock.now >= isolated.until) return false;
+    if ((a === isolated.node) === (b === isolated.node)) return isolated.mapToo && cutKey(a, b) === cutKey(COORDINATOR, ROUTER);
+    const other = a === isolated.node ? b : a;
+    return other === COORDINATOR || (other >= 0 && isolated.replicasToo);
+  };
+  const reachable = (a: number, b: number) => !cut.has(cutKey(a, b)) && !isolatedApart(a, b) && (a < 0 || up[a]) && (b < 0 || up[b]);
   /** Replication messages may come twice (the core must not care); a client's request may not: a
    * router sends a write once per attempt, and a second copy would be a second write. */
   function deliverLater(from: number, to: number, run: () => void, duplicable = false): void {
@@ -336,6 +361,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       },
       () => clock.now,
       () => clock.now,
+      SIM_REPLICA_TIMING,
     );
     stores[i] = store;
     sliceReplicas[i] = sr;
@@ -367,6 +393,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       committed: (index) => answerCommitted(i, index),
       deposed: () => answerDeposed(i),
       now: () => clock.now,
+      timing: SIM_REPLICA_TIMING,
     };
     replicas[i] = new Replica(i, host, disk.recovered());
   }
@@ -589,9 +616,81 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
   for (let k = 0; k < WRITERS; k++) clock.at(random() * 10, write);
 
+  // ---- readers, through a router whose copy of the map lags ----
+  // Consistent reads go to the leader the router's copy of the map names; that copy comes from the coordinator over
+  // the seeded network (cut in a partition), so a router may still send reads to a leader that was deposed without
+  // knowing it (cut off from its followers and the coordinator, not from the router). Checked: a read never misses
+  // a write acknowledged before it started. Not in store mode (its leader's store runs ahead of the commit point).
+  // The readers draw from their own generator, so that the runs' faults and writes stay what their seeds made them.
+  const readRandom = rng(opts.seed ^ 0x5eed);
+  let routerLeader: ReplicaId | null = null;
+  function toRouterLater(run: () => void): void {
+    if (faulty && readRandom() < dropRate) return;
+    clock.at(0.1 + readRandom() * maxDelayMs, run);
+  }
+  function read(): void {
+    if (!faulty) return;
+    const key = Math.floor(readRandom() * KEYS);
+    const startedAt = clock.now;
+    let settled = false;
+    const settle = (values: number[] | null) => {
+      if (settled) return;
+      settled = true;
+      if (values === null) report.readsRefused++;
+      else {
+        report.reads++;
+        for (const w of writes.values()) {
+          if (w.key === key && w.ackedAt !== undefined && w.ackedAt < startedAt && !values.includes(w.value)) {
+            fail(`a consistent read of key ${key} started at ${startedAt.toFixed(1)} ms misses write ${w.value}, acknowledged at ${w.ackedAt.toFixed(1)} ms (a stale leader answered it)`);
+          }
+        }
+      }
+      clock.at(readRandom() * 10, read);
+    };
+    clock.at(REQUEST_TIMEOUT_MS, () => settle(null));
+    const leader = routerLeader;
+    if (leader === null) return settle(null);
+    if (!reachable(ROUTER, leader)) return;
+    const answer = (values: number[] | null) => {
+      if (reachable(leader, ROUTER)) toRouterLater(() => settle(values));
+    };
+    toRouterLater(() => {
+      if (!reachable(ROUTER, leader)) return;
+      whenAwake(leader, () => {
+        const r = replicas[leader];
+        if (r === null || !r.serving) return answer(null);
+        // Read now (as a worker executes it on arrival); answered once the leader holds its lease (worker.ts holds it).
+        const values = [...(states[leader].get(key) ?? [])];
+        if (opts.readsWithoutLease === true || r.leaseValid) return answer(values);
+        r.renewLease();
+        const life = lives[leader];
+        const until = clock.now + LEASE_WAIT_MS;
+        const wait = () =>
+          whenAwake(leader, () => {
+            if (replicas[leader] !== r || life !== lives[leader] || !r.isLeader) return answer(null);
+            if (r.leaseValid) {
+              report.readsAfterLeaseWait++;
+              return answer(values);
+            }
+            if (clock.now >= until) return answer(null);
+            clock.at(2, wait);
+          });
+        clock.at(2, wait);
+      });
+    });
+  }
+  if (opts.store !== true) for (let k = 0; k < READERS; k++) clock.at(readRandom() * 10, read);
+
   // ---- ticks and faults ----
   function tick(): void {
     coordinator.tick();
+    // The router's copy of the map follows the coordinator's, when the link between them carries it.
+    if (reachable(COORDINATOR, ROUTER)) {
+      const named = mapLeader;
+      toRouterLater(() => {
+        if (reachable(COORDINATOR, ROUTER)) routerLeader = named;
+      });
+    }
     releaseDeparted();
     if (faulty) {
       drainStep();
@@ -629,6 +728,14 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         const ends = [COORDINATOR, ROUTER, ...ids];
         for (let a = 0; a < ends.length; a++) for (let b = a + 1; b < ends.length; b++) if (random() < 0.3) cut.add(cutKey(ends[a], ends[b]));
       } else if (random() < 0.5 * perTick) cut.clear();
+      if (mapLeader !== null && (isolated === null || clock.now >= isolated.until) && readRandom() < partitionPerSecond * perTick * 0.5) {
+        // The leader cut off from the coordinator (and from every other replica), not from the router: it is deposed
+        // without knowing it, while the router's copy of the map (its link to the coordinator cut too, at times)
+        // still sends it reads. (Drawn from the readers' generator: the seed's other faults stay as they were.)
+        // Cut off from the coordinator alone, its followers go on answering it (its lease runs on) until they promise
+        // the new term: what the coordinator's wait for the lease is for.
+        isolated = { node: mapLeader, until: clock.now + 200 + readRandom() * 1_000, replicasToo: readRandom() < 0.5, mapToo: readRandom() < 0.7 };
+      }
     }
     clock.at(TICK_MS, tick);
   }
@@ -636,6 +743,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   clock.at(faultyMs, () => {
     faulty = false;
     cut.clear();
+    isolated = null;
   });
 
   /** Where the run stands, for a failure's message: the failover's sets, leader and term, and each replica's. */

@@ -13,7 +13,9 @@
 //     (last term, last index) leads: a write acknowledged by the old leader is
 //     durable on a majority, every majority shares a replica with that one, and log
 //     order makes the largest (last term, last index) hold it (chooseLeader below);
-//  4. Lead(term) to it, and the map names it (host.publish), which routers follow.
+//  4. Lead(term) to it, and the map names it (host.publish), which routers follow; but not before the lease of
+//     the leader before has run out (each answer says how long that may take by its replica's clock), unless that
+//     leader itself answered: it stopped leading when it promised (docs/replication.md, "Leases").
 // Without a majority within electionTimeoutMs it starts again with a newer term.
 //
 // A replica-set change that keeps the elected leader, answering, in the set does not elect (changedTo): the
@@ -56,6 +58,13 @@ export interface LastRecord {
   lastTerm: number;
   lastIndex: number;
 }
+/** An answer to a Prepare: its last record, and until when (host.now) the lease of the leader it last answered may run. */
+interface Promise_ extends LastRecord {
+  leaseEndsBy: number;
+  /** It led the last term a Lead was sent for (lastLed), or it is the replica that Lead went to (lastLedBy): it held
+   * the only lease that may still run, and holds none now. */
+  ledLast: boolean;
+}
 
 /** The replica to lead: the largest (last term, last index) among the answers, or null without
  * answers from a majority of `replicas`. Ties go to the replica listed first. */
@@ -81,7 +90,7 @@ export class SliceFailover {
   private lastPingAt = -Infinity;
   /** An election under way; `refused`: replicas that said they promised its term or a newer one without answering
    * it (a repeated Prepare, after a link came back), so will not answer it. */
-  private election: { term: number; startedAt: number; answers: Map<ReplicaId, LastRecord>; refused: Set<ReplicaId> } | null = null;
+  private election: { term: number; startedAt: number; answers: Map<ReplicaId, Promise_>; refused: Set<ReplicaId> } | null = null;
   /** Elections started, for reports. */
   elections = 0;
   /** Whether this failover's leader was told to lead on (LeadOn) and has not said (Pong) that it does yet. */
@@ -110,6 +119,11 @@ export class SliceFailover {
      * change settles, an election needs a majority of each of them and of `replicas`, and so does every commit
      * of a leader it elects. Empty: no change under way. */
     older: readonly (readonly ReplicaId[])[] = [],
+    /** The last term for which the coordinator sent a Lead (the slice's map term, or a term no replica led: then
+     * nothing is known of who led last, and every election waits the reported leases out). */
+    private lastLed = 0,
+    /** The replica that Lead (or LeadOn) went to; null: not known (a coordinator that started since). */
+    private lastLedBy: ReplicaId | null = null,
   ) {
     assert(new Set(replicas).size === replicas.length && replicas.length >= 1, 'a slice\'s replicas are distinct');
     this.configs = [replicas, ...older];
@@ -125,6 +139,14 @@ export class SliceFailover {
   get currentTerm(): number {
     return this.term;
   }
+  /** The last term it sent a Lead for (see the constructor): a failover that replaces this one takes it over. */
+  get lastLedTerm(): number {
+    return this.lastLed;
+  }
+  /** The replica it sent that Lead to (see the constructor), or null. */
+  get lastLeader(): ReplicaId | null {
+    return this.lastLedBy;
+  }
 
   tick(): void {
     const now = this.host.now();
@@ -136,6 +158,9 @@ export class SliceFailover {
     }
     if (this.election !== null) {
       const e = this.election;
+      // A majority answered and a lease is running out: the election ends once it has (not later than LEASE_MS).
+      if (this.finishElection()) return;
+      if (this.hasMajority(e.answers) && !this.leasesOut(e.answers)) return;
       // Replicas that promised the term and have not answered yet, on nodes that answer other slices: their answer
       // is slow (a node restarting or catching up), not lost. A newer term would make every replica promise again
       // and lose the answers already in, so the election waits, up to LEADER_SLOW_TIMEOUT_FACTOR times its timeout.
@@ -183,13 +208,47 @@ export class SliceFailover {
       return this.suspect('leader could not lead on at the new term');
     }
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
+    if (this.election.answers.has(from)) return;
+    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: (m.ledTerm > 0 && m.ledTerm === this.lastLed) || from === this.lastLedBy });
+    this.finishElection();
+  }
+
+  /** Joint majorities: a majority of every set of the change promised the term and answered. A write
+   * acknowledged under any of them is on a majority of that set, so on a replica that answered. */
+  private hasMajority(answers: ReadonlyMap<ReplicaId, unknown>): boolean {
+    return this.configs.every((set) => set.filter((r) => answers.has(r)).length >= majority(set.length));
+  }
+
+  /** No lease of an older leader may still run: the last leader answered (it stopped leading when it promised), or
+   * the answers whose reported wait is over are by themselves a majority of every set. The lease counted a majority
+   * of its set, which shares a replica with that majority, and that replica's wait is over, so the lease ended. An
+   * answer still waiting (a node that just restarted reports a full LEASE_MS, not knowing what it answered before
+   * its crash) holds nothing up once enough others are past theirs: only some majority's waits matter, not all. */
+  private leasesOut(answers: ReadonlyMap<ReplicaId, Promise_>): boolean {
+    const now = this.host.now();
+    const over = new Map<ReplicaId, Promise_>();
+    for (const [r, p] of answers) {
+      if (p.ledLast) return true;
+      if (p.leaseEndsBy <= now) over.set(r, p);
+    }
+    return this.hasMajority(over);
+  }
+
+  /** Names the leader once a majority answered and no lease of an older leader may still run: every leader before
+   * the last one named had its lease run out before that one was named (this rule, by induction), and the last one's
+   * lease counted on answers from a majority of its set, one of which is among the answers whose wait is over (two
+   * majorities meet: leasesOut), and that replica's leaseEndsBy is no earlier than the lease's end. If the last leader
+   * itself answered, it stopped leading (and serving reads) when it promised; if the replica it was answered from a
+   * process started since (it leads nothing, ledTerm 0), the leader's process exited: a node's replicas live in the one
+   * process that holds its data folder (data-folder-lock.ts), and a lease lives in the leader's process. The wait is measured by this clock from when each answer arrived,
+   * which is later than it was sent. Whether it named one. */
+  private finishElection(): boolean {
+    if (this.election === null) return false;
     const answers = this.election.answers;
-    answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
-    // Joint majorities: a majority of every set of the change promised the term and answered. A write
-    // acknowledged under any of them is on a majority of that set, so on a replica that answered.
-    if (!this.configs.every((set) => set.filter((r) => answers.has(r)).length >= majority(set.length))) return;
+    if (!this.hasMajority(answers)) return false;
+    if (!this.leasesOut(answers)) return false;
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
-    if (chosen === null) return;
+    if (chosen === null) return false;
     if (!this.replicas.includes(chosen)) {
       // The most up to date replica left the set (a node that still answers for it, e.g. a deposed leader whose
       // own replica was moved off it, with records no other replica took). The set's most up to date replica may
@@ -199,13 +258,13 @@ export class SliceFailover {
       // election. (Waiting for a replica of the set with the leaving one's very last record, as before, never
       // ends when none took it.)
       const inSet = this.choose(this.replicas.filter((r) => answers.has(r)), answers);
-      if (inSet === null) return;
+      if (inSet === null) return false;
       const own = answers.get(inSet)!;
       const notFurther = (r: ReplicaId) => {
         const a = answers.get(r);
         return a !== undefined && (a.lastTerm < own.lastTerm || (a.lastTerm === own.lastTerm && a.lastIndex <= own.lastIndex));
       };
-      if (!this.configs.every((set) => set.filter(notFurther).length >= majority(set.length))) return;
+      if (!this.configs.every((set) => set.filter(notFurther).length >= majority(set.length))) return false;
       chosen = inSet;
     }
     assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
@@ -215,10 +274,13 @@ export class SliceFailover {
     this.term = term;
     this.lastGoodAt = this.host.now();
     this.published = true;
+    this.lastLed = term;
+    this.lastLedBy = chosen;
     this.host.publish(chosen, term);
     // While the change is unsettled the leader replicates to every set's replicas and commits on joint majorities.
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
     this.host.send(chosen, { type: 'Lead', term, followers: this.members.filter((r) => r !== chosen), sets });
+    return true;
   }
 
   /** Whether replica `r`'s node sent the coordinator anything in the last 1.5 ping intervals: a node that answers
@@ -252,7 +314,7 @@ export class SliceFailover {
    * change had not settled either). */
   changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, choose: typeof chooseLeader = chooseLeader, leadOn = true): SliceFailover {
     const older = this.configs.filter((set) => !sameSet(set, next));
-    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older);
+    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older, this.lastLed, this.lastLedBy);
     // The leader this failover elected (or told to lead on), in the new set, answering lately: it leads on. Only
     // with no election under way (currentLeader): then no replica took a term newer than the leader's. And only
     // once this failover's own change settled (as the coordinator changes sets: membership.ts), so that the sets
@@ -285,6 +347,9 @@ export class SliceFailover {
     this.lastGoodAt = this.host.now();
     this.published = true;
     this.leadingOn = true;
+    // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it.
+    this.lastLed = term;
+    this.lastLedBy = leader;
     this.host.publish(leader, term);
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
     this.host.send(leader, { type: 'LeadOn', term, from, followers: this.members.filter((r) => r !== leader), sets });

@@ -146,7 +146,9 @@ export class ReplicaLeaders {
       // A changed set: joint majorities of the new set and the old one (and of older ones not settled) until it settles.
       const failover =
         run === undefined
-          ? new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice))
+          ? // The map's term is at least the last one a Lead was sent for (recorded before the Lead leaves), and was that one
+            // unless a handover named a leader at a newer term before its election (then no replica led it: leases are waited out).
+            new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, [], this.map.termOf(slice))
           : run.failover.changedTo(replicas, this.map.lastTermUsed(slice), this.host(slice));
       const leadsOn = failover.currentLeader;
       if (run !== undefined) {
@@ -232,7 +234,8 @@ export class ReplicaLeaders {
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
       assert(replicas[0] === to && keyOf(replicas) === key, 'a handover changes the leader, not the replica set');
-      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
+      const before = this.runs.get(slice)!.failover;
+      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, [], before.lastLedTerm, before.lastLeader);
       this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: true, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
     }
     this.handovers += ok.length;

@@ -24,12 +24,28 @@
 //    replica-set change, keeping its records (its writes not yet committed commit with its new barrier): no
 //    Prepare, no deposed leader. Refused by a replica that does not lead `from`.
 import { assert } from '../../shared/errors.js';
-import { REPLICATION_APPEND_RECORDS_MAX as APPEND_RECORDS_MAX, REPLICA_KEEPALIVE_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS } from '../../shared/limits.js';
+import {
+  REPLICATION_APPEND_RECORDS_MAX as APPEND_RECORDS_MAX,
+  LEADER_HEARTBEAT_TIMEOUT_MS,
+  REPLICA_KEEPALIVE_MS,
+  REPLICA_LEASE_DRIFT,
+  REPLICA_LEASE_MS,
+  REPLICA_LEASE_PROBE_MS_MIN,
+  REPLICA_READ_STALENESS_MS,
+  REPLICA_TICK_MS,
+} from '../../shared/limits.js';
 import { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicaRecord, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { checksumMatches, makeRecord } from './replica-record.js';
 
 // Keep-alives leave a leader at most a period and a tick apart: an idle follower stays readable through one lost.
 assert(2 * (REPLICA_KEEPALIVE_MS + REPLICA_TICK_MS) <= REPLICA_READ_STALENESS_MS, 'a follower outlives one lost keep-alive');
+// An idle leader's lease runs from its last round of keep-alives: the next round (a period and up to a tick later)
+// must be answered before it runs out, with room for the answers' way back.
+assert(REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT) >= REPLICA_KEEPALIVE_MS + 2 * REPLICA_TICK_MS, 'an idle leader keeps its lease');
+// A dead leader's lease has run out by about when the coordinator counts it gone: the lease adds to failover at most
+// the time between the followers' last answers and the coordinator's last Pong.
+assert(REPLICA_LEASE_MS <= LEADER_HEARTBEAT_TIMEOUT_MS, 'a lease is no longer than the leader timeout');
+assert(REPLICA_LEASE_DRIFT > 0 && REPLICA_LEASE_DRIFT < 0.5, 'a leader uses most of its lease, never all of it');
 
 export { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicationMessage };
 
@@ -106,7 +122,7 @@ export interface ReplicaHost {
   /** This replica stopped leading `term`: its writes not yet committed have an unknown outcome. */
   deposed?(term: number): void;
   /** A monotonic clock, in ms (performance.now on a node, the simulation's clock there): how long ago a follower
-   * heard from its leader, and when a leader's keep-alives are due. */
+   * heard from its leader, when a leader's keep-alives are due, how long its lease runs. */
   now(): number;
   /** Why records a peer sent, which this replica does not hold yet, could not be applied (their payloads are not
    * the host's changes), or null. Asked before anything of them is written: a record is applied only once
@@ -117,7 +133,17 @@ export interface ReplicaHost {
   /** A peer sent something this replica refused or dropped as malformed (not a stale term or a gap: what a
    * replica that follows the protocol never sends). For the host's log. */
   malformed?(from: ReplicaId, why: string): void;
+  /** This leader's lease became valid again (consistent reads waiting for it may be answered: see leaseValid). */
+  leased?(): void;
+  /** The lease and keep-alive period (shared/limits.ts); the simulation, whose failover timing is shorter, its own. */
+  timing?: ReplicaTiming;
 }
+
+export interface ReplicaTiming {
+  leaseMs: number;
+  keepAliveMs: number;
+}
+export const REPLICA_TIMING_DEFAULT: ReplicaTiming = { leaseMs: REPLICA_LEASE_MS, keepAliveMs: REPLICA_KEEPALIVE_MS };
 
 export class Replica {
   private promisedTerm: number;
@@ -152,6 +178,18 @@ export class Replica {
   private termFrom = 0;
   /** The REPLICA_KEEPALIVE_MS period of the clock in which this leader last sent its keep-alives (see tick). */
   private keptAlivePeriod = -1;
+  /** The latest send time (sentAt) of this leader's messages that each follower answered at its term (leaseValid). */
+  private readonly ackedSentAt = new Map<ReplicaId, number>();
+  /** When this leader's lease began: the latest send time that a majority of every set answered (itself counted). */
+  private leaseFrom = -Infinity;
+  /** When it last sent a round of keep-alives to renew its lease (renewLease). */
+  private probedAt = -Infinity;
+  // Follower state for leases.
+  /** When (host.now) this replica last answered a leader (AppendOk, KeepAliveOk): that leader's lease may count on it
+   * until LEASE_MS after, so a promise to a newer term tells the coordinator to wait that long (onPrepare). Starts at
+   * the replica's start: it may have answered just before a crash. */
+  private answeredAt: number;
+  private readonly timing: ReplicaTiming;
   // Follower state for eventually consistent reads (see readable).
   /** The term of the leader whose Append, Snapshot (taken or refused for a gap) or KeepAlive it last had; 0: none since start. */
   private heardTerm = 0;
@@ -166,6 +204,8 @@ export class Replica {
     found: DurableReplica,
   ) {
     this.promisedTerm = found.promisedTerm;
+    this.timing = host.timing ?? REPLICA_TIMING_DEFAULT;
+    this.answeredAt = host.now();
     this.snapIndex = found.snapshot?.index ?? 0;
     this.snapTerm = found.snapshot?.term ?? 0;
     this.snapState = found.snapshot?.state ?? null;
@@ -192,6 +232,25 @@ export class Replica {
    * them before proposing; older ones it applies when committed). A LeadOn does not move it. */
   get ownFrom(): number {
     return this.leadFrom;
+  }
+  /** Leads, and holds a lease (docs/replication.md, "Leases"): a majority of every set it commits on (itself counted)
+   * answered at its term a message it sent at leaseFrom, and less than LEASE_MS (less the drift margin) has passed
+   * since by its clock. Every replica that answered will tell an election to wait until LEASE_MS has passed since it
+   * answered (by its clock), and an election hears from a majority, so no other leader is named before this lease
+   * ends, nor can a write be acknowledged by one: a consistent read answered now from this leader's store (what it
+   * committed) misses no acknowledged write. */
+  get leaseValid(): boolean {
+    return this.leading && this.host.now() < this.leaseFrom + this.timing.leaseMs * (1 - REPLICA_LEASE_DRIFT);
+  }
+  /** A leader whose lease lapsed asks every follower for an answer now (a KeepAlive) rather than at the next period;
+   * at most once per REPLICA_LEASE_PROBE_MS_MIN. */
+  renewLease(): void {
+    if (!this.leading) return;
+    const now = this.host.now();
+    if (now - this.probedAt < REPLICA_LEASE_PROBE_MS_MIN) return;
+    this.probedAt = now;
+    const leased = this.leaseValid;
+    for (const f of this.followers) this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
   }
   /** Whether a follower may answer an eventually consistent read from what it applied (docs/replication.md,
    * "Eventually consistent reads"): it heard from the leader of the term it promised since it started, and it
@@ -266,13 +325,16 @@ export class Replica {
    * worker (one clock, one timer) sends its keep-alives in the same tick: one frame per destination node. */
   tick(): void {
     if (!this.leading) return;
-    const period = Math.floor(this.host.now() / REPLICA_KEEPALIVE_MS);
+    const now = this.host.now();
+    const period = Math.floor(now / this.timing.keepAliveMs);
     const keepAlive = period !== this.keptAlivePeriod;
     this.keptAlivePeriod = period;
+    const leased = this.leaseValid;
     for (const f of this.followers) {
       const heard = this.heard.delete(f);
       if (this.match.get(f)! >= this.lastIndex && this.knownCommit.get(f)! >= this.commit) {
-        if (keepAlive) this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit });
+        // Answered (KeepAliveOk): an idle leader's lease runs from its last round.
+        if (keepAlive) this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
         continue;
       }
       // A follower that answered since the last tick and has appends in flight gets their answers, and
@@ -367,6 +429,9 @@ export class Replica {
     this.match.clear();
     this.knownCommit.clear();
     this.heard.clear();
+    this.ackedSentAt.clear();
+    this.leaseFrom = -Infinity;
+    this.probedAt = -Infinity;
     for (const f of this.followers) {
       this.next.set(f, this.lastIndex + 1);
       this.match.set(f, 0);
@@ -408,13 +473,13 @@ export class Replica {
     if (next <= this.snapIndex) {
       assert(this.snapState !== null, 'a compacted log has its snapshot');
       // The log no longer has what the follower lacks: send the state instead.
-      this.host.send(to, { type: 'Snapshot', term: this.promisedTerm, index: this.snapIndex, lastTerm: this.snapTerm, state: this.snapState!, commitIndex: this.commit });
+      this.host.send(to, { type: 'Snapshot', term: this.promisedTerm, index: this.snapIndex, lastTerm: this.snapTerm, state: this.snapState!, commitIndex: this.commit, sentAt: Math.floor(this.host.now()), leased: this.leaseValid });
       this.next.set(to, this.snapIndex + 1);
       return;
     }
     const prevIndex = next - 1;
     const records = this.records.slice(next - this.snapIndex - 1, next - this.snapIndex - 1 + recordsMax);
-    this.host.send(to, { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm: this.termAt(prevIndex)!, records, commitIndex: this.commit });
+    this.host.send(to, { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm: this.termAt(prevIndex)!, records, commitIndex: this.commit, sentAt: Math.floor(this.host.now()), leased: this.leaseValid });
     this.next.set(to, next + records.length);
   }
 
@@ -428,6 +493,7 @@ export class Replica {
     if (m.type === 'AppendOk') {
       // Another process's word, not this one's state: a follower cannot hold a record its leader lacks.
       if (m.matchIndex > this.lastIndex) return this.host.malformed?.(from, `an AppendOk says it holds record ${m.matchIndex}; this leader's log ends at ${this.lastIndex} (dropped)`);
+      this.answered(from, m.sentAt);
       if (m.matchIndex > this.match.get(from)!) this.match.set(from, m.matchIndex);
       if (m.commitIndex > this.knownCommit.get(from)!) this.knownCommit.set(from, m.commitIndex);
       if (this.next.get(from)! <= m.matchIndex) this.next.set(from, m.matchIndex + 1);
@@ -443,6 +509,25 @@ export class Replica {
     // heartbeat's probe (tick), not at once, which made a loop between the nodes as fast as messages pass.
     if (m.code === 'ChecksumMismatch' || m.code === 'MalformedAppend' || m.code === 'MalformedContents') return;
     this.sendAppend(from);
+  }
+
+  /** Follower `from` answered, at this leader's term, a message sent at `sentAt`: the lease may begin later. */
+  private answered(from: ReplicaId, sentAt: number): void {
+    if (sentAt <= (this.ackedSentAt.get(from) ?? -Infinity)) return;
+    this.ackedSentAt.set(from, sentAt);
+    this.renewLeaseFrom();
+  }
+
+  private renewLeaseFrom(): void {
+    const was = this.leaseValid;
+    // The latest time a majority of every set answered a message sent at or after (the leader itself: now, so Infinity).
+    let from = Infinity;
+    for (const set of this.quorums) {
+      const at = set.map((r) => (r === this.id ? Infinity : (this.ackedSentAt.get(r) ?? -Infinity))).sort((a, b) => b - a);
+      from = Math.min(from, at[Math.floor(set.length / 2)]);
+    }
+    this.leaseFrom = Math.max(this.leaseFrom, from);
+    if (!was && this.leaseValid) this.host.leased?.();
   }
 
   /** Commits the largest index that a majority holds durably, if it is of this leader's term. */
@@ -480,6 +565,7 @@ export class Replica {
       this.match.delete(f);
       this.knownCommit.delete(f);
       this.heard.delete(f);
+      this.ackedSentAt.delete(f);
     }
     this.followers = this.followers.filter((f) => own.includes(f));
   }
@@ -502,6 +588,9 @@ export class Replica {
         return this.onSnapshot(from, m);
       case 'KeepAlive':
         return this.onKeepAlive(from, m);
+      case 'KeepAliveOk':
+        if (this.leading && m.term === this.promisedTerm && this.match.has(from)) this.answered(from, m.sentAt);
+        return;
       case 'KeepAlives':
         return assert(false, 'a slice node splits KeepAlives into one KeepAlive per slice before a replica sees them');
       case 'AppendOk':
@@ -529,10 +618,18 @@ export class Replica {
 
   private onPrepare(from: ReplicaId, term: number): void {
     if (term <= this.promisedTerm) return this.refuse(from, 'StaleTerm', `term ${term} is not newer than the term ${this.promisedTerm} this replica promised`);
+    // A leader that promises a newer term stops leading (promise), and with it answering reads under its lease.
+    const ledTerm = this.leading ? this.promisedTerm : 0;
     this.promise(term);
     // Taken now: everything written so far is in the sync below, and no record of an older term is taken from here on.
-    const reply: ReplicationMessage = { type: 'Prepared', term, lastTerm: this.lastTerm, lastIndex: this.lastIndex };
-    this.host.disk.sync(() => this.host.send(from, reply));
+    const lastTerm = this.lastTerm;
+    const lastIndex = this.lastIndex;
+    this.host.disk.sync(() => {
+      // It answers no older leader from the promise on, so the lease of the one it answered last (which may count
+      // on that answer) runs out this long from now at the latest: the coordinator waits it out (failover.ts).
+      const leaseWaitMs = Math.max(0, Math.ceil(this.answeredAt + this.timing.leaseMs - this.host.now()));
+      this.host.send(from, { type: 'Prepared', term, lastTerm, lastIndex, leaseWaitMs, ledTerm });
+    });
   }
 
   private onLead(from: ReplicaId, term: number, followers: ReplicaId[], sets: ReplicaId[][]): void {
@@ -577,13 +674,13 @@ export class Replica {
     if (problem !== null) return this.refuse(from, 'MalformedContents', `${problem}; nothing of this append was applied`);
     if (this.leading && m.term === this.promisedTerm) return this.refuse(from, 'StaleTerm', `two leaders of term ${m.term}`); // cannot happen: one Lead per term
     this.promise(m.term);
-    this.heardFrom(m.term, m.commitIndex);
+    this.heardFrom(m.term, m.commitIndex, m.leased);
     if (m.prevIndex > this.lastIndex) return this.refuse(from, 'LogGap', `the records start after index ${m.prevIndex}; this replica's log ends at ${this.lastIndex}`);
     let records = m.records;
     if (m.prevIndex < this.snapIndex) {
       // What this replica has in its snapshot is committed, so it is the leader's too.
       records = records.filter((r) => r.index > this.snapIndex);
-      if (records.length === 0) return this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex);
+      if (records.length === 0) return this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex, m.sentAt);
     } else if (this.termAt(m.prevIndex) !== m.prevTerm) {
       return this.refuse(from, 'LogMismatch', `record ${m.prevIndex} is of term ${this.termAt(m.prevIndex)} here and ${m.prevTerm} at the leader`);
     }
@@ -599,7 +696,7 @@ export class Replica {
       }
       this.appendLocal(fresh);
     }
-    this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex);
+    this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex, m.sentAt);
   }
 
   private onSnapshot(from: ReplicaId, m: ReplicationMessage & { type: 'Snapshot' }): void {
@@ -609,7 +706,7 @@ export class Replica {
     const problem = m.index > this.commit ? (this.host.checkState?.(m.state) ?? null) : null;
     if (problem !== null) return this.refuse(from, 'MalformedContents', `the state of the snapshot at ${m.index}: ${problem}; nothing of it was applied`);
     this.promise(m.term);
-    this.heardFrom(m.term, m.commitIndex);
+    this.heardFrom(m.term, m.commitIndex, m.leased);
     if (m.index > this.commit) {
       // Replaces everything this replica applied (all of it is in the snapshot, which is committed).
       this.host.disk.write({ kind: 'snapshot', index: m.index, term: m.lastTerm, state: m.state });
@@ -622,19 +719,21 @@ export class Replica {
       this.applied = m.index;
       this.commit = m.index;
     }
-    this.ackWhenDurable(from, m.term, m.index, m.commitIndex);
+    this.ackWhenDurable(from, m.term, m.index, m.commitIndex, m.sentAt);
   }
 
-  /** The leader of m.term still leads it. Not answered, to keep an idle cluster cheap (the follower has nothing
-   * to tell: the leader sends it only once it said it holds everything), except by a replica that promised a
-   * newer term: StaleTerm tells a deposed leader, as it would an Append. */
+  /** The leader of m.term still leads it. Answered with KeepAliveOk, which renews the leader's lease (nothing is
+   * written: the answer says only that this replica has promised no newer term), or by a replica that promised a
+   * newer term with StaleTerm, which tells a deposed leader, as it would an Append. */
   private onKeepAlive(from: ReplicaId, m: ReplicationMessage & { type: 'KeepAlive' }): void {
     if (m.term < this.promisedTerm) return this.refuse(from, 'StaleTerm', `a keep-alive of term ${m.term}; this replica promised term ${this.promisedTerm}`);
     // A leader sends it only to a replica that answered one of its Appends, so that promised its term durably: a
     // newer term (a replica that lost its disk) or a leader of its own term (cannot be: one Lead per term) is
     // dropped; the keep-alive brings no records, so it is no reason to promise a term.
     if (m.term !== this.promisedTerm || this.leading) return;
-    this.heardFrom(m.term, m.commitIndex);
+    this.heardFrom(m.term, m.commitIndex, m.leased);
+    this.answeredAt = this.host.now();
+    this.host.send(from, { type: 'KeepAliveOk', term: m.term, sentAt: m.sentAt });
   }
 
   /** Answers once what was written is durable, and only if no newer term came meanwhile (a newer
@@ -643,27 +742,33 @@ export class Replica {
    * durable now and survives a restart. (One learned in the callback is written after the sync and may
    * not be: a leader told that would stop sending heartbeats to a follower that lost it in a crash,
    * leaving its last committed records unapplied.) */
-  private ackWhenDurable(to: ReplicaId, term: number, matchIndex: number, leaderCommit: number): void {
+  private ackWhenDurable(to: ReplicaId, term: number, matchIndex: number, leaderCommit: number, sentAt: number): void {
     const durableCommit = this.commit;
     this.host.disk.sync(() => {
       if (this.promisedTerm !== term || this.leading) return;
       // What the leader has committed and this replica holds (as of the leader's records) is committed.
       const upTo = Math.min(leaderCommit, matchIndex, this.lastIndex);
       if (upTo > this.commit && this.termAt(upTo) !== undefined) this.advanceCommit(upTo);
-      this.host.send(to, { type: 'AppendOk', term, matchIndex, commitIndex: durableCommit });
+      this.answeredAt = this.host.now();
+      this.host.send(to, { type: 'AppendOk', term, matchIndex, commitIndex: durableCommit, sentAt });
     });
   }
 
   /** The leader of `term` sent its commit index: what this follower must have applied before it may answer reads,
-   * and for how long it may (readable). */
-  private heardFrom(term: number, commitIndex: number): void {
+   * and, if that leader held its lease when it sent it (`leased`), for how long it may (readable). A leader that was
+   * deposed without knowing it holds no lease since before the election that deposed it (leaseValid), so a
+   * follower that still hears it and not the new leader (one left out of that election's majority, at R >= 5)
+   * stops answering eventual reads REPLICA_READ_STALENESS_MS after that leader's last leased message at the
+   * latest, as if it heard from nobody. */
+  private heardFrom(term: number, commitIndex: number, leased: boolean): void {
     assert(term === this.promisedTerm, 'a follower hears from the leader of the term it promised');
     if (term !== this.heardTerm) {
       this.heardTerm = term;
       this.heardCommit = 0;
+      this.heardAt = -Infinity;
     }
     this.heardCommit = Math.max(this.heardCommit, commitIndex);
-    this.heardAt = this.host.now();
+    if (leased) this.heardAt = this.host.now();
   }
 
   private appendLocal(records: ReplicaRecord[]): void {

@@ -25,7 +25,7 @@ import { MalformedFrame } from '../../shared/protocol.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
-import { Replica, type ReplicaId, type ReplicationMessage } from './replica.js';
+import { Replica, type ReplicaId, type ReplicaTiming, type ReplicationMessage } from './replica.js';
 import type { ReplicaRecord } from './replica-record.js';
 
 export interface SliceReplicaEvents {
@@ -36,6 +36,8 @@ export interface SliceReplicaEvents {
   /** A peer sent something for `slice` that its replica refused or dropped as malformed (Replica's host.malformed);
    * `from` null: found in a committed record (its sender is not known any more). */
   malformed?(slice: number, from: ReplicaId | null, why: string): void;
+  /** The leader of `slice` holds its lease again: consistent reads waiting for it may be answered. */
+  leased?(slice: number): void;
 }
 
 export class SliceReplicas {
@@ -65,6 +67,8 @@ export class SliceReplicas {
     /** When a write is executed (ms, the wall clock: records keep it across restarts and other replicas read it),
      * what bounds how long its id is remembered. */
     private readonly wallNow: () => number = Date.now,
+    /** The lease and keep-alive period (the simulation's are shorter); absent: shared/limits.ts. */
+    private readonly timing?: ReplicaTiming,
   ) {
     // At start, every slice the log holds comes back: its committed records are applied to the store.
     for (const slice of log.sliceIds) this.of(slice);
@@ -327,7 +331,9 @@ export class SliceReplicas {
         checkRecords: (records) => this.checkRecords(slice, records),
         checkState: (state) => this.check(slice, state, true),
         malformed: (from, why) => this.events.malformed?.(slice, from, why),
+        leased: () => this.events.leased?.(slice),
         now: this.now,
+        timing: this.timing,
         deposed: (term) => {
           // The store ran ahead of the commit point: put it back to exactly what is committed. The writes
           // executed since the last propose() go too (deposed inside a task: worker.ts takeControl between two
