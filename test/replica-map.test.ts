@@ -274,4 +274,32 @@ describe('the coordinator\'s lease wait', () => {
       leaders.close();
     }
   });
+
+  it('sends no Lead whose election the map did not record (a coordinator restarted since would take the map\'s older term for the last one led)', async () => {
+    const map = open(4, 3);
+    const sent: ReplicateEntry[][] = [[], [], [], []];
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: ReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const [, x, f] = map.replicasOf(0);
+      const outside = [0, 1, 2, 3].find((n) => !map.replicasOf(0).includes(n))!;
+      const prepareOf = (n: number) => sent[n].find(([s, m]) => s === 0 && m.type === 'Prepare')?.[1];
+      for (let i = 0; i < 50 && (prepareOf(x) === undefined || prepareOf(f) === undefined); i++) await new Promise((r) => setTimeout(r, 50));
+      const term = prepareOf(x)!.type === 'Prepare' ? (prepareOf(x) as { term: number }).term : 0;
+      expect(term).toBeGreaterThan(0);
+      // In one turn: x and f promise (x is the most up to date: it is elected), and x's replica moves off the slice.
+      leaders.receive(x, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 5, leaseWaitMs: 0, ledTerm: 0 }]]);
+      leaders.receive(f, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      map.moveReplicas([{ slice: 0, from: x, to: outside }]);
+      leaders.sync();
+      map.dropLeavingReplicas([{ slice: 0, node: x }]);
+      leaders.sync();
+      await new Promise((r) => setTimeout(r, 50));
+      // Every Lead that left is for a term the map records as led: a restarted coordinator starts from it (lastLed).
+      const leads = sent.flatMap((box) => box.filter(([s, m]) => s === 0 && (m.type === 'Lead' || m.type === 'LeadOn')).map(([, m]) => (m as { term: number }).term));
+      for (const t of leads) expect(t).toBeLessThanOrEqual(map.termOf(0));
+    } finally {
+      leaders.close();
+    }
+  });
 });

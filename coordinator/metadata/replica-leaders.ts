@@ -365,12 +365,20 @@ export class ReplicaLeaders {
   private flush(): void {
     this.flushQueued = false;
     const used = this.used;
-    const elected = [...this.elected.values()].filter((e) => {
+    const published = [...this.elected.values()];
+    const elected = published.filter((e) => {
       // A failover replaced within this turn (its set changed) may have published at a term the map moved past.
       const replicas = this.map.replicasOf(e.slice);
       return replicas.includes(e.leader) && e.term > this.map.termOf(e.slice) && e.term <= Math.max(used.get(e.slice) ?? 0, this.map.lastTermUsed(e.slice));
     });
     const outbox = this.outbox;
+    // Nor does its Lead (or LeadOn) leave: a coordinator that restarts takes the map's term for the last one a Lead
+    // went to, and an election that hears a replica say it led that term names a leader without waiting out leases
+    // (failover.ts, lastLed), which a leader of an unrecorded newer term may still hold.
+    const unrecorded = new Set(published.filter((e) => !elected.includes(e)).map((e) => e.slice));
+    if (unrecorded.size > 0) {
+      for (const [node, entries] of outbox) outbox.set(node, entries.filter(([slice, m]) => !(unrecorded.has(slice) && (m.type === 'Lead' || m.type === 'LeadOn'))));
+    }
     this.used = new Map();
     this.elected = new Map();
     this.outbox = new Map();
