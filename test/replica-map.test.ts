@@ -4,11 +4,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
+import type { NodeLink } from '../coordinator/metadata/node-link.js';
+import type { ReplicateEntry } from '../shared/protocol.js';
 import { keyslice } from './cli-run.js';
 
 const dirs: string[] = [];
@@ -237,5 +239,67 @@ describe('replica sets in the cluster map', () => {
     const run = await keyslice(['coordinator', '--port', '0', '--data', dir, '--replication-factor', '0', '--routers', '0'], 20_000);
     expect(run.code).not.toBe(0);
     expect(run.stderr).toContain('--replication-factor must be auto or a whole number from 1 to 7 (a slice needs at least one replica), got "0"');
+  });
+});
+
+describe('the coordinator\'s lease wait', () => {
+  it('waits out an old leader\'s lease by a monotonic clock: a wall clock stepped forward (an NTP step) does not end the wait early', async () => {
+    const map = open(3, 3);
+    // The nodes' side of the links: what the coordinator sends each node, and a link that stays ready.
+    const sent: ReplicateEntry[][] = [[], [], []];
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: ReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    const realNow = Date.now.bind(Date);
+    try {
+      // The coordinator starts with no known leader: slice 0 elects. Wait (bounded) for its Prepare to reach nodes 0 and 1.
+      const prepareOf = (n: number) => sent[n].find(([s, m]) => s === 0 && m.type === 'Prepare')?.[1];
+      for (let i = 0; i < 50 && (prepareOf(0) === undefined || prepareOf(1) === undefined); i++) await new Promise((r) => setTimeout(r, 50));
+      const prepare = prepareOf(0);
+      expect(prepare?.type).toBe('Prepare');
+      const term = prepare!.type === 'Prepare' ? prepare!.term : 0;
+      // A majority promises; each answered the old leader just now, so its lease may run 1,500 ms more.
+      for (const n of [0, 1]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 1_500, ledTerm: 0 }]]);
+      const leadSent = () => sent.some((box) => box.some(([s, m]) => s === 0 && m.type === 'Lead' && m.term === term));
+      await new Promise((r) => setTimeout(r, 250));
+      expect(leadSent()).toBe(false);
+      // The coordinator's wall clock steps a minute forward; real time does not.
+      vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 60_000);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(leadSent()).toBe(false);
+      // Once the lease may have run out, by real time, the leader is named.
+      for (let i = 0; i < 40 && !leadSent(); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leadSent()).toBe(true);
+    } finally {
+      vi.restoreAllMocks();
+      leaders.close();
+    }
+  });
+
+  it('sends no Lead whose election the map did not record (a coordinator restarted since would take the map\'s older term for the last one led)', async () => {
+    const map = open(4, 3);
+    const sent: ReplicateEntry[][] = [[], [], [], []];
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: ReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const [, x, f] = map.replicasOf(0);
+      const outside = [0, 1, 2, 3].find((n) => !map.replicasOf(0).includes(n))!;
+      const prepareOf = (n: number) => sent[n].find(([s, m]) => s === 0 && m.type === 'Prepare')?.[1];
+      for (let i = 0; i < 50 && (prepareOf(x) === undefined || prepareOf(f) === undefined); i++) await new Promise((r) => setTimeout(r, 50));
+      const term = prepareOf(x)!.type === 'Prepare' ? (prepareOf(x) as { term: number }).term : 0;
+      expect(term).toBeGreaterThan(0);
+      // In one turn: x and f promise (x is the most up to date: it is elected), and x's replica moves off the slice.
+      leaders.receive(x, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 5, leaseWaitMs: 0, ledTerm: 0 }]]);
+      leaders.receive(f, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      map.moveReplicas([{ slice: 0, from: x, to: outside }]);
+      leaders.sync();
+      map.dropLeavingReplicas([{ slice: 0, node: x }]);
+      leaders.sync();
+      await new Promise((r) => setTimeout(r, 50));
+      // Every Lead that left is for a term the map records as led: a restarted coordinator starts from it (lastLed).
+      const leads = sent.flatMap((box) => box.filter(([s, m]) => s === 0 && (m.type === 'Lead' || m.type === 'LeadOn')).map(([, m]) => (m as { term: number }).term));
+      for (const t of leads) expect(t).toBeLessThanOrEqual(map.termOf(0));
+    } finally {
+      leaders.close();
+    }
   });
 });

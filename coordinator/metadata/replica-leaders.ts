@@ -14,6 +14,7 @@
 // need a majority of the new set AND of the old one (joint majorities) until the new leader's barrier is
 // committed on both (Pong.commitTerm says so). A change that keeps the slice's leader in the set, answering,
 // elects no one: the leader leads on at a new term (LeadOn), with the same joint majorities.
+import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
@@ -85,7 +86,7 @@ export class ReplicaLeaders {
   private lastTickAt = Date.now();
   /** Whether the last tick came late and looked at no timeout (tick). */
   private skippedLate = false;
-  /** node -> when its last Replicate frame came (a node that answers is slow, not gone: failover.ts). */
+  /** node -> when (performance.now) its last Replicate frame came (a node that answers is slow, not gone: failover.ts). */
   private readonly heardAt = new Map<number, number>();
   /** Leadership handovers done since this process started, for status. */
   handovers = 0;
@@ -256,7 +257,7 @@ export class ReplicaLeaders {
 
   /** Replication messages from node `node` (its link's frame). */
   receive(node: number, entries: ReplicateEntry[]): void {
-    this.heardAt.set(node, Date.now());
+    this.heardAt.set(node, performance.now());
     for (const [slice, message] of entries) {
       const run = this.runs.get(slice);
       // A replica of an older set of an unsettled change answers too (its majority counts).
@@ -334,7 +335,9 @@ export class ReplicaLeaders {
         box.push([slice, message]);
         this.queueFlush();
       },
-      now: () => Date.now(),
+      // Monotonic: an election waits out an old leader's lease by it (failover.ts), which a wall clock stepped
+      // forward (an NTP step, a VM resumed) would end early; heardAt is on the same clock.
+      now: () => performance.now(),
       // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
       heardFrom: (node: number) => (this.ready(node) ? (this.heardAt.get(node) ?? -Infinity) : -Infinity),
       persistTerm: (term: number, election = true) => {
@@ -362,12 +365,20 @@ export class ReplicaLeaders {
   private flush(): void {
     this.flushQueued = false;
     const used = this.used;
-    const elected = [...this.elected.values()].filter((e) => {
+    const published = [...this.elected.values()];
+    const elected = published.filter((e) => {
       // A failover replaced within this turn (its set changed) may have published at a term the map moved past.
       const replicas = this.map.replicasOf(e.slice);
       return replicas.includes(e.leader) && e.term > this.map.termOf(e.slice) && e.term <= Math.max(used.get(e.slice) ?? 0, this.map.lastTermUsed(e.slice));
     });
     const outbox = this.outbox;
+    // Nor does its Lead (or LeadOn) leave: a coordinator that restarts takes the map's term for the last one a Lead
+    // went to, and an election that hears a replica say it led that term names a leader without waiting out leases
+    // (failover.ts, lastLed), which a leader of an unrecorded newer term may still hold.
+    const unrecorded = new Set(published.filter((e) => !elected.includes(e)).map((e) => e.slice));
+    if (unrecorded.size > 0) {
+      for (const [node, entries] of outbox) outbox.set(node, entries.filter(([slice, m]) => !(unrecorded.has(slice) && (m.type === 'Lead' || m.type === 'LeadOn'))));
+    }
     this.used = new Map();
     this.elected = new Map();
     this.outbox = new Map();
