@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { HotKeys } from '../slice-worker/slice-load.js';
 import { HOT_KEYS_REPORTED, HOT_KEYS_TRACKED, LOAD_WINDOW_SECONDS } from '../shared/limits.js';
+import { prng } from '../bench/keys.js';
 
 /** The sketch as it was before the heap: a scan for the least counted key. */
 class ScanHotKeys {
@@ -76,17 +77,6 @@ class TrueCounts {
   }
 }
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 type Shape = (rand: () => number, i: number) => string;
 const shapes: [string, Shape][] = [
   ['all distinct', (_r, i) => `new-${i}`],
@@ -99,7 +89,7 @@ const shapes: [string, Shape][] = [
 describe('hot keys', () => {
   it.each(shapes)('%s: the heap tracks what the scan tracked, and top() is the same', (_name, shape) => {
     for (let seed = 1; seed <= 4; seed++) {
-      const rand = mulberry32(seed * 7919);
+      const rand = prng(seed * 7919);
       const sketch = new HotKeys();
       const oracle = new ScanHotKeys();
       const truth = new TrueCounts();
@@ -129,7 +119,7 @@ describe('hot keys', () => {
   });
 
   it('finds every key of more than N/k ops among distinct keys, with a lower bound of its count', () => {
-    const rand = mulberry32(42);
+    const rand = prng(42);
     const sketch = new HotKeys();
     const truth = new TrueCounts();
     for (let i = 0; i < 20_000; i++) {
