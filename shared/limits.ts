@@ -215,8 +215,9 @@ export const REPLICA_KEEPALIVE_MS = REPLICA_READ_STALENESS_MS / 3;
  * tells the coordinator how much of this is left since it last answered an older leader, and the coordinator waits
  * that out before it names a new leader (unless the old leader itself promised). Equal to LEADER_HEARTBEAT_TIMEOUT_MS:
  * a leader that died or froze had its followers' last answers about when the coordinator last heard from it, so by
- * the time the coordinator counts it gone its lease has nearly run out, and failover waits at most a ping interval
- * longer. Longer than a keep-alive period plus a tick, so that an idle leader, whose followers answer its keep-alives,
+ * the time the coordinator counts it gone by its silence its lease has nearly run out, and failover waits at most a
+ * ping interval longer (a killed leader's link closes and the election starts at once, so that one waits for most of
+ * the lease, unless the killed node's new process answers first). Longer than a keep-alive period plus a tick, so that an idle leader, whose followers answer its keep-alives,
  * holds its lease without a break (asserted in replica.ts). */
 export const REPLICA_LEASE_MS = LEADER_HEARTBEAT_TIMEOUT_MS;
 /** The part of a lease a leader does not use: monotonic clocks of two machines run at rates that differ by far less
