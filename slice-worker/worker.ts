@@ -14,7 +14,8 @@
 // task on such a slice are proposed as one record (SliceReplicas.propose) and kept
 // out of the worker's own log; a chunk that touched one is answered only once the
 // slice's commit index reaches the slice's last index as of that task (a write:
-// its own record; a read: what it saw), later, through the node's MessagePort
+// its own record; a read: what it saw, and only while the leader holds its lease,
+// else after REPLICA_LEASE_WAIT_MS it answers Unavailable, not applied), later, through the node's MessagePort
 // ({held: ticket} now, [ticket, bytes] then), so that the next tasks run
 // meanwhile. What the replicas send and the answers released in one turn go to
 // the node as one message at the end of the turn. Deposed first: those ops
@@ -395,7 +396,7 @@ function refusalFor(slices: number[]): SliceOpResult | null {
 /** An eventually consistent read on a replicated slice that this worker's replica follows: answered from the
  * store (which holds exactly the committed records it applied) when the replica may answer, else refused with
  * ReplicaNotReady (nothing read; the router reads from the leader). The leader's replica takes the consistent
- * path instead: its store runs ahead of the commit point, so its reads are held until committed. */
+ * path instead: its store runs ahead of the commit point, so its reads are held until committed and its lease holds. */
 function replicaRead(op: Extract<SliceOpMessage, [typeof SliceOp.ReplicaGet | typeof SliceOp.ReplicaRange, ...unknown[]]>, r: Replica): SliceOpResult {
   if (!r.readable) {
     return [RESULT_ERROR, 'ReplicaNotReady', `slice ${op[2]}'s replica on this node has not applied what its leader committed, or has not heard from it for ${REPLICA_READ_STALENESS_MS} ms (applied ${r.appliedIndex}, term ${r.term}); read from the leader`];
