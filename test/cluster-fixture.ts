@@ -1,6 +1,6 @@
 // Test fixture: a real local cluster (coordinator and slice nodes as processes
 // on 127.0.0.1, built code from dist/) and the two transports to talk to it.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
@@ -78,6 +78,15 @@ export function plain(v: unknown): unknown {
 
 /** A seeded PRNG, so that a failing random case can be replayed. */
 export const rng = prng;
+
+/** KEYSLICE_TEST_LOG: the stories print their counts, and every process's output goes to a log with the time:
+ * `=1` on stdout, any other value a file of that name. Unset: nothing. */
+export const testLog: ((line: string) => void) | undefined = ((v) =>
+  v === undefined || v === ''
+    ? undefined
+    : v === '1'
+      ? (l: string) => console.log(`${Date.now()} ${l}`)
+      : (l: string) => appendFileSync(v, `${Date.now()} ${l}\n`))(process.env.KEYSLICE_TEST_LOG);
 
 export async function expectError(p: Promise<unknown>, code: string): Promise<KeysliceError> {
   try {

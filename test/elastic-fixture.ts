@@ -1,7 +1,7 @@
 // Test fixture for an elastic cluster: a coordinator started without nodes and
 // slice nodes that register themselves; a write load whose every acknowledged
 // write can be checked afterwards; and polling of /cluster/status.
-import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect } from 'vitest';
@@ -9,6 +9,7 @@ import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
+import { testLog } from './cluster-fixture.js';
 
 export const SECRET = 'test-cluster-secret';
 
@@ -31,8 +32,7 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
   // Replication factor 1 unless asked: the stories written before replication move one copy of each slice.
   const extra = ['--cluster-secret', SECRET, '--replication-factor', String(opts.replicationFactor ?? 1), ...(opts.coordinatorArgs ?? [])];
   if (opts.moveItemsPerSecond !== undefined) extra.push('--move-items-per-second', String(opts.moveItemsPerSecond));
-  // KEYSLICE_TEST_LOG=<file>: every process's output goes there, with the time.
-  const log = process.env.KEYSLICE_TEST_LOG ? (l: string) => appendFileSync(process.env.KEYSLICE_TEST_LOG!, `${Date.now()} ${l}\n`) : undefined;
+  const log = testLog;
   const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], opts.slices, log, extra);
   const e: Elastic = {
     dataDir,

@@ -3,7 +3,6 @@
 // (SIGSTOP): within bounded time writes to its slices succeed again, through the router's retry,
 // and every acknowledged write is readable; a restarted node catches up; a frozen leader that
 // wakes acknowledges nothing; a node that is gone for good is removed while down.
-import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
@@ -11,9 +10,9 @@ import type { ClusterStatus } from '../shared/api.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
-import { useCluster, type ClusterHandle } from './cluster-fixture.js';
+import { testLog, useCluster, type ClusterHandle } from './cluster-fixture.js';
 
-const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync', ...(process.env.KEYSLICE_TEST_LOG ? { log: (l: string) => appendFileSync(process.env.KEYSLICE_TEST_LOG!, `${Date.now()} ${l}\n`) } : {}) });
+const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync', ...(testLog ? { log: testLog } : {}) });
 const T = 'failover';
 /** Bounds of this file's loops: a failover takes the heartbeat timeout (1.5 s) plus an election. */
 const RECOVERY_MS_MAX = 20_000;
