@@ -106,6 +106,10 @@ export class Membership {
     return this.map.replicasOf(slice).filter((node) => this.map.statusOf(node) !== 'removed').map((node) => this.links[node]);
   }
 
+  replicated(slice: number): boolean {
+    return this.replicaLinks(slice).length > 1;
+  }
+
   /** Every node that is connected gets its assignment again (its led slices or replica sets changed). */
   private reassignAll(): void {
     this.links.forEach((l, i) => this.map.statusOf(i) !== 'removed' && l.reassign());

@@ -76,6 +76,14 @@ export class RouterView implements Routing, TableSource {
     return owner < 0 ? null : this.links[owner];
   }
 
+  replicated(slice: number): boolean {
+    const v = this.current();
+    if (v.owners[slice] < 0) return false;
+    let n = this.links[v.owners[slice]] ? 1 : 0;
+    for (const node of v.followers?.[slice] ?? []) if (this.links[node]) n++;
+    return n > 1;
+  }
+
   replicaLinks(slice: number): NodeLink[] {
     const v = this.current();
     const owner = v.owners[slice];

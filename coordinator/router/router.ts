@@ -90,7 +90,7 @@ export class Router {
     for (let attempt = 0; ; attempt++) {
       const link = this.cluster.linkOf(slice);
       if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
-      if (isWriteOp(op) && requestIdOf(op) === null && this.cluster.replicaLinks(slice).length > 1) setRequestId(op, this.ids.next());
+      if (isWriteOp(op) && requestIdOf(op) === null && this.cluster.replicated(slice)) setRequestId(op, this.ids.next());
       if (link.state !== 'ready') await this.cluster.linkReady(link);
       if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
         await this.cluster.afterNoLeader(failoverTries++);
@@ -227,7 +227,7 @@ export class Router {
     if (err.code !== 'Unavailable') return false;
     if (wasNotApplied(err) || !isWriteOp(op)) return true;
     // An id: every copy of it that may have run ran where the id is remembered (send).
-    return requestIdOf(op) !== null && this.cluster.replicaLinks(op[2]).length > 1;
+    return requestIdOf(op) !== null && this.cluster.replicated(op[2]);
   }
 
   /** Whether an op that met a failover (no serving leader) is tried again: only on replicated

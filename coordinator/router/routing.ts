@@ -26,6 +26,9 @@ export interface Routing {
   /** The links of the nodes that hold a replica of `slice`, its leader's first (the leader's alone at R=1,
    * or while the map names no follower); empty while no node has joined. */
   replicaLinks(slice: number): SliceChannel[];
+  /** Whether replicaLinks(slice) names more than one link (the slice is replicated), without building the list:
+   * asked for every write (Router.send). */
+  replicated(slice: number): boolean;
   /** Links of the nodes that are part of the cluster (not removed). */
   presentLinks(): SliceChannel[];
   /** The owner's link of every slice in [from, to), once none of them is between a move's
