@@ -57,47 +57,6 @@ const KEPT_RECOUNT_PAGES = 1024;
 const keptCost = (packed: string): number => packed.length + 24;
 const newStored = (item: Item, bytes: number): Stored => ({ item, bytes, packed: null });
 
-/** Where a packed page keeps the bytes it made: its partition, which counts them (a dropped partition takes its
- * count along), while the worker's budget (SliceStore.mayKeep) has room. */
-interface Keeper {
-  partition: Partition;
-  room(): boolean;
-  /** Counts what the page kept toward the worker's budget. */
-  added(cost: number): void;
-}
-
-/** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
- * item's kept bytes where it has them; the others packed together (one pack call: packing item by item costs
- * more) and cut into items by their headers, each then kept when there is a `keeper` with room and the item is at
- * most PACKED_ITEM_CACHE_BYTES_MAX. */
-function packWhole(list: readonly Stored[], keeper: Keeper | null): Uint8Array {
-  const keep = keeper !== null && keeper.room();
-  const missing: Item[] = [];
-  for (const s of list) if (s.packed === null) missing.push(s.item);
-  if (missing.length === list.length && !keep) return packClientList(missing);
-  const packed = missing.length === 0 ? Buffer.alloc(0) : packClientList(missing);
-  assert(Buffer.isBuffer(packed), 'msgpackr packs into a Buffer');
-  // Views of a Buffer are Buffers: their latin1 text is read without a Buffer made for each.
-  const pieces = missing.length === 0 ? [] : (splitPackedList(packed) as Buffer[]);
-  const parts: (string | Uint8Array)[] = new Array(list.length);
-  let k = 0;
-  for (let i = 0; i < list.length; i++) {
-    const s = list[i];
-    if (s.packed !== null) {
-      parts[i] = s.packed;
-      continue;
-    }
-    const piece = pieces[k++];
-    if (keep && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX) {
-      parts[i] = s.packed = piece.toString('latin1');
-      const cost = keptCost(s.packed);
-      keeper.partition.kept += cost;
-      keeper.added(cost);
-    } else parts[i] = piece;
-  }
-  assert(k === pieces.length, 'every packed item has its place in the page');
-  return concatClientList(parts);
-}
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
 /** Every item of a worker as of one moment: their count, and the items as set-effects. */
 export interface SnapshotView {
@@ -467,8 +426,8 @@ export class SliceStore {
     const whole: Stored[] | null = spec.packed && projection === null ? [] : null;
     const partition = this.partition(table, slice, false);
     const tree = partition?.tree;
-    const keeper: Keeper | null = partition === undefined ? null : { partition, room: () => this.mayKeep(), added: (cost) => (this.keptSinceCount += cost) };
-    const page = (): RangeItems => (whole !== null ? packWhole(whole, keeper) : spec.packed ? packClientList(items) : items);
+    const keepIn = whole !== null && partition !== undefined && this.mayKeep() ? partition : null;
+    const page = (): RangeItems => (whole !== null ? this.packWhole(whole, keepIn) : spec.packed ? packClientList(items) : items);
     if (tree === undefined) return [page(), null, false, keys, 0];
     let examined = 0;
     let bytes = 0;
@@ -534,7 +493,7 @@ export class SliceStore {
         bytes += stored.bytes;
       }
     }
-    return [entries, exhausted, whole !== null ? packWhole(whole, null) : packed ? packScanItems(entries) : null];
+    return [entries, exhausted, whole !== null ? this.packWhole(whole, null) : packed ? packScanItems(entries) : null];
   }
 
   /** Items, bytes and load of each slice of a table that holds items or saw load, and its hot keys. */
@@ -662,6 +621,38 @@ export class SliceStore {
       for (const { table, slice, tree } of parts) for (const [key, stored] of tree.entries()) yield [EFFECT_SET, table, slice, key, stored.item, stored.bytes];
     }
     return { items, entries: entries() };
+  }
+
+  /** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
+   * item's kept bytes where it has them; the others packed together (one pack call: packing item by item costs
+   * more) and cut into items by their headers, each then kept in `keepIn` (its partition, which counts them: a
+   * dropped partition takes its count along) when given and the item is at most PACKED_ITEM_CACHE_BYTES_MAX. */
+  private packWhole(list: readonly Stored[], keepIn: Partition | null): Uint8Array {
+    const missing: Item[] = [];
+    for (const s of list) if (s.packed === null) missing.push(s.item);
+    if (missing.length === list.length && keepIn === null) return packClientList(missing);
+    const packed = missing.length === 0 ? Buffer.alloc(0) : packClientList(missing);
+    assert(Buffer.isBuffer(packed), 'msgpackr packs into a Buffer');
+    // Views of a Buffer are Buffers: their latin1 text is read without a Buffer made for each.
+    const pieces = missing.length === 0 ? [] : (splitPackedList(packed) as Buffer[]);
+    const parts: (string | Uint8Array)[] = new Array(list.length);
+    let k = 0;
+    for (let i = 0; i < list.length; i++) {
+      const s = list[i];
+      if (s.packed !== null) {
+        parts[i] = s.packed;
+        continue;
+      }
+      const piece = pieces[k++];
+      if (keepIn !== null && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX) {
+        parts[i] = s.packed = piece.toString('latin1');
+        const cost = keptCost(s.packed);
+        keepIn.kept += cost;
+        this.keptSinceCount += cost;
+      } else parts[i] = piece;
+    }
+    assert(k === pieces.length, 'every packed item has its place in the page');
+    return concatClientList(parts);
   }
 
   /** What the items of this worker keep of packed bytes (keptCost), summed over its partitions. */
