@@ -45,6 +45,7 @@ import { WorkerChannel } from './worker-channel.js';
 import type { ReplicaControl } from './worker.js';
 import { COORDINATOR, KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
+import { sparseLog } from '../shared/sparse-log.js';
 import {
   CLUSTER_API_PREFIX,
   CLUSTER_SECRET_HEADER,
@@ -226,15 +227,9 @@ function setEpoch(next: number): void {
 
 // Refusals are logged at most once a second (with a count of the others), so that a
 // peer sending garbage cannot flood the log.
-let refusalsUnlogged = 0;
-let lastRefusalLogAt = 0;
+const logRefusal = sparseLog('refusals');
 function refuse(ws: WebSocket, why: string): void {
-  const now = Date.now();
-  if (now - lastRefusalLogAt >= 1000) {
-    console.error(`keyslice slice node: closed a connection: ${why}${refusalsUnlogged > 0 ? ` (and ${refusalsUnlogged} more refusals since the last such line)` : ''}`);
-    lastRefusalLogAt = now;
-    refusalsUnlogged = 0;
-  } else refusalsUnlogged++;
+  logRefusal(`keyslice slice node: closed a connection: ${why}`);
   // 1008: policy violation. The reason reaches the peer, cut to what a close frame holds.
   ws.close(1008, closeReason(why));
 }

@@ -58,6 +58,7 @@ import { SliceReplicas } from './replication/slice-replicas.js';
 
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
 import { WriteAheadLog } from './wal.js';
+import { sparseLog } from '../shared/sparse-log.js';
 
 export interface WorkerConfig {
   workerIndex: number;
@@ -159,17 +160,9 @@ function openReplicas(self: number): void {
 
 // What peers sent that a replica refused or dropped as malformed is logged at most once a second (with a count of
 // the others), as the node logs the frames it refuses: a peer that sends garbage cannot flood the log.
-let malformedUnlogged = 0;
-let lastMalformedLogAt = 0;
+const logMalformed = sparseLog('such');
 function onMalformed(slice: number, from: number | null, why: string): void {
-  const now = Date.now();
-  if (now - lastMalformedLogAt < 1000) {
-    malformedUnlogged++;
-    return;
-  }
-  console.error(`keyslice slice node: worker ${config.workerIndex}: slice ${slice}: ${from === null ? 'found' : `refused what node ${from} sent`}: ${why}${malformedUnlogged > 0 ? ` (and ${malformedUnlogged} more such since the last such line)` : ''}`);
-  lastMalformedLogAt = now;
-  malformedUnlogged = 0;
+  logMalformed(`keyslice slice node: worker ${config.workerIndex}: slice ${slice}: ${from === null ? 'found' : `refused what node ${from} sent`}: ${why}`);
 }
 
 /** KEYSLICE_TRACE_REPLICAS=1: a line whenever the count of slices this worker leads, or serves, changed (a timeline for bench/FAILOVER.md). */

@@ -1,0 +1,18 @@
+// A log line written at most once a second, with a count of the ones left out since: what a peer or a client can
+// cause (refused frames, malformed records) must not let it flood the log.
+
+/** Writes `line` now if the last was a second ago or more, else counts it; `kind` names the left-out ones. */
+export function sparseLog(kind: string): (line: string) => void {
+  let unlogged = 0;
+  let lastAt = 0;
+  return (line) => {
+    const now = Date.now();
+    if (now - lastAt < 1000) {
+      unlogged++;
+      return;
+    }
+    console.error(`${line}${unlogged > 0 ? ` (and ${unlogged} more ${kind} since the last such line)` : ''}`);
+    lastAt = now;
+    unlogged = 0;
+  };
+}
