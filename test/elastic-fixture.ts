@@ -87,6 +87,16 @@ export async function writesResent(e: Elastic): Promise<number> {
   return n;
 }
 
+/** Every replicated slice has a leader. */
+export const led = (st: ClusterStatus): boolean => st.replication.leaders.replicated > 0 && st.replication.leaders.led === st.replication.leaders.replicated;
+
+/** Every slice led, no move or replica-set change under way, and each node within one replica of every other. */
+export function replicasSpread(st: ClusterStatus): boolean {
+  const replicas = st.nodes.map((n) => n.replicas);
+  const { moving, unsettled } = st.replication.leaders;
+  return led(st) && st.moves.pending === 0 && moving === 0 && unsettled === 0 && Math.max(...replicas) - Math.min(...replicas) <= 1;
+}
+
 /** Polls `check` every 100 ms until it is true; fails after `timeoutMs`. */
 export async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
   const until = Date.now() + timeoutMs;

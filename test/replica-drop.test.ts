@@ -7,13 +7,11 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
-import type { ClusterStatus } from '../shared/api.js';
-import { bulk, elasticClusters, SECRET, waitFor, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, replicasSpread, SECRET, waitFor, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const ITEMS = 300;
 
-const led = (st: ClusterStatus) => st.replication.leaders.replicated > 0 && st.replication.leaders.led === st.replication.leaders.replicated;
 
 /** Every slice's replica set as node URLs, from the coordinator's persisted map. */
 function sets(e: Elastic): string[][] {
@@ -49,15 +47,7 @@ describe('a replica that left a node is dropped there (R=3)', () => {
 
     // A 4th node joins: replicas move onto it, and the nodes they left drop them.
     const joined = await e.addNode();
-    await waitFor(
-      async () => {
-        const st = await e.status();
-        const replicas = st.nodes.map((n) => n.replicas);
-        return led(st) && st.moves.pending === 0 && st.replication.leaders.moving === 0 && st.replication.leaders.unsettled === 0 && Math.max(...replicas) - Math.min(...replicas) <= 1;
-      },
-      'the replicas to be spread over the 4 nodes',
-      90_000,
-    );
+    await waitFor(async () => replicasSpread(await e.status()), 'the replicas to be spread over the 4 nodes', 90_000);
     let last = '';
     const held = async () => {
       const h = await heldAsExpected(e);

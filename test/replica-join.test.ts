@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { keyslice } from './cli-run.js';
-import { bulk, elasticClusters, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, replicasSpread, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -34,8 +34,6 @@ function readMap(e: Elastic): { nodes: string[]; owners: number[]; followers: nu
     return null;
   }
 }
-
-const led = (st: ClusterStatus) => st.replication.leaders.replicated > 0 && st.replication.leaders.led === st.replication.leaders.replicated;
 
 describe('replica rebalancing onto a node that joins (R=3)', () => {
   it('a 4th node joining 3 nodes at R=3 under writes takes a quarter of the replicas and leads some slices; nothing is lost', async () => {
@@ -164,15 +162,7 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     }
     // Back (same folder and port), it takes its share of replicas again: the moves are made anew.
     await e.addNode(undefined, Number(new URL(joined.url).port), joined.name);
-    await waitFor(
-      async () => {
-        const s = await e.status();
-        const replicas = s.nodes.map((n) => n.replicas);
-        return led(s) && s.moves.pending === 0 && s.replication.leaders.moving === 0 && s.replication.leaders.unsettled === 0 && Math.max(...replicas) - Math.min(...replicas) <= 1;
-      },
-      'the replicas to be spread over the 4 nodes once the killed node is back',
-      90_000,
-    );
+    await waitFor(async () => replicasSpread(await e.status()), 'the replicas to be spread over the 4 nodes once the killed node is back', 90_000);
     for (const set of persisted(e).sets) expect(new Set(set).size).toBe(3);
     await load.verify(300);
   }, 200_000);

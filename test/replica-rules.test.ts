@@ -619,6 +619,13 @@ describe('a leader\'s lease (consistent reads on a leader deposed without knowin
     }
   };
   const LEASE_USED_MS = REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT);
+  /** Replica 0, which last led `ledTerm`, promises `term`: it stops leading, its lease ends at once, and its Prepared says which term it led. */
+  const promiseEndsLease = (g: ReturnType<typeof group>, term: number, ledTerm: number) => {
+    g.replicas[0].receive(COORDINATOR, { type: 'Prepare', term });
+    expect(g.replicas[0].leaseValid).toBe(false);
+    g.sync(0);
+    expect(g.deliver(COORDINATOR).map((s) => s.m)).toMatchObject([{ type: 'Prepared', term, ledTerm }]);
+  };
 
   it('holds a lease from the send time of what a majority answered, renews it with a round of keep-alives, and loses it when it promises a newer term', () => {
     const g = group(3);
@@ -649,10 +656,7 @@ describe('a leader\'s lease (consistent reads on a leader deposed without knowin
     g.clock.now = 10 + LEASE_USED_MS + LEASE_USED_MS - 1;
     expect(g.replicas[0].leaseValid).toBe(true);
     // Prepare for a newer term: it stops leading, and its lease with it; its answer says it led term 1.
-    g.replicas[0].receive(COORDINATOR, { type: 'Prepare', term: 2 });
-    expect(g.replicas[0].leaseValid).toBe(false);
-    g.sync(0);
-    expect(g.deliver(COORDINATOR).map((s) => s.m)).toMatchObject([{ type: 'Prepared', term: 2, ledTerm: 1 }]);
+    promiseEndsLease(g, 2, 1);
   });
 
   it('has a follower that promises a newer term tell the coordinator how long the lease it last counted on may run', () => {
@@ -723,10 +727,7 @@ describe('a leader\'s lease (consistent reads on a leader deposed without knowin
     settleAmong(g, [0, 2, 3]);
     expect(g.replicas[0].leaseValid).toBe(true);
     // It promises a later election's term: its answer says it led term 2, which the coordinator recorded with the LeadOn.
-    g.replicas[0].receive(COORDINATOR, { type: 'Prepare', term: 3 });
-    expect(g.replicas[0].leaseValid).toBe(false);
-    g.sync(0);
-    expect(g.deliver(COORDINATOR).map((s) => s.m)).toMatchObject([{ type: 'Prepared', term: 3, ledTerm: 2 }]);
+    promiseEndsLease(g, 3, 2);
   });
 });
 
