@@ -270,17 +270,24 @@ export class SliceFailover {
     assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
     const term = this.election.term;
     this.election = null;
-    this.leader = chosen;
+    this.host.send(chosen, { type: 'Lead', term, ...this.install(chosen, term) });
+    return true;
+  }
+
+  /** Names `leader` as leading `term` (elected, or leading on) here and in the map (host.publish); returns the
+   * followers and sets its Lead or LeadOn carries. */
+  private install(leader: ReplicaId, term: number): { followers: ReplicaId[]; sets: ReplicaId[][] } {
+    this.leader = leader;
     this.term = term;
     this.lastGoodAt = this.host.now();
     this.published = true;
+    // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it.
     this.lastLed = term;
-    this.lastLedBy = chosen;
-    this.host.publish(chosen, term);
+    this.lastLedBy = leader;
+    this.host.publish(leader, term);
     // While the change is unsettled the leader replicates to every set's replicas and commits on joint majorities.
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
-    this.host.send(chosen, { type: 'Lead', term, followers: this.members.filter((r) => r !== chosen), sets });
-    return true;
+    return { followers: this.members.filter((r) => r !== leader), sets };
   }
 
   /** Whether replica `r`'s node sent the coordinator anything in the last 1.5 ping intervals: a node that answers
