@@ -160,7 +160,7 @@ export class SliceFailover {
       const e = this.election;
       // A majority answered and a lease is running out: the election ends once it has (not later than LEASE_MS).
       if (this.finishElection()) return;
-      if (this.hasMajority(e.answers) && !this.leasesOut(e.answers)) return;
+      if (this.quorumAmong((r) => e.answers.has(r)) && !this.leasesOut(e.answers)) return;
       // Replicas that promised the term and have not answered yet, on nodes that answer other slices: their answer
       // is slow (a node restarting or catching up), not lost. A newer term would make every replica promise again
       // and lose the answers already in, so the election waits, up to LEADER_SLOW_TIMEOUT_FACTOR times its timeout.
@@ -213,12 +213,6 @@ export class SliceFailover {
     this.finishElection();
   }
 
-  /** Joint majorities: a majority of every set of the change promised the term and answered. A write
-   * acknowledged under any of them is on a majority of that set, so on a replica that answered. */
-  private hasMajority(answers: ReadonlyMap<ReplicaId, unknown>): boolean {
-    return this.configs.every((set) => set.filter((r) => answers.has(r)).length >= majority(set.length));
-  }
-
   /** No lease of an older leader may still run: the last leader answered (it stopped leading when it promised), or
    * the answers whose reported wait is over are by themselves a majority of every set. The lease counted a majority
    * of its set, which shares a replica with that majority, and that replica's wait is over, so the lease ended. An
@@ -226,12 +220,8 @@ export class SliceFailover {
    * its crash) holds nothing up once enough others are past theirs: only some majority's waits matter, not all. */
   private leasesOut(answers: ReadonlyMap<ReplicaId, Promise_>): boolean {
     const now = this.host.now();
-    const over = new Map<ReplicaId, Promise_>();
-    for (const [r, p] of answers) {
-      if (p.ledLast) return true;
-      if (p.leaseEndsBy <= now) over.set(r, p);
-    }
-    return this.hasMajority(over);
+    for (const p of answers.values()) if (p.ledLast) return true;
+    return this.quorumAmong((r) => (answers.get(r)?.leaseEndsBy ?? Infinity) <= now);
   }
 
   /** Names the leader once a majority answered and no lease of an older leader may still run: every leader before
@@ -245,7 +235,9 @@ export class SliceFailover {
   private finishElection(): boolean {
     if (this.election === null) return false;
     const answers = this.election.answers;
-    if (!this.hasMajority(answers)) return false;
+    // Joint majorities: a majority of every set of the change promised the term and answered. A write
+    // acknowledged under any of them is on a majority of that set, so on a replica that answered.
+    if (!this.quorumAmong((r) => answers.has(r))) return false;
     if (!this.leasesOut(answers)) return false;
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
     if (chosen === null) return false;
@@ -264,23 +256,30 @@ export class SliceFailover {
         const a = answers.get(r);
         return a !== undefined && (a.lastTerm < own.lastTerm || (a.lastTerm === own.lastTerm && a.lastIndex <= own.lastIndex));
       };
-      if (!this.configs.every((set) => set.filter(notFurther).length >= majority(set.length))) return false;
+      if (!this.quorumAmong(notFurther)) return false;
       chosen = inSet;
     }
     assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
     const term = this.election.term;
     this.election = null;
-    this.leader = chosen;
+    this.host.send(chosen, { type: 'Lead', term, ...this.install(chosen, term) });
+    return true;
+  }
+
+  /** Names `leader` as leading `term` (elected, or leading on) here and in the map (host.publish); returns the
+   * followers and sets its Lead or LeadOn carries. */
+  private install(leader: ReplicaId, term: number): { followers: ReplicaId[]; sets: ReplicaId[][] } {
+    this.leader = leader;
     this.term = term;
     this.lastGoodAt = this.host.now();
     this.published = true;
+    // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it.
     this.lastLed = term;
-    this.lastLedBy = chosen;
-    this.host.publish(chosen, term);
+    this.lastLedBy = leader;
+    this.host.publish(leader, term);
     // While the change is unsettled the leader replicates to every set's replicas and commits on joint majorities.
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
-    this.host.send(chosen, { type: 'Lead', term, followers: this.members.filter((r) => r !== chosen), sets });
-    return true;
+    return { followers: this.members.filter((r) => r !== leader), sets };
   }
 
   /** Whether replica `r`'s node sent the coordinator anything in the last 1.5 ping intervals: a node that answers
@@ -342,17 +341,8 @@ export class SliceFailover {
     const term = this.term + 1;
     assert(term > from && this.election === null, 'a leader leads on at a newer term, with no election under way');
     this.host.persistTerm(term, false);
-    this.leader = leader;
-    this.term = term;
-    this.lastGoodAt = this.host.now();
-    this.published = true;
     this.leadingOn = true;
-    // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it.
-    this.lastLed = term;
-    this.lastLedBy = leader;
-    this.host.publish(leader, term);
-    const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
-    this.host.send(leader, { type: 'LeadOn', term, from, followers: this.members.filter((r) => r !== leader), sets });
+    this.host.send(leader, { type: 'LeadOn', term, from, ...this.install(leader, term) });
   }
 
   /** Every replica of every set of the change (those an election asks, those a leader replicates to). */

@@ -57,7 +57,6 @@ export class AppliedRequests {
   /** The last instance looked up and its map (a task's writes mostly come from one router): one lookup, not two. */
   private lastInstance = -1;
   private lastAnswers: Map<number, RequestAnswer> | undefined = undefined;
-  private count = 0;
   /** The same writes in the order applied (log order), in parallel lists: instances[head], counters[head] is the
    * oldest. (Not the Maps' own order: a write's place across instances, and finding a Map's first entry walks past
    * every entry deleted since it last rehashed.) */
@@ -79,8 +78,9 @@ export class AppliedRequests {
     for (let i = 0; i < list.counters.length; i++) this.remember(list.instances[list.of === null ? 0 : list.of[i]], list.counters[i], atOf(list, i), list.answers?.[i] ?? null);
   }
 
+  /** The writes remembered: those from head on (forget runs only on the head, which then moves past it). */
   get size(): number {
-    return this.count;
+    return this.counters.length - this.head;
   }
 
   /** When the newest remembered write was applied (by the time its record carries); undefined if none is. */
@@ -99,7 +99,7 @@ export class AppliedRequests {
     const newest = this.counters.length - 1;
     while (this.head < newest) {
       // The newest is kept, whatever its size.
-      if (this.count <= APPLIED_REQUESTS_PER_SLICE_MAX && this.bytes <= APPLIED_REQUEST_BYTES_PER_SLICE_MAX && at - this.ats[this.head] <= APPLIED_REQUESTS_KEPT_MS) break;
+      if (this.size <= APPLIED_REQUESTS_PER_SLICE_MAX && this.bytes <= APPLIED_REQUEST_BYTES_PER_SLICE_MAX && at - this.ats[this.head] <= APPLIED_REQUESTS_KEPT_MS) break;
       this.forget(this.head);
       this.head++;
     }
@@ -112,7 +112,7 @@ export class AppliedRequests {
       this.sizes = this.sizes.slice(this.head);
       this.head = 0;
     }
-    assert(this.count <= APPLIED_REQUESTS_PER_SLICE_MAX, 'a slice remembers a bounded number of writes');
+    assert(this.size <= APPLIED_REQUESTS_PER_SLICE_MAX, 'a slice remembers a bounded number of writes');
   }
 
   /** Adds a committed record's writes, in order; answers how many of them it remembered already, which keep their
@@ -179,7 +179,6 @@ export class AppliedRequests {
     answers.set(counter, answer);
     // A leader executes a write only if its id is not here, and a committed log holds each id once.
     if (answers.size !== before + 1) assert(false, `request [${instance}, ${counter}] is applied once`);
-    this.count++;
     const size = bytesOf(answer);
     this.instances.push(instance);
     this.counters.push(counter);
@@ -200,7 +199,6 @@ export class AppliedRequests {
       this.lastAnswers = undefined;
     }
     this.answerList[i] = null; // its item, if any, is not kept until the lists are cut
-    this.count--;
     this.bytes -= this.sizes[i];
   }
 }

@@ -47,6 +47,10 @@ assert(REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT) >= REPLICA_KEEPALIVE_MS + 2 
 assert(REPLICA_LEASE_MS <= LEADER_HEARTBEAT_TIMEOUT_MS, 'a lease is no longer than the leader timeout');
 assert(REPLICA_LEASE_DRIFT > 0 && REPLICA_LEASE_DRIFT < 0.5, 'a leader uses most of its lease, never all of it');
 
+/** Refusals of what was sent (damaged or malformed), not of where the refusing replica's log stands: the same records
+ * would be refused again. */
+const MALFORMED: ReadonlySet<RefusalCode> = new Set(['ChecksumMismatch', 'MalformedAppend', 'MalformedContents']);
+
 export { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicationMessage };
 
 /** What a replica writes; durable only once a later sync() has completed. */
@@ -507,7 +511,7 @@ export class Replica {
     this.next.set(from, Math.max(this.match.get(from)! + 1, Math.min(this.next.get(from)!, from1)));
     // A follower that found the records damaged or malformed refuses them again: they go again with the next
     // heartbeat's probe (tick), not at once, which made a loop between the nodes as fast as messages pass.
-    if (m.code === 'ChecksumMismatch' || m.code === 'MalformedAppend' || m.code === 'MalformedContents') return;
+    if (MALFORMED.has(m.code)) return;
     this.sendAppend(from);
   }
 
@@ -603,7 +607,7 @@ export class Replica {
   }
 
   private refuse(to: ReplicaId, code: RefusalCode, message: string): void {
-    if (code === 'ChecksumMismatch' || code === 'MalformedAppend' || code === 'MalformedContents') this.host.malformed?.(to, message);
+    if (MALFORMED.has(code)) this.host.malformed?.(to, message);
     this.host.send(to, { type: 'Refused', term: this.promisedTerm, code, message, lastIndex: this.lastIndex, commitIndex: this.commit });
   }
 

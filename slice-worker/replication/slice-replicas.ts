@@ -19,9 +19,8 @@
 // - The disk is the worker's replica log (replica-log.ts).
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
-import { requestIdOf, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
+import { MalformedFrame, requestIdOf, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
 import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, type ReplicatedChanges } from '../log-format.js';
-import { MalformedFrame } from '../../shared/protocol.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
