@@ -589,8 +589,9 @@ function placeFollowers(s: State, factor: number, up: (node: number) => boolean,
       const n = (owner + k) % s.nodes.length;
       if (n !== owner && candidates.includes(n) && !kept.includes(n)) added.push(n);
     }
-    // What placement chooses is on an active node that is up, and not yet a replica of the slice.
-    assert(added.every((n) => s.status[n] === 'active' && up(n) && n !== owner && !before.includes(n)), 'a new replica goes to an active node that is up');
+    // What placement chooses is on an active node that was up when this placement began (asked once per node: a
+    // heartbeat may time out meanwhile), and not yet a replica of the slice.
+    assert(added.every((n) => s.status[n] === 'active' && candidates.includes(n) && n !== owner && !before.includes(n)), 'a new replica goes to an active node that is up');
     kept.push(...added);
     if (added.length > 0 && s.leaving[slice] === -1 && s.joining[slice] === -1 && [owner, ...before].some((n) => s.status[n] === 'draining')) s.joining[slice] = added[0];
     if (kept.length !== before.length || kept.some((n, i) => n !== before[i])) changed = true;
