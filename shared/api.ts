@@ -358,8 +358,9 @@ export interface LeadersReport {
   /** Slices with a replica move under way (replica rebalancing onto a node that joined: a new replica added,
    * the one it replaces not dropped yet). */
   moving: number;
-  /** Replica moves undone since the coordinator started: their new replica's node was down for
-   * REPLICA_MOVE_UNDO_DOWN_MS before the move completed, and the slice went back to its old set. */
+  /** Replica moves and drain steps undone since the coordinator started: their new replica's node was down for
+   * REPLICA_MOVE_UNDO_DOWN_MS before the move completed, and the new replica left the set again (a move's slice back
+   * to its old set; a drain's new replica placed on another node that is up, where there is one). */
   movesUndone: number;
   /** Elections and leadership handovers since the coordinator started. */
   elections: number;

@@ -263,8 +263,9 @@ export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
  * that keeps the leader now leads on (LeadOn, docs/replication.md) and deposes no one; each still costs
  * a catch-up of the new replica, so the bound stays. */
 export const REPLICA_MOVES_IN_FLIGHT_MAX = 4;
-/** A replica move whose new replica's node has been down (not connected to the coordinator) this long before the
- * move completed is undone: the slice goes back to its old set (coordinator/metadata/membership.ts undoStalledMoves).
+/** A replica move (or a drain step) whose new replica's node has been down (not connected to the coordinator) this long
+ * before the move completed is undone: the slice goes back to its old set, a drain's new replica placed on another node
+ * that is up if there is one (coordinator/metadata/membership.ts undoStalledMoves).
  * Until then the slice runs as a set of R + 1 with one member down, so one more failure leaves it without a majority.
  * 5 s: a node restarted after a SIGKILL was ready again in 1.35 s (p50; 2.0 s at most) at load average 5 to 11
  * (bench/FAILOVER.md), so a restart lets its moves go on rather than be undone and copied again; at load 20 and more
