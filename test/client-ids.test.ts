@@ -16,6 +16,8 @@ import { expectError, useCluster } from './cluster-fixture.js';
 import { parseExposition, samples } from './prometheus-text.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3 });
+/** One node, R=1: its worker log keeps no ids (docs/replication.md). */
+const single = useCluster({ nodes: 1, slices: 4, replicationFactor: 1 });
 const T = 'clientids';
 /** Bounds on each wait for a failover or a restart. */
 const RECOVERY_MS_MAX = 20_000;
@@ -66,6 +68,7 @@ beforeAll(async () => {
   await initHashing();
   await c.client.createTable(T, { name: 'id', type: 'string' });
   await until('every slice led', allLed);
+  await single.client.createTable(T, { name: 'id', type: 'string' });
 });
 
 describe('a write with an idempotency id (R=3, real processes)', () => {
@@ -83,6 +86,13 @@ describe('a write with an idempotency id (R=3, real processes)', () => {
     await c.client.putItem(T, { id: 'gone', back: true });
     expect(await c.client.request('DeleteItem', { table: T, key: { id: 'gone' }, idempotencyId: 'gone-1' })).toEqual({ deleted: true });
     expect((await c.client.getItem(T, { id: 'gone' }))?.back).toBe(true);
+    // A BatchWrite's writes each get an id made from the batch's and their place: sent again, none is applied.
+    expect(await c.client.batchWrite(T, { puts: [{ id: 'batched', v: 1 }], deletes: [{ id: 'twice' }], idempotencyId: 'batch-1' })).toEqual([]);
+    await c.client.putItem(T, { id: 'batched', v: 2 });
+    await c.client.updateItem(T, { id: 'twice' }, { add: { n: 7 } });
+    expect(await c.client.batchWrite(T, { puts: [{ id: 'batched', v: 1 }], deletes: [{ id: 'twice' }], idempotencyId: 'batch-1' })).toEqual([]);
+    expect((await c.client.getItem(T, { id: 'batched' }))?.v).toBe(2);
+    expect(await n('twice')).toBe(7);
   }, 30_000);
 
   it('sent again with a different request is refused with its code, and nothing is applied', async () => {
@@ -136,4 +146,11 @@ describe('a write with an idempotency id (R=3, real processes)', () => {
     leader.child = again.child; // the fixture stops this one
     await until('every slice led again', allLed);
   }, 60_000);
+});
+
+describe('a write with an idempotency id on a slice of one replica (R=1)', () => {
+  it('is accepted, and applied each time it is sent: the node keeps no ids', async () => {
+    for (let i = 0; i < 2; i++) await single.client.request('UpdateItem', add('one', 1, 'one-1'));
+    expect((await single.client.getItem(T, { id: 'one' }))?.n).toBe(2);
+  }, 30_000);
 });

@@ -27,7 +27,7 @@ import { tableLoad } from '../metadata/load-report.js';
 import { describePart } from './primary-key.js';
 import { adviseRequest } from '../studio/advisor-request.js';
 import type { ProcessMetrics } from './process-metrics.js';
-import { clientRequestId, idempotencyIdOf } from './request-ids.js';
+import { idempotencyIdOf } from './request-ids.js';
 import type { Router, ScanOp } from './router.js';
 import type { TableCatalog, TableSource } from './routing.js';
 
@@ -178,8 +178,7 @@ export class Operations {
     const text = idempotencyIdOf(p.idempotencyId);
     // Each write has its own request id: one sent again after an unknown outcome is applied once (Router.send);
     // with the client's idempotency id, one made from it and the write's place (`puts.3`), the same in every copy.
-    const ids = writes.map((w) => (text === undefined ? null : clientRequestId(text, `${w.list}.${w.index}`, w.op)));
-    const results = await Promise.allSettled(writes.map((w, i) => this.router.send(w.op, ids[i])));
+    const results = await Promise.allSettled(writes.map((w) => this.router.send(w.op, text === undefined ? null : { text, part: `${w.list}.${w.index}` })));
     const failures: ItemFailure[] = [];
     results.forEach((r, i) => {
       if (r.status === 'rejected') failures.push(itemFailure(writes[i].list, writes[i].index, writes[i].name, r.reason));
@@ -213,10 +212,8 @@ export class Operations {
 
   /** A single-item write: a failed condition names the item, a reused idempotency id names itself. */
   private async write<Op extends PutOp | UpdateOp | DeleteOp>(name: string, op: Op, idempotencyId: string | undefined): Promise<ResultOf<Op>> {
-    // Made before the op is sent: from the op as parsed, without a request id.
-    const clientId = idempotencyId === undefined ? null : clientRequestId(idempotencyId, '', op);
     try {
-      return await this.router.send(op, clientId);
+      return await this.router.send(op, idempotencyId === undefined ? null : { text: idempotencyId, part: '' });
     } catch (err) {
       if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
         throw new KeysliceError('ConditionalCheckFailed', `the condition is false for item "${name}"; nothing was changed`, err.details);

@@ -17,7 +17,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Packr } from 'msgpackr';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import { IDEMPOTENCY_ID_CHARS_MAX, REQUEST_ID_INSTANCE_MAX } from '../../shared/limits.js';
-import type { ClientRequestId, RequestId, WriteOp } from '../../shared/protocol.js';
+import { REQUEST_ID_AT, type ClientRequestId, type RequestId, type WriteOp } from '../../shared/protocol.js';
 
 export class RequestIds {
   private readonly instance: number;
@@ -49,19 +49,28 @@ export function idempotencyIdOf(v: unknown): string | undefined {
 /** Encodes a write to fingerprint it: without records, so that one write always gives the same bytes. */
 const fingerprintPackr = new Packr({ useRecords: false });
 
+/** A client's idempotency id as a write carries it to the router: the id's text, and which write of a BatchWrite
+ * it is (`puts.3`; '' for a single write). */
+export interface ClientName {
+  text: string;
+  part: string;
+}
+
 /** The request id of a write that a client named `text` (`part`: which write of a BatchWrite, '' for a single
- * write). The instance is 52 bits of SHA-256 of the text (and part): the same for every copy, through any router;
+ * write), made from `op` before it carries an id. The instance is 52 bits of SHA-256 of the text (and part): the same for every copy, through any router;
  * the counter 53 bits of SHA-256 of the write itself, its op without an id (table, slice, key, item or update,
  * condition, what it returns): the same for a copy of the same request, another for another request, which the
- * slice then refuses (worker: IdempotentParameterMismatch). A client's instance meets a router's (random) or
+ * slice then refuses (slice-replicas.ts: IdempotentParameterMismatch). A client's instance meets a router's (random) or
  * another text's only by chance, like two routers' (request-ids above): about n^2 / 2^53 for n of them remembered
- * at once. Hashed here, on the router, once per send of a write that carries one; a write without costs nothing. */
+ * at once. Hashed on the router (Router.send), once per copy a client sends to a replicated slice; a write without one, or to a
+ * slice of one replica, costs nothing. */
 export function clientRequestId(text: string, part: string, op: WriteOp): ClientRequestId {
   const named = createHash('sha256').update(part === '' ? text : `${text}\0${part}`).digest();
   const instance = named.readUIntBE(0, 6) * 16 + (named[6] & 15);
   const body = createHash('sha256').update(fingerprintPackr.pack(op)).digest();
   // 53 bits, never 0 (a counter is at least 1).
   const counter = (body.readUIntBE(0, 6) * 32 + (body[6] & 31)) || 1;
+  assert(op[REQUEST_ID_AT[op[0]]] === null, 'a write is fingerprinted without its request id');
   assert(instance <= REQUEST_ID_INSTANCE_MAX && Number.isSafeInteger(counter) && counter > 0, 'a client id fits a request id');
   return [instance, counter, true];
 }
