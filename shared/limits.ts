@@ -187,6 +187,14 @@ export const APPLIED_REQUESTS_KEPT_MS = 60_000;
  * first (the newest is always kept). A failover writes nothing on the slice between a write and its resend (there
  * is no serving leader), so the count matters only for the writes a new leader takes before a resend reaches it. */
 export const APPLIED_REQUESTS_PER_SLICE_MAX = 4096;
+/** A client's idempotency id (docs/replication.md, "A client's write sent twice"): at most this many printable
+ * ASCII characters (DynamoDB's ClientRequestToken takes 36, a UUID's length). */
+export const IDEMPOTENCY_ID_CHARS_MAX = 64;
+/** A client's copy of a write sent within this long after its first copy is applied at most once: the first is
+ * remembered for APPLIED_REQUESTS_KEPT_MS after it was applied, and a router may still send a copy on for
+ * NODE_REQUEST_TIMEOUT_MS (waiting for an answer that turns out unknown) plus FAILOVER_RETRY_MS_MAX (resends)
+ * after it received it. The TypeScript client sends no copy later (ClientOptions.writeRetries). */
+export const IDEMPOTENCY_WINDOW_MS = APPLIED_REQUESTS_KEPT_MS - NODE_REQUEST_TIMEOUT_MS - FAILOVER_RETRY_MS_MAX;
 export const APPLIED_REQUEST_BYTES_PER_SLICE_MAX = 512 * 1024;
 /** A slice node's leaders resend what their followers have not acknowledged, and their commit index, this often. */
 export const REPLICA_TICK_MS = 100;
