@@ -83,20 +83,47 @@ export class Router {
    * later copy carries the same). A copy sent without one (the map gave the slice one replica) is not sent again
    * after an unknown outcome, and a node runs a copy with one only where the slice is replicated (worker.ts,
    * unreplicatedWrite), so no copy that may have been applied is forgotten by the replica a resend reaches. */
-  async send<Op extends SliceBoundOp>(op: Op): Promise<ResultOf<Op>> {
+  send<Op extends SliceBoundOp>(op: Op): Promise<ResultOf<Op>> {
     const slice = op[2];
     const started = Date.now();
+    // The first try on a ready link, as the loop below makes it, without the loop's async frame (per op on
+    // the router's busiest path); a failure goes on in the loop as that try's. Whatever throws here rejects,
+    // as it would in the loop.
+    let link: SliceChannel | null;
+    try {
+      link = this.cluster.linkOf(slice);
+      if (link === null || link.state !== 'ready') return this.sendLoop(op, started, null);
+      this.giveRequestId(op);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    let sent: Promise<ResultOf<Op>>;
+    try {
+      sent = link.send(slice, op);
+    } catch (err) {
+      return this.sendLoop(op, started, { err });
+    }
+    return sent.catch((err: unknown) => this.sendLoop(op, started, { err }));
+  }
+
+  /** send's tries; `first`: how its first try (on a ready link) failed, or null if none was made yet. */
+  private async sendLoop<Op extends SliceBoundOp>(op: Op, started: number, first: { err: unknown } | null): Promise<ResultOf<Op>> {
+    const slice = op[2];
     let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
-      const link = this.cluster.linkOf(slice);
-      if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
-      if (isWriteOp(op) && requestIdOf(op) === null && this.cluster.replicated(slice)) setRequestId(op, this.ids.next());
-      if (link.state !== 'ready') await this.cluster.linkReady(link);
-      if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
-        await this.cluster.afterNoLeader(failoverTries++);
-        continue;
+      const tried = attempt === 0 && first !== null;
+      const link = tried ? null : this.cluster.linkOf(slice);
+      if (!tried) {
+        if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
+        this.giveRequestId(op);
+        if (link.state !== 'ready') await this.cluster.linkReady(link);
+        if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
+          await this.cluster.afterNoLeader(failoverTries++);
+          continue;
+        }
       }
       try {
+        if (link === null) throw first!.err;
         return await link.send(slice, op);
       } catch (err) {
         if (err instanceof KeysliceError && this.mayResend(err, op) && this.failoverRetry(started, failoverTries)) {
@@ -109,6 +136,11 @@ export class Router {
         await this.cluster.afterWrongOwner(attempt);
       }
     }
+  }
+
+  /** A write gets its request id when it is sent while the map replicates its slice, once (send). */
+  private giveRequestId(op: SliceBoundOp): void {
+    if (isWriteOp(op) && requestIdOf(op) === null && this.cluster.replicated(op[2])) setRequestId(op, this.ids.next());
   }
 
   /** A read: `consistent`, from the leader (send). Otherwise from one replica of the slice, the leader among
