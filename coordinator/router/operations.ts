@@ -124,15 +124,17 @@ export class Operations {
     return { table: describe(table) };
   }
 
-  private async PutItem(p: Payload) {
+  // PutItem and GetItem, the point ops under the heaviest load, chain their promise instead of awaiting it
+  // in an async function (one promise and resume less per op). run() turns a parse error thrown here into
+  // a rejection.
+  private PutItem(p: Payload) {
     const r = parsePutItem(this.context, p);
-    const old = await this.write(r.name, r.op);
-    return r.returnOld ? { item: old } : {};
+    return this.router.send(r.op).then((old) => (r.returnOld ? { item: old } : {}), (err) => Promise.reject(conditionNamed(err, r.name)));
   }
 
-  private async GetItem(p: Payload) {
+  private GetItem(p: Payload) {
     const r = parseGetItem(this.context, p);
-    return { item: await this.router.read(r.op, r.consistent) };
+    return this.router.read(r.op, r.consistent).then((item) => ({ item }));
   }
 
   private async UpdateItem(p: Payload) {
@@ -212,10 +214,7 @@ export class Operations {
     try {
       return await this.router.send(op);
     } catch (err) {
-      if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
-        throw new KeysliceError('ConditionalCheckFailed', `the condition is false for item "${name}"; nothing was changed`, err.details);
-      }
-      throw err;
+      throw conditionNamed(err, name);
     }
   }
 
@@ -272,6 +271,14 @@ function answerItems(items: RangeItems | Uint8Array[], packed: boolean): Item[] 
   if (items instanceof Uint8Array) return PackedItems.ofList(items);
   assert(items.length === 0 || items[0] instanceof Uint8Array === packed, 'the workers pack the items of a range exactly when asked to');
   return packed ? PackedItems.ofItems(items as Uint8Array[]) : (items as Item[]);
+}
+
+/** A single-item write's failure as the client gets it: a failed condition names the item. */
+function conditionNamed(err: unknown, name: string): unknown {
+  if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
+    return new KeysliceError('ConditionalCheckFailed', `the condition is false for item "${name}"; nothing was changed`, err.details);
+  }
+  return err;
 }
 
 function itemFailure(list: ItemFailure['list'], index: number, name: string, reason: unknown): ItemFailure {
