@@ -31,7 +31,7 @@
 // - A move's freeze: a scan waits in Routing.scanLinks until no slice of its
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
-import { KeysliceError, wasNotApplied } from '../../shared/errors.js';
+import { assert, KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { withTimeout } from '../../shared/timeout.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, REPLICA_SILENT_SKIP_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
@@ -123,7 +123,10 @@ export class Router {
         }
       }
       try {
-        if (link === null) throw first!.err;
+        if (link === null) {
+          assert(first !== null, 'only the try that send made has no link here');
+          throw first.err;
+        }
         return await link.send(slice, op);
       } catch (err) {
         if (err instanceof KeysliceError && this.mayResend(err, op) && this.failoverRetry(started, failoverTries)) {
