@@ -228,7 +228,8 @@ function putOp(c: RequestContext, table: Table, item: unknown, where: string, ch
   const pk = keyOfItem(table, item, c.sliceCount);
   // __mtime is counted now (the worker sets its value) so that a put and an update of one item measure alike.
   // Copied by Object.assign, then the two set: the literal { ...item, [NAME_ATTRIBUTE]: ..., [MTIME_ATTRIBUTE]: 0 }
-  // took V8's slow path (7-10 µs a put, about 15x the copy; bench/PROFILE.md, 2026-11-26). The same object:
+  // (a spread with more properties after it, computed or not) took V8's slow path, 4-10 µs a put, 15-40x the
+  // copy, and made an object slower to pack (bench/PROFILE.md, 2026-11-26). The same object:
   // validateItem refuses every name starting with "__", so no key of the item is __proto__ (which assign
   // would set as the prototype) or either attribute set here.
   const stored: Item = Object.assign({}, item);
