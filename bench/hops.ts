@@ -3,7 +3,8 @@
 // compare against, built (DIR/dist), e.g.
 //   git archive <commit> | tar -x -C /tmp/base && ln -s $PWD/node_modules /tmp/base/ && (cd /tmp/base && npx tsc -p tsconfig.json)
 //   node dist/bench/hops.js --base /tmp/base [--rounds 5] [--duration 4]
-// Both clusters run at once (2 nodes x 2 workers, or --nodes N: 3 for R=3; durability os, the default routers),
+// Both clusters run at once (2 nodes x 2 workers, or --nodes N: 3 for R=3; --replication-factor 1 for R=1;
+// durability os, the default routers),
 // each loaded with the same data; every workload runs on one and then the other, the
 // order alternating from round to round, and each figure is the median over the rounds.
 // Workloads: the native WebSocket client (GetItem at 1 in flight, PutItem and GetItem at
@@ -30,6 +31,8 @@ const { values: opts } = parseArgs({
     profile: { type: 'string' },
     // 3: the shape of `npm start` (3 nodes, every slice on all three, R=3); 2: the shape of earlier runs.
     nodes: { type: 'string', default: '2' },
+    // 1: unreplicated slices (the shape of the 16-core scale runs); by default the coordinator's own (auto: R = nodes, at most 3).
+    'replication-factor': { type: 'string' },
   },
 });
 const ROUNDS = Number(opts.rounds);
@@ -55,7 +58,8 @@ interface Side {
 async function startSide(name: string, distRoot: string): Promise<Side> {
   const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
   const dir = mkdtempSync(join(tmpdir(), `keyslice-hops-${name}-`));
-  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os' });
+  const rf = opts['replication-factor'];
+  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os', ...(rf === undefined ? {} : { replicationFactor: rf === 'auto' ? 'auto' : Number(rf) }) });
   const clients: KeysliceClient[] = [];
   for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
   const port = Number(new URL(cluster.url).port);

@@ -31,7 +31,7 @@
 // - A move's freeze: a scan waits in Routing.scanLinks until no slice of its
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
-import { KeysliceError, wasNotApplied } from '../../shared/errors.js';
+import { assert, KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { withTimeout } from '../../shared/timeout.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, REPLICA_SILENT_SKIP_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
@@ -87,20 +87,50 @@ export class Router {
    * (request-ids.ts, clientRequestId) instead of being one of this router's, under the same rule: so the copies the
    * client sends, through any router, and this router's resends of each, all carry the same. Made only where the map
    * replicates the slice (it would be dropped on a slice of one replica, whose node keeps no ids: no work there). */
-  async send<Op extends SliceBoundOp>(op: Op, named: ClientName | null = null): Promise<ResultOf<Op>> {
+  send<Op extends SliceBoundOp>(op: Op, named: ClientName | null = null): Promise<ResultOf<Op>> {
     const slice = op[2];
     const started = Date.now();
+    // The first try on a ready link, as the loop below makes it, without the loop's async frame (per op on
+    // the router's busiest path); a failure goes on in the loop as that try's. Whatever throws here rejects,
+    // as it would in the loop.
+    let link: SliceChannel | null;
+    try {
+      link = this.cluster.linkOf(slice);
+      if (link === null || link.state !== 'ready') return this.sendLoop(op, named, started, null);
+      this.giveRequestId(op, named);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    let sent: Promise<ResultOf<Op>>;
+    try {
+      sent = link.send(slice, op);
+    } catch (err) {
+      return this.sendLoop(op, named, started, { err });
+    }
+    return sent.catch((err: unknown) => this.sendLoop(op, named, started, { err }));
+  }
+
+  /** send's tries; `first`: how its first try (on a ready link) failed, or null if none was made yet. */
+  private async sendLoop<Op extends SliceBoundOp>(op: Op, named: ClientName | null, started: number, first: { err: unknown } | null): Promise<ResultOf<Op>> {
+    const slice = op[2];
     let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
-      const link = this.cluster.linkOf(slice);
-      if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
-      if (isWriteOp(op) && requestIdOf(op) === null && this.cluster.replicated(slice)) setRequestId(op, named === null ? this.ids.next() : clientRequestId(named.text, named.part, op));
-      if (link.state !== 'ready') await this.cluster.linkReady(link);
-      if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
-        await this.cluster.afterNoLeader(failoverTries++);
-        continue;
+      const tried = attempt === 0 && first !== null;
+      const link = tried ? null : this.cluster.linkOf(slice);
+      if (!tried) {
+        if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
+        this.giveRequestId(op, named);
+        if (link.state !== 'ready') await this.cluster.linkReady(link);
+        if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
+          await this.cluster.afterNoLeader(failoverTries++);
+          continue;
+        }
       }
       try {
+        if (link === null) {
+          assert(first !== null, 'only the try that send made has no link here');
+          throw first.err;
+        }
         return await link.send(slice, op);
       } catch (err) {
         if (err instanceof KeysliceError && this.mayResend(err, op) && this.failoverRetry(started, failoverTries)) {
@@ -113,6 +143,11 @@ export class Router {
         await this.cluster.afterWrongOwner(attempt);
       }
     }
+  }
+
+  /** A write gets its request id when it is sent while the map replicates its slice, once (send). */
+  private giveRequestId(op: SliceBoundOp, named: ClientName | null): void {
+    if (isWriteOp(op) && requestIdOf(op) === null && this.cluster.replicated(op[2])) setRequestId(op, named === null ? this.ids.next() : clientRequestId(named.text, named.part, op));
   }
 
   /** A read: `consistent`, from the leader (send). Otherwise from one replica of the slice, the leader among
