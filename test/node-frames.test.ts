@@ -140,6 +140,17 @@ describe('slice ops', () => {
     expect(checkSliceOp([SliceOp.Assign, 3, [0, 2]], false)).toMatch(/never in a batch/);
   });
 
+  it("takes a write's request id as a router's [instance, counter] or a client's [instance, counter, true], nothing else", () => {
+    const put = (id: unknown) => [SliceOp.Put, 3, 5, 'k', { id: 'k' }, 10, null, id];
+    const update = (id: unknown) => [SliceOp.Update, 3, 5, 'k', { base: { id: 'k' }, actions: [], condition: null, oldOnFailure: false, returnValues: 'none' }, id];
+    for (const op of [put, update]) {
+      for (const ok of [null, [1, 2], [2 ** 52 - 1, 2 ** 53 - 1, true]]) expect(checkSliceOp(op(ok), false), JSON.stringify(ok)).toBeNull();
+      for (const bad of [[1, 2, false], [1, 2, 1], [1, 2, true, true], [1, 0, true], [2 ** 52, 1, true], [1], 'a.b']) {
+        expect(checkSliceOp(op(bad), false), JSON.stringify(bad)).toMatch(/request id: .* is not null, \[instance, counter\] or \[instance, counter, true\]/);
+      }
+    }
+  });
+
   it('refuses moved changes the target would assert on: a dropped table, another slice', () => {
     expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_DROP_TABLE, 1]], false], false)).toMatch(/set, delete and drop-slice only/);
     expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_SET, 1, 4, 'k', {}, 1]], true], false)).toMatch(/not \[set, table, 3/);
