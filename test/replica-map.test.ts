@@ -11,6 +11,8 @@ import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import type { ReplicateEntry } from '../shared/protocol.js';
+import { REPLICA_LEASE_MS } from '../shared/limits.js';
+import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
 
 const dirs: string[] = [];
@@ -384,6 +386,95 @@ describe('the coordinator\'s lease wait', () => {
       const leads = sent.flatMap((box) => box.filter(([s, m]) => s === 0 && (m.type === 'Lead' || m.type === 'LeadOn')).map(([, m]) => (m as { term: number }).term));
       // None leaves in this turn (x's election was replaced); without the filter, Leads of terms 2 and 3 left, the map at 1.
       expect(leads.filter((t) => t > map.termOf(0)), `Leads of a term the map did not record (map at ${map.termOf(0)})`).toEqual([]);
+    } finally {
+      leaders.close();
+    }
+  });
+});
+
+describe('a coordinator that restarts', () => {
+  /** The nodes' side of the links: what the coordinator sends each node, and links that stay ready. */
+  const stubLinks = (n: number) => {
+    const sent: ReplicateEntry[][] = Array.from({ length: n }, () => []);
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: ReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    return { sent, links };
+  };
+  const termOf = (m: ReplicateEntry[1] | undefined) => (m !== undefined && 'term' in m ? m.term : 0);
+  /** Waits (bounded) for the Prepare of slice 0 to reach each of `nodes`; its term. */
+  async function prepared(sent: ReplicateEntry[][], nodes: number[]): Promise<number> {
+    const prepareOf = (n: number) => sent[n].findLast(([s, m]) => s === 0 && m.type === 'Prepare')?.[1];
+    for (let i = 0; i < 60 && nodes.some((n) => prepareOf(n) === undefined); i++) await new Promise((r) => setTimeout(r, 50));
+    const term = termOf(prepareOf(nodes[0]));
+    expect(term).toBeGreaterThan(0);
+    return term;
+  }
+  const leadOf = (sent: ReplicateEntry[][], term: number) => sent.findIndex((box) => box.some(([s, m]) => s === 0 && m.type === 'Lead' && m.term === term));
+
+  it('elects by majorities of the old set and the new one when it restarts before a replacement settled (keyslice remove refilling a set)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    const [a, b, c] = map.replicasOf(0);
+    // Node c is removed (down for good) and its replica of slice 0 placed on d in the same change: {a,b,c} -> {a,b,d}.
+    // A write acknowledged before it may be on a and c alone (b lagging), so a majority of the new set (b and d)
+    // need not hold it. The coordinator stops before any election settled the change; another starts from the map.
+    map.removeReplicatedNode(c);
+    const d = map.replicasOf(0).find((n) => ![a, b, c].includes(n))!;
+    expect(new Set(map.replicasOf(0))).toEqual(new Set([a, b, d]));
+    const again = open(4, 3, dir);
+    const { sent, links } = stubLinks(4);
+    const leaders = new ReplicaLeaders(again, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      expect(leaders.settled(0)).toBe(false);
+      const term = await prepared(sent, [a, b, d]);
+      // b and d promise: a majority of the new set, not of the old one (c is gone, a has not answered).
+      for (const [n, lastIndex] of [[b, 3], [d, 0]]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 1, lastIndex, leaseWaitMs: 0, ledTerm: 0 }]]);
+      await new Promise((r) => setTimeout(r, 300));
+      // Built from the map's set alone (before), it named b here, which lacks what a and c hold.
+      expect(leadOf(sent, term), 'a Lead named by a majority of the new set alone').toBe(-1);
+      leaders.receive(a, [[0, { type: 'Prepared', term, lastTerm: 1, lastIndex: 5, leaseWaitMs: 0, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leadOf(sent, term)).toBe(a);
+      // Its barrier held (a Pong of its term's commit point): the change settled, and the map forgets the old set.
+      leaders.receive(a, [[0, { type: 'Pong', seq: 1, term, leading: true, commitTerm: term, lastIndex: 6 }]]);
+      for (let i = 0; i < 40 && again.unsettledOf(0).length > 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leaders.settled(0)).toBe(true);
+      expect(again.unsettledOf(0)).toEqual([]);
+      expect(open(4, 3, dir).unsettledOf(0)).toEqual([]);
+    } finally {
+      leaders.close();
+    }
+  });
+
+  it('waits for no lease when the replica its last Lead went to answers from a process started since (the lease died with it)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const first = stubLinks(3);
+    const before = new ReplicaLeaders(map, first.links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    const [x, y, z] = map.replicasOf(0);
+    let led: number;
+    try {
+      const term = await prepared(first.sent, [x, y, z]);
+      for (const n of [x, y, z]) before.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: n === y ? 5 : 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(first.sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leadOf(first.sent, term)).toBe(y);
+      led = term;
+    } finally {
+      before.close();
+    }
+    // The coordinator and y's node restart (a machine rebooted, a whole cluster started again). y's new process leads
+    // nothing (ledTerm 0) and, like x's, reports a full lease wait, not knowing what it answered before.
+    const again = open(3, 3, dir);
+    expect(again.lastLeadOf(0)).toEqual([led, y]);
+    const { sent, links } = stubLinks(3);
+    const leaders = new ReplicaLeaders(again, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(sent, [x, y]);
+      const answeredAt = performance.now();
+      for (const n of [x, y]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: led, lastIndex: 5, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      // Not knowing who led (before: the map's term alone), it waited the full lease out.
+      expect(leadOf(sent, term), 'a Lead before the reported leases ran out').toBeGreaterThanOrEqual(0);
+      expect(performance.now() - answeredAt).toBeLessThan(REPLICA_LEASE_MS);
     } finally {
       leaders.close();
     }

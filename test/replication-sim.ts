@@ -12,7 +12,7 @@
 import { assert } from '../shared/errors.js';
 import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
-import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
+import { chooseLeader, sameSet, setsBefore, SliceFailover } from '../coordinator/metadata/failover.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
@@ -48,6 +48,10 @@ export interface SimOptions {
   /** Break consistent reads on purpose (the read checker must catch it): a leader answers them whenever it serves,
    * lease or not, as before leases. */
   readsWithoutLease?: boolean;
+  /** The coordinator restarts (at a seeded rate, and often just after a replica-set change): down for a while (what
+   * was on its way to it is lost), then a new failover built from what the map persisted (SliceFailover.atStart), as
+   * replica-leaders.ts builds it at start. */
+  coordinatorRestarts?: boolean;
 }
 
 export interface SimReport {
@@ -76,6 +80,9 @@ export interface SimReport {
   readsAfterLeaseWait: number;
   /** Reads refused: the leader did not serve, or got no lease in time. */
   readsRefused: number;
+  /** Coordinator restarts, and of those, how many came while a replica-set change had not settled. */
+  coordinatorRestarts: number;
+  restartsUnsettled: number;
   simMs: number;
 }
 
@@ -254,7 +261,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -315,7 +322,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       m = { ...m, records: m.records.map((x, j) => (j === i ? damaged : x)) };
     }
     const delivered = m;
-    if (to === COORDINATOR) deliverLater(from, to, () => coordinatorReceive(from, delivered), true);
+    if (to === COORDINATOR) {
+      // What was on its way to a coordinator that restarted since is lost with its connections.
+      const life = coordinatorLife;
+      deliverLater(from, to, () => life === coordinatorLife && !coordinatorDown && coordinatorReceive(from, delivered), true);
+    }
     // A node drops what comes for a slice its assignment does not list (slice-worker/main.ts, routeReplication): it
     // lists the set and, until the change settled, the older sets of the change (replica-leaders.ts assignReplication).
     else deliverLater(from, to, () => coordinator.members.includes(to) && replicas[to]?.receive(from, delivered), true);
@@ -424,6 +435,14 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   // ---- the coordinator ----
   let mapLeader: ReplicaId | null = null;
   let usedTerm = 0;
+  /** What the map persisted besides (cluster-map.ts): the term and replica of the last Lead or LeadOn published, and
+   * the sets before the slice's set whose change has not settled (recorded with the change, cleared once it settled). */
+  let mapTerm = 0;
+  let mapLastLead: [number, ReplicaId] | null = null;
+  let mapUnsettled: number[][] = [];
+  /** The coordinator's process: restarts counted, and whether it is down now. */
+  let coordinatorLife = 0;
+  let coordinatorDown = false;
   const ids = Array.from({ length: nodeCount }, (_, i) => i);
   const timing = { pingIntervalMs: 40, heartbeatTimeoutMs: 250, electionTimeoutMs: 200 };
   const failoverHost = {
@@ -433,8 +452,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       assert(t > usedTerm, 'a term is used once');
       usedTerm = t;
     },
-    publish: (leader: ReplicaId) => {
+    publish: (leader: ReplicaId, term: number) => {
       mapLeader = leader;
+      mapTerm = term;
+      mapLastLead = [term, leader];
       published = true;
     },
   };
@@ -476,11 +497,32 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (coordinator.currentLeader !== null) report.ledOn++;
     ledOnUnanswered = coordinator.currentLeader !== null ? coordinator.currentTerm : 0;
     const before = set;
+    // The map records the set before with the change (cluster-map.ts recordUnsettled), by the failover's rule.
+    mapUnsettled = setsBefore([before, ...mapUnsettled], next);
     set = next;
+    if (opts.coordinatorRestarts === true && random() < 0.3) clock.at(random() * 60, restartCoordinator);
     for (const n of before) if (!next.includes(n)) departed.add(n);
     releaseDeparted();
     // The map's leader, when it left the set, is replaced by the first replica until the election names one.
     if (mapLeader !== null && !set.includes(mapLeader)) mapLeader = set[0];
+  }
+  /** The coordinator's process stops (what it had on its way to it is lost) and starts again a while later, building
+   * the slice's failover from what the map persisted, as replica-leaders.ts does at start. */
+  function restartCoordinator(): void {
+    if (coordinatorDown || !faulty) return;
+    report.coordinatorRestarts++;
+    if (!coordinator.electorateSettled) report.restartsUnsettled++;
+    elections += coordinator.elections;
+    coordinatorLife++;
+    coordinatorDown = true;
+    clock.at(20 + random() * 300, () => {
+      coordinatorDown = false;
+      published = false;
+      ledOnUnanswered = 0;
+      commitTerms.clear();
+      coordinator = SliceFailover.atStart({ replicas: set, termUsed: usedTerm, term: mapTerm, unsettled: mapUnsettled, lastLead: mapLastLead }, timing, failoverHost, choose);
+      changes.push(`${clock.now.toFixed(1)} ms: coordinator restarted (sets ${coordinator.sets.map((x) => x.join(',')).join(' and ')})`);
+    });
   }
   /** Replicas that left the set, still listed by their assignment until the change settled (assignReplication). */
   const departed = new Set<number>();
@@ -726,16 +768,19 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
 
   // ---- ticks and faults ----
   function tick(): void {
-    coordinator.tick();
+    // A coordinator that is down runs nothing: no failover, no map change, nothing to the router.
+    if (!coordinatorDown) coordinator.tick();
+    // As replica-leaders.ts recordSettled: the map drops the sets of a change once the failover counts it settled.
+    if (!coordinatorDown) mapUnsettled = mapUnsettled.filter((u) => coordinator.sets.slice(1).some((o) => sameSet(o, u)));
     // The router's copy of the map follows the coordinator's, when the link between them carries it.
-    if (reachable(COORDINATOR, ROUTER)) {
+    if (!coordinatorDown && reachable(COORDINATOR, ROUTER)) {
       const named = mapLeader;
       toRouterLater(() => {
         if (reachable(COORDINATOR, ROUTER)) routerLeader = named;
       });
     }
     releaseDeparted();
-    if (faulty) {
+    if (faulty && !coordinatorDown) {
       drainStep();
       undoStep();
       if (random() < changePerSecond * (TICK_MS / 1000)) randomChange();
@@ -765,6 +810,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         report.freezes++;
         frozenUntil[mapLeader] = Math.max(frozenUntil[mapLeader], clock.now + 100 + random() * 1_400);
       }
+      if (opts.coordinatorRestarts === true && random() < perTick) restartCoordinator();
       if (random() < partitionPerSecond * perTick) {
         // A new partition: a random set of links cut (the coordinator and the router are endpoints too).
         cut.clear();

@@ -35,6 +35,7 @@ import { join } from 'node:path';
 import type { NodeStatus } from '../../shared/cluster-view.js';
 import { assert } from '../../shared/errors.js';
 import { REPLICATION_FACTOR_AUTO_MAX } from '../../shared/limits.js';
+import { sameSet, setsBefore } from './failover.js';
 import { readStateFile, writeStateFile } from '../../shared/state-file.js';
 
 export type { NodeStatus };
@@ -65,8 +66,17 @@ interface ClusterMapState {
    * added beside a replica on a draining node (the drain's new replica), or -1. Absent in older maps (none: a move
    * recorded by one cannot be undone, only finished or ended by removing a node). */
   joining?: number[];
+  /** unsettled[slice]: the replica sets before the slice's set whose change has not settled, newest first (empty:
+   * none), written with the change itself (save) and cleared once the failover counts it settled
+   * (replica-leaders.ts), so that a coordinator that restarts meanwhile elects by majorities of each of them and of
+   * the set, as the one before did (docs/replication.md, "A coordinator that restarts"). Absent in older maps (none). */
+  unsettled?: number[][][];
+  /** lastLead[slice]: [term, node] of the last Lead or LeadOn recorded for the slice (recordElections: before it
+   * leaves), or null: so that a restarted coordinator knows which replica may hold the only lease that may still run
+   * (failover.ts lastLedBy). Absent in older maps (not known). */
+  lastLead?: ([number, number] | null)[];
 }
-type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[]; joining: number[] };
+type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[]; joining: number[]; unsettled: number[][][]; lastLead: ([number, number] | null)[] };
 
 /** One slice's election outcome to record (coordinator/metadata/replica-leaders.ts). */
 export interface Elected {
@@ -93,7 +103,7 @@ export class ClusterMap {
     private readonly replication: ReplicationSetting,
   ) {
     assert(replication === 'auto' || (Number.isSafeInteger(replication) && replication >= 1), 'a replication factor is at least 1');
-    assert(state.followers.length === state.sliceCount && state.terms.length === state.sliceCount && state.leaving.length === state.sliceCount && state.joining.length === state.sliceCount, 'followers, a term, a leaving and a joining mark per slice');
+    assert(state.followers.length === state.sliceCount && state.terms.length === state.sliceCount && state.leaving.length === state.sliceCount && state.joining.length === state.sliceCount && state.unsettled.length === state.sliceCount && state.lastLead.length === state.sliceCount, 'followers, a term, a leaving and a joining mark, unsettled sets and a last Lead per slice');
     checkReplicas(state);
     assert(state.owners.length === state.sliceCount, 'one owner per slice');
     assert(state.status.length === state.nodes.length, 'one status per node');
@@ -122,6 +132,8 @@ export class ClusterMap {
         termsUsed: saved.termsUsed ?? saved.terms ?? saved.owners.map(() => 1),
         leaving: saved.leaving ?? saved.owners.map(() => -1),
         joining: saved.joining ?? saved.owners.map(() => -1),
+        unsettled: saved.unsettled ?? saved.owners.map(() => []),
+        lastLead: saved.lastLead ?? saved.owners.map(() => null),
       }, replication);
       if (saved.clusterId === undefined) map.save(map.state);
       for (const url of nodes) map.addNode(url);
@@ -142,6 +154,8 @@ export class ClusterMap {
       termsUsed: owners.map(() => 1),
       leaving: owners.map(() => -1),
       joining: owners.map(() => -1),
+      unsettled: owners.map(() => []),
+      lastLead: owners.map(() => null),
     };
     placeFollowers(state, effectiveFactor(replication, state), () => true);
     const map = new ClusterMap(path, state, replication);
@@ -185,6 +199,31 @@ export class ClusterMap {
     return this.state.terms[slice];
   }
 
+  /** The sets before the slice's set whose change has not settled, newest first (see ClusterMapState.unsettled). */
+  unsettledOf(slice: number): number[][] {
+    return this.state.unsettled[slice].map((set) => [...set]);
+  }
+  /** How many sets unsettledOf(slice) would return (no copy). */
+  unsettledCountOf(slice: number): number {
+    return this.state.unsettled[slice].length;
+  }
+  /** [term, node] of the last Lead or LeadOn recorded for the slice, or null (see ClusterMapState.lastLead). */
+  lastLeadOf(slice: number): readonly [number, number] | null {
+    return this.state.lastLead[slice];
+  }
+  /** The failover runner's view of changes that settled (or of sets it never ran: two map changes in one turn): the
+   * slices' unsettled sets become `sets` (slice -> sets), each a subset of what the map holds. One write, no epoch:
+   * not routing. */
+  setUnsettled(sets: ReadonlyMap<number, readonly (readonly number[])[]>): void {
+    const next = structuredClone(this.state);
+    for (const [slice, older] of sets) {
+      assert(older.every((o) => next.unsettled[slice].some((u) => sameSet(u, o))), `slice ${slice}: unsettled sets are only dropped here, never added`);
+      next.unsettled[slice] = older.map((o) => [...o]);
+    }
+    this.save(next);
+    this.state = next;
+  }
+
   /** The largest term the slice's leader or any election of it used: the next election takes a larger one. */
   lastTermUsed(slice: number): number {
     return Math.max(this.state.terms[slice], this.state.termsUsed[slice]);
@@ -211,6 +250,7 @@ export class ClusterMap {
         next.followers[slice] = replicas.filter((r) => r !== leader);
       }
       next.terms[slice] = term;
+      next.lastLead[slice] = [term, leader];
     }
     if (ownersChanged) next.epoch++;
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
@@ -527,11 +567,31 @@ export class ClusterMap {
 
   private save(state: State): void {
     assert(state.clusterId === this.state.clusterId, 'a cluster keeps its id');
+    recordUnsettled(this.state, state);
     writeStateFile(this.path, state);
   }
 }
 
 const activeCount = (s: State) => s.status.filter((x) => x === 'active').length;
+
+const setOf = (s: State, slice: number) => (s.owners[slice] < 0 ? [] : [s.owners[slice], ...s.followers[slice]]);
+
+/** Each slice whose replica set changed from `prev` to `next` keeps the set before (and the older sets of its change,
+ * if that had not settled) in `next.unsettled`, in the same write as the change: a coordinator that restarts before
+ * the change settled must elect by majorities of those sets too. Built from the map's set alone, an election there
+ * heard a majority of the new set only, which need not hold a write acknowledged on a majority of the old one (a
+ * replacement, keyslice remove's refill: {A,B,C} -> {A,B,D}, a write on A and C, and B and D elect B). A set of one
+ * replica (R=1) has no failover, and no joint majority with it. */
+function recordUnsettled(prev: State, next: State): void {
+  for (let slice = 0; slice < next.sliceCount; slice++) {
+    const before = setOf(prev, slice);
+    const after = setOf(next, slice);
+    if (sameSet(before, after)) continue;
+    next.unsettled[slice] = before.length >= 2 && after.length >= 2 ? setsBefore([before, ...prev.unsettled[slice]], after) : [];
+    // Nothing is known of leases across a time without replicas: the next election waits reported leases out.
+    if (after.length < 2) next.lastLead[slice] = null;
+  }
+}
 
 function effectiveFactor(asked: ReplicationSetting, s: State): number {
   const active = activeCount(s);

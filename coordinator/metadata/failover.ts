@@ -80,9 +80,44 @@ export function chooseLeader(replicas: readonly ReplicaId[], answers: ReadonlyMa
   return best;
 }
 
-const sameSet = (a: readonly ReplicaId[], b: readonly ReplicaId[]) => a.length === b.length && a.every((r) => b.includes(r));
+export const sameSet = (a: readonly ReplicaId[], b: readonly ReplicaId[]) => a.length === b.length && a.every((r) => b.includes(r));
+
+/** The sets whose majorities a slice's elections and commits need besides `next`'s once its set changed to `next`:
+ * `sets` (the set before and the older sets of its change if that had not settled, newest first) less any equal to
+ * `next`. The failover applies it at a change (changedTo), and the cluster map records it with the change itself
+ * (cluster-map.ts), so that a coordinator that restarts before the change settled elects by the same joint
+ * majorities (docs/replication.md, "A coordinator that restarts"). */
+export const setsBefore = (sets: readonly (readonly ReplicaId[])[], next: readonly ReplicaId[]): ReplicaId[][] => sets.filter((set) => !sameSet(set, next)).map((set) => [...set]);
+
+/** What the cluster map persisted of a replicated slice, from which a coordinator that starts builds its failover
+ * (SliceFailover.atStart). */
+export interface PersistedSlice {
+  /** The slice's replica set, leader first. */
+  replicas: readonly ReplicaId[];
+  /** The largest term any election of the slice used (ClusterMap.lastTermUsed). */
+  termUsed: number;
+  /** The slice's term in the map (ClusterMap.termOf). */
+  term: number;
+  /** The sets before `replicas` whose change had not settled, newest first (ClusterMap.unsettledOf). */
+  unsettled: readonly (readonly ReplicaId[])[];
+  /** [term, replica] of the last Lead or LeadOn recorded (ClusterMap.lastLeadOf); null: not known (a map written
+   * before it was kept). */
+  lastLead: readonly [number, ReplicaId] | null;
+}
 
 export class SliceFailover {
+  /** The failover of a slice as a coordinator that starts (or restarts) builds it: no known leader, so it elects at
+   * once, by majorities of the slice's set AND of the sets of a change that had not settled (a majority of the new set
+   * alone need not hold a write acknowledged on a majority of the old one: docs/replication.md, "A coordinator that
+   * restarts"); and with the last Lead it recorded, as a failover carries it over to the next (the replica it went to,
+   * answering, ends the wait for leases). A map without that record: its term is at least the last one a Lead was
+   * sent for (recorded before the Lead leaves), and was that one unless a handover named a leader at a newer term
+   * before its election (then no replica led it: leases are waited out). */
+  static atStart(p: PersistedSlice, timing: FailoverTiming, host: FailoverHost, choose: typeof chooseLeader = chooseLeader): SliceFailover {
+    return new SliceFailover(p.replicas, null, p.termUsed, timing, host, choose, p.unsettled, p.lastLead?.[0] ?? p.term, p.lastLead?.[1] ?? null);
+  }
+
+
   private leader: ReplicaId | null;
   private term: number;
   private lastGoodAt: number;
@@ -312,7 +347,7 @@ export class SliceFailover {
    * settles, elections and commits need a majority of `next` and of this set (and of the sets before it whose
    * change had not settled either). */
   changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, choose: typeof chooseLeader = chooseLeader, leadOn = true): SliceFailover {
-    const older = this.configs.filter((set) => !sameSet(set, next));
+    const older = setsBefore(this.configs, next);
     const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older, this.lastLed, this.lastLedBy);
     // The leader this failover elected (or told to lead on), in the new set, answering lately: it leads on. Only
     // with no election under way (currentLeader): then no replica took a term newer than the leader's. And only

@@ -20,7 +20,7 @@ import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, RE
 import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
-import { SliceFailover, type FailoverTiming } from './failover.js';
+import { sameSet, SliceFailover, type FailoverTiming } from './failover.js';
 import type { NodeLink } from './node-link.js';
 
 interface Run {
@@ -147,9 +147,8 @@ export class ReplicaLeaders {
       // A changed set: joint majorities of the new set and the old one (and of older ones not settled) until it settles.
       const failover =
         run === undefined
-          ? // The map's term is at least the last one a Lead was sent for (recorded before the Lead leaves), and was that one
-            // unless a handover named a leader at a newer term before its election (then no replica led it: leases are waited out).
-            new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, [], this.map.termOf(slice))
+          ? // At start (or once a slice has replicas again): from what the map persisted, a change not settled included.
+            SliceFailover.atStart({ replicas, termUsed: this.map.lastTermUsed(slice), term: this.map.termOf(slice), unsettled: this.map.unsettledOf(slice), lastLead: this.map.lastLeadOf(slice) }, this.timing, this.host(slice))
           : run.failover.changedTo(replicas, this.map.lastTermUsed(slice), this.host(slice));
       const leadsOn = failover.currentLeader;
       if (run !== undefined) {
@@ -325,6 +324,27 @@ export class ReplicaLeaders {
       f.tick();
     }
     if (settled) this.reassignAll();
+    this.recordSettled();
+  }
+
+  /** Keeps the map's unsettled sets (cluster-map.ts) to those of the failovers: a change that settled is cleared (else a
+   * coordinator started later would wait for majorities of sets no longer needed), as is a set that no failover ran
+   * (two map changes in one turn). The map records a change with the change itself and so holds at least the failover's
+   * sets (the same rule, setsBefore, from the same set before); this only drops sets. One write for all; a write that
+   * fails is tried again at the next tick (a map holding more sets than needed is only stricter). */
+  private recordSettled(): void {
+    const fix = new Map<number, number[][]>();
+    for (const [slice, run] of this.runs) {
+      const sets = run.failover.sets;
+      if (sets.length - 1 === this.map.unsettledCountOf(slice) || this.current(slice) !== run) continue;
+      fix.set(slice, this.map.unsettledOf(slice).filter((u) => sets.slice(1).some((o) => sameSet(o, u))));
+    }
+    if (fix.size === 0) return;
+    try {
+      this.map.setUnsettled(fix);
+    } catch (err) {
+      this.log(`cannot record ${fix.size} settled replica-set changes in the cluster map (${(err as Error).message})`);
+    }
   }
 
   private host(slice: number) {
