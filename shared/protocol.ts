@@ -925,7 +925,7 @@ const SPLICED_BIN_BYTES_MIN = 1024;
 /** What a worker thread answers its node for one chunk: encodeSliceResults' bytes, byte for byte, in a buffer of
  * their own with the headroom for the node's BatchReply head (withReplyHeadroom, encodeBatchReply). A result
  * [RESULT_OK, [...]] that carries a packed list (a range page or a scan's kept items in the client's form) has the
- * rest of its parts packed one by one and the list written once, straight into the answer: through msgpackr it was
+ * rest of its parts packed apart and the list written once, straight into the answer: through msgpackr it was
  * copied twice (into msgpackr's buffer, which grows by allocating anew, then out of it: bench/PROFILE.md, "range
  * pages with fewer copies"). Only parts without objects are packed apart: records mode defines an object's record
  * in the pack call that meets it, so objects are packed with the whole list as before. */
@@ -939,9 +939,17 @@ export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
     }
     const payload = r[1] as unknown[];
     parts.push(Uint8Array.of(0x92, RESULT_OK), arrayHeader(payload.length));
-    for (const v of payload) {
+    // Each run of parts between lists is packed in one call, as a list whose header is then left out.
+    let from = 0;
+    for (let i = 0; i <= payload.length; i++) {
+      const v = payload[i];
+      if (i < payload.length && !(v instanceof Uint8Array)) continue;
+      if (i > from) {
+        const run = internalPackr.pack(payload.slice(from, i));
+        parts.push(run.subarray(arrayHeader(i - from).byteLength));
+      }
       if (v instanceof Uint8Array) parts.push(binHeader(v.byteLength), v);
-      else parts.push(internalPackr.pack(v));
+      from = i + 1;
     }
   }
   let size = 0;
