@@ -41,7 +41,10 @@
 // the node itself, never in a Batch.
 // opsBytes is a packed array of slice ops for one worker thread. The node
 // hands it to that worker untouched (one message per batch) and relays the
-// worker's packed results the same way; only the outer frame is decoded.
+// worker's packed results the same way; only the outer frame is decoded. The
+// worker writes its results with room in front (encodeOwnedResults), where the
+// node writes the BatchReply's head (encodeBatchReply): the same bytes as
+// encodeNodeFrame's, without copying the results.
 // A Range whose spec says `packed` answers its items as one list already in the
 // client's msgpack form (a bin in the results); the router copies it into its
 // client frame without decoding it (PackedItems), or, to merge buckets, cuts it
@@ -504,7 +507,8 @@ export function encodeBatchReply(batchId: number, worker: number, results: Uint8
   const idBytes = batchId < 0x40 ? 1 : batchId < 0x100 ? 2 : batchId < 0x10000 ? 3 : 5;
   const binBytes = n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
   const head = 2 + idBytes + 1 + binBytes;
-  if (results.byteOffset !== BATCH_REPLY_HEADROOM || !(isUint(batchId) && batchId <= 0xffffffff) || !(isUint(worker) && worker < 0x40)) {
+  const owned = results.byteOffset === BATCH_REPLY_HEADROOM && results.buffer.byteLength === BATCH_REPLY_HEADROOM + n;
+  if (!owned || !(isUint(batchId) && batchId <= 0xffffffff) || !(isUint(worker) && worker < 0x40)) {
     return encodeNodeFrame([NodeFrame.BatchReply, batchId, worker, results]);
   }
   assert(head <= BATCH_REPLY_HEADROOM, 'the head of a BatchReply fits in the headroom');
@@ -990,6 +994,7 @@ function binHeader(n: number): Uint8Array {
   if (n < 0x10000) return Uint8Array.of(0xc5, n >> 8, n & 0xff);
   return Uint8Array.of(0xc6, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
 }
+
 export function decodeSliceResults(bytes: Uint8Array): SliceOpResult[] {
   return internalUnpackr.unpack(bytes) as SliceOpResult[];
 }
