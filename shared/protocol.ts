@@ -41,7 +41,10 @@
 // the node itself, never in a Batch.
 // opsBytes is a packed array of slice ops for one worker thread. The node
 // hands it to that worker untouched (one message per batch) and relays the
-// worker's packed results the same way; only the outer frame is decoded.
+// worker's packed results the same way; only the outer frame is decoded. The
+// worker writes its results with room in front (encodeOwnedResults), where the
+// node writes the BatchReply's head (encodeBatchReply): the same bytes as
+// encodeNodeFrame's, without copying the results.
 // A Range whose spec says `packed` answers its items as one list already in the
 // client's msgpack form (a bin in the results); the router copies it into its
 // client frame without decoding it (PackedItems), or, to merge buckets, cuts it
@@ -160,7 +163,9 @@ export function packClientList(items: Item[]): Uint8Array {
   return clientPackr.pack(items);
 }
 /** Items packed in the client's form (pieces of packed lists: splitPackedList; a string holds bytes as latin1, a
- * char a byte) as one list of them, in one buffer: byte for byte packClientList of the items. */
+ * char a byte) as one list of them, in one buffer: byte for byte packClientList of the items. Each run of strings
+ * is joined and written in one call: a write per item cost about half as much again (its checks and its call into
+ * C++ per item; bench/PROFILE.md, "range pages with fewer copies"). */
 export function concatClientList(items: readonly (Uint8Array | string)[]): Uint8Array {
   const header = arrayHeader(items.length);
   let size = header.byteLength;
@@ -168,13 +173,21 @@ export function concatClientList(items: readonly (Uint8Array | string)[]): Uint8
   const out = Buffer.allocUnsafe(size);
   out.set(header, 0);
   let at = header.byteLength;
+  let run: string[] = [];
+  const writeRun = () => {
+    if (run.length === 0) return;
+    at += out.write(run.length === 1 ? run[0] : run.join(''), at, 'latin1');
+    run = [];
+  };
   for (const b of items) {
-    if (typeof b === 'string') at += out.write(b, at, 'latin1');
+    if (typeof b === 'string') run.push(b);
     else {
+      writeRun();
       out.set(b, at);
       at += b.byteLength;
     }
   }
+  writeRun();
   assert(at === size, 'a concatenated list is its header and its items');
   return out;
 }
@@ -471,6 +484,50 @@ const workerUnpackr = new Unpackr({ useRecords: true, mapsAsObjects: true, copyB
 
 export function encodeNodeFrame(frame: NodeFrameMessage): Buffer {
   return internalPackr.pack(frame);
+}
+
+/** Bytes a worker thread leaves free in front of each chunk's packed results (withReplyHeadroom), where the node
+ * writes the BatchReply frame's head (at most 1 + 1 + 5 + 1 + 5 bytes: list, kind, batch id, worker, bin header). */
+export const BATCH_REPLY_HEADROOM = 16;
+
+/** A copy of `results` in a buffer of its own with BATCH_REPLY_HEADROOM free bytes in front: what a worker thread
+ * answers its node (the whole buffer then belongs to the node, which puts the frame's head there: encodeBatchReply). */
+export function withReplyHeadroom(results: Uint8Array): Uint8Array {
+  const own = Buffer.allocUnsafeSlow(BATCH_REPLY_HEADROOM + results.byteLength);
+  own.set(results, BATCH_REPLY_HEADROOM);
+  return new Uint8Array(own.buffer, BATCH_REPLY_HEADROOM, results.byteLength);
+}
+
+/** [NodeFrame.BatchReply, batchId, worker, results], the msgpack that encodeNodeFrame makes of it (decodeNodeFrame
+ * reads both alike). `results` as a worker thread answered them (withReplyHeadroom: the node owns their whole
+ * buffer): the head is written into the headroom in front, so the results, a range page's items most of their
+ * bytes, are not copied again on their way to the router. Any other bytes are packed as a new frame. */
+export function encodeBatchReply(batchId: number, worker: number, results: Uint8Array): Uint8Array {
+  const n = results.byteLength;
+  // Records mode reads 0x40-0x7f as a record's id: a whole number from 64 up is written with a type byte, as msgpackr does.
+  const idBytes = batchId < 0x40 ? 1 : batchId < 0x100 ? 2 : batchId < 0x10000 ? 3 : 5;
+  const binBytes = n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
+  const head = 2 + idBytes + 1 + binBytes;
+  const owned = results.byteOffset === BATCH_REPLY_HEADROOM && results.buffer.byteLength === BATCH_REPLY_HEADROOM + n;
+  if (!owned || !(isUint(batchId) && batchId <= 0xffffffff) || !(isUint(worker) && worker < 0x40)) {
+    return encodeNodeFrame([NodeFrame.BatchReply, batchId, worker, results]);
+  }
+  assert(head <= BATCH_REPLY_HEADROOM, 'the head of a BatchReply fits in the headroom');
+  const out = new Uint8Array(results.buffer, results.byteOffset - head, head + n);
+  let at = 0;
+  /** `v` big-endian in `bytes` bytes. */
+  const put = (v: number, bytes: number) => {
+    for (let i = bytes - 1; i >= 0; i--) out[at++] = Math.floor(v / 2 ** (8 * i)) & 0xff;
+  };
+  out[at++] = 0x94;
+  out[at++] = NodeFrame.BatchReply;
+  if (idBytes > 1) out[at++] = idBytes === 2 ? 0xcc : idBytes === 3 ? 0xcd : 0xce;
+  put(batchId, idBytes === 1 ? 1 : idBytes - 1);
+  out[at++] = worker;
+  out[at++] = binBytes === 2 ? 0xc4 : binBytes === 3 ? 0xc5 : 0xc6;
+  put(n, binBytes - 1);
+  assert(at === head, 'a BatchReply head is as long as counted');
+  return out;
 }
 
 /** A WebSocket close reason holds at most 123 bytes of UTF-8 (ws throws past that): `text`
@@ -873,6 +930,79 @@ export function decodeSliceOps(bytes: Uint8Array): unknown[] {
 export function encodeSliceResults(results: SliceOpResult[]): Uint8Array {
   return internalPackr.pack(results);
 }
+
+/** A packed list at least this long is written into a worker's answer as it is (encodeOwnedResults), not through msgpackr. */
+const SPLICED_BIN_BYTES_MIN = 1024;
+
+/** What a worker thread answers its node for one chunk: encodeSliceResults' bytes, byte for byte, in a buffer of
+ * their own with the headroom for the node's BatchReply head (withReplyHeadroom, encodeBatchReply). A result
+ * [RESULT_OK, [...]] that carries a packed list (a range page or a scan's kept items in the client's form) has the
+ * rest of its parts packed apart and the list written once, straight into the answer: through msgpackr it was
+ * copied twice (into msgpackr's buffer, which grows by allocating anew, then out of it: bench/PROFILE.md, "range
+ * pages with fewer copies"). Only parts without objects are packed apart: records mode defines an object's record
+ * in the pack call that meets it, so objects are packed with the whole list as before. */
+export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
+  if (!results.some(splices)) return withReplyHeadroom(internalPackr.pack(results));
+  const parts: Uint8Array[] = [arrayHeader(results.length)];
+  for (const r of results) {
+    if (!splices(r)) {
+      parts.push(internalPackr.pack(r));
+      continue;
+    }
+    const payload = r[1] as unknown[];
+    parts.push(Uint8Array.of(0x92, RESULT_OK), arrayHeader(payload.length));
+    // Each run of parts between lists is packed in one call, as a list whose header is then left out.
+    let from = 0;
+    for (let i = 0; i <= payload.length; i++) {
+      const v = payload[i];
+      if (i < payload.length && !(v instanceof Uint8Array)) continue;
+      if (i > from) {
+        const run = internalPackr.pack(payload.slice(from, i));
+        parts.push(run.subarray(arrayHeader(i - from).byteLength));
+      }
+      if (v instanceof Uint8Array) parts.push(binHeader(v.byteLength), v);
+      from = i + 1;
+    }
+  }
+  let size = 0;
+  for (const b of parts) size += b.byteLength;
+  const own = Buffer.allocUnsafeSlow(BATCH_REPLY_HEADROOM + size);
+  let at = BATCH_REPLY_HEADROOM;
+  for (const b of parts) {
+    own.set(b, at);
+    at += b.byteLength;
+  }
+  return new Uint8Array(own.buffer, BATCH_REPLY_HEADROOM, size);
+}
+
+/** Whether a result's parts are written one by one (encodeOwnedResults): an OK result whose payload is a list with a
+ * packed list of SPLICED_BIN_BYTES_MIN or more in it, and no object anywhere in the rest. */
+function splices(r: SliceOpResult): boolean {
+  if (r[0] !== RESULT_OK || !Array.isArray(r[1])) return false;
+  let big = false;
+  for (const v of r[1] as unknown[]) {
+    if (v instanceof Uint8Array) big ||= v.byteLength >= SPLICED_BIN_BYTES_MIN;
+    else if (!withoutObjects(v)) return false;
+  }
+  return big;
+}
+
+/** Whether `v` holds no object (what records mode would define a record for): scalars and lists of them. */
+function withoutObjects(v: unknown): boolean {
+  if (v === null || typeof v !== 'object') return true;
+  if (!Array.isArray(v)) return false;
+  for (const e of v) if (!withoutObjects(e)) return false;
+  return true;
+}
+
+/** A msgpack bin header for `n` bytes. */
+function binHeader(n: number): Uint8Array {
+  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a bin length msgpack can hold');
+  if (n < 0x100) return Uint8Array.of(0xc4, n);
+  if (n < 0x10000) return Uint8Array.of(0xc5, n >> 8, n & 0xff);
+  return Uint8Array.of(0xc6, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
+}
+
 export function decodeSliceResults(bytes: Uint8Array): SliceOpResult[] {
   return internalUnpackr.unpack(bytes) as SliceOpResult[];
 }

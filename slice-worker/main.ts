@@ -53,6 +53,7 @@ import {
   closeReason,
   decodeNodeFrame,
   decodeSliceResults,
+  encodeBatchReply,
   encodeNodeFrame,
   encodeSliceOps,
   NodeFrame,
@@ -329,7 +330,7 @@ function onFrame(ws: WebSocket, data: Buffer): void {
         workers[worker].run(ops).then(
           (outcome) => {
             if (typeof outcome === 'string') send(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `worker ${worker} refused the batch: ${outcome}`]);
-            else send(ws, [NodeFrame.BatchReply, batchId, worker, outcome]);
+            else if (ws.readyState === ws.OPEN) ws.send(encodeBatchReply(batchId, worker, outcome));
           },
           // The worker failed (the node is going down: WorkerChannel's failure handler exits).
           (err) => send(ws, [NodeFrame.BatchError, batchId, 'Internal', `worker ${worker} failed: ${err instanceof Error ? err.message : err}`]),

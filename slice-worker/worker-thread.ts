@@ -1,10 +1,13 @@
 // The worker thread's end of worker-channel.ts: one task at a time comes on the
 // thread's own port; the answer goes back on it, and an exception goes back as
-// {failed} (the channel fails the node). The packed results are copied to buffers
-// of their own and transferred: msgpackr packs into a buffer it reuses, and a
-// cloned view would copy that whole buffer, not the view's bytes.
+// {failed} (the channel fails the node). A chunk's results come packed in a
+// buffer of their own (encodeOwnedResults), which is transferred, not cloned:
+// msgpackr packs into a buffer it reuses, and a cloned view of it would copy that
+// whole buffer, not the view's bytes. The headroom in front of them is where the
+// node writes its BatchReply's head, so the node sends them on without a copy.
 import { parentPort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
+import { BATCH_REPLY_HEADROOM } from '../shared/protocol.js';
 import run, { type WorkerTask } from './worker.js';
 
 export type ThreadAnswer = { result: unknown } | { failed: unknown };
@@ -20,9 +23,8 @@ port.on('message', (task: WorkerTask) => {
       for (let i = 0; i < result.length; i++) {
         const r = result[i];
         if (r instanceof Uint8Array) {
-          const own = new Uint8Array(r);
-          result[i] = own;
-          transfer.push(own.buffer);
+          assert(r.byteOffset === BATCH_REPLY_HEADROOM && r.buffer.byteLength === BATCH_REPLY_HEADROOM + r.byteLength, 'a chunk answers in a buffer of its own (encodeOwnedResults)');
+          transfer.push(r.buffer as ArrayBuffer);
         }
       }
     }

@@ -38,7 +38,7 @@ import {
   decodeSliceOps,
   EFFECT_DROP_SLICE,
   EFFECT_DROP_TABLE,
-  encodeSliceResults,
+  encodeOwnedResults,
   isWriteOp,
   MalformedFrame,
   requestIdOf,
@@ -278,8 +278,9 @@ function release(h: Held, slice: number): void {
   heldBySlice.get(slice)?.delete(h);
   if (h.leases.size === 0) heldForLease.delete(h);
   if (h.waits.size > 0) return;
-  // A copy that owns its buffer, to transfer: msgpackr packs into a buffer it reuses (DESIGN.md's trap).
-  answers.push([h.ticket, new Uint8Array(encodeSliceResults(h.results))]);
+  // In a buffer of its own (msgpackr packs into a buffer it reuses: DESIGN.md's trap), with the headroom for the
+  // node's BatchReply head (encodeOwnedResults).
+  answers.push([h.ticket, encodeOwnedResults(h.results)]);
   queuePortFlush();
 }
 
@@ -487,7 +488,7 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
         const problem = checkSliceOp(ops[i], trusted[c]);
         results[i] = problem !== null ? [RESULT_ERROR, 'MalformedRequest', problem] : (unreplicatedWrite(ops[i] as SliceOpMessage) ?? store.execute(ops[i] as SliceOpMessage));
       }
-      out.push(encodeSliceResults(results));
+      out.push(encodeOwnedResults(results));
       continue;
     }
     const opSlices: (number[] | null)[] = new Array(ops.length).fill(null);
@@ -526,7 +527,7 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
         any = true;
       }
     }
-    if (!any) out.push(encodeSliceResults(results));
+    if (!any) out.push(encodeOwnedResults(results));
     else {
       out.push(''); // replaced below, once the task's records are proposed
       (touched ??= []).push({ c, results, opSlices, reads });
@@ -589,7 +590,7 @@ function holdUntilCommitted(results: SliceOpResult[], opSlices: (number[] | null
       }
     }
   });
-  if (waits.size === 0) return encodeSliceResults(results);
+  if (waits.size === 0) return encodeOwnedResults(results);
   const h: Held = { ticket: nextTicket++, results, opSlices, reads, waits, leases, leaseBy: performance.now() + REPLICA_LEASE_WAIT_MS };
   if (leases.size > 0) heldForLease.add(h);
   for (const s of waits.keys()) {

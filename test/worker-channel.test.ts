@@ -8,7 +8,26 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeSliceResults, encodeSliceOps, RESULT_ERROR, RESULT_OK, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
+import {
+  BATCH_REPLY_HEADROOM,
+  decodeNodeFrame,
+  decodeSliceResults,
+  encodeBatchReply,
+  encodeNodeFrame,
+  encodeOwnedResults,
+  encodeSliceOps,
+  encodeSliceResults,
+  KEPT_IN_LIST,
+  NodeFrame,
+  packClientList,
+  RESULT_ERROR,
+  RESULT_OK,
+  SliceOp,
+  withReplyHeadroom,
+  type SliceOpMessage,
+  type SliceOpResult,
+} from '../shared/protocol.js';
+import { NAME_ATTRIBUTE } from '../shared/values.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 // The built module: its thread is dist/slice-worker/worker-thread.js, next to it (`npm test` builds first; run
 // `npm run build` before running this file alone, or it tests the last build).
@@ -59,7 +78,8 @@ describe('worker channel', () => {
     for (let i = 0; i < 3; i++) {
       const small = await run([[SliceOp.Get, TABLE, SLICE, 'missing', null]]);
       expect(decodeSliceResults(small)).toEqual([[RESULT_OK, null]]);
-      expect(small.buffer.byteLength).toBe(small.byteLength);
+      // Its own size, and the headroom in front where the node writes its BatchReply's head (worker-thread.ts).
+      expect(small.buffer.byteLength).toBe(BATCH_REPLY_HEADROOM + small.byteLength);
     }
     expect(failures).toEqual([]);
   });
@@ -134,6 +154,49 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
     } finally {
       await channel.destroy();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the node's BatchReply around a worker's answer", () => {
+  it('is byte for byte the frame encodeNodeFrame packs, its head written in front of the results without a copy', () => {
+    for (const batchId of [0, 1, 0x3f, 0x40, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0xffffffff]) {
+      for (const size of [0, 1, 0xff, 0x100, 0xffff, 0x10000, 70_000]) {
+        const results = withReplyHeadroom(Uint8Array.from({ length: size }, (_, i) => i & 0xff));
+        const expected = Buffer.from(encodeNodeFrame([NodeFrame.BatchReply, batchId, 3, results]));
+        const frame = encodeBatchReply(batchId, 3, results);
+        expect(Buffer.compare(Buffer.from(frame), expected), `batch ${batchId}, ${size} bytes`).toBe(0);
+        expect(frame.buffer, 'the results are not copied').toBe(results.buffer);
+        const [kind, id, worker, bytes] = decodeNodeFrame(frame, 'coordinator') as [number, number, number, Uint8Array];
+        expect([kind, id, worker]).toEqual([NodeFrame.BatchReply, batchId, 3]);
+        expect(Buffer.compare(bytes, results)).toBe(0);
+      }
+    }
+    // Bytes without the headroom (not a worker's answer) are packed as a new frame.
+    const plain = Uint8Array.of(1, 2, 3);
+    const frame = encodeBatchReply(9, 1, plain);
+    expect(frame.buffer).not.toBe(plain.buffer);
+    expect(Buffer.from(frame)).toEqual(Buffer.from(encodeNodeFrame([NodeFrame.BatchReply, 9, 1, plain])));
+  });
+});
+
+describe("a worker's answer written once (encodeOwnedResults)", () => {
+  it('is byte for byte what encodeSliceResults packs, with the packed lists spliced in, in a buffer of its own', () => {
+    const list = (n: number) => packClientList(Array.from({ length: n }, (_, i) => ({ [NAME_ATTRIBUTE]: `d_${i}`, device: 'd', seq: i, payload: 'x'.repeat(160) })));
+    const big = list(100);
+    const cases: SliceOpResult[][] = [
+      [[RESULT_OK, [big, 'k\x01last', true, null, 100]]],
+      [[RESULT_OK, [big, null, false, ['a', 'b'], 2]], [RESULT_OK, null], [RESULT_ERROR, 'WrongOwner', 'moved'], [RESULT_OK, [new Uint8Array(big), 'x', false, null, 70]]],
+      // A small list, an item object and a scan's entries beside a packed list: packed with msgpackr as before.
+      [[RESULT_OK, [list(1), null, false, null, 1]], [RESULT_OK, { [NAME_ATTRIBUTE]: 'a', v: 1 }], [RESULT_OK, [big, 'k', true, null, 100]]],
+      [[RESULT_OK, [[[3, 'k1', KEPT_IN_LIST, 230], [3, 'k2', null, 12]], true, big]]],
+      [[RESULT_OK, [[[3, 'k1', { [NAME_ATTRIBUTE]: 'a' }, 230]], true, big]]],
+    ];
+    for (const results of cases) {
+      const own = encodeOwnedResults(results);
+      expect(Buffer.compare(Buffer.from(own), Buffer.from(encodeSliceResults(results)))).toBe(0);
+      expect(own.byteOffset).toBe(BATCH_REPLY_HEADROOM);
+      expect(own.buffer.byteLength).toBe(BATCH_REPLY_HEADROOM + own.byteLength);
     }
   });
 });
