@@ -402,7 +402,7 @@ describe('a coordinator that restarts', () => {
   const termOf = (m: ReplicateEntry[1] | undefined) => (m !== undefined && 'term' in m ? m.term : 0);
   /** Waits (bounded) for the Prepare of slice 0 to reach each of `nodes`; its term. */
   async function prepared(sent: ReplicateEntry[][], nodes: number[]): Promise<number> {
-    const prepareOf = (n: number) => sent[n].findLast(([s, m]) => s === 0 && m.type === 'Prepare')?.[1];
+    const prepareOf = (n: number) => [...sent[n]].reverse().find(([s, m]) => s === 0 && m.type === 'Prepare')?.[1];
     for (let i = 0; i < 60 && nodes.some((n) => prepareOf(n) === undefined); i++) await new Promise((r) => setTimeout(r, 50));
     const term = termOf(prepareOf(nodes[0]));
     expect(term).toBeGreaterThan(0);
