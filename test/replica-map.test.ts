@@ -10,7 +10,7 @@ import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/clu
 import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
-import type { ReplicateEntry } from '../shared/protocol.js';
+import type { DecodedReplicateEntry } from '../shared/protocol.js';
 import { keyslice } from './cli-run.js';
 
 const dirs: string[] = [];
@@ -246,8 +246,8 @@ describe('the coordinator\'s lease wait', () => {
   it('waits out an old leader\'s lease by a monotonic clock: a wall clock stepped forward (an NTP step) does not end the wait early', async () => {
     const map = open(3, 3);
     // The nodes' side of the links: what the coordinator sends each node, and a link that stays ready.
-    const sent: ReplicateEntry[][] = [[], [], []];
-    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: ReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const sent: DecodedReplicateEntry[][] = [[], [], []];
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
     const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
     const realNow = Date.now.bind(Date);
     try {
@@ -277,8 +277,8 @@ describe('the coordinator\'s lease wait', () => {
 
   it('sends no Lead whose election the map did not record (a coordinator restarted since would take the map\'s older term for the last one led)', async () => {
     const map = open(4, 3);
-    const sent: ReplicateEntry[][] = [[], [], [], []];
-    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: ReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const sent: DecodedReplicateEntry[][] = [[], [], [], []];
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
     const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
     try {
       const [, x, f] = map.replicasOf(0);

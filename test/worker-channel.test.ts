@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeSliceResults, encodeSliceOps, RESULT_ERROR, RESULT_OK, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
+import { decodeReplicationMessage, decodeSliceResults, encodeSliceOps, RESULT_ERROR, RESULT_OK, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 // The built module: its thread is dist/slice-worker/worker-thread.js, next to it (`npm test` builds first; run
 // `npm run build` before running this file alone, or it tests the last build).
@@ -84,7 +84,7 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       new WorkerChannel(
         { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 } },
         (err) => failures.push(err),
-        (out) => out.forEach(([, , m]) => sent.push(m)),
+        (out) => out.forEach(([slice, , m]) => sent.push(m instanceof Uint8Array ? decodeReplicationMessage(m, 0, 'coordinator', slice) : m)),
       );
     let channel = newChannel();
     const results = async (p: Promise<unknown>) => {
