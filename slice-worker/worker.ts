@@ -262,15 +262,14 @@ function onPortMessage([entries, bytes]: NodePortMessage): void {
     if (e.length === 5) {
       if (!replicated.has(slice)) continue;
       // Checked here, before it is used (the node's main thread passed it on as it came): a message that is not a
-      // whole one of those its hop carries is dropped, and the node closes the connection it came on.
+      // whole one of those its hop carries is dropped, and the node closes the connection it came on (and logs why,
+      // as for a frame that fails its check).
       let message: ReplicationMessage;
       try {
         message = decodeReplicationMessage(bytes!.subarray(e[3], e[4]), from, 'node', slice);
       } catch (err) {
         if (!(err instanceof MalformedFrame)) throw err;
-        const why = err.message;
-        onMalformed(slice, from, why);
-        refused.push([e[2], why]);
+        refused.push([e[2], err.message]);
         queuePortFlush();
         continue;
       }
