@@ -41,7 +41,7 @@ export function childPids(pid: number): number[] {
 /** CPU seconds so far of one process's threads, by role: its main thread (tid = pid), its `workers` worker threads
  * and the rest (V8's GC and compiler helpers, libuv's pool). Node names every thread "node", so the worker threads
  * are told by their start: a slice node starts its worker threads after V8's and libuv's (on Node 20 a slice node's
- * 13 threads are main, 6 of V8's, 4 of libuv's pool, then the 2 workers, started last). NaN where /proc cannot tell. */
+ * 13 threads were main, 6 of V8's and Node's, 4 of libuv's pool, then the 2 workers, started last). NaN where /proc cannot tell. */
 export function threadCpuOf(pid: number, workers: number): { main: number; workers: number[]; other: number } {
   const ticks = (tid: number): [start: number, ticks: number] => {
     const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
