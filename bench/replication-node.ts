@@ -29,7 +29,7 @@ import {
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
-import { cpuSecondsOf } from './proc-cpu.js';
+import { cpuSecondsOf, threadCpuOf } from './proc-cpu.js';
 import { workerOf } from '../shared/hashing.js';
 
 const args = parseArgs(
@@ -148,10 +148,11 @@ try {
   const leaderWritten: number[] = [];
   const value = { v: 'x'.repeat(100) };
   /** Puts per second, and each slice node's CPU (all its threads) in microseconds per put: node 0 leads. */
-  async function round(slices: number[]): Promise<[rate: number, cpuUsPerPut: number[]]> {
+  async function round(slices: number[]): Promise<[rate: number, cpuUsPerPut: number[], threadUsPerPut: number[][]]> {
     const deadline = Date.now() + SECONDS * 1000;
     let done = 0;
     const cpu0 = procs.map((p) => cpuSecondsOf([p.child.pid!]));
+    const threads0 = procs.map((p) => threadsOf(p.child.pid!));
     const written0 = writtenBytesOf(procs[0].child.pid!);
     await Promise.all(
       Array.from({ length: IN_FLIGHT }, async (_, loop) => {
@@ -175,17 +176,28 @@ try {
       }),
     );
     leaderWritten.push((writtenBytesOf(procs[0].child.pid!) - written0) / done);
-    return [done / SECONDS, procs.map((p, i) => ((cpuSecondsOf([p.child.pid!]) - cpu0[i]) * 1e6) / done)];
+    return [
+      done / SECONDS,
+      procs.map((p, i) => ((cpuSecondsOf([p.child.pid!]) - cpu0[i]) * 1e6) / done),
+      procs.map((p, i) => threadsOf(p.child.pid!).map((s, k) => ((s - threads0[i][k]) * 1e6) / done)),
+    ];
+  }
+  /** One node's CPU seconds so far per thread: [main, worker 0, ..., other threads]. */
+  function threadsOf(pid: number): number[] {
+    const t = threadCpuOf(pid, WORKERS);
+    return [t.main, ...t.workers, t.other];
   }
   const rates: Record<string, number[]> = { 'R=1': [], 'R=3': [] };
   const cpu: Record<string, number[][]> = { 'R=1': [], 'R=3': [] };
+  const threadCpu: Record<string, number[][][]> = { 'R=1': [], 'R=3': [] };
   const load: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     for (const [k, slices] of [['R=1', SINGLE], ['R=3', REPLICATED]] as const) {
       if (ONLY !== '' && k !== `R=${ONLY}`) continue;
-      const [rate, us] = await round(slices);
+      const [rate, us, threads] = await round(slices);
       rates[k].push(rate);
       cpu[k].push(us);
+      threadCpu[k].push(threads);
       load.push(loadavg()[0]);
     }
   }
@@ -198,6 +210,12 @@ try {
       `${k}: ${Math.round(mean(xs))} puts/s (rounds: ${xs.map(Math.round).join(', ')}); slice nodes' CPU ${perNode.reduce((a, b) => a + b, 0).toFixed(1)} us per put ` +
         `(leader ${perNode[0].toFixed(1)}, the others ${perNode[1].toFixed(1)} and ${perNode[2].toFixed(1)})`,
     );
+    // Per thread (/proc/PID/task): main, each worker, the rest (V8's GC and compiler helpers, libuv's pool).
+    const names = ['main', ...Array.from({ length: WORKERS }, (_, w) => `worker ${w}`), 'other'];
+    for (const i of [0, 1, 2]) {
+      const per = names.map((_, t) => mean(threadCpu[k].map((c) => c[i][t])));
+      console.log(`  ${k} node ${i}${i === 0 ? ' (leader)' : ''} us per put by thread: ${names.map((n, t) => `${n} ${per[t].toFixed(1)}`).join(', ')}`);
+    }
   }
   console.log(`leader's node wrote ${leaderWritten.map((b) => b.toFixed(0)).join(', ')} bytes to disk per put (each round)`);
   if (ONLY === '') console.log(`R=3 / R=1: ${(mean(rates['R=3']) / mean(rates['R=1'])).toFixed(2)}`);

@@ -16,7 +16,7 @@
 //   node  -> coord  [NodeFrame.BatchReply, batchId, worker, resultsBytes]
 //                   [NodeFrame.BatchError, batchId, code, message]
 //   coord -> node   [NodeFrame.Epoch, epoch]   the map moved on (a slice moved elsewhere)
-//   any   -> any    [NodeFrame.Replicate, from, [[slice, ReplicationMessage], ...]]
+//   any   -> any    [NodeFrame.Replicate, from, [[slice, messageBytes | KeepAlives], ...]]
 // Replication (docs/replication.md): Assign's replication names this node's index in the
 // map, its peers' URLs and the replica set of every slice it holds a replica of (null: R=1,
 // no slice has followers). Replicate carries replication messages: coordinator <-> node
@@ -24,7 +24,11 @@
 // node -> node (Append, Snapshot, KeepAlive, AppendOk, KeepAliveOk, Refused) on links a node dials to its peers
 // with the cluster secret (a node sends only Replicate frames on those). `from` is the
 // sender's node index, or COORDINATOR (-1). A sender puts every message for one
-// destination produced in one turn into one frame.
+// destination produced in one turn into one frame. Each message travels as bytes of its own
+// (encodeReplicationMessage), so that a slice node's main thread passes it between the wire
+// and its workers without decoding it; the worker that takes it decodes and checks it
+// (decodeReplicationMessage) before it is used. KeepAlives alone travel as a message, which
+// the node splits by worker (replication-protocol.ts).
 // The coordinator opens the connection and shows the cluster secret in the
 // handshake (header CLUSTER_SECRET_HEADER); a node refuses a connection without it.
 // Identity: nodeId names the node's data folder (random, made on its first start,
@@ -105,8 +109,10 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 17: leader leases (docs/replication.md, "Leases"): Append, Snapshot and KeepAlive carry the leader's send time and
  * whether it held a lease, AppendOk echoes the time, followers answer KeepAlive (KeepAliveOk), and Prepared says how
  * long the lease of the leader it last answered may still run and which term it led.
- * 18: a write's request id may be a client's idempotency id, [instance, counter, true] (ClientRequestId). */
-export const NODE_PROTOCOL_VERSION = 18;
+ * 18: a write's request id may be a client's idempotency id, [instance, counter, true] (ClientRequestId).
+ * 19: each replication message of a Replicate frame is bytes of its own, [slice, bytes] (KeepAlives alone a
+ * message), so that a slice node's main thread routes them without decoding them; the worker checks them. */
+export const NODE_PROTOCOL_VERSION = 19;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -449,8 +455,16 @@ export interface AssignReplication {
   replicas: [slice: number, nodes: number[]][];
 }
 
-/** One Replicate frame's entries: messages of many slices, for one destination. */
-export type ReplicateEntry = [slice: number, message: ReplicationMessage];
+/** One Replicate frame's entries: messages of many slices, for one destination. To encodeNodeFrame a message may
+ * be given as an object (it is encoded) or as the bytes encodeReplicationMessage made; decodeNodeFrame gives the
+ * coordinator objects, checked. */
+export type ReplicateEntry = [slice: number, message: ReplicationMessage | Uint8Array];
+/** What the coordinator gets from decodeNodeFrame: every message decoded and checked. */
+export type DecodedReplicateEntry = [slice: number, message: ReplicationMessage];
+/** What a slice node gets from decodeNodeFrame: each message as its bytes, unchecked (its worker checks them:
+ * decodeReplicationMessage), except KeepAlives, checked whole. */
+export type WireReplicateEntry = [slice: number, message: Uint8Array | KeepAlivesMessage];
+type KeepAlivesMessage = Extract<ReplicationMessage, { type: 'KeepAlives' }>;
 
 export type NodeFrameKind = (typeof NodeFrame)[keyof typeof NodeFrame];
 
@@ -463,6 +477,10 @@ export type NodeFrameMessage =
   | [typeof NodeFrame.BatchError, batchId: number, code: ErrorCode, message: string]
   | [typeof NodeFrame.Epoch, epoch: number]
   | [typeof NodeFrame.Replicate, from: number, entries: ReplicateEntry[]];
+/** A frame as the coordinator decodes it (Replicate's messages decoded and checked). */
+export type CoordinatorNodeFrame = Exclude<NodeFrameMessage, [typeof NodeFrame.Replicate, ...unknown[]]> | [typeof NodeFrame.Replicate, from: number, entries: DecodedReplicateEntry[]];
+/** A frame as a slice node decodes it (Replicate's messages as bytes). */
+export type NodeSideFrame = Exclude<NodeFrameMessage, [typeof NodeFrame.Replicate, ...unknown[]]> | [typeof NodeFrame.Replicate, from: number, entries: WireReplicateEntry[]];
 
 /** The frame kinds each side receives. */
 const FRAMES_TO: Record<'node' | 'coordinator', ReadonlySet<number>> = {
@@ -483,6 +501,10 @@ const internalUnpackr = new Unpackr({ useRecords: true, mapsAsObjects: true });
 const workerUnpackr = new Unpackr({ useRecords: true, mapsAsObjects: true, copyBuffers: true });
 
 export function encodeNodeFrame(frame: NodeFrameMessage): Buffer {
+  if (frame[0] === NodeFrame.Replicate) {
+    const entries = frame[2].map(([slice, m]): WireReplicateEntry => [slice, m instanceof Uint8Array || m.type === 'KeepAlives' ? (m as Uint8Array | KeepAlivesMessage) : encodeReplicationMessage(m)]);
+    return internalPackr.pack([NodeFrame.Replicate, frame[1], entries]);
+  }
   return internalPackr.pack(frame);
 }
 
@@ -528,6 +550,39 @@ export function encodeBatchReply(batchId: number, worker: number, results: Uint8
   put(n, binBytes - 1);
   assert(at === head, 'a BatchReply head is as long as counted');
   return out;
+}
+
+// One replication message's own bytes (plain msgpack maps: no record structures shared with the frame around it).
+const replicationPackr = new Packr({ useRecords: false });
+// Payloads and snapshot states are kept by the replica: copied out of the bytes they came in.
+const replicationUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
+
+/** A message's bytes for a Replicate entry. They view msgpackr's reused buffer: copy them before the next call. */
+export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
+  return replicationPackr.pack(m);
+}
+
+/** Decodes and checks one replication message for `slice` that `receiver` got from `from` (COORDINATOR or a node
+ * index): a whole message (checkReplicationMessage) of those that hop carries. Throws MalformedFrame. */
+export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiver: 'node' | 'coordinator', slice: number): ReplicationMessage {
+  let m: unknown;
+  try {
+    m = replicationUnpackr.unpack(bytes);
+  } catch (err) {
+    fail(`Replicate: slice ${slice}: a replication message is not valid msgpack: ${(err as Error).message}`);
+  }
+  checkHopMessage(m, from, receiver, slice);
+  return m as ReplicationMessage;
+}
+
+function checkHopMessage(m: unknown, from: number, receiver: 'node' | 'coordinator', slice: number): void {
+  const problem = checkReplicationMessage(m);
+  if (problem !== null) fail(`Replicate: slice ${slice}: ${problem}`);
+  // The messages of this hop only (a peer runs no election, the coordinator sends no records): a replica
+  // takes what reaches it without asking who may send it.
+  const hop = receiver === 'coordinator' ? MESSAGES_TO_COORDINATOR : from === COORDINATOR ? MESSAGES_FROM_COORDINATOR : MESSAGES_BETWEEN_REPLICAS;
+  const type = (m as ReplicationMessage).type;
+  if (!hop.has(type)) fail(`Replicate: slice ${slice}: ${type} is not sent ${receiver === 'coordinator' ? 'to the coordinator' : from === COORDINATOR ? 'by the coordinator' : 'from one replica to another'}`);
 }
 
 /** A WebSocket close reason holds at most 123 bytes of UTF-8 (ws throws past that): `text`
@@ -588,7 +643,10 @@ function checkAssignReplication(r: unknown, sliceCount: number): void {
 
 /** Checks size, decodes, and checks the whole shape of one frame that `receiver` may
  * get (kind, arity, every field's type and range). Throws MalformedFrame. */
-export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinator'): NodeFrameMessage {
+export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node'): NodeSideFrame;
+export function decodeNodeFrame(bytes: Uint8Array, receiver: 'coordinator'): CoordinatorNodeFrame;
+export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinator'): NodeSideFrame | CoordinatorNodeFrame;
+export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinator'): NodeSideFrame | CoordinatorNodeFrame {
   if (bytes.byteLength > INTERNAL_FRAME_BYTES_MAX) fail(`node frame of ${bytes.byteLength} bytes is over the limit`);
   let frame: unknown;
   try {
@@ -632,15 +690,17 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinat
       const [, from, entries] = f;
       if (!(from === COORDINATOR || isNodeIndex(from))) fail(`Replicate: the sender ${show(from)} is not a node index or ${COORDINATOR} (the coordinator)`);
       if (!(Array.isArray(entries) && entries.length <= REPLICATION_FRAME_ENTRIES_MAX)) fail(`Replicate: entries is a list of at most ${REPLICATION_FRAME_ENTRIES_MAX} [slice, message]`);
-      // The messages of this hop only (a peer runs no election, the coordinator sends no records): a replica
-      // takes what reaches it without asking who may send it.
-      const hop = receiver === 'coordinator' ? MESSAGES_TO_COORDINATOR : from === COORDINATOR ? MESSAGES_FROM_COORDINATOR : MESSAGES_BETWEEN_REPLICAS;
       for (const e of entries as unknown[]) {
         if (!(Array.isArray(e) && e.length === 2 && isSlice(e[0]))) fail('Replicate: an entry is [slice, message]');
-        const problem = checkReplicationMessage(e[1]);
-        if (problem !== null) fail(`Replicate: slice ${e[0]}: ${problem}`);
-        const type = (e[1] as ReplicationMessage).type;
-        if (!hop.has(type)) fail(`Replicate: slice ${e[0]}: ${type} is not sent ${receiver === 'coordinator' ? 'to the coordinator' : from === COORDINATOR ? 'by the coordinator' : 'from one replica to another'}`);
+        const m = e[1];
+        // A message's bytes: decoded and checked here for the coordinator; a slice node's worker does it for its own.
+        if (m instanceof Uint8Array) {
+          if (receiver === 'coordinator') e[1] = decodeReplicationMessage(m, from as number, receiver, e[0]);
+          continue;
+        }
+        // Only KeepAlives travel as a message: the node splits them by worker.
+        if (!(isPlainObject(m) && m.type === 'KeepAlives')) fail(`Replicate: slice ${e[0]}: a message is its bytes (KeepAlives alone a map)`);
+        checkHopMessage(m, from as number, receiver, e[0]);
       }
       break;
     }
@@ -672,7 +732,7 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinat
       if (!(isUint(f[1]) && isErrorCode(f[2]) && typeof f[3] === 'string')) fail('BatchError is [kind, batchId, error code, message]');
       break;
   }
-  return f as NodeFrameMessage;
+  return f as NodeSideFrame | CoordinatorNodeFrame;
 }
 
 // ---- slice ops: what a worker thread executes ------------------------------

@@ -3,7 +3,11 @@
 // slice's leader and its followers (Append, Snapshot, KeepAlive, AppendOk, Refused). The
 // replication core (slice-worker/replication/replica.ts) and the coordinator's
 // failover (coordinator/metadata/failover.ts) speak them; checkReplicationMessage
-// checks one whole, as a frame from the wire is checked before it is used.
+// checks one whole, as a frame from the wire is checked before it is used. On the
+// wire each is bytes of its own (shared/protocol.ts, encodeReplicationMessage), which
+// a slice node's main thread passes between the wire and its workers undecoded; the
+// worker that takes one decodes and checks it (decodeReplicationMessage). KeepAlives
+// alone travel as a message: the node's main thread splits them by worker.
 import { SLICE_COUNT_MAX } from './limits.js';
 
 /** One record of a slice's replicated log (slice-worker/replication/replica-record.ts makes and checks them). */

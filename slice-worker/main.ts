@@ -12,7 +12,11 @@
 // (peer-links.ts) and the workers (workerOf in shared/hashing.ts picks the worker). What
 // the workers' replicas send is batched per destination per turn: one frame to
 // the coordinator, one to each peer; what comes in is handed on per worker per
-// turn, one message each. A Replicate frame from the coordinator
+// turn, one message each. The main thread does not decode replication messages:
+// each travels as bytes of its own, which a worker encoded and a worker decodes
+// and checks (it names the connection of one that fails, which is closed); the
+// main thread reads a frame's [slice, bytes] entries and picks the worker by the
+// slice (KeepAlives alone it reads, to split them by worker). A Replicate frame from the coordinator
 // (from -1) is taken only on the coordinator's connection; one from a peer names
 // the peer's node index and is taken on any other connection that showed the
 // cluster secret. Messages for slices this node holds no replica of are dropped.
@@ -41,9 +45,9 @@ import {
 import { openNodeIdentity, saveNodeIdentity, type NodeIdentity } from './node-identity.js';
 import { lockDataFolder } from './data-folder-lock.js';
 import { PeerLinks } from './peer-links.js';
-import { WorkerChannel } from './worker-channel.js';
+import { WorkerChannel, type IncomingReplication } from './worker-channel.js';
 import type { ReplicaControl } from './worker.js';
-import { COORDINATOR, KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { COORDINATOR, KEEPALIVE_NUMBERS } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import {
@@ -63,6 +67,7 @@ import {
   type AssignReplication,
   type NodeFrameMessage,
   type ReplicateEntry,
+  type WireReplicateEntry,
 } from '../shared/protocol.js';
 
 const args = parseArgs(
@@ -120,8 +125,15 @@ const workers = Array.from(
       (out) => {
         for (const [slice, to, message] of out) queueReplication(to, slice, message);
       },
+      (via, why) => {
+        const ws = connections.get(via);
+        if (ws !== undefined) refuse(ws, why);
+      },
     ),
 );
+/** Open connections by a number of their own: a worker names the one whose message failed its check. */
+const connections = new Map<number, WebSocket>();
+let nextConnection = 1;
 
 // ---- replication routing ----
 /** The replication part of the latest Assign taken (null: R=1). */
@@ -132,7 +144,7 @@ const peerLinks = new PeerLinks(clusterSecret, (line) => console.error(`keyslice
 /** Destination (COORDINATOR or a node index) -> what this turn's replicas sent it. */
 let outgoing = new Map<number, ReplicateEntry[]>();
 
-function queueReplication(to: number, slice: number, message: ReplicationMessage): void {
+function queueReplication(to: number, slice: number, message: ReplicateEntry[1]): void {
   if (outgoing.size === 0) setImmediate(sendReplication);
   let list = outgoing.get(to);
   if (list === undefined) outgoing.set(to, (list = []));
@@ -158,14 +170,14 @@ function sendReplication(): void {
 
 /** Hands each entry of a Replicate frame to the worker of its slice: what one turn's frames hold for a worker
  * goes to it as one message (the answers of both followers of a slice often come in one turn). */
-function routeReplication(from: number, entries: ReplicateEntry[]): void {
+function routeReplication(from: number, via: number, entries: WireReplicateEntry[]): void {
   for (const [slice, message] of entries) {
-    if (message.type === 'KeepAlives') {
+    if (!(message instanceof Uint8Array)) {
       routeKeepAlives(from, message.slices);
       continue;
     }
     if (!replicatedSlices.has(slice)) continue; // not a replica here (any more, or not yet): the sender repeats if it matters
-    incomingFor(workerOf(slice, workerCount)).push([slice, from, message]);
+    incomingFor(workerOf(slice, workerCount)).push([slice, from, message, via]);
   }
 }
 
@@ -183,7 +195,7 @@ function routeKeepAlives(from: number, slices: number[]): void {
   for (const [w, list] of byWorker) incomingFor(w).push([list[0], from, { type: 'KeepAlives', slices: list }]);
 }
 
-function incomingFor(worker: number): [number, number, ReplicationMessage][] {
+function incomingFor(worker: number): IncomingReplication[] {
   if (incoming.size === 0) setImmediate(deliverReplication);
   let list = incoming.get(worker);
   if (list === undefined) incoming.set(worker, (list = []));
@@ -191,7 +203,7 @@ function incomingFor(worker: number): [number, number, ReplicationMessage][] {
 }
 
 /** Worker -> what the frames of this turn (from every peer and the coordinator) hold for it: one message each. */
-let incoming = new Map<number, [number, number, ReplicationMessage][]>();
+let incoming = new Map<number, IncomingReplication[]>();
 
 function deliverReplication(): void {
   const batches = incoming;
@@ -255,7 +267,7 @@ function send(ws: WebSocket, frame: NodeFrameMessage): void {
   if (ws.readyState === ws.OPEN) ws.send(encodeNodeFrame(frame));
 }
 
-function onFrame(ws: WebSocket, data: Buffer): void {
+function onFrame(ws: WebSocket, via: number, data: Buffer): void {
   if (ws.readyState !== ws.OPEN) return; // closing: what it sent after a refusal is not read
   let frame;
   try {
@@ -312,7 +324,7 @@ function onFrame(ws: WebSocket, data: Buffer): void {
       if (from === replication.self) return refuse(ws, `a Replicate frame that says it comes from this node (${from})`);
       // A node not among the peers of the latest Assign: its messages wait for the coordinator's word (dropped now).
       if (from !== COORDINATOR && !replication.peers.some(([node]) => node === from)) return;
-      routeReplication(from, entries);
+      routeReplication(from, via, entries);
       return;
     }
     case NodeFrame.Batch: {
@@ -371,11 +383,14 @@ const server = new WebSocketServer({
 let lastCloseReason = '';
 server.on('connection', (ws) => {
   ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, identity.nodeId, identity.clusterId]));
+  const via = nextConnection++;
+  connections.set(via, ws);
   ws.on('message', (data, isBinary) => {
     if (!isBinary) return refuse(ws, 'a text frame; node frames are binary');
-    onFrame(ws, data as Buffer);
+    onFrame(ws, via, data as Buffer);
   });
   ws.on('close', (code, reason) => {
+    connections.delete(via);
     if (ws === coordinatorConnection) coordinatorConnection = null;
     // 4000-4999: the coordinator says why it will not use this node (e.g. its data folder is
     // not the one it knows). It asks again on each reconnect: said once per reason.

@@ -16,11 +16,20 @@
 // the worker runs the next tasks meanwhile. Messages for the worker wait while
 // an assignment that changes its replicated slices is queued or running, so
 // that they reach it after that assignment, as they came after it.
+// Replication messages cross the port as bytes, both ways, one buffer per message
+// of the port (transferred, not cloned): the node's main thread neither decodes
+// nor encodes them; the worker does both, and checks what it decodes.
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
 import type { ThreadAnswer } from './worker-thread.js';
 import type { ReplicationMessage } from '../shared/replication-protocol.js';
 import type { ChunkAnswer, ChunkOutcome, NodePortMessage, OpenSummary, ReplicaControl, WorkerConfig, WorkerPortMessage, WorkerTask } from './worker.js';
+
+/** A replication message for the worker: its bytes as they came (checked by the worker) on connection `via`, or a
+ * message the node checked (KeepAlives it split by worker). */
+export type IncomingReplication = [slice: number, from: number, message: Uint8Array, via: number] | [slice: number, from: number, message: ReplicationMessage];
+/** What the worker's replicas sent: each message's bytes (a view of the buffer the worker transferred), or KeepAlives. */
+export type OutgoingReplication = [slice: number, to: number, message: Uint8Array | ReplicationMessage];
 
 type Waiting = { bytes: Uint8Array; trusted: boolean; control: ReplicaControl | null; resolve: (r: ChunkOutcome) => void; reject: (e: unknown) => void };
 
@@ -38,13 +47,15 @@ export class WorkerChannel {
   private readonly early = new Map<number, Uint8Array>();
   /** Assignments with replication settings queued or running; messages for the worker wait meanwhile. */
   private controlsPending = 0;
-  private deferred: NodePortMessage = [];
+  private deferred: IncomingReplication[] = [];
 
   constructor(
     config: WorkerConfig,
     private readonly onFailure: (err: unknown) => void,
     /** What the worker's replicas send: [slice, to, message] of one of its turns. */
-    private readonly onReplication: (out: [slice: number, to: number, message: ReplicationMessage][]) => void = () => {},
+    private readonly onReplication: (out: OutgoingReplication[]) => void = () => {},
+    /** The worker refused a message that came on connection `via` (it failed its check): why. */
+    private readonly onRefused: (via: number, why: string) => void = () => {},
   ) {
     // The thread keeps its own event loop turning between tasks (worker.ts writes snapshots and
     // runs replication timers there), so it waits for tasks on its port, not in Atomics.wait.
@@ -95,17 +106,36 @@ export class WorkerChannel {
     });
   }
 
-  /** Replication messages for this worker's replicas: [slice, from, message]. */
-  deliver(entries: NodePortMessage): void {
+  /** Replication messages for this worker's replicas. */
+  deliver(entries: IncomingReplication[]): void {
     if (this.controlsPending > 0) {
       for (const e of entries) this.deferred.push(e);
       return;
     }
-    this.port.postMessage(entries);
+    this.post(entries);
   }
 
-  private fromWorker([out, answers]: WorkerPortMessage): void {
-    if (out.length > 0) this.onReplication(out);
+  /** One port message: the messages' bytes copied into one buffer of their own, transferred. */
+  private post(entries: IncomingReplication[]): void {
+    let size = 0;
+    for (const e of entries) if (e.length === 4) size += e[2].byteLength;
+    const bytes = size === 0 ? null : new Uint8Array(size);
+    const out: NodePortMessage[0] = [];
+    let at = 0;
+    for (const e of entries) {
+      if (e.length === 3) out.push(e);
+      else {
+        bytes!.set(e[2], at);
+        out.push([e[0], e[1], e[3], at, at + e[2].byteLength]);
+        at += e[2].byteLength;
+      }
+    }
+    this.port.postMessage([out, bytes] satisfies NodePortMessage, bytes === null ? [] : [bytes.buffer as ArrayBuffer]);
+  }
+
+  private fromWorker([entries, bytes, answers, refused]: WorkerPortMessage): void {
+    if (entries.length > 0) this.onReplication(entries.map((e): OutgoingReplication => (e.length === 3 ? e : [e[0], e[1], bytes!.subarray(e[2], e[3])])));
+    for (const [via, why] of refused) this.onRefused(via, why);
     for (const [ticket, bytes] of answers) {
       const resolve = this.held.get(ticket);
       if (resolve === undefined) this.early.set(ticket, bytes);
@@ -146,7 +176,7 @@ export class WorkerChannel {
           if (this.controlsPending === 0 && this.deferred.length > 0) {
             const deferred = this.deferred;
             this.deferred = [];
-            this.port.postMessage(deferred);
+            this.post(deferred);
           }
         }
         this.next();

@@ -35,10 +35,13 @@ import { assert } from '../shared/errors.js';
 import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_LEASE_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
+  decodeReplicationMessage,
   decodeSliceOps,
   EFFECT_DROP_SLICE,
   EFFECT_DROP_TABLE,
   encodeOwnedResults,
+  encodeReplicationMessage,
+  encodeSliceResults,
   isWriteOp,
   MalformedFrame,
   requestIdOf,
@@ -87,10 +90,22 @@ export type WorkerTask =
 export type ChunkOutcome = Uint8Array | string;
 /** A task's answer for a chunk: its outcome, or a ticket whose answer comes on the port once committed. */
 export type ChunkAnswer = ChunkOutcome | { held: number };
-/** Worker -> node on the port, once per turn: what the replicas sent, and held answers now committed (their bytes transferred). */
-export type WorkerPortMessage = [out: [slice: number, to: number, message: ReplicationMessage][], answers: [ticket: number, results: Uint8Array][]];
-/** Node -> worker on the port: messages for this worker's replicas. */
-export type NodePortMessage = [slice: number, from: number, message: ReplicationMessage][];
+/** Worker -> node on the port, once per turn: what the replicas sent, each message encoded (bytes start..end of
+ * `bytes`, which is transferred: the node frames them without decoding them) but KeepAlives (a message: the node's
+ * transport folds them); held answers now committed (their bytes transferred); and the connections whose messages
+ * failed their check, with why (the node closes them, as it closes one whose frame fails its check). */
+export type WorkerPortMessage = [
+  out: ([slice: number, to: number, start: number, end: number] | [slice: number, to: number, message: ReplicationMessage])[],
+  bytes: Uint8Array | null,
+  answers: [ticket: number, results: Uint8Array][],
+  refused: [via: number, why: string][],
+];
+/** Node -> worker on the port: messages for this worker's replicas, each as bytes start..end of `bytes` (not checked
+ * yet; `via` names the connection it came on), or a message the node checked (KeepAlives it split by worker). */
+export type NodePortMessage = [
+  entries: ([slice: number, from: number, via: number, start: number, end: number] | [slice: number, from: number, message: ReplicationMessage])[],
+  bytes: Uint8Array | null,
+];
 
 export interface OpenSummary {
   items: number;
@@ -115,6 +130,8 @@ const replicaDir = join(config.dataDir, 'replicas');
 const selfFile = join(replicaDir, 'self.json');
 let outbox: [number, number, ReplicationMessage][] = [];
 let answers: [number, Uint8Array][] = [];
+/** Connections whose messages failed their check this turn: the node closes them. */
+let refused: [number, string][] = [];
 let portFlushQueued = false;
 /** A chunk whose answer waits for commits: its results, each op's replicated slices, and what it waits for. */
 interface Held {
@@ -187,10 +204,36 @@ function flushPort(): void {
   portFlushQueued = false;
   const out = foldKeepAlives(outbox);
   const released = answers;
+  const refusals = refused;
   outbox = [];
   answers = [];
-  if (out.length === 0 && released.length === 0) return;
-  port?.postMessage([out, released] satisfies WorkerPortMessage, released.map(([, b]) => b.buffer as ArrayBuffer));
+  refused = [];
+  if (out.length === 0 && released.length === 0 && refusals.length === 0) return;
+  // Each message encoded here, into one buffer for the turn, so that the node's main thread only frames them.
+  const entries: WorkerPortMessage[0] = [];
+  const encoded: Uint8Array[] = [];
+  let size = 0;
+  for (const [slice, to, m] of out) {
+    if (m.type === 'KeepAlives') entries.push([slice, to, m]);
+    else {
+      const b = encodeReplicationMessage(m);
+      entries.push([slice, to, size, size + b.byteLength]);
+      encoded.push(b);
+      size += b.byteLength;
+    }
+  }
+  let bytes: Uint8Array | null = null;
+  if (size > 0) {
+    bytes = new Uint8Array(size);
+    let at = 0;
+    for (const b of encoded) {
+      bytes.set(b, at);
+      at += b.byteLength;
+    }
+  }
+  const transfer = released.map(([, b]) => b.buffer as ArrayBuffer);
+  if (bytes !== null) transfer.push(bytes.buffer as ArrayBuffer);
+  port?.postMessage([entries, bytes, released, refusals] satisfies WorkerPortMessage, transfer);
 }
 
 /** The KeepAlives of a turn (every leader of this worker sends them in the same tick: Replica.tick) go to each
@@ -213,9 +256,28 @@ function foldKeepAlives(out: [number, number, ReplicationMessage][]): [number, n
   return rest;
 }
 
-function onPortMessage(entries: NodePortMessage): void {
+function onPortMessage([entries, bytes]: NodePortMessage): void {
   if (replicas === null) return; // not given replicated slices yet: nothing here answers
-  for (const [slice, from, message] of entries) {
+  for (const e of entries) {
+    const [slice, from] = e;
+    if (e.length === 5) {
+      if (!replicated.has(slice)) continue;
+      // Checked here, before it is used (the node's main thread passed it on as it came): a message that is not a
+      // whole one of those its hop carries is dropped, and the node closes the connection it came on (and logs why,
+      // as for a frame that fails its check).
+      let message: ReplicationMessage;
+      try {
+        message = decodeReplicationMessage(bytes!.subarray(e[3], e[4]), from, 'node', slice);
+      } catch (err) {
+        if (!(err instanceof MalformedFrame)) throw err;
+        refused.push([e[2], err.message]);
+        queuePortFlush();
+        continue;
+      }
+      replicas.receive(slice, from, message);
+      continue;
+    }
+    const message = e[2];
     if (message.type !== 'KeepAlives') {
       if (replicated.has(slice)) replicas.receive(slice, from, message);
       continue;

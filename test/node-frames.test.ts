@@ -5,7 +5,7 @@
 // they start from, each of which must pass.
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { checkSliceOp, closeReason, decodeNodeFrame, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp } from '../shared/protocol.js';
+import { checkSliceOp, closeReason, decodeNodeFrame, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp } from '../shared/protocol.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
@@ -69,14 +69,29 @@ describe('node frames', () => {
     }
   });
 
-  it('checks Replicate frames whole, for both receivers: the sender, each slice, each message', () => {
+  /** A Replicate frame as a sender puts it on the wire: each message its own bytes, KeepAlives a map. */
+  const wire = (f: unknown[]): unknown[] =>
+    !Array.isArray(f[2]) ? f : [f[0], f[1], (f[2] as unknown[]).map((e) => (Array.isArray(e) && e.length === 2 && typeof e[1] === 'object' && e[1] !== null && !(e[1] instanceof Uint8Array) && (e[1] as { type?: string }).type !== 'KeepAlives' ? [e[0], Buffer.from(encodeReplicationMessage(e[1] as never))] : e))];
+  /** What the receiver makes of it: the coordinator decodes every message with the frame; a slice node checks the
+   * frame, and its worker each message's bytes before it uses them. */
+  const receive = (f: unknown[], to: 'node' | 'coordinator') => {
+    const got = frame(wire(f), to);
+    if (to === 'node' && got[0] === NodeFrame.Replicate) for (const [slice, m] of got[2]) if (m instanceof Uint8Array) decodeReplicationMessage(m, got[1], 'node', slice);
+    return got;
+  };
+
+  it('checks Replicate frames, for both receivers: the sender, each slice, each message (on a slice node, its worker)', () => {
     const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0, sentAt: 12, leased: true };
     const ok = [NodeFrame.Replicate, 2, [[8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1, sentAt: 12 }], [4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 12, 1, 5, 2, 7, 12, 0] }]]];
-    expect(frame(ok, 'node')).toHaveLength(3);
+    const atNode = receive(ok, 'node');
+    expect(atNode).toHaveLength(3);
+    // A slice node's main thread gets each message as its bytes (KeepAlives alone decoded: it splits them by worker).
+    expect((atNode[2] as unknown[][]).map(([, m]) => m instanceof Uint8Array)).toEqual([true, true, true, false]);
     const answers = [NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }], [8, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 1, leaseWaitMs: 900, ledTerm: 0 }]]];
-    expect(frame(answers, 'coordinator')).toHaveLength(3);
-    expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }], [1, { type: 'Ping', seq: 1 }]]])[1]).toBe(-1);
-    expect(frame([NodeFrame.Replicate, -1, [[0, { type: 'LeadOn', term: 4, from: 3, followers: [1, 2], sets: [[0, 1, 2], [0, 1]] }]]])[1]).toBe(-1);
+    const atCoordinator = receive(answers, 'coordinator');
+    expect(atCoordinator[2]).toEqual(answers[2]);
+    expect(receive([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }], [1, { type: 'Ping', seq: 1 }]]], 'node')[1]).toBe(-1);
+    expect(receive([NodeFrame.Replicate, -1, [[0, { type: 'LeadOn', term: 4, from: 3, followers: [1, 2], sets: [[0, 1, 2], [0, 1]] }]]], 'node')[1]).toBe(-1);
     // Each hop carries its own messages only: a peer runs no election, the coordinator sends no records.
     const hops: [unknown[], 'node' | 'coordinator', RegExp][] = [
       [[NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }]]], 'node', /slice 7: Ping is not sent from one replica to another/],
@@ -89,7 +104,7 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, -1, [[4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }]]], 'node', /KeepAliveOk is not sent by the coordinator/],
       [[NodeFrame.Replicate, 2, [[7, { type: 'LeadOn', term: 4, from: 3, followers: [1], sets: [[0, 1]] }]]], 'node', /LeadOn is not sent from one replica to another/],
     ];
-    for (const [f, to, why] of hops) expect(() => frame(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
+    for (const [f, to, why] of hops) expect(() => receive(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
     const bad: [unknown[], RegExp][] = [
       [[NodeFrame.Replicate, -2, []], /sender -2 is not a node index or -1/],
       [[NodeFrame.Replicate, 'x', []], /sender "x"/],
@@ -114,8 +129,11 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, -2, 0] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Refused', term: 1, code: 'Nope', message: '', lastIndex: 0, commitIndex: 0 }]]], /Refused.code must be one of/],
+      [[NodeFrame.Replicate, 0, [[1, Buffer.from([0x92, 0x01])]]], /slice 1: a replication message is not valid msgpack/],
     ];
-    for (const [f, why] of bad) for (const to of ['node', 'coordinator'] as const) expect(() => frame(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
+    // A message other than KeepAlives as a map rather than its bytes: refused with the frame, by either receiver.
+    for (const to of ['node', 'coordinator'] as const) expect(() => frame([NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1, sentAt: 0 }]]], to)).toThrow(/slice 1: a message is its bytes/);
+    for (const [f, why] of bad) for (const to of ['node', 'coordinator'] as const) expect(() => receive(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
   });
 
   it(`survives ${2000} random byte strings and msgpack values (seed ${SEED})`, () => {

@@ -10,7 +10,7 @@ import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/clu
 import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
-import type { ReplicateEntry } from '../shared/protocol.js';
+import type { DecodedReplicateEntry } from '../shared/protocol.js';
 import { REPLICA_LEASE_MS } from '../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -333,8 +333,8 @@ describe('the coordinator\'s lease wait', () => {
   it('waits out an old leader\'s lease by a monotonic clock: a wall clock stepped forward (an NTP step) does not end the wait early', async () => {
     const map = open(3, 3);
     // The nodes' side of the links: what the coordinator sends each node, and a link that stays ready.
-    const sent: ReplicateEntry[][] = [[], [], []];
-    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: ReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const sent: DecodedReplicateEntry[][] = [[], [], []];
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
     const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
     const realNow = Date.now.bind(Date);
     try {
@@ -364,8 +364,8 @@ describe('the coordinator\'s lease wait', () => {
 
   it('sends no Lead whose election the map did not record (a coordinator restarted since would take the map\'s older term for the last one led)', async () => {
     const map = open(4, 3);
-    const sent: ReplicateEntry[][] = [[], [], [], []];
-    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: ReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const sent: DecodedReplicateEntry[][] = [[], [], [], []];
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
     const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
     try {
       const [, x, f] = map.replicasOf(0);
@@ -395,20 +395,20 @@ describe('the coordinator\'s lease wait', () => {
 describe('a coordinator that restarts', () => {
   /** The nodes' side of the links: what the coordinator sends each node, and links that stay ready. */
   const stubLinks = (n: number) => {
-    const sent: ReplicateEntry[][] = Array.from({ length: n }, () => []);
-    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: ReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const sent: DecodedReplicateEntry[][] = Array.from({ length: n }, () => []);
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
     return { sent, links };
   };
-  const termOf = (m: ReplicateEntry[1] | undefined) => (m !== undefined && 'term' in m ? m.term : 0);
+  const termOf = (m: DecodedReplicateEntry[1] | undefined) => (m !== undefined && 'term' in m ? m.term : 0);
   /** Waits (bounded) for the Prepare of slice 0 to reach each of `nodes`; its term. */
-  async function prepared(sent: ReplicateEntry[][], nodes: number[]): Promise<number> {
+  async function prepared(sent: DecodedReplicateEntry[][], nodes: number[]): Promise<number> {
     const prepareOf = (n: number) => [...sent[n]].reverse().find(([s, m]) => s === 0 && m.type === 'Prepare')?.[1];
     for (let i = 0; i < 60 && nodes.some((n) => prepareOf(n) === undefined); i++) await new Promise((r) => setTimeout(r, 50));
     const term = termOf(prepareOf(nodes[0]));
     expect(term).toBeGreaterThan(0);
     return term;
   }
-  const leadOf = (sent: ReplicateEntry[][], term: number) => sent.findIndex((box) => box.some(([s, m]) => s === 0 && m.type === 'Lead' && m.term === term));
+  const leadOf = (sent: DecodedReplicateEntry[][], term: number) => sent.findIndex((box) => box.some(([s, m]) => s === 0 && m.type === 'Lead' && m.term === term));
 
   it('elects by majorities of the old set and the new one when it restarts before a replacement settled (keyslice remove refilling a set)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BATCH_REPLY_HEADROOM,
   decodeNodeFrame,
+  decodeReplicationMessage,
   decodeSliceResults,
   encodeBatchReply,
   encodeNodeFrame,
@@ -104,7 +105,7 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       new WorkerChannel(
         { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 } },
         (err) => failures.push(err),
-        (out) => out.forEach(([, , m]) => sent.push(m)),
+        (out) => out.forEach(([slice, , m]) => sent.push(m instanceof Uint8Array ? decodeReplicationMessage(m, 0, 'coordinator', slice) : m)),
       );
     let channel = newChannel();
     const results = async (p: Promise<unknown>) => {

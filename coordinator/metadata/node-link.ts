@@ -36,6 +36,7 @@ import {
   RESULT_ERROR,
   RESULT_OK,
   type AssignReplication,
+  type DecodedReplicateEntry,
   type ReplicateEntry,
   type ResultOf,
   type SliceOpMessage,
@@ -77,7 +78,7 @@ export class NodeLink {
   /** Called when the link becomes ready or stops being ready (the routers' feed says which nodes are up). */
   onStateChange: () => void = () => {};
   /** Replication messages from the node (a Replicate frame's entries; coordinator/metadata/replica-leaders.ts). */
-  onReplicate: (entries: ReplicateEntry[]) => void = () => {};
+  onReplicate: (entries: DecodedReplicateEntry[]) => void = () => {};
   /** Assigns sent on the ready link (reassign) whose Assigned has not come back yet. */
   private reassigning = 0;
   /** A reassign came while the first Assign of this connection was in flight. */

@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
-import type { AssignReplication, ReplicateEntry } from '../../shared/protocol.js';
+import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
 import { sameSet, SliceFailover, type FailoverTiming } from './failover.js';
@@ -66,7 +66,7 @@ export function assignReplication(map: ClusterMap, node: number, membersOf: (sli
 
 export class ReplicaLeaders {
   private readonly runs = new Map<number, Run>();
-  private outbox = new Map<number, ReplicateEntry[]>();
+  private outbox = new Map<number, DecodedReplicateEntry[]>();
   private used = new Map<number, number>();
   private elected = new Map<number, Elected>();
   private flushQueued = false;
@@ -255,7 +255,7 @@ export class ReplicaLeaders {
   }
 
   /** Replication messages from node `node` (its link's frame). */
-  receive(node: number, entries: ReplicateEntry[]): void {
+  receive(node: number, entries: DecodedReplicateEntry[]): void {
     this.heardAt.set(node, performance.now());
     for (const [slice, message] of entries) {
       const run = this.runs.get(slice);
