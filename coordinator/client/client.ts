@@ -207,8 +207,12 @@ export class KeysliceClient {
   request<Op extends OperationName>(op: Op, payload: Request<Op>): Promise<Response<Op>> {
     const retries = this.options.writeRetries ?? 0;
     if (retries <= 0 || !RETRIED_WRITES.has(op)) return this.requestOnce(op, payload);
-    const given = (payload as { idempotencyId?: string }).idempotencyId;
-    return this.resending(op, given === undefined ? { ...payload, idempotencyId: randomUUID() } : payload, retries);
+    if ((payload as { idempotencyId?: string }).idempotencyId !== undefined) return this.resending(op, payload, retries);
+    // A copy with the id set after it: `{ ...payload, idempotencyId }` (a spread with a property after it) took
+    // V8's slow path, 2.4 µs a write against 0.3 µs this way (bench/PROFILE.md).
+    const named: Request<Op> & { idempotencyId?: string } = Object.assign({}, payload);
+    named.idempotencyId = randomUUID();
+    return this.resending(op, named, retries);
   }
 
   /** Sends a write until it is answered, or fails with an error a retry cannot mend, or `retries` more copies
