@@ -279,7 +279,6 @@ function answerItems(items: RangeItems | Uint8Array[], packed: boolean): Item[] 
   return packed ? PackedItems.ofItems(items as Uint8Array[]) : (items as Item[]);
 }
 
-/** A single-item write's failure as the client gets it: a failed condition names the item. */
 /** A single-item write's failure: a failed condition names the item, a reused idempotency id names itself. */
 function writeFailureNamed(err: unknown, name: string, idempotencyId: string | undefined): unknown {
   if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
