@@ -219,13 +219,14 @@ export class KeysliceClient {
    * have been sent, or IDEMPOTENCY_WINDOW_MS has passed since the first (a later copy could be applied again:
    * the slice may have forgotten the first's id). Every copy carries the same idempotency id. */
   private async resending<Op extends OperationName>(op: Op, payload: Request<Op>, retries: number): Promise<Response<Op>> {
-    const started = Date.now();
+    // Monotonic: a wall clock set back must not stretch the window in which a copy is applied at most once.
+    const started = performance.now();
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.requestOnce(op, payload);
       } catch (err) {
         const delay = Math.min(WRITE_RETRY_DELAY_MS_MIN * 2 ** attempt, WRITE_RETRY_DELAY_MS_MAX);
-        if (!(err instanceof KeysliceError) || !err.retryable || attempt >= retries || Date.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
+        if (!(err instanceof KeysliceError) || !err.retryable || attempt >= retries || performance.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
         await new Promise((r) => setTimeout(r, delay));
       }
     }
