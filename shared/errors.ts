@@ -33,8 +33,9 @@ export const ERROR_CODES = {
   /** An eventually consistent read reached a replica that may not answer it (not a replica of the slice here,
    * still catching up or being rebuilt, or between leaders): nothing was read; the router reads from the leader. */
   ReplicaNotReady: { status: 503, retryable: true },
-  /** A write's idempotency id was used within IDEMPOTENCY_WINDOW_MS for a different request on the same slice:
-   * nothing was applied (docs/replication.md, "A client's write sent twice"). */
+  /** A write's idempotency id was used for a different request that the same slice still remembers (always within
+   * IDEMPOTENCY_WINDOW_MS, at most APPLIED_REQUESTS_KEPT_MS after it was applied): nothing was applied
+   * (docs/replication.md, "A client's write sent twice"). */
   IdempotentParameterMismatch: { status: 400, retryable: false },
 } as const;
 

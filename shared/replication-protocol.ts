@@ -117,8 +117,12 @@ const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
 export function checkReplicationMessage(m: unknown): string | null {
   if (typeof m !== 'object' || m === null || Array.isArray(m)) return 'a replication message is a map';
   const msg = m as Record<string, unknown>;
+  // A type that is not a string is named by its kind only: JSON.stringify throws on a BigInt (msgpack's 64-bit
+  // integers), and a map with a toString key throws as a property name; this check must answer, not throw (a
+  // slice node's worker runs it, where a throw stops the node: worker.ts onPortMessage).
+  if (typeof msg.type !== 'string') return `a replication message's type is a string, not ${msg.type === null ? 'null' : `a ${typeof msg.type}`}`;
   const fields = FIELDS[msg.type as ReplicationMessage['type']];
-  if (fields === undefined || !Object.prototype.hasOwnProperty.call(FIELDS, msg.type as string)) return `unknown replication message ${JSON.stringify(msg.type)}`;
+  if (fields === undefined || !Object.prototype.hasOwnProperty.call(FIELDS, msg.type)) return `unknown replication message ${JSON.stringify(msg.type)}`;
   for (const k of Object.keys(msg)) if (k !== 'type' && !fields.includes(k)) return `${msg.type} has no field "${k}"`;
   for (const f of fields) {
     const v = msg[f];

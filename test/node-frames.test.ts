@@ -151,6 +151,29 @@ describe('node frames', () => {
   });
 });
 
+describe('replication messages as bytes', () => {
+  it("refuse any type that is not a message's name with MalformedFrame, never another error (a slice node's worker checks them)", () => {
+    // The raw maps {type: <value>}: a 64-bit integer (a BigInt once decoded), a map with a toString key, and others.
+    const typed = (value: number[]) => Uint8Array.from([0x81, 0xa4, ...Buffer.from('type'), ...value]);
+    const types = [
+      [0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+      [0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0],
+      [0x81, 0xa8, ...Buffer.from('toString'), 0x01],
+      [0x81, 0xa7, ...Buffer.from('valueOf'), 0xc0],
+      [0xc0],
+      [0x92, 0x01, 0x02],
+      [0xd6, 0xff, 0, 0, 0, 1],
+      [0xc4, 0x01, 0x41],
+      [0xa5, ...Buffer.from('Nope!')],
+    ];
+    for (const t of types) {
+      for (const [from, to] of [[2, 'node'], [-1, 'node'], [2, 'coordinator']] as const) {
+        expect(() => decodeReplicationMessage(typed(t), from, to, 7), Buffer.from(t).toString('hex')).toThrow(MalformedFrame);
+      }
+    }
+  });
+});
+
 describe('slice ops', () => {
   it('passes every valid op, and SliceOp.Assign only from the node itself', () => {
     for (const op of validOps()) expect(checkSliceOp(op, false), JSON.stringify(op)).toBeNull();

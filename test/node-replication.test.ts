@@ -475,6 +475,15 @@ describe('replication between real slice nodes', () => {
     const [code2, reason2] = await closed2;
     expect(code2).toBe(1008);
     expect(reason2).toMatch(/an Append record is/);
+    // A message whose type is a 64-bit integer (decoded as a BigInt): refused like the others, the node not stopped.
+    const huge = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
+    huge.on('error', () => {});
+    await new Promise((r) => huge.once('message', r));
+    const closed3 = new Promise<[number, string]>((r) => huge.once('close', (c, why) => r([c, why.toString()])));
+    huge.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 2n ** 64n - 1n } as never]]]));
+    const [code3, reason3] = await closed3;
+    expect(code3).toBe(1008);
+    expect(reason3).toMatch(/type is a string, not a bigint/);
     // The node goes on: its coordinator connection is intact, and it replicates and serves.
     const [r] = (await putOn(link, 2, 'after-garbage', 7))!;
     expect(r[0]).toBe(RESULT_OK);

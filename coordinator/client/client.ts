@@ -207,21 +207,26 @@ export class KeysliceClient {
   request<Op extends OperationName>(op: Op, payload: Request<Op>): Promise<Response<Op>> {
     const retries = this.options.writeRetries ?? 0;
     if (retries <= 0 || !RETRIED_WRITES.has(op)) return this.requestOnce(op, payload);
-    const given = (payload as { idempotencyId?: string }).idempotencyId;
-    return this.resending(op, given === undefined ? { ...payload, idempotencyId: randomUUID() } : payload, retries);
+    if ((payload as { idempotencyId?: string }).idempotencyId !== undefined) return this.resending(op, payload, retries);
+    // A copy with the id set after it: `{ ...payload, idempotencyId }` (a spread with a property after it) took
+    // V8's slow path, 2.4 µs a write against 0.3 µs this way (bench/PROFILE.md).
+    const named: Request<Op> & { idempotencyId?: string } = Object.assign({}, payload);
+    named.idempotencyId = randomUUID();
+    return this.resending(op, named, retries);
   }
 
   /** Sends a write until it is answered, or fails with an error a retry cannot mend, or `retries` more copies
    * have been sent, or IDEMPOTENCY_WINDOW_MS has passed since the first (a later copy could be applied again:
    * the slice may have forgotten the first's id). Every copy carries the same idempotency id. */
   private async resending<Op extends OperationName>(op: Op, payload: Request<Op>, retries: number): Promise<Response<Op>> {
-    const started = Date.now();
+    // Monotonic: a wall clock set back must not stretch the window in which a copy is applied at most once.
+    const started = performance.now();
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.requestOnce(op, payload);
       } catch (err) {
         const delay = Math.min(WRITE_RETRY_DELAY_MS_MIN * 2 ** attempt, WRITE_RETRY_DELAY_MS_MAX);
-        if (!(err instanceof KeysliceError) || !err.retryable || attempt >= retries || Date.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
+        if (!(err instanceof KeysliceError) || !err.retryable || attempt >= retries || performance.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
         await new Promise((r) => setTimeout(r, delay));
       }
     }

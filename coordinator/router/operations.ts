@@ -4,7 +4,7 @@
 // Router (router.ts, which owns the retries) and the answer built from the results.
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { IDEMPOTENCY_WINDOW_MS, PAGE_BYTES_MAX } from '../../shared/limits.js';
+import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX } from '../../shared/limits.js';
 import { cutScanItems, KEPT_IN_LIST, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
@@ -279,14 +279,13 @@ function answerItems(items: RangeItems | Uint8Array[], packed: boolean): Item[] 
   return packed ? PackedItems.ofItems(items as Uint8Array[]) : (items as Item[]);
 }
 
-/** A single-item write's failure as the client gets it: a failed condition names the item. */
 /** A single-item write's failure: a failed condition names the item, a reused idempotency id names itself. */
 function writeFailureNamed(err: unknown, name: string, idempotencyId: string | undefined): unknown {
   if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
     return new KeysliceError('ConditionalCheckFailed', `the condition is false for item "${name}"; nothing was changed`, err.details);
   }
   if (err instanceof KeysliceError && err.code === 'IdempotentParameterMismatch') {
-    return new KeysliceError('IdempotentParameterMismatch', `idempotency id ${JSON.stringify(idempotencyId)} was used for a different request within ${IDEMPOTENCY_WINDOW_MS} ms (on the slice of item "${name}"); nothing was changed`);
+    return new KeysliceError('IdempotentParameterMismatch', `idempotency id ${JSON.stringify(idempotencyId)} was used for a different request, which the slice of item "${name}" still remembers (up to ${APPLIED_REQUESTS_KEPT_MS} ms after it was applied); nothing was changed`);
   }
   return err;
 }
