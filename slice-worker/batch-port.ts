@@ -11,8 +11,8 @@
 // against the one the node serves (`epochNow`, which the main thread publishes
 // once its workers took the assignment of that epoch), and that the batch names
 // this worker. A bad frame closes the connection and changes nothing.
-// The batch runs at once, in the turn that read it (worker.ts runs one task at a
-// time, and this thread runs nothing else meanwhile); an answer held until its
+// The batches read in one turn run at its end as one task (worker.ts runs one task
+// at a time, and this thread runs nothing else meanwhile); an answer held until its
 // records commit is sent when released (`held`).
 import { WebSocketServer, type WebSocket } from 'ws';
 import { secretMatches } from '../shared/auth.js';
@@ -27,8 +27,8 @@ export interface BatchPortOptions {
   workerIndex: number;
   /** The epoch the node serves now. */
   epochNow: () => number;
-  /** Runs one batch's packed ops (worker.ts runBatches for one chunk from a Batch frame). */
-  run: (ops: Uint8Array) => ChunkAnswer;
+  /** Runs batches' packed ops as one task (worker.ts runBatches), an answer per batch. */
+  run: (chunks: Uint8Array[]) => ChunkAnswer[];
   /** Sends the answer of a held chunk to `send` once it is released. */
   held: (ticket: number, send: (results: Uint8Array) => void) => void;
 }
@@ -72,6 +72,10 @@ function send(ws: WebSocket, frame: NodeFrameMessage): void {
   if (ws.readyState === ws.OPEN) ws.send(encodeNodeFrame(frame));
 }
 
+/** Batches read in this turn, from every connection: they run together at its end, as one task (one log append and,
+ * with durability fsync, one flush: group commit, as the node's queue gives batches that waited for a busy worker). */
+let queued: { ws: WebSocket; batchId: number; epoch: number; ops: Uint8Array }[] = [];
+
 function onFrame(o: BatchPortOptions, ws: WebSocket, data: Buffer): void {
   if (ws.readyState !== ws.OPEN) return; // closing: what it sent after a refusal is not read
   let frame;
@@ -81,16 +85,31 @@ function onFrame(o: BatchPortOptions, ws: WebSocket, data: Buffer): void {
     return refuse(ws, `malformed frame: ${(err as Error).message}`);
   }
   if (frame[0] !== NodeFrame.Batch) return; // decodeNodeFrame('worker') takes Batch frames only
-  const [, batchId, batchEpoch, parts] = frame;
+  const [, batchId, epoch, parts] = frame;
   if (parts.length !== 1 || parts[0][0] !== o.workerIndex) {
     return send(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `a batch port takes batches of its own worker (${o.workerIndex}) only, in one part`]);
   }
-  const epoch = o.epochNow();
-  if (batchEpoch !== epoch) return send(ws, [NodeFrame.BatchError, batchId, 'WrongOwner', `batch for epoch ${batchEpoch}, node is at epoch ${epoch}`]);
-  const answer = o.run(parts[0][1]);
-  const reply = (results: Uint8Array) => send(ws, [NodeFrame.BatchReply, batchId, o.workerIndex, results]);
-  if (typeof answer === 'string') send(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `worker ${o.workerIndex} refused the batch: ${answer}`]);
-  // A copy: the results view the packer's reused buffer, which packing the frame writes to.
-  else if (answer instanceof Uint8Array) reply(answer.slice());
-  else o.held(answer.held, reply);
+  // The end of this turn: at one request in flight the check phase follows the poll phase that read the frame (no wait).
+  if (queued.push({ ws, batchId, epoch, ops: parts[0][1] }) === 1) setImmediate(runQueued, o);
+}
+
+function runQueued(o: BatchPortOptions): void {
+  const now = o.epochNow();
+  const batches = queued;
+  queued = [];
+  const run: typeof batches = [];
+  for (const b of batches) {
+    if (b.epoch === now) run.push(b);
+    else send(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, node is at epoch ${now}`]);
+  }
+  if (run.length === 0) return;
+  const answers = o.run(run.map((b) => b.ops));
+  run.forEach((b, i) => {
+    const answer = answers[i];
+    const reply = (results: Uint8Array) => send(b.ws, [NodeFrame.BatchReply, b.batchId, o.workerIndex, results]);
+    if (typeof answer === 'string') send(b.ws, [NodeFrame.BatchError, b.batchId, 'MalformedRequest', `worker ${o.workerIndex} refused the batch: ${answer}`]);
+    // A copy: the results view the packer's reused buffer, which packing the frame writes to.
+    else if (answer instanceof Uint8Array) reply(answer.slice());
+    else o.held(answer.held, reply);
+  });
 }

@@ -475,7 +475,7 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
     clusterSecret: config.clusterSecret,
     workerIndex: config.workerIndex,
     epochNow: () => Number(Atomics.load(config.epoch, 0)),
-    run: (ops) => runBatches([ops], [false], [null])[0],
+    run: (chunks) => runBatches(chunks, chunks.map(() => false), chunks.map(() => null)),
     held: (ticket, send) => {
       // Released only by a commit or a lease, which come in later turns than the task that held it.
       assert(!heldOnBatchPort.has(ticket) && !answers.some(([t]) => t === ticket), `ticket ${ticket} is held once, and is still held`);
