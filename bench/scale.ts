@@ -405,9 +405,9 @@ ratio here is bound by the cores, not by the protocol (bench/README.md, "Replica
 
 ${[...cpuShares].map(([label, shares]) => `- ${label}: ${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
 ${failedRounds.length > 0 ? `\nFailed rounds (the figures above are the medians of the others):\n\n${failedRounds.map((f) => `- ${f}`).join('\n')}\n` : ''}
-On a machine with few cores the routers, nodes, Redis servers and clients compete for the same
-cores, so these figures say little about a larger machine: run it there with shapes that fit its
-cores (e.g. \`--shapes 0:4:4,4:4:4,8:4:4 --clients 8\`; bench/README.md says how to carry it there).
+Clients, routers, slice nodes and Redis servers all share this machine's ${availableParallelism()} cores: once they
+want more CPU than that, a shape with more routers cannot add throughput. Compare systems within a run, and
+choose shapes that fit the cores (bench/README.md says how to carry the benchmark to a larger machine).
 `;
 writeFileSync(resolve(args.out!), report);
 log(`wrote ${resolve(args.out!)}`);

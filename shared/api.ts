@@ -79,6 +79,16 @@ export interface WriteCondition extends Placeholders {
   returnValuesOnConditionCheckFailure?: 'none' | 'old';
 }
 
+/** A write's idempotency id (docs/replication.md, "A client's write sent twice"): on a replicated slice, a
+ * write sent again with the same id within IDEMPOTENCY_WINDOW_MS of the first is applied at most once and
+ * answers what the first answered; the same id with a different request on the same slice is refused
+ * (IdempotentParameterMismatch, nothing applied). 1 to IDEMPOTENCY_ID_CHARS_MAX printable ASCII characters,
+ * chosen by the caller (a UUID is fine), unique per logical write. Not honored on a slice of one replica (R=1),
+ * whose node keeps no ids: there it is checked and dropped. */
+export interface Idempotent {
+  idempotencyId?: string;
+}
+
 /** Which attributes to return: top-level names, or a projection expression (nested paths). Not both. */
 export interface ProjectionOptions {
   attributes?: string[];
@@ -117,7 +127,7 @@ export interface Operations {
   DeleteTable: { request: { table: string }; response: { table: TableDescription } };
   /** `returnValues: 'old'` answers the item it replaced (null: there was none). */
   PutItem: {
-    request: { table: string; item: Item; returnValues?: 'none' | 'old' } & WriteCondition;
+    request: { table: string; item: Item; returnValues?: 'none' | 'old' } & WriteCondition & Idempotent;
     response: { item?: Item | null };
   };
   GetItem: {
@@ -138,12 +148,13 @@ export interface Operations {
       /** Numbers to add; a missing attribute counts as 0. */
       add?: Record<string, NumberValue>;
       returnValues?: ReturnValues;
-    } & WriteCondition;
+    } & WriteCondition &
+      Idempotent;
     response: { item?: Item | null };
   };
   /** `returnValues: 'old'` also answers the deleted item (null: there was none). */
   DeleteItem: {
-    request: { table: string; key: KeyRef; returnValues?: 'none' | 'old' } & WriteCondition;
+    request: { table: string; key: KeyRef; returnValues?: 'none' | 'old' } & WriteCondition & Idempotent;
     response: { deleted: boolean; item?: Item | null };
   };
   /** A range scan (with `shardingKey` or `keyCondition`) or a full-table scan (without).
@@ -176,9 +187,10 @@ export interface Operations {
     response: { items: Item[]; examined: number; marker?: string };
   };
   /** Every write is attempted; the ones that failed at run time (a node unavailable)
-   * are listed in `failures`, the others are applied. A malformed request fails whole. */
+   * are listed in `failures`, the others are applied. A malformed request fails whole. With an
+   * `idempotencyId`, each write of the batch gets its own id derived from it and its place in its list. */
   BatchWrite: {
-    request: { table: string; puts?: Item[]; deletes?: KeyRef[] };
+    request: { table: string; puts?: Item[]; deletes?: KeyRef[] } & Idempotent;
     response: { failures: ItemFailure[] };
   };
   /** Items come back in the order of `keys`, null where there is none or where it
@@ -358,8 +370,9 @@ export interface LeadersReport {
   /** Slices with a replica move under way (replica rebalancing onto a node that joined: a new replica added,
    * the one it replaces not dropped yet). */
   moving: number;
-  /** Replica moves undone since the coordinator started: their new replica's node was down for
-   * REPLICA_MOVE_UNDO_DOWN_MS before the move completed, and the slice went back to its old set. */
+  /** Replica moves and drain steps undone since the coordinator started: their new replica's node was down for
+   * REPLICA_MOVE_UNDO_DOWN_MS before the move completed, and the new replica left the set again (a move's slice back
+   * to its old set; a drain's new replica placed on another node that is up, where there is one). */
   movesUndone: number;
   /** Elections and leadership handovers since the coordinator started. */
   elections: number;

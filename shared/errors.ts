@@ -33,6 +33,9 @@ export const ERROR_CODES = {
   /** An eventually consistent read reached a replica that may not answer it (not a replica of the slice here,
    * still catching up or being rebuilt, or between leaders): nothing was read; the router reads from the leader. */
   ReplicaNotReady: { status: 503, retryable: true },
+  /** A write's idempotency id was used within IDEMPOTENCY_WINDOW_MS for a different request on the same slice:
+   * nothing was applied (docs/replication.md, "A client's write sent twice"). */
+  IdempotentParameterMismatch: { status: 400, retryable: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

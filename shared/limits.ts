@@ -187,6 +187,14 @@ export const APPLIED_REQUESTS_KEPT_MS = 60_000;
  * first (the newest is always kept). A failover writes nothing on the slice between a write and its resend (there
  * is no serving leader), so the count matters only for the writes a new leader takes before a resend reaches it. */
 export const APPLIED_REQUESTS_PER_SLICE_MAX = 4096;
+/** A client's idempotency id (docs/replication.md, "A client's write sent twice"): at most this many printable
+ * ASCII characters (DynamoDB's ClientRequestToken takes 36, a UUID's length). */
+export const IDEMPOTENCY_ID_CHARS_MAX = 64;
+/** A client's copy of a write sent within this long after its first copy is applied at most once: the first is
+ * remembered for APPLIED_REQUESTS_KEPT_MS after it was applied, and a router may still send a copy on for
+ * NODE_REQUEST_TIMEOUT_MS (waiting for an answer that turns out unknown) plus FAILOVER_RETRY_MS_MAX (resends)
+ * after it received it. The TypeScript client sends no copy later (ClientOptions.writeRetries). */
+export const IDEMPOTENCY_WINDOW_MS = APPLIED_REQUESTS_KEPT_MS - NODE_REQUEST_TIMEOUT_MS - FAILOVER_RETRY_MS_MAX;
 export const APPLIED_REQUEST_BYTES_PER_SLICE_MAX = 512 * 1024;
 /** A slice node's leaders resend what their followers have not acknowledged, and their commit index, this often. */
 export const REPLICA_TICK_MS = 100;
@@ -263,8 +271,9 @@ export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
  * that keeps the leader now leads on (LeadOn, docs/replication.md) and deposes no one; each still costs
  * a catch-up of the new replica, so the bound stays. */
 export const REPLICA_MOVES_IN_FLIGHT_MAX = 4;
-/** A replica move whose new replica's node has been down (not connected to the coordinator) this long before the
- * move completed is undone: the slice goes back to its old set (coordinator/metadata/membership.ts undoStalledMoves).
+/** A replica move (or a drain step) whose new replica's node has been down (not connected to the coordinator) this long
+ * before the move completed is undone: the slice goes back to its old set, a drain's new replica placed on another node
+ * that is up if there is one (coordinator/metadata/membership.ts undoStalledMoves).
  * Until then the slice runs as a set of R + 1 with one member down, so one more failure leaves it without a majority.
  * 5 s: a node restarted after a SIGKILL was ready again in 1.35 s (p50; 2.0 s at most) at load average 5 to 11
  * (bench/FAILOVER.md), so a restart lets its moves go on rather than be undone and copied again; at load 20 and more

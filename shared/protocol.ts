@@ -25,7 +25,7 @@
 // with the cluster secret (a node sends only Replicate frames on those). `from` is the
 // sender's node index, or COORDINATOR (-1). A sender puts every message for one
 // destination produced in one turn into one frame.
-// Batch ports (18): each worker thread listens on a port of its own (Hello's batchPorts,
+// Batch ports (19): each worker thread listens on a port of its own (Hello's batchPorts,
 // one per worker, on the node's host) where a router sends that worker's Batch frames
 // (one part, naming that worker) and gets their BatchReply / BatchError back, with no
 // hop through the node's main thread. The node's main thread tells its workers the
@@ -109,8 +109,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 17: leader leases (docs/replication.md, "Leases"): Append, Snapshot and KeepAlive carry the leader's send time and
  * whether it held a lease, AppendOk echoes the time, followers answer KeepAlive (KeepAliveOk), and Prepared says how
  * long the lease of the leader it last answered may still run and which term it led.
- * 18: batch ports: Hello names a port per worker thread, where routers send that worker's batches directly. */
-export const NODE_PROTOCOL_VERSION = 18;
+ * 18: a write's request id may be a client's idempotency id, [instance, counter, true] (ClientRequestId).
+ * 19: batch ports: Hello names a port per worker thread, where routers send that worker's batches directly. */
+export const NODE_PROTOCOL_VERSION = 19;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -726,7 +727,14 @@ export type RangeSpec = {
  * Two numbers, not a string: the router's instance (random, at most REQUEST_ID_INSTANCE_MAX) and its count of
  * writes (at least 1, a safe integer), so that a replica finds, remembers and replicates an id without building,
  * hashing or comparing a string per write. */
-export type RequestId = [instance: number, counter: number];
+export type RequestId = [instance: number, counter: number] | ClientRequestId;
+/** A client's idempotency id, as its router sends it (coordinator/router/request-ids.ts, clientRequestId): the
+ * instance is a hash of the id's text, the counter a hash of the write (its op without the id), and `true` says so:
+ * a slice that remembers a write of that instance with another counter refuses this one
+ * (IdempotentParameterMismatch: the same id with a different request). Replicas remember it as [instance, counter]
+ * like a router's: an instance of a client's id has one counter, a router's many. */
+export type ClientRequestId = [instance: number, counter: number, client: true];
+export const isClientRequestId = (id: RequestId): id is ClientRequestId => id.length === 3;
 /** Where each write op carries its request id: the one place that names the field. */
 export const REQUEST_ID_AT = { [SliceOp.Put]: 7, [SliceOp.Delete]: 5, [SliceOp.Update]: 5 } as const;
 export type WriteOp = Extract<SliceOpMessage, [typeof SliceOp.Put | typeof SliceOp.Delete | typeof SliceOp.Update, ...unknown[]]>;
@@ -740,7 +748,7 @@ export function setRequestId(op: WriteOp, id: RequestId): void {
   (op as unknown[])[REQUEST_ID_AT[op[0]]] = id;
 }
 const isRequestId = (v: unknown): v is RequestId =>
-  Array.isArray(v) && v.length === 2 && isUint(v[0]) && (v[0] as number) <= REQUEST_ID_INSTANCE_MAX && isUint(v[1]) && (v[1] as number) > 0;
+  Array.isArray(v) && (v.length === 2 || (v.length === 3 && v[2] === true)) && isUint(v[0]) && (v[0] as number) <= REQUEST_ID_INSTANCE_MAX && isUint(v[1]) && (v[1] as number) > 0;
 
 export type SliceOpMessage =
   | [typeof SliceOp.Assign, epoch: number, slices: number[]]
@@ -936,7 +944,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
   const uint = (i: number, what: string) => isUint(op[i]) || fail(`${at(i, what)}: ${show(op[i])} is not a whole number`);
   const slice = (i: number) => isSlice(op[i]) || fail(`${at(i, 'slice')}: ${show(op[i])} is not a slice number`);
   const key = (i: number) => typeof op[i] === 'string' || fail(`${at(i, 'key')}: ${show(op[i])} is not an encoded key`);
-  const requestId = (i: number) => op[i] === null || isRequestId(op[i]) || fail(`${at(i, 'request id')}: ${show(op[i])} is not null or [instance, counter]: whole numbers, the instance at most ${REQUEST_ID_INSTANCE_MAX}, the counter at least 1`);
+  const requestId = (i: number) => op[i] === null || isRequestId(op[i]) || fail(`${at(i, 'request id')}: ${show(op[i])} is not null, [instance, counter] or [instance, counter, true]: whole numbers, the instance at most ${REQUEST_ID_INSTANCE_MAX}, the counter at least 1`);
   switch (code) {
     case SliceOp.Assign:
       if (!trusted) fail('slice op Assign comes from the slice node itself, never in a batch');

@@ -1,4 +1,4 @@
-// A worker's batch port (node protocol 18, slice-worker/batch-port.ts), through real
+// A worker's batch port (node protocol 19, slice-worker/batch-port.ts), through real
 // processes: the node's Hello names one per worker; it asks for the cluster secret
 // and the node protocol, takes Batch frames of its own worker only, at the epoch the
 // node serves, and answers them itself; anything else closes the connection. Reads

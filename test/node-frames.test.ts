@@ -35,7 +35,7 @@ describe('node frames', () => {
     expect(frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, [7301, 7302]], 'coordinator')).toHaveLength(6);
     expect(() => frame([NodeFrame.Hello, 3, 2], 'coordinator')).toThrow(new RegExp(`speaks node protocol 3, this coordinator ${NODE_PROTOCOL_VERSION}`));
     expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 0, CLUSTER, null, []], 'coordinator')).toThrow(/worker count/);
-    // A batch port per worker (node protocol 18), each a port number.
+    // A batch port per worker (node protocol 19), each a port number.
     for (const ports of [null, [7301], [7301, 0], [7301, 65536], [7301, 'x']]) {
       expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, ports], 'coordinator'), JSON.stringify(ports)).toThrow(/batch ports/);
     }
@@ -148,6 +148,17 @@ describe('slice ops', () => {
     for (const op of validOps()) expect(checkSliceOp(op, false), JSON.stringify(op)).toBeNull();
     expect(checkSliceOp([SliceOp.Assign, 3, [0, 2]], true)).toBeNull();
     expect(checkSliceOp([SliceOp.Assign, 3, [0, 2]], false)).toMatch(/never in a batch/);
+  });
+
+  it("takes a write's request id as a router's [instance, counter] or a client's [instance, counter, true], nothing else", () => {
+    const put = (id: unknown) => [SliceOp.Put, 3, 5, 'k', { id: 'k' }, 10, null, id];
+    const update = (id: unknown) => [SliceOp.Update, 3, 5, 'k', { base: { id: 'k' }, actions: [], condition: null, oldOnFailure: false, returnValues: 'none' }, id];
+    for (const op of [put, update]) {
+      for (const ok of [null, [1, 2], [2 ** 52 - 1, 2 ** 53 - 1, true]]) expect(checkSliceOp(op(ok), false), JSON.stringify(ok)).toBeNull();
+      for (const bad of [[1, 2, false], [1, 2, 1], [1, 2, true, true], [1, 0, true], [2 ** 52, 1, true], [1], 'a.b']) {
+        expect(checkSliceOp(op(bad), false), JSON.stringify(bad)).toMatch(/request id: .* is not null, \[instance, counter\] or \[instance, counter, true\]/);
+      }
+    }
   });
 
   it('refuses moved changes the target would assert on: a dropped table, another slice', () => {

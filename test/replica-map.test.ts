@@ -172,7 +172,7 @@ describe('replica sets in the cluster map', () => {
       expect(again.leavingOf(s)).toBe(-1);
       expect(again.joiningOf(s)).toBe(-1);
     }
-    expect(() => again.undoReplicaMoves([6])).toThrow(/has a move under way/);
+    expect(() => again.undoReplicaMoves([6])).toThrow(/has a move or drain step under way/);
     expectWellPlaced(again, 3);
     // A move whose new replica's node is removed is over too: the old set stays, nothing is left marked.
     again.moveReplicas([{ slice: 7, from: again.replicasOf(7)[1], to: added }]);
@@ -180,6 +180,91 @@ describe('replica sets in the cluster map', () => {
     expect(again.leavingOf(7)).toBe(-1);
     expect(again.joiningOf(7)).toBe(-1);
     expectWellPlaced(again, 3);
+  });
+
+  it('places new replicas only on nodes that are up: a remove or a drain never picks a node that is down, and a drain step undone is not put straight back', () => {
+    const down = new Set<number>();
+    const liveness = (map: ClusterMap) => {
+      map.isUp = (n) => !down.has(n);
+      return map;
+    };
+    const onDown = (map: ClusterMap) => Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).some((n) => down.has(n)));
+
+    // 5 nodes at R=3, nodes 2 and 3 down; node 2 removed: its replicas are placed again, never on node 3.
+    const map = liveness(open(5, 3));
+    down.add(2).add(3);
+    const had3 = onDown(map).filter((s) => map.replicasOf(s).includes(3));
+    map.removeReplicatedNode(2);
+    down.delete(2);
+    expect(onDown(map)).toEqual(had3); // only the slices that held a replica on node 3 before
+    expectWellPlaced(map, 3);
+    // The same inputs give the same sets.
+    const twin = liveness(open(5, 3));
+    down.add(2);
+    twin.removeReplicatedNode(2);
+    down.delete(2);
+    for (let s = 0; s < 64; s++) expect(twin.replicasOf(s)).toEqual(map.replicasOf(s));
+
+    // 4 nodes at R=3, node 3 drains while node 1 is down: a slice gets its new replica only on a node that is up
+    // (node 0 or 2, where the set lacks one), and the map names it as the drain's new replica; a slice whose only
+    // candidate is node 1 gets none and keeps its replica on the draining node.
+    down.clear();
+    const four = liveness(open(4, 3));
+    down.add(1);
+    four.setStatus(3, 'draining');
+    const draining = Array.from({ length: 64 }, (_, s) => s).filter((s) => four.replicasOf(s).includes(3));
+    expect(draining.length).toBeGreaterThan(0);
+    let short = 0;
+    for (const s of draining) {
+      const set = four.replicasOf(s);
+      const added = four.joiningOf(s);
+      if (added === -1) {
+        expect(set).toHaveLength(3); // no node up to take it: the drain waits for one
+        short++;
+      } else {
+        expect(set).toHaveLength(4);
+        expect(added === 0 || added === 2).toBe(true);
+      }
+    }
+    expect(short).toBeGreaterThan(0);
+    expect(draining.every((s) => four.joiningOf(s) !== 1)).toBe(true);
+    // Node 1 is up again: the short sets are filled on it, as the drain's new replicas.
+    down.clear();
+    const filled = four.placeReplicas();
+    expect(filled).toHaveLength(short);
+    for (const s of filled) expect([four.replicasOf(s).length, four.joiningOf(s)]).toEqual([4, 1]);
+    // Node 1 goes down with those new replicas not caught up: undone, and not put straight back on node 1.
+    down.add(1);
+    four.undoReplicaMoves(filled);
+    for (const s of filled) {
+      expect(four.replicasOf(s)).toHaveLength(3);
+      expect(four.replicasOf(s)).not.toContain(1);
+      expect(four.replicasOf(s)).toContain(3); // the draining node keeps its replica until a replacement caught up
+      expect(four.joiningOf(s)).toBe(-1);
+    }
+    expect(four.placeReplicas()).toEqual([]);
+
+    // 5 nodes: a drain step whose new replica's node goes down is redirected to another node that is up.
+    down.clear();
+    const five = liveness(open(5, 3));
+    five.setStatus(4, 'draining');
+    const steps = Array.from({ length: 64 }, (_, s) => s).filter((s) => five.joiningOf(s) >= 0);
+    expect(steps.length).toBeGreaterThan(0);
+    const victim = five.joiningOf(steps[0]);
+    const undo = steps.filter((s) => five.joiningOf(s) === victim);
+    down.add(victim);
+    five.undoReplicaMoves(undo);
+    for (const s of undo) {
+      const set = five.replicasOf(s);
+      expect(set).toHaveLength(4);
+      expect(set).not.toContain(victim);
+      expect(new Set(set).size).toBe(4);
+      expect(five.joiningOf(s)).not.toBe(victim);
+      expect(down.has(five.joiningOf(s))).toBe(false);
+    }
+    // Once the draining node leaves a slice, the drain step is done: no new replica is named any more.
+    five.dropLeavingReplicas([{ slice: undo[0], node: 4 }]);
+    expect(five.joiningOf(undo[0])).toBe(-1);
   });
 
   it('keeps a replica that left a slice\'s set in its node\'s assignment while the change is not settled', () => {

@@ -37,8 +37,11 @@ export interface SimOptions {
    * checker counts as a failure. */
   store?: boolean;
   /** Replica-set changes (as keyslice drain and remove make them): none, or at a seeded rate; 'drain': drains
-   * only; 'chained': also while the change before has not settled (as the coordinator did before it waited). */
-  setChanges?: boolean | 'drain' | 'chained';
+   * only; 'drain-down': drains only, each new replica placed on a node that is up (as the cluster map places them),
+   * its node often killed at once, and a drain step whose new replica's node is down once its change settled undone,
+   * the new replica placed on another node that is up if there is one (membership.ts undoStalledMoves); 'chained':
+   * also while the change before has not settled (as the coordinator did before it waited). */
+  setChanges?: boolean | 'drain' | 'drain-down' | 'chained';
   /** false: every replica-set change elects a leader (Prepare), as before LeadOn; by default a change that keeps the
    * leader in the set tells it to lead on at a new term (failover.ts changedTo). */
   leadOn?: boolean;
@@ -61,8 +64,10 @@ export interface SimReport {
   snapshotsSent: number;
   /** Replica-set changes made (drain steps count one each). */
   setChanges: number;
-  /** Replica moves undone (their added replica taken out again: membership.ts undoStalledMoves). */
+  /** Replica moves undone (their added replica taken out again: membership.ts undoStalledMoves), drain steps too. */
   movesUndone: number;
+  /** Of the drain steps undone ('drain-down'), those whose new replica was placed on another node that is up in the same change. */
+  drainStepsRedirected: number;
   /** Replica-set changes whose leader was told to lead on (LeadOn) rather than elected again. */
   ledOn: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
@@ -249,7 +254,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -445,6 +450,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const commitTerms = new Map<number, number>();
   /** A drain under way: `node` leaves the set once every other replica holds the barrier of the leader elected for the larger set. */
   let draining: number | null = null;
+  /** 'drain-down': the drain's new replica (null: none, when no node outside the set was up to take it). */
+  let drainAdded: number | null = null;
   /** A replica move to be undone (membership.ts undoStalledMoves): `node`, the one it added, leaves the set again once
    * the change that added it settled, caught up or not (its node down or not), and the set is the one before. */
   let undoing: number | null = null;
@@ -503,7 +510,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   function randomChange(): void {
     const outside = ids.filter((n) => !set.includes(n));
     const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
-    const kind = opts.setChanges === 'drain' ? 0 : random();
+    const kind = opts.setChanges === 'drain' || opts.setChanges === 'drain-down' ? 0 : random();
     // As the coordinator: a set changes once a leader was elected for it and the change before it settled
     // (membership.ts: a drain's next step, keyslice remove and removal after a time down wait for both).
     if (draining !== null || undoing !== null || !published || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
@@ -514,6 +521,16 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       undoing = node;
       changeSet([...set, node], `move to ${node}, add`);
       if (random() < 0.6) clock.at(random() * 20, () => crash(node));
+    } else if (opts.setChanges === 'drain-down' && set.length >= 3) {
+      // keyslice drain, as the map places: the new replica on a node that is up; its node often killed at once.
+      const live = outside.filter((n) => up[n]);
+      if (live.length === 0) return;
+      const node = mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set);
+      draining = node;
+      drainAdded = pick(live);
+      changeSet([...set, drainAdded], `drain ${node}, add`);
+      const added = drainAdded;
+      if (random() < 0.6) clock.at(random() * 20, () => crash(added));
     } else if (kind < 0.4 && outside.length > 0 && set.length >= 3) {
       // keyslice drain: one more replica on another node, then (drainStep) the drained one leaves.
       const node = mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set);
@@ -541,6 +558,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** membership.ts drainReplicas: the drained replica leaves once every other one holds the elected leader's barrier. */
   function drainStep(): void {
     if (draining === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
+    if (opts.setChanges === 'drain-down' && drainStepDown()) return;
     const term = coordinator.currentTerm;
     const rest = set.filter((n) => n !== draining);
     const behind = rest.filter((n) => (commitTerms.get(n) ?? 0) < term);
@@ -550,7 +568,32 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     }
     const node = draining;
     draining = null;
+    drainAdded = null;
     changeSet(rest, `drain ${node}, remove`);
+  }
+  /** 'drain-down', as membership.ts undoStalledMoves and refillReplicas: a drain step whose new replica's node is
+   * down is undone, its new replica placed on another node that is up in the same change if there is one; with none
+   * up, the drain waits, and a later step places one once a node is up. Whether it changed the set. */
+  function drainStepDown(): boolean {
+    const outsideUp = ids.filter((n) => !set.includes(n) && up[n]);
+    const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
+    if (drainAdded === null) {
+      if (outsideUp.length === 0) return true; // nothing to take the replica: the drain waits
+      drainAdded = pick(outsideUp);
+      changeSet([...set, drainAdded], `drain ${draining}, add ${drainAdded} (a node is up again)`);
+      return true;
+    }
+    if (up[drainAdded]) return false;
+    const gone = drainAdded;
+    const next = set.filter((n) => n !== gone);
+    report.movesUndone++;
+    drainAdded = outsideUp.length > 0 ? pick(outsideUp) : null;
+    if (drainAdded !== null) {
+      report.drainStepsRedirected++;
+      next.push(drainAdded);
+    }
+    changeSet(next, `drain ${draining}, undo ${gone}${drainAdded !== null ? `, redirect to ${drainAdded}` : ''}`);
+    return true;
   }
 
   // ---- writers, through a router that follows the map ----

@@ -2,9 +2,11 @@
 // pipelined by id and spread over the connections; the requests made in one turn of
 // the event loop leave in one frame per connection. Used by the tests, the bench
 // and the README. Errors arrive as KeysliceError with a code.
+import { randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import type {
   EvenDistribution,
+  Idempotent,
   ItemFailure,
   KeyColumns,
   KeyRef,
@@ -18,6 +20,7 @@ import type {
   WriteCondition,
 } from '../../shared/api.js';
 import { KeysliceError, isErrorCode, type ErrorDetails } from '../../shared/errors.js';
+import { IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../../shared/protocol.js';
 import type { NumberValue } from '../../shared/decimal.js';
 import type { Item } from '../../shared/values.js';
@@ -30,6 +33,13 @@ export interface ClientOptions {
   token?: string;
   /** WebSocket connections to open, spread over the addresses in turn (default: one per address). */
   connections?: number;
+  /** How many more times a write (PutItem, UpdateItem, DeleteItem, BatchWrite) that failed with a retryable error
+   * (Unavailable: a lost connection or no answer in time included; ThroughputExceeded) is sent again, on the next
+   * connection, within IDEMPOTENCY_WINDOW_MS of its first copy (default 0: never). Each such write carries an
+   * idempotency id (its own `idempotencyId`, or a random UUID), the same in every copy, so that a replicated
+   * slice applies it at most once (docs/replication.md, "A client's write sent twice"). Turn it on for clusters
+   * whose slices are replicated (R >= 2): a slice of one replica keeps no ids, and a copy may be applied twice there. */
+  writeRetries?: number;
 }
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout };
@@ -37,6 +47,11 @@ type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; time
 /** A lost connection is opened again after this long, doubling up to the max. */
 const RECONNECT_DELAY_MS_MIN = 100;
 const RECONNECT_DELAY_MS_MAX = 2_000;
+/** A write sent again (writeRetries) waits this long first, doubling up to the max. */
+const WRITE_RETRY_DELAY_MS_MIN = 50;
+const WRITE_RETRY_DELAY_MS_MAX = 1_000;
+/** The operations that writeRetries sends again, with an idempotency id. */
+const RETRIED_WRITES: ReadonlySet<OperationName> = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWrite']);
 
 /** One WebSocket to one coordinator or router, its requests in flight by id. */
 class Connection {
@@ -187,8 +202,32 @@ export class KeysliceClient {
     return this.conns.filter((c) => c.open).map((c) => c.url);
   }
 
-  /** Any operation by name: the typed methods below are shorthands for this. */
+  /** Any operation by name: the typed methods below are shorthands for this. A write is sent again as
+   * ClientOptions.writeRetries says. */
   request<Op extends OperationName>(op: Op, payload: Request<Op>): Promise<Response<Op>> {
+    const retries = this.options.writeRetries ?? 0;
+    if (retries <= 0 || !RETRIED_WRITES.has(op)) return this.requestOnce(op, payload);
+    const given = (payload as { idempotencyId?: string }).idempotencyId;
+    return this.resending(op, given === undefined ? { ...payload, idempotencyId: randomUUID() } : payload, retries);
+  }
+
+  /** Sends a write until it is answered, or fails with an error a retry cannot mend, or `retries` more copies
+   * have been sent, or IDEMPOTENCY_WINDOW_MS has passed since the first (a later copy could be applied again:
+   * the slice may have forgotten the first's id). Every copy carries the same idempotency id. */
+  private async resending<Op extends OperationName>(op: Op, payload: Request<Op>, retries: number): Promise<Response<Op>> {
+    const started = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.requestOnce(op, payload);
+      } catch (err) {
+        const delay = Math.min(WRITE_RETRY_DELAY_MS_MIN * 2 ** attempt, WRITE_RETRY_DELAY_MS_MAX);
+        if (!(err instanceof KeysliceError) || !err.retryable || attempt >= retries || Date.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
+  private requestOnce<Op extends OperationName>(op: Op, payload: Request<Op>): Promise<Response<Op>> {
     const conn = this.pick();
     if (conn === null) return Promise.reject(new KeysliceError('Unavailable', 'the client is not connected'));
     const id = this.nextId++;
@@ -280,7 +319,7 @@ export class KeysliceClient {
     return (await this.request('DeleteTable', { table })).table;
   }
   /** With `returnValues: 'old'`, answers the item it replaced (null: none); a false `condition` throws ConditionalCheckFailed. */
-  async putItem(table: string, item: Item, options: WriteCondition & { returnValues?: 'none' | 'old' } = {}): Promise<Item | null | undefined> {
+  async putItem(table: string, item: Item, options: WriteCondition & Idempotent & { returnValues?: 'none' | 'old' } = {}): Promise<Item | null | undefined> {
     return (await this.request('PutItem', { table, item, ...options })).item;
   }
   /** `projection`: top-level attribute names, or `{ projection: 'a.b[1], #n', names }`; `{ consistentRead: false }`
@@ -293,11 +332,11 @@ export class KeysliceClient {
   async updateItem(
     table: string,
     key: KeyRef,
-    update: { update?: string; set?: Item; remove?: string[]; add?: Record<string, NumberValue>; returnValues?: ReturnValues } & WriteCondition,
+    update: { update?: string; set?: Item; remove?: string[]; add?: Record<string, NumberValue>; returnValues?: ReturnValues } & WriteCondition & Idempotent,
   ): Promise<Item | null | undefined> {
     return (await this.request('UpdateItem', { table, key, ...update })).item;
   }
-  async deleteItem(table: string, key: KeyRef, options: WriteCondition = {}): Promise<boolean> {
+  async deleteItem(table: string, key: KeyRef, options: WriteCondition & Idempotent = {}): Promise<boolean> {
     return (await this.request('DeleteItem', { table, key, ...options })).deleted;
   }
   getItems(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
@@ -319,7 +358,7 @@ export class KeysliceClient {
     throw new Error(`getAllItems stopped after ${maxPages} pages`);
   }
   /** Answers the writes that failed at run time (empty when all were applied); the others were applied. */
-  async batchWrite(table: string, writes: { puts?: Item[]; deletes?: KeyRef[] }): Promise<ItemFailure[]> {
+  async batchWrite(table: string, writes: { puts?: Item[]; deletes?: KeyRef[] } & Idempotent): Promise<ItemFailure[]> {
     return (await this.request('BatchWrite', { table, ...writes })).failures;
   }
   /** Items in the order of `keys` (null: none, or failed), and the keys that failed at run time. */

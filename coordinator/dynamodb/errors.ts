@@ -96,6 +96,8 @@ const FROM_NATIVE: Record<ErrorCode, ExceptionName> = {
   MethodNotAllowed: 'SerializationException',
   RequestTimeout: 'ServiceUnavailable',
   ReplicaNotReady: 'ServiceUnavailable',
+  // Never met here: the endpoint's writes carry no idempotency id (DynamoDB's item writes have none: docs/dynamodb.md).
+  IdempotentParameterMismatch: 'ValidationException',
 };
 
 /** The native expression fields, as DynamoDB names them in its messages. */

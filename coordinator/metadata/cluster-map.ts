@@ -22,7 +22,12 @@
 // the new replica is added, and the replica it replaces is marked leaving (kept, like a draining
 // node's) until it has caught up; then dropLeavingReplicas takes the leaving one out. The map also names the new
 // replica (joining), so that a move whose new replica's node goes down before it caught up can be undone
-// (undoReplicaMoves): the new replica leaves, the leaving one stays.
+// (undoReplicaMoves): the new replica leaves, the leaving one stays. A drain's new replica is named joining too,
+// and undone the same way; placement then puts the slice's replica on another node that is up, if there is one.
+// Placement knows which nodes are up (isUp, set by membership.ts from its links and heartbeats): it never
+// chooses a new replica on a node that is down, so a replica taken off a down node is not put straight back
+// and a change never adds a replica that cannot answer. Replicas already in a set stay there, up or down
+// (a node that is down is failed over, and taken out by remove or an undo, not by placement).
 // Each slice has a leader term that only grows, and grows whenever its leader changes:
 // a replica refuses records of an older term, so a deposed leader cannot be acknowledged.
 import { randomBytes } from 'node:crypto';
@@ -56,8 +61,9 @@ interface ClusterMapState {
   /** leaving[slice]: a replica of the slice that leaves its set once its replacement caught up (replica
    * rebalancing, moveReplicas), or -1. Absent in older maps (none). */
   leaving?: number[];
-  /** joining[slice]: the replica that moveReplicas added beside `leaving` (the move's new replica), or -1. Absent in
-   * older maps (none: a move recorded by one cannot be undone, only finished or ended by removing a node). */
+  /** joining[slice]: the replica that moveReplicas added beside `leaving` (the move's new replica), or that placement
+   * added beside a replica on a draining node (the drain's new replica), or -1. Absent in older maps (none: a move
+   * recorded by one cannot be undone, only finished or ended by removing a node). */
   joining?: number[];
 }
 type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[]; joining: number[] };
@@ -77,6 +83,9 @@ const newId = () => randomBytes(16).toString('hex');
 export class ClusterMap {
   /** Called after every change that is in force (routers are told: metadata/feed.ts). */
   onChange: () => void = () => {};
+  /** Whether a node is up as the coordinator knows it (membership.ts: its link is ready and it heartbeats): placement
+   * puts new replicas only on nodes that are up. Until a coordinator sets it, every node counts as up. */
+  isUp: (node: number) => boolean = () => true;
 
   private constructor(
     private readonly path: string,
@@ -116,7 +125,7 @@ export class ClusterMap {
       }, replication);
       if (saved.clusterId === undefined) map.save(map.state);
       for (const url of nodes) map.addNode(url);
-      map.refreshFollowers();
+      map.placeReplicas();
       return map;
     }
     const owners = initialOwners(sliceCount, nodes.length);
@@ -134,7 +143,7 @@ export class ClusterMap {
       leaving: owners.map(() => -1),
       joining: owners.map(() => -1),
     };
-    placeFollowers(state, effectiveFactor(replication, state));
+    placeFollowers(state, effectiveFactor(replication, state), () => true);
     const map = new ClusterMap(path, state, replication);
     writeStateFile(path, map.state);
     return map;
@@ -275,7 +284,7 @@ export class ClusterMap {
       next.leaving[slice] = from;
       next.joining[slice] = to;
     }
-    placeFollowers(next, effectiveFactor(this.replication, next));
+    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp);
     for (const { slice, to } of moves) assert(next.owners[slice] === to || next.followers[slice].includes(to), `the new replica of slice ${slice} is kept`);
     checkReplicas(next);
     this.save(next);
@@ -291,19 +300,21 @@ export class ClusterMap {
     return this.state.joining[slice];
   }
 
-  /** Undoes replica moves whose new replica's node went down before the move completed (membership.ts
-   * undoStalledMoves): each slice goes back to the set it had before the move, the replica marked leaving
-   * staying and the new one leaving the set; a slice the new replica led is led, in the map, by another
-   * replica on an active node until the election the changed set starts names its leader. One change at a new
-   * epoch. The change runs by joint majorities of both sets until it settles, as every replica-set change. */
+  /** Undoes replica moves and drain steps whose new replica's node went down before they completed (membership.ts
+   * undoStalledMoves): the new replica leaves the set. A move's slice goes back to the set it had before, the
+   * replica marked leaving staying; a drain's slice keeps its replica on the draining node, and placement (in the
+   * same change) puts its new replica on another active node that is up, where there is one, else the drain waits
+   * until there is. A slice the new replica led is led, in the map, by another replica on an active node until the
+   * election the changed set starts names its leader. One change at a new epoch. The change runs by joint majorities
+   * of both sets until it settles, as every replica-set change. */
   undoReplicaMoves(slices: readonly number[]): void {
     this.commit((next) => {
       for (const slice of slices) {
         const to = next.joining[slice];
         const set = [next.owners[slice], ...next.followers[slice]];
-        assert(to >= 0 && next.leaving[slice] >= 0 && set.includes(to), `slice ${slice} has a move under way whose new replica is in its set`);
+        assert(to >= 0 && set.includes(to), `slice ${slice} has a move or drain step under way whose new replica is in its set`);
         const rest = set.filter((n) => n !== to);
-        assert(rest.includes(next.leaving[slice]), `the replica that slice ${slice} was to lose is still in its set`);
+        assert(rest.includes(next.leaving[slice]) || rest.some((n) => next.status[n] === 'draining'), `the replica that slice ${slice} was to lose is still in its set`);
         const leader = next.owners[slice] === to ? (rest.find((n) => next.status[n] === 'active') ?? -1) : next.owners[slice];
         assert(leader >= 0, `slice ${slice} keeps a replica on an active node`);
         next.owners[slice] = leader;
@@ -341,14 +352,18 @@ export class ClusterMap {
     return out;
   }
 
-  /** Places followers after a change of nodes' status or count (no epoch change when none moves:
-   * followers are not routing). */
-  private refreshFollowers(): void {
-    const next = structuredClone(this.state);
-    if (!placeFollowers(next, this.replicationFactor)) return;
+  /** Fills replica sets short of the factor on nodes that are up (a set left short because no active node was up
+   * when it changed; membership.ts calls it on its tick), for the slices `mayChange` allows. No epoch change
+   * (followers are not routing). Returns the slices whose set changed. */
+  placeReplicas(mayChange: (slice: number) => boolean = () => true): number[] {
+    // placeFollowers replaces only these two arrays' entries: the rest of the state is shared, not copied.
+    const next = { ...this.state, followers: [...this.state.followers], joining: [...this.state.joining] };
+    if (!placeFollowers(next, this.replicationFactor, this.isUp, mayChange)) return [];
     checkReplicas(next);
     this.save(next);
+    const changed = next.followers.flatMap((f, s) => (f.join() !== this.state.followers[s].join() ? [s] : []));
     this.state = next;
+    return changed;
   }
 
   get clusterId(): string {
@@ -496,10 +511,12 @@ export class ClusterMap {
       if (next.owners[s] !== this.state.owners[s] && next.terms[s] <= this.state.terms[s]) next.terms[s] = Math.max(this.state.terms[s], this.state.termsUsed[s]) + 1;
       next.termsUsed[s] = Math.max(next.termsUsed[s], next.terms[s]);
     }
-    placeFollowers(next, effectiveFactor(this.replication, next));
-    // A move whose new replica placement took out (its node drained or left) is no longer one.
+    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp);
+    // A move whose new replica placement took out (its node drained or left) is no longer one, nor is a drain's new
+    // replica once no replica of the slice drains (the drain of the slice is done, or the node is active again).
     for (let s = 0; s < next.sliceCount; s++) {
-      if (next.joining[s] >= 0 && next.owners[s] !== next.joining[s] && !next.followers[s].includes(next.joining[s])) next.joining[s] = -1;
+      const set = next.owners[s] < 0 ? [] : [next.owners[s], ...next.followers[s]];
+      if (next.joining[s] >= 0 && (!set.includes(next.joining[s]) || (next.leaving[s] < 0 && !set.some((n) => next.status[n] === 'draining')))) next.joining[s] = -1;
     }
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
@@ -534,8 +551,10 @@ function checkReplicas(s: State): void {
     assert(Number.isSafeInteger(s.terms[slice]) && s.terms[slice] >= 1, 'a term is a positive integer');
     // A leaving replica is one of the set, and the set keeps R others besides it (its replacement included).
     assert(s.leaving[slice] === -1 || (s.leaving[slice] === owner || f.includes(s.leaving[slice])), 'a leaving replica is in its slice\'s set');
-    // A move's new replica is named only beside the replica it replaces, and is in the set (not that one).
-    assert(s.joining[slice] === -1 || (s.leaving[slice] >= 0 && s.joining[slice] !== s.leaving[slice] && (s.joining[slice] === owner || f.includes(s.joining[slice]))), 'a joining replica is in its slice\'s set, beside a leaving one');
+    // A move's or drain's new replica is named only beside the replica it replaces (a leaving one, or one on a
+    // draining node), and is in the set (not that one).
+    const j = s.joining[slice];
+    assert(j === -1 || ((j === owner || f.includes(j)) && j !== s.leaving[slice] && (s.leaving[slice] >= 0 || [owner, ...f].some((n) => s.status[n] === 'draining'))), 'a joining replica is in its slice\'s set, beside a leaving or draining one');
   }
 }
 
@@ -543,14 +562,18 @@ function checkReplicas(s: State): void {
  * asks for, besides a leaving one; on draining nodes and the leaving one, all of them: a drain or a
  * replica move takes them out once their replacement caught up)
  * and fills the replicas on active nodes (the leader's included) up to the factor from the active
- * nodes after the leader, in node order (a ring), so that a slice's replicas spread like its leaders
- * do. Returns whether anything changed. */
-function placeFollowers(s: State, factor: number): boolean {
-  const active = s.nodes.map((_, i) => i).filter((i) => s.status[i] === 'active');
+ * nodes that are `up`, after the leader in node order (a ring), so that a slice's replicas spread like
+ * its leaders do. The same state and the same nodes up give the same sets. A node that is down is
+ * skipped, not waited for: a set short of the factor is filled once a node is up (ClusterMap.placeReplicas).
+ * A replica added beside one on a draining node is recorded as the drain's new replica (joining).
+ * Only the slices `mayChange` allows are changed. Returns whether anything changed. */
+function placeFollowers(s: State, factor: number, up: (node: number) => boolean, mayChange: (slice: number) => boolean = () => true): boolean {
+  const candidates = s.nodes.map((_, i) => i).filter((i) => s.status[i] === 'active' && up(i));
   let changed = false;
   for (let slice = 0; slice < s.sliceCount; slice++) {
     const owner = s.owners[slice];
     const before = s.followers[slice];
+    if (!mayChange(slice)) continue;
     if (owner < 0) {
       if (before.length > 0) changed = true;
       s.followers[slice] = [];
@@ -561,13 +584,16 @@ function placeFollowers(s: State, factor: number): boolean {
     const wanted = factor <= 1 ? 0 : factor - (s.status[owner] === 'active' && owner !== leaving ? 1 : 0);
     const onActive = before.filter((n) => n !== owner && n !== leaving && s.status[n] === 'active').slice(0, wanted);
     const kept = before.filter((n) => onActive.includes(n) || (n !== owner && (s.status[n] === 'draining' || n === leaving)));
-    for (let k = 1, added = onActive.length; k <= s.nodes.length && added < wanted; k++) {
+    const added: number[] = [];
+    for (let k = 1; k <= s.nodes.length && onActive.length + added.length < wanted; k++) {
       const n = (owner + k) % s.nodes.length;
-      if (n !== owner && active.includes(n) && !kept.includes(n)) {
-        kept.push(n);
-        added++;
-      }
+      if (n !== owner && candidates.includes(n) && !kept.includes(n)) added.push(n);
     }
+    // What placement chooses is on an active node that was up when this placement began (asked once per node: a
+    // heartbeat may time out meanwhile), and not yet a replica of the slice.
+    assert(added.every((n) => s.status[n] === 'active' && candidates.includes(n) && n !== owner && !before.includes(n)), 'a new replica goes to an active node that is up');
+    kept.push(...added);
+    if (added.length > 0 && s.leaving[slice] === -1 && s.joining[slice] === -1 && [owner, ...before].some((n) => s.status[n] === 'draining')) s.joining[slice] = added[0];
     if (kept.length !== before.length || kept.some((n, i) => n !== before[i])) changed = true;
     s.followers[slice] = kept;
   }

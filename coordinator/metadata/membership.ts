@@ -61,10 +61,14 @@ export class Membership {
     private readonly removeDownAfterMs = 0,
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
+    // Placement chooses new replicas on nodes that are up only. A node with no link yet is one being added (it
+    // registered just now, or an operator named it): up until its link says otherwise.
+    map.isUp = (i) => this.links[i] === undefined || this.isUp(i);
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     this.timer = setInterval(() => {
       this.noteDown();
+      this.refillReplicas();
       void this.autoRemove();
       this.rebalance();
     }, REBALANCE_INTERVAL_MS);
@@ -546,7 +550,10 @@ export class Membership {
       const rest = set.filter((n) => n !== node);
       // Every replica is asked (not only the first behind), so that one turn learns about them all.
       const behind = rest.filter((n) => !this.leaders.holdsTerm(slice, n, term));
-      if (behind.length > 0 || rest.filter((n) => this.map.statusOf(n) === 'active').length < Math.min(2, this.map.replicationFactor)) continue;
+      // And only once the replacement is in the set: the replicas left on active nodes are as many as the factor.
+      // Placement skips nodes that are down, so with none up to take it the set has no replacement, and the drain
+      // waits (placement adds one when a node is up: refillReplicas) rather than leave the slice a replica short.
+      if (behind.length > 0 || rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) continue;
       // The invariant of a replica-set change: the set that is left is a majority of replicas that hold
       // every acknowledged write (here all of them), so no election after it can lose one.
       assert(rest.length >= majority(set.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
@@ -567,9 +574,11 @@ export class Membership {
     }
   }
 
-  /** A replica move whose new replica's node has been down for REPLICA_MOVE_UNDO_DOWN_MS before the move
-   * completed is undone (docs/replication.md): the slice goes back to its old set (the replica marked leaving
-   * stays, the new one leaves; ClusterMap.undoReplicaMoves), by the same rules as any replica-set change: only
+  /** A replica move or drain step whose new replica's node has been down for REPLICA_MOVE_UNDO_DOWN_MS before it
+   * completed is undone (docs/replication.md): the new replica leaves the set (ClusterMap.undoReplicaMoves). A move's
+   * slice goes back to its old set (the replica marked leaving stays); a drain's keeps its replica on the draining
+   * node, and placement puts the new one on another node that is up, if any (else the drain waits for one). By the
+   * same rules as any replica-set change: only
    * once the move's own change settled and a leader was elected for it (changes do not chain), and by joint
    * majorities of both sets until the undo settles. No catch-up is needed: every acknowledged write is on a
    * majority of the larger set, and with its new replica down those are all replicas of the old one. Without it
@@ -586,8 +595,10 @@ export class Membership {
       if (since === undefined || now - since < REPLICA_MOVE_UNDO_DOWN_MS) continue;
       if (this.leaders.electedTerm(slice) === null || !this.leaders.settled(slice)) continue;
       const set = this.map.replicasOf(slice);
-      // The set that is left is the one before the move, whose majority joint majorities keep counting.
-      assert(set.includes(to) && set.includes(this.map.leavingOf(slice)) && set.length - 1 >= majority(set.length), `slice ${slice} goes back to the set it had before its move`);
+      // The set that is left is the one before the move or drain step (the replica it was to replace still in it),
+      // a majority of the set that joint majorities keep counting until the undo settles.
+      const replaced = set.includes(this.map.leavingOf(slice)) || set.some((n) => this.map.statusOf(n) === 'draining');
+      assert(set.includes(to) && replaced && set.length - 1 >= majority(set.length), `slice ${slice} goes back to the set it had before its move or drain step`);
       undo.push(slice);
     }
     if (undo.length === 0) return;
@@ -601,7 +612,30 @@ export class Membership {
     this.movesUndone += undo.length;
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
-    this.log(`replica rebalancing: undid the moves of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, down for ${REPLICA_MOVE_UNDO_DOWN_MS / 1000} s before they completed; each slice keeps the replica it was to lose`);
+    // Where a drain's slice got a new replica again, placement chose it among the nodes up then (asserted there).
+    const redirected = undo.filter((s) => this.map.joiningOf(s) >= 0);
+    this.log(
+      `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, down for ${REPLICA_MOVE_UNDO_DOWN_MS / 1000} s before they completed; each slice keeps the replica it was to lose` +
+        (redirected.length > 0 ? `; ${redirected.length} drain steps placed their new replica on another node that is up` : ''),
+    );
+  }
+
+  /** Replica sets left short of the factor because no active node was up to take a new replica when they changed
+   * (placement skips nodes that are down: a drain step undone, a node removed while others were down) are filled once
+   * one is up. Only slices whose last change settled under an elected leader, so that changes do not chain (as a
+   * drain's next step and remove wait). */
+  private refillReplicas(): void {
+    if (this.map.replicationFactor <= 1) return;
+    let filled: number[];
+    try {
+      filled = this.map.placeReplicas((s) => this.map.replicasOf(s).length <= 1 || (this.leaders.electedTerm(s) !== null && this.leaders.settled(s)));
+    } catch (err) {
+      this.log(`cannot record new replicas in the cluster map (${(err as Error).message})`);
+      return;
+    }
+    if (filled.length === 0) return;
+    this.leaders.sync();
+    this.log(`placement: ${filled.length} slices short of ${this.map.replicationFactor} replicas (e.g. slice ${filled[0]}) got one on a node that is up`);
   }
 
   /** Slices with a replica move under way (a new replica added, the one it replaces not dropped yet). */
@@ -792,7 +826,7 @@ export class Membership {
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
-      (this.movesUndone > 0 ? `; ${this.movesUndone} replica moves undone since the coordinator started (their new replica's node was down)` : '') +
+      (this.movesUndone > 0 ? `; ${this.movesUndone} replica moves undone since the coordinator started (their new replica's node was down; drain steps counted too)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections, ${this.leaders.handovers} leadership handovers and ${this.leaders.leadOns} replica-set changes led on by their leader since the coordinator started`;
     return { leaders, note };
   }

@@ -4,7 +4,7 @@
 // Router (router.ts, which owns the retries) and the answer built from the results.
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { PAGE_BYTES_MAX } from '../../shared/limits.js';
+import { IDEMPOTENCY_WINDOW_MS, PAGE_BYTES_MAX } from '../../shared/limits.js';
 import { cutScanItems, KEPT_IN_LIST, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
@@ -27,6 +27,7 @@ import { tableLoad } from '../metadata/load-report.js';
 import { describePart } from './primary-key.js';
 import { adviseRequest } from '../studio/advisor-request.js';
 import type { ProcessMetrics } from './process-metrics.js';
+import { idempotencyIdOf } from './request-ids.js';
 import type { Router, ScanOp } from './router.js';
 import type { TableCatalog, TableSource } from './routing.js';
 
@@ -38,12 +39,12 @@ const FIELDS: Record<OperationName, readonly string[]> = {
   DescribeTable: ['table'],
   ListTables: [],
   DeleteTable: ['table'],
-  PutItem: ['table', 'item', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure'],
+  PutItem: ['table', 'item', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure', 'idempotencyId'],
   GetItem: ['table', 'key', 'attributes', 'projection', 'names', 'consistentRead'],
-  UpdateItem: ['table', 'key', 'update', 'set', 'remove', 'add', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure'],
-  DeleteItem: ['table', 'key', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure'],
+  UpdateItem: ['table', 'key', 'update', 'set', 'remove', 'add', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure', 'idempotencyId'],
+  DeleteItem: ['table', 'key', 'condition', 'names', 'values', 'returnValues', 'returnValuesOnConditionCheckFailure', 'idempotencyId'],
   GetItems: ['table', 'shardingKey', 'bucket', 'sortingKey', 'keyCondition', 'filter', 'reverse', 'limit', 'marker', 'attributes', 'projection', 'names', 'values', 'segment', 'totalSegments', 'consistentRead'],
-  BatchWrite: ['table', 'puts', 'deletes'],
+  BatchWrite: ['table', 'puts', 'deletes', 'idempotencyId'],
   BatchGet: ['table', 'keys', 'attributes', 'projection', 'names', 'consistentRead'],
   DescribeSlices: ['table'],
   Advise: ['table', 'shardingKey', 'sortingKey', 'evenDistribution', 'items', 'accessLog', 'expectedItems', 'momentWrites'],
@@ -126,7 +127,7 @@ export class Operations {
 
   private async PutItem(p: Payload) {
     const r = parsePutItem(this.context, p);
-    const old = await this.write(r.name, r.op);
+    const old = await this.write(r.name, r.op, idempotencyIdOf(p.idempotencyId));
     return r.returnOld ? { item: old } : {};
   }
 
@@ -137,13 +138,13 @@ export class Operations {
 
   private async UpdateItem(p: Payload) {
     const r = parseUpdateItem(this.context, p);
-    const item = await this.write(r.name, r.op);
+    const item = await this.write(r.name, r.op, idempotencyIdOf(p.idempotencyId));
     return r.returnValues === 'none' ? {} : { item };
   }
 
   private async DeleteItem(p: Payload) {
     const r = parseDeleteItem(this.context, p);
-    const result = await this.write(r.name, r.op);
+    const result = await this.write(r.name, r.op, idempotencyIdOf(p.idempotencyId));
     if (!r.returnOld) {
       assert(typeof result === 'boolean', 'a delete without returnOld answers whether it deleted');
       return { deleted: result };
@@ -174,8 +175,10 @@ export class Operations {
 
   private async BatchWrite(p: Payload) {
     const { writes } = parseBatchWrite(this.context, p);
-    // Each write has its own request id: one sent again after an unknown outcome is applied once (Router.send).
-    const results = await Promise.allSettled(writes.map((w) => this.router.send(w.op)));
+    const text = idempotencyIdOf(p.idempotencyId);
+    // Each write has its own request id: one sent again after an unknown outcome is applied once (Router.send);
+    // with the client's idempotency id, one made from it and the write's place (`puts.3`), the same in every copy.
+    const results = await Promise.allSettled(writes.map((w) => this.router.send(w.op, text === undefined ? null : { text, part: `${w.list}.${w.index}` })));
     const failures: ItemFailure[] = [];
     results.forEach((r, i) => {
       if (r.status === 'rejected') failures.push(itemFailure(writes[i].list, writes[i].index, writes[i].name, r.reason));
@@ -207,13 +210,16 @@ export class Operations {
 
   // ---- helpers -------------------------------------------------------------
 
-  /** A single-item write: a failed condition names the item. */
-  private async write<Op extends PutOp | UpdateOp | DeleteOp>(name: string, op: Op): Promise<ResultOf<Op>> {
+  /** A single-item write: a failed condition names the item, a reused idempotency id names itself. */
+  private async write<Op extends PutOp | UpdateOp | DeleteOp>(name: string, op: Op, idempotencyId: string | undefined): Promise<ResultOf<Op>> {
     try {
-      return await this.router.send(op);
+      return await this.router.send(op, idempotencyId === undefined ? null : { text: idempotencyId, part: '' });
     } catch (err) {
       if (err instanceof KeysliceError && err.code === 'ConditionalCheckFailed') {
         throw new KeysliceError('ConditionalCheckFailed', `the condition is false for item "${name}"; nothing was changed`, err.details);
+      }
+      if (err instanceof KeysliceError && err.code === 'IdempotentParameterMismatch') {
+        throw new KeysliceError('IdempotentParameterMismatch', `idempotency id ${JSON.stringify(idempotencyId)} was used for a different request within ${IDEMPOTENCY_WINDOW_MS} ms (on the slice of item "${name}"); nothing was changed`);
       }
       throw err;
     }

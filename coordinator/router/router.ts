@@ -37,7 +37,7 @@ import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, REPLICA_SILENT_SKIP_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import { isWriteOp, requestIdOf, setRequestId, SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
 import type { EventualAnswer } from './process-metrics.js';
-import { RequestIds } from './request-ids.js';
+import { clientRequestId, RequestIds, type ClientName } from './request-ids.js';
 import type { Routing } from './routing.js';
 import type { SliceChannel } from './slice-channel.js';
 
@@ -82,15 +82,19 @@ export class Router {
    * given its request id here, when it is sent while the map replicates its slice (once: `op` keeps it, so each
    * later copy carries the same). A copy sent without one (the map gave the slice one replica) is not sent again
    * after an unknown outcome, and a node runs a copy with one only where the slice is replicated (worker.ts,
-   * unreplicatedWrite), so no copy that may have been applied is forgotten by the replica a resend reaches. */
-  async send<Op extends SliceBoundOp>(op: Op): Promise<ResultOf<Op>> {
+   * unreplicatedWrite), so no copy that may have been applied is forgotten by the replica a resend reaches.
+   * `named`: the client's idempotency id (and which write of a batch this is); the write's id is then made from it
+   * (request-ids.ts, clientRequestId) instead of being one of this router's, under the same rule: so the copies the
+   * client sends, through any router, and this router's resends of each, all carry the same. Made only where the map
+   * replicates the slice (it would be dropped on a slice of one replica, whose node keeps no ids: no work there). */
+  async send<Op extends SliceBoundOp>(op: Op, named: ClientName | null = null): Promise<ResultOf<Op>> {
     const slice = op[2];
     const started = Date.now();
     let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
       const link = this.cluster.linkOf(slice);
       if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
-      if (isWriteOp(op) && requestIdOf(op) === null && this.cluster.replicated(slice)) setRequestId(op, this.ids.next());
+      if (isWriteOp(op) && requestIdOf(op) === null && this.cluster.replicated(slice)) setRequestId(op, named === null ? this.ids.next() : clientRequestId(named.text, named.part, op));
       if (link.state !== 'ready') await this.cluster.linkReady(link);
       if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
         await this.cluster.afterNoLeader(failoverTries++);

@@ -93,6 +93,11 @@ export class AppliedRequests {
     return this.answersOf(instance)?.get(counter);
   }
 
+  /** Whether a write of this instance is remembered (a client's idempotency id has one counter per instance). */
+  knows(instance: number): boolean {
+    return this.answersOf(instance) !== undefined;
+  }
+
   /** Remembers an applied write, and forgets what the bounds no longer keep. */
   add(instance: number, counter: number, at: number, answer: RequestAnswer): void {
     this.remember(instance, counter, at, answer);

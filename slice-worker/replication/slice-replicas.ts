@@ -19,7 +19,7 @@
 // - The disk is the worker's replica log (replica-log.ts).
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
-import { MalformedFrame, requestIdOf, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
+import { isClientRequestId, MalformedFrame, requestIdOf, RESULT_ERROR, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
 import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, type ReplicatedChanges } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
@@ -137,6 +137,11 @@ export class SliceReplicas {
     if (seen !== undefined) {
       this.store.countDuplicateWrite(op[1], slice);
       return [RESULT_OK, seen];
+    }
+    // A client's id names one write (its counter hashes the write): a write of its instance remembered with another
+    // counter is the same id with another request, refused before it runs (a router's instance has many counters).
+    if (isClientRequestId(id) && applied.knows(instance)) {
+      return [RESULT_ERROR, 'IdempotentParameterMismatch', `slice ${slice} applied another write with this client's idempotency id (request [${instance}, ${counter}]); nothing was applied`];
     }
     const before = this.store.effectCount;
     const result = this.store.execute(op);
