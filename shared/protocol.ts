@@ -9,7 +9,7 @@
 // responses) in one frame as a list of them, [[id, ...], [id, ...]]: both
 // coalesce what is ready in one turn of the event loop, one frame per turn.
 // Coordinator <-> slice node (WebSocket), msgpack with records:
-//   node  -> coord  [NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, nodeId, clusterId | null]
+//   node  -> coord  [NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, nodeId, clusterId | null, batchPorts]
 //   coord -> node   [NodeFrame.Assign, epoch, sliceCount, slices, clusterId, replication | null]
 //   node  -> coord  [NodeFrame.Assigned, epoch]
 //   coord -> node   [NodeFrame.Batch, batchId, epoch, [[worker, opsBytes], ...]]
@@ -29,6 +29,13 @@
 // and its workers without decoding it; the worker that takes it decodes and checks it
 // (decodeReplicationMessage) before it is used. KeepAlives alone travel as a message, which
 // the node splits by worker (replication-protocol.ts).
+// Batch ports (20): each worker thread listens on a port of its own (Hello's batchPorts,
+// one per worker, on the node's host) where a router sends that worker's Batch frames
+// (one part, naming that worker) and gets their BatchReply / BatchError back, with no
+// hop through the node's main thread. The node's main thread tells its workers the
+// epoch it serves; a worker refuses a batch of another epoch (WrongOwner) as the node
+// does. The handshake shows the cluster secret and NODE_PROTOCOL_HEADER; only Batch
+// frames are taken there (receiver 'worker').
 // The coordinator opens the connection and shows the cluster secret in the
 // handshake (header CLUSTER_SECRET_HEADER); a node refuses a connection without it.
 // Identity: nodeId names the node's data folder (random, made on its first start,
@@ -111,8 +118,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * long the lease of the leader it last answered may still run and which term it led.
  * 18: a write's request id may be a client's idempotency id, [instance, counter, true] (ClientRequestId).
  * 19: each replication message of a Replicate frame is bytes of its own, [slice, bytes] (KeepAlives alone a
- * message), so that a slice node's main thread routes them without decoding them; the worker checks them. */
-export const NODE_PROTOCOL_VERSION = 19;
+ * message), so that a slice node's main thread routes them without decoding them; the worker checks them.
+ * 20: batch ports: Hello names a port per worker thread, where routers send that worker's batches directly. */
+export const NODE_PROTOCOL_VERSION = 20;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -474,7 +482,7 @@ type KeepAlivesMessage = Extract<ReplicationMessage, { type: 'KeepAlives' }>;
 export type NodeFrameKind = (typeof NodeFrame)[keyof typeof NodeFrame];
 
 export type NodeFrameMessage =
-  | [typeof NodeFrame.Hello, version: number, workerCount: number, nodeId: string, clusterId: string | null]
+  | [typeof NodeFrame.Hello, version: number, workerCount: number, nodeId: string, clusterId: string | null, batchPorts: number[]]
   | [typeof NodeFrame.Assign, epoch: number, sliceCount: number, slices: number[], clusterId: string, replication: AssignReplication | null]
   | [typeof NodeFrame.Assigned, epoch: number]
   | [typeof NodeFrame.Batch, batchId: number, epoch: number, parts: [worker: number, ops: Uint8Array][]]
@@ -487,9 +495,13 @@ export type CoordinatorNodeFrame = Exclude<NodeFrameMessage, [typeof NodeFrame.R
 /** A frame as a slice node decodes it (Replicate's messages as bytes). */
 export type NodeSideFrame = Exclude<NodeFrameMessage, [typeof NodeFrame.Replicate, ...unknown[]]> | [typeof NodeFrame.Replicate, from: number, entries: WireReplicateEntry[]];
 
+/** Who receives a node frame: a node's main thread, a worker thread on its batch port, or a coordinator or router. */
+export type NodeFrameReceiver = 'node' | 'worker' | 'coordinator';
+
 /** The frame kinds each side receives. */
-const FRAMES_TO: Record<'node' | 'coordinator', ReadonlySet<number>> = {
+const FRAMES_TO: Record<NodeFrameReceiver, ReadonlySet<number>> = {
   node: new Set([NodeFrame.Assign, NodeFrame.Batch, NodeFrame.Epoch, NodeFrame.Replicate]),
+  worker: new Set([NodeFrame.Batch]),
   coordinator: new Set([NodeFrame.Hello, NodeFrame.Assigned, NodeFrame.BatchReply, NodeFrame.BatchError, NodeFrame.Replicate]),
 };
 
@@ -648,10 +660,10 @@ function checkAssignReplication(r: unknown, sliceCount: number): void {
 
 /** Checks size, decodes, and checks the whole shape of one frame that `receiver` may
  * get (kind, arity, every field's type and range). Throws MalformedFrame. */
-export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node'): NodeSideFrame;
+export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'worker'): NodeSideFrame;
 export function decodeNodeFrame(bytes: Uint8Array, receiver: 'coordinator'): CoordinatorNodeFrame;
-export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinator'): NodeSideFrame | CoordinatorNodeFrame;
-export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinator'): NodeSideFrame | CoordinatorNodeFrame {
+export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver): NodeSideFrame | CoordinatorNodeFrame;
+export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver): NodeSideFrame | CoordinatorNodeFrame {
   if (bytes.byteLength > INTERNAL_FRAME_BYTES_MAX) fail(`node frame of ${bytes.byteLength} bytes is over the limit`);
   let frame: unknown;
   try {
@@ -661,7 +673,7 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinat
   }
   if (!(Array.isArray(frame) && frame.length > 0)) fail('a node frame is an array [kind, ...]');
   const f = frame as unknown[];
-  if (!(FRAMES_TO[receiver].has(f[0] as number))) fail(`frame kind ${show(f[0])} is not one a ${receiver === 'node' ? 'slice node' : 'coordinator'} receives`);
+  if (!(FRAMES_TO[receiver].has(f[0] as number))) fail(`frame kind ${show(f[0])} is not one a ${receiver === 'node' ? 'slice node' : receiver === 'worker' ? "worker's batch port" : 'coordinator'} receives`);
   const arity = (n: number) => {
     if (f.length !== n) fail(`frame kind ${f[0]} has ${n - 1} fields, got ${f.length - 1}`);
   };
@@ -670,10 +682,11 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinat
       // The version first, so that a node of another version is told so rather than "malformed".
       if (!isUint(f[1])) fail('Hello: the protocol version is a whole number');
       if (f[1] !== NODE_PROTOCOL_VERSION) fail(`the slice node speaks node protocol ${f[1]}, this coordinator ${NODE_PROTOCOL_VERSION}`);
-      arity(5);
+      arity(6);
       if (!(isUint(f[2]) && f[2] >= 1 && f[2] <= WORKERS_PER_NODE_MAX)) fail(`Hello: worker count ${show(f[2])} is not 1 to ${WORKERS_PER_NODE_MAX}`);
       if (!isIdentity(f[3])) fail('Hello: the node id is 32 hex digits');
       if (!(f[4] === null || isIdentity(f[4]))) fail('Hello: the cluster id is 32 hex digits or null');
+      if (!(Array.isArray(f[5]) && f[5].length === f[2] && f[5].every((p) => isUint(p) && p >= 1 && p <= 65535))) fail('Hello: the batch ports are one port (1 to 65535) per worker');
       break;
     case NodeFrame.Assign: {
       arity(6);
@@ -693,6 +706,7 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'coordinat
     case NodeFrame.Replicate: {
       arity(3);
       const [, from, entries] = f;
+      assert(receiver !== 'worker', "FRAMES_TO keeps Replicate off a worker's batch port");
       if (!(from === COORDINATOR || isNodeIndex(from))) fail(`Replicate: the sender ${show(from)} is not a node index or ${COORDINATOR} (the coordinator)`);
       if (!(Array.isArray(entries) && entries.length <= REPLICATION_FRAME_ENTRIES_MAX)) fail(`Replicate: entries is a list of at most ${REPLICATION_FRAME_ENTRIES_MAX} [slice, message]`);
       for (const e of entries as unknown[]) {

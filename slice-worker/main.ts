@@ -116,11 +116,21 @@ try {
   fail((err as Error).message);
 }
 
+/** The epoch the workers check routers' batches against on their batch ports (batch-port.ts): `epoch` once no
+ * assignment is on its way to them (publishEpoch), so that a batch of a new epoch never runs before its worker took
+ * that epoch's assignment (on the node's own connection it queues behind it instead). */
+const workersEpoch = new BigInt64Array(new SharedArrayBuffer(8));
+/** Assignments handed to the workers and not yet taken by all of them. */
+let assignsRunning = 0;
+function publishEpoch(): void {
+  if (assignsRunning === 0) Atomics.store(workersEpoch, 0, BigInt(epoch));
+}
+
 const workers = Array.from(
   { length: workerCount },
   (_, workerIndex) =>
     new WorkerChannel(
-      { workerIndex, workerCount, dataDir: join(dataDir, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity },
+      { workerIndex, workerCount, dataDir: join(dataDir, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity, host: args.host!, clusterSecret, epoch: workersEpoch },
       (err) => die(`worker ${workerIndex} failed: ${err instanceof Error ? err.stack : err}`),
       (out) => {
         for (const [slice, to, message] of out) queueReplication(to, slice, message);
@@ -236,6 +246,7 @@ function die(message: string): never {
 function setEpoch(next: number): void {
   assert(Number.isSafeInteger(next) && next >= epoch, `an epoch only grows (had ${epoch}, got ${next})`);
   epoch = next;
+  publishEpoch();
 }
 
 // Refusals are logged at most once a second (with a count of the others), so that a
@@ -247,6 +258,7 @@ function refuse(ws: WebSocket, why: string): void {
   ws.close(1008, closeReason(why));
 }
 
+/** Hands each worker its part of an Assign (counted in assignsRunning by the caller); publishes the epoch once all took it. */
 async function assign(newEpoch: number, sliceCount: number, slices: number[], controls: (ReplicaControl | null)[]): Promise<void> {
   // Replication entries that came before this Assign reach the workers before it, in the order they came.
   if (incoming.size > 0) deliverReplication();
@@ -261,6 +273,8 @@ async function assign(newEpoch: number, sliceCount: number, slices: number[], co
       assert(result[0] !== RESULT_ERROR, `worker ${w} refused its assignment: ${String(result[2])}`);
     }),
   );
+  assignsRunning--;
+  publishEpoch();
 }
 
 function send(ws: WebSocket, frame: NodeFrameMessage): void {
@@ -294,8 +308,11 @@ function onFrame(ws: WebSocket, via: number, data: Buffer): void {
       // Taken now, so that a later Assign or Epoch is checked against it; the workers get
       // it in order, before any batch that arrives after it.
       coordinatorConnection = ws;
+      assignsRunning++; // until every worker took it (assign): the workers' epoch stays where it was
       setEpoch(newEpoch);
       if (replication !== null && nextReplication !== null && nextReplication.self !== replication.self) {
+        assignsRunning--;
+        publishEpoch();
         return refuse(ws, `this node is node ${replication.self} of the map, not ${nextReplication.self}`);
       }
       // Taken at once (the workers get their part in order with the assignment, and messages for
@@ -354,6 +371,8 @@ function onFrame(ws: WebSocket, via: number, data: Buffer): void {
 }
 
 const recovered = await Promise.all(workers.map((w) => w.open())).catch((err: Error) => die(`cannot recover: ${err.message}`));
+/** Each worker's batch port (batch-port.ts), in Hello. */
+const batchPorts = recovered.map((r) => r.batchPort);
 recovered.forEach((r, i) => {
   if (r.items > 0 || r.replayedRecords > 0 || r.tornBytes > 0) {
     console.log(
@@ -382,7 +401,7 @@ const server = new WebSocketServer({
 });
 let lastCloseReason = '';
 server.on('connection', (ws) => {
-  ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, identity.nodeId, identity.clusterId]));
+  ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, identity.nodeId, identity.clusterId, batchPorts]));
   const via = nextConnection++;
   connections.set(via, ws);
   ws.on('message', (data, isBinary) => {

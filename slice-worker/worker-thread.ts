@@ -19,6 +19,14 @@ port.on('message', (task: WorkerTask) => {
   const transfer: ArrayBuffer[] = [];
   try {
     const result = run(task);
+    if (result instanceof Promise) {
+      // 'open': the node sends nothing else until it is answered.
+      result.then(
+        (summary) => port.postMessage({ result: summary }),
+        (err) => port.postMessage({ failed: err }),
+      );
+      return;
+    }
     if (Array.isArray(result)) {
       for (let i = 0; i < result.length; i++) {
         const r = result[i];

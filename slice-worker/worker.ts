@@ -60,6 +60,7 @@ import { SliceReplicas } from './replication/slice-replicas.js';
 
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
 import { WriteAheadLog } from './wal.js';
+import { openBatchPort } from './batch-port.js';
 import { sparseLog } from '../shared/sparse-log.js';
 
 export interface WorkerConfig {
@@ -69,6 +70,11 @@ export interface WorkerConfig {
   durability: DurabilityMode;
   snapshotAfterBytes: number;
   capacity: SliceCapacity;
+  /** The node's host and cluster secret: the worker's batch port listens there and asks for it (batch-port.ts). */
+  host: string;
+  clusterSecret: string;
+  /** One cell: the epoch the node serves, written by the node's main thread (publishEpoch in main.ts). */
+  epoch: BigInt64Array;
 }
 
 /** What the node tells a worker with its assignment: this node's index in the map and the worker's
@@ -107,6 +113,8 @@ export type NodePortMessage = [
 ];
 
 export interface OpenSummary {
+  /** The worker's batch port (batch-port.ts). */
+  batchPort: number;
   items: number;
   snapshotItems: number;
   replayedRecords: number;
@@ -341,9 +349,18 @@ function release(h: Held, slice: number): void {
   if (h.waits.size > 0) return;
   // In a buffer of its own (msgpackr packs into a buffer it reuses: DESIGN.md's trap), with the headroom for the
   // node's BatchReply head (encodeOwnedResults).
-  answers.push([h.ticket, encodeOwnedResults(h.results)]);
+  const bytes = encodeOwnedResults(h.results);
+  const send = heldOnBatchPort.get(h.ticket);
+  if (send !== undefined) {
+    heldOnBatchPort.delete(h.ticket);
+    return send(bytes);
+  }
+  answers.push([h.ticket, bytes]);
   queuePortFlush();
 }
+
+/** Held chunks that came on the batch port: ticket -> what sends their answer there (not through the node). */
+const heldOnBatchPort = new Map<number, (results: Uint8Array) => void>();
 
 function onCommitted(slice: number, index: number): void {
   const waiting = heldBySlice.get(slice);
@@ -501,7 +518,7 @@ function maybeCompact(): void {
   });
 }
 
-function open(task: { port: MessagePort }): OpenSummary {
+async function open(task: { port: MessagePort }): Promise<OpenSummary> {
   const started = performance.now();
   mkdirSync(config.dataDir, { recursive: true });
   port = task.port;
@@ -514,7 +531,21 @@ function open(task: { port: MessagePort }): OpenSummary {
   // After the worker log: a replicated slice's state is the replica log's (its snapshot and committed records).
   const self = readStateFile<{ self: number }>(selfFile);
   if (self !== null) openReplicas(self.self);
+  // Once recovered: a batch that comes on it runs on what the log holds.
+  const batchPort = await openBatchPort({
+    host: config.host,
+    clusterSecret: config.clusterSecret,
+    workerIndex: config.workerIndex,
+    epochNow: () => Number(Atomics.load(config.epoch, 0)),
+    run: (chunks) => runBatches(chunks, chunks.map(() => false), chunks.map(() => null)),
+    held: (ticket, send) => {
+      // Released only by a commit or a lease, which come in later turns than the task that held it.
+      assert(!heldOnBatchPort.has(ticket) && !answers.some(([t]) => t === ticket), `ticket ${ticket} is held once, and is still held`);
+      heldOnBatchPort.set(ticket, send);
+    },
+  });
   return {
+    batchPort,
     items: store.itemCount,
     snapshotItems: snapshot.items,
     replayedRecords: opened.recovery.replayed,
@@ -696,6 +727,6 @@ async function snapshot(wal: WriteAheadLog): Promise<void> {
   await wal.dropSegmentsBefore(lsn + 1);
 }
 
-export default function run(task: WorkerTask): OpenSummary | ChunkAnswer[] {
+export default function run(task: WorkerTask): Promise<OpenSummary> | ChunkAnswer[] {
   return task.kind === 'open' ? open(task) : runBatches(task.chunks, task.trusted, task.controls);
 }

@@ -5,11 +5,11 @@
 // they start from, each of which must pass.
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { checkSliceOp, closeReason, decodeNodeFrame, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp } from '../shared/protocol.js';
+import { checkSliceOp, closeReason, decodeNodeFrame, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver } from '../shared/protocol.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
-const frame = (v: unknown, to: 'node' | 'coordinator' = 'node') => decodeNodeFrame(recordPackr.pack(v), to);
+const frame = (v: unknown, to: NodeFrameReceiver = 'node') => decodeNodeFrame(recordPackr.pack(v), to);
 const SEED = Number(process.env.KEYSLICE_FUZZ_SEED ?? 7);
 
 describe('node frames', () => {
@@ -30,11 +30,21 @@ describe('node frames', () => {
   });
 
   it('takes only the kinds its side receives, and checks batches part by part', () => {
-    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null])).toThrow(/not one a slice node receives/);
+    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, [1, 2]])).toThrow(/not one a slice node receives/);
     expect(() => frame([NodeFrame.Batch, 1, 1, []], 'coordinator')).toThrow(/not one a coordinator receives/);
-    expect(frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null], 'coordinator')).toHaveLength(5);
+    expect(frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, [7301, 7302]], 'coordinator')).toHaveLength(6);
     expect(() => frame([NodeFrame.Hello, 3, 2], 'coordinator')).toThrow(new RegExp(`speaks node protocol 3, this coordinator ${NODE_PROTOCOL_VERSION}`));
-    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 0, CLUSTER, null], 'coordinator')).toThrow(/worker count/);
+    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 0, CLUSTER, null, []], 'coordinator')).toThrow(/worker count/);
+    // A batch port per worker (node protocol 19), each a port number.
+    for (const ports of [null, [7301], [7301, 0], [7301, 65536], [7301, 'x']]) {
+      expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, ports], 'coordinator'), JSON.stringify(ports)).toThrow(/batch ports/);
+    }
+    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null], 'coordinator')).toThrow(/has 5 fields, got 4/);
+    // A worker's batch port takes Batch frames only.
+    expect(frame([NodeFrame.Batch, 1, 2, [[0, Buffer.from([0x90])]]], 'worker')).toHaveLength(4);
+    for (const kind of [NodeFrame.Assign, NodeFrame.Epoch, NodeFrame.Replicate, NodeFrame.Hello, NodeFrame.BatchReply]) {
+      expect(() => frame([kind, 1], 'worker')).toThrow(/not one a worker's batch port receives/);
+    }
     const ops = Buffer.from([0x90]);
     expect(frame([NodeFrame.Batch, 1, 2, [[0, ops], [1, ops]]])).toHaveLength(4);
     for (const parts of [null, [[0]], [[0, 'ops']], [[-1, ops]], [[0, ops], [0, ops]], [[64, ops]]]) {

@@ -30,7 +30,7 @@ async function fakeNode(): Promise<{ url: string; assigns: NodeFrameMessage[]; s
       const frame = decodeNodeFrame(new Uint8Array(data), 'node');
       if (frame[0] === NodeFrame.Assign) assigns.push(frame);
     });
-    ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null]));
+    ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null, [1, 2]]));
   });
   const { port } = server.address() as { port: number };
   return { url: `ws://127.0.0.1:${port}`, assigns, socket: () => current! };

@@ -65,7 +65,7 @@ describe('replication links name their node protocol version', () => {
       dialed++;
       header = req.headers[NODE_PROTOCOL_HEADER];
       // A Hello as a node of the previous version sends it.
-      ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION - 1, 1, '0'.repeat(32), null]));
+      ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION - 1, 1, '0'.repeat(32), null, [1]]));
       ws.on('message', (data: Buffer) => received.push(data));
     });
     const lines: string[] = [];

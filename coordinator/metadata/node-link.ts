@@ -11,6 +11,13 @@
 // A router's link (assignment null) never sends Assign or Epoch: the node's slices and
 // epoch are the coordinator's to set. It sends batches at the epoch of the router's copy
 // of the map; a node at another epoch refuses them (WrongOwner) and the router catches up.
+// A router's link also dials each worker's batch port (named in Hello, node protocol 19)
+// and sends each worker's batches there, one frame per worker, so that a request skips
+// the node's main thread (slice-worker/batch-port.ts). The link is ready once all of them
+// are open, and the node's connection and its batch ports live and die together: one
+// lost closes the rest, which fails what is in flight, and the link dials again. The
+// coordinator's link keeps its batches on the node's connection, in order with its Assign
+// and Epoch frames.
 import WebSocket from 'ws';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import {
@@ -32,6 +39,7 @@ import {
   encodeSliceOps,
   errorFromResult,
   NodeFrame,
+  NODE_PROTOCOL_HEADER,
   NODE_PROTOCOL_VERSION,
   RESULT_ERROR,
   RESULT_OK,
@@ -60,6 +68,8 @@ export class NodeLink {
   state: LinkState = 'connecting';
   workerCount = 0;
   private ws: WebSocket | null = null;
+  /** A router's connections to the node's workers' batch ports, by worker (null: batches go on `ws`). */
+  private batchSockets: WebSocket[] | null = null;
   private queue = new SendQueue<Settle>(0, (parts) => this.sendBatch(parts));
   private nextBatchId = 1;
   private readonly inFlight = new Map<number, InFlight>();
@@ -157,6 +167,7 @@ export class NodeLink {
   close(): void {
     this.state = 'closed';
     this.ws?.terminate();
+    this.closeBatchSockets();
     this.failAll(new KeysliceError('Unavailable', 'the coordinator is shutting down'));
   }
 
@@ -192,6 +203,7 @@ export class NodeLink {
     ws.on('close', () => {
       if (this.ws !== ws) return;
       this.ws = null;
+      this.closeBatchSockets();
       const wasReady = this.state === 'ready';
       if (this.state !== 'closed') this.state = 'connecting';
       if (wasReady) this.log(`slice node ${this.url} disconnected`);
@@ -242,7 +254,7 @@ export class NodeLink {
         this.lastProblem = '';
         this.workerCount = workerCount;
         this.queue = new SendQueue<Settle>(workerCount, (parts) => this.sendBatch(parts));
-        if (this.assignment === null) return this.becomeReady(`slice node ${this.url} ready: ${workerCount} workers`);
+        if (this.assignment === null) return this.openBatchSockets(ws, frame[5]);
         this.state = 'assigning';
         const a = this.assignment();
         this.assignedEpoch = a.epoch;
@@ -274,42 +286,92 @@ export class NodeLink {
         }
         return;
       }
-      case NodeFrame.BatchReply: {
-        const [, batchId, worker, bytes] = frame;
-        const batch = this.inFlight.get(batchId);
-        const settles = batch?.waiting.get(worker);
-        if (batch === undefined || settles === undefined) return; // timed out earlier
-        batch.waiting.delete(worker);
-        batch.queue.answered(worker);
-        if (batch.waiting.size === 0) {
-          clearTimeout(batch.timer);
-          this.inFlight.delete(batchId);
-        }
-        let results: SliceOpResult[];
-        try {
-          results = decodeSliceResults(bytes);
-        } catch {
-          results = [];
-        }
-        // A broken node, not a broken coordinator: fail these ops and say so.
-        if (!Array.isArray(results) || results.length !== settles.length || !results.every((r) => Array.isArray(r) && (r[0] === RESULT_OK || r[0] === RESULT_ERROR))) {
-          const err = new KeysliceError('Internal', `slice node ${this.url} answered batch ${batchId} with malformed results`);
-          this.log(err.message);
-          for (const s of settles) s.reject(err);
-          return;
-        }
-        for (let i = 0; i < results.length; i++) {
-          const r = results[i];
-          if (r[0] === RESULT_OK) settles[i].resolve(r[1]);
-          else settles[i].reject(errorFromResult(r[1], r[2], r[3]));
-        }
-        return;
-      }
+      case NodeFrame.BatchReply:
+        return this.onBatchReply(frame);
       case NodeFrame.BatchError: {
         const [, batchId, code, message] = frame;
         this.failBatch(batchId, errorFromResult(code, message));
         return;
       }
+    }
+  }
+
+  /** A router's link: dials each worker's batch port; ready once all are open. */
+  private openBatchSockets(ws: WebSocket, ports: number[]): void {
+    assert(this.assignment === null && this.batchSockets === null && ports.length === this.workerCount, 'a router link dials one batch port per worker, once per connection');
+    // The node's host as this link reaches it (URL.hostname keeps an IPv6 address's brackets).
+    const host = new URL(this.url).hostname;
+    let open = 0;
+    this.batchSockets = ports.map((port) => {
+      const s = new WebSocket(`ws://${host}:${port}`, {
+        maxPayload: INTERNAL_FRAME_BYTES_MAX,
+        handshakeTimeout: NODE_CONNECT_TIMEOUT_MS,
+        headers: { [CLUSTER_SECRET_HEADER]: this.clusterSecret, [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) },
+        generateMask: () => {}, // as on the node's connection (connect)
+      });
+      s.binaryType = 'nodebuffer';
+      s.on('open', () => {
+        if (++open === ports.length && this.ws === ws && this.state === 'connecting') this.becomeReady(`slice node ${this.url} ready: ${this.workerCount} workers, batch ports ${ports.join(', ')}`);
+      });
+      s.on('message', (data: Buffer) => this.onBatchPortFrame(ws, data));
+      s.on('error', () => {}); // 'close' follows
+      // One batch port lost (or refused): the whole link goes, and its close handler fails what is in flight.
+      s.on('close', () => {
+        if (this.ws === ws) ws.terminate();
+      });
+      return s;
+    });
+  }
+
+  private closeBatchSockets(): void {
+    for (const s of this.batchSockets ?? []) s.terminate();
+    this.batchSockets = null;
+  }
+
+  /** A frame on a batch port of the node connected as `ws`: only answers to batches. */
+  private onBatchPortFrame(ws: WebSocket, data: Buffer): void {
+    if (this.ws !== ws) return;
+    this.silentSince = 0;
+    let frame;
+    try {
+      frame = decodeNodeFrame(data, 'coordinator');
+    } catch (err) {
+      this.log(`slice node ${this.url} sent a malformed frame on a batch port: ${(err as Error).message}`);
+      ws.terminate();
+      return;
+    }
+    if (frame[0] === NodeFrame.BatchReply) return this.onBatchReply(frame);
+    if (frame[0] === NodeFrame.BatchError) return this.failBatch(frame[1], errorFromResult(frame[2], frame[3]));
+    this.protocolError(ws, `frame kind ${frame[0]} on a batch port`);
+  }
+
+  private onBatchReply([, batchId, worker, bytes]: [number, number, number, Uint8Array]): void {
+    const batch = this.inFlight.get(batchId);
+    const settles = batch?.waiting.get(worker);
+    if (batch === undefined || settles === undefined) return; // timed out earlier
+    batch.waiting.delete(worker);
+    batch.queue.answered(worker);
+    if (batch.waiting.size === 0) {
+      clearTimeout(batch.timer);
+      this.inFlight.delete(batchId);
+    }
+    let results: SliceOpResult[];
+    try {
+      results = decodeSliceResults(bytes);
+    } catch {
+      results = [];
+    }
+    // A broken node, not a broken coordinator: fail these ops and say so.
+    if (!Array.isArray(results) || results.length !== settles.length || !results.every((r) => Array.isArray(r) && (r[0] === RESULT_OK || r[0] === RESULT_ERROR))) {
+      const err = new KeysliceError('Internal', `slice node ${this.url} answered batch ${batchId} with malformed results`);
+      this.log(err.message);
+      for (const s of settles) s.reject(err);
+      return;
+    }
+    for (let i = 0; i < results.length; i++) {
+      const r = results[i];
+      if (r[0] === RESULT_OK) settles[i].resolve(r[1]);
+      else settles[i].reject(errorFromResult(r[1], r[2], r[3]));
     }
   }
 
@@ -335,9 +397,14 @@ export class NodeLink {
     ws.terminate();
   }
 
-  /** One frame of the queue's parts (send-queue.ts decides when). */
+  /** The queue's parts (send-queue.ts decides when): one frame on the node's connection, or one per worker on its batch port. */
   private sendBatch(frameParts: FrameParts<Settle>): void {
-    const ws = this.ws;
+    const sockets = this.batchSockets;
+    if (sockets === null) return this.sendFrame(this.ws, frameParts);
+    for (const p of frameParts) this.sendFrame(sockets[p.worker], [p]);
+  }
+
+  private sendFrame(ws: WebSocket | null, frameParts: FrameParts<Settle>): void {
     const parts: [number, Uint8Array][] = [];
     const waiting = new Map<number, Settle[]>();
     for (const p of frameParts) {
