@@ -1,7 +1,7 @@
 // Replica sets in the cluster map: each slice's replicas on distinct nodes, the leader
 // first, a leader term that grows with every change of leader, the effective
 // replication factor and the plain sentences that refuse a misconfiguration.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -267,6 +267,29 @@ describe('replica sets in the cluster map', () => {
     // Once the draining node leaves a slice, the drain step is done: no new replica is named any more.
     five.dropLeavingReplicas([{ slice: undo[0], node: 4 }]);
     expect(five.joiningOf(undo[0])).toBe(-1);
+  });
+
+  it('leaves its state as it was when placing replicas cannot be written (a full or broken disk), and places them once it can', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const down = new Set<number>([1]);
+    const map = open(4, 3, dir);
+    map.isUp = (n) => !down.has(n);
+    // Node 3 drains while node 1 is down: some slices are left without a new replica (node 1 was their only candidate).
+    map.setStatus(3, 'draining');
+    const slices = Array.from({ length: 64 }, (_, s) => s);
+    const before = slices.map((s) => [map.replicasOf(s), map.unsettledOf(s), map.lastLeadOf(s)]);
+    down.clear();
+    // The state file cannot be written: its temporary file's path is taken by a folder.
+    mkdirSync(join(dir, 'cluster-map.json.tmp'));
+    expect(() => map.placeReplicas()).toThrow();
+    expect(slices.map((s) => [map.replicasOf(s), map.unsettledOf(s), map.lastLeadOf(s)])).toEqual(before);
+    rmSync(join(dir, 'cluster-map.json.tmp'), { recursive: true });
+    const filled = map.placeReplicas();
+    expect(filled.length).toBeGreaterThan(0);
+    // Each filled set's change is unsettled from the set before it, in memory and on disk alike.
+    for (const s of filled) expect(map.unsettledOf(s)).toEqual([before[s][0]]);
+    const again = open(4, 3, dir);
+    for (const s of slices) expect([again.replicasOf(s), again.unsettledOf(s)]).toEqual([map.replicasOf(s), map.unsettledOf(s)]);
   });
 
   it('keeps a replica that left a slice\'s set in its node\'s assignment while the change is not settled', () => {

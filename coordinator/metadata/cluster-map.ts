@@ -135,7 +135,8 @@ export class ClusterMap {
         unsettled: saved.unsettled ?? saved.owners.map(() => []),
         lastLead: saved.lastLead ?? saved.owners.map(() => null),
       }, replication);
-      if (saved.clusterId === undefined) map.save(map.state);
+      // An older map gets its cluster id written, nothing else changed.
+      if (saved.clusterId === undefined) writeStateFile(path, map.state);
       for (const url of nodes) map.addNode(url);
       map.placeReplicas();
       return map;
@@ -396,8 +397,9 @@ export class ClusterMap {
    * when it changed; membership.ts calls it on its tick), for the slices `mayChange` allows. No epoch change
    * (followers are not routing). Returns the slices whose set changed. */
   placeReplicas(mayChange: (slice: number) => boolean = () => true): number[] {
-    // placeFollowers replaces only these two arrays' entries: the rest of the state is shared, not copied.
-    const next = { ...this.state, followers: [...this.state.followers], joining: [...this.state.joining] };
+    // placeFollowers replaces only followers' and joining's entries, and save (recordUnsettled) unsettled's and
+    // lastLead's: the rest of the state is shared, not copied. A write that fails leaves this.state as it was.
+    const next = { ...this.state, followers: [...this.state.followers], joining: [...this.state.joining], unsettled: [...this.state.unsettled], lastLead: [...this.state.lastLead] };
     if (!placeFollowers(next, this.replicationFactor, this.isUp, mayChange)) return [];
     checkReplicas(next);
     this.save(next);
@@ -583,6 +585,8 @@ const setOf = (s: State, slice: number) => (s.owners[slice] < 0 ? [] : [s.owners
  * replacement, keyslice remove's refill: {A,B,C} -> {A,B,D}, a write on A and C, and B and D elect B). A set of one
  * replica (R=1) has no failover, and no joint majority with it. */
 function recordUnsettled(prev: State, next: State): void {
+  // It writes next's entries: next owns these arrays, or a write that fails would change the state in force.
+  assert(next.unsettled !== prev.unsettled && next.lastLead !== prev.lastLead, 'a change is recorded in a copy of the state');
   for (let slice = 0; slice < next.sliceCount; slice++) {
     const before = setOf(prev, slice);
     const after = setOf(next, slice);
