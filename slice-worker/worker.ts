@@ -41,7 +41,6 @@ import {
   EFFECT_DROP_TABLE,
   encodeOwnedResults,
   encodeReplicationMessage,
-  encodeSliceResults,
   isWriteOp,
   MalformedFrame,
   requestIdOf,
