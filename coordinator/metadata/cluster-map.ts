@@ -192,8 +192,7 @@ export class ClusterMap {
   }
   /** [leader, ...followers] of a slice (empty while no node has joined). */
   replicasOf(slice: number): number[] {
-    const owner = this.state.owners[slice];
-    return owner < 0 ? [] : [owner, ...this.state.followers[slice]];
+    return setOf(this.state, slice);
   }
   /** The slice's leader term; it only grows, and grows whenever the leader changes. */
   termOf(slice: number): number {
@@ -242,7 +241,7 @@ export class ClusterMap {
       next.termsUsed[slice] = term;
     }
     for (const { slice, leader, term } of elected) {
-      const replicas = next.owners[slice] < 0 ? [] : [next.owners[slice], ...next.followers[slice]];
+      const replicas = setOf(next, slice);
       assert(replicas.includes(leader), `node ${leader} is a replica of slice ${slice}`);
       assert(Number.isSafeInteger(term) && term > next.terms[slice] && term <= next.termsUsed[slice], `a leader term only grows and was used (slice ${slice} is at ${next.terms[slice]}, got ${term})`);
       if (leader !== next.owners[slice]) {
@@ -557,7 +556,7 @@ export class ClusterMap {
     // A move whose new replica placement took out (its node drained or left) is no longer one, nor is a drain's new
     // replica once no replica of the slice drains (the drain of the slice is done, or the node is active again).
     for (let s = 0; s < next.sliceCount; s++) {
-      const set = next.owners[s] < 0 ? [] : [next.owners[s], ...next.followers[s]];
+      const set = setOf(next, s);
       if (next.joining[s] >= 0 && (!set.includes(next.joining[s]) || (next.leaving[s] < 0 && !set.some((n) => next.status[n] === 'draining')))) next.joining[s] = -1;
     }
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
@@ -576,6 +575,7 @@ export class ClusterMap {
 
 const activeCount = (s: State) => s.status.filter((x) => x === 'active').length;
 
+/** [leader, ...followers] of a slice in `s` (empty while no node has joined). */
 const setOf = (s: State, slice: number) => (s.owners[slice] < 0 ? [] : [s.owners[slice], ...s.followers[slice]]);
 
 /** Each slice whose replica set changed from `prev` to `next` keeps the set before (and the older sets of its change,
