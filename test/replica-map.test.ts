@@ -468,6 +468,32 @@ describe('a coordinator that restarts', () => {
     }
   });
 
+  it('elects the one replica a slice had when its set grows from it to three at once (a coordinator started again with a larger factor)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    // Three nodes at R=1: each slice's items are on its owner alone.
+    const one = open(3, 1, dir);
+    const a = one.ownerOf(0);
+    // The coordinator starts again at R=3: slice 0's set {a} becomes {a, b, c} in one change, b and c empty.
+    const three = open(3, 3, dir);
+    expect(three.replicasOf(0)).toHaveLength(3);
+    const [b, c] = three.replicasOf(0).filter((n) => n !== a);
+    const { sent, links } = stubLinks(3);
+    const leaders = new ReplicaLeaders(three, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(sent, [a, b, c]);
+      // b and c promise: a majority of the new set, without the only replica that holds the slice's items.
+      for (const n of [b, c]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(leadOf(sent, term), 'a Lead named by the two empty replicas').toBe(-1);
+      // a's first replica starts from a snapshot of its items (index 1, term 1): it answers, and leads.
+      leaders.receive(a, [[0, { type: 'Prepared', term, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leadOf(sent, term)).toBe(a);
+    } finally {
+      leaders.close();
+    }
+  });
+
   it('waits for no lease when the replica its last Lead went to answers from a process started since (the lease died with it)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(3, 3, dir);

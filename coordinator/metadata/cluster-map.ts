@@ -582,8 +582,11 @@ const setOf = (s: State, slice: number) => (s.owners[slice] < 0 ? [] : [s.owners
  * if that had not settled) in `next.unsettled`, in the same write as the change: a coordinator that restarts before
  * the change settled must elect by majorities of those sets too. Built from the map's set alone, an election there
  * heard a majority of the new set only, which need not hold a write acknowledged on a majority of the old one (a
- * replacement, keyslice remove's refill: {A,B,C} -> {A,B,D}, a write on A and C, and B and D elect B). A set of one
- * replica (R=1) has no failover, and no joint majority with it. */
+ * replacement, keyslice remove's refill: {A,B,C} -> {A,B,D}, a write on A and C, and B and D elect B). A set that
+ * grows from one replica keeps that one too (its slice's items are on it alone: {A} -> {A,B,C}, a coordinator started
+ * again with a larger factor, and the empty B and C elect B); a set of one has no failover of its own. A set that
+ * loses its only replica (keyslice remove --forget-data) keeps nothing: its items are gone, and no answer of it will
+ * come. */
 function recordUnsettled(prev: State, next: State): void {
   // It writes next's entries: next owns these arrays, or a write that fails would change the state in force.
   assert(next.unsettled !== prev.unsettled && next.lastLead !== prev.lastLead, 'a change is recorded in a copy of the state');
@@ -591,7 +594,8 @@ function recordUnsettled(prev: State, next: State): void {
     const before = setOf(prev, slice);
     const after = setOf(next, slice);
     if (sameSet(before, after)) continue;
-    next.unsettled[slice] = before.length >= 2 && after.length >= 2 ? setsBefore([before, ...prev.unsettled[slice]], after) : [];
+    const kept = before.length >= 2 || (before.length === 1 && after.includes(before[0]));
+    next.unsettled[slice] = kept && after.length >= 2 ? setsBefore([before, ...prev.unsettled[slice]], after) : [];
     // Nothing is known of leases across a time without replicas: the next election waits reported leases out.
     if (after.length < 2) next.lastLead[slice] = null;
   }
