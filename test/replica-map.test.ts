@@ -468,6 +468,38 @@ describe('a coordinator that restarts', () => {
     }
   });
 
+  it('says at most once a second that a settled change cannot be written to the map, and writes it once it can', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    const [a, b, c] = map.replicasOf(0);
+    map.removeReplicatedNode(c);
+    const d = map.replicasOf(0).find((n) => ![a, b, c].includes(n))!;
+    const { sent, links } = stubLinks(4);
+    const lines: string[] = [];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
+    try {
+      const term = await prepared(sent, [a, b, d]);
+      for (const n of [a, b, d]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 1, lastIndex: n === a ? 5 : 3, leaseWaitMs: 0, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leadOf(sent, term)).toBe(a);
+      // The state file cannot be written (its temporary file's path is taken by a folder) when the change settles.
+      mkdirSync(join(dir, 'cluster-map.json.tmp'));
+      leaders.receive(a, [[0, { type: 'Pong', seq: 1, term, leading: true, commitTerm: term, lastIndex: 6 }]]);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(leaders.settled(0)).toBe(true);
+      expect(map.unsettledOf(0)).toHaveLength(1); // only stricter meanwhile
+      const said = lines.filter((l) => /cannot record \d+ settled replica-set changes/.test(l));
+      // Tried at every tick (100 ms), said at most once a second.
+      expect(said.length).toBeGreaterThan(0);
+      expect(said.length).toBeLessThanOrEqual(2);
+      rmSync(join(dir, 'cluster-map.json.tmp'), { recursive: true });
+      for (let i = 0; i < 40 && map.unsettledOf(0).length > 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(open(4, 3, dir).unsettledOf(0)).toEqual([]);
+    } finally {
+      leaders.close();
+    }
+  });
+
   it('elects the one replica a slice had when its set grows from it to three at once (a coordinator started again with a larger factor)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     // Three nodes at R=1: each slice's items are on its owner alone.
