@@ -580,7 +580,8 @@ export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
 }
 
 /** Decodes and checks one replication message for `slice` that `receiver` got from `from` (COORDINATOR or a node
- * index): a whole message (checkReplicationMessage) of those that hop carries. Throws MalformedFrame. */
+ * index): a whole message (checkReplicationMessage) of those that hop carries, other than KeepAlives (a map in the
+ * frame, never bytes). Throws MalformedFrame. */
 export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiver: 'node' | 'coordinator', slice: number): ReplicationMessage {
   let m: unknown;
   try {
@@ -589,6 +590,9 @@ export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiv
     fail(`Replicate: slice ${slice}: a replication message is not valid msgpack: ${(err as Error).message}`);
   }
   checkHopMessage(m, from, receiver, slice);
+  // KeepAlives travel as a map, which the node splits into one KeepAlive per slice before a replica sees it: as bytes
+  // they would reach a replica whole, which asserts that none does (a peer's frame would stop the node).
+  if ((m as ReplicationMessage).type === 'KeepAlives') fail(`Replicate: slice ${slice}: KeepAlives travel as a map, not as a message's bytes`);
   return m as ReplicationMessage;
 }
 

@@ -144,6 +144,11 @@ describe('node frames', () => {
     // A message other than KeepAlives as a map rather than its bytes: refused with the frame, by either receiver.
     for (const to of ['node', 'coordinator'] as const) expect(() => frame([NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1, sentAt: 0 }]]], to)).toThrow(/slice 1: a message is its bytes/);
     for (const [f, why] of bad) for (const to of ['node', 'coordinator'] as const) expect(() => receive(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
+    // KeepAlives as a message's bytes (a sender's own encoding, not the map the node splits): refused by the worker's
+    // check, not handed whole to a replica (which asserts that none reaches it).
+    const keepAlives = Buffer.from(encodeReplicationMessage({ type: 'KeepAlives', slices: [1, 2, 0, 12, 0] }));
+    for (const from of [-1, 0]) expect(() => decodeReplicationMessage(keepAlives, from, 'node', 1)).toThrow(MalformedFrame);
+    expect(() => decodeReplicationMessage(keepAlives, 0, 'node', 1)).toThrow(/KeepAlives travel as a map/);
   });
 
   it(`survives ${2000} random byte strings and msgpack values (seed ${SEED})`, () => {

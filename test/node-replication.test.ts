@@ -48,6 +48,7 @@ import {
   decodeNodeFrame,
   decodeSliceResults,
   encodeNodeFrame,
+  encodeReplicationMessage,
   encodeSliceOps,
   NodeFrame,
   RESULT_OK,
@@ -484,6 +485,16 @@ describe('replication between real slice nodes', () => {
     const [code3, reason3] = await closed3;
     expect(code3).toBe(1008);
     expect(reason3).toMatch(/type is a string, not a bigint/);
+    // KeepAlives as a message's bytes, not the map the node splits by slice: refused by the worker's check (handed on
+    // whole, a replica asserted that none reaches it, and the node exited).
+    const asBytes = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
+    asBytes.on('error', () => {});
+    await new Promise((r) => asBytes.once('message', r));
+    const closed4 = new Promise<[number, string]>((r) => asBytes.once('close', (c, why) => r([c, why.toString()])));
+    asBytes.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, encodeReplicationMessage({ type: 'KeepAlives', slices: [0, 3, 0, 0, 0] })]]]));
+    const [code4, reason4] = await closed4;
+    expect(code4).toBe(1008);
+    expect(reason4).toMatch(/KeepAlives travel as a map/);
     // The node goes on: its coordinator connection is intact, and it replicates and serves.
     const [r] = (await putOn(link, 2, 'after-garbage', 7))!;
     expect(r[0]).toBe(RESULT_OK);

@@ -1,7 +1,7 @@
 // Replica sets in the cluster map: each slice's replicas on distinct nodes, the leader
 // first, a leader term that grows with every change of leader, the effective
 // replication factor and the plain sentences that refuse a misconfiguration.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -269,6 +269,29 @@ describe('replica sets in the cluster map', () => {
     expect(five.joiningOf(undo[0])).toBe(-1);
   });
 
+  it('leaves its state as it was when placing replicas cannot be written (a full or broken disk), and places them once it can', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const down = new Set<number>([1]);
+    const map = open(4, 3, dir);
+    map.isUp = (n) => !down.has(n);
+    // Node 3 drains while node 1 is down: some slices are left without a new replica (node 1 was their only candidate).
+    map.setStatus(3, 'draining');
+    const slices = Array.from({ length: 64 }, (_, s) => s);
+    const before = slices.map((s) => [map.replicasOf(s), map.unsettledOf(s), map.lastLeadOf(s)]);
+    down.clear();
+    // The state file cannot be written: its temporary file's path is taken by a folder.
+    mkdirSync(join(dir, 'cluster-map.json.tmp'));
+    expect(() => map.placeReplicas()).toThrow();
+    expect(slices.map((s) => [map.replicasOf(s), map.unsettledOf(s), map.lastLeadOf(s)])).toEqual(before);
+    rmSync(join(dir, 'cluster-map.json.tmp'), { recursive: true });
+    const filled = map.placeReplicas();
+    expect(filled.length).toBeGreaterThan(0);
+    // Each filled set's change is unsettled from the set before it, in memory and on disk alike.
+    for (const s of filled) expect(map.unsettledOf(s)).toEqual([before[s][0]]);
+    const again = open(4, 3, dir);
+    for (const s of slices) expect([again.replicasOf(s), again.unsettledOf(s)]).toEqual([map.replicasOf(s), map.unsettledOf(s)]);
+  });
+
   it('keeps a replica that left a slice\'s set in its node\'s assignment while the change is not settled', () => {
     // The old set's majority may need it (a node of that set killed meanwhile): it answers for the slice until
     // the change settled. No node is connected here, so no election runs and the change stays unsettled.
@@ -440,6 +463,64 @@ describe('a coordinator that restarts', () => {
       expect(leaders.settled(0)).toBe(true);
       expect(again.unsettledOf(0)).toEqual([]);
       expect(open(4, 3, dir).unsettledOf(0)).toEqual([]);
+    } finally {
+      leaders.close();
+    }
+  });
+
+  it('says at most once a second that a settled change cannot be written to the map, and writes it once it can', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    const [a, b, c] = map.replicasOf(0);
+    map.removeReplicatedNode(c);
+    const d = map.replicasOf(0).find((n) => ![a, b, c].includes(n))!;
+    const { sent, links } = stubLinks(4);
+    const lines: string[] = [];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
+    try {
+      const term = await prepared(sent, [a, b, d]);
+      for (const n of [a, b, d]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 1, lastIndex: n === a ? 5 : 3, leaseWaitMs: 0, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leadOf(sent, term)).toBe(a);
+      // The state file cannot be written (its temporary file's path is taken by a folder) when the change settles.
+      mkdirSync(join(dir, 'cluster-map.json.tmp'));
+      leaders.receive(a, [[0, { type: 'Pong', seq: 1, term, leading: true, commitTerm: term, lastIndex: 6 }]]);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(leaders.settled(0)).toBe(true);
+      expect(map.unsettledOf(0)).toHaveLength(1); // only stricter meanwhile
+      const said = lines.filter((l) => /cannot record \d+ settled replica-set changes/.test(l));
+      // Tried at every tick (100 ms), said at most once a second.
+      expect(said.length).toBeGreaterThan(0);
+      expect(said.length).toBeLessThanOrEqual(2);
+      rmSync(join(dir, 'cluster-map.json.tmp'), { recursive: true });
+      for (let i = 0; i < 40 && map.unsettledOf(0).length > 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(open(4, 3, dir).unsettledOf(0)).toEqual([]);
+    } finally {
+      leaders.close();
+    }
+  });
+
+  it('elects the one replica a slice had when its set grows from it to three at once (a coordinator started again with a larger factor)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    // Three nodes at R=1: each slice's items are on its owner alone.
+    const one = open(3, 1, dir);
+    const a = one.ownerOf(0);
+    // The coordinator starts again at R=3: slice 0's set {a} becomes {a, b, c} in one change, b and c empty.
+    const three = open(3, 3, dir);
+    expect(three.replicasOf(0)).toHaveLength(3);
+    const [b, c] = three.replicasOf(0).filter((n) => n !== a);
+    const { sent, links } = stubLinks(3);
+    const leaders = new ReplicaLeaders(three, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(sent, [a, b, c]);
+      // b and c promise: a majority of the new set, without the only replica that holds the slice's items.
+      for (const n of [b, c]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(leadOf(sent, term), 'a Lead named by the two empty replicas').toBe(-1);
+      // a's first replica starts from a snapshot of its items (index 1, term 1): it answers, and leads.
+      leaders.receive(a, [[0, { type: 'Prepared', term, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leadOf(sent, term)).toBe(a);
     } finally {
       leaders.close();
     }

@@ -135,7 +135,8 @@ export class ClusterMap {
         unsettled: saved.unsettled ?? saved.owners.map(() => []),
         lastLead: saved.lastLead ?? saved.owners.map(() => null),
       }, replication);
-      if (saved.clusterId === undefined) map.save(map.state);
+      // An older map gets its cluster id written, nothing else changed.
+      if (saved.clusterId === undefined) writeStateFile(path, map.state);
       for (const url of nodes) map.addNode(url);
       map.placeReplicas();
       return map;
@@ -191,8 +192,7 @@ export class ClusterMap {
   }
   /** [leader, ...followers] of a slice (empty while no node has joined). */
   replicasOf(slice: number): number[] {
-    const owner = this.state.owners[slice];
-    return owner < 0 ? [] : [owner, ...this.state.followers[slice]];
+    return setOf(this.state, slice);
   }
   /** The slice's leader term; it only grows, and grows whenever the leader changes. */
   termOf(slice: number): number {
@@ -241,7 +241,7 @@ export class ClusterMap {
       next.termsUsed[slice] = term;
     }
     for (const { slice, leader, term } of elected) {
-      const replicas = next.owners[slice] < 0 ? [] : [next.owners[slice], ...next.followers[slice]];
+      const replicas = setOf(next, slice);
       assert(replicas.includes(leader), `node ${leader} is a replica of slice ${slice}`);
       assert(Number.isSafeInteger(term) && term > next.terms[slice] && term <= next.termsUsed[slice], `a leader term only grows and was used (slice ${slice} is at ${next.terms[slice]}, got ${term})`);
       if (leader !== next.owners[slice]) {
@@ -396,8 +396,9 @@ export class ClusterMap {
    * when it changed; membership.ts calls it on its tick), for the slices `mayChange` allows. No epoch change
    * (followers are not routing). Returns the slices whose set changed. */
   placeReplicas(mayChange: (slice: number) => boolean = () => true): number[] {
-    // placeFollowers replaces only these two arrays' entries: the rest of the state is shared, not copied.
-    const next = { ...this.state, followers: [...this.state.followers], joining: [...this.state.joining] };
+    // placeFollowers replaces only followers' and joining's entries, and save (recordUnsettled) unsettled's and
+    // lastLead's: the rest of the state is shared, not copied. A write that fails leaves this.state as it was.
+    const next = { ...this.state, followers: [...this.state.followers], joining: [...this.state.joining], unsettled: [...this.state.unsettled], lastLead: [...this.state.lastLead] };
     if (!placeFollowers(next, this.replicationFactor, this.isUp, mayChange)) return [];
     checkReplicas(next);
     this.save(next);
@@ -555,7 +556,7 @@ export class ClusterMap {
     // A move whose new replica placement took out (its node drained or left) is no longer one, nor is a drain's new
     // replica once no replica of the slice drains (the drain of the slice is done, or the node is active again).
     for (let s = 0; s < next.sliceCount; s++) {
-      const set = next.owners[s] < 0 ? [] : [next.owners[s], ...next.followers[s]];
+      const set = setOf(next, s);
       if (next.joining[s] >= 0 && (!set.includes(next.joining[s]) || (next.leaving[s] < 0 && !set.some((n) => next.status[n] === 'draining')))) next.joining[s] = -1;
     }
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
@@ -574,20 +575,27 @@ export class ClusterMap {
 
 const activeCount = (s: State) => s.status.filter((x) => x === 'active').length;
 
+/** [leader, ...followers] of a slice in `s` (empty while no node has joined). */
 const setOf = (s: State, slice: number) => (s.owners[slice] < 0 ? [] : [s.owners[slice], ...s.followers[slice]]);
 
 /** Each slice whose replica set changed from `prev` to `next` keeps the set before (and the older sets of its change,
  * if that had not settled) in `next.unsettled`, in the same write as the change: a coordinator that restarts before
  * the change settled must elect by majorities of those sets too. Built from the map's set alone, an election there
  * heard a majority of the new set only, which need not hold a write acknowledged on a majority of the old one (a
- * replacement, keyslice remove's refill: {A,B,C} -> {A,B,D}, a write on A and C, and B and D elect B). A set of one
- * replica (R=1) has no failover, and no joint majority with it. */
+ * replacement, keyslice remove's refill: {A,B,C} -> {A,B,D}, a write on A and C, and B and D elect B). A set that
+ * grows from one replica keeps that one too (its slice's items are on it alone: {A} -> {A,B,C}, a coordinator started
+ * again with a larger factor, and the empty B and C elect B); a set of one has no failover of its own. A set that
+ * loses its only replica (keyslice remove --forget-data) keeps nothing: its items are gone, and no answer of it will
+ * come. */
 function recordUnsettled(prev: State, next: State): void {
+  // It writes next's entries: next owns these arrays, or a write that fails would change the state in force.
+  assert(next.unsettled !== prev.unsettled && next.lastLead !== prev.lastLead, 'a change is recorded in a copy of the state');
   for (let slice = 0; slice < next.sliceCount; slice++) {
     const before = setOf(prev, slice);
     const after = setOf(next, slice);
     if (sameSet(before, after)) continue;
-    next.unsettled[slice] = before.length >= 2 && after.length >= 2 ? setsBefore([before, ...prev.unsettled[slice]], after) : [];
+    const kept = before.length >= 2 || (before.length === 1 && after.includes(before[0]));
+    next.unsettled[slice] = kept && after.length >= 2 ? setsBefore([before, ...prev.unsettled[slice]], after) : [];
     // Nothing is known of leases across a time without replicas: the next election waits reported leases out.
     if (after.length < 2) next.lastLead[slice] = null;
   }

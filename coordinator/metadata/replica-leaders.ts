@@ -71,6 +71,8 @@ export class ReplicaLeaders {
   private elected = new Map<number, Elected>();
   private flushQueued = false;
   private lastStartLogAt = 0;
+  /** When recordSettled last said that the map could not be written (at most once a second: it tries every tick). */
+  private lastSettledLogAt = 0;
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   /** Elections started since this process started, for status. */
@@ -337,13 +339,17 @@ export class ReplicaLeaders {
     for (const [slice, run] of this.runs) {
       const sets = run.failover.sets;
       if (sets.length - 1 === this.map.unsettledCountOf(slice) || this.current(slice) !== run) continue;
-      fix.set(slice, this.map.unsettledOf(slice).filter((u) => sets.slice(1).some((o) => sameSet(o, u))));
+      const kept = this.map.unsettledOf(slice).filter((u) => sets.slice(1).some((o) => sameSet(o, u)));
+      // Nothing to drop (the counts differ the other way): no write, which would be the same at every tick.
+      if (kept.length < this.map.unsettledCountOf(slice)) fix.set(slice, kept);
     }
     if (fix.size === 0) return;
     try {
       this.map.setUnsettled(fix);
     } catch (err) {
-      this.log(`cannot record ${fix.size} settled replica-set changes in the cluster map (${(err as Error).message})`);
+      if (Date.now() - this.lastSettledLogAt < 1_000) return;
+      this.lastSettledLogAt = Date.now();
+      this.log(`cannot record ${fix.size} settled replica-set changes in the cluster map (${(err as Error).message}); tried again at each tick`);
     }
   }
 
