@@ -9,7 +9,8 @@ import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, type ClusterOptions, type LocalCluster } from '../coordinator/cli/local-cluster.js';
 import type { OperationName, Request, Response } from '../shared/api.js';
 import { KeysliceError, isErrorCode } from '../shared/errors.js';
-import { HTTP_API_PREFIX } from '../shared/protocol.js';
+import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../shared/protocol.js';
+import type { ClusterStatus } from '../shared/api.js';
 import { fromJson, toJson, type Item } from '../shared/values.js';
 
 /** What both transports offer: one operation call. */
@@ -41,6 +42,25 @@ export function useCluster(opts: Partial<ClusterOptions> = {}): ClusterHandle {
     if (handle.dataDir) rmSync(handle.dataDir, { recursive: true, force: true });
   });
   return handle;
+}
+
+/** The cluster's status, as `keyslice status` reads it (cluster secret). */
+export async function clusterStatus(h: ClusterHandle): Promise<ClusterStatus> {
+  const res = await fetch(`${h.cluster.url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: h.cluster.clusterSecret } });
+  return (await res.json()) as ClusterStatus;
+}
+
+/** Waits, at most `maxMs`, until `ok` holds of the cluster's status; a status that cannot be read is asked again. */
+export async function statusUntil(h: ClusterHandle, what: string, ok: (st: ClusterStatus) => boolean, maxMs = 20_000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  let last = 'no status read';
+  for (;;) {
+    const st = await clusterStatus(h).catch((err: Error) => err);
+    if (!(st instanceof Error) && ok(st)) return;
+    last = st instanceof Error ? `status failed: ${st.message}` : st.replication.note;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${maxMs} ms (${last})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /** The HTTP/JSON transport as an Api: errors become KeysliceError, status kept on `httpStatus`. */

@@ -15,8 +15,7 @@ import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator
 import type { ClusterStatus } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
-import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
-import { useCluster } from './cluster-fixture.js';
+import { statusUntil, useCluster } from './cluster-fixture.js';
 import { parseExposition, samples } from './prometheus-text.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync' });
@@ -29,23 +28,7 @@ const LOAD_MS_MAX = 90_000;
 const RECOVERY_MS_MAX = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function status(): Promise<ClusterStatus> {
-  const res = await fetch(`${c.cluster.url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: c.cluster.clusterSecret } });
-  return (await res.json()) as ClusterStatus;
-}
-
-/** Waits (bounded) until `ok` holds of the cluster's status; a status that cannot be read is asked again. */
-async function until(what: string, ok: (st: ClusterStatus) => boolean): Promise<void> {
-  const deadline = Date.now() + RECOVERY_MS_MAX;
-  let last = 'no status read';
-  for (;;) {
-    const st = await status().catch((err: Error) => err);
-    if (!(st instanceof Error) && ok(st)) return;
-    last = st instanceof Error ? `status failed: ${st.message}` : st.replication.note;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${RECOVERY_MS_MAX} ms (${last})`);
-    await sleep(100);
-  }
-}
+const until = (what: string, ok: (st: ClusterStatus) => boolean) => statusUntil(c, what, ok, RECOVERY_MS_MAX);
 /** Per node, the writes of the table answered from a remembered request id since that node started (/metrics). */
 async function duplicateWrites(): Promise<Map<string, number>> {
   const res = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
