@@ -687,6 +687,25 @@ describe('replication between real slice nodes', () => {
       const [got] = (await links[old]!.batch(w, [replicaGet(slice, key)], 2000)) ?? [];
       return got?.[0] === RESULT_OK && (got[1] as { v?: number } | null)?.v === 2;
     });
+    // That says slice 1 alone caught up. The election below prefers the old leader only if its last (term, index) ties
+    // the largest for all four slices, so it waits until each of its replicas holds the new leader's last record, of
+    // term 4, and has committed into term 4 (Pong; as holdsTerm in replica-leaders.ts asks): the replicas of the other
+    // worker take the new leader's barrier in their own time (under load, slices 0 and 2 were seen still at their last
+    // record of term 3 when the election asked, and another replica led).
+    let seq = 1000;
+    const pong = async (n: number, s: number) => {
+      const mine = seq++;
+      links[n]!.replicate([[s, { type: 'Ping', seq: mine }]]);
+      const [, m] = await links[n]!.expectMessage((sl, msg) => sl === s && msg.type === 'Pong' && msg.seq === mine);
+      return m as ReplicationMessage & { type: 'Pong' };
+    };
+    await pollUntil(async () => {
+      for (const s of REPLICATED) {
+        const [mine, leaders] = [await pong(old, s), await pong(next, s)];
+        if (mine.lastIndex !== leaders.lastIndex || mine.commitTerm !== term) return false;
+      }
+      return true;
+    });
     expect(await elect(term + 1, [0, 1, 2], old)).toBe(old);
     await expectAll(old);
   });
