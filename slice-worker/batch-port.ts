@@ -1,4 +1,4 @@
-// A worker thread's batch port (node protocol 19): a WebSocket server of its own,
+// A worker thread's batch port (node protocol 20): a WebSocket server of its own,
 // on the node's host, where a router sends this worker's Batch frames and gets
 // their answers back, so that a request wakes the worker thread directly instead
 // of the node's main thread, which woke the worker and was woken by it again.

@@ -11,7 +11,7 @@
 // A router's link (assignment null) never sends Assign or Epoch: the node's slices and
 // epoch are the coordinator's to set. It sends batches at the epoch of the router's copy
 // of the map; a node at another epoch refuses them (WrongOwner) and the router catches up.
-// A router's link also dials each worker's batch port (named in Hello, node protocol 19)
+// A router's link also dials each worker's batch port (named in Hello, node protocol 20)
 // and sends each worker's batches there, one frame per worker, so that a request skips
 // the node's main thread (slice-worker/batch-port.ts). The link is ready once all of them
 // are open, and the node's connection and its batch ports live and die together: one
