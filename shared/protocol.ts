@@ -529,12 +529,19 @@ export function encodeNodeFrame(frame: NodeFrameMessage): Buffer {
  * writes the BatchReply frame's head (at most 1 + 1 + 5 + 1 + 5 bytes: list, kind, batch id, worker, bin header). */
 export const BATCH_REPLY_HEADROOM = 16;
 
-/** A copy of `results` in a buffer of its own with BATCH_REPLY_HEADROOM free bytes in front: what a worker thread
- * answers its node (the whole buffer then belongs to the node, which puts the frame's head there: encodeBatchReply). */
-export function withReplyHeadroom(results: Uint8Array): Uint8Array {
-  const own = Buffer.allocUnsafeSlow(BATCH_REPLY_HEADROOM + results.byteLength);
-  own.set(results, BATCH_REPLY_HEADROOM);
-  return new Uint8Array(own.buffer, BATCH_REPLY_HEADROOM, results.byteLength);
+/** `parts` one after another, copied into a buffer of their own with BATCH_REPLY_HEADROOM free bytes in front: what
+ * a worker thread answers its node (the whole buffer then belongs to the node, which puts the frame's head there:
+ * encodeBatchReply). */
+export function withReplyHeadroom(parts: readonly Uint8Array[]): Uint8Array {
+  let size = 0;
+  for (const b of parts) size += b.byteLength;
+  const own = Buffer.allocUnsafeSlow(BATCH_REPLY_HEADROOM + size);
+  let at = BATCH_REPLY_HEADROOM;
+  for (const b of parts) {
+    own.set(b, at);
+    at += b.byteLength;
+  }
+  return new Uint8Array(own.buffer, BATCH_REPLY_HEADROOM, size);
 }
 
 /** [NodeFrame.BatchReply, batchId, worker, results], the msgpack that encodeNodeFrame makes of it (decodeNodeFrame
@@ -1025,7 +1032,7 @@ const SPLICED_BIN_BYTES_MIN = 1024;
  * pages with fewer copies"). Only parts without objects are packed apart: records mode defines an object's record
  * in the pack call that meets it, so objects are packed with the whole list as before. */
 export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
-  if (!results.some(splices)) return withReplyHeadroom(internalPackr.pack(results));
+  if (!results.some(splices)) return withReplyHeadroom([internalPackr.pack(results)]);
   const parts: Uint8Array[] = [arrayHeader(results.length)];
   for (const r of results) {
     if (!splices(r)) {
@@ -1047,15 +1054,7 @@ export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
       from = i + 1;
     }
   }
-  let size = 0;
-  for (const b of parts) size += b.byteLength;
-  const own = Buffer.allocUnsafeSlow(BATCH_REPLY_HEADROOM + size);
-  let at = BATCH_REPLY_HEADROOM;
-  for (const b of parts) {
-    own.set(b, at);
-    at += b.byteLength;
-  }
-  return new Uint8Array(own.buffer, BATCH_REPLY_HEADROOM, size);
+  return withReplyHeadroom(parts);
 }
 
 /** Whether a result's parts are written one by one (encodeOwnedResults): an OK result whose payload is a list with a
