@@ -529,12 +529,25 @@ export function encodeNodeFrame(frame: NodeFrameMessage): Buffer {
  * writes the BatchReply frame's head (at most 1 + 1 + 5 + 1 + 5 bytes: list, kind, batch id, worker, bin header). */
 export const BATCH_REPLY_HEADROOM = 16;
 
-/** A copy of `results` in a buffer of its own with BATCH_REPLY_HEADROOM free bytes in front: what a worker thread
- * answers its node (the whole buffer then belongs to the node, which puts the frame's head there: encodeBatchReply). */
-export function withReplyHeadroom(results: Uint8Array): Uint8Array {
-  const own = Buffer.allocUnsafeSlow(BATCH_REPLY_HEADROOM + results.byteLength);
-  own.set(results, BATCH_REPLY_HEADROOM);
-  return new Uint8Array(own.buffer, BATCH_REPLY_HEADROOM, results.byteLength);
+/** `parts` one after another, copied into a buffer of their own with BATCH_REPLY_HEADROOM free bytes in front: what
+ * a worker thread answers its node (the whole buffer then belongs to the node, which puts the frame's head there:
+ * encodeBatchReply). */
+export function withReplyHeadroom(parts: readonly Uint8Array[]): Uint8Array {
+  let size = 0;
+  for (const b of parts) size += b.byteLength;
+  const own = Buffer.allocUnsafeSlow(BATCH_REPLY_HEADROOM + size);
+  let at = BATCH_REPLY_HEADROOM;
+  for (const b of parts) {
+    own.set(b, at);
+    at += b.byteLength;
+  }
+  return new Uint8Array(own.buffer, BATCH_REPLY_HEADROOM, size);
+}
+
+/** Whether `results` are what withReplyHeadroom makes: the whole of their buffer but BATCH_REPLY_HEADROOM bytes in
+ * front of them. */
+export function hasReplyHeadroom(results: Uint8Array): boolean {
+  return results.byteOffset === BATCH_REPLY_HEADROOM && results.buffer.byteLength === BATCH_REPLY_HEADROOM + results.byteLength;
 }
 
 /** [NodeFrame.BatchReply, batchId, worker, results], the msgpack that encodeNodeFrame makes of it (decodeNodeFrame
@@ -545,10 +558,9 @@ export function encodeBatchReply(batchId: number, worker: number, results: Uint8
   const n = results.byteLength;
   // Records mode reads 0x40-0x7f as a record's id: a whole number from 64 up is written with a type byte, as msgpackr does.
   const idBytes = batchId < 0x40 ? 1 : batchId < 0x100 ? 2 : batchId < 0x10000 ? 3 : 5;
-  const binBytes = n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
+  const binBytes = binHeaderBytes(n);
   const head = 2 + idBytes + 1 + binBytes;
-  const owned = results.byteOffset === BATCH_REPLY_HEADROOM && results.buffer.byteLength === BATCH_REPLY_HEADROOM + n;
-  if (!owned || !(isUint(batchId) && batchId <= 0xffffffff) || !(isUint(worker) && worker < 0x40)) {
+  if (!hasReplyHeadroom(results) || !(isUint(batchId) && batchId <= 0xffffffff) || !(isUint(worker) && worker < 0x40)) {
     return encodeNodeFrame([NodeFrame.BatchReply, batchId, worker, results]);
   }
   assert(head <= BATCH_REPLY_HEADROOM, 'the head of a BatchReply fits in the headroom');
@@ -563,8 +575,7 @@ export function encodeBatchReply(batchId: number, worker: number, results: Uint8
   if (idBytes > 1) out[at++] = idBytes === 2 ? 0xcc : idBytes === 3 ? 0xcd : 0xce;
   put(batchId, idBytes === 1 ? 1 : idBytes - 1);
   out[at++] = worker;
-  out[at++] = binBytes === 2 ? 0xc4 : binBytes === 3 ? 0xc5 : 0xc6;
-  put(n, binBytes - 1);
+  at = putBinHeader(out, at, n);
   assert(at === head, 'a BatchReply head is as long as counted');
   return out;
 }
@@ -1025,7 +1036,7 @@ const SPLICED_BIN_BYTES_MIN = 1024;
  * pages with fewer copies"). Only parts without objects are packed apart: records mode defines an object's record
  * in the pack call that meets it, so objects are packed with the whole list as before. */
 export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
-  if (!results.some(splices)) return withReplyHeadroom(internalPackr.pack(results));
+  if (!results.some(splices)) return withReplyHeadroom([internalPackr.pack(results)]);
   const parts: Uint8Array[] = [arrayHeader(results.length)];
   for (const r of results) {
     if (!splices(r)) {
@@ -1047,15 +1058,7 @@ export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
       from = i + 1;
     }
   }
-  let size = 0;
-  for (const b of parts) size += b.byteLength;
-  const own = Buffer.allocUnsafeSlow(BATCH_REPLY_HEADROOM + size);
-  let at = BATCH_REPLY_HEADROOM;
-  for (const b of parts) {
-    own.set(b, at);
-    at += b.byteLength;
-  }
-  return new Uint8Array(own.buffer, BATCH_REPLY_HEADROOM, size);
+  return withReplyHeadroom(parts);
 }
 
 /** Whether a result's parts are written one by one (encodeOwnedResults): an OK result whose payload is a list with a
@@ -1078,12 +1081,34 @@ function withoutObjects(v: unknown): boolean {
   return true;
 }
 
+/** How many bytes a msgpack bin header for `n` bytes takes (putBinHeader). */
+function binHeaderBytes(n: number): number {
+  return n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
+}
+
+/** Writes a msgpack bin header for `n` bytes into `out` at `at`; returns where it ends. */
+function putBinHeader(out: Uint8Array, at: number, n: number): number {
+  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a bin length msgpack can hold');
+  if (n < 0x100) {
+    out[at++] = 0xc4;
+  } else if (n < 0x10000) {
+    out[at++] = 0xc5;
+    out[at++] = n >> 8;
+  } else {
+    out[at++] = 0xc6;
+    out[at++] = n >>> 24;
+    out[at++] = (n >> 16) & 0xff;
+    out[at++] = (n >> 8) & 0xff;
+  }
+  out[at++] = n & 0xff;
+  return at;
+}
+
 /** A msgpack bin header for `n` bytes. */
 function binHeader(n: number): Uint8Array {
-  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a bin length msgpack can hold');
-  if (n < 0x100) return Uint8Array.of(0xc4, n);
-  if (n < 0x10000) return Uint8Array.of(0xc5, n >> 8, n & 0xff);
-  return Uint8Array.of(0xc6, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
+  const header = new Uint8Array(binHeaderBytes(n));
+  putBinHeader(header, 0, n);
+  return header;
 }
 
 export function decodeSliceResults(bytes: Uint8Array): SliceOpResult[] {

@@ -17,7 +17,8 @@
 import { WebSocketServer, type WebSocket } from 'ws';
 import { secretMatches } from '../shared/auth.js';
 import { INTERNAL_FRAME_BYTES_MAX } from '../shared/limits.js';
-import { CLUSTER_SECRET_HEADER, closeReason, decodeNodeFrame, encodeBatchReply, encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type NodeFrameMessage } from '../shared/protocol.js';
+import { CLUSTER_SECRET_HEADER, closeReason, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { readNodeFrame, sendBatchAnswer, sendNodeFrame } from './node-socket.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import type { ChunkAnswer } from './worker.js';
 
@@ -68,26 +69,17 @@ function refuse(ws: WebSocket, why: string): void {
   ws.close(1008, closeReason(why));
 }
 
-function send(ws: WebSocket, frame: NodeFrameMessage): void {
-  if (ws.readyState === ws.OPEN) ws.send(encodeNodeFrame(frame));
-}
-
 /** Batches read in this turn, from every connection: they run together at its end, as one task (one log append and,
  * with durability fsync, one flush: group commit, as the node's queue gives batches that waited for a busy worker). */
 let queued: { ws: WebSocket; batchId: number; epoch: number; ops: Uint8Array }[] = [];
 
 function onFrame(o: BatchPortOptions, ws: WebSocket, data: Buffer): void {
-  if (ws.readyState !== ws.OPEN) return; // closing: what it sent after a refusal is not read
-  let frame;
-  try {
-    frame = decodeNodeFrame(data, 'worker');
-  } catch (err) {
-    return refuse(ws, `malformed frame: ${(err as Error).message}`);
-  }
+  const frame = readNodeFrame(ws, data, 'worker', refuse);
+  if (frame === null) return;
   if (frame[0] !== NodeFrame.Batch) return; // decodeNodeFrame('worker') takes Batch frames only
   const [, batchId, epoch, parts] = frame;
   if (parts.length !== 1 || parts[0][0] !== o.workerIndex) {
-    return send(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `a batch port takes batches of its own worker (${o.workerIndex}) only, in one part`]);
+    return sendNodeFrame(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `a batch port takes batches of its own worker (${o.workerIndex}) only, in one part`]);
   }
   // The end of this turn: at one request in flight the check phase follows the poll phase that read the frame (no wait).
   if (queued.push({ ws, batchId, epoch, ops: parts[0][1] }) === 1) setImmediate(runQueued, o);
@@ -100,18 +92,13 @@ function runQueued(o: BatchPortOptions): void {
   const run: typeof batches = [];
   for (const b of batches) {
     if (b.epoch === now) run.push(b);
-    else send(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, node is at epoch ${now}`]);
+    else sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, node is at epoch ${now}`]);
   }
   if (run.length === 0) return;
   const answers = o.run(run.map((b) => b.ops));
   run.forEach((b, i) => {
     const answer = answers[i];
-    // The results own their buffer, with room in front for the frame's head (encodeOwnedResults): not copied again.
-    const reply = (results: Uint8Array) => {
-      if (b.ws.readyState === b.ws.OPEN) b.ws.send(encodeBatchReply(b.batchId, o.workerIndex, results));
-    };
-    if (typeof answer === 'string') send(b.ws, [NodeFrame.BatchError, b.batchId, 'MalformedRequest', `worker ${o.workerIndex} refused the batch: ${answer}`]);
-    else if (answer instanceof Uint8Array) reply(answer);
-    else o.held(answer.held, reply);
+    if (typeof answer === 'string' || answer instanceof Uint8Array) sendBatchAnswer(b.ws, b.batchId, o.workerIndex, answer);
+    else o.held(answer.held, (results) => sendBatchAnswer(b.ws, b.batchId, o.workerIndex, results));
   });
 }

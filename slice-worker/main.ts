@@ -45,6 +45,7 @@ import {
 import { openNodeIdentity, saveNodeIdentity, type NodeIdentity } from './node-identity.js';
 import { lockDataFolder } from './data-folder-lock.js';
 import { PeerLinks } from './peer-links.js';
+import { readNodeFrame, sendBatchAnswer, sendNodeFrame } from './node-socket.js';
 import { WorkerChannel, type IncomingReplication } from './worker-channel.js';
 import type { ReplicaControl } from './worker.js';
 import { COORDINATOR, KEEPALIVE_NUMBERS } from '../shared/replication-protocol.js';
@@ -55,9 +56,7 @@ import {
   CLUSTER_SECRET_HEADER,
   NODE_PROTOCOL_HEADER,
   closeReason,
-  decodeNodeFrame,
   decodeSliceResults,
-  encodeBatchReply,
   encodeNodeFrame,
   encodeSliceOps,
   NodeFrame,
@@ -65,7 +64,6 @@ import {
   RESULT_ERROR,
   SliceOp,
   type AssignReplication,
-  type NodeFrameMessage,
   type ReplicateEntry,
   type WireReplicateEntry,
 } from '../shared/protocol.js';
@@ -277,18 +275,9 @@ async function assign(newEpoch: number, sliceCount: number, slices: number[], co
   publishEpoch();
 }
 
-function send(ws: WebSocket, frame: NodeFrameMessage): void {
-  if (ws.readyState === ws.OPEN) ws.send(encodeNodeFrame(frame));
-}
-
 function onFrame(ws: WebSocket, via: number, data: Buffer): void {
-  if (ws.readyState !== ws.OPEN) return; // closing: what it sent after a refusal is not read
-  let frame;
-  try {
-    frame = decodeNodeFrame(data, 'node');
-  } catch (err) {
-    return refuse(ws, `malformed frame: ${(err as Error).message}`);
-  }
+  const frame = readNodeFrame(ws, data, 'node', refuse);
+  if (frame === null) return;
   switch (frame[0]) {
     case NodeFrame.Assign: {
       const [, newEpoch, sliceCount, slices, clusterId, nextReplication] = frame;
@@ -322,7 +311,7 @@ function onFrame(ws: WebSocket, via: number, data: Buffer): void {
       replicatedSlices = new Set(nextReplication === null ? [] : nextReplication.replicas.filter(([, nodes]) => nodes.length > 1).map(([slice]) => slice));
       peerLinks.setPeers(nextReplication === null ? [] : nextReplication.peers.filter(([node]) => nextReplication.replicas.some(([, nodes]) => nodes.length > 1 && nodes.includes(node))));
       assign(newEpoch, sliceCount, slices, controls).then(
-        () => send(ws, [NodeFrame.Assigned, newEpoch]),
+        () => sendNodeFrame(ws, [NodeFrame.Assigned, newEpoch]),
         (err) => die(`assignment failed: ${err instanceof Error ? err.message : err}`),
       );
       return;
@@ -347,22 +336,19 @@ function onFrame(ws: WebSocket, via: number, data: Buffer): void {
     case NodeFrame.Batch: {
       const [, batchId, batchEpoch, parts] = frame;
       if (batchEpoch !== epoch) {
-        send(ws, [NodeFrame.BatchError, batchId, 'WrongOwner', `batch for epoch ${batchEpoch}, node is at epoch ${epoch}`]);
+        sendNodeFrame(ws, [NodeFrame.BatchError, batchId, 'WrongOwner', `batch for epoch ${batchEpoch}, node is at epoch ${epoch}`]);
         return;
       }
       for (const [worker, ops] of parts) {
         if (worker >= workerCount) {
           const err = new KeysliceError('MalformedRequest', `batch names worker ${worker}; this node has ${workerCount}`);
-          send(ws, [NodeFrame.BatchError, batchId, err.code, err.message]);
+          sendNodeFrame(ws, [NodeFrame.BatchError, batchId, err.code, err.message]);
           continue;
         }
         workers[worker].run(ops).then(
-          (outcome) => {
-            if (typeof outcome === 'string') send(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `worker ${worker} refused the batch: ${outcome}`]);
-            else if (ws.readyState === ws.OPEN) ws.send(encodeBatchReply(batchId, worker, outcome));
-          },
+          (outcome) => sendBatchAnswer(ws, batchId, worker, outcome),
           // The worker failed (the node is going down: WorkerChannel's failure handler exits).
-          (err) => send(ws, [NodeFrame.BatchError, batchId, 'Internal', `worker ${worker} failed: ${err instanceof Error ? err.message : err}`]),
+          (err) => sendNodeFrame(ws, [NodeFrame.BatchError, batchId, 'Internal', `worker ${worker} failed: ${err instanceof Error ? err.message : err}`]),
         );
       }
       return;

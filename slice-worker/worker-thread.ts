@@ -7,7 +7,7 @@
 // node writes its BatchReply's head, so the node sends them on without a copy.
 import { parentPort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { BATCH_REPLY_HEADROOM } from '../shared/protocol.js';
+import { hasReplyHeadroom } from '../shared/protocol.js';
 import run, { type WorkerTask } from './worker.js';
 
 export type ThreadAnswer = { result: unknown } | { failed: unknown };
@@ -31,7 +31,7 @@ port.on('message', (task: WorkerTask) => {
       for (let i = 0; i < result.length; i++) {
         const r = result[i];
         if (r instanceof Uint8Array) {
-          assert(r.byteOffset === BATCH_REPLY_HEADROOM && r.buffer.byteLength === BATCH_REPLY_HEADROOM + r.byteLength, 'a chunk answers in a buffer of its own (encodeOwnedResults)');
+          assert(hasReplyHeadroom(r), 'a chunk answers in a buffer of its own (encodeOwnedResults)');
           transfer.push(r.buffer as ArrayBuffer);
         }
       }

@@ -163,7 +163,7 @@ describe("the node's BatchReply around a worker's answer", () => {
   it('is byte for byte the frame encodeNodeFrame packs, its head written in front of the results without a copy', () => {
     for (const batchId of [0, 1, 0x3f, 0x40, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0xffffffff]) {
       for (const size of [0, 1, 0xff, 0x100, 0xffff, 0x10000, 70_000]) {
-        const results = withReplyHeadroom(Uint8Array.from({ length: size }, (_, i) => i & 0xff));
+        const results = withReplyHeadroom([Uint8Array.from({ length: size }, (_, i) => i & 0xff)]);
         const expected = Buffer.from(encodeNodeFrame([NodeFrame.BatchReply, batchId, 3, results]));
         const frame = encodeBatchReply(batchId, 3, results);
         expect(Buffer.compare(Buffer.from(frame), expected), `batch ${batchId}, ${size} bytes`).toBe(0);

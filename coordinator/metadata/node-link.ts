@@ -44,6 +44,7 @@ import {
   RESULT_ERROR,
   RESULT_OK,
   type AssignReplication,
+  type CoordinatorNodeFrame,
   type DecodedReplicateEntry,
   type ReplicateEntry,
   type ResultOf,
@@ -225,15 +226,8 @@ export class NodeLink {
   private onFrame(data: Buffer): void {
     const ws = this.ws;
     if (ws === null) return;
-    this.silentSince = 0;
-    let frame;
-    try {
-      frame = decodeNodeFrame(data, 'coordinator');
-    } catch (err) {
-      this.log(`slice node ${this.url} sent a malformed frame: ${(err as Error).message}`);
-      ws.terminate();
-      return;
-    }
+    const frame = this.readFrame(ws, data, '');
+    if (frame === null) return;
     switch (frame[0]) {
       case NodeFrame.Hello: {
         if (this.state !== 'connecting') return this.protocolError(ws, 'a second Hello');
@@ -296,6 +290,19 @@ export class NodeLink {
     }
   }
 
+  /** Decodes a frame the node connected as `ws` sent (`where`: on which of its connections). A malformed one ends
+   * the link (the node's connection, and with it its batch ports): null. */
+  private readFrame(ws: WebSocket, data: Buffer, where: string): CoordinatorNodeFrame | null {
+    this.silentSince = 0;
+    try {
+      return decodeNodeFrame(data, 'coordinator');
+    } catch (err) {
+      this.log(`slice node ${this.url} sent a malformed frame${where}: ${(err as Error).message}`);
+      ws.terminate();
+      return null;
+    }
+  }
+
   /** A router's link: dials each worker's batch port; ready once all are open. */
   private openBatchSockets(ws: WebSocket, ports: number[]): void {
     assert(this.assignment === null && this.batchSockets === null && ports.length === this.workerCount, 'a router link dials one batch port per worker, once per connection');
@@ -331,15 +338,8 @@ export class NodeLink {
   /** A frame on a batch port of the node connected as `ws`: only answers to batches. */
   private onBatchPortFrame(ws: WebSocket, data: Buffer): void {
     if (this.ws !== ws) return;
-    this.silentSince = 0;
-    let frame;
-    try {
-      frame = decodeNodeFrame(data, 'coordinator');
-    } catch (err) {
-      this.log(`slice node ${this.url} sent a malformed frame on a batch port: ${(err as Error).message}`);
-      ws.terminate();
-      return;
-    }
+    const frame = this.readFrame(ws, data, ' on a batch port');
+    if (frame === null) return;
     if (frame[0] === NodeFrame.BatchReply) return this.onBatchReply(frame);
     if (frame[0] === NodeFrame.BatchError) return this.failBatch(frame[1], errorFromResult(frame[2], frame[3]));
     this.protocolError(ws, `frame kind ${frame[0]} on a batch port`);
