@@ -117,7 +117,6 @@ export class SliceFailover {
     return new SliceFailover(p.replicas, null, p.termUsed, timing, host, choose, p.unsettled, p.lastLead?.[0] ?? p.term, p.lastLead?.[1] ?? null);
   }
 
-
   private leader: ReplicaId | null;
   private term: number;
   private lastGoodAt: number;
@@ -346,9 +345,10 @@ export class SliceFailover {
   /** The failover of the slice once its replica set changed to `next` (ReplicaLeaders.sync): until the change
    * settles, elections and commits need a majority of `next` and of this set (and of the sets before it whose
    * change had not settled either). */
-  changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, choose: typeof chooseLeader = chooseLeader, leadOn = true): SliceFailover {
+  changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, leadOn = true): SliceFailover {
     const older = setsBefore(this.configs, next);
-    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older, this.lastLed, this.lastLedBy);
+    // The next failover chooses leaders as this one does (the simulation's deliberately unsafe chooser included).
+    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, this.choose, older, this.lastLed, this.lastLedBy);
     // The leader this failover elected (or told to lead on), in the new set, answering lately: it leads on. Only
     // with no election under way (currentLeader): then no replica took a term newer than the leader's. And only
     // once this failover's own change settled (as the coordinator changes sets: membership.ts), so that the sets
