@@ -1,8 +1,8 @@
 // A log line written at most once a second, with a count of the ones left out since: what a peer or a client can
 // cause (refused frames, malformed records) must not let it flood the log.
 
-/** Writes `line` now if the last was a second ago or more, else counts it; `kind` names the left-out ones. */
-export function sparseLog(kind: string): (line: string) => void {
+/** Writes `line` (by `write`) now if the last was a second ago or more, else counts it; `kind` names the left-out ones. */
+export function sparseLog(kind: string, write: (line: string) => void = console.error): (line: string) => void {
   let unlogged = 0;
   let lastAt = 0;
   return (line) => {
@@ -11,7 +11,7 @@ export function sparseLog(kind: string): (line: string) => void {
       unlogged++;
       return;
     }
-    console.error(`${line}${unlogged > 0 ? ` (and ${unlogged} more ${kind} since the last such line)` : ''}`);
+    write(`${line}${unlogged > 0 ? ` (and ${unlogged} more ${kind} since the last such line)` : ''}`);
     lastAt = now;
     unlogged = 0;
   };

@@ -493,7 +493,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     elections += coordinator.elections;
     // Before changedTo: a leader that leads on is published by it.
     published = false;
-    coordinator = coordinator.changedTo(next, usedTerm, failoverHost, choose, opts.leadOn !== false);
+    coordinator = coordinator.changedTo(next, usedTerm, failoverHost, opts.leadOn !== false);
     if (coordinator.currentLeader !== null) report.ledOn++;
     ledOnUnanswered = coordinator.currentLeader !== null ? coordinator.currentTerm : 0;
     const before = set;

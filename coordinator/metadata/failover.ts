@@ -117,7 +117,6 @@ export class SliceFailover {
     return new SliceFailover(p.replicas, null, p.termUsed, timing, host, choose, p.unsettled, p.lastLead?.[0] ?? p.term, p.lastLead?.[1] ?? null);
   }
 
-
   private leader: ReplicaId | null;
   private term: number;
   private lastGoodAt: number;
@@ -193,9 +192,9 @@ export class SliceFailover {
     }
     if (this.election !== null) {
       const e = this.election;
-      // A majority answered and a lease is running out: the election ends once it has (not later than LEASE_MS).
-      if (this.finishElection()) return;
-      if (this.quorumAmong((r) => e.answers.has(r)) && !this.leasesOut(e.answers)) return;
+      // Named, or a majority answered and a lease is running out: the election ends once it has (not later than
+      // LEASE_MS), not by its timeout.
+      if (this.finishElection() !== 'not yet') return;
       // Replicas that promised the term and have not answered yet, on nodes that answer other slices: their answer
       // is slow (a node restarting or catching up), not lost. A newer term would make every replica promise again
       // and lose the answers already in, so the election waits, up to LEADER_SLOW_TIMEOUT_FACTOR times its timeout.
@@ -266,16 +265,17 @@ export class SliceFailover {
    * itself answered, it stopped leading (and serving reads) when it promised; if the replica it was answered from a
    * process started since (it leads nothing, ledTerm 0), the leader's process exited: a node's replicas live in the one
    * process that holds its data folder (data-folder-lock.ts), and a lease lives in the leader's process. The wait is measured by this clock from when each answer arrived,
-   * which is later than it was sent. Whether it named one. */
-  private finishElection(): boolean {
-    if (this.election === null) return false;
+   * which is later than it was sent. Whether it named one ('named'), waits only for a lease to run out ('leases'),
+   * or cannot name one yet ('not yet': its timeout applies). */
+  private finishElection(): 'named' | 'leases' | 'not yet' {
+    if (this.election === null) return 'not yet';
     const answers = this.election.answers;
     // Joint majorities: a majority of every set of the change promised the term and answered. A write
     // acknowledged under any of them is on a majority of that set, so on a replica that answered.
-    if (!this.quorumAmong((r) => answers.has(r))) return false;
-    if (!this.leasesOut(answers)) return false;
+    if (!this.quorumAmong((r) => answers.has(r))) return 'not yet';
+    if (!this.leasesOut(answers)) return 'leases';
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
-    if (chosen === null) return false;
+    if (chosen === null) return 'not yet';
     if (!this.replicas.includes(chosen)) {
       // The most up to date replica left the set (a node that still answers for it, e.g. a deposed leader whose
       // own replica was moved off it, with records no other replica took). The set's most up to date replica may
@@ -285,20 +285,20 @@ export class SliceFailover {
       // election. (Waiting for a replica of the set with the leaving one's very last record, as before, never
       // ends when none took it.)
       const inSet = this.choose(this.replicas.filter((r) => answers.has(r)), answers);
-      if (inSet === null) return false;
+      if (inSet === null) return 'not yet';
       const own = answers.get(inSet)!;
       const notFurther = (r: ReplicaId) => {
         const a = answers.get(r);
         return a !== undefined && (a.lastTerm < own.lastTerm || (a.lastTerm === own.lastTerm && a.lastIndex <= own.lastIndex));
       };
-      if (!this.quorumAmong(notFurther)) return false;
+      if (!this.quorumAmong(notFurther)) return 'not yet';
       chosen = inSet;
     }
     assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
     const term = this.election.term;
     this.election = null;
     this.host.send(chosen, { type: 'Lead', term, ...this.install(chosen, term) });
-    return true;
+    return 'named';
   }
 
   /** Names `leader` as leading `term` (elected, or leading on) here and in the map (host.publish); returns the
@@ -346,9 +346,10 @@ export class SliceFailover {
   /** The failover of the slice once its replica set changed to `next` (ReplicaLeaders.sync): until the change
    * settles, elections and commits need a majority of `next` and of this set (and of the sets before it whose
    * change had not settled either). */
-  changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, choose: typeof chooseLeader = chooseLeader, leadOn = true): SliceFailover {
+  changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, leadOn = true): SliceFailover {
     const older = setsBefore(this.configs, next);
-    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, choose, older, this.lastLed, this.lastLedBy);
+    // The next failover chooses leaders as this one does (the simulation's deliberately unsafe chooser included).
+    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, this.choose, older, this.lastLed, this.lastLedBy);
     // The leader this failover elected (or told to lead on), in the new set, answering lately: it leads on. Only
     // with no election under way (currentLeader): then no replica took a term newer than the leader's. And only
     // once this failover's own change settled (as the coordinator changes sets: membership.ts), so that the sets

@@ -16,6 +16,7 @@
 // elects no one: the leader leads on at a new term (LeadOn), with the same joint majorities.
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
+import { sparseLog } from '../../shared/sparse-log.js';
 import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
@@ -71,8 +72,8 @@ export class ReplicaLeaders {
   private elected = new Map<number, Elected>();
   private flushQueued = false;
   private lastStartLogAt = 0;
-  /** When recordSettled last said that the map could not be written (at most once a second: it tries every tick). */
-  private lastSettledLogAt = 0;
+  /** recordSettled's line that the map could not be written (at most once a second: it tries every tick). */
+  private readonly logUnrecordedSettled = sparseLog('such', (line) => this.log(line));
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   /** Elections started since this process started, for status. */
@@ -347,9 +348,7 @@ export class ReplicaLeaders {
     try {
       this.map.setUnsettled(fix);
     } catch (err) {
-      if (Date.now() - this.lastSettledLogAt < 1_000) return;
-      this.lastSettledLogAt = Date.now();
-      this.log(`cannot record ${fix.size} settled replica-set changes in the cluster map (${(err as Error).message}); tried again at each tick`);
+      this.logUnrecordedSettled(`cannot record ${fix.size} settled replica-set changes in the cluster map (${(err as Error).message}); tried again at each tick`);
     }
   }
 

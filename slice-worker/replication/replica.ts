@@ -525,13 +525,19 @@ export class Replica {
   private renewLeaseFrom(): void {
     const was = this.leaseValid;
     // The latest time a majority of every set answered a message sent at or after (the leader itself: now, so Infinity).
-    let from = Infinity;
-    for (const set of this.quorums) {
-      const at = set.map((r) => (r === this.id ? Infinity : (this.ackedSentAt.get(r) ?? -Infinity))).sort((a, b) => b - a);
-      from = Math.min(from, at[Math.floor(set.length / 2)]);
-    }
+    const from = this.jointMajorityReach((r) => (r === this.id ? Infinity : (this.ackedSentAt.get(r) ?? -Infinity)));
     this.leaseFrom = Math.max(this.leaseFrom, from);
     if (!was && this.leaseValid) this.host.leased?.();
+  }
+
+  /** The largest value that a majority of every set it commits on reaches (each replica's value: `valueOf`). */
+  private jointMajorityReach(valueOf: (r: ReplicaId) => number): number {
+    let reach = Infinity;
+    for (const set of this.quorums) {
+      const values = set.map(valueOf).sort((a, b) => b - a);
+      reach = Math.min(reach, values[Math.floor(set.length / 2)]);
+    }
+    return reach;
   }
 
   /** Commits the largest index that a majority holds durably, if it is of this leader's term. */
@@ -539,11 +545,7 @@ export class Replica {
     const before = this.commit;
     for (;;) {
       // The largest index that a majority of every set holds (one set but while a replica-set change is unsettled).
-      let n = Infinity;
-      for (const set of this.quorums) {
-        const held = set.map((r) => (r === this.id ? this.selfMatch : this.match.get(r)!)).sort((a, b) => b - a);
-        n = Math.min(n, held[Math.floor(set.length / 2)]);
-      }
+      const n = this.jointMajorityReach((r) => (r === this.id ? this.selfMatch : this.match.get(r)!));
       if (n <= this.commit || this.termAt(n) !== this.promisedTerm) break;
       this.advanceCommit(n);
       // Its barrier committed on joint majorities: from now on its own set's majority commits, which may hold more.
