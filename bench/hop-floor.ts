@@ -211,9 +211,15 @@ function piscinaHop(atomics: 'disabled' | 'sync'): Hop {
   };
 }
 
-async function portHop(): Promise<Hop> {
-  const w = new Worker(SELF, { workerData: { role: 'port' } satisfies Role });
+/** A worker thread of this file in `role`, once it is online. */
+async function thread(role: Role, transferList: MessagePort[] = []): Promise<Worker> {
+  const w = new Worker(SELF, { workerData: role, transferList });
   await new Promise((r) => w.once('online', r));
+  return w;
+}
+
+async function portHop(): Promise<Hop> {
+  const w = await thread({ role: 'port' });
   let waiter: (() => void) | null = null;
   w.on('message', () => { const f = waiter; waiter = null; f?.(); });
   return {
@@ -230,8 +236,7 @@ async function portHop(): Promise<Hop> {
 async function atomicsHop(): Promise<Hop> {
   const sab = new SharedArrayBuffer(8);
   const seq = new Int32Array(sab);
-  const w = new Worker(SELF, { workerData: { role: 'atomics', sab } satisfies Role });
-  await new Promise((r) => w.once('online', r));
+  const w = await thread({ role: 'atomics', sab });
   let n = 0;
   return {
     name: 'worker thread: Atomics.notify + Atomics.waitAsync (the thread blocked in Atomics.wait)',
@@ -252,8 +257,7 @@ async function atomicsHop(): Promise<Hop> {
  * (receiveMessageOnPort) right after posting, instead of sleeping until a 'message' event. */
 async function portSpinHop(): Promise<Hop> {
   const { port1, port2 } = new MessageChannel();
-  const w = new Worker(SELF, { workerData: { role: 'port-answer', answers: port2 } satisfies Role, transferList: [port2] });
-  await new Promise((r) => w.once('online', r));
+  const w = await thread({ role: 'port-answer', answers: port2 }, [port2]);
   return {
     name: 'worker thread: postMessage, the answer polled by the main thread (busy loop)',
     once: async () => {
@@ -275,8 +279,7 @@ async function portSpinHop(): Promise<Hop> {
 async function atomicsAsyncHop(): Promise<Hop> {
   const sab = new SharedArrayBuffer(8);
   const seq = new Int32Array(sab);
-  const w = new Worker(SELF, { workerData: { role: 'atomics-async', sab } satisfies Role });
-  await new Promise((r) => w.once('online', r));
+  const w = await thread({ role: 'atomics-async', sab });
   let n = 0;
   return {
     name: 'worker thread: Atomics.notify + Atomics.waitAsync at both ends (no thread blocked)',

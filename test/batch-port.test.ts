@@ -22,10 +22,12 @@ const unpackr = new Unpackr({ useRecords: true, mapsAsObjects: true });
 let dataDir: string;
 let cluster: LocalCluster;
 let client: KeysliceClient;
+/** Every process's output (the router's included, through the coordinator's). */
+const lines: string[] = [];
 
 beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'keyslice-batch-port-'));
-  cluster = await startLocalCluster({ dataDir, nodes: 2, workers: 2, slices: 16, durability: 'os' });
+  cluster = await startLocalCluster({ dataDir, nodes: 2, workers: 2, slices: 16, durability: 'os', log: (l) => lines.push(l) });
   client = await KeysliceClient.connect(cluster.url);
   await client.createTable('batch_port', { name: 'id', type: 'string' });
 });
@@ -117,5 +119,10 @@ describe('a worker batch port', () => {
   it('carries the router requests', async () => {
     for (let i = 0; i < 50; i++) await client.putItem('batch_port', { id: `k${i}`, v: i });
     for (let i = 0; i < 50; i++) expect(await client.getItem('batch_port', { id: `k${i}` })).toMatchObject({ id: `k${i}`, v: i });
+    // The requests above would be served as well by a router that sent its batches on the node's connection:
+    // the router says that its link to each node became ready over that node's two batch ports.
+    for (const node of cluster.nodes) {
+      expect(lines.some((l) => l.includes(`slice node ${node.url} ready: 2 workers, batch ports `)), `${node.url}: a router link over its batch ports`).toBe(true);
+    }
   }, 60_000);
 });

@@ -432,16 +432,22 @@ describe('a coordinator that restarts', () => {
     return term;
   }
   const leadOf = (sent: DecodedReplicateEntry[][], term: number) => sent.findIndex((box) => box.some(([s, m]) => s === 0 && m.type === 'Lead' && m.term === term));
-
-  it('elects by majorities of the old set and the new one when it restarts before a replacement settled (keyslice remove refilling a set)', async () => {
+  /** A map of 4 nodes, R=3, on disk, whose node c is removed (down for good) and its replica of slice 0 placed on d
+   * in the same change: slice 0's set goes {a,b,c} -> {a,b,d}, the change not settled. */
+  function replacedInSlice0() {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(4, 3, dir);
     const [a, b, c] = map.replicasOf(0);
+    map.removeReplicatedNode(c);
+    const d = map.replicasOf(0).find((n) => ![a, b, c].includes(n))!;
+    return { dir, map, a, b, c, d };
+  }
+
+  it('elects by majorities of the old set and the new one when it restarts before a replacement settled (keyslice remove refilling a set)', async () => {
     // Node c is removed (down for good) and its replica of slice 0 placed on d in the same change: {a,b,c} -> {a,b,d}.
     // A write acknowledged before it may be on a and c alone (b lagging), so a majority of the new set (b and d)
     // need not hold it. The coordinator stops before any election settled the change; another starts from the map.
-    map.removeReplicatedNode(c);
-    const d = map.replicasOf(0).find((n) => ![a, b, c].includes(n))!;
+    const { dir, map, a, b, c, d } = replacedInSlice0();
     expect(new Set(map.replicasOf(0))).toEqual(new Set([a, b, d]));
     const again = open(4, 3, dir);
     const { sent, links } = stubLinks(4);
@@ -469,11 +475,7 @@ describe('a coordinator that restarts', () => {
   });
 
   it('says at most once a second that a settled change cannot be written to the map, and writes it once it can', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(4, 3, dir);
-    const [a, b, c] = map.replicasOf(0);
-    map.removeReplicatedNode(c);
-    const d = map.replicasOf(0).find((n) => ![a, b, c].includes(n))!;
+    const { dir, map, a, b, d } = replacedInSlice0();
     const { sent, links } = stubLinks(4);
     const lines: string[] = [];
     const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});

@@ -64,12 +64,13 @@ function group(n: number) {
       if (to !== COORDINATOR) for (const s of msgs) replicas[to].receive(s.from, s.m);
       return msgs;
     },
-    /** The coordinator makes replica `leader` lead `term` (Prepare to all, every disk synced, Lead). */
-    elect(leader: number, term: number) {
-      for (let i = 0; i < n; i++) replicas[i].receive(COORDINATOR, { type: 'Prepare', term });
-      for (let i = 0; i < n; i++) this.sync(i);
+    /** The coordinator makes replica `leader` lead `term`: Prepare to `voters` (all by default), their disks
+     * synced, their answers taken, then Lead to the voters but itself, with the unsettled `sets` if any. */
+    elect(leader: number, term: number, { voters = replicas.map((_, i) => i), sets = [] as number[][] } = {}) {
+      for (const i of voters) replicas[i].receive(COORDINATOR, { type: 'Prepare', term });
+      for (const i of voters) this.sync(i);
       take((s) => s.to === COORDINATOR);
-      replicas[leader].receive(COORDINATOR, { type: 'Lead', term, followers: replicas.map((_, i) => i).filter((i) => i !== leader), sets: [] });
+      replicas[leader].receive(COORDINATOR, { type: 'Lead', term, followers: voters.filter((i) => i !== leader), sets });
     },
   };
 }
@@ -103,10 +104,7 @@ describe('a slice replica', () => {
   it('while a replica-set change is unsettled, commits only what a majority of the new set AND of the old set holds', () => {
     // Replicas 0, 1, 2 were the set; 0, 3, 4 are the new one (two nodes replaced). Leader 0 replicates to all four others.
     const g = group(5);
-    for (let i = 0; i < 5; i++) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 1 });
-    for (let i = 0; i < 5; i++) g.sync(i);
-    g.outbox.splice(0);
-    g.replicas[0].receive(COORDINATOR, { type: 'Lead', term: 1, followers: [1, 2, 3, 4], sets: [[0, 3, 4], [0, 1, 2]] });
+    g.elect(0, 1, { sets: [[0, 3, 4], [0, 1, 2]] });
     g.replicas[0].propose(payload('a'));
     g.sync(0);
     for (const i of [1, 2, 3, 4]) g.deliver(i);
@@ -123,11 +121,8 @@ describe('a slice replica', () => {
   it('once its barrier is committed on both sets of a change, replicates to its own set alone; and stops leading when its node leaves the set', () => {
     // Replicas 0, 1, 2 were the set; 0, 1, 3 are the new one (2 replaced by 3). Leader 0.
     const g = group(4);
-    for (let i = 0; i < 4; i++) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 1 });
-    for (let i = 0; i < 4; i++) g.sync(i);
-    g.outbox.splice(0);
+    g.elect(0, 1, { sets: [[0, 1, 3], [0, 1, 2]] });
     const leader = g.replicas[0];
-    leader.receive(COORDINATOR, { type: 'Lead', term: 1, followers: [1, 2, 3], sets: [[0, 1, 3], [0, 1, 2]] });
     g.sync(0);
     g.outbox.splice(0); // the barrier's appends are lost but for replica 1's
     leader.tick();
@@ -476,11 +471,8 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
   it('keeps its writes not yet committed, which commit with its new barrier on a majority of the new set and of the old one; a replica that does not lead the term refuses', () => {
     // Replicas 0, 1, 2 are the set, 0 leads term 1; then the set becomes 0, 1, 3 (2 replaced by 3).
     const g = group(4);
-    for (let i = 0; i < 3; i++) g.replicas[i].receive(COORDINATOR, { type: 'Prepare', term: 1 });
-    for (let i = 0; i < 3; i++) g.sync(i);
-    g.outbox.splice(0);
+    g.elect(0, 1, { voters: [0, 1, 2] });
     const leader = g.replicas[0];
-    leader.receive(COORDINATOR, { type: 'Lead', term: 1, followers: [1, 2], sets: [] });
     const round = (ids: number[]) => {
       for (let k = 0; k < 6; k++) {
         leader.tick();
