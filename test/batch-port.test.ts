@@ -1,40 +1,27 @@
-// A worker's batch port (node protocol 19, slice-worker/batch-port.ts), through real
+// A worker's batch port (node protocol 20, slice-worker/batch-port.ts), through real
 // processes: the node's Hello names one per worker; it asks for the cluster secret
 // and the node protocol, takes Batch frames of its own worker only, at the epoch the
 // node serves, and answers them itself; anything else closes the connection. Reads
 // and writes through the router (which sends its batches there) go on working; a
 // router's link across node restarts and failovers is in routers.test.ts and
 // failover-process.test.ts.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Unpackr } from 'msgpackr';
 import WebSocket from 'ws';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeysliceClient } from '../coordinator/client/client.js';
-import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { useCluster } from './cluster-fixture.js';
 import { recordPackr } from './node-fuzz-model.js';
 
 const WAIT_MS = 10_000;
 const unpackr = new Unpackr({ useRecords: true, mapsAsObjects: true });
 
-let dataDir: string;
-let cluster: LocalCluster;
-let client: KeysliceClient;
 /** Every process's output (the router's included, through the coordinator's). */
 const lines: string[] = [];
+// The coordinator's own default R for 2 nodes ('auto'), as before: writes to replicated slices are held until committed.
+const c = useCluster({ nodes: 2, workers: 2, slices: 16, durability: 'os', replicationFactor: 'auto', log: (l) => lines.push(l) });
 
 beforeAll(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), 'keyslice-batch-port-'));
-  cluster = await startLocalCluster({ dataDir, nodes: 2, workers: 2, slices: 16, durability: 'os', log: (l) => lines.push(l) });
-  client = await KeysliceClient.connect(cluster.url);
-  await client.createTable('batch_port', { name: 'id', type: 'string' });
-});
-afterAll(async () => {
-  await client?.close();
-  await cluster?.stop();
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  await c.client.createTable('batch_port', { name: 'id', type: 'string' });
 });
 
 /** Opens `url` with these headers; resolves with the socket and its first frame (decoded), or the HTTP status that refused it. */
@@ -80,8 +67,8 @@ function ask(ws: WebSocket, frame: unknown[]): Promise<{ frame: unknown[] } | { 
 
 describe('a worker batch port', () => {
   it('is named in Hello, asks for the secret and the protocol, and answers its own batches at the node epoch', async () => {
-    const secret = cluster.clusterSecret;
-    const node = await dial(cluster.nodes[0].url, { [CLUSTER_SECRET_HEADER]: secret }, true);
+    const secret = c.cluster.clusterSecret;
+    const node = await dial(c.cluster.nodes[0].url, { [CLUSTER_SECRET_HEADER]: secret }, true);
     if (!('ws' in node)) throw new Error(`the node refused: ${node.status}`);
     const hello = node.first!;
     expect(hello.slice(0, 3)).toEqual([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2]);
@@ -117,11 +104,11 @@ describe('a worker batch port', () => {
   }, 60_000);
 
   it('carries the router requests', async () => {
-    for (let i = 0; i < 50; i++) await client.putItem('batch_port', { id: `k${i}`, v: i });
-    for (let i = 0; i < 50; i++) expect(await client.getItem('batch_port', { id: `k${i}` })).toMatchObject({ id: `k${i}`, v: i });
+    for (let i = 0; i < 50; i++) await c.client.putItem('batch_port', { id: `k${i}`, v: i });
+    for (let i = 0; i < 50; i++) expect(await c.client.getItem('batch_port', { id: `k${i}` })).toMatchObject({ id: `k${i}`, v: i });
     // The requests above would be served as well by a router that sent its batches on the node's connection:
     // the router says that its link to each node became ready over that node's two batch ports.
-    for (const node of cluster.nodes) {
+    for (const node of c.cluster.nodes) {
       expect(lines.some((l) => l.includes(`slice node ${node.url} ready: 2 workers, batch ports `)), `${node.url}: a router link over its batch ports`).toBe(true);
     }
   }, 60_000);
