@@ -9,6 +9,9 @@
 //  - A node SIGKILLed during a drain, before the drain's new replicas on it caught up: those are undone (the
 //    slices back to 3 replicas on live nodes) and not placed on it again while it is down; once it is back the
 //    drain finishes; nothing acknowledged is lost.
+//  - keyslice remove of a node while another is down: refused (ReplicaMajorityDown, nothing changed) when some slice
+//    would keep fewer replicas that are up than a majority of its set; with --force it is removed, those slices
+//    have no leader until the node that is down is back, and then nothing acknowledged is lost.
 //  - Items written at R=1 are kept when the cluster grows to R=2 and 3 (they were dropped: the first
 //    replica of a slice started empty).
 //  - Nodes that join one by one under writes: the first leads every slice at first, then the
@@ -211,6 +214,61 @@ describe('repair of replicated slices (R=3)', () => {
       console.log(`node killed during a drain: ${steps.length} drain steps onto it undone ${undoneMs} ms after the kill; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
     }
   }, 150_000);
+
+  it('keyslice remove refuses when a slice would keep fewer live replicas than a majority; --force removes the node, and those slices elect once their replica that is down is back; nothing is lost', async () => {
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
+    await rebalanced(e);
+    await allLed(e);
+    await bulk(e, 100);
+    const load = new WriteLoad(e.client, 'elastic', 2, 8);
+    // The two nodes that share most slices: removing one with the other down leaves those slices one replica up of 3.
+    const sets = replicaSets(e);
+    const shared = (a: string, b: string) => sets.filter((set) => set.includes(a) && set.includes(b)).length;
+    let [removed, down] = [e.nodes[0], e.nodes[1]];
+    for (const a of e.nodes) for (const b of e.nodes) if (a !== b && shared(a.url, b.url) > shared(removed.url, down.url)) [removed, down] = [a, b];
+    const stranded = shared(removed.url, down.url);
+    expect(stranded).toBeGreaterThan(0);
+    await stopProcess(down.child, 'SIGKILL');
+    await waitFor(async () => (await e.status()).nodes.find((n) => n.node === down.url)?.up === false, 'the killed node to be seen down');
+    // Every slice still has a majority of its replicas up, so a leader: the refusal below is for the removal alone.
+    await allLed(e);
+    const cli = join(import.meta.dirname, '..', 'dist', 'coordinator', 'cli', 'cli.js');
+    const run = (args: string[]) =>
+      promisify(execFile)(process.execPath, [cli, ...args, '--url', e.coordinator.url], { timeout: 20_000 }).then(
+        (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+        (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
+      );
+    const refused = await run(['remove', removed.url]);
+    expect(refused.code, refused.stdout).toBe(1);
+    expect(refused.stderr).toMatch(new RegExp(`ReplicaMajorityDown: removing ${removed.url} would leave ${stranded} slices? without a majority of live replicas \\(e\\.g\\. slice \\d+: 1 of its 3 replicas up besides`));
+    expect(refused.stderr).toContain(`until ${down.url} is back`);
+    expect(refused.stderr).toContain('--force');
+    // Nothing changed: the node is a member and holds its replicas.
+    expect((await e.status()).nodes.find((n) => n.node === removed.url)?.status).toBe('active');
+    expect(replicaSets(e).filter((set) => set.includes(removed.url)).length).toBe(sets.filter((set) => set.includes(removed.url)).length);
+
+    const forced = await run(['remove', removed.url, '--force']);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toContain(`removed ${removed.url}`);
+    expect((await e.status()).nodes.map((n) => n.node)).not.toContain(removed.url);
+    await stopProcess(removed.child, 'SIGKILL');
+    // Those slices elect no leader while the node that is down stays down (their change needs a majority of the set
+    // before it, which only it can complete)...
+    await sleep(2_000);
+    const stuck = (await e.status()).replication.leaders;
+    expect(stuck.replicated - stuck.led).toBe(stranded);
+    // ...and once it is back they do, and every slice is back to 3 replicas without the removed node.
+    await e.addNode(undefined, Number(new URL(down.url).port), down.name);
+    await waitFor(async () => {
+      const st = await e.status();
+      return led(st) && st.replication.leaders.unsettled === 0 && replicaSets(e).every((set) => set.length === 3 && !set.includes(removed.url));
+    }, 'every slice to have a leader and 3 replicas once the node is back', 60_000);
+    await sleep(500);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(0);
+    await load.verify(100);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`forced removal: ${stranded} slices stranded until the node was back; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
+  }, 120_000);
 
   it('leaderships spread over nodes that join one by one, under writes; nothing is lost', async () => {
     // Two nodes (R=2 by default), then a third under writes: R=3, and it takes its share of leaderships.

@@ -23,6 +23,8 @@ usage:
   keyslice drain <ws://host:port>   move every slice (replication factor > 1: every replica) off a node (waits, with progress)
   keyslice remove <ws://host:port>  forget a drained node, or (replication factor > 1) one that is down: its replicas are placed again
          [--forget-data]            ... or one that owns slices whose data is lost: they go, empty, to the other nodes
+         [--force]                  ... even if some slices would keep fewer replicas up than a majority (they elect
+                                    no leader until their replicas that are down are back; docs/operations.md)
   keyslice advise FILE --table T    judge a key design and its alternatives on sample items (keyslice advise --help)
   keyslice import TABLE FILE        load JSON lines or CSV into a table (keyslice import --help)
   keyslice export TABLE             stream a table out as JSON lines (keyslice export --help)
@@ -76,6 +78,7 @@ function options(args: string[]) {
         token: { type: 'string' },
         'no-wait': { type: 'boolean' },
         'forget-data': { type: 'boolean' },
+        force: { type: 'boolean' },
         watch: { type: 'boolean' },
         timeout: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -100,6 +103,7 @@ function options(args: string[]) {
     wait: v['no-wait'] !== true,
     watch: v.watch === true,
     forgetData: v['forget-data'] === true,
+    force: v.force === true,
     timeoutS,
     positional: parsed.positionals,
   };
@@ -252,7 +256,7 @@ async function main(): Promise<void> {
     case 'remove': {
       const o = options(rest);
       const node = o.positional[0] ?? die('remove needs a node address: keyslice remove ws://host:port', EXIT_USAGE);
-      await call(o, 'POST', 'remove', o.forgetData ? { node, forgetData: true } : { node });
+      await call(o, 'POST', 'remove', { node, ...(o.forgetData ? { forgetData: true } : {}), ...(o.force ? { force: true } : {}) });
       return console.log(o.forgetData ? `removed ${node}; the data of the slices it owned is given up (they are empty on the nodes that took them)` : `removed ${node}`);
     }
     case 'advise':

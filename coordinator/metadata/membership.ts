@@ -285,13 +285,14 @@ export class Membership {
 
   /** Operator: forgets a node that owns no slice (drain it first). With `forgetData`, also
    * one that owns slices whose data is lost: they go, empty, to the active nodes that are up. */
-  async remove(url: unknown, forgetData: unknown = false): Promise<void> {
+  async remove(url: unknown, forgetData: unknown = false, force: unknown = false): Promise<void> {
     if (typeof forgetData !== 'boolean') throw new KeysliceError('ValidationError', '"forgetData" is true or false');
+    if (typeof force !== 'boolean') throw new KeysliceError('ValidationError', '"force" is true or false');
     const index = this.indexOf(url);
     const node = this.map.nodes[index];
     const owned = this.map.slicesOf(index);
     const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
-    if (held.length > 0) return this.removeReplicated(index, held);
+    if (held.length > 0) return this.removeReplicated(index, held, force);
     if (owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
@@ -311,8 +312,11 @@ export class Membership {
    * as each of its slices' leader until their elections (which count the old replica set's majority)
    * choose one, and its replicas are placed again on the other active nodes, where they catch up
    * from their leaders. Refused when a slice would be left without a majority of its replicas or
-   * without a copy. */
-  private removeReplicated(index: number, held: number[]): void {
+   * without a copy; and, unless `force`, when the replicas left that are up would not be a majority of a
+   * slice's set (ReplicaMajorityDown): until the change settles its elections need a majority of the set
+   * before it, which the removed node no longer helps to make, so such a slice would elect no leader until
+   * the replicas that are down are back. */
+  private removeReplicated(index: number, held: number[], force: boolean): void {
     const node = this.map.nodes[index];
     const lone = this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length === 1);
     if (lone.length > 0) {
@@ -340,6 +344,18 @@ export class Membership {
     if ([...this.mover.moving.values()].some((m) => m.from === node || m.to === node)) {
       throw new KeysliceError('InvalidState', `a slice move to or from ${node} is in flight; retry when it ends (keyslice status)`);
     }
+    const short = this.slicesShortOfLiveMajority(index, held);
+    if (short.length > 0 && !force) {
+      const e = short[0];
+      const down = [...new Set(short.flatMap((x) => x.down))].map((n) => this.map.nodes[n]);
+      throw new KeysliceError(
+        'ReplicaMajorityDown',
+        `removing ${node} would leave ${short.length} slice${short.length === 1 ? '' : 's'} without a majority of live replicas (e.g. slice ${e.slice}: ${e.up} of its ${e.size} replicas up besides ${node}, not a majority), ` +
+          `so they could elect no leader and take no writes until ${down.join(', ')} ${down.length === 1 ? 'is' : 'are'} back; nothing was changed. ` +
+          `Bring ${down.length === 1 ? 'that node' : 'those nodes'} back first, or remove it anyway with: keyslice remove ${node} --force (those slices stay unavailable until ${down.length === 1 ? 'it is' : 'they are'} back, and for good if ${down.length === 1 ? 'it never comes' : 'they never come'} back)`,
+      );
+    }
+    if (short.length > 0) this.log(`removing ${node} by force: ${short.length} slices (e.g. slice ${short[0].slice}) keep no majority of live replicas and elect no leader until their replicas that are down are back`);
     const led = this.map.slicesOf(index).length;
     this.links[index].close();
     this.map.removeReplicatedNode(index);
@@ -350,6 +366,20 @@ export class Membership {
     this.log(
       `node ${node} removed: it held replicas of ${held.length} slices (leading ${led}); their leaders are elected among the other replicas and their replicas placed again on the other active nodes`,
     );
+  }
+
+  /** The slices of `held` (node `index` holds a replica of each) whose other replicas that are up are fewer than a
+   * majority of their set: without the node's answer their elections (which count the set before a change until it
+   * settles) cannot finish while those replicas are down. With each one's count up and the nodes down. */
+  private slicesShortOfLiveMajority(index: number, held: readonly number[]): { slice: number; up: number; size: number; down: number[] }[] {
+    const out: { slice: number; up: number; size: number; down: number[] }[] = [];
+    for (const slice of held) {
+      const set = this.map.replicasOf(slice);
+      const rest = set.filter((n) => n !== index);
+      const up = rest.filter((n) => this.isUp(n)).length;
+      if (up < majority(set.length)) out.push({ slice, up, size: set.length, down: rest.filter((n) => !this.isUp(n)) });
+    }
+    return out;
   }
 
   /** Hands the slices of node `index` to the active nodes that are up (fewest slices
@@ -404,9 +434,9 @@ export class Membership {
   }
 
   /** --remove-down-after-ms: removes a node that has been down that long, as `keyslice remove` would
-   * (which refuses to lose a slice's last copy or the majority of its replicas). Also waits while some
-   * replicated slice has no elected leader (its election needs the replicas that are up), and refuses
-   * when the replicas left that are up would not be a majority, so that the slices keep a leader.
+   * without --force (which refuses to lose a slice's last copy or the majority of its replicas, and to leave a
+   * slice fewer replicas that are up than a majority, so that the slices keep a leader). Also waits while some
+   * replicated slice has no elected leader (its election needs the replicas that are up).
    * The clock of a node starts when this process first sees it down (at the latest, at its start). */
   private async autoRemove(): Promise<void> {
     if (this.removeDownAfterMs <= 0 || this.autoRemoving) return;
@@ -423,7 +453,7 @@ export class Membership {
         const downMs = now - since;
         if (downMs < this.removeDownAfterMs) continue;
         const node = this.map.nodes[i];
-        let problem = this.autoRemoveProblem(i);
+        let problem = this.autoRemoveProblem();
         if (problem === null) {
           // Not forgetData: a node that holds the only copy of slices is refused, as an operator's remove is.
           problem = await this.remove(node).then(() => null, (err: Error) => err.message);
@@ -443,17 +473,9 @@ export class Membership {
   }
 
   /** Why the node must not be removed automatically now (beyond what remove itself refuses), or null. */
-  private autoRemoveProblem(index: number): string | null {
+  private autoRemoveProblem(): string | null {
     const s = this.leaders.summary();
     if (s.led < s.replicated) return `${s.replicated - s.led} replicated slices have no elected leader yet; removing a node changes replica sets only once every slice has one`;
-    for (let slice = 0; slice < this.map.sliceCount; slice++) {
-      const set = this.map.replicasOf(slice);
-      if (set.length <= 1 || !set.includes(index)) continue;
-      const up = set.filter((n) => n !== index && this.isUp(n)).length;
-      if (up < majority(set.length)) {
-        return `slice ${slice} would keep ${up} replicas that are up of its ${set.length}, not a majority, so it could not elect a leader; bring a node back`;
-      }
-    }
     return null;
   }
 
