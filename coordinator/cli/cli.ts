@@ -171,17 +171,44 @@ function render(st: ClusterStatus, url: string): string {
   lines.push(`moves: ${m.inFlight.length} in flight, about ${m.pending} to go, ${m.completed} completed (${m.itemsMoved} items), ${m.failed} rolled back`);
   for (const mv of m.inFlight) lines.push(moveLine(mv));
   if (m.lastError !== '') lines.push(`last rollback: ${m.lastError}`);
+  if (m.waitingSlices > 0) lines.push(waitLines(st));
   return lines.join('\n');
 }
 
-/** Polls until `done` says so, printing a progress line; bounded by --timeout. */
+/** How long a drain makes no progress before keyslice drain says what it waits for (and how often it says it again). */
+const STALLED_SAY_WHY_MS = 5_000;
+
+/** The slices a drain step or replica move waits for, and why (status lists the first few). */
+function waitLines(st: ClusterStatus): string {
+  const m = st.moves;
+  return [`waiting: ${m.waitingSlices} slices wait to let a replica go${m.waitingSlices > m.waiting.length ? ` (the first ${m.waiting.length})` : ''}:`, ...m.waiting.map((w) => `  slice ${w.slice} (replica on ${w.node}): ${w.why}`)].join('\n');
+}
+
+/** Polls until `done` says so, printing a progress line (and, when it changes, what the coordinator waits for);
+ * bounded by --timeout, after which it says what was still waited for. */
 async function follow(o: Options, what: string, progress: (st: ClusterStatus) => { done: number; total: number; finished: boolean }): Promise<void> {
   const until = Date.now() + o.timeoutS * 1000;
   const tty = process.stdout.isTTY === true;
   let lastPrint = 0;
+  let lastWaits = '';
+  let waitsAt = 0;
+  let lastDone = -1;
+  let movedAt = Date.now();
+  let st: ClusterStatus | undefined;
   while (Date.now() < until) {
-    const st = await status(o);
+    st = await status(o);
     const p = progress(st);
+    if (p.done !== lastDone) [lastDone, movedAt] = [p.done, Date.now()];
+    // What a drain waits for (a slice without a leader, a replica behind, no node up to take a replica) is said once
+    // it has made no progress for a while, and again (when it changed) at most that often: a drain that goes on
+    // shows only its bar.
+    const waits = st.moves.waitingSlices > 0 ? waitLines(st) : '';
+    const now = Date.now();
+    if (!p.finished && waits !== '' && waits !== lastWaits && now - movedAt >= STALLED_SAY_WHY_MS && now - waitsAt >= STALLED_SAY_WHY_MS) {
+      if (tty) process.stdout.write('\n');
+      console.log(waits);
+      [lastWaits, waitsAt] = [waits, now];
+    }
     const moving = st.moves.inFlight.map((m) => `${m.slice}:${m.phase}${m.items > 0 ? ` ${Math.floor((100 * m.copied) / m.items)}%` : ''}`).join(' ');
     const line = `${what} ${bar(p.done, p.total)} ${p.done}/${p.total} slices${moving ? `  moving ${moving}` : ''}${st.moves.failed > 0 ? `  (${st.moves.failed} rolled back)` : ''}`;
     if (tty) process.stdout.write(`\r${line.slice(0, (process.stdout.columns ?? 120) - 1).padEnd((process.stdout.columns ?? 120) - 1)}`);
@@ -196,7 +223,7 @@ async function follow(o: Options, what: string, progress: (st: ClusterStatus) =>
     await new Promise((r) => setTimeout(r, 500));
   }
   if (tty) process.stdout.write('\n');
-  die(`still moving after ${o.timeoutS} s; the coordinator goes on (see keyslice status)`);
+  die(`still moving after ${o.timeoutS} s; the coordinator goes on (see keyslice status)${st !== undefined && st.moves.waitingSlices > 0 ? `\n${waitLines(st)}` : ''}`);
 }
 
 async function main(): Promise<void> {

@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
@@ -46,6 +46,8 @@ export class Membership {
   private autoRemoving = false;
   /** Replica moves undone since this process started (their new replica's node was down: undoStalledMoves). */
   private movesUndone = 0;
+  /** The slices whose drain step or replica move's second step waits, and why, as drainReplicas last looked (status). */
+  private replicaWaits: { slice: number; node: number; why: string }[] = [];
   /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
   onLinkChange: () => void = () => {};
 
@@ -497,6 +499,8 @@ export class Membership {
    * then from the node with the most slices to the one with the fewest while they
    * differ by more than one. Nodes that are down are counted but not moved to or from. */
   rebalance(): void {
+    // drainReplicas (below) says again what waits, if anything still does.
+    this.replicaWaits = [];
     // A replica move started before (a coordinator restarted with --rebalance no) is finished all the same.
     if (!this.autoRebalance && !this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining') && this.movingReplicas() === 0) return;
     // Replicated slices are not copied by slice moves: a drain, and replica rebalancing onto a node that
@@ -551,13 +555,18 @@ export class Membership {
    * (rebalanceReplicas). Setting the node draining placed a new replica on an active node for each slice
    * it holds one of (a move placed one on the node that joined, and marked the replica it replaces
    * leaving); the sets' elections (by joint majorities) told their leaders. Here a slice's replica on the
-   * draining node (or the leaving one) leaves the set once the leader elected for the set is known and
-   * every other replica of it says (Pong) that it durably holds that leader's barrier: every write
-   * acknowledged before, so the new replica has caught up. Slices the node led are led, in the map, by
-   * another replica, and elected again (that election counts the larger set's majority). What is ready
-   * in one turn leaves in one map change. */
+   * draining node (or the leaving one) leaves the set once the leader elected for the set is known, the change
+   * settled, and every other replica of it that is up says (Pong) that it durably holds that leader's barrier:
+   * every write acknowledged before, so the new replica has caught up. A replica on a node that is down is not
+   * waited for (it could be for good: remove, or removal after a time down, replaces it), as long as those that
+   * hold the barrier are a majority of the set that is left, which then elects and commits without it. Slices the
+   * node led are led, in the map, by another replica, and elected again (that election counts the larger set's
+   * majority). What is ready in one turn leaves in one map change. Each slice that waits is kept with why
+   * (replicaWaits: status, keyslice drain). */
   private drainReplicas(): void {
     const drops: { slice: number; node: number }[] = [];
+    const waits: { slice: number; node: number; why: string }[] = [];
+    const names = (nodes: readonly number[]) => nodes.map((n) => this.map.nodes[n]).join(', ');
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const set = this.map.replicasOf(slice);
       const leaving = this.map.leavingOf(slice);
@@ -565,22 +574,50 @@ export class Membership {
       // first, then a draining node's.
       const node = leaving >= 0 ? leaving : set.find((n) => this.map.statusOf(n) === 'draining');
       if (node === undefined) continue;
+      const wait = (why: string) => waits.push({ slice, node, why });
+      const down = set.filter((n) => !this.isUp(n));
       const term = this.leaders.electedTerm(slice);
+      if (term === null) {
+        wait(`no leader elected for its replica set yet${down.length > 0 ? ` (replicas on ${names(down)} are down; it needs a majority of its replicas up)` : ' (an election is under way)'}`);
+        continue;
+      }
       // The change that added the new replica settles first (joint majorities, docs/replication.md): the next one
       // then counts only the larger set, whose majorities the replicas left make without the drained node.
-      if (term === null || !this.leaders.settled(slice)) continue;
+      if (!this.leaders.settled(slice)) {
+        wait(`its last replica-set change has not settled yet (the leader's first record of term ${term} is not yet on a majority of both sets)${down.length > 0 ? `; replicas on ${names(down)} are down` : ''}`);
+        continue;
+      }
       const rest = set.filter((n) => n !== node);
-      // Every replica is asked (not only the first behind), so that one turn learns about them all.
-      const behind = rest.filter((n) => !this.leaders.holdsTerm(slice, n, term));
       // And only once the replacement is in the set: the replicas left on active nodes are as many as the factor.
       // Placement skips nodes that are down, so with none up to take it the set has no replacement, and the drain
       // waits (placement adds one when a node is up: refillReplicas) rather than leave the slice a replica short.
-      if (behind.length > 0 || rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) continue;
-      // The invariant of a replica-set change: the set that is left is a majority of replicas that hold
-      // every acknowledged write (here all of them), so no election after it can lose one.
-      assert(rest.length >= majority(set.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
+      if (rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) {
+        const idle = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && !set.includes(i));
+        wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
+        continue;
+      }
+      // Every replica is asked (not only the first behind), so that one turn learns about them all. The new replica
+      // (joining) must hold the barrier, up or not: else nothing replaced the one that leaves (undoStalledMoves takes
+      // one whose node stays down out). One that was in the set before may be down (with no new replica named, a move
+      // recorded by an older map, none may).
+      const fresh = this.map.joiningOf(slice);
+      const holding = rest.filter((n) => this.leaders.holdsTerm(slice, n, term));
+      const behind = rest.filter((n) => !holding.includes(n) && (this.isUp(n) || fresh < 0 || n === fresh));
+      if (behind.length > 0) {
+        wait(`the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behind.some((n) => !this.isUp(n)) ? `; ${names(behind.filter((n) => !this.isUp(n)))} is down` : ''}`);
+        continue;
+      }
+      if (holding.length < majority(rest.length)) {
+        wait(`its replicas on ${names(rest.filter((n) => !holding.includes(n)))} are down and the caught-up ones are no majority of the ${rest.length} it would keep`);
+        continue;
+      }
+      // The invariant of a replica-set change: the replicas left that hold every acknowledged write (every one that
+      // is up) are a majority of the set that is left, so it elects and commits without the replica that leaves.
+      // (Joint majorities keep every acknowledged write whatever they hold; this is for the slice to go on serving.)
+      assert(rest.length >= majority(set.length) && holding.length >= majority(rest.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
       drops.push({ slice, node });
     }
+    this.replicaWaits = waits;
     if (drops.length === 0) return;
     const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
     this.map.dropLeavingReplicas(drops);
@@ -828,6 +865,8 @@ export class Membership {
         itemsMoved: this.mover.itemsMoved,
         lastError: this.mover.lastError,
         pending: this.map.replicationFactor > 1 ? this.pendingReplicaMoves(replicas) : this.pendingMoves(counts),
+        waiting: this.replicaWaits.slice(0, REPLICA_WAITS_REPORTED_MAX).map((w) => ({ slice: w.slice, node: this.map.nodes[w.node], why: w.why })),
+        waitingSlices: this.replicaWaits.length,
       },
     };
   }
