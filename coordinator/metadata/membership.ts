@@ -569,11 +569,8 @@ export class Membership {
     const names = (nodes: readonly number[]) => nodes.map((n) => this.map.nodes[n]).join(', ');
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const set = this.map.replicasOf(slice);
-      const leaving = this.map.leavingOf(slice);
-      // A slice has at most one unsettled change (below), so one replica leaves it at a time: the marked one
-      // first, then a draining node's.
-      const node = leaving >= 0 ? leaving : set.find((n) => this.map.statusOf(n) === 'draining');
-      if (node === undefined) continue;
+      const node = this.map.leaverOf(slice);
+      if (node < 0) continue;
       const wait = (why: string) => waits.push({ slice, node, why });
       const down = set.filter((n) => !this.isUp(n));
       const term = this.leaders.electedTerm(slice);
@@ -656,7 +653,7 @@ export class Membership {
       const set = this.map.replicasOf(slice);
       // The set that is left is the one before the move or drain step (the replica it was to replace still in it),
       // a majority of the set that joint majorities keep counting until the undo settles.
-      const replaced = set.includes(this.map.leavingOf(slice)) || set.some((n) => this.map.statusOf(n) === 'draining');
+      const replaced = set.some((n) => this.map.leaves(slice, n));
       assert(set.includes(to) && replaced && set.length - 1 >= majority(set.length), `slice ${slice} goes back to the set it had before its move or drain step`);
       undo.push(slice);
     }
