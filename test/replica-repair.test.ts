@@ -255,11 +255,12 @@ describe('repair of replicated slices (R=3)', () => {
     expect(forced.stdout).toContain(`removed ${removed.url}`);
     expect((await e.status()).nodes.map((n) => n.node)).not.toContain(removed.url);
     await stopProcess(removed.child, 'SIGKILL');
-    // Those slices elect no leader while the node that is down stays down (their change needs a majority of the set
-    // before it, which only it can complete)...
-    await sleep(2_000);
-    const stuck = (await e.status()).replication.leaders;
-    expect(stuck.replicated - stuck.led).toBe(stranded);
+    // Those slices' changes cannot settle while the node that is down stays down: their elections and their leaders'
+    // commits (a leader in the new set leads on) need a majority of the set before it, which only it can complete. The
+    // other slices' changes settle.
+    await waitFor(async () => (await e.status()).replication.leaders.unsettled === stranded, `${stranded} changes left unsettled`, 20_000);
+    await sleep(1_000);
+    expect((await e.status()).replication.leaders.unsettled).toBe(stranded);
     // ...and once it is back they do, and every slice is back to 3 replicas without the removed node.
     await e.addNode(undefined, Number(new URL(down.url).port), down.name);
     await waitFor(async () => {

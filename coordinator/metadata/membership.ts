@@ -353,7 +353,7 @@ export class Membership {
       throw new KeysliceError(
         'ReplicaMajorityDown',
         `removing ${node} would leave ${short.length} slice${short.length === 1 ? '' : 's'} without a majority of live replicas (e.g. slice ${e.slice}: ${e.up} of its ${e.size} replicas up besides ${node}, not a majority), ` +
-          `so they could elect no leader and take no writes until ${down.join(', ')} ${down.length === 1 ? 'is' : 'are'} back; nothing was changed. ` +
+          `so they could elect no leader nor commit a write until ${down.join(', ')} ${down.length === 1 ? 'is' : 'are'} back; nothing was changed. ` +
           `Bring ${down.length === 1 ? 'that node' : 'those nodes'} back first, or remove it anyway with: keyslice remove ${node} --force (those slices stay unavailable until ${down.length === 1 ? 'it is' : 'they are'} back, and for good if ${down.length === 1 ? 'it never comes' : 'they never come'} back)`,
       );
     }
