@@ -286,7 +286,7 @@ export class ClusterMap {
 
   /** A drain's or a replica move's second step (coordinator/metadata/membership.ts): each pair's node,
    * draining or marked leaving the slice, leaves the slice's replica set; a slice it led is led, in the
-   * map, by its first follower on an active node until the election that the changed set starts names
+   * map, by its first follower on an active node (one that is up, if any) until the election that the changed set starts names
    * its leader. One change at a new epoch. */
   dropLeavingReplicas(drops: readonly { slice: number; node: number }[]): void {
     this.commit((next) => {
@@ -299,7 +299,10 @@ export class ClusterMap {
         const set = [next.owners[slice], ...next.followers[slice]];
         assert(set.includes(node), `node ${node} is a replica of slice ${slice}`);
         const rest = set.filter((n) => n !== node);
-        const leader = next.owners[slice] === node ? (rest.find((n) => next.status[n] === 'active') ?? -1) : next.owners[slice];
+        // One that is up first: a drain goes on without a replica on a node that is down (membership.ts drainReplicas),
+        // and routers would send to it until the election names the leader.
+        const active = rest.filter((n) => next.status[n] === 'active');
+        const leader = next.owners[slice] === node ? (active.find((n) => this.isUp(n)) ?? active[0] ?? -1) : next.owners[slice];
         assert(leader >= 0, `slice ${slice} keeps a replica on an active node`);
         next.owners[slice] = leader;
         next.followers[slice] = rest.filter((n) => n !== leader);
