@@ -392,5 +392,17 @@ export interface ClusterStatus {
   nodes: NodeStatusReport[];
   /** Replicas per slice in force, what was asked for (--replication-factor), and why (docs/replication.md). */
   replication: { factor: number; asked: number | 'auto'; why: string; note: string; leaders: LeadersReport };
-  moves: { inFlight: MoveReport[]; pending: number; completed: number; failed: number; itemsMoved: number; lastError: string };
+  moves: {
+    inFlight: MoveReport[];
+    pending: number;
+    completed: number;
+    failed: number;
+    itemsMoved: number;
+    lastError: string;
+    /** Replicated slices whose drain step or replica move waits, as the coordinator last looked (at most
+     * REPLICA_WAITS_REPORTED_MAX, lowest slices first): the replica that is to leave (`node`) and why it has not yet. */
+    waiting: { slice: number; node: string; why: string }[];
+    /** How many slices wait in all (waiting lists the first of them). */
+    waitingSlices: number;
+  };
 }

@@ -37,6 +37,10 @@ export const ERROR_CODES = {
    * IDEMPOTENCY_WINDOW_MS, at most APPLIED_REQUESTS_KEPT_MS after it was applied): nothing was applied
    * (docs/replication.md, "A client's write sent twice"). */
   IdempotentParameterMismatch: { status: 400, retryable: false },
+  /** keyslice remove: without the node, some replicated slices would keep fewer replicas that are up than a majority
+   * of their set, so they could elect no leader until the replicas that are down are back; nothing was changed (an
+   * operator may insist: remove's "force", docs/operations.md). */
+  ReplicaMajorityDown: { status: 409, retryable: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

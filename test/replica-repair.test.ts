@@ -9,6 +9,12 @@
 //  - A node SIGKILLed during a drain, before the drain's new replicas on it caught up: those are undone (the
 //    slices back to 3 replicas on live nodes) and not placed on it again while it is down; once it is back the
 //    drain finishes; nothing acknowledged is lost.
+//  - keyslice remove of a node while another is down: refused (ReplicaMajorityDown, nothing changed) when some slice
+//    would keep fewer replicas that are up than a majority of its set; with --force it is removed, those slices
+//    have no leader until the node that is down is back, and then nothing acknowledged is lost.
+//  - keyslice drain while another node is down: slices whose set holds the dead node's replica finish their drain
+//    step without it; those that need a node up to take their new replica wait, and status and keyslice drain say
+//    which and why; once the node is back the drain finishes; nothing acknowledged is lost.
 //  - Items written at R=1 are kept when the cluster grows to R=2 and 3 (they were dropped: the first
 //    replica of a slice started empty).
 //  - Nodes that join one by one under writes: the first leads every slice at first, then the
@@ -210,6 +216,114 @@ describe('repair of replicated slices (R=3)', () => {
     if (process.env.KEYSLICE_TEST_LOG) {
       console.log(`node killed during a drain: ${steps.length} drain steps onto it undone ${undoneMs} ms after the kill; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
     }
+  }, 150_000);
+
+  it('keyslice remove refuses when a slice would keep fewer live replicas than a majority; --force removes the node, and those slices elect once their replica that is down is back; nothing is lost', async () => {
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
+    await rebalanced(e);
+    await allLed(e);
+    await bulk(e, 100);
+    const load = new WriteLoad(e.client, 'elastic', 2, 8);
+    // The two nodes that share most slices: removing one with the other down leaves those slices one replica up of 3.
+    const sets = replicaSets(e);
+    const shared = (a: string, b: string) => sets.filter((set) => set.includes(a) && set.includes(b)).length;
+    let [removed, down] = [e.nodes[0], e.nodes[1]];
+    for (const a of e.nodes) for (const b of e.nodes) if (a !== b && shared(a.url, b.url) > shared(removed.url, down.url)) [removed, down] = [a, b];
+    const stranded = shared(removed.url, down.url);
+    expect(stranded).toBeGreaterThan(0);
+    await stopProcess(down.child, 'SIGKILL');
+    await waitFor(async () => (await e.status()).nodes.find((n) => n.node === down.url)?.up === false, 'the killed node to be seen down');
+    // Every slice still has a majority of its replicas up, so a leader: the refusal below is for the removal alone.
+    await allLed(e);
+    const cli = join(import.meta.dirname, '..', 'dist', 'coordinator', 'cli', 'cli.js');
+    const run = (args: string[]) =>
+      promisify(execFile)(process.execPath, [cli, ...args, '--url', e.coordinator.url], { timeout: 20_000 }).then(
+        (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+        (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
+      );
+    const refused = await run(['remove', removed.url]);
+    expect(refused.code, refused.stdout).toBe(1);
+    expect(refused.stderr).toMatch(new RegExp(`ReplicaMajorityDown: removing ${removed.url} would leave ${stranded} slices? without a majority of live replicas \\(e\\.g\\. slice \\d+: 1 of its 3 replicas up besides`));
+    expect(refused.stderr).toContain(`until ${down.url} is back`);
+    expect(refused.stderr).toContain('--force');
+    // Nothing changed: the node is a member and holds its replicas.
+    expect((await e.status()).nodes.find((n) => n.node === removed.url)?.status).toBe('active');
+    expect(replicaSets(e).filter((set) => set.includes(removed.url)).length).toBe(sets.filter((set) => set.includes(removed.url)).length);
+
+    const forced = await run(['remove', removed.url, '--force']);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toContain(`removed ${removed.url}`);
+    expect((await e.status()).nodes.map((n) => n.node)).not.toContain(removed.url);
+    await stopProcess(removed.child, 'SIGKILL');
+    // Those slices' changes cannot settle while the node that is down stays down: their elections and their leaders'
+    // commits (a leader in the new set leads on) need a majority of the set before it, which only it can complete. The
+    // other slices' changes settle.
+    await waitFor(async () => (await e.status()).replication.leaders.unsettled === stranded, `${stranded} changes left unsettled`, 20_000);
+    await sleep(1_000);
+    expect((await e.status()).replication.leaders.unsettled).toBe(stranded);
+    // ...and once it is back they do, and every slice is back to 3 replicas without the removed node.
+    await e.addNode(undefined, Number(new URL(down.url).port), down.name);
+    await waitFor(async () => {
+      const st = await e.status();
+      return led(st) && st.replication.leaders.unsettled === 0 && replicaSets(e).every((set) => set.length === 3 && !set.includes(removed.url));
+    }, 'every slice to have a leader and 3 replicas once the node is back', 60_000);
+    await sleep(500);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(0);
+    await load.verify(100);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`forced removal: ${stranded} slices stranded until the node was back; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
+  }, 120_000);
+
+  it('keyslice drain with another node down: slices holding a replica on the dead node drain without it, the others wait and say why; back, the drain finishes; nothing is lost', async () => {
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
+    const { load, victim: drained } = await underWrites(e);
+    const dead = e.nodes.find((n) => n !== drained)!;
+    await stopProcess(dead.child, 'SIGKILL');
+    await waitFor(async () => (await e.status()).nodes.find((n) => n.node === dead.url)?.up === false, 'the killed node to be seen down');
+    await allLed(e);
+    const sets = replicaSets(e);
+    const withDead = sets.flatMap((set, s) => (set.includes(drained.url) && set.includes(dead.url) ? [s] : []));
+    const withoutDead = sets.flatMap((set, s) => (set.includes(drained.url) && !set.includes(dead.url) ? [s] : []));
+    expect(withDead.length).toBeGreaterThan(0);
+    expect(withoutDead.length).toBeGreaterThan(0);
+    const cli = join(import.meta.dirname, '..', 'dist', 'coordinator', 'cli', 'cli.js');
+    const drain = await promisify(execFile)(process.execPath, [cli, 'drain', drained.url, '--url', e.coordinator.url, '--timeout', '15'], { timeout: 30_000 }).then(
+      () => null,
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    // With 4 nodes, one draining and one dead, the slices that do not hold a replica on the dead node have no node up
+    // to take their new replica: the drain cannot finish, and keyslice drain says why when it gives up waiting.
+    expect(drain?.code).toBe(1);
+    expect(drain?.stderr).toMatch(/still moving after 15 s/);
+    expect(drain?.stderr).toContain(`no active node that is up is left to take its new replica (${dead.url} is down)`);
+    // The slices that hold a replica on the dead node are drained without it (before, they waited for it to say it
+    // caught up): the drained node's replica left, the new one caught up, the dead one kept.
+    await waitFor(async () => {
+      const now = replicaSets(e);
+      return withDead.every((s) => now[s].length === 3 && !now[s].includes(drained.url) && now[s].includes(dead.url));
+    }, `the drain steps of slices ${withDead.join(', ')} to finish while ${dead.url} is down`, 30_000);
+    const st = await e.status();
+    expect(st.moves.waitingSlices).toBe(withoutDead.length);
+    for (const w of st.moves.waiting) {
+      expect(withoutDead).toContain(w.slice);
+      expect(w.node).toBe(drained.url);
+      expect(w.why).toBe(`no active node that is up is left to take its new replica (${dead.url} is down)`);
+    }
+    // Back, it takes the new replicas of the slices that waited, and the drain finishes.
+    await e.addNode(undefined, Number(new URL(dead.url).port), dead.name);
+    await waitFor(async () => {
+      const now = await e.status();
+      return led(now) && now.nodes.find((x) => x.node === drained.url)!.replicas === 0 && now.replication.leaders.unsettled === 0 && now.moves.waitingSlices === 0;
+    }, 'the drain to finish once the dead node is back', 60_000);
+    for (const set of replicaSets(e)) {
+      expect(set.length).toBe(3);
+      expect(set).not.toContain(drained.url);
+    }
+    await sleep(500);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(0);
+    await load.verify(300);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`drain with a node down: ${withDead.length} slices drained without it, ${withoutDead.length} waited; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
   }, 150_000);
 
   it('leaderships spread over nodes that join one by one, under writes; nothing is lost', async () => {

@@ -78,6 +78,13 @@ function group(n: number) {
 const payload = (s: string) => new TextEncoder().encode(s);
 const refusals = (sent: Sent[]) => sent.filter((s) => s.m.type === 'Refused').map((s) => (s.m as { code: string }).code);
 
+/** A failover host's record of the last Lead, as the cluster map keeps it: the leader published last (its Lead left),
+ * else `before` (the map's term, nobody known: a map from before it was kept, or nothing led yet). */
+function lastLeadOf(published: readonly [number, number][], before: [number, number | null] = [0, null]): [number, number | null] {
+  const last = published.at(-1);
+  return last === undefined ? before : [last[1], last[0]];
+}
+
 describe('a slice replica', () => {
   it('commits a write only once a majority holds it durably, and followers apply it only once committed', () => {
     const g = group(3);
@@ -528,6 +535,7 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
       now: () => now,
       persistTerm: (t: number, election = true) => terms.push([t, election]),
       publish: (leader: number, term: number) => published.push([leader, term]),
+      lastLead: () => lastLeadOf(published),
     };
     const f = new SliceFailover([0, 1, 2], null, 0, timing, host);
     f.tick();
@@ -728,9 +736,10 @@ describe('the coordinator\'s wait for the old leader\'s lease', () => {
   const setup = () => {
     let now = 1_000;
     const published: [number, number][] = [];
-    const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
-    // Replica 0 got the Lead of term 1; the map's term is 2 (a handover named another leader before its election).
-    const f = new SliceFailover([0, 1, 2], null, 2, timing, host, undefined, [], 1);
+    // Replica 0 got the Lead of term 1 (not known: a map written before the last Lead was kept), and the map's term is
+    // 2: a handover named another leader before its election.
+    const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published, [1, null]) };
+    const f = new SliceFailover([0, 1, 2], null, 2, timing, host);
     f.tick(); // Prepare(3) to all
     return { f, published, at: (t: number) => (now = t) };
   };
@@ -771,10 +780,10 @@ describe('the coordinator\'s wait for the old leader\'s lease', () => {
   it('waits for nothing when the replica the last Lead went to answered from a process started since (it leads nothing): the lease died with the process that held it', () => {
     let now = 1_000;
     const published: [number, number][] = [];
-    const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
     for (const lastLedBy of [0, null]) {
       published.length = 0;
-      const f = new SliceFailover([0, 1, 2], null, 2, timing, host, undefined, [], 1, lastLedBy);
+      const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published, [1, lastLedBy]) };
+      const f = new SliceFailover([0, 1, 2], null, 2, timing, host);
       f.tick();
       f.receive(1, { type: 'Prepared', term: 3, lastTerm: 1, lastIndex: 5, leaseWaitMs: 1_200, ledTerm: 0 });
       // Node 0 restarted: its replica leads nothing, and (started just now) reports a full wait.
@@ -800,7 +809,7 @@ describe('the coordinator\'s wait for the old leader\'s lease', () => {
     for (const ledTerm of [2, 1]) {
       let now = 1_000;
       const published: [number, number][] = [];
-      const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
+      const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
       const f = new SliceFailover([0, 1, 2], null, 0, timing, host);
       f.tick();
       for (const r of [0, 1, 2]) f.receive(r, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
@@ -809,7 +818,7 @@ describe('the coordinator\'s wait for the old leader\'s lease', () => {
       f.receive(0, { type: 'Pong', seq: 1, term: 1, leading: true, commitTerm: 1, lastIndex: 4 });
       // 2 is replaced by 3: 0 leads on at term 2.
       const g = f.changedTo([0, 1, 3], 1, host);
-      expect([g.currentLeader, g.currentTerm, g.lastLedTerm, g.lastLeader]).toEqual([0, 2, 2, 0]);
+      expect([g.currentLeader, g.currentTerm, ...host.lastLead()]).toEqual([0, 2, 2, 0]);
       // It stops answering; the election (term 3) hears from 0 and 1, a majority of both sets.
       now += timing.heartbeatTimeoutMs + 1;
       g.tick();
@@ -845,6 +854,7 @@ describe('the coordinator\'s election of one slice', () => {
       now: () => now,
       persistTerm: (t) => terms.push(t),
       publish: (leader, term) => published.push([leader, term]),
+      lastLead: () => lastLeadOf(published),
     });
     // Leader 0 is killed while replica 2 is still restarting: the Prepares to both go nowhere.
     f.suspectLeader();
@@ -873,7 +883,7 @@ describe('the coordinator\'s election of one slice', () => {
   it('elects a replica of the new set when the most up to date answer comes from the replica that left it (its records were never acknowledged)', () => {
     const published: [number, number][] = [];
     const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
-    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
+    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
     // Replica 0 led [0, 1, 2, 3] and is moved off (its replica leaves); it took records 102..103 that no other
     // replica holds, so they were not acknowledged (a majority of [0, 1, 2, 3] never held them).
     const changed = new SliceFailover([0, 1, 2, 3], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
@@ -890,7 +900,7 @@ describe('the coordinator\'s election of one slice', () => {
   it('does not elect past the replica that left when the new set holds a record of the old set on too few replicas', () => {
     const published: [number, number][] = [];
     const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
-    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]) };
+    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
     // [0, 1, 2] replaced by [1, 2, 3]: record 8 may be acknowledged on 0 and 1 (a majority of the old set).
     const changed = new SliceFailover([0, 1, 2], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
     changed.tick();

@@ -42,9 +42,6 @@ export interface SimOptions {
    * the new replica placed on another node that is up if there is one (membership.ts undoStalledMoves); 'chained':
    * also while the change before has not settled (as the coordinator did before it waited). */
   setChanges?: boolean | 'drain' | 'drain-down' | 'chained';
-  /** false: every replica-set change elects a leader (Prepare), as before LeadOn; by default a change that keeps the
-   * leader in the set tells it to lead on at a new term (failover.ts changedTo). */
-  leadOn?: boolean;
   /** Break consistent reads on purpose (the read checker must catch it): a leader answers them whenever it serves,
    * lease or not, as before leases. */
   readsWithoutLease?: boolean;
@@ -458,6 +455,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       mapLastLead = [term, leader];
       published = true;
     },
+    lastLead: (): [number, ReplicaId | null] => mapLastLead ?? [mapTerm, null],
   };
   const choose: typeof chooseLeader =
     opts.unsafeChoice === true ? (replicas, answers) => (answers.size > Math.floor(replicas.length / 2) ? [...answers.keys()][0] : null) : chooseLeader;
@@ -493,7 +491,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     elections += coordinator.elections;
     // Before changedTo: a leader that leads on is published by it.
     published = false;
-    coordinator = coordinator.changedTo(next, usedTerm, failoverHost, opts.leadOn !== false);
+    coordinator = coordinator.changedTo(next, usedTerm, failoverHost);
     if (coordinator.currentLeader !== null) report.ledOn++;
     ledOnUnanswered = coordinator.currentLeader !== null ? coordinator.currentTerm : 0;
     const before = set;
@@ -520,7 +518,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       published = false;
       ledOnUnanswered = 0;
       commitTerms.clear();
-      coordinator = SliceFailover.atStart({ replicas: set, termUsed: usedTerm, term: mapTerm, unsettled: mapUnsettled, lastLead: mapLastLead }, timing, failoverHost, choose);
+      coordinator = SliceFailover.atStart({ replicas: set, termUsed: usedTerm, unsettled: mapUnsettled }, timing, failoverHost, choose);
       changes.push(`${clock.now.toFixed(1)} ms: coordinator restarted (sets ${coordinator.sets.map((x) => x.join(',')).join(' and ')})`);
     });
   }

@@ -23,6 +23,8 @@ usage:
   keyslice drain <ws://host:port>   move every slice (replication factor > 1: every replica) off a node (waits, with progress)
   keyslice remove <ws://host:port>  forget a drained node, or (replication factor > 1) one that is down: its replicas are placed again
          [--forget-data]            ... or one that owns slices whose data is lost: they go, empty, to the other nodes
+         [--force]                  ... even if some slices would keep fewer replicas up than a majority (they elect
+                                    no leader until their replicas that are down are back; docs/operations.md)
   keyslice advise FILE --table T    judge a key design and its alternatives on sample items (keyslice advise --help)
   keyslice import TABLE FILE        load JSON lines or CSV into a table (keyslice import --help)
   keyslice export TABLE             stream a table out as JSON lines (keyslice export --help)
@@ -76,6 +78,7 @@ function options(args: string[]) {
         token: { type: 'string' },
         'no-wait': { type: 'boolean' },
         'forget-data': { type: 'boolean' },
+        force: { type: 'boolean' },
         watch: { type: 'boolean' },
         timeout: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -100,6 +103,7 @@ function options(args: string[]) {
     wait: v['no-wait'] !== true,
     watch: v.watch === true,
     forgetData: v['forget-data'] === true,
+    force: v.force === true,
     timeoutS,
     positional: parsed.positionals,
   };
@@ -167,17 +171,44 @@ function render(st: ClusterStatus, url: string): string {
   lines.push(`moves: ${m.inFlight.length} in flight, about ${m.pending} to go, ${m.completed} completed (${m.itemsMoved} items), ${m.failed} rolled back`);
   for (const mv of m.inFlight) lines.push(moveLine(mv));
   if (m.lastError !== '') lines.push(`last rollback: ${m.lastError}`);
+  if (m.waitingSlices > 0) lines.push(waitLines(st));
   return lines.join('\n');
 }
 
-/** Polls until `done` says so, printing a progress line; bounded by --timeout. */
+/** How long a drain makes no progress before keyslice drain says what it waits for (and how often it says it again). */
+const STALLED_SAY_WHY_MS = 5_000;
+
+/** The slices a drain step or replica move waits for, and why (status lists the first few). */
+function waitLines(st: ClusterStatus): string {
+  const m = st.moves;
+  return [`waiting: ${m.waitingSlices} slices wait to let a replica go${m.waitingSlices > m.waiting.length ? ` (the first ${m.waiting.length})` : ''}:`, ...m.waiting.map((w) => `  slice ${w.slice} (replica on ${w.node}): ${w.why}`)].join('\n');
+}
+
+/** Polls until `done` says so, printing a progress line (and, when it changes, what the coordinator waits for);
+ * bounded by --timeout, after which it says what was still waited for. */
 async function follow(o: Options, what: string, progress: (st: ClusterStatus) => { done: number; total: number; finished: boolean }): Promise<void> {
   const until = Date.now() + o.timeoutS * 1000;
   const tty = process.stdout.isTTY === true;
   let lastPrint = 0;
+  let lastWaits = '';
+  let waitsAt = 0;
+  let lastDone = -1;
+  let movedAt = Date.now();
+  let st: ClusterStatus | undefined;
   while (Date.now() < until) {
-    const st = await status(o);
+    st = await status(o);
     const p = progress(st);
+    if (p.done !== lastDone) [lastDone, movedAt] = [p.done, Date.now()];
+    // What a drain waits for (a slice without a leader, a replica behind, no node up to take a replica) is said once
+    // it has made no progress for a while, and again (when it changed) at most that often: a drain that goes on
+    // shows only its bar.
+    const waits = st.moves.waitingSlices > 0 ? waitLines(st) : '';
+    const now = Date.now();
+    if (!p.finished && waits !== '' && waits !== lastWaits && now - movedAt >= STALLED_SAY_WHY_MS && now - waitsAt >= STALLED_SAY_WHY_MS) {
+      if (tty) process.stdout.write('\n');
+      console.log(waits);
+      [lastWaits, waitsAt] = [waits, now];
+    }
     const moving = st.moves.inFlight.map((m) => `${m.slice}:${m.phase}${m.items > 0 ? ` ${Math.floor((100 * m.copied) / m.items)}%` : ''}`).join(' ');
     const line = `${what} ${bar(p.done, p.total)} ${p.done}/${p.total} slices${moving ? `  moving ${moving}` : ''}${st.moves.failed > 0 ? `  (${st.moves.failed} rolled back)` : ''}`;
     if (tty) process.stdout.write(`\r${line.slice(0, (process.stdout.columns ?? 120) - 1).padEnd((process.stdout.columns ?? 120) - 1)}`);
@@ -192,7 +223,7 @@ async function follow(o: Options, what: string, progress: (st: ClusterStatus) =>
     await new Promise((r) => setTimeout(r, 500));
   }
   if (tty) process.stdout.write('\n');
-  die(`still moving after ${o.timeoutS} s; the coordinator goes on (see keyslice status)`);
+  die(`still moving after ${o.timeoutS} s; the coordinator goes on (see keyslice status)${st !== undefined && st.moves.waitingSlices > 0 ? `\n${waitLines(st)}` : ''}`);
 }
 
 async function main(): Promise<void> {
@@ -252,7 +283,7 @@ async function main(): Promise<void> {
     case 'remove': {
       const o = options(rest);
       const node = o.positional[0] ?? die('remove needs a node address: keyslice remove ws://host:port', EXIT_USAGE);
-      await call(o, 'POST', 'remove', o.forgetData ? { node, forgetData: true } : { node });
+      await call(o, 'POST', 'remove', { node, ...(o.forgetData ? { forgetData: true } : {}), ...(o.force ? { force: true } : {}) });
       return console.log(o.forgetData ? `removed ${node}; the data of the slices it owned is given up (they are empty on the nodes that took them)` : `removed ${node}`);
     }
     case 'advise':

@@ -98,6 +98,8 @@ const FROM_NATIVE: Record<ErrorCode, ExceptionName> = {
   ReplicaNotReady: 'ServiceUnavailable',
   // Never met here: the endpoint's writes carry no idempotency id (DynamoDB's item writes have none: docs/dynamodb.md).
   IdempotentParameterMismatch: 'ValidationException',
+  // Never met here: an operator's keyslice remove, not an item request.
+  ReplicaMajorityDown: 'ValidationException',
 };
 
 /** The native expression fields, as DynamoDB names them in its messages. */

@@ -72,8 +72,8 @@ interface ClusterMapState {
    * the set, as the one before did (docs/replication.md, "A coordinator that restarts"). Absent in older maps (none). */
   unsettled?: number[][][];
   /** lastLead[slice]: [term, node] of the last Lead or LeadOn recorded for the slice (recordElections: before it
-   * leaves), or null: so that a restarted coordinator knows which replica may hold the only lease that may still run
-   * (failover.ts lastLedBy). Absent in older maps (not known). */
+   * leaves), or null: so that the failover (a restarted coordinator's too) knows which replica may hold the only lease that may still run
+   * (failover.ts: every failover reads it, FailoverHost.lastLead; the one record of it). Absent in older maps (not known). */
   lastLead?: ([number, number] | null)[];
 }
 type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[]; joining: number[]; unsettled: number[][][]; lastLead: ([number, number] | null)[] };
@@ -286,12 +286,12 @@ export class ClusterMap {
 
   /** A drain's or a replica move's second step (coordinator/metadata/membership.ts): each pair's node,
    * draining or marked leaving the slice, leaves the slice's replica set; a slice it led is led, in the
-   * map, by its first follower on an active node until the election that the changed set starts names
+   * map, by its first follower on an active node (one that is up, if any) until the election that the changed set starts names
    * its leader. One change at a new epoch. */
   dropLeavingReplicas(drops: readonly { slice: number; node: number }[]): void {
     this.commit((next) => {
       for (const { slice, node } of drops) {
-        assert(next.status[node] === 'draining' || next.leaving[slice] === node, `node ${node} drains or leaves slice ${slice}`);
+        assert(leaves(next, slice, node), `node ${node} drains or leaves slice ${slice}`);
         if (next.leaving[slice] === node) {
           next.leaving[slice] = -1;
           next.joining[slice] = -1; // the move is done: its new replica is an ordinary member
@@ -299,7 +299,10 @@ export class ClusterMap {
         const set = [next.owners[slice], ...next.followers[slice]];
         assert(set.includes(node), `node ${node} is a replica of slice ${slice}`);
         const rest = set.filter((n) => n !== node);
-        const leader = next.owners[slice] === node ? (rest.find((n) => next.status[n] === 'active') ?? -1) : next.owners[slice];
+        // One that is up first: a drain goes on without a replica on a node that is down (membership.ts drainReplicas),
+        // and routers would send to it until the election names the leader.
+        const active = rest.filter((n) => next.status[n] === 'active');
+        const leader = next.owners[slice] === node ? (active.find((n) => this.isUp(n)) ?? active[0] ?? -1) : next.owners[slice];
         assert(leader >= 0, `slice ${slice} keeps a replica on an active node`);
         next.owners[slice] = leader;
         next.followers[slice] = rest.filter((n) => n !== leader);
@@ -335,6 +338,14 @@ export class ClusterMap {
   leavingOf(slice: number): number {
     return this.state.leaving[slice];
   }
+  /** Whether node `node`'s replica of the slice is to leave its set once its replacement caught up (see leaves). */
+  leaves(slice: number, node: number): boolean {
+    return leaves(this.state, slice, node);
+  }
+  /** The replica of the slice that leaves its set next (see leaverOf), or -1. */
+  leaverOf(slice: number): number {
+    return leaverOf(this.state, slice);
+  }
   /** The new replica of a move under way (moveReplicas), or -1 (none, or a move recorded by an older map). */
   joiningOf(slice: number): number {
     return this.state.joining[slice];
@@ -354,7 +365,7 @@ export class ClusterMap {
         const set = [next.owners[slice], ...next.followers[slice]];
         assert(to >= 0 && set.includes(to), `slice ${slice} has a move or drain step under way whose new replica is in its set`);
         const rest = set.filter((n) => n !== to);
-        assert(rest.includes(next.leaving[slice]) || rest.some((n) => next.status[n] === 'draining'), `the replica that slice ${slice} was to lose is still in its set`);
+        assert(rest.some((n) => leaves(next, slice, n)), `the replica that slice ${slice} was to lose is still in its set`);
         const leader = next.owners[slice] === to ? (rest.find((n) => next.status[n] === 'active') ?? -1) : next.owners[slice];
         assert(leader >= 0, `slice ${slice} keeps a replica on an active node`);
         next.owners[slice] = leader;
@@ -557,7 +568,7 @@ export class ClusterMap {
     // replica once no replica of the slice drains (the drain of the slice is done, or the node is active again).
     for (let s = 0; s < next.sliceCount; s++) {
       const set = setOf(next, s);
-      if (next.joining[s] >= 0 && (!set.includes(next.joining[s]) || (next.leaving[s] < 0 && !set.some((n) => next.status[n] === 'draining')))) next.joining[s] = -1;
+      if (next.joining[s] >= 0 && (!set.includes(next.joining[s]) || !set.some((n) => leaves(next, s, n)))) next.joining[s] = -1;
     }
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
@@ -574,6 +585,19 @@ export class ClusterMap {
 }
 
 const activeCount = (s: State) => s.status.filter((x) => x === 'active').length;
+
+/** Whether node `node`'s replica of the slice is to leave its set once its replacement caught up: a replica move marked
+ * it leaving, or its node drains. Both are taken out the same way (dropLeavingReplicas), undone the same way
+ * (undoReplicaMoves), and kept by placement meanwhile. */
+const leaves = (s: State, slice: number, node: number) => s.leaving[slice] === node || s.status[node] === 'draining';
+
+/** The replica of the slice that leaves its set next, or -1: the one a move marked leaving first (a drain started while
+ * the move was under way waits for it), then one on a draining node (one node drains at a time at R > 1). A slice
+ * has at most one unsettled change, so one replica leaves it at a time. */
+function leaverOf(s: State, slice: number): number {
+  if (s.leaving[slice] >= 0) return s.leaving[slice];
+  return setOf(s, slice).find((n) => s.status[n] === 'draining') ?? -1;
+}
 
 /** [leader, ...followers] of a slice in `s` (empty while no node has joined). */
 const setOf = (s: State, slice: number) => (s.owners[slice] < 0 ? [] : [s.owners[slice], ...s.followers[slice]]);
@@ -615,14 +639,14 @@ function checkReplicas(s: State): void {
     const owner = s.owners[slice];
     assert(owner >= 0 || f.length === 0, 'a slice without a leader has no followers');
     assert(new Set([owner, ...f]).size === f.length + 1, 'a slice\'s replicas are on distinct nodes');
-    assert(f.every((n) => n >= 0 && n < s.nodes.length && (s.status[n] === 'active' || s.status[n] === 'draining')), 'followers are on present nodes');
+    assert(f.every((n) => n >= 0 && n < s.nodes.length && s.status[n] !== 'removed'), 'followers are on present nodes');
     assert(Number.isSafeInteger(s.terms[slice]) && s.terms[slice] >= 1, 'a term is a positive integer');
     // A leaving replica is one of the set, and the set keeps R others besides it (its replacement included).
     assert(s.leaving[slice] === -1 || (s.leaving[slice] === owner || f.includes(s.leaving[slice])), 'a leaving replica is in its slice\'s set');
     // A move's or drain's new replica is named only beside the replica it replaces (a leaving one, or one on a
     // draining node), and is in the set (not that one).
     const j = s.joining[slice];
-    assert(j === -1 || ((j === owner || f.includes(j)) && j !== s.leaving[slice] && (s.leaving[slice] >= 0 || [owner, ...f].some((n) => s.status[n] === 'draining'))), 'a joining replica is in its slice\'s set, beside a leaving or draining one');
+    assert(j === -1 || ((j === owner || f.includes(j)) && j !== s.leaving[slice] && [owner, ...f].some((n) => leaves(s, slice, n))), 'a joining replica is in its slice\'s set, beside a leaving or draining one');
   }
 }
 
@@ -651,7 +675,7 @@ function placeFollowers(s: State, factor: number, up: (node: number) => boolean,
     const leaving = s.leaving[slice];
     const wanted = factor <= 1 ? 0 : factor - (s.status[owner] === 'active' && owner !== leaving ? 1 : 0);
     const onActive = before.filter((n) => n !== owner && n !== leaving && s.status[n] === 'active').slice(0, wanted);
-    const kept = before.filter((n) => onActive.includes(n) || (n !== owner && (s.status[n] === 'draining' || n === leaving)));
+    const kept = before.filter((n) => onActive.includes(n) || (n !== owner && leaves(s, slice, n)));
     const added: number[] = [];
     for (let k = 1; k <= s.nodes.length && onActive.length + added.length < wanted; k++) {
       const n = (owner + k) % s.nodes.length;

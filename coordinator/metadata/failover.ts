@@ -44,8 +44,16 @@ export interface FailoverHost {
   /** Persist that `term` is used (before any replica hears of it), so it is never used twice; `election` false: by a
    * leader that leads on (LeadOn), not by an election. */
   persistTerm(term: number, election?: boolean): void;
-  /** The slice's new leader at `term`, in the map (persisted, then published to routers). */
+  /** The slice's new leader at `term`, in the map (persisted, then published to routers): from then on lastLead() names
+   * it, once its Lead (or LeadOn) leaves. */
   publish(leader: ReplicaId, term: number): void;
+  /** [term, replica] of the last Lead or LeadOn sent for the slice, as the map persisted it before it left (ClusterMap
+   * lastLeadOf), the one record of it; replica null: not known (a map written before it was kept, or a time when the
+   * slice had one replica), and the term then the map's (at least the last one a Lead was sent for, recorded before the
+   * Lead leaves; it was that one unless a handover named a leader at a newer term before its election, and then no
+   * replica led it: leases are waited out). An election's answer from that replica, or one that says it led that term,
+   * ends the wait for leases (ledLast below). */
+  lastLead(): readonly [number, ReplicaId | null];
   /** When the coordinator last heard anything from replica `r`'s node (any slice's message; -Infinity: never,
    * or not known). Absent: every replica counts as unheard (the simulation). */
   heardFrom?(r: ReplicaId): number;
@@ -61,8 +69,8 @@ export interface LastRecord {
 /** An answer to a Prepare: its last record, and until when (host.now) the lease of the leader it last answered may run. */
 interface Promise_ extends LastRecord {
   leaseEndsBy: number;
-  /** It led the last term a Lead was sent for (lastLed), or it is the replica that Lead went to (lastLedBy): it held
-   * the only lease that may still run, and holds none now. */
+  /** It led the last term a Lead was sent for, or it is the replica that Lead went to (host.lastLead): it held the
+   * only lease that may still run, and holds none now. */
   ledLast: boolean;
 }
 
@@ -96,25 +104,17 @@ export interface PersistedSlice {
   replicas: readonly ReplicaId[];
   /** The largest term any election of the slice used (ClusterMap.lastTermUsed). */
   termUsed: number;
-  /** The slice's term in the map (ClusterMap.termOf). */
-  term: number;
   /** The sets before `replicas` whose change had not settled, newest first (ClusterMap.unsettledOf). */
   unsettled: readonly (readonly ReplicaId[])[];
-  /** [term, replica] of the last Lead or LeadOn recorded (ClusterMap.lastLeadOf); null: not known (a map written
-   * before it was kept). */
-  lastLead: readonly [number, ReplicaId] | null;
 }
 
 export class SliceFailover {
   /** The failover of a slice as a coordinator that starts (or restarts) builds it: no known leader, so it elects at
    * once, by majorities of the slice's set AND of the sets of a change that had not settled (a majority of the new set
    * alone need not hold a write acknowledged on a majority of the old one: docs/replication.md, "A coordinator that
-   * restarts"); and with the last Lead it recorded, as a failover carries it over to the next (the replica it went to,
-   * answering, ends the wait for leases). A map without that record: its term is at least the last one a Lead was
-   * sent for (recorded before the Lead leaves), and was that one unless a handover named a leader at a newer term
-   * before its election (then no replica led it: leases are waited out). */
+   * restarts"); the last Lead the map recorded comes from the host, as for every failover (host.lastLead). */
   static atStart(p: PersistedSlice, timing: FailoverTiming, host: FailoverHost, choose: typeof chooseLeader = chooseLeader): SliceFailover {
-    return new SliceFailover(p.replicas, null, p.termUsed, timing, host, choose, p.unsettled, p.lastLead?.[0] ?? p.term, p.lastLead?.[1] ?? null);
+    return new SliceFailover(p.replicas, null, p.termUsed, timing, host, choose, p.unsettled);
   }
 
   private leader: ReplicaId | null;
@@ -153,11 +153,6 @@ export class SliceFailover {
      * change settles, an election needs a majority of each of them and of `replicas`, and so does every commit
      * of a leader it elects. Empty: no change under way. */
     older: readonly (readonly ReplicaId[])[] = [],
-    /** The last term for which the coordinator sent a Lead (the slice's map term, or a term no replica led: then
-     * nothing is known of who led last, and every election waits the reported leases out). */
-    private lastLed = 0,
-    /** The replica that Lead (or LeadOn) went to; null: not known (a coordinator that started since). */
-    private lastLedBy: ReplicaId | null = null,
   ) {
     assert(new Set(replicas).size === replicas.length && replicas.length >= 1, 'a slice\'s replicas are distinct');
     this.configs = [replicas, ...older];
@@ -172,14 +167,6 @@ export class SliceFailover {
   }
   get currentTerm(): number {
     return this.term;
-  }
-  /** The last term it sent a Lead for (see the constructor): a failover that replaces this one takes it over. */
-  get lastLedTerm(): number {
-    return this.lastLed;
-  }
-  /** The replica it sent that Lead to (see the constructor), or null. */
-  get lastLeader(): ReplicaId | null {
-    return this.lastLedBy;
   }
 
   tick(): void {
@@ -243,7 +230,8 @@ export class SliceFailover {
     }
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
     if (this.election.answers.has(from)) return;
-    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: (m.ledTerm > 0 && m.ledTerm === this.lastLed) || from === this.lastLedBy });
+    const [lastLed, lastLedBy] = this.host.lastLead();
+    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: (m.ledTerm > 0 && m.ledTerm === lastLed) || from === lastLedBy });
     this.finishElection();
   }
 
@@ -308,9 +296,8 @@ export class SliceFailover {
     this.term = term;
     this.lastGoodAt = this.host.now();
     this.published = true;
-    // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it.
-    this.lastLed = term;
-    this.lastLedBy = leader;
+    // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it (the map
+    // records it as the last Lead: host.lastLead).
     this.host.publish(leader, term);
     // While the change is unsettled the leader replicates to every set's replicas and commits on joint majorities.
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
@@ -346,10 +333,10 @@ export class SliceFailover {
   /** The failover of the slice once its replica set changed to `next` (ReplicaLeaders.sync): until the change
    * settles, elections and commits need a majority of `next` and of this set (and of the sets before it whose
    * change had not settled either). */
-  changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost, leadOn = true): SliceFailover {
+  changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost): SliceFailover {
     const older = setsBefore(this.configs, next);
     // The next failover chooses leaders as this one does (the simulation's deliberately unsafe chooser included).
-    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, this.choose, older, this.lastLed, this.lastLedBy);
+    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, this.choose, older);
     // The leader this failover elected (or told to lead on), in the new set, answering lately: it leads on. Only
     // with no election under way (currentLeader): then no replica took a term newer than the leader's. And only
     // once this failover's own change settled (as the coordinator changes sets: membership.ts), so that the sets
@@ -359,7 +346,7 @@ export class SliceFailover {
     // simulation's chained changes).
     const leader = this.currentLeader;
     const now = this.host.now();
-    if (leadOn && leader !== null && this.published && this.electorateSettled && next.includes(leader) && now - this.lastGoodAt < this.timing.heartbeatTimeoutMs && (this.host.heardFrom === undefined || this.heardLately(leader, now))) {
+    if (leader !== null && this.published && this.electorateSettled && next.includes(leader) && now - this.lastGoodAt < this.timing.heartbeatTimeoutMs && (this.host.heardFrom === undefined || this.heardLately(leader, now))) {
       f.leadOn(leader, this.term);
     }
     return f;

@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
+import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
@@ -46,6 +46,8 @@ export class Membership {
   private autoRemoving = false;
   /** Replica moves undone since this process started (their new replica's node was down: undoStalledMoves). */
   private movesUndone = 0;
+  /** The slices whose drain step or replica move's second step waits, and why, as drainReplicas last looked (status). */
+  private replicaWaits: { slice: number; node: number; why: string }[] = [];
   /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
   onLinkChange: () => void = () => {};
 
@@ -285,13 +287,14 @@ export class Membership {
 
   /** Operator: forgets a node that owns no slice (drain it first). With `forgetData`, also
    * one that owns slices whose data is lost: they go, empty, to the active nodes that are up. */
-  async remove(url: unknown, forgetData: unknown = false): Promise<void> {
+  async remove(url: unknown, forgetData: unknown = false, force: unknown = false): Promise<void> {
     if (typeof forgetData !== 'boolean') throw new KeysliceError('ValidationError', '"forgetData" is true or false');
+    if (typeof force !== 'boolean') throw new KeysliceError('ValidationError', '"force" is true or false');
     const index = this.indexOf(url);
     const node = this.map.nodes[index];
     const owned = this.map.slicesOf(index);
     const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
-    if (held.length > 0) return this.removeReplicated(index, held);
+    if (held.length > 0) return this.removeReplicated(index, held, force);
     if (owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
@@ -311,8 +314,11 @@ export class Membership {
    * as each of its slices' leader until their elections (which count the old replica set's majority)
    * choose one, and its replicas are placed again on the other active nodes, where they catch up
    * from their leaders. Refused when a slice would be left without a majority of its replicas or
-   * without a copy. */
-  private removeReplicated(index: number, held: number[]): void {
+   * without a copy; and, unless `force`, when the replicas left that are up would not be a majority of a
+   * slice's set (ReplicaMajorityDown): until the change settles its elections need a majority of the set
+   * before it, which the removed node no longer helps to make, so such a slice would elect no leader until
+   * the replicas that are down are back. */
+  private removeReplicated(index: number, held: number[], force: boolean): void {
     const node = this.map.nodes[index];
     const lone = this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length === 1);
     if (lone.length > 0) {
@@ -340,6 +346,18 @@ export class Membership {
     if ([...this.mover.moving.values()].some((m) => m.from === node || m.to === node)) {
       throw new KeysliceError('InvalidState', `a slice move to or from ${node} is in flight; retry when it ends (keyslice status)`);
     }
+    const short = this.slicesShortOfLiveMajority(index, held);
+    if (short.length > 0 && !force) {
+      const e = short[0];
+      const down = [...new Set(short.flatMap((x) => x.down))].map((n) => this.map.nodes[n]);
+      throw new KeysliceError(
+        'ReplicaMajorityDown',
+        `removing ${node} would leave ${short.length} slice${short.length === 1 ? '' : 's'} without a majority of live replicas (e.g. slice ${e.slice}: ${e.up} of its ${e.size} replicas up besides ${node}, not a majority), ` +
+          `so they could elect no leader nor commit a write until ${down.join(', ')} ${down.length === 1 ? 'is' : 'are'} back; nothing was changed. ` +
+          `Bring ${down.length === 1 ? 'that node' : 'those nodes'} back first, or remove it anyway with: keyslice remove ${node} --force (those slices stay unavailable until ${down.length === 1 ? 'it is' : 'they are'} back, and for good if ${down.length === 1 ? 'it never comes' : 'they never come'} back)`,
+      );
+    }
+    if (short.length > 0) this.log(`removing ${node} by force: ${short.length} slices (e.g. slice ${short[0].slice}) keep no majority of live replicas and elect no leader until their replicas that are down are back`);
     const led = this.map.slicesOf(index).length;
     this.links[index].close();
     this.map.removeReplicatedNode(index);
@@ -350,6 +368,20 @@ export class Membership {
     this.log(
       `node ${node} removed: it held replicas of ${held.length} slices (leading ${led}); their leaders are elected among the other replicas and their replicas placed again on the other active nodes`,
     );
+  }
+
+  /** The slices of `held` (node `index` holds a replica of each) whose other replicas that are up are fewer than a
+   * majority of their set: without the node's answer their elections (which count the set before a change until it
+   * settles) cannot finish while those replicas are down. With each one's count up and the nodes down. */
+  private slicesShortOfLiveMajority(index: number, held: readonly number[]): { slice: number; up: number; size: number; down: number[] }[] {
+    const out: { slice: number; up: number; size: number; down: number[] }[] = [];
+    for (const slice of held) {
+      const set = this.map.replicasOf(slice);
+      const rest = set.filter((n) => n !== index);
+      const up = rest.filter((n) => this.isUp(n)).length;
+      if (up < majority(set.length)) out.push({ slice, up, size: set.length, down: rest.filter((n) => !this.isUp(n)) });
+    }
+    return out;
   }
 
   /** Hands the slices of node `index` to the active nodes that are up (fewest slices
@@ -404,9 +436,9 @@ export class Membership {
   }
 
   /** --remove-down-after-ms: removes a node that has been down that long, as `keyslice remove` would
-   * (which refuses to lose a slice's last copy or the majority of its replicas). Also waits while some
-   * replicated slice has no elected leader (its election needs the replicas that are up), and refuses
-   * when the replicas left that are up would not be a majority, so that the slices keep a leader.
+   * without --force (which refuses to lose a slice's last copy or the majority of its replicas, and to leave a
+   * slice fewer replicas that are up than a majority, so that the slices keep a leader). Also waits while some
+   * replicated slice has no elected leader (its election needs the replicas that are up).
    * The clock of a node starts when this process first sees it down (at the latest, at its start). */
   private async autoRemove(): Promise<void> {
     if (this.removeDownAfterMs <= 0 || this.autoRemoving) return;
@@ -423,7 +455,7 @@ export class Membership {
         const downMs = now - since;
         if (downMs < this.removeDownAfterMs) continue;
         const node = this.map.nodes[i];
-        let problem = this.autoRemoveProblem(i);
+        let problem = this.autoRemoveProblem();
         if (problem === null) {
           // Not forgetData: a node that holds the only copy of slices is refused, as an operator's remove is.
           problem = await this.remove(node).then(() => null, (err: Error) => err.message);
@@ -443,17 +475,9 @@ export class Membership {
   }
 
   /** Why the node must not be removed automatically now (beyond what remove itself refuses), or null. */
-  private autoRemoveProblem(index: number): string | null {
+  private autoRemoveProblem(): string | null {
     const s = this.leaders.summary();
     if (s.led < s.replicated) return `${s.replicated - s.led} replicated slices have no elected leader yet; removing a node changes replica sets only once every slice has one`;
-    for (let slice = 0; slice < this.map.sliceCount; slice++) {
-      const set = this.map.replicasOf(slice);
-      if (set.length <= 1 || !set.includes(index)) continue;
-      const up = set.filter((n) => n !== index && this.isUp(n)).length;
-      if (up < majority(set.length)) {
-        return `slice ${slice} would keep ${up} replicas that are up of its ${set.length}, not a majority, so it could not elect a leader; bring a node back`;
-      }
-    }
     return null;
   }
 
@@ -475,6 +499,8 @@ export class Membership {
    * then from the node with the most slices to the one with the fewest while they
    * differ by more than one. Nodes that are down are counted but not moved to or from. */
   rebalance(): void {
+    // drainReplicas (below) says again what waits, if anything still does.
+    this.replicaWaits = [];
     // A replica move started before (a coordinator restarted with --rebalance no) is finished all the same.
     if (!this.autoRebalance && !this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining') && this.movingReplicas() === 0) return;
     // Replicated slices are not copied by slice moves: a drain, and replica rebalancing onto a node that
@@ -529,36 +555,66 @@ export class Membership {
    * (rebalanceReplicas). Setting the node draining placed a new replica on an active node for each slice
    * it holds one of (a move placed one on the node that joined, and marked the replica it replaces
    * leaving); the sets' elections (by joint majorities) told their leaders. Here a slice's replica on the
-   * draining node (or the leaving one) leaves the set once the leader elected for the set is known and
-   * every other replica of it says (Pong) that it durably holds that leader's barrier: every write
-   * acknowledged before, so the new replica has caught up. Slices the node led are led, in the map, by
-   * another replica, and elected again (that election counts the larger set's majority). What is ready
-   * in one turn leaves in one map change. */
+   * draining node (or the leaving one) leaves the set once the leader elected for the set is known, the change
+   * settled, and every other replica of it that is up says (Pong) that it durably holds that leader's barrier:
+   * every write acknowledged before, so the new replica has caught up. A replica on a node that is down is not
+   * waited for (it could be for good: remove, or removal after a time down, replaces it), as long as those that
+   * hold the barrier are a majority of the set that is left, which then elects and commits without it. Slices the
+   * node led are led, in the map, by another replica, and elected again (that election counts the larger set's
+   * majority). What is ready in one turn leaves in one map change. Each slice that waits is kept with why
+   * (replicaWaits: status, keyslice drain). */
   private drainReplicas(): void {
     const drops: { slice: number; node: number }[] = [];
+    const waits: { slice: number; node: number; why: string }[] = [];
+    const names = (nodes: readonly number[]) => nodes.map((n) => this.map.nodes[n]).join(', ');
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const set = this.map.replicasOf(slice);
-      const leaving = this.map.leavingOf(slice);
-      // A slice has at most one unsettled change (below), so one replica leaves it at a time: the marked one
-      // first, then a draining node's.
-      const node = leaving >= 0 ? leaving : set.find((n) => this.map.statusOf(n) === 'draining');
-      if (node === undefined) continue;
+      const node = this.map.leaverOf(slice);
+      if (node < 0) continue;
+      const wait = (why: string) => waits.push({ slice, node, why });
+      const down = set.filter((n) => !this.isUp(n));
       const term = this.leaders.electedTerm(slice);
+      if (term === null) {
+        wait(`no leader elected for its replica set yet${down.length > 0 ? ` (replicas on ${names(down)} are down; it needs a majority of its replicas up)` : ' (an election is under way)'}`);
+        continue;
+      }
       // The change that added the new replica settles first (joint majorities, docs/replication.md): the next one
       // then counts only the larger set, whose majorities the replicas left make without the drained node.
-      if (term === null || !this.leaders.settled(slice)) continue;
+      if (!this.leaders.settled(slice)) {
+        wait(`its last replica-set change has not settled yet (the leader's first record of term ${term} is not yet on a majority of both sets)${down.length > 0 ? `; replicas on ${names(down)} are down` : ''}`);
+        continue;
+      }
       const rest = set.filter((n) => n !== node);
-      // Every replica is asked (not only the first behind), so that one turn learns about them all.
-      const behind = rest.filter((n) => !this.leaders.holdsTerm(slice, n, term));
       // And only once the replacement is in the set: the replicas left on active nodes are as many as the factor.
       // Placement skips nodes that are down, so with none up to take it the set has no replacement, and the drain
       // waits (placement adds one when a node is up: refillReplicas) rather than leave the slice a replica short.
-      if (behind.length > 0 || rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) continue;
-      // The invariant of a replica-set change: the set that is left is a majority of replicas that hold
-      // every acknowledged write (here all of them), so no election after it can lose one.
-      assert(rest.length >= majority(set.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
+      if (rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) {
+        const idle = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && !set.includes(i));
+        wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
+        continue;
+      }
+      // Every replica is asked (not only the first behind), so that one turn learns about them all. The new replica
+      // (joining) must hold the barrier, up or not: else nothing replaced the one that leaves (undoStalledMoves takes
+      // one whose node stays down out). One that was in the set before may be down (with no new replica named, a move
+      // recorded by an older map, none may).
+      const fresh = this.map.joiningOf(slice);
+      const holding = rest.filter((n) => this.leaders.holdsTerm(slice, n, term));
+      const behind = rest.filter((n) => !holding.includes(n) && (this.isUp(n) || fresh < 0 || n === fresh));
+      if (behind.length > 0) {
+        wait(`the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behind.some((n) => !this.isUp(n)) ? `; ${names(behind.filter((n) => !this.isUp(n)))} is down` : ''}`);
+        continue;
+      }
+      if (holding.length < majority(rest.length)) {
+        wait(`its replicas on ${names(rest.filter((n) => !holding.includes(n)))} are down and the caught-up ones are no majority of the ${rest.length} it would keep`);
+        continue;
+      }
+      // The invariant of a replica-set change: the replicas left that hold every acknowledged write (every one that
+      // is up) are a majority of the set that is left, so it elects and commits without the replica that leaves.
+      // (Joint majorities keep every acknowledged write whatever they hold; this is for the slice to go on serving.)
+      assert(rest.length >= majority(set.length) && holding.length >= majority(rest.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
       drops.push({ slice, node });
     }
+    this.replicaWaits = waits;
     if (drops.length === 0) return;
     const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
     this.map.dropLeavingReplicas(drops);
@@ -597,7 +653,7 @@ export class Membership {
       const set = this.map.replicasOf(slice);
       // The set that is left is the one before the move or drain step (the replica it was to replace still in it),
       // a majority of the set that joint majorities keep counting until the undo settles.
-      const replaced = set.includes(this.map.leavingOf(slice)) || set.some((n) => this.map.statusOf(n) === 'draining');
+      const replaced = set.some((n) => this.map.leaves(slice, n));
       assert(set.includes(to) && replaced && set.length - 1 >= majority(set.length), `slice ${slice} goes back to the set it had before its move or drain step`);
       undo.push(slice);
     }
@@ -806,6 +862,8 @@ export class Membership {
         itemsMoved: this.mover.itemsMoved,
         lastError: this.mover.lastError,
         pending: this.map.replicationFactor > 1 ? this.pendingReplicaMoves(replicas) : this.pendingMoves(counts),
+        waiting: this.replicaWaits.slice(0, REPLICA_WAITS_REPORTED_MAX).map((w) => ({ slice: w.slice, node: this.map.nodes[w.node], why: w.why })),
+        waitingSlices: this.replicaWaits.length,
       },
     };
   }

@@ -151,7 +151,7 @@ export class ReplicaLeaders {
       const failover =
         run === undefined
           ? // At start (or once a slice has replicas again): from what the map persisted, a change not settled included.
-            SliceFailover.atStart({ replicas, termUsed: this.map.lastTermUsed(slice), term: this.map.termOf(slice), unsettled: this.map.unsettledOf(slice), lastLead: this.map.lastLeadOf(slice) }, this.timing, this.host(slice))
+            SliceFailover.atStart({ replicas, termUsed: this.map.lastTermUsed(slice), unsettled: this.map.unsettledOf(slice) }, this.timing, this.host(slice))
           : run.failover.changedTo(replicas, this.map.lastTermUsed(slice), this.host(slice));
       const leadsOn = failover.currentLeader;
       if (run !== undefined) {
@@ -237,8 +237,7 @@ export class ReplicaLeaders {
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
       assert(replicas[0] === to && keyOf(replicas) === key, 'a handover changes the leader, not the replica set');
-      const before = this.runs.get(slice)!.failover;
-      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice), undefined, [], before.lastLedTerm, before.lastLeader);
+      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
       this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: true, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
     }
     this.handovers += ok.length;
@@ -370,6 +369,8 @@ export class ReplicaLeaders {
         if (election) this.elections++;
         this.queueFlush();
       },
+      // The map's record of the last Lead that left (recordElections writes it before the Lead leaves: flush).
+      lastLead: () => this.map.lastLeadOf(slice) ?? [this.map.termOf(slice), null],
       publish: (leader: ReplicaId, term: number) => {
         this.elected.set(slice, { slice, leader, term });
         const run = this.runs.get(slice);
@@ -399,7 +400,7 @@ export class ReplicaLeaders {
     const outbox = this.outbox;
     // Nor does its Lead (or LeadOn) leave: a coordinator that restarts takes the map's term for the last one a Lead
     // went to, and an election that hears a replica say it led that term names a leader without waiting out leases
-    // (failover.ts, lastLed), which a leader of an unrecorded newer term may still hold.
+    // (failover.ts, host.lastLead), which a leader of an unrecorded newer term may still hold.
     const unrecorded = new Set(published.filter((e) => !elected.includes(e)).map((e) => e.slice));
     if (unrecorded.size > 0) {
       for (const [node, entries] of outbox) outbox.set(node, entries.filter(([slice, m]) => !(unrecorded.has(slice) && (m.type === 'Lead' || m.type === 'LeadOn'))));

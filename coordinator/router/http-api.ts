@@ -2,7 +2,8 @@
 // /metrics for Prometheus and GET /health. Membership and operator requests
 // under /cluster/: POST join (slice nodes, with the cluster secret), GET status,
 // POST add / drain / remove {"node": "ws://host:port"} (remove also takes
-// "forgetData": true for a node whose data is lost) (operators, with the
+// "forgetData": true for a node whose data is lost, and "force": true to remove
+// one although some slices would keep no majority of live replicas) (operators, with the
 // client token). When a token is configured, everything but /health and
 // /cluster/join needs `Authorization: Bearer <token>`. Binary
 // values travel as {"$binary": "<base64>"}. Errors: the status from
@@ -99,7 +100,7 @@ function route(ops: Operations, metrics: () => Promise<string>, cluster: Members
     if (!allowed(req, res, POST)) return;
     if (action === 'add') return readJson(req, res, (body) => ({ node: cluster.map.nodes[cluster.add(body.node)] }));
     if (action === 'drain') return readJson(req, res, (body) => (cluster.drain(body.node), {}));
-    return readJson(req, res, (body) => cluster.remove(body.node, body.forgetData ?? false).then(() => ({})));
+    return readJson(req, res, (body) => cluster.remove(body.node, body.forgetData ?? false, body.force ?? false).then(() => ({})));
   }
   if (path === '/metrics') {
     if (!allowed(req, res, GET)) return;
