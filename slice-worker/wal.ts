@@ -119,6 +119,21 @@ export class WriteAheadLog {
     return lsn;
   }
 
+  /** Appends records as one write (and, in 'fsync' mode, one fdatasync): a checkpoint's, one per slice, which
+   * synced one by one stalled the worker for a sync per slice. Durable as the mode promises when this returns.
+   * Each record is framed (its payload copied) before the next is taken: a payload may be a view into an encoder's
+   * reused buffer, as msgpackr's are. */
+  appendAll(records: Iterable<[kind: number, payload: Uint8Array]>): void {
+    const framed: Buffer[] = [];
+    for (const [kind, payload] of records) framed.push(frameRecord(this.nextLsnValue + framed.length, kind, payload));
+    if (framed.length === 0) return;
+    const bytes = framed.length === 1 ? framed[0] : Buffer.concat(framed);
+    writeAll(this.fd, bytes);
+    if (this.mode === 'fsync') fdatasyncSync(this.fd);
+    this.nextLsnValue += framed.length;
+    this.bytesSinceSnapshot += bytes.length;
+  }
+
   /** The lsn the current segment starts at. */
   get currentSegmentFirstLsn(): number {
     return this.segmentFirstLsn;

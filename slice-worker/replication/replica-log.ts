@@ -219,8 +219,15 @@ export class ReplicaLog {
     segmentOnDisk.catch(() => {}); // awaited below, before the older segments go: a failure stops the worker there
     const first = this.wal.currentSegmentFirstLsn;
     // The promises of dropped replicas first: a checkpoint of a replica made again after its drop replaces them.
-    for (const [slice, term] of this.promisedBeforeDrop) this.wal.append(RECORD_KIND.ReplicaDrop, packr.pack([slice, term]));
-    for (const [slice, d] of this.slices) this.wal.append(RECORD_KIND.ReplicaCheckpoint, packr.pack([slice, d]));
+    // One write, and at 'fsync' one sync, for them all; each packed as the log takes it (packr reuses its buffer).
+    const promised = this.promisedBeforeDrop;
+    const slices = this.slices;
+    this.wal.appendAll(
+      (function* (): Generator<[number, Uint8Array]> {
+        for (const [slice, term] of promised) yield [RECORD_KIND.ReplicaDrop, packr.pack([slice, term])];
+        for (const [slice, d] of slices) yield [RECORD_KIND.ReplicaCheckpoint, packr.pack([slice, d])];
+      })(),
+    );
     // Every compaction's snapshot so far is in these records (ops the syncs' answers wrote just now come after them,
     // and are logged); one written from now on waits for the next checkpoint.
     assert(this.pending.every(([, , log]) => log), 'a checkpoint holds every compaction\'s snapshot written before it');
