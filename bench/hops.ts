@@ -4,6 +4,7 @@
 //   git archive <commit> | tar -x -C /tmp/base && ln -s $PWD/node_modules /tmp/base/ && (cd /tmp/base && npx tsc -p tsconfig.json)
 //   node dist/bench/hops.js --base /tmp/base [--rounds 5] [--duration 4]
 // Both clusters run at once (2 nodes x 2 workers, or --nodes N: 3 for R=3; --replication-factor 1 for R=1;
+// --base-replication-factor for the base side's alone, e.g. R=1 against R=3 with --base of this build;
 // durability os, the default routers),
 // each loaded with the same data; every workload runs on one and then the other, the
 // order alternating from round to round, and each figure is the median over the rounds.
@@ -33,6 +34,8 @@ const { values: opts } = parseArgs({
     nodes: { type: 'string', default: '2' },
     // 1: unreplicated slices (the shape of the 16-core scale runs); by default the coordinator's own (auto: R = nodes, at most 3).
     'replication-factor': { type: 'string' },
+    // The base side's replication factor, where it differs (--base of this same build: R=1 against R=3 side by side).
+    'base-replication-factor': { type: 'string' },
   },
 });
 const ROUNDS = Number(opts.rounds);
@@ -55,10 +58,9 @@ interface Side {
   putN: number;
 }
 
-async function startSide(name: string, distRoot: string): Promise<Side> {
+async function startSide(name: string, distRoot: string, rf = opts['replication-factor']): Promise<Side> {
   const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
   const dir = mkdtempSync(join(tmpdir(), `keyslice-hops-${name}-`));
-  const rf = opts['replication-factor'];
   const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os', ...(rf === undefined ? {} : { replicationFactor: rf === 'auto' ? 'auto' : Number(rf) }) });
   const clients: KeysliceClient[] = [];
   for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
@@ -274,7 +276,7 @@ async function main(): Promise<void> {
   if (opts.profile !== undefined) return profile(opts.profile);
   if (opts.base === undefined) throw new Error('--base DIR (a built checkout to compare with) is required');
   const here = resolve(new URL('.', import.meta.url).pathname, '..');
-  const sides = [await startSide('base', join(resolve(opts.base), 'dist')), await startSide('this', here)];
+  const sides = [await startSide('base', join(resolve(opts.base), 'dist'), opts['base-replication-factor'] ?? opts['replication-factor']), await startSide('this', here)];
   const workloads = opts.only === undefined ? WORKLOADS : WORKLOADS.filter((w) => opts.only!.split('|').some((o) => w.name.includes(o)));
   const results = new Map<string, Sample[][]>(workloads.map((w) => [w.name, [[], []]]));
   try {

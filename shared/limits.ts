@@ -363,7 +363,8 @@ export const SNAPSHOT_CHUNK_ITEMS = 256;
  * items), so that encoding one record stays short whatever the item size. */
 export const SNAPSHOT_RECORD_BYTES_MAX = 256 * 1024;
 /** A worker writes a snapshot in steps between its batches: each step encodes records for about
- * this long (at least one record), hands them to the file system and lets waiting batches run. */
+ * this long (at least one record), hands them to the file system and lets waiting batches run. A
+ * replica-log compaction runs in steps of about this long too (at least one slice's state). */
 export const SNAPSHOT_STEP_MS = 4;
 
 /** The DynamoDB-compatible endpoint (coordinator/dynamodb/): DynamoDB's own limits and rules. */

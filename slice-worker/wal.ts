@@ -7,7 +7,7 @@
 // Files: wal-<first lsn, 16 digits>.log. A segment starts where the previous
 // one ended; a snapshot (snapshot.ts) starts a new segment and, once the
 // snapshot is durable, lets the older segments go.
-import { closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { close, closeSync, fdatasync, fdatasyncSync, fsync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { syncDir, syncDirAsync, writeAll } from '../shared/durable-file.js';
@@ -96,7 +96,7 @@ export class WriteAheadLog {
       log = new WriteAheadLog(dir, mode, nextLsn, openSync(tail.file, 'a'), tail.firstLsn);
     } else {
       log = new WriteAheadLog(dir, mode, nextLsn, -1, nextLsn);
-      log.startSegment();
+      void log.startSegment(); // the first segment: its name is on disk when this returns, in either mode
     }
     // What a start replays counts toward the next snapshot: a process restarted more often than it writes its
     // threshold's worth would otherwise never take one, and each start would replay a longer log (bench/FAILOVER.md).
@@ -119,6 +119,21 @@ export class WriteAheadLog {
     return lsn;
   }
 
+  /** Appends records as one write (and, in 'fsync' mode, one fdatasync): a checkpoint's, one per slice, which
+   * synced one by one stalled the worker for a sync per slice. Durable as the mode promises when this returns.
+   * Each record is framed (its payload copied) before the next is taken: a payload may be a view into an encoder's
+   * reused buffer, as msgpackr's are. */
+  appendAll(records: Iterable<[kind: number, payload: Uint8Array]>): void {
+    const framed: Buffer[] = [];
+    for (const [kind, payload] of records) framed.push(frameRecord(this.nextLsnValue + framed.length, kind, payload));
+    if (framed.length === 0) return;
+    const bytes = framed.length === 1 ? framed[0] : Buffer.concat(framed);
+    writeAll(this.fd, bytes);
+    if (this.mode === 'fsync') fdatasyncSync(this.fd);
+    this.nextLsnValue += framed.length;
+    this.bytesSinceSnapshot += bytes.length;
+  }
+
   /** The lsn the current segment starts at. */
   get currentSegmentFirstLsn(): number {
     return this.segmentFirstLsn;
@@ -132,17 +147,28 @@ export class WriteAheadLog {
     return new Promise((resolve, reject) => fdatasync(fd, (err) => (err === null ? resolve() : reject(err))));
   }
 
-  /** Closes the current segment and starts a new one at the next lsn. The new file's name is in the
-   * folder on disk before anything is appended to it, so an acknowledged record cannot be lost with it. */
-  startSegment(): void {
-    if (this.fd >= 0) {
-      fsyncSync(this.fd);
-      closeSync(this.fd);
-    }
+  /** Closes the current segment and starts a new one at the next lsn; answers once the old segment and the new
+   * file's name are on disk. In 'fsync' mode that is before this returns, so that an acknowledged record (each is
+   * synced as it is appended) cannot be lost with its file's name. In 'os' mode an append promises only what the
+   * OS holds, which a process crash keeps, the new name included: the old segment's fsync and the folder's go off
+   * the thread (each checkpoint and snapshot stalled the worker on them), and whoever drops the older segments
+   * waits for the answer first, so they go only once what replaces them is on disk. */
+  startSegment(): Promise<void> {
+    const old = this.fd;
     this.segmentFirstLsn = this.nextLsnValue;
     this.fd = openSync(join(this.dir, segmentName(this.segmentFirstLsn)), 'a');
-    syncDir(this.dir);
     this.bytesSinceSnapshot = 0;
+    if (this.mode === 'fsync' || old < 0) {
+      if (old >= 0) {
+        fsyncSync(old);
+        closeSync(old);
+      }
+      syncDir(this.dir);
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => fsync(old, (err) => (err === null ? resolve() : reject(err))))
+      .then(() => new Promise<void>((resolve, reject) => close(old, (err) => (err === null ? resolve() : reject(err)))))
+      .then(() => syncDirAsync(this.dir));
   }
 
   /** Removes the segments that end before `firstKept` (a durable snapshot covers them). `firstKept`

@@ -497,25 +497,31 @@ function maybeCompact(): void {
   // restart too: the checkpoint the log starts with counts, and the log read back counts toward the next).
   if (compacting || replicaLog === null || replicaLog.bytesSinceCheckpoint < Math.max(Math.min(config.snapshotAfterBytes, REPLICA_CHECKPOINT_AFTER_BYTES), 2 * replicaLog.checkpointBytes)) return;
   compacting = true;
-  setImmediate(() => {
-    // Leaders take their state first; the compaction writes it once committed (SliceReplicas.prepareCompaction).
-    // Every snapshot is written in the turn of the checkpoint, which leaves it out of the log (ReplicaLog.flush).
-    replicas!.prepareCompaction();
-    const started = performance.now();
-    const finish = () => {
-      if (replicas!.compactionPending() && performance.now() - started < REPLICA_COMPACTION_WAIT_MS) return void setTimeout(finish, 1);
-      replicas!.compact();
-      replicaLog!.checkpoint().then(
-        () => {
-          compacting = false;
-        },
-        (err) => process.nextTick(() => {
-          throw err;
-        }),
-      );
-    };
-    finish();
-  });
+  // In steps between tasks (SliceCompaction): each encodes a slice's state or a few, for about SNAPSHOT_STEP_MS, so
+  // the worker's slices go on committing meanwhile. Leaders take their state first; the compaction writes it once
+  // committed (SliceReplicas.prepareCompaction); every snapshot stays out of the log, durable with the checkpoint
+  // that follows the last step (ReplicaLog.compacted): until then the log holds the records they cover.
+  const job = replicas!.compaction();
+  /** When the leaders had all taken their state: the bounded wait for their records to commit runs from then. */
+  let waitFrom = -1;
+  const step = () => {
+    if (waitFrom >= 0) {
+      if (replicas!.compactionPending() && performance.now() - waitFrom < REPLICA_COMPACTION_WAIT_MS) return void setTimeout(step, 1);
+      waitFrom = -1;
+    }
+    const next = job.step(performance.now() + SNAPSHOT_STEP_MS);
+    if (next === 'prepared') waitFrom = performance.now();
+    if (next !== 'done') return void setImmediate(step);
+    replicaLog!.checkpoint().then(
+      () => {
+        compacting = false;
+      },
+      (err) => process.nextTick(() => {
+        throw err;
+      }),
+    );
+  };
+  setImmediate(step);
 }
 
 async function open(task: { port: MessagePort }): Promise<OpenSummary> {
@@ -720,10 +726,12 @@ function startSnapshot(wal: WriteAheadLog): void {
 async function snapshot(wal: WriteAheadLog): Promise<void> {
   await wal.flush();
   const lsn = wal.nextLsn - 1;
-  wal.startSegment();
+  const segmentOnDisk = wal.startSegment();
+  segmentOnDisk.catch(() => {}); // awaited below, before the older segments go: a failure stops the worker there
   assert(wal.currentSegmentFirstLsn === lsn + 1, 'the segment after a snapshot point starts right after it');
   const view = store.snapshotView();
   await writeSnapshot(config.dataDir, lsn, view, { stepMs: SNAPSHOT_STEP_MS, between: nextTurn });
+  await segmentOnDisk;
   await wal.dropSegmentsBefore(lsn + 1);
 }
 

@@ -49,9 +49,17 @@ describe('replication under a seeded simulation', () => {
     const reports = seeds.map((seed) => runSimulation({ seed, store: true }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     // Writes there are sent again after an unknown outcome, with their request ids: each is applied once.
-    console.log(`replication sim on stores: ${reports.length} runs, ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.resent)} sent again after an unknown outcome, ${sum((r) => r.ambiguous)} left with unknown outcome`);
+    console.log(
+      `replication sim on stores: ${reports.length} runs, ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.resent)} sent again after an unknown outcome, ${sum((r) => r.ambiguous)} left with unknown outcome; ` +
+        `${sum((r) => r.checkpoints)} checkpoints after compactions in steps, ${sum((r) => r.crashesBeforeCheckpoint)} crashes amid a compaction or before its checkpoint completed`,
+    );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
-    if (only === undefined) expect(sum((r) => r.resent)).toBeGreaterThan(0);
+    if (only === undefined) {
+      expect(sum((r) => r.resent)).toBeGreaterThan(0);
+      // A compaction's snapshots are durable only with its checkpoint: crashes came between its steps and before then.
+      expect(sum((r) => r.checkpoints)).toBeGreaterThan(runs);
+      expect(sum((r) => r.crashesBeforeCheckpoint)).toBeGreaterThan(runs / 20);
+    }
   });
 
   it(`loses no acknowledged write across replica-set changes: drains, undone replica moves, replacements, added and removed replicas, replicas that left dropping their state, with elections and crashes at any moment (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 2)} runs, half on stores`})`, () => {

@@ -15,7 +15,7 @@ import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationM
 import { chooseLeader, sameSet, setsBefore, SliceFailover } from '../coordinator/metadata/failover.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
-import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
+import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { EFFECT_SET, RESULT_OK, SliceOp, type WriteCheck } from '../shared/protocol.js';
 import { prng as rng } from '../bench/keys.js';
@@ -63,6 +63,10 @@ export interface SimReport {
   freezes: number;
   refusals: Record<string, number>;
   snapshotsSent: number;
+  /** Store mode: checkpoints started (each after a compaction in steps), and crashes of a node holding a
+   * compaction's snapshot not yet in a completed checkpoint (between its steps, or during its checkpoint). */
+  checkpoints: number;
+  crashesBeforeCheckpoint: number;
   /** Replica-set changes made (drain steps count one each). */
   setChanges: number;
   /** Replica moves undone (their added replica taken out again: membership.ts undoStalledMoves), drain steps too. */
@@ -104,6 +108,8 @@ const SIM_REPLICA_TIMING = { leaseMs: 200, keepAliveMs: 100 };
 /** How long a leader holds a read waiting for its lease (worker.ts: REPLICA_LEASE_WAIT_MS). */
 const LEASE_WAIT_MS = 60;
 const CONVERGE_MS_MAX = 30_000;
+/** How long a compaction waits for a leader's prepared state to commit (worker.ts: REPLICA_COMPACTION_WAIT_MS). */
+const COMPACTION_WAIT_MS = 100;
 
 /** Events by (time, order of scheduling): a binary heap. */
 class Clock {
@@ -149,43 +155,75 @@ class Clock {
 }
 const before = (a: { at: number; seq: number }, b: { at: number; seq: number }) => a.at < b.at || (a.at === b.at && a.seq < b.seq);
 
-/** A replica's disk: what is durable, what was written since, and syncs that complete in order. */
+const copyDurable = (d: DurableReplica): DurableReplica => ({ promisedTerm: d.promisedTerm, snapshot: d.snapshot, records: [...d.records], commitIndex: d.commitIndex });
+
+/** A replica's disk: what is durable, what was written since, and syncs that complete in order. As the replica log
+ * (replica-log.ts), a compaction's snapshot (compacted) is not logged: it is in what a checkpoint writes (`written`,
+ * the log's view) and in what a crash leaves (`durable`) only once a checkpoint started after it has completed. */
 class SimDisk {
   durable: DurableReplica = emptyDurable();
-  /** Ops written and not yet on the disk; pending[0] is op number `applied`. */
-  private pending: DiskOp[] = [];
+  /** Every op written so far applied, compactions' snapshots too: what a checkpoint started now holds. */
+  private written: DurableReplica = emptyDurable();
+  /** Ops written and not yet on the disk, each with whether it is logged; pending[0] is op number `applied`. */
+  private pending: [DiskOp, boolean][] = [];
   private applied = 0;
   private lastSyncAt = 0;
   /** Bumped at each crash: a sync of an earlier life completes nothing. */
   private life = 0;
+  /** Compactions' snapshots written and not in a completed checkpoint: a crash now loses them (not their records). */
+  uncheckpointed = 0;
   constructor(
     private readonly clock: Clock,
     private readonly random: () => number,
     /** The slowest fsync of this disk, ms: slow disks widen the windows where unsynced data is at risk. */
     private readonly syncMsMax: number,
   ) {}
-  forLife(): { write(op: DiskOp): void; sync(done: () => void): void } {
+  forLife(): { write(op: DiskOp): void; compacted(op: DiskOp & { kind: 'snapshot' }): void; sync(done: () => void): void; checkpoint(done: () => void): void } {
     const life = this.life;
+    /** Once what was written before reached the disk (in order with the other syncs): `then`. */
+    const later = (then: () => void) => {
+      const target = this.applied + this.pending.length;
+      const at = Math.max(this.lastSyncAt, this.clock.now + 0.2 + this.random() * this.syncMsMax);
+      this.lastSyncAt = at;
+      this.clock.at(at - this.clock.now, () => {
+        if (life !== this.life) return;
+        // Everything written before this sync reaches the disk, in order.
+        this.reach(target - this.applied);
+        then();
+      });
+    };
+    const write = (op: DiskOp, logged: boolean) => {
+      assert(life === this.life, 'a crashed replica writes nothing');
+      this.pending.push([op, logged]);
+      applyDiskOp(this.written, op);
+    };
     return {
-      write: (op) => {
-        assert(life === this.life, 'a crashed replica writes nothing');
-        this.pending.push(op);
+      write: (op) => write(op, true),
+      compacted: (op) => {
+        write(op, false);
+        this.uncheckpointed++;
       },
-      sync: (done) => {
-        const target = this.applied + this.pending.length;
-        const at = Math.max(this.lastSyncAt, this.clock.now + 0.2 + this.random() * this.syncMsMax);
-        this.lastSyncAt = at;
-        this.clock.at(at - this.clock.now, () => {
-          if (life !== this.life) return;
-          // Everything written before this sync reaches the disk, in order.
-          this.reach(target - this.applied);
+      sync: (done) => later(done),
+      checkpoint: (done) => {
+        // The view as of now replaces what the log replays to once it, and every op written before it, is on the
+        // disk; what is written meanwhile follows it. A crash before that leaves the older log, which replays to
+        // the same records (the snapshots it lacks cover records it holds).
+        const view = copyDurable(this.written);
+        const upTo = this.applied + this.pending.length;
+        const held = this.uncheckpointed;
+        later(() => {
+          // Syncs complete in order: nothing written after the checkpoint started is on the disk yet.
+          assert(this.applied === upTo, 'a checkpoint completes once what was written before it is on the disk, and before what came after');
+          this.durable = view;
+          this.uncheckpointed -= held;
           done();
         });
       },
     };
   }
+  /** `count` ops reach the disk: the logged ones are what a restart replays. */
   private reach(count: number): void {
-    for (const op of this.pending.splice(0, Math.max(0, count))) applyDiskOp(this.durable, op);
+    for (const [op, logged] of this.pending.splice(0, Math.max(0, count))) if (logged) applyDiskOp(this.durable, op);
     this.applied += Math.max(0, count);
   }
   /** A crash: what was synced stays, plus a random prefix of what was written since (a power loss). */
@@ -194,15 +232,21 @@ class SimDisk {
     this.reach(Math.floor(this.random() * (this.pending.length + 1)));
     this.applied += this.pending.length;
     this.pending = [];
+    this.written = copyDurable(this.durable);
+    this.uncheckpointed = 0;
   }
   /** The node dropped the slice's replica (worker.ts dropLeftReplicas): nothing more of this disk completes. */
   retire(): void {
     this.life++;
     this.pending = [];
   }
+  /** A replica made again on a node that dropped one keeps the term it promised (replica-log.ts drop). */
+  keepPromise(term: number): void {
+    this.durable.promisedTerm = term;
+    this.written.promisedTerm = term;
+  }
   recovered(): DurableReplica {
-    const d = this.durable;
-    return { promisedTerm: d.promisedTerm, snapshot: d.snapshot, records: [...d.records], commitIndex: d.commitIndex };
+    return copyDurable(this.durable);
   }
 }
 
@@ -258,7 +302,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -353,13 +397,44 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     pending[i] = [];
   }
 
+  /** Store mode: each node's disk of this life (its checkpoint), and the compaction it runs (as a worker does:
+   * SliceCompaction's steps, a bounded wait for a leader's prepared state to commit, then the checkpoint), a step a
+   * tick, so crashes, elections and writes come between its steps and during its checkpoint. */
+  const onDisks: (ReturnType<SimDisk['forLife']> | null)[] = Array(nodeCount).fill(null);
+  const compactions: ({ job: SliceCompaction; waitFrom: number; checkpointing: boolean } | null)[] = Array(nodeCount).fill(null);
+  function compactionStep(i: number, start: boolean): void {
+    let c = compactions[i];
+    if (c === null) {
+      if (!start) return;
+      c = compactions[i] = { job: sliceReplicas[i]!.compaction(), waitFrom: -1, checkpointing: false };
+    }
+    if (c.checkpointing) return;
+    if (c.waitFrom >= 0) {
+      if (sliceReplicas[i]!.compactionPending() && clock.now - c.waitFrom < COMPACTION_WAIT_MS) return;
+      c.waitFrom = -1;
+    }
+    const next = c.job.step(-Infinity); // one slice a step
+    if (next === 'prepared') c.waitFrom = clock.now;
+    if (next !== 'done') return;
+    c.checkpointing = true;
+    report.checkpoints++;
+    const life = lives[i];
+    onDisks[i]!.checkpoint(() => whenAwake(i, () => (compactions[i] = null), life));
+  }
+
   function startOnStore(i: number): void {
     const disk = disks[i];
     const onDisk = disk.forLife();
     const store = new SliceStore(0, 1);
     store.execute([SliceOp.Assign, ++assignEpoch, [STORE_SLICE]]);
+    onDisks[i] = onDisk;
+    compactions[i] = null;
     const log = {
-      diskFor: () => ({ write: (op: DiskOp) => onDisk.write(op), sync: (done: () => void) => onDisk.sync(() => whenAwake(i, done)) }),
+      diskFor: () => ({
+        write: (op: DiskOp) => onDisk.write(op),
+        compacted: (op: DiskOp & { kind: 'snapshot' }) => onDisk.compacted(op),
+        sync: (done: () => void) => onDisk.sync(() => whenAwake(i, done)),
+      }),
       durable: () => disk.recovered(),
       sliceIds: disk.recovered().promisedTerm > 0 ? [STORE_SLICE] : [],
     };
@@ -421,6 +496,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     replicas[i] = null;
     stores[i] = null;
     sliceReplicas[i] = null;
+    if (compactions[i] !== null || disks[i].uncheckpointed > 0) report.crashesBeforeCheckpoint++;
+    compactions[i] = null;
     pending[i] = []; // their clients time out: the outcome is unknown to them
     disks[i].crash();
     clock.at(50 + random() * 600, () => {
@@ -541,7 +618,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         const promised = disks[n].recovered().promisedTerm;
         disks[n].retire();
         disks[n] = new SimDisk(clock, random, syncMsMax);
-        disks[n].durable.promisedTerm = promised;
+        disks[n].keepPromise(promised);
         states[n] = new Map();
         if (up[n]) start(n);
       });
@@ -786,12 +863,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     for (const r of replicas) {
       if (r === null || frozenUntil[r.id] > clock.now) continue;
       r.tick();
-      if (random() < compactRate) {
-        // On stores, as a worker compacts: a leader's store runs ahead of the commit point, so a leader holding
-        // uncommitted records takes its state and writes it at a later compaction, once committed.
-        if (opts.store === true) sliceReplicas[r.id]!.compact();
-        else r.compact(r.appliedIndex);
-      }
+      const compact = random() < compactRate;
+      // On stores, as a worker compacts (compactionStep): a leader's store runs ahead of the commit point, so a leader
+      // holding uncommitted records takes its state and writes it once committed, at a later step or compaction.
+      if (opts.store === true) compactionStep(r.id, compact);
+      else if (compact) r.compact(r.appliedIndex);
     }
     if (faulty) {
       const perTick = TICK_MS / 1000;

@@ -15,6 +15,18 @@
 // segments. A crash before the drop leaves old segments and the checkpoint, which
 // replay to the same state (a checkpoint replaces what came before it).
 //
+// A compaction's snapshot (compacted(), SliceReplicas' compaction) is not logged:
+// its state is a copy of the slice's whole store, and it would be packed,
+// checksummed and written twice, into a segment the checkpoint then drops. It
+// goes into the log's view of the slice (what the next checkpoint writes) in its
+// place among the slice's ops, and is durable only once that checkpoint is.
+// Until then a restart replays the log without it: the records it covers are
+// still there (they are committed, so on this disk, and records leave the log
+// only with a checkpoint, which writes the view: with the snapshot), and the ops
+// after it leave the same records past its index either way. A crash before the
+// checkpoint loses the compaction, never a record; so a compaction may write its
+// snapshots over many turns (a slice a step) and checkpoint once all are written.
+//
 // drop(slice) forgets a slice whose replica the node no longer holds: its records,
 // snapshot and commit point, by a record that replays to nothing of them. All but
 // the term it promised, which a replica made there later starts from, as a replica
@@ -28,6 +40,12 @@ import { RECORD_KIND } from '../log-format.js';
 import { recordBytes } from '../record-file.js';
 import { firstSegmentLsn, WriteAheadLog, type LogRecovery } from '../wal.js';
 import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica, type ReplicaDisk } from './replica.js';
+
+/** A slice's disk in the replica log: a replica's, and the compaction's way in (compacted). */
+export interface SliceDisk extends ReplicaDisk {
+  /** Writes a compaction's snapshot, left out of the log: durable only once the next checkpoint is (see above). */
+  compacted(op: DiskOp & { kind: 'snapshot' }): void;
+}
 
 const packr = new Packr({ useRecords: false });
 const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
@@ -51,7 +69,10 @@ function reviveOp(op: DiskOp): DiskOp {
 
 export class ReplicaLog {
   private readonly slices = new Map<number, DurableReplica>();
-  private pending: [number, DiskOp][] = [];
+  /** Ops written and not flushed yet: [slice, op, whether it goes to the log (not a compaction's snapshot)]. */
+  private pending: [number, DiskOp, boolean][] = [];
+  /** Compactions' snapshots in the view (slices) and not yet in a checkpoint: the next one writes them. */
+  private unlogged = 0;
   private waiting: (() => void)[] = [];
   private flushQueued = false;
   /** slice -> how many times it was dropped: a disk handed out before a drop writes nothing after it. */
@@ -98,6 +119,11 @@ export class ReplicaLog {
     return { log, recovery };
   }
 
+  /** Compactions' snapshots written (flushed into the view) and not yet in a checkpoint's records. */
+  get snapshotsAwaitingCheckpoint(): number {
+    return this.unlogged;
+  }
+
   /** Bytes appended since the last checkpoint (or start): when to compact. */
   get bytesSinceCheckpoint(): number {
     return this.wal.bytesSinceSnapshot;
@@ -117,12 +143,17 @@ export class ReplicaLog {
   }
 
   /** The disk of one slice's replica. */
-  diskFor(slice: number): ReplicaDisk {
+  diskFor(slice: number): SliceDisk {
     const generation = this.drops.get(slice) ?? 0;
     return {
       write: (op) => {
         if ((this.drops.get(slice) ?? 0) !== generation) return; // a replica that was dropped: it holds nothing here
-        this.pending.push([slice, op]);
+        this.pending.push([slice, op, true]);
+      },
+      compacted: (op) => {
+        assert(op.kind === 'snapshot', 'only a compaction\'s snapshot stays out of the log');
+        if ((this.drops.get(slice) ?? 0) !== generation) return;
+        this.pending.push([slice, op, false]);
       },
       sync: (done) => {
         this.waiting.push(done);
@@ -134,24 +165,29 @@ export class ReplicaLog {
     };
   }
 
-  /** Appends what was written as one record (durable as the mode promises), then answers the syncs.
-   * `checkpointNext`: a checkpoint follows at once, holding every slice's state as of now: a snapshot written
-   * since the last flush need not go to the log too (a compaction's: its state is a copy of the slice's whole
-   * store, and it would be packed, checksummed and written twice), unless a sync waits on it (a snapshot a
-   * follower installs is answered once durable). Until the checkpoint is durable, the log holds the records
-   * that snapshot covers (they were appended before it), which replay to the same state. */
-  flush(checkpointNext = false): void {
+  /** Appends what was written as one record (durable as the mode promises), then answers the syncs. A compaction's
+   * snapshot is left out of the record and goes into the view alone (compacted): a sync answered after it does not
+   * make it durable, and needs not to (the log holds the records it covers until the next checkpoint). */
+  flush(): void {
     this.flushQueued = false;
     const ops = this.pending;
     const waiting = this.waiting;
     this.pending = [];
     this.waiting = [];
     if (ops.length > 0) {
-      const logged = checkpointNext && waiting.length === 0 ? ops.filter(([, op]) => op.kind !== 'snapshot') : ops;
+      const logged: [number, DiskOp][] = [];
+      for (const [slice, op, log] of ops) if (log) logged.push([slice, op]);
       if (logged.length > 0) this.wal.append(RECORD_KIND.ReplicaOps, packr.pack(logged));
-      for (const [slice, op] of ops) {
+      for (const [slice, op, log] of ops) {
         if (!this.slices.has(slice)) this.slices.set(slice, emptyDurable());
-        applyDiskOp(this.slices.get(slice)!, op);
+        const d = this.slices.get(slice)!;
+        if (!log) {
+          // What makes leaving it out safe: it covers records the view (so the log) holds, or held and compacted into
+          // a snapshot of its own, all committed (Replica.writeSnapshot asserts that much of the replica's).
+          assert(op.kind === 'snapshot' && op.index > (d.snapshot?.index ?? 0) && op.index <= (d.snapshot?.index ?? 0) + d.records.length, 'a compaction\'s snapshot covers records the log holds');
+          this.unlogged++;
+        }
+        applyDiskOp(d, op);
       }
     }
     for (const done of waiting) done();
@@ -171,18 +207,36 @@ export class ReplicaLog {
     this.wal.append(RECORD_KIND.ReplicaDrop, packr.pack([slice, term]));
   }
 
-  /** Writes every slice's durable state into a new segment and drops the segments before it. */
+  /** Writes every slice's durable state (the view, with the compactions' snapshots) into a new segment, and drops
+   * the segments before it once that is durable. Until then the older segments replay, with what of the
+   * checkpoint was written, to the same state: a crash anywhere in it loses at most the compactions. */
   async checkpoint(): Promise<void> {
-    this.flush(true);
+    this.flush();
     await this.wal.flush();
-    this.wal.startSegment();
+    // Written meanwhile (a compaction's snapshot too, if one came): in the view the checkpoint holds, not after it.
+    this.flush();
+    const segmentOnDisk = this.wal.startSegment();
+    segmentOnDisk.catch(() => {}); // awaited below, before the older segments go: a failure stops the worker there
     const first = this.wal.currentSegmentFirstLsn;
     // The promises of dropped replicas first: a checkpoint of a replica made again after its drop replaces them.
-    for (const [slice, term] of this.promisedBeforeDrop) this.wal.append(RECORD_KIND.ReplicaDrop, packr.pack([slice, term]));
-    for (const [slice, d] of this.slices) this.wal.append(RECORD_KIND.ReplicaCheckpoint, packr.pack([slice, d]));
+    // One write, and at 'fsync' one sync, for them all; each packed as the log takes it (packr reuses its buffer).
+    const promised = this.promisedBeforeDrop;
+    const slices = this.slices;
+    this.wal.appendAll(
+      (function* (): Generator<[number, Uint8Array]> {
+        for (const [slice, term] of promised) yield [RECORD_KIND.ReplicaDrop, packr.pack([slice, term])];
+        for (const [slice, d] of slices) yield [RECORD_KIND.ReplicaCheckpoint, packr.pack([slice, d])];
+      })(),
+    );
+    // Every compaction's snapshot so far is in these records (ops the syncs' answers wrote just now come after them,
+    // and are logged); one written from now on waits for the next checkpoint.
+    assert(this.pending.every(([, , log]) => log), 'a checkpoint holds every compaction\'s snapshot written before it');
+    this.unlogged = 0;
     this.checkpointBytes = this.wal.bytesSinceSnapshot;
     await this.wal.flush();
+    await segmentOnDisk;
     assert(this.wal.currentSegmentFirstLsn === first, 'a checkpoint is one segment');
+    // Only now may the segments go that hold the records those snapshots cover.
     await this.wal.dropSegmentsBefore(first);
   }
 }

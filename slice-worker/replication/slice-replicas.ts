@@ -24,7 +24,7 @@ import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, type Repl
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
-import { Replica, type ReplicaId, type ReplicaTiming, type ReplicationMessage } from './replica.js';
+import { Replica, type DiskOp, type ReplicaDisk, type ReplicaId, type ReplicaTiming, type ReplicationMessage } from './replica.js';
 import type { ReplicaRecord } from './replica-record.js';
 
 export interface SliceReplicaEvents {
@@ -215,7 +215,8 @@ export class SliceReplicas {
   /** A compaction in two steps, so that a leader under steady writes compacts too: its store runs ahead of the
    * commit point (it executes writes before they commit), and a snapshot holds only what is committed. Here each
    * such leader takes its store's state, at its last record; the caller waits, bounded, while compactionPending()
-   * (that record is committed within a round trip, and its followers hold it), then calls compact(). */
+   * (that record is committed within a round trip, and its followers hold it), then calls compact(). All at once:
+   * a worker compacts in steps (compaction()); this is for tools and tests. */
   prepareCompaction(): void {
     for (const r of this.replicas.values()) r.prepareCompaction(this.stateIndex(r));
   }
@@ -228,10 +229,38 @@ export class SliceReplicas {
 
   /** Compacts every replica's log into a snapshot of its state as of what is committed (a leader's prepared state,
    * once committed; one that still runs ahead takes it now, for the next time); the caller then checkpoints the
-   * replica log. */
+   * replica log, which alone makes the snapshots durable (ReplicaLog.compacted). */
   compact(): void {
-    for (const r of this.replicas.values()) r.compact(this.stateIndex(r));
+    for (const slice of this.replicas.keys()) this.compactOne(slice);
   }
+
+  /** A compaction in steps, each encoding the state of one slice (compaction's step): between two steps the worker
+   * runs its tasks, so its slices go on committing while it compacts, and the stall is one slice's encoding, not
+   * every slice's (bench/PROFILE.md). Its snapshots are durable once the caller's checkpoint after it is. */
+  compaction(): SliceCompaction {
+    return new SliceCompaction(this, [...this.replicas.keys()]);
+  }
+
+  /** SliceCompaction's steps (a leader's prepare; a replica's compact): false when `slice` has no replica any more. */
+  prepareOne(slice: number): boolean {
+    const r = this.replicas.get(slice);
+    if (r === undefined) return false;
+    r.prepareCompaction(this.stateIndex(r));
+    return true;
+  }
+  compactOne(slice: number): boolean {
+    const r = this.replicas.get(slice);
+    if (r === undefined) return false;
+    this.compacting = slice;
+    try {
+      r.compact(this.stateIndex(r));
+    } finally {
+      this.compacting = null;
+    }
+    return true;
+  }
+  /** The slice whose replica compacts now (compactOne): its snapshot goes to the log as a compaction's. */
+  private compacting: number | null = null;
 
   /** The index the store's state of replica `r`'s slice is at: a serving leader executed every write it proposed
    * (all at once, in the task that proposed them: nothing is executed and not yet proposed between two tasks); any
@@ -296,7 +325,18 @@ export class SliceReplicas {
   }
 
   private start(slice: number): Replica {
-    const disk = this.log.diskFor(slice);
+    const sliceDisk = this.log.diskFor(slice);
+    // What a replica writes while it compacts (compactOne) is its snapshot, of committed state: a compaction's, left
+    // out of the log until the checkpoint (ReplicaLog.compacted). Any other snapshot (a follower installs its
+    // leader's) is logged, and answered once durable.
+    const disk: ReplicaDisk = {
+      write: (op: DiskOp) => {
+        if (this.compacting !== slice) return sliceDisk.write(op);
+        assert(op.kind === 'snapshot', 'a replica that compacts writes its snapshot alone');
+        sliceDisk.compacted(op);
+      },
+      sync: (done) => sliceDisk.sync(done),
+    };
     let found = this.log.durable(slice);
     if (found.promisedTerm === 0 && found.snapshot === null && found.records.length === 0 && this.store.owns(slice) && this.store.sliceEntries(slice).next().done !== true) {
       // The slice had one replica (R=1), this worker's, and it is replicated from now on (a node joined): its
@@ -350,5 +390,41 @@ export class SliceReplicas {
       found,
     );
     return replica;
+  }
+}
+
+/** One compaction of a worker's replicas, in steps (SliceReplicas.compaction), run between tasks (each step's
+ * stateIndex asserts it): first each leader whose store runs past its commit point takes its state (prepare), a
+ * slice a step; then the caller waits, bounded, while SliceReplicas.compactionPending() (those records commit within
+ * a round trip); then each replica writes its snapshot (a leader the state it took, once committed; any other its
+ * store's state now), a slice a step. A slice whose replica went meanwhile is skipped; a leader deposed meanwhile
+ * dropped what it took (Replica.stepDown). The caller checkpoints the log after the last step. */
+export class SliceCompaction {
+  private phase: 'prepare' | 'compact' | 'done' = 'prepare';
+  private next = 0;
+  constructor(
+    private readonly replicas: SliceReplicas,
+    private readonly slices: number[],
+  ) {}
+
+  /** Runs steps until `until` (performance.now(); one step at least), and says what comes next: 'more' steps,
+   * the caller's wait ('prepared': every leader took its state), or the checkpoint ('done'). */
+  step(until: number): 'more' | 'prepared' | 'done' {
+    for (;;) {
+      if (this.phase === 'done') return 'done';
+      if (this.next === this.slices.length) {
+        this.next = 0;
+        if (this.phase === 'prepare') {
+          this.phase = 'compact';
+          return 'prepared';
+        }
+        this.phase = 'done';
+        return 'done';
+      }
+      const slice = this.slices[this.next++];
+      if (this.phase === 'prepare') this.replicas.prepareOne(slice);
+      else this.replicas.compactOne(slice);
+      if (performance.now() >= until) return 'more';
+    }
   }
 }
