@@ -5,7 +5,7 @@
 //   node dist/bench/hops.js --base /tmp/base [--rounds 5] [--duration 4]
 // Both clusters run at once (2 nodes x 2 workers, or --nodes N: 3 for R=3; --replication-factor 1 for R=1;
 // --base-replication-factor for the base side's alone, e.g. R=1 against R=3 with --base of this build;
-// durability os, the default routers),
+// durability os, the default routers; --with-r1: a third cluster, of this build at R=1, alternated with them),
 // each loaded with the same data; every workload runs on one and then the other, the
 // order alternating from round to round, and each figure is the median over the rounds.
 // Workloads: the native WebSocket client (GetItem at 1 in flight, PutItem and GetItem at
@@ -36,6 +36,8 @@ const { values: opts } = parseArgs({
     'replication-factor': { type: 'string' },
     // The base side's replication factor, where it differs (--base of this same build: R=1 against R=3 side by side).
     'base-replication-factor': { type: 'string' },
+    // A third cluster, of this build at R=1, in the same rounds: the R / R=1 ratio of one run (issue 14's target).
+    'with-r1': { type: 'boolean', default: false },
   },
 });
 const ROUNDS = Number(opts.rounds);
@@ -277,12 +279,13 @@ async function main(): Promise<void> {
   if (opts.base === undefined) throw new Error('--base DIR (a built checkout to compare with) is required');
   const here = resolve(new URL('.', import.meta.url).pathname, '..');
   const sides = [await startSide('base', join(resolve(opts.base), 'dist'), opts['base-replication-factor'] ?? opts['replication-factor']), await startSide('this', here)];
+  if (opts['with-r1']) sides.push(await startSide('r1', here, '1'));
   const workloads = opts.only === undefined ? WORKLOADS : WORKLOADS.filter((w) => opts.only!.split('|').some((o) => w.name.includes(o)));
-  const results = new Map<string, Sample[][]>(workloads.map((w) => [w.name, [[], []]]));
+  const results = new Map<string, Sample[][]>(workloads.map((w) => [w.name, sides.map(() => [])]));
   try {
     for (let round = 0; round < ROUNDS; round++) {
       for (const w of workloads) {
-        const order = round % 2 === 0 ? [0, 1] : [1, 0];
+        const order = sides.map((_, i) => (i + round) % sides.length);
         for (const i of order) {
           const s = await measure(sides[i], w);
           results.get(w.name)![i].push(s);
@@ -305,6 +308,16 @@ async function main(): Promise<void> {
     const [b, t] = results.get(w.name)!;
     const m = (xs: Sample[], k: Exclude<keyof Sample, 'parts'>) => median(xs.map((x) => x[k]));
     console.log(`| ${w.name} | ${Math.round(m(b, 'rate'))} | ${Math.round(m(t, 'rate'))} | ${(m(t, 'rate') / m(b, 'rate')).toFixed(2)}x | ${m(b, 'p50').toFixed(3)} | ${m(t, 'p50').toFixed(3)} | ${m(b, 'p99').toFixed(3)} | ${m(t, 'p99').toFixed(3)} | ${m(b, 'cpuMsPerOp').toFixed(3)} (${m(b, 'nodeCpuMsPerOp').toFixed(3)}) | ${m(t, 'cpuMsPerOp').toFixed(3)} (${m(t, 'nodeCpuMsPerOp').toFixed(3)}) |`);
+  }
+  if (sides.length === 3) {
+    console.log('');
+    console.log(`| workload | this R=1 ops/s | this / R=1 | base / R=1 | R=1 p50 ms | R=1 p99 ms | R=1 server CPU ms/op (nodes) |`);
+    console.log('|---|--:|--:|--:|--:|--:|--:|');
+    for (const w of workloads) {
+      const [b, t, one] = results.get(w.name)!;
+      const m = (xs: Sample[], k: Exclude<keyof Sample, 'parts'>) => median(xs.map((x) => x[k]));
+      console.log(`| ${w.name} | ${Math.round(m(one, 'rate'))} | ${(m(t, 'rate') / m(one, 'rate')).toFixed(2)}x | ${(m(b, 'rate') / m(one, 'rate')).toFixed(2)}x | ${m(one, 'p50').toFixed(3)} | ${m(one, 'p99').toFixed(3)} | ${m(one, 'cpuMsPerOp').toFixed(3)} (${m(one, 'nodeCpuMsPerOp').toFixed(3)}) |`);
+    }
   }
   console.log('');
   console.log(`| workload: CPU ms per op, base -> this (medians) | ${PARTS.join(' | ')} |`);

@@ -198,6 +198,10 @@ export const IDEMPOTENCY_WINDOW_MS = APPLIED_REQUESTS_KEPT_MS - NODE_REQUEST_TIM
 export const APPLIED_REQUEST_BYTES_PER_SLICE_MAX = 512 * 1024;
 /** A slice node's leaders resend what their followers have not acknowledged, and their commit index, this often. */
 export const REPLICA_TICK_MS = 100;
+/** A leader resends to a follower that has records in flight and has not answered for this long at most (and at
+ * least REPLICA_TICK_MS): its wait adapts to the round trips it measures (Replica.resendAfter, docs/replication.md,
+ * "Heartbeats"), so a loaded node's answers are waited for rather than the window sent again. */
+export const REPLICA_RESEND_MS_MAX = 500;
 /** An eventually consistent read sent to a follower that has not answered after this long is read from the
  * leader instead: a frozen follower (SIGSTOP, cut off) keeps its connection open and nothing else notices it
  * (the coordinator watches leaders), so its reads would otherwise wait NODE_REQUEST_TIMEOUT_MS (30 s). */

@@ -119,8 +119,12 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 18: a write's request id may be a client's idempotency id, [instance, counter, true] (ClientRequestId).
  * 19: each replication message of a Replicate frame is bytes of its own, [slice, bytes] (KeepAlives alone a
  * message), so that a slice node's main thread routes them without decoding them; the worker checks them.
- * 20: batch ports: Hello names a port per worker thread, where routers send that worker's batches directly. */
-export const NODE_PROTOCOL_VERSION = 20;
+ * 20: batch ports: Hello names a port per worker thread, where routers send that worker's batches directly.
+ * 21: fewer replication messages per write (docs/replication.md, "Heartbeats"): a follower answers a KeepAlive whose
+ * commit index it can apply with AppendOk once that is durable, and an AppendOk's commitIndex counts the commit index
+ * of the Append it answers. No message changed shape; a leader of 20 would take these answers, but one of 21 with a
+ * follower of 20 would wait out a round trip per commit point, so the two do not link. */
+export const NODE_PROTOCOL_VERSION = 21;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer

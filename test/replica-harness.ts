@@ -2,7 +2,9 @@
 // (test/slice-replicas.test.ts): a queue of what each worker sends, links that can be cut, a pump that
 // delivers round by round (the logs flush between rounds), and an election as the coordinator holds one.
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { expect } from 'vitest';
+import { REPLICA_RESEND_MS_MAX } from '../shared/limits.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
@@ -34,6 +36,8 @@ export class ReplicaHarness {
   /** Links that drop what is sent on them: "a-b" (either way). */
   readonly cut = new Set<string>();
   readonly workers: ReplicaWorker[] = [];
+  /** Added to the workers' monotonic clock (later()). */
+  private skew = 0;
 
   constructor(
     private readonly dir: string,
@@ -48,8 +52,14 @@ export class ReplicaHarness {
   start(i: number): ReplicaWorker {
     const store = new SliceStore(0, 1);
     const { log } = ReplicaLog.open(join(this.dir, `worker-${i}`), 'fsync');
-    const replicas = new SliceReplicas(i, store, log, (_slice, to, m) => this.queue.push({ from: i, to, m }), this.options.events?.(i) ?? {}, undefined, this.options.wallNow?.(i));
+    const replicas = new SliceReplicas(i, store, log, (_slice, to, m) => this.queue.push({ from: i, to, m }), this.options.events?.(i) ?? {}, () => performance.now() + this.skew, this.options.wallNow?.(i));
     return (this.workers[i] = { store, replicas, log });
+  }
+
+  /** Moves the workers' clock past the longest a leader waits for a follower's answer before it resends (a tick
+   * that comes after resends what was not answered). */
+  later(): void {
+    this.skew += REPLICA_RESEND_MS_MAX;
   }
 
   /** Delivers messages round by round until none is left; past 50 rounds it throws, unless `bounded` (then it stops). */

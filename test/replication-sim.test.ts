@@ -124,8 +124,10 @@ describe('replication under a seeded simulation', () => {
   // election heard a majority of the new set only, which need not hold what a majority of the old one acknowledged.
   // Seed 200132: replace 1 (0,1,2 -> 0,2,4) at 320 ms, the coordinator restarted at 380 ms, and a replica applied
   // another record at an index than one applied before; seed 201105 (on stores): replace 0 (0,1,2 -> 1,2,4), a
-  // restart, and acknowledged write 7 lost.
-  for (const [seed, store] of [[200132, false], [201105, true]] as const) {
+  // restart, and acknowledged write 7 lost. Since leaders wait for their followers' round trips before they resend,
+  // and followers write the commit point before the sync they answer after, the seeded network draws differ:
+  // 200132 no longer restarts the coordinator with a change unsettled, and 200134 (the next that does) stands in.
+  for (const [seed, store] of [[200134, false], [201105, true]] as const) {
     it(`keeps every acknowledged write when the coordinator restarts before a replacement of a replica settled (seed ${seed}${store ? ', on stores' : ''})`, () => {
       const r = runSimulation({ seed, setChanges: true, coordinatorRestarts: true, store });
       expect(r.restartsUnsettled).toBeGreaterThan(0);
@@ -138,7 +140,12 @@ describe('replication under a seeded simulation', () => {
   });
 
   it('catches a coordinator that promotes any replica of a majority rather than the most up to date one', () => {
-    expect(firstFailure(5_000, 200, { unsafeChoice: true })).toMatch(/^seed \d+: [^]*(lost|stored|applied a record|a committed record is never cut)[^]*KEYSLICE_SIM_SEED=\d+/);
+    // Its leader may lack a committed record that its followers hold: they refuse to cut it, and the slice never
+    // converges (the run fails on that), unless the records are lost or applied differently first.
+    const failure = firstFailure(5_000, 200, { unsafeChoice: true });
+    expect(failure).toMatch(/^seed \d+: [^]*(lost|stored|applied a record|a committed record is never cut|no leader with every replica caught up)[^]*KEYSLICE_SIM_SEED=\d+/);
+    // The same seed with the coordinator's choice as it is passes: what failed was the choice.
+    expect(runSimulation({ seed: Number(/^seed (\d+)/.exec(failure!)![1]) }).acked).toBeGreaterThan(0);
   });
 });
 

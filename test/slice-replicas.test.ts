@@ -53,6 +53,7 @@ describe('the replicas of a slice on workers\' stores', () => {
     const [[, first]] = put(workers[0], 'a', 1);
     await pump();
     expect(committed).toContainEqual([0, first]);
+    h.later();
     workers[0].replicas.of(SLICE).tick(); // carries the commit index to the followers
     await pump();
     for (const w of workers) expect(items(w)).toEqual(['a=1']);
@@ -66,14 +67,17 @@ describe('the replicas of a slice on workers\' stores', () => {
     workers[1].store.execute([SliceOp.Assign, 2, [SLICE]]);
     put(workers[1], 'c', 3);
     await pump();
+    h.later();
     workers[1].replicas.of(SLICE).tick();
     await pump();
     expect(items(workers[2])).toEqual(['a=1', 'c=3']);
 
     // The old leader is back: it learns of term 2, stops leading, drops 'b', and takes the new leader's records.
     cut.clear();
+    h.later();
     workers[1].replicas.of(SLICE).tick();
     await pump();
+    h.later();
     workers[1].replicas.of(SLICE).tick();
     await pump();
     expect(deposed).toEqual([0]);
@@ -82,6 +86,7 @@ describe('the replicas of a slice on workers\' stores', () => {
 
     // A follower restarted from its replica log has what was committed. (Its commit point is written
     // lazily, with its next flush: one more heartbeat makes that happen.)
+    h.later();
     workers[1].replicas.of(SLICE).tick();
     await pump();
     h.start(2);
@@ -124,6 +129,7 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     // (Applied again at its commit, x=2 would put the leader's store back to x=2 under x=3.)
     cut.clear();
     for (let i = 0; i < 4; i++) {
+      h.later();
       leader.of(SLICE).tick();
       await h.pump();
     }
@@ -494,6 +500,7 @@ describe('a write sent again after its leader forgot its id (the bounds of appli
     const heartbeats = async () => {
       // Bounded: refused, a leader sends its records again at once.
       for (let i = 0; i < 5; i++) {
+        h.later();
         workers[0].replicas.of(SLICE).tick();
         await h.pump(true);
       }

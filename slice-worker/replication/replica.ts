@@ -32,6 +32,7 @@ import {
   REPLICA_LEASE_MS,
   REPLICA_LEASE_PROBE_MS_MIN,
   REPLICA_READ_STALENESS_MS,
+  REPLICA_RESEND_MS_MAX,
   REPLICA_TICK_MS,
 } from '../../shared/limits.js';
 import { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicaRecord, type ReplicationMessage } from '../../shared/replication-protocol.js';
@@ -169,8 +170,13 @@ export class Replica {
   private readonly match = new Map<ReplicaId, number>();
   /** The commit index each follower said it holds durably (and so has applied, and keeps across a restart). */
   private readonly knownCommit = new Map<ReplicaId, number>();
-  /** Followers that answered (AppendOk or Refused) since the last tick. */
-  private readonly heard = new Set<ReplicaId>();
+  /** The commit index that the last Append or Snapshot sent to each follower carried. */
+  private readonly sentCommit = new Map<ReplicaId, number>();
+  /** When this leader began waiting for each follower's answer: the send that found nothing of it unanswered
+   * (awaiting), or its last AppendOk or Refused. A tick resends only once resendAfter has passed since. */
+  private readonly waitFrom = new Map<ReplicaId, number>();
+  /** Each follower's round trips (an AppendOk's sentAt to its arrival): a smoothed mean and mean deviation, ms. */
+  private readonly roundTrip = new Map<ReplicaId, { mean: number; dev: number }>();
   /** What the leader's own disk holds durably. */
   private selfMatch = 0;
   /** The index of the barrier of the election that made this replica leader: it serves once that is committed (see
@@ -201,6 +207,10 @@ export class Replica {
   private heardCommit = 0;
   /** When (host.now) it last heard from the leader of heardTerm: an Append, a Snapshot or a KeepAlive. */
   private heardAt = -Infinity;
+  /** How far this replica's log is known to be the log of the leader of the term it promised (an Append or Snapshot
+   * of that leader, taken: its records up to there are that leader's, and a leader never changes its log within
+   * its term); 0: none since it promised the term or started. A KeepAlive's commit index is applied up to here. */
+  private leaderMatch = 0;
 
   constructor(
     readonly id: ReplicaId,
@@ -316,7 +326,9 @@ export class Replica {
     return record.index;
   }
 
-  /** The leader's heartbeat: resends what a follower has not acknowledged (dropped frames), and the commit index.
+  /** The leader's heartbeat: resends what a follower has not acknowledged (dropped frames) once it has waited its
+   * round trips for the answer (resendAfter), and carries the commit index to a follower that holds every record in
+   * a KeepAlive (folded per node by the worker), to one that does not in the next Append or the probe.
    * Only a probe of one record: a follower that is frozen or cut off would otherwise get up to
    * APPEND_RECORDS_MAX records per slice per heartbeat, which its leader's node buffers and drops (a
    * slice node held 22 GB that way under SIGSTOP). Its acknowledgement brings the rest (onReply).
@@ -335,23 +347,51 @@ export class Replica {
     this.keptAlivePeriod = period;
     const leased = this.leaseValid;
     for (const f of this.followers) {
-      const heard = this.heard.delete(f);
       if (this.match.get(f)! >= this.lastIndex && this.knownCommit.get(f)! >= this.commit) {
         // Answered (KeepAliveOk): an idle leader's lease runs from its last round.
         if (keepAlive) this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
         continue;
       }
-      // A follower that answered since the last tick and has appends in flight gets their answers, and
-      // the commit index with the next one: resending from its last acknowledged record would send the
-      // whole window in flight again (each tick, under load). One that did not answer is probed.
-      if (heard && this.next.get(f)! > this.match.get(f)! + 1) continue;
+      // A follower with records or a commit point in flight whose answer may still come gets nothing: their answers
+      // bring the rest, and the commit index comes with the next Append. Resending every tick to one not heard from
+      // since the last tick sent the whole window in flight again once its answers came (round trips of 35-200 ms
+      // under load, above the tick: 15-40% of the records followers got were copies); now only once it has been
+      // silent for longer than its round trips (resendAfter), as for a lost message or a frozen follower.
+      const awaiting = this.awaiting(f);
+      if (awaiting && now - this.waitFrom.get(f)! < this.resendAfter(f)) continue;
+      if (!awaiting && this.match.get(f)! >= this.lastIndex) {
+        // It holds every record and lacks only the commit point: a KeepAlive carries it, which the worker folds
+        // with its other leaders' into one entry of numbers per node (worker.ts foldKeepAlives) rather than an
+        // Append each; the follower writes it before a sync and answers AppendOk after (onKeepAlive). One that
+        // does not answer so (a restart lost what it knew of this leader's log, a message was lost) is awaited
+        // as for records, and then probed with an Append below.
+        this.waitFrom.set(f, now);
+        this.sentCommit.set(f, this.commit);
+        this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
+        continue;
+      }
       // The probe is a record the log holds, never the snapshot: a follower that lacks what the log holds says so
       // (LogGap, LogMismatch) and gets the snapshot in answer (onReply). Probing from its match (0 for every
       // follower of a leader just elected or led on, until it answers) sent a compacted leader's whole snapshot, at
       // each tick until the answer, to followers that held every record.
       this.next.set(f, Math.min(this.next.get(f)!, Math.max(this.match.get(f)!, this.snapIndex) + 1));
+      this.waitFrom.set(f, now);
       this.sendAppend(f, 1);
     }
+  }
+
+  /** Whether something sent to follower `f` is unanswered: records past what it acknowledged, or a commit index
+   * past the one it said it holds. */
+  private awaiting(f: ReplicaId): boolean {
+    return this.next.get(f)! > this.match.get(f)! + 1 || this.sentCommit.get(f)! > this.knownCommit.get(f)!;
+  }
+
+  /** How long a tick waits for follower `f`'s answer before it resends: its mean round trip and four deviations
+   * (what TCP waits), at least a tick (as before: a follower with no round trip measured yet), at most
+   * REPLICA_RESEND_MS_MAX (what a lost message or a frozen follower costs). */
+  private resendAfter(f: ReplicaId): number {
+    const rt = this.roundTrip.get(f);
+    return rt === undefined ? REPLICA_TICK_MS : Math.min(REPLICA_RESEND_MS_MAX, Math.max(REPLICA_TICK_MS, rt.mean + 4 * rt.dev));
   }
 
   /** Applies again, from the snapshot, exactly the committed records: for a host whose state ran
@@ -432,7 +472,9 @@ export class Replica {
     this.next.clear();
     this.match.clear();
     this.knownCommit.clear();
-    this.heard.clear();
+    this.sentCommit.clear();
+    this.waitFrom.clear();
+    this.roundTrip.clear();
     this.ackedSentAt.clear();
     this.leaseFrom = -Infinity;
     this.probedAt = -Infinity;
@@ -440,6 +482,8 @@ export class Replica {
       this.next.set(f, this.lastIndex + 1);
       this.match.set(f, 0);
       this.knownCommit.set(f, 0);
+      this.sentCommit.set(f, 0);
+      this.waitFrom.set(f, this.host.now());
     }
     this.selfMatch = 0;
     // A barrier of the new term: records of older terms that this leader holds are committed
@@ -473,6 +517,8 @@ export class Replica {
   }
 
   private sendAppend(to: ReplicaId, recordsMax = APPEND_RECORDS_MAX): void {
+    if (!this.awaiting(to)) this.waitFrom.set(to, this.host.now());
+    this.sentCommit.set(to, this.commit);
     const next = this.next.get(to)!;
     if (next <= this.snapIndex) {
       assert(this.snapState !== null, 'a compacted log has its snapshot');
@@ -493,10 +539,12 @@ export class Replica {
       return;
     }
     if (!this.leading || m.term !== this.promisedTerm || !this.match.has(from)) return;
-    this.heard.add(from);
+    const now = this.host.now();
+    this.waitFrom.set(from, now);
     if (m.type === 'AppendOk') {
       // Another process's word, not this one's state: a follower cannot hold a record its leader lacks.
       if (m.matchIndex > this.lastIndex) return this.host.malformed?.(from, `an AppendOk says it holds record ${m.matchIndex}; this leader's log ends at ${this.lastIndex} (dropped)`);
+      this.measureRoundTrip(from, now - m.sentAt);
       this.answered(from, m.sentAt);
       if (m.matchIndex > this.match.get(from)!) this.match.set(from, m.matchIndex);
       if (m.commitIndex > this.knownCommit.get(from)!) this.knownCommit.set(from, m.commitIndex);
@@ -513,6 +561,15 @@ export class Replica {
     // heartbeat's probe (tick), not at once, which made a loop between the nodes as fast as messages pass.
     if (MALFORMED.has(m.code)) return;
     this.sendAppend(from);
+  }
+
+  /** A round trip to follower `f` of `ms` (sentAt is whole ms, rounded down: at most 1 ms long). */
+  private measureRoundTrip(f: ReplicaId, ms: number): void {
+    if (!(ms >= 0)) return; // sentAt from before a clock that restarted: no measure
+    const rt = this.roundTrip.get(f);
+    if (rt === undefined) return void this.roundTrip.set(f, { mean: ms, dev: ms / 2 });
+    rt.dev += (Math.abs(ms - rt.mean) - rt.dev) / 4;
+    rt.mean += (ms - rt.mean) / 8;
   }
 
   /** Follower `from` answered, at this leader's term, a message sent at `sentAt`: the lease may begin later. */
@@ -570,7 +627,9 @@ export class Replica {
       this.next.delete(f);
       this.match.delete(f);
       this.knownCommit.delete(f);
-      this.heard.delete(f);
+      this.sentCommit.delete(f);
+      this.waitFrom.delete(f);
+      this.roundTrip.delete(f);
       this.ackedSentAt.delete(f);
     }
     this.followers = this.followers.filter((f) => own.includes(f));
@@ -618,6 +677,7 @@ export class Replica {
     if (term <= this.promisedTerm) return;
     const old = this.promisedTerm;
     this.promisedTerm = term;
+    this.leaderMatch = 0;
     this.host.disk.write({ kind: 'promise', term });
     this.stepDown(old);
   }
@@ -686,7 +746,7 @@ export class Replica {
     if (m.prevIndex < this.snapIndex) {
       // What this replica has in its snapshot is committed, so it is the leader's too.
       records = records.filter((r) => r.index > this.snapIndex);
-      if (records.length === 0) return this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex, m.sentAt);
+      if (records.length === 0) return this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex, m.sentAt, true);
     } else if (this.termAt(m.prevIndex) !== m.prevTerm) {
       return this.refuse(from, 'LogMismatch', `record ${m.prevIndex} is of term ${this.termAt(m.prevIndex)} here and ${m.prevTerm} at the leader`);
     }
@@ -699,10 +759,12 @@ export class Replica {
         assert(fresh[0].index > this.commit, `a committed record is never cut (cut at ${fresh[0].index}, committed ${this.commit}): refused above`);
         this.host.disk.write({ kind: 'truncate', after: fresh[0].index - 1 });
         this.records.length = fresh[0].index - 1 - this.snapIndex;
+        // (A leader of this term never sends another record where it sent one: this cuts past leaderMatch.)
+        this.leaderMatch = Math.min(this.leaderMatch, this.lastIndex);
       }
       this.appendLocal(fresh);
     }
-    this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex, m.sentAt);
+    this.ackWhenDurable(from, m.term, m.prevIndex + m.records.length, m.commitIndex, m.sentAt, true);
   }
 
   private onSnapshot(from: ReplicaId, m: ReplicationMessage & { type: 'Snapshot' }): void {
@@ -725,7 +787,7 @@ export class Replica {
       this.applied = m.index;
       this.commit = m.index;
     }
-    this.ackWhenDurable(from, m.term, m.index, m.commitIndex, m.sentAt);
+    this.ackWhenDurable(from, m.term, m.index, m.commitIndex, m.sentAt, true);
   }
 
   /** The leader of m.term still leads it. Answered with KeepAliveOk, which renews the leader's lease (nothing is
@@ -738,6 +800,10 @@ export class Replica {
     // dropped; the keep-alive brings no records, so it is no reason to promise a term.
     if (m.term !== this.promisedTerm || this.leading) return;
     this.heardFrom(m.term, m.commitIndex, m.leased);
+    // A commit point it can apply (its log is the leader's that far) is written, and answered as an Append's is:
+    // AppendOk once durable, saying it holds it. That is how a leader carries its commit point to a follower that
+    // holds every record (tick), without a second message per slice.
+    if (Math.min(m.commitIndex, this.leaderMatch) > this.commit) return this.ackWhenDurable(from, m.term, this.leaderMatch, m.commitIndex, m.sentAt, false);
     this.answeredAt = this.host.now();
     this.host.send(from, { type: 'KeepAliveOk', term: m.term, sentAt: m.sentAt });
   }
@@ -748,13 +814,19 @@ export class Replica {
    * durable now and survives a restart. (One learned in the callback is written after the sync and may
    * not be: a leader told that would stop sending heartbeats to a follower that lost it in a crash,
    * leaving its last committed records unapplied.) */
-  private ackWhenDurable(to: ReplicaId, term: number, matchIndex: number, leaderCommit: number, sentAt: number): void {
+  private ackWhenDurable(to: ReplicaId, term: number, matchIndex: number, leaderCommit: number, sentAt: number, taken: boolean): void {
+    assert(term === this.promisedTerm && matchIndex <= this.lastIndex, 'a follower acknowledges records it holds, at the term it promised');
+    // What this message made of its log is the leader's log up to matchIndex (an Append or Snapshot it took).
+    if (taken) this.leaderMatch = Math.max(this.leaderMatch, matchIndex);
+    // What the leader has committed and this replica holds (as of the leader's records: its log up to matchIndex is
+    // the leader's) is committed: applied and written now, before the sync below, so that the answer can say it
+    // holds it durably. Learned in the sync's callback instead, it was written after that sync, and the leader,
+    // told only the commit point from before, sent every slice written since a tick a second heartbeat.
+    const upTo = Math.min(leaderCommit, matchIndex, this.lastIndex);
+    if (upTo > this.commit && this.termAt(upTo) !== undefined) this.advanceCommit(upTo);
     const durableCommit = this.commit;
     this.host.disk.sync(() => {
       if (this.promisedTerm !== term || this.leading) return;
-      // What the leader has committed and this replica holds (as of the leader's records) is committed.
-      const upTo = Math.min(leaderCommit, matchIndex, this.lastIndex);
-      if (upTo > this.commit && this.termAt(upTo) !== undefined) this.advanceCommit(upTo);
       this.answeredAt = this.host.now();
       this.host.send(to, { type: 'AppendOk', term, matchIndex, commitIndex: durableCommit, sentAt });
     });
