@@ -12,6 +12,9 @@
 // endpoint over plain HTTP/1.1 keep-alive (unsigned JSON, no SDK: GetItem at 1 and at
 // 64 in flight, one request per socket at a time, as the AWS SDK sends them).
 // Prints a Markdown table (server CPU: coordinator, its routers and the nodes, all threads).
+// On a loaded machine the cluster started first (the base) has tended to use less CPU per op, clients and nodes
+// included: run it both ways round as well (the other build's hops.js with --base this checkout) before reading a
+// difference of a few percent (bench/PROFILE.md, "the router's CPU per point op, second pass").
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
