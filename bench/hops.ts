@@ -13,6 +13,9 @@
 // endpoint over plain HTTP/1.1 keep-alive (unsigned JSON, no SDK: GetItem at 1 and at
 // 64 in flight, one request per socket at a time, as the AWS SDK sends them).
 // Prints a Markdown table (server CPU: coordinator, its routers and the nodes, all threads).
+// On a loaded machine the cluster started first (the base) has tended to use less CPU per op, clients and nodes
+// included: run it both ways round as well (the other build's hops.js with --base this checkout) before reading a
+// difference of a few percent (bench/PROFILE.md, "the router's CPU per point op, second pass").
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
@@ -38,6 +41,9 @@ const { values: opts } = parseArgs({
     'base-replication-factor': { type: 'string' },
     // A third cluster, of this build at R=1, in the same rounds: the R / R=1 ratio of one run (issue 14's target).
     'with-r1': { type: 'boolean', default: false },
+    // The clients of "this" side send frames with the zero mask (ClientOptions.maskFrames false); with --base DIR of
+    // the same build, what unmasking costs the router.
+    'this-unmasked': { type: 'boolean', default: false },
   },
 });
 const ROUNDS = Number(opts.rounds);
@@ -65,7 +71,8 @@ async function startSide(name: string, distRoot: string, rf = opts['replication-
   const dir = mkdtempSync(join(tmpdir(), `keyslice-hops-${name}-`));
   const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os', ...(rf === undefined ? {} : { replicationFactor: rf === 'auto' ? 'auto' : Number(rf) }) });
   const clients: KeysliceClient[] = [];
-  for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
+  const maskFrames = !(name === 'this' && opts['this-unmasked']);
+  for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000, maskFrames }));
   const port = Number(new URL(cluster.url).port);
   const side: Side = { name, cluster, clients, agent1: new http.Agent({ keepAlive: true, maxSockets: 1 }), agent64: new http.Agent({ keepAlive: true, maxSockets: 64 }), port, dir, putN: 0 };
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
@@ -326,6 +333,18 @@ async function main(): Promise<void> {
     const [b, t] = results.get(w.name)!;
     const m = (xs: Sample[], k: number) => median(xs.map((x) => x.parts[k]));
     console.log(`| ${w.name} | ${PARTS.map((_, k) => `${m(b, k).toFixed(3)} -> ${m(t, k).toFixed(3)}`).join(' | ')} |`);
+  }
+  // The routers' CPU per op finer than whole µs, and round by round: each round measures both builds under about the
+  // same load, so the median of the rounds' ratios is steadier than the ratio of the medians on a shared machine.
+  const ROUTERS = PARTS.indexOf('routers');
+  console.log('');
+  console.log('| workload | routers\' CPU µs per op, base | this | this / base, median of the rounds\' ratios | rounds where this used less |');
+  console.log('|---|--:|--:|--:|--:|');
+  for (const w of workloads) {
+    const [b, t] = results.get(w.name)!;
+    const ratios = b.map((x, r) => t[r].parts[ROUTERS] / x.parts[ROUTERS]);
+    const lower = ratios.filter((x) => x < 1).length;
+    console.log(`| ${w.name} | ${(median(b.map((x) => x.parts[ROUTERS])) * 1000).toFixed(1)} | ${(median(t.map((x) => x.parts[ROUTERS])) * 1000).toFixed(1)} | ${median(ratios).toFixed(2)}x | ${lower} of ${ratios.length} |`);
   }
 }
 

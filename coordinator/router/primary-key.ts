@@ -5,7 +5,7 @@ import type { KeySchema } from '../../shared/api.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { columnsHash, sliceOf, sliceOfPart, xxHash32 } from '../../shared/hashing.js';
 import { decimalValueProblem, isDecimal, isNumberValue } from '../../shared/decimal.js';
-import { decodeKey, encodeKeyPart, encodeShardingPart, encodeSortingParts, fromByteString, keyValueBytes, type KeyValue } from '../../shared/key-encoding.js';
+import { decodeKey, encodeKeyPart, encodeShardingPart, encodeSortingParts, fromByteString, keyValueBytes, type KeyType, type KeyValue } from '../../shared/key-encoding.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../../shared/limits.js';
 import { describeType, isPlainObject, type Item } from '../../shared/values.js';
 import type { Table } from '../metadata/catalog.js';
@@ -31,6 +31,33 @@ export interface ShardingPlacement {
 }
 
 type Role = 'sharding' | 'sorting';
+
+/** What every key of a table needs from its columns, worked out once per table rather than per request (a few
+ * arrays per op, on the router's busiest path: bench/PROFILE.md). Kept with the column lists it was made from:
+ * a table whose lists are other objects gets it made again. */
+interface KeyColumns {
+  sharding: readonly KeySchema[];
+  sorting: readonly KeySchema[];
+  /** Every key attribute's name, sharding columns first. */
+  names: readonly string[];
+  shardingTypes: readonly KeyType[];
+  sortingTypes: readonly KeyType[];
+}
+const keyColumnsOf = new WeakMap<Table, KeyColumns>();
+
+function keyColumns(table: Table): KeyColumns {
+  const known = keyColumnsOf.get(table);
+  if (known !== undefined && known.sharding === table.sharding && known.sorting === table.sorting) return known;
+  const made: KeyColumns = {
+    sharding: table.sharding,
+    sorting: table.sorting,
+    names: [...table.sharding, ...table.sorting].map((c) => c.name),
+    shardingTypes: table.sharding.map((c) => c.type),
+    sortingTypes: table.sorting.map((c) => c.type),
+  };
+  keyColumnsOf.set(table, made);
+  return made;
+}
 
 /** Checks one key value against its column. `periodFree`: the value is the sharding
  * value of a v3io-form name `<sharding>.<sorting>`, so it may not hold a period. */
@@ -76,7 +103,8 @@ export function checkColumn(table: Table, role: Role, index: number, value: unkn
 /** Checks every value of one side, and that side's size limit over all its columns. */
 function checkColumns(table: Table, role: Role, values: readonly unknown[]): KeyValue[] {
   const columns = role === 'sharding' ? table.sharding : table.sorting;
-  const out = values.map((v, i) => checkColumn(table, role, i, v));
+  const out: KeyValue[] = new Array(values.length);
+  for (let i = 0; i < values.length; i++) out[i] = checkColumn(table, role, i, values[i]);
   if (columns.length > 1) {
     const max = role === 'sharding' ? SHARDING_KEY_BYTES_MAX : SORTING_KEY_BYTES_MAX;
     const bytes = out.reduce<number>((sum, v, i) => sum + keyValueBytes(columns[i].type, v), 0);
@@ -92,7 +120,7 @@ function checkColumns(table: Table, role: Role, values: readonly unknown[]): Key
  * `<value>_<bucket>` (v3io's form); any other as a tuple with the bucket added
  * as a number column. */
 export function placement(table: Table, sharding: readonly KeyValue[], bucket: number | null, sliceCount: number): ShardingPlacement {
-  const types = table.sharding.map((c) => c.type);
+  const types = keyColumns(table).shardingTypes;
   if (bucket === null) {
     if (types.length === 1) return { part: encodeKeyPart(types[0], sharding[0]), slice: sliceOf(types[0], sharding[0], sliceCount) };
     const part = encodeShardingPart(types, sharding);
@@ -127,7 +155,7 @@ export function describePart(table: Table, part: string, sliceCount: number): { 
 function build(table: Table, sharding: KeyValue[], sorting: KeyValue[], sliceCount: number): PrimaryKey {
   const bucket = bucketOfKey(table, sorting);
   const where = placement(table, sharding, bucket, sliceCount);
-  const key = where.part + encodeSortingParts(table.sorting.map((c) => c.type), sorting);
+  const key = where.part + encodeSortingParts(keyColumns(table).sortingTypes, sorting);
   return { sharding, sorting, bucket, key, slice: where.slice, name: objectName(table, sharding, sorting) };
 }
 
@@ -145,7 +173,7 @@ export function resolveKey(table: Table, ref: unknown, sliceCount: number): Prim
     return build(table, checkColumns(table, 'sharding', parsed.sharding), checkColumns(table, 'sorting', parsed.sorting), sliceCount);
   }
   if (!isPlainObject(ref)) throw new KeysliceError('InvalidKey', '"key" must be the key attributes (an object) or the object name (a string)');
-  const names = [...table.sharding, ...table.sorting].map((c) => c.name);
+  const names = keyColumns(table).names;
   for (const name of Object.keys(ref)) {
     if (!names.includes(name)) throw new KeysliceError('InvalidKey', `"${name}" is not a key attribute of table "${table.name}" (its key attributes: ${names.join(', ')})`);
   }

@@ -35,11 +35,14 @@ const ALL_ANSWER = 'keyslice:all-metrics';
 
 export class ProcessMetrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'op'>;
-  private readonly errors: Counter<'op' | 'code'>;
-  private readonly seconds: Histogram<'op'>;
-  /** keyslice_eventual_reads_total's child per answer, looked up once (not per read). */
-  private readonly eventual = new Map<EventualAnswer, Counter.Internal>();
+  /** Requests, errors and latency per operation, counted in plain numbers (OpCounts) and handed to prom-client at
+   * a scrape: its inc and observe hash their labels on every call, even on a child looked up once (about 7% of a
+   * router's busy time at 256 requests in flight, bench/PROFILE.md). */
+  private readonly perOp = new Map<OperationName, OpCounts>();
+  /** Errors by operation and code, in the order each first happened (the order prom-client kept them in). */
+  private readonly errorCounts = new Map<string, { labels: { op: OperationName; code: ErrorCode }; n: number }>();
+  /** keyslice_eventual_reads_total per answer, counted the same way. */
+  private readonly eventual = new Map<EventualAnswer, { labels: { answered: EventualAnswer }; n: number }>(EVENTUAL_ANSWERS.map((answered) => [answered, { labels: { answered }, n: 0 }]));
   private readonly resent: Counter;
 
   /** `process`: "coordinator", or "router-<id>" (the label that keeps each process's series apart). */
@@ -47,14 +50,43 @@ export class ProcessMetrics {
     this.registry.setDefaultLabels({ process });
     collectDefaultMetrics({ register: this.registry, prefix: 'keyslice_' });
     const registers = [this.registry];
-    this.requests = new Counter({ name: 'keyslice_requests_total', help: 'operations the request path of this process ran, by operation', labelNames: ['op'], registers });
-    this.errors = new Counter({ name: 'keyslice_request_errors_total', help: 'operations that ended in an error, by operation and error code', labelNames: ['op', 'code'], registers });
-    this.seconds = new Histogram({ name: 'keyslice_request_duration_seconds', help: 'time from an operation\'s start in this process to its answer, by operation', labelNames: ['op'], buckets: [...REQUEST_SECONDS_BUCKETS], registers });
-    const eventual = new Counter({
+    // Every operation's series exist from the start: a scraper sees 0, not nothing.
+    for (const op of OPERATION_NAMES) this.perOp.set(op, new OpCounts(op));
+    const perOp = this.perOp;
+    const errorCounts = this.errorCounts;
+    new Counter({
+      name: 'keyslice_requests_total',
+      help: 'operations the request path of this process ran, by operation',
+      labelNames: ['op'],
+      registers,
+      collect() {
+        this.reset();
+        for (const c of perOp.values()) this.inc(c.labels, c.requests);
+      },
+    });
+    new Counter({
+      name: 'keyslice_request_errors_total',
+      help: 'operations that ended in an error, by operation and error code',
+      labelNames: ['op', 'code'],
+      registers,
+      collect() {
+        this.reset();
+        for (const e of errorCounts.values()) this.inc(e.labels, e.n);
+      },
+    });
+    // prom-client's Registry reads a metric through its name, help, type, aggregator, get() and getForPromString()
+    // (registry.js); its types name only its own classes, hence the cast.
+    this.registry.registerMetric(new RequestSeconds(perOp) as unknown as Histogram<'op'>);
+    const eventual = this.eventual;
+    new Counter({
       name: 'keyslice_eventual_reads_total',
       help: 'eventually consistent reads (consistentRead false) this process routed, by what answered: a follower; the leader (its turn, or no follower connected); the leader after a follower could not answer (not caught up, at another epoch, unreachable, or silent for REPLICA_READ_TIMEOUT_MS)',
       labelNames: ['answered'],
       registers,
+      collect() {
+        this.reset();
+        for (const e of eventual.values()) this.inc(e.labels, e.n);
+      },
     });
     this.resent = new Counter({
       name: 'keyslice_writes_resent_total',
@@ -62,33 +94,24 @@ export class ProcessMetrics {
       registers,
     });
     this.resent.inc(0);
-    for (const answered of EVENTUAL_ANSWERS) {
-      const child = eventual.labels({ answered });
-      child.inc(0);
-      this.eventual.set(answered, child);
-    }
-    // Every operation's series exist from the start: a scraper sees 0, not nothing. Each
-    // operation's children are looked up once here, not per request (a label lookup hashes).
-    for (const op of OPERATION_NAMES) {
-      const requests = this.requests.labels({ op });
-      requests.inc(0);
-      this.seconds.zero({ op });
-      this.perOp.set(op, { requests, seconds: this.seconds.labels({ op }) });
-    }
   }
-
-  private readonly perOp = new Map<OperationName, { requests: Counter.Internal; seconds: Histogram.Internal<'op'> }>();
 
   /** Starts timing one operation; the returned function ends it (with its error code, if it failed). */
   start(op: OperationName): (error: ErrorCode | null) => void {
     const started = performance.now();
-    const series = this.perOp.get(op);
-    assert(series !== undefined, `${op} is an operation`);
+    const counts = this.perOp.get(op);
+    assert(counts !== undefined, `${op} is an operation`);
     return (error) => {
-      series.requests.inc();
-      series.seconds.observe((performance.now() - started) / 1000);
-      if (error !== null) this.errors.inc({ op, code: error });
+      counts.observe((performance.now() - started) / 1000);
+      if (error !== null) this.error(op, error);
     };
+  }
+
+  private error(op: OperationName, code: ErrorCode): void {
+    const key = `${op} ${code}`;
+    const e = this.errorCounts.get(key);
+    if (e === undefined) this.errorCounts.set(key, { labels: { op, code }, n: 1 });
+    else e.n++;
   }
 
   /** Counts one write sent again after an unknown outcome (Router.send). */
@@ -98,7 +121,7 @@ export class ProcessMetrics {
 
   /** Counts one eventually consistent read by what answered it (Router.read). */
   eventualRead(answered: EventualAnswer): void {
-    this.eventual.get(answered)!.inc();
+    this.eventual.get(answered)!.n++;
   }
 
   /** This process's series, when it is the only one (a coordinator without routers, a router started by itself). */
@@ -171,6 +194,82 @@ export class ProcessMetrics {
     });
     const all = [await this.registry.getMetricsAsJSON(), ...answers.values()];
     return (await merge(all).metrics()) + completeLine(answers.size === routers.length);
+  }
+}
+
+/** One operation's requests and their latency (keyslice_requests_total, keyslice_request_duration_seconds). */
+class OpCounts {
+  requests = 0;
+  /** Requests by the first bucket of REQUEST_SECONDS_BUCKETS they fit in (`seconds <= bound`, as prom-client
+   * sorts them), not cumulative; one slower than the last bound is in `requests` only (the +Inf bucket). */
+  readonly buckets: number[] = REQUEST_SECONDS_BUCKETS.map(() => 0);
+  /** Seconds over all requests. */
+  seconds = 0;
+  /** The label set of this operation's series, one object (prom-client caches the text of a shared one). */
+  readonly labels: { op: OperationName };
+
+  constructor(op: OperationName) {
+    this.labels = { op };
+  }
+
+  observe(seconds: number): void {
+    this.requests++;
+    this.seconds += seconds;
+    for (let i = 0; i < REQUEST_SECONDS_BUCKETS.length; i++) {
+      if (seconds <= REQUEST_SECONDS_BUCKETS[i]) {
+        this.buckets[i]++;
+        return;
+      }
+    }
+  }
+}
+
+type HistogramValue = { labels: Record<string, string | number>; sharedLabels?: { op: OperationName }; value: number; metricName: string };
+
+/** keyslice_request_duration_seconds from the OpCounts: the values prom-client's Histogram gives for the same
+ * requests, in its two forms: get() (every label in `labels`: what a merge of routers' registries reads) and
+ * getForPromString() (the op label apart, in `sharedLabels`: what one registry's text is written from). */
+class RequestSeconds {
+  readonly name = 'keyslice_request_duration_seconds';
+  readonly help = 'time from an operation\'s start in this process to its answer, by operation';
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+
+  constructor(private readonly perOp: ReadonlyMap<OperationName, OpCounts>) {}
+
+  async get() {
+    return this.metric(true);
+  }
+
+  async getForPromString() {
+    return this.metric(false);
+  }
+
+  /** Registry.resetMetrics: every count back to 0. */
+  reset(): void {
+    for (const c of this.perOp.values()) {
+      c.requests = 0;
+      c.seconds = 0;
+      c.buckets.fill(0);
+    }
+  }
+
+  private metric(joined: boolean) {
+    const values: HistogramValue[] = [];
+    const bucketName = `${this.name}_bucket`;
+    for (const c of this.perOp.values()) {
+      const withOp = (labels: Record<string, string | number>): Pick<HistogramValue, 'labels' | 'sharedLabels'> =>
+        joined ? { labels: { ...labels, op: c.labels.op } } : { labels, sharedLabels: c.labels };
+      let cumulative = 0;
+      REQUEST_SECONDS_BUCKETS.forEach((le, i) => {
+        cumulative += c.buckets[i];
+        values.push({ ...withOp({ le }), value: cumulative, metricName: bucketName });
+      });
+      values.push({ ...withOp({ le: '+Inf' }), value: c.requests, metricName: bucketName });
+      values.push({ ...withOp({}), value: c.seconds, metricName: `${this.name}_sum` });
+      values.push({ ...withOp({}), value: c.requests, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
 }
 

@@ -160,8 +160,14 @@ export class Router {
    * with its retries; there a read whose outcome is unknown (its leader froze or was deposed with it in flight)
    * is sent again, since reading twice changes nothing. A follower that let a read time out is passed over for
    * REPLICA_SILENT_SKIP_MS (below), so that a frozen one costs one slow read per router, not a third of them. */
-  async read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
+  read<Op extends ReadOp>(op: Op, consistent: boolean): Promise<ResultOf<Op>> {
+    // A consistent read is send's promise itself: an async function around it cost a promise and two turns of
+    // the microtask queue per GetItem (bench/PROFILE.md).
     if (consistent || this.cluster.replicationFactor <= 1) return this.send(op);
+    return this.readEventual(op);
+  }
+
+  private async readEventual<Op extends ReadOp>(op: Op): Promise<ResultOf<Op>> {
     const replicas = this.cluster.replicaLinks(op[2]);
     const now = performance.now(); // monotonic: silentUntil must not move with the wall clock
     // The leader (replicas[0]) is never passed over here: its path has its own timeouts and failover.

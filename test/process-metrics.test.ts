@@ -1,0 +1,87 @@
+// The request series (keyslice_requests_total, keyslice_request_errors_total,
+// keyslice_request_duration_seconds, keyslice_eventual_reads_total) are counted
+// in plain numbers and handed to prom-client at a scrape (process-metrics.ts).
+// Checked against the dumb model: prom-client's own Counter and Histogram, fed
+// the same requests one call at a time, must give the same text, alone and
+// merged as the coordinator merges its routers' registries. The clock is the
+// test's, so durations fall on bucket bounds exactly.
+import { performance } from 'node:perf_hooks';
+import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { OPERATION_NAMES, type OperationName } from '../shared/api.js';
+import type { ErrorCode } from '../shared/errors.js';
+import { REQUEST_SECONDS_BUCKETS } from '../shared/limits.js';
+import { EVENTUAL_ANSWERS, ProcessMetrics, type EventualAnswer } from '../coordinator/router/process-metrics.js';
+
+const REQUEST_SERIES = /^(# (HELP|TYPE) )?keyslice_(request(s_total|_errors_total|_duration_seconds)|eventual_reads_total)/;
+const only = (text: string) => text.split('\n').filter((l) => REQUEST_SERIES.test(l)).join('\n');
+
+/** The series as prom-client made them before: a counter and a histogram observed per request. */
+function model(process: string) {
+  const registry = new Registry();
+  registry.setDefaultLabels({ process });
+  const registers = [registry];
+  const requests = new Counter({ name: 'keyslice_requests_total', help: 'operations the request path of this process ran, by operation', labelNames: ['op'], registers });
+  const errors = new Counter({ name: 'keyslice_request_errors_total', help: 'operations that ended in an error, by operation and error code', labelNames: ['op', 'code'], registers });
+  const seconds = new Histogram({ name: 'keyslice_request_duration_seconds', help: "time from an operation's start in this process to its answer, by operation", labelNames: ['op'], buckets: [...REQUEST_SECONDS_BUCKETS], registers });
+  for (const op of OPERATION_NAMES) {
+    requests.inc({ op }, 0);
+    seconds.zero({ op });
+  }
+  const eventual = new Counter({
+    name: 'keyslice_eventual_reads_total',
+    help: 'eventually consistent reads (consistentRead false) this process routed, by what answered: a follower; the leader (its turn, or no follower connected); the leader after a follower could not answer (not caught up, at another epoch, unreachable, or silent for REPLICA_READ_TIMEOUT_MS)',
+    labelNames: ['answered'],
+    registers,
+  });
+  for (const answered of EVENTUAL_ANSWERS) eventual.inc({ answered }, 0);
+  return {
+    registry,
+    eventualRead(answered: EventualAnswer) {
+      eventual.inc({ answered });
+    },
+    request(op: OperationName, s: number, error: ErrorCode | null) {
+      requests.inc({ op });
+      seconds.observe({ op }, s);
+      if (error !== null) errors.inc({ op, code: error });
+    },
+  };
+}
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('the request series', () => {
+  it('are what prom-client counted request by request: every bucket bound, above the last, errors in first-seen order', async () => {
+    let now = 0;
+    vi.spyOn(performance, 'now').mockImplementation(() => now);
+    const metrics = new ProcessMetrics('router-7');
+    const reference = model('router-7');
+    const durations = [0, ...REQUEST_SECONDS_BUCKETS, ...REQUEST_SECONDS_BUCKETS.map((b) => b * 1.5), 11, 30];
+    const ops: OperationName[] = ['GetItem', 'PutItem', 'GetItems', 'BatchWrite'];
+    const codes: (ErrorCode | null)[] = [null, null, 'ThroughputExceeded', null, 'TableNotFound', 'ConditionalCheckFailed'];
+    let i = 0;
+    for (const s of durations) {
+      for (const op of ops) {
+        const error = codes[i++ % codes.length];
+        now = 0;
+        const done = metrics.start(op);
+        now = s * 1000;
+        done(error);
+        // The seconds as the metrics compute them from the clock (so the sums agree to the last bit).
+        reference.request(op, (now - 0) / 1000, error);
+      }
+    }
+    for (const answered of ['follower', 'follower', 'leader_after_follower'] as const) {
+      metrics.eventualRead(answered);
+      reference.eventualRead(answered);
+    }
+    // Both the text of one process and the merge (JSON through AggregatorRegistry, as allProcesses does).
+    expect(only(await metrics.text())).toBe(only(await reference.registry.metrics()));
+    const merged = async (r: Registry) => AggregatorRegistry.aggregate([(await r.getMetricsAsJSON()).map((m) => ({ ...m, aggregator: 'sum' as const }))]).metrics();
+    expect(only(await merged(metrics.registry))).toBe(only(await merged(reference.registry)));
+    // Not a comparison of two empty texts: errors of several codes and requests in every bucket and above.
+    const text = only(await metrics.text());
+    expect(text.split('\n').filter((l) => l.startsWith('keyslice_request_errors_total{')).length).toBeGreaterThanOrEqual(6);
+    expect(text).toContain('keyslice_request_duration_seconds_bucket{le="10",process="router-7",op="GetItem"} ' + durations.filter((s) => s <= 10).length);
+  });
+});
