@@ -477,7 +477,7 @@ export class Membership {
   /** Why the node must not be removed automatically now (beyond what remove itself refuses), or null. */
   private autoRemoveProblem(): string | null {
     const s = this.leaders.summary();
-    if (s.led < s.replicated) return `${s.replicated - s.led} replicated slices have no elected leader yet; removing a node changes replica sets only once every slice has one`;
+    if (s.led < s.replicated) return `${s.replicated - s.led} replicated slices have no elected leader that commits yet; removing a node changes replica sets only once every slice has one`;
     return null;
   }
 
@@ -875,12 +875,13 @@ export class Membership {
     let unsettled = 0;
     for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
     const moving = this.movingReplicas();
-    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, termMin: s.termMin, termMax: s.termMax };
+    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, termMin: s.termMin, termMax: s.termMax };
     if (s.replicated === 0) return { leaders, note: '' };
     const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
-    const waiting = s.replicated - s.led;
+    const waiting = s.replicated - s.led - s.unsettledLed;
     const note =
       `${s.led} of ${s.replicated} replicated slices have an elected leader (${by.length > 0 ? by.join(', ') : 'none yet'})` +
+      (s.unsettledLed > 0 ? `; ${s.unsettledLed} whose leader commits nothing yet (its replica-set change waits for a majority of the old set to hold its first record)` : '') +
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
