@@ -9,6 +9,7 @@ import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
+import { Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import type { DecodedReplicateEntry } from '../shared/protocol.js';
 import { REPLICA_LEASE_MS } from '../shared/limits.js';
@@ -316,6 +317,36 @@ describe('replica sets in the cluster map', () => {
       expect(assignReplication(map, leader6, (s) => leaders.membersOf(s))?.replicas.find(([s]) => s === 6)?.[1]).toEqual(map.replicasOf(6));
     } finally {
       leaders.close();
+    }
+  });
+
+  it('refuses to remove a drained node that a change not settled still counts (its answer may be the one that settles it), unless --force', async () => {
+    // A drain step goes on without a replica on a node that is down; the change that took the drained node's replica
+    // out then needs a majority of the set before it, the drained node included, to settle. `keyslice drain` ends
+    // when the node holds no replica, and a remove at once closed its link: with another replica of that set down,
+    // the slice elected no leader until it was back. No node is connected here, so no change settles.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    const drained = 3;
+    map.setStatus(drained, 'draining');
+    const held = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(drained));
+    expect(held.length).toBeGreaterThan(0);
+    map.dropLeavingReplicas(held.map((slice) => ({ slice, node: drained })));
+    expect(map.replicaCounts()[drained]).toBe(0);
+    const lines: string[] = [];
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, (line) => lines.push(line));
+    try {
+      expect(held.every((s) => !m.leaders.settled(s) && m.leaders.membersOf(s).includes(drained))).toBe(true);
+      await expect(m.remove(map.nodes[drained])).rejects.toMatchObject({
+        code: 'InvalidState',
+        message: expect.stringContaining(`${held.length} slices (e.g. slice ${held[0]}) still count ${map.nodes[drained]} in a replica-set change that took its replica out and has not settled yet`),
+      });
+      expect(map.statusOf(drained)).toBe('draining');
+      await m.remove(map.nodes[drained], false, true);
+      expect(map.statusOf(drained)).toBe('removed');
+      expect(lines.some((l) => l.includes(`removing ${map.nodes[drained]} by force: ${held.length} slices`))).toBe(true);
+    } finally {
+      m.close();
     }
   });
 

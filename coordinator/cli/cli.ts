@@ -23,8 +23,9 @@ usage:
   keyslice drain <ws://host:port>   move every slice (replication factor > 1: every replica) off a node (waits, with progress)
   keyslice remove <ws://host:port>  forget a drained node, or (replication factor > 1) one that is down: its replicas are placed again
          [--forget-data]            ... or one that owns slices whose data is lost: they go, empty, to the other nodes
-         [--force]                  ... even if some slices would keep fewer replicas up than a majority (they elect
-                                    no leader until their replicas that are down are back; docs/operations.md)
+         [--force]                  ... even if some slices would keep fewer replicas up than a majority, or a change
+                                    not settled still counts the node (they elect no leader until their replicas
+                                    that are down are back; docs/operations.md)
   keyslice advise FILE --table T    judge a key design and its alternatives on sample items (keyslice advise --help)
   keyslice import TABLE FILE        load JSON lines or CSV into a table (keyslice import --help)
   keyslice export TABLE             stream a table out as JSON lines (keyslice export --help)

@@ -295,6 +295,20 @@ export class Membership {
     const owned = this.map.slicesOf(index);
     const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
     if (held.length > 0) return this.removeReplicated(index, held, force);
+    // A node that holds no replica may still be needed by a change that took its replica out (a drain step, a move)
+    // and has not settled: until it does, elections and commits need a majority of the set before it, this node
+    // included. A drain goes on without a replica on a node that is down (drainReplicas), so where another replica of
+    // that old set is down, this node's answer is what settles the change: removed now (keyslice drain, then remove
+    // at once), the slice would elect no leader nor commit a write until the down one is back.
+    const counted = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => !this.leaders.settled(s) && this.leaders.membersOf(s).includes(index));
+    if (counted.length > 0 && !force) {
+      throw new KeysliceError(
+        'InvalidState',
+        `${counted.length} slice${counted.length === 1 ? '' : 's'} (e.g. slice ${counted[0]}) still count${counted.length === 1 ? 's' : ''} ${node} in a replica-set change that took its replica out and has not settled yet (its leader's first record is not yet on a majority of the set before it); nothing was changed. ` +
+          `Retry once it settled (keyslice status: "unsettled" 0), with ${node} up; or remove it anyway with: keyslice remove ${node} --force (where other replicas of that set are down, those slices then elect no leader nor commit a write until they are back)`,
+      );
+    }
+    if (counted.length > 0) this.log(`removing ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that has not settled`);
     if (owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
