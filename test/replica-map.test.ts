@@ -344,7 +344,26 @@ describe('replica sets in the cluster map', () => {
       expect(map.statusOf(drained)).toBe('draining');
       await m.remove(map.nodes[drained], false, true);
       expect(map.statusOf(drained)).toBe('removed');
-      expect(lines.some((l) => l.includes(`removing ${map.nodes[drained]} by force: ${held.length} slices`))).toBe(true);
+      expect(lines.some((l) => l.includes(`removed ${map.nodes[drained]} by force: ${held.length} slices`))).toBe(true);
+    } finally {
+      m.close();
+    }
+  });
+
+  it('refuses likewise to remove a node whose replica of a slice a move took out, while that change has not settled, though it holds replicas of others', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 'auto', dir);
+    const added = map.addNode('ws://127.0.0.1:9100');
+    const moved = map.replicasOf(5)[1];
+    map.moveReplicas([{ slice: 5, from: moved, to: added }]);
+    map.dropLeavingReplicas([{ slice: 5, node: moved }]);
+    expect(map.replicaCounts()[moved]).toBeGreaterThan(0);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    try {
+      expect(m.leaders.settled(5)).toBe(false);
+      // Before: refused only because no node is connected here (ReplicaMajorityDown), and removed with --force.
+      await expect(m.remove(map.nodes[moved])).rejects.toMatchObject({ code: 'InvalidState', message: expect.stringContaining(`1 slice (e.g. slice 5) still counts ${map.nodes[moved]}`) });
+      expect(map.statusOf(moved)).toBe('active');
     } finally {
       m.close();
     }

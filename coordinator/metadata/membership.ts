@@ -294,13 +294,13 @@ export class Membership {
     const node = this.map.nodes[index];
     const owned = this.map.slicesOf(index);
     const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
-    if (held.length > 0) return this.removeReplicated(index, held, force);
-    // A node that holds no replica may still be needed by a change that took its replica out (a drain step, a move)
-    // and has not settled: until it does, elections and commits need a majority of the set before it, this node
-    // included. A drain goes on without a replica on a node that is down (drainReplicas), so where another replica of
-    // that old set is down, this node's answer is what settles the change: removed now (keyslice drain, then remove
-    // at once), the slice would elect no leader nor commit a write until the down one is back.
-    const counted = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => !this.leaders.settled(s) && this.leaders.membersOf(s).includes(index));
+    // A node may still be needed by a change that took a replica of it out (a drain step, a move) and has not settled:
+    // until it does, elections and commits need a majority of the set before it, this node included. A drain or move
+    // goes on without a replica on a node that is down (drainReplicas), so where another replica of that old set is
+    // down, this node's answer is what settles the change: removed now (keyslice drain, then remove at once), the
+    // slice would elect no leader nor commit a write until the down one is back. (Slices it holds a replica of are
+    // refused while unsettled by removeReplicated, whatever --force.)
+    const counted = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => !this.map.replicasOf(s).includes(index) && !this.leaders.settled(s) && this.leaders.membersOf(s).includes(index));
     if (counted.length > 0 && !force) {
       throw new KeysliceError(
         'InvalidState',
@@ -308,7 +308,10 @@ export class Membership {
           `Retry once it settled (keyslice status: "unsettled" 0), with ${node} up; or remove it anyway with: keyslice remove ${node} --force (where other replicas of that set are down, those slices then elect no leader nor commit a write until they are back)`,
       );
     }
-    if (counted.length > 0) this.log(`removing ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that has not settled`);
+    const forced = () => {
+      if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
+    };
+    if (held.length > 0) return (this.removeReplicated(index, held, force), forced());
     if (owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
@@ -321,6 +324,7 @@ export class Membership {
     this.lastHeartbeat.delete(index);
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.log(`node ${node} removed`);
+    forced();
   }
 
   /** Removes a node that holds replicas of replicated slices, up or down (docs/replication.md): its
