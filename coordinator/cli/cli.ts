@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
 import type { ClusterStatus, MoveReport } from '../../shared/api.js';
+import { STALLED_SAY_WHY_MS } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../../shared/protocol.js';
 import { bar, size } from './cli-progress.js';
 
@@ -175,9 +176,6 @@ function render(st: ClusterStatus, url: string): string {
   if (m.waitingSlices > 0) lines.push(waitLines(st));
   return lines.join('\n');
 }
-
-/** How long a drain makes no progress before keyslice drain says what it waits for (and how often it says it again). */
-const STALLED_SAY_WHY_MS = 5_000;
 
 /** The slices a drain step or replica move waits for, and why (status lists the first few). */
 function waitLines(st: ClusterStatus): string {
