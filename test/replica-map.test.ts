@@ -287,6 +287,18 @@ describe('replica sets in the cluster map', () => {
     expect(map.statusOf(map.ownerOf(slice))).toBe('active');
   });
 
+  it('names a replica that is up as the leader when a removed node led a slice, not one on a node that is down', () => {
+    // keyslice remove --force (or a removal at R = 5) can leave a follower on a node that is down first in the set.
+    const map = open(5, 5);
+    const removed = 4;
+    const slice = Array.from({ length: 64 }, (_, s) => s).find((s) => map.ownerOf(s) === removed)!;
+    const down = map.replicasOf(slice)[1];
+    map.isUp = (n) => n !== down && n !== removed;
+    map.removeReplicatedNode(removed);
+    expect(map.replicasOf(slice)).toContain(down);
+    expect(map.ownerOf(slice)).not.toBe(down);
+  });
+
   it('leaves its state as it was when placing replicas cannot be written (a full or broken disk), and places them once it can', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const down = new Set<number>([1]);
