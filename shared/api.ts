@@ -363,8 +363,14 @@ export interface MoveReport {
 export interface LeadersReport {
   /** Slices with more than one replica. */
   replicated: number;
-  /** Of those, slices whose elected leader serves. */
+  /** Of those, slices whose elected leader serves: it leads, and the slice's last replica-set change settled, so it
+   * commits (on a majority of the set alone). */
   led: number;
+  /** Of those, slices whose leader leads (elected, or leading on across a replica-set change) while that change has
+   * not settled: it commits nothing, its first record included, until a majority of the set before the change holds
+   * that record too, so the slice takes no write. For a moment during a replica move or drain step; for as long as
+   * they are down where a forced removal left fewer than a majority of the old set up. Not counted in led. */
+  unsettledLed: number;
   /** Slices whose last replica-set change has not settled (their elections need a majority of the old set too). */
   unsettled: number;
   /** Slices with a replica move under way (replica rebalancing onto a node that joined: a new replica added,

@@ -278,6 +278,9 @@ export const REPLICA_MOVES_IN_FLIGHT_MAX = 4;
 /** Status lists at most this many of the slices whose drain step or replica move waits, each with why (the count of
  * all of them is given too): enough to name the nodes a drain waits for without a line per slice of a large cluster. */
 export const REPLICA_WAITS_REPORTED_MAX = 8;
+/** How long a drain makes no progress before keyslice drain says what it waits for (moves.waiting), and how often at
+ * most it says it again when that changed: a drain that goes on shows only its progress bar. */
+export const STALLED_SAY_WHY_MS = 5_000;
 /** A replica move (or a drain step) whose new replica's node has been down (not connected to the coordinator) this long
  * before the move completed is undone: the slice goes back to its old set, a drain's new replica placed on another node
  * that is up if there is one (coordinator/metadata/membership.ts undoStalledMoves).

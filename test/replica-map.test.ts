@@ -9,6 +9,7 @@ import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
+import { Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import type { DecodedReplicateEntry } from '../shared/protocol.js';
 import { REPLICA_LEASE_MS } from '../shared/limits.js';
@@ -269,6 +270,35 @@ describe('replica sets in the cluster map', () => {
     expect(five.joiningOf(undo[0])).toBe(-1);
   });
 
+  it('names, in the map, a replica that is up as the leader when a drain step takes the leader\'s replica out, not one on a node that is down', () => {
+    // Routers send to the map's leader until the election names one: a drain goes on without a replica on a node that
+    // is down (membership.ts drainReplicas), which was named when it came first among the followers.
+    const map = open(4, 3);
+    const drained = 3;
+    const slices = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.ownerOf(s) === drained);
+    expect(slices.length).toBeGreaterThan(0);
+    const slice = slices[0];
+    const down = map.replicasOf(slice)[1];
+    map.isUp = (n) => n !== down;
+    map.setStatus(drained, 'draining');
+    map.dropLeavingReplicas([{ slice, node: drained }]);
+    expect(map.replicasOf(slice)).toContain(down);
+    expect(map.ownerOf(slice)).not.toBe(down);
+    expect(map.statusOf(map.ownerOf(slice))).toBe('active');
+  });
+
+  it('names a replica that is up as the leader when a removed node led a slice, not one on a node that is down', () => {
+    // keyslice remove --force (or a removal at R = 5) can leave a follower on a node that is down first in the set.
+    const map = open(5, 5);
+    const removed = 4;
+    const slice = Array.from({ length: 64 }, (_, s) => s).find((s) => map.ownerOf(s) === removed)!;
+    const down = map.replicasOf(slice)[1];
+    map.isUp = (n) => n !== down && n !== removed;
+    map.removeReplicatedNode(removed);
+    expect(map.replicasOf(slice)).toContain(down);
+    expect(map.ownerOf(slice)).not.toBe(down);
+  });
+
   it('leaves its state as it was when placing replicas cannot be written (a full or broken disk), and places them once it can', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const down = new Set<number>([1]);
@@ -316,6 +346,55 @@ describe('replica sets in the cluster map', () => {
       expect(assignReplication(map, leader6, (s) => leaders.membersOf(s))?.replicas.find(([s]) => s === 6)?.[1]).toEqual(map.replicasOf(6));
     } finally {
       leaders.close();
+    }
+  });
+
+  it('refuses to remove a drained node that a change not settled still counts (its answer may be the one that settles it), unless --force', async () => {
+    // A drain step goes on without a replica on a node that is down; the change that took the drained node's replica
+    // out then needs a majority of the set before it, the drained node included, to settle. `keyslice drain` ends
+    // when the node holds no replica, and a remove at once closed its link: with another replica of that set down,
+    // the slice elected no leader until it was back. No node is connected here, so no change settles.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    const drained = 3;
+    map.setStatus(drained, 'draining');
+    const held = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(drained));
+    expect(held.length).toBeGreaterThan(0);
+    map.dropLeavingReplicas(held.map((slice) => ({ slice, node: drained })));
+    expect(map.replicaCounts()[drained]).toBe(0);
+    const lines: string[] = [];
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, (line) => lines.push(line));
+    try {
+      expect(held.every((s) => !m.leaders.settled(s) && m.leaders.membersOf(s).includes(drained))).toBe(true);
+      await expect(m.remove(map.nodes[drained])).rejects.toMatchObject({
+        code: 'InvalidState',
+        message: expect.stringContaining(`${held.length} slices (e.g. slice ${held[0]}) still count ${map.nodes[drained]} in a replica-set change that took its replica out and has not settled yet`),
+      });
+      expect(map.statusOf(drained)).toBe('draining');
+      await m.remove(map.nodes[drained], false, true);
+      expect(map.statusOf(drained)).toBe('removed');
+      expect(lines.some((l) => l.includes(`removed ${map.nodes[drained]} by force: ${held.length} slices`))).toBe(true);
+    } finally {
+      m.close();
+    }
+  });
+
+  it('refuses likewise to remove a node whose replica of a slice a move took out, while that change has not settled, though it holds replicas of others', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 'auto', dir);
+    const added = map.addNode('ws://127.0.0.1:9100');
+    const moved = map.replicasOf(5)[1];
+    map.moveReplicas([{ slice: 5, from: moved, to: added }]);
+    map.dropLeavingReplicas([{ slice: 5, node: moved }]);
+    expect(map.replicaCounts()[moved]).toBeGreaterThan(0);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    try {
+      expect(m.leaders.settled(5)).toBe(false);
+      // Before: refused only because no node is connected here (ReplicaMajorityDown), and removed with --force.
+      await expect(m.remove(map.nodes[moved])).rejects.toMatchObject({ code: 'InvalidState', message: expect.stringContaining(`1 slice (e.g. slice 5) still counts ${map.nodes[moved]}`) });
+      expect(map.statusOf(moved)).toBe('active');
+    } finally {
+      m.close();
     }
   });
 

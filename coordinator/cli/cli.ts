@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
 import type { ClusterStatus, MoveReport } from '../../shared/api.js';
+import { STALLED_SAY_WHY_MS } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../../shared/protocol.js';
 import { bar, size } from './cli-progress.js';
 
@@ -23,8 +24,9 @@ usage:
   keyslice drain <ws://host:port>   move every slice (replication factor > 1: every replica) off a node (waits, with progress)
   keyslice remove <ws://host:port>  forget a drained node, or (replication factor > 1) one that is down: its replicas are placed again
          [--forget-data]            ... or one that owns slices whose data is lost: they go, empty, to the other nodes
-         [--force]                  ... even if some slices would keep fewer replicas up than a majority (they elect
-                                    no leader until their replicas that are down are back; docs/operations.md)
+         [--force]                  ... even if some slices would keep fewer replicas up than a majority, or a change
+                                    not settled still counts the node (they elect no leader until their replicas
+                                    that are down are back; docs/operations.md)
   keyslice advise FILE --table T    judge a key design and its alternatives on sample items (keyslice advise --help)
   keyslice import TABLE FILE        load JSON lines or CSV into a table (keyslice import --help)
   keyslice export TABLE             stream a table out as JSON lines (keyslice export --help)
@@ -174,9 +176,6 @@ function render(st: ClusterStatus, url: string): string {
   if (m.waitingSlices > 0) lines.push(waitLines(st));
   return lines.join('\n');
 }
-
-/** How long a drain makes no progress before keyslice drain says what it waits for (and how often it says it again). */
-const STALLED_SAY_WHY_MS = 5_000;
 
 /** The slices a drain step or replica move waits for, and why (status lists the first few). */
 function waitLines(st: ClusterStatus): string {

@@ -269,8 +269,11 @@ export class ClusterMap {
       for (let s = 0; s < next.sliceCount; s++) {
         if (next.owners[s] !== node) continue;
         assert(next.followers[s].length > 0, `slice ${s} has a replica besides node ${node}`);
-        next.owners[s] = next.followers[s][0];
-        next.followers[s] = next.followers[s].slice(1);
+        // One that is up first, as dropLeavingReplicas does: routers send to the map's leader until the election names
+        // one (a forced removal, or one at R > 3, can leave a follower on a node that is down first).
+        const leader = next.followers[s].find((n) => this.isUp(n)) ?? next.followers[s][0];
+        next.owners[s] = leader;
+        next.followers[s] = next.followers[s].filter((n) => n !== leader);
       }
       next.followers = next.followers.map((f) => f.filter((n) => n !== node));
       for (let s = 0; s < next.sliceCount; s++) {

@@ -294,7 +294,24 @@ export class Membership {
     const node = this.map.nodes[index];
     const owned = this.map.slicesOf(index);
     const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
-    if (held.length > 0) return this.removeReplicated(index, held, force);
+    // A node may still be needed by a change that took a replica of it out (a drain step, a move) and has not settled:
+    // until it does, elections and commits need a majority of the set before it, this node included. A drain or move
+    // goes on without a replica on a node that is down (drainReplicas), so where another replica of that old set is
+    // down, this node's answer is what settles the change: removed now (keyslice drain, then remove at once), the
+    // slice would elect no leader nor commit a write until the down one is back. (Slices it holds a replica of are
+    // refused while unsettled by removeReplicated, whatever --force.)
+    const counted = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => !this.map.replicasOf(s).includes(index) && !this.leaders.settled(s) && this.leaders.membersOf(s).includes(index));
+    if (counted.length > 0 && !force) {
+      throw new KeysliceError(
+        'InvalidState',
+        `${counted.length} slice${counted.length === 1 ? '' : 's'} (e.g. slice ${counted[0]}) still count${counted.length === 1 ? 's' : ''} ${node} in a replica-set change that took its replica out and has not settled yet (its leader's first record is not yet on a majority of the set before it); nothing was changed. ` +
+          `Retry once it settled (keyslice status: "unsettled" 0), with ${node} up; or remove it anyway with: keyslice remove ${node} --force (where other replicas of that set are down, those slices then elect no leader nor commit a write until they are back)`,
+      );
+    }
+    const forced = () => {
+      if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
+    };
+    if (held.length > 0) return (this.removeReplicated(index, held, force), forced());
     if (owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
@@ -307,6 +324,7 @@ export class Membership {
     this.lastHeartbeat.delete(index);
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.log(`node ${node} removed`);
+    forced();
   }
 
   /** Removes a node that holds replicas of replicated slices, up or down (docs/replication.md): its
@@ -477,7 +495,7 @@ export class Membership {
   /** Why the node must not be removed automatically now (beyond what remove itself refuses), or null. */
   private autoRemoveProblem(): string | null {
     const s = this.leaders.summary();
-    if (s.led < s.replicated) return `${s.replicated - s.led} replicated slices have no elected leader yet; removing a node changes replica sets only once every slice has one`;
+    if (s.led < s.replicated) return `${s.replicated - s.led} replicated slices have no elected leader that commits yet; removing a node changes replica sets only once every slice has one`;
     return null;
   }
 
@@ -875,12 +893,13 @@ export class Membership {
     let unsettled = 0;
     for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
     const moving = this.movingReplicas();
-    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, termMin: s.termMin, termMax: s.termMax };
+    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, termMin: s.termMin, termMax: s.termMax };
     if (s.replicated === 0) return { leaders, note: '' };
     const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
-    const waiting = s.replicated - s.led;
+    const waiting = s.replicated - s.led - s.unsettledLed;
     const note =
       `${s.led} of ${s.replicated} replicated slices have an elected leader (${by.length > 0 ? by.join(', ') : 'none yet'})` +
+      (s.unsettledLed > 0 ? `; ${s.unsettledLed} whose leader commits nothing yet (its replica-set change waits for a majority of the old set to hold its first record)` : '') +
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +

@@ -116,22 +116,32 @@ export class ReplicaLeaders {
     return this.runs.get(slice)?.failover.currentLeader ?? null;
   }
 
-  /** A summary for status: replicated slices, those with a leader, elections run. */
-  summary(): { replicated: number; led: number; ledBy: number[]; elections: number; termMin: number; termMax: number } {
+  /** A summary for status: replicated slices, those whose leader commits (led), those whose leader leads but cannot
+   * commit yet (unsettledLed), elections run. */
+  summary(): { replicated: number; led: number; unsettledLed: number; ledBy: number[]; elections: number; termMin: number; termMax: number } {
     const ledBy = this.map.nodes.map(() => 0);
     let led = 0;
+    let unsettledLed = 0;
     let termMin = Infinity;
     let termMax = 0;
     for (const [slice, run] of this.runs) {
       const leader = run.failover.currentLeader;
       if (leader !== null && run.publishedAt > 0) {
+        // A leader of a change that has not settled commits nothing, not even its own barrier, until a majority of
+        // every set of the change holds it (its first commit is what settles the change): after a forced removal with
+        // the old set's other replicas down it leads on, and takes no write, for as long as they stay down. Counted
+        // apart, so that "led" means a slice that takes writes (status, and what waits for every slice to be led).
+        if (!run.failover.electorateSettled) {
+          unsettledLed++;
+          continue;
+        }
         led++;
         ledBy[leader]++;
       }
       termMin = Math.min(termMin, this.map.termOf(slice));
       termMax = Math.max(termMax, this.map.termOf(slice));
     }
-    return { replicated: this.runs.size, led, ledBy, elections: this.elections, termMin: termMin === Infinity ? 0 : termMin, termMax };
+    return { replicated: this.runs.size, led, unsettledLed, ledBy, elections: this.elections, termMin: termMin === Infinity ? 0 : termMin, termMax };
   }
 
   /** Follows the map's replica sets: a failover for each replicated slice, a new one when its set changed. */
