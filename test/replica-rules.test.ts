@@ -354,6 +354,30 @@ describe('a slice replica', () => {
     expect(records(g.outbox.filter((s) => s.to === 1))).toBeGreaterThan(1);
   });
 
+  it('resends what a follower lost within REPLICA_RESEND_MS_MAX and a tick, even after one round trip of seconds', () => {
+    // A follower frozen (SIGSTOP) for 10 s answers the barrier when it wakes: one round trip of 10 s, the first measured
+    // (a mean of 10 s and four deviations of 5 s each, 30 s, uncapped). The next write's Append to it is lost.
+    const g = group(3);
+    g.elect(0, 1);
+    g.sync(0);
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to === 1));
+    g.clock.now = 10_000;
+    g.deliver(1);
+    g.sync(1);
+    g.deliver(0);
+    g.replicas[0].propose(payload('a'));
+    g.outbox.splice(0);
+    const from = g.clock.now;
+    let probedAt: number | null = null;
+    for (let t = 0; t < 100 && probedAt === null; t++) {
+      g.clock.now += REPLICA_TICK_MS;
+      g.replicas[0].tick();
+      if (g.outbox.splice(0).some((s) => s.to === 1 && s.m.type === 'Append' && s.m.records.length === 1)) probedAt = g.clock.now;
+    }
+    expect(probedAt).not.toBeNull();
+    expect(probedAt! - from).toBeLessThanOrEqual(REPLICA_RESEND_MS_MAX + REPLICA_TICK_MS);
+  });
+
   it('does not resend the appends in flight to a follower that answers, and probes one that stopped answering', () => {
     // The heartbeat used to resend from the last acknowledged record at every tick: under load, the whole
     // window in flight went out again each tick (about a fifth of a leader's replication bytes). Then it resent to
