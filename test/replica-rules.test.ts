@@ -354,6 +354,30 @@ describe('a slice replica', () => {
     expect(records(g.outbox.filter((s) => s.to === 1))).toBeGreaterThan(1);
   });
 
+  it('resends what a follower lost within REPLICA_RESEND_MS_MAX and a tick, even after one round trip of seconds', () => {
+    // A follower frozen (SIGSTOP) for 10 s answers the barrier when it wakes: one round trip of 10 s, the first measured
+    // (a mean of 10 s and four deviations of 5 s each, 30 s, uncapped). The next write's Append to it is lost.
+    const g = group(3);
+    g.elect(0, 1);
+    g.sync(0);
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to === 1));
+    g.clock.now = 10_000;
+    g.deliver(1);
+    g.sync(1);
+    g.deliver(0);
+    g.replicas[0].propose(payload('a'));
+    g.outbox.splice(0);
+    const from = g.clock.now;
+    let probedAt: number | null = null;
+    for (let t = 0; t < 100 && probedAt === null; t++) {
+      g.clock.now += REPLICA_TICK_MS;
+      g.replicas[0].tick();
+      if (g.outbox.splice(0).some((s) => s.to === 1 && s.m.type === 'Append' && s.m.records.length === 1)) probedAt = g.clock.now;
+    }
+    expect(probedAt).not.toBeNull();
+    expect(probedAt! - from).toBeLessThanOrEqual(REPLICA_RESEND_MS_MAX + REPLICA_TICK_MS);
+  });
+
   it('does not resend the appends in flight to a follower that answers, and probes one that stopped answering', () => {
     // The heartbeat used to resend from the last acknowledged record at every tick: under load, the whole
     // window in flight went out again each tick (about a fifth of a leader's replication bytes). Then it resent to
@@ -481,6 +505,73 @@ describe('a slice replica', () => {
     sent.splice(0);
     step(13_000, false);
     expect(sent.filter((s) => s.from === 0).map((s) => s.m.type)).toEqual(['KeepAlive', 'KeepAlive']);
+  });
+
+  it('applies the commit point of a KeepAlive only as far as its log is known to be that leader\'s, not over records of an older term', () => {
+    // At R=5: replicas 0 (the old leader) and 4 (its follower) hold records of term 1 that never committed; replicas
+    // 1, 2 and 3 elect 1 at term 2, whose records at those indexes are others, committed. 0 and 4 promised term 2 too
+    // (their answers came late), so they take its KeepAlives, but nothing of its records has reached them yet.
+    const g = group(5);
+    const commits = (i: number) => g.written[i].filter((op) => op.kind === 'commit').map((op) => (op as { index: number }).index);
+    g.elect(0, 1);
+    for (const i of [1, 2, 3, 4]) g.deliver(i);
+    for (const i of [0, 1, 2, 3, 4]) g.sync(i);
+    g.deliver(0);
+    expect(g.replicas[0].commitIndex).toBe(1); // the barrier, on every replica
+    // Leader 0 writes two records (term 1, at 2 and 3) that reach replica 4 alone; 4's answers are lost.
+    g.replicas[0].propose(payload('lost-a'));
+    g.replicas[0].propose(payload('lost-b'));
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to === 4));
+    g.deliver(4);
+    for (const i of [0, 4]) g.sync(i);
+    g.outbox.splice(0);
+    g.elect(1, 2);
+    const toStale = (s: Sent) => s.to === 0 || s.to === 4;
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => !toStale(s)));
+    g.replicas[1].propose(payload('x'));
+    // Its Append of 'x' reaches 4, which refuses it (record 2 is of term 1 there): no evidence that 4's log is this
+    // leader's. The refusal is lost.
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to !== 0));
+    g.deliver(4);
+    expect(refusals(g.outbox.filter((s) => s.from === 4))).toEqual(['LogMismatch']);
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.from !== 4));
+    for (const i of [2, 3]) g.deliver(i);
+    for (const i of [1, 2, 3]) g.sync(i);
+    g.deliver(1);
+    expect(g.replicas[1].commitIndex).toBe(3);
+    for (const i of [0, 4]) expect([g.replicas[i].term, g.replicas[i].lastIndex, g.replicas[i].commitIndex, g.replicas[i].recordAt(3)!.term]).toEqual([2, 3, 1, 1]);
+    // The leader's lease probe goes to every follower with its commit point, 3: applied, records 2 and 3 of term 1
+    // there would be writes that never committed (and 4 took them from a leader: of term 1, not of this one).
+    g.replicas[1].renewLease();
+    expect(g.outbox.filter(toStale).map((s) => [s.to, s.m.type, (s.m as { commitIndex: number }).commitIndex])).toEqual([
+      [0, 'KeepAlive', 3],
+      [4, 'KeepAlive', 3],
+    ]);
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter(toStale));
+    for (const i of [0, 4]) {
+      g.deliver(i);
+      g.sync(i);
+      expect([g.applied[i], g.replicas[i].commitIndex, commits(i)]).toEqual([[1], 1, [1]]);
+    }
+    expect(g.outbox.map((s) => s.m.type)).toEqual(['KeepAliveOk', 'KeepAliveOk']);
+    g.outbox.splice(0);
+    // The leader's probes find the diverged tails, and term 2's records replace them before they are applied.
+    for (let round = 0; round < 8 && !(g.replicas[0].commitIndex === 3 && g.replicas[4].commitIndex === 3); round++) {
+      g.later();
+      g.replicas[1].tick();
+      g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => toStale(s) || (s.to === 1 && (s.from === 0 || s.from === 4))));
+      for (const i of [0, 4]) {
+        g.deliver(i);
+        g.sync(i);
+      }
+      g.deliver(1);
+      g.sync(1);
+    }
+    for (const i of [0, 4]) {
+      expect(g.applied[i]).toEqual([1, 2, 3]);
+      expect([2, 3].map((k) => g.replicas[i].recordAt(k)!.term)).toEqual([2, 2]);
+      expect(new TextDecoder().decode(g.replicas[i].recordAt(3)!.payload)).toBe('x');
+    }
   });
 
   it('lets a follower answer eventual reads only while it hears from its leader: kept alive when idle, not after the bound when cut off', () => {
