@@ -373,6 +373,10 @@ export const SNAPSHOT_RECORD_BYTES_MAX = 256 * 1024;
  * this long (at least one record), hands them to the file system and lets waiting batches run. A
  * replica-log compaction runs in steps of about this long too (at least one slice's state). */
 export const SNAPSHOT_STEP_MS = 4;
+/** A log append of many records (a replica-log checkpoint: a record per slice, each its whole state) hands them to
+ * the file system in writes of about this many bytes (a record larger goes alone), then syncs once: the records of
+ * a whole checkpoint in one buffer held twice the worker's replicated state at once (framed, then joined). */
+export const LOG_WRITE_BYTES_MAX = 4 * 1024 * 1024;
 
 /** The DynamoDB-compatible endpoint (coordinator/dynamodb/): DynamoDB's own limits and rules. */
 /** A read unit covers 4 KB of item (half a unit when eventually consistent), a write unit 1 KB. */

@@ -12,7 +12,7 @@ import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { syncDir, syncDirAsync, writeAll } from '../shared/durable-file.js';
 import { assert } from '../shared/errors.js';
-import type { DurabilityMode } from '../shared/limits.js';
+import { LOG_WRITE_BYTES_MAX, type DurabilityMode } from '../shared/limits.js';
 import { CorruptFileError, frameRecord, readRecords, recordBytes, type FileRecord } from './record-file.js';
 
 const SEGMENT = /^wal-(\d{16})\.log$/;
@@ -119,19 +119,34 @@ export class WriteAheadLog {
     return lsn;
   }
 
-  /** Appends records as one write (and, in 'fsync' mode, one fdatasync): a checkpoint's, one per slice, which
-   * synced one by one stalled the worker for a sync per slice. Durable as the mode promises when this returns.
-   * Each record is framed (its payload copied) before the next is taken: a payload may be a view into an encoder's
-   * reused buffer, as msgpackr's are. */
+  /** Appends records (a checkpoint's, one per slice) in writes of about LOG_WRITE_BYTES_MAX and, in 'fsync' mode, one
+   * fdatasync: synced one by one they stalled the worker for a sync per slice, and joined into one write they held
+   * the whole checkpoint twice in memory. Durable as the mode promises when this returns. Each record is framed (its
+   * payload copied) before the next is taken: a payload may be a view into an encoder's reused buffer, as
+   * msgpackr's are. */
   appendAll(records: Iterable<[kind: number, payload: Uint8Array]>): void {
-    const framed: Buffer[] = [];
-    for (const [kind, payload] of records) framed.push(frameRecord(this.nextLsnValue + framed.length, kind, payload));
-    if (framed.length === 0) return;
-    const bytes = framed.length === 1 ? framed[0] : Buffer.concat(framed);
-    writeAll(this.fd, bytes);
+    let framed: Buffer[] = [];
+    let framedBytes = 0;
+    let count = 0;
+    let written = 0;
+    const write = () => {
+      if (framed.length === 0) return;
+      writeAll(this.fd, framed.length === 1 ? framed[0] : Buffer.concat(framed, framedBytes));
+      written += framedBytes;
+      framed = [];
+      framedBytes = 0;
+    };
+    for (const [kind, payload] of records) {
+      const bytes = frameRecord(this.nextLsnValue + count++, kind, payload);
+      if (framedBytes + bytes.length > LOG_WRITE_BYTES_MAX) write();
+      framed.push(bytes);
+      framedBytes += bytes.length;
+    }
+    write();
+    if (count === 0) return;
     if (this.mode === 'fsync') fdatasyncSync(this.fd);
-    this.nextLsnValue += framed.length;
-    this.bytesSinceSnapshot += bytes.length;
+    this.nextLsnValue += count;
+    this.bytesSinceSnapshot += written;
   }
 
   /** The lsn the current segment starts at. */

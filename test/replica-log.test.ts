@@ -169,6 +169,46 @@ describe('the replica log of a worker', () => {
     await second;
   });
 
+  it('reads back every committed record, or the compaction\'s snapshot in their place, after a crash at any turn of a checkpoint', async () => {
+    // The older segments may go only once the checkpoint that holds the compaction's snapshot is on disk: a crash
+    // between their removal and its write (or amid its syncs) would read back a slice without its records.
+    for (const mode of ['os', 'fsync'] as const) {
+      const dir = tempDir();
+      const { log } = ReplicaLog.open(dir, mode);
+      const state = new Uint8Array(100_000).fill(7);
+      for (let i = 1; i <= 50; i++) log.diskFor(3).write({ kind: 'append', records: [makeRecord(1, i, new Uint8Array([i]))] });
+      log.diskFor(3).write({ kind: 'commit', index: 50 });
+      await sync(log, 3);
+      log.diskFor(3).compacted({ kind: 'snapshot', index: 50, term: 1, state });
+      log.diskFor(3).write({ kind: 'append', records: [makeRecord(1, 51, new Uint8Array([51]))] });
+      await sync(log, 3);
+      let done = false;
+      const checkpointed = log.checkpoint().then(() => (done = true));
+      const seen = new Set<string>();
+      for (let turn = 0; turn < 1_000 && !done; turn++) {
+        // The process killed now: its folder as it is (an unlink running meanwhile on the thread pool may cut a copy short).
+        const copy = tempDir();
+        let copied = true;
+        try {
+          cpSync(dir, copy, { recursive: true });
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+          copied = false;
+        }
+        if (copied) {
+          const d = ReplicaLog.open(copy, mode).log.durable(3);
+          const found = d.snapshot === null ? `records ${d.records.length}` : `snapshot ${d.snapshot.index}, records ${d.records.length}`;
+          expect([`${mode}: ${found}`, d.commitIndex]).toEqual([`${mode}: ${d.snapshot === null ? 'records 51' : 'snapshot 50, records 1'}`, 50]);
+          if (d.snapshot !== null) expect(d.snapshot.state).toEqual(state);
+          seen.add(found);
+        }
+        await new Promise((r) => setImmediate(r));
+      }
+      await checkpointed;
+      expect([...seen].sort(), `${mode}: crashes before the checkpoint was written and after`).toEqual(['records 51', 'snapshot 50, records 1']);
+    }
+  });
+
   it('counts what a restart read back toward the next checkpoint, and knows the size of the checkpoint it starts with', async () => {
     // A node restarted more often than it writes a checkpoint's worth used to start counting from 0 each time, so
     // its log (and each restart's replay) only grew under repeated SIGKILLs (bench/FAILOVER.md).
@@ -189,6 +229,40 @@ describe('the replica log of a worker', () => {
     const third = ReplicaLog.open(dir, 'os').log;
     expect(third.checkpointBytes).toBe(size);
     expect(third.bytesSinceCheckpoint).toBe(again.bytesSinceCheckpoint);
+  });
+
+  it('checkpoints without holding the whole checkpoint in memory at once (its records go in writes of LOG_WRITE_BYTES_MAX)', async () => {
+    // Joined into one write, a checkpoint of 128 MiB of slice states raised the process's peak memory by 256 MiB (the
+    // records framed, then concatenated), on top of the states it already held.
+    const dir = tempDir();
+    const module = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'slice-worker', 'replication');
+    const SLICES = 32;
+    const MIB = 4;
+    const script = `
+      const { ReplicaLog } = await import(${JSON.stringify(join(module, 'replica-log.js'))});
+      const { log } = ReplicaLog.open(${JSON.stringify(dir)}, 'os');
+      for (let s = 1; s <= ${SLICES}; s++) {
+        const disk = log.diskFor(s);
+        disk.write({ kind: 'promise', term: 1 });
+        disk.write({ kind: 'snapshot', index: 1, term: 1, state: new Uint8Array(${MIB} * 1024 * 1024).fill(s) });
+        await new Promise((done) => disk.sync(done));
+      }
+      globalThis.gc();
+      const before = process.resourceUsage().maxRSS;
+      await log.checkpoint();
+      process.stdout.write(JSON.stringify({ grewKiB: process.resourceUsage().maxRSS - before }));`;
+    const child = spawn(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d));
+    child.stderr!.on('data', (d: Buffer) => (err += d));
+    const code = await new Promise((r) => child.once('exit', r));
+    expect([code, err]).toEqual([0, '']);
+    const { grewKiB } = JSON.parse(out) as { grewKiB: number };
+    expect(grewKiB / 1024, 'MiB the checkpoint added to the peak').toBeLessThan(SLICES * MIB); // ~60 here, as when each record was a write of its own (garbage the GC takes late)
+    const { log } = ReplicaLog.open(dir, 'os');
+    expect(log.sliceIds).toHaveLength(SLICES);
+    for (const s of [1, SLICES]) expect(log.durable(s).snapshot!.state.every((b) => b === s)).toBe(true);
   });
 
   it('loses nothing a sync answered when its process is SIGKILLed mid-write', async () => {

@@ -17,6 +17,7 @@ import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, t
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
 import { SliceStore } from '../slice-worker/partition.js';
+import { decodeReplicated } from '../slice-worker/log-format.js';
 import { EFFECT_SET, RESULT_OK, SliceOp, type WriteCheck } from '../shared/protocol.js';
 import { prng as rng } from '../bench/keys.js';
 
@@ -240,6 +241,10 @@ class SimDisk {
     this.life++;
     this.pending = [];
   }
+  /** What a checkpoint started now would hold (every op written so far applied): read, not kept. */
+  get view(): DurableReplica {
+    return this.written;
+  }
   /** A replica made again on a node that dropped one keeps the term it promised (replica-log.ts drop). */
   keepPromise(term: number): void {
     this.durable.promisedTerm = term;
@@ -422,6 +427,27 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     onDisks[i]!.checkpoint(() => whenAwake(i, () => (compactions[i] = null), life));
   }
 
+  /** Store mode: a snapshot at index n holds exactly the items of the state before it and the records up to n, as
+   * this replica's disk holds them (when it holds them, of the snapshot's term: a follower sent its leader's may not). A
+   * leader's state labelled with another index than the one it is at (its commit point: its store runs ahead of it)
+   * fails here the first time it compacts with a record not yet committed. */
+  function checkSnapshot(i: number, view: DurableReplica, op: DiskOp & { kind: 'snapshot' }): void {
+    const from = view.snapshot?.index ?? 0;
+    if (op.index < from || op.index > from + view.records.length) return;
+    // A follower sent its leader's snapshot may hold records of an older term up to its index (a diverged tail, which
+    // the snapshot replaces): only records of the snapshot's own term there are the same records (log matching).
+    if ((op.index === from ? view.snapshot?.term : view.records[op.index - from - 1].term) !== op.term) return;
+    const replay = (states: Uint8Array[]) => {
+      const s = new SliceStore(0, 1);
+      s.execute([SliceOp.Assign, 1, [STORE_SLICE]]);
+      for (const bytes of states) for (const e of decodeReplicated(bytes).effects) s.replay(e);
+      return [...s.entries()].filter((e) => e[0] === EFFECT_SET).map((e) => e[3] as string).sort().join();
+    };
+    const before = view.snapshot === null ? [] : [view.snapshot.state];
+    const records = view.records.slice(0, op.index - from).filter((r) => r.payload.length > 0).map((r) => r.payload);
+    if (replay([...before, ...records]) !== replay([op.state])) fail(`replica ${i} wrote a snapshot at index ${op.index} whose items are not those of its records up to it`);
+  }
+
   function startOnStore(i: number): void {
     const disk = disks[i];
     const onDisk = disk.forLife();
@@ -431,8 +457,14 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     compactions[i] = null;
     const log = {
       diskFor: () => ({
-        write: (op: DiskOp) => onDisk.write(op),
-        compacted: (op: DiskOp & { kind: 'snapshot' }) => onDisk.compacted(op),
+        write: (op: DiskOp) => {
+          if (op.kind === 'snapshot') checkSnapshot(i, disk.view, op);
+          onDisk.write(op);
+        },
+        compacted: (op: DiskOp & { kind: 'snapshot' }) => {
+          checkSnapshot(i, disk.view, op);
+          onDisk.compacted(op);
+        },
         sync: (done: () => void) => onDisk.sync(() => whenAwake(i, done)),
       }),
       durable: () => disk.recovered(),

@@ -219,7 +219,8 @@ export class ReplicaLog {
     segmentOnDisk.catch(() => {}); // awaited below, before the older segments go: a failure stops the worker there
     const first = this.wal.currentSegmentFirstLsn;
     // The promises of dropped replicas first: a checkpoint of a replica made again after its drop replaces them.
-    // One write, and at 'fsync' one sync, for them all; each packed as the log takes it (packr reuses its buffer).
+    // In writes of up to LOG_WRITE_BYTES_MAX and, at 'fsync', one sync for them all (appendAll); each packed as the
+    // log takes it (packr reuses its buffer).
     const promised = this.promisedBeforeDrop;
     const slices = this.slices;
     this.wal.appendAll(
