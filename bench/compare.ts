@@ -28,7 +28,7 @@
 //
 //   npm run bench:compare [-- --rounds 3 --duration 8 --warmup 2] [-- --only dynamodb]
 import { type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -40,6 +40,7 @@ import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js'
 import type { Item } from '../shared/values.js';
 import { chunk, closedLoop, inBatches, NotFound, type Adapter, type Row, type Sample } from './driver.js';
 import { childPids, cpuSecondsOf } from './proc-cpu.js';
+import { benchTempDir, removeBenchDir, stopAll, stopAllAtExit } from './stop-all.js';
 import { ensureNpmPeers, ensureRedis, PEERS_DIR, ROOT, run, versionOf } from './peers.js';
 import { RedisAdapter, SEQ_DIGITS, type RedisCtor } from './redis-adapter.js';
 import { freePort, startRedisServer } from './redis-servers.js';
@@ -775,12 +776,9 @@ async function main(): Promise<number> {
   process.on('SIGTERM', () => {
     interrupted = true;
   });
-  // Last resort: nothing outlives this process.
+  // Last resort: nothing outlives this process, and no data folder (bench/stop-all.ts).
   const clusters: LocalCluster[] = [];
-  process.on('exit', () => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-    for (const cl of clusters) for (const p of [cl.coordinator, ...cl.nodes]) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-  });
+  stopAllAtExit();
 
   const dataDirs: string[] = [];
   const adapters: Adapter[] = [];
@@ -817,7 +815,7 @@ async function main(): Promise<number> {
     const nullUrl = nullProc.match[1];
     log(`null DynamoDB server at ${nullUrl}: pid ${nullProc.child.pid}`);
     const startCluster = async (durability: DurabilityMode, replicationFactor?: number) => {
-      const dir = mkdtempSync(join(tmpdir(), `keyslice-compare-${durability}-`));
+      const dir = benchTempDir(`keyslice-compare-${durability}-`);
       dataDirs.push(dir);
       const cl = await startLocalCluster({ dataDir: dir, nodes: LOCAL_NODES, workers: LOCAL_WORKERS, durability, replicationFactor });
       clusters.push(cl);
@@ -1032,7 +1030,9 @@ async function main(): Promise<number> {
   await Promise.allSettled(pools.map((p) => p.close()));
   await Promise.allSettled(clusters.map((c) => c.stop()));
   await Promise.allSettled([...children].map((c) => stopProcess(c)));
-  for (const d of dataDirs) rmSync(d, { recursive: true, force: true });
+  for (const d of dataDirs) removeBenchDir(d);
+  // Anything left: a cluster that failed part way through its start.
+  await stopAll();
   if (failure !== null) console.error(`compare: ${failure instanceof Error ? failure.message : String(failure)}`);
   return code;
 }

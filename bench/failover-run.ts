@@ -8,8 +8,6 @@
 // may be there that no writer attempted, and every value must be the one written.
 // Every loop is bounded in count and time; every process is stopped by its PID,
 // also when the run fails or is aborted.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -19,6 +17,7 @@ import { startLocalCluster, startSliceNode, stopProcess, type LocalCluster, type
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
 import type { DurabilityMode } from '../shared/limits.js';
+import { benchTempDir, removeBenchDir } from './stop-all.js';
 
 export type ChaosMode = 'kill' | 'stop';
 
@@ -178,7 +177,7 @@ export function startFailover(opts: FailoverOptions): FailoverRun {
 
   const run = async (): Promise<FailoverResult> => {
     await initHashing();
-    const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-failover-'));
+    const dataDir = benchTempDir('keyslice-failover-');
     let cluster: LocalCluster | null = null;
     let client: KeysliceClient | null = null;
     try {
@@ -385,7 +384,7 @@ export function startFailover(opts: FailoverOptions): FailoverRun {
         await cluster.stop();
       }
       killNow(); // anything left (a node started while the run was failing)
-      rmSync(dataDir, { recursive: true, force: true });
+      removeBenchDir(dataDir);
     }
   };
   return { result: run(), abort: () => abort.abort(), killNow };

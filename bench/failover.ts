@@ -10,6 +10,7 @@ import { cpus } from 'node:os';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { DURABILITY_DEFAULT, DURABILITY_MODES, type DurabilityMode } from '../shared/limits.js';
 import { FAILOVER_DEFAULTS, startFailover, type ChaosMode, type FailoverResult, type FailoverRun } from './failover-run.js';
+import { stopAllAtExit } from './stop-all.js';
 
 const d = FAILOVER_DEFAULTS;
 const args = parseArgs(
@@ -52,6 +53,8 @@ if (args.log !== undefined) {
   Object.assign(base, { log: stamp, progress: (line: string) => (stamp(`[bench] ${line}`), process.stderr.write(line + '\n')) });
 }
 
+// A second Ctrl-C exits at once: no process of the run outlives it, and its data folder goes (bench/stop-all.ts).
+stopAllAtExit();
 let current: FailoverRun | null = null;
 let interrupts = 0;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -16,15 +16,16 @@
 // On a loaded machine the cluster started first (the base) has tended to use less CPU per op, clients and nodes
 // included: run it both ways round as well (the other build's hops.js with --base this checkout) before reading a
 // difference of a few percent (bench/PROFILE.md, "the router's CPU per point op, second pass").
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
-import { loadavg, tmpdir } from 'node:os';
+import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
 import type { Item } from '../shared/values.js';
+import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -68,7 +69,7 @@ interface Side {
 
 async function startSide(name: string, distRoot: string, rf = opts['replication-factor']): Promise<Side> {
   const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
-  const dir = mkdtempSync(join(tmpdir(), `keyslice-hops-${name}-`));
+  const dir = benchTempDir(`keyslice-hops-${name}-`);
   const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os', ...(rf === undefined ? {} : { replicationFactor: rf === 'auto' ? 'auto' : Number(rf) }) });
   const clients: KeysliceClient[] = [];
   const maskFrames = !(name === 'this' && opts['this-unmasked']);
@@ -277,7 +278,7 @@ async function profile(dir: string): Promise<void> {
     side.agent1.destroy();
     side.agent64.destroy();
     await side.cluster.stop();
-    rmSync(side.dir, { recursive: true, force: true });
+    removeBenchDir(side.dir);
   }
 }
 
@@ -285,11 +286,15 @@ async function main(): Promise<void> {
   if (opts.profile !== undefined) return profile(opts.profile);
   if (opts.base === undefined) throw new Error('--base DIR (a built checkout to compare with) is required');
   const here = resolve(new URL('.', import.meta.url).pathname, '..');
-  const sides = [await startSide('base', join(resolve(opts.base), 'dist'), opts['base-replication-factor'] ?? opts['replication-factor']), await startSide('this', here)];
-  if (opts['with-r1']) sides.push(await startSide('r1', here, '1'));
+  const sides: Side[] = [];
   const workloads = opts.only === undefined ? WORKLOADS : WORKLOADS.filter((w) => opts.only!.split('|').some((o) => w.name.includes(o)));
-  const results = new Map<string, Sample[][]>(workloads.map((w) => [w.name, sides.map(() => [])]));
+  const results = new Map<string, Sample[][]>();
   try {
+    // A side that fails while it starts or loads its data leaves its processes to stopAll (bench/stop-all.ts).
+    sides.push(await startSide('base', join(resolve(opts.base), 'dist'), opts['base-replication-factor'] ?? opts['replication-factor']));
+    sides.push(await startSide('this', here));
+    if (opts['with-r1']) sides.push(await startSide('r1', here, '1'));
+    for (const w of workloads) results.set(w.name, sides.map(() => []));
     for (let round = 0; round < ROUNDS; round++) {
       for (const w of workloads) {
         const order = sides.map((_, i) => (i + round) % sides.length);
@@ -306,7 +311,7 @@ async function main(): Promise<void> {
       s.agent1.destroy();
       s.agent64.destroy();
       await s.cluster.stop();
-      rmSync(s.dir, { recursive: true, force: true });
+      removeBenchDir(s.dir);
     }
   }
   console.log(`| workload | base ops/s | this ops/s | this / base | base p50 ms | this p50 ms | base p99 ms | this p99 ms | base server CPU ms/op (nodes) | this (nodes) |`);
@@ -348,10 +353,11 @@ async function main(): Promise<void> {
   }
 }
 
+stopAllOnExit((line) => process.stderr.write(`hops: ${line}\n`));
 main().then(
-  () => process.exit(0),
+  () => stopAll().then(() => process.exit(0)),
   (err) => {
     console.error(err);
-    process.exit(1);
+    return stopAll().then(() => process.exit(1));
   },
 );

@@ -6,9 +6,7 @@
 // Every loop is bounded by an op count and a deadline; latencies are measured
 // per op with process.hrtime.bigint() and reported as p50/p95/p99/max. After each
 // workload the table's DescribeSlices tells how evenly its load was spread.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { cpus } from 'node:os';
 import type { ParseArgsConfig } from 'node:util';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
@@ -28,6 +26,7 @@ import {
 } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
 import { KEYS_DISTS, ZIPF_S_DEFAULT, keyChooser, prng, workloadSeed, type KeysDist } from './keys.js';
+import { benchTempDir, removeBenchDir, stopAllAtExit } from './stop-all.js';
 
 // ---- limits of the generator itself -----------------------------------------
 
@@ -879,13 +878,10 @@ async function main(): Promise<number> {
       process.stderr.write('keyslice bench: stopping the local cluster\n');
       await cluster.stop();
     }
-    if (dataDir !== null) rmSync(dataDir, { recursive: true, force: true });
+    if (dataDir !== null) removeBenchDir(dataDir);
   };
-  // Last resort if we exit without cleanup: no cluster process outlives the bench.
-  process.on('exit', () => {
-    if (cluster === null) return;
-    for (const p of [cluster.coordinator, ...cluster.nodes]) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-  });
+  // Last resort if we exit without cleanup: no process of ours outlives the bench, and its data folder goes.
+  stopAllAtExit();
   const onSignal = (signal: NodeJS.Signals) => {
     if (interrupted) {
       process.stderr.write(`keyslice bench: ${signal} again; exiting now\n`);
@@ -905,7 +901,7 @@ async function main(): Promise<number> {
   let failure: string | null = null;
   try {
     if (cfg.url === null) {
-      dataDir = mkdtempSync(join(tmpdir(), 'keyslice-bench-'));
+      dataDir = benchTempDir('keyslice-bench-');
       process.stderr.write(`keyslice bench: starting a local cluster (${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} workers, durability ${cfg.durability}), data in ${dataDir}\n`);
       cluster = await startLocalCluster({ dataDir, nodes: LOCAL_NODES, workers: LOCAL_WORKERS, durability: cfg.durability, ...(cfg.capacity ? { capacity: cfg.capacity } : {}) });
       for (const p of [cluster.coordinator, ...cluster.nodes]) {

@@ -14,14 +14,15 @@
 // where bench/peers/node_modules holds ioredis and --redis-server names a
 // redis-server: see bench/README.md, "Running the scale benchmark on another machine".
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newClusterSecret, startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { ensureNpmPeers, ensureRedis, run, versionOf } from './peers.js';
 import { childPids, cpuSecondsOf } from './proc-cpu.js';
+import { benchTempDir, removeBenchDir, stopAll, stopAllAtExit } from './stop-all.js';
 import { type RedisCtor } from './redis-adapter.js';
 import { startRedisCluster, startRedisServer, type RedisProcess } from './redis-servers.js';
 
@@ -70,14 +71,16 @@ const track = (child: ChildProcess) => {
   child.once('exit', () => children.delete(child));
 };
 let interrupted = false;
-process.on('SIGINT', () => {
-  if (interrupted) process.exit(130);
-  interrupted = true;
-  log('interrupted: stopping after this run (Ctrl-C again exits at once)');
-});
-process.on('exit', () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    log(`${sig}: stopping after this run (again: exit at once)`);
+  });
+}
+// Whatever way this process exits, no process it started (tracked or not: a node of a cluster that failed to start)
+// outlives it, and its temp folders go (bench/stop-all.ts).
+stopAllAtExit();
 
 interface Result {
   workload: string;
@@ -188,17 +191,23 @@ for (const s of shapes) {
   targets.push({
     label,
     run: async () => {
-      const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-scale-'));
+      const dataDir = benchTempDir('keyslice-scale-');
       const secret = newClusterSecret();
       const procs: ManagedProcess[] = [];
       try {
-        const nodes = await Promise.all(
+        // Every start waited for, failed or not, so that each node that started is among `procs` (stopped below).
+        const starts = await Promise.allSettled(
           Array.from({ length: s.nodes }, (_, i) =>
-            startSliceNode({ name: `slice-node-${i + 1}`, dataDir: join(dataDir, `n${i + 1}`), port: 0, workers: s.workers, durability: args.durability as 'os', clusterSecret: secret }),
+            startSliceNode({ name: `slice-node-${i + 1}`, dataDir: join(dataDir, `n${i + 1}`), port: 0, workers: s.workers, durability: args.durability as 'os', clusterSecret: secret }).then((n) => {
+              procs.push(n);
+              track(n.child);
+              return n;
+            }),
           ),
         );
-        procs.push(...nodes);
-        for (const n of nodes) track(n.child);
+        const failedStart = starts.find((r) => r.status === 'rejected');
+        if (failedStart !== undefined) throw failedStart.reason;
+        const nodes = starts.map((r) => (r as PromiseFulfilledResult<ManagedProcess>).value);
         const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, nodes.map((n) => n.url), undefined, undefined, ['--routers', String(s.routers), ...(s.replication === null ? [] : ['--replication-factor', String(s.replication)])], secret);
         procs.push(coordinator);
         track(coordinator.child);
@@ -212,7 +221,7 @@ for (const s of shapes) {
         failed(label, err);
       } finally {
         await Promise.all(procs.map((p) => stopProcess(p.child)));
-        rmSync(dataDir, { recursive: true, force: true });
+        removeBenchDir(dataDir);
       }
     },
   });
@@ -246,7 +255,7 @@ if (args['redis-server'] === 'none') {
     targets.push({
       label: target.label,
       run: async () => {
-        const dir = mkdtempSync(join(tmpdir(), 'keyslice-scale-redis-'));
+        const dir = benchTempDir('keyslice-scale-redis-');
         const servers: RedisProcess[] = [];
         try {
           if (target.shards === null) servers.push(await startRedisServer(redisServer!, dir, track));
@@ -261,7 +270,7 @@ if (args['redis-server'] === 'none') {
           await Promise.all(servers.map((r) => stopProcess(r.child)));
           // A server that failed to start is still in `children`: stop it too.
           await Promise.all([...children].filter((c) => c.spawnfile === redisServer).map((c) => stopProcess(c)));
-          rmSync(dir, { recursive: true, force: true });
+          removeBenchDir(dir);
         }
       },
     });
@@ -412,3 +421,4 @@ choose shapes that fit the cores (bench/README.md says how to carry the benchmar
 writeFileSync(resolve(args.out!), report);
 log(`wrote ${resolve(args.out!)}`);
 await Promise.all([...children].map((c) => stopProcess(c)));
+await stopAll();

@@ -361,3 +361,40 @@ describe('a router serves what the coordinator serves', () => {
     }
   });
 });
+
+describe('a table dropped and created again under its name with another key', () => {
+  it('is resolved by its new key columns on every router, including one that resolved keys of the old table', async () => {
+    fresh();
+    const coord = await coordinator(0);
+    await node(coord.url, coord.url, 'slice-node-1');
+    const r1 = await router('router-1', coord.url);
+    const r2 = await router('router-2', coord.url);
+    const c1 = await client(r1.url);
+    const c2 = await client(r2.url);
+    const T = 'again';
+    await c1.createTable(T, { name: 'id', type: 'string' }, { name: 'at', type: 'number' });
+    // Both routers resolve keys of the first table (what a router keeps per table is made here).
+    for (const [i, c] of [c1, c2].entries()) {
+      await c.putItem(T, { id: `old-${i}`, at: i, v: 'old' });
+      expect(await c.getItem(T, { id: `old-${i}`, at: i })).toMatchObject({ id: `old-${i}`, at: i, v: 'old' });
+    }
+    await c1.deleteTable(T);
+    // Another key: two sharding columns (the first now a number) and a string sorting column.
+    await c1.createTable(T, [{ name: 'id', type: 'number' }, { name: 'zone', type: 'string' }], { name: 'at', type: 'string' });
+    const item = (id: number, at: string) => ({ id, zone: 'eu', at, v: `new-${id}-${at}` });
+    // Written through one router, read through the other and back: both place the key by its new columns.
+    await c2.putItem(T, item(7, 'b'));
+    await c1.putItem(T, item(7, 'a'));
+    await c1.putItem(T, item(8, 'a'));
+    for (const c of [c1, c2]) {
+      expect(await c.getItem(T, { id: 7, zone: 'eu', at: 'b' })).toMatchObject(item(7, 'b'));
+      expect(await c.getItem(T, { id: 7, zone: 'eu', at: 'a' })).toMatchObject(item(7, 'a'));
+      expect(await c.getItem(T, { id: 8, zone: 'eu', at: 'a' })).toMatchObject(item(8, 'a'));
+      const page = (await c.request('GetItems', { table: T, shardingKey: { id: 7, zone: 'eu' } })) as { items: unknown[] };
+      expect(page.items).toMatchObject([item(7, 'a'), item(7, 'b')]);
+      // The old table's key is refused with the new table's key attributes.
+      expect((await expectError(c.getItem(T, { id: 'old-0', at: 0 }), 'InvalidKey')).message).toContain('sharding key "id" must be a finite number');
+      expect((await expectError(c.getItem(T, { id: 7, zone: 'eu', at: 'a', seq: 1 }), 'InvalidKey')).message).toContain('(its key attributes: id, zone, at)');
+    }
+  });
+});

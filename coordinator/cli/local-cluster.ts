@@ -16,7 +16,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const distRoot = here.endsWith(join('dist', 'coordinator', 'cli')) ? resolve(here, '..', '..') : resolve(here, '..', '..', 'dist');
 
 const START_TIMEOUT_MS = 20_000;
-const STOP_TIMEOUT_MS = 5_000;
+/** How long stopProcess waits after its signal before SIGKILL (bench/stop-all.ts waits as long). */
+export const STOP_TIMEOUT_MS = 5_000;
 
 export interface ClusterOptions {
   dataDir: string;
@@ -193,7 +194,9 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
   const clusterSecret = opts.clusterSecret ?? (envSecret !== undefined && envSecret !== '' ? envSecret : newClusterSecret());
   const started: ManagedProcess[] = [];
   try {
-    const nodes = await Promise.all(
+    // Every node's start is waited for, failed or not: with Promise.all, one that failed first would leave the
+    // others starting, out of `started`, to run on after the catch below.
+    const starts = await Promise.allSettled(
       Array.from({ length: nodeCount }, (_, i) =>
         startSliceNode({
           name: `slice-node-${i + 1}`,
@@ -211,6 +214,9 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
         }),
       ),
     );
+    const failed = starts.find((s) => s.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+    const nodes = starts.map((s) => (s as PromiseFulfilledResult<ManagedProcess>).value);
     const extra = [
       ...(opts.routers === undefined ? [] : ['--routers', String(opts.routers)]),
       ...(opts.replicationFactor === undefined ? [] : ['--replication-factor', String(opts.replicationFactor)]),

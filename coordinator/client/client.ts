@@ -42,9 +42,10 @@ export interface ClientOptions {
   writeRetries?: number;
   /** false: frames go with the zero mask, which the router's WebSocket library does not XOR off (it unmasks every
    * byte in JavaScript: without that, a router's CPU per PutItem at 256 in flight went 12.7 -> 10.8 µs,
-   * bench/PROFILE.md). Only where you trust every hop to the cluster: the random mask (the default, true) keeps a
-   * payload whose bytes someone else chose, an item's value, from reading as other traffic to a broken proxy on
-   * the way (RFC 6455, 10.3). The links between routers and slice nodes use the zero mask (they carry the cluster
+   * bench/PROFILE.md). RFC 6455 requires a client to mask with an unpredictable key, so this is outside the RFC:
+   * use it only where no proxy or cache sits between the client and the routers. The random mask (the default,
+   * true) keeps a payload whose bytes someone else chose, an item's value, from reading as HTTP requests to an
+   * intermediary that does not understand WebSocket (cache poisoning, RFC 6455 10.3). The links between routers and slice nodes use the zero mask (they carry the cluster
    * secret). */
   maskFrames?: boolean;
 }
