@@ -300,7 +300,7 @@ export class Membership {
     // down, this node's answer is what settles the change: removed now (keyslice drain, then remove at once), the
     // slice would elect no leader nor commit a write until the down one is back. (Slices it holds a replica of are
     // refused while unsettled by removeReplicated, whatever --force.)
-    const counted = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => !this.map.replicasOf(s).includes(index) && !this.leaders.settled(s) && this.leaders.membersOf(s).includes(index));
+    const counted = this.unsettledCounting(index);
     if (counted.length > 0 && !force) {
       throw new KeysliceError(
         'InvalidState',
@@ -386,6 +386,12 @@ export class Membership {
     this.log(
       `node ${node} removed: it held replicas of ${held.length} slices (leading ${led}); their leaders are elected among the other replicas and their replicas placed again on the other active nodes`,
     );
+  }
+
+  /** The slices whose last replica-set change took node `index`'s replica out and has not settled: it still counts
+   * the node (joint majorities), so a remove waits for none (status: NodeStatusReport.unsettledChanges). */
+  private unsettledCounting(index: number): number[] {
+    return Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => !this.map.replicasOf(s).includes(index) && !this.leaders.settled(s) && this.leaders.membersOf(s).includes(index));
   }
 
   /** The slices of `held` (node `index` holds a replica of each) whose other replicas that are up are fewer than a
@@ -832,6 +838,7 @@ export class Membership {
       workers: this.links[i].workerCount,
       slices: counts[i],
       replicas: replicas[i],
+      unsettledChanges: this.map.statusOf(i) === 'removed' ? 0 : this.unsettledCounting(i).length,
       items: 0,
       bytes: 0,
       heldItems: 0,
