@@ -337,6 +337,9 @@ export interface NodeStatusReport {
   slices: number;
   /** Slices it holds a replica of, leading or following (equal to slices at replication factor 1). */
   replicas: number;
+  /** Replica-set changes that took its replica out and have not settled yet: they still count it (joint majorities),
+   * so keyslice remove refuses it (InvalidState) until this is 0, and keyslice drain waits for that too. */
+  unsettledChanges: number;
   /** Items and bytes of the slices it leads. */
   items: number;
   bytes: number;

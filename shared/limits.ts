@@ -281,6 +281,10 @@ export const REPLICA_WAITS_REPORTED_MAX = 8;
 /** How long a drain makes no progress before keyslice drain says what it waits for (moves.waiting), and how often at
  * most it says it again when that changed: a drain that goes on shows only its progress bar. */
 export const STALLED_SAY_WHY_MS = 5_000;
+/** How long the keyslice command waits for the coordinator to answer one request (status, drain, remove, ...) before
+ * it says it cannot reach it. Longer than any answer a coordinator that is up takes (a status asks every node for its
+ * load, each bounded by NODE_REQUEST_TIMEOUT_MS only when a node hangs), short enough that a wrong --url is said. */
+export const CLI_REQUEST_TIMEOUT_MS = 15_000;
 /** A replica move (or a drain step) whose new replica's node has been down (not connected to the coordinator) this long
  * before the move completed is undone: the slice goes back to its old set, a drain's new replica placed on another node
  * that is up if there is one (coordinator/metadata/membership.ts undoStalledMoves).

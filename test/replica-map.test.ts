@@ -9,7 +9,7 @@ import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
-import { Membership } from '../coordinator/metadata/membership.js';
+import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import type { DecodedReplicateEntry } from '../shared/protocol.js';
 import { REPLICA_LEASE_MS } from '../shared/limits.js';
@@ -285,6 +285,31 @@ describe('replica sets in the cluster map', () => {
     expect(map.replicasOf(slice)).toContain(down);
     expect(map.ownerOf(slice)).not.toBe(down);
     expect(map.statusOf(map.ownerOf(slice))).toBe('active');
+  });
+
+  it('lets a drain step go only when the caught-up replicas that are up are a majority of the set left: one that held the barrier and went down since counts for nothing', () => {
+    // Slice set {0, 1, 2, 3, 4} while node 4 drains, 3 its new replica: the set left is {0, 1, 2, 3}.
+    const rest = [0, 1, 2, 3];
+    const fresh = 3;
+    const all = () => true;
+    // Every replica said it holds the leader's barrier; 1 and 3 (the new one) are down since. 2 of 4 up is no
+    // majority: without node 4 the slice could elect and commit nothing (before, the step went: all 4 held it).
+    const down = new Set([1, 3]);
+    const isUp = (n: number) => !down.has(n);
+    expect(drainStepCatchUp(rest, fresh, all, isUp)).toEqual({ behind: [], holdingUp: [0, 2] });
+    // Node 1 is back: 3 of 4 up and caught up, the step goes.
+    down.delete(1);
+    expect(drainStepCatchUp(rest, fresh, all, isUp)).toEqual({ behind: [], holdingUp: [0, 1, 2] });
+    // The new replica must have caught up, up or not; an old one that is down is not waited for.
+    down.add(1);
+    expect(drainStepCatchUp(rest, fresh, (n) => n === 0 || n === 2, isUp).behind).toEqual([3]);
+    expect(drainStepCatchUp(rest, fresh, (n) => n !== 1, isUp)).toEqual({ behind: [], holdingUp: [0, 2] });
+    // With no new replica named (a move recorded by an older map), every one is waited for, up or not.
+    expect(drainStepCatchUp(rest, -1, (n) => n !== 1, isUp).behind).toEqual([1]);
+    // Every replica is asked, not only until the first behind.
+    const asked: number[] = [];
+    drainStepCatchUp(rest, fresh, (n) => (asked.push(n), false), isUp);
+    expect(asked).toEqual(rest);
   });
 
   it('names a replica that is up as the leader when a removed node led a slice, not one on a node that is down', () => {

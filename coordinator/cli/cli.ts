@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
 import type { ClusterStatus, MoveReport } from '../../shared/api.js';
-import { STALLED_SAY_WHY_MS } from '../../shared/limits.js';
+import { CLI_REQUEST_TIMEOUT_MS, STALLED_SAY_WHY_MS } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../../shared/protocol.js';
 import { bar, size } from './cli-progress.js';
 
@@ -119,7 +119,7 @@ async function call(o: Options, method: 'GET' | 'POST', action: string, body?: u
       method,
       headers: { 'content-type': 'application/json', ...(o.token !== '' ? { authorization: `Bearer ${o.token}` } : {}) },
       body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(15_000),
+      signal: AbortSignal.timeout(CLI_REQUEST_TIMEOUT_MS),
     });
   } catch (err) {
     die(`cannot reach the coordinator at ${o.url}: ${(err as Error).message}`);
@@ -185,7 +185,7 @@ function waitLines(st: ClusterStatus): string {
 
 /** Polls until `done` says so, printing a progress line (and, when it changes, what the coordinator waits for);
  * bounded by --timeout, after which it says what was still waited for. */
-async function follow(o: Options, what: string, progress: (st: ClusterStatus) => { done: number; total: number; finished: boolean }): Promise<void> {
+async function follow(o: Options, what: string, progress: (st: ClusterStatus) => { done: number; total: number; finished: boolean; note?: string }): Promise<void> {
   const until = Date.now() + o.timeoutS * 1000;
   const tty = process.stdout.isTTY === true;
   let lastPrint = 0;
@@ -209,7 +209,7 @@ async function follow(o: Options, what: string, progress: (st: ClusterStatus) =>
       [lastWaits, waitsAt] = [waits, now];
     }
     const moving = st.moves.inFlight.map((m) => `${m.slice}:${m.phase}${m.items > 0 ? ` ${Math.floor((100 * m.copied) / m.items)}%` : ''}`).join(' ');
-    const line = `${what} ${bar(p.done, p.total)} ${p.done}/${p.total} slices${moving ? `  moving ${moving}` : ''}${st.moves.failed > 0 ? `  (${st.moves.failed} rolled back)` : ''}`;
+    const line = `${what} ${bar(p.done, p.total)} ${p.done}/${p.total} slices${p.note ?? ''}${moving ? `  moving ${moving}` : ''}${st.moves.failed > 0 ? `  (${st.moves.failed} rolled back)` : ''}`;
     if (tty) process.stdout.write(`\r${line.slice(0, (process.stdout.columns ?? 120) - 1).padEnd((process.stdout.columns ?? 120) - 1)}`);
     else if (p.finished || Date.now() - lastPrint > 2000) {
       console.log(line);
@@ -272,10 +272,14 @@ async function main(): Promise<void> {
       if (!o.wait) return;
       // Moves that were under way onto the node when the drain began may still land: the total grows with them.
       let total = before?.replicas ?? 0;
+      // Done once the node holds no replica and no replica-set change that took one out still counts it (until that
+      // settles, keyslice remove refuses the node: its answer may be the one that settles the change).
       await follow(o, `draining ${node}`, (st) => {
-        const left = st.nodes.find((x) => x.node === node)?.replicas ?? 0;
+        const n = st.nodes.find((x) => x.node === node);
+        const left = n?.replicas ?? 0;
+        const unsettled = n?.unsettledChanges ?? 0;
         total = Math.max(total, left);
-        return { done: total - left, total, finished: left === 0 };
+        return { done: total - left, total, finished: left === 0 && unsettled === 0, note: left === 0 && unsettled > 0 ? `, ${unsettled} replica-set change${unsettled === 1 ? '' : 's'} that took its replicas out settling` : '' };
       });
       return console.log(`${node} holds no slices; "keyslice remove ${node}" forgets it, then stop its process`);
     }

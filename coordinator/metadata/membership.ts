@@ -300,7 +300,7 @@ export class Membership {
     // down, this node's answer is what settles the change: removed now (keyslice drain, then remove at once), the
     // slice would elect no leader nor commit a write until the down one is back. (Slices it holds a replica of are
     // refused while unsettled by removeReplicated, whatever --force.)
-    const counted = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => !this.map.replicasOf(s).includes(index) && !this.leaders.settled(s) && this.leaders.membersOf(s).includes(index));
+    const counted = this.unsettledCounting(index);
     if (counted.length > 0 && !force) {
       throw new KeysliceError(
         'InvalidState',
@@ -386,6 +386,12 @@ export class Membership {
     this.log(
       `node ${node} removed: it held replicas of ${held.length} slices (leading ${led}); their leaders are elected among the other replicas and their replicas placed again on the other active nodes`,
     );
+  }
+
+  /** The slices whose last replica-set change took node `index`'s replica out and has not settled: it still counts
+   * the node (joint majorities), so a remove waits for none (status: NodeStatusReport.unsettledChanges). */
+  private unsettledCounting(index: number): number[] {
+    return Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => !this.map.replicasOf(s).includes(index) && !this.leaders.settled(s) && this.leaders.membersOf(s).includes(index));
   }
 
   /** The slices of `held` (node `index` holds a replica of each) whose other replicas that are up are fewer than a
@@ -577,7 +583,8 @@ export class Membership {
    * settled, and every other replica of it that is up says (Pong) that it durably holds that leader's barrier:
    * every write acknowledged before, so the new replica has caught up. A replica on a node that is down is not
    * waited for (it could be for good: remove, or removal after a time down, replaces it), as long as those that
-   * hold the barrier are a majority of the set that is left, which then elects and commits without it. Slices the
+   * hold the barrier and are up are a majority of the set that is left, which then elects and commits without it
+   * (one that held it on a node down since counts for nothing: drainStepCatchUp). Slices the
    * node led are led, in the map, by another replica, and elected again (that election counts the larger set's
    * majority). What is ready in one turn leaves in one map change. Each slice that waits is kept with why
    * (replicaWaits: status, keyslice drain). */
@@ -611,25 +618,19 @@ export class Membership {
         wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
         continue;
       }
-      // Every replica is asked (not only the first behind), so that one turn learns about them all. The new replica
-      // (joining) must hold the barrier, up or not: else nothing replaced the one that leaves (undoStalledMoves takes
-      // one whose node stays down out). One that was in the set before may be down (with no new replica named, a move
-      // recorded by an older map, none may).
-      const fresh = this.map.joiningOf(slice);
-      const holding = rest.filter((n) => this.leaders.holdsTerm(slice, n, term));
-      const behind = rest.filter((n) => !holding.includes(n) && (this.isUp(n) || fresh < 0 || n === fresh));
+      const { behind, holdingUp } = drainStepCatchUp(rest, this.map.joiningOf(slice), (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n));
       if (behind.length > 0) {
         wait(`the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behind.some((n) => !this.isUp(n)) ? `; ${names(behind.filter((n) => !this.isUp(n)))} is down` : ''}`);
         continue;
       }
-      if (holding.length < majority(rest.length)) {
-        wait(`its replicas on ${names(rest.filter((n) => !holding.includes(n)))} are down and the caught-up ones are no majority of the ${rest.length} it would keep`);
+      if (holdingUp.length < majority(rest.length)) {
+        wait(`its replicas on ${names(rest.filter((n) => !holdingUp.includes(n)))} are down and the caught-up ones that are up are no majority of the ${rest.length} it would keep`);
         continue;
       }
-      // The invariant of a replica-set change: the replicas left that hold every acknowledged write (every one that
-      // is up) are a majority of the set that is left, so it elects and commits without the replica that leaves.
-      // (Joint majorities keep every acknowledged write whatever they hold; this is for the slice to go on serving.)
-      assert(rest.length >= majority(set.length) && holding.length >= majority(rest.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas, caught up`);
+      // The invariant of a replica-set change: the replicas left that hold every acknowledged write and are up are a
+      // majority of the set that is left, so it elects and commits without the replica that leaves. (Joint majorities
+      // keep every acknowledged write whatever they hold; this is for the slice to go on serving.)
+      assert(rest.length >= majority(set.length) && holdingUp.length >= majority(rest.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas up and caught up`);
       drops.push({ slice, node });
     }
     this.replicaWaits = waits;
@@ -837,6 +838,7 @@ export class Membership {
       workers: this.links[i].workerCount,
       slices: counts[i],
       replicas: replicas[i],
+      unsettledChanges: this.map.statusOf(i) === 'removed' ? 0 : this.unsettledCounting(i).length,
       items: 0,
       bytes: 0,
       heldItems: 0,
@@ -942,4 +944,18 @@ export class Membership {
 function checkUrl(url: unknown): string {
   if (typeof url !== 'string' || !NODE_URL.test(url)) throw new KeysliceError('ValidationError', `a node address is ws://host:port; got ${JSON.stringify(url)}`);
   return url;
+}
+
+/** A drain step's catch-up rule (Membership.drainReplicas, docs/replication.md), apart from the map and the links.
+ * Of the replicas `rest` that the slice keeps: `behind`, those it waits for because they do not yet hold the leader's
+ * barrier: every one that is up, and the new replica `fresh` (-1: none named) up or not, else nothing replaced the one
+ * that leaves (undoStalledMoves takes one whose node stays down out); one that was in the set before may be down (with
+ * no new replica named, a move recorded by an older map, none may). `holdingUp`: those that hold it and are up. The
+ * step goes ahead only with none behind and holdingUp a majority of `rest`: a replica that held the barrier on a node
+ * that is down since elects and commits nothing, so counting it would leave a slice that cannot serve. `holds` is
+ * asked of every replica (it asks those that have not said so yet: one turn learns about them all). */
+export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: (node: number) => boolean, isUp: (node: number) => boolean): { behind: number[]; holdingUp: number[] } {
+  const holding = rest.filter((n) => holds(n));
+  const behind = rest.filter((n) => !holding.includes(n) && (isUp(n) || fresh < 0 || n === fresh));
+  return { behind, holdingUp: holding.filter((n) => isUp(n)) };
 }
