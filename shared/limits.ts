@@ -381,6 +381,9 @@ export const SNAPSHOT_STEP_MS = 4;
  * the file system in writes of about this many bytes (a record larger goes alone), then syncs once: the records of
  * a whole checkpoint in one buffer held twice the worker's replicated state at once (framed, then joined). */
 export const LOG_WRITE_BYTES_MAX = 4 * 1024 * 1024;
+/** A log segment moved aside at start ('os' mode, after a power loss: slice-worker/wal.ts) gets the first free name of
+ * `<segment>.cut`, `.cut-1`, ... up to this many; past it the start fails rather than rename over an earlier one. */
+export const LOG_MOVED_ASIDE_NAMES_MAX = 1000;
 
 /** The DynamoDB-compatible endpoint (coordinator/dynamodb/): DynamoDB's own limits and rules. */
 /** A read unit covers 4 KB of item (half a unit when eventually consistent), a write unit 1 KB. */

@@ -360,11 +360,12 @@ const recovered = await Promise.all(workers.map((w) => w.open())).catch((err: Er
 /** Each worker's batch port (batch-port.ts), in Hello. */
 const batchPorts = recovered.map((r) => r.batchPort);
 recovered.forEach((r, i) => {
-  if (r.items > 0 || r.replayedRecords > 0 || r.tornBytes > 0) {
+  if (r.items > 0 || r.replayedRecords > 0 || r.logCuts !== '') {
     console.log(
-      `keyslice slice node: worker ${i} recovered ${r.items} items (snapshot ${r.snapshotItems}, ${r.replayedRecords} log records${r.tornBytes > 0 ? `, cut a torn tail of ${r.tornBytes} bytes` : ''}) in ${r.ms} ms`,
+      `keyslice slice node: worker ${i} recovered ${r.items} items (snapshot ${r.snapshotItems}, ${r.replayedRecords} log records${r.logCuts !== '' ? `; ${r.logCuts}` : ''}) in ${r.ms} ms`,
     );
   }
+  if (r.replicaLogCuts !== '') console.log(`keyslice slice node: worker ${i}: replica log: ${r.replicaLogCuts}`);
 });
 
 const server = new WebSocketServer({

@@ -6,22 +6,41 @@
 //
 // Files: wal-<first lsn, 16 digits>.log. A segment starts where the previous
 // one ended; a snapshot (snapshot.ts) starts a new segment and, once the
-// snapshot is durable, lets the older segments go.
-import { close, closeSync, fdatasync, fdatasyncSync, fsync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync } from 'node:fs';
+// snapshot is durable, lets the older segments go. After a power loss in 'os'
+// mode (open) a segment past a gap is renamed <name>.cut, out of the log.
+import { close, closeSync, existsSync, fdatasync, fdatasyncSync, fsync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { syncDir, syncDirAsync, writeAll } from '../shared/durable-file.js';
 import { assert } from '../shared/errors.js';
-import { LOG_WRITE_BYTES_MAX, type DurabilityMode } from '../shared/limits.js';
+import { LOG_MOVED_ASIDE_NAMES_MAX, LOG_WRITE_BYTES_MAX, type DurabilityMode } from '../shared/limits.js';
 import { CorruptFileError, frameRecord, readRecords, recordBytes, type FileRecord } from './record-file.js';
 
 const SEGMENT = /^wal-(\d{16})\.log$/;
 const segmentName = (firstLsn: number) => `wal-${String(firstLsn).padStart(16, '0')}.log`;
+/** What a segment moved aside at start ('os' mode, after a power loss) is renamed to: `<segment>.cut`, then `.cut-1`,
+ * `.cut-2`... if an earlier start already moved one of that name aside. SEGMENT does not match it, so no later open,
+ * firstSegmentLsn or dropSegmentsBefore sees it; it stays in the folder for the operator. */
+const MOVED_ASIDE_SUFFIX = '.cut';
 
 export interface LogRecovery {
   replayed: number;
-  /** Bytes of a torn last record that were cut off, 0 if none. */
+  /** Bytes of torn records that were cut off (the last segment's, or in 'os' mode the segment the log now ends in), 0 if none. */
   tornBytes: number;
+  /** 'os' mode, after a power loss kept a later segment and lost an earlier one's tail (the OS writes its page cache
+   * out in any order): the segments after the break, moved aside (their new paths), empty if none. */
+  movedAside: string[];
+  /** The record the log ends at once opened (the snapshot's, `afterLsn`, if it holds none after it). */
+  lastLsn: number;
+}
+/** What an open cut, in words for the node's start line (empty when it cut nothing). */
+export function describeCuts(recovery: LogRecovery): string {
+  const parts: string[] = [];
+  if (recovery.tornBytes > 0) parts.push(`cut a torn tail of ${recovery.tornBytes} bytes`);
+  if (recovery.movedAside.length > 0) {
+    parts.push(`ended the log at record ${recovery.lastLsn} where a power loss left a gap ('os' mode), and moved the ${recovery.movedAside.length === 1 ? 'segment' : `${recovery.movedAside.length} segments`} after it aside: ${recovery.movedAside.join(', ')}`);
+  }
+  return parts.join('; ');
 }
 
 /** The record number the oldest segment in `dir` starts at, or null when there is none. */
@@ -31,6 +50,17 @@ export function firstSegmentLsn(dir: string): number | null {
     .filter((m): m is RegExpExecArray => m !== null)
     .map((m) => Number(m[1]));
   return firsts.length === 0 ? null : Math.min(...firsts);
+}
+
+/** Renames a segment to a name SEGMENT does not match (MOVED_ASIDE_SUFFIX), never over an existing file. */
+function moveAside(file: string): string {
+  for (let n = 0; n < LOG_MOVED_ASIDE_NAMES_MAX; n++) {
+    const aside = `${file}${MOVED_ASIDE_SUFFIX}${n === 0 ? '' : `-${n}`}`;
+    if (existsSync(aside)) continue;
+    renameSync(file, aside);
+    return aside;
+  }
+  throw new Error(`cannot move ${file} aside: ${LOG_MOVED_ASIDE_NAMES_MAX} files of its name were moved aside before`);
 }
 
 export class WriteAheadLog {
@@ -50,8 +80,12 @@ export class WriteAheadLog {
     this.segmentFirstLsn = segmentFirstLsn;
   }
 
-  /** Opens the log in `dir`, handing every record after `afterLsn` (what the
-   * snapshot covers) to `replay` in order. Cuts a torn tail off the last segment. */
+  /** Opens the log in `dir`, handing every record after `afterLsn` (what the snapshot covers) to `replay` in order.
+   * Cuts a torn tail off the last segment. A segment other than the last that is torn, or that the next one does not
+   * follow (a gap), is corruption in 'fsync' mode: every record was synced before the next segment was started. In
+   * 'os' mode it is what a power loss leaves (startSegment syncs the old segment off the thread, after the new one
+   * exists): the log ends at its last whole record, unless the snapshot covers what is missing (the next segment starts
+   * at most right after `afterLsn`), and the segments after the break are moved aside, not replayed past a gap. */
   static open(dir: string, mode: DurabilityMode, afterLsn: number, replay: (r: FileRecord) => void): { log: WriteAheadLog; recovery: LogRecovery } {
     const segments = readdirSync(dir)
       .map((f) => SEGMENT.exec(f))
@@ -62,25 +96,29 @@ export class WriteAheadLog {
     let replayed = 0;
     let replayedBytes = 0;
     let tornBytes = 0;
+    const movedAside: string[] = [];
+    /** The last segment kept and the record after its last one. */
+    let tail: { file: string; firstLsn: number; end: number } | null = null;
     if (segments.length > 0 && segments[0].firstLsn > nextLsn) {
       throw new CorruptFileError(segments[0].file, 0, `the log starts at record ${segments[0].firstLsn} but the snapshot ends at ${afterLsn}: records are missing`);
     }
     for (let i = 0; i < segments.length; i++) {
       const { file, firstLsn } = segments[i];
-      const last = i === segments.length - 1;
+      const next = segments.at(i + 1);
       const buf = readFileSync(file);
       const result = readRecords(file, buf, firstLsn);
       if (result.tornAt !== null) {
-        if (!last) throw new CorruptFileError(file, result.tornAt, 'a segment other than the last ends in an incomplete record');
-        tornBytes = buf.length - result.validBytes;
+        if (next !== undefined && mode === 'fsync') throw new CorruptFileError(file, result.tornAt, 'a segment other than the last ends in an incomplete record');
+        tornBytes += buf.length - result.validBytes;
         const fd = openSync(file, 'r+');
         ftruncateSync(fd, result.validBytes);
         fsyncSync(fd);
         closeSync(fd);
       }
       const segmentEnd = firstLsn + result.records.length;
-      if (!last && segments[i + 1].firstLsn !== segmentEnd) {
-        throw new CorruptFileError(segments[i + 1].file, 0, `segment starts at record ${segments[i + 1].firstLsn}, but the one before ends at ${segmentEnd - 1}`);
+      // A segment starts where the one before ended; in 'os' mode, after a lost tail, it may start later.
+      if (next !== undefined && (next.firstLsn < segmentEnd || (next.firstLsn > segmentEnd && mode === 'fsync'))) {
+        throw new CorruptFileError(next.file, 0, `segment starts at record ${next.firstLsn}, but the one before ends at ${segmentEnd - 1}`);
       }
       for (const r of result.records) {
         if (r.lsn <= afterLsn) continue;
@@ -89,19 +127,29 @@ export class WriteAheadLog {
         replayedBytes += recordBytes(r.payload);
       }
       nextLsn = Math.max(nextLsn, segmentEnd);
+      tail = { file, firstLsn, end: segmentEnd };
+      // What is missing between this segment and the next is covered by the snapshot: nothing after it is lost.
+      if (next === undefined || next.firstLsn <= afterLsn + 1) continue;
+      if (next.firstLsn === segmentEnd) continue;
+      // 'os' mode, records missing past the snapshot: the log ends here, and what follows the gap is moved aside.
+      for (const later of segments.slice(i + 1)) movedAside.push(moveAside(later.file));
+      syncDir(dir);
+      break;
     }
-    const tail = segments.at(-1);
+    assert(tail === null || tail.end <= nextLsn, `the log goes on from record ${nextLsn}, after its last kept segment's`);
     let log: WriteAheadLog;
-    if (tail !== undefined) {
+    if (tail !== null && tail.end === nextLsn) {
       log = new WriteAheadLog(dir, mode, nextLsn, openSync(tail.file, 'a'), tail.firstLsn);
     } else {
+      // No segment, or ('os' mode, after a power loss) the last one kept ends before the snapshot's point: appending
+      // there would leave a gap inside a segment, so the next record starts one of its own.
       log = new WriteAheadLog(dir, mode, nextLsn, -1, nextLsn);
       void log.startSegment(); // the first segment: its name is on disk when this returns, in either mode
     }
     // What a start replays counts toward the next snapshot: a process restarted more often than it writes its
     // threshold's worth would otherwise never take one, and each start would replay a longer log (bench/FAILOVER.md).
     log.bytesSinceSnapshot = replayedBytes;
-    return { log, recovery: { replayed, tornBytes } };
+    return { log, recovery: { replayed, tornBytes, movedAside, lastLsn: nextLsn - 1 } };
   }
 
   get nextLsn(): number {

@@ -59,7 +59,7 @@ import type { Replica } from './replication/replica.js';
 import { SliceReplicas } from './replication/slice-replicas.js';
 
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
-import { WriteAheadLog } from './wal.js';
+import { describeCuts, WriteAheadLog } from './wal.js';
 import { openBatchPort } from './batch-port.js';
 import { sparseLog } from '../shared/sparse-log.js';
 
@@ -118,7 +118,9 @@ export interface OpenSummary {
   items: number;
   snapshotItems: number;
   replayedRecords: number;
-  tornBytes: number;
+  /** What opening the worker log and (if the worker holds replicas) the replica log cut (wal.ts describeCuts), '' if nothing. */
+  logCuts: string;
+  replicaLogCuts: string;
   ms: number;
 }
 
@@ -166,7 +168,8 @@ let replicaSelf = -1;
  * chunk ran (the ops of that chunk say which slices this worker owns now). */
 let dropCheck = false;
 
-function openReplicas(self: number): void {
+/** Answers what opening the replica log cut (describeCuts). */
+function openReplicas(self: number): string {
   replicaSelf = self;
   const opened = ReplicaLog.open(replicaDir, config.durability);
   replicaLog = opened.log;
@@ -180,6 +183,7 @@ function openReplicas(self: number): void {
     maybeCompact();
     if (TRACE_REPLICAS) traceReplicas();
   }, REPLICA_TICK_MS).unref();
+  return describeCuts(opened.recovery);
 }
 
 // What peers sent that a replica refused or dropped as malformed is logged at most once a second (with a count of
@@ -301,7 +305,9 @@ function takeControl(c: ReplicaControl): number[] {
   if (replicas === null) {
     if (c.self < 0) return []; // no replica here, none on disk
     writeStateFile(selfFile, { self: c.self });
-    openReplicas(c.self);
+    // Made now, so its log is new: it cuts something only if an earlier one was left without its self file.
+    const cuts = openReplicas(c.self);
+    if (cuts !== '') console.log(`keyslice slice node: worker ${config.workerIndex}: replica log: ${cuts}`);
   }
   assert(c.self < 0 ? c.replicated.length === 0 : replicaSelf === c.self, `a node's index in the map does not change (was ${replicaSelf}, now ${c.self})`);
   const before = replicated;
@@ -536,7 +542,7 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
   log = opened.log;
   // After the worker log: a replicated slice's state is the replica log's (its snapshot and committed records).
   const self = readStateFile<{ self: number }>(selfFile);
-  if (self !== null) openReplicas(self.self);
+  const replicaLogCuts = self === null ? '' : openReplicas(self.self);
   // Once recovered: a batch that comes on it runs on what the log holds.
   const batchPort = await openBatchPort({
     host: config.host,
@@ -555,7 +561,8 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
     items: store.itemCount,
     snapshotItems: snapshot.items,
     replayedRecords: opened.recovery.replayed,
-    tornBytes: opened.recovery.tornBytes,
+    logCuts: describeCuts(opened.recovery),
+    replicaLogCuts,
     ms: Math.round(performance.now() - started),
   };
 }

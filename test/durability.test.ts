@@ -3,11 +3,12 @@
 // corrupt record stops the start with the file and offset named.
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, startSliceNode, stopProcess, type LocalCluster, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
+import { readRecords } from '../slice-worker/record-file.js';
 import type { DurabilityMode } from '../shared/limits.js';
 import { rng } from './cluster-fixture.js';
 
@@ -193,8 +194,8 @@ describe('a snapshot in progress', () => {
 
 describe('torn and corrupt logs', () => {
   /** One node, one worker: a single log, one record per sequential write. */
-  async function loadHistory(count: number) {
-    const { c, client, dataDir } = await cluster({ nodes: 1, workers: 1 });
+  async function loadHistory(count: number, durability: DurabilityMode = 'fsync') {
+    const { c, client, dataDir } = await cluster({ nodes: 1, workers: 1, durability });
     await client.createTable('hist', { name: 'id', type: 'number' });
     for (let i = 0; i < count; i++) await client.putItem('hist', { id: i, payload: `item ${i}` });
     const node = c.nodes[0];
@@ -223,6 +224,46 @@ describe('torn and corrupt logs', () => {
     writeFileSync(segment, original);
     await restartNode(c, dataDir, 0, client, 'hist', { workers: 1 });
     expect(await client.getAllItems({ table: 'hist' })).toHaveLength(count);
+  });
+
+  it('os mode: a power loss that kept a new segment and lost the tail of the one before starts from the longest intact prefix and says so; fsync mode refuses', async () => {
+    // startSegment (at a snapshot) syncs the old segment off the thread once the new one exists: the page cache may
+    // write the new one out and lose the old one's tail. The node used to refuse to start on that image.
+    const count = 150;
+    const { c, client, dataDir, node, segment } = await loadHistory(count, 'os');
+    const original = readFileSync(segment);
+    const { records } = readRecords(segment, original, 1);
+    // The image, as if a snapshot had started a segment at record `split` (and never completed): the old segment
+    // lost its tail down to the middle of record split - 10, the new one holds records split and on.
+    const split = records[records.length - 20];
+    const torn = records[records.length - 30];
+    const later = join(dirname(segment), `wal-${String(split.lsn).padStart(16, '0')}.log`);
+    writeFileSync(later, original.subarray(split.offset));
+    writeFileSync(segment, original.subarray(0, torn.offset + 30));
+
+    let refused: Error | null = null;
+    try {
+      const started = await startSliceNode({ name: 'fsync-mode', dataDir: join(dataDir, node.name), port: 0, workers: 1, durability: 'fsync' });
+      await stopProcess(started.child);
+    } catch (err) {
+      refused = err as Error;
+    }
+    expect(refused?.message, 'fsync mode refuses: there every record was synced before the next segment began').toMatch(/CorruptFileError|corrupt record/);
+    expect(readdirSync(dirname(segment)).filter((f) => f.includes('.log')).sort()).toEqual([basename(segment), basename(later)]);
+
+    const lines: string[] = [];
+    const fresh = await startSliceNode({ name: node.name, dataDir: join(dataDir, node.name), port: Number(new URL(node.url).port), clusterSecret: c.clusterSecret, workers: 1, durability: 'os', log: (l) => lines.push(l) });
+    node.child = fresh.child; // the cluster stops the running one
+    for (let attempt = 0; attempt < 100 && !(await client.describeSlices('hist').then((l) => l.complete, () => false)); attempt++) await new Promise((r) => setTimeout(r, 50));
+    const ids = (await client.getAllItems({ table: 'hist' })).map((i) => i.id as number).sort((a, b) => a - b);
+    expect(ids.length, 'a prefix, cut before the torn record').toBeGreaterThan(0);
+    expect(ids.length).toBeLessThan(count - 25);
+    expect(ids).toEqual(Array.from({ length: ids.length }, (_, i) => i));
+    expect(readdirSync(dirname(segment)).filter((f) => f.includes('.log')).sort()).toEqual([basename(segment), `${basename(later)}.cut`]);
+    const said = lines.find((l) => l.includes('recovered'));
+    expect(said, lines.join(' | ')).toContain(`moved the segment after it aside: ${later}.cut`);
+    expect(said).toContain(`ended the log at record ${torn.lsn - 1}`);
+    expect(said).toContain('cut a torn tail of 30 bytes');
   });
 
   it('a flipped byte inside the log stops the start, naming the file and offset', async () => {

@@ -4,14 +4,16 @@
 // checkpoint keeps the state and drops the older segments; and a process
 // SIGKILLed while writing loses nothing that a sync had answered.
 import { spawn } from 'node:child_process';
-import { appendFileSync, cpSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { CorruptFileError, readRecords } from '../slice-worker/record-file.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { checksumMatches, makeRecord } from '../slice-worker/replication/replica-record.js';
 import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica } from '../slice-worker/replication/replica.js';
+import { describeCuts } from '../slice-worker/wal.js';
 import { rng } from './cluster-fixture.js';
 
 const dirs: string[] = [];
@@ -79,6 +81,59 @@ describe('the replica log of a worker', () => {
     expect(again.recovery.tornBytes).toBe(10);
     expect(again.log.durable(7).records.map((x) => [x.term, x.index, [...x.payload]])).toEqual([[1, 1, [1, 2, 3]]]);
     expect(again.log.durable(7).promisedTerm).toBe(1);
+  });
+
+  it('after a power loss kept a checkpoint\'s segment and lost the tail of the one before: starts from the longest intact prefix in os mode, moving the later segment aside; refuses in fsync mode', async () => {
+    // startSegment syncs the old segment off the thread after the new one exists, so in 'os' mode the page cache may
+    // write the new segment out and lose the old one's tail. The node used to refuse to start (a torn segment other
+    // than the last, or a gap between segments).
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'os');
+    for (let i = 1; i <= 10; i++) {
+      log.diskFor(3).write({ kind: 'append', records: [makeRecord(1, i, new Uint8Array([i]))] });
+      await sync(log, 3); // a record each
+    }
+    const [oldName] = readdirSync(dir).filter((f) => f.endsWith('.log'));
+    const oldBytes = readFileSync(join(dir, oldName));
+    await log.checkpoint(); // a new segment, and the old one dropped
+    for (let i = 11; i <= 12; i++) {
+      log.diskFor(3).write({ kind: 'append', records: [makeRecord(1, i, new Uint8Array([i]))] });
+      await sync(log, 3);
+    }
+    const [newName] = readdirSync(dir).filter((f) => f.endsWith('.log'));
+    expect(newName).not.toBe(oldName);
+    const lastRecord = readRecords(oldName, oldBytes, null).records.at(-1)!;
+    // The power-loss images: the old segment's last record torn (a header cut short), or lost whole (a gap).
+    for (const [lost, cut, torn] of [['torn', lastRecord.offset + 7, 7], ['gap', lastRecord.offset, 0]] as const) {
+      const image = tempDir();
+      cpSync(dir, image, { recursive: true });
+      writeFileSync(join(image, oldName), oldBytes.subarray(0, cut));
+      const fsyncImage = tempDir();
+      cpSync(image, fsyncImage, { recursive: true });
+
+      expect(() => ReplicaLog.open(fsyncImage, 'fsync'), `${lost}: fsync mode refuses`).toThrow(CorruptFileError);
+      expect(readdirSync(fsyncImage).filter((f) => f.endsWith('.log')).sort(), `${lost}: fsync mode moves nothing`).toEqual([oldName, newName]);
+
+      const opened = ReplicaLog.open(image, 'os');
+      expect(opened.log.durable(3).records.map((r) => r.index), `${lost}: the intact prefix`).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(opened.recovery.tornBytes).toBe(torn);
+      expect(opened.recovery.movedAside).toEqual([join(image, `${newName}.cut`)]);
+      expect(opened.recovery.lastLsn).toBe(lastRecord.lsn - 1);
+      expect(describeCuts(opened.recovery)).toContain(`${newName}.cut`);
+      expect(readdirSync(image).filter((f) => f.includes('.log')).sort()).toEqual([oldName, `${newName}.cut`]);
+      expect(readFileSync(join(image, `${newName}.cut`)), 'moved aside whole').toEqual(readFileSync(join(dir, newName)));
+      // It goes on from there: a write, a restart that cuts nothing more, and a checkpoint that leaves the moved file be.
+      opened.log.diskFor(3).write({ kind: 'append', records: [makeRecord(2, 10, new Uint8Array([99]))] });
+      await sync(opened.log, 3);
+      const again = ReplicaLog.open(image, 'os');
+      expect(again.recovery.movedAside).toEqual([]);
+      expect(again.recovery.tornBytes).toBe(0);
+      expect(again.log.durable(3).records.map((r) => [r.term, r.index])).toEqual([...Array.from({ length: 9 }, (_, i) => [1, i + 1]), [2, 10]]);
+      await again.log.checkpoint();
+      expect(readdirSync(image).filter((f) => f.includes('.log')).length, `${lost}: one segment and the moved one`).toBe(2);
+      expect(readdirSync(image)).toContain(`${newName}.cut`);
+      expect(ReplicaLog.open(image, 'os').log.durable(3).records).toHaveLength(10);
+    }
   });
 
   it('reads back a leader\'s barrier (an empty record) with its checksum whole', async () => {
