@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
 import { REPLICA_KEEPALIVE_MS, REPLICA_LEASE_DRIFT, REPLICA_LEASE_MS, REPLICA_READ_STALENESS_MS, REPLICA_RESEND_MS_MAX, REPLICA_TICK_MS } from '../shared/limits.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
-import { COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicationMessage } from '../slice-worker/replication/replica.js';
+import { applyDiskOp, COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicaHost, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 
 interface Sent {
   from: number;
@@ -23,24 +23,17 @@ function group(n: number) {
   const applied: number[][] = Array.from({ length: n }, () => []);
   const committed: number[] = [];
   const deposed: number[] = [];
-  const replicas = Array.from(
-    { length: n },
-    (_, i) =>
-      new Replica(
-        i,
-        {
-          send: (to, m) => outbox.push({ from: i, to, m }),
-          disk: { write: (op) => written[i].push(op), sync: (done) => syncs[i].push(done) },
-          apply: (r) => applied[i].push(r.index),
-          restore: () => {},
-          snapshotState: () => new Uint8Array(0),
-          committed: (index) => i === 0 && committed.push(index),
-          deposed: (term) => deposed.push(term),
-          now: () => clock.now,
-        },
-        emptyDurable(),
-      ),
-  );
+  const hostOf = (i: number): ReplicaHost => ({
+    send: (to, m) => outbox.push({ from: i, to, m }),
+    disk: { write: (op) => written[i].push(op), sync: (done) => syncs[i].push(done) },
+    apply: (r) => applied[i].push(r.index),
+    restore: () => {},
+    snapshotState: () => new Uint8Array(0),
+    committed: (index) => i === 0 && committed.push(index),
+    deposed: (term) => deposed.push(term),
+    now: () => clock.now,
+  });
+  const replicas = Array.from({ length: n }, (_, i) => new Replica(i, hostOf(i), emptyDurable()));
   const take = (pred: (s: Sent) => boolean) => {
     const out = outbox.filter(pred);
     for (const s of out) outbox.splice(outbox.indexOf(s), 1);
@@ -57,6 +50,14 @@ function group(n: number) {
     /** Moves the clock past the longest a leader waits for an answer before it resends (Replica.resendAfter). */
     later() {
       clock.now += REPLICA_RESEND_MS_MAX;
+    },
+    /** Replica i restarts from what it wrote (every write durable: call sync(i) first), its messages on their way lost. */
+    restart(i: number) {
+      const found = emptyDurable();
+      for (const op of written[i]) applyDiskOp(found, op);
+      syncs[i].length = 0;
+      take((s) => s.from === i || s.to === i);
+      replicas[i] = new Replica(i, hostOf(i), found);
     },
     /** Completes replica i's pending syncs (its writes are durable). */
     sync(i: number) {
@@ -572,6 +573,101 @@ describe('a slice replica', () => {
       expect([2, 3].map((k) => g.replicas[i].recordAt(k)!.term)).toEqual([2, 2]);
       expect(new TextDecoder().decode(g.replicas[i].recordAt(3)!.payload)).toBe('x');
     }
+  });
+
+  it('probes at once a follower that answers a KeepAlive\'s commit point with KeepAliveOk (it restarted): it has the commit point within a tick, not after the leader\'s wait', () => {
+    // First round trips of 200 ms: the leader waits REPLICA_RESEND_MS_MAX (200 + 4 x 100, capped) for these followers.
+    // Before, a restarted follower (its log not known to be this leader's: leaderMatch 0) answered the commit point's
+    // KeepAlive with KeepAliveOk, got the probe that lets it apply it only after that wait, and meanwhile refused
+    // eventually consistent reads.
+    const g = group(3);
+    g.elect(0, 1);
+    g.sync(0);
+    for (const i of [1, 2]) g.deliver(i);
+    for (const i of [1, 2]) g.sync(i);
+    g.clock.now = 200;
+    g.deliver(0);
+    g.replicas[0].propose(payload('a'));
+    for (const i of [1, 2]) g.deliver(i);
+    for (const i of [0, 1, 2]) g.sync(i);
+    g.clock.now = 400;
+    g.deliver(0);
+    expect([g.replicas[0].commitIndex, g.replicas[1].commitIndex]).toEqual([2, 1]);
+    g.restart(1);
+    expect([g.replicas[1].lastIndex, g.replicas[1].commitIndex, g.replicas[1].readable]).toEqual([2, 1, false]);
+    const sent: Sent[] = [];
+    const from = g.clock.now;
+    let appliedAt: number | null = null;
+    for (let t = 0; t < 10 && appliedAt === null; t++) {
+      g.clock.now += REPLICA_TICK_MS;
+      g.replicas[0].tick();
+      for (let round = 0; round < 10 && g.outbox.length > 0; round++) {
+        for (const i of [1, 2, 0]) {
+          sent.push(...g.outbox.filter((s) => s.to === i));
+          g.deliver(i);
+          g.sync(i);
+        }
+      }
+      if (g.replicas[1].commitIndex === 2) appliedAt = g.clock.now;
+    }
+    expect(appliedAt).not.toBeNull();
+    expect(appliedAt! - from).toBeLessThanOrEqual(REPLICA_TICK_MS);
+    expect(g.applied[1]).toEqual([1, 1, 2]); // record 1 before the restart and again at it, then the commit point's
+    expect(g.replicas[1].readable).toBe(true);
+    // One probe per KeepAliveOk (an empty Append: it holds every record), and nothing between the nodes after.
+    expect(sent.filter((s) => s.to === 1).map((s) => (s.m.type === 'Append' ? `Append ${s.m.records.length}` : s.m.type))).toEqual(['KeepAlive', 'Append 0']);
+    expect(sent.filter((s) => s.from === 1).map((s) => s.m.type)).toEqual(['KeepAliveOk', 'AppendOk']);
+    g.clock.now += REPLICA_TICK_MS;
+    g.replicas[0].tick();
+    expect(g.outbox).toEqual([]);
+  });
+
+  it('resends a lost last Append within a round trip and a tick once writes stop, not after a tick\'s floor', () => {
+    // Round trips of 20 ms (10 ms each way). The last write's Append is lost: nothing else is in flight, so no answer
+    // can still come once its round trips' time has passed since it was sent. Before, the tick waited at least a
+    // tick after the last answer (REPLICA_TICK_MS), and up to REPLICA_RESEND_MS_MAX after long round trips.
+    const g = group(3);
+    g.elect(0, 1);
+    const ROUND_TRIP_MS = 20;
+    const roundTrip = () => {
+      g.clock.now += ROUND_TRIP_MS / 2;
+      for (const i of [1, 2]) {
+        g.deliver(i);
+        g.sync(i);
+      }
+      g.clock.now += ROUND_TRIP_MS / 2;
+      g.deliver(0);
+    };
+    g.sync(0);
+    roundTrip();
+    for (let w = 0; w < 12; w++) {
+      g.replicas[0].propose(payload(`w${w}`));
+      g.sync(0);
+      roundTrip();
+    }
+    const last = g.replicas[0].propose(payload('last'))!;
+    g.sync(0);
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to !== 1)); // lost on its way to replica 1
+    g.clock.now += ROUND_TRIP_MS / 2;
+    g.deliver(2);
+    g.sync(2);
+    g.clock.now += ROUND_TRIP_MS / 2;
+    g.deliver(0);
+    expect(g.replicas[0].commitIndex).toBe(last);
+    const sentAt = g.clock.now - ROUND_TRIP_MS;
+    // Ticks half a tick apart from the send; the first past its round trip resends.
+    let resentAt: number | null = null;
+    for (let t = 0; t < 10 && resentAt === null; t++) {
+      g.clock.now = sentAt + REPLICA_TICK_MS / 2 + t * REPLICA_TICK_MS;
+      g.replicas[0].tick();
+      const resent = g.outbox.splice(0).filter((s) => s.to === 1 && s.m.type === 'Append');
+      if (resent.length > 0) {
+        expect(resent.map((s) => (s.m.type === 'Append' ? s.m.records.map((r) => r.index) : []))).toEqual([[last]]);
+        resentAt = g.clock.now;
+      }
+    }
+    expect(resentAt).not.toBeNull();
+    expect(resentAt! - sentAt).toBeLessThanOrEqual(ROUND_TRIP_MS + REPLICA_TICK_MS);
   });
 
   it('lets a follower answer eventual reads only while it hears from its leader: kept alive when idle, not after the bound when cut off', () => {

@@ -177,6 +177,11 @@ export class Replica {
   private readonly waitFrom = new Map<ReplicaId, number>();
   /** Each follower's round trips (an AppendOk's sentAt to its arrival): a smoothed mean and mean deviation, ms. */
   private readonly roundTrip = new Map<ReplicaId, { mean: number; dev: number }>();
+  /** When this leader last sent each follower an Append, a Snapshot or a KeepAlive with a commit point (tick). */
+  private readonly lastSentAt = new Map<ReplicaId, number>();
+  /** The sentAt of the KeepAlive that last carried each follower a commit point it lacked (tick), until answered: a
+   * KeepAliveOk to it says the follower could not apply it (onKeepAliveOk). */
+  private readonly commitKeepAliveAt = new Map<ReplicaId, number>();
   /** What the leader's own disk holds durably. */
   private selfMatch = 0;
   /** The index of the barrier of the election that made this replica leader: it serves once that is committed (see
@@ -356,17 +361,20 @@ export class Replica {
       // bring the rest, and the commit index comes with the next Append. Resending every tick to one not heard from
       // since the last tick sent the whole window in flight again once its answers came (round trips of 35-200 ms
       // under load, above the tick: 15-40% of the records followers got were copies); now only once it has been
-      // silent for longer than its round trips (resendAfter), as for a lost message or a frozen follower.
+      // silent for longer than its round trips (overdue), as for a lost message or a frozen follower.
       const awaiting = this.awaiting(f);
-      if (awaiting && now - this.waitFrom.get(f)! < this.resendAfter(f)) continue;
+      if (awaiting && !this.overdue(f, now)) continue;
       if (!awaiting && this.match.get(f)! >= this.lastIndex) {
         // It holds every record and lacks only the commit point: a KeepAlive carries it, which the worker folds
         // with its other leaders' into one entry of numbers per node (worker.ts foldKeepAlives) rather than an
         // Append each; the follower writes it before a sync and answers AppendOk after (onKeepAlive). One that
-        // does not answer so (a restart lost what it knew of this leader's log, a message was lost) is awaited
-        // as for records, and then probed with an Append below.
+        // cannot (a restart lost what it knew of this leader's log) answers KeepAliveOk and is probed at once
+        // (onKeepAliveOk); one whose answer does not come (a message lost) is awaited as for records, and then
+        // probed with an Append below.
         this.waitFrom.set(f, now);
+        this.lastSentAt.set(f, now);
         this.sentCommit.set(f, this.commit);
+        this.commitKeepAliveAt.set(f, Math.floor(now));
         this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
         continue;
       }
@@ -374,10 +382,31 @@ export class Replica {
       // (LogGap, LogMismatch) and gets the snapshot in answer (onReply). Probing from its match (0 for every
       // follower of a leader just elected or led on, until it answers) sent a compacted leader's whole snapshot, at
       // each tick until the answer, to followers that held every record.
-      this.next.set(f, Math.min(this.next.get(f)!, Math.max(this.match.get(f)!, this.snapIndex) + 1));
-      this.waitFrom.set(f, now);
-      this.sendAppend(f, 1);
+      this.probe(f);
     }
+  }
+
+  /** Sends follower `f` one record from its last acknowledged one (an empty Append when it holds every record),
+   * which it answers AppendOk or with a refusal that says what it lacks. */
+  private probe(f: ReplicaId): void {
+    this.next.set(f, Math.min(this.next.get(f)!, Math.max(this.match.get(f)!, this.snapIndex) + 1));
+    this.waitFrom.set(f, this.host.now());
+    this.sendAppend(f, 1);
+  }
+
+  /** A KeepAliveOk at this leader's term renews its lease; one that answers the KeepAlive that carried the follower a
+   * commit point (tick) says it could not apply it: its log is not known to be this leader's that far (leaderMatch:
+   * it restarted, or promised the term without an Append of it since), else it would have answered AppendOk. It is
+   * probed at once, as the tick would have after its wait (up to REPLICA_RESEND_MS_MAX; meanwhile it refused
+   * eventually consistent reads, having heard of a commit point it has not applied). Once per such KeepAlive, and
+   * only while nothing else is in flight to it (its answer brings the rest): no loop between the nodes. */
+  private onKeepAliveOk(from: ReplicaId, term: number, sentAt: number): void {
+    if (!this.leading || term !== this.promisedTerm || !this.match.has(from)) return;
+    this.answered(from, sentAt);
+    if (this.commitKeepAliveAt.get(from) !== sentAt) return;
+    this.commitKeepAliveAt.delete(from);
+    if (this.next.get(from)! > this.match.get(from)! + 1 || this.sentCommit.get(from)! <= this.knownCommit.get(from)!) return;
+    this.probe(from);
   }
 
   /** Whether something sent to follower `f` is unanswered: records past what it acknowledged, or a commit index
@@ -392,6 +421,22 @@ export class Replica {
   private resendAfter(f: ReplicaId): number {
     const rt = this.roundTrip.get(f);
     return rt === undefined ? REPLICA_TICK_MS : Math.min(REPLICA_RESEND_MS_MAX, Math.max(REPLICA_TICK_MS, rt.mean + 4 * rt.dev));
+  }
+
+  /** Whether a tick resends to follower `f`, which has something unanswered: it has been silent for resendAfter, or
+   * for its round trips' wait without the tick's floor (mean and four deviations, at most REPLICA_RESEND_MS_MAX)
+   * since both its last answer and the last thing sent to it. Then every answer it may still send is overdue (writes
+   * stopped and the last Append or its answer was lost). Under steady writes something was sent within that time, so
+   * this never fires there (where a resend while answers were on their way sent the window in flight again); after
+   * writes stop, one that fires for answers merely late sends again at most what was in flight. Without it, a lost
+   * last Append waited a tick after the last answer however short the round trips (up to two ticks in all). After
+   * long round trips the estimate is long too: no sooner than resendAfter then. */
+  private overdue(f: ReplicaId, now: number): boolean {
+    const silent = now - this.waitFrom.get(f)!;
+    if (silent >= this.resendAfter(f)) return true;
+    const rt = this.roundTrip.get(f);
+    // (+1: a round trip is measured from a sentAt rounded down to the ms, so up to 1 ms short.)
+    return rt !== undefined && Math.min(silent, now - this.lastSentAt.get(f)!) >= Math.min(REPLICA_RESEND_MS_MAX, rt.mean + 4 * rt.dev + 1);
   }
 
   /** Applies again, from the snapshot, exactly the committed records: for a host whose state ran
@@ -475,6 +520,8 @@ export class Replica {
     this.sentCommit.clear();
     this.waitFrom.clear();
     this.roundTrip.clear();
+    this.lastSentAt.clear();
+    this.commitKeepAliveAt.clear();
     this.ackedSentAt.clear();
     this.leaseFrom = -Infinity;
     this.probedAt = -Infinity;
@@ -484,6 +531,7 @@ export class Replica {
       this.knownCommit.set(f, 0);
       this.sentCommit.set(f, 0);
       this.waitFrom.set(f, this.host.now());
+      this.lastSentAt.set(f, this.host.now());
     }
     this.selfMatch = 0;
     // A barrier of the new term: records of older terms that this leader holds are committed
@@ -518,6 +566,7 @@ export class Replica {
 
   private sendAppend(to: ReplicaId, recordsMax = APPEND_RECORDS_MAX): void {
     if (!this.awaiting(to)) this.waitFrom.set(to, this.host.now());
+    this.lastSentAt.set(to, this.host.now());
     this.sentCommit.set(to, this.commit);
     const next = this.next.get(to)!;
     if (next <= this.snapIndex) {
@@ -630,6 +679,8 @@ export class Replica {
       this.sentCommit.delete(f);
       this.waitFrom.delete(f);
       this.roundTrip.delete(f);
+      this.lastSentAt.delete(f);
+      this.commitKeepAliveAt.delete(f);
       this.ackedSentAt.delete(f);
     }
     this.followers = this.followers.filter((f) => own.includes(f));
@@ -654,8 +705,7 @@ export class Replica {
       case 'KeepAlive':
         return this.onKeepAlive(from, m);
       case 'KeepAliveOk':
-        if (this.leading && m.term === this.promisedTerm && this.match.has(from)) this.answered(from, m.sentAt);
-        return;
+        return this.onKeepAliveOk(from, m.term, m.sentAt);
       case 'KeepAlives':
         return assert(false, 'a slice node splits KeepAlives into one KeepAlive per slice before a replica sees them');
       case 'AppendOk':
