@@ -146,7 +146,7 @@ async function status(): Promise<ClusterStatus> {
 }
 
 /** Waits (bounded) until `nodes` nodes are up and share the slices evenly, with no move left. */
-async function balanced(nodes: number, timeoutMs = 60_000): Promise<ClusterStatus> {
+async function balanced(nodes: number, timeoutMs = 120_000): Promise<ClusterStatus> {
   const until = Date.now() + timeoutMs;
   let st: ClusterStatus | undefined;
   while (Date.now() < until) {
@@ -273,5 +273,5 @@ describe('docker-compose.yml, run as processes', () => {
     } finally {
       await client.close();
     }
-  }, 240_000);
+  }, 420_000);
 });
