@@ -22,6 +22,8 @@ function sets(e: Elastic): string[][] {
 /** Per node URL: the items of the slices whose replica set holds it (per slice items from DescribeSlices). */
 async function expectedHeld(e: Elastic): Promise<Map<string, number>> {
   const described = await e.client.describeSlices('elastic');
+  // A node that did not report (refused at another epoch, late) leaves its slices out: not an answer to count with.
+  if (!described.complete) throw new Error(`DescribeSlices incomplete: ${JSON.stringify(described.unreported)}`);
   const itemsOf = new Map(described.slices.map((s) => [s.slice, s.items]));
   const out = new Map<string, number>();
   sets(e).forEach((set, slice) => {
@@ -62,8 +64,11 @@ describe('a replica that left a node is dropped there (R=3)', () => {
     const lost = st.nodes.find((n) => n.node !== joined.url && n.replicas < 12)!;
     expect(lost.heldItems).toBeLessThan(ITEMS);
 
-    // Restarted (SIGKILL), that node recovers only the items of the slices it still holds.
-    const want = (await expectedHeld(e)).get(lost.node)!;
+    // Restarted (SIGKILL), that node recovers only the items of the slices it still holds: what it held, which
+    // heldAsExpected found equal to its replica sets' items above. Not the sets' items asked for again here:
+    // DescribeSlices reports each slice from the node that owns it when it is asked, and one asked while an owner
+    // changes (an election under load) can leave slices out (seen: 98 wanted of the 231 held and recovered).
+    const want = lost.heldItems;
     const i = e.nodes.findIndex((n) => n.url === lost.node);
     const old = e.nodes[i];
     await stopProcess(old.child, 'SIGKILL');

@@ -130,6 +130,10 @@ export class Membership {
     return this.map.sliceCount;
   }
 
+  get epoch(): number {
+    return this.map.epoch;
+  }
+
   layout(): { nodes: string[]; owners: number[] } {
     return { nodes: [...this.map.nodes], owners: Array.from({ length: this.map.sliceCount }, (_, s) => this.map.ownerOf(s)) };
   }

@@ -4,7 +4,7 @@
 // Router (router.ts, which owns the retries) and the answer built from the results.
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX } from '../../shared/limits.js';
+import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX, WRONG_OWNER_RETRIES_MAX } from '../../shared/limits.js';
 import { cutScanItems, KEPT_IN_LIST, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
@@ -203,8 +203,23 @@ export class Operations {
     return { items, failures };
   }
 
+  /** Each worker reports the slices it owns at the epoch its frame carries (when it leaves, node-link.ts): asked while
+   * an owner changes, the old owner's node can answer at the new epoch and the new one's at the old, and the slice is
+   * left out, or reported twice. So a report counts only if the map kept one epoch from before the owners were
+   * asked until every answer came; asked again if not (bounded), else it says that it is not complete. */
   private async DescribeSlices(p: Payload) {
-    return tableLoad(this.catalog.get(p.table), this.router.presentChannels(), this.router.layout(), describePart);
+    const table = this.catalog.get(p.table);
+    for (let attempt = 1; ; attempt++) {
+      const epoch = this.router.epoch;
+      const load = await tableLoad(table, this.router.presentChannels(), this.router.layout(), describePart);
+      if (this.router.epoch === epoch) return load;
+      if (attempt >= WRONG_OWNER_RETRIES_MAX) {
+        const message = `the map moved from epoch ${epoch} to ${this.router.epoch} while the nodes reported; a slice may be left out or counted twice`;
+        load.unreported.push({ node: '', slices: [], code: 'WrongOwner', message });
+        load.complete = false;
+        return load;
+      }
+    }
   }
 
   /** Judged here, on the event loop: ADVISE_ITEMS_MAX keeps one request short. */

@@ -68,6 +68,11 @@ export class Router {
     return this.cluster.sliceCount;
   }
 
+  /** The epoch of the map routed by now. */
+  get epoch(): number {
+    return this.cluster.epoch;
+  }
+
   /** The map's nodes and each slice's owner (the advisor, DescribeSlices). */
   layout(): { nodes: string[]; owners: number[] } {
     return this.cluster.layout();
@@ -207,6 +212,13 @@ export class Router {
     const started = Date.now();
     let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
+      // A worker's part of a scan is the slices it owns at the epoch its frame carries, and it cannot tell a slice
+      // it was asked for from one it was not: a slice it no longer owns is left out, not refused. A frame carries
+      // the epoch of the map when it leaves (a later turn than this one, node-link.ts), which can be newer than the
+      // map these owners were read from: under a failover's owner change the old owner's node, at the newer epoch
+      // too, answers without that slice's items. So the page counts only if the map stayed at one epoch from
+      // before its owners were read until every answer came (epochs only grow): then every frame carried it.
+      const epoch = this.cluster.epoch;
       let links: SliceChannel[];
       try {
         links = await this.cluster.scanLinks(fromSlice, to);
@@ -237,8 +249,8 @@ export class Router {
         if (r.status === 'fulfilled') results.push(r.value);
         else if (failure === undefined) failure = r.reason;
       }
-      if (failure === undefined) return results;
-      const err = failure;
+      if (failure === undefined && this.cluster.epoch === epoch) return results;
+      const err = failure ?? new KeysliceError('WrongOwner', `the map moved from epoch ${epoch} to ${this.cluster.epoch} while a scan page was asked; its owners may have left out slices`);
       if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
         await this.cluster.afterNoLeader(failoverTries++);
         continue;
