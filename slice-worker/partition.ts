@@ -579,6 +579,11 @@ export class SliceStore {
     this.record([EFFECT_DROP_SLICE, slice, null]);
   }
 
+  /** The epoch of the last assignment this worker took (its owned slices are that epoch's). */
+  get assignedEpoch(): number {
+    return this.epoch;
+  }
+
   /** Whether this worker owns `slice` at its epoch (ops on it run here). */
   owns(slice: number): boolean {
     return this.owned.has(slice);

@@ -549,6 +549,7 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
     clusterSecret: config.clusterSecret,
     workerIndex: config.workerIndex,
     epochNow: () => Number(Atomics.load(config.epoch, 0)),
+    assignedEpoch: () => store.assignedEpoch,
     run: (chunks) => runBatches(chunks, chunks.map(() => false), chunks.map(() => null)),
     held: (ticket, send) => {
       // Released only by a commit or a lease, which come in later turns than the task that held it.
