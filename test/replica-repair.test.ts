@@ -311,7 +311,7 @@ describe('repair of replicated slices (R=3)', () => {
     // With 4 nodes, one draining and one dead, the slices that do not hold a replica on the dead node have no node up
     // to take their new replica: the drain cannot finish, and keyslice drain says why when it gives up waiting.
     expect(drain?.code).toBe(1);
-    expect(drain?.stderr).toMatch(/still moving after 15 s/);
+    expect(drain?.stderr).toMatch(/not finished after 15 s \(\d+\/\d+ slices/);
     expect(drain?.stderr).toContain(`no active node that is up is left to take its new replica (${dead.url} is down)`);
     // The slices that hold a replica on the dead node are drained without it (before, they waited for it to say it
     // caught up): the drained node's replica left, the new one caught up, the dead one kept.

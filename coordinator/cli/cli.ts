@@ -194,6 +194,7 @@ async function follow(o: Options, what: string, progress: (st: ClusterStatus) =>
   let lastDone = -1;
   let movedAt = Date.now();
   let st: ClusterStatus | undefined;
+  let lastLine = '';
   while (Date.now() < until) {
     st = await status(o);
     const p = progress(st);
@@ -210,6 +211,7 @@ async function follow(o: Options, what: string, progress: (st: ClusterStatus) =>
     }
     const moving = st.moves.inFlight.map((m) => `${m.slice}:${m.phase}${m.items > 0 ? ` ${Math.floor((100 * m.copied) / m.items)}%` : ''}`).join(' ');
     const line = `${what} ${bar(p.done, p.total)} ${p.done}/${p.total} slices${p.note ?? ''}${moving ? `  moving ${moving}` : ''}${st.moves.failed > 0 ? `  (${st.moves.failed} rolled back)` : ''}`;
+    lastLine = `${p.done}/${p.total} slices${p.note ?? ''}`;
     if (tty) process.stdout.write(`\r${line.slice(0, (process.stdout.columns ?? 120) - 1).padEnd((process.stdout.columns ?? 120) - 1)}`);
     else if (p.finished || Date.now() - lastPrint > 2000) {
       console.log(line);
@@ -222,7 +224,8 @@ async function follow(o: Options, what: string, progress: (st: ClusterStatus) =>
     await new Promise((r) => setTimeout(r, 500));
   }
   if (tty) process.stdout.write('\n');
-  die(`still moving after ${o.timeoutS} s; the coordinator goes on (see keyslice status)${st !== undefined && st.moves.waitingSlices > 0 ? `\n${waitLines(st)}` : ''}`);
+  // What is left may be moves, or only replica-set changes settling (p.note says so): the line names it.
+  die(`not finished after ${o.timeoutS} s (${lastLine}); the coordinator goes on (see keyslice status)${st !== undefined && st.moves.waitingSlices > 0 ? `\n${waitLines(st)}` : ''}`);
 }
 
 async function main(): Promise<void> {
