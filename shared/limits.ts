@@ -321,6 +321,14 @@ export const MOVE_RETRY_DELAY_MS = 1_000;
 export const WRONG_OWNER_RETRIES_MAX = 40;
 export const WRONG_OWNER_RETRY_MS_MAX = 5_000;
 export const WRONG_OWNER_RETRY_DELAY_MS_MAX = 50;
+/** The TypeScript client's getAllItems asks a page refused with WrongOwner again from the same marker (as `keyslice
+ * export` does) at most this many times, and not after CLIENT_PAGE_RETRY_MS_MAX from the page's first try, waiting
+ * CLIENT_PAGE_RETRY_DELAY_MS between tries. Each try is itself bounded by the router's own WrongOwner tries
+ * (WRONG_OWNER_RETRY_MS_MAX), so the time bound is several of those: a router cut off from its coordinator needs a
+ * while to learn the new owners. */
+export const CLIENT_PAGE_RETRIES_MAX = 5;
+export const CLIENT_PAGE_RETRY_MS_MAX = 30_000;
+export const CLIENT_PAGE_RETRY_DELAY_MS = 200;
 
 /** How long a client request waits for slice nodes at start-up before Unavailable. */
 export const CLUSTER_READY_WAIT_MS = 10_000;

@@ -279,6 +279,21 @@ describe('standalone routers', () => {
     expect(await load.verify(1_000)).toBe(1_000 + load.acked.size);
   });
 
+  it('getAllItems through a router that missed the moves asks a page refused WrongOwner again, and answers every item', async () => {
+    const { coord, proxy, r, c } = await routerBehindProxy(300);
+    proxy.cut();
+    await waitFor(async () => (await health(r.url)).coordinator === 'lost', 'the router to notice');
+    // Slices move while the router cannot hear of it: the old owners refuse its scan pages, and its own tries end
+    // with WrongOwner while it still cannot reach the coordinator.
+    await node(coord.url, coord.url, 'slice-node-3');
+    await balanced(coord.url);
+    const all = c.getAllItems({ table: 'elastic', limit: 20 }).then((items) => items.length, (err: Error) => `${(err as { code?: string }).code}: ${err.message}`);
+    await sleep(1_500);
+    await proxy.listen(proxy.port);
+    proxy.mode = 'pass';
+    expect(await all).toBe(300);
+  });
+
   it('a /metrics scrape while slices move is complete only if it counts every slice once', async () => {
     const { coord, r } = await routerBehindProxy(2_000);
     // Scrapes of the coordinator and of the router, without a pause, while a third node takes its share.
