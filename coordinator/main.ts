@@ -113,7 +113,7 @@ const metrics = async () => {
   // With routers, their request and process series too (process-metrics.ts): every port answers the same.
   const [own, load] = await Promise.all([
     routers > 0 ? processMetrics.allProcesses() : processMetrics.text(),
-    renderMetrics(catalog, map, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved }),
+    renderMetrics(catalog, cluster, cluster.presentLinks(), { inFlight: m.moving.size, completed: m.completed, failed: m.failed, itemsMoved: m.itemsMoved }),
   ]);
   return own + load;
 };

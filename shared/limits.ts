@@ -321,6 +321,14 @@ export const MOVE_RETRY_DELAY_MS = 1_000;
 export const WRONG_OWNER_RETRIES_MAX = 40;
 export const WRONG_OWNER_RETRY_MS_MAX = 5_000;
 export const WRONG_OWNER_RETRY_DELAY_MS_MAX = 50;
+/** The TypeScript client's getAllItems asks a page refused with WrongOwner again from the same marker (as `keyslice
+ * export` does) at most this many times, and not after CLIENT_PAGE_RETRY_MS_MAX from the page's first try, waiting
+ * CLIENT_PAGE_RETRY_DELAY_MS between tries. Each try is itself bounded by the router's own WrongOwner tries
+ * (WRONG_OWNER_RETRY_MS_MAX), so the time bound is several of those: a router cut off from its coordinator needs a
+ * while to learn the new owners. */
+export const CLIENT_PAGE_RETRIES_MAX = 5;
+export const CLIENT_PAGE_RETRY_MS_MAX = 30_000;
+export const CLIENT_PAGE_RETRY_DELAY_MS = 200;
 
 /** How long a client request waits for slice nodes at start-up before Unavailable. */
 export const CLUSTER_READY_WAIT_MS = 10_000;
@@ -328,6 +336,9 @@ export const CLUSTER_READY_WAIT_MS = 10_000;
 /** /metrics and cluster status ask every node that is up for its load; a node that has
  * not answered after this long is left out of that answer (and marked so). */
 export const LOAD_REPORT_TIMEOUT_MS = 2_000;
+/** /metrics, the studio and cluster status ask for a table's load again once if the map's epoch moved while the
+ * nodes answered (a slice could be left out or counted twice); if it moved again, that answer is marked partial. */
+export const LOAD_REPORT_TRIES_MAX = 2;
 /** Upper bounds of the request latency histogram (keyslice_request_duration_seconds), in
  * seconds: from 100 µs (a point read served in process) to 10 s (a full page of a scan). */
 export const REQUEST_SECONDS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;

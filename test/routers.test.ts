@@ -279,6 +279,50 @@ describe('standalone routers', () => {
     expect(await load.verify(1_000)).toBe(1_000 + load.acked.size);
   });
 
+  it('getAllItems through a router that missed the moves asks a page refused WrongOwner again, and answers every item', async () => {
+    const { coord, proxy, r, c } = await routerBehindProxy(300);
+    proxy.cut();
+    await waitFor(async () => (await health(r.url)).coordinator === 'lost', 'the router to notice');
+    // Slices move while the router cannot hear of it: the old owners refuse its scan pages, and its own tries end
+    // with WrongOwner while it still cannot reach the coordinator.
+    await node(coord.url, coord.url, 'slice-node-3');
+    await balanced(coord.url);
+    const all = c.getAllItems({ table: 'elastic', limit: 20 }).then((items) => items.length, (err: Error) => `${(err as { code?: string }).code}: ${err.message}`);
+    await sleep(1_500);
+    await proxy.listen(proxy.port);
+    proxy.mode = 'pass';
+    expect(await all).toBe(300);
+  });
+
+  it('a /metrics scrape while slices move is complete only if it counts every slice once', async () => {
+    const { coord, r } = await routerBehindProxy(2_000);
+    // Scrapes of the coordinator and of the router, without a pause, while a third node takes its share.
+    const scrapes: [string, string][] = [];
+    let stop = false;
+    const scraper = async (url: string) => {
+      for (let k = 0; k < 2_000 && !stop; k++) scrapes.push([url === r.url ? 'router' : 'coordinator', await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text()]);
+    };
+    const running = [scraper(coord.url), scraper(coord.url), scraper(r.url)];
+    try {
+      await node(coord.url, coord.url, 'slice-node-3');
+      await balanced(coord.url);
+    } finally {
+      stop = true;
+      await Promise.all(running);
+    }
+    const wrong: string[] = [];
+    let complete = 0;
+    for (const [who, text] of scrapes) {
+      if (!/^keyslice_metrics_complete 1$/m.test(text)) continue;
+      complete++;
+      // 2,000 items over 64 slices: every slice holds some, so a complete scrape names each exactly once.
+      const slices = [...text.matchAll(/^keyslice_slice_items\{table="elastic",slice="(\d+)"/gm)].map((m) => Number(m[1]));
+      if (slices.length !== 64 || new Set(slices).size !== 64) wrong.push(`${who}: ${slices.length} series, ${new Set(slices).size} slices`);
+    }
+    expect(wrong, `complete scrapes that left out a slice or counted one twice (of ${complete} complete, ${scrapes.length} in all)`).toEqual([]);
+    expect(complete).toBeGreaterThan(0);
+  });
+
   it('a router that loses its coordinator keeps serving with its map, says so, refuses table changes, and catches up when it is back', async () => {
     const { coord, proxy, r, c } = await routerBehindProxy(500);
     const load = new WriteLoad(c, 'elastic', 4, 30);

@@ -20,7 +20,7 @@ import type {
   WriteCondition,
 } from '../../shared/api.js';
 import { KeysliceError, isErrorCode, type ErrorDetails } from '../../shared/errors.js';
-import { IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
+import { CLIENT_PAGE_RETRIES_MAX, CLIENT_PAGE_RETRY_DELAY_MS, CLIENT_PAGE_RETRY_MS_MAX, IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../../shared/protocol.js';
 import type { NumberValue } from '../../shared/decimal.js';
 import type { Item } from '../../shared/values.js';
@@ -355,7 +355,10 @@ export class KeysliceClient {
   getItems(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
     return this.request('GetItems', request);
   }
-  /** Every page of a GetItems, followed by marker. Bounded by `maxPages`. */
+  /** Every page of a GetItems, followed by marker. Bounded by `maxPages`. A page refused with WrongOwner (the map
+   * moved while the router asked its owners, and its own tries ran out) is asked again from the same marker, as
+   * `keyslice export` does: at most CLIENT_PAGE_RETRIES_MAX times within CLIENT_PAGE_RETRY_MS_MAX per page, so one
+   * owner change during a long scan does not end it; the pages already answered are kept. */
   async getAllItems(
     request: Omit<Request<'GetItems'>, 'marker'>,
     maxPages = 100_000,
@@ -363,12 +366,25 @@ export class KeysliceClient {
     const out: Item[] = [];
     let marker: string | undefined;
     for (let page = 0; page < maxPages; page++) {
-      const res = await this.getItems(marker === undefined ? request : { ...request, marker });
+      const res = await this.getItemsPage(marker === undefined ? request : { ...request, marker });
       out.push(...res.items);
       if (res.marker === undefined) return out;
       marker = res.marker;
     }
     throw new Error(`getAllItems stopped after ${maxPages} pages`);
+  }
+  /** One page of getAllItems, asked again while it is refused with WrongOwner (bounded in count and time). */
+  private async getItemsPage(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
+    const started = Date.now();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.getItems(request);
+      } catch (err) {
+        if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
+        if (attempt > CLIENT_PAGE_RETRIES_MAX || Date.now() - started >= CLIENT_PAGE_RETRY_MS_MAX) throw err;
+        await new Promise((r) => setTimeout(r, CLIENT_PAGE_RETRY_DELAY_MS));
+      }
+    }
   }
   /** Answers the writes that failed at run time (empty when all were applied); the others were applied. */
   async batchWrite(table: string, writes: { puts?: Item[]; deletes?: KeyRef[] } & Idempotent): Promise<ItemFailure[]> {

@@ -4,7 +4,7 @@
 import { withTimeout } from '../../shared/timeout.js';
 import type { Counts, HotKey, NodeLoad, SliceDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
+import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_REPORT_TRIES_MAX, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
 import { SliceOp, type SliceCounts, type StatsResult } from '../../shared/protocol.js';
 import type { Table } from './catalog.js';
 import type { NodeLink } from './node-link.js';
@@ -36,6 +36,27 @@ export async function tableLoad(
   if (orphans.length > 0) load.unreported.push({ node: '', slices: orphans, code: 'Unavailable', message: 'these slices have no node yet' });
   load.complete = load.unreported.length === 0;
   return load;
+}
+
+/** gatherTableLoad for /metrics, the studio and cluster status. Each worker reports the slices it owns now: asked
+ * while an owner changes, a slice can be left out or reported twice. So the map's epoch is read before the nodes are
+ * asked and again once every answer is in (`settledEpoch`: null while a move holds a slice frozen, owned by no worker
+ * though the epoch stays); unless it was settled and the same, they are asked once more (LOAD_REPORT_TRIES_MAX in
+ * all), and then `moved` says so and the answer is partial, never complete. */
+export async function gatherTableLoadAtOneEpoch(
+  settledEpoch: () => number | null,
+  ...args: Parameters<typeof gatherTableLoad>
+): Promise<Awaited<ReturnType<typeof gatherTableLoad>> & { moved: string | null }> {
+  for (let attempt = 1; ; attempt++) {
+    const before = settledEpoch();
+    const gathered = await gatherTableLoad(...args);
+    const after = settledEpoch();
+    if (before !== null && after === before) return { ...gathered, moved: null };
+    if (attempt >= LOAD_REPORT_TRIES_MAX) {
+      const moved = before === null || after === null ? 'a slice move held a slice frozen' : `the map moved from epoch ${before} to ${after}`;
+      return { ...gathered, moved: `${moved} while the nodes reported; a slice may be left out or counted twice` };
+    }
+  }
 }
 
 /** A table's load from the nodes that are ready and answer within `timeoutMs`; the others

@@ -4,7 +4,7 @@
 // Router (router.ts, which owns the retries) and the answer built from the results.
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX, WRONG_OWNER_RETRIES_MAX } from '../../shared/limits.js';
+import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import { cutScanItems, KEPT_IN_LIST, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
@@ -205,16 +205,20 @@ export class Operations {
 
   /** Each worker reports the slices it owns at the epoch its frame carries (when it leaves, node-link.ts): asked while
    * an owner changes, the old owner's node can answer at the new epoch and the new one's at the old, and the slice is
-   * left out, or reported twice. So a report counts only if the map kept one epoch from before the owners were
-   * asked until every answer came; asked again if not (bounded), else it says that it is not complete. */
+   * left out, or reported twice; while a move holds it frozen, no worker owns it at an unchanged epoch. So a report
+   * counts only if the map kept one epoch, with no slice frozen, from before the owners were asked until every answer
+   * came; asked again if not (bounded in count and time, as Router.scan is), else it says that it is not complete. */
   private async DescribeSlices(p: Payload) {
     const table = this.catalog.get(p.table);
+    const started = Date.now();
     for (let attempt = 1; ; attempt++) {
-      const epoch = this.router.epoch;
+      const epoch = this.router.settledEpoch();
       const load = await tableLoad(table, this.router.presentChannels(), this.router.layout(), describePart);
-      if (this.router.epoch === epoch) return load;
-      if (attempt >= WRONG_OWNER_RETRIES_MAX) {
-        const message = `the map moved from epoch ${epoch} to ${this.router.epoch} while the nodes reported; a slice may be left out or counted twice`;
+      const after = this.router.settledEpoch();
+      if (epoch !== null && after === epoch) return load;
+      if (attempt >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) {
+        const moved = epoch === null || after === null ? 'a slice move held a slice frozen' : `the map moved from epoch ${epoch} to ${after}`;
+        const message = `${moved} while the nodes reported; a slice may be left out or counted twice`;
         load.unreported.push({ node: '', slices: [], code: 'WrongOwner', message });
         load.complete = false;
         return load;

@@ -73,6 +73,11 @@ export class Router {
     return this.cluster.epoch;
   }
 
+  /** Routing.settledEpoch: the epoch, or null while a move holds a slice frozen (DescribeSlices). */
+  settledEpoch(): number | null {
+    return this.cluster.settledEpoch();
+  }
+
   /** The map's nodes and each slice's owner (the advisor, DescribeSlices). */
   layout(): { nodes: string[]; owners: number[] } {
     return this.cluster.layout();
