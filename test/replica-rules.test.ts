@@ -85,6 +85,28 @@ const refusals = (sent: Sent[]) => sent.filter((s) => s.m.type === 'Refused').ma
 
 /** A failover host's record of the last Lead, as the cluster map keeps it: the leader published last (its Lead left),
  * else `before` (the map's term, nobody known: a map from before it was kept, or nothing led yet). */
+/** Elects replica 0 of `g` and commits 12 writes, each answered by both followers within `roundTripMs` (half each way):
+ * the leader's round-trip estimate is then about `roundTripMs`. */
+function steadyWrites(g: ReturnType<typeof group>, roundTripMs: number): void {
+  g.elect(0, 1);
+  const roundTrip = () => {
+    g.clock.now += roundTripMs / 2;
+    for (const i of [1, 2]) {
+      g.deliver(i);
+      g.sync(i);
+    }
+    g.clock.now += roundTripMs / 2;
+    g.deliver(0);
+  };
+  g.sync(0);
+  roundTrip();
+  for (let w = 0; w < 12; w++) {
+    g.replicas[0].propose(payload(`w${w}`));
+    g.sync(0);
+    roundTrip();
+  }
+}
+
 function lastLeadOf(published: readonly [number, number][], before: [number, number | null] = [0, null]): [number, number | null] {
   const last = published.at(-1);
   return last === undefined ? before : [last[1], last[0]];
@@ -627,24 +649,8 @@ describe('a slice replica', () => {
     // can still come once its round trips' time has passed since it was sent. Before, the tick waited at least a
     // tick after the last answer (REPLICA_TICK_MS), and up to REPLICA_RESEND_MS_MAX after long round trips.
     const g = group(3);
-    g.elect(0, 1);
     const ROUND_TRIP_MS = 20;
-    const roundTrip = () => {
-      g.clock.now += ROUND_TRIP_MS / 2;
-      for (const i of [1, 2]) {
-        g.deliver(i);
-        g.sync(i);
-      }
-      g.clock.now += ROUND_TRIP_MS / 2;
-      g.deliver(0);
-    };
-    g.sync(0);
-    roundTrip();
-    for (let w = 0; w < 12; w++) {
-      g.replicas[0].propose(payload(`w${w}`));
-      g.sync(0);
-      roundTrip();
-    }
+    steadyWrites(g, ROUND_TRIP_MS);
     const last = g.replicas[0].propose(payload('last'))!;
     g.sync(0);
     g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to !== 1)); // lost on its way to replica 1
@@ -677,24 +683,8 @@ describe('a slice replica', () => {
     // and sent the window in flight again once its answers came (in a simulation of such pauses every 400 ms under
     // writes every 5 ms: 288 copies in 2,169 records).
     const g = group(3);
-    g.elect(0, 1);
     const ROUND_TRIP_MS = 10;
-    const roundTrip = () => {
-      g.clock.now += ROUND_TRIP_MS / 2;
-      for (const i of [1, 2]) {
-        g.deliver(i);
-        g.sync(i);
-      }
-      g.clock.now += ROUND_TRIP_MS / 2;
-      g.deliver(0);
-    };
-    g.sync(0);
-    roundTrip();
-    for (let w = 0; w < 12; w++) {
-      g.replicas[0].propose(payload(`w${w}`));
-      g.sync(0);
-      roundTrip();
-    }
+    steadyWrites(g, ROUND_TRIP_MS);
     const held: Sent[] = [];
     const start = g.clock.now;
     for (let t = 5; t <= 60; t += 5) {
