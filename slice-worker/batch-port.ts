@@ -95,13 +95,14 @@ function runQueued(o: BatchPortOptions): void {
   // epoch before would run on them, and a scan, which walks the slices its worker owns, would leave out a slice
   // the assignment took away without saying so (point and range ops refuse such a slice themselves).
   const assigned = o.assignedEpoch();
+  const ahead = assigned > now;
   const batches = queued;
   queued = [];
   const run: typeof batches = [];
   for (const b of batches) {
-    if (b.epoch === now && assigned <= now) run.push(b);
-    else if (b.epoch !== now) sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, node is at epoch ${now}`]);
-    else sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, this worker took the assignment of epoch ${assigned} already`]);
+    if (b.epoch !== now) sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, node is at epoch ${now}`]);
+    else if (ahead) sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, this worker took the assignment of epoch ${assigned} already`]);
+    else run.push(b);
   }
   if (run.length === 0) return;
   const answers = o.run(run.map((b) => b.ops));

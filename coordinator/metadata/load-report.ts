@@ -38,25 +38,38 @@ export async function tableLoad(
   return load;
 }
 
-/** gatherTableLoad for /metrics, the studio and cluster status. Each worker reports the slices it owns now: asked
- * while an owner changes, a slice can be left out or reported twice. So the map's epoch is read before the nodes are
- * asked and again once every answer is in (`settledEpoch`: null while a move holds a slice frozen, owned by no worker
- * though the epoch stays); unless it was settled and the same, they are asked once more (LOAD_REPORT_TRIES_MAX in
- * all), and then `moved` says so and the answer is partial, never complete. */
+/** Asks the nodes (`ask`) so that the answer counts only at one map epoch. Each worker reports the slices it owns
+ * now: asked while an owner changes, a slice can be left out or reported twice. So the map's epoch is read before
+ * the nodes are asked and again once every answer is in (`settledEpoch`: null while a move holds a slice frozen,
+ * owned by no worker though the epoch stays); unless it was settled and the same, they are asked again, at most
+ * `triesMax` times in all and, past the first, within `msMax`; then `moved` says why the answer is not complete. */
+export async function atOneSettledEpoch<T>(
+  settledEpoch: () => number | null,
+  ask: () => Promise<T>,
+  triesMax: number,
+  msMax = Infinity,
+): Promise<{ answer: T; moved: string | null }> {
+  const started = Date.now();
+  for (let attempt = 1; ; attempt++) {
+    const before = settledEpoch();
+    const answer = await ask();
+    const after = settledEpoch();
+    if (before !== null && after === before) return { answer, moved: null };
+    if (attempt >= triesMax || Date.now() - started >= msMax) {
+      const moved = before === null || after === null ? 'a slice move held a slice frozen' : `the map moved from epoch ${before} to ${after}`;
+      return { answer, moved: `${moved} while the nodes reported; a slice may be left out or counted twice` };
+    }
+  }
+}
+
+/** gatherTableLoad for /metrics, the studio and cluster status, at one settled epoch (atOneSettledEpoch), asked at
+ * most LOAD_REPORT_TRIES_MAX times. */
 export async function gatherTableLoadAtOneEpoch(
   settledEpoch: () => number | null,
   ...args: Parameters<typeof gatherTableLoad>
 ): Promise<Awaited<ReturnType<typeof gatherTableLoad>> & { moved: string | null }> {
-  for (let attempt = 1; ; attempt++) {
-    const before = settledEpoch();
-    const gathered = await gatherTableLoad(...args);
-    const after = settledEpoch();
-    if (before !== null && after === before) return { ...gathered, moved: null };
-    if (attempt >= LOAD_REPORT_TRIES_MAX) {
-      const moved = before === null || after === null ? 'a slice move held a slice frozen' : `the map moved from epoch ${before} to ${after}`;
-      return { ...gathered, moved: `${moved} while the nodes reported; a slice may be left out or counted twice` };
-    }
-  }
+  const { answer, moved } = await atOneSettledEpoch(settledEpoch, () => gatherTableLoad(...args), LOAD_REPORT_TRIES_MAX);
+  return { ...answer, moved };
 }
 
 /** A table's load from the nodes that are ready and answer within `timeoutMs`; the others

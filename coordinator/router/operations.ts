@@ -23,7 +23,7 @@ import {
   type UpdateOp,
 } from './item-requests.js';
 import { rangeMarker, scanMarker } from './key-range.js';
-import { tableLoad } from '../metadata/load-report.js';
+import { atOneSettledEpoch, tableLoad } from '../metadata/load-report.js';
 import { describePart } from './primary-key.js';
 import { adviseRequest } from '../studio/advisor-request.js';
 import type { ProcessMetrics } from './process-metrics.js';
@@ -210,20 +210,13 @@ export class Operations {
    * came; asked again if not (bounded in count and time, as Router.scan is), else it says that it is not complete. */
   private async DescribeSlices(p: Payload) {
     const table = this.catalog.get(p.table);
-    const started = Date.now();
-    for (let attempt = 1; ; attempt++) {
-      const epoch = this.router.settledEpoch();
-      const load = await tableLoad(table, this.router.presentChannels(), this.router.layout(), describePart);
-      const after = this.router.settledEpoch();
-      if (epoch !== null && after === epoch) return load;
-      if (attempt >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) {
-        const moved = epoch === null || after === null ? 'a slice move held a slice frozen' : `the map moved from epoch ${epoch} to ${after}`;
-        const message = `${moved} while the nodes reported; a slice may be left out or counted twice`;
-        load.unreported.push({ node: '', slices: [], code: 'WrongOwner', message });
-        load.complete = false;
-        return load;
-      }
+    const ask = () => tableLoad(table, this.router.presentChannels(), this.router.layout(), describePart);
+    const { answer: load, moved } = await atOneSettledEpoch(() => this.router.settledEpoch(), ask, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX);
+    if (moved !== null) {
+      load.unreported.push({ node: '', slices: [], code: 'WrongOwner', message: moved });
+      load.complete = false;
     }
+    return load;
   }
 
   /** Judged here, on the event loop: ADVISE_ITEMS_MAX keeps one request short. */

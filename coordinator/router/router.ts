@@ -68,11 +68,6 @@ export class Router {
     return this.cluster.sliceCount;
   }
 
-  /** The epoch of the map routed by now. */
-  get epoch(): number {
-    return this.cluster.epoch;
-  }
-
   /** Routing.settledEpoch: the epoch, or null while a move holds a slice frozen (DescribeSlices). */
   settledEpoch(): number | null {
     return this.cluster.settledEpoch();
