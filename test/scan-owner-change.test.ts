@@ -29,13 +29,16 @@ describe('a scan while slices change owners (R=3)', () => {
     const partial: number[] = [];
     const refused: string[] = [];
     let whole = 0;
+    let killed = false; // a scan that starts after the first SIGKILL can cross an owner change
+    let wholeAfterKill = 0;
     const until = Date.now() + 150_000;
     const scanner = async () => {
       // Bounded in count and time; stops when the restarts are done.
-      for (let k = 0; k < 5_000 && !stop && Date.now() < until; k++) {
+      for (let k = 0; k < 50_000 && !stop && Date.now() < until; k++) {
+        const afterKill = killed;
         try {
           const n = (await e.client.getAllItems({ table: 'elastic' })).filter((x) => String(x.id).startsWith('bulk-')).length;
-          if (n === ITEMS) whole++;
+          if (n === ITEMS) [whole, wholeAfterKill] = [whole + 1, wholeAfterKill + (afterKill ? 1 : 0)];
           else partial.push(n);
         } catch (err) {
           if (!(err instanceof KeysliceError)) throw err;
@@ -50,6 +53,7 @@ describe('a scan while slices change owners (R=3)', () => {
       for (let round = 0; round < RESTARTS; round++) {
         const i = round % e.nodes.length;
         const old = e.nodes[i];
+        killed = true;
         await stopProcess(old.child, 'SIGKILL');
         await waitFor(async () => led(await e.status()), `the slices ${old.name} led to fail over`, 30_000);
         e.nodes[i] = await startSliceNode({ name: old.name, dataDir: join(e.dataDir, old.name), port: Number(new URL(old.url).port), workers: 2, coordinator: e.coordinator.url, clusterSecret: SECRET, ...(testLog ? { log: testLog } : {}) });
@@ -67,6 +71,7 @@ describe('a scan while slices change owners (R=3)', () => {
       await Promise.all(scans);
     }
     expect(partial, `scans that answered a part of the ${ITEMS} items (${whole} whole, refused: ${refused.join(' ')})`).toEqual([]);
-    expect(whole).toBeGreaterThan(0);
+    // Else the scans could all have run before the owner changes, and the story checked nothing.
+    expect(wholeAfterKill, 'whole scans started after the first SIGKILL').toBeGreaterThan(0);
   }, 240_000);
 });
