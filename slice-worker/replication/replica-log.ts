@@ -15,7 +15,7 @@
 // segments. A crash before the drop leaves old segments and the checkpoint, which
 // replay to the same state (a checkpoint replaces what came before it).
 //
-// A compaction's snapshot (compacted(), SliceReplicas' compaction) is not logged:
+// A compaction's snapshot (compacted(), which Replica.compact writes through) is not logged:
 // its state is a copy of the slice's whole store, and it would be packed,
 // checksummed and written twice, into a segment the checkpoint then drops. It
 // goes into the log's view of the slice (what the next checkpoint writes) in its

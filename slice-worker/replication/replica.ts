@@ -67,6 +67,9 @@ export type DiskOp =
 
 export interface ReplicaDisk {
   write(op: DiskOp): void;
+  /** Writes a compaction's snapshot (compact(): of committed state, whose records the disk still holds), which a disk
+   * may leave out of its log until a checkpoint (replica-log.ts); absent: written as any op. */
+  compacted?(op: DiskOp & { kind: 'snapshot' }): void;
   /** Calls `done` once every write before this call is as durable as the mode promises. In order. */
   sync(done: () => void): void;
 }
@@ -150,6 +153,37 @@ export interface ReplicaTiming {
 }
 export const REPLICA_TIMING_DEFAULT: ReplicaTiming = { leaseMs: REPLICA_LEASE_MS, keepAliveMs: REPLICA_KEEPALIVE_MS };
 
+/** What a leader knows of one of its followers: made anew for each term it leads (becomeLeader), dropped when it
+ * stops leading or the follower leaves the set (settleSets). */
+interface Follower {
+  readonly id: ReplicaId;
+  /** The index of the next record to send it: one past what was sent (in flight or acknowledged). Moved back by a
+   * refusal (a gap, a diverged tail) or a probe, to resend from there. */
+  next: number;
+  /** The last index it said it holds durably (AppendOk): what a commit counts (leaderCommit). */
+  match: number;
+  /** The commit index it said it holds durably (and so has applied, and keeps across a restart): one that holds every
+   * record and this commit point gets no heartbeat but the keep-alives (tick). */
+  knownCommit: number;
+  /** The commit index that the last Append, Snapshot or commit-carrying KeepAlive sent to it carried: past
+   * knownCommit, an answer is awaited (awaiting). */
+  sentCommit: number;
+  /** When this leader began waiting for its answer: the send that found nothing of it unanswered (awaiting), or its
+   * last AppendOk or Refused. A tick resends only once resendAfter has passed since. */
+  waitFrom: number;
+  /** Its round trips (an AppendOk's sentAt to its arrival): a smoothed mean and mean deviation, ms; null: none yet.
+   * How long a tick waits for its answer (resendAfter, overdue). */
+  roundTrip: { mean: number; dev: number } | null;
+  /** When this leader last sent it an Append, a Snapshot or a KeepAlive with a commit point (tick): overdue. */
+  lastSentAt: number;
+  /** The sentAt of the KeepAlive that last carried it a commit point it lacked (tick), until answered: a KeepAliveOk to
+   * it says the follower could not apply it (onKeepAliveOk); null: none unanswered. */
+  commitKeepAliveAt: number | null;
+  /** The latest send time (sentAt) of this leader's messages that it answered at this term: when the lease may begin
+   * (renewLeaseFrom); -Infinity: none. */
+  ackedSentAt: number;
+}
+
 export class Replica {
   private promisedTerm: number;
   private leading = false;
@@ -162,26 +196,11 @@ export class Replica {
   private commit: number;
   private applied: number;
   // Leader state, valid while leading.
-  private followers: ReplicaId[] = [];
+  /** What it knows of each follower, in the order the coordinator named them (Follower). */
+  private readonly followers = new Map<ReplicaId, Follower>();
   /** The sets each of whose majorities a commit needs (one: itself and its followers; several while a
    * replica-set change is unsettled: joint majorities, docs/replication.md). */
   private quorums: ReplicaId[][] = [];
-  private readonly next = new Map<ReplicaId, number>();
-  private readonly match = new Map<ReplicaId, number>();
-  /** The commit index each follower said it holds durably (and so has applied, and keeps across a restart). */
-  private readonly knownCommit = new Map<ReplicaId, number>();
-  /** The commit index that the last Append or Snapshot sent to each follower carried. */
-  private readonly sentCommit = new Map<ReplicaId, number>();
-  /** When this leader began waiting for each follower's answer: the send that found nothing of it unanswered
-   * (awaiting), or its last AppendOk or Refused. A tick resends only once resendAfter has passed since. */
-  private readonly waitFrom = new Map<ReplicaId, number>();
-  /** Each follower's round trips (an AppendOk's sentAt to its arrival): a smoothed mean and mean deviation, ms. */
-  private readonly roundTrip = new Map<ReplicaId, { mean: number; dev: number }>();
-  /** When this leader last sent each follower an Append, a Snapshot or a KeepAlive with a commit point (tick). */
-  private readonly lastSentAt = new Map<ReplicaId, number>();
-  /** The sentAt of the KeepAlive that last carried each follower a commit point it lacked (tick), until answered: a
-   * KeepAliveOk to it says the follower could not apply it (onKeepAliveOk). */
-  private readonly commitKeepAliveAt = new Map<ReplicaId, number>();
   /** What the leader's own disk holds durably. */
   private selfMatch = 0;
   /** The index of the barrier of the election that made this replica leader: it serves once that is committed (see
@@ -193,8 +212,6 @@ export class Replica {
   private termFrom = 0;
   /** The REPLICA_KEEPALIVE_MS period of the clock in which this leader last sent its keep-alives (see tick). */
   private keptAlivePeriod = -1;
-  /** The latest send time (sentAt) of this leader's messages that each follower answered at its term (leaseValid). */
-  private readonly ackedSentAt = new Map<ReplicaId, number>();
   /** When this leader's lease began: the latest send time that a majority of every set answered (itself counted). */
   private leaseFrom = -Infinity;
   /** When it last sent a round of keep-alives to renew its lease (renewLease). */
@@ -269,7 +286,7 @@ export class Replica {
     if (now - this.probedAt < REPLICA_LEASE_PROBE_MS_MIN) return;
     this.probedAt = now;
     const leased = this.leaseValid;
-    for (const f of this.followers) this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
+    for (const f of this.followers.keys()) this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
   }
   /** Whether a follower may answer an eventually consistent read from what it applied (docs/replication.md,
    * "Eventually consistent reads"): it heard from the leader of the term it promised since it started, and it
@@ -327,7 +344,7 @@ export class Replica {
     this.appendLocal([record]);
     const term = this.promisedTerm;
     this.host.disk.sync(() => this.selfDurable(term, record.index));
-    for (const f of this.followers) this.sendAppend(f);
+    for (const f of this.followers.values()) this.sendAppend(f);
     return record.index;
   }
 
@@ -351,10 +368,10 @@ export class Replica {
     const keepAlive = period !== this.keptAlivePeriod;
     this.keptAlivePeriod = period;
     const leased = this.leaseValid;
-    for (const f of this.followers) {
-      if (this.match.get(f)! >= this.lastIndex && this.knownCommit.get(f)! >= this.commit) {
+    for (const f of this.followers.values()) {
+      if (f.match >= this.lastIndex && f.knownCommit >= this.commit) {
         // Answered (KeepAliveOk): an idle leader's lease runs from its last round.
-        if (keepAlive) this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
+        if (keepAlive) this.host.send(f.id, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
         continue;
       }
       // A follower with records or a commit point in flight whose answer may still come gets nothing: their answers
@@ -364,18 +381,18 @@ export class Replica {
       // silent for longer than its round trips (overdue), as for a lost message or a frozen follower.
       const awaiting = this.awaiting(f);
       if (awaiting && !this.overdue(f, now)) continue;
-      if (!awaiting && this.match.get(f)! >= this.lastIndex) {
+      if (!awaiting && f.match >= this.lastIndex) {
         // It holds every record and lacks only the commit point: a KeepAlive carries it, which the worker folds
         // with its other leaders' into one entry of numbers per node (worker.ts foldKeepAlives) rather than an
         // Append each; the follower writes it before a sync and answers AppendOk after (onKeepAlive). One that
         // cannot (a restart lost what it knew of this leader's log) answers KeepAliveOk and is probed at once
         // (onKeepAliveOk); one whose answer does not come (a message lost) is awaited as for records, and then
         // probed with an Append below.
-        this.waitFrom.set(f, now);
-        this.lastSentAt.set(f, now);
-        this.sentCommit.set(f, this.commit);
-        this.commitKeepAliveAt.set(f, Math.floor(now));
-        this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
+        f.waitFrom = now;
+        f.lastSentAt = now;
+        f.sentCommit = this.commit;
+        f.commitKeepAliveAt = Math.floor(now);
+        this.host.send(f.id, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
         continue;
       }
       // The probe is a record the log holds, never the snapshot: a follower that lacks what the log holds says so
@@ -388,9 +405,9 @@ export class Replica {
 
   /** Sends follower `f` one record from its last acknowledged one (an empty Append when it holds every record),
    * which it answers AppendOk or with a refusal that says what it lacks. */
-  private probe(f: ReplicaId): void {
-    this.next.set(f, Math.min(this.next.get(f)!, Math.max(this.match.get(f)!, this.snapIndex) + 1));
-    this.waitFrom.set(f, this.host.now());
+  private probe(f: Follower): void {
+    f.next = Math.min(f.next, Math.max(f.match, this.snapIndex) + 1);
+    f.waitFrom = this.host.now();
     this.sendAppend(f, 1);
   }
 
@@ -401,26 +418,27 @@ export class Replica {
    * eventually consistent reads, having heard of a commit point it has not applied). Once per such KeepAlive, and
    * only while nothing else is in flight to it (its answer brings the rest): no loop between the nodes. */
   private onKeepAliveOk(from: ReplicaId, term: number, sentAt: number): void {
-    if (!this.leading || term !== this.promisedTerm || !this.match.has(from)) return;
-    this.answered(from, sentAt);
-    if (this.commitKeepAliveAt.get(from) !== sentAt) return;
-    this.commitKeepAliveAt.delete(from);
-    if (this.next.get(from)! > this.match.get(from)! + 1 || this.sentCommit.get(from)! <= this.knownCommit.get(from)!) return;
-    this.probe(from);
+    const f = this.leading && term === this.promisedTerm ? this.followers.get(from) : undefined;
+    if (f === undefined) return;
+    this.answered(f, sentAt);
+    if (f.commitKeepAliveAt !== sentAt) return;
+    f.commitKeepAliveAt = null;
+    if (f.next > f.match + 1 || f.sentCommit <= f.knownCommit) return;
+    this.probe(f);
   }
 
   /** Whether something sent to follower `f` is unanswered: records past what it acknowledged, or a commit index
    * past the one it said it holds. */
-  private awaiting(f: ReplicaId): boolean {
-    return this.next.get(f)! > this.match.get(f)! + 1 || this.sentCommit.get(f)! > this.knownCommit.get(f)!;
+  private awaiting(f: Follower): boolean {
+    return f.next > f.match + 1 || f.sentCommit > f.knownCommit;
   }
 
   /** How long a tick waits for follower `f`'s answer before it resends: its mean round trip and four deviations
    * (what TCP waits), at least a tick (as before: a follower with no round trip measured yet), at most
    * REPLICA_RESEND_MS_MAX (what a lost message or a frozen follower costs). */
-  private resendAfter(f: ReplicaId): number {
-    const rt = this.roundTrip.get(f);
-    return rt === undefined ? REPLICA_TICK_MS : Math.min(REPLICA_RESEND_MS_MAX, Math.max(REPLICA_TICK_MS, rt.mean + 4 * rt.dev));
+  private resendAfter(f: Follower): number {
+    const rt = f.roundTrip;
+    return rt === null ? REPLICA_TICK_MS : Math.min(REPLICA_RESEND_MS_MAX, Math.max(REPLICA_TICK_MS, rt.mean + 4 * rt.dev));
   }
 
   /** Whether a tick resends to follower `f`, which has something unanswered: it has been silent for resendAfter, or
@@ -431,12 +449,12 @@ export class Replica {
    * writes stop, one that fires for answers merely late sends again at most what was in flight. Without it, a lost
    * last Append waited a tick after the last answer however short the round trips (up to two ticks in all). After
    * long round trips the estimate is long too: no sooner than resendAfter then. */
-  private overdue(f: ReplicaId, now: number): boolean {
-    const silent = now - this.waitFrom.get(f)!;
+  private overdue(f: Follower, now: number): boolean {
+    const silent = now - f.waitFrom;
     if (silent >= this.resendAfter(f)) return true;
-    const rt = this.roundTrip.get(f);
+    const rt = f.roundTrip;
     // (+1: a round trip is measured from a sentAt rounded down to the ms, so up to 1 ms short.)
-    return rt !== undefined && Math.min(silent, now - this.lastSentAt.get(f)!) >= Math.min(REPLICA_RESEND_MS_MAX, rt.mean + 4 * rt.dev + 1);
+    return rt !== null && Math.min(silent, now - f.lastSentAt) >= Math.min(REPLICA_RESEND_MS_MAX, rt.mean + 4 * rt.dev + 1);
   }
 
   /** Applies again, from the snapshot, exactly the committed records: for a host whose state ran
@@ -467,7 +485,7 @@ export class Replica {
    * records, which that follower is sent rather than the whole state while they are in the log). */
   get compactionPending(): boolean {
     const c = this.compaction;
-    return c !== null && (c.index > this.commit || this.followers.some((f) => this.match.get(f)! < c.index));
+    return c !== null && (c.index > this.commit || [...this.followers.values()].some((f) => f.match < c.index));
   }
 
   /** Writes a snapshot of the host's state, which is at `stateIndex` (a replica's applied index; a serving leader
@@ -493,9 +511,12 @@ export class Replica {
     this.compaction = { index: stateIndex, term: this.termAt(stateIndex)!, state: this.host.snapshotState() };
   }
 
+  /** A compaction's snapshot (compact alone writes one): through the disk's `compacted` where it has one. */
   private writeSnapshot(index: number, term: number, state: Uint8Array): void {
     assert(index <= this.commit && index > this.snapIndex && this.termAt(index) === term, 'a snapshot covers committed records this replica holds');
-    this.host.disk.write({ kind: 'snapshot', index, term, state });
+    const op = { kind: 'snapshot', index, term, state } as const;
+    if (this.host.disk.compacted !== undefined) this.host.disk.compacted(op);
+    else this.host.disk.write(op);
     this.snapState = state;
     this.records = this.records.slice(index - this.snapIndex);
     this.snapIndex = index;
@@ -509,30 +530,19 @@ export class Replica {
     // A leader that leads on keeps its prepared compaction: its log and store stay, so the state still matches its index.
     assert(on || this.compaction === null, 'a follower holds no prepared compaction');
     this.leading = true;
-    this.followers = followers.filter((f) => f !== this.id);
-    this.quorums = sets.length > 0 ? sets.map((set) => [...set]) : [[this.id, ...this.followers]];
+    this.followers.clear();
+    const now = this.host.now();
+    for (const id of followers) {
+      if (id === this.id) continue;
+      // next: from its end, as if it held every record (its answer or refusal says otherwise); match 0 until it answers.
+      this.followers.set(id, { id, next: this.lastIndex + 1, match: 0, knownCommit: 0, sentCommit: 0, waitFrom: now, roundTrip: null, lastSentAt: now, commitKeepAliveAt: null, ackedSentAt: -Infinity });
+    }
+    this.quorums = sets.length > 0 ? sets.map((set) => [...set]) : [[this.id, ...this.followers.keys()]];
     // Every replica a commit counts is one this leader replicates to, and it leads for a set it is in.
-    assert(this.quorums.every((set) => set.every((r) => r === this.id || this.followers.includes(r))), 'a leader replicates to every replica of the sets its commits count');
+    assert(this.quorums.every((set) => set.every((r) => r === this.id || this.followers.has(r))), 'a leader replicates to every replica of the sets its commits count');
     assert(this.quorums[0].includes(this.id), 'a leader is a replica of the set it leads');
-    this.next.clear();
-    this.match.clear();
-    this.knownCommit.clear();
-    this.sentCommit.clear();
-    this.waitFrom.clear();
-    this.roundTrip.clear();
-    this.lastSentAt.clear();
-    this.commitKeepAliveAt.clear();
-    this.ackedSentAt.clear();
     this.leaseFrom = -Infinity;
     this.probedAt = -Infinity;
-    for (const f of this.followers) {
-      this.next.set(f, this.lastIndex + 1);
-      this.match.set(f, 0);
-      this.knownCommit.set(f, 0);
-      this.sentCommit.set(f, 0);
-      this.waitFrom.set(f, this.host.now());
-      this.lastSentAt.set(f, this.host.now());
-    }
     this.selfMatch = 0;
     // A barrier of the new term: records of older terms that this leader holds are committed
     // with it (a leader counts replicas only for records of its own term). Its writes of the term it led before
@@ -552,7 +562,7 @@ export class Replica {
   private stepDown(term: number): void {
     if (!this.leading) return;
     this.leading = false;
-    this.followers = [];
+    this.followers.clear();
     // The state it took may hold writes that are never committed (a newer leader may cut their records).
     this.compaction = null;
     this.host.deposed?.(term);
@@ -564,22 +574,22 @@ export class Replica {
     this.leaderCommit();
   }
 
-  private sendAppend(to: ReplicaId, recordsMax = APPEND_RECORDS_MAX): void {
-    if (!this.awaiting(to)) this.waitFrom.set(to, this.host.now());
-    this.lastSentAt.set(to, this.host.now());
-    this.sentCommit.set(to, this.commit);
-    const next = this.next.get(to)!;
+  private sendAppend(to: Follower, recordsMax = APPEND_RECORDS_MAX): void {
+    if (!this.awaiting(to)) to.waitFrom = this.host.now();
+    to.lastSentAt = this.host.now();
+    to.sentCommit = this.commit;
+    const next = to.next;
     if (next <= this.snapIndex) {
       assert(this.snapState !== null, 'a compacted log has its snapshot');
       // The log no longer has what the follower lacks: send the state instead.
-      this.host.send(to, { type: 'Snapshot', term: this.promisedTerm, index: this.snapIndex, lastTerm: this.snapTerm, state: this.snapState!, commitIndex: this.commit, sentAt: Math.floor(this.host.now()), leased: this.leaseValid });
-      this.next.set(to, this.snapIndex + 1);
+      this.host.send(to.id, { type: 'Snapshot', term: this.promisedTerm, index: this.snapIndex, lastTerm: this.snapTerm, state: this.snapState!, commitIndex: this.commit, sentAt: Math.floor(this.host.now()), leased: this.leaseValid });
+      to.next = this.snapIndex + 1;
       return;
     }
     const prevIndex = next - 1;
     const records = this.records.slice(next - this.snapIndex - 1, next - this.snapIndex - 1 + recordsMax);
-    this.host.send(to, { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm: this.termAt(prevIndex)!, records, commitIndex: this.commit, sentAt: Math.floor(this.host.now()), leased: this.leaseValid });
-    this.next.set(to, next + records.length);
+    this.host.send(to.id, { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm: this.termAt(prevIndex)!, records, commitIndex: this.commit, sentAt: Math.floor(this.host.now()), leased: this.leaseValid });
+    to.next = next + records.length;
   }
 
   private onReply(from: ReplicaId, m: ReplicationMessage & { type: 'AppendOk' | 'Refused' }): void {
@@ -587,51 +597,52 @@ export class Replica {
       this.promise(m.term);
       return;
     }
-    if (!this.leading || m.term !== this.promisedTerm || !this.match.has(from)) return;
+    const f = this.leading && m.term === this.promisedTerm ? this.followers.get(from) : undefined;
+    if (f === undefined) return;
     const now = this.host.now();
-    this.waitFrom.set(from, now);
+    f.waitFrom = now;
     if (m.type === 'AppendOk') {
       // Another process's word, not this one's state: a follower cannot hold a record its leader lacks.
       if (m.matchIndex > this.lastIndex) return this.host.malformed?.(from, `an AppendOk says it holds record ${m.matchIndex}; this leader's log ends at ${this.lastIndex} (dropped)`);
-      this.measureRoundTrip(from, now - m.sentAt);
-      this.answered(from, m.sentAt);
-      if (m.matchIndex > this.match.get(from)!) this.match.set(from, m.matchIndex);
-      if (m.commitIndex > this.knownCommit.get(from)!) this.knownCommit.set(from, m.commitIndex);
-      if (this.next.get(from)! <= m.matchIndex) this.next.set(from, m.matchIndex + 1);
+      this.measureRoundTrip(f, now - m.sentAt);
+      this.answered(f, m.sentAt);
+      if (m.matchIndex > f.match) f.match = m.matchIndex;
+      if (m.commitIndex > f.knownCommit) f.knownCommit = m.commitIndex;
+      if (f.next <= m.matchIndex) f.next = m.matchIndex + 1;
       this.leaderCommit();
-      if (this.next.get(from)! <= this.lastIndex) this.sendAppend(from);
+      if (f.next <= this.lastIndex) this.sendAppend(f);
       return;
     }
     // A gap: start after the follower's last record. A diverged tail: start after its commit
     // point, which matches this log (a committed record is in every later leader's log).
-    const from1 = m.code === 'LogGap' ? m.lastIndex + 1 : m.code === 'LogMismatch' ? m.commitIndex + 1 : this.match.get(from)! + 1;
-    this.next.set(from, Math.max(this.match.get(from)! + 1, Math.min(this.next.get(from)!, from1)));
+    const from1 = m.code === 'LogGap' ? m.lastIndex + 1 : m.code === 'LogMismatch' ? m.commitIndex + 1 : f.match + 1;
+    f.next = Math.max(f.match + 1, Math.min(f.next, from1));
     // A follower that found the records damaged or malformed refuses them again: they go again with the next
     // heartbeat's probe (tick), not at once, which made a loop between the nodes as fast as messages pass.
     if (MALFORMED.has(m.code)) return;
-    this.sendAppend(from);
+    this.sendAppend(f);
   }
 
   /** A round trip to follower `f` of `ms` (sentAt is whole ms, rounded down: at most 1 ms long). */
-  private measureRoundTrip(f: ReplicaId, ms: number): void {
+  private measureRoundTrip(f: Follower, ms: number): void {
     if (!(ms >= 0)) return; // sentAt from before a clock that restarted: no measure
-    const rt = this.roundTrip.get(f);
-    if (rt === undefined) return void this.roundTrip.set(f, { mean: ms, dev: ms / 2 });
+    const rt = f.roundTrip;
+    if (rt === null) return void (f.roundTrip = { mean: ms, dev: ms / 2 });
     rt.dev += (Math.abs(ms - rt.mean) - rt.dev) / 4;
     rt.mean += (ms - rt.mean) / 8;
   }
 
   /** Follower `from` answered, at this leader's term, a message sent at `sentAt`: the lease may begin later. */
-  private answered(from: ReplicaId, sentAt: number): void {
-    if (sentAt <= (this.ackedSentAt.get(from) ?? -Infinity)) return;
-    this.ackedSentAt.set(from, sentAt);
+  private answered(f: Follower, sentAt: number): void {
+    if (sentAt <= f.ackedSentAt) return;
+    f.ackedSentAt = sentAt;
     this.renewLeaseFrom();
   }
 
   private renewLeaseFrom(): void {
     const was = this.leaseValid;
     // The latest time a majority of every set answered a message sent at or after (the leader itself: now, so Infinity).
-    const from = this.jointMajorityReach((r) => (r === this.id ? Infinity : (this.ackedSentAt.get(r) ?? -Infinity)));
+    const from = this.jointMajorityReach((r) => (r === this.id ? Infinity : this.followers.get(r)!.ackedSentAt));
     this.leaseFrom = Math.max(this.leaseFrom, from);
     if (!was && this.leaseValid) this.host.leased?.();
   }
@@ -651,7 +662,7 @@ export class Replica {
     const before = this.commit;
     for (;;) {
       // The largest index that a majority of every set holds (one set but while a replica-set change is unsettled).
-      const n = this.jointMajorityReach((r) => (r === this.id ? this.selfMatch : this.match.get(r)!));
+      const n = this.jointMajorityReach((r) => (r === this.id ? this.selfMatch : this.followers.get(r)!.match));
       if (n <= this.commit || this.termAt(n) !== this.promisedTerm) break;
       this.advanceCommit(n);
       // Its barrier committed on joint majorities: from now on its own set's majority commits, which may hold more.
@@ -671,19 +682,7 @@ export class Replica {
   private settleSets(): void {
     const own = this.quorums[0];
     this.quorums = [own];
-    for (const f of this.followers) {
-      if (own.includes(f)) continue;
-      this.next.delete(f);
-      this.match.delete(f);
-      this.knownCommit.delete(f);
-      this.sentCommit.delete(f);
-      this.waitFrom.delete(f);
-      this.roundTrip.delete(f);
-      this.lastSentAt.delete(f);
-      this.commitKeepAliveAt.delete(f);
-      this.ackedSentAt.delete(f);
-    }
-    this.followers = this.followers.filter((f) => own.includes(f));
+    for (const f of this.followers.keys()) if (!own.includes(f)) this.followers.delete(f);
   }
 
   // ---- every replica ----

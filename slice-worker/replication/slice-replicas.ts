@@ -24,7 +24,7 @@ import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, type Repl
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
-import { Replica, type DiskOp, type ReplicaDisk, type ReplicaId, type ReplicaTiming, type ReplicationMessage } from './replica.js';
+import { Replica, type ReplicaId, type ReplicaTiming, type ReplicationMessage } from './replica.js';
 import type { ReplicaRecord } from './replica-record.js';
 
 export interface SliceReplicaEvents {
@@ -251,16 +251,9 @@ export class SliceReplicas {
   compactOne(slice: number): boolean {
     const r = this.replicas.get(slice);
     if (r === undefined) return false;
-    this.compacting = slice;
-    try {
-      r.compact(this.stateIndex(r));
-    } finally {
-      this.compacting = null;
-    }
+    r.compact(this.stateIndex(r));
     return true;
   }
-  /** The slice whose replica compacts now (compactOne): its snapshot goes to the log as a compaction's. */
-  private compacting: number | null = null;
 
   /** The index the store's state of replica `r`'s slice is at: a serving leader executed every write it proposed
    * (all at once, in the task that proposed them: nothing is executed and not yet proposed between two tasks); any
@@ -325,18 +318,10 @@ export class SliceReplicas {
   }
 
   private start(slice: number): Replica {
-    const sliceDisk = this.log.diskFor(slice);
-    // What a replica writes while it compacts (compactOne) is its snapshot, of committed state: a compaction's, left
-    // out of the log until the checkpoint (ReplicaLog.compacted). Any other snapshot (a follower installs its
-    // leader's) is logged, and answered once durable.
-    const disk: ReplicaDisk = {
-      write: (op: DiskOp) => {
-        if (this.compacting !== slice) return sliceDisk.write(op);
-        assert(op.kind === 'snapshot', 'a replica that compacts writes its snapshot alone');
-        sliceDisk.compacted(op);
-      },
-      sync: (done) => sliceDisk.sync(done),
-    };
+    // A compaction's snapshot (Replica.compact) goes to disk.compacted: of committed state, left out of the log until
+    // the checkpoint (ReplicaLog.compacted). Any other snapshot (a follower installs its leader's) is logged, and
+    // answered once durable.
+    const disk = this.log.diskFor(slice);
     let found = this.log.durable(slice);
     if (found.promisedTerm === 0 && found.snapshot === null && found.records.length === 0 && this.store.owns(slice) && this.store.sliceEntries(slice).next().done !== true) {
       // The slice had one replica (R=1), this worker's, and it is replicated from now on (a node joined): its
