@@ -437,8 +437,11 @@ function itemAnswerHead(id: number): Uint8Array | null {
   head[at++] = 0xde;
   head[at++] = 0;
   head[at++] = 1;
-  head[at++] = 0xa4; // "item"
-  at += head.write('item', at, 'latin1');
+  head[at++] = 0xa4; // "item", a string of 4 bytes
+  head[at++] = 0x69;
+  head[at++] = 0x74;
+  head[at++] = 0x65;
+  head[at++] = 0x6d;
   assert(at === head.byteLength, 'the head is the bytes written');
   return head;
 }
