@@ -1,4 +1,4 @@
-// A full-table scan while slices change owners (docs/replication.md, "Reads"): through real processes, 3 slice
+// A full-table scan while slices change owners (docs/replication.md, "Routers retry"): through real processes, 3 slice
 // nodes at R=3; scans run without a pause while a node is SIGKILLed and restarted, so that its slices fail over
 // to the others and are then led by it again (each an owner change at a new epoch, the second one away from a
 // live node). Every scan answers every item, or fails with a typed error: never a part of the table. A scan page
