@@ -416,7 +416,7 @@ describe('scan pages over the WebSocket API pass items through', () => {
     expect(await samePages({ table: 'pass_empty', limit: 10 }, 'empty table')).toEqual([]);
   });
 
-  it('a BatchGet (decoded by the router: packing each item in the worker cost more than it saved) gives the items GetItem and the HTTP API give', async () => {
+  it('a BatchGet (its items packed by the workers, kept bytes or not) gives the items GetItem and the HTTP API give', async () => {
     const keys = [
       { pk: 'p3', sk: 3 },
       { pk: 'nobody', sk: 1 },

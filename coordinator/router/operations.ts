@@ -5,7 +5,7 @@
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
-import { cutScanItems, KEPT_IN_LIST, PACKED_NIL, PackedItem, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
+import { cutScanItems, KEPT_IN_LIST, MalformedFrame, PACKED_NIL, PackedItem, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
 import { describe } from '../metadata/catalog.js';
@@ -288,10 +288,10 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
 }
 
 /** A Get's item as the answer carries it: packed (the op's `packed`), checked and passed through (PackedItem);
- * an object as it is. */
+ * an object as it is. A node that answers the other form is refused as malformed (the request fails Internal). */
 function answerItem(item: Item | Uint8Array | null, packed: boolean): Item | PackedItem | null {
   if (item === null) return null;
-  assert(item instanceof Uint8Array === packed, 'the worker packs a Get\'s item exactly when asked to');
+  if (item instanceof Uint8Array !== packed) throw new MalformedFrame(`a Get asked for its item ${packed ? 'packed' : 'as an object'} was answered with ${packed ? 'an object' : 'bytes'}`);
   return packed ? PackedItem.of(item as Uint8Array) : (item as Item);
 }
 
