@@ -139,7 +139,7 @@ try {
   links[0].replicate(REPLICATED.map((s) => [s, { type: 'Lead', term: 1, followers: [1, 2], sets: [] }]));
   // Serving once each slice's barrier is committed.
   for (let i = 0; i < 100; i++) {
-    const ok = await Promise.all(REPLICATED.map((s) => links[0].batch(1, workerOf(s, WORKERS), [[SliceOp.Get, 1, s, 'x', null]])));
+    const ok = await Promise.all(REPLICATED.map((s) => links[0].batch(1, workerOf(s, WORKERS), [[SliceOp.Get, 1, s, 'x', null, false]])));
     if (ok.every(Boolean)) break;
     await new Promise((r) => setTimeout(r, 100));
   }

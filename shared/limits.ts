@@ -35,19 +35,19 @@ export const BATCH_GET_ITEMS_MAX = 100;
 export const PAGE_ITEMS_DEFAULT = 1000;
 export const PAGE_ITEMS_MAX = 10_000;
 export const PAGE_BYTES_MAX = 1024 * 1024;
-/** A worker keeps the client-form bytes (msgpack) of an item that a packed range page has read, so that later
- * pages copy them instead of packing the item again (packing was a third of a worker's time on range reads:
+/** A worker keeps the client-form bytes (msgpack) of an item that a packed range page or a packed Get has read, so
+ * that later pages and Gets copy them instead of packing the item again (packing was a third of a worker's time on range reads:
  * bench/PROFILE.md); only for items of at most this many bytes (as itemBytes counts them), where packing's cost
  * per item, not per byte, dominates. The kept bytes add to a worker's memory: for items of about 200 bytes,
  * 284 bytes each beside the 497 that the stored item takes (measured with --expose-gc, 20,000 items). Nothing
  * evicts them: they go only with their item (a write, a delete, a move, a dropped slice or table), and
- * PACKED_ITEMS_KEPT_BYTES_MAX bounds their sum per worker; below it, a worker whose items were all read by ranges
+ * PACKED_ITEMS_KEPT_BYTES_MAX bounds their sum per worker; below it, a worker whose items were all read by ranges or Gets
  * holds one copy of each of those up to this size: for items of about 1,000 and 4,000
  * bytes, +1,067 and +4,070 bytes beside 1,256 and 4,254 (+85%, +96%; measured the same way with items of a key and
  * one long string, which at 200 bytes give +280 beside 455). */
 export const PACKED_ITEM_CACHE_BYTES_MAX = 4 * 1024;
 /** At most this many bytes of kept packed items per worker (their length and a string header each; items
- * replaced or deleted give theirs back): past it, range pages are packed each time, as before kept bytes. A
+ * replaced or deleted give theirs back): past it, range pages and Gets are packed each time, as before kept bytes. A
  * worker's items read through by ranges would otherwise grow its memory by up to 1.6-2x (above). */
 export const PACKED_ITEMS_KEPT_BYTES_MAX = 128 * 1024 * 1024;
 /** Parallel scan: a full-table scan split into at most this many segments. */

@@ -59,7 +59,8 @@
 // A Range whose spec says `packed` answers its items as one list already in the
 // client's msgpack form (a bin in the results); the router copies it into its
 // client frame without decoding it (PackedItems), or, to merge buckets, cuts it
-// into items by their headers (splitPackedList).
+// into items by their headers (splitPackedList). A Get that says `packed` answers
+// its item the same way, as the bytes of one map (PackedItem).
 import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { DECIMAL_TAG, isNumberValue } from './decimal.js';
@@ -123,8 +124,10 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 21: fewer replication messages per write (docs/replication.md, "Heartbeats"): a follower answers a KeepAlive whose
  * commit index it can apply with AppendOk once that is durable, and an AppendOk's commitIndex counts the commit index
  * of the Append it answers. No message changed shape; a leader of 20 would take these answers, but one of 21 with a
- * follower of 20 would wait out a round trip per commit point, so the two do not link. */
-export const NODE_PROTOCOL_VERSION = 21;
+ * follower of 20 would wait out a round trip per commit point, so the two do not link.
+ * 22: a Get (and ReplicaGet) says whether its item comes back packed in the client's form (its last argument,
+ * `packed`): a bin the router splices into its client frame (PackedItem) without decoding it. */
+export const NODE_PROTOCOL_VERSION = 22;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -173,8 +176,39 @@ export class PackedItems {
 }
 
 
-/** A result that carries PackedItems: GetItems' answer (a range, buckets or a scan page). */
-export type PassThroughResult = { items: PackedItems; examined: number; marker?: string };
+/** One item that only passes through the router (GetItem, and each item of BatchGet, answered over the WebSocket
+ * API): the worker packed it in the client's msgpack form (packClientItem, a Get that says `packed`), and the
+ * client frame takes its bytes as they are (encodeClientFrame). */
+export class PackedItem {
+  private constructor(readonly bytes: Uint8Array) {}
+
+  /** A worker's packed item, checked as far as the router must trust it: the bytes are exactly one msgpack map,
+   * headers and lengths read to the end (skipValue). That much guards the other answers of the same client frame:
+   * bytes that were more or less than one value would shift every response after it. What is inside the map is
+   * not read: the router does not look at it, and the client decodes it as it decodes any answer. It was packed
+   * by msgpackr, in the worker of a node that showed the cluster secret and speaks this NODE_PROTOCOL_VERSION,
+   * from an item checked when it was written (checkItem), as an object answer would have been. A malformed one
+   * throws MalformedFrame: that request fails, the frame's others go on. */
+  static of(bytes: Uint8Array): PackedItem {
+    const t = bytes[0];
+    if (!((t >= 0x80 && t <= 0x8f) || t === 0xde || t === 0xdf)) throw new MalformedFrame(`a packed item starts with a map header, not 0x${t?.toString(16)}`);
+    const end = skipValue(bytes, 0);
+    if (end !== bytes.byteLength) throw new MalformedFrame(`a packed item of ${bytes.byteLength} bytes holds one value of ${end}`);
+    return new PackedItem(bytes);
+  }
+}
+
+/** msgpack nil: a BatchGet's missing item among packed ones (PackedItems.ofItems). */
+export const PACKED_NIL: Uint8Array = Uint8Array.of(0xc0);
+
+/** A result that carries PackedItems (GetItems' answer: a range, buckets or a scan page; BatchGet's items) or one
+ * PackedItem (GetItem's answer). */
+export type PassThroughResult = { items: PackedItems; examined?: number; marker?: string; failures?: unknown[] } | { item: PackedItem };
+
+/** One item in the client's msgpack form: what packClientList of [item] holds after its list header. */
+export function packClientItem(item: Item): Uint8Array {
+  return clientPackr.pack(item);
+}
 
 /** Items in the client's msgpack form: one list, as a client frame holds it. */
 export function packClientList(items: Item[]): Uint8Array {
@@ -355,15 +389,20 @@ const u32 = (b: Uint8Array, at: number) => ((b[at + 1] << 24) | (b[at + 2] << 16
 type AnyClientFrame = ClientRequestFrame | ClientResponseFrame;
 
 /** One request or response, or several in one frame. A response whose result carries
- * PackedItems has those items' bytes copied in whole (writePassThrough). */
+ * PackedItems or a PackedItem has those bytes copied in whole (writePassThrough); each run of
+ * the others between them is packed in one call, as a list whose header is then left out. */
 export function encodeClientFrame(frame: AnyClientFrame | ClientRequestFrame[] | ClientResponseFrame[]): Buffer {
   if (Array.isArray(frame[0])) {
     const list = frame as AnyClientFrame[];
     if (!list.some(passesThrough)) return clientPackr.pack(list);
     const parts: Uint8Array[] = [arrayHeader(list.length)];
-    for (const r of list) {
-      if (passesThrough(r)) writePassThrough(r, parts);
-      else parts.push(clientPackr.pack(r));
+    let from = 0;
+    for (let i = 0; i <= list.length; i++) {
+      const r = list[i];
+      if (i < list.length && !passesThrough(r)) continue;
+      if (i > from) parts.push(clientPackr.pack(list.slice(from, i)).subarray(arrayHeader(i - from).byteLength));
+      if (i < list.length) writePassThrough(r as [number, typeof RESULT_OK, PassThroughResult], parts);
+      from = i + 1;
     }
     return Buffer.concat(parts);
   }
@@ -375,20 +414,61 @@ export function encodeClientFrame(frame: AnyClientFrame | ClientRequestFrame[] |
 }
 
 function passesThrough(r: AnyClientFrame): r is [number, typeof RESULT_OK, PassThroughResult] {
-  return r[1] === RESULT_OK && typeof r[2] === 'object' && r[2] !== null && (r[2] as { items?: unknown }).items instanceof PackedItems;
+  if (r[1] !== RESULT_OK || typeof r[2] !== 'object' || r[2] === null) return false;
+  const result = r[2] as { items?: unknown; item?: unknown };
+  return result.items instanceof PackedItems || result.item instanceof PackedItem;
 }
 
-/** The response packed with an empty list in place of its items, put last so that the list
- * is the frame's last byte (0x90); that byte is replaced by the list's header and the items. */
+/** The head of a GetItem's answer, [id, RESULT_OK, {item: ...}] up to the item, as msgpackr packs it, for an id
+ * of up to 32 bits (a client's request counter; larger ones go through msgpackr). Written by hand: through
+ * msgpackr it was a pack call per answer. */
+function itemAnswerHead(id: number): Uint8Array | null {
+  const idBytes = id < 0x80 ? 1 : id < 0x100 ? 2 : id < 0x10000 ? 3 : id <= 0xffffffff ? 5 : 0;
+  if (idBytes === 0) return null;
+  const head = Buffer.allocUnsafe(idBytes + 10);
+  head[0] = 0x93;
+  if (idBytes === 1) head[1] = id;
+  else if (idBytes === 2) (head[1] = 0xcc), (head[2] = id);
+  else if (idBytes === 3) (head[1] = 0xcd), head.writeUInt16BE(id, 2);
+  else (head[1] = 0xce), head.writeUInt32BE(id, 2);
+  let at = idBytes + 1;
+  head[at++] = RESULT_OK;
+  // A map of one, item: msgpackr writes an object's size as 16 bits (0xde), not in the type byte.
+  head[at++] = 0xde;
+  head[at++] = 0;
+  head[at++] = 1;
+  head[at++] = 0xa4; // "item", a string of 4 bytes
+  head[at++] = 0x69;
+  head[at++] = 0x74;
+  head[at++] = 0x65;
+  head[at++] = 0x6d;
+  assert(at === head.byteLength, 'the head is the bytes written');
+  return head;
+}
+
+/** The response packed with the passing value (the items' list, or the item) replaced by nil and put last, so that
+ * the nil is the response's last byte (0xc0); that byte is replaced by the value's bytes. A GetItem's answer (the
+ * item alone) has its head written by hand (itemAnswerHead). */
 function writePassThrough([id, ok, result]: [number, typeof RESULT_OK, PassThroughResult], parts: Uint8Array[]): void {
+  if ('item' in result) {
+    const head = Object.keys(result).length === 1 ? itemAnswerHead(id) : null;
+    if (head !== null) parts.push(head);
+    else {
+      const packed = clientPackr.pack([id, ok, { ...result, item: null }]);
+      assert(packed[packed.length - 1] === 0xc0, 'nil packs as 0xc0, the last byte of the response');
+      parts.push(packed.subarray(0, packed.length - 1));
+    }
+    parts.push(result.item.bytes);
+    return;
+  }
   const items = result.items;
   // The other fields copied one by one, in their order, then items: `{ ...rest, items: [] }` (a spread with a
   // property after it) took V8's slow path, about 5 µs a range answer (0.18x of it this way: bench/PROFILE.md).
   const shown: Record<string, unknown> = {};
-  for (const k in result) if (k !== 'items') shown[k] = result[k as keyof PassThroughResult];
-  shown.items = [];
+  for (const k in result) if (k !== 'items') shown[k] = (result as Record<string, unknown>)[k];
+  shown.items = null;
   const head = clientPackr.pack([id, ok, shown]);
-  assert(head[head.length - 1] === 0x90, 'an empty list packs as 0x90, the last byte of the response');
+  assert(head[head.length - 1] === 0xc0, 'nil packs as 0xc0, the last byte of the response');
   parts.push(head.subarray(0, head.length - 1));
   if (items.header !== null) parts.push(items.header);
   for (const b of items.parts) parts.push(b);
@@ -895,11 +975,11 @@ const isRequestId = (v: unknown): v is RequestId =>
 export type SliceOpMessage =
   | [typeof SliceOp.Assign, epoch: number, slices: number[]]
   | [typeof SliceOp.Put, tableId: number, slice: number, key: string, item: Item, itemBytes: number, check: WriteCheck | null, requestId: RequestId | null]
-  | [typeof SliceOp.Get, tableId: number, slice: number, key: string, projection: Projection]
+  | [typeof SliceOp.Get, tableId: number, slice: number, key: string, projection: Projection, packed: boolean]
   | [typeof SliceOp.Delete, tableId: number, slice: number, key: string, check: WriteCheck | null, requestId: RequestId | null]
   | [typeof SliceOp.Update, tableId: number, slice: number, key: string, spec: UpdateSpec, requestId: RequestId | null]
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
-  | [typeof SliceOp.ReplicaGet, tableId: number, slice: number, key: string, projection: Projection]
+  | [typeof SliceOp.ReplicaGet, tableId: number, slice: number, key: string, projection: Projection, packed: boolean]
   | [typeof SliceOp.ReplicaRange, tableId: number, slice: number, spec: RangeSpec]
   | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean]
   | [typeof SliceOp.DropTable, tableId: number]
@@ -980,13 +1060,14 @@ export interface SliceOpResults {
   [SliceOp.Assign]: null;
   /** The old item (or null) when the check asked for it; otherwise null. */
   [SliceOp.Put]: Item | null;
-  [SliceOp.Get]: Item | null;
+  /** The item, or (the op's `packed`) its bytes in the client's msgpack form (packClientItem); null: none. */
+  [SliceOp.Get]: Item | Uint8Array | null;
   /** With a check that asks for the old item: that item or null; otherwise whether one was deleted. */
   [SliceOp.Delete]: Item | null | boolean;
   /** The item as returnValues asks ('old' or 'new'), null for 'none' or no old item. */
   [SliceOp.Update]: Item | null;
   [SliceOp.Range]: RangeResult;
-  [SliceOp.ReplicaGet]: Item | null;
+  [SliceOp.ReplicaGet]: Item | Uint8Array | null;
   [SliceOp.ReplicaRange]: RangeResult;
   [SliceOp.Scan]: ScanResult;
   /** Whether the worker held any of the table. */
@@ -1128,7 +1209,7 @@ export function decodeSliceResults(bytes: Uint8Array): SliceOpResult[] {
 const ARGUMENTS: Record<number, number> = {
   [SliceOp.Assign]: 2,
   [SliceOp.Put]: 7,
-  [SliceOp.Get]: 4,
+  [SliceOp.Get]: 5,
   [SliceOp.Delete]: 5,
   [SliceOp.Update]: 5,
   [SliceOp.Range]: 3,
@@ -1142,7 +1223,7 @@ const ARGUMENTS: Record<number, number> = {
   [SliceOp.MoveBegin]: 1,
   [SliceOp.MoveApply]: 3,
   [SliceOp.MoveAbort]: 2,
-  [SliceOp.ReplicaGet]: 4,
+  [SliceOp.ReplicaGet]: 5,
   [SliceOp.ReplicaRange]: 3,
 };
 const COMPARATORS = new Set(['=', '<>', '<', '<=', '>', '>=']);
@@ -1167,7 +1248,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
   if (op.length !== args + 1) fail(`slice op ${code} takes ${args} arguments, got ${op.length - 1}`);
   // Every op of every batch passes here. The most common shapes (a plain Get, an unconditional
   // Put) are checked without allocating; the full check below builds its messages' pieces.
-  if (code === SliceOp.Get && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && op[4] === null) return;
+  if (code === SliceOp.Get && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && op[4] === null && typeof op[5] === 'boolean') return;
   if (code === SliceOp.Put && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && isPlainObject(op[4]) && isItemValue(op[4]) && isUint(op[5]) && op[6] === null && (op[7] === null || isRequestId(op[7]))) return;
   const at = (i: number, what: string) => `slice op ${code}, ${what}`;
   const uint = (i: number, what: string) => isUint(op[i]) || fail(`${at(i, what)}: ${show(op[i])} is not a whole number`);
@@ -1195,6 +1276,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       slice(2);
       key(3);
       checkProjection(op[4], at(4, 'projection'));
+      if (typeof op[5] !== 'boolean') fail(`${at(5, 'packed')}: not a boolean`);
       return;
     case SliceOp.Delete:
       uint(1, 'table');

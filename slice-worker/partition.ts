@@ -22,6 +22,7 @@ import {
   type MoveReadResult,
   KEPT_IN_LIST,
   concatClientList,
+  packClientItem,
   packClientList,
   splitPackedList,
   type RangeItems,
@@ -166,12 +167,15 @@ export class SliceStore {
       // through readReplica (worker.ts decides whether its replica may answer).
       case SliceOp.Get:
       case SliceOp.ReplicaGet: {
-        const [, table, slice, key, projection] = op;
+        const [, table, slice, key, projection, packed] = op;
         this.admit(table, slice, key, false);
-        const stored = this.partition(table, slice, false)?.tree.get(key);
+        const partition = this.partition(table, slice, false);
+        const stored = partition?.tree.get(key);
         if (stored === undefined) return answer(op, null);
         this.load.countBytes(table, slice, stored.bytes, false);
-        return answer(op, projectItem(stored.item, projection));
+        if (!packed) return answer(op, projectItem(stored.item, projection));
+        // For a transport that only forwards it: the item's bytes in the client's form, kept as a range page keeps them.
+        return answer(op, projection === null ? this.packOne(stored, partition!) : packClientItem(projectItem(stored.item, projection)));
       }
       case SliceOp.Delete: {
         const [, table, slice, key, check] = op;
@@ -658,6 +662,21 @@ export class SliceStore {
     }
     assert(k === pieces.length, 'every packed item has its place in the page');
     return concatClientList(parts);
+  }
+
+  /** One whole stored item in the client's msgpack form (what packClientItem gives): its kept bytes if it has them;
+   * otherwise packed, and kept as packWhole keeps a page's items (under the same budget and size bound). */
+  private packOne(s: Stored, partition: Partition): Uint8Array {
+    if (s.packed !== null) return Buffer.from(s.packed, 'latin1');
+    const bytes = packClientItem(s.item);
+    if (s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.mayKeep()) {
+      assert(Buffer.isBuffer(bytes), 'msgpackr packs into a Buffer');
+      s.packed = bytes.toString('latin1');
+      const cost = keptCost(s.packed);
+      partition.kept += cost;
+      this.keptSinceCount += cost;
+    }
+    return bytes;
   }
 
   /** What the items of this worker keep of packed bytes (keptCost), summed over its partitions. */

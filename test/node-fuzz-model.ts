@@ -115,7 +115,7 @@ const RANGE_FIELDS: Record<string, keyof typeof WRONG> = { low: 'key', high: 'ke
 /** Each op's arguments, valid, with the kind of each. */
 const TEMPLATES: [code: number, args: () => unknown[], kinds: FieldKind[]][] = [
   [SliceOp.Put, () => [T, S, K, { id: 'x', v: 1 }, 10, null, [0xfeedc0de, 1]], ['uint', 'slice', 'key', 'item', 'uint', 'check', 'requestId']],
-  [SliceOp.Get, () => [T, S, K, null], ['uint', 'slice', 'key', 'projection']],
+  [SliceOp.Get, () => [T, S, K, null, true], ['uint', 'slice', 'key', 'projection', 'bool']],
   [SliceOp.Delete, () => [T, S, K, null, null], ['uint', 'slice', 'key', 'check', 'requestId']],
   [SliceOp.Update, () => [T, S, K, updateSpec(), [0xfeedc0de, 2]], ['uint', 'slice', 'key', 'updateSpec', 'requestId']],
   [SliceOp.Range, () => [T, S, rangeSpec()], ['uint', 'slice', 'rangeSpec']],
@@ -129,7 +129,7 @@ const TEMPLATES: [code: number, args: () => unknown[], kinds: FieldKind[]][] = [
   [SliceOp.MoveBegin, () => [S], ['slice']],
   [SliceOp.MoveApply, () => [S, [[EFFECT_SET, T, S, K, { id: 'x' }, 5]], false], ['slice', 'effects', 'bool']],
   [SliceOp.MoveAbort, () => [S, 'source'], ['slice', 'role']],
-  [SliceOp.ReplicaGet, () => [T, S, K, null], ['uint', 'slice', 'key', 'projection']],
+  [SliceOp.ReplicaGet, () => [T, S, K, null, false], ['uint', 'slice', 'key', 'projection', 'bool']],
   [SliceOp.ReplicaRange, () => [T, S, rangeSpec()], ['uint', 'slice', 'rangeSpec']],
 ];
 

@@ -241,8 +241,8 @@ class Link {
 }
 
 const put = (slice: number, key: string, v: number): SliceOpMessage => [SliceOp.Put, TABLE, slice, key, { k: key, v }, 16, null, null];
-const get = (slice: number, key: string): SliceOpMessage => [SliceOp.Get, TABLE, slice, key, null];
-const replicaGet = (slice: number, key: string): SliceOpMessage => [SliceOp.ReplicaGet, TABLE, slice, key, null];
+const get = (slice: number, key: string): SliceOpMessage => [SliceOp.Get, TABLE, slice, key, null, false];
+const replicaGet = (slice: number, key: string): SliceOpMessage => [SliceOp.ReplicaGet, TABLE, slice, key, null, false];
 /** A put of `key` on `slice`, sent to the worker that owns the slice. */
 const putOn = (link: Link, slice: number, key: string, v: number, ms?: number) => link.batch(workerOf(slice, WORKERS), [put(slice, key, v)], ms);
 

@@ -662,7 +662,7 @@ function toMessage(d: OpDesc): SliceOpMessage {
     }
     case 'get': {
       const ref = KEYS[d.k];
-      return [SliceOp.Get, ref.table, d.slice ?? ref.slice, ref.key, structuredClone(d.projection)];
+      return [SliceOp.Get, ref.table, d.slice ?? ref.slice, ref.key, structuredClone(d.projection), false];
     }
     case 'delete': {
       const ref = KEYS[d.k];
@@ -823,8 +823,8 @@ describe('ownership', () => {
       const ops: SliceOpMessage[] = [
         [SliceOp.Put, key.table, slice, key.key, { a: 1 }, 10, null, null],
         [SliceOp.Put, key.table, slice, key.key, { a: 1 }, 10, { condition: never, returnOld: true, oldOnFailure: true }, null],
-        [SliceOp.Get, key.table, slice, key.key, null],
-        [SliceOp.Get, key.table, slice, key.key, [['a']]],
+        [SliceOp.Get, key.table, slice, key.key, null, false],
+        [SliceOp.Get, key.table, slice, key.key, [['a']], false],
         [SliceOp.Delete, key.table, slice, key.key, null, null],
         [SliceOp.Delete, key.table, slice, key.key, { condition: always, returnOld: true, oldOnFailure: false }, null],
         [SliceOp.Update, key.table, slice, key.key, spec, null],
@@ -845,7 +845,7 @@ describe('ownership', () => {
     const store = newStore(() => 1);
     store.execute([SliceOp.Put, key.table, 4, key.key, { [NAME_ATTRIBUTE]: key.name }, 10, null, null]);
     expect(store.execute([SliceOp.Assign, 2, [1, 7]])).toEqual([RESULT_OK, null]);
-    expect(store.execute([SliceOp.Get, key.table, 4, key.key, null])[1]).toBe('WrongOwner');
+    expect(store.execute([SliceOp.Get, key.table, 4, key.key, null, false])[1]).toBe('WrongOwner');
     expect(store.execute(scanAll(key.table))).toEqual([RESULT_OK, [[], true, null]]);
   });
 
@@ -875,7 +875,7 @@ describe('failed updates', () => {
       },
       null,
     ]);
-  const get = (store: SliceStore) => store.execute([SliceOp.Get, ref.table, ref.slice, ref.key, null]);
+  const get = (store: SliceStore) => store.execute([SliceOp.Get, ref.table, ref.slice, ref.key, null, false]);
 
   function storeWith(item: Item): { store: SliceStore; tick: () => void } {
     let now = 100;

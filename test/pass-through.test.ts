@@ -1,11 +1,15 @@
-// Items that pass through the router undecoded (RangeSpec.packed, a Scan's `packed`,
-// PackedItems): the worker packs the items of a range or of its part of a scan page in the
-// client's msgpack form, the router copies those bytes into the client frame, and the client
-// reads the same items that the decoded path (HTTP, GetItem) gives, byte for byte. The codec at
+// Items that pass through the router undecoded (RangeSpec.packed, a Scan's `packed`, a Get's
+// `packed`; PackedItems, PackedItem): the worker packs the items of a range, of its part of a
+// scan page or of a Get in the client's msgpack form, the router copies those bytes into the
+// client frame, and the client reads the same items that the decoded path (HTTP, DynamoDB)
+// gives, byte for byte. The codec at
 // the edges first, then the partition, then a real cluster over both transports.
 import { describe, expect, it, beforeAll } from 'vitest';
 import { Packr } from 'msgpackr';
+import { GetItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import {
+  PACKED_NIL,
+  PackedItem,
   decodeClientResponses,
   encodeClientFrame,
   packClientList,
@@ -32,6 +36,7 @@ import type { Condition } from '../shared/expression-ast.js';
 import type { Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { plain, useCluster } from './cluster-fixture.js';
+import { dynamoClient } from './dynamodb-fixture.js';
 
 /** An item with every kind of value: text, numbers (integers, fractions, extremes, a decimal
  * no double holds), booleans, null, binary, lists, maps nested with binary inside, and sets. */
@@ -411,7 +416,7 @@ describe('scan pages over the WebSocket API pass items through', () => {
     expect(await samePages({ table: 'pass_empty', limit: 10 }, 'empty table')).toEqual([]);
   });
 
-  it('a BatchGet (decoded by the router: packing each item in the worker cost more than it saved) gives the items GetItem and the HTTP API give', async () => {
+  it('a BatchGet (its items packed by the workers, kept bytes or not) gives the items GetItem and the HTTP API give', async () => {
     const keys = [
       { pk: 'p3', sk: 3 },
       { pk: 'nobody', sk: 1 },
@@ -435,5 +440,162 @@ describe('scan pages over the WebSocket API pass items through', () => {
     }
     const none = await c.client.batchGet('pass_scan', [{ pk: 'x', sk: 1 }, { pk: 'y', sk: 2 }]);
     expect(none.items).toEqual([null, null]);
+  });
+});
+
+describe('a GetItem answer with its item packed', () => {
+  const item = everyType('g', 3);
+  const packed = () => PackedItem.of(reference.pack(item));
+
+  it('is byte for byte the frame of the item as an object, at every size of request id, alone and in a frame', () => {
+    for (const id of [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 40]) {
+      const passing: ClientResponseFrame = [id, RESULT_OK, { item: packed() }];
+      expect(Buffer.compare(encodeClientFrame(passing), reference.pack([id, RESULT_OK, { item }])), `id ${id}`).toBe(0);
+    }
+    // Among other answers: runs of plain ones (packed together), errors, a missing item, BatchGet's packed list with a nil.
+    const other = everyType('h', 4);
+    const list: ClientResponseFrame[] = [
+      [1, RESULT_OK, {}],
+      [2, RESULT_ERROR, 'TableNotFound', 'no table'],
+      [3, RESULT_OK, { item: packed() }],
+      [4, RESULT_OK, { item: packed() }],
+      [5, RESULT_OK, { item: null }],
+      [6, RESULT_OK, { items: PackedItems.ofItems([reference.pack(other), PACKED_NIL, reference.pack(item)]), failures: [] }],
+      [7, RESULT_OK, { item: other }],
+      [300, RESULT_OK, { item: packed() }],
+    ];
+    const expected = [
+      [1, RESULT_OK, {}],
+      [2, RESULT_ERROR, 'TableNotFound', 'no table'],
+      [3, RESULT_OK, { item }],
+      [4, RESULT_OK, { item }],
+      [5, RESULT_OK, { item: null }],
+      [6, RESULT_OK, { failures: [], items: [other, null, item] }],
+      [7, RESULT_OK, { item: other }],
+      [300, RESULT_OK, { item }],
+    ];
+    expect(Buffer.compare(encodeClientFrame(list), reference.pack(expected))).toBe(0);
+    expect(plain(decodeClientResponses(encodeClientFrame(list)))).toEqual(plain(expected));
+  });
+
+  it('is refused by the router unless its bytes are exactly one map', () => {
+    const bytes = reference.pack(item);
+    expect(() => PackedItem.of(bytes.subarray(0, bytes.length - 1))).toThrow(MalformedFrame);
+    expect(() => PackedItem.of(Buffer.concat([bytes, PACKED_NIL]))).toThrow(/holds one value/);
+    expect(() => PackedItem.of(reference.pack([item]))).toThrow(/map header/);
+    expect(() => PackedItem.of(PACKED_NIL)).toThrow(/map header/);
+    expect(() => PackedItem.of(new Uint8Array(0))).toThrow(/map header/);
+    expect(() => PackedItem.of(Uint8Array.of(0x81, 0xa1, 0x61, 0xc1))).toThrow(/no msgpack type/);
+  });
+
+  it('comes from a partition as the bytes of the object it gives unpacked, with a projection, read again and after writes', () => {
+    const budget = 4096;
+    const store = new SliceStore(0, 1, () => 1, undefined, budget);
+    store.execute([SliceOp.Assign, 1, [0]]);
+    for (let i = 0; i < 40; i++) store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(2, '0')}`, everyType('p', i), 500, null, null]);
+    const get = (key: string, packedToo: boolean, projection: RangeSpec['projection'] = null) => store.execute([SliceOp.Get, 1, 0, key, projection, packedToo]);
+    const same = (context: string) => {
+      for (let i = 0; i < 40; i++) {
+        const key = `k${String(i).padStart(2, '0')}`;
+        for (const projection of [null, [['map', 'a', 'b'], ['bin'], ['ss']]]) {
+          const [ok, object] = get(key, false, projection);
+          const [okPacked, bytes] = get(key, true, projection);
+          expect([ok, okPacked]).toEqual([RESULT_OK, RESULT_OK]);
+          expect(bytes, `${context} ${key}`).toBeInstanceOf(Uint8Array);
+          expect(Buffer.compare(bytes as Uint8Array, reference.pack(object)), `${context} ${key}`).toBe(0);
+        }
+      }
+    };
+    same('first read');
+    const kept = store.keptBytes;
+    expect(kept).toBeGreaterThan(0);
+    expect(kept).toBeLessThanOrEqual(budget * 1.1 + 1000); // the range pages' budget, shared
+    same('read again: the kept bytes');
+    store.execute([SliceOp.Put, 1, 0, 'k03', { pk: 'p', sk: 3, s: 'replaced' }, 50, null, null]);
+    store.execute([SliceOp.Update, 1, 0, 'k04', { base: {}, actions: [{ k: 'set', path: ['s'], value: { k: 'value', v: 'updated' } }], condition: null, oldOnFailure: false, returnValues: 'none' }, null]);
+    store.execute([SliceOp.Delete, 1, 0, 'k05', null, null]);
+    expect(get('k05', true)).toEqual([RESULT_OK, null]);
+    for (let i = 0; i < 40; i++) if (i !== 5) expect(unpackClientList(concatClientList([get(`k${String(i).padStart(2, '0')}`, true)[1] as Uint8Array]))[0].s).toBe(i === 3 ? 'replaced' : i === 4 ? 'updated' : `text ${i} é 😀 \u0000`);
+    expect(get('missing', true)).toEqual([RESULT_OK, null]);
+  });
+});
+
+/** What DynamoDB's endpoint answers for a value, checked against the value by hand (not by the endpoint's own
+ * conversion): each difference as a path and what was found. */
+function dynamoDifferences(value: unknown, av: AttributeValue | undefined, path: string): string[] {
+  const bad = [`${path}: ${JSON.stringify(av)} for ${JSON.stringify(plain(value))}`];
+  if (av === undefined) return bad;
+  if (typeof value === 'string') return av.S === value ? [] : bad;
+  if (typeof value === 'number') return av.N !== undefined && Number(av.N) === value ? [] : bad;
+  if (typeof value === 'boolean') return av.BOOL === value ? [] : bad;
+  if (value === null) return av.NULL === true ? [] : bad;
+  if (value instanceof Uint8Array) return av.B !== undefined && Buffer.compare(av.B, value) === 0 ? [] : bad;
+  if (Array.isArray(value)) return av.L !== undefined && av.L.length === value.length ? value.flatMap((v, i) => dynamoDifferences(v, av.L![i], `${path}[${i}]`)) : bad;
+  const map = value as Record<string, unknown>;
+  if ('$N' in map) return av.N === map.$N ? [] : bad;
+  if ('$SS' in map) return JSON.stringify([...(av.SS ?? [])].sort()) === JSON.stringify([...(map.$SS as string[])].sort()) ? [] : bad;
+  if ('$NS' in map) return JSON.stringify((av.NS ?? []).map(Number).sort()) === JSON.stringify([...(map.$NS as number[])].sort()) ? [] : bad;
+  if ('$BS' in map) return JSON.stringify((av.BS ?? []).map((b) => Buffer.from(b).toString('hex')).sort()) === JSON.stringify((map.$BS as Uint8Array[]).map((b) => Buffer.from(b).toString('hex')).sort()) ? [] : bad;
+  if (av.M === undefined) return bad;
+  const keys = Object.keys(av.M).filter((k) => !k.startsWith('__'));
+  if (JSON.stringify(keys.sort()) !== JSON.stringify(Object.keys(map).sort())) return [`${path}: keys ${keys} for ${Object.keys(map)}`];
+  return Object.keys(map).flatMap((k) => dynamoDifferences(map[k], av.M![k], `${path}.${k}`));
+}
+
+describe('an item of every value type reads back the same over every API', () => {
+  // Two replicas, so that an eventually consistent read may be answered by a follower (ReplicaGet) too.
+  const c = useCluster({ nodes: 2, workers: 2, replicationFactor: 2 });
+  const TABLE = 'pass_get';
+  /** everyType with empty strings, lists and maps at each level, and numbers DynamoDB holds (1e-300 it does not). */
+  const item = (i: number): Item => ({
+    ...everyType('g', i),
+    tiny: 1.5e-100,
+    empty: '',
+    emptyList: [],
+    emptyMap: {},
+    nested: { e: '', l: ['', [], {}], m: { e: '' }, bin: new Uint8Array(0) },
+  });
+  const N = 12;
+
+  beforeAll(async () => {
+    await c.client.createTable(TABLE, { name: 'pk', type: 'string' }, { name: 'sk', type: 'number' });
+    for (let i = 0; i < N; i++) await c.client.putItem(TABLE, item(i));
+  });
+
+  it('over the WebSocket client (GetItem, consistent and not, BatchGet, a range), the HTTP API and the DynamoDB endpoint', async () => {
+    const db = dynamoClient(c.cluster.url);
+    try {
+      const stored: Item[] = [];
+      for (let i = 0; i < N; i++) {
+        const key = { pk: 'g', sk: i };
+        const ws = (await c.client.getItem(TABLE, key))!;
+        stored.push(ws);
+        const { __name, __mtime, ...attributes } = ws;
+        expect(typeof __name === 'string' && typeof __mtime === 'number', `item ${i}`).toBe(true);
+        expect(plain(attributes), `item ${i}`).toEqual(plain(item(i)));
+        expect(ws.bin instanceof Uint8Array && (ws.nested as { bin: unknown }).bin instanceof Uint8Array, `item ${i}`).toBe(true);
+        // Eventual reads go to either replica in turn: each of a few reads answers the same item.
+        for (let k = 0; k < 4; k++) expect(plain(await c.client.getItem(TABLE, key, { consistentRead: false })), `item ${i} eventual`).toEqual(plain(ws));
+        const http = (await c.http.request('GetItem', { table: TABLE, key })) as { item: Item };
+        expect(plain(http.item), `item ${i} HTTP`).toEqual(plain(ws));
+        const out = await db.send(new GetItemCommand({ TableName: TABLE, Key: { pk: { S: 'g' }, sk: { N: String(i) } }, ConsistentRead: true }));
+        expect(out.Item).toBeDefined();
+        expect(dynamoDifferences(attributes, { M: out.Item! }, `item ${i}`)).toEqual([]);
+      }
+      // Projected: decoded, as before.
+      const projected = await c.client.getItem(TABLE, { pk: 'g', sk: 2 }, { projection: 'bin, nested.l, ss' });
+      expect(plain(projected)).toEqual(plain((await c.http.request('GetItem', { table: TABLE, key: { pk: 'g', sk: 2 }, projection: 'bin, nested.l, ss' }) as { item: Item }).item));
+      expect(Object.keys(projected!).sort()).toEqual(['__mtime', '__name', 'bin', 'nested', 'ss']);
+      // BatchGet, a missing key among them: the items in the order asked, null where none.
+      const keys = [{ pk: 'g', sk: 5 }, { pk: 'g', sk: 999 }, { pk: 'g', sk: 0 }, { pk: 'g', sk: N - 1 }];
+      const batch = await c.client.batchGet(TABLE, keys);
+      expect(batch.failures).toEqual([]);
+      expect(plain(batch.items)).toEqual(plain([stored[5], null, stored[0], stored[N - 1]]));
+      expect(plain(batch)).toEqual(plain(await c.http.request('BatchGet', { table: TABLE, keys })));
+      expect(plain(await c.client.batchGet(TABLE, keys, { consistentRead: false }))).toEqual(plain(batch));
+      expect(plain(await c.client.getAllItems({ table: TABLE, shardingKey: 'g' }, 10))).toEqual(plain(stored));
+    } finally {
+      db.destroy();
+    }
   });
 });

@@ -10,7 +10,7 @@ import { NODE_BATCH_BYTES_MAX, NODE_BATCH_OPS_MAX, NODE_LINK_WORKER_BATCHES_IN_F
 import { SliceOp, type SliceOpMessage } from '../shared/protocol.js';
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
-const get = (n: number): SliceOpMessage => [SliceOp.Get, 1, 0, `key-${n}`, null];
+const get = (n: number): SliceOpMessage => [SliceOp.Get, 1, 0, `key-${n}`, null, false];
 const put = (n: number, bytes: number): SliceOpMessage => [SliceOp.Put, 1, 0, `key-${n}`, {}, bytes, null, null];
 
 function recorder(workers: number) {

@@ -63,7 +63,7 @@ describe('a slice move between two workers', () => {
         writes(Math.floor(r() * 5));
         ok(target, [SliceOp.MoveApply, MOVING, changes.concat(items), false]);
         // Not owned yet: the target refuses ops on the slice.
-        expect(target.execute([SliceOp.Get, 1, MOVING, 'k1', null])[0]).not.toBe(RESULT_OK);
+        expect(target.execute([SliceOp.Get, 1, MOVING, 'k1', null, false])[0]).not.toBe(RESULT_OK);
         cursor = next;
         done = last;
       }
@@ -103,7 +103,7 @@ describe('a slice move between two workers', () => {
     ok(source, [SliceOp.MoveAbort, MOVING, 'source']);
     ok(target, [SliceOp.MoveAbort, MOVING, 'target']);
     expect(contents(source, MOVING)).toEqual(expected);
-    expect(source.execute([SliceOp.Get, 1, MOVING, 'k1', null])[0]).toBe(RESULT_OK);
+    expect(source.execute([SliceOp.Get, 1, MOVING, 'k1', null, false])[0]).toBe(RESULT_OK);
     expect(contents(target, MOVING)).toEqual([]);
     // A source-side abort reaching a worker that simply owns the slice changes nothing.
     ok(source, [SliceOp.MoveAbort, MOVING, 'source']);

@@ -185,8 +185,8 @@ describe('eventually consistent reads on a follower', () => {
       expect(workers[f].replicas.readable(SLICE)).toBe(true);
       expect(keys(workers[f])).toBe(ITEMS);
       // The follower does not own the slice (a consistent read there is WrongOwner); its replica read answers.
-      expect(workers[f].store.execute([SliceOp.Get, TABLE, SLICE, 'k7', null])[2]).toMatch(/not owned/);
-      expect(workers[f].store.readReplica([SliceOp.ReplicaGet, TABLE, SLICE, 'k7', null])).toEqual([0, expect.objectContaining({ v: 7 })]);
+      expect(workers[f].store.execute([SliceOp.Get, TABLE, SLICE, 'k7', null, false])[2]).toMatch(/not owned/);
+      expect(workers[f].store.readReplica([SliceOp.ReplicaGet, TABLE, SLICE, 'k7', null, false])).toEqual([0, expect.objectContaining({ v: 7 })]);
     }
     // A replica new to the set (no state) and the leader itself are not readable.
     expect(workers[3].replicas.readable(SLICE)).toBe(false);
@@ -209,7 +209,7 @@ describe('eventually consistent reads on a follower', () => {
     await pump();
     expect(partlyBuiltSeen).toBe(true);
     for (const f of [1, 2, 3]) expect(workers[f].replicas.readable(SLICE)).toBe(true);
-    expect(workers[3].store.readReplica([SliceOp.ReplicaGet, TABLE, SLICE, `k${ITEMS - 1}`, null])).toEqual([0, expect.objectContaining({ v: ITEMS - 1 })]);
+    expect(workers[3].store.readReplica([SliceOp.ReplicaGet, TABLE, SLICE, `k${ITEMS - 1}`, null, false])).toEqual([0, expect.objectContaining({ v: ITEMS - 1 })]);
 
     // A restarted follower has its committed items but waits for its leader's word before it answers.
     workers[0].replicas.of(SLICE).tick();
@@ -246,7 +246,7 @@ describe('a write sent twice', () => {
       workers[leader].replicas.of(SLICE).tick(); // the commit index to the followers
       await pump();
     };
-    const counter = (w: Worker) => (w.store.execute([SliceOp.Get, TABLE, SLICE, 'c', null])[1] as { n?: number } | null)?.n ?? null;
+    const counter = (w: Worker) => (w.store.execute([SliceOp.Get, TABLE, SLICE, 'c', null, false])[1] as { n?: number } | null)?.n ?? null;
     const counterOnReplica = (w: Worker) => ([...w.store.entries()].find((e) => e[0] === EFFECT_SET && e[2] === SLICE && e[3] === 'c')?.[4] as { n: number } | undefined)?.n ?? null;
 
     await elect(0, 1, [0, 1, 2]);

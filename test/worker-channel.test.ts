@@ -74,10 +74,10 @@ describe('worker channel', () => {
   it('answers a small read in a buffer of its own size after a large one', async () => {
     const big = { k: 'big', pad: 'x'.repeat(BIG_BYTES) };
     await run([[SliceOp.Put, TABLE, SLICE, 'big', big, BIG_BYTES + 16, null, null]]);
-    const bigAnswer = await run([[SliceOp.Get, TABLE, SLICE, 'big', null]]);
+    const bigAnswer = await run([[SliceOp.Get, TABLE, SLICE, 'big', null, false]]);
     expect((decodeSliceResults(bigAnswer)[0][1] as { pad: string }).pad.length).toBe(BIG_BYTES);
     for (let i = 0; i < 3; i++) {
-      const small = await run([[SliceOp.Get, TABLE, SLICE, 'missing', null]]);
+      const small = await run([[SliceOp.Get, TABLE, SLICE, 'missing', null, false]]);
       expect(decodeSliceResults(small)).toEqual([[RESULT_OK, null]]);
       // Its own size, and the headroom in front where the node writes its BatchReply's head (worker-thread.ts).
       expect(small.buffer.byteLength).toBe(BATCH_REPLY_HEADROOM + small.byteLength);
@@ -86,7 +86,7 @@ describe('worker channel', () => {
   });
 
   it('runs batches in the order they came, those that waited for the thread in one task', async () => {
-    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => run([[SliceOp.Put, TABLE, SLICE, `k${i}`, { k: `k${i}`, v: i }, 16, null, null], [SliceOp.Get, TABLE, SLICE, `k${i - 1}`, null]])));
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => run([[SliceOp.Put, TABLE, SLICE, `k${i}`, { k: `k${i}`, v: i }, 16, null, null], [SliceOp.Get, TABLE, SLICE, `k${i - 1}`, null, false]])));
     answers.forEach((a, i) => {
       const [, got] = decodeSliceResults(a);
       expect(got).toMatchObject(i === 0 ? [RESULT_OK, null] : [RESULT_OK, { k: `k${i - 1}`, v: i - 1 }]);
@@ -135,7 +135,7 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       // One task: a read that keeps the thread busy, then a write on OWN (a slice of one replica: the worker log;
       // without a request id, as a router sends it there) and one on SLICE, then the node's new assignment that takes SLICE away (the channel runs what waited
       // meanwhile as one task, in order).
-      const busy = channel.run(encodeSliceOps([[SliceOp.Get, TABLE, SLICE, 'first', null]]));
+      const busy = channel.run(encodeSliceOps([[SliceOp.Get, TABLE, SLICE, 'first', null, false]]));
       const write = results(channel.run(encodeSliceOps([[SliceOp.Put, TABLE, OWN, 'kept', { k: 'kept' }, 16, null, null], put('lost')])));
       const assign = results(channel.run(encodeSliceOps([[SliceOp.Assign, 2, [OWN]]]), true, { self: 0, replicated: [] }));
       await busy;
@@ -150,7 +150,7 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       channel = newChannel();
       await channel.open();
       expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 3, [OWN]]]), true, { self: 0, replicated: [] })))[0][0]).toBe(RESULT_OK);
-      expect(await results(channel.run(encodeSliceOps([[SliceOp.Get, TABLE, OWN, 'kept', null]])))).toEqual([[RESULT_OK, expect.objectContaining({ k: 'kept' })]]);
+      expect(await results(channel.run(encodeSliceOps([[SliceOp.Get, TABLE, OWN, 'kept', null, false]])))).toEqual([[RESULT_OK, expect.objectContaining({ k: 'kept' })]]);
       expect(failures).toEqual([]);
     } finally {
       await channel.destroy();

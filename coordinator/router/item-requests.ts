@@ -86,13 +86,14 @@ export function parsePutItem(c: RequestContext, p: Payload): PutItemRequest {
   return { name, op, returnOld };
 }
 
-export function parseGetItem(c: RequestContext, p: Payload): GetItemRequest {
+/** `packed`: the item is only forwarded (the WebSocket API), so its worker packs it in the client's form (PackedItem). */
+export function parseGetItem(c: RequestContext, p: Payload, packed: boolean): GetItemRequest {
   const table = c.tables.get(p.table);
   const ex = new RequestExpressions(p);
   const projection = ex.projection();
   ex.done();
   const pk = resolveKey(table, p.key, c.sliceCount);
-  return { op: [SliceOp.Get, table.id, pk.slice, pk.key, projection], consistent: consistentRead(p) };
+  return { op: [SliceOp.Get, table.id, pk.slice, pk.key, projection, packed], consistent: consistentRead(p) };
 }
 
 export function parseUpdateItem(c: RequestContext, p: Payload): UpdateItemRequest {
@@ -198,7 +199,8 @@ export function parseBatchWrite(c: RequestContext, p: Payload): BatchWriteReques
   return { writes };
 }
 
-export function parseBatchGet(c: RequestContext, p: Payload): BatchGetRequest {
+/** `packed`: as parseGetItem's, for every item. */
+export function parseBatchGet(c: RequestContext, p: Payload, packed: boolean): BatchGetRequest {
   const table = c.tables.get(p.table);
   const ex = new RequestExpressions(p);
   const projection = ex.projection();
@@ -208,7 +210,7 @@ export function parseBatchGet(c: RequestContext, p: Payload): BatchGetRequest {
   if (keys.length > BATCH_GET_ITEMS_MAX) throw new KeysliceError('BatchTooLarge', `BatchGet takes at most ${BATCH_GET_ITEMS_MAX} keys; got ${keys.length}`);
   const gets: BatchGetRequest['gets'] = keys.map((ref) => {
     const pk = resolveKey(table, ref, c.sliceCount);
-    return { name: pk.name, op: [SliceOp.Get, table.id, pk.slice, pk.key, projection] };
+    return { name: pk.name, op: [SliceOp.Get, table.id, pk.slice, pk.key, projection, packed] };
   });
   return { gets, consistent: consistentRead(p) };
 }

@@ -5,7 +5,7 @@
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
-import { cutScanItems, KEPT_IN_LIST, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
+import { cutScanItems, KEPT_IN_LIST, MalformedFrame, PACKED_NIL, PackedItem, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
 import { describe } from '../metadata/catalog.js';
@@ -79,8 +79,8 @@ export class Operations {
   }
 
   /** `passThrough`: the answer goes out in a client msgpack frame (the WebSocket API), so the
-   * items of a range may stay packed as the workers send them (PackedItems); otherwise (JSON,
-   * the DynamoDB API) every item is an object. */
+   * items that GetItem, BatchGet and GetItems read may stay packed as the workers send them
+   * (PackedItem, PackedItems); otherwise (JSON, the DynamoDB API) every item is an object. */
   execute(op: OperationName, payload: Payload, passThrough = false): Promise<unknown> {
     if (this.metrics === undefined) return this.run(op, payload, passThrough);
     const done = this.metrics.start(op);
@@ -100,7 +100,8 @@ export class Operations {
     }
     try {
       if (this.forwardChange !== undefined && TABLE_CHANGES.includes(op)) return this.forwardChange(op, payload);
-      return op === 'GetItems' ? this.GetItems(payload, passThrough) : this[op](payload);
+      if (op === 'GetItem' || op === 'GetItems' || op === 'BatchGet') return this[op](payload, passThrough);
+      return this[op](payload);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -136,9 +137,9 @@ export class Operations {
       .then((old) => (r.returnOld ? { item: old } : {}), (err) => Promise.reject(writeFailureNamed(err, r.name, id)));
   }
 
-  private GetItem(p: Payload) {
-    const r = parseGetItem(this.context, p);
-    return this.router.read(r.op, r.consistent).then((item) => ({ item }));
+  private GetItem(p: Payload, passThrough: boolean) {
+    const r = parseGetItem(this.context, p, passThrough);
+    return this.router.read(r.op, r.consistent).then((item) => ({ item: answerItem(item, passThrough) }));
   }
 
   private async UpdateItem(p: Payload) {
@@ -191,16 +192,18 @@ export class Operations {
     return { failures };
   }
 
-  private async BatchGet(p: Payload) {
-    const { gets, consistent } = parseBatchGet(this.context, p);
-    const results = await Promise.allSettled(gets.map((g) => this.router.read(g.op, consistent)));
+  private async BatchGet(p: Payload, passThrough: boolean) {
+    const { gets, consistent } = parseBatchGet(this.context, p, passThrough);
+    const results = await Promise.allSettled(gets.map((g) => this.router.read(g.op, consistent).then((item) => answerItem(item, passThrough))));
     const failures: ItemFailure[] = [];
     const items = results.map((r, i) => {
       if (r.status === 'fulfilled') return r.value;
       failures.push(itemFailure('keys', i, gets[i].name, r.reason));
       return null;
     });
-    return { items, failures };
+    if (!passThrough) return { items: items as (Item | null)[], failures };
+    // Packed, the items pass through as one list (PackedItems), a missing one as nil; the answer's fields are the same.
+    return { items: PackedItems.ofItems(items.map((item) => (item === null ? PACKED_NIL : (item as PackedItem).bytes))), failures };
   }
 
   /** Each worker reports the slices it owns at the epoch its frame carries (when it leaves, node-link.ts): asked while
@@ -282,6 +285,14 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
   const list = answerItems(items as Item[] | Uint8Array[], passThrough);
   if (!more || last === null) return { items: list, examined };
   return { items: list, examined, marker: scanMarker(last[0], last[1]) };
+}
+
+/** A Get's item as the answer carries it: packed (the op's `packed`), checked and passed through (PackedItem);
+ * an object as it is. A node that answers the other form is refused as malformed (the request fails Internal). */
+function answerItem(item: Item | Uint8Array | null, packed: boolean): Item | PackedItem | null {
+  if (item === null) return null;
+  if (item instanceof Uint8Array !== packed) throw new MalformedFrame(`a Get asked for its item ${packed ? 'packed' : 'as an object'} was answered with ${packed ? 'an object' : 'bytes'}`);
+  return packed ? PackedItem.of(item as Uint8Array) : (item as Item);
 }
 
 /** A range's items as the answer carries them: packed ones pass through (PackedItems), objects as they are. */

@@ -184,7 +184,7 @@ export class Router {
       this.counts.eventualRead('leader');
       return this.send(op);
     }
-    const replicaOp: SliceOpMessage = op[0] === SliceOp.Get ? [SliceOp.ReplicaGet, op[1], op[2], op[3], op[4]] : [SliceOp.ReplicaRange, op[1], op[2], op[3]];
+    const replicaOp: SliceOpMessage = op[0] === SliceOp.Get ? [SliceOp.ReplicaGet, op[1], op[2], op[3], op[4], op[5]] : [SliceOp.ReplicaRange, op[1], op[2], op[3]];
     const asked = link.send(op[2], replicaOp);
     asked.catch(() => {}); // a late answer, or its failure, is not waited for once the leader is asked
     try {
