@@ -197,6 +197,29 @@ describe('a slice replica', () => {
     expect(g.outbox).toEqual([]);
   });
 
+  it('sends nothing more to a replica that left the set once its own answer settled the change, though it lacks records', () => {
+    // Replicas 0, 1, 2 were the set; 0, 1, 3 are the new one (2 replaced by 3). Leader 0; replica 1 is silent.
+    const g = group(4);
+    g.elect(0, 1, { sets: [[0, 1, 3], [0, 1, 2]] });
+    const leader = g.replicas[0];
+    leader.propose(payload('a'));
+    leader.propose(payload('b'));
+    g.sync(0);
+    g.outbox.splice(0); // every append lost: each follower is probed with one record, the barrier
+    g.later();
+    leader.tick();
+    g.deliver(3);
+    g.sync(3);
+    g.deliver(0); // 0 and 3: a majority of the new set holds the barrier, 0 alone of the old one
+    expect(g.committed).toEqual([]);
+    g.deliver(2);
+    g.sync(2);
+    g.deliver(0); // 0 and 2: the old set's majority; the barrier commits and the change settles
+    expect(g.committed).toEqual([1]);
+    // Replica 2 lacks records 2 and 3, but its node drops what comes for the slice: it is sent nothing.
+    expect(g.outbox.filter((s) => s.to === 2)).toEqual([]);
+  });
+
   it('refuses a record of an older term, a gap, a damaged record and records that do not follow, and writes nothing of them', () => {
     const g = group(2);
     const f = g.replicas[1];

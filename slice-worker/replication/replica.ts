@@ -610,7 +610,8 @@ export class Replica {
       if (m.commitIndex > f.knownCommit) f.knownCommit = m.commitIndex;
       if (f.next <= m.matchIndex) f.next = m.matchIndex + 1;
       this.leaderCommit();
-      if (f.next <= this.lastIndex) this.sendAppend(f);
+      // The commit may have settled a change that `f` left (settleSets): it is sent nothing more.
+      if (this.followers.get(from) === f && f.next <= this.lastIndex) this.sendAppend(f);
       return;
     }
     // A gap: start after the follower's last record. A diverged tail: start after its commit
