@@ -123,8 +123,11 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 21: fewer replication messages per write (docs/replication.md, "Heartbeats"): a follower answers a KeepAlive whose
  * commit index it can apply with AppendOk once that is durable, and an AppendOk's commitIndex counts the commit index
  * of the Append it answers. No message changed shape; a leader of 20 would take these answers, but one of 21 with a
- * follower of 20 would wait out a round trip per commit point, so the two do not link. */
-export const NODE_PROTOCOL_VERSION = 21;
+ * follower of 20 would wait out a round trip per commit point, so the two do not link.
+ * 22: a Scan names the slices it asks the worker for (its `slices`, in place of a range's end), and so does Stats;
+ * the worker refuses either (WrongOwner) unless it owns every one: a worker scanned, or reported, the slices it owned
+ * then, so one that had lost a slice left it out of a scan page or a load report without saying so. */
+export const NODE_PROTOCOL_VERSION = 22;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -901,9 +904,9 @@ export type SliceOpMessage =
   | [typeof SliceOp.Range, tableId: number, slice: number, spec: RangeSpec]
   | [typeof SliceOp.ReplicaGet, tableId: number, slice: number, key: string, projection: Projection]
   | [typeof SliceOp.ReplicaRange, tableId: number, slice: number, spec: RangeSpec]
-  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean]
+  | [typeof SliceOp.Scan, tableId: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, slices: number[], packed: boolean]
   | [typeof SliceOp.DropTable, tableId: number]
-  | [typeof SliceOp.Stats, tableId: number]
+  | [typeof SliceOp.Stats, tableId: number, slices: number[]]
   | [typeof SliceOp.MoveStart, slice: number]
   | [typeof SliceOp.MoveRead, slice: number, cursor: MoveCursor, limit: number]
   | [typeof SliceOp.MoveFreeze, slice: number]
@@ -960,8 +963,8 @@ export function cutScanItems(results: ScanResult[], lastSlice: number, lastKey: 
  * whose request id the slice's replica had applied already (a router's resend), answered what they got then, applied
  * nothing (slice-worker/replication/applied-requests.ts); they count there only, not as writes. */
 export type SliceCounts = [reads: number, writes: number, readBytes: number, writeBytes: number, throttled: number, duplicateWrites: number];
-/** Stats result: for each slice of the table on this worker that holds items or saw
- * load, [slice, items, bytes, reads/s, writes/s, counters]; the table's hottest sharding
+/** Stats result: for each slice the op names (all of which the worker owns, or it answers WrongOwner) that holds
+ * items or saw load, [slice, items, bytes, reads/s, writes/s, counters]; the table's hottest sharding
  * keys on this worker as [encoded sharding part, ops/s]; the table's counters on
  * this worker over every slice it served (moved-away slices included); and the items and
  * bytes of the table the worker holds in its store over every slice there (the slices it owns,
@@ -1134,7 +1137,7 @@ const ARGUMENTS: Record<number, number> = {
   [SliceOp.Range]: 3,
   [SliceOp.Scan]: 8,
   [SliceOp.DropTable]: 1,
-  [SliceOp.Stats]: 1,
+  [SliceOp.Stats]: 2,
   [SliceOp.MoveStart]: 1,
   [SliceOp.MoveRead]: 3,
   [SliceOp.MoveFreeze]: 1,
@@ -1240,12 +1243,15 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       uint(4, 'limit');
       checkProjection(op[5], at(5, 'projection'));
       checkConditionOrNull(op[6], at(6, 'filter'));
-      if (!(isUint(op[7]) && op[7] <= SLICE_COUNT_MAX)) fail(`${at(7, 'to slice')}: not a slice bound`);
+      checkSliceList(op[7], op[2] as number, at(7, 'slices'));
       if (typeof op[8] !== 'boolean') fail(`${at(8, 'packed')}: not a boolean`);
       return;
     case SliceOp.DropTable:
+      uint(1, 'table');
+      return;
     case SliceOp.Stats:
       uint(1, 'table');
+      checkSliceList(op[2], 0, at(2, 'slices'));
       return;
     case SliceOp.MoveStart:
     case SliceOp.MoveFreeze:
@@ -1271,6 +1277,17 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       slice(1);
       if (!(op[2] === 'source' || op[2] === 'target')) fail(`${at(2, 'role')}: not source or target`);
       return;
+  }
+}
+
+/** The slices a Scan or Stats names: ascending slice numbers from `fromSlice` on, each once (a scan's worker answers
+ * its entries in (slice, key) order by walking them, and the router merges the workers' answers on that order). */
+function checkSliceList(v: unknown, fromSlice: number, where: string): void {
+  if (!(Array.isArray(v) && v.length <= SLICE_COUNT_MAX)) fail(`${where}: not a list of at most ${SLICE_COUNT_MAX} slice numbers`);
+  let last = fromSlice - 1;
+  for (const s of v as unknown[]) {
+    if (!(isSlice(s) && s > last)) fail(`${where}: ${show(s)} is not a slice number above ${last} (ascending, from slice ${fromSlice} on)`);
+    last = s;
   }
 }
 

@@ -106,7 +106,6 @@ export class SliceStore {
   private keptSinceCount = 0;
   private pagesSinceCount = 0;
   private owned = new Set<number>();
-  private ownedSorted: number[] = [];
   /** The slice that readReplica is reading now (-1: none): the one slice an op may read without owning it. */
   private replicaRead = -1;
   /** tableId -> slice -> partition. Created on first write. */
@@ -196,7 +195,7 @@ export class SliceStore {
         this.load.dropTable(op[1]);
         return answer(op, this.tables.delete(op[1]));
       case SliceOp.Stats:
-        return answer(op, this.stats(op[1]));
+        return answer(op, this.stats(op[1], op[2]));
       case SliceOp.MoveStart:
         return answer(op, this.moveStart(op[1]));
       case SliceOp.MoveRead:
@@ -220,17 +219,12 @@ export class SliceStore {
     assert(epoch >= this.epoch, `an epoch only grows (had ${this.epoch}, got ${epoch})`);
     for (const s of slices) assert(workerOf(s, this.workerCount) === this.workerIndex, `slice ${s} belongs to worker ${workerOf(s, this.workerCount)}, not ${this.workerIndex}`);
     this.epoch = epoch;
-    this.setOwned(slices);
+    this.owned = new Set(slices);
     // A (re)assignment ends every move this worker took part in; the coordinator has given them up.
     this.outgoing.clear();
     this.frozen.clear();
     this.incoming.clear();
     return null;
-  }
-
-  private setOwned(slices: Iterable<number>): void {
-    this.owned = new Set(slices);
-    this.ownedSorted = [...this.owned].sort((a, b) => a - b);
   }
 
   // ---- slice moves -----------------------------------------------------------
@@ -303,7 +297,6 @@ export class SliceStore {
     const changes = this.outgoingChanges(slice);
     this.outgoing.delete(slice);
     this.owned.delete(slice);
-    this.setOwned(this.owned);
     this.frozen.add(slice);
     return changes;
   }
@@ -344,7 +337,7 @@ export class SliceStore {
     }
     if (own) {
       this.incoming.delete(slice);
-      this.setOwned([...this.owned, slice]);
+      this.owned.add(slice);
     }
     return null;
   }
@@ -354,11 +347,10 @@ export class SliceStore {
   private moveAbort(slice: number, role: 'source' | 'target'): null {
     if (role === 'source') {
       this.outgoing.delete(slice);
-      if (this.frozen.delete(slice)) this.setOwned([...this.owned, slice]);
+      if (this.frozen.delete(slice)) this.owned.add(slice);
       return null;
     }
     const wasOwned = this.owned.delete(slice);
-    if (wasOwned) this.setOwned(this.owned);
     if (this.incoming.delete(slice) || wasOwned) this.dropSlice(slice, null);
     return null;
   }
@@ -460,13 +452,15 @@ export class SliceStore {
     return [page(), lastKey, false, keys, examined];
   }
 
-  /** This worker's first `limit` examined items after (fromSlice, afterKey) and before slice
-   * `toSlice`, in (slice, key) order; the ones the filter leaves out come back as
+  /** The first `limit` examined items of `slices` (ascending, from fromSlice on: the ones the router's map gives this
+   * worker) after (fromSlice, afterKey), in (slice, key) order; refused (WrongOwner, nothing read) unless this worker
+   * owns every one of them, so that a scan never leaves out a slice it was asked for. The ones the filter leaves out come back as
    * [slice, key, null, bytes], so that the coordinator can cut the page at `limit`
    * examined items across all workers. `packed`: the kept items come as one list in the
    * client's form (whole items: packWhole; projected ones: one pack call for the page), each
    * kept entry marked KEPT_IN_LIST. */
-  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean): ScanResult {
+  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, asked: number[], packed: boolean): ScanResult {
+    for (const slice of asked) this.checkOwner(slice);
     const entries: ScanEntry[] = [];
     const slices = this.tables.get(table);
     if (slices === undefined) return [entries, true, packed ? packClientList([]) : null];
@@ -475,9 +469,7 @@ export class SliceStore {
     const whole: Stored[] | null = packed && projection === null ? [] : null;
     let bytes = 0;
     let exhausted = true;
-    scan: for (const slice of this.ownedSorted) {
-      if (slice < fromSlice) continue;
-      if (slice >= toSlice) break;
+    scan: for (const slice of asked) {
       const tree = slices.get(slice)?.tree;
       if (tree === undefined) continue;
       const after = slice === fromSlice ? afterKey : null;
@@ -496,8 +488,11 @@ export class SliceStore {
     return [entries, exhausted, whole !== null ? this.packWhole(whole, null) : packed ? packScanItems(entries) : null];
   }
 
-  /** Items, bytes and load of each slice of a table that holds items or saw load, and its hot keys. */
-  private stats(table: number): StatsResult {
+  /** Items, bytes and load of each slice of `asked` (ascending: the ones the asker's map gives this worker) that holds
+   * items or saw load, refused (WrongOwner) unless this worker owns every one of them, so that a load report never
+   * leaves out a slice or counts one twice; and the table's hot keys, counters and what the worker holds of it. */
+  private stats(table: number, asked: number[]): StatsResult {
+    for (const slice of asked) this.checkOwner(slice);
     const slices = this.tables.get(table);
     const withLoad = new Set(this.load.slicesWithLoad(table));
     let heldItems = 0;
@@ -507,7 +502,7 @@ export class SliceStore {
       heldBytes += p.bytes;
     }
     const out: StatsResult = [[], this.load.hotKeys(table), [...this.load.tableCounters(table)], [heldItems, heldBytes]];
-    for (const slice of this.ownedSorted) {
+    for (const slice of asked) {
       const p = slices?.get(slice);
       const items = p?.tree.size ?? 0;
       if (items === 0 && !withLoad.has(slice)) continue;
@@ -577,11 +572,6 @@ export class SliceStore {
     assert(!this.owned.has(slice) && !this.frozen.has(slice) && !this.incoming.has(slice), `worker ${this.workerIndex} forgets only a slice it does not own or move (slice ${slice})`);
     for (const slices of this.tables.values()) slices.delete(slice);
     this.record([EFFECT_DROP_SLICE, slice, null]);
-  }
-
-  /** The epoch of the last assignment this worker took (its owned slices are that epoch's). */
-  get assignedEpoch(): number {
-    return this.epoch;
   }
 
   /** Whether this worker owns `slice` at its epoch (ops on it run here). */
