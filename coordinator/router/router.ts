@@ -242,13 +242,9 @@ export class Router {
         workers.forEach((slices, w) => answers.push(link.sendToWorker(w, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, slices, r.packed])));
       }
       const settled = await Promise.allSettled(answers);
-      const results: ScanResult[] = [];
-      let err: unknown = undefined;
-      for (const a of settled) {
-        if (a.status === 'fulfilled') results.push(a.value);
-        else if (err === undefined) err = a.reason;
-      }
-      if (err === undefined) return results;
+      const failed = settled.find((a): a is PromiseRejectedResult => a.status === 'rejected');
+      if (failed === undefined) return settled.map((a) => (a as PromiseFulfilledResult<ScanResult>).value);
+      const err: unknown = failed.reason;
       if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
         await this.cluster.afterNoLeader(failoverTries++);
         continue;
