@@ -17,6 +17,7 @@ import {
   RESULT_ERROR,
   RESULT_OK,
   SliceOp,
+  slicesIn,
   type Effect,
   type MoveCursor,
   type MoveReadResult,
@@ -189,13 +190,13 @@ export class SliceStore {
         this.admit(op[1], op[2], op[3].low, false);
         return answer(op, this.range(op[1], op[2], op[3]));
       case SliceOp.Scan:
-        return answer(op, this.scan(op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8]));
+        return answer(op, this.scan(op[1], op[2], op[3], op[4], op[5], op[6], slicesIn(op[7], op[2]), op[8]));
       case SliceOp.DropTable:
         this.record([EFFECT_DROP_TABLE, op[1]]);
         this.load.dropTable(op[1]);
         return answer(op, this.tables.delete(op[1]));
       case SliceOp.Stats:
-        return answer(op, this.stats(op[1], op[2]));
+        return answer(op, this.stats(op[1], slicesIn(op[2], 0)));
       case SliceOp.MoveStart:
         return answer(op, this.moveStart(op[1]));
       case SliceOp.MoveRead:

@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, RESULT_ERROR, SliceOp } from '../shared/protocol.js';
+import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, RESULT_ERROR, SliceOp, sliceSetOf } from '../shared/protocol.js';
 import { recordPackr } from './node-fuzz-model.js';
 
 const WAIT_MS = 10_000;
@@ -107,7 +107,7 @@ describe('a batch port while its node takes an assignment', () => {
     const port1 = (await dial(`ws://127.0.0.1:${ports[1]}`, protocol, false)).ws;
     const table = 1; // the cluster's first table
     // The slices a router names to each worker by the map of this epoch: worker 0 the even ones, worker 1 the odd.
-    const scanOf = (slices: number[]) => [SliceOp.Scan, table, 0, null, 10_000, null, null, slices, false];
+    const scanOf = (slices: number[]) => [SliceOp.Scan, table, 0, null, 10_000, null, null, sliceSetOf(0, slices), false];
     const evens = Array.from({ length: SLICES / 2 }, (_, i) => 2 * i);
     const odds = evens.map((s) => s + 1);
     const slicesOf = (answer: unknown[]) => {

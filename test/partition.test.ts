@@ -16,6 +16,9 @@ import {
   RESULT_ERROR,
   RESULT_OK,
   SliceOp,
+  sliceSetOf,
+  slicesIn,
+  type SliceSet,
   type Projection,
   type RangeResult,
   type RangeSpec,
@@ -380,7 +383,8 @@ class Model {
         return ok(result);
       }
       case SliceOp.Scan: {
-        const [, table, fromSlice, afterKey, limit, projection, filter, slices] = op;
+        const [, table, fromSlice, afterKey, limit, projection, filter, set] = op;
+        const slices = slicesIn(set, fromSlice);
         // Every slice it names, or none of it.
         if (slices.some((s) => !this.owned.has(s))) return err('WrongOwner');
         const after = this.entries.filter(
@@ -398,7 +402,8 @@ class Model {
         return ok(result);
       }
       case SliceOp.Stats: {
-        const [, table, slices] = op;
+        const [, table, set] = op;
+        const slices = slicesIn(set, 0);
         if (slices.some((s) => !this.owned.has(s))) return err('WrongOwner');
         const stats: StorageStats = [];
         for (const e of this.entries) {
@@ -476,7 +481,9 @@ function structuredActions(set: Item | null, remove: string[] | null, add: Recor
 const ALL_SLICES = 1 << 30;
 /** The slices a router names in a scan of [from, to) (or a Stats, of every slice) to the worker that owns OWNED (and `foreign` too, as a router
  * whose map still gives it that slice would). */
-const namedSlices = (from: number, to: number, foreign: number | null = null): number[] =>
+const namedSlices = (from: number, to: number, foreign: number | null = null): SliceSet =>
+  sliceSetOf(from, namedList(from, to, foreign));
+const namedList = (from: number, to: number, foreign: number | null): number[] =>
   [...OWNED, ...(foreign === null ? [] : [foreign])].filter((s) => s >= from && s < to).sort((a, b) => a - b);
 
 // ---- random ops ---------------------------------------------------------------------
@@ -797,9 +804,9 @@ describe('SliceStore against a sorted-array model', () => {
         });
         // And the whole state, table by table.
         for (const table of TABLES) {
-          const all: SliceOpMessage = [SliceOp.Scan, table, 0, null, 1_000, null, null, [...OWNED], false];
+          const all: SliceOpMessage = [SliceOp.Scan, table, 0, null, 1_000, null, null, sliceSetOf(0, OWNED), false];
           expect(store.execute(all)).toEqual(model.execute(all, now));
-          const stats: SliceOpMessage = [SliceOp.Stats, table, [...OWNED]];
+          const stats: SliceOpMessage = [SliceOp.Stats, table, sliceSetOf(0, OWNED)];
           expect(storageOnly(store.execute(stats))).toEqual(model.execute(stats, now));
         }
       }),
@@ -823,7 +830,7 @@ describe('SliceStore against a sorted-array model', () => {
 
 describe('ownership', () => {
   const key = KEYS[0];
-  const scanAll = (table: number, slices = [...OWNED]): SliceOpMessage => [SliceOp.Scan, table, 0, null, 1000, null, null, slices, false];
+  const scanAll = (table: number, slices = OWNED): SliceOpMessage => [SliceOp.Scan, table, 0, null, 1000, null, null, sliceSetOf(0, slices), false];
 
   it('every op on a slice the worker does not own is a WrongOwner error, and changes nothing', () => {
     const store = newStore(() => 1);

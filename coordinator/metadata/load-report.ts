@@ -6,7 +6,7 @@ import type { Counts, HotKey, NodeLoad, SliceDescription, TableLoad } from '../.
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { workerOf } from '../../shared/hashing.js';
 import { HOT_KEYS_REPORTED, LOAD_REPORT_RETRY_DELAY_MS, LOAD_REPORT_TIMEOUT_MS, LOAD_REPORT_TRIES_MAX, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
-import { SliceOp, type SliceCounts, type StatsResult } from '../../shared/protocol.js';
+import { SliceOp, sliceSetOf, type SliceCounts, type StatsResult } from '../../shared/protocol.js';
 import type { Table } from './catalog.js';
 import type { NodeLink } from './node-link.js';
 
@@ -82,7 +82,7 @@ async function gatherOnce(
     const index = layout.nodes.indexOf(link.url);
     const slicesOf: number[][] = Array.from({ length: link.workerCount }, () => []);
     if (index >= 0) layout.owners.forEach((o, s) => o === index && slicesOf[workerOf(s, link.workerCount)].push(s));
-    const perWorker = Promise.all(slicesOf.map((slices, w) => link.sendToWorker(w, [SliceOp.Stats, table.id, slices])));
+    const perWorker = Promise.all(slicesOf.map((slices, w) => link.sendToWorker(w, [SliceOp.Stats, table.id, sliceSetOf(0, slices)])));
     try {
       return [link, await withTimeout(perWorker, timeoutMs, () => new KeysliceError('Unavailable', `slice node ${link.url} did not report its load within ${timeoutMs} ms`))];
     } catch (err) {

@@ -36,7 +36,7 @@ import { withTimeout } from '../../shared/timeout.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, REPLICA_SILENT_SKIP_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import type { Condition } from '../../shared/expression-ast.js';
-import { isWriteOp, requestIdOf, setRequestId, SliceOp, type Projection, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
+import { isWriteOp, requestIdOf, setRequestId, SliceOp, sliceSetOf, type Projection, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
 import type { EventualAnswer } from './process-metrics.js';
 import { clientRequestId, RequestIds, type ClientName } from './request-ids.js';
 import type { Routing } from './routing.js';
@@ -239,7 +239,7 @@ export class Router {
       const answers: Promise<ScanResult>[] = [];
       for (const [link, workers] of slicesOf) {
         // forEach passes over the workers that own none of the range.
-        workers.forEach((slices, w) => answers.push(link.sendToWorker(w, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, slices, r.packed])));
+        workers.forEach((slices, w) => answers.push(link.sendToWorker(w, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, sliceSetOf(r.fromSlice, slices), r.packed])));
       }
       const settled = await Promise.allSettled(answers);
       const failed = settled.find((a): a is PromiseRejectedResult => a.status === 'rejected');
