@@ -92,8 +92,8 @@ function wrongOwner(frame: unknown[]): boolean {
   return result[0] === RESULT_ERROR && result[1] === 'WrongOwner';
 }
 
-describe('a batch port while its node takes an assignment', () => {
-  it('refuses a batch of the old epoch on a worker that took the new assignment before the node published it', async () => {
+describe("a worker's part of a scan while its node takes an assignment", () => {
+  it('is refused when it names a slice the worker no longer owns, before and after the node publishes the new epoch, never answered without it', async () => {
     const nodeUrl = cluster.nodes[0].url;
     const node = await dial(nodeUrl, {}, true);
     const hello = node.hello!;
