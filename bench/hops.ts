@@ -134,6 +134,8 @@ const WORKLOADS: Workload[] = [
   { name: 'ws GetItems of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   // A full-table scan's page (no sharding key): one of 64 segments, 100 items of it.
   { name: 'ws scan page of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, segment: rnd(64), totalSegments: 64, limit: 100 })).items.length },
+  // A page of the whole table: every worker is asked, for all the slices it owns (a Scan names them).
+  { name: 'ws scan page of 100 of the whole table, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, limit: 100 })).items.length },
   { name: 'ws BatchGet of 25, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].batchGet(TABLE, batchKeys())).items.length },
   { name: 'http DynamoDB GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await ddb(s, s.agent1, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1 },
   { name: 'http DynamoDB GetItem, 64 in flight', inFlight: 64, op: async (s) => (((await ddb(s, s.agent64, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1) },

@@ -13,6 +13,7 @@ import {
   PackedItems,
   RESULT_OK,
   SliceOp,
+  sliceSetOf,
   splitPackedList,
   type RangeResult,
   type RangeSpec,
@@ -123,9 +124,9 @@ for (const withKeys of [false, true]) {
     }
     return s;
   });
-  const scan = (packed: boolean) => stores.map((s) => encodeSliceResults([s.execute([SliceOp.Scan, 1, 0, null, ITEMS, null, null, WORKERS, packed])]));
+  const scan = (packed: boolean) => stores.map((s, w) => encodeSliceResults([s.execute([SliceOp.Scan, 1, 0, null, ITEMS, null, null, sliceSetOf(0, [w]), packed])]));
   const results = [false, true].map(scan);
-  const worker = cpuTimes([false, true].map((packed) => () => encodeSliceResults([stores[0].execute([SliceOp.Scan, 1, 0, null, ITEMS, null, null, WORKERS, packed])])));
+  const worker = cpuTimes([false, true].map((packed) => () => encodeSliceResults([stores[0].execute([SliceOp.Scan, 1, 0, null, ITEMS, null, null, sliceSetOf(0, [0]), packed])])));
   const router = cpuTimes(
     results.map((answers) => () => {
       const parts = answers.map((bytes) => (decodeSliceResults(bytes) as [[typeof RESULT_OK, ScanResult]])[0][1]);

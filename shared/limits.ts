@@ -336,9 +336,13 @@ export const CLUSTER_READY_WAIT_MS = 10_000;
 /** /metrics and cluster status ask every node that is up for its load; a node that has
  * not answered after this long is left out of that answer (and marked so). */
 export const LOAD_REPORT_TIMEOUT_MS = 2_000;
-/** /metrics, the studio and cluster status ask for a table's load again once if the map's epoch moved while the
- * nodes answered (a slice could be left out or counted twice); if it moved again, that answer is marked partial. */
+/** /metrics, the studio and cluster status ask for a table's load again once if a node refused it (WrongOwner: a slice
+ * the map gave one of its workers had changed owners); if refused again, that answer is marked partial. DescribeSlices
+ * asks again as often as a scan page (WRONG_OWNER_RETRIES_MAX within WRONG_OWNER_RETRY_MS_MAX). Each asks again
+ * LOAD_REPORT_RETRY_DELAY_MS after the answers, long enough for a router to take a newer map (it asks for one at most
+ * every ROUTER_REFRESH_INTERVAL_MS_MIN), short next to LOAD_REPORT_TIMEOUT_MS. */
 export const LOAD_REPORT_TRIES_MAX = 2;
+export const LOAD_REPORT_RETRY_DELAY_MS = 25;
 /** Upper bounds of the request latency histogram (keyslice_request_duration_seconds), in
  * seconds: from 100 µs (a point read served in process) to 10 s (a full page of a scan). */
 export const REQUEST_SECONDS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] as const;

@@ -28,10 +28,6 @@ export interface BatchPortOptions {
   workerIndex: number;
   /** The epoch the node serves now. */
   epochNow: () => number;
-  /** The epoch of the assignment this worker took last: above epochNow while the node's other workers have yet to
-   * take theirs (the node publishes an epoch once all took it), else at most epochNow (an Epoch frame, a freeze,
-   * moves the node's epoch and not the workers' slices). */
-  assignedEpoch: () => number;
   /** Runs batches' packed ops as one task (worker.ts runBatches), an answer per batch. */
   run: (chunks: Uint8Array[]) => ChunkAnswer[];
   /** Sends the answer of a held chunk to `send` once it is released. */
@@ -91,17 +87,11 @@ function onFrame(o: BatchPortOptions, ws: WebSocket, data: Buffer): void {
 
 function runQueued(o: BatchPortOptions): void {
   const now = o.epochNow();
-  // A worker that took a newer assignment than the node serves yet owns that epoch's slices: a batch of the
-  // epoch before would run on them, and a scan, which walks the slices its worker owns, would leave out a slice
-  // the assignment took away without saying so (point and range ops refuse such a slice themselves).
-  const assigned = o.assignedEpoch();
-  const ahead = assigned > now;
   const batches = queued;
   queued = [];
   const run: typeof batches = [];
   for (const b of batches) {
     if (b.epoch !== now) sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, node is at epoch ${now}`]);
-    else if (ahead) sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, this worker took the assignment of epoch ${assigned} already`]);
     else run.push(b);
   }
   if (run.length === 0) return;

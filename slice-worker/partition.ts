@@ -17,6 +17,7 @@ import {
   RESULT_ERROR,
   RESULT_OK,
   SliceOp,
+  slicesIn,
   type Effect,
   type MoveCursor,
   type MoveReadResult,
@@ -107,7 +108,6 @@ export class SliceStore {
   private keptSinceCount = 0;
   private pagesSinceCount = 0;
   private owned = new Set<number>();
-  private ownedSorted: number[] = [];
   /** The slice that readReplica is reading now (-1: none): the one slice an op may read without owning it. */
   private replicaRead = -1;
   /** tableId -> slice -> partition. Created on first write. */
@@ -194,13 +194,13 @@ export class SliceStore {
         this.admit(op[1], op[2], op[3].low, false);
         return answer(op, this.range(op[1], op[2], op[3]));
       case SliceOp.Scan:
-        return answer(op, this.scan(op[1], op[2], op[3], op[4], op[5], op[6], op[7], op[8]));
+        return answer(op, this.scan(op[1], op[2], op[3], op[4], op[5], op[6], slicesIn(op[7], op[2]), op[8]));
       case SliceOp.DropTable:
         this.record([EFFECT_DROP_TABLE, op[1]]);
         this.load.dropTable(op[1]);
         return answer(op, this.tables.delete(op[1]));
       case SliceOp.Stats:
-        return answer(op, this.stats(op[1]));
+        return answer(op, this.stats(op[1], slicesIn(op[2], 0)));
       case SliceOp.MoveStart:
         return answer(op, this.moveStart(op[1]));
       case SliceOp.MoveRead:
@@ -224,17 +224,12 @@ export class SliceStore {
     assert(epoch >= this.epoch, `an epoch only grows (had ${this.epoch}, got ${epoch})`);
     for (const s of slices) assert(workerOf(s, this.workerCount) === this.workerIndex, `slice ${s} belongs to worker ${workerOf(s, this.workerCount)}, not ${this.workerIndex}`);
     this.epoch = epoch;
-    this.setOwned(slices);
+    this.owned = new Set(slices);
     // A (re)assignment ends every move this worker took part in; the coordinator has given them up.
     this.outgoing.clear();
     this.frozen.clear();
     this.incoming.clear();
     return null;
-  }
-
-  private setOwned(slices: Iterable<number>): void {
-    this.owned = new Set(slices);
-    this.ownedSorted = [...this.owned].sort((a, b) => a - b);
   }
 
   // ---- slice moves -----------------------------------------------------------
@@ -307,7 +302,6 @@ export class SliceStore {
     const changes = this.outgoingChanges(slice);
     this.outgoing.delete(slice);
     this.owned.delete(slice);
-    this.setOwned(this.owned);
     this.frozen.add(slice);
     return changes;
   }
@@ -348,7 +342,7 @@ export class SliceStore {
     }
     if (own) {
       this.incoming.delete(slice);
-      this.setOwned([...this.owned, slice]);
+      this.owned.add(slice);
     }
     return null;
   }
@@ -358,11 +352,10 @@ export class SliceStore {
   private moveAbort(slice: number, role: 'source' | 'target'): null {
     if (role === 'source') {
       this.outgoing.delete(slice);
-      if (this.frozen.delete(slice)) this.setOwned([...this.owned, slice]);
+      if (this.frozen.delete(slice)) this.owned.add(slice);
       return null;
     }
     const wasOwned = this.owned.delete(slice);
-    if (wasOwned) this.setOwned(this.owned);
     if (this.incoming.delete(slice) || wasOwned) this.dropSlice(slice, null);
     return null;
   }
@@ -464,13 +457,15 @@ export class SliceStore {
     return [page(), lastKey, false, keys, examined];
   }
 
-  /** This worker's first `limit` examined items after (fromSlice, afterKey) and before slice
-   * `toSlice`, in (slice, key) order; the ones the filter leaves out come back as
+  /** The first `limit` examined items of `slices` (ascending, from fromSlice on: the ones the router's map gives this
+   * worker) after (fromSlice, afterKey), in (slice, key) order; refused (WrongOwner, nothing read) unless this worker
+   * owns every one of them, so that a scan never leaves out a slice it was asked for. The ones the filter leaves out come back as
    * [slice, key, null, bytes], so that the coordinator can cut the page at `limit`
    * examined items across all workers. `packed`: the kept items come as one list in the
    * client's form (whole items: packWhole; projected ones: one pack call for the page), each
    * kept entry marked KEPT_IN_LIST. */
-  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, toSlice: number, packed: boolean): ScanResult {
+  private scan(table: number, fromSlice: number, afterKey: string | null, limit: number, projection: Projection, filter: Condition | null, asked: number[], packed: boolean): ScanResult {
+    for (const slice of asked) this.checkOwner(slice);
     const entries: ScanEntry[] = [];
     const slices = this.tables.get(table);
     if (slices === undefined) return [entries, true, packed ? packClientList([]) : null];
@@ -479,9 +474,7 @@ export class SliceStore {
     const whole: Stored[] | null = packed && projection === null ? [] : null;
     let bytes = 0;
     let exhausted = true;
-    scan: for (const slice of this.ownedSorted) {
-      if (slice < fromSlice) continue;
-      if (slice >= toSlice) break;
+    scan: for (const slice of asked) {
       const tree = slices.get(slice)?.tree;
       if (tree === undefined) continue;
       const after = slice === fromSlice ? afterKey : null;
@@ -500,8 +493,11 @@ export class SliceStore {
     return [entries, exhausted, whole !== null ? this.packWhole(whole, null) : packed ? packScanItems(entries) : null];
   }
 
-  /** Items, bytes and load of each slice of a table that holds items or saw load, and its hot keys. */
-  private stats(table: number): StatsResult {
+  /** Items, bytes and load of each slice of `asked` (ascending: the ones the asker's map gives this worker) that holds
+   * items or saw load, refused (WrongOwner) unless this worker owns every one of them, so that a load report never
+   * leaves out a slice or counts one twice; and the table's hot keys, counters and what the worker holds of it. */
+  private stats(table: number, asked: number[]): StatsResult {
+    for (const slice of asked) this.checkOwner(slice);
     const slices = this.tables.get(table);
     const withLoad = new Set(this.load.slicesWithLoad(table));
     let heldItems = 0;
@@ -511,7 +507,7 @@ export class SliceStore {
       heldBytes += p.bytes;
     }
     const out: StatsResult = [[], this.load.hotKeys(table), [...this.load.tableCounters(table)], [heldItems, heldBytes]];
-    for (const slice of this.ownedSorted) {
+    for (const slice of asked) {
       const p = slices?.get(slice);
       const items = p?.tree.size ?? 0;
       if (items === 0 && !withLoad.has(slice)) continue;
@@ -581,11 +577,6 @@ export class SliceStore {
     assert(!this.owned.has(slice) && !this.frozen.has(slice) && !this.incoming.has(slice), `worker ${this.workerIndex} forgets only a slice it does not own or move (slice ${slice})`);
     for (const slices of this.tables.values()) slices.delete(slice);
     this.record([EFFECT_DROP_SLICE, slice, null]);
-  }
-
-  /** The epoch of the last assignment this worker took (its owned slices are that epoch's). */
-  get assignedEpoch(): number {
-    return this.epoch;
   }
 
   /** Whether this worker owns `slice` at its epoch (ops on it run here). */

@@ -46,6 +46,7 @@ import {
   requestIdOf,
   RESULT_ERROR,
   SliceOp,
+  slicesIn,
   type Effect,
   type SliceOpMessage,
   type SliceOpResult,
@@ -437,7 +438,7 @@ function replicatedSlicesOf(op: SliceOpMessage): number[] | null {
       if (replicated.has(op[2]) && store.owns(op[2])) slices = [op[2]];
       break;
     case SliceOp.Scan:
-      for (const s of replicated) if (s >= op[2] && s < op[7] && store.owns(s)) (slices ??= []).push(s);
+      for (const s of slicesIn(op[7], op[2])) if (replicated.has(s) && store.owns(s)) (slices ??= []).push(s);
       break;
     case SliceOp.DropTable:
       for (const s of replicated) if (store.owns(s)) (slices ??= []).push(s);
@@ -549,7 +550,6 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
     clusterSecret: config.clusterSecret,
     workerIndex: config.workerIndex,
     epochNow: () => Number(Atomics.load(config.epoch, 0)),
-    assignedEpoch: () => store.assignedEpoch,
     run: (chunks) => runBatches(chunks, chunks.map(() => false), chunks.map(() => null)),
     held: (ticket, send) => {
       // Released only by a commit or a lease, which come in later turns than the task that held it.

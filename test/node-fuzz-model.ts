@@ -7,7 +7,7 @@
 // checks alone, fast) and test/node-protocol-fuzz.test.ts (a real slice node).
 import { Packr } from 'msgpackr';
 import { BOUND_EXPRESSION_DEPTH_MAX, REQUEST_ID_INSTANCE_MAX, SLICE_COUNT_MAX } from '../shared/limits.js';
-import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, NodeFrame, SliceOp } from '../shared/protocol.js';
+import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, NodeFrame, SliceOp, sliceSetOf } from '../shared/protocol.js';
 
 export type Rng = () => number;
 
@@ -99,7 +99,8 @@ const WRONG = {
   ],
   updateActions: [5, [5], [{ k: 'set', path: ['a'] }], [{ k: 'add', path: ['a'], n: 'x' }], [{ k: 'add', path: ['a'], n: Infinity }], [{ k: 'zz', path: ['a'] }], [{ k: 'remove', path: null }], [{ k: 'set', path: ['a'], value: { k: '*', a: V, b: V } }], [{ k: 'set', path: ['a'], value: { k: 'ifNotExists', path: ['b'] } }]],
   returnValues: ['all', 5, null],
-  toSlice: [-1, 1.5, SLICE_COUNT_MAX + 1, 'x', null],
+  // Bytes only, and no slice from SLICE_COUNT_MAX on (the Scan's first slice is 0 here).
+  sliceSet: [16, null, 'x', [1, 2], {}, new Uint8Array(SLICE_COUNT_MAX / 8 + 1)],
   cursor: [5, 'x', [], [1], [1, 2], ['a', 'b'], [1, 'a', 3], [-1, 'a']],
   effects: [5, 'x', null, [5], [[EFFECT_DROP_TABLE, T]], [[EFFECT_SET, T, S + 1, K, {}, 1]], [[EFFECT_SET, T, S, 5, {}, 1]], [[EFFECT_SET, T, S, K, null, 1]], [[EFFECT_SET, T, S, K, { a: NaN }, 1]], [[EFFECT_DELETE, T, S]], [[EFFECT_DELETE, T, S + 1, K]], [[EFFECT_DROP_SLICE, S + 1, null]], [[9]], [[]]],
   role: ['other', 5, null, true],
@@ -119,9 +120,9 @@ const TEMPLATES: [code: number, args: () => unknown[], kinds: FieldKind[]][] = [
   [SliceOp.Delete, () => [T, S, K, null, null], ['uint', 'slice', 'key', 'check', 'requestId']],
   [SliceOp.Update, () => [T, S, K, updateSpec(), [0xfeedc0de, 2]], ['uint', 'slice', 'key', 'updateSpec', 'requestId']],
   [SliceOp.Range, () => [T, S, rangeSpec()], ['uint', 'slice', 'rangeSpec']],
-  [SliceOp.Scan, () => [T, 0, null, 10, null, null, 16, false], ['uint', 'slice', 'nullableKey', 'uint', 'projection', 'condition', 'toSlice', 'bool']],
+  [SliceOp.Scan, () => [T, 0, null, 10, null, null, sliceSetOf(0, [0, 3, 15]), false], ['uint', 'slice', 'nullableKey', 'uint', 'projection', 'condition', 'sliceSet', 'bool']],
   [SliceOp.DropTable, () => [T], ['uint']],
-  [SliceOp.Stats, () => [T], ['uint']],
+  [SliceOp.Stats, () => [T, sliceSetOf(0, [1, 2])], ['uint', 'sliceSet']],
   [SliceOp.MoveStart, () => [S], ['slice']],
   [SliceOp.MoveRead, () => [S, null, 10], ['slice', 'cursor', 'uint']],
   [SliceOp.MoveFreeze, () => [S], ['slice']],

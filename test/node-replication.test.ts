@@ -53,6 +53,7 @@ import {
   NodeFrame,
   RESULT_OK,
   SliceOp,
+  sliceSetOf,
   type AssignReplication,
   type NodeFrameMessage,
   type SliceOpMessage,
@@ -507,7 +508,7 @@ describe('replication between real slice nodes', () => {
     const worker = workerOf(2, WORKERS);
     /** The leader's worker's counters of the table: over every slice it served, and slice 2's. */
     const counts = async () => {
-      const [r] = (await links[leader]!.batch(worker, [[SliceOp.Stats, TABLE]]))!;
+      const [r] = (await links[leader]!.batch(worker, [[SliceOp.Stats, TABLE, sliceSetOf(0, [2])]]))!;
       expect(r[0]).toBe(RESULT_OK);
       const stats = r[1] as StatsResult;
       return { table: stats[2], slice: stats[0].find(([s]) => s === 2)?.[5] };
@@ -716,7 +717,7 @@ describe('replication between real slice nodes', () => {
     const held = async (n: number) => {
       let items = 0;
       for (let w = 0; w < WORKERS; w++) {
-        const [r] = (await links[n]!.batch(w, [[SliceOp.Stats, TABLE]]))!;
+        const [r] = (await links[n]!.batch(w, [[SliceOp.Stats, TABLE, sliceSetOf(0, [])]]))!;
         expect(r[0]).toBe(RESULT_OK);
         items += (r[1] as StatsResult)[3][0];
       }

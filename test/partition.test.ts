@@ -16,6 +16,9 @@ import {
   RESULT_ERROR,
   RESULT_OK,
   SliceOp,
+  sliceSetOf,
+  slicesIn,
+  type SliceSet,
   type Projection,
   type RangeResult,
   type RangeSpec,
@@ -380,12 +383,14 @@ class Model {
         return ok(result);
       }
       case SliceOp.Scan: {
-        const [, table, fromSlice, afterKey, limit, projection, filter, toSlice] = op;
+        const [, table, fromSlice, afterKey, limit, projection, filter, set] = op;
+        const slices = slicesIn(set, fromSlice);
+        // Every slice it names, or none of it.
+        if (slices.some((s) => !this.owned.has(s))) return err('WrongOwner');
         const after = this.entries.filter(
           (e) =>
             e.table === table &&
-            this.owned.has(e.slice) &&
-            e.slice < toSlice &&
+            slices.includes(e.slice) &&
             (e.slice > fromSlice || (e.slice === fromSlice && (afterKey === null || e.key > afterKey))),
         );
         const examined = this.examine(after, limit);
@@ -397,10 +402,12 @@ class Model {
         return ok(result);
       }
       case SliceOp.Stats: {
-        const [, table] = op;
+        const [, table, set] = op;
+        const slices = slicesIn(set, 0);
+        if (slices.some((s) => !this.owned.has(s))) return err('WrongOwner');
         const stats: StorageStats = [];
         for (const e of this.entries) {
-          if (e.table !== table || !this.owned.has(e.slice)) continue;
+          if (e.table !== table || !slices.includes(e.slice)) continue;
           const last = stats[stats.length - 1];
           if (last?.[0] === e.slice) {
             last[1]++;
@@ -470,8 +477,14 @@ function structuredActions(set: Item | null, remove: string[] | null, add: Recor
   return actions;
 }
 
-/** A scan's `toSlice` that excludes no slice. */
+/** A scan's end slice that excludes no slice. */
 const ALL_SLICES = 1 << 30;
+/** The slices a router names in a scan of [from, to) (or a Stats, of every slice) to the worker that owns OWNED (and `foreign` too, as a router
+ * whose map still gives it that slice would). */
+const namedSlices = (from: number, to: number, foreign: number | null = null): SliceSet =>
+  sliceSetOf(from, namedList(from, to, foreign));
+const namedList = (from: number, to: number, foreign: number | null): number[] =>
+  [...OWNED, ...(foreign === null ? [] : [foreign])].filter((s) => s >= from && s < to).sort((a, b) => a - b);
 
 // ---- random ops ---------------------------------------------------------------------
 
@@ -589,8 +602,8 @@ type OpDesc =
       projection: Projection;
       filter: Condition | null;
     }
-  | { kind: 'scan'; table: number; fromSlice: number; afterKey: number | null; limit: number; projection: Projection; filter: Condition | null; toSlice: number }
-  | { kind: 'stats'; table: number }
+  | { kind: 'scan'; table: number; fromSlice: number; afterKey: number | null; limit: number; projection: Projection; filter: Condition | null; toSlice: number; foreign: number | null }
+  | { kind: 'stats'; table: number; foreign: number | null }
   | { kind: 'drop'; table: number };
 
 const opDesc: fc.Arbitrary<OpDesc> = fc.oneof(
@@ -646,9 +659,17 @@ const opDesc: fc.Arbitrary<OpDesc> = fc.oneof(
       projection,
       filter,
       toSlice: fc.oneof({ weight: 3, arbitrary: fc.constant(ALL_SLICES) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: 9 }) }),
+      foreign: fc.oneof({ weight: 6, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.constantFrom(...FOREIGN) }),
     }),
   },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('stats' as const), table: fc.constantFrom(...TABLES) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('stats' as const),
+      table: fc.constantFrom(...TABLES),
+      foreign: fc.oneof({ weight: 6, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.constantFrom(...FOREIGN) }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('drop' as const), table: fc.constantFrom(...TABLES) }) },
 );
 
@@ -710,11 +731,11 @@ function toMessage(d: OpDesc): SliceOpMessage {
         d.limit,
         structuredClone(d.projection),
         structuredClone(d.filter),
-        d.toSlice,
+        namedSlices(d.fromSlice, d.toSlice, d.foreign),
         d.limit % 3 === 0,
       ];
     case 'stats':
-      return [SliceOp.Stats, d.table];
+      return [SliceOp.Stats, d.table, namedSlices(0, ALL_SLICES, d.foreign)];
     case 'drop':
       return [SliceOp.DropTable, d.table];
   }
@@ -783,9 +804,9 @@ describe('SliceStore against a sorted-array model', () => {
         });
         // And the whole state, table by table.
         for (const table of TABLES) {
-          const all: SliceOpMessage = [SliceOp.Scan, table, 0, null, 1_000, null, null, ALL_SLICES, false];
+          const all: SliceOpMessage = [SliceOp.Scan, table, 0, null, 1_000, null, null, sliceSetOf(0, OWNED), false];
           expect(store.execute(all)).toEqual(model.execute(all, now));
-          const stats: SliceOpMessage = [SliceOp.Stats, table];
+          const stats: SliceOpMessage = [SliceOp.Stats, table, sliceSetOf(0, OWNED)];
           expect(storageOnly(store.execute(stats))).toEqual(model.execute(stats, now));
         }
       }),
@@ -809,7 +830,7 @@ describe('SliceStore against a sorted-array model', () => {
 
 describe('ownership', () => {
   const key = KEYS[0];
-  const scanAll = (table: number): SliceOpMessage => [SliceOp.Scan, table, 0, null, 1000, null, null, ALL_SLICES, false];
+  const scanAll = (table: number, slices = OWNED): SliceOpMessage => [SliceOp.Scan, table, 0, null, 1000, null, null, sliceSetOf(0, slices), false];
 
   it('every op on a slice the worker does not own is a WrongOwner error, and changes nothing', () => {
     const store = newStore(() => 1);
@@ -831,6 +852,8 @@ describe('ownership', () => {
         [SliceOp.Update, key.table, slice, key.key, { ...spec, condition: never, oldOnFailure: true }, null],
         [SliceOp.Range, key.table, slice, range],
         [SliceOp.Range, key.table, slice, { ...range, filter: always, withKeys: true }],
+        [SliceOp.Scan, key.table, 0, null, 10, null, null, namedSlices(0, ALL_SLICES, slice), false],
+        [SliceOp.Stats, key.table, namedSlices(0, ALL_SLICES, slice)],
       ];
       for (const op of ops) {
         const result = store.execute(op);
@@ -841,12 +864,15 @@ describe('ownership', () => {
     expect(store.execute(scanAll(key.table))).toEqual(before);
   });
 
-  it('a slice assigned away answers WrongOwner; a scan skips it', () => {
+  it('a slice assigned away answers WrongOwner; so does a scan that names it, where it answered without it', () => {
     const store = newStore(() => 1);
     store.execute([SliceOp.Put, key.table, 4, key.key, { [NAME_ATTRIBUTE]: key.name }, 10, null, null]);
+    expect((store.execute(scanAll(key.table))[1] as ScanResult)[0].map((e) => e[0])).toEqual([4]);
     expect(store.execute([SliceOp.Assign, 2, [1, 7]])).toEqual([RESULT_OK, null]);
     expect(store.execute([SliceOp.Get, key.table, 4, key.key, null, false])[1]).toBe('WrongOwner');
-    expect(store.execute(scanAll(key.table))).toEqual([RESULT_OK, [[], true, null]]);
+    expect(store.execute(scanAll(key.table)).slice(0, 2)).toEqual([RESULT_ERROR, 'WrongOwner']);
+    // The slices it still owns, named alone, are scanned.
+    expect(store.execute(scanAll(key.table, [1, 7]))).toEqual([RESULT_OK, [[], true, null]]);
   });
 
   it('being assigned another worker\'s slice is a broken invariant, not an error result', () => {
@@ -1058,7 +1084,7 @@ describe('paging', () => {
             let from: [number, string | null] = [0, null];
             for (let guard = 0; ; guard++) {
               expect(guard).toBeLessThan(1000);
-              const result = store.execute([SliceOp.Scan, table, from[0], from[1], limit, null, filter, toSlice, false]);
+              const result = store.execute([SliceOp.Scan, table, from[0], from[1], limit, null, filter, namedSlices(from[0], toSlice), false]);
               expect(result[0]).toBe(RESULT_OK);
               const [entries, exhausted] = result[1] as ScanResult;
               for (const [slice, key, item, bytes] of entries) {
@@ -1121,7 +1147,7 @@ describe('paging', () => {
       let pageCount = 0;
       for (let done = false; !done; ) {
         expect(++pageCount).toBeLessThan(100);
-        const [entries, exhausted] = store.execute([SliceOp.Scan, TABLE_A, from[0], from[1], 1000, null, filter, ALL_SLICES, false])[1] as ScanResult;
+        const [entries, exhausted] = store.execute([SliceOp.Scan, TABLE_A, from[0], from[1], 1000, null, filter, namedSlices(from[0], ALL_SLICES), false])[1] as ScanResult;
         underBudget(entries.map((e) => e[3]));
         for (const [, key, item, bytes] of entries) {
           seenKeys.push(key);

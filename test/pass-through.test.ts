@@ -18,6 +18,7 @@ import {
   RESULT_ERROR,
   RESULT_OK,
   SliceOp,
+  sliceSetOf,
   unpackClientList,
   type ClientResponseFrame,
   type RangeSpec,
@@ -173,7 +174,7 @@ describe('a partition packs the items of a range when asked', () => {
 describe('a partition keeps the packed bytes of the items a packed page read', () => {
   const rangeOf = (limit: number, packed: boolean, projection: RangeSpec['projection'] = null): SliceOpMessage =>
     [SliceOp.Range, 1, 0, { low: 'k', lowInclusive: true, high: 'l', highInclusive: false, reverse: false, limit, projection, filter: null, withKeys: false, packed }];
-  const scanOf = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, 0, null, 100, null, null, 1, packed];
+  const scanOf = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, 0, null, 100, null, null, sliceSetOf(0, [0]), packed];
   /** The packed range and scan, each checked byte for byte against the objects the store holds now. */
   const check = (store: SliceStore, context: string) => {
     const items = (store.execute(rangeOf(100, false))[1] as [Item[]])[0];
@@ -261,7 +262,7 @@ describe('a partition packs the items of its part of a scan page when asked', ()
       [2, 'zz', 10, null, null, 4], // after the last key of its slice
     ];
     for (const [from, after, limit, projection, f] of variants) {
-      const op = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, from, after, limit, projection, f, 4, packed];
+      const op = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, from, after, limit, projection, f, sliceSetOf(from, [0, 1, 2, 3].filter((s) => s >= from)), packed];
       const objects = store.execute(op(false));
       const packed = store.execute(op(true));
       expect(objects[0]).toBe(RESULT_OK);
@@ -292,7 +293,7 @@ describe('a partition packs the items of its part of a scan page when asked', ()
   });
 
   it('a packed result whose marks and list disagree is refused by the router', () => {
-    const scan = () => store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, 4, true])[1] as ScanResult;
+    const scan = () => store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), true])[1] as ScanResult;
     const [entries, exhausted, list] = scan();
     const last = entries[entries.length - 1];
     // A node's malformed answer, refused as such (MalformedFrame: the request fails Internal, naming it), not a
@@ -318,9 +319,12 @@ describe('a partition packs the items of its part of a scan page when asked', ()
     });
     for (const [limit, f, projection] of [[1, null, null], [7, null, null], [20, filter, null], [25, null, [['bin'], ['map', 'a']]], [100, null, null], [10, rejectAll, null]] as const) {
       for (const from of [0, 5]) {
-        const op = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, from, null, limit, projection as RangeSpec['projection'], f as RangeSpec['filter'], 12, packed];
-        const objects = scanPage(stores.map((s) => s.execute(op(false))[1] as ScanResult), limit, false);
-        const packed = scanPage(stores.map((s) => s.execute(op(true))[1] as ScanResult), limit, true);
+        const op = (w: number, packed: boolean): SliceOpMessage => {
+          const slices = Array.from({ length: 12 }, (_, k) => k).filter((k) => k % WORKERS === w && k >= from);
+          return [SliceOp.Scan, 1, from, null, limit, projection as RangeSpec['projection'], f as RangeSpec['filter'], sliceSetOf(from, slices), packed];
+        };
+        const objects = scanPage(stores.map((s, w) => s.execute(op(w, false))[1] as ScanResult), limit, false);
+        const packed = scanPage(stores.map((s, w) => s.execute(op(w, true))[1] as ScanResult), limit, true);
         const context = JSON.stringify([limit, from, f === rejectAll]);
         expect(packed.examined, context).toBe(objects.examined);
         expect(packed.marker, context).toBe(objects.marker);

@@ -4,8 +4,9 @@
 import { withTimeout } from '../../shared/timeout.js';
 import type { Counts, HotKey, NodeLoad, SliceDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_REPORT_TRIES_MAX, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
-import { SliceOp, type SliceCounts, type StatsResult } from '../../shared/protocol.js';
+import { workerOf } from '../../shared/hashing.js';
+import { HOT_KEYS_REPORTED, LOAD_REPORT_RETRY_DELAY_MS, LOAD_REPORT_TIMEOUT_MS, LOAD_REPORT_TRIES_MAX, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
+import { SliceOp, sliceSetOf, type SliceCounts, type StatsResult } from '../../shared/protocol.js';
 import type { Table } from './catalog.js';
 import type { NodeLink } from './node-link.js';
 
@@ -16,16 +17,18 @@ type NodeStats = Pick<NodeLink, 'url' | 'state' | 'workerCount' | 'sendToWorker'
  * passed in, so that metadata/ does not depend on the request path). */
 export type KeyNamer = (table: Table, part: string, sliceCount: number) => { text: string; slice: number };
 
+/** Where a load report asks, read afresh for each try: the links of the nodes that are part of the cluster, and the
+ * map's nodes and each slice's owner (an index into nodes, or -1). */
+export interface LoadSource {
+  presentLinks(): readonly NodeStats[];
+  layout(): { nodes: string[]; owners: number[] };
+}
+
 /** DescribeSlices: a table's load from every node that answers within LOAD_REPORT_TIMEOUT_MS,
- * as /metrics has it; a node that is down or late is named in `unreported` with the slices
- * the map gives it (`layout`), and the answer says it is not complete. */
-export async function tableLoad(
-  table: Table,
-  links: readonly NodeStats[],
-  layout: { nodes: string[]; owners: number[] },
-  nameKey: KeyNamer,
-): Promise<TableLoad> {
-  const { load, failures } = await gatherTableLoad(table, links, layout.owners.length, LOAD_REPORT_TIMEOUT_MS, nameKey);
+ * as /metrics has it; a node that is down or late, or whose slices changed owners while it was asked more often than
+ * its tries allow, is named in `unreported` with the slices the map gives it, and the answer says it is not complete. */
+export async function tableLoad(table: Table, source: LoadSource, nameKey: KeyNamer, tries: { max: number; msMax: number }): Promise<TableLoad> {
+  const { load, failures, layout } = await gatherTableLoad(table, source, LOAD_REPORT_TIMEOUT_MS, nameKey, tries);
   for (const f of failures) {
     const index = layout.nodes.indexOf(f.node);
     const slices = index < 0 ? [] : layout.owners.flatMap((o, s) => (o === index ? [s] : []));
@@ -38,54 +41,48 @@ export async function tableLoad(
   return load;
 }
 
-/** Asks the nodes (`ask`) so that the answer counts only at one map epoch. Each worker reports the slices it owns
- * now: asked while an owner changes, a slice can be left out or reported twice. So the map's epoch is read before
- * the nodes are asked and again once every answer is in (`settledEpoch`: null while a move holds a slice frozen,
- * owned by no worker though the epoch stays); unless it was settled and the same, they are asked again, at most
- * `triesMax` times in all and, past the first, within `msMax`; then `moved` says why the answer is not complete. */
-export async function atOneSettledEpoch<T>(
-  settledEpoch: () => number | null,
-  ask: () => Promise<T>,
-  triesMax: number,
-  msMax = Infinity,
-): Promise<{ answer: T; moved: string | null }> {
-  const started = Date.now();
-  for (let attempt = 1; ; attempt++) {
-    const before = settledEpoch();
-    const answer = await ask();
-    const after = settledEpoch();
-    if (before !== null && after === before) return { answer, moved: null };
-    if (attempt >= triesMax || Date.now() - started >= msMax) {
-      const moved = before === null || after === null ? 'a slice move held a slice frozen' : `the map moved from epoch ${before} to ${after}`;
-      return { answer, moved: `${moved} while the nodes reported; a slice may be left out or counted twice` };
-    }
-  }
-}
-
-/** gatherTableLoad for /metrics, the studio and cluster status, at one settled epoch (atOneSettledEpoch), asked at
- * most LOAD_REPORT_TRIES_MAX times. */
-export async function gatherTableLoadAtOneEpoch(
-  settledEpoch: () => number | null,
-  ...args: Parameters<typeof gatherTableLoad>
-): Promise<Awaited<ReturnType<typeof gatherTableLoad>> & { moved: string | null }> {
-  const { answer, moved } = await atOneSettledEpoch(settledEpoch, () => gatherTableLoad(...args), LOAD_REPORT_TRIES_MAX);
-  return { ...answer, moved };
-}
-
 /** A table's load from the nodes that are ready and answer within `timeoutMs`; the others
  * are in `failures`, and the figures (slices, nodes, max/mean) are those of
- * the rest (/metrics and cluster status: what is known, marked as partial). */
+ * the rest (/metrics and cluster status: what is known, marked as partial).
+ * Each worker is asked for the slices the map gives it (Stats names them) and refuses (WrongOwner) unless it owns
+ * every one, so each slice is reported once, by its owner, or its node is refused: then the map is read and the nodes
+ * asked again, LOAD_REPORT_RETRY_DELAY_MS later, at most `tries.max` times in all and, past the first, within
+ * `tries.msMax`; a node still refused is among the failures. Were a worker to report the slices it owns instead, one asked while an owner changes could leave a slice out or report
+ * it twice (as the owner it was and the one it became), with no error. */
 export async function gatherTableLoad(
   table: Table,
-  links: readonly NodeStats[],
-  sliceCount: number,
+  source: LoadSource,
   timeoutMs = LOAD_REPORT_TIMEOUT_MS,
   /** Without it the hot keys are left out (the cluster status needs only the totals). */
   nameKey: KeyNamer | null = null,
+  tries: { max: number; msMax: number } = { max: LOAD_REPORT_TRIES_MAX, msMax: Infinity },
+): Promise<{ load: TableLoad; failures: { node: string; error: KeysliceError }[]; layout: { nodes: string[]; owners: number[] } }> {
+  const started = Date.now();
+  for (let attempt = 1; ; attempt++) {
+    const layout = source.layout();
+    const got = await gatherOnce(table, source.presentLinks(), layout, timeoutMs, nameKey);
+    const refused = got.failures.some((f) => f.error.code === 'WrongOwner');
+    if (!refused || attempt >= tries.max || Date.now() - started >= tries.msMax) return { ...got, layout };
+    await new Promise((r) => setTimeout(r, LOAD_REPORT_RETRY_DELAY_MS));
+  }
+}
+
+/** gatherTableLoad's one try, with the map's `layout` read with `links`. */
+async function gatherOnce(
+  table: Table,
+  links: readonly NodeStats[],
+  layout: { nodes: string[]; owners: number[] },
+  timeoutMs: number,
+  nameKey: KeyNamer | null,
 ): Promise<{ load: TableLoad; failures: { node: string; error: KeysliceError }[] }> {
+  const sliceCount = layout.owners.length;
   const perNode = links.map(async (link): Promise<[NodeStats, StatsResult[] | KeysliceError]> => {
     if (link.state !== 'ready') return [link, new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`)];
-    const perWorker = Promise.all(Array.from({ length: link.workerCount }, (_, w) => link.sendToWorker(w, [SliceOp.Stats, table.id])));
+    // Each worker of the node is asked (for what it holds over every slice), each for the slices the map gives it.
+    const index = layout.nodes.indexOf(link.url);
+    const slicesOf: number[][] = Array.from({ length: link.workerCount }, () => []);
+    if (index >= 0) layout.owners.forEach((o, s) => o === index && slicesOf[workerOf(s, link.workerCount)].push(s));
+    const perWorker = Promise.all(slicesOf.map((slices, w) => link.sendToWorker(w, [SliceOp.Stats, table.id, sliceSetOf(0, slices)])));
     try {
       return [link, await withTimeout(perWorker, timeoutMs, () => new KeysliceError('Unavailable', `slice node ${link.url} did not report its load within ${timeoutMs} ms`))];
     } catch (err) {

@@ -15,7 +15,7 @@ import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../share
 import { assert, KeysliceError } from '../../shared/errors.js';
 import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX } from '../../shared/limits.js';
 import type { ClusterMap } from './cluster-map.js';
-import { gatherTableLoadAtOneEpoch } from './load-report.js';
+import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, SliceOp } from '../../shared/protocol.js';
 import { NodeLink, requireReady, type NodeHello } from './node-link.js';
@@ -132,12 +132,6 @@ export class Membership {
 
   get epoch(): number {
     return this.map.epoch;
-  }
-
-  /** The map's epoch, or null while a move holds a slice frozen: between its two epoch bumps the source has stopped
-   * owning it and the target may not own it yet, so the nodes' reports of that time can leave it out at one epoch. */
-  settledEpoch(): number | null {
-    return this.mover.frozenSlices().length > 0 ? null : this.map.epoch;
   }
 
   layout(): { nodes: string[]; owners: number[] } {
@@ -859,9 +853,8 @@ export class Membership {
     let loadComplete = true;
     for (const name of withLoad ? this.catalog.names() : []) {
       try {
-        // Answers that came while the map moved may leave a slice out or count it twice: not complete either.
-        const { load, failures, moved } = await gatherTableLoadAtOneEpoch(() => this.settledEpoch(), this.catalog.get(name), this.presentLinks(), this.map.sliceCount);
-        if (failures.length > 0 || moved !== null) loadComplete = false;
+        const { load, failures } = await gatherTableLoad(this.catalog.get(name), this);
+        if (failures.length > 0) loadComplete = false;
         for (const n of load.nodes) {
           const r = nodes.find((x) => x.node === n.node)!;
           r.items += n.items;

@@ -15,7 +15,7 @@ import { bucketChunk, type BucketRange } from './bucket-gather.js';
 import { bucketMarkerKey, continueAfter, continueAfterKey, isEmptyRange, rangeSpec, scanMarkerPosition, sortRangeOf } from './key-range.js';
 import { keyOfItem, placement, resolveKey, shardingValues } from './primary-key.js';
 import { RequestExpressions } from './request-expressions.js';
-import type { ScanOp } from './router.js';
+import type { ScanRequest } from './router.js';
 import type { TableSource } from './routing.js';
 
 type Payload = Record<string, unknown>;
@@ -63,7 +63,7 @@ export interface DeleteItemRequest {
 export type GetItemsRequest =
   | { kind: 'range'; op: RangeOp; consistent: boolean }
   | { kind: 'buckets'; tableId: number; buckets: BucketRange[]; limit: number; reverse: boolean; consistent: boolean }
-  | { kind: 'scan'; op: ScanOp; limit: number }
+  | { kind: 'scan'; scan: ScanRequest }
   | { kind: 'nothing' };
 
 export interface BatchWriteRequest {
@@ -264,7 +264,7 @@ function scanRequest(table: Table, sliceCount: number, p: Payload, limit: number
     afterKey = at.key;
   }
   if (fromSlice >= to) return { kind: 'nothing' };
-  return { kind: 'scan', op: [SliceOp.Scan, table.id, fromSlice, afterKey, limit, projection, filter, to, packed], limit };
+  return { kind: 'scan', scan: { tableId: table.id, fromSlice, afterKey, limit, projection, filter, toSlice: to, packed } };
 }
 
 function returnValuesOf<T extends string>(v: unknown, allowed: readonly T[]): T {

@@ -4,7 +4,7 @@
 // served, and keyslice_node_load_reported / keyslice_metrics_complete say what
 // is missing.
 import type { TableLoad } from '../../shared/api.js';
-import { gatherTableLoadAtOneEpoch } from '../metadata/load-report.js';
+import { gatherTableLoad, type LoadSource } from '../metadata/load-report.js';
 import type { NodeLink } from '../metadata/node-link.js';
 import { describePart } from './primary-key.js';
 import type { TableSource } from './routing.js';
@@ -33,7 +33,7 @@ const label = (v: string | number) => `"${String(v).replace(/\\/g, '\\\\').repla
 /** `extra`: lines of the process's own (a router's link to its coordinator). */
 export async function renderMetrics(
   catalog: TableSource,
-  map: { sliceCount: number; epoch: number; settledEpoch(): number | null },
+  map: LoadSource & { epoch: number },
   links: readonly NodeLink[],
   moves?: { inFlight: number; completed: number; failed: number; itemsMoved: number },
   extra: string[] = [],
@@ -44,18 +44,17 @@ export async function renderMetrics(
   for (const l of links) lines.push(`keyslice_node_up{node=${label(l.url)}} ${l.state === 'ready' ? 1 : 0}`);
   // Every node that is up is asked, all tables at once, each for at most LOAD_REPORT_TIMEOUT_MS:
   // a node that is down or slow leaves out its own series, not everybody's.
-  // A table whose answers came while the map moved (an owner change) may leave a slice out or count it twice: it
-  // makes the scrape incomplete (load-report.ts gatherTableLoadAtOneEpoch), though every node reported.
-  const gathered = await Promise.all(catalog.names().map(async (name) => [name, await gatherTableLoadAtOneEpoch(() => map.settledEpoch(), catalog.get(name), links, map.sliceCount, undefined, describePart)] as const));
+  // A node whose slices changed owners while it was asked, and again when asked once more, is unreported too
+  // (load-report.ts gatherTableLoad).
+  const gathered = await Promise.all(catalog.names().map(async (name) => [name, await gatherTableLoad(catalog.get(name), map, undefined, describePart)] as const));
   const loads: [string, TableLoad][] = gathered.map(([name, g]) => [name, g.load]);
-  const moved = gathered.some(([, g]) => g.moved !== null);
   const unreported = new Set(gathered.flatMap(([, g]) => g.failures.map((f) => f.node)));
   for (const l of links) if (l.state !== 'ready') unreported.add(l.url);
   lines.push('# HELP keyslice_node_load_reported 1 if the slice node reported the load of every table for this scrape; 0: its per-table and per-slice series are missing');
   lines.push('# TYPE keyslice_node_load_reported gauge');
   for (const l of links) lines.push(`keyslice_node_load_reported{node=${label(l.url)}} ${unreported.has(l.url) ? 0 : 1}`);
-  lines.push('# HELP keyslice_metrics_complete 1 if every slice node reported its load at one map epoch; 0: the per-table and per-slice series are partial');
-  lines.push('# TYPE keyslice_metrics_complete gauge', `keyslice_metrics_complete ${unreported.size === 0 && !moved ? 1 : 0}`);
+  lines.push('# HELP keyslice_metrics_complete 1 if every slice node reported its load; 0: the per-table and per-slice series are partial');
+  lines.push('# TYPE keyslice_metrics_complete gauge', `keyslice_metrics_complete ${unreported.size === 0 ? 1 : 0}`);
 
   const values = { items: 'items', bytes: 'bytes', reads_per_second: 'readsPerSecond', writes_per_second: 'writesPerSecond' } as const;
   for (const [metric, help] of GAUGES) {

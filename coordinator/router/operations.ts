@@ -23,12 +23,12 @@ import {
   type UpdateOp,
 } from './item-requests.js';
 import { rangeMarker, scanMarker } from './key-range.js';
-import { atOneSettledEpoch, tableLoad } from '../metadata/load-report.js';
+import { tableLoad } from '../metadata/load-report.js';
 import { describePart } from './primary-key.js';
 import { adviseRequest } from '../studio/advisor-request.js';
 import type { ProcessMetrics } from './process-metrics.js';
 import { idempotencyIdOf } from './request-ids.js';
-import type { Router, ScanOp } from './router.js';
+import type { Router, ScanRequest } from './router.js';
 import type { TableCatalog, TableSource } from './routing.js';
 
 type Payload = Record<string, unknown>;
@@ -175,7 +175,7 @@ export class Operations {
         return page.marker === undefined ? { items: list, examined: page.examined } : { items: list, examined: page.examined, marker: page.marker };
       }
       case 'scan':
-        return this.scanPage(r.op, r.limit, passThrough);
+        return this.scanPage(r.scan, passThrough);
     }
   }
 
@@ -206,20 +206,11 @@ export class Operations {
     return { items: PackedItems.ofItems(items.map((item) => (item === null ? PACKED_NIL : (item as PackedItem).bytes))), failures };
   }
 
-  /** Each worker reports the slices it owns at the epoch its frame carries (when it leaves, node-link.ts): asked while
-   * an owner changes, the old owner's node can answer at the new epoch and the new one's at the old, and the slice is
-   * left out, or reported twice; while a move holds it frozen, no worker owns it at an unchanged epoch. So a report
-   * counts only if the map kept one epoch, with no slice frozen, from before the owners were asked until every answer
-   * came; asked again if not (bounded in count and time, as Router.scan is), else it says that it is not complete. */
+  /** Each worker is asked for the slices the map gives it, and refuses unless it owns every one (load-report.ts
+   * gatherTableLoad): asked again while slices change owners as often as a scan page is (in count and time), else
+   * the refused nodes are named as unreported and the answer says that it is not complete. */
   private async DescribeSlices(p: Payload) {
-    const table = this.catalog.get(p.table);
-    const ask = () => tableLoad(table, this.router.presentChannels(), this.router.layout(), describePart);
-    const { answer: load, moved } = await atOneSettledEpoch(() => this.router.settledEpoch(), ask, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX);
-    if (moved !== null) {
-      load.unreported.push({ node: '', slices: [], code: 'WrongOwner', message: moved });
-      load.complete = false;
-    }
-    return load;
+    return tableLoad(this.catalog.get(p.table), this.router, describePart, { max: WRONG_OWNER_RETRIES_MAX, msMax: WRONG_OWNER_RETRY_MS_MAX });
   }
 
   /** Judged here, on the event loop: ADVISE_ITEMS_MAX keeps one request short. */
@@ -240,14 +231,14 @@ export class Operations {
   }
 
   /** A page of a full-table scan (or of one segment): the workers' parts, merged (scanPage). */
-  private async scanPage(op: ScanOp, limit: number, passThrough: boolean) {
-    return scanPage(await this.router.scan(op), limit, passThrough);
+  private async scanPage(scan: ScanRequest, passThrough: boolean) {
+    return scanPage(await this.router.scan(scan), scan.limit, passThrough);
   }
 }
 
 /** A page of a full-table scan (or of one segment) in (slice, key) order: each worker
  * returns its first `limit` examined items after the marker; the first `limit` of all,
- * merged, are the page. Packed (`passThrough`, ScanOp's `packed`): the page's items move
+ * merged, are the page. Packed (`passThrough`, ScanRequest's `packed`): the page's items move
  * as their bytes, cut from their workers' lists by their headers. */
 export function scanPage(results: ScanResult[], limit: number, passThrough: boolean): { items: Item[] | PackedItems; examined: number; marker?: string } {
   // The page is the first `limit` examined entries (or about 1 MB of them) of all workers

@@ -120,7 +120,12 @@ function checkColumns(table: Table, role: Role, values: readonly unknown[]): Key
  * `<value>_<bucket>` (v3io's form); any other as a tuple with the bucket added
  * as a number column. */
 export function placement(table: Table, sharding: readonly KeyValue[], bucket: number | null, sliceCount: number): ShardingPlacement {
-  const types = keyColumns(table).shardingTypes;
+  return placementOf(keyColumns(table), sharding, bucket, sliceCount);
+}
+
+/** placement, with the table's key columns looked up already (once per request: keyOfItem, resolveKey). */
+function placementOf(columns: KeyColumns, sharding: readonly KeyValue[], bucket: number | null, sliceCount: number): ShardingPlacement {
+  const types = columns.shardingTypes;
   if (bucket === null) {
     if (types.length === 1) return { part: encodeKeyPart(types[0], sharding[0]), slice: sliceOf(types[0], sharding[0], sliceCount) };
     const part = encodeShardingPart(types, sharding);
@@ -135,10 +140,10 @@ export function placement(table: Table, sharding: readonly KeyValue[], bucket: n
 }
 
 /** The even-distribution bucket of a sorting key: its hash modulo the bucket count. */
-export function bucketOfKey(table: Table, sorting: readonly KeyValue[]): number | null {
+export function bucketOfKey(table: Table, sorting: readonly KeyValue[], columns = keyColumns(table)): number | null {
   const even = table.evenDistribution;
   if (!even) return null;
-  return columnsHash(table.sorting.map((c) => c.type), sorting, 'sorting') % even.buckets;
+  return columnsHash(columns.sortingTypes, sorting, 'sorting') % even.buckets;
 }
 
 /** A stored sharding part as text (hot-key reports), and its slice. */
@@ -152,32 +157,33 @@ export function describePart(table: Table, part: string, sliceCount: number): { 
   return { text: bucketColumn ? `${text}_${values[values.length - 1]}` : text, slice };
 }
 
-function build(table: Table, sharding: KeyValue[], sorting: KeyValue[], sliceCount: number): PrimaryKey {
-  const bucket = bucketOfKey(table, sorting);
-  const where = placement(table, sharding, bucket, sliceCount);
-  const key = where.part + encodeSortingParts(keyColumns(table).sortingTypes, sorting);
+function build(table: Table, columns: KeyColumns, sharding: KeyValue[], sorting: KeyValue[], sliceCount: number): PrimaryKey {
+  const bucket = bucketOfKey(table, sorting, columns);
+  const where = placementOf(columns, sharding, bucket, sliceCount);
+  const key = where.part + encodeSortingParts(columns.sortingTypes, sorting);
   return { sharding, sorting, bucket, key, slice: where.slice, name: objectName(table, sharding, sorting) };
 }
 
 /** The primary key of an item being written (its key attributes must be present). */
-export function keyOfItem(table: Table, item: Item, sliceCount: number): PrimaryKey {
+export function keyOfItem(table: Table, item: Item, sliceCount: number, columns = keyColumns(table)): PrimaryKey {
   const sharding = checkColumns(table, 'sharding', table.sharding.map((c) => item[c.name]));
   const sorting = checkColumns(table, 'sorting', table.sorting.map((c) => item[c.name]));
-  return build(table, sharding, sorting, sliceCount);
+  return build(table, columns, sharding, sorting, sliceCount);
 }
 
 /** The primary key named by a client: key attributes (exactly those) or an object name. */
 export function resolveKey(table: Table, ref: unknown, sliceCount: number): PrimaryKey {
+  const columns = keyColumns(table);
   if (typeof ref === 'string') {
     const parsed = parseObjectName(table, ref);
-    return build(table, checkColumns(table, 'sharding', parsed.sharding), checkColumns(table, 'sorting', parsed.sorting), sliceCount);
+    return build(table, columns, checkColumns(table, 'sharding', parsed.sharding), checkColumns(table, 'sorting', parsed.sorting), sliceCount);
   }
   if (!isPlainObject(ref)) throw new KeysliceError('InvalidKey', '"key" must be the key attributes (an object) or the object name (a string)');
-  const names = keyColumns(table).names;
+  const names = columns.names;
   for (const name of Object.keys(ref)) {
     if (!names.includes(name)) throw new KeysliceError('InvalidKey', `"${name}" is not a key attribute of table "${table.name}" (its key attributes: ${names.join(', ')})`);
   }
-  return keyOfItem(table, ref as Item, sliceCount);
+  return keyOfItem(table, ref as Item, sliceCount, columns);
 }
 
 /** The sharding key of a query: the value (one column), the values in column

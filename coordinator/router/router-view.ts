@@ -56,10 +56,6 @@ export class RouterView implements Routing, TableSource {
   get epoch(): number {
     return this.view?.epoch ?? 0;
   }
-  /** The epoch of this router's map, or null while it names a slice frozen (Membership.settledEpoch). */
-  settledEpoch(): number | null {
-    return this.view === null || this.view.frozen.length === 0 ? this.epoch : null;
-  }
   get version(): number {
     return this.view?.version ?? 0;
   }

@@ -35,7 +35,8 @@ import { assert, KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { withTimeout } from '../../shared/timeout.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, REPLICA_SILENT_SKIP_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
-import { isWriteOp, requestIdOf, setRequestId, SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
+import type { Condition } from '../../shared/expression-ast.js';
+import { isWriteOp, requestIdOf, setRequestId, SliceOp, sliceSetOf, type Projection, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
 import type { EventualAnswer } from './process-metrics.js';
 import { clientRequestId, RequestIds, type ClientName } from './request-ids.js';
 import type { Routing } from './routing.js';
@@ -45,8 +46,19 @@ import type { SliceChannel } from './slice-channel.js';
 export type SliceBoundOp = Extract<SliceOpMessage, [typeof SliceOp.Put | typeof SliceOp.Get | typeof SliceOp.Delete | typeof SliceOp.Update | typeof SliceOp.Range, ...unknown[]]>;
 /** The reads that any replica of the slice may answer when the caller asks for an eventually consistent read. */
 export type ReadOp = Extract<SliceOpMessage, [typeof SliceOp.Get | typeof SliceOp.Range, ...unknown[]]>;
-/** One worker's part of a scan page: [Scan, tableId, fromSlice, afterKey, limit, projection, filter, toSlice]. */
-export type ScanOp = Extract<SliceOpMessage, [typeof SliceOp.Scan, ...unknown[]]>;
+/** A page of a full-table scan (or of one segment) as a request asks for it (item-requests.ts): the table's items in
+ * the slices [fromSlice, toSlice), in (slice, key) order after (fromSlice, afterKey). Router.scan asks each worker
+ * for its part in a Scan that names its slices. */
+export interface ScanRequest {
+  tableId: number;
+  fromSlice: number;
+  afterKey: string | null;
+  limit: number;
+  projection: Projection;
+  filter: Condition | null;
+  toSlice: number;
+  packed: boolean;
+}
 
 export class Router {
   /** Counts eventually consistent reads: each goes to the next connected replica of its slice (read below). */
@@ -68,18 +80,13 @@ export class Router {
     return this.cluster.sliceCount;
   }
 
-  /** Routing.settledEpoch: the epoch, or null while a move holds a slice frozen (DescribeSlices). */
-  settledEpoch(): number | null {
-    return this.cluster.settledEpoch();
-  }
-
   /** The map's nodes and each slice's owner (the advisor, DescribeSlices). */
   layout(): { nodes: string[]; owners: number[] } {
     return this.cluster.layout();
   }
 
   /** The channels of the nodes that are part of the cluster (DescribeSlices asks each for its load). */
-  presentChannels(): SliceChannel[] {
+  presentLinks(): SliceChannel[] {
     return this.cluster.presentLinks();
   }
 
@@ -201,27 +208,18 @@ export class Router {
     }
   }
 
-  /** Asks every worker that owns a slice of the scan's [fromSlice, toSlice) for its part of a
-   * page. A slice between freeze and switch is owned by no worker: scanLinks waits for its
-   * switch, then names the owners of the map as it is; every ask is refused (WrongOwner) if its
-   * node has moved on to another map, and then the whole page is asked again (a router's map
-   * can lag the nodes'; the coordinator's never does). */
-  async scan(op: ScanOp): Promise<ScanResult[]> {
-    const fromSlice = op[2];
-    const to = op[7];
+  /** Asks every worker that owns a slice of the scan's [fromSlice, toSlice) for its part of a page: a Scan that
+   * names the slices this map gives it, which it refuses (WrongOwner) unless it owns every one of them when it runs
+   * (partition.ts scan). So a page never leaves out a slice whose owner changed between this map and the scan, at any
+   * epoch and in any order of events: the page is asked again, with the map as it is then. A slice between freeze
+   * and switch is owned by no worker: scanLinks waits for its switch (else its owner would refuse it until then). */
+  async scan(r: ScanRequest): Promise<ScanResult[]> {
     const started = Date.now();
     let failoverTries = 0;
     for (let attempt = 0; ; attempt++) {
-      // A worker's part of a scan is the slices it owns at the epoch its frame carries, and it cannot tell a slice
-      // it was asked for from one it was not: a slice it no longer owns is left out, not refused. A frame carries
-      // the epoch of the map when it leaves (a later turn than this one, node-link.ts), which can be newer than the
-      // map these owners were read from: under a failover's owner change the old owner's node, at the newer epoch
-      // too, answers without that slice's items. So the page counts only if the map stayed at one epoch from
-      // before its owners were read until every answer came (epochs only grow): then every frame carried it.
-      const epoch = this.cluster.epoch;
       let links: SliceChannel[];
       try {
-        links = await this.cluster.scanLinks(fromSlice, to);
+        links = await this.cluster.scanLinks(r.fromSlice, r.toSlice);
       } catch (err) {
         // A scan only reads: on replicated slices a node that is down is waited out (a failover names another).
         if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
@@ -230,27 +228,23 @@ export class Router {
         }
         throw err;
       }
-      // Only the workers that own a slice of the range are asked, each once.
-      const asked = new Map<SliceChannel, Set<number>>();
+      // Only the workers that own a slice of the range are asked, each once, for its slices in ascending order.
+      const slicesOf = new Map<SliceChannel, number[][]>();
+      for (let s = r.fromSlice; s < r.toSlice; s++) {
+        const link = links[s - r.fromSlice];
+        let workers = slicesOf.get(link);
+        if (workers === undefined) slicesOf.set(link, (workers = []));
+        (workers[workerOf(s, link.workerCount)] ??= []).push(s);
+      }
       const answers: Promise<ScanResult>[] = [];
-      for (let s = fromSlice; s < to; s++) {
-        const link = links[s - fromSlice];
-        const w = workerOf(s, link.workerCount);
-        let workers = asked.get(link);
-        if (workers === undefined) asked.set(link, (workers = new Set()));
-        if (workers.has(w)) continue;
-        workers.add(w);
-        answers.push(link.sendToWorker(w, op));
+      for (const [link, workers] of slicesOf) {
+        // forEach passes over the workers that own none of the range.
+        workers.forEach((slices, w) => answers.push(link.sendToWorker(w, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, sliceSetOf(r.fromSlice, slices), r.packed])));
       }
       const settled = await Promise.allSettled(answers);
-      const results: ScanResult[] = [];
-      let failure: unknown = undefined;
-      for (const r of settled) {
-        if (r.status === 'fulfilled') results.push(r.value);
-        else if (failure === undefined) failure = r.reason;
-      }
-      if (failure === undefined && this.cluster.epoch === epoch) return results;
-      const err = failure ?? new KeysliceError('WrongOwner', `the map moved from epoch ${epoch} to ${this.cluster.epoch} while a scan page was asked; its owners may have left out slices`);
+      const failed = settled.find((a): a is PromiseRejectedResult => a.status === 'rejected');
+      if (failed === undefined) return settled.map((a) => (a as PromiseFulfilledResult<ScanResult>).value);
+      const err: unknown = failed.reason;
       if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
         await this.cluster.afterNoLeader(failoverTries++);
         continue;

@@ -19,11 +19,6 @@ export interface TableCatalog extends TableSource {
 
 export interface Routing {
   readonly sliceCount: number;
-  /** The epoch of the map routed by now; the one every frame to a node carries when it leaves (node-link.ts). */
-  readonly epoch: number;
-  /** `epoch`, or null while a slice move holds a slice frozen (owned by no worker, the epoch unchanged): load
-   * reports ask for it before and after (load-report.ts gatherTableLoadAtOneEpoch). */
-  settledEpoch(): number | null;
   /** The map's nodes and each slice's owner (an index into nodes, or -1), for the advisor. */
   layout(): { nodes: string[]; owners: number[] };
   /** The link of the node that owns `slice`, or null while no node has joined. */

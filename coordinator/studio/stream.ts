@@ -21,7 +21,7 @@ import {
   STUDIO_VIEWERS_MAX,
 } from '../../shared/limits.js';
 import { describe, type Catalog } from '../metadata/catalog.js';
-import { gatherTableLoadAtOneEpoch } from '../metadata/load-report.js';
+import { gatherTableLoad } from '../metadata/load-report.js';
 import type { Membership } from '../metadata/membership.js';
 import { describePart } from '../router/primary-key.js';
 import { judgeTable, JUDGED_OPS_PER_SECOND_MIN, type Finding, type TopKeySample } from './findings.js';
@@ -168,9 +168,8 @@ export class StudioFeed {
         else {
           // Each node gets LOAD_REPORT_TIMEOUT_MS, as for /metrics: a node that hangs costs
           // every sample that long, not its request timeout, and its share is left out.
-          // Answers that came while the map moved may leave a slice out or count it twice: partial too.
-          const gathered = await gatherTableLoadAtOneEpoch(() => this.cluster.settledEpoch(), table, present, sliceCount, LOAD_REPORT_TIMEOUT_MS, describePart);
-          partial = gathered.failures.length > 0 || gathered.moved !== null;
+          const gathered = await gatherTableLoad(table, this.cluster, LOAD_REPORT_TIMEOUT_MS, describePart);
+          partial = gathered.failures.length > 0;
           if (gathered.failures.length < present.length) load = gathered.load;
           else error = ready.length === 0 ? 'no slice node is reachable' : gathered.failures[0].error.message;
         }
