@@ -448,7 +448,8 @@ describe('a GetItem answer with its item packed', () => {
   const packed = () => PackedItem.of(reference.pack(item));
 
   it('is byte for byte the frame of the item as an object, at every size of request id, alone and in a frame', () => {
-    for (const id of [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 40]) {
+    // Every width msgpack switches at (and msgpackr's own fixint bounds, 0x20 and 0x40), either side.
+    for (const id of [0, 1, 31, 32, 63, 64, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 40, Number.MAX_SAFE_INTEGER]) {
       const passing: ClientResponseFrame = [id, RESULT_OK, { item: packed() }];
       expect(Buffer.compare(encodeClientFrame(passing), reference.pack([id, RESULT_OK, { item }])), `id ${id}`).toBe(0);
     }
@@ -476,6 +477,102 @@ describe('a GetItem answer with its item packed', () => {
     ];
     expect(Buffer.compare(encodeClientFrame(list), reference.pack(expected))).toBe(0);
     expect(plain(decodeClientResponses(encodeClientFrame(list)))).toEqual(plain(expected));
+  });
+
+  it('with other fields beside the item (no hand-written head) is the same answer, the item last', () => {
+    for (const id of [7, 2 ** 40]) {
+      const passing: ClientResponseFrame = [id, RESULT_OK, { item: packed(), more: 'x', n: 1 }];
+      const frames = [encodeClientFrame(passing), encodeClientFrame([passing, [id + 1, RESULT_OK, {}]])];
+      expect(plain(decodeClientResponses(frames[0]))).toEqual(plain([[id, RESULT_OK, { more: 'x', n: 1, item }]]));
+      expect(plain(decodeClientResponses(frames[1]))).toEqual(plain([[id, RESULT_OK, { more: 'x', n: 1, item }], [id + 1, RESULT_OK, {}]]));
+    }
+  });
+
+  it('is refused when it holds an ext value: msgpackr reads some of them with the values after them, the next answers of the frame', () => {
+    // A set's ext (0x73) is read by msgpackr as a header and then the next value: here, answer 2 of the frame.
+    const swallowing = Uint8Array.of(0x81, 0xa1, 0x61, 0xd4, 0x73, 0x00);
+    expect(() => PackedItem.of(swallowing)).toThrow(MalformedFrame);
+    // What the check keeps from the client (the bytes spliced in unchecked): answer 2 is read into answer 1's item,
+    // and the client cannot decode the frame, so every answer in it is lost.
+    const unchecked = Object.assign(Object.create(PackedItem.prototype) as PackedItem, { bytes: swallowing });
+    expect(() => decodeClientResponses(encodeClientFrame([[1, RESULT_OK, { item: unchecked }], [2, RESULT_OK, { z: 1 }], [3, RESULT_OK, {}]]))).toThrow(/end of MessagePack/);
+    // Every ext form, each a whole value by its header: refused all the same.
+    const exts = [
+      [0xd4, 0x01, 0x00],
+      [0xd5, 0x01, 0, 0],
+      [0xd6, 0x01, 0, 0, 0, 0],
+      [0xd7, 0x01, ...new Array(8).fill(0)],
+      [0xd8, 0x01, ...new Array(16).fill(0)],
+      [0xc7, 0x01, 0x01, 0x00],
+      [0xc8, 0x00, 0x01, 0x01, 0x00],
+      [0xc9, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00],
+      [0xd4, 0x72, 0x40], // a record definition
+      [0xd6, 0x62, 0, 0, 0, 0], // a string bundle
+    ];
+    for (const ext of exts) {
+      expect(() => PackedItem.of(Uint8Array.of(0x81, 0xa1, 0x61, ...ext)), ext.map((b) => b.toString(16)).join(' ')).toThrow(/ext value/);
+      expect(() => PackedItem.of(Uint8Array.of(0x81, 0xa1, 0x61, 0x91, 0x81, 0xa1, 0x62, ...ext)), `nested ${ext[0].toString(16)}`).toThrow(/ext value/);
+    }
+  });
+
+  it('from a node that lies (fuzzed: bytes changed, cut, added; lengths that claim up to 4 GiB) is refused as MalformedFrame or, taken, keeps every other answer of its frame', () => {
+    let seed = 12345;
+    const random = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n);
+    const sources = [reference.pack(item), reference.pack(everyType('f', 9)), reference.pack({ pk: 'p', s: 'x'.repeat(300), l: Array.from({ length: 20 }, (_, i) => i) })];
+    const lengthHeaders = [0xdc, 0xdd, 0xde, 0xdf, 0xc5, 0xc6, 0xda, 0xdb, 0xd9, 0xc4];
+    let taken = 0;
+    let refused = 0;
+    let contentRefused = 0;
+    const started = Date.now();
+    for (let n = 0; n < 6000; n++) {
+      const source = sources[n % sources.length];
+      let bytes: Uint8Array = Uint8Array.from(source);
+      switch (n % 5) {
+        case 0:
+          for (let k = 1 + random(3); k > 0; k--) bytes[random(bytes.length)] = random(256);
+          break;
+        case 1:
+          bytes = bytes.subarray(0, random(bytes.length));
+          break;
+        case 2:
+          bytes = Uint8Array.from([...bytes, ...Array.from({ length: 1 + random(4) }, () => random(256))]);
+          break;
+        default: {
+          // A header that declares a length far past the end (up to 0xffffffff), at any place.
+          const at = random(bytes.length);
+          bytes[at] = lengthHeaders[random(lengthHeaders.length)];
+          for (let k = 1; k <= 4 && at + k < bytes.length; k++) bytes[at + k] = n % 5 === 3 ? 0xff : random(256);
+        }
+      }
+      let taking: PackedItem;
+      try {
+        taking = PackedItem.of(bytes);
+      } catch (err) {
+        expect(err, `case ${n}`).toBeInstanceOf(MalformedFrame);
+        refused++;
+        continue;
+      }
+      taken++;
+      expect(taking.bytes.byteLength).toBe(bytes.byteLength);
+      // Taken: the client reads the item as one value, and the answers after it as they were. What is inside the map
+      // is not checked (PackedItem.of): the client may refuse it (a key that is no string), the frame then, as the
+      // router refused a node's whole batch on it when it decoded items; but it never reads into the next answer.
+      const list: ClientResponseFrame[] = [[1, RESULT_OK, { item: taking }], [2, RESULT_OK, { z: 1 }], [3, RESULT_ERROR, 'Internal', 'x']];
+      let decoded: ClientResponseFrame[];
+      try {
+        decoded = decodeClientResponses(encodeClientFrame(list));
+      } catch (err) {
+        expect((err as Error).message, `case ${n}`).not.toMatch(/end of MessagePack|Unexpected end/i);
+        contentRefused++;
+        continue;
+      }
+      expect(decoded.length, `case ${n}`).toBe(3);
+      expect(plain(decoded.slice(1)), `case ${n}`).toEqual(plain(list.slice(1)));
+    }
+    expect(taken).toBeGreaterThan(100);
+    expect(contentRefused).toBeLessThan(taken);
+    expect(refused).toBeGreaterThan(1000);
+    expect(Date.now() - started).toBeLessThan(20_000); // no read loops by a declared length
   });
 
   it('is refused by the router unless its bytes are exactly one map', () => {
