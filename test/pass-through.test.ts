@@ -695,4 +695,57 @@ describe('an item of every value type reads back the same over every API', () =>
       db.destroy();
     }
   });
+
+  it('read over the WebSocket API after every kind of change, answers the new value: no kept bytes outlive their item, on the leader or a follower', async () => {
+    const T = 'pass_stale';
+    const key = { pk: 'a' };
+    /** GetItem consistent, eventual (either replica, each keeping what it packed) and a BatchGet, all read now. */
+    const readAll = async () => {
+      const consistent = await c.client.getItem(T, key);
+      const eventual: (Item | null)[] = [];
+      for (let k = 0; k < 4; k++) eventual.push(await c.client.getItem(T, key, { consistentRead: false }));
+      const batch = (await c.client.batchGet(T, [key, { pk: 'b' }], { consistentRead: false })).items;
+      return { consistent, eventual, batch };
+    };
+    /** The value a read answers: v, or null for no item. */
+    const v = (item: Item | null | undefined) => (item === null || item === undefined ? null : item.v);
+    /** Consistent reads see `want` at once; eventual ones only `before` or `want`, and `want` in 20 reads in a row within 10 s. */
+    const expectValue = async (what: string, want: unknown, before: unknown) => {
+      expect(v(await c.client.getItem(T, key)), `${what}: consistent`).toEqual(want);
+      expect(v((await c.client.batchGet(T, [key])).items[0]), `${what}: BatchGet`).toEqual(want);
+      const until = Date.now() + 10_000;
+      for (let seen = 0; seen < 20; ) {
+        const got = v(await c.client.getItem(T, key, { consistentRead: false }));
+        expect([before, want], `${what}: eventual`).toContainEqual(got);
+        seen = got === want ? seen + 1 : 0;
+        if (seen < 20 && Date.now() > until) throw new Error(`${what}: eventual reads still answer ${JSON.stringify(got)} 10 s later`);
+      }
+      // Read once more over every path, so that what is kept now is the new value's.
+      await readAll();
+    };
+    await c.client.createTable(T, { name: 'pk', type: 'string' });
+    await c.client.putItem(T, { pk: 'a', v: 1, s: 'one' });
+    await c.client.putItem(T, { pk: 'b', v: 'b' });
+    await expectValue('put', 1, null);
+    await c.client.putItem(T, { pk: 'a', v: 2, s: 'two' });
+    await expectValue('put over it', 2, 1);
+    await c.client.updateItem(T, key, { set: { v: 3 } });
+    await expectValue('update', 3, 2);
+    await c.client.updateItem(T, key, { update: 'SET s = :s', values: { ':s': 'three, longer' } });
+    expect((await c.client.getItem(T, key))?.s).toBe('three, longer');
+    await expect(c.client.putItem(T, { pk: 'a', v: 99 }, { condition: 'v = :no', values: { ':no': 0 } })).rejects.toMatchObject({ code: 'ConditionalCheckFailed' });
+    await expectValue('a put whose condition failed', 3, 3);
+    expect(await c.client.batchWrite(T, { puts: [{ pk: 'a', v: 4 }], deletes: [{ pk: 'b' }] })).toEqual([]);
+    await expectValue('a batch write', 4, 3);
+    expect((await c.client.batchGet(T, [{ pk: 'b' }])).items).toEqual([null]);
+    expect(await c.client.deleteItem(T, key)).toBe(true);
+    await expectValue('delete', null, 4);
+    await c.client.putItem(T, { pk: 'a', v: 5 });
+    await expectValue('put again', 5, null);
+    await c.client.deleteTable(T);
+    await c.client.createTable(T, { name: 'pk', type: 'string' });
+    expect(await c.client.getItem(T, key)).toBeNull();
+    await c.client.putItem(T, { pk: 'a', v: 'another table' });
+    await expectValue('the table dropped and made again', 'another table', null);
+  });
 });
