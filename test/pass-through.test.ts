@@ -28,6 +28,8 @@ import {
   MalformedFrame,
   concatClientList,
   EFFECT_SET,
+  EFFECT_DELETE,
+  EFFECT_DROP_SLICE,
 } from '../shared/protocol.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
 import { scanPage } from '../coordinator/router/operations.js';
@@ -615,7 +617,54 @@ describe('a GetItem answer with its item packed', () => {
     for (let i = 0; i < 40; i++) if (i !== 5) expect(unpackClientList(concatClientList([get(`k${String(i).padStart(2, '0')}`, true)[1] as Uint8Array]))[0].s).toBe(i === 3 ? 'replaced' : i === 4 ? 'updated' : `text ${i} é 😀 \u0000`);
     expect(get('missing', true)).toEqual([RESULT_OK, null]);
   });
+  it('from a partition answers the new value after a follower applies records, a snapshot, a move in and a dropped replica, and gives back its kept bytes', () => {
+    const store = new SliceStore(0, 1, () => 1);
+    store.execute([SliceOp.Assign, 1, [0]]);
+    const get = (slice: number, key: string) => {
+      const r = slice === 0 ? store.execute([SliceOp.Get, 1, slice, key, null, true]) : store.readReplica([SliceOp.ReplicaGet, 1, slice, key, null, true]);
+      expect(r[0], `${slice} ${key}`).toBe(RESULT_OK);
+      return r[1] === null ? null : (unpackClientList(concatClientList([r[1] as Uint8Array]))[0] as Item);
+    };
+    const set = (slice: number, key: string, v: unknown) => [EFFECT_SET, 1, slice, key, { pk: key, v }, 40] as const;
+    // Slice 1 is a follower's replica here: its records are replayed, its reads are ReplicaGets.
+    store.replay([...set(1, 'r', 'first')]);
+    expect(get(1, 'r')?.v).toBe('first');
+    const keptOne = store.keptBytes;
+    expect(keptOne).toBeGreaterThan(0);
+    store.replay([...set(1, 'r', 'applied record')]);
+    expect(store.keptBytes).toBe(0);
+    expect(get(1, 'r')?.v).toBe('applied record');
+    // A snapshot installed: the slice dropped, then its items replayed.
+    store.replay([EFFECT_DROP_SLICE, 1, null]);
+    expect(store.keptBytes).toBe(0);
+    store.replay([...set(1, 'r', 'from a snapshot')]);
+    expect(get(1, 'r')?.v).toBe('from a snapshot');
+    store.replay([EFFECT_DELETE, 1, 1, 'r']);
+    expect(get(1, 'r')).toBeNull();
+    expect(store.keptBytes).toBe(0);
+    // A replica the node no longer holds: forgotten with what it kept.
+    store.replay([...set(1, 'r', 'kept')]);
+    get(1, 'r');
+    expect(store.keptBytes).toBe(keptOne - 1); // 'kept' is a byte shorter than 'first'
+    store.forgetSlice(1);
+    expect(store.keptBytes).toBe(0);
+    // A slice moved in (the worker held an older copy of it): what the move brings is answered.
+    store.replay([...set(2, 'm', 'old copy')]);
+    expect(store.execute([SliceOp.MoveBegin, 2])[0]).toBe(RESULT_OK);
+    expect(store.execute([SliceOp.MoveApply, 2, [[...set(2, 'm', 'moved in')]], true])[0]).toBe(RESULT_OK);
+    expect(store.execute([SliceOp.Get, 1, 2, 'm', null, true])[0]).toBe(RESULT_OK);
+    expect(unpackClientList(concatClientList([store.execute([SliceOp.Get, 1, 2, 'm', null, true])[1] as Uint8Array]))[0].v).toBe('moved in');
+    expect(store.execute([SliceOp.MoveApply, 2, [], false])[0]).toBe(RESULT_ERROR); // owned now: no longer incoming
+    // A table dropped: nothing of it is answered or kept.
+    store.execute([SliceOp.Put, 1, 0, 'k', { pk: 'k', v: 1 }, 40, null, null]);
+    expect(get(0, 'k')?.v).toBe(1);
+    expect(store.keptBytes).toBeGreaterThan(0);
+    store.execute([SliceOp.DropTable, 1]);
+    expect(store.keptBytes).toBe(0);
+    expect(get(0, 'k')).toBeNull();
+  });
 });
+
 
 /** What DynamoDB's endpoint answers for a value, checked against the value by hand (not by the endpoint's own
  * conversion): each difference as a path and what was found. */
