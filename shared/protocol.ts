@@ -191,11 +191,14 @@ export class PackedItem {
    * not read: the router does not look at it, and the client decodes it as it decodes any answer. It was packed
    * by msgpackr, in the worker of a node that showed the cluster secret and speaks this NODE_PROTOCOL_VERSION,
    * from an item checked when it was written (checkItem), as an object answer would have been. A malformed one
-   * throws MalformedFrame: that request fails, the frame's others go on. */
+   * throws MalformedFrame: that request fails, the frame's others go on. An ext value is refused too: no item
+   * holds one (packClientItem packs none), and the client's decoder (msgpackr) reads some of them (a set, an
+   * error, a regexp, a record definition, a string bundle) together with the values after them, past the map's
+   * end and into the next answers of the frame, where skipValue counts them as a header and their data. */
   static of(bytes: Uint8Array): PackedItem {
     const t = bytes[0];
     if (!((t >= 0x80 && t <= 0x8f) || t === 0xde || t === 0xdf)) throw new MalformedFrame(`a packed item starts with a map header, not 0x${t?.toString(16)}`);
-    const end = skipValue(bytes, 0);
+    const end = skipValue(bytes, 0, false);
     if (end !== bytes.byteLength) throw new MalformedFrame(`a packed item of ${bytes.byteLength} bytes holds one value of ${end}`);
     return new PackedItem(bytes);
   }
@@ -279,8 +282,9 @@ export function splitPackedList(list: Uint8Array, count?: number): Uint8Array[] 
 /** Where the msgpack value at `at` ends. One loop over a count of the values still to skip
  * (a list or map adds its elements to it), no call per value: this cut is most of the
  * router's work on a merged page (bench/PROFILE.md). Every value takes at least one byte,
- * so a count that a header inflates runs into the end of the bytes and throws. */
-function skipValue(b: Uint8Array, at: number): number {
+ * so a count that a header inflates runs into the end of the bytes and throws. `ext`: false
+ * refuses an ext value (MalformedFrame; PackedItem.of says why). */
+function skipValue(b: Uint8Array, at: number, ext = true): number {
   let left = 1;
   while (left > 0) {
     left--;
@@ -315,12 +319,15 @@ function skipValue(b: Uint8Array, at: number): number {
           at += 5 + u32(b, at);
           break;
         case 0xc7: // ext 8, 16, 32: length, type, data
+          if (!ext) throw new MalformedFrame(`an ext value (0x${t.toString(16)}) in a packed item`);
           at += 3 + b[at + 1];
           break;
         case 0xc8:
+          if (!ext) throw new MalformedFrame(`an ext value (0x${t.toString(16)}) in a packed item`);
           at += 4 + u16(b, at);
           break;
         case 0xc9:
+          if (!ext) throw new MalformedFrame(`an ext value (0x${t.toString(16)}) in a packed item`);
           at += 6 + u32(b, at);
           break;
         case 0xca: // float 32, 64
@@ -345,20 +352,13 @@ function skipValue(b: Uint8Array, at: number): number {
         case 0xd3:
           at += 9;
           break;
-        case 0xd4: // fixext 1, 2, 4, 8, 16: type, data
-          at += 3;
-          break;
+        case 0xd4: // fixext 1, 2, 4, 8, 16: type, data (1 << (t - 0xd4) bytes)
         case 0xd5:
-          at += 4;
-          break;
         case 0xd6:
-          at += 6;
-          break;
         case 0xd7:
-          at += 10;
-          break;
         case 0xd8:
-          at += 18;
+          if (!ext) throw new MalformedFrame(`an ext value (0x${t.toString(16)}) in a packed item`);
+          at += 2 + (1 << (t - 0xd4));
           break;
         case 0xdc: // array 16, 32
           left += u16(b, at);
@@ -453,28 +453,26 @@ function itemAnswerHead(id: number): Uint8Array | null {
  * the nil is the response's last byte (0xc0); that byte is replaced by the value's bytes. A GetItem's answer (the
  * item alone) has its head written by hand (itemAnswerHead). */
 function writePassThrough([id, ok, result]: [number, typeof RESULT_OK, PassThroughResult], parts: Uint8Array[]): void {
+  const passing = 'item' in result ? 'item' : 'items';
+  const head = passing === 'item' && Object.keys(result).length === 1 ? itemAnswerHead(id) : null;
+  if (head !== null) parts.push(head);
+  else {
+    // The other fields copied one by one, in their order, then the passing one: `{ ...rest, items: [] }` (a spread
+    // with a property after it) took V8's slow path, about 5 µs a range answer (0.18x of it this way:
+    // bench/PROFILE.md), and `{ ...result, item: null }` left item where it was, not last.
+    const shown: Record<string, unknown> = {};
+    for (const k in result) if (k !== passing) shown[k] = (result as Record<string, unknown>)[k];
+    shown[passing] = null;
+    const packed = clientPackr.pack([id, ok, shown]);
+    assert(packed[packed.length - 1] === 0xc0, 'nil packs as 0xc0, the last byte of the response');
+    parts.push(packed.subarray(0, packed.length - 1));
+  }
   if ('item' in result) {
-    const head = Object.keys(result).length === 1 ? itemAnswerHead(id) : null;
-    if (head !== null) parts.push(head);
-    else {
-      const packed = clientPackr.pack([id, ok, { ...result, item: null }]);
-      assert(packed[packed.length - 1] === 0xc0, 'nil packs as 0xc0, the last byte of the response');
-      parts.push(packed.subarray(0, packed.length - 1));
-    }
     parts.push(result.item.bytes);
     return;
   }
-  const items = result.items;
-  // The other fields copied one by one, in their order, then items: `{ ...rest, items: [] }` (a spread with a
-  // property after it) took V8's slow path, about 5 µs a range answer (0.18x of it this way: bench/PROFILE.md).
-  const shown: Record<string, unknown> = {};
-  for (const k in result) if (k !== 'items') shown[k] = (result as Record<string, unknown>)[k];
-  shown.items = null;
-  const head = clientPackr.pack([id, ok, shown]);
-  assert(head[head.length - 1] === 0xc0, 'nil packs as 0xc0, the last byte of the response');
-  parts.push(head.subarray(0, head.length - 1));
-  if (items.header !== null) parts.push(items.header);
-  for (const b of items.parts) parts.push(b);
+  if (result.items.header !== null) parts.push(result.items.header);
+  for (const b of result.items.parts) parts.push(b);
 }
 
 /** A msgpack array header for `n` elements. */

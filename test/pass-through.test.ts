@@ -29,6 +29,8 @@ import {
   MalformedFrame,
   concatClientList,
   EFFECT_SET,
+  EFFECT_DELETE,
+  EFFECT_DROP_SLICE,
 } from '../shared/protocol.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
 import { scanPage } from '../coordinator/router/operations.js';
@@ -452,7 +454,8 @@ describe('a GetItem answer with its item packed', () => {
   const packed = () => PackedItem.of(reference.pack(item));
 
   it('is byte for byte the frame of the item as an object, at every size of request id, alone and in a frame', () => {
-    for (const id of [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 40]) {
+    // Every width msgpack switches at (and msgpackr's own fixint bounds, 0x20 and 0x40), either side.
+    for (const id of [0, 1, 31, 32, 63, 64, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 40, Number.MAX_SAFE_INTEGER]) {
       const passing: ClientResponseFrame = [id, RESULT_OK, { item: packed() }];
       expect(Buffer.compare(encodeClientFrame(passing), reference.pack([id, RESULT_OK, { item }])), `id ${id}`).toBe(0);
     }
@@ -480,6 +483,102 @@ describe('a GetItem answer with its item packed', () => {
     ];
     expect(Buffer.compare(encodeClientFrame(list), reference.pack(expected))).toBe(0);
     expect(plain(decodeClientResponses(encodeClientFrame(list)))).toEqual(plain(expected));
+  });
+
+  it('with other fields beside the item (no hand-written head) is the same answer, the item last', () => {
+    for (const id of [7, 2 ** 40]) {
+      const passing: ClientResponseFrame = [id, RESULT_OK, { item: packed(), more: 'x', n: 1 }];
+      const frames = [encodeClientFrame(passing), encodeClientFrame([passing, [id + 1, RESULT_OK, {}]])];
+      expect(plain(decodeClientResponses(frames[0]))).toEqual(plain([[id, RESULT_OK, { more: 'x', n: 1, item }]]));
+      expect(plain(decodeClientResponses(frames[1]))).toEqual(plain([[id, RESULT_OK, { more: 'x', n: 1, item }], [id + 1, RESULT_OK, {}]]));
+    }
+  });
+
+  it('is refused when it holds an ext value: msgpackr reads some of them with the values after them, the next answers of the frame', () => {
+    // A set's ext (0x73) is read by msgpackr as a header and then the next value: here, answer 2 of the frame.
+    const swallowing = Uint8Array.of(0x81, 0xa1, 0x61, 0xd4, 0x73, 0x00);
+    expect(() => PackedItem.of(swallowing)).toThrow(MalformedFrame);
+    // What the check keeps from the client (the bytes spliced in unchecked): answer 2 is read into answer 1's item,
+    // and the client cannot decode the frame, so every answer in it is lost.
+    const unchecked = Object.assign(Object.create(PackedItem.prototype) as PackedItem, { bytes: swallowing });
+    expect(() => decodeClientResponses(encodeClientFrame([[1, RESULT_OK, { item: unchecked }], [2, RESULT_OK, { z: 1 }], [3, RESULT_OK, {}]]))).toThrow(/end of MessagePack/);
+    // Every ext form, each a whole value by its header: refused all the same.
+    const exts = [
+      [0xd4, 0x01, 0x00],
+      [0xd5, 0x01, 0, 0],
+      [0xd6, 0x01, 0, 0, 0, 0],
+      [0xd7, 0x01, ...new Array(8).fill(0)],
+      [0xd8, 0x01, ...new Array(16).fill(0)],
+      [0xc7, 0x01, 0x01, 0x00],
+      [0xc8, 0x00, 0x01, 0x01, 0x00],
+      [0xc9, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00],
+      [0xd4, 0x72, 0x40], // a record definition
+      [0xd6, 0x62, 0, 0, 0, 0], // a string bundle
+    ];
+    for (const ext of exts) {
+      expect(() => PackedItem.of(Uint8Array.of(0x81, 0xa1, 0x61, ...ext)), ext.map((b) => b.toString(16)).join(' ')).toThrow(/ext value/);
+      expect(() => PackedItem.of(Uint8Array.of(0x81, 0xa1, 0x61, 0x91, 0x81, 0xa1, 0x62, ...ext)), `nested ${ext[0].toString(16)}`).toThrow(/ext value/);
+    }
+  });
+
+  it('from a node that lies (fuzzed: bytes changed, cut, added; lengths that claim up to 4 GiB) is refused as MalformedFrame or, taken, keeps every other answer of its frame', () => {
+    let seed = 12345;
+    const random = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n);
+    const sources = [reference.pack(item), reference.pack(everyType('f', 9)), reference.pack({ pk: 'p', s: 'x'.repeat(300), l: Array.from({ length: 20 }, (_, i) => i) })];
+    const lengthHeaders = [0xdc, 0xdd, 0xde, 0xdf, 0xc5, 0xc6, 0xda, 0xdb, 0xd9, 0xc4];
+    let taken = 0;
+    let refused = 0;
+    let contentRefused = 0;
+    const started = Date.now();
+    for (let n = 0; n < 6000; n++) {
+      const source = sources[n % sources.length];
+      let bytes: Uint8Array = Uint8Array.from(source);
+      switch (n % 5) {
+        case 0:
+          for (let k = 1 + random(3); k > 0; k--) bytes[random(bytes.length)] = random(256);
+          break;
+        case 1:
+          bytes = bytes.subarray(0, random(bytes.length));
+          break;
+        case 2:
+          bytes = Uint8Array.from([...bytes, ...Array.from({ length: 1 + random(4) }, () => random(256))]);
+          break;
+        default: {
+          // A header that declares a length far past the end (up to 0xffffffff), at any place.
+          const at = random(bytes.length);
+          bytes[at] = lengthHeaders[random(lengthHeaders.length)];
+          for (let k = 1; k <= 4 && at + k < bytes.length; k++) bytes[at + k] = n % 5 === 3 ? 0xff : random(256);
+        }
+      }
+      let taking: PackedItem;
+      try {
+        taking = PackedItem.of(bytes);
+      } catch (err) {
+        expect(err, `case ${n}`).toBeInstanceOf(MalformedFrame);
+        refused++;
+        continue;
+      }
+      taken++;
+      expect(taking.bytes.byteLength).toBe(bytes.byteLength);
+      // Taken: the client reads the item as one value, and the answers after it as they were. What is inside the map
+      // is not checked (PackedItem.of): the client may refuse it (a key that is no string), the frame then, as the
+      // router refused a node's whole batch on it when it decoded items; but it never reads into the next answer.
+      const list: ClientResponseFrame[] = [[1, RESULT_OK, { item: taking }], [2, RESULT_OK, { z: 1 }], [3, RESULT_ERROR, 'Internal', 'x']];
+      let decoded: ClientResponseFrame[];
+      try {
+        decoded = decodeClientResponses(encodeClientFrame(list));
+      } catch (err) {
+        expect((err as Error).message, `case ${n}`).not.toMatch(/end of MessagePack|Unexpected end/i);
+        contentRefused++;
+        continue;
+      }
+      expect(decoded.length, `case ${n}`).toBe(3);
+      expect(plain(decoded.slice(1)), `case ${n}`).toEqual(plain(list.slice(1)));
+    }
+    expect(taken).toBeGreaterThan(100);
+    expect(contentRefused).toBeLessThan(taken);
+    expect(refused).toBeGreaterThan(1000);
+    expect(Date.now() - started).toBeLessThan(20_000); // no read loops by a declared length
   });
 
   it('is refused by the router unless its bytes are exactly one map', () => {
@@ -522,7 +621,54 @@ describe('a GetItem answer with its item packed', () => {
     for (let i = 0; i < 40; i++) if (i !== 5) expect(unpackClientList(concatClientList([get(`k${String(i).padStart(2, '0')}`, true)[1] as Uint8Array]))[0].s).toBe(i === 3 ? 'replaced' : i === 4 ? 'updated' : `text ${i} é 😀 \u0000`);
     expect(get('missing', true)).toEqual([RESULT_OK, null]);
   });
+  it('from a partition answers the new value after a follower applies records, a snapshot, a move in and a dropped replica, and gives back its kept bytes', () => {
+    const store = new SliceStore(0, 1, () => 1);
+    store.execute([SliceOp.Assign, 1, [0]]);
+    const get = (slice: number, key: string) => {
+      const r = slice === 0 ? store.execute([SliceOp.Get, 1, slice, key, null, true]) : store.readReplica([SliceOp.ReplicaGet, 1, slice, key, null, true]);
+      expect(r[0], `${slice} ${key}`).toBe(RESULT_OK);
+      return r[1] === null ? null : (unpackClientList(concatClientList([r[1] as Uint8Array]))[0] as Item);
+    };
+    const set = (slice: number, key: string, v: unknown) => [EFFECT_SET, 1, slice, key, { pk: key, v }, 40] as const;
+    // Slice 1 is a follower's replica here: its records are replayed, its reads are ReplicaGets.
+    store.replay([...set(1, 'r', 'first')]);
+    expect(get(1, 'r')?.v).toBe('first');
+    const keptOne = store.keptBytes;
+    expect(keptOne).toBeGreaterThan(0);
+    store.replay([...set(1, 'r', 'applied record')]);
+    expect(store.keptBytes).toBe(0);
+    expect(get(1, 'r')?.v).toBe('applied record');
+    // A snapshot installed: the slice dropped, then its items replayed.
+    store.replay([EFFECT_DROP_SLICE, 1, null]);
+    expect(store.keptBytes).toBe(0);
+    store.replay([...set(1, 'r', 'from a snapshot')]);
+    expect(get(1, 'r')?.v).toBe('from a snapshot');
+    store.replay([EFFECT_DELETE, 1, 1, 'r']);
+    expect(get(1, 'r')).toBeNull();
+    expect(store.keptBytes).toBe(0);
+    // A replica the node no longer holds: forgotten with what it kept.
+    store.replay([...set(1, 'r', 'kept')]);
+    get(1, 'r');
+    expect(store.keptBytes).toBe(keptOne - 1); // 'kept' is a byte shorter than 'first'
+    store.forgetSlice(1);
+    expect(store.keptBytes).toBe(0);
+    // A slice moved in (the worker held an older copy of it): what the move brings is answered.
+    store.replay([...set(2, 'm', 'old copy')]);
+    expect(store.execute([SliceOp.MoveBegin, 2])[0]).toBe(RESULT_OK);
+    expect(store.execute([SliceOp.MoveApply, 2, [[...set(2, 'm', 'moved in')]], true])[0]).toBe(RESULT_OK);
+    expect(store.execute([SliceOp.Get, 1, 2, 'm', null, true])[0]).toBe(RESULT_OK);
+    expect(unpackClientList(concatClientList([store.execute([SliceOp.Get, 1, 2, 'm', null, true])[1] as Uint8Array]))[0].v).toBe('moved in');
+    expect(store.execute([SliceOp.MoveApply, 2, [], false])[0]).toBe(RESULT_ERROR); // owned now: no longer incoming
+    // A table dropped: nothing of it is answered or kept.
+    store.execute([SliceOp.Put, 1, 0, 'k', { pk: 'k', v: 1 }, 40, null, null]);
+    expect(get(0, 'k')?.v).toBe(1);
+    expect(store.keptBytes).toBeGreaterThan(0);
+    store.execute([SliceOp.DropTable, 1]);
+    expect(store.keptBytes).toBe(0);
+    expect(get(0, 'k')).toBeNull();
+  });
 });
+
 
 /** What DynamoDB's endpoint answers for a value, checked against the value by hand (not by the endpoint's own
  * conversion): each difference as a path and what was found. */
@@ -601,5 +747,58 @@ describe('an item of every value type reads back the same over every API', () =>
     } finally {
       db.destroy();
     }
+  });
+
+  it('read over the WebSocket API after every kind of change, answers the new value: no kept bytes outlive their item, on the leader or a follower', async () => {
+    const T = 'pass_stale';
+    const key = { pk: 'a' };
+    /** GetItem consistent, eventual (either replica, each keeping what it packed) and a BatchGet, all read now. */
+    const readAll = async () => {
+      const consistent = await c.client.getItem(T, key);
+      const eventual: (Item | null)[] = [];
+      for (let k = 0; k < 4; k++) eventual.push(await c.client.getItem(T, key, { consistentRead: false }));
+      const batch = (await c.client.batchGet(T, [key, { pk: 'b' }], { consistentRead: false })).items;
+      return { consistent, eventual, batch };
+    };
+    /** The value a read answers: v, or null for no item. */
+    const v = (item: Item | null | undefined) => (item === null || item === undefined ? null : item.v);
+    /** Consistent reads see `want` at once; eventual ones only `before` or `want`, and `want` in 20 reads in a row within 10 s. */
+    const expectValue = async (what: string, want: unknown, before: unknown) => {
+      expect(v(await c.client.getItem(T, key)), `${what}: consistent`).toEqual(want);
+      expect(v((await c.client.batchGet(T, [key])).items[0]), `${what}: BatchGet`).toEqual(want);
+      const until = Date.now() + 10_000;
+      for (let seen = 0; seen < 20; ) {
+        const got = v(await c.client.getItem(T, key, { consistentRead: false }));
+        expect([before, want], `${what}: eventual`).toContainEqual(got);
+        seen = got === want ? seen + 1 : 0;
+        if (seen < 20 && Date.now() > until) throw new Error(`${what}: eventual reads still answer ${JSON.stringify(got)} 10 s later`);
+      }
+      // Read once more over every path, so that what is kept now is the new value's.
+      await readAll();
+    };
+    await c.client.createTable(T, { name: 'pk', type: 'string' });
+    await c.client.putItem(T, { pk: 'a', v: 1, s: 'one' });
+    await c.client.putItem(T, { pk: 'b', v: 'b' });
+    await expectValue('put', 1, null);
+    await c.client.putItem(T, { pk: 'a', v: 2, s: 'two' });
+    await expectValue('put over it', 2, 1);
+    await c.client.updateItem(T, key, { set: { v: 3 } });
+    await expectValue('update', 3, 2);
+    await c.client.updateItem(T, key, { update: 'SET s = :s', values: { ':s': 'three, longer' } });
+    expect((await c.client.getItem(T, key))?.s).toBe('three, longer');
+    await expect(c.client.putItem(T, { pk: 'a', v: 99 }, { condition: 'v = :no', values: { ':no': 0 } })).rejects.toMatchObject({ code: 'ConditionalCheckFailed' });
+    await expectValue('a put whose condition failed', 3, 3);
+    expect(await c.client.batchWrite(T, { puts: [{ pk: 'a', v: 4 }], deletes: [{ pk: 'b' }] })).toEqual([]);
+    await expectValue('a batch write', 4, 3);
+    expect((await c.client.batchGet(T, [{ pk: 'b' }])).items).toEqual([null]);
+    expect(await c.client.deleteItem(T, key)).toBe(true);
+    await expectValue('delete', null, 4);
+    await c.client.putItem(T, { pk: 'a', v: 5 });
+    await expectValue('put again', 5, null);
+    await c.client.deleteTable(T);
+    await c.client.createTable(T, { name: 'pk', type: 'string' });
+    expect(await c.client.getItem(T, key)).toBeNull();
+    await c.client.putItem(T, { pk: 'a', v: 'another table' });
+    await expectValue('the table dropped and made again', 'another table', null);
   });
 });
