@@ -36,7 +36,7 @@ import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
 import { scanPage } from '../coordinator/router/operations.js';
 import type { Request } from '../shared/api.js';
 import type { Condition } from '../shared/expression-ast.js';
-import type { Item } from '../shared/values.js';
+import type { Item, Value } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { plain, useCluster } from './cluster-fixture.js';
 import { dynamoClient } from './dynamodb-fixture.js';
@@ -629,7 +629,7 @@ describe('a GetItem answer with its item packed', () => {
       expect(r[0], `${slice} ${key}`).toBe(RESULT_OK);
       return r[1] === null ? null : (unpackClientList(concatClientList([r[1] as Uint8Array]))[0] as Item);
     };
-    const set = (slice: number, key: string, v: unknown) => [EFFECT_SET, 1, slice, key, { pk: key, v }, 40] as const;
+    const set = (slice: number, key: string, v: Value) => [EFFECT_SET, 1, slice, key, { pk: key, v }, 40] as const;
     // Slice 1 is a follower's replica here: its records are replayed, its reads are ReplicaGets.
     store.replay([...set(1, 'r', 'first')]);
     expect(get(1, 'r')?.v).toBe('first');
