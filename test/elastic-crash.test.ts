@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import { initHashing } from '../shared/hashing.js';
-import { bulk, elasticClusters, waitBalanced, waitFor, WriteLoad } from './elastic-fixture.js';
+import { bulk, elasticClusters, seen, waitBalanced, waitFor, WriteLoad } from './elastic-fixture.js';
 
 beforeAll(() => initHashing());
 const cluster = elasticClusters();
@@ -20,14 +20,14 @@ describe('a node dies in the middle of a move', () => {
     await bulk(e, BULK);
     const load = new WriteLoad(e.client, 'elastic', 4, 20);
     const target = await e.addNode();
-    await waitFor(async () => (await e.status()).moves.inFlight.some((m) => m.copied > 0 && m.phase === 'copy'), 'a move to copy items', 10_000);
+    await waitFor(async () => (await e.status()).moves.inFlight.some((m) => m.copied > 0 && m.phase === 'copy'), 'a move to copy items', 10_000, seen(e));
     return { e, load, source: e.nodes[0], target };
   }
 
   it('the target: the move rolls back, the source keeps serving; after a restart the moves complete', async () => {
     const { e, load, target } = await midMove();
     await stopProcess(target.child, 'SIGKILL');
-    await waitFor(async () => (await e.status()).moves.failed > 0, 'the move to roll back');
+    await waitFor(async () => (await e.status()).moves.failed > 0, 'the move to roll back', 30_000, seen(e));
     const acks = load.acks;
     await new Promise((r) => setTimeout(r, 300));
     expect(load.acks).toBeGreaterThan(acks); // slices on the source are served throughout
@@ -46,7 +46,7 @@ describe('a node dies in the middle of a move', () => {
   it('the source: the move rolls back; after the source restarts, no acknowledged write is lost and the moves complete', async () => {
     const { e, load, source } = await midMove();
     await stopProcess(source.child, 'SIGKILL');
-    await waitFor(async () => (await e.status()).moves.failed > 0, 'the move to roll back');
+    await waitFor(async () => (await e.status()).moves.failed > 0, 'the move to roll back', 30_000, seen(e));
     await new Promise((r) => setTimeout(r, 300));
     await e.addNode(2, Number(new URL(source.url).port), source.name);
     const st = await waitBalanced(e, 40_000);
@@ -59,7 +59,7 @@ describe('a node dies in the middle of a move', () => {
     const { e, load } = await midMove();
     await e.restartCoordinator();
     load.client = e.client;
-    await waitFor(async () => (await e.status()).nodes.every((n) => n.up), 'the nodes to be back');
+    await waitFor(async () => (await e.status()).nodes.every((n) => n.up), 'the nodes to be back', 30_000, seen(e));
     const st = await waitBalanced(e, 40_000);
     await load.stop();
     expect(st.nodes.map((n) => n.slices).sort()).toEqual([8, 8]);
