@@ -202,6 +202,12 @@ export class WriteLoad {
     }
   }
 
+  /** For waitFor's describe: how far the load got. */
+  describe(): string {
+    const last = this.errors.at(-1);
+    return `${this.acks} updates acknowledged, ${this.errors.length} failed${last === undefined ? '' : ` (last: ${last.code} ${last.message.slice(0, 200)})`}`;
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     await Promise.all(this.loops);

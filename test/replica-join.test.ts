@@ -173,7 +173,9 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     // The move's second change (4 replicas to 3) settles only once the new leader's barrier is held by a majority
     // of both sets. Killing one of the 3 left before that: the old set's majority (3 of 4) needs the replica that
     // left, which answers for the slice until the change settled (it stopped at once before, and the slice
-    // waited for the killed node to come back).
+    // waited for the killed node to come back). Where that replica holds records the others lack (the killed node led,
+    // or it is the leader's own replica that left), the set's most up to date replica is elected once the answers no
+    // further than it meet every majority of both sets, 2 of the 4 (a majority, 3, waited for the killed node: CI).
     const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
     await waitFor(async () => led(await e.status()), 'every slice to have a leader', 30_000, seen(e));
     const load = new WriteLoad(e.client, 'elastic', 4, 8);
