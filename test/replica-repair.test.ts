@@ -40,6 +40,13 @@ function replicaSets(e: Elastic): string[][] {
   return m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n]));
 }
 
+/** Per slice, from the persisted map: the largest term any election used or a leader led on at, and the last Lead or
+ * LeadOn recorded ([term, node index]), with the set's node indexes. */
+function terms(e: Elastic): { termsUsed: number[]; lastLead: ([number, number] | null)[]; sets: number[][] } {
+  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { owners: number[]; followers: number[][]; termsUsed: number[]; lastLead: ([number, number] | null)[] };
+  return { termsUsed: m.termsUsed, lastLead: m.lastLead, sets: m.owners.map((o, s) => [o, ...m.followers[s]]) };
+}
+
 /** Waits until status says every replicated slice has an elected leader. */
 async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
   let st: ClusterStatus | undefined;
@@ -258,6 +265,7 @@ describe('repair of replicated slices (R=3)', () => {
     expect((await e.status()).nodes.find((n) => n.node === removed.url)?.status).toBe('active');
     expect(replicaSets(e).filter((set) => set.includes(removed.url)).length).toBe(sets.filter((set) => set.includes(removed.url)).length);
 
+    const before = terms(e);
     const forced = await run(['remove', removed.url, '--force']);
     expect(forced.code, forced.stderr).toBe(0);
     expect(forced.stdout).toContain(`removed ${removed.url}`);
@@ -277,8 +285,17 @@ describe('repair of replicated slices (R=3)', () => {
     const { leaders } = (await e.status()).replication;
     expect(leaders.unsettled).toBe(stranded);
     expect(leaders.led).toBe(leaders.replicated - stranded);
-    expect(leaders.unsettledLed).toBeGreaterThan(0);
-    expect(leaders.unsettledLed).toBeLessThanOrEqual(stranded);
+    // Those counted apart are the stranded slices whose leader led on at the change (a LeadOn recorded at a term newer
+    // than any before it, and no election since). Only a leader the coordinator heard from within 1.5 ping intervals
+    // leads on (failover.ts changedTo); the others elect, which cannot finish. Under load, all of them may elect (seen
+    // at load average 27: status counted none apart, and `> 0` failed), so the count is checked against the map.
+    const after = terms(e);
+    const strandedSlices = sets.flatMap((set, slice) => (set.includes(removed.url) && set.includes(down.url) ? [slice] : []));
+    const ledOn = strandedSlices.filter((slice) => {
+      const l = after.lastLead[slice];
+      return l !== null && l[0] > before.termsUsed[slice] && l[0] === after.termsUsed[slice] && after.sets[slice].includes(l[1]);
+    });
+    expect(leaders.unsettledLed, `stranded slices ${strandedSlices.join(', ')}; led on: ${ledOn.join(', ')}`).toBe(ledOn.length);
     // ...and once it is back they do, and every slice is back to 3 replicas without the removed node.
     await e.addNode(undefined, Number(new URL(down.url).port), down.name);
     await waitFor(async () => {
