@@ -33,6 +33,11 @@ afterEach(async () => {
   rmSync(setup.dataDir, { recursive: true, force: true });
 });
 
+/** The stories where a node joins and slices move under a write load: longer than vitest's 60 s, so that a step that
+ * is stuck fails with its own wait's message (node joins 30 s, balance 60 s, the load going on 30 s) rather than a bare
+ * test timeout. Measured 29 s and 43 s at load average 12 to 15; over 60 s at 25. */
+const STORY_MS = 120_000;
+
 /** The client token of the cluster under test ('' for none): /cluster/status needs it. */
 let authToken = '';
 
@@ -212,7 +217,7 @@ describe('keyslice coordinator --routers 2', () => {
     await load.stop();
     expect(load.errors.filter((e) => e.code !== 'Unavailable').map((e) => e.code)).toEqual([]);
     expect(await load.verify(2_000)).toBe(2_000 + load.acked.size);
-  });
+  }, STORY_MS);
 });
 
 describe('standalone routers', () => {
@@ -247,7 +252,7 @@ describe('standalone routers', () => {
     a.client = c2;
     await a.verify(1_000);
     await b.verify(1_000);
-  });
+  }, STORY_MS);
 
   /** A fresh cluster of two nodes and one router whose link to the coordinator passes a proxy the test controls; `items` loaded through the router. */
   async function routerBehindProxy(items: number) {
@@ -282,7 +287,7 @@ describe('standalone routers', () => {
     expect((await health(r.url)).epoch!).toBeGreaterThan(epochBefore);
     expect(load.errors.map((e) => e.code)).toEqual([]);
     expect(await load.verify(1_000)).toBe(1_000 + load.acked.size);
-  });
+  }, STORY_MS);
 
   it('getAllItems through a router that missed the moves asks a page refused WrongOwner again, and answers every item', async () => {
     const { coord, proxy, r, c } = await routerBehindProxy(300);
