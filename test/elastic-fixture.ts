@@ -22,6 +22,8 @@ export interface Elastic {
   /** SIGKILLs the coordinator and starts it again on its address and folder; reconnects the client. */
   restartCoordinator(): Promise<void>;
   status(): Promise<ClusterStatus>;
+  /** What status() last answered (undefined: none yet), for a wait that timed out to say what it saw (seen). */
+  lastStatus?: ClusterStatus;
   post(action: 'add' | 'drain' | 'remove', node: string): Promise<{ status: number; body: unknown }>;
   stop(): Promise<void>;
 }
@@ -44,7 +46,7 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
       const existing = e.nodes.findIndex((n) => n.name === name);
       if (existing >= 0) e.nodes[existing] = node;
       else e.nodes.push(node);
-      await waitFor(async () => (await e.status()).nodes.some((n) => n.node === node.url && n.up), `${name} to join`);
+      await waitFor(async () => (await e.status()).nodes.some((n) => n.node === node.url && n.up), `${name} to join`, 30_000, seen(e));
       return node;
     },
     async restartCoordinator() {
@@ -55,7 +57,7 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
     },
     async status() {
       const res = await fetch(`${e.coordinator.url}/cluster/status`, { signal: AbortSignal.timeout(10_000) });
-      return (await res.json()) as ClusterStatus;
+      return (e.lastStatus = (await res.json()) as ClusterStatus);
     },
     async post(action, node) {
       const res = await fetch(`${e.coordinator.url}/cluster/${action}`, { method: 'POST', body: JSON.stringify({ node }), signal: AbortSignal.timeout(10_000) });
@@ -97,14 +99,42 @@ export function replicasSpread(st: ClusterStatus): boolean {
   return led(st) && st.moves.pending === 0 && moving === 0 && unsettled === 0 && Math.max(...replicas) - Math.min(...replicas) <= 1;
 }
 
-/** Polls `check` every 100 ms until it is true; fails after `timeoutMs`. */
-export async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+/** Polls `check` every 100 ms until it is true; fails after `timeoutMs`, with what `describe` says of the state the
+ * checks last saw (so that a CI failure tells what was stuck) and the last error a check threw. */
+export async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 30_000, describe?: () => string): Promise<void> {
   const until = Date.now() + timeoutMs;
+  let failed: unknown;
   while (Date.now() < until) {
-    if (await check().catch(() => false)) return;
+    const ok = await check().catch((err: unknown) => {
+      failed = err;
+      return false;
+    });
+    if (ok) return;
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+  let seen = '';
+  try {
+    seen = describe?.() ?? '';
+  } catch (err) {
+    seen = `(cannot describe: ${(err as Error).message})`;
+  }
+  const threw = failed === undefined ? '' : `; a check threw: ${(failed as Error).message ?? String(failed)}`;
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${seen === '' ? '' : `; last seen: ${seen}`}${threw}`);
+}
+
+/** For waitFor's describe: the cluster status `e` last answered, in one line (leaders, changes, moves, nodes). */
+export const seen = (e: Elastic) => (): string => describeStatus(e.lastStatus);
+
+export function describeStatus(st: ClusterStatus | undefined): string {
+  if (st === undefined) return 'no status answered';
+  const l = st.replication.leaders;
+  const nodes = st.nodes.map((n) => `${n.node.replace(/^ws:\/\/127\.0\.0\.1:/, ':')} ${n.up ? 'up' : 'down'} ${n.status} leads ${n.slices} holds ${n.replicas}${n.unsettledChanges > 0 ? ` counted by ${n.unsettledChanges} unsettled` : ''}`);
+  const waiting = st.moves.waiting.slice(0, 3).map((w) => `slice ${w.slice} (${w.node}): ${w.why}`);
+  return (
+    `epoch ${st.epoch}; leaders: led ${l.led} of ${l.replicated} replicated, unsettledLed ${l.unsettledLed}, unsettled ${l.unsettled}, moving ${l.moving}, ` +
+    `elections ${l.elections}, terms ${l.termMin}..${l.termMax}; moves: ${st.moves.inFlight.length} in flight, ${st.moves.pending} pending, ${st.moves.waitingSlices} waiting` +
+    `${waiting.length > 0 ? ` (${waiting.join('; ')})` : ''}; nodes: ${nodes.join(', ')}; note: ${st.replication.note}`
+  );
 }
 
 /** Waits until no move runs or is pending and every active node has its share (±1). */
@@ -120,6 +150,7 @@ export async function waitBalanced(e: Elastic, timeoutMs = 30_000): Promise<Clus
     },
     'the slices to be balanced',
     timeoutMs,
+    seen(e),
   );
   return last!;
 }
@@ -169,6 +200,12 @@ export class WriteLoad {
         await new Promise((r) => setTimeout(r, 20));
       }
     }
+  }
+
+  /** For waitFor's describe: how far the load got. */
+  describe(): string {
+    const last = this.errors.at(-1);
+    return `${this.acks} updates acknowledged, ${this.errors.length} failed${last === undefined ? '' : ` (last: ${last.code} ${last.message.slice(0, 200)})`}`;
   }
 
   async stop(): Promise<void> {

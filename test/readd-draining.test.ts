@@ -2,7 +2,7 @@
 // stops, the node is active again, and the rebalancer moves slices back to it.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { initHashing } from '../shared/hashing.js';
-import { bulk, elasticClusters, waitBalanced, waitFor } from './elastic-fixture.js';
+import { bulk, elasticClusters, seen, waitBalanced, waitFor } from './elastic-fixture.js';
 
 beforeAll(() => initHashing());
 const cluster = elasticClusters();
@@ -14,7 +14,7 @@ describe('adding a draining node', () => {
     await waitBalanced(e);
     const node = e.nodes[1].url;
     expect((await e.post('drain', node)).status).toBe(200);
-    await waitFor(async () => (await e.status()).nodes.find((n) => n.node === node)?.slices === 0, 'the drain to finish');
+    await waitFor(async () => (await e.status()).nodes.find((n) => n.node === node)?.slices === 0, 'the drain to finish', 30_000, seen(e));
     expect((await e.post('add', node)).status).toBe(200);
     expect((await e.status()).nodes.find((n) => n.node === node)?.status).toBe('active');
     const st = await waitBalanced(e, 30_000);

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
-import { bulk, elasticClusters, led, replicasSpread, SECRET, waitFor, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, replicasSpread, SECRET, seen, waitFor, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const ITEMS = 300;
@@ -43,13 +43,13 @@ async function heldAsExpected(e: Elastic): Promise<{ ok: boolean; seen: string }
 describe('a replica that left a node is dropped there (R=3)', () => {
   it('after replica moves and a drain the nodes that lost replicas hold only what they still replicate, also after a restart', async () => {
     const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
-    await waitFor(async () => led(await e.status()), 'every slice to have a leader');
+    await waitFor(async () => led(await e.status()), 'every slice to have a leader', 30_000, seen(e));
     await bulk(e, ITEMS);
-    await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === ITEMS), 'each of the 3 nodes to hold every item');
+    await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === ITEMS), 'each of the 3 nodes to hold every item', 30_000, seen(e));
 
     // A 4th node joins: replicas move onto it, and the nodes they left drop them.
     const joined = await e.addNode();
-    await waitFor(async () => replicasSpread(await e.status()), 'the replicas to be spread over the 4 nodes', 90_000);
+    await waitFor(async () => replicasSpread(await e.status()), 'the replicas to be spread over the 4 nodes', 90_000, seen(e));
     let last = '';
     const held = async () => {
       const h = await heldAsExpected(e);
@@ -98,6 +98,7 @@ describe('a replica that left a node is dropped there (R=3)', () => {
       },
       'the drained node to hold nothing',
       60_000,
+      seen(e),
     );
     expect((await e.status()).nodes.reduce((a, n) => a + n.heldItems, 0), 'each item is still held by 3 nodes').toBe(3 * ITEMS);
     const after = await e.client.getAllItems({ table: 'elastic' });

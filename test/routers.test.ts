@@ -12,7 +12,7 @@ import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startRouter, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { initHashing } from '../shared/hashing.js';
-import { SECRET, waitFor, WriteLoad } from './elastic-fixture.js';
+import { describeStatus, SECRET, waitFor, WriteLoad } from './elastic-fixture.js';
 import { expectError } from './cluster-fixture.js';
 import { dynamoClient } from './dynamodb-fixture.js';
 import { CreateTableCommand, DescribeTableCommand, GetItemCommand, PutItemCommand, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
@@ -32,6 +32,11 @@ afterEach(async () => {
   await Promise.all(setup.procs.map((p) => stopProcess(p.child)));
   rmSync(setup.dataDir, { recursive: true, force: true });
 });
+
+/** The stories where a node joins and slices move under a write load: longer than vitest's 60 s, so that a step that
+ * is stuck fails with its own wait's message (node joins 30 s, balance 60 s, the load going on 30 s) rather than a bare
+ * test timeout. Measured 29 s and 43 s at load average 12 to 15; over 60 s at 25. */
+const STORY_MS = 120_000;
 
 /** The client token of the cluster under test ('' for none): /cluster/status needs it. */
 let authToken = '';
@@ -53,7 +58,7 @@ async function coordinator(routers: number, extra: string[] = []): Promise<Manag
 async function node(statusUrl: string, via: string, name: string): Promise<ManagedProcess> {
   const n = await startSliceNode({ name, dataDir: join(setup.dataDir, name), port: 0, workers: 2, coordinator: via, clusterSecret: SECRET });
   setup.procs.push(n);
-  await waitFor(async () => (await status(statusUrl)).nodes.some((x) => x.node === n.url && x.up), `${name} to join`);
+  await waitFor(async () => (await status(statusUrl)).nodes.some((x) => x.node === n.url && x.up), `${name} to join`, 30_000, seenStatus);
   return n;
 }
 
@@ -69,9 +74,13 @@ async function client(urls: string | string[], connections?: number, token?: str
   return c;
 }
 
+/** What status() last answered, for a wait that timed out to say what it saw. */
+let lastStatus: ClusterStatus | undefined;
+const seenStatus = () => describeStatus(lastStatus);
+
 async function status(url: string): Promise<ClusterStatus> {
   const res = await fetch(`${url}/cluster/status`, { headers: authToken === '' ? {} : { authorization: `Bearer ${authToken}` }, signal: AbortSignal.timeout(10_000) });
-  return (await res.json()) as ClusterStatus;
+  return (lastStatus = (await res.json()) as ClusterStatus);
 }
 
 /** GET /health on a connection of its own (so that node:cluster hands it to a router in turn). */
@@ -104,6 +113,7 @@ async function balanced(url: string): Promise<ClusterStatus> {
     },
     'the slices to be balanced',
     60_000,
+    seenStatus,
   );
   return last!;
 }
@@ -203,11 +213,11 @@ describe('keyslice coordinator --routers 2', () => {
       const now = await routerPids(url, 10);
       return !now.has(victim) && now.size === 2;
     }, 'a new router in place of the killed one');
-    await waitFor(async () => load.acks > acksBefore + 200, 'the load to go on');
+    await waitFor(async () => load.acks > acksBefore + 200, 'the load to go on', 30_000, () => load.describe());
     await load.stop();
     expect(load.errors.filter((e) => e.code !== 'Unavailable').map((e) => e.code)).toEqual([]);
     expect(await load.verify(2_000)).toBe(2_000 + load.acked.size);
-  });
+  }, STORY_MS);
 });
 
 describe('standalone routers', () => {
@@ -235,14 +245,14 @@ describe('standalone routers', () => {
     await stopProcess(r1.child, 'SIGKILL');
     await waitFor(async () => c2.connectedUrls.every((u) => u === r2.url) && c2.connectedUrls.length > 0, 'the client to drop router 1');
     const bAcks = b.acks;
-    await waitFor(async () => b.acks > bAcks + 200, 'load b to go on through router 2');
+    await waitFor(async () => b.acks > bAcks + 200, 'load b to go on through router 2', 30_000, () => b.describe());
     await Promise.all([a.stop(), b.stop()]);
     expect(b.errors.filter((e) => e.code !== 'Unavailable').map((e) => e.code)).toEqual([]);
     expect(a.errors.filter((e) => e.code !== 'Unavailable').map((e) => e.code)).toEqual([]);
     a.client = c2;
     await a.verify(1_000);
     await b.verify(1_000);
-  });
+  }, STORY_MS);
 
   /** A fresh cluster of two nodes and one router whose link to the coordinator passes a proxy the test controls; `items` loaded through the router. */
   async function routerBehindProxy(items: number) {
@@ -271,13 +281,13 @@ describe('standalone routers', () => {
     const st = await balanced(coord.url);
     expect(st.moves.completed).toBeGreaterThanOrEqual(20);
     const acks = load.acks;
-    await waitFor(async () => load.acks > acks + 200, 'the load to go on after the moves');
+    await waitFor(async () => load.acks > acks + 200, 'the load to go on after the moves', 30_000, () => load.describe());
     await load.stop();
     // Its map moved on only by the refreshes that WrongOwner answers set off.
     expect((await health(r.url)).epoch!).toBeGreaterThan(epochBefore);
     expect(load.errors.map((e) => e.code)).toEqual([]);
     expect(await load.verify(1_000)).toBe(1_000 + load.acked.size);
-  });
+  }, STORY_MS);
 
   it('getAllItems through a router that missed the moves asks a page refused WrongOwner again, and answers every item', async () => {
     const { coord, proxy, r, c } = await routerBehindProxy(300);
@@ -339,7 +349,7 @@ describe('standalone routers', () => {
     const metrics = await (await fetch(`${r.url}/metrics`)).text();
     expect(metrics).toMatch(/^keyslice_router_coordinator_connected 0$/m);
     const acks = load.acks;
-    await waitFor(async () => load.acks > acks + 200, 'the load to go on without the coordinator').catch((err: Error) => {
+    await waitFor(async () => load.acks > acks + 200, 'the load to go on without the coordinator', 30_000, () => load.describe()).catch((err: Error) => {
       throw new Error(`${err.message}; errors: ${load.errors.slice(0, 3).map((e) => `${e.code}: ${e.message}`).join('; ')}`);
     });
     const created = await fetch(`${r.url}/api/CreateTable`, { method: 'POST', body: JSON.stringify({ table: 'other', shardingKey: { name: 'id', type: 'string' } }) });
@@ -355,7 +365,7 @@ describe('standalone routers', () => {
       return h.coordinator === 'connected' && h.epoch === st.epoch;
     }, 'the router to catch up');
     const after = load.acks;
-    await waitFor(async () => load.acks > after + 200, 'the load to go on');
+    await waitFor(async () => load.acks > after + 200, 'the load to go on', 30_000, () => load.describe());
     await load.stop();
     // While it was cut off, writes to moved slices could fail (retryably); none was lost or doubled.
     expect(load.errors.filter((e) => e.code !== 'WrongOwner' && e.code !== 'Unavailable').map((e) => e.code)).toEqual([]);

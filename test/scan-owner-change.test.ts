@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
 import { testLog } from './cluster-fixture.js';
-import { bulk, elasticClusters, led, SECRET, waitFor } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, SECRET, seen, waitFor } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const ITEMS = 300;
@@ -23,9 +23,9 @@ const RESTARTS = 3;
 describe('a scan while slices change owners (R=3)', () => {
   it('answers every item or a typed error, never a part of the table', async () => {
     const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
-    await waitFor(async () => led(await e.status()), 'every slice to have a leader');
+    await waitFor(async () => led(await e.status()), 'every slice to have a leader', 30_000, seen(e));
     await bulk(e, ITEMS);
-    await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === ITEMS), 'each of the 3 nodes to hold every item');
+    await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === ITEMS), 'each of the 3 nodes to hold every item', 30_000, seen(e));
 
     let stop = false;
     const partial: number[] = [];
@@ -57,7 +57,7 @@ describe('a scan while slices change owners (R=3)', () => {
         const old = e.nodes[i];
         killed = true;
         await stopProcess(old.child, 'SIGKILL');
-        await waitFor(async () => led(await e.status()), `the slices ${old.name} led to fail over`, 30_000);
+        await waitFor(async () => led(await e.status()), `the slices ${old.name} led to fail over`, 30_000, seen(e));
         e.nodes[i] = await startSliceNode({ name: old.name, dataDir: join(e.dataDir, old.name), port: Number(new URL(old.url).port), workers: 2, coordinator: e.coordinator.url, clusterSecret: SECRET, ...(testLog ? { log: testLog } : {}) });
         await waitFor(
           async () => {
@@ -66,6 +66,7 @@ describe('a scan while slices change owners (R=3)', () => {
           },
           `${old.name} to lead slices again`,
           60_000,
+          seen(e),
         );
       }
     } finally {

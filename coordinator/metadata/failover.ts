@@ -267,11 +267,13 @@ export class SliceFailover {
     if (!this.replicas.includes(chosen)) {
       // The most up to date replica left the set (a node that still answers for it, e.g. a deposed leader whose
       // own replica was moved off it, with records no other replica took). The set's most up to date replica may
-      // lead if, in every set of the change, a majority answered with a log no further than its own: a write
-      // acknowledged under a set is on a majority of it, so on one of those, so (log order, as in any election)
-      // on it; records further than it were never acknowledged. Otherwise wait for more answers or the next
-      // election. (Waiting for a replica of the set with the leaving one's very last record, as before, never
-      // ends when none took it.)
+      // lead if, in every set of the change, the answers with a log no further than its own meet every majority of
+      // the set: a write acknowledged under a set is on a majority of it, so on one of those, so (log order, as in
+      // any election) on it; records further than it were never acknowledged. For a set of 4 that is 2 answers, not
+      // 3 (meetsEveryMajority): a majority waited for a node of both sets that was killed while the replica that
+      // left held the killed leader's last records alone, as every new election got the same answers (the slice had
+      // no leader until that node came back). Otherwise wait for more answers or the next election. (Waiting for a replica of the set with the leaving one's very last
+      // record, as before, never ends when none took it.)
       const inSet = this.choose(this.replicas.filter((r) => answers.has(r)), answers);
       if (inSet === null) return 'not yet';
       const own = answers.get(inSet)!;
@@ -279,7 +281,7 @@ export class SliceFailover {
         const a = answers.get(r);
         return a !== undefined && (a.lastTerm < own.lastTerm || (a.lastTerm === own.lastTerm && a.lastIndex <= own.lastIndex));
       };
-      if (!this.quorumAmong(notFurther)) return 'not yet';
+      if (!this.meetsEveryMajority(notFurther)) return 'not yet';
       chosen = inSet;
     }
     assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
@@ -376,6 +378,12 @@ export class SliceFailover {
   /** Whether a majority of each set of the change is among `up` (else no election can finish). */
   quorumAmong(up: (r: ReplicaId) => boolean): boolean {
     return this.configs.every((set) => set.filter(up).length >= majority(set.length));
+  }
+
+  /** Whether the replicas for which `holds` is true meet every majority of each set of the change: fewer than a
+   * majority of the set are left out. A majority for a set of odd size; one less for an even one (2 of 4). */
+  private meetsEveryMajority(holds: (r: ReplicaId) => boolean): boolean {
+    return this.configs.every((set) => set.filter((r) => !holds(r)).length < majority(set.length));
   }
 
   /** The change is settled: the barrier of the leader elected for this set is committed on a majority of this set
