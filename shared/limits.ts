@@ -146,6 +146,14 @@ export const NODE_HEARTBEAT_TIMEOUT_MS = 5_000;
  * this many replicas when at least this many nodes are active, else one per active node. */
 export const REPLICATION_FACTOR_AUTO_MAX = 3;
 export const REPLICATION_FACTOR_MAX = 7;
+/** The most replicas one slice's set may list in an Assign (coordinator/metadata/replica-leaders.ts assignReplication,
+ * which asserts it; the node refuses more): until a replica-set change settles, every replica of every set of the
+ * change answers for the slice (docs/replication.md, "Replica-set changes"), so the list is the union of the sets, not
+ * one set of R. Two more than R: a drain's or a move's step adds a replica before one leaves (R + 1), and a drain
+ * step undone puts its new replica on another node while the one it replaces is still listed ({R, j} -> {R, j'}), as
+ * does a drain started while a move of the slice is under way (its leaving replica, the draining one, and one new
+ * replica beside each: one node drains at a time, one replica leaves a slice at a time). */
+export const REPLICAS_LISTED_MAX = REPLICATION_FACTOR_MAX + 2;
 /** The coordinator counts a slice's leader gone after this long without an answer, and elects another.
  * A frozen (or cut off) leader's slices are served again about this long plus an election after it
  * stopped answering; 1.5 s (3 pings) keeps that under the 3 s failover target (bench/FAILOVER.md). */
