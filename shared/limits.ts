@@ -142,10 +142,21 @@ export const NODE_RECONNECT_DELAY_MS_MAX = 250;
  * it as a heartbeat; the coordinator counts a node gone after this long without one. */
 export const NODE_HEARTBEAT_INTERVAL_MS = 1_000;
 export const NODE_HEARTBEAT_TIMEOUT_MS = 5_000;
+/** The coordinator's membership tick: it notes nodes down, refills short replica sets, removes nodes down too long
+ * (--remove-down-after-ms), undoes stalled moves and rebalances this often (coordinator/metadata/membership.ts). */
+export const REBALANCE_INTERVAL_MS = 500;
 /** Replication (docs/replication.md): with --replication-factor auto (the default) a slice has
  * this many replicas when at least this many nodes are active, else one per active node. */
 export const REPLICATION_FACTOR_AUTO_MAX = 3;
 export const REPLICATION_FACTOR_MAX = 7;
+/** The most replicas one slice's set may list in an Assign (coordinator/metadata/replica-leaders.ts assignReplication,
+ * which asserts it; the node refuses more): until a replica-set change settles, every replica of every set of the
+ * change answers for the slice (docs/replication.md, "Replica-set changes"), so the list is the union of the sets, not
+ * one set of R. Two more than R: a drain's or a move's step adds a replica before one leaves (R + 1), and a drain
+ * step undone puts its new replica on another node while the one it replaces is still listed ({R, j} -> {R, j'}), as
+ * does a drain started while a move of the slice is under way (its leaving replica, the draining one, and one new
+ * replica beside each: one node drains at a time, one replica leaves a slice at a time). */
+export const REPLICAS_LISTED_MAX = REPLICATION_FACTOR_MAX + 2;
 /** The coordinator counts a slice's leader gone after this long without an answer, and elects another.
  * A frozen (or cut off) leader's slices are served again about this long plus an election after it
  * stopped answering; 1.5 s (3 pings) keeps that under the 3 s failover target (bench/FAILOVER.md). */
@@ -229,8 +240,10 @@ export const REPLICA_KEEPALIVE_MS = REPLICA_READ_STALENESS_MS / 3;
  * a leader that died or froze had its followers' last answers about when the coordinator last heard from it, so by
  * the time the coordinator counts it gone by its silence its lease has nearly run out, and failover waits at most a
  * ping interval longer (a killed leader's link closes and the election starts at once, so that one waits for most of
- * the lease, unless the killed node's new process answers first). Longer than a keep-alive period plus a tick, so that an idle leader, whose followers answer its keep-alives,
- * holds its lease without a break (asserted in replica.ts). */
+ * the lease, unless the killed node's new process answers first). The part a leader uses (less REPLICA_LEASE_DRIFT) is at
+ * least a keep-alive period plus two ticks (asserted in replica.ts: the next round of keep-alives comes up to a tick
+ * late, and its answers need time back), so that an idle leader, whose followers answer its keep-alives, holds its
+ * lease without a break. */
 export const REPLICA_LEASE_MS = LEADER_HEARTBEAT_TIMEOUT_MS;
 /** The part of a lease a leader does not use: monotonic clocks of two machines run at rates that differ by far less
  * than 5% (NTP slews at most 0.05%), and the lease is measured by the leader's clock and waited out by the follower's

@@ -83,7 +83,7 @@ import {
   INTERNAL_FRAME_BYTES_MAX,
   NODE_BATCH_OPS_MAX,
   NODE_URL_CHARS_MAX,
-  REPLICATION_FACTOR_MAX,
+  REPLICAS_LISTED_MAX,
   REQUEST_ID_INSTANCE_MAX,
   REPLICATION_FRAME_ENTRIES_MAX,
   REQUEST_BYTES_MAX,
@@ -751,7 +751,8 @@ function checkAssignReplication(r: unknown, sliceCount: number): void {
     if (!(Array.isArray(e) && e.length === 2 && isUint(e[0]) && e[0] < sliceCount && !seen.has(e[0]))) fail('Assign: a replica set is [slice, nodes], each slice once, below the slice count');
     seen.add(e[0]);
     const nodes = e[1];
-    if (!(Array.isArray(nodes) && nodes.length >= 1 && nodes.length <= REPLICATION_FACTOR_MAX)) fail(`Assign: slice ${e[0]}'s replica set is a list of 1 to ${REPLICATION_FACTOR_MAX} nodes`);
+    // Not R at most: until a change settles, every replica of each of its sets is listed (REPLICAS_LISTED_MAX).
+    if (!(Array.isArray(nodes) && nodes.length >= 1 && nodes.length <= REPLICAS_LISTED_MAX)) fail(`Assign: slice ${e[0]}'s replica set is a list of 1 to ${REPLICAS_LISTED_MAX} nodes`);
     if (new Set(nodes).size !== nodes.length) fail(`Assign: slice ${e[0]}'s replica set names a node twice`);
     if (!nodes.includes(self)) fail(`Assign: slice ${e[0]}'s replica set does not include this node (${self})`);
     for (const n of nodes as unknown[]) if (!(n === self || peerSet.has(n as number))) fail(`Assign: slice ${e[0]}'s replica ${show(n)} is not among the peers`);

@@ -11,7 +11,7 @@ import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
-import type { DecodedReplicateEntry } from '../shared/protocol.js';
+import { decodeNodeFrame, encodeNodeFrame, NodeFrame, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { REPLICA_LEASE_MS } from '../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -662,6 +662,87 @@ describe('a coordinator that restarts', () => {
       // Not knowing who led (before: the map's term alone), it waited the full lease out.
       expect(leadOf(sent, term), 'a Lead before the reported leases ran out').toBeGreaterThanOrEqual(0);
       expect(performance.now() - answeredAt).toBeLessThan(REPLICA_LEASE_MS);
+    } finally {
+      leaders.close();
+    }
+  });
+
+});
+
+describe('the replicas an Assign lists for a slice while its change is unsettled, at R=7', () => {
+  // The coordinator's assignment, encoded and checked as a slice node checks it (decodeNodeFrame): a node refuses
+  // an Assign it finds malformed and closes the link, so it would be left without its replica sets mid-change.
+  it('lists every replica of an unsettled drain step at R=7 (R+1) and of its undo (R+2) in an Assign the nodes accept', () => {
+    const map = open(9, 7);
+    const leaders = new ReplicaLeaders(map, [], FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    const listedMost = () => {
+      let most = 0;
+      for (let node = 0; node < map.nodes.length; node++) {
+        const replication = assignReplication(map, node, (s) => leaders.membersOf(s));
+        const bytes = encodeNodeFrame([NodeFrame.Assign, map.epoch, map.sliceCount, map.slicesOf(node), map.clusterId, replication]);
+        expect(() => decodeNodeFrame(bytes, 'node')).not.toThrow();
+        for (const [, set] of replication?.replicas ?? []) most = Math.max(most, set.length);
+      }
+      return most;
+    };
+    try {
+      const draining = map.replicasOf(0)[1];
+      const drained = Array.from({ length: map.sliceCount }, (_, s) => s).filter((s) => map.replicasOf(s).includes(draining));
+      map.setStatus(draining, 'draining');
+      map.placeReplicas();
+      leaders.sync();
+      // Step one: a new replica beside the draining one, 8 in the map's set.
+      expect(map.replicasOf(drained[0]).length).toBe(8);
+      expect(listedMost()).toBe(8);
+      // The new replica's node went down before the step completed: the step is undone, and the new replica goes to
+      // the one node left. The undo's sets are the 7 with the old new replica and the 7 with the other one: 9 listed.
+      const slice = drained[0];
+      const joining = map.joiningOf(slice);
+      expect(joining).toBeGreaterThanOrEqual(0);
+      map.isUp = (n) => n !== joining;
+      map.undoReplicaMoves([slice]);
+      leaders.sync();
+      expect(map.replicasOf(slice).length).toBe(8);
+      expect(map.replicasOf(slice)).not.toContain(joining);
+      expect(leaders.membersOf(slice)).toContain(joining);
+      expect(listedMost()).toBe(9);
+    } finally {
+      leaders.close();
+    }
+  });
+
+  it('lists at most R+2 replicas of a slice at R=7 when a drain starts while a replica move of the slice is under way, and when that move is undone', () => {
+    const map = open(10, 7);
+    const leaders = new ReplicaLeaders(map, [], FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    const listedOf = (slice: number) => {
+      let most = 0;
+      for (let node = 0; node < map.nodes.length; node++) {
+        const replication = assignReplication(map, node, (s) => leaders.membersOf(s));
+        const bytes = encodeNodeFrame([NodeFrame.Assign, map.epoch, map.sliceCount, map.slicesOf(node), map.clusterId, replication]);
+        expect(() => decodeNodeFrame(bytes, 'node')).not.toThrow();
+        most = Math.max(most, replication?.replicas.find(([s]) => s === slice)?.[1].length ?? 0);
+      }
+      return most;
+    };
+    try {
+      const slice = 5;
+      const set = map.replicasOf(slice);
+      const to = Array.from({ length: 10 }, (_, n) => n).find((n) => !set.includes(n))!;
+      map.moveReplicas([{ slice, from: set[1], to }]);
+      leaders.sync();
+      expect(listedOf(slice)).toBe(8);
+      // A drain of another follower of the slice places a replica beside it at once (placement in the same change).
+      map.setStatus(set[2], 'draining');
+      leaders.sync();
+      expect(map.replicasOf(slice).length).toBe(9);
+      expect(listedOf(slice)).toBe(9);
+      // The move's new replica's node is down: the move is undone.
+      map.isUp = (n) => n !== to;
+      map.undoReplicaMoves([slice]);
+      leaders.sync();
+      // Its set is R+1 again, and its sets before (unsettled: no election ran here) hold the new replica that left.
+      expect(map.replicasOf(slice)).not.toContain(to);
+      expect(listedOf(slice)).toBe(9);
     } finally {
       leaders.close();
     }

@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
@@ -58,6 +58,9 @@ export function assignReplication(map: ClusterMap, node: number, membersOf: (sli
     const inMap = map.replicasOf(s);
     const set = [...inMap, ...membersOf(s).filter((n) => !inMap.includes(n) && map.statusOf(n) !== 'removed')];
     if (set.length <= 1 || !set.includes(node)) continue;
+    // The node refuses a longer list (protocol.ts): R + 1 while a drain's or move's step runs, R + 2 across an undone
+    // drain step or a drain started during a move (limits.ts says why no change lists more).
+    assert(set.length <= REPLICAS_LISTED_MAX, `slice ${s} lists ${set.length} replicas (${set.join(',')}), over ${REPLICAS_LISTED_MAX}`);
     replicas.push([s, set]);
     for (const n of set) if (n !== node) peers.add(n);
   }

@@ -758,8 +758,9 @@ export class Replica {
   /** Leads on at a newer term without a Prepare: only the leader of `m.from`, still leading it. Safe because no
    * replica took any term between (the coordinator sends it only while no election ran since it elected this
    * leader, and takes the new term like an election's), so this leader holds every committed record, and its
-   * own records of `m.from` are the only ones of that term (docs/replication.md, "Leading on"). The new term is
-   * written before the barrier (one sync makes both durable); not by promise(), which would depose it. */
+   * own records of `m.from` are the only ones of that term (docs/replication.md, "Leading on across a replica-set
+   * change"). The new term is written before the barrier (one sync makes both durable); not by promise(), which
+   * would depose it. */
   private onLeadOn(from: ReplicaId, m: ReplicationMessage & { type: 'LeadOn' }): void {
     if (!this.leading || this.promisedTerm !== m.from || m.term <= m.from) {
       return this.refuse(from, 'StaleTerm', `asked to lead on at term ${m.term} from term ${m.from}; this replica ${this.leading ? 'leads' : 'promised'} term ${this.promisedTerm}`);
