@@ -41,15 +41,26 @@ export const PAGE_BYTES_MAX = 1024 * 1024;
  * per item, not per byte, dominates. The kept bytes add to a worker's memory: for items of about 200 bytes,
  * 284 bytes each beside the 497 that the stored item takes (measured with --expose-gc, 20,000 items). Nothing
  * evicts them: they go only with their item (a write, a delete, a move, a dropped slice or table), and
- * PACKED_ITEMS_KEPT_BYTES_MAX bounds their sum per worker; below it, a worker whose items were all read by ranges or Gets
+ * PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX bounds their sum per node; below it, a worker whose items were all read by ranges or Gets
  * holds one copy of each of those up to this size: for items of about 1,000 and 4,000
  * bytes, +1,067 and +4,070 bytes beside 1,256 and 4,254 (+85%, +96%; measured the same way with items of a key and
  * one long string, which at 200 bytes give +280 beside 455). */
 export const PACKED_ITEM_CACHE_BYTES_MAX = 4 * 1024;
-/** At most this many bytes of kept packed items per worker (their length and a string header each; items
- * replaced or deleted give theirs back): past it, range pages and Gets are packed each time, as before kept bytes. A
- * worker's items read through by ranges would otherwise grow its memory by up to 1.6-2x (above). */
-export const PACKED_ITEMS_KEPT_BYTES_MAX = 128 * 1024 * 1024;
+/** At most this many bytes of kept packed items per slice node (their length and a string header each; items
+ * replaced or deleted give theirs back), shared evenly among the node's workers (each keeps at most its share,
+ * packedItemsKeptBytesPerWorker): past a worker's share, its range pages and Gets are packed each time, as before
+ * kept bytes. A node's items read through by ranges or Gets would otherwise grow its memory by up to 1.6-2x
+ * (above). A figure per node, not per worker, so that a node's memory does not grow with --workers (at 128 MiB per
+ * worker, 16 workers could keep 2 GiB beside the data). 256 MiB is what the default node (WORKERS_PER_NODE_DEFAULT
+ * workers) kept before: room for the kept bytes of about 900,000 items of 200 bytes, beside the about 450 MiB
+ * those items take stored; a node that holds more keeps the bytes of the items read first and packs the rest each
+ * time. Nothing is evicted: past the share a page costs what it cost before kept bytes, and evicting would need a
+ * recency mark per item (memory) or a walk over a worker's items (a stall on its thread). */
+export const PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX = 256 * 1024 * 1024;
+/** A worker's share of PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX on a node of `workerCount` workers. */
+export function packedItemsKeptBytesPerWorker(workerCount: number): number {
+  return Math.floor(PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX / workerCount);
+}
 /** Parallel scan: a full-table scan split into at most this many segments. */
 export const SCAN_SEGMENTS_MAX = 1024;
 

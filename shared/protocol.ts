@@ -167,12 +167,18 @@ export class PackedItems {
     readonly parts: readonly Uint8Array[],
   ) {}
 
-  /** A whole packed list, as a worker's range returns it. */
+  /** A whole packed list, as a worker's range returns it, checked as PackedItem.of checks one item (a list header,
+   * then that many maps without ext values, read to the list's end; MalformedFrame if not): bytes that were more or
+   * less than that would shift every later answer of the client frame. One walk over the headers, no copy. */
   static ofList(list: Uint8Array): PackedItems {
+    let [n, at] = listHeader(list);
+    for (; n > 0; n--) at = skipPackedItem(list, at);
+    if (at !== list.byteLength) throw new MalformedFrame(`a packed list has ${list.byteLength - at} bytes after its items`);
     return new PackedItems(null, [list]);
   }
 
-  /** Items packed one by one (pieces of packed lists, splitPackedList), in this order. The list is kept, not copied. */
+  /** Items packed one by one, in this order: each checked already (PackedItem.of, checkPackedItem) or PACKED_NIL.
+   * The list is kept, not copied. */
   static ofItems(items: readonly Uint8Array[]): PackedItems {
     return new PackedItems(arrayHeader(items.length), items);
   }
@@ -196,12 +202,33 @@ export class PackedItem {
    * error, a regexp, a record definition, a string bundle) together with the values after them, past the map's
    * end and into the next answers of the frame, where skipValue counts them as a header and their data. */
   static of(bytes: Uint8Array): PackedItem {
-    const t = bytes[0];
-    if (!((t >= 0x80 && t <= 0x8f) || t === 0xde || t === 0xdf)) throw new MalformedFrame(`a packed item starts with a map header, not 0x${t?.toString(16)}`);
-    const end = skipValue(bytes, 0, false);
-    if (end !== bytes.byteLength) throw new MalformedFrame(`a packed item of ${bytes.byteLength} bytes holds one value of ${end}`);
+    checkPackedItem(bytes);
     return new PackedItem(bytes);
   }
+}
+
+/** Throws MalformedFrame unless `bytes` are exactly one packed item: what PackedItem.of takes. */
+export function checkPackedItem(bytes: Uint8Array): void {
+  const end = skipPackedItem(bytes, 0);
+  if (end !== bytes.byteLength) throw new MalformedFrame(`a packed item of ${bytes.byteLength} bytes holds one value of ${end}`);
+}
+
+/** Where the packed item at `at` ends: a msgpack map without ext values (PackedItem.of says why), within `b`. */
+function skipPackedItem(b: Uint8Array, at: number): number {
+  const t = b[at];
+  if (!((t >= 0x80 && t <= 0x8f) || t === 0xde || t === 0xdf)) throw new MalformedFrame(`a packed item starts with a map header, not 0x${t?.toString(16)}`);
+  const end = skipValue(b, at, false);
+  if (end > b.byteLength) throw new MalformedFrame(`a packed item ends ${end - b.byteLength} bytes past its bytes`);
+  return end;
+}
+
+/** A packed list's item count and where its first item starts. */
+function listHeader(list: Uint8Array): [count: number, at: number] {
+  const t = list[0];
+  if (t >= 0x90 && t <= 0x9f) return [t & 0x0f, 1];
+  if (t === 0xdc) return [u16(list, 0), 3];
+  if (t === 0xdd) return [u32(list, 0), 5];
+  throw new MalformedFrame(`a packed list starts with a list header, not 0x${t?.toString(16)}`);
 }
 
 /** msgpack nil: a BatchGet's missing item among packed ones (PackedItems.ofItems). */
@@ -259,13 +286,7 @@ export function unpackClientList(bytes: Uint8Array): Item[] {
  * found by reading only the msgpack headers: for a merge that reorders items it does not read.
  * `count`: only the first `count` items (a list that holds fewer is malformed). */
 export function splitPackedList(list: Uint8Array, count?: number): Uint8Array[] {
-  let at = 0;
-  const t = list[0];
-  let n: number;
-  if (t >= 0x90 && t <= 0x9f) [n, at] = [t & 0x0f, 1];
-  else if (t === 0xdc) [n, at] = [u16(list, 0), 3];
-  else if (t === 0xdd) [n, at] = [u32(list, 0), 5];
-  else throw new MalformedFrame(`a packed list starts with a list header, not 0x${t?.toString(16)}`);
+  let [n, at] = listHeader(list);
   if (count !== undefined && count < n) n = count;
   else if (count !== undefined && count > n) throw new MalformedFrame(`a packed list of ${n} items has no item ${count}`);
   const items: Uint8Array[] = new Array(n);

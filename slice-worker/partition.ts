@@ -8,7 +8,7 @@ import { assert, KeysliceError } from '../shared/errors.js';
 import { workerOf } from '../shared/hashing.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
-import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PACKED_ITEM_CACHE_BYTES_MAX, PACKED_ITEMS_KEPT_BYTES_MAX, PAGE_BYTES_MAX } from '../shared/limits.js';
+import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PACKED_ITEM_CACHE_BYTES_MAX, PAGE_BYTES_MAX, packedItemsKeptBytesPerWorker } from '../shared/limits.js';
 import {
   EFFECT_DELETE,
   EFFECT_DROP_SLICE,
@@ -134,7 +134,8 @@ export class SliceStore {
     readonly workerCount: number,
     private readonly now: () => number = Date.now,
     capacity: SliceCapacity = { readsPerSecond: 0, writesPerSecond: 0 },
-    private readonly keptBytesMax = PACKED_ITEMS_KEPT_BYTES_MAX,
+    /** Kept packed bytes at most: the worker's share of the node's budget (PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX). */
+    private readonly keptBytesMax = packedItemsKeptBytesPerWorker(workerCount),
   ) {
     assert(workerIndex >= 0 && workerIndex < workerCount, 'worker index within worker count');
     this.load = new LoadTracker(now, capacity);
@@ -677,7 +678,7 @@ export class SliceStore {
     return n;
   }
 
-  /** Whether a packed page may keep more bytes: under PACKED_ITEMS_KEPT_BYTES_MAX (`keptBytesMax`) for the worker.
+  /** Whether a packed page may keep more bytes: under the worker's share of PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX (`keptBytesMax`).
    * The sum (keptBytes) walks every partition, so it is taken again only every KEPT_RECOUNT_PAGES pages or once
    * pages kept a tenth of the budget since; in between, what items replaced, deleted or dropped since freed is not
    * seen yet, so the count only errs high (keeping less, never more than the budget and a tenth). */

@@ -32,8 +32,9 @@ import {
   EFFECT_DELETE,
   EFFECT_DROP_SLICE,
 } from '../shared/protocol.js';
-import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
-import { scanPage } from '../coordinator/router/operations.js';
+import { PACKED_ITEM_CACHE_BYTES_MAX, PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX, WORKERS_PER_NODE_MAX, packedItemsKeptBytesPerWorker } from '../shared/limits.js';
+import { answerItems, scanPage } from '../coordinator/router/operations.js';
+import { toKeysliceError } from '../shared/errors.js';
 import type { Request } from '../shared/api.js';
 import type { Condition } from '../shared/expression-ast.js';
 import type { Item, Value } from '../shared/values.js';
@@ -143,6 +144,113 @@ describe('client frames with packed items', () => {
     expect(() => splitPackedList(Uint8Array.of(0x92, 0xdf, 0x7f, 0xff, 0xff, 0xff, 0x01, 0x02, 0xc0))).toThrow(/ends inside a value/);
     expect(() => splitPackedList(Uint8Array.of(0x91, 0x82, 0xa1, 0x61, 0x01))).toThrow(/ends inside a value/);
     expect(() => splitPackedList(Uint8Array.of(0x91, 0xc4, 0x05, 0x01))).toThrow(/ends inside a value/);
+  });
+});
+
+describe('a GetItems page from a node, its items packed', () => {
+  const objects = Array.from({ length: 5 }, (_, i) => everyType('p', i));
+  const good = () => packClientList(objects);
+  /** The router's answer to one GetItems request of a client frame, as ws-api.ts answers it: its result, or the
+   * typed error its failure becomes (toKeysliceError). */
+  const answered = (id: number, page: () => unknown): ClientResponseFrame => {
+    try {
+      return [id, RESULT_OK, { items: page(), examined: 5 }];
+    } catch (err) {
+      const e = toKeysliceError(err);
+      return [id, RESULT_ERROR, e.code, e.message];
+    }
+  };
+
+  it('is refused as MalformedFrame unless it is a list of maps without ext values, read to its end (never an assert)', () => {
+    const list = good();
+    const bad: [Uint8Array | unknown[], RegExp][] = [
+      [list.subarray(0, list.length - 1), /ends/],
+      [Buffer.concat([list, PACKED_NIL]), /bytes after its items/],
+      [reference.pack({ a: 1 }), /list header/],
+      [reference.pack([1, 2]), /map header/],
+      [reference.pack([objects[0], 'x']), /map header/],
+      [Uint8Array.of(0x91, 0x81, 0xa1, 0x61, 0xd4, 0x01, 0x00), /ext value/],
+      [Uint8Array.of(0x91, 0x81, 0xa1, 0x61, 0xc7, 0x01, 0x65, 0x00), /ext value/],
+      [Uint8Array.of(0x92, 0x81, 0xa1, 0x61, 0x01), /map header, not 0xundefined/],
+      [Uint8Array.of(0x91, 0x81, 0xa1, 0x61, 0xc4, 0x05, 0x01), /ends 4 bytes past/],
+      // A node that answers objects when asked for bytes, or a list of pieces of which one is no item.
+      [objects, /answered with an object/],
+      [[reference.pack(objects[0]), reference.pack([1])], /map header/],
+      [[reference.pack(objects[0]), Buffer.concat([reference.pack(objects[1]), PACKED_NIL])], /holds one value/],
+    ];
+    for (const [page, why] of bad) {
+      const context = Buffer.isBuffer(page) || page instanceof Uint8Array ? Buffer.from(page).toString('hex') : JSON.stringify(plain(page));
+      expect(() => answerItems(page as Uint8Array, true), context).toThrow(MalformedFrame);
+      expect(() => answerItems(page as Uint8Array, true), context).toThrow(why);
+    }
+    // Bytes where objects were asked for (the HTTP and DynamoDB APIs' range) are a node's error too.
+    expect(() => answerItems(list, false)).toThrow(MalformedFrame);
+    expect(() => answerItems([reference.pack(objects[0])], false)).toThrow(MalformedFrame);
+    expect(answerItems(list, true)).toBeInstanceOf(PackedItems);
+    expect(answerItems(packClientList([]), true)).toBeInstanceOf(PackedItems);
+    expect(answerItems(objects, false)).toBe(objects);
+  });
+
+  it('that is malformed fails its request, typed, and every other request of the client frame is answered', () => {
+    const frame: ClientResponseFrame[] = [
+      answered(1, () => answerItems(good(), true)),
+      answered(2, () => answerItems(Buffer.concat([good(), reference.pack(objects[0])]), true)),
+      answered(3, () => answerItems(splitPackedList(good()), true)),
+      answered(4, () => answerItems(Uint8Array.of(0x91, 0x81, 0xa1, 0x61, 0xd6, 0xff, 0, 0, 0, 0), true)),
+      [5, RESULT_OK, { z: 1 }],
+    ];
+    const decoded = decodeClientResponses(encodeClientFrame(frame));
+    expect(plain(decoded.map((r) => r.slice(0, 3)))).toEqual(
+      plain([
+        [1, RESULT_OK, { items: objects, examined: 5 }],
+        [2, RESULT_ERROR, 'Internal'],
+        [3, RESULT_OK, { items: objects, examined: 5 }],
+        [4, RESULT_ERROR, 'Internal'],
+        [5, RESULT_OK, { z: 1 }],
+      ]),
+    );
+  });
+
+  it('from a node that lies (fuzzed: bytes changed, cut, added) is refused as MalformedFrame or, taken, keeps every other answer of its frame', () => {
+    let seed = 777;
+    const random = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n);
+    const sources = [good(), packClientList([everyType('f', 3), everyType('f', 4)]), packClientList(Array.from({ length: 20 }, (_, i) => everyType('q', i)))];
+    let [taken, refused] = [0, 0];
+    for (let n = 0; n < 3000; n++) {
+      const source = sources[n % sources.length];
+      let bytes: Uint8Array = Uint8Array.from(source);
+      if (n % 3 === 0) for (let k = 1 + random(3); k > 0; k--) bytes[random(bytes.length)] = random(256);
+      else if (n % 3 === 1) bytes = bytes.subarray(0, random(bytes.length));
+      else bytes = Uint8Array.from([...bytes, ...Array.from({ length: 1 + random(4) }, () => random(256))]);
+      const r = answered(1, () => answerItems(bytes, true));
+      if (r[1] === RESULT_ERROR) {
+        expect(r[2], `case ${n}`).toBe('Internal');
+        refused++;
+        continue;
+      }
+      taken++;
+      let decoded: ClientResponseFrame[];
+      try {
+        decoded = decodeClientResponses(encodeClientFrame([r, [2, RESULT_OK, { z: 1 }], [3, RESULT_ERROR, 'Internal', 'x']]));
+      } catch (err) {
+        // What is inside the maps is not checked (as PackedItem.of): the client may refuse it, never reads past it.
+        expect((err as Error).message, `case ${n}`).not.toMatch(/end of MessagePack|Unexpected end/i);
+        continue;
+      }
+      expect(decoded.length, `case ${n}`).toBe(3);
+      expect(plain(decoded.slice(1)), `case ${n}`).toEqual(plain([[2, RESULT_OK, { z: 1 }], [3, RESULT_ERROR, 'Internal', 'x']]));
+    }
+    expect(taken).toBeGreaterThan(50);
+    expect(refused).toBeGreaterThan(1000);
+  });
+});
+
+describe('the budget of kept packed bytes', () => {
+  it("is a node's, shared among its workers: their shares never sum past it, whatever their number", () => {
+    for (let workers = 1; workers <= WORKERS_PER_NODE_MAX; workers++) {
+      expect(packedItemsKeptBytesPerWorker(workers) * workers).toBeLessThanOrEqual(PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX);
+      expect(packedItemsKeptBytesPerWorker(workers)).toBeGreaterThan(PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX / workers - 1);
+    }
   });
 });
 

@@ -5,7 +5,7 @@
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
-import { cutScanItems, KEPT_IN_LIST, MalformedFrame, PACKED_NIL, PackedItem, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
+import { cutScanItems, KEPT_IN_LIST, checkPackedItem, MalformedFrame, PACKED_NIL, PackedItem, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
 import { describe } from '../metadata/catalog.js';
@@ -286,10 +286,19 @@ function answerItem(item: Item | Uint8Array | null, packed: boolean): Item | Pac
   return packed ? PackedItem.of(item as Uint8Array) : (item as Item);
 }
 
-/** A range's items as the answer carries them: packed ones pass through (PackedItems), objects as they are. */
-function answerItems(items: RangeItems | Uint8Array[], packed: boolean): Item[] | PackedItems {
-  if (items instanceof Uint8Array) return PackedItems.ofList(items);
-  assert(items.length === 0 || items[0] instanceof Uint8Array === packed, 'the workers pack the items of a range exactly when asked to');
+/** A range's items (a GetItems page: a range, buckets or a scan) as the answer carries them: packed ones pass
+ * through (PackedItems), checked as a Get's item is (PackedItem.of), objects as they are. A node's answer in the
+ * other form, or packed bytes that are not items, are refused as malformed: MalformedFrame, the request fails
+ * Internal and the other answers of its client frame go on (never an assert: this is a node's input). */
+export function answerItems(items: RangeItems | Uint8Array[], packed: boolean): Item[] | PackedItems {
+  if (items instanceof Uint8Array) {
+    if (!packed) throw new MalformedFrame('a range asked for its items as objects was answered with a packed list');
+    return PackedItems.ofList(items);
+  }
+  for (const item of items) {
+    if (item instanceof Uint8Array !== packed) throw new MalformedFrame(`a range asked for its items ${packed ? 'packed' : 'as objects'} was answered with ${packed ? 'an object' : 'bytes'}`);
+    if (packed) checkPackedItem(item as Uint8Array);
+  }
   return packed ? PackedItems.ofItems(items as Uint8Array[]) : (items as Item[]);
 }
 
