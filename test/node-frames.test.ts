@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
 import { checkSliceOp, closeReason, decodeNodeFrame, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver } from '../shared/protocol.js';
+import { REPLICAS_LISTED_MAX } from '../shared/limits.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
@@ -68,7 +69,8 @@ describe('node frames', () => {
       [{ ...good, peers: [[0]] }, /a peer is \[node index, url\]/],
       [{ ...good, replicas: [[16, [1]]] }, /below the slice count/],
       [{ ...good, replicas: [[3, [1]], [3, [1]]] }, /each slice once/],
-      [{ ...good, replicas: [[3, []]] }, /1 to 7 nodes/],
+      [{ ...good, replicas: [[3, []]] }, new RegExp(`1 to ${REPLICAS_LISTED_MAX} nodes`)],
+      [{ ...good, replicas: [[3, [1, ...Array.from({ length: REPLICAS_LISTED_MAX }, (_, i) => i + 10)]]] }, new RegExp(`1 to ${REPLICAS_LISTED_MAX} nodes`)],
       [{ ...good, replicas: [[3, [1, 0, 0]]] }, /names a node twice/],
       [{ ...good, replicas: [[3, [0, 2]]] }, /does not include this node \(1\)/],
       [{ ...good, replicas: [[3, [1, 9]]] }, /replica 9 is not among the peers/],
