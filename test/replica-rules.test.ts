@@ -1223,16 +1223,54 @@ describe('the coordinator\'s election of one slice', () => {
     const published: [number, number][] = [];
     const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
     const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
-    const changed = new SliceFailover([0, 1, 2, 3], 0, 5, timing, host).changedTo([0, 1, 3], 5, host);
+    // 0 led on at term 6 (its LeadOn barrier is of term 6), so the election's terms are newer.
+    const changed = new SliceFailover([0, 1, 2, 3], 0, 6, timing, host).changedTo([0, 1, 3], 6, host);
     for (let round = 0; round < 3 && published.length === 0; round++) {
       changed.tick();
-      const term = 6 + round;
+      const term = 7 + round;
       changed.receive(2, { type: 'Prepared', term, lastTerm: 6, lastIndex: 104, leaseWaitMs: 0, ledTerm: 0 });
       changed.receive(1, { type: 'Prepared', term, lastTerm: 5, lastIndex: 103, leaseWaitMs: 0, ledTerm: 0 });
       changed.receive(3, { type: 'Prepared', term, lastTerm: 5, lastIndex: 102, leaseWaitMs: 0, ledTerm: 0 });
       now += timing.electionTimeoutMs * 4;
     }
-    expect(published).toEqual([[1, 6]]);
+    expect(published).toEqual([[1, 7]]);
+  });
+
+  it('does not elect past the replicas that left when the answers no further than the new set\'s best are fewer than half of an even set', () => {
+    // The rule's edge for a set of even size: 2 of 4 answers no further than the candidate meet every majority of
+    // the set, 1 does not. A coordinator restarted with [0, 1, 2, 4] to [0, 1, 3] unsettled (two replicas out at once,
+    // as chained changes leave them); 0 is down. Records 11 and 12 may be acknowledged under [0, 1, 2, 4] on 0, 2 and 4
+    // (3 of 4), so neither 1 nor 3 may lead: of [0, 1, 2, 4], only 1 answered no further than 1 (the best of [0, 1, 3]).
+    const published: [number, number][] = [];
+    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
+    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+    const f = SliceFailover.atStart({ replicas: [0, 1, 3], termUsed: 5, unsettled: [[0, 1, 2, 4]] }, timing, host);
+    f.tick();
+    f.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 12, leaseWaitMs: 0, ledTerm: 0 });
+    f.receive(4, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 12, leaseWaitMs: 0, ledTerm: 0 });
+    f.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 10, leaseWaitMs: 0, ledTerm: 0 });
+    f.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 9, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([]); // a majority of each set answered, but 1 would lose records 11 and 12
+    f.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 12, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([[0, 6]]);
+  });
+
+  it('counts an answer of a newer last term as further than the new set\'s best, whatever its last index', () => {
+    // [0, 1, 2] to [0, 1, 3] unsettled when the coordinator restarted; 0 is down. 0 led term 6, and its barrier (record
+    // 100, term 6) is on 0 and 2, a majority of [0, 1, 2], so it may be committed; 1, cut off meanwhile, kept a tail
+    // of term 5 up to 103 that was never committed. 2's (6, 100) is further than 1's (5, 103) (the term first, as in
+    // any election), so 1 may not lead: of [0, 1, 2], only 1 answered no further than it.
+    const published: [number, number][] = [];
+    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
+    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+    const f = SliceFailover.atStart({ replicas: [0, 1, 3], termUsed: 6, unsettled: [[0, 1, 2]] }, timing, host);
+    f.tick();
+    f.receive(2, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 100, leaseWaitMs: 0, ledTerm: 0 });
+    f.receive(1, { type: 'Prepared', term: 7, lastTerm: 5, lastIndex: 103, leaseWaitMs: 0, ledTerm: 0 });
+    f.receive(3, { type: 'Prepared', term: 7, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([]);
+    f.receive(0, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 100, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([[0, 7]]);
   });
 
   it('does not elect past the replica that left when the new set holds a record of the old set on too few replicas', () => {
