@@ -5,6 +5,8 @@
 // one of the old epoch left out the slice that the new assignment took away, and said nothing (a router whose map
 // was still at the old epoch counted the page). A Scan names the slices it asks for, and one that names a slice
 // its worker does not own when it runs is refused WrongOwner, whatever the epochs: never answered without it.
+// A Stats (a load report's ask) names its slices too, and is refused the same way: a worker that reported the slices
+// it owned when asked answered this one without slice 0.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -113,30 +115,52 @@ describe("a worker's part of a scan while its node takes an assignment", () => {
     const slicesOf = (answer: unknown[]) => {
       expect(answer[0], JSON.stringify(answer).slice(0, 300)).toBe(NodeFrame.BatchReply);
       const [result] = unpackr.unpack(answer[3] as Uint8Array) as unknown[][];
-      const entries = (result[result.length - 1] as unknown[])[0] as [number, string, unknown, number][];
+      const entries = (result[result.length - 1] as unknown[])[0] as [number, ...unknown[]][];
       return new Set(entries.map(([slice]) => slice));
     };
+    // A load report's ask of the same worker (DescribeSlices, /metrics): its per-slice entries are [slice, items, ...].
+    const statsOf = (slices: number[]) => [SliceOp.Stats, table, sliceSetOf(0, slices)];
     // Worker 0 owns the even slices, and answers for slice 0 at this epoch.
-    expect(slicesOf(await batch(port0, 2, epoch, 0, [scanOf(evens)])).has(0)).toBe(true);
+    const first = await batch(port0, 2, epoch, 0, [scanOf(evens)]);
+    expect(slicesOf(first).has(0)).toBe(true);
+    const [firstResult] = unpackr.unpack(first[3] as Uint8Array) as unknown[][];
+    const keyOn0 = ((firstResult[1] as unknown[])[0] as [number, string][]).find(([slice]) => slice === 0)![1];
+    expect(slicesOf(await batch(port0, 7, epoch, 0, [statsOf(evens)])).has(0)).toBe(true);
 
     // Worker 1 busy for a while (read-only scans), then the node is assigned every slice but 0 at the next epoch:
     // worker 0 takes its part at once, worker 1 once its batch is done, and only then is the new epoch published.
     const busy = batch(port1, 3, epoch, 1, Array.from({ length: 512 }, () => scanOf(odds)));
     await sleep(20);
     node.ws.send(recordPackr.pack([NodeFrame.Assign, epoch + 1, SLICES, Array.from({ length: SLICES - 1 }, (_, i) => i + 1), clusterId, null]));
-    await sleep(50);
+    // Until worker 0 took its part: a Get of slice 0 at the old epoch is refused WrongOwner by the worker, not by the
+    // port (the epoch is not published yet). Bounded in count and time.
+    let took = false;
+    for (let i = 0; i < 200 && !took; i++) {
+      const got = await batch(port0, 100 + i, epoch, 0, [[SliceOp.Get, table, 0, keyOn0, null, false]]);
+      took = got[0] === NodeFrame.BatchReply && wrongOwner(got);
+      if (!took) await sleep(5);
+    }
+    expect(took, 'worker 0 took its part of the assignment while the old epoch was still served').toBe(true);
     const stale = batch(port0, 4, epoch, 0, [scanOf(evens)]);
-    const [answer, busyAnswer] = await Promise.all([stale, busy]);
+    const staleStats = batch(port0, 8, epoch, 0, [statsOf(evens)]);
+    const [answer, statsAnswer, busyAnswer] = await Promise.all([stale, staleStats, busy]);
     // The busy batch ran at the old epoch (else this test shows nothing).
     expect(busyAnswer[0], 'worker 1 was still busy at the old epoch').toBe(NodeFrame.BatchReply);
-    // Worker 0 no longer owns slice 0: its scan that names it is refused, not answered without slice 0.
+    // Worker 0 no longer owns slice 0: its scan that names it is refused, not answered without slice 0; and so is
+    // its load report (a complete DescribeSlices would count the table without slice 0's items).
     expect(wrongOwner(answer), shown(answer)).toBe(true);
+    expect(wrongOwner(statsAnswer), shown(statsAnswer)).toBe(true);
+    // Refused by the worker, at the old epoch (else the port refused them, and this test shows nothing).
+    expect([answer[0], statsAnswer[0]], 'the stale batches ran before the new epoch was published').toEqual([NodeFrame.BatchReply, NodeFrame.BatchReply]);
     // Once published, at the new epoch: a scan that names slice 0 is refused the same way; one of the new map's
     // slices is answered, without slice 0.
     await busy;
     const named0 = await batch(port0, 5, epoch + 1, 0, [scanOf(evens)]);
     expect(wrongOwner(named0), shown(named0)).toBe(true);
     expect(slicesOf(await batch(port0, 6, epoch + 1, 0, [scanOf(evens.slice(1))])).has(0)).toBe(false);
+    const statsNamed0 = await batch(port0, 9, epoch + 1, 0, [statsOf(evens)]);
+    expect(wrongOwner(statsNamed0), shown(statsNamed0)).toBe(true);
+    expect(slicesOf(await batch(port0, 10, epoch + 1, 0, [statsOf(evens.slice(1))])).has(0)).toBe(false);
     node.ws.close();
     port0.close();
     port1.close();
