@@ -160,10 +160,8 @@ let nextTicket = 1;
 const heldBySlice = new Map<number, Set<Held>>();
 /** The held chunks that wait for a lease (the tick answers their reads Unavailable once leaseBy passed). */
 const heldForLease = new Set<Held>();
-/** The ops a leader answers from its store: consistent reads, answered only under its lease (docs/replication.md, "Leases").
- * Stats too: its items and bytes of a slice it names are a read of that store, reported as the owner's, so that a
- * leader deposed without knowing it (cut off) does not report the slice as it was before the new leader's writes. */
-const READ_OPS: ReadonlySet<number> = new Set([SliceOp.Get, SliceOp.Range, SliceOp.Scan, SliceOp.ReplicaGet, SliceOp.ReplicaRange, SliceOp.Stats]);
+/** The ops a leader answers from its store: consistent reads, answered only under its lease (docs/replication.md, "Leases"). */
+const READ_OPS: ReadonlySet<number> = new Set([SliceOp.Get, SliceOp.Range, SliceOp.Scan, SliceOp.ReplicaGet, SliceOp.ReplicaRange]);
 let compacting = false;
 
 let replicaSelf = -1;
@@ -441,10 +439,6 @@ function replicatedSlicesOf(op: SliceOpMessage): number[] | null {
       break;
     case SliceOp.Scan:
       for (const s of slicesIn(op[7], op[2])) if (replicated.has(s) && store.owns(s)) (slices ??= []).push(s);
-      break;
-    case SliceOp.Stats:
-      // The slices it names, as a Scan's: refused while one has no serving leader here, answered under the lease.
-      for (const s of slicesIn(op[2], 0)) if (replicated.has(s) && store.owns(s)) (slices ??= []).push(s);
       break;
     case SliceOp.DropTable:
       for (const s of replicated) if (store.owns(s)) (slices ??= []).push(s);
