@@ -112,6 +112,24 @@ describe('a slice move between two workers', () => {
     expect(source.execute([SliceOp.MoveDrop, MOVING])[1]).toBe('InvalidState');
   });
 
+  it('an Assign ends the move: one that still lists a frozen slice makes the source own it again', () => {
+    // This is how a move the coordinator gave up ends on a node it could not send MoveAbort to
+    // (reconnect, coordinator restart). So the coordinator must not switch a move whose source was
+    // sent an Assign meanwhile (slice-mover.ts; test/slice-move-reassign.test.ts): these writes
+    // would not be on the target.
+    const { r, source, target } = setup(13);
+    ok(target, [SliceOp.MoveBegin, MOVING]);
+    ok(source, [SliceOp.MoveStart, MOVING]);
+    ok(source, [SliceOp.MoveFreeze, MOVING]);
+    expect(source.execute(randomWrite(source, r, MOVING))[1]).toBe('WrongOwner');
+    ok(source, [SliceOp.Assign, 2, [MOVING, OTHER]]);
+    ok(source, [SliceOp.Put, 1, MOVING, 'after-assign', { __name: 'after-assign', v: 1 }, 40, null, null]);
+    // The move is over there: MoveDrop refuses, MoveAbort changes nothing.
+    expect(source.execute([SliceOp.MoveDrop, MOVING])[1]).toBe('InvalidState');
+    ok(source, [SliceOp.MoveAbort, MOVING, 'source']);
+    expect(contents(source, MOVING).some((row) => row.includes('after-assign'))).toBe(true);
+  });
+
   it('a dropped table reaches the target as a drop of that table in the slice', () => {
     const { source, target } = setup(12);
     ok(target, [SliceOp.MoveBegin, MOVING]);

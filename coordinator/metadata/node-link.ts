@@ -92,6 +92,9 @@ export class NodeLink {
   onReplicate: (entries: DecodedReplicateEntry[]) => void = () => {};
   /** Assigns sent on the ready link (reassign) whose Assigned has not come back yet. */
   private reassigning = 0;
+  /** Assigns sent on the ready link (reassign) since the link was made: a slice move gives up when its
+   * source or target got one during the move (slice-mover.ts). */
+  reassignsSent = 0;
   /** A reassign came while the first Assign of this connection was in flight. */
   private reassignWhenReady = false;
   /** When abandonInFlight took the node as silent; 0 once it sent a frame since (or reconnected). */
@@ -110,6 +113,11 @@ export class NodeLink {
     this.connect();
   }
 
+  /** Whether an Assign sent by reassign is not answered yet (the node may take it at any time). */
+  get reassignInFlight(): boolean {
+    return this.reassigning > 0;
+  }
+
   /** Tells the node that the map moved on, so that it accepts batches of the new epoch. */
   sendEpoch(epoch: number): void {
     assert(this.assignment !== null, 'only the coordinator moves a node\'s epoch');
@@ -126,6 +134,7 @@ export class NodeLink {
     if (this.ws === null || this.ws.readyState !== WebSocket.OPEN || this.state !== 'ready') return;
     const a = this.assignment();
     this.reassigning++;
+    this.reassignsSent++;
     this.ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId, a.replication]));
   }
 

@@ -23,8 +23,13 @@
 // target starts), and nothing the source acknowledged is lost: the target has
 // it in its log before the map names it. A move that fails before the switch
 // rolls back (source owns again, target drops its copy); the map is unchanged.
-// A move gives up if either node reconnected meanwhile, because a reconnected
-// node is assigned its slices from the map afresh.
+// A move gives up if either node reconnected meanwhile, or was sent its assignment
+// again (NodeLink.reassign: a leader change or a removal elsewhere sends it to every
+// node), because an Assign sets the node's slices from the map afresh and ends its
+// moves: before the switch the map still names the source, so a source that takes an
+// Assign after MoveFreeze owns the slice again and acknowledges writes that the
+// target, holding the slice as of the freeze, would not have after the switch. The
+// check right before the switch sees every Assign sent since the move began.
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import {
   MOVE_CATCH_UP_ROUNDS_MAX,
@@ -104,6 +109,7 @@ export class SliceMover {
     const source = this.links[from];
     const target = this.links[to];
     const generations = [source.generation, target.generation];
+    const reassigns = [source.reassignsSent, target.reassignsSent];
     const progress: MoveProgress = { slice, from: source.url, to: target.url, phase: 'copy', items: 0, bytes: 0, copied: 0, startedAt: Date.now() };
     this.moving.set(slice, progress);
     const onSource = <Op extends SliceOpMessage>(op: Op) => source.send(slice, op);
@@ -112,6 +118,10 @@ export class SliceMover {
       if (Date.now() - progress.startedAt > MOVE_TIME_MS_MAX) throw new KeysliceError('Unavailable', `the move took longer than ${MOVE_TIME_MS_MAX / 1000} s`);
       if (source.state !== 'ready' || target.state !== 'ready' || source.generation !== generations[0] || target.generation !== generations[1]) {
         throw new KeysliceError('Unavailable', 'a node of the move disconnected or reconnected');
+      }
+      // An Assign in flight when the move began may reach the node at any step; one sent since then too.
+      if (source.reassignInFlight || target.reassignInFlight || source.reassignsSent !== reassigns[0] || target.reassignsSent !== reassigns[1]) {
+        throw new KeysliceError('Unavailable', 'a node of the move was sent its assignment again meanwhile, which ends the move there');
       }
     };
     let switched = false;
@@ -161,7 +171,7 @@ export class SliceMover {
       const last = await onSource([SliceOp.MoveFreeze, slice]);
       await onTarget([SliceOp.MoveApply, slice, last, true]);
       progress.phase = 'switch';
-      checkNodes(); // synchronous from here to the switch: no reconnect can come between
+      checkNodes(); // synchronous from here to the switch: no reconnect nor Assign can come between
       this.map.setOwner(slice, to);
       switched = true;
       for (const l of this.links) l.sendEpoch(this.map.epoch);
