@@ -701,12 +701,16 @@ export class Membership {
   /** Replica sets left short of the factor because no active node was up to take a new replica when they changed
    * (placement skips nodes that are down: a drain step undone, a node removed while others were down) are filled once
    * one is up. Only slices whose last change settled under an elected leader, so that changes do not chain (as a
-   * drain's next step and remove wait). */
+   * drain's next step and remove wait), and not a slice a whole-slice move copies: its set would change under the
+   * move, and the Assign that tells the nodes would end the move there (the mover then rolls it back); it is filled
+   * at a tick after the move. */
   private refillReplicas(): void {
     if (this.map.replicationFactor <= 1) return;
     let filled: number[];
     try {
-      filled = this.map.placeReplicas((s) => this.map.replicasOf(s).length <= 1 || (this.leaders.electedTerm(s) !== null && this.leaders.settled(s)));
+      filled = this.map.placeReplicas(
+        (s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || (this.leaders.electedTerm(s) !== null && this.leaders.settled(s))),
+      );
     } catch (err) {
       this.log(`cannot record new replicas in the cluster map (${(err as Error).message})`);
       return;
