@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, RESULT_ERROR, SliceOp, sliceSetOf } from '../shared/protocol.js';
+import { openNode } from './node-dial.js';
 import { recordPackr } from './node-fuzz-model.js';
 
 const WAIT_MS = 10_000;
@@ -43,24 +44,10 @@ afterAll(async () => {
 });
 
 /** A socket with the cluster secret; resolves once open, with the first frame if `first`. */
-function dial(url: string, headers: Record<string, string>, first: boolean): Promise<{ ws: WebSocket; hello: unknown[] | null }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers: { [CLUSTER_SECRET_HEADER]: cluster.clusterSecret ?? '', ...headers } });
-    const timer = setTimeout(() => reject(new Error(`${url}: nothing within ${WAIT_MS} ms`)), WAIT_MS);
-    ws.on('error', () => {});
-    if (first) {
-      ws.once('message', (data: Buffer) => {
-        clearTimeout(timer);
-        resolve({ ws, hello: unpackr.unpack(data) as unknown[] });
-      });
-    } else {
-      ws.once('open', () => {
-        clearTimeout(timer);
-        resolve({ ws, hello: null });
-      });
-    }
-  });
-}
+const dial = async (url: string, headers: Record<string, string>, first: boolean) => {
+  const { ws, first: hello } = await openNode(url, { [CLUSTER_SECRET_HEADER]: cluster.clusterSecret ?? '', ...headers }, first);
+  return { ws, hello };
+};
 
 /** Sends a Batch of `ops` to worker `w` on `ws`; resolves with the answer frame. */
 function batch(ws: WebSocket, id: number, epoch: number, w: number, ops: unknown[]): Promise<unknown[]> {

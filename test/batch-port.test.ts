@@ -10,6 +10,7 @@ import WebSocket from 'ws';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
 import { useCluster } from './cluster-fixture.js';
+import { dialNode as dial } from './node-dial.js';
 import { recordPackr } from './node-fuzz-model.js';
 
 const WAIT_MS = 10_000;
@@ -23,31 +24,6 @@ const c = useCluster({ nodes: 2, workers: 2, slices: 16, durability: 'os', repli
 beforeAll(async () => {
   await c.client.createTable('batch_port', { name: 'id', type: 'string' });
 });
-
-/** Opens `url` with these headers; resolves with the socket and its first frame (decoded), or the HTTP status that refused it. */
-function dial(url: string, headers: Record<string, string>, firstFrame: boolean): Promise<{ ws: WebSocket; first: unknown[] | null } | { status: number }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
-    const timer = setTimeout(() => reject(new Error(`${url}: nothing within ${WAIT_MS} ms`)), WAIT_MS);
-    ws.on('error', () => {});
-    ws.on('unexpected-response', (_req, res) => {
-      clearTimeout(timer);
-      resolve({ status: res.statusCode ?? 0 });
-      ws.terminate();
-    });
-    if (firstFrame) {
-      ws.once('message', (data: Buffer) => {
-        clearTimeout(timer);
-        resolve({ ws, first: unpackr.unpack(data) as unknown[] });
-      });
-    } else {
-      ws.once('open', () => {
-        clearTimeout(timer);
-        resolve({ ws, first: null });
-      });
-    }
-  });
-}
 
 /** Sends one frame and waits for the next frame back, or for the close (its code). */
 function ask(ws: WebSocket, frame: unknown[]): Promise<{ frame: unknown[] } | { closed: number }> {

@@ -1,0 +1,40 @@
+// Opening a slice node's socket (or a worker's batch port) by hand, as a router or a peer
+// does, for tests that speak the node protocol frame by frame.
+import { Unpackr } from 'msgpackr';
+import WebSocket from 'ws';
+
+const WAIT_MS = 10_000;
+const unpackr = new Unpackr({ useRecords: true, mapsAsObjects: true });
+
+/** Opens `url` with these headers; resolves with the socket and its first frame (decoded, if `firstFrame`), or
+ * the HTTP status that refused it. Fails after WAIT_MS with neither. */
+export function dialNode(url: string, headers: Record<string, string>, firstFrame: boolean): Promise<{ ws: WebSocket; first: unknown[] | null } | { status: number }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers });
+    const timer = setTimeout(() => reject(new Error(`${url}: nothing within ${WAIT_MS} ms`)), WAIT_MS);
+    ws.on('error', () => {});
+    ws.on('unexpected-response', (_req, res) => {
+      clearTimeout(timer);
+      resolve({ status: res.statusCode ?? 0 });
+      ws.terminate();
+    });
+    if (firstFrame) {
+      ws.once('message', (data: Buffer) => {
+        clearTimeout(timer);
+        resolve({ ws, first: unpackr.unpack(data) as unknown[] });
+      });
+    } else {
+      ws.once('open', () => {
+        clearTimeout(timer);
+        resolve({ ws, first: null });
+      });
+    }
+  });
+}
+
+/** dialNode for a socket that must open: a refusal fails with its status. */
+export async function openNode(url: string, headers: Record<string, string>, firstFrame: boolean): Promise<{ ws: WebSocket; first: unknown[] | null }> {
+  const r = await dialNode(url, headers, firstFrame);
+  if ('status' in r) throw new Error(`${url} refused the connection: HTTP ${r.status}`);
+  return r;
+}
