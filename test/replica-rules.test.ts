@@ -112,6 +112,13 @@ function lastLeadOf(published: readonly [number, number][], before: [number, num
   return last === undefined ? before : [last[1], last[0]];
 }
 
+/** The timing and a host that sends nothing and records what it publishes, for an election story of SliceFailover. */
+function electionStory(published: [number, number][], now: () => number = () => 0) {
+  const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
+  const host = { send: () => {}, now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+  return { timing, host };
+}
+
 describe('a slice replica', () => {
   it('commits a write only once a majority holds it durably, and followers apply it only once committed', () => {
     const g = group(3);
@@ -702,9 +709,10 @@ describe('a slice replica', () => {
   it('resends nothing to a follower whose answers are late while writes go on: something was sent to it within its round trips', () => {
     // Round trips of 10 ms, then replica 1 pauses for 60 ms (what is sent to it waits) while a write comes every 5 ms
     // and replica 2 answers. A tick 52 ms into the pause finds replica 1 silent past its round trips' estimate, but
-    // the last Append to it 2 ms old: its answers are late, not lost (Replica.overdue). Resending there rewound it
-    // and sent the window in flight again once its answers came (in a simulation of such pauses every 400 ms under
-    // writes every 5 ms: 288 copies in 2,169 records).
+    // the last Append to it 2 ms old: its answers are late, not lost (Replica.overdue). This guards the last-send
+    // clause of overdue() (the build before the early resend passes it too, by its 100 ms floor): without the clause
+    // the tick resends, rewinding the follower and sending the window in flight again once its answers came (in a
+    // simulation of such pauses every 400 ms under writes every 5 ms: 288 copies in 2,169 records).
     const g = group(3);
     const ROUND_TRIP_MS = 10;
     steadyWrites(g, ROUND_TRIP_MS);
@@ -1197,8 +1205,7 @@ describe('the coordinator\'s election of one slice', () => {
   });
   it('elects a replica of the new set when the most up to date answer comes from the replica that left it (its records were never acknowledged)', () => {
     const published: [number, number][] = [];
-    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
-    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+    const { timing, host } = electionStory(published);
     // Replica 0 led [0, 1, 2, 3] and is moved off (its replica leaves); it took records 102..103 that no other
     // replica holds, so they were not acknowledged (a majority of [0, 1, 2, 3] never held them).
     const changed = new SliceFailover([0, 1, 2, 3], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
@@ -1221,8 +1228,7 @@ describe('the coordinator\'s election of one slice', () => {
     // same answers.
     let now = 0;
     const published: [number, number][] = [];
-    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
-    const host = { send: () => {}, now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+    const { timing, host } = electionStory(published, () => now);
     // 0 led on at term 6 (its LeadOn barrier is of term 6), so the election's terms are newer.
     const changed = new SliceFailover([0, 1, 2, 3], 0, 6, timing, host).changedTo([0, 1, 3], 6, host);
     for (let round = 0; round < 3 && published.length === 0; round++) {
@@ -1242,8 +1248,7 @@ describe('the coordinator\'s election of one slice', () => {
     // as chained changes leave them); 0 is down. Records 11 and 12 may be acknowledged under [0, 1, 2, 4] on 0, 2 and 4
     // (3 of 4), so neither 1 nor 3 may lead: of [0, 1, 2, 4], only 1 answered no further than 1 (the best of [0, 1, 3]).
     const published: [number, number][] = [];
-    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
-    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+    const { timing, host } = electionStory(published);
     const f = SliceFailover.atStart({ replicas: [0, 1, 3], termUsed: 5, unsettled: [[0, 1, 2, 4]] }, timing, host);
     f.tick();
     f.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 12, leaseWaitMs: 0, ledTerm: 0 });
@@ -1261,8 +1266,7 @@ describe('the coordinator\'s election of one slice', () => {
     // of term 5 up to 103 that was never committed. 2's (6, 100) is further than 1's (5, 103) (the term first, as in
     // any election), so 1 may not lead: of [0, 1, 2], only 1 answered no further than it.
     const published: [number, number][] = [];
-    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
-    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+    const { timing, host } = electionStory(published);
     const f = SliceFailover.atStart({ replicas: [0, 1, 3], termUsed: 6, unsettled: [[0, 1, 2]] }, timing, host);
     f.tick();
     f.receive(2, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 100, leaseWaitMs: 0, ledTerm: 0 });
@@ -1275,8 +1279,7 @@ describe('the coordinator\'s election of one slice', () => {
 
   it('does not elect past the replica that left when the new set holds a record of the old set on too few replicas', () => {
     const published: [number, number][] = [];
-    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
-    const host = { send: () => {}, now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+    const { timing, host } = electionStory(published);
     // [0, 1, 2] replaced by [1, 2, 3]: record 8 may be acknowledged on 0 and 1 (a majority of the old set).
     const changed = new SliceFailover([0, 1, 2], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
     changed.tick();
