@@ -1046,6 +1046,12 @@ export function sliceSetOf(first: number, slices: readonly number[]): SliceSet {
   return set;
 }
 
+/** Whether a SliceSet from `first` holds slice `s`. */
+export function sliceSetHas(set: SliceSet, first: number, s: number): boolean {
+  const bit = s - first;
+  return bit >= 0 && bit >> 3 < set.length && (set[bit >> 3] & (1 << (bit & 7))) !== 0;
+}
+
 /** The slices of a SliceSet from `first`, ascending. */
 export function slicesIn(set: SliceSet, first: number): number[] {
   const out: number[] = [];

@@ -46,7 +46,7 @@ import {
   requestIdOf,
   RESULT_ERROR,
   SliceOp,
-  slicesIn,
+  sliceSetHas,
   type Effect,
   type SliceOpMessage,
   type SliceOpResult,
@@ -438,7 +438,8 @@ function replicatedSlicesOf(op: SliceOpMessage): number[] | null {
       if (replicated.has(op[2]) && store.owns(op[2])) slices = [op[2]];
       break;
     case SliceOp.Scan:
-      for (const s of slicesIn(op[7], op[2])) if (replicated.has(s) && store.owns(s)) (slices ??= []).push(s);
+      // The partition decodes the set for the scan itself; here only a test per replicated slice, no list.
+      for (const s of replicated) if (sliceSetHas(op[7], op[2], s) && store.owns(s)) (slices ??= []).push(s);
       break;
     case SliceOp.DropTable:
       for (const s of replicated) if (store.owns(s)) (slices ??= []).push(s);

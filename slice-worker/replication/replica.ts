@@ -485,7 +485,10 @@ export class Replica {
    * records, which that follower is sent rather than the whole state while they are in the log). */
   get compactionPending(): boolean {
     const c = this.compaction;
-    return c !== null && (c.index > this.commit || [...this.followers.values()].some((f) => f.match < c.index));
+    if (c === null) return false;
+    if (c.index > this.commit) return true;
+    for (const f of this.followers.values()) if (f.match < c.index) return true;
+    return false;
   }
 
   /** Writes a snapshot of the host's state, which is at `stateIndex` (a replica's applied index; a serving leader
@@ -575,20 +578,21 @@ export class Replica {
   }
 
   private sendAppend(to: Follower, recordsMax = APPEND_RECORDS_MAX): void {
-    if (!this.awaiting(to)) to.waitFrom = this.host.now();
-    to.lastSentAt = this.host.now();
+    const now = this.host.now();
+    if (!this.awaiting(to)) to.waitFrom = now;
+    to.lastSentAt = now;
     to.sentCommit = this.commit;
     const next = to.next;
     if (next <= this.snapIndex) {
       assert(this.snapState !== null, 'a compacted log has its snapshot');
       // The log no longer has what the follower lacks: send the state instead.
-      this.host.send(to.id, { type: 'Snapshot', term: this.promisedTerm, index: this.snapIndex, lastTerm: this.snapTerm, state: this.snapState!, commitIndex: this.commit, sentAt: Math.floor(this.host.now()), leased: this.leaseValid });
+      this.host.send(to.id, { type: 'Snapshot', term: this.promisedTerm, index: this.snapIndex, lastTerm: this.snapTerm, state: this.snapState!, commitIndex: this.commit, sentAt: Math.floor(now), leased: this.leaseValid });
       to.next = this.snapIndex + 1;
       return;
     }
     const prevIndex = next - 1;
     const records = this.records.slice(next - this.snapIndex - 1, next - this.snapIndex - 1 + recordsMax);
-    this.host.send(to.id, { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm: this.termAt(prevIndex)!, records, commitIndex: this.commit, sentAt: Math.floor(this.host.now()), leased: this.leaseValid });
+    this.host.send(to.id, { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm: this.termAt(prevIndex)!, records, commitIndex: this.commit, sentAt: Math.floor(now), leased: this.leaseValid });
     to.next = next + records.length;
   }
 
