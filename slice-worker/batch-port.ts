@@ -91,8 +91,8 @@ function runQueued(o: BatchPortOptions): void {
   queued = [];
   const run: typeof batches = [];
   for (const b of batches) {
-    if (b.epoch !== now) sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, node is at epoch ${now}`]);
-    else run.push(b);
+    if (b.epoch === now) run.push(b);
+    else sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, node is at epoch ${now}`]);
   }
   if (run.length === 0) return;
   const answers = o.run(run.map((b) => b.ops));

@@ -645,12 +645,7 @@ export class SliceStore {
         continue;
       }
       const piece = pieces[k++];
-      if (keepIn !== null && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX) {
-        parts[i] = s.packed = piece.toString('latin1');
-        const cost = keptCost(s.packed);
-        keepIn.kept += cost;
-        this.keptSinceCount += cost;
-      } else parts[i] = piece;
+      parts[i] = keepIn !== null && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX ? this.keep(s, piece, keepIn) : piece;
     }
     assert(k === pieces.length, 'every packed item has its place in the page');
     return concatClientList(parts);
@@ -663,12 +658,19 @@ export class SliceStore {
     const bytes = packClientItem(s.item);
     if (s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.mayKeep()) {
       assert(Buffer.isBuffer(bytes), 'msgpackr packs into a Buffer');
-      s.packed = bytes.toString('latin1');
-      const cost = keptCost(s.packed);
-      partition.kept += cost;
-      this.keptSinceCount += cost;
+      this.keep(s, bytes, partition);
     }
     return bytes;
+  }
+
+  /** Keeps an item's packed bytes beside it, counted against the partition's (and the worker's) budget; gives the
+   * kept text. */
+  private keep(s: Stored, bytes: Buffer, partition: Partition): string {
+    s.packed = bytes.toString('latin1');
+    const cost = keptCost(s.packed);
+    partition.kept += cost;
+    this.keptSinceCount += cost;
+    return s.packed;
   }
 
   /** What the items of this worker keep of packed bytes (keptCost), summed over its partitions. */

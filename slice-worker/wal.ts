@@ -136,7 +136,6 @@ export class WriteAheadLog {
       syncDir(dir);
       break;
     }
-    assert(tail === null || tail.end <= nextLsn, `the log goes on from record ${nextLsn}, after its last kept segment's`);
     let log: WriteAheadLog;
     if (tail !== null && tail.end === nextLsn) {
       log = new WriteAheadLog(dir, mode, nextLsn, openSync(tail.file, 'a'), tail.firstLsn);
