@@ -254,7 +254,12 @@ describe('torn and corrupt logs', () => {
     const lines: string[] = [];
     const fresh = await startSliceNode({ name: node.name, dataDir: join(dataDir, node.name), port: Number(new URL(node.url).port), clusterSecret: c.clusterSecret, workers: 1, durability: 'os', log: (l) => lines.push(l) });
     node.child = fresh.child; // the cluster stops the running one
-    for (let attempt = 0; attempt < 100 && !(await client.describeSlices('hist').then((l) => l.complete, () => false)); attempt++) await new Promise((r) => setTimeout(r, 50));
+    let complete = false;
+    for (let attempt = 0; attempt < 100 && !complete; attempt++) {
+      complete = await client.describeSlices('hist').then((l) => l.complete, () => false);
+      if (!complete) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(complete, 'every slice reports once the restarted node serves').toBe(true);
     const ids = (await client.getAllItems({ table: 'hist' })).map((i) => i.id as number).sort((a, b) => a - b);
     expect(ids.length, 'a prefix, cut before the torn record').toBeGreaterThan(0);
     expect(ids.length).toBeLessThan(count - 25);
