@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
-import { bulk, elasticClusters, led, replicasSpread, SECRET, seen, waitFor, type Elastic } from './elastic-fixture.js';
+import { elasticClusters, led, replicasSpread, SECRET, seen, threeReplicasHolding, waitFor, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const ITEMS = 300;
@@ -42,10 +42,7 @@ async function heldAsExpected(e: Elastic): Promise<{ ok: boolean; seen: string }
 
 describe('a replica that left a node is dropped there (R=3)', () => {
   it('after replica moves and a drain the nodes that lost replicas hold only what they still replicate, also after a restart', async () => {
-    const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
-    await waitFor(async () => led(await e.status()), 'every slice to have a leader', 30_000, seen(e));
-    await bulk(e, ITEMS);
-    await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === ITEMS), 'each of the 3 nodes to hold every item', 30_000, seen(e));
+    const e = await threeReplicasHolding(cluster, ITEMS);
 
     // A 4th node joins: replicas move onto it, and the nodes they left drop them.
     const joined = await e.addNode();

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
 import { testLog } from './cluster-fixture.js';
-import { bulk, elasticClusters, led, SECRET, seen, waitFor } from './elastic-fixture.js';
+import { elasticClusters, led, SECRET, seen, threeReplicasHolding, waitFor } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const ITEMS = 300;
@@ -22,10 +22,7 @@ const RESTARTS = 3;
 
 describe('a scan while slices change owners (R=3)', () => {
   it('answers every item or a typed error, never a part of the table', async () => {
-    const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
-    await waitFor(async () => led(await e.status()), 'every slice to have a leader', 30_000, seen(e));
-    await bulk(e, ITEMS);
-    await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === ITEMS), 'each of the 3 nodes to hold every item', 30_000, seen(e));
+    const e = await threeReplicasHolding(cluster, ITEMS);
 
     let stop = false;
     const partial: number[] = [];
