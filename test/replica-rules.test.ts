@@ -25,7 +25,8 @@ function group(n: number) {
   const deposed: number[] = [];
   const hostOf = (i: number): ReplicaHost => ({
     send: (to, m) => outbox.push({ from: i, to, m }),
-    disk: { write: (op) => written[i].push(op), sync: (done) => syncs[i].push(done) },
+    // A compaction's snapshot is written as any op: restart() replays it with the rest.
+    disk: { write: (op) => written[i].push(op), compacted: (op) => written[i].push(op), sync: (done) => syncs[i].push(done) },
     apply: (r) => applied[i].push(r.index),
     restore: () => {},
     snapshotState: () => new Uint8Array(0),

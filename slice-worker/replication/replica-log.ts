@@ -41,12 +41,6 @@ import { recordBytes } from '../record-file.js';
 import { firstSegmentLsn, WriteAheadLog, type LogRecovery } from '../wal.js';
 import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica, type ReplicaDisk } from './replica.js';
 
-/** A slice's disk in the replica log: a replica's, and the compaction's way in (compacted). */
-export interface SliceDisk extends ReplicaDisk {
-  /** Writes a compaction's snapshot, left out of the log: durable only once the next checkpoint is (see above). */
-  compacted(op: DiskOp & { kind: 'snapshot' }): void;
-}
-
 const packr = new Packr({ useRecords: false });
 const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
 
@@ -142,8 +136,9 @@ export class ReplicaLog {
     return { promisedTerm, snapshot: d.snapshot, records: [...d.records], commitIndex: d.commitIndex };
   }
 
-  /** The disk of one slice's replica. */
-  diskFor(slice: number): SliceDisk {
+  /** The disk of one slice's replica; its `compacted` leaves a compaction's snapshot out of the log: durable only once
+   * the next checkpoint is (see above). */
+  diskFor(slice: number): ReplicaDisk {
     const generation = this.drops.get(slice) ?? 0;
     return {
       write: (op) => {

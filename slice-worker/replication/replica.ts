@@ -68,8 +68,8 @@ export type DiskOp =
 export interface ReplicaDisk {
   write(op: DiskOp): void;
   /** Writes a compaction's snapshot (compact(): of committed state, whose records the disk still holds), which a disk
-   * may leave out of its log until a checkpoint (replica-log.ts); absent: written as any op. */
-  compacted?(op: DiskOp & { kind: 'snapshot' }): void;
+   * may leave out of its log until a checkpoint (replica-log.ts), or write as any op. */
+  compacted(op: DiskOp & { kind: 'snapshot' }): void;
   /** Calls `done` once every write before this call is as durable as the mode promises. In order. */
   sync(done: () => void): void;
 }
@@ -514,12 +514,10 @@ export class Replica {
     this.compaction = { index: stateIndex, term: this.termAt(stateIndex)!, state: this.host.snapshotState() };
   }
 
-  /** A compaction's snapshot (compact alone writes one): through the disk's `compacted` where it has one. */
+  /** A compaction's snapshot (compact alone writes one): through the disk's `compacted`. */
   private writeSnapshot(index: number, term: number, state: Uint8Array): void {
     assert(index <= this.commit && index > this.snapIndex && this.termAt(index) === term, 'a snapshot covers committed records this replica holds');
-    const op = { kind: 'snapshot', index, term, state } as const;
-    if (this.host.disk.compacted !== undefined) this.host.disk.compacted(op);
-    else this.host.disk.write(op);
+    this.host.disk.compacted({ kind: 'snapshot', index, term, state });
     this.snapState = state;
     this.records = this.records.slice(index - this.snapIndex);
     this.snapIndex = index;
