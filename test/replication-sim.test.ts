@@ -1,6 +1,7 @@
 // The replication core under the seeded simulation (test/replication-sim.ts):
 // hundreds of runs with drops, delays, duplicates, damaged records, partitions,
-// frozen leaders (SIGSTOP) and crashes that lose unsynced data, each checked by the acknowledged-write
+// frozen leaders (SIGSTOP), crashes that lose unsynced data and deposed leaders
+// holding longer logs of older terms, each checked by the acknowledged-write
 // checker. A failure names its seed; KEYSLICE_SIM_SEED=<seed> replays that run
 // alone (KEYSLICE_SIM_RUNS=<n> changes how many run).
 import { describe, expect, it } from 'vitest';
@@ -9,6 +10,8 @@ import { runSimulation, SimFailure, type SimOptions, type SimReport } from './re
 const only = process.env.KEYSLICE_SIM_SEED;
 const runs = Number(process.env.KEYSLICE_SIM_RUNS ?? 400);
 const BASE_SEED = 1_000;
+/** The plain runs: a quarter of `runs` went to the deposedTail runs (below), which cost about as much. */
+const plainRuns = runs - Math.ceil(runs / 4);
 /** [seed, on stores]: runs with chained set changes. These seeds broke the rule before elections and commits
  * counted joint majorities; since leaders send fewer heartbeats the seeded network draws differ, so they no
  * longer replay those runs: they stay as two more chained-change cases, not as proofs of that fix (the story
@@ -19,8 +22,8 @@ const CHAINED_SEEDS: [number, boolean][] = [
 ];
 
 describe('replication under a seeded simulation', () => {
-  it(`loses, doubles and reorders no acknowledged write over ${only !== undefined ? `seed ${only}` : `${runs} seeded runs`}`, () => {
-    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: runs }, (_, i) => BASE_SEED + i);
+  it(`loses, doubles and reorders no acknowledged write over ${only !== undefined ? `seed ${only}` : `${plainRuns} seeded runs`}`, () => {
+    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: plainRuns }, (_, i) => BASE_SEED + i);
     const reports: SimReport[] = seeds.map((seed) => runSimulation({ seed }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     const refusals: Record<string, number> = {};
@@ -34,9 +37,9 @@ describe('replication under a seeded simulation', () => {
     expect(sum((r) => r.reads)).toBeGreaterThan(0);
     if (only === undefined) {
       // The faults the runs are meant to exercise did happen (else the check above proves little).
-      expect(sum((r) => r.crashes)).toBeGreaterThan(runs / 2);
-      expect(sum((r) => r.freezes)).toBeGreaterThan(runs / 10);
-      expect(sum((r) => r.elections)).toBeGreaterThan(runs);
+      expect(sum((r) => r.crashes)).toBeGreaterThan(plainRuns / 2);
+      expect(sum((r) => r.freezes)).toBeGreaterThan(plainRuns / 10);
+      expect(sum((r) => r.elections)).toBeGreaterThan(plainRuns);
       for (const code of ['StaleTerm', 'LogGap', 'ChecksumMismatch', 'LogMismatch']) expect(refusals[code] ?? 0, code).toBeGreaterThan(0);
       expect(sum((r) => r.snapshotsSent)).toBeGreaterThan(0);
       expect(sum((r) => r.readsAfterLeaseWait)).toBeGreaterThan(0);
@@ -135,6 +138,25 @@ describe('replication under a seeded simulation', () => {
     });
   }
 
+  it(`loses no acknowledged write when a deposed leader holds a longer log of an older term than the replicas that hold a newer leader's writes, that leader killed, and in half the runs a replica holding them replaced by then (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 4)} runs, half on stores`})`, () => {
+    // Raft's counterexample to electing the longest log (SimOptions.deposedTail): an election that compares last
+    // indexes before last terms, here or past a replica that left the set, elects the deposed leader and loses what
+    // the newer one committed (20 and 7 of these 100 runs fail so: docs/replication-notes.md).
+    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 4) }, (_, i) => BASE_SEED + i);
+    const reports = seeds.map((seed, i) => runSimulation({ seed, deposedTail: i % 2 === 1 ? 'replace' : true, store: (i >> 1) % 2 === 1 }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    console.log(
+      `replication sim, deposed leaders with longer logs of older terms: ${reports.length} runs, ${sum((r) => r.deposedTails)} newer leaders killed with a deposed one's tail in place, ` +
+        `${sum((r) => r.longerOlderPassedOver)} elections that passed over a longer log of an older term, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
+    );
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) {
+      // The schedule mostly comes through the seed's other faults, and its elections see the case it is for.
+      expect(sum((r) => r.deposedTails)).toBeGreaterThan(reports.length / 2);
+      expect(sum((r) => r.longerOlderPassedOver)).toBeGreaterThan(reports.length / 5);
+    }
+  });
+
   it('catches a leader that answers consistent reads without a lease (as before leases): a deposed leader that does not know it answers an old value', () => {
     expect(firstFailure(7_000, 400, { readsWithoutLease: true })).toMatch(/^seed \d+: a consistent read of key \d+ started at [\d.]+ ms misses write \d+[^]*KEYSLICE_SIM_SEED=\d+/);
   });
@@ -146,6 +168,15 @@ describe('replication under a seeded simulation', () => {
     expect(failure).toMatch(/^seed \d+: [^]*(lost|stored|applied a record|a committed record is never cut|no leader with every replica caught up)[^]*KEYSLICE_SIM_SEED=\d+/);
     // The same seed with the coordinator's choice as it is passes: what failed was the choice.
     expect(runSimulation({ seed: Number(/^seed (\d+)/.exec(failure!)![1]) }).acked).toBeGreaterThan(0);
+  });
+
+  it('catches a coordinator that compares the last index before the last term: it elects a deposed leader whose longer log is of an older term', () => {
+    // Its leader lacks records of the newer term that a majority holds, committed: lost, or refused as a cut of
+    // committed records (the run never converges). Before deposedTail runs, 4 of 400 plain runs failed so.
+    const failure = firstFailure(1_000, 50, { deposedTail: true, unsafeChoice: 'indexFirst' });
+    expect(failure).toMatch(/^seed \d+: [^]*(lost|stored|applied a record|holds other|a committed record is never cut|no leader with every replica caught up)[^]*KEYSLICE_SIM_SEED=\d+/);
+    // The same seed with the coordinator's comparison as it is passes (its writes may all have had unknown outcomes).
+    expect(() => runSimulation({ seed: Number(/^seed (\d+)/.exec(failure!)![1]), deposedTail: true })).not.toThrow();
   });
 });
 

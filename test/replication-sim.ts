@@ -12,7 +12,7 @@
 import { assert } from '../shared/errors.js';
 import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
-import { chooseLeader, sameSet, setsBefore, SliceFailover } from '../coordinator/metadata/failover.js';
+import { chooseLeader, sameSet, setsBefore, SliceFailover, type LastRecord } from '../coordinator/metadata/failover.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
@@ -28,8 +28,9 @@ export interface SimOptions {
   seed: number;
   /** Faults stop at this sim time; then the run heals and must converge. */
   faultyMs?: number;
-  /** Break the failover on purpose (the checker must catch it): promote the first replica that answers. */
-  unsafeChoice?: boolean;
+  /** Break the failover on purpose (the checker must catch it): promote the first replica that answers; 'indexFirst':
+   * the most up to date by (last index, last term), the last index compared first. */
+  unsafeChoice?: boolean | 'indexFirst';
   /** Run the replicas as a worker would (slice-worker/replication/slice-replicas.ts on a SliceStore): the
    * leader executes each write before it is committed and is rolled back when deposed. Writes are
    * distinct items, so the checker looks for lost and phantom items, not for order. Each is a put under
@@ -50,6 +51,14 @@ export interface SimOptions {
    * was on its way to it is lost), then a new failover built from what the map persisted (SliceFailover.atStart), as
    * replica-leaders.ts builds it at start. */
   coordinatorRestarts?: boolean;
+  /** Raft's counterexample to electing the longest log, once a run (see deposeWithTail): the leader A is cut off from
+   * its followers and the coordinator while the router, its copy of the map cut off too, keeps sending it writes, which
+   * it appends and cannot commit; B is elected, the router's map follows, and B commits a few writes; then B is killed
+   * and A's link healed. A's log is then longer than those holding B's committed writes, and of an older term.
+   * 'replace': and before B is killed, the set changes to put a spare node in place of a follower that holds B's
+   * writes (B leads on), so that the longest log of the newest term is outside the new set (the election past a
+   * replica that left). */
+  deposedTail?: boolean | 'replace';
 }
 
 export interface SimReport {
@@ -85,6 +94,11 @@ export interface SimReport {
   /** Coordinator restarts, and of those, how many came while a replica-set change had not settled. */
   coordinatorRestarts: number;
   restartsUnsettled: number;
+  /** deposedTail: schedules that came as far as killing B (a deposed leader's tail of an older term in place). */
+  deposedTails: number;
+  /** Elections that passed over a longer log of an older term: the leader named answered a newer last term than
+   * another answer with a larger last index (the case Raft's comparison of the last term first is for). */
+  longerOlderPassedOver: number;
   simMs: number;
 }
 
@@ -285,7 +299,9 @@ export function runSimulation(opts: SimOptions): SimReport {
 function simulate(opts: SimOptions, changes: string[]): SimReport {
   const random = rng(opts.seed);
   const clock = new Clock();
-  const faultyMs = opts.faultyMs ?? 2_000;
+  // deposedTail runs longer: its schedule takes up to about 2 s of the faults' time, and writes before and after it
+  // are what an election may lose.
+  const faultyMs = opts.faultyMs ?? (opts.deposedTail !== undefined && opts.deposedTail !== false ? 3_000 : 2_000);
   // The run's character, from its seed.
   const replicaCount = random() < 0.25 ? 5 : 3;
   const dropRate = random() * 0.1;
@@ -304,10 +320,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * barrier), a replacement (one out and one in at once, as keyslice remove refills), one in, one out. */
   const changePerSecond = opts.setChanges !== undefined && opts.setChanges !== false ? 0.5 + random() * 4 : 0;
   /** Nodes that hold no replica at first: a set change can place one there. */
-  const nodeCount = replicaCount + (changePerSecond > 0 ? 2 : 0);
+  const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -353,12 +369,19 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
   /** Appends and snapshots sent (the idle check below counts them). */
   let leaderMessages = 0;
+  /** The answers (last term, last index) the coordinator received to each term's Prepare (longerOlderPassedOver). */
+  const answersOf = new Map<number, Map<ReplicaId, { lastTerm: number; lastIndex: number }>>();
   function send(from: number, to: number, message: ReplicationMessage): void {
     const problem = checkReplicationMessage(message);
     if (problem !== null) fail(`a replica sent a malformed ${message.type}: ${problem}`);
     if (message.type === 'Refused') report.refusals[message.code] = (report.refusals[message.code] ?? 0) + 1;
     if (message.type === 'Snapshot') report.snapshotsSent++;
     if (message.type === 'Append' || message.type === 'Snapshot') leaderMessages++;
+    if (message.type === 'Lead') {
+      const answers = answersOf.get(message.term);
+      const chosen = answers?.get(to);
+      if (chosen !== undefined && [...answers!.values()].some((a) => a.lastTerm < chosen.lastTerm && a.lastIndex > chosen.lastIndex)) report.longerOlderPassedOver++;
+    }
     let m = message;
     if (m.type === 'Append' && m.records.length > 0 && faulty && random() < damageRate) {
       // Damage one record on the way: one payload byte, or its term.
@@ -521,7 +544,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
   for (let i = 0; i < nodeCount; i++) start(i);
 
-  function crash(i: number): void {
+  /** Node i crashes, and starts again `downMs` later (seeded when not given: drawn after the disk's loss, as always). */
+  function crash(i: number, downMs?: number): void {
     if (!up[i]) return;
     report.crashes++;
     up[i] = false;
@@ -534,7 +558,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     compactions[i] = null;
     pending[i] = []; // their clients time out: the outcome is unknown to them
     disks[i].crash();
-    clock.at(50 + random() * 600, () => {
+    clock.at(downMs ?? 50 + random() * 600, () => {
       up[i] = true;
       start(i);
     });
@@ -569,7 +593,17 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     lastLead: (): [number, ReplicaId | null] => mapLastLead ?? [mapTerm, null],
   };
   const choose: typeof chooseLeader =
-    opts.unsafeChoice === true ? (replicas, answers) => (answers.size > Math.floor(replicas.length / 2) ? [...answers.keys()][0] : null) : chooseLeader;
+    opts.unsafeChoice === true
+      ? (replicas, answers) => (answers.size > Math.floor(replicas.length / 2) ? [...answers.keys()][0] : null)
+      : opts.unsafeChoice === 'indexFirst'
+        ? (replicas, answers) => {
+            // chooseLeader with the two keys swapped.
+            const counted = replicas.filter((r) => answers.has(r));
+            if (counted.length <= Math.floor(replicas.length / 2)) return null;
+            const further = (a: LastRecord, b: LastRecord) => a.lastIndex > b.lastIndex || (a.lastIndex === b.lastIndex && a.lastTerm > b.lastTerm);
+            return counted.reduce((best, r) => (further(answers.get(r)!, answers.get(best)!) ? r : best));
+          }
+        : chooseLeader;
   /** The slice's replica set as the map holds it, and its failover (a new one at each change, as ReplicaLeaders.sync makes). */
   let set = ids.slice(0, replicaCount);
   let coordinator = new SliceFailover(set, null, 0, timing, failoverHost, choose);
@@ -590,6 +624,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * any message, unlike any coordinator's. */
   let ledOnUnanswered = 0;
   function coordinatorReceive(from: number, m: ReplicationMessage): void {
+    if (m.type === 'Prepared') {
+      if (!answersOf.has(m.term)) answersOf.set(m.term, new Map());
+      answersOf.get(m.term)!.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
+    }
     if (m.type === 'Pong') commitTerms.set(from, m.commitTerm);
     if (m.type === 'Pong' && m.leading && m.term >= ledOnUnanswered) ledOnUnanswered = 0;
     // As ReplicaLeaders.receive: only what a replica of the sets of the change says reaches the failover.
@@ -748,6 +786,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
 
   // ---- writers, through a router that follows the map ----
+  /** deposedTail: the leader the writers' router still names while its map lags (deposeWithTail); null: the map's. */
+  let tailWritesTo: ReplicaId | null = null;
   const writes = new Map<number, Write>();
   const outcomes = new Map<number, (o: 'ok' | 'ambiguous' | 'notLeader') => void>();
   let nextValue = 1;
@@ -781,7 +821,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     };
     outcomes.set(requestId, settle);
     clock.at(REQUEST_TIMEOUT_MS, () => settle('ambiguous'));
-    const leader = mapLeader;
+    const leader = tailWritesTo ?? mapLeader;
     if (leader === null) return settle('notLeader');
     deliverLater(ROUTER, leader, () => {
       const r = replicas[leader];
@@ -941,7 +981,70 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     faulty = false;
     cut.clear();
     isolated = null;
+    tailWritesTo = null;
   });
+
+  // ---- a deposed leader's longer log of an older term (opts.deposedTail) ----
+  /** Polls `ready` every `everyMs` while the faults last, for at most `forMs`; then `run` (not if the faults stopped). */
+  function when(ready: () => boolean, everyMs: number, forMs: number, run: () => void): void {
+    const until = clock.now + forMs;
+    const poll = () => {
+      if (!faulty) return;
+      if (ready() || clock.now >= until) return run();
+      clock.at(everyMs, poll);
+    };
+    poll();
+  }
+  /** One schedule (SimOptions.deposedTail), its draws from its own generator. Random faults go on meanwhile and may
+   * spoil it (a partition that cuts B's followers, a crash of A): report.deposedTails counts those that reached B's kill. */
+  function deposeWithTail(replace: boolean): void {
+    const draw = rng(opts.seed ^ 0x7a11);
+    const serving = (i: number | null) => i !== null && up[i] && replicas[i] !== null && replicas[i]!.serving && frozenUntil[i] <= clock.now;
+    clock.at(100 + draw() * 300, () =>
+      when(() => serving(coordinator.currentLeader), TICK_MS, 1_000, () => {
+        const a = coordinator.currentLeader;
+        if (!serving(a)) return;
+        // A: cut off from the coordinator and its followers; the router too from the coordinator, so it keeps sending A writes.
+        isolated = { node: a!, until: Infinity, replicasToo: true, mapToo: true };
+        tailWritesTo = a;
+        const tailUntil = clock.now + 400 + draw() * 600;
+        const acks = 1 + Math.floor(draw() * 3);
+        when(() => clock.now >= tailUntil && coordinator.currentLeader !== a && serving(coordinator.currentLeader), TICK_MS, 1_500, () => {
+          const b = coordinator.currentLeader;
+          if (!serving(b) || b === a || isolated?.node !== a) {
+            // Spoilt (no other leader serves in time): A's link heals, the writers' router follows the map again.
+            if (isolated?.node === a) isolated = null;
+            tailWritesTo = null;
+            return;
+          }
+          // B leads a newer term: the router's map follows it, and B commits a few writes.
+          isolated = { ...isolated, mapToo: false };
+          tailWritesTo = null;
+          const ackedFrom = report.acked;
+          when(() => report.acked >= ackedFrom + acks, 1, 500, () => {
+            const kill = () => {
+              if (isolated?.node === a) isolated = null;
+              if (!up[b!]) return;
+              report.deposedTails++;
+              // B down long enough for an election among A and the followers (heartbeat timeout, a round, a lease).
+              crash(b!, 500 + draw() * 400);
+            };
+            if (!replace) return kill();
+            // A follower holding B's writes leaves the set for a spare node, B leading on, and B is killed before the
+            // spare caught up: the newest term's records are outside the new set, A's longer tail inside it.
+            when(() => published && coordinator.currentLeader === b && coordinator.electorateSettled, 1, 300, () => {
+              const follower = set.find((n) => n !== a && n !== b);
+              const spare = ids.find((n) => !set.includes(n) && up[n]);
+              if (coordinator.currentLeader !== b || follower === undefined || spare === undefined) return kill();
+              changeSet([...set.filter((n) => n !== follower), spare], `replace ${follower} (B ${b} leading, A ${a} cut off)`);
+              kill();
+            });
+          });
+        });
+      }),
+    );
+  }
+  if (opts.deposedTail !== undefined && opts.deposedTail !== false) deposeWithTail(opts.deposedTail === 'replace');
 
   /** Where the run stands, for a failure's message: the failover's sets, leader and term, and each replica's. */
   const stateNow = () =>
