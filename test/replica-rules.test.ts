@@ -1204,6 +1204,26 @@ describe('the coordinator\'s election of one slice', () => {
     f.reachable(0); // no election under way: nothing to ask
     expect(sent).toEqual([]);
   });
+  it('counts only answers to its own term\'s Prepare: a late answer to an older one says nothing of the records its replica took since', () => {
+    const published: [number, number][] = [];
+    const { timing, host } = electionStory(published);
+    const f = new SliceFailover([0, 1, 2], null, 0, timing, host);
+    f.tick(); // Prepare(1) to all
+    f.receive(1, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    f.receive(2, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([[1, 1]]);
+    // 0 promised term 1 too, and its answer is held up on its link. Leader 1 commits records 1..5 on 1 and 0; 2 holds
+    // the barrier alone. 1 dies, and the next election hears 2 and, at last, 0's answer to term 1: a majority of
+    // answers, but 0's is its log before it took 1..5, and 2 would lose them.
+    f.suspectLeader();
+    f.tick(); // Prepare(2) to all
+    f.receive(0, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    f.receive(2, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([[1, 1]]);
+    f.receive(0, { type: 'Prepared', term: 2, lastTerm: 1, lastIndex: 5, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([[1, 1], [0, 2]]);
+  });
+
   it('elects a replica of the new set when the most up to date answer comes from the replica that left it (its records were never acknowledged)', () => {
     const published: [number, number][] = [];
     const { timing, host } = electionStory(published);
