@@ -5,7 +5,7 @@
 // which asks the nodes itself), each with a WrongOwnerTries and the Routing's afterWrongOwner between tries.
 // Nothing above them asks again (callerMayRetry in errors.ts): a WrongOwner that reaches a client is the typed
 // error made here, which says that the bounds were spent.
-import { KeysliceError } from './errors.js';
+import { assert, KeysliceError } from './errors.js';
 import { WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_DELAY_MS_MAX, WRONG_OWNER_RETRY_DELAY_MS_MIN, WRONG_OWNER_RETRY_MS_MAX } from './limits.js';
 
 /** How long to wait after the `refusal`-th refusal (from 0) before the next try: doubling from
@@ -13,6 +13,13 @@ import { WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_DELAY_MS_MAX, WRONG_OWNER_RE
 export function wrongOwnerDelayMs(refusal: number): number {
   return Math.min(WRONG_OWNER_RETRY_DELAY_MS_MIN * 2 ** Math.min(refusal, 30), WRONG_OWNER_RETRY_DELAY_MS_MAX);
 }
+
+// The time bound, not the count, ends a Router's tries (limits.ts): the waits between WRONG_OWNER_RETRIES_MAX tries
+// add up to more than WRONG_OWNER_RETRY_MS_MAX.
+assert(
+  Array.from({ length: WRONG_OWNER_RETRIES_MAX - 1 }, (_, i) => wrongOwnerDelayMs(i)).reduce((a, b) => a + b, 0) > WRONG_OWNER_RETRY_MS_MAX,
+  'the waits between WRONG_OWNER_RETRIES_MAX tries outlast WRONG_OWNER_RETRY_MS_MAX',
+);
 
 /** The refusals of one op (or page, or report) and whether it may be tried again. */
 export class WrongOwnerTries {
