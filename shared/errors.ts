@@ -84,6 +84,14 @@ export class KeysliceError extends Error {
   }
 }
 
+/** Whether a caller above the Router (the TypeScript client's write resend, `keyslice export` and import) sends a
+ * request again after `err`: a retryable error, except WrongOwner. The Router alone retries WrongOwner
+ * (shared/wrong-owner.ts); one that reaches a caller has spent the Router's bounds, and asking again there would
+ * multiply them (the caller's tries times the Router's). */
+export function callerMayRetry(err: { code: ErrorCode; retryable: boolean }): boolean {
+  return err.retryable && err.code !== 'WrongOwner';
+}
+
 /** Any thrown value as a KeysliceError: unexpected ones become Internal. */
 export function toKeysliceError(err: unknown): KeysliceError {
   if (err instanceof KeysliceError) return err;

@@ -14,6 +14,9 @@ import type { ClusterStatus } from '../shared/api.js';
 import { initHashing } from '../shared/hashing.js';
 import { describeStatus, SECRET, waitFor, WriteLoad } from './elastic-fixture.js';
 import { expectError } from './cluster-fixture.js';
+import { keyslice } from './cli-run.js';
+import { KeysliceError } from '../shared/errors.js';
+import { WRONG_OWNER_RETRY_MS_MAX } from '../shared/limits.js';
 import { dynamoClient } from './dynamodb-fixture.js';
 import { CreateTableCommand, DescribeTableCommand, GetItemCommand, PutItemCommand, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
 
@@ -289,20 +292,95 @@ describe('standalone routers', () => {
     expect(await load.verify(1_000)).toBe(1_000 + load.acked.size);
   }, STORY_MS);
 
-  it('getAllItems through a router that missed the moves asks a page refused WrongOwner again, and answers every item', async () => {
+  it('a router cut off from its coordinator while slices moved rides out a 2.5 s cut by its own tries: a page and every GetItem answer', async () => {
     const { coord, proxy, r, c } = await routerBehindProxy(300);
     proxy.cut();
     await waitFor(async () => (await health(r.url)).coordinator === 'lost', 'the router to notice');
-    // Slices move while the router cannot hear of it: the old owners refuse its scan pages, and its own tries end
-    // with WrongOwner while it still cannot reach the coordinator.
+    // Slices move while the router cannot hear of it: the old owners refuse its ops and pages (WrongOwner) until it
+    // has the coordinator's map again. The client sends each request once: only the router asks again.
     await node(coord.url, coord.url, 'slice-node-3');
     await balanced(coord.url);
-    const all = c.getAllItems({ table: 'elastic', limit: 20 }).then((items) => items.length, (err: Error) => `${(err as { code?: string }).code}: ${err.message}`);
-    await sleep(1_500);
+    const failed = (err: Error) => `${(err as { code?: string }).code}: ${err.message}`;
+    const page = c.getItems({ table: 'elastic', limit: 300 }).then((res) => res.items.length, failed);
+    const gets = Promise.all(Array.from({ length: 300 }, (_, i) => c.getItem('elastic', { id: `bulk-${i}` }).then((item) => item?.id, failed)));
+    await sleep(2_500);
     await proxy.listen(proxy.port);
     proxy.mode = 'pass';
-    expect(await all).toBe(300);
-  });
+    expect(await page).toBe(300);
+    expect((await gets).filter((got, i) => got !== `bulk-${i}`)).toEqual([]);
+  }, STORY_MS);
+
+  it('a router cut off for good answers WrongOwner once its bounds are spent, saying so; getAllItems and keyslice export pass it on without asking again', async () => {
+    const { coord, proxy, r, c } = await routerBehindProxy(300);
+    proxy.cut();
+    await waitFor(async () => (await health(r.url)).coordinator === 'lost', 'the router to notice');
+    await node(coord.url, coord.url, 'slice-node-3');
+    await balanced(coord.url);
+    // The router's tries: at most WRONG_OWNER_RETRIES_MAX within WRONG_OWNER_RETRY_MS_MAX, then the typed error that says so.
+    const spent = /refused WrongOwner \d+ times in \d+ ms .*at most 40 tries within 5000 ms.*retry later/;
+    let started = Date.now();
+    const err = await c.getAllItems({ table: 'elastic', limit: 20 }).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    const tookAll = Date.now() - started;
+    expect(err).toBeInstanceOf(KeysliceError);
+    expect((err as KeysliceError).code).toBe('WrongOwner');
+    expect((err as KeysliceError).message).toMatch(spent);
+    // One router's time bound, not a multiple of it (the client asked once).
+    expect(tookAll).toBeGreaterThanOrEqual(WRONG_OWNER_RETRY_MS_MAX);
+    expect(tookAll).toBeLessThan(WRONG_OWNER_RETRY_MS_MAX + 3_000);
+    started = Date.now();
+    const exported = await keyslice(['export', 'elastic', '--url', r.url, '--parallel', '1'], 60_000);
+    const tookExport = Date.now() - started;
+    expect(exported.code, exported.stderr).toBe(1);
+    expect(exported.stderr).toMatch(/keyslice export: WrongOwner: /);
+    expect(exported.stderr).toMatch(spent);
+    // Process start, then one router's tries (export asked the page once).
+    expect(tookExport).toBeLessThan(WRONG_OWNER_RETRY_MS_MAX + 5_000);
+  }, STORY_MS);
+
+  it('keyslice export through a router while a node joins and slices move writes every item exactly once', async () => {
+    fresh();
+    const coord = await coordinator(0, ['--move-items-per-second', '500']);
+    await node(coord.url, coord.url, 'slice-node-1');
+    await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
+    const r = await router('router-1', coord.url);
+    const c = await client(r.url);
+    await c.createTable('elastic', { name: 'id', type: 'string' });
+    const ITEMS = 4_000;
+    await bulkItems(c, ITEMS);
+    const wrong: string[] = [];
+    let exports = 0;
+    let whileMoving = 0;
+    let moving = false;
+    let stop = false;
+    const exporter = async () => {
+      // Bounded in count; stops once the moves are done.
+      for (let k = 0; k < 1_000 && !stop; k++) {
+        const during = moving;
+        const run = await keyslice(['export', 'elastic', '--url', r.url, '--parallel', '4'], 60_000);
+        const ids = run.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { id: string }).id);
+        if (run.code !== 0 || ids.length !== ITEMS || new Set(ids).size !== ITEMS) wrong.push(`exit ${run.code}, ${ids.length} lines, ${new Set(ids).size} distinct: ${run.stderr.slice(-300)}`);
+        exports++;
+        if (during && moving) whileMoving++;
+      }
+    };
+    const running = [exporter(), exporter()];
+    try {
+      await node(coord.url, coord.url, 'slice-node-3');
+      moving = true;
+      await balanced(coord.url);
+    } finally {
+      moving = false;
+      stop = true;
+      await Promise.all(running);
+    }
+    expect(wrong, `exports that did not write every item once (of ${exports})`).toEqual([]);
+    // Else every export could have run before or after the moves, and the story checked nothing.
+    expect(whileMoving, 'exports begun and ended while slices moved').toBeGreaterThan(0);
+  }, STORY_MS);
 
   it('a /metrics scrape while slices move is complete only if it counts every slice once', async () => {
     const { coord, r } = await routerBehindProxy(2_000);

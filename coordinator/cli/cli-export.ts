@@ -5,11 +5,12 @@
 // memory holds at most a page per segment.
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
-import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { EXPORT_PAGE_ITEMS, EXPORT_SEGMENTS_DEFAULT, IMPORT_RETRIES_MAX, IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN, SCAN_SEGMENTS_MAX } from '../../shared/limits.js';
+import { KeysliceError } from '../../shared/errors.js';
+import { EXPORT_PAGE_ITEMS, EXPORT_SEGMENTS_DEFAULT, SCAN_SEGMENTS_MAX } from '../../shared/limits.js';
 import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, toJson, type Item } from '../../shared/values.js';
 import { KeysliceClient } from '../client/client.js';
 import { count, Progress } from './cli-progress.js';
+import { withRetries } from './cli-retry.js';
 
 export const EXPORT_USAGE = `usage: keyslice export TABLE [--out FILE] [--parallel N]
 
@@ -109,18 +110,4 @@ export async function exportCommand(args: string[]): Promise<void> {
 function withoutSystem(item: Item): Item {
   const { [NAME_ATTRIBUTE]: _name, [MTIME_ATTRIBUTE]: _mtime, ...rest } = item;
   return rest;
-}
-
-/** A read that was throttled or found a node unavailable is asked again, with backoff, a bounded number of times. */
-async function withRetries<T>(f: () => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await f();
-    } catch (err) {
-      const e = toKeysliceError(err);
-      if (!e.retryable || attempt >= IMPORT_RETRIES_MAX) throw e;
-      const base = Math.min(IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN * 2 ** attempt);
-      await new Promise((r) => setTimeout(r, base * (0.5 + Math.random() / 2)));
-    }
-  }
 }

@@ -11,7 +11,7 @@ import { openSync, readSync, closeSync, statSync } from 'node:fs';
 import type { ItemFailure } from '../../shared/api.js';
 import { EXIT_USAGE, UsageError } from '../../shared/cli-args.js';
 import { readCommand } from './command-line.js';
-import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
+import { callerMayRetry, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { initHashing, xxHash32 } from '../../shared/hashing.js';
 import { firstPartLength } from '../../shared/key-encoding.js';
 import {
@@ -28,6 +28,7 @@ import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item } from '../../sha
 import { tableShape, type Table } from '../metadata/catalog.js';
 import { KeysliceClient } from '../client/client.js';
 import { count, Progress } from './cli-progress.js';
+import { backoff } from './cli-retry.js';
 import { BadRecord, formatOf, ItemParser, records, type RawRecord } from './item-file.js';
 import { keyOfItem, type PrimaryKey } from '../router/primary-key.js';
 
@@ -240,7 +241,7 @@ class Writer {
         failures = await this.client.batchWrite(this.table, { puts: pending.map((e) => e.item) });
       } catch (err) {
         const e = toKeysliceError(err);
-        if (!e.retryable || attempt >= IMPORT_RETRIES_MAX) {
+        if (!callerMayRetry(e) || attempt >= IMPORT_RETRIES_MAX) {
           for (const x of pending) this.fail(x, e.code, e.message);
           return;
         }
@@ -254,7 +255,7 @@ class Writer {
       const again: Entry[] = [];
       for (const f of failures) {
         const e = pending[f.index];
-        if (f.retryable && attempt < IMPORT_RETRIES_MAX) {
+        if (callerMayRetry(f) && attempt < IMPORT_RETRIES_MAX) {
           again.push(e);
           if (f.code === 'ThroughputExceeded') this.throttled++;
         } else this.fail(e, f.code, f.message);
@@ -266,11 +267,6 @@ class Writer {
       pending = again;
     }
   }
-}
-
-function backoff(attempt: number): Promise<void> {
-  const base = Math.min(IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN * 2 ** attempt);
-  return new Promise((r) => setTimeout(r, base * (0.5 + Math.random() / 2)));
 }
 
 /** Bad lines: reported on stderr by line number, kept for the summary; under --on-error stop, the first one ends the reading. */

@@ -19,8 +19,8 @@ import type {
   TableDescription,
   WriteCondition,
 } from '../../shared/api.js';
-import { KeysliceError, isErrorCode, type ErrorDetails } from '../../shared/errors.js';
-import { CLIENT_PAGE_RETRIES_MAX, CLIENT_PAGE_RETRY_DELAY_MS, CLIENT_PAGE_RETRY_MS_MAX, IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
+import { callerMayRetry, KeysliceError, isErrorCode, type ErrorDetails } from '../../shared/errors.js';
+import { IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../../shared/protocol.js';
 import type { NumberValue } from '../../shared/decimal.js';
 import type { Item } from '../../shared/values.js';
@@ -34,8 +34,8 @@ export interface ClientOptions {
   /** WebSocket connections to open, spread over the addresses in turn (default: one per address). */
   connections?: number;
   /** How many more times a write (PutItem, UpdateItem, DeleteItem, BatchWrite) that failed with a retryable error
-   * (Unavailable: a lost connection or no answer in time included; ThroughputExceeded) is sent again, on the next
-   * connection, within IDEMPOTENCY_WINDOW_MS of its first copy (default 0: never). Each such write carries an
+   * (Unavailable: a lost connection or no answer in time included; ThroughputExceeded; not WrongOwner, which the
+   * router already sent again for as long as its bounds allow) is sent again, on the next connection, within IDEMPOTENCY_WINDOW_MS of its first copy (default 0: never). Each such write carries an
    * idempotency id (its own `idempotencyId`, or a random UUID), the same in every copy, so that a replicated
    * slice applies it at most once (docs/replication.md, "A client's write sent twice"). Turn it on for clusters
    * whose slices are replicated (R >= 2): a slice of one replica keeps no ids, and a copy may be applied twice there. */
@@ -234,7 +234,7 @@ export class KeysliceClient {
         return await this.requestOnce(op, payload);
       } catch (err) {
         const delay = Math.min(WRITE_RETRY_DELAY_MS_MIN * 2 ** attempt, WRITE_RETRY_DELAY_MS_MAX);
-        if (!(err instanceof KeysliceError) || !err.retryable || attempt >= retries || performance.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
+        if (!(err instanceof KeysliceError) || !callerMayRetry(err) || attempt >= retries || performance.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
         await new Promise((r) => setTimeout(r, delay));
       }
     }
@@ -355,10 +355,9 @@ export class KeysliceClient {
   getItems(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
     return this.request('GetItems', request);
   }
-  /** Every page of a GetItems, followed by marker. Bounded by `maxPages`. A page refused with WrongOwner (the map
-   * moved while the router asked its owners, and its own tries ran out) is asked again from the same marker, as
-   * `keyslice export` does: at most CLIENT_PAGE_RETRIES_MAX times within CLIENT_PAGE_RETRY_MS_MAX per page, so one
-   * owner change during a long scan does not end it; the pages already answered are kept. */
+  /** Every page of a GetItems, followed by marker. Bounded by `maxPages`. A page is asked once: the router asks the
+   * nodes again while a slice changes owners (bounded in count and time), and a page that still fails ends the
+   * call with that error (WrongOwner once the router's tries are spent). */
   async getAllItems(
     request: Omit<Request<'GetItems'>, 'marker'>,
     maxPages = 100_000,
@@ -366,25 +365,12 @@ export class KeysliceClient {
     const out: Item[] = [];
     let marker: string | undefined;
     for (let page = 0; page < maxPages; page++) {
-      const res = await this.getItemsPage(marker === undefined ? request : { ...request, marker });
+      const res = await this.getItems(marker === undefined ? request : { ...request, marker });
       out.push(...res.items);
       if (res.marker === undefined) return out;
       marker = res.marker;
     }
     throw new Error(`getAllItems stopped after ${maxPages} pages`);
-  }
-  /** One page of getAllItems, asked again while it is refused with WrongOwner (bounded in count and time). */
-  private async getItemsPage(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
-    const started = Date.now();
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.getItems(request);
-      } catch (err) {
-        if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-        if (attempt > CLIENT_PAGE_RETRIES_MAX || Date.now() - started >= CLIENT_PAGE_RETRY_MS_MAX) throw err;
-        await new Promise((r) => setTimeout(r, CLIENT_PAGE_RETRY_DELAY_MS));
-      }
-    }
   }
   /** Answers the writes that failed at run time (empty when all were applied); the others were applied. */
   async batchWrite(table: string, writes: { puts?: Item[]; deletes?: KeyRef[] } & Idempotent): Promise<ItemFailure[]> {

@@ -5,7 +5,8 @@ import { withTimeout } from '../../shared/timeout.js';
 import type { Counts, HotKey, NodeLoad, SliceDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { workerOf } from '../../shared/hashing.js';
-import { HOT_KEYS_REPORTED, LOAD_REPORT_RETRY_DELAY_MS, LOAD_REPORT_TIMEOUT_MS, LOAD_REPORT_TRIES_MAX, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
+import { HOT_KEYS_REPORTED, LOAD_REPORT_TIMEOUT_MS, LOAD_REPORT_TRIES_MAX, LOAD_WINDOW_SECONDS } from '../../shared/limits.js';
+import { WrongOwnerTries } from '../../shared/wrong-owner.js';
 import { SliceOp, sliceSetOf, type SliceCounts, type StatsResult } from '../../shared/protocol.js';
 import type { Table } from './catalog.js';
 import type { NodeLink } from './node-link.js';
@@ -18,17 +19,19 @@ type NodeStats = Pick<NodeLink, 'url' | 'state' | 'workerCount' | 'sendToWorker'
 export type KeyNamer = (table: Table, part: string, sliceCount: number) => { text: string; slice: number };
 
 /** Where a load report asks, read afresh for each try: the links of the nodes that are part of the cluster, and the
- * map's nodes and each slice's owner (an index into nodes, or -1). */
+ * map's nodes and each slice's owner (an index into nodes, or -1); and the wait before a try after a refusal, the
+ * Router's (Routing.afterWrongOwner: a router asks for the newer map). */
 export interface LoadSource {
   presentLinks(): readonly NodeStats[];
   layout(): { nodes: string[]; owners: number[] };
+  afterWrongOwner(attempt: number): Promise<void>;
 }
 
 /** DescribeSlices: a table's load from every node that answers within LOAD_REPORT_TIMEOUT_MS,
  * as /metrics has it; a node that is down or late, or whose slices changed owners while it was asked more often than
  * its tries allow, is named in `unreported` with the slices the map gives it, and the answer says it is not complete. */
-export async function tableLoad(table: Table, source: LoadSource, nameKey: KeyNamer, tries: { max: number; msMax: number }): Promise<TableLoad> {
-  const { load, failures, layout } = await gatherTableLoad(table, source, LOAD_REPORT_TIMEOUT_MS, nameKey, tries);
+export async function tableLoad(table: Table, source: LoadSource, nameKey: KeyNamer, triesMax: number): Promise<TableLoad> {
+  const { load, failures, layout } = await gatherTableLoad(table, source, LOAD_REPORT_TIMEOUT_MS, nameKey, triesMax);
   for (const f of failures) {
     const index = layout.nodes.indexOf(f.node);
     const slices = index < 0 ? [] : layout.owners.flatMap((o, s) => (o === index ? [s] : []));
@@ -46,24 +49,28 @@ export async function tableLoad(table: Table, source: LoadSource, nameKey: KeyNa
  * the rest (/metrics and cluster status: what is known, marked as partial).
  * Each worker is asked for the slices the map gives it (Stats names them) and refuses (WrongOwner) unless it owns
  * every one, so each slice is reported once, by its owner, or its node is refused: then the map is read and the nodes
- * asked again, LOAD_REPORT_RETRY_DELAY_MS later, at most `tries.max` times in all and, past the first, within
- * `tries.msMax`; a node still refused is among the failures. Were a worker to report the slices it owns instead, one asked while an owner changes could leave a slice out or report
- * it twice (as the owner it was and the one it became), with no error. */
+ * asked again, under the Router's policy (shared/wrong-owner.ts: its waits, WRONG_OWNER_RETRY_MS_MAX) but at most
+ * `triesMax` tries in all; a node still refused is among the failures, with the error that says so. Were a worker to
+ * report the slices it owns instead, one asked while an owner changes could leave a slice out or report it twice (as
+ * the owner it was and the one it became), with no error. */
 export async function gatherTableLoad(
   table: Table,
   source: LoadSource,
   timeoutMs = LOAD_REPORT_TIMEOUT_MS,
   /** Without it the hot keys are left out (the cluster status needs only the totals). */
   nameKey: KeyNamer | null = null,
-  tries: { max: number; msMax: number } = { max: LOAD_REPORT_TRIES_MAX, msMax: Infinity },
+  triesMax = LOAD_REPORT_TRIES_MAX,
 ): Promise<{ load: TableLoad; failures: { node: string; error: KeysliceError }[]; layout: { nodes: string[]; owners: number[] } }> {
-  const started = Date.now();
-  for (let attempt = 1; ; attempt++) {
+  const tries = new WrongOwnerTries(`the load of table ${table.name}`, triesMax);
+  for (;;) {
     const layout = source.layout();
     const got = await gatherOnce(table, source.presentLinks(), layout, timeoutMs, nameKey);
-    const refused = got.failures.some((f) => f.error.code === 'WrongOwner');
-    if (!refused || attempt >= tries.max || Date.now() - started >= tries.msMax) return { ...got, layout };
-    await new Promise((r) => setTimeout(r, LOAD_REPORT_RETRY_DELAY_MS));
+    if (!got.failures.some((f) => f.error.code === 'WrongOwner')) return { ...got, layout };
+    if (!tries.again()) {
+      const failures = got.failures.map((f) => (f.error.code === 'WrongOwner' ? { node: f.node, error: tries.exhausted(f.error) } : f));
+      return { load: got.load, failures, layout };
+    }
+    await source.afterWrongOwner(tries.refusals - 1);
   }
 }
 

@@ -4,7 +4,7 @@
 // Router (router.ts, which owns the retries) and the answer built from the results.
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
+import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX, WRONG_OWNER_RETRIES_MAX } from '../../shared/limits.js';
 import { cutScanItems, KEPT_IN_LIST, checkPackedItem, MalformedFrame, PACKED_NIL, PackedItem, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
@@ -207,10 +207,11 @@ export class Operations {
   }
 
   /** Each worker is asked for the slices the map gives it, and refuses unless it owns every one (load-report.ts
-   * gatherTableLoad): asked again while slices change owners as often as a scan page is (in count and time), else
+   * gatherTableLoad): asked again while slices change owners as often as a scan page is (in count and time, with the
+   * Router's waits), else
    * the refused nodes are named as unreported and the answer says that it is not complete. */
   private async DescribeSlices(p: Payload) {
-    return tableLoad(this.catalog.get(p.table), this.router, describePart, { max: WRONG_OWNER_RETRIES_MAX, msMax: WRONG_OWNER_RETRY_MS_MAX });
+    return tableLoad(this.catalog.get(p.table), this.router, describePart, WRONG_OWNER_RETRIES_MAX);
   }
 
   /** Judged here, on the event loop: ADVISE_ITEMS_MAX keeps one request short. */

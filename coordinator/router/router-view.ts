@@ -13,11 +13,11 @@ import {
   ROUTER_FROZEN_WAIT_MS,
   ROUTER_LINK_FIRST_WAIT_MS,
   ROUTER_REFRESH_INTERVAL_MS_MIN,
-  WRONG_OWNER_RETRY_DELAY_MS_MAX,
   FAILOVER_RETRY_DELAY_MS_MAX,
   LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
 } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol.js';
+import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
 import { tableNamed, withColumns, type Table } from '../metadata/catalog.js';
 import { NodeLink, requireReady } from '../metadata/node-link.js';
 import type { Routing, TableSource } from './routing.js';
@@ -148,8 +148,7 @@ export class RouterView implements Routing, TableSource {
   async afterWrongOwner(attempt: number): Promise<void> {
     const epoch = this.epoch;
     void this.refresh();
-    const delay = Math.min(1 + attempt * 2, WRONG_OWNER_RETRY_DELAY_MS_MAX);
-    const until = Date.now() + delay;
+    const until = Date.now() + wrongOwnerDelayMs(attempt);
     while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
   }
 

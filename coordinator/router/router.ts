@@ -7,9 +7,14 @@
 // - WrongOwner: the node was not the owner at the op's epoch (a slice move
 //   switched it, or this router's map lags the nodes'). Nothing was applied, so
 //   it is sent again with the map as it is then: at most WRONG_OWNER_RETRIES_MAX
-//   times within WRONG_OWNER_RETRY_MS_MAX (for a single slice's op on replicated
+//   tries within WRONG_OWNER_RETRY_MS_MAX (for a single slice's op on replicated
 //   slices, FAILOVER_RETRY_MS_MAX if longer; a scan keeps WRONG_OWNER_RETRY_MS_MAX),
-//   after Routing.afterWrongOwner (a router also asks for the newer map).
+//   after Routing.afterWrongOwner (doubling waits; a router also asks for the
+//   newer map and stops waiting once it has it): shared/wrong-owner.ts. This is
+//   the only place an op or a scan page refused WrongOwner is sent again: the
+//   client, `keyslice export` and import pass it on (errors.ts callerMayRetry),
+//   so that tries do not multiply; once the bounds are spent the caller gets
+//   WrongOwner with a message that says so (WrongOwnerTries.exhausted).
 // - No serving leader, on replicated slices: the node answered that the slice has
 //   no serving leader, or the owner's node is not connected; nothing was applied
 //   (a failover is under way). Sent again once the map names the new leader: at
@@ -33,6 +38,7 @@
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
 import { assert, KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { withTimeout } from '../../shared/timeout.js';
+import { WrongOwnerTries } from '../../shared/wrong-owner.js';
 import { workerOf } from '../../shared/hashing.js';
 import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, REPLICA_SILENT_SKIP_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
 import type { Condition } from '../../shared/expression-ast.js';
@@ -90,6 +96,12 @@ export class Router {
     return this.cluster.presentLinks();
   }
 
+  /** The wait between a load report's tries after a node refused it WrongOwner (load-report.ts: DescribeSlices asks
+   * the nodes itself, under this policy): the same as between an op's. */
+  afterWrongOwner(attempt: number): Promise<void> {
+    return this.cluster.afterWrongOwner(attempt);
+  }
+
   /** Sends an op to the node that owns its slice, again while the policy above allows. A write is
    * given its request id here, when it is sent while the map replicates its slice (once: `op` keeps it, so each
    * later copy carries the same). A copy sent without one (the map gave the slice one replica) is not sent again
@@ -126,6 +138,7 @@ export class Router {
   private async sendLoop<Op extends SliceBoundOp>(op: Op, named: ClientName | null, started: number, first: { err: unknown } | null): Promise<ResultOf<Op>> {
     const slice = op[2];
     let failoverTries = 0;
+    let owner: WrongOwnerTries | null = null; // made at the first refusal: most ops meet none
     for (let attempt = 0; ; attempt++) {
       const tried = attempt === 0 && first !== null;
       const link = tried ? null : this.cluster.linkOf(slice);
@@ -151,8 +164,9 @@ export class Router {
           continue;
         }
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-        if (attempt + 1 - failoverTries >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0)) throw err;
-        await this.cluster.afterWrongOwner(attempt);
+        owner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
+        if (!owner.again()) throw owner.exhausted(err);
+        await this.cluster.afterWrongOwner(owner.refusals - 1);
       }
     }
   }
@@ -216,7 +230,8 @@ export class Router {
   async scan(r: ScanRequest): Promise<ScanResult[]> {
     const started = Date.now();
     let failoverTries = 0;
-    for (let attempt = 0; ; attempt++) {
+    const owner = new WrongOwnerTries(`a scan page of slices ${r.fromSlice}-${r.toSlice - 1}`, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
+    for (;;) {
       let links: SliceChannel[];
       try {
         links = await this.cluster.scanLinks(r.fromSlice, r.toSlice);
@@ -250,8 +265,8 @@ export class Router {
         continue;
       }
       if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-      if (attempt + 1 - failoverTries >= WRONG_OWNER_RETRIES_MAX || Date.now() - started >= WRONG_OWNER_RETRY_MS_MAX) throw err;
-      await this.cluster.afterWrongOwner(attempt);
+      if (!owner.again()) throw owner.exhausted(err);
+      await this.cluster.afterWrongOwner(owner.refusals - 1);
     }
   }
 

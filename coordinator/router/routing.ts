@@ -37,8 +37,9 @@ export interface Routing {
   /** Called before an op is sent on a link that is not ready: a router waits (bounded) for a
    * node it has not reached yet since it started; the coordinator does not wait. */
   linkReady(link: SliceChannel): Promise<void>;
-  /** Waits before an op refused WrongOwner is sent again (`attempt` from 0): a router
-   * also asks for the newer map. */
+  /** Waits before an op refused WrongOwner is sent again (`attempt`: the refusals before this one, from 0), at most
+   * wrongOwnerDelayMs(attempt) (shared/wrong-owner.ts): a router also asks for the newer map and stops waiting once
+   * it has it. */
   afterWrongOwner(attempt: number): Promise<void>;
   /** Replicas per slice in force (above 1: a node may answer that a slice has no serving leader). */
   readonly replicationFactor: number;

@@ -1,0 +1,52 @@
+// The one retry policy for WrongOwner. A node refuses an op, a scan page or a load report's Stats with WrongOwner
+// when it was not the owner at the asker's map (a slice move switched the slice, or a router's copy of the map
+// lags the nodes'). Nothing was applied, so the asker reads the map again and asks again: the Router for every op
+// and scan page (coordinator/router/router.ts), and a load report for its Stats (coordinator/metadata/load-report.ts,
+// which asks the nodes itself), each with a WrongOwnerTries and the Routing's afterWrongOwner between tries.
+// Nothing above them asks again (callerMayRetry in errors.ts): a WrongOwner that reaches a client is the typed
+// error made here, which says that the bounds were spent.
+import { assert, KeysliceError } from './errors.js';
+import { WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_DELAY_MS_MAX, WRONG_OWNER_RETRY_DELAY_MS_MIN, WRONG_OWNER_RETRY_MS_MAX } from './limits.js';
+
+/** How long to wait after the `refusal`-th refusal (from 0) before the next try: doubling from
+ * WRONG_OWNER_RETRY_DELAY_MS_MIN up to WRONG_OWNER_RETRY_DELAY_MS_MAX (a router stops waiting at a newer map). */
+export function wrongOwnerDelayMs(refusal: number): number {
+  return Math.min(WRONG_OWNER_RETRY_DELAY_MS_MIN * 2 ** Math.min(refusal, 30), WRONG_OWNER_RETRY_DELAY_MS_MAX);
+}
+
+// The time bound, not the count, ends a Router's tries (limits.ts): the waits between WRONG_OWNER_RETRIES_MAX tries
+// add up to more than WRONG_OWNER_RETRY_MS_MAX.
+assert(
+  Array.from({ length: WRONG_OWNER_RETRIES_MAX - 1 }, (_, i) => wrongOwnerDelayMs(i)).reduce((a, b) => a + b, 0) > WRONG_OWNER_RETRY_MS_MAX,
+  'the waits between WRONG_OWNER_RETRIES_MAX tries outlast WRONG_OWNER_RETRY_MS_MAX',
+);
+
+/** The refusals of one op (or page, or report) and whether it may be tried again. */
+export class WrongOwnerTries {
+  /** Refusals so far; the next wait is afterWrongOwner(refusals - 1). */
+  refusals = 0;
+
+  constructor(
+    /** What is asked, for the error: "slice 17", "a scan page of slices 0-1023". */
+    private readonly what: string,
+    private readonly triesMax = WRONG_OWNER_RETRIES_MAX,
+    private readonly msMax = WRONG_OWNER_RETRY_MS_MAX,
+    private readonly started = Date.now(),
+  ) {}
+
+  /** Counts a refusal; whether another try is allowed (fewer than triesMax tries so far, within msMax). */
+  again(): boolean {
+    this.refusals++;
+    return this.refusals < this.triesMax && Date.now() - this.started < this.msMax;
+  }
+
+  /** The error once again() said no: WrongOwner (the code a client switches on), saying that the owner kept
+   * changing for as long as the bounds allow, with the last refusal's reason. */
+  exhausted(last: KeysliceError): KeysliceError {
+    const ms = Date.now() - this.started;
+    return new KeysliceError(
+      'WrongOwner',
+      `${this.what}: refused WrongOwner ${this.refusals} times in ${ms} ms (a slice's owner kept changing, or the router could not get a newer cluster map; at most ${this.triesMax} tries within ${this.msMax} ms); last: ${last.message}; retry later`,
+    );
+  }
+}
