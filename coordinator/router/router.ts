@@ -36,8 +36,8 @@
 // (a SliceSet). Which worker owns which slices of a range changes only with the
 // map's epoch (or a node's link), so a router keeps each range's asks while they
 // hold (scanAsks), within SCAN_PLANS_BYTES_MAX: a whole-table page of 1,024 slices
-// walked every slice of the map to build them, about a tenth of the router's CPU
-// per page (bench/PROFILE.md, "scan plans kept per epoch").
+// read the owner of every slice to build them, about a fifth of the router's CPU
+// per page (bench/PROFILE.md, "one walk per packed page, and scan plans kept per epoch").
 import { assert, KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { withTimeout } from '../../shared/timeout.js';
 import { workerOf } from '../../shared/hashing.js';
