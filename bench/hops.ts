@@ -9,7 +9,8 @@
 // each loaded with the same data; every workload runs on one and then the other, the
 // order alternating from round to round, and each figure is the median over the rounds.
 // Workloads: the native WebSocket client (GetItem at 1 in flight, PutItem and GetItem at
-// 256 in flight over 4 connections, GetItems of 100 at 64 in flight) and the DynamoDB
+// 256 in flight over 4 connections, GetItems of 100 at 64 in flight, of 100 from 8 buckets
+// of an even-distribution table, scan pages) and the DynamoDB
 // endpoint over plain HTTP/1.1 keep-alive (unsigned JSON, no SDK: GetItem at 1 and at
 // 64 in flight, one request per socket at a time, as the AWS SDK sends them).
 // Prints a Markdown table (server CPU: coordinator, its routers and the nodes, all threads).
@@ -51,6 +52,9 @@ const ROUNDS = Number(opts.rounds);
 const SECONDS = Number(opts.duration);
 const TABLE = 'hops';
 const DDB_TABLE = 'hops_ddb';
+/** The same items in an even-distribution table of EVEN_BUCKETS buckets: a GetItems by device merges them. */
+const EVEN_TABLE = 'hops_even';
+const EVEN_BUCKETS = 8;
 const DEVICES = 50;
 const PER_DEVICE = 100;
 const PAD = 'x'.repeat(160);
@@ -77,6 +81,7 @@ async function startSide(name: string, distRoot: string, rf = opts['replication-
   const port = Number(new URL(cluster.url).port);
   const side: Side = { name, cluster, clients, agent1: new http.Agent({ keepAlive: true, maxSockets: 1 }), agent64: new http.Agent({ keepAlive: true, maxSockets: 64 }), port, dir, putN: 0 };
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
+  await clients[0].createTable(EVEN_TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' }, { evenDistribution: { buckets: EVEN_BUCKETS } });
   await ddb(side, side.agent1, 'CreateTable', {
     TableName: DDB_TABLE,
     AttributeDefinitions: [{ AttributeName: 'device', AttributeType: 'S' }, { AttributeName: 'seq', AttributeType: 'N' }],
@@ -89,6 +94,7 @@ async function startSide(name: string, distRoot: string, rf = opts['replication-
       const part = rows.slice(i, i + 25);
       const failed = await clients[0].batchWrite(TABLE, { puts: part as unknown as Item[] });
       if (failed.length > 0) throw new Error(`${name}: load failed`);
+      if ((await clients[0].batchWrite(EVEN_TABLE, { puts: part as unknown as Item[] })).length > 0) throw new Error(`${name}: load of ${EVEN_TABLE} failed`);
       const r = (await ddb(side, side.agent1, 'BatchWriteItem', { RequestItems: { [DDB_TABLE]: part.map((row) => ({ PutRequest: { Item: { device: { S: row.device }, seq: { N: String(row.seq) }, payload: { S: row.payload } } } })) } })) as { UnprocessedItems?: Record<string, unknown[]> };
       if ((r.UnprocessedItems?.[DDB_TABLE]?.length ?? 0) > 0) throw new Error(`${name}: ddb load left items`);
     }
@@ -132,6 +138,7 @@ const WORKLOADS: Workload[] = [
   { name: 'ws GetItems of 100, 64 in flight (items/s)', inFlight: 64, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   // bench:compare's range shape: 50 in flight over the 4 connections.
   { name: 'ws GetItems of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
+  { name: `ws GetItems of 100 from ${EVEN_BUCKETS} buckets, 50 in flight (items/s)`, inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: EVEN_TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   // A full-table scan's page (no sharding key): one of 64 segments, 100 items of it.
   { name: 'ws scan page of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, segment: rnd(64), totalSegments: 64, limit: 100 })).items.length },
   // A page of the whole table: every worker is asked, for all the slices it owns (a Scan names them).

@@ -63,6 +63,17 @@ export function packedItemsKeptBytesPerWorker(workerCount: number): number {
 }
 /** Parallel scan: a full-table scan split into at most this many segments. */
 export const SCAN_SEGMENTS_MAX = 1024;
+/** A router keeps, per scan range (a whole table, a segment), what the map asks of each worker for it (the slices
+ * it owns there, as a SliceSet) while the map's epoch and its links stay, so that a page does not walk every slice
+ * of the range again (coordinator/router/router.ts, scanAsks): at most this many bytes of those plans per router,
+ * counted as their SliceSets plus SCAN_PLAN_OVERHEAD_BYTES per worker asked and per plan; the oldest go first. A
+ * whole-table plan of the default 1,024 slices on 2 nodes x 2 workers counts about 1 KiB, so this holds every
+ * segment of SCAN_SEGMENTS_MAX segments several times over; one of 65,536 slices over 64 workers counts about
+ * 520 KiB. A plan larger than the whole budget is used for its page and not kept. */
+export const SCAN_PLANS_BYTES_MAX = 4 * 1024 * 1024;
+/** What a scan plan's objects are counted as beside its SliceSets (SCAN_PLANS_BYTES_MAX), per worker asked and per plan:
+ * an estimate of what V8 takes for an ask's object (three fields and a Uint8Array's header) and a plan's, not measured. */
+export const SCAN_PLAN_OVERHEAD_BYTES = 128;
 
 /** Expressions (conditions, filters, updates, projections, key conditions), as in
  * DynamoDB: each expression string at most 4 KB of UTF-8, at most 100 operands

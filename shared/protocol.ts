@@ -58,8 +58,9 @@
 // encodeNodeFrame's, without copying the results.
 // A Range whose spec says `packed` answers its items as one list already in the
 // client's msgpack form (a bin in the results); the router copies it into its
-// client frame without decoding it (PackedItems), or, to merge buckets, cuts it
-// into items by their headers (splitPackedList). A Get that says `packed` answers
+// client frame without decoding it (PackedItems), or, to merge buckets or a scan
+// page, cuts it into items by their headers (splitPackedList); either way each item
+// is checked in that one walk (a map without ext values). A Get that says `packed` answers
 // its item the same way, as the bytes of one map (PackedItem).
 import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
@@ -177,7 +178,7 @@ export class PackedItems {
     return new PackedItems(null, [list]);
   }
 
-  /** Items packed one by one, in this order: each checked already (PackedItem.of, checkPackedItem) or PACKED_NIL.
+  /** Items packed one by one, in this order: each checked already (PackedItem.of, or cut by splitPackedList) or PACKED_NIL.
    * The list is kept, not copied. */
   static ofItems(items: readonly Uint8Array[]): PackedItems {
     return new PackedItems(arrayHeader(items.length), items);
@@ -202,23 +203,21 @@ export class PackedItem {
    * error, a regexp, a record definition, a string bundle) together with the values after them, past the map's
    * end and into the next answers of the frame, where skipValue counts them as a header and their data. */
   static of(bytes: Uint8Array): PackedItem {
-    checkPackedItem(bytes);
+    const end = skipPackedItem(bytes, 0);
+    if (end !== bytes.byteLength) throw new MalformedFrame(`a packed item of ${bytes.byteLength} bytes holds one value of ${end}`);
     return new PackedItem(bytes);
   }
 }
 
-/** Throws MalformedFrame unless `bytes` are exactly one packed item: what PackedItem.of takes. */
-export function checkPackedItem(bytes: Uint8Array): void {
-  const end = skipPackedItem(bytes, 0);
-  if (end !== bytes.byteLength) throw new MalformedFrame(`a packed item of ${bytes.byteLength} bytes holds one value of ${end}`);
-}
-
-/** Where the packed item at `at` ends: a msgpack map without ext values (PackedItem.of says why), within `b`. */
+/** Where the packed item at `at` ends: a msgpack map without ext values (PackedItem.of says why), within `b`. The
+ * one check of packed items in the router: PackedItem.of, PackedItems.ofList and splitPackedList (a merged page's
+ * pieces) each read an item's bytes once, here. */
 function skipPackedItem(b: Uint8Array, at: number): number {
   const t = b[at];
   if (!((t >= 0x80 && t <= 0x8f) || t === 0xde || t === 0xdf)) throw new MalformedFrame(`a packed item starts with a map header, not 0x${t?.toString(16)}`);
-  const end = skipValue(b, at, false);
-  if (end > b.byteLength) throw new MalformedFrame(`a packed item ends ${end - b.byteLength} bytes past its bytes`);
+  const end = skipValue(b, at);
+  // NaN where an 8-bit length lay past the bytes (b[at + 1] undefined): a cut piece would be empty, so not taken.
+  if (!(end <= b.byteLength)) throw new MalformedFrame(`a packed item ends ${Number.isNaN(end) ? 'with a length' : `${end - b.byteLength} bytes`} past its bytes`);
   return end;
 }
 
@@ -283,29 +282,32 @@ export function unpackClientList(bytes: Uint8Array): Item[] {
 }
 
 /** The items of a packed list (packClientList), each as its own bytes (views, not copies),
- * found by reading only the msgpack headers: for a merge that reorders items it does not read.
- * `count`: only the first `count` items (a list that holds fewer is malformed). */
+ * found by reading only the msgpack headers: for a merge that reorders items it does not read
+ * (a bucketed page, a scan page). Each item is checked as it is cut, as PackedItem.of checks
+ * one (a map without ext values, within the list; MalformedFrame if not), so the pieces go into
+ * a client frame as they are (PackedItems.ofItems): the page's bytes are read once, not cut and
+ * then checked. `count`: only the first `count` items (a list that holds fewer is malformed). */
 export function splitPackedList(list: Uint8Array, count?: number): Uint8Array[] {
   let [n, at] = listHeader(list);
   if (count !== undefined && count < n) n = count;
   else if (count !== undefined && count > n) throw new MalformedFrame(`a packed list of ${n} items has no item ${count}`);
   const items: Uint8Array[] = new Array(n);
   for (let i = 0; i < n; i++) {
-    const end = skipValue(list, at);
-    if (end > list.byteLength) throw new MalformedFrame('a packed list ends inside a value');
+    const end = skipPackedItem(list, at);
     items[i] = list.subarray(at, end);
     at = end;
   }
-  if (count === undefined && at !== list.byteLength) throw new MalformedFrame(`a packed list of ${n} items has ${list.byteLength - at} bytes after them`);
+  if (count === undefined && at !== list.byteLength) throw new MalformedFrame(`a packed list has ${list.byteLength - at} bytes after its items`);
   return items;
 }
 
 /** Where the msgpack value at `at` ends. One loop over a count of the values still to skip
  * (a list or map adds its elements to it), no call per value: this cut is most of the
  * router's work on a merged page (bench/PROFILE.md). Every value takes at least one byte,
- * so a count that a header inflates runs into the end of the bytes and throws. `ext`: false
- * refuses an ext value (MalformedFrame; PackedItem.of says why). */
-function skipValue(b: Uint8Array, at: number, ext = true): number {
+ * so a count that a header inflates runs into the end of the bytes and throws. An ext value
+ * is refused (MalformedFrame; PackedItem.of says why): every value skipped here is inside a
+ * packed item. */
+function skipValue(b: Uint8Array, at: number): number {
   let left = 1;
   while (left > 0) {
     left--;
@@ -339,18 +341,15 @@ function skipValue(b: Uint8Array, at: number, ext = true): number {
         case 0xdb:
           at += 5 + u32(b, at);
           break;
-        case 0xc7: // ext 8, 16, 32: length, type, data
-          if (!ext) throw new MalformedFrame(`an ext value (0x${t.toString(16)}) in a packed item`);
-          at += 3 + b[at + 1];
-          break;
+        case 0xc7: // ext 8, 16, 32 and fixext 1, 2, 4, 8, 16: no item holds one
         case 0xc8:
-          if (!ext) throw new MalformedFrame(`an ext value (0x${t.toString(16)}) in a packed item`);
-          at += 4 + u16(b, at);
-          break;
         case 0xc9:
-          if (!ext) throw new MalformedFrame(`an ext value (0x${t.toString(16)}) in a packed item`);
-          at += 6 + u32(b, at);
-          break;
+        case 0xd4:
+        case 0xd5:
+        case 0xd6:
+        case 0xd7:
+        case 0xd8:
+          throw new MalformedFrame(`an ext value (0x${t.toString(16)}) in a packed item`);
         case 0xca: // float 32, 64
           at += 5;
           break;
@@ -372,14 +371,6 @@ function skipValue(b: Uint8Array, at: number, ext = true): number {
         case 0xcf:
         case 0xd3:
           at += 9;
-          break;
-        case 0xd4: // fixext 1, 2, 4, 8, 16: type, data (1 << (t - 0xd4) bytes)
-        case 0xd5:
-        case 0xd6:
-        case 0xd7:
-        case 0xd8:
-          if (!ext) throw new MalformedFrame(`an ext value (0x${t.toString(16)}) in a packed item`);
-          at += 2 + (1 << (t - 0xd4));
           break;
         case 0xdc: // array 16, 32
           left += u16(b, at);
@@ -1068,10 +1059,12 @@ export const KEPT_IN_LIST = 1;
 /** In each packed scan result, puts the bytes of its kept items up to (lastSlice, lastKey), the
  * last entry of the page, in place of their KEPT_IN_LIST marks. A page is a prefix of each
  * worker's entries, so only that much of each list is cut: the workers answer up to a page
- * each, and the page takes one page of all of them. */
+ * each, and the page takes one page of all of them. Each piece is checked as it is cut
+ * (splitPackedList), and every kept entry of the page gets one, so the page's items are all
+ * checked pieces (scanPage passes them on as they are). */
 export function cutScanItems(results: ScanResult[], lastSlice: number, lastKey: string): void {
   for (const [entries, , list] of results) {
-    if (list === null) continue;
+    if (list === null) fail('a packed scan answers its kept items as one list');
     let n = 0;
     let kept = 0;
     for (const e of entries) {

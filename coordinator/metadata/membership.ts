@@ -19,7 +19,7 @@ import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, SliceOp } from '../../shared/protocol.js';
-import { NodeLink, requireReady, type NodeHello } from './node-link.js';
+import { NodeLink, type NodeHello } from './node-link.js';
 import { FAILOVER_TIMING_DEFAULT, majority, type FailoverTiming } from './failover.js';
 import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
 import { SliceMover, Throttle } from './slice-mover.js';
@@ -143,17 +143,11 @@ export class Membership {
     return this.map.nodes.map((_, i) => this.links[i]?.state === 'ready');
   }
 
-  /** The owners' links of [from, to) once none is frozen. Every ask the caller queues now
-   * is queued before the next freeze is, so each worker answers for the slices it owned
+  /** Once no slice of [from, to) is frozen. The caller reads the owners and queues its asks right after, in the same
+   * turn: every ask queued then is queued before the next freeze is, so each worker answers for the slices it owned
    * when the owners were read. */
-  async scanLinks(from: number, to: number): Promise<NodeLink[]> {
-    await this.mover.unfrozen(from, to);
-    const owners: number[] = [];
-    for (let s = from; s < to; s++) owners.push(this.map.ownerOf(s));
-    if (owners.includes(-1)) throw new KeysliceError('Unavailable', 'some slices have no slice node yet (none has joined); retry later');
-    const links = owners.map((o) => this.links[o]);
-    requireReady(new Set(links));
-    return links;
+  scanUnfrozen(from: number, to: number): Promise<void> {
+    return this.mover.unfrozen(from, to);
   }
 
   /** A node that is not connected answers Unavailable at once. */

@@ -475,10 +475,3 @@ function notSent(why: string): KeysliceError {
   return new KeysliceError('Unavailable', `${why}; the op was not sent to it; retry`, { notApplied: true });
 }
 
-/** Throws Unavailable unless every link is ready: checked before anything is sent,
- * so that no op is left in flight without anyone awaiting it. */
-export function requireReady(links: Iterable<NodeLink>): void {
-  for (const link of links) {
-    if (link.state !== 'ready') throw new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`);
-  }
-}

@@ -8,7 +8,7 @@
 // bucket is read in chunks, refilled only when the merge has used up what it
 // fetched, so a page reads about as far into each bucket as the page needs.
 import { PAGE_BYTES_MAX } from '../../shared/limits.js';
-import { SliceOp, splitPackedList, type RangeResult, type RangeSpec } from '../../shared/protocol.js';
+import { MalformedFrame, SliceOp, splitPackedList, type RangeResult, type RangeSpec } from '../../shared/protocol.js';
 import { itemBytes, type Item } from '../../shared/values.js';
 import { bucketMarker, continueAfterKey } from './key-range.js';
 import type { RangeOp } from './item-requests.js';
@@ -56,8 +56,14 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[] |
   const fetch = async (c: Cursor) => {
     const [items, lastKey, more, keys, n] = await r.send([SliceOp.Range, r.tableId, c.slice, c.spec]);
     examined += n;
+    // Packed, each item is checked as it is cut (splitPackedList), once: the merge passes the pieces on as they are.
+    // An answer in the other form is a node's malformed answer (an array of bins in place of the list would go
+    // unchecked).
+    if (items instanceof Uint8Array !== c.spec.packed) throw new MalformedFrame(`a bucket's range asked for its items ${c.spec.packed ? 'packed' : 'as objects'} was answered ${c.spec.packed ? 'with an object list' : 'with a packed list'}`);
     c.items = items instanceof Uint8Array ? splitPackedList(items) : items;
-    c.keys = keys!.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
+    // The merge orders items by their keys: a node's answer with a key per item, or malformed.
+    if (keys === null || keys.length !== c.items.length) throw new MalformedFrame(`a bucket's range answered ${c.items.length} items and ${keys?.length ?? 'no'} keys for them`);
+    c.keys = keys.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
     c.pos = 0;
     c.more = more;
     if (lastKey !== null) {

@@ -5,7 +5,7 @@
 import type { ItemFailure, OperationName } from '../../shared/api.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { APPLIED_REQUESTS_KEPT_MS, PAGE_BYTES_MAX, WRONG_OWNER_RETRIES_MAX } from '../../shared/limits.js';
-import { cutScanItems, KEPT_IN_LIST, checkPackedItem, MalformedFrame, PACKED_NIL, PackedItem, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
+import { cutScanItems, KEPT_IN_LIST, MalformedFrame, PACKED_NIL, PackedItem, PackedItems, SliceOp, type RangeItems, type ResultOf, type ScanEntry, type ScanResult } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { gatherBuckets } from './bucket-gather.js';
 import { describe } from '../metadata/catalog.js';
@@ -171,7 +171,7 @@ export class Operations {
       }
       case 'buckets': {
         const page = await gatherBuckets({ tableId: r.tableId, buckets: r.buckets, reverse: r.reverse, limit: r.limit, send: (op) => this.router.read(op, r.consistent) });
-        const list = answerItems(page.items, passThrough);
+        const list = answerMerged(page.items, passThrough);
         return page.marker === undefined ? { items: list, examined: page.examined } : { items: list, examined: page.examined, marker: page.marker };
       }
       case 'scan':
@@ -274,7 +274,7 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
   // What the workers read, though the page uses only the first `limit` of it.
   const examined = results.reduce((n, r) => n + r[0].length, 0);
   const more = page.length < examined || results.some((r) => !r[1]);
-  const list = answerItems(items as Item[] | Uint8Array[], passThrough);
+  const list = answerMerged(items as Item[] | Uint8Array[], passThrough);
   if (!more || last === null) return { items: list, examined };
   return { items: list, examined, marker: scanMarker(last[0], last[1]) };
 }
@@ -287,20 +287,33 @@ function answerItem(item: Item | Uint8Array | null, packed: boolean): Item | Pac
   return packed ? PackedItem.of(item as Uint8Array) : (item as Item);
 }
 
-/** A range's items (a GetItems page: a range, buckets or a scan) as the answer carries them: packed ones pass
- * through (PackedItems), checked as a Get's item is (PackedItem.of), objects as they are. A node's answer in the
- * other form, or packed bytes that are not items, are refused as malformed: MalformedFrame, the request fails
- * Internal and the other answers of its client frame go on (never an assert: this is a node's input). */
-export function answerItems(items: RangeItems | Uint8Array[], packed: boolean): Item[] | PackedItems {
-  if (items instanceof Uint8Array) {
-    if (!packed) throw new MalformedFrame('a range asked for its items as objects was answered with a packed list');
+/** A range's items (one node's answer to a GetItems by sharding key) as the answer carries them: packed, the node's
+ * list passes through (PackedItems.ofList: checked as a Get's item is, item by item, in one walk); objects as they
+ * are. A node's answer in the other form, or packed bytes that are not items, are refused as malformed:
+ * MalformedFrame, the request fails Internal and the other answers of its client frame go on (never an assert:
+ * this is a node's input). */
+export function answerItems(items: RangeItems, packed: boolean): Item[] | PackedItems {
+  if (packed) {
+    if (!(items instanceof Uint8Array)) throw new MalformedFrame('a range asked for its items packed was answered with an object list');
     return PackedItems.ofList(items);
   }
-  for (const item of items) {
-    if (item instanceof Uint8Array !== packed) throw new MalformedFrame(`a range asked for its items ${packed ? 'packed' : 'as objects'} was answered with ${packed ? 'an object' : 'bytes'}`);
-    if (packed) checkPackedItem(item as Uint8Array);
-  }
-  return packed ? PackedItems.ofItems(items as Uint8Array[]) : (items as Item[]);
+  return objectsOnly(items);
+}
+
+/** A merged page's items (buckets, a scan page) as the answer carries them. Packed, each is a piece that
+ * splitPackedList cut from a node's list and checked as it cut it (gatherBuckets, cutScanItems): a page's bytes are
+ * read once, not cut and then walked again here. Objects are refused as malformed where a node answered bytes. */
+export function answerMerged(items: Item[] | Uint8Array[], packed: boolean): Item[] | PackedItems {
+  if (!packed) return objectsOnly(items);
+  for (const item of items) assert(item instanceof Uint8Array, 'a packed page merges the pieces its split cut and checked');
+  return PackedItems.ofItems(items as Uint8Array[]);
+}
+
+/** Objects, as asked for: bytes in their place are a node's malformed answer (MalformedFrame). */
+function objectsOnly(items: RangeItems | Uint8Array[]): Item[] {
+  if (items instanceof Uint8Array) throw new MalformedFrame('a range asked for its items as objects was answered with a packed list');
+  for (const item of items) if (item instanceof Uint8Array) throw new MalformedFrame('a range asked for its items as objects was answered with bytes');
+  return items as Item[];
 }
 
 /** A single-item write's failure: a failed condition names the item, a reused idempotency id names itself. */

@@ -19,7 +19,7 @@ import {
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol.js';
 import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
 import { tableNamed, withColumns, type Table } from '../metadata/catalog.js';
-import { NodeLink, requireReady } from '../metadata/node-link.js';
+import { NodeLink } from '../metadata/node-link.js';
 import type { Routing, TableSource } from './routing.js';
 import type { SliceChannel } from './slice-channel.js';
 
@@ -100,23 +100,13 @@ export class RouterView implements Routing, TableSource {
     return this.links.filter((l): l is NodeLink => l !== null);
   }
 
-  async scanLinks(from: number, to: number): Promise<NodeLink[]> {
+  async scanUnfrozen(from: number, to: number): Promise<void> {
     const until = Date.now() + ROUTER_FROZEN_WAIT_MS;
     // A frozen slice is owned by no worker until the switch, which comes as a newer copy.
     while (this.current().frozen.some((s) => s >= from && s < to)) {
       if (Date.now() >= until) throw new KeysliceError('Unavailable', `a slice of this scan is being handed to another node; retry`);
       await this.changed(until - Date.now());
     }
-    const links: NodeLink[] = [];
-    for (let s = from; s < to; s++) {
-      const link = this.linkOf(s);
-      if (link === null) throw new KeysliceError('Unavailable', 'some slices have no slice node yet (none has joined); retry later');
-      links.push(link);
-    }
-    const distinct = new Set(links);
-    await Promise.all([...distinct].map((l) => this.linkReady(l)));
-    requireReady(distinct);
-    return links;
   }
 
   /** A node this router has not reached yet since it started, or one that the coordinator

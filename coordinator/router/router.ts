@@ -33,16 +33,33 @@
 //   "A write sent twice is applied once"). A write sent while the map gave its
 //   slice one replica has no id and is not resent after an unknown outcome: the
 //   worker log path (R=1) keeps no ids, and it has no failover to wait for anyway.
-// - A move's freeze: a scan waits in Routing.scanLinks until no slice of its
+// - A move's freeze: a scan waits in Routing.scanUnfrozen until no slice of its
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
+//
+// A scan page asks each worker that owns a slice of its range for those slices
+// (a SliceSet). Which worker owns which slices of a range changes only with the
+// map's epoch (or a node's link), so a router keeps each range's asks while they
+// hold (scanAsks), within SCAN_PLANS_BYTES_MAX: a whole-table page of 1,024 slices
+// read the owner of every slice to build them, about a fifth of the router's CPU
+// per page (bench/PROFILE.md, "one walk per packed page, and scan plans kept per epoch").
 import { assert, KeysliceError, wasNotApplied } from '../../shared/errors.js';
 import { withTimeout } from '../../shared/timeout.js';
 import { WrongOwnerTries } from '../../shared/wrong-owner.js';
 import { workerOf } from '../../shared/hashing.js';
-import { FAILOVER_RETRIES_MAX, FAILOVER_RETRY_MS_MAX, REPLICA_READ_TIMEOUT_MS, REPLICA_SILENT_SKIP_MS, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX } from '../../shared/limits.js';
+import {
+  FAILOVER_RETRIES_MAX,
+  FAILOVER_RETRY_MS_MAX,
+  REPLICA_READ_TIMEOUT_MS,
+  REPLICA_SILENT_SKIP_MS,
+  SCAN_PLAN_OVERHEAD_BYTES,
+  SCAN_PLANS_BYTES_MAX,
+  SLICE_COUNT_MAX,
+  WRONG_OWNER_RETRIES_MAX,
+  WRONG_OWNER_RETRY_MS_MAX,
+} from '../../shared/limits.js';
 import type { Condition } from '../../shared/expression-ast.js';
-import { isWriteOp, requestIdOf, setRequestId, SliceOp, sliceSetOf, type Projection, type ResultOf, type ScanResult, type SliceOpMessage } from '../../shared/protocol.js';
+import { isWriteOp, requestIdOf, setRequestId, SliceOp, sliceSetOf, type Projection, type ResultOf, type ScanResult, type SliceOpMessage, type SliceSet } from '../../shared/protocol.js';
 import type { EventualAnswer } from './process-metrics.js';
 import { clientRequestId, RequestIds, type ClientName } from './request-ids.js';
 import type { Routing } from './routing.js';
@@ -66,6 +83,22 @@ export interface ScanRequest {
   packed: boolean;
 }
 
+/** One worker's part of a scan page: the slices of the range the map gives it, as a SliceSet from the range's first. */
+interface ScanAsk {
+  link: SliceChannel;
+  worker: number;
+  slices: SliceSet;
+}
+
+/** What a scan of one range asks, from one reading of the map (at Router.scanPlansEpoch: scanAsks), and what else must
+ * be as it was for the asks to hold: each link's owner of one of its slices (`probe`), and its worker count. */
+interface ScanPlan {
+  asks: ScanAsk[];
+  links: { link: SliceChannel; probe: number; workerCount: number }[];
+  /** What it counts against SCAN_PLANS_BYTES_MAX. */
+  bytes: number;
+}
+
 export class Router {
   /** Counts eventually consistent reads: each goes to the next connected replica of its slice (read below). */
   private spread = 0;
@@ -74,6 +107,10 @@ export class Router {
   private readonly silentUntil = new WeakMap<SliceChannel, number>();
   /** The ids this router gives its writes. */
   private readonly ids = new RequestIds();
+  /** Each scan range's plan (scanKey), all of one epoch, oldest first; their bytes, within SCAN_PLANS_BYTES_MAX. */
+  private readonly scanPlans = new Map<number, ScanPlan>();
+  private scanPlansEpoch = -1;
+  private scanPlansBytes = 0;
 
   constructor(
     private readonly cluster: Routing,
@@ -226,15 +263,15 @@ export class Router {
    * names the slices this map gives it, which it refuses (WrongOwner) unless it owns every one of them when it runs
    * (partition.ts scan). So a page never leaves out a slice whose owner changed between this map and the scan, at any
    * epoch and in any order of events: the page is asked again, with the map as it is then. A slice between freeze
-   * and switch is owned by no worker: scanLinks waits for its switch (else its owner would refuse it until then). */
+   * and switch is owned by no worker: scanUnfrozen waits for its switch (else its owner would refuse it until then). */
   async scan(r: ScanRequest): Promise<ScanResult[]> {
     const started = Date.now();
     let failoverTries = 0;
     const owner = new WrongOwnerTries(`a scan page of slices ${r.fromSlice}-${r.toSlice - 1}`, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
     for (;;) {
-      let links: SliceChannel[];
+      let asks: readonly ScanAsk[];
       try {
-        links = await this.cluster.scanLinks(r.fromSlice, r.toSlice);
+        asks = await this.scanAsks(r.fromSlice, r.toSlice);
       } catch (err) {
         // A scan only reads: on replicated slices a node that is down is waited out (a failover names another).
         if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
@@ -243,22 +280,13 @@ export class Router {
         }
         throw err;
       }
-      // Only the workers that own a slice of the range are asked, each once, for its slices in ascending order.
-      const slicesOf = new Map<SliceChannel, number[][]>();
-      for (let s = r.fromSlice; s < r.toSlice; s++) {
-        const link = links[s - r.fromSlice];
-        let workers = slicesOf.get(link);
-        if (workers === undefined) slicesOf.set(link, (workers = []));
-        (workers[workerOf(s, link.workerCount)] ??= []).push(s);
-      }
-      const answers: Promise<ScanResult>[] = [];
-      for (const [link, workers] of slicesOf) {
-        // forEach passes over the workers that own none of the range.
-        workers.forEach((slices, w) => answers.push(link.sendToWorker(w, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, sliceSetOf(r.fromSlice, slices), r.packed])));
-      }
+      const answers = asks.map((a) => a.link.sendToWorker(a.worker, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, a.slices, r.packed]));
       const settled = await Promise.allSettled(answers);
       const failed = settled.find((a): a is PromiseRejectedResult => a.status === 'rejected');
       if (failed === undefined) return settled.map((a) => (a as PromiseFulfilledResult<ScanResult>).value);
+      // Asked again, the range's asks are built from the map as it is then: kept ones could be what was refused (a
+      // map that changed without a new epoch, as from another coordinator; a link that went down and came back).
+      this.forgetScanPlan(scanKey(r.fromSlice, r.toSlice));
       const err: unknown = failed.reason;
       if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
         await this.cluster.afterNoLeader(failoverTries++);
@@ -268,6 +296,79 @@ export class Router {
       if (!owner.again()) throw owner.exhausted(err);
       await this.cluster.afterWrongOwner(owner.refusals - 1);
     }
+  }
+
+  /** Each worker that owns a slice of [from, to) by the map, with those slices, once none of them is frozen and every
+   * node asked is ready (Unavailable if one has no node or its node is not ready). Kept per range while the map's
+   * epoch, each link's owner and worker count stay as they were, so that a page does not read the owner of every
+   * slice of its range again; the worker checks what it is asked for anyway (it refuses unless it owns every slice),
+   * so a plan kept past a change the epoch missed costs a refusal and a rebuild, never a page without a slice. */
+  private async scanAsks(from: number, to: number): Promise<readonly ScanAsk[]> {
+    await this.cluster.scanUnfrozen(from, to);
+    const epoch = this.cluster.epoch;
+    if (epoch !== this.scanPlansEpoch) {
+      // Every plan kept is of an older map: none holds any more.
+      this.scanPlans.clear();
+      this.scanPlansBytes = 0;
+      this.scanPlansEpoch = epoch;
+    }
+    const key = scanKey(from, to);
+    const kept = this.scanPlans.get(key);
+    if (kept !== undefined && kept.links.every((l) => l.link.state === 'ready' && l.link.workerCount === l.workerCount && this.cluster.linkOf(l.probe) === l.link)) return kept.asks;
+    if (kept !== undefined) this.forgetScanPlan(key);
+
+    // The owner of every slice, each link's first slice as its probe.
+    const owners: SliceChannel[] = new Array(to - from);
+    const probes = new Map<SliceChannel, number>();
+    for (let s = from; s < to; s++) {
+      const link = this.cluster.linkOf(s);
+      if (link === null) throw new KeysliceError('Unavailable', 'some slices have no slice node yet (none has joined); retry later');
+      owners[s - from] = link;
+      if (!probes.has(link)) probes.set(link, s);
+    }
+    // Ready before anything is sent (a link's worker count is known once it is), so that no ask is left in flight
+    // without anyone awaiting it.
+    await Promise.all([...probes.keys()].map((l) => this.cluster.linkReady(l)));
+    for (const link of probes.keys()) if (link.state !== 'ready') throw new KeysliceError('Unavailable', `slice node ${link.url} is not available; retry later`);
+    // Only the workers that own a slice of the range are asked, each once, for its slices in ascending order.
+    const slicesOf = new Map<SliceChannel, number[][]>();
+    for (let s = from; s < to; s++) {
+      const link = owners[s - from];
+      let workers = slicesOf.get(link);
+      if (workers === undefined) slicesOf.set(link, (workers = []));
+      (workers[workerOf(s, link.workerCount)] ??= []).push(s);
+    }
+    const asks: ScanAsk[] = [];
+    let bytes = SCAN_PLAN_OVERHEAD_BYTES;
+    for (const [link, workers] of slicesOf) {
+      // forEach passes over the workers that own none of the range.
+      workers.forEach((slices, worker) => {
+        const set = sliceSetOf(from, slices);
+        asks.push({ link, worker, slices: set });
+        bytes += set.byteLength + SCAN_PLAN_OVERHEAD_BYTES;
+      });
+    }
+    // Kept only if the map did not move while the links were awaited: the owners were read at `epoch`.
+    if (this.cluster.epoch === epoch && this.scanPlansEpoch === epoch && bytes <= SCAN_PLANS_BYTES_MAX) {
+      const links = [...probes].map(([link, probe]) => ({ link, probe, workerCount: link.workerCount }));
+      this.forgetScanPlan(key); // one built meanwhile by another page of the range
+      this.scanPlans.set(key, { asks, links, bytes });
+      this.scanPlansBytes += bytes;
+      for (const [oldest, plan] of this.scanPlans) {
+        if (this.scanPlansBytes <= SCAN_PLANS_BYTES_MAX) break;
+        this.scanPlans.delete(oldest);
+        this.scanPlansBytes -= plan.bytes;
+      }
+      assert(this.scanPlansBytes >= 0 && this.scanPlansBytes <= SCAN_PLANS_BYTES_MAX, 'the scan plans kept are counted within their budget');
+    }
+    return asks;
+  }
+
+  private forgetScanPlan(key: number): void {
+    const plan = this.scanPlans.get(key);
+    if (plan === undefined) return;
+    this.scanPlans.delete(key);
+    this.scanPlansBytes -= plan.bytes;
   }
 
   /** Sends `op` once to every worker of every node of the cluster, without retries (a table
@@ -305,3 +406,8 @@ export class Router {
 
 /** What an eventually consistent read answered by a follower may fail with and still be read from the leader. */
 const FALL_BACK_TO_LEADER: ReadonlySet<string> = new Set(['ReplicaNotReady', 'WrongOwner', 'Unavailable']);
+
+/** A scan range's key among the plans kept (Router.scanAsks): both ends are at most SLICE_COUNT_MAX. */
+function scanKey(from: number, to: number): number {
+  return from * (SLICE_COUNT_MAX + 1) + to;
+}

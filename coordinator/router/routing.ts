@@ -31,9 +31,12 @@ export interface Routing {
   replicated(slice: number): boolean;
   /** Links of the nodes that are part of the cluster (not removed). */
   presentLinks(): SliceChannel[];
-  /** The owner's link of every slice in [from, to), once none of them is between a move's
-   * freeze and switch; Unavailable if one has no node or its node is not ready. */
-  scanLinks(from: number, to: number): Promise<SliceChannel[]>;
+  /** The map's epoch: it moves whenever a slice's owner changes, and when a move freezes or thaws a slice (Router
+   * keeps each scan range's asks while it stays). */
+  readonly epoch: number;
+  /** Resolves once no slice of [from, to) is between a move's freeze and switch (no worker owns such a slice then);
+   * Unavailable if that lasts too long. */
+  scanUnfrozen(from: number, to: number): Promise<void>;
   /** Called before an op is sent on a link that is not ready: a router waits (bounded) for a
    * node it has not reached yet since it started; the coordinator does not wait. */
   linkReady(link: SliceChannel): Promise<void>;
