@@ -1,12 +1,15 @@
 // Put throughput of replicated (R=3) against unreplicated (R=1) slices, side by
 // side on the same three slice node processes, driven over the node protocol as
 // the coordinator drives them (no coordinator or router in the way, so the
-// figure is the nodes' own cost of replication). Node 0 leads slices 0..15;
-// slices 0..7 have followers on nodes 1 and 2 (elected with Prepare/Lead),
-// slices 8..15 have one replica. Rounds alternate R=1 and R=3 so that the
-// machine's other load falls on both alike.
+// figure is the nodes' own cost of replication). Node 0 leads slices 0..2N-1
+// (N = --slices, 8 by default); slices 0..N-1 have followers on nodes 1 and 2
+// (elected with Prepare/Lead), slices N..2N-1 have one replica. A batch's puts go
+// to its worker's slices in turn, so with many slices (--slices 512) each put of a
+// batch is on a slice of its own, as in a cluster of 1,024 slices under random
+// keys. Rounds alternate R=1 and R=3 so that the machine's other load falls on
+// both alike.
 //
-//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync] [--only 1|3] [--rate N] [--request-ids yes|no]
+//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--slices 8] [--durability os|fsync] [--only 1|3] [--rate N] [--request-ids yes|no]
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +42,7 @@ const args = parseArgs(
     rounds: { default: '2', help: 'rounds of each (R=1, R=3 alternating)' },
     'in-flight': { default: '16', help: 'batches in flight' },
     batch: { default: '32', help: 'puts per batch' },
+    slices: { default: '8', help: 'slices of each factor (node 0 leads twice as many): with more slices than a batch has puts, each put of a batch is on a slice of its own, the shape of a cluster of many slices under random keys' },
     durability: { default: 'os', help: 'os | fsync' },
     workers: { default: '2', help: 'worker threads per node' },
     only: { default: '', help: 'run only this factor (1 or 3): to profile one path alone' },
@@ -61,9 +65,10 @@ const KEYS = intArg('keys', args.keys, 0, 100_000_000);
 if (args['request-ids'] !== 'yes' && args['request-ids'] !== 'no') throw new Error('--request-ids is yes or no');
 const REQUEST_IDS = args['request-ids'] === 'yes';
 const CLUSTER = '0123456789abcdef0123456789abcdef';
-const SLICES = 16;
-const REPLICATED = [0, 1, 2, 3, 4, 5, 6, 7];
-const SINGLE = [8, 9, 10, 11, 12, 13, 14, 15];
+const PER_FACTOR = intArg('slices', args.slices, 1, 512);
+const SLICES = 2 * PER_FACTOR;
+const REPLICATED = Array.from({ length: PER_FACTOR }, (_, s) => s);
+const SINGLE = Array.from({ length: PER_FACTOR }, (_, s) => PER_FACTOR + s);
 const WAIT_MS = 30_000;
 
 class Link {
@@ -202,7 +207,7 @@ try {
     }
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${IN_FLIGHT} batches of ${BATCH} puts in flight${REQUEST_IDS ? '' : ' (no request ids)'}, ${ROUNDS} rounds of ${SECONDS} s each, load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`);
+  console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${PER_FACTOR} slices of each factor, ${IN_FLIGHT} batches of ${BATCH} puts in flight${REQUEST_IDS ? '' : ' (no request ids)'}, ${ROUNDS} rounds of ${SECONDS} s each, load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`);
   for (const [k, xs] of Object.entries(rates)) {
     if (xs.length === 0) continue;
     const perNode = [0, 1, 2].map((i) => mean(cpu[k].map((c) => c[i])));
