@@ -9,7 +9,7 @@
 // keys. Rounds alternate R=1 and R=3 so that the machine's other load falls on
 // both alike.
 //
-//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--slices 8] [--durability os|fsync] [--only 1|3] [--rate N] [--request-ids yes|no]
+//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--warmup 0] [--in-flight 16] [--batch 32] [--slices 8] [--durability os|fsync] [--only 1|3] [--rate N] [--request-ids yes|no]
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +40,7 @@ const args = parseArgs(
   {
     seconds: { default: '5', help: 'seconds per round' },
     rounds: { default: '2', help: 'rounds of each (R=1, R=3 alternating)' },
+    warmup: { default: '0', help: 'seconds of puts at each factor before the measured rounds, not counted (the first round of a path runs it unoptimized and fills its slices\' logs)' },
     'in-flight': { default: '16', help: 'batches in flight' },
     batch: { default: '32', help: 'puts per batch' },
     slices: { default: '8', help: 'slices of each factor (node 0 leads twice as many): with more slices than a batch has puts, each put of a batch is on a slice of its own, the shape of a cluster of many slices under random keys' },
@@ -54,6 +55,7 @@ const args = parseArgs(
 );
 const SECONDS = intArg('seconds', args.seconds, 1, 600);
 const ROUNDS = intArg('rounds', args.rounds, 1, 20);
+const WARMUP = intArg('warmup', args.warmup, 0, 600);
 const IN_FLIGHT = intArg('in-flight', args['in-flight'], 1, 1024);
 const BATCH = intArg('batch', args.batch, 1, 512);
 const WORKERS = intArg('workers', args.workers, 1, 16);
@@ -153,8 +155,8 @@ try {
   const leaderWritten: number[] = [];
   const value = { v: 'x'.repeat(100) };
   /** Puts per second, and each slice node's CPU (all its threads) in microseconds per put: node 0 leads. */
-  async function round(slices: number[]): Promise<[rate: number, cpuUsPerPut: number[], threadUsPerPut: number[][]]> {
-    const deadline = Date.now() + SECONDS * 1000;
+  async function round(slices: number[], seconds = SECONDS): Promise<[rate: number, cpuUsPerPut: number[], threadUsPerPut: number[][]]> {
+    const deadline = Date.now() + seconds * 1000;
     let done = 0;
     const cpu0 = procs.map((p) => cpuSecondsOf([p.child.pid!]));
     const threads0 = procs.map((p) => threadsOf(p.child.pid!));
@@ -182,7 +184,7 @@ try {
     );
     leaderWritten.push((writtenBytesOf(procs[0].child.pid!) - written0) / done);
     return [
-      done / SECONDS,
+      done / seconds,
       procs.map((p, i) => ((cpuSecondsOf([p.child.pid!]) - cpu0[i]) * 1e6) / done),
       procs.map((p, i) => threadsOf(p.child.pid!).map((s, k) => ((s - threads0[i][k]) * 1e6) / done)),
     ];
@@ -196,6 +198,10 @@ try {
   const cpu: Record<string, number[][]> = { 'R=1': [], 'R=3': [] };
   const threadCpu: Record<string, number[][][]> = { 'R=1': [], 'R=3': [] };
   const load: number[] = [];
+  for (const [k, slices] of [['R=1', SINGLE], ['R=3', REPLICATED]] as const) {
+    if (WARMUP > 0 && (ONLY === '' || k === `R=${ONLY}`)) await round(slices, WARMUP);
+  }
+  leaderWritten.length = 0;
   for (let r = 0; r < ROUNDS; r++) {
     for (const [k, slices] of [['R=1', SINGLE], ['R=3', REPLICATED]] as const) {
       if (ONLY !== '' && k !== `R=${ONLY}`) continue;
