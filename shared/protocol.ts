@@ -73,6 +73,7 @@ import {
   MESSAGES_BETWEEN_REPLICAS,
   MESSAGES_FROM_COORDINATOR,
   MESSAGES_TO_COORDINATOR,
+  type ReplicaRecord,
   type ReplicationMessage,
 } from './replication-protocol.js';
 import { TYPE_NAMES, type Condition, type Path, type UpdateAction } from './expression-ast.js';
@@ -502,7 +503,7 @@ function writePassThrough([id, ok, result]: [number, typeof RESULT_OK, PassThrou
 }
 
 /** A msgpack array header for `n` elements. */
-function arrayHeader(n: number): Uint8Array {
+export function arrayHeader(n: number): Uint8Array {
   assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a list length msgpack can hold');
   if (n < 16) return Uint8Array.of(0x90 | n);
   if (n < 0x10000) return Uint8Array.of(0xdc, n >> 8, n & 0xff);
@@ -708,7 +709,7 @@ export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
 // The msgpack of an Append, as the receiver's decoder reads it (decodeReplicationMessage: a map of its fields, each
 // record a map of term, index, payload and checksum), written without msgpackr's walk over each object's keys and
 // its checks of each value's type; test/node-frames.test.ts checks that it decodes to the message it was made of.
-const fixstr = (s: string): Uint8Array => Uint8Array.from([0xa0 | s.length, ...Buffer.from(s, 'latin1')]);
+export const fixstr = (s: string): Uint8Array => Uint8Array.from([0xa0 | s.length, ...Buffer.from(s, 'latin1')]);
 const APPEND_HEAD = Uint8Array.from([0x88, ...fixstr('type'), ...fixstr('Append'), ...fixstr('term')]);
 const K_PREV_INDEX = fixstr('prevIndex');
 const K_PREV_TERM = fixstr('prevTerm');
@@ -722,9 +723,9 @@ const K_PAYLOAD = fixstr('payload');
 const K_CHECKSUM = fixstr('checksum');
 
 /** Bytes of a whole number >= 0 as msgpack (a double past 32 bits, as msgpackr writes it). */
-const uintBytes = (v: number): number => (v < 0x80 ? 1 : v < 0x100 ? 2 : v < 0x10000 ? 3 : v <= 0xffffffff ? 5 : 9);
+export const uintBytes = (v: number): number => (v < 0x80 ? 1 : v < 0x100 ? 2 : v < 0x10000 ? 3 : v <= 0xffffffff ? 5 : 9);
 
-function putUint(out: Uint8Array, view: DataView, at: number, v: number): number {
+export function putUint(out: Uint8Array, view: DataView, at: number, v: number): number {
   if (v < 0x80) out[at++] = v;
   else if (v < 0x100) {
     out[at++] = 0xcc;
@@ -745,17 +746,53 @@ function putUint(out: Uint8Array, view: DataView, at: number, v: number): number
   return at;
 }
 
-/** The Append's bytes, or null where a field is not what a leader sends (left to msgpackr, which writes anything). */
-function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>): Uint8Array | null {
-  const records = m.records;
-  if (!(isUint(m.term) && isUint(m.prevIndex) && isUint(m.prevTerm) && isUint(m.commitIndex) && isUint(m.sentAt) && typeof m.leased === 'boolean')) return null;
-  let size = APPEND_HEAD.length + uintBytes(m.term) + K_PREV_INDEX.length + uintBytes(m.prevIndex) + K_PREV_TERM.length + uintBytes(m.prevTerm);
-  size += K_RECORDS.length + (records.length < 0x10 ? 1 : records.length < 0x10000 ? 3 : 5);
+/** Bytes of `records` as a msgpack list of {term, index, payload, checksum} maps (what putRecordList writes), or null
+ * where one is not a record (left to msgpackr, which writes anything). */
+export function recordListBytes(records: readonly ReplicaRecord[]): number | null {
+  let size = records.length < 0x10 ? 1 : records.length < 0x10000 ? 3 : 5;
   for (const r of records) {
     if (!(isUint(r.term) && isUint(r.index) && isUint(r.checksum) && r.payload instanceof Uint8Array)) return null;
     size += RECORD_HEAD.length + uintBytes(r.term) + K_INDEX.length + uintBytes(r.index) + K_PAYLOAD.length + binHeaderBytes(r.payload.byteLength) + r.payload.byteLength + K_CHECKSUM.length + uintBytes(r.checksum);
   }
-  size += K_COMMIT_INDEX.length + uintBytes(m.commitIndex) + K_SENT_AT.length + uintBytes(m.sentAt) + K_LEASED.length + 1;
+  return size;
+}
+
+/** Writes `records` (recordListBytes said how long) into `out` at `at`; answers where they end. */
+export function putRecordList(out: Uint8Array, view: DataView, at: number, records: readonly ReplicaRecord[]): number {
+  const n = records.length;
+  if (n < 0x10) out[at++] = 0x90 | n;
+  else if (n < 0x10000) {
+    out[at++] = 0xdc;
+    view.setUint16(at, n);
+    at += 2;
+  } else {
+    out[at++] = 0xdd;
+    view.setUint32(at, n);
+    at += 4;
+  }
+  for (const r of records) {
+    out.set(RECORD_HEAD, at);
+    at = putUint(out, view, at + RECORD_HEAD.length, r.term);
+    out.set(K_INDEX, at);
+    at = putUint(out, view, at + K_INDEX.length, r.index);
+    out.set(K_PAYLOAD, at);
+    at = putBinHeader(out, at + K_PAYLOAD.length, r.payload.byteLength);
+    out.set(r.payload, at);
+    at += r.payload.byteLength;
+    out.set(K_CHECKSUM, at);
+    at = putUint(out, view, at + K_CHECKSUM.length, r.checksum);
+  }
+  return at;
+}
+
+/** The Append's bytes, or null where a field is not what a leader sends (left to msgpackr, which writes anything). */
+function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>): Uint8Array | null {
+  if (!(isUint(m.term) && isUint(m.prevIndex) && isUint(m.prevTerm) && isUint(m.commitIndex) && isUint(m.sentAt) && typeof m.leased === 'boolean')) return null;
+  const recordBytes = recordListBytes(m.records);
+  if (recordBytes === null) return null;
+  const size =
+    APPEND_HEAD.length + uintBytes(m.term) + K_PREV_INDEX.length + uintBytes(m.prevIndex) + K_PREV_TERM.length + uintBytes(m.prevTerm) + K_RECORDS.length + recordBytes +
+    K_COMMIT_INDEX.length + uintBytes(m.commitIndex) + K_SENT_AT.length + uintBytes(m.sentAt) + K_LEASED.length + 1;
   const out = new Uint8Array(size);
   const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
   let at = 0;
@@ -770,29 +807,7 @@ function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>): Uint8A
   key(K_PREV_TERM);
   at = putUint(out, view, at, m.prevTerm);
   key(K_RECORDS);
-  const n = records.length;
-  if (n < 0x10) out[at++] = 0x90 | n;
-  else if (n < 0x10000) {
-    out[at++] = 0xdc;
-    view.setUint16(at, n);
-    at += 2;
-  } else {
-    out[at++] = 0xdd;
-    view.setUint32(at, n);
-    at += 4;
-  }
-  for (const r of records) {
-    key(RECORD_HEAD);
-    at = putUint(out, view, at, r.term);
-    key(K_INDEX);
-    at = putUint(out, view, at, r.index);
-    key(K_PAYLOAD);
-    at = putBinHeader(out, at, r.payload.byteLength);
-    out.set(r.payload, at);
-    at += r.payload.byteLength;
-    key(K_CHECKSUM);
-    at = putUint(out, view, at, r.checksum);
-  }
+  at = putRecordList(out, view, at, m.records);
   key(K_COMMIT_INDEX);
   at = putUint(out, view, at, m.commitIndex);
   key(K_SENT_AT);
