@@ -746,6 +746,22 @@ export function putUint(out: Uint8Array, view: DataView, at: number, v: number):
   return at;
 }
 
+/** Where writeAppend writes, as msgpackr writes into a buffer it reuses: each message takes the bytes after the
+ * last one's, and a full arena is replaced, never written again, so a view handed out stays whole until its holder
+ * copies it. An ArrayBuffer of its own per message (a few hundred bytes, two per put at R=3) cost more in garbage
+ * collection than writing it field by field saved. */
+let arena = new Uint8Array(0);
+let arenaAt = 0;
+const ARENA_BYTES = 256 * 1024;
+function arenaBytes(n: number): Uint8Array {
+  if (arenaAt + n > arena.byteLength) {
+    arena = new Uint8Array(Math.max(ARENA_BYTES, n));
+    arenaAt = 0;
+  }
+  arenaAt += n;
+  return arena.subarray(arenaAt - n, arenaAt);
+}
+
 /** Bytes of `records` as a msgpack list of {term, index, payload, checksum} maps (what putRecordList writes), or null
  * where one is not a record (left to msgpackr, which writes anything). */
 export function recordListBytes(records: readonly ReplicaRecord[]): number | null {
@@ -793,9 +809,7 @@ function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>): Uint8A
   const size =
     APPEND_HEAD.length + uintBytes(m.term) + K_PREV_INDEX.length + uintBytes(m.prevIndex) + K_PREV_TERM.length + uintBytes(m.prevTerm) + K_RECORDS.length + recordBytes +
     K_COMMIT_INDEX.length + uintBytes(m.commitIndex) + K_SENT_AT.length + uintBytes(m.sentAt) + K_LEASED.length + 1;
-  // From Node's pool (an Append is mostly a few hundred bytes): an ArrayBuffer of its own per message cost more than
-  // the encoding saved. Every byte is written below (asserted: as long as counted).
-  const out = Buffer.allocUnsafe(size);
+  const out = arenaBytes(size);
   const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
   let at = 0;
   const key = (k: Uint8Array) => {

@@ -119,8 +119,8 @@ export class WorkerChannel {
     this.post(entries);
   }
 
-  /** One port message: the messages' bytes copied into one buffer of their own, and where each is (IN_RANGE numbers
-   * a message), transferred. */
+  /** One port message: the messages' bytes copied into one buffer of their own (transferred), and where each is
+   * (IN_RANGE numbers a message, in one list). */
   private post(entries: IncomingReplication[]): void {
     let size = 0;
     let count = 0;
@@ -131,7 +131,7 @@ export class WorkerChannel {
       }
     }
     const bytes = size === 0 ? null : new Uint8Array(size);
-    const ranges = count === 0 ? null : new Float64Array(count * IN_RANGE);
+    const ranges: number[] = new Array(count * IN_RANGE);
     const messages: NodePortMessage[2] = [];
     let at = 0;
     let k = 0;
@@ -139,21 +139,18 @@ export class WorkerChannel {
       if (e.length === 3) messages.push(e);
       else {
         bytes!.set(e[2], at);
-        ranges![k++] = e[0];
-        ranges![k++] = e[1];
-        ranges![k++] = e[3];
-        ranges![k++] = at;
-        ranges![k++] = at += e[2].byteLength;
+        ranges[k++] = e[0];
+        ranges[k++] = e[1];
+        ranges[k++] = e[3];
+        ranges[k++] = at;
+        ranges[k++] = at += e[2].byteLength;
       }
     }
-    const transfer: ArrayBuffer[] = [];
-    if (bytes !== null) transfer.push(bytes.buffer as ArrayBuffer);
-    if (ranges !== null) transfer.push(ranges.buffer as ArrayBuffer);
-    this.port.postMessage([ranges, bytes, messages] satisfies NodePortMessage, transfer);
+    this.port.postMessage([ranges, bytes, messages] satisfies NodePortMessage, bytes === null ? [] : [bytes.buffer as ArrayBuffer]);
   }
 
   private fromWorker([ranges, bytes, messages, answers, refused]: WorkerPortMessage): void {
-    for (let i = 0; ranges !== null && i < ranges.length; i += OUT_RANGE) this.onReplication(ranges[i], ranges[i + 1], bytes!.subarray(ranges[i + 2], ranges[i + 3]));
+    for (let i = 0; i < ranges.length; i += OUT_RANGE) this.onReplication(ranges[i], ranges[i + 1], bytes!.subarray(ranges[i + 2], ranges[i + 3]));
     for (const [slice, to, message] of messages) this.onReplication(slice, to, message);
     for (const [via, why] of refused) this.onRefused(via, why);
     for (const [ticket, bytes] of answers) {

@@ -99,12 +99,12 @@ export type ChunkOutcome = Uint8Array | string;
 export type ChunkAnswer = ChunkOutcome | { held: number };
 /** Worker -> node on the port, once per turn: what the replicas sent, each message encoded (bytes start..end of
  * `bytes`, which is transferred: the node frames them without decoding them; where, in `ranges`, OUT_RANGE numbers a
- * message: [slice, to, start, end, ...], transferred too) but KeepAlives and AppendOks (`messages`: this worker folds
+ * message: [slice, to, start, end, ...]) but KeepAlives and AppendOks (`messages`: this worker folds
  * them, fold()); held answers now committed (their bytes transferred); and the connections whose messages failed
  * their check, with why (the node closes them, as it closes one whose frame fails its check). A turn sends about a
- * message per slice it wrote: numbers in one typed array cost the port's copy far less than an array per message. */
+ * message per slice it wrote: one flat list of numbers costs the port's copy far less than an array per message. */
 export type WorkerPortMessage = [
-  ranges: Float64Array | null,
+  ranges: number[],
   bytes: Uint8Array | null,
   messages: [slice: number, to: number, message: ReplicationMessage][],
   answers: [ticket: number, results: Uint8Array][],
@@ -114,7 +114,7 @@ export type WorkerPortMessage = [
  * yet; `via` names the connection it came on; in `ranges`, IN_RANGE numbers a message: [slice, from, via, start, end,
  * ...]), or a message the node checked (`messages`: KeepAlives, AppendOks, which it split by worker). */
 export type NodePortMessage = [
-  ranges: Float64Array | null,
+  ranges: number[],
   bytes: Uint8Array | null,
   messages: [slice: number, from: number, message: ReplicationMessage][],
 ];
@@ -243,7 +243,6 @@ function flushPort(): void {
     }
   }
   let bytes: Uint8Array | null = null;
-  let ranges: Float64Array | null = null;
   const transfer = released.map(([, b]) => b.buffer as ArrayBuffer);
   if (size > 0) {
     bytes = new Uint8Array(size);
@@ -252,10 +251,9 @@ function flushPort(): void {
       bytes.set(b, at);
       at += b.byteLength;
     }
-    ranges = Float64Array.from(where);
-    transfer.push(bytes.buffer as ArrayBuffer, ranges.buffer as ArrayBuffer);
+    transfer.push(bytes.buffer as ArrayBuffer);
   }
-  port?.postMessage([ranges, bytes, messages, released, refusals] satisfies WorkerPortMessage, transfer);
+  port?.postMessage([where, bytes, messages, released, refusals] satisfies WorkerPortMessage, transfer);
 }
 
 /** The KeepAlives of a turn (every leader of this worker sends them in the same tick: Replica.tick) go to each
@@ -289,7 +287,7 @@ function fold(out: [number, number, ReplicationMessage][]): [number, number, Rep
 
 function onPortMessage([ranges, bytes, messages]: NodePortMessage): void {
   if (replicas === null) return; // not given replicated slices yet: nothing here answers
-  for (let i = 0; ranges !== null && i < ranges.length; i += IN_RANGE) {
+  for (let i = 0; i < ranges.length; i += IN_RANGE) {
     const slice = ranges[i];
     const from = ranges[i + 1];
     if (!replicated.has(slice)) continue;

@@ -56,6 +56,7 @@ const APPEND_OP_HEAD = Uint8Array.from([0x82, ...fixstr('kind'), ...fixstr('appe
  * record, written field by field (shared/protocol.ts putRecordList, as an Append's records), any other by packr. Under
  * writes spread over many slices a flush holds about an append per slice written, each of one record: msgpackr's
  * walk over each map's keys was most of a flush. */
+let opsBuffer = new Uint8Array(0);
 function packOps(logged: [number, DiskOp][]): Uint8Array {
   const head = arrayHeader(logged.length);
   /** Per op: null (an append, written below) or its bytes from packr. */
@@ -69,12 +70,14 @@ function packOps(logged: [number, DiskOp][]): Uint8Array {
       size += APPEND_OP_HEAD.length + n;
       packed.push(null);
     } else {
-      const bytes = packr.pack(op).slice(); // (packr's bytes view its reused buffer)
+      const bytes = Uint8Array.prototype.slice.call(packr.pack(op)); // a copy: packr's bytes view its reused buffer
       size += bytes.length;
       packed.push(bytes);
     }
   }
-  const out = new Uint8Array(size);
+  // Into a buffer kept for the next flush: the log copies the payload as it frames it (WriteAheadLog.append).
+  if (opsBuffer.byteLength < size) opsBuffer = new Uint8Array(Math.max(size, 2 * opsBuffer.byteLength, 64 * 1024));
+  const out = opsBuffer.subarray(0, size);
   const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
   out.set(head, 0);
   let at = head.length;
