@@ -1,12 +1,15 @@
 // Put throughput of replicated (R=3) against unreplicated (R=1) slices, side by
 // side on the same three slice node processes, driven over the node protocol as
 // the coordinator drives them (no coordinator or router in the way, so the
-// figure is the nodes' own cost of replication). Node 0 leads slices 0..15;
-// slices 0..7 have followers on nodes 1 and 2 (elected with Prepare/Lead),
-// slices 8..15 have one replica. Rounds alternate R=1 and R=3 so that the
-// machine's other load falls on both alike.
+// figure is the nodes' own cost of replication). Node 0 leads slices 0..2N-1
+// (N = --slices, 8 by default); slices 0..N-1 have followers on nodes 1 and 2
+// (elected with Prepare/Lead), slices N..2N-1 have one replica. A batch's puts go
+// to its worker's slices in turn, so with many slices (--slices 512) each put of a
+// batch is on a slice of its own, as in a cluster of 1,024 slices under random
+// keys. Rounds alternate R=1 and R=3 so that the machine's other load falls on
+// both alike.
 //
-//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--in-flight 16] [--batch 32] [--durability os|fsync] [--only 1|3] [--rate N] [--request-ids yes|no]
+//   npm run build && node dist/bench/replication-node.js [--seconds 5] [--rounds 2] [--warmup 0] [--in-flight 16] [--batch 32] [--slices 8] [--durability os|fsync] [--only 1|3] [--rate N] [--request-ids yes|no]
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,8 +40,10 @@ const args = parseArgs(
   {
     seconds: { default: '5', help: 'seconds per round' },
     rounds: { default: '2', help: 'rounds of each (R=1, R=3 alternating)' },
+    warmup: { default: '0', help: 'seconds of puts at each factor before the measured rounds, not counted (the first round of a path runs it unoptimized and fills its slices\' logs)' },
     'in-flight': { default: '16', help: 'batches in flight' },
     batch: { default: '32', help: 'puts per batch' },
+    slices: { default: '8', help: 'slices of each factor (node 0 leads twice as many): with more slices than a batch has puts, each put of a batch is on a slice of its own, the shape of a cluster of many slices under random keys' },
     durability: { default: 'os', help: 'os | fsync' },
     workers: { default: '2', help: 'worker threads per node' },
     only: { default: '', help: 'run only this factor (1 or 3): to profile one path alone' },
@@ -50,6 +55,7 @@ const args = parseArgs(
 );
 const SECONDS = intArg('seconds', args.seconds, 1, 600);
 const ROUNDS = intArg('rounds', args.rounds, 1, 20);
+const WARMUP = intArg('warmup', args.warmup, 0, 600);
 const IN_FLIGHT = intArg('in-flight', args['in-flight'], 1, 1024);
 const BATCH = intArg('batch', args.batch, 1, 512);
 const WORKERS = intArg('workers', args.workers, 1, 16);
@@ -61,9 +67,10 @@ const KEYS = intArg('keys', args.keys, 0, 100_000_000);
 if (args['request-ids'] !== 'yes' && args['request-ids'] !== 'no') throw new Error('--request-ids is yes or no');
 const REQUEST_IDS = args['request-ids'] === 'yes';
 const CLUSTER = '0123456789abcdef0123456789abcdef';
-const SLICES = 16;
-const REPLICATED = [0, 1, 2, 3, 4, 5, 6, 7];
-const SINGLE = [8, 9, 10, 11, 12, 13, 14, 15];
+const PER_FACTOR = intArg('slices', args.slices, 1, 512);
+const SLICES = 2 * PER_FACTOR;
+const REPLICATED = Array.from({ length: PER_FACTOR }, (_, s) => s);
+const SINGLE = Array.from({ length: PER_FACTOR }, (_, s) => PER_FACTOR + s);
 const WAIT_MS = 30_000;
 
 class Link {
@@ -148,8 +155,8 @@ try {
   const leaderWritten: number[] = [];
   const value = { v: 'x'.repeat(100) };
   /** Puts per second, and each slice node's CPU (all its threads) in microseconds per put: node 0 leads. */
-  async function round(slices: number[]): Promise<[rate: number, cpuUsPerPut: number[], threadUsPerPut: number[][]]> {
-    const deadline = Date.now() + SECONDS * 1000;
+  async function round(slices: number[], seconds = SECONDS): Promise<[rate: number, cpuUsPerPut: number[], threadUsPerPut: number[][]]> {
+    const deadline = Date.now() + seconds * 1000;
     let done = 0;
     const cpu0 = procs.map((p) => cpuSecondsOf([p.child.pid!]));
     const threads0 = procs.map((p) => threadsOf(p.child.pid!));
@@ -177,7 +184,7 @@ try {
     );
     leaderWritten.push((writtenBytesOf(procs[0].child.pid!) - written0) / done);
     return [
-      done / SECONDS,
+      done / seconds,
       procs.map((p, i) => ((cpuSecondsOf([p.child.pid!]) - cpu0[i]) * 1e6) / done),
       procs.map((p, i) => threadsOf(p.child.pid!).map((s, k) => ((s - threads0[i][k]) * 1e6) / done)),
     ];
@@ -191,6 +198,10 @@ try {
   const cpu: Record<string, number[][]> = { 'R=1': [], 'R=3': [] };
   const threadCpu: Record<string, number[][][]> = { 'R=1': [], 'R=3': [] };
   const load: number[] = [];
+  for (const [k, slices] of [['R=1', SINGLE], ['R=3', REPLICATED]] as const) {
+    if (WARMUP > 0 && (ONLY === '' || k === `R=${ONLY}`)) await round(slices, WARMUP);
+  }
+  leaderWritten.length = 0;
   for (let r = 0; r < ROUNDS; r++) {
     for (const [k, slices] of [['R=1', SINGLE], ['R=3', REPLICATED]] as const) {
       if (ONLY !== '' && k !== `R=${ONLY}`) continue;
@@ -202,7 +213,7 @@ try {
     }
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${IN_FLIGHT} batches of ${BATCH} puts in flight${REQUEST_IDS ? '' : ' (no request ids)'}, ${ROUNDS} rounds of ${SECONDS} s each, load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`);
+  console.log(`durability ${DURABILITY}, ${WORKERS} workers per node, ${PER_FACTOR} slices of each factor, ${IN_FLIGHT} batches of ${BATCH} puts in flight${REQUEST_IDS ? '' : ' (no request ids)'}, ${ROUNDS} rounds of ${SECONDS} s each, load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`);
   for (const [k, xs] of Object.entries(rates)) {
     if (xs.length === 0) continue;
     const perNode = [0, 1, 2].map((i) => mean(cpu[k].map((c) => c[i])));

@@ -16,7 +16,7 @@
 //   node  -> coord  [NodeFrame.BatchReply, batchId, worker, resultsBytes]
 //                   [NodeFrame.BatchError, batchId, code, message]
 //   coord -> node   [NodeFrame.Epoch, epoch]   the map moved on (a slice moved elsewhere)
-//   any   -> any    [NodeFrame.Replicate, from, [[slice, messageBytes | KeepAlives], ...]]
+//   any   -> any    [NodeFrame.Replicate, from, [[slice, messageBytes | KeepAlives | AppendOks], ...]]
 // Replication (docs/replication.md): Assign's replication names this node's index in the
 // map, its peers' URLs and the replica set of every slice it holds a replica of (null: R=1,
 // no slice has followers). Replicate carries replication messages: coordinator <-> node
@@ -27,8 +27,9 @@
 // destination produced in one turn into one frame. Each message travels as bytes of its own
 // (encodeReplicationMessage), so that a slice node's main thread passes it between the wire
 // and its workers without decoding it; the worker that takes it decodes and checks it
-// (decodeReplicationMessage) before it is used. KeepAlives alone travel as a message, which
-// the node splits by worker (replication-protocol.ts).
+// (decodeReplicationMessage) before it is used. KeepAlives and AppendOks alone travel as a
+// message (a turn's keep-alives or acknowledgements to one node, as numbers), which the node
+// splits by worker (replication-protocol.ts).
 // Batch ports (20): each worker thread listens on a port of its own (Hello's batchPorts,
 // one per worker, on the node's host) where a router sends that worker's Batch frames
 // (one part, naming that worker) and gets their BatchReply / BatchError back, with no
@@ -69,9 +70,11 @@ import { assert, KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails }
 import {
   checkReplicationMessage,
   COORDINATOR,
+  FOLDED_MESSAGES,
   MESSAGES_BETWEEN_REPLICAS,
   MESSAGES_FROM_COORDINATOR,
   MESSAGES_TO_COORDINATOR,
+  type ReplicaRecord,
   type ReplicationMessage,
 } from './replication-protocol.js';
 import { TYPE_NAMES, type Condition, type Path, type UpdateAction } from './expression-ast.js';
@@ -130,8 +133,11 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * `packed`): a bin the router splices into its client frame (PackedItem) without decoding it.
  * 23: a Scan names the slices it asks the worker for (its `slices`, in place of a range's end), and so does Stats;
  * the worker refuses either (WrongOwner) unless it owns every one: a worker scanned, or reported, the slices it owned
- * then, so one that had lost a slice left it out of a scan page or a load report without saying so. */
-export const NODE_PROTOCOL_VERSION = 23;
+ * then, so one that had lost a slice left it out of a scan page or a load report without saying so.
+ * 24: a worker's AppendOks of one turn to one node travel as one AppendOks entry of numbers ([slice, term, matchIndex,
+ * commitIndex, sentAt, ...]), folded and split as KeepAlives are (replication-protocol.ts): a node of 23 would refuse
+ * the entry (a map that is not KeepAlives) and close the link. */
+export const NODE_PROTOCOL_VERSION = 24;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -488,7 +494,7 @@ function writePassThrough([id, ok, result]: [number, typeof RESULT_OK, PassThrou
 }
 
 /** A msgpack array header for `n` elements. */
-function arrayHeader(n: number): Uint8Array {
+export function arrayHeader(n: number): Uint8Array {
   assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a list length msgpack can hold');
   if (n < 16) return Uint8Array.of(0x90 | n);
   if (n < 0x10000) return Uint8Array.of(0xdc, n >> 8, n & 0xff);
@@ -572,9 +578,11 @@ export type ReplicateEntry = [slice: number, message: ReplicationMessage | Uint8
 /** What the coordinator gets from decodeNodeFrame: every message decoded and checked. */
 export type DecodedReplicateEntry = [slice: number, message: ReplicationMessage];
 /** What a slice node gets from decodeNodeFrame: each message as its bytes, unchecked (its worker checks them:
- * decodeReplicationMessage), except KeepAlives, checked whole. */
-export type WireReplicateEntry = [slice: number, message: Uint8Array | KeepAlivesMessage];
-type KeepAlivesMessage = Extract<ReplicationMessage, { type: 'KeepAlives' }>;
+ * decodeReplicationMessage), except KeepAlives and AppendOks, checked whole. */
+export type WireReplicateEntry = [slice: number, message: Uint8Array | FoldedMessage];
+/** The messages that travel as a map (FOLDED_MESSAGES): a turn's keep-alives or acknowledgements to one node, as numbers. */
+export type FoldedMessage = Extract<ReplicationMessage, { type: 'KeepAlives' | 'AppendOks' }>;
+export const isFoldedMessage = (m: ReplicationMessage): m is FoldedMessage => m.type === 'KeepAlives' || m.type === 'AppendOks';
 
 export type NodeFrameKind = (typeof NodeFrame)[keyof typeof NodeFrame];
 
@@ -616,7 +624,7 @@ const workerUnpackr = new Unpackr({ useRecords: true, mapsAsObjects: true, copyB
 
 export function encodeNodeFrame(frame: NodeFrameMessage): Buffer {
   if (frame[0] === NodeFrame.Replicate) {
-    const entries = frame[2].map(([slice, m]): WireReplicateEntry => [slice, m instanceof Uint8Array || m.type === 'KeepAlives' ? (m as Uint8Array | KeepAlivesMessage) : encodeReplicationMessage(m)]);
+    const entries = frame[2].map(([slice, m]): WireReplicateEntry => [slice, m instanceof Uint8Array || isFoldedMessage(m) ? m : encodeReplicationMessage(m)]);
     return internalPackr.pack([NodeFrame.Replicate, frame[1], entries]);
   }
   return internalPackr.pack(frame);
@@ -682,14 +690,144 @@ const replicationPackr = new Packr({ useRecords: false });
 // Payloads and snapshot states are kept by the replica: copied out of the bytes they came in.
 const replicationUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
 
-/** A message's bytes for a Replicate entry. They view msgpackr's reused buffer: copy them before the next call. */
+/** A message's bytes for a Replicate entry. They may view msgpackr's reused buffer: copy them before the next call.
+ * An Append (a leader sends one per slice and follower at each turn that wrote the slice: with writes spread over
+ * many slices, about two per put at R=3) is written here field by field (writeAppend); any other by msgpackr. */
 export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
-  return replicationPackr.pack(m);
+  return m.type === 'Append' ? (writeAppend(m) ?? replicationPackr.pack(m)) : replicationPackr.pack(m);
+}
+
+// The msgpack of an Append, as the receiver's decoder reads it (decodeReplicationMessage: a map of its fields, each
+// record a map of term, index, payload and checksum), written without msgpackr's walk over each object's keys and
+// its checks of each value's type; test/node-frames.test.ts checks that it decodes to the message it was made of.
+export const fixstr = (s: string): Uint8Array => Uint8Array.from([0xa0 | s.length, ...Buffer.from(s, 'latin1')]);
+const APPEND_HEAD = Uint8Array.from([0x88, ...fixstr('type'), ...fixstr('Append'), ...fixstr('term')]);
+const K_PREV_INDEX = fixstr('prevIndex');
+const K_PREV_TERM = fixstr('prevTerm');
+const K_RECORDS = fixstr('records');
+const K_COMMIT_INDEX = fixstr('commitIndex');
+const K_SENT_AT = fixstr('sentAt');
+const K_LEASED = fixstr('leased');
+const RECORD_HEAD = Uint8Array.from([0x84, ...fixstr('term')]);
+const K_INDEX = fixstr('index');
+const K_PAYLOAD = fixstr('payload');
+const K_CHECKSUM = fixstr('checksum');
+
+/** Bytes of a whole number >= 0 as msgpack (a double past 32 bits, as msgpackr writes it). */
+export const uintBytes = (v: number): number => (v < 0x80 ? 1 : v < 0x100 ? 2 : v < 0x10000 ? 3 : v <= 0xffffffff ? 5 : 9);
+
+export function putUint(out: Uint8Array, view: DataView, at: number, v: number): number {
+  if (v < 0x80) out[at++] = v;
+  else if (v < 0x100) {
+    out[at++] = 0xcc;
+    out[at++] = v;
+  } else if (v < 0x10000) {
+    out[at++] = 0xcd;
+    view.setUint16(at, v);
+    at += 2;
+  } else if (v <= 0xffffffff) {
+    out[at++] = 0xce;
+    view.setUint32(at, v);
+    at += 4;
+  } else {
+    out[at++] = 0xcb;
+    view.setFloat64(at, v);
+    at += 8;
+  }
+  return at;
+}
+
+/** Where writeAppend writes, as msgpackr writes into a buffer it reuses: each message takes the bytes after the
+ * last one's, and a full arena is replaced, never written again, so a view handed out stays whole until its holder
+ * copies it. An ArrayBuffer of its own per message (a few hundred bytes, two per put at R=3) cost more in garbage
+ * collection than writing it field by field saved. */
+let arena = new Uint8Array(0);
+let arenaAt = 0;
+const ARENA_BYTES = 256 * 1024;
+function arenaBytes(n: number): Uint8Array {
+  if (arenaAt + n > arena.byteLength) {
+    arena = new Uint8Array(Math.max(ARENA_BYTES, n));
+    arenaAt = 0;
+  }
+  arenaAt += n;
+  return arena.subarray(arenaAt - n, arenaAt);
+}
+
+/** Bytes of `records` as a msgpack list of {term, index, payload, checksum} maps (what putRecordList writes), or null
+ * where one is not a record (left to msgpackr, which writes anything). */
+export function recordListBytes(records: readonly ReplicaRecord[]): number | null {
+  let size = records.length < 0x10 ? 1 : records.length < 0x10000 ? 3 : 5;
+  for (const r of records) {
+    if (!(isUint(r.term) && isUint(r.index) && isUint(r.checksum) && r.payload instanceof Uint8Array)) return null;
+    size += RECORD_HEAD.length + uintBytes(r.term) + K_INDEX.length + uintBytes(r.index) + K_PAYLOAD.length + binHeaderBytes(r.payload.byteLength) + r.payload.byteLength + K_CHECKSUM.length + uintBytes(r.checksum);
+  }
+  return size;
+}
+
+/** Writes `records` (recordListBytes said how long) into `out` at `at`; answers where they end. */
+export function putRecordList(out: Uint8Array, view: DataView, at: number, records: readonly ReplicaRecord[]): number {
+  const n = records.length;
+  if (n < 0x10) out[at++] = 0x90 | n;
+  else if (n < 0x10000) {
+    out[at++] = 0xdc;
+    view.setUint16(at, n);
+    at += 2;
+  } else {
+    out[at++] = 0xdd;
+    view.setUint32(at, n);
+    at += 4;
+  }
+  for (const r of records) {
+    out.set(RECORD_HEAD, at);
+    at = putUint(out, view, at + RECORD_HEAD.length, r.term);
+    out.set(K_INDEX, at);
+    at = putUint(out, view, at + K_INDEX.length, r.index);
+    out.set(K_PAYLOAD, at);
+    at = putBinHeader(out, at + K_PAYLOAD.length, r.payload.byteLength);
+    out.set(r.payload, at);
+    at += r.payload.byteLength;
+    out.set(K_CHECKSUM, at);
+    at = putUint(out, view, at + K_CHECKSUM.length, r.checksum);
+  }
+  return at;
+}
+
+/** The Append's bytes, or null where a field is not what a leader sends (left to msgpackr, which writes anything). */
+function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>): Uint8Array | null {
+  if (!(isUint(m.term) && isUint(m.prevIndex) && isUint(m.prevTerm) && isUint(m.commitIndex) && isUint(m.sentAt) && typeof m.leased === 'boolean')) return null;
+  const recordBytes = recordListBytes(m.records);
+  if (recordBytes === null) return null;
+  const size =
+    APPEND_HEAD.length + uintBytes(m.term) + K_PREV_INDEX.length + uintBytes(m.prevIndex) + K_PREV_TERM.length + uintBytes(m.prevTerm) + K_RECORDS.length + recordBytes +
+    K_COMMIT_INDEX.length + uintBytes(m.commitIndex) + K_SENT_AT.length + uintBytes(m.sentAt) + K_LEASED.length + 1;
+  const out = arenaBytes(size);
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  let at = 0;
+  const key = (k: Uint8Array) => {
+    out.set(k, at);
+    at += k.length;
+  };
+  key(APPEND_HEAD);
+  at = putUint(out, view, at, m.term);
+  key(K_PREV_INDEX);
+  at = putUint(out, view, at, m.prevIndex);
+  key(K_PREV_TERM);
+  at = putUint(out, view, at, m.prevTerm);
+  key(K_RECORDS);
+  at = putRecordList(out, view, at, m.records);
+  key(K_COMMIT_INDEX);
+  at = putUint(out, view, at, m.commitIndex);
+  key(K_SENT_AT);
+  at = putUint(out, view, at, m.sentAt);
+  key(K_LEASED);
+  out[at++] = m.leased ? 0xc3 : 0xc2;
+  assert(at === size, 'an Append is as long as counted');
+  return out;
 }
 
 /** Decodes and checks one replication message for `slice` that `receiver` got from `from` (COORDINATOR or a node
- * index): a whole message (checkReplicationMessage) of those that hop carries, other than KeepAlives (a map in the
- * frame, never bytes). Throws MalformedFrame. */
+ * index): a whole message (checkReplicationMessage) of those that hop carries, other than KeepAlives and AppendOks (a
+ * map in the frame, never bytes). Throws MalformedFrame. */
 export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiver: 'node' | 'coordinator', slice: number): ReplicationMessage {
   let m: unknown;
   try {
@@ -698,9 +836,11 @@ export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiv
     fail(`Replicate: slice ${slice}: a replication message is not valid msgpack: ${(err as Error).message}`);
   }
   checkHopMessage(m, from, receiver, slice);
-  // KeepAlives travel as a map, which the node splits into one KeepAlive per slice before a replica sees it: as bytes
-  // they would reach a replica whole, which asserts that none does (a peer's frame would stop the node).
-  if ((m as ReplicationMessage).type === 'KeepAlives') fail(`Replicate: slice ${slice}: KeepAlives travel as a map, not as a message's bytes`);
+  // KeepAlives and AppendOks travel as a map, which the node splits by worker and the worker into one message per
+  // slice before a replica sees it: as bytes they would reach a replica whole, which asserts that none does (a
+  // peer's frame would stop the node).
+  const type = (m as ReplicationMessage).type;
+  if (FOLDED_MESSAGES.has(type)) fail(`Replicate: slice ${slice}: ${type} travel as a map, not as a message's bytes`);
   return m as ReplicationMessage;
 }
 
@@ -830,8 +970,8 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver):
           if (receiver === 'coordinator') e[1] = decodeReplicationMessage(m, from as number, receiver, e[0]);
           continue;
         }
-        // Only KeepAlives travel as a message: the node splits them by worker.
-        if (!(isPlainObject(m) && m.type === 'KeepAlives')) fail(`Replicate: slice ${e[0]}: a message is its bytes (KeepAlives alone a map)`);
+        // Only KeepAlives and AppendOks travel as a message: the node splits them by worker.
+        if (!(isPlainObject(m) && FOLDED_MESSAGES.has(m.type as string))) fail(`Replicate: slice ${e[0]}: a message is its bytes (KeepAlives and AppendOks alone a map)`);
         checkHopMessage(m, from as number, receiver, e[0]);
       }
       break;

@@ -7,7 +7,8 @@
 // wire each is bytes of its own (shared/protocol.ts, encodeReplicationMessage), which
 // a slice node's main thread passes between the wire and its workers undecoded; the
 // worker that takes one decodes and checks it (decodeReplicationMessage). KeepAlives
-// alone travel as a message: the node's main thread splits them by worker.
+// and AppendOks (one turn's KeepAlive or AppendOk messages to a node, folded into
+// numbers) alone travel as a message: the node's main thread splits them by worker.
 import { SLICE_COUNT_MAX } from './limits.js';
 
 /** One record of a slice's replicated log (slice-worker/replication/replica-record.ts makes and checks them). */
@@ -79,6 +80,11 @@ export type ReplicationMessage =
    * for its workers (main.ts), so a replica never sees this one. An idle cluster's replication traffic is mostly
    * keep-alives, and a message per slice costs a copy at each thread hop, an encoding and a check. */
   | { type: 'KeepAlives'; slices: number[] }
+  /** The AppendOks of one turn from one worker to one node, as numbers (`[slice, term, matchIndex, commitIndex,
+   * sentAt, ...]`) in one entry whose slice is the first of them, folded and split as KeepAlives are, so a replica
+   * never sees this one either. Under writes spread over many slices a follower answers about one record per slice
+   * per turn: a message each cost an encoding, a frame entry, a decoding and a check per slice on both nodes. */
+  | { type: 'AppendOks'; slices: number[] }
   /** commitIndex: the commit point the follower holds durably (its leader stops heartbeats once it has it all). */
   /** sentAt: the Append's or Snapshot's that it answers (its leader's lease runs from it). */
   | { type: 'AppendOk'; term: number; matchIndex: number; commitIndex: number; sentAt: number }
@@ -92,7 +98,9 @@ export const REFUSAL_CODES: readonly RefusalCode[] = ['StaleTerm', 'LogGap', 'Ch
  * answer the coordinator. */
 export const MESSAGES_FROM_COORDINATOR: ReadonlySet<string> = new Set(['Prepare', 'Lead', 'LeadOn', 'Ping']);
 export const MESSAGES_TO_COORDINATOR: ReadonlySet<string> = new Set(['Prepared', 'Pong', 'Refused']);
-export const MESSAGES_BETWEEN_REPLICAS: ReadonlySet<string> = new Set(['Append', 'Snapshot', 'KeepAlive', 'KeepAlives', 'AppendOk', 'KeepAliveOk', 'Refused']);
+export const MESSAGES_BETWEEN_REPLICAS: ReadonlySet<string> = new Set(['Append', 'Snapshot', 'KeepAlive', 'KeepAlives', 'AppendOk', 'AppendOks', 'KeepAliveOk', 'Refused']);
+/** The messages that fold a turn's messages of one kind to one node into numbers (a slice node's transport). */
+export const FOLDED_MESSAGES: ReadonlySet<string> = new Set(['KeepAlives', 'AppendOks']);
 
 const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   Prepare: ['term'],
@@ -106,12 +114,15 @@ const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   KeepAlive: ['term', 'commitIndex', 'sentAt', 'leased'],
   KeepAliveOk: ['term', 'sentAt'],
   KeepAlives: ['slices'],
+  AppendOks: ['slices'],
   AppendOk: ['term', 'matchIndex', 'commitIndex', 'sentAt'],
   Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
 };
 const COUNTS = new Set(['term', 'from', 'commitTerm', 'lastTerm', 'lastIndex', 'seq', 'prevIndex', 'prevTerm', 'commitIndex', 'index', 'matchIndex', 'sentAt', 'leaseWaitMs', 'ledTerm']);
 /** The width of one slice's entry in KeepAlives.slices: slice, term, commitIndex, sentAt, leased. */
 export const KEEPALIVE_NUMBERS = 5;
+/** The width of one slice's entry in AppendOks.slices: slice, term, matchIndex, commitIndex, sentAt. */
+export const APPEND_OK_NUMBERS = 5;
 const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /** Why `m` is not a whole replication message, or null. Records are checked for shape here and
@@ -149,6 +160,14 @@ export function checkReplicationMessage(m: unknown): string | null {
       const n = KEEPALIVE_NUMBERS;
       if (!Array.isArray(s) || s.length === 0 || s.length % n !== 0 || s.length > n * SLICE_COUNT_MAX || !s.every(isCount) || !s.every((v, i) => i % n !== n - 1 || v <= 1)) {
         return `KeepAlives.slices must be [slice, term, commitIndex, sentAt, leased (0 or 1), ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
+      }
+      return null;
+    }
+    case 'AppendOks': {
+      const s = msg.slices;
+      const n = APPEND_OK_NUMBERS;
+      if (!Array.isArray(s) || s.length === 0 || s.length % n !== 0 || s.length > n * SLICE_COUNT_MAX || !s.every(isCount)) {
+        return `AppendOks.slices must be [slice, term, matchIndex, commitIndex, sentAt, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
       }
       return null;
     }

@@ -16,7 +16,7 @@
 // each travels as bytes of its own, which a worker encoded and a worker decodes
 // and checks (it names the connection of one that fails, which is closed); the
 // main thread reads a frame's [slice, bytes] entries and picks the worker by the
-// slice (KeepAlives alone it reads, to split them by worker). A Replicate frame from the coordinator
+// slice (KeepAlives and AppendOks alone it reads, to split them by worker). A Replicate frame from the coordinator
 // (from -1) is taken only on the coordinator's connection; one from a peer names
 // the peer's node index and is taken on any other connection that showed the
 // cluster secret. Messages for slices this node holds no replica of are dropped.
@@ -48,7 +48,7 @@ import { PeerLinks } from './peer-links.js';
 import { readNodeFrame, sendBatchAnswer, sendNodeFrame } from './node-socket.js';
 import { WorkerChannel, type IncomingReplication } from './worker-channel.js';
 import type { ReplicaControl } from './worker.js';
-import { COORDINATOR, KEEPALIVE_NUMBERS } from '../shared/replication-protocol.js';
+import { APPEND_OK_NUMBERS, COORDINATOR, KEEPALIVE_NUMBERS } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import {
@@ -64,6 +64,7 @@ import {
   RESULT_ERROR,
   SliceOp,
   type AssignReplication,
+  type FoldedMessage,
   type ReplicateEntry,
   type WireReplicateEntry,
 } from '../shared/protocol.js';
@@ -130,9 +131,7 @@ const workers = Array.from(
     new WorkerChannel(
       { workerIndex, workerCount, dataDir: join(dataDir, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity, host: args.host!, clusterSecret, epoch: workersEpoch },
       (err) => die(`worker ${workerIndex} failed: ${err instanceof Error ? err.stack : err}`),
-      (out) => {
-        for (const [slice, to, message] of out) queueReplication(to, slice, message);
-      },
+      (slice, to, message) => queueReplication(to, slice, message),
       (via, why) => {
         const ws = connections.get(via);
         if (ws !== undefined) refuse(ws, why);
@@ -181,7 +180,7 @@ function sendReplication(): void {
 function routeReplication(from: number, via: number, entries: WireReplicateEntry[]): void {
   for (const [slice, message] of entries) {
     if (!(message instanceof Uint8Array)) {
-      routeKeepAlives(from, message.slices);
+      routeFolded(from, message);
       continue;
     }
     if (!replicatedSlices.has(slice)) continue; // not a replica here (any more, or not yet): the sender repeats if it matters
@@ -189,18 +188,20 @@ function routeReplication(from: number, via: number, entries: WireReplicateEntry
   }
 }
 
-/** A KeepAlives entry (one sender worker's keep-alives, as numbers) split into one per worker of this node: its
- * slices are spread over this node's workers by this node's worker count, which may differ from the sender's. */
-function routeKeepAlives(from: number, slices: number[]): void {
+/** A KeepAlives or AppendOks entry (one sender worker's keep-alives or acknowledgements of a turn, as numbers) split
+ * into one per worker of this node: its slices are spread over this node's workers by this node's worker count,
+ * which may differ from the sender's. */
+function routeFolded(from: number, { type, slices }: FoldedMessage): void {
+  const width = type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS;
   const byWorker = new Map<number, number[]>();
-  for (let i = 0; i < slices.length; i += KEEPALIVE_NUMBERS) {
+  for (let i = 0; i < slices.length; i += width) {
     if (!replicatedSlices.has(slices[i])) continue;
     const w = workerOf(slices[i], workerCount);
     let list = byWorker.get(w);
     if (list === undefined) byWorker.set(w, (list = []));
-    for (let k = 0; k < KEEPALIVE_NUMBERS; k++) list.push(slices[i + k]);
+    for (let k = 0; k < width; k++) list.push(slices[i + k]);
   }
-  for (const [w, list] of byWorker) incomingFor(w).push([list[0], from, { type: 'KeepAlives', slices: list }]);
+  for (const [w, list] of byWorker) incomingFor(w).push([list[0], from, { type, slices: list }]);
 }
 
 function incomingFor(worker: number): IncomingReplication[] {

@@ -21,7 +21,8 @@ const zeroCounts = (): Counts => [0, 0, 0, 0, 0, 0];
 
 /** Adds `n` to counter `which` of every list in `to`; a counter only grows and stays exact. */
 function grow(to: Counts[], which: number, n: number): void {
-  assert(Number.isSafeInteger(n) && n >= 0, `a counter grows by a whole, non-negative amount (got ${n})`);
+  // (The message is built only when the check fails: this runs for every op.)
+  if (!(Number.isSafeInteger(n) && n >= 0)) assert(false, `a counter grows by a whole, non-negative amount (got ${n})`);
   for (const c of to) {
     const next = c[which] + n;
     assert(Number.isSafeInteger(next) && next >= c[which], 'a cumulative counter only grows and stays exact');

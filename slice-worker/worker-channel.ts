@@ -25,11 +25,14 @@ import type { ThreadAnswer } from './worker-thread.js';
 import type { ReplicationMessage } from '../shared/replication-protocol.js';
 import type { ChunkAnswer, ChunkOutcome, NodePortMessage, OpenSummary, ReplicaControl, WorkerConfig, WorkerPortMessage, WorkerTask } from './worker.js';
 
+/** Numbers per message in WorkerPortMessage's ranges ([slice, to, start, end]) and NodePortMessage's ([slice, from,
+ * via, start, end]). Here, not in worker.ts: that module is the worker thread's own (it runs as it loads). */
+export const OUT_RANGE = 4;
+export const IN_RANGE = 5;
+
 /** A replication message for the worker: its bytes as they came (checked by the worker) on connection `via`, or a
  * message the node checked (KeepAlives it split by worker). */
 export type IncomingReplication = [slice: number, from: number, message: Uint8Array, via: number] | [slice: number, from: number, message: ReplicationMessage];
-/** What the worker's replicas sent: each message's bytes (a view of the buffer the worker transferred), or KeepAlives. */
-export type OutgoingReplication = [slice: number, to: number, message: Uint8Array | ReplicationMessage];
 
 type Waiting = { bytes: Uint8Array; trusted: boolean; control: ReplicaControl | null; resolve: (r: ChunkOutcome) => void; reject: (e: unknown) => void };
 
@@ -52,8 +55,9 @@ export class WorkerChannel {
   constructor(
     config: WorkerConfig,
     private readonly onFailure: (err: unknown) => void,
-    /** What the worker's replicas send: [slice, to, message] of one of its turns. */
-    private readonly onReplication: (out: OutgoingReplication[]) => void = () => {},
+    /** What the worker's replicas send, a message at a time: its bytes (a view of the buffer the worker transferred),
+     * or KeepAlives or AppendOks. */
+    private readonly onReplication: (slice: number, to: number, message: Uint8Array | ReplicationMessage) => void = () => {},
     /** The worker refused a message that came on connection `via` (it failed its check): why. */
     private readonly onRefused: (via: number, why: string) => void = () => {},
   ) {
@@ -115,26 +119,39 @@ export class WorkerChannel {
     this.post(entries);
   }
 
-  /** One port message: the messages' bytes copied into one buffer of their own, transferred. */
+  /** One port message: the messages' bytes copied into one buffer of their own (transferred), and where each is
+   * (IN_RANGE numbers a message, in one list). */
   private post(entries: IncomingReplication[]): void {
     let size = 0;
-    for (const e of entries) if (e.length === 4) size += e[2].byteLength;
-    const bytes = size === 0 ? null : new Uint8Array(size);
-    const out: NodePortMessage[0] = [];
-    let at = 0;
+    let count = 0;
     for (const e of entries) {
-      if (e.length === 3) out.push(e);
-      else {
-        bytes!.set(e[2], at);
-        out.push([e[0], e[1], e[3], at, at + e[2].byteLength]);
-        at += e[2].byteLength;
+      if (e.length === 4) {
+        size += e[2].byteLength;
+        count++;
       }
     }
-    this.port.postMessage([out, bytes] satisfies NodePortMessage, bytes === null ? [] : [bytes.buffer as ArrayBuffer]);
+    const bytes = size === 0 ? null : new Uint8Array(size);
+    const ranges: number[] = new Array(count * IN_RANGE);
+    const messages: NodePortMessage[2] = [];
+    let at = 0;
+    let k = 0;
+    for (const e of entries) {
+      if (e.length === 3) messages.push(e);
+      else {
+        bytes!.set(e[2], at);
+        ranges[k++] = e[0];
+        ranges[k++] = e[1];
+        ranges[k++] = e[3];
+        ranges[k++] = at;
+        ranges[k++] = at += e[2].byteLength;
+      }
+    }
+    this.port.postMessage([ranges, bytes, messages] satisfies NodePortMessage, bytes === null ? [] : [bytes.buffer as ArrayBuffer]);
   }
 
-  private fromWorker([entries, bytes, answers, refused]: WorkerPortMessage): void {
-    if (entries.length > 0) this.onReplication(entries.map((e): OutgoingReplication => (e.length === 3 ? e : [e[0], e[1], bytes!.subarray(e[2], e[3])])));
+  private fromWorker([ranges, bytes, messages, answers, refused]: WorkerPortMessage): void {
+    for (let i = 0; i < ranges.length; i += OUT_RANGE) this.onReplication(ranges[i], ranges[i + 1], bytes!.subarray(ranges[i + 2], ranges[i + 3]));
+    for (const [slice, to, message] of messages) this.onReplication(slice, to, message);
     for (const [via, why] of refused) this.onRefused(via, why);
     for (const [ticket, bytes] of answers) {
       const resolve = this.held.get(ticket);

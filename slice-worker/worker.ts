@@ -51,7 +51,7 @@ import {
   type SliceOpMessage,
   type SliceOpResult,
 } from '../shared/protocol.js';
-import { KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { APPEND_OK_NUMBERS, KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
@@ -62,6 +62,7 @@ import { SliceReplicas } from './replication/slice-replicas.js';
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
 import { describeCuts, WriteAheadLog } from './wal.js';
 import { openBatchPort } from './batch-port.js';
+import { IN_RANGE, OUT_RANGE } from './worker-channel.js';
 import { sparseLog } from '../shared/sparse-log.js';
 
 export interface WorkerConfig {
@@ -97,20 +98,25 @@ export type ChunkOutcome = Uint8Array | string;
 /** A task's answer for a chunk: its outcome, or a ticket whose answer comes on the port once committed. */
 export type ChunkAnswer = ChunkOutcome | { held: number };
 /** Worker -> node on the port, once per turn: what the replicas sent, each message encoded (bytes start..end of
- * `bytes`, which is transferred: the node frames them without decoding them) but KeepAlives (a message: the node's
- * transport folds them); held answers now committed (their bytes transferred); and the connections whose messages
- * failed their check, with why (the node closes them, as it closes one whose frame fails its check). */
+ * `bytes`, which is transferred: the node frames them without decoding them; where, in `ranges`, OUT_RANGE numbers a
+ * message: [slice, to, start, end, ...]) but KeepAlives and AppendOks (`messages`: this worker folds
+ * them, fold()); held answers now committed (their bytes transferred); and the connections whose messages failed
+ * their check, with why (the node closes them, as it closes one whose frame fails its check). A turn sends about a
+ * message per slice it wrote: one flat list of numbers costs the port's copy far less than an array per message. */
 export type WorkerPortMessage = [
-  out: ([slice: number, to: number, start: number, end: number] | [slice: number, to: number, message: ReplicationMessage])[],
+  ranges: number[],
   bytes: Uint8Array | null,
+  messages: [slice: number, to: number, message: ReplicationMessage][],
   answers: [ticket: number, results: Uint8Array][],
   refused: [via: number, why: string][],
 ];
 /** Node -> worker on the port: messages for this worker's replicas, each as bytes start..end of `bytes` (not checked
- * yet; `via` names the connection it came on), or a message the node checked (KeepAlives it split by worker). */
+ * yet; `via` names the connection it came on; in `ranges`, IN_RANGE numbers a message: [slice, from, via, start, end,
+ * ...]), or a message the node checked (`messages`: KeepAlives, AppendOks, which it split by worker). */
 export type NodePortMessage = [
-  entries: ([slice: number, from: number, via: number, start: number, end: number] | [slice: number, from: number, message: ReplicationMessage])[],
+  ranges: number[],
   bytes: Uint8Array | null,
+  messages: [slice: number, from: number, message: ReplicationMessage][],
 ];
 
 export interface OpenSummary {
@@ -214,7 +220,7 @@ function queuePortFlush(): void {
  * batches the messages per destination. */
 function flushPort(): void {
   portFlushQueued = false;
-  const out = foldKeepAlives(outbox);
+  const out = fold(outbox);
   const released = answers;
   const refusals = refused;
   outbox = [];
@@ -222,19 +228,22 @@ function flushPort(): void {
   refused = [];
   if (out.length === 0 && released.length === 0 && refusals.length === 0) return;
   // Each message encoded here, into one buffer for the turn, so that the node's main thread only frames them.
-  const entries: WorkerPortMessage[0] = [];
+  const messages: WorkerPortMessage[2] = [];
   const encoded: Uint8Array[] = [];
+  const where: number[] = [];
   let size = 0;
   for (const [slice, to, m] of out) {
-    if (m.type === 'KeepAlives') entries.push([slice, to, m]);
+    if (m.type === 'KeepAlives' || m.type === 'AppendOks') messages.push([slice, to, m]);
     else {
+      // (Each view of msgpackr's buffer stays whole until copied below: it packs on past it, or into a new buffer.)
       const b = encodeReplicationMessage(m);
-      entries.push([slice, to, size, size + b.byteLength]);
+      where.push(slice, to, size, size + b.byteLength);
       encoded.push(b);
       size += b.byteLength;
     }
   }
   let bytes: Uint8Array | null = null;
+  const transfer = released.map(([, b]) => b.buffer as ArrayBuffer);
   if (size > 0) {
     bytes = new Uint8Array(size);
     let at = 0;
@@ -242,62 +251,72 @@ function flushPort(): void {
       bytes.set(b, at);
       at += b.byteLength;
     }
+    transfer.push(bytes.buffer as ArrayBuffer);
   }
-  const transfer = released.map(([, b]) => b.buffer as ArrayBuffer);
-  if (bytes !== null) transfer.push(bytes.buffer as ArrayBuffer);
-  port?.postMessage([entries, bytes, released, refusals] satisfies WorkerPortMessage, transfer);
+  port?.postMessage([where, bytes, messages, released, refusals] satisfies WorkerPortMessage, transfer);
 }
 
 /** The KeepAlives of a turn (every leader of this worker sends them in the same tick: Replica.tick) go to each
- * node as one KeepAlives entry of numbers rather than a message per slice (replication-protocol.ts). */
-function foldKeepAlives(out: [number, number, ReplicationMessage][]): [number, number, ReplicationMessage][] {
-  let folded: Map<number, number[]> | null = null;
+ * node as one KeepAlives entry of numbers rather than a message per slice (replication-protocol.ts); so do the
+ * AppendOks of a turn, as one AppendOks entry per node (a follower answers about one record per slice per turn
+ * when writes are spread over many slices). The coordinator gets neither. */
+function fold(out: [number, number, ReplicationMessage][]): [number, number, ReplicationMessage][] {
+  let keepAlives: Map<number, number[]> | null = null;
+  let appendOks: Map<number, number[]> | null = null;
   const rest: [number, number, ReplicationMessage][] = [];
   for (const e of out) {
     const m = e[2];
-    if (m.type !== 'KeepAlive') rest.push(e);
-    else {
-      folded ??= new Map();
-      let slices = folded.get(e[1]);
-      if (slices === undefined) folded.set(e[1], (slices = []));
+    if (m.type === 'KeepAlive') {
+      keepAlives ??= new Map();
+      let slices = keepAlives.get(e[1]);
+      if (slices === undefined) keepAlives.set(e[1], (slices = []));
       slices.push(e[0], m.term, m.commitIndex, m.sentAt, m.leased ? 1 : 0);
-    }
+    } else if (m.type === 'AppendOk') {
+      assert(e[1] >= 0, 'an AppendOk goes to a leader, never to the coordinator');
+      appendOks ??= new Map();
+      let slices = appendOks.get(e[1]);
+      if (slices === undefined) appendOks.set(e[1], (slices = []));
+      slices.push(e[0], m.term, m.matchIndex, m.commitIndex, m.sentAt);
+    } else rest.push(e);
   }
-  if (folded === null) return out;
-  for (const [to, slices] of folded) rest.push([slices[0], to, { type: 'KeepAlives', slices }]);
+  if (keepAlives === null && appendOks === null) return out;
+  for (const [to, slices] of keepAlives ?? []) rest.push([slices[0], to, { type: 'KeepAlives', slices }]);
+  for (const [to, slices] of appendOks ?? []) rest.push([slices[0], to, { type: 'AppendOks', slices }]);
   return rest;
 }
 
-function onPortMessage([entries, bytes]: NodePortMessage): void {
+function onPortMessage([ranges, bytes, messages]: NodePortMessage): void {
   if (replicas === null) return; // not given replicated slices yet: nothing here answers
-  for (const e of entries) {
-    const [slice, from] = e;
-    if (e.length === 5) {
-      if (!replicated.has(slice)) continue;
-      // Checked here, before it is used (the node's main thread passed it on as it came): a message that is not a
-      // whole one of those its hop carries is dropped, and the node closes the connection it came on (and logs why,
-      // as for a frame that fails its check).
-      let message: ReplicationMessage;
-      try {
-        message = decodeReplicationMessage(bytes!.subarray(e[3], e[4]), from, 'node', slice);
-      } catch (err) {
-        if (!(err instanceof MalformedFrame)) throw err;
-        refused.push([e[2], err.message]);
-        queuePortFlush();
-        continue;
+  for (let i = 0; i < ranges.length; i += IN_RANGE) {
+    const slice = ranges[i];
+    const from = ranges[i + 1];
+    if (!replicated.has(slice)) continue;
+    // Checked here, before it is used (the node's main thread passed it on as it came): a message that is not a
+    // whole one of those its hop carries is dropped, and the node closes the connection it came on (and logs why,
+    // as for a frame that fails its check).
+    let message: ReplicationMessage;
+    try {
+      message = decodeReplicationMessage(bytes!.subarray(ranges[i + 3], ranges[i + 4]), from, 'node', slice);
+    } catch (err) {
+      if (!(err instanceof MalformedFrame)) throw err;
+      refused.push([ranges[i + 2], err.message]);
+      queuePortFlush();
+      continue;
+    }
+    replicas.receive(slice, from, message);
+  }
+  for (const [slice, from, message] of messages) {
+    if (message.type === 'KeepAlives') {
+      const s = message.slices;
+      for (let i = 0; i < s.length; i += KEEPALIVE_NUMBERS) {
+        if (replicated.has(s[i])) replicas.receive(s[i], from, { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2], sentAt: s[i + 3], leased: s[i + 4] === 1 });
       }
-      replicas.receive(slice, from, message);
-      continue;
-    }
-    const message = e[2];
-    if (message.type !== 'KeepAlives') {
-      if (replicated.has(slice)) replicas.receive(slice, from, message);
-      continue;
-    }
-    const s = message.slices;
-    for (let i = 0; i < s.length; i += KEEPALIVE_NUMBERS) {
-      if (replicated.has(s[i])) replicas.receive(s[i], from, { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2], sentAt: s[i + 3], leased: s[i + 4] === 1 });
-    }
+    } else if (message.type === 'AppendOks') {
+      const s = message.slices;
+      for (let i = 0; i < s.length; i += APPEND_OK_NUMBERS) {
+        if (replicated.has(s[i])) replicas.receive(s[i], from, { type: 'AppendOk', term: s[i + 1], matchIndex: s[i + 2], commitIndex: s[i + 3], sentAt: s[i + 4] });
+      }
+    } else if (replicated.has(slice)) replicas.receive(slice, from, message);
   }
 }
 

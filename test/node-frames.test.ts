@@ -83,7 +83,7 @@ describe('node frames', () => {
 
   /** A Replicate frame as a sender puts it on the wire: each message its own bytes, KeepAlives a map. */
   const wire = (f: unknown[]): unknown[] =>
-    !Array.isArray(f[2]) ? f : [f[0], f[1], (f[2] as unknown[]).map((e) => (Array.isArray(e) && e.length === 2 && typeof e[1] === 'object' && e[1] !== null && !(e[1] instanceof Uint8Array) && (e[1] as { type?: string }).type !== 'KeepAlives' ? [e[0], Buffer.from(encodeReplicationMessage(e[1] as never))] : e))];
+    !Array.isArray(f[2]) ? f : [f[0], f[1], (f[2] as unknown[]).map((e) => (Array.isArray(e) && e.length === 2 && typeof e[1] === 'object' && e[1] !== null && !(e[1] instanceof Uint8Array) && !['KeepAlives', 'AppendOks'].includes((e[1] as { type?: string }).type ?? '') ? [e[0], Buffer.from(encodeReplicationMessage(e[1] as never))] : e))];
   /** What the receiver makes of it: the coordinator decodes every message with the frame; a slice node checks the
    * frame, and its worker each message's bytes before it uses them. */
   const receive = (f: unknown[], to: 'node' | 'coordinator') => {
@@ -94,11 +94,13 @@ describe('node frames', () => {
 
   it('checks Replicate frames, for both receivers: the sender, each slice, each message (on a slice node, its worker)', () => {
     const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0, sentAt: 12, leased: true };
-    const ok = [NodeFrame.Replicate, 2, [[8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1, sentAt: 12 }], [4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 12, 1, 5, 2, 7, 12, 0] }]]];
+    const appendOks = { type: 'AppendOks', slices: [5, 2, 9, 4, 12, 6, 2, 3, 3, 12] };
+    const ok = [NodeFrame.Replicate, 2, [[8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1, sentAt: 12 }], [4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 12, 1, 5, 2, 7, 12, 0] }], [5, appendOks]]];
     const atNode = receive(ok, 'node');
     expect(atNode).toHaveLength(3);
-    // A slice node's main thread gets each message as its bytes (KeepAlives alone decoded: it splits them by worker).
-    expect((atNode[2] as unknown[][]).map(([, m]) => m instanceof Uint8Array)).toEqual([true, true, true, false]);
+    // A slice node's main thread gets each message as its bytes (KeepAlives and AppendOks alone decoded: it splits them by worker).
+    expect((atNode[2] as unknown[][]).map(([, m]) => m instanceof Uint8Array)).toEqual([true, true, true, false, false]);
+    expect((atNode[2] as unknown[][])[4][1]).toEqual(appendOks);
     const answers = [NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }], [8, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 1, leaseWaitMs: 900, ledTerm: 0 }]]];
     const atCoordinator = receive(answers, 'coordinator');
     expect(atCoordinator[2]).toEqual(answers[2]);
@@ -115,6 +117,8 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, 2, [[4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }]]], 'coordinator', /slice 4: KeepAliveOk is not sent to the coordinator/],
       [[NodeFrame.Replicate, -1, [[4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }]]], 'node', /KeepAliveOk is not sent by the coordinator/],
       [[NodeFrame.Replicate, 2, [[7, { type: 'LeadOn', term: 4, from: 3, followers: [1], sets: [[0, 1]] }]]], 'node', /LeadOn is not sent from one replica to another/],
+      [[NodeFrame.Replicate, 2, [[5, appendOks]]], 'coordinator', /slice 5: AppendOks is not sent to the coordinator/],
+      [[NodeFrame.Replicate, -1, [[5, appendOks]]], 'node', /AppendOks is not sent by the coordinator/],
     ];
     for (const [f, to, why] of hops) expect(() => receive(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
     const bad: [unknown[], RegExp][] = [
@@ -140,6 +144,10 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, 2, 3, 4, 2] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [] }]]], /KeepAlives.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'KeepAlives', slices: [1, -2, 0] }]]], /KeepAlives.slices must be/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOks', slices: [1, 2, 3, 4] }]]], /AppendOks.slices must be \[slice, term, matchIndex, commitIndex, sentAt/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOks', slices: [] }]]], /AppendOks.slices must be/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOks', slices: [1, 2, 3, 4, 0.5] }]]], /AppendOks.slices must be/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOks', slices: [1, 2, 3, 4, 5], x: 1 }]]], /AppendOks has no field "x"/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Refused', term: 1, code: 'Nope', message: '', lastIndex: 0, commitIndex: 0 }]]], /Refused.code must be one of/],
       [[NodeFrame.Replicate, 0, [[1, Buffer.from([0x92, 0x01])]]], /slice 1: a replication message is not valid msgpack/],
     ];
@@ -151,6 +159,8 @@ describe('node frames', () => {
     const keepAlives = Buffer.from(encodeReplicationMessage({ type: 'KeepAlives', slices: [1, 2, 0, 12, 0] }));
     for (const from of [-1, 0]) expect(() => decodeReplicationMessage(keepAlives, from, 'node', 1)).toThrow(MalformedFrame);
     expect(() => decodeReplicationMessage(keepAlives, 0, 'node', 1)).toThrow(/KeepAlives travel as a map/);
+    const asBytes = Buffer.from(encodeReplicationMessage({ type: 'AppendOks', slices: [1, 2, 3, 3, 12] }));
+    expect(() => decodeReplicationMessage(asBytes, 0, 'node', 1)).toThrow(/AppendOks travel as a map/);
   });
 
   it(`survives ${2000} random byte strings and msgpack values (seed ${SEED})`, () => {
@@ -169,6 +179,22 @@ describe('node frames', () => {
 });
 
 describe('replication messages as bytes', () => {
+  it(`writes an Append field by field into bytes that decode to the message, at every width of each number (seed ${SEED})`, () => {
+    const r = prng(SEED);
+    // Around each boundary of msgpack's whole-number forms (fixint, 8, 16 and 32 bits, then a double) and of bin lengths.
+    const widths = [0, 1, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0xffffffff, 0x100000000, 2 ** 52];
+    const count = () => widths[Math.floor(r() * widths.length)];
+    const lengths = [0, 1, 0xff, 0x100, 0xffff, 0x10000];
+    for (let i = 0; i < 300; i++) {
+      const records = Array.from({ length: [0, 1, 3, 15, 16, 40][i % 6] }, () => ({ term: count(), index: count(), payload: Uint8Array.from(Array.from({ length: i % 50 === 0 ? lengths[Math.floor(r() * lengths.length)] : Math.floor(r() * 300) }, () => Math.floor(r() * 256))), checksum: Math.min(count(), 0xffffffff) }));
+      const m = { type: 'Append' as const, term: count(), prevIndex: count(), prevTerm: count(), records, commitIndex: count(), sentAt: count(), leased: r() < 0.5 };
+      // (Copied, as a worker's bytes are on their way to a peer's worker: node-side buffers are Uint8Arrays.)
+      const back = decodeReplicationMessage(Uint8Array.from(encodeReplicationMessage(m)), 2, 'node', 1);
+      expect(back, `seed ${SEED}, case ${i}`).toEqual(m);
+      expect(Object.keys(back)).toEqual(Object.keys(m));
+    }
+  });
+
   it("refuse any type that is not a message's name with MalformedFrame, never another error (a slice node's worker checks them)", () => {
     // The raw maps {type: <value>}: a 64-bit integer (a BigInt once decoded), a map with a toString key, and others.
     const typed = (value: number[]) => Uint8Array.from([0x81, 0xa4, ...Buffer.from('type'), ...value]);

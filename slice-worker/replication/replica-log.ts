@@ -36,6 +36,7 @@ import { mkdirSync } from 'node:fs';
 import { Packr, Unpackr } from 'msgpackr';
 import { assert } from '../../shared/errors.js';
 import type { DurabilityMode } from '../../shared/limits.js';
+import { arrayHeader, fixstr, putRecordList, putUint, recordListBytes, uintBytes } from '../../shared/protocol.js';
 import { RECORD_KIND } from '../log-format.js';
 import { recordBytes } from '../record-file.js';
 import { firstSegmentLsn, WriteAheadLog, type LogRecovery } from '../wal.js';
@@ -43,6 +44,52 @@ import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica, type Repli
 
 const packr = new Packr({ useRecords: false });
 const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
+const APPEND_OP_HEAD = Uint8Array.from([0x82, ...fixstr('kind'), ...fixstr('append'), ...fixstr('records')]);
+
+/** The msgpack of a flush's ops ([[slice, op], ...]) as open() reads it back: an append, the op of (about) every
+ * record, written field by field (shared/protocol.ts putRecordList, as an Append's records), any other by packr. Under
+ * writes spread over many slices a flush holds about an append per slice written, each of one record: msgpackr's
+ * walk over each map's keys was most of a flush. */
+let opsBuffer = new Uint8Array(0);
+function packOps(logged: [number, DiskOp][]): Uint8Array {
+  const head = arrayHeader(logged.length);
+  /** Per op: null (an append, written below) or its bytes from packr. */
+  const packed: (Uint8Array | null)[] = [];
+  let size = head.length;
+  for (const [slice, op] of logged) {
+    assert(Number.isSafeInteger(slice) && slice >= 0, 'a slice is a whole number');
+    size += 1 + uintBytes(slice);
+    const n = op.kind === 'append' ? recordListBytes(op.records) : null;
+    if (n !== null) {
+      size += APPEND_OP_HEAD.length + n;
+      packed.push(null);
+    } else {
+      const bytes = Uint8Array.prototype.slice.call(packr.pack(op)); // a copy: packr's bytes view its reused buffer
+      size += bytes.length;
+      packed.push(bytes);
+    }
+  }
+  // Into a buffer kept for the next flush: the log copies the payload as it frames it (WriteAheadLog.append).
+  if (opsBuffer.byteLength < size) opsBuffer = new Uint8Array(Math.max(size, 2 * opsBuffer.byteLength, 64 * 1024));
+  const out = opsBuffer.subarray(0, size);
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  out.set(head, 0);
+  let at = head.length;
+  logged.forEach(([slice, op], i) => {
+    out[at++] = 0x92;
+    at = putUint(out, view, at, slice);
+    const bytes = packed[i];
+    if (bytes === null) {
+      out.set(APPEND_OP_HEAD, at);
+      at = putRecordList(out, view, at + APPEND_OP_HEAD.length, (op as DiskOp & { kind: 'append' }).records);
+    } else {
+      out.set(bytes, at);
+      at += bytes.length;
+    }
+  });
+  assert(at === size, 'a flush\'s ops are as long as counted');
+  return out;
+}
 
 /** msgpack gives Buffers back; a replica's bytes compare as plain Uint8Arrays. */
 const bytes = (b: Uint8Array) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
@@ -172,7 +219,7 @@ export class ReplicaLog {
     if (ops.length > 0) {
       const logged: [number, DiskOp][] = [];
       for (const [slice, op, log] of ops) if (log) logged.push([slice, op]);
-      if (logged.length > 0) this.wal.append(RECORD_KIND.ReplicaOps, packr.pack(logged));
+      if (logged.length > 0) this.wal.append(RECORD_KIND.ReplicaOps, packOps(logged));
       for (const [slice, op, log] of ops) {
         if (!this.slices.has(slice)) this.slices.set(slice, emptyDurable());
         const d = this.slices.get(slice)!;

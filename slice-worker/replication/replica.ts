@@ -645,27 +645,43 @@ export class Replica {
   private renewLeaseFrom(): void {
     const was = this.leaseValid;
     // The latest time a majority of every set answered a message sent at or after (the leader itself: now, so Infinity).
-    const from = this.jointMajorityReach((r) => (r === this.id ? Infinity : this.followers.get(r)!.ackedSentAt));
+    const from = this.jointMajorityReach(false);
     this.leaseFrom = Math.max(this.leaseFrom, from);
     if (!was && this.leaseValid) this.host.leased?.();
   }
 
-  /** The largest value that a majority of every set it commits on reaches (each replica's value: `valueOf`). */
-  private jointMajorityReach(valueOf: (r: ReplicaId) => number): number {
+  /** The largest value that a majority of every set it commits on reaches: of what each replica holds durably
+   * (`held`: its match, the leader's own selfMatch) or of the latest send time it answered (the leader's own: now,
+   * so Infinity). Runs at every answer a leader takes, so it sorts in place, without an array or a closure a call. */
+  private jointMajorityReach(held: boolean): number {
     let reach = Infinity;
+    const values = this.reachScratch;
     for (const set of this.quorums) {
-      const values = set.map(valueOf).sort((a, b) => b - a);
+      values.length = 0;
+      for (const r of set) {
+        const f = r === this.id ? null : this.followers.get(r)!;
+        const v = f === null ? (held ? this.selfMatch : Infinity) : held ? f.match : f.ackedSentAt;
+        // Insertion into descending order (a set has a few replicas).
+        let i = values.length;
+        values.push(v);
+        while (i > 0 && values[i - 1] < v) {
+          values[i] = values[i - 1];
+          i--;
+        }
+        values[i] = v;
+      }
       reach = Math.min(reach, values[Math.floor(set.length / 2)]);
     }
     return reach;
   }
+  private readonly reachScratch: number[] = [];
 
   /** Commits the largest index that a majority holds durably, if it is of this leader's term. */
   private leaderCommit(): void {
     const before = this.commit;
     for (;;) {
       // The largest index that a majority of every set holds (one set but while a replica-set change is unsettled).
-      const n = this.jointMajorityReach((r) => (r === this.id ? this.selfMatch : this.followers.get(r)!.match));
+      const n = this.jointMajorityReach(true);
       if (n <= this.commit || this.termAt(n) !== this.promisedTerm) break;
       this.advanceCommit(n);
       // Its barrier committed on joint majorities: from now on its own set's majority commits, which may hold more.
@@ -709,7 +725,8 @@ export class Replica {
       case 'KeepAliveOk':
         return this.onKeepAliveOk(from, m.term, m.sentAt);
       case 'KeepAlives':
-        return assert(false, 'a slice node splits KeepAlives into one KeepAlive per slice before a replica sees them');
+      case 'AppendOks':
+        return assert(false, `a slice node splits ${m.type} into one message per slice before a replica sees them`);
       case 'AppendOk':
       case 'Refused':
         return this.onReply(from, m);
