@@ -1,7 +1,10 @@
 // Slice moves: load N items into one slice node, add a second node and drain
 // the first, so that every item moves; time the drain, and measure client
 // latency (a closed loop of GetItem and PutItem, `--clients` in flight) before
-// and during it.
+// and during it. The coordinator runs at --replication-factor 1: a drain copies
+// the slices' items (slice moves); replicated slices change their replica sets
+// instead (docs/replication.md), and a 2-node cluster at the auto factor (R=2)
+// refuses to drain one of its nodes.
 //   node dist/bench/move.js [--items 100000] [--move-items-per-second 200000] [--clients 16]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -56,8 +59,10 @@ function pct(sorted: number[], p: number): number {
   return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
+// Set to 'stop' when the run ends, however it ends: the probes stop with it (a failed run's requests fail at once).
+let phase: 'before' | 'during' | 'stop' = 'before';
 try {
-  const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], intArg('slices', args.slices, 1, 65536), undefined, ['--move-items-per-second', args['move-items-per-second']!, '--rebalance', 'no']);
+  const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], intArg('slices', args.slices, 1, 65536), undefined, ['--move-items-per-second', args['move-items-per-second']!, '--rebalance', 'no', '--replication-factor', '1']);
   procs.push(coordinator);
   const first = await startSliceNode({ name: 'node-1', dataDir: join(dataDir, 'node-1'), port: 0, workers: 2, coordinator: coordinator.url });
   procs.push(first);
@@ -83,7 +88,6 @@ try {
   await until('node-2 to join', async () => (await status(coordinator.url)).nodes.some((n) => n.node === second.url && n.up), 30_000);
 
   // The probe: each loop alternates a GetItem and a PutItem of random items.
-  let phase: 'before' | 'during' | 'stop' = 'before';
   const lat = { before: [] as number[], during: [] as number[] };
   let errors = 0;
   const probe = async () => {
@@ -127,5 +131,6 @@ try {
   console.log(row('during move', lat.during));
   console.log(`after: ${check.length.toLocaleString('en-US')} items readable (loaded ${items.toLocaleString('en-US')})`);
 } finally {
+  phase = 'stop';
   await stopAll();
 }
