@@ -32,7 +32,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_LEASE_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_LEASE_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SLICE_COUNT_MAX, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeReplicationMessage,
@@ -268,21 +268,32 @@ function fold(out: [number, number, ReplicationMessage][]): [number, number, Rep
     const m = e[2];
     if (m.type === 'KeepAlive') {
       keepAlives ??= new Map();
-      let slices = keepAlives.get(e[1]);
-      if (slices === undefined) keepAlives.set(e[1], (slices = []));
-      slices.push(e[0], m.term, m.commitIndex, m.sentAt, m.leased ? 1 : 0);
+      foldedList(keepAlives, e[1], 'KeepAlives', rest).push(e[0], m.term, m.commitIndex, m.sentAt, m.leased ? 1 : 0);
     } else if (m.type === 'AppendOk') {
       assert(e[1] >= 0, 'an AppendOk goes to a leader, never to the coordinator');
       appendOks ??= new Map();
-      let slices = appendOks.get(e[1]);
-      if (slices === undefined) appendOks.set(e[1], (slices = []));
-      slices.push(e[0], m.term, m.matchIndex, m.commitIndex, m.sentAt);
+      foldedList(appendOks, e[1], 'AppendOks', rest).push(e[0], m.term, m.matchIndex, m.commitIndex, m.sentAt);
     } else rest.push(e);
   }
   if (keepAlives === null && appendOks === null) return out;
   for (const [to, slices] of keepAlives ?? []) rest.push([slices[0], to, { type: 'KeepAlives', slices }]);
   for (const [to, slices] of appendOks ?? []) rest.push([slices[0], to, { type: 'AppendOks', slices }]);
   return rest;
+}
+
+/** The numbers of this turn's `type` entry to `to`, with room for one more message. An entry holds at most
+ * SLICE_COUNT_MAX (the receiving node refuses more and closes the link: checkReplicationMessage), and a follower
+ * answers every Append it took: a turn that took more than that many (a worker that fell behind, catching up) sends
+ * a full entry as it is and starts another. */
+function foldedList(folded: Map<number, number[]>, to: number, type: 'KeepAlives' | 'AppendOks', rest: [number, number, ReplicationMessage][]): number[] {
+  const width = type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS;
+  let slices = folded.get(to);
+  if (slices !== undefined && slices.length === width * SLICE_COUNT_MAX) {
+    rest.push([slices[0], to, { type, slices }]);
+    slices = undefined;
+  }
+  if (slices === undefined) folded.set(to, (slices = []));
+  return slices;
 }
 
 function onPortMessage([ranges, bytes, messages]: NodePortMessage): void {

@@ -16,6 +16,7 @@ import {
   encodeBatchReply,
   encodeNodeFrame,
   encodeOwnedResults,
+  encodeReplicationMessage,
   encodeSliceOps,
   encodeSliceResults,
   KEPT_IN_LIST,
@@ -29,7 +30,8 @@ import {
   type SliceOpResult,
 } from '../shared/protocol.js';
 import { NAME_ATTRIBUTE } from '../shared/values.js';
-import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { APPEND_OK_NUMBERS, COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { SLICE_COUNT_MAX } from '../shared/limits.js';
 // The built module: its thread is dist/slice-worker/worker-thread.js, next to it (`npm test` builds first; run
 // `npm run build` before running this file alone, or it tests the last build).
 import { WorkerChannel } from '../dist/slice-worker/worker-channel.js';
@@ -157,6 +159,50 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe("a follower's AppendOks of one turn", () => {
+  it('go to its leader in entries the leader takes, every one, however many answers a turn holds', async () => {
+    // A follower answers each Append (and each KeepAlive that brings a commit point) once it is durable: a turn that
+    // took more Appends than a slice count (a worker that fell behind its leaders, then caught up in one turn) has
+    // that many AppendOks for one node. The leader's node refuses an AppendOks entry of more than SLICE_COUNT_MAX
+    // (decodeNodeFrame) and closes the link, so the sender may put no more in one entry.
+    const dir = mkdtempSync(join(tmpdir(), 'keyslice-worker-appendoks-'));
+    const failures: unknown[] = [];
+    const sent: [number, number, ReplicationMessage | Uint8Array][] = [];
+    const channel = new WorkerChannel(
+      { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 }, host: '127.0.0.1', clusterSecret: '', epoch: new BigInt64Array(new SharedArrayBuffer(8)) },
+      (err) => failures.push(err),
+      (slice, to, m) => sent.push([slice, to, m]),
+    );
+    const LEADER = 0;
+    const ANSWERS = SLICE_COUNT_MAX + 1;
+    const answered = () => sent.reduce((n, [, , m]) => n + (m instanceof Uint8Array || m.type !== 'AppendOks' ? 0 : m.slices.length / APPEND_OK_NUMBERS), 0);
+    try {
+      await channel.open();
+      // This worker (node 1) follows SLICE; node 0 leads it at term 1 and sends it ANSWERS empty Appends in one go.
+      const assigned = await channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE]]]), true, { self: 1, replicated: [SLICE] });
+      expect(decodeSliceResults(assigned as Uint8Array)[0][0]).toBe(RESULT_OK);
+      const append = Uint8Array.from(encodeReplicationMessage({ type: 'Append', term: 1, prevIndex: 0, prevTerm: 0, records: [], commitIndex: 0, sentAt: 5, leased: false }));
+      channel.deliver(Array.from({ length: ANSWERS }, () => [SLICE, LEADER, append, 1] as [number, number, Uint8Array, number]));
+      const deadline = Date.now() + 30_000;
+      while (answered() < ANSWERS && failures.length === 0) {
+        if (Date.now() > deadline) throw new Error(`${answered()} of ${ANSWERS} AppendOks within 30 s`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(failures).toEqual([]);
+      expect(answered()).toBe(ANSWERS);
+      // Each entry as the leader's node takes it: checked whole with the frame.
+      for (const [slice, to, m] of sent) {
+        expect(to).toBe(LEADER);
+        const frame = decodeNodeFrame(encodeNodeFrame([NodeFrame.Replicate, 1, [[slice, m as ReplicationMessage]]]), 'node');
+        expect(frame[0]).toBe(NodeFrame.Replicate);
+      }
+    } finally {
+      await channel.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe("the node's BatchReply around a worker's answer", () => {
