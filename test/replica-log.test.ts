@@ -68,6 +68,34 @@ describe('the replica log of a worker', () => {
     expect(log.sliceIds).toEqual([1, 2, 1025]);
   });
 
+  it('reads back ops written field by field at every msgpack width: slice, term, index, list and payload lengths', async () => {
+    // A flush's append ops are written by hand (shared/protocol.ts putRecordList), not by msgpackr: each number
+    // around the boundaries of fixint, 8, 16 and 32 bits and a double, lists of 15, 16, 65,535 and 65,536 records,
+    // payloads of 255, 256, 65,535 and 65,536 bytes, in one flush and read back as the disk model says.
+    const dir = tempDir();
+    const model = new Map<number, DurableReplica>();
+    let { log } = ReplicaLog.open(dir, 'os');
+    const widths = [0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0xffffffff, 0x100000000, 2 ** 47]; // (a record's term and index fit 48 bits)
+    const counts = [1, 15, 16, 0xffff, 0x10000, 2, 1, 3, 1];
+    const lengths = [0, 1, 0xff, 0x100, 0xffff, 0x10000];
+    const slices = [0, 0x7f, 0x80, 0xff, 0x100, 0xffff];
+    const write = (slice: number, op: DiskOp) => {
+      if (!model.has(slice)) model.set(slice, emptyDurable());
+      applyDiskOp(model.get(slice)!, op);
+      log.diskFor(slice).write(op);
+    };
+    widths.forEach((w, i) => {
+      const slice = slices[i % slices.length] + Math.floor(i / slices.length);
+      const count = counts[i];
+      write(slice, { kind: 'promise', term: w });
+      write(slice, { kind: 'snapshot', index: w, term: w, state: new Uint8Array([i]) });
+      write(slice, { kind: 'append', records: Array.from({ length: count }, (_, k) => makeRecord(w, w + 1 + k, new Uint8Array(k < lengths.length ? lengths[(i + k) % lengths.length] : 1).fill(k & 0xff))) });
+    });
+    await sync(log, 0);
+    ({ log } = ReplicaLog.open(dir, 'os'));
+    for (const [slice, d] of model) expect(log.durable(slice), `slice ${slice}`).toEqual(d);
+  });
+
   it('cuts a torn tail and keeps every record before it', async () => {
     const dir = tempDir();
     const { log } = ReplicaLog.open(dir, 'fsync');
