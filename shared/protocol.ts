@@ -700,7 +700,11 @@ export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
 // The msgpack of an Append, as the receiver's decoder reads it (decodeReplicationMessage: a map of its fields, each
 // record a map of term, index, payload and checksum), written without msgpackr's walk over each object's keys and
 // its checks of each value's type; test/node-frames.test.ts checks that it decodes to the message it was made of.
-export const fixstr = (s: string): Uint8Array => Uint8Array.from([0xa0 | s.length, ...Buffer.from(s, 'latin1')]);
+/** A key as a msgpack fixstr: ASCII of at most 31 characters (one byte each), as these field names are. */
+export function fixstr(s: string): Uint8Array {
+  assert(s.length < 32 && /^[\x20-\x7e]*$/.test(s), 'a fixstr key is ASCII of at most 31 characters');
+  return Uint8Array.from([0xa0 | s.length, ...Buffer.from(s, 'latin1')]);
+}
 const APPEND_HEAD = Uint8Array.from([0x88, ...fixstr('type'), ...fixstr('Append'), ...fixstr('term')]);
 const K_PREV_INDEX = fixstr('prevIndex');
 const K_PREV_TERM = fixstr('prevTerm');

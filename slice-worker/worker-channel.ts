@@ -31,7 +31,7 @@ export const OUT_RANGE = 4;
 export const IN_RANGE = 5;
 
 /** A replication message for the worker: its bytes as they came (checked by the worker) on connection `via`, or a
- * message the node checked (KeepAlives it split by worker). */
+ * message the node checked (KeepAlives or AppendOks it split by worker). */
 export type IncomingReplication = [slice: number, from: number, message: Uint8Array, via: number] | [slice: number, from: number, message: ReplicationMessage];
 
 type Waiting = { bytes: Uint8Array; trusted: boolean; control: ReplicaControl | null; resolve: (r: ChunkOutcome) => void; reject: (e: unknown) => void };
