@@ -67,6 +67,7 @@ import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { DECIMAL_TAG, isNumberValue } from './decimal.js';
 import { assert, KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
+import { arrayHeader, binHeader, binHeaderBytes, fixstr, putBinHeader, putUint, uintBytes } from './msgpack-writer.js';
 import {
   checkReplicationMessage,
   COORDINATOR,
@@ -493,14 +494,6 @@ function writePassThrough([id, ok, result]: [number, typeof RESULT_OK, PassThrou
   for (const b of result.items.parts) parts.push(b);
 }
 
-/** A msgpack array header for `n` elements. */
-export function arrayHeader(n: number): Uint8Array {
-  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a list length msgpack can hold');
-  if (n < 16) return Uint8Array.of(0x90 | n);
-  if (n < 0x10000) return Uint8Array.of(0xdc, n >> 8, n & 0xff);
-  return Uint8Array.of(0xdd, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
-}
-
 /** Checks size, decodes, and checks the shape of each request of one client
  * frame (one request or a list). A bad request becomes a FrameError with its id
  * (or -1) and does not stop the others; a frame that cannot be read at all throws. */
@@ -700,11 +693,6 @@ export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
 // The msgpack of an Append, as the receiver's decoder reads it (decodeReplicationMessage: a map of its fields, each
 // record a map of term, index, payload and checksum), written without msgpackr's walk over each object's keys and
 // its checks of each value's type; test/node-frames.test.ts checks that it decodes to the message it was made of.
-/** A key as a msgpack fixstr: ASCII of at most 31 characters (one byte each), as these field names are. */
-export function fixstr(s: string): Uint8Array {
-  assert(s.length < 32 && /^[\x20-\x7e]*$/.test(s), 'a fixstr key is ASCII of at most 31 characters');
-  return Uint8Array.from([0xa0 | s.length, ...Buffer.from(s, 'latin1')]);
-}
 const APPEND_HEAD = Uint8Array.from([0x88, ...fixstr('type'), ...fixstr('Append'), ...fixstr('term')]);
 const K_PREV_INDEX = fixstr('prevIndex');
 const K_PREV_TERM = fixstr('prevTerm');
@@ -716,30 +704,6 @@ const RECORD_HEAD = Uint8Array.from([0x84, ...fixstr('term')]);
 const K_INDEX = fixstr('index');
 const K_PAYLOAD = fixstr('payload');
 const K_CHECKSUM = fixstr('checksum');
-
-/** Bytes of a whole number >= 0 as msgpack (a double past 32 bits, as msgpackr writes it). */
-export const uintBytes = (v: number): number => (v < 0x80 ? 1 : v < 0x100 ? 2 : v < 0x10000 ? 3 : v <= 0xffffffff ? 5 : 9);
-
-export function putUint(out: Uint8Array, view: DataView, at: number, v: number): number {
-  if (v < 0x80) out[at++] = v;
-  else if (v < 0x100) {
-    out[at++] = 0xcc;
-    out[at++] = v;
-  } else if (v < 0x10000) {
-    out[at++] = 0xcd;
-    view.setUint16(at, v);
-    at += 2;
-  } else if (v <= 0xffffffff) {
-    out[at++] = 0xce;
-    view.setUint32(at, v);
-    at += 4;
-  } else {
-    out[at++] = 0xcb;
-    view.setFloat64(at, v);
-    at += 8;
-  }
-  return at;
-}
 
 /** Where writeAppend writes, as msgpackr writes into a buffer it reuses: each message takes the bytes after the
  * last one's, and a full arena is replaced, never written again, so a view handed out stays whole until its holder
@@ -1360,35 +1324,6 @@ function withoutObjects(v: unknown): boolean {
   return true;
 }
 
-/** How many bytes a msgpack bin header for `n` bytes takes (putBinHeader). */
-function binHeaderBytes(n: number): number {
-  return n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
-}
-
-/** Writes a msgpack bin header for `n` bytes into `out` at `at`; returns where it ends. */
-function putBinHeader(out: Uint8Array, at: number, n: number): number {
-  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a bin length msgpack can hold');
-  if (n < 0x100) {
-    out[at++] = 0xc4;
-  } else if (n < 0x10000) {
-    out[at++] = 0xc5;
-    out[at++] = n >> 8;
-  } else {
-    out[at++] = 0xc6;
-    out[at++] = n >>> 24;
-    out[at++] = (n >> 16) & 0xff;
-    out[at++] = (n >> 8) & 0xff;
-  }
-  out[at++] = n & 0xff;
-  return at;
-}
-
-/** A msgpack bin header for `n` bytes. */
-function binHeader(n: number): Uint8Array {
-  const header = new Uint8Array(binHeaderBytes(n));
-  putBinHeader(header, 0, n);
-  return header;
-}
 
 export function decodeSliceResults(bytes: Uint8Array): SliceOpResult[] {
   return internalUnpackr.unpack(bytes) as SliceOpResult[];

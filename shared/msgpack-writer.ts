@@ -1,0 +1,74 @@
+// msgpack written by hand, byte by byte: the headers and numbers of the few frames and logs whose layout the hot path
+// writes itself (a BatchReply's head in the worker's headroom, an Append, a replica log's append ops, a GetItem
+// answer's head) rather than through msgpackr's walk over each object. Each writes what msgpackr reads back as the
+// same value; the tests that check it are named where each is used (test/node-frames.test.ts, replica-log.test.ts).
+import { assert } from './errors.js';
+
+/** A msgpack array header for `n` elements. */
+export function arrayHeader(n: number): Uint8Array {
+  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a list length msgpack can hold');
+  if (n < 16) return Uint8Array.of(0x90 | n);
+  if (n < 0x10000) return Uint8Array.of(0xdc, n >> 8, n & 0xff);
+  return Uint8Array.of(0xdd, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
+}
+
+/** A key as a msgpack fixstr: ASCII of at most 31 characters (one byte each), as these field names are. */
+export function fixstr(s: string): Uint8Array {
+  assert(s.length < 32 && /^[\x20-\x7e]*$/.test(s), 'a fixstr key is ASCII of at most 31 characters');
+  return Uint8Array.from([0xa0 | s.length, ...Buffer.from(s, 'latin1')]);
+}
+
+/** Bytes of a whole number >= 0 as msgpack (a double past 32 bits, as msgpackr writes it). */
+export const uintBytes = (v: number): number => (v < 0x80 ? 1 : v < 0x100 ? 2 : v < 0x10000 ? 3 : v <= 0xffffffff ? 5 : 9);
+
+/** Writes `v` (a whole number >= 0) as uintBytes(v) bytes of msgpack into `out` at `at`; returns where it ends. */
+export function putUint(out: Uint8Array, view: DataView, at: number, v: number): number {
+  if (v < 0x80) out[at++] = v;
+  else if (v < 0x100) {
+    out[at++] = 0xcc;
+    out[at++] = v;
+  } else if (v < 0x10000) {
+    out[at++] = 0xcd;
+    view.setUint16(at, v);
+    at += 2;
+  } else if (v <= 0xffffffff) {
+    out[at++] = 0xce;
+    view.setUint32(at, v);
+    at += 4;
+  } else {
+    out[at++] = 0xcb;
+    view.setFloat64(at, v);
+    at += 8;
+  }
+  return at;
+}
+
+/** How many bytes a msgpack bin header for `n` bytes takes (putBinHeader). */
+export function binHeaderBytes(n: number): number {
+  return n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
+}
+
+/** Writes a msgpack bin header for `n` bytes into `out` at `at`; returns where it ends. */
+export function putBinHeader(out: Uint8Array, at: number, n: number): number {
+  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a bin length msgpack can hold');
+  if (n < 0x100) {
+    out[at++] = 0xc4;
+  } else if (n < 0x10000) {
+    out[at++] = 0xc5;
+    out[at++] = n >> 8;
+  } else {
+    out[at++] = 0xc6;
+    out[at++] = n >>> 24;
+    out[at++] = (n >> 16) & 0xff;
+    out[at++] = (n >> 8) & 0xff;
+  }
+  out[at++] = n & 0xff;
+  return at;
+}
+
+/** A msgpack bin header for `n` bytes. */
+export function binHeader(n: number): Uint8Array {
+  const header = new Uint8Array(binHeaderBytes(n));
+  putBinHeader(header, 0, n);
+  return header;
+}
