@@ -481,6 +481,17 @@ describe('a partition packs the items of its part of a scan page when asked', ()
     expect(() => cutScanItems([[again[0], again[1], packClientList([])]], again[0][0][0], again[0][0][1])).toThrow(MalformedFrame);
   });
 
+  it('asked for objects, a page whose node marks an entry kept in a packed list is refused as malformed, not an assert', () => {
+    // A node that answers a packed scan's result (its marks, and its list) where objects were asked for.
+    const marked = () => store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), true])[1] as ScanResult;
+    expect(() => scanPage([marked()], 5, false)).toThrow(MalformedFrame);
+    expect(() => scanPage([[marked()[0], true, null]], 5, false)).toThrow(/marked kept in a packed list/);
+    // One mark among objects, past the first entry.
+    const objects = store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), false])[1] as ScanResult;
+    objects[0][3][2] = KEPT_IN_LIST;
+    expect(() => scanPage([objects], 5, false)).toThrow(MalformedFrame);
+  });
+
   it('a page merged from several workers is, item by item, the page of their objects: only the part the page takes is cut', () => {
     const WORKERS = 3;
     const stores = Array.from({ length: WORKERS }, (_, w) => {

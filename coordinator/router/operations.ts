@@ -268,7 +268,12 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
   if (passThrough && last !== null) cutScanItems(results, last[0], last[1]);
   const items: (Item | Uint8Array)[] = [];
   for (const [, , item] of page) {
-    assert(item !== KEPT_IN_LIST, 'every kept item of the page is cut from its list');
+    if (item === KEPT_IN_LIST) {
+      // Packed, cutScanItems put a checked piece in place of every mark of the page, or refused the answer. Asked for
+      // objects, a mark is a node's malformed answer: the request fails, not the router's invariant.
+      assert(!passThrough, 'every kept item of the page is cut from its list');
+      throw new MalformedFrame('a scan page asked for its items as objects was answered with an entry marked kept in a packed list');
+    }
     if (item !== null) items.push(item);
   }
   // What the workers read, though the page uses only the first `limit` of it.
