@@ -492,6 +492,19 @@ describe('a partition packs the items of its part of a scan page when asked', ()
     expect(() => scanPage([objects], 5, false)).toThrow(MalformedFrame);
   });
 
+  it('a page whose workers answer out of (slice, key) order, or one entry twice, is refused as malformed, not an assert', () => {
+    const scan = (packed: boolean) => store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), packed])[1] as ScanResult;
+    for (const packed of [false, true]) {
+      // One worker's entries backwards (its packed list then backwards too, so that only the order is wrong).
+      const [entries, exhausted, list] = scan(packed);
+      const backwards: ScanResult = [[...entries].reverse(), exhausted, list === null ? null : packClientList(unpackClientList(list).reverse())];
+      expect(() => scanPage([backwards], 5, packed), `packed ${packed}`).toThrow(MalformedFrame);
+      expect(() => scanPage([backwards], 5, packed), `packed ${packed}`).toThrow(/in \(slice, key\) order/);
+      // Two workers that both answer the same slice's entries (a slice owned twice would double its items).
+      expect(() => scanPage([scan(packed), scan(packed)], 10, packed), `packed ${packed}`).toThrow(MalformedFrame);
+    }
+  });
+
   it('a page merged from several workers is, item by item, the page of their objects: only the part the page takes is cut', () => {
     const WORKERS = 3;
     const stores = Array.from({ length: WORKERS }, (_, w) => {

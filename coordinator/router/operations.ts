@@ -260,7 +260,12 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
     if (best < 0) break;
     const e = results[best][0][heads[best]++];
     const prev = page[page.length - 1];
-    assert(prev === undefined || prev[0] < e[0] || (prev[0] === e[0] && prev[1] < e[1]), 'each worker answers its scan entries in (slice, key) order');
+    // The nodes' answers, not this process's state: entries out of order, or one slice answered by two workers, are
+    // refused as malformed (the request fails; the router goes on).
+    if (!(prev === undefined || prev[0] < e[0] || (prev[0] === e[0] && prev[1] < e[1]))) {
+      const at = (x: ScanEntry) => `slice ${String(x[0])} key ${JSON.stringify(String(x[1]).slice(0, 40))}`;
+      throw new MalformedFrame(`a scan's workers answer their entries in (slice, key) order, each once: ${at(e)} came after ${at(prev)}`);
+    }
     page.push(e);
     bytes += e[3];
   }
