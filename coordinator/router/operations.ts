@@ -208,8 +208,7 @@ export class Operations {
 
   /** Each worker is asked for the slices the map gives it, and refuses unless it owns every one (load-report.ts
    * gatherTableLoad): asked again while slices change owners as often as a scan page is (in count and time, with the
-   * Router's waits), else
-   * the refused nodes are named as unreported and the answer says that it is not complete. */
+   * Router's waits), else the refused nodes are named as unreported and the answer says that it is not complete. */
   private async DescribeSlices(p: Payload) {
     return tableLoad(this.catalog.get(p.table), this.router, describePart, WRONG_OWNER_RETRIES_MAX);
   }
