@@ -237,6 +237,16 @@ describe('a GetItems page from a node, its items packed', () => {
     expect(answerMerged(objects, false)).toBe(objects);
   });
 
+  it('from a bucket that says it has more but names no last key is refused as MalformedFrame, not merged into a page cut short without a marker', async () => {
+    const spec = (): RangeSpec => ({ low: 'b', lowInclusive: true, high: 'c', highInclusive: false, reverse: false, limit: 100, projection: null, filter: null, withKeys: true, packed: false });
+    const buckets = [0, 1].map((slice) => ({ slice, prefixBytes: 1, spec: spec() }));
+    // Bucket 0 answers as a node does; bucket 1 has more to read and no key to go on after.
+    const send = async (op: [number, number, number, RangeSpec]): Promise<RangeResult> =>
+      op[2] === 0 ? [[{ sk: 1 }, { sk: 2 }], 'b0002', false, ['b0001', 'b0002'], 2] : [[], null, true, [], 0];
+    await expect(gatherBuckets({ tableId: 1, buckets, reverse: false, limit: 100, send })).rejects.toThrow(MalformedFrame);
+    await expect(gatherBuckets({ tableId: 1, buckets, reverse: false, limit: 100, send })).rejects.toThrow(/more .* no last key/);
+  });
+
   it('that is malformed fails its request, typed, and every other request of the client frame is answered, on every path', async () => {
     for (const [name, take] of paths) {
       const frame: ClientResponseFrame[] = [
