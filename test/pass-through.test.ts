@@ -515,6 +515,16 @@ describe('a partition packs the items of its part of a scan page when asked', ()
     }
   });
 
+  it('a page whose worker says it has more but answers no entry is refused as malformed, not taken as the end of the scan', () => {
+    for (const packed of [false, true]) {
+      const empty: ScanResult = [[], false, packed ? packClientList([]) : null];
+      expect(() => scanPage([empty], 10, packed), `packed ${packed}`).toThrow(MalformedFrame);
+      expect(() => scanPage([empty, [[], true, packed ? packClientList([]) : null]], 10, packed), `packed ${packed}`).toThrow(/more but no entry/);
+      // Every worker done and nothing found: the last page, no marker.
+      expect(scanPage([[[], true, packed ? packClientList([]) : null]], 10, packed).marker).toBeUndefined();
+    }
+  });
+
   it('a page merged from several workers is, item by item, the page of their objects: only the part the page takes is cut', () => {
     const WORKERS = 3;
     const stores = Array.from({ length: WORKERS }, (_, w) => {

@@ -284,7 +284,10 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
   const examined = results.reduce((n, r) => n + r[0].length, 0);
   const more = page.length < examined || results.some((r) => !r[1]);
   const list = answerMerged(items as Item[] | Uint8Array[], passThrough);
-  if (!more || last === null) return { items: list, examined };
+  if (!more) return { items: list, examined };
+  // A worker with more to read answers at least one entry (a limit is at least 1): without one the page would have no
+  // marker, and the scan would end there, short, as if it were done.
+  if (last === null) throw new MalformedFrame('a scan worker answered that it has more but no entry');
   return { items: list, examined, marker: scanMarker(last[0], last[1]) };
 }
 
