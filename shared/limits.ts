@@ -358,8 +358,9 @@ export const MOVE_RETRY_DELAY_MS = 1_000;
  * as soon as it has a newer map). So the first tries come quickly (a move's freeze lasts milliseconds) and the time
  * bound, not the count, is what ends the tries (the waits between 40 tries would add up to about 8.6 s, asserted in
  * wrong-owner.ts): a router cut off from its coordinator keeps asking for WRONG_OWNER_RETRY_MS_MAX, about 25 tries,
- * and so rides out a short loss of it (test/routers.test.ts: a 2.5 s cut). Callers above the Router (the client, `keyslice export` and import) do not ask again: a WrongOwner
- * that reaches them has spent these bounds (callerMayRetry in shared/errors.ts). */
+ * and so rides out a short loss of it (test/routers.test.ts: a 2.5 s cut). Callers above the Router (the client,
+ * `keyslice export` and import) do not ask again: a WrongOwner that reaches them has spent these bounds
+ * (callerMayRetry in shared/errors.ts). */
 export const WRONG_OWNER_RETRIES_MAX = 40;
 export const WRONG_OWNER_RETRY_MS_MAX = 5_000;
 export const WRONG_OWNER_RETRY_DELAY_MS_MIN = 5;

@@ -237,6 +237,16 @@ describe('a GetItems page from a node, its items packed', () => {
     expect(answerMerged(objects, false)).toBe(objects);
   });
 
+  it('from a bucket that says it has more but names no last key is refused as MalformedFrame, not merged into a page cut short without a marker', async () => {
+    const spec = (): RangeSpec => ({ low: 'b', lowInclusive: true, high: 'c', highInclusive: false, reverse: false, limit: 100, projection: null, filter: null, withKeys: true, packed: false });
+    const buckets = [0, 1].map((slice) => ({ slice, prefixBytes: 1, spec: spec() }));
+    // Bucket 0 answers as a node does; bucket 1 has more to read and no key to go on after.
+    const send = async (op: [number, number, number, RangeSpec]): Promise<RangeResult> =>
+      op[2] === 0 ? [[{ sk: 1 }, { sk: 2 }], 'b0002', false, ['b0001', 'b0002'], 2] : [[], null, true, [], 0];
+    await expect(gatherBuckets({ tableId: 1, buckets, reverse: false, limit: 100, send })).rejects.toThrow(MalformedFrame);
+    await expect(gatherBuckets({ tableId: 1, buckets, reverse: false, limit: 100, send })).rejects.toThrow(/more .* no last key/);
+  });
+
   it('that is malformed fails its request, typed, and every other request of the client frame is answered, on every path', async () => {
     for (const [name, take] of paths) {
       const frame: ClientResponseFrame[] = [
@@ -479,6 +489,40 @@ describe('a partition packs the items of its part of a scan page when asked', ()
     expect(() => cutScanItems([marks], last[0], last[1])).toThrow(MalformedFrame);
     const again = scan();
     expect(() => cutScanItems([[again[0], again[1], packClientList([])]], again[0][0][0], again[0][0][1])).toThrow(MalformedFrame);
+  });
+
+  it('asked for objects, a page whose node marks an entry kept in a packed list is refused as malformed, not an assert', () => {
+    // A node that answers a packed scan's result (its marks, and its list) where objects were asked for.
+    const marked = () => store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), true])[1] as ScanResult;
+    expect(() => scanPage([marked()], 5, false)).toThrow(MalformedFrame);
+    expect(() => scanPage([[marked()[0], true, null]], 5, false)).toThrow(/marked kept in a packed list/);
+    // One mark among objects, past the first entry.
+    const objects = store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), false])[1] as ScanResult;
+    objects[0][3][2] = KEPT_IN_LIST;
+    expect(() => scanPage([objects], 5, false)).toThrow(MalformedFrame);
+  });
+
+  it('a page whose workers answer out of (slice, key) order, or one entry twice, is refused as malformed, not an assert', () => {
+    const scan = (packed: boolean) => store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), packed])[1] as ScanResult;
+    for (const packed of [false, true]) {
+      // One worker's entries backwards (its packed list then backwards too, so that only the order is wrong).
+      const [entries, exhausted, list] = scan(packed);
+      const backwards: ScanResult = [[...entries].reverse(), exhausted, list === null ? null : packClientList(unpackClientList(list).reverse())];
+      expect(() => scanPage([backwards], 5, packed), `packed ${packed}`).toThrow(MalformedFrame);
+      expect(() => scanPage([backwards], 5, packed), `packed ${packed}`).toThrow(/in \(slice, key\) order/);
+      // Two workers that both answer the same slice's entries (a slice owned twice would double its items).
+      expect(() => scanPage([scan(packed), scan(packed)], 10, packed), `packed ${packed}`).toThrow(MalformedFrame);
+    }
+  });
+
+  it('a page whose worker says it has more but answers no entry is refused as malformed, not taken as the end of the scan', () => {
+    for (const packed of [false, true]) {
+      const empty: ScanResult = [[], false, packed ? packClientList([]) : null];
+      expect(() => scanPage([empty], 10, packed), `packed ${packed}`).toThrow(MalformedFrame);
+      expect(() => scanPage([empty, [[], true, packed ? packClientList([]) : null]], 10, packed), `packed ${packed}`).toThrow(/more but no entry/);
+      // Every worker done and nothing found: the last page, no marker.
+      expect(scanPage([[[], true, packed ? packClientList([]) : null]], 10, packed).marker).toBeUndefined();
+    }
   });
 
   it('a page merged from several workers is, item by item, the page of their objects: only the part the page takes is cut', () => {

@@ -35,10 +35,11 @@ export interface ClientOptions {
   connections?: number;
   /** How many more times a write (PutItem, UpdateItem, DeleteItem, BatchWrite) that failed with a retryable error
    * (Unavailable: a lost connection or no answer in time included; ThroughputExceeded; not WrongOwner, which the
-   * router already sent again for as long as its bounds allow) is sent again, on the next connection, within IDEMPOTENCY_WINDOW_MS of its first copy (default 0: never). Each such write carries an
-   * idempotency id (its own `idempotencyId`, or a random UUID), the same in every copy, so that a replicated
-   * slice applies it at most once (docs/replication.md, "A client's write sent twice"). Turn it on for clusters
-   * whose slices are replicated (R >= 2): a slice of one replica keeps no ids, and a copy may be applied twice there. */
+   * router already sent again for as long as its bounds allow) is sent again, on the next connection, within
+   * IDEMPOTENCY_WINDOW_MS of its first copy (default 0: never). Each such write carries an idempotency id (its own
+   * `idempotencyId`, or a random UUID), the same in every copy, so that a replicated slice applies it at most once
+   * (docs/replication.md, "A client's write sent twice"). Turn it on for clusters whose slices are replicated
+   * (R >= 2): a slice of one replica keeps no ids, and a copy may be applied twice there. */
   writeRetries?: number;
   /** false: frames go with the zero mask, which the router's WebSocket library does not XOR off (it unmasks every
    * byte in JavaScript: without that, a router's CPU per PutItem at 256 in flight went 12.7 -> 10.8 µs,

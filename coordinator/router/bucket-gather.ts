@@ -64,6 +64,9 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[] |
     // The merge orders items by their keys: a node's answer with a key per item, or malformed.
     if (keys === null || keys.length !== c.items.length) throw new MalformedFrame(`a bucket's range answered ${c.items.length} items and ${keys?.length ?? 'no'} keys for them`);
     c.keys = keys.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
+    // A bucket with more to read goes on after its last examined key; without one it would be asked the same range
+    // again until the fetches ran out, and the page would end without it and without a marker.
+    if (more && lastKey === null) throw new MalformedFrame("a bucket's range answered that it has more but named no last key");
     c.pos = 0;
     c.more = more;
     if (lastKey !== null) {

@@ -208,8 +208,7 @@ export class Operations {
 
   /** Each worker is asked for the slices the map gives it, and refuses unless it owns every one (load-report.ts
    * gatherTableLoad): asked again while slices change owners as often as a scan page is (in count and time, with the
-   * Router's waits), else
-   * the refused nodes are named as unreported and the answer says that it is not complete. */
+   * Router's waits), else the refused nodes are named as unreported and the answer says that it is not complete. */
   private async DescribeSlices(p: Payload) {
     return tableLoad(this.catalog.get(p.table), this.router, describePart, WRONG_OWNER_RETRIES_MAX);
   }
@@ -260,7 +259,12 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
     if (best < 0) break;
     const e = results[best][0][heads[best]++];
     const prev = page[page.length - 1];
-    assert(prev === undefined || prev[0] < e[0] || (prev[0] === e[0] && prev[1] < e[1]), 'each worker answers its scan entries in (slice, key) order');
+    // The nodes' answers, not this process's state: entries out of order, or one slice answered by two workers, are
+    // refused as malformed (the request fails; the router goes on).
+    if (!(prev === undefined || prev[0] < e[0] || (prev[0] === e[0] && prev[1] < e[1]))) {
+      const at = (x: ScanEntry) => `slice ${String(x[0])} key ${JSON.stringify(String(x[1]).slice(0, 40))}`;
+      throw new MalformedFrame(`a scan's workers answer their entries in (slice, key) order, each once: ${at(e)} came after ${at(prev)}`);
+    }
     page.push(e);
     bytes += e[3];
   }
@@ -268,14 +272,22 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
   if (passThrough && last !== null) cutScanItems(results, last[0], last[1]);
   const items: (Item | Uint8Array)[] = [];
   for (const [, , item] of page) {
-    assert(item !== KEPT_IN_LIST, 'every kept item of the page is cut from its list');
+    if (item === KEPT_IN_LIST) {
+      // Packed, cutScanItems put a checked piece in place of every mark of the page, or refused the answer. Asked for
+      // objects, a mark is a node's malformed answer: the request fails, not the router's invariant.
+      assert(!passThrough, 'every kept item of the page is cut from its list');
+      throw new MalformedFrame('a scan page asked for its items as objects was answered with an entry marked kept in a packed list');
+    }
     if (item !== null) items.push(item);
   }
   // What the workers read, though the page uses only the first `limit` of it.
   const examined = results.reduce((n, r) => n + r[0].length, 0);
   const more = page.length < examined || results.some((r) => !r[1]);
   const list = answerMerged(items as Item[] | Uint8Array[], passThrough);
-  if (!more || last === null) return { items: list, examined };
+  if (!more) return { items: list, examined };
+  // A worker with more to read answers at least one entry (a limit is at least 1): without one the page would have no
+  // marker, and the scan would end there, short, as if it were done.
+  if (last === null) throw new MalformedFrame('a scan worker answered that it has more but no entry');
   return { items: list, examined, marker: scanMarker(last[0], last[1]) };
 }
 

@@ -175,7 +175,7 @@ export class Router {
   private async sendLoop<Op extends SliceBoundOp>(op: Op, named: ClientName | null, started: number, first: { err: unknown } | null): Promise<ResultOf<Op>> {
     const slice = op[2];
     let failoverTries = 0;
-    let owner: WrongOwnerTries | null = null; // made at the first refusal: most ops meet none
+    let wrongOwner: WrongOwnerTries | null = null; // made at the first refusal: most ops meet none
     for (let attempt = 0; ; attempt++) {
       const tried = attempt === 0 && first !== null;
       const link = tried ? null : this.cluster.linkOf(slice);
@@ -201,9 +201,9 @@ export class Router {
           continue;
         }
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-        owner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
-        if (!owner.again()) throw owner.exhausted(err);
-        await this.cluster.afterWrongOwner(owner.refusals - 1);
+        wrongOwner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
+        if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
+        await this.cluster.afterWrongOwner(wrongOwner.refusals - 1);
       }
     }
   }
@@ -267,7 +267,7 @@ export class Router {
   async scan(r: ScanRequest): Promise<ScanResult[]> {
     const started = Date.now();
     let failoverTries = 0;
-    const owner = new WrongOwnerTries(`a scan page of slices ${r.fromSlice}-${r.toSlice - 1}`, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
+    const wrongOwner = new WrongOwnerTries(`a scan page of slices ${r.fromSlice}-${r.toSlice - 1}`, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
     for (;;) {
       let asks: readonly ScanAsk[];
       try {
@@ -293,8 +293,8 @@ export class Router {
         continue;
       }
       if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-      if (!owner.again()) throw owner.exhausted(err);
-      await this.cluster.afterWrongOwner(owner.refusals - 1);
+      if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
+      await this.cluster.afterWrongOwner(wrongOwner.refusals - 1);
     }
   }
 
