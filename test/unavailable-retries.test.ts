@@ -23,7 +23,7 @@ const single = useCluster({ nodes: 1, slices: 4, replicationFactor: 1 });
 const T = 'unavail';
 const ITEMS = 40;
 /** A caller gives up within the router's wait and this much more (a CLI process's start, its connection). */
-const GIVE_UP_SLACK_MS = 6_000;
+const GIVE_UP_SLACK_MS = 8_000;
 /** The least time import's and export's waits between tries add up to (jitter halves each at most). */
 const CALLER_WAITS_MS_MIN = Array.from({ length: IMPORT_RETRIES_MAX }, (_, a) => Math.min(IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN * 2 ** a) / 2).reduce((x, y) => x + y, 0);
 
