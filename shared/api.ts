@@ -115,6 +115,8 @@ export interface ItemFailure {
   code: ErrorCode;
   message: string;
   retryable: boolean;
+  /** Unavailable: the router already waited out its failover bounds for this item (ErrorDetails.routerRetried). */
+  routerRetried?: true;
 }
 
 export interface Operations {

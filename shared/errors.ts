@@ -56,6 +56,10 @@ export interface ErrorDetails {
   /** Unavailable: the op was not applied (never sent to a node, or refused by a replica that does not serve
    * before it ran), so sending it again is safe. Absent when the outcome is unknown. */
   notApplied?: true;
+  /** Unavailable: the router already sent the op again while its replicated slice had no serving leader, for as
+   * long as its bounds allow (FAILOVER_RETRIES_MAX tries within FAILOVER_RETRY_MS_MAX), and gave up. A caller above
+   * the router passes it on (callerMayRetry): asking again at once would multiply the router's wait. */
+  routerRetried?: true;
 }
 
 /** Whether `err` says that its op was not applied (details.notApplied), so that it may be sent again. */
@@ -82,14 +86,22 @@ export class KeysliceError extends Error {
   get retryable(): boolean {
     return ERROR_CODES[this.code].retryable;
   }
+  /** Whether the router retried it for as long as its bounds allow (details.routerRetried). */
+  get routerRetried(): boolean {
+    return this.details?.routerRetried === true;
+  }
 }
 
-/** Whether a caller above the Router (the TypeScript client's write resend, `keyslice export` and import) sends a
- * request again after `err`: a retryable error, except WrongOwner. The Router alone retries WrongOwner
- * (shared/wrong-owner.ts); one that reaches a caller has spent the Router's bounds, and asking again there would
- * multiply them (the caller's tries times the Router's). */
-export function callerMayRetry(err: { code: ErrorCode; retryable: boolean }): boolean {
-  return err.retryable && err.code !== 'WrongOwner';
+/** Whether a caller above the Router (the TypeScript client's write resend, `keyslice export` and import) may send
+ * a request again after `err`: a retryable error, except one the Router already retried for as long as its bounds
+ * allow, since asking again there would multiply them (the caller's tries times the Router's): WrongOwner, which
+ * the Router alone retries (shared/wrong-owner.ts), and an Unavailable of a replicated slice whose failover outlasted
+ * the Router's wait (routerRetried). What is left to a caller is ThroughputExceeded, and an Unavailable the Router
+ * does not wait out: a slice of one replica whose node is down (no failover to wait for), a lost connection to the
+ * router itself. Whether sending it again is safe is the caller's to judge as well: a read or a whole item's put is;
+ * another write only if it was not applied (wasNotApplied) or a replicated slice remembers its idempotency id. */
+export function callerMayRetry(err: { code: ErrorCode; retryable: boolean; routerRetried?: boolean }): boolean {
+  return err.retryable && err.code !== 'WrongOwner' && err.routerRetried !== true;
 }
 
 /** Any thrown value as a KeysliceError: unexpected ones become Internal. */

@@ -203,7 +203,9 @@ export const COORDINATOR_STALL_MS = 300;
 /** The smallest --leader-timeout-ms: below it, a busy leader would be deposed for a slow answer. */
 export const LEADER_HEARTBEAT_TIMEOUT_MS_MIN = 300;
 /** A router retries an op on a replicated slice that has no serving leader (a failover) for at most
- * this long and this many times, waiting up to FAILOVER_RETRY_DELAY_MS_MAX between tries. */
+ * this long and this many times, waiting up to FAILOVER_RETRY_DELAY_MS_MAX between tries; then it answers
+ * Unavailable with routerRetried, which no caller above it asks again (errors.ts callerMayRetry), so this is
+ * how long a request waits for a failover at most, however many callers stand above the router. */
 export const FAILOVER_RETRY_MS_MAX = 10_000;
 export const FAILOVER_RETRIES_MAX = 200;
 export const FAILOVER_RETRY_DELAY_MS_MAX = 100;
@@ -517,11 +519,16 @@ export const SLICE_MOVABLE_ITEMS_MAX = (MOVE_ITEMS_PER_SECOND_DEFAULT * MOVE_TIM
 /** BatchWrite requests in flight (--parallel). */
 export const IMPORT_PARALLEL_DEFAULT = 8;
 export const IMPORT_PARALLEL_MAX = 256;
-/** A throttled or unavailable write is sent again at most this many times, waiting
- * twice as long each time (with jitter), from the least to the most delay. */
+/** A throttled write or page, or one Unavailable that the router did not wait out (a slice of one replica whose node
+ * is down: coordinator/cli/cli-retry.ts), is sent again at most this many times, waiting twice as long each time
+ * (with jitter), from the least to the most delay: the waits add up to 4-8.5 s, to ride out a node's restart. */
 export const IMPORT_RETRIES_MAX = 10;
 export const IMPORT_RETRY_DELAY_MS_MIN = 20;
 export const IMPORT_RETRY_DELAY_MS_MAX = 2_000;
+/** ...and not later than this after its first try: tries that each wait long for their answer (a node that does not
+ * answer, NODE_REQUEST_TIMEOUT_MS a try) are not sent again for minutes. Longer than the waits above, so that quick
+ * refusals are ended by the count. */
+export const IMPORT_RETRY_MS_MAX = 15_000;
 /** Orders other than as-is index the whole file first (a key and a byte range per
  * item, not the items): at most this many items. */
 export const IMPORT_INDEXED_ITEMS_MAX = 20_000_000;

@@ -1738,7 +1738,8 @@ function checkSetValue(v: unknown, where: string, depth: number): void {
   }
 }
 
-/** The error a slice node answered: only the details fields that ErrorDetails declares, each of its type. */
+/** The error a slice node answered: only the details fields that ErrorDetails declares for a node (item,
+ * notApplied), each of its type; routerRetried is the router's own to say (router.ts failoverSpent). */
 export function errorFromResult(code: unknown, message: unknown, details?: unknown): KeysliceError {
   let d: ErrorDetails | undefined;
   if (isPlainObject(details)) {

@@ -11,7 +11,7 @@ import { openSync, readSync, closeSync, statSync } from 'node:fs';
 import type { ItemFailure } from '../../shared/api.js';
 import { EXIT_USAGE, UsageError } from '../../shared/cli-args.js';
 import { readCommand } from './command-line.js';
-import { callerMayRetry, KeysliceError, toKeysliceError } from '../../shared/errors.js';
+import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { initHashing, xxHash32 } from '../../shared/hashing.js';
 import { firstPartLength } from '../../shared/key-encoding.js';
 import {
@@ -22,13 +22,14 @@ import {
   IMPORT_RETRIES_MAX,
   IMPORT_RETRY_DELAY_MS_MAX,
   IMPORT_RETRY_DELAY_MS_MIN,
+  IMPORT_RETRY_MS_MAX,
   ITEM_BYTES_MAX,
 } from '../../shared/limits.js';
 import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item } from '../../shared/values.js';
 import { tableShape, type Table } from '../metadata/catalog.js';
 import { KeysliceClient } from '../client/client.js';
 import { count, Progress } from './cli-progress.js';
-import { backoff } from './cli-retry.js';
+import { backoff, mayRetry } from './cli-retry.js';
 import { BadRecord, formatOf, ItemParser, records, type RawRecord } from './item-file.js';
 import { keyOfItem, type PrimaryKey } from '../router/primary-key.js';
 
@@ -54,7 +55,8 @@ with BatchWrite, and says at the end how fast it went and how many slices it wro
   --json               the summary as JSON on stdout
   --url, --token       the cluster (env KEYSLICE_URL, KEYSLICE_TOKEN; default http://127.0.0.1:7100)
 
-Throttled (ThroughputExceeded) and unavailable writes are sent again up to ${IMPORT_RETRIES_MAX} times, waiting
+Throttled (ThroughputExceeded) writes, and unavailable ones the router did not already wait for (a slice of one
+replica whose node is down), are sent again up to ${IMPORT_RETRIES_MAX} times within ${IMPORT_RETRY_MS_MAX / 1000} s, waiting
 ${IMPORT_RETRY_DELAY_MS_MIN} ms and twice as long each time (at most ${IMPORT_RETRY_DELAY_MS_MAX} ms); only acknowledged writes
 count as imported. Progress goes to stderr. Exit code 0 when every good line was imported.`;
 
@@ -234,6 +236,7 @@ class Writer {
 
   private async send(batch: Entry[]): Promise<void> {
     let pending = batch;
+    const started = Date.now();
     for (let attempt = 0; ; attempt++) {
       let failures: ItemFailure[];
       this.mark(pending, 1);
@@ -241,7 +244,7 @@ class Writer {
         failures = await this.client.batchWrite(this.table, { puts: pending.map((e) => e.item) });
       } catch (err) {
         const e = toKeysliceError(err);
-        if (!callerMayRetry(e) || attempt >= IMPORT_RETRIES_MAX) {
+        if (!mayRetry(e, attempt, started)) {
           for (const x of pending) this.fail(x, e.code, e.message);
           return;
         }
@@ -255,7 +258,7 @@ class Writer {
       const again: Entry[] = [];
       for (const f of failures) {
         const e = pending[f.index];
-        if (callerMayRetry(f) && attempt < IMPORT_RETRIES_MAX) {
+        if (mayRetry(f, attempt, started)) {
           again.push(e);
           if (f.code === 'ThroughputExceeded') this.throttled++;
         } else this.fail(e, f.code, f.message);

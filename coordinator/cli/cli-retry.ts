@@ -1,10 +1,15 @@
-// How `keyslice import` and `keyslice export` send a request again that failed with an error a later try may mend
-// (callerMayRetry: ThroughputExceeded, Unavailable): at most IMPORT_RETRIES_MAX more times, waiting twice as long
-// each time from IMPORT_RETRY_DELAY_MS_MIN to IMPORT_RETRY_DELAY_MS_MAX, with jitter. Not WrongOwner: the router
-// already sent the op again for as long as its bounds allow (shared/wrong-owner.ts), and asking again here would
-// multiply its tries.
-import { callerMayRetry, toKeysliceError } from '../../shared/errors.js';
-import { IMPORT_RETRIES_MAX, IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN } from '../../shared/limits.js';
+// How `keyslice import` and `keyslice export` send a request again that failed with an error a later try may mend and
+// that the router did not already retry (callerMayRetry): at most IMPORT_RETRIES_MAX more times and within
+// IMPORT_RETRY_MS_MAX of the first try, waiting twice as long each time from IMPORT_RETRY_DELAY_MS_MIN to
+// IMPORT_RETRY_DELAY_MS_MAX, with jitter. That is ThroughputExceeded (a slice at its capacity: the backoff is what
+// spreads the load), and Unavailable where the router waits for nothing: a slice of one replica whose node is down
+// or restarting, or the connection to the router lost. Both commands may repeat what they send: export reads, and
+// import puts whole items (a put sent twice leaves the item as one put does, and a later line of the same key waits
+// for it). Not WrongOwner, nor an Unavailable of a replicated slice whose failover outlasted the router's wait
+// (routerRetried): the router already sent the op again for as long as its bounds allow (shared/wrong-owner.ts,
+// FAILOVER_RETRY_MS_MAX), and asking again here would multiply its tries and its wait.
+import { callerMayRetry, toKeysliceError, type KeysliceError } from '../../shared/errors.js';
+import { IMPORT_RETRIES_MAX, IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN, IMPORT_RETRY_MS_MAX } from '../../shared/limits.js';
 
 /** The wait before try `attempt + 1` (attempt from 0). */
 export function backoff(attempt: number): Promise<void> {
@@ -12,14 +17,21 @@ export function backoff(attempt: number): Promise<void> {
   return new Promise((r) => setTimeout(r, base * (0.5 + Math.random() / 2)));
 }
 
-/** `f` until it answers, fails with an error no retry mends, or has been tried IMPORT_RETRIES_MAX + 1 times. */
+/** Whether a request first sent at `started` (Date.now()) whose try `attempt` (from 0) failed with `err` (a
+ * KeysliceError, or an ItemFailure of a batch) is sent again. */
+export function mayRetry(err: Pick<KeysliceError, 'code' | 'retryable'> & { routerRetried?: boolean }, attempt: number, started: number): boolean {
+  return callerMayRetry(err) && attempt < IMPORT_RETRIES_MAX && Date.now() - started < IMPORT_RETRY_MS_MAX;
+}
+
+/** `f` until it answers, or fails with an error that mayRetry does not send again. */
 export async function withRetries<T>(f: () => Promise<T>): Promise<T> {
+  const started = Date.now();
   for (let attempt = 0; ; attempt++) {
     try {
       return await f();
     } catch (err) {
       const e = toKeysliceError(err);
-      if (!callerMayRetry(e) || attempt >= IMPORT_RETRIES_MAX) throw e;
+      if (!mayRetry(e, attempt, started)) throw e;
       await backoff(attempt);
     }
   }

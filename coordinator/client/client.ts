@@ -19,7 +19,7 @@ import type {
   TableDescription,
   WriteCondition,
 } from '../../shared/api.js';
-import { callerMayRetry, KeysliceError, isErrorCode, type ErrorDetails } from '../../shared/errors.js';
+import { callerMayRetry, KeysliceError, isErrorCode, wasNotApplied, type ErrorDetails } from '../../shared/errors.js';
 import { IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../../shared/protocol.js';
 import type { NumberValue } from '../../shared/decimal.js';
@@ -33,13 +33,18 @@ export interface ClientOptions {
   token?: string;
   /** WebSocket connections to open, spread over the addresses in turn (default: one per address). */
   connections?: number;
-  /** How many more times a write (PutItem, UpdateItem, DeleteItem, BatchWrite) that failed with a retryable error
-   * (Unavailable: a lost connection or no answer in time included; ThroughputExceeded; not WrongOwner, which the
-   * router already sent again for as long as its bounds allow) is sent again, on the next connection, within
-   * IDEMPOTENCY_WINDOW_MS of its first copy (default 0: never). Each such write carries an idempotency id (its own
-   * `idempotencyId`, or a random UUID), the same in every copy, so that a replicated slice applies it at most once
-   * (docs/replication.md, "A client's write sent twice"). Turn it on for clusters whose slices are replicated
-   * (R >= 2): a slice of one replica keeps no ids, and a copy may be applied twice there. */
+  /** How many more times a write (PutItem, UpdateItem, DeleteItem, BatchWrite) is sent again, on the next
+   * connection, within IDEMPOTENCY_WINDOW_MS of its first copy (default 0: never), after: a lost connection to the
+   * router or no answer within requestTimeoutMs (Unavailable made here: the router's answer was lost, so the
+   * write may have been applied); ThroughputExceeded; an Unavailable the router answered without waiting for a
+   * failover only if it was not applied (`details.notApplied`: a slice of one replica whose node is down). Not
+   * WrongOwner, nor an Unavailable whose failover outlasted the router's wait (`details.routerRetried`): the
+   * router already sent it again for as long as its bounds allow (errors.ts callerMayRetry). Each such write
+   * carries an idempotency id (its own `idempotencyId`, or a random UUID), the same in every copy, so that a
+   * replicated slice applies it at most once (docs/replication.md, "A client's write sent twice"). Turn it on for
+   * clusters whose slices are replicated (R >= 2): a slice of one replica keeps no ids, and a copy sent after a
+   * lost connection may be applied twice there. Keep requestTimeoutMs longer than the router's wait for a
+   * failover (FAILOVER_RETRY_MS_MAX), or each copy that times out adds one more to the router's. */
   writeRetries?: number;
   /** false: frames go with the zero mask, which the router's WebSocket library does not XOR off (it unmasks every
    * byte in JavaScript: without that, a router's CPU per PutItem at 256 in flight went 12.7 -> 10.8 µs,
@@ -61,6 +66,16 @@ const WRITE_RETRY_DELAY_MS_MIN = 50;
 const WRITE_RETRY_DELAY_MS_MAX = 1_000;
 /** The operations that writeRetries sends again, with an idempotency id. */
 const RETRIED_WRITES: ReadonlySet<OperationName> = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWrite']);
+/** The errors a router answered, as against those made here (a lost connection, no answer in time). */
+const answeredByRouter = new WeakSet<KeysliceError>();
+
+/** Whether writeRetries sends a write again after `err` (ClientOptions.writeRetries). */
+function resendable(err: unknown): boolean {
+  if (!(err instanceof KeysliceError) || !callerMayRetry(err)) return false;
+  // The router answers Unavailable without waiting only for a slice of one replica: there a copy of a write whose
+  // outcome is unknown may be applied twice (no ids are kept), so only one that was not applied goes again.
+  return err.code !== 'Unavailable' || !answeredByRouter.has(err) || wasNotApplied(err);
+}
 
 /** One WebSocket to one coordinator or router, its requests in flight by id. */
 class Connection {
@@ -116,7 +131,11 @@ class Connection {
 
   private settle(frame: ClientResponseFrame): void {
     const p = this.pending.get(frame[0]);
-    const error = () => new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3]), frame[4] as ErrorDetails | undefined);
+    const error = () => {
+      const err = new KeysliceError(isErrorCode(frame[2]) ? frame[2] : 'Internal', String(frame[3]), frame[4] as ErrorDetails | undefined);
+      answeredByRouter.add(err);
+      return err;
+    };
     if (p === undefined) {
       if (frame[1] !== RESULT_OK) this.onFrameError(error());
       return;
@@ -224,7 +243,7 @@ export class KeysliceClient {
     return this.resending(op, named, retries);
   }
 
-  /** Sends a write until it is answered, or fails with an error a retry cannot mend, or `retries` more copies
+  /** Sends a write until it is answered, or fails with an error that is not resendable, or `retries` more copies
    * have been sent, or IDEMPOTENCY_WINDOW_MS has passed since the first (a later copy could be applied again:
    * the slice may have forgotten the first's id). Every copy carries the same idempotency id. */
   private async resending<Op extends OperationName>(op: Op, payload: Request<Op>, retries: number): Promise<Response<Op>> {
@@ -235,7 +254,7 @@ export class KeysliceClient {
         return await this.requestOnce(op, payload);
       } catch (err) {
         const delay = Math.min(WRITE_RETRY_DELAY_MS_MIN * 2 ** attempt, WRITE_RETRY_DELAY_MS_MAX);
-        if (!(err instanceof KeysliceError) || !callerMayRetry(err) || attempt >= retries || performance.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
+        if (!resendable(err) || attempt >= retries || performance.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
         await new Promise((r) => setTimeout(r, delay));
       }
     }

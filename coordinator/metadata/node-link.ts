@@ -181,9 +181,11 @@ export class NodeLink {
     this.failAll(new KeysliceError('Unavailable', 'the coordinator is shutting down'));
   }
 
+  /** What an op gets that is not sent because the link is not ready: not applied, so it may be sent again
+   * (wasNotApplied), as a router does on replicated slices and a client's write resend on any. */
   private unavailable(): KeysliceError {
-    if (this.refusal !== '') return new KeysliceError('Unavailable', `slice node ${this.url} is not used: ${this.refusal}`);
-    return new KeysliceError('Unavailable', `slice node ${this.url} is not available (${this.state}); retry later`);
+    if (this.refusal !== '') return new KeysliceError('Unavailable', `slice node ${this.url} is not used: ${this.refusal}`, { notApplied: true });
+    return new KeysliceError('Unavailable', `slice node ${this.url} is not available (${this.state}); retry later`, { notApplied: true });
   }
 
   private connect(): void {

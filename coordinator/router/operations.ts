@@ -341,5 +341,7 @@ function writeFailureNamed(err: unknown, name: string, idempotencyId: string | u
 
 function itemFailure(list: ItemFailure['list'], index: number, name: string, reason: unknown): ItemFailure {
   const err = toKeysliceError(reason);
-  return { list, index, name, code: err.code, message: err.message, retryable: err.retryable };
+  const failure: ItemFailure = { list, index, name, code: err.code, message: err.message, retryable: err.retryable };
+  if (err.routerRetried) failure.routerRetried = true;
+  return failure;
 }

@@ -33,6 +33,11 @@
 //   "A write sent twice is applied once"). A write sent while the map gave its
 //   slice one replica has no id and is not resent after an unknown outcome: the
 //   worker log path (R=1) keeps no ids, and it has no failover to wait for anyway.
+//   Once the bounds are spent the op fails Unavailable with routerRetried
+//   (failoverSpent), which the client, `keyslice export` and import pass on as
+//   they pass WrongOwner on: this is the only place that waits for a failover.
+//   On slices of one replica nothing is retried here, and those callers ask
+//   again what they may repeat (errors.ts callerMayRetry, cli/cli-retry.ts).
 // - A move's freeze: a scan waits in Routing.scanUnfrozen until no slice of its
 //   range is between freeze and switch (no worker owns such a slice); a point op
 //   on a frozen slice is refused WrongOwner by the old owner and retried as above.
@@ -180,7 +185,7 @@ export class Router {
       const tried = attempt === 0 && first !== null;
       const link = tried ? null : this.cluster.linkOf(slice);
       if (!tried) {
-        if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`);
+        if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`, { notApplied: true });
         this.giveRequestId(op, named);
         if (link.state !== 'ready') await this.cluster.linkReady(link);
         if (link.state !== 'ready' && link.state !== 'closed' && this.failoverRetry(started, failoverTries)) {
@@ -195,7 +200,8 @@ export class Router {
         }
         return await link.send(slice, op);
       } catch (err) {
-        if (err instanceof KeysliceError && this.mayResend(err, op) && this.failoverRetry(started, failoverTries)) {
+        if (err instanceof KeysliceError && this.mayResend(err, op)) {
+          if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(`slice ${slice}`, err, failoverTries, started);
           if (isWriteOp(op) && !wasNotApplied(err)) this.counts.writeResent();
           await this.cluster.afterNoLeader(failoverTries++);
           continue;
@@ -267,14 +273,15 @@ export class Router {
   async scan(r: ScanRequest): Promise<ScanResult[]> {
     const started = Date.now();
     let failoverTries = 0;
-    const wrongOwner = new WrongOwnerTries(`a scan page of slices ${r.fromSlice}-${r.toSlice - 1}`, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
+    const wrongOwner = new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
     for (;;) {
       let asks: readonly ScanAsk[];
       try {
         asks = await this.scanAsks(r.fromSlice, r.toSlice);
       } catch (err) {
         // A scan only reads: on replicated slices a node that is down is waited out (a failover names another).
-        if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
+        if (err instanceof KeysliceError && err.code === 'Unavailable') {
+          if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(scanWhat(r), err, failoverTries, started);
           await this.cluster.afterNoLeader(failoverTries++);
           continue;
         }
@@ -288,7 +295,8 @@ export class Router {
       // map that changed without a new epoch, as from another coordinator; a link that went down and came back).
       this.forgetScanPlan(scanKey(r.fromSlice, r.toSlice));
       const err: unknown = failed.reason;
-      if (err instanceof KeysliceError && err.code === 'Unavailable' && this.failoverRetry(started, failoverTries)) {
+      if (err instanceof KeysliceError && err.code === 'Unavailable') {
+        if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(scanWhat(r), err, failoverTries, started);
         await this.cluster.afterNoLeader(failoverTries++);
         continue;
       }
@@ -402,6 +410,27 @@ export class Router {
   private failoverRetry(started: number, tries: number): boolean {
     return this.cluster.replicationFactor > 1 && tries < FAILOVER_RETRIES_MAX && Date.now() - started < FAILOVER_RETRY_MS_MAX;
   }
+
+  /** The error once failoverRetry says no to `last` (an Unavailable this loop would have sent again). On replicated
+   * slices the router waited out the failover for as long as its bounds allow: the Unavailable says so, how often in
+   * how long, and carries routerRetried, so that no caller multiplies that wait (errors.ts callerMayRetry). On slices
+   * of one replica there is no failover to wait for and nothing was retried: `last` goes on as it is, and a caller
+   * may ask again what is safe to ask again. */
+  private failoverSpent(what: string, last: KeysliceError, tries: number, started: number): KeysliceError {
+    assert(last.code === 'Unavailable', 'only an Unavailable waits for a failover');
+    if (this.cluster.replicationFactor <= 1) return last;
+    const ms = Date.now() - started;
+    return new KeysliceError(
+      'Unavailable',
+      `${what}: no serving leader answered ${tries + 1} tries in ${ms} ms (the router waits for a failover at most ${FAILOVER_RETRIES_MAX} tries within ${FAILOVER_RETRY_MS_MAX} ms; the slice's replicas may be down or cut off from a majority); last: ${last.message}`,
+      wasNotApplied(last) ? { notApplied: true, routerRetried: true } : { routerRetried: true },
+    );
+  }
+}
+
+/** A scan page, as its errors name it. */
+function scanWhat(r: ScanRequest): string {
+  return `a scan page of slices ${r.fromSlice}-${r.toSlice - 1}`;
 }
 
 /** What an eventually consistent read answered by a follower may fail with and still be read from the leader. */
