@@ -1264,7 +1264,8 @@ export function checkSliceResult(op: SliceOpMessage, r: unknown): void {
       if (!(r === null || isPlainObject(r))) fail(`a ${op[0] === SliceOp.Put ? 'Put' : 'Update'} was answered with ${show(r)}, not an item or null`);
       return;
     case SliceOp.Delete:
-      if (!(r === null || typeof r === 'boolean' || isPlainObject(r))) fail(`a Delete was answered with ${show(r)}, not an item, null or a boolean`);
+      // Asked for the old item: it or null; otherwise whether one was deleted (DeleteItem relies on which).
+      if (op[4]?.returnOld ? !(r === null || isPlainObject(r)) : typeof r !== 'boolean') fail(`a Delete ${op[4]?.returnOld ? 'asked for the old item' : 'not asked for the old item'} was answered with ${show(r)}, not ${op[4]?.returnOld ? 'an item or null' : 'a boolean'}`);
       return;
     case SliceOp.Range:
     case SliceOp.ReplicaRange:

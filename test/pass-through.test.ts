@@ -587,6 +587,9 @@ describe('a partition packs the items of its part of a scan page when asked', ()
       [getOp(true), { a: 1 }],
       [[SliceOp.Put, 1, 0, 'k', { a: 1 }, 1, null, null], true],
       [[SliceOp.Delete, 1, 0, 'k', null, null], 1],
+      // DeleteItem asserts which of the two it got: a node's answer must not reach that assert.
+      [[SliceOp.Delete, 1, 0, 'k', null, null], null],
+      [[SliceOp.Delete, 1, 0, 'k', { condition: null, returnOld: true, oldOnFailure: false }, null], true],
       [[SliceOp.Stats, 1, sliceSetOf(0, [0])], [[[1, 0, 0, 0, 0, []]], [], [], []]],
     ];
     for (const [op, r] of bad) {
@@ -599,6 +602,7 @@ describe('a partition packs the items of its part of a scan page when asked', ()
     checkSliceResult(getOp(true), Uint8Array.of(0x80));
     checkSliceResult(getOp(false), null);
     checkSliceResult([SliceOp.Delete, 1, 0, 'k', null, null], false);
+    checkSliceResult([SliceOp.Delete, 1, 0, 'k', { condition: null, returnOld: true, oldOnFailure: false }, null], { a: 1 });
   });
 
   it('a scan answer changed at random is refused as MalformedFrame or, taken, makes a page (never a TypeError or an assert)', () => {
