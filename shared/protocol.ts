@@ -1244,6 +1244,96 @@ export interface SliceOpResults {
 /** The result of one slice op, by its kind. */
 export type ResultOf<Op extends SliceOpMessage> = SliceOpResults[Op[0]];
 
+/** Checks a worker's answer to `op` against its op before anyone uses it: the shape SliceOpResults gives that op's
+ * kind, in the form the op asked for (packed or objects, keys or none), and a Scan's entries within the slices the op
+ * asked that worker for, after its (fromSlice, afterKey), in (slice, key) order, at most its limit. The router's
+ * channel (coordinator/metadata/node-link.ts) runs it once per answer, where the answer is decoded: a node's answer
+ * that fails it fails its own request (MalformedFrame), never a TypeError or an assert later; the connection and the
+ * batch's other answers go on. Shallow where it can be: an item is a plain object (the node decoded it with
+ * internalUnpackr, which makes no other kind of value), a packed list is bytes (splitPackedList and PackedItems check
+ * them as they cut or walk them). The move ops' answers, which the coordinator's move code reads, are not checked here.
+ * Throws MalformedFrame. */
+export function checkSliceResult(op: SliceOpMessage, r: unknown): void {
+  switch (op[0]) {
+    case SliceOp.Get:
+    case SliceOp.ReplicaGet:
+      if (!(r === null || (op[5] ? r instanceof Uint8Array : isPlainObject(r)))) fail(`a Get asked for its item ${op[5] ? 'packed' : 'as an object'} was answered with ${show(r)}`);
+      return;
+    case SliceOp.Put:
+    case SliceOp.Update:
+      if (!(r === null || isPlainObject(r))) fail(`a ${op[0] === SliceOp.Put ? 'Put' : 'Update'} was answered with ${show(r)}, not an item or null`);
+      return;
+    case SliceOp.Delete:
+      // Asked for the old item: it or null; otherwise whether one was deleted (DeleteItem relies on which).
+      if (op[4]?.returnOld ? !(r === null || isPlainObject(r)) : typeof r !== 'boolean') fail(`a Delete ${op[4]?.returnOld ? 'asked for the old item' : 'not asked for the old item'} was answered with ${show(r)}, not ${op[4]?.returnOld ? 'an item or null' : 'a boolean'}`);
+      return;
+    case SliceOp.Range:
+    case SliceOp.ReplicaRange:
+      return checkRangeResult(op[3], r);
+    case SliceOp.Scan:
+      return checkScanResult(op, r);
+    case SliceOp.DropTable:
+      if (typeof r !== 'boolean') fail(`a DropTable was answered with ${show(r)}, not a boolean`);
+      return;
+    case SliceOp.Stats:
+      if (!(Array.isArray(r) && r.length === 4 && Array.isArray(r[0]) && Array.isArray(r[1]) && Array.isArray(r[2]) && Array.isArray(r[3]))) fail('a Stats is answered [slices, hot keys, counters, held]');
+      for (const e of r[0] as unknown[]) {
+        if (!(Array.isArray(e) && e.length === 6 && isSlice(e[0]) && sliceSetHas(op[2], 0, e[0]) && Array.isArray(e[5]))) fail(`a Stats answered ${show(Array.isArray(e) ? e[0] : e)}, not a slice it was asked for with its load`);
+      }
+      return;
+  }
+}
+
+/** A Range's answer, as checkSliceResult says. */
+function checkRangeResult(spec: RangeSpec, r: unknown): void {
+  if (!(Array.isArray(r) && r.length === 5)) fail(`a range is answered [items, last key, more, keys, examined], got ${show(r)}`);
+  const [items, lastKey, more, keys, examined] = r as unknown[];
+  if (spec.packed) {
+    if (!(items instanceof Uint8Array)) fail(`a range asked for its items packed was answered with ${show(items)}`);
+  } else {
+    if (!Array.isArray(items)) fail(`a range asked for its items as objects was answered with ${show(items)}`);
+    for (const item of items) if (!isPlainObject(item)) fail(`a range asked for its items as objects was answered with ${show(item)} among them`);
+  }
+  if (!(lastKey === null || typeof lastKey === 'string')) fail(`a range's last key is an encoded key or null, not ${show(lastKey)}`);
+  if (typeof more !== 'boolean') fail(`a range's "more" is a boolean, not ${show(more)}`);
+  if (!isUint(examined)) fail(`a range's examined count is a whole number, not ${show(examined)}`);
+  if (!spec.withKeys) {
+    if (keys !== null) fail('a range asked for no keys was answered with some');
+    return;
+  }
+  // Packed, the count of items is known once the list is cut (gatherBuckets compares it there).
+  if (!(Array.isArray(keys) && (spec.packed || keys.length === (items as unknown[]).length))) fail(`a range asked for its items' keys was answered ${Array.isArray(keys) ? `${keys.length} keys for ${(items as unknown[]).length} items` : show(keys)}`);
+  for (const k of keys) if (typeof k !== 'string') fail(`a range's keys are encoded keys, not ${show(k)}`);
+}
+
+/** A Scan's answer, as checkSliceResult says. */
+function checkScanResult(op: Extract<SliceOpMessage, [typeof SliceOp.Scan, ...unknown[]]>, r: unknown): void {
+  const [, , fromSlice, afterKey, limit, , , asked, packed] = op;
+  if (!(Array.isArray(r) && r.length === 3)) fail(`a scan is answered [entries, exhausted, packed list], got ${show(r)}`);
+  const [entries, exhausted, list] = r as unknown[];
+  if (!Array.isArray(entries)) fail(`a scan's entries are a list, not ${show(entries)}`);
+  if (typeof exhausted !== 'boolean') fail(`a scan's "exhausted" is a boolean, not ${show(exhausted)}`);
+  if (!(packed ? list instanceof Uint8Array : list === null)) fail(`a scan asked for its items ${packed ? 'packed' : 'as objects'} was answered with ${show(list)} as its list`);
+  if (entries.length > limit) fail(`a scan of at most ${limit} entries was answered ${entries.length}`);
+  // Entries in (slice, key) order: a slice is looked up in the set once, where the entries move on to it.
+  let slice = -1;
+  let key: string | null = null;
+  for (const e of entries) {
+    if (!(Array.isArray(e) && e.length === 4 && typeof e[1] === 'string' && isUint(e[3]))) fail(`a scan's entry is [slice, key, item, bytes], not ${show(e)}`);
+    const item: unknown = e[2];
+    if (!(item === null || (packed ? item === KEPT_IN_LIST : isPlainObject(item)))) fail(`a scan asked for its items ${packed ? 'packed' : 'as objects'} was answered with ${show(item)} as an entry's item`);
+    if (e[0] !== slice) {
+      if (!(isSlice(e[0]) && e[0] > slice && sliceSetHas(asked, fromSlice, e[0]))) {
+        fail(`a scan answered an entry of slice ${show(e[0])}, ${isSlice(e[0]) && e[0] <= slice ? `after slice ${slice}'s` : `not one of the slices it was asked for (from ${fromSlice}: ${slicesIn(asked, fromSlice).slice(0, 8).join(', ')}${slicesIn(asked, fromSlice).length > 8 ? ', ...' : ''})`}`);
+      }
+      slice = e[0];
+      key = slice === fromSlice ? afterKey : null;
+    }
+    if (!(key === null || key < e[1])) fail(`a scan answered slice ${slice}'s key ${show(e[1])} after ${show(key)}${key === afterKey && slice === fromSlice ? ' (where it was asked to start)' : ''}`);
+    key = e[1];
+  }
+}
+
 export type SliceOpResult =
   | [typeof RESULT_OK, unknown]
   | [typeof RESULT_ERROR, ErrorCode, string]

@@ -28,6 +28,7 @@ import {
   type SliceOpMessage,
   KEPT_IN_LIST,
   cutScanItems,
+  checkSliceResult,
   MalformedFrame,
   concatClientList,
   EFFECT_SET,
@@ -167,14 +168,20 @@ describe('a GetItems page from a node, its items packed', () => {
    * (answerItems: checked as a whole, PackedItems.ofList), one bucket of an even-distribution page (gatherBuckets:
    * the merge takes the items splitPackedList cut, checked as it cuts them) and one worker's part of a scan page
    * (scanPage: its `count` entries each mark a kept item, cut from the list the same way). */
+  const rangeSpec = (packed: boolean, withKeys: boolean): RangeSpec => ({ low: 'b', lowInclusive: true, high: 'c', highInclusive: false, reverse: false, limit: 100, projection: null, filter: null, withKeys, packed });
+  /** A node's answer as the router's link takes it: checked against its op where it is decoded (checkSliceResult). */
+  const checked = <T>(op: SliceOpMessage, r: T): T => {
+    checkSliceResult(op, r);
+    return r;
+  };
   const paths: [name: string, take: (page: Uint8Array | unknown[], count: number) => Promise<unknown>][] = [
-    ['range', async (page) => answerItems(page as Uint8Array, true)],
+    ['range', async (page) => answerItems(checked([SliceOp.Range, 1, 0, rangeSpec(true, false)], [page as Uint8Array, null, false, null, 5])[0], true)],
     [
       'buckets',
       async (page, count) => {
         const keys = Array.from({ length: count }, (_, i) => `b${String(i).padStart(4, '0')}`);
         const spec: RangeSpec = { low: 'b', lowInclusive: true, high: 'c', highInclusive: false, reverse: false, limit: 100, projection: null, filter: null, withKeys: true, packed: true };
-        const send = async (): Promise<RangeResult> => [page as Uint8Array, keys[count - 1] ?? null, false, keys, count];
+        const send = async (op: SliceOpMessage): Promise<RangeResult> => checked(op, [page as Uint8Array, keys[count - 1] ?? null, false, keys, count]);
         return answerMerged((await gatherBuckets({ tableId: 1, buckets: [{ slice: 0, prefixBytes: 1, spec }], reverse: false, limit: 100, send })).items, true);
       },
     ],
@@ -182,7 +189,7 @@ describe('a GetItems page from a node, its items packed', () => {
       'scan',
       async (page, count) => {
         const entries: ScanEntry[] = Array.from({ length: count }, (_, i) => [0, `k${String(i).padStart(4, '0')}`, KEPT_IN_LIST, 100]);
-        return scanPage([[entries, true, page as Uint8Array]], 100, true).items;
+        return scanPage([checked([SliceOp.Scan, 1, 0, null, 100, null, null, sliceSetOf(0, [0]), true], [entries, true, page as Uint8Array])], 100, true).items;
       },
     ],
   ];
@@ -224,15 +231,17 @@ describe('a GetItems page from a node, its items packed', () => {
     for (const [name, take] of paths.slice(0, 2)) {
       for (const page of [objects, [reference.pack(objects[0]), reference.pack([1])]]) {
         await expect(take(page, page.length), name).rejects.toThrow(MalformedFrame);
-        await expect(take(page, page.length), name).rejects.toThrow(/answered with an object list/);
+        await expect(take(page, page.length), name).rejects.toThrow(/asked for its items packed was answered with/);
       }
     }
     // A bucket whose keys and items disagree in number.
     await expect(paths[1][1](list, objects.length - 1)).rejects.toThrow(/keys for/);
     // Bytes where objects were asked for (the HTTP and DynamoDB APIs' range) are a node's error too.
-    expect(() => answerItems(list, false)).toThrow(MalformedFrame);
-    expect(() => answerItems([reference.pack(objects[0])] as unknown as Item[], false)).toThrow(MalformedFrame);
-    expect(() => answerMerged([reference.pack(objects[0])], false)).toThrow(MalformedFrame);
+    const objectRange = [SliceOp.Range, 1, 0, rangeSpec(false, false)] as SliceOpMessage;
+    expect(() => checkSliceResult(objectRange, [list, null, false, null, 5])).toThrow(MalformedFrame);
+    expect(() => checkSliceResult(objectRange, [[reference.pack(objects[0])], null, false, null, 5])).toThrow(MalformedFrame);
+    expect(() => checkSliceResult(objectRange, [[reference.pack(objects[0])], null, false, null, 5])).toThrow(/as objects was answered with .* among them/);
+    checkSliceResult(objectRange, [objects, null, false, null, 5]);
     expect(answerItems(objects, false)).toBe(objects);
     expect(answerMerged(objects, false)).toBe(objects);
   });
@@ -493,13 +502,15 @@ describe('a partition packs the items of its part of a scan page when asked', ()
 
   it('asked for objects, a page whose node marks an entry kept in a packed list is refused as malformed, not an assert', () => {
     // A node that answers a packed scan's result (its marks, and its list) where objects were asked for.
+    const op: SliceOpMessage = [SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), false];
     const marked = () => store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), true])[1] as ScanResult;
-    expect(() => scanPage([marked()], 5, false)).toThrow(MalformedFrame);
-    expect(() => scanPage([[marked()[0], true, null]], 5, false)).toThrow(/marked kept in a packed list/);
+    expect(() => checkSliceResult(op, marked())).toThrow(MalformedFrame);
+    expect(() => checkSliceResult(op, [marked()[0], true, null])).toThrow(/as objects was answered with 1 as an entry's item/);
     // One mark among objects, past the first entry.
-    const objects = store.execute([SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), false])[1] as ScanResult;
+    const objects = store.execute(op)[1] as ScanResult;
+    checkSliceResult(op, objects);
     objects[0][3][2] = KEPT_IN_LIST;
-    expect(() => scanPage([objects], 5, false)).toThrow(MalformedFrame);
+    expect(() => checkSliceResult(op, objects)).toThrow(MalformedFrame);
   });
 
   it('a page whose workers answer out of (slice, key) order, or one entry twice, is refused as malformed, not an assert', () => {
@@ -513,6 +524,117 @@ describe('a partition packs the items of its part of a scan page when asked', ()
       // Two workers that both answer the same slice's entries (a slice owned twice would double its items).
       expect(() => scanPage([scan(packed), scan(packed)], 10, packed), `packed ${packed}`).toThrow(MalformedFrame);
     }
+  });
+
+  it("a worker's answer with an entry of a slice it was not asked for, or before where it was asked to start, is refused where it is decoded, not merged into the page", () => {
+    // The worker was asked for slices 1 and 3 from slice 1 on, after key k05 of slice 1.
+    const op: SliceOpMessage = [SliceOp.Scan, 1, 1, 'k05', 10, null, null, sliceSetOf(1, [1, 3]), false];
+    const answer = (entries: ScanEntry[]): ScanResult => [entries, true, null];
+    const item = { pk: 'p' };
+    checkSliceResult(op, answer([[1, 'k09', item, 10], [3, 'k03', item, 10], [3, 'k07', null, 10]]));
+    const bad: [ScanEntry[], RegExp][] = [
+      [[[1, 'k09', item, 10], [2, 'k02', item, 10]], /slice 2, not one of the slices it was asked for \(from 1: 1, 3\)/],
+      [[[0, 'k09', item, 10]], /slice 0, not one of the slices/],
+      [[[4, 'k09', item, 10]], /slice 4, not one of the slices/],
+      [[[70_000, 'k09', item, 10]], /slice 70000, not one of the slices/],
+      [[[1, 'k05', item, 10]], /key "k05" after "k05" \(where it was asked to start\)/],
+      [[[1, 'k01', item, 10]], /after "k05"/],
+      [[[3, 'k03', item, 10], [1, 'k09', item, 10]], /slice 1, after slice 3's/],
+      [[[3, 'k03', item, 10], [3, 'k03', item, 10]], /key "k03" after "k03"/],
+      [Array.from({ length: 11 }, (_, i): ScanEntry => [3, `k${String(i).padStart(2, '0')}`, item, 10]), /at most 10 entries was answered 11/],
+    ];
+    for (const [entries, why] of bad) {
+      expect(() => checkSliceResult(op, answer(entries)), why.source).toThrow(MalformedFrame);
+      expect(() => checkSliceResult(op, answer(entries)), why.source).toThrow(why);
+    }
+  });
+
+  it('a Scan, range or Get answer of the wrong shape is refused as MalformedFrame where it is decoded, never a TypeError later', () => {
+    const scanOp = (packed: boolean): SliceOpMessage => [SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2, 3]), packed];
+    const spec = (packed: boolean, withKeys: boolean): RangeSpec => ({ low: 'a', lowInclusive: true, high: 'z', highInclusive: true, reverse: false, limit: 5, projection: null, filter: null, withKeys, packed });
+    const rangeOp = (packed: boolean, withKeys: boolean): SliceOpMessage => [SliceOp.Range, 1, 0, spec(packed, withKeys)];
+    const getOp = (packed: boolean): SliceOpMessage => [SliceOp.Get, 1, 0, 'k', null, packed];
+    const bad: [SliceOpMessage, unknown][] = [
+      [scanOp(false), null],
+      [scanOp(false), {}],
+      [scanOp(false), [[], true]],
+      [scanOp(false), [null, true, null]],
+      [scanOp(false), [[], 'yes', null]],
+      [scanOp(false), [[], true, packClientList([])]],
+      [scanOp(true), [[], true, null]],
+      [scanOp(false), [[[0, 'k']], true, null]],
+      [scanOp(false), [[[0, 1, null, 1]], true, null]],
+      [scanOp(false), [[[0, 'k', null, -1]], true, null]],
+      [scanOp(false), [[[0.5, 'k', null, 1]], true, null]],
+      [scanOp(false), [[[0, 'k', 'item', 1]], true, null]],
+      [scanOp(false), [[[0, 'k', Uint8Array.of(0x80), 1]], true, null]],
+      [scanOp(true), [[[0, 'k', { pk: 'p' }, 1]], true, packClientList([])]],
+      [rangeOp(false, false), null],
+      [rangeOp(false, false), [[], null, false, null]],
+      [rangeOp(false, false), [{}, null, false, null, 0]],
+      [rangeOp(false, false), [[null], null, false, null, 1]],
+      [rangeOp(false, false), [[], 7, false, null, 0]],
+      [rangeOp(false, false), [[], null, 'no', null, 0]],
+      [rangeOp(false, false), [[], null, false, null, -1]],
+      [rangeOp(false, false), [[], null, false, [], 0]],
+      [rangeOp(false, true), [[], null, false, null, 0]],
+      [rangeOp(false, true), [[{ a: 1 }], 'k', false, [], 1]],
+      [rangeOp(false, true), [[{ a: 1 }], 'k', false, [1], 1]],
+      [rangeOp(true, true), [[{ a: 1 }], 'k', false, ['k'], 1]],
+      [rangeOp(true, false), [packClientList([]), null, false, null, 'none']],
+      [getOp(false), Uint8Array.of(0x80)],
+      [getOp(false), 'item'],
+      [getOp(true), { a: 1 }],
+      [[SliceOp.Put, 1, 0, 'k', { a: 1 }, 1, null, null], true],
+      [[SliceOp.Delete, 1, 0, 'k', null, null], 1],
+      // DeleteItem asserts which of the two it got: a node's answer must not reach that assert.
+      [[SliceOp.Delete, 1, 0, 'k', null, null], null],
+      [[SliceOp.Delete, 1, 0, 'k', { condition: null, returnOld: true, oldOnFailure: false }, null], true],
+      [[SliceOp.Stats, 1, sliceSetOf(0, [0])], [[[1, 0, 0, 0, 0, []]], [], [], []]],
+    ];
+    for (const [op, r] of bad) {
+      const context = `op ${op[0]}: ${JSON.stringify(r)}`;
+      expect(() => checkSliceResult(op, r), context).toThrow(MalformedFrame);
+    }
+    // What the nodes answer passes.
+    checkSliceResult(rangeOp(false, true), [[{ a: 1 }], 'k', true, ['k'], 1]);
+    checkSliceResult(rangeOp(true, true), [packClientList([{ a: 1 }]), 'k', false, ['k'], 1]);
+    checkSliceResult(getOp(true), Uint8Array.of(0x80));
+    checkSliceResult(getOp(false), null);
+    checkSliceResult([SliceOp.Delete, 1, 0, 'k', null, null], false);
+    checkSliceResult([SliceOp.Delete, 1, 0, 'k', { condition: null, returnOld: true, oldOnFailure: false }, null], { a: 1 });
+  });
+
+  it('a scan answer changed at random is refused as MalformedFrame or, taken, makes a page (never a TypeError or an assert)', () => {
+    let seed = 99;
+    const random = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n);
+    const values = [null, true, 0, -1, 1.5, 4, 70_000, 'k', 'k15', '', {}, [], Uint8Array.of(0x80), KEPT_IN_LIST, { pk: 'p' }];
+    let [taken, refused] = [0, 0];
+    for (let n = 0; n < 2000; n++) {
+      const packed = n % 2 === 1;
+      const op: SliceOpMessage = [SliceOp.Scan, 1, 0, null, 5, null, null, sliceSetOf(0, [0, 1, 2]), packed];
+      const r = store.execute(op)[1] as unknown[];
+      // One value somewhere in the answer, or in one of its entries, replaced by another.
+      const entries = r[0] as unknown[][];
+      if (random(3) === 0 || entries.length === 0) r[random(3)] = values[random(values.length)];
+      else entries[random(entries.length)][random(4)] = values[random(values.length)];
+      try {
+        checkSliceResult(op, r);
+      } catch (err) {
+        expect(err, `case ${n}`).toBeInstanceOf(MalformedFrame);
+        refused++;
+        continue;
+      }
+      taken++;
+      try {
+        scanPage([r as ScanResult], 5, packed);
+      } catch (err) {
+        // Taken, only the packed list's own checks may refuse it (a mark turned null: the list holds one more).
+        expect(err, `case ${n}: ${(err as Error).message}`).toBeInstanceOf(MalformedFrame);
+      }
+    }
+    expect(taken).toBeGreaterThan(50);
+    expect(refused).toBeGreaterThan(500);
   });
 
   it('a page whose worker says it has more but answers no entry is refused as malformed, not taken as the end of the scan', () => {

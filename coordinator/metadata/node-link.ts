@@ -31,6 +31,7 @@ import {
 import { workerOf } from '../../shared/hashing.js';
 import { COORDINATOR } from '../../shared/replication-protocol.js';
 import {
+  checkSliceResult,
   closeReason,
   CLUSTER_SECRET_HEADER,
   decodeNodeFrame,
@@ -38,6 +39,7 @@ import {
   encodeNodeFrame,
   encodeSliceOps,
   errorFromResult,
+  MalformedFrame,
   NodeFrame,
   NODE_PROTOCOL_HEADER,
   NODE_PROTOCOL_VERSION,
@@ -53,7 +55,8 @@ import {
 } from '../../shared/protocol.js';
 import { SendQueue, type FrameParts } from './send-queue.js';
 
-type Settle = { resolve: (v: unknown) => void; reject: (e: KeysliceError) => void };
+/** One op in flight: its answer is checked against it (checkSliceResult) before it resolves. */
+type Settle = { op: SliceOpMessage; resolve: (v: unknown) => void; reject: (e: Error) => void };
 type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout; queue: SendQueue<Settle>; sentAt: number };
 
 export type LinkState = 'connecting' | 'assigning' | 'ready' | 'closed';
@@ -157,9 +160,9 @@ export class NodeLink {
   sendToWorker<Op extends SliceOpMessage>(worker: number, op: Op): Promise<ResultOf<Op>> {
     if (this.state !== 'ready') return Promise.reject(this.unavailable());
     assert(worker >= 0 && worker < this.workerCount, 'worker index within the node');
-    // The worker answers an op of this kind with ResultOf<Op> (partition.ts checks that at
-    // compile time); this is where the decoded reply takes that type, once for every caller.
-    return new Promise((resolve, reject) => this.queue.push(worker, op, { resolve: resolve as (v: unknown) => void, reject }));
+    // The worker answers an op of this kind with ResultOf<Op> (partition.ts checks that at compile time); this is where
+    // the decoded reply takes that type, once for every caller, after onBatchReply checked it (checkSliceResult).
+    return new Promise((resolve, reject) => this.queue.push(worker, op, { op, resolve: resolve as (v: unknown) => void, reject }));
   }
 
   /** Resolves when the node is ready, or after `timeoutMs`. */
@@ -381,8 +384,21 @@ export class NodeLink {
     }
     for (let i = 0; i < results.length; i++) {
       const r = results[i];
-      if (r[0] === RESULT_OK) settles[i].resolve(r[1]);
-      else settles[i].reject(errorFromResult(r[1], r[2], r[3]));
+      const s = settles[i];
+      if (r[0] !== RESULT_OK) {
+        s.reject(errorFromResult(r[1], r[2], r[3]));
+        continue;
+      }
+      // The node's answer, checked against its op once, here: one that has not the op's shape fails that op alone
+      // (MalformedFrame: Internal to its client), not a TypeError or an assert wherever it is used.
+      try {
+        checkSliceResult(s.op, r[1]);
+      } catch (err) {
+        if (!(err instanceof MalformedFrame)) throw err;
+        s.reject(new MalformedFrame(`slice node ${this.url} answered malformed: ${err.message}`));
+        continue;
+      }
+      s.resolve(r[1]);
     }
   }
 

@@ -57,11 +57,10 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[] |
     const [items, lastKey, more, keys, n] = await r.send([SliceOp.Range, r.tableId, c.slice, c.spec]);
     examined += n;
     // Packed, each item is checked as it is cut (splitPackedList), once: the merge passes the pieces on as they are.
-    // An answer in the other form is a node's malformed answer (an array of bins in place of the list would go
-    // unchecked).
-    if (items instanceof Uint8Array !== c.spec.packed) throw new MalformedFrame(`a bucket's range asked for its items ${c.spec.packed ? 'packed' : 'as objects'} was answered ${c.spec.packed ? 'with an object list' : 'with a packed list'}`);
-    c.items = items instanceof Uint8Array ? splitPackedList(items) : items;
-    // The merge orders items by their keys: a node's answer with a key per item, or malformed.
+    // The answer's form is the one asked for, and its keys are a list (checkSliceResult, where it was decoded).
+    c.items = c.spec.packed ? splitPackedList(items as Uint8Array) : (items as Item[]);
+    // The merge orders items by their keys: a node's answer with a key per item, or malformed (packed, the count of
+    // items is known here, once the list is cut).
     if (keys === null || keys.length !== c.items.length) throw new MalformedFrame(`a bucket's range answered ${c.items.length} items and ${keys?.length ?? 'no'} keys for them`);
     c.keys = keys.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
     // A bucket with more to read goes on after its last examined key; without one it would be asked the same range

@@ -272,12 +272,9 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
   if (passThrough && last !== null) cutScanItems(results, last[0], last[1]);
   const items: (Item | Uint8Array)[] = [];
   for (const [, , item] of page) {
-    if (item === KEPT_IN_LIST) {
-      // Packed, cutScanItems put a checked piece in place of every mark of the page, or refused the answer. Asked for
-      // objects, a mark is a node's malformed answer: the request fails, not the router's invariant.
-      assert(!passThrough, 'every kept item of the page is cut from its list');
-      throw new MalformedFrame('a scan page asked for its items as objects was answered with an entry marked kept in a packed list');
-    }
+    // Packed, cutScanItems put a checked piece in place of every mark of the page, or refused the answer; asked for
+    // objects, an answer with a mark was refused where it was decoded (checkSliceResult).
+    assert(item !== KEPT_IN_LIST, 'every kept item of the page is cut from its list');
     if (item !== null) items.push(item);
   }
   // What the workers read, though the page uses only the first `limit` of it.
@@ -292,40 +289,29 @@ export function scanPage(results: ScanResult[], limit: number, passThrough: bool
 }
 
 /** A Get's item as the answer carries it: packed (the op's `packed`), checked and passed through (PackedItem);
- * an object as it is. A node that answers the other form is refused as malformed (the request fails Internal). */
+ * an object as it is. The node link checked its form against the op (checkSliceResult). */
 function answerItem(item: Item | Uint8Array | null, packed: boolean): Item | PackedItem | null {
   if (item === null) return null;
-  if (item instanceof Uint8Array !== packed) throw new MalformedFrame(`a Get asked for its item ${packed ? 'packed' : 'as an object'} was answered with ${packed ? 'an object' : 'bytes'}`);
   return packed ? PackedItem.of(item as Uint8Array) : (item as Item);
 }
 
 /** A range's items (one node's answer to a GetItems by sharding key) as the answer carries them: packed, the node's
  * list passes through (PackedItems.ofList: checked as a Get's item is, item by item, in one walk); objects as they
- * are. A node's answer in the other form, or packed bytes that are not items, are refused as malformed:
- * MalformedFrame, the request fails Internal and the other answers of its client frame go on (never an assert:
- * this is a node's input). */
+ * are. Their form is the one the op asked for (checkSliceResult, where the answer was decoded); packed bytes that are
+ * not items are refused as malformed: MalformedFrame, the request fails Internal and the other answers of its client
+ * frame go on (never an assert: this is a node's input). */
 export function answerItems(items: RangeItems, packed: boolean): Item[] | PackedItems {
-  if (packed) {
-    if (!(items instanceof Uint8Array)) throw new MalformedFrame('a range asked for its items packed was answered with an object list');
-    return PackedItems.ofList(items);
-  }
-  return objectsOnly(items);
+  return packed ? PackedItems.ofList(items as Uint8Array) : (items as Item[]);
 }
 
 /** A merged page's items (buckets, a scan page) as the answer carries them. Packed, each is a piece that
  * splitPackedList cut from a node's list and checked as it cut it (gatherBuckets, cutScanItems): a page's bytes are
- * read once, not cut and then walked again here. Objects are refused as malformed where a node answered bytes. */
+ * read once, not cut and then walked again here. Objects are what the nodes answered, checked to be objects where
+ * their answers were decoded (checkSliceResult). */
 export function answerMerged(items: Item[] | Uint8Array[], packed: boolean): Item[] | PackedItems {
-  if (!packed) return objectsOnly(items);
+  if (!packed) return items as Item[];
   for (const item of items) assert(item instanceof Uint8Array, 'a packed page merges the pieces its split cut and checked');
   return PackedItems.ofItems(items as Uint8Array[]);
-}
-
-/** Objects, as asked for: bytes in their place are a node's malformed answer (MalformedFrame). */
-function objectsOnly(items: RangeItems | Uint8Array[]): Item[] {
-  if (items instanceof Uint8Array) throw new MalformedFrame('a range asked for its items as objects was answered with a packed list');
-  for (const item of items) if (item instanceof Uint8Array) throw new MalformedFrame('a range asked for its items as objects was answered with bytes');
-  return items as Item[];
 }
 
 /** A single-item write's failure: a failed condition names the item, a reused idempotency id names itself. */
