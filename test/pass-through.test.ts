@@ -175,7 +175,7 @@ describe('a GetItems page from a node, its items packed', () => {
     return r;
   };
   const paths: [name: string, take: (page: Uint8Array | unknown[], count: number) => Promise<unknown>][] = [
-    ['range', async (page) => answerItems(checked([SliceOp.Range, 1, 0, rangeSpec(true, false)], [page as Uint8Array, null, false, null, 5])[0], true)],
+    ['range', async (page) => answerItems(checked([SliceOp.Range, 1, 0, rangeSpec(true, false)], [page as Uint8Array, null, false, null, 5] as RangeResult)[0], true)],
     [
       'buckets',
       async (page, count) => {
