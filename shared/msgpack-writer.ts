@@ -4,12 +4,35 @@
 // same value; the tests that check it are named where each is used (test/node-frames.test.ts, replica-log.test.ts).
 import { assert } from './errors.js';
 
+/** How many bytes a msgpack array header for `n` elements takes (putArrayHeader). */
+export function arrayHeaderBytes(n: number): number {
+  return n < 0x10 ? 1 : n < 0x10000 ? 3 : 5;
+}
+
+/** Writes a msgpack array header for `n` elements into `out` at `at`; returns where it ends. */
+export function putArrayHeader(out: Uint8Array, at: number, n: number): number {
+  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a list length msgpack can hold');
+  if (n < 0x10) {
+    out[at++] = 0x90 | n;
+    return at;
+  }
+  if (n < 0x10000) {
+    out[at++] = 0xdc;
+  } else {
+    out[at++] = 0xdd;
+    out[at++] = n >>> 24;
+    out[at++] = (n >> 16) & 0xff;
+  }
+  out[at++] = (n >> 8) & 0xff;
+  out[at++] = n & 0xff;
+  return at;
+}
+
 /** A msgpack array header for `n` elements. */
 export function arrayHeader(n: number): Uint8Array {
-  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a list length msgpack can hold');
-  if (n < 16) return Uint8Array.of(0x90 | n);
-  if (n < 0x10000) return Uint8Array.of(0xdc, n >> 8, n & 0xff);
-  return Uint8Array.of(0xdd, n >>> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
+  const header = new Uint8Array(arrayHeaderBytes(n));
+  putArrayHeader(header, 0, n);
+  return header;
 }
 
 /** A key as a msgpack fixstr: ASCII of at most 31 characters (one byte each), as these field names are. */

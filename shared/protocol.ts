@@ -67,7 +67,7 @@ import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { DECIMAL_TAG, isNumberValue } from './decimal.js';
 import { assert, KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
-import { arrayHeader, binHeader, binHeaderBytes, fixstr, putBinHeader, putUint, uintBytes } from './msgpack-writer.js';
+import { arrayHeader, arrayHeaderBytes, binHeader, binHeaderBytes, fixstr, putArrayHeader, putBinHeader, putUint, uintBytes } from './msgpack-writer.js';
 import {
   checkReplicationMessage,
   COORDINATOR,
@@ -724,7 +724,7 @@ function arenaBytes(n: number): Uint8Array {
 /** Bytes of `records` as a msgpack list of {term, index, payload, checksum} maps (what putRecordList writes), or null
  * where one is not a record (left to msgpackr, which writes anything). */
 export function recordListBytes(records: readonly ReplicaRecord[]): number | null {
-  let size = records.length < 0x10 ? 1 : records.length < 0x10000 ? 3 : 5;
+  let size = arrayHeaderBytes(records.length);
   for (const r of records) {
     if (!(isUint(r.term) && isUint(r.index) && isUint(r.checksum) && r.payload instanceof Uint8Array)) return null;
     size += RECORD_HEAD.length + uintBytes(r.term) + K_INDEX.length + uintBytes(r.index) + K_PAYLOAD.length + binHeaderBytes(r.payload.byteLength) + r.payload.byteLength + K_CHECKSUM.length + uintBytes(r.checksum);
@@ -734,17 +734,7 @@ export function recordListBytes(records: readonly ReplicaRecord[]): number | nul
 
 /** Writes `records` (recordListBytes said how long) into `out` at `at`; answers where they end. */
 export function putRecordList(out: Uint8Array, view: DataView, at: number, records: readonly ReplicaRecord[]): number {
-  const n = records.length;
-  if (n < 0x10) out[at++] = 0x90 | n;
-  else if (n < 0x10000) {
-    out[at++] = 0xdc;
-    view.setUint16(at, n);
-    at += 2;
-  } else {
-    out[at++] = 0xdd;
-    view.setUint32(at, n);
-    at += 4;
-  }
+  at = putArrayHeader(out, at, records.length);
   for (const r of records) {
     out.set(RECORD_HEAD, at);
     at = putUint(out, view, at + RECORD_HEAD.length, r.term);
