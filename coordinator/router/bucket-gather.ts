@@ -59,10 +59,10 @@ export async function gatherBuckets(r: GatherRequest): Promise<{ items: Item[] |
     // Packed, each item is checked as it is cut (splitPackedList), once: the merge passes the pieces on as they are.
     // The answer's form is the one asked for, and its keys are a list (checkSliceResult, where it was decoded).
     c.items = c.spec.packed ? splitPackedList(items as Uint8Array) : (items as Item[]);
-    // The merge orders items by their keys: a node's answer with a key per item, or malformed (packed, the count of
-    // items is known here, once the list is cut).
-    if (keys === null || keys.length !== c.items.length) throw new MalformedFrame(`a bucket's range answered ${c.items.length} items and ${keys?.length ?? 'no'} keys for them`);
-    c.keys = keys.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
+    // The merge orders items by their keys, one per item: checked where the answer was decoded for items as objects;
+    // packed, the count of items is known here, once the list is cut. (A bucket's range always asks for keys.)
+    if (c.spec.packed && keys!.length !== c.items.length) throw new MalformedFrame(`a bucket's range answered ${c.items.length} items and ${keys!.length} keys for them`);
+    c.keys = keys!.map((k) => k.slice(c.prefixBytes)); // the sorting part: comparable across buckets
     // A bucket with more to read goes on after its last examined key; without one it would be asked the same range
     // again until the fetches ran out, and the page would end without it and without a marker.
     if (more && lastKey === null) throw new MalformedFrame("a bucket's range answered that it has more but named no last key");

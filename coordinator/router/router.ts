@@ -273,34 +273,30 @@ export class Router {
   async scan(r: ScanRequest): Promise<ScanResult[]> {
     const started = Date.now();
     let failoverTries = 0;
-    const wrongOwner = new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
+    let wrongOwner: WrongOwnerTries | null = null; // made at the first refusal: most pages meet none
     for (;;) {
-      let asks: readonly ScanAsk[];
+      let err: unknown;
       try {
-        asks = await this.scanAsks(r.fromSlice, r.toSlice);
-      } catch (err) {
-        // A scan only reads: on replicated slices a node that is down is waited out (a failover names another).
-        if (err instanceof KeysliceError && err.code === 'Unavailable') {
-          if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(scanWhat(r), err, failoverTries, started);
-          await this.cluster.afterNoLeader(failoverTries++);
-          continue;
-        }
-        throw err;
+        const asks = await this.scanAsks(r.fromSlice, r.toSlice);
+        const answers = asks.map((a) => a.link.sendToWorker(a.worker, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, a.slices, r.packed]));
+        const settled = await Promise.allSettled(answers);
+        const failed = settled.find((a): a is PromiseRejectedResult => a.status === 'rejected');
+        if (failed === undefined) return settled.map((a) => (a as PromiseFulfilledResult<ScanResult>).value);
+        // Asked again, the range's asks are built from the map as it is then: kept ones could be what was refused (a
+        // map that changed without a new epoch, as from another coordinator; a link that went down and came back).
+        this.forgetScanPlan(scanKey(r.fromSlice, r.toSlice));
+        err = failed.reason;
+      } catch (e) {
+        err = e; // scanAsks: no node for a slice, or one not ready
       }
-      const answers = asks.map((a) => a.link.sendToWorker(a.worker, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, a.slices, r.packed]));
-      const settled = await Promise.allSettled(answers);
-      const failed = settled.find((a): a is PromiseRejectedResult => a.status === 'rejected');
-      if (failed === undefined) return settled.map((a) => (a as PromiseFulfilledResult<ScanResult>).value);
-      // Asked again, the range's asks are built from the map as it is then: kept ones could be what was refused (a
-      // map that changed without a new epoch, as from another coordinator; a link that went down and came back).
-      this.forgetScanPlan(scanKey(r.fromSlice, r.toSlice));
-      const err: unknown = failed.reason;
+      // A scan only reads: on replicated slices a node that is down is waited out (a failover names another).
       if (err instanceof KeysliceError && err.code === 'Unavailable') {
         if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(scanWhat(r), err, failoverTries, started);
         await this.cluster.afterNoLeader(failoverTries++);
         continue;
       }
       if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
+      wrongOwner ??= new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
       if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
       await this.cluster.afterWrongOwner(wrongOwner.refusals - 1);
     }
