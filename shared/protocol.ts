@@ -575,7 +575,7 @@ export type DecodedReplicateEntry = [slice: number, message: ReplicationMessage]
 export type WireReplicateEntry = [slice: number, message: Uint8Array | FoldedMessage];
 /** The messages that travel as a map (FOLDED_MESSAGES): a turn's keep-alives or acknowledgements to one node, as numbers. */
 export type FoldedMessage = Extract<ReplicationMessage, { type: 'KeepAlives' | 'AppendOks' }>;
-export const isFoldedMessage = (m: ReplicationMessage): m is FoldedMessage => m.type === 'KeepAlives' || m.type === 'AppendOks';
+export const isFoldedMessage = (m: ReplicationMessage): m is FoldedMessage => FOLDED_MESSAGES.has(m.type);
 
 export type NodeFrameKind = (typeof NodeFrame)[keyof typeof NodeFrame];
 

@@ -41,6 +41,7 @@ import {
   EFFECT_DROP_TABLE,
   encodeOwnedResults,
   encodeReplicationMessage,
+  isFoldedMessage,
   isWriteOp,
   MalformedFrame,
   requestIdOf,
@@ -233,7 +234,7 @@ function flushPort(): void {
   const where: number[] = [];
   let size = 0;
   for (const [slice, to, m] of out) {
-    if (m.type === 'KeepAlives' || m.type === 'AppendOks') messages.push([slice, to, m]);
+    if (isFoldedMessage(m)) messages.push([slice, to, m]);
     else {
       // (Each view of msgpackr's buffer stays whole until copied below: it packs on past it, or into a new buffer.)
       const b = encodeReplicationMessage(m);

@@ -199,6 +199,8 @@ describe('a GetItems page from a node, its items packed', () => {
     try {
       return [id, RESULT_OK, { items: await page(), examined: 5 }];
     } catch (err) {
+      // Refused as a malformed node answer, not tripped over (a TypeError or an assertion would be Internal too).
+      expect(err).toBeInstanceOf(MalformedFrame);
       const e = toKeysliceError(err);
       return [id, RESULT_ERROR, e.code, e.message];
     }
