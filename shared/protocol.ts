@@ -751,7 +751,7 @@ export function putRecordList(out: Uint8Array, view: DataView, at: number, recor
 }
 
 /** The Append's bytes, or null where a field is not what a leader sends (left to msgpackr, which writes anything). */
-function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>): Uint8Array | null {
+export function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>): Uint8Array | null {
   if (!(isUint(m.term) && isUint(m.prevIndex) && isUint(m.prevTerm) && isUint(m.commitIndex) && isUint(m.sentAt) && typeof m.leased === 'boolean')) return null;
   const recordBytes = recordListBytes(m.records);
   if (recordBytes === null) return null;

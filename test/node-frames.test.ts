@@ -5,7 +5,7 @@
 // they start from, each of which must pass.
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { checkSliceOp, closeReason, decodeNodeFrame, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver } from '../shared/protocol.js';
+import { checkSliceOp, closeReason, decodeNodeFrame, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, writeAppend } from '../shared/protocol.js';
 import { REPLICAS_LISTED_MAX } from '../shared/limits.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
 
@@ -188,6 +188,8 @@ describe('replication messages as bytes', () => {
     for (let i = 0; i < 300; i++) {
       const records = Array.from({ length: [0, 1, 3, 15, 16, 40][i % 6] }, () => ({ term: count(), index: count(), payload: Uint8Array.from(Array.from({ length: i % 50 === 0 ? lengths[Math.floor(r() * lengths.length)] : Math.floor(r() * 300) }, () => Math.floor(r() * 256))), checksum: Math.min(count(), 0xffffffff) }));
       const m = { type: 'Append' as const, term: count(), prevIndex: count(), prevTerm: count(), records, commitIndex: count(), sentAt: count(), leased: r() < 0.5 };
+      // The hand-written writer, not msgpackr's fallback (which would pass this check whatever the writer did).
+      expect(writeAppend(m), `seed ${SEED}, case ${i}`).not.toBeNull();
       // (Copied, as a worker's bytes are on their way to a peer's worker: node-side buffers are Uint8Arrays.)
       const back = decodeReplicationMessage(Uint8Array.from(encodeReplicationMessage(m)), 2, 'node', 1);
       expect(back, `seed ${SEED}, case ${i}`).toEqual(m);
