@@ -203,11 +203,13 @@ export const COORDINATOR_STALL_MS = 300;
 /** The smallest --leader-timeout-ms: below it, a busy leader would be deposed for a slow answer. */
 export const LEADER_HEARTBEAT_TIMEOUT_MS_MIN = 300;
 /** A router retries an op on a replicated slice that has no serving leader (a failover) for at most
- * this long and this many times, waiting up to FAILOVER_RETRY_DELAY_MS_MAX between tries; then it answers
+ * this long and this many times, waiting FAILOVER_RETRY_DELAY_MS_STEP more after each try, up to
+ * FAILOVER_RETRY_DELAY_MS_MAX (failoverDelayMs in shared/timeout.ts); then it answers
  * Unavailable with routerRetried, which no caller above it asks again (errors.ts callerMayRetry), so this is
  * how long a request waits for a failover at most, however many callers stand above the router. */
 export const FAILOVER_RETRY_MS_MAX = 10_000;
 export const FAILOVER_RETRIES_MAX = 200;
+export const FAILOVER_RETRY_DELAY_MS_STEP = 10;
 export const FAILOVER_RETRY_DELAY_MS_MAX = 100;
 /** Request ids (docs/replication.md, "A write sent twice is applied once"): an id's router instance, drawn at random
  * by each router at its start, is at most this (52 bits: a safe integer, so exact as a number). */

@@ -1,4 +1,6 @@
-// A promise with a deadline: what every wait on another process that must not wait forever uses.
+// Waits on other processes: a promise with a deadline (what every wait that must not wait forever uses), and how
+// long to wait between tries.
+import { FAILOVER_RETRY_DELAY_MS_MAX, FAILOVER_RETRY_DELAY_MS_STEP } from './limits.js';
 
 /** `p`, or a rejection with `late()` after `ms` (Infinity: `p` itself). The timer is cleared either way. */
 export function withTimeout<T>(p: Promise<T>, ms: number, late: () => Error): Promise<T> {
@@ -6,4 +8,11 @@ export function withTimeout<T>(p: Promise<T>, ms: number, late: () => Error): Pr
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(late()), ms)));
   return Promise.race([p, deadline]).finally(() => clearTimeout(timer));
+}
+
+/** How long a router waits after the `attempt`-th try (from 0) that found no serving leader before the next (the
+ * Routing's afterNoLeader): FAILOVER_RETRY_DELAY_MS_STEP longer each time, at most FAILOVER_RETRY_DELAY_MS_MAX. A
+ * failover ends when an election does, so the wait grows slowly and stays short. */
+export function failoverDelayMs(attempt: number): number {
+  return Math.min(FAILOVER_RETRY_DELAY_MS_STEP * (attempt + 1), FAILOVER_RETRY_DELAY_MS_MAX);
 }

@@ -13,7 +13,8 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { FAILOVER_RETRY_DELAY_MS_MAX, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../../shared/limits.js';
+import { LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../../shared/limits.js';
+import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
 import type { ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
@@ -166,7 +167,7 @@ export class Membership {
 
   /** In this process the map is always the newest: the election moves it on; wait a little. */
   afterNoLeader(attempt: number): Promise<void> {
-    return new Promise((r) => setTimeout(r, Math.min(10 + attempt * 10, FAILOVER_RETRY_DELAY_MS_MAX)));
+    return new Promise((r) => setTimeout(r, failoverDelayMs(attempt)));
   }
 
   /** Why node `index` (or a node new to the map, index -1) may not serve under this

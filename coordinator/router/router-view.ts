@@ -13,10 +13,10 @@ import {
   ROUTER_FROZEN_WAIT_MS,
   ROUTER_LINK_FIRST_WAIT_MS,
   ROUTER_REFRESH_INTERVAL_MS_MIN,
-  FAILOVER_RETRY_DELAY_MS_MAX,
   LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
 } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol.js';
+import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
 import { tableNamed, withColumns, type Table } from '../metadata/catalog.js';
 import { NodeLink } from '../metadata/node-link.js';
@@ -131,7 +131,7 @@ export class RouterView implements Routing, TableSource {
   async afterNoLeader(attempt: number): Promise<void> {
     const epoch = this.epoch;
     void this.refresh();
-    const until = Date.now() + Math.min(10 + attempt * 10, FAILOVER_RETRY_DELAY_MS_MAX);
+    const until = Date.now() + failoverDelayMs(attempt);
     while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
   }
 
