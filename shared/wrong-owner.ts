@@ -7,11 +7,12 @@
 // error made here, which says that the bounds were spent.
 import { assert, KeysliceError } from './errors.js';
 import { WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_DELAY_MS_MAX, WRONG_OWNER_RETRY_DELAY_MS_MIN, WRONG_OWNER_RETRY_MS_MAX } from './limits.js';
+import { backoffMs } from './timeout.js';
 
 /** How long to wait after the `refusal`-th refusal (from 0) before the next try: doubling from
  * WRONG_OWNER_RETRY_DELAY_MS_MIN up to WRONG_OWNER_RETRY_DELAY_MS_MAX (a router stops waiting at a newer map). */
 export function wrongOwnerDelayMs(refusal: number): number {
-  return Math.min(WRONG_OWNER_RETRY_DELAY_MS_MIN * 2 ** Math.min(refusal, 30), WRONG_OWNER_RETRY_DELAY_MS_MAX);
+  return backoffMs(refusal, WRONG_OWNER_RETRY_DELAY_MS_MIN, WRONG_OWNER_RETRY_DELAY_MS_MAX);
 }
 
 // The time bound, not the count, ends a Router's tries (limits.ts): the waits between WRONG_OWNER_RETRIES_MAX tries

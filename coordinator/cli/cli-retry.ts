@@ -10,10 +10,11 @@
 // FAILOVER_RETRY_MS_MAX), and asking again here would multiply its tries and its wait.
 import { callerMayRetry, toKeysliceError, type KeysliceError } from '../../shared/errors.js';
 import { IMPORT_RETRIES_MAX, IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN, IMPORT_RETRY_MS_MAX } from '../../shared/limits.js';
+import { backoffMs } from '../../shared/timeout.js';
 
 /** The wait before try `attempt + 1` (attempt from 0). */
 export function backoff(attempt: number): Promise<void> {
-  const base = Math.min(IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN * 2 ** attempt);
+  const base = backoffMs(attempt, IMPORT_RETRY_DELAY_MS_MIN, IMPORT_RETRY_DELAY_MS_MAX);
   return new Promise((r) => setTimeout(r, base * (0.5 + Math.random() / 2)));
 }
 

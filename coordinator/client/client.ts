@@ -21,6 +21,7 @@ import type {
 } from '../../shared/api.js';
 import { callerMayRetry, KeysliceError, isErrorCode, wasNotApplied, type ErrorDetails } from '../../shared/errors.js';
 import { IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
+import { backoffMs } from '../../shared/timeout.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../../shared/protocol.js';
 import type { NumberValue } from '../../shared/decimal.js';
 import type { Item } from '../../shared/values.js';
@@ -220,7 +221,7 @@ export class KeysliceClient {
     targets.forEach((u, i) => {
       const o = opened[i];
       if (o.status === 'fulfilled') client.conns.push(client.wrap(u, o.value));
-      else client.reconnect(u, RECONNECT_DELAY_MS_MIN);
+      else client.reconnect(u, 0);
     });
     return client;
   }
@@ -253,7 +254,7 @@ export class KeysliceClient {
       try {
         return await this.requestOnce(op, payload);
       } catch (err) {
-        const delay = Math.min(WRITE_RETRY_DELAY_MS_MIN * 2 ** attempt, WRITE_RETRY_DELAY_MS_MAX);
+        const delay = backoffMs(attempt, WRITE_RETRY_DELAY_MS_MIN, WRITE_RETRY_DELAY_MS_MAX);
         if (!resendable(err) || attempt >= retries || performance.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
         await new Promise((r) => setTimeout(r, delay));
       }
@@ -311,14 +312,15 @@ export class KeysliceClient {
       (lost) => {
         const i = this.conns.indexOf(lost);
         if (i >= 0) this.conns.splice(i, 1);
-        if (!this.closed) this.reconnect(url, RECONNECT_DELAY_MS_MIN);
+        if (!this.closed) this.reconnect(url, 0);
       },
       (err) => this.onFrameError?.(err),
     );
   }
 
-  /** Opens a connection to `url` again after `delayMs`, doubling the wait after each failure. */
-  private reconnect(url: string, delayMs: number): void {
+  /** Opens a connection to `url` again after a wait of RECONNECT_DELAY_MS_MIN, doubled for each of the `failures`
+   * tries that failed since the connection was lost, up to RECONNECT_DELAY_MS_MAX. */
+  private reconnect(url: string, failures: number): void {
     const timer = setTimeout(() => {
       this.timers.delete(timer);
       if (this.closed) return;
@@ -327,9 +329,9 @@ export class KeysliceClient {
           if (this.closed) return void ws.terminate();
           this.conns.push(this.wrap(url, ws));
         },
-        () => this.reconnect(url, Math.min(delayMs * 2, RECONNECT_DELAY_MS_MAX)),
+        () => this.reconnect(url, failures + 1),
       );
-    }, delayMs);
+    }, backoffMs(failures, RECONNECT_DELAY_MS_MIN, RECONNECT_DELAY_MS_MAX));
     timer.unref();
     this.timers.add(timer);
   }
