@@ -684,11 +684,12 @@ const replicationPackr = new Packr({ useRecords: false });
 // Payloads and snapshot states are kept by the replica: copied out of the bytes they came in.
 const replicationUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
 
-/** A message's bytes for a Replicate entry. They may view msgpackr's reused buffer: copy them before the next call.
- * An Append (a leader sends one per slice and follower at each turn that wrote the slice: with writes spread over
- * many slices, about two per put at R=3) is written here field by field (writeAppend); any other by msgpackr. */
+/** A message's bytes for a Replicate entry. They may view a reused buffer (msgpackr's, or writeAppend's arena): copy
+ * them before the next call. An Append (a leader sends one per slice and follower at each turn that wrote the slice:
+ * with writes spread over many slices, about two per put at R=3) is written here field by field (writeAppend); any
+ * other by msgpackr. */
 export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
-  return m.type === 'Append' ? (writeAppend(m) ?? replicationPackr.pack(m)) : replicationPackr.pack(m);
+  return m.type === 'Append' ? writeAppend(m) : replicationPackr.pack(m);
 }
 
 // The msgpack of an Append, as the receiver's decoder reads it (decodeReplicationMessage: a map of its fields, each
@@ -722,12 +723,13 @@ function arenaBytes(n: number): Uint8Array {
   return arena.subarray(arenaAt - n, arenaAt);
 }
 
-/** Bytes of `records` as a msgpack list of {term, index, payload, checksum} maps (what putRecordList writes), or null
- * where one is not a record (left to msgpackr, which writes anything). */
-export function recordListBytes(records: readonly ReplicaRecord[]): number | null {
+/** Bytes of `records` as a msgpack list of {term, index, payload, checksum} maps (what putRecordList writes). A
+ * replica makes each record of whole numbers and bytes (a leader's own, or one that checkReplicationMessage checked),
+ * so there is no other shape to leave to msgpackr: one would be a bug. */
+export function recordListBytes(records: readonly ReplicaRecord[]): number {
   let size = arrayHeaderBytes(records.length);
   for (const r of records) {
-    if (!(isUint(r.term) && isUint(r.index) && isUint(r.checksum) && r.payload instanceof Uint8Array)) return null;
+    assert(isUint(r.term) && isUint(r.index) && isUint(r.checksum) && r.payload instanceof Uint8Array, 'a replica record is whole numbers >= 0 and bytes');
     size += RECORD_HEAD.length + uintBytes(r.term) + K_INDEX.length + uintBytes(r.index) + K_PAYLOAD.length + binHeaderBytes(r.payload.byteLength) + r.payload.byteLength + K_CHECKSUM.length + uintBytes(r.checksum);
   }
   return size;
@@ -751,11 +753,14 @@ export function putRecordList(out: Uint8Array, view: DataView, at: number, recor
   return at;
 }
 
-/** The Append's bytes, or null where a field is not what a leader sends (left to msgpackr, which writes anything). */
-export function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>): Uint8Array | null {
-  if (!(isUint(m.term) && isUint(m.prevIndex) && isUint(m.prevTerm) && isUint(m.commitIndex) && isUint(m.sentAt) && typeof m.leased === 'boolean')) return null;
+/** The Append's bytes (viewing writeAppend's arena). A leader makes every field a whole number >= 0 (sentAt rounded
+ * down to the ms) and leased a boolean: any other would be a bug, asserted, not left to msgpackr. */
+export function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>): Uint8Array {
+  assert(
+    isUint(m.term) && isUint(m.prevIndex) && isUint(m.prevTerm) && isUint(m.commitIndex) && isUint(m.sentAt) && typeof m.leased === 'boolean',
+    "an Append's numbers are whole numbers >= 0 and leased a boolean",
+  );
   const recordBytes = recordListBytes(m.records);
-  if (recordBytes === null) return null;
   const size =
     APPEND_HEAD.length + uintBytes(m.term) + K_PREV_INDEX.length + uintBytes(m.prevIndex) + K_PREV_TERM.length + uintBytes(m.prevTerm) + K_RECORDS.length + recordBytes +
     K_COMMIT_INDEX.length + uintBytes(m.commitIndex) + K_SENT_AT.length + uintBytes(m.sentAt) + K_LEASED.length + 1;

@@ -473,7 +473,9 @@ describe('replication between real slice nodes', () => {
     bad.on('error', () => {});
     await new Promise((r) => bad.once('message', r));
     const closed2 = new Promise<[number, string]>((r) => bad.once('close', (c, why) => r([c, why.toString()])));
-    bad.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 'Append', term: 9, prevIndex: 0, prevTerm: 0, records: [{ term: 9, index: 1, payload: 'x', checksum: 1 }], commitIndex: 0, sentAt: 0, leased: false } as never]]]));
+    // (Its bytes packed by msgpackr, as a broken peer might: our own writer asserts against such an Append.)
+    const badAppend = new Packr({ useRecords: false }).pack({ type: 'Append', term: 9, prevIndex: 0, prevTerm: 0, records: [{ term: 9, index: 1, payload: 'x', checksum: 1 }], commitIndex: 0, sentAt: 0, leased: false });
+    bad.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, badAppend]]]));
     const [code2, reason2] = await closed2;
     expect(code2).toBe(1008);
     expect(reason2).toMatch(/an Append record is/);
