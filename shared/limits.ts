@@ -66,14 +66,19 @@ export const SCAN_SEGMENTS_MAX = 1024;
 /** A router keeps, per scan range (a whole table, a segment), what the map asks of each worker for it (the slices
  * it owns there, as a SliceSet) while the map's epoch and its links stay, so that a page does not walk every slice
  * of the range again (coordinator/router/router.ts, scanAsks): at most this many bytes of those plans per router,
- * counted as their SliceSets plus SCAN_PLAN_OVERHEAD_BYTES per worker asked and per plan; the oldest go first. A
- * whole-table plan of the default 1,024 slices on 2 nodes x 2 workers counts about 1 KiB, so this holds every
- * segment of SCAN_SEGMENTS_MAX segments several times over; one of 65,536 slices over 64 workers counts about
- * 520 KiB. A plan larger than the whole budget is used for its page and not kept. */
+ * counted as their SliceSets plus SCAN_ASK_OVERHEAD_BYTES per worker asked and SCAN_PLAN_OVERHEAD_BYTES per plan;
+ * the oldest go first. A whole-table plan of the default 1,024 slices on 2 nodes x 2 workers counts about 2 KiB, so
+ * this holds every segment of SCAN_SEGMENTS_MAX segments (about 0.7 MiB) several times over; one of 65,536 slices
+ * over 64 workers counts about 540 KiB. A plan larger than the whole budget is used for its page and not kept. */
 export const SCAN_PLANS_BYTES_MAX = 4 * 1024 * 1024;
-/** What a scan plan's objects are counted as beside its SliceSets (SCAN_PLANS_BYTES_MAX), per worker asked and per plan:
- * an estimate of what V8 takes for an ask's object (three fields and a Uint8Array's header) and a plan's, not measured. */
-export const SCAN_PLAN_OVERHEAD_BYTES = 128;
+/** What a kept scan plan costs beside its SliceSets (SCAN_PLANS_BYTES_MAX), per worker asked (its ask's object and
+ * Uint8Array, the node's entry in the plan's links) and per plan (the plan's object, its two lists, its Map entry).
+ * Measured by bench/scan-plan-bytes.ts (node 20; heap and ArrayBuffer bytes after a full GC with the real Router's
+ * plans kept, less after they are dropped, over 300 to 10,000 plans of 2 to 32 asks): 263 to 264 bytes an ask and
+ * 416 to 475 a plan (the Map's table, which grows by doubling, is most of the spread). So counted, each shape of 2 to
+ * 1,024 slices measured is counted within 6% of what it takes. */
+export const SCAN_ASK_OVERHEAD_BYTES = 264;
+export const SCAN_PLAN_OVERHEAD_BYTES = 420;
 
 /** Expressions (conditions, filters, updates, projections, key conditions), as in
  * DynamoDB: each expression string at most 4 KB of UTF-8, at most 100 operands

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { workerOf } from '../shared/hashing.js';
 import { KeysliceError, type ErrorCode } from '../shared/errors.js';
-import { SCAN_PLAN_OVERHEAD_BYTES, SCAN_PLANS_BYTES_MAX } from '../shared/limits.js';
+import { SCAN_ASK_OVERHEAD_BYTES, SCAN_PLAN_OVERHEAD_BYTES, SCAN_PLANS_BYTES_MAX } from '../shared/limits.js';
 import { RESULT_OK, SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../shared/protocol.js';
 import { itemBytes, type Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
@@ -183,7 +183,7 @@ describe("a router's scan plans", () => {
   it(`keep at most SCAN_PLANS_BYTES_MAX (${SCAN_PLANS_BYTES_MAX} bytes) of plans, the oldest dropped first`, async () => {
     // Ranges of two slices of one node, one on each of its workers: a plan counts two SliceSets of one byte, the
     // overhead of two asks and of the plan. Built, it reads two owners; kept, one (its node's first slice).
-    const perPlan = 2 * (1 + SCAN_PLAN_OVERHEAD_BYTES) + SCAN_PLAN_OVERHEAD_BYTES;
+    const perPlan = 2 * (1 + SCAN_ASK_OVERHEAD_BYTES) + SCAN_PLAN_OVERHEAD_BYTES;
     const fit = Math.floor(SCAN_PLANS_BYTES_MAX / perPlan);
     const ranges = fit + 500;
     const c = new Cluster(2 * ranges, [new Node('n0', 2), new Node('n1', 2)], 0);

@@ -57,6 +57,7 @@ import {
   FAILOVER_RETRY_MS_MAX,
   REPLICA_READ_TIMEOUT_MS,
   REPLICA_SILENT_SKIP_MS,
+  SCAN_ASK_OVERHEAD_BYTES,
   SCAN_PLAN_OVERHEAD_BYTES,
   SCAN_PLANS_BYTES_MAX,
   SLICE_COUNT_MAX,
@@ -349,7 +350,7 @@ export class Router {
       workers.forEach((slices, worker) => {
         const set = sliceSetOf(from, slices);
         asks.push({ link, worker, slices: set });
-        bytes += set.byteLength + SCAN_PLAN_OVERHEAD_BYTES;
+        bytes += set.byteLength + SCAN_ASK_OVERHEAD_BYTES;
       });
     }
     // Kept only if the map did not move while the links were awaited: the owners were read at `epoch`.
