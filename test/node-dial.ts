@@ -2,6 +2,7 @@
 // does, for tests that speak the node protocol frame by frame.
 import { Unpackr } from 'msgpackr';
 import WebSocket from 'ws';
+import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION } from '../shared/protocol.js';
 
 const WAIT_MS = 10_000;
 const unpackr = new Unpackr({ useRecords: true, mapsAsObjects: true });
@@ -37,4 +38,15 @@ export async function openNode(url: string, headers: Record<string, string>, fir
   const r = await dialNode(url, headers, firstFrame);
   if ('status' in r) throw new Error(`${url} refused the connection: HTTP ${r.status}`);
   return r;
+}
+
+/** The headers a peer dials a slice node with (slice-worker/peer-links.ts): the cluster secret (the test clusters'
+ * is empty) and its node protocol version (this build's). */
+export function peerHeaders(secret = '', version = String(NODE_PROTOCOL_VERSION)): Record<string, string> {
+  return { [CLUSTER_SECRET_HEADER]: secret, [NODE_PROTOCOL_HEADER]: version };
+}
+
+/** A socket to the slice node at `url` dialed as a peer of this version, once the node has sent its Hello. */
+export async function dialPeer(url: string): Promise<WebSocket> {
+  return (await openNode(url, peerHeaders(), true)).ws;
 }

@@ -43,8 +43,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import {
   CLUSTER_SECRET_HEADER,
-  NODE_PROTOCOL_HEADER,
-  NODE_PROTOCOL_VERSION,
   decodeNodeFrame,
   decodeSliceResults,
   encodeNodeFrame,
@@ -65,6 +63,7 @@ import { workerOf } from '../shared/hashing.js';
 import { REPLICA_LEASE_WAIT_MS } from '../shared/limits.js';
 import { encodeReplicated } from '../slice-worker/log-format.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
+import { dialPeer } from './node-dial.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const SLICES = 16;
@@ -461,17 +460,13 @@ describe('replication between real slice nodes', () => {
     const [, refused] = await link.expectMessage((s, m) => s === 0 && m.type === 'Refused');
     expect(refused).toMatchObject({ type: 'Refused', code: 'StaleTerm', message: expect.stringMatching(/term 1 is not newer than the term 3/) });
     // A peer (any holder of the cluster secret) that sends garbage: closed with a reason; the node goes on.
-    const peer = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
-    peer.on('error', () => {});
-    await new Promise((r) => peer.once('message', r));
+    const peer = await dialPeer(urls[leader]);
     const closed = new Promise<[number, string]>((r) => peer.once('close', (code, reason) => r([code, reason.toString()])));
     peer.send(Buffer.from([0x93, 0x08, 0x01, 0xc1]));
     const [code, reason] = await closed;
     expect(code).toBe(1008);
     expect(reason).toMatch(/malformed frame/);
-    const bad = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
-    bad.on('error', () => {});
-    await new Promise((r) => bad.once('message', r));
+    const bad = await dialPeer(urls[leader]);
     const closed2 = new Promise<[number, string]>((r) => bad.once('close', (c, why) => r([c, why.toString()])));
     // (Its bytes packed by msgpackr, as a broken peer might: our own writer asserts against such an Append.)
     const badAppend = new Packr({ useRecords: false }).pack({ type: 'Append', term: 9, prevIndex: 0, prevTerm: 0, records: [{ term: 9, index: 1, payload: 'x', checksum: 1 }], commitIndex: 0, sentAt: 0, leased: false });
@@ -480,9 +475,7 @@ describe('replication between real slice nodes', () => {
     expect(code2).toBe(1008);
     expect(reason2).toMatch(/an Append record is/);
     // A message whose type is a 64-bit integer (decoded as a BigInt): refused like the others, the node not stopped.
-    const huge = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
-    huge.on('error', () => {});
-    await new Promise((r) => huge.once('message', r));
+    const huge = await dialPeer(urls[leader]);
     const closed3 = new Promise<[number, string]>((r) => huge.once('close', (c, why) => r([c, why.toString()])));
     huge.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 2n ** 64n - 1n } as never]]]));
     const [code3, reason3] = await closed3;
@@ -490,9 +483,7 @@ describe('replication between real slice nodes', () => {
     expect(reason3).toMatch(/type is a string, not a bigint/);
     // KeepAlives as a message's bytes, not the map the node splits by slice: refused by the worker's check (handed on
     // whole, a replica asserted that none reaches it, and the node exited).
-    const asBytes = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
-    asBytes.on('error', () => {});
-    await new Promise((r) => asBytes.once('message', r));
+    const asBytes = await dialPeer(urls[leader]);
     const closed4 = new Promise<[number, string]>((r) => asBytes.once('close', (c, why) => r([c, why.toString()])));
     asBytes.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, encodeReplicationMessage({ type: 'KeepAlives', slices: [0, 3, 0, 0, 0] })]]]));
     const [code4, reason4] = await closed4;
@@ -566,12 +557,6 @@ describe('replication between real slice nodes', () => {
     await pollUntil(async () => (before = await probe(follower)).lastIndex === (await probe(leader)).lastIndex && before.commitTerm === before.term);
     const { term, lastIndex } = before;
     // A link to the follower as node `other` would dial it: with the cluster secret and this protocol version.
-    const dialAs = async (to: number) => {
-      const ws = new WebSocket(urls[to], { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
-      ws.on('error', () => {});
-      await new Promise((r) => ws.once('message', r)); // its Hello
-      return ws;
-    };
     const asPeer = (ws: WebSocket, entries: [number, ReplicationMessage][]) => ws.send(encodeNodeFrame([NodeFrame.Replicate, other, entries]));
     const plain = new Packr({ useRecords: false });
     const item = (slice: number, key: string) => [1, TABLE, slice, key, { k: key, v: 1 }, 16];
@@ -584,7 +569,7 @@ describe('replication between real slice nodes', () => {
       ['an item that is not a map', plain.pack([[1, TABLE, 0, 'odd', 'not an item', 16]])],
       ['a request counter of 0', plain.pack([0, [item(0, 'zero')], [5], [0], null, 1, null])],
     ];
-    const peer = await dialAs(follower);
+    const peer = await dialPeer(urls[follower]);
     for (const [, payload] of payloads) {
       asPeer(peer, [[0, { type: 'Append', term, prevIndex: lastIndex, prevTerm: term, records: [makeRecord(term, lastIndex + 1, payload)], commitIndex: lastIndex + 1, sentAt: 0, leased: false }]]);
     }
@@ -594,7 +579,7 @@ describe('replication between real slice nodes', () => {
     }
     asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term + 1, state: encodeReplicated([], null), commitIndex: lastIndex + 5, sentAt: 0, leased: false }]]);
     // To the leader: an AppendOk for a record it never wrote.
-    const toLeader = await dialAs(leader);
+    const toLeader = await dialPeer(urls[leader]);
     asPeer(toLeader, [[0, { type: 'AppendOk', term, matchIndex: lastIndex + 1_000_000, commitIndex: 0, sentAt: 0 }]]);
     // Nothing was written: the follower's log ends where it did, and it is still of this term.
     const after = await probe(follower);

@@ -5,11 +5,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import WebSocket, { WebSocketServer } from 'ws';
+import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
 import { PeerLinks } from '../slice-worker/peer-links.js';
+import { dialNode, peerHeaders } from './node-dial.js';
 
 const WAIT_MS = 10_000;
 let root: string;
@@ -25,26 +26,12 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-/** Dials the node as a peer naming `version`: the HTTP status of a refusal, or the first frame's kind and version. */
-function dial(version: string): Promise<{ status: number } | { hello: unknown[] }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(node.url, { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: version } });
-    const timer = setTimeout(() => {
-      ws.terminate();
-      reject(new Error(`no answer from the node within ${WAIT_MS} ms`));
-    }, WAIT_MS);
-    ws.on('unexpected-response', (_req, res) => {
-      clearTimeout(timer);
-      resolve({ status: res.statusCode ?? 0 });
-      ws.terminate();
-    });
-    ws.on('message', (data: Buffer) => {
-      clearTimeout(timer);
-      resolve({ hello: decodeNodeFrame(data, 'coordinator') as unknown[] });
-      ws.close();
-    });
-    ws.on('error', () => {});
-  });
+/** Dials the node as a peer naming `version`: the HTTP status of a refusal, or its first frame (its Hello). */
+async function dial(version: string): Promise<{ status: number } | { hello: unknown[] }> {
+  const r = await dialNode(node.url, peerHeaders('', version), true);
+  if ('status' in r) return r;
+  r.ws.close();
+  return { hello: r.first! };
 }
 
 describe('replication links name their node protocol version', () => {
