@@ -11,7 +11,7 @@ import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator
 import type { ClusterStatus } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
-import { expectError, statusUntil, useCluster } from './cluster-fixture.js';
+import { expectError, led, statusUntil, useCluster } from './cluster-fixture.js';
 import { parseExposition, samples } from './prometheus-text.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3 });
@@ -24,8 +24,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const add = (id: string, n: number, idempotencyId: string) => ({ table: T, key: { id }, update: 'ADD n :n', values: { ':n': n }, returnValues: 'new' as const, idempotencyId });
 
 const until = (what: string, ok: (st: ClusterStatus) => boolean) => statusUntil(c, what, ok, RECOVERY_MS_MAX);
-const allLed = (st: ClusterStatus) => st.replication.leaders.led === st.replication.leaders.replicated;
-const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus) => allLed(st) && st.nodes.find((n) => n.node === node.url)?.slices === 0;
+const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus) => led(st) && st.nodes.find((n) => n.node === node.url)?.slices === 0;
 
 /** The node that leads the slice of item `id` (which exists), by DescribeSlices. */
 async function leaderOf(id: string): Promise<ManagedProcess> {
@@ -50,7 +49,7 @@ const n = async (id: string) => (await c.http.request('GetItem', { table: T, key
 beforeAll(async () => {
   await initHashing();
   await c.client.createTable(T, { name: 'id', type: 'string' });
-  await until('every slice led', allLed);
+  await until('every slice led', led);
   await single.client.createTable(T, { name: 'id', type: 'string' });
 });
 
@@ -116,7 +115,7 @@ describe('a write with an idempotency id (R=3, real processes)', () => {
   }, 60_000);
 
   it('sent again after its leader was killed: the next leader answers it, applied once', async () => {
-    await until('every slice led', allLed);
+    await until('every slice led', led);
     await c.client.putItem(T, { id: 'killed', n: 0 });
     const leader = await leaderOf('killed');
     const first = await c.client.request('UpdateItem', add('killed', 1, 'killed-1'));
@@ -127,7 +126,7 @@ describe('a write with an idempotency id (R=3, real processes)', () => {
     expect(await n('killed')).toBe(1);
     const again = await startSliceNode({ name: leader.name, dataDir: join(c.dataDir, leader.name), port: Number(new URL(leader.url).port), workers: 2, durability: 'fsync', clusterSecret: c.cluster.clusterSecret });
     leader.child = again.child; // the fixture stops this one
-    await until('every slice led again', allLed);
+    await until('every slice led again', led);
   }, 60_000);
 });
 

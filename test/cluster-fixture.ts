@@ -50,18 +50,22 @@ export async function clusterStatus(h: ClusterHandle): Promise<ClusterStatus> {
   return (await res.json()) as ClusterStatus;
 }
 
-/** Waits, at most `maxMs`, until `ok` holds of the cluster's status; a status that cannot be read is asked again. */
-export async function statusUntil(h: ClusterHandle, what: string, ok: (st: ClusterStatus) => boolean, maxMs = 20_000): Promise<void> {
+/** Waits, at most `maxMs`, until `ok` holds of the cluster's status, and answers that status; a status that cannot
+ * be read is asked again. */
+export async function statusUntil(h: ClusterHandle, what: string, ok: (st: ClusterStatus) => boolean, maxMs = 20_000): Promise<ClusterStatus> {
   const deadline = Date.now() + maxMs;
   let last = 'no status read';
   for (;;) {
     const st = await clusterStatus(h).catch((err: Error) => err);
-    if (!(st instanceof Error) && ok(st)) return;
+    if (!(st instanceof Error) && ok(st)) return st;
     last = st instanceof Error ? `status failed: ${st.message}` : st.replication.note;
     if (Date.now() > deadline) throw new Error(`${what}: not within ${maxMs} ms (${last})`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** Every replicated slice has a leader (and some slice is replicated). */
+export const led = (st: ClusterStatus): boolean => st.replication.leaders.replicated > 0 && st.replication.leaders.led === st.replication.leaders.replicated;
 
 /** The HTTP/JSON transport as an Api: errors become KeysliceError, status kept on `httpStatus`. */
 export function httpApi(baseUrl: string): Api {

@@ -1,7 +1,7 @@
 // Test fixture for an elastic cluster: a coordinator started without nodes and
 // slice nodes that register themselves; a write load whose every acknowledged
 // write can be checked afterwards; and polling of /cluster/status.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect } from 'vitest';
@@ -9,7 +9,7 @@ import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
-import { testLog } from './cluster-fixture.js';
+import { led, testLog } from './cluster-fixture.js';
 
 export const SECRET = 'test-cluster-secret';
 
@@ -89,8 +89,21 @@ export async function writesResent(e: Elastic): Promise<number> {
   return n;
 }
 
-/** Every replicated slice has a leader. */
-export const led = (st: ClusterStatus): boolean => st.replication.leaders.replicated > 0 && st.replication.leaders.led === st.replication.leaders.replicated;
+// (led is the cluster fixture's, named here too for the elastic tests that wait on it.)
+export { led };
+
+/** Waits until status says every replicated slice has an elected leader; answers that status. */
+export async function untilLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
+  let st: ClusterStatus | undefined;
+  await waitFor(async () => led((st = await e.status())), 'every slice to have a leader', timeoutMs, seen(e));
+  return st!;
+}
+
+/** Every slice's replica set as node URLs (the owner first), from the coordinator's persisted map. */
+export function replicaSets(e: Elastic): string[][] {
+  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { nodes: string[]; owners: number[]; followers: number[][] };
+  return m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n]));
+}
 
 /** Every slice led, no move or replica-set change under way, and each node within one replica of every other. */
 export function replicasSpread(st: ClusterStatus): boolean {
@@ -99,18 +112,20 @@ export function replicasSpread(st: ClusterStatus): boolean {
   return led(st) && st.moves.pending === 0 && moving === 0 && unsettled === 0 && Math.max(...replicas) - Math.min(...replicas) <= 1;
 }
 
-/** Polls `check` every 100 ms until it is true; fails after `timeoutMs`, with what `describe` says of the state the
+/** Polls `check` every `pollMs` until it is true; fails after `timeoutMs`, with what `describe` says of the state the
  * checks last saw (so that a CI failure tells what was stuck) and the last error a check threw. */
-export async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 30_000, describe?: () => string): Promise<void> {
+export async function waitFor(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 30_000, describe?: () => string, pollMs = 100): Promise<void> {
   const until = Date.now() + timeoutMs;
   let failed: unknown;
   while (Date.now() < until) {
-    const ok = await check().catch((err: unknown) => {
-      failed = err;
-      return false;
-    });
+    const ok = await Promise.resolve()
+      .then(check)
+      .catch((err: unknown) => {
+        failed = err;
+        return false;
+      });
     if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, pollMs));
   }
   let seen = '';
   try {

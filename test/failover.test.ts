@@ -10,18 +10,13 @@ import type { ClusterStatus } from '../shared/api.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
-import { testLog, useCluster, type ClusterHandle } from './cluster-fixture.js';
+import { clusterStatus, led, statusUntil, testLog, useCluster } from './cluster-fixture.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync', ...(testLog ? { log: testLog } : {}) });
 const T = 'failover';
 /** Bounds of this file's loops: a failover takes the heartbeat timeout (1.5 s) plus an election. */
 const RECOVERY_MS_MAX = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function status(h: ClusterHandle): Promise<ClusterStatus> {
-  const res = await fetch(`${h.cluster.url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: h.cluster.clusterSecret } });
-  return (await res.json()) as ClusterStatus;
-}
 
 /** Puts `ids` (value v) through HTTP until each is acknowledged once, within RECOVERY_MS_MAX; returns how long
  * the slowest took. `firstTry`: each must be acknowledged at its first attempt (the router's retry hides the failover). */
@@ -62,16 +57,8 @@ async function restart(node: ManagedProcess): Promise<void> {
   node.child = again.child; // the fixture stops this one
 }
 
-/** Waits until status says every replicated slice has an elected leader (bounded). */
-async function allLed(): Promise<ClusterStatus> {
-  const until = Date.now() + RECOVERY_MS_MAX;
-  for (;;) {
-    const st = await status(c);
-    if (st.replication.leaders.led === st.replication.leaders.replicated) return st;
-    if (Date.now() > until) throw new Error(`not every slice has a leader: ${st.replication.note}`);
-    await sleep(200);
-  }
-}
+/** Waits until status says every replicated slice has an elected leader (bounded); answers that status. */
+const allLed = (): Promise<ClusterStatus> => statusUntil(c, 'every slice led', led, RECOVERY_MS_MAX);
 
 const ids = Array.from({ length: 40 }, (_, i) => `k${i}`);
 
@@ -94,7 +81,7 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
   it('a leader killed with SIGKILL: writes to its slices succeed again, nothing acknowledged is lost, and it catches up after a restart', async () => {
     await putAll(ids, 'a');
     // A node that leads some slices now (a busy machine can move leaderships before this point).
-    const before = await status(c);
+    const before = await clusterStatus(c);
     const victim = c.cluster.nodes.find((n) => (before.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
     const survivor = c.cluster.nodes.find((n) => n !== victim)!;
     await stopProcess(victim.child, 'SIGKILL');
@@ -102,7 +89,7 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
     expect(slowest).toBeLessThan(RECOVERY_MS_MAX);
     const got = await readAll(ids);
     for (const id of ids) expect(got.get(id)).toBe('b');
-    const after = await status(c);
+    const after = await clusterStatus(c);
     expect(after.nodes.find((n) => n.node === victim.url)!.slices).toBe(0); // its slices are led elsewhere
 
     await restart(victim);
@@ -143,7 +130,7 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
       await sleep(500);
       const slowest = await putAll(ids, 'e');
       expect(slowest).toBeLessThan(RECOVERY_MS_MAX);
-      const st2 = await status(c);
+      const st2 = await clusterStatus(c);
       expect(st2.nodes.find((n) => n.node === victim.url)!.slices).toBe(0);
       // Both kinds are settled by the election, with the victim still frozen.
       expect(await Promise.all(frozenWrites)).toEqual(unconditional.map(() => 'ok'));
@@ -192,7 +179,7 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
     }
     expect(acked.size).toBeGreaterThan(0);
     for (const [id, n] of acked) expect((await c.http.request('GetItem', { table: T, key: { id } })).item?.n).toBe(n);
-    const st = await status(c);
+    const st = await clusterStatus(c);
     expect(st.nodes.map((n) => n.node)).not.toContain(victim.url);
     // Two nodes left: each slice has replicas on both (R=3 asked, 2 active).
     expect(st.replication.factor).toBe(2);

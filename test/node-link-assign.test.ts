@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, NODE_PROTOCOL_VERSION, type AssignReplication, type NodeFrameMessage } from '../shared/protocol.js';
+import { waitFor } from './elastic-fixture.js';
 
 const servers: WebSocketServer[] = [];
 const links: NodeLink[] = [];
@@ -36,13 +37,8 @@ async function fakeNode(): Promise<{ url: string; assigns: NodeFrameMessage[]; s
   return { url: `ws://127.0.0.1:${port}`, assigns, socket: () => current! };
 }
 
-async function until(what: string, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+/** Polls `check` every 10 ms until it holds, at most 5,000 ms. */
+const until = (what: string, check: () => boolean) => waitFor(check, what, 5_000, undefined, 10);
 
 describe('a node link sends replica sets that changed while its first Assign was in flight', () => {
   it('sends the assignment again once the node has taken the first one', async () => {

@@ -4,20 +4,14 @@
 // slices it still holds, once the changes settled; restarted, it recovers only those (its worker's recovery
 // line), and every item still reads back. A drained node ends holding nothing.
 import { join } from 'node:path';
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
-import { elasticClusters, led, replicasSpread, SECRET, seen, threeReplicasHolding, waitFor, type Elastic } from './elastic-fixture.js';
+import { elasticClusters, led, replicaSets, replicasSpread, SECRET, seen, threeReplicasHolding, waitFor, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const ITEMS = 300;
 
 
-/** Every slice's replica set as node URLs, from the coordinator's persisted map. */
-function sets(e: Elastic): string[][] {
-  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { nodes: string[]; owners: number[]; followers: number[][] };
-  return m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n]));
-}
 
 /** Per node URL: the items of the slices whose replica set holds it (per slice items from DescribeSlices). */
 async function expectedHeld(e: Elastic): Promise<Map<string, number>> {
@@ -26,7 +20,7 @@ async function expectedHeld(e: Elastic): Promise<Map<string, number>> {
   if (!described.complete) throw new Error(`DescribeSlices incomplete: ${JSON.stringify(described.unreported)}`);
   const itemsOf = new Map(described.slices.map((s) => [s.slice, s.items]));
   const out = new Map<string, number>();
-  sets(e).forEach((set, slice) => {
+  replicaSets(e).forEach((set, slice) => {
     for (const url of set) out.set(url, (out.get(url) ?? 0) + (itemsOf.get(slice) ?? 0));
   });
   return out;

@@ -28,17 +28,13 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
-import { bulk, elasticClusters, led, seen, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, replicaSets, seen, untilLed, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const REMOVE_AFTER_MS = 3_000;
 
 /** Every slice's replicas [leader, ...followers] as node URLs, from the coordinator's persisted map. */
-function replicaSets(e: Elastic): string[][] {
-  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { nodes: string[]; owners: number[]; followers: number[][] };
-  return m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n]));
-}
 
 /** Per slice, from the persisted map: the largest term any election used or a leader led on at, and the last Lead or
  * LeadOn recorded ([term, node index]), with the set's node indexes. */
@@ -47,15 +43,6 @@ function terms(e: Elastic): { termsUsed: number[]; lastLead: ([number, number] |
   return { termsUsed: m.termsUsed, lastLead: m.lastLead, sets: m.owners.map((o, s) => [o, ...m.followers[s]]) };
 }
 
-/** Waits until status says every replicated slice has an elected leader. */
-async function allLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
-  let st: ClusterStatus | undefined;
-  await waitFor(async () => {
-    const { leaders } = (st = await e.status()).replication;
-    return leaders.led === leaders.replicated;
-  }, 'every slice to have a leader', timeoutMs, seen(e));
-  return st!;
-}
 
 /** Waits until the replica moves that the nodes' joining started are done and every change settled: the 4th
  * node to join takes its share of replicas (docs/replication.md), and the stories below start from a settled
@@ -70,7 +57,7 @@ async function rebalanced(e: Elastic, timeoutMs = 60_000): Promise<void> {
 /** 300 items, then 4 writers updating them; the victim is a node that leads slices. */
 async function underWrites(e: Elastic) {
   await rebalanced(e);
-  await allLed(e);
+  await untilLed(e);
   await bulk(e, 300);
   const load = new WriteLoad(e.client, 'elastic', 4, 8);
   await sleep(500);
@@ -91,7 +78,7 @@ describe('repair of replicated slices (R=3)', () => {
     await sleep(Math.max(0, killedAt + REMOVE_AFTER_MS - 1_000 - Date.now()));
     expect((await e.status()).nodes.some((n) => n.node === victim.url)).toBe(true);
     await waitFor(async () => !(await e.status()).nodes.some((n) => n.node === victim.url), 'the dead node to be removed automatically', 30_000, seen(e));
-    await allLed(e);
+    await untilLed(e);
     await sleep(1_000);
     await load.stop();
     expect(load.acks).toBeGreaterThan(0);
@@ -147,7 +134,7 @@ describe('repair of replicated slices (R=3)', () => {
       expect(new Set(set).size).toBe(3);
       expect(set).not.toContain(victim.url);
     }
-    await allLed(e);
+    await untilLed(e);
     // What the drain's replica-set changes cost: writes sent again after an unknown outcome, and elections.
     const resent = (await writesResent(e)) - resentBefore;
     const leaders = (await e.status()).replication.leaders;
@@ -240,7 +227,7 @@ describe('repair of replicated slices (R=3)', () => {
   it('keyslice remove refuses when a slice would keep fewer live replicas than a majority; --force removes the node, and those slices elect once their replica that is down is back; nothing is lost', async () => {
     const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
     await rebalanced(e);
-    await allLed(e);
+    await untilLed(e);
     await bulk(e, 100);
     const load = new WriteLoad(e.client, 'elastic', 2, 8);
     // Two nodes that share slices, some of them led by a third node: removing one with the other down leaves those
@@ -257,7 +244,7 @@ describe('repair of replicated slices (R=3)', () => {
     await stopProcess(down.child, 'SIGKILL');
     await waitFor(async () => (await e.status()).nodes.find((n) => n.node === down.url)?.up === false, 'the killed node to be seen down', 30_000, seen(e));
     // Every slice still has a majority of its replicas up, so a leader: the refusal below is for the removal alone.
-    await allLed(e);
+    await untilLed(e);
     const cli = join(import.meta.dirname, '..', 'dist', 'coordinator', 'cli', 'cli.js');
     const run = (args: string[]) =>
       promisify(execFile)(process.execPath, [cli, ...args, '--url', e.coordinator.url], { timeout: 20_000 }).then(
@@ -323,7 +310,7 @@ describe('repair of replicated slices (R=3)', () => {
     const dead = e.nodes.find((n) => n !== drained)!;
     await stopProcess(dead.child, 'SIGKILL');
     await waitFor(async () => (await e.status()).nodes.find((n) => n.node === dead.url)?.up === false, 'the killed node to be seen down', 30_000, seen(e));
-    await allLed(e);
+    await untilLed(e);
     const sets = replicaSets(e);
     const withDead = sets.flatMap((set, s) => (set.includes(drained.url) && set.includes(dead.url) ? [s] : []));
     const withoutDead = sets.flatMap((set, s) => (set.includes(drained.url) && !set.includes(dead.url) ? [s] : []));
@@ -379,7 +366,7 @@ describe('repair of replicated slices (R=3)', () => {
     let st: ClusterStatus | undefined;
     await waitFor(async () => (st = await e.status()).nodes.every((n) => n.slices === 4), 'each node to lead 4 slices', 30_000, seen(e));
     expect(st!.replication.leaders.handovers).toBeGreaterThan(0);
-    await allLed(e);
+    await untilLed(e);
     await sleep(500);
     await load.stop();
     expect(load.acks).toBeGreaterThan(0);
@@ -391,12 +378,12 @@ describe('repair of replicated slices (R=3)', () => {
     // Under a SIGKILL every 3 s, handing leaderships back one map change (and 8 slices) at a time took tens of
     // seconds, so one node led nearly every slice and each kill failed them all over at once (bench/FAILOVER.md).
     const e = await cluster({ nodes: 3, slices: 192, replicationFactor: 3 });
-    await allLed(e, 60_000);
+    await untilLed(e, 60_000);
     await waitFor(async () => (await e.status()).nodes.every((n) => n.slices === 64), 'each node to lead 64 slices', 60_000, seen(e));
     const victim = e.nodes[0];
     await stopProcess(victim.child, 'SIGKILL');
     await waitFor(async () => (await e.status()).nodes.find((n) => n.node === victim.url)?.slices === 0, 'the killed node\'s slices to be led by the others', 30_000, seen(e));
-    await allLed(e);
+    await untilLed(e);
     const before = (await e.status()).epoch;
     await e.addNode(2, Number(new URL(victim.url).port), victim.name);
     let st: ClusterStatus | undefined;
@@ -413,7 +400,7 @@ describe('repair of replicated slices (R=3)', () => {
     for (const expected of [2, 3]) {
       await e.addNode();
       await waitFor(async () => (await e.status()).replication.factor === expected, `replication factor ${expected}`, 30_000, seen(e));
-      await allLed(e);
+      await untilLed(e);
       const items = await e.client.getAllItems({ table: 'elastic' });
       expect(items.map((i) => i.v).sort((a, b) => (a as number) - (b as number))).toEqual(Array.from({ length: 40 }, (_, i) => i));
     }
@@ -422,7 +409,7 @@ describe('repair of replicated slices (R=3)', () => {
     // two others still serve every item.
     await waitFor(async () => (await e.status()).replication.leaders.unsettled === 0, 'the replica-set changes to settle', 30_000, seen(e));
     await stopProcess(e.nodes[0].child, 'SIGKILL');
-    await allLed(e);
+    await untilLed(e);
     expect((await e.client.getAllItems({ table: 'elastic' })).length).toBe(40);
   }, 90_000);
 });

@@ -3,20 +3,13 @@
 // nodes' assignments until it settles (docs/replication.md, "Replica-set changes"); a node that refused such an
 // Assign would close its link mid-change. The drain must end with every slice led, 7 replicas on the other nodes,
 // and every item read back.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { REPLICATION_FACTOR_MAX } from '../shared/limits.js';
-import { bulk, elasticClusters, led, waitFor, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, replicaSets, waitFor } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const ITEMS = 100;
 
-/** Every slice's replica set as node URLs, from the coordinator's persisted map. */
-function sets(e: Elastic): string[][] {
-  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { nodes: string[]; owners: number[]; followers: number[][] };
-  return m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n]));
-}
 
 describe(`a drain at R=${REPLICATION_FACTOR_MAX}`, () => {
   it('ends with every slice led by 7 replicas on the other nodes, nothing lost', async () => {
@@ -24,7 +17,7 @@ describe(`a drain at R=${REPLICATION_FACTOR_MAX}`, () => {
     const e = await cluster({ nodes: R + 1, slices: 4, replicationFactor: R, workers: 1, coordinatorArgs: ['--rebalance', 'no'] });
     await waitFor(async () => led(await e.status()), 'every slice to have a leader', 60_000);
     await bulk(e, ITEMS);
-    const before = sets(e);
+    const before = replicaSets(e);
     expect(before.every((set) => set.length === R)).toBe(true);
     // A node that holds a replica of every slice: each of its slices gets an 8th replica while the drain runs.
     const drained = e.nodes.map((n) => n.url).find((url) => before.every((set) => set.includes(url)))!;
@@ -44,7 +37,7 @@ describe(`a drain at R=${REPLICATION_FACTOR_MAX}`, () => {
     ).catch((err) => {
       throw new Error(`${(err as Error).message}: ${last}`);
     });
-    const after = sets(e);
+    const after = replicaSets(e);
     for (const set of after) {
       expect(set.length).toBe(R);
       expect(set).not.toContain(drained);

@@ -15,6 +15,7 @@ import { ClusterMap } from '../coordinator/metadata/cluster-map.js';
 import { NodeLink } from '../coordinator/metadata/node-link.js';
 import { SliceMover, Throttle } from '../coordinator/metadata/slice-mover.js';
 import { SliceOp, type SliceOpMessage } from '../shared/protocol.js';
+import { waitFor } from './elastic-fixture.js';
 
 const root = mkdtempSync(join(tmpdir(), 'keyslice-move-reassign-'));
 const nodes: ManagedProcess[] = [];
@@ -25,13 +26,8 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-async function until(what: string, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+/** Polls `check` every 10 ms until it holds, at most 10,000 ms. */
+const until = (what: string, check: () => boolean) => waitFor(check, what, 10_000, undefined, 10);
 
 const TABLE = 1;
 const SLICE = 0;

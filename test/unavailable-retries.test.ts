@@ -12,11 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { ImportSummary } from '../coordinator/cli/cli-import.js';
 import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
-import type { ClusterStatus } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
 import { FAILOVER_RETRY_MS_MAX, IMPORT_RETRIES_MAX, IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN } from '../shared/limits.js';
 import { keyslice, stopRunning } from './cli-run.js';
-import { statusUntil, useCluster, type ClusterHandle } from './cluster-fixture.js';
+import { led, statusUntil, useCluster, type ClusterHandle } from './cluster-fixture.js';
 
 const replicated = useCluster({ nodes: 2, slices: 8, replicationFactor: 2 });
 const single = useCluster({ nodes: 1, slices: 4, replicationFactor: 1 });
@@ -29,7 +28,6 @@ const CALLER_WAITS_MS_MIN = Array.from({ length: IMPORT_RETRIES_MAX }, (_, a) =>
 
 afterAll(() => stopRunning());
 
-const allLed = (st: ClusterStatus) => st.replication.leaders.led === st.replication.leaders.replicated;
 
 async function prepare(c: ClusterHandle): Promise<string> {
   await c.client.createTable(T, { name: 'id', type: 'string' });
@@ -55,7 +53,7 @@ const summaryOf = (stdout: string) => (stdout === '' ? null : (JSON.parse(stdout
 describe('no slice has a leader (R=2, every node killed)', () => {
   let file: string;
   beforeAll(async () => {
-    await statusUntil(replicated, 'every slice led', allLed);
+    await statusUntil(replicated, 'every slice led', led);
     file = await prepare(replicated);
   }, 60_000);
 

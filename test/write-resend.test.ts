@@ -15,7 +15,7 @@ import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator
 import type { ClusterStatus } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
-import { statusUntil, useCluster } from './cluster-fixture.js';
+import { led, statusUntil, useCluster } from './cluster-fixture.js';
 import { parseExposition, samples } from './prometheus-text.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync' });
@@ -37,8 +37,7 @@ async function duplicateWrites(): Promise<Map<string, number>> {
   return out;
 }
 
-const allLed = (st: ClusterStatus) => st.replication.leaders.led === st.replication.leaders.replicated;
-const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus) => allLed(st) && st.nodes.find((n) => n.node === node.url)?.slices === 0;
+const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus) => led(st) && st.nodes.find((n) => n.node === node.url)?.slices === 0;
 
 /** The node that leads the slice of `id`, by DescribeSlices (asked again, bounded, while it names none). */
 async function leaderOf(id: string): Promise<ManagedProcess> {
@@ -57,7 +56,7 @@ async function leaderOf(id: string): Promise<ManagedProcess> {
 beforeAll(async () => {
   await initHashing();
   await c.client.createTable(T, { name: 'id', type: 'string' });
-  await until('every slice led', allLed);
+  await until('every slice led', led);
   // Items on most slices, so that DescribeSlices names their leaders.
   await c.client.batchWrite(T, { puts: Array.from({ length: 25 }, (_, i) => ({ id: `seed${i}` })) });
 });
@@ -67,10 +66,10 @@ describe('writes in flight on a leader that is lost (R=3, real processes)', () =
     // Counters and conditional puts on the slices that one node leads now.
     const layout = await c.client.describeSlices(T);
     const first = c.cluster.nodes.find((n) => layout.slices.some((s) => s.node === n.url))!;
-    const led = new Set(layout.slices.filter((s) => s.node === first.url).map((s) => s.slice));
+    const itsSlices = new Set(layout.slices.filter((s) => s.node === first.url).map((s) => s.slice));
     const onFirst = (prefix: string, count: number) => {
       const out: string[] = [];
-      for (let n = 0; n < 1_000_000 && out.length < count; n++) if (led.has(sliceOf('string', `${prefix}${n}`, layout.sliceCount))) out.push(`${prefix}${n}`);
+      for (let n = 0; n < 1_000_000 && out.length < count; n++) if (itsSlices.has(sliceOf('string', `${prefix}${n}`, layout.sliceCount))) out.push(`${prefix}${n}`);
       return out;
     };
     const counters = onFirst('counter', COUNTERS);
@@ -122,7 +121,7 @@ describe('writes in flight on a leader that is lost (R=3, real processes)', () =
       await sleep(1_000);
       const again = await startSliceNode({ name: second.name, dataDir: join(c.dataDir, second.name), port: Number(new URL(second.url).port), workers: 2, durability: 'fsync', clusterSecret: c.cluster.clusterSecret });
       second.child = again.child; // the fixture stops this one
-      await until('every slice led again', allLed);
+      await until('every slice led again', led);
       await sleep(500);
     } finally {
       if (frozen !== null) frozen.child.kill('SIGCONT');
