@@ -271,7 +271,7 @@ export function elasticClusters(): (opts: Parameters<typeof startElastic>[0]) =>
 /** A cluster of 3 nodes at R=3 (12 slices), every slice led, `count` items written and held by each node. */
 export async function threeReplicasHolding(cluster: (opts: { nodes: number; slices: number; replicationFactor: number }) => Promise<Elastic>, count: number): Promise<Elastic> {
   const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
-  await waitFor(async () => led(await e.status()), 'every slice to have a leader', 30_000, seen(e));
+  await untilLed(e);
   await bulk(e, count);
   await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === count), 'each of the 3 nodes to hold every item', 30_000, seen(e));
   return e;

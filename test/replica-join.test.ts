@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { keyslice } from './cli-run.js';
-import { bulk, elasticClusters, led, replicasSpread, seen, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, replicasSpread, seen, untilLed, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -38,7 +38,7 @@ function readMap(e: Elastic): { nodes: string[]; owners: number[]; followers: nu
 describe('replica rebalancing onto a node that joins (R=3)', () => {
   it('a 4th node joining 3 nodes at R=3 under writes takes a quarter of the replicas and leads some slices; nothing is lost', async () => {
     const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
-    await waitFor(async () => led(await e.status()), 'every slice to have a leader', 30_000, seen(e));
+    await untilLed(e);
     await bulk(e, 300);
     const load = new WriteLoad(e.client, 'elastic', 4, 8);
     await sleep(500);
@@ -112,7 +112,7 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
 
   it('a joining node killed while replicas move onto it, and left down: the moves are undone, each slice back to 3 replicas on live nodes', async () => {
     const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
-    await waitFor(async () => led(await e.status()), 'every slice to have a leader', 30_000, seen(e));
+    await untilLed(e);
     await bulk(e, 300);
     const load = new WriteLoad(e.client, 'elastic', 4, 8);
     await sleep(300);
@@ -177,7 +177,7 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     // or it is the leader's own replica that left), the set's most up to date replica is elected once the answers no
     // further than it meet every majority of both sets, 2 of the 4 (a majority, 3, waited for the killed node: CI).
     const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
-    await waitFor(async () => led(await e.status()), 'every slice to have a leader', 30_000, seen(e));
+    await untilLed(e);
     const load = new WriteLoad(e.client, 'elastic', 4, 8);
     await sleep(300);
     const joined = await e.addNode();

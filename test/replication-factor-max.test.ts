@@ -5,7 +5,7 @@
 // and every item read back.
 import { describe, expect, it } from 'vitest';
 import { REPLICATION_FACTOR_MAX } from '../shared/limits.js';
-import { bulk, elasticClusters, led, replicaSets, waitFor } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, replicaSets, untilLed, waitFor } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const ITEMS = 100;
@@ -15,7 +15,7 @@ describe(`a drain at R=${REPLICATION_FACTOR_MAX}`, () => {
   it('ends with every slice led by 7 replicas on the other nodes, nothing lost', async () => {
     const R = REPLICATION_FACTOR_MAX;
     const e = await cluster({ nodes: R + 1, slices: 4, replicationFactor: R, workers: 1, coordinatorArgs: ['--rebalance', 'no'] });
-    await waitFor(async () => led(await e.status()), 'every slice to have a leader', 60_000);
+    await untilLed(e, 60_000);
     await bulk(e, ITEMS);
     const before = replicaSets(e);
     expect(before.every((set) => set.length === R)).toBe(true);
