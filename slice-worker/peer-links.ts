@@ -21,13 +21,15 @@ import {
   PEER_LINK_QUEUE_BYTES_MAX,
 } from '../shared/limits.js';
 import { CLUSTER_SECRET_HEADER, decodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { backoffMs } from '../shared/timeout.js';
 
 class PeerLink {
   private ws: WebSocket | null = null;
   private open = false;
   private queue: Buffer[] = [];
   private queuedBytes = 0;
-  private delayMs = NODE_RECONNECT_DELAY_MS_MIN;
+  /** Dials that failed since the peer last greeted: the next waits backoffMs of it (NODE_RECONNECT_DELAY_MS_*). */
+  private failures = 0;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private lastProblem = '';
@@ -81,7 +83,7 @@ class PeerLink {
     // that does not check NODE_PROTOCOL_HEADER) must get none of them.
     const greeted = () => {
       this.open = true;
-      this.delayMs = NODE_RECONNECT_DELAY_MS_MIN;
+      this.failures = 0;
       this.lastProblem = '';
       const queued = this.queue;
       this.queue = [];
@@ -114,9 +116,8 @@ class PeerLink {
       this.queue = [];
       this.queuedBytes = 0;
       if (this.closed) return;
-      this.timer = setTimeout(() => this.connect(), this.delayMs);
+      this.timer = setTimeout(() => this.connect(), backoffMs(this.failures++, NODE_RECONNECT_DELAY_MS_MIN, NODE_RECONNECT_DELAY_MS_MAX));
       this.timer.unref();
-      this.delayMs = Math.min(this.delayMs * 2, NODE_RECONNECT_DELAY_MS_MAX);
     });
   }
 

@@ -29,6 +29,7 @@ import {
   REPLICATION_FRAME_ENTRIES_MAX,
 } from '../../shared/limits.js';
 import { workerOf } from '../../shared/hashing.js';
+import { backoffMs } from '../../shared/timeout.js';
 import { COORDINATOR } from '../../shared/replication-protocol.js';
 import {
   checkSliceResult,
@@ -77,7 +78,8 @@ export class NodeLink {
   private queue = new SendQueue<Settle>(0, (parts) => this.sendBatch(parts));
   private nextBatchId = 1;
   private readonly inFlight = new Map<number, InFlight>();
-  private reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
+  /** Dials that failed since the link was last ready: the next waits backoffMs of it (NODE_RECONNECT_DELAY_MS_*). */
+  private reconnectFailures = 0;
   private readyWaiters: (() => void)[] = [];
   /** Counts the node's greetings: a slice move gives up if either side reconnected
    * (and so was assigned its slices afresh) while it ran. */
@@ -231,9 +233,8 @@ export class NodeLink {
         this.lostAt = Date.now();
         this.onStateChange();
       }
-      this.reconnectTimer = setTimeout(() => this.connect(), this.reconnectDelayMs);
+      this.reconnectTimer = setTimeout(() => this.connect(), backoffMs(this.reconnectFailures++, NODE_RECONNECT_DELAY_MS_MIN, NODE_RECONNECT_DELAY_MS_MAX));
       this.reconnectTimer.unref();
-      this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, NODE_RECONNECT_DELAY_MS_MAX);
     });
   }
 
@@ -404,7 +405,7 @@ export class NodeLink {
 
   private becomeReady(line: string): void {
     this.state = 'ready';
-    this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
+    this.reconnectFailures = 0;
     this.log(line);
     for (const w of this.readyWaiters.splice(0)) w();
     this.onStateChange();
@@ -415,7 +416,7 @@ export class NodeLink {
     if (this.state !== 'connecting' || this.ws !== null || this.reconnectTimer === undefined) return;
     clearTimeout(this.reconnectTimer);
     this.reconnectTimer = undefined;
-    this.reconnectDelayMs = NODE_RECONNECT_DELAY_MS_MIN;
+    this.reconnectFailures = 0;
     this.connect();
   }
 
