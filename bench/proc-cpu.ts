@@ -55,8 +55,9 @@ export function threadCpuOf(pid: number, workers: number): { main: number; worke
       .sort((a, b) => a.start - b.start || a.tid - b.tid);
     const main = threads.find((t) => t.tid === pid)!.t / CLOCK_TICKS_PER_S;
     const rest = threads.filter((t) => t.tid !== pid);
-    const w = rest.slice(-workers).map((t) => t.t / CLOCK_TICKS_PER_S);
-    const other = rest.slice(0, -workers).reduce((a, t) => a + t.t, 0) / CLOCK_TICKS_PER_S;
+    // (workers 0: a process of one main thread and helpers, a router; slice(-0) would take them all.)
+    const w = workers === 0 ? [] : rest.slice(-workers).map((t) => t.t / CLOCK_TICKS_PER_S);
+    const other = rest.slice(0, rest.length - workers).reduce((a, t) => a + t.t, 0) / CLOCK_TICKS_PER_S;
     return { main, workers: w, other };
   } catch {
     return { main: NaN, workers: Array.from({ length: workers }, () => NaN), other: NaN };
