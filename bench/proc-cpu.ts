@@ -63,3 +63,17 @@ export function threadCpuOf(pid: number, workers: number): { main: number; worke
     return { main: NaN, workers: Array.from({ length: workers }, () => NaN), other: NaN };
   }
 }
+
+/** The machine's CPU counters so far (all cores, from /proc/stat's first line): busy and total clock ticks; null
+ * where /proc cannot tell. Two readings give the share of the machine that was busy between them. */
+export function machineTicks(): { busy: number; total: number } | null {
+  try {
+    const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+    const n = fields.map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is counted in user already)
+    const total = n.slice(0, 8).reduce((a, x) => a + x, 0);
+    return { busy: total - n[3] - n[4], total };
+  } catch {
+    return null;
+  }
+}

@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { newClusterSecret, startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { ensureNpmPeers, ensureRedis, run, versionOf } from './peers.js';
-import { childPids, cpuSecondsOf, threadCpuOf } from './proc-cpu.js';
+import { childPids, cpuSecondsOf, machineTicks, threadCpuOf } from './proc-cpu.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllAtExit } from './stop-all.js';
@@ -136,6 +136,9 @@ const cpuShares = new Map<string, Map<string, number[]>>();
  * and each worker thread, for the processes measured by thread (slice nodes, routers). One thread at 100% is a limit
  * that the process's total hides. */
 const threadShares = new Map<string, Map<string, { main: number[]; workers: number[][] }>>();
+/** system label -> the share of the whole machine's CPU (every core) busy over each round's client run, in %: near
+ * 100%, clients and servers together want more than the machine has, and no shape can add throughput. */
+const machineBusy = new Map<string, number[]>();
 /** system label -> MOVED answers its clients met, all rounds (Redis Cluster clients only). */
 const redirectsMet = new Map<string, number>();
 const record = (label: string, entry: Map<string, Row> | string) => rounds.set(label, [...(rounds.get(label) ?? []), entry]);
@@ -147,9 +150,14 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
   const procs = servers();
   const cpu0 = procs.map((p) => cpuSecondsOf([p.pid]));
   const threads0 = procs.map((p) => (p.workers === undefined ? null : threadCpuOf(p.pid, p.workers)));
+  const machine0 = machineTicks();
   const t0 = performance.now();
   const runs = await Promise.all(Array.from({ length: clients }, () => runClient(script, scriptArgs)));
   const wall = (performance.now() - t0) / 1000;
+  const machine1 = machineTicks();
+  if (machine0 !== null && machine1 !== null && machine1.total > machine0.total) {
+    machineBusy.set(label, [...(machineBusy.get(label) ?? []), ((machine1.busy - machine0.busy) / (machine1.total - machine0.total)) * 100]);
+  }
   const results = runs.map((r) => r.results);
   // A Redis Cluster client follows MOVED answers; with a right slot map there are none.
   if (runs.some((r) => r.redirects !== undefined)) redirectsMet.set(label, (redirectsMet.get(label) ?? 0) + runs.reduce((a, r) => a + (r.redirects ?? 0), 0));
@@ -452,7 +460,7 @@ ratio here is bound by the cores, not by the protocol (bench/README.md, "Replica
 
 `}## CPU of each server process while its clients ran (% of one core, all threads; preloading included; median over the rounds)
 
-${[...cpuShares].map(([label, shares]) => `- ${label}: ${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
+${[...cpuShares].map(([label, shares]) => `- ${label}: ${machineBusy.has(label) ? `(the whole machine ${Math.round(median(machineBusy.get(label)!))}% busy, clients included) ` : ''}${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
 
 ## CPU of the threads that do the work (% of one core; median over the rounds)
 
