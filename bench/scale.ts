@@ -455,8 +455,10 @@ Shapes that differ only in R (every write acknowledged once a majority of R copi
 |---|---|---:|---:|---:|
 ${replicationLines.join('\n')}
 
-On one machine the R copies share its cores: at R=3 each write costs the CPU of three replicas, so the
-ratio here is bound by the cores, not by the protocol (bench/README.md, "Replication on slice nodes").
+On one machine the R copies share its cores: at R=3 each write costs the CPU of three replicas. Whether that is
+what bounds the ratio shows below: a thread near 100%, or the whole machine near 100% busy, is a CPU bound; with
+neither, a write waits on its replication round trip (more threads' turns per write), and a closed loop with more
+requests in flight gets more writes per second (bench/README.md, "Replication on slice nodes").
 
 `}## CPU of each server process while its clients ran (% of one core, all threads; preloading included; median over the rounds)
 
