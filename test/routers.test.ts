@@ -11,7 +11,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startRouter, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
-import { initHashing } from '../shared/hashing.js';
+import { initHashing, sliceOf } from '../shared/hashing.js';
 import { describeStatus, SECRET, waitFor, WriteLoad } from './elastic-fixture.js';
 import { expectError } from './cluster-fixture.js';
 import { keyslice } from './cli-run.js';
@@ -455,6 +455,62 @@ describe('standalone routers', () => {
     expect((await c.request('CreateTable', { table: 'other', shardingKey: { name: 'id', type: 'string' } })).table.name).toBe('other');
     expect(await c.listTables()).toEqual(['elastic', 'other']);
   });
+});
+
+describe('the coordinator serving clients itself (--routers 0)', () => {
+  it('sends a GetItem refused during a move\'s freeze again as soon as the switch is in force, not after its backoff', async () => {
+    fresh();
+    // Moves slow enough (about 0.6 s of throttle per slice of ~31 items) that one can be caught between copy and freeze.
+    const coord = await coordinator(0, ['--move-items-per-second', '50']);
+    await node(coord.url, coord.url, 'slice-node-1');
+    await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
+    const c = await client(coord.url);
+    await c.createTable('elastic', { name: 'id', type: 'string' });
+    await bulkItems(c, 2_000);
+    const target = await node(coord.url, coord.url, 'slice-node-3');
+    const pid = target.child.pid!;
+    // Tries, bounded: each stops the node that slices move to while some move has copied its slice and waits in the
+    // throttle, so that its freeze waits for the stopped node (the last copy step goes to it): its slice is frozen,
+    // the old owner refuses its ops WrongOwner, and the coordinator sends them again until the switch.
+    let spreads: number[] = [];
+    for (let dance = 0; dance < 6 && spreads.length === 0; dance++) {
+      let candidates: number[] = [];
+      await waitFor(async () => {
+        const st = await status(coord.url);
+        candidates = st.moves.inFlight.filter((m) => m.to === target.url && m.phase === 'copy' && m.items > 0 && m.copied === m.items).map((m) => m.slice);
+        return candidates.length > 0 || (st.moves.inFlight.length === 0 && st.moves.pending === 0);
+      }, 'a move that copied its slice', 60_000, seenStatus);
+      if (candidates.length === 0) break; // the moves ended: nothing was caught
+      const keys = Array.from({ length: 2_000 }, (_, i) => `bulk-${i}`).filter((k) => candidates.includes(sliceOf('string', k, 64)));
+      process.kill(pid, 'SIGSTOP');
+      let resumedAt = Infinity;
+      const asked: Promise<{ id: unknown; at: number }>[] = [];
+      try {
+        // An op every 15 ms for 1.5 s: those sent once the slice froze are refused until the switch, each on its own
+        // schedule of doubling waits.
+        for (let i = 0; i < 100; i++) {
+          const id = keys[i % keys.length];
+          asked.push(c.getItem('elastic', { id }).then((item) => ({ id: item?.id, at: performance.now() })));
+          await sleep(15);
+        }
+      } finally {
+        resumedAt = performance.now();
+        process.kill(pid, 'SIGCONT');
+      }
+      const answers = await Promise.all(asked);
+      expect(answers.filter((a, i) => a.id !== keys[i % keys.length])).toEqual([]);
+      // The ops still waiting when the node went on: the switch came after it, so they answer after the switch.
+      const late = answers.filter((a) => a.at > resumedAt).map((a) => a.at);
+      if (late.length >= 3) spreads = [Math.max(...late) - Math.min(...late), late.length];
+    }
+    expect(spreads.length, 'a freeze caught with ops waiting on it').toBe(2);
+    console.log(`ops waiting on a freeze: ${spreads[1]}, answered within ${spreads[0].toFixed(1)} ms of each other`);
+    // Each went on at the switch: answered together. Before, each waited out its own backoff (up to
+    // WRONG_OWNER_RETRY_DELAY_MS_MAX, 250 ms) past the switch, so they came spread over most of that.
+    expect(spreads[0]).toBeLessThan(60);
+    await balanced(coord.url);
+  }, STORY_MS);
 });
 
 describe('a router serves what the coordinator serves', () => {

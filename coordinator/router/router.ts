@@ -160,10 +160,12 @@ export class Router {
     // the router's busiest path); a failure goes on in the loop as that try's. Whatever throws here rejects,
     // as it would in the loop.
     let link: SliceChannel | null;
+    let epoch: number;
     try {
       link = this.cluster.linkOf(slice);
       if (link === null || link.state !== 'ready') return this.sendLoop(op, named, started, null);
       this.giveRequestId(op, named);
+      epoch = this.cluster.epoch;
     } catch (err) {
       return Promise.reject(err);
     }
@@ -171,16 +173,19 @@ export class Router {
     try {
       sent = link.send(slice, op);
     } catch (err) {
-      return this.sendLoop(op, named, started, { err });
+      return this.sendLoop(op, named, started, { err, epoch });
     }
-    return sent.catch((err: unknown) => this.sendLoop(op, named, started, { err }));
+    return sent.catch((err: unknown) => this.sendLoop(op, named, started, { err, epoch }));
   }
 
-  /** send's tries; `first`: how its first try (on a ready link) failed, or null if none was made yet. */
-  private async sendLoop<Op extends SliceBoundOp>(op: Op, named: ClientName | null, started: number, first: { err: unknown } | null): Promise<ResultOf<Op>> {
+  /** send's tries; `first`: how its first try (on a ready link) failed, and the map's epoch when it was sent, or null
+   * if none was made yet. */
+  private async sendLoop<Op extends SliceBoundOp>(op: Op, named: ClientName | null, started: number, first: { err: unknown; epoch: number } | null): Promise<ResultOf<Op>> {
     const slice = op[2];
     let failoverTries = 0;
     let wrongOwner: WrongOwnerTries | null = null; // made at the first refusal: most ops meet none
+    // The map's epoch when the last try was sent: a refusal waits for a newer one (Routing.afterWrongOwner).
+    let sentAt = first?.epoch ?? this.cluster.epoch;
     for (let attempt = 0; ; attempt++) {
       const tried = attempt === 0 && first !== null;
       const link = tried ? null : this.cluster.linkOf(slice);
@@ -198,6 +203,7 @@ export class Router {
           assert(first !== null, 'only the try that send made has no link here');
           throw first.err;
         }
+        sentAt = this.cluster.epoch;
         return await link.send(slice, op);
       } catch (err) {
         if (err instanceof KeysliceError && this.mayResend(err, op)) {
@@ -209,7 +215,7 @@ export class Router {
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
         wrongOwner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
         if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
-        await this.cluster.afterWrongOwner(wrongOwner.refusals - 1);
+        await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt);
       }
     }
   }
@@ -274,10 +280,12 @@ export class Router {
     const started = Date.now();
     let failoverTries = 0;
     let wrongOwner: WrongOwnerTries | null = null; // made at the first refusal: most pages meet none
+    let sentAt = this.cluster.epoch;
     for (;;) {
       let err: unknown;
       try {
         const asks = await this.scanAsks(r.fromSlice, r.toSlice);
+        sentAt = this.cluster.epoch;
         const answers = asks.map((a) => a.link.sendToWorker(a.worker, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, a.slices, r.packed]));
         const settled = await Promise.allSettled(answers);
         const failed = settled.find((a): a is PromiseRejectedResult => a.status === 'rejected');
@@ -298,7 +306,7 @@ export class Router {
       if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
       wrongOwner ??= new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
       if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
-      await this.cluster.afterWrongOwner(wrongOwner.refusals - 1);
+      await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt);
     }
   }
 
