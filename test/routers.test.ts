@@ -344,6 +344,61 @@ describe('standalone routers', () => {
     expect(tookExport).toBeLessThan(WRONG_OWNER_RETRY_MS_MAX + 5_000);
   }, STORY_MS);
 
+  it('a client of two routers sends what one refused WrongOwner to the other, once: both cut off, a request fails after each tried; one back, every request answers', async () => {
+    fresh();
+    const coord = await coordinator(0);
+    await node(coord.url, coord.url, 'slice-node-1');
+    await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
+    const proxies = [new Proxy(new URL(coord.url)), new Proxy(new URL(coord.url))];
+    setup.proxies.push(...proxies);
+    const routers = [await router('router-1', await proxies[0].listen()), await router('router-2', await proxies[1].listen())];
+    const c = await client(routers.map((r) => r.url));
+    expect(new Set(c.connectedUrls)).toEqual(new Set(routers.map((r) => r.url)));
+    await c.createTable('elastic', { name: 'id', type: 'string' });
+    await bulkItems(c, 300);
+    // Both routers lose the coordinator; slices move meanwhile, so that the nodes refuse every batch of theirs.
+    for (const p of proxies) p.cut();
+    await waitFor(async () => (await Promise.all(routers.map((r) => health(r.url)))).every((h) => h.coordinator === 'lost'), 'the routers to notice');
+    await node(coord.url, coord.url, 'slice-node-3');
+    const st = await balanced(coord.url);
+    const timedGet = async (id: string) => {
+      const started = Date.now();
+      const got = await c.getItem('elastic', { id }).then(
+        (item) => item?.id,
+        (err: KeysliceError) => err,
+      );
+      return { got, ms: Date.now() - started };
+    };
+    // Each router spends its own tries once (WRONG_OWNER_RETRY_MS_MAX), and then the request fails: two routers' tries,
+    // not one (the client sent it to the other router), and not more (to no router twice).
+    const both = await Promise.all(['bulk-1', 'bulk-2', 'bulk-3'].map(timedGet));
+    for (const { got, ms } of both) {
+      expect(got).toBeInstanceOf(KeysliceError);
+      expect((got as KeysliceError).code).toBe('WrongOwner');
+      expect((got as KeysliceError).message).toMatch(/refused WrongOwner \d+ times in \d+ ms/);
+      expect(ms).toBeGreaterThanOrEqual(2 * WRONG_OWNER_RETRY_MS_MAX);
+      expect(ms).toBeLessThan(2 * WRONG_OWNER_RETRY_MS_MAX + 5_000);
+    }
+    // Router 2 has the coordinator again and catches up; router 1 stays cut off for good. A request refused by router 1
+    // goes to router 2: every one answers, reads and writes, within one router's tries and a resend.
+    await proxies[1].listen(proxies[1].port);
+    proxies[1].mode = 'pass';
+    await waitFor(async () => (await health(routers[1].url)).epoch === st.epoch, 'router 2 to catch up');
+    expect((await health(routers[0].url)).coordinator).toBe('lost');
+    const started = Date.now();
+    const puts = await Promise.all(Array.from({ length: 40 }, (_, i) => c.putItem('elastic', { id: `bulk-${i}`, v: 'after' }).then(() => 'ok', (err: KeysliceError) => `${err.code}: ${err.message}`)));
+    const gets = await Promise.all(Array.from({ length: 300 }, (_, i) => timedGet(`bulk-${i}`)));
+    expect(puts.filter((p) => p !== 'ok')).toEqual([]);
+    expect(gets.filter(({ got }, i) => got !== `bulk-${i}`).map(({ got }) => String(got))).toEqual([]);
+    // Half of them went to router 1 first and waited out its tries: else nothing here was sent on.
+    expect(gets.filter(({ ms }) => ms >= WRONG_OWNER_RETRY_MS_MAX).length).toBeGreaterThan(0);
+    expect(Date.now() - started).toBeLessThan(2 * (WRONG_OWNER_RETRY_MS_MAX + 5_000));
+    // Read back at once (one after another, half would wait out router 1's tries first).
+    const written = await Promise.all(Array.from({ length: 40 }, (_, i) => c.getItem('elastic', { id: `bulk-${i}` })));
+    expect(written.filter((item) => item?.v !== 'after')).toEqual([]);
+  }, STORY_MS);
+
   it('keyslice export through a router while a node joins and slices move writes every item exactly once', async () => {
     fresh();
     const coord = await coordinator(0, ['--move-items-per-second', '500']);

@@ -11,10 +11,13 @@
 //   slices, FAILOVER_RETRY_MS_MAX if longer; a scan keeps WRONG_OWNER_RETRY_MS_MAX),
 //   after Routing.afterWrongOwner (doubling waits; a router also asks for the
 //   newer map and stops waiting once it has it): shared/wrong-owner.ts. This is
-//   the only place an op or a scan page refused WrongOwner is sent again: the
-//   client, `keyslice export` and import pass it on (errors.ts callerMayRetry),
-//   so that tries do not multiply; once the bounds are spent the caller gets
-//   WrongOwner with a message that says so (WrongOwnerTries.exhausted).
+//   the only place an op or a scan page refused WrongOwner is sent again through
+//   the same router: `keyslice export` and import pass it on (errors.ts
+//   callerMayRetry), and the client sends it once to each other router address
+//   it has (client.ts requestOnce), so that tries do not multiply; once the
+//   bounds are spent the caller gets WrongOwner with a message that says so
+//   (WrongOwnerTries.exhausted), which means that nothing was applied: a write
+//   whose earlier copy had an unknown outcome (below) ends Unavailable instead.
 // - No serving leader, on replicated slices: the node answered that the slice has
 //   no serving leader, or the owner's node is not connected; nothing was applied
 //   (a failover is under way). Sent again once the map names the new leader: at
@@ -184,6 +187,8 @@ export class Router {
     const slice = op[2];
     let failoverTries = 0;
     let wrongOwner: WrongOwnerTries | null = null; // made at the first refusal: most ops meet none
+    // A write sent again after a copy whose outcome is unknown: that copy may have been applied.
+    let unsure = false;
     // The map's epoch when the last try was sent: a refusal waits for a newer one (Routing.afterWrongOwner).
     let sentAt = first?.epoch ?? this.cluster.epoch;
     for (let attempt = 0; ; attempt++) {
@@ -208,13 +213,16 @@ export class Router {
       } catch (err) {
         if (err instanceof KeysliceError && this.mayResend(err, op)) {
           if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(`slice ${slice}`, err, failoverTries, started);
-          if (isWriteOp(op) && !wasNotApplied(err)) this.counts.writeResent();
+          if (isWriteOp(op) && !wasNotApplied(err)) {
+            this.counts.writeResent();
+            unsure = true;
+          }
           await this.cluster.afterNoLeader(failoverTries++);
           continue;
         }
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
         wrongOwner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
-        if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
+        if (!wrongOwner.again()) throw unsure ? mayHaveApplied(wrongOwner.exhausted(err)) : wrongOwner.exhausted(err);
         await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt);
       }
     }
@@ -430,6 +438,14 @@ export class Router {
       wasNotApplied(last) ? { notApplied: true, routerRetried: true } : { routerRetried: true },
     );
   }
+}
+
+/** The error of a write whose WrongOwner tries were spent after a copy of it had an unknown outcome: not WrongOwner,
+ * which says that nothing was applied (a client sends a WrongOwner to another router: client.ts requestOnce), but the
+ * unknown outcome, which the router already waited out (routerRetried: nobody above it asks again). */
+function mayHaveApplied(spent: KeysliceError): KeysliceError {
+  assert(spent.code === 'WrongOwner', 'only spent WrongOwner tries end so');
+  return new KeysliceError('Unavailable', `${spent.message}; an earlier copy of this write had an unknown outcome, so it may have been applied`, { routerRetried: true });
 }
 
 /** A scan page, as its errors name it. */
