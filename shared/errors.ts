@@ -92,8 +92,8 @@ export class KeysliceError extends Error {
   }
 }
 
-/** Whether a caller above the Router (the TypeScript client's write resend, `keyslice export` and import) may send
- * a request again after `err`:
+/** Whether a caller above the Router (the TypeScript client's write resend, `keyslice export` and import, and the
+ * DynamoDB endpoint's choice of an error that SDKs retry: dynamodb/errors.ts) may send a request again after `err`:
  * a retryable error, except one the Router already retried for as long as its bounds allow, since asking again there
  * would multiply them (the caller's tries times the Router's): WrongOwner, which the Router alone retries
  * (shared/wrong-owner.ts; the client sends it once to each other router address instead), and an Unavailable of a
