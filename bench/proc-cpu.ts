@@ -55,10 +55,25 @@ export function threadCpuOf(pid: number, workers: number): { main: number; worke
       .sort((a, b) => a.start - b.start || a.tid - b.tid);
     const main = threads.find((t) => t.tid === pid)!.t / CLOCK_TICKS_PER_S;
     const rest = threads.filter((t) => t.tid !== pid);
-    const w = rest.slice(-workers).map((t) => t.t / CLOCK_TICKS_PER_S);
-    const other = rest.slice(0, -workers).reduce((a, t) => a + t.t, 0) / CLOCK_TICKS_PER_S;
+    // (workers 0: a process of one main thread and helpers, a router; slice(-0) would take them all.)
+    const w = workers === 0 ? [] : rest.slice(-workers).map((t) => t.t / CLOCK_TICKS_PER_S);
+    const other = rest.slice(0, rest.length - workers).reduce((a, t) => a + t.t, 0) / CLOCK_TICKS_PER_S;
     return { main, workers: w, other };
   } catch {
     return { main: NaN, workers: Array.from({ length: workers }, () => NaN), other: NaN };
+  }
+}
+
+/** The machine's CPU counters so far (all cores, from /proc/stat's first line): busy and total clock ticks; null
+ * where /proc cannot tell. Two readings give the share of the machine that was busy between them. */
+export function machineTicks(): { busy: number; total: number } | null {
+  try {
+    const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+    const n = fields.map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is counted in user already)
+    const total = n.slice(0, 8).reduce((a, x) => a + x, 0);
+    return { busy: total - n[3] - n[4], total };
+  } catch {
+    return null;
   }
 }

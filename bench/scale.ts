@@ -21,7 +21,9 @@ import { fileURLToPath } from 'node:url';
 import { newClusterSecret, startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { ensureNpmPeers, ensureRedis, run, versionOf } from './peers.js';
-import { childPids, cpuSecondsOf } from './proc-cpu.js';
+import { childPids, cpuSecondsOf, machineTicks, threadCpuOf } from './proc-cpu.js';
+import type { ClusterStatus } from '../shared/api.js';
+import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllAtExit } from './stop-all.js';
 import { type RedisCtor } from './redis-adapter.js';
 import { startRedisCluster, startRedisServer, type RedisProcess } from './redis-servers.js';
@@ -130,25 +132,49 @@ interface Row {
 const rounds = new Map<string, (Map<string, Row> | string)[]>();
 /** system label -> server process name -> its CPU over each round's client run, in % of one core. */
 const cpuShares = new Map<string, Map<string, number[]>>();
+/** system label -> server process name -> its threads' CPU over each round's client run (% of one core): the main thread
+ * and each worker thread, for the processes measured by thread (slice nodes, routers). One thread at 100% is a limit
+ * that the process's total hides. */
+const threadShares = new Map<string, Map<string, { main: number[]; workers: number[][] }>>();
+/** system label -> the share of the whole machine's CPU (every core) busy over each round's client run, in %: near
+ * 100%, clients and servers together want more than the machine has, and no shape can add throughput. */
+const machineBusy = new Map<string, number[]>();
 /** system label -> MOVED answers its clients met, all rounds (Redis Cluster clients only). */
 const redirectsMet = new Map<string, number>();
 const record = (label: string, entry: Map<string, Row> | string) => rounds.set(label, [...(rounds.get(label) ?? []), entry]);
 
 /** Runs `clients` client processes at once and records their rows under `label`; `servers` are the
  * processes whose CPU is reported (name and PID, looked up when the run starts). */
-async function measure(label: string, script: string, scriptArgs: string[], servers: () => { name: string; pid: number }[]): Promise<void> {
+async function measure(label: string, script: string, scriptArgs: string[], servers: () => { name: string; pid: number; workers?: number }[]): Promise<void> {
   log(`${label}: ${clients} clients`);
   const procs = servers();
   const cpu0 = procs.map((p) => cpuSecondsOf([p.pid]));
+  const threads0 = procs.map((p) => (p.workers === undefined ? null : threadCpuOf(p.pid, p.workers)));
+  const machine0 = machineTicks();
   const t0 = performance.now();
   const runs = await Promise.all(Array.from({ length: clients }, () => runClient(script, scriptArgs)));
   const wall = (performance.now() - t0) / 1000;
+  const machine1 = machineTicks();
+  if (machine0 !== null && machine1 !== null && machine1.total > machine0.total) {
+    machineBusy.set(label, [...(machineBusy.get(label) ?? []), ((machine1.busy - machine0.busy) / (machine1.total - machine0.total)) * 100]);
+  }
   const results = runs.map((r) => r.results);
   // A Redis Cluster client follows MOVED answers; with a right slot map there are none.
   if (runs.some((r) => r.redirects !== undefined)) redirectsMet.set(label, (redirectsMet.get(label) ?? 0) + runs.reduce((a, r) => a + (r.redirects ?? 0), 0));
   const shares = cpuShares.get(label) ?? new Map<string, number[]>();
   procs.forEach((p, i) => shares.set(p.name, [...(shares.get(p.name) ?? []), ((cpuSecondsOf([p.pid]) - cpu0[i]) / wall) * 100]));
   cpuShares.set(label, shares);
+  const byThread = threadShares.get(label) ?? new Map<string, { main: number[]; workers: number[][] }>();
+  procs.forEach((p, i) => {
+    const before = threads0[i];
+    if (before === null) return;
+    const after = threadCpuOf(p.pid, p.workers!);
+    const t = byThread.get(p.name) ?? { main: [], workers: before.workers.map(() => []) };
+    t.main.push(((after.main - before.main) / wall) * 100);
+    after.workers.forEach((w, k) => t.workers[k].push(((w - before.workers[k]) / wall) * 100));
+    byThread.set(p.name, t);
+  });
+  threadShares.set(label, byThread);
   const rows = new Map<string, Row>();
   for (const w of workloads) {
     const mine = results.map((r) => r.find((x) => x.workload === w)).filter((x): x is Result => x !== undefined);
@@ -164,6 +190,27 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
     log(`  ${w}: ${fmt(row.ops)} ops/s${row.items !== null ? `, ${fmt(row.items)} items/s` : ''}, p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, ${row.errors} errors`);
   }
   record(label, rows);
+}
+
+/** A replicated cluster serves a slice's writes once its replicas elected a leader: until every slice has one, clients
+ * would measure the elections (seconds on a small machine), not the request path. Bounded: asked every 100 ms for
+ * at most LEADERS_WAIT_MS. */
+const LEADERS_WAIT_MS = 120_000;
+async function everySliceLed(url: string, secret: string): Promise<void> {
+  const deadline = performance.now() + LEADERS_WAIT_MS;
+  let last = 'no status read';
+  while (performance.now() < deadline) {
+    try {
+      const res = await fetch(`${url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: secret }, signal: AbortSignal.timeout(5_000) });
+      const st = (await res.json()) as ClusterStatus;
+      if (st.replication.leaders.led === st.replication.leaders.replicated) return;
+      last = `${st.replication.leaders.led} of ${st.replication.leaders.replicated} replicated slices led`;
+    } catch (err) {
+      last = `status failed: ${(err as Error).message}`;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`not every slice had a leader within ${LEADERS_WAIT_MS / 1000} s (${last})`);
 }
 
 const failed = (label: string, err: unknown) => {
@@ -211,11 +258,12 @@ for (const s of shapes) {
         const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, nodes.map((n) => n.url), undefined, undefined, ['--routers', String(s.routers), ...(s.replication === null ? [] : ['--replication-factor', String(s.replication)])], secret);
         procs.push(coordinator);
         track(coordinator.child);
+        await everySliceLed(coordinator.url, secret);
         await measure(label, 'load.js', ['--url', coordinator.url, '--json'], () => [
           { name: 'coordinator', pid: coordinator.child.pid! },
           // The routers are the coordinator's children (node:cluster workers).
-          ...childPids(coordinator.child.pid!).map((pid, i) => ({ name: `router ${i + 1}`, pid })),
-          ...nodes.map((n) => ({ name: n.name, pid: n.child.pid! })),
+          ...childPids(coordinator.child.pid!).map((pid, i) => ({ name: `router ${i + 1}`, pid, workers: 0 })),
+          ...nodes.map((n) => ({ name: n.name, pid: n.child.pid!, workers: s.workers })),
         ]);
       } catch (err) {
         failed(label, err);
@@ -407,12 +455,21 @@ Shapes that differ only in R (every write acknowledged once a majority of R copi
 |---|---|---:|---:|---:|
 ${replicationLines.join('\n')}
 
-On one machine the R copies share its cores: at R=3 each write costs the CPU of three replicas, so the
-ratio here is bound by the cores, not by the protocol (bench/README.md, "Replication on slice nodes").
+On one machine the R copies share its cores: at R=3 each write costs the CPU of three replicas. Whether that is
+what bounds the ratio shows below: a thread near 100%, or the whole machine near 100% busy, is a CPU bound; with
+neither, a write waits on its replication round trip (more threads' turns per write), and a closed loop with more
+requests in flight gets more writes per second (bench/README.md, "Replication on slice nodes").
 
 `}## CPU of each server process while its clients ran (% of one core, all threads; preloading included; median over the rounds)
 
-${[...cpuShares].map(([label, shares]) => `- ${label}: ${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
+${[...cpuShares].map(([label, shares]) => `- ${label}: ${machineBusy.has(label) ? `(the whole machine ${Math.round(median(machineBusy.get(label)!))}% busy, clients included) ` : ''}${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
+
+## CPU of the threads that do the work (% of one core; median over the rounds)
+
+A process's main thread and, in slice nodes, each worker thread (the rest of its CPU is V8's collector and compiler
+threads and libuv's pool). A thread near 100% is the limit of its process whatever the process's total says.
+
+${[...threadShares].filter(([, byName]) => byName.size > 0).map(([label, byName]) => `- ${label}: ${[...byName].map(([name, t]) => `${name} main ${Math.round(median(t.main))}%${t.workers.length > 0 ? `, workers ${t.workers.map((w) => `${Math.round(median(w))}%`).join(' / ')}` : ''}`).join('; ')}`).join('\n')}
 ${failedRounds.length > 0 ? `\nFailed rounds (the figures above are the medians of the others):\n\n${failedRounds.map((f) => `- ${f}`).join('\n')}\n` : ''}
 Clients, routers, slice nodes and Redis servers all share this machine's ${availableParallelism()} cores: once they
 want more CPU than that, a shape with more routers cannot add throughput. Compare systems within a run, and

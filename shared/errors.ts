@@ -92,14 +92,16 @@ export class KeysliceError extends Error {
   }
 }
 
-/** Whether a caller above the Router (the TypeScript client's write resend, `keyslice export` and import) may send
- * a request again after `err`: a retryable error, except one the Router already retried for as long as its bounds
- * allow, since asking again there would multiply them (the caller's tries times the Router's): WrongOwner, which
- * the Router alone retries (shared/wrong-owner.ts), and an Unavailable of a replicated slice whose failover outlasted
- * the Router's wait (routerRetried). What is left to a caller is ThroughputExceeded, and an Unavailable the Router
- * does not wait out: a slice of one replica whose node is down (no failover to wait for), a lost connection to the
- * router itself. Whether sending it again is safe is the caller's to judge as well: a read or a whole item's put is;
- * another write only if it was not applied (wasNotApplied) or a replicated slice remembers its idempotency id. */
+/** Whether a caller above the Router (the TypeScript client's write resend, `keyslice export` and import, and the
+ * DynamoDB endpoint's choice of an error that SDKs retry: dynamodb/errors.ts) may send a request again after `err`:
+ * a retryable error, except one the Router already retried for as long as its bounds allow, since asking again there
+ * would multiply them (the caller's tries times the Router's): WrongOwner, which the Router alone retries
+ * (shared/wrong-owner.ts; the client sends it once to each other router address instead), and an Unavailable of a
+ * replicated slice whose failover outlasted the Router's wait (routerRetried). What is left to a caller is
+ * ThroughputExceeded, and an Unavailable the Router does not wait out: a slice of one replica whose node is down (no
+ * failover to wait for), a lost connection to the router itself. Whether sending it again is safe is the caller's to
+ * judge as well: a read or a whole item's put is; another write only if it was not applied (wasNotApplied) or a
+ * replicated slice remembers its idempotency id. */
 export function callerMayRetry(err: { code: ErrorCode; retryable: boolean; routerRetried?: boolean }): boolean {
   return err.retryable && err.code !== 'WrongOwner' && err.routerRetried !== true;
 }

@@ -285,6 +285,17 @@ export const REPLICA_LEASE_DRIFT = 0.05;
  * Unavailable (not applied), which a router retries on the leader the map names. Long enough for a round trip on a
  * loaded host; short against the router's FAILOVER_RETRY_MS_MAX. */
 export const REPLICA_LEASE_WAIT_MS = 500;
+/** A leader holds a write's answer until its record is committed (docs/replication.md, "What a client sees when a
+ * leader loses its majority") at most this long, then answers it Unavailable, outcome unknown (it was proposed and may
+ * still commit, under this leader or a later one): a leader whose followers are down, frozen or cut off, or that was
+ * deposed without knowing it, would otherwise hold it until a router's NODE_REQUEST_TIMEOUT_MS (30 s). The failover
+ * bound: by then a leader the coordinator stopped hearing from is replaced (counted gone after the heartbeat timeout,
+ * its successor elected within an election's timeout), so the router's resend, with the write's request id, reaches
+ * the new leader and applies once; a leader that still leads then but cannot commit has no majority that answers.
+ * A commit takes milliseconds when a majority answers; one slower than this (a very loaded host) costs a resend that
+ * the same leader answers from memory once committed. A read waiting for a commit gets the same bound (its lease has
+ * REPLICA_LEASE_WAIT_MS). */
+export const REPLICA_COMMIT_WAIT_MS = LEADER_HEARTBEAT_TIMEOUT_MS + LEADER_ELECTION_TIMEOUT_MS;
 /** A leader without a lease sends such a round at most this often however many reads wait. */
 export const REPLICA_LEASE_PROBE_MS_MIN = 20;
 /** One Replicate frame carries at most this many [slice, message] entries (a sender batches what one

@@ -3,8 +3,12 @@
 // lags the nodes'). Nothing was applied, so the asker reads the map again and asks again: the Router for every op
 // and scan page (coordinator/router/router.ts), and a load report for its Stats (coordinator/metadata/load-report.ts,
 // which asks the nodes itself), each with a WrongOwnerTries and the Routing's afterWrongOwner between tries.
-// Nothing above them asks again (callerMayRetry in errors.ts): a WrongOwner that reaches a client is the typed
-// error made here, which says that the bounds were spent.
+// Nothing above them asks the same router again (callerMayRetry in errors.ts): a WrongOwner that reaches a client is
+// the typed error made here, which says that the bounds were spent and that nothing was applied (a write with a copy
+// of unknown outcome ends Unavailable instead: router.ts). The TypeScript client alone sends it on, once to each other
+// router address it has (client.ts requestOnce): a router whose map lags for good (cut off from its coordinator) would
+// otherwise fail every request of a moved slice while another router could answer it. Once per address, not once per
+// try: the tries stay the routers' own times the addresses.
 import { assert, KeysliceError } from './errors.js';
 import { WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_DELAY_MS_MAX, WRONG_OWNER_RETRY_DELAY_MS_MIN, WRONG_OWNER_RETRY_MS_MAX } from './limits.js';
 import { backoffMs } from './timeout.js';

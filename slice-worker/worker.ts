@@ -15,7 +15,8 @@
 // out of the worker's own log; a chunk that touched one is answered only once the
 // slice's commit index reaches the slice's last index as of that task (a write:
 // its own record; a read: what it saw, and only while the leader holds its lease,
-// else after REPLICA_LEASE_WAIT_MS it answers Unavailable, not applied), later, through the node's MessagePort
+// else after REPLICA_LEASE_WAIT_MS it answers Unavailable, not applied; neither longer than REPLICA_COMMIT_WAIT_MS:
+// then a write answers Unavailable, outcome unknown, a read Unavailable, not applied), later, through the node's MessagePort
 // ({held: ticket} now, [ticket, bytes] then), so that the next tasks run
 // meanwhile. What the replicas send and the answers released in one turn go to
 // the node as one message at the end of the turn. Deposed first: those ops
@@ -32,7 +33,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_LEASE_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SLICE_COUNT_MAX, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMMIT_WAIT_MS, REPLICA_COMPACTION_WAIT_MS, REPLICA_LEASE_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SLICE_COUNT_MAX, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeReplicationMessage,
@@ -161,12 +162,17 @@ interface Held {
   /** The slices of `waits` whose leader's lease it waits for too (its reads), until leaseBy (performance.now). */
   leases: Set<number>;
   leaseBy: number;
+  /** When what it still waits for is given up (performance.now): commitTimeouts. */
+  commitBy: number;
 }
 let nextTicket = 1;
 /** slice -> the held chunks that wait on it, oldest first. */
 const heldBySlice = new Map<number, Set<Held>>();
 /** The held chunks that wait for a lease (the tick answers their reads Unavailable once leaseBy passed). */
 const heldForLease = new Set<Held>();
+/** Every held chunk, oldest first (a Set keeps the order it was added in): each one's commitBy is later than the one
+ * before's, so the tick looks only at those past theirs and the next (commitTimeouts). */
+const heldByAge = new Set<Held>();
 /** The ops a leader answers from its store: consistent reads, answered only under its lease (docs/replication.md, "Leases"). */
 const READ_OPS: ReadonlySet<number> = new Set([SliceOp.Get, SliceOp.Range, SliceOp.Scan, SliceOp.ReplicaGet, SliceOp.ReplicaRange]);
 let compacting = false;
@@ -188,6 +194,7 @@ function openReplicas(self: number): string {
   setInterval(() => {
     replicas!.tick();
     if (heldForLease.size > 0) leaseTimeouts();
+    if (heldByAge.size > 0) commitTimeouts();
     maybeCompact();
     if (TRACE_REPLICAS) traceReplicas();
   }, REPLICA_TICK_MS).unref();
@@ -385,6 +392,7 @@ function release(h: Held, slice: number): void {
   heldBySlice.get(slice)?.delete(h);
   if (h.leases.size === 0) heldForLease.delete(h);
   if (h.waits.size > 0) return;
+  heldByAge.delete(h);
   // In a buffer of its own (msgpackr packs into a buffer it reuses: DESIGN.md's trap), with the headroom for the
   // node's BatchReply head (encodeOwnedResults).
   const bytes = encodeOwnedResults(h.results);
@@ -436,6 +444,30 @@ function leaseTimeouts(): void {
       if (replicas!.of(s).commitIndex >= h.waits.get(s)!) release(h, s);
     }
     heldForLease.delete(h);
+  }
+}
+
+/** Chunks held REPLICA_COMMIT_WAIT_MS are answered: what they still wait for, a majority of its slice's replicas
+ * did not take in that long (its followers are down, frozen or cut off, or this leader was deposed without knowing
+ * it). A write on such a slice answers Unavailable, outcome unknown, not notApplied: its record was proposed and may
+ * still commit, under this leader once its followers answer or under the next one, which holds it. A router sends it
+ * again with its request id (router.ts mayResend): this leader answers a copy from memory once the record commits,
+ * a later one applies it once (SliceReplicas.execute). A read on it answers Unavailable, not applied, as a lease's
+ * wait does (leaseTimeouts). Writes on slices whose commit already came keep their answers. */
+function commitTimeouts(): void {
+  const now = performance.now();
+  for (const h of heldByAge) {
+    if (now < h.commitBy) return; // the later ones were held later
+    for (const s of [...h.waits.keys()]) {
+      h.opSlices.forEach((slices, i) => {
+        if (slices === null || !slices.includes(s)) return;
+        h.results[i] = h.reads[i]
+          ? [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node could not commit what this read saw within ${REPLICA_COMMIT_WAIT_MS} ms (no majority of its replicas answered); retry`, { notApplied: true }]
+          : [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node did not commit this write within ${REPLICA_COMMIT_WAIT_MS} ms (no majority of its replicas answered: they are down or cut off, or this leader was replaced): outcome unknown, it may still commit; send it again with the same request id`];
+      });
+      release(h, s);
+    }
+    assert(!heldByAge.has(h), 'a held chunk whose waits were all given up is answered');
   }
 }
 
@@ -584,7 +616,7 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
     epochNow: () => Number(Atomics.load(config.epoch, 0)),
     run: (chunks) => runBatches(chunks, chunks.map(() => false), chunks.map(() => null)),
     held: (ticket, send) => {
-      // Released only by a commit or a lease, which come in later turns than the task that held it.
+      // Released only by a commit, a lease or the tick (commitTimeouts), which come in later turns than the task that held it.
       assert(!heldOnBatchPort.has(ticket) && !answers.some(([t]) => t === ticket), `ticket ${ticket} is held once, and is still held`);
       heldOnBatchPort.set(ticket, send);
     },
@@ -729,8 +761,10 @@ function holdUntilCommitted(results: SliceOpResult[], opSlices: (number[] | null
     }
   });
   if (waits.size === 0) return encodeOwnedResults(results);
-  const h: Held = { ticket: nextTicket++, results, opSlices, reads, waits, leases, leaseBy: performance.now() + REPLICA_LEASE_WAIT_MS };
+  const now = performance.now();
+  const h: Held = { ticket: nextTicket++, results, opSlices, reads, waits, leases, leaseBy: now + REPLICA_LEASE_WAIT_MS, commitBy: now + REPLICA_COMMIT_WAIT_MS };
   if (leases.size > 0) heldForLease.add(h);
+  heldByAge.add(h);
   for (const s of waits.keys()) {
     if (!heldBySlice.has(s)) heldBySlice.set(s, new Set());
     heldBySlice.get(s)!.add(h);

@@ -3,8 +3,10 @@
 // Assign (with replica sets), then Replicate frames (Prepare, Lead, Ping) to elect
 // a leader of some slices, and Batch frames of puts and gets to that leader. The
 // nodes replicate among themselves over the links they dial to each other.
-//   - a put is answered only once a follower holds it (both followers frozen: no
-//     answer; one thawed: the answer comes);
+//   - a put is answered only once a follower holds it; both followers frozen, a
+//     write answers Unavailable, outcome unknown, after REPLICA_COMMIT_WAIT_MS (not
+//     notApplied), and sent again with its request id once one is thawed, it is
+//     answered from memory: applied once;
 //   - the leader SIGKILLed, another replica elected (Prepare to the two left,
 //     Lead to the one with the largest last (term, index)): every acknowledged put
 //     reads back from it;
@@ -60,7 +62,7 @@ import {
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
-import { REPLICA_LEASE_WAIT_MS } from '../shared/limits.js';
+import { REPLICA_COMMIT_WAIT_MS, REPLICA_LEASE_WAIT_MS } from '../shared/limits.js';
 import { encodeReplicated } from '../slice-worker/log-format.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
 import { dialPeer } from './node-dial.js';
@@ -371,19 +373,33 @@ describe('replication between real slice nodes', () => {
       expect(r[0], JSON.stringify(r)).toBe(RESULT_OK);
       acked.set(`k${i}`, [slice, i]);
     }
-    // Both followers frozen: the leader holds the write alone, which is no majority: no answer.
+    // Both followers frozen: the leader holds the write alone, which is no majority: no answer for
+    // REPLICA_COMMIT_WAIT_MS, then Unavailable, outcome unknown (not notApplied: it was proposed, and may commit).
     process.kill(nodes[1]!.child.pid!, 'SIGSTOP');
     process.kill(nodes[2]!.child.pid!, 'SIGSTOP');
     try {
-      const answer = putOn(links[0]!, 1, 'held', 1, WAIT_MS);
+      const worker = workerOf(1, WORKERS);
+      // An add with a request id, as a router sends it: applied twice, it would read 2.
+      const held: SliceOpMessage = [SliceOp.Update, TABLE, 1, 'held', { base: { k: 'held' }, actions: [{ k: 'add', path: ['v'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, [13, 1]];
+      const sent = Date.now();
+      const answer = links[0]!.batch(worker, [held], WAIT_MS);
       const early = await Promise.race([answer, new Promise((r) => setTimeout(() => r('none'), 1500))]);
       expect(early).toBe('none');
       // An R=1 slice of the same worker answers meanwhile: a held answer does not stop the next task.
       const single = (await putOn(links[0]!, 5, 'during', 1, 5000))!;
       expect(single[0][0]).toBe(RESULT_OK);
+      const unknown = await answer; // null: no answer within WAIT_MS (before the bound, it waited for a router's 30 s)
+      const took = Date.now() - sent;
+      expect(unknown, `no answer within ${WAIT_MS} ms`).not.toBeNull();
+      expect(unknown![0]).toEqual([1, 'Unavailable', expect.stringMatching(new RegExp(`^slice 1's leader on this node did not commit this write within ${REPLICA_COMMIT_WAIT_MS} ms .*: outcome unknown`))]);
+      expect(took).toBeGreaterThanOrEqual(REPLICA_COMMIT_WAIT_MS - 50);
+      expect(took).toBeLessThan(REPLICA_COMMIT_WAIT_MS + 5_000);
+      // Sent again with its id, as a router does: held until its record commits (one follower thawed makes a
+      // majority), then answered from memory: applied once.
+      const again = links[0]!.batch(worker, [held], WAIT_MS);
       process.kill(nodes[1]!.child.pid!, 'SIGCONT');
-      const [r] = (await answer)!;
-      expect(r[0]).toBe(RESULT_OK);
+      const [r] = (await again)!;
+      expect(r).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
       acked.set('held', [1, 1]);
     } finally {
       process.kill(nodes[1]!.child.pid!, 'SIGCONT');

@@ -11,7 +11,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startRouter, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
-import { initHashing } from '../shared/hashing.js';
+import { initHashing, sliceOf } from '../shared/hashing.js';
 import { describeStatus, SECRET, waitFor, WriteLoad } from './elastic-fixture.js';
 import { expectError } from './cluster-fixture.js';
 import { keyslice } from './cli-run.js';
@@ -344,6 +344,61 @@ describe('standalone routers', () => {
     expect(tookExport).toBeLessThan(WRONG_OWNER_RETRY_MS_MAX + 5_000);
   }, STORY_MS);
 
+  it('a client of two routers sends what one refused WrongOwner to the other, once: both cut off, a request fails after each tried; one back, every request answers', async () => {
+    fresh();
+    const coord = await coordinator(0);
+    await node(coord.url, coord.url, 'slice-node-1');
+    await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
+    const proxies = [new Proxy(new URL(coord.url)), new Proxy(new URL(coord.url))];
+    setup.proxies.push(...proxies);
+    const routers = [await router('router-1', await proxies[0].listen()), await router('router-2', await proxies[1].listen())];
+    const c = await client(routers.map((r) => r.url));
+    expect(new Set(c.connectedUrls)).toEqual(new Set(routers.map((r) => r.url)));
+    await c.createTable('elastic', { name: 'id', type: 'string' });
+    await bulkItems(c, 300);
+    // Both routers lose the coordinator; slices move meanwhile, so that the nodes refuse every batch of theirs.
+    for (const p of proxies) p.cut();
+    await waitFor(async () => (await Promise.all(routers.map((r) => health(r.url)))).every((h) => h.coordinator === 'lost'), 'the routers to notice');
+    await node(coord.url, coord.url, 'slice-node-3');
+    const st = await balanced(coord.url);
+    const timedGet = async (id: string) => {
+      const started = Date.now();
+      const got = await c.getItem('elastic', { id }).then(
+        (item) => item?.id,
+        (err: KeysliceError) => err,
+      );
+      return { got, ms: Date.now() - started };
+    };
+    // Each router spends its own tries once (WRONG_OWNER_RETRY_MS_MAX), and then the request fails: two routers' tries,
+    // not one (the client sent it to the other router), and not more (to no router twice).
+    const both = await Promise.all(['bulk-1', 'bulk-2', 'bulk-3'].map(timedGet));
+    for (const { got, ms } of both) {
+      expect(got).toBeInstanceOf(KeysliceError);
+      expect((got as KeysliceError).code).toBe('WrongOwner');
+      expect((got as KeysliceError).message).toMatch(/refused WrongOwner \d+ times in \d+ ms/);
+      expect(ms).toBeGreaterThanOrEqual(2 * WRONG_OWNER_RETRY_MS_MAX);
+      expect(ms).toBeLessThan(2 * WRONG_OWNER_RETRY_MS_MAX + 5_000);
+    }
+    // Router 2 has the coordinator again and catches up; router 1 stays cut off for good. A request refused by router 1
+    // goes to router 2: every one answers, reads and writes, within one router's tries and a resend.
+    await proxies[1].listen(proxies[1].port);
+    proxies[1].mode = 'pass';
+    await waitFor(async () => (await health(routers[1].url)).epoch === st.epoch, 'router 2 to catch up');
+    expect((await health(routers[0].url)).coordinator).toBe('lost');
+    const started = Date.now();
+    const puts = await Promise.all(Array.from({ length: 40 }, (_, i) => c.putItem('elastic', { id: `bulk-${i}`, v: 'after' }).then(() => 'ok', (err: KeysliceError) => `${err.code}: ${err.message}`)));
+    const gets = await Promise.all(Array.from({ length: 300 }, (_, i) => timedGet(`bulk-${i}`)));
+    expect(puts.filter((p) => p !== 'ok')).toEqual([]);
+    expect(gets.filter(({ got }, i) => got !== `bulk-${i}`).map(({ got }) => String(got))).toEqual([]);
+    // Half of them went to router 1 first and waited out its tries: else nothing here was sent on.
+    expect(gets.filter(({ ms }) => ms >= WRONG_OWNER_RETRY_MS_MAX).length).toBeGreaterThan(0);
+    expect(Date.now() - started).toBeLessThan(2 * (WRONG_OWNER_RETRY_MS_MAX + 5_000));
+    // Read back at once (one after another, half would wait out router 1's tries first).
+    const written = await Promise.all(Array.from({ length: 40 }, (_, i) => c.getItem('elastic', { id: `bulk-${i}` })));
+    expect(written.filter((item) => item?.v !== 'after')).toEqual([]);
+  }, STORY_MS);
+
   it('keyslice export through a router while a node joins and slices move writes every item exactly once', async () => {
     fresh();
     const coord = await coordinator(0, ['--move-items-per-second', '500']);
@@ -455,6 +510,62 @@ describe('standalone routers', () => {
     expect((await c.request('CreateTable', { table: 'other', shardingKey: { name: 'id', type: 'string' } })).table.name).toBe('other');
     expect(await c.listTables()).toEqual(['elastic', 'other']);
   });
+});
+
+describe('the coordinator serving clients itself (--routers 0)', () => {
+  it('sends a GetItem refused during a move\'s freeze again as soon as the switch is in force, not after its backoff', async () => {
+    fresh();
+    // Moves slow enough (about 0.6 s of throttle per slice of ~31 items) that one can be caught between copy and freeze.
+    const coord = await coordinator(0, ['--move-items-per-second', '50']);
+    await node(coord.url, coord.url, 'slice-node-1');
+    await node(coord.url, coord.url, 'slice-node-2');
+    await balanced(coord.url);
+    const c = await client(coord.url);
+    await c.createTable('elastic', { name: 'id', type: 'string' });
+    await bulkItems(c, 2_000);
+    const target = await node(coord.url, coord.url, 'slice-node-3');
+    const pid = target.child.pid!;
+    // Tries, bounded: each stops the node that slices move to while some move has copied its slice and waits in the
+    // throttle, so that its freeze waits for the stopped node (the last copy step goes to it): its slice is frozen,
+    // the old owner refuses its ops WrongOwner, and the coordinator sends them again until the switch.
+    let spreads: number[] = [];
+    for (let dance = 0; dance < 6 && spreads.length === 0; dance++) {
+      let candidates: number[] = [];
+      await waitFor(async () => {
+        const st = await status(coord.url);
+        candidates = st.moves.inFlight.filter((m) => m.to === target.url && m.phase === 'copy' && m.items > 0 && m.copied === m.items).map((m) => m.slice);
+        return candidates.length > 0 || (st.moves.inFlight.length === 0 && st.moves.pending === 0);
+      }, 'a move that copied its slice', 60_000, seenStatus);
+      if (candidates.length === 0) break; // the moves ended: nothing was caught
+      const keys = Array.from({ length: 2_000 }, (_, i) => `bulk-${i}`).filter((k) => candidates.includes(sliceOf('string', k, 64)));
+      process.kill(pid, 'SIGSTOP');
+      let resumedAt = Infinity;
+      const asked: Promise<{ id: unknown; at: number }>[] = [];
+      try {
+        // An op every 15 ms for 1.5 s: those sent once the slice froze are refused until the switch, each on its own
+        // schedule of doubling waits.
+        for (let i = 0; i < 100; i++) {
+          const id = keys[i % keys.length];
+          asked.push(c.getItem('elastic', { id }).then((item) => ({ id: item?.id, at: performance.now() })));
+          await sleep(15);
+        }
+      } finally {
+        resumedAt = performance.now();
+        process.kill(pid, 'SIGCONT');
+      }
+      const answers = await Promise.all(asked);
+      expect(answers.filter((a, i) => a.id !== keys[i % keys.length])).toEqual([]);
+      // The ops still waiting when the node went on: the switch came after it, so they answer after the switch.
+      const late = answers.filter((a) => a.at > resumedAt).map((a) => a.at);
+      if (late.length >= 3) spreads = [Math.max(...late) - Math.min(...late), late.length];
+    }
+    expect(spreads.length, 'a freeze caught with ops waiting on it').toBe(2);
+    console.log(`ops waiting on a freeze: ${spreads[1]}, answered within ${spreads[0].toFixed(1)} ms of each other`);
+    // Each went on at the switch: answered together. Before, each waited out its own backoff (up to
+    // WRONG_OWNER_RETRY_DELAY_MS_MAX, 250 ms) past the switch, so they came spread over most of that.
+    expect(spreads[0]).toBeLessThan(60);
+    await balanced(coord.url);
+  }, STORY_MS);
 });
 
 describe('a router serves what the coordinator serves', () => {

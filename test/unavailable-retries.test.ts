@@ -3,12 +3,14 @@
 // it asks again: with every slice node of an R=2 cluster killed, so that no slice has a leader, `keyslice export`,
 // `keyslice import` and the client's writeRetries each give up once, when the router's wait ends, with an
 // Unavailable that says so (before, each asked the router again: export and import for about two minutes, the
-// client until its idempotency window closed). On a slice of one replica the router waits for nothing (there is no
+// client until its idempotency window closed); nor does the AWS SDK through the DynamoDB endpoint (it answers such an
+// Unavailable at status 400, which the SDK does not retry; at 503 the SDK asked 4 times). On a slice of one replica the router waits for nothing (there is no
 // failover), so the callers still ask again what is safe to ask again: export's pages, import's whole-item puts, a
 // client's write that was not applied; a node restarted meanwhile is ridden out.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { ImportSummary } from '../coordinator/cli/cli-import.js';
 import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
@@ -61,15 +63,18 @@ describe('no slice has a leader (R=2, every node killed)', () => {
     for (const n of replicated.cluster.nodes) await stopProcess(n.child, 'SIGKILL');
     const url = replicated.cluster.url;
     const resending = await KeysliceClient.connect(url, { writeRetries: 5, requestTimeoutMs: 60_000 });
+    // The AWS SDK with its own retries as they come (no maxAttempts: 4 attempts for DynamoDB in this SDK's version).
+    const sdk = new DynamoDBClient({ endpoint: url, region: 'local', credentials: { accessKeyId: 'dummy-key', secretAccessKey: 'dummy-secret' } });
     try {
       // At once: each waits for the router alone.
-      const [exported, imported, put] = await Promise.all([
+      const [exported, imported, put, sdkPut] = await Promise.all([
         timed(() => keyslice(['export', T, '--url', url, '--parallel', '2'], 90_000)),
         // Four batches at once: each waits for the router once.
         timed(() => keyslice(['import', T, file, '--url', url, '--json', '--parallel', '4', '--batch', '10'], 90_000)),
         timed(() => resending.putItem(T, { id: 'k1', v: -1 })),
+        timed(() => sdk.send(new PutItemCommand({ TableName: T, Item: { id: { S: 'k2' }, v: { N: '-1' } } }))),
       ]);
-      console.log(`no leader: export gave up in ${exported.ms} ms, import in ${imported.ms} ms, a put with writeRetries 5 in ${put.ms} ms`);
+      console.log(`no leader: export gave up in ${exported.ms} ms, import in ${imported.ms} ms, a put with writeRetries 5 in ${put.ms} ms, an SDK PutItem in ${sdkPut.ms} ms`);
 
       expect(exported.value?.code).toBe(1);
       expect(exported.value?.stderr).toMatch(/Unavailable: a scan page of slices \d+-\d+: no serving leader answered \d+ tries in \d+ ms \(the router waits for a failover at most/);
@@ -90,8 +95,18 @@ describe('no slice has a leader (R=2, every node killed)', () => {
       expect(err.details).toEqual({ notApplied: true, routerRetried: true });
       expect(put.ms).toBeGreaterThanOrEqual(FAILOVER_RETRY_MS_MAX);
       expect(put.ms).toBeLessThan(FAILOVER_RETRY_MS_MAX + GIVE_UP_SLACK_MS);
+
+      // The DynamoDB endpoint answers ServiceUnavailable at status 400, which the SDK does not send again (at 503 it
+      // made 4 attempts, each waiting the router's FAILOVER_RETRY_MS_MAX).
+      const sdkErr = sdkPut.err as Error & { $metadata?: { httpStatusCode?: number; attempts?: number } };
+      expect(sdkErr?.name, sdkErr?.message).toBe('ServiceUnavailable');
+      expect(sdkErr.message).toMatch(/^slice \d+: no serving leader answered \d+ tries in \d+ ms.*the router already retried this request/);
+      expect(sdkErr.$metadata?.httpStatusCode).toBe(400);
+      expect(sdkErr.$metadata?.attempts).toBe(1);
+      expect(sdkPut.ms).toBeLessThan(FAILOVER_RETRY_MS_MAX + GIVE_UP_SLACK_MS);
     } finally {
       await resending.close();
+      sdk.destroy();
     }
   }, 120_000);
 });

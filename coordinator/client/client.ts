@@ -39,8 +39,9 @@ export interface ClientOptions {
    * router or no answer within requestTimeoutMs (Unavailable made here: the router's answer was lost, so the
    * write may have been applied); ThroughputExceeded; an Unavailable the router answered without waiting for a
    * failover only if it was not applied (`details.notApplied`: a slice of one replica whose node is down). Not
-   * WrongOwner, nor an Unavailable whose failover outlasted the router's wait (`details.routerRetried`): the
-   * router already sent it again for as long as its bounds allow (errors.ts callerMayRetry). Each such write
+   * WrongOwner (it goes to another router address instead, if there is one: requestOnce), nor an Unavailable
+   * whose failover outlasted the router's wait (`details.routerRetried`): the router already sent it again for as
+   * long as its bounds allow (errors.ts callerMayRetry). Each such write
    * carries an idempotency id (its own `idempotencyId`, or a random UUID), the same in every copy, so that a
    * replicated slice applies it at most once (docs/replication.md, "A client's write sent twice"). Turn it on for
    * clusters whose slices are replicated (R >= 2): a slice of one replica keeps no ids, and a copy sent after a
@@ -190,7 +191,8 @@ function openSocket(url: string, options: ClientOptions): Promise<WebSocket> {
  * A client of one coordinator or of several routers: `connections` WebSockets spread
  * over the addresses given, requests sent on them in turn. A connection that is lost
  * fails its requests in flight (Unavailable: a write may or may not have been applied)
- * and is opened again in the background; meanwhile requests go to the others.
+ * and is opened again in the background; meanwhile requests go to the others. A request
+ * that a router refused WrongOwner goes once to each other router address (requestOnce).
  */
 export class KeysliceClient {
   private nextId = 1;
@@ -261,17 +263,33 @@ export class KeysliceClient {
     }
   }
 
-  private requestOnce<Op extends OperationName>(op: Op, payload: Request<Op>): Promise<Response<Op>> {
-    const conn = this.pick();
+  /** Sends a request on the next open connection. One that a router refused WrongOwner (its own tries were spent:
+   * its copy of the map lags for good, as when it is cut off from its coordinator, or the slice's owner kept
+   * changing) is sent again on a connection to another router address, once per address, within what is left of
+   * requestTimeoutMs since the first copy: nothing of it was applied (shared/wrong-owner.ts), and another router may
+   * have the newer map. Only another address: connections to one address may reach the same router, and the routers
+   * that share one port (`--routers N`) share their host's coordinator, so they lag together. So a request is asked
+   * of each router address at most once, and its tries are at most the routers' own tries times the addresses,
+   * never the client's tries times theirs. `tried`: the addresses that refused it so far. */
+  private requestOnce<Op extends OperationName>(op: Op, payload: Request<Op>, tried: readonly string[] = [], deadline = 0): Promise<Response<Op>> {
+    const conn = tried.length === 0 ? this.pick() : this.pickOther(tried);
     if (conn === null) return Promise.reject(new KeysliceError('Unavailable', 'the client is not connected'));
     const id = this.nextId++;
     const timeoutMs = this.options.requestTimeoutMs ?? 30_000;
+    // Monotonic: a wall clock set back must not stretch the request's time.
+    const until = tried.length === 0 ? performance.now() + timeoutMs : deadline;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         conn.forget(id);
         reject(new KeysliceError('Unavailable', `${op} got no answer within ${timeoutMs} ms`));
-      }, timeoutMs);
-      conn.send(id, op, payload as Record<string, unknown>, { resolve: resolve as (v: unknown) => void, reject, timer });
+      }, until - performance.now());
+      const refused = (err: Error) => {
+        if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner' || !answeredByRouter.has(err) || performance.now() >= until) return reject(err);
+        const next = [...tried, conn.url];
+        if (this.pickOther(next, false) === null) return reject(err);
+        this.requestOnce(op, payload, next, until).then(resolve, reject);
+      };
+      conn.send(id, op, payload as Record<string, unknown>, { resolve: resolve as (v: unknown) => void, reject: refused, timer });
     });
   }
 
@@ -301,6 +319,17 @@ export class KeysliceClient {
     for (let i = 0; i < this.conns.length; i++) {
       const c = this.conns[this.next++ % this.conns.length];
       if (c.open) return c;
+    }
+    return null;
+  }
+
+  /** The next open connection in turn to an address not in `tried`, or null; `take`: false only looks. */
+  private pickOther(tried: readonly string[], take = true): Connection | null {
+    for (let i = 0; i < this.conns.length; i++) {
+      const c = this.conns[(this.next + i) % this.conns.length];
+      if (!c.open || tried.includes(c.url)) continue;
+      if (take) this.next += i + 1;
+      return c;
     }
     return null;
   }

@@ -8,7 +8,7 @@
 // was why), as DynamoDB does.
 import type { ItemFailure } from '../../shared/api.js';
 import { projectItem } from '../../shared/expression-eval.js';
-import { KeysliceError } from '../../shared/errors.js';
+import { callerMayRetry, KeysliceError } from '../../shared/errors.js';
 import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, DYNAMODB_BATCH_GET_RESPONSE_BYTES_MAX, ITEM_BYTES_MAX } from '../../shared/limits.js';
 import { isPlainObject, type Item } from '../../shared/values.js';
 import { fromNativeItem, itemSize, jsonType, toNativeItem } from './attribute-values.js';
@@ -34,7 +34,7 @@ function allFailed(failures: ItemFailure[]): DynamoDbError {
   const throttled = failures.every((f) => f.code === 'ThroughputExceeded');
   if (throttled) return new DynamoDbError('ProvisionedThroughputExceededException', THROUGHPUT_MESSAGE);
   const first = failures[0];
-  return new DynamoDbError(first.retryable ? 'ServiceUnavailable' : 'InternalServerError', first.message);
+  return first.retryable ? DynamoDbError.unavailable(first.message, !callerMayRetry(first)) : new DynamoDbError('InternalServerError', first.message);
 }
 
 function tableNotFound(err: unknown): never {

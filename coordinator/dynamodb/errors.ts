@@ -3,7 +3,7 @@
 // (the old item of a failed condition). keyslice's own typed errors are mapped
 // here, in one place, onto the exception a DynamoDB client expects.
 import { NUMBER_LIMIT_MESSAGES } from '../../shared/decimal.js';
-import { KeysliceError, toKeysliceError, type ErrorCode } from '../../shared/errors.js';
+import { callerMayRetry, KeysliceError, toKeysliceError, type ErrorCode } from '../../shared/errors.js';
 
 const DYNAMODB = 'com.amazonaws.dynamodb.v20120810#';
 const CORAL_SERVICE = 'com.amazon.coral.service#';
@@ -36,13 +36,15 @@ export class DynamoDbError extends Error {
     message: string,
     /** More fields of the error body, e.g. `Item` of a ConditionalCheckFailedException. */
     readonly extra: Record<string, unknown> = {},
+    /** The HTTP status, where it is not the exception's own (routerRetried below). */
+    private readonly statusOverride?: 400,
   ) {
     super(message);
     this.name = 'DynamoDbError';
   }
 
   get status(): number {
-    return EXCEPTIONS[this.exception].status;
+    return this.statusOverride ?? EXCEPTIONS[this.exception].status;
   }
 
   /** The JSON body DynamoDB answers for this error. */
@@ -56,6 +58,18 @@ export class DynamoDbError extends Error {
 
   static serialization(message: string): DynamoDbError {
     return new DynamoDbError('SerializationException', message);
+  }
+
+  /** A request the service could not serve now: 503 ServiceUnavailable, which the SDKs send again by themselves
+   * (they retry statuses 500, 502, 503 and 504 and the throttling exceptions: the AWS SDK for JavaScript v3 makes up
+   * to 4 attempts for DynamoDB by default, boto3 up to 3 or 5 by its retry mode). Unless `routerRetried`: the router
+   * already asked again for as long as its bounds allow (a failover outlasted its wait, or a slice's owner kept
+   * changing or its map lags: errors.ts callerMayRetry), and each attempt of the SDK's would wait as long again
+   * (4 attempts: 40 s for the router's 10 s). Then it is the same exception at status 400, which no SDK retries by
+   * itself, with a message that says why; a program that switches on the name still sees ServiceUnavailable. */
+  static unavailable(message: string, routerRetried: boolean): DynamoDbError {
+    if (!routerRetried) return new DynamoDbError('ServiceUnavailable', message);
+    return new DynamoDbError('ServiceUnavailable', `${message} (keyslice: the router already retried this request for as long as its bounds allow, so it is answered with status 400, which SDKs do not retry by themselves; asking again at once would wait as long again; retry later)`, {}, 400);
   }
 
   /** What DynamoDB answers to an item operation on a table that does not exist. */
@@ -131,6 +145,9 @@ export function toDynamoDbError(err: unknown): DynamoDbError {
       return DynamoDbError.validation('Item size has exceeded the maximum allowed size');
     case 'Internal':
       return new DynamoDbError('InternalServerError', `Internal server error: ${err.message}`);
+    case 'Unavailable':
+    case 'WrongOwner':
+      return DynamoDbError.unavailable(err.message, !callerMayRetry(err));
     case 'ValidationError': {
       // A sum beyond DynamoDB's limits (shared/decimal-sum.ts) answers as DynamoDB does, in its words alone.
       if (NUMBER_LIMIT_MESSAGES.includes(err.message)) return DynamoDbError.validation(err.message);

@@ -93,6 +93,8 @@ const newId = () => randomBytes(16).toString('hex');
 export class ClusterMap {
   /** Called after every change that is in force (routers are told: metadata/feed.ts). */
   onChange: () => void = () => {};
+  /** Those waiting for a newer epoch (epochAfter), each resolved once. */
+  private readonly epochWaiters = new Set<{ epoch: number; done: () => void }>();
   /** Whether a node is up as the coordinator knows it (membership.ts: its link is ready and it heartbeats): placement
    * puts new replicas only on nodes that are up. Until a coordinator sets it, every node counts as up. */
   isUp: (node: number) => boolean = () => true;
@@ -257,7 +259,7 @@ export class ClusterMap {
     checkReplicas(next);
     this.save(next);
     this.state = next;
-    if (ownersChanged || elected.length > 0) this.onChange();
+    if (ownersChanged || elected.length > 0) this.changed();
     return ownersChanged;
   }
 
@@ -577,7 +579,31 @@ export class ClusterMap {
     checkReplicas(next);
     this.save(next);
     this.state = next;
+    this.changed();
+  }
+
+  /** Resolves once the epoch is another than `epoch` (at once if it is already), or after `ms`: the coordinator's
+   * request path waits so after a WrongOwner (membership.ts afterWrongOwner), as a router waits for a newer copy. */
+  epochAfter(epoch: number, ms: number): Promise<void> {
+    if (this.state.epoch !== epoch) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiter = {
+        epoch,
+        done: () => {
+          clearTimeout(timer);
+          this.epochWaiters.delete(waiter);
+          resolve();
+        },
+      };
+      const timer = setTimeout(waiter.done, ms);
+      this.epochWaiters.add(waiter);
+    });
+  }
+
+  /** A change is in force: routers are told, and those waiting for a newer epoch go on. */
+  private changed(): void {
     this.onChange();
+    for (const w of this.epochWaiters) if (w.epoch !== this.state.epoch) w.done();
   }
 
   private save(state: State): void {

@@ -156,9 +156,14 @@ export class Membership {
     return Promise.resolve();
   }
 
-  /** In this process the map is always the newest: wait, longer each time (shared/wrong-owner.ts). */
-  afterWrongOwner(attempt: number): Promise<void> {
-    return new Promise((r) => setTimeout(r, wrongOwnerDelayMs(attempt)));
+  /** In this process the map is always the newest, so a refusal comes from a move's freeze (the old owner refuses
+   * the frozen slice until the switch) or an epoch the map left just now: wait, longer each time (shared/wrong-owner.ts),
+   * and go on at once when the map's epoch is another than when the refused try was sent (`sentAt`: the switch, also
+   * one made while that try was in flight), as a router goes on at a newer copy (router-view.ts). Without that, an op
+   * refused during a freeze waited up to WRONG_OWNER_RETRY_DELAY_MS_MAX past the switch. (A move
+   * rolled back thaws without a new epoch: its refused ops wait out their delay, here as on a router.) */
+  afterWrongOwner(attempt: number, sentAt = this.map.epoch): Promise<void> {
+    return this.map.epochAfter(sentAt, wrongOwnerDelayMs(attempt));
   }
 
   get replicationFactor(): number {

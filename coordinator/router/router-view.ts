@@ -135,11 +135,12 @@ export class RouterView implements Routing, TableSource {
     while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
   }
 
-  async afterWrongOwner(attempt: number): Promise<void> {
-    const epoch = this.epoch;
+  async afterWrongOwner(attempt: number, sentAt = this.epoch): Promise<void> {
+    // A newer copy came while the refused try was in flight: it goes again at once, by that copy.
+    if (this.epoch !== sentAt) return;
     void this.refresh();
     const until = Date.now() + wrongOwnerDelayMs(attempt);
-    while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
+    while (this.epoch === sentAt && Date.now() < until) await this.changed(until - Date.now());
   }
 
   // ---- TableSource -----------------------------------------------------------

@@ -11,10 +11,13 @@
 //   slices, FAILOVER_RETRY_MS_MAX if longer; a scan keeps WRONG_OWNER_RETRY_MS_MAX),
 //   after Routing.afterWrongOwner (doubling waits; a router also asks for the
 //   newer map and stops waiting once it has it): shared/wrong-owner.ts. This is
-//   the only place an op or a scan page refused WrongOwner is sent again: the
-//   client, `keyslice export` and import pass it on (errors.ts callerMayRetry),
-//   so that tries do not multiply; once the bounds are spent the caller gets
-//   WrongOwner with a message that says so (WrongOwnerTries.exhausted).
+//   the only place an op or a scan page refused WrongOwner is sent again through
+//   the same router: `keyslice export` and import pass it on (errors.ts
+//   callerMayRetry), and the client sends it once to each other router address
+//   it has (client.ts requestOnce), so that tries do not multiply; once the
+//   bounds are spent the caller gets WrongOwner with a message that says so
+//   (WrongOwnerTries.exhausted), which means that nothing was applied: a write
+//   whose earlier copy had an unknown outcome (below) ends Unavailable instead.
 // - No serving leader, on replicated slices: the node answered that the slice has
 //   no serving leader, or the owner's node is not connected; nothing was applied
 //   (a failover is under way). Sent again once the map names the new leader: at
@@ -161,10 +164,12 @@ export class Router {
     // the router's busiest path); a failure goes on in the loop as that try's. Whatever throws here rejects,
     // as it would in the loop.
     let link: SliceChannel | null;
+    let epoch: number;
     try {
       link = this.cluster.linkOf(slice);
       if (link === null || link.state !== 'ready') return this.sendLoop(op, named, started, null);
       this.giveRequestId(op, named);
+      epoch = this.cluster.epoch;
     } catch (err) {
       return Promise.reject(err);
     }
@@ -172,16 +177,21 @@ export class Router {
     try {
       sent = link.send(slice, op);
     } catch (err) {
-      return this.sendLoop(op, named, started, { err });
+      return this.sendLoop(op, named, started, { err, epoch });
     }
-    return sent.catch((err: unknown) => this.sendLoop(op, named, started, { err }));
+    return sent.catch((err: unknown) => this.sendLoop(op, named, started, { err, epoch }));
   }
 
-  /** send's tries; `first`: how its first try (on a ready link) failed, or null if none was made yet. */
-  private async sendLoop<Op extends SliceBoundOp>(op: Op, named: ClientName | null, started: number, first: { err: unknown } | null): Promise<ResultOf<Op>> {
+  /** send's tries; `first`: how its first try (on a ready link) failed, and the map's epoch when it was sent, or null
+   * if none was made yet. */
+  private async sendLoop<Op extends SliceBoundOp>(op: Op, named: ClientName | null, started: number, first: { err: unknown; epoch: number } | null): Promise<ResultOf<Op>> {
     const slice = op[2];
     let failoverTries = 0;
     let wrongOwner: WrongOwnerTries | null = null; // made at the first refusal: most ops meet none
+    // A write sent again after a copy whose outcome is unknown: that copy may have been applied.
+    let unsure = false;
+    // The map's epoch when the last try was sent: a refusal waits for a newer one (Routing.afterWrongOwner).
+    let sentAt = first?.epoch ?? this.cluster.epoch;
     for (let attempt = 0; ; attempt++) {
       const tried = attempt === 0 && first !== null;
       const link = tried ? null : this.cluster.linkOf(slice);
@@ -199,18 +209,22 @@ export class Router {
           assert(first !== null, 'only the try that send made has no link here');
           throw first.err;
         }
+        sentAt = this.cluster.epoch;
         return await link.send(slice, op);
       } catch (err) {
         if (err instanceof KeysliceError && this.mayResend(err, op)) {
           if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(`slice ${slice}`, err, failoverTries, started);
-          if (isWriteOp(op) && !wasNotApplied(err)) this.counts.writeResent();
+          if (isWriteOp(op) && !wasNotApplied(err)) {
+            this.counts.writeResent();
+            unsure = true;
+          }
           await this.cluster.afterNoLeader(failoverTries++);
           continue;
         }
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
         wrongOwner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
-        if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
-        await this.cluster.afterWrongOwner(wrongOwner.refusals - 1);
+        if (!wrongOwner.again()) throw unsure ? mayHaveApplied(wrongOwner.exhausted(err)) : wrongOwner.exhausted(err);
+        await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt);
       }
     }
   }
@@ -275,10 +289,12 @@ export class Router {
     const started = Date.now();
     let failoverTries = 0;
     let wrongOwner: WrongOwnerTries | null = null; // made at the first refusal: most pages meet none
+    let sentAt = this.cluster.epoch;
     for (;;) {
       let err: unknown;
       try {
         const asks = await this.scanAsks(r.fromSlice, r.toSlice);
+        sentAt = this.cluster.epoch;
         const answers = asks.map((a) => a.link.sendToWorker(a.worker, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, a.slices, r.packed]));
         const settled = await Promise.allSettled(answers);
         const failed = settled.find((a): a is PromiseRejectedResult => a.status === 'rejected');
@@ -299,7 +315,7 @@ export class Router {
       if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
       wrongOwner ??= new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
       if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
-      await this.cluster.afterWrongOwner(wrongOwner.refusals - 1);
+      await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt);
     }
   }
 
@@ -423,6 +439,14 @@ export class Router {
       wasNotApplied(last) ? { notApplied: true, routerRetried: true } : { routerRetried: true },
     );
   }
+}
+
+/** The error of a write whose WrongOwner tries were spent after a copy of it had an unknown outcome: not WrongOwner,
+ * which says that nothing was applied (a client sends a WrongOwner to another router: client.ts requestOnce), but the
+ * unknown outcome, which the router already waited out (routerRetried: nobody above it asks again). */
+function mayHaveApplied(spent: KeysliceError): KeysliceError {
+  assert(spent.code === 'WrongOwner', 'only spent WrongOwner tries end so');
+  return new KeysliceError('Unavailable', `${spent.message}; an earlier copy of this write had an unknown outcome, so it may have been applied`, { routerRetried: true });
 }
 
 /** A scan page, as its errors name it. */
