@@ -8,11 +8,10 @@
 // woken (SIGCONT) the write is there once or not at all, never twice, and the slice takes writes again.
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import type { ClusterStatus } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
 import { FAILOVER_RETRY_MS_MAX, NODE_REQUEST_TIMEOUT_MS, REPLICA_COMMIT_WAIT_MS } from '../shared/limits.js';
-import { statusUntil, testLog, useCluster } from './cluster-fixture.js';
+import { led, statusUntil, testLog, useCluster } from './cluster-fixture.js';
 import { parseExposition, samples } from './prometheus-text.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, ...(testLog ? { log: testLog } : {}) });
@@ -25,7 +24,6 @@ const RECOVERY_MS_MAX = 20_000;
 const ANSWER_MS_MAX = FAILOVER_RETRY_MS_MAX + REPLICA_COMMIT_WAIT_MS + 4_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const allLed = (st: ClusterStatus) => st.replication.leaders.led === st.replication.leaders.replicated;
 
 /** The writes of the table answered from a remembered request id, over every node (since each started). */
 async function duplicateWrites(): Promise<number> {
@@ -38,13 +36,13 @@ async function duplicateWrites(): Promise<number> {
 beforeAll(async () => {
   await initHashing();
   await c.client.createTable(T, { name: 'id', type: 'string' });
-  await statusUntil(c, 'every slice led', allLed, RECOVERY_MS_MAX);
+  await statusUntil(c, 'every slice led', led, RECOVERY_MS_MAX);
 });
 
 describe('a leader whose followers are frozen (R=3, two of three nodes SIGSTOPped)', () => {
   it('answers a write Unavailable, outcome unknown, well under 30 s; once they wake the write is there at most once', async () => {
     expect(ANSWER_MS_MAX).toBeLessThan(NODE_REQUEST_TIMEOUT_MS);
-    await statusUntil(c, 'every slice led', allLed, RECOVERY_MS_MAX);
+    await statusUntil(c, 'every slice led', led, RECOVERY_MS_MAX);
     // A key, and the node that leads its slice (DescribeSlices); it is written once, so that an add applied twice
     // would show.
     const id = 'counter';
@@ -82,7 +80,7 @@ describe('a leader whose followers are frozen (R=3, two of three nodes SIGSTOPpe
     expect(err.details?.notApplied).toBeUndefined();
     expect(took).toBeGreaterThanOrEqual(REPLICA_COMMIT_WAIT_MS);
 
-    await statusUntil(c, 'every slice led after the freeze', allLed, RECOVERY_MS_MAX);
+    await statusUntil(c, 'every slice led after the freeze', led, RECOVERY_MS_MAX);
     // The router's copies reached the same leader, which answered them from the write's remembered id.
     expect((await duplicateWrites()) - before).toBeGreaterThan(0);
     // Applied once or not at all (the survivor still leads: its record commits once a follower answers).
