@@ -182,6 +182,15 @@ describe('replication under a seeded simulation', () => {
     }
   });
 
+  it('catches a coordinator that counts an answer to an older term\'s Prepare in a later election: the answer says nothing of the records its replica took since', () => {
+    // The story in replica-rules.test.ts ("counts only answers to its own term's Prepare"), here through stalled links
+    // (SimOptions.stall): before them no answer arrived a term late, and the break failed none of CI's runs.
+    const failure = firstFailure(1_040, 40, { stall: true, countLateAnswers: true });
+    expect(failure).toMatch(/^seed \d+: [^]*(lost|applied a record|holds other)[^]*KEYSLICE_SIM_SEED=\d+/);
+    // The same seed with the election's own rule passes: what failed was counting the late answer.
+    expect(runSimulation({ seed: Number(/^seed (\d+)/.exec(failure!)![1]), stall: true }).acked).toBeGreaterThan(0);
+  });
+
   it('catches a leader that answers consistent reads without a lease (as before leases): a deposed leader that does not know it answers an old value', () => {
     expect(firstFailure(7_000, 400, { readsWithoutLease: true })).toMatch(/^seed \d+: a consistent read of key \d+ started at [\d.]+ ms misses write \d+[^]*KEYSLICE_SIM_SEED=\d+/);
   });

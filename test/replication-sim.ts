@@ -67,6 +67,9 @@ export interface SimOptions {
    * Prepared during a later election, an old leader's Append after a new leader was chosen). And at R=3 a schedule
    * that makes the late Prepared count if an election took it (lateAnswer). Drawn from generators of their own. */
   stall?: boolean;
+  /** Break the failover on purpose (the checker must catch it): an answer to an older term's Prepare that arrives during
+   * an election is counted as an answer to that election (as if SliceFailover.receive compared the terms with `>`). */
+  countLateAnswers?: boolean;
 }
 
 export interface SimReport {
@@ -683,7 +686,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * change waits for that answer, as it waits for an election to end: without it, chained changes came faster than
    * any message, unlike any coordinator's. */
   let ledOnUnanswered = 0;
-  function coordinatorReceive(from: number, m: ReplicationMessage): void {
+  function coordinatorReceive(from: number, received: ReplicationMessage): void {
+    const m = opts.countLateAnswers === true && received.type === 'Prepared' && received.term < usedTerm && coordinator.currentLeader === null ? { ...received, term: usedTerm } : received;
     if (m.type === 'Prepared') {
       if (!answersOf.has(m.term)) answersOf.set(m.term, new Map());
       answersOf.get(m.term)!.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
