@@ -15,7 +15,7 @@ const BASE_SEED = 1_000;
 const stallRuns = Math.ceil(runs / 6);
 /** The plain runs: a quarter of `runs` went to the deposedTail runs (below), which cost about as much, and another
  * quarter to the stall runs. */
-const plainRuns = runs - 2 * Math.ceil(runs / 4);
+const plainRuns = Math.max(1, runs - 2 * Math.ceil(runs / 4));
 /** [seed, on stores]: runs with chained set changes. These seeds broke the rule before elections and commits
  * counted joint majorities; since leaders send fewer heartbeats the seeded network draws differ, so they no
  * longer replay those runs: they stay as two more chained-change cases, not as proofs of that fix (the story
