@@ -1172,8 +1172,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
           if (coordinator.currentTerm <= term || !serving(l) || l === x || !set.includes(x)) return done();
           const y = set.find((i) => i !== l && i !== x)!;
           scheduleCuts.add(cutKey(l!, y));
-          const ackedFrom = report.acked;
-          when(() => report.acked >= ackedFrom + 1 + Math.floor(draw() * 3), 1, 600, () => {
+          const ackedUntil = report.acked + 1 + Math.floor(draw() * 3);
+          when(() => report.acked >= ackedUntil, 1, 600, () => {
             scheduleCuts.clear();
             if (coordinator.currentLeader !== l || !up[l!]) return done();
             crash(l!, 400 + draw() * 400);
