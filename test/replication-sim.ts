@@ -59,6 +59,19 @@ export interface SimOptions {
    * writes (B leads on), so that the longest log of the newest term is outside the new set (the election past a
    * replica that left). */
   deposedTail?: boolean | 'replace';
+  /** Stall-then-deliver links, a few a run: one direction of one link (between two replicas, or between a replica and
+   * the coordinator) holds everything sent on it for longer than an election and a lease (STALL_MS_MIN to
+   * STALL_MS_MAX), then delivers it all at once, in the order sent or reordered; held messages go to what the ends
+   * are by then (a replica that promised newer terms, a coordinator in a later election). The rest of the network
+   * delays nothing past maxDelayMs (16 ms), so without these no message of an older term arrives a term late (a
+   * Prepared during a later election, an old leader's Append after a new leader was chosen). And at R=3 two schedules,
+   * one after the other, in which such a message does harm if it is taken: a replica's late answer to a Prepare
+   * (lateAnswer), then a deposed leader's late Appends (lateAppend). Faults last 3 s, as deposedTail's. Drawn from
+   * generators of their own. */
+  stall?: boolean;
+  /** Break the failover on purpose (the checker must catch it): an answer to an older term's Prepare that arrives during
+   * an election is counted as an answer to that election (as if SliceFailover.receive compared the terms with `>`). */
+  countLateAnswers?: boolean;
 }
 
 export interface SimReport {
@@ -99,6 +112,16 @@ export interface SimReport {
   /** Elections that passed over a longer log of an older term: the leader named answered a newer last term than
    * another answer with a larger last index (the case Raft's comparison of the last term first is for). */
   longerOlderPassedOver: number;
+  /** stall: stalls started, messages they held, and of those, how many arrived at an end that had moved to a newer
+   * term by then, by message type (a replica's promised term, the coordinator's last term used). */
+  stalls: number;
+  stalledMessages: number;
+  lateOlderTerm: Record<string, number>;
+  /** stall: lateAnswer schedules that came as far as releasing X's held answers in the election after L's kill. */
+  lateAnswers: number;
+  /** stall: lateAppend schedules that came as far as releasing the old leader's held Appends to a follower that
+   * promised a newer term. */
+  lateAppends: number;
   simMs: number;
 }
 
@@ -125,6 +148,10 @@ const LEASE_WAIT_MS = 60;
 const CONVERGE_MS_MAX = 30_000;
 /** How long a compaction waits for a leader's prepared state to commit (worker.ts: REPLICA_COMPACTION_WAIT_MS). */
 const COMPACTION_WAIT_MS = 100;
+/** A stalled link holds what it gets this long (opts.stall): more than a heartbeat timeout, an election and a lease
+ * (250, 200 and 200 ms here), so that what it held arrives a term or more late. */
+const STALL_MS_MIN = 500;
+const STALL_MS_MAX = 3_000;
 
 /** Events by (time, order of scheduling): a binary heap. */
 class Clock {
@@ -299,9 +326,9 @@ export function runSimulation(opts: SimOptions): SimReport {
 function simulate(opts: SimOptions, changes: string[]): SimReport {
   const random = rng(opts.seed);
   const clock = new Clock();
-  // deposedTail runs longer: its schedule takes up to about 2 s of the faults' time, and writes before and after it
+  // deposedTail and stall runs longer: their schedules take up to about 2 s of the faults' time, and writes before and after them
   // are what an election may lose.
-  const faultyMs = opts.faultyMs ?? (opts.deposedTail !== undefined && opts.deposedTail !== false ? 3_000 : 2_000);
+  const faultyMs = opts.faultyMs ?? ((opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true ? 3_000 : 2_000);
   // The run's character, from its seed.
   const replicaCount = random() < 0.25 ? 5 : 3;
   const dropRate = random() * 0.1;
@@ -323,7 +350,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -352,16 +379,56 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const other = a === isolated.node ? b : a;
     return other === COORDINATOR || (other >= 0 && isolated.replicasToo);
   };
-  const reachable = (a: number, b: number) => !cut.has(cutKey(a, b)) && !isolatedApart(a, b) && (a < 0 || up[a]) && (b < 0 || up[b]);
+  /** Links a schedule cuts (lateAnswer, lateAppend), kept apart from `cut`, which each new partition redraws. */
+  const scheduleCuts = new Set<string>();
+  const reachable = (a: number, b: number) => !cut.has(cutKey(a, b)) && (scheduleCuts.size === 0 || !scheduleCuts.has(cutKey(a, b))) && !isolatedApart(a, b) && (a < 0 || up[a]) && (b < 0 || up[b]);
+  /** Stalled links (opts.stall): `from` to `to` holds what it gets from its start until it is released (stallLink,
+   * lateAnswer; at the latest when the faults stop), then delivers it all, in the order sent or reordered. */
+  interface Stall {
+    from: number;
+    to: number;
+    inOrder: boolean;
+    held: (() => void)[];
+    released: boolean;
+  }
+  const stalls: Stall[] = [];
+  const stallRandom = rng(opts.seed ^ 0x57a11);
+  function stallLinkNow(from: number, to: number, inOrder: boolean, forMs: number): Stall {
+    const stall: Stall = { from, to, inOrder, held: [], released: false };
+    stalls.push(stall);
+    report.stalls++;
+    clock.at(Math.min(forMs, faultyMs - clock.now), () => release(stall));
+    return stall;
+  }
+  /** What the stall held arrives: at once in the order sent (events at one time run in the order scheduled), or spread
+   * over the network's usual delay. */
+  function release(stall: Stall): void {
+    if (stall.released) return;
+    stall.released = true;
+    for (const run of stall.held) clock.at(stall.inOrder ? 0 : stallRandom() * maxDelayMs, run);
+    stall.held = [];
+  }
   /** Replication messages may come twice (the core must not care); a client's request may not: a
-   * router sends a write once per attempt, and a second copy would be a second write. */
-  function deliverLater(from: number, to: number, run: () => void, duplicable = false): void {
+   * router sends a write once per attempt, and a second copy would be a second write. `held`: called as a message a
+   * stalled link held arrives. */
+  function deliverLater(from: number, to: number, run: () => void, duplicable = false, held?: () => void): void {
     if (!reachable(from, to)) return;
     if (faulty && random() < dropRate) return;
     const copies = duplicable && faulty && random() < dupRate ? 2 : 1;
+    const stall = stalls.length > 0 ? stalls.find((s) => s.from === from && s.to === to && !s.released) : undefined;
     for (let c = 0; c < copies; c++) {
-      clock.at(0.1 + random() * maxDelayMs, () => {
+      if (stall === undefined) {
+        clock.at(0.1 + random() * maxDelayMs, () => {
+          if (!reachable(from, to)) return;
+          if (to >= 0) whenAwake(to, () => reachable(from, to) && run());
+          else run();
+        });
+        continue;
+      }
+      report.stalledMessages++;
+      stall.held.push(() => {
         if (!reachable(from, to)) return;
+        held?.();
         if (to >= 0) whenAwake(to, () => reachable(from, to) && run());
         else run();
       });
@@ -391,14 +458,20 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       m = { ...m, records: m.records.map((x, j) => (j === i ? damaged : x)) };
     }
     const delivered = m;
+    /** A stalled link's message arrives: counted if its end moved to a newer term meanwhile (made only in runs that
+     * stall: a closure a message costs the other runs a few percent of their CPU). */
+    const held = stalls.length === 0 ? undefined : () => {
+      const now = to === COORDINATOR ? usedTerm : (replicas[to]?.term ?? 0);
+      if ('term' in delivered && delivered.term < now) report.lateOlderTerm[delivered.type] = (report.lateOlderTerm[delivered.type] ?? 0) + 1;
+    };
     if (to === COORDINATOR) {
       // What was on its way to a coordinator that restarted since is lost with its connections.
       const life = coordinatorLife;
-      deliverLater(from, to, () => life === coordinatorLife && !coordinatorDown && coordinatorReceive(from, delivered), true);
+      deliverLater(from, to, () => life === coordinatorLife && !coordinatorDown && coordinatorReceive(from, delivered), true, held);
     }
     // A node drops what comes for a slice its assignment does not list (slice-worker/main.ts, routeReplication): it
     // lists the set and, until the change settled, the older sets of the change (replica-leaders.ts assignReplication).
-    else deliverLater(from, to, () => coordinator.members.includes(to) && replicas[to]?.receive(from, delivered), true);
+    else deliverLater(from, to, () => coordinator.members.includes(to) && replicas[to]?.receive(from, delivered), true, held);
   }
 
   // ---- replicas ----
@@ -623,7 +696,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * change waits for that answer, as it waits for an election to end: without it, chained changes came faster than
    * any message, unlike any coordinator's. */
   let ledOnUnanswered = 0;
-  function coordinatorReceive(from: number, m: ReplicationMessage): void {
+  function coordinatorReceive(from: number, received: ReplicationMessage): void {
+    const m = opts.countLateAnswers === true && received.type === 'Prepared' && received.term < usedTerm && coordinator.currentLeader === null ? { ...received, term: usedTerm } : received;
     if (m.type === 'Prepared') {
       if (!answersOf.has(m.term)) answersOf.set(m.term, new Map());
       answersOf.get(m.term)!.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
@@ -982,6 +1056,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     cut.clear();
     isolated = null;
     tailWritesTo = null;
+    scheduleCuts.clear();
   });
 
   // ---- a deposed leader's longer log of an older term (opts.deposedTail) ----
@@ -1045,6 +1120,116 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     );
   }
   if (opts.deposedTail !== undefined && opts.deposedTail !== false) deposeWithTail(opts.deposedTail === 'replace');
+
+  // ---- stalled links (opts.stall) ----
+  /** One direction of one link stalls from now for STALL_MS_MIN to STALL_MS_MAX, its ends drawn now (so that it may be
+   * the leader's): a replica's link to the coordinator (its Prepared and Pong held), the coordinator's to a replica
+   * (Prepare, Lead, LeadOn, Ping), or one between two replicas, half the time the leader's (its Appends and
+   * keep-alives, or their answers). */
+  function stallLink(): void {
+    if (!faulty) return;
+    const pick = <T>(xs: T[]) => xs[Math.floor(stallRandom() * xs.length)];
+    const kind = stallRandom();
+    const leader = coordinator.currentLeader;
+    let from: number;
+    let to: number;
+    if (kind < 0.35) [from, to] = [pick(set), COORDINATOR];
+    else if (kind < 0.5) [from, to] = [COORDINATOR, pick(set)];
+    else {
+      from = leader !== null && stallRandom() < 0.5 ? leader : pick(set);
+      to = pick(set.filter((n) => n !== from));
+      if (stallRandom() < 0.3) [from, to] = [to, from];
+    }
+    stallLinkNow(from, to, stallRandom() < 0.5, STALL_MS_MIN + stallRandom() * (STALL_MS_MAX - STALL_MS_MIN));
+  }
+  /** A replica's answer to a Prepare that arrives a term late (the story in replica-rules.test.ts, "counts only answers
+   * to its own term's Prepare"), at R=3, from its own generator: while N leads, the coordinator loses its link to N and
+   * elects (N answers); X's link to the coordinator stalls from then, so X's answer is held and N and Y elect; the new
+   * leader L, cut off from Y, commits a few writes on itself and X; L is killed, and once the election after it is under
+   * way (it needs X's answer: Y's alone is no majority) X's link delivers what it held, its answer to the older term
+   * first. X's late answer says nothing of the records X took since, and Y holds none of them. */
+  function lateAnswer(then: () => void): void {
+    const draw = rng(opts.seed ^ 0x1a7e);
+    const serving = (i: number | null) => i !== null && up[i] && replicas[i] !== null && replicas[i]!.serving && frozenUntil[i] <= clock.now;
+    // N serves, and the other two follow its term.
+    const ready = () => set.length === 3 && serving(coordinator.currentLeader) && coordinator.electorateSettled && set.every((i) => replicas[i] !== null && replicas[i]!.term === coordinator.currentTerm && frozenUntil[i] <= clock.now);
+    clock.at(100 + draw() * 500, () =>
+      when(ready, TICK_MS, 1_000, () => {
+        const n = coordinator.currentLeader;
+        if (!ready()) return then();
+        const term = coordinator.currentTerm;
+        const others = set.filter((i) => i !== n);
+        const x = others[Math.floor(draw() * 2)];
+        const stall = stallLinkNow(x, COORDINATOR, true, STALL_MS_MAX);
+        const done = () => {
+          release(stall);
+          scheduleCuts.clear();
+          then();
+        };
+        coordinator.suspectLeader();
+        when(() => coordinator.currentTerm > term && serving(coordinator.currentLeader), TICK_MS, 1_000, () => {
+          const l = coordinator.currentLeader;
+          if (coordinator.currentTerm <= term || !serving(l) || l === x || !set.includes(x)) return done();
+          const y = set.find((i) => i !== l && i !== x)!;
+          scheduleCuts.add(cutKey(l!, y));
+          const ackedUntil = report.acked + 1 + Math.floor(draw() * 3);
+          when(() => report.acked >= ackedUntil, 1, 600, () => {
+            scheduleCuts.clear();
+            if (coordinator.currentLeader !== l || !up[l!]) return done();
+            crash(l!, 400 + draw() * 400);
+            when(() => (coordinator.currentLeader === null && reachable(y, COORDINATOR)) || !set.includes(x), 1, 600, () => {
+              if (!stall.released) report.lateAnswers++;
+              done();
+            });
+          });
+        });
+      }),
+    );
+  }
+  /** An old leader's Appends that arrive after a new leader was chosen, at R=3, from its own generator: while L leads,
+   * it is cut off from the coordinator and from Y while the writers' router, its map lagging, keeps sending it writes
+   * (as deposedTail's); its link to X stalls, so X hears nothing of it; the coordinator elects among X and Y, and once X
+   * promised the newer term, L's link delivers what it held: Appends of L's older term, which X must refuse (its
+   * refusal tells L it was deposed). Then L's links heal. */
+  function lateAppend(then: () => void): void {
+    const draw = rng(opts.seed ^ 0xa99e);
+    const serving = (i: number | null) => i !== null && up[i] && replicas[i] !== null && replicas[i]!.serving && frozenUntil[i] <= clock.now;
+    const ready = () => set.length === 3 && serving(coordinator.currentLeader) && coordinator.electorateSettled && set.every((i) => replicas[i] !== null && replicas[i]!.term === coordinator.currentTerm && frozenUntil[i] <= clock.now);
+    clock.at(50 + draw() * 200, () =>
+      when(ready, TICK_MS, 1_000, () => {
+        if (!ready()) return then();
+        const l = coordinator.currentLeader!;
+        const term = coordinator.currentTerm;
+        const others = set.filter((i) => i !== l);
+        const x = others[Math.floor(draw() * 2)];
+        const y = others.find((i) => i !== x)!;
+        scheduleCuts.add(cutKey(l, COORDINATOR));
+        scheduleCuts.add(cutKey(l, y));
+        tailWritesTo = l;
+        const stall = stallLinkNow(l, x, draw() < 0.5, STALL_MS_MAX);
+        const heal = () => {
+          scheduleCuts.clear();
+          if (tailWritesTo === l) tailWritesTo = null;
+          then();
+        };
+        when(() => replicas[x] !== null && replicas[x]!.term > term, 1, 1_500, () => {
+          if (replicas[x] === null || replicas[x]!.term <= term) {
+            release(stall);
+            return heal();
+          }
+          if (!stall.released) report.lateAppends++;
+          release(stall);
+          clock.at(200 + draw() * 400, heal);
+        });
+      }),
+    );
+  }
+  if (opts.stall === true) {
+    const count = 1 + Math.floor(stallRandom() * 3);
+    for (let k = 0; k < count; k++) clock.at(stallRandom() * faultyMs * 0.8, stallLink);
+    // Both schedules, one after the other (the late answer first: its schedule needs more of the faults' time).
+    lateAnswer(() => lateAppend(() => {}));
+  }
 
   /** Where the run stands, for a failure's message: the failover's sets, leader and term, and each replica's. */
   const stateNow = () =>
