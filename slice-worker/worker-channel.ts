@@ -9,9 +9,10 @@
 // showed at one request in flight: a round trip to an idle thread took 101 µs
 // through piscina against 63 µs by postMessage (bench/hop-floor.ts, bench/PROFILE.md).
 //
-// Replication: a MessagePort, given to the worker at open, carries replication
-// messages both ways and the answers the worker held until their records were
-// committed (worker.ts), one message per turn of the worker. A task's chunk
+// Replication: a MessagePort, given to the worker at open, carries the coordinator's
+// replication messages both ways (peers' go between the workers directly, node
+// protocol 25: peer-links.ts, batch-port.ts) and the answers the worker held until
+// their records were committed (worker.ts), one message per turn of the worker. A task's chunk
 // answered {held: ticket} resolves when [ticket, bytes] comes on the port, so
 // the worker runs the next tasks meanwhile. Messages for the worker wait while
 // an assignment that changes its replicated slices is queued or running, so

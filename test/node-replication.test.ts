@@ -2,7 +2,8 @@
 // coordinator over the node protocol, as coordinator/metadata does: Hello and
 // Assign (with replica sets), then Replicate frames (Prepare, Lead, Ping) to elect
 // a leader of some slices, and Batch frames of puts and gets to that leader. The
-// nodes replicate among themselves over the links they dial to each other.
+// nodes replicate among themselves, worker to worker, over the links each worker
+// dials to the batch ports of its peers' workers (node protocol 25).
 //   - a put is answered only once a follower holds it (both followers frozen: no
 //     answer; one thawed: the answer comes);
 //   - the leader SIGKILLed, another replica elected (Prepare to the two left,
@@ -11,7 +12,9 @@
 //   - the old leader restarted catches up (its last (term, index) reaches the
 //     leader's), and serves every put once it leads;
 //   - a Replicate frame of an older term is refused (StaleTerm), and a peer that
-//     sends garbage loses its connection while the node keeps serving;
+//     sends garbage to a worker's batch port (or names a slice of another worker,
+//     or sends replication to the node's own port) loses its connection while
+//     the node keeps serving;
 //   - a peer that sends well-framed nonsense (records whose payloads are not a
 //     slice's changes, under a valid checksum; snapshots whose state is not; an
 //     AppendOk for records the leader never wrote; a coordinator's Prepare) is
@@ -135,6 +138,8 @@ class Link {
   readonly received: [number, ReplicationMessage][] = [];
   closed: Promise<void>;
   private nextBatch = 1;
+  /** The node's workers' batch ports, from its Hello: where its peers' workers send it replication. */
+  ports: number[] = [];
   /** Took an Assign: Epoch frames on this connection are the coordinator's. */
   isAssigned = false;
 
@@ -144,7 +149,8 @@ class Link {
     this.closed = new Promise((resolve) => this.ws.on('close', () => resolve()));
     this.ws.on('message', (data: Buffer) => {
       const f = decodeNodeFrame(data, 'coordinator');
-      if (f[0] === NodeFrame.Assigned) this.assigned.get(f[1])?.();
+      if (f[0] === NodeFrame.Hello) this.ports = f[5];
+      else if (f[0] === NodeFrame.Assigned) this.assigned.get(f[1])?.();
       else if (f[0] === NodeFrame.BatchReply || f[0] === NodeFrame.BatchError) this.replies.get(f[1])?.(f);
       else if (f[0] === NodeFrame.Replicate) {
         for (const [slice, m] of f[2]) {
@@ -460,27 +466,40 @@ describe('replication between real slice nodes', () => {
     link.replicate([[0, { type: 'Prepare', term: 1 }]]);
     const [, refused] = await link.expectMessage((s, m) => s === 0 && m.type === 'Refused');
     expect(refused).toMatchObject({ type: 'Refused', code: 'StaleTerm', message: expect.stringMatching(/term 1 is not newer than the term 3/) });
+    // Peers' workers send replication to a worker's batch port (node protocol 25); the node's own port refuses it.
+    const toNode = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
+    toNode.on('error', () => {});
+    await new Promise((r) => toNode.once('message', r)); // its Hello
+    const closed0 = new Promise<[number, string]>((r) => toNode.once('close', (c, why) => r([c, why.toString()])));
+    toNode.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 'KeepAliveOk', term: 3, sentAt: 0 }]]]));
+    expect(await closed0).toEqual([1008, expect.stringMatching(/from node 1 on a node's own port; peers send to its workers' batch ports/)]);
+    /** A connection to the batch port of the leader's worker of `slice`, as a peer's worker dials it. */
+    const dialWorker = async (slice = 0) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${link.ports[workerOf(slice, WORKERS)]}`, { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
+      ws.on('error', () => {});
+      await new Promise((r) => ws.once('open', r));
+      return ws;
+    };
     // A peer (any holder of the cluster secret) that sends garbage: closed with a reason; the node goes on.
-    const peer = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
-    peer.on('error', () => {});
-    await new Promise((r) => peer.once('message', r));
+    const peer = await dialWorker();
     const closed = new Promise<[number, string]>((r) => peer.once('close', (code, reason) => r([code, reason.toString()])));
     peer.send(Buffer.from([0x93, 0x08, 0x01, 0xc1]));
     const [code, reason] = await closed;
     expect(code).toBe(1008);
     expect(reason).toMatch(/malformed frame/);
-    const bad = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
-    bad.on('error', () => {});
-    await new Promise((r) => bad.once('message', r));
+    // A frame that names a slice of another worker: closed, nothing of it used.
+    const astray = await dialWorker(1);
+    const closed1 = new Promise<[number, string]>((r) => astray.once('close', (c, why) => r([c, why.toString()])));
+    astray.send(encodeNodeFrame([NodeFrame.Replicate, (leader + 1) % 3, [[1, { type: 'KeepAliveOk', term: 3, sentAt: 0 }], [0, { type: 'KeepAliveOk', term: 3, sentAt: 0 }]]]));
+    expect(await closed1).toEqual([1008, expect.stringMatching(new RegExp(`names slice 0, which is not worker ${workerOf(1, WORKERS)}'s`))]);
+    const bad = await dialWorker();
     const closed2 = new Promise<[number, string]>((r) => bad.once('close', (c, why) => r([c, why.toString()])));
     bad.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 'Append', term: 9, prevIndex: 0, prevTerm: 0, records: [{ term: 9, index: 1, payload: 'x', checksum: 1 }], commitIndex: 0, sentAt: 0, leased: false } as never]]]));
     const [code2, reason2] = await closed2;
     expect(code2).toBe(1008);
     expect(reason2).toMatch(/an Append record is/);
     // A message whose type is a 64-bit integer (decoded as a BigInt): refused like the others, the node not stopped.
-    const huge = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
-    huge.on('error', () => {});
-    await new Promise((r) => huge.once('message', r));
+    const huge = await dialWorker();
     const closed3 = new Promise<[number, string]>((r) => huge.once('close', (c, why) => r([c, why.toString()])));
     huge.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 2n ** 64n - 1n } as never]]]));
     const [code3, reason3] = await closed3;
@@ -488,9 +507,7 @@ describe('replication between real slice nodes', () => {
     expect(reason3).toMatch(/type is a string, not a bigint/);
     // KeepAlives as a message's bytes, not the map the node splits by slice: refused by the worker's check (handed on
     // whole, a replica asserted that none reaches it, and the node exited).
-    const asBytes = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '' } });
-    asBytes.on('error', () => {});
-    await new Promise((r) => asBytes.once('message', r));
+    const asBytes = await dialWorker();
     const closed4 = new Promise<[number, string]>((r) => asBytes.once('close', (c, why) => r([c, why.toString()])));
     asBytes.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, encodeReplicationMessage({ type: 'KeepAlives', slices: [0, 3, 0, 0, 0] })]]]));
     const [code4, reason4] = await closed4;
@@ -563,11 +580,12 @@ describe('replication between real slice nodes', () => {
     let before = await probe(follower);
     await pollUntil(async () => (before = await probe(follower)).lastIndex === (await probe(leader)).lastIndex && before.commitTerm === before.term);
     const { term, lastIndex } = before;
-    // A link to the follower as node `other` would dial it: with the cluster secret and this protocol version.
+    // A link to the worker of slice 0 on node `to` as node `other`'s worker would dial it: its batch port, with the
+    // cluster secret and this protocol version.
     const dialAs = async (to: number) => {
-      const ws = new WebSocket(urls[to], { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
+      const ws = new WebSocket(`ws://127.0.0.1:${links[to]!.ports[workerOf(0, WORKERS)]}`, { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
       ws.on('error', () => {});
-      await new Promise((r) => ws.once('message', r)); // its Hello
+      await new Promise((r) => ws.once('open', r));
       return ws;
     };
     const asPeer = (ws: WebSocket, entries: [number, ReplicationMessage][]) => ws.send(encodeNodeFrame([NodeFrame.Replicate, other, entries]));
