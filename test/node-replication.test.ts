@@ -6,6 +6,10 @@
 // dials to the batch ports of its peers' workers (node protocol 25).
 //   - a put is answered only once a follower holds it (both followers frozen: no
 //     answer; one thawed: the answer comes);
+//   - a put commits while both followers' main threads are paused (each node runs
+//     with an inspector; Debugger.pause stops its main thread only, which answers
+//     the coordinator's Ping no more meanwhile): the leader's worker and theirs
+//     talk on their own links, with no hop through a node's main thread;
 //   - the leader SIGKILLed, another replica elected (Prepare to the two left,
 //     Lead to the one with the largest last (term, index)): every acknowledged put
 //     reads back from it;
@@ -308,6 +312,46 @@ async function elect(term: number, voters: number[], prefer?: number): Promise<n
   return leader;
 }
 
+/** Pauses node `i`'s main thread through its inspector (NODE_OPTIONS below: every node starts with one on a free
+ * port): Debugger.pause stops that thread at the next JavaScript it runs (the coordinator's Ping makes it run some),
+ * not its worker threads, whose isolates the session does not touch. `resume` lets it go on. */
+async function pauseMainThread(i: number, seq: number): Promise<{ resume: () => Promise<void> }> {
+  const listening = lines.filter((l) => l.startsWith(`[node-${i}] Debugger listening on ws://`)).pop();
+  expect(listening, `node ${i}'s inspector`).toBeDefined();
+  const ws = new WebSocket(listening!.split(' ').pop()!);
+  ws.on('error', () => {});
+  await new Promise((r) => ws.once('open', r));
+  let nextId = 1;
+  const answers = new Map<number, () => void>();
+  let onPaused: () => void = () => {};
+  const paused = new Promise<void>((r) => (onPaused = r));
+  ws.on('message', (data: Buffer) => {
+    const m = JSON.parse(data.toString()) as { id?: number; method?: string };
+    if (m.method === 'Debugger.paused') onPaused();
+    if (m.id !== undefined) answers.get(m.id)?.();
+  });
+  const call = (method: string) =>
+    new Promise<void>((resolve, reject) => {
+      const id = nextId++;
+      const timer = setTimeout(() => reject(new Error(`node ${i}'s inspector did not answer ${method} within ${WAIT_MS} ms`)), WAIT_MS);
+      answers.set(id, () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      ws.send(JSON.stringify({ id, method }));
+    });
+  await call('Debugger.enable');
+  await call('Debugger.pause');
+  links[i]!.replicate([[0, { type: 'Ping', seq }]]);
+  await Promise.race([paused, new Promise((_, reject) => setTimeout(() => reject(new Error(`node ${i}'s main thread did not pause within ${WAIT_MS} ms`)), WAIT_MS))]);
+  return {
+    resume: async () => {
+      await call('Debugger.resume');
+      ws.close();
+    },
+  };
+}
+
 async function pollUntil(ok: () => Promise<boolean>, ms = WAIT_MS): Promise<void> {
   const deadline = Date.now() + ms;
   for (let i = 0; i < 200 && Date.now() < deadline; i++) {
@@ -329,7 +373,10 @@ function stop(i: number, signal: NodeJS.Signals): Promise<void> {
   });
 }
 
+const nodeOptions = process.env.NODE_OPTIONS;
 beforeAll(async () => {
+  // Every node's main thread has an inspector (on a free port: its URL in the node's log), so that a test can pause it.
+  process.env.NODE_OPTIONS = `${nodeOptions ?? ''} --inspect=127.0.0.1:0`;
   root = mkdtempSync(join(tmpdir(), 'keyslice-repl-'));
   for (let i = 0; i < 3; i++) await startNode(i);
   for (let i = 0; i < 3; i++) links[i] = await Link.open(urls[i]);
@@ -340,6 +387,8 @@ beforeAll(async () => {
 });
 
 afterAll(async (ctx) => {
+  if (nodeOptions === undefined) delete process.env.NODE_OPTIONS;
+  else process.env.NODE_OPTIONS = nodeOptions;
   if (ctx.tasks.some((t) => t.result?.state === 'fail') || process.env.KEYSLICE_TEST_LOG === '1') console.log(lines.slice(-80).join('\n'));
   for (let i = 0; i < 3; i++) {
     const n = nodes[i];
@@ -398,6 +447,24 @@ describe('replication between real slice nodes', () => {
     }
     const got = (await links[0]!.batch(workerOf(1, WORKERS), [get(1, 'held')]))!;
     expect(got[0]).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
+  });
+
+  it("commits a put while both followers' main threads are paused: replication goes worker to worker", async () => {
+    const paused: { resume: () => Promise<void> }[] = [];
+    try {
+      for (const n of [1, 2]) paused.push(await pauseMainThread(n, 900 + n));
+      // Paused indeed: the coordinator's Ping gets no Pong (its main thread hands it to no worker).
+      await expect(links[1]!.expectMessage((s, m) => s === 0 && m.type === 'Pong' && m.seq === 901, 500)).rejects.toThrow(/no such replication message/);
+      for (const slice of REPLICATED) {
+        const [r] = (await putOn(links[0]!, slice, `paused-${slice}`, slice, 5000)) ?? [[-1, 'no answer within 5 s']];
+        expect(r[0], JSON.stringify(r)).toBe(RESULT_OK);
+        acked.set(`paused-${slice}`, [slice, slice]);
+      }
+    } finally {
+      for (const p of paused) await p.resume();
+    }
+    // Going on: the Ping that reached the paused thread is answered now.
+    await links[1]!.expectMessage((s, m) => s === 0 && m.type === 'Pong' && m.seq === 901);
   });
 
   it('answers an eventually consistent read on a follower from what it applied, and refuses it where no replica is', async () => {
