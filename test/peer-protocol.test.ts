@@ -1,7 +1,8 @@
-// Replication links between slice nodes carry the node protocol's version both ways: the dialing node names it
-// in NODE_PROTOCOL_HEADER (a real slice node refuses a link of another version), and it sends nothing until the
-// peer's Hello shows the same version (a peer that does not check the header, here a stand-in server that greets
-// with another version, gets no frame). A Replicate frame's records mean different things in different versions.
+// Replication links between slice nodes' workers carry the node protocol's version both ways: the dialing worker
+// names it in NODE_PROTOCOL_HEADER (a real slice node refuses a link of another version, as its workers' batch ports
+// do), and it sends nothing, and dials none of the peer's batch ports, until the peer's Hello shows the same version
+// (a peer that does not check the header, here a stand-in server that greets with another version, gets no frame).
+// A Replicate frame's records mean different things in different versions.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
