@@ -147,7 +147,7 @@ let replicatedSlices = new Set<number>();
 /** What this turn's replicas sent the coordinator (peers' messages go on the workers' own links). */
 let outgoing: ReplicateEntry[] = [];
 
-function queueReplication(to: number, slice: number, message: ReplicateEntry[1]): void {
+function queueReplication(to: number, slice: number, message: Uint8Array): void {
   assert(to === COORDINATOR, `a worker sends the main thread what goes to the coordinator only, not to node ${to}`);
   if (outgoing.length === 0) setImmediate(sendReplication);
   outgoing.push([slice, message]);

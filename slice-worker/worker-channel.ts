@@ -56,9 +56,9 @@ export class WorkerChannel {
   constructor(
     config: WorkerConfig,
     private readonly onFailure: (err: unknown) => void,
-    /** What the worker's replicas send, a message at a time: its bytes (a view of the buffer the worker transferred),
-     * or KeepAlives or AppendOks. */
-    private readonly onReplication: (slice: number, to: number, message: Uint8Array | ReplicationMessage) => void = () => {},
+    /** What the worker's replicas send the coordinator, a message at a time: its bytes (a view of the buffer the
+     * worker transferred). What they send peers goes on the worker's own links (peer-links.ts). */
+    private readonly onReplication: (slice: number, to: number, message: Uint8Array) => void = () => {},
     /** The worker refused a message that came on connection `via` (it failed its check): why. */
     private readonly onRefused: (via: number, why: string) => void = () => {},
   ) {
@@ -150,9 +150,8 @@ export class WorkerChannel {
     this.port.postMessage([ranges, bytes, messages] satisfies NodePortMessage, bytes === null ? [] : [bytes.buffer as ArrayBuffer]);
   }
 
-  private fromWorker([ranges, bytes, messages, answers, refused]: WorkerPortMessage): void {
+  private fromWorker([ranges, bytes, answers, refused]: WorkerPortMessage): void {
     for (let i = 0; i < ranges.length; i += OUT_RANGE) this.onReplication(ranges[i], ranges[i + 1], bytes!.subarray(ranges[i + 2], ranges[i + 3]));
-    for (const [slice, to, message] of messages) this.onReplication(slice, to, message);
     for (const [via, why] of refused) this.onRefused(via, why);
     for (const [ticket, bytes] of answers) {
       const resolve = this.held.get(ticket);

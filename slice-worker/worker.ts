@@ -109,14 +109,12 @@ export type ChunkOutcome = Uint8Array | string;
 export type ChunkAnswer = ChunkOutcome | { held: number };
 /** Worker -> node on the port, once per turn: what the replicas sent the coordinator, each message encoded (bytes
  * start..end of `bytes`, which is transferred: the node frames them without decoding them; where, in `ranges`,
- * OUT_RANGE numbers a message: [slice, to, start, end, ...]) (`messages`: KeepAlives and AppendOks, which never go
- * to the coordinator: empty but for a node's own tests of the port); held answers now committed (their bytes
- * transferred); and the connections whose messages failed their check, with why (the node closes them, as it
- * closes one whose frame fails its check). */
+ * OUT_RANGE numbers a message: [slice, to, start, end, ...]); held answers now committed (their bytes transferred);
+ * and the connections whose messages failed their check, with why (the node closes them, as it closes one whose
+ * frame fails its check). */
 export type WorkerPortMessage = [
   ranges: number[],
   bytes: Uint8Array | null,
-  messages: [slice: number, to: number, message: ReplicationMessage][],
   answers: [ticket: number, results: Uint8Array][],
   refused: [via: number, why: string][],
 ];
@@ -244,7 +242,6 @@ function flushPort(): void {
   if (out.length === 0 && released.length === 0 && refusals.length === 0) return;
   // Each message encoded here: a peer's framed on its link, the coordinator's into one buffer for the turn, so that
   // the node's main thread only frames them.
-  const messages: WorkerPortMessage[2] = [];
   const encoded: Uint8Array[] = [];
   const where: number[] = [];
   let toPeers: Map<number, WireReplicateEntry[]> | null = null;
@@ -255,8 +252,8 @@ function flushPort(): void {
       let list = toPeers.get(to);
       if (list === undefined) toPeers.set(to, (list = []));
       list.push([slice, isFoldedMessage(m) ? m : encodeReplicationMessage(m)]);
-    } else if (isFoldedMessage(m)) messages.push([slice, to, m]);
-    else {
+    } else {
+      assert(!isFoldedMessage(m), 'KeepAlives and AppendOks go to followers and leaders, never to the coordinator');
       // (Each view of msgpackr's buffer stays whole until copied below: it packs on past it, or into a new buffer.)
       const b = encodeReplicationMessage(m);
       where.push(slice, to, size, size + b.byteLength);
@@ -278,8 +275,8 @@ function flushPort(): void {
   // Each link frames (copies) them at once, or holds them while it is dialed (the buffers they view are never
   // written again: encodeReplicationMessage packs past them, or into a new buffer).
   for (const [to, entries] of toPeers ?? []) links!.send(to, entries);
-  if (where.length > 0 || messages.length > 0 || released.length > 0 || refusals.length > 0) {
-    port?.postMessage([where, bytes, messages, released, refusals] satisfies WorkerPortMessage, transfer);
+  if (where.length > 0 || released.length > 0 || refusals.length > 0) {
+    port?.postMessage([where, bytes, released, refusals] satisfies WorkerPortMessage, transfer);
   }
 }
 

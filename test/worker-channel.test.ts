@@ -109,7 +109,7 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       new WorkerChannel(
         { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 }, host: '127.0.0.1', clusterSecret: '', epoch: new BigInt64Array(new SharedArrayBuffer(8)) },
         (err) => failures.push(err),
-        (slice, _to, m) => sent.push(m instanceof Uint8Array ? decodeReplicationMessage(m, 0, 'coordinator', slice) : m),
+        (slice, _to, m) => sent.push(decodeReplicationMessage(m, 0, 'coordinator', slice)),
       );
     let channel = newChannel();
     const results = async (p: Promise<unknown>) => {
