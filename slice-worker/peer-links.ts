@@ -123,13 +123,17 @@ class PeerLink {
 
   private sendNow(entries: WireReplicateEntry[]): void {
     const sockets = this.sockets!;
+    // The bound holds for the link, all its sockets together, as for the entries that wait while it is dialed.
+    let buffered = 0;
+    for (const s of sockets) buffered += s.bufferedAmount;
     for (const [w, list] of byWorker(entries, sockets.length)) {
-      const socket = sockets[w];
       for (let i = 0; i < list.length; i += REPLICATION_FRAME_ENTRIES_MAX) {
         const frame = encodeNodeFrame([NodeFrame.Replicate, this.self, list.length <= REPLICATION_FRAME_ENTRIES_MAX ? list : list.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX)]);
-        // A socket that holds the bound already: the peer's worker is not keeping up, and the core resends.
-        if (socket.bufferedAmount + frame.length <= PEER_LINK_QUEUE_BYTES_MAX) socket.send(frame);
-        else this.dropped++;
+        // Sockets that hold the bound already: the peer's workers are not keeping up, and the core resends.
+        if (buffered + frame.length <= PEER_LINK_QUEUE_BYTES_MAX) {
+          sockets[w].send(frame);
+          buffered += frame.length;
+        } else this.dropped++;
       }
     }
   }
