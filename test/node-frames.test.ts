@@ -99,7 +99,7 @@ describe('node frames', () => {
     const ok = [NodeFrame.Replicate, 2, [[8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1, sentAt: 12 }], [4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 12, 1, 5, 2, 7, 12, 0] }], [5, appendOks]]];
     const atNode = receive(ok, 'node');
     expect(atNode).toHaveLength(3);
-    // A slice node's main thread gets each message as its bytes (KeepAlives and AppendOks alone decoded: it splits them by worker).
+    // A slice node's main thread gets each message as its bytes (KeepAlives and AppendOks alone decoded).
     expect((atNode[2] as unknown[][]).map(([, m]) => m instanceof Uint8Array)).toEqual([true, true, true, false, false]);
     expect((atNode[2] as unknown[][])[4][1]).toEqual(appendOks);
     // A worker's batch port (a peer's worker sends there, node protocol 25) decodes and checks every message with the
@@ -165,7 +165,7 @@ describe('node frames', () => {
     // A message other than KeepAlives as a map rather than its bytes: refused with the frame, by either receiver.
     for (const to of ['node', 'coordinator'] as const) expect(() => frame([NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1, sentAt: 0 }]]], to)).toThrow(/slice 1: a message is its bytes/);
     for (const [f, why] of bad) for (const to of ['node', 'coordinator'] as const) expect(() => receive(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
-    // KeepAlives as a message's bytes (a sender's own encoding, not the map the node splits): refused by the worker's
+    // KeepAlives as a message's bytes (a sender's own encoding, not the map a link splits): refused by the worker's
     // check, not handed whole to a replica (which asserts that none reaches it).
     const keepAlives = Buffer.from(encodeReplicationMessage({ type: 'KeepAlives', slices: [1, 2, 0, 12, 0] }));
     for (const from of [-1, 0]) expect(() => decodeReplicationMessage(keepAlives, from, 'node', 1)).toThrow(MalformedFrame);

@@ -572,7 +572,7 @@ describe('replication between real slice nodes', () => {
     const [code3, reason3] = await closed3;
     expect(code3).toBe(1008);
     expect(reason3).toMatch(/type is a string, not a bigint/);
-    // KeepAlives as a message's bytes, not the map the node splits by slice: refused by the worker's check (handed on
+    // KeepAlives as a message's bytes, not the map a link splits by slice: refused by the worker's check (handed on
     // whole, a replica asserted that none reaches it, and the node exited).
     const asBytes = await dialWorker();
     const closed4 = new Promise<[number, string]>((r) => asBytes.once('close', (c, why) => r([c, why.toString()])));
