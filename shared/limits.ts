@@ -304,7 +304,8 @@ export const REPLICATION_FRAME_ENTRIES_MAX = 4096;
 /** A node's index in the cluster map is below this (checked in frames that name nodes); a peer's URL is at most this long. */
 export const CLUSTER_NODE_INDEX_MAX = 65_536;
 export const NODE_URL_CHARS_MAX = 2048;
-/** Replicate frames for one peer wait (while its link is dialed, or its socket is full) up to this many bytes; more are dropped. */
+/** What a worker sends one peer node waits (while its link is dialed, or in its sockets to that node's workers) up to this
+ * many bytes; more is dropped (slice-worker/peer-links.ts). Per worker and peer node: a node holds at most workers x peers of it. */
 export const PEER_LINK_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
 /** --remove-down-after-ms: a slice node down (not connected, or not heartbeating) this long is removed
  * as `keyslice remove` would, when that loses no slice's last copy or majority (docs/replication.md).

@@ -21,22 +21,27 @@
 // map, its peers' URLs and the replica set of every slice it holds a replica of (null: R=1,
 // no slice has followers). Replicate carries replication messages: coordinator <-> node
 // (Prepare, Lead, Ping; Prepared, Pong, Refused) on the coordinator's connection, and
-// node -> node (Append, Snapshot, KeepAlive, AppendOk, KeepAliveOk, Refused) on links a node dials to its peers
-// with the cluster secret (a node sends only Replicate frames on those). `from` is the
-// sender's node index, or COORDINATOR (-1). A sender puts every message for one
-// destination produced in one turn into one frame. Each message travels as bytes of its own
-// (encodeReplicationMessage), so that a slice node's main thread passes it between the wire
-// and its workers without decoding it; the worker that takes it decodes and checks it
-// (decodeReplicationMessage) before it is used. KeepAlives and AppendOks alone travel as a
-// message (a turn's keep-alives or acknowledgements to one node, as numbers), which the node
-// splits by worker (replication-protocol.ts).
+// node -> node (Append, Snapshot, KeepAlive, AppendOk, KeepAliveOk, Refused) from worker thread to
+// worker thread (25): a worker dials each peer node of its replicas (the URL of Assign's peers;
+// its Hello names the peer's workers and their batch ports) and then the batch port of each of
+// that node's workers, with the cluster secret, and sends only Replicate frames there; the
+// worker of a slice on the peer takes them with no hop through either node's main thread.
+// `from` is the sender's node index, or COORDINATOR (-1). A sender puts every message for one
+// destination (the coordinator, or one worker of a peer) produced in one turn into one frame.
+// Each message travels as bytes of its own (encodeReplicationMessage), so that a slice node's
+// main thread passes the coordinator's between the wire and its workers without decoding
+// them; the worker that takes one decodes and checks it (decodeReplicationMessage) before it
+// is used; on a batch port the whole frame is (decodeNodeFrame, receiver 'worker').
+// KeepAlives and AppendOks alone travel as a message (a turn's keep-alives or
+// acknowledgements to one worker, as numbers: replication-protocol.ts).
 // Batch ports (20): each worker thread listens on a port of its own (Hello's batchPorts,
 // one per worker, on the node's host) where a router sends that worker's Batch frames
 // (one part, naming that worker) and gets their BatchReply / BatchError back, with no
 // hop through the node's main thread. The node's main thread tells its workers the
 // epoch it serves; a worker refuses a batch of another epoch (WrongOwner) as the node
 // does. The handshake shows the cluster secret and NODE_PROTOCOL_HEADER; only Batch
-// frames are taken there (receiver 'worker').
+// frames (from routers) and Replicate frames (from peers' workers, 25) are taken there
+// (receiver 'worker').
 // The coordinator opens the connection and shows the cluster secret in the
 // handshake (header CLUSTER_SECRET_HEADER); a node refuses a connection without it.
 // Identity: nodeId names the node's data folder (random, made on its first start,
@@ -137,8 +142,12 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * then, so one that had lost a slice left it out of a scan page or a load report without saying so.
  * 24: a worker's AppendOks of one turn to one node travel as one AppendOks entry of numbers ([slice, term, matchIndex,
  * commitIndex, sentAt, ...]), folded and split as KeepAlives are (replication-protocol.ts): a node of 23 would refuse
- * the entry (a map that is not KeepAlives) and close the link. */
-export const NODE_PROTOCOL_VERSION = 24;
+ * the entry (a map that is not KeepAlives) and close the link.
+ * 25: replication between slice nodes goes from worker thread to worker thread: a worker's replicas send to the
+ * worker of the slice on the peer node, on that worker's batch port (a Replicate frame there, from a node index, never
+ * from the coordinator; every entry's slice that worker's), not through either node's main thread; a node's main
+ * port takes Replicate frames from the coordinator only. */
+export const NODE_PROTOCOL_VERSION = 25;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -593,6 +602,8 @@ export type NodeFrameMessage =
 export type CoordinatorNodeFrame = Exclude<NodeFrameMessage, [typeof NodeFrame.Replicate, ...unknown[]]> | [typeof NodeFrame.Replicate, from: number, entries: DecodedReplicateEntry[]];
 /** A frame as a slice node decodes it (Replicate's messages as bytes). */
 export type NodeSideFrame = Exclude<NodeFrameMessage, [typeof NodeFrame.Replicate, ...unknown[]]> | [typeof NodeFrame.Replicate, from: number, entries: WireReplicateEntry[]];
+/** A frame as a worker's batch port decodes it: a router's Batch, or a peer's Replicate with every message decoded and checked. */
+export type WorkerSideFrame = Extract<NodeFrameMessage, [typeof NodeFrame.Batch, ...unknown[]]> | [typeof NodeFrame.Replicate, from: number, entries: DecodedReplicateEntry[]];
 
 /** Who receives a node frame: a node's main thread, a worker thread on its batch port, or a coordinator or router. */
 export type NodeFrameReceiver = 'node' | 'worker' | 'coordinator';
@@ -600,7 +611,7 @@ export type NodeFrameReceiver = 'node' | 'worker' | 'coordinator';
 /** The frame kinds each side receives. */
 const FRAMES_TO: Record<NodeFrameReceiver, ReadonlySet<number>> = {
   node: new Set([NodeFrame.Assign, NodeFrame.Batch, NodeFrame.Epoch, NodeFrame.Replicate]),
-  worker: new Set([NodeFrame.Batch]),
+  worker: new Set([NodeFrame.Batch, NodeFrame.Replicate]),
   coordinator: new Set([NodeFrame.Hello, NodeFrame.Assigned, NodeFrame.BatchReply, NodeFrame.BatchError, NodeFrame.Replicate]),
 };
 
@@ -800,7 +811,7 @@ export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiv
     fail(`Replicate: slice ${slice}: a replication message is not valid msgpack: ${(err as Error).message}`);
   }
   checkHopMessage(m, from, receiver, slice);
-  // KeepAlives and AppendOks travel as a map, which the node splits by worker and the worker into one message per
+  // KeepAlives and AppendOks travel as a map, which the sender splits by worker and the worker into one message per
   // slice before a replica sees it: as bytes they would reach a replica whole, which asserts that none does (a
   // peer's frame would stop the node).
   const type = (m as ReplicationMessage).type;
@@ -877,10 +888,11 @@ function checkAssignReplication(r: unknown, sliceCount: number): void {
 
 /** Checks size, decodes, and checks the whole shape of one frame that `receiver` may
  * get (kind, arity, every field's type and range). Throws MalformedFrame. */
-export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node' | 'worker'): NodeSideFrame;
+export function decodeNodeFrame(bytes: Uint8Array, receiver: 'node'): NodeSideFrame;
+export function decodeNodeFrame(bytes: Uint8Array, receiver: 'worker'): WorkerSideFrame;
 export function decodeNodeFrame(bytes: Uint8Array, receiver: 'coordinator'): CoordinatorNodeFrame;
-export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver): NodeSideFrame | CoordinatorNodeFrame;
-export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver): NodeSideFrame | CoordinatorNodeFrame {
+export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver): NodeSideFrame | WorkerSideFrame | CoordinatorNodeFrame;
+export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver): NodeSideFrame | WorkerSideFrame | CoordinatorNodeFrame {
   if (bytes.byteLength > INTERNAL_FRAME_BYTES_MAX) fail(`node frame of ${bytes.byteLength} bytes is over the limit`);
   let frame: unknown;
   try {
@@ -923,20 +935,22 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver):
     case NodeFrame.Replicate: {
       arity(3);
       const [, from, entries] = f;
-      assert(receiver !== 'worker', "FRAMES_TO keeps Replicate off a worker's batch port");
       if (!(from === COORDINATOR || isNodeIndex(from))) fail(`Replicate: the sender ${show(from)} is not a node index or ${COORDINATOR} (the coordinator)`);
+      // The coordinator's messages go through the node's main thread (its connection): a batch port takes peers' only.
+      if (receiver === 'worker' && from === COORDINATOR) fail("Replicate: a worker's batch port takes replication from peers only, not from the coordinator");
       if (!(Array.isArray(entries) && entries.length <= REPLICATION_FRAME_ENTRIES_MAX)) fail(`Replicate: entries is a list of at most ${REPLICATION_FRAME_ENTRIES_MAX} [slice, message]`);
       for (const e of entries as unknown[]) {
         if (!(Array.isArray(e) && e.length === 2 && isSlice(e[0]))) fail('Replicate: an entry is [slice, message]');
         const m = e[1];
-        // A message's bytes: decoded and checked here for the coordinator; a slice node's worker does it for its own.
+        // A message's bytes: decoded and checked here for the coordinator and a worker's batch port (the whole frame
+        // before any of it is used); the node's main thread hands the coordinator's to its worker, which does it.
         if (m instanceof Uint8Array) {
-          if (receiver === 'coordinator') e[1] = decodeReplicationMessage(m, from as number, receiver, e[0]);
+          if (receiver !== 'node') e[1] = decodeReplicationMessage(m, from as number, receiver === 'worker' ? 'node' : receiver, e[0]);
           continue;
         }
-        // Only KeepAlives and AppendOks travel as a message: the node splits them by worker.
+        // Only KeepAlives and AppendOks travel as a message: the sender's link splits them by the receiver's workers.
         if (!(isPlainObject(m) && FOLDED_MESSAGES.has(m.type as string))) fail(`Replicate: slice ${e[0]}: a message is its bytes (KeepAlives and AppendOks alone a map)`);
-        checkHopMessage(m, from as number, receiver, e[0]);
+        checkHopMessage(m, from as number, receiver === 'worker' ? 'node' : receiver, e[0]);
       }
       break;
     }
@@ -968,7 +982,7 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver):
       if (!(isUint(f[1]) && isErrorCode(f[2]) && typeof f[3] === 'string')) fail('BatchError is [kind, batchId, error code, message]');
       break;
   }
-  return f as NodeSideFrame | CoordinatorNodeFrame;
+  return f as NodeSideFrame | WorkerSideFrame | CoordinatorNodeFrame;
 }
 
 // ---- slice ops: what a worker thread executes ------------------------------

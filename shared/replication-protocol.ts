@@ -5,10 +5,11 @@
 // failover (coordinator/metadata/failover.ts) speak them; checkReplicationMessage
 // checks one whole, as a frame from the wire is checked before it is used. On the
 // wire each is bytes of its own (shared/protocol.ts, encodeReplicationMessage), which
-// a slice node's main thread passes between the wire and its workers undecoded; the
-// worker that takes one decodes and checks it (decodeReplicationMessage). KeepAlives
-// and AppendOks (one turn's KeepAlive or AppendOk messages to a node, folded into
-// numbers) alone travel as a message: the node's main thread splits them by worker.
+// a slice node's main thread passes between the coordinator and its workers undecoded;
+// the worker that takes one decodes and checks it (decodeReplicationMessage; a peer's,
+// which comes to the worker's batch port, with its frame). KeepAlives and AppendOks (one
+// turn's KeepAlive or AppendOk messages to a node, folded into numbers) alone travel as a
+// message: the sending worker's link splits them by the receiving node's workers.
 import { SLICE_COUNT_MAX } from './limits.js';
 
 /** One record of a slice's replicated log (slice-worker/replication/replica-record.ts makes and checks them). */

@@ -14,10 +14,17 @@
 // The batches read in one turn run at its end as one task (worker.ts runs one task
 // at a time, and this thread runs nothing else meanwhile); an answer held until its
 // records commit is sent when released (`held`).
+//
+// Replication (node protocol 25): the workers of peer nodes send this worker's replicas
+// their messages here too (peer-links.ts), as Replicate frames, each checked whole
+// (decodeNodeFrame decodes and checks every message, and refuses one from the
+// coordinator) and then handed to `replicate`, which checks the sender and the slices
+// (worker.ts) and hands them to the replicas at once: no hop through the node's main
+// thread. A frame refused closes its connection, as a bad batch does.
 import { WebSocketServer, type WebSocket } from 'ws';
 import { secretMatches } from '../shared/auth.js';
 import { INTERNAL_FRAME_BYTES_MAX } from '../shared/limits.js';
-import { CLUSTER_SECRET_HEADER, closeReason, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { CLUSTER_SECRET_HEADER, closeReason, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { readNodeFrame, sendBatchAnswer, sendNodeFrame } from './node-socket.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import type { ChunkAnswer } from './worker.js';
@@ -32,6 +39,8 @@ export interface BatchPortOptions {
   run: (chunks: Uint8Array[]) => ChunkAnswer[];
   /** Sends the answer of a held chunk to `send` once it is released. */
   held: (ticket: number, send: (results: Uint8Array) => void) => void;
+  /** Takes a peer's Replicate frame (checked whole); answers why it is refused (its connection is closed), or null. */
+  replicate: (from: number, entries: DecodedReplicateEntry[]) => string | null;
 }
 
 const logRefusal = sparseLog('refusals');
@@ -76,7 +85,11 @@ let queued: { ws: WebSocket; batchId: number; epoch: number; ops: Uint8Array }[]
 function onFrame(o: BatchPortOptions, ws: WebSocket, data: Buffer): void {
   const frame = readNodeFrame(ws, data, 'worker', refuse);
   if (frame === null) return;
-  if (frame[0] !== NodeFrame.Batch) return; // decodeNodeFrame('worker') takes Batch frames only
+  if (frame[0] === NodeFrame.Replicate) {
+    const problem = o.replicate(frame[1], frame[2]);
+    if (problem !== null) refuse(ws, problem);
+    return;
+  }
   const [, batchId, epoch, parts] = frame;
   if (parts.length !== 1 || parts[0][0] !== o.workerIndex) {
     return sendNodeFrame(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `a batch port takes batches of its own worker (${o.workerIndex}) only, in one part`]);

@@ -7,19 +7,18 @@
 // its connection and changes nothing. The node's epoch moves only on frames of
 // the coordinator's connection (the one whose Assign it took last), and only up.
 //
-// Replication (docs/replication.md): Replicate frames are routed between the
-// coordinator's connection, the links this node dials to its peers
-// (peer-links.ts) and the workers (workerOf in shared/hashing.ts picks the worker). What
-// the workers' replicas send is batched per destination per turn: one frame to
-// the coordinator, one to each peer; what comes in is handed on per worker per
-// turn, one message each. The main thread does not decode replication messages:
-// each travels as bytes of its own, which a worker encoded and a worker decodes
-// and checks (it names the connection of one that fails, which is closed); the
-// main thread reads a frame's [slice, bytes] entries and picks the worker by the
-// slice (KeepAlives and AppendOks alone it reads, to split them by worker). A Replicate frame from the coordinator
-// (from -1) is taken only on the coordinator's connection; one from a peer names
-// the peer's node index and is taken on any other connection that showed the
-// cluster secret. Messages for slices this node holds no replica of are dropped.
+// Replication (docs/replication.md): the workers send their peers' workers what their replicas have for them,
+// and take what those send, on links of their own and their batch ports (peer-links.ts, batch-port.ts; node
+// protocol 25): this thread is on the path of no write. It carries the coordinator's part only: Replicate frames
+// between the coordinator's connection and the workers (workerOf in shared/hashing.ts picks the worker). What the
+// workers' replicas send the coordinator is batched per turn, one frame; what comes from it is handed on per
+// worker per turn, one message each. The main thread does not decode replication messages: each travels as bytes
+// of its own, which a worker encoded and a worker decodes and checks (it names the connection of one that fails,
+// which is closed); the main thread reads a frame's [slice, bytes] entries and picks the worker by the slice. A
+// Replicate frame is taken from the coordinator (from -1) on the coordinator's connection only; a peer's (a node
+// index) is refused here: it goes to the worker's batch port. Messages for slices this node holds no replica of
+// are dropped. The node still greets a peer's workers with Hello on a connection that shows the cluster secret and
+// this node protocol: that names its workers' batch ports, and its closing tells them the node is gone.
 import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -44,11 +43,10 @@ import {
 } from '../shared/limits.js';
 import { openNodeIdentity, saveNodeIdentity, type NodeIdentity } from './node-identity.js';
 import { lockDataFolder } from './data-folder-lock.js';
-import { PeerLinks } from './peer-links.js';
 import { readNodeFrame, sendBatchAnswer, sendNodeFrame } from './node-socket.js';
 import { WorkerChannel, type IncomingReplication } from './worker-channel.js';
 import type { ReplicaControl } from './worker.js';
-import { APPEND_OK_NUMBERS, COORDINATOR, KEEPALIVE_NUMBERS } from '../shared/replication-protocol.js';
+import { COORDINATOR } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import {
@@ -64,7 +62,6 @@ import {
   RESULT_ERROR,
   SliceOp,
   type AssignReplication,
-  type FoldedMessage,
   type ReplicateEntry,
   type WireReplicateEntry,
 } from '../shared/protocol.js';
@@ -147,71 +144,43 @@ let nextConnection = 1;
 let replication: AssignReplication | null = null;
 /** Slices this node holds a replica of, with more than one replica: the ones whose messages it takes. */
 let replicatedSlices = new Set<number>();
-const peerLinks = new PeerLinks(clusterSecret, (line) => console.error(`keyslice slice node: ${line}`));
-/** Destination (COORDINATOR or a node index) -> what this turn's replicas sent it. */
-let outgoing = new Map<number, ReplicateEntry[]>();
+/** What this turn's replicas sent the coordinator (peers' messages go on the workers' own links). */
+let outgoing: ReplicateEntry[] = [];
 
-function queueReplication(to: number, slice: number, message: ReplicateEntry[1]): void {
-  if (outgoing.size === 0) setImmediate(sendReplication);
-  let list = outgoing.get(to);
-  if (list === undefined) outgoing.set(to, (list = []));
-  list.push([slice, message]);
+function queueReplication(to: number, slice: number, message: Uint8Array): void {
+  assert(to === COORDINATOR, `a worker sends the main thread what goes to the coordinator only, not to node ${to}`);
+  if (outgoing.length === 0) setImmediate(sendReplication);
+  outgoing.push([slice, message]);
 }
 
-/** One Replicate frame per destination per turn (more if it holds more entries than a frame may). */
+/** One Replicate frame to the coordinator per turn (more if it holds more entries than a frame may). */
 function sendReplication(): void {
-  const batches = outgoing;
-  outgoing = new Map();
+  const entries = outgoing;
+  outgoing = [];
   if (replication === null) return;
-  const self = replication.self;
-  for (const [to, entries] of batches) {
-    for (let i = 0; i < entries.length; i += REPLICATION_FRAME_ENTRIES_MAX) {
-      const frame = encodeNodeFrame([NodeFrame.Replicate, self, entries.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX)]);
-      if (to === COORDINATOR) {
-        // No coordinator connected: dropped; it asks again (its pings and elections repeat).
-        if (coordinatorConnection !== null && coordinatorConnection.readyState === coordinatorConnection.OPEN) coordinatorConnection.send(frame);
-      } else peerLinks.send(to, frame);
-    }
+  // No coordinator connected: dropped; it asks again (its pings and elections repeat).
+  if (coordinatorConnection === null || coordinatorConnection.readyState !== coordinatorConnection.OPEN) return;
+  for (let i = 0; i < entries.length; i += REPLICATION_FRAME_ENTRIES_MAX) {
+    coordinatorConnection.send(encodeNodeFrame([NodeFrame.Replicate, replication.self, entries.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX)]));
   }
 }
 
-/** Hands each entry of a Replicate frame to the worker of its slice: what one turn's frames hold for a worker
- * goes to it as one message (the answers of both followers of a slice often come in one turn). */
-function routeReplication(from: number, via: number, entries: WireReplicateEntry[]): void {
+/** Hands each entry of the coordinator's Replicate frame to the worker of its slice: what one turn's frames hold for
+ * a worker goes to it as one message. */
+function routeReplication(via: number, entries: WireReplicateEntry[]): void {
   for (const [slice, message] of entries) {
-    if (!(message instanceof Uint8Array)) {
-      routeFolded(from, message);
-      continue;
-    }
-    if (!replicatedSlices.has(slice)) continue; // not a replica here (any more, or not yet): the sender repeats if it matters
-    incomingFor(workerOf(slice, workerCount)).push([slice, from, message, via]);
+    // decodeNodeFrame takes no KeepAlives or AppendOks from the coordinator: a message from it is its bytes.
+    assert(message instanceof Uint8Array, 'the coordinator sends each replication message as its bytes');
+    if (!replicatedSlices.has(slice)) continue; // not a replica here (any more, or not yet): the coordinator repeats if it matters
+    const w = workerOf(slice, workerCount);
+    if (incoming.size === 0) setImmediate(deliverReplication);
+    let list = incoming.get(w);
+    if (list === undefined) incoming.set(w, (list = []));
+    list.push([slice, COORDINATOR, message, via]);
   }
 }
 
-/** A KeepAlives or AppendOks entry (one sender worker's keep-alives or acknowledgements of a turn, as numbers) split
- * into one per worker of this node: its slices are spread over this node's workers by this node's worker count,
- * which may differ from the sender's. */
-function routeFolded(from: number, { type, slices }: FoldedMessage): void {
-  const width = type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS;
-  const byWorker = new Map<number, number[]>();
-  for (let i = 0; i < slices.length; i += width) {
-    if (!replicatedSlices.has(slices[i])) continue;
-    const w = workerOf(slices[i], workerCount);
-    let list = byWorker.get(w);
-    if (list === undefined) byWorker.set(w, (list = []));
-    for (let k = 0; k < width; k++) list.push(slices[i + k]);
-  }
-  for (const [w, list] of byWorker) incomingFor(w).push([list[0], from, { type, slices: list }]);
-}
-
-function incomingFor(worker: number): IncomingReplication[] {
-  if (incoming.size === 0) setImmediate(deliverReplication);
-  let list = incoming.get(worker);
-  if (list === undefined) incoming.set(worker, (list = []));
-  return list;
-}
-
-/** Worker -> what the frames of this turn (from every peer and the coordinator) hold for it: one message each. */
+/** Worker -> what the coordinator's frames of this turn hold for it: one message each. */
 let incoming = new Map<number, IncomingReplication[]>();
 
 function deliverReplication(): void {
@@ -224,12 +193,14 @@ function deliverReplication(): void {
  * slice, self -1 and none: a worker that holds replicas read back from its disk (the node held them before a restart,
  * and they left its sets meanwhile) drops them; one that holds none runs exactly as before (R=1). */
 function controlsFor(next: AssignReplication | null, previous: AssignReplication | null): (ReplicaControl | null)[] {
-  if (next === null && previous === null) return workers.map(() => ({ self: -1, replicated: [] }));
+  if (next === null && previous === null) return workers.map(() => ({ self: -1, replicated: [], peers: [] }));
   const self = (next ?? previous)!.self;
-  return workers.map((_, w) => ({
-    self,
-    replicated: next === null ? [] : next.replicas.filter(([slice, nodes]) => nodes.length > 1 && workerOf(slice, workerCount) === w).map(([slice]) => slice),
-  }));
+  return workers.map((_, w) => {
+    const sets = next === null ? [] : next.replicas.filter(([slice, nodes]) => nodes.length > 1 && workerOf(slice, workerCount) === w);
+    // The worker's peers: the other nodes of its slices' sets, with the URL Assign names for each.
+    const nodes = new Set(sets.flatMap(([, set]) => set));
+    return { self, replicated: sets.map(([slice]) => slice), peers: next === null ? [] : next.peers.filter(([node]) => nodes.has(node)) };
+  });
 }
 
 /** The map epoch this node serves; batches of another epoch are refused. */
@@ -310,7 +281,6 @@ function onFrame(ws: WebSocket, via: number, data: Buffer): void {
       const controls = controlsFor(nextReplication, replication);
       replication = nextReplication;
       replicatedSlices = new Set(nextReplication === null ? [] : nextReplication.replicas.filter(([, nodes]) => nodes.length > 1).map(([slice]) => slice));
-      peerLinks.setPeers(nextReplication === null ? [] : nextReplication.peers.filter(([node]) => nextReplication.replicas.some(([, nodes]) => nodes.length > 1 && nodes.includes(node))));
       assign(newEpoch, sliceCount, slices, controls).then(
         () => sendNodeFrame(ws, [NodeFrame.Assigned, newEpoch]),
         (err) => die(`assignment failed: ${err instanceof Error ? err.message : err}`),
@@ -325,13 +295,11 @@ function onFrame(ws: WebSocket, via: number, data: Buffer): void {
     }
     case NodeFrame.Replicate: {
       const [, from, entries] = frame;
-      if (from === COORDINATOR && ws !== coordinatorConnection) return refuse(ws, 'a Replicate frame from the coordinator on a connection that did not assign this node its slices');
-      if (from !== COORDINATOR && ws === coordinatorConnection) return refuse(ws, `a Replicate frame from node ${from} on the coordinator's connection`);
+      // A peer's go to the worker of their slice, on its batch port (node protocol 25), never through this thread.
+      if (from !== COORDINATOR) return refuse(ws, `a Replicate frame from node ${from} on a node's own port; peers send to its workers' batch ports`);
+      if (ws !== coordinatorConnection) return refuse(ws, 'a Replicate frame from the coordinator on a connection that did not assign this node its slices');
       if (replication === null) return; // given no replicas (yet): nothing here to answer
-      if (from === replication.self) return refuse(ws, `a Replicate frame that says it comes from this node (${from})`);
-      // A node not among the peers of the latest Assign: its messages wait for the coordinator's word (dropped now).
-      if (from !== COORDINATOR && !replication.peers.some(([node]) => node === from)) return;
-      routeReplication(from, via, entries);
+      routeReplication(via, entries);
       return;
     }
     case NodeFrame.Batch: {
@@ -381,7 +349,7 @@ const server = new WebSocketServer({
     }
     const version = info.req.headers[NODE_PROTOCOL_HEADER];
     if (version !== undefined && version !== String(NODE_PROTOCOL_VERSION)) {
-      console.error(`keyslice slice node: refused a peer's replication link: it speaks node protocol ${String(version).slice(0, 20)}, this node ${NODE_PROTOCOL_VERSION}`);
+      console.error(`keyslice slice node: refused a peer worker's replication link: it speaks node protocol ${String(version).slice(0, 20)}, this node ${NODE_PROTOCOL_VERSION}`);
       return done(false, 400, `node protocol ${NODE_PROTOCOL_VERSION} expected`);
     }
     done(true);
@@ -447,7 +415,6 @@ let heartbeatTimer: NodeJS.Timeout | undefined;
 
 async function shutdown(): Promise<void> {
   clearTimeout(heartbeatTimer);
-  peerLinks.close();
   server.close();
   for (const ws of server.clients) ws.terminate();
   await Promise.all(workers.map((w) => w.destroy()));

@@ -1,95 +1,150 @@
-// A slice node's links to its peers, for replication (docs/replication.md): the
-// node dials each peer that its assignment names (the URL the coordinator's map
-// has for it), with the cluster secret, and sends only Replicate frames on that
-// link; the peer answers on its own link back, so nothing here waits for a reply.
-// The link names this node's protocol version (NODE_PROTOCOL_HEADER: a peer of
-// another version refuses it), and the peer greets with Hello, whose version must
-// be this node's before any frame is sent; anything else it sends on this link
-// breaks the protocol and the link is dropped and dialed again.
+// A worker thread's links to the workers of its peers, for replication (docs/replication.md, node protocol 25):
+// a worker's replicas send what they have for a peer node straight to the worker thread of the slice there, on
+// that worker's batch port (batch-port.ts), so that neither node's main thread is on the path of a write. To learn
+// where those are, the link dials the peer node's URL (the one Assign's peers name) with the cluster secret: the
+// peer greets with Hello, which names its worker count and each worker's batch port; the link then dials every one
+// of those ports on the peer's host, and is open once all are. The node connection stays open and sends nothing
+// more: it and the batch ports live and die together (a peer that restarts listens on new batch ports, and its
+// node connection closing is how the link learns it), one lost closes the rest, and the link dials again.
+// Both dials name this node's protocol version (NODE_PROTOCOL_HEADER: a peer of another version refuses them), and
+// the Hello's version must be this node's before any frame is sent; anything else the peer sends on either breaks
+// the protocol and the link is dropped and dialed again.
 //
-// Bounded and lossy by design: frames wait (up to PEER_LINK_QUEUE_BYTES_MAX) while
-// the link is being dialed or in the socket's buffer; past that, or to a peer that
-// cannot be reached they are dropped, since the replication core resends what was
-// not acknowledged (a leader's heartbeat) and the coordinator repeats its election.
-// A lost link is dialed again after a back-off that doubles up to a bound.
+// What a turn sends a peer node is split by the worker that owns each slice there (workerOf with the peer's worker
+// count), KeepAlives and AppendOks too, and goes as one Replicate frame per worker: the messages of one slice from
+// this worker all go on one socket, in the order they were sent.
+//
+// Bounded and lossy by design: entries wait (up to PEER_LINK_QUEUE_BYTES_MAX) while the link is being dialed or in
+// a socket's buffer; past that, or to a peer that cannot be reached, they are dropped, since the replication core
+// resends what was not acknowledged (a leader's heartbeat) and the coordinator repeats its election. A lost link is
+// dialed again after a back-off that doubles up to a bound.
 import WebSocket from 'ws';
+import { workerOf } from '../shared/hashing.js';
 import {
   INTERNAL_FRAME_BYTES_MAX,
   NODE_CONNECT_TIMEOUT_MS,
   NODE_RECONNECT_DELAY_MS_MAX,
   NODE_RECONNECT_DELAY_MS_MIN,
   PEER_LINK_QUEUE_BYTES_MAX,
+  REPLICATION_FRAME_ENTRIES_MAX,
 } from '../shared/limits.js';
-import { CLUSTER_SECRET_HEADER, decodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type WireReplicateEntry } from '../shared/protocol.js';
+import { APPEND_OK_NUMBERS, KEEPALIVE_NUMBERS } from '../shared/replication-protocol.js';
 import { backoffMs } from '../shared/timeout.js';
 
+/** What an entry counts against the queue's bound: a message's bytes, or 8 bytes a number. */
+const entryBytes = ([, m]: WireReplicateEntry): number => (m instanceof Uint8Array ? m.byteLength : m.slices.length * 8);
+
+function dial(url: string, secret: string): WebSocket {
+  const ws = new WebSocket(url, {
+    maxPayload: INTERNAL_FRAME_BYTES_MAX,
+    handshakeTimeout: NODE_CONNECT_TIMEOUT_MS,
+    headers: { [CLUSTER_SECRET_HEADER]: secret, [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) },
+    generateMask: () => {}, // as the coordinator's links: ours end to end, with the cluster secret
+  });
+  ws.binaryType = 'nodebuffer';
+  ws.on('error', () => {}); // 'close' follows and handles it
+  return ws;
+}
+
+/** Splits a turn's entries for a node of `workers` workers by the worker that owns each slice there. */
+function byWorker(entries: WireReplicateEntry[], workers: number): Map<number, WireReplicateEntry[]> {
+  const out = new Map<number, WireReplicateEntry[]>();
+  if (workers === 1) return out.set(0, entries);
+  const listOf = (w: number) => {
+    let list = out.get(w);
+    if (list === undefined) out.set(w, (list = []));
+    return list;
+  };
+  for (const e of entries) {
+    const [slice, m] = e;
+    if (m instanceof Uint8Array) {
+      listOf(workerOf(slice, workers)).push(e);
+      continue;
+    }
+    // KeepAlives or AppendOks: one entry of numbers per worker.
+    const width = m.type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS;
+    const parts = new Map<number, number[]>();
+    for (let i = 0; i < m.slices.length; i += width) {
+      const w = workerOf(m.slices[i], workers);
+      let part = parts.get(w);
+      if (part === undefined) parts.set(w, (part = []));
+      for (let k = 0; k < width; k++) part.push(m.slices[i + k]);
+    }
+    for (const [w, slices] of parts) listOf(w).push([slices[0], { type: m.type, slices }]);
+  }
+  return out;
+}
+
 class PeerLink {
+  /** The connection to the peer node (its Hello), while dialed or open; null while waiting to dial again. */
   private ws: WebSocket | null = null;
+  /** The sockets to the peer's workers' batch ports, by worker, once its Hello came. */
+  private sockets: WebSocket[] | null = null;
+  /** Every batch port is open: frames go out at once. */
   private open = false;
-  private queue: Buffer[] = [];
+  private queue: WireReplicateEntry[] = [];
   private queuedBytes = 0;
   /** Dials that failed since the peer last greeted: the next waits backoffMs of it (NODE_RECONNECT_DELAY_MS_*). */
   private failures = 0;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private lastProblem = '';
-  /** Frames dropped (a count, for the curious; the core resends what matters). */
+  /** Entries or frames dropped (a count, for the curious; the core resends what matters). */
   dropped = 0;
 
   constructor(
     readonly node: number,
     readonly url: string,
     private readonly secret: string,
+    private readonly self: number,
     private readonly log: (line: string) => void,
   ) {
     this.connect();
   }
 
-  send(frame: Buffer): void {
-    if (this.open) {
-      // A socket that holds the bound already: the peer is not keeping up, and the core resends.
-      if (this.ws!.bufferedAmount + frame.length <= PEER_LINK_QUEUE_BYTES_MAX) this.ws!.send(frame);
-      else this.dropped++;
-      return;
+  /** A turn's entries for this peer node. */
+  send(entries: WireReplicateEntry[]): void {
+    if (this.open) return this.sendNow(entries);
+    // Dialing: the first entries of a link wait for it, within the bound.
+    for (const e of entries) {
+      const size = entryBytes(e);
+      if (this.ws !== null && this.queuedBytes + size <= PEER_LINK_QUEUE_BYTES_MAX) {
+        this.queue.push(e);
+        this.queuedBytes += size;
+      } else this.dropped++;
     }
-    // Dialing: the first frames of a link wait for it, within the bound.
-    if (this.ws !== null && this.queuedBytes + frame.length <= PEER_LINK_QUEUE_BYTES_MAX) {
-      this.queue.push(frame);
-      this.queuedBytes += frame.length;
-      return;
-    }
-    this.dropped++;
   }
 
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
     this.ws?.terminate();
-    this.ws = null;
+    this.lost(this.ws);
+  }
+
+  private sendNow(entries: WireReplicateEntry[]): void {
+    const sockets = this.sockets!;
+    // The bound holds for the link, all its sockets together, as for the entries that wait while it is dialed.
+    let buffered = 0;
+    for (const s of sockets) buffered += s.bufferedAmount;
+    for (const [w, list] of byWorker(entries, sockets.length)) {
+      for (let i = 0; i < list.length; i += REPLICATION_FRAME_ENTRIES_MAX) {
+        const frame = encodeNodeFrame([NodeFrame.Replicate, this.self, list.length <= REPLICATION_FRAME_ENTRIES_MAX ? list : list.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX)]);
+        // Sockets that hold the bound already: the peer's workers are not keeping up, and the core resends.
+        if (buffered + frame.length <= PEER_LINK_QUEUE_BYTES_MAX) {
+          sockets[w].send(frame);
+          buffered += frame.length;
+        } else this.dropped++;
+      }
+    }
   }
 
   private connect(): void {
     this.timer = undefined;
     if (this.closed) return;
-    const ws = new WebSocket(this.url, {
-      maxPayload: INTERNAL_FRAME_BYTES_MAX,
-      handshakeTimeout: NODE_CONNECT_TIMEOUT_MS,
-      headers: { [CLUSTER_SECRET_HEADER]: this.secret, [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) },
-      generateMask: () => {}, // as the coordinator's links: ours end to end, with the cluster secret
-    });
+    const ws = dial(this.url, this.secret);
     this.ws = ws;
-    ws.binaryType = 'nodebuffer';
-    // Frames wait for the peer's Hello, not only for the socket's open: a peer of another protocol version (one
-    // that does not check NODE_PROTOCOL_HEADER) must get none of them.
-    const greeted = () => {
-      this.open = true;
-      this.failures = 0;
-      this.lastProblem = '';
-      const queued = this.queue;
-      this.queue = [];
-      this.queuedBytes = 0;
-      for (const f of queued) ws.send(f);
-    };
     ws.on('unexpected-response', (_req, res) => {
       this.problem(`peer ${this.node} at ${this.url} refused the link (HTTP ${res.statusCode}${res.statusCode === 401 ? ': the cluster secrets differ' : res.statusCode === 400 ? ': it speaks another node protocol version' : ''})`);
       ws.terminate();
@@ -97,9 +152,9 @@ class PeerLink {
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       let problem: string;
       try {
-        // decodeNodeFrame refuses a Hello of another protocol version, naming both.
+        // decodeNodeFrame refuses a Hello of another protocol version, naming both, and checks the ports whole.
         const frame = isBinary ? decodeNodeFrame(data, 'coordinator') : undefined;
-        if (frame?.[0] === NodeFrame.Hello && !this.open) return greeted(); // its greeting; it answers on its own link
+        if (frame?.[0] === NodeFrame.Hello && this.sockets === null && this.ws === ws) return this.dialWorkers(ws, frame[5]);
         problem = 'sent something other than one Hello on a replication link';
       } catch (err) {
         problem = `sent a frame this node refuses (${(err as Error).message})`;
@@ -107,18 +162,59 @@ class PeerLink {
       this.problem(`peer ${this.node} at ${this.url} ${problem}; dialing again`);
       ws.terminate();
     });
-    ws.on('error', () => {}); // 'close' follows and handles it
-    ws.on('close', () => {
-      if (this.ws !== ws) return;
-      this.ws = null;
-      this.open = false;
-      this.dropped += this.queue.length;
-      this.queue = [];
-      this.queuedBytes = 0;
-      if (this.closed) return;
-      this.timer = setTimeout(() => this.connect(), backoffMs(this.failures++, NODE_RECONNECT_DELAY_MS_MIN, NODE_RECONNECT_DELAY_MS_MAX));
-      this.timer.unref();
+    ws.on('close', () => this.lost(ws));
+  }
+
+  /** The peer's Hello came on `ws`: dials each of its workers' batch ports (on the host this link reaches it at;
+   * URL.hostname keeps an IPv6 address's brackets). Frames go out once all are open. */
+  private dialWorkers(ws: WebSocket, ports: number[]): void {
+    const host = new URL(this.url).hostname;
+    let open = 0;
+    this.sockets = ports.map((port, w) => {
+      const s = dial(`ws://${host}:${port}`, this.secret);
+      s.on('open', () => {
+        if (++open === ports.length && this.ws === ws) this.opened();
+      });
+      s.on('unexpected-response', (_req, res) => {
+        this.problem(`worker ${w} of peer ${this.node} (port ${port}) refused the link (HTTP ${res.statusCode})`);
+        s.terminate();
+      });
+      // A batch port answers only batches, which a replication link never sends.
+      s.on('message', () => {
+        this.problem(`worker ${w} of peer ${this.node} sent a frame on a replication link; dialing again`);
+        s.terminate();
+      });
+      s.on('close', (code, reason) => {
+        if (code === 1008) this.problem(`worker ${w} of peer ${this.node} closed the link: ${reason.toString()}`);
+        if (this.ws === ws) ws.terminate(); // one lost: the rest go, and the link dials again
+      });
+      return s;
     });
+  }
+
+  private opened(): void {
+    this.open = true;
+    this.failures = 0;
+    this.lastProblem = '';
+    const queued = this.queue;
+    this.queue = [];
+    this.queuedBytes = 0;
+    if (queued.length > 0) this.sendNow(queued);
+  }
+
+  /** The node connection `ws` closed (or the link is closed): its batch ports go too, and what waited is dropped. */
+  private lost(ws: WebSocket | null): void {
+    if (this.ws !== ws || ws === null) return;
+    this.ws = null;
+    this.open = false;
+    for (const s of this.sockets ?? []) s.terminate();
+    this.sockets = null;
+    this.dropped += this.queue.length;
+    this.queue = [];
+    this.queuedBytes = 0;
+    if (this.closed) return;
+    this.timer = setTimeout(() => this.connect(), backoffMs(this.failures++, NODE_RECONNECT_DELAY_MS_MIN, NODE_RECONNECT_DELAY_MS_MAX));
+    this.timer.unref();
   }
 
   private problem(line: string): void {
@@ -127,12 +223,14 @@ class PeerLink {
   }
 }
 
-/** The node's links to its peers, by node index. */
+/** A worker's links to its replicas' peer nodes, by node index. `self`: this node's index in the map (the sender of
+ * every frame). */
 export class PeerLinks {
   private readonly links = new Map<number, PeerLink>();
 
   constructor(
     private readonly secret: string,
+    private readonly self: number,
     private readonly log: (line: string) => void,
   ) {}
 
@@ -145,12 +243,13 @@ export class PeerLinks {
         this.links.delete(node);
       }
     }
-    for (const [node, url] of want) if (!this.links.has(node)) this.links.set(node, new PeerLink(node, url, this.secret, this.log));
+    for (const [node, url] of want) if (!this.links.has(node)) this.links.set(node, new PeerLink(node, url, this.secret, this.self, this.log));
   }
 
-  /** Sends one encoded Replicate frame to `node`; dropped if it is not a peer or cannot be reached. */
-  send(node: number, frame: Buffer): void {
-    this.links.get(node)?.send(frame);
+  /** Sends a turn's entries for `node` (messages' bytes, KeepAlives, AppendOks) to its workers; dropped if it is not
+   * a peer or cannot be reached. */
+  send(node: number, entries: WireReplicateEntry[]): void {
+    this.links.get(node)?.send(entries);
   }
 
   close(): void {

@@ -9,9 +9,10 @@
 // showed at one request in flight: a round trip to an idle thread took 101 µs
 // through piscina against 63 µs by postMessage (bench/hop-floor.ts, bench/PROFILE.md).
 //
-// Replication: a MessagePort, given to the worker at open, carries replication
-// messages both ways and the answers the worker held until their records were
-// committed (worker.ts), one message per turn of the worker. A task's chunk
+// Replication: a MessagePort, given to the worker at open, carries the coordinator's
+// replication messages both ways (peers' go between the workers directly, node
+// protocol 25: peer-links.ts, batch-port.ts) and the answers the worker held until
+// their records were committed (worker.ts), one message per turn of the worker. A task's chunk
 // answered {held: ticket} resolves when [ticket, bytes] comes on the port, so
 // the worker runs the next tasks meanwhile. Messages for the worker wait while
 // an assignment that changes its replicated slices is queued or running, so
@@ -55,9 +56,9 @@ export class WorkerChannel {
   constructor(
     config: WorkerConfig,
     private readonly onFailure: (err: unknown) => void,
-    /** What the worker's replicas send, a message at a time: its bytes (a view of the buffer the worker transferred),
-     * or KeepAlives or AppendOks. */
-    private readonly onReplication: (slice: number, to: number, message: Uint8Array | ReplicationMessage) => void = () => {},
+    /** What the worker's replicas send the coordinator, a message at a time: its bytes (a view of the buffer the
+     * worker transferred). What they send peers goes on the worker's own links (peer-links.ts). */
+    private readonly onReplication: (slice: number, to: number, message: Uint8Array) => void = () => {},
     /** The worker refused a message that came on connection `via` (it failed its check): why. */
     private readonly onRefused: (via: number, why: string) => void = () => {},
   ) {
@@ -149,9 +150,8 @@ export class WorkerChannel {
     this.port.postMessage([ranges, bytes, messages] satisfies NodePortMessage, bytes === null ? [] : [bytes.buffer as ArrayBuffer]);
   }
 
-  private fromWorker([ranges, bytes, messages, answers, refused]: WorkerPortMessage): void {
+  private fromWorker([ranges, bytes, answers, refused]: WorkerPortMessage): void {
     for (let i = 0; i < ranges.length; i += OUT_RANGE) this.onReplication(ranges[i], ranges[i + 1], bytes!.subarray(ranges[i + 2], ranges[i + 3]));
-    for (const [slice, to, message] of messages) this.onReplication(slice, to, message);
     for (const [via, why] of refused) this.onRefused(via, why);
     for (const [ticket, bytes] of answers) {
       const resolve = this.held.get(ticket);

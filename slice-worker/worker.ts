@@ -16,10 +16,12 @@
 // slice's commit index reaches the slice's last index as of that task (a write:
 // its own record; a read: what it saw, and only while the leader holds its lease,
 // else after REPLICA_LEASE_WAIT_MS it answers Unavailable, not applied; neither longer than REPLICA_COMMIT_WAIT_MS:
-// then a write answers Unavailable, outcome unknown, a read Unavailable, not applied), later, through the node's MessagePort
-// ({held: ticket} now, [ticket, bytes] then), so that the next tasks run
-// meanwhile. What the replicas send and the answers released in one turn go to
-// the node as one message at the end of the turn. Deposed first: those ops
+// then a write answers Unavailable, outcome unknown, a read Unavailable, not applied), later, on the batch port it
+// came on or through the node's MessagePort ({held: ticket} now, [ticket, bytes] then), so that the next tasks run
+// meanwhile. What the replicas send in one turn goes out at the end of the turn: to each peer node's workers
+// straight from this thread (peer-links.ts: a frame per worker there), and, with the answers released, to the
+// node's main thread as one message for what goes to the coordinator. Peers' workers send this worker's replicas
+// their messages on its batch port (onPeerFrame), never through the node's main thread. Deposed first: those ops
 // answer Unavailable, outcome unknown (a router sends them again: a write's request id
 // makes a second copy answer, not apply, docs/replication.md). Slices of one replica (R=1) take exactly
 // the path they took before. An eventually consistent read (ReplicaGet, ReplicaRange)
@@ -49,11 +51,13 @@ import {
   RESULT_ERROR,
   SliceOp,
   sliceSetHas,
+  type DecodedReplicateEntry,
   type Effect,
   type SliceOpMessage,
+  type WireReplicateEntry,
   type SliceOpResult,
 } from '../shared/protocol.js';
-import { APPEND_OK_NUMBERS, KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { APPEND_OK_NUMBERS, COORDINATOR, KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
@@ -64,6 +68,8 @@ import { SliceReplicas } from './replication/slice-replicas.js';
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
 import { describeCuts, WriteAheadLog } from './wal.js';
 import { openBatchPort } from './batch-port.js';
+import { PeerLinks } from './peer-links.js';
+import { workerOf } from '../shared/hashing.js';
 import { IN_RANGE, OUT_RANGE } from './worker-channel.js';
 import { sparseLog } from '../shared/sparse-log.js';
 
@@ -81,12 +87,15 @@ export interface WorkerConfig {
   epoch: BigInt64Array;
 }
 
-/** What the node tells a worker with its assignment: this node's index in the map and the worker's
- * slices whose replica set has more than one node (null: R=1, none). Self -1: the node holds no replica
- * (and has held none since it started): nothing to open, and replicas read back from disk are dropped. */
+/** What the node tells a worker with its assignment: this node's index in the map, the worker's
+ * slices whose replica set has more than one node (null: R=1, none), and the other nodes of those sets with the
+ * URL to dial each at (Assign's peers): this worker's links go to them, and it takes frames from them only.
+ * Self -1: the node holds no replica (and has held none since it started): nothing to open, and replicas read
+ * back from disk are dropped. */
 export interface ReplicaControl {
   self: number;
   replicated: number[];
+  peers: [node: number, url: string][];
 }
 
 /** `trusted[i]`: chunk i comes from the node itself (its assignment), not from a Batch frame;
@@ -99,22 +108,20 @@ export type WorkerTask =
 export type ChunkOutcome = Uint8Array | string;
 /** A task's answer for a chunk: its outcome, or a ticket whose answer comes on the port once committed. */
 export type ChunkAnswer = ChunkOutcome | { held: number };
-/** Worker -> node on the port, once per turn: what the replicas sent, each message encoded (bytes start..end of
- * `bytes`, which is transferred: the node frames them without decoding them; where, in `ranges`, OUT_RANGE numbers a
- * message: [slice, to, start, end, ...]) but KeepAlives and AppendOks (`messages`: this worker folds
- * them, fold()); held answers now committed (their bytes transferred); and the connections whose messages failed
- * their check, with why (the node closes them, as it closes one whose frame fails its check). A turn sends about a
- * message per slice it wrote: one flat list of numbers costs the port's copy far less than an array per message. */
+/** Worker -> node on the port, once per turn: what the replicas sent the coordinator, each message encoded (bytes
+ * start..end of `bytes`, which is transferred: the node frames them without decoding them; where, in `ranges`,
+ * OUT_RANGE numbers a message: [slice, to, start, end, ...]); held answers now committed (their bytes transferred);
+ * and the connections whose messages failed their check, with why (the node closes them, as it closes one whose
+ * frame fails its check). */
 export type WorkerPortMessage = [
   ranges: number[],
   bytes: Uint8Array | null,
-  messages: [slice: number, to: number, message: ReplicationMessage][],
   answers: [ticket: number, results: Uint8Array][],
   refused: [via: number, why: string][],
 ];
-/** Node -> worker on the port: messages for this worker's replicas, each as bytes start..end of `bytes` (not checked
- * yet; `via` names the connection it came on; in `ranges`, IN_RANGE numbers a message: [slice, from, via, start, end,
- * ...]), or a message the node checked (`messages`: KeepAlives, AppendOks, which it split by worker). */
+/** Node -> worker on the port: the coordinator's messages for this worker's replicas, each as bytes start..end of
+ * `bytes` (not checked yet; `via` names the connection it came on; in `ranges`, IN_RANGE numbers a message: [slice,
+ * from, via, start, end, ...]), or a message already checked (`messages`). Peers' messages come on the batch port. */
 export type NodePortMessage = [
   ranges: number[],
   bytes: Uint8Array | null,
@@ -143,6 +150,9 @@ let replicaLog: ReplicaLog | null = null;
 let replicas: SliceReplicas | null = null;
 /** This worker's slices whose replica set has more than one node. */
 let replicated = new Set<number>();
+/** This worker's links to the workers of its replicas' peer nodes, and those nodes (the ones whose frames it takes). */
+let links: PeerLinks | null = null;
+let peerNodes = new Set<number>();
 const replicaDir = join(config.dataDir, 'replicas');
 /** Holds this node's index in the map once it was given replicated slices: the replica log is opened at start then. */
 const selfFile = join(replicaDir, 'self.json');
@@ -187,6 +197,7 @@ function openReplicas(self: number): string {
   replicaSelf = self;
   const opened = ReplicaLog.open(replicaDir, config.durability);
   replicaLog = opened.log;
+  links = new PeerLinks(config.clusterSecret, self, (line) => console.error(`keyslice slice node: worker ${config.workerIndex}: ${line}`));
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
     outbox.push([slice, to, message]);
     queuePortFlush();
@@ -224,8 +235,9 @@ function queuePortFlush(): void {
   setImmediate(flushPort);
 }
 
-/** What the replicas sent in one turn, and the answers it released, go to the node in one message; it
- * batches the messages per destination. */
+/** What the replicas sent in one turn goes out at its end: a peer node's part on this worker's link to it (one frame
+ * per worker there), the coordinator's part and the answers the turn released to the node in one message (it frames
+ * the coordinator's). */
 function flushPort(): void {
   portFlushQueued = false;
   const out = fold(outbox);
@@ -235,14 +247,20 @@ function flushPort(): void {
   answers = [];
   refused = [];
   if (out.length === 0 && released.length === 0 && refusals.length === 0) return;
-  // Each message encoded here, into one buffer for the turn, so that the node's main thread only frames them.
-  const messages: WorkerPortMessage[2] = [];
+  // Each message encoded here: a peer's framed on its link, the coordinator's into one buffer for the turn, so that
+  // the node's main thread only frames them.
   const encoded: Uint8Array[] = [];
   const where: number[] = [];
+  let toPeers: Map<number, WireReplicateEntry[]> | null = null;
   let size = 0;
   for (const [slice, to, m] of out) {
-    if (isFoldedMessage(m)) messages.push([slice, to, m]);
-    else {
+    if (to !== COORDINATOR) {
+      toPeers ??= new Map();
+      let list = toPeers.get(to);
+      if (list === undefined) toPeers.set(to, (list = []));
+      list.push([slice, isFoldedMessage(m) ? m : encodeReplicationMessage(m)]);
+    } else {
+      assert(!isFoldedMessage(m), 'KeepAlives and AppendOks go to followers and leaders, never to the coordinator');
       // (Each view of msgpackr's buffer stays whole until copied below: it packs on past it, or into a new buffer.)
       const b = encodeReplicationMessage(m);
       where.push(slice, to, size, size + b.byteLength);
@@ -261,7 +279,12 @@ function flushPort(): void {
     }
     transfer.push(bytes.buffer as ArrayBuffer);
   }
-  port?.postMessage([where, bytes, messages, released, refusals] satisfies WorkerPortMessage, transfer);
+  // Each link frames (copies) them at once, or holds them while it is dialed (the buffers they view are never
+  // written again: encodeReplicationMessage packs past them, or into a new buffer).
+  for (const [to, entries] of toPeers ?? []) links!.send(to, entries);
+  if (where.length > 0 || released.length > 0 || refusals.length > 0) {
+    port?.postMessage([where, bytes, released, refusals] satisfies WorkerPortMessage, transfer);
+  }
 }
 
 /** The KeepAlives of a turn (every leader of this worker sends them in the same tick: Replica.tick) go to each
@@ -304,6 +327,43 @@ function foldedList(folded: Map<number, number[]>, to: number, type: 'KeepAlives
   return slices;
 }
 
+/** A Replicate frame from a peer's worker on this worker's batch port, decoded and checked whole (decodeNodeFrame):
+ * taken only from a peer of this worker's replicas and only if every slice it names is this worker's (a frame
+ * meant for another worker breaks the protocol: why, and the batch port closes its connection); messages for a
+ * slice not replicated here (any more, or not yet: this worker has not taken the assignment that lists it) are
+ * dropped, and the sender sends them again after its wait if they still matter. */
+function onPeerFrame(from: number, entries: DecodedReplicateEntry[]): string | null {
+  if (replicas === null) return null; // not given replicated slices yet: nothing here answers
+  if (from === replicaSelf) return `a Replicate frame that says it comes from this node (${from})`;
+  // A node not among the peers of the latest assignment: its messages wait for the coordinator's word (dropped now).
+  if (!peerNodes.has(from)) return null;
+  for (const [slice, m] of entries) {
+    if (isFoldedMessage(m)) {
+      const width = m.type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS;
+      for (let i = 0; i < m.slices.length; i += width) if (!isMine(m.slices[i])) return `a Replicate frame names slice ${m.slices[i]}, which is not worker ${config.workerIndex}'s`;
+    } else if (!isMine(slice)) return `a Replicate frame names slice ${slice}, which is not worker ${config.workerIndex}'s`;
+  }
+  for (const [slice, m] of entries) receive(slice, from, m);
+  return null;
+}
+
+const isMine = (slice: number) => workerOf(slice, config.workerCount) === config.workerIndex;
+
+/** Hands one checked message to the replica of its slice (KeepAlives and AppendOks to each of theirs). */
+function receive(slice: number, from: number, message: ReplicationMessage): void {
+  if (message.type === 'KeepAlives') {
+    const s = message.slices;
+    for (let i = 0; i < s.length; i += KEEPALIVE_NUMBERS) {
+      if (replicated.has(s[i])) replicas!.receive(s[i], from, { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2], sentAt: s[i + 3], leased: s[i + 4] === 1 });
+    }
+  } else if (message.type === 'AppendOks') {
+    const s = message.slices;
+    for (let i = 0; i < s.length; i += APPEND_OK_NUMBERS) {
+      if (replicated.has(s[i])) replicas!.receive(s[i], from, { type: 'AppendOk', term: s[i + 1], matchIndex: s[i + 2], commitIndex: s[i + 3], sentAt: s[i + 4] });
+    }
+  } else if (replicated.has(slice)) replicas!.receive(slice, from, message);
+}
+
 function onPortMessage([ranges, bytes, messages]: NodePortMessage): void {
   if (replicas === null) return; // not given replicated slices yet: nothing here answers
   for (let i = 0; i < ranges.length; i += IN_RANGE) {
@@ -324,19 +384,7 @@ function onPortMessage([ranges, bytes, messages]: NodePortMessage): void {
     }
     replicas.receive(slice, from, message);
   }
-  for (const [slice, from, message] of messages) {
-    if (message.type === 'KeepAlives') {
-      const s = message.slices;
-      for (let i = 0; i < s.length; i += KEEPALIVE_NUMBERS) {
-        if (replicated.has(s[i])) replicas.receive(s[i], from, { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2], sentAt: s[i + 3], leased: s[i + 4] === 1 });
-      }
-    } else if (message.type === 'AppendOks') {
-      const s = message.slices;
-      for (let i = 0; i < s.length; i += APPEND_OK_NUMBERS) {
-        if (replicated.has(s[i])) replicas.receive(s[i], from, { type: 'AppendOk', term: s[i + 1], matchIndex: s[i + 2], commitIndex: s[i + 3], sentAt: s[i + 4] });
-      }
-    } else if (replicated.has(slice)) replicas.receive(slice, from, message);
-  }
+  for (const [slice, from, message] of messages) receive(slice, from, message);
 }
 
 /** Takes the node's replication settings; answers the slices whose replicas it made resign. */
@@ -348,9 +396,11 @@ function takeControl(c: ReplicaControl): number[] {
     const cuts = openReplicas(c.self);
     if (cuts !== '') console.log(`keyslice slice node: worker ${config.workerIndex}: replica log: ${cuts}`);
   }
-  assert(c.self < 0 ? c.replicated.length === 0 : replicaSelf === c.self, `a node's index in the map does not change (was ${replicaSelf}, now ${c.self})`);
+  assert(c.self < 0 ? c.replicated.length === 0 && c.peers.length === 0 : replicaSelf === c.self, `a node's index in the map does not change (was ${replicaSelf}, now ${c.self})`);
   const before = replicated;
   replicated = new Set(c.replicated);
+  peerNodes = new Set(c.peers.map(([node]) => node));
+  links!.setPeers(c.peers);
   dropCheck = true;
   // A slice no longer replicated here: its replica stops leading (it hears nothing for the slice any more), and
   // what waited on it gets no commit from this worker.
@@ -615,6 +665,7 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
     workerIndex: config.workerIndex,
     epochNow: () => Number(Atomics.load(config.epoch, 0)),
     run: (chunks) => runBatches(chunks, chunks.map(() => false), chunks.map(() => null)),
+    replicate: onPeerFrame,
     held: (ticket, send) => {
       // Released only by a commit, a lease or the tick (commitTimeouts), which come in later turns than the task that held it.
       assert(!heldOnBatchPort.has(ticket) && !answers.some(([t]) => t === ticket), `ticket ${ticket} is held once, and is still held`);

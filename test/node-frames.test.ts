@@ -41,9 +41,10 @@ describe('node frames', () => {
       expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, ports], 'coordinator'), JSON.stringify(ports)).toThrow(/batch ports/);
     }
     expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null], 'coordinator')).toThrow(/has 5 fields, got 4/);
-    // A worker's batch port takes Batch frames only.
+    // A worker's batch port takes Batch frames (routers') and Replicate frames (peers' workers', node protocol 25) only.
     expect(frame([NodeFrame.Batch, 1, 2, [[0, Buffer.from([0x90])]]], 'worker')).toHaveLength(4);
-    for (const kind of [NodeFrame.Assign, NodeFrame.Epoch, NodeFrame.Replicate, NodeFrame.Hello, NodeFrame.BatchReply]) {
+    expect(frame([NodeFrame.Replicate, 1, []], 'worker')).toEqual([NodeFrame.Replicate, 1, []]);
+    for (const kind of [NodeFrame.Assign, NodeFrame.Epoch, NodeFrame.Hello, NodeFrame.BatchReply]) {
       expect(() => frame([kind, 1], 'worker')).toThrow(/not one a worker's batch port receives/);
     }
     const ops = Buffer.from([0x90]);
@@ -101,9 +102,19 @@ describe('node frames', () => {
     const ok = [NodeFrame.Replicate, 2, [[8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1, sentAt: 12 }], [4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 12, 1, 5, 2, 7, 12, 0] }], [5, appendOks]]];
     const atNode = receive(ok, 'node');
     expect(atNode).toHaveLength(3);
-    // A slice node's main thread gets each message as its bytes (KeepAlives and AppendOks alone decoded: it splits them by worker).
+    // A slice node's main thread gets each message as its bytes (KeepAlives and AppendOks alone decoded).
     expect((atNode[2] as unknown[][]).map(([, m]) => m instanceof Uint8Array)).toEqual([true, true, true, false, false]);
     expect((atNode[2] as unknown[][])[4][1]).toEqual(appendOks);
+    // A worker's batch port (a peer's worker sends there, node protocol 25) decodes and checks every message with the
+    // frame, before any is used; it takes none from the coordinator (its messages come through the node's main thread).
+    const atWorker = frame(wire(ok), 'worker');
+    expect((atWorker[2] as [number, { type: string }][]).map(([slice, m]) => [slice, m.type])).toEqual([[8, 'Append'], [9, 'AppendOk'], [4, 'KeepAliveOk'], [3, 'KeepAlives'], [5, 'AppendOks']]);
+    const decoded = (atWorker[2] as unknown[][])[0][1] as typeof append;
+    expect({ ...decoded, records: decoded.records.map((r) => ({ ...r, payload: [...r.payload] })) }).toEqual({ ...append, records: [{ ...append.records[0], payload: [1] }] });
+    expect(() => frame(wire([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }]]]), 'worker')).toThrow(/batch port takes replication from peers only/);
+    expect(() => frame(wire([NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }]]]), 'worker')).toThrow(/slice 7: Ping is not sent from one replica to another/);
+    expect(() => frame([NodeFrame.Replicate, 2, [[8, Buffer.from([0x92, 0x01])]]], 'worker')).toThrow(/slice 8: a replication message is not valid msgpack/);
+    expect(() => frame([NodeFrame.Replicate, 2, [[8, Buffer.from(encodeReplicationMessage({ type: 'KeepAlives', slices: [8, 2, 0, 0, 0] }))]]], 'worker')).toThrow(/KeepAlives travel as a map/);
     const answers = [NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }], [8, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 1, leaseWaitMs: 900, ledTerm: 0 }]]];
     const atCoordinator = receive(answers, 'coordinator');
     expect(atCoordinator[2]).toEqual(answers[2]);
@@ -157,7 +168,7 @@ describe('node frames', () => {
     // A message other than KeepAlives as a map rather than its bytes: refused with the frame, by either receiver.
     for (const to of ['node', 'coordinator'] as const) expect(() => frame([NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1, sentAt: 0 }]]], to)).toThrow(/slice 1: a message is its bytes/);
     for (const [f, why] of bad) for (const to of ['node', 'coordinator'] as const) expect(() => receive(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
-    // KeepAlives as a message's bytes (a sender's own encoding, not the map the node splits): refused by the worker's
+    // KeepAlives as a message's bytes (a sender's own encoding, not the map a link splits): refused by the worker's
     // check, not handed whole to a replica (which asserts that none reaches it).
     const keepAlives = Buffer.from(encodeReplicationMessage({ type: 'KeepAlives', slices: [1, 2, 0, 12, 0] }));
     for (const from of [-1, 0]) expect(() => decodeReplicationMessage(keepAlives, from, 'node', 1)).toThrow(MalformedFrame);

@@ -2,18 +2,25 @@
 // coordinator over the node protocol, as coordinator/metadata does: Hello and
 // Assign (with replica sets), then Replicate frames (Prepare, Lead, Ping) to elect
 // a leader of some slices, and Batch frames of puts and gets to that leader. The
-// nodes replicate among themselves over the links they dial to each other.
+// nodes replicate among themselves, worker to worker, over the links each worker
+// dials to the batch ports of its peers' workers (node protocol 25).
 //   - a put is answered only once a follower holds it; both followers frozen, a
 //     write answers Unavailable, outcome unknown, after REPLICA_COMMIT_WAIT_MS (not
 //     notApplied), and sent again with its request id once one is thawed, it is
 //     answered from memory: applied once;
+//   - a put commits while both followers' main threads are paused (each node runs
+//     with an inspector; Debugger.pause stops its main thread only, which answers
+//     the coordinator's Ping no more meanwhile): the leader's worker and theirs
+//     talk on their own links, with no hop through a node's main thread;
 //   - the leader SIGKILLed, another replica elected (Prepare to the two left,
 //     Lead to the one with the largest last (term, index)): every acknowledged put
 //     reads back from it;
 //   - the old leader restarted catches up (its last (term, index) reaches the
 //     leader's), and serves every put once it leads;
 //   - a Replicate frame of an older term is refused (StaleTerm), and a peer that
-//     sends garbage loses its connection while the node keeps serving;
+//     sends garbage to a worker's batch port (or names a slice of another worker,
+//     or sends replication to the node's own port) loses its connection while
+//     the node keeps serving;
 //   - a peer that sends well-framed nonsense (records whose payloads are not a
 //     slice's changes, under a valid checksum; snapshots whose state is not; an
 //     AppendOk for records the leader never wrote; a coordinator's Prepare) is
@@ -50,6 +57,8 @@ import {
   encodeNodeFrame,
   encodeReplicationMessage,
   encodeSliceOps,
+  NODE_PROTOCOL_HEADER,
+  NODE_PROTOCOL_VERSION,
   NodeFrame,
   RESULT_OK,
   SliceOp,
@@ -65,7 +74,6 @@ import { workerOf } from '../shared/hashing.js';
 import { REPLICA_COMMIT_WAIT_MS, REPLICA_LEASE_WAIT_MS } from '../shared/limits.js';
 import { encodeReplicated } from '../slice-worker/log-format.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
-import { dialPeer } from './node-dial.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const SLICES = 16;
@@ -136,6 +144,8 @@ class Link {
   readonly received: [number, ReplicationMessage][] = [];
   closed: Promise<void>;
   private nextBatch = 1;
+  /** The node's workers' batch ports, from its Hello: where its peers' workers send it replication. */
+  ports: number[] = [];
   /** Took an Assign: Epoch frames on this connection are the coordinator's. */
   isAssigned = false;
 
@@ -145,7 +155,8 @@ class Link {
     this.closed = new Promise((resolve) => this.ws.on('close', () => resolve()));
     this.ws.on('message', (data: Buffer) => {
       const f = decodeNodeFrame(data, 'coordinator');
-      if (f[0] === NodeFrame.Assigned) this.assigned.get(f[1])?.();
+      if (f[0] === NodeFrame.Hello) this.ports = f[5];
+      else if (f[0] === NodeFrame.Assigned) this.assigned.get(f[1])?.();
       else if (f[0] === NodeFrame.BatchReply || f[0] === NodeFrame.BatchError) this.replies.get(f[1])?.(f);
       else if (f[0] === NodeFrame.Replicate) {
         for (const [slice, m] of f[2]) {
@@ -303,6 +314,46 @@ async function elect(term: number, voters: number[], prefer?: number): Promise<n
   return leader;
 }
 
+/** Pauses node `i`'s main thread through its inspector (NODE_OPTIONS below: every node starts with one on a free
+ * port): Debugger.pause stops that thread at the next JavaScript it runs (the coordinator's Ping makes it run some),
+ * not its worker threads, whose isolates the session does not touch. `resume` lets it go on. */
+async function pauseMainThread(i: number, seq: number): Promise<{ resume: () => Promise<void> }> {
+  const listening = lines.filter((l) => l.startsWith(`[node-${i}] Debugger listening on ws://`)).pop();
+  expect(listening, `node ${i}'s inspector`).toBeDefined();
+  const ws = new WebSocket(listening!.split(' ').pop()!);
+  ws.on('error', () => {});
+  await new Promise((r) => ws.once('open', r));
+  let nextId = 1;
+  const answers = new Map<number, () => void>();
+  let onPaused: () => void = () => {};
+  const paused = new Promise<void>((r) => (onPaused = r));
+  ws.on('message', (data: Buffer) => {
+    const m = JSON.parse(data.toString()) as { id?: number; method?: string };
+    if (m.method === 'Debugger.paused') onPaused();
+    if (m.id !== undefined) answers.get(m.id)?.();
+  });
+  const call = (method: string) =>
+    new Promise<void>((resolve, reject) => {
+      const id = nextId++;
+      const timer = setTimeout(() => reject(new Error(`node ${i}'s inspector did not answer ${method} within ${WAIT_MS} ms`)), WAIT_MS);
+      answers.set(id, () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      ws.send(JSON.stringify({ id, method }));
+    });
+  await call('Debugger.enable');
+  await call('Debugger.pause');
+  links[i]!.replicate([[0, { type: 'Ping', seq }]]);
+  await Promise.race([paused, new Promise((_, reject) => setTimeout(() => reject(new Error(`node ${i}'s main thread did not pause within ${WAIT_MS} ms`)), WAIT_MS))]);
+  return {
+    resume: async () => {
+      await call('Debugger.resume');
+      ws.close();
+    },
+  };
+}
+
 async function pollUntil(ok: () => Promise<boolean>, ms = WAIT_MS): Promise<void> {
   const deadline = Date.now() + ms;
   for (let i = 0; i < 200 && Date.now() < deadline; i++) {
@@ -324,7 +375,10 @@ function stop(i: number, signal: NodeJS.Signals): Promise<void> {
   });
 }
 
+const nodeOptions = process.env.NODE_OPTIONS;
 beforeAll(async () => {
+  // Every node's main thread has an inspector (on a free port: its URL in the node's log), so that a test can pause it.
+  process.env.NODE_OPTIONS = `${nodeOptions ?? ''} --inspect=127.0.0.1:0`;
   root = mkdtempSync(join(tmpdir(), 'keyslice-repl-'));
   for (let i = 0; i < 3; i++) await startNode(i);
   for (let i = 0; i < 3; i++) links[i] = await Link.open(urls[i]);
@@ -335,6 +389,8 @@ beforeAll(async () => {
 });
 
 afterAll(async (ctx) => {
+  if (nodeOptions === undefined) delete process.env.NODE_OPTIONS;
+  else process.env.NODE_OPTIONS = nodeOptions;
   if (ctx.tasks.some((t) => t.result?.state === 'fail') || process.env.KEYSLICE_TEST_LOG === '1') console.log(lines.slice(-80).join('\n'));
   for (let i = 0; i < 3; i++) {
     const n = nodes[i];
@@ -409,6 +465,24 @@ describe('replication between real slice nodes', () => {
     expect(got[0]).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
   });
 
+  it("commits a put while both followers' main threads are paused: replication goes worker to worker", async () => {
+    const paused: { resume: () => Promise<void> }[] = [];
+    try {
+      for (const n of [1, 2]) paused.push(await pauseMainThread(n, 900 + n));
+      // Paused indeed: the coordinator's Ping gets no Pong (its main thread hands it to no worker).
+      await expect(links[1]!.expectMessage((s, m) => s === 0 && m.type === 'Pong' && m.seq === 901, 500)).rejects.toThrow(/no such replication message/);
+      for (const slice of REPLICATED) {
+        const [r] = (await putOn(links[0]!, slice, `paused-${slice}`, slice, 5000)) ?? [[-1, 'no answer within 5 s']];
+        expect(r[0], JSON.stringify(r)).toBe(RESULT_OK);
+        acked.set(`paused-${slice}`, [slice, slice]);
+      }
+    } finally {
+      for (const p of paused) await p.resume();
+    }
+    // Going on: the Ping that reached the paused thread is answered now.
+    await links[1]!.expectMessage((s, m) => s === 0 && m.type === 'Pong' && m.seq === 901);
+  });
+
   it('answers an eventually consistent read on a follower from what it applied, and refuses it where no replica is', async () => {
     // A follower does not own the slice (a Get is WrongOwner there) but answers a ReplicaGet once it applied the commit point.
     const [consistent] = (await links[1]!.batch(workerOf(1, WORKERS), [get(1, 'held')]))!;
@@ -475,14 +549,33 @@ describe('replication between real slice nodes', () => {
     link.replicate([[0, { type: 'Prepare', term: 1 }]]);
     const [, refused] = await link.expectMessage((s, m) => s === 0 && m.type === 'Refused');
     expect(refused).toMatchObject({ type: 'Refused', code: 'StaleTerm', message: expect.stringMatching(/term 1 is not newer than the term 3/) });
+    // Peers' workers send replication to a worker's batch port (node protocol 25); the node's own port refuses it.
+    const toNode = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
+    toNode.on('error', () => {});
+    await new Promise((r) => toNode.once('message', r)); // its Hello
+    const closed0 = new Promise<[number, string]>((r) => toNode.once('close', (c, why) => r([c, why.toString()])));
+    toNode.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 'KeepAliveOk', term: 3, sentAt: 0 }]]]));
+    expect(await closed0).toEqual([1008, expect.stringMatching(/from node 1 on a node's own port; peers send to its workers' batch ports/)]);
+    /** A connection to the batch port of the leader's worker of `slice`, as a peer's worker dials it. */
+    const dialWorker = async (slice = 0) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${link.ports[workerOf(slice, WORKERS)]}`, { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
+      ws.on('error', () => {});
+      await new Promise((r) => ws.once('open', r));
+      return ws;
+    };
     // A peer (any holder of the cluster secret) that sends garbage: closed with a reason; the node goes on.
-    const peer = await dialPeer(urls[leader]);
+    const peer = await dialWorker();
     const closed = new Promise<[number, string]>((r) => peer.once('close', (code, reason) => r([code, reason.toString()])));
     peer.send(Buffer.from([0x93, 0x08, 0x01, 0xc1]));
     const [code, reason] = await closed;
     expect(code).toBe(1008);
     expect(reason).toMatch(/malformed frame/);
-    const bad = await dialPeer(urls[leader]);
+    // A frame that names a slice of another worker: closed, nothing of it used.
+    const astray = await dialWorker(1);
+    const closed1 = new Promise<[number, string]>((r) => astray.once('close', (c, why) => r([c, why.toString()])));
+    astray.send(encodeNodeFrame([NodeFrame.Replicate, (leader + 1) % 3, [[1, { type: 'KeepAliveOk', term: 3, sentAt: 0 }], [0, { type: 'KeepAliveOk', term: 3, sentAt: 0 }]]]));
+    expect(await closed1).toEqual([1008, expect.stringMatching(new RegExp(`names slice 0, which is not worker ${workerOf(1, WORKERS)}'s`))]);
+    const bad = await dialWorker();
     const closed2 = new Promise<[number, string]>((r) => bad.once('close', (c, why) => r([c, why.toString()])));
     // (Its bytes packed by msgpackr, as a broken peer might: our own writer asserts against such an Append.)
     const badAppend = new Packr({ useRecords: false }).pack({ type: 'Append', term: 9, prevIndex: 0, prevTerm: 0, records: [{ term: 9, index: 1, payload: 'x', checksum: 1 }], commitIndex: 0, sentAt: 0, leased: false });
@@ -491,15 +584,15 @@ describe('replication between real slice nodes', () => {
     expect(code2).toBe(1008);
     expect(reason2).toMatch(/an Append record is/);
     // A message whose type is a 64-bit integer (decoded as a BigInt): refused like the others, the node not stopped.
-    const huge = await dialPeer(urls[leader]);
+    const huge = await dialWorker();
     const closed3 = new Promise<[number, string]>((r) => huge.once('close', (c, why) => r([c, why.toString()])));
     huge.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 2n ** 64n - 1n } as never]]]));
     const [code3, reason3] = await closed3;
     expect(code3).toBe(1008);
     expect(reason3).toMatch(/type is a string, not a bigint/);
-    // KeepAlives as a message's bytes, not the map the node splits by slice: refused by the worker's check (handed on
+    // KeepAlives as a message's bytes, not the map a link splits by slice: refused by the worker's check (handed on
     // whole, a replica asserted that none reaches it, and the node exited).
-    const asBytes = await dialPeer(urls[leader]);
+    const asBytes = await dialWorker();
     const closed4 = new Promise<[number, string]>((r) => asBytes.once('close', (c, why) => r([c, why.toString()])));
     asBytes.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, encodeReplicationMessage({ type: 'KeepAlives', slices: [0, 3, 0, 0, 0] })]]]));
     const [code4, reason4] = await closed4;
@@ -572,7 +665,14 @@ describe('replication between real slice nodes', () => {
     let before = await probe(follower);
     await pollUntil(async () => (before = await probe(follower)).lastIndex === (await probe(leader)).lastIndex && before.commitTerm === before.term);
     const { term, lastIndex } = before;
-    // A link to the follower as node `other` would dial it: with the cluster secret and this protocol version.
+    // A link to the worker of slice 0 on node `to` as node `other`'s worker would dial it: its batch port, with the
+    // cluster secret and this protocol version.
+    const dialAs = async (to: number) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${links[to]!.ports[workerOf(0, WORKERS)]}`, { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
+      ws.on('error', () => {});
+      await new Promise((r) => ws.once('open', r));
+      return ws;
+    };
     const asPeer = (ws: WebSocket, entries: [number, ReplicationMessage][]) => ws.send(encodeNodeFrame([NodeFrame.Replicate, other, entries]));
     const plain = new Packr({ useRecords: false });
     const item = (slice: number, key: string) => [1, TABLE, slice, key, { k: key, v: 1 }, 16];
@@ -585,7 +685,7 @@ describe('replication between real slice nodes', () => {
       ['an item that is not a map', plain.pack([[1, TABLE, 0, 'odd', 'not an item', 16]])],
       ['a request counter of 0', plain.pack([0, [item(0, 'zero')], [5], [0], null, 1, null])],
     ];
-    const peer = await dialPeer(urls[follower]);
+    const peer = await dialAs(follower);
     for (const [, payload] of payloads) {
       asPeer(peer, [[0, { type: 'Append', term, prevIndex: lastIndex, prevTerm: term, records: [makeRecord(term, lastIndex + 1, payload)], commitIndex: lastIndex + 1, sentAt: 0, leased: false }]]);
     }
@@ -595,7 +695,7 @@ describe('replication between real slice nodes', () => {
     }
     asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term + 1, state: encodeReplicated([], null), commitIndex: lastIndex + 5, sentAt: 0, leased: false }]]);
     // To the leader: an AppendOk for a record it never wrote.
-    const toLeader = await dialPeer(urls[leader]);
+    const toLeader = await dialAs(leader);
     asPeer(toLeader, [[0, { type: 'AppendOk', term, matchIndex: lastIndex + 1_000_000, commitIndex: 0, sentAt: 0 }]]);
     // Nothing was written: the follower's log ends where it did, and it is still of this term.
     const after = await probe(follower);

@@ -1,14 +1,15 @@
-// Replication links between slice nodes carry the node protocol's version both ways: the dialing node names it
-// in NODE_PROTOCOL_HEADER (a real slice node refuses a link of another version), and it sends nothing until the
-// peer's Hello shows the same version (a peer that does not check the header, here a stand-in server that greets
-// with another version, gets no frame). A Replicate frame's records mean different things in different versions.
+// Replication links between slice nodes' workers carry the node protocol's version both ways: the dialing worker
+// names it in NODE_PROTOCOL_HEADER (a real slice node refuses a link of another version, as its workers' batch ports
+// do), and it sends nothing, and dials none of the peer's batch ports, until the peer's Hello shows the same version
+// (a peer that does not check the header, here a stand-in server that greets with another version, gets no frame).
+// A Replicate frame's records mean different things in different versions.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, encodeReplicationMessage, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
 import { PeerLinks } from '../slice-worker/peer-links.js';
 import { dialNode, peerHeaders } from './node-dial.js';
 
@@ -56,14 +57,14 @@ describe('replication links name their node protocol version', () => {
       ws.on('message', (data: Buffer) => received.push(data));
     });
     const lines: string[] = [];
-    const links = new PeerLinks('', (l) => lines.push(l));
+    const links = new PeerLinks('', 0, (l) => lines.push(l));
     try {
       const { port } = server.address() as { port: number };
       links.setPeers([[1, `ws://127.0.0.1:${port}`]]);
-      const frame = encodeNodeFrame([NodeFrame.Replicate, 0, []]);
+      const entry: [number, Uint8Array] = [0, encodeReplicationMessage({ type: 'KeepAliveOk', term: 1, sentAt: 0 })];
       const until = Date.now() + WAIT_MS;
       while (!lines.some((l) => l.includes(`speaks node protocol ${NODE_PROTOCOL_VERSION - 1}`))) {
-        links.send(1, frame);
+        links.send(1, [entry]);
         if (Date.now() > until) throw new Error(`the link did not report the peer's version within ${WAIT_MS} ms: ${lines.join(' | ')}`);
         await new Promise((r) => setTimeout(r, 20));
       }

@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BATCH_REPLY_HEADROOM,
@@ -20,6 +21,7 @@ import {
   encodeSliceOps,
   encodeSliceResults,
   KEPT_IN_LIST,
+  NODE_PROTOCOL_VERSION,
   NodeFrame,
   packClientList,
   RESULT_ERROR,
@@ -107,7 +109,7 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       new WorkerChannel(
         { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 }, host: '127.0.0.1', clusterSecret: '', epoch: new BigInt64Array(new SharedArrayBuffer(8)) },
         (err) => failures.push(err),
-        (slice, _to, m) => sent.push(m instanceof Uint8Array ? decodeReplicationMessage(m, 0, 'coordinator', slice) : m),
+        (slice, _to, m) => sent.push(decodeReplicationMessage(m, 0, 'coordinator', slice)),
       );
     let channel = newChannel();
     const results = async (p: Promise<unknown>) => {
@@ -126,7 +128,7 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
     try {
       await channel.open();
       // The worker is the one replica of SLICE (a set of one commits alone), and leads it.
-      expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE, OWN]]]), true, { self: 0, replicated: [SLICE] })))[0][0]).toBe(RESULT_OK);
+      expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE, OWN]]]), true, { self: 0, replicated: [SLICE], peers: [] })))[0][0]).toBe(RESULT_OK);
       channel.deliver([[SLICE, COORDINATOR, { type: 'Prepare', term: 1 }]]);
       await until('prepared', () => sent.some((m) => m.type === 'Prepared'));
       channel.deliver([[SLICE, COORDINATOR, { type: 'Lead', term: 1, followers: [], sets: [] }]]);
@@ -139,7 +141,7 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       // meanwhile as one task, in order).
       const busy = channel.run(encodeSliceOps([[SliceOp.Get, TABLE, SLICE, 'first', null, false]]));
       const write = results(channel.run(encodeSliceOps([[SliceOp.Put, TABLE, OWN, 'kept', { k: 'kept' }, 16, null, null], put('lost')])));
-      const assign = results(channel.run(encodeSliceOps([[SliceOp.Assign, 2, [OWN]]]), true, { self: 0, replicated: [] }));
+      const assign = results(channel.run(encodeSliceOps([[SliceOp.Assign, 2, [OWN]]]), true, { self: 0, replicated: [], peers: [] }));
       await busy;
       const [kept, lost] = await write;
       expect((await assign)[0][0]).toBe(RESULT_OK);
@@ -151,7 +153,7 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       await channel.destroy();
       channel = newChannel();
       await channel.open();
-      expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 3, [OWN]]]), true, { self: 0, replicated: [] })))[0][0]).toBe(RESULT_OK);
+      expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 3, [OWN]]]), true, { self: 0, replicated: [], peers: [] })))[0][0]).toBe(RESULT_OK);
       expect(await results(channel.run(encodeSliceOps([[SliceOp.Get, TABLE, OWN, 'kept', null, false]])))).toEqual([[RESULT_OK, expect.objectContaining({ k: 'kept' })]]);
       expect(failures).toEqual([]);
     } finally {
@@ -165,23 +167,40 @@ describe("a follower's AppendOks of one turn", () => {
   it('go to its leader in entries the leader takes, every one, however many answers a turn holds', async () => {
     // A follower answers each Append (and each KeepAlive that brings a commit point) once it is durable: a turn that
     // took more Appends than a slice count (a worker that fell behind its leaders, then caught up in one turn) has
-    // that many AppendOks for one node. The leader's node refuses an AppendOks entry of more than SLICE_COUNT_MAX
+    // that many AppendOks for one node. The leader's worker refuses an AppendOks entry of more than SLICE_COUNT_MAX
     // (decodeNodeFrame) and closes the link, so the sender may put no more in one entry.
+    // The leader's node is a stand-in here: a node port that greets with Hello naming one worker's batch port, and
+    // that batch port, which keeps every frame the follower's worker sends it on its own link (peer-links.ts).
     const dir = mkdtempSync(join(tmpdir(), 'keyslice-worker-appendoks-'));
     const failures: unknown[] = [];
-    const sent: [number, number, ReplicationMessage | Uint8Array][] = [];
+    const sent: [number, ReplicationMessage][] = [];
+    const frames: Buffer[] = [];
+    const batchPort = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    batchPort.on('connection', (ws) => ws.on('message', (data: Buffer) => frames.push(data)));
+    await new Promise<void>((r) => batchPort.once('listening', () => r()));
+    const nodePort = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    nodePort.on('connection', (ws) => ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 1, '0'.repeat(32), null, [(batchPort.address() as { port: number }).port]])));
+    await new Promise<void>((r) => nodePort.once('listening', () => r()));
     const channel = new WorkerChannel(
       { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 }, host: '127.0.0.1', clusterSecret: '', epoch: new BigInt64Array(new SharedArrayBuffer(8)) },
       (err) => failures.push(err),
-      (slice, to, m) => sent.push([slice, to, m]),
     );
     const LEADER = 0;
     const ANSWERS = SLICE_COUNT_MAX + 1;
-    const answered = () => sent.reduce((n, [, , m]) => n + (m instanceof Uint8Array || m.type !== 'AppendOks' ? 0 : m.slices.length / APPEND_OK_NUMBERS), 0);
+    /** Each frame as the leader's worker takes it: checked whole with its messages (decodeNodeFrame, receiver 'worker'). */
+    const answered = () => {
+      for (const f of frames.splice(0)) {
+        const frame = decodeNodeFrame(f, 'worker');
+        expect(frame[0]).toBe(NodeFrame.Replicate);
+        if (frame[0] === NodeFrame.Replicate) for (const [slice, m] of frame[2]) sent.push([slice, m]);
+      }
+      return sent.reduce((n, [, m]) => n + (m.type !== 'AppendOks' ? 0 : m.slices.length / APPEND_OK_NUMBERS), 0);
+    };
     try {
       await channel.open();
       // This worker (node 1) follows SLICE; node 0 leads it at term 1 and sends it ANSWERS empty Appends in one go.
-      const assigned = await channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE]]]), true, { self: 1, replicated: [SLICE] });
+      const peers: [number, string][] = [[LEADER, `ws://127.0.0.1:${(nodePort.address() as { port: number }).port}`]];
+      const assigned = await channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE]]]), true, { self: 1, replicated: [SLICE], peers });
       expect(decodeSliceResults(assigned as Uint8Array)[0][0]).toBe(RESULT_OK);
       const append = Uint8Array.from(encodeReplicationMessage({ type: 'Append', term: 1, prevIndex: 0, prevTerm: 0, records: [], commitIndex: 0, sentAt: 5, leased: false }));
       channel.deliver(Array.from({ length: ANSWERS }, () => [SLICE, LEADER, append, 1] as [number, number, Uint8Array, number]));
@@ -192,14 +211,10 @@ describe("a follower's AppendOks of one turn", () => {
       }
       expect(failures).toEqual([]);
       expect(answered()).toBe(ANSWERS);
-      // Each entry as the leader's node takes it: checked whole with the frame.
-      for (const [slice, to, m] of sent) {
-        expect(to).toBe(LEADER);
-        const frame = decodeNodeFrame(encodeNodeFrame([NodeFrame.Replicate, 1, [[slice, m as ReplicationMessage]]]), 'node');
-        expect(frame[0]).toBe(NodeFrame.Replicate);
-      }
     } finally {
       await channel.destroy();
+      await new Promise((r) => batchPort.close(r));
+      await new Promise((r) => nodePort.close(r));
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
