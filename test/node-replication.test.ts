@@ -40,7 +40,7 @@
 //     no lease: Unavailable, which a router retries on the new leader);
 //   - a follower restarted and then assigned no replica (its sets changed while it
 //     was down) drops what it held, and a second restart brings none of it back.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -361,6 +361,33 @@ async function pollUntil(ok: () => Promise<boolean>, ms = WAIT_MS): Promise<void
   throw new Error(`not so within ${ms} ms`);
 }
 
+/** Freezes node `i` (SIGSTOP) and resolves once every thread of it has stopped. kill() returns before that: the
+ * signal is taken by one thread (the main thread), which must be scheduled to start the stop of the others, and on
+ * a loaded machine its worker threads ran on for milliseconds meanwhile, long enough to take a leader's Append on
+ * their own links (node protocol 25: the main thread is on no write's path), write it and answer AppendOk. A put
+ * sent in that window was answered by a follower that really held it, which a test that meant it frozen read as
+ * a commit without a majority. Linux: a thread's state is the field after its name in /proc/<pid>/task/<tid>/stat
+ * ('T': stopped). */
+async function freeze(i: number): Promise<void> {
+  const pid = nodes[i]!.child.pid!;
+  process.kill(pid, 'SIGSTOP');
+  const running = () =>
+    readdirSync(`/proc/${pid}/task`).filter((tid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        return stat[stat.lastIndexOf(')') + 2] !== 'T';
+      } catch {
+        return false; // the thread ended meanwhile
+      }
+    }).length;
+  const deadline = Date.now() + WAIT_MS;
+  for (let n = 0; n < 3000 && Date.now() < deadline; n++) {
+    if (running() === 0) return;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error(`node ${i} (pid ${pid}) has threads that did not stop within ${WAIT_MS} ms of SIGSTOP`);
+}
+
 function stop(i: number, signal: NodeJS.Signals): Promise<void> {
   const child = nodes[i]!.child;
   nodes[i] = null;
@@ -428,9 +455,9 @@ describe('replication between real slice nodes', () => {
       acked.set(`k${i}`, [slice, i]);
     }
     // Both followers frozen: the leader holds the write alone, which is no majority: no answer.
-    process.kill(nodes[1]!.child.pid!, 'SIGSTOP');
-    process.kill(nodes[2]!.child.pid!, 'SIGSTOP');
     try {
+      await freeze(1);
+      await freeze(2);
       const answer = putOn(links[0]!, 1, 'held', 1, WAIT_MS);
       const early = await Promise.race([answer, new Promise((r) => setTimeout(() => r('none'), 1500))]);
       expect(early).toBe('none');
@@ -510,8 +537,8 @@ describe('replication between real slice nodes', () => {
     // The other follower frozen: a put now commits only once node 0 holds it, and a follower takes a
     // record only after every record before it, so an answer means node 0 caught up.
     const other = 3 - leader;
-    process.kill(nodes[other]!.child.pid!, 'SIGSTOP');
     try {
+      await freeze(other);
       for (let i = 0; i < 12; i++) {
         const slice = REPLICATED[i % REPLICATED.length];
         const [r] = (await putOn(links[leader]!, slice, `n${i}`, i))!;
