@@ -42,7 +42,7 @@
 //     no lease: Unavailable, which a router retries on the new leader);
 //   - a follower restarted and then assigned no replica (its sets changed while it
 //     was down) drops what it held, and a second restart brings none of it back.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -363,6 +363,33 @@ async function pollUntil(ok: () => Promise<boolean>, ms = WAIT_MS): Promise<void
   throw new Error(`not so within ${ms} ms`);
 }
 
+/** Freezes node `i` (SIGSTOP) and resolves once every thread of it has stopped. kill() returns before that: the
+ * signal is taken by one thread (the main thread), which must be scheduled to start the stop of the others, and on
+ * a loaded machine its worker threads ran on for milliseconds meanwhile, long enough to take a leader's Append on
+ * their own links (node protocol 25: the main thread is on no write's path), write it and answer AppendOk. A put
+ * sent in that window was answered by a follower that really held it, which a test that meant it frozen read as
+ * a commit without a majority. Linux: a thread's state is the field after its name in /proc/<pid>/task/<tid>/stat
+ * ('T': stopped). */
+async function freeze(i: number): Promise<void> {
+  const pid = nodes[i]!.child.pid!;
+  process.kill(pid, 'SIGSTOP');
+  const running = () =>
+    readdirSync(`/proc/${pid}/task`).filter((tid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        return stat[stat.lastIndexOf(')') + 2] !== 'T';
+      } catch {
+        return false; // the thread ended meanwhile
+      }
+    }).length;
+  const deadline = Date.now() + WAIT_MS;
+  for (let n = 0; n < 3000 && Date.now() < deadline; n++) {
+    if (running() === 0) return;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error(`node ${i} (pid ${pid}) has threads that did not stop within ${WAIT_MS} ms of SIGSTOP`);
+}
+
 function stop(i: number, signal: NodeJS.Signals): Promise<void> {
   const child = nodes[i]!.child;
   nodes[i] = null;
@@ -431,9 +458,9 @@ describe('replication between real slice nodes', () => {
     }
     // Both followers frozen: the leader holds the write alone, which is no majority: no answer for
     // REPLICA_COMMIT_WAIT_MS, then Unavailable, outcome unknown (not notApplied: it was proposed, and may commit).
-    process.kill(nodes[1]!.child.pid!, 'SIGSTOP');
-    process.kill(nodes[2]!.child.pid!, 'SIGSTOP');
     try {
+      await freeze(1);
+      await freeze(2);
       const worker = workerOf(1, WORKERS);
       // An add with a request id, as a router sends it: applied twice, it would read 2.
       const held: SliceOpMessage = [SliceOp.Update, TABLE, 1, 'held', { base: { k: 'held' }, actions: [{ k: 'add', path: ['v'], n: 1 }], condition: null, oldOnFailure: false, returnValues: 'new' }, [13, 1]];
@@ -450,11 +477,16 @@ describe('replication between real slice nodes', () => {
       expect(unknown![0]).toEqual([1, 'Unavailable', expect.stringMatching(new RegExp(`^slice 1's leader on this node did not commit this write within ${REPLICA_COMMIT_WAIT_MS} ms .*: outcome unknown`))]);
       expect(took).toBeGreaterThanOrEqual(REPLICA_COMMIT_WAIT_MS - 50);
       expect(took).toBeLessThan(REPLICA_COMMIT_WAIT_MS + 5_000);
-      // Sent again with its id, as a router does: held until its record commits (one follower thawed makes a
-      // majority), then answered from memory: applied once.
-      const again = links[0]!.batch(worker, [held], WAIT_MS);
+      // One follower thawed makes a majority. Sent again with its id, as a router does: held until its record commits,
+      // then answered from memory: applied once. (On a loaded machine the thawed node may take longer than
+      // REPLICA_COMMIT_WAIT_MS to catch up: that copy answers outcome unknown too and is sent again, as a router would.)
       process.kill(nodes[1]!.child.pid!, 'SIGCONT');
-      const [r] = (await again)!;
+      const resendUntil = Date.now() + 2 * WAIT_MS;
+      let r: SliceOpResult | undefined;
+      for (let tries = 0; tries < 5 && Date.now() < resendUntil; tries++) {
+        r = (await links[0]!.batch(worker, [held], WAIT_MS))?.[0];
+        if (r?.[0] === RESULT_OK) break;
+      }
       expect(r).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
       acked.set('held', [1, 1]);
     } finally {
@@ -526,8 +558,8 @@ describe('replication between real slice nodes', () => {
     // The other follower frozen: a put now commits only once node 0 holds it, and a follower takes a
     // record only after every record before it, so an answer means node 0 caught up.
     const other = 3 - leader;
-    process.kill(nodes[other]!.child.pid!, 'SIGSTOP');
     try {
+      await freeze(other);
       for (let i = 0; i < 12; i++) {
         const slice = REPLICATED[i % REPLICATED.length];
         const [r] = (await putOn(links[leader]!, slice, `n${i}`, i))!;
