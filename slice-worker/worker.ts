@@ -108,7 +108,7 @@ export type WorkerTask =
 export type ChunkOutcome = Uint8Array | string;
 /** A task's answer for a chunk: its outcome, or a ticket whose answer comes on the port once committed. */
 export type ChunkAnswer = ChunkOutcome | { held: number };
-/** Worker -> node on the port, once per turn: what the replicas sent the coordinator, each message encoded (bytes
+/** Worker -> node on the port, once per callback that sent something (a task, a frame or port message, a tick): what the replicas sent the coordinator, each message encoded (bytes
  * start..end of `bytes`, which is transferred: the node frames them without decoding them; where, in `ranges`,
  * OUT_RANGE numbers a message: [slice, to, start, end, ...]); held answers now committed (their bytes transferred);
  * and the connections whose messages failed their check, with why (the node closes them, as it closes one whose
@@ -229,14 +229,20 @@ function traceReplicas(): void {
   traced = line;
 }
 
+// Flushed once the callback that queued it returns (a microtask), not at the loop's check phase (setImmediate): there
+// a follower's AppendOk waited for every other callback of the poll phase and for the tasks queued before it, which
+// at load is most of a worker's turn. Still one message per callback: a port message or a frame carries a turn's
+// worth of entries. On 16 cores (8 clients, 4 routers, 4 nodes x 2 workers, R=3) 1.16-1.17x the puts/s of flushing at
+// the check phase, at 32 and at 256 requests in flight per client, measured on node protocol 24 (replication through
+// the nodes' main threads then), one round each on a 16-core machine, 2026-11-26.
 function queuePortFlush(): void {
   if (portFlushQueued) return;
   portFlushQueued = true;
-  setImmediate(flushPort);
+  queueMicrotask(flushPort);
 }
 
-/** What the replicas sent in one turn goes out at its end: a peer node's part on this worker's link to it (one frame
- * per worker there), the coordinator's part and the answers the turn released to the node in one message (it frames
+/** What the replicas sent in one callback (a task, a frame or port message, a tick) goes out once it returns: a peer node's part on this worker's link to it (one frame
+ * per worker there), the coordinator's part and the answers it released to the node in one message (it frames
  * the coordinator's). */
 function flushPort(): void {
   portFlushQueued = false;
