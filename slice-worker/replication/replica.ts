@@ -50,8 +50,6 @@ assert(REPLICA_LEASE_DRIFT > 0 && REPLICA_LEASE_DRIFT < 0.5, 'a leader uses most
 
 /** Refusals of what was sent (damaged or malformed), not of where the refusing replica's log stands: the same records
  * would be refused again. */
-/** Numbers largest first, for Array.prototype.sort. */
-const descending = (a: number, b: number): number => b - a;
 const MALFORMED: ReadonlySet<RefusalCode> = new Set(['ChecksumMismatch', 'MalformedAppend', 'MalformedContents']);
 
 export { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicationMessage };
@@ -654,22 +652,29 @@ export class Replica {
 
   /** The largest value that a majority of every set it commits on reaches: of what each replica holds durably
    * (`held`: its match, the leader's own selfMatch) or of the latest send time it answered (the leader's own: now,
-   * so Infinity). Runs at every answer a leader takes: a plain sort of each set's few values costs about 50 to 100
-   * ns a set more than the insertion sort it replaced (node 20, sets of 2 to 5, medians of 15 rounds alternated). */
+   * so Infinity). Runs at every answer a leader takes, so it sorts in place, without an array or a closure a call. */
   private jointMajorityReach(held: boolean): number {
     let reach = Infinity;
+    const values = this.reachScratch;
     for (const set of this.quorums) {
-      const values: number[] = [];
+      values.length = 0;
       for (const r of set) {
         const f = r === this.id ? null : this.followers.get(r)!;
-        values.push(f === null ? (held ? this.selfMatch : Infinity) : held ? f.match : f.ackedSentAt);
+        const v = f === null ? (held ? this.selfMatch : Infinity) : held ? f.match : f.ackedSentAt;
+        // Insertion into descending order (a set has a few replicas).
+        let i = values.length;
+        values.push(v);
+        while (i > 0 && values[i - 1] < v) {
+          values[i] = values[i - 1];
+          i--;
+        }
+        values[i] = v;
       }
-      // Descending: the value at the middle is reached by a majority (set.length / 2 + 1 of them, rounded down).
-      values.sort(descending);
       reach = Math.min(reach, values[Math.floor(set.length / 2)]);
     }
     return reach;
   }
+  private readonly reachScratch: number[] = [];
 
   /** Commits the largest index that a majority holds durably, if it is of this leader's term. */
   private leaderCommit(): void {
