@@ -42,7 +42,7 @@ export function childPids(pid: number): number[] {
  * and the rest (V8's GC and compiler helpers, libuv's pool). Node names every thread "node", so the worker threads
  * are told by their start: a slice node starts its worker threads after V8's and libuv's (on Node 20 a slice node's
  * 13 threads were main, 6 of V8's and Node's, 4 of libuv's pool, then the 2 workers, started last). NaN where /proc cannot tell. */
-export function threadCpuOf(pid: number, workers: number): { main: number; workers: number[]; other: number } {
+export function threadCpuOf(pid: number, workers: number): { main: number; workers: number[]; workerTids: number[]; other: number } {
   const ticks = (tid: number): [start: number, ticks: number] => {
     const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -56,11 +56,12 @@ export function threadCpuOf(pid: number, workers: number): { main: number; worke
     const main = threads.find((t) => t.tid === pid)!.t / CLOCK_TICKS_PER_S;
     const rest = threads.filter((t) => t.tid !== pid);
     // (workers 0: a process of one main thread and helpers, a router; slice(-0) would take them all.)
-    const w = workers === 0 ? [] : rest.slice(-workers).map((t) => t.t / CLOCK_TICKS_PER_S);
+    const last = workers === 0 ? [] : rest.slice(-workers);
+    const w = last.map((t) => t.t / CLOCK_TICKS_PER_S);
     const other = rest.slice(0, rest.length - workers).reduce((a, t) => a + t.t, 0) / CLOCK_TICKS_PER_S;
-    return { main, workers: w, other };
+    return { main, workers: w, workerTids: last.map((t) => t.tid), other };
   } catch {
-    return { main: NaN, workers: Array.from({ length: workers }, () => NaN), other: NaN };
+    return { main: NaN, workers: Array.from({ length: workers }, () => NaN), workerTids: [], other: NaN };
   }
 }
 

@@ -171,7 +171,9 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
     const after = threadCpuOf(p.pid, p.workers!);
     const t = byThread.get(p.name) ?? { main: [], workers: before.workers.map(() => []) };
     t.main.push(((after.main - before.main) / wall) * 100);
-    after.workers.forEach((w, k) => t.workers[k].push(((w - before.workers[k]) / wall) * 100));
+    // Matched by thread id, not by position: a thread started during the run would shift the positions.
+    const was = new Map(before.workerTids.map((tid, k) => [tid, before.workers[k]]));
+    after.workers.forEach((w, k) => t.workers[k]?.push(((w - (was.get(after.workerTids[k]) ?? NaN)) / wall) * 100));
     byThread.set(p.name, t);
   });
   threadShares.set(label, byThread);
@@ -196,14 +198,15 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
  * would measure the elections (seconds on a small machine), not the request path. Bounded: asked every 100 ms for
  * at most LEADERS_WAIT_MS. */
 const LEADERS_WAIT_MS = 120_000;
-async function everySliceLed(url: string, secret: string): Promise<void> {
+async function everySliceLed(url: string, secret: string, replicated: boolean): Promise<void> {
   const deadline = performance.now() + LEADERS_WAIT_MS;
   let last = 'no status read';
   while (performance.now() < deadline) {
     try {
       const res = await fetch(`${url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: secret }, signal: AbortSignal.timeout(5_000) });
       const st = (await res.json()) as ClusterStatus;
-      if (st.replication.leaders.led === st.replication.leaders.replicated) return;
+      // (replicated 0: the map has not placed the replicas yet, or R=1; the shape says which.)
+      if (st.replication.leaders.led === st.replication.leaders.replicated && (st.replication.leaders.replicated > 0 || !replicated)) return;
       last = `${st.replication.leaders.led} of ${st.replication.leaders.replicated} replicated slices led`;
     } catch (err) {
       last = `status failed: ${(err as Error).message}`;
@@ -258,7 +261,7 @@ for (const s of shapes) {
         const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, nodes.map((n) => n.url), undefined, undefined, ['--routers', String(s.routers), ...(s.replication === null ? [] : ['--replication-factor', String(s.replication)])], secret);
         procs.push(coordinator);
         track(coordinator.child);
-        await everySliceLed(coordinator.url, secret);
+        await everySliceLed(coordinator.url, secret, s.replication === null ? s.nodes > 1 : s.replication > 1); // (auto: R>1 from 2 nodes on)
         await measure(label, 'load.js', ['--url', coordinator.url, '--json'], () => [
           { name: 'coordinator', pid: coordinator.child.pid! },
           // The routers are the coordinator's children (node:cluster workers).
