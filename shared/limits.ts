@@ -226,8 +226,11 @@ export const REQUEST_ID_INSTANCE_MAX = 2 ** 52 - 1;
  * resend may wait for its node's link meanwhile: six times the first bound covers both with room. */
 export const APPLIED_REQUESTS_KEPT_MS = 60_000;
 /** ...and at most this many ids and this many bytes of them (ids and answers) per slice, the oldest forgotten
- * first (the newest is always kept). A failover writes nothing on the slice between a write and its resend (there
- * is no serving leader), so the count matters only for the writes a new leader takes before a resend reaches it. */
+ * first (the newest is always kept). The count matters for the writes a slice takes between a write and its resend:
+ * during a failover none (there is no serving leader), but a leader without a majority answers a write it could not
+ * commit after REPLICA_COMMIT_WAIT_MS and goes on taking others (each held, none committed): at more than about
+ * 400 writes a second on one slice through the router's 10 s of resends, an id may be forgotten before its resend
+ * comes, and the resend applied again. */
 export const APPLIED_REQUESTS_PER_SLICE_MAX = 4096;
 /** A client's idempotency id (docs/replication.md, "A client's write sent twice"): at most this many printable
  * ASCII characters (DynamoDB's ClientRequestToken takes 36, a UUID's length). */
@@ -288,10 +291,12 @@ export const REPLICA_LEASE_WAIT_MS = 500;
 /** A leader holds a write's answer until its record is committed (docs/replication.md, "What a client sees when a
  * leader loses its majority") at most this long, then answers it Unavailable, outcome unknown (it was proposed and may
  * still commit, under this leader or a later one): a leader whose followers are down, frozen or cut off, or that was
- * deposed without knowing it, would otherwise hold it until a router's NODE_REQUEST_TIMEOUT_MS (30 s). The failover
- * bound: by then a leader the coordinator stopped hearing from is replaced (counted gone after the heartbeat timeout,
- * its successor elected within an election's timeout), so the router's resend, with the write's request id, reaches
- * the new leader and applies once; a leader that still leads then but cannot commit has no majority that answers.
+ * deposed without knowing it, would otherwise hold it until a router's NODE_REQUEST_TIMEOUT_MS (30 s). A failover's
+ * usual length, not a bound on it (a slow leader gets LEADER_SLOW_TIMEOUT_FACTOR times the timeouts, an election may
+ * start again): usually a leader the coordinator stopped hearing from is replaced by then (counted gone after the
+ * heartbeat timeout, its successor elected within an election's timeout), so the router's resend, with the write's
+ * request id, reaches the new leader and applies once; a leader that still leads then but cannot commit has no
+ * majority that answers.
  * A commit takes milliseconds when a majority answers; one slower than this (a very loaded host) costs a resend that
  * the same leader answers from memory once committed. A read waiting for a commit gets the same bound (its lease has
  * REPLICA_LEASE_WAIT_MS). */
