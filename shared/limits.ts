@@ -309,9 +309,16 @@ export const REPLICATION_FRAME_ENTRIES_MAX = 4096;
 /** A node's index in the cluster map is below this (checked in frames that name nodes); a peer's URL is at most this long. */
 export const CLUSTER_NODE_INDEX_MAX = 65_536;
 export const NODE_URL_CHARS_MAX = 2048;
-/** What a worker sends one peer node waits (while its link is dialed, or in its sockets to that node's workers) up to this
- * many bytes; more is dropped (slice-worker/peer-links.ts). Per worker and peer node: a node holds at most workers x peers of it. */
+/** What a node sends one peer node waits (while its links are dialed, or in their sockets to that node's workers) up
+ * to this many bytes, shared out among its workers (each worker's link to the peer holds at most this divided by the
+ * node's worker count); more is dropped (slice-worker/peer-links.ts): a node holds at most peers x this, whatever its
+ * worker count, as it did when one link per peer node carried every worker's messages. */
 export const PEER_LINK_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
+/** A worker's link to a peer node keeps its connection to the node (the one whose Hello names the peer's batch ports)
+ * open but sends nothing on it: a ws ping this often keeps it open through middleboxes that close idle connections,
+ * and a peer that vanished without a word (no FIN: a host gone, a cable cut) is noticed when the pong of the last
+ * ping has not come by the next one: the link is dropped and dialed again. */
+export const PEER_LINK_PING_MS = 5_000;
 /** --remove-down-after-ms: a slice node down (not connected, or not heartbeating) this long is removed
  * as `keyslice remove` would, when that loses no slice's last copy or majority (docs/replication.md).
  * 0, the default: never automatically (a node that is only restarting or cut off for a while would lose

@@ -14,8 +14,8 @@
 // count), KeepAlives and AppendOks too, and goes as one Replicate frame per worker: the messages of one slice from
 // this worker all go on one socket, in the order they were sent.
 //
-// Bounded and lossy by design: entries wait (up to PEER_LINK_QUEUE_BYTES_MAX) while the link is being dialed or in
-// a socket's buffer; past that, or to a peer that cannot be reached, they are dropped, since the replication core
+// Bounded and lossy by design: entries wait (up to PEER_LINK_QUEUE_BYTES_MAX shared out among the node's workers) while
+// the link is being dialed or in a socket's buffer; past that, or to a peer that cannot be reached, they are dropped, since the replication core
 // resends what was not acknowledged (a leader's heartbeat) and the coordinator repeats its election. A lost link is
 // dialed again after a back-off that doubles up to a bound.
 import WebSocket from 'ws';
@@ -25,6 +25,7 @@ import {
   NODE_CONNECT_TIMEOUT_MS,
   NODE_RECONNECT_DELAY_MS_MAX,
   NODE_RECONNECT_DELAY_MS_MIN,
+  PEER_LINK_PING_MS,
   PEER_LINK_QUEUE_BYTES_MAX,
   REPLICATION_FRAME_ENTRIES_MAX,
 } from '../shared/limits.js';
@@ -90,8 +91,10 @@ class PeerLink {
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private lastProblem = '';
-  /** Entries or frames dropped (a count, for the curious; the core resends what matters). */
+  /** Entries or frames dropped since the last report (the core resends what matters; problem() says how many). */
   dropped = 0;
+  /** The ping of the node connection: also the wait for its Hello. */
+  private pinger: NodeJS.Timeout | undefined;
 
   constructor(
     readonly node: number,
@@ -99,6 +102,8 @@ class PeerLink {
     private readonly secret: string,
     private readonly self: number,
     private readonly log: (line: string) => void,
+    /** This worker's share of PEER_LINK_QUEUE_BYTES_MAX. */
+    private readonly queueBytesMax: number,
   ) {
     this.connect();
   }
@@ -109,7 +114,7 @@ class PeerLink {
     // Dialing: the first entries of a link wait for it, within the bound.
     for (const e of entries) {
       const size = entryBytes(e);
-      if (this.ws !== null && this.queuedBytes + size <= PEER_LINK_QUEUE_BYTES_MAX) {
+      if (this.ws !== null && this.queuedBytes + size <= this.queueBytesMax) {
         this.queue.push(e);
         this.queuedBytes += size;
       } else this.dropped++;
@@ -132,7 +137,7 @@ class PeerLink {
       for (let i = 0; i < list.length; i += REPLICATION_FRAME_ENTRIES_MAX) {
         const frame = encodeNodeFrame([NodeFrame.Replicate, this.self, list.length <= REPLICATION_FRAME_ENTRIES_MAX ? list : list.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX)]);
         // Sockets that hold the bound already: the peer's workers are not keeping up, and the core resends.
-        if (buffered + frame.length <= PEER_LINK_QUEUE_BYTES_MAX) {
+        if (buffered + frame.length <= this.queueBytesMax) {
           sockets[w].send(frame);
           buffered += frame.length;
         } else this.dropped++;
@@ -145,6 +150,22 @@ class PeerLink {
     if (this.closed) return;
     const ws = dial(this.url, this.secret);
     this.ws = ws;
+    ws.on('error', (err: NodeJS.ErrnoException) => this.problem(`peer ${this.node} at ${this.url}: ${err.code ?? err.message}`));
+    // No Hello within the connect timeout, or no pong to the last ping by the next: the peer is gone or stuck.
+    let ponged = true;
+    ws.on('pong', () => (ponged = true));
+    clearInterval(this.pinger);
+    this.pinger = setInterval(() => {
+      if (this.ws !== ws) return;
+      if (!ponged || (this.sockets === null && ws.readyState === ws.OPEN)) {
+        this.problem(`peer ${this.node} at ${this.url} ${ponged ? 'sent no Hello' : 'answered no ping'} within ${PEER_LINK_PING_MS} ms; dialing again`);
+        return void ws.terminate();
+      }
+      if (ws.readyState !== ws.OPEN) return;
+      ponged = false;
+      ws.ping();
+    }, Math.max(PEER_LINK_PING_MS, NODE_CONNECT_TIMEOUT_MS));
+    this.pinger.unref();
     ws.on('unexpected-response', (_req, res) => {
       this.problem(`peer ${this.node} at ${this.url} refused the link (HTTP ${res.statusCode}${res.statusCode === 401 ? ': the cluster secrets differ' : res.statusCode === 400 ? ': it speaks another node protocol version' : ''})`);
       ws.terminate();
@@ -179,6 +200,9 @@ class PeerLink {
         this.problem(`worker ${w} of peer ${this.node} (port ${port}) refused the link (HTTP ${res.statusCode})`);
         s.terminate();
       });
+      // A batch port this node cannot reach (a firewall that lets the peer's node port through but not its workers'
+      // ports) fails here, link after link: said, so that replication that never starts is not silent.
+      s.on('error', (err: NodeJS.ErrnoException) => this.problem(`worker ${w} of peer ${this.node} (${host}:${port}): ${err.code ?? err.message}`));
       // A batch port answers only batches, which a replication link never sends.
       s.on('message', () => {
         this.problem(`worker ${w} of peer ${this.node} sent a frame on a replication link; dialing again`);
@@ -212,13 +236,14 @@ class PeerLink {
     this.dropped += this.queue.length;
     this.queue = [];
     this.queuedBytes = 0;
-    if (this.closed) return;
+    if (this.closed) return void clearInterval(this.pinger);
     this.timer = setTimeout(() => this.connect(), backoffMs(this.failures++, NODE_RECONNECT_DELAY_MS_MIN, NODE_RECONNECT_DELAY_MS_MAX));
     this.timer.unref();
   }
 
   private problem(line: string): void {
-    if (line !== this.lastProblem) this.log(line);
+    if (line !== this.lastProblem) this.log(this.dropped > 0 ? `${line} (${this.dropped} entries or frames for it dropped since the last such line)` : line);
+    if (line !== this.lastProblem) this.dropped = 0;
     this.lastProblem = line;
   }
 }
@@ -232,6 +257,8 @@ export class PeerLinks {
     private readonly secret: string,
     private readonly self: number,
     private readonly log: (line: string) => void,
+    /** The node's worker count: each worker's links hold at most its share of PEER_LINK_QUEUE_BYTES_MAX. */
+    private readonly workers: number,
   ) {}
 
   /** Dials the peers of the latest assignment; drops links to nodes no longer named (or at a new URL). */
@@ -243,7 +270,7 @@ export class PeerLinks {
         this.links.delete(node);
       }
     }
-    for (const [node, url] of want) if (!this.links.has(node)) this.links.set(node, new PeerLink(node, url, this.secret, this.self, this.log));
+    for (const [node, url] of want) if (!this.links.has(node)) this.links.set(node, new PeerLink(node, url, this.secret, this.self, this.log, Math.floor(PEER_LINK_QUEUE_BYTES_MAX / this.workers)));
   }
 
   /** Sends a turn's entries for `node` (messages' bytes, KeepAlives, AppendOks) to its workers; dropped if it is not

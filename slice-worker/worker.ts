@@ -197,7 +197,7 @@ function openReplicas(self: number): string {
   replicaSelf = self;
   const opened = ReplicaLog.open(replicaDir, config.durability);
   replicaLog = opened.log;
-  links = new PeerLinks(config.clusterSecret, self, (line) => console.error(`keyslice slice node: worker ${config.workerIndex}: ${line}`));
+  links = new PeerLinks(config.clusterSecret, self, (line) => console.error(`keyslice slice node: worker ${config.workerIndex}: ${line}`), config.workerCount);
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
     outbox.push([slice, to, message]);
     queuePortFlush();

@@ -57,7 +57,7 @@ describe('replication links name their node protocol version', () => {
       ws.on('message', (data: Buffer) => received.push(data));
     });
     const lines: string[] = [];
-    const links = new PeerLinks('', 0, (l) => lines.push(l));
+    const links = new PeerLinks('', 0, (l) => lines.push(l), 1);
     try {
       const { port } = server.address() as { port: number };
       links.setPeers([[1, `ws://127.0.0.1:${port}`]]);
@@ -74,6 +74,45 @@ describe('replication links name their node protocol version', () => {
     } finally {
       links.close();
       await new Promise((r) => server.close(r));
+    }
+  });
+
+  it('a link whose peer never greets, or whose worker ports cannot be reached, says so and dials again', async () => {
+    // A peer that opens the connection and then says nothing (a stuck process, a proxy that holds it).
+    const silent = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await new Promise<void>((r) => silent.once('listening', () => r()));
+    let silentDials = 0;
+    silent.on('connection', () => void silentDials++);
+    // A peer whose Hello names a worker port nobody listens on (a firewall that lets only the node port through).
+    const closedPort = await new Promise<number>((r) => {
+      const probe = new WebSocketServer({ host: '127.0.0.1', port: 0 }, () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => r(port));
+      });
+    });
+    const walled = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await new Promise<void>((r) => walled.once('listening', () => r()));
+    walled.on('connection', (ws) => ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 1, '0'.repeat(32), null, [closedPort]])));
+    const lines: string[] = [];
+    const links = new PeerLinks('', 0, (l) => lines.push(l), 1);
+    try {
+      links.setPeers([
+        [1, `ws://127.0.0.1:${(silent.address() as { port: number }).port}`],
+        [2, `ws://127.0.0.1:${(walled.address() as { port: number }).port}`],
+      ]);
+      const until = Date.now() + 3 * WAIT_MS;
+      const said = (what: RegExp) => lines.some((l) => what.test(l));
+      while (!(said(/peer 1 at .* sent no Hello within/) && said(new RegExp(`worker 0 of peer 2 \\(127\\.0\\.0\\.1:${closedPort}\\): ECONNREFUSED`)))) {
+        if (Date.now() > until) throw new Error(`not said within ${3 * WAIT_MS} ms: ${lines.join(' | ')}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // Dialed again after the silent one was dropped.
+      const again = Date.now() + WAIT_MS;
+      while (silentDials < 2 && Date.now() < again) await new Promise((r) => setTimeout(r, 50));
+      expect(silentDials).toBeGreaterThanOrEqual(2);
+    } finally {
+      links.close();
+      await Promise.all([silent, walled].map((s) => new Promise((r) => s.close(r))));
     }
   });
 });
