@@ -13,6 +13,7 @@ import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
 import { expectError, led, statusUntil, useCluster } from './cluster-fixture.js';
 import { parseExposition, samples } from './prometheus-text.js';
+import { freezeProcess } from './freeze.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3 });
 /** One node, R=1: its worker log keeps no ids (docs/replication.md). */
@@ -97,8 +98,8 @@ describe('a write with an idempotency id (R=3, real processes)', () => {
     const retrying = await KeysliceClient.connect(c.cluster.url, { requestTimeoutMs: 300, writeRetries: 200 });
     const before = await duplicateWrites();
     let answer;
-    leader.child.kill('SIGSTOP');
     try {
+      await freezeProcess(leader.child.pid!);
       answer = retrying.updateItem(T, { id: 'frozen' }, { add: { n: 1 }, returnValues: 'new' });
       answer.catch(() => {});
       await until('the frozen leader replaced', leadsNothing(leader));

@@ -11,6 +11,7 @@ import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js
 import { parseExposition, total } from './prometheus-text.js';
 import { useCluster } from './cluster-fixture.js';
 import { dynamoClient } from './dynamodb-fixture.js';
+import { freezeProcess } from './freeze.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3 });
 const T = 'eventual';
@@ -175,8 +176,8 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
 
   it('are answered by the followers while the leader is frozen (SIGSTOP), before any election', async () => {
     const leader = await putOnLeader('hot', 'x');
-    leader.child.kill('SIGSTOP');
     try {
+      await freezeProcess(leader.child.pid!); // until every thread stopped, the leader's workers may still answer
       const frozenAt = Date.now();
       // The election takes the heartbeat timeout (1.5 s) at least: an answer before 1 s came from a follower.
       const answeredMs = await Promise.all(
@@ -195,8 +196,8 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
 
   it('consistent reads in flight on a frozen leader (SIGSTOP) are sent again to the new one: slower, not failed', async () => {
     const leader = await putOnLeader('cold', 'y');
-    leader.child.kill('SIGSTOP');
     try {
+      await freezeProcess(leader.child.pid!);
       // Sent at once, so they are in flight on the frozen node when the failover gives it up (outcome unknown).
       const got = await Promise.allSettled(Array.from({ length: 20 }, () => c.client.getItem(T, { id: 'cold' })));
       const failed = got.filter((g) => g.status === 'rejected').map((g) => String((g as PromiseRejectedResult).reason));
@@ -211,8 +212,8 @@ describe('eventually consistent reads (R=3, 3 nodes)', () => {
     const leader = await putOnLeader('warm', 'z');
     await untilEventualReadsSee(eventualV('warm'), 'z', 'warm');
     const follower = c.cluster.nodes.find((n) => n !== leader)!;
-    follower.child.kill('SIGSTOP');
     try {
+      await freezeProcess(follower.child.pid!);
       // One client connection: one router. Before, every third read waited REPLICA_READ_TIMEOUT_MS (1 s) on the
       // frozen follower; now the first such read does, and the follower gets none for REPLICA_SILENT_SKIP_MS.
       const tookMs: number[] = [];

@@ -11,6 +11,7 @@ import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
 import { clusterStatus, led, statusUntil, testLog, useCluster } from './cluster-fixture.js';
+import { freezeProcess } from './freeze.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync', ...(testLog ? { log: testLog } : {}) });
 const T = 'failover';
@@ -118,8 +119,8 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
     const conditional = keysOn('g');
     const unconditional = keysOn('f');
     expect([conditional.length, unconditional.length]).toEqual([8, 8]);
-    victim.child.kill('SIGSTOP');
     try {
+      await freezeProcess(victim.child.pid!);
       // Writes sent now to the frozen leader wait for it until the election gives them up (outcome unknown).
       // Each is sent again, with its request id, to the new leader, which applies it only if it was not
       // applied (docs/replication.md, "A write sent twice is applied once"): conditional or not, each succeeds.

@@ -10,6 +10,7 @@ import { LOAD_REPORT_TIMEOUT_MS, RETRY_AFTER_SECONDS } from '../shared/limits.js
 import { useCluster } from './cluster-fixture.js';
 import { parseExposition, samples, total } from './prometheus-text.js';
 import { waitFor } from './elastic-fixture.js';
+import { freezeProcess } from './freeze.js';
 
 const c = useCluster({ nodes: 2, workers: 1, slices: 64 });
 const T = 'partial';
@@ -48,8 +49,8 @@ describe('a slice node stops answering', () => {
     for (const n of [up, down]) expect(gauge(before.text, `keyslice_node_load_reported{node="${n.url}"}`)).toBe('1');
 
     // Hung: connected, so "up", but it does not answer. The scrape waits for it a bounded time.
-    process.kill(down.child.pid!, 'SIGSTOP');
     try {
+      await freezeProcess(down.child.pid!);
       const hung = await scrape();
       expect(hung.ms).toBeLessThan(LOAD_REPORT_TIMEOUT_MS + 3_000);
       expect(gauge(hung.text, `keyslice_node_up{node="${down.url}"}`)).toBe('1');

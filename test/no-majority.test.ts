@@ -13,6 +13,7 @@ import { initHashing, sliceOf } from '../shared/hashing.js';
 import { FAILOVER_RETRY_MS_MAX, NODE_REQUEST_TIMEOUT_MS, REPLICA_COMMIT_WAIT_MS } from '../shared/limits.js';
 import { led, statusUntil, testLog, useCluster } from './cluster-fixture.js';
 import { parseExposition, samples } from './prometheus-text.js';
+import { freezeProcess } from './freeze.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, ...(testLog ? { log: testLog } : {}) });
 const T = 'nomajority';
@@ -55,10 +56,11 @@ describe('a leader whose followers are frozen (R=3, two of three nodes SIGSTOPpe
     expect(frozen).toHaveLength(2);
     const before = await duplicateWrites();
 
-    for (const n of frozen) process.kill(n.child.pid!, 'SIGSTOP');
     let outcome: unknown;
     let took = -1;
     try {
+      // Every thread stopped before the write goes out: a follower's worker threads that ran on would answer it.
+      for (const n of frozen) await freezeProcess(n.child.pid!);
       const started = Date.now();
       const write = c.client.updateItem(T, { id }, { add: { n: 1 }, returnValues: 'new' }).then(
         (item) => `acknowledged: ${JSON.stringify(item)}`,

@@ -42,7 +42,7 @@
 //     no lease: Unavailable, which a router retries on the new leader);
 //   - a follower restarted and then assigned no replica (its sets changed while it
 //     was down) drops what it held, and a second restart brings none of it back.
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -74,6 +74,7 @@ import { workerOf } from '../shared/hashing.js';
 import { REPLICA_COMMIT_WAIT_MS, REPLICA_LEASE_WAIT_MS } from '../shared/limits.js';
 import { encodeReplicated } from '../slice-worker/log-format.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
+import { freezeProcess } from './freeze.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const SLICES = 16;
@@ -363,31 +364,9 @@ async function pollUntil(ok: () => Promise<boolean>, ms = WAIT_MS): Promise<void
   throw new Error(`not so within ${ms} ms`);
 }
 
-/** Freezes node `i` (SIGSTOP) and resolves once every thread of it has stopped. kill() returns before that: the
- * signal is taken by one thread (the main thread), which must be scheduled to start the stop of the others, and on
- * a loaded machine its worker threads ran on for milliseconds meanwhile, long enough to take a leader's Append on
- * their own links (node protocol 25: the main thread is on no write's path), write it and answer AppendOk. A put
- * sent in that window was answered by a follower that really held it, which a test that meant it frozen read as
- * a commit without a majority. Linux: a thread's state is the field after its name in /proc/<pid>/task/<tid>/stat
- * ('T': stopped). */
-async function freeze(i: number): Promise<void> {
-  const pid = nodes[i]!.child.pid!;
-  process.kill(pid, 'SIGSTOP');
-  const running = () =>
-    readdirSync(`/proc/${pid}/task`).filter((tid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        return stat[stat.lastIndexOf(')') + 2] !== 'T';
-      } catch {
-        return false; // the thread ended meanwhile
-      }
-    }).length;
-  const deadline = Date.now() + WAIT_MS;
-  for (let n = 0; n < 3000 && Date.now() < deadline; n++) {
-    if (running() === 0) return;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`node ${i} (pid ${pid}) has threads that did not stop within ${WAIT_MS} ms of SIGSTOP`);
+/** Freezes node `i` and resolves once every thread of it has stopped (see test/freeze.ts: kill() returns before). */
+function freeze(i: number): Promise<void> {
+  return freezeProcess(nodes[i]!.child.pid!, WAIT_MS);
 }
 
 function stop(i: number, signal: NodeJS.Signals): Promise<void> {

@@ -8,6 +8,7 @@ import type { ClusterStatus } from '../shared/api.js';
 import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 import { useCluster } from './cluster-fixture.js';
+import { freezeProcess } from './freeze.js';
 
 // Read by the coordinator at start (useCluster's beforeAll, below): no election while the leader is frozen.
 const leaderTimeoutBefore = process.env.KEYSLICE_LEADER_TIMEOUT_MS;
@@ -86,9 +87,11 @@ describe('the staleness of eventually consistent reads (R=3, 3 nodes, no electio
     const FROZEN_MS = REPLICA_READ_STALENESS_MS + IN_FLIGHT_MS_MAX + 1_000;
     const reads: { sentMs: number; answeredMs: Promise<number> }[] = [];
     let thawedMs = Infinity;
-    leader.child.kill('SIGSTOP');
-    const frozenAt = Date.now();
+    let frozenAt = Date.now();
     try {
+      // From once every thread of it stopped: until then its worker threads may still send keep-alives.
+      await freezeProcess(leader.child.pid!);
+      frozenAt = Date.now();
       for (let i = 0; i < 200 && Date.now() - frozenAt < FROZEN_MS; i++) {
         const sentMs = Date.now() - frozenAt;
         reads.push({ sentMs, answeredMs: eventualGet('k').then((item) => (expect(item?.v).toBe(1), Date.now() - frozenAt)) });
