@@ -213,7 +213,7 @@ export class Router {
         return await link.send(slice, op);
       } catch (err) {
         if (err instanceof KeysliceError && this.mayResend(err, op)) {
-          if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(`slice ${slice}`, err, failoverTries, started);
+          if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(`slice ${slice}`, err, failoverTries, started, unsure);
           if (isWriteOp(op) && !wasNotApplied(err)) {
             this.counts.writeResent();
             unsure = true;
@@ -426,17 +426,22 @@ export class Router {
 
   /** The error once failoverRetry says no to `last` (an Unavailable this loop would have sent again). On replicated
    * slices the router waited out the failover for as long as its bounds allow: the Unavailable says so, how often in
-   * how long, and carries routerRetried, so that no caller multiplies that wait (errors.ts callerMayRetry). On slices
-   * of one replica there is no failover to wait for and nothing was retried: `last` goes on as it is, and a caller
-   * may ask again what is safe to ask again. */
-  private failoverSpent(what: string, last: KeysliceError, tries: number, started: number): KeysliceError {
+   * how long, and carries routerRetried, so that no caller multiplies that wait (errors.ts callerMayRetry). It says
+   * notApplied only if `last` did and no earlier copy had an unknown outcome (`unsure`, a write's): `last` speaks for
+   * its own copy alone, and a copy that an outcome-unknown leader logged may still commit under the next leader, so
+   * a caller that trusted notApplied and wrote again would apply the write twice. On slices of one replica there is
+   * no failover to wait for and nothing was retried: `last` goes on as it is, and a caller may ask again what is safe to
+   * ask again. */
+  private failoverSpent(what: string, last: KeysliceError, tries: number, started: number, unsure = false): KeysliceError {
     assert(last.code === 'Unavailable', 'only an Unavailable waits for a failover');
-    if (this.cluster.replicationFactor <= 1) return last;
+    // unsure with one replica: the map gave the slice more when a copy was resent (failoverRetry), that copy's doubt stays.
+    if (this.cluster.replicationFactor <= 1 && !unsure) return last;
     const ms = Date.now() - started;
+    const earlier = unsure ? '; an earlier copy of this write had an unknown outcome, so it may have been applied' : '';
     return new KeysliceError(
       'Unavailable',
-      `${what}: no serving leader answered ${tries + 1} tries in ${ms} ms (the router waits for a failover at most ${FAILOVER_RETRIES_MAX} tries within ${FAILOVER_RETRY_MS_MAX} ms; the slice's replicas may be down or cut off from a majority); last: ${last.message}`,
-      wasNotApplied(last) ? { notApplied: true, routerRetried: true } : { routerRetried: true },
+      `${what}: no serving leader answered ${tries + 1} tries in ${ms} ms (the router waits for a failover at most ${FAILOVER_RETRIES_MAX} tries within ${FAILOVER_RETRY_MS_MAX} ms; the slice's replicas may be down or cut off from a majority); last: ${last.message}${earlier}`,
+      wasNotApplied(last) && !unsure ? { notApplied: true, routerRetried: true } : { routerRetried: true },
     );
   }
 }
