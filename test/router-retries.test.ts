@@ -6,8 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { KeysliceError } from '../shared/errors.js';
 import { FAILOVER_RETRIES_MAX } from '../shared/limits.js';
-import { SliceOp, type ResultOf, type SliceOpMessage } from '../shared/protocol.js';
-import { Router } from '../coordinator/router/router.js';
+import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../shared/protocol.js';
+import { Router, type ScanRequest } from '../coordinator/router/router.js';
 import type { Routing } from '../coordinator/router/routing.js';
 import type { SliceChannel } from '../coordinator/router/slice-channel.js';
 
@@ -79,6 +79,7 @@ class Cluster implements Routing {
 const put = (): SliceOpMessage & [typeof SliceOp.Put, ...unknown[]] => [SliceOp.Put, TABLE, 2, 'k', { id: 'k' }, 8, null, null];
 const unknownOutcome = () => new KeysliceError('Unavailable', 'the leader lost its majority with the write in flight: outcome unknown');
 const noLeader = () => new KeysliceError('Unavailable', 'slice 2 has no serving leader; retry later', { notApplied: true });
+const wrongOwner = () => new KeysliceError('WrongOwner', 'slice 2 is not owned here at epoch 1');
 
 async function failure(p: Promise<unknown>): Promise<KeysliceError> {
   try {
@@ -109,5 +110,34 @@ describe("a router's failover bound", () => {
     expect(node.sent).toBe(FAILOVER_RETRIES_MAX + 1);
     expect(err.details).toEqual({ notApplied: true, routerRetried: true });
     expect(err.message).not.toMatch(/unknown outcome/);
+  });
+});
+
+describe('a refusal waits for a map newer than the one that chose its link', () => {
+  it('a write sent on a link awaited while the map moved', async () => {
+    const node = new Node('n0', [wrongOwner(), null]);
+    node.state = 'connecting';
+    const c = new Cluster(node);
+    c.onLinkReady = () => {
+      c.epoch = 2; // the map moved while the link was awaited: the refused try was chosen at epoch 1
+      node.state = 'ready';
+    };
+    await new Router(c).send(put());
+    expect(node.sent).toBe(2);
+    expect(c.wrongOwnerSentAt).toEqual([1]);
+  });
+
+  it('a scan page planned while the map moved', async () => {
+    const page: ScanResult = [[], true, null];
+    const node = new Node('n0', [wrongOwner(), page]);
+    node.state = 'connecting';
+    const c = new Cluster(node);
+    c.onLinkReady = () => {
+      c.epoch = 2;
+      node.state = 'ready';
+    };
+    const r: ScanRequest = { tableId: TABLE, fromSlice: 0, afterKey: null, limit: 10, projection: null, filter: null, toSlice: c.sliceCount, packed: false };
+    expect(await new Router(c).scan(r)).toEqual([page]);
+    expect(c.wrongOwnerSentAt).toEqual([1]);
   });
 });
