@@ -8,7 +8,7 @@
 // of unknown outcome ends Unavailable instead: router.ts). The TypeScript client alone sends it on, once to each other
 // router address it has (client.ts requestOnce): a router whose map lags for good (cut off from its coordinator) would
 // otherwise fail every request of a moved slice while another router could answer it. Once per address, not once per
-// try: the tries stay the routers' own times the addresses.
+// try, nor once per copy that the client sends again (writeRetries): the tries stay the routers' own times the addresses.
 import { assert, KeysliceError } from './errors.js';
 import { WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_DELAY_MS_MAX, WRONG_OWNER_RETRY_DELAY_MS_MIN, WRONG_OWNER_RETRY_MS_MAX } from './limits.js';
 import { backoffMs } from './timeout.js';

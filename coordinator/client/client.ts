@@ -19,7 +19,7 @@ import type {
   TableDescription,
   WriteCondition,
 } from '../../shared/api.js';
-import { callerMayRetry, KeysliceError, isErrorCode, wasNotApplied, type ErrorDetails } from '../../shared/errors.js';
+import { assert, callerMayRetry, KeysliceError, isErrorCode, wasNotApplied, type ErrorDetails } from '../../shared/errors.js';
 import { IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
 import { backoffMs } from '../../shared/timeout.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../../shared/protocol.js';
@@ -70,6 +70,13 @@ const WRITE_RETRY_DELAY_MS_MAX = 1_000;
 const RETRIED_WRITES: ReadonlySet<OperationName> = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWrite']);
 /** The errors a router answered, as against those made here (a lost connection, no answer in time). */
 const answeredByRouter = new WeakSet<KeysliceError>();
+
+/** The addresses that refused a request WrongOwner after their own tries (each copy of it, client.ts requestOnce), and
+ * until when (its first copy's time out, monotonic) a refused copy is sent on to another; 0 before its first copy. */
+interface RefusedBy {
+  tried: string[];
+  until: number;
+}
 
 /** Whether writeRetries sends a write again after `err` (ClientOptions.writeRetries). */
 function resendable(err: unknown): boolean {
@@ -252,12 +259,17 @@ export class KeysliceClient {
   private async resending<Op extends OperationName>(op: Op, payload: Request<Op>, retries: number): Promise<Response<Op>> {
     // Monotonic: a wall clock set back must not stretch the window in which a copy is applied at most once.
     const started = performance.now();
+    // One for the whole request: a copy is never sent to an address that refused an earlier one WrongOwner (its tries
+    // were spent), so that the client's resends do not multiply the routers' tries (requestOnce).
+    const refusedBy: RefusedBy = { tried: [], until: 0 };
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.requestOnce(op, payload);
+        return await this.requestOnce(op, payload, refusedBy);
       } catch (err) {
         const delay = backoffMs(attempt, WRITE_RETRY_DELAY_MS_MIN, WRITE_RETRY_DELAY_MS_MAX);
         if (!resendable(err) || attempt >= retries || performance.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
+        // Every address open refused it WrongOwner: `err`, the last copy's failure, is the request's.
+        if (refusedBy.tried.length > 0 && this.pickOther(refusedBy.tried, false) === null) throw err;
         await new Promise((r) => setTimeout(r, delay));
       }
     }
@@ -270,24 +282,30 @@ export class KeysliceClient {
    * have the newer map. Only another address: connections to one address may reach the same router, and the routers
    * that share one port (`--routers N`) share their host's coordinator, so they lag together. So a request is asked
    * of each router address at most once, and its tries are at most the routers' own tries times the addresses,
-   * never the client's tries times theirs. `tried`: the addresses that refused it so far. */
-  private requestOnce<Op extends OperationName>(op: Op, payload: Request<Op>, tried: readonly string[] = [], deadline = 0): Promise<Response<Op>> {
+   * never the client's tries times theirs, whether or not the client sends a write again (resending: `refusedBy` is
+   * the request's, kept across its copies, and so is the time within which it is sent on). `copyUntil`: when the copy
+   * that a router refused times out (a copy sent on keeps it; a new copy gets requestTimeoutMs of its own). */
+  private requestOnce<Op extends OperationName>(op: Op, payload: Request<Op>, refusedBy: RefusedBy = { tried: [], until: 0 }, copyUntil = 0): Promise<Response<Op>> {
+    const { tried } = refusedBy;
     const conn = tried.length === 0 ? this.pick() : this.pickOther(tried);
     if (conn === null) return Promise.reject(new KeysliceError('Unavailable', 'the client is not connected'));
     const id = this.nextId++;
     const timeoutMs = this.options.requestTimeoutMs ?? 30_000;
     // Monotonic: a wall clock set back must not stretch the request's time.
-    const until = tried.length === 0 ? performance.now() + timeoutMs : deadline;
+    const now = performance.now();
+    const until = copyUntil === 0 ? now + timeoutMs : copyUntil;
+    if (refusedBy.until === 0) refusedBy.until = until; // the request's first copy
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         conn.forget(id);
         reject(new KeysliceError('Unavailable', `${op} got no answer within ${timeoutMs} ms`));
-      }, until - performance.now());
+      }, until - now);
       const refused = (err: Error) => {
-        if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner' || !answeredByRouter.has(err) || performance.now() >= until) return reject(err);
-        const next = [...tried, conn.url];
-        if (this.pickOther(next, false) === null) return reject(err);
-        this.requestOnce(op, payload, next, until).then(resolve, reject);
+        if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner' || !answeredByRouter.has(err) || performance.now() >= refusedBy.until) return reject(err);
+        assert(!tried.includes(conn.url), 'no address is asked again once it refused a request WrongOwner');
+        tried.push(conn.url);
+        if (this.pickOther(tried, false) === null) return reject(err);
+        this.requestOnce(op, payload, refusedBy, until).then(resolve, reject);
       };
       conn.send(id, op, payload as Record<string, unknown>, { resolve: resolve as (v: unknown) => void, reject: refused, timer });
     });

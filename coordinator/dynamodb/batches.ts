@@ -8,13 +8,13 @@
 // was why), as DynamoDB does.
 import type { ItemFailure } from '../../shared/api.js';
 import { projectItem } from '../../shared/expression-eval.js';
-import { callerMayRetry, KeysliceError } from '../../shared/errors.js';
+import { KeysliceError } from '../../shared/errors.js';
 import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX, DYNAMODB_BATCH_GET_RESPONSE_BYTES_MAX, ITEM_BYTES_MAX } from '../../shared/limits.js';
 import { isPlainObject, type Item } from '../../shared/values.js';
 import { fromNativeItem, itemSize, jsonType, toNativeItem } from './attribute-values.js';
 import { CapacityTally, readUnits, writeUnits } from './capacity.js';
 import type { Handler } from './context.js';
-import { DynamoDbError, THROUGHPUT_MESSAGE } from './errors.js';
+import { DynamoDbError, sdkRetryMultipliesWait, THROUGHPUT_MESSAGE } from './errors.js';
 import { bindProjectionHere, requestExpressions } from './expressions.js';
 import { capacityModeOf, checkItemCollectionMetrics } from './items.js';
 import { checkItemKey, keyFromWire, keyOf, keyText, tableSchema, type TableSchema } from './key-schema.js';
@@ -29,12 +29,14 @@ function requestItems(p: Params): [string, unknown][] {
   return tables;
 }
 
-/** The error to answer when every item of a batch failed at run time. */
-function allFailed(failures: ItemFailure[]): DynamoDbError {
+/** The error to answer when every item of a batch failed at run time (exported for its test: dynamodb-unavailable-status). */
+export function allFailed(failures: ItemFailure[]): DynamoDbError {
   const throttled = failures.every((f) => f.code === 'ThroughputExceeded');
   if (throttled) return new DynamoDbError('ProvisionedThroughputExceededException', THROUGHPUT_MESSAGE);
   const first = failures[0];
-  return first.retryable ? DynamoDbError.unavailable(first.message, !callerMayRetry(first)) : new DynamoDbError('InternalServerError', first.message);
+  // Status 400 only if an SDK's retry would wait out the router's bound again for every item: one item that it would
+  // not (not retried by the router, or a WrongOwner) makes it 503, which the SDK retries.
+  return first.retryable ? DynamoDbError.unavailable(first.message, failures.every(sdkRetryMultipliesWait)) : new DynamoDbError('InternalServerError', first.message);
 }
 
 function tableNotFound(err: unknown): never {

@@ -3,7 +3,7 @@
 // (the old item of a failed condition). keyslice's own typed errors are mapped
 // here, in one place, onto the exception a DynamoDB client expects.
 import { NUMBER_LIMIT_MESSAGES } from '../../shared/decimal.js';
-import { callerMayRetry, KeysliceError, toKeysliceError, type ErrorCode } from '../../shared/errors.js';
+import { KeysliceError, toKeysliceError, type ErrorCode } from '../../shared/errors.js';
 
 const DYNAMODB = 'com.amazonaws.dynamodb.v20120810#';
 const CORAL_SERVICE = 'com.amazon.coral.service#';
@@ -60,13 +60,13 @@ export class DynamoDbError extends Error {
     return new DynamoDbError('SerializationException', message);
   }
 
-  /** A request the service could not serve now: 503 ServiceUnavailable, which the SDKs send again by themselves
-   * (they retry statuses 500, 502, 503 and 504 and the throttling exceptions: the AWS SDK for JavaScript v3 makes up
-   * to 4 attempts for DynamoDB by default, boto3 up to 3 or 5 by its retry mode). Unless `routerRetried`: the router
-   * already asked again for as long as its bounds allow (a failover outlasted its wait, or a slice's owner kept
-   * changing or its map lags: errors.ts callerMayRetry), and each attempt of the SDK's would wait as long again
-   * (4 attempts: 40 s for the router's 10 s). Then it is the same exception at status 400, which no SDK retries by
-   * itself, with a message that says why; a program that switches on the name still sees ServiceUnavailable. */
+  /** A request the service could not serve now: 503 ServiceUnavailable, as DynamoDB documents it, which the SDKs send
+   * again by themselves (they retry statuses 500, 502, 503 and 504 and the throttling exceptions: the AWS SDK for
+   * JavaScript v3 makes up to 4 attempts for DynamoDB by default, boto3 up to 3 or 5 by its retry mode). Unless
+   * `routerRetried` (sdkRetryMultipliesWait): the router already waited out a failover for as long as its bounds
+   * allow, and each attempt of the SDK's would wait as long again (4 attempts: 40 s for the router's 10 s). Then it is
+   * the same exception at status 400, which no SDK retries by itself, with a message that says why; a program that
+   * switches on the name still sees ServiceUnavailable (what 5xx-keyed alarms and retry policies miss: docs/dynamodb.md). */
   static unavailable(message: string, routerRetried: boolean): DynamoDbError {
     if (!routerRetried) return new DynamoDbError('ServiceUnavailable', message);
     return new DynamoDbError('ServiceUnavailable', `${message} (keyslice: the router already retried this request for as long as its bounds allow, so it is answered with status 400, which SDKs do not retry by themselves; asking again at once would wait as long again; retry later)`, {}, 400);
@@ -126,6 +126,15 @@ const EXPRESSION_FIELDS: Record<string, string> = {
 };
 const EXPRESSION_MESSAGE = /^(condition|update|filter|projection|keyCondition|ConditionExpression|UpdateExpression|FilterExpression|ProjectionExpression|KeyConditionExpression)(?: \(position \d+\))?: (.*)$/s;
 
+/** Whether an SDK's own retries of an error would each wait out the router's bound again: an Unavailable with
+ * routerRetried (the router waited out a failover, FAILOVER_RETRY_MS_MAX), answered at status 400 (unavailable). Not a
+ * WrongOwner, though the router spent its tries on it as well: nothing was applied, its tries are bounded by
+ * WRONG_OWNER_RETRY_MS_MAX, and the cause is most often one router's map that lags (cut off from its coordinator), so
+ * an SDK's retry behind a load balancer is likely served by another, healthy router: 503, which the SDK retries. */
+export function sdkRetryMultipliesWait(err: { code: ErrorCode; routerRetried?: boolean }): boolean {
+  return err.code === 'Unavailable' && err.routerRetried === true;
+}
+
 /** Any error thrown while serving a DynamoDB request, as the DynamoDB error to answer. */
 export function toDynamoDbError(err: unknown): DynamoDbError {
   if (err instanceof DynamoDbError) return err;
@@ -147,7 +156,7 @@ export function toDynamoDbError(err: unknown): DynamoDbError {
       return new DynamoDbError('InternalServerError', `Internal server error: ${err.message}`);
     case 'Unavailable':
     case 'WrongOwner':
-      return DynamoDbError.unavailable(err.message, !callerMayRetry(err));
+      return DynamoDbError.unavailable(err.message, sdkRetryMultipliesWait(err));
     case 'ValidationError': {
       // A sum beyond DynamoDB's limits (shared/decimal-sum.ts) answers as DynamoDB does, in its words alone.
       if (NUMBER_LIMIT_MESSAGES.includes(err.message)) return DynamoDbError.validation(err.message);

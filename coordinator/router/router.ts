@@ -190,12 +190,15 @@ export class Router {
     let wrongOwner: WrongOwnerTries | null = null; // made at the first refusal: most ops meet none
     // A write sent again after a copy whose outcome is unknown: that copy may have been applied.
     let unsure = false;
-    // The map's epoch when the last try was sent: a refusal waits for a newer one (Routing.afterWrongOwner).
+    // The epoch of the map that chose the last try's link: a refusal waits for a newer one (Routing.afterWrongOwner).
     let sentAt = first?.epoch ?? this.cluster.epoch;
     for (let attempt = 0; ; attempt++) {
       const tried = attempt === 0 && first !== null;
       const link = tried ? null : this.cluster.linkOf(slice);
       if (!tried) {
+        // The epoch of the map that chose the link, read with it as send's first try reads it: a map that changes while
+        // the link is awaited below makes a refusal of this try one of the older map, which waits for no further change.
+        sentAt = this.cluster.epoch;
         if (link === null) throw new KeysliceError('Unavailable', `slice ${slice} has no slice node yet (none has joined); retry later`, { notApplied: true });
         this.giveRequestId(op, named);
         if (link.state !== 'ready') await this.cluster.linkReady(link);
@@ -209,11 +212,10 @@ export class Router {
           assert(first !== null, 'only the try that send made has no link here');
           throw first.err;
         }
-        sentAt = this.cluster.epoch;
         return await link.send(slice, op);
       } catch (err) {
         if (err instanceof KeysliceError && this.mayResend(err, op)) {
-          if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(`slice ${slice}`, err, failoverTries, started);
+          if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(`slice ${slice}`, err, failoverTries, started, unsure);
           if (isWriteOp(op) && !wasNotApplied(err)) {
             this.counts.writeResent();
             unsure = true;
@@ -293,8 +295,8 @@ export class Router {
     for (;;) {
       let err: unknown;
       try {
-        const asks = await this.scanAsks(r.fromSlice, r.toSlice);
-        sentAt = this.cluster.epoch;
+        const { asks, epoch } = await this.scanAsks(r.fromSlice, r.toSlice);
+        sentAt = epoch;
         const answers = asks.map((a) => a.link.sendToWorker(a.worker, [SliceOp.Scan, r.tableId, r.fromSlice, r.afterKey, r.limit, r.projection, r.filter, a.slices, r.packed]));
         const settled = await Promise.allSettled(answers);
         const failed = settled.find((a): a is PromiseRejectedResult => a.status === 'rejected');
@@ -320,11 +322,12 @@ export class Router {
   }
 
   /** Each worker that owns a slice of [from, to) by the map, with those slices, once none of them is frozen and every
-   * node asked is ready (Unavailable if one has no node or its node is not ready). Kept per range while the map's
+   * node asked is ready (Unavailable if one has no node or its node is not ready), and the map's epoch they were read
+   * at: a refusal of them waits for a map after that one (scan), not after one that came while the links were awaited. Kept per range while the map's
    * epoch, each link's owner and worker count stay as they were, so that a page does not read the owner of every
    * slice of its range again; the worker checks what it is asked for anyway (it refuses unless it owns every slice),
    * so a plan kept past a change the epoch missed costs a refusal and a rebuild, never a page without a slice. */
-  private async scanAsks(from: number, to: number): Promise<readonly ScanAsk[]> {
+  private async scanAsks(from: number, to: number): Promise<{ asks: readonly ScanAsk[]; epoch: number }> {
     await this.cluster.scanUnfrozen(from, to);
     const epoch = this.cluster.epoch;
     if (epoch !== this.scanPlansEpoch) {
@@ -335,7 +338,7 @@ export class Router {
     }
     const key = scanKey(from, to);
     const kept = this.scanPlans.get(key);
-    if (kept !== undefined && kept.links.every((l) => l.link.state === 'ready' && l.link.workerCount === l.workerCount && this.cluster.linkOf(l.probe) === l.link)) return kept.asks;
+    if (kept !== undefined && kept.links.every((l) => l.link.state === 'ready' && l.link.workerCount === l.workerCount && this.cluster.linkOf(l.probe) === l.link)) return { asks: kept.asks, epoch };
     if (kept !== undefined) this.forgetScanPlan(key);
 
     // The owner of every slice, each link's first slice as its probe.
@@ -382,7 +385,7 @@ export class Router {
       }
       assert(this.scanPlansBytes >= 0 && this.scanPlansBytes <= SCAN_PLANS_BYTES_MAX, 'the scan plans kept are counted within their budget');
     }
-    return asks;
+    return { asks, epoch };
   }
 
   private forgetScanPlan(key: number): void {
@@ -426,17 +429,22 @@ export class Router {
 
   /** The error once failoverRetry says no to `last` (an Unavailable this loop would have sent again). On replicated
    * slices the router waited out the failover for as long as its bounds allow: the Unavailable says so, how often in
-   * how long, and carries routerRetried, so that no caller multiplies that wait (errors.ts callerMayRetry). On slices
-   * of one replica there is no failover to wait for and nothing was retried: `last` goes on as it is, and a caller
-   * may ask again what is safe to ask again. */
-  private failoverSpent(what: string, last: KeysliceError, tries: number, started: number): KeysliceError {
+   * how long, and carries routerRetried, so that no caller multiplies that wait (errors.ts callerMayRetry). It says
+   * notApplied only if `last` did and no earlier copy had an unknown outcome (`unsure`, a write's): `last` speaks for
+   * its own copy alone, and a copy that an outcome-unknown leader logged may still commit under the next leader, so
+   * a caller that trusted notApplied and wrote again would apply the write twice. On slices of one replica there is
+   * no failover to wait for and nothing was retried: `last` goes on as it is, and a caller may ask again what is safe to
+   * ask again. */
+  private failoverSpent(what: string, last: KeysliceError, tries: number, started: number, unsure = false): KeysliceError {
     assert(last.code === 'Unavailable', 'only an Unavailable waits for a failover');
-    if (this.cluster.replicationFactor <= 1) return last;
+    // unsure with one replica: the map gave the slice more when a copy was resent (failoverRetry), that copy's doubt stays.
+    if (this.cluster.replicationFactor <= 1 && !unsure) return last;
     const ms = Date.now() - started;
+    const earlier = unsure ? '; an earlier copy of this write had an unknown outcome, so it may have been applied' : '';
     return new KeysliceError(
       'Unavailable',
-      `${what}: no serving leader answered ${tries + 1} tries in ${ms} ms (the router waits for a failover at most ${FAILOVER_RETRIES_MAX} tries within ${FAILOVER_RETRY_MS_MAX} ms; the slice's replicas may be down or cut off from a majority); last: ${last.message}`,
-      wasNotApplied(last) ? { notApplied: true, routerRetried: true } : { routerRetried: true },
+      `${what}: no serving leader answered ${tries + 1} tries in ${ms} ms (the router waits for a failover at most ${FAILOVER_RETRIES_MAX} tries within ${FAILOVER_RETRY_MS_MAX} ms; the slice's replicas may be down or cut off from a majority); last: ${last.message}${earlier}`,
+      wasNotApplied(last) && !unsure ? { notApplied: true, routerRetried: true } : { routerRetried: true },
     );
   }
 }

@@ -1,0 +1,143 @@
+// Router's retry loop (router.ts sendLoop, scan) against answers that a real cluster gives only in a narrow order: a
+// copy of a write whose outcome is unknown followed by resends that meet no ready leader until the failover bound runs
+// out, or a map that changes while the router awaits a link it chose by the older map. Through the typed seam that
+// slice-channel.ts leaves for an in-process cluster (as scan-plans.test.ts): a map (Routing) and nodes (SliceChannel)
+// that answer as scripted; the process path of both is covered by routers, write-resend and unavailable-retries.
+import { describe, expect, it } from 'vitest';
+import { KeysliceError } from '../shared/errors.js';
+import { FAILOVER_RETRIES_MAX } from '../shared/limits.js';
+import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../shared/protocol.js';
+import { Router, type ScanRequest } from '../coordinator/router/router.js';
+import type { Routing } from '../coordinator/router/routing.js';
+import type { SliceChannel } from '../coordinator/router/slice-channel.js';
+
+const TABLE = 1;
+
+/** A slice node that answers each op with the next of `answers` (an error is thrown; the last answer repeats). */
+class Node implements SliceChannel {
+  state: SliceChannel['state'] = 'ready';
+  readonly workerCount = 1;
+  sent = 0;
+
+  constructor(
+    readonly url: string,
+    public answers: (KeysliceError | unknown)[],
+  ) {}
+
+  private next(): unknown {
+    const a = this.answers[Math.min(this.sent++, this.answers.length - 1)];
+    if (a instanceof KeysliceError) throw a;
+    return a;
+  }
+
+  async send<Op extends SliceOpMessage>(): Promise<ResultOf<Op>> {
+    return this.next() as ResultOf<Op>;
+  }
+
+  async sendToWorker<Op extends SliceOpMessage>(): Promise<ResultOf<Op>> {
+    return this.next() as ResultOf<Op>;
+  }
+}
+
+/** One node owns every slice; three replicas per slice (so writes carry request ids and failovers are waited out). */
+class Cluster implements Routing {
+  epoch = 1;
+  readonly sliceCount = 4;
+  readonly replicationFactor = 3;
+  /** The `sentAt` each afterWrongOwner was given. */
+  readonly wrongOwnerSentAt: (number | undefined)[] = [];
+  /** Called while the router awaits a link (linkReady): what changes meanwhile. */
+  onLinkReady: () => void = () => {};
+
+  constructor(readonly node: Node) {}
+
+  linkOf(): Node {
+    return this.node;
+  }
+  layout() {
+    return { nodes: [this.node.url], owners: Array.from({ length: this.sliceCount }, () => 0) };
+  }
+  replicaLinks(): Node[] {
+    return [this.node];
+  }
+  replicated(): boolean {
+    return true;
+  }
+  presentLinks(): Node[] {
+    return [this.node];
+  }
+  async scanUnfrozen(): Promise<void> {}
+  async linkReady(): Promise<void> {
+    this.onLinkReady();
+  }
+  async afterWrongOwner(_attempt: number, sentAt?: number): Promise<void> {
+    this.wrongOwnerSentAt.push(sentAt);
+  }
+  async afterNoLeader(): Promise<void> {}
+}
+
+const put = (): SliceOpMessage & [typeof SliceOp.Put, ...unknown[]] => [SliceOp.Put, TABLE, 2, 'k', { id: 'k' }, 8, null, null];
+const unknownOutcome = () => new KeysliceError('Unavailable', 'the leader lost its majority with the write in flight: outcome unknown');
+const noLeader = () => new KeysliceError('Unavailable', 'slice 2 has no serving leader; retry later', { notApplied: true });
+const wrongOwner = () => new KeysliceError('WrongOwner', 'slice 2 is not owned here at epoch 1');
+
+async function failure(p: Promise<unknown>): Promise<KeysliceError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(KeysliceError);
+    return err as KeysliceError;
+  }
+  throw new Error('expected the op to fail');
+}
+
+describe("a router's failover bound", () => {
+  it('spent on a write whose earlier copy had an unknown outcome: not notApplied, and says so', async () => {
+    const node = new Node('n0', [unknownOutcome(), noLeader()]);
+    const router = new Router(new Cluster(node));
+    const err = await failure(router.send(put()));
+    expect(node.sent).toBe(FAILOVER_RETRIES_MAX + 1);
+    expect(err.code).toBe('Unavailable');
+    expect(err.routerRetried).toBe(true);
+    // The last try was refused unapplied, but the first copy may still commit under the next leader.
+    expect(err.details?.notApplied).toBeUndefined();
+    expect(err.message).toMatch(/earlier copy of this write had an unknown outcome/);
+  });
+
+  it('spent on tries that were all refused unapplied: notApplied', async () => {
+    const node = new Node('n0', [noLeader()]);
+    const err = await failure(new Router(new Cluster(node)).send(put()));
+    expect(node.sent).toBe(FAILOVER_RETRIES_MAX + 1);
+    expect(err.details).toEqual({ notApplied: true, routerRetried: true });
+    expect(err.message).not.toMatch(/unknown outcome/);
+  });
+});
+
+describe('a refusal waits for a map newer than the one that chose its link', () => {
+  it('a write sent on a link awaited while the map moved', async () => {
+    const node = new Node('n0', [wrongOwner(), null]);
+    node.state = 'connecting';
+    const c = new Cluster(node);
+    c.onLinkReady = () => {
+      c.epoch = 2; // the map moved while the link was awaited: the refused try was chosen at epoch 1
+      node.state = 'ready';
+    };
+    await new Router(c).send(put());
+    expect(node.sent).toBe(2);
+    expect(c.wrongOwnerSentAt).toEqual([1]);
+  });
+
+  it('a scan page planned while the map moved', async () => {
+    const page: ScanResult = [[], true, null];
+    const node = new Node('n0', [wrongOwner(), page]);
+    node.state = 'connecting';
+    const c = new Cluster(node);
+    c.onLinkReady = () => {
+      c.epoch = 2;
+      node.state = 'ready';
+    };
+    const r: ScanRequest = { tableId: TABLE, fromSlice: 0, afterKey: null, limit: 10, projection: null, filter: null, toSlice: c.sliceCount, packed: false };
+    expect(await new Router(c).scan(r)).toEqual([page]);
+    expect(c.wrongOwnerSentAt).toEqual([1]);
+  });
+});
