@@ -27,7 +27,7 @@
 // that node's workers, with the cluster secret, and sends only Replicate frames there; the
 // worker of a slice on the peer takes them with no hop through either node's main thread.
 // `from` is the sender's node index, or COORDINATOR (-1). A sender puts every message for one
-// destination (the coordinator, or one worker of a peer) produced in one turn into one frame.
+// destination (the coordinator, or one worker of a peer) produced in one callback (a task, a frame, a tick) into one frame.
 // Each message travels as bytes of its own (encodeReplicationMessage), so that a slice node's
 // main thread passes the coordinator's between the wire and its workers without decoding
 // them; the worker that takes one decodes and checks it (decodeReplicationMessage) before it
