@@ -124,6 +124,7 @@ class PeerLink {
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
+    clearInterval(this.pinger); // (lost() below returns early for a link waiting to dial again)
     this.ws?.terminate();
     this.lost(this.ws);
   }
