@@ -16,15 +16,13 @@ export function putArrayHeader(out: Uint8Array, at: number, n: number): number {
     out[at++] = 0x90 | n;
     return at;
   }
-  if (n < 0x10000) {
-    out[at++] = 0xdc;
-  } else {
-    out[at++] = 0xdd;
-    out[at++] = n >>> 24;
-    out[at++] = (n >> 16) & 0xff;
-  }
-  out[at++] = (n >> 8) & 0xff;
-  out[at++] = n & 0xff;
+  return n < 0x10000 ? putTagged(out, at, 0xdc, n, 2) : putTagged(out, at, 0xdd, n, 4);
+}
+
+/** Writes `tag`, then `n` big-endian in `width` bytes (1, 2 or 4): a header of a length that msgpack tags by width. */
+function putTagged(out: Uint8Array, at: number, tag: number, n: number, width: 1 | 2 | 4): number {
+  out[at++] = tag;
+  for (let shift = (width - 1) * 8; shift >= 0; shift -= 8) out[at++] = (n >>> shift) & 0xff;
   return at;
 }
 
@@ -74,19 +72,7 @@ export function binHeaderBytes(n: number): number {
 /** Writes a msgpack bin header for `n` bytes into `out` at `at`; returns where it ends. */
 export function putBinHeader(out: Uint8Array, at: number, n: number): number {
   assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a bin length msgpack can hold');
-  if (n < 0x100) {
-    out[at++] = 0xc4;
-  } else if (n < 0x10000) {
-    out[at++] = 0xc5;
-    out[at++] = n >> 8;
-  } else {
-    out[at++] = 0xc6;
-    out[at++] = n >>> 24;
-    out[at++] = (n >> 16) & 0xff;
-    out[at++] = (n >> 8) & 0xff;
-  }
-  out[at++] = n & 0xff;
-  return at;
+  return n < 0x100 ? putTagged(out, at, 0xc4, n, 1) : n < 0x10000 ? putTagged(out, at, 0xc5, n, 2) : putTagged(out, at, 0xc6, n, 4);
 }
 
 /** A msgpack bin header for `n` bytes. */
