@@ -50,3 +50,8 @@ export function peerHeaders(secret = '', version = String(NODE_PROTOCOL_VERSION)
 export async function dialPeer(url: string): Promise<WebSocket> {
   return (await openNode(url, peerHeaders(), true)).ws;
 }
+
+/** A socket to a worker's batch port on this host, dialed as a peer's worker dials it (no greeting: open is enough). */
+export async function dialWorkerPort(port: number): Promise<WebSocket> {
+  return (await openNode(`ws://127.0.0.1:${port}`, peerHeaders(), false)).ws;
+}

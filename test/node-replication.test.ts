@@ -57,8 +57,6 @@ import {
   encodeNodeFrame,
   encodeReplicationMessage,
   encodeSliceOps,
-  NODE_PROTOCOL_HEADER,
-  NODE_PROTOCOL_VERSION,
   NodeFrame,
   RESULT_OK,
   SliceOp,
@@ -71,6 +69,7 @@ import {
 } from '../shared/protocol.js';
 import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
+import { dialPeer, dialWorkerPort } from './node-dial.js';
 import { REPLICA_COMMIT_WAIT_MS, REPLICA_LEASE_WAIT_MS } from '../shared/limits.js';
 import { encodeReplicated } from '../slice-worker/log-format.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
@@ -561,19 +560,12 @@ describe('replication between real slice nodes', () => {
     const [, refused] = await link.expectMessage((s, m) => s === 0 && m.type === 'Refused');
     expect(refused).toMatchObject({ type: 'Refused', code: 'StaleTerm', message: expect.stringMatching(/term 1 is not newer than the term 3/) });
     // Peers' workers send replication to a worker's batch port (node protocol 25); the node's own port refuses it.
-    const toNode = new WebSocket(urls[leader], { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
-    toNode.on('error', () => {});
-    await new Promise((r) => toNode.once('message', r)); // its Hello
+    const toNode = await dialPeer(urls[leader]); // once it sent its Hello
     const closed0 = new Promise<[number, string]>((r) => toNode.once('close', (c, why) => r([c, why.toString()])));
     toNode.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 'KeepAliveOk', term: 3, sentAt: 0 }]]]));
     expect(await closed0).toEqual([1008, expect.stringMatching(/from node 1 on a node's own port; peers send to its workers' batch ports/)]);
     /** A connection to the batch port of the leader's worker of `slice`, as a peer's worker dials it. */
-    const dialWorker = async (slice = 0) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${link.ports[workerOf(slice, WORKERS)]}`, { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
-      ws.on('error', () => {});
-      await new Promise((r) => ws.once('open', r));
-      return ws;
-    };
+    const dialWorker = (slice = 0) => dialWorkerPort(link.ports[workerOf(slice, WORKERS)]);
     // A peer (any holder of the cluster secret) that sends garbage: closed with a reason; the node goes on.
     const peer = await dialWorker();
     const closed = new Promise<[number, string]>((r) => peer.once('close', (code, reason) => r([code, reason.toString()])));
@@ -678,12 +670,7 @@ describe('replication between real slice nodes', () => {
     const { term, lastIndex } = before;
     // A link to the worker of slice 0 on node `to` as node `other`'s worker would dial it: its batch port, with the
     // cluster secret and this protocol version.
-    const dialAs = async (to: number) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${links[to]!.ports[workerOf(0, WORKERS)]}`, { headers: { [CLUSTER_SECRET_HEADER]: '', [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) } });
-      ws.on('error', () => {});
-      await new Promise((r) => ws.once('open', r));
-      return ws;
-    };
+    const dialAs = (to: number) => dialWorkerPort(links[to]!.ports[workerOf(0, WORKERS)]);
     const asPeer = (ws: WebSocket, entries: [number, ReplicationMessage][]) => ws.send(encodeNodeFrame([NodeFrame.Replicate, other, entries]));
     const plain = new Packr({ useRecords: false });
     const item = (slice: number, key: string) => [1, TABLE, slice, key, { k: key, v: 1 }, 16];
