@@ -431,7 +431,7 @@ export function encodeClientFrame(frame: AnyClientFrame | ClientRequestFrame[] |
     for (let i = 0; i <= list.length; i++) {
       const r = list[i];
       if (i < list.length && !passesThrough(r)) continue;
-      if (i > from) parts.push(clientPackr.pack(list.slice(from, i)).subarray(arrayHeader(i - from).byteLength));
+      if (i > from) parts.push(clientPackr.pack(list.slice(from, i)).subarray(arrayHeaderBytes(i - from)));
       if (i < list.length) writePassThrough(r as [number, typeof RESULT_OK, PassThroughResult], parts);
       from = i + 1;
     }
@@ -1395,7 +1395,7 @@ export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
       if (i < payload.length && !(v instanceof Uint8Array)) continue;
       if (i > from) {
         const run = internalPackr.pack(payload.slice(from, i));
-        parts.push(run.subarray(arrayHeader(i - from).byteLength));
+        parts.push(run.subarray(arrayHeaderBytes(i - from)));
       }
       if (v instanceof Uint8Array) parts.push(binHeader(v.byteLength), v);
       from = i + 1;
