@@ -124,6 +124,8 @@ const COUNTS = new Set(['term', 'from', 'commitTerm', 'lastTerm', 'lastIndex', '
 export const KEEPALIVE_NUMBERS = 5;
 /** The width of one slice's entry in AppendOks.slices: slice, term, matchIndex, commitIndex, sentAt. */
 export const APPEND_OK_NUMBERS = 5;
+/** The width of one slice's entry in a folded message's numbers. */
+export const foldedWidth = (type: 'KeepAlives' | 'AppendOks'): number => (type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS);
 const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /** Why `m` is not a whole replication message, or null. Records are checked for shape here and

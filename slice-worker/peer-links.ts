@@ -30,7 +30,7 @@ import {
   REPLICATION_FRAME_ENTRIES_MAX,
 } from '../shared/limits.js';
 import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type WireReplicateEntry } from '../shared/protocol.js';
-import { APPEND_OK_NUMBERS, KEEPALIVE_NUMBERS } from '../shared/replication-protocol.js';
+import { foldedWidth } from '../shared/replication-protocol.js';
 import { backoffMs } from '../shared/timeout.js';
 
 /** What an entry counts against the queue's bound: a message's bytes, or 8 bytes a number. */
@@ -64,7 +64,7 @@ function byWorker(entries: WireReplicateEntry[], workers: number): Map<number, W
       continue;
     }
     // KeepAlives or AppendOks: one entry of numbers per worker.
-    const width = m.type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS;
+    const width = foldedWidth(m.type);
     const parts = new Map<number, number[]>();
     for (let i = 0; i < m.slices.length; i += width) {
       const w = workerOf(m.slices[i], workers);

@@ -57,7 +57,7 @@ import {
   type WireReplicateEntry,
   type SliceOpResult,
 } from '../shared/protocol.js';
-import { APPEND_OK_NUMBERS, COORDINATOR, KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { APPEND_OK_NUMBERS, COORDINATOR, foldedWidth, KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
@@ -323,7 +323,7 @@ function fold(out: [number, number, ReplicationMessage][]): [number, number, Rep
  * answers every Append it took: a turn that took more than that many (a worker that fell behind, catching up) sends
  * a full entry as it is and starts another. */
 function foldedList(folded: Map<number, number[]>, to: number, type: 'KeepAlives' | 'AppendOks', rest: [number, number, ReplicationMessage][]): number[] {
-  const width = type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS;
+  const width = foldedWidth(type);
   let slices = folded.get(to);
   if (slices !== undefined && slices.length === width * SLICE_COUNT_MAX) {
     rest.push([slices[0], to, { type, slices }]);
@@ -345,7 +345,7 @@ function onPeerFrame(from: number, entries: DecodedReplicateEntry[]): string | n
   if (!peerNodes.has(from)) return null;
   for (const [slice, m] of entries) {
     if (isFoldedMessage(m)) {
-      const width = m.type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS;
+      const width = foldedWidth(m.type);
       for (let i = 0; i < m.slices.length; i += width) if (!isMine(m.slices[i])) return `a Replicate frame names slice ${m.slices[i]}, which is not worker ${config.workerIndex}'s`;
     } else if (!isMine(slice)) return `a Replicate frame names slice ${slice}, which is not worker ${config.workerIndex}'s`;
   }
