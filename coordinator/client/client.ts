@@ -285,27 +285,29 @@ export class KeysliceClient {
    * never the client's tries times theirs, whether or not the client sends a write again (resending: `refusedBy` is
    * the request's, kept across its copies, and so is the time within which it is sent on). `copyUntil`: when the copy
    * that a router refused times out (a copy sent on keeps it; a new copy gets requestTimeoutMs of its own). */
-  private requestOnce<Op extends OperationName>(op: Op, payload: Request<Op>, refusedBy: RefusedBy = { tried: [], until: 0 }, copyUntil = 0): Promise<Response<Op>> {
-    const { tried } = refusedBy;
-    const conn = tried.length === 0 ? this.pick() : this.pickOther(tried);
+  private requestOnce<Op extends OperationName>(op: Op, payload: Request<Op>, refusedBy: RefusedBy | null = null, copyUntil = 0): Promise<Response<Op>> {
+    // (null: a request not sent again; its RefusedBy is made only if a router refuses it, not for every request.)
+    const conn = refusedBy === null || refusedBy.tried.length === 0 ? this.pick() : this.pickOther(refusedBy.tried);
     if (conn === null) return Promise.reject(new KeysliceError('Unavailable', 'the client is not connected'));
     const id = this.nextId++;
     const timeoutMs = this.options.requestTimeoutMs ?? 30_000;
     // Monotonic: a wall clock set back must not stretch the request's time.
     const now = performance.now();
     const until = copyUntil === 0 ? now + timeoutMs : copyUntil;
-    if (refusedBy.until === 0) refusedBy.until = until; // the request's first copy
+    if (refusedBy !== null && refusedBy.until === 0) refusedBy.until = until; // the request's first copy
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         conn.forget(id);
         reject(new KeysliceError('Unavailable', `${op} got no answer within ${timeoutMs} ms`));
       }, until - now);
       const refused = (err: Error) => {
-        if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner' || !answeredByRouter.has(err) || performance.now() >= refusedBy.until) return reject(err);
-        assert(!tried.includes(conn.url), 'no address is asked again once it refused a request WrongOwner');
-        tried.push(conn.url);
-        if (this.pickOther(tried, false) === null) return reject(err);
-        this.requestOnce(op, payload, refusedBy, until).then(resolve, reject);
+        if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner' || !answeredByRouter.has(err)) return reject(err);
+        const by = refusedBy ?? { tried: [], until };
+        if (performance.now() >= by.until) return reject(err);
+        assert(!by.tried.includes(conn.url), 'no address is asked again once it refused a request WrongOwner');
+        by.tried.push(conn.url);
+        if (this.pickOther(by.tried, false) === null) return reject(err);
+        this.requestOnce(op, payload, by, until).then(resolve, reject);
       };
       conn.send(id, op, payload as Record<string, unknown>, { resolve: resolve as (v: unknown) => void, reject: refused, timer });
     });
