@@ -80,11 +80,13 @@ describe('a leader whose followers are frozen (R=3, two of three nodes SIGSTOPpe
     // been applied: not notApplied.
     expect(err.details?.routerRetried).toBe(true);
     expect(err.details?.notApplied).toBeUndefined();
-    expect(took).toBeGreaterThanOrEqual(REPLICA_COMMIT_WAIT_MS);
+    // The router gave up only once its failover wait was spent, not at the leader's first answer (REPLICA_COMMIT_WAIT_MS).
+    expect(took).toBeGreaterThanOrEqual(FAILOVER_RETRY_MS_MAX);
 
     await statusUntil(c, 'every slice led after the freeze', led, RECOVERY_MS_MAX);
-    // The router's copies reached the same leader, which answered them from the write's remembered id.
-    expect((await duplicateWrites()) - before).toBeGreaterThan(0);
+    // The router's copies reached the same leader, which answered them from the write's remembered id: within its
+    // 10 s at least two more copies follow a first that took REPLICA_COMMIT_WAIT_MS, each held as long.
+    expect((await duplicateWrites()) - before).toBeGreaterThanOrEqual(Math.floor(FAILOVER_RETRY_MS_MAX / REPLICA_COMMIT_WAIT_MS));
     // Applied once or not at all (the survivor still leads: its record commits once a follower answers).
     const n = (await c.client.getItem(T, { id }))?.n;
     testLog?.(`no-majority: n after the freeze: ${String(n)}`);

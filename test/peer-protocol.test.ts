@@ -92,7 +92,11 @@ describe('replication links name their node protocol version', () => {
     });
     const walled = new WebSocketServer({ host: '127.0.0.1', port: 0 });
     await new Promise<void>((r) => walled.once('listening', () => r()));
-    walled.on('connection', (ws) => ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 1, '0'.repeat(32), null, [closedPort]])));
+    let walledDials = 0;
+    walled.on('connection', (ws) => {
+      walledDials++;
+      ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 1, '0'.repeat(32), null, [closedPort]]));
+    });
     const lines: string[] = [];
     const links = new PeerLinks('', 0, (l) => lines.push(l), 1);
     try {
@@ -108,8 +112,10 @@ describe('replication links name their node protocol version', () => {
       }
       // Dialed again after the silent one was dropped.
       const again = Date.now() + WAIT_MS;
-      while (silentDials < 2 && Date.now() < again) await new Promise((r) => setTimeout(r, 50));
+      // Both dialed again: the silent one after it was dropped, the walled one after its worker port refused.
+      while ((silentDials < 2 || walledDials < 2) && Date.now() < again) await new Promise((r) => setTimeout(r, 50));
       expect(silentDials).toBeGreaterThanOrEqual(2);
+      expect(walledDials).toBeGreaterThanOrEqual(2);
     } finally {
       links.close();
       await Promise.all([silent, walled].map((s) => new Promise((r) => s.close(r))));

@@ -177,7 +177,8 @@ describe('replication under a seeded simulation', () => {
     );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
     if (only === undefined) {
-      expect(sum((r) => r.stalls)).toBeGreaterThan(reports.length);
+      // (The schedule makes 1-3 stalls a run; what they caught is the traffic's doing.)
+      expect(sum((r) => r.stalledMessages)).toBeGreaterThan(sum((r) => r.stalls));
       expect(late('Prepared')).toBeGreaterThan(0);
       expect(late('Append')).toBeGreaterThan(0);
       expect(sum((r) => r.lateAnswers)).toBeGreaterThan(reports.length / 10);
