@@ -23,7 +23,6 @@
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
 import type { ThreadAnswer } from './worker-thread.js';
-import type { ReplicationMessage } from '../shared/replication-protocol.js';
 import type { ChunkAnswer, ChunkOutcome, NodePortMessage, OpenSummary, ReplicaControl, WorkerConfig, WorkerPortMessage, WorkerTask } from './worker.js';
 
 /** Numbers per message in WorkerPortMessage's ranges ([slice, to, start, end]) and NodePortMessage's ([slice, from,
@@ -31,9 +30,8 @@ import type { ChunkAnswer, ChunkOutcome, NodePortMessage, OpenSummary, ReplicaCo
 export const OUT_RANGE = 4;
 export const IN_RANGE = 5;
 
-/** A replication message for the worker: its bytes as they came (checked by the worker) on connection `via`, or a
- * message the node checked (KeepAlives or AppendOks it split by worker). */
-export type IncomingReplication = [slice: number, from: number, message: Uint8Array, via: number] | [slice: number, from: number, message: ReplicationMessage];
+/** A replication message for the worker: its bytes as they came (checked by the worker) on connection `via`. */
+export type IncomingReplication = [slice: number, from: number, message: Uint8Array, via: number];
 
 type Waiting = { bytes: Uint8Array; trusted: boolean; control: ReplicaControl | null; resolve: (r: ChunkOutcome) => void; reject: (e: unknown) => void };
 
@@ -124,30 +122,20 @@ export class WorkerChannel {
    * (IN_RANGE numbers a message, in one list). */
   private post(entries: IncomingReplication[]): void {
     let size = 0;
-    let count = 0;
-    for (const e of entries) {
-      if (e.length === 4) {
-        size += e[2].byteLength;
-        count++;
-      }
-    }
-    const bytes = size === 0 ? null : new Uint8Array(size);
-    const ranges: number[] = new Array(count * IN_RANGE);
-    const messages: NodePortMessage[2] = [];
+    for (const e of entries) size += e[2].byteLength;
+    const bytes = new Uint8Array(size);
+    const ranges: number[] = new Array(entries.length * IN_RANGE);
     let at = 0;
     let k = 0;
-    for (const e of entries) {
-      if (e.length === 3) messages.push(e);
-      else {
-        bytes!.set(e[2], at);
-        ranges[k++] = e[0];
-        ranges[k++] = e[1];
-        ranges[k++] = e[3];
-        ranges[k++] = at;
-        ranges[k++] = at += e[2].byteLength;
-      }
+    for (const [slice, from, message, via] of entries) {
+      bytes.set(message, at);
+      ranges[k++] = slice;
+      ranges[k++] = from;
+      ranges[k++] = via;
+      ranges[k++] = at;
+      ranges[k++] = at += message.byteLength;
     }
-    this.port.postMessage([ranges, bytes, messages] satisfies NodePortMessage, bytes === null ? [] : [bytes.buffer as ArrayBuffer]);
+    this.port.postMessage([ranges, bytes] satisfies NodePortMessage, [bytes.buffer as ArrayBuffer]);
   }
 
   private fromWorker([ranges, bytes, answers, refused]: WorkerPortMessage): void {

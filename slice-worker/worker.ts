@@ -121,12 +121,8 @@ export type WorkerPortMessage = [
 ];
 /** Node -> worker on the port: the coordinator's messages for this worker's replicas, each as bytes start..end of
  * `bytes` (not checked yet; `via` names the connection it came on; in `ranges`, IN_RANGE numbers a message: [slice,
- * from, via, start, end, ...]), or a message already checked (`messages`). Peers' messages come on the batch port. */
-export type NodePortMessage = [
-  ranges: number[],
-  bytes: Uint8Array | null,
-  messages: [slice: number, from: number, message: ReplicationMessage][],
-];
+ * from, via, start, end, ...]). Peers' messages come on the batch port. */
+export type NodePortMessage = [ranges: number[], bytes: Uint8Array];
 
 export interface OpenSummary {
   /** The worker's batch port (batch-port.ts). */
@@ -370,7 +366,7 @@ function receive(slice: number, from: number, message: ReplicationMessage): void
   } else if (replicated.has(slice)) replicas!.receive(slice, from, message);
 }
 
-function onPortMessage([ranges, bytes, messages]: NodePortMessage): void {
+function onPortMessage([ranges, bytes]: NodePortMessage): void {
   if (replicas === null) return; // not given replicated slices yet: nothing here answers
   for (let i = 0; i < ranges.length; i += IN_RANGE) {
     const slice = ranges[i];
@@ -381,7 +377,7 @@ function onPortMessage([ranges, bytes, messages]: NodePortMessage): void {
     // as for a frame that fails its check).
     let message: ReplicationMessage;
     try {
-      message = decodeReplicationMessage(bytes!.subarray(ranges[i + 3], ranges[i + 4]), from, 'node', slice);
+      message = decodeReplicationMessage(bytes.subarray(ranges[i + 3], ranges[i + 4]), from, 'node', slice);
     } catch (err) {
       if (!(err instanceof MalformedFrame)) throw err;
       refused.push([ranges[i + 2], err.message]);
@@ -390,7 +386,6 @@ function onPortMessage([ranges, bytes, messages]: NodePortMessage): void {
     }
     replicas.receive(slice, from, message);
   }
-  for (const [slice, from, message] of messages) receive(slice, from, message);
 }
 
 /** Takes the node's replication settings; answers the slices whose replicas it made resign. */

@@ -129,9 +129,9 @@ describe('a worker whose replica resigns between two chunks of one task', () => 
       await channel.open();
       // The worker is the one replica of SLICE (a set of one commits alone), and leads it.
       expect((await results(channel.run(encodeSliceOps([[SliceOp.Assign, 1, [SLICE, OWN]]]), true, { self: 0, replicated: [SLICE], peers: [] })))[0][0]).toBe(RESULT_OK);
-      channel.deliver([[SLICE, COORDINATOR, { type: 'Prepare', term: 1 }]]);
+      channel.deliver([[SLICE, COORDINATOR, Uint8Array.from(encodeReplicationMessage({ type: 'Prepare', term: 1 })), 0]]);
       await until('prepared', () => sent.some((m) => m.type === 'Prepared'));
-      channel.deliver([[SLICE, COORDINATOR, { type: 'Lead', term: 1, followers: [], sets: [] }]]);
+      channel.deliver([[SLICE, COORDINATOR, Uint8Array.from(encodeReplicationMessage({ type: 'Lead', term: 1, followers: [], sets: [] })), 0]]);
       let writes = 0;
       const put = (key: string): SliceOpMessage => [SliceOp.Put, TABLE, SLICE, key, { k: key }, 16, null, [0xfeed, ++writes]];
       await until('serving', async () => (await results(channel.run(encodeSliceOps([put('first')]))))[0][0] === RESULT_OK);
