@@ -170,9 +170,9 @@ export class Membership {
     return this.map.replicationFactor;
   }
 
-  /** In this process the map is always the newest: the election moves it on; wait a little. */
+  /** In this process the map is always the newest: the election moves it on; wait a little, or until it does. */
   afterNoLeader(attempt: number): Promise<void> {
-    return new Promise((r) => setTimeout(r, failoverDelayMs(attempt)));
+    return this.map.epochAfter(this.map.epoch, failoverDelayMs(attempt));
   }
 
   /** Why node `index` (or a node new to the map, index -1) may not serve under this

@@ -128,19 +128,21 @@ export class RouterView implements Routing, TableSource {
     return this.view?.replicationFactor ?? 1;
   }
 
-  async afterNoLeader(attempt: number): Promise<void> {
-    const epoch = this.epoch;
-    void this.refresh();
-    const until = Date.now() + failoverDelayMs(attempt);
-    while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
+  afterNoLeader(attempt: number): Promise<void> {
+    return this.epochAfter(this.epoch, failoverDelayMs(attempt));
   }
 
-  async afterWrongOwner(attempt: number, sentAt = this.epoch): Promise<void> {
-    // A newer copy came while the refused try was in flight: it goes again at once, by that copy.
-    if (this.epoch !== sentAt) return;
+  afterWrongOwner(attempt: number, sentAt = this.epoch): Promise<void> {
+    return this.epochAfter(sentAt, wrongOwnerDelayMs(attempt));
+  }
+
+  /** Asks the coordinator for a newer map and waits until this copy's epoch is past `epoch` or `ms` passed; at once
+   * when it already is (a newer copy came while the try that waits was in flight: it goes again by that copy). */
+  private async epochAfter(epoch: number, ms: number): Promise<void> {
+    if (this.epoch !== epoch) return;
     void this.refresh();
-    const until = Date.now() + wrongOwnerDelayMs(attempt);
-    while (this.epoch === sentAt && Date.now() < until) await this.changed(until - Date.now());
+    const until = Date.now() + ms;
+    while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
   }
 
   // ---- TableSource -----------------------------------------------------------
