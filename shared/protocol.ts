@@ -1325,7 +1325,8 @@ function checkScanResult(op: Extract<SliceOpMessage, [typeof SliceOp.Scan, ...un
   if (typeof exhausted !== 'boolean') fail(`a scan's "exhausted" is a boolean, not ${show(exhausted)}`);
   if (!(packed ? list instanceof Uint8Array : list === null)) fail(`a scan asked for its items ${packed ? 'packed' : 'as objects'} was answered with ${show(list)} as its list`);
   if (entries.length > limit) fail(`a scan of at most ${limit} entries was answered ${entries.length}`);
-  // Entries in (slice, key) order: a slice is looked up in the set once, where the entries move on to it.
+  // Entries in (slice, key) order, only the slices asked: the router's page merge relies on it (scanPage asserts it,
+  // checks it no more). A slice is looked up in the set once, where the entries move on to it.
   let slice = -1;
   let key: string | null = null;
   for (const e of entries) {
