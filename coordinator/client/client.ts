@@ -269,7 +269,7 @@ export class KeysliceClient {
         const delay = backoffMs(attempt, WRITE_RETRY_DELAY_MS_MIN, WRITE_RETRY_DELAY_MS_MAX);
         if (!resendable(err) || attempt >= retries || performance.now() + delay - started >= IDEMPOTENCY_WINDOW_MS) throw err;
         // Every address open refused it WrongOwner: `err`, the last copy's failure, is the request's.
-        if (refusedBy.tried.length > 0 && this.pickOther(refusedBy.tried, false) === null) throw err;
+        if (refusedBy.tried.length > 0 && this.pick(refusedBy.tried, false) === null) throw err;
         await new Promise((r) => setTimeout(r, delay));
       }
     }
@@ -287,7 +287,7 @@ export class KeysliceClient {
    * that a router refused times out (a copy sent on keeps it; a new copy gets requestTimeoutMs of its own). */
   private requestOnce<Op extends OperationName>(op: Op, payload: Request<Op>, refusedBy: RefusedBy | null = null, copyUntil = 0): Promise<Response<Op>> {
     // (null: a request not sent again; its RefusedBy is made only if a router refuses it, not for every request.)
-    const conn = refusedBy === null || refusedBy.tried.length === 0 ? this.pick() : this.pickOther(refusedBy.tried);
+    const conn = this.pick(refusedBy?.tried);
     if (conn === null) return Promise.reject(new KeysliceError('Unavailable', 'the client is not connected'));
     const id = this.nextId++;
     const timeoutMs = this.options.requestTimeoutMs ?? 30_000;
@@ -306,7 +306,7 @@ export class KeysliceClient {
         if (performance.now() >= by.until) return reject(err);
         assert(!by.tried.includes(conn.url), 'no address is asked again once it refused a request WrongOwner');
         by.tried.push(conn.url);
-        if (this.pickOther(by.tried, false) === null) return reject(err);
+        if (this.pick(by.tried, false) === null) return reject(err);
         this.requestOnce(op, payload, by, until).then(resolve, reject);
       };
       conn.send(id, op, payload as Record<string, unknown>, { resolve: resolve as (v: unknown) => void, reject: refused, timer });
@@ -334,17 +334,9 @@ export class KeysliceClient {
     );
   }
 
-  /** The next open connection in turn, or null. */
-  private pick(): Connection | null {
-    for (let i = 0; i < this.conns.length; i++) {
-      const c = this.conns[this.next++ % this.conns.length];
-      if (c.open) return c;
-    }
-    return null;
-  }
-
-  /** The next open connection in turn to an address not in `tried`, or null; `take`: false only looks. */
-  private pickOther(tried: readonly string[], take = true): Connection | null {
+  /** The next open connection in turn to an address not in `tried` (none, by default), or null; `take`: false only
+   * looks. */
+  private pick(tried: readonly string[] = [], take = true): Connection | null {
     for (let i = 0; i < this.conns.length; i++) {
       const c = this.conns[(this.next + i) % this.conns.length];
       if (!c.open || tried.includes(c.url)) continue;
