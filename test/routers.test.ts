@@ -182,9 +182,23 @@ class Proxy {
     for (const s of this.sockets) s.destroy();
   }
 
+  /** The coordinator back: the proxy listens on its port again and lets everything through. */
+  async reopen(): Promise<void> {
+    this.mode = 'pass';
+    await this.listen(this.port);
+  }
+
   close(): void {
     this.cut();
   }
+}
+
+/** Cuts each router off from its coordinator (its proxy drops every connection and refuses new ones) and waits until
+ * each says so on /health. */
+async function cutOff(...routers: { proxy: Proxy; r: ManagedProcess }[]): Promise<void> {
+  for (const { proxy } of routers) proxy.cut();
+  const lost = async () => (await Promise.all(routers.map(({ r }) => health(r.url)))).every((h) => h.coordinator === 'lost');
+  await waitFor(lost, routers.length === 1 ? 'the router to notice' : 'the routers to notice');
 }
 
 describe('keyslice coordinator --routers 2', () => {
@@ -299,8 +313,7 @@ describe('standalone routers', () => {
 
   it('a router cut off from its coordinator while slices moved rides out a 2.5 s cut by its own tries: a page and every GetItem answer', async () => {
     const { coord, proxy, r, c } = await routerBehindProxy(300);
-    proxy.cut();
-    await waitFor(async () => (await health(r.url)).coordinator === 'lost', 'the router to notice');
+    await cutOff({ proxy, r });
     // Slices move while the router cannot hear of it: the old owners refuse its ops and pages (WrongOwner) until it
     // has the coordinator's map again. The client sends each request once: only the router asks again.
     await node(coord.url, coord.url, 'slice-node-3');
@@ -309,16 +322,14 @@ describe('standalone routers', () => {
     const page = c.getItems({ table: 'elastic', limit: 300 }).then((res) => res.items.length, failed);
     const gets = Promise.all(Array.from({ length: 300 }, (_, i) => c.getItem('elastic', { id: `bulk-${i}` }).then((item) => item?.id, failed)));
     await sleep(2_500);
-    await proxy.listen(proxy.port);
-    proxy.mode = 'pass';
+    await proxy.reopen();
     expect(await page).toBe(300);
     expect((await gets).filter((got, i) => got !== `bulk-${i}`)).toEqual([]);
   }, STORY_MS);
 
   it('a router cut off for good answers WrongOwner once its bounds are spent, saying so; getAllItems and keyslice export pass it on without asking again', async () => {
     const { coord, proxy, r, c } = await routerBehindProxy(300);
-    proxy.cut();
-    await waitFor(async () => (await health(r.url)).coordinator === 'lost', 'the router to notice');
+    await cutOff({ proxy, r });
     await node(coord.url, coord.url, 'slice-node-3');
     await balanced(coord.url);
     // The router's tries: at most WRONG_OWNER_RETRIES_MAX within WRONG_OWNER_RETRY_MS_MAX, then the typed error that says so.
@@ -359,8 +370,7 @@ describe('standalone routers', () => {
     await c.createTable('elastic', { name: 'id', type: 'string' });
     await bulkItems(c, 300);
     // Both routers lose the coordinator; slices move meanwhile, so that the nodes refuse every batch of theirs.
-    for (const p of proxies) p.cut();
-    await waitFor(async () => (await Promise.all(routers.map((r) => health(r.url)))).every((h) => h.coordinator === 'lost'), 'the routers to notice');
+    await cutOff(...routers.map((r, i) => ({ proxy: proxies[i], r })));
     await node(coord.url, coord.url, 'slice-node-3');
     const st = await balanced(coord.url);
     const timedGet = async (id: string) => {
@@ -383,8 +393,7 @@ describe('standalone routers', () => {
     }
     // Router 2 has the coordinator again and catches up; router 1 stays cut off for good. A request refused by router 1
     // goes to router 2: every one answers, reads and writes, within one router's tries and a resend.
-    await proxies[1].listen(proxies[1].port);
-    proxies[1].mode = 'pass';
+    await proxies[1].reopen();
     await waitFor(async () => (await health(routers[1].url)).epoch === st.epoch, 'router 2 to catch up');
     expect((await health(routers[0].url)).coordinator).toBe('lost');
     const started = Date.now();
@@ -482,8 +491,7 @@ describe('standalone routers', () => {
   it('a router that loses its coordinator keeps serving with its map, says so, refuses table changes, and catches up when it is back', async () => {
     const { coord, proxy, r, c } = await routerBehindProxy(500);
     const load = new WriteLoad(c, 'elastic', 4, 30);
-    proxy.cut();
-    await waitFor(async () => (await health(r.url)).coordinator === 'lost', 'the router to notice');
+    await cutOff({ proxy, r });
     const metrics = await (await fetch(`${r.url}/metrics`)).text();
     expect(metrics).toMatch(/^keyslice_router_coordinator_connected 0$/m);
     const acks = load.acks;
@@ -496,8 +504,7 @@ describe('standalone routers', () => {
     // Slices move while the router cannot hear of it; once the coordinator is back it catches up.
     await node(coord.url, coord.url, 'slice-node-3');
     const st = await balanced(coord.url);
-    await proxy.listen(proxy.port);
-    proxy.mode = 'pass';
+    await proxy.reopen();
     await waitFor(async () => {
       const h = await health(r.url);
       return h.coordinator === 'connected' && h.epoch === st.epoch;
