@@ -32,7 +32,7 @@ export class RouterView implements Routing, TableSource {
   private upSince: number[] = [];
   private waiters: (() => void)[] = [];
   private closed = false;
-  /** Whether the last feed request reached the coordinator, and since when it did not. */
+  /** Whether the coordinator answered since the long poll last failed (reached), and since when it did not. */
   coordinatorUp = false;
   lostSince: number | null = null;
   private lastProblem = '';
@@ -164,7 +164,10 @@ export class RouterView implements Routing, TableSource {
     if (!force && Date.now() - this.lastRefreshAt < ROUTER_REFRESH_INTERVAL_MS_MIN) return Promise.resolve();
     this.lastRefreshAt = Date.now();
     this.refreshing = this.fetchView(false)
-      .then((v) => this.apply(v))
+      .then((v) => {
+        this.apply(v);
+        this.reached();
+      })
       .catch(() => {})
       .finally(() => (this.refreshing = null));
     return this.refreshing;
@@ -201,10 +204,7 @@ export class RouterView implements Routing, TableSource {
     while (!this.closed) {
       try {
         this.apply(await this.fetchView(true));
-        if (!this.coordinatorUp) this.log(`coordinator ${this.coordinatorUrl} reached: map epoch ${this.epoch}, ${this.tables.size} tables`);
-        this.coordinatorUp = true;
-        this.lostSince = null;
-        this.lastProblem = '';
+        this.reached();
       } catch (err) {
         if (this.closed) return;
         const problem = (err as Error).message;
@@ -217,6 +217,16 @@ export class RouterView implements Routing, TableSource {
         await new Promise((r) => setTimeout(r, ROUTER_FEED_RETRY_MS));
       }
     }
+  }
+
+  /** A feed request was answered, the long poll's or a refresh's. A refresh's counts too: once the coordinator is back,
+   * the first answer can be a refresh's (a WrongOwner sets one off), and the poll after it, with nothing newer to wait
+   * for, is held ROUTER_FEED_HOLD_MS: the router would say it had lost the coordinator that long after it reached it. */
+  private reached(): void {
+    if (!this.coordinatorUp) this.log(`coordinator ${this.coordinatorUrl} reached: map epoch ${this.epoch}, ${this.tables.size} tables`);
+    this.coordinatorUp = true;
+    this.lostSince = null;
+    this.lastProblem = '';
   }
 
   /** One feed request: `hold` waits for a change newer than our copy (the long poll). */
