@@ -4,10 +4,10 @@
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
-import { startCoordinator, startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
+import { startCoordinator, stopProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
-import { expectError, useCluster } from './cluster-fixture.js';
+import { restartNode, useCluster } from './cluster-fixture.js';
 
 const c = useCluster();
 const T = 'avail';
@@ -55,8 +55,7 @@ describe('a slice node goes down and comes back', () => {
     await c.client.putItem(T, { id: ids.find((id) => !onSecond.includes(id))! }); // put it back for what follows
 
     // Restart it on the same address: the coordinator reconnects and routes to it again.
-    const again = await startSliceNode({ name: 'slice-node-2', dataDir: join(c.dataDir, 'slice-node-2'), port: Number(new URL(second.url).port), workers: 2, clusterSecret: c.cluster.clusterSecret });
-    second.child = again.child; // so that the fixture stops this one
+    await restartNode(c, second);
     let served = false;
     for (let attempt = 0; attempt < 50 && !served; attempt++) {
       served = await c.client.describeSlices(T).then(

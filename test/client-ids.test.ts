@@ -4,14 +4,12 @@
 // and answers what the first answered: on the same leader, on the next leader after the first was killed, and
 // while its leader is frozen, when each copy the client sends is sent on by the router to the next leader. The
 // same id with a different request is refused (IdempotentParameterMismatch) and applies nothing.
-import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
-import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import type { ClusterStatus } from '../shared/api.js';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
-import { initHashing, sliceOf } from '../shared/hashing.js';
-import { expectError, led, statusUntil, useCluster } from './cluster-fixture.js';
+import { initHashing } from '../shared/hashing.js';
+import { allLed, expectError, leaderOf, leadsNothing, restartNode, statusUntil, useCluster } from './cluster-fixture.js';
 import { parseExposition, samples } from './prometheus-text.js';
 import { freezeProcess } from './freeze.js';
 
@@ -19,23 +17,9 @@ const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3 });
 /** One node, R=1: its worker log keeps no ids (docs/replication.md). */
 const single = useCluster({ nodes: 1, slices: 4, replicationFactor: 1 });
 const T = 'clientids';
-/** Bounds on each wait for a failover or a restart. */
-const RECOVERY_MS_MAX = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const add = (id: string, n: number, idempotencyId: string) => ({ table: T, key: { id }, update: 'ADD n :n', values: { ':n': n }, returnValues: 'new' as const, idempotencyId });
 
-const until = (what: string, ok: (st: ClusterStatus) => boolean) => statusUntil(c, what, ok, RECOVERY_MS_MAX);
-const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus) => led(st) && st.nodes.find((n) => n.node === node.url)?.slices === 0;
-
-/** The node that leads the slice of item `id` (which exists), by DescribeSlices. */
-async function leaderOf(id: string): Promise<ManagedProcess> {
-  const layout = await c.client.describeSlices(T);
-  const slice = sliceOf('string', id, layout.sliceCount);
-  const url = layout.slices.find((s) => s.slice === slice)?.node;
-  const node = c.cluster.nodes.find((n) => n.url === url);
-  if (node === undefined) throw new Error(`DescribeSlices names no leader for the slice of ${id}`);
-  return node;
-}
 
 /** The writes of the table answered from a remembered request id, over every node (since each started). */
 async function duplicateWrites(): Promise<number> {
@@ -50,7 +34,7 @@ const n = async (id: string) => (await c.http.request('GetItem', { table: T, key
 beforeAll(async () => {
   await initHashing();
   await c.client.createTable(T, { name: 'id', type: 'string' });
-  await until('every slice led', led);
+  await allLed(c);
   await single.client.createTable(T, { name: 'id', type: 'string' });
 });
 
@@ -92,7 +76,7 @@ describe('a write with an idempotency id (R=3, real processes)', () => {
 
   it('sent again by the client itself while its leader is frozen: applied once', async () => {
     await c.client.putItem(T, { id: 'frozen', n: 0 });
-    const leader = await leaderOf('frozen');
+    const leader = await leaderOf(c, T, 'frozen');
     // Copies leave every 300 ms or so (each times out): all wait at the router for the frozen leader, and each is
     // sent on to the next one once the router's map names it.
     const retrying = await KeysliceClient.connect(c.cluster.url, { requestTimeoutMs: 300, writeRetries: 200 });
@@ -102,7 +86,7 @@ describe('a write with an idempotency id (R=3, real processes)', () => {
       await freezeProcess(leader.child.pid!);
       answer = retrying.updateItem(T, { id: 'frozen' }, { add: { n: 1 }, returnValues: 'new' });
       answer.catch(() => {});
-      await until('the frozen leader replaced', leadsNothing(leader));
+      await statusUntil(c, 'the frozen leader replaced', leadsNothing(leader));
       expect((await answer)?.n).toBe(1);
     } finally {
       leader.child.kill('SIGCONT');
@@ -116,18 +100,17 @@ describe('a write with an idempotency id (R=3, real processes)', () => {
   }, 60_000);
 
   it('sent again after its leader was killed: the next leader answers it, applied once', async () => {
-    await until('every slice led', led);
+    await allLed(c);
     await c.client.putItem(T, { id: 'killed', n: 0 });
-    const leader = await leaderOf('killed');
+    const leader = await leaderOf(c, T, 'killed');
     const first = await c.client.request('UpdateItem', add('killed', 1, 'killed-1'));
     await stopProcess(leader.child, 'SIGKILL');
-    await until('the killed leader replaced', leadsNothing(leader));
+    await statusUntil(c, 'the killed leader replaced', leadsNothing(leader));
     expect(await c.client.request('UpdateItem', add('killed', 1, 'killed-1'))).toEqual(first);
     await expectError(c.client.request('UpdateItem', add('killed', 2, 'killed-1')), 'IdempotentParameterMismatch');
     expect(await n('killed')).toBe(1);
-    const again = await startSliceNode({ name: leader.name, dataDir: join(c.dataDir, leader.name), port: Number(new URL(leader.url).port), workers: 2, durability: 'fsync', clusterSecret: c.cluster.clusterSecret });
-    leader.child = again.child; // the fixture stops this one
-    await until('every slice led again', led);
+    await restartNode(c, leader, { durability: 'fsync' });
+    await allLed(c, 'every slice led again');
   }, 60_000);
 });
 

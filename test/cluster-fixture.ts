@@ -6,9 +6,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { prng } from '../bench/keys.js';
 import { KeysliceClient } from '../coordinator/client/client.js';
-import { startLocalCluster, type ClusterOptions, type LocalCluster } from '../coordinator/cli/local-cluster.js';
+import { startLocalCluster, startSliceNode, type ClusterOptions, type LocalCluster, type ManagedProcess, type SliceNodeOptions } from '../coordinator/cli/local-cluster.js';
 import type { OperationName, Request, Response } from '../shared/api.js';
 import { KeysliceError, isErrorCode } from '../shared/errors.js';
+import { sliceOf } from '../shared/hashing.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../shared/protocol.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { fromJson, toJson, type Item } from '../shared/values.js';
@@ -50,9 +51,13 @@ export async function clusterStatus(h: ClusterHandle): Promise<ClusterStatus> {
   return (await res.json()) as ClusterStatus;
 }
 
+/** Bounds on each wait of a replicated test cluster for a failover or a restart: a failover takes the heartbeat timeout
+ * (1.5 s) plus an election. */
+export const RECOVERY_MS_MAX = 20_000;
+
 /** Waits, at most `maxMs`, until `ok` holds of the cluster's status, and answers that status; a status that cannot
  * be read is asked again. */
-export async function statusUntil(h: ClusterHandle, what: string, ok: (st: ClusterStatus) => boolean, maxMs = 20_000): Promise<ClusterStatus> {
+export async function statusUntil(h: ClusterHandle, what: string, ok: (st: ClusterStatus) => boolean, maxMs = RECOVERY_MS_MAX): Promise<ClusterStatus> {
   const deadline = Date.now() + maxMs;
   let last = 'no status read';
   for (;;) {
@@ -66,6 +71,33 @@ export async function statusUntil(h: ClusterHandle, what: string, ok: (st: Clust
 
 /** Every replicated slice has a leader (and some slice is replicated). */
 export const led = (st: ClusterStatus): boolean => st.replication.leaders.replicated > 0 && st.replication.leaders.led === st.replication.leaders.replicated;
+
+/** Waits (RECOVERY_MS_MAX) until status says every replicated slice has an elected leader; answers that status. */
+export const allLed = (h: ClusterHandle, what = 'every slice led'): Promise<ClusterStatus> => statusUntil(h, what, led);
+
+/** Every slice led, and `node` leads none of them (its leaderships went to the others). */
+export const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus): boolean => led(st) && st.nodes.find((n) => n.node === node.url)?.slices === 0;
+
+/** The node that leads the slice of item `id` of `table` (which holds items on that slice), by DescribeSlices: asked
+ * again every 100 ms, within RECOVERY_MS_MAX, while it names none. */
+export async function leaderOf(h: ClusterHandle, table: string, id: string): Promise<ManagedProcess> {
+  const deadline = Date.now() + RECOVERY_MS_MAX;
+  for (;;) {
+    const layout = await h.client.describeSlices(table).catch(() => null);
+    const slice = layout === null ? -1 : sliceOf('string', id, layout.sliceCount);
+    const url = layout?.slices.find((s) => s.slice === slice)?.node;
+    const node = h.cluster.nodes.find((n) => n.url === url);
+    if (node !== undefined) return node;
+    if (Date.now() > deadline) throw new Error(`no node leads the slice of ${id} within ${RECOVERY_MS_MAX} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Starts `node` (stopped) again on its port and data folder, in place: the fixture stops the new process. */
+export async function restartNode(h: ClusterHandle, node: ManagedProcess, extra: Partial<SliceNodeOptions> = {}): Promise<void> {
+  const again = await startSliceNode({ name: node.name, dataDir: join(h.dataDir, node.name), port: Number(new URL(node.url).port), workers: 2, clusterSecret: h.cluster.clusterSecret, ...extra });
+  node.child = again.child;
+}
 
 /** The HTTP/JSON transport as an Api: errors become KeysliceError, status kept on `httpStatus`. */
 export function httpApi(baseUrl: string): Api {

@@ -5,7 +5,6 @@
 // comparisons of decimals with doubles; and the same numbers through the
 // native API ({"$N": "..."} in JSON and in the TypeScript client), kept across
 // a crash of every slice node (write-ahead log and recovery).
-import { join } from 'node:path';
 import {
   CreateTableCommand,
   GetItemCommand,
@@ -19,9 +18,9 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
 import { decimal } from '../coordinator/client/index.js';
-import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { Item } from '../shared/values.js';
-import { expectError, httpPost, useCluster } from './cluster-fixture.js';
+import { expectError, httpPost, restartNode, useCluster } from './cluster-fixture.js';
 import { dynamoClient, expectSdkError } from './dynamodb-fixture.js';
 
 const c = useCluster();
@@ -315,10 +314,9 @@ describe('decimals across a crash', () => {
     const seqs = ['12345678901234567890123456789012345678', '9007199254740993', '9007199254740992', '-0.1000000000000000000000000000000000001'];
     for (const s of seqs) await c.client.putItem(t, { id: 'a', seq: decimal(s), v: decimal(s) });
     // Every slice node is killed and started again on its address and folder: it recovers from its log.
-    for (const [i, node] of c.cluster.nodes.entries()) {
+    for (const node of c.cluster.nodes) {
       await stopProcess(node.child, 'SIGKILL');
-      const fresh = await startSliceNode({ name: node.name, dataDir: join(c.dataDir, node.name), port: Number(new URL(node.url).port), clusterSecret: c.cluster.clusterSecret, workers: 2 });
-      c.cluster.nodes[i].child = fresh.child; // the cluster stops the running one
+      await restartNode(c, node);
     }
     let items: Item[] | undefined;
     for (let attempt = 0; attempt < 300 && items === undefined; attempt++) {

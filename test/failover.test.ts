@@ -3,20 +3,16 @@
 // (SIGSTOP): within bounded time writes to its slices succeed again, through the router's retry,
 // and every acknowledged write is readable; a restarted node catches up; a frozen leader that
 // wakes acknowledges nothing; a node that is gone for good is removed while down.
-import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import type { ClusterStatus } from '../shared/api.js';
+import { stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
-import { clusterStatus, led, statusUntil, testLog, useCluster } from './cluster-fixture.js';
+import { allLed, clusterStatus, RECOVERY_MS_MAX, restartNode, testLog, useCluster } from './cluster-fixture.js';
 import { freezeProcess } from './freeze.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync', ...(testLog ? { log: testLog } : {}) });
 const T = 'failover';
-/** Bounds of this file's loops: a failover takes the heartbeat timeout (1.5 s) plus an election. */
-const RECOVERY_MS_MAX = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Puts `ids` (value v) through HTTP until each is acknowledged once, within RECOVERY_MS_MAX; returns how long
@@ -46,33 +42,20 @@ async function readAll(ids: string[]): Promise<Map<string, unknown>> {
   return out;
 }
 
-async function restart(node: ManagedProcess): Promise<void> {
-  const again = await startSliceNode({
-    name: node.name,
-    dataDir: join(c.dataDir, node.name),
-    port: Number(new URL(node.url).port),
-    workers: 2,
-    durability: 'fsync',
-    clusterSecret: c.cluster.clusterSecret,
-  });
-  node.child = again.child; // the fixture stops this one
-}
-
-/** Waits until status says every replicated slice has an elected leader (bounded); answers that status. */
-const allLed = (): Promise<ClusterStatus> => statusUntil(c, 'every slice led', led, RECOVERY_MS_MAX);
+const restart = (node: ManagedProcess) => restartNode(c, node, { durability: 'fsync' });
 
 const ids = Array.from({ length: 40 }, (_, i) => `k${i}`);
 
 beforeAll(async () => {
   await initHashing();
   await c.client.createTable(T, { name: 'id', type: 'string' });
-  await allLed();
+  await allLed(c);
 });
 
 describe('replicated slices fail over (R=3, 3 nodes)', () => {
   it('status says the factor, the leaders and their terms', async () => {
     // Leaderships may move between the nodes after beforeAll saw every slice led (the first node to join led all).
-    const st = await allLed();
+    const st = await allLed(c);
     expect(st.replication.factor).toBe(3);
     expect(st.replication.leaders).toMatchObject({ replicated: 12, led: 12 });
     expect(st.replication.leaders.termMin).toBeGreaterThan(0);
@@ -94,7 +77,7 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
     expect(after.nodes.find((n) => n.node === victim.url)!.slices).toBe(0); // its slices are led elsewhere
 
     await restart(victim);
-    await allLed();
+    await allLed(c);
     // The restarted node must hold everything: with another node down, it is needed for every majority.
     await putAll(ids.slice(0, 10), 'c');
     const other = survivor;
@@ -103,13 +86,13 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
     const got2 = await readAll(ids);
     for (const [i, id] of ids.entries()) expect(got2.get(id)).toBe(i < 10 ? 'c' : i < 20 ? 'd' : 'b');
     await restart(other);
-    await allLed();
+    await allLed(c);
   });
 
   // Was skipped: writes queued on the router for the frozen leader were sent to it in a new batch when the
   // old ones were given up at the election, and hung for the 30 s request timeout (node-link.ts abandonInFlight).
   it('a leader frozen with SIGSTOP: another is elected; once it wakes it acknowledges nothing it took while frozen', async () => {
-    const st = await allLed();
+    const st = await allLed(c);
     const leading = st.nodes.filter((n) => n.slices > 0).map((n) => n.node);
     const victim = c.cluster.nodes.find((n) => leading.includes(n.url))!;
     // Keys of slices the victim leads: writes to them are in flight on it when it freezes.
@@ -148,7 +131,7 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
     } finally {
       victim.child.kill('SIGCONT');
     }
-    await allLed();
+    await allLed(c);
   });
 
   it('keyslice remove of a node that is down, under a small write load: nothing is lost and its replicas are placed again', async () => {
@@ -172,7 +155,7 @@ describe('replicated slices fail over (R=3, 3 nodes)', () => {
         body: JSON.stringify({ node: victim.url }),
       });
       expect(res.status).toBe(200);
-      await allLed();
+      await allLed(c);
       await sleep(1_000);
     } finally {
       stop = true;

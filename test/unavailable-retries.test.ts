@@ -13,11 +13,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { ImportSummary } from '../coordinator/cli/cli-import.js';
-import { startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
 import { FAILOVER_RETRY_MS_MAX, IMPORT_RETRIES_MAX, IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN } from '../shared/limits.js';
 import { keyslice, stopRunning } from './cli-run.js';
-import { led, statusUntil, useCluster, type ClusterHandle } from './cluster-fixture.js';
+import { led, restartNode, statusUntil, useCluster, type ClusterHandle } from './cluster-fixture.js';
 
 const replicated = useCluster({ nodes: 2, slices: 8, replicationFactor: 2 });
 const single = useCluster({ nodes: 1, slices: 4, replicationFactor: 1 });
@@ -140,8 +140,7 @@ describe('a slice of one replica whose node is down (R=1)', () => {
     const exporting = keyslice(['export', T, '--url', url], 60_000);
     const importing = keyslice(['import', T, file, '--url', url, '--json', '--parallel', '2', '--batch', '10'], 60_000);
     await new Promise((r) => setTimeout(r, 300));
-    const again = await startSliceNode({ name: node.name, dataDir: join(single.dataDir, node.name), port: Number(new URL(node.url).port), workers: 2, clusterSecret: single.cluster.clusterSecret });
-    node.child = again.child; // the fixture stops this one
+    await restartNode(single, node);
     const [exported, imported] = await Promise.all([exporting, importing]);
     expect(exported.code, exported.stderr).toBe(0);
     // Every item written before; some of the import's too, as it runs at the same time.

@@ -9,13 +9,11 @@
 // (keyslice_node_duplicate_writes_total in /metrics): each was answered from memory, not applied again. Not
 // asserted above 0: a resend meets an applied id only if the lost leader's record of it reached a follower first
 // (3, 2 and 0 in three runs).
-import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import type { ClusterStatus } from '../shared/api.js';
+import { stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
-import { led, statusUntil, useCluster } from './cluster-fixture.js';
+import { allLed, leaderOf, leadsNothing, restartNode, statusUntil, useCluster } from './cluster-fixture.js';
 import { parseExposition, samples } from './prometheus-text.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, durability: 'fsync' });
@@ -25,10 +23,8 @@ const COUNTERS = 4;
 /** Bounds: each writer's writes, the whole run's load, and each wait for a failover. */
 const WRITES_PER_WRITER_MAX = 20_000;
 const LOAD_MS_MAX = 90_000;
-const RECOVERY_MS_MAX = 20_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const until = (what: string, ok: (st: ClusterStatus) => boolean) => statusUntil(c, what, ok, RECOVERY_MS_MAX);
 /** Per node, the writes of the table answered from a remembered request id since that node started (/metrics). */
 async function duplicateWrites(): Promise<Map<string, number>> {
   const res = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
@@ -37,26 +33,11 @@ async function duplicateWrites(): Promise<Map<string, number>> {
   return out;
 }
 
-const leadsNothing = (node: ManagedProcess) => (st: ClusterStatus) => led(st) && st.nodes.find((n) => n.node === node.url)?.slices === 0;
-
-/** The node that leads the slice of `id`, by DescribeSlices (asked again, bounded, while it names none). */
-async function leaderOf(id: string): Promise<ManagedProcess> {
-  const deadline = Date.now() + RECOVERY_MS_MAX;
-  for (;;) {
-    const layout = await c.client.describeSlices(T).catch(() => null);
-    const slice = layout === null ? -1 : sliceOf('string', id, layout.sliceCount);
-    const url = layout?.slices.find((s) => s.slice === slice)?.node;
-    const node = c.cluster.nodes.find((n) => n.url === url);
-    if (node !== undefined) return node;
-    if (Date.now() > deadline) throw new Error(`no node leads the slice of ${id} within ${RECOVERY_MS_MAX} ms`);
-    await sleep(100);
-  }
-}
 
 beforeAll(async () => {
   await initHashing();
   await c.client.createTable(T, { name: 'id', type: 'string' });
-  await until('every slice led', led);
+  await allLed(c);
   // Items on most slices, so that DescribeSlices names their leaders.
   await c.client.batchWrite(T, { puts: Array.from({ length: 25 }, (_, i) => ({ id: `seed${i}` })) });
 });
@@ -106,22 +87,21 @@ describe('writes in flight on a leader that is lost (R=3, real processes)', () =
       // The leader freezes with writes in flight; another is elected for its slices; it wakes.
       frozen = first;
       frozen.child.kill('SIGSTOP');
-      await until('the frozen leader replaced', leadsNothing(first));
+      await statusUntil(c, 'the frozen leader replaced', leadsNothing(first));
       await sleep(1_000);
       frozen.child.kill('SIGCONT');
       frozen = null;
       // Whichever node leads the counters now is killed, with writes in flight, and restarted.
-      second = await leaderOf(counters[0]);
+      second = await leaderOf(c, T, counters[0]);
       await sleep(1_000);
       // Its counts go with it: what it counted until now, read first (the resends of the freeze met it).
       beforeKill = await duplicateWrites();
       killed = second.url;
       await stopProcess(second.child, 'SIGKILL');
-      await until('the killed leader replaced', leadsNothing(second));
+      await statusUntil(c, 'the killed leader replaced', leadsNothing(second));
       await sleep(1_000);
-      const again = await startSliceNode({ name: second.name, dataDir: join(c.dataDir, second.name), port: Number(new URL(second.url).port), workers: 2, durability: 'fsync', clusterSecret: c.cluster.clusterSecret });
-      second.child = again.child; // the fixture stops this one
-      await until('every slice led again', led);
+      await restartNode(c, second, { durability: 'fsync' });
+      await allLed(c, 'every slice led again');
       await sleep(500);
     } finally {
       if (frozen !== null) frozen.child.kill('SIGCONT');
