@@ -88,7 +88,8 @@ interface Result {
   workload: string;
   opsPerSec: number;
   itemsPerSec?: number;
-  errors: Record<string, number> | number;
+  /** Failed ops by error code (bench/load.ts: the KeysliceError's code; bench/redis-load.ts: its own names). */
+  errors: Record<string, number>;
   latencyMs: { p50: number; p99: number } | null;
 }
 
@@ -116,7 +117,19 @@ function runClient(script: string, scriptArgs: string[]): Promise<{ results: Res
   );
 }
 
-const errorCount = (e: Result['errors']) => (typeof e === 'number' ? e : Object.values(e ?? {}).reduce((a, b) => a + b, 0));
+/** Failed ops by code, summed over `counts` (clients, or rounds). */
+const errorsByCode = (counts: Record<string, number>[]): Record<string, number> => {
+  const sum: Record<string, number> = {};
+  for (const c of counts) for (const [code, n] of Object.entries(c)) sum[code] = (sum[code] ?? 0) + n;
+  return sum;
+};
+/** Errors as the log and the report show them: their count, then each code's, most first ("12: Unavailable 10,
+ * WrongOwner 2"), so that a count can be explained from the report alone. */
+const showErrors = (byCode: Record<string, number>): string => {
+  const codes = Object.entries(byCode).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  const total = codes.reduce((a, [, n]) => a + n, 0);
+  return total === 0 ? '0' : `${total}: ${codes.map(([code, n]) => `${code} ${n}`).join(', ')}`;
+};
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
 const fmt = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
 
@@ -126,7 +139,8 @@ interface Row {
   items: number | null;
   p50: number;
   p99: number;
-  errors: number;
+  /** Failed ops by error code. */
+  errors: Record<string, number>;
 }
 /** system label -> one entry per round: workload -> its row, or 'failed: ...' where that round failed. */
 const rounds = new Map<string, (Map<string, Row> | string)[]>();
@@ -186,10 +200,10 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
       items,
       p50: median(mine.map((r) => r.latencyMs?.p50 ?? NaN)),
       p99: Math.max(...mine.map((r) => r.latencyMs?.p99 ?? NaN)),
-      errors: mine.reduce((a, r) => a + errorCount(r.errors), 0),
+      errors: errorsByCode(mine.map((r) => r.errors)),
     };
     rows.set(w, row);
-    log(`  ${w}: ${fmt(row.ops)} ops/s${row.items !== null ? `, ${fmt(row.items)} items/s` : ''}, p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, ${row.errors} errors`);
+    log(`  ${w}: ${fmt(row.ops)} ops/s${row.items !== null ? `, ${fmt(row.items)} items/s` : ''}, p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, errors ${showErrors(row.errors)}`);
   }
   record(label, rows);
 }
@@ -356,7 +370,7 @@ for (const [label, entries] of rounds) {
       items: all.every((x) => x.items !== null) ? median(all.map((x) => x.items!)) : null,
       p50: median(all.map((x) => x.p50)),
       p99: median(all.map((x) => x.p99)),
-      errors: all.reduce((a, x) => a + x.errors, 0),
+      errors: errorsByCode(all.map((x) => x.errors)),
     });
   }
   measured.set(label, rows);
@@ -376,7 +390,7 @@ for (const [label, rows] of measured) {
     resultLines.push(`| ${label} | - | ${rows} | | | | |`);
     continue;
   }
-  for (const [w, r] of rows) resultLines.push(`| ${label} | ${w} | ${fmt(r.ops)} | ${r.items === null ? '-' : fmt(r.items)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} |`);
+  for (const [w, r] of rows) resultLines.push(`| ${label} | ${w} | ${fmt(r.ops)} | ${r.items === null ? '-' : fmt(r.items)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${showErrors(r.errors)} |`);
 }
 const rowOf = (label: string, w: string) => {
   const rows = measured.get(label);
@@ -433,12 +447,13 @@ The cluster client is the bench's own: CRC16 slots (bench/redis-slot.ts) over th
 answered by reading the map again. ${redisNote}
 
 ${roundCount} round${roundCount === 1 ? '' : 's'}: each ran every keyslice shape and every Redis once, the order turned by one from
-round to round; each figure below is the median over the rounds (each figure on its own; errors are summed).
+round to round; each figure below is the median over the rounds (each figure on its own; errors are summed, by code:
+their count, then each code's).
 Within a round, ops/s and items/s: all clients together; p50: the median of the clients' p50; p99: the worst
 client's p99 (ms).
 
 | system | workload | ops/s | items/s | p50 ms | p99 ms | errors |
-|---|---|---:|---:|---:|---:|---:|
+|---|---|---:|---:|---:|---:|---|
 ${resultLines.join('\n')}
 
 ## keyslice beside Redis
