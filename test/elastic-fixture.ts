@@ -99,10 +99,30 @@ export async function untilLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterS
   return st!;
 }
 
-/** Every slice's replica set as node URLs (the owner first), from the coordinator's persisted map. */
-export function replicaSets(e: Elastic): string[][] {
-  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { nodes: string[]; owners: number[]; followers: number[][] };
-  return m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n]));
+/** The coordinator's persisted map, the fields the tests read. */
+export interface PersistedMap {
+  nodes: string[];
+  owners: number[];
+  followers: number[][];
+  /** Per slice, the replica leaving its set (a node index), or -1. */
+  leaving: number[];
+  termsUsed: number[];
+  lastLead: ([term: number, node: number] | null)[];
+}
+
+/** The coordinator's persisted map as it is now (a read sees one whole map: it is written apart and renamed into
+ * place, shared/state-file.ts). */
+export function persistedMap(e: Elastic): PersistedMap {
+  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as Omit<PersistedMap, 'leaving'> & { leaving?: number[] };
+  return { ...m, leaving: m.leaving ?? m.owners.map(() => -1) };
+}
+
+/** Every slice's replica set as node indexes (the owner first). */
+export const replicaIndexes = (m: PersistedMap): number[][] => m.owners.map((o, s) => [o, ...m.followers[s]]);
+
+/** Every slice's replica set as node URLs (the owner first), from the coordinator's persisted map (`m`, else read now). */
+export function replicaSets(e: Elastic, m = persistedMap(e)): string[][] {
+  return replicaIndexes(m).map((set) => set.map((n) => m.nodes[n]));
 }
 
 /** Every slice led, no move or replica-set change under way, and each node within one replica of every other. */

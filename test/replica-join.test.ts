@@ -8,32 +8,14 @@
 // leader while it is down, since the replica that left answers until then; every acknowledged write reads back.
 // A joining node SIGKILLed while moves onto it are under way, and left down: within a bound each of those moves
 // is undone (the slice back to its 3 replicas on the live nodes, with a leader), and nothing is lost.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { keyslice } from './cli-run.js';
-import { bulk, elasticClusters, led, replicasSpread, seen, untilLed, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, persistedMap, replicaIndexes, replicaSets, replicasSpread, seen, untilLed, waitFor, writesResent, WriteLoad } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** The coordinator's persisted map: every slice's replicas [leader, ...followers] as node URLs, and the leaving marks. */
-function persisted(e: Elastic): { sets: string[][]; leaving: number[] } {
-  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { nodes: string[]; owners: number[]; followers: number[][]; leaving?: number[] };
-  return { sets: m.owners.map((o, s) => [o, ...m.followers[s]].map((n) => m.nodes[n])), leaving: m.leaving ?? [] };
-}
-
-/** The persisted map as it is (null while it is being replaced). */
-function readMap(e: Elastic): { nodes: string[]; owners: number[]; followers: number[][]; leaving: number[] } | null {
-  try {
-    const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8'));
-    return { ...m, leaving: m.leaving ?? m.owners.map(() => -1) };
-  } catch {
-    return null;
-  }
-}
 
 describe('replica rebalancing onto a node that joins (R=3)', () => {
   it('a 4th node joining 3 nodes at R=3 under writes takes a quarter of the replicas and leads some slices; nothing is lost', async () => {
@@ -84,12 +66,13 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     expect(mine.replicas).toBeGreaterThanOrEqual(8); // 36 replicas over 4 nodes: 9 each
     expect(mine.replicas).toBeLessThanOrEqual(10);
     expect(mine.slices).toBeGreaterThan(0);
-    const { sets, leaving } = persisted(e);
+    const m = persistedMap(e);
+    const sets = replicaSets(e, m);
     for (const set of sets) {
       expect(set.length).toBe(3);
       expect(new Set(set).size).toBe(3);
     }
-    expect(leaving.every((n) => n === -1)).toBe(true);
+    expect(m.leaving.every((n) => n === -1)).toBe(true);
     expect(sets.filter((set) => set.includes(joined.url)).length).toBe(mine.replicas);
     // keyslice status shows each node's replicas beside the slices it leads.
     const shown = await keyslice(['status', '--url', e.coordinator.url], 30_000);
@@ -122,10 +105,10 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     let moving: number[] = [];
     let completed: number[] = [];
     for (const until = Date.now() + 60_000; moving.length === 0 && Date.now() < until; await sleep(2)) {
-      const m = readMap(e);
-      const j = m === null ? -1 : m.nodes.indexOf(joined.url);
-      if (m === null || j < 0) continue;
-      const sets = m.owners.map((o, s) => [o, ...m.followers[s]]);
+      const m = persistedMap(e);
+      const j = m.nodes.indexOf(joined.url);
+      if (j < 0) continue;
+      const sets = replicaIndexes(m);
       moving = sets.flatMap((set, s) => (set.includes(j) && m.leaving[s] >= 0 ? [s] : []));
       completed = sets.flatMap((set, s) => (set.includes(j) && m.leaving[s] < 0 ? [s] : []));
     }
@@ -138,12 +121,13 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     await waitFor(
       async () => {
         st = await e.status();
-        const { sets, leaving } = persisted(e);
+        const m = persistedMap(e);
+        const sets = replicaSets(e, m);
         return (
           led(st) &&
           st.replication.leaders.moving === 0 &&
           st.replication.leaders.unsettled === 0 &&
-          leaving.every((n) => n === -1) &&
+          m.leaving.every((n) => n === -1) &&
           sets.every((set) => set.length === 3 && new Set(set).size === 3 && !set.includes(joined.url))
         );
       },
@@ -165,7 +149,7 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     // Back (same folder and port), it takes its share of replicas again: the moves are made anew.
     await e.addNode(undefined, Number(new URL(joined.url).port), joined.name);
     await waitFor(async () => replicasSpread(await e.status()), 'the replicas to be spread over the 4 nodes once the killed node is back', 90_000, seen(e));
-    for (const set of persisted(e).sets) expect(new Set(set).size).toBe(3);
+    for (const set of replicaSets(e)) expect(new Set(set).size).toBe(3);
     await load.verify(300);
   }, 200_000);
 
@@ -181,12 +165,11 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     const load = new WriteLoad(e.client, 'elastic', 4, 8);
     await sleep(300);
     const joined = await e.addNode();
-    let prev = readMap(e);
+    let prev = persistedMap(e);
     let victim: string | null = null;
     for (const until = Date.now() + 60_000; victim === null && Date.now() < until; await sleep(2)) {
-      const m = readMap(e);
-      if (m === null) continue;
-      for (let s = 0; prev !== null && s < m.owners.length && victim === null; s++) {
+      const m = persistedMap(e);
+      for (let s = 0; s < m.owners.length && victim === null; s++) {
         if (prev.leaving[s] < 0 || m.leaving[s] >= 0) continue;
         // Slice s just dropped its leaving replica: kill a follower of the 3 left that is not the new node.
         const set = [m.owners[s], ...m.followers[s]];

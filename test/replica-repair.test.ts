@@ -22,26 +22,17 @@
 //  - Nodes that join one by one under writes: the first leads every slice at first, then the
 //    leaderships are handed over until each node leads its share; nothing is lost.
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
-import { bulk, elasticClusters, led, replicaSets, seen, untilLed, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, led, persistedMap, replicaIndexes, replicaSets, seen, untilLed, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const REMOVE_AFTER_MS = 3_000;
 
-/** Every slice's replicas [leader, ...followers] as node URLs, from the coordinator's persisted map. */
-
-/** Per slice, from the persisted map: the largest term any election used or a leader led on at, and the last Lead or
- * LeadOn recorded ([term, node index]), with the set's node indexes. */
-function terms(e: Elastic): { termsUsed: number[]; lastLead: ([number, number] | null)[]; sets: number[][] } {
-  const m = JSON.parse(readFileSync(join(e.dataDir, 'coordinator', 'cluster-map.json'), 'utf8')) as { owners: number[]; followers: number[][]; termsUsed: number[]; lastLead: ([number, number] | null)[] };
-  return { termsUsed: m.termsUsed, lastLead: m.lastLead, sets: m.owners.map((o, s) => [o, ...m.followers[s]]) };
-}
 
 
 /** Waits until the replica moves that the nodes' joining started are done and every change settled: the 4th
@@ -260,7 +251,9 @@ describe('repair of replicated slices (R=3)', () => {
     expect((await e.status()).nodes.find((n) => n.node === removed.url)?.status).toBe('active');
     expect(replicaSets(e).filter((set) => set.includes(removed.url)).length).toBe(sets.filter((set) => set.includes(removed.url)).length);
 
-    const before = terms(e);
+    // Per slice, from the persisted map: the largest term any election used or a leader led on at, and the last Lead or
+    // LeadOn recorded ([term, node index]).
+    const before = persistedMap(e);
     const forced = await run(['remove', removed.url, '--force']);
     expect(forced.code, forced.stderr).toBe(0);
     expect(forced.stdout).toContain(`removed ${removed.url}`);
@@ -284,11 +277,12 @@ describe('repair of replicated slices (R=3)', () => {
     // than any before it, and no election since). Only a leader the coordinator heard from within 1.5 ping intervals
     // leads on (failover.ts changedTo); the others elect, which cannot finish. Under load, all of them may elect (seen
     // at load average 27: status counted none apart, and `> 0` failed), so the count is checked against the map.
-    const after = terms(e);
+    const after = persistedMap(e);
+    const afterSets = replicaIndexes(after);
     const strandedSlices = sets.flatMap((set, slice) => (set.includes(removed.url) && set.includes(down.url) ? [slice] : []));
     const ledOn = strandedSlices.filter((slice) => {
       const l = after.lastLead[slice];
-      return l !== null && l[0] > before.termsUsed[slice] && l[0] === after.termsUsed[slice] && after.sets[slice].includes(l[1]);
+      return l !== null && l[0] > before.termsUsed[slice] && l[0] === after.termsUsed[slice] && afterSets[slice].includes(l[1]);
     });
     expect(leaders.unsettledLed, `stranded slices ${strandedSlices.join(', ')}; led on: ${ledOn.join(', ')}`).toBe(ledOn.length);
     // ...and once it is back they do, and every slice is back to 3 replicas without the removed node.
