@@ -83,10 +83,18 @@ class Partition {
   ) {}
 
   set(key: string, stored: Stored): void {
-    const old = this.tree.get(key);
+    // A new key takes one walk of the tree (a get and then a set took two; puts are mostly of new keys); a key
+    // that is there takes two, as before: the insert that found it, and the edit that swaps its value for the old's.
+    let old: Stored | undefined;
+    if (!this.tree.setIfNotPresent(key, stored)) {
+      this.tree.editRange(key, key, true, (_k, v) => {
+        old = v;
+        return { value: stored };
+      });
+      assert(old !== undefined, 'a key the tree refused to insert is in it');
+      if (old.packed) this.kept -= keptCost(old.packed);
+    }
     this.bytes += stored.bytes - (old?.bytes ?? 0);
-    if (old?.packed) this.kept -= keptCost(old.packed);
-    this.tree.set(key, stored);
     this.record([EFFECT_SET, this.table, this.slice, key, stored.item, stored.bytes]);
   }
 
