@@ -8,7 +8,7 @@
 // durability os, the default routers; --with-r1: a third cluster, of this build at R=1, alternated with them),
 // each loaded with the same data; every workload runs on one and then the other, the
 // order alternating from round to round, and each figure is the median over the rounds.
-// Workloads: the native WebSocket client (GetItem at 1 in flight, PutItem and GetItem at
+// Workloads: the native WebSocket client (GetItem and PutItem at 1 in flight, PutItem and GetItem at
 // 256 in flight over 4 connections, GetItems of 100 at 64 in flight, of 100 from 8 buckets
 // of an even-distribution table, scan pages) and the DynamoDB
 // endpoint over plain HTTP/1.1 keep-alive (unsigned JSON, no SDK: GetItem at 1 and at
@@ -132,6 +132,7 @@ interface Workload {
 }
 const WORKLOADS: Workload[] = [
   { name: 'ws GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await s.clients[0].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
+  { name: 'ws PutItem, 1 in flight', inFlight: 1, op: async (s) => (await s.clients[0].putItem(TABLE, { device: `p${s.putN % 10_000}`, seq: Math.floor(s.putN++ / 10_000), payload: PAD }), 1) },
   { name: 'ws PutItem, 256 in flight', inFlight: 256, op: async (s, j) => (await s.clients[j % 4].putItem(TABLE, { device: `p${s.putN % 10_000}`, seq: Math.floor(s.putN++ / 10_000), payload: PAD }), 1) },
   { name: 'ws GetItem, 256 in flight', inFlight: 256, op: async (s, j) => ((await s.clients[j % 4].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
   { name: 'ws GetItems of 100, 1 in flight (items/s)', inFlight: 1, op: async (s) => (await s.clients[0].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
@@ -272,13 +273,13 @@ const median = (xs: number[]) => {
 
 /** `--profile DIR --only NAME`: one cluster of this build with every process under `node --cpu-prof`
  * (profiles of main and worker threads land in DIR when the processes stop), driven by the workloads
- * whose name contains NAME for --duration seconds each. Summarize with dist/bench/profile-top.js. */
+ * whose name contains NAME (or one of NAME|NAME, as in a side by side) for --duration seconds each. Summarize with dist/bench/profile-top.js. */
 async function profile(dir: string): Promise<void> {
   process.env.KEYSLICE_PROFILE_DIR = resolve(dir);
   const side = await startSide('profiled', resolve(new URL('.', import.meta.url).pathname, '..'));
   delete process.env.KEYSLICE_PROFILE_DIR;
   try {
-    for (const w of WORKLOADS.filter((x) => opts.only === undefined || x.name.includes(opts.only))) {
+    for (const w of WORKLOADS.filter((x) => opts.only === undefined || opts.only.split('|').some((o) => x.name.includes(o)))) {
       const s = await measure(side, w);
       process.stderr.write(`${w.name}: ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op; ${PARTS.map((p, k) => `${p} ${s.parts[k].toFixed(3)}`).join(', ')} ms/op\n`);
     }
@@ -348,17 +349,25 @@ async function main(): Promise<void> {
     const m = (xs: Sample[], k: number) => median(xs.map((x) => x.parts[k]));
     console.log(`| ${w.name} | ${PARTS.map((_, k) => `${m(b, k).toFixed(3)} -> ${m(t, k).toFixed(3)}`).join(' | ')} |`);
   }
-  // The routers' CPU per op finer than whole µs, and round by round: each round measures both builds under about the
-  // same load, so the median of the rounds' ratios is steadier than the ratio of the medians on a shared machine.
+  // The routers' and the nodes' CPU per op (the nodes: main and other threads, workers included) finer than whole µs,
+  // and round by round: each round measures both builds under about the same load, so the median of the rounds'
+  // ratios is steadier than the ratio of the medians on a shared machine.
   const ROUTERS = PARTS.indexOf('routers');
-  console.log('');
-  console.log('| workload | routers\' CPU µs per op, base | this | this / base, median of the rounds\' ratios | rounds where this used less |');
-  console.log('|---|--:|--:|--:|--:|');
-  for (const w of workloads) {
-    const [b, t] = results.get(w.name)!;
-    const ratios = b.map((x, r) => t[r].parts[ROUTERS] / x.parts[ROUTERS]);
-    const lower = ratios.filter((x) => x < 1).length;
-    console.log(`| ${w.name} | ${(median(b.map((x) => x.parts[ROUTERS])) * 1000).toFixed(1)} | ${(median(t.map((x) => x.parts[ROUTERS])) * 1000).toFixed(1)} | ${median(ratios).toFixed(2)}x | ${lower} of ${ratios.length} |`);
+  const NODES = [PARTS.indexOf('node main threads'), PARTS.indexOf('node other threads')];
+  const by: [string, (x: Sample) => number][] = [
+    ['routers', (x) => x.parts[ROUTERS]],
+    ['nodes', (x) => NODES.reduce((sum, k) => sum + x.parts[k], 0)],
+  ];
+  for (const [who, of] of by) {
+    console.log('');
+    console.log(`| workload | ${who}' CPU µs per op, base | this | this / base, median of the rounds' ratios | rounds where this used less |`);
+    console.log('|---|--:|--:|--:|--:|');
+    for (const w of workloads) {
+      const [b, t] = results.get(w.name)!;
+      const ratios = b.map((x, r) => of(t[r]) / of(x));
+      const lower = ratios.filter((x) => x < 1).length;
+      console.log(`| ${w.name} | ${(median(b.map(of)) * 1000).toFixed(1)} | ${(median(t.map(of)) * 1000).toFixed(1)} | ${median(ratios).toFixed(2)}x | ${lower} of ${ratios.length} |`);
+    }
   }
 }
 

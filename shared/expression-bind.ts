@@ -32,8 +32,10 @@ const VALUE_PLACEHOLDER = /^:[A-Za-z0-9_]+$/;
 export class Placeholders {
   private readonly names: Record<string, string>;
   private readonly values: Record<string, Value>;
-  private readonly usedNames = new Set<string>();
-  private readonly usedValues = new Set<string>();
+  /** Made at the first placeholder used: most requests (a plain PutItem or GetItem) have none, and each request
+   * made two sets for them. */
+  private usedNames: Set<string> | null = null;
+  private usedValues: Set<string> | null = null;
 
   constructor(names: unknown, values: unknown) {
     this.names = checkMap(names, 'names', NAME_PLACEHOLDER, '#name', (v, where) => {
@@ -47,7 +49,7 @@ export class Placeholders {
     if (!Object.hasOwn(this.names, placeholder)) {
       throw new KeysliceError('ValidationError', `${field}: ${placeholder} at position ${at} is not defined in "names"`);
     }
-    this.usedNames.add(placeholder);
+    (this.usedNames ??= new Set()).add(placeholder);
     return this.names[placeholder];
   }
 
@@ -55,21 +57,25 @@ export class Placeholders {
     if (!Object.hasOwn(this.values, placeholder)) {
       throw new KeysliceError('ValidationError', `${field}: ${placeholder} at position ${at} is not defined in "values"`);
     }
-    this.usedValues.add(placeholder);
+    (this.usedValues ??= new Set()).add(placeholder);
     return this.values[placeholder];
   }
 
   /** Call once every expression of the request is bound: a placeholder no expression used is an error, as in DynamoDB. */
   checkAllUsed(): void {
-    const names = Object.keys(this.names).filter((n) => !this.usedNames.has(n));
-    const values = Object.keys(this.values).filter((v) => !this.usedValues.has(v));
+    if (this.names === NONE && this.values === NONE) return;
+    const names = Object.keys(this.names).filter((n) => this.usedNames?.has(n) !== true);
+    const values = Object.keys(this.values).filter((v) => this.usedValues?.has(v) !== true);
     if (names.length > 0) throw new KeysliceError('ValidationError', `"names" has ${names.join(', ')}, which no expression of this request uses`);
     if (values.length > 0) throw new KeysliceError('ValidationError', `"values" has ${values.join(', ')}, which no expression of this request uses`);
   }
 }
 
+/** The names or values of a request that gave none: one empty map for all of them (never written to). */
+const NONE: Record<string, never> = Object.freeze({});
+
 function checkMap(v: unknown, field: string, key: RegExp, form: string, check: (v: unknown, where: string) => void): Record<string, unknown> {
-  if (v === undefined) return {};
+  if (v === undefined) return NONE;
   if (!isPlainObject(v)) throw new KeysliceError('ValidationError', `"${field}" must map ${form} placeholders to ${field === 'names' ? 'attribute names' : 'values'}`);
   const keys = Object.keys(v);
   if (keys.length > EXPRESSION_PLACEHOLDERS_MAX) throw new KeysliceError('ValidationError', `"${field}" has ${keys.length} entries; the limit is ${EXPRESSION_PLACEHOLDERS_MAX}`);

@@ -83,10 +83,18 @@ class Partition {
   ) {}
 
   set(key: string, stored: Stored): void {
-    const old = this.tree.get(key);
+    // A new key takes one walk of the tree (a get and then a set took two; puts are mostly of new keys); a key
+    // that is there takes two, as before: the insert that found it, and the edit that swaps its value for the old's.
+    let old: Stored | undefined;
+    if (!this.tree.setIfNotPresent(key, stored)) {
+      this.tree.editRange(key, key, true, (_k, v) => {
+        old = v;
+        return { value: stored };
+      });
+      assert(old !== undefined, 'a key the tree refused to insert is in it');
+      if (old.packed) this.kept -= keptCost(old.packed);
+    }
     this.bytes += stored.bytes - (old?.bytes ?? 0);
-    if (old?.packed) this.kept -= keptCost(old.packed);
-    this.tree.set(key, stored);
     this.record([EFFECT_SET, this.table, this.slice, key, stored.item, stored.bytes]);
   }
 
@@ -156,12 +164,14 @@ export class SliceStore {
         return answer(op, this.assign(op[1], op[2]));
       case SliceOp.Put: {
         const [, table, slice, key, item, bytes, check] = op;
-        this.admit(table, slice, key, true);
+        // Without a condition nothing after admit can refuse it: its bytes are counted there (one lookup of the
+        // counters); with one, once it passed, as before.
+        this.admit(table, slice, key, true, check === null ? bytes : 0);
         const partition = this.partition(table, slice, true)!;
         const old = check === null ? null : checkWrite(check, partition.tree.get(key)?.item ?? null);
         item[MTIME_ATTRIBUTE] = this.now();
         partition.set(key, newStored(item, bytes));
-        this.load.countBytes(table, slice, bytes, true);
+        if (check !== null) this.load.countBytes(table, slice, bytes, true);
         return answer(op, check?.returnOld ? old : null);
       }
       // An eventually consistent read of a slice this worker owns is the read itself; a follower's goes
@@ -372,9 +382,9 @@ export class SliceStore {
   }
 
   /** Checks ownership and counts the op's load (or refuses it at capacity) before it runs. */
-  private admit(table: number, slice: number, key: string, write: boolean): void {
+  private admit(table: number, slice: number, key: string, write: boolean, bytes = 0): void {
     this.checkOwner(slice);
-    this.load.count(table, slice, key, write);
+    this.load.count(table, slice, key, write, bytes);
   }
 
   private checkOwner(slice: number): void {

@@ -19,22 +19,29 @@ export const COUNT = { reads: 0, writes: 1, readBytes: 2, writeBytes: 3, throttl
 
 const zeroCounts = (): Counts => [0, 0, 0, 0, 0, 0];
 
-/** Adds `n` to counter `which` of every list in `to`; a counter only grows and stays exact. */
-function grow(to: Counts[], which: number, n: number): void {
-  // (The message is built only when the check fails: this runs for every op.)
+/** Adds `n` to counter `which` of a partition's totals and of its table's; a counter only grows and stays exact.
+ * Two lists named, not a list of them: this runs once or twice for every op, and the list was an allocation each. */
+function grow(partition: Counts, table: Counts, which: number, n: number): void {
+  // (The message is built only when the check fails.)
   if (!(Number.isSafeInteger(n) && n >= 0)) assert(false, `a counter grows by a whole, non-negative amount (got ${n})`);
-  for (const c of to) {
-    const next = c[which] + n;
-    assert(Number.isSafeInteger(next) && next >= c[which], 'a cumulative counter only grows and stays exact');
-    c[which] = next;
-  }
+  const p = partition[which] + n;
+  const t = table[which] + n;
+  assert(Number.isSafeInteger(p) && p >= partition[which] && Number.isSafeInteger(t) && t >= table[which], 'a cumulative counter only grows and stays exact');
+  partition[which] = p;
+  table[which] = t;
 }
 
+/** One partition's counters, with its table's totals and hot keys (one lookup per op for all three). */
 class Counters {
   readonly totals = zeroCounts();
   readonly reads = new Uint32Array(LOAD_WINDOW_SECONDS);
   readonly writes = new Uint32Array(LOAD_WINDOW_SECONDS);
   second = 0;
+
+  constructor(
+    readonly table: Counts,
+    readonly hot: HotKeys,
+  ) {}
 
   /** Moves the window to `second`, clearing the buckets it passed. */
   advance(second: number): void {
@@ -182,39 +189,43 @@ export class LoadTracker {
     private readonly capacity: SliceCapacity,
   ) {}
 
-  /** Counts one op on (table, slice) for `key`, or refuses it if the partition is at capacity this second. */
-  count(table: number, slice: number, key: string, write: boolean): void {
+  /** Counts one op on (table, slice) for `key`, or refuses it if the partition is at capacity this second; `bytes`:
+   * what it reads or writes, where known before it runs (a put's item), counted as countBytes would. */
+  count(table: number, slice: number, key: string, write: boolean, bytes = 0): void {
     const second = Math.floor(this.now() / 1000);
     const c = this.partitionCounters(table, slice);
     c.advance(second);
     const bucket = second % LOAD_WINDOW_SECONDS;
     const limit = write ? this.capacity.writesPerSecond : this.capacity.readsPerSecond;
     const counts = write ? c.writes : c.reads;
-    const totals = this.tableTotals(table);
     if (limit > 0 && counts[bucket] >= limit) {
-      grow([c.totals, totals], COUNT.throttled, 1);
+      grow(c.totals, c.table, COUNT.throttled, 1);
       throw new KeysliceError(
         'ThroughputExceeded',
         `slice ${slice} is at its capacity of ${limit} ${write ? 'writes' : 'reads'} per second; retry with backoff, or spread the key design`,
       );
     }
     counts[bucket]++;
-    grow([c.totals, totals], write ? COUNT.writes : COUNT.reads, 1);
-    let h = this.hot.get(table);
-    if (h === undefined) this.hot.set(table, (h = new HotKeys()));
-    h.add(key.slice(0, firstPartLength(key)), second);
+    grow(c.totals, c.table, write ? COUNT.writes : COUNT.reads, 1);
+    if (bytes !== 0) grow(c.totals, c.table, write ? COUNT.writeBytes : COUNT.readBytes, bytes);
+    c.hot.add(key.slice(0, firstPartLength(key)), second);
   }
 
   /** Counts a write whose request id the slice applied already: answered from memory, it is not admitted as a
    * write (it applies nothing, and a resend of a write that took capacity does not take it again). */
   countDuplicateWrite(table: number, slice: number): void {
-    grow([this.partitionCounters(table, slice).totals, this.tableTotals(table)], COUNT.duplicateWrites, 1);
+    const c = this.partitionCounters(table, slice);
+    grow(c.totals, c.table, COUNT.duplicateWrites, 1);
   }
 
   private partitionCounters(table: number, slice: number): Counters {
     const id = table * 65536 + slice;
     let c = this.partitions.get(id);
-    if (c === undefined) this.partitions.set(id, (c = new Counters()));
+    if (c === undefined) {
+      let h = this.hot.get(table);
+      if (h === undefined) this.hot.set(table, (h = new HotKeys()));
+      this.partitions.set(id, (c = new Counters(this.tableTotals(table), h)));
+    }
     return c;
   }
 
@@ -223,7 +234,7 @@ export class LoadTracker {
     if (bytes === 0) return;
     const c = this.partitions.get(table * 65536 + slice);
     assert(c !== undefined, 'bytes are counted for an op that count() admitted');
-    grow([c.totals, this.tableTotals(table)], write ? COUNT.writeBytes : COUNT.readBytes, bytes);
+    grow(c.totals, c.table, write ? COUNT.writeBytes : COUNT.readBytes, bytes);
   }
 
   /** The cumulative counters of a table's partition in `slice` on this worker (zeros if it saw no op). */
