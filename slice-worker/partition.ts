@@ -166,12 +166,13 @@ export class SliceStore {
         const [, table, slice, key, item, bytes, check] = op;
         // Without a condition nothing after admit can refuse it: its bytes are counted there (one lookup of the
         // counters); with one, once it passed, as before.
-        this.admit(table, slice, key, true, check === null ? bytes : 0);
+        const countedAtAdmit = check === null ? bytes : 0;
+        this.admit(table, slice, key, true, countedAtAdmit);
         const partition = this.partition(table, slice, true)!;
         const old = check === null ? null : checkWrite(check, partition.tree.get(key)?.item ?? null);
         item[MTIME_ATTRIBUTE] = this.now();
         partition.set(key, newStored(item, bytes));
-        if (check !== null) this.load.countBytes(table, slice, bytes, true);
+        if (countedAtAdmit !== bytes) this.load.countBytes(table, slice, bytes - countedAtAdmit, true);
         return answer(op, check?.returnOld ? old : null);
       }
       // An eventually consistent read of a slice this worker owns is the read itself; a follower's goes

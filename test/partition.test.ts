@@ -826,6 +826,51 @@ describe('SliceStore against a sorted-array model', () => {
   });
 });
 
+// ---- load counters -------------------------------------------------------------------------
+
+describe('load counters', () => {
+  // COUNT's order in slice-load.ts: reads, writes, readBytes, writeBytes, throttled, duplicateWrites.
+  const WRITES = 1;
+  const WRITE_BYTES = 3;
+  const stats = (store: SliceStore, table: number) => store.execute([SliceOp.Stats, table, sliceSetOf(0, OWNED)])[1] as StatsResult;
+  /** The put's answer and the bytes it carried (the store adds __mtime to the item it keeps). */
+  const put = (store: SliceStore, ref: KeyRef, item: Item, check: WriteCheck | null): [SliceOpResult, number] => {
+    const bytes = itemBytes(item);
+    return [store.execute([SliceOp.Put, ref.table, ref.slice, ref.key, item, bytes, check, null]), bytes];
+  };
+
+  it('count a put\'s bytes once (a conditional one only if it passed); the table\'s totals are its slices\' sums; a table dropped starts again from zero', () => {
+    const store = newStore(() => 100);
+    const refs = KEYS.filter((k) => k.table === KEYS[0].table).slice(0, 12);
+    expect(new Set(refs.map((r) => r.slice)).size).toBeGreaterThan(1);
+    const table = refs[0].table;
+    let writes = 0;
+    let written = 0;
+    const passes: WriteCheck = { condition: { k: 'exists', path: [NAME_ATTRIBUTE] }, returnOld: false, oldOnFailure: false };
+    const fails: WriteCheck = { condition: { k: 'notExists', path: [NAME_ATTRIBUTE] }, returnOld: false, oldOnFailure: false };
+    for (const [i, ref] of refs.entries()) {
+      const [first, firstBytes] = put(store, ref, { [NAME_ATTRIBUTE]: ref.name, n: i, pad: 'x'.repeat(i * 7) }, null); // new key
+      const [second, secondBytes] = put(store, ref, { [NAME_ATTRIBUTE]: ref.name, n: i + 1 }, null); // overwrite
+      const [refused] = put(store, ref, { [NAME_ATTRIBUTE]: ref.name, n: -1 }, fails); // a write with no bytes
+      const [last, lastBytes] = put(store, ref, { [NAME_ATTRIBUTE]: ref.name, n: i + 2, more: 'y' }, passes);
+      expect([first[0], second[0], refused[0], last[0]]).toEqual([RESULT_OK, RESULT_OK, RESULT_ERROR, RESULT_OK]);
+      writes += 4;
+      written += firstBytes + secondBytes + lastBytes;
+    }
+    const [slices, , totals] = stats(store, table);
+    expect(totals[WRITES]).toBe(writes);
+    expect(totals[WRITE_BYTES]).toBe(written);
+    expect(slices.reduce((sum, s) => sum + s[5][WRITES], 0)).toBe(writes);
+    expect(slices.reduce((sum, s) => sum + s[5][WRITE_BYTES], 0)).toBe(written);
+    expect(store.execute([SliceOp.DropTable, table])).toEqual([RESULT_OK, true]);
+    const ref = refs[0];
+    const [again, bytes] = put(store, ref, { [NAME_ATTRIBUTE]: ref.name, n: 1 }, null);
+    expect(again[0]).toBe(RESULT_OK);
+    const [, , after] = stats(store, table);
+    expect([after[WRITES], after[WRITE_BYTES]]).toEqual([1, bytes]);
+  });
+});
+
 // ---- ownership -----------------------------------------------------------------------------
 
 describe('ownership', () => {
