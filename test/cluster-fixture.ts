@@ -6,12 +6,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { prng } from '../bench/keys.js';
 import { KeysliceClient } from '../coordinator/client/client.js';
-import { startLocalCluster, type ClusterOptions, type LocalCluster } from '../coordinator/cli/local-cluster.js';
+import { startLocalCluster, type ClusterOptions, type LocalCluster, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { OperationName, Request, Response } from '../shared/api.js';
 import { KeysliceError, isErrorCode } from '../shared/errors.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../shared/protocol.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { fromJson, toJson, type Item } from '../shared/values.js';
+import { sliceOf } from '../shared/hashing.js';
+import { parseExposition, samples } from './prometheus-text.js';
 
 /** What both transports offer: one operation call. */
 export interface Api {
@@ -48,6 +50,25 @@ export function useCluster(opts: Partial<ClusterOptions> = {}): ClusterHandle {
 export async function clusterStatus(h: ClusterHandle): Promise<ClusterStatus> {
   const res = await fetch(`${h.cluster.url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: h.cluster.clusterSecret } });
   return (await res.json()) as ClusterStatus;
+}
+
+/** A counter summed over the samples of the coordinator's /metrics (every process's: the nodes' too), of `table`
+ * only where one is named (the nodes' duplicate writes: keyslice_node_duplicate_writes_total). */
+export async function metricSum(h: ClusterHandle, name: string, table?: string): Promise<number> {
+  const res = await fetch(`${h.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
+  return samples(parseExposition(await res.text()), name)
+    .filter((s) => table === undefined || s.labels.table === table)
+    .reduce((n, s) => n + s.value, 0);
+}
+
+/** The slice node that leads the slice of string key `id` of `table` (DescribeSlices lists the slices that hold
+ * items: put one first). Needs initHashing(). */
+export async function leaderNodeOf(h: ClusterHandle, table: string, id: string): Promise<ManagedProcess> {
+  const layout = await h.client.describeSlices(table);
+  const url = layout.slices.find((s) => s.slice === sliceOf('string', id, layout.sliceCount))?.node;
+  const node = h.cluster.nodes.find((n) => n.url === url);
+  if (node === undefined) throw new Error(`DescribeSlices names no node of this cluster as the leader of ${id}'s slice (${String(url)})`);
+  return node;
 }
 
 /** Waits, at most `maxMs`, until `ok` holds of the cluster's status, and answers that status; a status that cannot
