@@ -62,8 +62,9 @@ export interface ErrorDetails {
   routerRetried?: true;
 }
 
-/** Whether `err` says that its op was not applied (details.notApplied), so that it may be sent again. */
-export function wasNotApplied(err: KeysliceError): boolean {
+/** Whether `err` says that its op was not applied (details.notApplied), so that it may be sent again. Takes what it
+ * reads of the error (a node's result carries both, and the seeded simulation asks without building an error). */
+export function wasNotApplied(err: Pick<KeysliceError, 'code' | 'details'>): boolean {
   return err.code === 'Unavailable' && err.details?.notApplied === true;
 }
 

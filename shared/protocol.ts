@@ -936,8 +936,11 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver):
       arity(3);
       const [, from, entries] = f;
       if (!(from === COORDINATOR || isNodeIndex(from))) fail(`Replicate: the sender ${show(from)} is not a node index or ${COORDINATOR} (the coordinator)`);
-      // The coordinator's messages go through the node's main thread (its connection): a batch port takes peers' only.
+      // The coordinator's messages go through the node's main thread (its connection): a batch port takes peers' only,
+      // and a node's own port the coordinator's only (node protocol 25: a peer's worker sends to the batch ports that
+      // the node's Hello names). Refused here, with the frame, so that the main thread never holds a peer's entries.
       if (receiver === 'worker' && from === COORDINATOR) fail("Replicate: a worker's batch port takes replication from peers only, not from the coordinator");
+      if (receiver === 'node' && from !== COORDINATOR) fail(`Replicate: a node's own port takes replication from the coordinator only, not from node ${from as number} (peers send to its workers' batch ports since node protocol 25)`);
       if (!(Array.isArray(entries) && entries.length <= REPLICATION_FRAME_ENTRIES_MAX)) fail(`Replicate: entries is a list of at most ${REPLICATION_FRAME_ENTRIES_MAX} [slice, message]`);
       for (const e of entries as unknown[]) {
         if (!(Array.isArray(e) && e.length === 2 && isSlice(e[0]))) fail('Replicate: an entry is [slice, message]');

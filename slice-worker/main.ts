@@ -16,7 +16,7 @@
 // of its own, which a worker encoded and a worker decodes and checks (it names the connection of one that fails,
 // which is closed); the main thread reads a frame's [slice, bytes] entries and picks the worker by the slice. A
 // Replicate frame is taken from the coordinator (from -1) on the coordinator's connection only; a peer's (a node
-// index) is refused here: it goes to the worker's batch port. Messages for slices this node holds no replica of
+// index) is refused as malformed by decodeNodeFrame: it goes to the worker's batch port. Messages for slices this node holds no replica of
 // are dropped. The node still greets a peer's workers with Hello on a connection that shows the cluster secret and
 // this node protocol: that names its workers' batch ports, and its closing tells them the node is gone.
 import { mkdirSync } from 'node:fs';
@@ -295,8 +295,8 @@ function onFrame(ws: WebSocket, via: number, data: Buffer): void {
     }
     case NodeFrame.Replicate: {
       const [, from, entries] = frame;
-      // A peer's go to the worker of their slice, on its batch port (node protocol 25), never through this thread.
-      if (from !== COORDINATOR) return refuse(ws, `a Replicate frame from node ${from} on a node's own port; peers send to its workers' batch ports`);
+      // A peer's go to the worker of their slice, on its batch port (node protocol 25): decodeNodeFrame refused one here.
+      assert(from === COORDINATOR, `decodeNodeFrame takes a node's Replicate from the coordinator only, not node ${from}`);
       if (ws !== coordinatorConnection) return refuse(ws, 'a Replicate frame from the coordinator on a connection that did not assign this node its slices');
       if (replication === null) return; // given no replicas (yet): nothing here to answer
       routeReplication(via, entries);

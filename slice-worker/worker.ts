@@ -35,7 +35,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMMIT_WAIT_MS, REPLICA_COMPACTION_WAIT_MS, REPLICA_LEASE_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SLICE_COUNT_MAX, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SLICE_COUNT_MAX, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeReplicationMessage,
@@ -61,6 +61,7 @@ import { APPEND_OK_NUMBERS, COORDINATOR, foldedWidth, KEEPALIVE_NUMBERS, type Re
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
+import { HeldAnswers } from './replication/held-answers.js';
 import { ReplicaLog } from './replication/replica-log.js';
 import type { Replica } from './replication/replica.js';
 import { SliceReplicas } from './replication/slice-replicas.js';
@@ -157,28 +158,9 @@ let answers: [number, Uint8Array][] = [];
 /** Connections whose messages failed their check this turn: the node closes them. */
 let refused: [number, string][] = [];
 let portFlushQueued = false;
-/** A chunk whose answer waits for commits: its results, each op's replicated slices, and what it waits for. */
-interface Held {
-  ticket: number;
-  results: SliceOpResult[];
-  opSlices: (number[] | null)[];
-  /** Per op, whether it only reads (a consistent read answered from the leader's store needs its lease). */
-  reads: boolean[];
-  waits: Map<number, number>;
-  /** The slices of `waits` whose leader's lease it waits for too (its reads), until leaseBy (performance.now). */
-  leases: Set<number>;
-  leaseBy: number;
-  /** When what it still waits for is given up (performance.now): commitTimeouts. */
-  commitBy: number;
-}
-let nextTicket = 1;
-/** slice -> the held chunks that wait on it, oldest first. */
-const heldBySlice = new Map<number, Set<Held>>();
-/** The held chunks that wait for a lease (the tick answers their reads Unavailable once leaseBy passed). */
-const heldForLease = new Set<Held>();
-/** Every held chunk, oldest first (a Set keeps the order it was added in): each one's commitBy is later than the one
- * before's, so the tick looks only at those past theirs and the next (commitTimeouts). */
-const heldByAge = new Set<Held>();
+/** The chunks whose answers wait for commits or leases (held-answers.ts), answered through the batch port they came
+ * on or the node's MessagePort (answerHeld). */
+const held = new HeldAnswers((slice) => replicas!.of(slice), () => performance.now(), answerHeld);
 /** The ops a leader answers from its store: consistent reads, answered only under its lease (docs/replication.md, "Leases"). */
 const READ_OPS: ReadonlySet<number> = new Set([SliceOp.Get, SliceOp.Range, SliceOp.Scan, SliceOp.ReplicaGet, SliceOp.ReplicaRange]);
 let compacting = false;
@@ -197,11 +179,10 @@ function openReplicas(self: number): string {
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
     outbox.push([slice, to, message]);
     queuePortFlush();
-  }, { committed: onCommitted, deposed: onDeposed, malformed: onMalformed, leased: onLeased });
+  }, { committed: (slice, index) => held.committed(slice, index), deposed: onDeposed, malformed: onMalformed, leased: (slice) => held.leased(slice) });
   setInterval(() => {
     replicas!.tick();
-    if (heldForLease.size > 0) leaseTimeouts();
-    if (heldByAge.size > 0) commitTimeouts();
+    held.tick();
     maybeCompact();
     if (TRACE_REPLICAS) traceReplicas();
   }, REPLICA_TICK_MS).unref();
@@ -409,7 +390,7 @@ function takeControl(c: ReplicaControl): number[] {
   for (const s of before) {
     if (replicated.has(s)) continue;
     replicas!.resign(s);
-    answerUnknown(s, `slice ${s} is no longer replicated on this node: outcome unknown`);
+    held.unknown(s, `slice ${s} is no longer replicated on this node: outcome unknown`);
     resigned.push(s);
   }
   return resigned;
@@ -437,105 +418,25 @@ function forgetResigned(resigned: number[], touched: { results: SliceOpResult[];
   }
 }
 
-function release(h: Held, slice: number): void {
-  h.waits.delete(slice);
-  h.leases.delete(slice);
-  heldBySlice.get(slice)?.delete(h);
-  if (h.leases.size === 0) heldForLease.delete(h);
-  if (h.waits.size > 0) return;
-  heldByAge.delete(h);
+function answerHeld(ticket: number, results: SliceOpResult[]): void {
   // In a buffer of its own (msgpackr packs into a buffer it reuses: DESIGN.md's trap), with the headroom for the
   // node's BatchReply head (encodeOwnedResults).
-  const bytes = encodeOwnedResults(h.results);
-  const send = heldOnBatchPort.get(h.ticket);
+  const bytes = encodeOwnedResults(results);
+  const send = heldOnBatchPort.get(ticket);
   if (send !== undefined) {
-    heldOnBatchPort.delete(h.ticket);
+    heldOnBatchPort.delete(ticket);
     return send(bytes);
   }
-  answers.push([h.ticket, bytes]);
+  answers.push([ticket, bytes]);
   queuePortFlush();
 }
 
 /** Held chunks that came on the batch port: ticket -> what sends their answer there (not through the node). */
 const heldOnBatchPort = new Map<number, (results: Uint8Array) => void>();
 
-function onCommitted(slice: number, index: number): void {
-  const waiting = heldBySlice.get(slice);
-  if (waiting === undefined) return;
-  const r = replicas!.of(slice);
-  for (const h of waiting) {
-    if (h.waits.get(slice)! > index) continue;
-    if (!h.leases.has(slice) || r.leaseValid) release(h, slice);
-    else r.renewLease(); // its lease ran out again while the commit was awaited: ask for it now
-  }
-}
-
-/** The leader of `slice` holds its lease again: reads that waited for it, and for nothing else, are answered. */
-function onLeased(slice: number): void {
-  const waiting = heldBySlice.get(slice);
-  if (waiting === undefined) return;
-  const commit = replicas!.of(slice).commitIndex;
-  for (const h of [...waiting]) if (h.leases.has(slice) && h.waits.get(slice)! <= commit) release(h, slice);
-}
-
-/** Reads that waited REPLICA_LEASE_WAIT_MS for their leader's lease answer Unavailable, not applied: the leader may
- * have been deposed without knowing it (cut off from its followers), and the router tries again, on the leader the
- * map names by then. Writes of the same chunk still wait for their commit. */
-function leaseTimeouts(): void {
-  const now = performance.now();
-  for (const h of [...heldForLease]) {
-    if (now < h.leaseBy) continue;
-    for (const s of [...h.leases]) {
-      h.opSlices.forEach((slices, i) => {
-        if (h.reads[i] && slices !== null && slices.includes(s)) {
-          h.results[i] = [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node holds no lease (no answer from a majority of its replicas for ${REPLICA_LEASE_WAIT_MS} ms); retry`, { notApplied: true }];
-        }
-      });
-      h.leases.delete(s);
-      if (replicas!.of(s).commitIndex >= h.waits.get(s)!) release(h, s);
-    }
-    heldForLease.delete(h);
-  }
-}
-
-/** Chunks held REPLICA_COMMIT_WAIT_MS are answered: what they still wait for, a majority of its slice's replicas
- * did not take in that long (its followers are down, frozen or cut off, or this leader was deposed without knowing
- * it). A write on such a slice answers Unavailable, outcome unknown, not notApplied: its record was proposed and may
- * still commit, under this leader once its followers answer or under the next one, which holds it. A router sends it
- * again with its request id (router.ts mayResend): this leader answers a copy from memory once the record commits,
- * a later one applies it once (SliceReplicas.execute). A read on it answers Unavailable, not applied, as a lease's
- * wait does (leaseTimeouts). Writes on slices whose commit already came keep their answers. */
-function commitTimeouts(): void {
-  const now = performance.now();
-  for (const h of heldByAge) {
-    if (now < h.commitBy) return; // the later ones were held later
-    for (const s of [...h.waits.keys()]) {
-      h.opSlices.forEach((slices, i) => {
-        if (slices === null || !slices.includes(s)) return;
-        h.results[i] = h.reads[i]
-          ? [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node could not commit what this read saw within ${REPLICA_COMMIT_WAIT_MS} ms (no majority of its replicas answered); retry`, { notApplied: true }]
-          : [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node did not commit this write within ${REPLICA_COMMIT_WAIT_MS} ms (no majority of its replicas answered: they are down or cut off, or this leader was replaced): outcome unknown, it may still commit; send it again with the same request id`];
-      });
-      release(h, s);
-    }
-    assert(!heldByAge.has(h), 'a held chunk whose waits were all given up is answered');
-  }
-}
-
 function onDeposed(slice: number, term: number): void {
   // The store was put back to what is committed: what these ops wrote or read may never be.
-  answerUnknown(slice, `slice ${slice} lost its leader on this node (term ${term}) before this was committed: outcome unknown`);
-}
-
-function answerUnknown(slice: number, message: string): void {
-  const waiting = heldBySlice.get(slice);
-  if (waiting === undefined) return;
-  for (const h of [...waiting]) {
-    h.opSlices.forEach((slices, i) => {
-      if (slices !== null && slices.includes(slice)) h.results[i] = [RESULT_ERROR, 'Unavailable', message];
-    });
-    release(h, slice);
-  }
+  held.unknown(slice, `slice ${slice} lost its leader on this node (term ${term}) before this was committed: outcome unknown`);
 }
 
 /** The replicated slices an op reads or writes (null: none). */
@@ -668,7 +569,7 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
     run: (chunks) => runBatches(chunks, chunks.map(() => false), chunks.map(() => null)),
     replicate: onPeerFrame,
     held: (ticket, send) => {
-      // Released only by a commit, a lease or the tick (commitTimeouts), which come in later turns than the task that held it.
+      // Released only by a commit, a lease or the tick (HeldAnswers.tick), which come in later turns than the task that held it.
       assert(!heldOnBatchPort.has(ticket) && !answers.some(([t]) => t === ticket), `ticket ${ticket} is held once, and is still held`);
       heldOnBatchPort.set(ticket, send);
     },
@@ -784,7 +685,7 @@ function dropLeftReplicas(wal: WriteAheadLog): void {
   // What the replicas wrote goes to disk now, and its syncs' answers run now, not after the drop.
   replicaLog!.flush();
   for (const s of gone) {
-    assert(!heldBySlice.get(s)?.size, `nothing waits on slice ${s} once its replica resigned`);
+    assert(!held.waitsOn(s), `nothing waits on slice ${s} once its replica resigned`);
     replicas.drop(s);
     store.forgetSlice(s);
   }
@@ -792,36 +693,11 @@ function dropLeftReplicas(wal: WriteAheadLog): void {
   for (const s of gone) replicaLog!.drop(s);
 }
 
-/** A chunk that touched replicated slices: answered now if each slice's commit index already reaches its
- * last index (what the chunk wrote or saw) and the leader of each slice it read holds its lease, else held until
- * they do (or the slice's leader is deposed, or REPLICA_LEASE_WAIT_MS passed for a lease). A lease valid when the
- * read ran, or later, is enough: no other leader was named before then (Replica.leaseValid), so every write
- * acknowledged before the read arrived was this leader's, or before it, and is in the store it read. */
+/** A chunk that touched replicated slices: answered now, or held until what it wrote or saw is committed
+ * (HeldAnswers.hold). */
 function holdUntilCommitted(results: SliceOpResult[], opSlices: (number[] | null)[], reads: boolean[]): ChunkAnswer {
-  const waits = new Map<number, number>();
-  const leases = new Set<number>();
-  opSlices.forEach((slices, i) => {
-    if (slices === null) return;
-    for (const s of slices) {
-      const r = replicas!.of(s);
-      if (r.commitIndex < r.lastIndex) waits.set(s, r.lastIndex);
-      if (reads[i] && !leases.has(s) && !r.leaseValid) {
-        leases.add(s);
-        waits.set(s, r.lastIndex);
-        r.renewLease();
-      }
-    }
-  });
-  if (waits.size === 0) return encodeOwnedResults(results);
-  const now = performance.now();
-  const h: Held = { ticket: nextTicket++, results, opSlices, reads, waits, leases, leaseBy: now + REPLICA_LEASE_WAIT_MS, commitBy: now + REPLICA_COMMIT_WAIT_MS };
-  if (leases.size > 0) heldForLease.add(h);
-  heldByAge.add(h);
-  for (const s of waits.keys()) {
-    if (!heldBySlice.has(s)) heldBySlice.set(s, new Set());
-    heldBySlice.get(s)!.add(h);
-  }
-  return { held: h.ticket };
+  const ticket = held.hold(results, opSlices, reads);
+  return ticket === null ? encodeOwnedResults(results) : { held: ticket };
 }
 
 /** One snapshot at a time; a log that grows past the threshold meanwhile waits for the next one. */

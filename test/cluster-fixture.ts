@@ -13,6 +13,7 @@ import { sliceOf } from '../shared/hashing.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../shared/protocol.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { fromJson, toJson, type Item } from '../shared/values.js';
+import { parseExposition, samples } from './prometheus-text.js';
 
 /** What both transports offer: one operation call. */
 export interface Api {
@@ -54,6 +55,15 @@ export async function clusterStatus(h: ClusterHandle): Promise<ClusterStatus> {
 /** Bounds on each wait of a replicated test cluster for a failover or a restart: a failover takes the heartbeat timeout
  * (1.5 s) plus an election. */
 export const RECOVERY_MS_MAX = 20_000;
+
+/** A counter summed over the samples of the coordinator's /metrics (every process's: the nodes' too), of `table`
+ * only where one is named (the nodes' duplicate writes: keyslice_node_duplicate_writes_total). */
+export async function metricSum(h: ClusterHandle, name: string, table?: string): Promise<number> {
+  const res = await fetch(`${h.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
+  return samples(parseExposition(await res.text()), name)
+    .filter((s) => table === undefined || s.labels.table === table)
+    .reduce((n, s) => n + s.value, 0);
+}
 
 /** Waits, at most `maxMs`, until `ok` holds of the cluster's status, and answers that status; a status that cannot
  * be read is asked again. */

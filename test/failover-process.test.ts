@@ -5,8 +5,17 @@
 // R=1 a killed node's slices answer Unavailable while it restarts, so success is
 // not asserted (bench/FAILOVER.md has the figures); at R=1 durability alone keeps
 // what was acknowledged.
+//
+// Then one write in flight on a leader that freezes (SIGSTOP), at R=3, through the coordinator's router: the
+// router's copy to the frozen leader gets no answer, the coordinator elects another replica and gives the frozen
+// node's in-flight requests up (outcome unknown), and the router sends the write again with its request id to the
+// new leader, which applies it once (an UpdateItem ADD: twice would show in the counter).
 import { describe, expect, it } from 'vitest';
 import { FAILOVER_DEFAULTS, startFailover } from '../bench/failover-run.js';
+import { initHashing } from '../shared/hashing.js';
+import { FAILOVER_RETRY_MS_MAX, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_TIMEOUT_MS } from '../shared/limits.js';
+import { leaderOf, led, metricSum, RECOVERY_MS_MAX, statusUntil, testLog, useCluster } from './cluster-fixture.js';
+import { freezeProcess } from './freeze.js';
 
 describe('slice nodes SIGKILLed under load (real processes)', () => {
   it('loses no acknowledged write and makes none up', async () => {
@@ -25,5 +34,66 @@ describe('slice nodes SIGKILLed under load (real processes)', () => {
     // Each killed node led slices that were written to, and they served again.
     for (const e of r.events) expect(e.slices).toBeGreaterThan(0);
     expect(r.failoverMs.unobserved).toBe(0);
+  }, 90_000);
+});
+
+describe('a write in flight on a leader that freezes (R=3, real processes, through a router)', () => {
+  const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, ...(testLog ? { log: testLog } : {}) });
+  const T = 'inflight';
+  /** How long the write is given to reach the leader before it is frozen (a round trip on 127.0.0.1, with room). */
+  const IN_FLIGHT_MS = 300;
+  /** The longest the client may wait for its answer: a failover (the coordinator's heartbeat timeout, the lease the
+   * frozen leader may still hold and an election) and the router's resend, within its failover bound, with room. */
+  const ANSWER_MS_MAX = LEADER_HEARTBEAT_TIMEOUT_MS + LEADER_ELECTION_TIMEOUT_MS + FAILOVER_RETRY_MS_MAX;
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('is sent again by the router to the new leader after the failover and applied exactly once', async () => {
+    await initHashing();
+    await c.client.createTable(T, { name: 'id', type: 'string' });
+    await statusUntil(c, 'every slice led', led, RECOVERY_MS_MAX);
+    const id = 'counter';
+    await c.client.putItem(T, { id, n: 0 });
+    const leader = await leaderOf(c, T, id);
+    const followers = c.cluster.nodes.filter((n) => n !== leader);
+    expect(followers).toHaveLength(2);
+    const resentBefore = await metricSum(c, 'keyslice_writes_resent_total');
+    const duplicatesBefore = await metricSum(c, 'keyslice_node_duplicate_writes_total', T);
+
+    let outcome: unknown;
+    let took = -1;
+    const started = Date.now();
+    try {
+      // The followers first, so that the leader takes the write and holds it uncommitted (its Append waits in their
+      // sockets), then the leader, with the write in flight; then the followers wake, take that Append (or not: the
+      // new leader then has no copy) and elect one of them once the leader's silence and lease are over.
+      for (const f of followers) await freezeProcess(f.child.pid!);
+      const write = c.client.updateItem(T, { id }, { add: { n: 1 }, returnValues: 'new' }).then(
+        (item) => item,
+        (err: unknown) => err,
+      );
+      try {
+        await sleep(IN_FLIGHT_MS);
+        await freezeProcess(leader.child.pid!);
+      } finally {
+        for (const f of followers) process.kill(f.child.pid!, 'SIGCONT');
+      }
+      outcome = await Promise.race([write, sleep(ANSWER_MS_MAX).then(() => `no answer within ${ANSWER_MS_MAX} ms`)]);
+      took = Date.now() - started;
+    } finally {
+      process.kill(leader.child.pid!, 'SIGCONT');
+    }
+    testLog?.(`in-flight failover: the write answered in ${took} ms: ${outcome instanceof Error ? outcome.message : JSON.stringify(outcome)}`);
+    // Acknowledged, with the counter as one add left it: the copy the new leader ran (or answered from the first
+    // copy's remembered id, if the followers took the frozen leader's record) applied once.
+    expect(outcome).toMatchObject({ id, n: 1 });
+    // The router sent it again (an unknown outcome, not a refusal): the frozen leader never answered it.
+    expect((await metricSum(c, 'keyslice_writes_resent_total')) - resentBefore).toBeGreaterThanOrEqual(1);
+    testLog?.(`in-flight failover: ${(await metricSum(c, 'keyslice_node_duplicate_writes_total', T)) - duplicatesBefore} copies answered from a remembered id`);
+    // Another replica leads the slice now, and once the old leader is back and every slice led, the item was
+    // written once: a later add lands on 1.
+    expect((await leaderOf(c, T, id)).url).not.toBe(leader.url);
+    await statusUntil(c, 'every slice led after the freeze', led, RECOVERY_MS_MAX);
+    expect((await c.client.getItem(T, { id }))?.n).toBe(1);
+    expect((await c.client.updateItem(T, { id }, { add: { n: 1 }, returnValues: 'new' }))?.n).toBe(2);
   }, 90_000);
 });

@@ -9,16 +9,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
-import { initHashing, sliceOf } from '../shared/hashing.js';
+import { initHashing } from '../shared/hashing.js';
 import { FAILOVER_RETRY_MS_MAX, NODE_REQUEST_TIMEOUT_MS, REPLICA_COMMIT_WAIT_MS } from '../shared/limits.js';
-import { led, statusUntil, testLog, useCluster } from './cluster-fixture.js';
-import { parseExposition, samples } from './prometheus-text.js';
+import { leaderOf, led, metricSum, RECOVERY_MS_MAX, statusUntil, testLog, useCluster } from './cluster-fixture.js';
 import { freezeProcess } from './freeze.js';
 
 const c = useCluster({ nodes: 3, slices: 12, replicationFactor: 3, ...(testLog ? { log: testLog } : {}) });
 const T = 'nomajority';
-/** Bounds on each wait for the cluster to settle. */
-const RECOVERY_MS_MAX = 20_000;
 /** The longest the client may wait for its answer: the leader's bound on each of the router's tries, within the
  * router's failover bound, with room for a loaded host; well under the router's request timeout (30 s), which is
  * how long the write hung before the leader had a bound. */
@@ -27,12 +24,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 
 /** The writes of the table answered from a remembered request id, over every node (since each started). */
-async function duplicateWrites(): Promise<number> {
-  const res = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
-  return samples(parseExposition(await res.text()), 'keyslice_node_duplicate_writes_total')
-    .filter((s) => s.labels.table === T)
-    .reduce((n, s) => n + s.value, 0);
-}
+const duplicateWrites = () => metricSum(c, 'keyslice_node_duplicate_writes_total', T);
 
 beforeAll(async () => {
   await initHashing();
@@ -48,10 +40,7 @@ describe('a leader whose followers are frozen (R=3, two of three nodes SIGSTOPpe
     // would show.
     const id = 'counter';
     await c.client.putItem(T, { id, n: 0 }); // DescribeSlices lists the slices that hold items
-    const layout = await c.client.describeSlices(T);
-    const leaderUrl = layout.slices.find((s) => s.slice === sliceOf('string', id, layout.sliceCount))?.node;
-    const survivor = c.cluster.nodes.find((n) => n.url === leaderUrl);
-    expect(survivor, `DescribeSlices names the leader of ${id}'s slice`).toBeDefined();
+    const survivor = await leaderOf(c, T, id);
     const frozen: ManagedProcess[] = c.cluster.nodes.filter((n) => n !== survivor);
     expect(frozen).toHaveLength(2);
     const before = await duplicateWrites();

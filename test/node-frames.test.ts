@@ -88,9 +88,10 @@ describe('node frames', () => {
    * own story below). */
   const wire = (f: unknown[]): unknown[] =>
     !Array.isArray(f[2]) ? f : [f[0], f[1], (f[2] as unknown[]).map((e) => (Array.isArray(e) && e.length === 2 && typeof e[1] === 'object' && e[1] !== null && !(e[1] instanceof Uint8Array) && !['KeepAlives', 'AppendOks'].includes((e[1] as { type?: string }).type ?? '') ? [e[0], plainPackr.pack(e[1])] : e))];
-  /** What the receiver makes of it: the coordinator decodes every message with the frame; a slice node checks the
-   * frame, and its worker each message's bytes before it uses them. */
-  const receive = (f: unknown[], to: 'node' | 'coordinator') => {
+  /** What the receiver makes of it: the coordinator and a worker's batch port (peers' frames) decode every message
+   * with the frame; a slice node (the coordinator's frames) checks the frame, and its worker each message's bytes
+   * before it uses them. */
+  const receive = (f: unknown[], to: NodeFrameReceiver) => {
     const got = frame(wire(f), to);
     if (to === 'node' && got[0] === NodeFrame.Replicate) for (const [slice, m] of got[2]) if (m instanceof Uint8Array) decodeReplicationMessage(m, got[1], 'node', slice);
     return got;
@@ -100,11 +101,16 @@ describe('node frames', () => {
     const append = { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [{ term: 2, index: 1, payload: Buffer.from([1]), checksum: 5 }], commitIndex: 0, sentAt: 12, leased: true };
     const appendOks = { type: 'AppendOks', slices: [5, 2, 9, 4, 12, 6, 2, 3, 3, 12] };
     const ok = [NodeFrame.Replicate, 2, [[8, append], [9, { type: 'AppendOk', term: 2, matchIndex: 1, commitIndex: 1, sentAt: 12 }], [4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }], [3, { type: 'KeepAlives', slices: [3, 2, 9, 12, 1, 5, 2, 7, 12, 0] }], [5, appendOks]]];
-    const atNode = receive(ok, 'node');
-    expect(atNode).toHaveLength(3);
-    // A slice node's main thread gets each message as its bytes (KeepAlives and AppendOks alone decoded).
-    expect((atNode[2] as unknown[][]).map(([, m]) => m instanceof Uint8Array)).toEqual([true, true, true, false, false]);
-    expect((atNode[2] as unknown[][])[4][1]).toEqual(appendOks);
+    // A node's own port takes the coordinator's Replicate only (node protocol 25): a peer's is refused by the decoder,
+    // with the frame, whatever its messages, not later by the node.
+    for (const from of [0, 2]) {
+      for (const f of [ok, [NodeFrame.Replicate, from, []], [NodeFrame.Replicate, from, [[4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }]]]]) {
+        expect(() => frame(wire([f[0], from, f[2]]), 'node'), JSON.stringify(f).slice(0, 60)).toThrow(new MalformedFrame(`Replicate: a node's own port takes replication from the coordinator only, not from node ${from} (peers send to its workers' batch ports since node protocol 25)`));
+      }
+    }
+    // The coordinator's frame, on a slice node's main thread: each message as its bytes, for its worker to check.
+    const atNode = receive([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }], [1, { type: 'Ping', seq: 1 }]]], 'node');
+    expect((atNode[2] as unknown[][]).map(([, m]) => m instanceof Uint8Array)).toEqual([true, true]);
     // A worker's batch port (a peer's worker sends there, node protocol 25) decodes and checks every message with the
     // frame, before any is used; it takes none from the coordinator (its messages come through the node's main thread).
     const atWorker = frame(wire(ok), 'worker');
@@ -121,16 +127,16 @@ describe('node frames', () => {
     expect(receive([NodeFrame.Replicate, -1, [[0, { type: 'Prepare', term: 3 }], [1, { type: 'Ping', seq: 1 }]]], 'node')[1]).toBe(-1);
     expect(receive([NodeFrame.Replicate, -1, [[0, { type: 'LeadOn', term: 4, from: 3, followers: [1, 2], sets: [[0, 1, 2], [0, 1]] }]]], 'node')[1]).toBe(-1);
     // Each hop carries its own messages only: a peer runs no election, the coordinator sends no records.
-    const hops: [unknown[], 'node' | 'coordinator', RegExp][] = [
-      [[NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }]]], 'node', /slice 7: Ping is not sent from one replica to another/],
-      [[NodeFrame.Replicate, 2, [[7, { type: 'Prepare', term: 9 }]]], 'node', /Prepare is not sent from one replica to another/],
-      [[NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }]]], 'node', /Pong is not sent from one replica/],
+    const hops: [unknown[], NodeFrameReceiver, RegExp][] = [
+      [[NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }]]], 'worker', /slice 7: Ping is not sent from one replica to another/],
+      [[NodeFrame.Replicate, 2, [[7, { type: 'Prepare', term: 9 }]]], 'worker', /Prepare is not sent from one replica to another/],
+      [[NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }]]], 'worker', /Pong is not sent from one replica/],
       [[NodeFrame.Replicate, -1, [[0, append]]], 'node', /slice 0: Append is not sent by the coordinator/],
       [[NodeFrame.Replicate, -1, [[0, { type: 'Refused', term: 1, code: 'StaleTerm', message: '', lastIndex: 0, commitIndex: 0 }]]], 'node', /Refused is not sent by the coordinator/],
       [ok, 'coordinator', /slice 8: Append is not sent to the coordinator/],
       [[NodeFrame.Replicate, 2, [[4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }]]], 'coordinator', /slice 4: KeepAliveOk is not sent to the coordinator/],
       [[NodeFrame.Replicate, -1, [[4, { type: 'KeepAliveOk', term: 2, sentAt: 12 }]]], 'node', /KeepAliveOk is not sent by the coordinator/],
-      [[NodeFrame.Replicate, 2, [[7, { type: 'LeadOn', term: 4, from: 3, followers: [1], sets: [[0, 1]] }]]], 'node', /LeadOn is not sent from one replica to another/],
+      [[NodeFrame.Replicate, 2, [[7, { type: 'LeadOn', term: 4, from: 3, followers: [1], sets: [[0, 1]] }]]], 'worker', /LeadOn is not sent from one replica to another/],
       [[NodeFrame.Replicate, 2, [[5, appendOks]]], 'coordinator', /slice 5: AppendOks is not sent to the coordinator/],
       [[NodeFrame.Replicate, -1, [[5, appendOks]]], 'node', /AppendOks is not sent by the coordinator/],
     ];
@@ -165,9 +171,10 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, 0, [[1, { type: 'Refused', term: 1, code: 'Nope', message: '', lastIndex: 0, commitIndex: 0 }]]], /Refused.code must be one of/],
       [[NodeFrame.Replicate, 0, [[1, Buffer.from([0x92, 0x01])]]], /slice 1: a replication message is not valid msgpack/],
     ];
-    // A message other than KeepAlives as a map rather than its bytes: refused with the frame, by either receiver.
-    for (const to of ['node', 'coordinator'] as const) expect(() => frame([NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1, sentAt: 0 }]]], to)).toThrow(/slice 1: a message is its bytes/);
-    for (const [f, why] of bad) for (const to of ['node', 'coordinator'] as const) expect(() => receive(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
+    // A message other than KeepAlives as a map rather than its bytes: refused with the frame, by every receiver of a peer's.
+    for (const to of ['worker', 'coordinator'] as const) expect(() => frame([NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1, sentAt: 0 }]]], to)).toThrow(/slice 1: a message is its bytes/);
+    // A peer's frame by the receivers of a peer's, the coordinator's by those of the coordinator's (a batch port takes none).
+    for (const [f, why] of bad) for (const to of f[1] === -1 ? (['node', 'coordinator'] as const) : (['worker', 'coordinator'] as const)) expect(() => receive(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
     // KeepAlives as a message's bytes (a sender's own encoding, not the map a link splits): refused by the worker's
     // check, not handed whole to a replica (which asserts that none reaches it).
     const keepAlives = Buffer.from(encodeReplicationMessage({ type: 'KeepAlives', slices: [1, 2, 0, 12, 0] }));

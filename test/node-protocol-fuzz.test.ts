@@ -52,6 +52,8 @@ afterAll(async () => {
 class Peer {
   readonly ws: WebSocket;
   closed = false;
+  /** The close frame's code and reason, once closed. */
+  closedWith: [number, string] | null = null;
   private readonly waiters = new Map<number, (frame: unknown[]) => void>();
   private readonly onClose: (() => void)[] = [];
   private nextProbe = 1e12;
@@ -62,8 +64,9 @@ class Peer {
       const frame = unpackr.unpack(data) as unknown[];
       if (frame[0] === NodeFrame.BatchReply || frame[0] === NodeFrame.BatchError) this.waiters.get(frame[1] as number)?.(frame);
     });
-    this.ws.on('close', () => {
+    this.ws.on('close', (code, reason) => {
       this.closed = true;
+      this.closedWith = [code, reason.toString()];
       for (const f of this.onClose.splice(0)) f();
     });
     this.ws.on('error', () => {});
@@ -162,6 +165,12 @@ describe('a slice node given bad frames by a peer with the cluster secret', () =
     peer = await Peer.open(url);
     peer.send(recordPackr.pack([NodeFrame.Assign, epoch + 1, 16, [], 'ab'.repeat(16), null]));
     expect(await peer.epoch()).toBeNull();
+    // A Replicate frame from a peer (node 1) on the node's own port: a peer's worker sends to the batch ports (node
+    // protocol 25), so the decoder refuses it with the frame, and the connection closes with why.
+    peer = await Peer.open(url);
+    peer.send(recordPackr.pack([NodeFrame.Replicate, 1, [[0, plainPackr.pack({ type: 'KeepAliveOk', term: 1, sentAt: 0 })]]]));
+    expect(await peer.epoch()).toBeNull();
+    expect(peer.closedWith).toEqual([1008, expect.stringMatching(/^malformed frame: Replicate: a node's own port takes replication from the coordinator only, not from node 1/)]);
     await expectIntact(epoch, before);
   });
 

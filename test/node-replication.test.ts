@@ -563,7 +563,7 @@ describe('replication between real slice nodes', () => {
     const toNode = await dialPeer(urls[leader]); // once it sent its Hello
     const closed0 = new Promise<[number, string]>((r) => toNode.once('close', (c, why) => r([c, why.toString()])));
     toNode.send(encodeNodeFrame([NodeFrame.Replicate, 1, [[0, { type: 'KeepAliveOk', term: 3, sentAt: 0 }]]]));
-    expect(await closed0).toEqual([1008, expect.stringMatching(/from node 1 on a node's own port; peers send to its workers' batch ports/)]);
+    expect(await closed0).toEqual([1008, expect.stringMatching(/^malformed frame: Replicate: a node's own port takes replication from the coordinator only, not from node 1/)]);
     /** A connection to the batch port of the leader's worker of `slice`, as a peer's worker dials it. */
     const dialWorker = (slice = 0) => dialWorkerPort(link.ports[workerOf(slice, WORKERS)]);
     // A peer (any holder of the cluster secret) that sends garbage: closed with a reason; the node goes on.

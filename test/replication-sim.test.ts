@@ -2,8 +2,9 @@
 // hundreds of runs with drops, delays, duplicates, damaged records, partitions,
 // frozen leaders (SIGSTOP), crashes that lose unsynced data, deposed leaders
 // holding longer logs of older terms and links that stall and then deliver what
-// they held a term or more late, each checked by the acknowledged-write
-// checker. A failure names its seed; KEYSLICE_SIM_SEED=<seed> replays that run
+// they held a term or more late, leaders that cannot commit within their
+// commit wait (answered outcome unknown and resent), each checked by the
+// acknowledged-write checker. A failure names its seed; KEYSLICE_SIM_SEED=<seed> replays that run
 // alone (KEYSLICE_SIM_RUNS=<n> changes how many run).
 import { describe, expect, it } from 'vitest';
 import { runSimulation, SimFailure, type SimOptions, type SimReport } from './replication-sim.js';
@@ -13,6 +14,10 @@ const runs = Number(process.env.KEYSLICE_SIM_RUNS ?? 400);
 const BASE_SEED = 1_000;
 /** The stall runs (below): a fifth of `runs`, half on stores, in place of a quarter of the plain ones (about as much CPU). */
 const stallRuns = Math.ceil(runs / 5);
+/** The commit-timeout runs (below): an eighth of `runs`, half on stores, in place of a fifth of the runs on stores
+ * (these run 3 s of faults to their 2 s, so about as much CPU). */
+const commitTimeoutRuns = Math.ceil(runs / 8);
+const storeRuns = Math.ceil(runs / 2) - Math.ceil(runs / 5);
 /** The plain runs: a quarter of `runs` went to the deposedTail runs (below), which cost about as much, and another
  * quarter to the stall runs. */
 const plainRuns = Math.max(1, runs - 2 * Math.ceil(runs / 4));
@@ -50,9 +55,9 @@ describe('replication under a seeded simulation', () => {
     }
   });
 
-  it(`loses no acknowledged write, leaves no uncommitted one and applies a write sent again once, on replicas run as a worker runs them (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 2)} runs`})`, () => {
+  it(`loses no acknowledged write, leaves no uncommitted one and applies a write sent again once, on replicas run as a worker runs them (${only !== undefined ? `seed ${only}` : `${storeRuns} runs`})`, () => {
     // slice-replicas.ts on SliceStores: leaders execute before commit and are rolled back when deposed.
-    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 2) }, (_, i) => BASE_SEED + i);
+    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: storeRuns }, (_, i) => BASE_SEED + i);
     const reports = seeds.map((seed) => runSimulation({ seed, store: true }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     // Writes there are sent again after an unknown outcome, with their request ids: each is applied once.
@@ -183,6 +188,30 @@ describe('replication under a seeded simulation', () => {
       expect(late('Append')).toBeGreaterThan(0);
       expect(sum((r) => r.lateAnswers)).toBeGreaterThan(reports.length / 10);
       expect(sum((r) => r.lateAppends)).toBeGreaterThan(reports.length / 5);
+    }
+  });
+
+  it(`answers a write its leader cannot commit within the commit wait with an unknown outcome, which the router resends per its policy and which applies once (${only !== undefined ? `seed ${only}` : `${commitTimeoutRuns} runs, half on stores`})`, () => {
+    // SimOptions.commitTimeouts: the leader cut off from its followers for longer than its commit wait, a few times a
+    // run; its held writes answered by the worker's own timeout path (held-answers.ts). On stores the router resends
+    // them with their request ids (a copy applied twice fails its condition); the plain runs keep no ids, so an unknown
+    // outcome stays unknown there (a resend could store a value twice, which the checker fails).
+    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: commitTimeoutRuns }, (_, i) => BASE_SEED + i);
+    const reports = seeds.map((seed, i) => runSimulation({ seed, commitTimeouts: true, store: i % 2 === 1 }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const hit = reports.filter((r) => r.commitTimeouts > 0).length;
+    const onStores = reports.filter((_, i) => seeds.length === 1 || i % 2 === 1);
+    console.log(
+      `replication sim with leaders past their commit wait: ${reports.length} runs, ${sum((r) => r.noMajorityCuts)} leaders cut off from their followers, ` +
+        `${hit} runs with a commit timeout (${sum((r) => r.commitTimeouts)} writes answered outcome unknown by it, ${sum((r) => r.timeoutAnswers)} of those answers reached the router in time); ` +
+        `on stores ${onStores.reduce((a, r) => a + r.resentAfterTimeout, 0)} sent again after one (${onStores.reduce((a, r) => a + r.resent, 0)} after any unknown outcome); ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.ambiguous)} left with unknown outcome`,
+    );
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) {
+      // The timeouts fire in most runs, and their answers reach the router (its wait is longer than the commit wait).
+      expect(hit).toBeGreaterThan(reports.length / 2);
+      expect(sum((r) => r.timeoutAnswers)).toBeGreaterThan(reports.length);
+      expect(onStores.reduce((a, r) => a + r.resentAfterTimeout, 0)).toBeGreaterThan(0);
     }
   });
 

@@ -9,16 +9,18 @@
 // doubled or reordered, no write that nobody made, and every replica applying
 // the same record at each index. Any failure names its seed; the same seed
 // replays the same run.
-import { assert } from '../shared/errors.js';
+import { assert, wasNotApplied } from '../shared/errors.js';
 import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, sameSet, setsBefore, SliceFailover, type LastRecord } from '../coordinator/metadata/failover.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
+import { HeldAnswers } from '../slice-worker/replication/held-answers.js';
+import { mayResend } from '../coordinator/router/router.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { decodeReplicated } from '../slice-worker/log-format.js';
-import { EFFECT_SET, RESULT_OK, SliceOp, type WriteCheck } from '../shared/protocol.js';
+import { EFFECT_SET, RESULT_ERROR, RESULT_OK, SliceOp, type SliceOpMessage, type SliceOpResult, type WriteCheck } from '../shared/protocol.js';
 import { prng as rng } from '../bench/keys.js';
 
 const STORE_SLICE = 3;
@@ -69,6 +71,17 @@ export interface SimOptions {
    * (lateAnswer), then a deposed leader's late Appends (lateAppend). Faults last 3 s, as deposedTail's. Drawn from
    * generators of their own. */
   stall?: boolean;
+  /** Leaders that cannot commit for longer than their commit wait (noMajority): a few times a run, from
+   * its own generator, the leader is cut off from its followers for longer than COMMIT_WAIT_MS, half the time with the
+   * coordinator still hearing it lead (nothing commits and nobody replaces it, as when a majority is down), half the
+   * time from the coordinator too while the writers' router, its map lagging, goes on sending it writes (a new leader
+   * is elected meanwhile). Its held writes answer Unavailable, outcome unknown, when their commit wait runs out
+   * (held-answers.ts, as on a node), and the router sends them again per its policy (router.ts mayResend): on stores
+   * with their request ids, to the same leader (which answers a copy from memory once it commits) or to the next;
+   * without ids (the plain runs) not at all. The router here waits ROUTER_WAIT_MS_PAST_COMMIT_WAIT for an answer, as
+   * a router's NODE_REQUEST_TIMEOUT_MS is longer than REPLICA_COMMIT_WAIT_MS, so that the leader's answer comes first.
+   * Faults last 3 s, as stall's. */
+  commitTimeouts?: boolean;
   /** Break the failover on purpose (the checker must catch it): an answer to an older term's Prepare that arrives during
    * an election is counted as an answer to that election (as if SliceFailover.receive compared the terms with `>`). */
   countLateAnswers?: boolean;
@@ -122,6 +135,14 @@ export interface SimReport {
   /** stall: lateAppend schedules that came as far as releasing the old leader's held Appends to a follower that
    * promised a newer term. */
   lateAppends: number;
+  /** Held writes a leader answered because its commit wait ran out (HeldAnswers.timedOut, summed over the nodes' lives),
+   * and of those answers, how many reached the router while it still waited (each then resent or left unknown). */
+  commitTimeouts: number;
+  timeoutAnswers: number;
+  /** Of the writes those answers reached, how many the router sent again (store mode: with their request ids). */
+  resentAfterTimeout: number;
+  /** commitTimeouts: the schedule's cuts made (the leader cut off from its followers for longer than the commit wait). */
+  noMajorityCuts: number;
   simMs: number;
 }
 
@@ -136,6 +157,7 @@ const replayOptions = (opts: SimOptions) => {
 const ROUTER = -2;
 const KEYS = 4;
 const WRITERS = 4;
+/** How long the router waits for a leader's answer, then counts the write's outcome unknown. */
 const REQUEST_TIMEOUT_MS = 400;
 const NOT_LEADER_RETRIES_MAX = 40;
 const TICK_MS = 20;
@@ -145,6 +167,14 @@ const READERS = 2;
 const SIM_REPLICA_TIMING = { leaseMs: 200, keepAliveMs: 100 };
 /** How long a leader holds a read waiting for its lease (worker.ts: REPLICA_LEASE_WAIT_MS). */
 const LEASE_WAIT_MS = 60;
+/** The coordinator's failover timing here: as a node's (shared/limits.ts), shorter, in the same proportions. */
+const SIM_FAILOVER_TIMING = { pingIntervalMs: 40, heartbeatTimeoutMs: 250, electionTimeoutMs: 200 };
+/** How long a leader holds a write for its commit (worker.ts, held-answers.ts: REPLICA_COMMIT_WAIT_MS, the heartbeat
+ * timeout plus an election's, so that a leader the coordinator stopped hearing from was usually replaced by then). */
+const COMMIT_WAIT_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs + SIM_FAILOVER_TIMING.electionTimeoutMs;
+/** The router's wait with SimOptions.commitTimeouts: past the leader's commit wait and the network's delays there and
+ * back (a node's router waits NODE_REQUEST_TIMEOUT_MS, 30 s, against a commit wait of 3.5 s). */
+const ROUTER_WAIT_MS_PAST_COMMIT_WAIT = COMMIT_WAIT_MS + 2 * TICK_MS + 100;
 const CONVERGE_MS_MAX = 30_000;
 /** How long a compaction waits for a leader's prepared state to commit (worker.ts: REPLICA_COMPACTION_WAIT_MS). */
 const COMPACTION_WAIT_MS = 100;
@@ -305,6 +335,8 @@ const decodeWrite = (payload: Uint8Array) => dec.decode(payload).split(':').map(
 const encodeState = (s: State) => enc.encode(JSON.stringify([...s.entries()].sort((a, b) => a[0] - b[0])));
 const decodeState = (b: Uint8Array | null): State => new Map(b === null ? [] : (JSON.parse(dec.decode(b)) as [number, number[]][]));
 
+type PutOp = Extract<SliceOpMessage, [typeof SliceOp.Put, ...unknown[]]>;
+
 interface Write {
   key: number;
   value: number;
@@ -328,7 +360,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const clock = new Clock();
   // deposedTail and stall runs longer: their schedules take up to about 2 s of the faults' time, and writes before and after them
   // are what an election may lose.
-  const faultyMs = opts.faultyMs ?? ((opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true ? 3_000 : 2_000);
+  const faultyMs = opts.faultyMs ?? ((opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true || opts.commitTimeouts === true ? 3_000 : 2_000);
   // The run's character, from its seed.
   const replicaCount = random() < 0.25 ? 5 : 3;
   const dropRate = random() * 0.1;
@@ -350,7 +382,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -481,22 +513,40 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** The record applied at each index, by whichever replica applied it first: all must agree. */
   const appliedAt = new Map<number, number>();
   /** Writes the leader of node i ordered (or answered from memory, as a copy of one it applied) and has not
-   * answered: each waits for the commit of its index. */
-  const pending: { index: number; requestId: number }[][] = Array.from({ length: nodeCount }, () => []);
+   * answered, held as a worker holds them (held-answers.ts: until the commit of its index, the leader's deposition, or
+   * COMMIT_WAIT_MS), each under a ticket that names the router's request; new at each start (memory is lost in a crash). */
+  const held: (HeldAnswers | null)[] = Array(nodeCount).fill(null);
+  const heldRequests: Map<number, number>[] = Array.from({ length: nodeCount }, () => new Map());
+  /** Set while a node's HeldAnswers ticks: what it answers then, it answers because a commit wait ran out. */
+  let heldTicking = false;
   /** Store mode: each node's worker store and slice replicas (a new store at each start: memory is lost in a crash). */
   const stores: (SliceStore | null)[] = Array(nodeCount).fill(null);
   const sliceReplicas: (SliceReplicas | null)[] = Array(nodeCount).fill(null);
   let assignEpoch = 0;
 
-  function answerCommitted(i: number, index: number): void {
-    const waiting = pending[i];
-    pending[i] = waiting.filter((p) => p.index > index);
-    for (const p of waiting) if (p.index <= index) answer(i, p.requestId, 'ok');
+  /** Node i's held answers for this life, on the simulation's clock, its replica of the slice what they wait on. */
+  function holdAnswers(i: number): void {
+    if (held[i] !== null) report.commitTimeouts += held[i]!.timedOut;
+    const requests = new Map<number, number>();
+    heldRequests[i] = requests;
+    held[i] = new HeldAnswers(
+      () => replicas[i]!,
+      () => clock.now,
+      (ticket, results) => {
+        const requestId = requests.get(ticket)!;
+        requests.delete(ticket);
+        answer(i, requestId, results[0], heldTicking);
+      },
+      { leaseWaitMs: LEASE_WAIT_MS, commitWaitMs: COMMIT_WAIT_MS },
+    );
   }
-  function answerDeposed(i: number): void {
-    for (const p of pending[i]) answer(i, p.requestId, 'ambiguous');
-    pending[i] = [];
+  /** A write of `requestId` ran on node i's leader: answered now if its record is committed, else held. */
+  function holdWrite(i: number, requestId: number, result: SliceOpResult): void {
+    const ticket = held[i]!.hold([result], [[STORE_SLICE]], [false]);
+    if (ticket === null) return answer(i, requestId, result);
+    heldRequests[i].set(ticket, requestId);
   }
+  const deposedMessage = (term: number) => `slice ${STORE_SLICE} lost its leader on this node (term ${term}) before this was committed: outcome unknown`;
 
   /** Store mode: each node's disk of this life (its checkpoint), and the compaction it runs (as a worker does:
    * SliceCompaction's steps, a bounded wait for a leader's prepared state to commit, then the checkpoint), a step a
@@ -545,6 +595,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
 
   function startOnStore(i: number): void {
+    holdAnswers(i);
     const disk = disks[i];
     const onDisk = disk.forLife();
     const store = new SliceStore(0, 1);
@@ -572,8 +623,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       log,
       (_slice, to, m) => send(i, to, m),
       {
-        committed: (_slice, index) => answerCommitted(i, index),
-        deposed: () => answerDeposed(i),
+        committed: (slice, index) => held[i]!.committed(slice, index),
+        deposed: (slice, term) => held[i]!.unknown(slice, deposedMessage(term)),
+        leased: (slice) => held[i]!.leased(slice),
       },
       () => clock.now,
       () => clock.now,
@@ -586,6 +638,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
 
   function start(i: number): void {
     if (opts.store === true) return startOnStore(i);
+    holdAnswers(i);
     const disk = disks[i];
     const onDisk = disk.forLife();
     const host: ReplicaHost = {
@@ -608,8 +661,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         states[i] = decodeState(bytes);
       },
       snapshotState: () => encodeState(states[i]),
-      committed: (index) => answerCommitted(i, index),
-      deposed: () => answerDeposed(i),
+      committed: (index) => held[i]!.committed(STORE_SLICE, index),
+      deposed: (term) => held[i]!.unknown(STORE_SLICE, deposedMessage(term)),
       now: () => clock.now,
       timing: SIM_REPLICA_TIMING,
     };
@@ -629,7 +682,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     sliceReplicas[i] = null;
     if (compactions[i] !== null || disks[i].uncheckpointed > 0) report.crashesBeforeCheckpoint++;
     compactions[i] = null;
-    pending[i] = []; // their clients time out: the outcome is unknown to them
+    // What it held is lost with it (held[i] is replaced at its start): those clients time out, the outcome unknown to them.
     disks[i].crash();
     clock.at(downMs ?? 50 + random() * 600, () => {
       up[i] = true;
@@ -649,7 +702,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let coordinatorLife = 0;
   let coordinatorDown = false;
   const ids = Array.from({ length: nodeCount }, (_, i) => i);
-  const timing = { pingIntervalMs: 40, heartbeatTimeoutMs: 250, electionTimeoutMs: 200 };
+  const timing = SIM_FAILOVER_TIMING;
   const failoverHost = {
     send: (to: ReplicaId, m: ReplicationMessage) => send(COORDINATOR, to, m),
     now: () => clock.now,
@@ -863,11 +916,16 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** deposedTail: the leader the writers' router still names while its map lags (deposeWithTail); null: the map's. */
   let tailWritesTo: ReplicaId | null = null;
   const writes = new Map<number, Write>();
-  const outcomes = new Map<number, (o: 'ok' | 'ambiguous' | 'notLeader') => void>();
+  /** The router's requests waiting for an answer: each settles with the node's result, or 'timeout' (its wait ran
+   * out); `timedOut`: the leader answered because its commit wait ran out. */
+  const outcomes = new Map<number, (o: SliceOpResult | 'timeout', timedOut?: boolean) => void>();
   let nextValue = 1;
   let nextRequest = 1;
-  function answer(node: number, requestId: number, outcome: 'ok' | 'ambiguous' | 'notLeader'): void {
-    deliverLater(node, ROUTER, () => outcomes.get(requestId)?.(outcome));
+  const routerWaitMs = opts.commitTimeouts === true ? ROUTER_WAIT_MS_PAST_COMMIT_WAIT : REQUEST_TIMEOUT_MS;
+  /** A worker's refusal of an op on a slice it does not serve (worker.ts refusalFor): not applied. */
+  const notServing = (node: number): SliceOpResult => [RESULT_ERROR, 'Unavailable', `slice ${STORE_SLICE} has no serving leader on node ${node}; retry`, { notApplied: true }];
+  function answer(node: number, requestId: number, result: SliceOpResult, timedOut = false): void {
+    deliverLater(node, ROUTER, () => outcomes.get(requestId)?.(result, timedOut));
   }
   function write(): void {
     if (!faulty) return;
@@ -875,51 +933,62 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     writes.set(w.value, w);
     attempt(w, 0);
   }
+  const check: WriteCheck = { condition: { k: 'notExists', path: ['v'] }, returnOld: true, oldOnFailure: true };
+  /** The write as the router sends it: on stores with its request id, the same on every copy (the router gives a
+   * write its id once); the plain runs' replicas keep no ids (as a slice of one replica), so there it has none. */
+  const putOf = (w: Write): PutOp => [SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, check, opts.store === true ? [w.value % 3, w.value] : null];
   function attempt(w: Write, tries: number): void {
     const requestId = nextRequest++;
+    const op = putOf(w);
     let settled = false;
-    const settle = (o: 'ok' | 'ambiguous' | 'notLeader') => {
+    const settle = (o: SliceOpResult | 'timeout', timedOut = false) => {
       if (settled) return;
       settled = true;
       outcomes.delete(requestId);
-      if (o === 'ok') {
+      if (timedOut) report.timeoutAnswers++;
+      if (o !== 'timeout' && o[0] === RESULT_OK) {
         w.ackedAt = clock.now;
         report.acked++;
-      } else if ((o === 'notLeader' || (o === 'ambiguous' && opts.store === true)) && tries < NOT_LEADER_RETRIES_MAX) {
-        // Not applied (refused before it was ordered): the router sends it again, as on WrongOwner. On stores
-        // also after an unknown outcome: the write's request id makes a copy that was applied answer, not apply.
-        if (o === 'ambiguous') report.resent++;
+        return clock.at(random() * 5, write);
+      }
+      // What the router reads of the error, its code and details (a node link makes a KeysliceError of a result; here
+      // one a refused try, with its stack trace, made these runs measurably slower: they refuse many).
+      const err = o === 'timeout' ? { code: 'Unavailable' as const, details: undefined } : { code: o[1], details: o.length === 4 ? o[3] : undefined };
+      // The router's policy (router.ts): sent again if not applied (refused before it was ordered: to the leader the map
+      // names by then), or after an unknown outcome if a copy changes nothing (a write with its request id: a copy
+      // that was applied answers, not applies).
+      if (mayResend(err, op, true) && tries < NOT_LEADER_RETRIES_MAX) {
+        if (!wasNotApplied(err)) report.resent++;
+        if (timedOut) report.resentAfterTimeout++;
         return clock.at(5 + random() * 20, () => attempt(w, tries + 1));
-      } else report.ambiguous++;
+      }
+      report.ambiguous++;
       clock.at(random() * 5, write);
     };
     outcomes.set(requestId, settle);
-    clock.at(REQUEST_TIMEOUT_MS, () => settle('ambiguous'));
+    clock.at(routerWaitMs, () => settle('timeout'));
     const leader = tailWritesTo ?? mapLeader;
-    if (leader === null) return settle('notLeader');
+    if (leader === null) return settle(notServing(-1));
     deliverLater(ROUTER, leader, () => {
       const r = replicas[leader];
       if (r === null) return;
       if (opts.store === true) {
         // As a worker: execute against the store, then propose the effects (only while serving).
-        if (!r.serving) return answer(leader, requestId, 'notLeader');
+        if (!r.serving) return answer(leader, requestId, notServing(leader));
         const store = stores[leader]!;
         const sr = sliceReplicas[leader]!;
-        const check: WriteCheck = { condition: { k: 'notExists', path: ['v'] }, returnOld: true, oldOnFailure: true };
-        const put = sr.execute([SliceOp.Put, STORE_TABLE, STORE_SLICE, `${w.key}:${w.value}`, { v: w.value }, 16, check, [w.value % 3, w.value]]);
+        const put = sr.execute(op);
         if (put[0] !== RESULT_OK) fail(`write ${w.value}, sent again after an unknown outcome, was applied twice: ${put[1]}: ${put[2]}`);
         assert(put[1] === null, 'a first put of an item answers that there was no old one, and so does its copy');
         const effects = store.takeEffects();
         if (effects.length > 0) sr.propose(effects);
         // As worker.ts holds an answer: until the slice's last record is committed (a copy answered from memory
         // waits, like the first, for the record that applied it), at once if it already is.
-        if (r.commitIndex >= r.lastIndex) return answer(leader, requestId, 'ok');
-        pending[leader].push({ index: r.lastIndex, requestId });
-        return;
+        return holdWrite(leader, requestId, put);
       }
       const index = r.propose(encodeWrite(w.key, w.value));
-      if (index === null) return answer(leader, requestId, 'notLeader');
-      pending[leader].push({ index, requestId });
+      if (index === null) return answer(leader, requestId, notServing(leader));
+      holdWrite(leader, requestId, [RESULT_OK, null]);
     });
   }
   for (let k = 0; k < WRITERS; k++) clock.at(random() * 10, write);
@@ -1011,6 +1080,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     for (const r of replicas) {
       if (r === null || frozenUntil[r.id] > clock.now) continue;
       r.tick();
+      heldTicking = true;
+      held[r.id]!.tick();
+      heldTicking = false;
       const compact = random() < compactRate;
       // On stores, as a worker compacts (compactionStep): a leader's store runs ahead of the commit point, so a leader
       // holding uncommitted records takes its state and writes it once committed, at a later step or compaction.
@@ -1224,6 +1296,42 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       }),
     );
   }
+  /** SimOptions.commitTimeouts, from its own generator: one cut after another while the faults last, each once a
+   * leader serves, for longer than the commit wait. Random faults go on meanwhile. */
+  function noMajority(): void {
+    const draw = rng(opts.seed ^ 0xc0317);
+    const serving = (i: number | null) => i !== null && up[i] && replicas[i] !== null && replicas[i]!.serving && frozenUntil[i] <= clock.now;
+    const isolatedNow = () => isolated !== null && clock.now < isolated.until;
+    const next = () =>
+      clock.at(50 + draw() * 300, () =>
+        when(() => serving(coordinator.currentLeader) && !isolatedNow() && scheduleCuts.size === 0, TICK_MS, 1_000, () => {
+          const l = coordinator.currentLeader;
+          if (!serving(l) || isolatedNow() || scheduleCuts.size > 0) return next();
+          report.noMajorityCuts++;
+          const forMs = COMMIT_WAIT_MS + 100 + draw() * 700;
+          if (draw() < 0.5) {
+            // From its followers only: the coordinator still hears it lead (Pong), so nobody replaces it, and nothing
+            // it takes commits until the cut heals; the router's resends come back to it.
+            for (const n of set) if (n !== l) scheduleCuts.add(cutKey(l!, n));
+            clock.at(forMs, () => {
+              scheduleCuts.clear();
+              next();
+            });
+            return;
+          }
+          // From the coordinator too, while the router's map lags (it keeps sending this leader writes): a new leader
+          // is elected, and the old one learns it was deposed only once the cut heals.
+          isolated = { node: l!, until: clock.now + forMs, replicasToo: true, mapToo: true };
+          tailWritesTo = l;
+          clock.at(forMs, () => {
+            if (tailWritesTo === l) tailWritesTo = null;
+            next();
+          });
+        }),
+      );
+    next();
+  }
+  if (opts.commitTimeouts === true) noMajority();
   if (opts.stall === true) {
     const count = 1 + Math.floor(stallRandom() * 3);
     for (let k = 0; k < count; k++) clock.at(stallRandom() * faultyMs * 0.8, stallLink);
@@ -1268,6 +1376,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   runUntil(clock.now + REPLICA_READ_STALENESS_MS);
   for (const i of set) if (i !== coordinator.currentLeader && !replicas[i]!.readable) fail(`follower ${i} of an idle leader may not answer eventual reads (its keep-alives stopped)`);
   report.simMs = Math.round(clock.now);
+  report.commitTimeouts += held.reduce((n, h) => n + (h?.timedOut ?? 0), 0);
   report.elections = elections + coordinator.elections;
 
   // ---- the checker ----

@@ -410,15 +410,8 @@ export class Router {
     return out;
   }
 
-  /** Whether an op that failed with `err` during a failover may be sent again: it was not applied (refused by a
-   * replica that does not serve, or never sent), or its outcome is unknown (any other Unavailable: a lost
-   * connection, a deposed or silent leader) and a second copy changes nothing: a read, or a write (with its
-   * request id) of a slice the map replicates, whose leader answers a copy of a write it applied from memory. */
   private mayResend(err: KeysliceError, op: SliceBoundOp): boolean {
-    if (err.code !== 'Unavailable') return false;
-    if (wasNotApplied(err) || !isWriteOp(op)) return true;
-    // An id: every copy of it that may have run ran where the id is remembered (send).
-    return requestIdOf(op) !== null && this.cluster.replicated(op[2]);
+    return mayResend(err, op, this.cluster.replicated(op[2]));
   }
 
   /** Whether an op that met a failover (no serving leader) is tried again: only on replicated
@@ -447,6 +440,18 @@ export class Router {
       wasNotApplied(last) && !unsure ? { notApplied: true, routerRetried: true } : { routerRetried: true },
     );
   }
+}
+
+/** Whether an op that failed with `err` during a failover may be sent again: it was not applied (refused by a
+ * replica that does not serve, or never sent), or its outcome is unknown (any other Unavailable: a lost connection, a
+ * deposed or silent leader, a leader that could not commit it in time) and a second copy changes nothing: a read, or
+ * a write (with its request id) of a slice the map replicates (`replicated`), whose leader answers a copy of a write
+ * it applied from memory. The seeded simulation's router follows it too (test/replication-sim.ts). */
+export function mayResend(err: Pick<KeysliceError, 'code' | 'details'>, op: SliceBoundOp, replicated: boolean): boolean {
+  if (err.code !== 'Unavailable') return false;
+  if (wasNotApplied(err) || !isWriteOp(op)) return true;
+  // An id: every copy of it that may have run ran where the id is remembered (send).
+  return requestIdOf(op) !== null && replicated;
 }
 
 /** The error of a write whose WrongOwner tries were spent after a copy of it had an unknown outcome: not WrongOwner,
