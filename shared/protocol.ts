@@ -811,8 +811,8 @@ export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiv
     fail(`Replicate: slice ${slice}: a replication message is not valid msgpack: ${(err as Error).message}`);
   }
   checkHopMessage(m, from, receiver, slice);
-  // KeepAlives and AppendOks travel as a map, which the sender splits by worker and the worker into one message per
-  // slice before a replica sees it: as bytes they would reach a replica whole, which asserts that none does (a
+  // KeepAlives and AppendOks travel as a map, which the sender folds per worker and the worker unfolds into one
+  // message per slice before a replica sees it: as bytes they would reach a replica whole, which asserts that none does (a
   // peer's frame would stop the node).
   const type = (m as ReplicationMessage).type;
   if (FOLDED_MESSAGES.has(type)) fail(`Replicate: slice ${slice}: ${type} travel as a map, not as a message's bytes`);
@@ -948,7 +948,7 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver):
           if (receiver !== 'node') e[1] = decodeReplicationMessage(m, from as number, receiver === 'worker' ? 'node' : receiver, e[0]);
           continue;
         }
-        // Only KeepAlives and AppendOks travel as a message: the sender's link splits them by the receiver's workers.
+        // Only KeepAlives and AppendOks travel as a message: the sender's link folds them per worker of the receiver.
         if (!(isPlainObject(m) && FOLDED_MESSAGES.has(m.type as string))) fail(`Replicate: slice ${e[0]}: a message is its bytes (KeepAlives and AppendOks alone a map)`);
         checkHopMessage(m, from as number, receiver === 'worker' ? 'node' : receiver, e[0]);
       }
