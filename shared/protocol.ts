@@ -697,11 +697,21 @@ const replicationUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true,
 
 /** A message's bytes for a Replicate entry. They may view a reused buffer (msgpackr's, or writeAppend's arena): copy
  * them before the next call. An Append (a leader sends one per slice and follower at each turn that wrote the slice:
- * with writes spread over many slices, about two per put at R=3) is written here field by field (writeAppend); any
- * other by msgpackr. */
+ * with writes spread over many slices, about two per put at R=3, one object for both when they share `next`) is
+ * written here field by field (writeAppend), once per object; any other by msgpackr. */
 export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
-  return m.type === 'Append' ? writeAppend(m) : replicationPackr.pack(m);
+  if (m.type !== 'Append') return replicationPackr.pack(m);
+  // A leader sends one Append object to every follower whose Append has the same fields (Replica.appendFrom): its
+  // bytes are written once and given again (the arena they view is never written again).
+  if (m !== lastAppend) {
+    lastAppendBytes = writeAppend(m);
+    lastAppend = m;
+  }
+  return lastAppendBytes;
 }
+/** The last Append encodeReplicationMessage wrote, and its bytes. A message is not changed once sent. */
+let lastAppend: ReplicationMessage | null = null;
+let lastAppendBytes: Uint8Array = new Uint8Array(0);
 
 // The msgpack of an Append, as the receiver's decoder reads it (decodeReplicationMessage: a map of its fields, each
 // record a map of term, index, payload and checksum), written without msgpackr's walk over each object's keys and
