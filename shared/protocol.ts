@@ -697,11 +697,21 @@ const replicationUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true,
 
 /** A message's bytes for a Replicate entry. They may view a reused buffer (msgpackr's, or writeAppend's arena): copy
  * them before the next call. An Append (a leader sends one per slice and follower at each turn that wrote the slice:
- * with writes spread over many slices, about two per put at R=3) is written here field by field (writeAppend); any
- * other by msgpackr. */
+ * with writes spread over many slices, about two per put at R=3, one object for both when they share `next`) is
+ * written here field by field (writeAppend), once per object; any other by msgpackr. */
 export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
-  return m.type === 'Append' ? writeAppend(m) : replicationPackr.pack(m);
+  if (m.type !== 'Append') return replicationPackr.pack(m);
+  // A leader sends one Append object to every follower whose Append has the same fields (Replica.appendFrom): its
+  // bytes are written once and given again (the arena they view is never written again).
+  if (m !== lastAppend) {
+    lastAppendBytes = writeAppend(m);
+    lastAppend = m;
+  }
+  return lastAppendBytes;
 }
+/** The last Append encodeReplicationMessage wrote, and its bytes. A message is not changed once sent. */
+let lastAppend: ReplicationMessage | null = null;
+let lastAppendBytes: Uint8Array = new Uint8Array(0);
 
 // The msgpack of an Append, as the receiver's decoder reads it (decodeReplicationMessage: a map of its fields, each
 // record a map of term, index, payload and checksum), written without msgpackr's walk over each object's keys and
@@ -811,8 +821,8 @@ export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiv
     fail(`Replicate: slice ${slice}: a replication message is not valid msgpack: ${(err as Error).message}`);
   }
   checkHopMessage(m, from, receiver, slice);
-  // KeepAlives and AppendOks travel as a map, which the sender splits by worker and the worker into one message per
-  // slice before a replica sees it: as bytes they would reach a replica whole, which asserts that none does (a
+  // KeepAlives and AppendOks travel as a map, which the sender folds per worker and the worker unfolds into one
+  // message per slice before a replica sees it: as bytes they would reach a replica whole, which asserts that none does (a
   // peer's frame would stop the node).
   const type = (m as ReplicationMessage).type;
   if (FOLDED_MESSAGES.has(type)) fail(`Replicate: slice ${slice}: ${type} travel as a map, not as a message's bytes`);
@@ -951,7 +961,7 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver):
           if (receiver !== 'node') e[1] = decodeReplicationMessage(m, from as number, receiver === 'worker' ? 'node' : receiver, e[0]);
           continue;
         }
-        // Only KeepAlives and AppendOks travel as a message: the sender's link splits them by the receiver's workers.
+        // Only KeepAlives and AppendOks travel as a message: the sender's link folds them per worker of the receiver.
         if (!(isPlainObject(m) && FOLDED_MESSAGES.has(m.type as string))) fail(`Replicate: slice ${e[0]}: a message is its bytes (KeepAlives and AppendOks alone a map)`);
         checkHopMessage(m, from as number, receiver === 'worker' ? 'node' : receiver, e[0]);
       }

@@ -8,8 +8,8 @@
 // a slice node's main thread passes between the coordinator and its workers undecoded;
 // the worker that takes one decodes and checks it (decodeReplicationMessage; a peer's,
 // which comes to the worker's batch port, with its frame). KeepAlives and AppendOks (one
-// turn's KeepAlive or AppendOk messages to a node, folded into numbers) alone travel as a
-// message: the sending worker's link splits them by the receiving node's workers.
+// turn's KeepAlive or AppendOk messages to a worker of a node, folded into numbers) alone travel as a
+// message: the sending worker's link folds them per worker of the receiving node.
 import { SLICE_COUNT_MAX } from './limits.js';
 
 /** One record of a slice's replicated log (slice-worker/replication/replica-record.ts makes and checks them). */
@@ -77,8 +77,8 @@ export type ReplicationMessage =
   | { type: 'KeepAliveOk'; term: number; sentAt: number }
   /** The KeepAlives of one turn from one worker to one node, as numbers (`[slice, term, commitIndex, sentAt, leased
    * (0 or 1), ...]`) in one
-   * entry whose slice is the first of them: a slice node's transport folds them (worker.ts) and splits them again
-   * for its workers (main.ts), so a replica never sees this one. An idle cluster's replication traffic is mostly
+   * entry whose slice is the first of them: a slice node's worker folds them on its link to the node, one entry per
+   * worker there (peer-links.ts byWorker), and the receiving worker unfolds them, so a replica never sees this one. An idle cluster's replication traffic is mostly
    * keep-alives, and a message per slice costs a copy at each thread hop, an encoding and a check. */
   | { type: 'KeepAlives'; slices: number[] }
   /** The AppendOks of one turn from one worker to one node, as numbers (`[slice, term, matchIndex, commitIndex,
@@ -126,6 +126,29 @@ export const KEEPALIVE_NUMBERS = 5;
 export const APPEND_OK_NUMBERS = 5;
 /** The width of one slice's entry in a folded message's numbers. */
 export const foldedWidth = (type: 'KeepAlives' | 'AppendOks'): number => (type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS);
+
+/** The messages that are folded into numbers on the way (a KeepAlives or AppendOks entry), one slice's each. */
+export type FoldableMessage = Extract<ReplicationMessage, { type: 'KeepAlive' | 'AppendOk' }>;
+export const isFoldable = (m: ReplicationMessage): m is FoldableMessage => m.type === 'KeepAlive' || m.type === 'AppendOk';
+/** The folded message that carries `m`'s kind. */
+export const foldedType = (m: FoldableMessage): 'KeepAlives' | 'AppendOks' => (m.type === 'KeepAlive' ? 'KeepAlives' : 'AppendOks');
+
+// The order of each slice's numbers in KeepAlives and AppendOks, written here once: foldInto writes it, unfoldAt
+// reads it back (and checkReplicationMessage checks the widths and KeepAlives' leased above).
+
+/** Appends slice `slice`'s `m` to the numbers of its folded message (foldedType). */
+export function foldInto(numbers: number[], slice: number, m: FoldableMessage): void {
+  if (m.type === 'KeepAlive') numbers.push(slice, m.term, m.commitIndex, m.sentAt, m.leased ? 1 : 0);
+  else numbers.push(slice, m.term, m.matchIndex, m.commitIndex, m.sentAt);
+}
+
+/** The message of the slice whose numbers start at `i` in a folded message (its slice is `m.slices[i]`). */
+export function unfoldAt(m: Extract<ReplicationMessage, { type: 'KeepAlives' | 'AppendOks' }>, i: number): FoldableMessage {
+  const s = m.slices;
+  return m.type === 'KeepAlives'
+    ? { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2], sentAt: s[i + 3], leased: s[i + 4] === 1 }
+    : { type: 'AppendOk', term: s[i + 1], matchIndex: s[i + 2], commitIndex: s[i + 3], sentAt: s[i + 4] };
+}
 const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /** Why `m` is not a whole replication message, or null. Records are checked for shape here and

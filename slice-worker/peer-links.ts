@@ -11,8 +11,10 @@
 // the protocol and the link is dropped and dialed again.
 //
 // What a turn sends a peer node is split by the worker that owns each slice there (workerOf with the peer's worker
-// count), KeepAlives and AppendOks too, and goes as one Replicate frame per worker: the messages of one slice from
-// this worker all go on one socket, in the order they were sent.
+// count), and goes as one Replicate frame per worker: the messages of one slice from this worker all go on one
+// socket, in the order they were sent. Its KeepAlive and AppendOk messages are folded here, into one entry of
+// numbers of each kind per worker there (a worker does not know its peers' worker counts: folding them per node and
+// splitting them again per worker wrote every number twice).
 //
 // Bounded and lossy by design: entries wait (up to PEER_LINK_QUEUE_BYTES_MAX shared out among the node's workers) while
 // the link is being dialed or in a socket's buffer; past that, or to a peer that cannot be reached, they are dropped, since the replication core
@@ -28,13 +30,18 @@ import {
   PEER_LINK_PING_MS,
   PEER_LINK_QUEUE_BYTES_MAX,
   REPLICATION_FRAME_ENTRIES_MAX,
+  SLICE_COUNT_MAX,
 } from '../shared/limits.js';
-import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type WireReplicateEntry } from '../shared/protocol.js';
-import { foldedWidth } from '../shared/replication-protocol.js';
+import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type FoldedMessage, type WireReplicateEntry } from '../shared/protocol.js';
+import { foldedType, foldedWidth, foldInto, type FoldableMessage } from '../shared/replication-protocol.js';
 import { backoffMs } from '../shared/timeout.js';
 
+/** What a worker hands its link to a peer node: a message's bytes, or a KeepAlive or AppendOk, which the link folds
+ * into numbers (byWorker). */
+export type PeerEntry = [slice: number, message: Uint8Array | FoldableMessage];
+
 /** What an entry counts against the queue's bound: a message's bytes, or 8 bytes a number. */
-const entryBytes = ([, m]: WireReplicateEntry): number => (m instanceof Uint8Array ? m.byteLength : m.slices.length * 8);
+const entryBytes = ([, m]: PeerEntry): number => (m instanceof Uint8Array ? m.byteLength : 8 * foldedWidth(foldedType(m)));
 
 function dial(url: string, secret: string): WebSocket {
   const ws = new WebSocket(url, {
@@ -48,31 +55,37 @@ function dial(url: string, secret: string): WebSocket {
   return ws;
 }
 
-/** Splits a turn's entries for a node of `workers` workers by the worker that owns each slice there. */
-function byWorker(entries: WireReplicateEntry[], workers: number): Map<number, WireReplicateEntry[]> {
-  const out = new Map<number, WireReplicateEntry[]>();
-  if (workers === 1) return out.set(0, entries);
-  const listOf = (w: number) => {
-    let list = out.get(w);
-    if (list === undefined) out.set(w, (list = []));
-    return list;
-  };
-  for (const e of entries) {
-    const [slice, m] = e;
+/** Splits a turn's entries for a node of `workers` workers by the worker that owns each slice there (one list per
+ * worker), folding the KeepAlives and the AppendOks for each worker into one entry of numbers each (foldInto): folded
+ * once, for the socket they go on, after the messages' bytes of the turn. An entry holds at most SLICE_COUNT_MAX
+ * slices (the receiver refuses more and closes the link: checkReplicationMessage), and a follower answers every Append
+ * it took: a turn that took more than that many (a worker that fell behind, catching up) sends a full entry as it is
+ * and starts another. */
+export function byWorker(entries: PeerEntry[], workers: number): WireReplicateEntry[][] {
+  const out: WireReplicateEntry[][] = Array.from({ length: workers }, () => []);
+  /** Per worker w, its KeepAlives at 2w and its AppendOks at 2w + 1. */
+  let folded: (FoldedMessage | undefined)[] | null = null;
+  for (const [slice, m] of entries) {
+    const w = workers === 1 ? 0 : workerOf(slice, workers);
     if (m instanceof Uint8Array) {
-      listOf(workerOf(slice, workers)).push(e);
+      out[w].push([slice, m]);
       continue;
     }
-    // KeepAlives or AppendOks: one entry of numbers per worker.
-    const width = foldedWidth(m.type);
-    const parts = new Map<number, number[]>();
-    for (let i = 0; i < m.slices.length; i += width) {
-      const w = workerOf(m.slices[i], workers);
-      let part = parts.get(w);
-      if (part === undefined) parts.set(w, (part = []));
-      for (let k = 0; k < width; k++) part.push(m.slices[i + k]);
+    folded ??= new Array<FoldedMessage | undefined>(2 * workers);
+    const k = 2 * w + (m.type === 'KeepAlive' ? 0 : 1);
+    const f = folded[k];
+    if (f !== undefined && f.slices.length < foldedWidth(f.type) * SLICE_COUNT_MAX) {
+      foldInto(f.slices, slice, m);
+      continue;
     }
-    for (const [w, slices] of parts) listOf(w).push([slices[0], { type: m.type, slices }]);
+    if (f !== undefined) out[w].push([f.slices[0], f]);
+    const slices: number[] = [];
+    foldInto(slices, slice, m);
+    folded[k] = { type: foldedType(m), slices };
+  }
+  for (let k = 0; k < (folded?.length ?? 0); k++) {
+    const f = folded![k];
+    if (f !== undefined) out[k >> 1].push([f.slices[0], f]);
   }
   return out;
 }
@@ -84,7 +97,7 @@ class PeerLink {
   private sockets: WebSocket[] | null = null;
   /** Every batch port is open: frames go out at once. */
   private open = false;
-  private queue: WireReplicateEntry[] = [];
+  private queue: PeerEntry[] = [];
   private queuedBytes = 0;
   /** Dials that failed since the peer last greeted: the next waits backoffMs of it (NODE_RECONNECT_DELAY_MS_*). */
   private failures = 0;
@@ -109,7 +122,7 @@ class PeerLink {
   }
 
   /** A turn's entries for this peer node. */
-  send(entries: WireReplicateEntry[]): void {
+  send(entries: PeerEntry[]): void {
     if (this.open) return this.sendNow(entries);
     // Dialing: the first entries of a link wait for it, within the bound.
     for (const e of entries) {
@@ -129,12 +142,14 @@ class PeerLink {
     this.lost(this.ws);
   }
 
-  private sendNow(entries: WireReplicateEntry[]): void {
+  private sendNow(entries: PeerEntry[]): void {
     const sockets = this.sockets!;
     // The bound holds for the link, all its sockets together, as for the entries that wait while it is dialed.
     let buffered = 0;
     for (const s of sockets) buffered += s.bufferedAmount;
-    for (const [w, list] of byWorker(entries, sockets.length)) {
+    const lists = byWorker(entries, sockets.length);
+    for (let w = 0; w < lists.length; w++) {
+      const list = lists[w];
       for (let i = 0; i < list.length; i += REPLICATION_FRAME_ENTRIES_MAX) {
         const frame = encodeNodeFrame([NodeFrame.Replicate, this.self, list.length <= REPLICATION_FRAME_ENTRIES_MAX ? list : list.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX)]);
         // Sockets that hold the bound already: the peer's workers are not keeping up, and the core resends.
@@ -276,7 +291,7 @@ export class PeerLinks {
 
   /** Sends a turn's entries for `node` (messages' bytes, KeepAlives, AppendOks) to its workers; dropped if it is not
    * a peer or cannot be reached. */
-  send(node: number, entries: WireReplicateEntry[]): void {
+  send(node: number, entries: PeerEntry[]): void {
     this.links.get(node)?.send(entries);
   }
 

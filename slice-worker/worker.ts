@@ -35,7 +35,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SLICE_COUNT_MAX, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeReplicationMessage,
@@ -54,10 +54,9 @@ import {
   type DecodedReplicateEntry,
   type Effect,
   type SliceOpMessage,
-  type WireReplicateEntry,
   type SliceOpResult,
 } from '../shared/protocol.js';
-import { APPEND_OK_NUMBERS, COORDINATOR, foldedWidth, KEEPALIVE_NUMBERS, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { COORDINATOR, foldedWidth, isFoldable, unfoldAt, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
@@ -69,7 +68,7 @@ import { SliceReplicas } from './replication/slice-replicas.js';
 import { loadSnapshot, writeSnapshot } from './snapshot.js';
 import { describeCuts, WriteAheadLog } from './wal.js';
 import { openBatchPort } from './batch-port.js';
-import { PeerLinks } from './peer-links.js';
+import { PeerLinks, type PeerEntry } from './peer-links.js';
 import { workerOf } from '../shared/hashing.js';
 import { IN_RANGE, OUT_RANGE } from './worker-channel.js';
 import { sparseLog } from '../shared/sparse-log.js';
@@ -223,7 +222,7 @@ function queuePortFlush(): void {
  * the coordinator's). */
 function flushPort(): void {
   portFlushQueued = false;
-  const out = fold(outbox);
+  const out = outbox;
   const released = answers;
   const refusals = refused;
   outbox = [];
@@ -234,16 +233,17 @@ function flushPort(): void {
   // the node's main thread only frames them.
   const encoded: Uint8Array[] = [];
   const where: number[] = [];
-  let toPeers: Map<number, WireReplicateEntry[]> | null = null;
+  let toPeers: Map<number, PeerEntry[]> | null = null;
   let size = 0;
   for (const [slice, to, m] of out) {
     if (to !== COORDINATOR) {
       toPeers ??= new Map();
       let list = toPeers.get(to);
       if (list === undefined) toPeers.set(to, (list = []));
-      list.push([slice, isFoldedMessage(m) ? m : encodeReplicationMessage(m)]);
+      // KeepAlives and AppendOks as they are: the link folds them for the peer's worker that takes them (peer-links.ts).
+      list.push([slice, isFoldable(m) ? m : encodeReplicationMessage(m)]);
     } else {
-      assert(!isFoldedMessage(m), 'KeepAlives and AppendOks go to followers and leaders, never to the coordinator');
+      assert(!isFoldable(m), 'KeepAlives and AppendOks go to followers and leaders, never to the coordinator');
       // (Each view of msgpackr's buffer stays whole until copied below: it packs on past it, or into a new buffer.)
       const b = encodeReplicationMessage(m);
       where.push(slice, to, size, size + b.byteLength);
@@ -270,46 +270,6 @@ function flushPort(): void {
   }
 }
 
-/** The KeepAlives of a turn (every leader of this worker sends them in the same tick: Replica.tick) go to each
- * node as one KeepAlives entry of numbers rather than a message per slice (replication-protocol.ts); so do the
- * AppendOks of a turn, as one AppendOks entry per node (a follower answers about one record per slice per turn
- * when writes are spread over many slices). The coordinator gets neither. */
-function fold(out: [number, number, ReplicationMessage][]): [number, number, ReplicationMessage][] {
-  let keepAlives: Map<number, number[]> | null = null;
-  let appendOks: Map<number, number[]> | null = null;
-  const rest: [number, number, ReplicationMessage][] = [];
-  for (const e of out) {
-    const m = e[2];
-    if (m.type === 'KeepAlive') {
-      keepAlives ??= new Map();
-      foldedList(keepAlives, e[1], 'KeepAlives', rest).push(e[0], m.term, m.commitIndex, m.sentAt, m.leased ? 1 : 0);
-    } else if (m.type === 'AppendOk') {
-      assert(e[1] >= 0, 'an AppendOk goes to a leader, never to the coordinator');
-      appendOks ??= new Map();
-      foldedList(appendOks, e[1], 'AppendOks', rest).push(e[0], m.term, m.matchIndex, m.commitIndex, m.sentAt);
-    } else rest.push(e);
-  }
-  if (keepAlives === null && appendOks === null) return out;
-  for (const [to, slices] of keepAlives ?? []) rest.push([slices[0], to, { type: 'KeepAlives', slices }]);
-  for (const [to, slices] of appendOks ?? []) rest.push([slices[0], to, { type: 'AppendOks', slices }]);
-  return rest;
-}
-
-/** The numbers of this turn's `type` entry to `to`, with room for one more message. An entry holds at most
- * SLICE_COUNT_MAX (the receiving node refuses more and closes the link: checkReplicationMessage), and a follower
- * answers every Append it took: a turn that took more than that many (a worker that fell behind, catching up) sends
- * a full entry as it is and starts another. */
-function foldedList(folded: Map<number, number[]>, to: number, type: 'KeepAlives' | 'AppendOks', rest: [number, number, ReplicationMessage][]): number[] {
-  const width = foldedWidth(type);
-  let slices = folded.get(to);
-  if (slices !== undefined && slices.length === width * SLICE_COUNT_MAX) {
-    rest.push([slices[0], to, { type, slices }]);
-    slices = undefined;
-  }
-  if (slices === undefined) folded.set(to, (slices = []));
-  return slices;
-}
-
 /** A Replicate frame from a peer's worker on this worker's batch port, decoded and checked whole (decodeNodeFrame):
  * taken only from a peer of this worker's replicas and only if every slice it names is this worker's (a frame
  * meant for another worker breaks the protocol: why, and the batch port closes its connection); messages for a
@@ -334,16 +294,10 @@ const isMine = (slice: number) => workerOf(slice, config.workerCount) === config
 
 /** Hands one checked message to the replica of its slice (KeepAlives and AppendOks to each of theirs). */
 function receive(slice: number, from: number, message: ReplicationMessage): void {
-  if (message.type === 'KeepAlives') {
+  if (isFoldedMessage(message)) {
     const s = message.slices;
-    for (let i = 0; i < s.length; i += KEEPALIVE_NUMBERS) {
-      if (replicated.has(s[i])) replicas!.receive(s[i], from, { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2], sentAt: s[i + 3], leased: s[i + 4] === 1 });
-    }
-  } else if (message.type === 'AppendOks') {
-    const s = message.slices;
-    for (let i = 0; i < s.length; i += APPEND_OK_NUMBERS) {
-      if (replicated.has(s[i])) replicas!.receive(s[i], from, { type: 'AppendOk', term: s[i + 1], matchIndex: s[i + 2], commitIndex: s[i + 3], sentAt: s[i + 4] });
-    }
+    const width = foldedWidth(message.type);
+    for (let i = 0; i < s.length; i += width) if (replicated.has(s[i])) replicas!.receive(s[i], from, unfoldAt(message, i));
   } else if (replicated.has(slice)) replicas!.receive(slice, from, message);
 }
 

@@ -10,7 +10,10 @@ import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, encodeReplicationMessage, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
-import { PeerLinks } from '../slice-worker/peer-links.js';
+import { SLICE_COUNT_MAX } from '../shared/limits.js';
+import { checkReplicationMessage, foldedWidth, unfoldAt, type FoldableMessage } from '../shared/replication-protocol.js';
+import { workerOf } from '../shared/hashing.js';
+import { byWorker, PeerLinks, type PeerEntry } from '../slice-worker/peer-links.js';
 import { dialNode, peerHeaders } from './node-dial.js';
 
 const WAIT_MS = 10_000;
@@ -119,6 +122,60 @@ describe('replication links name their node protocol version', () => {
     } finally {
       links.close();
       await Promise.all([silent, walled].map((s) => new Promise((r) => s.close(r))));
+    }
+  });
+});
+
+/** The first place where lists `a` and `b` differ (a mismatch said in a line, not a diff of 65,000 entries), or null. */
+function firstDifference(a: unknown[], b: unknown[]): string | null {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (JSON.stringify(a[i]) !== JSON.stringify(b[i])) return `at ${i}: ${JSON.stringify(a[i])}, not ${JSON.stringify(b[i])}`;
+  return a.length === b.length ? null : `${a.length} entries, not ${b.length}`;
+}
+
+describe("a link's frames to a peer of several workers (byWorker)", () => {
+  it("fold a turn's KeepAlives and AppendOks once per worker there, each entry whole and only that worker's slices, and keep the messages' bytes in order", () => {
+    const WORKERS = 3;
+    const bytes = (n: number) => Uint8Array.of(n);
+    const sent: PeerEntry[] = [];
+    const want: [number, FoldableMessage][][] = Array.from({ length: WORKERS }, () => []);
+    const wantBytes: [number, Uint8Array][][] = Array.from({ length: WORKERS }, () => []);
+    // More AppendOks for worker 0's slice than one entry holds (a follower that caught up in one turn).
+    for (let i = 0; i < SLICE_COUNT_MAX + 10; i++) {
+      const slice = 0;
+      const m: FoldableMessage = { type: 'AppendOk', term: 2, matchIndex: i, commitIndex: i >> 1, sentAt: 1000 + i };
+      sent.push([slice, m]);
+      want[workerOf(slice, WORKERS)].push([slice, m]);
+    }
+    for (let slice = 0; slice < 40; slice++) {
+      const m: FoldableMessage = slice % 2 === 0 ? { type: 'KeepAlive', term: 3, commitIndex: slice, sentAt: 7 + slice, leased: slice % 4 === 0 } : { type: 'AppendOk', term: 3, matchIndex: slice + 1, commitIndex: slice, sentAt: 9 };
+      sent.push([slice, m], [slice, bytes(slice)]);
+      want[workerOf(slice, WORKERS)].push([slice, m]);
+      wantBytes[workerOf(slice, WORKERS)].push([slice, bytes(slice)]);
+    }
+    const lists = byWorker(sent, WORKERS);
+    expect(lists).toHaveLength(WORKERS);
+    for (let w = 0; w < WORKERS; w++) {
+      const got: [number, FoldableMessage][] = [];
+      const gotBytes: [number, Uint8Array][] = [];
+      let folded = 0;
+      for (const [slice, m] of lists[w]) {
+        if (m instanceof Uint8Array) {
+          gotBytes.push([slice, m]);
+          continue;
+        }
+        folded++;
+        expect(checkReplicationMessage(m)).toBeNull();
+        expect(slice).toBe(m.slices[0]);
+        for (let i = 0; i < m.slices.length; i += foldedWidth(m.type)) {
+          expect(workerOf(m.slices[i], WORKERS)).toBe(w);
+          got.push([m.slices[i], unfoldAt(m, i)]);
+        }
+      }
+      expect(gotBytes).toEqual(wantBytes[w]);
+      // Each kind's messages in the order sent (the folded entries' order among kinds is not the messages').
+      for (const type of ['KeepAlive', 'AppendOk']) expect(firstDifference(got.filter(([, m]) => m.type === type), want[w].filter(([, m]) => m.type === type)), `worker ${w}'s ${type}s`).toBeNull();
+      // One entry of each kind a worker got, but the AppendOks past one entry's SLICE_COUNT_MAX.
+      expect(folded).toBe(w === 0 ? 3 : 2);
     }
   });
 });

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
 import { REPLICA_KEEPALIVE_MS, REPLICA_LEASE_DRIFT, REPLICA_LEASE_MS, REPLICA_READ_STALENESS_MS, REPLICA_RESEND_MS_MAX, REPLICA_TICK_MS } from '../shared/limits.js';
+import { decodeReplicationMessage, encodeReplicationMessage } from '../shared/protocol.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
 import { applyDiskOp, COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicaHost, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 
@@ -406,6 +407,51 @@ describe('a slice replica', () => {
     g.sync(1);
     g.deliver(0);
     expect(records(g.outbox.filter((s) => s.to === 1))).toBeGreaterThan(1);
+  });
+
+  it('sends followers that share `next` one Append, encoded once, and a follower at another `next` its own', () => {
+    // The leader builds an Append once for every follower whose Append has the same fields (Replica.appendFrom), and
+    // the worker encodes that object once (encodeReplicationMessage): the same bytes must be right for each of them.
+    const g = group(3);
+    steadyWrites(g, 2);
+    const text = (m: ReplicationMessage) => (m.type === 'Append' ? m.records.map((r) => new TextDecoder().decode(r.payload)) : []);
+    const a = g.replicas[0].propose(payload('a'))!;
+    const appends = g.outbox.filter((s) => s.m.type === 'Append');
+    expect(appends.map((s) => s.to)).toEqual([1, 2]);
+    expect(appends[1].m, 'one object for both followers').toBe(appends[0].m);
+    const bytes = encodeReplicationMessage(appends[0].m);
+    expect(encodeReplicationMessage(appends[1].m), 'encoded once').toBe(bytes);
+    for (const s of appends) expect(decodeReplicationMessage(Uint8Array.from(bytes), 0, 'node', 7)).toEqual(s.m);
+    // Replica 2 loses it; replica 1 holds it. The next write goes to both from the same `next` (it advances on send).
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to === 1));
+    g.deliver(1);
+    g.sync(1);
+    g.deliver(0);
+    g.replicas[0].propose(payload('b'));
+    g.outbox.splice(0);
+    // Neither answers within the wait: both are probed with one record in the same tick, from where each stands, with
+    // every other field the same (a sharing that looked past prevIndex or the records would send 2 record b).
+    g.later();
+    g.replicas[0].tick();
+    const probes = g.outbox.filter((s) => s.m.type === 'Append');
+    expect(probes.map((s) => [s.to, (s.m as { prevIndex: number }).prevIndex, text(s.m)])).toEqual([
+      [1, a, ['b']],
+      [2, a - 1, ['a']],
+    ]);
+    for (const s of probes) expect(decodeReplicationMessage(Uint8Array.from(encodeReplicationMessage(s.m)), 0, 'node', 7)).toEqual(s.m);
+    // Both answer, get the rest, and apply the same log.
+    for (let round = 0; round < 4; round++) {
+      g.sync(0);
+      for (const i of [1, 2]) {
+        g.deliver(i);
+        g.sync(i);
+      }
+      g.deliver(0);
+      g.replicas[0].tick();
+    }
+    expect(g.applied[1]).toEqual(g.applied[0]);
+    expect(g.applied[2]).toEqual(g.applied[0]);
+    expect(g.applied[0].at(-1)).toBe(a + 1);
   });
 
   it('resends what a follower lost within REPLICA_RESEND_MS_MAX and a tick, even after one round trip of seconds', () => {

@@ -53,6 +53,7 @@ assert(REPLICA_LEASE_DRIFT > 0 && REPLICA_LEASE_DRIFT < 0.5, 'a leader uses most
 const MALFORMED: ReadonlySet<RefusalCode> = new Set(['ChecksumMismatch', 'MalformedAppend', 'MalformedContents']);
 
 export { COORDINATOR, type RefusalCode, type ReplicaId, type ReplicationMessage };
+type AppendMessage = Extract<ReplicationMessage, { type: 'Append' }>;
 
 /** What a replica writes; durable only once a later sync() has completed. */
 export type DiskOp =
@@ -212,6 +213,9 @@ export class Replica {
   private termFrom = 0;
   /** The REPLICA_KEEPALIVE_MS period of the clock in which this leader last sent its keep-alives (see tick). */
   private keptAlivePeriod = -1;
+  /** The last Append this leader sent: sent again, the same object, to a follower whose Append would have every field
+   * the same (sendAppend), so that its host encodes it once for them all. */
+  private lastAppend: AppendMessage | null = null;
   /** When this leader's lease began: the latest send time that a majority of every set answered (itself counted). */
   private leaseFrom = -Infinity;
   /** When it last sent a round of keep-alives to renew its lease (renewLease). */
@@ -588,10 +592,36 @@ export class Replica {
       to.next = this.snapIndex + 1;
       return;
     }
+    const m = this.appendFrom(next, recordsMax, Math.floor(now));
+    this.host.send(to.id, m);
+    to.next = next + m.records.length;
+  }
+
+  /** The Append of the records from `next` (at most recordsMax) sent at `sentAt`: the last one sent when every field
+   * would be the same (followers that share `next`, the common case: each proposal goes to every follower in the same
+   * turn), else a new one. The records are the same when the first and last are the same objects: a log changes only
+   * by appending, cutting a tail (which takes the last of them) or compacting (which keeps their objects). */
+  private appendFrom(next: number, recordsMax: number, sentAt: number): AppendMessage {
     const prevIndex = next - 1;
-    const records = this.records.slice(next - this.snapIndex - 1, next - this.snapIndex - 1 + recordsMax);
-    this.host.send(to.id, { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm: this.termAt(prevIndex)!, records, commitIndex: this.commit, sentAt: Math.floor(now), leased: this.leaseValid });
-    to.next = next + records.length;
+    const prevTerm = this.termAt(prevIndex)!;
+    const from = next - this.snapIndex - 1;
+    const end = Math.min(this.records.length, from + recordsMax);
+    const last = this.lastAppend;
+    if (
+      last !== null &&
+      last.prevIndex === prevIndex &&
+      last.prevTerm === prevTerm &&
+      last.term === this.promisedTerm &&
+      last.commitIndex === this.commit &&
+      last.sentAt === sentAt &&
+      last.leased === this.leaseValid &&
+      last.records.length === Math.max(0, end - from) &&
+      (end <= from || (last.records[0] === this.records[from] && last.records[last.records.length - 1] === this.records[end - 1]))
+    ) {
+      return last;
+    }
+    const records = this.records.slice(from, end);
+    return (this.lastAppend = { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm, records, commitIndex: this.commit, sentAt, leased: this.leaseValid });
   }
 
   private onReply(from: ReplicaId, m: ReplicationMessage & { type: 'AppendOk' | 'Refused' }): void {
