@@ -85,6 +85,8 @@ class Partition {
   set(key: string, stored: Stored): void {
     // A new key takes one walk of the tree (a get and then a set took two; puts are mostly of new keys); a key
     // that is there takes two, as before: the insert that found it, and the edit that swaps its value for the old's.
+    // Both may also move leaf entries: on a full leaf the insert may first shift one to a neighbouring leaf, and the
+    // edit may merge half-full leaves (sorted-btree's set and editRange).
     let old: Stored | undefined;
     if (!this.tree.setIfNotPresent(key, stored)) {
       this.tree.editRange(key, key, true, (_k, v) => {

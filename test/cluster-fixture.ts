@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { prng } from '../bench/keys.js';
 import { KeysliceClient } from '../coordinator/client/client.js';
-import { startLocalCluster, startSliceNode, type ClusterOptions, type LocalCluster, type ManagedProcess, type SliceNodeOptions } from '../coordinator/cli/local-cluster.js';
+import { nodeOptionsOf, startLocalCluster, startSliceNode, type ClusterOptions, type LocalCluster, type ManagedProcess, type SliceNodeOptions } from '../coordinator/cli/local-cluster.js';
 import type { OperationName, Request, Response } from '../shared/api.js';
 import { KeysliceError, isErrorCode } from '../shared/errors.js';
 import { sliceOf } from '../shared/hashing.js';
@@ -25,11 +25,13 @@ export interface ClusterHandle {
   client: KeysliceClient;
   http: Api;
   dataDir: string;
+  /** What useCluster was given: restartNode starts a node as the cluster's others were. */
+  options: Partial<ClusterOptions>;
 }
 
 /** Starts a cluster before the file's tests and stops every process after them. */
 export function useCluster(opts: Partial<ClusterOptions> = {}): ClusterHandle {
-  const handle = {} as ClusterHandle;
+  const handle = { options: opts } as ClusterHandle;
   beforeAll(async () => {
     handle.dataDir = mkdtempSync(join(tmpdir(), 'keyslice-test-'));
     // Replication factor 1 unless a test asks for more: the stories written before replication (slice moves,
@@ -103,9 +105,11 @@ export async function leaderOf(h: ClusterHandle, table: string, id: string): Pro
   }
 }
 
-/** Starts `node` (stopped) again on its port and data folder, in place: the fixture stops the new process. */
+/** Starts `node` (stopped) again on its port and data folder, in place, with the cluster's node options (workers,
+ * durability, snapshot threshold, capacity, log) unless `extra` says otherwise: the fixture stops the new process. */
 export async function restartNode(h: ClusterHandle, node: ManagedProcess, extra: Partial<SliceNodeOptions> = {}): Promise<void> {
-  const again = await startSliceNode({ name: node.name, dataDir: join(h.dataDir, node.name), port: Number(new URL(node.url).port), workers: 2, clusterSecret: h.cluster.clusterSecret, ...extra });
+  const port = Number(new URL(node.url).port);
+  const again = await startSliceNode({ name: node.name, dataDir: join(h.dataDir, node.name), port, ...nodeOptionsOf(h.options), clusterSecret: h.cluster.clusterSecret, ...extra });
   node.child = again.child;
 }
 

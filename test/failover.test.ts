@@ -42,7 +42,7 @@ async function readAll(ids: string[]): Promise<Map<string, unknown>> {
   return out;
 }
 
-const restart = (node: ManagedProcess) => restartNode(c, node, { durability: 'fsync' });
+const restart = (node: ManagedProcess) => restartNode(c, node);
 
 const ids = Array.from({ length: 40 }, (_, i) => `k${i}`);
 

@@ -530,13 +530,18 @@ describe('a partition packs the items of its part of a scan page when asked', ()
       // Here the first worker is asked for slices 0 and 1, the second for 2 and 3, and both answer slice 0's entries.
       checkSliceResult(op(packed, [0, 1]), scan(packed));
       expect(() => checkSliceResult(op(packed, [2, 3]), scan(packed)), `packed ${packed}`).toThrow(/slice 0, not one of the slices it was asked for/);
-      // Answers that pass, from workers asked for their own slices, merge into a page in order.
+      // Answers that pass, from workers asked for their own slices, merge into a page in order. From slice 0 after
+      // k28, 5 each: the first worker answers slice 0's k32, k36 and slice 2's k02, k06, k10, the second slice 1's
+      // k01 .. k17; the page takes the first worker's two of slice 0, then the second's three of slice 1.
+      const from = (slices: number[]): SliceOpMessage => [SliceOp.Scan, 1, 0, 'k28', 5, null, null, sliceSetOf(0, slices), packed];
       const parts = [[0, 2], [1, 3]].map((slices) => {
-        const r = store.execute(op(packed, slices))[1] as ScanResult;
-        checkSliceResult(op(packed, slices), r);
+        const r = store.execute(from(slices))[1] as ScanResult;
+        checkSliceResult(from(slices), r);
         return r;
       });
       const page = scanPage(parts, 5, packed);
+      const items = packed ? (page.items as PackedItems).parts.map((p) => reference.unpack(p) as Item) : (page.items as Item[]);
+      expect(items.map((item) => item.sk), `packed ${packed}`).toEqual([32, 36, 1, 5, 9]);
       expect(page.marker).toBeDefined();
     }
   });

@@ -33,8 +33,6 @@ const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const REMOVE_AFTER_MS = 3_000;
 
-
-
 /** Waits until the replica moves that the nodes' joining started are done and every change settled: the 4th
  * node to join takes its share of replicas (docs/replication.md), and the stories below start from a settled
  * cluster, whose replica sets they read before their kill or drain. */

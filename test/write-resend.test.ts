@@ -100,7 +100,7 @@ describe('writes in flight on a leader that is lost (R=3, real processes)', () =
       await stopProcess(second.child, 'SIGKILL');
       await statusUntil(c, 'the killed leader replaced', leadsNothing(second));
       await sleep(1_000);
-      await restartNode(c, second, { durability: 'fsync' });
+      await restartNode(c, second);
       await allLed(c, 'every slice led again');
       await sleep(500);
     } finally {

@@ -187,9 +187,14 @@ export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTE
 /** Slice nodes of `npm start` / `keyslice local` (ports 7101-7103 by default). */
 export const LOCAL_NODES = 3;
 
+/** What each slice node of a cluster started with `opts` is given, but its name, folder, port and secret: a test
+ * that restarts one of its nodes starts it the same way. */
+export function nodeOptionsOf(opts: Partial<ClusterOptions>): Pick<SliceNodeOptions, 'workers' | 'durability' | 'snapshotAfterBytes' | 'capacity' | 'log'> {
+  return { workers: opts.workers ?? 2, durability: opts.durability, snapshotAfterBytes: opts.snapshotAfterBytes, capacity: opts.capacity, log: opts.log };
+}
+
 export async function startLocalCluster(opts: ClusterOptions): Promise<LocalCluster> {
   const nodeCount = opts.nodes ?? 2;
-  const workers = opts.workers ?? 2;
   const envSecret = process.env.KEYSLICE_CLUSTER_SECRET;
   const clusterSecret = opts.clusterSecret ?? (envSecret !== undefined && envSecret !== '' ? envSecret : newClusterSecret());
   const started: ManagedProcess[] = [];
@@ -202,11 +207,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
           name: `slice-node-${i + 1}`,
           dataDir: join(opts.dataDir, `slice-node-${i + 1}`),
           port: opts.nodePortBase ? opts.nodePortBase + i : 0,
-          workers,
-          durability: opts.durability,
-          snapshotAfterBytes: opts.snapshotAfterBytes,
-          capacity: opts.capacity,
-          log: opts.log,
+          ...nodeOptionsOf(opts),
           clusterSecret,
         }).then((p) => {
           started.push(p);

@@ -32,7 +32,8 @@ export class RouterView implements Routing, TableSource {
   private upSince: number[] = [];
   private waiters: (() => void)[] = [];
   private closed = false;
-  /** Whether the coordinator answered since the long poll last failed (reached), and since when it did not. */
+  /** Whether the map poll's last request was answered, and since when it was not: the poll alone says, so that a
+   * poll that keeps failing (a proxy that times out held requests) is not hidden by refreshes that get through. */
   coordinatorUp = false;
   lostSince: number | null = null;
   private lastProblem = '';
@@ -164,10 +165,7 @@ export class RouterView implements Routing, TableSource {
     if (!force && Date.now() - this.lastRefreshAt < ROUTER_REFRESH_INTERVAL_MS_MIN) return Promise.resolve();
     this.lastRefreshAt = Date.now();
     this.refreshing = this.fetchView(false)
-      .then((v) => {
-        this.apply(v);
-        this.reached();
-      })
+      .then((v) => this.apply(v))
       .catch(() => {})
       .finally(() => (this.refreshing = null));
     return this.refreshing;
@@ -200,11 +198,16 @@ export class RouterView implements Routing, TableSource {
     });
   }
 
+  /** The first poll after a failure is not held (answered at once, even with nothing newer than our copy, which a
+   * refresh may have taken meanwhile): the router says 'connected' at the coordinator's first answer, then holds. */
   private async pollLoop(): Promise<void> {
     while (!this.closed) {
       try {
-        this.apply(await this.fetchView(true));
-        this.reached();
+        this.apply(await this.fetchView(this.coordinatorUp, true));
+        if (!this.coordinatorUp) this.log(`coordinator ${this.coordinatorUrl} reached: map epoch ${this.epoch}, ${this.tables.size} tables`);
+        this.coordinatorUp = true;
+        this.lostSince = null;
+        this.lastProblem = '';
       } catch (err) {
         if (this.closed) return;
         const problem = (err as Error).message;
@@ -219,21 +222,11 @@ export class RouterView implements Routing, TableSource {
     }
   }
 
-  /** A feed request was answered, the long poll's or a refresh's. A refresh's counts too: once the coordinator is back,
-   * the first answer can be a refresh's (a WrongOwner sets one off), and the poll after it, with nothing newer to wait
-   * for, is held ROUTER_FEED_HOLD_MS: the router would say it had lost the coordinator that long after it reached it. */
-  private reached(): void {
-    if (!this.coordinatorUp) this.log(`coordinator ${this.coordinatorUrl} reached: map epoch ${this.epoch}, ${this.tables.size} tables`);
-    this.coordinatorUp = true;
-    this.lostSince = null;
-    this.lastProblem = '';
-  }
-
-  /** One feed request: `hold` waits for a change newer than our copy (the long poll). */
-  private async fetchView(hold: boolean): Promise<ClusterView> {
+  /** One feed request: `hold` waits for a change newer than our copy; `poll`: the map poll's (aborted by close). */
+  private async fetchView(hold: boolean, poll = false): Promise<ClusterView> {
     const q = hold && this.view !== null ? `?after=${this.view.version}&incarnation=${this.view.incarnation}` : '';
     const abort = new AbortController();
-    if (hold) this.polling = abort;
+    if (poll) this.polling = abort;
     const timer = setTimeout(() => abort.abort(new Error(`no answer within ${ROUTER_FEED_TIMEOUT_MS} ms`)), ROUTER_FEED_TIMEOUT_MS);
     try {
       const res = await fetch(`${this.coordinatorUrl}${CLUSTER_API_PREFIX}feed${q}`, { headers: { [CLUSTER_SECRET_HEADER]: this.clusterSecret }, signal: abort.signal });
