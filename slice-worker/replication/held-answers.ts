@@ -10,6 +10,13 @@ import { assert } from '../../shared/errors.js';
 import { REPLICA_COMMIT_WAIT_MS, REPLICA_LEASE_WAIT_MS } from '../../shared/limits.js';
 import { RESULT_ERROR, type SliceOpResult } from '../../shared/protocol.js';
 
+/** An op's answer on a slice whose replica on this node is not its serving leader (worker.ts refuses it before it
+ * runs; the simulation's leaders the same): refused, so the router may send it again (notApplied), to the leader the
+ * next map names. */
+export function notServing(slice: number, term: number): SliceOpResult {
+  return [RESULT_ERROR, 'Unavailable', `slice ${slice} has no serving leader on this node (term ${term}); retry`, { notApplied: true }];
+}
+
 /** What a held chunk looks at of a slice's replica (replica.ts Replica). */
 export interface HeldReplica {
   readonly commitIndex: number;
@@ -115,6 +122,13 @@ export class HeldAnswers {
     if (waiting === undefined) return;
     const commit = this.replicaOf(slice).commitIndex;
     for (const h of [...waiting]) if (h.leases.has(slice) && h.waits.get(slice)! <= commit) this.release(h, slice);
+  }
+
+  /** The leader of `slice` was deposed in `term`, and its store put back to what is committed: what the held ops
+   * wrote or read may never be. Outcome unknown, not notApplied: a write's record may still commit under the next
+   * leader (a router sends it again only with its request id). */
+  deposed(slice: number, term: number): void {
+    this.unknown(slice, `slice ${slice} lost its leader on this node (term ${term}) before this was committed: outcome unknown`);
   }
 
   /** What waits on `slice` gets no commit from this replica (it was deposed, or the slice left the node): the ops on
