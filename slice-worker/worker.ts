@@ -517,7 +517,8 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
     run: (chunks) => runBatches(chunks, chunks.map(() => false), chunks.map(() => null)),
     replicate: onPeerFrame,
     held: (ticket, send) => {
-      // Released only by a commit, a lease or the tick (HeldAnswers.tick), which come in later turns than the task that held it.
+      // Released only by a commit, a lease, a deposition or a slice leaving the node (HeldAnswers.unknown) or the tick
+      // (HeldAnswers.tick), which come in later turns than the task that held it.
       assert(!heldOnBatchPort.has(ticket) && !answers.some(([t]) => t === ticket), `ticket ${ticket} is held once, and is still held`);
       heldOnBatchPort.set(ticket, send);
     },
