@@ -16,9 +16,10 @@
 // of its own, which a worker encoded and a worker decodes and checks (it names the connection of one that fails,
 // which is closed); the main thread reads a frame's [slice, bytes] entries and picks the worker by the slice. A
 // Replicate frame is taken from the coordinator (from -1) on the coordinator's connection only; a peer's (a node
-// index) is refused as malformed by decodeNodeFrame: it goes to the worker's batch port. Messages for slices this node holds no replica of
-// are dropped. The node still greets a peer's workers with Hello on a connection that shows the cluster secret and
-// this node protocol: that names its workers' batch ports, and its closing tells them the node is gone.
+// index) is refused as malformed by decodeNodeFrame: it goes to the worker's batch port. Messages for slices this
+// node holds no replica of are dropped. The node still greets a peer's workers with Hello on a connection that shows
+// the cluster secret and this node protocol: that names its workers' batch ports, and its closing tells them the
+// node is gone.
 import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';

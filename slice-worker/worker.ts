@@ -60,7 +60,7 @@ import { COORDINATOR, foldedWidth, isFoldable, unfoldAt, type ReplicationMessage
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
-import { HeldAnswers } from './replication/held-answers.js';
+import { HeldAnswers, notServing } from './replication/held-answers.js';
 import { ReplicaLog } from './replication/replica-log.js';
 import type { Replica } from './replication/replica.js';
 import { SliceReplicas } from './replication/slice-replicas.js';
@@ -178,7 +178,7 @@ function openReplicas(self: number): string {
   replicas = new SliceReplicas(self, store, replicaLog, (slice, to, message) => {
     outbox.push([slice, to, message]);
     queuePortFlush();
-  }, { committed: (slice, index) => held.committed(slice, index), deposed: onDeposed, malformed: onMalformed, leased: (slice) => held.leased(slice) });
+  }, { committed: (slice, index) => held.committed(slice, index), deposed: (slice, term) => held.deposed(slice, term), malformed: onMalformed, leased: (slice) => held.leased(slice) });
   setInterval(() => {
     replicas!.tick();
     held.tick();
@@ -388,11 +388,6 @@ function answerHeld(ticket: number, results: SliceOpResult[]): void {
 /** Held chunks that came on the batch port: ticket -> what sends their answer there (not through the node). */
 const heldOnBatchPort = new Map<number, (results: Uint8Array) => void>();
 
-function onDeposed(slice: number, term: number): void {
-  // The store was put back to what is committed: what these ops wrote or read may never be.
-  held.unknown(slice, `slice ${slice} lost its leader on this node (term ${term}) before this was committed: outcome unknown`);
-}
-
 /** The replicated slices an op reads or writes (null: none). */
 function replicatedSlicesOf(op: SliceOpMessage): number[] | null {
   let slices: number[] | null = null;
@@ -435,8 +430,7 @@ function refusalFor(slices: number[]): SliceOpResult | null {
   for (const s of slices) {
     // A slice this worker does not own is the store's to refuse (WrongOwner), as before.
     if (store.owns(s) && !replicas!.serving(s)) {
-      // Refused before it ran: the router may send it again (notApplied), to the leader the next map names.
-      return [RESULT_ERROR, 'Unavailable', `slice ${s} has no serving leader on this node (term ${replicas!.of(s).term}); retry`, { notApplied: true }];
+      return notServing(s, replicas!.of(s).term);
     }
   }
   return null;
@@ -523,7 +517,8 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
     run: (chunks) => runBatches(chunks, chunks.map(() => false), chunks.map(() => null)),
     replicate: onPeerFrame,
     held: (ticket, send) => {
-      // Released only by a commit, a lease or the tick (HeldAnswers.tick), which come in later turns than the task that held it.
+      // Released only by a commit, a lease, a deposition or a slice leaving the node (HeldAnswers.unknown) or the tick
+      // (HeldAnswers.tick), which come in later turns than the task that held it.
       assert(!heldOnBatchPort.has(ticket) && !answers.some(([t]) => t === ticket), `ticket ${ticket} is held once, and is still held`);
       heldOnBatchPort.set(ticket, send);
     },

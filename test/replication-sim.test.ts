@@ -4,20 +4,28 @@
 // holding longer logs of older terms and links that stall and then deliver what
 // they held a term or more late, leaders that cannot commit within their
 // commit wait (answered outcome unknown and resent), each checked by the
-// acknowledged-write checker. A failure names its seed; KEYSLICE_SIM_SEED=<seed> replays that run
-// alone (KEYSLICE_SIM_RUNS=<n> changes how many run).
+// acknowledged-write checker. A failure names its seed and how to replay it: KEYSLICE_SIM_SEED=<seed>
+// runs that seed alone in each test (in each way a test runs its seeds: plain and on stores where it runs
+// both), KEYSLICE_SIM_RUNS=<n> changes how many run.
 import { describe, expect, it } from 'vitest';
 import { runSimulation, SimFailure, type SimOptions, type SimReport } from './replication-sim.js';
 
 const only = process.env.KEYSLICE_SIM_SEED;
 const runs = Number(process.env.KEYSLICE_SIM_RUNS ?? 400);
 const BASE_SEED = 1_000;
+/** The runs of a test that runs half its seeds on stores: [seed, on stores] each, every other one on stores. A
+ * one-seed replay runs its seed both plain and on stores, so that it reproduces either failure (whose message says
+ * which: ", with store: true" for a run on stores). */
+const halfOnStores = (count: number): [number, boolean][] =>
+  only !== undefined ? [[Number(only), false], [Number(only), true]] : Array.from({ length: count }, (_, i) => [BASE_SEED + i, i % 2 === 1]);
 /** The stall runs (below): a fifth of `runs`, half on stores, in place of a quarter of the plain ones (about as much CPU). */
 const stallRuns = Math.ceil(runs / 5);
 /** The commit-timeout runs (below): an eighth of `runs`, half on stores, in place of a fifth of the runs on stores
  * (these run 3 s of faults to their 2 s, so about as much CPU). */
 const commitTimeoutRuns = Math.ceil(runs / 8);
-const storeRuns = Math.ceil(runs / 2) - Math.ceil(runs / 5);
+/** The runs on stores alone: half of `runs`, less the fifth that went to the commit-timeout runs; at least one (with
+ * KEYSLICE_SIM_RUNS of 1 or 2 the difference is 0, and the test's `acked > 0` would fail on no run). */
+const storeRuns = Math.max(1, Math.ceil(runs / 2) - Math.ceil(runs / 5));
 /** The plain runs: a quarter of `runs` went to the deposedTail runs (below), which cost about as much, and another
  * quarter to the stall runs. */
 const plainRuns = Math.max(1, runs - 2 * Math.ceil(runs / 4));
@@ -75,8 +83,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`loses no acknowledged write across replica-set changes: drains, undone replica moves, replacements, added and removed replicas, replicas that left dropping their state, with elections and crashes at any moment (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 2)} runs, half on stores`})`, () => {
-    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 2) }, (_, i) => BASE_SEED + i);
-    const reports = seeds.map((seed, i) => runSimulation({ seed, setChanges: true, store: i % 2 === 1 }));
+    const reports = halfOnStores(Math.ceil(runs / 2)).map(([seed, store]) => runSimulation({ seed, setChanges: true, store }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     console.log(
       `replication sim with set changes: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes (${sum((r) => r.movesUndone)} moves undone, ${sum((r) => r.ledOn)} led on by their leader), ` +
@@ -92,8 +99,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`loses no acknowledged write when a drain's new replica's node goes down: the step undone, and its replica placed on another node that is up, or on one once it is up (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 4)} runs, half on stores`})`, () => {
-    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 4) }, (_, i) => BASE_SEED + i);
-    const reports = seeds.map((seed, i) => runSimulation({ seed, setChanges: 'drain-down', store: i % 2 === 1 }));
+    const reports = halfOnStores(Math.ceil(runs / 4)).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-down', store }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     console.log(
       `replication sim, drains onto nodes that go down: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.movesUndone)} drain steps undone ` +
@@ -123,8 +129,7 @@ describe('replication under a seeded simulation', () => {
   }
 
   it(`loses no acknowledged write when the coordinator restarts, often in the middle of a replica-set change (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 2)} runs, half on stores`})`, () => {
-    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 2) }, (_, i) => BASE_SEED + i);
-    const reports = seeds.map((seed, i) => runSimulation({ seed, setChanges: true, coordinatorRestarts: true, store: i % 2 === 1 }));
+    const reports = halfOnStores(Math.ceil(runs / 2)).map(([seed, store]) => runSimulation({ seed, setChanges: true, coordinatorRestarts: true, store }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     console.log(`replication sim with coordinator restarts: ${reports.length} runs, ${sum((r) => r.coordinatorRestarts)} restarts (${sum((r) => r.restartsUnsettled)} with a change unsettled), ${sum((r) => r.acked)} writes acknowledged`);
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
@@ -151,8 +156,9 @@ describe('replication under a seeded simulation', () => {
     // Raft's counterexample to electing the longest log (SimOptions.deposedTail): an election that compares last
     // indexes before last terms, here or past a replica that left the set, elects the deposed leader and loses what
     // the newer one committed (20 and 7 of these 100 runs fail so: docs/replication-notes.md).
-    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: Math.ceil(runs / 4) }, (_, i) => BASE_SEED + i);
-    const reports = seeds.map((seed, i) => runSimulation({ seed, deposedTail: i % 2 === 1 ? 'replace' : true, store: (i >> 1) % 2 === 1 }));
+    // [seed, i]: the i-th run's way (a replacement or not, on stores or not); a one-seed replay runs its seed all four ways.
+    const planned = only !== undefined ? [0, 1, 2, 3].map((i) => [Number(only), i]) : Array.from({ length: Math.ceil(runs / 4) }, (_, i) => [BASE_SEED + i, i]);
+    const reports = planned.map(([seed, i]) => runSimulation({ seed, deposedTail: i % 2 === 1 ? 'replace' : true, store: (i >> 1) % 2 === 1 }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     console.log(
       `replication sim, deposed leaders with longer logs of older terms: ${reports.length} runs, ${sum((r) => r.deposedTails)} newer leaders killed with a deposed one's tail in place, ` +
@@ -170,8 +176,7 @@ describe('replication under a seeded simulation', () => {
     // SimOptions.stall: a few links a run, and at R=3 two schedules: a replica's answer to an older term's Prepare
     // brought into the election after the leader it then followed was killed (the story in replica-rules.test.ts), and
     // a deposed leader that does not know it whose Appends reach a follower that promised the newer term.
-    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: stallRuns }, (_, i) => BASE_SEED + i);
-    const reports = seeds.map((seed, i) => runSimulation({ seed, stall: true, store: i % 2 === 1 }));
+    const reports = halfOnStores(stallRuns).map(([seed, store]) => runSimulation({ seed, stall: true, store }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     const late = (type: string) => sum((r) => r.lateOlderTerm[type] ?? 0);
     console.log(
@@ -196,11 +201,11 @@ describe('replication under a seeded simulation', () => {
     // run; its held writes answered by the worker's own timeout path (held-answers.ts). On stores the router resends
     // them with their request ids (a copy applied twice fails its condition); the plain runs keep no ids, so an unknown
     // outcome stays unknown there (a resend could store a value twice, which the checker fails).
-    const seeds = only !== undefined ? [Number(only)] : Array.from({ length: commitTimeoutRuns }, (_, i) => BASE_SEED + i);
-    const reports = seeds.map((seed, i) => runSimulation({ seed, commitTimeouts: true, store: i % 2 === 1 }));
+    const planned = halfOnStores(commitTimeoutRuns);
+    const reports = planned.map(([seed, store]) => runSimulation({ seed, commitTimeouts: true, store }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     const hit = reports.filter((r) => r.commitTimeouts > 0).length;
-    const onStores = reports.filter((_, i) => seeds.length === 1 || i % 2 === 1);
+    const onStores = reports.filter((_, i) => planned[i][1]);
     console.log(
       `replication sim with leaders past their commit wait: ${reports.length} runs, ${sum((r) => r.noMajorityCuts)} leaders cut off from their followers, ` +
         `${hit} runs with a commit timeout (${sum((r) => r.commitTimeouts)} writes answered outcome unknown by it, ${sum((r) => r.timeoutAnswers)} of those answers reached the router in time); ` +

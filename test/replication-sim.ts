@@ -16,7 +16,7 @@ import { chooseLeader, sameSet, setsBefore, SliceFailover, type LastRecord } fro
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
-import { HeldAnswers } from '../slice-worker/replication/held-answers.js';
+import { HeldAnswers, notServing } from '../slice-worker/replication/held-answers.js';
 import { mayResend } from '../coordinator/router/router.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { decodeReplicated } from '../slice-worker/log-format.js';
@@ -537,7 +537,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         requests.delete(ticket);
         answer(i, requestId, results[0], heldTicking);
       },
-      { leaseWaitMs: LEASE_WAIT_MS, commitWaitMs: COMMIT_WAIT_MS },
+      // Writes only are held here (the readers wait for their lease by their own loop): no lease wait to give.
+      { commitWaitMs: COMMIT_WAIT_MS },
     );
   }
   /** A write of `requestId` ran on node i's leader: answered now if its record is committed, else held. */
@@ -546,7 +547,6 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (ticket === null) return answer(i, requestId, result);
     heldRequests[i].set(ticket, requestId);
   }
-  const deposedMessage = (term: number) => `slice ${STORE_SLICE} lost its leader on this node (term ${term}) before this was committed: outcome unknown`;
 
   /** Store mode: each node's disk of this life (its checkpoint), and the compaction it runs (as a worker does:
    * SliceCompaction's steps, a bounded wait for a leader's prepared state to commit, then the checkpoint), a step a
@@ -624,7 +624,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       (_slice, to, m) => send(i, to, m),
       {
         committed: (slice, index) => held[i]!.committed(slice, index),
-        deposed: (slice, term) => held[i]!.unknown(slice, deposedMessage(term)),
+        deposed: (slice, term) => held[i]!.deposed(slice, term),
         leased: (slice) => held[i]!.leased(slice),
       },
       () => clock.now,
@@ -662,7 +662,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       },
       snapshotState: () => encodeState(states[i]),
       committed: (index) => held[i]!.committed(STORE_SLICE, index),
-      deposed: (term) => held[i]!.unknown(STORE_SLICE, deposedMessage(term)),
+      deposed: (term) => held[i]!.deposed(STORE_SLICE, term),
       now: () => clock.now,
       timing: SIM_REPLICA_TIMING,
     };
@@ -922,8 +922,6 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let nextValue = 1;
   let nextRequest = 1;
   const routerWaitMs = opts.commitTimeouts === true ? ROUTER_WAIT_MS_PAST_COMMIT_WAIT : REQUEST_TIMEOUT_MS;
-  /** A worker's refusal of an op on a slice it does not serve (worker.ts refusalFor): not applied. */
-  const notServing = (node: number): SliceOpResult => [RESULT_ERROR, 'Unavailable', `slice ${STORE_SLICE} has no serving leader on node ${node}; retry`, { notApplied: true }];
   function answer(node: number, requestId: number, result: SliceOpResult, timedOut = false): void {
     deliverLater(node, ROUTER, () => outcomes.get(requestId)?.(result, timedOut));
   }
@@ -968,13 +966,15 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     outcomes.set(requestId, settle);
     clock.at(routerWaitMs, () => settle('timeout'));
     const leader = tailWritesTo ?? mapLeader;
-    if (leader === null) return settle(notServing(-1));
+    // The router's own refusal while its map names no leader (router.ts: no slice node for the slice yet): not applied.
+    if (leader === null) return settle([RESULT_ERROR, 'Unavailable', `slice ${STORE_SLICE} has no leader in the router's map; retry`, { notApplied: true }]);
     deliverLater(ROUTER, leader, () => {
       const r = replicas[leader];
       if (r === null) return;
       if (opts.store === true) {
         // As a worker: execute against the store, then propose the effects (only while serving).
-        if (!r.serving) return answer(leader, requestId, notServing(leader));
+        // A worker's refusal of an op on a slice it does not serve (worker.ts refusalFor): its own answer, not applied.
+        if (!r.serving) return answer(leader, requestId, notServing(STORE_SLICE, r.term));
         const store = stores[leader]!;
         const sr = sliceReplicas[leader]!;
         const put = sr.execute(op);
@@ -987,7 +987,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         return holdWrite(leader, requestId, put);
       }
       const index = r.propose(encodeWrite(w.key, w.value));
-      if (index === null) return answer(leader, requestId, notServing(leader));
+      if (index === null) return answer(leader, requestId, notServing(STORE_SLICE, r.term));
       holdWrite(leader, requestId, [RESULT_OK, null]);
     });
   }

@@ -10,6 +10,13 @@ import { assert } from '../../shared/errors.js';
 import { REPLICA_COMMIT_WAIT_MS, REPLICA_LEASE_WAIT_MS } from '../../shared/limits.js';
 import { RESULT_ERROR, type SliceOpResult } from '../../shared/protocol.js';
 
+/** An op's answer on a slice whose replica on this node is not its serving leader (worker.ts refuses it before it
+ * runs; the simulation's leaders the same): refused, so the router may send it again (notApplied), to the leader the
+ * next map names. */
+export function notServing(slice: number, term: number): SliceOpResult {
+  return [RESULT_ERROR, 'Unavailable', `slice ${slice} has no serving leader on this node (term ${term}); retry`, { notApplied: true }];
+}
+
 /** What a held chunk looks at of a slice's replica (replica.ts Replica). */
 export interface HeldReplica {
   readonly commitIndex: number;
@@ -18,7 +25,8 @@ export interface HeldReplica {
   renewLease(): void;
 }
 
-/** How long a lease and a commit are waited for, ms: shared/limits.ts's; the simulation's failover is faster, so its own. */
+/** How long a lease and a commit are waited for, ms: shared/limits.ts's where not given; the simulation's failover is
+ * faster, so its commit wait is its own (it holds writes only: its readers wait for the lease by their own loop). */
 export interface HeldTiming {
   leaseWaitMs: number;
   commitWaitMs: number;
@@ -48,8 +56,9 @@ export class HeldAnswers {
   /** Every held chunk, oldest first (a Set keeps the order it was added in): each one's commitBy is later than the
    * one before's, so the tick looks only at those past theirs and the next (commitTimeouts). */
   private readonly byAge = new Set<Held>();
-  /** Held chunks answered because REPLICA_COMMIT_WAIT_MS passed (the simulation counts them). */
-  timedOut = 0;
+  private timedOutCount = 0;
+  private readonly leaseWaitMs: number;
+  private readonly commitWaitMs: number;
 
   constructor(
     private readonly replicaOf: (slice: number) => HeldReplica,
@@ -57,8 +66,16 @@ export class HeldAnswers {
     private readonly now: () => number,
     /** A held chunk's answer, once nothing is waited for any more: called once per ticket, never inside hold(). */
     private readonly answer: (ticket: number, results: SliceOpResult[]) => void,
-    private readonly timing: HeldTiming = { leaseWaitMs: REPLICA_LEASE_WAIT_MS, commitWaitMs: REPLICA_COMMIT_WAIT_MS },
-  ) {}
+    timing: Partial<HeldTiming> = {},
+  ) {
+    this.leaseWaitMs = timing.leaseWaitMs ?? REPLICA_LEASE_WAIT_MS;
+    this.commitWaitMs = timing.commitWaitMs ?? REPLICA_COMMIT_WAIT_MS;
+  }
+
+  /** Held chunks answered because REPLICA_COMMIT_WAIT_MS passed (the simulation counts them). */
+  get timedOut(): number {
+    return this.timedOutCount;
+  }
 
   /** A chunk that touched replicated slices: null if each slice's commit index already reaches its last index (what
    * the chunk wrote or saw) and the leader of each slice it read holds its lease (answer it now), else the ticket it
@@ -82,7 +99,7 @@ export class HeldAnswers {
     });
     if (waits.size === 0) return null;
     const now = this.now();
-    const h: Held = { ticket: this.nextTicket++, results, opSlices, reads, waits, leases, leaseBy: now + this.timing.leaseWaitMs, commitBy: now + this.timing.commitWaitMs };
+    const h: Held = { ticket: this.nextTicket++, results, opSlices, reads, waits, leases, leaseBy: now + this.leaseWaitMs, commitBy: now + this.commitWaitMs };
     if (leases.size > 0) this.forLease.add(h);
     this.byAge.add(h);
     for (const s of waits.keys()) {
@@ -117,6 +134,13 @@ export class HeldAnswers {
     for (const h of [...waiting]) if (h.leases.has(slice) && h.waits.get(slice)! <= commit) this.release(h, slice);
   }
 
+  /** The leader of `slice` was deposed in `term`, and its store put back to what is committed: what the held ops
+   * wrote or read may never be. Outcome unknown, not notApplied: a write's record may still commit under the next
+   * leader (a router sends it again only with its request id). */
+  deposed(slice: number, term: number): void {
+    this.unknown(slice, `slice ${slice} lost its leader on this node (term ${term}) before this was committed: outcome unknown`);
+  }
+
   /** What waits on `slice` gets no commit from this replica (it was deposed, or the slice left the node): the ops on
    * it answer Unavailable, outcome unknown, with `message`. */
   unknown(slice: number, message: string): void {
@@ -146,7 +170,7 @@ export class HeldAnswers {
       for (const s of [...h.leases]) {
         h.opSlices.forEach((slices, i) => {
           if (h.reads[i] && slices !== null && slices.includes(s)) {
-            h.results[i] = [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node holds no lease (no answer from a majority of its replicas for ${this.timing.leaseWaitMs} ms); retry`, { notApplied: true }];
+            h.results[i] = [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node holds no lease (no answer from a majority of its replicas for ${this.leaseWaitMs} ms); retry`, { notApplied: true }];
           }
         });
         h.leases.delete(s);
@@ -167,13 +191,13 @@ export class HeldAnswers {
     const now = this.now();
     for (const h of this.byAge) {
       if (now < h.commitBy) return; // the later ones were held later
-      this.timedOut++;
+      this.timedOutCount++;
       for (const s of [...h.waits.keys()]) {
         h.opSlices.forEach((slices, i) => {
           if (slices === null || !slices.includes(s)) return;
           h.results[i] = h.reads[i]
-            ? [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node could not commit what this read saw within ${this.timing.commitWaitMs} ms (no majority of its replicas answered); retry`, { notApplied: true }]
-            : [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node did not commit this write within ${this.timing.commitWaitMs} ms (no majority of its replicas answered: they are down or cut off, or this leader was replaced): outcome unknown, it may still commit; send it again with the same request id`];
+            ? [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node could not commit what this read saw within ${this.commitWaitMs} ms (no majority of its replicas answered); retry`, { notApplied: true }]
+            : [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node did not commit this write within ${this.commitWaitMs} ms (no majority of its replicas answered: they are down or cut off, or this leader was replaced): outcome unknown, it may still commit; send it again with the same request id`];
         });
         this.release(h, s);
       }
