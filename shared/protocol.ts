@@ -701,8 +701,10 @@ const replicationUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true,
  * written here field by field (writeAppend), once per object; any other by msgpackr. */
 export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
   if (m.type !== 'Append') return replicationPackr.pack(m);
-  // A leader sends one Append object to every follower whose Append has the same fields (Replica.appendFrom): its
-  // bytes are written once and given again (the arena they view is never written again).
+  // A leader sends one Append object to its followers at the same `next` within one call (AppendRound in replica.ts),
+  // so the worker's outbox holds it several times in a row: its bytes are written once and given again. Safe: the
+  // arena they view is never written again, and a message is not changed once sent (the object is compared, not its
+  // fields). It keeps one Append (at most REPLICATION_APPEND_RECORDS_MAX records) alive until the next is written.
   if (m !== lastAppend) {
     lastAppendBytes = writeAppend(m);
     lastAppend = m;
