@@ -29,6 +29,7 @@ import {
   NODE_RECONNECT_DELAY_MS_MIN,
   PEER_LINK_PING_MS,
   PEER_LINK_QUEUE_BYTES_MAX,
+  PEER_LINK_QUEUED_MESSAGE_BYTES,
   REPLICATION_FRAME_ENTRIES_MAX,
   SLICE_COUNT_MAX,
 } from '../shared/limits.js';
@@ -40,8 +41,9 @@ import { backoffMs } from '../shared/timeout.js';
  * into numbers (byWorker). */
 export type PeerEntry = [slice: number, message: Uint8Array | FoldableMessage];
 
-/** What an entry counts against the queue's bound: a message's bytes, or 8 bytes a number. */
-const entryBytes = ([, m]: PeerEntry): number => (m instanceof Uint8Array ? m.byteLength : 8 * foldedWidth(foldedType(m)));
+/** What an entry counts against the queue's bound: a message's bytes, or a KeepAlive's or AppendOk's object
+ * (PEER_LINK_QUEUED_MESSAGE_BYTES: it is folded only when sent). */
+const entryBytes = ([, m]: PeerEntry): number => (m instanceof Uint8Array ? m.byteLength : PEER_LINK_QUEUED_MESSAGE_BYTES);
 
 function dial(url: string, secret: string): WebSocket {
   const ws = new WebSocket(url, {
@@ -104,7 +106,8 @@ class PeerLink {
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private lastProblem = '';
-  /** Entries or frames dropped since the last report (the core resends what matters; problem() says how many). */
+  /** Messages (one slice's each: bytes, a KeepAlive or an AppendOk, as the worker handed them) or frames (one
+   * worker's part of a turn) dropped since the last report (the core resends what matters; problem() says how many). */
   dropped = 0;
   /** The ping of the node connection: also the wait for its Hello. */
   private pinger: NodeJS.Timeout | undefined;
@@ -258,7 +261,7 @@ class PeerLink {
   }
 
   private problem(line: string): void {
-    if (line !== this.lastProblem) this.log(this.dropped > 0 ? `${line} (${this.dropped} entries or frames for it dropped since the last such line)` : line);
+    if (line !== this.lastProblem) this.log(this.dropped > 0 ? `${line} (${this.dropped} messages or frames for it dropped since the last such line)` : line);
     if (line !== this.lastProblem) this.dropped = 0;
     this.lastProblem = line;
   }
