@@ -32,8 +32,9 @@
 // main thread passes the coordinator's between the wire and its workers without decoding
 // them; the worker that takes one decodes and checks it (decodeReplicationMessage) before it
 // is used; on a batch port the whole frame is (decodeNodeFrame, receiver 'worker').
-// KeepAlives and AppendOks alone travel as a message (a turn's keep-alives or
-// acknowledgements to one worker, as numbers: replication-protocol.ts).
+// KeepAlives and AppendOks alone travel as a message (one entry per peer worker of a frame's
+// keep-alives or acknowledgements, as numbers: a turn's, or several turns' sent while the link
+// was dialed; replication-protocol.ts).
 // Batch ports (20): each worker thread listens on a port of its own (Hello's batchPorts,
 // one per worker, on the node's host) where a router sends that worker's Batch frames
 // (one part, naming that worker) and gets their BatchReply / BatchError back, with no
@@ -583,7 +584,8 @@ export type DecodedReplicateEntry = [slice: number, message: ReplicationMessage]
 /** What a slice node gets from decodeNodeFrame: each message as its bytes, unchecked (its worker checks them:
  * decodeReplicationMessage), except KeepAlives and AppendOks, checked whole. */
 export type WireReplicateEntry = [slice: number, message: Uint8Array | FoldedMessage];
-/** The messages that travel as a map (FOLDED_MESSAGES): a turn's keep-alives or acknowledgements to one node, as numbers. */
+/** The messages that travel as a map (FOLDED_MESSAGES): a frame's keep-alives or acknowledgements to one worker of a
+ * peer node, as numbers (replication-protocol.ts). */
 export type FoldedMessage = Extract<ReplicationMessage, { type: 'KeepAlives' | 'AppendOks' }>;
 export const isFoldedMessage = (m: ReplicationMessage): m is FoldedMessage => FOLDED_MESSAGES.has(m.type);
 

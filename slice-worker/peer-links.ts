@@ -57,9 +57,10 @@ function dial(url: string, secret: string): WebSocket {
   return ws;
 }
 
-/** Splits a turn's entries for a node of `workers` workers by the worker that owns each slice there (one list per
+/** Splits entries for a node of `workers` workers (a turn's, or what waited while the link was dialed: several turns',
+ * split by the worker count of the Hello that opened it) by the worker that owns each slice there (one list per
  * worker), folding the KeepAlives and the AppendOks for each worker into one entry of numbers each (foldInto): folded
- * once, for the socket they go on, after the messages' bytes of the turn. An entry holds at most SLICE_COUNT_MAX
+ * once, for the socket they go on, after the messages' bytes. An entry holds at most SLICE_COUNT_MAX
  * slices (the receiver refuses more and closes the link: checkReplicationMessage), and a follower answers every Append
  * it took: a turn that took more than that many (a worker that fell behind, catching up) sends a full entry as it is
  * and starts another. */
@@ -124,7 +125,7 @@ class PeerLink {
     this.connect();
   }
 
-  /** A turn's entries for this peer node. */
+  /** A turn's entries for this peer node: sent at once while the link is open, else held within queueBytesMax. */
   send(entries: PeerEntry[]): void {
     if (this.open) return this.sendNow(entries);
     // Dialing: the first entries of a link wait for it, within the bound.
