@@ -32,8 +32,9 @@
 // main thread passes the coordinator's between the wire and its workers without decoding
 // them; the worker that takes one decodes and checks it (decodeReplicationMessage) before it
 // is used; on a batch port the whole frame is (decodeNodeFrame, receiver 'worker').
-// KeepAlives and AppendOks alone travel as a message (a turn's keep-alives or
-// acknowledgements to one worker, as numbers: replication-protocol.ts).
+// KeepAlives and AppendOks alone travel as a message (one entry per peer worker of a frame's
+// keep-alives or acknowledgements, as numbers: a turn's, or several turns' sent while the link
+// was dialed; replication-protocol.ts).
 // Batch ports (20): each worker thread listens on a port of its own (Hello's batchPorts,
 // one per worker, on the node's host) where a router sends that worker's Batch frames
 // (one part, naming that worker) and gets their BatchReply / BatchError back, with no
@@ -583,7 +584,8 @@ export type DecodedReplicateEntry = [slice: number, message: ReplicationMessage]
 /** What a slice node gets from decodeNodeFrame: each message as its bytes, unchecked (its worker checks them:
  * decodeReplicationMessage), except KeepAlives and AppendOks, checked whole. */
 export type WireReplicateEntry = [slice: number, message: Uint8Array | FoldedMessage];
-/** The messages that travel as a map (FOLDED_MESSAGES): a turn's keep-alives or acknowledgements to one node, as numbers. */
+/** The messages that travel as a map (FOLDED_MESSAGES): a frame's keep-alives or acknowledgements to one worker of a
+ * peer node, as numbers (replication-protocol.ts). */
 export type FoldedMessage = Extract<ReplicationMessage, { type: 'KeepAlives' | 'AppendOks' }>;
 export const isFoldedMessage = (m: ReplicationMessage): m is FoldedMessage => FOLDED_MESSAGES.has(m.type);
 
@@ -701,8 +703,10 @@ const replicationUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true,
  * written here field by field (writeAppend), once per object; any other by msgpackr. */
 export function encodeReplicationMessage(m: ReplicationMessage): Uint8Array {
   if (m.type !== 'Append') return replicationPackr.pack(m);
-  // A leader sends one Append object to every follower whose Append has the same fields (Replica.appendFrom): its
-  // bytes are written once and given again (the arena they view is never written again).
+  // A leader sends one Append object to its followers at the same `next` within one call (AppendRound in replica.ts),
+  // so the worker's outbox holds it several times in a row: its bytes are written once and given again. Safe: the
+  // arena they view is never written again, and a message is not changed once sent (the object is compared, not its
+  // fields). It keeps one Append (at most REPLICATION_APPEND_RECORDS_MAX records) alive until the next is written.
   if (m !== lastAppend) {
     lastAppendBytes = writeAppend(m);
     lastAppend = m;

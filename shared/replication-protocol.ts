@@ -7,9 +7,9 @@
 // wire each is bytes of its own (shared/protocol.ts, encodeReplicationMessage), which
 // a slice node's main thread passes between the coordinator and its workers undecoded;
 // the worker that takes one decodes and checks it (decodeReplicationMessage; a peer's,
-// which comes to the worker's batch port, with its frame). KeepAlives and AppendOks (one
-// turn's KeepAlive or AppendOk messages to a worker of a node, folded into numbers) alone travel as a
-// message: the sending worker's link folds them per worker of the receiving node.
+// which comes to the worker's batch port, with its frame). KeepAlives and AppendOks (the
+// KeepAlive or AppendOk messages one frame carries from a worker to a worker of a peer node, folded
+// into numbers) alone travel as a message: the sending worker's link folds them per worker there.
 import { SLICE_COUNT_MAX } from './limits.js';
 
 /** One record of a slice's replicated log (slice-worker/replication/replica-record.ts makes and checks them). */
@@ -75,16 +75,18 @@ export type ReplicationMessage =
   | { type: 'KeepAlive'; term: number; commitIndex: number; sentAt: number; leased: boolean }
   /** A follower of `term` had the KeepAlive sent at sentAt (the leader's clock): it renews the leader's lease. */
   | { type: 'KeepAliveOk'; term: number; sentAt: number }
-  /** The KeepAlives of one turn from one worker to one node, as numbers (`[slice, term, commitIndex, sentAt, leased
-   * (0 or 1), ...]`) in one
-   * entry whose slice is the first of them: a slice node's worker folds them on its link to the node, one entry per
-   * worker there (peer-links.ts byWorker), and the receiving worker unfolds them, so a replica never sees this one. An idle cluster's replication traffic is mostly
+  /** The KeepAlives from one worker to one worker of a peer node in one frame, as numbers (`[slice, term,
+   * commitIndex, sentAt, leased (0 or 1), ...]`) in one entry whose slice is the first of them: one turn's, or
+   * several turns' sent while the link was dialed (at most SLICE_COUNT_MAX slices an entry; more go in another).
+   * The sending worker's link folds them, one entry per worker there (peer-links.ts byWorker), and the receiving
+   * worker unfolds them, so a replica never sees this one. An idle cluster's replication traffic is mostly
    * keep-alives, and a message per slice costs a copy at each thread hop, an encoding and a check. */
   | { type: 'KeepAlives'; slices: number[] }
-  /** The AppendOks of one turn from one worker to one node, as numbers (`[slice, term, matchIndex, commitIndex,
-   * sentAt, ...]`) in one entry whose slice is the first of them, folded and split as KeepAlives are, so a replica
-   * never sees this one either. Under writes spread over many slices a follower answers about one record per slice
-   * per turn: a message each cost an encoding, a frame entry, a decoding and a check per slice on both nodes. */
+  /** The AppendOks from one worker to one worker of a peer node in one frame, as numbers (`[slice, term, matchIndex,
+   * commitIndex, sentAt, ...]`) in one entry whose slice is the first of them, folded and unfolded as KeepAlives
+   * are, so a replica never sees this one either. Under writes spread over many slices a follower answers about one
+   * record per slice per turn: a message each cost an encoding, a frame entry, a decoding and a check per slice on
+   * both nodes. */
   | { type: 'AppendOks'; slices: number[] }
   /** commitIndex: the commit point the follower holds durably (its leader stops heartbeats once it has it all). */
   /** sentAt: the Append's or Snapshot's that it answers (its leader's lease runs from it). */

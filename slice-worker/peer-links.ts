@@ -29,6 +29,7 @@ import {
   NODE_RECONNECT_DELAY_MS_MIN,
   PEER_LINK_PING_MS,
   PEER_LINK_QUEUE_BYTES_MAX,
+  PEER_LINK_QUEUED_MESSAGE_BYTES,
   REPLICATION_FRAME_ENTRIES_MAX,
   SLICE_COUNT_MAX,
 } from '../shared/limits.js';
@@ -40,8 +41,9 @@ import { backoffMs } from '../shared/timeout.js';
  * into numbers (byWorker). */
 export type PeerEntry = [slice: number, message: Uint8Array | FoldableMessage];
 
-/** What an entry counts against the queue's bound: a message's bytes, or 8 bytes a number. */
-const entryBytes = ([, m]: PeerEntry): number => (m instanceof Uint8Array ? m.byteLength : 8 * foldedWidth(foldedType(m)));
+/** What an entry counts against the queue's bound: a message's bytes, or a KeepAlive's or AppendOk's object
+ * (PEER_LINK_QUEUED_MESSAGE_BYTES: it is folded only when sent). */
+const entryBytes = ([, m]: PeerEntry): number => (m instanceof Uint8Array ? m.byteLength : PEER_LINK_QUEUED_MESSAGE_BYTES);
 
 function dial(url: string, secret: string): WebSocket {
   const ws = new WebSocket(url, {
@@ -55,9 +57,10 @@ function dial(url: string, secret: string): WebSocket {
   return ws;
 }
 
-/** Splits a turn's entries for a node of `workers` workers by the worker that owns each slice there (one list per
+/** Splits entries for a node of `workers` workers (a turn's, or what waited while the link was dialed: several turns',
+ * split by the worker count of the Hello that opened it) by the worker that owns each slice there (one list per
  * worker), folding the KeepAlives and the AppendOks for each worker into one entry of numbers each (foldInto): folded
- * once, for the socket they go on, after the messages' bytes of the turn. An entry holds at most SLICE_COUNT_MAX
+ * once, for the socket they go on, after the messages' bytes. An entry holds at most SLICE_COUNT_MAX
  * slices (the receiver refuses more and closes the link: checkReplicationMessage), and a follower answers every Append
  * it took: a turn that took more than that many (a worker that fell behind, catching up) sends a full entry as it is
  * and starts another. */
@@ -104,7 +107,8 @@ class PeerLink {
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private lastProblem = '';
-  /** Entries or frames dropped since the last report (the core resends what matters; problem() says how many). */
+  /** Messages (one slice's each: bytes, a KeepAlive or an AppendOk, as the worker handed them) or frames (one
+   * worker's part of a turn) dropped since the last report (the core resends what matters; problem() says how many). */
   dropped = 0;
   /** The ping of the node connection: also the wait for its Hello. */
   private pinger: NodeJS.Timeout | undefined;
@@ -121,7 +125,7 @@ class PeerLink {
     this.connect();
   }
 
-  /** A turn's entries for this peer node. */
+  /** A turn's entries for this peer node: sent at once while the link is open, else held within queueBytesMax. */
   send(entries: PeerEntry[]): void {
     if (this.open) return this.sendNow(entries);
     // Dialing: the first entries of a link wait for it, within the bound.
@@ -258,7 +262,7 @@ class PeerLink {
   }
 
   private problem(line: string): void {
-    if (line !== this.lastProblem) this.log(this.dropped > 0 ? `${line} (${this.dropped} entries or frames for it dropped since the last such line)` : line);
+    if (line !== this.lastProblem) this.log(this.dropped > 0 ? `${line} (${this.dropped} messages or frames for it dropped since the last such line)` : line);
     if (line !== this.lastProblem) this.dropped = 0;
     this.lastProblem = line;
   }

@@ -6,11 +6,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { WebSocketServer } from 'ws';
+import { WebSocketServer, type WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, encodeReplicationMessage, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
-import { SLICE_COUNT_MAX } from '../shared/limits.js';
+import { PEER_LINK_QUEUE_BYTES_MAX, PEER_LINK_QUEUED_MESSAGE_BYTES, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { checkReplicationMessage, foldedWidth, unfoldAt, type FoldableMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
 import { byWorker, PeerLinks, type PeerEntry } from '../slice-worker/peer-links.js';
@@ -122,6 +122,90 @@ describe('replication links name their node protocol version', () => {
     } finally {
       links.close();
       await Promise.all([silent, walled].map((s) => new Promise((r) => s.close(r))));
+    }
+  });
+});
+
+describe('a link that dials again (the peer restarted)', () => {
+  it("holds what is sent meanwhile within its share, counting each KeepAlive as PEER_LINK_QUEUED_MESSAGE_BYTES, and sends it by the restarted peer's worker count", async () => {
+    // A stand-in peer node: its first process greets with one worker, then goes (its connections close); its next
+    // one greets, when the story says, with three. Each worker's batch port records the Replicate frames it gets.
+    const listen = async () => {
+      const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+      await new Promise<void>((r) => server.once('listening', () => r()));
+      return server;
+    };
+    const workerPorts = await Promise.all([0, 1, 2, 3].map(() => listen()));
+    const got: [number, FoldableMessage][][] = workerPorts.map(() => []);
+    const sockets: WebSocket[] = [];
+    workerPorts.forEach((server, i) =>
+      server.on('connection', (ws) => {
+        sockets.push(ws);
+        ws.on('message', (data: Buffer) => {
+          const frame = decodeNodeFrame(data, 'worker');
+          if (frame[0] !== NodeFrame.Replicate) throw new Error(`worker port ${i} got frame ${frame[0]}`);
+          for (const [, m] of frame[2]) {
+            if (m instanceof Uint8Array || !('slices' in m)) throw new Error(`worker port ${i} got an unfolded message`);
+            for (let k = 0; k < m.slices.length; k += foldedWidth(m.type)) got[i].push([m.slices[k], unfoldAt(m, k)]);
+          }
+        });
+      }),
+    );
+    const portOf = (s: WebSocketServer) => (s.address() as { port: number }).port;
+    const node = await listen();
+    const nodeSockets: WebSocket[] = [];
+    let greetAgain: (() => void) | null = null;
+    node.on('connection', (ws) => {
+      nodeSockets.push(ws);
+      const hello = (ports: number[]) => ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, ports.length, '0'.repeat(32), null, ports]));
+      if (nodeSockets.length === 1) hello([portOf(workerPorts[0])]);
+      else greetAgain = () => hello(workerPorts.slice(1).map(portOf));
+    });
+    // 65,536 workers on this node: this worker's share of PEER_LINK_QUEUE_BYTES_MAX is 1,024 bytes, 7 KeepAlives.
+    const WORKERS = 65_536;
+    const fits = Math.floor(Math.floor(PEER_LINK_QUEUE_BYTES_MAX / WORKERS) / PEER_LINK_QUEUED_MESSAGE_BYTES);
+    const lines: string[] = [];
+    const links = new PeerLinks('', 0, (l) => lines.push(l), WORKERS);
+    const keepAlive = (slice: number, term: number): [number, FoldableMessage] => [slice, { type: 'KeepAlive', term, commitIndex: slice * 3, sentAt: 1_000 + slice, leased: slice % 2 === 0 }];
+    /** Waits until `done`, at most WAIT_MS. */
+    const until = async (what: string, done: () => boolean) => {
+      const end = Date.now() + WAIT_MS;
+      while (!done()) {
+        if (Date.now() > end) throw new Error(`not ${what} within ${WAIT_MS} ms: ${lines.join(' | ')}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    try {
+      links.setPeers([[1, `ws://127.0.0.1:${portOf(node)}`]]);
+      // Open to the first process: a turn sent is folded for its one worker.
+      await until('open', () => sockets.length === 1);
+      const first = [0, 1, 2].map((slice) => keepAlive(slice, 1));
+      // (Sent at once, or held the moment until the link sees its batch port open: either way once.)
+      links.send(1, first);
+      await until('sent to the first process', () => got[0].length >= first.length);
+      expect(got[0]).toEqual(first);
+      // The peer restarts: its connections close, and the link dials again and waits for the Hello.
+      for (const ws of [...nodeSockets, ...sockets]) ws.terminate();
+      await until('dialed again', () => greetAgain !== null);
+      // Sent while it dials: what fits its share waits, the rest is dropped (one message each).
+      const meanwhile = Array.from({ length: 20 }, (_, slice) => keepAlive(slice, 2));
+      for (const e of meanwhile) links.send(1, [e]);
+      greetAgain!();
+      await until('sent to the restarted process', () => got.slice(1).reduce((n, g) => n + g.length, 0) >= fits);
+      await new Promise((r) => setTimeout(r, 100)); // (nothing more comes)
+      expect(fits).toBe(7);
+      for (let w = 0; w < 3; w++) {
+        // Each worker of the restarted process gets its own slices of what waited, as sent, folded.
+        expect(got[w + 1], `worker ${w}`).toEqual(meanwhile.slice(0, fits).filter(([slice]) => workerOf(slice, 3) === w));
+      }
+      expect(got[0]).toEqual(first);
+      // The drop is said (with the next problem line of the link): the peer goes again and its next process is not there.
+      for (const ws of [...nodeSockets, ...sockets]) ws.terminate();
+      await new Promise<void>((r) => node.close(() => r()));
+      await until('said', () => lines.some((l) => l.includes(`(${meanwhile.length - fits} messages or frames for it dropped since the last such line)`)));
+    } finally {
+      links.close();
+      await Promise.all([node, ...workerPorts].map((s) => new Promise((r) => s.close(r))));
     }
   });
 });

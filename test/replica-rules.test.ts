@@ -7,7 +7,7 @@ import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js
 import { REPLICA_KEEPALIVE_MS, REPLICA_LEASE_DRIFT, REPLICA_LEASE_MS, REPLICA_READ_STALENESS_MS, REPLICA_RESEND_MS_MAX, REPLICA_TICK_MS } from '../shared/limits.js';
 import { decodeReplicationMessage, encodeReplicationMessage } from '../shared/protocol.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
-import { applyDiskOp, COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicaHost, type ReplicationMessage } from '../slice-worker/replication/replica.js';
+import { applyDiskOp, COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicaHost, type ReplicaTiming, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 
 interface Sent {
   from: number;
@@ -15,8 +15,8 @@ interface Sent {
   m: ReplicationMessage;
 }
 
-/** Replicas 0..n-1 with hand-driven messages, disks and clock (`clock.now`, ms). */
-function group(n: number) {
+/** Replicas 0..n-1 with hand-driven messages, disks and clock (`clock.now`, ms), with `timing` if given. */
+function group(n: number, timing?: ReplicaTiming) {
   const clock = { now: 0 };
   const outbox: Sent[] = [];
   const syncs: (() => void)[][] = Array.from({ length: n }, () => []);
@@ -34,6 +34,7 @@ function group(n: number) {
     committed: (index) => i === 0 && committed.push(index),
     deposed: (term) => deposed.push(term),
     now: () => clock.now,
+    timing,
   });
   const replicas = Array.from({ length: n }, (_, i) => new Replica(i, hostOf(i), emptyDurable()));
   const take = (pred: (s: Sent) => boolean) => {
@@ -410,7 +411,7 @@ describe('a slice replica', () => {
   });
 
   it('sends followers that share `next` one Append, encoded once, and a follower at another `next` its own', () => {
-    // The leader builds an Append once for every follower whose Append has the same fields (Replica.appendFrom), and
+    // The leader builds an Append once per call for the followers at the same `next` (AppendRound in replica.ts), and
     // the worker encodes that object once (encodeReplicationMessage): the same bytes must be right for each of them.
     const g = group(3);
     steadyWrites(g, 2);
@@ -452,6 +453,62 @@ describe('a slice replica', () => {
     expect(g.applied[1]).toEqual(g.applied[0]);
     expect(g.applied[2]).toEqual(g.applied[0]);
     expect(g.applied[0].at(-1)).toBe(a + 1);
+  });
+
+  it('gives an Append again only within the call that built it: one sent since with another commit point, lease or send time is new', () => {
+    // A lease of 1,501 ms, of which a leader uses 1,425.95: it lapses within a ms, so Appends sent in that ms say
+    // `leased` true and then false (sentAt is whole ms). A stale `leased: true` would let a follower answer eventually
+    // consistent reads (readable) on the word of a leader that holds no lease.
+    const g = group(3, { leaseMs: 1_501, keepAliveMs: REPLICA_KEEPALIVE_MS });
+    steadyWrites(g, 2);
+    const x = g.replicas[0].propose(payload('x'))!;
+    const sentX = g.clock.now;
+    const [p1, p2] = g.outbox.filter((s) => s.m.type === 'Append').map((s) => s.m);
+    expect(p2, 'one object for both followers in one call').toBe(p1);
+    // Replica 1 takes x; replica 2 loses it. Its answer comes late, in the ms its lease (from sentX) lapses.
+    g.outbox.splice(0, g.outbox.length, ...g.outbox.filter((s) => s.to === 1));
+    g.deliver(1);
+    g.sync(1);
+    const leaseEnd = sentX + 1_501 * (1 - REPLICA_LEASE_DRIFT);
+    g.clock.now = Math.floor(leaseEnd) + 0.25;
+    g.deliver(0);
+    expect(g.replicas[0].leaseValid).toBe(true);
+    expect(g.outbox).toEqual([]);
+    /** Replica `to` says it lacks record x: the leader sends it x again, from the same `next`. */
+    const gap = (to: number) => {
+      g.replicas[0].receive(to, { type: 'Refused', term: 1, code: 'LogGap', message: 'gap', lastIndex: x - 1, commitIndex: 0 });
+      const sent = g.outbox.splice(0);
+      expect(sent.map((s) => [s.to, s.m.type])).toEqual([[to, 'Append']]);
+      const m = sent[0].m as Extract<ReplicationMessage, { type: 'Append' }>;
+      expect([m.prevIndex, m.records.map((r) => r.index)]).toEqual([x - 1, [x]]);
+      return m;
+    };
+    const a1 = gap(2);
+    expect(a1).toMatchObject({ commitIndex: x - 1, sentAt: Math.floor(leaseEnd), leased: true });
+    // The leader's own sync commits x (its lease as it was): the same Append but for the commit point is a new one.
+    g.sync(0);
+    expect(g.outbox).toEqual([]);
+    const a2 = gap(2);
+    expect(a2).not.toBe(a1);
+    expect(a2).toMatchObject({ commitIndex: x, sentAt: a1.sentAt, leased: true });
+    // The lease lapses within that ms: the same but `leased`.
+    g.clock.now = leaseEnd;
+    expect(g.replicas[0].leaseValid).toBe(false);
+    const a3 = gap(2);
+    expect(a3).not.toBe(a2);
+    expect(a3).toMatchObject({ commitIndex: x, sentAt: a2.sentAt, leased: false });
+    // A ms later: the same but sentAt.
+    g.clock.now += 1;
+    const a4 = gap(2);
+    expect(a4).not.toBe(a3);
+    expect(a4).toMatchObject({ commitIndex: x, sentAt: a3.sentAt + 1, leased: false });
+    // Replica 2 takes a3 and applies x, but hears from a leader with no lease: it stops answering eventually
+    // consistent reads REPLICA_READ_STALENESS_MS after the last leased word it had (steadyWrites').
+    g.replicas[2].receive(0, a3);
+    g.sync(2);
+    expect(g.applied[2].at(-1)).toBe(x);
+    g.clock.now = sentX + REPLICA_READ_STALENESS_MS + 1;
+    expect(g.replicas[2].readable).toBe(false);
   });
 
   it('resends what a follower lost within REPLICA_RESEND_MS_MAX and a tick, even after one round trip of seconds', () => {

@@ -213,9 +213,6 @@ export class Replica {
   private termFrom = 0;
   /** The REPLICA_KEEPALIVE_MS period of the clock in which this leader last sent its keep-alives (see tick). */
   private keptAlivePeriod = -1;
-  /** The last Append this leader sent: sent again, the same object, to a follower whose Append would have every field
-   * the same (sendAppend), so that its host encodes it once for them all. */
-  private lastAppend: AppendMessage | null = null;
   /** When this leader's lease began: the latest send time that a majority of every set answered (itself counted). */
   private leaseFrom = -Infinity;
   /** When it last sent a round of keep-alives to renew its lease (renewLease). */
@@ -280,7 +277,11 @@ export class Replica {
    * ends, nor can a write be acknowledged by one: a consistent read answered now from this leader's store (what it
    * committed) misses no acknowledged write. */
   get leaseValid(): boolean {
-    return this.leading && this.host.now() < this.leaseFrom + this.timing.leaseMs * (1 - REPLICA_LEASE_DRIFT);
+    return this.leasedAt(this.host.now());
+  }
+  /** leaseValid at time `now` (host.now): what a message sent at `now` says of the lease (`leased`). */
+  private leasedAt(now: number): boolean {
+    return this.leading && now < this.leaseFrom + this.timing.leaseMs * (1 - REPLICA_LEASE_DRIFT);
   }
   /** A leader whose lease lapsed asks every follower for an answer now (a KeepAlive) rather than at the next period;
    * at most once per REPLICA_LEASE_PROBE_MS_MIN. */
@@ -348,13 +349,15 @@ export class Replica {
     this.appendLocal([record]);
     const term = this.promisedTerm;
     this.host.disk.sync(() => this.selfDurable(term, record.index));
-    for (const f of this.followers.values()) this.sendAppend(f);
+    const round = this.appendRound(APPEND_RECORDS_MAX);
+    for (const f of this.followers.values()) this.sendAppend(f, round);
     return record.index;
   }
 
   /** The leader's heartbeat: resends what a follower has not acknowledged (dropped frames) once it has waited its
    * round trips for the answer (resendAfter), and carries the commit index to a follower that holds every record in
-   * a KeepAlive (folded per node by the worker), to one that does not in the next Append or the probe.
+   * a KeepAlive (folded per worker of the follower's node by the link: peer-links.ts byWorker), to one that does not in
+   * the next Append or the probe.
    * Only a probe of one record: a follower that is frozen or cut off would otherwise get up to
    * APPEND_RECORDS_MAX records per slice per heartbeat, which its leader's node buffers and drops (a
    * slice node held 22 GB that way under SIGSTOP). Its acknowledgement brings the rest (onReply).
@@ -371,7 +374,9 @@ export class Replica {
     const period = Math.floor(now / this.timing.keepAliveMs);
     const keepAlive = period !== this.keptAlivePeriod;
     this.keptAlivePeriod = period;
-    const leased = this.leaseValid;
+    const leased = this.leasedAt(now);
+    // Probes from the same record (followers that lost the same Append) are one object: one round for the tick.
+    let round: AppendRound | null = null;
     for (const f of this.followers.values()) {
       if (f.match >= this.lastIndex && f.knownCommit >= this.commit) {
         // Answered (KeepAliveOk): an idle leader's lease runs from its last round.
@@ -386,12 +391,12 @@ export class Replica {
       const awaiting = this.awaiting(f);
       if (awaiting && !this.overdue(f, now)) continue;
       if (!awaiting && f.match >= this.lastIndex) {
-        // It holds every record and lacks only the commit point: a KeepAlive carries it, which the worker folds
-        // with its other leaders' into one entry of numbers per node (worker.ts foldKeepAlives) rather than an
-        // Append each; the follower writes it before a sync and answers AppendOk after (onKeepAlive). One that
-        // cannot (a restart lost what it knew of this leader's log) answers KeepAliveOk and is probed at once
-        // (onKeepAliveOk); one whose answer does not come (a message lost) is awaited as for records, and then
-        // probed with an Append below.
+        // It holds every record and lacks only the commit point: a KeepAlive carries it, which the link folds with
+        // the worker's other leaders' into one entry of numbers per worker of the follower's node (peer-links.ts
+        // byWorker) rather than an Append each; the follower writes it before a sync and answers AppendOk after
+        // (onKeepAlive). One that cannot (a restart lost what it knew of this leader's log) answers KeepAliveOk and
+        // is probed at once (onKeepAliveOk); one whose answer does not come (a message lost) is awaited as for
+        // records, and then probed with an Append below.
         f.waitFrom = now;
         f.lastSentAt = now;
         f.sentCommit = this.commit;
@@ -403,16 +408,16 @@ export class Replica {
       // (LogGap, LogMismatch) and gets the snapshot in answer (onReply). Probing from its match (0 for every
       // follower of a leader just elected or led on, until it answers) sent a compacted leader's whole snapshot, at
       // each tick until the answer, to followers that held every record.
-      this.probe(f);
+      this.probe(f, (round ??= new AppendRound(1, now, leased)));
     }
   }
 
   /** Sends follower `f` one record from its last acknowledged one (an empty Append when it holds every record),
    * which it answers AppendOk or with a refusal that says what it lacks. */
-  private probe(f: Follower): void {
+  private probe(f: Follower, round = this.appendRound(1)): void {
     f.next = Math.min(f.next, Math.max(f.match, this.snapIndex) + 1);
-    f.waitFrom = this.host.now();
-    this.sendAppend(f, 1);
+    f.waitFrom = round.now;
+    this.sendAppend(f, round);
   }
 
   /** A KeepAliveOk at this leader's term renews its lease; one that answers the KeepAlive that carried the follower a
@@ -579,8 +584,16 @@ export class Replica {
     this.leaderCommit();
   }
 
-  private sendAppend(to: Follower, recordsMax = APPEND_RECORDS_MAX): void {
+  /** A round of Appends at this time (host.now), of at most `recordsMax` records each: see AppendRound. */
+  private appendRound(recordsMax: number): AppendRound {
     const now = this.host.now();
+    return new AppendRound(recordsMax, now, this.leasedAt(now));
+  }
+
+  /** Sends follower `to` what it lacks from its `next` on: the Append of `round` that starts there (one object for
+   * every follower of the round at that `next`), else a new one, or the snapshot when the log no longer has it. */
+  private sendAppend(to: Follower, round: AppendRound = this.appendRound(APPEND_RECORDS_MAX)): void {
+    const now = round.now;
     if (!this.awaiting(to)) to.waitFrom = now;
     to.lastSentAt = now;
     to.sentCommit = this.commit;
@@ -588,40 +601,22 @@ export class Replica {
     if (next <= this.snapIndex) {
       assert(this.snapState !== null, 'a compacted log has its snapshot');
       // The log no longer has what the follower lacks: send the state instead.
-      this.host.send(to.id, { type: 'Snapshot', term: this.promisedTerm, index: this.snapIndex, lastTerm: this.snapTerm, state: this.snapState!, commitIndex: this.commit, sentAt: Math.floor(now), leased: this.leaseValid });
+      this.host.send(to.id, { type: 'Snapshot', term: this.promisedTerm, index: this.snapIndex, lastTerm: this.snapTerm, state: this.snapState!, commitIndex: this.commit, sentAt: Math.floor(now), leased: round.leased });
       to.next = this.snapIndex + 1;
       return;
     }
-    const m = this.appendFrom(next, recordsMax, Math.floor(now));
+    let m = round.append;
+    if (m === null || m.prevIndex !== next - 1) {
+      const from = next - this.snapIndex - 1;
+      const records = this.records.slice(from, from + round.recordsMax);
+      m = round.append = { type: 'Append', term: this.promisedTerm, prevIndex: next - 1, prevTerm: this.termAt(next - 1)!, records, commitIndex: this.commit, sentAt: Math.floor(now), leased: round.leased };
+    } else {
+      // A round lives for one call (propose, tick), in which nothing else runs: the leader's term, commit point and
+      // log are those it was built with.
+      assert(m.term === this.promisedTerm && m.commitIndex === this.commit && m.prevTerm === this.termAt(m.prevIndex), "a round's Append is of the leader's state when it is given again");
+    }
     this.host.send(to.id, m);
     to.next = next + m.records.length;
-  }
-
-  /** The Append of the records from `next` (at most recordsMax) sent at `sentAt`: the last one sent when every field
-   * would be the same (followers that share `next`, the common case: each proposal goes to every follower in the same
-   * turn), else a new one. The records are the same when the first and last are the same objects: a log changes only
-   * by appending, cutting a tail (which takes the last of them) or compacting (which keeps their objects). */
-  private appendFrom(next: number, recordsMax: number, sentAt: number): AppendMessage {
-    const prevIndex = next - 1;
-    const prevTerm = this.termAt(prevIndex)!;
-    const from = next - this.snapIndex - 1;
-    const end = Math.min(this.records.length, from + recordsMax);
-    const last = this.lastAppend;
-    if (
-      last !== null &&
-      last.prevIndex === prevIndex &&
-      last.prevTerm === prevTerm &&
-      last.term === this.promisedTerm &&
-      last.commitIndex === this.commit &&
-      last.sentAt === sentAt &&
-      last.leased === this.leaseValid &&
-      last.records.length === Math.max(0, end - from) &&
-      (end <= from || (last.records[0] === this.records[from] && last.records[last.records.length - 1] === this.records[end - 1]))
-    ) {
-      return last;
-    }
-    const records = this.records.slice(from, end);
-    return (this.lastAppend = { type: 'Append', term: this.promisedTerm, prevIndex, prevTerm, records, commitIndex: this.commit, sentAt, leased: this.leaseValid });
   }
 
   private onReply(from: ReplicaId, m: ReplicationMessage & { type: 'AppendOk' | 'Refused' }): void {
@@ -967,4 +962,18 @@ export class Replica {
       this.host.apply(this.recordAt(this.applied)!);
     }
   }
+}
+
+/** The Appends of one loop of a leader over its followers (propose, tick: each write goes to every follower in the same
+ * call), sent at one time (`now`, with the lease as it stands then) and of at most `recordsMax` records each: the
+ * followers that share `next` (the common case) get one object, which their host encodes once
+ * (encodeReplicationMessage). It lives for that call only, so nothing the leader's state may change between calls
+ * (term, commit point, lease, send time, log) can make it send an older Append. `append`: the last one it built. */
+class AppendRound {
+  append: AppendMessage | null = null;
+  constructor(
+    readonly recordsMax: number,
+    readonly now: number,
+    readonly leased: boolean,
+  ) {}
 }
