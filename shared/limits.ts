@@ -316,8 +316,8 @@ export const NODE_URL_CHARS_MAX = 2048;
 export const PEER_LINK_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
 /** What a KeepAlive or AppendOk waiting in a peer link's queue counts against PEER_LINK_QUEUE_BYTES_MAX: the link
  * folds them into numbers only as it sends them (peer-links.ts byWorker), so while it is dialed each waits as its
- * message object and entry, about 138 bytes of heap on Node 20 (a million queued, the queue's slot included), not as
- * its five numbers (40 bytes: what it was counted as, which let a link hold 3.4x its share). */
+ * message object and entry, about 138 bytes of heap on Node 20 (measured once with a million queued, the queue's
+ * slot included; the script was not kept), not as its five numbers (40 bytes: what it was counted as, which let a link hold 3.4x its share). */
 export const PEER_LINK_QUEUED_MESSAGE_BYTES = 144;
 /** A worker's link to a peer node keeps its connection to the node (the one whose Hello names the peer's batch ports)
  * open but sends nothing on it: a ws ping this often keeps it open through middleboxes that close idle connections,
