@@ -190,7 +190,7 @@ describe('a link that dials again (the peer restarted)', () => {
     // close); its next one greets, when the story says, with three (batch ports 1 to 3).
     const peer = await standInPeer(4);
     const { got } = peer;
-    // 65,536 workers on this node: this worker's share of PEER_LINK_QUEUE_BYTES_MAX is 1,024 bytes, 7 KeepAlives.
+    // 65,536 workers on this node: this worker's share of PEER_LINK_QUEUE_BYTES_MAX is 1,024 bytes, 4 KeepAlives.
     const WORKERS = 65_536;
     const fits = Math.floor(Math.floor(PEER_LINK_QUEUE_BYTES_MAX / WORKERS) / PEER_LINK_QUEUED_MESSAGE_BYTES);
     const lines: string[] = [];
@@ -216,7 +216,7 @@ describe('a link that dials again (the peer restarted)', () => {
       peer.greet([1, 2, 3]);
       await until('sent to the restarted process', () => got.slice(1).reduce((n, g) => n + g.length, 0) >= fits, lines);
       await new Promise((r) => setTimeout(r, 100)); // (nothing more comes)
-      expect(fits).toBe(7);
+      expect(fits).toBe(4);
       for (let w = 0; w < 3; w++) {
         // Each worker of the restarted process gets its own slices of what waited, as sent, folded.
         expect(got[w + 1], `worker ${w}`).toEqual(meanwhile.slice(0, fits).filter(([slice]) => workerOf(slice, 3) === w));
