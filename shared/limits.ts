@@ -316,9 +316,20 @@ export const NODE_URL_CHARS_MAX = 2048;
 export const PEER_LINK_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
 /** What a KeepAlive or AppendOk waiting in a peer link's queue counts against PEER_LINK_QUEUE_BYTES_MAX: the link
  * folds them into numbers only as it sends them (peer-links.ts byWorker), so while it is dialed each waits as its
- * message object and entry, about 138 bytes of heap on Node 20 (measured once with a million queued, the queue's
- * slot included; the script was not kept), not as its five numbers (40 bytes: what it was counted as, which let a link hold 3.4x its share). */
-export const PEER_LINK_QUEUED_MESSAGE_BYTES = 144;
+ * message object and entry, not as its five numbers (40 bytes: what it was counted as, which let a link hold 3.4x its
+ * share). Measured by bench/peer-queue-bytes.ts (node 20, as PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES, the queue's slot
+ * included): 151 to 162 bytes of V8's heap, 200 to 260 of the process's resident memory (40,000 and 100,000 queued);
+ * counted as the resident figure, as a message's bytes are (it was 144, from a heap figure of 138 measured once). */
+export const PEER_LINK_QUEUED_MESSAGE_BYTES = 256;
+/** What a message's bytes waiting in a peer link's queue count against PEER_LINK_QUEUE_BYTES_MAX beside their length.
+ * The link copies them out of the buffer they view (a worker's turn encodes its messages into one it shares:
+ * writeAppend's 256 KiB arena, msgpackr's), so that a small message that waits does not keep that whole buffer
+ * alive; the copy costs its own ArrayBuffer (on V8's heap, and its backing store and the C++ objects that hold it in
+ * malloc's) and Uint8Array, and the queue's entry and slot. Measured by bench/peer-queue-bytes.ts (node 20; a real
+ * link that dials a peer that never greets, 40,000 to 100,000 queued, each shape in a process of its own): V8's heap
+ * and ArrayBuffers 258 to 276 bytes beside a message's length, the process's resident memory 480 to 650 (16 to 1,024
+ * bytes long); counted at the top of that. */
+export const PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES = 640;
 /** A worker's link to a peer node keeps its connection to the node (the one whose Hello names the peer's batch ports)
  * open but sends nothing on it: a ws ping this often keeps it open through middleboxes that close idle connections,
  * and a peer that vanished without a word (no FIN: a host gone, a cable cut) is noticed when the pong of the last

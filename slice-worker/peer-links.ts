@@ -16,7 +16,8 @@
 // numbers of each kind per worker there (a worker does not know its peers' worker counts: folding them per node and
 // splitting them again per worker wrote every number twice).
 //
-// Bounded and lossy by design: entries wait (up to PEER_LINK_QUEUE_BYTES_MAX shared out among the node's workers) while
+// Bounded and lossy by design: entries wait (up to PEER_LINK_QUEUE_BYTES_MAX shared out among the node's workers, as
+// what they hold: a message's bytes copied out of the buffer they view, counted with their copy's overhead) while
 // the link is being dialed or in a socket's buffer; past that, or to a peer that cannot be reached, they are dropped, since the replication core
 // resends what was not acknowledged (a leader's heartbeat) and the coordinator repeats its election. A lost link is
 // dialed again after a back-off that doubles up to a bound.
@@ -29,6 +30,7 @@ import {
   NODE_RECONNECT_DELAY_MS_MIN,
   PEER_LINK_PING_MS,
   PEER_LINK_QUEUE_BYTES_MAX,
+  PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES,
   PEER_LINK_QUEUED_MESSAGE_BYTES,
   REPLICATION_FRAME_ENTRIES_MAX,
   SLICE_COUNT_MAX,
@@ -41,9 +43,17 @@ import { backoffMs } from '../shared/timeout.js';
  * into numbers (byWorker). */
 export type PeerEntry = [slice: number, message: Uint8Array | FoldableMessage];
 
-/** What an entry counts against the queue's bound: a message's bytes, or a KeepAlive's or AppendOk's object
- * (PEER_LINK_QUEUED_MESSAGE_BYTES: it is folded only when sent). */
-const entryBytes = ([, m]: PeerEntry): number => (m instanceof Uint8Array ? m.byteLength : PEER_LINK_QUEUED_MESSAGE_BYTES);
+/** What an entry waiting while the link is dialed counts against the queue's bound: what it holds then. A message's
+ * bytes are copied (owned): their length and their copy's objects (PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES); a KeepAlive
+ * or AppendOk its object (PEER_LINK_QUEUED_MESSAGE_BYTES: it is folded only when sent). */
+const entryBytes = ([, m]: PeerEntry): number => (m instanceof Uint8Array ? m.byteLength + PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES : PEER_LINK_QUEUED_MESSAGE_BYTES);
+
+/** The entry as it waits: a message's bytes copied into an ArrayBuffer of their own. The worker's bytes view a buffer
+ * that other messages share (writeAppend's arena, 256 KiB; msgpackr's, as large as the largest message it packed),
+ * and a view kept keeps all of it alive: a dialing link that held a few small views held whole arenas, which the
+ * bound, counting the views' bytes, did not see. Not done on an open link's way out: encodeNodeFrame copies them
+ * into the frame at once, and the views die with the turn. */
+const owned = (e: PeerEntry): PeerEntry => (e[1] instanceof Uint8Array ? [e[0], new Uint8Array(e[1])] : e);
 
 function dial(url: string, secret: string): WebSocket {
   const ws = new WebSocket(url, {
@@ -132,7 +142,7 @@ class PeerLink {
     for (const e of entries) {
       const size = entryBytes(e);
       if (this.ws !== null && this.queuedBytes + size <= this.queueBytesMax) {
-        this.queue.push(e);
+        this.queue.push(owned(e));
         this.queuedBytes += size;
       } else this.dropped++;
     }

@@ -6,17 +6,22 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, encodeReplicationMessage, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
-import { PEER_LINK_QUEUE_BYTES_MAX, PEER_LINK_QUEUED_MESSAGE_BYTES, SLICE_COUNT_MAX } from '../shared/limits.js';
-import { checkReplicationMessage, foldedWidth, unfoldAt, type FoldableMessage } from '../shared/replication-protocol.js';
+import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, encodeReplicationMessage, isFoldedMessage, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { PEER_LINK_QUEUE_BYTES_MAX, PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES, PEER_LINK_QUEUED_MESSAGE_BYTES, SLICE_COUNT_MAX } from '../shared/limits.js';
+import { checkReplicationMessage, foldedWidth, unfoldAt, type FoldableMessage, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
 import { byWorker, PeerLinks, type PeerEntry } from '../slice-worker/peer-links.js';
 import { dialNode, peerHeaders } from './node-dial.js';
 
 const WAIT_MS = 10_000;
+// A full garbage collection, to see that a buffer is no longer kept alive (the flag must be set before a context asks for it).
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 let root: string;
 let node: ManagedProcess;
 
@@ -29,6 +34,22 @@ afterAll(async () => {
   await stopProcess(node.child);
   rmSync(root, { recursive: true, force: true });
 });
+
+/** Waits until `done`, at most WAIT_MS; the link's log `lines` say why not. */
+async function until(what: string, done: () => boolean, lines: string[]): Promise<void> {
+  const end = Date.now() + WAIT_MS;
+  while (!done()) {
+    if (Date.now() > end) throw new Error(`not ${what} within ${WAIT_MS} ms: ${lines.join(' | ')}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function listen(): Promise<WebSocketServer> {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise<void>((r) => server.once('listening', () => r()));
+  return server;
+}
+const portOf = (s: WebSocketServer) => (s.address() as { port: number }).port;
 
 /** Dials the node as a peer naming `version`: the HTTP status of a refusal, or its first frame (its Hello). */
 async function dial(version: string): Promise<{ status: number } | { hello: unknown[] }> {
@@ -50,8 +71,7 @@ describe('replication links name their node protocol version', () => {
     const received: Buffer[] = [];
     let dialed = 0;
     let header: string | string[] | undefined;
-    const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-    await new Promise<void>((r) => server.once('listening', () => r()));
+    const server = await listen();
     server.on('connection', (ws, req) => {
       dialed++;
       header = req.headers[NODE_PROTOCOL_HEADER];
@@ -62,13 +82,12 @@ describe('replication links name their node protocol version', () => {
     const lines: string[] = [];
     const links = new PeerLinks('', 0, (l) => lines.push(l), 1);
     try {
-      const { port } = server.address() as { port: number };
-      links.setPeers([[1, `ws://127.0.0.1:${port}`]]);
+      links.setPeers([[1, `ws://127.0.0.1:${portOf(server)}`]]);
       const entry: [number, Uint8Array] = [0, encodeReplicationMessage({ type: 'KeepAliveOk', term: 1, sentAt: 0 })];
-      const until = Date.now() + WAIT_MS;
+      const deadline = Date.now() + WAIT_MS;
       while (!lines.some((l) => l.includes(`speaks node protocol ${NODE_PROTOCOL_VERSION - 1}`))) {
         links.send(1, [entry]);
-        if (Date.now() > until) throw new Error(`the link did not report the peer's version within ${WAIT_MS} ms: ${lines.join(' | ')}`);
+        if (Date.now() > deadline) throw new Error(`the link did not report the peer's version within ${WAIT_MS} ms: ${lines.join(' | ')}`);
         await new Promise((r) => setTimeout(r, 20));
       }
       expect(dialed).toBeGreaterThanOrEqual(1);
@@ -82,8 +101,7 @@ describe('replication links name their node protocol version', () => {
 
   it('a link whose peer never greets, or whose worker ports cannot be reached, says so and dials again', async () => {
     // A peer that opens the connection and then says nothing (a stuck process, a proxy that holds it).
-    const silent = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-    await new Promise<void>((r) => silent.once('listening', () => r()));
+    const silent = await listen();
     let silentDials = 0;
     silent.on('connection', () => void silentDials++);
     // A peer whose Hello names a worker port nobody listens on (a firewall that lets only the node port through).
@@ -93,8 +111,7 @@ describe('replication links name their node protocol version', () => {
         probe.close(() => r(port));
       });
     });
-    const walled = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-    await new Promise<void>((r) => walled.once('listening', () => r()));
+    const walled = await listen();
     let walledDials = 0;
     walled.on('connection', (ws) => {
       walledDials++;
@@ -104,13 +121,13 @@ describe('replication links name their node protocol version', () => {
     const links = new PeerLinks('', 0, (l) => lines.push(l), 1);
     try {
       links.setPeers([
-        [1, `ws://127.0.0.1:${(silent.address() as { port: number }).port}`],
-        [2, `ws://127.0.0.1:${(walled.address() as { port: number }).port}`],
+        [1, `ws://127.0.0.1:${portOf(silent)}`],
+        [2, `ws://127.0.0.1:${portOf(walled)}`],
       ]);
-      const until = Date.now() + 3 * WAIT_MS;
+      const deadline = Date.now() + 3 * WAIT_MS;
       const said = (what: RegExp) => lines.some((l) => what.test(l));
       while (!(said(/peer 1 at .* sent no Hello within/) && said(new RegExp(`worker 0 of peer 2 \\(127\\.0\\.0\\.1:${closedPort}\\): ECONNREFUSED`)))) {
-        if (Date.now() > until) throw new Error(`not said within ${3 * WAIT_MS} ms: ${lines.join(' | ')}`);
+        if (Date.now() > deadline) throw new Error(`not said within ${3 * WAIT_MS} ms: ${lines.join(' | ')}`);
         await new Promise((r) => setTimeout(r, 50));
       }
       // Dialed again after the silent one was dropped.
@@ -126,86 +143,149 @@ describe('replication links name their node protocol version', () => {
   });
 });
 
+/** A stand-in peer node of `workers` batch ports: its node port greets a connection when the story says (greet, with
+ * the batch ports its Hello names), and each batch port records the messages of the Replicate frames it gets,
+ * decoded and checked as a worker's batch port does, KeepAlives and AppendOks unfolded. */
+async function standInPeer(workers: number) {
+  const workerPorts = await Promise.all(Array.from({ length: workers }, () => listen()));
+  const got: [number, ReplicationMessage][][] = workerPorts.map(() => []);
+  const sockets: WebSocket[] = [];
+  workerPorts.forEach((server, i) =>
+    server.on('connection', (ws) => {
+      sockets.push(ws);
+      ws.on('message', (data: Buffer) => {
+        const frame = decodeNodeFrame(data, 'worker');
+        if (frame[0] !== NodeFrame.Replicate) throw new Error(`worker port ${i} got frame ${frame[0]}`);
+        for (const [slice, m] of frame[2]) {
+          if (!isFoldedMessage(m)) got[i].push([slice, m]);
+          else for (let k = 0; k < m.slices.length; k += foldedWidth(m.type)) got[i].push([m.slices[k], unfoldAt(m, k)]);
+        }
+      });
+    }),
+  );
+  const node = await listen();
+  const nodeSockets: WebSocket[] = [];
+  node.on('connection', (ws) => void nodeSockets.push(ws));
+  return {
+    url: `ws://127.0.0.1:${portOf(node)}`,
+    got,
+    /** Connections to the node port, and to the batch ports, as they came. */
+    nodeSockets,
+    sockets,
+    /** The latest connection to the node port gets a Hello that names batch ports `ports` (indexes). */
+    greet: (ports: number[]) => nodeSockets.at(-1)!.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, ports.length, '0'.repeat(32), null, ports.map((w) => portOf(workerPorts[w]))])),
+    /** The peer goes: its connections close (as a process's do when it exits). */
+    terminate: () => {
+      for (const ws of [...nodeSockets, ...sockets]) ws.terminate();
+    },
+    /** Its node port goes too: the link's next dials are refused. */
+    closeNode: () => new Promise<void>((r) => node.close(() => r())),
+    close: () => Promise.all([node, ...workerPorts].map((s) => new Promise((r) => s.close(r)))),
+  };
+}
+
 describe('a link that dials again (the peer restarted)', () => {
   it("holds what is sent meanwhile within its share, counting each KeepAlive as PEER_LINK_QUEUED_MESSAGE_BYTES, and sends it by the restarted peer's worker count", async () => {
-    // A stand-in peer node: its first process greets with one worker, then goes (its connections close); its next
-    // one greets, when the story says, with three. Each worker's batch port records the Replicate frames it gets.
-    const listen = async () => {
-      const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-      await new Promise<void>((r) => server.once('listening', () => r()));
-      return server;
-    };
-    const workerPorts = await Promise.all([0, 1, 2, 3].map(() => listen()));
-    const got: [number, FoldableMessage][][] = workerPorts.map(() => []);
-    const sockets: WebSocket[] = [];
-    workerPorts.forEach((server, i) =>
-      server.on('connection', (ws) => {
-        sockets.push(ws);
-        ws.on('message', (data: Buffer) => {
-          const frame = decodeNodeFrame(data, 'worker');
-          if (frame[0] !== NodeFrame.Replicate) throw new Error(`worker port ${i} got frame ${frame[0]}`);
-          for (const [, m] of frame[2]) {
-            if (m instanceof Uint8Array || !('slices' in m)) throw new Error(`worker port ${i} got an unfolded message`);
-            for (let k = 0; k < m.slices.length; k += foldedWidth(m.type)) got[i].push([m.slices[k], unfoldAt(m, k)]);
-          }
-        });
-      }),
-    );
-    const portOf = (s: WebSocketServer) => (s.address() as { port: number }).port;
-    const node = await listen();
-    const nodeSockets: WebSocket[] = [];
-    let greetAgain: (() => void) | null = null;
-    node.on('connection', (ws) => {
-      nodeSockets.push(ws);
-      const hello = (ports: number[]) => ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, ports.length, '0'.repeat(32), null, ports]));
-      if (nodeSockets.length === 1) hello([portOf(workerPorts[0])]);
-      else greetAgain = () => hello(workerPorts.slice(1).map(portOf));
-    });
-    // 65,536 workers on this node: this worker's share of PEER_LINK_QUEUE_BYTES_MAX is 1,024 bytes, 7 KeepAlives.
+    // A stand-in peer node: its first process greets with one worker (batch port 0), then goes (its connections
+    // close); its next one greets, when the story says, with three (batch ports 1 to 3).
+    const peer = await standInPeer(4);
+    const { got } = peer;
+    // 65,536 workers on this node: this worker's share of PEER_LINK_QUEUE_BYTES_MAX is 1,024 bytes, 4 KeepAlives.
     const WORKERS = 65_536;
     const fits = Math.floor(Math.floor(PEER_LINK_QUEUE_BYTES_MAX / WORKERS) / PEER_LINK_QUEUED_MESSAGE_BYTES);
     const lines: string[] = [];
     const links = new PeerLinks('', 0, (l) => lines.push(l), WORKERS);
     const keepAlive = (slice: number, term: number): [number, FoldableMessage] => [slice, { type: 'KeepAlive', term, commitIndex: slice * 3, sentAt: 1_000 + slice, leased: slice % 2 === 0 }];
-    /** Waits until `done`, at most WAIT_MS. */
-    const until = async (what: string, done: () => boolean) => {
-      const end = Date.now() + WAIT_MS;
-      while (!done()) {
-        if (Date.now() > end) throw new Error(`not ${what} within ${WAIT_MS} ms: ${lines.join(' | ')}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
     try {
-      links.setPeers([[1, `ws://127.0.0.1:${portOf(node)}`]]);
+      links.setPeers([[1, peer.url]]);
+      await until('dialed', () => peer.nodeSockets.length === 1, lines);
+      peer.greet([0]);
       // Open to the first process: a turn sent is folded for its one worker.
-      await until('open', () => sockets.length === 1);
+      await until('open', () => peer.sockets.length === 1, lines);
       const first = [0, 1, 2].map((slice) => keepAlive(slice, 1));
       // (Sent at once, or held the moment until the link sees its batch port open: either way once.)
       links.send(1, first);
-      await until('sent to the first process', () => got[0].length >= first.length);
+      await until('sent to the first process', () => got[0].length >= first.length, lines);
       expect(got[0]).toEqual(first);
       // The peer restarts: its connections close, and the link dials again and waits for the Hello.
-      for (const ws of [...nodeSockets, ...sockets]) ws.terminate();
-      await until('dialed again', () => greetAgain !== null);
+      peer.terminate();
+      await until('dialed again', () => peer.nodeSockets.length === 2, lines);
       // Sent while it dials: what fits its share waits, the rest is dropped (one message each).
       const meanwhile = Array.from({ length: 20 }, (_, slice) => keepAlive(slice, 2));
       for (const e of meanwhile) links.send(1, [e]);
-      greetAgain!();
-      await until('sent to the restarted process', () => got.slice(1).reduce((n, g) => n + g.length, 0) >= fits);
+      peer.greet([1, 2, 3]);
+      await until('sent to the restarted process', () => got.slice(1).reduce((n, g) => n + g.length, 0) >= fits, lines);
       await new Promise((r) => setTimeout(r, 100)); // (nothing more comes)
-      expect(fits).toBe(7);
+      expect(fits).toBe(4);
       for (let w = 0; w < 3; w++) {
         // Each worker of the restarted process gets its own slices of what waited, as sent, folded.
         expect(got[w + 1], `worker ${w}`).toEqual(meanwhile.slice(0, fits).filter(([slice]) => workerOf(slice, 3) === w));
       }
       expect(got[0]).toEqual(first);
       // The drop is said (with the next problem line of the link): the peer goes again and its next process is not there.
-      for (const ws of [...nodeSockets, ...sockets]) ws.terminate();
-      await new Promise<void>((r) => node.close(() => r()));
-      await until('said', () => lines.some((l) => l.includes(`(${meanwhile.length - fits} messages or frames for it dropped since the last such line)`)));
+      peer.terminate();
+      await peer.closeNode();
+      await until('said', () => lines.some((l) => l.includes(`(${meanwhile.length - fits} messages or frames for it dropped since the last such line)`)), lines);
     } finally {
       links.close();
-      await Promise.all([node, ...workerPorts].map((s) => new Promise((r) => s.close(r))));
+      await peer.close();
+    }
+  });
+
+  it("copies a message's bytes that wait out of the buffer they view (which it no longer keeps alive), and counts the copy's overhead against its share", async () => {
+    const peer = await standInPeer(1);
+    // 8,192 workers on this node: this worker's share of PEER_LINK_QUEUE_BYTES_MAX is 8 KiB.
+    const WORKERS = 8_192;
+    const share = Math.floor(PEER_LINK_QUEUE_BYTES_MAX / WORKERS);
+    const lines: string[] = [];
+    const links = new PeerLinks('', 0, (l) => lines.push(l), WORKERS);
+    const SENT = 24;
+    /** Sends SENT Appends (one a turn, as encodeReplicationMessage writes them), each as a view of one 256 KiB buffer
+     * that stands for writeAppend's arena; answers a weak reference to that buffer, a copy of each message's bytes,
+     * and each one's length. Nothing here keeps the buffer or a view alive once it returns. */
+    const sendViews = () => {
+      const arena = new Uint8Array(256 * 1024);
+      let at = 0;
+      const sent: [number, Buffer][] = [];
+      const lengths: number[] = [];
+      for (let i = 0; i < SENT; i++) {
+        const m: ReplicationMessage = { type: 'Append', term: 2, prevIndex: i, prevTerm: 2, records: [{ term: 2, index: i + 1, payload: new Uint8Array(40).fill(i), checksum: 1_000 + i }], commitIndex: i, sentAt: 5_000, leased: false };
+        const bytes = encodeReplicationMessage(m);
+        const view = arena.subarray(at, at + bytes.byteLength);
+        view.set(bytes);
+        at += bytes.byteLength;
+        links.send(1, [[i, view]]);
+        sent.push([i, Buffer.from(bytes)]);
+        lengths.push(view.byteLength);
+      }
+      return { arena: new WeakRef(arena.buffer), sent, lengths };
+    };
+    try {
+      links.setPeers([[1, peer.url]]);
+      await until('dialed', () => peer.nodeSockets.length === 1, lines);
+      const { arena, sent, lengths } = sendViews();
+      // As many as their lengths and PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES each fit the share wait; the rest are dropped
+      // (all would fit counted by their lengths alone).
+      let fits = 0;
+      for (let bytes = 0; fits < SENT && bytes + lengths[fits] + PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES <= share; fits++) bytes += lengths[fits] + PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES;
+      expect(fits).toBeGreaterThanOrEqual(2);
+      expect(fits).toBeLessThan(SENT);
+      expect(lengths.reduce((n, l) => n + l, 0)).toBeLessThanOrEqual(share);
+      // While the link still dials, what waits holds its own bytes only: the buffer they were views of is collected.
+      await new Promise((r) => setTimeout(r, 0)); // (a weak reference holds its target until the job that made it ends)
+      gc();
+      expect(arena.deref(), 'the buffer that the waiting messages were views of').toBeUndefined();
+      peer.greet([0]);
+      await until('sent', () => peer.got[0].length >= fits, lines);
+      await new Promise((r) => setTimeout(r, 100)); // (nothing more comes)
+      // The first that fit, whole: what the peer decoded is each one's bytes again.
+      expect(peer.got[0].map(([slice, m]) => [slice, Buffer.from(encodeReplicationMessage(m))])).toEqual(sent.slice(0, fits));
+      peer.terminate();
+      await peer.closeNode();
+      await until('said', () => lines.some((l) => l.includes(`(${SENT - fits} messages or frames for it dropped since the last such line)`)), lines);
+    } finally {
+      links.close();
+      await peer.close();
     }
   });
 });
