@@ -78,6 +78,7 @@ function report(mode: ChaosMode, r: FailoverResult): string {
   const errors = Object.entries(r.refused).sort((a, b) => b[1] - a[1]).map(([code, n]) => `${code} ${n.toLocaleString('en-US')}`);
   if (r.timedOut > 0) errors.push(`timed out ${r.timedOut.toLocaleString('en-US')}`);
   if (r.connectionLost > 0) errors.push(`connection lost ${r.connectionLost.toLocaleString('en-US')}`);
+  const idle = r.events.filter((e) => e.slices === 0).length;
   const ok = r.lost.length === 0 && r.phantoms.length === 0 && r.wrongValues.length === 0 && r.duplicates === 0;
   const lines = [
     `### mode ${mode}: R=${o.replicationFactor}, ${o.writers} writers, ${r.events.length} ${mode === 'kill' ? 'SIGKILLs' : `SIGSTOPs of ${o.stopMs / 1000} s`}, one every ${Math.max(o.periodMs, mode === 'stop' ? o.stopMs : 0) / 1000} s, durability ${o.durability}`,
@@ -89,7 +90,7 @@ function report(mode: ChaosMode, r: FailoverResult): string {
     `| failed, by code | ${errors.length === 0 ? 'none' : errors.join(', ')} |`,
     `| client latency, all attempts | p50 ${ms(r.latencyMs.p50)}, p99 ${ms(r.latencyMs.p99)}, max ${ms(r.latencyMs.max)} |`,
     `| client latency, acknowledged | p50 ${ms(r.ackLatencyMs.p50)}, p99 ${ms(r.ackLatencyMs.p99)}, max ${ms(r.ackLatencyMs.max)} |`,
-    `| failover time (signal to first acknowledged write, sent after it, on a slice the node led) | p50 ${ms(r.failoverMs.p50)}, p99 ${ms(r.failoverMs.p99)}, max ${ms(r.failoverMs.max)}${r.failoverMs.unobserved > 0 ? `; not seen for ${r.failoverMs.unobserved} events` : ''} |`,
+    `| failover time (signal to first acknowledged write, sent after it, on a slice the node led) | p50 ${ms(r.failoverMs.p50)}, p99 ${ms(r.failoverMs.p99)}, max ${ms(r.failoverMs.max)}${r.failoverMs.unobserved > 0 ? `; not seen for ${r.failoverMs.unobserved} events` : ''}${idle > 0 ? `; ${idle} events on a node that led no slice holding items (none to see)` : ''} |`,
     `| settled after the chaos | ${ms(r.settledMs)} |`,
     `| items read back | ${r.stored.toLocaleString('en-US')} |`,
     `| **acknowledged writes lost** | **${r.lost.length}**${r.lost.length > 0 ? ` (e.g. ${r.lost.slice(0, 5).join(', ')})` : ''} |`,

@@ -6,8 +6,9 @@
 // Both clusters run at once (2 nodes x 2 workers, or --nodes N: 3 for R=3; --replication-factor 1 for R=1;
 // --base-replication-factor for the base side's alone, e.g. R=1 against R=3 with --base of this build;
 // durability os, the default routers; --with-r1: a third cluster, of this build at R=1, alternated with them),
-// each loaded with the same data; every workload runs on one and then the other, the
-// order alternating from round to round, and each figure is the median over the rounds.
+// each loaded with the same data (--devices devices, 50 by default, of 100 items, in each of three tables); every
+// workload runs on one and then the other, the order alternating from round to round, and each figure is the median
+// over the rounds.
 // Workloads: the native WebSocket client (GetItem and PutItem at 1 in flight, PutItem and GetItem at
 // 256 in flight over 4 connections, GetItems of 100 at 64 in flight, of 100 from 8 buckets
 // of an even-distribution table, scan pages) and the DynamoDB
@@ -25,6 +26,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
+import { fail as usage } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
 
@@ -46,6 +48,8 @@ const { values: opts } = parseArgs({
     // The clients of "this" side send frames with the zero mask (ClientOptions.maskFrames false); with --base DIR of
     // the same build, what unmasking costs the router.
     'this-unmasked': { type: 'boolean', default: false },
+    // Devices of PER_DEVICE items loaded into each table: fewer load faster (test/bench-smoke.test.ts runs 2).
+    devices: { type: 'string', default: '50' },
   },
 });
 const ROUNDS = Number(opts.rounds);
@@ -55,7 +59,8 @@ const DDB_TABLE = 'hops_ddb';
 /** The same items in an even-distribution table of EVEN_BUCKETS buckets: a GetItems by device merges them. */
 const EVEN_TABLE = 'hops_even';
 const EVEN_BUCKETS = 8;
-const DEVICES = 50;
+const DEVICES = Number(opts.devices);
+if (!Number.isInteger(DEVICES) || DEVICES < 1 || DEVICES > 10_000) usage(`--devices must be a whole number from 1 to 10000, got ${opts.devices}`);
 const PER_DEVICE = 100;
 const PAD = 'x'.repeat(160);
 const OPS_MAX = 2_000_000;

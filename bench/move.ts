@@ -122,7 +122,9 @@ try {
 
   const row = (name: string, l: number[]) => {
     const s = [...l].sort((a, b) => a - b);
-    return `${name.padEnd(14)} ${String(s.length).padStart(8)} ${pct(s, 50).toFixed(2).padStart(8)} ${pct(s, 99).toFixed(2).padStart(8)} ${s.at(-1)!.toFixed(1).padStart(8)}`;
+    // A phase may have no op (a drain of a few items can end before a probe's request does): its figures are '-'.
+    const f = (v: number | undefined, digits: number) => (v === undefined || Number.isNaN(v) ? '-' : v.toFixed(digits)).padStart(8);
+    return `${name.padEnd(14)} ${String(s.length).padStart(8)} ${f(pct(s, 50), 2)} ${f(pct(s, 99), 2)} ${f(s.at(-1), 1)}`;
   };
   console.log(`moved ${moved!.moves.itemsMoved.toLocaleString('en-US')} items in ${moved!.moves.completed} slice moves (${moved!.moves.failed} rolled back) in ${seconds.toFixed(2)} s: ${Math.round(moved!.moves.itemsMoved / seconds).toLocaleString('en-US')} items/s (throttle ${args['move-items-per-second']} items/s)`);
   console.log(`latency probe: ${clients} in flight, GetItem and PutItem alternating; ${errors} errors`);

@@ -1,0 +1,215 @@
+// The benches in bench/, each run end to end as a user runs it: a real process of the built dist/, with the smallest
+// arguments it takes, so that a bench that no longer runs (bench:move crashed unseen for as long as replication had
+// been the default) fails here. Speed is not asserted (bench/ measures it); each case asserts that the bench exits 0
+// within its bound, prints (or writes) its report with a non-zero count in it, writes a report only where it is told
+// (a temp folder: never over bench/*.md), and leaves nothing behind: no live process of its process group (the bench
+// runs as the leader of a group of its own, which every process it starts joins) and nothing in its temp folder
+// (TMPDIR is the case's own).
+//
+// Not run here: bench:compare (it needs redis-server and bench/peers' npm packages: dynalite, ioredis, the AWS SDK,
+// installed from the network; even --only dynamodb needs dynalite) and bench:studio (a fixed 10 s wait to fill the
+// load window, then two --duration phases). scale runs with --redis-server none, which runs no Redis.
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { cleanEnv } from './cli-run.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const work = mkdtempSync(join(tmpdir(), 'keyslice-bench-smoke-'));
+/** How long a bench's processes may take to go once it exited: a SIGKILL sent at its exit (bench/stop-all.ts,
+ * stopAllAtExit) takes effect within milliseconds; this leaves room on a loaded machine. */
+const GROUP_GONE_MS = 3_000;
+/** The vitest bound of a case: the bench's own bound (at which its whole group is SIGKILLed) and room for the checks. */
+const caseMs = (benchMs: number) => benchMs + GROUP_GONE_MS + 5_000;
+
+/** Process groups of benches that may still run (a case that threw midway): SIGKILLed after the file. */
+const groups = new Set<number>();
+afterAll(() => {
+  for (const pgid of groups) killGroup(pgid);
+  rmSync(work, { recursive: true, force: true });
+});
+
+function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // the group is gone
+  }
+}
+
+/** The live processes (zombies left out: they hold nothing) of process group `pgid`, from Linux's /proc: pid and
+ * command line of each. */
+function liveInGroup(pgid: number): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      // After the command name (in parentheses, which may hold spaces): state, ppid, pgrp.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[2]) !== pgid || fields[0] === 'Z') continue;
+      out.push(`${name} ${readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ').trim()}`);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+/** Modification times of bench/*.md: the committed reports, which no case may write. */
+function committedReports(): Record<string, number> {
+  const dir = join(root, 'bench');
+  return Object.fromEntries(readdirSync(dir).filter((f) => f.endsWith('.md')).map((f) => [f, statSync(join(dir, f)).mtimeMs]));
+}
+
+interface BenchRun {
+  stdout: string;
+  stderr: string;
+  /** The case's folder for reports (the bench's --out). */
+  out: string;
+}
+
+/**
+ * Runs `node dist/bench/<script> <args>` as the leader of a new process group, with a TMPDIR of its own, for at most
+ * `boundMs` (then its whole group is SIGKILLed), and checks what every bench owes: exit 0 within the bound, no live
+ * process left in its group, nothing left in its TMPDIR, bench/*.md untouched. `args` may name `{out}`: the case's
+ * report folder.
+ */
+async function bench(script: string, args: string[], boundMs: number): Promise<BenchRun> {
+  const dir = mkdtempSync(join(work, `${script.replace(/\.js$/, '')}-`));
+  const tmp = join(dir, 'tmp');
+  const out = join(dir, 'out');
+  mkdirSync(tmp);
+  mkdirSync(out);
+  const reportsBefore = committedReports();
+  const started = performance.now();
+  const child = spawn(process.execPath, [join(root, 'dist', 'bench', script), ...args.map((a) => a.replace('{out}', out))], {
+    cwd: root,
+    detached: true, // setsid: the bench leads a process group that its children (and theirs) join
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: cleanEnv({ TMPDIR: tmp }),
+  });
+  const pgid = child.pid!;
+  groups.add(pgid);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d));
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    killGroup(pgid);
+  }, boundMs);
+  const closed = new Promise<void>((resolve) => child.on('close', () => resolve()));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])));
+  clearTimeout(timer);
+  const ms = Math.round(performance.now() - started);
+  // The rest of its output; a process left behind that holds its stdout would keep it open, so bounded.
+  await Promise.race([closed, new Promise((r) => setTimeout(r, GROUP_GONE_MS))]);
+  // Bounded: polled every 50 ms for GROUP_GONE_MS.
+  let left = liveInGroup(pgid);
+  for (const end = performance.now() + GROUP_GONE_MS; left.length > 0 && performance.now() < end; left = liveInGroup(pgid)) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  killGroup(pgid); // what is left fails the case below; it does not outlive the test
+  groups.delete(pgid);
+  const tail = `\n--- stderr (last 3,000 characters):\n${stderr.slice(-3000)}\n--- stdout (last 2,000):\n${stdout.slice(-2000)}`;
+  expect(timedOut, `${script} ran past its bound of ${boundMs} ms${tail}`).toBe(false);
+  expect({ code, signal }, `${script} exited ${code ?? signal} after ${ms} ms${tail}`).toEqual({ code: 0, signal: null });
+  expect(left, `${script} left processes of its group running`).toEqual([]);
+  expect(readdirSync(tmp), `${script} left these in its temp folder`).toEqual([]);
+  const reportsAfter = committedReports();
+  const written = Object.keys(reportsAfter).filter((f) => reportsAfter[f] !== reportsBefore[f]);
+  expect(written, `${script} wrote these reports in bench/ (give it --out under the case's folder)`).toEqual([]);
+  return { stdout, stderr, out };
+}
+
+const num = (s: string) => Number(s.replace(/,/g, ''));
+
+describe('the benches, end to end with their smallest arguments (real processes from dist/)', () => {
+  it('load (npm run bench): put, get and range on a local cluster, each with ops and a latency', async () => {
+    const r = await bench('load.js', ['--workload', 'put,get,range', '--duration', '1', '--ops', '300', '--keys', '50', '--range-items', '10', '--connections', '2', '--concurrency', '8'], 45_000);
+    expect(r.stdout).toMatch(/^ +workload +ops +errors +seconds +ops\/s +items\/s +p50 ms +p95 ms +p99 ms +max ms +stopped by$/m);
+    for (const w of ['put', 'get', 'range']) {
+      const row = new RegExp(`^ +${w} +([\\d,]+) +([\\d,]+) +[\\d.]+ +([\\d,]+) +(\\S+) +[\\d.]+ `, 'm').exec(r.stdout);
+      expect(row, `a row for ${w}`).not.toBeNull();
+      expect(num(row![3]), `${w}: successful ops per second`).toBeGreaterThan(0);
+      if (w === 'range') expect(num(row![4]), 'range: items per second').toBeGreaterThan(0);
+    }
+    expect(r.stdout).not.toMatch(/FAILED/);
+  }, caseMs(45_000));
+
+  it('move (npm run bench:move): every item moves off the drained node and reads back', async () => {
+    const r = await bench('move.js', ['--items', '200', '--slices', '16', '--clients', '2', '--baseline-seconds', '1'], 45_000);
+    const moved = /^moved ([\d,]+) items in (\d+) slice moves \((\d+) rolled back\)/m.exec(r.stdout);
+    expect(moved, 'the "moved ... items" line').not.toBeNull();
+    expect(num(moved![1])).toBeGreaterThan(0);
+    expect(Number(moved![2])).toBeGreaterThan(0);
+    expect(r.stdout).toMatch(/^phase +ops +p50 ms +p99 ms +max ms$/m);
+    expect(Number(/^before move +(\d+) /m.exec(r.stdout)?.[1])).toBeGreaterThan(0);
+    expect(r.stdout).toMatch(/^during move +\d+ /m);
+    expect(r.stdout).toMatch(/^after: 200 items readable \(loaded 200\)$/m);
+  }, caseMs(45_000));
+
+  it('failover (npm run bench:failover): two kills and two freezes at R=3, its checks passed, the report where --out says', async () => {
+    const r = await bench('failover.js', ['--mode', 'kill,stop', '--cycles', '2', '--period-s', '1', '--stop-s', '1', '--writers', '4', '--workers', '1', '--out', '{out}/FAILOVER.md'], 60_000);
+    const report = readFileSync(join(r.out, 'FAILOVER.md'), 'utf8');
+    expect(r.stdout).toContain(report);
+    expect(report).toMatch(/^## Failover under load \(bench\/failover\.ts\)$/m);
+    const sections = report.split(/^(?=### mode )/m).slice(1);
+    expect(sections.map((s) => /^### mode (\w+): R=3, 4 writers, 2 /.exec(s)?.[1])).toEqual(['kill', 'stop']);
+    for (const section of sections) {
+      expect(num(/^\| acknowledged \(success\) \| ([\d,]+) /m.exec(section)?.[1] ?? '0'), `writes acknowledged in ${section.split('\n')[0]}`).toBeGreaterThan(0);
+      expect(section).toMatch(/^\| \*\*acknowledged writes lost\*\* \| \*\*0\*\* \|$/m);
+      expect(section).toMatch(/^Checks: passed\.$/m);
+    }
+  }, caseMs(60_000));
+
+  it('scale (npm run bench:scale): one shape, no Redis, the report where --out says', async () => {
+    const r = await bench('scale.js', ['--shapes', '1:1:1', '--clients', '1', '--workload', 'put', '--duration', '1', '--ops', '300', '--connections', '1', '--concurrency', '4', '--redis-server', 'none', '--out', '{out}/SCALE.md'], 45_000);
+    const report = readFileSync(join(r.out, 'SCALE.md'), 'utf8');
+    expect(report).toMatch(/^# Scale: throughput by cluster shape, side by side with Redis$/m);
+    expect(report).toContain('Redis was not run (--redis-server none).');
+    expect(report).toMatch(/^\| system \| workload \| ops\/s \| items\/s \| p50 ms \| p99 ms \| errors \|$/m);
+    const row = /^\| keyslice 1 routers, 1 nodes x 1 workers \| put \| ([\d,]+) \|/m.exec(report);
+    expect(row, 'the shape\'s put row').not.toBeNull();
+    expect(num(row![1])).toBeGreaterThan(0);
+    expect(report).not.toMatch(/failed:/);
+  }, caseMs(45_000));
+
+  it('replication-node: puts at R=1 and at R=3 on three slice nodes, each at a rate above 0', async () => {
+    const r = await bench('replication-node.js', ['--seconds', '1', '--rounds', '1', '--slices', '1', '--workers', '1', '--in-flight', '1', '--batch', '1'], 45_000);
+    for (const k of ['R=1', 'R=3']) expect(Number(new RegExp(`^${k}: (\\d+) puts/s`, 'm').exec(r.stdout)?.[1]), `${k} puts/s`).toBeGreaterThan(0);
+    expect(r.stdout).toMatch(/^R=3 \/ R=1: [\d.]+$/m);
+  }, caseMs(45_000));
+
+  it('hops: one workload, one round, this build against itself', async () => {
+    const workload = 'ws GetItem, 1 in flight';
+    const r = await bench('hops.js', ['--base', root, '--rounds', '1', '--duration', '1', '--devices', '2', '--only', workload], 45_000);
+    expect(r.stdout).toMatch(/^\| workload \| base ops\/s \| this ops\/s \| this \/ base \|/m);
+    const row = new RegExp(`^\\| ${workload} \\| (\\d+) \\| (\\d+) \\|`, 'm').exec(r.stdout);
+    expect(row, 'the workload\'s row').not.toBeNull();
+    expect(Number(row![1]), 'base ops/s').toBeGreaterThan(0);
+    expect(Number(row![2]), 'this ops/s').toBeGreaterThan(0);
+  }, caseMs(45_000));
+
+  it('recovery (npm run bench:recovery): every item served again after both slice nodes were SIGKILLed', async () => {
+    const r = await bench('recovery.js', ['--items', '100'], 45_000);
+    expect(r.stdout).toMatch(/^loaded 100 items in [\d.]+ s/m);
+    expect(r.stdout).toMatch(/^restart of 2 slice nodes: listening after [\d.]+ s, serving 100 items after [\d.]+ s$/m);
+  }, caseMs(45_000));
+
+  it('snapshot (npm run bench:snapshot): PutItem and BatchWrite latency while snapshots are written', async () => {
+    const r = await bench('snapshot.js', ['--items', '25', '--duration', '1', '--snapshot-after-bytes', '1024', '--puts', '1', '--batches', '1'], 30_000);
+    for (const op of ['PutItem', 'BatchWrite']) expect(Number(new RegExp(`^  ${op} +(\\d+) ops`, 'm').exec(r.stdout)?.[1]), `${op} ops`).toBeGreaterThan(0);
+    expect(r.stdout).toMatch(/^  snapshots completed: \d+ .*; errors: 0$/m);
+  }, caseMs(30_000));
+
+  it('leader-append: ns per put of one leader', async () => {
+    const r = await bench('leader-append.js', ['--slices', '1', '--puts', '1000'], 20_000);
+    expect(Number(/: (\d+) ns per put \(1 slices, 1000 puts, (\d+) bytes encoded per put\)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(0);
+  }, caseMs(20_000));
+});
