@@ -319,7 +319,7 @@ export const PEER_LINK_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
  * message object and entry, not as its five numbers (40 bytes: what it was counted as, which let a link hold 3.4x its
  * share). Measured by bench/peer-queue-bytes.ts (node 20, as PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES, the queue's slot
  * included): 151 to 162 bytes of V8's heap, 200 to 260 of the process's resident memory (40,000 and 100,000 queued);
- * counted as the resident figure, as a message's bytes are (it was 144, from a heap figure of 138 measured once). */
+ * counted near the top of the resident figure, as a message's bytes are. */
 export const PEER_LINK_QUEUED_MESSAGE_BYTES = 256;
 /** What a message's bytes waiting in a peer link's queue count against PEER_LINK_QUEUE_BYTES_MAX beside their length.
  * The link copies them out of the buffer they view (a worker's turn encodes its messages into one it shares:
@@ -328,7 +328,7 @@ export const PEER_LINK_QUEUED_MESSAGE_BYTES = 256;
  * malloc's) and Uint8Array, and the queue's entry and slot. Measured by bench/peer-queue-bytes.ts (node 20; a real
  * link that dials a peer that never greets, 40,000 to 100,000 queued, each shape in a process of its own): V8's heap
  * and ArrayBuffers 258 to 276 bytes beside a message's length, the process's resident memory 480 to 650 (16 to 1,024
- * bytes long); counted at the top of that. */
+ * bytes long); counted near the top of that. */
 export const PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES = 640;
 /** A worker's link to a peer node keeps its connection to the node (the one whose Hello names the peer's batch ports)
  * open but sends nothing on it: a ws ping this often keeps it open through middleboxes that close idle connections,

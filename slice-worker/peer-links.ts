@@ -12,7 +12,8 @@
 //
 // What a turn sends a peer node is split by the worker that owns each slice there (workerOf with the peer's worker
 // count), and goes as one Replicate frame per worker: the messages of one slice from this worker all go on one
-// socket, in the order they were sent. Its KeepAlive and AppendOk messages are folded here, into one entry of
+// socket, their bytes in the order they were sent (a worker's folded KeepAlives and AppendOks go after them,
+// which replicas take in any order: a later commit point or sentAt wins). Its KeepAlive and AppendOk messages are folded here, into one entry of
 // numbers of each kind per worker there (a worker does not know its peers' worker counts: folding them per node and
 // splitting them again per worker wrote every number twice).
 //

@@ -263,7 +263,8 @@ function flushPort(): void {
     transfer.push(bytes.buffer as ArrayBuffer);
   }
   // Each link frames (copies) them at once, or copies each that waits while the link is dialed out of the buffer it
-  // views (peer-links.ts): no view outlives this call, and none is written over before it ends
+  // views (peer-links.ts): no view outlives this call (but encodeReplicationMessage's cache of the last Append's
+  // bytes, in a buffer never written again), and none is written over before it ends
   // (encodeReplicationMessage packs past them, or into a new buffer).
   for (const [to, entries] of toPeers ?? []) links!.send(to, entries);
   if (where.length > 0 || released.length > 0 || refusals.length > 0) {

@@ -104,7 +104,14 @@ async function bench(script: string, args: string[], boundMs: number): Promise<B
     killGroup(pgid);
   }, boundMs);
   const closed = new Promise<void>((resolve) => child.on('close', () => resolve()));
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])));
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
+    child.on('exit', (c, s) => resolve([c, s]));
+    // A spawn that failed emits no exit: said with the case's output, not left to the test's timeout.
+    child.on('error', (err) => {
+      stderr += `\nspawn failed: ${err.message}`;
+      resolve([null, null]);
+    });
+  });
   clearTimeout(timer);
   const ms = Math.round(performance.now() - started);
   // The rest of its output; a process left behind that holds its stdout would keep it open, so bounded.
@@ -114,7 +121,9 @@ async function bench(script: string, args: string[], boundMs: number): Promise<B
   for (const end = performance.now() + GROUP_GONE_MS; left.length > 0 && performance.now() < end; left = liveInGroup(pgid)) {
     await new Promise((r) => setTimeout(r, 50));
   }
-  killGroup(pgid); // what is left fails the case below; it does not outlive the test
+  // What is left fails the case below; it does not outlive the test. Only then: a group that is gone has a number
+  // the system may give to another process's group.
+  if (left.length > 0) killGroup(pgid);
   groups.delete(pgid);
   const tail = `\n--- stderr (last 3,000 characters):\n${stderr.slice(-3000)}\n--- stdout (last 2,000):\n${stdout.slice(-2000)}`;
   expect(timedOut, `${script} ran past its bound of ${boundMs} ms${tail}`).toBe(false);
