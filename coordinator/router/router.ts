@@ -214,7 +214,7 @@ export class Router {
         }
         return await link.send(slice, op);
       } catch (err) {
-        if (err instanceof KeysliceError && this.mayResend(err, op)) {
+        if (err instanceof KeysliceError && mayResend(err, op, this.cluster.replicated(op[2]))) {
           if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(`slice ${slice}`, err, failoverTries, started, unsure);
           if (isWriteOp(op) && !wasNotApplied(err)) {
             this.counts.writeResent();
@@ -408,10 +408,6 @@ export class Router {
       for (let w = 0; w < link.workerCount; w++) out.push(link.sendToWorker(w, op));
     }
     return out;
-  }
-
-  private mayResend(err: KeysliceError, op: SliceBoundOp): boolean {
-    return mayResend(err, op, this.cluster.replicated(op[2]));
   }
 
   /** Whether an op that met a failover (no serving leader) is tried again: only on replicated

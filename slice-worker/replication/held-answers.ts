@@ -25,10 +25,10 @@ export interface HeldReplica {
   renewLease(): void;
 }
 
-/** How long a lease and a commit are waited for, ms: shared/limits.ts's where not given; the simulation's failover is
- * faster, so its commit wait is its own (it holds writes only: its readers wait for the lease by their own loop). */
+/** How long a commit is waited for, ms: REPLICA_COMMIT_WAIT_MS where not given; the simulation's failover is faster,
+ * so its commit wait is its own (a lease is waited for REPLICA_LEASE_WAIT_MS: the simulation holds writes only, its
+ * readers wait for the lease by their own loop). */
 export interface HeldTiming {
-  leaseWaitMs: number;
   commitWaitMs: number;
 }
 
@@ -57,7 +57,6 @@ export class HeldAnswers {
    * one before's, so the tick looks only at those past theirs and the next (commitTimeouts). */
   private readonly byAge = new Set<Held>();
   private timedOutCount = 0;
-  private readonly leaseWaitMs: number;
   private readonly commitWaitMs: number;
 
   constructor(
@@ -68,7 +67,6 @@ export class HeldAnswers {
     private readonly answer: (ticket: number, results: SliceOpResult[]) => void,
     timing: Partial<HeldTiming> = {},
   ) {
-    this.leaseWaitMs = timing.leaseWaitMs ?? REPLICA_LEASE_WAIT_MS;
     this.commitWaitMs = timing.commitWaitMs ?? REPLICA_COMMIT_WAIT_MS;
   }
 
@@ -99,7 +97,7 @@ export class HeldAnswers {
     });
     if (waits.size === 0) return null;
     const now = this.now();
-    const h: Held = { ticket: this.nextTicket++, results, opSlices, reads, waits, leases, leaseBy: now + this.leaseWaitMs, commitBy: now + this.commitWaitMs };
+    const h: Held = { ticket: this.nextTicket++, results, opSlices, reads, waits, leases, leaseBy: now + REPLICA_LEASE_WAIT_MS, commitBy: now + this.commitWaitMs };
     if (leases.size > 0) this.forLease.add(h);
     this.byAge.add(h);
     for (const s of waits.keys()) {
@@ -170,7 +168,7 @@ export class HeldAnswers {
       for (const s of [...h.leases]) {
         h.opSlices.forEach((slices, i) => {
           if (h.reads[i] && slices !== null && slices.includes(s)) {
-            h.results[i] = [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node holds no lease (no answer from a majority of its replicas for ${this.leaseWaitMs} ms); retry`, { notApplied: true }];
+            h.results[i] = [RESULT_ERROR, 'Unavailable', `slice ${s}'s leader on this node holds no lease (no answer from a majority of its replicas for ${REPLICA_LEASE_WAIT_MS} ms); retry`, { notApplied: true }];
           }
         });
         h.leases.delete(s);
