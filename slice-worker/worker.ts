@@ -51,6 +51,7 @@ import {
   RESULT_ERROR,
   SliceOp,
   sliceSetHas,
+  type SliceSet,
   type DecodedReplicateEntry,
   type Effect,
   type SliceOpMessage,
@@ -438,6 +439,15 @@ function refusalFor(slices: number[]): SliceOpResult | null {
   return null;
 }
 
+/** A load report's Stats counts what this worker's stores hold: of a replicated slice, only once its leader here serves
+ * (its store then holds every committed record). Before that (after a restart, during an election) it counted fewer
+ * items and the report said it was complete: refused now (Unavailable, not applied), so the report names this node
+ * among the unreported ones and says it is not complete. The slices are asked from 0 (load-report.ts). */
+function statsRefusal(asked: SliceSet): SliceOpResult | null {
+  for (const s of replicated) if (sliceSetHas(asked, 0, s) && store.owns(s) && !replicas!.serving(s)) return notServing(s, replicas!.of(s).term);
+  return null;
+}
+
 /** An eventually consistent read on a replicated slice that this worker's replica follows: answered from the
  * store (which holds exactly the committed records it applied) when the replica may answer, else refused with
  * ReplicaNotReady (nothing read; the router reads from the leader). The leader's replica takes the consistent
@@ -586,6 +596,10 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
           results[i] = replicaRead(op, r);
           continue;
         }
+      }
+      if (op[0] === SliceOp.Stats) {
+        results[i] = statsRefusal(op[2]) ?? store.execute(op);
+        continue;
       }
       const slices = replicatedSlicesOf(op);
       const refusal = slices === null ? unreplicatedWrite(op) : refusalFor(slices);
