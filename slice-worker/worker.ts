@@ -444,8 +444,7 @@ function refusalFor(slices: number[]): SliceOpResult | null {
  * items and the report said it was complete: refused now (Unavailable, not applied), so the report names this node
  * among the unreported ones and says it is not complete. The slices are asked from 0 (load-report.ts). */
 function statsRefusal(asked: SliceSet): SliceOpResult | null {
-  for (const s of replicated) if (sliceSetHas(asked, 0, s) && store.owns(s) && !replicas!.serving(s)) return notServing(s, replicas!.of(s).term);
-  return null;
+  return refusalFor([...replicated].filter((s) => sliceSetHas(asked, 0, s)));
 }
 
 /** An eventually consistent read on a replicated slice that this worker's replica follows: answered from the

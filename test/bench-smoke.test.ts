@@ -16,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cleanEnv } from './cli-run.js';
+import { liveProcesses } from './procs.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const work = mkdtempSync(join(tmpdir(), 'keyslice-bench-smoke-'));
@@ -40,24 +41,8 @@ function killGroup(pgid: number): void {
   }
 }
 
-/** The live processes (zombies left out: they hold nothing) of process group `pgid`, from Linux's /proc: pid and
- * command line of each. */
-function liveInGroup(pgid: number): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      // After the command name (in parentheses, which may hold spaces): state, ppid, pgrp.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[2]) !== pgid || fields[0] === 'Z') continue;
-      out.push(`${name} ${readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ').trim()}`);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
+/** The live processes of process group `pgid`: pid and command line of each. */
+const liveInGroup = (pgid: number): string[] => liveProcesses().flatMap((p) => (p.pgid === pgid ? [`${p.pid} ${p.cmdline}`] : []));
 
 /** Modification times of bench/*.md: the committed reports, which no case may write. */
 function committedReports(): Record<string, number> {

@@ -1,13 +1,14 @@
 // startLocalCluster when one slice node fails to start (its port is taken): it fails, and leaves none of the
 // cluster's processes running. The other nodes are still starting when the first fails; they are waited for and
 // stopped, not left to run on with no handle to stop them (the benches' clusters, bench/stop-all.ts).
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
+import { liveProcesses } from './procs.js';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-local-cluster-'));
 const blocker = net.createServer();
@@ -17,21 +18,8 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** The PIDs of running processes whose command line names `dir` (a cluster's data folder). */
-function processesOf(dir: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue; // exited, not reaped yet
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir)) pids.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
-}
+/** The PIDs of live processes whose command line names `dir` (a cluster's data folder). */
+const processesOf = (dir: string): number[] => liveProcesses().flatMap((p) => (p.cmdline.includes(dir) ? [p.pid] : []));
 
 describe('a local cluster whose first slice node cannot start', () => {
   it('fails, and stops the nodes that were still starting', async () => {
