@@ -15,9 +15,23 @@ import { describe, expect, it } from 'vitest';
 import { FAILOVER_DEFAULTS, startFailover } from '../bench/failover-run.js';
 import { initHashing } from '../shared/hashing.js';
 import type { ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { FAILOVER_RETRY_MS_MAX, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LOAD_REPORT_TIMEOUT_MS, REPLICA_COMMIT_WAIT_MS } from '../shared/limits.js';
+import { FAILOVER_RETRY_MS_MAX, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_TIMEOUT_MS, REPLICA_COMMIT_WAIT_MS } from '../shared/limits.js';
+import {
+  CLUSTER_SECRET_HEADER,
+  decodeNodeFrame,
+  decodeSliceResults,
+  encodeNodeFrame,
+  encodeSliceOps,
+  NodeFrame,
+  RESULT_OK,
+  SliceOp,
+  sliceSetOf,
+  type CoordinatorNodeFrame,
+  type StatsResult,
+} from '../shared/protocol.js';
 import { leaderOf, led, metricSum, RECOVERY_MS_MAX, statusUntil, testLog, useCluster } from './cluster-fixture.js';
 import { freezeProcess } from './freeze.js';
+import { openNode } from './node-dial.js';
 import { parseExposition, samples } from './prometheus-text.js';
 
 describe('slice nodes SIGKILLed under load (real processes)', () => {
@@ -46,17 +60,70 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
   /** The longest the client may wait for its answer: a failover (the coordinator's heartbeat timeout, the lease the
    * frozen leader may still hold and an election) and the router's resend, within its failover bound, with room. */
   const ANSWER_MS_MAX = LEADER_HEARTBEAT_TIMEOUT_MS + LEADER_ELECTION_TIMEOUT_MS + FAILOVER_RETRY_MS_MAX;
-  /** Between scrapes of the leader's writes counter: a round trip on 127.0.0.1, with room. */
-  const POLL_MS = 300;
-  /** A scrape of the coordinator's /metrics while two nodes are frozen: it waits LOAD_REPORT_TIMEOUT_MS for their
-   * load, and leaves their series out. */
-  const SCRAPE_MS_MAX = LOAD_REPORT_TIMEOUT_MS + 2_000;
-  /** `node`'s keyslice_node_writes_total of table T (writes its slices admitted: counted when a leader runs one,
-   * before its commit); null while the node's series is missing from the scrape. */
-  const writesOn = async (node: ManagedProcess): Promise<number | null> => {
-    const res = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(SCRAPE_MS_MAX) });
-    const mine = samples(parseExposition(await res.text()), 'keyslice_node_writes_total').filter((x) => x.labels.table === T && x.labels.node === node.url);
-    return mine.length === 0 ? null : mine.reduce((n, x) => n + x.value, 0);
+  /** Between reads of the leader's writes counter. */
+  const POLL_MS = 20;
+  /** One read of a node's counter that is not frozen: a round trip on 127.0.0.1 to its workers, with room for a loaded
+   * host. */
+  const READ_MS_MAX = 1_000;
+  /** The cluster's first table: the coordinator numbers tables from 1 (checked: the first read, while every node is
+   * up, is the coordinator's keyslice_node_writes_total of the node and table). */
+  const TABLE_ID = 1;
+  /**
+   * A connection of the test's own to `node`, on which it reads the node's keyslice_node_writes_total of table T
+   * (writes its slices admitted: counted when a leader runs one, before its commit) from the node itself: each worker
+   * is asked a Stats, the load report's op, naming no slice, so that it answers from its counters alone (the
+   * table's, over every slice it served), summed as the load report sums them. A scrape of the coordinator would wait
+   * LOAD_REPORT_TIMEOUT_MS for the frozen followers' load. `read` answers the count, or why there is none within
+   * READ_MS_MAX. The batch's epoch is the node's: taken from its refusal of a batch at another (its first read's).
+   */
+  const writesCounter = async (node: ManagedProcess) => {
+    const { ws, first } = await openNode(node.url, { [CLUSTER_SECRET_HEADER]: c.cluster.clusterSecret }, true);
+    const workers = first![2] as number; // Hello: [kind, protocol, workers, nodeId, clusterId, batch ports]
+    const waiting = new Map<number, (f: CoordinatorNodeFrame) => void>();
+    ws.on('message', (data: Buffer) => {
+      const f = decodeNodeFrame(data, 'coordinator');
+      if (f[0] === NodeFrame.BatchReply || f[0] === NodeFrame.BatchError) waiting.get(f[1])?.(f);
+    });
+    let epoch = 0;
+    let nextBatch = 1;
+    const stats = encodeSliceOps([[SliceOp.Stats, TABLE_ID, sliceSetOf(0, [])]]);
+    const ask = (worker: number) =>
+      new Promise<CoordinatorNodeFrame | null>((resolve) => {
+        const id = nextBatch++;
+        const timer = setTimeout(() => {
+          waiting.delete(id);
+          resolve(null);
+        }, READ_MS_MAX);
+        waiting.set(id, (f) => {
+          clearTimeout(timer);
+          waiting.delete(id);
+          resolve(f);
+        });
+        ws.send(encodeNodeFrame([NodeFrame.Batch, id, epoch, [[worker, stats]]]));
+      });
+    const read = async (): Promise<number | string> => {
+      // Two tries: the second at the epoch the node named in refusing the first (its first read, or a map change).
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const answers = await Promise.all(Array.from({ length: workers }, (_, w) => ask(w)));
+        const stale = answers.find((f) => f?.[0] === NodeFrame.BatchError && f[2] === 'WrongOwner');
+        const at = stale == null ? null : /node is at epoch (\d+)/.exec(String(stale[3]));
+        if (at) {
+          epoch = Number(at[1]);
+          continue;
+        }
+        let writes = 0;
+        for (const f of answers) {
+          if (f === null) return `a worker did not answer within ${READ_MS_MAX} ms`;
+          if (f[0] !== NodeFrame.BatchReply) return `refused: ${JSON.stringify(f)}`;
+          const [r] = decodeSliceResults(f[3]);
+          if (r[0] !== RESULT_OK) return `Stats refused: ${JSON.stringify(r)}`;
+          writes += (r[1] as StatsResult)[2][1];
+        }
+        return writes;
+      }
+      return `refused twice at the epoch the node named (${epoch})`;
+    };
+    return { read, close: () => ws.terminate() };
   };
   /** Waits `ms`; `clear` drops the timer (a race's loser would keep the test process busy). */
   const timer = (ms: number) => {
@@ -75,8 +142,12 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
     expect(followers).toHaveLength(2);
     const resentBefore = await metricSum(c, 'keyslice_writes_resent_total');
     const duplicatesBefore = await metricSum(c, 'keyslice_node_duplicate_writes_total', T);
-    const leaderWritesBefore = await writesOn(leader);
-    expect(leaderWritesBefore, 'the leader reports its writes while every node is up').not.toBeNull();
+    const leaderWrites = await writesCounter(leader);
+    const leaderWritesBefore = await leaderWrites.read();
+    const scrape = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
+    const scraped = samples(parseExposition(await scrape.text()), 'keyslice_node_writes_total').filter((x) => x.labels.table === T && x.labels.node === leader.url);
+    expect(scraped.length, "the scrape has the leader's series").toBeGreaterThan(0);
+    expect(leaderWritesBefore, "read from the leader itself, its writes counter is the scrape's").toBe(scraped.reduce((n, x) => n + x.value, 0));
 
     let outcome: unknown;
     let took = -1;
@@ -95,18 +166,19 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
           (item) => item,
           (err: unknown) => err,
         );
-        // Bounded: the leader is to be frozen before its commit wait runs out, or it answers the write itself (outcome
-        // unknown) and the router's resend goes to it again, not to a new leader. A scrape's answer from the leader
-        // comes at once, but the scrape waits for the frozen followers' load (LOAD_REPORT_TIMEOUT_MS): each starts a
-        // round trip with room after the last, and only while it can end within the commit wait.
-        let leaderWrites = leaderWritesBefore;
-        do {
+        // Bounded in count and time: the leader is to be frozen before its commit wait runs out, or it answers the
+        // write itself (outcome unknown) and the router's resend goes to it again, not to a new leader. Its commit
+        // wait begins when it takes the write, after it was sent: a read starts only while it can end within it.
+        // A read that gets no count (a worker late on a loaded host) is tried again.
+        let leaderWritesNow: number | string = leaderWritesBefore;
+        const moved = () => typeof leaderWritesNow === 'number' && leaderWritesNow !== leaderWritesBefore;
+        for (let n = 0; n < REPLICA_COMMIT_WAIT_MS / POLL_MS && !moved() && Date.now() - sent + READ_MS_MAX < REPLICA_COMMIT_WAIT_MS; n++) {
           const pause = timer(POLL_MS);
           await pause.done;
-          leaderWrites = (await writesOn(leader)) ?? leaderWrites;
-        } while (leaderWrites === leaderWritesBefore && Date.now() - sent < REPLICA_COMMIT_WAIT_MS - LOAD_REPORT_TIMEOUT_MS - POLL_MS);
-        testLog?.(`in-flight failover: the leader's writes counter went ${leaderWritesBefore} -> ${leaderWrites} within ${Date.now() - sent} ms`);
-        expect(leaderWrites, 'the leader took the write (its writes counter) before it is frozen').toBe(leaderWritesBefore! + 1);
+          leaderWritesNow = await leaderWrites.read();
+        }
+        testLog?.(`in-flight failover: the leader's writes counter went ${leaderWritesBefore} -> ${leaderWritesNow} within ${Date.now() - sent} ms`);
+        expect(leaderWritesNow, 'the leader took the write (its writes counter) before it is frozen').toBe((leaderWritesBefore as number) + 1);
         await freezeProcess(leader.child.pid!);
         heldMs = Date.now() - sent;
       } finally {
@@ -124,6 +196,7 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
       took = Date.now() - started;
     } finally {
       process.kill(leader.child.pid!, 'SIGCONT');
+      leaderWrites.close();
     }
     testLog?.(`in-flight failover: the write answered in ${took} ms: ${outcome instanceof Error ? outcome.message : JSON.stringify(outcome)}`);
     // Acknowledged, with the counter as one add left it: the copy the new leader ran (or answered from the first
