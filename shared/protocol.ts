@@ -78,9 +78,11 @@ import {
   checkReplicationMessage,
   COORDINATOR,
   FOLDED_MESSAGES,
+  isFoldedMessage,
   MESSAGES_BETWEEN_REPLICAS,
   MESSAGES_FROM_COORDINATOR,
   MESSAGES_TO_COORDINATOR,
+  type FoldedMessage,
   type ReplicaRecord,
   type ReplicationMessage,
 } from './replication-protocol.js';
@@ -584,10 +586,6 @@ export type DecodedReplicateEntry = [slice: number, message: ReplicationMessage]
 /** What a slice node gets from decodeNodeFrame: each message as its bytes, unchecked (its worker checks them:
  * decodeReplicationMessage), except KeepAlives and AppendOks, checked whole. */
 export type WireReplicateEntry = [slice: number, message: Uint8Array | FoldedMessage];
-/** The messages that travel as a map (FOLDED_MESSAGES): a frame's keep-alives or acknowledgements to one worker of a
- * peer node, as numbers (replication-protocol.ts). */
-export type FoldedMessage = Extract<ReplicationMessage, { type: 'KeepAlives' | 'AppendOks' }>;
-export const isFoldedMessage = (m: ReplicationMessage): m is FoldedMessage => FOLDED_MESSAGES.has(m.type);
 
 export type NodeFrameKind = (typeof NodeFrame)[keyof typeof NodeFrame];
 

@@ -126,14 +126,19 @@ const COUNTS = new Set(['term', 'from', 'commitTerm', 'lastTerm', 'lastIndex', '
 export const KEEPALIVE_NUMBERS = 5;
 /** The width of one slice's entry in AppendOks.slices: slice, term, matchIndex, commitIndex, sentAt. */
 export const APPEND_OK_NUMBERS = 5;
+
+/** The messages that travel as a map (FOLDED_MESSAGES): a frame's keep-alives or acknowledgements to one worker of a
+ * peer node, as numbers. */
+export type FoldedMessage = Extract<ReplicationMessage, { type: 'KeepAlives' | 'AppendOks' }>;
+export const isFoldedMessage = (m: ReplicationMessage): m is FoldedMessage => FOLDED_MESSAGES.has(m.type);
 /** The width of one slice's entry in a folded message's numbers. */
-export const foldedWidth = (type: 'KeepAlives' | 'AppendOks'): number => (type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS);
+export const foldedWidth = (type: FoldedMessage['type']): number => (type === 'KeepAlives' ? KEEPALIVE_NUMBERS : APPEND_OK_NUMBERS);
 
 /** The messages that are folded into numbers on the way (a KeepAlives or AppendOks entry), one slice's each. */
 export type FoldableMessage = Extract<ReplicationMessage, { type: 'KeepAlive' | 'AppendOk' }>;
 export const isFoldable = (m: ReplicationMessage): m is FoldableMessage => m.type === 'KeepAlive' || m.type === 'AppendOk';
 /** The folded message that carries `m`'s kind. */
-export const foldedType = (m: FoldableMessage): 'KeepAlives' | 'AppendOks' => (m.type === 'KeepAlive' ? 'KeepAlives' : 'AppendOks');
+export const foldedType = (m: FoldableMessage): FoldedMessage['type'] => (m.type === 'KeepAlive' ? 'KeepAlives' : 'AppendOks');
 
 // The order of each slice's numbers in KeepAlives and AppendOks, written here once: foldInto writes it, unfoldAt
 // reads it back (and checkReplicationMessage checks the widths and KeepAlives' leased above).
@@ -145,7 +150,7 @@ export function foldInto(numbers: number[], slice: number, m: FoldableMessage): 
 }
 
 /** The message of the slice whose numbers start at `i` in a folded message (its slice is `m.slices[i]`). */
-export function unfoldAt(m: Extract<ReplicationMessage, { type: 'KeepAlives' | 'AppendOks' }>, i: number): FoldableMessage {
+export function unfoldAt(m: FoldedMessage, i: number): FoldableMessage {
   const s = m.slices;
   return m.type === 'KeepAlives'
     ? { type: 'KeepAlive', term: s[i + 1], commitIndex: s[i + 2], sentAt: s[i + 3], leased: s[i + 4] === 1 }

@@ -36,8 +36,8 @@ import {
   REPLICATION_FRAME_ENTRIES_MAX,
   SLICE_COUNT_MAX,
 } from '../shared/limits.js';
-import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type FoldedMessage, type WireReplicateEntry } from '../shared/protocol.js';
-import { foldedType, foldedWidth, foldInto, type FoldableMessage } from '../shared/replication-protocol.js';
+import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type WireReplicateEntry } from '../shared/protocol.js';
+import { foldedType, foldedWidth, foldInto, type FoldableMessage, type FoldedMessage } from '../shared/replication-protocol.js';
 import { backoffMs } from '../shared/timeout.js';
 
 /** What a worker hands its link to a peer node: a message's bytes, or a KeepAlive or AppendOk, which the link folds

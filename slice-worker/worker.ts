@@ -44,7 +44,6 @@ import {
   EFFECT_DROP_TABLE,
   encodeOwnedResults,
   encodeReplicationMessage,
-  isFoldedMessage,
   isWriteOp,
   MalformedFrame,
   requestIdOf,
@@ -57,7 +56,7 @@ import {
   type SliceOpMessage,
   type SliceOpResult,
 } from '../shared/protocol.js';
-import { COORDINATOR, foldedWidth, isFoldable, unfoldAt, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { COORDINATOR, foldedWidth, isFoldable, isFoldedMessage, unfoldAt, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
