@@ -28,7 +28,7 @@
 //
 //   npm run bench:compare [-- --rounds 3 --duration 8 --warmup 2] [-- --only dynamodb]
 import { type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';

@@ -1495,24 +1495,24 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
   // Put) are checked without allocating; the full check below builds its messages' pieces.
   if (code === SliceOp.Get && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && op[4] === null && typeof op[5] === 'boolean') return;
   if (code === SliceOp.Put && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && isPlainObject(op[4]) && isItemValue(op[4]) && isUint(op[5]) && op[6] === null && (op[7] === null || isRequestId(op[7]))) return;
-  const at = (i: number, what: string) => `slice op ${code}, ${what}`;
-  const uint = (i: number, what: string) => isUint(op[i]) || fail(`${at(i, what)}: ${show(op[i])} is not a whole number`);
-  const slice = (i: number) => isSlice(op[i]) || fail(`${at(i, 'slice')}: ${show(op[i])} is not a slice number`);
-  const key = (i: number) => typeof op[i] === 'string' || fail(`${at(i, 'key')}: ${show(op[i])} is not an encoded key`);
-  const requestId = (i: number) => op[i] === null || isRequestId(op[i]) || fail(`${at(i, 'request id')}: ${show(op[i])} is not null, [instance, counter] or [instance, counter, true]: whole numbers, the instance at most ${REQUEST_ID_INSTANCE_MAX}, the counter at least 1`);
+  const at = (what: string) => `slice op ${code}, ${what}`;
+  const uint = (i: number, what: string) => isUint(op[i]) || fail(`${at(what)}: ${show(op[i])} is not a whole number`);
+  const slice = (i: number) => isSlice(op[i]) || fail(`${at('slice')}: ${show(op[i])} is not a slice number`);
+  const key = (i: number) => typeof op[i] === 'string' || fail(`${at('key')}: ${show(op[i])} is not an encoded key`);
+  const requestId = (i: number) => op[i] === null || isRequestId(op[i]) || fail(`${at('request id')}: ${show(op[i])} is not null, [instance, counter] or [instance, counter, true]: whole numbers, the instance at most ${REQUEST_ID_INSTANCE_MAX}, the counter at least 1`);
   switch (code) {
     case SliceOp.Assign:
       if (!trusted) fail('slice op Assign comes from the slice node itself, never in a batch');
       uint(1, 'epoch');
-      if (!(Array.isArray(op[2]) && (op[2] as unknown[]).every(isSlice))) fail(`${at(2, 'slices')}: not a list of slice numbers`);
+      if (!(Array.isArray(op[2]) && (op[2] as unknown[]).every(isSlice))) fail(`${at('slices')}: not a list of slice numbers`);
       return;
     case SliceOp.Put:
       uint(1, 'table');
       slice(2);
       key(3);
-      checkItem(op[4], at(4, 'item'));
+      checkItem(op[4], at('item'));
       uint(5, 'item bytes');
-      checkWriteCheck(op[6], at(6, 'check'));
+      checkWriteCheck(op[6], at('check'));
       requestId(7);
       return;
     case SliceOp.Get:
@@ -1520,14 +1520,14 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       uint(1, 'table');
       slice(2);
       key(3);
-      checkProjection(op[4], at(4, 'projection'));
-      if (typeof op[5] !== 'boolean') fail(`${at(5, 'packed')}: not a boolean`);
+      checkProjection(op[4], at('projection'));
+      if (typeof op[5] !== 'boolean') fail(`${at('packed')}: not a boolean`);
       return;
     case SliceOp.Delete:
       uint(1, 'table');
       slice(2);
       key(3);
-      checkWriteCheck(op[4], at(4, 'check'));
+      checkWriteCheck(op[4], at('check'));
       requestId(5);
       return;
     case SliceOp.Update: {
@@ -1535,7 +1535,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       slice(2);
       key(3);
       const spec = op[4];
-      const where = at(4, 'update');
+      const where = at('update');
       if (!isPlainObject(spec)) fail(`${where}: not a map`);
       checkItem(spec.base, `${where}.base`);
       if (!Array.isArray(spec.actions)) fail(`${where}.actions: not a list`);
@@ -1551,7 +1551,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       uint(1, 'table');
       slice(2);
       const spec = op[3];
-      const where = at(3, 'range');
+      const where = at('range');
       if (!isPlainObject(spec)) fail(`${where}: not a map`);
       if (!(typeof spec.low === 'string' && typeof spec.high === 'string')) fail(`${where}: low and high are encoded keys`);
       for (const flag of ['lowInclusive', 'highInclusive', 'reverse', 'withKeys', 'packed'] as const) if (typeof spec[flag] !== 'boolean') fail(`${where}.${flag}: not a boolean`);
@@ -1563,19 +1563,19 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
     case SliceOp.Scan:
       uint(1, 'table');
       slice(2);
-      if (!(op[3] === null || typeof op[3] === 'string')) fail(`${at(3, 'after key')}: not an encoded key or null`);
+      if (!(op[3] === null || typeof op[3] === 'string')) fail(`${at('after key')}: not an encoded key or null`);
       uint(4, 'limit');
-      checkProjection(op[5], at(5, 'projection'));
-      checkConditionOrNull(op[6], at(6, 'filter'));
-      checkSliceSet(op[7], op[2] as number, at(7, 'slices'));
-      if (typeof op[8] !== 'boolean') fail(`${at(8, 'packed')}: not a boolean`);
+      checkProjection(op[5], at('projection'));
+      checkConditionOrNull(op[6], at('filter'));
+      checkSliceSet(op[7], op[2] as number, at('slices'));
+      if (typeof op[8] !== 'boolean') fail(`${at('packed')}: not a boolean`);
       return;
     case SliceOp.DropTable:
       uint(1, 'table');
       return;
     case SliceOp.Stats:
       uint(1, 'table');
-      checkSliceSet(op[2], 0, at(2, 'slices'));
+      checkSliceSet(op[2], 0, at('slices'));
       return;
     case SliceOp.MoveStart:
     case SliceOp.MoveFreeze:
@@ -1586,20 +1586,20 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
     case SliceOp.MoveRead: {
       slice(1);
       const cursor = op[2];
-      if (!(cursor === null || (Array.isArray(cursor) && cursor.length === 2 && isUint(cursor[0]) && typeof cursor[1] === 'string'))) fail(`${at(2, 'cursor')}: not null or [table, key]`);
+      if (!(cursor === null || (Array.isArray(cursor) && cursor.length === 2 && isUint(cursor[0]) && typeof cursor[1] === 'string'))) fail(`${at('cursor')}: not null or [table, key]`);
       uint(3, 'limit');
       return;
     }
     case SliceOp.MoveApply: {
       slice(1);
-      if (!Array.isArray(op[2])) fail(`${at(2, 'effects')}: not a list`);
-      (op[2] as unknown[]).forEach((e, i) => checkMovedEffect(e, op[1] as number, `${at(2, 'effects')}[${i}]`));
-      if (typeof op[3] !== 'boolean') fail(`${at(3, 'own')}: not a boolean`);
+      if (!Array.isArray(op[2])) fail(`${at('effects')}: not a list`);
+      (op[2] as unknown[]).forEach((e, i) => checkMovedEffect(e, op[1] as number, `${at('effects')}[${i}]`));
+      if (typeof op[3] !== 'boolean') fail(`${at('own')}: not a boolean`);
       return;
     }
     case SliceOp.MoveAbort:
       slice(1);
-      if (!(op[2] === 'source' || op[2] === 'target')) fail(`${at(2, 'role')}: not source or target`);
+      if (!(op[2] === 'source' || op[2] === 'target')) fail(`${at('role')}: not source or target`);
       return;
   }
 }

@@ -70,7 +70,7 @@ import { describeCuts, WriteAheadLog } from './wal.js';
 import { openBatchPort } from './batch-port.js';
 import { PeerLinks, type PeerEntry } from './peer-links.js';
 import { workerOf } from '../shared/hashing.js';
-import { IN_RANGE, OUT_RANGE } from './worker-channel.js';
+import { IN_RANGE } from './worker-channel.js';
 import { sparseLog } from '../shared/sparse-log.js';
 
 export interface WorkerConfig {

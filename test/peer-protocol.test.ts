@@ -11,7 +11,7 @@ import { runInNewContext } from 'node:vm';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, encodeReplicationMessage, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { decodeNodeFrame, encodeNodeFrame, encodeReplicationMessage, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
 import { PEER_LINK_QUEUE_BYTES_MAX, PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES, PEER_LINK_QUEUED_MESSAGE_BYTES, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { checkReplicationMessage, foldedWidth, isFoldedMessage, unfoldAt, type FoldableMessage, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';

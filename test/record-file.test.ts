@@ -42,7 +42,7 @@ describe('record file', () => {
     const { buf, offsets } = logOf([3, 50, 0, 200, 7]);
     for (let cut = 0; cut < buf.length; cut++) {
       const r = readRecords('log', buf.subarray(0, cut), 1);
-      const whole = offsets.filter((o, i) => (offsets[i + 1] ?? buf.length) <= cut).length;
+      const whole = offsets.filter((_, i) => (offsets[i + 1] ?? buf.length) <= cut).length;
       expect(r.records.length, `cut at ${cut}`).toBe(whole);
       expect(r.validBytes).toBe(whole === 0 ? 0 : (offsets[whole] ?? buf.length));
       expect(r.tornAt === null).toBe(cut === r.validBytes);

@@ -551,7 +551,7 @@ describe('a coordinator that restarts', () => {
     // Node c is removed (down for good) and its replica of slice 0 placed on d in the same change: {a,b,c} -> {a,b,d}.
     // A write acknowledged before it may be on a and c alone (b lagging), so a majority of the new set (b and d)
     // need not hold it. The coordinator stops before any election settled the change; another starts from the map.
-    const { dir, map, a, b, c, d } = replacedInSlice0();
+    const { dir, map, a, b, d } = replacedInSlice0();
     expect(new Set(map.replicasOf(0))).toEqual(new Set([a, b, d]));
     const again = open(4, 3, dir);
     const { sent, links } = stubLinks(4);

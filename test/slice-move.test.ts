@@ -26,7 +26,7 @@ function contents(store: SliceStore, slice: number): string[] {
   return rows.sort();
 }
 
-function randomWrite(store: SliceStore, r: () => number, slice: number): SliceOpMessage {
+function randomWrite(r: () => number, slice: number): SliceOpMessage {
   const table = TABLES[Math.floor(r() * TABLES.length)];
   const key = `k${Math.floor(r() * 300)}`;
   if (r() < 0.25) return [SliceOp.Delete, table, slice, key, null, null];
@@ -41,10 +41,10 @@ function setup(seed: number) {
   const target = new SliceStore(0, 1, () => clock++);
   ok(source, [SliceOp.Assign, 1, [MOVING, OTHER]]);
   ok(target, [SliceOp.Assign, 1, []]);
-  for (let i = 0; i < 500; i++) ok(source, randomWrite(source, r, r() < 0.7 ? MOVING : OTHER));
+  for (let i = 0; i < 500; i++) ok(source, randomWrite(r, r() < 0.7 ? MOVING : OTHER));
   source.takeEffects();
   const writes = (n: number) => {
-    for (let i = 0; i < n; i++) ok(source, randomWrite(source, r, r() < 0.8 ? MOVING : OTHER));
+    for (let i = 0; i < n; i++) ok(source, randomWrite(r, r() < 0.8 ? MOVING : OTHER));
   };
   return { r, source, target, writes };
 }
@@ -75,7 +75,7 @@ describe('a slice move between two workers', () => {
       const expected = contents(source, MOVING);
       const last = ok(source, [SliceOp.MoveFreeze, MOVING]) as Effect[];
       // Frozen: neither owns it until the target applies the last changes.
-      expect(source.execute(randomWrite(source, r, MOVING))[1]).toBe('WrongOwner');
+      expect(source.execute(randomWrite(r, MOVING))[1]).toBe('WrongOwner');
       ok(target, [SliceOp.MoveApply, MOVING, last, true]);
       expect(contents(target, MOVING)).toEqual(expected);
       // The target's log (its effects) replays to the same items.
@@ -83,7 +83,7 @@ describe('a slice move between two workers', () => {
       for (const e of target.takeEffects()) replayed.replay(e);
       expect(contents(replayed, MOVING)).toEqual(expected);
       // The target serves the slice; the source drops it and keeps the other.
-      ok(target, randomWrite(target, r, MOVING));
+      ok(target, randomWrite(r, MOVING));
       const other = contents(source, OTHER);
       ok(source, [SliceOp.MoveDrop, MOVING]);
       expect(contents(source, MOVING)).toEqual([]);
@@ -121,7 +121,7 @@ describe('a slice move between two workers', () => {
     ok(target, [SliceOp.MoveBegin, MOVING]);
     ok(source, [SliceOp.MoveStart, MOVING]);
     ok(source, [SliceOp.MoveFreeze, MOVING]);
-    expect(source.execute(randomWrite(source, r, MOVING))[1]).toBe('WrongOwner');
+    expect(source.execute(randomWrite(r, MOVING))[1]).toBe('WrongOwner');
     ok(source, [SliceOp.Assign, 2, [MOVING, OTHER]]);
     ok(source, [SliceOp.Put, 1, MOVING, 'after-assign', { __name: 'after-assign', v: 1 }, 40, null, null]);
     // The move is over there: MoveDrop refuses, MoveAbort changes nothing.

@@ -429,7 +429,7 @@ export class Membership {
     this.links[index].close();
     try {
       const counts = this.map.counts();
-      const to = slices.map((s) => {
+      const to = slices.map(() => {
         const t = targets.reduce((a, b) => (counts[b] < counts[a] ? b : a));
         counts[t]++;
         return t;

@@ -153,7 +153,6 @@ export class StudioFeed {
     const cluster = await this.cluster.status(false);
     const present = this.cluster.presentLinks();
     const ready = present.filter((l) => l.state === 'ready');
-    const sliceCount = cluster.sliceCount;
     const workerThreads = ready.reduce((a, l) => a + l.workerCount, 0);
     const names = this.catalog.names();
     const tables = new Map<string, TableSample>();
