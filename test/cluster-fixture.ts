@@ -106,8 +106,10 @@ export async function leaderOf(h: ClusterHandle, table: string, id: string): Pro
 }
 
 /** Starts `node` (stopped) again on its port and data folder, in place, with the cluster's node options (workers,
- * durability, snapshot threshold, capacity, log) unless `extra` says otherwise: the fixture stops the new process. */
-export async function restartNode(h: ClusterHandle, node: ManagedProcess, extra: Partial<SliceNodeOptions> = {}): Promise<void> {
+ * durability, snapshot threshold, capacity, log) unless `extra` says otherwise: whoever stops the cluster stops the new
+ * process. Of the handle it needs the cluster, its folder and its options (a test that starts its own cluster passes
+ * those). */
+export async function restartNode(h: Pick<ClusterHandle, 'cluster' | 'dataDir' | 'options'>, node: ManagedProcess, extra: Partial<SliceNodeOptions> = {}): Promise<void> {
   const port = Number(new URL(node.url).port);
   const again = await startSliceNode({ name: node.name, dataDir: join(h.dataDir, node.name), port, ...nodeOptionsOf(h.options), clusterSecret: h.cluster.clusterSecret, ...extra });
   node.child = again.child;

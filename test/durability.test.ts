@@ -6,11 +6,11 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
-import { startLocalCluster, startSliceNode, stopProcess, type LocalCluster, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
+import { startLocalCluster, startSliceNode, stopProcess, type ClusterOptions, type ManagedProcess, type SliceNodeOptions } from '../coordinator/cli/local-cluster.js';
 import { KeysliceError } from '../shared/errors.js';
 import { readRecords } from '../slice-worker/record-file.js';
 import type { DurabilityMode } from '../shared/limits.js';
-import { rng } from './cluster-fixture.js';
+import { restartNode, rng } from './cluster-fixture.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -19,26 +19,25 @@ afterEach(async () => {
 
 async function cluster(opts: { nodes: number; workers: number; durability?: DurabilityMode; snapshotAfterBytes?: number }) {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-durability-'));
-  const c = await startLocalCluster({ dataDir, replicationFactor: 1, ...opts }); // one copy: the worker log's own durability
+  const options: Partial<ClusterOptions> = { replicationFactor: 1, ...opts }; // one copy: the worker log's own durability
+  const c = await startLocalCluster({ dataDir, ...options });
   const client = await KeysliceClient.connect(c.url);
   cleanups.push(async () => {
     await client.close();
     await c.stop();
     rmSync(dataDir, { recursive: true, force: true });
   });
-  return { c, client, dataDir };
-}
-
-/** Restarts node i on its address and folder; resolves when the coordinator routes to it again. */
-async function restartNode(c: LocalCluster, dataDir: string, i: number, client: KeysliceClient, table: string, extra: { durability?: DurabilityMode; snapshotAfterBytes?: number; workers: number }) {
-  const old = c.nodes[i];
-  const fresh = await startSliceNode({ name: old.name, dataDir: join(dataDir, old.name), port: Number(new URL(old.url).port), clusterSecret: c.clusterSecret, ...extra });
-  old.child = fresh.child; // the cluster stops the running one
-  for (let attempt = 0; attempt < 100; attempt++) {
-    if (await client.describeSlices(table).then((l) => l.complete, () => false)) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${old.name} was not served again after a restart`);
+  /** Restarts node i in place with the cluster's node options (the fixture's restartNode) and `extra`; resolves when
+   * every slice of `table` reports again (DescribeSlices complete), asked at most 100 times 50 ms apart. */
+  const restart = async (i: number, table: string, extra: Partial<SliceNodeOptions> = {}) => {
+    await restartNode({ cluster: c, dataDir, options }, c.nodes[i], extra);
+    for (let attempt = 0; attempt < 100; attempt++) {
+      if (await client.describeSlices(table).then((l) => l.complete, () => false)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`${c.nodes[i].name} was not served again after a restart`);
+  };
+  return { c, client, dataDir, restart };
 }
 
 /** Writers that each own their keys (so writes to one key are sequential), recording what was
@@ -81,7 +80,7 @@ class AckedWriters {
 async function crashRounds(mode: DurabilityMode, rounds: number) {
   const workers = 2;
   const snapshotAfterBytes = 16 * 1024; // small, so that snapshots and segment changes happen during the test
-  const { c, client, dataDir } = await cluster({ nodes: 2, workers, durability: mode, snapshotAfterBytes });
+  const { c, client, restart } = await cluster({ nodes: 2, workers, durability: mode, snapshotAfterBytes });
   const T = 'crash';
   await client.createTable(T, { name: 'id', type: 'string' });
   const r = rng(mode === 'fsync' ? 1 : 2);
@@ -94,7 +93,7 @@ async function crashRounds(mode: DurabilityMode, rounds: number) {
     await new Promise((res) => setTimeout(res, 50 + r() * 200));
     const i = Math.floor(r() * c.nodes.length);
     await stopProcess(c.nodes[i].child, 'SIGKILL');
-    await restartNode(c, dataDir, i, client, T, { durability: mode, snapshotAfterBytes, workers });
+    await restart(i, T);
   }
   await load.stop();
 
@@ -140,7 +139,7 @@ describe('a snapshot in progress', () => {
 
   it('serves writes while it is written, and a node killed in the middle of one loses no acknowledged write', async () => {
     const snapshotAfterBytes = 512 * 1024;
-    const { c, client, dataDir } = await cluster({ nodes: 1, workers: 1, snapshotAfterBytes });
+    const { c, client, dataDir, restart } = await cluster({ nodes: 1, workers: 1, snapshotAfterBytes });
     const T = 'midsnap';
     await client.createTable(T, { name: 'id', type: 'string' });
     const load = new AckedWriters();
@@ -177,7 +176,7 @@ describe('a snapshot in progress', () => {
         expect(served, `round ${round}: no snapshot in the making saw ${ACKS_DURING_ONE_SNAPSHOT} writes acknowledged`).toBe(true);
         await stopProcess(c.nodes[0].child, 'SIGKILL');
         if (seenTmp !== undefined && readdirSync(workerDir).includes(seenTmp)) killedMidSnapshot++;
-        await restartNode(c, dataDir, 0, client, T, { snapshotAfterBytes, workers: 1 });
+        await restart(0, T);
       }
       // And snapshots complete while the writes go on: a newer one replaces the one recovered from.
       const newest = () => readdirSync(workerDir).filter((f) => f.endsWith('.snap')).sort().at(-1) ?? '';
@@ -195,26 +194,26 @@ describe('a snapshot in progress', () => {
 describe('torn and corrupt logs', () => {
   /** One node, one worker: a single log, one record per sequential write. */
   async function loadHistory(count: number, durability: DurabilityMode = 'fsync') {
-    const { c, client, dataDir } = await cluster({ nodes: 1, workers: 1, durability });
+    const { c, client, dataDir, restart } = await cluster({ nodes: 1, workers: 1, durability });
     await client.createTable('hist', { name: 'id', type: 'number' });
     for (let i = 0; i < count; i++) await client.putItem('hist', { id: i, payload: `item ${i}` });
     const node = c.nodes[0];
     await stopProcess(node.child, 'SIGKILL');
     const workerDir = join(dataDir, node.name, 'worker-0');
     const segment = join(workerDir, readdirSync(workerDir).find((f) => f.endsWith('.log'))!);
-    return { c, client, dataDir, node, segment };
+    return { c, client, dataDir, node, segment, restart };
   }
 
   it('a log cut at a random offset gives exactly a prefix of the acknowledged history', async () => {
     const count = 150;
-    const { c, client, dataDir, segment } = await loadHistory(count);
+    const { c, client, segment, restart } = await loadHistory(count);
     const original = readFileSync(segment);
     const r = rng(3);
     for (let round = 0; round < 4; round++) {
       const cut = Math.floor(r() * original.length);
       writeFileSync(segment, original);
       truncateSync(segment, cut);
-      await restartNode(c, dataDir, 0, client, 'hist', { workers: 1 });
+      await restart(0, 'hist');
       const ids = (await client.getAllItems({ table: 'hist' })).map((i) => i.id as number).sort((a, b) => a - b);
       expect(ids, `cut at ${cut} of ${original.length}`).toEqual(Array.from({ length: ids.length }, (_, i) => i));
       expect(ids.length).toBeLessThan(count + 1);
@@ -222,7 +221,7 @@ describe('torn and corrupt logs', () => {
     }
     // Uncut, everything is there.
     writeFileSync(segment, original);
-    await restartNode(c, dataDir, 0, client, 'hist', { workers: 1 });
+    await restart(0, 'hist');
     expect(await client.getAllItems({ table: 'hist' })).toHaveLength(count);
   });
 
@@ -230,7 +229,7 @@ describe('torn and corrupt logs', () => {
     // startSegment (at a snapshot) syncs the old segment off the thread once the new one exists: the page cache may
     // write the new one out and lose the old one's tail. The node used to refuse to start on that image.
     const count = 150;
-    const { c, client, dataDir, node, segment } = await loadHistory(count, 'os');
+    const { client, dataDir, node, segment, restart } = await loadHistory(count, 'os');
     const original = readFileSync(segment);
     const { records } = readRecords(segment, original, 1);
     // The image, as if a snapshot had started a segment at record `split` (and never completed): the old segment
@@ -252,14 +251,7 @@ describe('torn and corrupt logs', () => {
     expect(readdirSync(dirname(segment)).filter((f) => f.includes('.log')).sort()).toEqual([basename(segment), basename(later)]);
 
     const lines: string[] = [];
-    const fresh = await startSliceNode({ name: node.name, dataDir: join(dataDir, node.name), port: Number(new URL(node.url).port), clusterSecret: c.clusterSecret, workers: 1, durability: 'os', log: (l) => lines.push(l) });
-    node.child = fresh.child; // the cluster stops the running one
-    let complete = false;
-    for (let attempt = 0; attempt < 100 && !complete; attempt++) {
-      complete = await client.describeSlices('hist').then((l) => l.complete, () => false);
-      if (!complete) await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(complete, 'every slice reports once the restarted node serves').toBe(true);
+    await restart(0, 'hist', { log: (l) => lines.push(l) });
     const ids = (await client.getAllItems({ table: 'hist' })).map((i) => i.id as number).sort((a, b) => a - b);
     expect(ids.length, 'a prefix, cut before the torn record').toBeGreaterThan(0);
     expect(ids.length).toBeLessThan(count - 25);
