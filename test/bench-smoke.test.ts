@@ -2,15 +2,15 @@
 // arguments it takes, so that a bench that no longer runs (bench:move crashed unseen for as long as replication had
 // been the default) fails here. Speed is not asserted (bench/ measures it); each case asserts that the bench exits 0
 // within its bound, prints (or writes) its report with a non-zero count in it, writes a report only where it is told
-// (a temp folder: never over bench/*.md), and leaves nothing behind: no live process of its process group (the bench
-// runs as the leader of a group of its own, which every process it starts joins) and nothing in its temp folder
-// (TMPDIR is the case's own).
+// (a temp folder: nothing in the checkout, bench/*.md or any other file), and leaves nothing behind: no live process of
+// its process group (the bench runs as the leader of a group of its own, which every process it starts joins) and
+// nothing in its temp folder (TMPDIR is the case's own).
 //
 // Not run here: bench:compare (it needs redis-server and bench/peers' npm packages: dynalite, ioredis, the AWS SDK,
 // installed from the network; even --only dynamodb needs dynalite) and bench:studio (a fixed 10 s wait to fill the
 // load window, then two --duration phases). scale runs with --redis-server none, which runs no Redis.
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,10 +44,26 @@ function killGroup(pgid: number): void {
 /** The live processes of process group `pgid`: pid and command line of each. */
 const liveInGroup = (pgid: number): string[] => liveProcesses().flatMap((p) => (p.pgid === pgid ? [`${p.pid} ${p.cmdline}`] : []));
 
-/** Modification times of bench/*.md: the committed reports, which no case may write. */
-function committedReports(): Record<string, number> {
-  const dir = join(root, 'bench');
-  return Object.fromEntries(readdirSync(dir).filter((f) => f.endsWith('.md')).map((f) => [f, statSync(join(dir, f)).mtimeMs]));
+/** Folders of the checkout's top level that a case may change: git's, and the dependencies' (vitest's cache). */
+const UNWATCHED = new Set(['.git', 'node_modules']);
+
+/** Every file of the checkout (the build in dist/ and ignored files too, but not UNWATCHED), with its size and
+ * modification time: a case may change none of them (bench/*.md, the committed reports, among them), nor add one. */
+function checkoutFiles(): Map<string, string> {
+  const files = new Map<string, string>();
+  const walk = (dir: string): void => {
+    for (const e of readdirSync(join(root, dir), { withFileTypes: true })) {
+      const path = dir === '' ? e.name : `${dir}/${e.name}`;
+      if (dir === '' && UNWATCHED.has(e.name)) continue;
+      if (e.isDirectory()) walk(path);
+      else {
+        const st = lstatSync(join(root, path));
+        files.set(path, `${st.size} bytes, modified ${st.mtimeMs}`);
+      }
+    }
+  };
+  walk('');
+  return files;
 }
 
 interface BenchRun {
@@ -60,8 +76,8 @@ interface BenchRun {
 /**
  * Runs `node dist/bench/<script> <args>` as the leader of a new process group, with a TMPDIR of its own, for at most
  * `boundMs` (then its whole group is SIGKILLed), and checks what every bench owes: exit 0 within the bound, no live
- * process left in its group, nothing left in its TMPDIR, bench/*.md untouched. `args` may name `{out}`: the case's
- * report folder.
+ * process left in its group, nothing left in its TMPDIR, no file of the checkout written (bench/*.md or another).
+ * `args` may name `{out}`: the case's report folder.
  */
 async function bench(script: string, args: string[], boundMs: number): Promise<BenchRun> {
   const dir = mkdtempSync(join(work, `${script.replace(/\.js$/, '')}-`));
@@ -69,7 +85,7 @@ async function bench(script: string, args: string[], boundMs: number): Promise<B
   const out = join(dir, 'out');
   mkdirSync(tmp);
   mkdirSync(out);
-  const reportsBefore = committedReports();
+  const filesBefore = checkoutFiles();
   const started = performance.now();
   const child = spawn(process.execPath, [join(root, 'dist', 'bench', script), ...args.map((a) => a.replace('{out}', out))], {
     cwd: root,
@@ -115,9 +131,10 @@ async function bench(script: string, args: string[], boundMs: number): Promise<B
   expect({ code, signal }, `${script} exited ${code ?? signal} after ${ms} ms${tail}`).toEqual({ code: 0, signal: null });
   expect(left, `${script} left processes of its group running`).toEqual([]);
   expect(readdirSync(tmp), `${script} left these in its temp folder`).toEqual([]);
-  const reportsAfter = committedReports();
-  const written = Object.keys(reportsAfter).filter((f) => reportsAfter[f] !== reportsBefore[f]);
-  expect(written, `${script} wrote these reports in bench/ (give it --out under the case's folder)`).toEqual([]);
+  const filesAfter = checkoutFiles();
+  const written = [...filesAfter].filter(([f, was]) => filesBefore.get(f) !== was).map(([f]) => f);
+  const removed = [...filesBefore.keys()].filter((f) => !filesAfter.has(f));
+  expect({ written, removed }, `${script} changed files of the checkout (give it --out under the case's folder)`).toEqual({ written: [], removed: [] });
   return { stdout, stderr, out };
 }
 
