@@ -90,8 +90,18 @@ try {
   console.log(`loaded ${items.toLocaleString('en-US')} items in ${loadS.toFixed(1)} s (${Math.round(items / loadS).toLocaleString('en-US')} items/s, durability ${durability})`);
   for (const l of recoveryLines) console.log(`  ${l}`);
   console.log(`restart of ${NODES} slice nodes: listening after ${(listeningMs / 1000).toFixed(2)} s, serving ${served.toLocaleString('en-US')} items after ${(servingMs / 1000).toFixed(2)} s`);
-  if (served !== items) {
-    console.log(`FAILED: ${served} items served after recovery, ${items} loaded`);
+  // Fewer is a lost item (or a slice left out of a complete answer); more is an item that was never loaded (a phantom)
+  // or one counted twice (a slice reported by two owners, a follower's copy counted as a leader's).
+  const failure =
+    served === -1
+      ? `no complete DescribeSlices answer within ${SERVE_WAIT_MS / 1000} s of the restart (${items} items loaded)`
+      : served < items
+        ? `${items - served} items missing after recovery: ${served} served, ${items} loaded`
+        : served > items
+          ? `${served - items} items more than were loaded after recovery (phantoms or items counted twice): ${served} served, ${items} loaded`
+          : null;
+  if (failure !== null) {
+    console.log(`FAILED: ${failure}`);
     process.exitCode = 1;
   }
 } finally {
