@@ -609,11 +609,13 @@ export class Membership {
       const term = this.leaders.electedTerm(slice);
       // A set of the change (joint majorities) with no majority up: nothing goes on until its nodes down are back. This
       // is the one wait on a node that is down with no bound (at R=2, or a second replica of a set down), said as such.
-      const stuck = this.leaders.setsOf(slice).find((s) => s.filter((n) => this.isUp(n)).length < majority(s.length));
+      const sets = this.leaders.setsOf(slice);
+      const stuck = sets.find((s) => s.filter((n) => this.isUp(n)).length < majority(s.length));
+      const lacking = stuck?.filter((n) => !this.isUp(n)) ?? [];
       const until =
         stuck === undefined
           ? ''
-          : `; it waits until ${names(stuck.filter((n) => !this.isUp(n)))} ${stuck.filter((n) => !this.isUp(n)).length === 1 ? 'is' : 'are'} back: ${stuck === this.leaders.setsOf(slice)[0] ? 'its replica set' : 'the set before its last change, which has not settled,'} (${names(stuck)}) has ${stuck.filter((n) => this.isUp(n)).length} of ${stuck.length} replicas up, no majority`;
+          : `; it waits until ${names(lacking)} ${lacking.length === 1 ? 'is' : 'are'} back: ${stuck === sets[0] ? 'its replica set' : 'the set before its last change, which has not settled,'} (${names(stuck)}) has ${stuck.length - lacking.length} of ${stuck.length} replicas up, no majority`;
       if (term === null) {
         wait(`no leader elected for its replica set yet${stuck !== undefined ? until : down.length > 0 ? ` (replicas on ${names(down)} are down; it needs a majority of each of its sets up)` : ' (an election is under way)'}`);
         continue;
