@@ -1,6 +1,7 @@
-// A drain while another node is down for good (docs/replication.md, "Drain"), through real processes: 5 slice nodes
-// that register themselves, R=3, 12 slices, 4 writers updating items throughout.
-//  - One node is SIGKILLed and left down; then another, which shares slices with it, is drained (keyslice drain).
+// A drain while another node is down (docs/replication.md, "Drain"), through real processes: slice nodes that register
+// themselves, 12 slices, writers updating items throughout, every acknowledged write read back at the end.
+//  - 5 nodes at R=3: one node is SIGKILLed and left down for good; then another, which shares slices with it, is
+//    drained (keyslice drain).
 //    The drain ends within its --timeout, and every slice it drained holds 3 replicas on live nodes: the drained
 //    node's replica went to a node that is up and, where the slice also held one on the dead node, that one was
 //    replaced on a node that is up as keyslice remove would (before, the drain ended with those slices keeping the
