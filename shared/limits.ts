@@ -378,7 +378,9 @@ export const CLI_REQUEST_TIMEOUT_MS = 15_000;
  * restarts took 2 to 6 s, and a move may then be undone and made again later, which costs a copy, not data. Longer
  * would keep a slice one failure from losing its majority for longer. It is as long as NODE_HEARTBEAT_TIMEOUT_MS, but
  * counts from when the node counts as down: a frozen node that keeps its connection is down once it has been silent
- * for NODE_HEARTBEAT_TIMEOUT_MS, so its moves are undone about 10 s after it froze. */
+ * for NODE_HEARTBEAT_TIMEOUT_MS, so its moves are undone about 10 s after it froze. A drain replaces a replica it keeps
+ * on a node down this long, for the same reasons (membership.ts drainReplicas): a restart keeps its replicas, a node
+ * that stays down is not counted on. */
 export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;

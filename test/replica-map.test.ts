@@ -287,6 +287,43 @@ describe('replica sets in the cluster map', () => {
     expect(map.statusOf(map.ownerOf(slice))).toBe('active');
   });
 
+  it('replaces, in a slice a drain is draining, a follower on a node that is down with one on an active node that is up, keeping the drain\'s step as it was', () => {
+    // 5 nodes at R=3: node 4 drains while node 1 is down. Each slice holding replicas on both got its drain step's new
+    // replica on a node that is up; then node 1's replica is replaced there (membership.ts drainReplicas, once down
+    // REPLICA_MOVE_UNDO_DOWN_MS), in one change: node 1 out, one replica in, on a node up and not the draining one.
+    const map = open(5, 3);
+    const down = new Set([1]);
+    map.isUp = (n) => !down.has(n);
+    map.setStatus(4, 'draining');
+    const both = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(4) && map.replicasOf(s).includes(1) && map.ownerOf(s) !== 1);
+    expect(both.length).toBeGreaterThan(0);
+    const before = both.map((s) => ({ set: map.replicasOf(s), joining: map.joiningOf(s), owner: map.ownerOf(s) }));
+    for (const b of before) expect(b.set).toHaveLength(4);
+    map.replaceDownReplicas(both.map((slice) => ({ slice, node: 1 })));
+    both.forEach((s, i) => {
+      const set = map.replicasOf(s);
+      expect(set).toHaveLength(4);
+      expect(set).not.toContain(1);
+      expect(set).toContain(4); // the drain takes it out once the others caught up
+      const added = set.filter((n) => !before[i].set.includes(n));
+      expect(added).toHaveLength(1);
+      expect(map.statusOf(added[0])).toBe('active');
+      expect(map.joiningOf(s)).toBe(before[i].joining);
+      expect(map.ownerOf(s)).toBe(before[i].owner);
+    });
+    // Refused for a replica that is up, the leader's, or the drain's new one (undoing the step takes that one out).
+    const s = both[0];
+    const follower = map.replicasOf(s).find((n) => n !== 4 && n !== map.ownerOf(s) && n !== map.joiningOf(s))!;
+    expect(() => map.replaceDownReplicas([{ slice: s, node: follower }])).toThrow(/is down/);
+    down.add(map.ownerOf(s));
+    expect(() => map.replaceDownReplicas([{ slice: s, node: map.ownerOf(s) }])).toThrow(/follows slice/);
+    down.add(map.joiningOf(s));
+    expect(() => map.replaceDownReplicas([{ slice: s, node: map.joiningOf(s) }])).toThrow(/neither one that leaves nor the new one/);
+    // Nothing of those refusals changed the map; slices the drain does not drain keep node 1's replicas.
+    for (const x of both) expect(map.replicasOf(x)).not.toContain(1);
+    expect(Array.from({ length: 64 }, (_, x) => x).some((x) => !both.includes(x) && map.replicasOf(x).includes(1))).toBe(true);
+  });
+
   it('lets a drain step go only when the caught-up replicas that are up are a majority of the set left: one that held the barrier and went down since counts for nothing', () => {
     // Slice set {0, 1, 2, 3, 4} while node 4 drains, 3 its new replica: the set left is {0, 1, 2, 3}.
     const rest = [0, 1, 2, 3];

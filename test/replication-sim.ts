@@ -12,7 +12,7 @@
 import { assert, wasNotApplied } from '../shared/errors.js';
 import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
-import { chooseLeader, sameSet, setsBefore, SliceFailover, type LastRecord } from '../coordinator/metadata/failover.js';
+import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type LastRecord } from '../coordinator/metadata/failover.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
@@ -43,9 +43,12 @@ export interface SimOptions {
   /** Replica-set changes (as keyslice drain and remove make them): none, or at a seeded rate; 'drain': drains
    * only; 'drain-down': drains only, each new replica placed on a node that is up (as the cluster map places them),
    * its node often killed at once, and a drain step whose new replica's node is down once its change settled undone,
-   * the new replica placed on another node that is up if there is one (membership.ts undoStalledMoves); 'chained':
-   * also while the change before has not settled (as the coordinator did before it waited). */
-  setChanges?: boolean | 'drain' | 'drain-down' | 'chained';
+   * the new replica placed on another node that is up if there is one (membership.ts undoStalledMoves); 'drain-dead':
+   * drains only, and at the first drain's start another replica of the set is killed for good (it never starts again):
+   * the drain's step replaces it on a node that is up before the drained replica leaves (membership.ts drainReplicas),
+   * and the run converges on a set without it; 'chained': also while the change before has not settled (as the
+   * coordinator did before it waited). */
+  setChanges?: boolean | 'drain' | 'drain-down' | 'drain-dead' | 'chained';
   /** Break consistent reads on purpose (the read checker must catch it): a leader answers them whenever it serves,
    * lease or not, as before leases. */
   readsWithoutLease?: boolean;
@@ -109,6 +112,8 @@ export interface SimReport {
   movesUndone: number;
   /** Of the drain steps undone ('drain-down'), those whose new replica was placed on another node that is up in the same change. */
   drainStepsRedirected: number;
+  /** 'drain-dead': replicas on the node killed for good that a drain step replaced (one out, one in, as remove does). */
+  deadReplaced: number;
   /** Replica-set changes whose leader was told to lead on (LeadOn) rather than elected again. */
   ledOn: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
@@ -382,7 +387,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -670,7 +675,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
   for (let i = 0; i < nodeCount; i++) start(i);
 
-  /** Node i crashes, and starts again `downMs` later (seeded when not given: drawn after the disk's loss, as always). */
+  /** Nodes killed for good ('drain-dead'): they never start again, and the run converges without them. */
+  const deadForGood = new Set<number>();
+  /** Node i crashes, and starts again `downMs` later (seeded when not given: drawn after the disk's loss, as always;
+   * never for a node killed for good). */
   function crash(i: number, downMs?: number): void {
     if (!up[i]) return;
     report.crashes++;
@@ -685,6 +693,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     // What it held is lost with it (held[i] is replaced at its start): those clients time out, the outcome unknown to them.
     disks[i].crash();
     clock.at(downMs ?? 50 + random() * 600, () => {
+      if (deadForGood.has(i)) return;
       up[i] = true;
       start(i);
     });
@@ -830,7 +839,23 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     // As the coordinator: a set changes once a leader was elected for it and the change before it settled
     // (membership.ts: a drain's next step, keyslice remove and removal after a time down wait for both).
     if (draining !== null || undoing !== null || !published || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
-    if (kind < 0.4 && outside.length > 0 && set.length >= 3 && random() < 0.3) {
+    if (opts.setChanges === 'drain-dead') {
+      // keyslice drain, the new replica on a node that is up; at the first drain, another replica of the set is
+      // killed for good as it starts (one that dies after its slice's step took the drained replica out keeps its
+      // replica there until keyslice remove, as on the coordinator).
+      if (set.length < 3) return;
+      const live = outside.filter((n) => up[n]);
+      if (live.length === 0) return;
+      const node = mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set);
+      draining = node;
+      changeSet([...set, pick(live)], `drain ${node}, add`);
+      if (deadForGood.size === 0) {
+        const victim = pick(set.filter((n) => n !== node && n !== set[set.length - 1]));
+        deadForGood.add(victim);
+        changes.push(`${clock.now.toFixed(1)} ms: ${victim} killed for good`);
+        crash(victim);
+      }
+    } else if (kind < 0.4 && outside.length > 0 && set.length >= 3 && random() < 0.3) {
       // A replica move onto a node that joined, undone (membership.ts undoStalledMoves): a replica added, its node
       // often killed at once, then (undoStep) it leaves again and the set is the one before.
       const node = pick(outside);
@@ -875,6 +900,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   function drainStep(): void {
     if (draining === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
     if (opts.setChanges === 'drain-down' && drainStepDown()) return;
+    if (opts.setChanges === 'drain-dead' && replaceDead()) return;
     const term = coordinator.currentTerm;
     const rest = set.filter((n) => n !== draining);
     const behind = rest.filter((n) => (commitTerms.get(n) ?? 0) < term);
@@ -886,6 +912,21 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     draining = null;
     drainAdded = null;
     changeSet(rest, `drain ${node}, remove`);
+  }
+  /** 'drain-dead', as membership.ts drainReplicas: a replica the drain keeps on a node killed for good is replaced, in
+   * one change, on a node that is up outside the set, where the replicas left that are up are a majority of the set
+   * (keyslice remove's rule); with no such node up the step waits (here a crashed node comes back), and while the
+   * failover still names it leader (the coordinator elects another at once when its link closes, and a drain step
+   * waits for an elected leader). Whether it changed the set or waits. */
+  function replaceDead(): boolean {
+    const dead = set.find((n) => n !== draining && deadForGood.has(n));
+    if (dead === undefined) return false;
+    if (dead === coordinator.currentLeader) return true;
+    const spare = ids.filter((n) => !set.includes(n) && up[n] && !deadForGood.has(n));
+    if (spare.length === 0 || set.filter((n) => n !== dead && up[n]).length < majority(set.length)) return true;
+    report.deadReplaced++;
+    changeSet([...set.filter((n) => n !== dead), spare[Math.floor(random() * spare.length)]], `drain ${draining}, replace ${dead} (down for good)`);
+    return true;
   }
   /** 'drain-down', as membership.ts undoStalledMoves and refillReplicas: a drain step whose new replica's node is
    * down is undone, its new replica placed on another node that is up in the same change if there is one; with none
@@ -1072,10 +1113,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       });
     }
     releaseDeparted();
-    if (faulty && !coordinatorDown) {
+    // A drain with a node killed for good goes on once the faults stop: the run converges on a set without it.
+    if (!coordinatorDown && (faulty || opts.setChanges === 'drain-dead')) {
       drainStep();
       undoStep();
-      if (random() < changePerSecond * (TICK_MS / 1000)) randomChange();
+      if (faulty && random() < changePerSecond * (TICK_MS / 1000)) randomChange();
     }
     for (const r of replicas) {
       if (r === null || frozenUntil[r.id] > clock.now) continue;
@@ -1345,7 +1387,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     replicas.map((r, i) => (r === null ? `${i}: down` : `${i}: term ${r.term}${r.isLeader ? ' leading' : ''}, last ${r.lastIndex}, commit ${r.commitIndex}`)).join('; ');
   // ---- run: faults, then heal and converge ----
   const converged = () => {
-    if (faulty || outcomes.size > 0 || up.some((u) => !u) || frozenUntil.some((t) => t > clock.now)) return false;
+    if (faulty || outcomes.size > 0 || up.some((u, i) => !u && !deadForGood.has(i)) || frozenUntil.some((t) => t > clock.now)) return false;
     const leader = coordinator.currentLeader;
     if (leader === null || replicas[leader] === null || !replicas[leader]!.isLeader) return false;
     const l = replicas[leader]!;

@@ -315,6 +315,31 @@ export class ClusterMap {
     });
   }
 
+  /** A drain replaces, in the slices it drains, a replica on a node that has been down for a while (membership.ts
+   * drainReplicas), as `keyslice remove` of that node would: in one change each pair's replica leaves its slice's set and
+   * placement (in the same change) puts one on an active node that is up, which catches up from the leader. The
+   * replica replaced is a follower that is neither the one the drain takes out nor the drain's new one (joining stays
+   * as it was). Its node stays a member. One change at a new epoch, by joint majorities until it settles. */
+  replaceDownReplicas(replacements: readonly { slice: number; node: number }[]): void {
+    const before = new Map(replacements.map(({ slice }) => [slice, this.replicasOf(slice)]));
+    this.commit((next) => {
+      for (const { slice, node } of replacements) {
+        const set = setOf(next, slice);
+        assert(set.includes(node) && next.owners[slice] !== node, `node ${node} follows slice ${slice}`);
+        assert(!leaves(next, slice, node) && next.joining[slice] !== node, `node ${node}'s replica of slice ${slice} is neither one that leaves nor the new one`);
+        assert(!this.isUp(node), `node ${node}, whose replica of slice ${slice} is replaced, is down`);
+        next.followers[slice] = next.followers[slice].filter((n) => n !== node);
+      }
+    });
+    // A replacement, not a replica less: placement put one on an active node that is up, in the same change.
+    for (const { slice, node } of replacements) {
+      const was = before.get(slice)!;
+      const now = this.replicasOf(slice);
+      const added = now.filter((n) => !was.includes(n));
+      assert(!now.includes(node) && now.length === was.length && added.length === 1 && this.state.status[added[0]] === 'active' && this.isUp(added[0]), `slice ${slice}: node ${node}'s replica is replaced by one on an active node that is up (${was.join(',')} -> ${now.join(',')})`);
+    }
+  }
+
   /** Replica rebalancing onto a node that joined (membership.ts rebalanceReplicas), the first step: each
    * slice gets a replica on `to` (an active node not in its set), and its replica on `from` is marked
    * leaving: it stays in the set (R + 1 for a while, like a draining node's) until the replica on `to`

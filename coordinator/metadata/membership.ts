@@ -588,12 +588,16 @@ export class Membership {
    * every write acknowledged before, so the new replica has caught up. A replica on a node that is down is not
    * waited for (it could be for good: remove, or removal after a time down, replaces it), as long as those that
    * hold the barrier and are up are a majority of the set that is left, which then elects and commits without it
-   * (one that held it on a node down since counts for nothing: drainStepCatchUp). Slices the
+   * (one that held it on a node down since counts for nothing: drainStepCatchUp). In a slice a drain drains, a
+   * follower on a node down for REPLICA_MOVE_UNDO_DOWN_MS is first replaced on a node that is up, as keyslice remove
+   * of its node would (deadReplica, replaceDeadReplicas), so that the drain leaves no slice it drained with a replica
+   * on a node that stays down while another node is up to take it. Slices the
    * node led are led, in the map, by another replica, and elected again (that election counts the larger set's
    * majority). What is ready in one turn leaves in one map change. Each slice that waits is kept with why
    * (replicaWaits: status, keyslice drain). */
   private drainReplicas(): void {
     const drops: { slice: number; node: number }[] = [];
+    const replacements: { slice: number; node: number }[] = [];
     const waits: { slice: number; node: number; why: string }[] = [];
     const names = (nodes: readonly number[]) => nodes.map((n) => this.map.nodes[n]).join(', ');
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
@@ -603,14 +607,23 @@ export class Membership {
       const wait = (why: string) => waits.push({ slice, node, why });
       const down = set.filter((n) => !this.isUp(n));
       const term = this.leaders.electedTerm(slice);
+      // A set of the change (joint majorities) with no majority up: nothing goes on until its nodes down are back. This
+      // is the one wait on a node that is down with no bound (at R=2, or a second replica of a set down), said as such.
+      const sets = this.leaders.setsOf(slice);
+      const stuck = sets.find((s) => s.filter((n) => this.isUp(n)).length < majority(s.length));
+      const lacking = stuck?.filter((n) => !this.isUp(n)) ?? [];
+      const until =
+        stuck === undefined
+          ? ''
+          : `; it waits until ${names(lacking)} ${lacking.length === 1 ? 'is' : 'are'} back: ${stuck === sets[0] ? 'its replica set' : 'the set before its last change, which has not settled,'} (${names(stuck)}) has ${stuck.length - lacking.length} of ${stuck.length} replicas up, no majority`;
       if (term === null) {
-        wait(`no leader elected for its replica set yet${down.length > 0 ? ` (replicas on ${names(down)} are down; it needs a majority of its replicas up)` : ' (an election is under way)'}`);
+        wait(`no leader elected for its replica set yet${stuck !== undefined ? until : down.length > 0 ? ` (replicas on ${names(down)} are down; it needs a majority of each of its sets up)` : ' (an election is under way)'}`);
         continue;
       }
       // The change that added the new replica settles first (joint majorities, docs/replication.md): the next one
       // then counts only the larger set, whose majorities the replicas left make without the drained node.
       if (!this.leaders.settled(slice)) {
-        wait(`its last replica-set change has not settled yet (the leader's first record of term ${term} is not yet on a majority of both sets)${down.length > 0 ? `; replicas on ${names(down)} are down` : ''}`);
+        wait(`its last replica-set change has not settled yet (the leader's first record of term ${term} is not yet on a majority of both sets)${stuck !== undefined ? until : down.length > 0 ? `; replicas on ${names(down)} are down` : ''}`);
         continue;
       }
       const rest = set.filter((n) => n !== node);
@@ -620,6 +633,19 @@ export class Membership {
       if (rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) {
         const idle = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && !set.includes(i));
         wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
+        continue;
+      }
+      // A drain leaves no slice it drains with a replica on a node that stays down while another node is up to take
+      // it: after REPLICA_MOVE_UNDO_DOWN_MS down, that replica is replaced as keyslice remove of its node would replace
+      // it (one change, one out and one in), and the drain step goes on once the set settled again. Until then the step
+      // waits, so that a node restarting keeps its replicas. With no node up to take it, the step goes on without it.
+      const dead = this.map.statusOf(node) === 'draining' ? this.deadReplica(slice, rest) : null;
+      if (dead !== null && dead.replace) {
+        replacements.push({ slice, node: dead.node });
+        continue;
+      }
+      if (dead !== null) {
+        wait(`its replica on ${names([dead.node])} is down (for ${(dead.downMs / 1000).toFixed(1)} s): still down after ${REPLICA_MOVE_UNDO_DOWN_MS / 1000} s, it is replaced on a node that is up, as keyslice remove would, and the drain goes on`);
         continue;
       }
       const { behind, holdingUp } = drainStepCatchUp(rest, this.map.joiningOf(slice), (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n));
@@ -638,6 +664,7 @@ export class Membership {
       drops.push({ slice, node });
     }
     this.replicaWaits = waits;
+    if (replacements.length > 0) this.replaceDeadReplicas(replacements);
     if (drops.length === 0) return;
     const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
     this.map.dropLeavingReplicas(drops);
@@ -651,6 +678,56 @@ export class Membership {
     if (moved.length > 0) {
       this.log(`replica rebalancing: ${moved.length} slices' replicas left ${[...new Set(moved.map((d) => this.map.nodes[d.node]))].join(', ')} (their new replicas caught up); replicas per node now ${counts.filter((_, i) => this.map.statusOf(i) !== 'removed').join(', ')}`);
     }
+  }
+
+  /** Of `rest` (the replicas a drain step keeps of a slice whose change settled under an elected leader), one on a node
+   * that is down and that keyslice remove of that node would replace now (null: none): a follower on an active node,
+   * not the step's new replica (undoStalledMoves takes that one out), whose slice keeps, without it, a majority of its
+   * set and a majority of the set up (remove's refusals, ReplicaMajorityDown included), with an active node up outside
+   * the set to take its place and the drain's own new replica placed (the active replicas kept are the factor, so
+   * placement adds exactly one). `replace`: down for REPLICA_MOVE_UNDO_DOWN_MS, so replace it now; else the step waits
+   * (downMs) for it to come back or be replaced. */
+  private deadReplica(slice: number, rest: readonly number[]): { node: number; downMs: number; replace: boolean } | null {
+    const set = this.map.replicasOf(slice);
+    const fresh = this.map.joiningOf(slice);
+    const active = rest.filter((n) => this.map.statusOf(n) === 'active');
+    const node = active.find((n) => n !== fresh && n !== this.map.ownerOf(slice) && !this.isUp(n));
+    if (node === undefined || active.length !== this.map.replicationFactor || this.mover.moving.has(slice)) return null;
+    const left = set.filter((n) => n !== node);
+    if (left.length < majority(set.length) || left.filter((n) => this.isUp(n)).length < majority(set.length)) return null;
+    if (!this.map.nodes.some((_, i) => !set.includes(i) && this.map.statusOf(i) === 'active' && this.isUp(i))) return null;
+    const now = Date.now();
+    const downMs = now - (this.downSince.get(node) ?? now);
+    return { node, downMs, replace: downMs >= REPLICA_MOVE_UNDO_DOWN_MS };
+  }
+
+  /** Replaces replicas on nodes down for good, as deadReplica chose them for the drain (ClusterMap.replaceDownReplicas),
+   * in one map change; the nodes learn their sets, then the sets' elections (or leaders leading on) count joint
+   * majorities of the set before and after, which the replicas up make without the down node (asserted). */
+  private replaceDeadReplicas(replacements: readonly { slice: number; node: number }[]): void {
+    const before = new Map(replacements.map(({ slice }) => [slice, this.map.replicasOf(slice)]));
+    try {
+      this.map.replaceDownReplicas(replacements);
+    } catch (err) {
+      this.log(`cannot record the replacement of replicas on nodes that are down in the cluster map (${(err as Error).message})`);
+      return;
+    }
+    for (const { slice, node } of replacements) {
+      // Each change the drain makes has the majorities it needs without the node that is down: a majority of the set
+      // before is up, and so is a majority of the set after, the new (empty) replica not counted.
+      const was = before.get(slice)!;
+      const now = this.map.replicasOf(slice);
+      const upOld = was.filter((n) => n !== node && this.isUp(n)).length;
+      const upNew = now.filter((n) => was.includes(n) && this.isUp(n)).length;
+      assert(upOld >= majority(was.length) && upNew >= majority(now.length), `slice ${slice}: replacing node ${node}'s replica keeps a majority of both sets up without it (${was.join(',')} -> ${now.join(',')})`);
+    }
+    for (const l of this.links) l.sendEpoch(this.map.epoch);
+    this.leaders.sync();
+    const gone = [...new Set(replacements.map((r) => r.node))];
+    this.log(
+      `drain: replaced the replicas of ${replacements.length} slices (e.g. slice ${replacements[0].slice}) on ${gone.map((n) => this.map.nodes[n]).join(', ')}, down for at least ${REPLICA_MOVE_UNDO_DOWN_MS / 1000} s, with replicas on nodes that are up, as keyslice remove would; ` +
+        `their drain steps go on once those changes settled (the nodes stay members: keyslice remove forgets them)`,
+    );
   }
 
   /** A replica move or drain step whose new replica's node has been down for REPLICA_MOVE_UNDO_DOWN_MS before it

@@ -192,6 +192,12 @@ export class ReplicaLeaders {
     return this.current(slice)?.failover.members ?? this.map.replicasOf(slice);
   }
 
+  /** The sets whose majorities the slice's elections and commits need now: its set first, then those of a change that
+   * has not settled (the map's set alone before sync() ran for it). */
+  setsOf(slice: number): readonly (readonly number[])[] {
+    return this.current(slice)?.failover.sets ?? [this.map.replicasOf(slice)];
+  }
+
   /** Whether the slice's last replica-set change settled (its elections and commits count its set alone, not
    * joint majorities with the set before): true for a slice whose set has not changed since the start. */
   settled(slice: number): boolean {
