@@ -241,7 +241,8 @@ export const IDEMPOTENCY_ID_CHARS_MAX = 64;
  * after it received it. The TypeScript client sends no copy later (ClientOptions.writeRetries). */
 export const IDEMPOTENCY_WINDOW_MS = APPLIED_REQUESTS_KEPT_MS - NODE_REQUEST_TIMEOUT_MS - FAILOVER_RETRY_MS_MAX;
 export const APPLIED_REQUEST_BYTES_PER_SLICE_MAX = 512 * 1024;
-/** A slice node's leaders resend what their followers have not acknowledged, and their commit index, this often. */
+/** A slice node's leaders resend what their followers have not acknowledged this often (a commit index goes with the
+ * next Append or round of keep-alives, REPLICA_KEEPALIVE_MS). */
 export const REPLICA_TICK_MS = 100;
 /** A leader resends to a follower that has records in flight and has not answered for this long at most (and at
  * least REPLICA_TICK_MS): its wait adapts to the round trips it measures (Replica.resendAfter, docs/replication.md,

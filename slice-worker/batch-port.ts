@@ -28,6 +28,7 @@ import { CLUSTER_SECRET_HEADER, closeReason, NODE_PROTOCOL_HEADER, NODE_PROTOCOL
 import { readNodeFrame, sendBatchAnswer, sendNodeFrame } from './node-socket.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import type { ChunkAnswer } from './worker.js';
+import { TRACE_TURNS, turns } from './turn-trace.js';
 
 export interface BatchPortOptions {
   host: string;
@@ -111,6 +112,7 @@ function runQueued(o: BatchPortOptions): void {
   const answers = o.run(run.map((b) => b.ops));
   run.forEach((b, i) => {
     const answer = answers[i];
+    if (TRACE_TURNS) turns.answersOut++;
     if (typeof answer === 'string' || answer instanceof Uint8Array) sendBatchAnswer(b.ws, b.batchId, o.workerIndex, answer);
     else o.held(answer.held, (results) => sendBatchAnswer(b.ws, b.batchId, o.workerIndex, results));
   });

@@ -39,6 +39,7 @@ import {
 import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type WireReplicateEntry } from '../shared/protocol.js';
 import { foldedType, foldedWidth, foldInto, type FoldableMessage, type FoldedMessage } from '../shared/replication-protocol.js';
 import { backoffMs } from '../shared/timeout.js';
+import { TRACE_TURNS, turns } from './turn-trace.js';
 
 /** What a worker hands its link to a peer node: a message's bytes, or a KeepAlive or AppendOk, which the link folds
  * into numbers (byWorker). */
@@ -170,6 +171,7 @@ class PeerLink {
         // Sockets that hold the bound already: the peer's workers are not keeping up, and the core resends.
         if (buffered + frame.length <= this.queueBytesMax) {
           sockets[w].send(frame);
+          if (TRACE_TURNS) turns.peerFramesOut++;
           buffered += frame.length;
         } else this.dropped++;
       }

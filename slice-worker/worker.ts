@@ -72,6 +72,7 @@ import { PeerLinks, type PeerEntry } from './peer-links.js';
 import { workerOf } from '../shared/hashing.js';
 import { IN_RANGE } from './worker-channel.js';
 import { sparseLog } from '../shared/sparse-log.js';
+import { startTurnTrace, TRACE_TURNS, turns } from './turn-trace.js';
 
 export interface WorkerConfig {
   workerIndex: number;
@@ -229,6 +230,13 @@ function flushPort(): void {
   answers = [];
   refused = [];
   if (out.length === 0 && released.length === 0 && refusals.length === 0) return;
+  if (TRACE_TURNS) {
+    turns.flushes++;
+    for (const [, , m] of out) {
+      if (m.type === 'Append') turns.appendsOut++;
+      else if (m.type === 'AppendOk') turns.appendOksOut++;
+    }
+  }
   // Each message encoded here: a peer's framed on its link, the coordinator's into one buffer for the turn, so that
   // the node's main thread only frames them.
   const encoded: Uint8Array[] = [];
@@ -268,6 +276,7 @@ function flushPort(): void {
   // (encodeReplicationMessage packs past them, or into a new buffer).
   for (const [to, entries] of toPeers ?? []) links!.send(to, entries);
   if (where.length > 0 || released.length > 0 || refusals.length > 0) {
+    if (TRACE_TURNS) turns.portMessages++;
     port?.postMessage([where, bytes, released, refusals] satisfies WorkerPortMessage, transfer);
   }
 }
@@ -282,6 +291,13 @@ function onPeerFrame(from: number, entries: DecodedReplicateEntry[]): string | n
   if (from === replicaSelf) return `a Replicate frame that says it comes from this node (${from})`;
   // A node not among the peers of the latest assignment: its messages wait for the coordinator's word (dropped now).
   if (!peerNodes.has(from)) return null;
+  if (TRACE_TURNS) {
+    turns.peerFramesIn++;
+    for (const [, m] of entries) {
+      if (m.type === 'Append') turns.appendsIn++;
+      else if (m.type === 'AppendOks') turns.appendOkSlicesIn += m.slices.length / foldedWidth(m.type);
+    }
+  }
   for (const [slice, m] of entries) {
     if (isFoldedMessage(m)) {
       const width = foldedWidth(m.type);
@@ -509,6 +525,7 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
   const started = performance.now();
   mkdirSync(config.dataDir, { recursive: true });
   port = task.port;
+  startTurnTrace(config.workerIndex);
   port.on('message', onPortMessage);
   const snapshot = loadSnapshot(config.dataDir, (e) => store.replay(e));
   const opened = WriteAheadLog.open(config.dataDir, config.durability, snapshot.lsn, (r) => {
@@ -547,6 +564,10 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
 function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (ReplicaControl | null)[]): ChunkAnswer[] {
   if (log === null) throw new Error('invariant broken: a batch reached the worker before it was opened');
   const out: ChunkAnswer[] = [];
+  if (TRACE_TURNS) {
+    turns.tasks++;
+    turns.chunks += chunks.length;
+  }
   let touched: { c: number; results: SliceOpResult[]; opSlices: (number[] | null)[]; reads: boolean[] }[] | null = null;
   /** The task's effects taken from the store at a control that made replicas resign (forgetResigned). */
   const carried: Effect[] = [];
@@ -607,6 +628,7 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
       }
       // A write of a replicated slice runs once per request id (SliceReplicas.execute: a router's resend is answered).
       results[i] = slices !== null && isWriteOp(op) ? replicas!.execute(op) : store.execute(op);
+      if (TRACE_TURNS && slices !== null && isWriteOp(op)) turns.replPuts++;
       if (slices !== null) {
         opSlices[i] = slices;
         reads[i] = READ_OPS.has(op[0]);

@@ -207,6 +207,14 @@ describe('the benches, end to end with their smallest arguments (real processes 
     expect(Number(row![2]), 'this ops/s').toBeGreaterThan(0);
   }, caseMs(45_000));
 
+  it('put-shape: puts at R=3 through a cluster, their CPU per thread and the workers\' turns', async () => {
+    const r = await bench('put-shape.js', ['--sides', 'this:3', '--rounds', '1', '--seconds', '1', '--in-flight', '4'], 45_000);
+    expect(Number(/^\| puts\/s \| (\d+) \|$/m.exec(r.stdout)?.[1]), 'puts/s').toBeGreaterThan(0);
+    expect(Number(/^\| cpu nodes all \| ([\d.]+) \|$/m.exec(r.stdout)?.[1]), 'nodes\' CPU per put').toBeGreaterThan(0);
+    // Every put measured is counted once by the leader worker that ran it (KEYSLICE_TRACE_TURNS).
+    expect(r.stdout).toMatch(/^\| turns replPuts \| 1\.000 \|$/m);
+  }, caseMs(45_000));
+
   it('recovery (npm run bench:recovery): every item served again after both slice nodes were SIGKILLed', async () => {
     const r = await bench('recovery.js', ['--items', '100'], 45_000);
     expect(r.stdout).toMatch(/^loaded 100 items in [\d.]+ s/m);

@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { expect } from 'vitest';
-import { REPLICA_RESEND_MS_MAX } from '../shared/limits.js';
+import { REPLICA_KEEPALIVE_MS, REPLICA_RESEND_MS_MAX } from '../shared/limits.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
@@ -56,10 +56,11 @@ export class ReplicaHarness {
     return (this.workers[i] = { store, replicas, log });
   }
 
-  /** Moves the workers' clock past the longest a leader waits for a follower's answer before it resends (a tick
-   * that comes after resends what was not answered). */
+  /** Moves the workers' clock past the longest a leader waits for a follower's answer before it resends, and into
+   * the next keep-alive period: a tick that comes after resends what was not answered and is a round of keep-alives,
+   * which carries the commit point to a follower that lacks only that (Replica.tick). */
   later(): void {
-    this.skew += REPLICA_RESEND_MS_MAX;
+    this.skew += Math.max(REPLICA_RESEND_MS_MAX, REPLICA_KEEPALIVE_MS);
   }
 
   /** Delivers messages round by round until none is left; past 50 rounds it throws, unless `bounded` (then it stops). */

@@ -450,9 +450,68 @@ describe('a slice replica', () => {
       g.deliver(0);
       g.replicas[0].tick();
     }
+    // The last commit point goes with the next round of keep-alives (a follower that lacks only that waits for it).
+    g.clock.now = (Math.floor(g.clock.now / REPLICA_KEEPALIVE_MS) + 1) * REPLICA_KEEPALIVE_MS;
+    g.replicas[0].tick();
+    for (const i of [1, 2]) {
+      g.deliver(i);
+      g.sync(i);
+    }
     expect(g.applied[1]).toEqual(g.applied[0]);
     expect(g.applied[2]).toEqual(g.applied[0]);
     expect(g.applied[0].at(-1)).toBe(a + 1);
+  });
+
+  it('carries a commit point that a follower lacks with the next round of keep-alives, or in the next Append, not at each tick', () => {
+    // Under writes spread over many slices a slice's next write usually comes within a keep-alive period: its Append
+    // carries the commit point. A KeepAlive at each tick cost each put a KeepAlive, a commit written and an AppendOk
+    // more per follower (bench/put-shape.ts).
+    const g = group(3);
+    steadyWrites(g, 2);
+    g.clock.now = Math.ceil(g.clock.now / REPLICA_KEEPALIVE_MS) * REPLICA_KEEPALIVE_MS + 1; // just after a round
+    g.replicas[0].tick();
+    g.outbox.splice(0);
+    const a = g.replicas[0].propose(payload('a'))!;
+    g.sync(0);
+    for (const i of [1, 2]) {
+      g.deliver(i);
+      g.sync(i);
+    }
+    g.deliver(0);
+    expect(g.replicas[0].commitIndex).toBe(a);
+    expect(g.outbox).toEqual([]);
+    // The ticks of the period send nothing: each follower lacks only the commit point.
+    for (let t = 0; t < REPLICA_KEEPALIVE_MS / REPLICA_TICK_MS - 2; t++) {
+      g.clock.now += REPLICA_TICK_MS;
+      g.replicas[0].tick();
+    }
+    expect(g.outbox.map((s) => s.m.type)).toEqual([]);
+    expect([g.applied[1].at(-1), g.applied[2].at(-1)]).toEqual([a - 1, a - 1]);
+    // A write meanwhile carries it in its Append.
+    const b = g.replicas[0].propose(payload('b'))!;
+    expect(g.outbox.map((s) => [s.to, s.m.type, (s.m as { commitIndex: number }).commitIndex])).toEqual([
+      [1, 'Append', a],
+      [2, 'Append', a],
+    ]);
+    g.sync(0);
+    for (const i of [1, 2]) {
+      g.deliver(i);
+      g.sync(i);
+    }
+    g.deliver(0);
+    expect([g.applied[1].at(-1), g.applied[2].at(-1)]).toEqual([a, a]);
+    // b's commit point goes with the next round of keep-alives, and the followers apply it.
+    g.clock.now = (Math.floor(g.clock.now / REPLICA_KEEPALIVE_MS) + 1) * REPLICA_KEEPALIVE_MS;
+    g.replicas[0].tick();
+    expect(g.outbox.map((s) => [s.to, s.m.type, (s.m as { commitIndex: number }).commitIndex])).toEqual([
+      [1, 'KeepAlive', b],
+      [2, 'KeepAlive', b],
+    ]);
+    for (const i of [1, 2]) {
+      g.deliver(i);
+      g.sync(i);
+    }
+    expect([g.applied[1].at(-1), g.applied[2].at(-1)]).toEqual([b, b]);
   });
 
   it('gives an Append again only within the call that built it: one sent since with another commit point, lease or send time is new', () => {
@@ -651,7 +710,7 @@ describe('a slice replica', () => {
     sent.splice(0);
     duplicates = 0;
     step(11_000, true);
-    step(12_000, false); // writes stop: the last commit point reaches the followers
+    step(12_100, false); // writes stop: the last commit point reaches the followers with the next round of keep-alives
     const appends = sent.filter((s) => s.from === 0 && s.m.type === 'Append');
     expect(proposals).toBeGreaterThan(70);
     expect(duplicates).toBe(0);
@@ -660,7 +719,7 @@ describe('a slice replica', () => {
     const last = g.replicas[0].lastIndex;
     expect([g.replicas[0].commitIndex, g.applied[1].at(-1), g.applied[2].at(-1)]).toEqual([last, last, last]);
     sent.splice(0);
-    step(13_000, false);
+    step(13_100, false);
     expect(sent.filter((s) => s.from === 0).map((s) => s.m.type)).toEqual(['KeepAlive', 'KeepAlive']);
   });
 

@@ -7,7 +7,9 @@
 import { cpSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { afterAll, describe, expect, it } from 'vitest';
+import { REPLICA_KEEPALIVE_MS } from '../shared/limits.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
@@ -143,10 +145,12 @@ describe('eventually consistent reads on a follower', () => {
   it('answers only once it has applied what its leader last said is committed: never while it is being built', async () => {
     const ITEMS = 300; // more records than one Append carries (REPLICATION_APPEND_RECORDS_MAX), so a new replica catches up in steps
     let queue: { from: number; to: number; m: ReplicationMessage }[] = [];
+    /** Moved a keep-alive period before each tick that must carry the commit index (Replica.tick), as ReplicaHarness.later. */
+    let skew = 0;
     const start = (i: number): Worker => {
       const store = new SliceStore(0, 1);
       const { log } = ReplicaLog.open(join(root, `reads-${i}`), 'fsync');
-      return { store, replicas: new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m })) };
+      return { store, replicas: new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m }), {}, () => performance.now() + skew) };
     };
     const workers = [0, 1, 2, 3].map(start);
     const keys = (w: Worker) => [...w.store.entries()].filter((e) => e[0] === EFFECT_SET && e[2] === SLICE).length;
@@ -179,6 +183,7 @@ describe('eventually consistent reads on a follower', () => {
       workers[0].replicas.propose(workers[0].store.takeEffects());
     }
     await pump();
+    skew += REPLICA_KEEPALIVE_MS;
     workers[0].replicas.of(SLICE).tick(); // the commit index to the followers
     await pump();
     for (const f of [1, 2]) {
@@ -205,6 +210,7 @@ describe('eventually consistent reads on a follower', () => {
       if (workers[3].replicas.readable(SLICE)) expect(n).toBe(ITEMS);
       else if (n > 0 && n < ITEMS) partlyBuiltSeen = true;
     });
+    skew += REPLICA_KEEPALIVE_MS;
     workers[0].replicas.of(SLICE).tick();
     await pump();
     expect(partlyBuiltSeen).toBe(true);
@@ -212,6 +218,7 @@ describe('eventually consistent reads on a follower', () => {
     expect(workers[3].store.readReplica([SliceOp.ReplicaGet, TABLE, SLICE, `k${ITEMS - 1}`, null, false])).toEqual([0, expect.objectContaining({ v: ITEMS - 1 })]);
 
     // A restarted follower has its committed items but waits for its leader's word before it answers.
+    skew += REPLICA_KEEPALIVE_MS;
     workers[0].replicas.of(SLICE).tick();
     await pump();
     workers[2] = start(2);
@@ -243,7 +250,8 @@ describe('a write sent twice', () => {
     };
     const settle = async (leader: number) => {
       await pump();
-      workers[leader].replicas.of(SLICE).tick(); // the commit index to the followers
+      h.later(); // its tick is a round of keep-alives, which carries the commit index to the followers
+      workers[leader].replicas.of(SLICE).tick();
       await pump();
     };
     const counter = (w: Worker) => (w.store.execute([SliceOp.Get, TABLE, SLICE, 'c', null, false])[1] as { n?: number } | null)?.n ?? null;

@@ -356,8 +356,8 @@ export class Replica {
 
   /** The leader's heartbeat: resends what a follower has not acknowledged (dropped frames) once it has waited its
    * round trips for the answer (resendAfter), and carries the commit index to a follower that holds every record in
-   * a KeepAlive (folded per worker of the follower's node by the link: peer-links.ts byWorker), to one that does not in
-   * the next Append or the probe.
+   * a KeepAlive with the next round of keep-alives (folded per worker of the follower's node by the link:
+   * peer-links.ts byWorker), to one that does not in the next Append or the probe.
    * Only a probe of one record: a follower that is frozen or cut off would otherwise get up to
    * APPEND_RECORDS_MAX records per slice per heartbeat, which its leader's node buffers and drops (a
    * slice node held 22 GB that way under SIGSTOP). Its acknowledgement brings the rest (onReply).
@@ -391,7 +391,16 @@ export class Replica {
       const awaiting = this.awaiting(f);
       if (awaiting && !this.overdue(f, now)) continue;
       if (!awaiting && f.match >= this.lastIndex) {
-        // It holds every record and lacks only the commit point: a KeepAlive carries it, which the link folds with
+        // It holds every record and lacks only the commit point: carried with the next round of keep-alives, not at
+        // the next tick. Under writes spread over many slices (1,024 under random keys) a slice's next write comes
+        // within a period more often than within a tick, and its Append carries the commit point at no cost; carried
+        // at each tick, every put cost each follower a KeepAlive, a commit written and an AppendOk more (0.7 of each
+        // per put and follower at R=3, bench/put-shape.ts). The follower's store is then up to a period behind what
+        // it holds: an eventually consistent read may be that old (within REPLICA_READ_STALENESS_MS: it still hears
+        // this leader every period); nothing waits on a follower knowing the commit point (the leader answers writes
+        // on its own commit, elections compare logs).
+        if (!keepAlive) continue;
+        // A KeepAlive carries it, which the link folds with
         // the worker's other leaders' into one entry of numbers per worker of the follower's node (peer-links.ts
         // byWorker) rather than an Append each; the follower writes it before a sync and answers AppendOk after
         // (onKeepAlive). One that cannot (a restart lost what it knew of this leader's log) answers KeepAliveOk and

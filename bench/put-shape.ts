@@ -1,0 +1,217 @@
+// Where a put's CPU goes, R=1 against R=3, through the whole cluster (router, 3 slice nodes of 2 workers, durability
+// os), and the shape of the slice workers' turns (KEYSLICE_TRACE_TURNS, slice-worker/turn-trace.ts). Sides are a
+// build and a replication factor; they run at once and take turns, round by round, the order rotating, so that the
+// machine's other load falls on each alike:
+//
+//   node dist/bench/put-shape.js [--base DIR] [--sides this:3,this:1,base:3] [--rounds 3] [--seconds 3] [--in-flight 256] [--rate N]
+//
+// Prints, per side (medians of the rounds): puts/s, p50 and p99; CPU µs per put of the client, the routers, the
+// coordinator, each node's main thread, its two workers and its other threads (GC, libuv); socket and disk write
+// calls per put of the workers (/proc/<pid>/task/<tid>/io syscw); and per put: the leader tasks, Replicate frames
+// sent, answers sent, frames taken from peers, Appends and AppendOks. `--rate N`: N puts/s offered (all loops
+// together), so that CPU per put compares at the same load.
+import { appendFileSync, readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { KeysliceClient } from '../coordinator/client/client.js';
+import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
+import { intArg, parseArgs } from '../shared/cli-args.js';
+import { childPids, cpuSecondsOf, threadCpuOf } from './proc-cpu.js';
+import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
+
+const args = parseArgs(
+  process.argv.slice(2),
+  {
+    base: { default: '', help: 'a built checkout to compare with (its dist/)' },
+    sides: { default: 'this:3,this:1', help: 'build:factor, comma separated (build: this or base)' },
+    rounds: { default: '3', help: 'rounds' },
+    seconds: { default: '3', help: 'seconds measured per side and round' },
+    'in-flight': { default: '256', help: 'puts in flight over 4 connections' },
+    rate: { default: '0', help: 'puts per second offered (0: as many as the cluster takes)' },
+  },
+  'usage: node dist/bench/put-shape.js [options]',
+);
+const ROUNDS = intArg('rounds', args.rounds, 1, 50);
+const SECONDS = intArg('seconds', args.seconds, 1, 60);
+const IN_FLIGHT = intArg('in-flight', args['in-flight'], 1, 4096);
+const RATE = intArg('rate', args.rate, 0, 1_000_000);
+const TABLE = 'shape';
+const PAD = 'x'.repeat(160);
+
+interface Side {
+  name: string;
+  cluster: LocalCluster;
+  clients: KeysliceClient[];
+  dir: string;
+  putN: number;
+  /** Each worker's last KEYSLICE_TRACE_TURNS line, by "node/worker". */
+  turns: Map<string, Record<string, number>>;
+}
+
+async function startSide(name: string, distRoot: string, factor: number): Promise<Side> {
+  const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
+  const dir = benchTempDir(`keyslice-shape-${name.replace(':', '-')}-`);
+  const turns = new Map<string, Record<string, number>>();
+  process.env.KEYSLICE_TRACE_TURNS = '1';
+  const log = (line: string) => {
+    if (process.env.SHAPE_LOG) appendFileSync(process.env.SHAPE_LOG, `${name} ${line}\n`);
+    const m = line.match(/^\[(slice-node-\d+)\] keyslice turns w(\d+) (\{.*\})$/);
+    if (m) turns.set(`${m[1]}/${m[2]}`, JSON.parse(m[3]) as Record<string, number>);
+  };
+  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: 3, workers: 2, durability: 'os', replicationFactor: factor, log });
+  const clients: KeysliceClient[] = [];
+  for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
+  await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
+  return { name, cluster, clients, dir, putN: 0, turns };
+}
+
+interface Reading {
+  at: number;
+  client: number;
+  routers: number;
+  coordinator: number;
+  nodes: { main: number; workers: number[]; other: number; syscw: number[] }[];
+  turns: Record<string, number>;
+}
+
+function syscwOf(pid: number, tid: number): number {
+  try {
+    return Number(/syscw: (\d+)/.exec(readFileSync(`/proc/${pid}/task/${tid}/io`, 'utf8'))![1]);
+  } catch {
+    return NaN;
+  }
+}
+
+function read(side: Side): Reading {
+  const coordinator = side.cluster.coordinator.child.pid!;
+  const self = process.cpuUsage();
+  const turns: Record<string, number> = {};
+  for (const t of side.turns.values()) for (const [k, v] of Object.entries(t)) turns[k] = (turns[k] ?? 0) + v;
+  return {
+    at: performance.now(),
+    client: (self.user + self.system) / 1e6,
+    routers: cpuSecondsOf(childPids(coordinator)),
+    coordinator: cpuSecondsOf([coordinator]),
+    nodes: side.cluster.nodes.map((n) => {
+      const t = threadCpuOf(n.child.pid!, 2);
+      return { main: t.main, workers: t.workers, other: t.other, syscw: t.workerTids.map((tid) => syscwOf(n.child.pid!, tid)) };
+    }),
+    turns,
+  };
+}
+
+interface Sample {
+  rate: number;
+  p50: number;
+  p99: number;
+  /** Name -> value per put (CPU in µs). */
+  per: Map<string, number>;
+  load: number;
+}
+
+async function measure(side: Side): Promise<Sample> {
+  const lat: number[] = [];
+  let ops = 0;
+  const loop = async (j: number, seconds: number, record: boolean) => {
+    const start = performance.now();
+    const end = start + seconds * 1000;
+    const gap = RATE > 0 ? (IN_FLIGHT * 1000) / RATE : 0;
+    for (let k = 0; performance.now() < end; k++) {
+      if (gap > 0) {
+        const wait = start + (j / IN_FLIGHT) * gap + k * gap - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      }
+      const t0 = performance.now();
+      const n = side.putN++;
+      await side.clients[j % 4].putItem(TABLE, { device: `p${n % 10_000}`, seq: Math.floor(n / 10_000), payload: PAD });
+      if (record) {
+        ops++;
+        lat.push(performance.now() - t0);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, (_, j) => loop(j, 0.5, false)));
+  await new Promise((r) => setTimeout(r, 1100)); // a trace line of every worker after the warm-up
+  const a = read(side);
+  await Promise.all(Array.from({ length: IN_FLIGHT }, (_, j) => loop(j, SECONDS, true)));
+  await new Promise((r) => setTimeout(r, 1100)); // and after the measured seconds (counts of the idle second are small)
+  const b = read(side);
+  const secs = SECONDS;
+  const per = new Map<string, number>();
+  const us = (x: number) => (x * 1e6) / ops;
+  per.set('cpu client', us(b.client - a.client));
+  per.set('cpu routers', us(b.routers - a.routers));
+  per.set('cpu coordinator', us(b.coordinator - a.coordinator));
+  let nodes = 0;
+  b.nodes.forEach((n, i) => {
+    const o = a.nodes[i];
+    per.set(`cpu node${i + 1} main`, us(n.main - o.main));
+    n.workers.forEach((w, k) => per.set(`cpu node${i + 1} w${k}`, us(w - o.workers[k])));
+    per.set(`cpu node${i + 1} other`, us(n.other - o.other));
+    nodes += n.main - o.main + n.workers.reduce((s, w, k) => s + w - o.workers[k], 0) + n.other - o.other;
+    per.set(`writes node${i + 1} workers`, (n.syscw.reduce((s, w, k) => s + w - o.syscw[k], 0)) / ops);
+  });
+  per.set('cpu nodes all', us(nodes));
+  for (const k of Object.keys(b.turns)) per.set(`turns ${k}`, ((b.turns[k] ?? 0) - (a.turns[k] ?? 0)) / ops);
+  lat.sort((x, y) => x - y);
+  return { rate: ops / secs, p50: lat[Math.floor(lat.length / 2)], p99: lat[Math.min(lat.length - 1, Math.floor(lat.length * 0.99))], per, load: loadavg()[0] };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+async function main(): Promise<void> {
+  const here = resolve(new URL('.', import.meta.url).pathname, '..');
+  const specs = args.sides!.split(',').map((s) => {
+    const [spec, env] = s.split('@');
+    const [build, factor] = spec.split(':');
+    if ((build !== 'this' && build !== 'base') || !['1', '2', '3'].includes(factor)) throw new Error(`--sides: ${s} is not this|base:1|2|3`);
+    if (build === 'base' && (args.base ?? '') === '') throw new Error('--sides names base: give --base DIR');
+    return { name: s, root: build === 'this' ? here : join(resolve(args.base!), 'dist'), factor: Number(factor), env };
+  });
+  const sides: Side[] = [];
+  const results: Sample[][] = specs.map(() => []);
+  try {
+    for (const s of specs) {
+      // build:factor@NAME=VALUE: the side's processes start with NAME=VALUE in their environment.
+      const [k, v] = s.env?.split('=') ?? [];
+      if (k !== undefined) process.env[k] = v;
+      sides.push(await startSide(s.name, s.root, s.factor));
+      if (k !== undefined) delete process.env[k];
+    }
+    for (let round = 0; round < ROUNDS; round++) {
+      for (let k = 0; k < sides.length; k++) {
+        const i = (k + round) % sides.length;
+        const s = await measure(sides[i]);
+        results[i].push(s);
+        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} us/put load ${s.load.toFixed(1)}\n`);
+      }
+    }
+  } finally {
+    for (const s of sides) {
+      await Promise.allSettled(s.clients.map((c) => c.close()));
+      await s.cluster.stop();
+      removeBenchDir(s.dir);
+    }
+  }
+  console.log(`| per put (medians of ${ROUNDS} rounds of ${SECONDS} s, ${IN_FLIGHT} in flight${RATE > 0 ? `, ${RATE}/s offered` : ''}) | ${specs.map((s) => s.name).join(' | ')} |`);
+  console.log(`|---|${specs.map(() => '--:').join('|')}|`);
+  const row = (label: string, f: (x: Sample) => number, digits: number) => console.log(`| ${label} | ${results.map((r) => median(r.map(f)).toFixed(digits)).join(' | ')} |`);
+  row('puts/s', (x) => x.rate, 0);
+  row('p50 ms', (x) => x.p50, 3);
+  row('p99 ms', (x) => x.p99, 3);
+  row('load average', (x) => x.load, 1);
+  for (const key of results[0][0].per.keys()) row(key, (x) => x.per.get(key) ?? NaN, key.startsWith('cpu') ? 1 : 3);
+}
+
+stopAllOnExit((line) => process.stderr.write(`put-shape: ${line}\n`));
+main().then(
+  () => stopAll().then(() => process.exit(0)),
+  (err) => {
+    console.error(err);
+    return stopAll().then(() => process.exit(1));
+  },
+);

@@ -1,0 +1,21 @@
+// KEYSLICE_TRACE_TURNS=1: a worker counts the shape of its turns (tasks, puts, frames, socket writes) and prints the
+// running totals once a second as one line, for bench measurements of the replicated write path.
+export const TRACE_TURNS = process.env.KEYSLICE_TRACE_TURNS === '1';
+export const turns = {
+  tasks: 0,
+  chunks: 0,
+  replPuts: 0,
+  flushes: 0,
+  peerFramesOut: 0,
+  answersOut: 0,
+  peerFramesIn: 0,
+  appendsIn: 0,
+  appendOkSlicesIn: 0,
+  appendOksOut: 0,
+  appendsOut: 0,
+  portMessages: 0,
+};
+export function startTurnTrace(worker: number): void {
+  if (!TRACE_TURNS) return;
+  setInterval(() => console.log(`keyslice turns w${worker} ${JSON.stringify(turns)}`), 1000).unref();
+}
