@@ -31,7 +31,7 @@ import {
 } from '../shared/protocol.js';
 import { leaderOf, led, metricSum, RECOVERY_MS_MAX, statusUntil, testLog, useCluster } from './cluster-fixture.js';
 import { freezeProcess } from './freeze.js';
-import { openNode } from './node-dial.js';
+import { epochOfRefusal, openNode } from './node-dial.js';
 import { parseExposition, samples } from './prometheus-text.js';
 
 describe('slice nodes SIGKILLed under load (real processes)', () => {
@@ -105,10 +105,9 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
       // Two tries: the second at the epoch the node named in refusing the first (its first read, or a map change).
       for (let attempt = 0; attempt < 2; attempt++) {
         const answers = await Promise.all(Array.from({ length: workers }, (_, w) => ask(w)));
-        const stale = answers.find((f) => f?.[0] === NodeFrame.BatchError && f[2] === 'WrongOwner');
-        const at = stale == null ? null : /node is at epoch (\d+)/.exec(String(stale[3]));
-        if (at) {
-          epoch = Number(at[1]);
+        const named = answers.map(epochOfRefusal).find((e) => e !== null);
+        if (named != null) {
+          epoch = named;
           continue;
         }
         let writes = 0;

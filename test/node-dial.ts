@@ -2,7 +2,7 @@
 // does, for tests that speak the node protocol frame by frame.
 import { Unpackr } from 'msgpackr';
 import WebSocket from 'ws';
-import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION } from '../shared/protocol.js';
+import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
 
 const WAIT_MS = 10_000;
 const unpackr = new Unpackr({ useRecords: true, mapsAsObjects: true });
@@ -54,4 +54,14 @@ export async function dialPeer(url: string): Promise<WebSocket> {
 /** A socket to a worker's batch port on this host, dialed as a peer's worker dials it (no greeting: open is enough). */
 export async function dialWorkerPort(port: number): Promise<WebSocket> {
   return (await openNode(`ws://127.0.0.1:${port}`, peerHeaders(), false)).ws;
+}
+
+/** The epoch a slice node names in refusing a batch at another: a BatchError WrongOwner "batch for epoch E, node is at
+ * epoch N" (slice-worker/main.ts on the node's socket, slice-worker/batch-port.ts on a worker's port) gives N; any
+ * other frame (an answer, another refusal, null for none) gives null. A test learns the node's epoch so, by a Batch at
+ * epoch 0. */
+export function epochOfRefusal(frame: unknown): number | null {
+  if (!(Array.isArray(frame) && frame[0] === NodeFrame.BatchError && frame[2] === 'WrongOwner')) return null;
+  const m = /node is at epoch (\d+)/.exec(String(frame[3]));
+  return m === null ? null : Number(m[1]);
 }
