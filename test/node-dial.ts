@@ -7,9 +7,17 @@ import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, Nod
 const WAIT_MS = 10_000;
 const unpackr = new Unpackr({ useRecords: true, mapsAsObjects: true });
 
-/** Opens `url` with these headers; resolves with the socket and its first frame (decoded, if `firstFrame`), or
- * the HTTP status that refused it. Fails after WAIT_MS with neither. */
-export function dialNode(url: string, headers: Record<string, string>, firstFrame: boolean): Promise<{ ws: WebSocket; first: unknown[] | null } | { status: number }> {
+/** A socket that opened: its first frame, if asked for, decoded (first) and as it came (firstBytes, for
+ * decodeNodeFrame's checks). */
+export interface Dialed {
+  ws: WebSocket;
+  first: unknown[] | null;
+  firstBytes: Buffer | null;
+}
+
+/** Opens `url` with these headers; resolves with the socket and its first frame (if `firstFrame`), or the HTTP
+ * status that refused it. Fails after WAIT_MS with neither. */
+export function dialNode(url: string, headers: Record<string, string>, firstFrame: boolean): Promise<Dialed | { status: number }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { headers });
     const timer = setTimeout(() => reject(new Error(`${url}: nothing within ${WAIT_MS} ms`)), WAIT_MS);
@@ -22,19 +30,19 @@ export function dialNode(url: string, headers: Record<string, string>, firstFram
     if (firstFrame) {
       ws.once('message', (data: Buffer) => {
         clearTimeout(timer);
-        resolve({ ws, first: unpackr.unpack(data) as unknown[] });
+        resolve({ ws, first: unpackr.unpack(data) as unknown[], firstBytes: data });
       });
     } else {
       ws.once('open', () => {
         clearTimeout(timer);
-        resolve({ ws, first: null });
+        resolve({ ws, first: null, firstBytes: null });
       });
     }
   });
 }
 
 /** dialNode for a socket that must open: a refusal fails with its status. */
-export async function openNode(url: string, headers: Record<string, string>, firstFrame: boolean): Promise<{ ws: WebSocket; first: unknown[] | null }> {
+export async function openNode(url: string, headers: Record<string, string>, firstFrame: boolean): Promise<Dialed> {
   const r = await dialNode(url, headers, firstFrame);
   if ('status' in r) throw new Error(`${url} refused the connection: HTTP ${r.status}`);
   return r;
