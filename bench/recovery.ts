@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { KeysliceClient } from '../coordinator/client/client.js';
-import { startLocalCluster, startSliceNode, stopProcess } from '../coordinator/cli/local-cluster.js';
+import { nodeOptionsOf, startLocalCluster, startSliceNode, stopProcess, type ClusterOptions } from '../coordinator/cli/local-cluster.js';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX, DURABILITY_DEFAULT, DURABILITY_MODES, type DurabilityMode } from '../shared/limits.js';
 
@@ -14,6 +14,8 @@ const NODES = 2;
 const WORKERS = 2;
 const IN_FLIGHT = 32;
 const SERVE_WAIT_MS = 600_000;
+/** Between DescribeSlices asks while the restarted nodes recover. */
+const SERVE_POLL_MS = 20;
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -29,7 +31,8 @@ const durability = args.durability as DurabilityMode;
 
 const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-recovery-'));
 const recoveryLines: string[] = [];
-const cluster = await startLocalCluster({ dataDir, nodes: NODES, workers: WORKERS, durability, log: (l) => /recovered/.test(l) && recoveryLines.push(l) });
+const clusterOptions: ClusterOptions = { dataDir, nodes: NODES, workers: WORKERS, durability, log: (l) => /recovered/.test(l) && recoveryLines.push(l) };
+const cluster = await startLocalCluster(clusterOptions);
 const stopAll = async () => {
   await cluster.stop();
   rmSync(dataDir, { recursive: true, force: true });
@@ -62,10 +65,9 @@ try {
 
   for (const n of cluster.nodes) await stopProcess(n.child, 'SIGKILL');
   const restartStart = performance.now();
+  // Each node as the cluster started it (workers, durability, log), at its folder and port.
   const restarted = await Promise.all(
-    cluster.nodes.map((n) =>
-      startSliceNode({ name: n.name, dataDir: join(dataDir, n.name), port: Number(new URL(n.url).port), workers: WORKERS, durability, clusterSecret: cluster.clusterSecret, log: (l) => /recovered/.test(l) && recoveryLines.push(l) }),
-    ),
+    cluster.nodes.map((n) => startSliceNode({ name: n.name, dataDir: join(dataDir, n.name), port: Number(new URL(n.url).port), ...nodeOptionsOf(clusterOptions), clusterSecret: cluster.clusterSecret })),
   );
   restarted.forEach((p, i) => (cluster.nodes[i].child = p.child));
   const listeningMs = performance.now() - restartStart;
@@ -75,15 +77,16 @@ try {
   // answers only once its slices' leaders serve: their stores then hold every committed record) must count every
   // item. Before the slice workers refused a load report while a leader did not serve yet, the first complete answer
   // after the restart could leave slices out (in 3 runs of 100 items it counted 75-77; a scan right after found all
-  // 100). An answer that never comes complete fails the run after SERVE_WAIT_MS.
+  // 100). An answer that never comes complete fails the run after SERVE_WAIT_MS. Bounded in count too: at most one
+  // ask per SERVE_POLL_MS of SERVE_WAIT_MS (each ask is followed by that pause).
   let served = -1;
-  while (performance.now() - restartStart < SERVE_WAIT_MS) {
+  for (let n = 0; n < SERVE_WAIT_MS / SERVE_POLL_MS && performance.now() - restartStart < SERVE_WAIT_MS; n++) {
     const slices = await reader.describeSlices('recovery').catch(() => null);
     if (slices?.complete) {
       served = slices.slices.reduce((a, s) => a + s.items, 0);
       break;
     }
-    await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, SERVE_POLL_MS));
   }
   const servingMs = performance.now() - restartStart;
   await reader.close();

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { CLUSTER_SECRET_HEADER, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, RESULT_ERROR, SliceOp, sliceSetOf } from '../shared/protocol.js';
-import { openNode } from './node-dial.js';
+import { epochOfRefusal, openNode } from './node-dial.js';
 import { recordPackr } from './node-fuzz-model.js';
 
 const WAIT_MS = 10_000;
@@ -90,7 +90,8 @@ describe("a worker's part of a scan while its node takes an assignment", () => {
     const ports = hello[5] as number[];
     expect(ports).toHaveLength(2);
     const probe = await batch(node.ws, 1, 0, 0, []);
-    const epoch = Number(/node is at epoch (\d+)/.exec(String(probe[3]))![1]);
+    const epoch = epochOfRefusal(probe) ?? 0;
+    expect(epoch, `the probe's answer names the node's epoch: ${JSON.stringify(probe)}`).toBeGreaterThan(0);
     const protocol = { [NODE_PROTOCOL_HEADER]: String(NODE_PROTOCOL_VERSION) };
     const port0 = (await dial(`ws://127.0.0.1:${ports[0]}`, protocol, false)).ws;
     const port1 = (await dial(`ws://127.0.0.1:${ports[1]}`, protocol, false)).ws;

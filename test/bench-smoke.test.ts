@@ -2,14 +2,14 @@
 // arguments it takes, so that a bench that no longer runs (bench:move crashed unseen for as long as replication had
 // been the default) fails here. Speed is not asserted (bench/ measures it); each case asserts that the bench exits 0
 // within its bound, prints (or writes) its report with a non-zero count in it, writes a report only where it is told
-// (a temp folder: nothing in the checkout, bench/*.md or any other file), and leaves nothing behind: no live process of
-// its process group (the bench runs as the leader of a group of its own, which every process it starts joins) and
-// nothing in its temp folder (TMPDIR is the case's own).
+// (a temp folder: no file of the checkout, bench/*.md or any other; see checkoutFiles), and leaves nothing behind: no
+// live process of its process group (the bench runs as the leader of a group of its own, which every process it
+// starts joins) and nothing in its temp folder (TMPDIR is the case's own).
 //
 // Not run here: bench:compare (it needs redis-server and bench/peers' npm packages: dynalite, ioredis, the AWS SDK,
 // installed from the network; even --only dynamodb needs dynalite) and bench:studio (a fixed 10 s wait to fill the
 // load window, then two --duration phases). scale runs with --redis-server none, which runs no Redis.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -44,25 +44,43 @@ function killGroup(pgid: number): void {
 /** The live processes of process group `pgid`: pid and command line of each. */
 const liveInGroup = (pgid: number): string[] => liveProcesses().flatMap((p) => (p.pgid === pgid ? [`${p.pid} ${p.cmdline}`] : []));
 
-/** Folders of the checkout's top level that a case may change: git's, and the dependencies' (vitest's cache). */
-const UNWATCHED = new Set(['.git', 'node_modules']);
+/** Folders git ignores that a bench could still wrongly write, walked whole: dist/ (a report beside the bench's own
+ * script, dist/bench/SCALE.md) and data/ (a cluster started without a data folder writes ./data). */
+const IGNORED_WATCHED = ['dist', 'data'];
 
-/** Every file of the checkout (the build in dist/ and ignored files too, but not UNWATCHED), with its size and
- * modification time: a case may change none of them (bench/*.md, the committed reports, among them), nor add one. */
+/** The checkout's files a bench could wrongly write, with the size and modification time of each: a case may change
+ * none of them, nor add one. They are git's files (tracked, and untracked but not ignored: bench/*.md, a new file
+ * anywhere) and IGNORED_WATCHED's. The other ignored paths are not watched: while a case runs, vitest and the test
+ * file it runs beside this one (maxWorkers 2) may write there (vitest's cache in node_modules/, say), which would
+ * fail the case for what no bench did. No test writes a watched file (test/studio.test.ts's screenshot goes to
+ * os.tmpdir()). A file gone between its listing and its lstat (removed meanwhile) is left out. */
 function checkoutFiles(): Map<string, string> {
   const files = new Map<string, string>();
-  const walk = (dir: string): void => {
-    for (const e of readdirSync(join(root, dir), { withFileTypes: true })) {
-      const path = dir === '' ? e.name : `${dir}/${e.name}`;
-      if (dir === '' && UNWATCHED.has(e.name)) continue;
-      if (e.isDirectory()) walk(path);
-      else {
-        const st = lstatSync(join(root, path));
-        files.set(path, `${st.size} bytes, modified ${st.mtimeMs}`);
-      }
+  const take = (path: string): void => {
+    try {
+      const st = lstatSync(join(root, path));
+      if (!st.isDirectory()) files.set(path, `${st.size} bytes, modified ${st.mtimeMs}`);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
   };
-  walk('');
+  const walk = (dir: string): void => {
+    let entries;
+    try {
+      entries = readdirSync(join(root, dir), { withFileTypes: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // no such folder (data/ as a rule)
+      throw err;
+    }
+    for (const e of entries) {
+      const path = `${dir}/${e.name}`;
+      if (e.isDirectory()) walk(path);
+      else take(path);
+    }
+  };
+  const listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20, timeout: 10_000 });
+  for (const path of listed.split('\0')) if (path !== '') take(path);
+  for (const dir of IGNORED_WATCHED) walk(dir);
   return files;
 }
 
@@ -76,7 +94,7 @@ interface BenchRun {
 /**
  * Runs `node dist/bench/<script> <args>` as the leader of a new process group, with a TMPDIR of its own, for at most
  * `boundMs` (then its whole group is SIGKILLed), and checks what every bench owes: exit 0 within the bound, no live
- * process left in its group, nothing left in its TMPDIR, no file of the checkout written (bench/*.md or another).
+ * process left in its group, nothing left in its TMPDIR, no file of the checkout written (checkoutFiles's).
  * `args` may name `{out}`: the case's report folder.
  */
 async function bench(script: string, args: string[], boundMs: number): Promise<BenchRun> {

@@ -31,7 +31,7 @@ import {
 } from '../shared/protocol.js';
 import { leaderOf, led, metricSum, RECOVERY_MS_MAX, statusUntil, testLog, useCluster } from './cluster-fixture.js';
 import { freezeProcess } from './freeze.js';
-import { openNode } from './node-dial.js';
+import { epochOfRefusal, openNode } from './node-dial.js';
 import { parseExposition, samples } from './prometheus-text.js';
 
 describe('slice nodes SIGKILLed under load (real processes)', () => {
@@ -73,12 +73,22 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
    * (writes its slices admitted: counted when a leader runs one, before its commit) from the node itself: each worker
    * is asked a Stats, the load report's op, naming no slice, so that it answers from its counters alone (the
    * table's, over every slice it served), summed as the load report sums them. A scrape of the coordinator would wait
-   * LOAD_REPORT_TIMEOUT_MS for the frozen followers' load. `read` answers the count, or why there is none within
-   * READ_MS_MAX. The batch's epoch is the node's: taken from its refusal of a batch at another (its first read's).
+   * LOAD_REPORT_TIMEOUT_MS for the frozen followers' load. `read(deadline)` answers the count, or why there is none
+   * by `deadline` (a Date.now() instant; each request waits the time left, at most READ_MS_MAX). The batch's epoch
+   * is the node's: taken from its refusal of a batch at another (its first read's).
    */
   const writesCounter = async (node: ManagedProcess) => {
-    const { ws, first } = await openNode(node.url, { [CLUSTER_SECRET_HEADER]: c.cluster.clusterSecret }, true);
-    const workers = first![2] as number; // Hello: [kind, protocol, workers, nodeId, clusterId, batch ports]
+    const { ws, firstBytes } = await openNode(node.url, { [CLUSTER_SECRET_HEADER]: c.cluster.clusterSecret }, true);
+    let workers: number;
+    try {
+      const hello = decodeNodeFrame(firstBytes!, 'coordinator');
+      if (hello[0] !== NodeFrame.Hello) throw new Error(`the node's first frame is not its Hello: ${JSON.stringify(hello)}`);
+      workers = hello[2];
+      expect(workers, "the Hello's worker count").toBeGreaterThanOrEqual(1);
+    } catch (err) {
+      ws.terminate();
+      throw err;
+    }
     const waiting = new Map<number, (f: CoordinatorNodeFrame) => void>();
     ws.on('message', (data: Buffer) => {
       const f = decodeNodeFrame(data, 'coordinator');
@@ -87,13 +97,13 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
     let epoch = 0;
     let nextBatch = 1;
     const stats = encodeSliceOps([[SliceOp.Stats, TABLE_ID, sliceSetOf(0, [])]]);
-    const ask = (worker: number) =>
+    const ask = (worker: number, waitMs: number) =>
       new Promise<CoordinatorNodeFrame | null>((resolve) => {
         const id = nextBatch++;
         const timer = setTimeout(() => {
           waiting.delete(id);
           resolve(null);
-        }, READ_MS_MAX);
+        }, waitMs);
         waiting.set(id, (f) => {
           clearTimeout(timer);
           waiting.delete(id);
@@ -101,19 +111,21 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
         });
         ws.send(encodeNodeFrame([NodeFrame.Batch, id, epoch, [[worker, stats]]]));
       });
-    const read = async (): Promise<number | string> => {
-      // Two tries: the second at the epoch the node named in refusing the first (its first read, or a map change).
+    const read = async (deadline = Infinity): Promise<number | string> => {
+      // Two tries, both by `deadline`: the second at the epoch the node named in refusing the first (its first read, or
+      // a map change).
       for (let attempt = 0; attempt < 2; attempt++) {
-        const answers = await Promise.all(Array.from({ length: workers }, (_, w) => ask(w)));
-        const stale = answers.find((f) => f?.[0] === NodeFrame.BatchError && f[2] === 'WrongOwner');
-        const at = stale == null ? null : /node is at epoch (\d+)/.exec(String(stale[3]));
-        if (at) {
-          epoch = Number(at[1]);
+        const waitMs = Math.min(READ_MS_MAX, deadline - Date.now());
+        if (waitMs <= 0) return `no time left to read (try ${attempt + 1})`;
+        const answers = await Promise.all(Array.from({ length: workers }, (_, w) => ask(w, waitMs)));
+        const named = answers.map(epochOfRefusal).find((e) => e !== null);
+        if (named != null) {
+          epoch = named;
           continue;
         }
         let writes = 0;
         for (const f of answers) {
-          if (f === null) return `a worker did not answer within ${READ_MS_MAX} ms`;
+          if (f === null) return `a worker did not answer within ${waitMs} ms`;
           if (f[0] !== NodeFrame.BatchReply) return `refused: ${JSON.stringify(f)}`;
           const [r] = decodeSliceResults(f[3]);
           if (r[0] !== RESULT_OK) return `Stats refused: ${JSON.stringify(r)}`;
@@ -142,19 +154,23 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
     expect(followers).toHaveLength(2);
     const resentBefore = await metricSum(c, 'keyslice_writes_resent_total');
     const duplicatesBefore = await metricSum(c, 'keyslice_node_duplicate_writes_total', T);
-    const leaderWrites = await writesCounter(leader);
-    const leaderWritesBefore = await leaderWrites.read();
-    const scrape = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
-    const scraped = samples(parseExposition(await scrape.text()), 'keyslice_node_writes_total').filter((x) => x.labels.table === T && x.labels.node === leader.url);
-    expect(scraped.length, "the scrape has the leader's series").toBeGreaterThan(0);
-    expect(leaderWritesBefore, "read from the leader itself, its writes counter is the scrape's").toBe(scraped.reduce((n, x) => n + x.value, 0));
-
     let outcome: unknown;
     let took = -1;
     let heldMs = -1;
     let write: Promise<unknown> = Promise.resolve('not sent');
-    const started = Date.now();
+    let leaderWrites: Awaited<ReturnType<typeof writesCounter>> | undefined;
     try {
+      leaderWrites = await writesCounter(leader);
+      const leaderWritesBefore = await leaderWrites.read();
+      const scrape = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
+      const scraped = samples(parseExposition(await scrape.text()), 'keyslice_node_writes_total').filter((x) => x.labels.table === T && x.labels.node === leader.url);
+      expect(scraped.length, "the scrape has the leader's series").toBeGreaterThan(0);
+      // Above 0 (the put above was one of the leader's writes) before the two are compared: a Stats for a table the
+      // node does not have answers zeros, so a wrong TABLE_ID would read 0 from every worker and match a scrape of 0.
+      const scrapedWrites = scraped.reduce((n, x) => n + x.value, 0);
+      expect(scrapedWrites, "the scrape counts the leader's writes of the table").toBeGreaterThan(0);
+      expect(leaderWritesBefore, "read from the leader itself, its writes counter is the scrape's").toBe(scrapedWrites);
+      const started = Date.now();
       try {
         // The followers first, so that the leader takes the write and holds it uncommitted (its Append waits in their
         // sockets), then the leader, once it took the write (its writes counter, counted when it runs one, went up);
@@ -168,14 +184,16 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
         );
         // Bounded in count and time: the leader is to be frozen before its commit wait runs out, or it answers the
         // write itself (outcome unknown) and the router's resend goes to it again, not to a new leader. Its commit
-        // wait begins when it takes the write, after it was sent: a read starts only while it can end within it.
-        // A read that gets no count (a worker late on a loaded host) is tried again.
+        // wait begins when it takes the write, after it was sent: every read ends by `readsEnd`, the commit wait's
+        // end counted from the send (each request waits only the time left), and a pause starts only while a read
+        // can follow it. A read that gets no count (a worker late on a loaded host) is tried again.
+        const readsEnd = sent + REPLICA_COMMIT_WAIT_MS;
         let leaderWritesNow: number | string = leaderWritesBefore;
         const moved = () => typeof leaderWritesNow === 'number' && leaderWritesNow !== leaderWritesBefore;
-        for (let n = 0; n < REPLICA_COMMIT_WAIT_MS / POLL_MS && !moved() && Date.now() - sent + READ_MS_MAX < REPLICA_COMMIT_WAIT_MS; n++) {
+        for (let n = 0; n < REPLICA_COMMIT_WAIT_MS / POLL_MS && !moved() && Date.now() + POLL_MS < readsEnd; n++) {
           const pause = timer(POLL_MS);
           await pause.done;
-          leaderWritesNow = await leaderWrites.read();
+          leaderWritesNow = await leaderWrites.read(readsEnd);
         }
         testLog?.(`in-flight failover: the leader's writes counter went ${leaderWritesBefore} -> ${leaderWritesNow} within ${Date.now() - sent} ms`);
         expect(leaderWritesNow, 'the leader took the write (its writes counter) before it is frozen').toBe((leaderWritesBefore as number) + 1);
@@ -196,7 +214,7 @@ describe('a write in flight on a leader that freezes (R=3, real processes, throu
       took = Date.now() - started;
     } finally {
       process.kill(leader.child.pid!, 'SIGCONT');
-      leaderWrites.close();
+      leaderWrites?.close();
     }
     testLog?.(`in-flight failover: the write answered in ${took} ms: ${outcome instanceof Error ? outcome.message : JSON.stringify(outcome)}`);
     // Acknowledged, with the counter as one add left it: the copy the new leader ran (or answered from the first

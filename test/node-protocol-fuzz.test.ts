@@ -19,6 +19,7 @@ import { prng } from '../bench/keys.js';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { CLUSTER_SECRET_HEADER, NodeFrame, RESULT_ERROR, SliceOp } from '../shared/protocol.js';
+import { epochOfRefusal } from './node-dial.js';
 import { fuzzFrame, plainPackr, recordPackr, type FuzzFrame } from './node-fuzz-model.js';
 
 const SEED = Number(process.env.KEYSLICE_FUZZ_SEED ?? Date.now() % 2 ** 31);
@@ -115,9 +116,9 @@ class Peer {
     this.send(recordPackr.pack([NodeFrame.Batch, id, 0, []]));
     const [frame] = await answer;
     if (frame === undefined) return null;
-    const m = /node is at epoch (\S+)/.exec(String(frame[3]));
-    if (m === null) throw new Error(`unexpected probe answer ${JSON.stringify(frame)}`);
-    return Number(m[1]);
+    const epoch = epochOfRefusal(frame);
+    if (epoch === null) throw new Error(`unexpected probe answer ${JSON.stringify(frame)}`);
+    return epoch;
   }
 }
 

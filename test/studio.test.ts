@@ -4,10 +4,13 @@
 // sample a second shared by every viewer; and last headless Chromium
 // (playwright-core driving Debian's /usr/bin/chromium) watching the page while a
 // client hammers one sharding key: the heat map marks that key's slice and the
-// findings name the key and the fix. The screenshot lands in test-artifacts/.
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+// findings name the key and the fix. The screenshot lands in os.tmpdir() as
+// keyslice-studio.png (the README's docs/studio.png is a copy of one), not in the
+// checkout, where test/bench-smoke.test.ts, which vitest may run meanwhile, looks
+// for files a bench wrote.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { forEachEvent } from '../bench/sse.js';
@@ -19,7 +22,8 @@ import { RETRY_AFTER_SECONDS, STUDIO_VIEWERS_MAX } from '../shared/limits.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'studio-token-1';
-const ARTIFACTS = resolve('test-artifacts');
+/** Where the screenshot goes: each run writes it over the last one's. */
+const SCREENSHOT = join(tmpdir(), 'keyslice-studio.png');
 
 // ---- findings on figures -----------------------------------------------------
 
@@ -295,8 +299,7 @@ describe.skipIf(!runBrowser)('the studio in headless Chromium under a hot-key lo
       const wrap = document.getElementById('heatWrap')!;
       return wrap.dataset.metric === 'ops' && Number(wrap.dataset.rows) > 1;
     }, undefined, { timeout: 10_000 });
-    mkdirSync(ARTIFACTS, { recursive: true });
-    await page.screenshot({ path: join(ARTIFACTS, 'studio.png'), fullPage: true });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
     expect(errors).toEqual([]);
     await page.close();
   });
