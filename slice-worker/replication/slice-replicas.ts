@@ -20,7 +20,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { isClientRequestId, MalformedFrame, requestIdOf, RESULT_ERROR, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
-import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, type ReplicatedChanges } from '../log-format.js';
+import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, encodeReplicatedEach, type ReplicatedChanges } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
@@ -187,11 +187,13 @@ export class SliceReplicas {
     const requests = this.proposing;
     this.proposing = new Map();
     for (const slice of requests.keys()) assert(bySlice.has(slice), 'a remembered write changed its slice, so its record carries it');
-    for (const [slice, list] of bySlice) {
-      const index = this.of(slice).propose(encodeReplicated(list, requests.get(slice) ?? null));
+    const slices = [...bySlice.keys()];
+    const payloads = encodeReplicatedEach(slices.map((slice) => [bySlice.get(slice)!, requests.get(slice) ?? null] as const));
+    slices.forEach((slice, i) => {
+      const index = this.of(slice).propose(payloads[i]);
       if (index === null) throw new Error(`invariant broken: effects of slice ${slice} were made while this worker does not lead it`);
       out.push([slice, index]);
-    }
+    });
     return out;
   }
 
