@@ -53,12 +53,47 @@ const WITH_REQUESTS = 0;
 type WithRequests = [typeof WITH_REQUESTS, Effect[], number[], number[], number[] | null, number[] | number, AppliedList['answers']];
 
 export function encodeReplicated(effects: Effect[], requests: AppliedList | null): Uint8Array {
-  // In a buffer of its own: a replica keeps these bytes (its log) and posts them to its node, and packr.pack
-  // gives a view into a buffer it reuses (32 KiB or more), which a view would keep alive and which a
-  // postMessage would copy whole.
-  if (requests === null || requests.counters.length === 0) return new Uint8Array(packr.pack(effects));
+  // In a buffer of its own: a replica keeps these bytes (its log, a snapshot's state), and packr.pack gives a view
+  // into a buffer it reuses (32 KiB or more), which a view would keep alive and which a postMessage would copy whole.
+  return new Uint8Array(packReplicated(effects, requests));
+}
+
+/** The bytes of one record's payload, viewing packr's reused buffer (copy them before the next pack). */
+function packReplicated(effects: Effect[], requests: AppliedList | null): Uint8Array {
+  if (requests === null || requests.counters.length === 0) return packr.pack(effects);
   const { instances, counters, of, ats, answers } = requests;
-  return new Uint8Array(packr.pack([WITH_REQUESTS, effects, instances, counters, of, ats, answers] satisfies WithRequests));
+  return packr.pack([WITH_REQUESTS, effects, instances, counters, of, ats, answers] satisfies WithRequests);
+}
+
+/** Where encodeReplicatedEach gathers a task's payloads before they get their one buffer; kept between tasks while at
+ * most SCRATCH_KEPT_BYTES_MAX (a larger task's is dropped after it). */
+let scratch = new Uint8Array(64 * 1024);
+const SCRATCH_KEPT_BYTES_MAX = 1024 * 1024;
+
+/** encodeReplicated of each of a task's records (one per slice it wrote: SliceReplicas.propose), the payloads views of
+ * one buffer of their own, exactly as long as they are together. A buffer each (an ArrayBuffer and its backing store
+ * per put under writes spread over many slices) cost the leader more than the copy into the scratch buffer
+ * (bench/README.md, "A task's payloads in one buffer"). The records of one task are kept and compacted together
+ * (replica.ts), so the buffer outlives none of them by long. */
+export function encodeReplicatedEach(parts: readonly (readonly [Effect[], AppliedList | null])[]): Uint8Array[] {
+  let buf = scratch;
+  let at = 0;
+  const ends: number[] = new Array(parts.length);
+  for (let i = 0; i < parts.length; i++) {
+    const b = packReplicated(parts[i][0], parts[i][1]);
+    if (at + b.byteLength > buf.byteLength) {
+      const bigger = new Uint8Array(Math.max(2 * buf.byteLength, at + b.byteLength));
+      bigger.set(buf.subarray(0, at));
+      buf = bigger;
+    }
+    buf.set(b, at);
+    at += b.byteLength;
+    ends[i] = at;
+  }
+  if (buf.byteLength <= SCRATCH_KEPT_BYTES_MAX) scratch = buf;
+  const own = buf.slice(0, at);
+  let from = 0;
+  return ends.map((end) => own.subarray(from, (from = end)));
 }
 
 export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {

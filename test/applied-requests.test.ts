@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { Packr } from 'msgpackr';
 import { AppliedRequests, type AppliedList } from '../slice-worker/replication/applied-requests.js';
-import { decodeReplicated, encodeReplicated } from '../slice-worker/log-format.js';
+import { decodeReplicated, encodeReplicated, encodeReplicatedEach } from '../slice-worker/log-format.js';
 import { EFFECT_SET, type Effect } from '../slice-worker/partition.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
 
@@ -76,5 +76,24 @@ describe('a replicated record read back', () => {
     expect(decodeReplicated(encodeReplicated(effects, null))).toEqual({ effects, requests: null });
     const old = new Packr({ useRecords: false }).pack({ effects, requests: { ids: ['0123456789abcdef.1'], ats: 1_000, answers: null } });
     expect(decodeReplicated(old)).toEqual({ effects, requests: null });
+  });
+
+  it('reads back each of a task\'s records encoded together, in one buffer of their own that a later task leaves as it was', () => {
+    const applied: AppliedList = { instances: [R], counters: [7], of: null, ats: 1_000, answers: [true] };
+    const task = (v: number): [Effect[], AppliedList | null][] => [
+      [[[EFFECT_SET, 1, 2, 'k', { v, pad: 'x'.repeat(100) }, 120]], null],
+      [[[EFFECT_SET, 1, 3, 'k', { v: v + 1 }, 10]], applied],
+      [[], null],
+    ];
+    const payloads = encodeReplicatedEach(task(1));
+    const expected = task(1).map(([effects, requests]) => ({ effects, requests }));
+    expect(payloads.map(decodeReplicated)).toEqual(expected);
+    // One buffer, exactly their bytes: no encoder's reused buffer kept alive by a record a replica keeps.
+    expect(payloads.every((p) => p.buffer === payloads[0].buffer)).toBe(true);
+    expect(payloads[0].buffer.byteLength).toBe(payloads.reduce((n, p) => n + p.byteLength, 0));
+    // The next task (encoded through the same scratch buffer) changes nothing of these.
+    encodeReplicatedEach(task(50));
+    expect(payloads.map(decodeReplicated)).toEqual(expected);
+    expect(encodeReplicatedEach([]).length).toBe(0);
   });
 });

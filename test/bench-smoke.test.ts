@@ -249,4 +249,13 @@ describe('the benches, end to end with their smallest arguments (real processes 
     const r = await bench('leader-append.js', ['--slices', '1', '--puts', '1000'], 20_000);
     expect(Number(/: (\d+) ns per put \(1 slices, 1000 puts, (\d+) bytes encoded per put\)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(0);
   }, caseMs(20_000));
+
+  it('put-path: CPU ns per put of an R=1 worker, and of an R=3 leader and its followers', async () => {
+    const r1 = await bench('put-path.js', ['--r', '1', '--slices', '4', '--puts', '1000'], 20_000);
+    expect(Number(/: R=1 worker (\d+) ns per put \(4 slices, batches of 32, 1024 puts\)$/m.exec(r1.stdout)?.[1])).toBeGreaterThan(0);
+    const r3 = await bench('put-path.js', ['--r', '3', '--slices', '4', '--puts', '1000'], 20_000);
+    const m = /: R=3 leader (\d+), each follower (\d+) ns per put \(4 slices, batches of 32, 1024 puts\)$/m.exec(r3.stdout);
+    expect(Number(m?.[1])).toBeGreaterThan(0);
+    expect(Number(m?.[2])).toBeGreaterThan(0);
+  }, caseMs(40_000));
 });

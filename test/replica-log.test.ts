@@ -69,7 +69,7 @@ describe('the replica log of a worker', () => {
   });
 
   it('reads back ops written field by field at every msgpack width: slice, term, index, list and payload lengths', async () => {
-    // A flush's append ops are written by hand (shared/protocol.ts putRecordList), not by msgpackr: each number
+    // A flush's append and commit ops are written by hand (shared/protocol.ts putRecordList, putUint), not by msgpackr: each number
     // around the boundaries of fixint, 8, 16 and 32 bits and a double, lists of 15, 16, 65,535 and 65,536 records,
     // payloads of 255, 256, 65,535 and 65,536 bytes, in one flush and read back as the disk model says.
     const dir = tempDir();
@@ -90,6 +90,7 @@ describe('the replica log of a worker', () => {
       write(slice, { kind: 'promise', term: w });
       write(slice, { kind: 'snapshot', index: w, term: w, state: new Uint8Array([i]) });
       write(slice, { kind: 'append', records: Array.from({ length: count }, (_, k) => makeRecord(w, w + 1 + k, new Uint8Array(k < lengths.length ? lengths[(i + k) % lengths.length] : 1).fill(k & 0xff))) });
+      write(slice, { kind: 'commit', index: w + (i % 2) * count });
     });
     await sync(log, 0);
     ({ log } = ReplicaLog.open(dir, 'os'));

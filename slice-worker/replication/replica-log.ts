@@ -46,23 +46,25 @@ import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica, type Repli
 const packr = new Packr({ useRecords: false });
 const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
 const APPEND_OP_HEAD = Uint8Array.from([0x82, ...fixstr('kind'), ...fixstr('append'), ...fixstr('records')]);
+const COMMIT_OP_HEAD = Uint8Array.from([0x82, ...fixstr('kind'), ...fixstr('commit'), ...fixstr('index')]);
 
 /** The msgpack of a flush's ops ([[slice, op], ...]) as open() reads it back: an append, the op of (about) every
- * record, written field by field (shared/protocol.ts putRecordList, as an Append's records), any other by packr. Under
- * writes spread over many slices a flush holds about an append per slice written, each of one record: msgpackr's
- * walk over each map's keys was most of a flush. */
+ * record, written field by field (shared/protocol.ts putRecordList, as an Append's records), and a commit (as many:
+ * a follower writes one with about every append, a leader one per slice and round) likewise; any other by packr.
+ * Under writes spread over many slices a flush holds about an append and a commit per slice written, each append of
+ * one record: msgpackr's walk over each map's keys was most of a flush, and its bytes a copy each. */
 let opsBuffer = new Uint8Array(0);
 function packOps(logged: [number, DiskOp][]): Uint8Array {
   const head = arrayHeader(logged.length);
-  /** Per op: null (an append, written below) or its bytes from packr. */
+  /** Per op: null (an append or a commit, written below) or its bytes from packr. */
   const packed: (Uint8Array | null)[] = [];
   let size = head.length;
   for (const [slice, op] of logged) {
     assert(Number.isSafeInteger(slice) && slice >= 0, 'a slice is a whole number');
     size += 1 + uintBytes(slice);
-    const n = op.kind === 'append' ? recordListBytes(op.records) : null;
-    if (n !== null) {
-      size += APPEND_OP_HEAD.length + n;
+    if (op.kind === 'append' || op.kind === 'commit') {
+      assert(op.kind === 'append' || (Number.isSafeInteger(op.index) && op.index >= 0), 'a commit index is a whole number');
+      size += op.kind === 'append' ? APPEND_OP_HEAD.length + recordListBytes(op.records) : COMMIT_OP_HEAD.length + uintBytes(op.index);
       packed.push(null);
     } else {
       const bytes = Uint8Array.prototype.slice.call(packr.pack(op)); // a copy: packr's bytes view its reused buffer
@@ -80,10 +82,14 @@ function packOps(logged: [number, DiskOp][]): Uint8Array {
     out[at++] = 0x92;
     at = putUint(out, view, at, slice);
     const bytes = packed[i];
-    if (bytes === null) {
+    if (op.kind === 'append') {
       out.set(APPEND_OP_HEAD, at);
-      at = putRecordList(out, view, at + APPEND_OP_HEAD.length, (op as DiskOp & { kind: 'append' }).records);
+      at = putRecordList(out, view, at + APPEND_OP_HEAD.length, op.records);
+    } else if (op.kind === 'commit') {
+      out.set(COMMIT_OP_HEAD, at);
+      at = putUint(out, view, at + COMMIT_OP_HEAD.length, op.index);
     } else {
+      assert(bytes !== null, 'an op not written by hand was packed');
       out.set(bytes, at);
       at += bytes.length;
     }

@@ -9,8 +9,11 @@ import type { ReplicaRecord } from '../../shared/replication-protocol.js';
 
 export type { ReplicaRecord };
 
+/** Term and index as the checksum reads them: one buffer for every record (a Buffer each was an allocation per put,
+ * made by the leader and by each follower), written and read within one call. */
+const head = Buffer.alloc(12);
+
 function checksumOf(term: number, index: number, payload: Uint8Array): number {
-  const head = Buffer.alloc(12);
   head.writeUIntBE(term, 0, 6);
   head.writeUIntBE(index, 6, 6);
   // Node 20's zlib.crc32 answers 0 for an empty view of a zero-length buffer (what msgpack decodes an

@@ -20,7 +20,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { isClientRequestId, MalformedFrame, requestIdOf, RESULT_ERROR, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
-import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, type ReplicatedChanges } from '../log-format.js';
+import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, encodeReplicatedEach } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
@@ -50,9 +50,6 @@ export class SliceReplicas {
   /** Per slice, from its replica's first write of its term: the newest time its table held then (or that write's
    * wall time), and now() then. See timeOf. */
   private clocks = new Map<number, { term: number; at: number; since: number }>();
-  /** A peer's record payloads and snapshot states as checked when they came (checkRecords, checkState), until they
-   * are applied: each is decoded once. Keyed by the bytes, which the replica keeps with the record. */
-  private readonly checked = new WeakMap<Uint8Array, ReplicatedChanges>();
 
   constructor(
     private readonly self: ReplicaId,
@@ -187,11 +184,13 @@ export class SliceReplicas {
     const requests = this.proposing;
     this.proposing = new Map();
     for (const slice of requests.keys()) assert(bySlice.has(slice), 'a remembered write changed its slice, so its record carries it');
-    for (const [slice, list] of bySlice) {
-      const index = this.of(slice).propose(encodeReplicated(list, requests.get(slice) ?? null));
+    const slices = [...bySlice.keys()];
+    const payloads = encodeReplicatedEach(slices.map((slice) => [bySlice.get(slice)!, requests.get(slice) ?? null] as const));
+    slices.forEach((slice, i) => {
+      const index = this.of(slice).propose(payloads[i]);
       if (index === null) throw new Error(`invariant broken: effects of slice ${slice} were made while this worker does not lead it`);
       out.push([slice, index]);
-    }
+    });
     return out;
   }
 
@@ -291,24 +290,19 @@ export class SliceReplicas {
     return null;
   }
 
-  /** Why `bytes` (a record's payload, or a snapshot's state) are not changes of `slice`, or null; kept decoded for take(). */
+  /** Why `bytes` (a record's payload, or a snapshot's state) are not changes of `slice`, or null. Decoded whole to be
+   * checked, and the decoded changes dropped: a record is applied a round trip later (with the commit point that
+   * covers it) and decoded again then (decodeReplicated). Kept decoded until then (in a WeakMap keyed by the bytes),
+   * its items outlived the young generation's collections and cost a follower more than the second decode does
+   * (bench/README.md, "A follower decodes a payload twice"). */
   private check(slice: number, bytes: Uint8Array, snapshot: boolean): string | null {
     try {
-      this.checked.set(bytes, decodeReplicatedFromPeer(bytes, slice, snapshot));
+      decodeReplicatedFromPeer(bytes, slice, snapshot);
       return null;
     } catch (err) {
       if (err instanceof MalformedFrame) return `${snapshot ? 'the state' : 'the payload'} is not a slice's changes (${err.message})`;
       throw err;
     }
-  }
-
-  /** The changes in `bytes`: as checked when they came from a peer (once: what is applied again, after a deposed
-   * leader's replayCommitted, is decoded again, its items new objects), or from this replica's own log. */
-  private take(bytes: Uint8Array): ReplicatedChanges {
-    const changes = this.checked.get(bytes);
-    if (changes === undefined) return decodeReplicated(bytes);
-    this.checked.delete(bytes);
-    return changes;
   }
 
   private requestsOf(slice: number): AppliedRequests {
@@ -344,14 +338,14 @@ export class SliceReplicas {
           // those from its election's barrier on, of its term and, once it led on (LeadOn), of the terms it led before.
           if (replica?.isLeader === true && record.index >= replica.ownFrom) return;
           if (record.payload.length === 0) return;
-          const { effects, requests } = this.take(record.payload);
+          const { effects, requests } = decodeReplicated(record.payload);
           for (const e of effects) this.store.replay(e);
           const known = requests === null ? 0 : this.requestsOf(slice).addAll(requests);
           if (known > 0) this.events.malformed?.(slice, null, `committed record ${record.index} of term ${record.term} names ${known} request ids applied already (their first answers are kept)`);
         },
         restore: (state) => {
           this.store.replay([EFFECT_DROP_SLICE, slice, null]);
-          const { effects, requests } = state === null ? { effects: [], requests: null } : this.take(state);
+          const { effects, requests } = state === null ? { effects: [], requests: null } : decodeReplicated(state);
           for (const e of effects) this.store.replay(e);
           this.applied.set(slice, new AppliedRequests(requests));
         },

@@ -1,0 +1,173 @@
+// A put's cost on the slice workers, in one thread and without the network: batches of `--batch` PutItems (200-byte
+// items, as the router builds them, one slice each of `--slices`) packed as the router packs them (encodeSliceOps),
+// then what each worker does with them, with the real code and real logs in a temp folder ('os' durability):
+// - R=1: the worker decodes and checks the ops, executes them, logs their effects (one record a batch), packs the
+//   answers;
+// - R=3: the leader does the same but proposes the effects as one record per slice, flushes its replica log and
+//   encodes its Appends; each follower decodes an Append, checks and logs its records, and applies those the
+//   leader's last commit index covers (a put is applied one batch after it was sent, as in a cluster).
+// Prints CPU ns per put on each side: the leader's or R=1 worker's, and each follower's. `--dist DIR` runs another
+// build's dist (e.g. a copy of main's), so two builds compare side by side on a busy machine: alternate them.
+//
+//   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000]
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { intArg, parseArgs } from '../shared/cli-args.js';
+
+const args = parseArgs(
+  process.argv.slice(2),
+  {
+    dist: { default: '', help: "a build's dist folder (default: this one)" },
+    r: { default: '3', help: 'replicas: 1 (the worker log) or 3 (a leader and two followers)' },
+    slices: { default: '512', help: 'slices the puts spread over, one after another' },
+    batch: { default: '32', help: 'puts per batch (one worker task)' },
+    puts: { default: '100000', help: 'puts measured (after a quarter as many unmeasured)' },
+  },
+  'usage: node dist/bench/put-path.js [options]',
+);
+const R = intArg('r', args.r, 1, 3);
+if (R === 2) throw new Error('--r is 1 or 3');
+const SLICES = intArg('slices', args.slices, 1, 1024);
+const BATCH = intArg('batch', args.batch, 1, 256);
+const PUTS = intArg('puts', args.puts, 1000, 100_000_000);
+const dist = args.dist === '' ? resolve(import.meta.dirname, '..') : resolve(args.dist!);
+const load = async <T>(path: string) => (await import(pathToFileURL(`${dist}/${path}`).href)) as T;
+const P = await load<typeof import('../shared/protocol.js')>('shared/protocol.js');
+const { SliceStore } = await load<typeof import('../slice-worker/partition.js')>('slice-worker/partition.js');
+const { ReplicaLog } = await load<typeof import('../slice-worker/replication/replica-log.js')>('slice-worker/replication/replica-log.js');
+const { SliceReplicas } = await load<typeof import('../slice-worker/replication/slice-replicas.js')>('slice-worker/replication/slice-replicas.js');
+const { WriteAheadLog } = await load<typeof import('../slice-worker/wal.js')>('slice-worker/wal.js');
+const { encodeEffects, RECORD_KIND } = await load<typeof import('../slice-worker/log-format.js')>('slice-worker/log-format.js');
+type ReplicationMessage = import('../shared/replication-protocol.js').ReplicationMessage;
+type SliceOpMessage = import('../shared/protocol.js').SliceOpMessage;
+const COORDINATOR = -1;
+const TABLE = 1;
+const PAD = 'x'.repeat(160);
+
+const root = mkdtempSync(join(tmpdir(), 'ks-put-path-'));
+process.on('exit', () => rmSync(root, { recursive: true, force: true }));
+const slices = Array.from({ length: SLICES }, (_, i) => i);
+
+let n = 0;
+/** A batch of puts as the router sends it to one worker (item-requests.ts putOp: __name and __mtime added). */
+function batchBytes(): Uint8Array {
+  const ops: SliceOpMessage[] = [];
+  for (let i = 0; i < BATCH; i++, n++) {
+    const device = `p${n % 10_000}`;
+    const item = { device, seq: Math.floor(n / 10_000), payload: PAD, __name: `${device}|${n}`, __mtime: 0 };
+    ops.push([P.SliceOp.Put, TABLE, n % SLICES, `${device}\u0000${n}`, item, 200, null, null]);
+  }
+  return P.encodeSliceOps(ops);
+}
+
+/** What the worker does with a chunk's ops before the log (worker.ts runBatches): decode, check, execute. */
+function execute(bytes: Uint8Array, run: (op: SliceOpMessage) => unknown): unknown[] {
+  const ops = P.decodeSliceOps(bytes);
+  const results: unknown[] = new Array(ops.length);
+  for (let i = 0; i < ops.length; i++) {
+    const problem = P.checkSliceOp(ops[i], false);
+    if (problem !== null) throw new Error(problem);
+    results[i] = run(ops[i] as SliceOpMessage);
+  }
+  return results;
+}
+
+let leaderNs = 0n;
+let followerNs = 0n;
+/** CPU time (user and system, of this process: one thread, and V8's helpers) that `f` took, in ns: wall time would
+ * count the time other processes on a busy machine took the core. */
+const time = (f: () => void): bigint => {
+  const t0 = process.cpuUsage();
+  f();
+  const t = process.cpuUsage(t0);
+  return BigInt(t.user + t.system) * 1000n;
+};
+
+let step: () => void;
+if (R === 1) {
+  const store = new SliceStore(0, 1);
+  store.execute([P.SliceOp.Assign, 1, slices]);
+  mkdirSync(join(root, 'r1'));
+  const { log } = WriteAheadLog.open(join(root, 'r1'), 'os', 0, () => {});
+  step = () => {
+    const bytes = batchBytes();
+    leaderNs += time(() => {
+      const results = execute(bytes, (op) => store.execute(op));
+      log.append(RECORD_KIND.Effects, encodeEffects(store.takeEffects()));
+      P.encodeOwnedResults(results as import('../shared/protocol.js').SliceOpResult[]);
+    });
+  };
+} else {
+  const queue: { from: number; to: number; slice: number; m: ReplicationMessage }[] = [];
+  const workers = [0, 1, 2].map((i) => {
+    const store = new SliceStore(0, 1);
+    const { log } = ReplicaLog.open(join(root, `worker-${i}`), 'os');
+    const replicas = new SliceReplicas(i, store, log, (slice, to, m) => queue.push({ from: i, to, slice, m }));
+    return { store, log, replicas };
+  });
+  /** Delivers what `from` sent (-1: everyone), each Append encoded and decoded as between two workers (AppendOks
+   * unfolded already), as one turn of each receiver: its log flushed once, after all of it. */
+  const deliver = (from: number) => {
+    const now = queue.filter((x) => x.from === from || from < 0);
+    const rest = queue.filter((x) => !(x.from === from || from < 0));
+    queue.length = 0;
+    queue.push(...rest);
+    for (const to of [0, 1, 2]) {
+      const mine = now.filter((s) => s.to === to);
+      if (mine.length === 0) continue;
+      const w = workers[to];
+      const ns = time(() => {
+        for (const s of mine) {
+          const m = s.m.type === 'Append' ? P.decodeReplicationMessage(P.encodeReplicationMessage(s.m).slice(), s.from, 'node', s.slice) : s.m;
+          w.replicas.receive(s.slice, s.from, m);
+        }
+        w.log.flush();
+      });
+      if (to === 0) leaderNs += ns;
+      else followerNs += ns;
+    }
+  };
+  const settle = () => {
+    for (let k = 0; k < 20 && queue.length > 0; k++) {
+      deliver(-1);
+      for (const w of workers) w.log.flush();
+    }
+  };
+  for (const s of slices) for (const w of workers) w.replicas.receive(s, COORDINATOR, { type: 'Prepare', term: 1 });
+  for (const w of workers) w.log.flush();
+  settle();
+  for (const s of slices) workers[0].replicas.receive(s, COORDINATOR, { type: 'Lead', term: 1, followers: [1, 2], sets: [] });
+  workers[0].log.flush();
+  settle();
+  workers[0].store.execute([P.SliceOp.Assign, 1, slices]);
+  for (const s of slices) if (!workers[0].replicas.serving(s)) throw new Error(`slice ${s} is not served after its election`);
+  const leader = workers[0];
+  step = () => {
+    const bytes = batchBytes();
+    leaderNs += time(() => {
+      const results = execute(bytes, (op) => leader.replicas.execute(op as import('../shared/protocol.js').WriteOp));
+      leader.replicas.propose(leader.store.takeEffects());
+      leader.log.flush();
+      P.encodeOwnedResults(results as import('../shared/protocol.js').SliceOpResult[]);
+    });
+    // The leader's Appends to the followers, their AppendOks back (the leader commits), as a turn of each.
+    deliver(0);
+    deliver(1);
+    deliver(2);
+  };
+}
+
+const batches = Math.ceil(PUTS / BATCH);
+for (let b = 0; b < Math.ceil(batches / 4); b++) step();
+leaderNs = 0n;
+followerNs = 0n;
+for (let b = 0; b < batches; b++) step();
+const puts = batches * BATCH;
+const per = (ns: bigint) => (Number(ns) / puts).toFixed(0);
+console.log(
+  R === 1
+    ? `${dist}: R=1 worker ${per(leaderNs)} ns per put (${SLICES} slices, batches of ${BATCH}, ${puts} puts)`
+    : `${dist}: R=3 leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)} ns per put (${SLICES} slices, batches of ${BATCH}, ${puts} puts)`,
+);
