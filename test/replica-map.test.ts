@@ -313,13 +313,17 @@ describe('replica sets in the cluster map', () => {
     });
     // Refused for a replica that is up, the leader's, or the drain's new one (undoing the step takes that one out).
     const s = both[0];
+    const all = () => ({ epoch: map.epoch, sets: Array.from({ length: 64 }, (_, x) => map.replicasOf(x)), joining: Array.from({ length: 64 }, (_, x) => map.joiningOf(x)) });
+    const unrefused = all();
     const follower = map.replicasOf(s).find((n) => n !== 4 && n !== map.ownerOf(s) && n !== map.joiningOf(s))!;
     expect(() => map.replaceDownReplicas([{ slice: s, node: follower }])).toThrow(/is down/);
     down.add(map.ownerOf(s));
     expect(() => map.replaceDownReplicas([{ slice: s, node: map.ownerOf(s) }])).toThrow(/follows slice/);
     down.add(map.joiningOf(s));
     expect(() => map.replaceDownReplicas([{ slice: s, node: map.joiningOf(s) }])).toThrow(/neither one that leaves nor the new one/);
-    // Nothing of those refusals changed the map; slices the drain does not drain keep node 1's replicas.
+    // Nothing of those refusals changed the map (its epoch, every set, every new replica); slices the drain does not
+    // drain keep node 1's replicas.
+    expect(all()).toEqual(unrefused);
     for (const x of both) expect(map.replicasOf(x)).not.toContain(1);
     expect(Array.from({ length: 64 }, (_, x) => x).some((x) => !both.includes(x) && map.replicasOf(x).includes(1))).toBe(true);
   });
