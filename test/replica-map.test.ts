@@ -486,6 +486,28 @@ describe('replica sets in the cluster map', () => {
     }
   });
 
+  it('says how many of the nodes down a drain waits for when a set has no majority up ("3 of A, B, C, D"), not that all must be back', async () => {
+    // 5 nodes at R=3, node 4 draining: each slice it holds has its new replica (placed while every node counted as up),
+    // a set of 4. No node is connected here, so all are down: a majority of the set (3 of its 4) must be back.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    map.setStatus(4, 'draining');
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    try {
+      m.rebalance();
+      const { waiting, waitingSlices } = (await m.status(false)).moves;
+      expect(waitingSlices).toBe(Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(4)).length);
+      expect(waiting.length).toBeGreaterThan(0);
+      for (const w of waiting) {
+        const set = map.replicasOf(w.slice).map((n) => map.nodes[n]).join(', ');
+        expect(map.replicasOf(w.slice)).toHaveLength(4);
+        expect(w.why).toBe(`no leader elected for its replica set yet; it waits until 3 of ${set} are back: its replica set (${set}) has 0 of 4 replicas up, no majority`);
+      }
+    } finally {
+      m.close();
+    }
+  });
+
   it('refuses likewise to remove a node whose replica of a slice a move took out, while that change has not settled, though it holds replicas of others', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(3, 'auto', dir);

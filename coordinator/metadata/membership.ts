@@ -612,10 +612,13 @@ export class Membership {
       const sets = this.leaders.setsOf(slice);
       const stuck = sets.find((s) => s.filter((n) => this.isUp(n)).length < majority(s.length));
       const lacking = stuck?.filter((n) => !this.isUp(n)) ?? [];
+      // How many of those must be back for a majority: one may be enough of several down (a set of 5 with 3 down).
+      const needed = stuck === undefined ? 0 : majority(stuck.length) - (stuck.length - lacking.length);
+      const back = needed === lacking.length ? `${lacking.length === 1 ? `${names(lacking)} is` : `all of ${names(lacking)} are`} back` : `${needed} of ${names(lacking)} ${needed === 1 ? 'is' : 'are'} back`;
       const until =
         stuck === undefined
           ? ''
-          : `; it waits until ${names(lacking)} ${lacking.length === 1 ? 'is' : 'are'} back: ${stuck === sets[0] ? 'its replica set' : 'the set before its last change, which has not settled,'} (${names(stuck)}) has ${stuck.length - lacking.length} of ${stuck.length} replicas up, no majority`;
+          : `; it waits until ${back}: ${stuck === sets[0] ? 'its replica set' : 'the set before its last change, which has not settled,'} (${names(stuck)}) has ${stuck.length - lacking.length} of ${stuck.length} replicas up, no majority`;
       if (term === null) {
         wait(`no leader elected for its replica set yet${stuck !== undefined ? until : down.length > 0 ? ` (replicas on ${names(down)} are down; it needs a majority of each of its sets up)` : ' (an election is under way)'}`);
         continue;
