@@ -15,6 +15,7 @@ import { initHashing } from '../shared/hashing.js';
 import {
   CLUSTER_READY_WAIT_MS,
   COORDINATOR_PORT_DEFAULT,
+  DRAIN_REPLACE_DOWN_MS,
   LEADER_HEARTBEAT_TIMEOUT_MS,
   LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
   MOVE_ITEMS_PER_SECOND_DEFAULT,
@@ -58,7 +59,7 @@ const args = parseArgs(
     'cluster-port': { default: '0', help: 'with --routers N: this process\'s own port (routers\' feed, /cluster/, table changes; 0: any free port)', env: 'KEYSLICE_CLUSTER_PORT' },
     'replication-factor': { default: 'auto', help: `replicas of each slice, on distinct nodes (auto: ${REPLICATION_FACTOR_AUTO_MAX} when the cluster has at least ${REPLICATION_FACTOR_AUTO_MAX} nodes, else their count); see docs/replication.md`, env: 'KEYSLICE_REPLICATION_FACTOR' },
     'leader-timeout-ms': { default: String(LEADER_HEARTBEAT_TIMEOUT_MS), help: 'a replicated slice whose leader has not answered the coordinator for this long gets another leader (docs/replication.md)', env: 'KEYSLICE_LEADER_TIMEOUT_MS' },
-    'remove-down-after-ms': { default: String(REMOVE_DOWN_AFTER_MS_DEFAULT), help: `a slice node down this long is removed as "keyslice remove" would, when no slice loses its last copy or majority; its replicas are placed again on the others (0: never; at least ${REMOVE_DOWN_AFTER_MS_MIN}; docs/replication.md)`, env: 'KEYSLICE_REMOVE_DOWN_AFTER_MS' },
+    'remove-down-after-ms': { default: String(REMOVE_DOWN_AFTER_MS_DEFAULT), help: `a slice node down this long is removed as "keyslice remove" would, when no slice loses its last copy or majority; its replicas are placed again on the others (0: never; at least ${REMOVE_DOWN_AFTER_MS_MIN}; docs/replication.md). A drain replaces a down node's replicas in the slices it drains after ${DRAIN_REPLACE_DOWN_MS / 1000} s down, or after this where longer`, env: 'KEYSLICE_REMOVE_DOWN_AFTER_MS' },
     'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
   'usage: keyslice coordinator [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',

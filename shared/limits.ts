@@ -379,10 +379,20 @@ export const CLI_REQUEST_TIMEOUT_MS = 15_000;
  * restarts took 2 to 6 s, and a move may then be undone and made again later, which costs a copy, not data. Longer
  * would keep a slice one failure from losing its majority for longer. It is as long as NODE_HEARTBEAT_TIMEOUT_MS, but
  * counts from when the node counts as down: a frozen node that keeps its connection is down once it has been silent
- * for NODE_HEARTBEAT_TIMEOUT_MS, so its moves are undone about 10 s after it froze. A drain replaces a replica it keeps
- * on a node down this long, for the same reasons (membership.ts drainReplicas): a restart keeps its replicas, a node
- * that stays down is not counted on. */
+ * for NODE_HEARTBEAT_TIMEOUT_MS, so its moves are undone about 10 s after it froze. */
 export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
+/** A drain replaces, in each slice it drains, a follower on a node that has been down (as the coordinator counts it,
+ * from when it is seen down) this long, as keyslice remove of that node would (coordinator/metadata/membership.ts
+ * drainReplicas): so that the drain does not end with slices it drained holding a replica that stays down while another
+ * node is up to take it. Until then the slice's drain step waits, as a set of R + 1 with one member down (one more
+ * failure leaves it without a majority until a node is back; nothing is lost). Unlike an undo (REPLICA_MOVE_UNDO_DOWN_MS),
+ * which discards a new replica that had not caught up, this discards a full copy of the slice, which the new replica
+ * then copies again from the leader: it waits past the restarts measured (1.35 s p50, 2.0 s at most at load 5 to 11;
+ * 2 to 6 s at load 20 and more: bench/FAILOVER.md), with room, so that a node that only restarts keeps its replicas.
+ * With --remove-down-after-ms set, the operator said how long a node may be down before its replicas are given up:
+ * the drain waits at least that long too (membership.ts drainReplaceDownMs). A frozen node counts as down only once it
+ * has been silent for NODE_HEARTBEAT_TIMEOUT_MS, so its replicas are replaced about 15 s after it froze. */
+export const DRAIN_REPLACE_DOWN_MS = 10_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 

@@ -8,6 +8,11 @@
 //    dead replica: 2 live replicas of 3). The slices it did not drain are left as they were (their dead replica is
 //    remove's to replace); keyslice remove of the dead node and of the drained one then leaves every slice with 3
 //    replicas on the 3 live nodes, and every acknowledged write is read back.
+//    The dead node's replicas are replaced only once it has been down DRAIN_REPLACE_DOWN_MS: status says meanwhile that
+//    the step waits for it (how long it has been down, after how long it is replaced), and no slice's set loses it
+//    sooner than that after the kill.
+//  - 5 nodes at R=3 again, with --remove-down-after-ms 30000 (the wait is then 30 s): the node killed is started again
+//    while the drain waits for it (status says so); it keeps its replicas, and the drain finishes around it.
 //  - At R=2 (3 nodes) the slices whose two replicas are the drained node's and the dead one's cannot change: the set
 //    before the drain step has no majority up. The drain waits, status says for which node and why, and once the
 //    node is back the drain finishes; every acknowledged write is read back.
@@ -16,11 +21,37 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
-import { bulk, elasticClusters, led, replicaSets, replicasSpread, seen, untilLed, waitFor, WriteLoad } from './elastic-fixture.js';
+import { DRAIN_REPLACE_DOWN_MS } from '../shared/limits.js';
+import { bulk, elasticClusters, led, replicaSets, replicasSpread, seen, untilLed, waitFor, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const cli = join(import.meta.dirname, '..', 'dist', 'coordinator', 'cli', 'cli.js');
+
+/** The sentence status gives a drain step that waits for a replica on `url`, down less than `afterS` seconds. */
+const waitsFor = (url: string, afterS: number) =>
+  new RegExp(`^its replica on ${url} is down \\(for \\d+\\.\\d s\\): still down after ${afterS} s, it is replaced on a node that is up, as keyslice remove would, and the drain goes on$`);
+
+/** Watches, every 100 ms until stopped (at most `maxMs`), whether status says one of `slices` waits for `url`'s replica
+ * (`waitSeen`) and when the first of them lost its replica on `url` in the map (`replacedAt`). */
+function watchReplacement(e: Elastic, slices: number[], url: string, afterS: number, maxMs: number) {
+  const w = { waitSeen: '', replacedAt: 0, stop: () => {}, done: Promise.resolve() };
+  let stopped = false;
+  w.stop = () => {
+    stopped = true;
+  };
+  w.done = (async () => {
+    const until = Date.now() + maxMs;
+    while (!stopped && Date.now() < until) {
+      const st = await e.status();
+      const said = st.moves.waiting.find((x) => slices.includes(x.slice) && waitsFor(url, afterS).test(x.why));
+      if (said !== undefined && w.waitSeen === '') w.waitSeen = said.why;
+      if (w.replacedAt === 0 && replicaSets(e).some((set, slice) => slices.includes(slice) && !set.includes(url))) w.replacedAt = Date.now();
+      await sleep(100);
+    }
+  })();
+  return w;
+}
 
 describe('a drain while another node is down', () => {
   it('at R=3 with 5 nodes ends with every slice it drained at 3 replicas on live nodes, the dead node\'s replicas among them replaced; nothing acknowledged is lost', async () => {
@@ -40,18 +71,27 @@ describe('a drain while another node is down', () => {
     const touched = sets.flatMap((set, s) => (set.includes(drained.url) ? [s] : []));
     const withDead = touched.filter((s) => sets[s].includes(dead.url));
     expect(withDead.length, 'slices holding replicas on both nodes').toBeGreaterThan(0);
+    const killedAt = Date.now();
     await stopProcess(dead.child, 'SIGKILL');
     await waitFor(async () => (await e.status()).nodes.find((n) => n.node === dead.url)?.up === false, 'the killed node to be seen down', 30_000, seen(e));
     await untilLed(e);
 
+    const watch = watchReplacement(e, withDead, dead.url, DRAIN_REPLACE_DOWN_MS / 1000, 100_000);
     const drainStarted = Date.now();
     const drain = await promisify(execFile)(process.execPath, [cli, 'drain', drained.url, '--url', e.coordinator.url, '--timeout', '90'], { timeout: 100_000 }).then(
       (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
       (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
     );
     const drainMs = Date.now() - drainStarted;
+    watch.stop();
+    await watch.done;
     expect(drain.code, `keyslice drain: ${drain.stdout}\n${drain.stderr}`).toBe(0);
     expect(drain.stdout).toContain(`${drained.url} holds no slices`);
+    // It waited for the dead node, said so, and replaced its replicas no sooner than DRAIN_REPLACE_DOWN_MS after the
+    // kill (the coordinator counts from when it saw the node down, after the kill).
+    expect(watch.waitSeen, 'status said a drained slice waits for the dead node').toMatch(waitsFor(dead.url, DRAIN_REPLACE_DOWN_MS / 1000));
+    expect(watch.replacedAt).toBeGreaterThan(0);
+    expect(watch.replacedAt - killedAt, 'ms from the kill to the first replacement').toBeGreaterThanOrEqual(DRAIN_REPLACE_DOWN_MS);
     const live = e.nodes.filter((n) => n !== drained && n !== dead).map((n) => n.url);
     const after = replicaSets(e);
     for (const s of touched) {
@@ -80,9 +120,48 @@ describe('a drain while another node is down', () => {
     expect(load.acks).toBeGreaterThan(acksBefore);
     await load.verify(300);
     if (process.env.KEYSLICE_TEST_LOG) {
-      console.log(`drain with a node down for good: ${touched.length} slices drained (${withDead.length} holding the dead node's replica) in ${drainMs} ms; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
+      console.log(`drain with a node down for good: ${touched.length} slices drained (${withDead.length} holding the dead node's replica) in ${drainMs} ms, the first replaced ${watch.replacedAt - killedAt} ms after the kill ("${watch.waitSeen}"); ${load.acks} updates acknowledged, ${load.errors.length} failed`);
     }
   }, 240_000);
+
+  it('at R=3 with 5 nodes lets a node that is back within the wait keep its replicas (status says the wait meanwhile), and the drain finishes around it; nothing acknowledged is lost', async () => {
+    // --remove-down-after-ms 30000: a drain does not replace sooner (the wait is 30 s), which leaves a restart time to
+    // spare on a loaded machine; the node is back long before that, so nothing is removed either.
+    const waitS = 30;
+    const e = await cluster({ nodes: 5, slices: 12, replicationFactor: 3, coordinatorArgs: ['--remove-down-after-ms', String(waitS * 1000)] });
+    await waitFor(async () => replicasSpread(await e.status()), 'the replicas to spread over the 5 nodes', 60_000, seen(e));
+    await untilLed(e);
+    await bulk(e, 200);
+    const load = new WriteLoad(e.client, 'elastic', 4, 8);
+    const st = await e.status();
+    const sets = replicaSets(e);
+    const drained = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
+    const shared = (url: string) => sets.filter((set) => set.includes(url) && set.includes(drained.url)).length;
+    const back = e.nodes.filter((n) => n !== drained).reduce((a, b) => (shared(b.url) > shared(a.url) ? b : a));
+    const withBack = sets.flatMap((set, s) => (set.includes(drained.url) && set.includes(back.url) ? [s] : []));
+    expect(withBack.length, 'slices holding replicas on both nodes').toBeGreaterThan(0);
+    await stopProcess(back.child, 'SIGKILL');
+    await waitFor(async () => (await e.status()).nodes.find((n) => n.node === back.url)?.up === false, 'the killed node to be seen down', 30_000, seen(e));
+    expect((await e.post('drain', drained.url)).status).toBe(200);
+    const said = waitsFor(back.url, waitS);
+    await waitFor(async () => (await e.status()).moves.waiting.some((w) => withBack.includes(w.slice) && said.test(w.why)), `status to say that a drained slice waits for ${back.url}`, 25_000, seen(e));
+    await e.addNode(undefined, Number(new URL(back.url).port), back.name);
+    await waitFor(async () => {
+      const now = await e.status();
+      return led(now) && now.nodes.find((x) => x.node === drained.url)!.replicas === 0 && now.replication.leaders.unsettled === 0 && now.moves.waitingSlices === 0;
+    }, 'the drain to finish once the node is back', 60_000, seen(e));
+    const after = replicaSets(e);
+    for (const s of withBack) expect(after[s], `slice ${s} (was ${sets[s].join(' ')}) keeps its replica on ${back.url}`).toContain(back.url);
+    for (const set of after) {
+      expect(set).toHaveLength(3);
+      expect(set).not.toContain(drained.url);
+    }
+    expect((await e.status()).nodes.find((n) => n.node === back.url)?.status).toBe('active');
+    await sleep(500);
+    await load.stop();
+    expect(load.acks).toBeGreaterThan(0);
+    await load.verify(200);
+  }, 180_000);
 
   it('at R=2 waits for the node that is down where a set of the change has no majority up, and says so in status; back, the drain finishes; nothing acknowledged is lost', async () => {
     const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 2 });

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
-import { ClusterMap, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
+import { ClusterMap, MapSaveError, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
@@ -313,15 +313,60 @@ describe('replica sets in the cluster map', () => {
     });
     // Refused for a replica that is up, the leader's, or the drain's new one (undoing the step takes that one out).
     const s = both[0];
+    const all = () => ({ epoch: map.epoch, sets: Array.from({ length: 64 }, (_, x) => map.replicasOf(x)), joining: Array.from({ length: 64 }, (_, x) => map.joiningOf(x)) });
+    const unrefused = all();
     const follower = map.replicasOf(s).find((n) => n !== 4 && n !== map.ownerOf(s) && n !== map.joiningOf(s))!;
     expect(() => map.replaceDownReplicas([{ slice: s, node: follower }])).toThrow(/is down/);
     down.add(map.ownerOf(s));
     expect(() => map.replaceDownReplicas([{ slice: s, node: map.ownerOf(s) }])).toThrow(/follows slice/);
     down.add(map.joiningOf(s));
     expect(() => map.replaceDownReplicas([{ slice: s, node: map.joiningOf(s) }])).toThrow(/neither one that leaves nor the new one/);
-    // Nothing of those refusals changed the map; slices the drain does not drain keep node 1's replicas.
+    // Nothing of those refusals changed the map (its epoch, every set, every new replica); slices the drain does not
+    // drain keep node 1's replicas.
+    expect(all()).toEqual(unrefused);
     for (const x of both) expect(map.replicasOf(x)).not.toContain(1);
     expect(Array.from({ length: 64 }, (_, x) => x).some((x) => !both.includes(x) && map.replicasOf(x).includes(1))).toBe(true);
+  });
+
+  it('checks a replacement of a down replica on the map it makes before saving it, and throws a failed save as MapSaveError, the map left as it was', () => {
+    // 5 nodes at R=3, node 4 draining, node 1 down: a slice holding both has 4 replicas, and one node outside its set.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    const down = new Set([1]);
+    map.isUp = (n) => !down.has(n);
+    map.setStatus(4, 'draining');
+    const slice = Array.from({ length: 64 }, (_, s) => s).find((s) => map.replicasOf(s).includes(4) && map.replicasOf(s).includes(1) && map.ownerOf(s) !== 1 && map.joiningOf(s) !== 1)!;
+    expect(slice).toBeDefined();
+    const outside = [0, 1, 2, 3, 4].filter((n) => !map.replicasOf(slice).includes(n));
+    expect(outside).toHaveLength(1);
+    const state = () => ({ epoch: map.epoch, sets: Array.from({ length: 64 }, (_, x) => map.replicasOf(x)) });
+    const was = state();
+    const onDisk = () => (ClusterMap.open(dir, [], 64, 3) as ClusterMap).epoch;
+    // With the one node that could take the replica down, placement adds none: the post-condition fails on the next
+    // map, as a broken invariant (not a save failure), and nothing is saved.
+    down.add(outside[0]);
+    let err: unknown;
+    try {
+      map.replaceDownReplicas([{ slice, node: 1 }]);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(MapSaveError);
+    expect((err as Error).message).toMatch(/^invariant broken: slice \d+: node 1's replica is replaced by one on an active node that is up/);
+    expect(state()).toEqual(was);
+    expect(onDisk()).toBe(was.epoch);
+    // A save that fails (here: the temporary file cannot be made) is a MapSaveError, and the map stays as it was.
+    down.delete(outside[0]);
+    mkdirSync(join(dir, 'cluster-map.json.tmp'));
+    expect(() => map.replaceDownReplicas([{ slice, node: 1 }])).toThrow(MapSaveError);
+    expect(state()).toEqual(was);
+    rmSync(join(dir, 'cluster-map.json.tmp'), { recursive: true });
+    map.replaceDownReplicas([{ slice, node: 1 }]);
+    expect(map.epoch).toBe(was.epoch + 1);
+    expect(map.replicasOf(slice)).not.toContain(1);
+    expect(map.replicasOf(slice)).toContain(outside[0]);
+    expect(onDisk()).toBe(was.epoch + 1);
   });
 
   it('lets a drain step go only when the caught-up replicas that are up are a majority of the set left: one that held the barrier and went down since counts for nothing', () => {
@@ -436,6 +481,28 @@ describe('replica sets in the cluster map', () => {
       await m.remove(map.nodes[drained], false, true);
       expect(map.statusOf(drained)).toBe('removed');
       expect(lines.some((l) => l.includes(`removed ${map.nodes[drained]} by force: ${held.length} slices`))).toBe(true);
+    } finally {
+      m.close();
+    }
+  });
+
+  it('says how many of the nodes down a drain waits for when a set has no majority up ("3 of A, B, C, D"), not that all must be back', async () => {
+    // 5 nodes at R=3, node 4 draining: each slice it holds has its new replica (placed while every node counted as up),
+    // a set of 4. No node is connected here, so all are down: a majority of the set (3 of its 4) must be back.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    map.setStatus(4, 'draining');
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    try {
+      m.rebalance();
+      const { waiting, waitingSlices } = (await m.status(false)).moves;
+      expect(waitingSlices).toBe(Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(4)).length);
+      expect(waiting.length).toBeGreaterThan(0);
+      for (const w of waiting) {
+        const set = map.replicasOf(w.slice).map((n) => map.nodes[n]).join(', ');
+        expect(map.replicasOf(w.slice)).toHaveLength(4);
+        expect(w.why).toBe(`no leader elected for its replica set yet; it waits until 3 of ${set} are back: its replica set (${set}) has 0 of 4 replicas up, no majority`);
+      }
     } finally {
       m.close();
     }

@@ -112,17 +112,22 @@ describe('replication under a seeded simulation', () => {
     }
   });
 
-  it(`loses no acknowledged write when a replica of a drained set is killed for good: the drain replaces it on a node that is up before the drained replica leaves, and the run converges without it (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 8)} runs, half on stores`})`, () => {
+  it(`loses no acknowledged write when a replica of a drained set is killed, for good or for a while: the drain replaces one down 400 ms (sim time) on a node that is up (a node back after that starts out of the set), or goes on without with none up, and the run converges (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 8)} runs, half on stores`})`, () => {
     const reports = halfOnStores(Math.ceil(runs / 8)).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-dead', store }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     console.log(
-      `replication sim, drains with a replica killed for good: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.deadReplaced)} dead replicas replaced, ` +
-        `${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
+      `replication sim, drains with a replica killed: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.deadReplaced)} replicas down replaced (${sum((r) => r.replacedCameBack)} of them came back after), ` +
+        `${sum((r) => r.drainedKeepingDown)} drain steps went on keeping one (no node up to take it), ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
     );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
-    // Every run that killed a replica of its set replaced it (else it could not converge: converged() needs every
-    // replica of the final set up).
-    if (only === undefined) expect(sum((r) => r.deadReplaced)).toBeGreaterThan(reports.length / 2);
+    // Each way is taken: replaced, replaced and back, kept with no node up to take its place. (About half the runs
+    // replace one: a victim killed for a while may be back within the wait, and a quarter of the runs have no node up
+    // to take its place.)
+    if (only === undefined) {
+      expect(sum((r) => r.deadReplaced)).toBeGreaterThan(reports.length / 4);
+      expect(sum((r) => r.replacedCameBack)).toBeGreaterThan(0);
+      expect(sum((r) => r.drainedKeepingDown)).toBeGreaterThan(0);
+    }
   });
 
   // Two more chained-change runs (see CHAINED_SEEDS: they no longer replay the runs that broke the old rule).

@@ -44,9 +44,11 @@ export interface SimOptions {
    * only; 'drain-down': drains only, each new replica placed on a node that is up (as the cluster map places them),
    * its node often killed at once, and a drain step whose new replica's node is down once its change settled undone,
    * the new replica placed on another node that is up if there is one (membership.ts undoStalledMoves); 'drain-dead':
-   * drains only, and at the first drain's start another replica of the set is killed for good (it never starts again):
-   * the drain's step replaces it on a node that is up before the drained replica leaves (membership.ts drainReplicas),
-   * and the run converges on a set without it; 'chained': also while the change before has not settled (as the
+   * drains only, and at the first drain's start another replica of the set is killed, for good or for a long while
+   * (it may come back after it was replaced), sometimes with the one node that could take its place: the drain's
+   * step replaces a replica it keeps that has been down DRAIN_DEAD_AFTER_MS (any crash) on a node that is up before
+   * the drained replica leaves, and with no node up to take it goes on without (membership.ts drainReplicas); the run
+   * converges with a replica killed for good left in the set, if one was; 'chained': also while the change before has not settled (as the
    * coordinator did before it waited). */
   setChanges?: boolean | 'drain' | 'drain-down' | 'drain-dead' | 'chained';
   /** Break consistent reads on purpose (the read checker must catch it): a leader answers them whenever it serves,
@@ -112,8 +114,12 @@ export interface SimReport {
   movesUndone: number;
   /** Of the drain steps undone ('drain-down'), those whose new replica was placed on another node that is up in the same change. */
   drainStepsRedirected: number;
-  /** 'drain-dead': replicas on the node killed for good that a drain step replaced (one out, one in, as remove does). */
+  /** 'drain-dead': replicas down DRAIN_DEAD_AFTER_MS that a drain step replaced (one out, one in, as remove does). */
   deadReplaced: number;
+  /** 'drain-dead': of those, replicas whose node came back after it was replaced (it starts empty, out of the set). */
+  replacedCameBack: number;
+  /** 'drain-dead': drain steps that went on keeping a replica down that long, no node being up to take its place. */
+  drainedKeepingDown: number;
   /** Replica-set changes whose leader was told to lead on (LeadOn) rather than elected again. */
   ledOn: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
@@ -181,6 +187,10 @@ const COMMIT_WAIT_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs + SIM_FAILOVER_TIM
  * back (a node's router waits NODE_REQUEST_TIMEOUT_MS, 30 s, against a commit wait of 3.5 s). */
 const ROUTER_WAIT_MS_PAST_COMMIT_WAIT = COMMIT_WAIT_MS + 2 * TICK_MS + 100;
 const CONVERGE_MS_MAX = 30_000;
+/** 'drain-dead': a drain replaces a replica it keeps whose node has been down this long (sim ms), as membership.ts after
+ * DRAIN_REPLACE_DOWN_MS: scaled to the simulation's crashes (down 50 to 650 ms), so that some that were only
+ * restarting are replaced and come back out of the set, as a slow restart on the coordinator would. */
+const DRAIN_DEAD_AFTER_MS = 400;
 /** How long a compaction waits for a leader's prepared state to commit (worker.ts: REPLICA_COMPACTION_WAIT_MS). */
 const COMPACTION_WAIT_MS = 100;
 /** A stalled link holds what it gets this long (opts.stall): more than a heartbeat timeout, an election and a lease
@@ -387,7 +397,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -471,8 +481,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       });
     }
   }
-  /** Appends and snapshots sent (the idle check below counts them). */
+  /** Appends and snapshots sent (the idle check below counts them), but to a node killed for good: a leader keeps
+   * trying a follower that never answers, as it would a node down for good left in the set on the coordinator. */
   let leaderMessages = 0;
+  /** Nodes killed for good ('drain-dead'): they never start again, and the run converges without them. */
+  const deadForGood = new Set<number>();
   /** The answers (last term, last index) the coordinator received to each term's Prepare (longerOlderPassedOver). */
   const answersOf = new Map<number, Map<ReplicaId, { lastTerm: number; lastIndex: number }>>();
   function send(from: number, to: number, message: ReplicationMessage): void {
@@ -480,7 +493,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (problem !== null) fail(`a replica sent a malformed ${message.type}: ${problem}`);
     if (message.type === 'Refused') report.refusals[message.code] = (report.refusals[message.code] ?? 0) + 1;
     if (message.type === 'Snapshot') report.snapshotsSent++;
-    if (message.type === 'Append' || message.type === 'Snapshot') leaderMessages++;
+    if ((message.type === 'Append' || message.type === 'Snapshot') && !deadForGood.has(to)) leaderMessages++;
     if (message.type === 'Lead') {
       const answers = answersOf.get(message.term);
       const chosen = answers?.get(to);
@@ -675,14 +688,17 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
   for (let i = 0; i < nodeCount; i++) start(i);
 
-  /** Nodes killed for good ('drain-dead'): they never start again, and the run converges without them. */
-  const deadForGood = new Set<number>();
+  /** Since when each node that is down has been down (sim ms), as the coordinator's downSince. */
+  const downSince = new Map<number, number>();
+  /** 'drain-dead': nodes whose replica a drain replaced while they were down (counted if they come back). */
+  const replacedWhileDown = new Set<number>();
   /** Node i crashes, and starts again `downMs` later (seeded when not given: drawn after the disk's loss, as always;
    * never for a node killed for good). */
   function crash(i: number, downMs?: number): void {
     if (!up[i]) return;
     report.crashes++;
     up[i] = false;
+    downSince.set(i, clock.now);
     lives[i]++;
     frozenUntil[i] = 0;
     replicas[i] = null;
@@ -695,6 +711,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     clock.at(downMs ?? 50 + random() * 600, () => {
       if (deadForGood.has(i)) return;
       up[i] = true;
+      downSince.delete(i);
+      if (replacedWhileDown.delete(i)) report.replacedCameBack++;
       start(i);
     });
   }
@@ -751,6 +769,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let draining: number | null = null;
   /** 'drain-down': the drain's new replica (null: none, when no node outside the set was up to take it). */
   let drainAdded: number | null = null;
+  /** 'drain-dead': whether the first drain killed its victim yet. */
+  let victimKilled = false;
   /** A replica move to be undone (membership.ts undoStalledMoves): `node`, the one it added, leaves the set again once
    * the change that added it settled, caught up or not (its node down or not), and the set is the one before. */
   let undoing: number | null = null;
@@ -848,12 +868,23 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       if (live.length === 0) return;
       const node = mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set);
       draining = node;
-      changeSet([...set, pick(live)], `drain ${node}, add`);
-      if (deadForGood.size === 0) {
-        const victim = pick(set.filter((n) => n !== node && n !== set[set.length - 1]));
-        deadForGood.add(victim);
-        changes.push(`${clock.now.toFixed(1)} ms: ${victim} killed for good`);
-        crash(victim);
+      drainAdded = pick(live);
+      changeSet([...set, drainAdded], `drain ${node}, add`);
+      if (!victimKilled) {
+        // Half for good; else back after a while, often after the drain replaced it. A quarter of the runs also kill
+        // for good the node that could take its place (the one outside the set), so the drain goes on without.
+        victimKilled = true;
+        const victim = pick(set.filter((n) => n !== node && n !== drainAdded));
+        const forGood = random() < 0.5;
+        if (forGood) deadForGood.add(victim);
+        changes.push(`${clock.now.toFixed(1)} ms: ${victim} killed${forGood ? ' for good' : ''}`);
+        crash(victim, forGood ? undefined : DRAIN_DEAD_AFTER_MS * (0.5 + random() * 3));
+        const spare = ids.filter((n) => !set.includes(n));
+        if (random() < 0.25 && spare.length === 1) {
+          deadForGood.add(spare[0]);
+          changes.push(`${clock.now.toFixed(1)} ms: ${spare[0]} killed for good`);
+          crash(spare[0]);
+        }
       }
     } else if (kind < 0.4 && outside.length > 0 && set.length >= 3 && random() < 0.3) {
       // A replica move onto a node that joined, undone (membership.ts undoStalledMoves): a replica added, its node
@@ -903,11 +934,16 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (opts.setChanges === 'drain-dead' && replaceDead()) return;
     const term = coordinator.currentTerm;
     const rest = set.filter((n) => n !== draining);
-    const behind = rest.filter((n) => (commitTerms.get(n) ?? 0) < term);
+    // 'drain-dead', as drainStepCatchUp: a replica on a node that is down is not waited for, as long as the caught-up
+    // ones that are up are a majority of the set left (one that held the barrier and went down counts for nothing).
+    const waited = opts.setChanges === 'drain-dead' ? rest.filter((n) => up[n]) : rest;
+    const behind = waited.filter((n) => (commitTerms.get(n) ?? 0) < term);
     if (behind.length > 0) {
       for (const n of behind) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
       return;
     }
+    if (waited.length < majority(rest.length)) return;
+    if (opts.setChanges === 'drain-dead' && rest.some((n) => !up[n] && clock.now - (downSince.get(n) ?? clock.now) >= DRAIN_DEAD_AFTER_MS)) report.drainedKeepingDown++;
     const node = draining;
     draining = null;
     drainAdded = null;
@@ -919,13 +955,18 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * failover still names it leader (the coordinator elects another at once when its link closes, and a drain step
    * waits for an elected leader). Whether it changed the set or waits. */
   function replaceDead(): boolean {
-    const dead = set.find((n) => n !== draining && deadForGood.has(n));
+    // Any replica the drain keeps on a node that is down, not its new one (an undo's) nor the leader (the failover
+    // elects another first), whatever the reason it is down: the coordinator cannot tell a crash from a death.
+    const dead = set.find((n) => n !== draining && n !== drainAdded && n !== coordinator.currentLeader && !up[n]);
     if (dead === undefined) return false;
-    if (dead === coordinator.currentLeader) return true;
-    const spare = ids.filter((n) => !set.includes(n) && up[n] && !deadForGood.has(n));
-    if (spare.length === 0 || set.filter((n) => n !== dead && up[n]).length < majority(set.length)) return true;
+    const spare = ids.filter((n) => !set.includes(n) && up[n]);
+    // keyslice remove's rule, and with no node up to take its place the step goes on without (drainReplicas).
+    if (spare.length === 0 || set.filter((n) => n !== dead && up[n]).length < majority(set.length)) return false;
+    // Until it has been down that long it may be restarting: the step waits.
+    if (clock.now - (downSince.get(dead) ?? clock.now) < DRAIN_DEAD_AFTER_MS) return true;
     report.deadReplaced++;
-    changeSet([...set.filter((n) => n !== dead), spare[Math.floor(random() * spare.length)]], `drain ${draining}, replace ${dead} (down for good)`);
+    if (!deadForGood.has(dead)) replacedWhileDown.add(dead);
+    changeSet([...set.filter((n) => n !== dead), spare[Math.floor(random() * spare.length)]], `drain ${draining}, replace ${dead} (down ${(clock.now - downSince.get(dead)!).toFixed(0)} ms)`);
     return true;
   }
   /** 'drain-down', as membership.ts undoStalledMoves and refillReplicas: a drain step whose new replica's node is
@@ -1391,7 +1432,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const leader = coordinator.currentLeader;
     if (leader === null || replicas[leader] === null || !replicas[leader]!.isLeader) return false;
     const l = replicas[leader]!;
-    return l.commitIndex === l.lastIndex && set.every((i) => replicas[i] !== null && replicas[i]!.commitIndex === l.commitIndex);
+    return l.commitIndex === l.lastIndex && set.every((i) => deadForGood.has(i) || (replicas[i] !== null && replicas[i]!.commitIndex === l.commitIndex));
   };
   while (!converged()) {
     if (!clock.step()) fail('the event queue ran dry');
@@ -1404,7 +1445,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   // the commit point, its leader's heartbeat must still bring it all (a leader skips the heartbeat of a
   // follower only once it said it holds the commit point durably).
   const restFrom = clock.now;
-  crash(set.find((i) => i !== coordinator.currentLeader)!);
+  crash(set.find((i) => i !== coordinator.currentLeader && up[i])!);
   while (!converged()) {
     if (!clock.step()) fail('the event queue ran dry');
     if (clock.now > restFrom + CONVERGE_MS_MAX) fail(`a follower that crashed at rest did not catch up within ${CONVERGE_MS_MAX} ms`);
@@ -1416,7 +1457,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   if (leaderMessages > sentBefore) fail(`an idle leader sent ${leaderMessages - sentBefore} appends in 1 s to followers that hold everything`);
   // But its keep-alives keep them readable (eventually consistent reads) for longer than the staleness bound.
   runUntil(clock.now + REPLICA_READ_STALENESS_MS);
-  for (const i of set) if (i !== coordinator.currentLeader && !replicas[i]!.readable) fail(`follower ${i} of an idle leader may not answer eventual reads (its keep-alives stopped)`);
+  for (const i of set) if (i !== coordinator.currentLeader && !deadForGood.has(i) && !replicas[i]!.readable) fail(`follower ${i} of an idle leader may not answer eventual reads (its keep-alives stopped)`);
   report.simMs = Math.round(clock.now);
   report.commitTimeouts += held.reduce((n, h) => n + (h?.timedOut ?? 0), 0);
   report.elections = elections + coordinator.elections;
@@ -1425,7 +1466,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   if (opts.store === true) {
     const itemsOf = (i: number) => [...stores[i]!.entries()].filter((e) => e[0] === EFFECT_SET).map((e) => e[3] as string).sort();
     const leaderItems = itemsOf(coordinator.currentLeader!);
+    // A replica killed for good and left in the set (no node was up to take its place) holds what it had: not checked.
     for (const i of set) {
+      if (deadForGood.has(i)) continue;
       const mine = itemsOf(i);
       if (mine.join() !== leaderItems.join()) {
         const extra = mine.filter((k) => !leaderItems.includes(k));
@@ -1441,7 +1484,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const final = states[coordinator.currentLeader!];
   const reference = encodeState(final);
   states.forEach((s, i) => {
-    if (!set.includes(i)) return;
+    if (!set.includes(i) || deadForGood.has(i)) return;
     if (dec.decode(encodeState(s)) !== dec.decode(reference)) fail(`replica ${i} holds other values than the leader once all caught up`);
   });
   const position = new Map<number, number>();

@@ -319,25 +319,30 @@ export class ClusterMap {
    * drainReplicas), as `keyslice remove` of that node would: in one change each pair's replica leaves its slice's set and
    * placement (in the same change) puts one on an active node that is up, which catches up from the leader. The
    * replica replaced is a follower that is neither the one the drain takes out nor the drain's new one (joining stays
-   * as it was). Its node stays a member. One change at a new epoch, by joint majorities until it settles. */
+   * as it was). Its node stays a member. One change at a new epoch, by joint majorities until it settles. Checked on
+   * the next state before it is saved: each slice has one replica out (the one on the down node) and one in, on an
+   * active node that is up; a broken check throws (assert) and nothing is saved. */
   replaceDownReplicas(replacements: readonly { slice: number; node: number }[]): void {
     const before = new Map(replacements.map(({ slice }) => [slice, this.replicasOf(slice)]));
-    this.commit((next) => {
-      for (const { slice, node } of replacements) {
-        const set = setOf(next, slice);
-        assert(set.includes(node) && next.owners[slice] !== node, `node ${node} follows slice ${slice}`);
-        assert(!leaves(next, slice, node) && next.joining[slice] !== node, `node ${node}'s replica of slice ${slice} is neither one that leaves nor the new one`);
-        assert(!this.isUp(node), `node ${node}, whose replica of slice ${slice} is replaced, is down`);
-        next.followers[slice] = next.followers[slice].filter((n) => n !== node);
-      }
-    });
-    // A replacement, not a replica less: placement put one on an active node that is up, in the same change.
-    for (const { slice, node } of replacements) {
-      const was = before.get(slice)!;
-      const now = this.replicasOf(slice);
-      const added = now.filter((n) => !was.includes(n));
-      assert(!now.includes(node) && now.length === was.length && added.length === 1 && this.state.status[added[0]] === 'active' && this.isUp(added[0]), `slice ${slice}: node ${node}'s replica is replaced by one on an active node that is up (${was.join(',')} -> ${now.join(',')})`);
-    }
+    this.commit(
+      (next) => {
+        for (const { slice, node } of replacements) {
+          assert(setOf(next, slice).includes(node) && next.owners[slice] !== node, `node ${node} follows slice ${slice}`);
+          assert(!leaves(next, slice, node) && next.joining[slice] !== node, `node ${node}'s replica of slice ${slice} is neither one that leaves nor the new one`);
+          assert(!this.isUp(node), `node ${node}, whose replica of slice ${slice} is replaced, is down`);
+          next.followers[slice] = next.followers[slice].filter((n) => n !== node);
+        }
+      },
+      (next) => {
+        // A replacement, not a replica less: placement put one on an active node that is up, in the same change.
+        for (const { slice, node } of replacements) {
+          const was = before.get(slice)!;
+          const now = next.replicasOf(slice);
+          const added = now.filter((n) => !was.includes(n));
+          assert(!now.includes(node) && now.length === was.length && added.length === 1 && next.statusOf(added[0]) === 'active' && this.isUp(added[0]), `slice ${slice}: node ${node}'s replica is replaced by one on an active node that is up (${was.join(',')} -> ${now.join(',')})`);
+        }
+      },
+    );
   }
 
   /** Replica rebalancing onto a node that joined (membership.ts rebalanceReplicas), the first step: each
@@ -583,7 +588,7 @@ export class ClusterMap {
 
   /** A change at a new epoch: made to a copy, saved, and only then in force, so that
    * a failed save (a full disk) leaves the map as it was. */
-  private commit(change: (next: State) => void): void {
+  private commit(change: (next: State) => void, check: (next: ClusterMapView) => void = () => {}): void {
     const next = structuredClone(this.state);
     change(next);
     next.epoch++;
@@ -602,6 +607,7 @@ export class ClusterMap {
     }
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
+    check(viewOf(next));
     this.save(next);
     this.state = next;
     this.changed();
@@ -634,9 +640,30 @@ export class ClusterMap {
   private save(state: State): void {
     assert(state.clusterId === this.state.clusterId, 'a cluster keeps its id');
     recordUnsettled(this.state, state);
-    writeStateFile(this.path, state);
+    try {
+      writeStateFile(this.path, state);
+    } catch (err) {
+      throw new MapSaveError(this.path, err as Error);
+    }
   }
 }
+
+/** The map file could not be written (a full disk, a folder that went read-only): the change is not in force, and the
+ * map is as it was. The one failure of a change a caller may log and retry later; a broken invariant is a plain Error
+ * (assert) and is not one. */
+export class MapSaveError extends Error {
+  constructor(path: string, cause: Error) {
+    super(`cannot write the cluster map ${path}: ${cause.message}`, { cause });
+    this.name = 'MapSaveError';
+  }
+}
+
+/** What a change's check (commit) reads of the next state, before it is saved. */
+interface ClusterMapView {
+  replicasOf(slice: number): number[];
+  statusOf(node: number): NodeStatus;
+}
+const viewOf = (s: State): ClusterMapView => ({ replicasOf: (slice) => setOf(s, slice), statusOf: (node) => s.status[node] });
 
 const activeCount = (s: State) => s.status.filter((x) => x === 'active').length;
 

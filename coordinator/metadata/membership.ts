@@ -13,10 +13,10 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../../shared/limits.js';
+import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../../shared/limits.js';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
-import type { ClusterMap } from './cluster-map.js';
+import { MapSaveError, type ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, SliceOp } from '../../shared/protocol.js';
@@ -589,7 +589,7 @@ export class Membership {
    * waited for (it could be for good: remove, or removal after a time down, replaces it), as long as those that
    * hold the barrier and are up are a majority of the set that is left, which then elects and commits without it
    * (one that held it on a node down since counts for nothing: drainStepCatchUp). In a slice a drain drains, a
-   * follower on a node down for REPLICA_MOVE_UNDO_DOWN_MS is first replaced on a node that is up, as keyslice remove
+   * follower on a node down for drainReplaceDownMs is first replaced on a node that is up, as keyslice remove
    * of its node would (deadReplica, replaceDeadReplicas), so that the drain leaves no slice it drained with a replica
    * on a node that stays down while another node is up to take it. Slices the
    * node led are led, in the map, by another replica, and elected again (that election counts the larger set's
@@ -612,10 +612,13 @@ export class Membership {
       const sets = this.leaders.setsOf(slice);
       const stuck = sets.find((s) => s.filter((n) => this.isUp(n)).length < majority(s.length));
       const lacking = stuck?.filter((n) => !this.isUp(n)) ?? [];
+      // How many of those must be back for a majority: one may be enough of several down (a set of 5 with 3 down).
+      const needed = stuck === undefined ? 0 : majority(stuck.length) - (stuck.length - lacking.length);
+      const back = needed === lacking.length ? `${lacking.length === 1 ? `${names(lacking)} is` : `all of ${names(lacking)} are`} back` : `${needed} of ${names(lacking)} ${needed === 1 ? 'is' : 'are'} back`;
       const until =
         stuck === undefined
           ? ''
-          : `; it waits until ${names(lacking)} ${lacking.length === 1 ? 'is' : 'are'} back: ${stuck === sets[0] ? 'its replica set' : 'the set before its last change, which has not settled,'} (${names(stuck)}) has ${stuck.length - lacking.length} of ${stuck.length} replicas up, no majority`;
+          : `; it waits until ${back}: ${stuck === sets[0] ? 'its replica set' : 'the set before its last change, which has not settled,'} (${names(stuck)}) has ${stuck.length - lacking.length} of ${stuck.length} replicas up, no majority`;
       if (term === null) {
         wait(`no leader elected for its replica set yet${stuck !== undefined ? until : down.length > 0 ? ` (replicas on ${names(down)} are down; it needs a majority of each of its sets up)` : ' (an election is under way)'}`);
         continue;
@@ -636,7 +639,7 @@ export class Membership {
         continue;
       }
       // A drain leaves no slice it drains with a replica on a node that stays down while another node is up to take
-      // it: after REPLICA_MOVE_UNDO_DOWN_MS down, that replica is replaced as keyslice remove of its node would replace
+      // it: after drainReplaceDownMs down, that replica is replaced as keyslice remove of its node would replace
       // it (one change, one out and one in), and the drain step goes on once the set settled again. Until then the step
       // waits, so that a node restarting keeps its replicas. With no node up to take it, the step goes on without it.
       const dead = this.map.statusOf(node) === 'draining' ? this.deadReplica(slice, rest) : null;
@@ -645,7 +648,7 @@ export class Membership {
         continue;
       }
       if (dead !== null) {
-        wait(`its replica on ${names([dead.node])} is down (for ${(dead.downMs / 1000).toFixed(1)} s): still down after ${REPLICA_MOVE_UNDO_DOWN_MS / 1000} s, it is replaced on a node that is up, as keyslice remove would, and the drain goes on`);
+        wait(`its replica on ${names([dead.node])} is down (for ${(dead.downMs / 1000).toFixed(1)} s): still down after ${this.drainReplaceDownMs / 1000} s, it is replaced on a node that is up, as keyslice remove would, and the drain goes on`);
         continue;
       }
       const { behind, holdingUp } = drainStepCatchUp(rest, this.map.joiningOf(slice), (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n));
@@ -685,7 +688,7 @@ export class Membership {
    * not the step's new replica (undoStalledMoves takes that one out), whose slice keeps, without it, a majority of its
    * set and a majority of the set up (remove's refusals, ReplicaMajorityDown included), with an active node up outside
    * the set to take its place and the drain's own new replica placed (the active replicas kept are the factor, so
-   * placement adds exactly one). `replace`: down for REPLICA_MOVE_UNDO_DOWN_MS, so replace it now; else the step waits
+   * placement adds exactly one). `replace`: down for drainReplaceDownMs, so replace it now; else the step waits
    * (downMs) for it to come back or be replaced. */
   private deadReplica(slice: number, rest: readonly number[]): { node: number; downMs: number; replace: boolean } | null {
     const set = this.map.replicasOf(slice);
@@ -698,34 +701,40 @@ export class Membership {
     if (!this.map.nodes.some((_, i) => !set.includes(i) && this.map.statusOf(i) === 'active' && this.isUp(i))) return null;
     const now = Date.now();
     const downMs = now - (this.downSince.get(node) ?? now);
-    return { node, downMs, replace: downMs >= REPLICA_MOVE_UNDO_DOWN_MS };
+    return { node, downMs, replace: downMs >= this.drainReplaceDownMs };
   }
 
-  /** Replaces replicas on nodes down for good, as deadReplica chose them for the drain (ClusterMap.replaceDownReplicas),
-   * in one map change; the nodes learn their sets, then the sets' elections (or leaders leading on) count joint
-   * majorities of the set before and after, which the replicas up make without the down node (asserted). */
+  /** How long a drain waits for a follower's node that is down before it replaces that replica (deadReplica):
+   * DRAIN_REPLACE_DOWN_MS, or --remove-down-after-ms where that is longer (a node the operator lets be down that long
+   * keeps its replicas that long in a drain too). */
+  private get drainReplaceDownMs(): number {
+    return Math.max(DRAIN_REPLACE_DOWN_MS, this.removeDownAfterMs);
+  }
+
+  /** Replaces replicas on nodes down for good, as deadReplica chose them for the drain (ClusterMap.replaceDownReplicas,
+   * which checks the change itself: one replica out, one in on an active node that is up), in one map change; the
+   * nodes learn their sets, then the sets' elections (or leaders leading on) count joint majorities of the set before
+   * and after. A failed save is logged and tried again next turn; a broken invariant is not caught. */
   private replaceDeadReplicas(replacements: readonly { slice: number; node: number }[]): void {
-    const before = new Map(replacements.map(({ slice }) => [slice, this.map.replicasOf(slice)]));
+    for (const { slice, node } of replacements) {
+      // The set before must be one whose change settled under a leader elected for it, and the replica replaced not
+      // that leader's: the change then commits through the leader leading on (joint majorities), with no election
+      // that could need the node that is down, and a write acknowledged before is on a majority of the set before.
+      assert(this.leaders.settled(slice) && this.leaders.electedTerm(slice) !== null, `slice ${slice}, whose replica on node ${node} is replaced, has settled under an elected leader`);
+      assert(this.leaders.leaderOf(slice) !== node && this.map.ownerOf(slice) !== node, `node ${node}, whose replica of slice ${slice} is replaced, does not lead it`);
+    }
     try {
       this.map.replaceDownReplicas(replacements);
     } catch (err) {
-      this.log(`cannot record the replacement of replicas on nodes that are down in the cluster map (${(err as Error).message})`);
+      if (!(err instanceof MapSaveError)) throw err;
+      this.log(`cannot record the replacement of replicas on nodes that are down (${err.message}); tried again next turn`);
       return;
-    }
-    for (const { slice, node } of replacements) {
-      // Each change the drain makes has the majorities it needs without the node that is down: a majority of the set
-      // before is up, and so is a majority of the set after, the new (empty) replica not counted.
-      const was = before.get(slice)!;
-      const now = this.map.replicasOf(slice);
-      const upOld = was.filter((n) => n !== node && this.isUp(n)).length;
-      const upNew = now.filter((n) => was.includes(n) && this.isUp(n)).length;
-      assert(upOld >= majority(was.length) && upNew >= majority(now.length), `slice ${slice}: replacing node ${node}'s replica keeps a majority of both sets up without it (${was.join(',')} -> ${now.join(',')})`);
     }
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
     const gone = [...new Set(replacements.map((r) => r.node))];
     this.log(
-      `drain: replaced the replicas of ${replacements.length} slices (e.g. slice ${replacements[0].slice}) on ${gone.map((n) => this.map.nodes[n]).join(', ')}, down for at least ${REPLICA_MOVE_UNDO_DOWN_MS / 1000} s, with replicas on nodes that are up, as keyslice remove would; ` +
+      `drain: replaced the replicas of ${replacements.length} slices (e.g. slice ${replacements[0].slice}) on ${gone.map((n) => this.map.nodes[n]).join(', ')}, down for at least ${this.drainReplaceDownMs / 1000} s, with replicas on nodes that are up, as keyslice remove would; ` +
         `their drain steps go on once those changes settled (the nodes stay members: keyslice remove forgets them)`,
     );
   }
