@@ -1010,6 +1010,55 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     expect(g.outbox.map((s) => s.to).sort()).toEqual([1, 3]);
   });
 
+  it('carries its committed barrier to the followers at the next tick, not with the next round of keep-alives: the coordinator waits on their Pong.commitTerm reaching the term', () => {
+    // A drain's or move's step (Membership.drainStepCatchUp), rebalanceLeaders and a failover's settling
+    // (SliceFailover.settleIfHeld) wait until the followers say their commit point is of the new term. Carried with the
+    // keep-alives, a LeadOn's barrier reached them up to REPLICA_KEEPALIVE_MS later, which each such step waited.
+    const g = group(4);
+    g.elect(0, 1, { voters: [0, 1, 2] });
+    const leader = g.replicas[0];
+    const settle = () => {
+      // Until a round finds nothing to deliver and nothing is sent after the disks' syncs.
+      for (let k = 0; k < 10; k++) {
+        for (const i of [0, 1, 2, 3]) g.sync(i);
+        if (g.outbox.length === 0) return;
+        for (const i of [0, 1, 2, 3]) g.deliver(i);
+      }
+      throw new Error('messages still flowing after 10 rounds');
+    };
+    settle();
+    g.clock.now = Math.ceil(g.clock.now / REPLICA_KEEPALIVE_MS) * REPLICA_KEEPALIVE_MS + 1; // just after a round
+    leader.tick();
+    settle();
+    const commitTerms = () => {
+      for (const i of [1, 2, 3]) g.replicas[i].receive(COORDINATOR, { type: 'Ping', seq: 1 });
+      return g.deliver(COORDINATOR).map((s) => (s.m as { commitTerm: number }).commitTerm);
+    };
+    expect(commitTerms()).toEqual([1, 1, 0]);
+    leader.receive(COORDINATOR, { type: 'LeadOn', term: 2, from: 1, followers: [1, 2, 3], sets: [[0, 1, 2, 3], [0, 1, 2]] });
+    settle();
+    // The barrier is committed on both sets; the followers hold it but have not heard it is.
+    const barrier = leader.lastIndex;
+    expect(leader.commitIndex).toBe(barrier);
+    expect(commitTerms()).toEqual([1, 1, 1]);
+    g.clock.now += REPLICA_TICK_MS;
+    expect(Math.floor(g.clock.now / REPLICA_KEEPALIVE_MS)).toBe(Math.floor((g.clock.now - REPLICA_TICK_MS) / REPLICA_KEEPALIVE_MS)); // no round due
+    leader.tick();
+    expect(g.outbox.map((s) => [s.to, s.m.type, (s.m as { commitIndex: number }).commitIndex])).toEqual([
+      [1, 'KeepAlive', barrier],
+      [2, 'KeepAlive', barrier],
+      [3, 'KeepAlive', barrier],
+    ]);
+    settle();
+    expect(commitTerms()).toEqual([2, 2, 2]);
+    // Said held, the commit point waits for the keep-alives again (no KeepAlive in the period's other ticks).
+    leader.propose(payload('a'));
+    settle();
+    g.clock.now += REPLICA_TICK_MS;
+    leader.tick();
+    expect(g.outbox).toEqual([]);
+  });
+
   it('is what the coordinator sends when a set changes and its elected leader, answering, stays in it; a refusal brings an election at once', () => {
     let now = 0;
     const sent: { to: number; m: ReplicationMessage }[] = [];

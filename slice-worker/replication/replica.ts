@@ -397,9 +397,11 @@ export class Replica {
         // at each tick, every put cost each follower a KeepAlive, a commit written and an AppendOk more (0.7 of each
         // per put and follower at R=3, bench/put-shape.ts). The follower's store is then up to a period behind what
         // it holds: an eventually consistent read may be that old (within REPLICA_READ_STALENESS_MS: it still hears
-        // this leader every period); nothing waits on a follower knowing the commit point (the leader answers writes
-        // on its own commit, elections compare logs).
-        if (!keepAlive) continue;
+        // this leader every period). Not so a commit point older than this term's barrier: the coordinator waits on
+        // a follower's Pong.commitTerm reaching the term (a drain's or move's step, rebalanceLeaders, a failover's
+        // settling: Membership.drainStepCatchUp, ReplicaLeaders.holdsTerm), so one that has not said it holds the
+        // barrier committed gets it at the next tick, as before (a LeadOn's step waited a period for it otherwise).
+        if (!keepAlive && f.knownCommit >= this.termFrom) continue;
         // A KeepAlive carries it, which the link folds with
         // the worker's other leaders' into one entry of numbers per worker of the follower's node (peer-links.ts
         // byWorker) rather than an Append each; the follower writes it before a sync and answers AppendOk after
