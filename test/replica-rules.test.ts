@@ -706,7 +706,7 @@ describe('a slice replica', () => {
         for (let i = 0; i < 3; i++) g.sync(i);
       }
     };
-    step(1_000, false); // the barrier, committed and carried to the followers
+    step(1_000, false); // the barrier, committed and carried to the followers at the next tick (Pong.commitTerm waits on it)
     sent.splice(0);
     duplicates = 0;
     step(11_000, true);

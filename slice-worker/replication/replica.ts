@@ -300,8 +300,8 @@ export class Replica {
    * "not found" for an item it has not got yet: it learns the leader's commit point from the first Append or
    * Snapshot, whether it takes it or refuses it for a gap, and stays unreadable until it applied that far. A
    * replica that restarted, or promised a newer term to an election, waits for its leader's first word. It may
-   * still be behind a commit it has not heard of (the leader's next Append or heartbeat brings it: within a
-   * tick once writes stop). And it heard from that leader within the last REPLICA_READ_STALENESS_MS, so a
+   * still be behind a commit it has not heard of (the leader's next Append or round of keep-alives brings it:
+   * within a keep-alive period and a tick once writes stop; its term's barrier within a tick). And it heard from that leader within the last REPLICA_READ_STALENESS_MS, so a
    * follower cut off from its leader (or whose leader is frozen) stops answering that long after the last word
    * it had; an idle one that holds everything hears a KeepAlive every REPLICA_KEEPALIVE_MS (tick). A leader is
    * not readable here: its store runs ahead of the commit point, so its reads take the consistent path (held
