@@ -1194,6 +1194,68 @@ describe('a leader\'s lease (consistent reads on a leader deposed without knowin
     promiseEndsLease(g, 2, 1);
   });
 
+  it('after writes stop, renews its lease with the first round of keep-alives, which carries the commit point and is answered after the followers\' sync: the lease holds through a sync shorter than what is left of it', () => {
+    // The round of keep-alives after the last write carries its commit point (Replica.tick), so a follower answers it
+    // AppendOk once the commit point it wrote is durable (onKeepAlive), not KeepAliveOk at once. An idle leader's lease
+    // runs from its last answered round; this one's from the last write's Append: a period and up to two ticks pass
+    // before the round, so the followers' sync has the rest of the lease (limits: REPLICA_LEASE_MS).
+    const margin = REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT) - REPLICA_KEEPALIVE_MS - 2 * REPLICA_TICK_MS;
+    expect(margin).toBeGreaterThan(100);
+    for (const late of [false, true]) {
+      const g = group(3);
+      steadyWrites(g, 2);
+      const leader = g.replicas[0];
+      g.clock.now = REPLICA_KEEPALIVE_MS - REPLICA_TICK_MS / 2; // the period's round went with the first tick: none due
+      leader.tick();
+      for (const i of [1, 2]) {
+        g.deliver(i);
+        g.sync(i);
+      }
+      g.deliver(0);
+      g.clock.now = REPLICA_KEEPALIVE_MS + 1; // just after the next round: the last write comes
+      leader.tick();
+      for (const i of [1, 2]) {
+        g.deliver(i);
+        g.sync(i);
+      }
+      g.deliver(0);
+      const last = g.clock.now;
+      leader.propose(payload('last'));
+      g.sync(0);
+      for (const i of [1, 2]) {
+        g.deliver(i);
+        g.sync(i);
+      }
+      g.deliver(0);
+      expect(leader.commitIndex).toBe(leader.lastIndex);
+      // The ticks of the period send nothing; the next round (its first tick) carries the commit point.
+      while (g.clock.now < 2 * REPLICA_KEEPALIVE_MS) {
+        g.clock.now += REPLICA_TICK_MS;
+        leader.tick();
+      }
+      expect(g.outbox.map((s) => [s.to, s.m.type, (s.m as { commitIndex: number }).commitIndex])).toEqual([
+        [1, 'KeepAlive', leader.commitIndex],
+        [2, 'KeepAlive', leader.commitIndex],
+      ]);
+      const round = g.clock.now;
+      for (const i of [1, 2]) g.deliver(i);
+      expect(g.outbox).toEqual([]); // no answer before the sync
+      // What is left of the lease from the last write's Append: at least the margin (the round at most two ticks late).
+      const room = last + REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT) - round;
+      expect(room).toBeGreaterThanOrEqual(margin);
+      const syncMs = late ? room + 50 : room - 50;
+      g.clock.now = round + syncMs;
+      const heldThrough = leader.leaseValid;
+      for (const i of [1, 2]) g.sync(i);
+      expect(g.outbox.map((s) => s.m.type)).toEqual(['AppendOk', 'AppendOk']);
+      g.deliver(0);
+      expect(leader.leaseValid).toBe(true);
+      // The lease ran from the last write's Append: it held through a sync that took less than what was left of it,
+      // and lapsed until the answers came for one that took longer (consistent reads wait meanwhile: renewLease).
+      expect(heldThrough).toBe(!late);
+    }
+  });
+
   it('has a follower that promises a newer term tell the coordinator how long the lease it last counted on may run', () => {
     const g = group(3);
     g.clock.now = 5_000; // long after the replicas started

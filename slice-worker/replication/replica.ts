@@ -40,8 +40,12 @@ import { checksumMatches, makeRecord } from './replica-record.js';
 
 // Keep-alives leave a leader at most a period and a tick apart: an idle follower stays readable through one lost.
 assert(2 * (REPLICA_KEEPALIVE_MS + REPLICA_TICK_MS) <= REPLICA_READ_STALENESS_MS, 'a follower outlives one lost keep-alive');
-// An idle leader's lease runs from its last round of keep-alives: the next round (a period and up to a tick later)
-// must be answered before it runs out, with room for the answers' way back.
+// An idle leader's lease runs from its last answered round of keep-alives, or its last write's Append: the next round
+// (a period and up to two ticks later) must be answered before it runs out. A round that carries no commit point is
+// answered KeepAliveOk at once (no disk write), leaving room for the answers' way back. The first round after writes
+// stop carries the last one's commit point (tick), answered AppendOk once the follower's commit write is durable
+// (onKeepAlive): that sync has what is left, at least 1,500 x 0.95 - 1,000 - 200 = 225 ms; a slower one lets the lease
+// lapse until the answers come, and consistent reads wait for them meanwhile (renewLease, REPLICA_LEASE_WAIT_MS).
 assert(REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT) >= REPLICA_KEEPALIVE_MS + 2 * REPLICA_TICK_MS, 'an idle leader keeps its lease');
 // A dead leader's lease has run out by about when the coordinator counts it gone: the lease adds to failover at most
 // the time between the followers' last answers and the coordinator's last Pong.
