@@ -203,7 +203,7 @@ async function main(): Promise<void> {
         const i = (k + round) % sides.length;
         const s = await measure(sides[i]);
         results[i].push(s);
-        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} us/put load ${s.load.toFixed(1)}\n`);
+        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} us/put AppendOks ${(s.per.get('turns appendOkSlicesIn') ?? NaN).toFixed(2)}/put load ${s.load.toFixed(1)}\n`);
       }
     }
   } finally {
