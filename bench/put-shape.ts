@@ -45,25 +45,30 @@ interface Side {
   clients: KeysliceClient[];
   dir: string;
   putN: number;
-  /** Each worker's last KEYSLICE_TRACE_TURNS line, by "node/worker". */
-  turns: Map<string, Record<string, number>>;
+  /** Each worker's last KEYSLICE_TRACE_TURNS line, by "node/worker": its counts and when it was printed. */
+  turns: Map<string, { at: number; counts: Record<string, number> }>;
+  /** How many workers print trace lines (every node's). */
+  workers: number;
 }
 
 async function startSide(name: string, distRoot: string, factor: number): Promise<Side> {
   const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
   const dir = benchTempDir(`keyslice-shape-${name.replace(':', '-')}-`);
-  const turns = new Map<string, Record<string, number>>();
+  const turns: Side['turns'] = new Map();
   process.env.KEYSLICE_TRACE_TURNS = '1';
   const log = (line: string) => {
     if (process.env.SHAPE_LOG) appendFileSync(process.env.SHAPE_LOG, `${name} ${line}\n`);
-    const m = line.match(/^\[(slice-node-\d+)\] keyslice turns w(\d+) (\{.*\})$/);
-    if (m) turns.set(`${m[1]}/${m[2]}`, JSON.parse(m[3]) as Record<string, number>);
+    // A build from before the lines carried their time (a --base) prints none: its line counts as of its arrival.
+    const m = line.match(/^\[(slice-node-\d+)\] keyslice turns w(\d+) (?:at (\d+) )?(\{.*\})$/);
+    if (m) turns.set(`${m[1]}/${m[2]}`, { at: m[3] === undefined ? Date.now() : Number(m[3]), counts: JSON.parse(m[4]) as Record<string, number> });
   };
-  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: 3, workers: 2, durability: 'os', replicationFactor: factor, log });
+  const nodes = 3;
+  const workers = 2;
+  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes, workers, durability: 'os', replicationFactor: factor, log });
   const clients: KeysliceClient[] = [];
   for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
-  return { name, cluster, clients, dir, putN: 0, turns };
+  return { name, cluster, clients, dir, putN: 0, turns, workers: nodes * workers };
 }
 
 interface Reading {
@@ -87,7 +92,7 @@ function read(side: Side): Reading {
   const coordinator = side.cluster.coordinator.child.pid!;
   const self = process.cpuUsage();
   const turns: Record<string, number> = {};
-  for (const t of side.turns.values()) for (const [k, v] of Object.entries(t)) turns[k] = (turns[k] ?? 0) + v;
+  for (const t of side.turns.values()) for (const [k, v] of Object.entries(t.counts)) turns[k] = (turns[k] ?? 0) + v;
   return {
     at: performance.now(),
     client: (self.user + self.system) / 1e6,
@@ -108,6 +113,17 @@ interface Sample {
   /** Name -> value per put (CPU in µs). */
   per: Map<string, number>;
   load: number;
+}
+
+/** Waits until every worker has printed a trace line at or after `since` (Date.now()): its counts then include all
+ * that came before. Lines come once a second; a loaded host may delay one, so it polls for up to 10 s. */
+async function traceAfter(side: Side, since: number): Promise<void> {
+  for (let poll = 0; poll < 200; poll++) {
+    const fresh = [...side.turns.values()].filter((t) => t.at >= since).length;
+    if (fresh === side.workers) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${side.name}: no trace line from every one of its ${side.workers} workers within 10 s of the measurement`);
 }
 
 async function measure(side: Side): Promise<Sample> {
@@ -132,10 +148,10 @@ async function measure(side: Side): Promise<Sample> {
     }
   };
   await Promise.all(Array.from({ length: IN_FLIGHT }, (_, j) => loop(j, 0.5, false)));
-  await new Promise((r) => setTimeout(r, 1100)); // a trace line of every worker after the warm-up
+  await traceAfter(side, Date.now()); // a trace line of every worker after the warm-up
   const a = read(side);
   await Promise.all(Array.from({ length: IN_FLIGHT }, (_, j) => loop(j, SECONDS, true)));
-  await new Promise((r) => setTimeout(r, 1100)); // and after the measured seconds (counts of the idle second are small)
+  await traceAfter(side, Date.now()); // and after the measured seconds (counts of the idle second are small)
   const b = read(side);
   const secs = SECONDS;
   const per = new Map<string, number>();
@@ -187,7 +203,7 @@ async function main(): Promise<void> {
         const i = (k + round) % sides.length;
         const s = await measure(sides[i]);
         results[i].push(s);
-        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} us/put load ${s.load.toFixed(1)}\n`);
+        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} us/put AppendOks ${(s.per.get('turns appendOkSlicesIn') ?? NaN).toFixed(2)}/put load ${s.load.toFixed(1)}\n`);
       }
     }
   } finally {

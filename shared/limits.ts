@@ -278,7 +278,8 @@ export const REPLICA_KEEPALIVE_MS = REPLICA_READ_STALENESS_MS / 3;
  * the lease, unless the killed node's new process answers first). The part a leader uses (less REPLICA_LEASE_DRIFT) is at
  * least a keep-alive period plus two ticks (asserted in replica.ts: the next round of keep-alives comes up to a tick
  * late, and its answers need time back), so that an idle leader, whose followers answer its keep-alives, holds its
- * lease without a break. */
+ * lease without a break; the first round after writes stop waits for the followers' sync of the commit point, which
+ * has the rest (replica.ts). */
 export const REPLICA_LEASE_MS = LEADER_HEARTBEAT_TIMEOUT_MS;
 /** The part of a lease a leader does not use: monotonic clocks of two machines run at rates that differ by far less
  * than 5% (NTP slews at most 0.05%), and the lease is measured by the leader's clock and waited out by the follower's

@@ -31,13 +31,27 @@ export interface HarnessOptions {
   onMessage?: (s: Sent) => void;
 }
 
+/** The workers' monotonic clock in these stories: the real one, moved on by later(). */
+export class StoryClock {
+  private skew = 0;
+  readonly now = (): number => performance.now() + this.skew;
+  /** Moves the clock `ms` on. By default past the longest a leader waits for a follower's answer before it resends,
+   * and into the next keep-alive period: a tick that comes after resends what was not answered and is a round of
+   * keep-alives, which carries the commit point to a follower that lacks only that (Replica.tick). A story that
+   * needs only the resends moves REPLICA_RESEND_MS_MAX: a period is more than two thirds of a lease
+   * (REPLICA_LEASE_MS), so two unanswered moves of it let the leader's lease lapse. */
+  later(ms = Math.max(REPLICA_RESEND_MS_MAX, REPLICA_KEEPALIVE_MS)): void {
+    this.skew += ms;
+  }
+}
+
 export class ReplicaHarness {
   queue: Sent[] = [];
   /** Links that drop what is sent on them: "a-b" (either way). */
   readonly cut = new Set<string>();
   readonly workers: ReplicaWorker[] = [];
-  /** Added to the workers' monotonic clock (later()). */
-  private skew = 0;
+  /** The workers' monotonic clock (later()). */
+  readonly clock = new StoryClock();
 
   constructor(
     private readonly dir: string,
@@ -52,15 +66,13 @@ export class ReplicaHarness {
   start(i: number): ReplicaWorker {
     const store = new SliceStore(0, 1);
     const { log } = ReplicaLog.open(join(this.dir, `worker-${i}`), 'fsync');
-    const replicas = new SliceReplicas(i, store, log, (_slice, to, m) => this.queue.push({ from: i, to, m }), this.options.events?.(i) ?? {}, () => performance.now() + this.skew, this.options.wallNow?.(i));
+    const replicas = new SliceReplicas(i, store, log, (_slice, to, m) => this.queue.push({ from: i, to, m }), this.options.events?.(i) ?? {}, this.clock.now, this.options.wallNow?.(i));
     return (this.workers[i] = { store, replicas, log });
   }
 
-  /** Moves the workers' clock past the longest a leader waits for a follower's answer before it resends, and into
-   * the next keep-alive period: a tick that comes after resends what was not answered and is a round of keep-alives,
-   * which carries the commit point to a follower that lacks only that (Replica.tick). */
-  later(): void {
-    this.skew += Math.max(REPLICA_RESEND_MS_MAX, REPLICA_KEEPALIVE_MS);
+  /** Moves the workers' clock on: StoryClock.later. */
+  later(ms?: number): void {
+    this.clock.later(ms);
   }
 
   /** Delivers messages round by round until none is left; past 50 rounds it throws, unless `bounded` (then it stops). */
