@@ -6,8 +6,12 @@
 // - R=3: the leader does the same but proposes the effects as one record per slice, flushes its replica log and
 //   encodes its Appends; each follower decodes an Append, checks and logs its records, and applies those the
 //   leader's last commit index covers (a put is applied one batch after it was sent, as in a cluster).
-// Prints CPU ns per put on each side: the leader's or R=1 worker's, and each follower's. `--dist DIR` runs another
-// build's dist (e.g. a copy of main's), so two builds compare side by side on a busy machine: alternate them.
+// Prints CPU ns per put: at R=3 first the total over the three replicas (the figure to compare: they share one heap,
+// so a collection lands on whichever side runs when it is due), then the leader's (its Appends' encoding included)
+// and each follower's; at R=1 the worker's. At R=3 it fails if a replica reported anything malformed or a follower
+// does not hold the leader's items but those of each slice's last record (so a build whose followers refuse records
+// cannot pass for a fast one). `--dist DIR` runs another build's dist (e.g. a copy of main's), so two builds compare side by side on a
+// busy machine: alternate them.
 //
 //   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000]
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -51,10 +55,17 @@ process.on('exit', () => rmSync(root, { recursive: true, force: true }));
 const slices = Array.from({ length: SLICES }, (_, i) => i);
 
 let n = 0;
+let batchNo = 0;
+/** Per slice, the last batch that wrote it and how many of its puts: the slice's last record at R=3. */
+const lastWrite = new Map<number, { batch: number; puts: number }>();
 /** A batch of puts as the router sends it to one worker (item-requests.ts putOp: __name and __mtime added). */
 function batchBytes(): Uint8Array {
   const ops: SliceOpMessage[] = [];
+  batchNo++;
   for (let i = 0; i < BATCH; i++, n++) {
+    const last = lastWrite.get(n % SLICES);
+    if (last?.batch === batchNo) last.puts++;
+    else lastWrite.set(n % SLICES, { batch: batchNo, puts: 1 });
     const device = `p${n % 10_000}`;
     const item = { device, seq: Math.floor(n / 10_000), payload: PAD, __name: `${device}|${n}`, __mtime: 0 };
     ops.push([P.SliceOp.Put, TABLE, n % SLICES, `${device}\u0000${n}`, item, 200, null, null]);
@@ -86,6 +97,9 @@ const time = (f: () => void): bigint => {
 };
 
 let step: () => void;
+/** Throws unless the run did what it measured (R=3: no replica refused anything, the followers applied it). */
+let check = () => {};
+const malformed: string[] = [];
 if (R === 1) {
   const store = new SliceStore(0, 1);
   store.execute([P.SliceOp.Assign, 1, slices]);
@@ -104,29 +118,47 @@ if (R === 1) {
   const workers = [0, 1, 2].map((i) => {
     const store = new SliceStore(0, 1);
     const { log } = ReplicaLog.open(join(root, `worker-${i}`), 'os');
-    const replicas = new SliceReplicas(i, store, log, (slice, to, m) => queue.push({ from: i, to, slice, m }));
+    const events = { malformed: (slice: number, from: number | null, why: string) => malformed.push(`replica ${i}, slice ${slice}, from ${from}: ${why}`) };
+    const replicas = new SliceReplicas(i, store, log, (slice, to, m) => queue.push({ from: i, to, slice, m }), events);
     return { store, log, replicas };
   });
-  /** Delivers what `from` sent (-1: everyone), each Append encoded and decoded as between two workers (AppendOks
-   * unfolded already), as one turn of each receiver: its log flushed once, after all of it. */
+  const account = (worker: number, ns: bigint) => {
+    if (worker === 0) leaderNs += ns;
+    else followerNs += ns;
+  };
+  /** Delivers what `from` sent (-1: everyone): each Append encoded on its sender's account (as the sender's turn
+   * writes it to its peer), then decoded as between two workers (AppendOks unfolded already), as one turn of each
+   * receiver: its log flushed once, after all of it. */
   const deliver = (from: number) => {
     const now = queue.filter((x) => x.from === from || from < 0);
     const rest = queue.filter((x) => !(x.from === from || from < 0));
     queue.length = 0;
     queue.push(...rest);
+    const bytes: (Uint8Array | null)[] = new Array(now.length).fill(null);
+    for (const sender of [0, 1, 2]) {
+      account(
+        sender,
+        time(() => {
+          now.forEach((s, i) => {
+            if (s.from === sender && s.m.type === 'Append') bytes[i] = P.encodeReplicationMessage(s.m).slice(); // a copy: the encoder reuses its buffer
+          });
+        }),
+      );
+    }
     for (const to of [0, 1, 2]) {
-      const mine = now.filter((s) => s.to === to);
+      const mine = now.flatMap((s, i) => (s.to === to ? [i] : []));
       if (mine.length === 0) continue;
       const w = workers[to];
-      const ns = time(() => {
-        for (const s of mine) {
-          const m = s.m.type === 'Append' ? P.decodeReplicationMessage(P.encodeReplicationMessage(s.m).slice(), s.from, 'node', s.slice) : s.m;
-          w.replicas.receive(s.slice, s.from, m);
-        }
-        w.log.flush();
-      });
-      if (to === 0) leaderNs += ns;
-      else followerNs += ns;
+      account(
+        to,
+        time(() => {
+          for (const i of mine) {
+            const s = now[i];
+            w.replicas.receive(s.slice, s.from, bytes[i] !== null ? P.decodeReplicationMessage(bytes[i]!, s.from, 'node', s.slice) : s.m);
+          }
+          w.log.flush();
+        }),
+      );
     }
   };
   const settle = () => {
@@ -144,6 +176,17 @@ if (R === 1) {
   workers[0].store.execute([P.SliceOp.Assign, 1, slices]);
   for (const s of slices) if (!workers[0].replicas.serving(s)) throw new Error(`slice ${s} is not served after its election`);
   const leader = workers[0];
+  check = () => {
+    if (malformed.length > 0) throw new Error(`${malformed.length} malformed, first: ${malformed[0]}`);
+    // A follower applies a slice's record once a later Append for the slice brings the commit point that covers it
+    // (no ticks here): it holds every item the leader holds but those of each slice's last record (one batch's at
+    // --slices 1). Every put is of a new item.
+    const unapplied = [...lastWrite.values()].reduce((a, w) => a + w.puts, 0);
+    for (const i of [1, 2]) {
+      const held = workers[i].store.itemCount;
+      if (held !== leader.store.itemCount - unapplied) throw new Error(`follower ${i} holds ${held} items, the leader ${leader.store.itemCount}: not all but the ${unapplied} of each slice's last record`);
+    }
+  };
   step = () => {
     const bytes = batchBytes();
     leaderNs += time(() => {
@@ -164,10 +207,11 @@ for (let b = 0; b < Math.ceil(batches / 4); b++) step();
 leaderNs = 0n;
 followerNs = 0n;
 for (let b = 0; b < batches; b++) step();
+check();
 const puts = batches * BATCH;
 const per = (ns: bigint) => (Number(ns) / puts).toFixed(0);
 console.log(
   R === 1
     ? `${dist}: R=1 worker ${per(leaderNs)} ns per put (${SLICES} slices, batches of ${BATCH}, ${puts} puts)`
-    : `${dist}: R=3 leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)} ns per put (${SLICES} slices, batches of ${BATCH}, ${puts} puts)`,
+    : `${dist}: R=3 total ${per(leaderNs + followerNs)} ns per put (leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)}; ${SLICES} slices, batches of ${BATCH}, ${puts} puts)`,
 );

@@ -1,7 +1,8 @@
 // msgpack written by hand, byte by byte: the headers and numbers of the few frames and logs whose layout the hot path
-// writes itself (a BatchReply's head in the worker's headroom, an Append, a replica log's append ops, a GetItem
-// answer's head) rather than through msgpackr's walk over each object. Each writes what msgpackr reads back as the
-// same value; the tests that check it are named where each is used (test/node-frames.test.ts, replica-log.test.ts).
+// writes itself (a BatchReply's head in the worker's headroom, an Append, a replica log's append and commit ops, a
+// GetItem answer's head) rather than through msgpackr's walk over each object. Each writes what msgpackr reads back as
+// the same value, not always msgpackr's bytes (a map's header: replica-log.ts packOps); the tests that check it are
+// named where each is used (test/node-frames.test.ts, replica-log.test.ts).
 import { assert } from './errors.js';
 
 /** How many bytes a msgpack array header for `n` elements takes (putArrayHeader). */

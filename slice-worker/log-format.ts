@@ -73,8 +73,11 @@ const SCRATCH_KEPT_BYTES_MAX = 1024 * 1024;
 /** encodeReplicated of each of a task's records (one per slice it wrote: SliceReplicas.propose), the payloads views of
  * one buffer of their own, exactly as long as they are together. A buffer each (an ArrayBuffer and its backing store
  * per put under writes spread over many slices) cost the leader more than the copy into the scratch buffer
- * (bench/README.md, "A task's payloads in one buffer"). The records of one task are kept and compacted together
- * (replica.ts), so the buffer outlives none of them by long. */
+ * (bench/README.md, "A task's payloads in one buffer"). The buffer lives while any of its payloads does: each slice's
+ * replica keeps its record until that slice compacts (Replica.compact, per slice), so a slice that cannot commit
+ * (a majority of its replicas unreachable) keeps the whole task's buffer, not only its own record: every payload of
+ * the task, at most the task's slices times its largest payload (the chunks a worker runs in one turn: worker.ts
+ * runBatches). */
 export function encodeReplicatedEach(parts: readonly (readonly [Effect[], AppliedList | null])[]): Uint8Array[] {
   let buf = scratch;
   let at = 0;

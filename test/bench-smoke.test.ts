@@ -254,8 +254,10 @@ describe('the benches, end to end with their smallest arguments (real processes 
     const r1 = await bench('put-path.js', ['--r', '1', '--slices', '4', '--puts', '1000'], 20_000);
     expect(Number(/: R=1 worker (\d+) ns per put \(4 slices, batches of 32, 1024 puts\)$/m.exec(r1.stdout)?.[1])).toBeGreaterThan(0);
     const r3 = await bench('put-path.js', ['--r', '3', '--slices', '4', '--puts', '1000'], 20_000);
-    const m = /: R=3 leader (\d+), each follower (\d+) ns per put \(4 slices, batches of 32, 1024 puts\)$/m.exec(r3.stdout);
+    // (It exits non-zero, failing bench(), if a replica refused anything or a follower did not apply what it should.)
+    const m = /: R=3 total (\d+) ns per put \(leader (\d+), each follower (\d+); 4 slices, batches of 32, 1024 puts\)$/m.exec(r3.stdout);
     expect(Number(m?.[1])).toBeGreaterThan(0);
     expect(Number(m?.[2])).toBeGreaterThan(0);
+    expect(Number(m?.[3])).toBeGreaterThan(0);
   }, caseMs(40_000));
 });

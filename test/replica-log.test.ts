@@ -71,27 +71,33 @@ describe('the replica log of a worker', () => {
   it('reads back ops written field by field at every msgpack width: slice, term, index, list and payload lengths', async () => {
     // A flush's append and commit ops are written by hand (shared/protocol.ts putRecordList, putUint), not by msgpackr: each number
     // around the boundaries of fixint, 8, 16 and 32 bits and a double, lists of 15, 16, 65,535 and 65,536 records,
-    // payloads of 255, 256, 65,535 and 65,536 bytes, in one flush and read back as the disk model says.
+    // payloads of 255, 256, 65,535 and 65,536 bytes, in one flush and read back as the disk model says. Each width has a
+    // slice of its own, and its commit lies past its snapshot (applyDiskOp keeps the larger of the two, which would hide a
+    // commit written wrong). Commit-only slices (no snapshot, no records) check each commit value at each width itself.
     const dir = tempDir();
     const model = new Map<number, DurableReplica>();
     let { log } = ReplicaLog.open(dir, 'os');
     const widths = [0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0xffffffff, 0x100000000, 2 ** 47]; // (a record's term and index fit 48 bits)
     const counts = [1, 15, 16, 0xffff, 0x10000, 2, 1, 3, 1];
     const lengths = [0, 1, 0xff, 0x100, 0xffff, 0x10000];
-    const slices = [0, 0x7f, 0x80, 0xff, 0x100, 0xffff];
+    const slices = [0, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0x10001, 0xffffffff];
+    const commits = [0, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0xffffffff, 2 ** 32, 2 ** 47, Number.MAX_SAFE_INTEGER];
     const write = (slice: number, op: DiskOp) => {
       if (!model.has(slice)) model.set(slice, emptyDurable());
       applyDiskOp(model.get(slice)!, op);
       log.diskFor(slice).write(op);
     };
     widths.forEach((w, i) => {
-      const slice = slices[i % slices.length] + Math.floor(i / slices.length);
+      const slice = slices[i];
       const count = counts[i];
       write(slice, { kind: 'promise', term: w });
       write(slice, { kind: 'snapshot', index: w, term: w, state: new Uint8Array([i]) });
       write(slice, { kind: 'append', records: Array.from({ length: count }, (_, k) => makeRecord(w, w + 1 + k, new Uint8Array(k < lengths.length ? lengths[(i + k) % lengths.length] : 1).fill(k & 0xff))) });
-      write(slice, { kind: 'commit', index: w + (i % 2) * count });
+      write(slice, { kind: 'commit', index: w + 1 + (i % 2) * (count - 1) }); // its first record or its last
     });
+    commits.forEach((c, k) => write(0x20000 + k, { kind: 'commit', index: c }));
+    expect(new Set(model.keys()).size).toBe(widths.length + commits.length);
+    for (const [slice, d] of model) if (slice < 0x20000) expect(d.commitIndex, `slice ${slice}`).toBeGreaterThan(d.snapshot!.index);
     await sync(log, 0);
     ({ log } = ReplicaLog.open(dir, 'os'));
     for (const [slice, d] of model) expect(log.durable(slice), `slice ${slice}`).toEqual(d);

@@ -51,6 +51,10 @@ const COMMIT_OP_HEAD = Uint8Array.from([0x82, ...fixstr('kind'), ...fixstr('comm
 /** The msgpack of a flush's ops ([[slice, op], ...]) as open() reads it back: an append, the op of (about) every
  * record, written field by field (shared/protocol.ts putRecordList, as an Append's records), and a commit (as many:
  * a follower writes one with about every append, a leader one per slice and round) likewise; any other by packr.
+ * The ops written by hand are the same values as packr's, not the same bytes: their map header is a fixmap (0x82,
+ * APPEND_OP_HEAD, COMMIT_OP_HEAD) where msgpackr writes a map16 (de 00 02); keys and numbers are written as msgpackr
+ * writes them. open()'s Unpackr reads both, so a log written before either way reads back the same
+ * (test/replica-log.test.ts, every width).
  * Under writes spread over many slices a flush holds about an append and a commit per slice written, each append of
  * one record: msgpackr's walk over each map's keys was most of a flush, and its bytes a copy each. */
 let opsBuffer = new Uint8Array(0);

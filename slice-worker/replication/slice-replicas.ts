@@ -20,7 +20,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { isClientRequestId, MalformedFrame, requestIdOf, RESULT_ERROR, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
-import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, encodeReplicatedEach } from '../log-format.js';
+import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, encodeReplicatedEach, type ReplicatedChanges } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
@@ -50,6 +50,10 @@ export class SliceReplicas {
   /** Per slice, from its replica's first write of its term: the newest time its table held then (or that write's
    * wall time), and now() then. See timeOf. */
   private clocks = new Map<number, { term: number; at: number; since: number }>();
+  /** A snapshot's state checked by checkState and its decoded changes, for the restore that follows in the same
+   * synchronous Replica.onSnapshot (a whole slice's state, decoded twice in a row, cost a joining replica twice:
+   * bench/README.md, "A follower decodes a payload twice"). Taken or dropped by the next restore of any slice. */
+  private checkedState: { bytes: Uint8Array; changes: ReplicatedChanges } | null = null;
 
   constructor(
     private readonly self: ReplicaId,
@@ -291,13 +295,16 @@ export class SliceReplicas {
   }
 
   /** Why `bytes` (a record's payload, or a snapshot's state) are not changes of `slice`, or null. Decoded whole to be
-   * checked, and the decoded changes dropped: a record is applied a round trip later (with the commit point that
+   * checked. A record's decoded changes are dropped: it is applied a round trip later (with the commit point that
    * covers it) and decoded again then (decodeReplicated). Kept decoded until then (in a WeakMap keyed by the bytes),
    * its items outlived the young generation's collections and cost a follower more than the second decode does
-   * (bench/README.md, "A follower decodes a payload twice"). */
+   * (bench/README.md, "A follower decodes a payload twice"). A snapshot's are kept in checkedState: its restore
+   * follows at once. */
   private check(slice: number, bytes: Uint8Array, snapshot: boolean): string | null {
+    this.checkedState = null;
     try {
-      decodeReplicatedFromPeer(bytes, slice, snapshot);
+      const changes = decodeReplicatedFromPeer(bytes, slice, snapshot);
+      if (snapshot) this.checkedState = { bytes, changes };
       return null;
     } catch (err) {
       if (err instanceof MalformedFrame) return `${snapshot ? 'the state' : 'the payload'} is not a slice's changes (${err.message})`;
@@ -345,7 +352,11 @@ export class SliceReplicas {
         },
         restore: (state) => {
           this.store.replay([EFFECT_DROP_SLICE, slice, null]);
-          const { effects, requests } = state === null ? { effects: [], requests: null } : decodeReplicated(state);
+          // The changes checkState decoded from these very bytes, if it just did; taken once (a later restore of the
+          // same bytes, replayCommitted's, decodes them again: the store may hold and change what this one replays).
+          const checked = this.checkedState !== null && this.checkedState.bytes === state ? this.checkedState.changes : null;
+          this.checkedState = null;
+          const { effects, requests } = state === null ? { effects: [], requests: null } : (checked ?? decodeReplicated(state));
           for (const e of effects) this.store.replay(e);
           this.applied.set(slice, new AppliedRequests(requests));
         },
