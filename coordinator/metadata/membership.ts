@@ -423,10 +423,11 @@ export class Membership {
       const until = Date.now() + LEADER_HANDOVER_BEFORE_CHANGE_MS;
       for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && Date.now() < until && !done(); i++) {
         const moves: { slice: number; to: number }[] = [];
+        const counts = this.map.counts();
         for (const slice of ledHere()) {
           const term = this.leaders.electedTerm(slice);
           if (term === null || !this.leaders.settled(slice) || this.leaders.leaderOf(slice) !== index) continue;
-          const to = this.handOverTarget(slice, this.map.replicasOf(slice).filter((n) => n !== index), term);
+          const to = this.handOverTarget(slice, this.map.replicasOf(slice).filter((n) => n !== index), term, counts);
           if (to !== null) moves.push({ slice, to });
         }
         if (moves.length > 0) this.leaders.handOver(moves);
@@ -447,9 +448,10 @@ export class Membership {
   /** The replica of `rest` (those a change keeps) to hand the slice's leadership to before the change takes its
    * leader's replica out: on an active node that is up, saying lately (Pong) that it durably holds the barrier of the
    * leader's term `term` (so it can win the handover's election), leading fewest slices; null: none yet (each is asked,
-   * holdsTerm, so that a later turn may find one). */
-  private handOverTarget(slice: number, rest: readonly number[], term: number): number | null {
-    const counts = this.map.counts();
+   * holdsTerm, so that a later turn may find one). `counts`: slices led per node as they will be once the handovers
+   * chosen before it in the same turn are made, which it updates for its own (else a turn's handovers all go to the
+   * node leading fewest, and leadership rebalancing hands them on again after). */
+  private handOverTarget(slice: number, rest: readonly number[], term: number, counts: number[]): number | null {
     let best: number | null = null;
     for (const n of rest) {
       if (this.map.statusOf(n) !== 'active' || !this.isUp(n)) continue;
@@ -457,6 +459,10 @@ export class Membership {
       if (best === null || counts[n] < counts[best]) best = n;
     }
     assert(best === null || (rest.includes(best) && this.map.replicasOf(slice).includes(best)), `slice ${slice}'s leadership goes to a replica that stays in its set`);
+    if (best !== null) {
+      counts[best]++;
+      counts[this.map.ownerOf(slice)]--;
+    }
     return best;
   }
 
@@ -668,6 +674,7 @@ export class Membership {
     const replacements: { slice: number; node: number }[] = [];
     const handoffs: { slice: number; to: number }[] = [];
     const gaveUp: number[] = [];
+    const ledCounts = this.map.counts();
     const waits: { slice: number; node: number; why: string }[] = [];
     for (const [slice, h] of this.handingOver) if (this.map.leaverOf(slice) !== h.node) this.handingOver.delete(slice);
     const names = (nodes: readonly number[]) => nodes.map((n) => this.map.nodes[n]).join(', ');
@@ -742,7 +749,7 @@ export class Membership {
         const began = this.handingOver.get(slice) ?? { node, since: now };
         this.handingOver.set(slice, began);
         if (now - began.since < LEADER_HANDOVER_BEFORE_CHANGE_MS) {
-          const to = this.handOverTarget(slice, rest, term);
+          const to = this.handOverTarget(slice, rest, term, ledCounts);
           if (to !== null) handoffs.push({ slice, to });
           wait(`its leadership is being handed to ${to !== null ? names([to]) : 'a replica that stays (none said lately that it holds the leader\'s first record yet)'} before its replica on ${names([node])} leaves, so that the change is led on (at most ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s, then it elects)`);
           continue;
