@@ -390,6 +390,10 @@ export interface LeadersReport {
   handovers: number;
   /** Replica-set changes since the coordinator started whose leader led on at a new term (LeadOn) instead of an election. */
   ledOn: number;
+  /** Changes since the coordinator started that took out a replica that leads after the handover of its leadership to
+   * a replica that stays did not complete within LEADER_HANDOVER_BEFORE_CHANGE_MS: the slice elected, as it did before
+   * such changes handed over first (docs/replication.md, "Drain"). */
+  handoversGivenUp: number;
   termMin: number;
   termMax: number;
 }

@@ -354,6 +354,12 @@ export const REPLICA_CATCH_UP_PROBE_MS = 250;
  * led nearly all of them and each kill failed over all of them at once (bench/FAILOVER.md). */
 export const LEADER_HANDOVERS_IN_FLIGHT_MAX = 64;
 export const LEADER_HANDOVER_WAIT_MS_MAX = 1_000;
+/** A change that takes out a replica that leads (a drain step, the second step of a replica move, `keyslice remove`
+ * of a node that is up) first hands its leadership to a replica that stays (docs/replication.md, "Drain"), so that the
+ * change is led on rather than elected: the handover's wait (LEADER_HANDOVER_WAIT_MS_MAX) and election take about a
+ * second. Past this bound the change is made all the same and the slice elects, as without a handover (the log and
+ * status say so: LeadersReport.handoversGivenUp). */
+export const LEADER_HANDOVER_BEFORE_CHANGE_MS = 5_000;
 /** Replica rebalancing onto a node that joins (R > 1, --rebalance yes): slices whose replica moves at once.
  * Each move changes the slice's replica set twice (a replica added, then the one it replaces dropped),
  * and each change was an election that deposed the leader for a moment (its uncommitted writes answer

@@ -122,6 +122,10 @@ export interface SimReport {
   drainedKeepingDown: number;
   /** Replica-set changes whose leader was told to lead on (LeadOn) rather than elected again. */
   ledOn: number;
+  /** Leadership handovers before a drain step that takes out the leader's replica (membership.ts drainReplicas,
+   * ReplicaLeaders.handOver), and of those, the ones whose election named the replica handed to (the step then led on). */
+  handovers: number;
+  handedOver: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -183,6 +187,8 @@ const SIM_FAILOVER_TIMING = { pingIntervalMs: 40, heartbeatTimeoutMs: 250, elect
 /** How long a leader holds a write for its commit (worker.ts, held-answers.ts: REPLICA_COMMIT_WAIT_MS, the heartbeat
  * timeout plus an election's, so that a leader the coordinator stopped hearing from was usually replaced by then). */
 const COMMIT_WAIT_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs + SIM_FAILOVER_TIMING.electionTimeoutMs;
+/** A leadership handover's catch-up wait (LEADER_HANDOVER_WAIT_MS_MAX, 1 s against the 1.5 s heartbeat timeout). */
+const HANDOVER_WAIT_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs * 0.7;
 /** The router's wait with SimOptions.commitTimeouts: past the leader's commit wait and the network's delays there and
  * back (a node's router waits NODE_REQUEST_TIMEOUT_MS, 30 s, against a commit wait of 3.5 s). */
 const ROUTER_WAIT_MS_PAST_COMMIT_WAIT = COMMIT_WAIT_MS + 2 * TICK_MS + 100;
@@ -397,7 +403,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, handovers: 0, handedOver: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -778,6 +784,15 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * change waits for that answer, as it waits for an election to end: without it, chained changes came faster than
    * any message, unlike any coordinator's. */
   let ledOnUnanswered = 0;
+  /** A leadership handover under way (ReplicaLeaders.handOver): the failover does not tick (no election) until `to`
+   * said (Pong) that it holds `from`'s last record, after `from` said what that is a tick after the handover began, or
+   * until `until`. */
+  let hold: { from: number; to: number; since: number; until: number } | null = null;
+  /** What each replica's latest Pong said of its last index, and when (a handover's catch-up wait). */
+  const lastIndexes = new Map<number, { lastIndex: number; at: number }>();
+  /** Whether the drain under way tried to hand its leader's leadership over (once per drain; if the election gives it
+   * back, the step goes on and elects, as the coordinator does past LEADER_HANDOVER_BEFORE_CHANGE_MS). */
+  let handoverTried: false | 'skipped' | 'handed' = false;
   function coordinatorReceive(from: number, received: ReplicationMessage): void {
     const m = opts.countLateAnswers === true && received.type === 'Prepared' && received.term < usedTerm && coordinator.currentLeader === null ? { ...received, term: usedTerm } : received;
     if (m.type === 'Prepared') {
@@ -785,6 +800,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       answersOf.get(m.term)!.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
     }
     if (m.type === 'Pong') commitTerms.set(from, m.commitTerm);
+    if (m.type === 'Pong') lastIndexes.set(from, { lastIndex: m.lastIndex, at: clock.now });
     if (m.type === 'Pong' && m.leading && m.term >= ledOnUnanswered) ledOnUnanswered = 0;
     // As ReplicaLeaders.receive: only what a replica of the sets of the change says reaches the failover.
     if (coordinator.members.includes(from)) coordinator.receive(from, m);
@@ -822,6 +838,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       coordinatorDown = false;
       published = false;
       ledOnUnanswered = 0;
+      hold = null;
       commitTerms.clear();
       coordinator = SliceFailover.atStart({ replicas: set, termUsed: usedTerm, unsettled: mapUnsettled }, timing, failoverHost, choose);
       changes.push(`${clock.now.toFixed(1)} ms: coordinator restarted (sets ${coordinator.sets.map((x) => x.join(',')).join(' and ')})`);
@@ -944,10 +961,45 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     }
     if (waited.length < majority(rest.length)) return;
     if (opts.setChanges === 'drain-dead' && rest.some((n) => !up[n] && clock.now - (downSince.get(n) ?? clock.now) >= DRAIN_DEAD_AFTER_MS)) report.drainedKeepingDown++;
+    // As membership.ts drainReplicas: the leader's replica leaves only once its leadership was handed to a replica that
+    // stays (caught up, up), so that the step is led on; tried once a drain in 4 of 5 (the others elect, as the
+    // coordinator does when a handover does not complete in time, so that both ways stay covered).
+    if (!handoverTried && draining === coordinator.currentLeader && mapLeader === draining && coordinator.electorateSettled && up[draining]) {
+      const to = waited.find((n) => up[n] && (commitTerms.get(n) ?? 0) >= term);
+      handoverTried = to !== undefined && random() < 0.8 ? 'handed' : 'skipped';
+      if (handoverTried === 'handed') return handOver(draining, to!);
+    }
+    if (handoverTried === 'handed' && draining !== coordinator.currentLeader) report.handedOver++;
     const node = draining;
     draining = null;
     drainAdded = null;
+    handoverTried = false;
     changeSet(rest, `drain ${node}, remove`);
+  }
+  /** ReplicaLeaders.handOver: the map names `to` (listed first, so that it wins the election's tie) at once, and a
+   * failover for the same set elects once the hold ends (caughtUp), the replica with the largest last record leading. */
+  function handOver(from: number, to: number): void {
+    assert(set.includes(to) && to !== from && to !== draining && coordinator.electorateSettled, 'a leadership is handed to a replica that stays in a settled set');
+    report.handovers++;
+    changes.push(`${clock.now.toFixed(1)} ms: hand the leadership over ${from} -> ${to}`);
+    elections += coordinator.elections;
+    set = [to, ...set.filter((n) => n !== to)];
+    mapLeader = to;
+    published = false;
+    coordinator = new SliceFailover(set, null, usedTerm, timing, failoverHost, choose);
+    hold = { from, to, since: clock.now, until: clock.now + HANDOVER_WAIT_MS };
+  }
+  /** Whether a handover's hold still keeps its election back (ReplicaLeaders.handedOver); asks both meanwhile. */
+  function holding(): boolean {
+    if (hold === null) return false;
+    const f = lastIndexes.get(hold.from);
+    const t = lastIndexes.get(hold.to);
+    if (clock.now >= hold.until || (f !== undefined && t !== undefined && f.at >= hold.since + TICK_MS && t.at >= f.at && t.lastIndex >= f.lastIndex)) {
+      hold = null;
+      return false;
+    }
+    for (const n of [hold.from, hold.to]) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
+    return true;
   }
   /** 'drain-dead', as membership.ts drainReplicas: a replica the drain keeps on a node killed for good is replaced, in
    * one change, on a node that is up outside the set, where the replicas left that are up are a majority of the set
@@ -1143,7 +1195,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   // ---- ticks and faults ----
   function tick(): void {
     // A coordinator that is down runs nothing: no failover, no map change, nothing to the router.
-    if (!coordinatorDown) coordinator.tick();
+    if (!coordinatorDown && !holding()) coordinator.tick();
     // As replica-leaders.ts recordSettled: the map drops the sets of a change once the failover counts it settled.
     if (!coordinatorDown) mapUnsettled = mapUnsettled.filter((u) => coordinator.sets.slice(1).some((o) => sameSet(o, u)));
     // The router's copy of the map follows the coordinator's, when the link between them carries it.

@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../../shared/limits.js';
+import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
 import { MapSaveError, type ClusterMap } from './cluster-map.js';
@@ -49,6 +49,14 @@ export class Membership {
   private movesUndone = 0;
   /** The slices whose drain step or replica move's second step waits, and why, as drainReplicas last looked (status). */
   private replicaWaits: { slice: number; node: number; why: string }[] = [];
+  /** Drain steps and replica moves whose leaving replica leads the slice: the node, and since when its leadership is
+   * being handed to a replica that stays before the change (drainReplicas; LEADER_HANDOVER_BEFORE_CHANGE_MS bounds it). */
+  private readonly handingOver = new Map<number, { node: number; since: number }>();
+  /** Nodes that `keyslice remove` is handing the leaderships of before it removes them: leadership rebalancing gives
+   * them none meanwhile. */
+  private readonly removing = new Set<number>();
+  /** Changes that took out a leading replica after its handover did not complete in time (status: handoversGivenUp). */
+  private handoversGivenUp = 0;
   /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
   onLinkChange: () => void = () => {};
 
@@ -315,7 +323,14 @@ export class Membership {
     const forced = () => {
       if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
     };
-    if (held.length > 0) return (this.removeReplicated(index, held, force), forced());
+    if (held.length > 0) {
+      // Refused now if it would be refused after the handovers (nothing changed); they take a moment, after which
+      // everything is looked at again.
+      this.removeReplicated(index, held, force, true);
+      await this.handOverLeaderships(index);
+      const still = held.filter((s) => this.map.replicasOf(s).includes(index));
+      return (this.removeReplicated(index, still, force), forced());
+    }
     if (owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
@@ -340,7 +355,7 @@ export class Membership {
    * slice's set (ReplicaMajorityDown): until the change settles its elections need a majority of the set
    * before it, which the removed node no longer helps to make, so such a slice would elect no leader until
    * the replicas that are down are back. */
-  private removeReplicated(index: number, held: number[], force: boolean): void {
+  private removeReplicated(index: number, held: number[], force: boolean, checkOnly = false): void {
     const node = this.map.nodes[index];
     const lone = this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length === 1);
     if (lone.length > 0) {
@@ -379,6 +394,7 @@ export class Membership {
           `Bring ${down.length === 1 ? 'that node' : 'those nodes'} back first, or remove it anyway with: keyslice remove ${node} --force (those slices stay unavailable until ${down.length === 1 ? 'it is' : 'they are'} back, and for good if ${down.length === 1 ? 'it never comes' : 'they never come'} back)`,
       );
     }
+    if (checkOnly) return;
     if (short.length > 0) this.log(`removing ${node} by force: ${short.length} slices (e.g. slice ${short[0].slice}) keep no majority of live replicas and elect no leader until their replicas that are down are back`);
     const led = this.map.slicesOf(index).length;
     this.links[index].close();
@@ -390,6 +406,64 @@ export class Membership {
     this.log(
       `node ${node} removed: it held replicas of ${held.length} slices (leading ${led}); their leaders are elected among the other replicas and their replicas placed again on the other active nodes`,
     );
+  }
+
+  /** Before `keyslice remove` of node `index` while it is up: hands the leadership of each replicated slice it leads to a
+   * replica that stays (handOverTarget), as a drain step does, so that the removal is led on by those leaders rather
+   * than deposing this one with its writes not yet committed (docs/replication.md, "Remove"). Waits until each such
+   * slice has an elected leader on another node, at most LEADER_HANDOVER_BEFORE_CHANGE_MS; then the removal goes on
+   * and the slices still led here elect, as without a handover (logged, counted in status). */
+  private async handOverLeaderships(index: number): Promise<void> {
+    const ledHere = () => this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length > 1);
+    const slices = ledHere();
+    if (slices.length === 0 || !this.isUp(index)) return;
+    const done = () => slices.every((s) => this.map.ownerOf(s) !== index && this.leaders.electedTerm(s) !== null);
+    this.removing.add(index);
+    try {
+      const until = Date.now() + LEADER_HANDOVER_BEFORE_CHANGE_MS;
+      for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && Date.now() < until && !done(); i++) {
+        const moves: { slice: number; to: number }[] = [];
+        const counts = this.map.counts();
+        for (const slice of ledHere()) {
+          const term = this.leaders.electedTerm(slice);
+          if (term === null || !this.leaders.settled(slice) || this.leaders.leaderOf(slice) !== index) continue;
+          const to = this.handOverTarget(slice, this.map.replicasOf(slice).filter((n) => n !== index), term, counts);
+          if (to !== null) moves.push({ slice, to });
+        }
+        if (moves.length > 0) this.leaders.handOver(moves);
+        await new Promise((r) => setTimeout(r, REPLICA_CATCH_UP_PROBE_MS));
+      }
+    } finally {
+      this.removing.delete(index);
+    }
+    const left = ledHere();
+    if (left.length > 0) {
+      this.handoversGivenUp += left.length;
+      this.log(`remove: the leadership of ${left.length} slices (e.g. slice ${left[0]}) on ${this.map.nodes[index]} was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; the node is removed all the same and they elect`);
+    } else {
+      this.log(`remove: handed the leadership of ${slices.length} slices on ${this.map.nodes[index]} to replicas that stay`);
+    }
+  }
+
+  /** The replica of `rest` (those a change keeps) to hand the slice's leadership to before the change takes its
+   * leader's replica out: on an active node that is up, saying lately (Pong) that it durably holds the barrier of the
+   * leader's term `term` (so it can win the handover's election), leading fewest slices; null: none yet (each is asked,
+   * holdsTerm, so that a later turn may find one). `counts`: slices led per node as they will be once the handovers
+   * chosen before it in the same turn are made, which it updates for its own (else a turn's handovers all go to the
+   * node leading fewest, and leadership rebalancing hands them on again after). */
+  private handOverTarget(slice: number, rest: readonly number[], term: number, counts: number[]): number | null {
+    let best: number | null = null;
+    for (const n of rest) {
+      if (this.map.statusOf(n) !== 'active' || !this.isUp(n)) continue;
+      if (!this.leaders.holdsTerm(slice, n, term, this.leaders.probeIntervalMs)) continue;
+      if (best === null || counts[n] < counts[best]) best = n;
+    }
+    assert(best === null || (rest.includes(best) && this.map.replicasOf(slice).includes(best)), `slice ${slice}'s leadership goes to a replica that stays in its set`);
+    if (best !== null) {
+      counts[best]++;
+      counts[this.map.ownerOf(slice)]--;
+    }
+    return best;
   }
 
   /** The slices whose last replica-set change took node `index`'s replica out and has not settled: it still counts
@@ -598,7 +672,11 @@ export class Membership {
   private drainReplicas(): void {
     const drops: { slice: number; node: number }[] = [];
     const replacements: { slice: number; node: number }[] = [];
+    const handoffs: { slice: number; to: number }[] = [];
+    const gaveUp: number[] = [];
+    const ledCounts = this.map.counts();
     const waits: { slice: number; node: number; why: string }[] = [];
+    for (const [slice, h] of this.handingOver) if (this.map.leaverOf(slice) !== h.node) this.handingOver.delete(slice);
     const names = (nodes: readonly number[]) => nodes.map((n) => this.map.nodes[n]).join(', ');
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const set = this.map.replicasOf(slice);
@@ -660,6 +738,25 @@ export class Membership {
         wait(`its replicas on ${names(rest.filter((n) => !holdingUp.includes(n)))} are down and the caught-up ones that are up are no majority of the ${rest.length} it would keep`);
         continue;
       }
+      // A leaving replica that leads hands its leadership to a replica that stays first (a handover: the old leader gets
+      // no new writes, the new one waits until it holds the old one's last record, then wins an election), so that
+      // the change is led on and the writes the old leader had not committed commit rather than getting an unknown
+      // outcome. Bounded: past LEADER_HANDOVER_BEFORE_CHANGE_MS the replica leaves all the same and the slice elects,
+      // as before. A leader whose node is down is not waited for (its slice elects anyway).
+      const leads = this.leaders.leaderOf(slice) === node || this.map.ownerOf(slice) === node;
+      if (leads && this.isUp(node)) {
+        const now = Date.now();
+        const began = this.handingOver.get(slice) ?? { node, since: now };
+        this.handingOver.set(slice, began);
+        if (now - began.since < LEADER_HANDOVER_BEFORE_CHANGE_MS) {
+          const to = this.handOverTarget(slice, rest, term, ledCounts);
+          if (to !== null) handoffs.push({ slice, to });
+          wait(`its leadership is being handed to ${to !== null ? names([to]) : 'a replica that stays (none said lately that it holds the leader\'s first record yet)'} before its replica on ${names([node])} leaves, so that the change is led on (at most ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s, then it elects)`);
+          continue;
+        }
+        gaveUp.push(slice);
+      }
+      this.handingOver.delete(slice);
       // The invariant of a replica-set change: the replicas left that hold every acknowledged write and are up are a
       // majority of the set that is left, so it elects and commits without the replica that leaves. (Joint majorities
       // keep every acknowledged write whatever they hold; this is for the slice to go on serving.)
@@ -668,6 +765,14 @@ export class Membership {
     }
     this.replicaWaits = waits;
     if (replacements.length > 0) this.replaceDeadReplicas(replacements);
+    if (handoffs.length > 0) {
+      const n = this.leaders.handOver(handoffs);
+      if (n > 0) this.log(`handing the leadership of ${n} slices (e.g. slice ${handoffs[0].slice}) to replicas that stay before their leaders' replicas leave (drain or replica move)`);
+    }
+    if (gaveUp.length > 0) {
+      this.handoversGivenUp += gaveUp.length;
+      this.log(`the leadership of ${gaveUp.length} slices (e.g. slice ${gaveUp[0]}) was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; their leaders' replicas leave all the same and they elect`);
+    }
     if (drops.length === 0) return;
     const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
     this.map.dropLeavingReplicas(drops);
@@ -893,7 +998,7 @@ export class Membership {
     const s = this.leaders.summary();
     if (s.replicated === 0 || s.led < s.replicated) return;
     const counts = this.map.counts();
-    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.isUp(i));
+    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.isUp(i) && !this.removing.has(i));
     if (nodes.length < 2) return;
     // Chosen one by one against the counts as they will be, handed over together (one map change, one epoch).
     const moves: { slice: number; to: number }[] = [];
@@ -989,7 +1094,7 @@ export class Membership {
     let unsettled = 0;
     for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
     const moving = this.movingReplicas();
-    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, termMin: s.termMin, termMax: s.termMax };
+    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, handoversGivenUp: this.handoversGivenUp, termMin: s.termMin, termMax: s.termMax };
     if (s.replicated === 0) return { leaders, note: '' };
     const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
     const waiting = s.replicated - s.led - s.unsettledLed;
@@ -999,6 +1104,7 @@ export class Membership {
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
+      (this.handoversGivenUp > 0 ? `; ${this.handoversGivenUp} changes took out a leader whose handover did not complete within ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s (those slices elected)` : '') +
       (this.movesUndone > 0 ? `; ${this.movesUndone} replica moves undone since the coordinator started (their new replica's node was down; drain steps counted too)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections, ${this.leaders.handovers} leadership handovers and ${this.leaders.leadOns} replica-set changes led on by their leader since the coordinator started`;
     return { leaders, note };
