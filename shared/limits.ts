@@ -452,13 +452,6 @@ export const DYNAMODB_PARTITION_WRITES_PER_SECOND = 1000;
 export const DURABILITY_MODES = ['fsync', 'os'] as const;
 export type DurabilityMode = (typeof DURABILITY_MODES)[number];
 export const DURABILITY_DEFAULT: DurabilityMode = 'fsync';
-/** V8 options a slice node sets for itself before it starts its workers (v8.setFlagsFromString; V8's options are the
- * process's, and a worker's isolate takes them when it is made). Without concurrent recompilation V8 optimizes a hot
- * function on the thread that runs it rather than on its 4 helper threads, which at R=3 spent most of their CPU
- * compiling (not collecting garbage): with it off their share of a put's CPU fell about 3x and the workers' rose a
- * little, so the nodes' CPU per put came to 0.97x of main's once warm (bench/README.md, "Where the nodes' other
- * threads go"). */
-export const SLICE_NODE_V8_FLAGS = ['--no-concurrent-recompilation'];
 /** A worker writes a snapshot, and starts a new log segment, after this much log. */
 export const SNAPSHOT_AFTER_LOG_BYTES = 64 * 1024 * 1024;
 /** A worker's replica log (replicated slices) is checkpointed (each slice's applied state, then the records not

@@ -23,7 +23,6 @@
 import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
 import { missingSecretProblem, secretMatches } from '../shared/auth.js';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
@@ -38,7 +37,6 @@ import {
   NODE_HEARTBEAT_INTERVAL_MS,
   NODE_HEARTBEAT_REQUEST_TIMEOUT_MS,
   SLICE_NODE_PORT_DEFAULT,
-  SLICE_NODE_V8_FLAGS,
   SNAPSHOT_AFTER_LOG_BYTES,
   WORKERS_PER_NODE_DEFAULT,
   WORKERS_PER_NODE_MAX,
@@ -115,8 +113,6 @@ try {
 } catch (err) {
   fail((err as Error).message);
 }
-
-for (const flag of SLICE_NODE_V8_FLAGS) setFlagsFromString(flag); // before the workers' isolates are made
 
 /** The epoch the workers check routers' batches against on their batch ports (batch-port.ts): `epoch` once no
  * assignment is on its way to them (publishEpoch), so that a batch of a new epoch never runs before its worker took
