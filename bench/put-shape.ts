@@ -3,13 +3,18 @@
 // build and a replication factor; they run at once and take turns, round by round, the order rotating, so that the
 // machine's other load falls on each alike:
 //
-//   node dist/bench/put-shape.js [--base DIR] [--sides this:3,this:1,base:3] [--rounds 3] [--seconds 3] [--in-flight 256] [--rate N]
+//   node dist/bench/put-shape.js [--base DIR] [--sides this:3,this:1,base:3] [--rounds 3] [--seconds 3] [--in-flight 256] [--rate N] [--warm-s 0]
 //
 // Prints, per side (medians of the rounds): puts/s, p50 and p99; CPU µs per put of the client, the routers, the
 // coordinator, each node's main thread, its two workers and its other threads (GC, libuv); socket and disk write
 // calls per put of the workers (/proc/<pid>/task/<tid>/io syscw); and per put: the leader tasks, Replicate frames
 // sent, answers sent, frames taken from peers, Appends and AppendOks. `--rate N`: N puts/s offered (all loops
-// together), so that CPU per put compares at the same load.
+// together), so that CPU per put compares at the same load. `--warm-s N`: each side first takes N seconds of puts,
+// unmeasured: a fresh cluster's V8 compiles its hot functions on the nodes' other threads for tens of seconds of load
+// (at R=3 most of their CPU per put in the first rounds: bench/README.md), which a warm one does not. Each round's line
+// says the other threads' µs per put (all nodes), so that the rounds show how far the cluster is warm.
+// `this:3@KEYSLICE_NODE_ARGS=...`: the side's processes start with those Node options (space separated, none with an
+// '='), e.g. `--no-concurrent-recompilation --single-threaded-gc` to move V8's compiler and GC into the thread served.
 import { appendFileSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -29,6 +34,7 @@ const args = parseArgs(
     seconds: { default: '3', help: 'seconds measured per side and round' },
     'in-flight': { default: '256', help: 'puts in flight over 4 connections' },
     rate: { default: '0', help: 'puts per second offered (0: as many as the cluster takes)' },
+    'warm-s': { default: '0', help: 'seconds of unmeasured puts per side before the first round' },
   },
   'usage: node dist/bench/put-shape.js [options]',
 );
@@ -36,6 +42,7 @@ const ROUNDS = intArg('rounds', args.rounds, 1, 50);
 const SECONDS = intArg('seconds', args.seconds, 1, 60);
 const IN_FLIGHT = intArg('in-flight', args['in-flight'], 1, 4096);
 const RATE = intArg('rate', args.rate, 0, 1_000_000);
+const WARM_S = intArg('warm-s', args['warm-s'], 0, 600);
 const TABLE = 'shape';
 const PAD = 'x'.repeat(160);
 
@@ -126,7 +133,8 @@ async function traceAfter(side: Side, since: number): Promise<void> {
   throw new Error(`${side.name}: no trace line from every one of its ${side.workers} workers within 10 s of the measurement`);
 }
 
-async function measure(side: Side): Promise<Sample> {
+/** Measures SECONDS of puts after half a second of warm-up; `warmOnly`: only warm up, for that long. */
+async function measure(side: Side, warmOnly = 0): Promise<Sample> {
   const lat: number[] = [];
   let ops = 0;
   const loop = async (j: number, seconds: number, record: boolean) => {
@@ -147,7 +155,8 @@ async function measure(side: Side): Promise<Sample> {
       }
     }
   };
-  await Promise.all(Array.from({ length: IN_FLIGHT }, (_, j) => loop(j, 0.5, false)));
+  await Promise.all(Array.from({ length: IN_FLIGHT }, (_, j) => loop(j, warmOnly > 0 ? warmOnly : 0.5, false)));
+  if (warmOnly > 0) return { rate: 0, p50: 0, p99: 0, per: new Map(), load: 0 };
   await traceAfter(side, Date.now()); // a trace line of every worker after the warm-up
   const a = read(side);
   await Promise.all(Array.from({ length: IN_FLIGHT }, (_, j) => loop(j, SECONDS, true)));
@@ -198,12 +207,13 @@ async function main(): Promise<void> {
       sides.push(await startSide(s.name, s.root, s.factor));
       if (k !== undefined) delete process.env[k];
     }
+    for (const side of sides) if (WARM_S > 0) await measure(side, WARM_S);
     for (let round = 0; round < ROUNDS; round++) {
       for (let k = 0; k < sides.length; k++) {
         const i = (k + round) % sides.length;
         const s = await measure(sides[i]);
         results[i].push(s);
-        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} us/put AppendOks ${(s.per.get('turns appendOkSlicesIn') ?? NaN).toFixed(2)}/put load ${s.load.toFixed(1)}\n`);
+        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} us/put (other threads ${[...s.per].filter(([key]) => / other$/.test(key)).reduce((sum, [, v]) => sum + v, 0).toFixed(1)}) AppendOks ${(s.per.get('turns appendOkSlicesIn') ?? NaN).toFixed(2)}/put load ${s.load.toFixed(1)}\n`);
       }
     }
   } finally {

@@ -50,6 +50,7 @@ import type { ReplicaControl } from './worker.js';
 import { COORDINATOR } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
 import { sparseLog } from '../shared/sparse-log.js';
+import { startGcTrace } from './turn-trace.js';
 import {
   CLUSTER_API_PREFIX,
   CLUSTER_SECRET_HEADER,
@@ -381,6 +382,7 @@ server.on('listening', () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
   const advertise = args.advertise ?? `ws://${args.host === '0.0.0.0' || args.host === '::' ? hostname() : args.host}:${boundPort}`;
+  startGcTrace('main');
   console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} durability=${durability} advertise=${advertise} node=${identity.nodeId} pid=${process.pid}`);
   if (coordinatorUrl !== undefined) startHeartbeat(coordinatorUrl, advertise);
 });

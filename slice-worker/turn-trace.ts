@@ -1,5 +1,10 @@
 // KEYSLICE_TRACE_TURNS=1: a worker counts the shape of its turns (tasks, puts, frames, socket writes) and prints the
-// running totals once a second as one line, with the time, for bench measurements of the replicated write path.
+// running totals once a second as one line, with the time, for bench measurements of the replicated write path. With it, each
+// thread that calls startGcTrace also prints its garbage collections' running totals (count and ms by kind, from
+// PerformanceObserver 'gc'; durations are wall time, long on a loaded machine) and its heap (MiB: used, external, and
+// the old, new and large-object spaces' use) as a line of its own, for bench/put-shape's SHAPE_LOG.
+import { PerformanceObserver, constants } from 'node:perf_hooks';
+import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 export const TRACE_TURNS = process.env.KEYSLICE_TRACE_TURNS === '1';
 export const turns = {
   tasks: 0,
@@ -20,4 +25,34 @@ export const turns = {
 export function startTurnTrace(worker: number): void {
   if (!TRACE_TURNS) return;
   setInterval(() => console.log(`keyslice turns w${worker} at ${Date.now()} ${JSON.stringify(turns)}`), 1000).unref();
+  startGcTrace(`w${worker}`);
+}
+
+const GC_KINDS: [number, string][] = [
+  [constants.NODE_PERFORMANCE_GC_MINOR, 'minor'],
+  [constants.NODE_PERFORMANCE_GC_MAJOR, 'major'],
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL, 'incremental'],
+  [constants.NODE_PERFORMANCE_GC_WEAKCB, 'weakcb'],
+];
+/** Prints, once a second, this thread's GC counts and ms by kind so far and its heap now (MiB). Minor: scavenges of the
+ * young generation; major: mark-compacts. */
+export function startGcTrace(thread: string): void {
+  if (!TRACE_TURNS) return;
+  const gc: Record<string, number> = {};
+  for (const [, name] of GC_KINDS) gc[name] = gc[`${name}Ms`] = 0;
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const name = GC_KINDS.find(([k]) => k === (e as unknown as { detail: { kind: number } }).detail.kind)?.[1] ?? 'other';
+      gc[name] = (gc[name] ?? 0) + 1;
+      gc[`${name}Ms`] = (gc[`${name}Ms`] ?? 0) + e.duration;
+    }
+  }).observe({ entryTypes: ['gc'] });
+  const mib = (n: number) => Math.round(n / 104_857.6) / 10;
+  setInterval(() => {
+    const sp = Object.fromEntries(getHeapSpaceStatistics().map((x) => [x.space_name, mib(x.space_used_size)]));
+    const h = getHeapStatistics();
+    const ms: Record<string, number> = {};
+    for (const [k, v] of Object.entries(gc)) ms[k] = Math.round(v * 10) / 10;
+    console.log(`keyslice gc ${thread} ${JSON.stringify({ ...ms, usedMiB: mib(h.used_heap_size), totalMiB: mib(h.total_heap_size), externalMiB: mib(h.external_memory), old: sp.old_space, newS: sp.new_space, lo: sp.large_object_space })}`);
+  }, 1000).unref();
 }

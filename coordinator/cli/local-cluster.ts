@@ -119,7 +119,10 @@ export function spawnUntilReady(
 export async function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void, env?: NodeJS.ProcessEnv): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
   // KEYSLICE_PROFILE_DIR (bench/hops.ts --profile): every process writes V8 CPU profiles of its threads there when it stops.
   const profileDir = (env ?? process.env).KEYSLICE_PROFILE_DIR;
-  const nodeArgs = profileDir === undefined || profileDir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
+  // KEYSLICE_NODE_ARGS (bench/put-shape.ts): Node's options for every process, space separated (e.g. V8's GC and compiler
+  // threads off: --single-threaded-gc --no-concurrent-recompilation), to see which thread a cost lands on.
+  const extraArgs = ((env ?? process.env).KEYSLICE_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
+  const nodeArgs = [...(profileDir === undefined || profileDir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`]), ...extraArgs];
   const { child, match } = await spawnUntilReady(name, process.execPath, [...nodeArgs, join(distRoot, script), ...args], ready, { log, env });
   return { proc: { name, child, url: match[1], args }, match };
 }
