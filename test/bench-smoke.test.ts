@@ -53,7 +53,8 @@ const IGNORED_WATCHED = ['dist', 'data'];
  * anywhere) and IGNORED_WATCHED's. The other ignored paths are not watched: while a case runs, vitest and the test
  * file it runs beside this one (maxWorkers 2) may write there (vitest's cache in node_modules/, say), which would
  * fail the case for what no bench did. No test writes a watched file (test/studio.test.ts's screenshot goes to
- * os.tmpdir()). A file gone between its listing and its lstat (removed meanwhile) is left out. */
+ * os.tmpdir()). A file gone between its listing and its lstat (removed meanwhile) is left out. Where git cannot list
+ * the checkout, every file but node_modules/ and .git/ is watched. */
 function checkoutFiles(): Map<string, string> {
   const files = new Map<string, string>();
   const take = (path: string): void => {
@@ -78,7 +79,19 @@ function checkoutFiles(): Map<string, string> {
       else take(path);
     }
   };
-  const listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20, timeout: 10_000 });
+  let listed: string;
+  try {
+    listed = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20, timeout: 10_000, stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch {
+    // No git, no .git (a source tarball), or a checkout git refuses (owned by another user): every file but
+    // node_modules/ and .git/ is watched, which vitest's own writes (its cache is in node_modules/) leave alone.
+    for (const e of readdirSync(root, { withFileTypes: true })) {
+      if (e.name === 'node_modules' || e.name === '.git') continue;
+      if (e.isDirectory()) walk(e.name);
+      else take(e.name);
+    }
+    return files;
+  }
   for (const path of listed.split('\0')) if (path !== '') take(path);
   for (const dir of IGNORED_WATCHED) walk(dir);
   return files;
