@@ -72,9 +72,10 @@ export class Membership {
     private readonly removeDownAfterMs = 0,
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
-    // Placement chooses new replicas on nodes that are up only. A node with no link yet is one being added (it
-    // registered just now, or an operator named it): up until its link says otherwise.
-    map.isUp = (i) => this.links[i] === undefined || this.isUp(i);
+    // Placement chooses new replicas on nodes that are up only, and not on one that keyslice remove is about to take
+    // out (this.removing). A node with no link yet is one being added (it registered just now, or an operator named
+    // it): up until its link says otherwise.
+    map.isUp = (i) => this.links[i] === undefined || (this.isUp(i) && !this.removing.has(i));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     this.timer = setInterval(() => {
@@ -304,6 +305,30 @@ export class Membership {
     if (typeof force !== 'boolean') throw new KeysliceError('ValidationError', '"force" is true or false');
     const index = this.indexOf(url);
     const node = this.map.nodes[index];
+    if (this.removing.has(index)) {
+      throw new KeysliceError('InvalidState', `a removal of ${node} is under way already (it hands over its leaderships first, at most ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s); nothing was changed: see keyslice status once it ended`);
+    }
+    // Refused now if it would be refused after the handovers; they take a moment, during which drain steps, elections
+    // and links go on, so everything is looked at again from the state after them (removeChecks), and only that decides.
+    const first = this.removeChecks(index, forgetData, force);
+    if (first.held.length === 0) return this.removeNow(index, first, force);
+    // Meanwhile placement and replica rebalancing give the node no new replica nor take one off it, and leadership
+    // rebalancing and handovers give it no leadership (this.removing); a second remove of it is refused (above).
+    this.removing.add(index);
+    try {
+      await this.handOverLeaderships(index);
+      this.indexOf(url); // not removed meanwhile
+      await this.removeNow(index, this.removeChecks(index, forgetData, force), force);
+    } finally {
+      this.removing.delete(index);
+    }
+  }
+
+  /** What `keyslice remove` of node `index` would do now, or the refusal it meets (thrown): the replicated slices it
+   * holds a replica of (`held`: removeReplicated's checks), those it owns (without replicas: refused unless
+   * `forgetData`), and the unsettled changes that still count it (`counted`: refused unless `force`). */
+  private removeChecks(index: number, forgetData: boolean, force: boolean): { held: number[]; owned: number[]; counted: number[] } {
+    const node = this.map.nodes[index];
     const owned = this.map.slicesOf(index);
     const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
     // A node may still be needed by a change that took a replica of it out (a drain step, a move) and has not settled:
@@ -320,30 +345,29 @@ export class Membership {
           `Retry once it settled (keyslice status: "unsettled" 0), with ${node} up; or remove it anyway with: keyslice remove ${node} --force (where other replicas of that set are down, those slices then elect no leader nor commit a write until they are back)`,
       );
     }
-    const forced = () => {
-      if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
-    };
-    if (held.length > 0) {
-      // Refused now if it would be refused after the handovers (nothing changed); they take a moment, after which
-      // everything is looked at again.
-      this.removeReplicated(index, held, force, true);
-      await this.handOverLeaderships(index);
-      const still = held.filter((s) => this.map.replicasOf(s).includes(index));
-      return (this.removeReplicated(index, still, force), forced());
-    }
-    if (owned.length > 0 && !forgetData) {
+    if (held.length > 0) this.removeReplicated(index, held, force, true);
+    else if (owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
         `node ${node} still owns ${owned.length} slices; drain it first (keyslice drain), or, if their data is lost for good, accept the loss: keyslice remove ${node} --forget-data`,
       );
     }
-    if (owned.length > 0) await this.forgetSlices(index, owned);
-    else this.map.setStatus(index, 'removed');
-    this.links[index].close();
-    this.lastHeartbeat.delete(index);
-    for (const l of this.links) l.sendEpoch(this.map.epoch);
-    this.log(`node ${node} removed`);
-    forced();
+    return { held, owned, counted };
+  }
+
+  /** Removes node `index` as removeChecks (just run, nothing awaited since) found it may be. */
+  private async removeNow(index: number, { held, owned, counted }: { held: number[]; owned: number[]; counted: number[] }, force: boolean): Promise<void> {
+    const node = this.map.nodes[index];
+    if (held.length > 0) this.removeReplicated(index, held, force);
+    else {
+      if (owned.length > 0) await this.forgetSlices(index, owned);
+      else this.map.setStatus(index, 'removed');
+      this.links[index].close();
+      this.lastHeartbeat.delete(index);
+      for (const l of this.links) l.sendEpoch(this.map.epoch);
+      this.log(`node ${node} removed`);
+    }
+    if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
   }
 
   /** Removes a node that holds replicas of replicated slices, up or down (docs/replication.md): its
@@ -414,27 +438,23 @@ export class Membership {
    * slice has an elected leader on another node, at most LEADER_HANDOVER_BEFORE_CHANGE_MS; then the removal goes on
    * and the slices still led here elect, as without a handover (logged, counted in status). */
   private async handOverLeaderships(index: number): Promise<void> {
+    assert(this.removing.has(index), 'leaderships are handed over only for a node being removed');
     const ledHere = () => this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length > 1);
     const slices = ledHere();
     if (slices.length === 0 || !this.isUp(index)) return;
     const done = () => slices.every((s) => this.map.ownerOf(s) !== index && this.leaders.electedTerm(s) !== null);
-    this.removing.add(index);
-    try {
-      const until = Date.now() + LEADER_HANDOVER_BEFORE_CHANGE_MS;
-      for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && Date.now() < until && !done(); i++) {
-        const moves: { slice: number; to: number }[] = [];
-        const counts = this.map.counts();
-        for (const slice of ledHere()) {
-          const term = this.leaders.electedTerm(slice);
-          if (term === null || !this.leaders.settled(slice) || this.leaders.leaderOf(slice) !== index) continue;
-          const to = this.handOverTarget(slice, this.map.replicasOf(slice).filter((n) => n !== index), term, counts);
-          if (to !== null) moves.push({ slice, to });
-        }
-        if (moves.length > 0) this.leaders.handOver(moves);
-        await new Promise((r) => setTimeout(r, REPLICA_CATCH_UP_PROBE_MS));
+    const until = Date.now() + LEADER_HANDOVER_BEFORE_CHANGE_MS;
+    for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && Date.now() < until && !done(); i++) {
+      const moves: { slice: number; to: number }[] = [];
+      const counts = this.map.counts();
+      for (const slice of ledHere()) {
+        const term = this.leaders.electedTerm(slice);
+        if (term === null || !this.leaders.settled(slice) || this.leaders.leaderOf(slice) !== index) continue;
+        const to = this.handOverTarget(slice, this.map.replicasOf(slice).filter((n) => n !== index), term, counts);
+        if (to !== null) moves.push({ slice, to });
       }
-    } finally {
-      this.removing.delete(index);
+      if (moves.length > 0) this.leaders.handOver(moves);
+      await new Promise((r) => setTimeout(r, REPLICA_CATCH_UP_PROBE_MS));
     }
     const left = ledHere();
     if (left.length > 0) {
