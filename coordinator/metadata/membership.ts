@@ -440,9 +440,15 @@ export class Membership {
   private async handOverLeaderships(index: number): Promise<void> {
     assert(this.removing.has(index), 'leaderships are handed over only for a node being removed');
     const ledHere = () => this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length > 1);
-    const slices = ledHere();
-    if (slices.length === 0 || !this.isUp(index)) return;
-    const done = () => slices.every((s) => this.map.ownerOf(s) !== index && this.leaders.electedTerm(s) !== null);
+    if (ledHere().length === 0 || !this.isUp(index)) return;
+    // Each slice led here at the start or since (an election may choose this node while it waits) that still holds a
+    // replica here, until another node leads it by an election for its set (a handover names its target in the map at
+    // once, before its election).
+    const watched = new Set<number>();
+    const done = () => {
+      for (const s of ledHere()) watched.add(s);
+      return [...watched].every((s) => !this.map.replicasOf(s).includes(index) || (this.map.ownerOf(s) !== index && this.leaders.electedTerm(s) !== null));
+    };
     const until = Date.now() + LEADER_HANDOVER_BEFORE_CHANGE_MS;
     for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && Date.now() < until && !done(); i++) {
       const moves: { slice: number; to: number }[] = [];
@@ -461,7 +467,7 @@ export class Membership {
       this.handoversGivenUp += left.length;
       this.log(`remove: the leadership of ${left.length} slices (e.g. slice ${left[0]}) on ${this.map.nodes[index]} was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; the node is removed all the same and they elect`);
     } else {
-      this.log(`remove: handed the leadership of ${slices.length} slices on ${this.map.nodes[index]} to replicas that stay`);
+      this.log(`remove: handed the leadership of ${watched.size} slices on ${this.map.nodes[index]} to replicas that stay`);
     }
   }
 
@@ -474,7 +480,7 @@ export class Membership {
   private handOverTarget(slice: number, rest: readonly number[], term: number, counts: number[]): number | null {
     let best: number | null = null;
     for (const n of rest) {
-      if (this.map.statusOf(n) !== 'active' || !this.isUp(n)) continue;
+      if (this.map.statusOf(n) !== 'active' || !this.isUp(n) || this.removing.has(n)) continue;
       if (!this.leaders.holdsTerm(slice, n, term, this.leaders.probeIntervalMs)) continue;
       if (best === null || counts[n] < counts[best]) best = n;
     }
