@@ -14,6 +14,7 @@
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
+import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
 import { MapSaveError, type ClusterMap } from './cluster-map.js';
@@ -442,15 +443,15 @@ export class Membership {
     const ledHere = () => this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length > 1);
     if (ledHere().length === 0 || !this.isUp(index)) return;
     // Each slice led here at the start or since (an election may choose this node while it waits) that still holds a
-    // replica here, until another node leads it by an election for its set (a handover names its target in the map at
-    // once, before its election).
+    // replica here, until another node leads it by an election for its set: a handover names its target in the map at
+    // once, so a slice no longer named here may still have its election under way, which the removal would cut off.
     const watched = new Set<number>();
-    const done = () => {
+    const pending = () => {
       for (const s of ledHere()) watched.add(s);
-      return [...watched].every((s) => !this.map.replicasOf(s).includes(index) || (this.map.ownerOf(s) !== index && this.leaders.electedTerm(s) !== null));
+      return [...watched].filter((s) => this.map.replicasOf(s).includes(index) && (this.map.ownerOf(s) === index || this.leaders.electedTerm(s) === null));
     };
-    const until = Date.now() + LEADER_HANDOVER_BEFORE_CHANGE_MS;
-    for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && Date.now() < until && !done(); i++) {
+    const until = performance.now() + LEADER_HANDOVER_BEFORE_CHANGE_MS;
+    for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && performance.now() < until && pending().length > 0; i++) {
       const moves: { slice: number; to: number }[] = [];
       const counts = this.map.counts();
       for (const slice of ledHere()) {
@@ -462,10 +463,10 @@ export class Membership {
       if (moves.length > 0) this.leaders.handOver(moves);
       await new Promise((r) => setTimeout(r, REPLICA_CATCH_UP_PROBE_MS));
     }
-    const left = ledHere();
+    const left = pending();
     if (left.length > 0) {
       this.handoversGivenUp += left.length;
-      this.log(`remove: the leadership of ${left.length} slices (e.g. slice ${left[0]}) on ${this.map.nodes[index]} was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; the node is removed all the same and they elect`);
+      this.log(`remove: the leadership of ${left.length} slices (e.g. slice ${left[0]}) on ${this.map.nodes[index]} was not handed over (an election on another node) within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; the node is removed all the same and they elect`);
     } else {
       this.log(`remove: handed the leadership of ${watched.size} slices on ${this.map.nodes[index]} to replicas that stay`);
     }
