@@ -51,7 +51,8 @@ export class Membership {
   /** The slices whose drain step or replica move's second step waits, and why, as drainReplicas last looked (status). */
   private replicaWaits: { slice: number; node: number; why: string }[] = [];
   /** Drain steps and replica moves whose leaving replica leads the slice: the node, and since when its leadership is
-   * being handed to a replica that stays before the change (drainReplicas; LEADER_HANDOVER_BEFORE_CHANGE_MS bounds it). */
+   * being handed to a replica that stays before the change (performance.now: drainReplicas; LEADER_HANDOVER_BEFORE_CHANGE_MS
+   * bounds it). */
   private readonly handingOver = new Map<number, { node: number; since: number }>();
   /** Nodes that `keyslice remove` is handing the leaderships of before it removes them: leadership rebalancing gives
    * them none meanwhile. */
@@ -255,6 +256,8 @@ export class Membership {
     const before = this.map.indexOf(u);
     if (before >= 0 && this.map.statusOf(before) === 'draining') {
       this.map.setStatus(before, 'active');
+      // Its drain's handovers end with it (a drain of it again waits its full time: drainReplicas).
+      for (const [slice, h] of this.handingOver) if (h.node === before) this.handingOver.delete(slice);
       for (const l of this.links) l.sendEpoch(this.map.epoch);
       this.log(`node ${u} was draining and is active again (${this.map.slicesOf(before).length} slices); slices move back to it`);
       this.rebalance();
@@ -703,7 +706,11 @@ export class Membership {
     const gaveUp: number[] = [];
     const ledCounts = this.map.counts();
     const waits: { slice: number; node: number; why: string }[] = [];
-    for (const [slice, h] of this.handingOver) if (this.map.leaverOf(slice) !== h.node) this.handingOver.delete(slice);
+    // A wait is for one leaving replica while it leads: one that no longer leaves, or no longer leads (a handover made,
+    // then its new leader lost), starts again from nothing if it leads again.
+    for (const [slice, h] of this.handingOver) {
+      if (this.map.leaverOf(slice) !== h.node || (this.leaders.leaderOf(slice) !== h.node && this.map.ownerOf(slice) !== h.node)) this.handingOver.delete(slice);
+    }
     const names = (nodes: readonly number[]) => nodes.map((n) => this.map.nodes[n]).join(', ');
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const set = this.map.replicasOf(slice);
@@ -772,7 +779,7 @@ export class Membership {
       // as before. A leader whose node is down is not waited for (its slice elects anyway).
       const leads = this.leaders.leaderOf(slice) === node || this.map.ownerOf(slice) === node;
       if (leads && this.isUp(node)) {
-        const now = Date.now();
+        const now = performance.now();
         const began = this.handingOver.get(slice) ?? { node, since: now };
         this.handingOver.set(slice, began);
         if (now - began.since < LEADER_HANDOVER_BEFORE_CHANGE_MS) {
