@@ -57,7 +57,8 @@ export class Membership {
   /** Nodes that `keyslice remove` is handing the leaderships of before it removes them: leadership rebalancing gives
    * them none meanwhile. */
   private readonly removing = new Set<number>();
-  /** Changes that took out a leading replica after its handover did not complete in time (status: handoversGivenUp). */
+  /** Slices whose leading replica a change took out after its handover did not complete in time, one per slice of a drain
+   * step, replica move or remove (status: handoversGivenUp). */
   private handoversGivenUp = 0;
   /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
   onLinkChange: () => void = () => {};
@@ -1138,7 +1139,7 @@ export class Membership {
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
-      (this.handoversGivenUp > 0 ? `; ${this.handoversGivenUp} changes took out a leader whose handover did not complete within ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s (those slices elected)` : '') +
+      (this.handoversGivenUp > 0 ? `; ${this.handoversGivenUp} slices lost their leader to a drain step, replica move or remove before its handover completed (within ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s; those slices elected)` : '') +
       (this.movesUndone > 0 ? `; ${this.movesUndone} replica moves undone since the coordinator started (their new replica's node was down; drain steps counted too)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections, ${this.leaders.handovers} leadership handovers and ${this.leaders.leadOns} replica-set changes led on by their leader since the coordinator started`;
     return { leaders, note };
