@@ -390,9 +390,10 @@ export interface LeadersReport {
   handovers: number;
   /** Replica-set changes since the coordinator started whose leader led on at a new term (LeadOn) instead of an election. */
   ledOn: number;
-  /** Changes since the coordinator started that took out a replica that leads after the handover of its leadership to
-   * a replica that stays did not complete within LEADER_HANDOVER_BEFORE_CHANGE_MS: the slice elected, as it did before
-   * such changes handed over first (docs/replication.md, "Drain"). */
+  /** Slices, counted once per change (a drain step, a replica move, a remove), whose leading replica the change took
+   * out since the coordinator started after the handover of its leadership to a replica that stays did not complete
+   * within LEADER_HANDOVER_BEFORE_CHANGE_MS: the slice elected, as it did before such changes handed over first
+   * (docs/replication.md, "Handing over before the leader leaves"). */
   handoversGivenUp: number;
   termMin: number;
   termMax: number;

@@ -13,7 +13,9 @@ const cluster = elasticClusters();
 const WRITERS = Number(process.env.DRAIN_WRITERS ?? 16);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** One update after another on its own keys, each timed (ms since `t0`, latency ms); errors counted apart. */
+/** One update after another on its own keys, each timed (ms since `t0`, latency ms); errors counted apart, each followed
+ * by a pause as WriteLoad's. Bounded: at most PROBE_MS, or until stopped. */
+const PROBE_MS = 240_000;
 class Probe {
   readonly times: [number, number][] = [];
   errors = 0;
@@ -21,7 +23,7 @@ class Probe {
   private readonly done: Promise<void>;
   constructor(e: Elastic, readonly t0: number) {
     this.done = (async () => {
-      for (let i = 0; i < 1_000_000 && !this.stopped; i++) {
+      for (let i = 0; i < 1_000_000 && !this.stopped && performance.now() - t0 < PROBE_MS; i++) {
         const at = performance.now();
         try {
           await e.client.updateItem('elastic', `probe-${i % 16}`, { set: { v: i } });
@@ -29,6 +31,7 @@ class Probe {
         } catch (err) {
           if (!(err instanceof KeysliceError)) throw err;
           this.errors++;
+          await sleep(20);
         }
       }
     })();
@@ -66,8 +69,19 @@ async function leaderLeavesUnderWrites(action: 'drain' | 'remove') {
   const load = new WriteLoad(e.client, 'elastic', WRITERS, 8);
   const t0 = performance.now();
   const probe = new Probe(e, t0);
+  try {
+    return await underLoad(e, action, load, probe);
+  } finally {
+    // Stopped on a failure too (already stopped on success, where a load's error is thrown).
+    await Promise.allSettled([load.stop(), probe.stop()]);
+  }
+}
+
+/** leaderLeavesUnderWrites once the load runs. */
+async function underLoad(e: Elastic, action: 'drain' | 'remove', load: WriteLoad, probe: Probe) {
+  const t0 = probe.t0;
   await sleep(1_500);
-  st = await e.status();
+  let st = await e.status();
   const victim = st.nodes.reduce((a, b) => (b.slices > a.slices ? b : a));
   expect(victim.slices, 'the node leads slices').toBeGreaterThan(0);
   const before = st.replication.leaders;
@@ -120,6 +134,7 @@ describe('a change that takes out a leader hands its leadership over first (R=3)
     // is counted with the elections): no other election ran, the changes that took its replicas out were led on.
     expect(cost.handovers, JSON.stringify(cost)).toBeGreaterThanOrEqual(cost.led);
     expect(cost.elections - cost.handovers, `elections besides handovers (${JSON.stringify(cost)})`).toBe(0);
+    expect(cost.givenUp, `handovers given up (${JSON.stringify(cost)})`).toBe(0);
     expect(cost.resent, `writes resent after an unknown outcome (${JSON.stringify(cost)})`).toBe(0);
     expect(cost.errors, `writes that failed (${JSON.stringify(cost)})`).toBe(0);
   }, 180_000);
@@ -128,6 +143,7 @@ describe('a change that takes out a leader hands its leadership over first (R=3)
     const cost = await leaderLeavesUnderWrites('remove');
     expect(cost.handovers, JSON.stringify(cost)).toBeGreaterThanOrEqual(cost.led);
     expect(cost.elections - cost.handovers, `elections besides handovers (${JSON.stringify(cost)})`).toBe(0);
+    expect(cost.givenUp, `handovers given up (${JSON.stringify(cost)})`).toBe(0);
     expect(cost.resent, `writes resent after an unknown outcome (${JSON.stringify(cost)})`).toBe(0);
     expect(cost.errors, `writes that failed (${JSON.stringify(cost)})`).toBe(0);
   }, 180_000);

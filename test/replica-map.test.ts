@@ -527,6 +527,65 @@ describe('replica sets in the cluster map', () => {
     }
   });
 
+  it('looks at everything again after the handovers before a remove: a change made meanwhile that still counts the node refuses it, and a second remove of it is refused', async () => {
+    // keyslice drain X, then keyslice remove X at once: while remove waits for X's leaderships to be handed over, a drain
+    // step (here a replica move's second step, the same map change) takes X's replica of slice S out. That change has
+    // not settled, so it still counts X; the remove must then be refused as it would have been from the start.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    const x = 3;
+    const s = Array.from({ length: 64 }, (_, i) => i).find((i) => map.replicasOf(i).includes(x) && map.replicasOf(i)[0] !== x)!;
+    const y = [0, 1, 2, 3].find((n) => !map.replicasOf(s).includes(n))!;
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    // Every node counts as up (none is connected here), so the remove is refused for no other reason.
+    const inside = m as unknown as { isUp: (n: number) => boolean; handOverLeaderships: (n: number) => Promise<void> };
+    inside.isUp = () => true;
+    let release: () => void = () => {};
+    const waited = new Promise<void>((r) => (release = r));
+    let steps = 0;
+    inside.handOverLeaderships = async () => {
+      await waited;
+      if (steps++ > 0) return;
+      map.moveReplicas([{ slice: s, from: x, to: y }]);
+      m.leaders.sync();
+      map.dropLeavingReplicas([{ slice: s, node: x }]);
+      m.leaders.sync();
+    };
+    try {
+      expect(m.leaders.settled(s)).toBe(true);
+      const removal = m.remove(map.nodes[x]);
+      const second = m.remove(map.nodes[x]).then(
+        () => 'removed',
+        (err: Error) => err.message,
+      );
+      release();
+      await expect(removal).rejects.toMatchObject({ code: 'InvalidState', message: expect.stringContaining(`1 slice (e.g. slice ${s}) still counts ${map.nodes[x]}`) });
+      expect(map.statusOf(x)).toBe('active');
+      expect(await second).toContain(`a removal of ${map.nodes[x]} is under way already`);
+    } finally {
+      m.close();
+    }
+  });
+
+  it('places no new replica on a node that keyslice remove is about to take out', () => {
+    // 5 nodes at R=3; node 4 is being removed (its leaderships handed over) when node 3 is removed: the replicas node 3
+    // held are placed again on the 3 others (placement would choose node 4 for the slices of nodes 1, 2, 3), none on node 4.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    const inside = m as unknown as { isUp: (n: number) => boolean; removing: Set<number> };
+    inside.isUp = () => true;
+    try {
+      inside.removing.add(4);
+      const before = map.replicaCounts()[4];
+      map.removeReplicatedNode(3);
+      expect(map.replicaCounts()[4]).toBe(before);
+      for (let s = 0; s < 64; s++) expect(map.replicasOf(s)).toHaveLength(3);
+    } finally {
+      m.close();
+    }
+  });
+
   it('keeps replicas and terms across a restart of the coordinator', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(3, 'auto', dir);

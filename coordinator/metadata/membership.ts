@@ -14,6 +14,7 @@
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
+import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
 import { MapSaveError, type ClusterMap } from './cluster-map.js';
@@ -50,12 +51,14 @@ export class Membership {
   /** The slices whose drain step or replica move's second step waits, and why, as drainReplicas last looked (status). */
   private replicaWaits: { slice: number; node: number; why: string }[] = [];
   /** Drain steps and replica moves whose leaving replica leads the slice: the node, and since when its leadership is
-   * being handed to a replica that stays before the change (drainReplicas; LEADER_HANDOVER_BEFORE_CHANGE_MS bounds it). */
+   * being handed to a replica that stays before the change (performance.now: drainReplicas; LEADER_HANDOVER_BEFORE_CHANGE_MS
+   * bounds it). */
   private readonly handingOver = new Map<number, { node: number; since: number }>();
   /** Nodes that `keyslice remove` is handing the leaderships of before it removes them: leadership rebalancing gives
    * them none meanwhile. */
   private readonly removing = new Set<number>();
-  /** Changes that took out a leading replica after its handover did not complete in time (status: handoversGivenUp). */
+  /** Slices whose leading replica a change took out after its handover did not complete in time, one per slice of a drain
+   * step, replica move or remove (status: handoversGivenUp). */
   private handoversGivenUp = 0;
   /** Called when a node's link becomes ready or is lost (routers are told: metadata/feed.ts). */
   onLinkChange: () => void = () => {};
@@ -72,9 +75,10 @@ export class Membership {
     private readonly removeDownAfterMs = 0,
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
-    // Placement chooses new replicas on nodes that are up only. A node with no link yet is one being added (it
-    // registered just now, or an operator named it): up until its link says otherwise.
-    map.isUp = (i) => this.links[i] === undefined || this.isUp(i);
+    // Placement chooses new replicas on nodes that are up only, and not on one that keyslice remove is about to take
+    // out (this.removing). A node with no link yet is one being added (it registered just now, or an operator named
+    // it): up until its link says otherwise.
+    map.isUp = (i) => this.links[i] === undefined || (this.isUp(i) && !this.removing.has(i));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     this.timer = setInterval(() => {
@@ -253,6 +257,8 @@ export class Membership {
     const before = this.map.indexOf(u);
     if (before >= 0 && this.map.statusOf(before) === 'draining') {
       this.map.setStatus(before, 'active');
+      // Its drain's handovers end with it (a drain of it again waits its full time: drainReplicas).
+      for (const [slice, h] of this.handingOver) if (h.node === before) this.handingOver.delete(slice);
       for (const l of this.links) l.sendEpoch(this.map.epoch);
       this.log(`node ${u} was draining and is active again (${this.map.slicesOf(before).length} slices); slices move back to it`);
       this.rebalance();
@@ -304,6 +310,30 @@ export class Membership {
     if (typeof force !== 'boolean') throw new KeysliceError('ValidationError', '"force" is true or false');
     const index = this.indexOf(url);
     const node = this.map.nodes[index];
+    if (this.removing.has(index)) {
+      throw new KeysliceError('InvalidState', `a removal of ${node} is under way already (it hands over its leaderships first, at most ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s); nothing was changed: see keyslice status once it ended`);
+    }
+    // Refused now if it would be refused after the handovers; they take a moment, during which drain steps, elections
+    // and links go on, so everything is looked at again from the state after them (removeChecks), and only that decides.
+    const first = this.removeChecks(index, forgetData, force);
+    if (first.held.length === 0) return this.removeNow(index, first, force);
+    // Meanwhile placement and replica rebalancing give the node no new replica nor take one off it, and leadership
+    // rebalancing and handovers give it no leadership (this.removing); a second remove of it is refused (above).
+    this.removing.add(index);
+    try {
+      await this.handOverLeaderships(index);
+      this.indexOf(url); // not removed meanwhile
+      await this.removeNow(index, this.removeChecks(index, forgetData, force), force);
+    } finally {
+      this.removing.delete(index);
+    }
+  }
+
+  /** What `keyslice remove` of node `index` would do now, or the refusal it meets (thrown): the replicated slices it
+   * holds a replica of (`held`: removeReplicated's checks), those it owns (without replicas: refused unless
+   * `forgetData`), and the unsettled changes that still count it (`counted`: refused unless `force`). */
+  private removeChecks(index: number, forgetData: boolean, force: boolean): { held: number[]; owned: number[]; counted: number[] } {
+    const node = this.map.nodes[index];
     const owned = this.map.slicesOf(index);
     const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
     // A node may still be needed by a change that took a replica of it out (a drain step, a move) and has not settled:
@@ -320,30 +350,29 @@ export class Membership {
           `Retry once it settled (keyslice status: "unsettled" 0), with ${node} up; or remove it anyway with: keyslice remove ${node} --force (where other replicas of that set are down, those slices then elect no leader nor commit a write until they are back)`,
       );
     }
-    const forced = () => {
-      if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
-    };
-    if (held.length > 0) {
-      // Refused now if it would be refused after the handovers (nothing changed); they take a moment, after which
-      // everything is looked at again.
-      this.removeReplicated(index, held, force, true);
-      await this.handOverLeaderships(index);
-      const still = held.filter((s) => this.map.replicasOf(s).includes(index));
-      return (this.removeReplicated(index, still, force), forced());
-    }
-    if (owned.length > 0 && !forgetData) {
+    if (held.length > 0) this.removeReplicated(index, held, force, true);
+    else if (owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
         `node ${node} still owns ${owned.length} slices; drain it first (keyslice drain), or, if their data is lost for good, accept the loss: keyslice remove ${node} --forget-data`,
       );
     }
-    if (owned.length > 0) await this.forgetSlices(index, owned);
-    else this.map.setStatus(index, 'removed');
-    this.links[index].close();
-    this.lastHeartbeat.delete(index);
-    for (const l of this.links) l.sendEpoch(this.map.epoch);
-    this.log(`node ${node} removed`);
-    forced();
+    return { held, owned, counted };
+  }
+
+  /** Removes node `index` as removeChecks (just run, nothing awaited since) found it may be. */
+  private async removeNow(index: number, { held, owned, counted }: { held: number[]; owned: number[]; counted: number[] }, force: boolean): Promise<void> {
+    const node = this.map.nodes[index];
+    if (held.length > 0) this.removeReplicated(index, held, force);
+    else {
+      if (owned.length > 0) await this.forgetSlices(index, owned);
+      else this.map.setStatus(index, 'removed');
+      this.links[index].close();
+      this.lastHeartbeat.delete(index);
+      for (const l of this.links) l.sendEpoch(this.map.epoch);
+      this.log(`node ${node} removed`);
+    }
+    if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
   }
 
   /** Removes a node that holds replicas of replicated slices, up or down (docs/replication.md): its
@@ -414,34 +443,36 @@ export class Membership {
    * slice has an elected leader on another node, at most LEADER_HANDOVER_BEFORE_CHANGE_MS; then the removal goes on
    * and the slices still led here elect, as without a handover (logged, counted in status). */
   private async handOverLeaderships(index: number): Promise<void> {
+    assert(this.removing.has(index), 'leaderships are handed over only for a node being removed');
     const ledHere = () => this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length > 1);
-    const slices = ledHere();
-    if (slices.length === 0 || !this.isUp(index)) return;
-    const done = () => slices.every((s) => this.map.ownerOf(s) !== index && this.leaders.electedTerm(s) !== null);
-    this.removing.add(index);
-    try {
-      const until = Date.now() + LEADER_HANDOVER_BEFORE_CHANGE_MS;
-      for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && Date.now() < until && !done(); i++) {
-        const moves: { slice: number; to: number }[] = [];
-        const counts = this.map.counts();
-        for (const slice of ledHere()) {
-          const term = this.leaders.electedTerm(slice);
-          if (term === null || !this.leaders.settled(slice) || this.leaders.leaderOf(slice) !== index) continue;
-          const to = this.handOverTarget(slice, this.map.replicasOf(slice).filter((n) => n !== index), term, counts);
-          if (to !== null) moves.push({ slice, to });
-        }
-        if (moves.length > 0) this.leaders.handOver(moves);
-        await new Promise((r) => setTimeout(r, REPLICA_CATCH_UP_PROBE_MS));
+    if (ledHere().length === 0 || !this.isUp(index)) return;
+    // Each slice led here at the start or since (an election may choose this node while it waits) that still holds a
+    // replica here, until another node leads it by an election for its set: a handover names its target in the map at
+    // once, so a slice no longer named here may still have its election under way, which the removal would cut off.
+    const watched = new Set<number>();
+    const pending = () => {
+      for (const s of ledHere()) watched.add(s);
+      return [...watched].filter((s) => this.map.replicasOf(s).includes(index) && (this.map.ownerOf(s) === index || this.leaders.electedTerm(s) === null));
+    };
+    const until = performance.now() + LEADER_HANDOVER_BEFORE_CHANGE_MS;
+    for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && performance.now() < until && pending().length > 0; i++) {
+      const moves: { slice: number; to: number }[] = [];
+      const counts = this.map.counts();
+      for (const slice of ledHere()) {
+        const term = this.leaders.electedTerm(slice);
+        if (term === null || !this.leaders.settled(slice) || this.leaders.leaderOf(slice) !== index) continue;
+        const to = this.handOverTarget(slice, this.map.replicasOf(slice).filter((n) => n !== index), term, counts);
+        if (to !== null) moves.push({ slice, to });
       }
-    } finally {
-      this.removing.delete(index);
+      if (moves.length > 0) this.leaders.handOver(moves);
+      await new Promise((r) => setTimeout(r, REPLICA_CATCH_UP_PROBE_MS));
     }
-    const left = ledHere();
+    const left = pending();
     if (left.length > 0) {
       this.handoversGivenUp += left.length;
-      this.log(`remove: the leadership of ${left.length} slices (e.g. slice ${left[0]}) on ${this.map.nodes[index]} was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; the node is removed all the same and they elect`);
+      this.log(`remove: the leadership of ${left.length} slices (e.g. slice ${left[0]}) on ${this.map.nodes[index]} was not handed over (an election on another node) within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; the node is removed all the same and they elect`);
     } else {
-      this.log(`remove: handed the leadership of ${slices.length} slices on ${this.map.nodes[index]} to replicas that stay`);
+      this.log(`remove: handed the leadership of ${watched.size} slices on ${this.map.nodes[index]} to replicas that stay`);
     }
   }
 
@@ -454,7 +485,7 @@ export class Membership {
   private handOverTarget(slice: number, rest: readonly number[], term: number, counts: number[]): number | null {
     let best: number | null = null;
     for (const n of rest) {
-      if (this.map.statusOf(n) !== 'active' || !this.isUp(n)) continue;
+      if (this.map.statusOf(n) !== 'active' || !this.isUp(n) || this.removing.has(n)) continue;
       if (!this.leaders.holdsTerm(slice, n, term, this.leaders.probeIntervalMs)) continue;
       if (best === null || counts[n] < counts[best]) best = n;
     }
@@ -676,7 +707,11 @@ export class Membership {
     const gaveUp: number[] = [];
     const ledCounts = this.map.counts();
     const waits: { slice: number; node: number; why: string }[] = [];
-    for (const [slice, h] of this.handingOver) if (this.map.leaverOf(slice) !== h.node) this.handingOver.delete(slice);
+    // A wait is for one leaving replica while it leads: one that no longer leaves, or no longer leads (a handover made,
+    // then its new leader lost), starts again from nothing if it leads again.
+    for (const [slice, h] of this.handingOver) {
+      if (this.map.leaverOf(slice) !== h.node || (this.leaders.leaderOf(slice) !== h.node && this.map.ownerOf(slice) !== h.node)) this.handingOver.delete(slice);
+    }
     const names = (nodes: readonly number[]) => nodes.map((n) => this.map.nodes[n]).join(', ');
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const set = this.map.replicasOf(slice);
@@ -745,7 +780,7 @@ export class Membership {
       // as before. A leader whose node is down is not waited for (its slice elects anyway).
       const leads = this.leaders.leaderOf(slice) === node || this.map.ownerOf(slice) === node;
       if (leads && this.isUp(node)) {
-        const now = Date.now();
+        const now = performance.now();
         const began = this.handingOver.get(slice) ?? { node, since: now };
         this.handingOver.set(slice, began);
         if (now - began.since < LEADER_HANDOVER_BEFORE_CHANGE_MS) {
@@ -1104,7 +1139,7 @@ export class Membership {
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
-      (this.handoversGivenUp > 0 ? `; ${this.handoversGivenUp} changes took out a leader whose handover did not complete within ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s (those slices elected)` : '') +
+      (this.handoversGivenUp > 0 ? `; ${this.handoversGivenUp} slices lost their leader to a drain step, replica move or remove before its handover completed (within ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s; those slices elected)` : '') +
       (this.movesUndone > 0 ? `; ${this.movesUndone} replica moves undone since the coordinator started (their new replica's node was down; drain steps counted too)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections, ${this.leaders.handovers} leadership handovers and ${this.leaders.leadOns} replica-set changes led on by their leader since the coordinator started`;
     return { leaders, note };
