@@ -248,6 +248,16 @@ export class WriteLoad {
     await Promise.all(this.loops);
   }
 
+  /** The end of a story: lets the load run `ms` more, stops it, expects updates acknowledged in those `ms` (the
+   * cluster takes writes once the story is over), then verify(bulk). Returns the item count. */
+  async finish(ms: number, bulk: number): Promise<number> {
+    const acksBefore = this.acks;
+    await new Promise((r) => setTimeout(r, ms));
+    await this.stop();
+    expect(this.acks, `updates acknowledged in the load's last ${ms} ms`).toBeGreaterThan(acksBefore);
+    return this.verify(bulk);
+  }
+
   /** Reads the whole table and checks every key (see the class comment) and that the
    * `bulk` items written before the load are all there. Returns the item count. */
   async verify(bulk: number): Promise<number> {
