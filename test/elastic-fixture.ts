@@ -297,7 +297,6 @@ export function elasticClusters(): (opts: Parameters<typeof startElastic>[0]) =>
   };
 }
 
-/** Items that give the moves something to copy. */
 /** A cluster of 3 nodes at R=3 (12 slices), every slice led, `count` items written and held by each node. */
 export async function threeReplicasHolding(cluster: (opts: { nodes: number; slices: number; replicationFactor: number }) => Promise<Elastic>, count: number): Promise<Elastic> {
   const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
@@ -307,6 +306,7 @@ export async function threeReplicasHolding(cluster: (opts: { nodes: number; slic
   return e;
 }
 
+/** Items that give the moves something to copy. */
 export async function bulk(e: Elastic, count: number): Promise<void> {
   const pad = 'x'.repeat(100);
   const writes: Promise<unknown>[] = [];
