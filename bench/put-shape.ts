@@ -22,6 +22,7 @@ import { pathToFileURL } from 'node:url';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { intArg, parseArgs } from '../shared/cli-args.js';
+import { TURN_TRACE_PERIOD_MS } from '../slice-worker/turn-trace.js';
 import { childPids, cpuSecondsOf, threadCpuOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
 
@@ -122,15 +123,21 @@ interface Sample {
   load: number;
 }
 
+/** traceAfter waits for up to this many trace periods (a loaded host may delay a line), polling every TRACE_POLL_MS. */
+const TRACE_WAIT_PERIODS = 10;
+const TRACE_POLL_MS = 50;
+
 /** Waits until every worker has printed a trace line at or after `since` (Date.now()): its counts then include all
- * that came before. Lines come once a second; a loaded host may delay one, so it polls for up to 10 s. */
+ * that came before. Lines come every TURN_TRACE_PERIOD_MS; a loaded host may delay one, so it polls for up to
+ * TRACE_WAIT_PERIODS of them. */
 async function traceAfter(side: Side, since: number): Promise<void> {
-  for (let poll = 0; poll < 200; poll++) {
+  const waitMs = TRACE_WAIT_PERIODS * TURN_TRACE_PERIOD_MS;
+  for (let poll = 0; poll < waitMs / TRACE_POLL_MS; poll++) {
     const fresh = [...side.turns.values()].filter((t) => t.at >= since).length;
     if (fresh === side.workers) return;
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, TRACE_POLL_MS));
   }
-  throw new Error(`${side.name}: no trace line from every one of its ${side.workers} workers within 10 s of the measurement`);
+  throw new Error(`${side.name}: no trace line from every one of its ${side.workers} workers within ${waitMs / 1000} s of the measurement`);
 }
 
 /** Measures SECONDS of puts after half a second of warm-up; `warmOnly`: only warm up, for that long. */

@@ -200,6 +200,15 @@ export const LEADER_HEARTBEAT_INTERVAL_MS = 500;
 export const LEADER_SLOW_TIMEOUT_FACTOR = 3;
 export const LEADER_ELECTION_TIMEOUT_MS = 2_000;
 export const REPLICATION_APPEND_RECORDS_MAX = 256;
+/** A leader gathers a task's record payloads in a scratch buffer before copying them into one buffer of their own
+ * (slice-worker/log-format.ts encodeReplicatedEach). It starts at this size: room for a task of a few dozen small
+ * writes (32 one-put records of about 260 bytes are about 8 KiB) without growing, beside the 32 KiB or more that
+ * msgpackr's own reused buffer takes. It doubles as a larger task needs. */
+export const REPLICATED_SCRATCH_BYTES_INITIAL = 64 * 1024;
+/** The scratch buffer grown for a task is kept for the next one while at most this large; a larger one (a task of
+ * large items: an item may be ITEM_BYTES_MAX) is dropped after its task, so that one such task does not hold that
+ * memory for the worker's life. */
+export const REPLICATED_SCRATCH_KEPT_BYTES_MAX = 1024 * 1024;
 /** The coordinator's failover runner looks at its slices this often (pings and timeouts); a tick later than
  * COORDINATOR_STALL_MS beyond its interval means the coordinator was stalled, and that tick looks at no timeout
  * (the answers of the stall are read first: coordinator/metadata/replica-leaders.ts). */

@@ -2,6 +2,7 @@
 // effects (partition.ts). Plain msgpack maps, not records mode, so that a file
 // needs no structure definitions from elsewhere to be read back.
 import { Packr, Unpackr } from 'msgpackr';
+import { REPLICATED_SCRATCH_BYTES_INITIAL, REPLICATED_SCRATCH_KEPT_BYTES_MAX } from '../shared/limits.js';
 import { checkSliceChanges, MalformedFrame } from '../shared/protocol.js';
 import type { Effect } from './partition.js';
 import type { AppliedList } from './replication/applied-requests.js';
@@ -66,9 +67,8 @@ function packReplicated(effects: Effect[], requests: AppliedList | null): Uint8A
 }
 
 /** Where encodeReplicatedEach gathers a task's payloads before they get their one buffer; kept between tasks while at
- * most SCRATCH_KEPT_BYTES_MAX (a larger task's is dropped after it). */
-let scratch = new Uint8Array(64 * 1024);
-const SCRATCH_KEPT_BYTES_MAX = 1024 * 1024;
+ * most REPLICATED_SCRATCH_KEPT_BYTES_MAX (a larger task's is dropped after it). */
+let scratch = new Uint8Array(REPLICATED_SCRATCH_BYTES_INITIAL);
 
 /** encodeReplicated of each of a task's records (one per slice it wrote: SliceReplicas.propose), the payloads views of
  * one buffer of their own, exactly as long as they are together. A buffer each (an ArrayBuffer and its backing store
@@ -93,7 +93,7 @@ export function encodeReplicatedEach(parts: readonly (readonly [Effect[], Applie
     at += b.byteLength;
     ends[i] = at;
   }
-  if (buf.byteLength <= SCRATCH_KEPT_BYTES_MAX) scratch = buf;
+  if (buf.byteLength <= REPLICATED_SCRATCH_KEPT_BYTES_MAX) scratch = buf;
   const own = buf.slice(0, at);
   let from = 0;
   return ends.map((end) => own.subarray(from, (from = end)));

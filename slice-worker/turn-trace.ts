@@ -1,11 +1,14 @@
 // KEYSLICE_TRACE_TURNS=1: a worker counts the shape of its turns (tasks, puts, frames, socket writes) and prints the
-// running totals once a second as one line, with the time, for bench measurements of the replicated write path. With it, each
+// running totals every TURN_TRACE_PERIOD_MS (a second) as one line, with the time, for bench measurements of the replicated write path. With it, each
 // thread that calls startGcTrace also prints its garbage collections' running totals (count and ms by kind, from
 // PerformanceObserver 'gc'; durations are wall time, long on a loaded machine) and its heap (MiB: used, external, and
 // the old, new and large-object spaces' use) as a line of its own, for bench/put-shape's SHAPE_LOG.
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 export const TRACE_TURNS = process.env.KEYSLICE_TRACE_TURNS === '1';
+/** How often a worker prints its turns line (and a thread its gc line): a reader that waits for a line as of a given
+ * time bounds its wait in these periods (bench/put-shape.ts traceAfter). */
+export const TURN_TRACE_PERIOD_MS = 1_000;
 export const turns = {
   tasks: 0,
   chunks: 0,
@@ -24,7 +27,7 @@ export const turns = {
  * rather than for a guess at the period (bench/put-shape.ts). */
 export function startTurnTrace(worker: number): void {
   if (!TRACE_TURNS) return;
-  setInterval(() => console.log(`keyslice turns w${worker} at ${Date.now()} ${JSON.stringify(turns)}`), 1000).unref();
+  setInterval(() => console.log(`keyslice turns w${worker} at ${Date.now()} ${JSON.stringify(turns)}`), TURN_TRACE_PERIOD_MS).unref();
   startGcTrace(`w${worker}`);
 }
 
@@ -34,7 +37,7 @@ const GC_KINDS: [number, string][] = [
   [constants.NODE_PERFORMANCE_GC_INCREMENTAL, 'incremental'],
   [constants.NODE_PERFORMANCE_GC_WEAKCB, 'weakcb'],
 ];
-/** Prints, once a second, this thread's GC counts and ms by kind so far and its heap now (MiB). Minor: scavenges of the
+/** Prints, every TURN_TRACE_PERIOD_MS, this thread's GC counts and ms by kind so far and its heap now (MiB). Minor: scavenges of the
  * young generation; major: mark-compacts. */
 export function startGcTrace(thread: string): void {
   if (!TRACE_TURNS) return;
@@ -54,5 +57,5 @@ export function startGcTrace(thread: string): void {
     const ms: Record<string, number> = {};
     for (const [k, v] of Object.entries(gc)) ms[k] = Math.round(v * 10) / 10;
     console.log(`keyslice gc ${thread} ${JSON.stringify({ ...ms, usedMiB: mib(h.used_heap_size), totalMiB: mib(h.total_heap_size), externalMiB: mib(h.external_memory), old: sp.old_space, newS: sp.new_space, lo: sp.large_object_space })}`);
-  }, 1000).unref();
+  }, TURN_TRACE_PERIOD_MS).unref();
 }

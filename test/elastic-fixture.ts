@@ -248,6 +248,16 @@ export class WriteLoad {
     await Promise.all(this.loops);
   }
 
+  /** The end of a story: lets the load run `ms` more, stops it, expects updates acknowledged in those `ms` (the
+   * cluster takes writes once the story is over), then verify(bulk). Returns the item count. */
+  async finish(ms: number, bulk: number): Promise<number> {
+    const acksBefore = this.acks;
+    await new Promise((r) => setTimeout(r, ms));
+    await this.stop();
+    expect(this.acks, `updates acknowledged in the load's last ${ms} ms`).toBeGreaterThan(acksBefore);
+    return this.verify(bulk);
+  }
+
   /** Reads the whole table and checks every key (see the class comment) and that the
    * `bulk` items written before the load are all there. Returns the item count. */
   async verify(bulk: number): Promise<number> {
@@ -287,7 +297,6 @@ export function elasticClusters(): (opts: Parameters<typeof startElastic>[0]) =>
   };
 }
 
-/** Items that give the moves something to copy. */
 /** A cluster of 3 nodes at R=3 (12 slices), every slice led, `count` items written and held by each node. */
 export async function threeReplicasHolding(cluster: (opts: { nodes: number; slices: number; replicationFactor: number }) => Promise<Elastic>, count: number): Promise<Elastic> {
   const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
@@ -297,6 +306,7 @@ export async function threeReplicasHolding(cluster: (opts: { nodes: number; slic
   return e;
 }
 
+/** Items that give the moves something to copy. */
 export async function bulk(e: Elastic, count: number): Promise<void> {
   const pad = 'x'.repeat(100);
   const writes: Promise<unknown>[] = [];

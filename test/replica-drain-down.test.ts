@@ -53,21 +53,30 @@ function watchReplacement(e: Elastic, slices: number[], url: string, afterS: num
   return w;
 }
 
+/** The start of the two 5-node stories: 5 nodes at R=3 (12 slices; `coordinatorArgs` for the coordinator) with the
+ * replicas spread and every slice led, `items` items written, and a write load running (for `loadMs` before the map is
+ * read). Answers the replica sets then, the node to drain (one that leads slices) and its partner, the node that shares
+ * most slices with it (the one the story takes down). */
+async function drainedAndPartner(items: number, loadMs: number, coordinatorArgs: string[] = []) {
+  const e = await cluster({ nodes: 5, slices: 12, replicationFactor: 3, coordinatorArgs });
+  // The replica moves onto the nodes that joined one by one end first: the sets read below are the ones drained.
+  await waitFor(async () => replicasSpread(await e.status()), 'the replicas to spread over the 5 nodes', 60_000, seen(e));
+  await untilLed(e);
+  await bulk(e, items);
+  const load = new WriteLoad(e.client, 'elastic', 4, 8);
+  if (loadMs > 0) await sleep(loadMs);
+  const st = await e.status();
+  const sets = replicaSets(e);
+  const drained = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
+  const shared = (url: string) => sets.filter((set) => set.includes(url) && set.includes(drained.url)).length;
+  const partner = e.nodes.filter((n) => n !== drained).reduce((a, b) => (shared(b.url) > shared(a.url) ? b : a));
+  return { e, load, sets, drained, partner };
+}
+
 describe('a drain while another node is down', () => {
   it('at R=3 with 5 nodes ends with every slice it drained at 3 replicas on live nodes, the dead node\'s replicas among them replaced; nothing acknowledged is lost', async () => {
-    const e = await cluster({ nodes: 5, slices: 12, replicationFactor: 3 });
-    // The replica moves onto the nodes that joined one by one end first: the sets read below are the ones drained.
-    await waitFor(async () => replicasSpread(await e.status()), 'the replicas to spread over the 5 nodes', 60_000, seen(e));
-    await untilLed(e);
-    await bulk(e, 300);
-    const load = new WriteLoad(e.client, 'elastic', 4, 8);
-    await sleep(500);
-    const st = await e.status();
-    const sets = replicaSets(e);
-    // The drained node leads slices; the dead one is the node that shares most slices with it.
-    const drained = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
-    const shared = (url: string) => sets.filter((set) => set.includes(url) && set.includes(drained.url)).length;
-    const dead = e.nodes.filter((n) => n !== drained).reduce((a, b) => (shared(b.url) > shared(a.url) ? b : a));
+    // The node killed is the drained one's partner: the node that shares most slices with it.
+    const { e, load, sets, drained, partner: dead } = await drainedAndPartner(300, 500);
     const touched = sets.flatMap((set, s) => (set.includes(drained.url) ? [s] : []));
     const withDead = touched.filter((s) => sets[s].includes(dead.url));
     expect(withDead.length, 'slices holding replicas on both nodes').toBeGreaterThan(0);
@@ -114,11 +123,7 @@ describe('a drain while another node is down', () => {
       return led(now) && now.replication.leaders.unsettled === 0 && replicaSets(e).every((set) => set.length === 3 && set.every((url) => live.includes(url)));
     }, 'every slice to hold 3 replicas on the live nodes', 60_000, seen(e));
     await stopProcess(drained.child, 'SIGKILL');
-    const acksBefore = load.acks;
-    await sleep(1_000);
-    await load.stop();
-    expect(load.acks).toBeGreaterThan(acksBefore);
-    await load.verify(300);
+    await load.finish(1_000, 300);
     if (process.env.KEYSLICE_TEST_LOG) {
       console.log(`drain with a node down for good: ${touched.length} slices drained (${withDead.length} holding the dead node's replica) in ${drainMs} ms, the first replaced ${watch.replacedAt - killedAt} ms after the kill ("${watch.waitSeen}"); ${load.acks} updates acknowledged, ${load.errors.length} failed`);
     }
@@ -128,16 +133,7 @@ describe('a drain while another node is down', () => {
     // --remove-down-after-ms 30000: a drain does not replace sooner (the wait is 30 s), which leaves a restart time to
     // spare on a loaded machine; the node is back long before that, so nothing is removed either.
     const waitS = 30;
-    const e = await cluster({ nodes: 5, slices: 12, replicationFactor: 3, coordinatorArgs: ['--remove-down-after-ms', String(waitS * 1000)] });
-    await waitFor(async () => replicasSpread(await e.status()), 'the replicas to spread over the 5 nodes', 60_000, seen(e));
-    await untilLed(e);
-    await bulk(e, 200);
-    const load = new WriteLoad(e.client, 'elastic', 4, 8);
-    const st = await e.status();
-    const sets = replicaSets(e);
-    const drained = e.nodes.find((n) => (st.nodes.find((x) => x.node === n.url)?.slices ?? 0) > 0)!;
-    const shared = (url: string) => sets.filter((set) => set.includes(url) && set.includes(drained.url)).length;
-    const back = e.nodes.filter((n) => n !== drained).reduce((a, b) => (shared(b.url) > shared(a.url) ? b : a));
+    const { e, load, sets, drained, partner: back } = await drainedAndPartner(200, 0, ['--remove-down-after-ms', String(waitS * 1000)]);
     const withBack = sets.flatMap((set, s) => (set.includes(drained.url) && set.includes(back.url) ? [s] : []));
     expect(withBack.length, 'slices holding replicas on both nodes').toBeGreaterThan(0);
     await stopProcess(back.child, 'SIGKILL');

@@ -134,11 +134,7 @@ describe('repair of replicated slices (R=3)', () => {
     await sleep(500);
     // The drained and removed node can be stopped: the writes go on without it.
     await stopProcess(victim.child, 'SIGKILL');
-    const acksBefore = load.acks;
-    await sleep(1_500);
-    await load.stop();
-    expect(load.acks).toBeGreaterThan(acksBefore);
-    await load.verify(300);
+    await load.finish(1_500, 300);
     if (process.env.KEYSLICE_TEST_LOG) {
       console.log(
         `drain under writes: ${load.acks} updates acknowledged, ${load.errors.length} failed (${[...new Set(load.errors.map((x) => x.message.slice(0, 80)))].join(' | ')}); ` +

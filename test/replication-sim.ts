@@ -873,6 +873,20 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const outside = ids.filter((n) => !set.includes(n));
     const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
     const kind = opts.setChanges === 'drain' || opts.setChanges === 'drain-down' ? 0 : random();
+    // keyslice drain's node: the map's leader half the time where it is in the set, else any replica of it.
+    const pickDrained = () => (mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set));
+    /** keyslice drain's first step as the map places it, the new replica on a node outside the set that is up ('drain-dead',
+     * 'drain-down'): answers the node drained and the node added, or null where no node outside is up (nothing drawn). */
+    const startDrain = (): { node: number; added: number } | null => {
+      const live = outside.filter((n) => up[n]);
+      if (live.length === 0) return null;
+      const node = pickDrained();
+      const added = pick(live);
+      draining = node;
+      drainAdded = added;
+      changeSet([...set, added], `drain ${node}, add`);
+      return { node, added };
+    };
     // As the coordinator: a set changes once a leader was elected for it and the change before it settled
     // (membership.ts: a drain's next step, keyslice remove and removal after a time down wait for both).
     if (draining !== null || undoing !== null || !published || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
@@ -881,17 +895,13 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       // killed for good as it starts (one that dies after its slice's step took the drained replica out keeps its
       // replica there until keyslice remove, as on the coordinator).
       if (set.length < 3) return;
-      const live = outside.filter((n) => up[n]);
-      if (live.length === 0) return;
-      const node = mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set);
-      draining = node;
-      drainAdded = pick(live);
-      changeSet([...set, drainAdded], `drain ${node}, add`);
+      const drain = startDrain();
+      if (drain === null) return;
       if (!victimKilled) {
         // Half for good; else back after a while, often after the drain replaced it. A quarter of the runs also kill
         // for good the node that could take its place (the one outside the set), so the drain goes on without.
         victimKilled = true;
-        const victim = pick(set.filter((n) => n !== node && n !== drainAdded));
+        const victim = pick(set.filter((n) => n !== drain.node && n !== drain.added));
         const forGood = random() < 0.5;
         if (forGood) deadForGood.add(victim);
         changes.push(`${clock.now.toFixed(1)} ms: ${victim} killed${forGood ? ' for good' : ''}`);
@@ -912,17 +922,12 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       if (random() < 0.6) clock.at(random() * 20, () => crash(node));
     } else if (opts.setChanges === 'drain-down' && set.length >= 3) {
       // keyslice drain, as the map places: the new replica on a node that is up; its node often killed at once.
-      const live = outside.filter((n) => up[n]);
-      if (live.length === 0) return;
-      const node = mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set);
-      draining = node;
-      drainAdded = pick(live);
-      changeSet([...set, drainAdded], `drain ${node}, add`);
-      const added = drainAdded;
-      if (random() < 0.6) clock.at(random() * 20, () => crash(added));
+      const drain = startDrain();
+      if (drain === null) return;
+      if (random() < 0.6) clock.at(random() * 20, () => crash(drain.added));
     } else if (kind < 0.4 && outside.length > 0 && set.length >= 3) {
       // keyslice drain: one more replica on another node, then (drainStep) the drained one leaves.
-      const node = mapLeader !== null && set.includes(mapLeader) && random() < 0.5 ? mapLeader : pick(set);
+      const node = pickDrained();
       draining = node;
       changeSet([...set, pick(outside)], `drain ${node}, add`);
     } else if (kind < 0.6 && outside.length > 0 && set.length >= 3) {

@@ -4,10 +4,11 @@
 // sample a second shared by every viewer; and last headless Chromium
 // (playwright-core driving Debian's /usr/bin/chromium) watching the page while a
 // client hammers one sharding key: the heat map marks that key's slice and the
-// findings name the key and the fix. The screenshot lands in os.tmpdir() as
-// keyslice-studio.png (the README's docs/studio.png is a copy of one), not in the
-// checkout, where test/bench-smoke.test.ts, which vitest may run meanwhile, looks
-// for files a bench wrote.
+// findings name the key and the fix. The screenshot is taken in a folder of its own
+// under os.tmpdir(), per run, removed afterwards; with KEYSLICE_TEST_LOG set the test
+// keeps it there and prints its path (the README's docs/studio.png is a copy of one).
+// Not in the checkout, where test/bench-smoke.test.ts, which vitest may run
+// meanwhile, looks for files a bench wrote.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,8 +23,6 @@ import { RETRY_AFTER_SECONDS, STUDIO_VIEWERS_MAX } from '../shared/limits.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'studio-token-1';
-/** Where the screenshot goes: each run writes it over the last one's. */
-const SCREENSHOT = join(tmpdir(), 'keyslice-studio.png');
 
 // ---- findings on figures -----------------------------------------------------
 
@@ -223,13 +222,17 @@ describe.skipIf(!runBrowser)('the studio in headless Chromium under a hot-key lo
   let browser: Browser;
   let stop = false;
   let load: Promise<number> = Promise.resolve(0);
+  /** The screenshot's folder, this run's own: runs at once or one after another do not write over each other's. */
+  let shotDir = '';
   beforeAll(async () => {
+    shotDir = mkdtempSync(join(tmpdir(), 'keyslice-studio-shot-'));
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu'] });
   });
   afterAll(async () => {
     stop = true;
     await load;
     await browser?.close();
+    if (!process.env.KEYSLICE_TEST_LOG && shotDir !== '') rmSync(shotDir, { recursive: true, force: true });
   });
 
   /** Writes to one sharding key (and a trickle to other tables) until stopped: at most 60 s and 20,000 puts. */
@@ -299,7 +302,9 @@ describe.skipIf(!runBrowser)('the studio in headless Chromium under a hot-key lo
       const wrap = document.getElementById('heatWrap')!;
       return wrap.dataset.metric === 'ops' && Number(wrap.dataset.rows) > 1;
     }, undefined, { timeout: 10_000 });
-    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    const shot = join(shotDir, 'keyslice-studio.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`studio screenshot (kept): ${shot}`);
     expect(errors).toEqual([]);
     await page.close();
   });
