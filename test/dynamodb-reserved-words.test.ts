@@ -35,18 +35,20 @@ describe('reserved words in expressions (DynamoDB endpoint)', () => {
 
   it('refuses a bare reserved word in each expression parameter, with DynamoDB\'s __type and message', async () => {
     const key = { name: { S: 'a' }, date: { N: '1' } };
-    const cases: [string, string, Promise<unknown>][] = [
-      ['ConditionExpression', 'status', db.send(new PutItemCommand({ TableName: T, Item: { ...key, ok: { S: 'y' } }, ConditionExpression: 'status = :s', ExpressionAttributeValues: { ':s': { S: 'new' } } }))],
-      ['KeyConditionExpression', 'name', db.send(new QueryCommand({ TableName: T, KeyConditionExpression: 'name = :n', ExpressionAttributeValues: { ':n': { S: 'a' } } }))],
-      ['FilterExpression', 'Count', db.send(new ScanCommand({ TableName: T, FilterExpression: 'Count > :c', ExpressionAttributeValues: { ':c': { N: '1' } } }))],
-      ['ProjectionExpression', 'DATA', db.send(new GetItemCommand({ TableName: T, Key: key, ProjectionExpression: 'ok, DATA' }))],
-      ['UpdateExpression', 'status', db.send(new UpdateItemCommand({ TableName: T, Key: key, UpdateExpression: 'SET status = :s', ExpressionAttributeValues: { ':s': { S: 'old' } } }))],
+    // Each sent when its turn comes: all sent at once, a later refusal could come before the loop awaits it, and
+    // Node would call it unhandled.
+    const cases: [string, string, () => Promise<unknown>][] = [
+      ['ConditionExpression', 'status', () => db.send(new PutItemCommand({ TableName: T, Item: { ...key, ok: { S: 'y' } }, ConditionExpression: 'status = :s', ExpressionAttributeValues: { ':s': { S: 'new' } } }))],
+      ['KeyConditionExpression', 'name', () => db.send(new QueryCommand({ TableName: T, KeyConditionExpression: 'name = :n', ExpressionAttributeValues: { ':n': { S: 'a' } } }))],
+      ['FilterExpression', 'Count', () => db.send(new ScanCommand({ TableName: T, FilterExpression: 'Count > :c', ExpressionAttributeValues: { ':c': { N: '1' } } }))],
+      ['ProjectionExpression', 'DATA', () => db.send(new GetItemCommand({ TableName: T, Key: key, ProjectionExpression: 'ok, DATA' }))],
+      ['UpdateExpression', 'status', () => db.send(new UpdateItemCommand({ TableName: T, Key: key, UpdateExpression: 'SET status = :s', ExpressionAttributeValues: { ':s': { S: 'old' } } }))],
       // A nested name counts too, and so does one inside a function's arguments.
-      ['ConditionExpression', 'size', db.send(new DeleteItemCommand({ TableName: T, Key: key, ConditionExpression: 'attribute_exists(ok.size)' }))],
-      ['UpdateExpression', 'year', db.send(new UpdateItemCommand({ TableName: T, Key: key, UpdateExpression: 'SET ok = if_not_exists(year, :s)', ExpressionAttributeValues: { ':s': { S: 'z' } } }))],
+      ['ConditionExpression', 'size', () => db.send(new DeleteItemCommand({ TableName: T, Key: key, ConditionExpression: 'attribute_exists(ok.size)' }))],
+      ['UpdateExpression', 'year', () => db.send(new UpdateItemCommand({ TableName: T, Key: key, UpdateExpression: 'SET ok = if_not_exists(year, :s)', ExpressionAttributeValues: { ':s': { S: 'z' } } }))],
     ];
-    for (const [field, word, p] of cases) {
-      const err = await expectSdkError(p, 'ValidationException', reserved(field, word));
+    for (const [field, word, send] of cases) {
+      const err = await expectSdkError(send(), 'ValidationException', reserved(field, word));
       expect((err.$metadata as { httpStatusCode?: number }).httpStatusCode).toBe(400);
       expect(err.__type).toBe('com.amazon.coral.validate#ValidationException');
     }
