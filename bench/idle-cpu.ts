@@ -4,7 +4,7 @@
 // measures each process's CPU (user + system, all threads, from /proc) over
 // --seconds: what heartbeats, pings and timers cost a cluster that does nothing.
 //
-//   npm run build && node dist/bench/idle-cpu.js [--nodes 3] [--seconds 10] [--rounds 3]
+//   npm run build && node dist/bench/idle-cpu.js [--nodes 3] [--seconds 10] [--rounds 3] [--replication-factor auto]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +20,7 @@ const args = parseArgs(
     nodes: { default: '3', help: 'slice nodes' },
     seconds: { default: '10', help: 'seconds per measurement' },
     rounds: { default: '3', help: 'measurements, one after another' },
+    'replication-factor': { default: 'auto', help: "the coordinator's (auto: 3 with 3 nodes; 1: no replication, the baseline)" },
     'settle-s': { default: '60', help: 'at most this long to wait for every slice to have a leader' },
   },
   'usage: node dist/bench/idle-cpu.js [options]',
@@ -28,11 +29,12 @@ const NODES = intArg('nodes', args.nodes, 1, 16);
 const SECONDS = intArg('seconds', args.seconds, 1, 600);
 const ROUNDS = intArg('rounds', args.rounds, 1, 20);
 const SETTLE_S = intArg('settle-s', args['settle-s'], 1, 600);
+const FACTOR = args['replication-factor'] === 'auto' ? 'auto' : intArg('replication-factor', args['replication-factor'], 1, 16);
 
 const root = mkdtempSync(join(tmpdir(), 'keyslice-bench-idle-'));
 let cluster: LocalCluster | null = null;
 try {
-  cluster = await startLocalCluster({ dataDir: join(root, 'cluster'), nodes: NODES, durability: 'os' });
+  cluster = await startLocalCluster({ dataDir: join(root, 'cluster'), nodes: NODES, durability: 'os', replicationFactor: FACTOR });
   const deadline = Date.now() + SETTLE_S * 1000;
   let note = '';
   for (;;) {
