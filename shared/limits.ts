@@ -250,8 +250,7 @@ export const IDEMPOTENCY_ID_CHARS_MAX = 64;
  * after it received it. The TypeScript client sends no copy later (ClientOptions.writeRetries). */
 export const IDEMPOTENCY_WINDOW_MS = APPLIED_REQUESTS_KEPT_MS - NODE_REQUEST_TIMEOUT_MS - FAILOVER_RETRY_MS_MAX;
 export const APPLIED_REQUEST_BYTES_PER_SLICE_MAX = 512 * 1024;
-/** A slice node's leaders resend what their followers have not acknowledged this often (a commit index goes with the
- * next Append or round of keep-alives, REPLICA_KEEPALIVE_MS). */
+/** A slice node's leaders resend what their followers have not acknowledged, and their commit index, this often. */
 export const REPLICA_TICK_MS = 100;
 /** A leader resends to a follower that has records in flight and has not answered for this long at most (and at
  * least REPLICA_TICK_MS): its wait adapts to the round trips it measures (Replica.resendAfter, docs/replication.md,
@@ -287,8 +286,7 @@ export const REPLICA_KEEPALIVE_MS = REPLICA_READ_STALENESS_MS / 3;
  * the lease, unless the killed node's new process answers first). The part a leader uses (less REPLICA_LEASE_DRIFT) is at
  * least a keep-alive period plus two ticks (asserted in replica.ts: the next round of keep-alives comes up to a tick
  * late, and its answers need time back), so that an idle leader, whose followers answer its keep-alives, holds its
- * lease without a break; the first round after writes stop waits for the followers' sync of the commit point, which
- * has the rest (replica.ts). */
+ * lease without a break. */
 export const REPLICA_LEASE_MS = LEADER_HEARTBEAT_TIMEOUT_MS;
 /** The part of a lease a leader does not use: monotonic clocks of two machines run at rates that differ by far less
  * than 5% (NTP slews at most 0.05%), and the lease is measured by the leader's clock and waited out by the follower's

@@ -68,8 +68,8 @@ export type ReplicationMessage =
   | { type: 'Append'; term: number; prevIndex: number; prevTerm: number; records: ReplicaRecord[]; commitIndex: number; sentAt: number; leased: boolean }
   | { type: 'Snapshot'; term: number; index: number; lastTerm: number; state: Uint8Array; commitIndex: number; sentAt: number; leased: boolean }
   /** The leader of `term` still leads it: sent every REPLICA_KEEPALIVE_MS to followers that said they hold every
-   * record and the commit point (they get no heartbeat), so that they stay readable, in the same round to one that
-   * holds every record but not the commit point (to carry it), and to every follower when the leader needs its lease renewed.
+   * record and the commit point (they get no heartbeat), so that they stay readable, at a tick to one that holds every
+   * record but not the commit point (to carry it), and to every follower when the leader needs its lease renewed.
    * Answered with KeepAliveOk; or, by a follower whose log is known to be this leader's past its own commit point
    * (Replica.leaderMatch), with AppendOk once it wrote the commit point durably. sentAt and leased as in Append. */
   | { type: 'KeepAlive'; term: number; commitIndex: number; sentAt: number; leased: boolean }

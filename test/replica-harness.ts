@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { expect } from 'vitest';
-import { REPLICA_KEEPALIVE_MS, REPLICA_RESEND_MS_MAX } from '../shared/limits.js';
+import { REPLICA_RESEND_MS_MAX } from '../shared/limits.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
@@ -31,27 +31,13 @@ export interface HarnessOptions {
   onMessage?: (s: Sent) => void;
 }
 
-/** The workers' monotonic clock in these stories: the real one, moved on by later(). */
-export class StoryClock {
-  private skew = 0;
-  readonly now = (): number => performance.now() + this.skew;
-  /** Moves the clock `ms` on. By default past the longest a leader waits for a follower's answer before it resends,
-   * and into the next keep-alive period: a tick that comes after resends what was not answered and is a round of
-   * keep-alives, which carries the commit point to a follower that lacks only that (Replica.tick). A story that
-   * needs only the resends moves REPLICA_RESEND_MS_MAX: a period is more than two thirds of a lease
-   * (REPLICA_LEASE_MS), so two unanswered moves of it let the leader's lease lapse. */
-  later(ms = Math.max(REPLICA_RESEND_MS_MAX, REPLICA_KEEPALIVE_MS)): void {
-    this.skew += ms;
-  }
-}
-
 export class ReplicaHarness {
   queue: Sent[] = [];
   /** Links that drop what is sent on them: "a-b" (either way). */
   readonly cut = new Set<string>();
   readonly workers: ReplicaWorker[] = [];
-  /** The workers' monotonic clock (later()). */
-  readonly clock = new StoryClock();
+  /** Added to the workers' monotonic clock (later()). */
+  private skew = 0;
 
   constructor(
     private readonly dir: string,
@@ -66,13 +52,14 @@ export class ReplicaHarness {
   start(i: number): ReplicaWorker {
     const store = new SliceStore(0, 1);
     const { log } = ReplicaLog.open(join(this.dir, `worker-${i}`), 'fsync');
-    const replicas = new SliceReplicas(i, store, log, (_slice, to, m) => this.queue.push({ from: i, to, m }), this.options.events?.(i) ?? {}, this.clock.now, this.options.wallNow?.(i));
+    const replicas = new SliceReplicas(i, store, log, (_slice, to, m) => this.queue.push({ from: i, to, m }), this.options.events?.(i) ?? {}, () => performance.now() + this.skew, this.options.wallNow?.(i));
     return (this.workers[i] = { store, replicas, log });
   }
 
-  /** Moves the workers' clock on: StoryClock.later. */
-  later(ms?: number): void {
-    this.clock.later(ms);
+  /** Moves the workers' clock past the longest a leader waits for a follower's answer before it resends (a tick
+   * that comes after resends what was not answered). */
+  later(): void {
+    this.skew += REPLICA_RESEND_MS_MAX;
   }
 
   /** Delivers messages round by round until none is left; past 50 rounds it throws, unless `bounded` (then it stops). */

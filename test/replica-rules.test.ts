@@ -450,68 +450,9 @@ describe('a slice replica', () => {
       g.deliver(0);
       g.replicas[0].tick();
     }
-    // The last commit point goes with the next round of keep-alives (a follower that lacks only that waits for it).
-    g.clock.now = (Math.floor(g.clock.now / REPLICA_KEEPALIVE_MS) + 1) * REPLICA_KEEPALIVE_MS;
-    g.replicas[0].tick();
-    for (const i of [1, 2]) {
-      g.deliver(i);
-      g.sync(i);
-    }
     expect(g.applied[1]).toEqual(g.applied[0]);
     expect(g.applied[2]).toEqual(g.applied[0]);
     expect(g.applied[0].at(-1)).toBe(a + 1);
-  });
-
-  it('carries a commit point that a follower lacks with the next round of keep-alives, or in the next Append, not at each tick', () => {
-    // Under writes spread over many slices a slice's next write usually comes within a keep-alive period: its Append
-    // carries the commit point. A KeepAlive at each tick cost each put a KeepAlive, a commit written and an AppendOk
-    // more per follower (bench/put-shape.ts).
-    const g = group(3);
-    steadyWrites(g, 2);
-    g.clock.now = Math.ceil(g.clock.now / REPLICA_KEEPALIVE_MS) * REPLICA_KEEPALIVE_MS + 1; // just after a round
-    g.replicas[0].tick();
-    g.outbox.splice(0);
-    const a = g.replicas[0].propose(payload('a'))!;
-    g.sync(0);
-    for (const i of [1, 2]) {
-      g.deliver(i);
-      g.sync(i);
-    }
-    g.deliver(0);
-    expect(g.replicas[0].commitIndex).toBe(a);
-    expect(g.outbox).toEqual([]);
-    // The ticks of the period send nothing: each follower lacks only the commit point.
-    for (let t = 0; t < REPLICA_KEEPALIVE_MS / REPLICA_TICK_MS - 2; t++) {
-      g.clock.now += REPLICA_TICK_MS;
-      g.replicas[0].tick();
-    }
-    expect(g.outbox.map((s) => s.m.type)).toEqual([]);
-    expect([g.applied[1].at(-1), g.applied[2].at(-1)]).toEqual([a - 1, a - 1]);
-    // A write meanwhile carries it in its Append.
-    const b = g.replicas[0].propose(payload('b'))!;
-    expect(g.outbox.map((s) => [s.to, s.m.type, (s.m as { commitIndex: number }).commitIndex])).toEqual([
-      [1, 'Append', a],
-      [2, 'Append', a],
-    ]);
-    g.sync(0);
-    for (const i of [1, 2]) {
-      g.deliver(i);
-      g.sync(i);
-    }
-    g.deliver(0);
-    expect([g.applied[1].at(-1), g.applied[2].at(-1)]).toEqual([a, a]);
-    // b's commit point goes with the next round of keep-alives, and the followers apply it.
-    g.clock.now = (Math.floor(g.clock.now / REPLICA_KEEPALIVE_MS) + 1) * REPLICA_KEEPALIVE_MS;
-    g.replicas[0].tick();
-    expect(g.outbox.map((s) => [s.to, s.m.type, (s.m as { commitIndex: number }).commitIndex])).toEqual([
-      [1, 'KeepAlive', b],
-      [2, 'KeepAlive', b],
-    ]);
-    for (const i of [1, 2]) {
-      g.deliver(i);
-      g.sync(i);
-    }
-    expect([g.applied[1].at(-1), g.applied[2].at(-1)]).toEqual([b, b]);
   });
 
   it('gives an Append again only within the call that built it: one sent since with another commit point, lease or send time is new', () => {
@@ -706,11 +647,11 @@ describe('a slice replica', () => {
         for (let i = 0; i < 3; i++) g.sync(i);
       }
     };
-    step(1_000, false); // the barrier, committed and carried to the followers at the next tick (Pong.commitTerm waits on it)
+    step(1_000, false); // the barrier, committed and carried to the followers
     sent.splice(0);
     duplicates = 0;
     step(11_000, true);
-    step(12_100, false); // writes stop: the last commit point reaches the followers with the next round of keep-alives
+    step(12_000, false); // writes stop: the last commit point reaches the followers
     const appends = sent.filter((s) => s.from === 0 && s.m.type === 'Append');
     expect(proposals).toBeGreaterThan(70);
     expect(duplicates).toBe(0);
@@ -719,7 +660,7 @@ describe('a slice replica', () => {
     const last = g.replicas[0].lastIndex;
     expect([g.replicas[0].commitIndex, g.applied[1].at(-1), g.applied[2].at(-1)]).toEqual([last, last, last]);
     sent.splice(0);
-    step(13_100, false);
+    step(13_000, false);
     expect(sent.filter((s) => s.from === 0).map((s) => s.m.type)).toEqual(['KeepAlive', 'KeepAlive']);
   });
 
@@ -1010,55 +951,6 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     expect(g.outbox.map((s) => s.to).sort()).toEqual([1, 3]);
   });
 
-  it('carries its committed barrier to the followers at the next tick, not with the next round of keep-alives: the coordinator waits on their Pong.commitTerm reaching the term', () => {
-    // A drain's or move's step (Membership.drainStepCatchUp), rebalanceLeaders and a failover's settling
-    // (SliceFailover.settleIfHeld) wait until the followers say their commit point is of the new term. Carried with the
-    // keep-alives, a LeadOn's barrier reached them up to REPLICA_KEEPALIVE_MS later, which each such step waited.
-    const g = group(4);
-    g.elect(0, 1, { voters: [0, 1, 2] });
-    const leader = g.replicas[0];
-    const settle = () => {
-      // Until a round finds nothing to deliver and nothing is sent after the disks' syncs.
-      for (let k = 0; k < 10; k++) {
-        for (const i of [0, 1, 2, 3]) g.sync(i);
-        if (g.outbox.length === 0) return;
-        for (const i of [0, 1, 2, 3]) g.deliver(i);
-      }
-      throw new Error('messages still flowing after 10 rounds');
-    };
-    settle();
-    g.clock.now = Math.ceil(g.clock.now / REPLICA_KEEPALIVE_MS) * REPLICA_KEEPALIVE_MS + 1; // just after a round
-    leader.tick();
-    settle();
-    const commitTerms = () => {
-      for (const i of [1, 2, 3]) g.replicas[i].receive(COORDINATOR, { type: 'Ping', seq: 1 });
-      return g.deliver(COORDINATOR).map((s) => (s.m as { commitTerm: number }).commitTerm);
-    };
-    expect(commitTerms()).toEqual([1, 1, 0]);
-    leader.receive(COORDINATOR, { type: 'LeadOn', term: 2, from: 1, followers: [1, 2, 3], sets: [[0, 1, 2, 3], [0, 1, 2]] });
-    settle();
-    // The barrier is committed on both sets; the followers hold it but have not heard it is.
-    const barrier = leader.lastIndex;
-    expect(leader.commitIndex).toBe(barrier);
-    expect(commitTerms()).toEqual([1, 1, 1]);
-    g.clock.now += REPLICA_TICK_MS;
-    expect(Math.floor(g.clock.now / REPLICA_KEEPALIVE_MS)).toBe(Math.floor((g.clock.now - REPLICA_TICK_MS) / REPLICA_KEEPALIVE_MS)); // no round due
-    leader.tick();
-    expect(g.outbox.map((s) => [s.to, s.m.type, (s.m as { commitIndex: number }).commitIndex])).toEqual([
-      [1, 'KeepAlive', barrier],
-      [2, 'KeepAlive', barrier],
-      [3, 'KeepAlive', barrier],
-    ]);
-    settle();
-    expect(commitTerms()).toEqual([2, 2, 2]);
-    // Said held, the commit point waits for the keep-alives again (no KeepAlive in the period's other ticks).
-    leader.propose(payload('a'));
-    settle();
-    g.clock.now += REPLICA_TICK_MS;
-    leader.tick();
-    expect(g.outbox).toEqual([]);
-  });
-
   it('is what the coordinator sends when a set changes and its elected leader, answering, stays in it; a refusal brings an election at once', () => {
     let now = 0;
     const sent: { to: number; m: ReplicationMessage }[] = [];
@@ -1192,68 +1084,6 @@ describe('a leader\'s lease (consistent reads on a leader deposed without knowin
     expect(g.replicas[0].leaseValid).toBe(true);
     // Prepare for a newer term: it stops leading, and its lease with it; its answer says it led term 1.
     promiseEndsLease(g, 2, 1);
-  });
-
-  it('after writes stop, renews its lease with the first round of keep-alives, which carries the commit point and is answered after the followers\' sync: the lease holds through a sync shorter than what is left of it', () => {
-    // The round of keep-alives after the last write carries its commit point (Replica.tick), so a follower answers it
-    // AppendOk once the commit point it wrote is durable (onKeepAlive), not KeepAliveOk at once. An idle leader's lease
-    // runs from its last answered round; this one's from the last write's Append: a period and up to two ticks pass
-    // before the round, so the followers' sync has the rest of the lease (limits: REPLICA_LEASE_MS).
-    const margin = REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT) - REPLICA_KEEPALIVE_MS - 2 * REPLICA_TICK_MS;
-    expect(margin).toBeGreaterThan(100);
-    for (const late of [false, true]) {
-      const g = group(3);
-      steadyWrites(g, 2);
-      const leader = g.replicas[0];
-      g.clock.now = REPLICA_KEEPALIVE_MS - REPLICA_TICK_MS / 2; // the period's round went with the first tick: none due
-      leader.tick();
-      for (const i of [1, 2]) {
-        g.deliver(i);
-        g.sync(i);
-      }
-      g.deliver(0);
-      g.clock.now = REPLICA_KEEPALIVE_MS + 1; // just after the next round: the last write comes
-      leader.tick();
-      for (const i of [1, 2]) {
-        g.deliver(i);
-        g.sync(i);
-      }
-      g.deliver(0);
-      const last = g.clock.now;
-      leader.propose(payload('last'));
-      g.sync(0);
-      for (const i of [1, 2]) {
-        g.deliver(i);
-        g.sync(i);
-      }
-      g.deliver(0);
-      expect(leader.commitIndex).toBe(leader.lastIndex);
-      // The ticks of the period send nothing; the next round (its first tick) carries the commit point.
-      while (g.clock.now < 2 * REPLICA_KEEPALIVE_MS) {
-        g.clock.now += REPLICA_TICK_MS;
-        leader.tick();
-      }
-      expect(g.outbox.map((s) => [s.to, s.m.type, (s.m as { commitIndex: number }).commitIndex])).toEqual([
-        [1, 'KeepAlive', leader.commitIndex],
-        [2, 'KeepAlive', leader.commitIndex],
-      ]);
-      const round = g.clock.now;
-      for (const i of [1, 2]) g.deliver(i);
-      expect(g.outbox).toEqual([]); // no answer before the sync
-      // What is left of the lease from the last write's Append: at least the margin (the round at most two ticks late).
-      const room = last + REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT) - round;
-      expect(room).toBeGreaterThanOrEqual(margin);
-      const syncMs = late ? room + 50 : room - 50;
-      g.clock.now = round + syncMs;
-      const heldThrough = leader.leaseValid;
-      for (const i of [1, 2]) g.sync(i);
-      expect(g.outbox.map((s) => s.m.type)).toEqual(['AppendOk', 'AppendOk']);
-      g.deliver(0);
-      expect(leader.leaseValid).toBe(true);
-      // The lease ran from the last write's Append: it held through a sync that took less than what was left of it,
-      // and lapsed until the answers came for one that took longer (consistent reads wait meanwhile: renewLease).
-      expect(heldThrough).toBe(!late);
-    }
   });
 
   it('has a follower that promises a newer term tell the coordinator how long the lease it last counted on may run', () => {

@@ -8,12 +8,11 @@ import { cpSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { REPLICA_RESEND_MS_MAX } from '../shared/limits.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
-import { ReplicaHarness, StoryClock } from './replica-harness.js';
+import { ReplicaHarness } from './replica-harness.js';
 import { EFFECT_SET, RESULT_OK, SliceOp, type RequestId, type WriteOp } from '../shared/protocol.js';
 
 const SLICE = 5;
@@ -73,13 +72,12 @@ describe('the replicas of a slice on workers\' stores', () => {
     await pump();
     expect(items(workers[2])).toEqual(['a=1', 'c=3']);
 
-    // The old leader is back: it learns of term 2, stops leading, drops 'b', and takes the new leader's records (its
-    // probes carry the commit point: a resend's wait is enough).
+    // The old leader is back: it learns of term 2, stops leading, drops 'b', and takes the new leader's records.
     cut.clear();
-    h.later(REPLICA_RESEND_MS_MAX);
+    h.later();
     workers[1].replicas.of(SLICE).tick();
     await pump();
-    h.later(REPLICA_RESEND_MS_MAX);
+    h.later();
     workers[1].replicas.of(SLICE).tick();
     await pump();
     expect(deposed).toEqual([0]);
@@ -145,12 +143,10 @@ describe('eventually consistent reads on a follower', () => {
   it('answers only once it has applied what its leader last said is committed: never while it is being built', async () => {
     const ITEMS = 300; // more records than one Append carries (REPLICATION_APPEND_RECORDS_MAX), so a new replica catches up in steps
     let queue: { from: number; to: number; m: ReplicationMessage }[] = [];
-    /** Moved a keep-alive period before each tick that must carry the commit index (Replica.tick). */
-    const clock = new StoryClock();
     const start = (i: number): Worker => {
       const store = new SliceStore(0, 1);
       const { log } = ReplicaLog.open(join(root, `reads-${i}`), 'fsync');
-      return { store, replicas: new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m }), {}, clock.now) };
+      return { store, replicas: new SliceReplicas(i, store, log, (_slice, to, m) => queue.push({ from: i, to, m })) };
     };
     const workers = [0, 1, 2, 3].map(start);
     const keys = (w: Worker) => [...w.store.entries()].filter((e) => e[0] === EFFECT_SET && e[2] === SLICE).length;
@@ -183,7 +179,6 @@ describe('eventually consistent reads on a follower', () => {
       workers[0].replicas.propose(workers[0].store.takeEffects());
     }
     await pump();
-    clock.later();
     workers[0].replicas.of(SLICE).tick(); // the commit index to the followers
     await pump();
     for (const f of [1, 2]) {
@@ -210,7 +205,6 @@ describe('eventually consistent reads on a follower', () => {
       if (workers[3].replicas.readable(SLICE)) expect(n).toBe(ITEMS);
       else if (n > 0 && n < ITEMS) partlyBuiltSeen = true;
     });
-    clock.later();
     workers[0].replicas.of(SLICE).tick();
     await pump();
     expect(partlyBuiltSeen).toBe(true);
@@ -218,7 +212,6 @@ describe('eventually consistent reads on a follower', () => {
     expect(workers[3].store.readReplica([SliceOp.ReplicaGet, TABLE, SLICE, `k${ITEMS - 1}`, null, false])).toEqual([0, expect.objectContaining({ v: ITEMS - 1 })]);
 
     // A restarted follower has its committed items but waits for its leader's word before it answers.
-    clock.later();
     workers[0].replicas.of(SLICE).tick();
     await pump();
     workers[2] = start(2);
@@ -250,8 +243,7 @@ describe('a write sent twice', () => {
     };
     const settle = async (leader: number) => {
       await pump();
-      h.later(); // its tick is a round of keep-alives, which carries the commit index to the followers
-      workers[leader].replicas.of(SLICE).tick();
+      workers[leader].replicas.of(SLICE).tick(); // the commit index to the followers
       await pump();
     };
     const counter = (w: Worker) => (w.store.execute([SliceOp.Get, TABLE, SLICE, 'c', null, false])[1] as { n?: number } | null)?.n ?? null;
@@ -508,7 +500,7 @@ describe('a write sent again after its leader forgot its id (the bounds of appli
     const heartbeats = async () => {
       // Bounded: refused, a leader sends its records again at once.
       for (let i = 0; i < 5; i++) {
-        h.later(REPLICA_RESEND_MS_MAX);
+        h.later();
         workers[0].replicas.of(SLICE).tick();
         await h.pump(true);
       }

@@ -40,12 +40,8 @@ import { checksumMatches, makeRecord } from './replica-record.js';
 
 // Keep-alives leave a leader at most a period and a tick apart: an idle follower stays readable through one lost.
 assert(2 * (REPLICA_KEEPALIVE_MS + REPLICA_TICK_MS) <= REPLICA_READ_STALENESS_MS, 'a follower outlives one lost keep-alive');
-// An idle leader's lease runs from its last answered round of keep-alives, or its last write's Append: the next round
-// (a period and up to two ticks later) must be answered before it runs out. A round that carries no commit point is
-// answered KeepAliveOk at once (no disk write), leaving room for the answers' way back. The first round after writes
-// stop carries the last one's commit point (tick), answered AppendOk once the follower's commit write is durable
-// (onKeepAlive): that sync has what is left, at least 1,500 x 0.95 - 1,000 - 200 = 225 ms; a slower one lets the lease
-// lapse until the answers come, and consistent reads wait for them meanwhile (renewLease, REPLICA_LEASE_WAIT_MS).
+// An idle leader's lease runs from its last round of keep-alives: the next round (a period and up to a tick later)
+// must be answered before it runs out, with room for the answers' way back.
 assert(REPLICA_LEASE_MS * (1 - REPLICA_LEASE_DRIFT) >= REPLICA_KEEPALIVE_MS + 2 * REPLICA_TICK_MS, 'an idle leader keeps its lease');
 // A dead leader's lease has run out by about when the coordinator counts it gone: the lease adds to failover at most
 // the time between the followers' last answers and the coordinator's last Pong.
@@ -304,8 +300,8 @@ export class Replica {
    * "not found" for an item it has not got yet: it learns the leader's commit point from the first Append or
    * Snapshot, whether it takes it or refuses it for a gap, and stays unreadable until it applied that far. A
    * replica that restarted, or promised a newer term to an election, waits for its leader's first word. It may
-   * still be behind a commit it has not heard of (the leader's next Append or round of keep-alives brings it:
-   * within a keep-alive period and a tick once writes stop; its term's barrier within a tick). And it heard from that leader within the last REPLICA_READ_STALENESS_MS, so a
+   * still be behind a commit it has not heard of (the leader's next Append or heartbeat brings it: within a
+   * tick once writes stop). And it heard from that leader within the last REPLICA_READ_STALENESS_MS, so a
    * follower cut off from its leader (or whose leader is frozen) stops answering that long after the last word
    * it had; an idle one that holds everything hears a KeepAlive every REPLICA_KEEPALIVE_MS (tick). A leader is
    * not readable here: its store runs ahead of the commit point, so its reads take the consistent path (held
@@ -360,8 +356,8 @@ export class Replica {
 
   /** The leader's heartbeat: resends what a follower has not acknowledged (dropped frames) once it has waited its
    * round trips for the answer (resendAfter), and carries the commit index to a follower that holds every record in
-   * a KeepAlive with the next round of keep-alives (folded per worker of the follower's node by the link:
-   * peer-links.ts byWorker), to one that does not in the next Append or the probe.
+   * a KeepAlive (folded per worker of the follower's node by the link: peer-links.ts byWorker), to one that does not in
+   * the next Append or the probe.
    * Only a probe of one record: a follower that is frozen or cut off would otherwise get up to
    * APPEND_RECORDS_MAX records per slice per heartbeat, which its leader's node buffers and drops (a
    * slice node held 22 GB that way under SIGSTOP). Its acknowledgement brings the rest (onReply).
@@ -395,18 +391,7 @@ export class Replica {
       const awaiting = this.awaiting(f);
       if (awaiting && !this.overdue(f, now)) continue;
       if (!awaiting && f.match >= this.lastIndex) {
-        // It holds every record and lacks only the commit point: carried with the next round of keep-alives, not at
-        // the next tick. Under writes spread over many slices (1,024 under random keys) a slice's next write comes
-        // within a period more often than within a tick, and its Append carries the commit point at no cost; carried
-        // at each tick, every put cost each follower a KeepAlive, a commit written and an AppendOk more (0.7 of each
-        // per put and follower at R=3, bench/put-shape.ts). The follower's store is then up to a period behind what
-        // it holds: an eventually consistent read may be that old (within REPLICA_READ_STALENESS_MS: it still hears
-        // this leader every period). Not so a commit point older than this term's barrier: the coordinator waits on
-        // a follower's Pong.commitTerm reaching the term (a drain's or move's step, rebalanceLeaders, a failover's
-        // settling: Membership.drainStepCatchUp, ReplicaLeaders.holdsTerm), so one that has not said it holds the
-        // barrier committed gets it at the next tick, as before (a LeadOn's step waited a period for it otherwise).
-        if (!keepAlive && f.knownCommit >= this.termFrom) continue;
-        // A KeepAlive carries it, which the link folds with
+        // It holds every record and lacks only the commit point: a KeepAlive carries it, which the link folds with
         // the worker's other leaders' into one entry of numbers per worker of the follower's node (peer-links.ts
         // byWorker) rather than an Append each; the follower writes it before a sync and answers AppendOk after
         // (onKeepAlive). One that cannot (a restart lost what it knew of this leader's log) answers KeepAliveOk and
