@@ -128,19 +128,13 @@ async function underLoad(e: Elastic, action: 'drain' | 'remove', load: WriteLoad
 }
 
 describe('a change that takes out a leader hands its leadership over first (R=3)', () => {
-  it('drains the node leading most slices of 4 under writes: every leadership handed over, no election deposes it, no write resent or failed, everything acknowledged reads back', async () => {
-    const cost = await leaderLeavesUnderWrites('drain');
-    // Every leadership of the drained node was handed to a replica that stays before its replica left (each handover
-    // is counted with the elections): no other election ran, the changes that took its replicas out were led on.
-    expect(cost.handovers, JSON.stringify(cost)).toBeGreaterThanOrEqual(cost.led);
-    expect(cost.elections - cost.handovers, `elections besides handovers (${JSON.stringify(cost)})`).toBe(0);
-    expect(cost.givenUp, `handovers given up (${JSON.stringify(cost)})`).toBe(0);
-    expect(cost.resent, `writes resent after an unknown outcome (${JSON.stringify(cost)})`).toBe(0);
-    expect(cost.errors, `writes that failed (${JSON.stringify(cost)})`).toBe(0);
-  }, 180_000);
-
-  it('removes a leading node that is up under writes: its leaderships are handed over before it goes', async () => {
-    const cost = await leaderLeavesUnderWrites('remove');
+  it.each([
+    ['drain', 'drains the node leading most slices of 4 under writes: every leadership handed over, no election deposes it, no write resent or failed, everything acknowledged reads back'],
+    ['remove', 'removes a leading node that is up under writes: its leaderships are handed over before it goes, as a drain does'],
+  ] as const)('%s: %s', async (change, _what) => {
+    const cost = await leaderLeavesUnderWrites(change);
+    // Every leadership of the node was handed to a replica that stays before its replica left (each handover is
+    // counted with the elections): no other election ran, the changes that took its replicas out were led on.
     expect(cost.handovers, JSON.stringify(cost)).toBeGreaterThanOrEqual(cost.led);
     expect(cost.elections - cost.handovers, `elections besides handovers (${JSON.stringify(cost)})`).toBe(0);
     expect(cost.givenUp, `handovers given up (${JSON.stringify(cost)})`).toBe(0);
