@@ -92,6 +92,10 @@ export async function writesResent(e: Elastic): Promise<number> {
 // (led is the cluster fixture's, named here too for the elastic tests that wait on it.)
 export { led };
 
+/** A drain of `node` is over: every slice led, none of its replicas left on it, no change unsettled, none waiting. */
+export const drainedOff = (node: string) => (st: ClusterStatus): boolean =>
+  led(st) && st.nodes.find((x) => x.node === node)!.replicas === 0 && st.replication.leaders.unsettled === 0 && st.moves.waitingSlices === 0;
+
 /** Waits until status says every replicated slice has an elected leader; answers that status. */
 export async function untilLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
   let st: ClusterStatus | undefined;

@@ -22,7 +22,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import { DRAIN_REPLACE_DOWN_MS } from '../shared/limits.js';
-import { bulk, elasticClusters, led, replicaSets, replicasSpread, seen, untilLed, waitFor, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, drainedOff, elasticClusters, led, replicaSets, replicasSpread, seen, untilLed, waitFor, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -142,10 +142,7 @@ describe('a drain while another node is down', () => {
     const said = waitsFor(back.url, waitS);
     await waitFor(async () => (await e.status()).moves.waiting.some((w) => withBack.includes(w.slice) && said.test(w.why)), `status to say that a drained slice waits for ${back.url}`, 25_000, seen(e));
     await e.addNode(undefined, Number(new URL(back.url).port), back.name);
-    await waitFor(async () => {
-      const now = await e.status();
-      return led(now) && now.nodes.find((x) => x.node === drained.url)!.replicas === 0 && now.replication.leaders.unsettled === 0 && now.moves.waitingSlices === 0;
-    }, 'the drain to finish once the node is back', 60_000, seen(e));
+    await waitFor(async () => drainedOff(drained.url)(await e.status()), 'the drain to finish once the node is back', 60_000, seen(e));
     const after = replicaSets(e);
     for (const s of withBack) expect(after[s], `slice ${s} (was ${sets[s].join(' ')}) keeps its replica on ${back.url}`).toContain(back.url);
     for (const set of after) {
@@ -184,10 +181,7 @@ describe('a drain while another node is down', () => {
     expect(still.nodes.find((n) => n.node === drained.url)?.replicas).toBeGreaterThan(0);
     for (const w of still.moves.waiting.filter((x) => pair.includes(x.slice))) expect(w.why).toMatch(said);
     await e.addNode(undefined, Number(new URL(dead.url).port), dead.name);
-    await waitFor(async () => {
-      const now = await e.status();
-      return led(now) && now.nodes.find((x) => x.node === drained.url)!.replicas === 0 && now.replication.leaders.unsettled === 0 && now.moves.waitingSlices === 0;
-    }, 'the drain to finish once the dead node is back', 60_000, seen(e));
+    await waitFor(async () => drainedOff(drained.url)(await e.status()), 'the drain to finish once the dead node is back', 60_000, seen(e));
     for (const set of replicaSets(e)) {
       expect(set).toHaveLength(2);
       expect(set).not.toContain(drained.url);

@@ -27,7 +27,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
-import { bulk, elasticClusters, led, persistedMap, replicaIndexes, replicaSets, seen, untilLed, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, drainedOff, elasticClusters, led, persistedMap, replicaIndexes, replicaSets, seen, untilLed, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -330,10 +330,7 @@ describe('repair of replicated slices (R=3)', () => {
     }
     // Back, it takes the new replicas of the slices that waited, and the drain finishes.
     await e.addNode(undefined, Number(new URL(dead.url).port), dead.name);
-    await waitFor(async () => {
-      const now = await e.status();
-      return led(now) && now.nodes.find((x) => x.node === drained.url)!.replicas === 0 && now.replication.leaders.unsettled === 0 && now.moves.waitingSlices === 0;
-    }, 'the drain to finish once the dead node is back', 60_000, seen(e));
+    await waitFor(async () => drainedOff(drained.url)(await e.status()), 'the drain to finish once the dead node is back', 60_000, seen(e));
     for (const set of replicaSets(e)) {
       expect(set.length).toBe(3);
       expect(set).not.toContain(drained.url);
