@@ -482,11 +482,16 @@ export class Membership {
    * holdsTerm, so that a later turn may find one). `counts`: slices led per node as they will be once the handovers
    * chosen before it in the same turn are made, which it updates for its own (else a turn's handovers all go to the
    * node leading fewest, and leadership rebalancing hands them on again after). */
+  /** A node that leadership may be handed to (for balance, or before a change takes a leader out): active, up, and not
+   * being removed. */
+  private mayTakeLeadership(n: number): boolean {
+    return this.map.statusOf(n) === 'active' && this.isUp(n) && !this.removing.has(n);
+  }
+
   private handOverTarget(slice: number, rest: readonly number[], term: number, counts: number[]): number | null {
     let best: number | null = null;
     for (const n of rest) {
-      if (this.map.statusOf(n) !== 'active' || !this.isUp(n) || this.removing.has(n)) continue;
-      if (!this.leaders.holdsTerm(slice, n, term, this.leaders.probeIntervalMs)) continue;
+      if (!this.mayTakeLeadership(n) || !this.leaders.holdsTerm(slice, n, term, this.leaders.probeIntervalMs)) continue;
       if (best === null || counts[n] < counts[best]) best = n;
     }
     assert(best === null || (rest.includes(best) && this.map.replicasOf(slice).includes(best)), `slice ${slice}'s leadership goes to a replica that stays in its set`);
@@ -1033,7 +1038,7 @@ export class Membership {
     const s = this.leaders.summary();
     if (s.replicated === 0 || s.led < s.replicated) return;
     const counts = this.map.counts();
-    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.isUp(i) && !this.removing.has(i));
+    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.mayTakeLeadership(i));
     if (nodes.length < 2) return;
     // Chosen one by one against the counts as they will be, handed over together (one map change, one epoch).
     const moves: { slice: number; to: number }[] = [];
