@@ -201,7 +201,8 @@ export class ReplicaLeaders {
   /** Whether the slice's last replica-set change settled (its elections and commits count its set alone, not
    * joint majorities with the set before): true for a slice whose set has not changed since the start. */
   settled(slice: number): boolean {
-    if (!this.runs.has(slice)) return true;
+    // No failover yet: the map's record (a set grown from one replica, before sync() ran for it, is not settled).
+    if (!this.runs.has(slice)) return this.map.unsettledCountOf(slice) === 0;
     return this.current(slice)?.failover.electorateSettled ?? false;
   }
 
