@@ -28,6 +28,14 @@ function open(nodes: number, replication: ReplicationSetting, dir = mkdtempSync(
   return map;
 }
 
+/** The slices' last changes settled, as the failover runner records it in the map (replica-leaders.ts recordSettled): no
+ * node is connected here, so no change settles by itself, and the map starts no change on a slice whose last change
+ * has not settled (ClusterMap.isSettled: here the map's own record). */
+function settle(map: ClusterMap, ...slices: number[]): void {
+  const all = slices.length > 0 ? slices : Array.from({ length: map.sliceCount }, (_, s) => s);
+  map.setUnsettled(new Map(all.map((s) => [s, []])));
+}
+
 function expectWellPlaced(map: ClusterMap, factor: number): void {
   for (let s = 0; s < map.sliceCount; s++) {
     const r = map.replicasOf(s);
@@ -104,9 +112,42 @@ describe('replica sets in the cluster map', () => {
     for (const s of slices) expect(map.termOf(s)).toBe(2);
     for (let s = 0; s < 64; s++) expect(map.replicasOf(s)).not.toContain(2);
     expectWellPlaced(map, 2);
+    settle(map);
     map.addNode('ws://127.0.0.1:9100');
     expect(map.replicationFactor).toBe(3);
     expectWellPlaced(map, 3);
+  });
+
+  it('starts no replica-set change on a slice whose last change has not settled: placement leaves it until it settled, then the tick\'s placement fills it; a change asked for meanwhile throws', () => {
+    // 5 nodes at R=3: a replica of slice 5 moves to a node outside its set (R + 1, unsettled); then another follower's
+    // node drains. Slices whose last change settled get the drain's new replica in the same map change; slice 5 not.
+    const map = open(5, 3);
+    const slice = 5;
+    const set = map.replicasOf(slice);
+    const [to, spare] = [0, 1, 2, 3, 4].filter((n) => !set.includes(n));
+    map.moveReplicas([{ slice, from: set[1], to }]);
+    const moved = map.replicasOf(slice);
+    expect(moved).toEqual([...set, to]);
+    expect(map.isSettled(slice)).toBe(false);
+    const draining = set[2];
+    map.setStatus(draining, 'draining');
+    const drained = Array.from({ length: 64 }, (_, s) => s).filter((s) => s !== slice && map.replicasOf(s).includes(draining));
+    expect(drained.length).toBeGreaterThan(0);
+    for (const s of drained) expect([map.replicasOf(s).length, map.joiningOf(s) >= 0]).toEqual([4, true]);
+    expect(map.replicasOf(slice)).toEqual(moved);
+    // Nor does the tick's placement change it, nor a change asked for (the map asserts one change at a time).
+    expect(map.placeReplicas()).toEqual([]);
+    expect(() => map.dropLeavingReplicas([{ slice, node: set[1] }])).toThrow(/slice 5: a replica-set change starts only once the one before settled/);
+    expect(() => map.undoReplicaMoves([slice])).toThrow(/starts only once the one before settled/);
+    expect(map.replicasOf(slice)).toEqual(moved);
+    expect(map.unsettledOf(slice)).toEqual([set]);
+    // Once the move's change settled, the tick's placement (membership.ts refillReplicas) gives it the drain's new
+    // replica: R + 2 (the move's leaving replica, the draining one), one change after the other.
+    settle(map, slice);
+    expect(map.placeReplicas()).toEqual([slice]);
+    expect(map.replicasOf(slice)).toEqual([...moved, spare]);
+    expect(map.unsettledOf(slice)).toEqual([moved]);
+    expect(map.placeReplicas()).toEqual([]);
   });
 
   it('moves a replica onto a node that joined in two steps: the new one added and the old one kept, leaving, until it is dropped', () => {
@@ -131,6 +172,7 @@ describe('replica sets in the cluster map', () => {
     expect(again.nodes).toHaveLength(4);
     expect(again.replicasOf(5)).toEqual(map.replicasOf(5));
     expect(again.leavingOf(5)).toBe(follower);
+    settle(again, 5);
     again.dropLeavingReplicas([{ slice: 5, node: follower }]);
     expect(again.replicasOf(5)).toHaveLength(3);
     expect(again.replicasOf(5)).not.toContain(follower);
@@ -140,6 +182,7 @@ describe('replica sets in the cluster map', () => {
     const term = again.termOf(9);
     again.moveReplicas([{ slice: 9, from: leader, to: added }]);
     expect(again.replicasOf(9)).toHaveLength(4);
+    settle(again, 9);
     again.dropLeavingReplicas([{ slice: 9, node: leader }]);
     expect(again.replicasOf(9)).toHaveLength(3);
     expect(again.replicasOf(9)).not.toContain(leader);
@@ -166,6 +209,7 @@ describe('replica sets in the cluster map', () => {
     const again = open(3, 'auto', dir); // across a restart of the coordinator
     expect(again.joiningOf(9)).toBe(added);
     const epoch = again.epoch;
+    settle(again, 5, 9);
     again.undoReplicaMoves([5, 9]);
     expect(again.epoch).toBeGreaterThan(epoch);
     expect(again.replicasOf(5)).toEqual(before5);
@@ -179,6 +223,7 @@ describe('replica sets in the cluster map', () => {
     expectWellPlaced(again, 3);
     // A move whose new replica's node is removed is over too: the old set stays, nothing is left marked.
     again.moveReplicas([{ slice: 7, from: again.replicasOf(7)[1], to: added }]);
+    settle(again, 7);
     again.removeReplicatedNode(added);
     expect(again.leavingOf(7)).toBe(-1);
     expect(again.joiningOf(7)).toBe(-1);
@@ -238,6 +283,7 @@ describe('replica sets in the cluster map', () => {
     for (const s of filled) expect([four.replicasOf(s).length, four.joiningOf(s)]).toEqual([4, 1]);
     // Node 1 goes down with those new replicas not caught up: undone, and not put straight back on node 1.
     down.add(1);
+    settle(four, ...filled);
     four.undoReplicaMoves(filled);
     for (const s of filled) {
       expect(four.replicasOf(s)).toHaveLength(3);
@@ -245,6 +291,7 @@ describe('replica sets in the cluster map', () => {
       expect(four.replicasOf(s)).toContain(3); // the draining node keeps its replica until a replacement caught up
       expect(four.joiningOf(s)).toBe(-1);
     }
+    settle(four, ...filled);
     expect(four.placeReplicas()).toEqual([]);
 
     // 5 nodes: a drain step whose new replica's node goes down is redirected to another node that is up.
@@ -256,6 +303,7 @@ describe('replica sets in the cluster map', () => {
     const victim = five.joiningOf(steps[0]);
     const undo = steps.filter((s) => five.joiningOf(s) === victim);
     down.add(victim);
+    settle(five, ...undo);
     five.undoReplicaMoves(undo);
     for (const s of undo) {
       const set = five.replicasOf(s);
@@ -266,6 +314,7 @@ describe('replica sets in the cluster map', () => {
       expect(down.has(five.joiningOf(s))).toBe(false);
     }
     // Once the draining node leaves a slice, the drain step is done: no new replica is named any more.
+    settle(five, undo[0]);
     five.dropLeavingReplicas([{ slice: undo[0], node: 4 }]);
     expect(five.joiningOf(undo[0])).toBe(-1);
   });
@@ -281,6 +330,7 @@ describe('replica sets in the cluster map', () => {
     const down = map.replicasOf(slice)[1];
     map.isUp = (n) => n !== down;
     map.setStatus(drained, 'draining');
+    settle(map, slice);
     map.dropLeavingReplicas([{ slice, node: drained }]);
     expect(map.replicasOf(slice)).toContain(down);
     expect(map.ownerOf(slice)).not.toBe(down);
@@ -295,6 +345,7 @@ describe('replica sets in the cluster map', () => {
     const down = new Set([1]);
     map.isUp = (n) => !down.has(n);
     map.setStatus(4, 'draining');
+    settle(map);
     const both = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(4) && map.replicasOf(s).includes(1) && map.ownerOf(s) !== 1);
     expect(both.length).toBeGreaterThan(0);
     const before = both.map((s) => ({ set: map.replicasOf(s), joining: map.joiningOf(s), owner: map.ownerOf(s) }));
@@ -335,6 +386,7 @@ describe('replica sets in the cluster map', () => {
     const down = new Set([1]);
     map.isUp = (n) => !down.has(n);
     map.setStatus(4, 'draining');
+    settle(map);
     const slice = Array.from({ length: 64 }, (_, s) => s).find((s) => map.replicasOf(s).includes(4) && map.replicasOf(s).includes(1) && map.ownerOf(s) !== 1 && map.joiningOf(s) !== 1)!;
     expect(slice).toBeDefined();
     const outside = [0, 1, 2, 3, 4].filter((n) => !map.replicasOf(slice).includes(n));
@@ -439,6 +491,7 @@ describe('replica sets in the cluster map', () => {
       const follower = map.replicasOf(5)[1];
       map.moveReplicas([{ slice: 5, from: follower, to: added }]);
       leaders.sync();
+      settle(map, 5);
       map.dropLeavingReplicas([{ slice: 5, node: follower }]);
       leaders.sync();
       expect(map.replicasOf(5)).not.toContain(follower);
@@ -467,6 +520,7 @@ describe('replica sets in the cluster map', () => {
     map.setStatus(drained, 'draining');
     const held = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(drained));
     expect(held.length).toBeGreaterThan(0);
+    settle(map);
     map.dropLeavingReplicas(held.map((slice) => ({ slice, node: drained })));
     expect(map.replicaCounts()[drained]).toBe(0);
     const lines: string[] = [];
@@ -514,6 +568,7 @@ describe('replica sets in the cluster map', () => {
     const added = map.addNode('ws://127.0.0.1:9100');
     const moved = map.replicasOf(5)[1];
     map.moveReplicas([{ slice: 5, from: moved, to: added }]);
+    settle(map, 5);
     map.dropLeavingReplicas([{ slice: 5, node: moved }]);
     expect(map.replicaCounts()[moved]).toBeGreaterThan(0);
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
@@ -548,7 +603,15 @@ describe('replica sets in the cluster map', () => {
       if (steps++ > 0) return;
       map.moveReplicas([{ slice: s, from: x, to: y }]);
       m.leaders.sync();
-      map.dropLeavingReplicas([{ slice: s, node: x }]);
+      // The move's change settled meanwhile (taken as settled here: no node is connected to settle it), and its second
+      // step takes X's replica out; that change has not settled.
+      const settled = map.isSettled;
+      map.isSettled = () => true;
+      try {
+        map.dropLeavingReplicas([{ slice: s, node: x }]);
+      } finally {
+        map.isSettled = settled;
+      }
       m.leaders.sync();
     };
     try {
@@ -669,6 +732,7 @@ describe('the coordinator\'s lease wait', () => {
       leaders.receive(f, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
       map.moveReplicas([{ slice: 0, from: x, to: outside }]);
       leaders.sync();
+      settle(map, 0); // (the map takes the move's change as settled: the failover here still counts its sets)
       map.dropLeavingReplicas([{ slice: 0, node: x }]);
       leaders.sync();
       await new Promise((r) => setTimeout(r, 50));
@@ -863,6 +927,9 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
       const joining = map.joiningOf(slice);
       expect(joining).toBeGreaterThanOrEqual(0);
       map.isUp = (n) => n !== joining;
+      // (Once the step's change settled, as undoStalledMoves waits; the failover here, which ran no election, still
+      // counts the step's sets: the undo's sets are the same, the step's new replica in one and the other's in the other.)
+      settle(map, slice);
       map.undoReplicaMoves([slice]);
       leaders.sync();
       expect(map.replicasOf(slice).length).toBe(8);
@@ -894,13 +961,18 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
       map.moveReplicas([{ slice, from: set[1], to }]);
       leaders.sync();
       expect(listedOf(slice)).toBe(8);
-      // A drain of another follower of the slice places a replica beside it at once (placement in the same change).
+      // A drain of another follower of the slice places a replica beside it once the move's change settled (placement
+      // starts no change on a slice whose last one has not settled; the tick's placement fills it after).
       map.setStatus(set[2], 'draining');
+      expect(map.replicasOf(slice).length).toBe(8);
+      settle(map, slice);
+      expect(map.placeReplicas()).toEqual([slice]);
       leaders.sync();
       expect(map.replicasOf(slice).length).toBe(9);
       expect(listedOf(slice)).toBe(9);
-      // The move's new replica's node is down: the move is undone.
+      // The move's new replica's node is down: the move is undone (once the drain's placement settled).
       map.isUp = (n) => n !== to;
+      settle(map, slice);
       map.undoReplicaMoves([slice]);
       leaders.sync();
       // Its set is R+1 again, and its sets before (unsettled: no election ran here) hold the new replica that left.

@@ -87,12 +87,14 @@ describe('replication under a seeded simulation', () => {
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     console.log(
       `replication sim with set changes: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes (${sum((r) => r.movesUndone)} moves undone, ${sum((r) => r.ledOn)} led on by their leader, ` +
-        `${sum((r) => r.handovers)} leadership handovers before a drain step took the leader's replica out, ${sum((r) => r.handedOver)} of them naming the replica handed to), ` +
+        `${sum((r) => r.handovers)} leadership handovers before a drain step or a remove took the leader's replica out (${sum((r) => r.removeHandovers)} before a remove), ${sum((r) => r.handedOver)} of them naming the replica handed to), ` +
         `${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
     );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
     if (only === undefined) {
       expect(sum((r) => r.handedOver)).toBeGreaterThan(0);
+      // keyslice remove and its replacement hand a leader's leadership over first too, as the coordinator does.
+      expect(sum((r) => r.removeHandovers)).toBeGreaterThan(0);
       expect(sum((r) => r.setChanges)).toBeGreaterThan(reports.length);
       expect(sum((r) => r.movesUndone)).toBeGreaterThan(0);
       // Most changes keep an answering leader in the set, which then leads on (LeadOn) rather than being deposed.

@@ -13,6 +13,7 @@ import { assert, wasNotApplied } from '../shared/errors.js';
 import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type LastRecord } from '../coordinator/metadata/failover.js';
+import { caughtUpForHandover } from '../coordinator/metadata/replica-leaders.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
@@ -122,10 +123,12 @@ export interface SimReport {
   drainedKeepingDown: number;
   /** Replica-set changes whose leader was told to lead on (LeadOn) rather than elected again. */
   ledOn: number;
-  /** Leadership handovers before a drain step that takes out the leader's replica (membership.ts drainReplicas,
-   * ReplicaLeaders.handOver), and of those, the ones whose election named the replica handed to (the step then led on). */
+  /** Leadership handovers before a drain step or a remove (keyslice remove, a replacement) that takes out the leader's
+   * replica (membership.ts drainReplicas and handOverLeaderships, ReplicaLeaders.handOver), and of those, the ones whose
+   * election named the replica handed to (the change then led on); `removeHandovers`: of the handovers, those before a remove. */
   handovers: number;
   handedOver: number;
+  removeHandovers: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -403,7 +406,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, handovers: 0, handedOver: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, handovers: 0, handedOver: 0, removeHandovers: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -793,6 +796,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** Whether the drain under way tried to hand its leader's leadership over (once per drain; if the election gives it
    * back, the step goes on and elects, as the coordinator does past LEADER_HANDOVER_BEFORE_CHANGE_MS). */
   let handoverTried: false | 'skipped' | 'handed' = false;
+  /** When the change under way first looked for a replica to hand its leader's leadership to (null: not yet). */
+  let handoverSoughtAt: number | null = null;
+  /** keyslice remove of a node under way: `node`'s replica leaves, in one change, for one on `to` (null: none outside the
+   * set, the set shrinks), once the leadership of `node`, if it leads and is up, was handed to a replica that stays. */
+  let removing: { node: number; to: number | null } | null = null;
   function coordinatorReceive(from: number, received: ReplicationMessage): void {
     const m = opts.countLateAnswers === true && received.type === 'Prepared' && received.term < usedTerm && coordinator.currentLeader === null ? { ...received, term: usedTerm } : received;
     if (m.type === 'Prepared') {
@@ -807,6 +815,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   }
   function changeSet(next: number[], why: string): void {
     assert(next.length >= 2 && new Set(next).size === next.length, 'a replicated slice keeps at least 2 distinct replicas');
+    // One replica-set change at a time, as the coordinator makes them (cluster-map.ts save asserts it): only the chained
+    // runs start one while the change before has not settled.
+    if (opts.setChanges !== 'chained' && !coordinator.electorateSettled) fail(`a replica-set change (${why}) started before the one before it settled`);
     report.setChanges++;
     changes.push(`${clock.now.toFixed(1)} ms: ${why}: ${set.join(',')} -> ${next.join(',')}`);
     elections += coordinator.elections;
@@ -889,7 +900,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     };
     // As the coordinator: a set changes once a leader was elected for it and the change before it settled
     // (membership.ts: a drain's next step, keyslice remove and removal after a time down wait for both).
-    if (draining !== null || undoing !== null || !published || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
+    if (draining !== null || undoing !== null || removing !== null || !published || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
     if (opts.setChanges === 'drain-dead') {
       // keyslice drain, the new replica on a node that is up; at the first drain, another replica of the set is
       // killed for good as it starts (one that dies after its slice's step took the drained replica out keeps its
@@ -934,12 +945,53 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       // keyslice remove of a node (down or not), its replica refilled elsewhere in the same change (refused
       // where the replicas left would not be a majority of the set, as at R=2).
       const gone = pick(set);
-      changeSet([...set.filter((n) => n !== gone), pick(outside)], `replace ${gone}`);
+      removing = { node: gone, to: pick(outside) };
+      removeStep();
     } else if (kind < 0.8 && outside.length > 0) changeSet([...set, pick(outside)], 'add');
     else if (set.length >= 3) {
-      const gone = pick(set);
-      changeSet(set.filter((n) => n !== gone), `remove ${gone}`);
+      removing = { node: pick(set), to: null };
+      removeStep();
     }
+  }
+  /** keyslice remove (membership.ts remove): a node's replica leaves in one change, refilled on `to` where a node is
+   * outside the set; a node that is up and leads the slice first hands its leadership to a replica that stays
+   * (handOverLeaderships), as a drain step does (handOverFirst), so that the change is led on. */
+  function removeStep(): void {
+    if (removing === null || !published || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
+    const { node, to } = removing;
+    // A change made meanwhile (deposedTail's replacement) took the node out or put `to` in: this remove is moot.
+    if (!set.includes(node) || (to !== null && set.includes(to))) {
+      removing = null;
+      handoverTried = false;
+      handoverSoughtAt = null;
+      return;
+    }
+    const rest = set.filter((n) => n !== node);
+    if (handOverFirst(node, rest, coordinator.currentTerm)) return;
+    if (handoverTried === 'handed' && node !== coordinator.currentLeader) report.handedOver++;
+    removing = null;
+    handoverTried = false;
+    handoverSoughtAt = null;
+    changeSet(to !== null ? [...rest, to] : rest, `${to !== null ? 'replace' : 'remove'} ${node}`);
+  }
+  /** As membership.ts before a change takes the leader's replica out (a drain step, keyslice remove of a node that is
+   * up): its leadership is first handed to a replica that stays, up and saying (Pong) that it holds the leader's
+   * barrier (handOverTarget; asked meanwhile, at most HANDOVER_WAIT_MS), so that the change is led on. Tried once per
+   * change, in 4 of 5 (the others elect, as the coordinator does when a handover does not complete within
+   * LEADER_HANDOVER_BEFORE_CHANGE_MS, so that both ways stay covered). Whether the change waits for it. */
+  function handOverFirst(leaving: number, rest: number[], term: number): boolean {
+    if (handoverTried !== false || leaving !== coordinator.currentLeader || mapLeader !== leaving || !coordinator.electorateSettled || !up[leaving]) return false;
+    const to = rest.find((n) => up[n] && (commitTerms.get(n) ?? 0) >= term);
+    handoverSoughtAt ??= clock.now;
+    if (to === undefined && clock.now - handoverSoughtAt < HANDOVER_WAIT_MS) {
+      for (const n of rest) if (up[n]) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
+      return true;
+    }
+    handoverTried = to !== undefined && random() < 0.8 ? 'handed' : 'skipped';
+    if (handoverTried !== 'handed') return false;
+    handOver(leaving, to!);
+    if (removing !== null) report.removeHandovers++;
+    return true;
   }
   /** membership.ts undoStalledMoves: the move's new replica leaves once the change that added it settled. */
   function undoStep(): void {
@@ -967,18 +1019,14 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (waited.length < majority(rest.length)) return;
     if (opts.setChanges === 'drain-dead' && rest.some((n) => !up[n] && clock.now - (downSince.get(n) ?? clock.now) >= DRAIN_DEAD_AFTER_MS)) report.drainedKeepingDown++;
     // As membership.ts drainReplicas: the leader's replica leaves only once its leadership was handed to a replica that
-    // stays (caught up, up), so that the step is led on; tried once a drain in 4 of 5 (the others elect, as the
-    // coordinator does when a handover does not complete in time, so that both ways stay covered).
-    if (!handoverTried && draining === coordinator.currentLeader && mapLeader === draining && coordinator.electorateSettled && up[draining]) {
-      const to = waited.find((n) => up[n] && (commitTerms.get(n) ?? 0) >= term);
-      handoverTried = to !== undefined && random() < 0.8 ? 'handed' : 'skipped';
-      if (handoverTried === 'handed') return handOver(draining, to!);
-    }
+    // stays (every one that is up holds the barrier by now, so one is found at once).
+    if (handOverFirst(draining, rest, term)) return;
     if (handoverTried === 'handed' && draining !== coordinator.currentLeader) report.handedOver++;
     const node = draining;
     draining = null;
     drainAdded = null;
     handoverTried = false;
+    handoverSoughtAt = null;
     changeSet(rest, `drain ${node}, remove`);
   }
   /** ReplicaLeaders.handOver: the map names `to` (listed first, so that it wins the election's tie) at once, and a
@@ -997,9 +1045,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** Whether a handover's hold still keeps its election back (ReplicaLeaders.handedOver); asks both meanwhile. */
   function holding(): boolean {
     if (hold === null) return false;
-    const f = lastIndexes.get(hold.from);
-    const t = lastIndexes.get(hold.to);
-    if (clock.now >= hold.until || (f !== undefined && t !== undefined && f.at >= hold.since + TICK_MS && t.at >= f.at && t.lastIndex >= f.lastIndex)) {
+    if (clock.now >= hold.until || caughtUpForHandover(lastIndexes.get(hold.from), lastIndexes.get(hold.to), hold.since, TICK_MS)) {
       hold = null;
       return false;
     }
@@ -1215,6 +1261,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (!coordinatorDown && (faulty || opts.setChanges === 'drain-dead')) {
       drainStep();
       undoStep();
+      removeStep();
       if (faulty && random() < changePerSecond * (TICK_MS / 1000)) randomChange();
     }
     for (const r of replicas) {
@@ -1322,7 +1369,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
             when(() => published && coordinator.currentLeader === b && coordinator.electorateSettled, 1, 300, () => {
               const follower = set.find((n) => n !== a && n !== b);
               const spare = ids.find((n) => !set.includes(n) && up[n]);
-              if (coordinator.currentLeader !== b || follower === undefined || spare === undefined) return kill();
+              // (Only once the change before settled, as every change: the wait may have run out first.)
+              if (coordinator.currentLeader !== b || !coordinator.electorateSettled || follower === undefined || spare === undefined) return kill();
               changeSet([...set.filter((n) => n !== follower), spare], `replace ${follower} (B ${b} leading, A ${a} cut off)`);
               kill();
             });

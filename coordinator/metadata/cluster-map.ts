@@ -15,7 +15,9 @@
 // Replicas (docs/replication.md): each slice has an ordered replica list on distinct
 // nodes, replicasOf(slice) = [leader, ...followers]; the leader is the owner above, so
 // routing is unchanged. Each slice has replicas on active nodes up to the effective
-// replication factor, refilled after every change. A draining node keeps the replicas it
+// replication factor, refilled after every change (a slice whose last replica-set change
+// has not settled is left as it is, and refilled at a later tick once it settled: one
+// change per slice at a time, asserted in save). A draining node keeps the replicas it
 // has (and takes no new ones) until the drain takes each out (dropLeavingReplicas), once
 // its replacement on an active node has caught up: for a while such a slice has R + 1.
 // A replica rebalanced onto a node that joined (moveReplicas) works the same way for one slice:
@@ -98,6 +100,11 @@ export class ClusterMap {
   /** Whether a node is up as the coordinator knows it (membership.ts: its link is ready and it heartbeats): placement
    * puts new replicas only on nodes that are up. Until a coordinator sets it, every node counts as up. */
   isUp: (node: number) => boolean = () => true;
+  /** Whether the slice's last replica-set change settled (docs/replication.md, "Changes do not chain"): a slice whose
+   * change has not settled gets no new one, neither from a caller nor from placement (save asserts it; placement skips
+   * such a slice, and membership.ts refillReplicas fills it at a later tick). membership.ts sets it to the failover
+   * runner's view (ReplicaLeaders.settled), which is a tick fresher than the map's record; until then, the record. */
+  isSettled: (slice: number) => boolean = (slice) => this.state.unsettled[slice].length === 0;
 
   private constructor(
     private readonly path: string,
@@ -362,7 +369,8 @@ export class ClusterMap {
       next.leaving[slice] = from;
       next.joining[slice] = to;
     }
-    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp);
+    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, this.isSettled);
+    forgetEndedSteps(next);
     for (const { slice, to } of moves) assert(next.owners[slice] === to || next.followers[slice].includes(to), `the new replica of slice ${slice} is kept`);
     checkReplicas(next);
     this.save(next);
@@ -438,14 +446,16 @@ export class ClusterMap {
     return out;
   }
 
-  /** Fills replica sets short of the factor on nodes that are up (a set left short because no active node was up
-   * when it changed; membership.ts calls it on its tick), for the slices `mayChange` allows. No epoch change
-   * (followers are not routing). Returns the slices whose set changed. */
+  /** Fills replica sets short of the factor on nodes that are up, and trims those over it (a set left short because
+   * no active node was up when it changed, or one whose last change had not settled when a map change placed the others:
+   * membership.ts calls it on its tick), for the slices `mayChange` allows whose last change settled (isSettled). No
+   * epoch change (followers are not routing). Returns the slices whose set changed. */
   placeReplicas(mayChange: (slice: number) => boolean = () => true): number[] {
-    // placeFollowers replaces only followers' and joining's entries, and save (recordUnsettled) unsettled's and
-    // lastLead's: the rest of the state is shared, not copied. A write that fails leaves this.state as it was.
+    // placeFollowers and forgetEndedSteps replace only followers' and joining's entries, and save (recordUnsettled)
+    // unsettled's and lastLead's: the rest of the state is shared, not copied. A write that fails leaves this.state as it was.
     const next = { ...this.state, followers: [...this.state.followers], joining: [...this.state.joining], unsettled: [...this.state.unsettled], lastLead: [...this.state.lastLead] };
-    if (!placeFollowers(next, this.replicationFactor, this.isUp, mayChange)) return [];
+    if (!placeFollowers(next, this.replicationFactor, this.isUp, (s) => mayChange(s) && this.isSettled(s))) return [];
+    forgetEndedSteps(next);
     checkReplicas(next);
     this.save(next);
     const changed = next.followers.flatMap((f, s) => (f.join() !== this.state.followers[s].join() ? [s] : []));
@@ -598,13 +608,9 @@ export class ClusterMap {
       if (next.owners[s] !== this.state.owners[s] && next.terms[s] <= this.state.terms[s]) next.terms[s] = Math.max(this.state.terms[s], this.state.termsUsed[s]) + 1;
       next.termsUsed[s] = Math.max(next.termsUsed[s], next.terms[s]);
     }
-    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp);
-    // A move whose new replica placement took out (its node drained or left) is no longer one, nor is a drain's new
-    // replica once no replica of the slice drains (the drain of the slice is done, or the node is active again).
-    for (let s = 0; s < next.sliceCount; s++) {
-      const set = setOf(next, s);
-      if (next.joining[s] >= 0 && (!set.includes(next.joining[s]) || !set.some((n) => leaves(next, s, n)))) next.joining[s] = -1;
-    }
+    // Placement starts no change on a slice whose last change has not settled (isSettled, of the state before this one).
+    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, this.isSettled);
+    forgetEndedSteps(next);
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
     check(viewOf(next));
@@ -639,6 +645,14 @@ export class ClusterMap {
 
   private save(state: State): void {
     assert(state.clusterId === this.state.clusterId, 'a cluster keeps its id');
+    // One replica-set change per slice at a time (docs/replication.md, "Changes do not chain"): a write that changes a
+    // slice's set starts a change, which waits until the one before settled. Chained changes are safe under joint
+    // majorities but can leave a slice that never elects again (the simulation's chained runs); every caller waits
+    // (membership.ts), and placement skips such slices.
+    for (let slice = 0; slice < state.sliceCount; slice++) {
+      if (sameSet(setOf(this.state, slice), setOf(state, slice))) continue;
+      assert(this.isSettled(slice), `slice ${slice}: a replica-set change starts only once the one before settled (${setOf(this.state, slice).join(',')} -> ${setOf(state, slice).join(',')})`);
+    }
     recordUnsettled(this.state, state);
     try {
       writeStateFile(this.path, state);
@@ -739,7 +753,8 @@ function checkReplicas(s: State): void {
  * its leaders do. The same state and the same nodes up give the same sets. A node that is down is
  * skipped, not waited for: a set short of the factor is filled once a node is up (ClusterMap.placeReplicas).
  * A replica added beside one on a draining node is recorded as the drain's new replica (joining).
- * Only the slices `mayChange` allows are changed. Returns whether anything changed. */
+ * Only the slices `mayChange` allows are changed (the map's callers: those whose last change settled). Returns whether
+ * anything changed. */
 function placeFollowers(s: State, factor: number, up: (node: number) => boolean, mayChange: (slice: number) => boolean = () => true): boolean {
   const candidates = s.nodes.map((_, i) => i).filter((i) => s.status[i] === 'active' && up(i));
   let changed = false;
@@ -771,6 +786,15 @@ function placeFollowers(s: State, factor: number, up: (node: number) => boolean,
     s.followers[slice] = kept;
   }
   return changed;
+}
+
+/** A move whose new replica placement took out (its node drained or left) is no longer one, nor is a drain's new
+ * replica once no replica of the slice drains (the drain of the slice is done, or the node is active again). */
+function forgetEndedSteps(s: State): void {
+  for (let slice = 0; slice < s.sliceCount; slice++) {
+    const set = setOf(s, slice);
+    if (s.joining[slice] >= 0 && (!set.includes(s.joining[slice]) || !set.some((n) => leaves(s, slice, n)))) s.joining[slice] = -1;
+  }
 }
 
 /** The owners of a new cluster's slices: contiguous, even ranges over `nodeCount`

@@ -81,6 +81,9 @@ export class Membership {
     map.isUp = (i) => this.links[i] === undefined || (this.isUp(i) && !this.removing.has(i));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
+    // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
+    // count settled yet (it records that in the map a tick later).
+    map.isSettled = (s) => this.leaders.settled(s);
     this.timer = setInterval(() => {
       this.noteDown();
       this.refillReplicas();
@@ -753,7 +756,9 @@ export class Membership {
       // waits (placement adds one when a node is up: refillReplicas) rather than leave the slice a replica short.
       if (rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) {
         const idle = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && !set.includes(i));
-        wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
+        // A slice whose change had not settled when the drain began got no new replica then: placement's tick gives it one.
+        if (idle.some((i) => this.isUp(i))) wait('its new replica is placed at the next tick (its last replica-set change had not settled when the drain began)');
+        else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
         continue;
       }
       // A drain leaves no slice it drains with a replica on a node that stays down while another node is up to take
@@ -931,18 +936,19 @@ export class Membership {
   }
 
   /** Replica sets left short of the factor because no active node was up to take a new replica when they changed
-   * (placement skips nodes that are down: a drain step undone, a node removed while others were down) are filled once
-   * one is up. Only slices whose last change settled under an elected leader, so that changes do not chain (as a
-   * drain's next step and remove wait), and not a slice a whole-slice move copies: its set would change under the
-   * move, and the Assign that tells the nodes would end the move there (the mover then rolls it back); it is filled
-   * at a tick after the move. */
+   * (placement skips nodes that are down: a drain step undone, a node removed while others were down), or because
+   * their last change had not settled when a map change placed the other slices' (a node joined or started to drain:
+   * the map starts no change on such a slice), are filled once one is up and it settled; sets over the factor are
+   * trimmed likewise. This tick is what fills them: nothing else places a slice the map skipped. Only slices whose
+   * last change settled (the map asks isSettled) under an elected leader, so that changes do not chain (as a drain's
+   * next step and remove wait), and not a slice a whole-slice move copies: its set would change under the move, and
+   * the Assign that tells the nodes would end the move there (the mover then rolls it back); it is filled at a tick
+   * after the move. */
   private refillReplicas(): void {
     if (this.map.replicationFactor <= 1) return;
     let filled: number[];
     try {
-      filled = this.map.placeReplicas(
-        (s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || (this.leaders.electedTerm(s) !== null && this.leaders.settled(s))),
-      );
+      filled = this.map.placeReplicas((s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || this.leaders.electedTerm(s) !== null));
     } catch (err) {
       this.log(`cannot record new replicas in the cluster map (${(err as Error).message})`);
       return;

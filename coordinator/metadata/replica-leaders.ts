@@ -68,6 +68,14 @@ export function assignReplication(map: ClusterMap, node: number, membersOf: (sli
   return { self: node, peers: [...peers].sort((a, b) => a - b).map((n) => [n, map.nodes[n]]), replicas };
 }
 
+/** A handover's catch-up rule (ReplicaLeaders.handOver; the simulation's handovers decide by it too): the new leader
+ * `to` holds the old leader `from`'s last record, as both said (their latest Pongs, `at` on one clock) after the
+ * handover began at `since`, the old one's answer at least `tickMs` later, once writes that were on their way
+ * reached it. */
+export function caughtUpForHandover(from: { lastIndex: number; at: number } | undefined, to: { lastIndex: number; at: number } | undefined, since: number, tickMs: number): boolean {
+  return from !== undefined && to !== undefined && from.at >= since + tickMs && to.at >= from.at && to.lastIndex >= from.lastIndex;
+}
+
 export class ReplicaLeaders {
   private readonly runs = new Map<number, Run>();
   private outbox = new Map<number, DecodedReplicateEntry[]>();
@@ -201,7 +209,8 @@ export class ReplicaLeaders {
   /** Whether the slice's last replica-set change settled (its elections and commits count its set alone, not
    * joint majorities with the set before): true for a slice whose set has not changed since the start. */
   settled(slice: number): boolean {
-    if (!this.runs.has(slice)) return true;
+    // No failover yet: the map's record (a set grown from one replica, before sync() ran for it, is not settled).
+    if (!this.runs.has(slice)) return this.map.unsettledCountOf(slice) === 0;
     return this.current(slice)?.failover.electorateSettled ?? false;
   }
 
@@ -268,9 +277,7 @@ export class ReplicaLeaders {
    * (the old one's answer a tick later, once writes that were on their way reached it); asks both meanwhile. */
   private handedOver(slice: number, h: NonNullable<Run['hold']>): boolean {
     const seen = this.pongs.get(slice);
-    const from = seen?.get(h.from);
-    const to = seen?.get(h.to);
-    if (from !== undefined && to !== undefined && from.at >= h.since + FAILOVER_TICK_MS && to.at >= from.at && to.lastIndex >= from.lastIndex) return true;
+    if (caughtUpForHandover(seen?.get(h.from), seen?.get(h.to), h.since, FAILOVER_TICK_MS)) return true;
     for (const n of [h.from, h.to]) this.host(slice).send(n, { type: 'Ping', seq: 0 });
     return false;
   }
