@@ -812,10 +812,101 @@ export function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>):
   return out;
 }
 
+/** The Append in `bytes` if they are laid out exactly as writeAppend writes one (its keys in its order, each number in
+ * one of msgpack's whole-number forms, a double only if it holds a whole number), else null: the caller decodes them
+ * with msgpackr then, and checks what that gives (decodeReplicationMessage), so what this takes is what that path
+ * would take, and what it does not, that path decodes, refuses or takes as it always did. What it answers is a whole
+ * message (checkReplicationMessage's Append: whole numbers >= 0 a double holds exactly, leased a boolean, records of
+ * {term, index, payload, checksum}) by construction. The payloads view one copy of `bytes`, made here: a follower
+ * keeps them (its log, its records until it compacts), and `bytes` view the frame they came in; msgpackr's
+ * copyBuffers made an ArrayBuffer per payload, and its walk built every map key by key (a follower takes an Append
+ * per put and slice: bench/README.md, "A follower's Append read by hand"). */
+export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { type: 'Append' }> | null {
+  const n = bytes.byteLength;
+  let at = 0;
+  /** Whether `key`'s bytes come next (and then steps past them). */
+  const key = (k: Uint8Array): boolean => {
+    if (at + k.length > n) return false;
+    for (let i = 0; i < k.length; i++) if (bytes[at + i] !== k[i]) return false;
+    at += k.length;
+    return true;
+  };
+  /** The whole number >= 0 at `at` (-1: not one, or not in a form writeAppend writes). */
+  const uint = (): number => {
+    if (at >= n) return -1;
+    const tag = bytes[at++];
+    if (tag < 0x80) return tag;
+    const width = tag === 0xcc ? 1 : tag === 0xcd ? 2 : tag === 0xce ? 4 : tag === 0xcb ? 8 : 0;
+    if (width === 0 || at + width > n) return -1;
+    let v: number;
+    if (width === 8) {
+      v = new DataView(bytes.buffer, bytes.byteOffset + at, 8).getFloat64(0);
+      if (!(Number.isSafeInteger(v) && v >= 0)) return -1;
+    } else {
+      v = 0;
+      for (let i = 0; i < width; i++) v = v * 256 + bytes[at + i];
+    }
+    at += width;
+    return v;
+  };
+  /** The length of the list (tag 0x9X, 0xdc, 0xdd) or bin (0xc4, 0xc5, 0xc6) whose header is at `at` (-1: none). */
+  const length = (list: boolean): number => {
+    if (at >= n) return -1;
+    const tag = bytes[at++];
+    if (list && (tag & 0xf0) === 0x90) return tag & 0x0f;
+    const width = list ? (tag === 0xdc ? 2 : tag === 0xdd ? 4 : 0) : tag === 0xc4 ? 1 : tag === 0xc5 ? 2 : tag === 0xc6 ? 4 : 0;
+    if (width === 0 || at + width > n) return -1;
+    let v = 0;
+    for (let i = 0; i < width; i++) v = v * 256 + bytes[at + i];
+    at += width;
+    return v;
+  };
+  if (!key(APPEND_HEAD)) return null;
+  const term = uint();
+  if (term < 0 || !key(K_PREV_INDEX)) return null;
+  const prevIndex = uint();
+  if (prevIndex < 0 || !key(K_PREV_TERM)) return null;
+  const prevTerm = uint();
+  if (prevTerm < 0 || !key(K_RECORDS)) return null;
+  const count = length(true);
+  // Each record takes more than RECORD_HEAD's bytes: a count past what the bytes can hold is not an Append's.
+  if (count < 0 || count * RECORD_HEAD.length > n - at) return null;
+  const own = new Uint8Array(n);
+  own.set(bytes);
+  const records: ReplicaRecord[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    if (!key(RECORD_HEAD)) return null;
+    const rTerm = uint();
+    if (rTerm < 0 || !key(K_INDEX)) return null;
+    const index = uint();
+    if (index < 0 || !key(K_PAYLOAD)) return null;
+    const size = length(false);
+    if (size < 0 || at + size > n) return null;
+    const payload = own.subarray(at, at + size);
+    at += size;
+    if (!key(K_CHECKSUM)) return null;
+    const checksum = uint();
+    if (checksum < 0) return null;
+    records[i] = { term: rTerm, index, payload, checksum };
+  }
+  if (!key(K_COMMIT_INDEX)) return null;
+  const commitIndex = uint();
+  if (commitIndex < 0 || !key(K_SENT_AT)) return null;
+  const sentAt = uint();
+  if (sentAt < 0 || !key(K_LEASED) || at !== n - 1 || !(bytes[at] === 0xc2 || bytes[at] === 0xc3)) return null;
+  return { type: 'Append', term, prevIndex, prevTerm, records, commitIndex, sentAt, leased: bytes[at] === 0xc3 };
+}
+
 /** Decodes and checks one replication message for `slice` that `receiver` got from `from` (COORDINATOR or a node
  * index): a whole message (checkReplicationMessage) of those that hop carries, other than KeepAlives and AppendOks (a
- * map in the frame, never bytes). Throws MalformedFrame. */
+ * map in the frame, never bytes). Throws MalformedFrame. An Append as writeAppend wrote it is read by hand
+ * (readAppend: a whole message by construction), any other message by msgpackr and checked. */
 export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiver: 'node' | 'coordinator', slice: number): ReplicationMessage {
+  const append = readAppend(bytes);
+  if (append !== null) {
+    checkHop(append.type, from, receiver, slice);
+    return append;
+  }
   let m: unknown;
   try {
     m = replicationUnpackr.unpack(bytes);
@@ -834,10 +925,13 @@ export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiv
 function checkHopMessage(m: unknown, from: number, receiver: 'node' | 'coordinator', slice: number): void {
   const problem = checkReplicationMessage(m);
   if (problem !== null) fail(`Replicate: slice ${slice}: ${problem}`);
-  // The messages of this hop only (a peer runs no election, the coordinator sends no records): a replica
-  // takes what reaches it without asking who may send it.
+  checkHop((m as ReplicationMessage).type, from, receiver, slice);
+}
+
+/** The messages of this hop only (a peer runs no election, the coordinator sends no records): a replica takes what
+ * reaches it without asking who may send it. */
+function checkHop(type: ReplicationMessage['type'], from: number, receiver: 'node' | 'coordinator', slice: number): void {
   const hop = receiver === 'coordinator' ? MESSAGES_TO_COORDINATOR : from === COORDINATOR ? MESSAGES_FROM_COORDINATOR : MESSAGES_BETWEEN_REPLICAS;
-  const type = (m as ReplicationMessage).type;
   if (!hop.has(type)) fail(`Replicate: slice ${slice}: ${type} is not sent ${receiver === 'coordinator' ? 'to the coordinator' : from === COORDINATOR ? 'by the coordinator' : 'from one replica to another'}`);
 }
 

@@ -5,13 +5,17 @@
 // they start from, each of which must pass.
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { checkSliceOp, closeReason, decodeNodeFrame, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, writeAppend } from '../shared/protocol.js';
+import { checkSliceOp, closeReason, decodeNodeFrame, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
+import { checkReplicationMessage } from '../shared/replication-protocol.js';
+import { Unpackr } from 'msgpackr';
 import { REPLICAS_LISTED_MAX } from '../shared/limits.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const frame = (v: unknown, to: NodeFrameReceiver = 'node') => decodeNodeFrame(recordPackr.pack(v), to);
 const SEED = Number(process.env.KEYSLICE_FUZZ_SEED ?? 7);
+/** An Append's bytes as msgpackr reads them (the decoder's way for any layout but writeAppend's). */
+const msgpackrAppend = (bytes: Uint8Array): unknown => new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true }).unpack(bytes);
 
 describe('node frames', () => {
   it('refuses the frames of the issue: an Epoch that is not a number, an Assign without slices', () => {
@@ -210,10 +214,68 @@ describe('replication messages as bytes', () => {
       const records = Array.from({ length: [0, 1, 3, 15, 16, 40][i % 6] }, () => ({ term: count(), index: count(), payload: Uint8Array.from(Array.from({ length: i % 50 === 0 ? lengths[Math.floor(r() * lengths.length)] : Math.floor(r() * 300) }, () => Math.floor(r() * 256))), checksum: Math.min(count(), 0xffffffff) }));
       const m = { type: 'Append' as const, term: count(), prevIndex: count(), prevTerm: count(), records, commitIndex: count(), sentAt: count(), leased: r() < 0.5 };
       // (Copied, as a worker's bytes are on their way to a peer's worker: node-side buffers are Uint8Arrays.)
-      const back = decodeReplicationMessage(Uint8Array.from(encodeReplicationMessage(m)), 2, 'node', 1);
+      const bytes = Uint8Array.from(encodeReplicationMessage(m));
+      // Read by hand (readAppend), and to what msgpackr reads from the same bytes.
+      expect(readAppend(bytes), `seed ${SEED}, case ${i}`).toEqual(m);
+      expect(msgpackrAppend(bytes), `seed ${SEED}, case ${i}`).toEqual(m);
+      const back = decodeReplicationMessage(bytes, 2, 'node', 1);
       expect(back, `seed ${SEED}, case ${i}`).toEqual(m);
       expect(Object.keys(back)).toEqual(Object.keys(m));
     }
+  });
+
+  it(`reads by hand only what msgpackr reads to the same whole Append: damaged, cut or reordered bytes go to msgpackr and its check (seed ${SEED})`, () => {
+    const r = prng(SEED + 1);
+    const m = { type: 'Append' as const, term: 300, prevIndex: 70_000, prevTerm: 2, records: [0, 1, 2].map((i) => ({ term: 3, index: 70_001 + i, payload: Uint8Array.from({ length: 40 * i }, (_, k) => k), checksum: 4_000_000_000 })), commitIndex: 69_999, sentAt: 2 ** 40, leased: false };
+    const good = Uint8Array.from(writeAppend(m));
+    let byHand = 0;
+    const compare = (bytes: Uint8Array, what: string) => {
+      const mine = readAppend(bytes);
+      let theirs: unknown;
+      try {
+        theirs = msgpackrAppend(bytes);
+      } catch {
+        theirs = undefined; // not msgpack at all
+      }
+      if (mine !== null) {
+        byHand++;
+        // What it takes, msgpackr reads the same, and it is a whole message.
+        expect(theirs, what).toEqual(mine);
+        expect(checkReplicationMessage(mine), what).toBeNull();
+      }
+      // Either way the decoder answers a checked message or MalformedFrame, never another error.
+      try {
+        const back = decodeReplicationMessage(bytes, 2, 'node', 1);
+        expect(checkReplicationMessage(back), what).toBeNull();
+        if (mine !== null) expect(back, what).toEqual(mine);
+      } catch (err) {
+        expect(err, what).toBeInstanceOf(MalformedFrame);
+        expect(mine, what).toBeNull();
+      }
+    };
+    // Every cut: none is read by hand (an Append ends with its leased flag).
+    for (let n = 0; n < good.length; n++) {
+      compare(good.subarray(0, n), `cut at ${n}`);
+      expect(readAppend(good.subarray(0, n)), `cut at ${n}`).toBeNull();
+    }
+    expect(readAppend(Uint8Array.from([...good, 0xc0])), 'a byte past its end').toBeNull();
+    // Every byte changed at random, a thousand times over.
+    for (let i = 0; i < 1_000; i++) {
+      const bytes = Uint8Array.from(good);
+      const at = Math.floor(r() * bytes.length);
+      bytes[at] = Math.floor(r() * 256);
+      compare(bytes, `byte ${at} set to ${bytes[at]}`);
+    }
+    expect(byHand).toBeGreaterThan(300); // about half the bytes are payloads', which stay read by hand when changed
+    // msgpackr's own layout of the same message (map16 headers, other key order): not read by hand, decoded alike.
+    const { type, ...fields } = m;
+    const packed = Uint8Array.from(plainPackr.pack({ ...fields, leased: true, type }));
+    expect(readAppend(packed)).toBeNull();
+    expect(decodeReplicationMessage(packed, 2, 'node', 1)).toEqual({ ...m, leased: true });
+    // The payloads are a copy: the bytes they came in may be reused.
+    const taken = readAppend(good)!;
+    good.fill(0);
+    expect(taken).toEqual(m);
   });
 
   it('has no fallback for an Append that a leader would not send: a field that is not a whole number is a bug, asserted', () => {

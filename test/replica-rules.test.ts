@@ -252,6 +252,33 @@ describe('a slice replica', () => {
     expect(g.written[1].length).toBe(before);
   });
 
+  it('refuses an Append whose bytes were damaged on the wire (read by hand: readAppend) with ChecksumMismatch, and writes nothing of it', () => {
+    const g = group(2);
+    const f = g.replicas[1];
+    f.receive(COORDINATOR, { type: 'Prepare', term: 3 });
+    g.sync(1);
+    g.deliver(COORDINATOR);
+    const before = g.written[1].length;
+    const m = { type: 'Append' as const, term: 3, prevIndex: 0, prevTerm: 0, records: [makeRecord(3, 1, payload('first')), makeRecord(3, 2, payload('second'))], commitIndex: 0, sentAt: 0, leased: true };
+    const bytes = Uint8Array.from(encodeReplicationMessage(m));
+    // One bit of the second record's payload flipped: still an Append laid out as a leader writes one, so the follower
+    // reads it by hand, and it is the checksum that refuses it.
+    const at = Buffer.from(bytes).indexOf('second');
+    expect(at).toBeGreaterThan(0);
+    bytes[at + 2] ^= 0x01;
+    const damaged = decodeReplicationMessage(bytes, 0, 'node', 7);
+    expect(damaged).toEqual({ ...m, records: [m.records[0], { ...m.records[1], payload: payload('sebond') }] });
+    f.receive(0, damaged);
+    const sent = g.deliver(0);
+    expect(refusals(sent)).toEqual(['ChecksumMismatch']);
+    expect((sent[0].m as { message: string }).message).toBe('record 2 of term 3 fails its checksum; nothing of this append was applied');
+    expect(f.lastIndex).toBe(0);
+    expect(g.written[1].length).toBe(before);
+    // The same bytes undamaged are taken whole.
+    f.receive(0, decodeReplicationMessage(Uint8Array.from(encodeReplicationMessage(m)), 0, 'node', 7));
+    expect(f.lastIndex).toBe(2);
+  });
+
   it('refuses what a peer that breaks the protocol sends (a committed record replaced, a snapshot of a newer term, an AppendOk past the log), writes nothing of it, and goes on', () => {
     const g = group(2);
     g.elect(0, 1);
