@@ -10,11 +10,12 @@
 // workload runs on one and then the other, the order alternating from round to round, and each figure is the median
 // over the rounds.
 // Workloads: the native WebSocket client (GetItem and PutItem at 1 in flight, PutItem and GetItem at
-// 256 in flight over 4 connections, GetItems of 100 at 64 in flight, of 100 from 8 buckets
+// 256 in flight over 4 connections (--connections N), GetItems of 100 at 64 in flight, of 100 from 8 buckets
 // of an even-distribution table, scan pages) and the DynamoDB
 // endpoint over plain HTTP/1.1 keep-alive (unsigned JSON, no SDK: GetItem at 1 and at
 // 64 in flight, one request per socket at a time, as the AWS SDK sends them).
-// Prints a Markdown table (server CPU: coordinator, its routers and the nodes, all threads).
+// Prints a Markdown table (server CPU: coordinator, its routers and the nodes, all threads), and the write syscalls per op
+// of the routers and the nodes (/proc/PID/io: a router makes one per frame it sends, to a node or to a client).
 // On a loaded machine the cluster started first (the base) has tended to use less CPU per op, clients and nodes
 // included: run it both ways round as well (the other build's hops.js with --base this checkout) before reading a
 // difference of a few percent (bench/PROFILE.md, "the router's CPU per point op, second pass").
@@ -28,6 +29,7 @@ import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { fail as usage } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
+import { childPids, writeSyscallsOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
 
 const { values: opts } = parseArgs({
@@ -50,6 +52,9 @@ const { values: opts } = parseArgs({
     'this-unmasked': { type: 'boolean', default: false },
     // Devices of PER_DEVICE items loaded into each table: fewer load faster (test/bench-smoke.test.ts runs 2).
     devices: { type: 'string', default: '50' },
+    // The WebSocket connections that the workloads of several in flight spread over: 32 gives the 16-core scale runs'
+    // 8 requests in flight per connection at 256 (bench/SCALE.md), where a connection's answers come from many batches.
+    connections: { type: 'string', default: '4' },
   },
 });
 const ROUNDS = Number(opts.rounds);
@@ -60,6 +65,8 @@ const DDB_TABLE = 'hops_ddb';
 const EVEN_TABLE = 'hops_even';
 const EVEN_BUCKETS = 8;
 const DEVICES = Number(opts.devices);
+const CONNECTIONS = Number(opts.connections);
+if (!Number.isInteger(CONNECTIONS) || CONNECTIONS < 1 || CONNECTIONS > 256) usage(`--connections must be a whole number from 1 to 256, got ${opts.connections}`);
 if (!Number.isInteger(DEVICES) || DEVICES < 1 || DEVICES > 10_000) usage(`--devices must be a whole number from 1 to 10000, got ${opts.devices}`);
 const PER_DEVICE = 100;
 const PAD = 'x'.repeat(160);
@@ -82,7 +89,7 @@ async function startSide(name: string, distRoot: string, rf = opts['replication-
   const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os', ...(rf === undefined ? {} : { replicationFactor: rf === 'auto' ? 'auto' : Number(rf) }) });
   const clients: KeysliceClient[] = [];
   const maskFrames = !(name === 'this' && opts['this-unmasked']);
-  for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000, maskFrames }));
+  for (let i = 0; i < CONNECTIONS; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000, maskFrames }));
   const port = Number(new URL(cluster.url).port);
   const side: Side = { name, cluster, clients, agent1: new http.Agent({ keepAlive: true, maxSockets: 1 }), agent64: new http.Agent({ keepAlive: true, maxSockets: 64 }), port, dir, putN: 0 };
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
@@ -138,18 +145,18 @@ interface Workload {
 const WORKLOADS: Workload[] = [
   { name: 'ws GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await s.clients[0].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
   { name: 'ws PutItem, 1 in flight', inFlight: 1, op: async (s) => (await s.clients[0].putItem(TABLE, { device: `p${s.putN % 10_000}`, seq: Math.floor(s.putN++ / 10_000), payload: PAD }), 1) },
-  { name: 'ws PutItem, 256 in flight', inFlight: 256, op: async (s, j) => (await s.clients[j % 4].putItem(TABLE, { device: `p${s.putN % 10_000}`, seq: Math.floor(s.putN++ / 10_000), payload: PAD }), 1) },
-  { name: 'ws GetItem, 256 in flight', inFlight: 256, op: async (s, j) => ((await s.clients[j % 4].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
+  { name: 'ws PutItem, 256 in flight', inFlight: 256, op: async (s, j) => (await s.clients[j % s.clients.length].putItem(TABLE, { device: `p${s.putN % 10_000}`, seq: Math.floor(s.putN++ / 10_000), payload: PAD }), 1) },
+  { name: 'ws GetItem, 256 in flight', inFlight: 256, op: async (s, j) => ((await s.clients[j % s.clients.length].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
   { name: 'ws GetItems of 100, 1 in flight (items/s)', inFlight: 1, op: async (s) => (await s.clients[0].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
-  { name: 'ws GetItems of 100, 64 in flight (items/s)', inFlight: 64, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
+  { name: 'ws GetItems of 100, 64 in flight (items/s)', inFlight: 64, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   // bench:compare's range shape: 50 in flight over the 4 connections.
-  { name: 'ws GetItems of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
-  { name: `ws GetItems of 100 from ${EVEN_BUCKETS} buckets, 50 in flight (items/s)`, inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: EVEN_TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
+  { name: 'ws GetItems of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
+  { name: `ws GetItems of 100 from ${EVEN_BUCKETS} buckets, 50 in flight (items/s)`, inFlight: 50, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: EVEN_TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   // A full-table scan's page (no sharding key): one of 64 segments, 100 items of it.
-  { name: 'ws scan page of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, segment: rnd(64), totalSegments: 64, limit: 100 })).items.length },
+  { name: 'ws scan page of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: TABLE, segment: rnd(64), totalSegments: 64, limit: 100 })).items.length },
   // A page of the whole table: every worker is asked, for all the slices it owns (a Scan names them).
-  { name: 'ws scan page of 100 of the whole table, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].getItems({ table: TABLE, limit: 100 })).items.length },
-  { name: 'ws BatchGet of 25, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % 4].batchGet(TABLE, batchKeys())).items.length },
+  { name: 'ws scan page of 100 of the whole table, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: TABLE, limit: 100 })).items.length },
+  { name: 'ws BatchGet of 25, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % s.clients.length].batchGet(TABLE, batchKeys())).items.length },
   { name: 'http DynamoDB GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await ddb(s, s.agent1, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1 },
   { name: 'http DynamoDB GetItem, 64 in flight', inFlight: 64, op: async (s) => (((await ddb(s, s.agent64, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1) },
   { name: 'http DynamoDB Query of 100, 16 in flight (items/s)', inFlight: 16, op: async (s) => ((await ddb(s, s.agent64, 'Query', { TableName: DDB_TABLE, KeyConditionExpression: 'device = :d', ExpressionAttributeValues: { ':d': { S: `d${rnd(DEVICES)}` } }, Limit: 100 })) as { Items: unknown[] }).Items.length },
@@ -176,6 +183,10 @@ interface Sample {
   nodeCpuMsPerOp: number;
   /** CPU ms per op of each kind of process (PARTS). */
   parts: number[];
+  /** Write syscalls per op of the routers (socket writes: frames to the nodes and to the clients) and of the slice
+   * nodes (their frames back, and their logs' writes). */
+  routerWritesPerOp: number;
+  nodeWritesPerOp: number;
 }
 
 /** Where the CPU per op went: the bench's own process (the client), the routers (the
@@ -261,14 +272,17 @@ async function measure(side: Side, w: Workload): Promise<Sample> {
   const cpu0 = cpuOf(pids);
   const nodeCpu0 = cpuOf(nodePids);
   const parts0 = partsOf(side);
+  const routerPids = childPids(side.cluster.coordinator.child.pid!);
+  const writes0 = [writeSyscallsOf(routerPids), writeSyscallsOf(nodePids)];
   const t0 = performance.now();
   const r = await runFor(SECONDS, true);
   const secs = (performance.now() - t0) / 1000;
   const cpu = cpuOf(pids) - cpu0;
   const nodeCpu = cpuOf(nodePids) - nodeCpu0;
   const parts = partsOf(side).map((x, k) => ((x - parts0[k]) * 1000) / r.ops);
+  const writes = [writeSyscallsOf(routerPids) - writes0[0], writeSyscallsOf(nodePids) - writes0[1]].map((x) => x / r.ops);
   r.lat.sort((a, b) => a - b);
-  return { rate: (w.name.includes('items/s') ? r.items : r.ops) / secs, p50: r.lat[Math.floor(r.lat.length / 2)], p99: r.lat[Math.min(r.lat.length - 1, Math.floor(r.lat.length * 0.99))], cpuMsPerOp: (cpu * 1000) / r.ops, nodeCpuMsPerOp: (nodeCpu * 1000) / r.ops, parts };
+  return { rate: (w.name.includes('items/s') ? r.items : r.ops) / secs, p50: r.lat[Math.floor(r.lat.length / 2)], p99: r.lat[Math.min(r.lat.length - 1, Math.floor(r.lat.length * 0.99))], cpuMsPerOp: (cpu * 1000) / r.ops, nodeCpuMsPerOp: (nodeCpu * 1000) / r.ops, parts, routerWritesPerOp: writes[0], nodeWritesPerOp: writes[1] };
 }
 
 const median = (xs: number[]) => {
@@ -286,7 +300,7 @@ async function profile(dir: string): Promise<void> {
   try {
     for (const w of WORKLOADS.filter((x) => opts.only === undefined || opts.only.split('|').some((o) => x.name.includes(o)))) {
       const s = await measure(side, w);
-      process.stderr.write(`${w.name}: ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op; ${PARTS.map((p, k) => `${p} ${s.parts[k].toFixed(3)}`).join(', ')} ms/op\n`);
+      process.stderr.write(`${w.name}: ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op; ${PARTS.map((p, k) => `${p} ${s.parts[k].toFixed(3)}`).join(', ')} ms/op; write syscalls per op: routers ${s.routerWritesPerOp.toFixed(3)}, nodes ${s.nodeWritesPerOp.toFixed(3)}\n`);
     }
   } finally {
     await Promise.allSettled(side.clients.map((c) => c.close()));
@@ -316,7 +330,7 @@ async function main(): Promise<void> {
         for (const i of order) {
           const s = await measure(sides[i], w);
           results.get(w.name)![i].push(s);
-          process.stderr.write(`round ${round + 1} ${w.name.padEnd(48)} ${sides[i].name.padEnd(5)} ${Math.round(s.rate).toString().padStart(7)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op (nodes ${s.nodeCpuMsPerOp.toFixed(3)}) [${s.parts.map((x) => x.toFixed(3)).join(' ')}] load ${loadavg()[0].toFixed(1)}\n`);
+          process.stderr.write(`round ${round + 1} ${w.name.padEnd(48)} ${sides[i].name.padEnd(5)} ${Math.round(s.rate).toString().padStart(7)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms cpu ${s.cpuMsPerOp.toFixed(3)} ms/op (nodes ${s.nodeCpuMsPerOp.toFixed(3)}) [${s.parts.map((x) => x.toFixed(3)).join(' ')}] writes/op router ${s.routerWritesPerOp.toFixed(3)} nodes ${s.nodeWritesPerOp.toFixed(3)} load ${loadavg()[0].toFixed(1)}\n`);
         }
       }
     }
@@ -353,6 +367,14 @@ async function main(): Promise<void> {
     const [b, t] = results.get(w.name)!;
     const m = (xs: Sample[], k: number) => median(xs.map((x) => x.parts[k]));
     console.log(`| ${w.name} | ${PARTS.map((_, k) => `${m(b, k).toFixed(3)} -> ${m(t, k).toFixed(3)}`).join(' | ')} |`);
+  }
+  console.log('');
+  console.log('| workload: write syscalls per op, base -> this (medians) | routers | nodes |');
+  console.log('|---|--:|--:|');
+  for (const w of workloads) {
+    const [b, t] = results.get(w.name)!;
+    const m = (xs: Sample[], k: 'routerWritesPerOp' | 'nodeWritesPerOp') => median(xs.map((x) => x[k])).toFixed(3);
+    console.log(`| ${w.name} | ${m(b, 'routerWritesPerOp')} -> ${m(t, 'routerWritesPerOp')} | ${m(b, 'nodeWritesPerOp')} -> ${m(t, 'nodeWritesPerOp')} |`);
   }
   // The routers' and the nodes' CPU per op (the nodes: main and other threads, workers included) finer than whole µs,
   // and round by round: each round measures both builds under about the same load, so the median of the rounds'

@@ -23,6 +23,21 @@ export function cpuSecondsOf(pids: number[]): number {
   return ticks / CLOCK_TICKS_PER_S;
 }
 
+/** Write syscalls (write, writev, pwrite...) these processes made so far, all their threads (`syscw` of /proc/PID/io):
+ * a router's are its socket writes, one per WebSocket frame (ws corks a frame's head and body into one writev); a
+ * slice node's add its log's writes. NaN where /proc cannot tell. */
+export function writeSyscallsOf(pids: number[]): number {
+  let n = 0;
+  for (const pid of pids) {
+    try {
+      n += Number(/^syscw: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? NaN);
+    } catch {
+      return NaN;
+    }
+  }
+  return n;
+}
+
 /** The child processes of `pid` (the routers a coordinator started), from /proc/<pid>/task/<tid>/children. */
 export function childPids(pid: number): number[] {
   try {

@@ -1,7 +1,8 @@
 // WebSocket transport: msgpack frames of requests [id, operation, payload] in
 // (one, or a list), responses [id, 0, result] or [id, 1, code, message,
 // details?] out, many in flight per connection. The responses that are ready in
-// one turn of the event loop leave in one frame.
+// one turn of the event loop leave in one frame; while more of the connection's
+// requests are running they wait one turn more for those (flush).
 import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { clientTokenRefusal } from '../../shared/auth.js';
@@ -21,7 +22,7 @@ import {
 import type { Operations } from './operations.js';
 
 /** One client connection: its requests in flight, the responses ready to leave
- * (sent as one frame per turn), and the bound on what it may leave unread.
+ * (sent as one frame per turn, or per two: flush), and the bound on what it may leave unread.
  * Requests start while the connection is under both bounds: fewer than
  * CLIENT_IN_FLIGHT_MAX in flight, and at most CLIENT_UNSENT_BYTES_MAX bytes not
  * yet handed to the kernel (frames buffered in the socket, ws.bufferedAmount,
@@ -83,10 +84,15 @@ class Connection {
   }
 
   private answer(response: ClientResponseFrame): void {
-    if (this.ready.push(response) === 1) setImmediate(() => this.flush());
+    if (this.ready.push(response) === 1) setImmediate(() => this.flush(false));
   }
 
-  private flush(): void {
+  /** Sends what is ready as one frame. While more of this connection's requests are running, the first call (`held`
+   * false) waits one more turn of the event loop instead: their answers come in batches from several workers, often
+   * in the next turn's reads, and each frame is a socket write (bench/PROFILE.md, "shorter hops"). A connection whose
+   * every request is answered (one in flight) is answered in the turn its answer came; none waits more than one turn. */
+  private flush(held: boolean): void {
+    if (!held && this.pending > this.ready.length) return void setImmediate(() => this.flush(true));
     const out = this.ready;
     this.ready = [];
     this.pending -= out.length;

@@ -1,0 +1,137 @@
+// When the WebSocket API sends a connection its answers (coordinator/router/ws-api.ts): the answers ready in one turn
+// of the event loop leave in one frame; while more of the connection's requests are running, they wait one more
+// turn for those (so a connection with requests on several workers gets fewer frames, each a socket write), never
+// more than one; a connection whose every request is answered is answered in the turn its answer came. In one
+// process: the real server and a real WebSocket client on 127.0.0.1, with operations whose results the test settles
+// itself, and the frames the server hands to its socket recorded turn by turn.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import type { Operations } from '../coordinator/router/operations.js';
+import { attachWebSocketApi } from '../coordinator/router/ws-api.js';
+import { CLIENT_SUBPROTOCOL, CLIENT_WS_PATH, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame } from '../shared/protocol.js';
+
+/** The end of the next turn: after the jobs that a settle just queued (the server's answer, which schedules its flush)
+ * have run, so that this turn's end comes after the flush that they scheduled. */
+const turn = () => Promise.resolve().then(() => new Promise<void>((r) => setImmediate(r)));
+
+/** Operations whose every request waits until the test settles it: by its id (the payload's `n`). */
+class HeldOperations {
+  readonly running = new Map<number, (v: unknown) => void>();
+  private readonly arrived: (() => void)[] = [];
+  execute(_op: string, payload: Record<string, unknown>): Promise<unknown> {
+    for (const w of this.arrived.splice(0)) w();
+    return new Promise((resolve) => this.running.set(payload.n as number, resolve));
+  }
+  answer(n: number): void {
+    const resolve = this.running.get(n);
+    expect(resolve).toBeDefined();
+    this.running.delete(n);
+    resolve!({ n });
+  }
+  /** Resolves once `count` requests are running (bounded: the test's own timeout). */
+  async started(count: number): Promise<void> {
+    while (this.running.size < count) await new Promise<void>((r) => this.arrived.push(r));
+  }
+}
+
+let server: Server;
+let ops: HeldOperations;
+/** The frames the server handed to its socket: the ids of the answers in each. */
+let sent: number[][];
+let client: WebSocket;
+/** The ids the client received, frame by frame. */
+let received: number[][];
+
+beforeEach(async () => {
+  ops = new HeldOperations();
+  sent = [];
+  received = [];
+  server = createServer();
+  const wss = attachWebSocketApi(ops as unknown as Operations, server);
+  wss.on('connection', (ws) => {
+    const send = ws.send.bind(ws) as (data: Buffer, cb?: (err?: Error) => void) => void;
+    ws.send = ((data: Buffer, cb?: (err?: Error) => void) => {
+      sent.push(decodeClientResponses(data).map((r) => r[0]));
+      send(data, cb);
+    }) as typeof ws.send;
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  client = new WebSocket(`ws://127.0.0.1:${(server.address() as AddressInfo).port}${CLIENT_WS_PATH}`, CLIENT_SUBPROTOCOL);
+  client.on('message', (data: Buffer) => {
+    const answers = decodeClientResponses(data);
+    for (const a of answers) expect(a[1]).toBe(RESULT_OK);
+    received.push(answers.map((r) => r[0]));
+  });
+  await new Promise((r, f) => client.once('open', r).once('error', f));
+});
+
+afterEach(async () => {
+  client.terminate();
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+});
+
+/** Sends requests 0..count-1 in one frame and waits until all run on the server. */
+async function request(count: number): Promise<void> {
+  const frames: ClientRequestFrame[] = Array.from({ length: count }, (_, n) => [n, 'GetItem', { n }]);
+  client.send(encodeClientFrame(count === 1 ? frames[0] : frames));
+  await ops.started(count);
+}
+
+/** Waits until the client has received `count` answers (bounded: the test's own timeout). */
+async function receivedAll(count: number): Promise<void> {
+  while (received.flat().length < count) await new Promise((r) => client.once('message', r));
+}
+
+describe('the answers of one WebSocket connection', () => {
+  it('one request in flight: its answer leaves in the turn it came', async () => {
+    await request(1);
+    ops.answer(0);
+    await turn();
+    expect(sent).toEqual([[0]]);
+    await receivedAll(1);
+    expect(received).toEqual([[0]]);
+  });
+
+  it('answers that come in one turn leave in one frame, in the order they came', async () => {
+    await request(3);
+    ops.answer(2);
+    ops.answer(0);
+    ops.answer(1);
+    await turn();
+    expect(sent).toEqual([[2, 0, 1]]);
+    await receivedAll(3);
+    expect(received).toEqual([[2, 0, 1]]);
+  });
+
+  it('an answer waits one more turn while more requests run, and the answers of that turn join it', async () => {
+    await request(3);
+    ops.answer(1);
+    await turn();
+    expect(sent).toEqual([]); // request 0 and 2 still run: 1 waits a turn
+    ops.answer(0);
+    await turn();
+    expect(sent).toEqual([[1, 0]]);
+    ops.answer(2);
+    await turn();
+    expect(sent).toEqual([[1, 0], [2]]); // the last: nothing else runs, so it does not wait
+    await receivedAll(3);
+    expect(received).toEqual([[1, 0], [2]]);
+  });
+
+  it('waits one turn only: a request that runs on does not hold the others back', async () => {
+    await request(2);
+    ops.answer(0);
+    await turn();
+    await turn();
+    expect(sent).toEqual([[0]]);
+    for (let t = 0; t < 5; t++) await turn();
+    ops.answer(1);
+    await turn();
+    expect(sent).toEqual([[0], [1]]);
+    await receivedAll(2);
+    expect(received).toEqual([[0], [1]]);
+  });
+});
