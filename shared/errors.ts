@@ -60,6 +60,11 @@ export interface ErrorDetails {
    * long as its bounds allow (FAILOVER_RETRIES_MAX tries within FAILOVER_RETRY_MS_MAX), and gave up. A caller above
    * the router passes it on (callerMayRetry): asking again at once would multiply the router's wait. */
   routerRetried?: true;
+  /** WrongOwner, between a slice node and a router only: the epoch the node was at when it refused the op's batch for
+   * its epoch (BatchError's own field, node protocol 26; absent when a worker refused an op on a slice it does not own
+   * at the batch's epoch). The Router waits for it (shared/wrong-owner.ts wrongOwnerWait); what it sends on after its
+   * tries is an error of its own, without it. */
+  nodeEpoch?: number;
 }
 
 /** Whether `err` says that its op was not applied (details.notApplied), so that it may be sent again. Takes what it

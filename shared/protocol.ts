@@ -14,7 +14,7 @@
 //   node  -> coord  [NodeFrame.Assigned, epoch]
 //   coord -> node   [NodeFrame.Batch, batchId, epoch, [[worker, opsBytes], ...]]
 //   node  -> coord  [NodeFrame.BatchReply, batchId, worker, resultsBytes]
-//                   [NodeFrame.BatchError, batchId, code, message]
+//                   [NodeFrame.BatchError, batchId, code, message, nodeEpoch | null]
 //   coord -> node   [NodeFrame.Epoch, epoch]   the map moved on (a slice moved elsewhere)
 //   any   -> any    [NodeFrame.Replicate, from, [[slice, messageBytes | KeepAlives | AppendOks], ...]]
 // Replication (docs/replication.md): Assign's replication names this node's index in the
@@ -40,7 +40,9 @@
 // (one part, naming that worker) and gets their BatchReply / BatchError back, with no
 // hop through the node's main thread. The node's main thread tells its workers the
 // epoch it serves; a worker refuses a batch of another epoch (WrongOwner) as the node
-// does. The handshake shows the cluster secret and NODE_PROTOCOL_HEADER; only Batch
+// does. A batch refused for its epoch (WrongOwner) names the epoch the node is at in a field
+// of its own (nodeEpoch, 26; null in every other BatchError), which the router waits for
+// (shared/wrong-owner.ts wrongOwnerWait): its map or the node lags, and by how much. The handshake shows the cluster secret and NODE_PROTOCOL_HEADER; only Batch
 // frames (from routers) and Replicate frames (from peers' workers, 25) are taken there
 // (receiver 'worker').
 // The coordinator opens the connection and shows the cluster secret in the
@@ -149,8 +151,12 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 25: replication between slice nodes goes from worker thread to worker thread: a worker's replicas send to the
  * worker of the slice on the peer node, on that worker's batch port (a Replicate frame there, from a node index, never
  * from the coordinator; every entry's slice that worker's), not through either node's main thread; a node's main
- * port takes Replicate frames from the coordinator only. */
-export const NODE_PROTOCOL_VERSION = 25;
+ * port takes Replicate frames from the coordinator only.
+ * 26: a BatchError names the epoch the node was at when it refused a batch for its epoch (WrongOwner) in a field of
+ * its own (nodeEpoch; null in every other BatchError), which the router's retry waits for (wrongOwnerWait), not its
+ * message alone: a router that guessed "a newer map than mine" asked the coordinator for a map when the node lagged
+ * (it had nothing newer), and went again at a map still older than the node's. */
+export const NODE_PROTOCOL_VERSION = 26;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -595,9 +601,14 @@ export type NodeFrameMessage =
   | [typeof NodeFrame.Assigned, epoch: number]
   | [typeof NodeFrame.Batch, batchId: number, epoch: number, parts: [worker: number, ops: Uint8Array][]]
   | [typeof NodeFrame.BatchReply, batchId: number, worker: number, results: Uint8Array]
-  | [typeof NodeFrame.BatchError, batchId: number, code: ErrorCode, message: string]
+  | BatchErrorFrame
   | [typeof NodeFrame.Epoch, epoch: number]
   | [typeof NodeFrame.Replicate, from: number, entries: ReplicateEntry[]];
+/** A node's refusal of a batch (or of one worker's chunk of it), nothing of which was applied: for its epoch
+ * (WrongOwner), naming the epoch the node is at (staleBatchError), or for any other reason, naming none (batchError). */
+export type BatchErrorFrame =
+  | [typeof NodeFrame.BatchError, batchId: number, code: 'WrongOwner', message: string, nodeEpoch: number]
+  | [typeof NodeFrame.BatchError, batchId: number, code: Exclude<ErrorCode, 'WrongOwner'>, message: string, nodeEpoch: null];
 /** A frame as the coordinator decodes it (Replicate's messages decoded and checked). */
 export type CoordinatorNodeFrame = Exclude<NodeFrameMessage, [typeof NodeFrame.Replicate, ...unknown[]]> | [typeof NodeFrame.Replicate, from: number, entries: DecodedReplicateEntry[]];
 /** A frame as a slice node decodes it (Replicate's messages as bytes). */
@@ -1087,11 +1098,33 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver):
       if (!(isUint(f[1]) && isUint(f[2]) && f[2] < WORKERS_PER_NODE_MAX && f[3] instanceof Uint8Array)) fail('BatchReply is [kind, batchId, worker, results bytes]');
       break;
     case NodeFrame.BatchError:
-      arity(4);
-      if (!(isUint(f[1]) && isErrorCode(f[2]) && typeof f[3] === 'string')) fail('BatchError is [kind, batchId, error code, message]');
+      arity(5);
+      if (!(isUint(f[1]) && isErrorCode(f[2]) && typeof f[3] === 'string')) fail('BatchError is [kind, batchId, error code, message, node epoch or null]');
+      // A WrongOwner refuses the batch for its epoch and names the node's; no other refusal names one (node protocol 26).
+      if (f[2] === 'WrongOwner' && !isUint(f[4])) fail(`BatchError WrongOwner: the node's epoch ${show(f[4])} is not a whole number`);
+      if (f[2] !== 'WrongOwner' && f[4] !== null) fail(`BatchError ${f[2] as string}: names epoch ${show(f[4])}, which only a WrongOwner does (null)`);
       break;
   }
   return f as NodeSideFrame | WorkerSideFrame | CoordinatorNodeFrame;
+}
+
+/** A node's refusal of batch `batchId`, sent at `batchEpoch`, for its epoch: the node is at `nodeEpoch` (the node's
+ * main thread, or a worker's batch port, which serves the epoch the main thread told it). */
+export function staleBatchError(batchId: number, batchEpoch: number, nodeEpoch: number): BatchErrorFrame {
+  assert(batchEpoch !== nodeEpoch, 'a batch is refused for its epoch only at another one');
+  return [NodeFrame.BatchError, batchId, 'WrongOwner', `batch for epoch ${batchEpoch}, node is at epoch ${nodeEpoch}`, nodeEpoch];
+}
+
+/** A node's refusal of batch `batchId` (or of a worker's chunk of it) for any reason but its epoch. */
+export function batchError(batchId: number, code: Exclude<ErrorCode, 'WrongOwner'>, message: string): BatchErrorFrame {
+  return [NodeFrame.BatchError, batchId, code, message, null];
+}
+
+/** What the ops of a refused batch fail with: the refusal's code and message, and the node's epoch where it refused
+ * the batch for its epoch (details.nodeEpoch: the Router's retry waits for it, Routing.afterWrongOwner). */
+export function errorOfBatchError(frame: BatchErrorFrame): KeysliceError {
+  const [, , code, message, nodeEpoch] = frame;
+  return new KeysliceError(code, message, nodeEpoch === null ? undefined : { nodeEpoch });
 }
 
 // ---- slice ops: what a worker thread executes ------------------------------

@@ -19,6 +19,27 @@ export function wrongOwnerDelayMs(refusal: number): number {
   return backoffMs(refusal, WRONG_OWNER_RETRY_DELAY_MS_MIN, WRONG_OWNER_RETRY_DELAY_MS_MAX);
 }
 
+/** What a try refused WrongOwner waits for before the next (Routing.afterWrongOwner) besides its delay
+ * (wrongOwnerDelayMs): null, nothing (the next try goes at once); else `reach`, the map's epoch at which the wait ends
+ * early, and `ask`, whether to ask the coordinator for a newer map now. From the epoch of the asker's map now
+ * (`mapEpoch`), the one the refused try was sent at (`sentAt`), and the epoch the node named in refusing the try's
+ * batch for its epoch (`nodeEpoch`, BatchError's own field: KeysliceError details.nodeEpoch; undefined where a worker
+ * refused an op on a slice it did not own at the batch's epoch):
+ * - none named: a map newer than the try's (the owner changed: a move's freeze or switch), asked for; at once if one
+ *   came while the try was in flight;
+ * - a node ahead of the map: a map that new, asked for (one between the two would be refused again);
+ * - a node at the map's epoch now (a newer map came while the try was in flight): at once;
+ * - a node behind the map (its Epoch frame, or its worker's, is on the way): the delay, or a newer map (which may route
+ *   the op elsewhere), not asked for: the coordinator has nothing newer to give, and a router asked it so after every
+ *   such refusal, at most every ROUTER_REFRESH_INTERVAL_MS_MIN, when a router's batch reached a worker before its
+ *   node's new epoch did. */
+export function wrongOwnerWait(mapEpoch: number, sentAt: number, nodeEpoch: number | undefined): { reach: number; ask: boolean } | null {
+  if (nodeEpoch === undefined) return mapEpoch === sentAt ? { reach: mapEpoch + 1, ask: true } : null;
+  if (nodeEpoch > mapEpoch) return { reach: nodeEpoch, ask: true };
+  if (nodeEpoch === mapEpoch) return null;
+  return { reach: mapEpoch + 1, ask: false };
+}
+
 // The time bound, not the count, ends a Router's tries (limits.ts): the waits between WRONG_OWNER_RETRIES_MAX tries
 // add up to more than WRONG_OWNER_RETRY_MS_MAX.
 assert(

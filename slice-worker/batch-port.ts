@@ -24,7 +24,7 @@
 import { WebSocketServer, type WebSocket } from 'ws';
 import { secretMatches } from '../shared/auth.js';
 import { INTERNAL_FRAME_BYTES_MAX } from '../shared/limits.js';
-import { CLUSTER_SECRET_HEADER, closeReason, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type DecodedReplicateEntry } from '../shared/protocol.js';
+import { batchError, CLUSTER_SECRET_HEADER, closeReason, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, staleBatchError, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { readNodeFrame, sendBatchAnswer, sendNodeFrame } from './node-socket.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import type { ChunkAnswer } from './worker.js';
@@ -93,7 +93,7 @@ function onFrame(o: BatchPortOptions, ws: WebSocket, data: Buffer): void {
   }
   const [, batchId, epoch, parts] = frame;
   if (parts.length !== 1 || parts[0][0] !== o.workerIndex) {
-    return sendNodeFrame(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `a batch port takes batches of its own worker (${o.workerIndex}) only, in one part`]);
+    return sendNodeFrame(ws, batchError(batchId, 'MalformedRequest', `a batch port takes batches of its own worker (${o.workerIndex}) only, in one part`));
   }
   // The end of this turn: at one request in flight the check phase follows the poll phase that read the frame (no wait).
   if (queued.push({ ws, batchId, epoch, ops: parts[0][1] }) === 1) setImmediate(runQueued, o);
@@ -106,7 +106,7 @@ function runQueued(o: BatchPortOptions): void {
   const run: typeof batches = [];
   for (const b of batches) {
     if (b.epoch === now) run.push(b);
-    else sendNodeFrame(b.ws, [NodeFrame.BatchError, b.batchId, 'WrongOwner', `batch for epoch ${b.epoch}, node is at epoch ${now}`]);
+    else sendNodeFrame(b.ws, staleBatchError(b.batchId, b.epoch, now));
   }
   if (run.length === 0) return;
   const answers = o.run(run.map((b) => b.ops));

@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { missingSecretProblem, secretMatches } from '../shared/auth.js';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
-import { assert, KeysliceError } from '../shared/errors.js';
+import { assert } from '../shared/errors.js';
 import {
   DURABILITY_DEFAULT,
   DURABILITY_MODES,
@@ -52,6 +52,7 @@ import { workerOf } from '../shared/hashing.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import { startGcTrace } from './turn-trace.js';
 import {
+  batchError,
   CLUSTER_API_PREFIX,
   CLUSTER_SECRET_HEADER,
   NODE_PROTOCOL_HEADER,
@@ -63,6 +64,7 @@ import {
   NODE_PROTOCOL_VERSION,
   RESULT_ERROR,
   SliceOp,
+  staleBatchError,
   type AssignReplication,
   type ReplicateEntry,
   type WireReplicateEntry,
@@ -307,19 +309,18 @@ function onFrame(ws: WebSocket, via: number, data: Buffer): void {
     case NodeFrame.Batch: {
       const [, batchId, batchEpoch, parts] = frame;
       if (batchEpoch !== epoch) {
-        sendNodeFrame(ws, [NodeFrame.BatchError, batchId, 'WrongOwner', `batch for epoch ${batchEpoch}, node is at epoch ${epoch}`]);
+        sendNodeFrame(ws, staleBatchError(batchId, batchEpoch, epoch));
         return;
       }
       for (const [worker, ops] of parts) {
         if (worker >= workerCount) {
-          const err = new KeysliceError('MalformedRequest', `batch names worker ${worker}; this node has ${workerCount}`);
-          sendNodeFrame(ws, [NodeFrame.BatchError, batchId, err.code, err.message]);
+          sendNodeFrame(ws, batchError(batchId, 'MalformedRequest', `batch names worker ${worker}; this node has ${workerCount}`));
           continue;
         }
         workers[worker].run(ops).then(
           (outcome) => sendBatchAnswer(ws, batchId, worker, outcome),
           // The worker failed (the node is going down: WorkerChannel's failure handler exits).
-          (err) => sendNodeFrame(ws, [NodeFrame.BatchError, batchId, 'Internal', `worker ${worker} failed: ${err instanceof Error ? err.message : err}`]),
+          (err) => sendNodeFrame(ws, batchError(batchId, 'Internal', `worker ${worker} failed: ${err instanceof Error ? err.message : err}`)),
         );
       }
       return;

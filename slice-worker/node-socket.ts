@@ -1,7 +1,7 @@
 // What a slice node's main thread (main.ts) and a worker's batch port (batch-port.ts) do alike on a connection that
 // sends them node frames: read a frame whole or close the connection, send frames, and answer a batch's chunk.
 import type { WebSocket } from 'ws';
-import { decodeNodeFrame, encodeBatchReply, encodeNodeFrame, NodeFrame, type NodeFrameMessage, type NodeSideFrame, type WorkerSideFrame } from '../shared/protocol.js';
+import { batchError, decodeNodeFrame, encodeBatchReply, encodeNodeFrame, type NodeFrameMessage, type NodeSideFrame, type WorkerSideFrame } from '../shared/protocol.js';
 
 /** Decodes and checks one frame that came on `ws` for `receiver`. A malformed one is refused (`refuse` closes the
  * connection); what comes after a refusal, while the connection closes, is not read: null for both. */
@@ -24,6 +24,6 @@ export function sendNodeFrame(ws: WebSocket, frame: NodeFrameMessage): void {
 /** Sends what worker `worker` answered for a batch's chunk: its results (with their headroom, not copied again:
  * encodeBatchReply) or, when it refused the chunk, why (a BatchError). */
 export function sendBatchAnswer(ws: WebSocket, batchId: number, worker: number, answer: Uint8Array | string): void {
-  if (typeof answer === 'string') sendNodeFrame(ws, [NodeFrame.BatchError, batchId, 'MalformedRequest', `worker ${worker} refused the batch: ${answer}`]);
+  if (typeof answer === 'string') sendNodeFrame(ws, batchError(batchId, 'MalformedRequest', `worker ${worker} refused the batch: ${answer}`));
   else if (ws.readyState === ws.OPEN) ws.send(encodeBatchReply(batchId, worker, answer));
 }

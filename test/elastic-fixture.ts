@@ -1,5 +1,6 @@
 // Test fixture for an elastic cluster: a coordinator started without nodes and
-// slice nodes that register themselves; a write load whose every acknowledged
+// slice nodes that register themselves (or, asked, that the coordinator is given
+// by address); a write load whose every acknowledged
 // write can be checked afterwards; and polling of /cluster/status.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,8 +29,10 @@ export interface Elastic {
   stop(): Promise<void>;
 }
 
-/** A coordinator with `slices` slices and `nodes` registered slice nodes (each waited for). */
-export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[] }): Promise<Elastic> {
+/** A coordinator with `slices` slices and `nodes` registered slice nodes (each waited for). `heartbeat: false`: the
+ * nodes do not register, the coordinator is told their addresses (POST /cluster/add, as `keyslice add`), so a node is
+ * up while its link is (a frozen one stays up: no heartbeat stops), as with a coordinator given --nodes. */
+export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[]; heartbeat?: boolean }): Promise<Elastic> {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-elastic-'));
   // Replication factor 1 unless asked: the stories written before replication move one copy of each slice.
   const extra = ['--cluster-secret', SECRET, '--replication-factor', String(opts.replicationFactor ?? 1), ...(opts.coordinatorArgs ?? [])];
@@ -42,10 +45,15 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
     nodes: [],
     client: undefined as unknown as KeysliceClient,
     async addNode(workers = opts.workers ?? 2, port = 0, name = `slice-node-${e.nodes.length + 1}`) {
-      const node = await startSliceNode({ name, dataDir: join(dataDir, name), port, workers, coordinator: e.coordinator.url, clusterSecret: SECRET, log });
+      const registers = opts.heartbeat ?? true;
+      const node = await startSliceNode({ name, dataDir: join(dataDir, name), port, workers, coordinator: registers ? e.coordinator.url : undefined, clusterSecret: SECRET, log });
       const existing = e.nodes.findIndex((n) => n.name === name);
       if (existing >= 0) e.nodes[existing] = node;
       else e.nodes.push(node);
+      if (!registers) {
+        const added = await e.post('add', node.url);
+        if (added.status !== 200) throw new Error(`adding ${name} at ${node.url}: ${added.status} ${JSON.stringify(added.body)}`);
+      }
       await waitFor(async () => (await e.status()).nodes.some((n) => n.node === node.url && n.up), `${name} to join`, 30_000, seen(e));
       return node;
     },

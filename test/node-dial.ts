@@ -64,12 +64,13 @@ export async function dialWorkerPort(port: number): Promise<WebSocket> {
   return (await openNode(`ws://127.0.0.1:${port}`, peerHeaders(), false)).ws;
 }
 
-/** The epoch a slice node names in refusing a batch at another: a BatchError WrongOwner "batch for epoch E, node is at
- * epoch N" (slice-worker/main.ts on the node's socket, slice-worker/batch-port.ts on a worker's port) gives N; any
- * other frame (an answer, another refusal, null for none) gives null. A test learns the node's epoch so, by a Batch at
- * epoch 0. */
+/** The epoch a slice node names in refusing a batch at another: a BatchError WrongOwner's own field (node protocol 26;
+ * slice-worker/main.ts on the node's socket, slice-worker/batch-port.ts on a worker's port) for a frame decoded or not
+ * (decodeNodeFrame checks the field; this asks only that it be a whole number, and fails the test if not); any other
+ * frame (an answer, another refusal, null for none) gives null. A test learns the node's epoch so, by a Batch at epoch 0. */
 export function epochOfRefusal(frame: unknown): number | null {
   if (!(Array.isArray(frame) && frame[0] === NodeFrame.BatchError && frame[2] === 'WrongOwner')) return null;
-  const m = /node is at epoch (\d+)/.exec(String(frame[3]));
-  return m === null ? null : Number(m[1]);
+  const epoch: unknown = frame[4];
+  if (!(Number.isSafeInteger(epoch) && (epoch as number) >= 0)) throw new Error(`a WrongOwner BatchError without the node's epoch: ${JSON.stringify(frame)}`);
+  return epoch as number;
 }

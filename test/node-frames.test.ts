@@ -5,7 +5,7 @@
 // they start from, each of which must pass.
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { checkSliceOp, closeReason, decodeNodeFrame, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
+import { batchError, checkSliceOp, closeReason, decodeNodeFrame, errorOfBatchError, staleBatchError, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
 import { checkReplicationMessage } from '../shared/replication-protocol.js';
 import { Unpackr } from 'msgpackr';
 import { REPLICAS_LISTED_MAX } from '../shared/limits.js';
@@ -56,8 +56,26 @@ describe('node frames', () => {
     for (const parts of [null, [[0]], [[0, 'ops']], [[-1, ops]], [[0, ops], [0, ops]], [[64, ops]]]) {
       expect(() => frame([NodeFrame.Batch, 1, 2, parts]), JSON.stringify(parts)).toThrow(MalformedFrame);
     }
-    expect(() => frame([NodeFrame.BatchError, 1, 'NoSuchCode', 'm'], 'coordinator')).toThrow(MalformedFrame);
+    expect(() => frame([NodeFrame.BatchError, 1, 'NoSuchCode', 'm', null], 'coordinator')).toThrow(MalformedFrame);
     expect(() => decodeNodeFrame(Buffer.from([0x92, 0x01]), 'node')).toThrow(/not valid msgpack/); // a list of 2 that ends after 1
+  });
+
+  it("checks a BatchError's epoch: a refusal for the batch's epoch names the node's (node protocol 26), no other one names any", () => {
+    const stale = staleBatchError(4, 3, 7);
+    expect(frame(stale, 'coordinator')).toEqual([NodeFrame.BatchError, 4, 'WrongOwner', 'batch for epoch 3, node is at epoch 7', 7]);
+    expect(frame(batchError(5, 'MalformedRequest', 'm'), 'coordinator')).toEqual([NodeFrame.BatchError, 5, 'MalformedRequest', 'm', null]);
+    for (const epoch of [null, -1, 1.5, 'x', 2 ** 53 + 2]) {
+      expect(() => frame([NodeFrame.BatchError, 1, 'WrongOwner', 'm', epoch], 'coordinator'), JSON.stringify(epoch)).toThrow(/BatchError WrongOwner: the node's epoch .* is not a whole number/);
+    }
+    expect(() => frame([NodeFrame.BatchError, 1, 'MalformedRequest', 'm', 3], 'coordinator')).toThrow(/names epoch 3, which only a WrongOwner does/);
+    // The frame of node protocol 25, without the field: refused whole (nodes of 25 and 26 refuse each other at Hello).
+    expect(() => frame([NodeFrame.BatchError, 1, 'WrongOwner', 'batch for epoch 3, node is at epoch 7'], 'coordinator')).toThrow(/has 4 fields, got 3/);
+    // The ops of the batch fail with the refusal, the node's epoch in its details; another refusal's carry none.
+    const err = errorOfBatchError(stale);
+    expect([err.code, err.message, err.details]).toEqual(['WrongOwner', 'batch for epoch 3, node is at epoch 7', { nodeEpoch: 7 }]);
+    expect(errorOfBatchError(batchError(5, 'Internal', 'worker 0 failed')).details).toBeUndefined();
+    // A node never refuses a batch for the epoch it is at.
+    expect(() => staleBatchError(4, 7, 7)).toThrow(/invariant broken/);
   });
 
   it('checks Assign replication whole: every replica set includes this node, every other replica is a peer with a URL', () => {

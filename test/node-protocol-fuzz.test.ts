@@ -3,7 +3,7 @@
 // Epoch frame with a string or 2^52, op bytes that do not decode, an Assign
 // without slices), then a few thousand seeded frames of every kind
 // (test/node-fuzz-model.ts). After each frame a probe (a Batch of epoch 0, which
-// the node answers with BatchError "node is at epoch N") tells whether the node
+// the node refuses with a BatchError WrongOwner naming its epoch N) tells whether the node
 // kept the connection, and at what epoch it is. Afterwards the node is the same
 // process, at the same epoch, its coordinator never lost it, and every item
 // written before reads back as written.
@@ -108,7 +108,7 @@ class Peer {
     });
   }
 
-  /** The node's epoch (a Batch of epoch 0 is answered "node is at epoch N"), or null once the connection is closed. */
+  /** The node's epoch (a Batch of epoch 0 is refused naming it: epochOfRefusal), or null once the connection is closed. */
   async epoch(): Promise<number | null> {
     if (this.closed) return null;
     const id = this.nextProbe++;
@@ -153,7 +153,7 @@ describe('a slice node given bad frames by a peer with the cluster secret', () =
     let peer = await Peer.open(url);
     const answers = peer.replies(1, 1);
     peer.send(recordPackr.pack([NodeFrame.Batch, 1, epoch, [[0, Buffer.from([0x92, 0x01])]]]));
-    expect(await answers).toEqual([[NodeFrame.BatchError, 1, 'MalformedRequest', expect.stringMatching(/not valid msgpack/)]]);
+    expect(await answers).toEqual([[NodeFrame.BatchError, 1, 'MalformedRequest', expect.stringMatching(/not valid msgpack/), null]]);
     // A batch that carries an Assign op (the node's own op): an error result, the assignment stays.
     const assign = peer.replies(2, 1);
     peer.send(recordPackr.pack([NodeFrame.Batch, 2, epoch, [[0, recordPackr.pack([[SliceOp.Assign, epoch + 1, []]])]]]));
@@ -197,7 +197,7 @@ describe('a slice node given bad frames by a peer with the cluster secret', () =
           for (const a of await answers) {
             checkedParts++;
             if (a[0] === NodeFrame.BatchError) {
-              expect(a[2]).toBe('MalformedRequest');
+              expect([a[2], a[4]], 'a refusal of a batch at the node\'s epoch names no epoch').toEqual(['MalformedRequest', null]);
               continue;
             }
             const results = unpackr.unpack(a[3] as Uint8Array) as unknown[][];

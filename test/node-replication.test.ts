@@ -558,7 +558,8 @@ describe('replication between real slice nodes', () => {
     const link = links[leader]!;
     link.replicate([[0, { type: 'Prepare', term: 1 }]]);
     const [, refused] = await link.expectMessage((s, m) => s === 0 && m.type === 'Refused');
-    expect(refused).toMatchObject({ type: 'Refused', code: 'StaleTerm', message: expect.stringMatching(/term 1 is not newer than the term 3/) });
+    // The refusal names the term this replica promised in its own field (what the coordinator reads: failover.ts).
+    expect(refused).toMatchObject({ type: 'Refused', code: 'StaleTerm', term: 3 });
     // Peers' workers send replication to a worker's batch port (node protocol 25); the node's own port refuses it.
     const toNode = await dialPeer(urls[leader]); // once it sent its Hello
     const closed0 = new Promise<[number, string]>((r) => toNode.once('close', (c, why) => r([c, why.toString()])));

@@ -6,7 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { KeysliceError } from '../shared/errors.js';
 import { FAILOVER_RETRIES_MAX } from '../shared/limits.js';
-import { SliceOp, type ResultOf, type ScanResult, type SliceOpMessage } from '../shared/protocol.js';
+import { errorOfBatchError, SliceOp, staleBatchError, type ResultOf, type ScanResult, type SliceOpMessage } from '../shared/protocol.js';
+import { wrongOwnerWait } from '../shared/wrong-owner.js';
 import { Router, type ScanRequest } from '../coordinator/router/router.js';
 import type { Routing } from '../coordinator/router/routing.js';
 import type { SliceChannel } from '../coordinator/router/slice-channel.js';
@@ -46,6 +47,8 @@ class Cluster implements Routing {
   readonly replicationFactor = 3;
   /** The `sentAt` each afterWrongOwner was given. */
   readonly wrongOwnerSentAt: (number | undefined)[] = [];
+  /** The `nodeEpoch` each afterWrongOwner was given. */
+  readonly wrongOwnerNodeEpoch: (number | undefined)[] = [];
   /** Called while the router awaits a link (linkReady): what changes meanwhile. */
   onLinkReady: () => void = () => {};
 
@@ -70,8 +73,9 @@ class Cluster implements Routing {
   async linkReady(): Promise<void> {
     this.onLinkReady();
   }
-  async afterWrongOwner(_attempt: number, sentAt?: number): Promise<void> {
+  async afterWrongOwner(_attempt: number, sentAt?: number, nodeEpoch?: number): Promise<void> {
     this.wrongOwnerSentAt.push(sentAt);
+    this.wrongOwnerNodeEpoch.push(nodeEpoch);
   }
   async afterNoLeader(): Promise<void> {}
 }
@@ -80,6 +84,8 @@ const put = (): SliceOpMessage & [typeof SliceOp.Put, ...unknown[]] => [SliceOp.
 const unknownOutcome = () => new KeysliceError('Unavailable', 'the leader lost its majority with the write in flight: outcome unknown');
 const noLeader = () => new KeysliceError('Unavailable', 'slice 2 has no serving leader; retry later', { notApplied: true });
 const wrongOwner = () => new KeysliceError('WrongOwner', 'slice 2 is not owned here at epoch 1');
+/** A node's refusal of the batch for its epoch, as a router's link makes it of the BatchError (node protocol 26). */
+const staleBatch = (nodeEpoch: number) => errorOfBatchError(staleBatchError(7, 1, nodeEpoch));
 
 async function failure(p: Promise<unknown>): Promise<KeysliceError> {
   try {
@@ -139,5 +145,30 @@ describe('a refusal waits for a map newer than the one that chose its link', () 
     const r: ScanRequest = { tableId: TABLE, fromSlice: 0, afterKey: null, limit: 10, projection: null, filter: null, toSlice: c.sliceCount, packed: false };
     expect(await new Router(c).scan(r)).toEqual([page]);
     expect(c.wrongOwnerSentAt).toEqual([1]);
+  });
+});
+
+describe("a refusal that names the node's epoch (BatchError's own field)", () => {
+  it('is passed to the wait, for an op and for a scan page; a refusal of a slice not owned names none', async () => {
+    const node = new Node('n0', [staleBatch(3), wrongOwner(), null]);
+    const c = new Cluster(node);
+    await new Router(c).send(put());
+    expect(c.wrongOwnerNodeEpoch).toEqual([3, undefined]);
+    const page: ScanResult = [[], true, null];
+    const scanned = new Cluster(new Node('n0', [staleBatch(5), page]));
+    const r: ScanRequest = { tableId: TABLE, fromSlice: 0, afterKey: null, limit: 10, projection: null, filter: null, toSlice: scanned.sliceCount, packed: false };
+    expect(await new Router(scanned).scan(r)).toEqual([page]);
+    expect(scanned.wrongOwnerNodeEpoch).toEqual([5]);
+  });
+
+  it('decides the wait: a map as new as a node ahead, at once at the node\'s epoch, the node behind waited for without asking the coordinator', () => {
+    // wrongOwnerWait(map's epoch now, epoch the try was sent at, the node's)
+    expect(wrongOwnerWait(4, 4, 9), 'the map lags the node: a map that new, not the next one').toEqual({ reach: 9, ask: true });
+    expect(wrongOwnerWait(5, 4, 5), 'a map at the node\'s epoch came while the try was in flight').toBeNull();
+    expect(wrongOwnerWait(6, 6, 5), 'the node lags the map: nothing newer to ask for').toEqual({ reach: 7, ask: false });
+    expect(wrongOwnerWait(6, 5, 5), 'the node lags the map that moved meanwhile').toEqual({ reach: 7, ask: false });
+    // None named (a worker refused an op on a slice it does not own at the batch's epoch): a newer map, as before.
+    expect(wrongOwnerWait(4, 4, undefined)).toEqual({ reach: 5, ask: true });
+    expect(wrongOwnerWait(5, 4, undefined)).toBeNull();
   });
 });

@@ -95,7 +95,7 @@ const newId = () => randomBytes(16).toString('hex');
 export class ClusterMap {
   /** Called after every change that is in force (routers are told: metadata/feed.ts). */
   onChange: () => void = () => {};
-  /** Those waiting for a newer epoch (epochAfter), each resolved once. */
+  /** Those waiting for the epoch to reach theirs (epochReaches), each resolved once. */
   private readonly epochWaiters = new Set<{ epoch: number; done: () => void }>();
   /** Whether a node is up as the coordinator knows it (membership.ts: its link is ready and it heartbeats): placement
    * puts new replicas only on nodes that are up. Until a coordinator sets it, every node counts as up. */
@@ -619,10 +619,11 @@ export class ClusterMap {
     this.changed();
   }
 
-  /** Resolves once the epoch is another than `epoch` (at once if it is already), or after `ms`: the coordinator's
-   * request path waits so after a WrongOwner (membership.ts afterWrongOwner), as a router waits for a newer copy. */
-  epochAfter(epoch: number, ms: number): Promise<void> {
-    if (this.state.epoch !== epoch) return Promise.resolve();
+  /** Resolves once the epoch reaches `epoch` (at once if it has), or after `ms`: the coordinator's request path waits
+   * so after a WrongOwner or a failover (membership.ts afterWrongOwner, afterNoLeader), as a router waits for a newer
+   * copy. */
+  epochReaches(epoch: number, ms: number): Promise<void> {
+    if (this.state.epoch >= epoch) return Promise.resolve();
     return new Promise((resolve) => {
       const waiter = {
         epoch,
@@ -640,7 +641,7 @@ export class ClusterMap {
   /** A change is in force: routers are told, and those waiting for a newer epoch go on. */
   private changed(): void {
     this.onChange();
-    for (const w of this.epochWaiters) if (w.epoch !== this.state.epoch) w.done();
+    for (const w of this.epochWaiters) if (this.state.epoch >= w.epoch) w.done();
   }
 
   private save(state: State): void {

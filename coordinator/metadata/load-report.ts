@@ -24,7 +24,7 @@ export type KeyNamer = (table: Table, part: string, sliceCount: number) => { tex
 export interface LoadSource {
   presentLinks(): readonly NodeStats[];
   layout(): { nodes: string[]; owners: number[] };
-  afterWrongOwner(attempt: number): Promise<void>;
+  afterWrongOwner(attempt: number, sentAt?: number, nodeEpoch?: number): Promise<void>;
 }
 
 /** DescribeSlices: a table's load from every node that answers within LOAD_REPORT_TIMEOUT_MS,
@@ -70,8 +70,16 @@ export async function gatherTableLoad(
       const failures = got.failures.map((f) => (f.error.code === 'WrongOwner' ? { node: f.node, error: tries.exhausted(f.error) } : f));
       return { load: got.load, failures, layout };
     }
-    await source.afterWrongOwner(tries.refusals - 1);
+    await source.afterWrongOwner(tries.refusals - 1, undefined, namedEpoch(got.failures));
   }
+}
+
+/** The newest epoch the nodes named in refusing their asks for their epoch (details.nodeEpoch), where each WrongOwner
+ * named one, for the wait before the next try (wrongOwnerWait: a map that new where a node is ahead); undefined where
+ * a worker refused a slice it did not own at the batch's epoch, which names none (a newer map is waited for then). */
+function namedEpoch(failures: readonly { error: KeysliceError }[]): number | undefined {
+  const named = failures.filter((f) => f.error.code === 'WrongOwner').map((f) => f.error.details?.nodeEpoch);
+  return named.length > 0 && named.every((e) => e !== undefined) ? Math.max(...(named as number[])) : undefined;
 }
 
 /** gatherTableLoad's one try, with the map's `layout` read with `links`. */

@@ -16,7 +16,7 @@ import { assert, KeysliceError } from '../../shared/errors.js';
 import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
-import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
+import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
 import { MapSaveError, type ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
@@ -175,10 +175,13 @@ export class Membership {
    * the frozen slice until the switch) or an epoch the map left just now: wait, longer each time (shared/wrong-owner.ts),
    * and go on at once when the map's epoch is another than when the refused try was sent (`sentAt`: the switch, also
    * one made while that try was in flight), as a router goes on at a newer copy (router-view.ts). Without that, an op
-   * refused during a freeze waited up to WRONG_OWNER_RETRY_DELAY_MS_MAX past the switch. (A move
-   * rolled back thaws without a new epoch: its refused ops wait out their delay, here as on a router.) */
-  afterWrongOwner(attempt: number, sentAt = this.map.epoch): Promise<void> {
-    return this.map.epochAfter(sentAt, wrongOwnerDelayMs(attempt));
+   * refused during a freeze waited up to WRONG_OWNER_RETRY_DELAY_MS_MAX past the switch. A node that refused the
+   * batch for its epoch named it (`nodeEpoch`): one at the map's epoch takes the next try at once, one behind it (its
+   * Epoch frame on the way) is waited for (wrongOwnerWait). (A move rolled back thaws without a new epoch: its refused
+   * ops wait out their delay, here as on a router.) */
+  afterWrongOwner(attempt: number, sentAt = this.map.epoch, nodeEpoch?: number): Promise<void> {
+    const wait = wrongOwnerWait(this.map.epoch, sentAt, nodeEpoch);
+    return wait === null ? Promise.resolve() : this.map.epochReaches(wait.reach, wrongOwnerDelayMs(attempt));
   }
 
   get replicationFactor(): number {
@@ -187,7 +190,7 @@ export class Membership {
 
   /** In this process the map is always the newest: the election moves it on; wait a little, or until it does. */
   afterNoLeader(attempt: number): Promise<void> {
-    return this.map.epochAfter(this.map.epoch, failoverDelayMs(attempt));
+    return this.map.epochReaches(this.map.epoch + 1, failoverDelayMs(attempt));
   }
 
   /** Why node `index` (or a node new to the map, index -1) may not serve under this

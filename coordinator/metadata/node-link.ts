@@ -40,6 +40,7 @@ import {
   encodeNodeFrame,
   encodeSliceOps,
   errorFromResult,
+  errorOfBatchError,
   MalformedFrame,
   NodeFrame,
   NODE_PROTOCOL_HEADER,
@@ -47,6 +48,7 @@ import {
   RESULT_ERROR,
   RESULT_OK,
   type AssignReplication,
+  type BatchErrorFrame,
   type CoordinatorNodeFrame,
   type DecodedReplicateEntry,
   type ReplicateEntry,
@@ -58,7 +60,8 @@ import { SendQueue, type FrameParts } from './send-queue.js';
 
 /** One op in flight: its answer is checked against it (checkSliceResult) before it resolves. */
 type Settle = { op: SliceOpMessage; resolve: (v: unknown) => void; reject: (e: Error) => void };
-type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout; queue: SendQueue<Settle>; sentAt: number };
+/** A batch sent and not yet answered: `epoch`, the one it was sent at (a node refuses it for its epoch only at another). */
+type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout; queue: SendQueue<Settle>; sentAt: number; epoch: number };
 
 export type LinkState = 'connecting' | 'assigning' | 'ready' | 'closed';
 
@@ -297,11 +300,8 @@ export class NodeLink {
       }
       case NodeFrame.BatchReply:
         return this.onBatchReply(frame);
-      case NodeFrame.BatchError: {
-        const [, batchId, code, message] = frame;
-        this.failBatch(batchId, errorFromResult(code, message));
-        return;
-      }
+      case NodeFrame.BatchError:
+        return this.onBatchError(ws, frame);
     }
   }
 
@@ -356,8 +356,18 @@ export class NodeLink {
     const frame = this.readFrame(ws, data, ' on a batch port');
     if (frame === null) return;
     if (frame[0] === NodeFrame.BatchReply) return this.onBatchReply(frame);
-    if (frame[0] === NodeFrame.BatchError) return this.failBatch(frame[1], errorFromResult(frame[2], frame[3]));
+    if (frame[0] === NodeFrame.BatchError) return this.onBatchError(ws, frame);
     this.protocolError(ws, `frame kind ${frame[0]} on a batch port`);
+  }
+
+  /** A node refused a batch: its ops fail with the refusal (errorOfBatchError), which names the node's epoch where it
+   * refused the batch for its epoch; a node that names the batch's own epoch so broke the protocol. */
+  private onBatchError(ws: WebSocket, frame: BatchErrorFrame): void {
+    const [, batchId, , , nodeEpoch] = frame;
+    const batch = this.inFlight.get(batchId);
+    if (batch === undefined) return; // timed out or given up earlier
+    if (nodeEpoch === batch.epoch) return this.protocolError(ws, `refused batch ${batchId} of epoch ${batch.epoch} for its epoch, saying it is at that epoch`);
+    this.failBatch(batchId, errorOfBatchError(frame));
   }
 
   private onBatchReply([, batchId, worker, bytes]: [number, number, number, Uint8Array]): void {
@@ -444,12 +454,13 @@ export class NodeLink {
       () => this.failBatch(batchId, new KeysliceError('Unavailable', `slice node ${this.url} did not answer within ${NODE_REQUEST_TIMEOUT_MS} ms`)),
       NODE_REQUEST_TIMEOUT_MS,
     );
-    this.inFlight.set(batchId, { waiting, timer, queue: this.queue, sentAt: Date.now() });
+    const epoch = this.currentEpoch();
+    this.inFlight.set(batchId, { waiting, timer, queue: this.queue, sentAt: Date.now(), epoch });
     if (ws === null || this.state !== 'ready') {
       this.failBatch(batchId, this.unavailable());
       return;
     }
-    ws.send(encodeNodeFrame([NodeFrame.Batch, batchId, this.currentEpoch(), parts]));
+    ws.send(encodeNodeFrame([NodeFrame.Batch, batchId, epoch, parts]));
   }
 
   /** Gives up what the link holds for a node that stopped answering and lost the leadership of

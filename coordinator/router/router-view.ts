@@ -17,7 +17,7 @@ import {
 } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../../shared/protocol.js';
 import { failoverDelayMs } from '../../shared/timeout.js';
-import { wrongOwnerDelayMs } from '../../shared/wrong-owner.js';
+import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
 import { tableNamed, withColumns, type Table } from '../metadata/catalog.js';
 import { NodeLink } from '../metadata/node-link.js';
 import type { Routing, TableSource } from './routing.js';
@@ -130,20 +130,22 @@ export class RouterView implements Routing, TableSource {
   }
 
   afterNoLeader(attempt: number): Promise<void> {
-    return this.epochAfter(this.epoch, failoverDelayMs(attempt));
+    return this.epochReaches(this.epoch + 1, failoverDelayMs(attempt), true);
   }
 
-  afterWrongOwner(attempt: number, sentAt = this.epoch): Promise<void> {
-    return this.epochAfter(sentAt, wrongOwnerDelayMs(attempt));
+  afterWrongOwner(attempt: number, sentAt = this.epoch, nodeEpoch?: number): Promise<void> {
+    const wait = wrongOwnerWait(this.epoch, sentAt, nodeEpoch);
+    return wait === null ? Promise.resolve() : this.epochReaches(wait.reach, wrongOwnerDelayMs(attempt), wait.ask);
   }
 
-  /** Asks the coordinator for a newer map and waits until this copy's epoch is past `epoch` or `ms` passed; at once
-   * when it already is (a newer copy came while the try that waits was in flight: it goes again by that copy). */
-  private async epochAfter(epoch: number, ms: number): Promise<void> {
-    if (this.epoch !== epoch) return;
-    void this.refresh();
+  /** Waits until this copy's epoch reaches `epoch` or `ms` passed; at once when it already has (a newer copy came
+   * while the try that waits was in flight: it goes again by that copy). `ask`: asks the coordinator for a newer map
+   * first. (A copy's epoch only grows: apply ignores an older one.) */
+  private async epochReaches(epoch: number, ms: number, ask: boolean): Promise<void> {
+    if (this.epoch >= epoch) return;
+    if (ask) void this.refresh();
     const until = Date.now() + ms;
-    while (this.epoch === epoch && Date.now() < until) await this.changed(until - Date.now());
+    while (this.epoch < epoch && Date.now() < until) await this.changed(until - Date.now());
   }
 
   // ---- TableSource -----------------------------------------------------------

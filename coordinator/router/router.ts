@@ -10,7 +10,9 @@
 //   tries within WRONG_OWNER_RETRY_MS_MAX (for a single slice's op on replicated
 //   slices, FAILOVER_RETRY_MS_MAX if longer; a scan keeps WRONG_OWNER_RETRY_MS_MAX),
 //   after Routing.afterWrongOwner (doubling waits; a router also asks for the
-//   newer map and stops waiting once it has it): shared/wrong-owner.ts. This is
+//   newer map and stops waiting once it has it; where the node refused the
+//   batch for its epoch it named it, details.nodeEpoch, and the wait is for a
+//   map that new, or for the node where it is the one behind): shared/wrong-owner.ts. This is
 //   the only place an op or a scan page refused WrongOwner is sent again through
 //   the same router: `keyslice export` and import pass it on (errors.ts
 //   callerMayRetry), and the client sends it once to each other router address
@@ -144,8 +146,8 @@ export class Router {
 
   /** The wait between a load report's tries after a node refused it WrongOwner (load-report.ts: DescribeSlices asks
    * the nodes itself, under this policy): the same as between an op's. */
-  afterWrongOwner(attempt: number): Promise<void> {
-    return this.cluster.afterWrongOwner(attempt);
+  afterWrongOwner(attempt: number, sentAt?: number, nodeEpoch?: number): Promise<void> {
+    return this.cluster.afterWrongOwner(attempt, sentAt, nodeEpoch);
   }
 
   /** Sends an op to the node that owns its slice, again while the policy above allows. A write is
@@ -226,7 +228,7 @@ export class Router {
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
         wrongOwner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
         if (!wrongOwner.again()) throw unsure ? mayHaveApplied(wrongOwner.exhausted(err)) : wrongOwner.exhausted(err);
-        await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt);
+        await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt, err.details?.nodeEpoch);
       }
     }
   }
@@ -317,7 +319,7 @@ export class Router {
       if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
       wrongOwner ??= new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
       if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
-      await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt);
+      await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt, err.details?.nodeEpoch);
     }
   }
 

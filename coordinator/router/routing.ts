@@ -41,11 +41,13 @@ export interface Routing {
    * node it has not reached yet since it started; the coordinator does not wait. */
   linkReady(link: SliceChannel): Promise<void>;
   /** Waits before an op refused WrongOwner is sent again (`attempt`: the refusals before this one, from 0), at most
-   * wrongOwnerDelayMs(attempt) (shared/wrong-owner.ts), and not at all once the map's epoch is another than `sentAt`,
-   * the epoch when the refused try was sent (default: the epoch now): a change made while that try was in flight
-   * (a move's switch whose Epoch reached the node before the batch) counts. A router also asks the coordinator for
-   * the newer map. */
-  afterWrongOwner(attempt: number, sentAt?: number): Promise<void>;
+   * wrongOwnerDelayMs(attempt) (shared/wrong-owner.ts), and less as wrongOwnerWait says from the map's epoch now,
+   * `sentAt`, the epoch when the refused try was sent (default: the epoch now), and `nodeEpoch`, the epoch the node
+   * named in refusing its batch (details.nodeEpoch): not at all once the map moved while the try was in flight (a
+   * move's switch whose Epoch reached the node before the batch) or is at the node's epoch now; until the map reaches
+   * the node's epoch where the node is ahead. A router also asks the coordinator for the newer map, unless the node is
+   * the one behind. */
+  afterWrongOwner(attempt: number, sentAt?: number, nodeEpoch?: number): Promise<void>;
   /** Replicas per slice in force (above 1: a node may answer that a slice has no serving leader). */
   readonly replicationFactor: number;
   /** Waits before an op that met a failover (no serving leader, or the leader's node is not

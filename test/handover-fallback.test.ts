@@ -1,0 +1,87 @@
+// The bound on handing a leadership over before a change takes the leader out (docs/replication.md, "Handing over
+// before the leader leaves", 4), through real processes: 4 slice nodes at R=3 under writes, the nodes known by address
+// (no heartbeats, so a frozen node stays up for the coordinator: its link stays open). Both followers of a slice led by
+// node A are frozen (SIGSTOP), so no replica that stays answers and A's leadership of that slice can go nowhere; then
+// `keyslice remove` of A. Checked: the removal waits for the handover no less than LEADER_HANDOVER_BEFORE_CHANGE_MS and
+// is then made all the same, status counts each slice whose handover was given up (handoversGivenUp), and once the
+// followers are thawed every slice is led by the three nodes left and every acknowledged write reads back.
+import { describe, expect, it } from 'vitest';
+import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_INTERVAL_MS } from '../shared/limits.js';
+import { bulk, elasticClusters, led, persistedMap, replicaIndexes, replicaSets, replicasSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { freezeProcess } from './freeze.js';
+
+const cluster = elasticClusters();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** How old a replica's last answer may be for a handover to choose it (ReplicaLeaders.probeIntervalMs: two ping
+ * intervals), with a margin: after this long frozen, a follower is no handover's target. */
+const UNCHOSEN_AFTER_MS = 2 * LEADER_HEARTBEAT_INTERVAL_MS + 500;
+
+describe('a handover before a change that cannot complete', () => {
+  it('is given up after LEADER_HANDOVER_BEFORE_CHANGE_MS: the remove goes on, status counts it, the slice elects once its replicas answer, every acknowledged write reads back', async () => {
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat: false });
+    // Leaderships spread too, so that no leadership rebalancing runs while the story does.
+    await waitFor(
+      async () => {
+        const st = await e.status();
+        const slices = st.nodes.map((n) => n.slices);
+        return replicasSpread(st) && Math.max(...slices) - Math.min(...slices) <= 1;
+      },
+      'replicas and leaderships spread over the 4 nodes, every slice led',
+      60_000,
+      seen(e),
+    );
+    await bulk(e, 100);
+    const load = new WriteLoad(e.client, 'elastic', 4, 4);
+    const frozen: number[] = [];
+    try {
+      await sleep(500);
+      // Slice 0's leader A and its followers X and Y: with X and Y frozen, no replica that stays in its set answers.
+      const m = persistedMap(e);
+      const [a, ...followers] = replicaIndexes(m)[0];
+      const url = m.nodes[a];
+      for (const n of followers) {
+        const pid = e.nodes.find((p) => p.url === m.nodes[n])!.child.pid!;
+        frozen.push(pid);
+        await freezeProcess(pid);
+      }
+      const frozenAt = performance.now();
+      // The slices X or Y led that can elect without them (the other two nodes are a majority of their set) elect A or
+      // the fourth node, before the remove: an election onto A near the end of its wait would count as given up too.
+      const frozenIn = (set: number[]) => set.filter((n) => followers.includes(n)).length;
+      await waitFor(() => replicaIndexes(persistedMap(e)).every((set) => frozenIn(set) > 1 || !followers.includes(set[0])), 'the slices that elect without X and Y to be led elsewhere', 20_000);
+      await sleep(UNCHOSEN_AFTER_MS - (performance.now() - frozenAt));
+      // The slices A leads whose other replicas are X and Y (slice 0 among them) cannot be handed over; A's others can
+      // (to the fourth node), and none of those can change its leader meanwhile (no majority without X and Y).
+      const stuck = replicaIndexes(persistedMap(e)).filter((set) => set[0] === a && frozenIn(set) === 2).length;
+      expect(stuck, 'slices led by A with both followers frozen').toBeGreaterThanOrEqual(1);
+      const givenUpBefore = (await e.status()).replication.leaders.handoversGivenUp;
+      const t0 = performance.now();
+      const res = await e.post('remove', url);
+      const tookMs = performance.now() - t0;
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      // Not sooner than the bound: the removal waited for the handovers that could not complete.
+      expect(tookMs, 'the remove waited for the handover').toBeGreaterThanOrEqual(LEADER_HANDOVER_BEFORE_CHANGE_MS);
+      expect(replicaSets(e).filter((set) => set.includes(url)), 'A holds no replica once remove answered').toEqual([]);
+      const st = await e.status();
+      const givenUp = st.replication.leaders.handoversGivenUp - givenUpBefore;
+      if (process.env.KEYSLICE_TEST_LOG) console.log(`remove of a node leading ${stuck} slices whose followers were frozen answered after ${tookMs.toFixed(0)} ms; ${givenUp} handovers given up`);
+      expect(givenUp, `handovers given up (${st.replication.note})`).toBe(stuck);
+      // Thawed, the frozen followers elect the slices that need them, with the fourth node's new replicas.
+      for (const pid of frozen.splice(0)) process.kill(pid, 'SIGCONT');
+      await waitFor(
+        async () => {
+          const now = await e.status();
+          return led(now) && now.replication.leaders.unsettled === 0 && replicaSets(e).every((set) => set.length === 3 && !set.includes(url));
+        },
+        'every slice led by the three nodes left, no change unsettled',
+        30_000,
+        seen(e),
+      );
+      await load.finish(1_000, 100);
+    } finally {
+      // A frozen process takes no SIGTERM: thawed first, and the fixture stops every process by its pid.
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+      await load.stop();
+    }
+  }, 90_000);
+});
