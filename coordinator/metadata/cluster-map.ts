@@ -98,6 +98,12 @@ export class ClusterMap {
   /** Whether a node is up as the coordinator knows it (membership.ts: its link is ready and it heartbeats): placement
    * puts new replicas only on nodes that are up. Until a coordinator sets it, every node counts as up. */
   isUp: (node: number) => boolean = () => true;
+  /** Whether placement may add a replica to the slice's set now (membership.ts: its last change settled under an
+   * elected leader). Every map change places followers (a node that joins fills short sets): one that added a replica
+   * to a set whose change had not settled made a chained change, which elects where a settled one leads on (3 nodes
+   * started at R=3 in a row: 12 of 12 slices elected again as the third joined). Such a set is filled once it settled
+   * (membership.ts refillReplicas). Until a coordinator sets it, every slice may grow. */
+  mayGrow: (slice: number) => boolean = () => true;
 
   private constructor(
     private readonly path: string,
@@ -598,7 +604,7 @@ export class ClusterMap {
       if (next.owners[s] !== this.state.owners[s] && next.terms[s] <= this.state.terms[s]) next.terms[s] = Math.max(this.state.terms[s], this.state.termsUsed[s]) + 1;
       next.termsUsed[s] = Math.max(next.termsUsed[s], next.terms[s]);
     }
-    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp);
+    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, undefined, this.mayGrow);
     // A move whose new replica placement took out (its node drained or left) is no longer one, nor is a drain's new
     // replica once no replica of the slice drains (the drain of the slice is done, or the node is active again).
     for (let s = 0; s < next.sliceCount; s++) {
@@ -740,7 +746,7 @@ function checkReplicas(s: State): void {
  * skipped, not waited for: a set short of the factor is filled once a node is up (ClusterMap.placeReplicas).
  * A replica added beside one on a draining node is recorded as the drain's new replica (joining).
  * Only the slices `mayChange` allows are changed. Returns whether anything changed. */
-function placeFollowers(s: State, factor: number, up: (node: number) => boolean, mayChange: (slice: number) => boolean = () => true): boolean {
+function placeFollowers(s: State, factor: number, up: (node: number) => boolean, mayChange: (slice: number) => boolean = () => true, mayGrow: (slice: number) => boolean = () => true): boolean {
   const candidates = s.nodes.map((_, i) => i).filter((i) => s.status[i] === 'active' && up(i));
   let changed = false;
   for (let slice = 0; slice < s.sliceCount; slice++) {
@@ -758,7 +764,7 @@ function placeFollowers(s: State, factor: number, up: (node: number) => boolean,
     const onActive = before.filter((n) => n !== owner && n !== leaving && s.status[n] === 'active').slice(0, wanted);
     const kept = before.filter((n) => onActive.includes(n) || (n !== owner && leaves(s, slice, n)));
     const added: number[] = [];
-    for (let k = 1; k <= s.nodes.length && onActive.length + added.length < wanted; k++) {
+    for (let k = 1; k <= s.nodes.length && onActive.length + added.length < wanted && mayGrow(slice); k++) {
       const n = (owner + k) % s.nodes.length;
       if (n !== owner && candidates.includes(n) && !kept.includes(n)) added.push(n);
     }

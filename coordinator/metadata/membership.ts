@@ -81,6 +81,7 @@ export class Membership {
     map.isUp = (i) => this.links[i] === undefined || (this.isUp(i) && !this.removing.has(i));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
+    map.mayGrow = (s) => this.mayGrow(s);
     this.timer = setInterval(() => {
       this.noteDown();
       this.refillReplicas();
@@ -930,19 +931,23 @@ export class Membership {
     );
   }
 
-  /** Replica sets left short of the factor because no active node was up to take a new replica when they changed
-   * (placement skips nodes that are down: a drain step undone, a node removed while others were down) are filled once
-   * one is up. Only slices whose last change settled under an elected leader, so that changes do not chain (as a
-   * drain's next step and remove wait), and not a slice a whole-slice move copies: its set would change under the
-   * move, and the Assign that tells the nodes would end the move there (the mover then rolls it back); it is filled
-   * at a tick after the move. */
+  /** Whether placement may add a replica to the slice's set now (ClusterMap.mayGrow, and refillReplicas): a slice with
+   * one replica, or one whose last change settled under an elected leader, so that changes do not chain (as a drain's
+   * next step and remove wait: a chained change elects where a settled one leads on), and not a slice a whole-slice
+   * move copies: its set would change under the move, and the Assign that tells the nodes would end the move there
+   * (the mover then rolls it back). */
+  private mayGrow(slice: number): boolean {
+    return !this.mover.moving.has(slice) && (this.map.replicasOf(slice).length <= 1 || (this.leaders.electedTerm(slice) !== null && this.leaders.settled(slice)));
+  }
+
+  /** Replica sets left short of the factor (placement skips nodes that are down, a drain step undone, a node removed
+   * while others were down; and every map change, a node that joins included, leaves alone a set that may not grow
+   * yet: mayGrow) are filled once a node is up and the set may grow, at the tick after. */
   private refillReplicas(): void {
     if (this.map.replicationFactor <= 1) return;
     let filled: number[];
     try {
-      filled = this.map.placeReplicas(
-        (s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || (this.leaders.electedTerm(s) !== null && this.leaders.settled(s))),
-      );
+      filled = this.map.placeReplicas((s) => this.mayGrow(s));
     } catch (err) {
       this.log(`cannot record new replicas in the cluster map (${(err as Error).message})`);
       return;
@@ -1134,7 +1139,7 @@ export class Membership {
     let unsettled = 0;
     for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
     const moving = this.movingReplicas();
-    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, handoversGivenUp: this.handoversGivenUp, termMin: s.termMin, termMax: s.termMax };
+    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, handoversGivenUp: this.handoversGivenUp, handoversGivenBack: this.leaders.handoversGivenBack, termMin: s.termMin, termMax: s.termMax };
     if (s.replicated === 0) return { leaders, note: '' };
     const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
     const waiting = s.replicated - s.led - s.unsettledLed;
@@ -1145,6 +1150,7 @@ export class Membership {
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
       (this.handoversGivenUp > 0 ? `; ${this.handoversGivenUp} slices lost their leader to a drain step, replica move or remove before its handover completed (within ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s; those slices elected)` : '') +
+      (this.leaders.handoversGivenBack > 0 ? `; ${this.leaders.handoversGivenBack} leadership handovers whose election named the old leader again (the replica handed to lacked its last record)` : '') +
       (this.movesUndone > 0 ? `; ${this.movesUndone} replica moves undone since the coordinator started (their new replica's node was down; drain steps counted too)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections, ${this.leaders.handovers} leadership handovers and ${this.leaders.leadOns} replica-set changes led on by their leader since the coordinator started`;
     return { leaders, note };
