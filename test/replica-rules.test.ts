@@ -1010,6 +1010,22 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     const out = left.changedTo([1, 2, 3], 20, host);
     out.tick();
     expect(terms.at(-1)?.[1]).toBe('change_leader_left');
+    // A leader whose Pong is late but whose node answers other slices (heardFrom) is slow, not gone: it leads on, as
+    // tick() would keep it, up to LEADER_SLOW_TIMEOUT_FACTOR times the timeout; past that the change elects.
+    let heard = now;
+    const busy = { ...host, heardFrom: () => heard };
+    const slow = new SliceFailover([0, 1, 2], null, 29, timing, busy);
+    slow.tick();
+    for (const r of [0, 1, 2]) slow.receive(r, { type: 'Prepared', term: 30, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    slow.receive(0, { type: 'Pong', seq: 1, term: 30, leading: true, commitTerm: 30, lastIndex: 4 });
+    now += 2 * timing.heartbeatTimeoutMs;
+    heard = now;
+    expect(slow.changedTo([0, 1, 3], 30, busy).currentLeader).toBe(0);
+    expect(terms.at(-1)).toEqual([31, null]);
+    now += 2 * timing.heartbeatTimeoutMs;
+    heard = now;
+    const late = slow.changedTo([0, 1, 4], 31, busy);
+    expect(late.currentLeader).toBeNull();
   });
 });
 

@@ -100,9 +100,10 @@ export class ClusterMap {
   isUp: (node: number) => boolean = () => true;
   /** Whether placement may add a replica to the slice's set now (membership.ts: its last change settled under an
    * elected leader). Every map change places followers (a node that joins fills short sets): one that added a replica
-   * to a set whose change had not settled made a chained change, which elects where a settled one leads on (3 nodes
-   * started at R=3 in a row: 12 of 12 slices elected again as the third joined). Such a set is filled once it settled
-   * (membership.ts refillReplicas). Until a coordinator sets it, every slice may grow. */
+   * to a set whose change had not settled, and that the map change did not change itself, made a chained change,
+   * which elects where a settled one leads on (3 nodes started at R=3 in a row: 12 of 12 slices elected again as the
+   * third joined). Such a set is filled once it settled (membership.ts refillReplicas). Until a coordinator sets it,
+   * every slice may grow. */
   mayGrow: (slice: number) => boolean = () => true;
 
   private constructor(
@@ -604,7 +605,10 @@ export class ClusterMap {
       if (next.owners[s] !== this.state.owners[s] && next.terms[s] <= this.state.terms[s]) next.terms[s] = Math.max(this.state.terms[s], this.state.termsUsed[s]) + 1;
       next.termsUsed[s] = Math.max(next.termsUsed[s], next.terms[s]);
     }
-    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, undefined, this.mayGrow);
+    // A set the change itself changed (a remove, a drain step, an undo) takes its new replica in the same change; any
+    // other grows only where mayGrow allows (a new change of its own).
+    const changedByIt = (s: number) => !sameSet(setOf(next, s), this.replicasOf(s));
+    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, undefined, (s) => changedByIt(s) || this.mayGrow(s));
     // A move whose new replica placement took out (its node drained or left) is no longer one, nor is a drain's new
     // replica once no replica of the slice drains (the drain of the slice is done, or the node is active again).
     for (let s = 0; s < next.sliceCount; s++) {

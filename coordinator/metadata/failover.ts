@@ -375,17 +375,18 @@ export class SliceFailover {
     // are the new one and the old one: a change made before the one before it settled elects, as before (with
     // no election between them, chained changes outpaced the leader, which could be taken out of the set holding
     // records no replica of the set had, and no election could finish: seeds 100005 and 100292 of the
-    // simulation's chained changes). Otherwise the new failover elects, and says why (ELECTION_REASONS).
+    // simulation's chained changes). "Answering lately" as tick() judges a leader: its last Pong within the heartbeat
+    // timeout, or, where its node answers other slices (heardLately), within LEADER_SLOW_TIMEOUT_FACTOR times it (a
+    // node busy with a join's catch-up is slow, not gone: seen at load 26, two moves' first changes elected their
+    // leaders, whose Pongs were 1.5 s late, where tick() would have waited). Leading on a leader that stopped leading
+    // costs no safety: it refuses, and the election follows at once. Otherwise the new failover elects, and says why
+    // (ELECTION_REASONS).
     const leader = this.currentLeader;
     const now = this.host.now();
+    const since = now - this.lastGoodAt;
+    const answering = this.host.heardFrom === undefined ? since < this.timing.heartbeatTimeoutMs : leader !== null && this.heardLately(leader, now) && since < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs;
     const why: ElectionReason | null =
-      leader === null || !this.published || !this.electorateSettled
-        ? 'change_chained'
-        : !next.includes(leader)
-          ? 'change_leader_left'
-          : now - this.lastGoodAt >= this.timing.heartbeatTimeoutMs || (this.host.heardFrom !== undefined && !this.heardLately(leader, now))
-            ? 'change_leader_silent'
-            : null;
+      leader === null || !this.published || !this.electorateSettled ? 'change_chained' : !next.includes(leader) ? 'change_leader_left' : !answering ? 'change_leader_silent' : null;
     // The next failover chooses leaders as this one does (the simulation's deliberately unsafe chooser included).
     const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, this.choose, older, why ?? 'start');
     if (why === null) f.leadOn(leader!, this.term);
