@@ -38,7 +38,7 @@ export const FAILOVER_TIMING_DEFAULT: FailoverTiming = {
   electionTimeoutMs: LEADER_ELECTION_TIMEOUT_MS,
 };
 
-/** Why an election started, one code each (keyslice_elections_total's `reason`, status, the coordinator's log): a
+/** Why an election started, one code each (keyslice_elections_total's `reason`, the coordinator's log): a
  * join, a drain or a remove should elect only where a leader was handed over (`handover`), where a handover before a
  * change was given up or the leader's node died (`change_leader_left`, `link_lost`), not because a change was made. */
 export const ELECTION_REASONS = {

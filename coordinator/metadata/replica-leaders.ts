@@ -347,7 +347,7 @@ export class ReplicaLeaders {
         if (now < h.until && !this.handedOver(slice, h)) continue;
         if (now >= h.until) {
           const seen = this.pongs.get(slice);
-          this.log(`slice ${slice}: handover to node ${h.to}: its wait ran out (${LEADER_HANDOVER_WAIT_MS_MAX} ms) with it at index ${seen?.get(h.to)?.lastIndex ?? '?'} and node ${h.from} at ${seen?.get(h.from)?.lastIndex ?? '?'}; it elects all the same`);
+          this.log(`slice ${slice}: the handover to ${this.map.nodes[h.to]} waited ${LEADER_HANDOVER_WAIT_MS_MAX} ms for it to hold the old leader's last record (it said index ${seen?.get(h.to)?.lastIndex ?? '?'}, ${this.map.nodes[h.from]} ${seen?.get(h.from)?.lastIndex ?? '?'}); it elects all the same`);
         }
         run.hold = undefined;
       }
