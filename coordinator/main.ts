@@ -107,6 +107,7 @@ const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPe
   pingIntervalMs: Math.min(FAILOVER_TIMING_DEFAULT.pingIntervalMs, Math.floor(leaderTimeoutMs / 3)),
 }, removeDownAfterMs);
 const processMetrics = new ProcessMetrics('coordinator');
+processMetrics.countElections(cluster.leaders.electionsBy);
 if (routers > 0) processMetrics.serveRouters();
 const ops = new Operations(catalog, new Router(cluster, processMetrics), undefined, processMetrics);
 const metrics = async () => {

@@ -395,6 +395,9 @@ export interface LeadersReport {
    * within LEADER_HANDOVER_BEFORE_CHANGE_MS: the slice elected, as it did before such changes handed over first
    * (docs/replication.md, "Handing over before the leader leaves"). */
   handoversGivenUp: number;
+  /** Leadership handovers since the coordinator started whose election named another replica than the one handed to
+   * (it did not hold the old leader's last record: the old leader led again). Each cost an election that moved nothing. */
+  handoversGivenBack: number;
   termMin: number;
   termMax: number;
 }

@@ -90,11 +90,22 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
 /** How many writes the coordinator's request path sent again after an unknown outcome (keyslice_writes_resent_total,
  * over its processes): each is a write whose leader was deposed, lost or silent with it in flight. */
 export async function writesResent(e: Elastic): Promise<number> {
-  const res = await fetch(`${e.coordinator.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
-  const text = await res.text();
+  const text = await scrape(e);
   let n = 0;
   for (const m of text.matchAll(/^keyslice_writes_resent_total(?:\{[^}]*\})? (\d+)$/gm)) n += Number(m[1]);
   return n;
+}
+
+/** The coordinator's leader elections by why they started (keyslice_elections_total, docs/metrics.md). */
+export async function electionsByReason(e: Elastic): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const m of (await scrape(e)).matchAll(/^keyslice_elections_total\{[^}]*reason="([a-z_]+)"[^}]*\} (\d+)$/gm)) out[m[1]] = Number(m[2]);
+  return out;
+}
+
+async function scrape(e: Elastic): Promise<string> {
+  const res = await fetch(`${e.coordinator.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
+  return res.text();
 }
 
 // (led is the cluster fixture's, named here too for the elastic tests that wait on it.)

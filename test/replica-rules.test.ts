@@ -3,7 +3,7 @@
 // once a majority holds it durably, that a diverged tail is cut and a deposed
 // leader acknowledges nothing. Messages and disk syncs move only when a story says so.
 import { describe, expect, it } from 'vitest';
-import { chooseLeader, SliceFailover } from '../coordinator/metadata/failover.js';
+import { chooseLeader, SliceFailover, type ElectionReason } from '../coordinator/metadata/failover.js';
 import { REPLICA_KEEPALIVE_MS, REPLICA_LEASE_DRIFT, REPLICA_LEASE_MS, REPLICA_READ_STALENESS_MS, REPLICA_RESEND_MS_MAX, REPLICA_TICK_MS } from '../shared/limits.js';
 import { decodeReplicationMessage, encodeReplicationMessage } from '../shared/protocol.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
@@ -981,13 +981,13 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
   it('is what the coordinator sends when a set changes and its elected leader, answering, stays in it; a refusal brings an election at once', () => {
     let now = 0;
     const sent: { to: number; m: ReplicationMessage }[] = [];
-    const terms: [number, boolean][] = [];
+    const terms: [number, ElectionReason | null][] = [];
     const published: [number, number][] = [];
     const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
     const host = {
       send: (to: number, m: ReplicationMessage) => sent.push({ to, m }),
       now: () => now,
-      persistTerm: (t: number, election = true) => terms.push([t, election]),
+      persistTerm: (t: number, reason: ElectionReason | null) => terms.push([t, reason]),
       publish: (leader: number, term: number) => published.push([leader, term]),
       lastLead: () => lastLeadOf(published),
     };
@@ -1000,7 +1000,7 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     sent.length = 0;
     // 2 is replaced by 3: leader 0 stays, and leads on at term 2 (no Prepare).
     const g = f.changedTo([0, 1, 3], 1, host);
-    expect(terms).toEqual([[1, true], [2, false]]);
+    expect(terms).toEqual([[1, 'start'], [2, null]]);
     expect(published.at(-1)).toEqual([0, 2]);
     expect(sent).toEqual([{ to: 0, m: { type: 'LeadOn', term: 2, from: 1, followers: [1, 3, 2], sets: [[0, 1, 3], [0, 1, 2]] } }]);
     expect([g.currentLeader, g.currentTerm, g.electorateSettled]).toEqual([0, 2, false]);
@@ -1013,13 +1013,46 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     g.receive(0, { type: 'Refused', term: 1, code: 'StaleTerm', message: 'asked to lead on', lastIndex: 4, commitIndex: 4 });
     g.tick();
     expect(sent.filter((s) => s.m.type === 'Prepare').map((s) => s.to)).toEqual([0, 1, 3, 2]);
+    expect(terms.at(-1)).toEqual([3, 'lead_on_refused']);
+    // The chained change elects, and says why.
+    chained.tick();
+    expect(terms.at(-1)?.[1]).toBe('change_chained');
     // A leader that has not answered within the heartbeat timeout is not told to lead on: the change elects.
     sent.length = 0;
     const h = new SliceFailover([0, 1, 2], null, 0, timing, host);
     h.tick();
-    for (const r of [0, 1, 2]) h.receive(r, { type: 'Prepared', term: 9, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    for (const r of [0, 1, 2]) h.receive(r, { type: 'Prepared', term: 1, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    expect(h.currentLeader).toBe(0);
     now += timing.heartbeatTimeoutMs;
-    expect(h.changedTo([0, 1, 3], 9, host).currentLeader).toBeNull();
+    const silent = h.changedTo([0, 1, 3], 9, host);
+    expect(silent.currentLeader).toBeNull();
+    silent.tick();
+    expect(terms.at(-1)?.[1]).toBe('change_leader_silent');
+    // One that takes the leader's replica out elects too (a handover before the change is the coordinator's: membership.ts).
+    const left = new SliceFailover([0, 1, 2], null, 19, timing, host);
+    left.tick();
+    for (const r of [0, 1, 2]) left.receive(r, { type: 'Prepared', term: 20, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    left.receive(0, { type: 'Pong', seq: 1, term: 20, leading: true, commitTerm: 20, lastIndex: 4 });
+    expect([left.currentLeader, left.electorateSettled]).toEqual([0, true]);
+    const out = left.changedTo([1, 2, 3], 20, host);
+    out.tick();
+    expect(terms.at(-1)?.[1]).toBe('change_leader_left');
+    // A leader whose Pong is late but whose node answers other slices (heardFrom) is slow, not gone: it leads on, as
+    // tick() would keep it, up to LEADER_SLOW_TIMEOUT_FACTOR times the timeout; past that the change elects.
+    let heard = now;
+    const busy = { ...host, heardFrom: () => heard };
+    const slow = new SliceFailover([0, 1, 2], null, 29, timing, busy);
+    slow.tick();
+    for (const r of [0, 1, 2]) slow.receive(r, { type: 'Prepared', term: 30, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    slow.receive(0, { type: 'Pong', seq: 1, term: 30, leading: true, commitTerm: 30, lastIndex: 4 });
+    now += 2 * timing.heartbeatTimeoutMs;
+    heard = now;
+    expect(slow.changedTo([0, 1, 3], 30, busy).currentLeader).toBe(0);
+    expect(terms.at(-1)).toEqual([31, null]);
+    now += 2 * timing.heartbeatTimeoutMs;
+    heard = now;
+    const late = slow.changedTo([0, 1, 4], 31, busy);
+    expect(late.currentLeader).toBeNull();
   });
 });
 
@@ -1333,6 +1366,31 @@ describe('the coordinator\'s election of one slice', () => {
     sent.length = 0;
     f.reachable(0); // no election under way: nothing to ask
     expect(sent).toEqual([]);
+  });
+  it('a handover\'s election waits a while for the replica handed to, which wins the tie with the old leader: a majority without it would name the old leader again', () => {
+    let now = 0;
+    const published: [number, number][] = [];
+    const { timing, host } = electionStory(published, () => now);
+    // Handed to 1 (listed first); 0 led, and 1 and 2 hold its last record (term 4, index 7), as 0 does.
+    const f = SliceFailover.handOver([1, 0, 2], 4, timing, host);
+    f.tick(); // Prepare(5) to all
+    f.receive(0, { type: 'Prepared', term: 5, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 4 });
+    f.receive(2, { type: 'Prepared', term: 5, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([]); // a majority, but not the one handed to (before: 0 led again, the tie going to the answers in)
+    now += 100;
+    f.receive(1, { type: 'Prepared', term: 5, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([[1, 5]]);
+    // One that never answers (its node froze) holds the election up half its timeout, not to a new term: the answers in decide.
+    const g = SliceFailover.handOver([1, 0, 2], 9, timing, host);
+    g.tick();
+    g.receive(0, { type: 'Prepared', term: 10, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 5 });
+    g.receive(2, { type: 'Prepared', term: 10, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    now += timing.electionTimeoutMs / 2 - 1;
+    g.tick();
+    expect(g.currentLeader).toBeNull();
+    now += 1;
+    g.tick();
+    expect(published.at(-1)).toEqual([0, 10]);
   });
   it('counts only answers to its own term\'s Prepare: a late answer to an older one says nothing of the records its replica took since', () => {
     const published: [number, number][] = [];

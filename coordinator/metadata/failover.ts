@@ -38,12 +38,30 @@ export const FAILOVER_TIMING_DEFAULT: FailoverTiming = {
   electionTimeoutMs: LEADER_ELECTION_TIMEOUT_MS,
 };
 
+/** Why an election started, one code each (keyslice_elections_total's `reason`, the coordinator's log): a
+ * join, a drain or a remove should elect only where a leader was handed over (`handover`), where a handover before a
+ * change was given up or the leader's node died (`change_leader_left`, `link_lost`), not because a change was made. */
+export const ELECTION_REASONS = {
+  start: 'no leader known (the coordinator started, or the slice became replicated)',
+  handover: 'a leadership handover',
+  change_leader_left: "a replica-set change took the leader's replica out",
+  change_leader_silent: 'a replica-set change whose leader had not answered lately',
+  change_chained: 'a replica-set change made before the one before it settled under an elected leader',
+  leader_timeout: 'leader timeout',
+  link_lost: 'link to the leader lost',
+  leader_leads_nothing: 'leader leads nothing',
+  newer_term: 'leader promised a newer term',
+  lead_on_refused: 'leader could not lead on at the new term',
+  election_timeout: 'election timeout',
+} as const;
+export type ElectionReason = keyof typeof ELECTION_REASONS;
+
 export interface FailoverHost {
   send(to: ReplicaId, message: ReplicationMessage): void;
   now(): number;
-  /** Persist that `term` is used (before any replica hears of it), so it is never used twice; `election` false: by a
-   * leader that leads on (LeadOn), not by an election. */
-  persistTerm(term: number, election?: boolean): void;
+  /** Persist that `term` is used (before any replica hears of it), so it is never used twice; `reason`: why the
+   * election that takes it started, null: by a leader that leads on (LeadOn), not by an election. */
+  persistTerm(term: number, reason: ElectionReason | null): void;
   /** The slice's new leader at `term`, in the map (persisted, then published to routers): from then on lastLead() names
    * it, once its Lead (or LeadOn) leaves. */
   publish(leader: ReplicaId, term: number): void;
@@ -116,6 +134,10 @@ export class SliceFailover {
   static atStart(p: PersistedSlice, timing: FailoverTiming, host: FailoverHost, choose: typeof chooseLeader = chooseLeader): SliceFailover {
     return new SliceFailover(p.replicas, null, p.termUsed, timing, host, choose, p.unsettled);
   }
+  /** The failover of a leadership handover (ReplicaLeaders.handOver): the same set, no leader until its election. */
+  static handOver(replicas: readonly ReplicaId[], termUsed: number, timing: FailoverTiming, host: FailoverHost): SliceFailover {
+    return new SliceFailover(replicas, null, termUsed, timing, host, chooseLeader, [], 'handover');
+  }
 
   private leader: ReplicaId | null;
   private term: number;
@@ -153,6 +175,8 @@ export class SliceFailover {
      * change settles, an election needs a majority of each of them and of `replicas`, and so does every commit
      * of a leader it elects. Empty: no change under way. */
     older: readonly (readonly ReplicaId[])[] = [],
+    /** Why it elects, with no leader given (its first election's reason). */
+    private readonly noLeaderBecause: ElectionReason = 'start',
   ) {
     assert(new Set(replicas).size === replicas.length && replicas.length >= 1, 'a slice\'s replicas are distinct');
     this.configs = [replicas, ...older];
@@ -186,10 +210,10 @@ export class SliceFailover {
       // is slow (a node restarting or catching up), not lost. A newer term would make every replica promise again
       // and lose the answers already in, so the election waits, up to LEADER_SLOW_TIMEOUT_FACTOR times its timeout.
       const slow = this.members.some((r) => !e.answers.has(r) && !e.refused.has(r) && this.heardLately(r, now)) && now - e.startedAt < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.electionTimeoutMs;
-      if (now - e.startedAt >= this.timing.electionTimeoutMs && !slow) this.startElection('election timeout');
+      if (now - e.startedAt >= this.timing.electionTimeoutMs && !slow) this.startElection('election_timeout');
       return;
     }
-    if (this.leader === null) return this.startElection('no leader');
+    if (this.leader === null) return this.startElection(this.noLeaderBecause);
     if (now - this.lastGoodAt >= this.timing.heartbeatTimeoutMs) {
       if (this.lastGoodAt === -Infinity) return this.startElection(this.suspectedFor);
       // A leader whose node answers other slices' messages is slow (its node busy with a restart's catch-up or many
@@ -197,7 +221,7 @@ export class SliceFailover {
       // slice on nodes as busy, and depose the leader that was about to serve. It gets up to LEADER_SLOW_TIMEOUT_FACTOR
       // times the timeout. A frozen or dead node answers nothing and is replaced after the timeout, as before.
       if (!this.heardLately(this.leader, now) || now - this.lastGoodAt >= LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs) {
-        return this.startElection('leader timeout');
+        return this.startElection('leader_timeout');
       }
     }
     if (now - this.lastPingAt >= this.timing.pingIntervalMs) {
@@ -219,14 +243,14 @@ export class SliceFailover {
         if (m.commitTerm >= this.term) this.settle();
       }
       // It restarted (it leads nothing) or it promised a newer term: no need to wait out the timeout.
-      else this.suspect(m.term > this.term ? 'leader promised a newer term' : 'leader leads nothing');
+      else this.suspect(m.term > this.term ? 'newer_term' : 'leader_leads_nothing');
       return;
     }
     if (m.type === 'Refused' && this.election !== null && m.term >= this.election.term && this.members.includes(from)) this.election.refused.add(from);
     // The leader refused to lead on (it did not lead its term any more: restarted, say): elect now, not after the timeout.
     if (m.type === 'Refused' && this.election === null && this.leadingOn && from === this.leader && m.term < this.term) {
       this.leadingOn = false;
-      return this.suspect('leader could not lead on at the new term');
+      return this.suspect('lead_on_refused');
     }
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
     if (this.election.answers.has(from)) return;
@@ -262,6 +286,14 @@ export class SliceFailover {
     // acknowledged under any of them is on a majority of that set, so on a replica that answered.
     if (!this.quorumAmong((r) => answers.has(r))) return 'not yet';
     if (!this.leasesOut(answers)) return 'leases';
+    // A handover's election (the replica handed to is listed first, so that it wins a tie) waits a while for that
+    // replica's answer: a majority without it names the old leader again on a tie, both holding the same last record,
+    // and the rebalancer hands it over again, an election more (seen at load 15 to 20 when 3 nodes at R=3 start: the
+    // promise of the replica handed to, which waits for its sync, came after the two others'). Safe: a majority answered
+    // already, more answers only add candidates. Bounded by half the election timeout, so that a replica handed to that
+    // died or froze costs no election started again; then the answers in decide, as in any election.
+    const to = this.replicas[0];
+    if (this.noLeaderBecause === 'handover' && !answers.has(to) && !this.election.refused.has(to) && this.host.now() - this.election.startedAt < this.timing.electionTimeoutMs / 2) return 'not yet';
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
     if (chosen === null) return 'not yet';
     if (!this.replicas.includes(chosen)) {
@@ -315,18 +347,18 @@ export class SliceFailover {
   }
 
   /** Why the last election started (for the coordinator's log). */
-  electionReason = '';
-  private suspectedFor = '';
-  private suspect(why: string): void {
+  electionReason: ElectionReason = 'start';
+  private suspectedFor: ElectionReason = 'leader_timeout';
+  private suspect(why: ElectionReason): void {
     this.lastGoodAt = -Infinity;
     this.suspectedFor = why;
   }
 
-  private startElection(why: string): void {
+  private startElection(why: ElectionReason): void {
     this.electionReason = why;
     const term = Math.max(this.term, this.election?.term ?? 0) + 1;
     assert(term > this.term, 'a leader term only grows');
-    this.host.persistTerm(term);
+    this.host.persistTerm(term, why);
     this.elections++;
     this.election = { term, startedAt: this.host.now(), answers: new Map(), refused: new Set() };
     for (const r of this.members) this.host.send(r, { type: 'Prepare', term });
@@ -337,20 +369,27 @@ export class SliceFailover {
    * change had not settled either). */
   changedTo(next: readonly ReplicaId[], term: number, host: FailoverHost): SliceFailover {
     const older = setsBefore(this.configs, next);
-    // The next failover chooses leaders as this one does (the simulation's deliberately unsafe chooser included).
-    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, this.choose, older);
     // The leader this failover elected (or told to lead on), in the new set, answering lately: it leads on. Only
     // with no election under way (currentLeader): then no replica took a term newer than the leader's. And only
     // once this failover's own change settled (as the coordinator changes sets: membership.ts), so that the sets
     // are the new one and the old one: a change made before the one before it settled elects, as before (with
     // no election between them, chained changes outpaced the leader, which could be taken out of the set holding
     // records no replica of the set had, and no election could finish: seeds 100005 and 100292 of the
-    // simulation's chained changes).
+    // simulation's chained changes). "Answering lately" as tick() judges a leader: its last Pong within the heartbeat
+    // timeout, or, where its node answers other slices (heardLately), within LEADER_SLOW_TIMEOUT_FACTOR times it (a
+    // node busy with a join's catch-up is slow, not gone: seen at load 26, two moves' first changes elected their
+    // leaders, whose Pongs were 1.5 s late, where tick() would have waited). Leading on a leader that stopped leading
+    // costs no safety: it refuses, and the election follows at once. Otherwise the new failover elects, and says why
+    // (ELECTION_REASONS).
     const leader = this.currentLeader;
     const now = this.host.now();
-    if (leader !== null && this.published && this.electorateSettled && next.includes(leader) && now - this.lastGoodAt < this.timing.heartbeatTimeoutMs && (this.host.heardFrom === undefined || this.heardLately(leader, now))) {
-      f.leadOn(leader, this.term);
-    }
+    const since = now - this.lastGoodAt;
+    const answering = this.host.heardFrom === undefined ? since < this.timing.heartbeatTimeoutMs : leader !== null && this.heardLately(leader, now) && since < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs;
+    const why: ElectionReason | null =
+      leader === null || !this.published || !this.electorateSettled ? 'change_chained' : !next.includes(leader) ? 'change_leader_left' : !answering ? 'change_leader_silent' : null;
+    // The next failover chooses leaders as this one does (the simulation's deliberately unsafe chooser included).
+    const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, this.choose, older, why ?? 'start');
+    if (why === null) f.leadOn(leader!, this.term);
     return f;
   }
 
@@ -365,7 +404,7 @@ export class SliceFailover {
   private leadOn(leader: ReplicaId, from: number): void {
     const term = this.term + 1;
     assert(term > from && this.election === null, 'a leader leads on at a newer term, with no election under way');
-    this.host.persistTerm(term, false);
+    this.host.persistTerm(term, null);
     this.leadingOn = true;
     this.host.send(leader, { type: 'LeadOn', term, from, ...this.install(leader, term) });
   }
@@ -423,6 +462,6 @@ export class SliceFailover {
   }
   /** The coordinator lost its link to the leader: elect without waiting out the heartbeat timeout. */
   suspectLeader(): void {
-    this.suspect('link to the leader lost');
+    this.suspect('link_lost');
   }
 }

@@ -1143,7 +1143,7 @@ export class Membership {
     let unsettled = 0;
     for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
     const moving = this.movingReplicas();
-    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, handoversGivenUp: this.handoversGivenUp, termMin: s.termMin, termMax: s.termMax };
+    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, handoversGivenUp: this.handoversGivenUp, handoversGivenBack: this.leaders.handoversGivenBack, termMin: s.termMin, termMax: s.termMax };
     if (s.replicated === 0) return { leaders, note: '' };
     const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
     const waiting = s.replicated - s.led - s.unsettledLed;
@@ -1154,6 +1154,7 @@ export class Membership {
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
       (this.handoversGivenUp > 0 ? `; ${this.handoversGivenUp} slices lost their leader to a drain step, replica move or remove before its handover completed (within ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s; those slices elected)` : '') +
+      (this.leaders.handoversGivenBack > 0 ? `; ${this.leaders.handoversGivenBack} leadership handovers whose election named the old leader again (the replica handed to did not answer within half an election timeout, or lacked the old leader's last record)` : '') +
       (this.movesUndone > 0 ? `; ${this.movesUndone} replica moves undone since the coordinator started (their new replica's node was down; drain steps counted too)` : '') +
       `; leader terms ${s.termMin}..${s.termMax}, ${s.elections} elections, ${this.leaders.handovers} leadership handovers and ${this.leaders.leadOns} replica-set changes led on by their leader since the coordinator started`;
     return { leaders, note };

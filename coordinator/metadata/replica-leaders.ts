@@ -21,7 +21,7 @@ import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, RE
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
-import { sameSet, SliceFailover, type FailoverTiming } from './failover.js';
+import { ELECTION_REASONS, sameSet, SliceFailover, type ElectionReason, type FailoverTiming } from './failover.js';
 import type { NodeLink } from './node-link.js';
 
 interface Run {
@@ -35,6 +35,8 @@ interface Run {
   settledSeen: boolean;
   /** A leadership handover (handOver): the election waits until `to` holds `from`'s last record, or `until`. */
   hold?: { from: number; to: number; since: number; until: number };
+  /** The replica a handover went to, until its election named a leader (handoversGivenBack). */
+  handedTo?: number;
 }
 
 /** What a replica's latest Pong said, and when it came. */
@@ -87,8 +89,11 @@ export class ReplicaLeaders {
   private readonly logUnrecordedSettled = sparseLog('such', (line) => this.log(line));
   private readonly timer: NodeJS.Timeout;
   private closed = false;
-  /** Elections started since this process started, for status. */
-  elections = 0;
+  /** Elections started since this process started, by why (status; /metrics keyslice_elections_total). */
+  readonly electionsBy = Object.fromEntries(Object.keys(ELECTION_REASONS).map((r) => [r, 0])) as Record<ElectionReason, number>;
+  get elections(): number {
+    return Object.values(this.electionsBy).reduce((a, b) => a + b, 0);
+  }
   /** slice -> node -> what its latest Pong said; when each was last asked (probe). */
   private readonly pongs = new Map<number, Map<number, PongSeen>>();
   private readonly probedAt = new Map<string, number>();
@@ -102,8 +107,10 @@ export class ReplicaLeaders {
   private skippedLate = false;
   /** node -> when (performance.now) its last Replicate frame came (a node that answers is slow, not gone: failover.ts). */
   private readonly heardAt = new Map<number, number>();
-  /** Leadership handovers done since this process started, for status. */
+  /** Leadership handovers done since this process started, for status; of them, those whose election named another
+   * replica (the old leader, further than the one handed to). */
   handovers = 0;
+  handoversGivenBack = 0;
   /** Replica-set changes whose leader led on (LeadOn) rather than being elected again, since this process started. */
   leadOns = 0;
 
@@ -265,8 +272,8 @@ export class ReplicaLeaders {
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
       assert(replicas[0] === to && keyOf(replicas) === key, 'a handover changes the leader, not the replica set');
-      const failover = new SliceFailover(replicas, null, this.map.lastTermUsed(slice), this.timing, this.host(slice));
-      this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: true, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX } });
+      const failover = SliceFailover.handOver(replicas, this.map.lastTermUsed(slice), this.timing, this.host(slice));
+      this.runs.set(slice, { failover, replicas, key, publishedAt: 0, settledSeen: true, hold: { from, to, since: now, until: now + LEADER_HANDOVER_WAIT_MS_MAX }, handedTo: to });
     }
     this.handovers += ok.length;
     this.reassignAll();
@@ -343,7 +350,12 @@ export class ReplicaLeaders {
         settled = true;
       }
       if (run.hold !== undefined) {
-        if (now < run.hold.until && !this.handedOver(slice, run.hold)) continue;
+        const h = run.hold;
+        if (now < h.until && !this.handedOver(slice, h)) continue;
+        if (now >= h.until) {
+          const seen = this.pongs.get(slice);
+          this.log(`slice ${slice}: the handover to ${this.map.nodes[h.to]} waited ${LEADER_HANDOVER_WAIT_MS_MAX} ms for it to hold the old leader's last record (it said index ${seen?.get(h.to)?.lastIndex ?? '?'}, ${this.map.nodes[h.from]} ${seen?.get(h.from)?.lastIndex ?? '?'}); it elects all the same`);
+        }
         run.hold = undefined;
       }
       const f = run.failover;
@@ -390,9 +402,9 @@ export class ReplicaLeaders {
       now: () => performance.now(),
       // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
       heardFrom: (node: number) => (this.ready(node) ? (this.heardAt.get(node) ?? -Infinity) : -Infinity),
-      persistTerm: (term: number, election = true) => {
+      persistTerm: (term: number, reason: ElectionReason | null) => {
         this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
-        if (election) this.elections++;
+        if (reason !== null) this.electionsBy[reason]++;
         this.queueFlush();
       },
       // The map's record of the last Lead that left (recordElections writes it before the Lead leaves: flush).
@@ -400,7 +412,11 @@ export class ReplicaLeaders {
       publish: (leader: ReplicaId, term: number) => {
         this.elected.set(slice, { slice, leader, term });
         const run = this.runs.get(slice);
-        if (run !== undefined) run.publishedAt = Date.now();
+        if (run !== undefined) {
+          run.publishedAt = Date.now();
+          if (run.handedTo !== undefined && run.handedTo !== leader) this.handoversGivenBack++;
+          run.handedTo = undefined;
+        }
         this.queueFlush();
       },
     };
@@ -439,8 +455,10 @@ export class ReplicaLeaders {
     let ownersChanged = false;
     // Nodes that lose a slice's leadership because they stopped answering: what they hold unanswered is given up below.
     const deposed = new Set<number>();
+    const named = new Map<number, number>();
     for (const e of elected) {
       const was = this.map.ownerOf(e.slice);
+      named.set(e.slice, was);
       if (was >= 0 && was !== e.leader) deposed.add(was);
     }
     if (used.size > 0 || elected.length > 0) {
@@ -452,17 +470,24 @@ export class ReplicaLeaders {
         return;
       }
       const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
-      if (started.length > 0 && Date.now() - this.lastStartLogAt >= 1_000) {
+      // Each election with its slice and reason where a turn starts a few (a join, a drain: each should be accounted
+      // for); a storm of them (a coordinator that starts, a node lost) in one line a second at most.
+      const reasonOf = (slice: number) => this.runs.get(slice)?.failover.electionReason ?? 'start';
+      if (started.length > 0 && started.length <= 8) {
+        this.log(`elections started: ${started.map((slice) => `slice ${slice} (${ELECTION_REASONS[reasonOf(slice)]}; replicas ${this.runs.get(slice)?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(slice)})`).join(', ')}`);
+      } else if (started.length > 8 && Date.now() - this.lastStartLogAt >= 1_000) {
         this.lastStartLogAt = Date.now();
         const why = new Map<string, number>();
         for (const slice of started) {
-          const r = this.runs.get(slice)?.failover.electionReason ?? '';
+          const r = ELECTION_REASONS[reasonOf(slice)];
           why.set(r, (why.get(r) ?? 0) + 1);
         }
         this.log(`elections started for ${started.length} slices (${[...why].map(([r, n]) => `${r}: ${n}`).join(', ')}; e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(started[0])})`);
       }
       const moved = elected.length;
-      if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}`);
+      // Where the map named another (a handover whose election gave the leadership back), that one too.
+      const other = (e: Elected) => (named.get(e.slice) !== e.leader && named.get(e.slice)! >= 0 ? ` (the map named ${this.map.nodes[named.get(e.slice)!]})` : '');
+      if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}${other(e)}`);
       else if (moved > 8) this.log(`${moved} slices elected their leaders (terms ${Math.min(...elected.map((e) => e.term))}..${Math.max(...elected.map((e) => e.term))})`);
     }
     if (ownersChanged) this.reassignAll();

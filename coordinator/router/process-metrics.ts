@@ -20,6 +20,7 @@ import { AggregatorRegistry, collectDefaultMetrics, Counter, Histogram, Registry
 import { OPERATION_NAMES, type OperationName } from '../../shared/api.js';
 import { assert, type ErrorCode } from '../../shared/errors.js';
 import { LOAD_REPORT_TIMEOUT_MS, REQUEST_SECONDS_BUCKETS } from '../../shared/limits.js';
+import { ELECTION_REASONS, type ElectionReason } from '../metadata/failover.js';
 
 type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 
@@ -112,6 +113,21 @@ export class ProcessMetrics {
     const e = this.errorCounts.get(key);
     if (e === undefined) this.errorCounts.set(key, { labels: { op, code }, n: 1 });
     else e.n++;
+  }
+
+  /** The coordinator's leader elections by why they started (ReplicaLeaders.electionsBy), read at each scrape; in its
+   * registry, so that a router's /metrics (the coordinator's merge) has them too. Every reason from the start at 0. */
+  countElections(electionsBy: Readonly<Record<ElectionReason, number>>): void {
+    new Counter({
+      name: 'keyslice_elections_total',
+      help: 'leader elections of replicated slices the coordinator started, by why (docs/replication.md): a handover, a replica-set change its leader could not lead on, a leader lost, an election started again',
+      labelNames: ['reason'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const reason of Object.keys(ELECTION_REASONS) as ElectionReason[]) this.inc({ reason }, electionsBy[reason]);
+      },
+    });
   }
 
   /** Counts one write sent again after an unknown outcome (Router.send). */
