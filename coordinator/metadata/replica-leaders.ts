@@ -147,8 +147,17 @@ export class ReplicaLeaders {
     return { replicated: this.runs.size, led, unsettledLed, ledBy, elections: this.elections, termMin: termMin === Infinity ? 0 : termMin, termMax };
   }
 
+  /** The map's change count (ClusterMap.changes) when sync() last followed it: every run's key is then its slice's
+   * set's in the map, so sync() has nothing to do (it runs every tick, and a key is a sort and a join per slice:
+   * bench/README.md, "Idle cluster") and current() need not compare keys until the map changes again. */
+  private syncedChanges = -1;
+
   /** Follows the map's replica sets: a failover for each replicated slice, a new one when its set changed. */
   sync(): void {
+    if (this.syncedChanges === this.map.changes) return;
+    // Taken before the loop: a change made while it runs (none is: the failovers only queue what they decide) is
+    // followed at the next call.
+    this.syncedChanges = this.map.changes;
     let changed = false;
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const replicas = this.map.replicasOf(slice);
@@ -208,7 +217,8 @@ export class ReplicaLeaders {
   /** The slice's run when it is for the replica set the map holds now (sync() not yet run for a change: none). */
   private current(slice: number): Run | undefined {
     const run = this.runs.get(slice);
-    return run !== undefined && run.key === keyOf(this.map.replicasOf(slice)) ? run : undefined;
+    if (run === undefined || this.syncedChanges === this.map.changes) return run;
+    return run.key === keyOf(this.map.replicasOf(slice)) ? run : undefined;
   }
 
   /** Whether node `node`'s replica of the slice said (Pong) that it durably holds a committed record of
