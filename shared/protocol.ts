@@ -20,7 +20,8 @@
 // Replication (docs/replication.md): Assign's replication names this node's index in the
 // map, its peers' URLs and the replica set of every slice it holds a replica of (null: R=1,
 // no slice has followers). Replicate carries replication messages: coordinator <-> node
-// (Prepare, Lead, Ping; Prepared, Pong, Refused) on the coordinator's connection, and
+// (Prepare, Lead, Ping and a turn's Pings folded per worker; Prepared, Pong, a turn's Pongs folded, Refused) on
+// the coordinator's connection, and
 // node -> node (Append, Snapshot, KeepAlive, AppendOk, KeepAliveOk, Refused) from worker thread to
 // worker thread (25): a worker dials each peer node of its replicas (the URL of Assign's peers;
 // its Hello names the peer's workers and their batch ports) and then the batch port of each of
@@ -149,8 +150,11 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 25: replication between slice nodes goes from worker thread to worker thread: a worker's replicas send to the
  * worker of the slice on the peer node, on that worker's batch port (a Replicate frame there, from a node index, never
  * from the coordinator; every entry's slice that worker's), not through either node's main thread; a node's main
- * port takes Replicate frames from the coordinator only. */
-export const NODE_PROTOCOL_VERSION = 25;
+ * port takes Replicate frames from the coordinator only.
+ * 26: the coordinator's Pings of one turn to one worker of a node travel as one Pings ([slice, seq, ...]), and a
+ * worker's Pongs of one turn as one Pongs ([slice, seq, term, leading, commitTerm, lastIndex, ...]), each as bytes
+ * (replication-protocol.ts): a node of 25 would refuse Pings as a message the coordinator does not send. */
+export const NODE_PROTOCOL_VERSION = 26;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
