@@ -357,9 +357,11 @@ function onPortMessage([ranges, bytes]: NodePortMessage): void {
       continue;
     }
     // The coordinator's Pings of a turn to this worker (node protocol 26), its entry under the first of its slices:
-    // every slice the coordinator asks a node about in a turn is listed in the assignment it sent that node before
-    // the turn's frame, so the first is replicated here exactly when the others are (as each Ping's own entry was).
-    // Each is checked to be this worker's, as a peer's folded messages are (onPeerFrame), before any is answered.
+    // every slice the coordinator asks a node about in a turn is one its latest assignment to that node lists, sent
+    // before the turn's frame, so the first is replicated here when the others are (the check above, and the node's
+    // main thread's, look at the entry's slice, as they looked at each Ping's). Each slice is checked to be this
+    // worker's, as a peer's folded messages are (onPeerFrame), before any is answered, and each not replicated here
+    // is dropped, as its own entry was.
     const stray = message.slices.find((s, k) => k % PING_NUMBERS === 0 && !isMine(s));
     if (stray !== undefined) {
       refused.push([ranges[i + 2], `Replicate: slice ${slice}: Pings names slice ${stray}, which is not worker ${config.workerIndex}'s`]);
