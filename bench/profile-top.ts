@@ -5,7 +5,7 @@
 // With --last S, only the samples of the S seconds before the profile's end (less --skip-end S,
 // the shutdown): a profile covers its process's whole life, start-up and data loading included,
 // which at one request in flight outweigh the measured seconds.
-//   node dist/bench/profile-top.js DIR [--top 15] [--under decodeSliceResults,encodeClientFrame] [--last 8 --skip-end 1]
+//   node dist/bench/profile-top.js DIR [--top 15] [--under decodeSliceResults,encodeClientFrame] [--last 8 --skip-end 1] [--inclusive]
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
@@ -32,10 +32,13 @@ const seconds = (flag: string) => {
   const i = process.argv.indexOf(flag);
   return i > 0 ? Number(process.argv[i + 1]) * 1e6 : null;
 };
+// --inclusive: also the functions with the most time on the stack (self and below), which names the callers
+// (a timer's callback, a frame's handler) that a cost comes from.
+const inclusive = process.argv.includes('--inclusive');
 const lastUs = seconds('--last');
 const skipEndUs = seconds('--skip-end') ?? 0;
 if (dir === undefined) {
-  console.error('usage: node dist/bench/profile-top.js DIR [--top N] [--under NAME,NAME] [--last SECONDS [--skip-end SECONDS]]');
+  console.error('usage: node dist/bench/profile-top.js DIR [--top N] [--under NAME,NAME] [--last SECONDS [--skip-end SECONDS]] [--inclusive]');
   process.exit(2);
 }
 for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()) {
@@ -45,6 +48,7 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sor
   for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const below = new Map(under.map((name) => [name, 0]));
   const self = new Map<string, number>();
+  const onStackTime = new Map<string, number>();
   let total = 0;
   let idle = 0;
   const windowEnd = p.endTime - skipEndUs;
@@ -62,12 +66,23 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sor
     const key = `${f.functionName || '(anonymous)'}${where}`;
     self.set(key, (self.get(key) ?? 0) + dt);
     const onStack = new Set<string>();
-    for (let id: number | undefined = n.id; id !== undefined; id = parent.get(id)) onStack.add(byId.get(id)!.callFrame.functionName);
+    const keys = new Set<string>();
+    for (let id: number | undefined = n.id; id !== undefined; id = parent.get(id)) {
+      const cf = byId.get(id)!.callFrame;
+      onStack.add(cf.functionName);
+      if (inclusive && f.functionName !== '(idle)') keys.add(`${cf.functionName || '(anonymous)'}${cf.url === '' ? '' : ` ${basename(cf.url)}:${cf.lineNumber + 1}`}`);
+    }
     for (const name of under) if (onStack.has(name)) below.set(name, below.get(name)! + dt);
+    for (const k of keys) onStackTime.set(k, (onStackTime.get(k) ?? 0) + dt);
   }
   const busy = total - idle;
   console.log(`\n${file}: ${(total / 1e6).toFixed(1)} s sampled${lastUs === null ? '' : ' (the window)'}, busy ${((100 * busy) / total).toFixed(0)}% (${(busy / 1e3).toFixed(0)} ms)`);
   const rows = [...self.entries()].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, top);
   for (const [k, us] of rows) console.log(`  ${((100 * us) / busy).toFixed(1).padStart(5)}% of busy  ${k}`);
+  if (inclusive) {
+    console.log('  on the stack (self and below):');
+    const rows = [...onStackTime.entries()].filter(([k]) => !k.startsWith('(root)')).sort((a, b) => b[1] - a[1]).slice(0, top);
+    for (const [k, us] of rows) console.log(`  ${((100 * us) / busy).toFixed(1).padStart(5)}% of busy  ${k}`);
+  }
   for (const [name, us] of below) console.log(`  under ${name}: ${((100 * us) / busy).toFixed(1)}% of busy, ${(us / 1e3).toFixed(0)} ms`);
 }

@@ -20,7 +20,8 @@
 // Replication (docs/replication.md): Assign's replication names this node's index in the
 // map, its peers' URLs and the replica set of every slice it holds a replica of (null: R=1,
 // no slice has followers). Replicate carries replication messages: coordinator <-> node
-// (Prepare, Lead, Ping; Prepared, Pong, Refused) on the coordinator's connection, and
+// (Prepare, Lead, Ping and a turn's Pings folded per worker; Prepared, Pong, a turn's Pongs folded, Refused) on
+// the coordinator's connection, and
 // node -> node (Append, Snapshot, KeepAlive, AppendOk, KeepAliveOk, Refused) from worker thread to
 // worker thread (25): a worker dials each peer node of its replicas (the URL of Assign's peers;
 // its Hello names the peer's workers and their batch ports) and then the batch port of each of
@@ -155,8 +156,11 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 26: a BatchError names the epoch the node was at when it refused a batch for its epoch (WrongOwner) in a field of
  * its own (nodeEpoch; null in every other BatchError), which the router's retry waits for (wrongOwnerWait), not its
  * message alone: a router that guessed "a newer map than mine" asked the coordinator for a map when the node lagged
- * (it had nothing newer), and went again at a map still older than the node's. */
-export const NODE_PROTOCOL_VERSION = 26;
+ * (it had nothing newer), and went again at a map still older than the node's.
+ * 27: the coordinator's Pings of one turn to one worker of a node travel as one Pings ([slice, seq, ...]), and a
+ * worker's Pongs of one turn as one Pongs ([slice, seq, term, leading, commitTerm, lastIndex, ...]), each as bytes
+ * (replication-protocol.ts): a node of 26 would refuse Pings as a message the coordinator does not send. */
+export const NODE_PROTOCOL_VERSION = 27;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer

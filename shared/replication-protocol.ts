@@ -88,6 +88,18 @@ export type ReplicationMessage =
    * record per slice per turn: a message each cost an encoding, a frame entry, a decoding and a check per slice on
    * both nodes. */
   | { type: 'AppendOks'; slices: number[] }
+  /** The coordinator's Pings of one turn to one worker of a node, as numbers (`[slice, seq, ...]`) in one entry whose
+   * slice is the first of them (node protocol 26). The coordinator's flush folds them (replica-leaders.ts) and the
+   * worker unfolds them, each slice's Ping to its replica, which answers it as ever, so neither failover.ts nor a
+   * replica sees this one. Unlike KeepAlives it travels as bytes, as every message between the coordinator and a
+   * worker does (the node's main thread does not decode them). A leader is asked every ping interval whatever the
+   * load: 1,024 slices made 2,048 Pings and as many Pongs a second, each an encoding, a frame entry, a thread hop,
+   * a decoding and a check (bench/README.md, "Idle cluster"). */
+  | { type: 'Pings'; slices: number[] }
+  /** A worker's Pongs of one turn, as numbers (`[slice, seq, term, leading (0 or 1), commitTerm, lastIndex, ...]`)
+   * in one entry whose slice is the first of them, folded by the worker (worker.ts flushPort) and unfolded by the
+   * coordinator into one Pong per slice (replica-leaders.ts receive), for the same reason as Pings. */
+  | { type: 'Pongs'; slices: number[] }
   /** commitIndex: the commit point the follower holds durably (its leader stops heartbeats once it has it all). */
   /** sentAt: the Append's or Snapshot's that it answers (its leader's lease runs from it). */
   | { type: 'AppendOk'; term: number; matchIndex: number; commitIndex: number; sentAt: number }
@@ -99,8 +111,8 @@ export const REFUSAL_CODES: readonly RefusalCode[] = ['StaleTerm', 'LogGap', 'Ch
 /** The messages each hop carries (a Replicate frame with another is refused whole, as a frame of a kind its receiver
  * does not take is): the coordinator runs elections and probes; a slice's replicas replicate among themselves and
  * answer the coordinator. */
-export const MESSAGES_FROM_COORDINATOR: ReadonlySet<string> = new Set(['Prepare', 'Lead', 'LeadOn', 'Ping']);
-export const MESSAGES_TO_COORDINATOR: ReadonlySet<string> = new Set(['Prepared', 'Pong', 'Refused']);
+export const MESSAGES_FROM_COORDINATOR: ReadonlySet<string> = new Set(['Prepare', 'Lead', 'LeadOn', 'Ping', 'Pings']);
+export const MESSAGES_TO_COORDINATOR: ReadonlySet<string> = new Set(['Prepared', 'Pong', 'Pongs', 'Refused']);
 export const MESSAGES_BETWEEN_REPLICAS: ReadonlySet<string> = new Set(['Append', 'Snapshot', 'KeepAlive', 'KeepAlives', 'AppendOk', 'AppendOks', 'KeepAliveOk', 'Refused']);
 /** The messages that fold a turn's messages of one kind to one node into numbers (a slice node's transport). */
 export const FOLDED_MESSAGES: ReadonlySet<string> = new Set(['KeepAlives', 'AppendOks']);
@@ -118,6 +130,8 @@ const FIELDS: Record<ReplicationMessage['type'], readonly string[]> = {
   KeepAliveOk: ['term', 'sentAt'],
   KeepAlives: ['slices'],
   AppendOks: ['slices'],
+  Pings: ['slices'],
+  Pongs: ['slices'],
   AppendOk: ['term', 'matchIndex', 'commitIndex', 'sentAt'],
   Refused: ['term', 'code', 'message', 'lastIndex', 'commitIndex'],
 };
@@ -157,6 +171,31 @@ export function unfoldAt(m: FoldedMessage, i: number): FoldableMessage {
     : { type: 'AppendOk', term: s[i + 1], matchIndex: s[i + 2], commitIndex: s[i + 3], sentAt: s[i + 4] };
 }
 const isCount = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
+
+/** The width of one slice's entry in Pings.slices (slice, seq) and in Pongs.slices (slice, seq, term, leading,
+ * commitTerm, lastIndex). The order of each slice's numbers is written here once: pingsOf and pongsOf write it,
+ * unfoldPing and unfoldPong read it back (and checkReplicationMessage checks the widths and Pongs' leading). */
+export const PING_NUMBERS = 2;
+export const PONG_NUMBERS = 6;
+
+/** One turn's Pings to one worker, `[slice, message]` each, folded into one (the caller splits more than
+ * SLICE_COUNT_MAX). */
+export function pingsOf(pings: readonly (readonly [number, Extract<ReplicationMessage, { type: 'Ping' }>])[]): Extract<ReplicationMessage, { type: 'Pings' }> {
+  const slices: number[] = [];
+  for (const [slice, m] of pings) slices.push(slice, m.seq);
+  return { type: 'Pings', slices };
+}
+/** Appends slice `slice`'s Pong to the numbers of a Pongs. */
+export function pongInto(numbers: number[], slice: number, m: Extract<ReplicationMessage, { type: 'Pong' }>): void {
+  numbers.push(slice, m.seq, m.term, m.leading ? 1 : 0, m.commitTerm, m.lastIndex);
+}
+/** The Ping of the slice whose numbers start at `i` in a Pings (its slice is `m.slices[i]`). */
+export const unfoldPing = (m: Extract<ReplicationMessage, { type: 'Pings' }>, i: number): Extract<ReplicationMessage, { type: 'Ping' }> => ({ type: 'Ping', seq: m.slices[i + 1] });
+/** The Pong of the slice whose numbers start at `i` in a Pongs (its slice is `m.slices[i]`). */
+export function unfoldPong(m: Extract<ReplicationMessage, { type: 'Pongs' }>, i: number): Extract<ReplicationMessage, { type: 'Pong' }> {
+  const s = m.slices;
+  return { type: 'Pong', seq: s[i + 1], term: s[i + 2], leading: s[i + 3] === 1, commitTerm: s[i + 4], lastIndex: s[i + 5] };
+}
 
 /** Why `m` is not a whole replication message, or null. Records are checked for shape here and
  * for their checksum by the replica that takes them. */
@@ -201,6 +240,17 @@ export function checkReplicationMessage(m: unknown): string | null {
       const n = APPEND_OK_NUMBERS;
       if (!Array.isArray(s) || s.length === 0 || s.length % n !== 0 || s.length > n * SLICE_COUNT_MAX || !s.every(isCount)) {
         return `AppendOks.slices must be [slice, term, matchIndex, commitIndex, sentAt, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
+      }
+      return null;
+    }
+    case 'Pings':
+    case 'Pongs': {
+      const s = msg.slices;
+      const n = msg.type === 'Pings' ? PING_NUMBERS : PONG_NUMBERS;
+      if (!Array.isArray(s) || s.length === 0 || s.length % n !== 0 || s.length > n * SLICE_COUNT_MAX || !s.every(isCount) || (n === PONG_NUMBERS && !s.every((v, i) => i % n !== 3 || v <= 1))) {
+        return msg.type === 'Pings'
+          ? `Pings.slices must be [slice, seq, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`
+          : `Pongs.slices must be [slice, seq, term, leading (0 or 1), commitTerm, lastIndex, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
       }
       return null;
     }

@@ -35,7 +35,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SLICE_COUNT_MAX, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeReplicationMessage,
@@ -56,7 +56,7 @@ import {
   type SliceOpMessage,
   type SliceOpResult,
 } from '../shared/protocol.js';
-import { COORDINATOR, foldedWidth, isFoldable, isFoldedMessage, unfoldAt, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { COORDINATOR, foldedWidth, isFoldable, isFoldedMessage, PING_NUMBERS, PONG_NUMBERS, pongInto, unfoldAt, unfoldPing, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
 import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
 import { SliceStore } from './partition.js';
@@ -243,6 +243,17 @@ function flushPort(): void {
   const where: number[] = [];
   let toPeers: Map<number, PeerEntry[]> | null = null;
   let size = 0;
+  const toCoordinator = (slice: number, m: ReplicationMessage) => {
+    // (Each view of msgpackr's buffer stays whole until copied below: it packs on past it, or into a new buffer.)
+    const b = encodeReplicationMessage(m);
+    where.push(slice, COORDINATOR, size, size + b.byteLength);
+    encoded.push(b);
+    size += b.byteLength;
+  };
+  // The turn's Pongs go as one Pongs (node protocol 26), after the rest: each answers a Ping of the coordinator's
+  // Pings, and says what its replica holds now, as it would a moment later.
+  let pongs: number[] | null = null;
+  let pongsFrom = -1;
   for (const [slice, to, m] of out) {
     if (to !== COORDINATOR) {
       toPeers ??= new Map();
@@ -250,15 +261,19 @@ function flushPort(): void {
       if (list === undefined) toPeers.set(to, (list = []));
       // KeepAlives and AppendOks as they are: the link folds them for the peer's worker that takes them (peer-links.ts).
       list.push([slice, isFoldable(m) ? m : encodeReplicationMessage(m)]);
+    } else if (m.type === 'Pong') {
+      if (pongs === null || pongs.length >= PONG_NUMBERS * SLICE_COUNT_MAX) {
+        if (pongs !== null) toCoordinator(pongsFrom, { type: 'Pongs', slices: pongs });
+        pongs = [];
+        pongsFrom = slice;
+      }
+      pongInto(pongs, slice, m);
     } else {
       assert(!isFoldable(m), 'KeepAlives and AppendOks go to followers and leaders, never to the coordinator');
-      // (Each view of msgpackr's buffer stays whole until copied below: it packs on past it, or into a new buffer.)
-      const b = encodeReplicationMessage(m);
-      where.push(slice, to, size, size + b.byteLength);
-      encoded.push(b);
-      size += b.byteLength;
+      toCoordinator(slice, m);
     }
   }
+  if (pongs !== null) toCoordinator(pongsFrom, { type: 'Pongs', slices: pongs });
   let bytes: Uint8Array | null = null;
   const transfer = released.map(([, b]) => b.buffer as ArrayBuffer);
   if (size > 0) {
@@ -337,7 +352,23 @@ function onPortMessage([ranges, bytes]: NodePortMessage): void {
       queuePortFlush();
       continue;
     }
-    replicas.receive(slice, from, message);
+    if (message.type !== 'Pings') {
+      replicas.receive(slice, from, message);
+      continue;
+    }
+    // The coordinator's Pings of a turn to this worker (node protocol 26), its entry under the first of its slices:
+    // every slice the coordinator asks a node about in a turn is one its latest assignment to that node lists, sent
+    // before the turn's frame, so the first is replicated here when the others are (the check above, and the node's
+    // main thread's, look at the entry's slice, as they looked at each Ping's). Each slice is checked to be this
+    // worker's, as a peer's folded messages are (onPeerFrame), before any is answered, and each not replicated here
+    // is dropped, as its own entry was.
+    const stray = message.slices.find((s, k) => k % PING_NUMBERS === 0 && !isMine(s));
+    if (stray !== undefined) {
+      refused.push([ranges[i + 2], `Replicate: slice ${slice}: Pings names slice ${stray}, which is not worker ${config.workerIndex}'s`]);
+      queuePortFlush();
+      continue;
+    }
+    for (let k = 0; k < message.slices.length; k += PING_NUMBERS) if (replicated.has(message.slices[k])) replicas.receive(message.slices[k], from, unfoldPing(message, k));
   }
 }
 

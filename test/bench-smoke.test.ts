@@ -238,6 +238,13 @@ describe('the benches, end to end with their smallest arguments (real processes 
     expect(Number(row![2]), 'this ops/s').toBeGreaterThan(0);
   }, caseMs(45_000));
 
+  it('idle-cpu: an idle R=3 cluster of 64 slices, this build against itself as the base, a row per process', async () => {
+    const r = await bench('idle-cpu.js', ['--slices', '64', '--base', root, '--sides', 'this,base', '--watch-s', '2', '--window-s', '1', '--rounds', '1', '--seconds', '1'], 45_000);
+    expect(r.stdout).toMatch(/^\| medians of 1 run\(s\) x 1 rounds of 1 s, % of a core \(64 slices, 3 nodes\) \| this \| base \|$/m);
+    for (const row of ['coordinator', 'node 1', 'node 2', 'node 3', 'all']) expect(r.stdout, row).toMatch(new RegExp(`^\\| ${row} \\| [\\d.]+ \\| [\\d.]+ \\|$`, 'm'));
+    expect(r.stdout).toMatch(/^this: settled \d+ s after every slice was led/m);
+  }, caseMs(45_000));
+
   it('put-shape: puts at R=3 through a cluster, their CPU per thread and the workers\' turns', async () => {
     const r = await bench('put-shape.js', ['--sides', 'this:3', '--rounds', '1', '--seconds', '1', '--in-flight', '4'], 45_000);
     expect(Number(/^\| puts\/s \| (\d+) \|$/m.exec(r.stdout)?.[1]), 'puts/s').toBeGreaterThan(0);

@@ -143,6 +143,12 @@ describe('node frames', () => {
     expect(() => frame(wire([NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }]]]), 'worker')).toThrow(/slice 7: Ping is not sent from one replica to another/);
     expect(() => frame([NodeFrame.Replicate, 2, [[8, Buffer.from([0x92, 0x01])]]], 'worker')).toThrow(/slice 8: a replication message is not valid msgpack/);
     expect(() => frame([NodeFrame.Replicate, 2, [[8, Buffer.from(encodeReplicationMessage({ type: 'KeepAlives', slices: [8, 2, 0, 0, 0] }))]]], 'worker')).toThrow(/KeepAlives travel as a map/);
+    // Node protocol 26: a turn's Pings to a worker and its Pongs travel folded, each as bytes, every slice checked.
+    const pings = { type: 'Pings', slices: [0, 5, 2, 6] };
+    const atNodePings = receive([NodeFrame.Replicate, -1, [[0, pings]]], 'node');
+    expect(decodeReplicationMessage((atNodePings[2] as [number, Uint8Array][])[0][1], -1, 'node', 0)).toEqual(pings);
+    const pongs = { type: 'Pongs', slices: [7, 1, 2, 1, 2, 9, 9, 1, 2, 0, 1, 4] };
+    expect(receive([NodeFrame.Replicate, 2, [[7, pongs]]], 'coordinator')[2]).toEqual([[7, pongs]]);
     const answers = [NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }], [8, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 1, leaseWaitMs: 900, ledTerm: 0 }]]];
     const atCoordinator = receive(answers, 'coordinator');
     expect(atCoordinator[2]).toEqual(answers[2]);
@@ -161,6 +167,9 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, 2, [[7, { type: 'LeadOn', term: 4, from: 3, followers: [1], sets: [[0, 1]] }]]], 'worker', /LeadOn is not sent from one replica to another/],
       [[NodeFrame.Replicate, 2, [[5, appendOks]]], 'coordinator', /slice 5: AppendOks is not sent to the coordinator/],
       [[NodeFrame.Replicate, -1, [[5, appendOks]]], 'node', /AppendOks is not sent by the coordinator/],
+      [[NodeFrame.Replicate, 2, [[0, { type: 'Pings', slices: [0, 1] }]]], 'worker', /slice 0: Pings is not sent from one replica to another/],
+      [[NodeFrame.Replicate, 2, [[0, { type: 'Pings', slices: [0, 1] }]]], 'coordinator', /slice 0: Pings is not sent to the coordinator/],
+      [[NodeFrame.Replicate, -1, [[7, { type: 'Pongs', slices: [7, 1, 2, 1, 2, 9] }]]], 'node', /slice 7: Pongs is not sent by the coordinator/],
     ];
     for (const [f, to, why] of hops) expect(() => receive(f, to), JSON.stringify(f).slice(0, 80)).toThrow(why);
     const bad: [unknown[], RegExp][] = [
@@ -190,6 +199,11 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOks', slices: [] }]]], /AppendOks.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOks', slices: [1, 2, 3, 4, 0.5] }]]], /AppendOks.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOks', slices: [1, 2, 3, 4, 5], x: 1 }]]], /AppendOks has no field "x"/],
+      [[NodeFrame.Replicate, -1, [[1, { type: 'Pings', slices: [1, 2, 3] }]]], /Pings.slices must be \[slice, seq, \.\.\.\]/],
+      [[NodeFrame.Replicate, -1, [[1, { type: 'Pings', slices: [] }]]], /Pings.slices must be/],
+      [[NodeFrame.Replicate, -1, [[1, { type: 'Pings', slices: [1, -1] }]]], /Pings.slices must be/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'Pongs', slices: [1, 2, 3, 1, 2] }]]], /Pongs.slices must be \[slice, seq, term, leading \(0 or 1\), commitTerm, lastIndex/],
+      [[NodeFrame.Replicate, 0, [[1, { type: 'Pongs', slices: [1, 2, 3, 2, 2, 9] }]]], /Pongs.slices must be/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'Refused', term: 1, code: 'Nope', message: '', lastIndex: 0, commitIndex: 0 }]]], /Refused.code must be one of/],
       [[NodeFrame.Replicate, 0, [[1, Buffer.from([0x92, 0x01])]]], /slice 1: a replication message is not valid msgpack/],
     ];

@@ -67,7 +67,7 @@ import {
   type SliceOpResult,
   type StatsResult,
 } from '../shared/protocol.js';
-import { COORDINATOR, type ReplicationMessage } from '../shared/replication-protocol.js';
+import { COORDINATOR, PONG_NUMBERS, unfoldPong, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
 import { dialPeer, dialWorkerPort } from './node-dial.js';
 import { REPLICA_COMMIT_WAIT_MS, REPLICA_LEASE_WAIT_MS } from '../shared/limits.js';
@@ -142,6 +142,8 @@ class Link {
   private readonly waiters: { test: (slice: number, m: ReplicationMessage) => boolean; resolve: (m: [number, ReplicationMessage]) => void }[] = [];
   private readonly assigned = new Map<number, () => void>();
   readonly received: [number, ReplicationMessage][] = [];
+  /** The slices of each Pongs entry that came, in order. */
+  readonly pongEntries: number[][] = [];
   closed: Promise<void>;
   private nextBatch = 1;
   /** The node's workers' batch ports, from its Hello: where its peers' workers send it replication. */
@@ -159,10 +161,15 @@ class Link {
       else if (f[0] === NodeFrame.Assigned) this.assigned.get(f[1])?.();
       else if (f[0] === NodeFrame.BatchReply || f[0] === NodeFrame.BatchError) this.replies.get(f[1])?.(f);
       else if (f[0] === NodeFrame.Replicate) {
-        for (const [slice, m] of f[2]) {
-          this.received.push([slice, m]);
-          const i = this.waiters.findIndex((w) => w.test(slice, m));
-          if (i >= 0) this.waiters.splice(i, 1)[0].resolve([slice, m]);
+        for (const [entrySlice, entry] of f[2]) {
+          // A worker's Pongs of a turn come as one Pongs (node protocol 26): a Pong per slice, as the coordinator takes them.
+          if (entry.type === 'Pongs') this.pongEntries.push(entry.slices.filter((_, k) => k % PONG_NUMBERS === 0));
+          const each: [number, ReplicationMessage][] = entry.type === 'Pongs' ? entry.slices.flatMap((s, k) => (k % PONG_NUMBERS === 0 ? [[s, unfoldPong(entry, k)] as [number, ReplicationMessage]] : [])) : [[entrySlice, entry]];
+          for (const [slice, m] of each) {
+            this.received.push([slice, m]);
+            const i = this.waiters.findIndex((w) => w.test(slice, m));
+            if (i >= 0) this.waiters.splice(i, 1)[0].resolve([slice, m]);
+          }
         }
       }
     });
@@ -473,6 +480,22 @@ describe('replication between real slice nodes', () => {
     }
     const got = (await links[0]!.batch(workerOf(1, WORKERS), [get(1, 'held')]))!;
     expect(got[0]).toEqual([RESULT_OK, expect.objectContaining({ k: 'held', v: 1 })]);
+  });
+
+  it("answers the coordinator's Pings of a turn with one Pongs per worker, a Pong per slice", async () => {
+    // Node protocol 26: the coordinator folds a turn's Pings to one worker of a node into one Pings, under its first
+    // slice; the worker answers each slice's as a Ping alone, and folds the turn's Pongs into one entry.
+    const byWorker = [0, 1].map((w) => REPLICATED.filter((s) => workerOf(s, WORKERS) === w)).filter((l) => l.length > 0);
+    expect(byWorker.some((l) => l.length > 1)).toBe(true);
+    const link = links[leader]!;
+    link.pongEntries.length = 0;
+    link.replicate(byWorker.map((slices): [number, ReplicationMessage] => [slices[0], { type: 'Pings', slices: slices.flatMap((s) => [s, 700 + s]) }]));
+    for (const s of REPLICATED) {
+      const [, pong] = await link.expectMessage((sl, m) => sl === s && m.type === 'Pong' && m.seq === 700 + s);
+      expect(pong).toMatchObject({ type: 'Pong', leading: true, term: expect.any(Number) });
+    }
+    // One Pongs entry per worker: each names its worker's slices, all of them.
+    expect(link.pongEntries.map((e) => [...e].sort((a, b) => a - b)).sort((a, b) => a[0] - b[0])).toEqual(byWorker);
   });
 
   it("commits a put while both followers' main threads are paused: replication goes worker to worker", async () => {

@@ -276,8 +276,14 @@ describe('replica sets in the cluster map', () => {
     }
     expect(short).toBeGreaterThan(0);
     expect(draining.every((s) => four.joiningOf(s) !== 1)).toBe(true);
-    // Node 1 is up again: the short sets are filled on it, as the drain's new replicas.
+    // Asked again while node 1 is down (membership's tick asks every 500 ms), placement still has no node to fill them on;
+    // it skips the slices until the map or a node's liveness changes (placeReplicas), and this is such a change.
+    expect(four.placeReplicas()).toEqual([]);
+    expect(four.placeReplicas()).toEqual([]);
+    // Node 1 is up again: the short sets are filled on it, as the drain's new replicas; not while the caller holds their
+    // slices back (membership's refill waits for a slice's change to settle), and then at once, with nothing else changed.
     down.clear();
+    expect(four.placeReplicas(() => false)).toEqual([]);
     const filled = four.placeReplicas();
     expect(filled).toHaveLength(short);
     for (const s of filled) expect([four.replicasOf(s).length, four.joiningOf(s)]).toEqual([4, 1]);

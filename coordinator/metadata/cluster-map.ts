@@ -199,6 +199,22 @@ export class ClusterMap {
     }
     return null;
   }
+  /** How many times the map changed since this process opened it (every change, routing or not, is a new state:
+   * commit, recordElections, placeReplicas, ...). The same count, the same map: ReplicaLeaders follows the replica
+   * sets only when it moved, not every tick. */
+  get changes(): number {
+    return this.changeCount;
+  }
+  private changeCount = 0;
+  /** The map's change count and the nodes that were up (placeReplicas) when placement last placed nothing with no
+   * slice held back, or null. */
+  private nothingToPlaceAt: string | null = null;
+  private replaceState(next: State): void {
+    assert(next !== this.state, 'a change is made to a copy of the state');
+    this.state = next;
+    this.changeCount++;
+  }
+
   /** [leader, ...followers] of a slice (empty while no node has joined). */
   replicasOf(slice: number): number[] {
     return setOf(this.state, slice);
@@ -230,7 +246,7 @@ export class ClusterMap {
       next.unsettled[slice] = older.map((o) => [...o]);
     }
     this.save(next);
-    this.state = next;
+    this.replaceState(next);
   }
 
   /** The largest term the slice's leader or any election of it used: the next election takes a larger one. */
@@ -265,7 +281,7 @@ export class ClusterMap {
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
     this.save(next);
-    this.state = next;
+    this.replaceState(next);
     if (ownersChanged || elected.length > 0) this.changed();
     return ownersChanged;
   }
@@ -374,7 +390,7 @@ export class ClusterMap {
     for (const { slice, to } of moves) assert(next.owners[slice] === to || next.followers[slice].includes(to), `the new replica of slice ${slice} is kept`);
     checkReplicas(next);
     this.save(next);
-    this.state = next;
+    this.replaceState(next);
   }
 
   /** The replica of the slice that leaves its set once its replacement caught up (moveReplicas), or -1. */
@@ -451,15 +467,26 @@ export class ClusterMap {
    * membership.ts calls it on its tick), for the slices `mayChange` allows whose last change settled (isSettled). No
    * epoch change (followers are not routing). Returns the slices whose set changed. */
   placeReplicas(mayChange: (slice: number) => boolean = () => true): number[] {
-    // placeFollowers and forgetEndedSteps replace only followers' and joining's entries, and save (recordUnsettled)
-    // unsettled's and lastLead's: the rest of the state is shared, not copied. A write that fails leaves this.state as it was.
+    // Placement depends on the map and on which nodes are up alone: once it placed nothing with no slice held back,
+    // it places nothing until one of them changes, and is not run again over every slice (membership.ts asks every
+    // REBALANCE_INTERVAL_MS; bench/README.md, "Idle cluster").
+    const at = `${this.changeCount}:${this.state.nodes.map((_, i) => (this.isUp(i) ? 1 : 0)).join('')}`;
+    if (this.nothingToPlaceAt === at) return [];
+    let heldBack = false;
+    // A slice whose last change has not settled is held back too (isSettled): it is placed once it settled.
+    const may = (slice: number) => (mayChange(slice) && this.isSettled(slice)) || ((heldBack = true), false);
+    // placeFollowers and forgetEndedSteps replace only followers' and joining's entries, and save (recordUnsettled) unsettled's and
+    // lastLead's: the rest of the state is shared, not copied. A write that fails leaves this.state as it was.
     const next = { ...this.state, followers: [...this.state.followers], joining: [...this.state.joining], unsettled: [...this.state.unsettled], lastLead: [...this.state.lastLead] };
-    if (!placeFollowers(next, this.replicationFactor, this.isUp, (s) => mayChange(s) && this.isSettled(s))) return [];
+    if (!placeFollowers(next, this.replicationFactor, this.isUp, may)) {
+      if (!heldBack) this.nothingToPlaceAt = at;
+      return [];
+    }
     forgetEndedSteps(next);
     checkReplicas(next);
     this.save(next);
     const changed = next.followers.flatMap((f, s) => (f.join() !== this.state.followers[s].join() ? [s] : []));
-    this.state = next;
+    this.replaceState(next);
     return changed;
   }
 
@@ -537,7 +564,7 @@ export class ClusterMap {
     const next = structuredClone(this.state);
     next.nodeIds[node] = nodeId;
     this.save(next);
-    this.state = next;
+    this.replaceState(next);
     this.onChange();
   }
 
@@ -615,7 +642,7 @@ export class ClusterMap {
     checkReplicas(next);
     check(viewOf(next));
     this.save(next);
-    this.state = next;
+    this.replaceState(next);
     this.changed();
   }
 

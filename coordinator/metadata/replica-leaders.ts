@@ -17,9 +17,10 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
-import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
+import { pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
+import { workerOf } from '../../shared/hashing.js';
 import type { ClusterMap, Elected } from './cluster-map.js';
 import { ELECTION_REASONS, sameSet, SliceFailover, type ElectionReason, type FailoverTiming } from './failover.js';
 import type { NodeLink } from './node-link.js';
@@ -47,6 +48,34 @@ interface PongSeen {
 }
 
 const keyOf = (replicas: readonly number[]) => [...replicas].sort((a, b) => a - b).join(',');
+
+/** A turn's messages to one node as its Replicate frame's entries: the Pings folded into one Pings per worker there
+ * (node protocol 26; the worker unfolds them, each slice's Ping to its replica), after the other messages, which
+ * keep their order. Last, so that a Ping is answered after whatever else the turn sent its slice, as a Ping sent a
+ * moment later would be; a Pong says only what the replica holds when it answers. `workers`: the node's worker
+ * count (its Hello); 0 before it (the link sends nothing then). */
+export function foldPings(entries: readonly DecodedReplicateEntry[], workers: number): DecodedReplicateEntry[] {
+  const out: DecodedReplicateEntry[] = [];
+  const pings = new Map<number, [number, Extract<ReplicationMessage, { type: 'Ping' }>][]>();
+  for (const e of entries) {
+    const [slice, m] = e;
+    if (m.type !== 'Ping' || !(workers > 0)) {
+      out.push(e);
+      continue;
+    }
+    const w = workerOf(slice, workers);
+    let list = pings.get(w);
+    if (list === undefined) pings.set(w, (list = []));
+    list.push([slice, m]);
+  }
+  for (const list of pings.values()) {
+    for (let i = 0; i < list.length; i += SLICE_COUNT_MAX) {
+      const part = list.slice(i, i + SLICE_COUNT_MAX);
+      out.push([part[0][0], pingsOf(part)]);
+    }
+  }
+  return out;
+}
 
 /** What Assign's replication field says to node `node` (null: none of its slices has followers). A slice's set is
  * the map's, followed by the replicas of the older sets of a change that has not settled (`membersOf`: every
@@ -162,8 +191,17 @@ export class ReplicaLeaders {
     return { replicated: this.runs.size, led, unsettledLed, ledBy, elections: this.elections, termMin: termMin === Infinity ? 0 : termMin, termMax };
   }
 
+  /** The map's change count (ClusterMap.changes) when sync() last followed it: every run's key is then its slice's
+   * set's in the map, so sync() has nothing to do (it runs every tick, and a key is a sort and a join per slice:
+   * bench/README.md, "Idle cluster") and current() need not compare keys until the map changes again. */
+  private syncedChanges = -1;
+
   /** Follows the map's replica sets: a failover for each replicated slice, a new one when its set changed. */
   sync(): void {
+    if (this.syncedChanges === this.map.changes) return;
+    // Taken before the loop: a change made while it runs (none is: the failovers only queue what they decide) is
+    // followed at the next call.
+    this.syncedChanges = this.map.changes;
     let changed = false;
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const replicas = this.map.replicasOf(slice);
@@ -224,7 +262,8 @@ export class ReplicaLeaders {
   /** The slice's run when it is for the replica set the map holds now (sync() not yet run for a change: none). */
   private current(slice: number): Run | undefined {
     const run = this.runs.get(slice);
-    return run !== undefined && run.key === keyOf(this.map.replicasOf(slice)) ? run : undefined;
+    if (run === undefined || this.syncedChanges === this.map.changes) return run;
+    return run.key === keyOf(this.map.replicasOf(slice)) ? run : undefined;
   }
 
   /** Whether node `node`'s replica of the slice said (Pong) that it durably holds a committed record of
@@ -289,19 +328,25 @@ export class ReplicaLeaders {
     return false;
   }
 
-  /** Replication messages from node `node` (its link's frame). */
+  /** Replication messages from node `node` (its link's frame); a worker's Pongs one slice's at a time. */
   receive(node: number, entries: DecodedReplicateEntry[]): void {
     this.heardAt.set(node, performance.now());
     for (const [slice, message] of entries) {
-      const run = this.runs.get(slice);
-      // A replica of an older set of an unsettled change answers too (its majority counts).
-      if (run === undefined || !run.failover.members.includes(node)) continue;
-      if (message.type === 'Pong') {
-        if (!this.pongs.has(slice)) this.pongs.set(slice, new Map());
-        this.pongs.get(slice)!.set(node, { commitTerm: message.commitTerm, lastIndex: message.lastIndex, at: Date.now() });
-      }
-      run.failover.receive(node, message);
+      if (message.type === 'Pongs') {
+        for (let i = 0; i < message.slices.length; i += PONG_NUMBERS) this.receiveOne(node, message.slices[i], unfoldPong(message, i));
+      } else this.receiveOne(node, slice, message);
     }
+  }
+
+  private receiveOne(node: number, slice: number, message: ReplicationMessage): void {
+    const run = this.runs.get(slice);
+    // A replica of an older set of an unsettled change answers too (its majority counts).
+    if (run === undefined || !run.failover.members.includes(node)) return;
+    if (message.type === 'Pong') {
+      if (!this.pongs.has(slice)) this.pongs.set(slice, new Map());
+      this.pongs.get(slice)!.set(node, { commitTerm: message.commitTerm, lastIndex: message.lastIndex, at: Date.now() });
+    }
+    run.failover.receive(node, message);
   }
 
   /** A node's link stopped being ready: its slices need a leader now, not after the heartbeat timeout. */
@@ -498,7 +543,8 @@ export class ReplicaLeaders {
     for (const [node, entries] of outbox) {
       const link = this.links[node];
       if (link === undefined || this.map.statusOf(node) === 'removed') continue;
-      for (let i = 0; i < entries.length; i += REPLICATION_FRAME_ENTRIES_MAX) link.sendReplicate(entries.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX));
+      const frame = foldPings(entries, link.workerCount);
+      for (let i = 0; i < frame.length; i += REPLICATION_FRAME_ENTRIES_MAX) link.sendReplicate(frame.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX));
     }
   }
 }

@@ -751,12 +751,14 @@ export class Replica {
         return this.onKeepAliveOk(from, m.term, m.sentAt);
       case 'KeepAlives':
       case 'AppendOks':
+      case 'Pings':
         return assert(false, `a slice node splits ${m.type} into one message per slice before a replica sees them`);
       case 'AppendOk':
       case 'Refused':
         return this.onReply(from, m);
       case 'Prepared':
       case 'Pong':
+      case 'Pongs':
         return; // for the coordinator
     }
   }
