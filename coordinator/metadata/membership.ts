@@ -921,7 +921,8 @@ export class Membership {
     try {
       this.map.undoReplicaMoves(undo);
     } catch (err) {
-      this.log(`cannot record undone replica moves in the cluster map (${(err as Error).message})`);
+      if (!(err instanceof MapSaveError)) throw err;
+      this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again next turn`);
       return;
     }
     this.movesUndone += undo.length;
@@ -950,7 +951,8 @@ export class Membership {
     try {
       filled = this.map.placeReplicas((s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || this.leaders.electedTerm(s) !== null));
     } catch (err) {
-      this.log(`cannot record new replicas in the cluster map (${(err as Error).message})`);
+      if (!(err instanceof MapSaveError)) throw err;
+      this.log(`cannot record new replicas in the cluster map (${err.message}); tried again next turn`);
       return;
     }
     if (filled.length === 0) return;
@@ -1020,7 +1022,8 @@ export class Membership {
     try {
       this.map.moveReplicas(moves);
     } catch (err) {
-      this.log(`cannot record replica moves in the cluster map (${(err as Error).message})`);
+      if (!(err instanceof MapSaveError)) throw err;
+      this.log(`cannot record replica moves in the cluster map (${err.message}); tried again next turn`);
       return;
     }
     // The nodes learn their new sets (reassign), then the sets' elections tell the leaders.
