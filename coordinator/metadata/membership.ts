@@ -756,8 +756,10 @@ export class Membership {
       // waits (placement adds one when a node is up: refillReplicas) rather than leave the slice a replica short.
       if (rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) {
         const idle = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && !set.includes(i));
-        // A slice whose change had not settled when the drain began got no new replica then: placement's tick gives it one.
-        if (idle.some((i) => this.isUp(i))) wait('its new replica is placed at the next tick (its last replica-set change had not settled when the drain began)');
+        // Placement (refillReplicas, on the tick) puts the new replica on an active node that is up as the map counts it
+        // (map.isUp: not one being removed), as it puts any; it skipped this slice when the drain began (a change not
+        // settled then) or found no such node up.
+        if (idle.some((i) => this.map.isUp(i))) wait('its new replica is placed at the next tick, on an active node that is up');
         else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
         continue;
       }
