@@ -949,17 +949,27 @@ export class Membership {
    * after the move. */
   private refillReplicas(): void {
     if (this.map.replicationFactor <= 1) return;
-    let filled: number[];
+    const sizes = Array.from({ length: this.map.sliceCount }, (_, s) => this.map.replicasOf(s).length);
+    let changed: number[];
     try {
-      filled = this.map.placeReplicas((s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || this.leaders.electedTerm(s) !== null));
+      changed = this.map.placeReplicas((s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || this.leaders.electedTerm(s) !== null));
     } catch (err) {
       if (!(err instanceof MapSaveError)) throw err;
       this.log(`cannot record new replicas in the cluster map (${err.message}); tried again next turn`);
       return;
     }
-    if (filled.length === 0) return;
+    if (changed.length === 0) return;
     this.leaders.sync();
-    this.log(`placement: ${filled.length} slices short of ${this.map.replicationFactor} replicas (e.g. slice ${filled[0]}) got one on a node that is up`);
+    // Fills and trims said apart: a set over the factor (the factor lowered, a drained node active again) lost replicas.
+    const filled = changed.filter((s) => this.map.replicasOf(s).length > sizes[s]);
+    const trimmed = changed.filter((s) => this.map.replicasOf(s).length < sizes[s]);
+    const other = changed.length - filled.length - trimmed.length;
+    const parts = [
+      filled.length > 0 ? `${filled.length} slices short of ${this.map.replicationFactor} replicas (e.g. slice ${filled[0]}) got new ones on nodes that are up` : '',
+      trimmed.length > 0 ? `${trimmed.length} slices over ${this.map.replicationFactor} replicas (e.g. slice ${trimmed[0]}) were trimmed to it` : '',
+      other > 0 ? `${other} slices had a replica on a node no longer active replaced` : '',
+    ];
+    this.log(`placement: ${parts.filter((p) => p !== '').join('; ')}`);
   }
 
   /** Slices with a replica move under way (a new replica added, the one it replaces not dropped yet). */
