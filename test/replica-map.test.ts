@@ -491,9 +491,12 @@ describe('replica sets in the cluster map', () => {
       const follower = map.replicasOf(5)[1];
       map.moveReplicas([{ slice: 5, from: follower, to: added }]);
       leaders.sync();
+      // The map takes the move's first change as settled (settle clears its record); the failover, which ran no
+      // election here, still counts that change's sets, so the second chains onto them: 3 sets, 3 -> 4 -> 3 replicas.
       settle(map, 5);
       map.dropLeavingReplicas([{ slice: 5, node: follower }]);
       leaders.sync();
+      expect(leaders.setsOf(5).map((set) => set.length)).toEqual([3, 4, 3]);
       expect(map.replicasOf(5)).not.toContain(follower);
       expect(leaders.settled(5)).toBe(false);
       const listed = (node: number) => assignReplication(map, node, (s) => leaders.membersOf(s))?.replicas.find(([s]) => s === 5)?.[1];
@@ -729,6 +732,8 @@ describe('the coordinator\'s lease wait', () => {
       settle(map, 0); // (the map takes the move's change as settled: the failover here still counts its sets)
       map.dropLeavingReplicas([{ slice: 0, node: x }]);
       leaders.sync();
+      // So the drop chains onto the move in the failover: 3 sets (3 -> 4 -> 3 replicas), none settled.
+      expect(leaders.setsOf(0).map((set) => set.length)).toEqual([3, 4, 3]);
       await new Promise((r) => setTimeout(r, 50));
       // Every Lead that left is for a term the map records as led: a restarted coordinator starts from it (lastLed).
       const leads = sent.flatMap((box) => box.filter(([s, m]) => s === 0 && (m.type === 'Lead' || m.type === 'LeadOn')).map(([, m]) => (m as { term: number }).term));
@@ -926,6 +931,8 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
       settle(map, slice);
       map.undoReplicaMoves([slice]);
       leaders.sync();
+      // The failover's sets: the undo's, the step's, the one before the step (7 -> 8 -> 8 replicas, chained here).
+      expect(leaders.setsOf(slice).map((set) => set.length)).toEqual([8, 8, 7]);
       expect(map.replicasOf(slice).length).toBe(8);
       expect(map.replicasOf(slice)).not.toContain(joining);
       expect(leaders.membersOf(slice)).toContain(joining);
@@ -962,6 +969,8 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
       settle(map, slice);
       expect(map.placeReplicas()).toEqual([slice]);
       leaders.sync();
+      // (The map's record was cleared by settle; the failover, which ran no election here, chains: 7 -> 8 -> 9.)
+      expect(leaders.setsOf(slice).map((set) => set.length)).toEqual([9, 8, 7]);
       expect(map.replicasOf(slice).length).toBe(9);
       expect(listedOf(slice)).toBe(9);
       // The move's new replica's node is down: the move is undone (once the drain's placement settled).
@@ -969,6 +978,7 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
       settle(map, slice);
       map.undoReplicaMoves([slice]);
       leaders.sync();
+      expect(leaders.setsOf(slice).map((set) => set.length)).toEqual([8, 9, 8, 7]);
       // Its set is R+1 again, and its sets before (unsettled: no election ran here) hold the new replica that left.
       expect(map.replicasOf(slice)).not.toContain(to);
       expect(listedOf(slice)).toBe(9);
