@@ -942,7 +942,8 @@ export class Membership {
    * (placement skips nodes that are down: a drain step undone, a node removed while others were down), or because
    * their last change had not settled when a map change placed the other slices' (a node joined or started to drain:
    * the map starts no change on such a slice), are filled once one is up and it settled; sets over the factor are
-   * trimmed likewise. This tick is what fills them: nothing else places a slice the map skipped. Only slices whose
+   * trimmed likewise. This tick is what fills them while no other map change comes (one that places replicas, a
+   * replica move say, places the settled ones too: test/replica-join.test.ts runs without rebalancing). Only slices whose
    * last change settled (the map asks isSettled) under an elected leader, so that changes do not chain (as a drain's
    * next step and remove wait), and not a slice a whole-slice move copies: its set would change under the move, and
    * the Assign that tells the nodes would end the move there (the mover then rolls it back); it is filled at a tick
