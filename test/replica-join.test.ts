@@ -100,7 +100,8 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     const e = await cluster({ nodes: 1, slices: 12, replicationFactor: 'auto', coordinatorArgs: ['--rebalance', 'no'], log: (l) => lines.push(l) });
     await Promise.all([e.addNode(undefined, 0, 'slice-node-2'), e.addNode(undefined, 0, 'slice-node-3')]);
     const registeredAt = Date.now();
-    await waitFor(() => replicaSets(e).every((set) => set.length === 3 && new Set(set).size === 3), 'every slice to have 3 replicas on distinct nodes', 20_000, seen(e));
+    // (Status is read at each check so that a timeout says what the cluster was doing then.)
+    await waitFor(async () => (await e.status(), replicaSets(e).every((set) => set.length === 3 && new Set(set).size === 3)), 'every slice to have 3 replicas on distinct nodes', 20_000, seen(e));
     const tookMs = Date.now() - registeredAt;
     // The skip happened (the third node's placement left slices at 2 replicas), and the tick filled them.
     expect(lines.filter((l) => /placement: \d+ slices short of 3 replicas/.test(l)), 'the tick filled slices placement skipped').not.toEqual([]);
