@@ -32,12 +32,13 @@ export interface Elastic {
 /** A coordinator with `slices` slices and `nodes` registered slice nodes (each waited for). `heartbeat: false`: the
  * nodes do not register, the coordinator is told their addresses (POST /cluster/add, as `keyslice add`), so a node is
  * up while its link is (a frozen one stays up: no heartbeat stops), as with a coordinator given --nodes. */
-export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[]; heartbeat?: boolean }): Promise<Elastic> {
+export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[]; heartbeat?: boolean; log?: (line: string) => void }): Promise<Elastic> {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-elastic-'));
   // Replication factor 1 unless asked: the stories written before replication move one copy of each slice.
   const extra = ['--cluster-secret', SECRET, '--replication-factor', String(opts.replicationFactor ?? 1), ...(opts.coordinatorArgs ?? [])];
   if (opts.moveItemsPerSecond !== undefined) extra.push('--move-items-per-second', String(opts.moveItemsPerSecond));
-  const log = testLog;
+  // Every process's output lines, to the test's own log (opts.log: a story that reads what the coordinator said) and KEYSLICE_TEST_LOG's.
+  const log = opts.log === undefined ? testLog : (line: string) => (opts.log!(line), testLog?.(line));
   const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], opts.slices, log, extra);
   const e: Elastic = {
     dataDir,

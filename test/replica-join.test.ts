@@ -123,6 +123,27 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     }
   }, 150_000);
 
+  it('3 nodes registering back to back (R auto): the slices placement skipped get their third replica at the tick, with no 4th join', async () => {
+    // One change per slice at a time (docs/replication.md): node 2's registration grows each set from 1 replica to 2, a
+    // change that settles only once an election under both sets and its barrier ran; node 3 registers milliseconds
+    // later, so placement skips those slices then. The coordinator's tick (refillReplicas) must give each its third
+    // replica once its change settled under an elected leader. Rebalancing is off: any other map change places the
+    // settled slices as well (here replica rebalancing's first moves onto node 3 did, in the same write), and none
+    // comes here but the tick's.
+    const lines: string[] = [];
+    const e = await cluster({ nodes: 1, slices: 12, replicationFactor: 'auto', coordinatorArgs: ['--rebalance', 'no'], log: (l) => lines.push(l) });
+    await Promise.all([e.addNode(undefined, 0, 'slice-node-2'), e.addNode(undefined, 0, 'slice-node-3')]);
+    const registeredAt = Date.now();
+    // (Status is read at each check so that a timeout says what the cluster was doing then.)
+    await waitFor(async () => (await e.status(), replicaSets(e).every((set) => set.length === 3 && new Set(set).size === 3)), 'every slice to have 3 replicas on distinct nodes', 20_000, seen(e));
+    const tookMs = Date.now() - registeredAt;
+    // The skip happened (the third node's placement left slices at 2 replicas), and the tick filled them.
+    expect(lines.filter((l) => /placement: \d+ slices short of 3 replicas/.test(l)), 'the tick filled slices placement skipped').not.toEqual([]);
+    await untilLed(e);
+    await bulk(e, 100);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`3 nodes registered back to back: every slice at 3 replicas ${tookMs} ms after the third was up`);
+  }, 90_000);
+
   it('a joining node killed while replicas move onto it, and left down: the moves are undone, each slice back to 3 replicas on live nodes', async () => {
     const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
     await untilLed(e);

@@ -497,9 +497,12 @@ describe('replica sets in the cluster map', () => {
       const follower = map.replicasOf(5)[1];
       map.moveReplicas([{ slice: 5, from: follower, to: added }]);
       leaders.sync();
+      // The map takes the move's first change as settled (settle clears its record); the failover, which ran no
+      // election here, still counts that change's sets, so the second chains onto them: 3 sets, 3 -> 4 -> 3 replicas.
       settle(map, 5);
       map.dropLeavingReplicas([{ slice: 5, node: follower }]);
       leaders.sync();
+      expect(leaders.setsOf(5).map((set) => set.length)).toEqual([3, 4, 3]);
       expect(map.replicasOf(5)).not.toContain(follower);
       expect(leaders.settled(5)).toBe(false);
       const listed = (node: number) => assignReplication(map, node, (s) => leaders.membersOf(s))?.replicas.find(([s]) => s === 5)?.[1];
@@ -597,6 +600,9 @@ describe('replica sets in the cluster map', () => {
     const x = 3;
     const s = Array.from({ length: 64 }, (_, i) => i).find((i) => map.replicasOf(i).includes(x) && map.replicasOf(i)[0] !== x)!;
     const y = [0, 1, 2, 3].find((n) => !map.replicasOf(s).includes(n))!;
+    // The move's first step (one replica more, X's marked leaving) was made and settled before: its second step is next.
+    map.moveReplicas([{ slice: s, from: x, to: y }]);
+    settle(map, s);
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
     // Every node counts as up (none is connected here), so the remove is refused for no other reason.
     const inside = m as unknown as { isUp: (n: number) => boolean; handOverLeaderships: (n: number) => Promise<void> };
@@ -607,17 +613,8 @@ describe('replica sets in the cluster map', () => {
     inside.handOverLeaderships = async () => {
       await waited;
       if (steps++ > 0) return;
-      map.moveReplicas([{ slice: s, from: x, to: y }]);
-      m.leaders.sync();
-      // The move's change settled meanwhile (taken as settled here: no node is connected to settle it), and its second
-      // step takes X's replica out; that change has not settled.
-      const settled = map.isSettled;
-      map.isSettled = () => true;
-      try {
-        map.dropLeavingReplicas([{ slice: s, node: x }]);
-      } finally {
-        map.isSettled = settled;
-      }
+      // The move's second step takes X's replica out; that change has not settled.
+      map.dropLeavingReplicas([{ slice: s, node: x }]);
       m.leaders.sync();
     };
     try {
@@ -741,6 +738,8 @@ describe('the coordinator\'s lease wait', () => {
       settle(map, 0); // (the map takes the move's change as settled: the failover here still counts its sets)
       map.dropLeavingReplicas([{ slice: 0, node: x }]);
       leaders.sync();
+      // So the drop chains onto the move in the failover: 3 sets (3 -> 4 -> 3 replicas), none settled.
+      expect(leaders.setsOf(0).map((set) => set.length)).toEqual([3, 4, 3]);
       await new Promise((r) => setTimeout(r, 50));
       // Every Lead that left is for a term the map records as led: a restarted coordinator starts from it (lastLed).
       const leads = sent.flatMap((box) => box.filter(([s, m]) => s === 0 && (m.type === 'Lead' || m.type === 'LeadOn')).map(([, m]) => (m as { term: number }).term));
@@ -938,6 +937,8 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
       settle(map, slice);
       map.undoReplicaMoves([slice]);
       leaders.sync();
+      // The failover's sets: the undo's, the step's, the one before the step (7 -> 8 -> 8 replicas, chained here).
+      expect(leaders.setsOf(slice).map((set) => set.length)).toEqual([8, 8, 7]);
       expect(map.replicasOf(slice).length).toBe(8);
       expect(map.replicasOf(slice)).not.toContain(joining);
       expect(leaders.membersOf(slice)).toContain(joining);
@@ -974,6 +975,8 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
       settle(map, slice);
       expect(map.placeReplicas()).toEqual([slice]);
       leaders.sync();
+      // (The map's record was cleared by settle; the failover, which ran no election here, chains: 7 -> 8 -> 9.)
+      expect(leaders.setsOf(slice).map((set) => set.length)).toEqual([9, 8, 7]);
       expect(map.replicasOf(slice).length).toBe(9);
       expect(listedOf(slice)).toBe(9);
       // The move's new replica's node is down: the move is undone (once the drain's placement settled).
@@ -981,6 +984,7 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
       settle(map, slice);
       map.undoReplicaMoves([slice]);
       leaders.sync();
+      expect(leaders.setsOf(slice).map((set) => set.length)).toEqual([8, 9, 8, 7]);
       // Its set is R+1 again, and its sets before (unsettled: no election ran here) hold the new replica that left.
       expect(map.replicasOf(slice)).not.toContain(to);
       expect(listedOf(slice)).toBe(9);

@@ -800,7 +800,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let handoverSoughtAt: number | null = null;
   /** keyslice remove of a node under way: `node`'s replica leaves, in one change, for one on `to` (null: none outside the
    * set, the set shrinks), once the leadership of `node`, if it leads and is up, was handed to a replica that stays. */
-  let removing: { node: number; to: number | null } | null = null;
+  let removing: { node: number; refill: boolean } | null = null;
   function coordinatorReceive(from: number, received: ReplicationMessage): void {
     const m = opts.countLateAnswers === true && received.type === 'Prepared' && received.term < usedTerm && coordinator.currentLeader === null ? { ...received, term: usedTerm } : received;
     if (m.type === 'Prepared') {
@@ -945,11 +945,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       // keyslice remove of a node (down or not), its replica refilled elsewhere in the same change (refused
       // where the replicas left would not be a majority of the set, as at R=2).
       const gone = pick(set);
-      removing = { node: gone, to: pick(outside) };
+      removing = { node: gone, refill: true };
       removeStep();
     } else if (kind < 0.8 && outside.length > 0) changeSet([...set, pick(outside)], 'add');
     else if (set.length >= 3) {
-      removing = { node: pick(set), to: null };
+      removing = { node: pick(set), refill: false };
       removeStep();
     }
   }
@@ -958,9 +958,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * (handOverLeaderships), as a drain step does (handOverFirst), so that the change is led on. */
   function removeStep(): void {
     if (removing === null || !published || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
-    const { node, to } = removing;
-    // A change made meanwhile (deposedTail's replacement) took the node out or put `to` in: this remove is moot.
-    if (!set.includes(node) || (to !== null && set.includes(to))) {
+    const { node, refill } = removing;
+    // A change made meanwhile (deposedTail's replacement) took the node out: this remove is moot.
+    if (!set.includes(node)) {
       removing = null;
       handoverTried = false;
       handoverSoughtAt = null;
@@ -972,6 +972,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     removing = null;
     handoverTried = false;
     handoverSoughtAt = null;
+    // The map places the refill with the change (cluster-map.ts removeReplicatedNode), on a node outside the set that
+    // is up then: placement skips nodes that are down. None up: the set is left a replica short.
+    const live = ids.filter((n) => !set.includes(n) && up[n]);
+    const to = refill && live.length > 0 ? live[Math.floor(random() * live.length)] : null;
     changeSet(to !== null ? [...rest, to] : rest, `${to !== null ? 'replace' : 'remove'} ${node}`);
   }
   /** As membership.ts before a change takes the leader's replica out (a drain step, keyslice remove of a node that is

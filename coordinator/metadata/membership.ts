@@ -759,8 +759,10 @@ export class Membership {
       // waits (placement adds one when a node is up: refillReplicas) rather than leave the slice a replica short.
       if (rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) {
         const idle = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && !set.includes(i));
-        // A slice whose change had not settled when the drain began got no new replica then: placement's tick gives it one.
-        if (idle.some((i) => this.isUp(i))) wait('its new replica is placed at the next tick (its last replica-set change had not settled when the drain began)');
+        // Placement (refillReplicas, on the tick) puts the new replica on an active node that is up as the map counts it
+        // (map.isUp: not one being removed), as it puts any; it skipped this slice when the drain began (a change not
+        // settled then) or found no such node up.
+        if (idle.some((i) => this.map.isUp(i))) wait('its new replica is placed at the next tick, on an active node that is up');
         else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
         continue;
       }
@@ -924,7 +926,8 @@ export class Membership {
     try {
       this.map.undoReplicaMoves(undo);
     } catch (err) {
-      this.log(`cannot record undone replica moves in the cluster map (${(err as Error).message})`);
+      if (!(err instanceof MapSaveError)) throw err;
+      this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again next turn`);
       return;
     }
     this.movesUndone += undo.length;
@@ -942,23 +945,35 @@ export class Membership {
    * (placement skips nodes that are down: a drain step undone, a node removed while others were down), or because
    * their last change had not settled when a map change placed the other slices' (a node joined or started to drain:
    * the map starts no change on such a slice), are filled once one is up and it settled; sets over the factor are
-   * trimmed likewise. This tick is what fills them: nothing else places a slice the map skipped. Only slices whose
+   * trimmed likewise. This tick is what fills them while no other map change comes (one that places replicas, a
+   * replica move say, places the settled ones too: test/replica-join.test.ts runs without rebalancing). Only slices whose
    * last change settled (the map asks isSettled) under an elected leader, so that changes do not chain (as a drain's
    * next step and remove wait), and not a slice a whole-slice move copies: its set would change under the move, and
    * the Assign that tells the nodes would end the move there (the mover then rolls it back); it is filled at a tick
    * after the move. */
   private refillReplicas(): void {
     if (this.map.replicationFactor <= 1) return;
-    let filled: number[];
+    const sizes = Array.from({ length: this.map.sliceCount }, (_, s) => this.map.replicasOf(s).length);
+    let changed: number[];
     try {
-      filled = this.map.placeReplicas((s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || this.leaders.electedTerm(s) !== null));
+      changed = this.map.placeReplicas((s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || this.leaders.electedTerm(s) !== null));
     } catch (err) {
-      this.log(`cannot record new replicas in the cluster map (${(err as Error).message})`);
+      if (!(err instanceof MapSaveError)) throw err;
+      this.log(`cannot record new replicas in the cluster map (${err.message}); tried again next turn`);
       return;
     }
-    if (filled.length === 0) return;
+    if (changed.length === 0) return;
     this.leaders.sync();
-    this.log(`placement: ${filled.length} slices short of ${this.map.replicationFactor} replicas (e.g. slice ${filled[0]}) got one on a node that is up`);
+    // Fills and trims said apart: a set over the factor (the factor lowered, a drained node active again) lost replicas.
+    const filled = changed.filter((s) => this.map.replicasOf(s).length > sizes[s]);
+    const trimmed = changed.filter((s) => this.map.replicasOf(s).length < sizes[s]);
+    const other = changed.length - filled.length - trimmed.length;
+    const parts = [
+      filled.length > 0 ? `${filled.length} slices short of ${this.map.replicationFactor} replicas (e.g. slice ${filled[0]}) got new ones on nodes that are up` : '',
+      trimmed.length > 0 ? `${trimmed.length} slices over ${this.map.replicationFactor} replicas (e.g. slice ${trimmed[0]}) were trimmed to it` : '',
+      other > 0 ? `${other} slices had a replica on a node no longer active replaced` : '',
+    ];
+    this.log(`placement: ${parts.filter((p) => p !== '').join('; ')}`);
   }
 
   /** Slices with a replica move under way (a new replica added, the one it replaces not dropped yet). */
@@ -1023,7 +1038,8 @@ export class Membership {
     try {
       this.map.moveReplicas(moves);
     } catch (err) {
-      this.log(`cannot record replica moves in the cluster map (${(err as Error).message})`);
+      if (!(err instanceof MapSaveError)) throw err;
+      this.log(`cannot record replica moves in the cluster map (${err.message}); tried again next turn`);
       return;
     }
     // The nodes learn their new sets (reassign), then the sets' elections tell the leaders.

@@ -39,8 +39,8 @@ import {
   MOVE_TIME_MS_MAX,
   PAGE_BYTES_MAX,
 } from '../../shared/limits.js';
-import { SliceOp, type Effect, type MoveCursor, type MoveReadResult, type SliceOpMessage } from '../../shared/protocol.js';
-import type { ClusterMap } from './cluster-map.js';
+import { MalformedFrame, SliceOp, type Effect, type MoveCursor, type MoveReadResult, type SliceOpMessage } from '../../shared/protocol.js';
+import { MapSaveError, type ClusterMap } from './cluster-map.js';
 import type { NodeLink } from './node-link.js';
 
 export type MovePhase = 'copy' | 'catch-up' | 'freeze' | 'switch';
@@ -172,6 +172,13 @@ export class SliceMover {
       await onTarget([SliceOp.MoveApply, slice, last, true]);
       progress.phase = 'switch';
       checkNodes(); // synchronous from here to the switch: no reconnect nor Assign can come between
+      // The switch is the slice's one replica-set change ({from} -> {to}), which the map starts only once the one before
+      // settled (ClusterMap.save asserts it): a slice whose set changed meanwhile, or has not settled, rolls back here
+      // as an expected failure, so that the assertion is left to catch a bug.
+      const set = this.map.replicasOf(slice);
+      if (set.length !== 1 || set[0] !== from || !this.map.isSettled(slice)) {
+        throw new KeysliceError('Unavailable', `the slice's replica set changed during the move (now ${set.join(',')}) or its last change has not settled`);
+      }
       this.map.setOwner(slice, to);
       switched = true;
       for (const l of this.links) l.sendEpoch(this.map.epoch);
@@ -182,6 +189,9 @@ export class SliceMover {
       return true;
     } catch (err) {
       if (switched) throw err; // a bug after the switch: let it show
+      // Expected failures roll the move back: a node's typed error or malformed answer, a map that cannot be written.
+      // Anything else (a broken invariant, setOwner's included) is a bug: let it show.
+      if (!(err instanceof KeysliceError || err instanceof MapSaveError || err instanceof MalformedFrame)) throw err;
       this.failed++;
       this.lastError = `slice ${slice} ${source.url} -> ${target.url}: ${toKeysliceError(err).message}`;
       this.log(`move rolled back: ${this.lastError}`);
