@@ -479,11 +479,19 @@ export const DURABILITY_DEFAULT: DurabilityMode = 'fsync';
 /** A worker writes a snapshot, and starts a new log segment, after this much log. */
 export const SNAPSHOT_AFTER_LOG_BYTES = 64 * 1024 * 1024;
 /** A worker's replica log (replicated slices) is checkpointed (each slice's applied state, then the records not
- * yet committed) once this much was written since the last checkpoint, or twice the checkpoint's size if that is
- * more (--snapshot-after-bytes, when smaller, wins). A node restarts by reading its log back, so its length bounds
- * a restart: at 64 MiB, under repeated kills, the log of elections, barriers and writes grew to replay in seconds,
+ * yet committed) once this much was written since the last checkpoint, or REPLICA_CHECKPOINT_LOG_FACTOR times the
+ * checkpoint's size if that is more (--snapshot-after-bytes, when smaller, wins). A node restarts by reading its log
+ * back, so its length bounds a restart: at 64 MiB, under repeated kills, the log of elections, barriers and writes grew to replay in seconds,
  * longer than the 3 s between kills (bench/FAILOVER.md); a checkpoint of the same state read back in a few ms. */
 export const REPLICA_CHECKPOINT_AFTER_BYTES = 1024 * 1024;
+/** Past REPLICA_CHECKPOINT_AFTER_BYTES, a replica log is checkpointed once this many times its last checkpoint's
+ * bytes were written since (ReplicaLog.checkpointDue). Each compaction re-encodes every changed slice's items and each
+ * checkpoint rewrites every slice's state, so what that costs per byte written is about 1 / this factor of the live
+ * state's encoding; a restart reads back at most (1 + this factor) times a checkpoint, and replicas hold up to this
+ * factor times a checkpoint of records in memory. 4 was measured against 2 (bench/README.md, "Compaction and
+ * checkpoint share of an R=3 put"): no clear gain at R=3 on a shared host, and a restart's worst-case read-back of
+ * the log more than twice as long, so 2 stays. */
+export const REPLICA_CHECKPOINT_LOG_FACTOR = 2;
 /** Before a checkpoint, a worker waits at most this long for each leader's prepared compaction (its store's state
  * at its last record, which runs ahead of the commit point under steady writes) to be committed and held by its
  * followers (SliceReplicas.prepareCompaction). Commit takes a round trip (ms, tens under load); a follower that is

@@ -35,7 +35,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { workerData, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
-import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_COMPACTION_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SLICE_COUNT_MAX, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
+import { REPLICA_COMPACTION_WAIT_MS, REPLICA_READ_STALENESS_MS, REPLICA_TICK_MS, SLICE_COUNT_MAX, SNAPSHOT_STEP_MS, type DurabilityMode, type SliceCapacity } from '../shared/limits.js';
 import {
   checkSliceOp,
   decodeReplicationMessage,
@@ -521,9 +521,7 @@ function proposeReplicated(effects: Effect[]): Effect[] {
 }
 
 function maybeCompact(): void {
-  // A checkpoint as large as the threshold would start the next one at once: wait for twice its size (after a
-  // restart too: the checkpoint the log starts with counts, and the log read back counts toward the next).
-  if (compacting || replicaLog === null || replicaLog.bytesSinceCheckpoint < Math.max(Math.min(config.snapshotAfterBytes, REPLICA_CHECKPOINT_AFTER_BYTES), 2 * replicaLog.checkpointBytes)) return;
+  if (compacting || replicaLog === null || !replicaLog.checkpointDue(config.snapshotAfterBytes)) return;
   compacting = true;
   // In steps between tasks (SliceCompaction): each encodes a slice's state or a few, for about SNAPSHOT_STEP_MS, so
   // the worker's slices go on committing meanwhile. Leaders take their state first; the compaction writes it once

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_CHECKPOINT_LOG_FACTOR } from '../shared/limits.js';
 import { CorruptFileError, readRecords } from '../slice-worker/record-file.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { checksumMatches, makeRecord } from '../slice-worker/replication/replica-record.js';
@@ -319,6 +320,39 @@ describe('the replica log of a worker', () => {
     const third = ReplicaLog.open(dir, 'os').log;
     expect(third.checkpointBytes).toBe(size);
     expect(third.bytesSinceCheckpoint).toBe(again.bytesSinceCheckpoint);
+  });
+
+  it('is due for a checkpoint after the floor of bytes, or REPLICA_CHECKPOINT_LOG_FACTOR times the last checkpoint if more', async () => {
+    // A trigger at a fixed size re-encodes the whole live state ever more often per byte written as that state grows;
+    // one relative to the last checkpoint keeps that rewrite a fixed share of what is written (bench/README.md).
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'os');
+    const floor = 2_000; // --snapshot-after-bytes below REPLICA_CHECKPOINT_AFTER_BYTES: the floor
+    for (let i = 1; i <= 50; i++) log.diskFor(3).write({ kind: 'append', records: [makeRecord(1, i, new Uint8Array(100))] });
+    await sync(log, 3);
+    expect(log.bytesSinceCheckpoint).toBeGreaterThan(floor);
+    expect(log.checkpointDue(floor), 'past the floor, with no checkpoint yet').toBe(true);
+    expect(log.checkpointDue(REPLICA_CHECKPOINT_AFTER_BYTES), 'below the default floor').toBe(false);
+    await log.checkpoint();
+    const size = log.checkpointBytes;
+    expect(size).toBeGreaterThan(floor);
+    // Single commits, each a small record, until just short of the factor times the checkpoint.
+    let index = 0;
+    for (;;) {
+      const before = log.bytesSinceCheckpoint;
+      index++;
+      log.diskFor(3).write({ kind: 'commit', index: 50 });
+      await sync(log, 3);
+      const step = log.bytesSinceCheckpoint - before;
+      if (log.bytesSinceCheckpoint + step >= REPLICA_CHECKPOINT_LOG_FACTOR * size) break;
+      expect(index, 'bounded').toBeLessThan(100_000);
+    }
+    expect(log.bytesSinceCheckpoint).toBeGreaterThan(floor);
+    expect(log.checkpointDue(floor), `${log.bytesSinceCheckpoint} bytes since a checkpoint of ${size}`).toBe(false);
+    index++;
+    log.diskFor(3).write({ kind: 'commit', index: 50 });
+    await sync(log, 3);
+    expect(log.checkpointDue(floor), `${log.bytesSinceCheckpoint} bytes since a checkpoint of ${size}`).toBe(true);
   });
 
   it('checkpoints without holding the whole checkpoint in memory at once (its records go in writes of LOG_WRITE_BYTES_MAX)', async () => {

@@ -35,7 +35,7 @@
 import { mkdirSync } from 'node:fs';
 import { Packr, Unpackr } from 'msgpackr';
 import { assert } from '../../shared/errors.js';
-import type { DurabilityMode } from '../../shared/limits.js';
+import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_CHECKPOINT_LOG_FACTOR, type DurabilityMode } from '../../shared/limits.js';
 import { arrayHeader, fixstr, putUint, uintBytes } from '../../shared/msgpack-writer.js';
 import { putRecordList, recordListBytes } from '../../shared/protocol.js';
 import { RECORD_KIND } from '../log-format.js';
@@ -179,6 +179,16 @@ export class ReplicaLog {
   /** Bytes appended since the last checkpoint (or start): when to compact. */
   get bytesSinceCheckpoint(): number {
     return this.wal.bytesSinceSnapshot;
+  }
+
+  /** Whether enough was written since the last checkpoint for the next: REPLICA_CHECKPOINT_AFTER_BYTES (or
+   * `snapshotAfterBytes`, when smaller), or REPLICA_CHECKPOINT_LOG_FACTOR times the last checkpoint if more, so that
+   * rewriting the live state costs a fixed share of each byte written, however large that state grows (a checkpoint
+   * as large as a fixed threshold would start the next one at once). After a restart too: the checkpoint the log
+   * starts with counts, and the log read back counts toward the next. */
+  checkpointDue(snapshotAfterBytes: number): boolean {
+    const floor = Math.min(snapshotAfterBytes, REPLICA_CHECKPOINT_AFTER_BYTES);
+    return this.bytesSinceCheckpoint >= Math.max(floor, REPLICA_CHECKPOINT_LOG_FACTOR * this.checkpointBytes);
   }
 
   /** The slices this log holds anything of. */
