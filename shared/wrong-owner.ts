@@ -29,14 +29,16 @@ export function wrongOwnerDelayMs(refusal: number): number {
  *   came while the try was in flight;
  * - a node ahead of the map: a map that new, asked for (one between the two would be refused again);
  * - a node at the map's epoch now (a newer map came while the try was in flight): at once;
- * - a node behind the map (its Epoch frame, or its worker's, is on the way): the delay, or a newer map (which may route
- *   the op elsewhere), not asked for: the coordinator has nothing newer to give, and a router asked it so after every
- *   such refusal, at most every ROUTER_REFRESH_INTERVAL_MS_MIN, when a router's batch reached a worker before its
- *   node's new epoch did. */
+ * - a node behind the map, which moved since the try was sent: at once (the map now may route the op elsewhere, as
+ *   to a slice's new leader after a handover; the try was refused for the old map's node, not the new one's);
+ * - a node behind the map the try was sent at (its Epoch frame, or its worker's, is on the way): the delay, or a newer
+ *   map (which may route the op elsewhere), not asked for: the coordinator has nothing newer to give, and a router
+ *   asked it so after every such refusal, at most every ROUTER_REFRESH_INTERVAL_MS_MIN, when a router's batch reached
+ *   a worker before its node's new epoch did. */
 export function wrongOwnerWait(mapEpoch: number, sentAt: number, nodeEpoch: number | undefined): { reach: number; ask: boolean } | null {
   if (nodeEpoch === undefined) return mapEpoch === sentAt ? { reach: mapEpoch + 1, ask: true } : null;
   if (nodeEpoch > mapEpoch) return { reach: nodeEpoch, ask: true };
-  if (nodeEpoch === mapEpoch) return null;
+  if (nodeEpoch === mapEpoch || mapEpoch !== sentAt) return null;
   return { reach: mapEpoch + 1, ask: false };
 }
 
