@@ -100,6 +100,7 @@ import {
   NODE_URL_CHARS_MAX,
   REPLICAS_LISTED_MAX,
   REQUEST_ID_INSTANCE_MAX,
+  REPLICATION_APPEND_RECORDS_MAX,
   REPLICATION_FRAME_ENTRIES_MAX,
   REQUEST_BYTES_MAX,
   SLICE_COUNT_MAX,
@@ -880,8 +881,9 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
   const prevTerm = uint();
   if (prevTerm < 0 || !key(K_RECORDS)) return null;
   const count = length(true);
-  // Each record takes more than RECORD_HEAD's bytes: a count past what the bytes can hold is not an Append's.
-  if (count < 0 || count * RECORD_HEAD.length > n - at) return null;
+  // Each record takes more than RECORD_HEAD's bytes: a count past what the bytes can hold is not an Append's. Nor is
+  // one past what a leader sends: left to msgpackr, whose check refuses it (checkReplicationMessage).
+  if (count < 0 || count > REPLICATION_APPEND_RECORDS_MAX || count * RECORD_HEAD.length > n - at) return null;
   const own = new Uint8Array(n);
   own.set(bytes);
   const records: ReplicaRecord[] = new Array(count);

@@ -8,7 +8,7 @@ import { prng } from '../bench/keys.js';
 import { batchError, checkSliceOp, closeReason, decodeNodeFrame, errorOfBatchError, staleBatchError, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
 import { checkReplicationMessage } from '../shared/replication-protocol.js';
 import { Unpackr } from 'msgpackr';
-import { REPLICAS_LISTED_MAX } from '../shared/limits.js';
+import { REPLICAS_LISTED_MAX, REPLICATION_APPEND_RECORDS_MAX } from '../shared/limits.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
@@ -294,6 +294,24 @@ describe('replication messages as bytes', () => {
     const taken = readAppend(good)!;
     good.fill(0);
     expect(taken).toEqual(m);
+  });
+
+  it(`refuses an Append of more than REPLICATION_APPEND_RECORDS_MAX (${REPLICATION_APPEND_RECORDS_MAX}) records, read by hand or by msgpackr`, () => {
+    const append = (count: number) => ({
+      type: 'Append' as const, term: 3, prevIndex: 7, prevTerm: 2, commitIndex: 7, sentAt: 1_000, leased: true,
+      records: Array.from({ length: count }, (_, i) => ({ term: 3, index: 8 + i, payload: Uint8Array.of(i & 0xff), checksum: 9 })),
+    });
+    const most = append(REPLICATION_APPEND_RECORDS_MAX);
+    expect(readAppend(Uint8Array.from(writeAppend(most)))).toEqual(most);
+    expect(decodeReplicationMessage(Uint8Array.from(writeAppend(most)), 2, 'node', 1)).toEqual(most);
+    const over = append(REPLICATION_APPEND_RECORDS_MAX + 1);
+    expect(checkReplicationMessage(over)).toMatch(/at most 256 records/);
+    // In writeAppend's layout (which leaves the count to its caller, replica.ts): not read by hand, then refused.
+    const bytes = Uint8Array.from(writeAppend(over));
+    expect(readAppend(bytes)).toBeNull();
+    expect(() => decodeReplicationMessage(bytes, 2, 'node', 1)).toThrow(/at most 256 records/);
+    // In msgpackr's own layout: refused alike.
+    expect(() => decodeReplicationMessage(Uint8Array.from(plainPackr.pack(over)), 2, 'node', 1)).toThrow(MalformedFrame);
   });
 
   it('has no fallback for an Append that a leader would not send: a field that is not a whole number is a bug, asserted', () => {
