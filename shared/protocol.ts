@@ -101,6 +101,7 @@ import {
   NODE_URL_CHARS_MAX,
   REPLICAS_LISTED_MAX,
   REQUEST_ID_INSTANCE_MAX,
+  REPLICATION_APPEND_RECORDS_MAX,
   REPLICATION_FRAME_ENTRIES_MAX,
   REQUEST_BYTES_MAX,
   SLICE_COUNT_MAX,
@@ -827,6 +828,9 @@ export function writeAppend(m: Extract<ReplicationMessage, { type: 'Append' }>):
   return out;
 }
 
+/** A record's payload in readAppend until the layout is known good (then a view of its one copy). Never handed out. */
+const NO_PAYLOAD = new Uint8Array(0);
+
 /** The Append in `bytes` if they are laid out exactly as writeAppend writes one (its keys in its order, each number in
  * one of msgpack's whole-number forms, a double only if it holds a whole number), else null: the caller decodes them
  * with msgpackr then, and checks what that gives (decodeReplicationMessage), so what this takes is what that path
@@ -884,11 +888,13 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
   const prevTerm = uint();
   if (prevTerm < 0 || !key(K_RECORDS)) return null;
   const count = length(true);
-  // Each record takes more than RECORD_HEAD's bytes: a count past what the bytes can hold is not an Append's.
-  if (count < 0 || count * RECORD_HEAD.length > n - at) return null;
-  const own = new Uint8Array(n);
-  own.set(bytes);
+  // Each record takes more than RECORD_HEAD's bytes: a count past what the bytes can hold is not an Append's. Nor is
+  // one past what a leader sends: left to msgpackr, whose check refuses it (checkReplicationMessage).
+  if (count < 0 || count > REPLICATION_APPEND_RECORDS_MAX || count * RECORD_HEAD.length > n - at) return null;
+  // The layout first, each payload's place kept (its start and end in `spans`), copied only once the whole of it is
+  // known good: damaged bytes (a multi-MB Append among them) cost no copy here before msgpackr's.
   const records: ReplicaRecord[] = new Array(count);
+  const spans: number[] = new Array(2 * count);
   for (let i = 0; i < count; i++) {
     if (!key(RECORD_HEAD)) return null;
     const rTerm = uint();
@@ -897,18 +903,22 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
     if (index < 0 || !key(K_PAYLOAD)) return null;
     const size = length(false);
     if (size < 0 || at + size > n) return null;
-    const payload = own.subarray(at, at + size);
+    spans[2 * i] = at;
     at += size;
+    spans[2 * i + 1] = at;
     if (!key(K_CHECKSUM)) return null;
     const checksum = uint();
     if (checksum < 0) return null;
-    records[i] = { term: rTerm, index, payload, checksum };
+    records[i] = { term: rTerm, index, payload: NO_PAYLOAD, checksum };
   }
   if (!key(K_COMMIT_INDEX)) return null;
   const commitIndex = uint();
   if (commitIndex < 0 || !key(K_SENT_AT)) return null;
   const sentAt = uint();
   if (sentAt < 0 || !key(K_LEASED) || at !== n - 1 || !(bytes[at] === 0xc2 || bytes[at] === 0xc3)) return null;
+  const own = new Uint8Array(n);
+  own.set(bytes);
+  for (let i = 0; i < count; i++) records[i].payload = own.subarray(spans[2 * i], spans[2 * i + 1]);
   return { type: 'Append', term, prevIndex, prevTerm, records, commitIndex, sentAt, leased: bytes[at] === 0xc3 };
 }
 

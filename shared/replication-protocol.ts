@@ -10,7 +10,7 @@
 // which comes to the worker's batch port, with its frame). KeepAlives and AppendOks (the
 // KeepAlive or AppendOk messages one frame carries from a worker to a worker of a peer node, folded
 // into numbers) alone travel as a message: the sending worker's link folds them per worker there.
-import { SLICE_COUNT_MAX } from './limits.js';
+import { REPLICATION_APPEND_RECORDS_MAX, SLICE_COUNT_MAX } from './limits.js';
 
 /** One record of a slice's replicated log (slice-worker/replication/replica-record.ts makes and checks them). */
 export interface ReplicaRecord {
@@ -256,6 +256,8 @@ export function checkReplicationMessage(m: unknown): string | null {
     }
     case 'Append': {
       if (!Array.isArray(msg.records)) return 'Append.records must be a list';
+      // A leader sends at most this many (replica.ts appendRound): more is not a leader's, and a follower would write them all.
+      if (msg.records.length > REPLICATION_APPEND_RECORDS_MAX) return `Append.records must hold at most ${REPLICATION_APPEND_RECORDS_MAX} records`;
       for (const r of msg.records as unknown[]) {
         const rec = r as Record<string, unknown>;
         if (typeof r !== 'object' || r === null || !isCount(rec.term) || !isCount(rec.index) || !isCount(rec.checksum) || !(rec.payload instanceof Uint8Array)) {

@@ -29,15 +29,20 @@ export function wrongOwnerDelayMs(refusal: number): number {
  *   came while the try was in flight;
  * - a node ahead of the map: a map that new, asked for (one between the two would be refused again);
  * - a node at the map's epoch now (a newer map came while the try was in flight): at once;
- * - a node behind the map (its Epoch frame, or its worker's, is on the way): the delay, or a newer map (which may route
- *   the op elsewhere), not asked for: the coordinator has nothing newer to give, and a router asked it so after every
- *   such refusal, at most every ROUTER_REFRESH_INTERVAL_MS_MIN, when a router's batch reached a worker before its
- *   node's new epoch did. */
-export function wrongOwnerWait(mapEpoch: number, sentAt: number, nodeEpoch: number | undefined): { reach: number; ask: boolean } | null {
+ * - a node behind the map, which moved since the try was sent: at once (the map now may route the op elsewhere, as
+ *   to a slice's new leader after a handover; the try was refused for the old map's node, not the new one's);
+ * - a node behind the map the try was sent at (its Epoch frame, or its worker's, is on the way): the delay, or a newer
+ *   map (which may route the op elsewhere), asked for only from the op's second refusal on (`attempt` >= 1: attempt
+ *   counts every WrongOwner refusal of the op from 0, wrongOwnerDelayMs's count). Not at the first: the coordinator
+ *   usually has nothing newer to give, and a router asked it so after every such refusal, at most every
+ *   ROUTER_REFRESH_INTERVAL_MS_MIN, when a router's batch reached a worker before its node's new epoch did. But from
+ *   the second: a router whose feed stalled while the coordinator moved on would otherwise spend the op's whole bound
+ *   (5-10 s) on refusals and end it WrongOwner. */
+export function wrongOwnerWait(mapEpoch: number, sentAt: number, nodeEpoch: number | undefined, attempt: number): { reach: number; ask: boolean } | null {
   if (nodeEpoch === undefined) return mapEpoch === sentAt ? { reach: mapEpoch + 1, ask: true } : null;
   if (nodeEpoch > mapEpoch) return { reach: nodeEpoch, ask: true };
-  if (nodeEpoch === mapEpoch) return null;
-  return { reach: mapEpoch + 1, ask: false };
+  if (nodeEpoch === mapEpoch || mapEpoch !== sentAt) return null;
+  return { reach: mapEpoch + 1, ask: attempt >= 1 };
 }
 
 // The time bound, not the count, ends a Router's tries (limits.ts): the waits between WRONG_OWNER_RETRIES_MAX tries

@@ -34,3 +34,19 @@ export async function freezeProcess(pid: number, maxMs = FREEZE_WAIT_MS): Promis
   if (runningThreads(pid) === 0) return;
   throw new Error(`process ${pid} has threads that did not stop within ${maxMs} ms of SIGSTOP`);
 }
+
+/** Thaws each process of `frozen` (SIGCONT), taking a pid off the list only once its signal was sent: one that fails
+ * (ESRCH: it ended) stays listed, and the others are thawed all the same (a throw from the first would leave the rest
+ * stopped, and a stopped process takes no SIGTERM). The failures, one per pid left listed. */
+export function thawProcesses(frozen: number[]): Error[] {
+  const failed: Error[] = [];
+  for (const pid of [...frozen]) {
+    try {
+      process.kill(pid, 'SIGCONT');
+      frozen.splice(frozen.indexOf(pid), 1);
+    } catch (err) {
+      failed.push(err as Error);
+    }
+  }
+  return failed;
+}

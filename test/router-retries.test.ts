@@ -161,14 +161,21 @@ describe("a refusal that names the node's epoch (BatchError's own field)", () =>
     expect(scanned.wrongOwnerNodeEpoch).toEqual([5]);
   });
 
-  it('decides the wait: a map as new as a node ahead, at once at the node\'s epoch, the node behind waited for without asking the coordinator', () => {
-    // wrongOwnerWait(map's epoch now, epoch the try was sent at, the node's)
-    expect(wrongOwnerWait(4, 4, 9), 'the map lags the node: a map that new, not the next one').toEqual({ reach: 9, ask: true });
-    expect(wrongOwnerWait(5, 4, 5), 'a map at the node\'s epoch came while the try was in flight').toBeNull();
-    expect(wrongOwnerWait(6, 6, 5), 'the node lags the map: nothing newer to ask for').toEqual({ reach: 7, ask: false });
-    expect(wrongOwnerWait(6, 5, 5), 'the node lags the map that moved meanwhile').toEqual({ reach: 7, ask: false });
+  it('decides the wait: a map as new as a node ahead, at once at the node\'s epoch or once the map moved since the try, the node behind the try\'s map waited for, the coordinator asked from the second refusal on', () => {
+    // wrongOwnerWait(map's epoch now, epoch the try was sent at, the node's, the op's refusals before this one)
+    expect(wrongOwnerWait(4, 4, 9, 0), 'the map lags the node: a map that new, not the next one').toEqual({ reach: 9, ask: true });
+    expect(wrongOwnerWait(5, 4, 5, 0), 'a map at the node\'s epoch came while the try was in flight').toBeNull();
+    expect(wrongOwnerWait(6, 6, 5, 0), 'the node lags the map: nothing newer to ask for').toEqual({ reach: 7, ask: false });
+    // From the op's second refusal on the coordinator is asked (rate-limited by the router): a router whose feed stalled
+    // would otherwise spend the op's whole bound on refusals while the coordinator had the newer map.
+    expect(wrongOwnerWait(6, 6, 5, 1), 'the node lags the map, a second time: asked').toEqual({ reach: 7, ask: true });
+    expect(wrongOwnerWait(6, 6, 5, 5), 'and every time after').toEqual({ reach: 7, ask: true });
+    // Chosen at 5, sent, refused by a node still at 5 with the map at 6: the map at 6 may route the op to another node
+    // (a handover's new leader), so the next try goes at once rather than after the delay for a map at 7.
+    expect(wrongOwnerWait(6, 5, 5, 0), 'the node lags the map that moved since the try was sent: at once').toBeNull();
+    expect(wrongOwnerWait(7, 5, 6, 0), 'the node lags the map, and is past the try\'s: at once').toBeNull();
     // None named (a worker refused an op on a slice it does not own at the batch's epoch): a newer map, as before.
-    expect(wrongOwnerWait(4, 4, undefined)).toEqual({ reach: 5, ask: true });
-    expect(wrongOwnerWait(5, 4, undefined)).toBeNull();
+    expect(wrongOwnerWait(4, 4, undefined, 0)).toEqual({ reach: 5, ask: true });
+    expect(wrongOwnerWait(5, 4, undefined, 0)).toBeNull();
   });
 });

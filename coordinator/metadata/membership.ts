@@ -180,7 +180,7 @@ export class Membership {
    * Epoch frame on the way) is waited for (wrongOwnerWait). (A move rolled back thaws without a new epoch: its refused
    * ops wait out their delay, here as on a router.) */
   afterWrongOwner(attempt: number, sentAt = this.map.epoch, nodeEpoch?: number): Promise<void> {
-    const wait = wrongOwnerWait(this.map.epoch, sentAt, nodeEpoch);
+    const wait = wrongOwnerWait(this.map.epoch, sentAt, nodeEpoch, attempt);
     return wait === null ? Promise.resolve() : this.map.epochReaches(wait.reach, wrongOwnerDelayMs(attempt));
   }
 

@@ -134,7 +134,7 @@ export class RouterView implements Routing, TableSource {
   }
 
   afterWrongOwner(attempt: number, sentAt = this.epoch, nodeEpoch?: number): Promise<void> {
-    const wait = wrongOwnerWait(this.epoch, sentAt, nodeEpoch);
+    const wait = wrongOwnerWait(this.epoch, sentAt, nodeEpoch, attempt);
     return wait === null ? Promise.resolve() : this.epochReaches(wait.reach, wrongOwnerDelayMs(attempt), wait.ask);
   }
 
