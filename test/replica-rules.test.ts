@@ -1380,6 +1380,18 @@ describe('the coordinator\'s election of one slice', () => {
     now += 100;
     f.receive(1, { type: 'Prepared', term: 5, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
     expect(published).toEqual([[1, 5]]);
+    // Only the handover's own election waits: once 1 led, a leader timeout (1 froze) with a majority answering
+    // publishes at once, not half an election timeout later (the failover was a handover's for its lifetime).
+    now += timing.heartbeatTimeoutMs;
+    f.tick(); // Prepare(6): 1 timed out
+    const asked = now;
+    f.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 9, leaseWaitMs: 0, ledTerm: 4 });
+    f.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 9, leaseWaitMs: 0, ledTerm: 0 });
+    for (let i = 0; i < 40 && published.length === 1; i++) {
+      now += 50;
+      f.tick();
+    }
+    expect([`published after ${now - asked} ms`, published.at(-1)]).toEqual(['published after 0 ms', [0, 6]]);
     // One that never answers (its node froze) holds the election up half its timeout, not to a new term: the answers in decide.
     const g = SliceFailover.handOver([1, 0, 2], 9, timing, host);
     g.tick();
@@ -1391,6 +1403,21 @@ describe('the coordinator\'s election of one slice', () => {
     now += 1;
     g.tick();
     expect(published.at(-1)).toEqual([0, 10]);
+    // Nor does it wait for one whose node is silent (heardFrom: the coordinator hears nothing from it lately).
+    const silentTo = { ...host, heardFrom: (r: number) => (r === 1 ? -Infinity : now) };
+    const h = SliceFailover.handOver([1, 0, 2], 14, timing, silentTo);
+    h.tick();
+    h.receive(0, { type: 'Prepared', term: 15, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 10 });
+    h.receive(2, { type: 'Prepared', term: 15, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published.at(-1)).toEqual([0, 15]);
+    // One heard lately is waited for, as without heardFrom.
+    const k = SliceFailover.handOver([1, 0, 2], 19, timing, { ...host, heardFrom: () => now });
+    k.tick();
+    k.receive(0, { type: 'Prepared', term: 20, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 15 });
+    k.receive(2, { type: 'Prepared', term: 20, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    expect(k.currentLeader).toBeNull();
+    k.receive(1, { type: 'Prepared', term: 20, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published.at(-1)).toEqual([1, 20]);
   });
   it('counts only answers to its own term\'s Prepare: a late answer to an older one says nothing of the records its replica took since', () => {
     const published: [number, number][] = [];

@@ -160,6 +160,11 @@ export class SliceFailover {
   /** Whether this failover elected a leader (for its set) at some point; its term is `term`. */
   private published = false;
   private lastProbeAt = -Infinity;
+  /** The replica a handover named (listed first), while the handover's own election has not named a leader: that
+   * election waits a while for its answer (finishElection). Null for every other election: a failover that was a
+   * handover keeps its reason (noLeaderBecause) for its lifetime, and a later election (a leader timeout after the new
+   * leader froze) must not wait for a replica that led and died. */
+  private handoverTo: ReplicaId | null;
   /** What each replica's latest Pong said of the term of its commit point. */
   private readonly commitTerms = new Map<ReplicaId, number>();
 
@@ -184,6 +189,7 @@ export class SliceFailover {
     this.leader = leader;
     this.term = term;
     this.lastGoodAt = host.now();
+    this.handoverTo = noLeaderBecause === 'handover' ? replicas[0] : null;
   }
 
   get currentLeader(): ReplicaId | null {
@@ -291,9 +297,13 @@ export class SliceFailover {
     // and the rebalancer hands it over again, an election more (seen at load 15 to 20 when 3 nodes at R=3 start: the
     // promise of the replica handed to, which waits for its sync, came after the two others'). Safe: a majority answered
     // already, more answers only add candidates. Bounded by half the election timeout, so that a replica handed to that
-    // died or froze costs no election started again; then the answers in decide, as in any election.
-    const to = this.replicas[0];
-    if (this.noLeaderBecause === 'handover' && !answers.has(to) && !this.election.refused.has(to) && this.host.now() - this.election.startedAt < this.timing.electionTimeoutMs / 2) return 'not yet';
+    // died or froze costs no election started again; then the answers in decide, as in any election. Not at all once
+    // the node handed to is silent (heardLately; with no heardFrom, as in the simulation, the bound alone), nor in any
+    // election after the handover's (handoverTo).
+    const to = this.handoverTo;
+    const now = this.host.now();
+    const awaited = to !== null && !answers.has(to) && !this.election.refused.has(to) && (this.host.heardFrom === undefined || this.heardLately(to, now));
+    if (awaited && now - this.election.startedAt < this.timing.electionTimeoutMs / 2) return 'not yet';
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
     if (chosen === null) return 'not yet';
     if (!this.replicas.includes(chosen)) {
@@ -330,6 +340,7 @@ export class SliceFailover {
     this.term = term;
     this.lastGoodAt = this.host.now();
     this.published = true;
+    this.handoverTo = null;
     // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it (the map
     // records it as the last Lead: host.lastLead).
     this.host.publish(leader, term);
