@@ -1053,6 +1053,18 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     heard = now;
     const late = slow.changedTo([0, 1, 4], 31, busy);
     expect(late.currentLeader).toBeNull();
+    // One rule with tick() (leaderAnswering): a Pong within the heartbeat timeout is answering, whatever else its node
+    // sent lately; tick() keeps such a leader, and a change leads on with it (before, the change elected).
+    heard = -Infinity;
+    const fresh = new SliceFailover([0, 1, 2], null, 39, timing, busy);
+    fresh.tick();
+    for (const r of [0, 1, 2]) fresh.receive(r, { type: 'Prepared', term: 40, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    fresh.receive(0, { type: 'Pong', seq: 1, term: 40, leading: true, commitTerm: 40, lastIndex: 4 });
+    now += timing.heartbeatTimeoutMs - 1;
+    fresh.tick();
+    expect(terms.at(-1)).toEqual([40, 'start']);
+    expect(fresh.changedTo([0, 1, 3], 40, busy).currentLeader).toBe(0);
+    expect(terms.at(-1)).toEqual([41, null]);
   });
 });
 

@@ -220,16 +220,8 @@ export class SliceFailover {
       return;
     }
     if (this.leader === null) return this.startElection(this.noLeaderBecause);
-    if (now - this.lastGoodAt >= this.timing.heartbeatTimeoutMs) {
-      if (this.lastGoodAt === -Infinity) return this.startElection(this.suspectedFor);
-      // A leader whose node answers other slices' messages is slow (its node busy with a restart's catch-up or many
-      // elections), not gone: electing another would add a round of promises, barriers and catch-up for every such
-      // slice on nodes as busy, and depose the leader that was about to serve. It gets up to LEADER_SLOW_TIMEOUT_FACTOR
-      // times the timeout. A frozen or dead node answers nothing and is replaced after the timeout, as before.
-      if (!this.heardLately(this.leader, now) || now - this.lastGoodAt >= LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs) {
-        return this.startElection('leader_timeout');
-      }
-    }
+    if (this.lastGoodAt === -Infinity) return this.startElection(this.suspectedFor);
+    if (!this.leaderAnswering(now)) return this.startElection('leader_timeout');
     if (now - this.lastPingAt >= this.timing.pingIntervalMs) {
       this.lastPingAt = now;
       this.host.send(this.leader, { type: 'Ping', seq: ++this.pingSeq });
@@ -349,6 +341,18 @@ export class SliceFailover {
     return { followers: this.members.filter((r) => r !== leader), sets };
   }
 
+  /** Whether the leader counts as answering (tick keeps it, changedTo lets it lead on): its last Pong at its term came
+   * within the heartbeat timeout, or its node answers other slices' messages (heardLately) and the Pong is within
+   * LEADER_SLOW_TIMEOUT_FACTOR times it. Such a leader is slow (its node busy with a restart's catch-up or many
+   * elections), not gone: electing another would add a round of promises, barriers and catch-up for every such slice
+   * on nodes as busy, and depose the leader that was about to serve. A frozen or dead node answers nothing and is
+   * replaced after the timeout. */
+  private leaderAnswering(now: number): boolean {
+    const since = now - this.lastGoodAt;
+    if (since < this.timing.heartbeatTimeoutMs) return true;
+    return this.leader !== null && this.heardLately(this.leader, now) && since < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs;
+  }
+
   /** Whether replica `r`'s node sent the coordinator anything in the last 1.5 ping intervals: a node that answers
    * pings (of any of its slices) does, a frozen one does not. Shorter than the heartbeat timeout, so that the last
    * frames a node sent before it froze (up to a ping interval after a slice's last Pong) do not delay that slice's
@@ -386,16 +390,14 @@ export class SliceFailover {
     // are the new one and the old one: a change made before the one before it settled elects, as before (with
     // no election between them, chained changes outpaced the leader, which could be taken out of the set holding
     // records no replica of the set had, and no election could finish: seeds 100005 and 100292 of the
-    // simulation's chained changes). "Answering lately" as tick() judges a leader: its last Pong within the heartbeat
+    // simulation's chained changes). "Answering lately" by tick()'s rule (leaderAnswering): its last Pong within the heartbeat
     // timeout, or, where its node answers other slices (heardLately), within LEADER_SLOW_TIMEOUT_FACTOR times it (a
     // node busy with a join's catch-up is slow, not gone: seen at load 26, two moves' first changes elected their
     // leaders, whose Pongs were 1.5 s late, where tick() would have waited). Leading on a leader that stopped leading
     // costs no safety: it refuses, and the election follows at once. Otherwise the new failover elects, and says why
     // (ELECTION_REASONS).
     const leader = this.currentLeader;
-    const now = this.host.now();
-    const since = now - this.lastGoodAt;
-    const answering = this.host.heardFrom === undefined ? since < this.timing.heartbeatTimeoutMs : leader !== null && this.heardLately(leader, now) && since < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs;
+    const answering = this.leaderAnswering(this.host.now());
     const why: ElectionReason | null =
       leader === null || !this.published || !this.electorateSettled ? 'change_chained' : !next.includes(leader) ? 'change_leader_left' : !answering ? 'change_leader_silent' : null;
     // The next failover chooses leaders as this one does (the simulation's deliberately unsafe chooser included).
