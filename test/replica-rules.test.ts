@@ -1047,12 +1047,21 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     slow.receive(0, { type: 'Pong', seq: 1, term: 30, leading: true, commitTerm: 30, lastIndex: 4 });
     now += 2 * timing.heartbeatTimeoutMs;
     heard = now;
-    expect(slow.changedTo([0, 1, 3], 30, busy).currentLeader).toBe(0);
+    const on = slow.changedTo([0, 1, 3], 30, busy);
+    expect(on.currentLeader).toBe(0);
     expect(terms.at(-1)).toEqual([31, null]);
-    now += 2 * timing.heartbeatTimeoutMs;
+    // The led-on leader's clock runs on from its last Pong, not from the LeadOn: the new failover replaces it at
+    // LEADER_SLOW_TIMEOUT_FACTOR times the timeout after that Pong, its node heard all along (before: 3x more after the change).
+    now += timing.heartbeatTimeoutMs - 1;
     heard = now;
-    const late = slow.changedTo([0, 1, 4], 31, busy);
-    expect(late.currentLeader).toBeNull();
+    on.tick();
+    expect(terms.at(-1)).toEqual([31, null]);
+    now += 1;
+    heard = now;
+    on.tick();
+    expect(terms.at(-1)).toEqual([32, 'leader_timeout']);
+    // A change that comes that late does not lead on (the failover before asked, at the same point of its clock).
+    expect(slow.changedTo([0, 1, 4], 31, busy).currentLeader).toBeNull();
     // One rule with tick() (leaderAnswering): a Pong within the heartbeat timeout is answering, whatever else its node
     // sent lately; tick() keeps such a leader, and a change leads on with it (before, the change elected).
     heard = -Infinity;

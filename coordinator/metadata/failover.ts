@@ -402,7 +402,7 @@ export class SliceFailover {
       leader === null || !this.published || !this.electorateSettled ? 'change_chained' : !next.includes(leader) ? 'change_leader_left' : !answering ? 'change_leader_silent' : null;
     // The next failover chooses leaders as this one does (the simulation's deliberately unsafe chooser included).
     const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, this.choose, older, why ?? 'start');
-    if (why === null) f.leadOn(leader!, this.term);
+    if (why === null) f.leadOn(leader!, this.term, this.lastGoodAt);
     return f;
   }
 
@@ -413,13 +413,17 @@ export class SliceFailover {
    * replica promised a term between (no election ran since `from`'s), so the leader holds every committed record;
    * the new term has this one leader; and its commits, and the elections after it, count majorities of the new
    * set and of every set not settled before, as an elected leader's would. A leader that does not lead `from`
-   * refuses it, and an election follows. */
-  private leadOn(leader: ReplicaId, from: number): void {
+   * refuses it, and an election follows. `lastGoodAt`: when it last answered (Pong) the failover before; its clock
+   * runs on from then, so that a slow leader led on across changes is replaced LEADER_SLOW_TIMEOUT_FACTOR times the
+   * heartbeat timeout after its last answer, as without the change (install's fresh clock gave a leader 4.4 s late
+   * a whole new allowance). */
+  private leadOn(leader: ReplicaId, from: number, lastGoodAt: number): void {
     const term = this.term + 1;
     assert(term > from && this.election === null, 'a leader leads on at a newer term, with no election under way');
     this.host.persistTerm(term, null);
     this.leadingOn = true;
     this.host.send(leader, { type: 'LeadOn', term, from, ...this.install(leader, term) });
+    this.lastGoodAt = lastGoodAt;
   }
 
   /** Every replica of every set of the change (those an election asks, those a leader replicates to). */
