@@ -84,6 +84,7 @@ export class Membership {
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
     // count settled yet (it records that in the map a tick later).
     map.isSettled = (s) => this.leaders.settled(s);
+    map.mayPlace = (s) => this.mayPlace(s);
     this.timer = setInterval(() => {
       this.noteDown();
       this.refillReplicas();
@@ -91,6 +92,13 @@ export class Membership {
       this.rebalance();
     }, REBALANCE_INTERVAL_MS);
     this.timer.unref();
+  }
+
+  /** Whether placement (the map's, at any map change, and refillReplicas) may change the slice's set: its last change
+   * settled under an elected leader (or it has one replica), so that changes do not chain and a handover in its hold or
+   * its election is not replaced by an election (change_chained), and no whole-slice move copies it. */
+  private mayPlace(slice: number): boolean {
+    return this.leaders.settled(slice) && !this.mover.moving.has(slice) && (this.map.replicasOf(slice).length <= 1 || this.leaders.electedTerm(slice) !== null);
   }
 
   private newLink(url: string, index: number): NodeLink {
@@ -951,7 +959,7 @@ export class Membership {
     if (this.map.replicationFactor <= 1) return;
     let filled: number[];
     try {
-      filled = this.map.placeReplicas((s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || this.leaders.electedTerm(s) !== null));
+      filled = this.map.placeReplicas();
     } catch (err) {
       this.log(`cannot record new replicas in the cluster map (${(err as Error).message})`);
       return;
