@@ -396,7 +396,8 @@ export interface LeadersReport {
    * (docs/replication.md, "Handing over before the leader leaves"). */
   handoversGivenUp: number;
   /** Leadership handovers since the coordinator started whose election named another replica than the one handed to
-   * (it did not hold the old leader's last record: the old leader led again). Each cost an election that moved nothing. */
+   * (usually the old leader again: the replica handed to did not answer in time, or lacked the old leader's last
+   * record). Each cost an election that did not move the leadership where it was handed. */
   handoversGivenBack: number;
   termMin: number;
   termMax: number;

@@ -283,7 +283,10 @@ describe('replica sets in the cluster map', () => {
     // Node 1 is up again: the short sets are filled on it, as the drain's new replicas; not while the caller holds their
     // slices back (membership's refill waits for a slice's change to settle), and then at once, with nothing else changed.
     down.clear();
-    expect(four.placeReplicas(() => false)).toEqual([]);
+    const mayPlace = four.mayPlace;
+    four.mayPlace = () => false;
+    expect(four.placeReplicas()).toEqual([]);
+    four.mayPlace = mayPlace;
     const filled = four.placeReplicas();
     expect(filled).toHaveLength(short);
     for (const s of filled) expect([four.replicasOf(s).length, four.joiningOf(s)]).toEqual([4, 1]);
@@ -633,6 +636,43 @@ describe('replica sets in the cluster map', () => {
     }
   });
 
+  it('grows no set at a map change whose slice has no elected leader: a handover in its hold keeps its set (and its election), an elected slice grows', async () => {
+    // 2 nodes at R=auto (2); a third joins (R=3): placement grows the sets of the slices it may change. Slice 0 is handed
+    // over and in its hold: its failover counts settled (a handover has no older sets) but has no leader; growing its
+    // set elected again (change_chained) and dropped the handover (seen in replica-join: "replicas 1,0 -> 1,0,2; electing").
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(2, 'auto', dir);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    const inside = m as unknown as { timer: NodeJS.Timeout; links: NodeLink[]; leaders: ReplicaLeaders; isUp: (n: number) => boolean };
+    clearInterval(inside.timer); // no rebalancing or refilling of its own meanwhile
+    inside.isUp = () => true;
+    const sent: DecodedReplicateEntry[][] = [[], []];
+    const real = inside.links.splice(0, 2, ...(sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0, reassign: () => {}, close: () => {} })) as unknown as NodeLink[]));
+    const leaders = inside.leaders;
+    try {
+      const prepareOf = (n: number, slice: number) => sent[n].find(([s, msg]) => s === slice && msg.type === 'Prepare')?.[1];
+      for (let i = 0; i < 50 && [0, 1].some((n) => prepareOf(n, 0) === undefined || prepareOf(n, 1) === undefined); i++) await new Promise((r) => setTimeout(r, 50));
+      for (const slice of [0, 1]) {
+        const term = (prepareOf(0, slice) as { term: number }).term;
+        for (const n of [0, 1]) leaders.receive(n, [[slice, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+        for (let i = 0; i < 50 && leaders.electedTerm(slice) === null; i++) await new Promise((r) => setTimeout(r, 20)); // the map records it
+        for (const n of [0, 1]) leaders.receive(n, [[slice, { type: 'Pong', seq: 0, term, leading: n === map.ownerOf(slice), commitTerm: term, lastIndex: 1 }]]);
+        expect(leaders.electedTerm(slice)).toBe(term);
+      }
+      const [from, to] = map.replicasOf(0);
+      expect(leaders.handOver([{ slice: 0, to }])).toBe(1);
+      expect([map.replicasOf(0), leaders.electedTerm(0), leaders.settled(0)]).toEqual([[to, from], null, true]);
+      map.addNode('ws://127.0.0.1:9002');
+      expect(map.replicationFactor).toBe(3);
+      expect(map.replicasOf(0), 'the handover\'s slice keeps its set').toEqual([to, from]);
+      expect(map.replicasOf(1)).toHaveLength(3); // elected and settled: grown
+      expect(map.replicasOf(2)).toHaveLength(2); // never elected here: left for refillReplicas
+    } finally {
+      m.close();
+      for (const l of real) l.close();
+    }
+  });
+
   it('places no new replica on a node that keyslice remove is about to take out', () => {
     // 5 nodes at R=3; node 4 is being removed (its leaderships handed over) when node 3 is removed: the replicas node 3
     // held are placed again on the 3 others (placement would choose node 4 for the slices of nodes 1, 2, 3), none on node 4.
@@ -641,6 +681,7 @@ describe('replica sets in the cluster map', () => {
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
     const inside = m as unknown as { isUp: (n: number) => boolean; removing: Set<number> };
     inside.isUp = () => true;
+    map.mayPlace = () => true; // no node answers here, so no leader is elected; keyslice remove waits for them (membership.ts)
     try {
       inside.removing.add(4);
       const before = map.replicaCounts()[4];

@@ -1047,12 +1047,33 @@ describe('a leader that leads on across a replica-set change (LeadOn)', () => {
     slow.receive(0, { type: 'Pong', seq: 1, term: 30, leading: true, commitTerm: 30, lastIndex: 4 });
     now += 2 * timing.heartbeatTimeoutMs;
     heard = now;
-    expect(slow.changedTo([0, 1, 3], 30, busy).currentLeader).toBe(0);
+    const on = slow.changedTo([0, 1, 3], 30, busy);
+    expect(on.currentLeader).toBe(0);
     expect(terms.at(-1)).toEqual([31, null]);
-    now += 2 * timing.heartbeatTimeoutMs;
+    // The led-on leader's clock runs on from its last Pong, not from the LeadOn: the new failover replaces it at
+    // LEADER_SLOW_TIMEOUT_FACTOR times the timeout after that Pong, its node heard all along (before: 3x more after the change).
+    now += timing.heartbeatTimeoutMs - 1;
     heard = now;
-    const late = slow.changedTo([0, 1, 4], 31, busy);
-    expect(late.currentLeader).toBeNull();
+    on.tick();
+    expect(terms.at(-1)).toEqual([31, null]);
+    now += 1;
+    heard = now;
+    on.tick();
+    expect(terms.at(-1)).toEqual([32, 'leader_timeout']);
+    // A change that comes that late does not lead on (the failover before asked, at the same point of its clock).
+    expect(slow.changedTo([0, 1, 4], 31, busy).currentLeader).toBeNull();
+    // One rule with tick() (leaderAnswering): a Pong within the heartbeat timeout is answering, whatever else its node
+    // sent lately; tick() keeps such a leader, and a change leads on with it (before, the change elected).
+    heard = -Infinity;
+    const fresh = new SliceFailover([0, 1, 2], null, 39, timing, busy);
+    fresh.tick();
+    for (const r of [0, 1, 2]) fresh.receive(r, { type: 'Prepared', term: 40, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    fresh.receive(0, { type: 'Pong', seq: 1, term: 40, leading: true, commitTerm: 40, lastIndex: 4 });
+    now += timing.heartbeatTimeoutMs - 1;
+    fresh.tick();
+    expect(terms.at(-1)).toEqual([40, 'start']);
+    expect(fresh.changedTo([0, 1, 3], 40, busy).currentLeader).toBe(0);
+    expect(terms.at(-1)).toEqual([41, null]);
   });
 });
 
@@ -1380,6 +1401,18 @@ describe('the coordinator\'s election of one slice', () => {
     now += 100;
     f.receive(1, { type: 'Prepared', term: 5, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
     expect(published).toEqual([[1, 5]]);
+    // Only the handover's own election waits: once 1 led, a leader timeout (1 froze) with a majority answering
+    // publishes at once, not half an election timeout later (the failover was a handover's for its lifetime).
+    now += timing.heartbeatTimeoutMs;
+    f.tick(); // Prepare(6): 1 timed out
+    const asked = now;
+    f.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 9, leaseWaitMs: 0, ledTerm: 4 });
+    f.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 9, leaseWaitMs: 0, ledTerm: 0 });
+    for (let i = 0; i < 40 && published.length === 1; i++) {
+      now += 50;
+      f.tick();
+    }
+    expect([`published after ${now - asked} ms`, published.at(-1)]).toEqual(['published after 0 ms', [0, 6]]);
     // One that never answers (its node froze) holds the election up half its timeout, not to a new term: the answers in decide.
     const g = SliceFailover.handOver([1, 0, 2], 9, timing, host);
     g.tick();
@@ -1391,6 +1424,21 @@ describe('the coordinator\'s election of one slice', () => {
     now += 1;
     g.tick();
     expect(published.at(-1)).toEqual([0, 10]);
+    // Nor does it wait for one whose node is silent (heardFrom: the coordinator hears nothing from it lately).
+    const silentTo = { ...host, heardFrom: (r: number) => (r === 1 ? -Infinity : now) };
+    const h = SliceFailover.handOver([1, 0, 2], 14, timing, silentTo);
+    h.tick();
+    h.receive(0, { type: 'Prepared', term: 15, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 10 });
+    h.receive(2, { type: 'Prepared', term: 15, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published.at(-1)).toEqual([0, 15]);
+    // One heard lately is waited for, as without heardFrom.
+    const k = SliceFailover.handOver([1, 0, 2], 19, timing, { ...host, heardFrom: () => now });
+    k.tick();
+    k.receive(0, { type: 'Prepared', term: 20, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 15 });
+    k.receive(2, { type: 'Prepared', term: 20, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    expect(k.currentLeader).toBeNull();
+    k.receive(1, { type: 'Prepared', term: 20, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published.at(-1)).toEqual([1, 20]);
   });
   it('counts only answers to its own term\'s Prepare: a late answer to an older one says nothing of the records its replica took since', () => {
     const published: [number, number][] = [];

@@ -105,6 +105,11 @@ export class ClusterMap {
    * such a slice, and membership.ts refillReplicas fills it at a later tick). membership.ts sets it to the failover
    * runner's view (ReplicaLeaders.settled), which is a tick fresher than the map's record; until then, the record. */
   isSettled: (slice: number) => boolean = (slice) => this.state.unsettled[slice].length === 0;
+  /** Whether placement may change the slice's set now: its last change settled (isSettled), and, as membership.ts sets
+   * it (Membership.mayPlace), a leader was elected for it and no whole-slice move copies it. Stricter than isSettled,
+   * which save asserts: a handover's failover has no older sets, so it counts settled during its hold and its election,
+   * with no leader; growing such a set elected again (change_chained) and dropped the handover. */
+  mayPlace: (slice: number) => boolean = (slice) => this.isSettled(slice);
 
   private constructor(
     private readonly path: string,
@@ -385,7 +390,7 @@ export class ClusterMap {
       next.leaving[slice] = from;
       next.joining[slice] = to;
     }
-    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, this.isSettled);
+    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, this.mayPlace);
     forgetEndedSteps(next);
     for (const { slice, to } of moves) assert(next.owners[slice] === to || next.followers[slice].includes(to), `the new replica of slice ${slice} is kept`);
     checkReplicas(next);
@@ -464,17 +469,18 @@ export class ClusterMap {
 
   /** Fills replica sets short of the factor on nodes that are up, and trims those over it (a set left short because
    * no active node was up when it changed, or one whose last change had not settled when a map change placed the others:
-   * membership.ts calls it on its tick), for the slices `mayChange` allows whose last change settled (isSettled). No
+   * membership.ts calls it on its tick), for the slices placement may change (mayPlace). No
    * epoch change (followers are not routing). Returns the slices whose set changed. */
-  placeReplicas(mayChange: (slice: number) => boolean = () => true): number[] {
+  placeReplicas(): number[] {
     // Placement depends on the map and on which nodes are up alone: once it placed nothing with no slice held back,
     // it places nothing until one of them changes, and is not run again over every slice (membership.ts asks every
     // REBALANCE_INTERVAL_MS; bench/README.md, "Idle cluster").
     const at = `${this.changeCount}:${this.state.nodes.map((_, i) => (this.isUp(i) ? 1 : 0)).join('')}`;
     if (this.nothingToPlaceAt === at) return [];
     let heldBack = false;
-    // A slice whose last change has not settled is held back too (isSettled): it is placed once it settled.
-    const may = (slice: number) => (mayChange(slice) && this.isSettled(slice)) || ((heldBack = true), false);
+    // A slice placement may not change yet (mayPlace: its last change not settled under an elected leader) is held
+    // back: it is placed at a later call, once it may.
+    const may = (slice: number) => this.mayPlace(slice) || ((heldBack = true), false);
     // placeFollowers and forgetEndedSteps replace only followers' and joining's entries, and save (recordUnsettled) unsettled's and
     // lastLead's: the rest of the state is shared, not copied. A write that fails leaves this.state as it was.
     const next = { ...this.state, followers: [...this.state.followers], joining: [...this.state.joining], unsettled: [...this.state.unsettled], lastLead: [...this.state.lastLead] };
@@ -635,8 +641,9 @@ export class ClusterMap {
       if (next.owners[s] !== this.state.owners[s] && next.terms[s] <= this.state.terms[s]) next.terms[s] = Math.max(this.state.terms[s], this.state.termsUsed[s]) + 1;
       next.termsUsed[s] = Math.max(next.termsUsed[s], next.terms[s]);
     }
-    // Placement starts no change on a slice whose last change has not settled (isSettled, of the state before this one).
-    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, this.isSettled);
+    // Placement starts no change on a slice whose last change has not settled, or that has no elected leader (mayPlace,
+    // of the state before this one).
+    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, this.mayPlace);
     forgetEndedSteps(next);
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);

@@ -160,6 +160,11 @@ export class SliceFailover {
   /** Whether this failover elected a leader (for its set) at some point; its term is `term`. */
   private published = false;
   private lastProbeAt = -Infinity;
+  /** The replica a handover named (listed first), while the handover's own election has not named a leader: that
+   * election waits a while for its answer (finishElection). Null for every other election: a failover that was a
+   * handover keeps its reason (noLeaderBecause) for its lifetime, and a later election (a leader timeout after the new
+   * leader froze) must not wait for a replica that led and died. */
+  private handoverTo: ReplicaId | null;
   /** What each replica's latest Pong said of the term of its commit point. */
   private readonly commitTerms = new Map<ReplicaId, number>();
 
@@ -184,6 +189,7 @@ export class SliceFailover {
     this.leader = leader;
     this.term = term;
     this.lastGoodAt = host.now();
+    this.handoverTo = noLeaderBecause === 'handover' ? replicas[0] : null;
   }
 
   get currentLeader(): ReplicaId | null {
@@ -214,16 +220,8 @@ export class SliceFailover {
       return;
     }
     if (this.leader === null) return this.startElection(this.noLeaderBecause);
-    if (now - this.lastGoodAt >= this.timing.heartbeatTimeoutMs) {
-      if (this.lastGoodAt === -Infinity) return this.startElection(this.suspectedFor);
-      // A leader whose node answers other slices' messages is slow (its node busy with a restart's catch-up or many
-      // elections), not gone: electing another would add a round of promises, barriers and catch-up for every such
-      // slice on nodes as busy, and depose the leader that was about to serve. It gets up to LEADER_SLOW_TIMEOUT_FACTOR
-      // times the timeout. A frozen or dead node answers nothing and is replaced after the timeout, as before.
-      if (!this.heardLately(this.leader, now) || now - this.lastGoodAt >= LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs) {
-        return this.startElection('leader_timeout');
-      }
-    }
+    if (this.lastGoodAt === -Infinity) return this.startElection(this.suspectedFor);
+    if (!this.leaderAnswering(now)) return this.startElection('leader_timeout');
     if (now - this.lastPingAt >= this.timing.pingIntervalMs) {
       this.lastPingAt = now;
       this.host.send(this.leader, { type: 'Ping', seq: ++this.pingSeq });
@@ -291,9 +289,13 @@ export class SliceFailover {
     // and the rebalancer hands it over again, an election more (seen at load 15 to 20 when 3 nodes at R=3 start: the
     // promise of the replica handed to, which waits for its sync, came after the two others'). Safe: a majority answered
     // already, more answers only add candidates. Bounded by half the election timeout, so that a replica handed to that
-    // died or froze costs no election started again; then the answers in decide, as in any election.
-    const to = this.replicas[0];
-    if (this.noLeaderBecause === 'handover' && !answers.has(to) && !this.election.refused.has(to) && this.host.now() - this.election.startedAt < this.timing.electionTimeoutMs / 2) return 'not yet';
+    // died or froze costs no election started again; then the answers in decide, as in any election. Not at all once
+    // the node handed to is silent (heardLately; with no heardFrom, as in the simulation, the bound alone), nor in any
+    // election after the handover's (handoverTo).
+    const to = this.handoverTo;
+    const now = this.host.now();
+    const awaited = to !== null && !answers.has(to) && !this.election.refused.has(to) && (this.host.heardFrom === undefined || this.heardLately(to, now));
+    if (awaited && now - this.election.startedAt < this.timing.electionTimeoutMs / 2) return 'not yet';
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
     if (chosen === null) return 'not yet';
     if (!this.replicas.includes(chosen)) {
@@ -330,12 +332,25 @@ export class SliceFailover {
     this.term = term;
     this.lastGoodAt = this.host.now();
     this.published = true;
+    this.handoverTo = null;
     // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it (the map
     // records it as the last Lead: host.lastLead).
     this.host.publish(leader, term);
     // While the change is unsettled the leader replicates to every set's replicas and commits on joint majorities.
     const sets = this.configs.length > 1 ? this.configs.map((set) => [...set]) : [];
     return { followers: this.members.filter((r) => r !== leader), sets };
+  }
+
+  /** Whether the leader counts as answering (tick keeps it, changedTo lets it lead on): its last Pong at its term came
+   * within the heartbeat timeout, or its node answers other slices' messages (heardLately) and the Pong is within
+   * LEADER_SLOW_TIMEOUT_FACTOR times it. Such a leader is slow (its node busy with a restart's catch-up or many
+   * elections), not gone: electing another would add a round of promises, barriers and catch-up for every such slice
+   * on nodes as busy, and depose the leader that was about to serve. A frozen or dead node answers nothing and is
+   * replaced after the timeout. */
+  private leaderAnswering(now: number): boolean {
+    const since = now - this.lastGoodAt;
+    if (since < this.timing.heartbeatTimeoutMs) return true;
+    return this.leader !== null && this.heardLately(this.leader, now) && since < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs;
   }
 
   /** Whether replica `r`'s node sent the coordinator anything in the last 1.5 ping intervals: a node that answers
@@ -375,21 +390,19 @@ export class SliceFailover {
     // are the new one and the old one: a change made before the one before it settled elects, as before (with
     // no election between them, chained changes outpaced the leader, which could be taken out of the set holding
     // records no replica of the set had, and no election could finish: seeds 100005 and 100292 of the
-    // simulation's chained changes). "Answering lately" as tick() judges a leader: its last Pong within the heartbeat
+    // simulation's chained changes). "Answering lately" by tick()'s rule (leaderAnswering): its last Pong within the heartbeat
     // timeout, or, where its node answers other slices (heardLately), within LEADER_SLOW_TIMEOUT_FACTOR times it (a
     // node busy with a join's catch-up is slow, not gone: seen at load 26, two moves' first changes elected their
     // leaders, whose Pongs were 1.5 s late, where tick() would have waited). Leading on a leader that stopped leading
     // costs no safety: it refuses, and the election follows at once. Otherwise the new failover elects, and says why
     // (ELECTION_REASONS).
     const leader = this.currentLeader;
-    const now = this.host.now();
-    const since = now - this.lastGoodAt;
-    const answering = this.host.heardFrom === undefined ? since < this.timing.heartbeatTimeoutMs : leader !== null && this.heardLately(leader, now) && since < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs;
+    const answering = this.leaderAnswering(this.host.now());
     const why: ElectionReason | null =
       leader === null || !this.published || !this.electorateSettled ? 'change_chained' : !next.includes(leader) ? 'change_leader_left' : !answering ? 'change_leader_silent' : null;
     // The next failover chooses leaders as this one does (the simulation's deliberately unsafe chooser included).
     const f = new SliceFailover(next, null, Math.max(term, this.term, this.election?.term ?? 0), this.timing, host, this.choose, older, why ?? 'start');
-    if (why === null) f.leadOn(leader!, this.term);
+    if (why === null) f.leadOn(leader!, this.term, this.lastGoodAt);
     return f;
   }
 
@@ -400,13 +413,17 @@ export class SliceFailover {
    * replica promised a term between (no election ran since `from`'s), so the leader holds every committed record;
    * the new term has this one leader; and its commits, and the elections after it, count majorities of the new
    * set and of every set not settled before, as an elected leader's would. A leader that does not lead `from`
-   * refuses it, and an election follows. */
-  private leadOn(leader: ReplicaId, from: number): void {
+   * refuses it, and an election follows. `lastGoodAt`: when it last answered (Pong) the failover before; its clock
+   * runs on from then, so that a slow leader led on across changes is replaced LEADER_SLOW_TIMEOUT_FACTOR times the
+   * heartbeat timeout after its last answer, as without the change (install's fresh clock gave a leader 4.4 s late
+   * a whole new allowance). */
+  private leadOn(leader: ReplicaId, from: number, lastGoodAt: number): void {
     const term = this.term + 1;
     assert(term > from && this.election === null, 'a leader leads on at a newer term, with no election under way');
     this.host.persistTerm(term, null);
     this.leadingOn = true;
     this.host.send(leader, { type: 'LeadOn', term, from, ...this.install(leader, term) });
+    this.lastGoodAt = lastGoodAt;
   }
 
   /** Every replica of every set of the change (those an election asks, those a leader replicates to). */

@@ -84,6 +84,7 @@ export class Membership {
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
     // count settled yet (it records that in the map a tick later).
     map.isSettled = (s) => this.leaders.settled(s);
+    map.mayPlace = (s) => this.mayPlace(s);
     this.timer = setInterval(() => {
       this.noteDown();
       this.refillReplicas();
@@ -91,6 +92,13 @@ export class Membership {
       this.rebalance();
     }, REBALANCE_INTERVAL_MS);
     this.timer.unref();
+  }
+
+  /** Whether placement (the map's, at any map change, and refillReplicas) may change the slice's set: its last change
+   * settled under an elected leader (or it has one replica), so that changes do not chain and a handover in its hold or
+   * its election is not replaced by an election (change_chained), and no whole-slice move copies it. */
+  private mayPlace(slice: number): boolean {
+    return this.leaders.settled(slice) && !this.mover.moving.has(slice) && (this.map.replicasOf(slice).length <= 1 || this.leaders.electedTerm(slice) !== null);
   }
 
   private newLink(url: string, index: number): NodeLink {
@@ -956,7 +964,7 @@ export class Membership {
     const sizes = Array.from({ length: this.map.sliceCount }, (_, s) => this.map.replicasOf(s).length);
     let changed: number[];
     try {
-      changed = this.map.placeReplicas((s) => !this.mover.moving.has(s) && (this.map.replicasOf(s).length <= 1 || this.leaders.electedTerm(s) !== null));
+      changed = this.map.placeReplicas();
     } catch (err) {
       if (!(err instanceof MapSaveError)) throw err;
       this.log(`cannot record new replicas in the cluster map (${err.message}); tried again next turn`);
