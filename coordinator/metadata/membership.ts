@@ -418,7 +418,7 @@ export class Membership {
         throw new KeysliceError(
           'InvalidState',
           `slice ${s} has ${set.length} replicas; without node ${node} the ${set.length - 1} left are not a majority of them, so none can be chosen as sure to hold every acknowledged write. ` +
-            (set.length === 2 ? 'With replication factor 2 a node that is gone for good cannot be removed safely; ' : '') +
+            (set.length === 2 ? (this.map.replicationFactor === 2 ? 'With replication factor 2 a node that is gone for good cannot be removed safely; ' : `its set is short of the factor (${this.map.replicationFactor}) until the coordinator refills it, once its leader is elected; `) : '') +
             'bring the node back, then remove it once its slices have more replicas',
         );
       }
@@ -883,7 +883,7 @@ export class Membership {
       // The set before must be one whose change settled under a leader elected for it, and the replica replaced not
       // that leader's: the change then commits through the leader leading on (joint majorities), with no election
       // that could need the node that is down, and a write acknowledged before is on a majority of the set before.
-      assert(this.leaders.settled(slice) && this.leaders.electedTerm(slice) !== null, `slice ${slice}, whose replica on node ${node} is replaced, has settled under an elected leader`);
+      assert(this.mayPlace(slice) && this.leaders.electedTerm(slice) !== null, `slice ${slice}, whose replica on node ${node} is replaced, has settled under an elected leader and no whole-slice move copies it`);
       assert(this.leaders.leaderOf(slice) !== node && this.map.ownerOf(slice) !== node, `node ${node}, whose replica of slice ${slice} is replaced, does not lead it`);
     }
     try {
@@ -955,7 +955,7 @@ export class Membership {
    * the map starts no change on such a slice), are filled once one is up and it settled; sets over the factor are
    * trimmed likewise. This tick is what fills them while no other map change comes (one that places replicas, a
    * replica move say, places the settled ones too: test/replica-join.test.ts runs without rebalancing). Only slices whose
-   * last change settled (the map asks isSettled) under an elected leader, so that changes do not chain (as a drain's
+   * last change settled under an elected leader (the map asks mayPlace), so that changes do not chain (as a drain's
    * next step and remove wait), and not a slice a whole-slice move copies: its set would change under the move, and
    * the Assign that tells the nodes would end the move there (the mover then rolls it back); it is filled at a tick
    * after the move. */
