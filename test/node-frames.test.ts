@@ -149,6 +149,9 @@ describe('node frames', () => {
     expect(decodeReplicationMessage((atNodePings[2] as [number, Uint8Array][])[0][1], -1, 'node', 0)).toEqual(pings);
     const pongs = { type: 'Pongs', slices: [7, 1, 2, 1, 2, 9, 9, 1, 2, 0, 1, 4] };
     expect(receive([NodeFrame.Replicate, 2, [[7, pongs]]], 'coordinator')[2]).toEqual([[7, pongs]]);
+    // Each under its first slice, which picks the worker a Pings goes to.
+    expect(() => receive([NodeFrame.Replicate, -1, [[2, pings]]], 'node')).toThrow(/slice 2: a Pings's entry is under its first slice, 0/);
+    expect(() => receive([NodeFrame.Replicate, 2, [[9, pongs]]], 'coordinator')).toThrow(/slice 9: a Pongs's entry is under its first slice, 7/);
     const answers = [NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }], [8, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 1, leaseWaitMs: 900, ledTerm: 0 }]]];
     const atCoordinator = receive(answers, 'coordinator');
     expect(atCoordinator[2]).toEqual(answers[2]);
