@@ -89,7 +89,7 @@ export type ReplicationMessage =
    * both nodes. */
   | { type: 'AppendOks'; slices: number[] }
   /** The coordinator's Pings of one turn to one worker of a node, as numbers (`[slice, seq, ...]`) in one entry whose
-   * slice is the first of them (node protocol 26; checked by decodeReplicationMessage: the entry's slice picks the
+   * slice is the first of them (node protocol 27; checked by decodeReplicationMessage: the entry's slice picks the
    * worker it goes to, which takes each slice of it that it replicates). The coordinator's flush folds them (replica-leaders.ts) and the
    * worker unfolds them, each slice's Ping to its replica, which answers it as ever, so neither failover.ts nor a
    * replica sees this one. Unlike KeepAlives it travels as bytes, as every message between the coordinator and a

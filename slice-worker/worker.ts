@@ -250,7 +250,7 @@ function flushPort(): void {
     encoded.push(b);
     size += b.byteLength;
   };
-  // The turn's Pongs go as one Pongs (node protocol 26), after the rest: each answers a Ping of the coordinator's
+  // The turn's Pongs go as one Pongs (node protocol 27), after the rest: each answers a Ping of the coordinator's
   // Pings, and says what its replica holds now, as it would a moment later.
   let pongs: number[] | null = null;
   let pongsFrom = -1;

@@ -143,7 +143,7 @@ describe('node frames', () => {
     expect(() => frame(wire([NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }]]]), 'worker')).toThrow(/slice 7: Ping is not sent from one replica to another/);
     expect(() => frame([NodeFrame.Replicate, 2, [[8, Buffer.from([0x92, 0x01])]]], 'worker')).toThrow(/slice 8: a replication message is not valid msgpack/);
     expect(() => frame([NodeFrame.Replicate, 2, [[8, Buffer.from(encodeReplicationMessage({ type: 'KeepAlives', slices: [8, 2, 0, 0, 0] }))]]], 'worker')).toThrow(/KeepAlives travel as a map/);
-    // Node protocol 26: a turn's Pings to a worker and its Pongs travel folded, each as bytes, every slice checked.
+    // Node protocol 27: a turn's Pings to a worker and its Pongs travel folded, each as bytes, every slice checked.
     const pings = { type: 'Pings', slices: [0, 5, 2, 6] };
     const atNodePings = receive([NodeFrame.Replicate, -1, [[0, pings]]], 'node');
     expect(decodeReplicationMessage((atNodePings[2] as [number, Uint8Array][])[0][1], -1, 'node', 0)).toEqual(pings);

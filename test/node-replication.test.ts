@@ -162,7 +162,7 @@ class Link {
       else if (f[0] === NodeFrame.BatchReply || f[0] === NodeFrame.BatchError) this.replies.get(f[1])?.(f);
       else if (f[0] === NodeFrame.Replicate) {
         for (const [entrySlice, entry] of f[2]) {
-          // A worker's Pongs of a turn come as one Pongs (node protocol 26): a Pong per slice, as the coordinator takes them.
+          // A worker's Pongs of a turn come as one Pongs (node protocol 27): a Pong per slice, as the coordinator takes them.
           if (entry.type === 'Pongs') this.pongEntries.push(entry.slices.filter((_, k) => k % PONG_NUMBERS === 0));
           const each: [number, ReplicationMessage][] = entry.type === 'Pongs' ? entry.slices.flatMap((s, k) => (k % PONG_NUMBERS === 0 ? [[s, unfoldPong(entry, k)] as [number, ReplicationMessage]] : [])) : [[entrySlice, entry]];
           for (const [slice, m] of each) {

@@ -50,7 +50,7 @@ interface PongSeen {
 const keyOf = (replicas: readonly number[]) => [...replicas].sort((a, b) => a - b).join(',');
 
 /** A turn's messages to one node as its Replicate frame's entries: the Pings folded into one Pings per worker there
- * (node protocol 26; the worker unfolds them, each slice's Ping to its replica), after the other messages, which
+ * (node protocol 27; the worker unfolds them, each slice's Ping to its replica), after the other messages, which
  * keep their order. Last, so that a Ping is answered after whatever else the turn sent its slice, as a Ping sent a
  * moment later would be; a Pong says only what the replica holds when it answers. `workers`: the node's worker
  * count (its Hello); 0 before it (the link sends nothing then). */
