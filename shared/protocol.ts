@@ -944,6 +944,11 @@ export function decodeReplicationMessage(bytes: Uint8Array, from: number, receiv
   // peer's frame would stop the node).
   const type = (m as ReplicationMessage).type;
   if (FOLDED_MESSAGES.has(type)) fail(`Replicate: slice ${slice}: ${type} travel as a map, not as a message's bytes`);
+  // A Pings or Pongs is under its first slice (replication-protocol.ts), which picks the worker it goes to: one
+  // under another slice would reach a worker its slices are not (a Pings) or name a slice it does not answer for.
+  if ((type === 'Pings' || type === 'Pongs') && (m as { slices: number[] }).slices[0] !== slice) {
+    fail(`Replicate: slice ${slice}: a ${type}'s entry is under its first slice, ${(m as { slices: number[] }).slices[0]}`);
+  }
   return m as ReplicationMessage;
 }
 

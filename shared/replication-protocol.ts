@@ -89,7 +89,8 @@ export type ReplicationMessage =
    * both nodes. */
   | { type: 'AppendOks'; slices: number[] }
   /** The coordinator's Pings of one turn to one worker of a node, as numbers (`[slice, seq, ...]`) in one entry whose
-   * slice is the first of them (node protocol 26). The coordinator's flush folds them (replica-leaders.ts) and the
+   * slice is the first of them (node protocol 27; checked by decodeReplicationMessage: the entry's slice picks the
+   * worker it goes to, which takes each slice of it that it replicates). The coordinator's flush folds them (replica-leaders.ts) and the
    * worker unfolds them, each slice's Ping to its replica, which answers it as ever, so neither failover.ts nor a
    * replica sees this one. Unlike KeepAlives it travels as bytes, as every message between the coordinator and a
    * worker does (the node's main thread does not decode them). A leader is asked every ping interval whatever the
@@ -97,7 +98,7 @@ export type ReplicationMessage =
    * a decoding and a check (bench/README.md, "Idle cluster"). */
   | { type: 'Pings'; slices: number[] }
   /** A worker's Pongs of one turn, as numbers (`[slice, seq, term, leading (0 or 1), commitTerm, lastIndex, ...]`)
-   * in one entry whose slice is the first of them, folded by the worker (worker.ts flushPort) and unfolded by the
+   * in one entry whose slice is the first of them (checked as a Pings's), folded by the worker (worker.ts flushPort) and unfolded by the
    * coordinator into one Pong per slice (replica-leaders.ts receive), for the same reason as Pings. */
   | { type: 'Pongs'; slices: number[] }
   /** commitIndex: the commit point the follower holds durably (its leader stops heartbeats once it has it all). */

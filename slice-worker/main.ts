@@ -146,8 +146,6 @@ let nextConnection = 1;
 // ---- replication routing ----
 /** The replication part of the latest Assign taken (null: R=1). */
 let replication: AssignReplication | null = null;
-/** Slices this node holds a replica of, with more than one replica: the ones whose messages it takes. */
-let replicatedSlices = new Set<number>();
 /** What this turn's replicas sent the coordinator (peers' messages go on the workers' own links). */
 let outgoing: ReplicateEntry[] = [];
 
@@ -170,12 +168,13 @@ function sendReplication(): void {
 }
 
 /** Hands each entry of the coordinator's Replicate frame to the worker of its slice: what one turn's frames hold for
- * a worker goes to it as one message. */
+ * a worker goes to it as one message. Each goes whether or not its slice is replicated here: the worker drops what is
+ * not (onPortMessage), slice by slice for a Pings, whose entry's slice is only its first (this thread does not decode
+ * it, so it cannot tell a Pings from a message of that slice alone). */
 function routeReplication(via: number, entries: WireReplicateEntry[]): void {
   for (const [slice, message] of entries) {
     // decodeNodeFrame takes no KeepAlives or AppendOks from the coordinator: a message from it is its bytes.
     assert(message instanceof Uint8Array, 'the coordinator sends each replication message as its bytes');
-    if (!replicatedSlices.has(slice)) continue; // not a replica here (any more, or not yet): the coordinator repeats if it matters
     const w = workerOf(slice, workerCount);
     if (incoming.size === 0) setImmediate(deliverReplication);
     let list = incoming.get(w);
@@ -284,7 +283,6 @@ function onFrame(ws: WebSocket, via: number, data: Buffer): void {
       // them wait until they have it: worker-channel.ts).
       const controls = controlsFor(nextReplication, replication);
       replication = nextReplication;
-      replicatedSlices = new Set(nextReplication === null ? [] : nextReplication.replicas.filter(([, nodes]) => nodes.length > 1).map(([slice]) => slice));
       assign(newEpoch, sliceCount, slices, controls).then(
         () => sendNodeFrame(ws, [NodeFrame.Assigned, newEpoch]),
         (err) => die(`assignment failed: ${err instanceof Error ? err.message : err}`),

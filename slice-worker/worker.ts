@@ -250,7 +250,7 @@ function flushPort(): void {
     encoded.push(b);
     size += b.byteLength;
   };
-  // The turn's Pongs go as one Pongs (node protocol 26), after the rest: each answers a Ping of the coordinator's
+  // The turn's Pongs go as one Pongs (node protocol 27), after the rest: each answers a Ping of the coordinator's
   // Pings, and says what its replica holds now, as it would a moment later.
   let pongs: number[] | null = null;
   let pongsFrom = -1;
@@ -339,10 +339,10 @@ function onPortMessage([ranges, bytes]: NodePortMessage): void {
   for (let i = 0; i < ranges.length; i += IN_RANGE) {
     const slice = ranges[i];
     const from = ranges[i + 1];
-    if (!replicated.has(slice)) continue;
     // Checked here, before it is used (the node's main thread passed it on as it came): a message that is not a
     // whole one of those its hop carries is dropped, and the node closes the connection it came on (and logs why,
-    // as for a frame that fails its check).
+    // as for a frame that fails its check). Decoded before the slice is looked at: a Pings's entry is under its
+    // first slice only, which need not be replicated here when the others are.
     let message: ReplicationMessage;
     try {
       message = decodeReplicationMessage(bytes.subarray(ranges[i + 3], ranges[i + 4]), from, 'node', slice);
@@ -353,15 +353,16 @@ function onPortMessage([ranges, bytes]: NodePortMessage): void {
       continue;
     }
     if (message.type !== 'Pings') {
-      replicas.receive(slice, from, message);
+      // Not a replica here (any more, or not yet): dropped; the coordinator repeats if it matters.
+      if (replicated.has(slice)) replicas.receive(slice, from, message);
       continue;
     }
-    // The coordinator's Pings of a turn to this worker (node protocol 26), its entry under the first of its slices:
-    // every slice the coordinator asks a node about in a turn is one its latest assignment to that node lists, sent
-    // before the turn's frame, so the first is replicated here when the others are (the check above, and the node's
-    // main thread's, look at the entry's slice, as they looked at each Ping's). Each slice is checked to be this
-    // worker's, as a peer's folded messages are (onPeerFrame), before any is answered, and each not replicated here
-    // is dropped, as its own entry was.
+    // The coordinator's Pings of a turn to this worker (node protocol 27), its entry under the first of its slices.
+    // Its slices are those of the coordinator's latest assignment to this node, which can differ from what this
+    // worker took last (an Assign sent by another sync() between the turn's Pings and its flush): the first may not
+    // be replicated here when others are. So each slice is looked at alone, as a peer's folded messages are
+    // (onPeerFrame): each is checked to be this worker's before any is answered, and each not replicated here is
+    // dropped, as its own Ping was.
     const stray = message.slices.find((s, k) => k % PING_NUMBERS === 0 && !isMine(s));
     if (stray !== undefined) {
       refused.push([ranges[i + 2], `Replicate: slice ${slice}: Pings names slice ${stray}, which is not worker ${config.workerIndex}'s`]);

@@ -143,12 +143,15 @@ describe('node frames', () => {
     expect(() => frame(wire([NodeFrame.Replicate, 2, [[7, { type: 'Ping', seq: 1 }]]]), 'worker')).toThrow(/slice 7: Ping is not sent from one replica to another/);
     expect(() => frame([NodeFrame.Replicate, 2, [[8, Buffer.from([0x92, 0x01])]]], 'worker')).toThrow(/slice 8: a replication message is not valid msgpack/);
     expect(() => frame([NodeFrame.Replicate, 2, [[8, Buffer.from(encodeReplicationMessage({ type: 'KeepAlives', slices: [8, 2, 0, 0, 0] }))]]], 'worker')).toThrow(/KeepAlives travel as a map/);
-    // Node protocol 26: a turn's Pings to a worker and its Pongs travel folded, each as bytes, every slice checked.
+    // Node protocol 27: a turn's Pings to a worker and its Pongs travel folded, each as bytes, every slice checked.
     const pings = { type: 'Pings', slices: [0, 5, 2, 6] };
     const atNodePings = receive([NodeFrame.Replicate, -1, [[0, pings]]], 'node');
     expect(decodeReplicationMessage((atNodePings[2] as [number, Uint8Array][])[0][1], -1, 'node', 0)).toEqual(pings);
     const pongs = { type: 'Pongs', slices: [7, 1, 2, 1, 2, 9, 9, 1, 2, 0, 1, 4] };
     expect(receive([NodeFrame.Replicate, 2, [[7, pongs]]], 'coordinator')[2]).toEqual([[7, pongs]]);
+    // Each under its first slice, which picks the worker a Pings goes to.
+    expect(() => receive([NodeFrame.Replicate, -1, [[2, pings]]], 'node')).toThrow(/slice 2: a Pings's entry is under its first slice, 0/);
+    expect(() => receive([NodeFrame.Replicate, 2, [[9, pongs]]], 'coordinator')).toThrow(/slice 9: a Pongs's entry is under its first slice, 7/);
     const answers = [NodeFrame.Replicate, 2, [[7, { type: 'Pong', seq: 1, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }], [8, { type: 'Prepared', term: 3, lastTerm: 2, lastIndex: 1, leaseWaitMs: 900, ledTerm: 0 }]]];
     const atCoordinator = receive(answers, 'coordinator');
     expect(atCoordinator[2]).toEqual(answers[2]);

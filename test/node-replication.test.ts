@@ -162,7 +162,7 @@ class Link {
       else if (f[0] === NodeFrame.BatchReply || f[0] === NodeFrame.BatchError) this.replies.get(f[1])?.(f);
       else if (f[0] === NodeFrame.Replicate) {
         for (const [entrySlice, entry] of f[2]) {
-          // A worker's Pongs of a turn come as one Pongs (node protocol 26): a Pong per slice, as the coordinator takes them.
+          // A worker's Pongs of a turn come as one Pongs (node protocol 27): a Pong per slice, as the coordinator takes them.
           if (entry.type === 'Pongs') this.pongEntries.push(entry.slices.filter((_, k) => k % PONG_NUMBERS === 0));
           const each: [number, ReplicationMessage][] = entry.type === 'Pongs' ? entry.slices.flatMap((s, k) => (k % PONG_NUMBERS === 0 ? [[s, unfoldPong(entry, k)] as [number, ReplicationMessage]] : [])) : [[entrySlice, entry]];
           for (const [slice, m] of each) {
@@ -483,8 +483,9 @@ describe('replication between real slice nodes', () => {
   });
 
   it("answers the coordinator's Pings of a turn with one Pongs per worker, a Pong per slice", async () => {
-    // Node protocol 26: the coordinator folds a turn's Pings to one worker of a node into one Pings, under its first
-    // slice; the worker answers each slice's as a Ping alone, and folds the turn's Pongs into one entry.
+    // Node protocol 27: the coordinator folds a turn's Pings to one worker of a node into one Pings, under its first
+    // slice; the worker answers each slice's as a Ping alone, and folds the turn's Pongs into one entry. Whether this
+    // node leads yet (an earlier test elects it) does not matter here: a replica answers a Ping either way.
     const byWorker = [0, 1].map((w) => REPLICATED.filter((s) => workerOf(s, WORKERS) === w)).filter((l) => l.length > 0);
     expect(byWorker.some((l) => l.length > 1)).toBe(true);
     const link = links[leader]!;
@@ -492,10 +493,30 @@ describe('replication between real slice nodes', () => {
     link.replicate(byWorker.map((slices): [number, ReplicationMessage] => [slices[0], { type: 'Pings', slices: slices.flatMap((s) => [s, 700 + s]) }]));
     for (const s of REPLICATED) {
       const [, pong] = await link.expectMessage((sl, m) => sl === s && m.type === 'Pong' && m.seq === 700 + s);
-      expect(pong).toMatchObject({ type: 'Pong', leading: true, term: expect.any(Number) });
+      expect(pong).toMatchObject({ type: 'Pong', leading: expect.any(Boolean), term: expect.any(Number) });
     }
     // One Pongs entry per worker: each names its worker's slices, all of them.
     expect(link.pongEntries.map((e) => [...e].sort((a, b) => a - b)).sort((a, b) => a[0] - b[0])).toEqual(byWorker);
+  });
+
+  it('answers the replicated slices of a Pings whose first slice is not replicated on the node', async () => {
+    // The coordinator's Pings of a turn name the slices of its latest assignment, which the node may not have taken
+    // yet: the entry's slice (its first) can be one the node does not replicate while the others are. Here a slice
+    // of the same worker that is in no replicated set, then that worker's replicated slices.
+    const w = workerOf(REPLICATED[0], WORKERS);
+    const mine = REPLICATED.filter((s) => workerOf(s, WORKERS) === w);
+    const first = [...SINGLE, 6, 7, 8, 9].find((s) => workerOf(s, WORKERS) === w)!;
+    expect(mine.length).toBeGreaterThan(1);
+    const link = links[leader]!;
+    link.replicate([[first, { type: 'Pings', slices: [first, 800, ...mine.flatMap((s) => [s, 800 + s])] }]]);
+    let answered = 0;
+    for (const s of mine) {
+      const got = await link.expectMessage((sl, m) => sl === s && m.type === 'Pong' && m.seq === 800 + s, 3000).catch(() => null);
+      if (got !== null) answered++;
+    }
+    expect(`answered ${answered} of ${mine.length}`).toBe(`answered ${mine.length} of ${mine.length}`);
+    // None for the slice not replicated here.
+    expect(link.received.some(([sl, m]) => sl === first && m.type === 'Pong' && m.seq === 800)).toBe(false);
   });
 
   it("commits a put while both followers' main threads are paused: replication goes worker to worker", async () => {

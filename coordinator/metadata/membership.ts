@@ -238,7 +238,8 @@ export class Membership {
       try {
         this.map.setNodeId(index, hello.nodeId);
       } catch (err) {
-        const problem = `cannot record slice node ${url}'s node id in the cluster map (${(err as Error).message}); it is not given slices until the map can be saved`;
+        if (!(err instanceof MapSaveError)) throw err; // a broken invariant is not caught
+        const problem = `cannot record slice node ${url}'s node id in the cluster map (${err.message}); it is not given slices until the map can be saved`;
         this.log(problem);
         return problem;
       }
@@ -833,7 +834,14 @@ export class Membership {
     }
     if (drops.length === 0) return;
     const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
-    this.map.dropLeavingReplicas(drops);
+    try {
+      this.map.dropLeavingReplicas(drops);
+    } catch (err) {
+      // A failed save (a full disk) leaves the map as it was: the replicas stay, and the next tick drops them again.
+      if (!(err instanceof MapSaveError)) throw err;
+      this.log(`cannot record that ${drops.length} slices' leaving replicas (e.g. slice ${drops[0].slice}'s on ${this.map.nodes[drops[0].node]}) left, in the cluster map (${err.message}); tried again next turn`);
+      return;
+    }
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
     const drained = [...new Set(drops.filter((d) => this.map.statusOf(d.node) === 'draining').map((d) => d.node))];

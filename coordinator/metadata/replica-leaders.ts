@@ -21,7 +21,7 @@ import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, RE
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
-import type { ClusterMap, Elected } from './cluster-map.js';
+import { MapSaveError, type ClusterMap, type Elected } from './cluster-map.js';
 import { ELECTION_REASONS, sameSet, SliceFailover, type ElectionReason, type FailoverTiming } from './failover.js';
 import type { NodeLink } from './node-link.js';
 
@@ -50,7 +50,7 @@ interface PongSeen {
 const keyOf = (replicas: readonly number[]) => [...replicas].sort((a, b) => a - b).join(',');
 
 /** A turn's messages to one node as its Replicate frame's entries: the Pings folded into one Pings per worker there
- * (node protocol 26; the worker unfolds them, each slice's Ping to its replica), after the other messages, which
+ * (node protocol 27; the worker unfolds them, each slice's Ping to its replica), after the other messages, which
  * keep their order. Last, so that a Ping is answered after whatever else the turn sent its slice, as a Ping sent a
  * moment later would be; a Pong says only what the replica holds when it answers. `workers`: the node's worker
  * count (its Hello); 0 before it (the link sends nothing then). */
@@ -304,7 +304,8 @@ export class ReplicaLeaders {
     try {
       this.map.handOver(ok);
     } catch (err) {
-      this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${(err as Error).message})`);
+      if (!(err instanceof MapSaveError)) throw err; // a broken invariant is not caught
+      this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${err.message})`);
       return 0;
     }
     const now = Date.now();
@@ -430,7 +431,8 @@ export class ReplicaLeaders {
     try {
       this.map.setUnsettled(fix);
     } catch (err) {
-      this.logUnrecordedSettled(`cannot record ${fix.size} settled replica-set changes in the cluster map (${(err as Error).message}); tried again at each tick`);
+      if (!(err instanceof MapSaveError)) throw err;
+      this.logUnrecordedSettled(`cannot record ${fix.size} settled replica-set changes in the cluster map (${err.message}); tried again at each tick`);
     }
   }
 
@@ -510,8 +512,9 @@ export class ReplicaLeaders {
       try {
         ownersChanged = this.map.recordElections(used, elected);
       } catch (err) {
+        if (!(err instanceof MapSaveError)) throw err;
         // Nothing of this turn leaves unpersisted: the failovers' timeouts start again.
-        this.log(`cannot record elections in the cluster map (${(err as Error).message}); their messages are not sent, elections start again`);
+        this.log(`cannot record elections in the cluster map (${err.message}); their messages are not sent, elections start again`);
         return;
       }
       const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
