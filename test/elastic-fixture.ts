@@ -326,7 +326,18 @@ export async function threeReplicasHolding(cluster: (opts: { nodes: number; slic
   const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
   await untilLed(e);
   await bulk(e, count);
-  await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === count), 'each of the 3 nodes to hold every item', 30_000, seen(e));
+  // Every node holding every item is not enough: the third replica of a slice comes at the coordinator's tick after
+  // the second's change settled (one change per slice at a time), and until its own change settles an election needs
+  // both replicas of the set before it, so a story that kills a node at once could find slices that cannot elect.
+  await waitFor(
+    async () => {
+      const st = await e.status();
+      return st.nodes.every((n) => n.heldItems === count) && led(st) && st.replication.leaders.unsettled === 0;
+    },
+    'each of the 3 nodes to hold every item, with every replica-set change settled',
+    30_000,
+    seen(e),
+  );
   return e;
 }
 
