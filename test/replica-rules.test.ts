@@ -230,13 +230,18 @@ describe('a slice replica', () => {
     expect(g.outbox.filter((s) => s.to === 2)).toEqual([]);
   });
 
-  it('refuses a record of an older term, a gap, a damaged record and records that do not follow, and writes nothing of them', () => {
+  /** Two replicas; replica 1 has promised term 3 (a Prepare, synced, answered), and what it wrote so far. */
+  const promisedFollower = () => {
     const g = group(2);
     const f = g.replicas[1];
     f.receive(COORDINATOR, { type: 'Prepare', term: 3 });
     g.sync(1);
     g.deliver(COORDINATOR);
-    const before = g.written[1].length;
+    return { g, f, before: g.written[1].length };
+  };
+
+  it('refuses a record of an older term, a gap, a damaged record and records that do not follow, and writes nothing of them', () => {
+    const { g, f, before } = promisedFollower();
     const r1 = makeRecord(2, 1, payload('x'));
     f.receive(0, { type: 'Append', term: 2, prevIndex: 0, prevTerm: 0, records: [r1], commitIndex: 0, sentAt: 0, leased: true });
     f.receive(0, { type: 'Append', term: 3, prevIndex: 4, prevTerm: 3, records: [makeRecord(3, 5, payload('y'))], commitIndex: 0, sentAt: 0, leased: true });
@@ -253,12 +258,7 @@ describe('a slice replica', () => {
   });
 
   it('refuses an Append whose bytes were damaged on the wire (read by hand: readAppend) with ChecksumMismatch, and writes nothing of it', () => {
-    const g = group(2);
-    const f = g.replicas[1];
-    f.receive(COORDINATOR, { type: 'Prepare', term: 3 });
-    g.sync(1);
-    g.deliver(COORDINATOR);
-    const before = g.written[1].length;
+    const { g, f, before } = promisedFollower();
     const m = { type: 'Append' as const, term: 3, prevIndex: 0, prevTerm: 0, records: [makeRecord(3, 1, payload('first')), makeRecord(3, 2, payload('second'))], commitIndex: 0, sentAt: 0, leased: true };
     const bytes = Uint8Array.from(encodeReplicationMessage(m));
     // One bit of the second record's payload flipped: still an Append laid out as a leader writes one, so the follower
