@@ -198,6 +198,12 @@ export const LEADER_HEARTBEAT_INTERVAL_MS = 500;
  * a restarting node's promises started again at a newer term, each round more work for the same busy nodes
  * (bench/FAILOVER.md). A frozen or dead node answers nothing and is replaced after the plain timeout. */
 export const LEADER_SLOW_TIMEOUT_FACTOR = 3;
+/** The share of an election's timeout that a leadership handover's own election waits for the answer of the replica
+ * handed to, once a majority answered without it (coordinator/metadata/failover.ts): that replica holds the old
+ * leader's last record and should win the tie, but its promise waits for a sync, so the old leader's answer and a
+ * third one often come first and the tie went back to the old leader (docs/replication-notes.md, "Elections during a
+ * join"). Below 1 so that the wait never restarts the election. */
+export const HANDOVER_TARGET_ANSWER_WAIT_SHARE = 0.5;
 export const LEADER_ELECTION_TIMEOUT_MS = 2_000;
 export const REPLICATION_APPEND_RECORDS_MAX = 256;
 /** A leader gathers a task's record payloads in a scratch buffer before copying them into one buffer of their own

@@ -4,7 +4,7 @@
 // leader acknowledges nothing. Messages and disk syncs move only when a story says so.
 import { describe, expect, it } from 'vitest';
 import { chooseLeader, SliceFailover, type ElectionReason } from '../coordinator/metadata/failover.js';
-import { REPLICA_KEEPALIVE_MS, REPLICA_LEASE_DRIFT, REPLICA_LEASE_MS, REPLICA_READ_STALENESS_MS, REPLICA_RESEND_MS_MAX, REPLICA_TICK_MS } from '../shared/limits.js';
+import { HANDOVER_TARGET_ANSWER_WAIT_SHARE, REPLICA_KEEPALIVE_MS, REPLICA_LEASE_DRIFT, REPLICA_LEASE_MS, REPLICA_READ_STALENESS_MS, REPLICA_RESEND_MS_MAX, REPLICA_TICK_MS } from '../shared/limits.js';
 import { decodeReplicationMessage, encodeReplicationMessage } from '../shared/protocol.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
 import { applyDiskOp, COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicaHost, type ReplicaTiming, type ReplicationMessage } from '../slice-worker/replication/replica.js';
@@ -1418,7 +1418,7 @@ describe('the coordinator\'s election of one slice', () => {
     g.tick();
     g.receive(0, { type: 'Prepared', term: 10, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 5 });
     g.receive(2, { type: 'Prepared', term: 10, lastTerm: 4, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
-    now += timing.electionTimeoutMs / 2 - 1;
+    now += timing.electionTimeoutMs * HANDOVER_TARGET_ANSWER_WAIT_SHARE - 1;
     g.tick();
     expect(g.currentLeader).toBeNull();
     now += 1;

@@ -22,7 +22,7 @@
 // leader leads on at a new term (LeadOn), with the change's sets, keeping its writes not yet committed. A
 // leader that does not lead its term any more refuses, and an election follows at once.
 import { assert } from '../../shared/errors.js';
-import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR } from '../../shared/limits.js';
+import { HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR } from '../../shared/limits.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 
 export interface FailoverTiming {
@@ -295,7 +295,7 @@ export class SliceFailover {
     const to = this.handoverTo;
     const now = this.host.now();
     const awaited = to !== null && !answers.has(to) && !this.election.refused.has(to) && (this.host.heardFrom === undefined || this.heardLately(to, now));
-    if (awaited && now - this.election.startedAt < this.timing.electionTimeoutMs / 2) return 'not yet';
+    if (awaited && now - this.election.startedAt < this.timing.electionTimeoutMs * HANDOVER_TARGET_ANSWER_WAIT_SHARE) return 'not yet';
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
     if (chosen === null) return 'not yet';
     if (!this.replicas.includes(chosen)) {

@@ -891,6 +891,7 @@ export class Membership {
       // The set before must be one whose change settled under a leader elected for it, and the replica replaced not
       // that leader's: the change then commits through the leader leading on (joint majorities), with no election
       // that could need the node that is down, and a write acknowledged before is on a majority of the set before.
+      // (mayPlace lets a set of one replica change with no leader elected; a replacement needs one even there.)
       assert(this.mayPlace(slice) && this.leaders.electedTerm(slice) !== null, `slice ${slice}, whose replica on node ${node} is replaced, has settled under an elected leader and no whole-slice move copies it`);
       assert(this.leaders.leaderOf(slice) !== node && this.map.ownerOf(slice) !== node, `node ${node}, whose replica of slice ${slice} is replaced, does not lead it`);
     }
