@@ -28,6 +28,12 @@ import { SliceMover, Throttle } from './slice-mover.js';
 
 const NODE_URL = /^wss?:\/\/[^/\s]+$/;
 
+/** A replicated slice that, without a node being removed, keeps no majority of live replicas (`up` of `size` up;
+ * `down`, its replicas that are down). */
+type ShortSlice = { slice: number; up: number; size: number; down: number[] };
+/** What `keyslice remove` of a node found it may do (Membership.removeChecks), for removeNow. */
+type RemovePlan = { held: number[]; owned: number[]; counted: number[]; short: ShortSlice[] };
+
 export class Membership {
   /** links[i] talks to map.nodes[i]; a removed node's link is closed. */
   readonly links: NodeLink[] = [];
@@ -331,23 +337,24 @@ export class Membership {
     // Refused now if it would be refused after the handovers; they take a moment, during which drain steps, elections
     // and links go on, so everything is looked at again from the state after them (removeChecks), and only that decides.
     const first = this.removeChecks(index, forgetData, force);
-    if (first.held.length === 0) return this.removeNow(index, first, force);
+    if (first.held.length === 0) return this.removeNow(index, first);
     // Meanwhile placement and replica rebalancing give the node no new replica nor take one off it, and leadership
     // rebalancing and handovers give it no leadership (this.removing); a second remove of it is refused (above).
     this.removing.add(index);
     try {
       await this.handOverLeaderships(index);
       this.indexOf(url); // not removed meanwhile
-      await this.removeNow(index, this.removeChecks(index, forgetData, force), force);
+      await this.removeNow(index, this.removeChecks(index, forgetData, force));
     } finally {
       this.removing.delete(index);
     }
   }
 
   /** What `keyslice remove` of node `index` would do now, or the refusal it meets (thrown): the replicated slices it
-   * holds a replica of (`held`: removeReplicated's checks), those it owns (without replicas: refused unless
-   * `forgetData`), and the unsettled changes that still count it (`counted`: refused unless `force`). */
-  private removeChecks(index: number, forgetData: boolean, force: boolean): { held: number[]; owned: number[]; counted: number[] } {
+   * holds a replica of (`held`: replicatedRemoveChecks, which names the slices `short` of a live majority without it:
+   * refused unless `force`), those it owns (without replicas: refused unless `forgetData`), and the unsettled changes
+   * that still count it (`counted`: refused unless `force`). */
+  private removeChecks(index: number, forgetData: boolean, force: boolean): RemovePlan {
     const node = this.map.nodes[index];
     const owned = this.map.slicesOf(index);
     const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
@@ -365,20 +372,21 @@ export class Membership {
           `Retry once it settled (keyslice status: "unsettled" 0), with ${node} up; or remove it anyway with: keyslice remove ${node} --force (where other replicas of that set are down, those slices then elect no leader nor commit a write until they are back)`,
       );
     }
-    if (held.length > 0) this.removeReplicated(index, held, force, true);
-    else if (owned.length > 0 && !forgetData) {
+    const short = held.length > 0 ? this.replicatedRemoveChecks(index, held, force) : [];
+    if (held.length === 0 && owned.length > 0 && !forgetData) {
       throw new KeysliceError(
         'InvalidState',
         `node ${node} still owns ${owned.length} slices; drain it first (keyslice drain), or, if their data is lost for good, accept the loss: keyslice remove ${node} --forget-data`,
       );
     }
-    return { held, owned, counted };
+    return { held, owned, counted, short };
   }
 
-  /** Removes node `index` as removeChecks (just run, nothing awaited since) found it may be. */
-  private async removeNow(index: number, { held, owned, counted }: { held: number[]; owned: number[]; counted: number[] }, force: boolean): Promise<void> {
+  /** Removes node `index` as removeChecks (just run, nothing awaited since) found it may be: its checks are not run
+   * again. */
+  private async removeNow(index: number, { held, owned, counted, short }: RemovePlan): Promise<void> {
     const node = this.map.nodes[index];
-    if (held.length > 0) this.removeReplicated(index, held, force);
+    if (held.length > 0) this.removeReplicated(index, held, short);
     else {
       if (owned.length > 0) await this.forgetSlices(index, owned);
       else this.map.setStatus(index, 'removed');
@@ -398,8 +406,26 @@ export class Membership {
    * without a copy; and, unless `force`, when the replicas left that are up would not be a majority of a
    * slice's set (ReplicaMajorityDown): until the change settles its elections need a majority of the set
    * before it, which the removed node no longer helps to make, so such a slice would elect no leader until
-   * the replicas that are down are back. */
-  private removeReplicated(index: number, held: number[], force: boolean, checkOnly = false): void {
+   * the replicas that are down are back. Those refusals are replicatedRemoveChecks'; `short`, what they let through
+   * under `force`. */
+  private removeReplicated(index: number, held: number[], short: readonly ShortSlice[]): void {
+    const node = this.map.nodes[index];
+    if (short.length > 0) this.log(`removing ${node} by force: ${short.length} slices (e.g. slice ${short[0].slice}) keep no majority of live replicas and elect no leader until their replicas that are down are back`);
+    const led = this.map.slicesOf(index).length;
+    this.links[index].close();
+    this.map.removeReplicatedNode(index);
+    assert(this.map.slicesOf(index).length === 0, 'a removed node owns no slice');
+    this.lastHeartbeat.delete(index);
+    this.reassignAll();
+    this.leaders.sync();
+    this.log(
+      `node ${node} removed: it held replicas of ${held.length} slices (leading ${led}); their leaders are elected among the other replicas and their replicas placed again on the other active nodes`,
+    );
+  }
+
+  /** removeReplicated's refusals (thrown) for node `index`, which holds replicas of the replicated slices `held`;
+   * returns the slices that keep no live majority without it, which only `force` lets through. */
+  private replicatedRemoveChecks(index: number, held: number[], force: boolean): ShortSlice[] {
     const node = this.map.nodes[index];
     const lone = this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length === 1);
     if (lone.length > 0) {
@@ -438,18 +464,7 @@ export class Membership {
           `Bring ${down.length === 1 ? 'that node' : 'those nodes'} back first, or remove it anyway with: keyslice remove ${node} --force (those slices stay unavailable until ${down.length === 1 ? 'it is' : 'they are'} back, and for good if ${down.length === 1 ? 'it never comes' : 'they never come'} back)`,
       );
     }
-    if (checkOnly) return;
-    if (short.length > 0) this.log(`removing ${node} by force: ${short.length} slices (e.g. slice ${short[0].slice}) keep no majority of live replicas and elect no leader until their replicas that are down are back`);
-    const led = this.map.slicesOf(index).length;
-    this.links[index].close();
-    this.map.removeReplicatedNode(index);
-    assert(this.map.slicesOf(index).length === 0, 'a removed node owns no slice');
-    this.lastHeartbeat.delete(index);
-    this.reassignAll();
-    this.leaders.sync();
-    this.log(
-      `node ${node} removed: it held replicas of ${held.length} slices (leading ${led}); their leaders are elected among the other replicas and their replicas placed again on the other active nodes`,
-    );
+    return short;
   }
 
   /** Before `keyslice remove` of node `index` while it is up: hands the leadership of each replicated slice it leads to a
@@ -526,7 +541,7 @@ export class Membership {
   /** The slices of `held` (node `index` holds a replica of each) whose other replicas that are up are fewer than a
    * majority of their set: without the node's answer their elections (which count the set before a change until it
    * settles) cannot finish while those replicas are down. With each one's count up and the nodes down. */
-  private slicesShortOfLiveMajority(index: number, held: readonly number[]): { slice: number; up: number; size: number; down: number[] }[] {
+  private slicesShortOfLiveMajority(index: number, held: readonly number[]): ShortSlice[] {
     const out: { slice: number; up: number; size: number; down: number[] }[] = [];
     for (const slice of held) {
       const set = this.map.replicasOf(slice);
