@@ -144,7 +144,8 @@ describe('replica sets in the cluster map', () => {
     // Once the move's change settled, the tick's placement (membership.ts refillReplicas) gives it the drain's new
     // replica: R + 2 (the move's leaving replica, the draining one), one change after the other.
     settle(map, slice);
-    expect(map.placeReplicas()).toEqual([slice]);
+    // Placement says what it did to each set it changed (membership.ts logs fills and trims apart by it): grown by one.
+    expect(map.placeReplicas()).toEqual([{ slice, before: moved.length, after: moved.length + 1 }]);
     expect(map.replicasOf(slice)).toEqual([...moved, spare]);
     expect(map.unsettledOf(slice)).toEqual([moved]);
     expect(map.placeReplicas()).toEqual([]);
@@ -293,7 +294,7 @@ describe('replica sets in the cluster map', () => {
     four.isSettled = () => false;
     expect(four.placeReplicas()).toEqual([]);
     four.isSettled = isSettled;
-    const filled = four.placeReplicas();
+    const filled = four.placeReplicas().map((c) => c.slice);
     expect(filled).toHaveLength(short);
     for (const s of filled) expect([four.replicasOf(s).length, four.joiningOf(s)]).toEqual([4, 1]);
     // Node 1 goes down with those new replicas not caught up: undone, and not put straight back on node 1.
@@ -488,7 +489,7 @@ describe('replica sets in the cluster map', () => {
     expect(() => map.placeReplicas()).toThrow();
     expect(slices.map((s) => [map.replicasOf(s), map.unsettledOf(s), map.lastLeadOf(s)])).toEqual(before);
     rmSync(join(dir, 'cluster-map.json.tmp'), { recursive: true });
-    const filled = map.placeReplicas();
+    const filled = map.placeReplicas().map((c) => c.slice);
     expect(filled.length).toBeGreaterThan(0);
     // Each filled set's change is unsettled from the set before it, in memory and on disk alike.
     for (const s of filled) expect(map.unsettledOf(s)).toEqual([before[s][0]]);
@@ -1020,7 +1021,7 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
       map.setStatus(set[2], 'draining');
       expect(map.replicasOf(slice).length).toBe(8);
       settle(map, slice);
-      expect(map.placeReplicas()).toEqual([slice]);
+      expect(map.placeReplicas().map((c) => c.slice)).toEqual([slice]);
       leaders.sync();
       // (The map's record was cleared by settle; the failover, which ran no election here, chains: 7 -> 8 -> 9.)
       expect(leaders.setsOf(slice).map((set) => set.length)).toEqual([9, 8, 7]);

@@ -470,8 +470,9 @@ export class ClusterMap {
   /** Fills replica sets short of the factor on nodes that are up, and trims those over it (a set left short because
    * no active node was up when it changed, or one whose last change had not settled when a map change placed the others:
    * membership.ts calls it on its tick), for the slices placement may change (mayPlace). No
-   * epoch change (followers are not routing). Returns the slices whose set changed. */
-  placeReplicas(): number[] {
+   * epoch change (followers are not routing). Returns the slices whose set changed, each with its set's size before
+   * and after (a fill grows it, a trim shrinks it, a replica on a node no longer active replaced keeps it). */
+  placeReplicas(): { slice: number; before: number; after: number }[] {
     // Placement depends on the map and on which nodes are up alone: once it placed nothing with no slice held back,
     // it places nothing until one of them changes, and is not run again over every slice (membership.ts asks every
     // REBALANCE_INTERVAL_MS; bench/README.md, "Idle cluster").
@@ -491,7 +492,9 @@ export class ClusterMap {
     forgetEndedSteps(next);
     checkReplicas(next);
     this.save(next);
-    const changed = next.followers.flatMap((f, s) => (f.join() !== this.state.followers[s].join() ? [s] : []));
+    const changed = next.followers.flatMap((f, slice) =>
+      f.join() !== this.state.followers[slice].join() ? [{ slice, before: setOf(this.state, slice).length, after: setOf(next, slice).length }] : [],
+    );
     this.replaceState(next);
     return changed;
   }

@@ -985,8 +985,9 @@ export class Membership {
    * after the move. */
   private refillReplicas(): void {
     if (this.map.replicationFactor <= 1) return;
-    const sizes = Array.from({ length: this.map.sliceCount }, (_, s) => this.map.replicasOf(s).length);
-    let changed: number[];
+    // The sizes before come with placement's answer: this runs every REBALANCE_INTERVAL_MS, and placement itself
+    // looks at no slice while nothing changed (ClusterMap.placeReplicas), so neither does this.
+    let changed: { slice: number; before: number; after: number }[];
     try {
       changed = this.map.placeReplicas();
     } catch (err) {
@@ -997,8 +998,8 @@ export class Membership {
     if (changed.length === 0) return;
     this.leaders.sync();
     // Fills and trims said apart: a set over the factor (the factor lowered, a drained node active again) lost replicas.
-    const filled = changed.filter((s) => this.map.replicasOf(s).length > sizes[s]);
-    const trimmed = changed.filter((s) => this.map.replicasOf(s).length < sizes[s]);
+    const filled = changed.filter((c) => c.after > c.before).map((c) => c.slice);
+    const trimmed = changed.filter((c) => c.after < c.before).map((c) => c.slice);
     const other = changed.length - filled.length - trimmed.length;
     const parts = [
       filled.length > 0 ? `${filled.length} slices short of ${this.map.replicationFactor} replicas (e.g. slice ${filled[0]}) got new ones on nodes that are up` : '',
