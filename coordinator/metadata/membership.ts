@@ -506,18 +506,18 @@ export class Membership {
     }
   }
 
-  /** The replica of `rest` (those a change keeps) to hand the slice's leadership to before the change takes its
-   * leader's replica out: on an active node that is up, saying lately (Pong) that it durably holds the barrier of the
-   * leader's term `term` (so it can win the handover's election), leading fewest slices; null: none yet (each is asked,
-   * holdsTerm, so that a later turn may find one). `counts`: slices led per node as they will be once the handovers
-   * chosen before it in the same turn are made, which it updates for its own (else a turn's handovers all go to the
-   * node leading fewest, and leadership rebalancing hands them on again after). */
   /** A node that leadership may be handed to (for balance, or before a change takes a leader out): active, up, and not
    * being removed. */
   private mayTakeLeadership(n: number): boolean {
     return this.map.statusOf(n) === 'active' && this.isUp(n) && !this.removing.has(n);
   }
 
+  /** The replica of `rest` (those a change keeps) to hand the slice's leadership to before the change takes its
+   * leader's replica out: on an active node that is up, saying lately (Pong) that it durably holds the barrier of the
+   * leader's term `term` (so it can win the handover's election), leading fewest slices; null: none yet (each is asked,
+   * holdsTerm, so that a later turn may find one). `counts`: slices led per node as they will be once the handovers
+   * chosen before it in the same turn are made, which it updates for its own (else a turn's handovers all go to the
+   * node leading fewest, and leadership rebalancing hands them on again after). */
   private handOverTarget(slice: number, rest: readonly number[], term: number, counts: number[]): number | null {
     let best: number | null = null;
     for (const n of rest) {
