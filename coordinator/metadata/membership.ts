@@ -740,7 +740,9 @@ export class Membership {
     const replacements: { slice: number; node: number }[] = [];
     const handoffs: { slice: number; to: number }[] = [];
     const gaveUp: number[] = [];
-    const ledCounts = this.map.counts();
+    // Slices led per node, for the handover targets of this turn (handOverTarget updates it): taken at the first one,
+    // as a tick with no leader leaving (nearly every tick) needs none.
+    let ledCounts: number[] | null = null;
     const waits: { slice: number; node: number; why: string }[] = [];
     // A wait is for one leaving replica while it leads: one that no longer leaves, or no longer leads (a handover made,
     // then its new leader lost), starts again from nothing if it leads again.
@@ -823,7 +825,7 @@ export class Membership {
         const began = this.handingOver.get(slice) ?? { node, since: now };
         this.handingOver.set(slice, began);
         if (now - began.since < LEADER_HANDOVER_BEFORE_CHANGE_MS) {
-          const to = this.handOverTarget(slice, rest, term, ledCounts);
+          const to = this.handOverTarget(slice, rest, term, (ledCounts ??= this.map.counts()));
           if (to !== null) handoffs.push({ slice, to });
           wait(`its leadership is being handed to ${to !== null ? names([to]) : 'a replica that stays (none said lately that it holds the leader\'s first record yet)'} before its replica on ${names([node])} leaves, so that the change is led on (at most ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s, then it elects)`);
           continue;
