@@ -116,6 +116,11 @@ export { led };
 export const drainedOff = (node: string) => (st: ClusterStatus): boolean =>
   led(st) && st.nodes.find((x) => x.node === node)!.replicas === 0 && st.replication.leaders.unsettled === 0 && st.moves.waitingSlices === 0;
 
+/** A change that took `node` out of an R=3 cluster is over: every slice led, no change unsettled, and every replica set
+ * of the map on disk (replicaSets) at 3 replicas, none of them `node`. */
+export const ledWithout = (e: Elastic, node: string) => (st: ClusterStatus): boolean =>
+  led(st) && st.replication.leaders.unsettled === 0 && replicaSets(e).every((set) => set.length === 3 && !set.includes(node));
+
 /** Waits until status says every replicated slice has an elected leader; answers that status. */
 export async function untilLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {
   let st: ClusterStatus | undefined;

@@ -11,6 +11,12 @@ import WebSocket from 'ws';
 import type { Operations } from '../coordinator/router/operations.js';
 import { attachWebSocketApi } from '../coordinator/router/ws-api.js';
 import { CLIENT_SUBPROTOCOL, CLIENT_WS_PATH, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame } from '../shared/protocol.js';
+import { waitFor } from './elastic-fixture.js';
+
+/** How long a wait on the server or the client may take (idle, a few ms), polled every POLL_MS: a request that never
+ * runs, or an answer that never comes, fails the wait with what was seen rather than the test's own timeout. */
+const WAIT_MS = 2_000;
+const POLL_MS = 2;
 
 /** The end of the next turn: after the jobs that a settle just queued (the server's answer, which schedules its flush)
  * have run, so that this turn's end comes after the flush that they scheduled. */
@@ -19,9 +25,7 @@ const turn = () => Promise.resolve().then(() => new Promise<void>((r) => setImme
 /** Operations whose every request waits until the test settles it: by its id (the payload's `n`). */
 class HeldOperations {
   readonly running = new Map<number, (v: unknown) => void>();
-  private readonly arrived: (() => void)[] = [];
   execute(_op: string, payload: Record<string, unknown>): Promise<unknown> {
-    for (const w of this.arrived.splice(0)) w();
     return new Promise((resolve) => this.running.set(payload.n as number, resolve));
   }
   answer(n: number): void {
@@ -30,9 +34,9 @@ class HeldOperations {
     this.running.delete(n);
     resolve!({ n });
   }
-  /** Resolves once `count` requests are running (bounded: the test's own timeout). */
+  /** Resolves once `count` requests are running; fails after WAIT_MS. */
   async started(count: number): Promise<void> {
-    while (this.running.size < count) await new Promise<void>((r) => this.arrived.push(r));
+    await waitFor(() => this.running.size >= count, `${count} requests running on the server`, WAIT_MS, () => `${this.running.size} running`, POLL_MS);
   }
 }
 
@@ -80,9 +84,9 @@ async function request(count: number): Promise<void> {
   await ops.started(count);
 }
 
-/** Waits until the client has received `count` answers (bounded: the test's own timeout). */
+/** Waits until the client has received `count` answers; fails after WAIT_MS. */
 async function receivedAll(count: number): Promise<void> {
-  while (received.flat().length < count) await new Promise((r) => client.once('message', r));
+  await waitFor(() => received.flat().length >= count, `${count} answers at the client`, WAIT_MS, () => `received ${JSON.stringify(received)}`, POLL_MS);
 }
 
 describe('the answers of one WebSocket connection', () => {
