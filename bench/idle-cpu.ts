@@ -25,7 +25,7 @@ import type { ClusterStatus } from '../shared/api.js';
 import { SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
 import { childPids, cpuSecondsOf } from './proc-cpu.js';
-import { benchTempDir, removeBenchDir } from './stop-all.js';
+import { benchTempDir, removeBenchDir, stopAllOnExit } from './stop-all.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -147,6 +147,8 @@ async function runSide(side: (typeof SIDES)[number]): Promise<RunResult> {
   }
 }
 
+// SIGINT or SIGTERM mid-run: the cluster's processes and its folder go too, as in the other benches.
+stopAllOnExit((line) => process.stderr.write(`idle-cpu: ${line}\n`));
 const results = new Map<string, RunResult[]>(SIDES.map((s) => [s.name, []]));
 for (let run = 0; run < RUNS; run++) {
   for (let k = 0; k < SIDES.length; k++) {

@@ -23,19 +23,25 @@ export function cpuSecondsOf(pids: number[]): number {
   return ticks / CLOCK_TICKS_PER_S;
 }
 
+/** `syscw` (write syscalls so far) of a /proc io file; NaN where /proc cannot tell. */
+function syscwAt(path: string): number {
+  try {
+    return Number(/^syscw: (\d+)$/m.exec(readFileSync(path, 'utf8'))?.[1] ?? NaN);
+  } catch {
+    return NaN;
+  }
+}
+
 /** Write syscalls (write, writev, pwrite...) these processes made so far, all their threads (`syscw` of /proc/PID/io):
  * a router's are its socket writes, one per WebSocket frame (ws corks a frame's head and body into one writev); a
  * slice node's add its log's writes. NaN where /proc cannot tell. */
 export function writeSyscallsOf(pids: number[]): number {
-  let n = 0;
-  for (const pid of pids) {
-    try {
-      n += Number(/^syscw: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? NaN);
-    } catch {
-      return NaN;
-    }
-  }
-  return n;
+  return pids.reduce((n, pid) => n + syscwAt(`/proc/${pid}/io`), 0);
+}
+
+/** Write syscalls so far of one thread of `pid` (/proc/PID/task/TID/io: a slice worker's socket and log writes). */
+export function threadWriteSyscallsOf(pid: number, tid: number): number {
+  return syscwAt(`/proc/${pid}/task/${tid}/io`);
 }
 
 /** The child processes of `pid` (the routers a coordinator started), from /proc/<pid>/task/<tid>/children. */

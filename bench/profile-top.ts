@@ -41,6 +41,9 @@ if (dir === undefined) {
   console.error('usage: node dist/bench/profile-top.js DIR [--top N] [--under NAME,NAME] [--last SECONDS [--skip-end SECONDS]] [--inclusive]');
   process.exit(2);
 }
+/** A frame's row name: its function and, where it has one, its file and line. */
+const frameKey = (f: ProfileNode['callFrame']): string => `${f.functionName || '(anonymous)'}${f.url === '' ? '' : ` ${basename(f.url)}:${f.lineNumber + 1}`}`;
+
 for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort()) {
   const p = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Profile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
@@ -62,15 +65,14 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sor
     total += dt;
     const f = n.callFrame;
     if (f.functionName === '(idle)') idle += dt;
-    const where = f.url === '' ? '' : ` ${basename(f.url)}:${f.lineNumber + 1}`;
-    const key = `${f.functionName || '(anonymous)'}${where}`;
+    const key = frameKey(f);
     self.set(key, (self.get(key) ?? 0) + dt);
     const onStack = new Set<string>();
     const keys = new Set<string>();
     for (let id: number | undefined = n.id; id !== undefined; id = parent.get(id)) {
       const cf = byId.get(id)!.callFrame;
       onStack.add(cf.functionName);
-      if (inclusive && f.functionName !== '(idle)') keys.add(`${cf.functionName || '(anonymous)'}${cf.url === '' ? '' : ` ${basename(cf.url)}:${cf.lineNumber + 1}`}`);
+      if (inclusive && f.functionName !== '(idle)') keys.add(frameKey(cf));
     }
     for (const name of under) if (onStack.has(name)) below.set(name, below.get(name)! + dt);
     for (const k of keys) onStackTime.set(k, (onStackTime.get(k) ?? 0) + dt);

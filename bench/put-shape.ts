@@ -15,7 +15,8 @@
 // says the other threads' µs per put (all nodes), so that the rounds show how far the cluster is warm.
 // `this:3@KEYSLICE_NODE_ARGS=...`: the side's processes start with those Node options (space separated, none with an
 // '='), e.g. `--no-concurrent-recompilation --single-threaded-gc` to move V8's compiler and GC into the thread served.
-import { appendFileSync, readFileSync } from 'node:fs';
+// SHAPE_LOG=FILE (environment): every line the clusters' processes print is appended there, prefixed by its side.
+import { appendFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -23,7 +24,7 @@ import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { intArg, parseArgs } from '../shared/cli-args.js';
 import { TURN_TRACE_PERIOD_MS } from '../slice-worker/turn-trace.js';
-import { childPids, cpuSecondsOf, threadCpuOf } from './proc-cpu.js';
+import { childPids, cpuSecondsOf, threadCpuOf, threadWriteSyscallsOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
 
 const args = parseArgs(
@@ -80,20 +81,11 @@ async function startSide(name: string, distRoot: string, factor: number): Promis
 }
 
 interface Reading {
-  at: number;
   client: number;
   routers: number;
   coordinator: number;
   nodes: { main: number; workers: number[]; other: number; syscw: number[] }[];
   turns: Record<string, number>;
-}
-
-function syscwOf(pid: number, tid: number): number {
-  try {
-    return Number(/syscw: (\d+)/.exec(readFileSync(`/proc/${pid}/task/${tid}/io`, 'utf8'))![1]);
-  } catch {
-    return NaN;
-  }
 }
 
 function read(side: Side): Reading {
@@ -102,13 +94,12 @@ function read(side: Side): Reading {
   const turns: Record<string, number> = {};
   for (const t of side.turns.values()) for (const [k, v] of Object.entries(t.counts)) turns[k] = (turns[k] ?? 0) + v;
   return {
-    at: performance.now(),
     client: (self.user + self.system) / 1e6,
     routers: cpuSecondsOf(childPids(coordinator)),
     coordinator: cpuSecondsOf([coordinator]),
     nodes: side.cluster.nodes.map((n) => {
       const t = threadCpuOf(n.child.pid!, 2);
-      return { main: t.main, workers: t.workers, other: t.other, syscw: t.workerTids.map((tid) => syscwOf(n.child.pid!, tid)) };
+      return { main: t.main, workers: t.workers, other: t.other, syscw: t.workerTids.map((tid) => threadWriteSyscallsOf(n.child.pid!, tid)) };
     }),
     turns,
   };
