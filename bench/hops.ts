@@ -31,6 +31,7 @@ import { fail as usage } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
 import { childPids, writeSyscallsOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
+import { median } from './median.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -285,10 +286,6 @@ async function measure(side: Side, w: Workload): Promise<Sample> {
   return { rate: (w.name.includes('items/s') ? r.items : r.ops) / secs, p50: r.lat[Math.floor(r.lat.length / 2)], p99: r.lat[Math.min(r.lat.length - 1, Math.floor(r.lat.length * 0.99))], cpuMsPerOp: (cpu * 1000) / r.ops, nodeCpuMsPerOp: (nodeCpu * 1000) / r.ops, parts, routerWritesPerOp: writes[0], nodeWritesPerOp: writes[1] };
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /** `--profile DIR --only NAME`: one cluster of this build with every process under `node --cpu-prof`
  * (profiles of main and worker threads land in DIR when the processes stop), driven by the workloads

@@ -26,6 +26,7 @@ import { SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
 import { childPids, cpuSecondsOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAllOnExit } from './stop-all.js';
+import { median } from './median.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -76,10 +77,6 @@ interface RunResult {
 }
 
 const pct = (cpuS: number, wallS: number) => (100 * cpuS) / wallS;
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** CPU of each process over `seconds`, % of a core, and the cluster's sum ("all"). */

@@ -6,6 +6,7 @@
 //   node dist/bench/key-design-summary.js DIR [DIR...]
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { median } from './median.js';
 
 interface Run {
   file: string;
@@ -45,11 +46,6 @@ for (const f of dirs.flatMap((d) => readdirSync(d).filter((n) => n.endsWith('.js
   }
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const num = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const ratio = (n: number) => (n >= 100 ? num(n) : num(n, 1));
 const ms = (n: number) => (n < 10 ? n.toFixed(1) : n.toFixed(0));

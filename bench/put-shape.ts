@@ -26,6 +26,7 @@ import { intArg, parseArgs } from '../shared/cli-args.js';
 import { TURN_TRACE_PERIOD_MS } from '../slice-worker/turn-trace.js';
 import { childPids, cpuSecondsOf, threadCpuOf, threadWriteSyscallsOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
+import { median } from './median.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -181,10 +182,6 @@ async function measure(side: Side, warmOnly = 0): Promise<Sample> {
   return { rate: ops / secs, p50: lat[Math.floor(lat.length / 2)], p99: lat[Math.min(lat.length - 1, Math.floor(lat.length * 0.99))], per, load: loadavg()[0] };
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 async function main(): Promise<void> {
   const here = resolve(new URL('.', import.meta.url).pathname, '..');
