@@ -850,35 +850,37 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
     at += k.length;
     return true;
   };
+  /** The big-endian number of `width` bytes after the tag at `at` (u16, u32: the readers skipValue uses), stepping
+   * past both (-1: no width, a tag writeAppend does not write; or the bytes end first). */
+  const after = (width: number): number => {
+    if (width === 0 || at + 1 + width > n) return -1;
+    const v = width === 1 ? bytes[at + 1] : width === 2 ? u16(bytes, at) : u32(bytes, at);
+    at += 1 + width;
+    return v;
+  };
   /** The whole number >= 0 at `at` (-1: not one, or not in a form writeAppend writes). */
   const uint = (): number => {
     if (at >= n) return -1;
-    const tag = bytes[at++];
-    if (tag < 0x80) return tag;
-    const width = tag === 0xcc ? 1 : tag === 0xcd ? 2 : tag === 0xce ? 4 : tag === 0xcb ? 8 : 0;
-    if (width === 0 || at + width > n) return -1;
-    let v: number;
-    if (width === 8) {
-      v = new DataView(bytes.buffer, bytes.byteOffset + at, 8).getFloat64(0);
-      if (!(Number.isSafeInteger(v) && v >= 0)) return -1;
-    } else {
-      v = 0;
-      for (let i = 0; i < width; i++) v = v * 256 + bytes[at + i];
+    const tag = bytes[at];
+    if (tag < 0x80) {
+      at++;
+      return tag;
     }
-    at += width;
-    return v;
+    if (tag !== 0xcb) return after(tag === 0xcc ? 1 : tag === 0xcd ? 2 : tag === 0xce ? 4 : 0);
+    if (at + 9 > n) return -1;
+    const v = new DataView(bytes.buffer, bytes.byteOffset + at + 1, 8).getFloat64(0);
+    at += 9;
+    return Number.isSafeInteger(v) && v >= 0 ? v : -1;
   };
   /** The length of the list (tag 0x9X, 0xdc, 0xdd) or bin (0xc4, 0xc5, 0xc6) whose header is at `at` (-1: none). */
   const length = (list: boolean): number => {
     if (at >= n) return -1;
-    const tag = bytes[at++];
-    if (list && (tag & 0xf0) === 0x90) return tag & 0x0f;
-    const width = list ? (tag === 0xdc ? 2 : tag === 0xdd ? 4 : 0) : tag === 0xc4 ? 1 : tag === 0xc5 ? 2 : tag === 0xc6 ? 4 : 0;
-    if (width === 0 || at + width > n) return -1;
-    let v = 0;
-    for (let i = 0; i < width; i++) v = v * 256 + bytes[at + i];
-    at += width;
-    return v;
+    const tag = bytes[at];
+    if (list && (tag & 0xf0) === 0x90) {
+      at++;
+      return tag & 0x0f;
+    }
+    return after(list ? (tag === 0xdc ? 2 : tag === 0xdd ? 4 : 0) : tag === 0xc4 ? 1 : tag === 0xc5 ? 2 : tag === 0xc6 ? 4 : 0);
   };
   if (!key(APPEND_HEAD)) return null;
   const term = uint();

@@ -198,6 +198,13 @@ export function unfoldPong(m: Extract<ReplicationMessage, { type: 'Pongs' }>, i:
   return { type: 'Pong', seq: s[i + 1], term: s[i + 2], leading: s[i + 3] === 1, commitTerm: s[i + 4], lastIndex: s[i + 5] };
 }
 
+/** Whether `s` is the numbers of a message that folds one turn's messages of a kind (KeepAlives, AppendOks, Pings,
+ * Pongs): `n` per slice, for 1 to SLICE_COUNT_MAX slices, whole numbers >= 0, each slice's number at `flag` (a
+ * boolean's place, or null: none) 0 or 1. One check for every such message, in one pass. */
+function isFoldedNumbers(s: unknown, n: number, flag: number | null): boolean {
+  return Array.isArray(s) && s.length > 0 && s.length % n === 0 && s.length <= n * SLICE_COUNT_MAX && s.every((v, i) => isCount(v) && (i % n !== flag || v <= 1));
+}
+
 /** Why `m` is not a whole replication message, or null. Records are checked for shape here and
  * for their checksum by the replica that takes them. */
 export function checkReplicationMessage(m: unknown): string | null {
@@ -228,33 +235,20 @@ export function checkReplicationMessage(m: unknown): string | null {
     case 'Refused':
       if (!REFUSAL_CODES.includes(msg.code as RefusalCode)) return `Refused.code must be one of ${REFUSAL_CODES.join(', ')}`;
       return typeof msg.message === 'string' ? null : 'Refused.message must be a string';
-    case 'KeepAlives': {
-      const s = msg.slices;
-      const n = KEEPALIVE_NUMBERS;
-      if (!Array.isArray(s) || s.length === 0 || s.length % n !== 0 || s.length > n * SLICE_COUNT_MAX || !s.every(isCount) || !s.every((v, i) => i % n !== n - 1 || v <= 1)) {
-        return `KeepAlives.slices must be [slice, term, commitIndex, sentAt, leased (0 or 1), ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
-      }
-      return null;
-    }
-    case 'AppendOks': {
-      const s = msg.slices;
-      const n = APPEND_OK_NUMBERS;
-      if (!Array.isArray(s) || s.length === 0 || s.length % n !== 0 || s.length > n * SLICE_COUNT_MAX || !s.every(isCount)) {
-        return `AppendOks.slices must be [slice, term, matchIndex, commitIndex, sentAt, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
-      }
-      return null;
-    }
+    case 'KeepAlives':
+      return isFoldedNumbers(msg.slices, KEEPALIVE_NUMBERS, KEEPALIVE_NUMBERS - 1)
+        ? null
+        : `KeepAlives.slices must be [slice, term, commitIndex, sentAt, leased (0 or 1), ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
+    case 'AppendOks':
+      return isFoldedNumbers(msg.slices, APPEND_OK_NUMBERS, null)
+        ? null
+        : `AppendOks.slices must be [slice, term, matchIndex, commitIndex, sentAt, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
     case 'Pings':
-    case 'Pongs': {
-      const s = msg.slices;
-      const n = msg.type === 'Pings' ? PING_NUMBERS : PONG_NUMBERS;
-      if (!Array.isArray(s) || s.length === 0 || s.length % n !== 0 || s.length > n * SLICE_COUNT_MAX || !s.every(isCount) || (n === PONG_NUMBERS && !s.every((v, i) => i % n !== 3 || v <= 1))) {
-        return msg.type === 'Pings'
-          ? `Pings.slices must be [slice, seq, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`
-          : `Pongs.slices must be [slice, seq, term, leading (0 or 1), commitTerm, lastIndex, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
-      }
-      return null;
-    }
+      return isFoldedNumbers(msg.slices, PING_NUMBERS, null) ? null : `Pings.slices must be [slice, seq, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
+    case 'Pongs':
+      return isFoldedNumbers(msg.slices, PONG_NUMBERS, 3)
+        ? null
+        : `Pongs.slices must be [slice, seq, term, leading (0 or 1), commitTerm, lastIndex, ...]: at most ${SLICE_COUNT_MAX} of them, whole numbers >= 0`;
     case 'Append': {
       if (!Array.isArray(msg.records)) return 'Append.records must be a list';
       // A leader sends at most this many (replica.ts appendRound): more is not a leader's, and a follower would write them all.

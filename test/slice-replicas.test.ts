@@ -8,6 +8,7 @@ import { cpSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { decodeReplicated } from '../slice-worker/log-format.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
@@ -627,5 +628,30 @@ describe('a compaction in steps (SliceCompaction, as a worker runs it between ta
       expect(reopened.durable(s).snapshot!.index).toBeGreaterThan(150);
       expect(reopened.durable(s).records.length).toBeLessThanOrEqual(steps + 1);
     }
+  });
+});
+
+describe('a task that writes several slices a worker leads', () => {
+  it('proposes to each slice the record of its own writes, each payload apart from the others', async () => {
+    const h = new ReplicaHarness(join(root, 'task-slices'), SLICE, 1);
+    const w = h.workers[0];
+    const slices = [SLICE, SLICE + 1, SLICE + 2];
+    for (const s of slices) {
+      w.replicas.receive(s, COORDINATOR, { type: 'Prepare', term: 1 });
+      await h.pump();
+      w.replicas.receive(s, COORDINATOR, { type: 'Lead', term: 1, followers: [], sets: [] });
+      await h.pump();
+      expect(w.replicas.of(s).isLeader).toBe(true);
+    }
+    w.store.execute([SliceOp.Assign, 1, slices]);
+    // One task's writes, the slices interleaved and one written twice.
+    for (const [s, key] of [[SLICE + 2, 'c'], [SLICE, 'a'], [SLICE + 2, 'd'], [SLICE + 1, 'b']] as const) {
+      expect(w.store.execute([SliceOp.Put, TABLE, s, key, { k: key }, 20, null, null])[0]).toBe(0);
+    }
+    const proposed = w.replicas.propose(w.store.takeEffects());
+    expect(proposed.map(([s]) => s).sort()).toEqual(slices);
+    const keysOf = (s: number, index: number) => decodeReplicated(w.replicas.of(s).recordAt(index)!.payload).effects.map((e) => [e[2], e[3]]);
+    const keys = Object.fromEntries(proposed.map(([s, index]) => [s, keysOf(s, index)]));
+    expect(keys).toEqual({ [SLICE]: [[SLICE, 'a']], [SLICE + 1]: [[SLICE + 1, 'b']], [SLICE + 2]: [[SLICE + 2, 'c'], [SLICE + 2, 'd']] });
   });
 });

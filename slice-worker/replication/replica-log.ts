@@ -58,18 +58,19 @@ const COMMIT_OP_HEAD = Uint8Array.from([0x82, ...fixstr('kind'), ...fixstr('comm
  * Under writes spread over many slices a flush holds about an append and a commit per slice written, each append of
  * one record: msgpackr's walk over each map's keys was most of a flush, and its bytes a copy each. */
 let opsBuffer = new Uint8Array(0);
+let opsView = new DataView(opsBuffer.buffer);
 function packOps(logged: [number, DiskOp][]): Uint8Array {
   const head = arrayHeader(logged.length);
-  /** Per op: null (an append or a commit, written below) or its bytes from packr. */
-  const packed: (Uint8Array | null)[] = [];
+  /** The bytes from packr of the ops not written by hand (neither an append nor a commit), in their order. */
+  const packed: Uint8Array[] = [];
   let size = head.length;
   for (const [slice, op] of logged) {
     assert(Number.isSafeInteger(slice) && slice >= 0, 'a slice is a whole number');
     size += 1 + uintBytes(slice);
-    if (op.kind === 'append' || op.kind === 'commit') {
-      assert(op.kind === 'append' || (Number.isSafeInteger(op.index) && op.index >= 0), 'a commit index is a whole number');
-      size += op.kind === 'append' ? APPEND_OP_HEAD.length + recordListBytes(op.records) : COMMIT_OP_HEAD.length + uintBytes(op.index);
-      packed.push(null);
+    if (op.kind === 'append') size += APPEND_OP_HEAD.length + recordListBytes(op.records);
+    else if (op.kind === 'commit') {
+      assert(Number.isSafeInteger(op.index) && op.index >= 0, 'a commit index is a whole number');
+      size += COMMIT_OP_HEAD.length + uintBytes(op.index);
     } else {
       const bytes = Uint8Array.prototype.slice.call(packr.pack(op)); // a copy: packr's bytes view its reused buffer
       size += bytes.length;
@@ -77,27 +78,30 @@ function packOps(logged: [number, DiskOp][]): Uint8Array {
     }
   }
   // Into a buffer kept for the next flush: the log copies the payload as it frames it (WriteAheadLog.append).
-  if (opsBuffer.byteLength < size) opsBuffer = new Uint8Array(Math.max(size, 2 * opsBuffer.byteLength, 64 * 1024));
+  if (opsBuffer.byteLength < size) {
+    opsBuffer = new Uint8Array(Math.max(size, 2 * opsBuffer.byteLength, 64 * 1024));
+    opsView = new DataView(opsBuffer.buffer);
+  }
   const out = opsBuffer.subarray(0, size);
-  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
   out.set(head, 0);
   let at = head.length;
-  logged.forEach(([slice, op], i) => {
+  let next = 0;
+  for (const [slice, op] of logged) {
     out[at++] = 0x92;
-    at = putUint(out, view, at, slice);
-    const bytes = packed[i];
+    at = putUint(out, opsView, at, slice);
     if (op.kind === 'append') {
       out.set(APPEND_OP_HEAD, at);
-      at = putRecordList(out, view, at + APPEND_OP_HEAD.length, op.records);
+      at = putRecordList(out, opsView, at + APPEND_OP_HEAD.length, op.records);
     } else if (op.kind === 'commit') {
       out.set(COMMIT_OP_HEAD, at);
-      at = putUint(out, view, at + COMMIT_OP_HEAD.length, op.index);
+      at = putUint(out, opsView, at + COMMIT_OP_HEAD.length, op.index);
     } else {
-      assert(bytes !== null, 'an op not written by hand was packed');
+      const bytes = packed[next++];
       out.set(bytes, at);
       at += bytes.length;
     }
-  });
+  }
+  assert(next === packed.length, 'every op packed by packr was written');
   assert(at === size, 'a flush\'s ops are as long as counted');
   return out;
 }

@@ -188,13 +188,16 @@ export class SliceReplicas {
     const requests = this.proposing;
     this.proposing = new Map();
     for (const slice of requests.keys()) assert(bySlice.has(slice), 'a remembered write changed its slice, so its record carries it');
-    const slices = [...bySlice.keys()];
-    const payloads = encodeReplicatedEach(slices.map((slice) => [bySlice.get(slice)!, requests.get(slice) ?? null] as const));
-    slices.forEach((slice, i) => {
-      const index = this.of(slice).propose(payloads[i]);
+    const parts: [Effect[], AppliedList | null][] = [];
+    for (const [slice, list] of bySlice) parts.push([list, requests.get(slice) ?? null]);
+    // The payloads in bySlice's order, as parts were made.
+    const payloads = encodeReplicatedEach(parts);
+    let i = 0;
+    for (const slice of bySlice.keys()) {
+      const index = this.of(slice).propose(payloads[i++]);
       if (index === null) throw new Error(`invariant broken: effects of slice ${slice} were made while this worker does not lead it`);
       out.push([slice, index]);
-    });
+    }
     return out;
   }
 
