@@ -5,7 +5,7 @@
 // gets an unknown outcome. Checked: the drain handed those leaderships over (status), no write was sent again after an
 // unknown outcome (keyslice_writes_resent_total) and none failed, and every acknowledged write reads back.
 import { describe, expect, it } from 'vitest';
-import { bulk, elasticClusters, ledWithout, replicasSpread, seen, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, ledWithout, leadershipsSpread, replicasSpread, seen, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const WRITERS = 16;
@@ -21,8 +21,7 @@ async function leaderLeavesUnderWrites(action: 'drain' | 'remove') {
   await waitFor(
     async () => {
       st = await e.status();
-      const slices = st.nodes.map((n) => n.slices);
-      return replicasSpread(st) && Math.max(...slices) - Math.min(...slices) <= 1;
+      return replicasSpread(st) && leadershipsSpread(st);
     },
     'replicas and leaderships spread over the 4 nodes',
     90_000,

@@ -161,6 +161,12 @@ export function replicasSpread(st: ClusterStatus): boolean {
   return led(st) && st.moves.pending === 0 && moving === 0 && unsettled === 0 && Math.max(...replicas) - Math.min(...replicas) <= 1;
 }
 
+/** Each node leads within one slice of every other. */
+export function leadershipsSpread(st: ClusterStatus): boolean {
+  const slices = st.nodes.map((n) => n.slices);
+  return Math.max(...slices) - Math.min(...slices) <= 1;
+}
+
 /** Polls `check` every `pollMs` until it is true; fails after `timeoutMs`, with what `describe` says of the state the
  * checks last saw (so that a CI failure tells what was stuck) and the last error a check threw. */
 export async function waitFor(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 30_000, describe?: () => string, pollMs = 100): Promise<void> {

@@ -7,7 +7,7 @@
 // followers are thawed every slice is led by the three nodes left and every acknowledged write reads back.
 import { describe, expect, it } from 'vitest';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_INTERVAL_MS } from '../shared/limits.js';
-import { bulk, elasticClusters, ledWithout, persistedMap, replicaIndexes, replicaSets, replicasSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { bulk, elasticClusters, ledWithout, persistedMap, replicaIndexes, replicaSets, leadershipsSpread, replicasSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
 import { freezeProcess, thawProcesses } from './freeze.js';
 
 const cluster = elasticClusters();
@@ -25,8 +25,7 @@ describe('a handover before a change that cannot complete', () => {
     await waitFor(
       async () => {
         const st = await e.status();
-        const slices = st.nodes.map((n) => n.slices);
-        return replicasSpread(st) && Math.max(...slices) - Math.min(...slices) <= 1;
+        return replicasSpread(st) && leadershipsSpread(st);
       },
       'replicas and leaderships spread over the 4 nodes, every slice led',
       60_000,

@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { keyslice } from './cli-run.js';
-import { bulk, elasticClusters, electionsByReason, led, persistedMap, replicaIndexes, replicaSets, replicasSpread, seen, untilLed, waitFor, writesResent, WriteLoad } from './elastic-fixture.js';
+import { bulk, elasticClusters, electionsByReason, led, persistedMap, replicaIndexes, replicaSets, leadershipsSpread, replicasSpread, seen, untilLed, waitFor, writesResent, WriteLoad } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -29,8 +29,7 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     await waitFor(
       async () => {
         const st = await e.status();
-        const slices = st.nodes.map((n) => n.slices);
-        return led(st) && st.replication.leaders.unsettled === 0 && st.nodes.every((n) => n.replicas === 12) && Math.max(...slices) - Math.min(...slices) <= 1;
+        return led(st) && st.replication.leaders.unsettled === 0 && st.nodes.every((n) => n.replicas === 12) && leadershipsSpread(st);
       },
       'the 3 nodes to hold every slice and lead 4 each',
       30_000,
@@ -50,16 +49,7 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
         st = await e.status();
         if (st.replication.leaders.moving > 0) sawMoving = true;
         sawPending = Math.max(sawPending, st.moves.pending);
-        const replicas = st.nodes.map((n) => n.replicas);
-        const slices = st.nodes.map((n) => n.slices);
-        return (
-          led(st) &&
-          st.moves.pending === 0 &&
-          st.replication.leaders.unsettled === 0 &&
-          st.replication.leaders.moving === 0 &&
-          Math.max(...replicas) - Math.min(...replicas) <= 1 &&
-          Math.max(...slices) - Math.min(...slices) <= 1
-        );
+        return replicasSpread(st) && leadershipsSpread(st);
       },
       'the replicas and leaderships to be spread over the 4 nodes',
       90_000,
