@@ -193,6 +193,26 @@ describe('replica sets in the cluster map', () => {
     expectWellPlaced(again, 3);
   });
 
+  it('records a leader outside the set that carries an unsettled change (its term and Lead), not as the owner: routers keep the set\'s', () => {
+    const map = open(5, 3);
+    const before = map.replicasOf(9);
+    const follower = before[1];
+    const owner = map.ownerOf(9);
+    // keyslice remove of a follower's node: slice 9's set changes, and the set before stays unsettled.
+    map.removeReplicatedNode(follower);
+    expect(map.replicasOf(9)).not.toContain(follower);
+    expect(map.unsettledOf(9)).toEqual([before]);
+    // An election names the removed replica, the furthest, to carry the change (failover.ts finishElection).
+    const term = map.lastTermUsed(9) + 1;
+    const epoch = map.epoch;
+    expect(map.recordElections(new Map([[9, term]]), [{ slice: 9, leader: follower, term }])).toBe(false);
+    expect([map.ownerOf(9), map.termOf(9), map.lastLeadOf(9), map.epoch]).toEqual([owner, term, [term, follower], epoch]);
+    // A node of neither set is no leader of the slice.
+    const stranger = [0, 1, 2, 3, 4].find((n) => !before.includes(n) && !map.replicasOf(9).includes(n));
+    expect(stranger).toBeDefined();
+    expect(() => map.recordElections(new Map([[9, term + 1]]), [{ slice: 9, leader: stranger!, term: term + 1 }])).toThrow(/is a replica of slice 9, or of a set of its unsettled change/);
+  });
+
   it('undoes a move whose new replica is to leave: the slice goes back to its old set, the leaving replica kept', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(3, 'auto', dir);

@@ -1499,7 +1499,7 @@ describe('the coordinator\'s election of one slice', () => {
     expect(published).toEqual([[1, 7]]);
   });
 
-  it('does not elect past the replicas that left when the answers no further than the new set\'s best are fewer than half of an even set', () => {
+  it('does not elect past the replicas that left when the answers no further than the new set\'s best are fewer than half of an even set: one that left carries the change', () => {
     // The rule's edge for a set of even size: 2 of 4 answers no further than the candidate meet every majority of
     // the set, 1 does not. A coordinator restarted with [0, 1, 2, 4] to [0, 1, 3] unsettled (two replicas out at once,
     // as chained changes leave them); 0 is down. Records 11 and 12 may be acknowledged under [0, 1, 2, 4] on 0, 2 and 4
@@ -1512,12 +1512,12 @@ describe('the coordinator\'s election of one slice', () => {
     f.receive(4, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 12, leaseWaitMs: 0, ledTerm: 0 });
     f.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 10, leaseWaitMs: 0, ledTerm: 0 });
     f.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 9, leaseWaitMs: 0, ledTerm: 0 });
-    expect(published).toEqual([]); // a majority of each set answered, but 1 would lose records 11 and 12
-    f.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 12, leaseWaitMs: 0, ledTerm: 0 });
-    expect(published).toEqual([[0, 6]]);
+    // A majority of each set answered, but 1 would lose records 11 and 12: 2, the furthest (listed before 4), leads the
+    // joint sets to carry the change (Raft's leader outside its new configuration), rather than wait for 0.
+    expect(published).toEqual([[2, 6]]);
   });
 
-  it('counts an answer of a newer last term as further than the new set\'s best, whatever its last index', () => {
+  it('counts an answer of a newer last term as further than the new set\'s best, whatever its last index: the replica that left carries the change', () => {
     // [0, 1, 2] to [0, 1, 3] unsettled when the coordinator restarted; 0 is down. 0 led term 6, and its barrier (record
     // 100, term 6) is on 0 and 2, a majority of [0, 1, 2], so it may be committed; 1, cut off meanwhile, kept a tail
     // of term 5 up to 103 that was never committed. 2's (6, 100) is further than 1's (5, 103) (the term first, as in
@@ -1529,12 +1529,11 @@ describe('the coordinator\'s election of one slice', () => {
     f.receive(2, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 100, leaseWaitMs: 0, ledTerm: 0 });
     f.receive(1, { type: 'Prepared', term: 7, lastTerm: 5, lastIndex: 103, leaseWaitMs: 0, ledTerm: 0 });
     f.receive(3, { type: 'Prepared', term: 7, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
-    expect(published).toEqual([]);
-    f.receive(0, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 100, leaseWaitMs: 0, ledTerm: 0 });
-    expect(published).toEqual([[0, 7]]);
+    // Not 1: 2, which holds the barrier, leads the joint sets until it commits there.
+    expect(published).toEqual([[2, 7]]);
   });
 
-  it('does not elect past the replica that left when the new set holds a record of the old set on too few replicas', () => {
+  it('does not elect past the replica that left when the new set holds a record of the old set on too few replicas: the replica that left carries the change', () => {
     const published: [number, number][] = [];
     const { timing, host } = electionStory(published);
     // [0, 1, 2] replaced by [1, 2, 3]: record 8 may be acknowledged on 0 and 1 (a majority of the old set).
@@ -1543,8 +1542,81 @@ describe('the coordinator\'s election of one slice', () => {
     changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8, leaseWaitMs: 0, ledTerm: 0 });
     changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
     changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
-    expect(published).toEqual([]); // 2 would lose record 8; only one of [0, 1, 2] answered no further than it
-    changed.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8, leaseWaitMs: 0, ledTerm: 0 });
-    expect(published).toEqual([[1, 6]]);
+    // 2 would lose record 8 (only one of [0, 1, 2] answered no further than it): 0, which holds it, leads the joint sets.
+    expect(published).toEqual([[0, 6]]);
+  });
+});
+
+describe('a replica outside the newest set that carries a chained change (Raft\'s leader outside its new configuration)', () => {
+  it('is elected by the joint majorities when a later change took out every replica of the new set that holds the last records of a set before it, and the new set elects its own once the carrier\'s barrier settled the change', () => {
+    // The simulation's chained runs (seed 301095 on stores, when first counted): [0, 1, 2] -> [0, 1, 4] (replace 2), and
+    // before that settled [0, 1, 4] -> [0, 4] (remove 1). Record 16 is on 1 and 2 alone, a majority of [0, 1, 2], so it
+    // may be committed, and neither is in [0, 4]: no replica of [0, 4] may lead. Before, every election heard a majority
+    // of every set and named no one, for good.
+    const published: [number, number][] = [];
+    const sent: { to: number; m: ReplicationMessage }[] = [];
+    const timing = { pingIntervalMs: 100, heartbeatTimeoutMs: 300, electionTimeoutMs: 2_000 };
+    const host = { send: (to: number, m: ReplicationMessage) => sent.push({ to, m }), now: () => 0, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+    const first = new SliceFailover([0, 1, 2], null, 5, timing, host);
+    first.tick();
+    for (const r of [0, 1, 2]) first.receive(r, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 10, leaseWaitMs: 0, ledTerm: 0 });
+    first.receive(0, { type: 'Pong', seq: 1, term: 6, leading: true, commitTerm: 6, lastIndex: 11 });
+    const ledOn = first.changedTo([0, 1, 4], 6, host);
+    expect(published).toEqual([[0, 6], [0, 7]]); // 0, in the new set and answering, leads on at 7
+    const chained = ledOn.changedTo([0, 4], 7, host);
+    expect(chained.sets).toEqual([[0, 4], [0, 1, 4], [0, 1, 2]]);
+    sent.length = 0;
+    chained.tick();
+    expect(chained.electionReason).toBe('change_chained');
+    chained.receive(0, { type: 'Prepared', term: 8, lastTerm: 7, lastIndex: 15, leaseWaitMs: 0, ledTerm: 7 });
+    chained.receive(4, { type: 'Prepared', term: 8, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    chained.receive(1, { type: 'Prepared', term: 8, lastTerm: 7, lastIndex: 16, leaseWaitMs: 0, ledTerm: 0 });
+    chained.receive(2, { type: 'Prepared', term: 8, lastTerm: 7, lastIndex: 16, leaseWaitMs: 0, ledTerm: 0 });
+    // 1, the furthest (before 2, listed later), leads the joint sets: it replicates to every replica of them and
+    // commits on a majority of each.
+    expect(published).toEqual([[0, 6], [0, 7], [1, 8]]);
+    const lead = sent.find((s) => s.m.type === 'Lead')!;
+    expect(lead).toEqual({ to: 1, m: { type: 'Lead', term: 8, followers: [0, 4, 2], sets: [[0, 4], [0, 1, 4], [0, 1, 2]] } });
+    expect(chained.electorateSettled).toBe(false);
+    // Its barrier committed (a majority of every set holds it), it stepped down (Replica.leaderCommit) and says so: the
+    // change settles and [0, 4] elects alone, without asking 1 or 2.
+    sent.length = 0;
+    chained.receive(1, { type: 'Pong', seq: 1, term: 8, leading: false, commitTerm: 8, lastIndex: 17 });
+    chained.tick();
+    expect(chained.sets).toEqual([[0, 4]]);
+    expect(chained.electionReason).toBe('change_leader_left');
+    expect(sent.map((s) => [s.to, s.m.type, (s.m as { term?: number }).term])).toEqual([[0, 'Prepare', 9], [4, 'Prepare', 9]]);
+    chained.receive(0, { type: 'Prepared', term: 9, lastTerm: 8, lastIndex: 17, leaseWaitMs: 0, ledTerm: 0 });
+    chained.receive(4, { type: 'Prepared', term: 9, lastTerm: 8, lastIndex: 17, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published.at(-1)).toEqual([0, 9]);
+    expect(chained.currentLeader).toBe(0);
+  });
+
+  it('commits its barrier counting itself only in the sets it is in, then steps down (its commit told first)', () => {
+    // Replica 0 carries [1, 4] <- [0, 1, 4] <- [0, 1, 2]: it is not in [1, 4], whose majority is both 1 and 4.
+    const g = group(5);
+    g.elect(0, 7, { voters: [0, 1, 2, 4], sets: [[1, 4], [0, 1, 4], [0, 1, 2]] });
+    expect(g.replicas[0].isLeader).toBe(true);
+    g.sync(0);
+    for (const i of [1, 2]) {
+      g.deliver(i);
+      g.sync(i);
+    }
+    g.deliver(0);
+    // 0, 1 and 2 hold the barrier: a majority of [0, 1, 4] and of [0, 1, 2], not of [1, 4].
+    expect(g.replicas[0].commitIndex).toBe(0);
+    expect(g.replicas[0].isLeader).toBe(true);
+    g.deliver(4);
+    g.sync(4);
+    g.deliver(0);
+    expect(g.committed).toEqual([1]);
+    expect(g.replicas[0].commitIndex).toBe(1);
+    expect(g.replicas[0].isLeader).toBe(false);
+    expect(g.deposed).toEqual([7]);
+    // Told to lead on for a set it is not in, a replica refuses by assertion: the coordinator leads on only a leader of
+    // the new set (failover.ts changedTo).
+    const h = group(3);
+    h.elect(0, 1);
+    expect(() => h.replicas[0].receive(COORDINATOR, { type: 'LeadOn', term: 2, from: 1, followers: [1, 2], sets: [[1, 2], [0, 1, 2]] })).toThrow(/a leader is a replica of the set it leads/);
   });
 });

@@ -123,6 +123,11 @@ export interface SimReport {
   drainedKeepingDown: number;
   /** Replica-set changes whose leader was told to lead on (LeadOn) rather than elected again. */
   ledOn: number;
+  /** Elections that named a replica outside the newest set, to carry an unsettled change (chained changes: failover.ts
+   * finishElection); and of them, how many settled it (their barrier committed: they stepped down, the set electing its
+   * own), not cut short by a later change or a coordinator restart. */
+  carriers: number;
+  carriersSettled: number;
   /** Leadership handovers before a drain step or a remove (keyslice remove, a replacement) that takes out the leader's
    * replica (membership.ts drainReplicas and handOverLeaderships, ReplicaLeaders.handOver), and of those, the ones whose
    * election named the replica handed to (the change then led on); `removeHandovers`: of the handovers, those before a remove. */
@@ -406,7 +411,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, handovers: 0, handedOver: 0, removeHandovers: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, handovers: 0, handedOver: 0, removeHandovers: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -747,7 +752,12 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       usedTerm = t;
     },
     publish: (leader: ReplicaId, term: number) => {
-      mapLeader = leader;
+      // As recordElections: a leader outside the set (carrying an unsettled change) is recorded, not made owner.
+      if (set.includes(leader)) mapLeader = leader;
+      else {
+        report.carriers++;
+        carrierTerm = term;
+      }
       mapTerm = term;
       mapLastLead = [term, leader];
       published = true;
@@ -772,6 +782,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let elections = 0;
   /** Whether the current failover published a leader (the map names one elected for this set). */
   let published = false;
+  /** The term of a leader outside the set that the current failover elected, until its change settled (0: none). */
+  let carrierTerm = 0;
   /** What each replica's latest Pong said of its commit point's term (the drain's catch-up check). */
   const commitTerms = new Map<number, number>();
   /** A drain under way: `node` leaves the set once every other replica holds the barrier of the leader elected for the larger set. */
@@ -823,6 +835,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     elections += coordinator.elections;
     // Before changedTo: a leader that leads on is published by it.
     published = false;
+    carrierTerm = 0;
     coordinator = coordinator.changedTo(next, usedTerm, failoverHost);
     if (coordinator.currentLeader !== null) report.ledOn++;
     ledOnUnanswered = coordinator.currentLeader !== null ? coordinator.currentTerm : 0;
@@ -848,6 +861,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     clock.at(20 + random() * 300, () => {
       coordinatorDown = false;
       published = false;
+      carrierTerm = 0;
       ledOnUnanswered = 0;
       hold = null;
       commitTerms.clear();
@@ -1251,6 +1265,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   function tick(): void {
     // A coordinator that is down runs nothing: no failover, no map change, nothing to the router.
     if (!coordinatorDown && !holding()) coordinator.tick();
+    if (carrierTerm > 0 && coordinator.electorateSettled) {
+      report.carriersSettled++;
+      carrierTerm = 0;
+    }
     // As replica-leaders.ts recordSettled: the map drops the sets of a change once the failover counts it settled.
     if (!coordinatorDown) mapUnsettled = mapUnsettled.filter((u) => coordinator.sets.slice(1).some((o) => sameSet(o, u)));
     // The router's copy of the map follows the coordinator's, when the link between them carries it.
@@ -1539,7 +1557,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const converged = () => {
     if (faulty || outcomes.size > 0 || up.some((u, i) => !u && !deadForGood.has(i)) || frozenUntil.some((t) => t > clock.now)) return false;
     const leader = coordinator.currentLeader;
-    if (leader === null || replicas[leader] === null || !replicas[leader]!.isLeader) return false;
+    if (leader === null || !set.includes(leader) || replicas[leader] === null || !replicas[leader]!.isLeader) return false;
     const l = replicas[leader]!;
     return l.commitIndex === l.lastIndex && set.every((i) => deadForGood.has(i) || (replicas[i] !== null && replicas[i]!.commitIndex === l.commitIndex));
   };

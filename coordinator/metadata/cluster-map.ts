@@ -272,9 +272,13 @@ export class ClusterMap {
     }
     for (const { slice, leader, term } of elected) {
       const replicas = setOf(next, slice);
-      assert(replicas.includes(leader), `node ${leader} is a replica of slice ${slice}`);
+      // A leader outside the set carries a change that has not settled (failover.ts finishElection): its term and Lead
+      // are recorded (a later election waits out its lease by them), not as the owner: routers keep the set's, and the
+      // set elects one of its own once the change settled.
+      const carrying = !replicas.includes(leader);
+      assert(!carrying || next.unsettled[slice].some((set) => set.includes(leader)), `node ${leader} is a replica of slice ${slice}, or of a set of its unsettled change`);
       assert(Number.isSafeInteger(term) && term > next.terms[slice] && term <= next.termsUsed[slice], `a leader term only grows and was used (slice ${slice} is at ${next.terms[slice]}, got ${term})`);
-      if (leader !== next.owners[slice]) {
+      if (!carrying && leader !== next.owners[slice]) {
         ownersChanged = true;
         next.owners[slice] = leader;
         next.followers[slice] = replicas.filter((r) => r !== leader);

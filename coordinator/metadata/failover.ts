@@ -300,25 +300,28 @@ export class SliceFailover {
     if (chosen === null) return 'not yet';
     if (!this.replicas.includes(chosen)) {
       // The most up to date replica left the set (a node that still answers for it, e.g. a deposed leader whose
-      // own replica was moved off it, with records no other replica took). The set's most up to date replica may
-      // lead if, in every set of the change, the answers with a log no further than its own meet every majority of
-      // the set: a write acknowledged under a set is on a majority of it, so on one of those, so (log order, as in
-      // any election) on it; records further than it were never acknowledged. For a set of 4 that is 2 answers, not
-      // 3 (meetsEveryMajority): a majority waited for a node of both sets that was killed while the replica that
-      // left held the killed leader's last records alone, as every new election got the same answers (the slice had
-      // no leader until that node came back). Otherwise wait for more answers or the next election. (Waiting for a replica of the set with the leaving one's very last
-      // record, as before, never ends when none took it.)
+      // own replica was moved off it, with records no other replica took). The set's most up to date replica leads
+      // if, in every set of the change, the answers with a log no further than its own meet every majority of the
+      // set: a write acknowledged under a set is on a majority of it, so on one of those, so (log order, as in any
+      // election) on it; records further than it were never acknowledged. For a set of 4 that is 2 answers, not 3
+      // (meetsEveryMajority): a majority waited for a node of both sets that was killed while the replica that left
+      // held the killed leader's last records alone, as every new election got the same answers.
       const inSet = this.choose(this.replicas.filter((r) => answers.has(r)), answers);
-      if (inSet === null) return 'not yet';
-      const own = answers.get(inSet)!;
+      const own = inSet === null ? undefined : answers.get(inSet)!;
       const notFurther = (r: ReplicaId) => {
         const a = answers.get(r);
-        return a !== undefined && (a.lastTerm < own.lastTerm || (a.lastTerm === own.lastTerm && a.lastIndex <= own.lastIndex));
+        return own !== undefined && a !== undefined && (a.lastTerm < own.lastTerm || (a.lastTerm === own.lastTerm && a.lastIndex <= own.lastIndex));
       };
-      if (!this.meetsEveryMajority(notFurther)) return 'not yet';
-      chosen = inSet;
+      // Otherwise the replica outside the set leads the joint sets, as Raft's leader outside its new configuration
+      // does (docs/replication.md, "A leader outside the newest set"): it holds every committed record (the largest
+      // (last term, last index) among a majority of every set), commits its barrier on joint majorities, and steps
+      // down once that settles the change (settle), when this set elects alone. Waiting for a replica of the set that
+      // holds its records never ends where a later change took out every replica of a set before that holds them
+      // (chained changes; seeds 304751 and 300308 on stores of the simulation's chained runs).
+      if (inSet !== null && this.meetsEveryMajority(notFurther)) chosen = inSet;
     }
-    assert(this.replicas.includes(chosen), 'the chosen leader is in the slice\'s replica set');
+    // The rule, asserted: a leader outside this set leads only the joint sets of a change that has not settled.
+    assert(this.replicas.includes(chosen) || (!this.electorateSettled && this.members.includes(chosen)), "a replica outside the slice's replica set leads only the joint sets of an unsettled change it is in");
     const term = this.election.term;
     this.election = null;
     this.host.send(chosen, { type: 'Lead', term, ...this.install(chosen, term) });
@@ -446,9 +449,13 @@ export class SliceFailover {
    * and of every older set of the change, with every write acknowledged before it. From now on this set alone
    * elects (a leader elected before keeps counting joint majorities until its term ends, which is only stricter). */
   private settle(): void {
-    assert(this.published && this.leader !== null && this.replicas.includes(this.leader), 'a change settles by the barrier of a leader elected for its set');
+    assert(this.published && this.leader !== null && this.members.includes(this.leader), 'a change settles by the barrier of a leader elected for its sets');
     this.configs = [this.replicas];
     this.allMembers = this.replicas;
+    // A leader outside this set (finishElection) led only to carry the change: it stepped down as its barrier
+    // committed (Replica.leaderCommit), and this set elects one of its own now. Its lease counted a majority of this set
+    // too, so the election waits it out as any (leasesOut).
+    if (!this.replicas.includes(this.leader) && this.election === null) this.startElection('change_leader_left');
   }
   /** A change also settles when any replica of its sets says (Pong.commitTerm) that its commit point is a record
    * of the term this failover elected (or newer): a replica's commit point only moves to what its leader

@@ -235,7 +235,7 @@ export class ReplicaLeaders {
    * published (null: an election for this set is under way or has not run yet). */
   electedTerm(slice: number): number | null {
     const run = this.current(slice);
-    if (run === undefined || run.publishedAt === 0 || run.failover.currentLeader === null) return null;
+    if (run === undefined || run.publishedAt === 0 || run.failover.currentLeader === null || !run.replicas.includes(run.failover.currentLeader)) return null;
     return run.failover.currentTerm === this.map.termOf(slice) ? run.failover.currentTerm : null;
   }
 
@@ -483,8 +483,9 @@ export class ReplicaLeaders {
     const published = [...this.elected.values()];
     const elected = published.filter((e) => {
       // A failover replaced within this turn (its set changed) may have published at a term the map moved past.
-      const replicas = this.map.replicasOf(e.slice);
-      return replicas.includes(e.leader) && e.term > this.map.termOf(e.slice) && e.term <= Math.max(used.get(e.slice) ?? 0, this.map.lastTermUsed(e.slice));
+      // (A leader outside the set carries a change that has not settled: failover.ts finishElection.)
+      const replicas = [this.map.replicasOf(e.slice), ...this.map.unsettledOf(e.slice)];
+      return replicas.some((set) => set.includes(e.leader)) && e.term > this.map.termOf(e.slice) && e.term <= Math.max(used.get(e.slice) ?? 0, this.map.lastTermUsed(e.slice));
     });
     const outbox = this.outbox;
     // Nor does its Lead (or LeadOn) leave: a coordinator that restarts takes the map's term for the last one a Lead
@@ -506,7 +507,8 @@ export class ReplicaLeaders {
     for (const e of elected) {
       const was = this.map.ownerOf(e.slice);
       named.set(e.slice, was);
-      if (was >= 0 && was !== e.leader) deposed.add(was);
+      // A leader outside the set (carrying the change) is not made owner (recordElections): the owner keeps its place.
+      if (was >= 0 && was !== e.leader && this.map.replicasOf(e.slice).includes(e.leader)) deposed.add(was);
     }
     if (used.size > 0 || elected.length > 0) {
       try {

@@ -550,7 +550,10 @@ export class Replica {
     this.quorums = sets.length > 0 ? sets.map((set) => [...set]) : [[this.id, ...this.followers.keys()]];
     // Every replica a commit counts is one this leader replicates to, and it leads for a set it is in.
     assert(this.quorums.every((set) => set.every((r) => r === this.id || this.followers.has(r))), 'a leader replicates to every replica of the sets its commits count');
-    assert(this.quorums[0].includes(this.id), 'a leader is a replica of the set it leads');
+    // A replica outside the newest set (quorums[0]) leads only to carry an unsettled change: elected (not led on) by
+    // joint majorities, it counts itself only in the sets it is in (jointMajorityReach) and steps down once its barrier
+    // commits (leaderCommit). docs/replication.md, "A leader outside the newest set".
+    assert(this.quorums[0].includes(this.id) || (!on && this.quorums.length > 1 && this.quorums.some((set) => set.includes(this.id))), 'a leader is a replica of the set it leads, or of an older set of an unsettled change it was elected to carry');
     this.leaseFrom = -Infinity;
     this.probedAt = -Infinity;
     this.selfMatch = 0;
@@ -704,6 +707,7 @@ export class Replica {
   /** Commits the largest index that a majority holds durably, if it is of this leader's term. */
   private leaderCommit(): void {
     const before = this.commit;
+    let carried = false;
     for (;;) {
       // The largest index that a majority of every set holds (one set but while a replica-set change is unsettled).
       const n = this.jointMajorityReach(true);
@@ -711,9 +715,17 @@ export class Replica {
       this.advanceCommit(n);
       // Its barrier committed on joint majorities: from now on its own set's majority commits, which may hold more.
       if (this.commit < this.termFrom || this.quorums.length === 1) break;
+      // A leader outside the new set carried the change this far: the new set elects one of its own now (failover.ts
+      // settle), by its majority alone, which holds every record committed here.
+      if (!this.quorums[0].includes(this.id)) {
+        carried = true;
+        break;
+      }
       this.settleSets();
     }
     if (this.commit > before) this.host.committed?.(this.commit);
+    // After its commits are told: its writes past the commit point have an unknown outcome, as any deposed leader's.
+    if (carried) this.stepDown(this.promisedTerm);
   }
 
   /** Its barrier is committed on a majority of every set of an unsettled change: from now on a majority of
