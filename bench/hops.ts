@@ -13,7 +13,9 @@
 // 256 in flight over 4 connections (--connections N), GetItems of 100 at 64 in flight, of 100 from 8 buckets
 // of an even-distribution table, scan pages) and the DynamoDB
 // endpoint over plain HTTP/1.1 keep-alive (unsigned JSON, no SDK: GetItem at 1 and at
-// 64 in flight, one request per socket at a time, as the AWS SDK sends them).
+// 64 in flight, one request per socket at a time, as the AWS SDK sends them), and the same endpoint driven by the AWS SDK
+// v3 itself (PutItem, GetItem and Query of 100 at 50 in flight from --sdk-processes client processes of bench/sdk-clients.ts
+// per cluster, bench:compare's client shape; needs bench/peers' npm packages): the requests as the SDK signs and sends them.
 // Prints a Markdown table (server CPU: coordinator, its routers and the nodes, all threads), and the write syscalls per op
 // of the routers and the nodes (/proc/PID/io: a router makes one per frame it sends, to a node or to a client).
 // On a loaded machine the cluster started first (the base) has tended to use less CPU per op, clients and nodes
@@ -29,7 +31,9 @@ import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { fail as usage } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
+import { PEERS_DIR } from './peers.js';
 import { childPids, writeSyscallsOf } from './proc-cpu.js';
+import { SDK_SECRET_ACCESS_KEY, SdkClientPool, type SdkWorkload } from './sdk-clients.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
 import { median } from './median.js';
 
@@ -56,6 +60,11 @@ const { values: opts } = parseArgs({
     // The WebSocket connections that the workloads of several in flight spread over: 32 gives the 16-core scale runs'
     // 8 requests in flight per connection at 256 (bench/SCALE.md), where a connection's answers come from many batches.
     connections: { type: 'string', default: '4' },
+    // The client processes of each cluster's AWS SDK workloads (bench/sdk-clients.ts), started only when one runs.
+    'sdk-processes': { type: 'string', default: '2' },
+    // Both clusters require a client token, the SDK clients' secret key: every SDK request's SigV4 signature is checked
+    // (the other clients send it as a bearer token).
+    signed: { type: 'boolean', default: false },
   },
 });
 const ROUNDS = Number(opts.rounds);
@@ -70,6 +79,17 @@ const CONNECTIONS = Number(opts.connections);
 if (!Number.isInteger(CONNECTIONS) || CONNECTIONS < 1 || CONNECTIONS > 256) usage(`--connections must be a whole number from 1 to 256, got ${opts.connections}`);
 if (!Number.isInteger(DEVICES) || DEVICES < 1 || DEVICES > 10_000) usage(`--devices must be a whole number from 1 to 10000, got ${opts.devices}`);
 const PER_DEVICE = 100;
+const SDK_PROCESSES = Number(opts['sdk-processes']);
+if (!Number.isInteger(SDK_PROCESSES) || SDK_PROCESSES < 1 || SDK_PROCESSES > 16) usage(`--sdk-processes must be a whole number from 1 to 16, got ${opts['sdk-processes']}`);
+/** The SDK workloads' requests in flight per cluster (bench:compare's). */
+const SDK_IN_FLIGHT = 50;
+/** Unmeasured ops of each SDK workload per client process when its pool starts: a fresh SDK client costs 3-4x the CPU of a warm one (bench/README.md). */
+const SDK_WARMUP_OPS = 500;
+/** The DynamoDB table's devices are named as bench/sdk-clients.ts reads them. */
+const ddbDevice = (d: number) => `range-${d}`;
+/** The clusters' client token (the coordinators read KEYSLICE_TOKEN), or none. */
+const TOKEN = opts.signed ? SDK_SECRET_ACCESS_KEY : undefined;
+if (TOKEN !== undefined) process.env.KEYSLICE_TOKEN = TOKEN;
 const PAD = 'x'.repeat(160);
 const OPS_MAX = 2_000_000;
 
@@ -82,6 +102,8 @@ interface Side {
   port: number;
   dir: string;
   putN: number;
+  /** The AWS SDK client processes, started by the first SDK workload. */
+  sdk: SdkClientPool | null;
 }
 
 async function startSide(name: string, distRoot: string, rf = opts['replication-factor']): Promise<Side> {
@@ -90,9 +112,9 @@ async function startSide(name: string, distRoot: string, rf = opts['replication-
   const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os', ...(rf === undefined ? {} : { replicationFactor: rf === 'auto' ? 'auto' : Number(rf) }) });
   const clients: KeysliceClient[] = [];
   const maskFrames = !(name === 'this' && opts['this-unmasked']);
-  for (let i = 0; i < CONNECTIONS; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000, maskFrames }));
+  for (let i = 0; i < CONNECTIONS; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000, maskFrames, ...(TOKEN === undefined ? {} : { token: TOKEN }) }));
   const port = Number(new URL(cluster.url).port);
-  const side: Side = { name, cluster, clients, agent1: new http.Agent({ keepAlive: true, maxSockets: 1 }), agent64: new http.Agent({ keepAlive: true, maxSockets: 64 }), port, dir, putN: 0 };
+  const side: Side = { name, cluster, clients, agent1: new http.Agent({ keepAlive: true, maxSockets: 1 }), agent64: new http.Agent({ keepAlive: true, maxSockets: 64 }), port, dir, putN: 0, sdk: null };
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
   await clients[0].createTable(EVEN_TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' }, { evenDistribution: { buckets: EVEN_BUCKETS } });
   await ddb(side, side.agent1, 'CreateTable', {
@@ -108,7 +130,7 @@ async function startSide(name: string, distRoot: string, rf = opts['replication-
       const failed = await clients[0].batchWrite(TABLE, { puts: part as unknown as Item[] });
       if (failed.length > 0) throw new Error(`${name}: load failed`);
       if ((await clients[0].batchWrite(EVEN_TABLE, { puts: part as unknown as Item[] })).length > 0) throw new Error(`${name}: load of ${EVEN_TABLE} failed`);
-      const r = (await ddb(side, side.agent1, 'BatchWriteItem', { RequestItems: { [DDB_TABLE]: part.map((row) => ({ PutRequest: { Item: { device: { S: row.device }, seq: { N: String(row.seq) }, payload: { S: row.payload } } } })) } })) as { UnprocessedItems?: Record<string, unknown[]> };
+      const r = (await ddb(side, side.agent1, 'BatchWriteItem', { RequestItems: { [DDB_TABLE]: part.map((row) => ({ PutRequest: { Item: { device: { S: ddbDevice(d) }, seq: { N: String(row.seq) }, payload: { S: row.payload } } } })) } })) as { UnprocessedItems?: Record<string, unknown[]> };
       if ((r.UnprocessedItems?.[DDB_TABLE]?.length ?? 0) > 0) throw new Error(`${name}: ddb load left items`);
     }
   }
@@ -119,7 +141,7 @@ function ddb(side: Side, agent: http.Agent, target: string, body: unknown): Prom
   const data = JSON.stringify(body);
   return new Promise((done, fail) => {
     const req = http.request(
-      { host: '127.0.0.1', port: side.port, path: '/', method: 'POST', agent, timeout: 10_000, headers: { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': `DynamoDB_20120810.${target}`, 'content-length': Buffer.byteLength(data) } },
+      { host: '127.0.0.1', port: side.port, path: '/', method: 'POST', agent, timeout: 10_000, headers: { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': `DynamoDB_20120810.${target}`, 'content-length': Buffer.byteLength(data), ...(TOKEN === undefined ? {} : { authorization: `Bearer ${TOKEN}` }) } },
       (res) => {
         const parts: Buffer[] = [];
         res.on('data', (b: Buffer) => parts.push(b));
@@ -142,7 +164,12 @@ interface Workload {
   name: string;
   inFlight: number;
   op: Op;
+  /** Driven by the side's AWS SDK client processes instead of `op`. */
+  sdk?: SdkWorkload;
 }
+const viaSdk = (): never => {
+  throw new Error('an SDK workload runs in bench/sdk-clients.ts');
+};
 const WORKLOADS: Workload[] = [
   { name: 'ws GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await s.clients[0].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
   { name: 'ws PutItem, 1 in flight', inFlight: 1, op: async (s) => (await s.clients[0].putItem(TABLE, { device: `p${s.putN % 10_000}`, seq: Math.floor(s.putN++ / 10_000), payload: PAD }), 1) },
@@ -158,9 +185,12 @@ const WORKLOADS: Workload[] = [
   // A page of the whole table: every worker is asked, for all the slices it owns (a Scan names them).
   { name: 'ws scan page of 100 of the whole table, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: TABLE, limit: 100 })).items.length },
   { name: 'ws BatchGet of 25, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % s.clients.length].batchGet(TABLE, batchKeys())).items.length },
-  { name: 'http DynamoDB GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await ddb(s, s.agent1, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1 },
-  { name: 'http DynamoDB GetItem, 64 in flight', inFlight: 64, op: async (s) => (((await ddb(s, s.agent64, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: `d${rnd(DEVICES)}` }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1) },
-  { name: 'http DynamoDB Query of 100, 16 in flight (items/s)', inFlight: 16, op: async (s) => ((await ddb(s, s.agent64, 'Query', { TableName: DDB_TABLE, KeyConditionExpression: 'device = :d', ExpressionAttributeValues: { ':d': { S: `d${rnd(DEVICES)}` } }, Limit: 100 })) as { Items: unknown[] }).Items.length },
+  { name: 'http DynamoDB GetItem, 1 in flight', inFlight: 1, op: async (s) => ((await ddb(s, s.agent1, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: ddbDevice(rnd(DEVICES)) }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1 },
+  { name: 'http DynamoDB GetItem, 64 in flight', inFlight: 64, op: async (s) => (((await ddb(s, s.agent64, 'GetItem', { TableName: DDB_TABLE, Key: { device: { S: ddbDevice(rnd(DEVICES)) }, seq: { N: String(rnd(PER_DEVICE)) } } })) as { Item?: unknown }).Item === undefined ? fail() : 1) },
+  { name: 'http DynamoDB Query of 100, 16 in flight (items/s)', inFlight: 16, op: async (s) => ((await ddb(s, s.agent64, 'Query', { TableName: DDB_TABLE, KeyConditionExpression: 'device = :d', ExpressionAttributeValues: { ':d': { S: ddbDevice(rnd(DEVICES)) } }, Limit: 100 })) as { Items: unknown[] }).Items.length },
+  { name: `sdk PutItem, ${SDK_IN_FLIGHT} in flight`, inFlight: SDK_IN_FLIGHT, op: viaSdk, sdk: 'put' },
+  { name: `sdk GetItem, ${SDK_IN_FLIGHT} in flight`, inFlight: SDK_IN_FLIGHT, op: viaSdk, sdk: 'get' },
+  { name: `sdk Query of 100, ${SDK_IN_FLIGHT} in flight (items/s)`, inFlight: SDK_IN_FLIGHT, op: viaSdk, sdk: 'range' },
 ];
 /** 25 random keys of the data set, each once. */
 function batchKeys(): { device: string; seq: number }[] {
@@ -248,10 +278,25 @@ function cpuOf(pids: number[]): number {
   return ticks / 100;
 }
 
+/** The side's AWS SDK client processes, started (and warmed: SDK_WARMUP_OPS of each SDK workload) on first use. */
+async function sdkPool(side: Side): Promise<SdkClientPool> {
+  if (side.sdk !== null) return side.sdk;
+  const shape = { rangeDevices: DEVICES, rangeItems: PER_DEVICE, putKeys: 10_000, putPadding: PAD };
+  side.sdk = await SdkClientPool.start({ processes: SDK_PROCESSES, inFlight: SDK_IN_FLIGHT, endpoint: side.cluster.url, table: DDB_TABLE, peersDir: PEERS_DIR, timeoutMs: 10_000, shape, onSpawn: () => {} });
+  for (const w of ['put', 'get', 'range'] as const) await side.sdk.run(w, 20, SDK_WARMUP_OPS * SDK_PROCESSES, false);
+  return side.sdk;
+}
+
 async function measure(side: Side, w: Workload): Promise<Sample> {
   const pids = [side.cluster.coordinator, ...side.cluster.nodes].map((p) => p.child.pid!);
   const nodePids = side.cluster.nodes.map((p) => p.child.pid!);
   const runFor = async (seconds: number, record: boolean) => {
+    if (w.sdk !== undefined) {
+      const got = await (await sdkPool(side)).run(w.sdk, seconds, OPS_MAX, record);
+      const failed = Object.entries(got.errors);
+      if (failed.length > 0) throw new Error(`${side.name}: ${w.name}: errors ${JSON.stringify(got.errors)}`);
+      return { ops: got.ok, items: got.items, lat: Array.from(got.latencies) };
+    }
     const lat: number[] = [];
     let ops = 0;
     let items = 0;
@@ -301,6 +346,7 @@ async function profile(dir: string): Promise<void> {
     }
   } finally {
     await Promise.allSettled(side.clients.map((c) => c.close()));
+    await side.sdk?.close();
     side.agent1.destroy();
     side.agent64.destroy();
     await side.cluster.stop();
@@ -334,6 +380,7 @@ async function main(): Promise<void> {
   } finally {
     for (const s of sides) {
       await Promise.allSettled(s.clients.map((c) => c.close()));
+      await s.sdk?.close();
       s.agent1.destroy();
       s.agent64.destroy();
       await s.cluster.stop();

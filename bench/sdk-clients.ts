@@ -48,6 +48,9 @@ export interface SdkClient {
   destroy(): void;
 }
 
+/** The secret access key the clients sign with: a cluster started with it as its client token (bench/hops.ts --signed) checks every signature. */
+export const SDK_SECRET_ACCESS_KEY = 'bench';
+
 /** One DynamoDBClient with the comparison's settings: a keep-alive agent of `sockets` sockets, one attempt, signed requests. */
 export function makeSdkClient(peersDir: string, endpoint: string, sockets: number, timeoutMs: number): { client: SdkClient; agent: http.Agent; cmd: (name: string, input: Record<string, unknown>) => unknown } {
   const req = createRequire(join(peersDir, 'package.json'));
@@ -58,7 +61,7 @@ export function makeSdkClient(peersDir: string, endpoint: string, sockets: numbe
   const client = new sdk.DynamoDBClient({
     endpoint,
     region: 'us-east-1',
-    credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
+    credentials: { accessKeyId: 'bench', secretAccessKey: SDK_SECRET_ACCESS_KEY },
     requestHandler: new NodeHttpHandler({ httpAgent: agent, requestTimeout: timeoutMs, connectionTimeout: timeoutMs }),
     maxAttempts: 1,
   });

@@ -238,6 +238,13 @@ describe('the benches, end to end with their smallest arguments (real processes 
     expect(Number(row![2]), 'this ops/s').toBeGreaterThan(0);
   }, caseMs(45_000));
 
+  it('ddb-layer: the DynamoDB endpoint in one process, this build against itself, a row per workload', async () => {
+    const r = await bench('ddb-layer.js', ['--base', root, '--rounds', '1', '--ms', '10'], 45_000);
+    for (const w of ['PutItem', 'GetItem', 'Query of 100']) {
+      for (const how of ['unsigned', 'signed']) expect(r.stdout, `${w}, ${how}`).toMatch(new RegExp(`^\\| ${w}, ${how} \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+x \\| [01] of 1 \\|$`, 'm'));
+    }
+  }, caseMs(45_000));
+
   it('idle-cpu: an idle R=3 cluster of 64 slices, this build against itself as the base, a row per process', async () => {
     const r = await bench('idle-cpu.js', ['--slices', '64', '--base', root, '--sides', 'this,base', '--watch-s', '2', '--window-s', '1', '--rounds', '1', '--seconds', '1'], 45_000);
     expect(r.stdout).toMatch(/^\| medians of 1 run\(s\) x 1 rounds of 1 s, % of a core \(64 slices, 3 nodes\) \| this \| base \|$/m);

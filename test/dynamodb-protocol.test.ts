@@ -116,6 +116,33 @@ describe('authentication', () => {
     expect(withBearer.status).toBe(200);
   });
 
+  it('a signing key kept for one scope is never used for another, and signed headers are read as the SDK signs them', async () => {
+    const ok = () => dynamoClient(coordinator.url, TOKEN);
+    // The right secret first, so that the key of this day and region is kept; a wrong secret in that scope is still refused.
+    await ok().send(new ListTablesCommand({}));
+    await expectSdkError(dynamoClient(coordinator.url, `${TOKEN}x`).send(new ListTablesCommand({})), 'InvalidSignatureException');
+    await ok().send(new ListTablesCommand({}));
+    // Another region is another key (a key kept by day alone would refuse this): signed with the token, accepted;
+    // with a wrong secret, refused.
+    const inRegion = (secret: string) => {
+      const c = dynamoClient(coordinator.url, secret);
+      c.config.region = async () => 'eu-west-1';
+      return c;
+    };
+    await inRegion(TOKEN).send(new ListTablesCommand({}));
+    await expectSdkError(inRegion('other').send(new ListTablesCommand({})), 'InvalidSignatureException');
+    // A signed header whose value has inner runs of spaces and outer spaces: canonical as SigV4 has it (trimmed, runs made one).
+    const spaced = ok();
+    spaced.middlewareStack.add(
+      (next) => async (args) => {
+        (args.request as { headers: Record<string, string> }).headers['x-amz-meta-note'] = '  two   spaces  and\tone  ';
+        return next(args);
+      },
+      { step: 'build', name: 'spacedHeader' },
+    );
+    await spaced.send(new ListTablesCommand({}));
+  });
+
   it('a signed request whose query string is not valid percent-encoding is refused with 400, not an internal error', async () => {
     const amzDate = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
     const authorization = `AWS4-HMAC-SHA256 Credential=key/${amzDate.slice(0, 8)}/local/dynamodb/aws4_request, SignedHeaders=host;x-amz-date, Signature=${'0'.repeat(64)}`;

@@ -4,9 +4,9 @@
 // canonical request (method, path, query, signed headers, payload hash), string
 // to sign (date, credential scope), and the HMAC chain of the scope. Without a
 // token, signatures are accepted unchecked (only the region is read, for ARNs).
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { DYNAMODB_SIGNATURE_SKEW_MS_MAX } from '../../shared/limits.js';
+import { DYNAMODB_SIGNATURE_SKEW_MS_MAX, DYNAMODB_SIGNING_KEYS_MAX } from '../../shared/limits.js';
 import { DynamoDbError } from './errors.js';
 
 const ALGORITHM = 'AWS4-HMAC-SHA256';
@@ -86,7 +86,35 @@ function canonicalQuery(query: string): string {
 }
 
 const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data, 'utf8').digest();
-const sha256Hex = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
+// One call, no Hash object: crypto.hash is Node's one-shot digest for small inputs.
+const sha256Hex = (data: Buffer | string) => hash('sha256', data, 'hex');
+
+/** Signing keys by secret and scope: the four HMACs of the scope give the same key all day
+ * for every request of a client, so they are computed once per DYNAMODB_SIGNING_KEYS_MAX scopes. */
+const signingKeys = new Map<string, Buffer>();
+
+function signingKey(secret: string, auth: ParsedAuthorization): Buffer {
+  // The parts hold no newline that could make two scopes one name: a header value cannot carry one.
+  const name = `${secret}\n${auth.date}\n${auth.region}\n${auth.service}\n${auth.terminator}`;
+  let key = signingKeys.get(name);
+  if (key === undefined) {
+    key = hmac(hmac(hmac(hmac(`AWS4${secret}`, auth.date), auth.region), auth.service), auth.terminator);
+    if (signingKeys.size >= DYNAMODB_SIGNING_KEYS_MAX) signingKeys.clear();
+    signingKeys.set(name, key);
+  }
+  return key;
+}
+
+/** The canonical headers of SigV4 ("name:value,value\n" for each signed header, in the order
+ * signed, values trimmed and their runs of spaces made one), read from the raw header list:
+ * `headersDistinct` would build an object of every header for the few signed. */
+function canonicalHeaders(raw: readonly string[], signed: readonly string[]): string {
+  const values = new Map<string, string[]>(signed.map((h) => [h, []]));
+  for (let i = 0; i < raw.length; i += 2) values.get(raw[i].toLowerCase())?.push(raw[i + 1].trim().replace(/\s+/g, ' '));
+  let out = '';
+  for (const h of signed) out += `${h}:${values.get(h)!.join(',')}\n`;
+  return out;
+}
 
 function toMs(amzDate: string): number {
   const m = AMZ_DATE.exec(amzDate)!;
@@ -122,18 +150,15 @@ export function verifySignature(req: IncomingMessage, body: Buffer, secret: stri
   const q = url.indexOf('?');
   const path = q < 0 ? url : url.slice(0, q);
   const query = q < 0 ? '' : url.slice(q + 1);
-  const headers = req.headersDistinct;
-  const canonicalHeaders = auth.signedHeaders.map((h) => `${h}:${(headers[h] ?? []).map((v) => v.trim().replace(/\s+/g, ' ')).join(',')}\n`).join('');
   const payloadHash = sha256Hex(body);
   const claimed = req.headers['x-amz-content-sha256'];
   if (typeof claimed === 'string' && claimed !== payloadHash) {
     throw new DynamoDbError('InvalidSignatureException', 'The provided x-amz-content-sha256 header does not match what was computed.');
   }
-  const canonicalRequest = [req.method ?? 'POST', path, canonicalQuery(query), canonicalHeaders, auth.signedHeaders.join(';'), payloadHash].join('\n');
+  const canonicalRequest = [req.method ?? 'POST', path, canonicalQuery(query), canonicalHeaders(req.rawHeaders, auth.signedHeaders), auth.signedHeaders.join(';'), payloadHash].join('\n');
   const scope = `${auth.date}/${auth.region}/${auth.service}/${auth.terminator}`;
   const stringToSign = [ALGORITHM, amzDate, scope, sha256Hex(canonicalRequest)].join('\n');
-  const key = hmac(hmac(hmac(hmac(`AWS4${secret}`, auth.date), auth.region), auth.service), auth.terminator);
-  const expected = createHmac('sha256', key).update(stringToSign, 'utf8').digest();
+  const expected = hmac(signingKey(secret, auth), stringToSign);
   const given = /^[0-9a-f]{64}$/.test(auth.signature) ? Buffer.from(auth.signature, 'hex') : Buffer.alloc(0);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
     throw new DynamoDbError(
