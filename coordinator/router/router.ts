@@ -134,6 +134,11 @@ export class Router {
     return this.cluster.sliceCount;
   }
 
+  /** The map's epoch (DescribeSlices: the epoch its asks were sent at). */
+  get epoch(): number {
+    return this.cluster.epoch;
+  }
+
   /** The map's nodes and each slice's owner (the advisor, DescribeSlices). */
   layout(): { nodes: string[]; owners: number[] } {
     return this.cluster.layout();
