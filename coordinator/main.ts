@@ -106,7 +106,7 @@ const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPe
   // A ping goes out a few times per timeout, so one lost answer does not depose a leader.
   pingIntervalMs: Math.min(FAILOVER_TIMING_DEFAULT.pingIntervalMs, Math.floor(leaderTimeoutMs / 3)),
 }, removeDownAfterMs);
-const processMetrics = new ProcessMetrics('coordinator');
+const processMetrics = new ProcessMetrics('coordinator', log);
 processMetrics.countElections(cluster.leaders.electionsBy);
 if (routers > 0) processMetrics.serveRouters();
 const ops = new Operations(catalog, new Router(cluster, processMetrics), undefined, processMetrics);

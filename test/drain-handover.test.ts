@@ -16,7 +16,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * Answers what it cost (the counters' growth from just before the action to its end); checks that every acknowledged
  * write reads back. */
 async function leaderLeavesUnderWrites(action: 'drain' | 'remove') {
-  const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
+  const lines: string[] = [];
+  const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, log: (l) => lines.push(l) });
   let st = await e.status();
   await waitFor(
     async () => {
@@ -30,7 +31,7 @@ async function leaderLeavesUnderWrites(action: 'drain' | 'remove') {
   await bulk(e, 200);
   const load = new WriteLoad(e.client, 'elastic', WRITERS, 8);
   try {
-    return await underLoad(e, action, load);
+    return await underLoad(e, action, load, lines);
   } finally {
     // Stopped on a failure too (already stopped on success, where a load's error is thrown).
     await load.stop().catch(() => {});
@@ -38,7 +39,7 @@ async function leaderLeavesUnderWrites(action: 'drain' | 'remove') {
 }
 
 /** leaderLeavesUnderWrites once the load runs. */
-async function underLoad(e: Elastic, action: 'drain' | 'remove', load: WriteLoad) {
+async function underLoad(e: Elastic, action: 'drain' | 'remove', load: WriteLoad, lines: readonly string[]) {
   await sleep(1_500);
   let st = await e.status();
   const victim = st.nodes.reduce((a, b) => (b.slices > a.slices ? b : a));
@@ -46,6 +47,7 @@ async function underLoad(e: Elastic, action: 'drain' | 'remove', load: WriteLoad
   const before = st.replication.leaders;
   const resentBefore = await writesResent(e);
   const errorsBefore = load.errors.length;
+  const linesBefore = lines.length;
   const startedAt = performance.now();
   const res = await e.post(action, victim.node);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -69,6 +71,8 @@ async function underLoad(e: Elastic, action: 'drain' | 'remove', load: WriteLoad
     handovers: l.handovers - before.handovers,
     ledOn: (l.ledOn ?? 0) - (before.ledOn ?? 0),
     givenUp: (l.handoversGivenUp ?? 0) - (before.handoversGivenUp ?? 0),
+    // Why writes were sent again (the router's log: a line a second at most), for a count that is not 0.
+    resentWhy: lines.slice(linesBefore).filter((line) => /sent again after an unknown outcome/.test(line)),
   };
   await load.stop();
   if (process.env.KEYSLICE_TEST_LOG) {

@@ -3,7 +3,7 @@
 // (no heartbeats, so a frozen node stays up for the coordinator: its link stays open). Both followers of a slice led by
 // node A are frozen (SIGSTOP), so no replica that stays answers and A's leadership of that slice can go nowhere; then
 // `keyslice remove` of A. Checked: the removal waits for the handover no less than LEADER_HANDOVER_BEFORE_CHANGE_MS (and
-// not much more) and is then made all the same, status counts each slice whose handover was given up (handoversGivenUp), and once the
+// not a second time, by the coordinator's own measure of its wait) and is then made all the same, status counts each slice whose handover was given up (handoversGivenUp), and once the
 // followers are thawed every slice is led by the three nodes left and every acknowledged write reads back.
 import { describe, expect, it } from 'vitest';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_INTERVAL_MS } from '../shared/limits.js';
@@ -15,12 +15,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** How old a replica's last answer may be for a handover to choose it (ReplicaLeaders.probeIntervalMs: two ping
  * intervals), with a margin: after this long frozen, a follower is no handover's target. */
 const UNCHOSEN_AFTER_MS = 2 * LEADER_HEARTBEAT_INTERVAL_MS + 500;
-/** What a remove may take past LEADER_HANDOVER_BEFORE_CHANGE_MS for its own work (see where it is checked). */
-const REMOVE_WORK_MARGIN_MS = 4_000;
 
 describe('a handover before a change that cannot complete', () => {
   it('is given up after LEADER_HANDOVER_BEFORE_CHANGE_MS: the remove goes on, status counts it, the slice elects once its replicas answer, every acknowledged write reads back', async () => {
-    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat: false });
+    const lines: string[] = [];
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat: false, log: (l) => lines.push(l) });
     // Leaderships spread too, so that no leadership rebalancing runs while the story does.
     await waitFor(
       async () => {
@@ -62,15 +61,25 @@ describe('a handover before a change that cannot complete', () => {
       expect(res.status, JSON.stringify(res.body)).toBe(200);
       // Not sooner than the bound: the removal waited for the handovers that could not complete.
       expect(tookMs, 'the remove waited for the handover').toBeGreaterThanOrEqual(LEADER_HANDOVER_BEFORE_CHANGE_MS);
-      // And no longer than the bound and the remove's own work: a map change persisted and sent, and the replicas it
-      // adds (tens of ms idle; under load 8-20 on 2 cores, with 13 processes of this story, seconds), so 4 s of margin.
-      // Less than the bound itself: the mistake this catches, the wait taken twice (per stuck slice in turn, or again
-      // after the change), takes 10 s or more; and a wait that never gives up ends at the remove's own timeout.
-      expect(tookMs, 'the remove gave the handover up at the bound').toBeLessThan(LEADER_HANDOVER_BEFORE_CHANGE_MS + REMOVE_WORK_MARGIN_MS);
+      // And no longer than the bound and the remove's own work. The mistake this catches is the wait taken twice (per
+      // stuck slice in turn, or again after the change), 10 s or more; a wait that never gives up ends at the remove's
+      // own timeout. Bounded by the coordinator's own measure of its wait (its log line), not by this process's clock
+      // alone: under load 8-20 on 2 cores, with 13 processes of this story, the coordinator's timers run late and the
+      // remove's own work (a map change persisted and sent, the replicas it adds) takes seconds, which a fixed margin on
+      // the wall clock (5 s + 4 s) did not always cover.
+      const gaveUp = lines.map((l) => /remove: the leadership of \d+ slices .* was not handed over .* \(waited (\d+) ms\)/.exec(l)).find((m) => m !== null);
+      expect(gaveUp, "the coordinator's line that it gave the handover up").toBeDefined();
+      const waitedMs = Number(gaveUp![1]);
+      expect(waitedMs, 'the coordinator waited the bound for the handover').toBeGreaterThanOrEqual(LEADER_HANDOVER_BEFORE_CHANGE_MS);
+      // Its loop ends at the bound, one probe interval (REPLICA_CATCH_UP_PROBE_MS) late at most but for its own timers'
+      // lateness, given half the bound here: far from a second bound.
+      expect(waitedMs, 'the coordinator gave the handover up at the bound, not once per stuck slice').toBeLessThan(1.5 * LEADER_HANDOVER_BEFORE_CHANGE_MS);
+      // The rest of the remove, as this process saw it: the change and the request, not the wait again after the change.
+      expect(tookMs - waitedMs, 'the remove past its handover wait: no second wait').toBeLessThan(LEADER_HANDOVER_BEFORE_CHANGE_MS);
       expect(replicaSets(e).filter((set) => set.includes(url)), 'A holds no replica once remove answered').toEqual([]);
       const st = await e.status();
       const givenUp = st.replication.leaders.handoversGivenUp - givenUpBefore;
-      if (process.env.KEYSLICE_TEST_LOG) console.log(`remove of a node leading ${stuck} slices whose followers were frozen answered after ${tookMs.toFixed(0)} ms; ${givenUp} handovers given up`);
+      if (process.env.KEYSLICE_TEST_LOG) console.log(`remove of a node leading ${stuck} slices whose followers were frozen answered after ${tookMs.toFixed(0)} ms (the coordinator waited ${waitedMs} ms); ${givenUp} handovers given up`);
       expect(givenUp, `handovers given up (${st.replication.note})`).toBe(stuck);
       // Thawed, the frozen followers elect the slices that need them, with the fourth node's new replicas.
       expect(thawProcesses(frozen).map(String), 'every frozen follower thawed').toEqual([]);

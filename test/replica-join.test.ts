@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { keyslice } from './cli-run.js';
+import { freezeProcess, thawProcesses } from './freeze.js';
 import { bulk, elasticClusters, electionsByReason, led, persistedMap, replicaIndexes, replicaSets, leadershipsSpread, replicasSpread, seen, untilLed, waitFor, writesResent, WriteLoad } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
@@ -123,23 +124,33 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
 
   it('3 nodes registering back to back (R auto): the slices placement skipped get their third replica at the tick, with no 4th join', async () => {
     // One change per slice at a time (docs/replication.md): node 2's registration grows each set from 1 replica to 2, a
-    // change that settles only once an election under both sets and its barrier ran; node 3 registers milliseconds
-    // later, so placement skips those slices then. The coordinator's tick (refillReplicas) must give each its third
-    // replica once its change settled under an elected leader. Rebalancing is off: any other map change places the
-    // settled slices as well (here replica rebalancing's first moves onto node 3 did, in the same write), and none
-    // comes here but the tick's.
-    const lines: string[] = [];
-    const e = await cluster({ nodes: 1, slices: 12, replicationFactor: 'auto', coordinatorArgs: ['--rebalance', 'no'], log: (l) => lines.push(l) });
-    await Promise.all([e.addNode(undefined, 0, 'slice-node-2'), e.addNode(undefined, 0, 'slice-node-3')]);
-    const registeredAt = Date.now();
+    // change that settles only once an election under both sets and its barrier ran; node 3 registering before that
+    // finds every slice's change unsettled, and placement skips them. The coordinator's tick (refillReplicas) must give
+    // each its third replica once its change settled under an elected leader. Rebalancing is off: any other map change
+    // places the settled slices as well (here replica rebalancing's first moves onto node 3 did, in the same write), and
+    // none comes here but the tick's. Node 1 is frozen while nodes 2 and 3 register, so that no change can settle
+    // before the third registration however long the registrations take (back to back, a slow third registration
+    // found node 2's change settled now and then, and placement gave every slice its third replica at once).
+    const e = await cluster({ nodes: 1, slices: 12, replicationFactor: 'auto', coordinatorArgs: ['--rebalance', 'no'] });
+    const frozen = [e.nodes[0].child.pid!];
+    try {
+      await freezeProcess(frozen[0]);
+      await Promise.all([e.addNode(undefined, 0, 'slice-node-2'), e.addNode(undefined, 0, 'slice-node-3')]);
+      // The skip, in the map: 3 nodes, every slice at 2 replicas (the first registration's), its change unsettled.
+      const skipped = persistedMap(e);
+      expect(skipped.nodes.length).toBe(3);
+      expect(replicaSets(e, skipped).map((set) => set.length), 'placement skipped every slice at the third registration').toEqual(skipped.owners.map(() => 2));
+      expect(thawProcesses(frozen).map(String), 'node 1 thawed').toEqual([]);
+    } finally {
+      thawProcesses(frozen);
+    }
+    const thawedAt = Date.now();
     // (Status is read at each check so that a timeout says what the cluster was doing then.)
-    await waitFor(async () => (await e.status(), replicaSets(e).every((set) => set.length === 3 && new Set(set).size === 3)), 'every slice to have 3 replicas on distinct nodes', 20_000, seen(e));
-    const tookMs = Date.now() - registeredAt;
-    // The skip happened (the third node's placement left slices at 2 replicas), and the tick filled them.
-    expect(lines.filter((l) => /placement: \d+ slices short of 3 replicas/.test(l)), 'the tick filled slices placement skipped').not.toEqual([]);
+    await waitFor(async () => (await e.status(), replicaSets(e).every((set) => set.length === 3 && new Set(set).size === 3)), 'every slice to have 3 replicas on distinct nodes', 30_000, seen(e));
+    const tookMs = Date.now() - thawedAt;
     await untilLed(e);
     await bulk(e, 100);
-    if (process.env.KEYSLICE_TEST_LOG) console.log(`3 nodes registered back to back: every slice at 3 replicas ${tookMs} ms after the third was up`);
+    if (process.env.KEYSLICE_TEST_LOG) console.log(`3 nodes registered while the first was frozen: every slice at 3 replicas ${tookMs} ms after it thawed`);
   }, 90_000);
 
   it('a joining node killed while replicas move onto it, and left down: the moves are undone, each slice back to 3 replicas on live nodes', async () => {

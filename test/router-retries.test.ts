@@ -6,8 +6,10 @@
 import { describe, expect, it } from 'vitest';
 import { KeysliceError } from '../shared/errors.js';
 import { FAILOVER_RETRIES_MAX } from '../shared/limits.js';
-import { errorOfBatchError, SliceOp, staleBatchError, type ResultOf, type ScanResult, type SliceOpMessage } from '../shared/protocol.js';
+import { errorOfBatchError, SliceOp, staleBatchError, type ResultOf, type ScanResult, type SliceOpMessage, type StatsResult } from '../shared/protocol.js';
 import { wrongOwnerWait } from '../shared/wrong-owner.js';
+import type { Table } from '../coordinator/metadata/catalog.js';
+import { gatherTableLoad } from '../coordinator/metadata/load-report.js';
 import { Router, type ScanRequest } from '../coordinator/router/router.js';
 import type { Routing } from '../coordinator/router/routing.js';
 import type { SliceChannel } from '../coordinator/router/slice-channel.js';
@@ -19,6 +21,8 @@ class Node implements SliceChannel {
   state: SliceChannel['state'] = 'ready';
   readonly workerCount = 1;
   sent = 0;
+  /** Called as each op arrives, before it is answered: what changes while it is in flight. */
+  onSend: () => void = () => {};
 
   constructor(
     readonly url: string,
@@ -26,6 +30,7 @@ class Node implements SliceChannel {
   ) {}
 
   private next(): unknown {
+    this.onSend();
     const a = this.answers[Math.min(this.sent++, this.answers.length - 1)];
     if (a instanceof KeysliceError) throw a;
     return a;
@@ -177,5 +182,24 @@ describe("a refusal that names the node's epoch (BatchError's own field)", () =>
     // None named (a worker refused an op on a slice it does not own at the batch's epoch): a newer map, as before.
     expect(wrongOwnerWait(4, 4, undefined, 0)).toEqual({ reach: 5, ask: true });
     expect(wrongOwnerWait(5, 4, undefined, 0)).toBeNull();
+  });
+});
+
+describe("a load report's refusal (load-report.ts gatherTableLoad)", () => {
+  it('waits from the epoch its asks were sent at: a map that moved while they were in flight takes the next try at once', async () => {
+    const stats: StatsResult = [[], [], [0, 0, 0, 0, 0, 0], [0, 0]];
+    // The node is behind the map the asks were sent at (epoch 1) and refuses them for its epoch; meanwhile the map
+    // moved to 2 (a handover's new leader, a move's switch), which may route the asks elsewhere.
+    const node = new Node('n0', [staleBatch(0), stats]);
+    const c = new Cluster(node);
+    node.onSend = () => {
+      if (node.sent === 0) c.epoch = 2;
+    };
+    const { failures } = await gatherTableLoad({ id: TABLE, name: 't' } as Table, c);
+    expect(failures).toEqual([]);
+    expect(node.sent).toBe(2);
+    // Without it the wait's sentAt defaulted to the epoch after the try (2): wrongOwnerWait(2, 2, 0) waits for a map at 3.
+    expect(c.wrongOwnerSentAt).toEqual([1]);
+    expect(wrongOwnerWait(c.epoch, c.wrongOwnerSentAt[0]!, 0, 0), 'so the next try goes at once').toBeNull();
   });
 });

@@ -19,11 +19,13 @@ type NodeStats = Pick<NodeLink, 'url' | 'state' | 'workerCount' | 'sendToWorker'
 export type KeyNamer = (table: Table, part: string, sliceCount: number) => { text: string; slice: number };
 
 /** Where a load report asks, read afresh for each try: the links of the nodes that are part of the cluster, and the
- * map's nodes and each slice's owner (an index into nodes, or -1); and the wait before a try after a refusal, the
- * Router's (Routing.afterWrongOwner: a router asks for the newer map). */
+ * map's nodes and each slice's owner (an index into nodes, or -1) with the map's epoch; and the wait before a try
+ * after a refusal, the Router's (Routing.afterWrongOwner: a router asks for the newer map). */
 export interface LoadSource {
   presentLinks(): readonly NodeStats[];
   layout(): { nodes: string[]; owners: number[] };
+  /** The map's epoch, read with layout(): the try's `sentAt` for afterWrongOwner. */
+  readonly epoch: number;
   afterWrongOwner(attempt: number, sentAt?: number, nodeEpoch?: number): Promise<void>;
 }
 
@@ -64,13 +66,16 @@ export async function gatherTableLoad(
   const tries = new WrongOwnerTries(`the load of table ${table.name}`, triesMax);
   for (;;) {
     const layout = source.layout();
+    // The epoch of the map that chose the try's asks: a map that moved while they were in flight (a handover's new
+    // leader, a move's switch) takes the next try at once (wrongOwnerWait), as for a Router's op.
+    const sentAt = source.epoch;
     const got = await gatherOnce(table, source.presentLinks(), layout, timeoutMs, nameKey);
     if (!got.failures.some((f) => f.error.code === 'WrongOwner')) return { ...got, layout };
     if (!tries.again()) {
       const failures = got.failures.map((f) => (f.error.code === 'WrongOwner' ? { node: f.node, error: tries.exhausted(f.error) } : f));
       return { load: got.load, failures, layout };
     }
-    await source.afterWrongOwner(tries.refusals - 1, undefined, namedEpoch(got.failures));
+    await source.afterWrongOwner(tries.refusals - 1, sentAt, namedEpoch(got.failures));
   }
 }
 

@@ -46,7 +46,7 @@ await view.ready();
 const forwarder = new Forwarder(view, security.clusterSecret, security.token);
 // A router the coordinator started is named by its worker id (a restarted one gets a new id),
 // one started by itself by its process id.
-const processMetrics = new ProcessMetrics(cluster.isWorker ? `router-${cluster.worker!.id}` : `router-${process.pid}`);
+const processMetrics = new ProcessMetrics(cluster.isWorker ? `router-${cluster.worker!.id}` : `router-${process.pid}`, log);
 if (cluster.isWorker) processMetrics.serveCoordinator();
 const ops = new Operations(view, new Router(view, processMetrics), (op, payload) => forwarder.change(op, payload), processMetrics);
 const coordinatorState = () => ({

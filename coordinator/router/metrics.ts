@@ -33,7 +33,7 @@ const label = (v: string | number) => `"${String(v).replace(/\\/g, '\\\\').repla
 /** `extra`: lines of the process's own (a router's link to its coordinator). */
 export async function renderMetrics(
   catalog: TableSource,
-  map: LoadSource & { epoch: number },
+  map: LoadSource,
   links: readonly NodeLink[],
   moves?: { inFlight: number; completed: number; failed: number; itemsMoved: number },
   extra: string[] = [],

@@ -20,6 +20,7 @@ import { AggregatorRegistry, collectDefaultMetrics, Counter, Histogram, Registry
 import { OPERATION_NAMES, type OperationName } from '../../shared/api.js';
 import { assert, type ErrorCode } from '../../shared/errors.js';
 import { LOAD_REPORT_TIMEOUT_MS, REQUEST_SECONDS_BUCKETS } from '../../shared/limits.js';
+import { sparseLog } from '../../shared/sparse-log.js';
 import { ELECTION_REASONS, type ElectionReason } from '../metadata/failover.js';
 
 type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
@@ -46,8 +47,16 @@ export class ProcessMetrics {
   private readonly eventual = new Map<EventualAnswer, { labels: { answered: EventualAnswer }; n: number }>(EVENTUAL_ANSWERS.map((answered) => [answered, { labels: { answered }, n: 0 }]));
   private readonly resent: Counter;
 
-  /** `process`: "coordinator", or "router-<id>" (the label that keeps each process's series apart). */
-  constructor(readonly process: string) {
+  /** Says why writes were sent again, a line a second at most (writeResent). */
+  private readonly logResent: (line: string) => void;
+
+  /** `process`: "coordinator", or "router-<id>" (the label that keeps each process's series apart); `log`: the
+   * process's log. */
+  constructor(
+    readonly process: string,
+    log: (line: string) => void = console.error,
+  ) {
+    this.logResent = sparseLog('writes sent again', log);
     this.registry.setDefaultLabels({ process });
     collectDefaultMetrics({ register: this.registry, prefix: 'keyslice_' });
     const registers = [this.registry];
@@ -130,9 +139,11 @@ export class ProcessMetrics {
     });
   }
 
-  /** Counts one write sent again after an unknown outcome (Router.send). */
-  writeResent(): void {
+  /** Counts one write of `slice` sent again after an unknown outcome (Router.send), and logs why (`why`: the error of
+   * the copy whose outcome is unknown), so that a count that grows where it should not says which path it came by. */
+  writeResent(slice: number, why: string): void {
     this.resent.inc();
+    this.logResent(`a write on slice ${slice} was sent again after an unknown outcome: ${why}`);
   }
 
   /** Counts one eventually consistent read by what answered it (Router.read). */

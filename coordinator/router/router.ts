@@ -126,12 +126,17 @@ export class Router {
   constructor(
     private readonly cluster: Routing,
     /** Told what answered each eventually consistent read (ProcessMetrics: keyslice_eventual_reads_total), and of each
-     * write sent again after an unknown outcome (keyslice_writes_resent_total). */
-    private readonly counts: { eventualRead(answered: EventualAnswer): void; writeResent(): void } = { eventualRead() {}, writeResent() {} },
+     * write sent again after an unknown outcome (keyslice_writes_resent_total, and a log line that says why). */
+    private readonly counts: { eventualRead(answered: EventualAnswer): void; writeResent(slice: number, why: string): void } = { eventualRead() {}, writeResent() {} },
   ) {}
 
   get sliceCount(): number {
     return this.cluster.sliceCount;
+  }
+
+  /** The map's epoch (DescribeSlices: the epoch its asks were sent at). */
+  get epoch(): number {
+    return this.cluster.epoch;
   }
 
   /** The map's nodes and each slice's owner (the advisor, DescribeSlices). */
@@ -219,7 +224,7 @@ export class Router {
         if (err instanceof KeysliceError && mayResend(err, op, this.cluster.replicated(op[2]))) {
           if (!this.failoverRetry(started, failoverTries)) throw this.failoverSpent(`slice ${slice}`, err, failoverTries, started, unsure);
           if (isWriteOp(op) && !wasNotApplied(err)) {
-            this.counts.writeResent();
+            this.counts.writeResent(slice, err.message);
             unsure = true;
           }
           await this.cluster.afterNoLeader(failoverTries++);

@@ -1,0 +1,96 @@
+// A cluster map that cannot be saved, met by the coordinator's own tick (docs/replication.md, "Drain": a failed save,
+// MapSaveError, is logged and tried again; anything else is thrown), through real processes: 4 slice nodes at R=3 under
+// writes, one of them (D) killed, then a drain of another (A). A's slices whose set lacks D wait for D to take their new
+// replica (placement skips nodes that are down), the others for D to catch up; nothing is saved meanwhile. Then the map
+// file's temporary path is made a folder, so that its write fails (the tests run as root: permissions would not stop
+// it), and D is started again: the tick's placement (refillReplicas) and the drain's steps try to save and fail.
+// Checked: the coordinator says so in its log, keeps serving (status answers, writes are acknowledged) with the map on
+// disk as it was, and once the fault is gone saves at a following tick and the drain ends; every acknowledged write
+// reads back.
+import { mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { stopProcess } from '../coordinator/cli/local-cluster.js';
+import { bulk, drainedOff, elasticClusters, led, leadershipsSpread, persistedMap, replicasSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+
+const cluster = elasticClusters();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('a cluster map save that fails at the coordinator\'s tick', () => {
+  it('is logged and tried again: the coordinator keeps serving, and saves once the map can be written', async () => {
+    const lines: string[] = [];
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, log: (l) => lines.push(l) });
+    await waitFor(
+      async () => {
+        const st = await e.status();
+        return replicasSpread(st) && leadershipsSpread(st);
+      },
+      'replicas and leaderships spread over the 4 nodes',
+      90_000,
+      seen(e),
+    );
+    await bulk(e, 100);
+    const load = new WriteLoad(e.client, 'elastic', 4, 4);
+    // The map file's temporary path (shared/state-file.ts writeStateFile: written, then renamed over the map).
+    const tmp = join(e.dataDir, 'coordinator', 'cluster-map.json.tmp');
+    let faulty = false;
+    try {
+      await sleep(300);
+      const [a, d] = [e.nodes[0], e.nodes[3]];
+      await stopProcess(d.child, 'SIGKILL');
+      await waitFor(async () => {
+        const st = await e.status();
+        return led(st) && st.replication.leaders.unsettled === 0 && !st.nodes.find((n) => n.node === d.url)!.up;
+      }, 'D down and every slice led by the 3 nodes left', 30_000, seen(e));
+      const res = await e.post('drain', a.url);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      // At rest: each of A's slices waits on D (its new replica, or its catch-up), every change so far settled.
+      await waitFor(
+        async () => {
+          const st = await e.status();
+          const waits = st.moves.waiting.map((w) => w.why);
+          return (
+            led(st) &&
+            st.replication.leaders.unsettled === 0 &&
+            st.moves.waitingSlices === st.nodes.find((n) => n.node === a.url)!.replicas &&
+            waits.some((w) => /no active node that is up is left to take its new replica/.test(w)) &&
+            waits.every((w) => /no active node that is up is left|has not caught up yet/.test(w))
+          );
+        },
+        "each of A's slices to wait on D, every change settled",
+        60_000,
+        seen(e),
+      );
+      const mapFile = join(e.dataDir, 'coordinator', 'cluster-map.json');
+      const onDisk = readFileSync(mapFile, 'utf8');
+      const stBefore = await e.status();
+      const aReplicas = stBefore.nodes.find((n) => n.node === a.url)!.replicas;
+      mkdirSync(tmp);
+      faulty = true;
+      const failedAt = lines.length;
+      await e.addNode(undefined, Number(new URL(d.url).port), d.name);
+      // The tick's placement tries to give A's slices their new replica on D, and fails to save it.
+      await waitFor(() => lines.slice(failedAt).some((l) => /cannot record new replicas in the cluster map \(cannot write the cluster map .*\); tried again next turn/.test(l)), "the tick's failed save to be logged", 30_000, seen(e));
+      // Serving meanwhile: status answers, writes are acknowledged, and nothing of the failed changes is in force.
+      const acks = load.acks;
+      await sleep(1_500);
+      expect(load.acks, 'writes acknowledged while the map cannot be saved').toBeGreaterThan(acks);
+      const st = await e.status();
+      expect(st.nodes.find((n) => n.node === d.url)!.up, 'D is back').toBe(true);
+      expect(st.epoch, 'no change in force (a failed save leaves the map as it was)').toBe(stBefore.epoch);
+      expect(st.nodes.find((n) => n.node === a.url)!.replicas, "A's replicas are all still there").toBe(aReplicas);
+      expect(readFileSync(mapFile, 'utf8'), 'the map on disk is as it was').toBe(onDisk);
+      rmdirSync(tmp);
+      faulty = false;
+      // Saved at a following tick: the drain goes on and ends, with A holding no replica.
+      await waitFor(async () => drainedOff(a.url)(await e.status()), 'the drain of A to end once the map can be saved', 60_000, seen(e));
+      const after = persistedMap(e);
+      expect(after.owners.concat(after.followers.flat()).includes(after.nodes.indexOf(a.url)), 'A holds no replica in the map on disk').toBe(false);
+      await load.finish(1_000, 100);
+      if (process.env.KEYSLICE_TEST_LOG) console.log(`failed saves logged: ${lines.filter((l) => /cannot (record|write)/.test(l)).length}; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
+    } finally {
+      if (faulty) rmdirSync(tmp);
+      await load.stop();
+    }
+  }, 180_000);
+});
