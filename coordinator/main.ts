@@ -43,6 +43,7 @@ import { Operations } from './router/operations.js';
 import { Router } from './router/router.js';
 import { ProcessMetrics } from './router/process-metrics.js';
 import { Studio } from './studio/routes.js';
+import { startStallTrace } from '../shared/stall-trace.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -131,6 +132,7 @@ const listenFailed = (err: NodeJS.ErrnoException) => cannotListen('coordinator',
 server.on('error', listenFailed);
 wss.on('error', listenFailed);
 server.listen(ownPort, args.host, async () => {
+  startStallTrace('coordinator');
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : ownPort;
   const links = cluster.presentLinks();

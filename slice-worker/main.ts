@@ -51,6 +51,7 @@ import { COORDINATOR } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import { startGcTrace } from './turn-trace.js';
+import { gapTracker, startStallTrace } from '../shared/stall-trace.js';
 import {
   batchError,
   CLUSTER_API_PREFIX,
@@ -155,6 +156,9 @@ function queueReplication(to: number, slice: number, message: Uint8Array): void 
   outgoing.push([slice, message]);
 }
 
+const sentToCoordinator = gapTracker('main sent', 500);
+const takenFromCoordinator = gapTracker('main taken', 500);
+
 /** One Replicate frame to the coordinator per turn (more if it holds more entries than a frame may). */
 function sendReplication(): void {
   const entries = outgoing;
@@ -162,6 +166,7 @@ function sendReplication(): void {
   if (replication === null) return;
   // No coordinator connected: dropped; it asks again (its pings and elections repeat).
   if (coordinatorConnection === null || coordinatorConnection.readyState !== coordinatorConnection.OPEN) return;
+  sentToCoordinator();
   for (let i = 0; i < entries.length; i += REPLICATION_FRAME_ENTRIES_MAX) {
     coordinatorConnection.send(encodeNodeFrame([NodeFrame.Replicate, replication.self, entries.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX)]));
   }
@@ -172,6 +177,7 @@ function sendReplication(): void {
  * not (onPortMessage), slice by slice for a Pings, whose entry's slice is only its first (this thread does not decode
  * it, so it cannot tell a Pings from a message of that slice alone). */
 function routeReplication(via: number, entries: WireReplicateEntry[]): void {
+  takenFromCoordinator();
   for (const [slice, message] of entries) {
     // decodeNodeFrame takes no KeepAlives or AppendOks from the coordinator: a message from it is its bytes.
     assert(message instanceof Uint8Array, 'the coordinator sends each replication message as its bytes');
@@ -382,6 +388,7 @@ server.on('listening', () => {
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
   const advertise = args.advertise ?? `ws://${args.host === '0.0.0.0' || args.host === '::' ? hostname() : args.host}:${boundPort}`;
   startGcTrace('main');
+  startStallTrace('main');
   console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} durability=${durability} advertise=${advertise} node=${identity.nodeId} pid=${process.pid}`);
   if (coordinatorUrl !== undefined) startHeartbeat(coordinatorUrl, advertise);
 });

@@ -168,10 +168,11 @@ export class WriteAheadLog {
 
   /** Appends records (a checkpoint's, one per slice) in writes of about LOG_WRITE_BYTES_MAX and, in 'fsync' mode, one
    * fdatasync: synced one by one they stalled the worker for a sync per slice, and joined into one write they held
-   * the whole checkpoint twice in memory. Durable as the mode promises when this returns. Each record is framed (its
-   * payload copied) before the next is taken: a payload may be a view into an encoder's reused buffer, as
-   * msgpackr's are. */
-  appendAll(records: Iterable<[kind: number, payload: Uint8Array]>): void {
+   * the whole checkpoint twice in memory. Durable as the mode promises when this returns, or, with `sync` false (a
+   * checkpoint's steps, each of which would stall the worker on a sync of its own), once flush(true) answers. Each
+   * record is framed (its payload copied) before the next is taken: a payload may be a view into an encoder's
+   * reused buffer, as msgpackr's are. */
+  appendAll(records: Iterable<[kind: number, payload: Uint8Array]>, sync = true): void {
     let framed: Buffer[] = [];
     let framedBytes = 0;
     let count = 0;
@@ -191,7 +192,7 @@ export class WriteAheadLog {
     }
     write();
     if (count === 0) return;
-    if (this.mode === 'fsync') fdatasyncSync(this.fd);
+    if (sync && this.mode === 'fsync') fdatasyncSync(this.fd);
     this.nextLsnValue += count;
     this.bytesSinceSnapshot += written;
   }
@@ -202,9 +203,10 @@ export class WriteAheadLog {
   }
 
   /** Flushes the current segment off this thread. In 'os' mode a segment can hold many MiB that the
-   * OS has not written yet; flushing them here first keeps startSegment's own fsync short. */
-  flush(): Promise<void> {
-    if (this.mode === 'fsync') return Promise.resolve(); // every append was flushed already
+   * OS has not written yet; flushing them here first keeps startSegment's own fsync short. In 'fsync' mode every
+   * append was synced already, but for appendAll's without `sync`: `unsynced` flushes those. */
+  flush(unsynced = false): Promise<void> {
+    if (this.mode === 'fsync' && !unsynced) return Promise.resolve(); // every append was flushed already
     const fd = this.fd;
     return new Promise((resolve, reject) => fdatasync(fd, (err) => (err === null ? resolve() : reject(err))));
   }

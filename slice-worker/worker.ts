@@ -73,6 +73,7 @@ import { workerOf } from '../shared/hashing.js';
 import { IN_RANGE } from './worker-channel.js';
 import { sparseLog } from '../shared/sparse-log.js';
 import { startTurnTrace, TRACE_TURNS, turns } from './turn-trace.js';
+import { startStallTrace } from '../shared/stall-trace.js';
 
 export interface WorkerConfig {
   workerIndex: number;
@@ -556,6 +557,7 @@ async function open(task: { port: MessagePort }): Promise<OpenSummary> {
   mkdirSync(config.dataDir, { recursive: true });
   port = task.port;
   startTurnTrace(config.workerIndex);
+  startStallTrace(`w${config.workerIndex}`);
   port.on('message', onPortMessage);
   const snapshot = loadSnapshot(config.dataDir, (e) => store.replay(e));
   const opened = WriteAheadLog.open(config.dataDir, config.durability, snapshot.lsn, (r) => {

@@ -389,6 +389,50 @@ describe('the replica log of a worker', () => {
     for (const s of [1, SLICES]) expect(log.durable(s).snapshot!.state.every((b) => b === s)).toBe(true);
   });
 
+  it('writes a checkpoint in steps, with turns between them: a write synced meanwhile is answered before the last slice\'s record (issue 14)', async () => {
+    // Written in one turn, a worker's whole state held its thread for as long as packing and writing it took (0.4-1.3
+    // s at 16 MB on a loaded host), and the coordinator's Pings to that worker waited (docs/replication.md, "A node
+    // that answers"). Here 40 slices of 512 KiB each (20 MiB, far more than a SNAPSHOT_STEP_MS step packs): every turn
+    // while the checkpoint runs looks at how many of its bytes are in the log, and one of them writes and syncs.
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'os');
+    const SLICES = 40;
+    for (let s = 1; s <= SLICES; s++) {
+      log.diskFor(s).write({ kind: 'promise', term: 1 });
+      log.diskFor(s).write({ kind: 'snapshot', index: 1, term: 1, state: new Uint8Array(512 * 1024).fill(s) });
+    }
+    await sync(log, 1);
+    const before = log.bytesSinceCheckpoint; // the log so far; the checkpoint's segment starts again from 0
+    const total = SLICES * 512 * 1024; // about: each record holds a state and a few bytes more
+    let done = false;
+    const checkpointed = log.checkpoint().then(() => (done = true));
+    /** log.bytesSinceCheckpoint at each turn while the checkpoint runs, once its segment began, and before its end. */
+    const partway: number[] = [];
+    let answeredAt = -1;
+    for (let turn = 0; turn < 10_000 && !done; turn++) {
+      await new Promise((r) => setImmediate(r));
+      const b = log.bytesSinceCheckpoint;
+      if (b === before || b === 0 || b >= total) continue;
+      partway.push(b);
+      if (partway.length === 1) {
+        log.diskFor(SLICES + 1).write({ kind: 'promise', term: 2 });
+        log.diskFor(SLICES + 1).sync(() => (answeredAt = log.bytesSinceCheckpoint));
+      }
+    }
+    await checkpointed;
+    expect(log.checkpointBytes).toBeGreaterThan(total);
+    // Turns saw the checkpoint part written: more than one step, with turns between them.
+    expect(partway.length, `turns that saw part of the checkpoint written (${partway.join(' ')})`).toBeGreaterThanOrEqual(2);
+    // The write synced in the first of them was answered while the checkpoint's records were still being written.
+    expect(answeredAt).toBeGreaterThan(0);
+    expect(answeredAt).toBeLessThan(total);
+    // And nothing is lost by the interleaving: every slice reads back whole, the late write with them.
+    const { log: again } = ReplicaLog.open(dir, 'os');
+    expect(again.sliceIds).toEqual(Array.from({ length: SLICES + 1 }, (_, i) => i + 1));
+    for (const s of [1, SLICES]) expect(again.durable(s).snapshot!.state.every((b) => b === s)).toBe(true);
+    expect(again.durable(SLICES + 1).promisedTerm).toBe(2);
+  });
+
   it('loses nothing a sync answered when its process is SIGKILLed mid-write', async () => {
     const dir = tempDir();
     const module = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'slice-worker', 'replication');

@@ -1061,3 +1061,97 @@ describe('the replicas an Assign lists for a slice while its change is unsettled
     }
   });
 });
+
+describe('a node that answers late is slow, not silent (issue 14)', () => {
+  // The coordinator's ReplicaLeaders on a virtual clock (performance.now and Date.now), its ticks driven here, and three
+  // nodes played here: each answers what it is sent (Prepare, Lead, Ping) after a delay this test picks, or not at all.
+  // A leader whose Pongs for one slice stop (its worker busy) while its node answers its other slices' Pings is slow,
+  // and keeps its leadership up to LEADER_SLOW_TIMEOUT_FACTOR heartbeat timeouts. Here its node answers each question
+  // within 600 ms, one round at once and the next late, so that a ping interval (500 ms, rounded up to a 100 ms tick)
+  // less a tick plus 600 ms passes between two of its frames. Counted from its last frame, as before issue 14, it was
+  // silent (over 750 ms) in those gaps, and the leader was deposed at the heartbeat timeout. A node that answers
+  // nothing still is deposed at the timeout.
+  async function run(answerDelayMs: (node: number, slice: number, round: number) => number | null) {
+    const map = open(3, 3);
+    settle(map);
+    const sent: DecodedReplicateEntry[][] = [[], [], []];
+    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    let t = 1_000;
+    vi.spyOn(performance, 'now').mockImplementation(() => t);
+    const wall = Date.now();
+    vi.spyOn(Date, 'now').mockImplementation(() => wall + t);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    const promised = new Map<string, number>();
+    const leads = new Map<number, { node: number; term: number }>();
+    const pingRounds = new Map<number, number>();
+    let answers: { at: number; node: number; entry: DecodedReplicateEntry }[] = [];
+    /** Node `node`'s answers to what it was sent since the last turn, each due after its delay (none: null). */
+    const answer = (node: number, slice: number, m: DecodedReplicateEntry[1], reply: DecodedReplicateEntry[1] | null, round: number) => {
+      const delay = answerDelayMs(node, slice, round);
+      if (reply !== null && delay !== null) answers.push({ at: t + delay, node, entry: [slice, reply] });
+      void m;
+    };
+    const turn = async () => {
+      t += 100;
+      const due = answers.filter((a) => a.at <= t);
+      answers = answers.filter((a) => a.at > t);
+      for (const a of due) leaders.receive(a.node, [a.entry]);
+      (leaders as unknown as { tick(): void }).tick();
+      await new Promise((r) => setImmediate(r)); // the flush the tick queued
+      for (const [node, box] of sent.entries()) {
+        // A round: the leaders' Pings a node took in one turn (a ping interval's).
+        if (box.some(([, m]) => m.type === 'Ping' && m.seq > 0)) pingRounds.set(node, (pingRounds.get(node) ?? 0) + 1);
+        for (const [slice, m] of box.splice(0)) {
+          const key = `${node}/${slice}`;
+          if (m.type === 'Prepare') {
+            promised.set(key, m.term);
+            answer(node, slice, m, { type: 'Prepared', term: m.term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }, 0);
+          } else if (m.type === 'Lead') leads.set(slice, { node, term: m.term });
+          else if (m.type === 'Ping') {
+            const round = pingRounds.get(node) ?? 0;
+            const term = promised.get(key) ?? 0;
+            const l = leads.get(slice);
+            answer(node, slice, m, { type: 'Pong', seq: m.seq, term, leading: l?.node === node && l.term === term, commitTerm: l?.term ?? 0, lastIndex: 0 }, round);
+          }
+        }
+      }
+    };
+    return { leaders, map, leads, turn, at: () => t };
+  }
+
+  afterEach(() => vi.restoreAllMocks());
+
+  it('keeps a leader whose node answers its other slices within 600 ms, past the heartbeat timeout; a node that answers nothing loses it at the timeout', async () => {
+    /** From `stuckFrom` (virtual ms) on, the leader of slice 0 answers nothing for it; `others`: its delay for the rest. */
+    let stuckFrom = Infinity;
+    let stuckNode = -1;
+    let others: (round: number) => number | null = () => 0;
+    const c = await run((node, slice, round) => (c === undefined || c.at() < stuckFrom || node !== stuckNode ? 0 : slice === 0 ? null : others(round)));
+    try {
+      for (let i = 0; i < 100 && c.leaders.electionsBy.start < 64; i++) await c.turn();
+      for (let i = 0; i < 20; i++) await c.turn(); // every slice led, its Pongs coming
+      const before = { ...c.leaders.electionsBy };
+      expect(c.leads.size, 'every slice has a leader').toBe(64);
+      stuckNode = c.leads.get(0)!.node;
+      stuckFrom = c.at();
+      // Each round of its other slices' Pings answered at once, then 600 ms late, in turn (its other worker busy).
+      others = (round) => (round % 2 === 0 ? 600 : 0);
+      // 4 s: past the 1.5 s heartbeat timeout, within LEADER_SLOW_TIMEOUT_FACTOR (3) times it.
+      for (let i = 0; i < 40; i++) await c.turn();
+      expect(c.leaders.electionsBy.leader_timeout - before.leader_timeout, 'elections of slices whose leader\'s node answers within 600 ms').toBe(0);
+      // Then its node answers nothing at all: its slices elect at the heartbeat timeout (a tick or two after).
+      others = () => null;
+      stuckFrom = c.at();
+      const frozenAt = c.at();
+      let electedAfter = -1;
+      for (let i = 0; i < 40 && electedAfter < 0; i++) {
+        await c.turn();
+        if (c.leaders.electionsBy.leader_timeout - before.leader_timeout > 1) electedAfter = c.at() - frozenAt;
+      }
+      expect(electedAfter, 'ms from a node answering nothing to its slices electing').toBeGreaterThan(0);
+      expect(electedAfter).toBeLessThanOrEqual(FAILOVER_TIMING_DEFAULT.heartbeatTimeoutMs + 200);
+    } finally {
+      c.leaders.close();
+    }
+  });
+});

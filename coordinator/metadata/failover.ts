@@ -72,8 +72,11 @@ export interface FailoverHost {
    * replica led it: leases are waited out). An election's answer from that replica, or one that says it led that term,
    * ends the wait for leases (ledLast below). */
   lastLead(): readonly [number, ReplicaId | null];
-  /** When the coordinator last heard anything from replica `r`'s node (any slice's message; -Infinity: never,
-   * or not known). Absent: every replica counts as unheard (the simulation). */
+  /** Until when replica `r`'s node is known to answer: the time of the first question (a Ping or Prepare, of any
+   * slice) the coordinator sent it that nothing from it has followed since; now (or later) when it owes no answer;
+   * -Infinity over a link that is not up. So a node is judged on how long it takes to answer, not on how long the
+   * coordinator took to ask (its pings go every ping interval rounded up to a tick, and not at all while it stalls:
+   * issue 14). Absent: every replica counts as unheard (the simulation). */
   heardFrom?(r: ReplicaId): number;
 }
 
@@ -356,10 +359,13 @@ export class SliceFailover {
     return this.leader !== null && this.heardLately(this.leader, now) && since < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs;
   }
 
-  /** Whether replica `r`'s node sent the coordinator anything in the last 1.5 ping intervals: a node that answers
-   * pings (of any of its slices) does, a frozen one does not. Shorter than the heartbeat timeout, so that the last
-   * frames a node sent before it froze (up to a ping interval after a slice's last Pong) do not delay that slice's
-   * election (a frozen leader is replaced after the timeout, as before). */
+  /** Whether replica `r`'s node answered what the coordinator asked it (host.heardFrom) within 1.5 ping intervals: a
+   * node that answers pings (of any of its slices) does, a frozen one does not. Counted from the first question it
+   * left unanswered, not from its last frame: a leader's node is asked once per ping interval (rounded up to a tick),
+   * so counted from its last frame it had a quarter of an interval to answer in, and a node whose answer took 250 ms
+   * (a busy worker at load) counted as silent (issue 14, docs/replication.md "A node that answers"). A frozen node is
+   * found silent at most a ping interval and a tick after its last frame plus this bound (1.35 s at the defaults),
+   * still within the heartbeat timeout, so a frozen leader is replaced after the timeout, as before. */
   private heardLately(r: ReplicaId, now: number): boolean {
     return now - (this.host.heardFrom?.(r) ?? -Infinity) < 1.5 * this.timing.pingIntervalMs;
   }

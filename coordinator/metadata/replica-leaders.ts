@@ -21,6 +21,7 @@ import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, RE
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
+import { TRACE_STALLS } from '../../shared/stall-trace.js';
 import { MapSaveError, type ClusterMap, type Elected } from './cluster-map.js';
 import { ELECTION_REASONS, sameSet, SliceFailover, type ElectionReason, type FailoverTiming } from './failover.js';
 import type { NodeLink } from './node-link.js';
@@ -134,8 +135,9 @@ export class ReplicaLeaders {
   private lastTickAt = Date.now();
   /** Whether the last tick came late and looked at no timeout (tick). */
   private skippedLate = false;
-  /** node -> when (performance.now) its last Replicate frame came (a node that answers is slow, not gone: failover.ts). */
-  private readonly heardAt = new Map<number, number>();
+  /** node -> when (performance.now) the first Ping or Prepare went to it that no Replicate frame from it has followed
+   * since (a node that answers is slow, not gone: failover.ts heardLately); none while it owes no answer. */
+  private readonly askedAt = new Map<number, number>();
   /** Leadership handovers done since this process started, for status; of them, those whose election named another
    * replica (the old leader, further than the one handed to). */
   handovers = 0;
@@ -331,12 +333,27 @@ export class ReplicaLeaders {
 
   /** Replication messages from node `node` (its link's frame); a worker's Pongs one slice's at a time. */
   receive(node: number, entries: DecodedReplicateEntry[]): void {
-    this.heardAt.set(node, performance.now());
+    this.traceHeard(node);
+    this.askedAt.delete(node);
     for (const [slice, message] of entries) {
       if (message.type === 'Pongs') {
         for (let i = 0; i < message.slices.length; i += PONG_NUMBERS) this.receiveOne(node, message.slices[i], unfoldPong(message, i));
       } else this.receiveOne(node, slice, message);
     }
+  }
+
+  /** KEYSLICE_TRACE_STALLS (shared/stall-trace.ts): node -> when its last frame came, for traceHeard alone. */
+  private readonly lastFrameAt = new Map<number, number>();
+  /** With KEYSLICE_TRACE_STALLS, a line per frame from `node` that came over 500 ms after its last one or after the first
+   * question it left unanswered: `sinceFrame` is what the coordinator counted silence from before issue 14,
+   * `sinceAsked` what it counts from now (heardLately takes either over 1.5 ping intervals, 750 ms, as silent). */
+  private traceHeard(node: number): void {
+    if (!TRACE_STALLS) return;
+    const now = performance.now();
+    const sinceFrame = now - (this.lastFrameAt.get(node) ?? now);
+    const sinceAsked = now - (this.askedAt.get(node) ?? now);
+    this.lastFrameAt.set(node, now);
+    if (sinceFrame > 500 || sinceAsked > 500) console.log(`keyslice heard node ${node} at ${Date.now()} sinceFrame=${Math.round(sinceFrame)} sinceAsked=${Math.round(sinceAsked)}`);
   }
 
   private receiveOne(node: number, slice: number, message: ReplicationMessage): void {
@@ -352,13 +369,14 @@ export class ReplicaLeaders {
 
   /** A node's link stopped being ready: its slices need a leader now, not after the heartbeat timeout. */
   linkLost(node: number): void {
-    this.heardAt.delete(node);
+    this.askedAt.delete(node);
     for (const run of this.runs.values()) if (run.failover.currentLeader === node) run.failover.suspectLeader();
     this.tick();
   }
 
   /** A node's link became ready: elections under way that wait for its answer ask it now. */
   linkUp(node: number): void {
+    this.askedAt.delete(node); // what it was asked over the link before is not its to answer
     for (const run of this.runs.values()) run.failover.reachable(node);
   }
 
@@ -445,10 +463,10 @@ export class ReplicaLeaders {
         this.queueFlush();
       },
       // Monotonic: an election waits out an old leader's lease by it (failover.ts), which a wall clock stepped
-      // forward (an NTP step, a VM resumed) would end early; heardAt is on the same clock.
+      // forward (an NTP step, a VM resumed) would end early; askedAt is on the same clock.
       now: () => performance.now(),
       // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
-      heardFrom: (node: number) => (this.ready(node) ? (this.heardAt.get(node) ?? -Infinity) : -Infinity),
+      heardFrom: (node: number) => (this.ready(node) ? (this.askedAt.get(node) ?? performance.now()) : -Infinity),
       persistTerm: (term: number, reason: ElectionReason | null) => {
         this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
         if (reason !== null) this.electionsBy[reason]++;
@@ -548,6 +566,8 @@ export class ReplicaLeaders {
     for (const [node, entries] of outbox) {
       const link = this.links[node];
       if (link === undefined || this.map.statusOf(node) === 'removed') continue;
+      // Questions it answers (any frame from it counts): from the first one unanswered its silence counts.
+      if (!this.askedAt.has(node) && entries.some(([, m]) => m.type === 'Ping' || m.type === 'Prepare')) this.askedAt.set(node, performance.now());
       const frame = foldPings(entries, link.workerCount);
       for (let i = 0; i < frame.length; i += REPLICATION_FRAME_ENTRIES_MAX) link.sendReplicate(frame.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX));
     }
