@@ -1617,10 +1617,31 @@ describe('a replica outside the newest set that carries a chained change (Raft\'
     expect(chained.sets).toEqual([[0, 4]]);
     expect(chained.electionReason).toBe('change_leader_left');
     expect(sent.map((s) => [s.to, s.m.type, (s.m as { term?: number }).term])).toEqual([[0, 'Prepare', 9], [4, 'Prepare', 9]]);
-    chained.receive(0, { type: 'Prepared', term: 9, lastTerm: 8, lastIndex: 17, leaseWaitMs: 0, ledTerm: 0 });
-    chained.receive(4, { type: 'Prepared', term: 9, lastTerm: 8, lastIndex: 17, leaseWaitMs: 0, ledTerm: 0 });
+    // 0 and 4 answered the carrier a moment ago, so each says its lease may run a while yet; but the carrier said it
+    // stopped leading term 8 (its Pong: not leading, its commit point of term 8), so no lease runs: 0 leads at once.
+    chained.receive(0, { type: 'Prepared', term: 9, lastTerm: 8, lastIndex: 17, leaseWaitMs: 1_000, ledTerm: 0 });
+    chained.receive(4, { type: 'Prepared', term: 9, lastTerm: 8, lastIndex: 17, leaseWaitMs: 1_000, ledTerm: 0 });
     expect(published.at(-1)).toEqual([0, 9]);
     expect(chained.currentLeader).toBe(0);
+  });
+
+  it('waits out the lease of a leader whose Pong said it leads nothing without a commit point of its term (sent before it led, or by a replica that never led it)', () => {
+    const published: [number, number][] = [];
+    let now = 0;
+    const { timing, host } = electionStory(published, () => now);
+    const f = new SliceFailover([0, 1, 2], null, 5, timing, host);
+    f.tick();
+    for (const r of [0, 1, 2]) f.receive(r, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 10, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([[0, 6]]);
+    // Not leading term 6, its commit point of term 5: nothing says it did not lead 6 after this Pong left.
+    f.receive(0, { type: 'Pong', seq: 1, term: 6, leading: false, commitTerm: 5, lastIndex: 10 });
+    f.tick();
+    f.receive(1, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 11, leaseWaitMs: 1_000, ledTerm: 0 });
+    f.receive(2, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 11, leaseWaitMs: 1_000, ledTerm: 0 });
+    expect(published).toEqual([[0, 6]]);
+    now = 1_000;
+    f.tick();
+    expect(published).toEqual([[0, 6], [1, 7]]);
   });
 
   it('commits its barrier counting itself only in the sets it is in, then steps down (its commit told first)', () => {
