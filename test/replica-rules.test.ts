@@ -1644,7 +1644,7 @@ describe('a replica outside the newest set that carries a chained change (Raft\'
     expect(published).toEqual([[0, 6], [1, 7]]);
   });
 
-  it('commits its barrier counting itself only in the sets it is in, then steps down (its commit told first)', () => {
+  it('commits its barrier counting itself only in the sets it is in, then steps down (its commit told first, to its host and to its followers)', () => {
     // Replica 0 carries [1, 4] <- [0, 1, 4] <- [0, 1, 2]: it is not in [1, 4], whose majority is both 1 and 4.
     const g = group(5);
     g.elect(0, 7, { voters: [0, 1, 2, 4], sets: [[1, 4], [0, 1, 4], [0, 1, 2]] });
@@ -1665,6 +1665,13 @@ describe('a replica outside the newest set that carries a chained change (Raft\'
     expect(g.replicas[0].commitIndex).toBe(1);
     expect(g.replicas[0].isLeader).toBe(false);
     expect(g.deposed).toEqual([7]);
+    // Its followers learned that commit point before it stopped: any of them tells the coordinator (Pong.commitTerm)
+    // that the change settled, should the carrier's own Pong never come.
+    for (const i of [1, 2, 4]) {
+      g.deliver(i);
+      g.sync(i);
+      expect(g.replicas[i].commitIndex).toBe(1);
+    }
     // Told to lead on for a set it is not in, a replica refuses by assertion: the coordinator leads on only a leader of
     // the new set (failover.ts changedTo).
     const h = group(3);
