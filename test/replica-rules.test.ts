@@ -1625,6 +1625,31 @@ describe('a replica outside the newest set that carries a chained change (Raft\'
     expect(chained.currentLeader).toBe(0);
   });
 
+  it('ends the wait for leases by the carrier\'s Pong that comes after a follower\'s commit term settled the change', () => {
+    const published: [number, number][] = [];
+    const { timing, host } = electionStory(published);
+    // [0, 1, 2] to [1, 2, 3] with 0 carrying: record 8 on 0 and 1, 1's node down.
+    const silent1 = { ...host, heardFrom: (r: number) => (r === 1 ? -Infinity : 0) };
+    const changed = new SliceFailover([0, 1, 2], 0, 5, timing, silent1).changedTo([1, 2, 3], 5, silent1);
+    changed.tick();
+    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([[0, 6]]);
+    // 0's barrier (9) committed on 0 and 2 of [0, 1, 2] and 2 and 3 of [1, 2, 3]; it told 2 and 3, and stepped down.
+    // 2's Pong comes first: the change settles and [1, 2, 3] elects, 2 and 3 reporting a lease that may run a while.
+    changed.receive(2, { type: 'Pong', seq: 0, term: 6, leading: false, commitTerm: 6, lastIndex: 9 });
+    changed.tick();
+    expect(changed.sets).toEqual([[1, 2, 3]]);
+    changed.receive(2, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 9, leaseWaitMs: 1_000, ledTerm: 0 });
+    changed.receive(3, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 9, leaseWaitMs: 1_000, ledTerm: 0 });
+    expect(published).toEqual([[0, 6]]);
+    // Then the carrier's own Pong: it stopped leading term 6, so no lease runs.
+    changed.receive(0, { type: 'Pong', seq: 1, term: 6, leading: false, commitTerm: 6, lastIndex: 9 });
+    changed.tick();
+    expect(published).toEqual([[0, 6], [2, 7]]);
+  });
+
   it('waits out the lease of a leader whose Pong said it leads nothing without a commit point of its term (sent before it led, or by a replica that never led it)', () => {
     const published: [number, number][] = [];
     let now = 0;

@@ -236,7 +236,12 @@ export class SliceFailover {
   receive(from: ReplicaId, m: ReplicationMessage): void {
     if (m.type === 'Pong') {
       if (this.members.includes(from)) this.commitTerms.set(from, m.commitTerm);
-      if (this.election !== null || from !== this.leader || m.term < this.term) return;
+      if (from !== this.leader || m.term < this.term) return;
+      // A commit point of its own term, the term still promised, not leading: it led the term and stepped down, or
+      // restarted. Taken during an election too: a carrier's followers learn its commit point as it steps down, and
+      // one of their Pongs may settle the change (and start the newest set's election) before the carrier's comes.
+      if (m.term === this.term && !m.leading && m.commitTerm >= this.term) this.stoppedLeading = this.term;
+      if (this.election !== null) return;
       if (m.term === this.term && m.leading) {
         this.lastGoodAt = this.host.now();
         this.leadingOn = false;
@@ -246,11 +251,7 @@ export class SliceFailover {
         if (m.commitTerm >= this.term) this.settle();
       }
       // It restarted (it leads nothing) or it promised a newer term: no need to wait out the timeout.
-      else {
-        // A commit point of its own term, the term still promised: it led the term and stepped down, or restarted.
-        if (m.term === this.term && m.commitTerm >= this.term) this.stoppedLeading = this.term;
-        this.suspect(m.term > this.term ? 'newer_term' : 'leader_leads_nothing');
-      }
+      else this.suspect(m.term > this.term ? 'newer_term' : 'leader_leads_nothing');
       return;
     }
     if (m.type === 'Refused' && this.election !== null && m.term >= this.election.term && this.members.includes(from)) this.election.refused.add(from);
@@ -328,7 +329,7 @@ export class SliceFailover {
       };
       // First a while for the answers still to come (from nodes that answer: heardLately) that could meet the rule,
       // each counted as no further (an answer further than `own` only makes this set's best further): a carrier
-      // costs the slice about 2 s more without a serving leader (CARRIER_AVOIDED_ANSWER_WAIT_SHARE), where the answer
+      // costs the slice a second election without a serving leader (CARRIER_AVOIDED_ANSWER_WAIT_SHARE), where the answer
       // missing when a majority of every set answered may come milliseconds later (in the simulation's runs with set
       // changes, seeds 300000 to 300499, 7 elected a carrier without this wait, 4 with it). Safe: more answers only
       // add candidates, and the rule below is the same.
