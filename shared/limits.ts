@@ -204,6 +204,14 @@ export const LEADER_SLOW_TIMEOUT_FACTOR = 3;
  * third one often come first and the tie went back to the old leader (docs/replication-notes.md, "Elections during a
  * join"). Below 1 so that the wait never restarts the election. */
 export const HANDOVER_TARGET_ANSWER_WAIT_SHARE = 0.5;
+/** The share of an election's timeout that an election waits, once a majority of every set answered, for the answers
+ * that may still let a replica of the newest set lead rather than one that left it (coordinator/metadata/failover.ts
+ * finishElection): such a carrier leads the joint sets only until its barrier commits, takes no routed write (routers
+ * keep the set's owner), and costs a second election, up to a ping interval after its barrier committed (and a lease
+ * more where its Pong saying it stopped is lost), all without a serving leader (docs/replication.md, "A leader outside
+ * the newest set"). Only for replicas whose nodes answer (heardLately), so a node that is down costs no wait. Below 1
+ * so that the wait never restarts the election. */
+export const CARRIER_AVOIDED_ANSWER_WAIT_SHARE = 0.5;
 export const LEADER_ELECTION_TIMEOUT_MS = 2_000;
 export const REPLICATION_APPEND_RECORDS_MAX = 256;
 /** A leader gathers a task's record payloads in a scratch buffer before copying them into one buffer of their own

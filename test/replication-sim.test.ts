@@ -150,7 +150,9 @@ describe('replication under a seeded simulation', () => {
     it(`converges over chained replica-set changes that took out every replica of the newest set holding the last records, a replica outside it carrying the change (seed ${seed}${store ? ', on stores' : ''})`, () => {
       const report = runSimulation({ seed, setChanges: 'chained', store });
       expect(report.acked).toBeGreaterThan(0);
-      expect(report.carriersSettled).toBeGreaterThan(0);
+      // Elected, not necessarily settled: a later chained change may cut its term short (the draws decide; a carrier
+      // settling its change is replica-rules.test.ts's story).
+      expect(report.carriers).toBeGreaterThan(0);
     });
   }
 

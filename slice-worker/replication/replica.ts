@@ -290,7 +290,10 @@ export class Replica {
     const now = this.host.now();
     if (now - this.probedAt < REPLICA_LEASE_PROBE_MS_MIN) return;
     this.probedAt = now;
-    const leased = this.leaseValid;
+    this.keepAliveAll(now, this.leaseValid);
+  }
+  /** A KeepAlive to every follower: asks each for an answer now, and carries the commit point. */
+  private keepAliveAll(now: number, leased: boolean): void {
     for (const f of this.followers.keys()) this.host.send(f, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
   }
   /** Whether a follower may answer an eventually consistent read from what it applied (docs/replication.md,
@@ -724,8 +727,15 @@ export class Replica {
       this.settleSets();
     }
     if (this.commit > before) this.host.committed?.(this.commit);
-    // After its commits are told: its writes past the commit point have an unknown outcome, as any deposed leader's.
-    if (carried) this.stepDown(this.promisedTerm);
+    if (carried) {
+      // Its followers learn the commit point first: the coordinator settles the change by any replica's commit term
+      // (failover.ts settleIfHeld), so also where the carrier's own Pong never comes (its node died just after, its
+      // link to the coordinator was cut); else the next election would need joint majorities again, and an older
+      // set may have none left that answers. Not leased: it stops leading now.
+      this.keepAliveAll(this.host.now(), false);
+      // After its commits are told: its writes past the commit point have an unknown outcome, as any deposed leader's.
+      this.stepDown(this.promisedTerm);
+    }
   }
 
   /** Its barrier is committed on a majority of every set of an unsettled change: from now on a majority of
