@@ -36,7 +36,7 @@ import { mkdirSync } from 'node:fs';
 import { Packr, Unpackr } from 'msgpackr';
 import { assert } from '../../shared/errors.js';
 import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_CHECKPOINT_LOG_FACTOR, type DurabilityMode } from '../../shared/limits.js';
-import { arrayHeader, fixstr, putUint, uintBytes } from '../../shared/msgpack-writer.js';
+import { arrayHeader, binHeaderBytes, fixstr, putBinHeader, putUint, uintBytes } from '../../shared/msgpack-writer.js';
 import { putRecordList, recordListBytes } from '../../shared/protocol.js';
 import { RECORD_KIND } from '../log-format.js';
 import { recordBytes } from '../record-file.js';
@@ -104,6 +104,51 @@ function packOps(logged: [number, DiskOp][]): Uint8Array {
   assert(next === packed.length, 'every op packed by packr was written');
   assert(at === size, 'a flush\'s ops are as long as counted');
   return out;
+}
+
+const K_PROMISED = fixstr('promisedTerm');
+const K_COMMIT = fixstr('commitIndex');
+const K_SNAPSHOT = fixstr('snapshot');
+const K_RECORDS = fixstr('records');
+const SNAPSHOT_HEAD = Uint8Array.from([0x83, ...fixstr('index')]);
+const K_TERM = fixstr('term');
+const K_STATE = fixstr('state');
+
+/** A checkpoint record's payload, [slice, state] (a DurableReplica: its four fields, the snapshot's three), in three
+ * parts to be written one after another: what comes before the snapshot's state, the state as it is (a slice's
+ * items, nearly all of the record), and the records after it; written field by field, as open() reads packr's
+ * (test/replica-log.test.ts), so that the state is neither walked nor copied by packr, nor copied again into the
+ * framed record and the write (WriteAheadLog.appendAll). */
+function checkpointParts(slice: number, d: DurableReplica): Uint8Array[] {
+  const s = d.snapshot;
+  const headSize = 1 + uintBytes(slice) + 1 + K_PROMISED.length + uintBytes(d.promisedTerm) + K_COMMIT.length + uintBytes(d.commitIndex) + K_SNAPSHOT.length + (s === null ? 1 : SNAPSHOT_HEAD.length + uintBytes(s.index) + K_TERM.length + uintBytes(s.term) + K_STATE.length + binHeaderBytes(s.state.byteLength));
+  const head = new Uint8Array(headSize);
+  const headView = new DataView(head.buffer);
+  let at = 0;
+  head[at++] = 0x92;
+  at = putUint(head, headView, at, slice);
+  head[at++] = 0x84;
+  head.set(K_PROMISED, at);
+  at = putUint(head, headView, at + K_PROMISED.length, d.promisedTerm);
+  head.set(K_COMMIT, at);
+  at = putUint(head, headView, at + K_COMMIT.length, d.commitIndex);
+  head.set(K_SNAPSHOT, at);
+  at += K_SNAPSHOT.length;
+  if (s === null) head[at++] = 0xc0;
+  else {
+    head.set(SNAPSHOT_HEAD, at);
+    at = putUint(head, headView, at + SNAPSHOT_HEAD.length, s.index);
+    head.set(K_TERM, at);
+    at = putUint(head, headView, at + K_TERM.length, s.term);
+    head.set(K_STATE, at);
+    at = putBinHeader(head, at + K_STATE.length, s.state.byteLength);
+  }
+  assert(at === headSize, 'a checkpoint\'s head is as long as counted');
+  const tail = new Uint8Array(K_RECORDS.length + recordListBytes(d.records));
+  tail.set(K_RECORDS, 0);
+  const end = putRecordList(tail, new DataView(tail.buffer), K_RECORDS.length, d.records);
+  assert(end === tail.byteLength, 'a checkpoint\'s records are as long as counted');
+  return s === null ? [head, tail] : [head, s.state, tail];
 }
 
 /** msgpack gives Buffers back; a replica's bytes compare as plain Uint8Arrays. */
@@ -286,14 +331,14 @@ export class ReplicaLog {
     segmentOnDisk.catch(() => {}); // awaited below, before the older segments go: a failure stops the worker there
     const first = this.wal.currentSegmentFirstLsn;
     // The promises of dropped replicas first: a checkpoint of a replica made again after its drop replaces them.
-    // In writes of up to LOG_WRITE_BYTES_MAX and, at 'fsync', one sync for them all (appendAll); each packed as the
-    // log takes it (packr reuses its buffer).
+    // In writes of up to LOG_WRITE_BYTES_MAX and, at 'fsync', one sync for them all (appendAll), which writes the
+    // payloads as they are: packr's copied out of its reused buffer, a slice's state not copied (checkpointParts).
     const promised = this.promisedBeforeDrop;
     const slices = this.slices;
     this.wal.appendAll(
-      (function* (): Generator<[number, Uint8Array]> {
-        for (const [slice, term] of promised) yield [RECORD_KIND.ReplicaDrop, packr.pack([slice, term])];
-        for (const [slice, d] of slices) yield [RECORD_KIND.ReplicaCheckpoint, packr.pack([slice, d])];
+      (function* (): Generator<[number, Uint8Array | Uint8Array[]]> {
+        for (const [slice, term] of promised) yield [RECORD_KIND.ReplicaDrop, Uint8Array.prototype.slice.call(packr.pack([slice, term]))];
+        for (const [slice, d] of slices) yield [RECORD_KIND.ReplicaCheckpoint, checkpointParts(slice, d)];
       })(),
     );
     // Every compaction's snapshot so far is in these records (ops the syncs' answers wrote just now come after them,
