@@ -41,6 +41,7 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, type Item } from '../shared/values.js';
 import type { SliceCapacity } from '../shared/limits.js';
+import { SetEffectsText } from './log-format.js';
 import { LoadTracker } from './slice-load.js';
 
 // sorted-btree is CommonJS with an ES-style default export: Node hands us the
@@ -638,18 +639,24 @@ export class SliceStore {
   }
 
   /** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
-   * item's kept bytes where it has them; the others packed together (one pack call: packing item by item costs
-   * more) and cut into items by their headers, each then kept in `keepIn` (its partition, which counts them: a
-   * dropped partition takes its count along) when given and the item is at most PACKED_ITEM_CACHE_BYTES_MAX. */
+   * item's kept bytes where it has them, the others packed (packedItems). */
   private packWhole(list: readonly Stored[], keepIn: Partition | null): Uint8Array {
+    if (keepIn === null && list.every((s) => s.packed === null)) return packClientList(list.map((s) => s.item));
+    return concatClientList(this.packedItems(list, keepIn));
+  }
+
+  /** Each item of `list` in the client's msgpack form: its kept bytes where it has them; the others packed together
+   * (one pack call: packing item by item costs more) and cut into items by their headers, each then kept in `keepIn`
+   * (its partition, which counts them: a dropped partition takes its count along) when given and the item is at most
+   * PACKED_ITEM_CACHE_BYTES_MAX. */
+  private packedItems(list: readonly Stored[], keepIn: Partition | null): (string | Buffer)[] {
     const missing: Item[] = [];
     for (const s of list) if (s.packed === null) missing.push(s.item);
-    if (missing.length === list.length && keepIn === null) return packClientList(missing);
     const packed = missing.length === 0 ? Buffer.alloc(0) : packClientList(missing);
     assert(Buffer.isBuffer(packed), 'msgpackr packs into a Buffer');
     // Views of a Buffer are Buffers: their latin1 text is read without a Buffer made for each.
     const pieces = missing.length === 0 ? [] : (splitPackedList(packed) as Buffer[]);
-    const parts: (string | Uint8Array)[] = new Array(list.length);
+    const parts: (string | Buffer)[] = new Array(list.length);
     let k = 0;
     for (let i = 0; i < list.length; i++) {
       const s = list[i];
@@ -661,7 +668,30 @@ export class SliceStore {
       parts[i] = keepIn !== null && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX ? this.keep(s, piece, keepIn) : piece;
     }
     assert(k === pieces.length, 'every packed item has its place in the page');
-    return concatClientList(parts);
+    return parts;
+  }
+
+  /** The items of one slice as set-effects, written around each item's packed bytes (SetEffectsText: a replica's
+   * snapshot state, encodeReplicatedItems). An item without kept bytes is packed (packedItems, a partition at a time)
+   * and keeps them under the worker's budget as a range page's items do, so that the next compaction of the slice
+   * writes it as it is: an item is packed once, at the first compaction after its write, where each compaction packed
+   * every item of the slice again (bench/README.md, "A compaction writes the items' kept bytes"). */
+  sliceEffectsText(slice: number): SetEffectsText {
+    const out = new SetEffectsText();
+    const mayKeep = this.mayKeep();
+    for (const [table, slices] of this.tables) {
+      const p = slices.get(slice);
+      if (p === undefined || p.tree.size === 0) continue;
+      out.partition(table, slice);
+      const keys = p.tree.keysArray();
+      const list = p.tree.valuesArray();
+      const parts = this.packedItems(list, mayKeep ? p : null);
+      for (let i = 0; i < list.length; i++) {
+        const part = parts[i];
+        out.add(keys[i], typeof part === 'string' ? part : part.toString('latin1'), list[i].bytes);
+      }
+    }
+    return out;
   }
 
   /** One whole stored item in the client's msgpack form (what packClientItem gives): its kept bytes if it has them;

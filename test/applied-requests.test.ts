@@ -4,8 +4,10 @@
 import { describe, expect, it } from 'vitest';
 import { Packr } from 'msgpackr';
 import { AppliedRequests, type AppliedList } from '../slice-worker/replication/applied-requests.js';
-import { decodeReplicated, encodeReplicated, encodeReplicatedEach } from '../slice-worker/log-format.js';
-import { EFFECT_SET, type Effect } from '../slice-worker/partition.js';
+import { decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems } from '../slice-worker/log-format.js';
+import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
+import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
+import { SliceOp } from '../shared/protocol.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
 
 const R = 0xfeedc0de;
@@ -65,6 +67,41 @@ describe('the writes a slice remembers', () => {
     expect(a.find(5, 1)).toBeUndefined();
     a.add(5, 2, APPLIED_REQUESTS_KEPT_MS + 2, null); // router 5's table comes back after it was emptied
     expect(a.find(5, 2)).toBeNull();
+  });
+});
+
+describe('a slice\'s state written around its items\' kept bytes', () => {
+  it('reads back as encodeReplicated of its items, packed the first time and from the kept bytes after, at every msgpack width', () => {
+    // encodeReplicatedItems writes each set-effect by hand around the item's packed bytes: tables and slices at each
+    // width, keys (byte strings) of 31, 32, 255, 256 and 65,536 bytes of UTF-8 and with chars of 0x80 and above (two
+    // bytes each), item sizes at each width, an item too large to keep (packed each time), and with and without the
+    // request ids remembered.
+    const slice = 0x10001;
+    const store = new SliceStore(0, 1);
+    store.execute([SliceOp.Assign, 1, [slice, 7]]);
+    const keys = ['k', 'a'.repeat(31), 'b'.repeat(32), '\u00ff'.repeat(127) + 'c', 'd'.repeat(256), '\u0080\u0000\u00e9' + 'e'.repeat(0x10000)];
+    const pads = [0, 100, 0x100, 0x10000, PACKED_ITEM_CACHE_BYTES_MAX + 1];
+    let n = 0;
+    for (const table of [1, 0x80, 0x100, 0x10000]) {
+      for (const key of keys) {
+        const pad = pads[n++ % pads.length];
+        const item = { k: key.slice(0, 10), n, x: 'p'.repeat(pad), f: 1.5, b: new Uint8Array([1, 2, n & 0xff]), l: [1, 'two', null], m: { deep: true } };
+        store.execute([SliceOp.Put, table, slice, key, item, 200 + pad, null, null]);
+      }
+    }
+    store.execute([SliceOp.Put, 1, 7, 'other', { v: 1 }, 10, null, null]); // another slice's: not in this one's state
+    store.takeEffects();
+    const effects = [...store.sliceEntries(slice)];
+    expect(effects).toHaveLength(4 * keys.length);
+    const applied: AppliedList = { instances: [R, 9], counters: [4, 0x10000], of: [0, 1], ats: [1_000, 2 ** 40], answers: [null, { a: 1 }] };
+    expect(store.keptBytes).toBe(0);
+    for (const requests of [applied, null, { ...applied, counters: [] }]) {
+      const expected = decodeReplicated(encodeReplicated(effects, requests));
+      expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(slice), requests))).toEqual(expected);
+      // The items but the one over PACKED_ITEM_CACHE_BYTES_MAX kept their bytes: the second read writes those.
+      expect(store.keptBytes).toBeGreaterThan(0);
+    }
+    expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(99), null))).toEqual({ effects: [], requests: null });
   });
 });
 
