@@ -549,14 +549,24 @@ export class SliceStore {
 
   /** Applies a logged change during recovery (slice ownership is not checked:
    * the log holds what this worker owned when it wrote it). */
-  replay(effect: Effect): void {
+  replay(effect: Effect, packed: string | null = null): void {
     // What this change records is dropped below; what earlier ops of the task recorded stays (a replica restored
     // or started inside a task replays into the same store: worker.ts).
     const pending = this.effects.length;
     switch (effect[0]) {
       case EFFECT_SET: {
         const [, table, slice, key, item, bytes] = effect;
-        this.partitionForReplay(table, slice).set(key, newStored(item, bytes));
+        const p = this.partitionForReplay(table, slice);
+        const stored = newStored(item, bytes);
+        // `packed`: the item's msgpack as its record carried it (a follower's apply, under the budget: mayKeep), kept
+        // as a range page keeps an item's bytes.
+        if (packed !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX) {
+          stored.packed = packed;
+          const cost = keptCost(packed);
+          p.kept += cost;
+          this.keptSinceCount += cost;
+        }
+        p.set(key, stored);
         break;
       }
       case EFFECT_DELETE:
@@ -727,7 +737,7 @@ export class SliceStore {
    * The sum (keptBytes) walks every partition, so it is taken again only every KEPT_RECOUNT_PAGES pages or once
    * pages kept a tenth of the budget since; in between, what items replaced, deleted or dropped since freed is not
    * seen yet, so the count only errs high (keeping less, never more than the budget and a tenth). */
-  private mayKeep(): boolean {
+  mayKeep(): boolean {
     if (++this.pagesSinceCount >= KEPT_RECOUNT_PAGES || this.keptSinceCount >= this.keptBytesMax / 10) {
       this.keptCounted = this.keptBytes;
       assert(this.keptCounted >= 0, 'kept bytes are counted up when kept and down when their item is replaced or deleted');

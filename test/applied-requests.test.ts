@@ -4,10 +4,10 @@
 import { describe, expect, it } from 'vitest';
 import { Packr } from 'msgpackr';
 import { AppliedRequests, type AppliedList } from '../slice-worker/replication/applied-requests.js';
-import { decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems } from '../slice-worker/log-format.js';
+import { decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf } from '../slice-worker/log-format.js';
 import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
-import { SliceOp } from '../shared/protocol.js';
+import { EFFECT_DELETE, packClientItem, SliceOp } from '../shared/protocol.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
 
 const R = 0xfeedc0de;
@@ -102,6 +102,33 @@ describe('a slice\'s state written around its items\' kept bytes', () => {
       expect(store.keptBytes).toBeGreaterThan(0);
     }
     expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(99), null))).toEqual({ effects: [], requests: null });
+  });
+});
+
+describe('the items a follower applies', () => {
+  it('keep the bytes their record carried them in: each a set\'s item as packClientItem packs it, which the next snapshot state writes as they are', () => {
+    const big = { k: 'big', x: 'y'.repeat(PACKED_ITEM_CACHE_BYTES_MAX + 1) };
+    const effects: Effect[] = [
+      [EFFECT_SET, 1, 5, 'a', { v: 1, s: 'x'.repeat(300), b: new Uint8Array([1, 2]), l: [1, { m: null }] }, 320],
+      [EFFECT_DELETE, 1, 5, 'gone'],
+      ...Array.from({ length: 20 }, (_, i): Effect => [EFFECT_SET, 0x100, 5, `k\u00e9${i}`, { i, f: i / 3 }, 30]),
+      [EFFECT_SET, 1, 5, 'big', big, PACKED_ITEM_CACHE_BYTES_MAX + 20],
+    ];
+    const applied: AppliedList = { instances: [R], counters: [4], of: null, ats: 1_000, answers: null };
+    for (const requests of [applied, null]) {
+      const payload = encodeReplicated(effects, requests);
+      const texts = itemTextsOf(payload, effects.length)!;
+      expect(texts.map((t) => (t === null ? null : Buffer.from(t, 'latin1')))).toEqual(effects.map((e) => (e[0] === EFFECT_SET ? Buffer.from(packClientItem(e[4])) : null)));
+      expect(itemTextsOf(payload, effects.length + 1)).toBeNull(); // not the list its effects were decoded from
+      // Applied with them, the slice's state reads back as its items.
+      const store = new SliceStore(0, 1);
+      effects.forEach((e, i) => store.replay(e, texts[i]));
+      expect(store.keptBytes).toBeGreaterThan(0);
+      expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null))).toEqual({ effects: [...store.sliceEntries(5)], requests: null });
+      expect(store.sliceEntries(5).next().value).toEqual([EFFECT_SET, 1, 5, 'a', effects[0][4], 320]);
+    }
+    expect(itemTextsOf(Uint8Array.of(0xc1), 0)).toBeNull();
+    expect(itemTextsOf(encodeReplicated([[EFFECT_SET, 1, 5, 'e', { x: new Date(0) }, 10]] as unknown as Effect[], null), 1)).toBeNull(); // an ext value
   });
 });
 
