@@ -48,7 +48,8 @@ import { LoadTracker } from './slice-load.js';
 // module (class under .default), vitest the class itself; accept both.
 const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
 /** A stored item and its size (itemBytes). `packed`: the item in the client's msgpack form, kept from the first
- * packed range page that read it (packWhole), null until then. An item is never changed in place (a write stores
+ * packed range page or Get that read it (packWhole), the first compaction of its slice (sliceEffectsText) or the
+ * record a follower applied it from (replay), under the worker's budget (mayKeep); null until then. An item is never changed in place (a write stores
  * a new Stored; an update edits a copy), so the bytes stay the item's for as long as the Stored lives; snapshot
  * views share Stored objects and read only item and bytes. The bytes are held as a one-byte string (latin1, a
  * char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
