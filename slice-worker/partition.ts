@@ -734,7 +734,8 @@ export class SliceStore {
     return n;
   }
 
-  /** Whether a packed page may keep more bytes: under the worker's share of PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX (`keptBytesMax`).
+  /** Whether a packed page (or a compaction's slice, or a follower's applied record: slice-replicas.ts) may keep more
+   * bytes: under the worker's share of PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX (`keptBytesMax`).
    * The sum (keptBytes) walks every partition, so it is taken again only every KEPT_RECOUNT_PAGES pages or once
    * pages kept a tenth of the budget since; in between, what items replaced, deleted or dropped since freed is not
    * seen yet, so the count only errs high (keeping less, never more than the budget and a tenth). */
