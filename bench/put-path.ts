@@ -10,10 +10,12 @@
 // so a collection lands on whichever side runs when it is due), then the leader's (its Appends' encoding included)
 // and each follower's; at R=1 the worker's. At R=3 it fails if a replica reported anything malformed or a follower
 // does not hold the leader's items but those of each slice's last record (so a build whose followers refuse records
-// cannot pass for a fast one). `--dist DIR` runs another build's dist (e.g. a copy of main's), so two builds compare side by side on a
+// cannot pass for a fast one). `--compact 1` (R=3): each replica's worker also compacts and checkpoints its replica log
+// whenever it is due (ReplicaLog.checkpointDue, as worker.ts maybeCompact, at the worker's default threshold), all at
+// once after a step rather than in steps between tasks, on that replica's account. `--dist DIR` runs another build's dist (e.g. a copy of main's), so two builds compare side by side on a
 // busy machine: alternate them.
 //
-//   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000]
+//   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000] [--compact 1]
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -28,6 +30,7 @@ const args = parseArgs(
     slices: { default: '512', help: 'slices the puts spread over, one after another' },
     batch: { default: '32', help: 'puts per batch (one worker task)' },
     puts: { default: '100000', help: 'puts measured (after a quarter as many unmeasured)' },
+    compact: { default: '0', help: 'R=3: 1 to compact and checkpoint each replica log when due, as a worker does' },
   },
   'usage: node dist/bench/put-path.js [options]',
 );
@@ -36,6 +39,8 @@ if (R === 2) throw new Error('--r is 1 or 3');
 const SLICES = intArg('slices', args.slices, 1, 1024);
 const BATCH = intArg('batch', args.batch, 1, 256);
 const PUTS = intArg('puts', args.puts, 1000, 100_000_000);
+const COMPACT = intArg('compact', args.compact, 0, 1) === 1;
+if (COMPACT && R !== 3) throw new Error('--compact is for --r 3');
 const dist = args.dist === '' ? resolve(import.meta.dirname, '..') : resolve(args.dist!);
 const load = async <T>(path: string) => (await import(pathToFileURL(`${dist}/${path}`).href)) as T;
 const P = await load<typeof import('../shared/protocol.js')>('shared/protocol.js');
@@ -43,6 +48,7 @@ const { SliceStore } = await load<typeof import('../slice-worker/partition.js')>
 const { ReplicaLog } = await load<typeof import('../slice-worker/replication/replica-log.js')>('slice-worker/replication/replica-log.js');
 const { SliceReplicas } = await load<typeof import('../slice-worker/replication/slice-replicas.js')>('slice-worker/replication/slice-replicas.js');
 const { WriteAheadLog } = await load<typeof import('../slice-worker/wal.js')>('slice-worker/wal.js');
+const { REPLICA_CHECKPOINT_AFTER_BYTES } = await load<typeof import('../shared/limits.js')>('shared/limits.js');
 const { encodeEffects, RECORD_KIND } = await load<typeof import('../slice-worker/log-format.js')>('slice-worker/log-format.js');
 type ReplicationMessage = import('../shared/replication-protocol.js').ReplicationMessage;
 type SliceOpMessage = import('../shared/protocol.js').SliceOpMessage;
@@ -96,7 +102,10 @@ const time = (f: () => void): bigint => {
   return BigInt(t.user + t.system) * 1000n;
 };
 
-let step: () => void;
+let step: () => void | Promise<void>;
+/** Compactions and checkpoints run (--compact), and their CPU (in the replicas' figures too). */
+let compactions = 0;
+let compactNs = 0n;
 /** Throws unless the run did what it measured (R=3: no replica refused anything, the followers applied it). */
 let check = () => {};
 const malformed: string[] = [];
@@ -199,19 +208,40 @@ if (R === 1) {
     deliver(0);
     deliver(1);
     deliver(2);
+    if (COMPACT) return compactDue();
+  };
+  /** What worker.ts maybeCompact does for a worker whose replica log is due (the threshold of a worker whose own
+   * snapshots are at least as far apart), all at once: the leader's state is committed here, so it writes it at once. */
+  const compactDue = async () => {
+    for (const i of [0, 1, 2]) {
+      const w = workers[i];
+      if (!w.log.checkpointDue(REPLICA_CHECKPOINT_AFTER_BYTES)) continue;
+      compactions++;
+      // CPU of this process while the checkpoint's writes and syncs run (node's threads included).
+      const t0 = process.cpuUsage();
+      w.replicas.prepareCompaction();
+      if (w.replicas.compactionPending()) throw new Error('a leader\'s state is committed after a step');
+      w.replicas.compact();
+      await w.log.checkpoint();
+      const t = process.cpuUsage(t0);
+      account(i, BigInt(t.user + t.system) * 1000n);
+      compactNs += BigInt(t.user + t.system) * 1000n;
+    }
   };
 }
 
 const batches = Math.ceil(PUTS / BATCH);
-for (let b = 0; b < Math.ceil(batches / 4); b++) step();
+for (let b = 0; b < Math.ceil(batches / 4); b++) await step();
 leaderNs = 0n;
 followerNs = 0n;
-for (let b = 0; b < batches; b++) step();
+compactions = 0;
+compactNs = 0n;
+for (let b = 0; b < batches; b++) await step();
 check();
 const puts = batches * BATCH;
 const per = (ns: bigint) => (Number(ns) / puts).toFixed(0);
 console.log(
   R === 1
     ? `${dist}: R=1 worker ${per(leaderNs)} ns per put (${SLICES} slices, batches of ${BATCH}, ${puts} puts)`
-    : `${dist}: R=3 total ${per(leaderNs + followerNs)} ns per put (leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)}; ${SLICES} slices, batches of ${BATCH}, ${puts} puts)`,
+    : `${dist}: R=3 total ${per(leaderNs + followerNs)} ns per put (leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)}; ${SLICES} slices, batches of ${BATCH}, ${puts} puts${COMPACT ? `, ${compactions} compactions: ${per(compactNs)} ns per put of the total` : ''})`,
 );

@@ -37,19 +37,24 @@ export const PAGE_ITEMS_MAX = 10_000;
 export const PAGE_BYTES_MAX = 1024 * 1024;
 /** A worker keeps the client-form bytes (msgpack) of an item that a packed range page or a packed Get has read, so
  * that later pages and Gets copy them instead of packing the item again (packing was a third of a worker's time on range reads:
- * bench/PROFILE.md); only for items of at most this many bytes (as itemBytes counts them), where packing's cost
+ * bench/PROFILE.md), and likewise of an item that a replica's compaction packed or that a follower applied from its
+ * leader's record (the bytes the record carried), so that compactions write them as they are (log-format.ts
+ * SetEffectsText); only for items of at most this many bytes (as itemBytes counts them), where packing's cost
  * per item, not per byte, dominates. The kept bytes add to a worker's memory: for items of about 200 bytes,
  * 284 bytes each beside the 497 that the stored item takes (measured with --expose-gc, 20,000 items). Nothing
  * evicts them: they go only with their item (a write, a delete, a move, a dropped slice or table), and
- * PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX bounds their sum per node; below it, a worker whose items were all read by ranges or Gets
+ * PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX bounds their sum per node; below it, a worker whose items were all read by ranges or Gets, or compacted
  * holds one copy of each of those up to this size: for items of about 1,000 and 4,000
  * bytes, +1,067 and +4,070 bytes beside 1,256 and 4,254 (+85%, +96%; measured the same way with items of a key and
  * one long string, which at 200 bytes give +280 beside 455). */
 export const PACKED_ITEM_CACHE_BYTES_MAX = 4 * 1024;
 /** At most this many bytes of kept packed items per slice node (their length and a string header each; items
  * replaced or deleted give theirs back), shared evenly among the node's workers (each keeps at most its share,
- * packedItemsKeptBytesPerWorker): past a worker's share, its range pages and Gets are packed each time, as before
- * kept bytes. A node's items read through by ranges or Gets would otherwise grow its memory by up to 1.6-2x
+ * packedItemsKeptBytesPerWorker): past a worker's share, its range pages, Gets and compactions pack those items each
+ * time, as before kept bytes. Since compactions and a follower's applies keep bytes too (2026-11-27), a node holding
+ * replicated slices fills its share with the items written first, whether read or not: up to this much more memory
+ * with about this much data, where before only reads filled it (bench/README.md, "A compaction writes the items' kept
+ * bytes"). A node's items read through by ranges or Gets would otherwise grow its memory by up to 1.6-2x
  * (above). A figure per node, not per worker, so that a node's memory does not grow with --workers (at 128 MiB per
  * worker, 16 workers could keep 2 GiB beside the data). 256 MiB is what the default node (WORKERS_PER_NODE_DEFAULT
  * workers) kept before: room for the kept bytes of about 900,000 items of 200 bytes, beside the about 450 MiB

@@ -337,7 +337,7 @@ export function splitPackedList(list: Uint8Array, count?: number): Uint8Array[] 
  * so a count that a header inflates runs into the end of the bytes and throws. An ext value
  * is refused (MalformedFrame; PackedItem.of says why): every value skipped here is inside a
  * packed item. */
-function skipValue(b: Uint8Array, at: number): number {
+export function skipValue(b: Uint8Array, at: number): number {
   let left = 1;
   while (left > 0) {
     left--;

@@ -3,7 +3,9 @@
 // needs no structure definitions from elsewhere to be read back.
 import { Packr, Unpackr } from 'msgpackr';
 import { REPLICATED_SCRATCH_BYTES_INITIAL, REPLICATED_SCRATCH_KEPT_BYTES_MAX } from '../shared/limits.js';
-import { checkSliceChanges, MalformedFrame } from '../shared/protocol.js';
+import { assert } from '../shared/errors.js';
+import { arrayHeaderBytes, putArrayHeader, putUint, uintBytes } from '../shared/msgpack-writer.js';
+import { checkSliceChanges, EFFECT_SET, MalformedFrame, skipValue } from '../shared/protocol.js';
 import type { Effect } from './partition.js';
 import type { AppliedList } from './replication/applied-requests.js';
 
@@ -97,6 +99,162 @@ export function encodeReplicatedEach(parts: readonly (readonly [Effect[], Applie
   const own = buf.slice(0, at);
   let from = 0;
   return ends.map((end) => own.subarray(from, (from = end)));
+}
+
+/** How many bytes of UTF-8 a key takes (a byte string: shared/key-encoding.ts, a char 0..255 each; one of 0x80 and
+ * above takes two, as msgpackr writes a string). */
+function keyUtf8Bytes(key: string): number {
+  let n = key.length;
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    assert(c <= 0xff, 'an encoded key is a byte string');
+    if (c >= 0x80) n++;
+  }
+  return n;
+}
+const strHeaderBytes = (n: number): number => (n < 0x20 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5);
+
+/** A slice's items as set-effects ([EFFECT_SET, table, slice, key, item, bytes], as partition.ts records them),
+ * gathered to be written by hand (encodeReplicatedItems) around each item's msgpack as it was packed before (latin1
+ * text, a char a byte: an item kept packed, partition.ts Stored.packed, in the client's form, which is what this
+ * module's packr writes for an item, both being msgpackr with plain maps), so that a replica's snapshot state does not
+ * pack its items again at each compaction. Its bytes are not always packr's (a number's width may differ), its values
+ * are, and decodeReplicated reads them back the same (test/replica-log.test.ts). */
+export class SetEffectsText {
+  readonly keys: string[] = [];
+  readonly items: string[] = [];
+  readonly sizes: number[] = [];
+  /** Per partition: its table and slice, and how many items the list holds once its own are in. */
+  readonly partitions: { table: number; slice: number; end: number }[] = [];
+
+  get count(): number {
+    return this.keys.length;
+  }
+
+  /** Items that follow are of `table`'s partition of `slice`. */
+  partition(table: number, slice: number): void {
+    this.partitions.push({ table, slice, end: this.keys.length });
+  }
+
+  /** One item: its key, its msgpack (latin1 text) and its size (itemBytes). */
+  add(key: string, item: string, bytes: number): void {
+    this.keys.push(key);
+    this.items.push(item);
+    this.sizes.push(bytes);
+    this.partitions[this.partitions.length - 1].end++;
+  }
+}
+
+/** encodeReplicated's bytes (the same values), of a slice's items gathered as SetEffectsText, in a buffer of their
+ * own: a replica's snapshot state. Written byte by byte, each item's text in one call: a pack of each item by
+ * msgpackr took about 0.5 us (an item of 200 bytes), this about 0.1 (bench/README.md, "A compaction writes the items'
+ * kept bytes"). */
+export function encodeReplicatedItems(effects: SetEffectsText, requests: AppliedList | null): Uint8Array {
+  const withRequests = requests !== null && requests.counters.length > 0;
+  // [WITH_REQUESTS, effects, instances, counters, of, ats, answers]: the tail's five by packr, packed as one list of
+  // five with its fixarray header dropped.
+  const list = withRequests ? packr.pack([requests.instances, requests.counters, requests.of, requests.ats, requests.answers]) : null;
+  assert(list === null || list[0] === 0x95, 'a list of five has a fixarray header');
+  const tail = list?.subarray(1) ?? null;
+  const { keys, items, sizes, partitions } = effects;
+  let size = (withRequests ? 2 : 0) + arrayHeaderBytes(keys.length) + (tail?.byteLength ?? 0);
+  const keyBytes: number[] = new Array(keys.length);
+  let from = 0;
+  for (const { table, slice, end } of partitions) {
+    const head = 1 + uintBytes(EFFECT_SET) + uintBytes(table) + uintBytes(slice);
+    for (let i = from; i < end; i++) {
+      keyBytes[i] = keyUtf8Bytes(keys[i]);
+      size += head + strHeaderBytes(keyBytes[i]) + keyBytes[i] + items[i].length + uintBytes(sizes[i]);
+    }
+    from = end;
+  }
+  const out = Buffer.allocUnsafeSlow(size);
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  let at = 0;
+  if (withRequests) {
+    out[at++] = 0x97;
+    out[at++] = WITH_REQUESTS;
+  }
+  at = putArrayHeader(out, at, keys.length);
+  from = 0;
+  for (const { table, slice, end } of partitions) {
+    for (let i = from; i < end; i++) {
+      out[at++] = 0x96;
+      at = putUint(out, view, at, EFFECT_SET);
+      at = putUint(out, view, at, table);
+      at = putUint(out, view, at, slice);
+      const key = keys[i];
+      const n = keyBytes[i];
+      if (n < 0x20) out[at++] = 0xa0 | n;
+      else if (n < 0x100) {
+        out[at++] = 0xd9;
+        out[at++] = n;
+      } else if (n < 0x10000) {
+        out[at++] = 0xda;
+        view.setUint16(at, n);
+        at += 2;
+      } else {
+        out[at++] = 0xdb;
+        view.setUint32(at, n);
+        at += 4;
+      }
+      if (n === key.length) for (let j = 0; j < key.length; j++) out[at++] = key.charCodeAt(j);
+      else {
+        for (let j = 0; j < key.length; j++) {
+          const c = key.charCodeAt(j);
+          if (c < 0x80) out[at++] = c;
+          else {
+            out[at++] = 0xc0 | (c >>> 6);
+            out[at++] = 0x80 | (c & 0x3f);
+          }
+        }
+      }
+      at += out.write(items[i], at, 'latin1');
+      at = putUint(out, view, at, sizes[i]);
+    }
+    from = end;
+  }
+  if (tail !== null) {
+    out.set(tail, at);
+    at += tail.byteLength;
+  }
+  assert(at === size, 'a slice\'s state is as long as counted');
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+}
+
+/** Each item's msgpack in a record's payload (encodeReplicated's: the effects list, alone or second in [WITH_REQUESTS,
+ * ...]) as latin1 text, by the effects' places (null for an effect that is not a set), found by reading the msgpack
+ * headers alone: for a follower to keep the bytes its leader packed with the items it applies (SliceStore.replay),
+ * so that its first compaction after does not pack them again (SetEffectsText). Null for a payload not laid out so (a
+ * list of `count` effects, each a set's six values or another list), or whose items hold ext values (skipValue). */
+export function itemTextsOf(bytes: Uint8Array, count: number): (string | null)[] | null {
+  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let at = buf[0] === 0x97 && buf[1] === WITH_REQUESTS ? 2 : 0;
+  const t = buf[at];
+  let n: number;
+  if (t >= 0x90 && t <= 0x9f) [n, at] = [t & 0x0f, at + 1];
+  else if (t === 0xdc) [n, at] = [buf.readUInt16BE(at + 1), at + 3];
+  else if (t === 0xdd) [n, at] = [buf.readUInt32BE(at + 1), at + 5];
+  else return null;
+  if (n !== count) return null;
+  const texts: (string | null)[] = new Array(n);
+  try {
+    for (let i = 0; i < n; i++) {
+      if (buf[at] !== 0x96 || buf[at + 1] !== EFFECT_SET) {
+        texts[i] = null;
+        at = skipValue(buf, at);
+        continue;
+      }
+      const start = skipValue(buf, skipValue(buf, skipValue(buf, at + 2))); // past the table, the slice and the key
+      const end = skipValue(buf, start);
+      texts[i] = buf.toString('latin1', start, end);
+      at = skipValue(buf, end); // the item's size
+    }
+  } catch (err) {
+    if (err instanceof MalformedFrame) return null;
+    throw err;
+  }
+  return texts;
 }
 
 export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {

@@ -41,13 +41,15 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, type Item } from '../shared/values.js';
 import type { SliceCapacity } from '../shared/limits.js';
+import { SetEffectsText } from './log-format.js';
 import { LoadTracker } from './slice-load.js';
 
 // sorted-btree is CommonJS with an ES-style default export: Node hands us the
 // module (class under .default), vitest the class itself; accept both.
 const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
 /** A stored item and its size (itemBytes). `packed`: the item in the client's msgpack form, kept from the first
- * packed range page that read it (packWhole), null until then. An item is never changed in place (a write stores
+ * packed range page or Get that read it (packWhole), the first compaction of its slice (sliceEffectsText) or the
+ * record a follower applied it from (replay), under the worker's budget (mayKeep); null until then. An item is never changed in place (a write stores
  * a new Stored; an update edits a copy), so the bytes stay the item's for as long as the Stored lives; snapshot
  * views share Stored objects and read only item and bytes. The bytes are held as a one-byte string (latin1, a
  * char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
@@ -548,14 +550,24 @@ export class SliceStore {
 
   /** Applies a logged change during recovery (slice ownership is not checked:
    * the log holds what this worker owned when it wrote it). */
-  replay(effect: Effect): void {
+  replay(effect: Effect, packed: string | null = null): void {
     // What this change records is dropped below; what earlier ops of the task recorded stays (a replica restored
     // or started inside a task replays into the same store: worker.ts).
     const pending = this.effects.length;
     switch (effect[0]) {
       case EFFECT_SET: {
         const [, table, slice, key, item, bytes] = effect;
-        this.partitionForReplay(table, slice).set(key, newStored(item, bytes));
+        const p = this.partitionForReplay(table, slice);
+        const stored = newStored(item, bytes);
+        // `packed`: the item's msgpack as its record carried it (a follower's apply, under the budget: mayKeep), kept
+        // as a range page keeps an item's bytes.
+        if (packed !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX) {
+          stored.packed = packed;
+          const cost = keptCost(packed);
+          p.kept += cost;
+          this.keptSinceCount += cost;
+        }
+        p.set(key, stored);
         break;
       }
       case EFFECT_DELETE:
@@ -638,18 +650,24 @@ export class SliceStore {
   }
 
   /** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
-   * item's kept bytes where it has them; the others packed together (one pack call: packing item by item costs
-   * more) and cut into items by their headers, each then kept in `keepIn` (its partition, which counts them: a
-   * dropped partition takes its count along) when given and the item is at most PACKED_ITEM_CACHE_BYTES_MAX. */
+   * item's kept bytes where it has them, the others packed (packedItems). */
   private packWhole(list: readonly Stored[], keepIn: Partition | null): Uint8Array {
+    if (keepIn === null && list.every((s) => s.packed === null)) return packClientList(list.map((s) => s.item));
+    return concatClientList(this.packedItems(list, keepIn));
+  }
+
+  /** Each item of `list` in the client's msgpack form: its kept bytes where it has them; the others packed together
+   * (one pack call: packing item by item costs more) and cut into items by their headers, each then kept in `keepIn`
+   * (its partition, which counts them: a dropped partition takes its count along) when given and the item is at most
+   * PACKED_ITEM_CACHE_BYTES_MAX. */
+  private packedItems(list: readonly Stored[], keepIn: Partition | null): (string | Buffer)[] {
     const missing: Item[] = [];
     for (const s of list) if (s.packed === null) missing.push(s.item);
-    if (missing.length === list.length && keepIn === null) return packClientList(missing);
     const packed = missing.length === 0 ? Buffer.alloc(0) : packClientList(missing);
     assert(Buffer.isBuffer(packed), 'msgpackr packs into a Buffer');
     // Views of a Buffer are Buffers: their latin1 text is read without a Buffer made for each.
     const pieces = missing.length === 0 ? [] : (splitPackedList(packed) as Buffer[]);
-    const parts: (string | Uint8Array)[] = new Array(list.length);
+    const parts: (string | Buffer)[] = new Array(list.length);
     let k = 0;
     for (let i = 0; i < list.length; i++) {
       const s = list[i];
@@ -661,7 +679,30 @@ export class SliceStore {
       parts[i] = keepIn !== null && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX ? this.keep(s, piece, keepIn) : piece;
     }
     assert(k === pieces.length, 'every packed item has its place in the page');
-    return concatClientList(parts);
+    return parts;
+  }
+
+  /** The items of one slice as set-effects, written around each item's packed bytes (SetEffectsText: a replica's
+   * snapshot state, encodeReplicatedItems). An item without kept bytes is packed (packedItems, a partition at a time)
+   * and keeps them under the worker's budget as a range page's items do, so that the next compaction of the slice
+   * writes it as it is: an item is packed once, at the first compaction after its write, where each compaction packed
+   * every item of the slice again (bench/README.md, "A compaction writes the items' kept bytes"). */
+  sliceEffectsText(slice: number): SetEffectsText {
+    const out = new SetEffectsText();
+    const mayKeep = this.mayKeep();
+    for (const [table, slices] of this.tables) {
+      const p = slices.get(slice);
+      if (p === undefined || p.tree.size === 0) continue;
+      out.partition(table, slice);
+      const keys = p.tree.keysArray();
+      const list = p.tree.valuesArray();
+      const parts = this.packedItems(list, mayKeep ? p : null);
+      for (let i = 0; i < list.length; i++) {
+        const part = parts[i];
+        out.add(keys[i], typeof part === 'string' ? part : part.toString('latin1'), list[i].bytes);
+      }
+    }
+    return out;
   }
 
   /** One whole stored item in the client's msgpack form (what packClientItem gives): its kept bytes if it has them;
@@ -693,11 +734,12 @@ export class SliceStore {
     return n;
   }
 
-  /** Whether a packed page may keep more bytes: under the worker's share of PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX (`keptBytesMax`).
+  /** Whether a packed page (or a compaction's slice, or a follower's applied record: slice-replicas.ts) may keep more
+   * bytes: under the worker's share of PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX (`keptBytesMax`).
    * The sum (keptBytes) walks every partition, so it is taken again only every KEPT_RECOUNT_PAGES pages or once
    * pages kept a tenth of the budget since; in between, what items replaced, deleted or dropped since freed is not
    * seen yet, so the count only errs high (keeping less, never more than the budget and a tenth). */
-  private mayKeep(): boolean {
+  mayKeep(): boolean {
     if (++this.pagesSinceCount >= KEPT_RECOUNT_PAGES || this.keptSinceCount >= this.keptBytesMax / 10) {
       this.keptCounted = this.keptBytes;
       assert(this.keptCounted >= 0, 'kept bytes are counted up when kept and down when their item is replaced or deleted');

@@ -11,10 +11,10 @@
 import { close, closeSync, existsSync, fdatasync, fdatasyncSync, fsync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { syncDir, syncDirAsync, writeAll } from '../shared/durable-file.js';
+import { syncDir, syncDirAsync, writeAll, writevAll } from '../shared/durable-file.js';
 import { assert } from '../shared/errors.js';
 import { LOG_MOVED_ASIDE_NAMES_MAX, LOG_WRITE_BYTES_MAX, type DurabilityMode } from '../shared/limits.js';
-import { CorruptFileError, frameRecord, readRecords, recordBytes, type FileRecord } from './record-file.js';
+import { CorruptFileError, frameRecord, frameRecordParts, readRecords, recordBytes, type FileRecord } from './record-file.js';
 
 const SEGMENT = /^wal-(\d{16})\.log$/;
 const segmentName = (firstLsn: number) => `wal-${String(firstLsn).padStart(16, '0')}.log`;
@@ -169,26 +169,30 @@ export class WriteAheadLog {
   /** Appends records (a checkpoint's, one per slice) in writes of about LOG_WRITE_BYTES_MAX and, in 'fsync' mode, one
    * fdatasync: synced one by one they stalled the worker for a sync per slice, and joined into one write they held
    * the whole checkpoint twice in memory. Durable as the mode promises when this returns, or, with `sync` false (a
-   * checkpoint's steps, each of which would stall the worker on a sync of its own), once flush(true) answers. Each
-   * record is framed (its payload copied) before the next is taken: a payload may be a view into an encoder's
-   * reused buffer, as msgpackr's are. */
-  appendAll(records: Iterable<[kind: number, payload: Uint8Array]>, sync = true): void {
+   * checkpoint's steps, each of which would stall the worker on a sync of its own), once flush(true) answers. A
+   * payload is given whole or in parts (frameRecordParts); either way it is written as it is, framed but not copied,
+   * in one writev per write (a copy into the frame and another into the write cost a checkpoint more than its
+   * checksums: bench/README.md, "A compaction writes the items' kept bytes"), so each must stay as it is until this
+   * returns (a view into an encoder's reused buffer, as msgpackr's are, is copied first). */
+  appendAll(records: Iterable<[kind: number, payload: Uint8Array | readonly Uint8Array[]]>, sync = true): void {
     let framed: Buffer[] = [];
     let framedBytes = 0;
     let count = 0;
     let written = 0;
     const write = () => {
       if (framed.length === 0) return;
-      writeAll(this.fd, framed.length === 1 ? framed[0] : Buffer.concat(framed, framedBytes));
+      writevAll(this.fd, framed);
       written += framedBytes;
       framed = [];
       framedBytes = 0;
     };
     for (const [kind, payload] of records) {
-      const bytes = frameRecord(this.nextLsnValue + count++, kind, payload);
-      if (framedBytes + bytes.length > LOG_WRITE_BYTES_MAX) write();
-      framed.push(bytes);
-      framedBytes += bytes.length;
+      const parts = frameRecordParts(this.nextLsnValue + count++, kind, payload instanceof Uint8Array ? [payload] : payload);
+      let bytes = 0;
+      for (const p of parts) bytes += p.byteLength;
+      if (framedBytes + bytes > LOG_WRITE_BYTES_MAX) write();
+      framed.push(...parts);
+      framedBytes += bytes;
     }
     write();
     if (count === 0) return;

@@ -4,8 +4,10 @@
 import { describe, expect, it } from 'vitest';
 import { Packr } from 'msgpackr';
 import { AppliedRequests, type AppliedList } from '../slice-worker/replication/applied-requests.js';
-import { decodeReplicated, encodeReplicated, encodeReplicatedEach } from '../slice-worker/log-format.js';
-import { EFFECT_SET, type Effect } from '../slice-worker/partition.js';
+import { decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf } from '../slice-worker/log-format.js';
+import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
+import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
+import { EFFECT_DELETE, packClientItem, SliceOp } from '../shared/protocol.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
 
 const R = 0xfeedc0de;
@@ -65,6 +67,68 @@ describe('the writes a slice remembers', () => {
     expect(a.find(5, 1)).toBeUndefined();
     a.add(5, 2, APPLIED_REQUESTS_KEPT_MS + 2, null); // router 5's table comes back after it was emptied
     expect(a.find(5, 2)).toBeNull();
+  });
+});
+
+describe('a slice\'s state written around its items\' kept bytes', () => {
+  it('reads back as encodeReplicated of its items, packed the first time and from the kept bytes after, at every msgpack width', () => {
+    // encodeReplicatedItems writes each set-effect by hand around the item's packed bytes: tables and slices at each
+    // width, keys (byte strings) of 31, 32, 255, 256 and 65,536 bytes of UTF-8 and with chars of 0x80 and above (two
+    // bytes each), item sizes at each width, an item too large to keep (packed each time), and with and without the
+    // request ids remembered.
+    const slice = 0x10001;
+    const store = new SliceStore(0, 1);
+    store.execute([SliceOp.Assign, 1, [slice, 7]]);
+    const keys = ['k', 'a'.repeat(31), 'b'.repeat(32), '\u00ff'.repeat(127) + 'c', 'd'.repeat(256), '\u0080\u0000\u00e9' + 'e'.repeat(0x10000)];
+    const pads = [0, 100, 0x100, 0x10000, PACKED_ITEM_CACHE_BYTES_MAX + 1];
+    let n = 0;
+    for (const table of [1, 0x80, 0x100, 0x10000]) {
+      for (const key of keys) {
+        const pad = pads[n++ % pads.length];
+        const item = { k: key.slice(0, 10), n, x: 'p'.repeat(pad), f: 1.5, b: new Uint8Array([1, 2, n & 0xff]), l: [1, 'two', null], m: { deep: true } };
+        store.execute([SliceOp.Put, table, slice, key, item, 200 + pad, null, null]);
+      }
+    }
+    store.execute([SliceOp.Put, 1, 7, 'other', { v: 1 }, 10, null, null]); // another slice's: not in this one's state
+    store.takeEffects();
+    const effects = [...store.sliceEntries(slice)];
+    expect(effects).toHaveLength(4 * keys.length);
+    const applied: AppliedList = { instances: [R, 9], counters: [4, 0x10000], of: [0, 1], ats: [1_000, 2 ** 40], answers: [null, { a: 1 }] };
+    expect(store.keptBytes).toBe(0);
+    for (const requests of [applied, null, { ...applied, counters: [] }]) {
+      const expected = decodeReplicated(encodeReplicated(effects, requests));
+      expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(slice), requests))).toEqual(expected);
+      // The items but the one over PACKED_ITEM_CACHE_BYTES_MAX kept their bytes: the second read writes those.
+      expect(store.keptBytes).toBeGreaterThan(0);
+    }
+    expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(99), null))).toEqual({ effects: [], requests: null });
+  });
+});
+
+describe('the items a follower applies', () => {
+  it('keep the bytes their record carried them in: each a set\'s item as packClientItem packs it, which the next snapshot state writes as they are', () => {
+    const big = { k: 'big', x: 'y'.repeat(PACKED_ITEM_CACHE_BYTES_MAX + 1) };
+    const effects: Effect[] = [
+      [EFFECT_SET, 1, 5, 'a', { v: 1, s: 'x'.repeat(300), b: new Uint8Array([1, 2]), l: [1, { m: null }] }, 320],
+      [EFFECT_DELETE, 1, 5, 'gone'],
+      ...Array.from({ length: 20 }, (_, i): Effect => [EFFECT_SET, 0x100, 5, `k\u00e9${i}`, { i, f: i / 3 }, 30]),
+      [EFFECT_SET, 1, 5, 'big', big, PACKED_ITEM_CACHE_BYTES_MAX + 20],
+    ];
+    const applied: AppliedList = { instances: [R], counters: [4], of: null, ats: 1_000, answers: null };
+    for (const requests of [applied, null]) {
+      const payload = encodeReplicated(effects, requests);
+      const texts = itemTextsOf(payload, effects.length)!;
+      expect(texts.map((t) => (t === null ? null : Buffer.from(t, 'latin1')))).toEqual(effects.map((e) => (e[0] === EFFECT_SET ? Buffer.from(packClientItem(e[4])) : null)));
+      expect(itemTextsOf(payload, effects.length + 1)).toBeNull(); // not the list its effects were decoded from
+      // Applied with them, the slice's state reads back as its items.
+      const store = new SliceStore(0, 1);
+      effects.forEach((e, i) => store.replay(e, texts[i]));
+      expect(store.keptBytes).toBeGreaterThan(0);
+      expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null))).toEqual({ effects: [...store.sliceEntries(5)], requests: null });
+      expect(store.sliceEntries(5).next().value).toEqual([EFFECT_SET, 1, 5, 'a', effects[0][4], 320]);
+    }
+    expect(itemTextsOf(Uint8Array.of(0xc1), 0)).toBeNull();
+    expect(itemTextsOf(encodeReplicated([[EFFECT_SET, 1, 5, 'e', { x: new Date(0) }, 10]] as unknown as Effect[], null), 1)).toBeNull(); // an ext value
   });
 });
 

@@ -14,7 +14,9 @@ import { CorruptFileError, readRecords } from '../slice-worker/record-file.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { checksumMatches, makeRecord } from '../slice-worker/replication/replica-record.js';
 import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica } from '../slice-worker/replication/replica.js';
-import { describeCuts } from '../slice-worker/wal.js';
+import { describeCuts, WriteAheadLog } from '../slice-worker/wal.js';
+import { RECORD_KIND } from '../slice-worker/log-format.js';
+import { Packr, Unpackr } from 'msgpackr';
 import { rng } from './cluster-fixture.js';
 
 const dirs: string[] = [];
@@ -92,7 +94,7 @@ describe('the replica log of a worker', () => {
       const slice = slices[i];
       const count = counts[i];
       write(slice, { kind: 'promise', term: w });
-      write(slice, { kind: 'snapshot', index: w, term: w, state: new Uint8Array([i]) });
+      write(slice, { kind: 'snapshot', index: w, term: w, state: new Uint8Array(lengths[i % lengths.length]).fill(i) });
       write(slice, { kind: 'append', records: Array.from({ length: count }, (_, k) => makeRecord(w, w + 1 + k, new Uint8Array(k < lengths.length ? lengths[(i + k) % lengths.length] : 1).fill(k & 0xff))) });
       write(slice, { kind: 'commit', index: w + 1 + (i % 2) * (count - 1) }); // its first record or its last
     });
@@ -102,6 +104,31 @@ describe('the replica log of a worker', () => {
     await sync(log, 0);
     ({ log } = ReplicaLog.open(dir, 'os'));
     for (const [slice, d] of model) expect(log.durable(slice), `slice ${slice}`).toEqual(d);
+    // A checkpoint's records are written field by field too, each slice's state as it is (checkpointParts): read back
+    // the same, and each record the same values as msgpackr's pack of [slice, state] (what the build before wrote).
+    await log.checkpoint();
+    const checkpoints = readRecords('wal', readFileSync(join(dir, readdirSync(dir).find((f) => f.endsWith('.log'))!)), null).records;
+    expect(checkpoints).toHaveLength(model.size);
+    const plain = new Unpackr({ useRecords: false, mapsAsObjects: true });
+    for (const r of checkpoints) {
+      const [slice] = plain.unpack(r.payload) as [number];
+      expect(plain.unpack(r.payload), `slice ${slice}`).toEqual(plain.unpack(new Packr({ useRecords: false }).pack([slice, model.get(slice)])));
+    }
+    ({ log } = ReplicaLog.open(dir, 'os'));
+    for (const [slice, d] of model) expect(log.durable(slice), `slice ${slice}`).toEqual(d);
+  });
+
+  it('opens a log whose checkpoint msgpackr packed whole (as builds before checkpointParts wrote it)', () => {
+    const dir = tempDir();
+    const records = [makeRecord(3, 11, new Uint8Array(300).fill(1)), makeRecord(3, 12, new Uint8Array(0))];
+    const states: [number, DurableReplica][] = [
+      [5, { promisedTerm: 3, commitIndex: 11, snapshot: { index: 10, term: 2, state: new Uint8Array(70_000).fill(9) }, records }],
+      [0x10000, { promisedTerm: 2 ** 40, commitIndex: 0, snapshot: null, records: [] }],
+    ];
+    const { log: wal } = WriteAheadLog.open(dir, 'os', 0, () => {});
+    for (const s of states) wal.append(RECORD_KIND.ReplicaCheckpoint, new Packr({ useRecords: false }).pack(s));
+    const { log } = ReplicaLog.open(dir, 'os');
+    for (const [slice, d] of states) expect(log.durable(slice), `slice ${slice}`).toEqual(d);
   });
 
   it('cuts a torn tail and keeps every record before it', async () => {

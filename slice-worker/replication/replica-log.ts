@@ -38,7 +38,7 @@ import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { TRACE_STALLS } from '../../shared/stall-trace.js';
 import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_CHECKPOINT_LOG_FACTOR, SNAPSHOT_STEP_MS, type DurabilityMode } from '../../shared/limits.js';
-import { arrayHeader, fixstr, putUint, uintBytes } from '../../shared/msgpack-writer.js';
+import { arrayHeader, binHeaderBytes, fixstr, putBinHeader, putUint, uintBytes } from '../../shared/msgpack-writer.js';
 import { putRecordList, recordListBytes } from '../../shared/protocol.js';
 import { RECORD_KIND } from '../log-format.js';
 import { recordBytes } from '../record-file.js';
@@ -106,6 +106,51 @@ function packOps(logged: [number, DiskOp][]): Uint8Array {
   assert(next === packed.length, 'every op packed by packr was written');
   assert(at === size, 'a flush\'s ops are as long as counted');
   return out;
+}
+
+const K_PROMISED = fixstr('promisedTerm');
+const K_COMMIT = fixstr('commitIndex');
+const K_SNAPSHOT = fixstr('snapshot');
+const K_RECORDS = fixstr('records');
+const SNAPSHOT_HEAD = Uint8Array.from([0x83, ...fixstr('index')]);
+const K_TERM = fixstr('term');
+const K_STATE = fixstr('state');
+
+/** A checkpoint record's payload, [slice, state] (a DurableReplica: its four fields, the snapshot's three), in three
+ * parts to be written one after another: what comes before the snapshot's state, the state as it is (a slice's
+ * items, nearly all of the record), and the records after it; written field by field, as open() reads packr's
+ * (test/replica-log.test.ts), so that the state is neither walked nor copied by packr, nor copied again into the
+ * framed record and the write (WriteAheadLog.appendAll). */
+function checkpointParts(slice: number, d: DurableReplica): Uint8Array[] {
+  const s = d.snapshot;
+  const headSize = 1 + uintBytes(slice) + 1 + K_PROMISED.length + uintBytes(d.promisedTerm) + K_COMMIT.length + uintBytes(d.commitIndex) + K_SNAPSHOT.length + (s === null ? 1 : SNAPSHOT_HEAD.length + uintBytes(s.index) + K_TERM.length + uintBytes(s.term) + K_STATE.length + binHeaderBytes(s.state.byteLength));
+  const head = new Uint8Array(headSize);
+  const headView = new DataView(head.buffer);
+  let at = 0;
+  head[at++] = 0x92;
+  at = putUint(head, headView, at, slice);
+  head[at++] = 0x84;
+  head.set(K_PROMISED, at);
+  at = putUint(head, headView, at + K_PROMISED.length, d.promisedTerm);
+  head.set(K_COMMIT, at);
+  at = putUint(head, headView, at + K_COMMIT.length, d.commitIndex);
+  head.set(K_SNAPSHOT, at);
+  at += K_SNAPSHOT.length;
+  if (s === null) head[at++] = 0xc0;
+  else {
+    head.set(SNAPSHOT_HEAD, at);
+    at = putUint(head, headView, at + SNAPSHOT_HEAD.length, s.index);
+    head.set(K_TERM, at);
+    at = putUint(head, headView, at + K_TERM.length, s.term);
+    head.set(K_STATE, at);
+    at = putBinHeader(head, at + K_STATE.length, s.state.byteLength);
+  }
+  assert(at === headSize, 'a checkpoint\'s head is as long as counted');
+  const tail = new Uint8Array(K_RECORDS.length + recordListBytes(d.records));
+  tail.set(K_RECORDS, 0);
+  const end = putRecordList(tail, new DataView(tail.buffer), K_RECORDS.length, d.records);
+  assert(end === tail.byteLength, 'a checkpoint\'s records are as long as counted');
+  return s === null ? [head, tail] : [head, s.state, tail];
 }
 
 /** msgpack gives Buffers back; a replica's bytes compare as plain Uint8Arrays. */
@@ -303,7 +348,7 @@ export class ReplicaLog {
 
   /** Appends `records` (appendAll, not synced: flush(true) at the checkpoint's end) and answers how many bytes they
    * took in the log. */
-  private appendCounted(records: Iterable<[number, Uint8Array]>): number {
+  private appendCounted(records: Iterable<[number, Uint8Array | readonly Uint8Array[]]>): number {
     const before = this.wal.bytesSinceSnapshot;
     this.wal.appendAll(records, false);
     return this.wal.bytesSinceSnapshot - before;
@@ -323,12 +368,12 @@ export class ReplicaLog {
     const first = this.wal.currentSegmentFirstLsn;
     // The promises of dropped replicas first: a checkpoint of a replica made again after its drop replaces them.
     // In writes of up to LOG_WRITE_BYTES_MAX, synced once all are written, off the thread (flush(true) below; at
-    // 'fsync' the ops logged between the steps sync what came before them too); each packed as the log takes it
-    // (packr reuses its buffer).
+    // 'fsync' the ops logged between the steps sync what came before them too). appendAll writes the payloads as
+    // they are: packr's copied out of its reused buffer, a slice's state not copied (checkpointParts).
     const promised = this.promisedBeforeDrop;
     let bytes = this.appendCounted(
       (function* (): Generator<[number, Uint8Array]> {
-        for (const [slice, term] of promised) yield [RECORD_KIND.ReplicaDrop, packr.pack([slice, term])];
+        for (const [slice, term] of promised) yield [RECORD_KIND.ReplicaDrop, Uint8Array.prototype.slice.call(packr.pack([slice, term]))];
       })(),
     );
     const slices = this.slices;
@@ -341,11 +386,11 @@ export class ReplicaLog {
       const stepFrom = performance.now();
       const until = stepFrom + SNAPSHOT_STEP_MS;
       bytes += this.appendCounted(
-        (function* (): Generator<[number, Uint8Array]> {
+        (function* (): Generator<[number, Uint8Array | Uint8Array[]]> {
           while (next < ids.length) {
             const slice = ids[next++];
             const d = slices.get(slice); // dropped since the checkpoint began: its drop record is in the log
-            if (d !== undefined) yield [RECORD_KIND.ReplicaCheckpoint, packr.pack([slice, d])];
+            if (d !== undefined) yield [RECORD_KIND.ReplicaCheckpoint, checkpointParts(slice, d)];
             if (performance.now() >= until) return;
           }
         })(),

@@ -20,7 +20,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { isClientRequestId, MalformedFrame, requestIdOf, RESULT_ERROR, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
-import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicated, encodeReplicatedEach, type ReplicatedChanges } from '../log-format.js';
+import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf, type ReplicatedChanges } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
@@ -332,7 +332,7 @@ export class SliceReplicas {
       // items are in the worker log alone. They become the replica's first state, a snapshot at index 1 of
       // term 1 (no election uses term 1), so that an election (largest last record) chooses this replica and
       // the others get them as a snapshot. Without it the replica started empty and the items were dropped.
-      const state = encodeReplicated([...this.store.sliceEntries(slice)], null);
+      const state = encodeReplicatedItems(this.store.sliceEffectsText(slice), null);
       disk.write({ kind: 'snapshot', index: 1, term: 1, state });
       found = { promisedTerm: 0, snapshot: { index: 1, term: 1, state }, records: [], commitIndex: 1 };
     }
@@ -349,7 +349,10 @@ export class SliceReplicas {
           if (replica?.isLeader === true && record.index >= replica.ownFrom) return;
           if (record.payload.length === 0) return;
           const { effects, requests } = decodeReplicated(record.payload);
-          for (const e of effects) this.store.replay(e);
+          // The items keep the bytes their leader packed them in (under the budget), which the slice's next compaction
+          // writes as they are (SetEffectsText).
+          const packed = this.store.mayKeep() ? itemTextsOf(record.payload, effects.length) : null;
+          for (let i = 0; i < effects.length; i++) this.store.replay(effects[i], packed?.[i] ?? null);
           const known = requests === null ? 0 : this.requestsOf(slice).addAll(requests);
           if (known > 0) this.events.malformed?.(slice, null, `committed record ${record.index} of term ${record.term} names ${known} request ids applied already (their first answers are kept)`);
         },
@@ -363,7 +366,7 @@ export class SliceReplicas {
           for (const e of effects) this.store.replay(e);
           this.applied.set(slice, new AppliedRequests(requests));
         },
-        snapshotState: () => encodeReplicated([...this.store.sliceEntries(slice)], this.requestsOf(slice).list()),
+        snapshotState: () => encodeReplicatedItems(this.store.sliceEffectsText(slice), this.requestsOf(slice).list()),
         committed: (index) => this.events.committed?.(slice, index),
         checkRecords: (records) => this.checkRecords(slice, records),
         checkState: (state) => this.check(slice, state, true),
