@@ -411,7 +411,10 @@ describe('the replica log of a worker', () => {
     /** log.bytesSinceCheckpoint at each turn while the checkpoint runs, once its segment began, and before its end. */
     const partway: number[] = [];
     let answeredAt = -1;
-    for (let turn = 0; turn < 10_000 && !done; turn++) {
+    // Bounded in time, not in turns alone: a turn is microseconds, and the checkpoint first waits for the older
+    // segment's fdatasync (tens of MB here), which a disk other processes load took over 10,000 turns to answer.
+    const deadline = performance.now() + 30_000;
+    for (let turn = 0; turn < 10_000_000 && !done && performance.now() < deadline; turn++) {
       await new Promise((r) => setImmediate(r));
       const b = log.bytesSinceCheckpoint;
       if (b === before || b === 0 || b >= total) continue;
@@ -453,7 +456,10 @@ describe('the replica log of a worker', () => {
     let done = false;
     const checkpointed = log.checkpoint().then(() => (done = true));
     let wrote = false;
-    for (let turn = 0; turn < 10_000 && !done; turn++) {
+    // Bounded in time, not in turns alone: a turn is microseconds, and the checkpoint first waits for the older
+    // segment's fdatasync (tens of MB here), which a disk other processes load took over 10,000 turns to answer.
+    const deadline = performance.now() + 30_000;
+    for (let turn = 0; turn < 10_000_000 && !done && performance.now() < deadline; turn++) {
       await new Promise((r) => setImmediate(r));
       if (wrote || log.bytesSinceCheckpoint === 0) continue;
       // The first turn between steps: the last slice's record (slices go in the order they came) is not written yet.
