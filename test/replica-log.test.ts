@@ -467,11 +467,17 @@ describe('the replica log of a worker', () => {
       log.diskFor(SLICES).write({ kind: 'append', records: [makeRecord(1, 2, new Uint8Array([7]))] });
       log.diskFor(SLICES).write({ kind: 'commit', index: 2 });
       await sync(log, SLICES);
+      // And one written to, then dropped, before its record: its ops, then its drop record, no checkpoint record.
+      log.diskFor(SLICES - 1).write({ kind: 'append', records: [makeRecord(2, 2, new Uint8Array([8]))] });
+      log.diskFor(SLICES - 1).write({ kind: 'promise', term: 2 });
+      await sync(log, SLICES - 1);
+      log.drop(SLICES - 1);
     }
     await checkpointed;
     expect(wrote, 'a write went in between two steps').toBe(true);
     const { log: again } = ReplicaLog.open(dir, 'fsync');
-    expect(again.sliceIds).toEqual(Array.from({ length: SLICES }, (_, i) => i + 1));
+    expect(again.sliceIds).toEqual(Array.from({ length: SLICES }, (_, i) => i + 1).filter((s) => s !== SLICES - 1));
+    expect(again.durable(SLICES - 1)).toEqual({ promisedTerm: 2, snapshot: null, records: [], commitIndex: 0 });
     const last = again.durable(SLICES);
     expect(last.records.map((r) => r.index)).toEqual([1, 2]);
     expect(last.commitIndex).toBe(2);
