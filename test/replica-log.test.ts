@@ -8,6 +8,7 @@ import { appendFileSync, cpSync, mkdtempSync, readdirSync, readFileSync, rmSync,
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Packr, Unpackr } from 'msgpackr';
 import { afterEach, describe, expect, it } from 'vitest';
 import { REPLICA_CHECKPOINT_AFTER_BYTES, REPLICA_CHECKPOINT_LOG_FACTOR } from '../shared/limits.js';
 import { CorruptFileError, readRecords } from '../slice-worker/record-file.js';
@@ -16,7 +17,6 @@ import { checksumMatches, makeRecord } from '../slice-worker/replication/replica
 import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica } from '../slice-worker/replication/replica.js';
 import { describeCuts, WriteAheadLog } from '../slice-worker/wal.js';
 import { RECORD_KIND } from '../slice-worker/log-format.js';
-import { Packr, Unpackr } from 'msgpackr';
 import { rng } from './cluster-fixture.js';
 
 const dirs: string[] = [];
@@ -436,7 +436,10 @@ describe('the replica log of a worker', () => {
     /** log.bytesSinceCheckpoint at each turn while the checkpoint runs, once its segment began, and before its end. */
     const partway: number[] = [];
     let answeredAt = -1;
-    for (let turn = 0; turn < 10_000 && !done; turn++) {
+    // Bounded in time, not in turns alone: a turn is microseconds, and the checkpoint first waits for the older
+    // segment's fdatasync (tens of MB here), which a disk other processes load took over 10,000 turns to answer.
+    const deadline = performance.now() + 30_000;
+    for (let turn = 0; turn < 10_000_000 && !done && performance.now() < deadline; turn++) {
       await new Promise((r) => setImmediate(r));
       const b = log.bytesSinceCheckpoint;
       if (b === before || b === 0 || b >= total) continue;
@@ -458,6 +461,107 @@ describe('the replica log of a worker', () => {
     expect(again.sliceIds).toEqual(Array.from({ length: SLICES + 1 }, (_, i) => i + 1));
     for (const s of [1, SLICES]) expect(again.durable(s).snapshot!.state.every((b) => b === s)).toBe(true);
     expect(again.durable(SLICES + 1).promisedTerm).toBe(2);
+  });
+
+  it('a slice written to while a checkpoint runs, before its own record, reads back once the older segments are gone', async () => {
+    // Records a flush logs between two steps land in the checkpoint's segment. For a slice whose checkpoint record
+    // is yet to come, they came before it; once the older segments are dropped the log starts at the checkpoint, and
+    // such an append replayed onto an empty slice (its earlier records went with the old segments) is a gap, which
+    // open() refused ('a log grows without a gap'): the worker would not start again. open() leaves such ops out, as
+    // the slice's record that follows replaces them.
+    const dir = tempDir();
+    const { log } = ReplicaLog.open(dir, 'fsync');
+    const SLICES = 40;
+    for (let s = 1; s <= SLICES; s++) {
+      log.diskFor(s).write({ kind: 'promise', term: 1 });
+      log.diskFor(s).write({ kind: 'append', records: [makeRecord(1, 1, new Uint8Array(256 * 1024).fill(s))] });
+      log.diskFor(s).write({ kind: 'commit', index: 1 });
+    }
+    await sync(log, 1);
+    let done = false;
+    const checkpointed = log.checkpoint().then(() => (done = true));
+    let wrote = false;
+    // Bounded in time, not in turns alone: a turn is microseconds, and the checkpoint first waits for the older
+    // segment's fdatasync (tens of MB here), which a disk other processes load took over 10,000 turns to answer.
+    const deadline = performance.now() + 30_000;
+    for (let turn = 0; turn < 10_000_000 && !done && performance.now() < deadline; turn++) {
+      await new Promise((r) => setImmediate(r));
+      if (wrote || log.bytesSinceCheckpoint === 0) continue;
+      // The first turn between steps: the last slice's record (slices go in the order they came) is not written yet.
+      wrote = true;
+      log.diskFor(SLICES).write({ kind: 'append', records: [makeRecord(1, 2, new Uint8Array([7]))] });
+      log.diskFor(SLICES).write({ kind: 'commit', index: 2 });
+      await sync(log, SLICES);
+      // And one written to, then dropped, before its record: its ops, then its drop record, no checkpoint record.
+      log.diskFor(SLICES - 1).write({ kind: 'append', records: [makeRecord(2, 2, new Uint8Array([8]))] });
+      log.diskFor(SLICES - 1).write({ kind: 'promise', term: 2 });
+      await sync(log, SLICES - 1);
+      log.drop(SLICES - 1);
+    }
+    await checkpointed;
+    expect(wrote, 'a write went in between two steps').toBe(true);
+    const { log: again } = ReplicaLog.open(dir, 'fsync');
+    expect(again.sliceIds).toEqual(Array.from({ length: SLICES }, (_, i) => i + 1).filter((s) => s !== SLICES - 1));
+    expect(again.durable(SLICES - 1)).toEqual({ promisedTerm: 2, snapshot: null, records: [], commitIndex: 0 });
+    const last = again.durable(SLICES);
+    expect(last.records.map((r) => r.index)).toEqual([1, 2]);
+    expect(last.commitIndex).toBe(2);
+    expect(again.durable(1).records.map((r) => r.index)).toEqual([1]);
+  });
+
+  it('still refuses a slice whose log has a gap that no checkpoint record after it covers', () => {
+    // open() leaves out the ops of a slice that do not apply only until that slice's checkpoint record: one with none
+    // after it is a gap in the slice's log, as before.
+    const dir = tempDir();
+    const { log: wal } = WriteAheadLog.open(dir, 'fsync', 0, () => {});
+    const gapped: DiskOp = { kind: 'append', records: [makeRecord(1, 5, new Uint8Array([5]))] };
+    wal.append(RECORD_KIND.ReplicaOps, new Packr({ useRecords: false }).pack([[3, gapped]]));
+    expect(() => ReplicaLog.open(dir, 'fsync')).toThrow(/slices 3 has a gap that no checkpoint record after it covers/);
+  });
+
+  it('loses no synced write when killed at any turn of a checkpoint written while slices are written to', async () => {
+    // The process killed at each turn of a stepped checkpoint (its folder copied as it is) while every turn appends
+    // and syncs a record on one of the slices: each copy opens, and holds, for every slice, every record synced
+    // before the copy, with no gap; and so does the log once the checkpoint dropped the older segments.
+    for (const mode of ['os', 'fsync'] as const) {
+      const dir = tempDir();
+      const { log } = ReplicaLog.open(dir, mode);
+      const SLICES = 12;
+      const last = new Map<number, number>();
+      for (let s = 1; s <= SLICES; s++) {
+        log.diskFor(s).write({ kind: 'promise', term: 1 });
+        log.diskFor(s).write({ kind: 'append', records: [makeRecord(1, 1, new Uint8Array(1024 * 1024).fill(s))] });
+        last.set(s, 1);
+      }
+      await sync(log, 1);
+      let done = false;
+      const checkpointed = log.checkpoint().then(() => (done = true));
+      let copies = 0;
+      for (let turn = 0; turn < 1_000 && !done; turn++) {
+        const s = 1 + ((SLICES - 1 - (turn % SLICES)) % SLICES); // the last slices first: their records come late
+        const index = last.get(s)! + 1;
+        log.diskFor(s).write({ kind: 'append', records: [makeRecord(1, index, new Uint8Array([index]))] });
+        await sync(log, s);
+        last.set(s, index);
+        const copy = tempDir();
+        try {
+          cpSync(dir, copy, { recursive: true });
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err; // a segment unlinked amid the copy
+          continue;
+        }
+        copies++;
+        const again = ReplicaLog.open(copy, mode).log;
+        for (let k = 1; k <= SLICES; k++) {
+          expect(again.durable(k).records.map((r) => r.index), `${mode}: slice ${k} after ${turn} turns`).toEqual(Array.from({ length: last.get(k)! }, (_, i) => i + 1));
+        }
+        await new Promise((r) => setImmediate(r));
+      }
+      await checkpointed;
+      expect(copies, `${mode}: crashes amid the checkpoint`).toBeGreaterThanOrEqual(2);
+      const again = ReplicaLog.open(dir, mode).log;
+      for (let k = 1; k <= SLICES; k++) expect(again.durable(k).records.length, `${mode}: slice ${k} at the end`).toBe(last.get(k));
+    }
   });
 
   it('loses nothing a sync answered when its process is SIGKILLed mid-write', async () => {

@@ -392,8 +392,11 @@ export class SliceFailover {
    * left unanswered, not from its last frame: a leader's node is asked once per ping interval (rounded up to a tick),
    * so counted from its last frame it had a quarter of an interval to answer in, and a node whose answer took 250 ms
    * (a busy worker at load) counted as silent (issue 14, docs/replication.md "A node that answers"). A frozen node is
-   * found silent at most a ping interval and a tick after its last frame plus this bound (1.35 s at the defaults),
-   * still within the heartbeat timeout, so a frozen leader is replaced after the timeout, as before. */
+   * found silent at most a ping interval and a tick after its last frame plus this bound (1.35 s at the defaults).
+   * Its last frame may be a late answer to another slice's older question that came after a newer one was sent (any
+   * frame answers), up to a ping interval and a tick after a slice's last Pong, so a frozen leader is replaced up to
+   * about 0.45 s after the heartbeat timeout (counted from the last frame: at it); in all, silence is found up to a
+   * ping interval and a tick later than counted from the last frame. */
   private heardLately(r: ReplicaId, now: number): boolean {
     return now - (this.host.heardFrom?.(r) ?? -Infinity) < 1.5 * this.timing.pingIntervalMs;
   }

@@ -194,29 +194,41 @@ export class ReplicaLog {
     const found = new Map<number, DurableReplica>();
     const promised = new Map<number, number>();
     let checkpointBytes = 0;
+    /** Slices an op of which did not apply (an append past what the log read so far holds of the slice): a checkpoint
+     * record of theirs must follow, and replaces what came before it; their ops until then are left out. A checkpoint
+     * is written in steps, and a flush between two logs its slices' ops in the checkpoint's segment, so an op of a
+     * slice whose record is yet to come precedes it there (it is in that record: the view it packs holds every op
+     * flushed before). Once the older segments are dropped the log starts at that segment, and such an op replays
+     * onto an empty slice. A slice still gapped when the log ends is a gap in its log, refused as before. */
+    const gapped = new Set<number>();
     mkdirSync(dir, { recursive: true });
     // No snapshot file: a checkpoint is in the log itself, so the log starts where its oldest segment does.
     const { log: wal, recovery } = WriteAheadLog.open(dir, mode, (firstSegmentLsn(dir) ?? 1) - 1, (r) => {
       if (r.kind === RECORD_KIND.ReplicaOps) {
         for (const [slice, op] of unpackr.unpack(r.payload) as [number, DiskOp][]) {
           if (!found.has(slice)) found.set(slice, emptyDurable());
-          applyDiskOp(found.get(slice)!, reviveOp(op));
+          const d = found.get(slice)!;
+          if (!gapped.has(slice) && op.kind === 'append' && op.records.length > 0 && op.records[0].index !== (d.snapshot?.index ?? 0) + d.records.length + 1) gapped.add(slice);
+          if (!gapped.has(slice)) applyDiskOp(d, reviveOp(op));
         }
       } else if (r.kind === RECORD_KIND.ReplicaDrop) {
         // [slice, promisedTerm]; the term is absent in a record written before it was kept.
         const [slice, term] = unpackr.unpack(r.payload) as [number, number?];
         const d = found.get(slice);
         found.delete(slice);
+        gapped.delete(slice); // its ops before are gone with it; the term it promised is in the record
         const kept = Math.max(term ?? 0, d?.promisedTerm ?? 0, promised.get(slice) ?? 0);
         if (kept > 0) promised.set(slice, kept);
       } else if (r.kind === RECORD_KIND.ReplicaCheckpoint) {
         const [slice, state] = unpackr.unpack(r.payload) as [number, DurableReplica];
         found.set(slice, revive(state));
+        gapped.delete(slice);
         checkpointBytes += recordBytes(r.payload);
       } else {
         throw new Error(`a replica log holds a record of kind ${r.kind} at ${r.lsn}`);
       }
     });
+    assert(gapped.size === 0, `the replica log of slices ${[...gapped].join(', ')} has a gap that no checkpoint record after it covers`);
     const log = new ReplicaLog(wal);
     log.checkpointBytes = checkpointBytes;
     for (const [slice, d] of found) log.slices.set(slice, d);
@@ -334,7 +346,9 @@ export class ReplicaLog {
    * long and counted as silent (issue 14, docs/replication.md "A node that answers"). Records the worker logs
    * between two steps land among the checkpoint's, which changes nothing read back: a slice's checkpoint record is
    * its view as the log then holds it (flush updates the view as it appends), so it replaces that slice's records
-   * before it and those after it apply on top; a slice dropped meanwhile has its drop record after its checkpoint
+   * before it and those after it apply on top. Once the older segments are gone, a slice's ops logged in this segment
+   * before its record replay onto an empty slice: open() leaves out those that do not apply (gapped), as the record
+   * replaces them; a slice dropped meanwhile has its drop record after its checkpoint
    * record, or is skipped (no longer in the view). */
   async checkpoint(): Promise<void> {
     assert(!this.checkpointing, 'one checkpoint at a time');
