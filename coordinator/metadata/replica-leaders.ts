@@ -502,8 +502,7 @@ export class ReplicaLeaders {
     const elected = published.filter((e) => {
       // A failover replaced within this turn (its set changed) may have published at a term the map moved past.
       // (A leader outside the set carries a change that has not settled: failover.ts finishElection.)
-      const replicas = [this.map.replicasOf(e.slice), ...this.map.unsettledOf(e.slice)];
-      return replicas.some((set) => set.includes(e.leader)) && e.term > this.map.termOf(e.slice) && e.term <= Math.max(used.get(e.slice) ?? 0, this.map.lastTermUsed(e.slice));
+      return this.map.leaderPlaceOf(e.slice, e.leader) !== null && e.term > this.map.termOf(e.slice) && e.term <= Math.max(used.get(e.slice) ?? 0, this.map.lastTermUsed(e.slice));
     });
     const outbox = this.outbox;
     // Nor does its Lead (or LeadOn) leave: a coordinator that restarts takes the map's term for the last one a Lead
@@ -526,7 +525,7 @@ export class ReplicaLeaders {
       const was = this.map.ownerOf(e.slice);
       named.set(e.slice, was);
       // A leader outside the set (carrying the change) is not made owner (recordElections): the owner keeps its place.
-      if (was >= 0 && was !== e.leader && this.map.replicasOf(e.slice).includes(e.leader)) deposed.add(was);
+      if (was >= 0 && was !== e.leader && this.map.leaderPlaceOf(e.slice, e.leader) === 'set') deposed.add(was);
     }
     if (used.size > 0 || elected.length > 0) {
       try {
