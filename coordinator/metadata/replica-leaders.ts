@@ -524,7 +524,10 @@ export class ReplicaLeaders {
     for (const e of elected) {
       const was = this.map.ownerOf(e.slice);
       named.set(e.slice, was);
-      // A leader outside the set (carrying the change) is not made owner (recordElections): the owner keeps its place.
+      // A leader outside the set (carrying the change) is not made owner (recordElections): the owner keeps its place,
+      // and is not deposed here either: routers (these links' included) keep sending the slice's writes to it until
+      // the newest set's election, so a batch given up now would only be resent to it, and wait as long again
+      // (docs/replication.md, "A leader outside the newest set").
       if (was >= 0 && was !== e.leader && this.map.leaderPlaceOf(e.slice, e.leader) === 'set') deposed.add(was);
     }
     if (used.size > 0 || elected.length > 0) {
