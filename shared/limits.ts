@@ -218,6 +218,17 @@ export const HANDOVER_TARGET_ANSWER_WAIT_SHARE = 0.5;
  * so that the wait never restarts the election. */
 export const CARRIER_AVOIDED_ANSWER_WAIT_SHARE = 0.5;
 export const LEADER_ELECTION_TIMEOUT_MS = 2_000;
+/** A replica outside the newest set elected to carry an unsettled change (coordinator/metadata/failover.ts
+ * finishElection) that has not settled it this many heartbeat timeouts after its election is replaced by an election
+ * (`carrier_unsettled`), even while it answers the coordinator: until it settles, the slice has no serving leader
+ * (routers keep the set's owner, which does not serve), and a carrier that cannot get its barrier onto a majority of
+ * the newest set (a link to those replicas cut, their nodes refusing its records) would lead without end. Its barrier
+ * needs one replication round, and the coordinator hears of it within a ping interval; a newest-set replica that
+ * catches up first makes it slow, not stuck. So the same allowance as a leader that answers late
+ * (LEADER_SLOW_TIMEOUT_FACTOR, 4.5 s at the defaults): the most the coordinator waits for a leader that answers but
+ * does not do its work, and with an election after it (up to LEADER_ELECTION_TIMEOUT_MS) still within the router's
+ * FAILOVER_RETRY_MS_MAX for most of the carrier's window (docs/replication.md, "A leader outside the newest set"). */
+export const CARRIER_SETTLE_TIMEOUT_FACTOR = LEADER_SLOW_TIMEOUT_FACTOR;
 export const REPLICATION_APPEND_RECORDS_MAX = 256;
 /** A leader gathers a task's record payloads in a scratch buffer before copying them into one buffer of their own
  * (slice-worker/log-format.ts encodeReplicatedEach). It starts at this size: room for a task of a few dozen small

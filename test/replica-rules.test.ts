@@ -4,7 +4,7 @@
 // leader acknowledges nothing. Messages and disk syncs move only when a story says so.
 import { describe, expect, it } from 'vitest';
 import { chooseLeader, SliceFailover, type ElectionReason } from '../coordinator/metadata/failover.js';
-import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, HANDOVER_TARGET_ANSWER_WAIT_SHARE, REPLICA_KEEPALIVE_MS, REPLICA_LEASE_DRIFT, REPLICA_LEASE_MS, REPLICA_READ_STALENESS_MS, REPLICA_RESEND_MS_MAX, REPLICA_TICK_MS } from '../shared/limits.js';
+import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, CARRIER_SETTLE_TIMEOUT_FACTOR, HANDOVER_TARGET_ANSWER_WAIT_SHARE, REPLICA_KEEPALIVE_MS, REPLICA_LEASE_DRIFT, REPLICA_LEASE_MS, REPLICA_READ_STALENESS_MS, REPLICA_RESEND_MS_MAX, REPLICA_TICK_MS } from '../shared/limits.js';
 import { decodeReplicationMessage, encodeReplicationMessage } from '../shared/protocol.js';
 import { makeRecord } from '../slice-worker/replication/replica-record.js';
 import { applyDiskOp, COORDINATOR, emptyDurable, Replica, type DiskOp, type ReplicaHost, type ReplicaTiming, type ReplicationMessage } from '../slice-worker/replication/replica.js';
@@ -1648,6 +1648,49 @@ describe('a replica outside the newest set that carries a chained change (Raft\'
     changed.receive(0, { type: 'Pong', seq: 1, term: 6, leading: false, commitTerm: 6, lastIndex: 9 });
     changed.tick();
     expect(published).toEqual([[0, 6], [2, 7]]);
+  });
+
+  it('elects again when a carrier that answers has not settled its change within CARRIER_SETTLE_TIMEOUT_FACTOR heartbeat timeouts', () => {
+    const published: [number, number][] = [];
+    let now = 0;
+    const reasons: (string | null)[] = [];
+    const { timing, host: base } = electionStory(published, () => now);
+    const host = { ...base, persistTerm: (_t: number, why: string | null) => reasons.push(why), heardFrom: (r: number) => (r === 1 ? -Infinity : now) };
+    // [0, 1, 2] to [1, 2, 3] with 0 carrying (record 8 on 0 and 1 alone, 1's node down). 2 and 3 never take its records
+    // (their links to 0 cut): its barrier is on no majority of [1, 2, 3], so the change never settles.
+    const changed = new SliceFailover([0, 1, 2], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
+    changed.tick();
+    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    expect(published).toEqual([[0, 6]]);
+    const bound = CARRIER_SETTLE_TIMEOUT_FACTOR * timing.heartbeatTimeoutMs;
+    // 0 answers every ping, leading term 6 with its commit point of term 5: it is not silent, and leads on until the bound.
+    const answerFor = (until: number, term: number) => {
+      for (; now < until; now += timing.pingIntervalMs) {
+        changed.receive(0, { type: 'Pong', seq: 1, term, leading: true, commitTerm: 5, lastIndex: 9 });
+        for (const r of [2, 3]) changed.receive(r, { type: 'Pong', seq: 0, term, leading: false, commitTerm: 5, lastIndex: 7 });
+        changed.tick();
+      }
+    };
+    answerFor(bound - timing.pingIntervalMs, 6);
+    expect(reasons).toEqual(['change_chained']);
+    expect(changed.currentLeader).toBe(0);
+    answerFor(bound + timing.pingIntervalMs, 6);
+    expect(reasons).toEqual(['change_chained', 'carrier_unsettled']);
+    expect(changed.currentLeader).toBe(null);
+    expect(changed.sets).toEqual([[1, 2, 3], [0, 1, 2]]); // still the joint sets: the change did not settle
+    // An election as any: 0 promised term 7 (it stopped leading 6), so no lease of it runs; it holds the furthest
+    // record still, so it carries again at 7, with an allowance of its own.
+    const at = now;
+    changed.receive(0, { type: 'Prepared', term: 7, lastTerm: 6, lastIndex: 9, leaseWaitMs: 1_000, ledTerm: 6 });
+    changed.receive(2, { type: 'Prepared', term: 7, lastTerm: 5, lastIndex: 7, leaseWaitMs: 1_000, ledTerm: 0 });
+    changed.receive(3, { type: 'Prepared', term: 7, lastTerm: 5, lastIndex: 0, leaseWaitMs: 1_000, ledTerm: 0 });
+    expect(published).toEqual([[0, 6], [0, 7]]);
+    answerFor(at + bound - timing.pingIntervalMs, 7);
+    expect(reasons).toEqual(['change_chained', 'carrier_unsettled']);
+    answerFor(at + bound + timing.pingIntervalMs, 7);
+    expect(reasons).toEqual(['change_chained', 'carrier_unsettled', 'carrier_unsettled']);
   });
 
   it('waits out the lease of a leader whose Pong said it leads nothing without a commit point of its term (sent before it led, or by a replica that never led it)', () => {

@@ -12,7 +12,7 @@
 import { assert, wasNotApplied } from '../shared/errors.js';
 import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
-import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type LastRecord } from '../coordinator/metadata/failover.js';
+import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type ElectionReason, type LastRecord } from '../coordinator/metadata/failover.js';
 import { caughtUpForHandover } from '../coordinator/metadata/replica-leaders.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
@@ -128,6 +128,8 @@ export interface SimReport {
    * own), not cut short by a later change or a coordinator restart. */
   carriers: number;
   carriersSettled: number;
+  /** Elections that replaced a carrier that had not settled its change in time (failover.ts, 'carrier_unsettled'). */
+  carrierTimeouts: number;
   /** Leadership handovers before a drain step or a remove (keyslice remove, a replacement) that takes out the leader's
    * replica (membership.ts drainReplicas and handOverLeaderships, ReplicaLeaders.handOver), and of those, the ones whose
    * election named the replica handed to (the change then led on); `removeHandovers`: of the handovers, those before a remove. */
@@ -411,7 +413,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, handovers: 0, handedOver: 0, removeHandovers: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -747,9 +749,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const failoverHost = {
     send: (to: ReplicaId, m: ReplicationMessage) => send(COORDINATOR, to, m),
     now: () => clock.now,
-    persistTerm: (t: number) => {
+    persistTerm: (t: number, why: ElectionReason | null) => {
       assert(t > usedTerm, 'a term is used once');
       usedTerm = t;
+      if (why === 'carrier_unsettled') report.carrierTimeouts++;
     },
     publish: (leader: ReplicaId, term: number) => {
       // As recordElections: a leader outside the set (carrying an unsettled change) is recorded, not made owner.

@@ -237,6 +237,11 @@ export class ClusterMap {
   unsettledCountOf(slice: number): number {
     return this.state.unsettled[slice].length;
   }
+  /** Where node `leader`, elected for the slice, stands (leaderPlace): the one rule recordElections asserts and
+   * ReplicaLeaders.flush follows for which Lead leaves and whom it deposes. */
+  leaderPlaceOf(slice: number, leader: number): LeaderPlace {
+    return leaderPlace(this.state, slice, leader);
+  }
   /** [term, node] of the last Lead or LeadOn recorded for the slice, or null (see ClusterMapState.lastLead). */
   lastLeadOf(slice: number): readonly [number, number] | null {
     return this.state.lastLead[slice];
@@ -275,10 +280,10 @@ export class ClusterMap {
       // A leader outside the set carries a change that has not settled (failover.ts finishElection): its term and Lead
       // are recorded (a later election waits out its lease by them), not as the owner: routers keep the set's, and the
       // set elects one of its own once the change settled.
-      const carrying = !replicas.includes(leader);
-      assert(!carrying || next.unsettled[slice].some((set) => set.includes(leader)), `node ${leader} is a replica of slice ${slice}, or of a set of its unsettled change`);
+      const place = leaderPlace(next, slice, leader);
+      assert(place !== null, `node ${leader} is a replica of slice ${slice}, or of a set of its unsettled change`);
       assert(Number.isSafeInteger(term) && term > next.terms[slice] && term <= next.termsUsed[slice], `a leader term only grows and was used (slice ${slice} is at ${next.terms[slice]}, got ${term})`);
-      if (!carrying && leader !== next.owners[slice]) {
+      if (place === 'set' && leader !== next.owners[slice]) {
         ownersChanged = true;
         next.owners[slice] = leader;
         next.followers[slice] = replicas.filter((r) => r !== leader);
@@ -738,6 +743,13 @@ function leaverOf(s: State, slice: number): number {
 
 /** [leader, ...followers] of a slice in `s` (empty while no node has joined). */
 const setOf = (s: State, slice: number) => (s.owners[slice] < 0 ? [] : [s.owners[slice], ...s.followers[slice]]);
+/** Where a leader elected for a slice stands: 'set', a replica of the slice's set (it becomes the owner); 'carrier', a
+ * replica of one of the sets of its unsettled change and not of the set, elected to carry the change (failover.ts
+ * finishElection; recorded, not made owner: docs/replication.md, "A leader outside the newest set"); null, neither (a
+ * failover replaced since it published: nothing of it is recorded). */
+export type LeaderPlace = 'set' | 'carrier' | null;
+const leaderPlace = (s: State, slice: number, leader: number): LeaderPlace =>
+  setOf(s, slice).includes(leader) ? 'set' : s.unsettled[slice].some((set) => set.includes(leader)) ? 'carrier' : null;
 
 /** Each slice whose replica set changed from `prev` to `next` keeps the set before (and the older sets of its change,
  * if that had not settled) in `next.unsettled`, in the same write as the change: a coordinator that restarts before

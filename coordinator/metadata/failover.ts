@@ -22,7 +22,7 @@
 // leader leads on at a new term (LeadOn), with the change's sets, keeping its writes not yet committed. A
 // leader that does not lead its term any more refuses, and an election follows at once.
 import { assert } from '../../shared/errors.js';
-import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR } from '../../shared/limits.js';
+import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, CARRIER_SETTLE_TIMEOUT_FACTOR, HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR } from '../../shared/limits.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 
 export interface FailoverTiming {
@@ -52,6 +52,7 @@ export const ELECTION_REASONS = {
   leader_leads_nothing: 'leader leads nothing',
   newer_term: 'leader promised a newer term',
   lead_on_refused: 'leader could not lead on at the new term',
+  carrier_unsettled: 'a replica outside the newest set that carries a change did not settle it in time',
   election_timeout: 'election timeout',
 } as const;
 export type ElectionReason = keyof typeof ELECTION_REASONS;
@@ -175,6 +176,9 @@ export class SliceFailover {
    * committed, Replica.leaderCommit; a leader whose node left the set, resign) or by a restart, and leads that term
    * never again (the one Lead of a term was taken): no lease of it runs (leasesOut). 0: none. */
   private stoppedLeading = 0;
+  /** When the leader, a replica outside this set carrying the change (finishElection), was elected; null for a leader
+   * of this set (install). */
+  private carriedSince: number | null = null;
 
   constructor(
     readonly replicas: readonly ReplicaId[],
@@ -230,6 +234,13 @@ export class SliceFailover {
     if (this.leader === null) return this.startElection(this.noLeaderBecause);
     if (this.lastGoodAt === -Infinity) return this.startElection(this.suspectedFor);
     if (!this.leaderAnswering(now)) return this.startElection('leader_timeout');
+    // A carrier that answers but has not settled its change (its barrier not on a majority of the newest set): the
+    // slice has no serving leader meanwhile, so it does not lead without end (CARRIER_SETTLE_TIMEOUT_FACTOR). The
+    // election is any election: a newer term, persisted, that the carrier promises (it stops leading), and leases
+    // waited out by leasesOut.
+    if (this.carriedSince !== null && !this.electorateSettled && now - this.carriedSince >= CARRIER_SETTLE_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs) {
+      return this.startElection('carrier_unsettled');
+    }
     if (now - this.lastPingAt >= this.timing.pingIntervalMs) {
       this.lastPingAt = now;
       this.host.send(this.leader, { type: 'Ping', seq: ++this.pingSeq });
@@ -367,6 +378,7 @@ export class SliceFailover {
     this.lastGoodAt = this.host.now();
     this.published = true;
     this.handoverTo = null;
+    this.carriedSince = this.replicas.includes(leader) ? null : this.host.now();
     // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it (the map
     // records it as the last Lead: host.lastLead).
     this.host.publish(leader, term);

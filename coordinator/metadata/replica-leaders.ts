@@ -502,8 +502,7 @@ export class ReplicaLeaders {
     const elected = published.filter((e) => {
       // A failover replaced within this turn (its set changed) may have published at a term the map moved past.
       // (A leader outside the set carries a change that has not settled: failover.ts finishElection.)
-      const replicas = [this.map.replicasOf(e.slice), ...this.map.unsettledOf(e.slice)];
-      return replicas.some((set) => set.includes(e.leader)) && e.term > this.map.termOf(e.slice) && e.term <= Math.max(used.get(e.slice) ?? 0, this.map.lastTermUsed(e.slice));
+      return this.map.leaderPlaceOf(e.slice, e.leader) !== null && e.term > this.map.termOf(e.slice) && e.term <= Math.max(used.get(e.slice) ?? 0, this.map.lastTermUsed(e.slice));
     });
     const outbox = this.outbox;
     // Nor does its Lead (or LeadOn) leave: a coordinator that restarts takes the map's term for the last one a Lead
@@ -525,8 +524,11 @@ export class ReplicaLeaders {
     for (const e of elected) {
       const was = this.map.ownerOf(e.slice);
       named.set(e.slice, was);
-      // A leader outside the set (carrying the change) is not made owner (recordElections): the owner keeps its place.
-      if (was >= 0 && was !== e.leader && this.map.replicasOf(e.slice).includes(e.leader)) deposed.add(was);
+      // A leader outside the set (carrying the change) is not made owner (recordElections): the owner keeps its place,
+      // and is not deposed here either: routers (these links' included) keep sending the slice's writes to it until
+      // the newest set's election, so a batch given up now would only be resent to it, and wait as long again
+      // (docs/replication.md, "A leader outside the newest set").
+      if (was >= 0 && was !== e.leader && this.map.leaderPlaceOf(e.slice, e.leader) === 'set') deposed.add(was);
     }
     if (used.size > 0 || elected.length > 0) {
       try {
