@@ -833,9 +833,10 @@ export class Membership {
           wait(`its leadership is being handed to ${to !== null ? names([to]) : 'a replica that stays (none said lately that it holds the leader\'s first record yet)'} before its replica on ${names([node])} leaves, so that the change is led on (at most ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s, then it elects)`);
           continue;
         }
+        // Its clock is kept until the drop is saved (below): a failed save must not start the handover's wait again,
+        // nor count the same give-up once a turn while the fault lasts.
         gaveUp.push(slice);
-      }
-      this.handingOver.delete(slice);
+      } else this.handingOver.delete(slice);
       // The invariant of a replica-set change: the replicas left that hold every acknowledged write and are up are a
       // majority of the set that is left, so it elects and commits without the replica that leaves. (Joint majorities
       // keep every acknowledged write whatever they hold; this is for the slice to go on serving.)
@@ -848,10 +849,6 @@ export class Membership {
       const n = this.leaders.handOver(handoffs);
       if (n > 0) this.log(`handing the leadership of ${n} slices (e.g. slice ${handoffs[0].slice}) to replicas that stay before their leaders' replicas leave (drain or replica move)`);
     }
-    if (gaveUp.length > 0) {
-      this.handoversGivenUp += gaveUp.length;
-      this.log(`the leadership of ${gaveUp.length} slices (e.g. slice ${gaveUp[0]}) was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; their leaders' replicas leave all the same and they elect`);
-    }
     if (drops.length === 0) return;
     const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
     try {
@@ -861,6 +858,12 @@ export class Membership {
       if (!(err instanceof MapSaveError)) throw err;
       this.log(`cannot record that ${drops.length} slices' leaving replicas (e.g. slice ${drops[0].slice}'s on ${this.map.nodes[drops[0].node]}) left, in the cluster map (${err.message}); tried again next turn`);
       return;
+    }
+    // Given up once the leaving replicas are out (their slices elect): counted and logged once.
+    for (const slice of gaveUp) this.handingOver.delete(slice);
+    if (gaveUp.length > 0) {
+      this.handoversGivenUp += gaveUp.length;
+      this.log(`the leadership of ${gaveUp.length} slices (e.g. slice ${gaveUp[0]}) was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; their leaders' replicas leave all the same and they elect`);
     }
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
