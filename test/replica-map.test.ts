@@ -635,17 +635,18 @@ describe('replica sets in the cluster map', () => {
     settle(map, s);
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
     // Every node counts as up (none is connected here), so the remove is refused for no other reason.
-    const inside = m as unknown as { isUp: (n: number) => boolean; handOverLeaderships: (n: number) => Promise<void> };
+    const inside = m as unknown as { isUp: (n: number) => boolean; handOverLeaderships: (n: number) => Promise<number> };
     inside.isUp = () => true;
     let release: () => void = () => {};
     const waited = new Promise<void>((r) => (release = r));
     let steps = 0;
     inside.handOverLeaderships = async () => {
       await waited;
-      if (steps++ > 0) return;
+      if (steps++ > 0) return 0;
       // The move's second step takes X's replica out; that change has not settled.
       map.dropLeavingReplicas([{ slice: s, node: x }]);
       m.leaders.sync();
+      return 0;
     };
     try {
       expect(m.leaders.settled(s)).toBe(true);
@@ -1206,4 +1207,37 @@ describe("a drain step's handover given up while the map cannot be saved", () =>
       m.close();
     }
   });
+});
+
+describe("a remove's handover given up", () => {
+  it('is counted once the node is removed: not for a remove whose map save failed, once for the one that removes it', async () => {
+    // 4 nodes at R=3; node 3 leads some slices and its handovers never come (handOver patched to make none), so each
+    // remove waits LEADER_HANDOVER_BEFORE_CHANGE_MS and gives them up. The first remove's map save fails (the map's
+    // temporary path made a folder): nothing removed, no leader lost, nothing counted.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    settle(map);
+    const x = 3;
+    const led = map.slicesOf(x).length;
+    expect(led).toBeGreaterThan(0);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; handoversGivenUp: number };
+    clearInterval(inside.timer);
+    inside.isUp = () => true;
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, handOver: () => 0 });
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    try {
+      mkdirSync(tmp);
+      await expect(m.remove(map.nodes[x])).rejects.toBeInstanceOf(MapSaveError);
+      expect(map.statusOf(x), 'not removed').toBe('active');
+      expect(inside.handoversGivenUp, 'nothing counted for the failed remove').toBe(0);
+      rmSync(tmp, { recursive: true });
+      await m.remove(map.nodes[x]);
+      expect(map.statusOf(x)).toBe('removed');
+      expect(inside.handoversGivenUp, 'counted once').toBe(led);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+      m.close();
+    }
+  }, 30_000);
 });

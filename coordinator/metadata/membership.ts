@@ -342,9 +342,11 @@ export class Membership {
     // rebalancing and handovers give it no leadership (this.removing); a second remove of it is refused (above).
     this.removing.add(index);
     try {
-      await this.handOverLeaderships(index);
+      const gaveUp = await this.handOverLeaderships(index);
       this.indexOf(url); // not removed meanwhile
       await this.removeNow(index, this.removeChecks(index, forgetData, force));
+      // Counted once the node is out (its slices elect): a remove refused or whose map save failed lost no leader.
+      this.handoversGivenUp += gaveUp;
     } finally {
       this.removing.delete(index);
     }
@@ -471,11 +473,12 @@ export class Membership {
    * replica that stays (handOverTarget), as a drain step does, so that the removal is led on by those leaders rather
    * than deposing this one with its writes not yet committed (docs/replication.md, "Remove"). Waits until each such
    * slice has an elected leader on another node, at most LEADER_HANDOVER_BEFORE_CHANGE_MS; then the removal goes on
-   * and the slices still led here elect, as without a handover (logged, counted in status). */
-  private async handOverLeaderships(index: number): Promise<void> {
+   * and the slices still led here elect, as without a handover (logged; counted in status by remove once the node is
+   * out). Answers how many slices' handovers were given up. */
+  private async handOverLeaderships(index: number): Promise<number> {
     assert(this.removing.has(index), 'leaderships are handed over only for a node being removed');
     const ledHere = () => this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length > 1);
-    if (ledHere().length === 0 || !this.isUp(index)) return;
+    if (ledHere().length === 0 || !this.isUp(index)) return 0;
     // Each slice led here at the start or since (an election may choose this node while it waits) that still holds a
     // replica here, until another node leads it by an election for its set: a handover names its target in the map at
     // once, so a slice no longer named here may still have its election under way, which the removal would cut off.
@@ -502,11 +505,11 @@ export class Membership {
     // The wait as this process measured it (a test bounds the remove by it, not by its own clock on a loaded machine).
     const waited = `waited ${Math.round(performance.now() - started)} ms`;
     if (left.length > 0) {
-      this.handoversGivenUp += left.length;
       this.log(`remove: the leadership of ${left.length} slices (e.g. slice ${left[0]}) on ${this.map.nodes[index]} was not handed over (an election on another node) within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms (${waited}); the node is removed all the same and they elect`);
     } else {
       this.log(`remove: handed the leadership of ${watched.size} slices on ${this.map.nodes[index]} to replicas that stay (${waited})`);
     }
+    return left.length;
   }
 
   /** A node that leadership may be handed to (for balance, or before a change takes a leader out): active, up, and not
