@@ -9,7 +9,8 @@
 // `--base DIR`: a built checkout whose endpoint runs in the same rounds, alternated with this one.
 // Workloads: PutItem of a 200-byte item, GetItem of one, Query of 100 such items (the shape of bench:compare and
 // hops.js's `sdk` workloads), each unsigned (a cluster with no client token) and signed (SigV4 checked against the
-// token; the signature is made once here, in the current 15 minutes).
+// token; signed afresh for each measurement, so that a long run's signatures stay within the 15 minutes the check
+// allows: made once, they expired after 15 minutes, and the bench stopped on InvalidSignatureException).
 import { createHash, createHmac } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -106,22 +107,22 @@ function headersOf(op: string, body: Buffer, signed: boolean): [string, string][
 
 interface Workload {
   name: string;
+  op: string;
   body: Buffer;
-  headers: [string, string][];
   signed: boolean;
 }
 const WORKLOADS: Workload[] = ['PutItem', 'GetItem', 'Query'].flatMap((op) =>
   [false, true].map((signed) => {
     const body = Buffer.from(JSON.stringify(BODIES[op]));
-    return { name: `${op === 'Query' ? 'Query of 100' : op}, ${signed ? 'signed' : 'unsigned'}`, body, headers: headersOf(op, body, signed), signed };
+    return { name: `${op === 'Query' ? 'Query of 100' : op}, ${signed ? 'signed' : 'unsigned'}`, op, body, signed };
   }),
 );
 
 /** A request as node:http gives it: headers (lower case), the raw list, and headersDistinct made from it when first read. */
-function request(w: Workload): Request {
-  const rawHeaders = w.headers.flat();
+function request(list: [string, string][]): Request {
+  const rawHeaders = list.flat();
   const headers: Record<string, string> = {};
-  for (const [k, v] of w.headers) headers[k] = v;
+  for (const [k, v] of list) headers[k] = v;
   let distinct: Record<string, string[]> | undefined;
   return {
     method: 'POST',
@@ -140,9 +141,10 @@ function request(w: Workload): Request {
 
 /** CPU µs per request of `w` on `ep`, over MS ms of requests one after another. */
 async function measure(ep: Endpoint, w: Workload): Promise<number> {
+  const list = headersOf(w.op, w.body, w.signed);
   const one = async () => {
     const res = new Answer();
-    ep.send(res, 200, await ep.serve(request(w), w.body));
+    ep.send(res, 200, await ep.serve(request(list), w.body));
     if (res.bytes === 0) throw new Error(`${w.name}: no answer`);
   };
   await one(); // an error here (a refused signature, a changed endpoint) stops the bench

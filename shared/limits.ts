@@ -559,7 +559,8 @@ export const DYNAMODB_LIST_TABLES_LIMIT_MAX = 100;
 /** A SigV4 signature is refused when its time is further than this from the coordinator's clock. */
 export const DYNAMODB_SIGNATURE_SKEW_MS_MAX = 15 * 60_000;
 /** SigV4 signing keys (one per secret, day, region and service) kept so that a request is checked with one HMAC
- * rather than five; past this many the kept ones are dropped (a client signs with one key per day). */
+ * rather than five, each only once a signature made with it held; past this many the kept ones are dropped (a client
+ * signs with one key per day). */
 export const DYNAMODB_SIGNING_KEYS_MAX = 64;
 /** DynamoDB's numbers (the N type): at most this many significant digits, and the
  * exponent of the first one (d.ddd x 10^e) within these bounds. */

@@ -6,6 +6,10 @@
 // ProvisionedThroughputExceededException; DynamoDB-only table settings survive
 // a coordinator restart.
 import { crc32 } from 'node:zlib';
+import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { SignatureV4 } from '@smithy/signature-v4';
+import type { SourceData } from '@smithy/types';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +30,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
 import { REQUEST_BYTES_MAX } from '../shared/limits.js';
+import { signingKeysKept, verifySignature } from '../coordinator/dynamodb/sigv4.js';
 import { dynamoClient, expectSdkError, rawRequest, sdkError } from './dynamodb-fixture.js';
 import { waitFor } from './elastic-fixture.js';
 import { parseResponses, watchedConnect } from './raw-socket.js';
@@ -321,5 +326,55 @@ describe('keyslice features through the DynamoDB API', () => {
     const d = await dynamoClient(coordinator.url, TOKEN).send(new DescribeTableCommand({ TableName: T }));
     expect(d.Table!.ProvisionedThroughput).toMatchObject({ ReadCapacityUnits: 11, WriteCapacityUnits: 12 });
     expect(d.Table!.ItemCount).toBeGreaterThan(20);
+  });
+});
+
+describe('the SigV4 check in one process (coordinator/dynamodb/sigv4.ts)', () => {
+  /** The SDK's own signer (@smithy/signature-v4) over node:crypto, so that the canonical form is not this code's. */
+  class Sha256 {
+    private readonly h: Hash | Hmac;
+    constructor(secret?: SourceData) {
+      this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', secret as Uint8Array | string);
+    }
+    update(data: SourceData): void {
+      this.h.update(data as Uint8Array | string);
+    }
+    async digest(): Promise<Uint8Array> {
+      return new Uint8Array(this.h.digest());
+    }
+  }
+  const SECRET = 'one-process-token';
+  /** A request signed by the SDK's signer for `region` with `secret`, as node:http would give it: `raw` is its
+   * header list (names as sent, a name repeated for each of its values), `headers` what the signer signed. */
+  async function signed(region: string, secret: string, headers: Record<string, string>, raw?: string[]) {
+    const signer = new SignatureV4({ credentials: { accessKeyId: 'k', secretAccessKey: secret }, region, service: 'dynamodb', sha256: Sha256 });
+    const body = '{}';
+    const r = await signer.sign({ method: 'POST', protocol: 'http:', hostname: '127.0.0.1', port: 8000, path: '/', query: {}, headers: { host: '127.0.0.1:8000', ...headers }, body });
+    const rawHeaders = raw ?? Object.entries(r.headers).flat();
+    const lower = Object.fromEntries(Object.entries(r.headers).map(([k, v]) => [k.toLowerCase(), v]));
+    if (raw !== undefined) for (const k of ['authorization', 'x-amz-date', 'x-amz-content-sha256', 'host']) if (lower[k] !== undefined) rawHeaders.push(k, lower[k]);
+    return { req: { method: 'POST', url: '/', headers: lower, rawHeaders } as unknown as IncomingMessage, body: Buffer.from(body) };
+  }
+
+  it('keeps a signing key only once a signature made with it holds, and reads repeated signed headers as SigV4 joins them', async () => {
+    const kept = signingKeysKept();
+    // Refused signatures, each in a scope of its own (the region is the client's to choose): nothing kept.
+    for (let i = 0; i < 8; i++) {
+      const { req, body } = await signed(`nowhere-${i}`, 'not-the-secret', {});
+      expect(() => verifySignature(req, body, SECRET, Date.now()), `region nowhere-${i}`).toThrow(/does not match/);
+    }
+    expect(signingKeysKept(), 'keys kept after 8 refused signatures').toBe(kept);
+    const ok = await signed('eu-west-1', SECRET, {});
+    verifySignature(ok.req, ok.body, SECRET, Date.now());
+    expect(signingKeysKept(), 'keys kept after one that held').toBe(kept + 1);
+    // Kept, it still refuses another secret in that scope.
+    const wrong = await signed('eu-west-1', `${SECRET}x`, {});
+    expect(() => verifySignature(wrong.req, wrong.body, SECRET, Date.now())).toThrow(/does not match/);
+    // A header sent twice is one signed value, its values joined by a comma in the order sent (as the old
+    // headersDistinct read had it); in the other order it is another value, refused.
+    const twice = await signed('eu-west-1', SECRET, { 'x-amz-meta-note': 'a b,c' }, ['X-Amz-Meta-Note', ' a   b ', 'x-amz-meta-note', 'c']);
+    verifySignature(twice.req, twice.body, SECRET, Date.now());
+    const swapped = await signed('eu-west-1', SECRET, { 'x-amz-meta-note': 'a b,c' }, ['x-amz-meta-note', 'c', 'x-amz-meta-note', 'a b']);
+    expect(() => verifySignature(swapped.req, swapped.body, SECRET, Date.now())).toThrow(/does not match/);
   });
 });

@@ -89,8 +89,12 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       await load.finish(1_000, 100);
       if (process.env.KEYSLICE_TEST_LOG) console.log(`failed saves logged: ${lines.filter((l) => /cannot (record|write)/.test(l)).length}; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
     } finally {
-      if (faulty) rmdirSync(tmp);
-      await load.stop();
+      // The writers are stopped whatever the fault's removal throws (they would go on against the next test's cluster).
+      try {
+        if (faulty) rmdirSync(tmp);
+      } finally {
+        await load.stop();
+      }
     }
   }, 180_000);
 });

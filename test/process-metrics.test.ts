@@ -85,3 +85,22 @@ describe('the request series', () => {
     expect(text).toContain('keyslice_request_duration_seconds_bucket{le="10",process="router-7",op="GetItem"} ' + durations.filter((s) => s <= 10).length);
   });
 });
+
+describe('writes sent again (ProcessMetrics.writeResent)', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('are each counted, and logged with why a line a second at most, the lines left out counted in the next', async () => {
+    vi.useFakeTimers({ now: 1_000_000, toFake: ['Date'] });
+    const lines: string[] = [];
+    const metrics = new ProcessMetrics('router-3', (line) => lines.push(line));
+    for (let i = 0; i < 100; i++) metrics.writeResent(i % 12, `copy ${i}: slice node lost the leadership`);
+    expect(lines).toEqual(['a write on slice 0 was sent again after an unknown outcome: copy 0: slice node lost the leadership']);
+    vi.setSystemTime(1_000_999);
+    metrics.writeResent(5, 'copy 100');
+    expect(lines, 'within the second').toHaveLength(1);
+    vi.setSystemTime(1_001_000);
+    metrics.writeResent(6, 'copy 101');
+    expect(lines[1]).toBe('a write on slice 6 was sent again after an unknown outcome: copy 101 (and 100 more writes sent again since the last such line)');
+    expect(await metrics.text()).toMatch(/^keyslice_writes_resent_total\{process="router-3"\} 102$/m);
+  });
+});

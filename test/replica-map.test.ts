@@ -12,7 +12,7 @@ import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/repli
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, type DecodedReplicateEntry } from '../shared/protocol.js';
-import { REPLICA_LEASE_MS } from '../shared/limits.js';
+import { LEADER_HANDOVER_BEFORE_CHANGE_MS, REPLICA_LEASE_MS } from '../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
 
@@ -635,17 +635,18 @@ describe('replica sets in the cluster map', () => {
     settle(map, s);
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
     // Every node counts as up (none is connected here), so the remove is refused for no other reason.
-    const inside = m as unknown as { isUp: (n: number) => boolean; handOverLeaderships: (n: number) => Promise<void> };
+    const inside = m as unknown as { isUp: (n: number) => boolean; handOverLeaderships: (n: number) => Promise<number> };
     inside.isUp = () => true;
     let release: () => void = () => {};
     const waited = new Promise<void>((r) => (release = r));
     let steps = 0;
     inside.handOverLeaderships = async () => {
       await waited;
-      if (steps++ > 0) return;
+      if (steps++ > 0) return 0;
       // The move's second step takes X's replica out; that change has not settled.
       map.dropLeavingReplicas([{ slice: s, node: x }]);
       m.leaders.sync();
+      return 0;
     };
     try {
       expect(m.leaders.settled(s)).toBe(true);
@@ -1154,4 +1155,89 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
       c.leaders.close();
     }
   });
+});
+
+describe("a drain step's handover given up while the map cannot be saved", () => {
+  it('is counted once, when its leaving replicas are out, and its wait is not started again by the failed save', () => {
+    // 4 nodes at R=3, node 3 draining: each slice it holds has its new replica. Every replica kept is up and caught up
+    // and every change settled (patched: no node is connected here), so a slice node 3 leads waits only for its
+    // handover, which never comes (handOver patched to make none): past LEADER_HANDOVER_BEFORE_CHANGE_MS it is given
+    // up and its replica on node 3 leaves. The map's temporary path made a folder fails that save (MapSaveError).
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    const x = 3;
+    map.setStatus(x, 'draining');
+    settle(map);
+    const led = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.ownerOf(s) === x && map.leaverOf(s) === x);
+    expect(led.length).toBeGreaterThan(0);
+    const lines: string[] = [];
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, (line) => lines.push(line));
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; drainReplicas(): void; handingOver: Map<number, { since: number }>; handoversGivenUp: number };
+    clearInterval(inside.timer); // turns made here only
+    inside.isUp = () => true;
+    const l = m.leaders as unknown as Record<string, unknown>;
+    Object.assign(l, { electedTerm: () => 1, settled: () => true, holdsTerm: () => true, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], handOver: () => 0 });
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    const turns = (n: number) => {
+      for (let i = 0; i < n; i++) {
+        inside.drainReplicas();
+        // The handover's wait is spent at once (its clock moved back past the bound).
+        for (const h of inside.handingOver.values()) h.since -= LEADER_HANDOVER_BEFORE_CHANGE_MS;
+      }
+    };
+    let faulty = false;
+    try {
+      mkdirSync(tmp);
+      faulty = true;
+      turns(4);
+      expect(lines.filter((line) => /cannot record that .* leaving replicas/.test(line)).length, 'failed saves logged').toBeGreaterThanOrEqual(3);
+      expect(led.every((s) => map.replicasOf(s).includes(x)), "node 3's replicas are all still there").toBe(true);
+      expect(inside.handoversGivenUp, 'nothing counted while no replica left').toBe(0);
+      rmSync(tmp, { recursive: true });
+      faulty = false;
+      // The next turn drops them (their wait was spent, not started again), and the give-ups are counted once.
+      inside.drainReplicas();
+      expect(led.every((s) => !map.replicasOf(s).includes(x)), "node 3's led replicas left at the first turn the map saves").toBe(true);
+      expect(inside.handoversGivenUp).toBe(led.length);
+      expect(lines.filter((line) => /was not handed over within/.test(line))).toHaveLength(1);
+      inside.drainReplicas();
+      expect(inside.handoversGivenUp, 'counted once').toBe(led.length);
+    } finally {
+      if (faulty) rmSync(tmp, { recursive: true, force: true });
+      m.close();
+    }
+  });
+});
+
+describe("a remove's handover given up", () => {
+  it('is counted once the node is removed: not for a remove whose map save failed, once for the one that removes it', async () => {
+    // 4 nodes at R=3; node 3 leads some slices and its handovers never come (handOver patched to make none), so each
+    // remove waits LEADER_HANDOVER_BEFORE_CHANGE_MS and gives them up. The first remove's map save fails (the map's
+    // temporary path made a folder): nothing removed, no leader lost, nothing counted.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    settle(map);
+    const x = 3;
+    const led = map.slicesOf(x).length;
+    expect(led).toBeGreaterThan(0);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; handoversGivenUp: number };
+    clearInterval(inside.timer);
+    inside.isUp = () => true;
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, handOver: () => 0 });
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    try {
+      mkdirSync(tmp);
+      await expect(m.remove(map.nodes[x])).rejects.toBeInstanceOf(MapSaveError);
+      expect(map.statusOf(x), 'not removed').toBe('active');
+      expect(inside.handoversGivenUp, 'nothing counted for the failed remove').toBe(0);
+      rmSync(tmp, { recursive: true });
+      await m.remove(map.nodes[x]);
+      expect(map.statusOf(x)).toBe('removed');
+      expect(inside.handoversGivenUp, 'counted once').toBe(led);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+      m.close();
+    }
+  }, 30_000);
 });

@@ -90,19 +90,30 @@ const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).u
 const sha256Hex = (data: Buffer | string) => hash('sha256', data, 'hex');
 
 /** Signing keys by secret and scope: the four HMACs of the scope give the same key all day
- * for every request of a client, so they are computed once per DYNAMODB_SIGNING_KEYS_MAX scopes. */
+ * for every request of a client, so they are computed once per scope. Only a key a signature
+ * was checked with is kept (keepSigningKey): the scope is the client's, unauthenticated until
+ * then, and requests that fail the check must neither grow this nor push out the keys of
+ * clients that sign. Past DYNAMODB_SIGNING_KEYS_MAX the kept ones are dropped. */
 const signingKeys = new Map<string, Buffer>();
 
-function signingKey(secret: string, auth: ParsedAuthorization): Buffer {
-  // The parts hold no newline that could make two scopes one name: a header value cannot carry one.
-  const name = `${secret}\n${auth.date}\n${auth.region}\n${auth.service}\n${auth.terminator}`;
-  let key = signingKeys.get(name);
-  if (key === undefined) {
-    key = hmac(hmac(hmac(hmac(`AWS4${secret}`, auth.date), auth.region), auth.service), auth.terminator);
-    if (signingKeys.size >= DYNAMODB_SIGNING_KEYS_MAX) signingKeys.clear();
-    signingKeys.set(name, key);
-  }
-  return key;
+// The parts hold no newline that could make two scopes one name: a header value cannot carry one.
+const scopeName = (secret: string, auth: ParsedAuthorization) => `${secret}\n${auth.date}\n${auth.region}\n${auth.service}\n${auth.terminator}`;
+
+function signingKey(secret: string, auth: ParsedAuthorization): { key: Buffer; name: string; kept: boolean } {
+  const name = scopeName(secret, auth);
+  const kept = signingKeys.get(name);
+  if (kept !== undefined) return { key: kept, name, kept: true };
+  return { key: hmac(hmac(hmac(hmac(`AWS4${secret}`, auth.date), auth.region), auth.service), auth.terminator), name, kept: false };
+}
+
+function keepSigningKey(name: string, key: Buffer): void {
+  if (signingKeys.size >= DYNAMODB_SIGNING_KEYS_MAX) signingKeys.clear();
+  signingKeys.set(name, key);
+}
+
+/** How many signing keys are kept (for the test that a refused signature keeps none). */
+export function signingKeysKept(): number {
+  return signingKeys.size;
 }
 
 /** The canonical headers of SigV4 ("name:value,value\n" for each signed header, in the order
@@ -158,7 +169,8 @@ export function verifySignature(req: IncomingMessage, body: Buffer, secret: stri
   const canonicalRequest = [req.method ?? 'POST', path, canonicalQuery(query), canonicalHeaders(req.rawHeaders, auth.signedHeaders), auth.signedHeaders.join(';'), payloadHash].join('\n');
   const scope = `${auth.date}/${auth.region}/${auth.service}/${auth.terminator}`;
   const stringToSign = [ALGORITHM, amzDate, scope, sha256Hex(canonicalRequest)].join('\n');
-  const expected = hmac(signingKey(secret, auth), stringToSign);
+  const signing = signingKey(secret, auth);
+  const expected = hmac(signing.key, stringToSign);
   const given = /^[0-9a-f]{64}$/.test(auth.signature) ? Buffer.from(auth.signature, 'hex') : Buffer.alloc(0);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
     throw new DynamoDbError(
@@ -166,5 +178,6 @@ export function verifySignature(req: IncomingMessage, body: Buffer, secret: stri
       'The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.',
     );
   }
+  if (!signing.kept) keepSigningKey(signing.name, signing.key);
   return auth;
 }

@@ -342,9 +342,11 @@ export class Membership {
     // rebalancing and handovers give it no leadership (this.removing); a second remove of it is refused (above).
     this.removing.add(index);
     try {
-      await this.handOverLeaderships(index);
+      const gaveUp = await this.handOverLeaderships(index);
       this.indexOf(url); // not removed meanwhile
       await this.removeNow(index, this.removeChecks(index, forgetData, force));
+      // Counted once the node is out (its slices elect): a remove refused or whose map save failed lost no leader.
+      this.handoversGivenUp += gaveUp;
     } finally {
       this.removing.delete(index);
     }
@@ -471,11 +473,12 @@ export class Membership {
    * replica that stays (handOverTarget), as a drain step does, so that the removal is led on by those leaders rather
    * than deposing this one with its writes not yet committed (docs/replication.md, "Remove"). Waits until each such
    * slice has an elected leader on another node, at most LEADER_HANDOVER_BEFORE_CHANGE_MS; then the removal goes on
-   * and the slices still led here elect, as without a handover (logged, counted in status). */
-  private async handOverLeaderships(index: number): Promise<void> {
+   * and the slices still led here elect, as without a handover (logged; counted in status by remove once the node is
+   * out). Answers how many slices' handovers were given up. */
+  private async handOverLeaderships(index: number): Promise<number> {
     assert(this.removing.has(index), 'leaderships are handed over only for a node being removed');
     const ledHere = () => this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length > 1);
-    if (ledHere().length === 0 || !this.isUp(index)) return;
+    if (ledHere().length === 0 || !this.isUp(index)) return 0;
     // Each slice led here at the start or since (an election may choose this node while it waits) that still holds a
     // replica here, until another node leads it by an election for its set: a handover names its target in the map at
     // once, so a slice no longer named here may still have its election under way, which the removal would cut off.
@@ -502,11 +505,11 @@ export class Membership {
     // The wait as this process measured it (a test bounds the remove by it, not by its own clock on a loaded machine).
     const waited = `waited ${Math.round(performance.now() - started)} ms`;
     if (left.length > 0) {
-      this.handoversGivenUp += left.length;
       this.log(`remove: the leadership of ${left.length} slices (e.g. slice ${left[0]}) on ${this.map.nodes[index]} was not handed over (an election on another node) within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms (${waited}); the node is removed all the same and they elect`);
     } else {
       this.log(`remove: handed the leadership of ${watched.size} slices on ${this.map.nodes[index]} to replicas that stay (${waited})`);
     }
+    return left.length;
   }
 
   /** A node that leadership may be handed to (for balance, or before a change takes a leader out): active, up, and not
@@ -833,9 +836,10 @@ export class Membership {
           wait(`its leadership is being handed to ${to !== null ? names([to]) : 'a replica that stays (none said lately that it holds the leader\'s first record yet)'} before its replica on ${names([node])} leaves, so that the change is led on (at most ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s, then it elects)`);
           continue;
         }
+        // Its clock is kept until the drop is saved (below): a failed save must not start the handover's wait again,
+        // nor count the same give-up once a turn while the fault lasts.
         gaveUp.push(slice);
-      }
-      this.handingOver.delete(slice);
+      } else this.handingOver.delete(slice);
       // The invariant of a replica-set change: the replicas left that hold every acknowledged write and are up are a
       // majority of the set that is left, so it elects and commits without the replica that leaves. (Joint majorities
       // keep every acknowledged write whatever they hold; this is for the slice to go on serving.)
@@ -848,10 +852,6 @@ export class Membership {
       const n = this.leaders.handOver(handoffs);
       if (n > 0) this.log(`handing the leadership of ${n} slices (e.g. slice ${handoffs[0].slice}) to replicas that stay before their leaders' replicas leave (drain or replica move)`);
     }
-    if (gaveUp.length > 0) {
-      this.handoversGivenUp += gaveUp.length;
-      this.log(`the leadership of ${gaveUp.length} slices (e.g. slice ${gaveUp[0]}) was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; their leaders' replicas leave all the same and they elect`);
-    }
     if (drops.length === 0) return;
     const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
     try {
@@ -861,6 +861,12 @@ export class Membership {
       if (!(err instanceof MapSaveError)) throw err;
       this.log(`cannot record that ${drops.length} slices' leaving replicas (e.g. slice ${drops[0].slice}'s on ${this.map.nodes[drops[0].node]}) left, in the cluster map (${err.message}); tried again next turn`);
       return;
+    }
+    // Given up once the leaving replicas are out (their slices elect): counted and logged once.
+    for (const slice of gaveUp) this.handingOver.delete(slice);
+    if (gaveUp.length > 0) {
+      this.handoversGivenUp += gaveUp.length;
+      this.log(`the leadership of ${gaveUp.length} slices (e.g. slice ${gaveUp[0]}) was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; their leaders' replicas leave all the same and they elect`);
     }
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
