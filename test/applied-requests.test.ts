@@ -105,6 +105,22 @@ describe('a slice\'s state written around its items\' kept bytes', () => {
   });
 });
 
+describe('the kept bytes a compaction adds', () => {
+  it('stop at the worker\'s budget, however many items the slice holds', () => {
+    // mayKeep is asked once per slice: below the budget by a byte, a slice of any size kept every item's bytes.
+    const budget = 10_000;
+    const store = new SliceStore(0, 1, Date.now, { readsPerSecond: 0, writesPerSecond: 0 }, budget);
+    store.execute([SliceOp.Assign, 1, [5]]);
+    for (let i = 0; i < 1_000; i++) store.execute([SliceOp.Put, 1, 5, `k${i}`, { k: `k${i}`, pad: 'p'.repeat(100) }, 130, null, null]);
+    store.takeEffects();
+    const state = decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null));
+    expect(state.effects).toEqual([...store.sliceEntries(5)]);
+    const itemCost = 200; // an item's text (about 130 bytes) and its string's header, at most
+    expect(store.keptBytes).toBeGreaterThan(budget - itemCost);
+    expect(store.keptBytes).toBeLessThan(budget + itemCost);
+  });
+});
+
 describe('the items a follower applies', () => {
   it('keep the bytes their record carried them in: each a set\'s item as packClientItem packs it, which the next snapshot state writes as they are', () => {
     const big = { k: 'big', x: 'y'.repeat(PACKED_ITEM_CACHE_BYTES_MAX + 1) };
