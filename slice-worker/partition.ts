@@ -676,7 +676,9 @@ export class SliceStore {
         continue;
       }
       const piece = pieces[k++];
-      parts[i] = keepIn !== null && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX ? this.keep(s, piece, keepIn) : piece;
+      // The budget is looked at per item, not only once per call (mayKeep): a compaction's call takes a whole slice,
+      // of any size, which kept every item's bytes past the budget.
+      parts[i] = keepIn !== null && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget() ? this.keep(s, piece, keepIn) : piece;
     }
     assert(k === pieces.length, 'every packed item has its place in the page');
     return parts;
@@ -746,6 +748,11 @@ export class SliceStore {
       this.keptSinceCount = 0;
       this.pagesSinceCount = 0;
     }
+    return this.underKeptBudget();
+  }
+
+  /** Whether the kept bytes, as last summed and added to since (mayKeep), are under the worker's budget. */
+  private underKeptBudget(): boolean {
     return this.keptCounted + this.keptSinceCount < this.keptBytesMax;
   }
 

@@ -7,7 +7,7 @@ import { AppliedRequests, type AppliedList } from '../slice-worker/replication/a
 import { decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf } from '../slice-worker/log-format.js';
 import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
-import { EFFECT_DELETE, packClientItem, SliceOp } from '../shared/protocol.js';
+import { EFFECT_DELETE, packClientItem, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
 
 const R = 0xfeedc0de;
@@ -105,6 +105,22 @@ describe('a slice\'s state written around its items\' kept bytes', () => {
   });
 });
 
+describe('the kept bytes a compaction adds', () => {
+  it('stop at the worker\'s budget, however many items the slice holds', () => {
+    // mayKeep is asked once per slice: below the budget by a byte, a slice of any size kept every item's bytes.
+    const budget = 10_000;
+    const store = new SliceStore(0, 1, Date.now, { readsPerSecond: 0, writesPerSecond: 0 }, budget);
+    store.execute([SliceOp.Assign, 1, [5]]);
+    for (let i = 0; i < 1_000; i++) store.execute([SliceOp.Put, 1, 5, `k${i}`, { k: `k${i}`, pad: 'p'.repeat(100) }, 130, null, null]);
+    store.takeEffects();
+    const state = decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null));
+    expect(state.effects).toEqual([...store.sliceEntries(5)]);
+    const itemCost = 200; // an item's text (about 130 bytes) and its string's header, at most
+    expect(store.keptBytes).toBeGreaterThan(budget - itemCost);
+    expect(store.keptBytes).toBeLessThan(budget + itemCost);
+  });
+});
+
 describe('the items a follower applies', () => {
   it('keep the bytes their record carried them in: each a set\'s item as packClientItem packs it, which the next snapshot state writes as they are', () => {
     const big = { k: 'big', x: 'y'.repeat(PACKED_ITEM_CACHE_BYTES_MAX + 1) };
@@ -129,6 +145,60 @@ describe('the items a follower applies', () => {
     }
     expect(itemTextsOf(Uint8Array.of(0xc1), 0)).toBeNull();
     expect(itemTextsOf(encodeReplicated([[EFFECT_SET, 1, 5, 'e', { x: new Date(0) }, 10]] as unknown as Effect[], null), 1)).toBeNull(); // an ext value
+  });
+});
+
+describe('an item\'s kept bytes and its writes', () => {
+  // A snapshot state is written from the items' kept bytes (sliceEffectsText): a kept form left behind by a write
+  // would put the old item into the state, and a restart from it would lose the write. Each write here follows a
+  // snapshot state that kept every item's bytes; the next state must read back as the items now are.
+  const stateOf = (store: SliceStore, slice: number) => decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(slice), null)).effects;
+  const update = (key: string, actions: unknown[], condition: unknown = null): SliceOpMessage =>
+    [SliceOp.Update, 1, 5, key, { base: { k: key }, actions, condition, oldOnFailure: false, returnValues: 'none' }, null] as unknown as SliceOpMessage;
+
+  it('on a leader: Put, a conditional Put, Update (nested, sets, binary, decimals, removed to empty), Delete', () => {
+    const store = new SliceStore(0, 1);
+    store.execute([SliceOp.Assign, 1, [5]]);
+    const put = (key: string, item: Record<string, unknown>, check: unknown = null) => store.execute([SliceOp.Put, 1, 5, key, item, 100, check, null] as unknown as SliceOpMessage);
+    put('a', { k: 'a', n: 1, m: { deep: { x: 1 } }, s: { SS: ['p', 'q'] }, b: new Uint8Array([1]), d: { $N: '1.5' } });
+    put('b', { k: 'b', n: 1 });
+    put('c', { k: 'c', v: 'x' });
+    put('d', { k: 'd', v: 'y' });
+    const steps: (() => unknown)[] = [
+      () => store.execute(update('a', [{ k: 'add', path: ['n'], n: 2 }])),
+      () => store.execute(update('a', [{ k: 'set', path: ['m', 'deep', 'x'], value: { k: 'value', v: 7 } }])),
+      () => store.execute(update('a', [{ k: 'set', path: ['b'], value: { k: 'value', v: new Uint8Array([9, 9]) } }])),
+      () => store.execute(update('a', [{ k: 'remove', path: ['m'] }, { k: 'remove', path: ['s'] }, { k: 'remove', path: ['d'] }])),
+      () => put('b', { k: 'b', n: 2 }),
+      () => put('c', { k: 'c', v: 'z' }, { condition: { k: 'exists', path: ['v'] }, returnOld: false, oldOnFailure: false }),
+      () => store.execute([SliceOp.Delete, 1, 5, 'd', null, null] as unknown as SliceOpMessage),
+    ];
+    for (const step of steps) {
+      stateOf(store, 5); // every item keeps its bytes
+      expect(store.keptBytes).toBeGreaterThan(0);
+      step();
+      store.takeEffects();
+      expect(stateOf(store, 5)).toEqual([...store.sliceEntries(5)]);
+    }
+    expect(store.sliceEntries(5).next().value[4]).toMatchObject({ k: 'a', n: 3, b: new Uint8Array([9, 9]) });
+  });
+
+  it('on a follower: an item applied with its bytes, then written again with and without them, then deleted', () => {
+    const store = new SliceStore(0, 1);
+    const apply = (effects: Effect[], keep: boolean) => {
+      const texts = keep ? itemTextsOf(encodeReplicated(effects, null), effects.length) : null;
+      effects.forEach((e, i) => store.replay(e, texts?.[i] ?? null));
+    };
+    apply([[EFFECT_SET, 1, 5, 'a', { k: 'a', n: 1 }, 20], [EFFECT_SET, 1, 5, 'b', { k: 'b', n: 1 }, 20]], true);
+    const kept = store.keptBytes;
+    expect(kept).toBeGreaterThan(0);
+    apply([[EFFECT_SET, 1, 5, 'a', { k: 'a', n: 2 }, 20]], false); // over the budget: no bytes kept for it
+    expect(store.keptBytes).toBeLessThan(kept);
+    expect(stateOf(store, 5)).toEqual([...store.sliceEntries(5)]);
+    apply([[EFFECT_SET, 1, 5, 'b', { k: 'b', n: 3 }, 20]], true);
+    expect(stateOf(store, 5)).toEqual([...store.sliceEntries(5)]);
+    apply([[EFFECT_DELETE, 1, 5, 'a']], true);
+    expect(stateOf(store, 5)).toEqual([[EFFECT_SET, 1, 5, 'b', { k: 'b', n: 3 }, 20]]);
   });
 });
 
