@@ -7,10 +7,10 @@
 // starts joins) and nothing in its temp folder (TMPDIR is the case's own).
 //
 // Not run here: bench:compare (it needs redis-server and bench/peers' npm packages: dynalite, ioredis, the AWS SDK,
-// installed from the network; even --only dynamodb needs dynalite) and bench:studio (a fixed 10 s wait to fill the
+// installed from the network; even --only dynamodb needs dynalite; hops's SDK case runs only where they are installed) and bench:studio (a fixed 10 s wait to fill the
 // load window, then two --duration phases). scale runs with --redis-server none, which runs no Redis.
 import { execFileSync, spawn } from 'node:child_process';
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -237,6 +237,18 @@ describe('the benches, end to end with their smallest arguments (real processes 
     expect(Number(row![1]), 'base ops/s').toBeGreaterThan(0);
     expect(Number(row![2]), 'this ops/s').toBeGreaterThan(0);
   }, caseMs(45_000));
+
+  // The SDK workloads need bench/peers' npm packages (the AWS SDK), which CI does not install (bench/peers/package.json):
+  // run where bench:compare installed them, skipped elsewhere.
+  it.skipIf(!existsSync(join(root, 'bench', 'peers', 'node_modules', '@aws-sdk', 'client-dynamodb')))('hops --signed: the AWS SDK workloads, their requests signed and checked, this build against itself', async () => {
+    const r = await bench('hops.js', ['--base', root, '--rounds', '1', '--duration', '1', '--devices', '2', '--sdk-processes', '1', '--signed', '--only', 'sdk '], 60_000);
+    for (const workload of ['sdk PutItem, 50 in flight', 'sdk GetItem, 50 in flight', 'sdk Query of 100, 50 in flight \\(items/s\\)']) {
+      const row = new RegExp(`^\\| ${workload} \\| (\\d+) \\| (\\d+) \\|`, 'm').exec(r.stdout);
+      expect(row, `${workload}'s row`).not.toBeNull();
+      expect(Number(row![1]), `${workload}: base ops/s`).toBeGreaterThan(0);
+      expect(Number(row![2]), `${workload}: this ops/s`).toBeGreaterThan(0);
+    }
+  }, caseMs(60_000));
 
   it('ddb-layer: the DynamoDB endpoint in one process, this build against itself, a row per workload', async () => {
     const r = await bench('ddb-layer.js', ['--base', root, '--rounds', '1', '--ms', '10'], 45_000);

@@ -6,12 +6,14 @@
 // it), and D is started again: the tick's placement (refillReplicas) and the drain's steps try to save and fail.
 // Checked: the coordinator says so in its log, keeps serving (status answers, writes are acknowledged) with the map on
 // disk as it was, and once the fault is gone saves at a following tick and the drain ends; every acknowledged write
-// reads back.
+// reads back. Then keyslice remove of a node that holds replicas, whose save fails the same way: the remove answers
+// a retryable error and changes nothing (the node keeps its link and its replicas, which take writes), and a retry once
+// the fault is gone removes it.
 import { mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
-import { bulk, drainedOff, elasticClusters, led, leadershipsSpread, persistedMap, replicasSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { bulk, drainedOff, replicaSets, elasticClusters, led, leadershipsSpread, persistedMap, replicasSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -61,12 +63,14 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
         60_000,
         seen(e),
       );
+      // The fault first, then the map as it is: a save just before (the tick records settled changes a tick after
+      // status says them settled) would otherwise make the file differ from what was read.
+      mkdirSync(tmp);
+      faulty = true;
       const mapFile = join(e.dataDir, 'coordinator', 'cluster-map.json');
       const onDisk = readFileSync(mapFile, 'utf8');
       const stBefore = await e.status();
       const aReplicas = stBefore.nodes.find((n) => n.node === a.url)!.replicas;
-      mkdirSync(tmp);
-      faulty = true;
       const failedAt = lines.length;
       await e.addNode(undefined, Number(new URL(d.url).port), d.name);
       // The tick's placement tries to give A's slices their new replica on D, and fails to save it.
@@ -90,6 +94,68 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       if (process.env.KEYSLICE_TEST_LOG) console.log(`failed saves logged: ${lines.filter((l) => /cannot (record|write)/.test(l)).length}; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
     } finally {
       // The writers are stopped whatever the fault's removal throws (they would go on against the next test's cluster).
+      try {
+        if (faulty) rmdirSync(tmp);
+      } finally {
+        await load.stop();
+      }
+    }
+  }, 180_000);
+
+  it('keyslice remove whose save fails answers a retryable error and leaves the node serving; a retry removes it', async () => {
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
+    await waitFor(
+      async () => {
+        const st = await e.status();
+        return replicasSpread(st) && leadershipsSpread(st) && st.replication.leaders.unsettled === 0;
+      },
+      'replicas and leaderships spread over the 4 nodes, every change settled',
+      90_000,
+      seen(e),
+    );
+    await bulk(e, 100);
+    const load = new WriteLoad(e.client, 'elastic', 4, 4);
+    const tmp = join(e.dataDir, 'coordinator', 'cluster-map.json.tmp');
+    let faulty = false;
+    try {
+      const a = e.nodes[0];
+      mkdirSync(tmp);
+      faulty = true;
+      // Read once the fault is in place (see above).
+      const mapFile = join(e.dataDir, 'coordinator', 'cluster-map.json');
+      const onDisk = readFileSync(mapFile, 'utf8');
+      const before = (await e.status()).nodes.find((n) => n.node === a.url)!;
+      // Its leaderships are handed over first (their saves fail too, so at most LEADER_HANDOVER_BEFORE_CHANGE_MS),
+      // then the map without it cannot be saved.
+      const res = await e.post('remove', a.url);
+      expect(res.status, JSON.stringify(res.body)).toBe(503);
+      expect(JSON.stringify(res.body)).toMatch(/"code":"Unavailable".*was not removed: cannot write the cluster map .*nothing was changed.*retry/);
+      // Nothing changed: A is still in the cluster, up (its link open), with all its replicas; the map on disk as it was.
+      const st = await e.status();
+      const still = st.nodes.find((n) => n.node === a.url);
+      expect(still, 'A is still in the cluster').toBeDefined();
+      expect(still!.up, 'A is still up (its link open)').toBe(true);
+      expect(still!.replicas, "A's replicas are all still there").toBe(before.replicas);
+      expect(readFileSync(mapFile, 'utf8'), 'the map on disk is as it was').toBe(onDisk);
+      // Serving: writes are acknowledged, A's replicas take them (its held items grow), every bulk item reads back.
+      const acks = load.acks;
+      await bulk(e, 100); // the same ids again: each is rewritten, on A's replicas too
+      await sleep(1_000);
+      expect(load.acks, 'writes acknowledged after the failed remove').toBeGreaterThan(acks);
+      for (let i = 0; i < 100; i += 10) expect(await e.client.getItem('elastic', `bulk-${i}`), `bulk-${i} reads`).not.toBeNull();
+      const held = (await e.status()).nodes.find((n) => n.node === a.url)!.heldItems;
+      const extra = Array.from({ length: 40 }, (_, i) => e.client.putItem('elastic', { id: `after-${i}` }));
+      await Promise.all(extra);
+      await waitFor(async () => (await e.status()).nodes.find((n) => n.node === a.url)!.heldItems > held, "A's replicas to take the new writes", 15_000, seen(e));
+      rmdirSync(tmp);
+      faulty = false;
+      // The retry once the fault is gone removes it; its replicas are placed again on the 3 nodes left.
+      const retried = await e.post('remove', a.url);
+      expect(retried.status, JSON.stringify(retried.body)).toBe(200);
+      expect((await e.status()).nodes.map((n) => n.node)).not.toContain(a.url);
+      await waitFor(() => replicaSets(e).every((set) => set.length === 3 && !set.includes(a.url)), 'every slice to have 3 replicas without A', 60_000, seen(e));
+      await load.finish(1_000, 100);
+    } finally {
       try {
         if (faulty) rmdirSync(tmp);
       } finally {

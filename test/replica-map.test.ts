@@ -1221,15 +1221,17 @@ describe("a remove's handover given up", () => {
     const led = map.slicesOf(x).length;
     expect(led).toBeGreaterThan(0);
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
-    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; handoversGivenUp: number };
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; handoversGivenUp: number; links: { state: string }[] };
     clearInterval(inside.timer);
     inside.isUp = () => true;
     Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, handOver: () => 0 });
     const tmp = join(dir, 'cluster-map.json.tmp');
     try {
       mkdirSync(tmp);
-      await expect(m.remove(map.nodes[x])).rejects.toBeInstanceOf(MapSaveError);
+      // A retryable error that says so; the node stays as it was, its link not closed (closed only once saved).
+      await expect(m.remove(map.nodes[x])).rejects.toMatchObject({ code: 'Unavailable', message: expect.stringMatching(/was not removed: cannot write the cluster map .*nothing was changed/) });
       expect(map.statusOf(x), 'not removed').toBe('active');
+      expect(inside.links[x].state, "the node's link is not closed").not.toBe('closed');
       expect(inside.handoversGivenUp, 'nothing counted for the failed remove').toBe(0);
       rmSync(tmp, { recursive: true });
       await m.remove(map.nodes[x]);

@@ -388,20 +388,28 @@ export class Membership {
    * again. */
   private async removeNow(index: number, { held, owned, counted, short }: RemovePlan): Promise<void> {
     const node = this.map.nodes[index];
-    if (held.length > 0) this.removeReplicated(index, held, short);
-    else {
-      if (owned.length > 0) await this.forgetSlices(index, owned);
-      else this.map.setStatus(index, 'removed');
-      this.links[index].close();
-      this.lastHeartbeat.delete(index);
-      for (const l of this.links) l.sendEpoch(this.map.epoch);
-      this.log(`node ${node} removed`);
+    try {
+      if (held.length > 0) this.removeReplicated(index, held, short);
+      else {
+        if (owned.length > 0) await this.forgetSlices(index, owned);
+        else this.map.setStatus(index, 'removed');
+        // Closed once the map without it is saved: a failed save leaves the node as it was, link open.
+        this.links[index].close();
+        this.lastHeartbeat.delete(index);
+        for (const l of this.links) l.sendEpoch(this.map.epoch);
+        this.log(`node ${node} removed`);
+      }
+    } catch (err) {
+      // Each path saves the map before it closes the node's link, and a failed save (a full disk) leaves the map as it
+      // was: the node is in the cluster and serving as before, so the operator (or autoRemove, next turn) may retry.
+      if (!(err instanceof MapSaveError)) throw err; // a broken invariant is not caught
+      throw new KeysliceError('Unavailable', `node ${node} was not removed: ${err.message}; nothing was changed (it is still in the cluster and serving), retry once the map can be written`);
     }
     if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
   }
 
-  /** Removes a node that holds replicas of replicated slices, up or down (docs/replication.md): its
-   * link is closed first (so it takes no part in what follows), the map names another replica
+  /** Removes a node that holds replicas of replicated slices, up or down (docs/replication.md): once the map
+   * without it is saved, its link is closed (so it takes no part in what follows), the map names another replica
    * as each of its slices' leader until their elections (which count the old replica set's majority)
    * choose one, and its replicas are placed again on the other active nodes, where they catch up
    * from their leaders. Refused when a slice would be left without a majority of its replicas or
@@ -414,8 +422,10 @@ export class Membership {
     const node = this.map.nodes[index];
     if (short.length > 0) this.log(`removing ${node} by force: ${short.length} slices (e.g. slice ${short[0].slice}) keep no majority of live replicas and elect no leader until their replicas that are down are back`);
     const led = this.map.slicesOf(index).length;
-    this.links[index].close();
+    // Saved before the link closes: a failed save (MapSaveError, thrown on) leaves the node in the map with its link
+    // open and its replicas serving. Placement in the change skips it meanwhile (map.isUp: this.removing).
     this.map.removeReplicatedNode(index);
+    this.links[index].close();
     assert(this.map.slicesOf(index).length === 0, 'a removed node owns no slice');
     this.lastHeartbeat.delete(index);
     this.reassignAll();
@@ -586,13 +596,22 @@ export class Membership {
       });
       const outcomes = await Promise.allSettled(handed);
       const failed = outcomes.find((o) => o.status === 'rejected');
-      if (failed !== undefined) {
-        // Back as it was: the targets forget the slices; the node stays (its link reconnects).
+      // Back as it was: the targets forget the slices; the node stays (its link reconnects).
+      const undo = async () => {
         await Promise.allSettled(slices.map((s, i) => this.links[to[i]].send(s, [SliceOp.MoveAbort, s, 'target'])));
         this.links[index] = this.newLink(node, index);
+      };
+      if (failed !== undefined) {
+        await undo();
         throw new KeysliceError('Unavailable', `handing the slices of ${node} over failed (${(failed as PromiseRejectedResult).reason?.message ?? failed}); nothing changed, retry`);
       }
-      this.map.forgetNode(index, slices, to);
+      try {
+        this.map.forgetNode(index, slices, to);
+      } catch (err) {
+        // The map still names the node as their owner: the targets must not keep the slices (removeNow answers the save).
+        if (err instanceof MapSaveError) await undo();
+        throw err;
+      }
       assert(this.map.slicesOf(index).length === 0, 'a forgotten node owns no slice');
       this.log(`node ${node} removed with its data given up: ${slices.length} slices lost their data and went, empty, to ${new Set(to).size} active nodes`);
     } finally {
