@@ -122,6 +122,21 @@ function electionStory(published: [number, number][], now: () => number = () => 
   return { timing, host };
 }
 
+// A term-6 election's answer, of a replica whose last record (of term 5) is lastIndex.
+const preparedAt6 = (lastIndex: number): ReplicationMessage => ({ type: 'Prepared', term: 6, lastTerm: 5, lastIndex, leaseWaitMs: 0, ledTerm: 0 });
+
+// [0, 1, 2], led by 0 at term 5, changed to `to`; the election of term 6 started and given these answers (replica,
+// last index) in turn. heardFrom, where given, is the host's (finishElection's wait for answers that may spare a carrier).
+function electionAfterChange(to: number[], answers: [number, number][], heardFrom?: (r: number) => number) {
+  const published: [number, number][] = [];
+  const story = electionStory(published);
+  const host = heardFrom ? { ...story.host, heardFrom } : story.host;
+  const changed = new SliceFailover([0, 1, 2], 0, 5, story.timing, host).changedTo(to, 5, host);
+  changed.tick();
+  for (const [r, lastIndex] of answers) changed.receive(r, preparedAt6(lastIndex));
+  return { published, changed };
+}
+
 describe('a slice replica', () => {
   it('commits a write only once a majority holds it durably, and followers apply it only once committed', () => {
     const g = group(3);
@@ -1545,35 +1560,23 @@ describe('the coordinator\'s election of one slice', () => {
   });
 
   it('does not elect past the replica that left when the new set holds a record of the old set on too few replicas, and waits for the answer that may spare a carrier', () => {
-    const published: [number, number][] = [];
-    const { timing, host } = electionStory(published);
     // [0, 1, 2] replaced by [1, 2, 3]: record 8 may be acknowledged on 0 and 1 (a majority of the old set).
-    const changed = new SliceFailover([0, 1, 2], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
-    changed.tick();
-    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8, leaseWaitMs: 0, ledTerm: 0 });
-    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
-    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    const { published, changed } = electionAfterChange([1, 2, 3], [[0, 8], [2, 7], [3, 0]]);
     // 2 would lose record 8 (only one of [0, 1, 2] answered no further than it). 1's answer, still to come from a node
     // that answers, may make 1 the set's best: the election waits for it rather than name 0 to carry the change (a
     // carrier takes no routed write and costs a second election that waits out its lease).
     expect(published).toEqual([]);
-    changed.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(1, preparedAt6(8));
     expect(published).toEqual([[1, 6]]);
   });
 
   it('names the replica that left to carry the change at once where no answer still to come could let a replica of the new set lead', () => {
-    const published: [number, number][] = [];
-    const { timing, host } = electionStory(published);
     // [0, 1, 2] replaced by [2, 3, 4] (two out: a replacement and a move at once, as a restarted coordinator may find
     // them): records 8 and 9 are on 0 and 1, a majority of [0, 1, 2], and on no replica of [2, 3, 4] that answered. Even
     // if 2 answered no further than 3, 0 and 1 would be left out of [0, 1, 2]: a majority. No wait: 0 carries.
-    const changed = new SliceFailover([0, 1, 2], 0, 5, timing, host).changedTo([2, 3, 4], 5, host);
-    changed.tick();
-    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
-    changed.receive(4, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
-    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 9, leaseWaitMs: 0, ledTerm: 0 });
+    const { published, changed } = electionAfterChange([2, 3, 4], [[3, 0], [4, 0], [0, 9]]);
     expect(published).toEqual([]);
-    changed.receive(1, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 9, leaseWaitMs: 0, ledTerm: 0 });
+    changed.receive(1, preparedAt6(9));
     expect(published).toEqual([[0, 6]]);
   });
 });
@@ -1626,15 +1629,8 @@ describe('a replica outside the newest set that carries a chained change (Raft\'
   });
 
   it('ends the wait for leases by the carrier\'s Pong that comes after a follower\'s commit term settled the change', () => {
-    const published: [number, number][] = [];
-    const { timing, host } = electionStory(published);
     // [0, 1, 2] to [1, 2, 3] with 0 carrying: record 8 on 0 and 1, 1's node down.
-    const silent1 = { ...host, heardFrom: (r: number) => (r === 1 ? -Infinity : 0) };
-    const changed = new SliceFailover([0, 1, 2], 0, 5, timing, silent1).changedTo([1, 2, 3], 5, silent1);
-    changed.tick();
-    changed.receive(0, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 8, leaseWaitMs: 0, ledTerm: 0 });
-    changed.receive(2, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 7, leaseWaitMs: 0, ledTerm: 0 });
-    changed.receive(3, { type: 'Prepared', term: 6, lastTerm: 5, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 });
+    const { published, changed } = electionAfterChange([1, 2, 3], [[0, 8], [2, 7], [3, 0]], (r) => (r === 1 ? -Infinity : 0));
     expect(published).toEqual([[0, 6]]);
     // 0's barrier (9) committed on 0 and 2 of [0, 1, 2] and 2 and 3 of [1, 2, 3]; it told 2 and 3, and stepped down.
     // 2's Pong comes first: the change settles and [1, 2, 3] elects, 2 and 3 reporting a lease that may run a while.
