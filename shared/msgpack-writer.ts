@@ -76,6 +76,22 @@ export function putBinHeader(out: Uint8Array, at: number, n: number): number {
   return n < 0x100 ? putTagged(out, at, 0xc4, n, 1) : n < 0x10000 ? putTagged(out, at, 0xc5, n, 2) : putTagged(out, at, 0xc6, n, 4);
 }
 
+/** How many bytes a msgpack str header for `n` bytes of UTF-8 takes (putStrHeader). */
+export function strHeaderBytes(n: number): number {
+  return n < 0x20 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5;
+}
+
+/** Writes a msgpack str header for `n` bytes of UTF-8 into `out` at `at` (fixstr, then str 8, 16, 32 as msgpackr
+ * writes them); returns where it ends. */
+export function putStrHeader(out: Uint8Array, at: number, n: number): number {
+  assert(Number.isSafeInteger(n) && n >= 0 && n <= 0xffffffff, 'a str length msgpack can hold');
+  if (n < 0x20) {
+    out[at++] = 0xa0 | n;
+    return at;
+  }
+  return n < 0x100 ? putTagged(out, at, 0xd9, n, 1) : n < 0x10000 ? putTagged(out, at, 0xda, n, 2) : putTagged(out, at, 0xdb, n, 4);
+}
+
 /** A msgpack bin header for `n` bytes. */
 export function binHeader(n: number): Uint8Array {
   const header = new Uint8Array(binHeaderBytes(n));

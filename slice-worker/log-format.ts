@@ -4,7 +4,7 @@
 import { Packr, Unpackr } from 'msgpackr';
 import { REPLICATED_SCRATCH_BYTES_INITIAL, REPLICATED_SCRATCH_KEPT_BYTES_MAX } from '../shared/limits.js';
 import { assert } from '../shared/errors.js';
-import { arrayHeaderBytes, putArrayHeader, putUint, uintBytes } from '../shared/msgpack-writer.js';
+import { arrayHeaderBytes, putArrayHeader, putStrHeader, putUint, strHeaderBytes, uintBytes } from '../shared/msgpack-writer.js';
 import { checkSliceChanges, EFFECT_SET, MalformedFrame, skipValue } from '../shared/protocol.js';
 import type { Effect } from './partition.js';
 import type { AppliedList } from './replication/applied-requests.js';
@@ -112,7 +112,6 @@ function keyUtf8Bytes(key: string): number {
   }
   return n;
 }
-const strHeaderBytes = (n: number): number => (n < 0x20 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : 5);
 
 /** A slice's items as set-effects ([EFFECT_SET, table, slice, key, item, bytes], as partition.ts records them),
  * gathered to be written by hand (encodeReplicatedItems) around each item's msgpack as it was packed before (latin1
@@ -185,19 +184,7 @@ export function encodeReplicatedItems(effects: SetEffectsText, requests: Applied
       at = putUint(out, view, at, slice);
       const key = keys[i];
       const n = keyBytes[i];
-      if (n < 0x20) out[at++] = 0xa0 | n;
-      else if (n < 0x100) {
-        out[at++] = 0xd9;
-        out[at++] = n;
-      } else if (n < 0x10000) {
-        out[at++] = 0xda;
-        view.setUint16(at, n);
-        at += 2;
-      } else {
-        out[at++] = 0xdb;
-        view.setUint32(at, n);
-        at += 4;
-      }
+      at = putStrHeader(out, at, n);
       if (n === key.length) for (let j = 0; j < key.length; j++) out[at++] = key.charCodeAt(j);
       else {
         for (let j = 0; j < key.length; j++) {
