@@ -18,24 +18,51 @@ import { bulk, drainedOff, replicaSets, elasticClusters, led, leadershipsSpread,
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Each story's start: 4 slice nodes at R=3 with replicas and leaderships spread and every change settled, 100 bulk
+ * items written, and writers under way. The fault is the map file's temporary path made a folder (shared/state-file.ts
+ * writeStateFile: written, then renamed over the map); end() removes it if still there and stops the writers, whatever
+ * the removal throws (they would go on against the next test's cluster). */
+async function loadedCluster(log?: (line: string) => void) {
+  const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, log });
+  await waitFor(
+    async () => {
+      const st = await e.status();
+      return replicasSpread(st) && leadershipsSpread(st) && st.replication.leaders.unsettled === 0;
+    },
+    'replicas and leaderships spread over the 4 nodes, every change settled',
+    90_000,
+    seen(e),
+  );
+  await bulk(e, 100);
+  const load = new WriteLoad(e.client, 'elastic', 4, 4);
+  const tmp = join(e.dataDir, 'coordinator', 'cluster-map.json.tmp');
+  let faulty = false;
+  return {
+    e,
+    load,
+    mapFile: join(e.dataDir, 'coordinator', 'cluster-map.json'),
+    makeFault: () => {
+      mkdirSync(tmp);
+      faulty = true;
+    },
+    clearFault: () => {
+      rmdirSync(tmp);
+      faulty = false;
+    },
+    end: async () => {
+      try {
+        if (faulty) rmdirSync(tmp);
+      } finally {
+        await load.stop();
+      }
+    },
+  };
+}
+
 describe('a cluster map save that fails at the coordinator\'s tick', () => {
   it('is logged and tried again: the coordinator keeps serving, and saves once the map can be written', async () => {
     const lines: string[] = [];
-    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, log: (l) => lines.push(l) });
-    await waitFor(
-      async () => {
-        const st = await e.status();
-        return replicasSpread(st) && leadershipsSpread(st);
-      },
-      'replicas and leaderships spread over the 4 nodes',
-      90_000,
-      seen(e),
-    );
-    await bulk(e, 100);
-    const load = new WriteLoad(e.client, 'elastic', 4, 4);
-    // The map file's temporary path (shared/state-file.ts writeStateFile: written, then renamed over the map).
-    const tmp = join(e.dataDir, 'coordinator', 'cluster-map.json.tmp');
-    let faulty = false;
+    const { e, load, mapFile, makeFault, clearFault, end } = await loadedCluster((l) => lines.push(l));
     try {
       await sleep(300);
       const [a, d] = [e.nodes[0], e.nodes[3]];
@@ -65,9 +92,7 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       );
       // The fault first, then the map as it is: a save just before (the tick records settled changes a tick after
       // status says them settled) would otherwise make the file differ from what was read.
-      mkdirSync(tmp);
-      faulty = true;
-      const mapFile = join(e.dataDir, 'coordinator', 'cluster-map.json');
+      makeFault();
       const onDisk = readFileSync(mapFile, 'utf8');
       const stBefore = await e.status();
       const aReplicas = stBefore.nodes.find((n) => n.node === a.url)!.replicas;
@@ -84,8 +109,7 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       expect(st.epoch, 'no change in force (a failed save leaves the map as it was)').toBe(stBefore.epoch);
       expect(st.nodes.find((n) => n.node === a.url)!.replicas, "A's replicas are all still there").toBe(aReplicas);
       expect(readFileSync(mapFile, 'utf8'), 'the map on disk is as it was').toBe(onDisk);
-      rmdirSync(tmp);
-      faulty = false;
+      clearFault();
       // Saved at a following tick: the drain goes on and ends, with A holding no replica.
       await waitFor(async () => drainedOff(a.url)(await e.status()), 'the drain of A to end once the map can be saved', 60_000, seen(e));
       const after = persistedMap(e);
@@ -93,36 +117,16 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       await load.finish(1_000, 100);
       if (process.env.KEYSLICE_TEST_LOG) console.log(`failed saves logged: ${lines.filter((l) => /cannot (record|write)/.test(l)).length}; ${load.acks} updates acknowledged, ${load.errors.length} failed`);
     } finally {
-      // The writers are stopped whatever the fault's removal throws (they would go on against the next test's cluster).
-      try {
-        if (faulty) rmdirSync(tmp);
-      } finally {
-        await load.stop();
-      }
+      await end();
     }
   }, 180_000);
 
   it('keyslice remove whose save fails answers a retryable error and leaves the node serving; a retry removes it', async () => {
-    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
-    await waitFor(
-      async () => {
-        const st = await e.status();
-        return replicasSpread(st) && leadershipsSpread(st) && st.replication.leaders.unsettled === 0;
-      },
-      'replicas and leaderships spread over the 4 nodes, every change settled',
-      90_000,
-      seen(e),
-    );
-    await bulk(e, 100);
-    const load = new WriteLoad(e.client, 'elastic', 4, 4);
-    const tmp = join(e.dataDir, 'coordinator', 'cluster-map.json.tmp');
-    let faulty = false;
+    const { e, load, mapFile, makeFault, clearFault, end } = await loadedCluster();
     try {
       const a = e.nodes[0];
-      mkdirSync(tmp);
-      faulty = true;
+      makeFault();
       // Read once the fault is in place (see above).
-      const mapFile = join(e.dataDir, 'coordinator', 'cluster-map.json');
       const onDisk = readFileSync(mapFile, 'utf8');
       const before = (await e.status()).nodes.find((n) => n.node === a.url)!;
       // Its leaderships are handed over first (their saves fail too, so at most LEADER_HANDOVER_BEFORE_CHANGE_MS),
@@ -147,8 +151,7 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       const extra = Array.from({ length: 40 }, (_, i) => e.client.putItem('elastic', { id: `after-${i}` }));
       await Promise.all(extra);
       await waitFor(async () => (await e.status()).nodes.find((n) => n.node === a.url)!.heldItems > held, "A's replicas to take the new writes", 15_000, seen(e));
-      rmdirSync(tmp);
-      faulty = false;
+      clearFault();
       // The retry once the fault is gone removes it; its replicas are placed again on the 3 nodes left.
       const retried = await e.post('remove', a.url);
       expect(retried.status, JSON.stringify(retried.body)).toBe(200);
@@ -156,11 +159,7 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       await waitFor(() => replicaSets(e).every((set) => set.length === 3 && !set.includes(a.url)), 'every slice to have 3 replicas without A', 60_000, seen(e));
       await load.finish(1_000, 100);
     } finally {
-      try {
-        if (faulty) rmdirSync(tmp);
-      } finally {
-        await load.stop();
-      }
+      await end();
     }
   }, 180_000);
 });
