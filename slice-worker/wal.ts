@@ -166,15 +166,14 @@ export class WriteAheadLog {
     return lsn;
   }
 
-  /** Appends records (a checkpoint's, one per slice) in writes of about LOG_WRITE_BYTES_MAX and, in 'fsync' mode, one
-   * fdatasync: synced one by one they stalled the worker for a sync per slice, and joined into one write they held
-   * the whole checkpoint twice in memory. Durable as the mode promises when this returns, or, with `sync` false (a
-   * checkpoint's steps, each of which would stall the worker on a sync of its own), once flush(true) answers. A
-   * payload is given whole or in parts (frameRecordParts); either way it is written as it is, framed but not copied,
-   * in one writev per write (a copy into the frame and another into the write cost a checkpoint more than its
-   * checksums: bench/README.md, "A compaction writes the items' kept bytes"), so each must stay as it is until this
-   * returns (a view into an encoder's reused buffer, as msgpackr's are, is copied first). */
-  appendAll(records: Iterable<[kind: number, payload: Uint8Array | readonly Uint8Array[]]>, sync = true): void {
+  /** Appends records (a checkpoint's, one per slice) in writes of about LOG_WRITE_BYTES_MAX, not synced: durable as the
+   * mode promises once flush(true) answers (a checkpoint's steps call this between turns, and a sync of each step's
+   * own would stall the worker; synced one by one per slice they stalled it for a sync per slice, and joined into one
+   * write they held the whole checkpoint twice in memory). A payload is given whole or in parts (frameRecordParts);
+   * either way it is written as it is, framed but not copied, in one writev per write (a copy into the frame and
+   * another into the write cost a checkpoint more than its checksums: bench/README.md, "A compaction writes the items'
+   * kept bytes"), so each must stay as it is until this returns (a view into an encoder's reused buffer, as msgpackr's are, is copied first). */
+  appendAll(records: Iterable<[kind: number, payload: Uint8Array | readonly Uint8Array[]]>): void {
     let framed: Buffer[] = [];
     let framedBytes = 0;
     let count = 0;
@@ -195,8 +194,6 @@ export class WriteAheadLog {
       framedBytes += bytes;
     }
     write();
-    if (count === 0) return;
-    if (sync && this.mode === 'fsync') fdatasyncSync(this.fd);
     this.nextLsnValue += count;
     this.bytesSinceSnapshot += written;
   }
@@ -208,7 +205,7 @@ export class WriteAheadLog {
 
   /** Flushes the current segment off this thread. In 'os' mode a segment can hold many MiB that the
    * OS has not written yet; flushing them here first keeps startSegment's own fsync short. In 'fsync' mode every
-   * append was synced already, but for appendAll's without `sync`: `unsynced` flushes those. */
+   * append was synced already, but for appendAll's (never synced): `unsynced` flushes those. */
   flush(unsynced = false): Promise<void> {
     if (this.mode === 'fsync' && !unsynced) return Promise.resolve(); // every append was flushed already
     const fd = this.fd;

@@ -11,7 +11,7 @@ import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
-import { decodeNodeFrame, encodeNodeFrame, NodeFrame, type DecodedReplicateEntry } from '../shared/protocol.js';
+import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, REPLICA_LEASE_MS } from '../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -1242,4 +1242,77 @@ describe("a remove's handover given up", () => {
       m.close();
     }
   }, 30_000);
+});
+
+describe('keyslice remove --forget-data that cannot finish', () => {
+  // 3 nodes at R=1; node 2's slices are given up. The targets' links are stand-ins that answer every op and say which
+  // they got; node 2's link is closed for the hand-over. Whatever stops the remove after the hand-over (the map's save,
+  // a target drained meanwhile), the targets are told to forget the slices (MoveAbort) and node 2's link is opened
+  // again: the map still names it as their owner.
+  async function forgetting(during: (map: ClusterMap, target: number) => void) {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-forget-'));
+    const map = open(3, 1, dir);
+    const x = 2;
+    const owned = map.slicesOf(x);
+    expect(owned.length).toBeGreaterThan(0);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; links: unknown[] };
+    clearInterval(inside.timer);
+    inside.isUp = () => true;
+    const got = new Map<number, number[]>(); // target -> op kinds in order
+    for (const t of [0, 1]) {
+      (inside.links[t] as NodeLink).close();
+      got.set(t, []);
+      inside.links[t] = {
+        state: 'ready',
+        send: async (_slice: number, op: unknown[]) => {
+          got.get(t)!.push(op[0] as number);
+          if (op[0] === SliceOp.MoveApply) during(map, t);
+          return null;
+        },
+        sendEpoch: () => {},
+        reassign: () => {},
+        close: () => {},
+      };
+    }
+    return { map, m, x, owned, got, links: inside.links as { state: string }[], tmp: join(dir, 'cluster-map.json.tmp') };
+  }
+
+  it('whose map save fails: answers Unavailable, the targets forget the slices, the node keeps them and its link; a retry removes it', async () => {
+    const { map, m, x, owned, got, links, tmp } = await forgetting(() => {});
+    try {
+      mkdirSync(tmp);
+      await expect(m.remove(map.nodes[x], true)).rejects.toMatchObject({ code: 'Unavailable', message: expect.stringMatching(/was not removed: cannot write the cluster map .*nothing was changed/) });
+      expect(map.statusOf(x), 'not removed').toBe('active');
+      expect(map.slicesOf(x), 'it owns its slices still').toEqual(owned);
+      expect(links[x].state, "the node's link is opened again").not.toBe('closed');
+      for (const ops of got.values()) expect(ops.filter((o) => o === SliceOp.MoveAbort).length, 'each slice taken is forgotten').toBe(ops.filter((o) => o === SliceOp.MoveBegin).length);
+      expect([...got.values()].flat().filter((o) => o === SliceOp.MoveBegin)).toHaveLength(owned.length);
+      rmSync(tmp, { recursive: true });
+      await m.remove(map.nodes[x], true);
+      expect(map.statusOf(x)).toBe('removed');
+      expect(map.slicesOf(0).length + map.slicesOf(1).length).toBe(map.sliceCount);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+      m.close();
+    }
+  });
+
+  it('whose target is drained during the hand-over: answers Unavailable and changes nothing, the node keeps its link', async () => {
+    let drained = false;
+    const { map, m, x, owned, got, links } = await forgetting((map, t) => {
+      if (!drained) map.setStatus(t, 'draining');
+      drained = true;
+    });
+    try {
+      const err: unknown = await m.remove(map.nodes[x], true).then(() => null, (e: unknown) => e);
+      expect(map.statusOf(x), 'not removed').toBe('active');
+      expect(map.slicesOf(x), 'it owns its slices still').toEqual(owned);
+      expect(links[x].state, "the node's link is opened again").not.toBe('closed');
+      for (const ops of got.values()) expect(ops.filter((o) => o === SliceOp.MoveAbort).length, 'each slice taken is forgotten').toBe(ops.filter((o) => o === SliceOp.MoveBegin).length);
+      expect(err).toMatchObject({ code: 'Unavailable', message: expect.stringMatching(/is no longer active .*nothing changed, retry/) });
+    } finally {
+      m.close();
+    }
+  });
 });

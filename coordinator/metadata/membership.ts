@@ -605,11 +605,18 @@ export class Membership {
         await undo();
         throw new KeysliceError('Unavailable', `handing the slices of ${node} over failed (${(failed as PromiseRejectedResult).reason?.message ?? failed}); nothing changed, retry`);
       }
+      // A target drained (or removed) while the hand-over was awaited: the map would give it slices it is leaving.
+      const left = to.filter((t) => this.map.statusOf(t) !== 'active');
+      if (left.length > 0) {
+        await undo();
+        throw new KeysliceError('Unavailable', `${this.map.nodes[left[0]]}, which took slices of ${node}, is no longer active (drained or removed meanwhile); nothing changed, retry`);
+      }
       try {
         this.map.forgetNode(index, slices, to);
       } catch (err) {
-        // The map still names the node as their owner: the targets must not keep the slices (removeNow answers the save).
-        if (err instanceof MapSaveError) await undo();
+        // Whatever failed (a save, which removeNow answers, or a broken invariant), the map still names the node as
+        // their owner: the targets must not keep the slices, and the node's link, closed above, is opened again.
+        if (this.map.statusOf(index) !== 'removed') await undo();
         throw err;
       }
       assert(this.map.slicesOf(index).length === 0, 'a forgotten node owns no slice');

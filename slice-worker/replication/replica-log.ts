@@ -364,7 +364,7 @@ export class ReplicaLog {
    * took in the log. */
   private appendCounted(records: Iterable<[number, Uint8Array | readonly Uint8Array[]]>): number {
     const before = this.wal.bytesSinceSnapshot;
-    this.wal.appendAll(records, false);
+    this.wal.appendAll(records);
     return this.wal.bytesSinceSnapshot - before;
   }
 
