@@ -305,21 +305,23 @@ describe('repair of replicated slices (R=3)', () => {
     expect(withDead.length).toBeGreaterThan(0);
     expect(withoutDead.length).toBeGreaterThan(0);
     const cli = join(import.meta.dirname, '..', 'dist', 'coordinator', 'cli', 'cli.js');
-    const drain = await promisify(execFile)(process.execPath, [cli, 'drain', drained.url, '--url', e.coordinator.url, '--timeout', '15'], { timeout: 30_000 }).then(
+    // keyslice drain gives up after --timeout and then says why the slices wait: those slices wait from the drain's
+    // first tick (500 ms), so 6 s is enough to see them and the drain's own wait no longer paces the story (it was 15 s).
+    const drain = await promisify(execFile)(process.execPath, [cli, 'drain', drained.url, '--url', e.coordinator.url, '--timeout', '6'], { timeout: 30_000 }).then(
       () => null,
       (err: { code: number; stdout: string; stderr: string }) => err,
     );
     // With 4 nodes, one draining and one dead, the slices that do not hold a replica on the dead node have no node up
     // to take their new replica: the drain cannot finish, and keyslice drain says why when it gives up waiting.
     expect(drain?.code).toBe(1);
-    expect(drain?.stderr).toMatch(/not finished after 15 s \(\d+\/\d+ slices/);
+    expect(drain?.stderr).toMatch(/not finished after 6 s \(\d+\/\d+ slices/);
     expect(drain?.stderr).toContain(`no active node that is up is left to take its new replica (${dead.url} is down)`);
     // The slices that hold a replica on the dead node are drained without it (before, they waited for it to say it
     // caught up): the drained node's replica left, the new one caught up, the dead one kept.
     await waitFor(async () => {
       const now = replicaSets(e);
       return withDead.every((s) => now[s].length === 3 && !now[s].includes(drained.url) && now[s].includes(dead.url));
-    }, `the drain steps of slices ${withDead.join(', ')} to finish while ${dead.url} is down`, 30_000);
+    }, `the drain steps of slices ${withDead.join(', ')} to finish while ${dead.url} is down`, 40_000);
     const st = await e.status();
     expect(st.moves.waitingSlices).toBe(withoutDead.length);
     expect(st.moves.waiting.length).toBeGreaterThan(0); // else the checks below run on nothing
