@@ -15,14 +15,12 @@ import { createHash, createHmac } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { fail as usage } from '../shared/cli-args.js';
+import { intArg } from '../shared/cli-args.js';
 import { median } from './median.js';
 
 const { values: opts } = parseArgs({ options: { base: { type: 'string' }, rounds: { type: 'string', default: '7' }, ms: { type: 'string', default: '300' } } });
-const ROUNDS = Number(opts.rounds);
-const MS = Number(opts.ms);
-if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || ROUNDS > 100) usage(`--rounds must be a whole number from 1 to 100, got ${opts.rounds}`);
-if (!Number.isInteger(MS) || MS < 10 || MS > 60_000) usage(`--ms must be a whole number from 10 to 60000, got ${opts.ms}`);
+const ROUNDS = intArg('rounds', opts.rounds, 1, 100);
+const MS = intArg('ms', opts.ms, 10, 60_000);
 /** Requests per workload and round at most, whatever --ms allows. */
 const REQUESTS_MAX = 1_000_000;
 

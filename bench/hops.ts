@@ -29,7 +29,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { fail as usage } from '../shared/cli-args.js';
+import { fail as usage, intArg } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
 import { PEERS_DIR } from './peers.js';
 import { childPids, writeSyscallsOf } from './proc-cpu.js';
@@ -79,8 +79,7 @@ const CONNECTIONS = Number(opts.connections);
 if (!Number.isInteger(CONNECTIONS) || CONNECTIONS < 1 || CONNECTIONS > 256) usage(`--connections must be a whole number from 1 to 256, got ${opts.connections}`);
 if (!Number.isInteger(DEVICES) || DEVICES < 1 || DEVICES > 10_000) usage(`--devices must be a whole number from 1 to 10000, got ${opts.devices}`);
 const PER_DEVICE = 100;
-const SDK_PROCESSES = Number(opts['sdk-processes']);
-if (!Number.isInteger(SDK_PROCESSES) || SDK_PROCESSES < 1 || SDK_PROCESSES > 16) usage(`--sdk-processes must be a whole number from 1 to 16, got ${opts['sdk-processes']}`);
+const SDK_PROCESSES = intArg('sdk-processes', opts['sdk-processes'], 1, 16);
 /** The SDK workloads' requests in flight per cluster (bench:compare's). */
 const SDK_IN_FLIGHT = 50;
 /** Unmeasured ops of each SDK workload per client process when its pool starts: a fresh SDK client costs 3-4x the CPU of a warm one (bench/README.md). */
