@@ -347,11 +347,11 @@ describe('replication messages as bytes', () => {
     expect(readAppend(Uint8Array.from(writeAppend(most)))).toEqual(most);
     expect(decodeReplicationMessage(Uint8Array.from(writeAppend(most)), 2, 'node', 1)).toEqual(most);
     const over = append(REPLICATION_APPEND_RECORDS_MAX + 1);
-    expect(checkReplicationMessage(over)).toMatch(/at most 256 records/);
+    expect(checkReplicationMessage(over)).toMatch(new RegExp(`at most ${REPLICATION_APPEND_RECORDS_MAX} records`));
     // In writeAppend's layout (which leaves the count to its caller, replica.ts): not read by hand, then refused.
     const bytes = Uint8Array.from(writeAppend(over));
     expect(readAppend(bytes)).toBeNull();
-    expect(() => decodeReplicationMessage(bytes, 2, 'node', 1)).toThrow(/at most 256 records/);
+    expect(() => decodeReplicationMessage(bytes, 2, 'node', 1)).toThrow(new RegExp(`at most ${REPLICATION_APPEND_RECORDS_MAX} records`));
     // In msgpackr's own layout: refused alike.
     expect(() => decodeReplicationMessage(Uint8Array.from(plainPackr.pack(over)), 2, 'node', 1)).toThrow(MalformedFrame);
   });

@@ -49,6 +49,20 @@ function randomOp(d: DurableReplica, r: () => number): DiskOp {
 
 const sync = (log: ReplicaLog, slice: number) => new Promise<void>((done) => log.diskFor(slice).sync(done));
 
+/** Runs a checkpoint of `log` and calls `onTurn` at each event-loop turn until it is done. Bounded in time, not in
+ * turns alone: a turn is microseconds, and the checkpoint first waits for the older segment's fdatasync (tens of MB
+ * in these tests), which a disk other processes load took over 10,000 turns to answer. */
+async function duringCheckpoint(log: ReplicaLog, onTurn: () => void | Promise<void>): Promise<void> {
+  let done = false;
+  const checkpointed = log.checkpoint().then(() => (done = true));
+  const deadline = performance.now() + 30_000;
+  for (let turn = 0; turn < 10_000_000 && !done && performance.now() < deadline; turn++) {
+    await new Promise((r) => setImmediate(r));
+    await onTurn();
+  }
+  await checkpointed;
+}
+
 describe('the replica log of a worker', () => {
   it('reads back, after each restart, exactly what the replicas of each slice wrote', async () => {
     const dir = tempDir();
@@ -431,25 +445,18 @@ describe('the replica log of a worker', () => {
     await sync(log, 1);
     const before = log.bytesSinceCheckpoint; // the log so far; the checkpoint's segment starts again from 0
     const total = SLICES * 512 * 1024; // about: each record holds a state and a few bytes more
-    let done = false;
-    const checkpointed = log.checkpoint().then(() => (done = true));
     /** log.bytesSinceCheckpoint at each turn while the checkpoint runs, once its segment began, and before its end. */
     const partway: number[] = [];
     let answeredAt = -1;
-    // Bounded in time, not in turns alone: a turn is microseconds, and the checkpoint first waits for the older
-    // segment's fdatasync (tens of MB here), which a disk other processes load took over 10,000 turns to answer.
-    const deadline = performance.now() + 30_000;
-    for (let turn = 0; turn < 10_000_000 && !done && performance.now() < deadline; turn++) {
-      await new Promise((r) => setImmediate(r));
+    await duringCheckpoint(log, () => {
       const b = log.bytesSinceCheckpoint;
-      if (b === before || b === 0 || b >= total) continue;
+      if (b === before || b === 0 || b >= total) return;
       partway.push(b);
       if (partway.length === 1) {
         log.diskFor(SLICES + 1).write({ kind: 'promise', term: 2 });
         log.diskFor(SLICES + 1).sync(() => (answeredAt = log.bytesSinceCheckpoint));
       }
-    }
-    await checkpointed;
+    });
     expect(log.checkpointBytes).toBeGreaterThan(total);
     // Turns saw the checkpoint part written: more than one step, with turns between them.
     expect(partway.length, `turns that saw part of the checkpoint written (${partway.join(' ')})`).toBeGreaterThanOrEqual(2);
@@ -478,17 +485,12 @@ describe('the replica log of a worker', () => {
       log.diskFor(s).write({ kind: 'commit', index: 1 });
     }
     await sync(log, 1);
-    let done = false;
-    const checkpointed = log.checkpoint().then(() => (done = true));
-    let wrote = false;
-    // Bounded in time, not in turns alone: a turn is microseconds, and the checkpoint first waits for the older
-    // segment's fdatasync (tens of MB here), which a disk other processes load took over 10,000 turns to answer.
-    const deadline = performance.now() + 30_000;
-    for (let turn = 0; turn < 10_000_000 && !done && performance.now() < deadline; turn++) {
-      await new Promise((r) => setImmediate(r));
-      if (wrote || log.bytesSinceCheckpoint === 0) continue;
+    /** log.bytesSinceCheckpoint when the writes below went in; -1 until then. */
+    let wroteAt = -1;
+    await duringCheckpoint(log, async () => {
+      if (wroteAt >= 0 || log.bytesSinceCheckpoint === 0) return;
       // The first turn between steps: the last slice's record (slices go in the order they came) is not written yet.
-      wrote = true;
+      wroteAt = log.bytesSinceCheckpoint;
       log.diskFor(SLICES).write({ kind: 'append', records: [makeRecord(1, 2, new Uint8Array([7]))] });
       log.diskFor(SLICES).write({ kind: 'commit', index: 2 });
       await sync(log, SLICES);
@@ -497,9 +499,11 @@ describe('the replica log of a worker', () => {
       log.diskFor(SLICES - 1).write({ kind: 'promise', term: 2 });
       await sync(log, SLICES - 1);
       log.drop(SLICES - 1);
-    }
-    await checkpointed;
-    expect(wrote, 'a write went in between two steps').toBe(true);
+    });
+    // Between two steps, before the records of slices SLICES - 1 and SLICES (each record holds its slice's 256 KiB,
+    // so under 39 of them were written): else the writes came after those records, and nothing here is tested.
+    expect(wroteAt, 'checkpoint bytes in the log when a write went in between two steps').toBeGreaterThan(0);
+    expect(wroteAt).toBeLessThan((SLICES - 1) * 256 * 1024);
     const { log: again } = ReplicaLog.open(dir, 'fsync');
     expect(again.sliceIds).toEqual(Array.from({ length: SLICES }, (_, i) => i + 1).filter((s) => s !== SLICES - 1));
     expect(again.durable(SLICES - 1)).toEqual({ promisedTerm: 2, snapshot: null, records: [], commitIndex: 0 });
