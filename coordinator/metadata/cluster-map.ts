@@ -214,8 +214,11 @@ export class ClusterMap {
   /** The map's change count and the nodes that were up (placeReplicas) when placement last placed nothing with no
    * slice held back, or null. */
   private nothingToPlaceAt: string | null = null;
+  /** Saves `next` (save: a write that fails throws MapSaveError and leaves this.state as it was), then puts it in
+   * force and counts the change: every change goes through here, so that `changes` misses none. */
   private replaceState(next: State): void {
     assert(next !== this.state, 'a change is made to a copy of the state');
+    this.save(next);
     this.state = next;
     this.changeCount++;
   }
@@ -255,7 +258,6 @@ export class ClusterMap {
       assert(older.every((o) => next.unsettled[slice].some((u) => sameSet(u, o))), `slice ${slice}: unsettled sets are only dropped here, never added`);
       next.unsettled[slice] = older.map((o) => [...o]);
     }
-    this.save(next);
     this.replaceState(next);
   }
 
@@ -294,7 +296,6 @@ export class ClusterMap {
     if (ownersChanged) next.epoch++;
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
-    this.save(next);
     this.replaceState(next);
     if (ownersChanged || elected.length > 0) this.changed();
     return ownersChanged;
@@ -403,7 +404,6 @@ export class ClusterMap {
     forgetEndedSteps(next);
     for (const { slice, to } of moves) assert(next.owners[slice] === to || next.followers[slice].includes(to), `the new replica of slice ${slice} is kept`);
     checkReplicas(next);
-    this.save(next);
     this.replaceState(next);
   }
 
@@ -500,7 +500,6 @@ export class ClusterMap {
     }
     forgetEndedSteps(next);
     checkReplicas(next);
-    this.save(next);
     const changed = next.followers.flatMap((f, slice) =>
       f.join() !== this.state.followers[slice].join() ? [{ slice, before: setOf(this.state, slice).length, after: setOf(next, slice).length }] : [],
     );
@@ -581,7 +580,6 @@ export class ClusterMap {
   setNodeId(node: number, nodeId: string): void {
     const next = structuredClone(this.state);
     next.nodeIds[node] = nodeId;
-    this.save(next);
     this.replaceState(next);
     this.onChange();
   }
@@ -660,7 +658,6 @@ export class ClusterMap {
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
     check(viewOf(next));
-    this.save(next);
     this.replaceState(next);
     this.changed();
   }

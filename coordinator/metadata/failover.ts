@@ -321,7 +321,7 @@ export class SliceFailover {
     // election after the handover's (handoverTo).
     const to = this.handoverTo;
     const now = this.host.now();
-    const awaited = to !== null && !answers.has(to) && !this.election.refused.has(to) && (this.host.heardFrom === undefined || this.heardLately(to, now));
+    const awaited = to !== null && this.answerMayCome(to, now);
     if (awaited && now - this.election.startedAt < this.timing.electionTimeoutMs * HANDOVER_TARGET_ANSWER_WAIT_SHARE) return 'not yet';
     let chosen = this.choose(this.members.filter((r) => answers.has(r)), answers);
     if (chosen === null) return 'not yet';
@@ -347,10 +347,9 @@ export class SliceFailover {
       // missing when a majority of every set answered may come milliseconds later (in the simulation's runs with set
       // changes, seeds 300000 to 300499, 7 elected a carrier without this wait, 4 with it). Safe: more answers only
       // add candidates, and the rule below is the same.
-      const mayAnswer = (r: ReplicaId) => !answers.has(r) && !this.election!.refused.has(r) && (this.host.heardFrom === undefined || this.heardLately(r, now));
       if (
         !this.meetsEveryMajority(notFurther) &&
-        this.meetsEveryMajority((r) => notFurther(r) || mayAnswer(r)) &&
+        this.meetsEveryMajority((r) => notFurther(r) || this.answerMayCome(r, now)) &&
         now - this.election.startedAt < this.timing.electionTimeoutMs * CARRIER_AVOIDED_ANSWER_WAIT_SHARE
       )
         return 'not yet';
@@ -411,6 +410,15 @@ export class SliceFailover {
    * ping interval and a tick later than counted from the last frame. */
   private heardLately(r: ReplicaId, now: number): boolean {
     return now - (this.host.heardFrom?.(r) ?? -Infinity) < 1.5 * this.timing.pingIntervalMs;
+  }
+
+  /** Whether replica `r` may still answer the election under way, so that finishElection waits a while for it (a
+   * handover's target, an answer that may avoid a carrier): it has neither answered nor refused, and its node answers
+   * (heardLately; with no heardFrom, as in the simulation, only the caller's bound limits the wait). */
+  private answerMayCome(r: ReplicaId, now: number): boolean {
+    const e = this.election;
+    assert(e !== null, 'an election is under way');
+    return !e.answers.has(r) && !e.refused.has(r) && (this.host.heardFrom === undefined || this.heardLately(r, now));
   }
 
   /** Why the last election started (for the coordinator's log). */

@@ -596,27 +596,24 @@ export class Membership {
       });
       const outcomes = await Promise.allSettled(handed);
       const failed = outcomes.find((o) => o.status === 'rejected');
-      // Back as it was: the targets forget the slices; the node stays (its link reconnects).
-      const undo = async () => {
-        await Promise.allSettled(slices.map((s, i) => this.links[to[i]].send(s, [SliceOp.MoveAbort, s, 'target'])));
-        this.links[index] = this.newLink(node, index);
-      };
-      if (failed !== undefined) {
-        await undo();
-        throw new KeysliceError('Unavailable', `handing the slices of ${node} over failed (${(failed as PromiseRejectedResult).reason?.message ?? failed}); nothing changed, retry`);
-      }
-      // A target drained (or removed) while the hand-over was awaited: the map would give it slices it is leaving.
-      const left = to.filter((t) => this.map.statusOf(t) !== 'active');
-      if (left.length > 0) {
-        await undo();
-        throw new KeysliceError('Unavailable', `${this.map.nodes[left[0]]}, which took slices of ${node}, is no longer active (drained or removed meanwhile); nothing changed, retry`);
-      }
       try {
+        if (failed !== undefined) {
+          throw new KeysliceError('Unavailable', `handing the slices of ${node} over failed (${(failed as PromiseRejectedResult).reason?.message ?? failed}); nothing changed, retry`);
+        }
+        // A target drained (or removed) while the hand-over was awaited: the map would give it slices it is leaving.
+        const left = to.filter((t) => this.map.statusOf(t) !== 'active');
+        if (left.length > 0) {
+          throw new KeysliceError('Unavailable', `${this.map.nodes[left[0]]}, which took slices of ${node}, is no longer active (drained or removed meanwhile); nothing changed, retry`);
+        }
         this.map.forgetNode(index, slices, to);
       } catch (err) {
-        // Whatever failed (a save, which removeNow answers, or a broken invariant), the map still names the node as
-        // their owner: the targets must not keep the slices, and the node's link, closed above, is opened again.
-        if (this.map.statusOf(index) !== 'removed') await undo();
+        // Whatever failed (the hand-over, a target that left, a save, which removeNow answers, or a broken invariant),
+        // the map still names the node as their owner: back as it was, the targets forget the slices and the node
+        // stays (its link, closed above, is opened again).
+        if (this.map.statusOf(index) !== 'removed') {
+          await Promise.allSettled(slices.map((s, i) => this.links[to[i]].send(s, [SliceOp.MoveAbort, s, 'target'])));
+          this.links[index] = this.newLink(node, index);
+        }
         throw err;
       }
       assert(this.map.slicesOf(index).length === 0, 'a forgotten node owns no slice');
