@@ -5,7 +5,7 @@ import { Packr, Unpackr } from 'msgpackr';
 import { REPLICATED_SCRATCH_BYTES_INITIAL, REPLICATED_SCRATCH_KEPT_BYTES_MAX } from '../shared/limits.js';
 import { assert } from '../shared/errors.js';
 import { arrayHeaderBytes, putArrayHeader, putStrHeader, putUint, strHeaderBytes, uintBytes } from '../shared/msgpack-writer.js';
-import { checkSliceChanges, EFFECT_SET, MalformedFrame, skipValue } from '../shared/protocol.js';
+import { checkSliceChanges, EFFECT_SET, listHeader, MalformedFrame, skipValue } from '../shared/protocol.js';
 import type { Effect } from './partition.js';
 import type { AppliedList } from './replication/applied-requests.js';
 
@@ -216,16 +216,11 @@ export function encodeReplicatedItems(effects: SetEffectsText, requests: Applied
  * list of `count` effects, each a set's six values or another list), or whose items hold ext values (skipValue). */
 export function itemTextsOf(bytes: Uint8Array, count: number): (string | null)[] | null {
   const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  let at = buf[0] === 0x97 && buf[1] === WITH_REQUESTS ? 2 : 0;
-  const t = buf[at];
-  let n: number;
-  if (t >= 0x90 && t <= 0x9f) [n, at] = [t & 0x0f, at + 1];
-  else if (t === 0xdc) [n, at] = [buf.readUInt16BE(at + 1), at + 3];
-  else if (t === 0xdd) [n, at] = [buf.readUInt32BE(at + 1), at + 5];
-  else return null;
-  if (n !== count) return null;
-  const texts: (string | null)[] = new Array(n);
   try {
+    const [n, first] = listHeader(buf, buf[0] === 0x97 && buf[1] === WITH_REQUESTS ? 2 : 0);
+    let at = first;
+    if (n !== count) return null;
+    const texts: (string | null)[] = new Array(n);
     for (let i = 0; i < n; i++) {
       if (buf[at] !== 0x96 || buf[at + 1] !== EFFECT_SET) {
         texts[i] = null;
@@ -237,11 +232,11 @@ export function itemTextsOf(bytes: Uint8Array, count: number): (string | null)[]
       texts[i] = buf.toString('latin1', start, end);
       at = skipValue(buf, end); // the item's size
     }
+    return texts;
   } catch (err) {
     if (err instanceof MalformedFrame) return null;
     throw err;
   }
-  return texts;
 }
 
 export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {
