@@ -122,6 +122,18 @@ describe('the kept bytes a compaction adds', () => {
 });
 
 describe('the items a follower applies', () => {
+  it('keep their bytes up to the worker\'s budget, however many items one record carries', () => {
+    const budget = 10_000;
+    const store = new SliceStore(0, 1, Date.now, { readsPerSecond: 0, writesPerSecond: 0 }, budget);
+    const effects = Array.from({ length: 1_000 }, (_, i): Effect => [EFFECT_SET, 1, 5, `k${i}`, { k: `k${i}`, pad: 'p'.repeat(100) }, 130]);
+    const texts = store.mayKeep() ? itemTextsOf(encodeReplicated(effects, null), effects) : null;
+    expect(texts).not.toBeNull();
+    effects.forEach((e, i) => store.replay(e, texts![i]));
+    const itemCost = 200; // an item's text (about 130 bytes) and its string's header, at most
+    expect(store.keptBytes).toBeGreaterThan(budget - itemCost);
+    expect(store.keptBytes).toBeLessThan(budget + itemCost);
+  });
+
   it('keep the bytes their record carried them in: each a set\'s item as packClientItem packs it, which the next snapshot state writes as they are', () => {
     const big = { k: 'big', x: 'y'.repeat(PACKED_ITEM_CACHE_BYTES_MAX + 1) };
     const effects: Effect[] = [
