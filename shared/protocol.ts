@@ -251,12 +251,12 @@ function skipPackedItem(b: Uint8Array, at: number): number {
   return end;
 }
 
-/** A packed list's item count and where its first item starts. */
-function listHeader(list: Uint8Array): [count: number, at: number] {
-  const t = list[0];
-  if (t >= 0x90 && t <= 0x9f) return [t & 0x0f, 1];
-  if (t === 0xdc) return [u16(list, 0), 3];
-  if (t === 0xdd) return [u32(list, 0), 5];
+/** A msgpack list's item count and where its first item starts, its header at `from` (MalformedFrame if none). */
+export function listHeader(list: Uint8Array, from = 0): [count: number, at: number] {
+  const t = list[from];
+  if (t >= 0x90 && t <= 0x9f) return [t & 0x0f, from + 1];
+  if (t === 0xdc) return [u16(list, from), from + 3];
+  if (t === 0xdd) return [u32(list, from), from + 5];
   throw new MalformedFrame(`a packed list starts with a list header, not 0x${t?.toString(16)}`);
 }
 

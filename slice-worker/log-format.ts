@@ -2,10 +2,10 @@
 // effects (partition.ts). Plain msgpack maps, not records mode, so that a file
 // needs no structure definitions from elsewhere to be read back.
 import { Packr, Unpackr } from 'msgpackr';
-import { REPLICATED_SCRATCH_BYTES_INITIAL, REPLICATED_SCRATCH_KEPT_BYTES_MAX } from '../shared/limits.js';
+import { PACKED_ITEM_CACHE_BYTES_MAX, REPLICATED_SCRATCH_BYTES_INITIAL, REPLICATED_SCRATCH_KEPT_BYTES_MAX } from '../shared/limits.js';
 import { assert } from '../shared/errors.js';
 import { arrayHeaderBytes, putArrayHeader, putStrHeader, putUint, strHeaderBytes, uintBytes } from '../shared/msgpack-writer.js';
-import { checkSliceChanges, EFFECT_SET, MalformedFrame, skipValue } from '../shared/protocol.js';
+import { checkSliceChanges, EFFECT_SET, listHeader, MalformedFrame, skipValue } from '../shared/protocol.js';
 import type { Effect } from './partition.js';
 import type { AppliedList } from './replication/applied-requests.js';
 
@@ -212,22 +212,20 @@ export function encodeReplicatedItems(effects: SetEffectsText, requests: Applied
 /** Each item's msgpack in a record's payload (encodeReplicated's: the effects list, alone or second in [WITH_REQUESTS,
  * ...]) as latin1 text, by the effects' places (null for an effect that is not a set), found by reading the msgpack
  * headers alone: for a follower to keep the bytes its leader packed with the items it applies (SliceStore.replay),
- * so that its first compaction after does not pack them again (SetEffectsText). Null for a payload not laid out so (a
- * list of `count` effects, each a set's six values or another list), or whose items hold ext values (skipValue). */
-export function itemTextsOf(bytes: Uint8Array, count: number): (string | null)[] | null {
+ * so that its first compaction after does not pack them again (SetEffectsText). `effects`: the payload decoded; null
+ * too for a set whose item is over PACKED_ITEM_CACHE_BYTES_MAX (its size, as it records it), whose bytes are never
+ * kept (SliceStore.replay), so not copied. Null for a payload not laid out so (a list of the effects' count, each a
+ * set's six values or another list), or whose items hold ext values (skipValue). */
+export function itemTextsOf(bytes: Uint8Array, effects: readonly Effect[]): (string | null)[] | null {
   const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  let at = buf[0] === 0x97 && buf[1] === WITH_REQUESTS ? 2 : 0;
-  const t = buf[at];
-  let n: number;
-  if (t >= 0x90 && t <= 0x9f) [n, at] = [t & 0x0f, at + 1];
-  else if (t === 0xdc) [n, at] = [buf.readUInt16BE(at + 1), at + 3];
-  else if (t === 0xdd) [n, at] = [buf.readUInt32BE(at + 1), at + 5];
-  else return null;
-  if (n !== count) return null;
-  const texts: (string | null)[] = new Array(n);
   try {
+    const [n, first] = listHeader(buf, buf[0] === 0x97 && buf[1] === WITH_REQUESTS ? 2 : 0);
+    let at = first;
+    if (n !== effects.length) return null;
+    const texts: (string | null)[] = new Array(n);
     for (let i = 0; i < n; i++) {
-      if (buf[at] !== 0x96 || buf[at + 1] !== EFFECT_SET) {
+      const e = effects[i];
+      if (buf[at] !== 0x96 || buf[at + 1] !== EFFECT_SET || e[0] !== EFFECT_SET || e[5] > PACKED_ITEM_CACHE_BYTES_MAX) {
         texts[i] = null;
         at = skipValue(buf, at);
         continue;
@@ -237,11 +235,11 @@ export function itemTextsOf(bytes: Uint8Array, count: number): (string | null)[]
       texts[i] = buf.toString('latin1', start, end);
       at = skipValue(buf, end); // the item's size
     }
+    return texts;
   } catch (err) {
     if (err instanceof MalformedFrame) return null;
     throw err;
   }
-  return texts;
 }
 
 export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {

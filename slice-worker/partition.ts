@@ -560,8 +560,9 @@ export class SliceStore {
         const p = this.partitionForReplay(table, slice);
         const stored = newStored(item, bytes);
         // `packed`: the item's msgpack as its record carried it (a follower's apply, under the budget: mayKeep), kept
-        // as a range page keeps an item's bytes.
-        if (packed !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX) {
+        // as a range page keeps an item's bytes; the budget looked at per item, as packedItems does (one record may
+        // carry many items).
+        if (packed !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) {
           stored.packed = packed;
           const cost = keptCost(packed);
           p.kept += cost;

@@ -122,6 +122,18 @@ describe('the kept bytes a compaction adds', () => {
 });
 
 describe('the items a follower applies', () => {
+  it('keep their bytes up to the worker\'s budget, however many items one record carries', () => {
+    const budget = 10_000;
+    const store = new SliceStore(0, 1, Date.now, { readsPerSecond: 0, writesPerSecond: 0 }, budget);
+    const effects = Array.from({ length: 1_000 }, (_, i): Effect => [EFFECT_SET, 1, 5, `k${i}`, { k: `k${i}`, pad: 'p'.repeat(100) }, 130]);
+    const texts = store.mayKeep() ? itemTextsOf(encodeReplicated(effects, null), effects) : null;
+    expect(texts).not.toBeNull();
+    effects.forEach((e, i) => store.replay(e, texts![i]));
+    const itemCost = 200; // an item's text (about 130 bytes) and its string's header, at most
+    expect(store.keptBytes).toBeGreaterThan(budget - itemCost);
+    expect(store.keptBytes).toBeLessThan(budget + itemCost);
+  });
+
   it('keep the bytes their record carried them in: each a set\'s item as packClientItem packs it, which the next snapshot state writes as they are', () => {
     const big = { k: 'big', x: 'y'.repeat(PACKED_ITEM_CACHE_BYTES_MAX + 1) };
     const effects: Effect[] = [
@@ -133,9 +145,10 @@ describe('the items a follower applies', () => {
     const applied: AppliedList = { instances: [R], counters: [4], of: null, ats: 1_000, answers: null };
     for (const requests of [applied, null]) {
       const payload = encodeReplicated(effects, requests);
-      const texts = itemTextsOf(payload, effects.length)!;
-      expect(texts.map((t) => (t === null ? null : Buffer.from(t, 'latin1')))).toEqual(effects.map((e) => (e[0] === EFFECT_SET ? Buffer.from(packClientItem(e[4])) : null)));
-      expect(itemTextsOf(payload, effects.length + 1)).toBeNull(); // not the list its effects were decoded from
+      const texts = itemTextsOf(payload, effects)!;
+      // The big item's bytes are never kept, so not copied out.
+      expect(texts.map((t) => (t === null ? null : Buffer.from(t, 'latin1')))).toEqual(effects.map((e) => (e[0] === EFFECT_SET && e[5] <= PACKED_ITEM_CACHE_BYTES_MAX ? Buffer.from(packClientItem(e[4])) : null)));
+      expect(itemTextsOf(payload, [...effects, effects[1]])).toBeNull(); // not the list its effects were decoded from
       // Applied with them, the slice's state reads back as its items.
       const store = new SliceStore(0, 1);
       effects.forEach((e, i) => store.replay(e, texts[i]));
@@ -143,8 +156,9 @@ describe('the items a follower applies', () => {
       expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null))).toEqual({ effects: [...store.sliceEntries(5)], requests: null });
       expect(store.sliceEntries(5).next().value).toEqual([EFFECT_SET, 1, 5, 'a', effects[0][4], 320]);
     }
-    expect(itemTextsOf(Uint8Array.of(0xc1), 0)).toBeNull();
-    expect(itemTextsOf(encodeReplicated([[EFFECT_SET, 1, 5, 'e', { x: new Date(0) }, 10]] as unknown as Effect[], null), 1)).toBeNull(); // an ext value
+    expect(itemTextsOf(Uint8Array.of(0xc1), [])).toBeNull();
+    const withExt = [[EFFECT_SET, 1, 5, 'e', { x: new Date(0) }, 10]] as unknown as Effect[];
+    expect(itemTextsOf(encodeReplicated(withExt, null), withExt)).toBeNull(); // an ext value
   });
 });
 
@@ -186,7 +200,7 @@ describe('an item\'s kept bytes and its writes', () => {
   it('on a follower: an item applied with its bytes, then written again with and without them, then deleted', () => {
     const store = new SliceStore(0, 1);
     const apply = (effects: Effect[], keep: boolean) => {
-      const texts = keep ? itemTextsOf(encodeReplicated(effects, null), effects.length) : null;
+      const texts = keep ? itemTextsOf(encodeReplicated(effects, null), effects) : null;
       effects.forEach((e, i) => store.replay(e, texts?.[i] ?? null));
     };
     apply([[EFFECT_SET, 1, 5, 'a', { k: 'a', n: 1 }, 20], [EFFECT_SET, 1, 5, 'b', { k: 'b', n: 1 }, 20]], true);

@@ -351,7 +351,7 @@ export class SliceReplicas {
           const { effects, requests } = decodeReplicated(record.payload);
           // The items keep the bytes their leader packed them in (under the budget), which the slice's next compaction
           // writes as they are (SetEffectsText).
-          const packed = this.store.mayKeep() ? itemTextsOf(record.payload, effects.length) : null;
+          const packed = this.store.mayKeep() ? itemTextsOf(record.payload, effects) : null;
           for (let i = 0; i < effects.length; i++) this.store.replay(effects[i], packed?.[i] ?? null);
           const known = requests === null ? 0 : this.requestsOf(slice).addAll(requests);
           if (known > 0) this.events.malformed?.(slice, null, `committed record ${record.index} of term ${record.term} names ${known} request ids applied already (their first answers are kept)`);
