@@ -8,11 +8,12 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, MapSaveError, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
-import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
+import { assignReplication, OpenQuestions, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, REPLICA_LEASE_MS } from '../shared/limits.js';
+import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
 
@@ -1072,11 +1073,15 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
   // less a tick plus 600 ms passes between two of its frames. Counted from its last frame, as before issue 14, it was
   // silent (over 750 ms) in those gaps, and the leader was deposed at the heartbeat timeout. A node that answers
   // nothing still is deposed at the timeout.
-  async function run(answerDelayMs: (node: number, slice: number, round: number) => number | null) {
+  // `workerCount`: each node's workers as its Hello says (0: none said, so the Pings go unfolded).
+  async function run(answerDelayMs: (node: number, slice: number, round: number) => number | null, workerCount = 0) {
     const map = open(3, 3);
     settle(map);
     const sent: DecodedReplicateEntry[][] = [[], [], []];
-    const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    // A node's worker takes each Ping of a Pings (node protocol 27) as its own.
+    const unfold = (entries: DecodedReplicateEntry[]) =>
+      entries.flatMap(([slice, m]): DecodedReplicateEntry[] => (m.type !== 'Pings' ? [[slice, m]] : Array.from({ length: m.slices.length / PING_NUMBERS }, (_, k) => [m.slices[k * PING_NUMBERS], unfoldPing(m, k * PING_NUMBERS)])));
+    const links = sent.map((box) => ({ state: 'ready', workerCount, sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...unfold(entries)), abandonInFlight: () => 0 })) as unknown as NodeLink[];
     let t = 1_000;
     vi.spyOn(performance, 'now').mockImplementation(() => t);
     const wall = Date.now();
@@ -1117,7 +1122,9 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
         }
       }
     };
-    return { leaders, map, leads, turn, at: () => t };
+    /** Node `node` sends the coordinator `entries` now, answering nothing it was asked. */
+    const sendOther = (node: number, entries: DecodedReplicateEntry[]) => leaders.receive(node, entries);
+    return { leaders, map, leads, turn, sendOther, at: () => t };
   }
 
   afterEach(() => vi.restoreAllMocks());
@@ -1154,6 +1161,102 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
     } finally {
       c.leaders.close();
     }
+  });
+
+  it('a node whose worker answers nothing while the node sends other frames loses that worker\'s slices at the heartbeat timeout', async () => {
+    // Two workers a node (slice % 2). From `stuckFrom` on, the worker of the even slices on the leader of slice 0 answers
+    // nothing, while its other worker answers each Ping at once and the node sends, every turn, frames that answer no
+    // question: a Pong of an odd slice that was not asked, and a refusal of slice 0 naming a term older than any it was
+    // asked to promise. Only an answer to a question clears it (OpenQuestions): the node is silent from the first
+    // question its stuck worker left unanswered, so those slices elect at the timeout, not up to
+    // LEADER_SLOW_TIMEOUT_FACTOR times it as while any frame from the node cleared its questions.
+    let stuckFrom = Infinity;
+    let stuckNode = -1;
+    const c = await run((node, slice) => (c === undefined || c.at() < stuckFrom || node !== stuckNode || slice % 2 === 1 ? 0 : null), 2);
+    try {
+      for (let i = 0; i < 100 && c.leaders.electionsBy.start < 64; i++) await c.turn();
+      for (let i = 0; i < 20; i++) await c.turn();
+      expect(c.leads.size, 'every slice has a leader').toBe(64);
+      const before = { ...c.leaders.electionsBy };
+      stuckNode = c.leads.get(0)!.node;
+      const odd = [...c.leads].find(([slice, l]) => slice % 2 === 1 && l.node === stuckNode)?.[0];
+      expect(odd, 'the node leads an odd slice too, whose worker answers').toBeDefined();
+      stuckFrom = c.at();
+      let electedAfter = -1;
+      for (let i = 0; i < 45 && electedAfter < 0; i++) {
+        c.sendOther(stuckNode, [
+          [odd!, { type: 'Pong', seq: 0, term: 0, leading: false, commitTerm: 0, lastIndex: 0 }],
+          [0, { type: 'Refused', term: 1, code: 'StaleTerm', message: 'older', lastIndex: 0, commitIndex: 0 }],
+        ]);
+        await c.turn();
+        if (c.leaders.leaderOf(0) === null || c.leaders.electionsBy.leader_timeout > before.leader_timeout) electedAfter = c.at() - stuckFrom;
+      }
+      expect(electedAfter, 'ms from the worker answering nothing to slice 0 electing').toBeGreaterThan(0);
+      expect(electedAfter).toBeLessThanOrEqual(FAILOVER_TIMING_DEFAULT.heartbeatTimeoutMs + 200);
+      // The odd slices it leads keep their leader: their worker answers.
+      expect(c.leaders.leaderOf(odd!)).toBe(stuckNode);
+    } finally {
+      c.leaders.close();
+    }
+  });
+});
+
+describe('what answers a question the coordinator asked a node (OpenQuestions)', () => {
+  const pong = (seq: number) => ({ type: 'Pong' as const, seq, term: 3, leading: true, commitTerm: 3, lastIndex: 9 });
+  it('each answer the node sends for what it was asked clears it, and the questions its worker took before; nothing else does', () => {
+    // Node 0 of two workers (slice % 2).
+    const q = new OpenQuestions(() => 2);
+    q.sent(0, [[4, { type: 'Prepare', term: 7 }], [2, pingsOf([[2, { type: 'Ping', seq: 1 }], [6, { type: 'Ping', seq: 1 }]])], [3, { type: 'Ping', seq: 1 }]], 100);
+    q.sent(0, [[8, { type: 'Ping', seq: 2 }]], 200);
+    expect(q.firstAsked(0)).toBe(100);
+    // Frames that answer nothing asked: a Pong of a slice not asked, a Prepared of another term, a refusal of a term
+    // older than the Prepare's (a Lead's), a Pong of another node's.
+    q.answered(0, [[10, pong(1)], [4, { type: 'Prepared', term: 6, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }], [4, { type: 'Refused', term: 6, code: 'StaleTerm', message: '', lastIndex: 0, commitIndex: 0 }]]);
+    q.answered(1, [[4, { type: 'Prepared', term: 7, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }]]);
+    expect(q.firstAsked(0)).toBe(100);
+    // The odd worker's answer clears its question alone.
+    q.answered(0, [[3, pong(1)]]);
+    expect(q.firstAsked(0)).toBe(100);
+    // A Pongs (one worker's answers of a turn folded): slice 6's Pong answers its Ping, and the Prepare and slice 2's
+    // Ping sent to that worker before it (taken: the Prepared comes after its sync; nothing followed for slice 2).
+    const numbers: number[] = [];
+    pongInto(numbers, 6, pong(1));
+    q.answered(0, [[6, { type: 'Pongs', slices: numbers }]]);
+    expect(numbers.length).toBe(PONG_NUMBERS);
+    expect(q.firstAsked(0)).toBe(200);
+    // A Prepared, or a refusal naming the Prepare's term or a newer one, answers the Prepare.
+    q.sent(0, [[4, { type: 'Prepare', term: 8 }]], 300);
+    q.answered(0, [[8, pong(2)]]);
+    expect(q.firstAsked(0)).toBe(300);
+    q.answered(0, [[4, { type: 'Refused', term: 9, code: 'StaleTerm', message: '', lastIndex: 0, commitIndex: 0 }]]);
+    expect(q.firstAsked(0)).toBeUndefined();
+    q.sent(0, [[4, { type: 'Prepare', term: 10 }]], 400);
+    q.answered(0, [[4, { type: 'Prepared', term: 10, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }]]);
+    expect(q.firstAsked(0)).toBeUndefined();
+  });
+
+  it('a question the worker dropped is asked again once, and one of a slice the node no longer replicates is dropped', () => {
+    const q = new OpenQuestions(() => 2);
+    // Slice 4's Prepare overtook the worker's assignment (dropped, never answered); nothing else goes to that worker.
+    q.sent(0, [[4, { type: 'Prepare', term: 7 }]], 100);
+    const again: number[] = [];
+    q.stale(0, 50, () => true, (slice) => again.push(slice));
+    expect(again, 'not before it waited').toEqual([]);
+    q.stale(0, 100, () => true, (slice) => again.push(slice));
+    q.stale(0, 300, () => true, (slice) => again.push(slice));
+    expect(again, 'once').toEqual([4]);
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 350);
+    q.answered(0, [[4, pong(0)]]);
+    expect(q.firstAsked(0), 'the answer to it clears the dropped Prepare').toBeUndefined();
+    // A question of a slice whose set no longer holds the node: dropped, not asked again.
+    q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 400);
+    q.stale(0, 1_000, () => false, (slice) => again.push(slice));
+    expect(q.firstAsked(0)).toBeUndefined();
+    expect(again).toEqual([4]);
+    // A link that went down (or came up) takes its questions with it.
+    q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 500);
+    q.forget(0);
+    expect(q.firstAsked(0)).toBeUndefined();
   });
 });
 

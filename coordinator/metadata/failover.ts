@@ -402,12 +402,10 @@ export class SliceFailover {
    * node that answers pings (of any of its slices) does, a frozen one does not. Counted from the first question it
    * left unanswered, not from its last frame: a leader's node is asked once per ping interval (rounded up to a tick),
    * so counted from its last frame it had a quarter of an interval to answer in, and a node whose answer took 250 ms
-   * (a busy worker at load) counted as silent (issue 14, docs/replication.md "A node that answers"). A frozen node is
-   * found silent at most a ping interval and a tick after its last frame plus this bound (1.35 s at the defaults).
-   * Its last frame may be a late answer to another slice's older question that came after a newer one was sent (any
-   * frame answers), up to a ping interval and a tick after a slice's last Pong, so a frozen leader is replaced up to
-   * about 0.45 s after the heartbeat timeout (counted from the last frame: at it); in all, silence is found up to a
-   * ping interval and a tick later than counted from the last frame. */
+   * (a busy worker at load) counted as silent (issue 14, docs/replication.md "A node that answers"). Only an answer
+   * to a question clears it (ReplicaLeaders' OpenQuestions), so a frozen leader's next Ping, sent within a ping
+   * interval and a tick of the one its last Pong answered, makes its node silent 2.5 ping intervals and a tick after
+   * that Pong at the latest (1.35 s at the defaults): within the heartbeat timeout wherever it is 600 ms or more. */
   private heardLately(r: ReplicaId, now: number): boolean {
     return now - (this.host.heardFrom?.(r) ?? -Infinity) < 1.5 * this.timing.pingIntervalMs;
   }

@@ -19,7 +19,7 @@ import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
 import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
-import { pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
+import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
 import { TRACE_STALLS } from '../../shared/stall-trace.js';
 import { MapSaveError, type ClusterMap, type Elected } from './cluster-map.js';
@@ -49,6 +49,108 @@ interface PongSeen {
 }
 
 const keyOf = (replicas: readonly number[]) => [...replicas].sort((a, b) => a - b).join(',');
+
+/** A question the coordinator sent a node's worker (a Ping, or a Prepare of `term`) that no answer has followed. */
+interface Question {
+  slice: number;
+  /** The Prepare's term; 0: a Ping. */
+  term: number;
+  /** When it was sent (performance.now). */
+  at: number;
+  /** Asked again (OpenQuestions.stale): once. */
+  again: boolean;
+}
+
+/** What the coordinator asked each node that it has not answered, per worker there in the order sent (a Ping or a
+ * Prepare of a slice), so that a node counts as silent from the first question left unanswered (failover.ts
+ * heardLately) and only an answer to a question clears it: a Pong answers a Ping of its slice (a Pongs, one per
+ * slice), a Prepared a Prepare of its slice and term, a Refused a Prepare of its slice whose term is at most the one
+ * the replica says it promised (it took that Prepare). Other frames, and answers to questions of other workers,
+ * clear nothing. A worker takes the coordinator's messages in the order sent (its node hands it a turn's at once, in
+ * order), so an answer also clears the questions sent to that worker before the one it answers: the worker took
+ * them, and answered them (a Prepared waits for its sync), or dropped them for a slice it does not replicate (not
+ * yet: its Assign comes with a batch task, which a Replicate can overtake; or no longer). */
+export class OpenQuestions {
+  /** node -> worker (workerOf) -> questions, oldest first. */
+  private readonly byNode = new Map<number, Question[][]>();
+
+  constructor(private readonly workerCount: (node: number) => number) {}
+
+  private workerOf(node: number, slice: number): number {
+    const n = this.workerCount(node);
+    return n > 0 ? workerOf(slice, n) : 0;
+  }
+
+  /** A Replicate frame's entries went to `node` at `at`: its Pings and Prepares (a Pings folds several) are asked. */
+  sent(node: number, entries: readonly DecodedReplicateEntry[], at: number): void {
+    for (const [slice, m] of entries) {
+      if (m.type === 'Pings') {
+        for (let i = 0; i < m.slices.length; i += PING_NUMBERS) this.ask(node, m.slices[i], 0, at);
+      } else if (m.type === 'Ping') this.ask(node, slice, 0, at);
+      else if (m.type === 'Prepare') this.ask(node, slice, m.term, at);
+    }
+  }
+
+  private ask(node: number, slice: number, term: number, at: number): void {
+    let workers = this.byNode.get(node);
+    if (workers === undefined) this.byNode.set(node, (workers = []));
+    const w = this.workerOf(node, slice);
+    (workers[w] ??= []).push({ slice, term, at, again: false });
+  }
+
+  /** Answers from `node` (one frame's entries, a Pongs one per slice): each clears the question it answers and those
+   * sent to its worker before it. */
+  answered(node: number, entries: readonly DecodedReplicateEntry[]): void {
+    const workers = this.byNode.get(node);
+    if (workers === undefined) return;
+    // Per worker, how many of its questions (from the oldest) this frame answered: removed once, after the frame.
+    const cut = new Map<number, number>();
+    const answer = (slice: number, matches: (q: Question) => boolean) => {
+      const w = this.workerOf(node, slice);
+      const q = workers[w];
+      if (q === undefined) return;
+      // Answers come in the order asked, so the one answered is after those this frame answered already.
+      for (let i = cut.get(w) ?? 0; i < q.length; i++) {
+        if (q[i].slice === slice && matches(q[i])) return void cut.set(w, i + 1);
+      }
+    };
+    for (const [slice, m] of entries) {
+      if (m.type === 'Pongs') {
+        for (let i = 0; i < m.slices.length; i += PONG_NUMBERS) answer(m.slices[i], (q) => q.term === 0);
+      } else if (m.type === 'Pong') answer(slice, (q) => q.term === 0);
+      else if (m.type === 'Prepared') answer(slice, (q) => q.term === m.term);
+      else if (m.type === 'Refused') answer(slice, (q) => q.term > 0 && q.term <= m.term);
+    }
+    for (const [w, n] of cut) workers[w].splice(0, n);
+  }
+
+  /** When the first question `node` left unanswered was sent (undefined: it owes none). */
+  firstAsked(node: number): number | undefined {
+    let first: number | undefined;
+    for (const q of this.byNode.get(node) ?? []) if (q !== undefined && q.length > 0 && !(q[0].at >= (first ?? Infinity))) first = q[0].at;
+    return first;
+  }
+
+  /** What was asked over a link that went down, or before it came up, is not the node's to answer. */
+  forget(node: number): void {
+    this.byNode.delete(node);
+  }
+
+  /** The first question left unanswered of each worker of `node`, where it was sent `olderThan` or before: those of
+   * a slice `stillAsked` says the node no longer replicates are dropped (it dropped them, and nothing later may
+   * follow on that worker), the rest handed to `again` once each, so that a question the worker dropped (one that
+   * overtook its Assign) is answered, and with it every one before it. */
+  stale(node: number, olderThan: number, stillAsked: (slice: number) => boolean, again: (slice: number) => void): void {
+    for (const q of this.byNode.get(node) ?? []) {
+      if (q === undefined) continue;
+      while (q.length > 0 && !stillAsked(q[0].slice)) q.shift();
+      if (q.length > 0 && q[0].at <= olderThan && !q[0].again) {
+        q[0].again = true;
+        again(q[0].slice);
+      }
+    }
+  }
+}
 
 /** A turn's messages to one node as its Replicate frame's entries: the Pings folded into one Pings per worker there
  * (node protocol 27; the worker unfolds them, each slice's Ping to its replica), after the other messages, which
@@ -135,9 +237,9 @@ export class ReplicaLeaders {
   private lastTickAt = Date.now();
   /** Whether the last tick came late and looked at no timeout (tick). */
   private skippedLate = false;
-  /** node -> when (performance.now) the first Ping or Prepare went to it that no Replicate frame from it has followed
-   * since (a node that answers is slow, not gone: failover.ts heardLately); none while it owes no answer. */
-  private readonly askedAt = new Map<number, number>();
+  /** What each node was asked (a Ping or Prepare) and has not answered: its silence counts from the first (a node that
+   * answers is slow, not gone: failover.ts heardLately). */
+  private readonly questions = new OpenQuestions((node) => this.links[node]?.workerCount ?? 0);
   /** Leadership handovers done since this process started, for status; of them, those whose election named another
    * replica (the old leader, further than the one handed to). */
   handovers = 0;
@@ -334,7 +436,7 @@ export class ReplicaLeaders {
   /** Replication messages from node `node` (its link's frame); a worker's Pongs one slice's at a time. */
   receive(node: number, entries: DecodedReplicateEntry[]): void {
     this.traceHeard(node);
-    this.askedAt.delete(node);
+    this.questions.answered(node, entries);
     for (const [slice, message] of entries) {
       if (message.type === 'Pongs') {
         for (let i = 0; i < message.slices.length; i += PONG_NUMBERS) this.receiveOne(node, message.slices[i], unfoldPong(message, i));
@@ -351,7 +453,7 @@ export class ReplicaLeaders {
     if (!TRACE_STALLS) return;
     const now = performance.now();
     const sinceFrame = now - (this.lastFrameAt.get(node) ?? now);
-    const sinceAsked = now - (this.askedAt.get(node) ?? now);
+    const sinceAsked = now - (this.questions.firstAsked(node) ?? now);
     this.lastFrameAt.set(node, now);
     if (sinceFrame > 500 || sinceAsked > 500) console.log(`keyslice heard node ${node} at ${Date.now()} sinceFrame=${Math.round(sinceFrame)} sinceAsked=${Math.round(sinceAsked)}`);
   }
@@ -369,14 +471,14 @@ export class ReplicaLeaders {
 
   /** A node's link stopped being ready: its slices need a leader now, not after the heartbeat timeout. */
   linkLost(node: number): void {
-    this.askedAt.delete(node);
+    this.questions.forget(node);
     for (const run of this.runs.values()) if (run.failover.currentLeader === node) run.failover.suspectLeader();
     this.tick();
   }
 
   /** A node's link became ready: elections under way that wait for its answer ask it now. */
   linkUp(node: number): void {
-    this.askedAt.delete(node); // what it was asked over the link before is not its to answer
+    this.questions.forget(node);
     for (const run of this.runs.values()) run.failover.reachable(node);
   }
 
@@ -428,7 +530,25 @@ export class ReplicaLeaders {
       f.tick();
     }
     if (settled) this.reassignAll();
+    this.askAgain();
     this.recordSettled();
+  }
+
+  /** Asks again (a Ping) each node's first question left unanswered for half a ping interval, once: a worker drops
+   * one of a slice it does not replicate yet (the Replicate overtook its Assign), and with no later question to that
+   * worker answered, nothing else would clear it (a follower is not pinged once its change settled), and the node
+   * would count as silent while it answers. A question of a slice the node no longer replicates is dropped. */
+  private askAgain(): void {
+    const olderThan = performance.now() - this.timing.pingIntervalMs / 2;
+    for (let node = 0; node < this.links.length; node++) {
+      if (!this.ready(node)) continue;
+      this.questions.stale(
+        node,
+        olderThan,
+        (slice) => this.runs.get(slice)?.failover.members.includes(node) ?? false,
+        (slice) => this.host(slice).send(node, { type: 'Ping', seq: 0 }),
+      );
+    }
   }
 
   /** Keeps the map's unsettled sets (cluster-map.ts) to those of the failovers: a change that settled is cleared (else a
@@ -463,10 +583,10 @@ export class ReplicaLeaders {
         this.queueFlush();
       },
       // Monotonic: an election waits out an old leader's lease by it (failover.ts), which a wall clock stepped
-      // forward (an NTP step, a VM resumed) would end early; askedAt is on the same clock.
+      // forward (an NTP step, a VM resumed) would end early; the questions' times are on the same clock.
       now: () => performance.now(),
       // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
-      heardFrom: (node: number) => (this.ready(node) ? (this.askedAt.get(node) ?? performance.now()) : -Infinity),
+      heardFrom: (node: number) => (this.ready(node) ? (this.questions.firstAsked(node) ?? performance.now()) : -Infinity),
       persistTerm: (term: number, reason: ElectionReason | null) => {
         this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
         if (reason !== null) this.electionsBy[reason]++;
@@ -568,9 +688,9 @@ export class ReplicaLeaders {
     for (const [node, entries] of outbox) {
       const link = this.links[node];
       if (link === undefined || this.map.statusOf(node) === 'removed') continue;
-      // Questions it answers (any frame from it counts): from the first one unanswered its silence counts.
-      if (!this.askedAt.has(node) && entries.some(([, m]) => m.type === 'Ping' || m.type === 'Prepare')) this.askedAt.set(node, performance.now());
       const frame = foldPings(entries, link.workerCount);
+      // Its questions, in the order its workers take them: from the first one it leaves unanswered its silence counts.
+      this.questions.sent(node, frame, performance.now());
       for (let i = 0; i < frame.length; i += REPLICATION_FRAME_ENTRIES_MAX) link.sendReplicate(frame.slice(i, i + REPLICATION_FRAME_ENTRIES_MAX));
     }
   }
