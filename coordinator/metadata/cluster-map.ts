@@ -716,6 +716,20 @@ export class MapSaveError extends Error {
   }
 }
 
+/** A map change the coordinator makes on its own, where a failed save (a full disk) is expected and a broken
+ * invariant is not: `change()`'s value, in `value`; or, where its save failed (MapSaveError: the change is not in
+ * force and the map is as it was), null once `failed` took the error (it logs it, and the caller tries again later or
+ * refuses what it was asked). Anything else thrown (an assertion) is thrown on. */
+export function savedOr<T>(change: () => T, failed: (err: MapSaveError) => void): { value: T } | null {
+  try {
+    return { value: change() };
+  } catch (err) {
+    if (!(err instanceof MapSaveError)) throw err; // a broken invariant is not caught
+    failed(err);
+    return null;
+  }
+}
+
 /** What a change's check (commit) reads of the next state, before it is saved. */
 interface ClusterMapView {
   replicasOf(slice: number): number[];

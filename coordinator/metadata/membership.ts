@@ -17,7 +17,7 @@ import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVE
 import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
-import { MapSaveError, type ClusterMap } from './cluster-map.js';
+import { MapSaveError, savedOr, type ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, SliceOp } from '../../shared/protocol.js';
@@ -241,14 +241,12 @@ export class Membership {
     const known = this.map.nodeIdOf(index);
     if (known !== hello.nodeId) {
       // Saving the map can fail (a full disk): the node is then refused, not the coordinator stopped.
-      try {
-        this.map.setNodeId(index, hello.nodeId);
-      } catch (err) {
-        if (!(err instanceof MapSaveError)) throw err; // a broken invariant is not caught
-        const problem = `cannot record slice node ${url}'s node id in the cluster map (${err.message}); it is not given slices until the map can be saved`;
-        this.log(problem);
-        return problem;
-      }
+      let problem = '';
+      const saved = savedOr(
+        () => this.map.setNodeId(index, hello.nodeId),
+        (err) => this.log((problem = `cannot record slice node ${url}'s node id in the cluster map (${err.message}); it is not given slices until the map can be saved`)),
+      );
+      if (saved === null) return problem;
       if (known !== null) this.log(`slice node ${url} has a new data folder (node id ${hello.nodeId}, was ${known}); it owned no slices, so no data was lost`);
     }
     return null;
@@ -877,14 +875,12 @@ export class Membership {
     }
     if (drops.length === 0) return;
     const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
-    try {
-      this.map.dropLeavingReplicas(drops);
-    } catch (err) {
-      // A failed save (a full disk) leaves the map as it was: the replicas stay, and the next tick drops them again.
-      if (!(err instanceof MapSaveError)) throw err;
-      this.log(`cannot record that ${drops.length} slices' leaving replicas (e.g. slice ${drops[0].slice}'s on ${this.map.nodes[drops[0].node]}) left, in the cluster map (${err.message}); tried again next turn`);
-      return;
-    }
+    // A failed save (a full disk) leaves the map as it was: the replicas stay, and the next tick drops them again.
+    const saved = savedOr(
+      () => this.map.dropLeavingReplicas(drops),
+      (err) => this.log(`cannot record that ${drops.length} slices' leaving replicas (e.g. slice ${drops[0].slice}'s on ${this.map.nodes[drops[0].node]}) left, in the cluster map (${err.message}); tried again next turn`),
+    );
+    if (saved === null) return;
     // Given up once the leaving replicas are out (their slices elect): counted and logged once.
     for (const slice of gaveUp) this.handingOver.delete(slice);
     if (gaveUp.length > 0) {
@@ -944,13 +940,7 @@ export class Membership {
       assert(this.mayPlace(slice) && this.leaders.electedTerm(slice) !== null, `slice ${slice}, whose replica on node ${node} is replaced, has settled under an elected leader and no whole-slice move copies it`);
       assert(this.leaders.leaderOf(slice) !== node && this.map.ownerOf(slice) !== node, `node ${node}, whose replica of slice ${slice} is replaced, does not lead it`);
     }
-    try {
-      this.map.replaceDownReplicas(replacements);
-    } catch (err) {
-      if (!(err instanceof MapSaveError)) throw err;
-      this.log(`cannot record the replacement of replicas on nodes that are down (${err.message}); tried again next turn`);
-      return;
-    }
+    if (savedOr(() => this.map.replaceDownReplicas(replacements), (err) => this.log(`cannot record the replacement of replicas on nodes that are down (${err.message}); tried again next turn`)) === null) return;
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
     const gone = [...new Set(replacements.map((r) => r.node))];
@@ -989,13 +979,7 @@ export class Membership {
     }
     if (undo.length === 0) return;
     const down = [...new Set(undo.map((s) => this.map.nodes[this.map.joiningOf(s)]))];
-    try {
-      this.map.undoReplicaMoves(undo);
-    } catch (err) {
-      if (!(err instanceof MapSaveError)) throw err;
-      this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again next turn`);
-      return;
-    }
+    if (savedOr(() => this.map.undoReplicaMoves(undo), (err) => this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again next turn`)) === null) return;
     this.movesUndone += undo.length;
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
@@ -1021,14 +1005,12 @@ export class Membership {
     if (this.map.replicationFactor <= 1) return;
     // The sizes before come with placement's answer: this runs every REBALANCE_INTERVAL_MS, and placement itself
     // looks at no slice while nothing changed (ClusterMap.placeReplicas), so neither does this.
-    let changed: { slice: number; before: number; after: number }[];
-    try {
-      changed = this.map.placeReplicas();
-    } catch (err) {
-      if (!(err instanceof MapSaveError)) throw err;
-      this.log(`cannot record new replicas in the cluster map (${err.message}); tried again next turn`);
-      return;
-    }
+    const placed = savedOr(
+      () => this.map.placeReplicas(),
+      (err) => this.log(`cannot record new replicas in the cluster map (${err.message}); tried again next turn`),
+    );
+    if (placed === null) return;
+    const changed = placed.value;
     if (changed.length === 0) return;
     this.leaders.sync();
     // Fills and trims said apart: a set over the factor (the factor lowered, a drained node active again) lost replicas.
@@ -1102,13 +1084,7 @@ export class Membership {
       inFlight++;
     }
     if (moves.length === 0) return;
-    try {
-      this.map.moveReplicas(moves);
-    } catch (err) {
-      if (!(err instanceof MapSaveError)) throw err;
-      this.log(`cannot record replica moves in the cluster map (${err.message}); tried again next turn`);
-      return;
-    }
+    if (savedOr(() => this.map.moveReplicas(moves), (err) => this.log(`cannot record replica moves in the cluster map (${err.message}); tried again next turn`)) === null) return;
     // The nodes learn their new sets (reassign), then the sets' elections tell the leaders.
     this.leaders.sync();
     const byPair = new Map<string, number>();

@@ -22,7 +22,7 @@ import type { AssignReplication, DecodedReplicateEntry } from '../../shared/prot
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
 import { TRACE_STALLS } from '../../shared/stall-trace.js';
-import { MapSaveError, type ClusterMap, type Elected } from './cluster-map.js';
+import { savedOr, type ClusterMap, type Elected } from './cluster-map.js';
 import { ELECTION_REASONS, sameSet, SliceFailover, type ElectionReason, type FailoverTiming } from './failover.js';
 import type { NodeLink } from './node-link.js';
 
@@ -405,13 +405,7 @@ export class ReplicaLeaders {
       ok.push({ slice, to, from, key: run.key });
     }
     if (ok.length === 0) return 0;
-    try {
-      this.map.handOver(ok);
-    } catch (err) {
-      if (!(err instanceof MapSaveError)) throw err; // a broken invariant is not caught
-      this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${err.message})`);
-      return 0;
-    }
+    if (savedOr(() => this.map.handOver(ok), (err) => this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${err.message})`)) === null) return 0;
     const now = Date.now();
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
@@ -566,12 +560,10 @@ export class ReplicaLeaders {
       if (kept.length < this.map.unsettledCountOf(slice)) fix.set(slice, kept);
     }
     if (fix.size === 0) return;
-    try {
-      this.map.setUnsettled(fix);
-    } catch (err) {
-      if (!(err instanceof MapSaveError)) throw err;
-      this.logUnrecordedSettled(`cannot record ${fix.size} settled replica-set changes in the cluster map (${err.message}); tried again at each tick`);
-    }
+    savedOr(
+      () => this.map.setUnsettled(fix),
+      (err) => this.logUnrecordedSettled(`cannot record ${fix.size} settled replica-set changes in the cluster map (${err.message}); tried again at each tick`),
+    );
   }
 
   private host(slice: number) {
@@ -651,14 +643,13 @@ export class ReplicaLeaders {
       if (was >= 0 && was !== e.leader && this.map.leaderPlaceOf(e.slice, e.leader) === 'set') deposed.add(was);
     }
     if (used.size > 0 || elected.length > 0) {
-      try {
-        ownersChanged = this.map.recordElections(used, elected);
-      } catch (err) {
-        if (!(err instanceof MapSaveError)) throw err;
-        // Nothing of this turn leaves unpersisted: the failovers' timeouts start again.
-        this.log(`cannot record elections in the cluster map (${err.message}); their messages are not sent, elections start again`);
-        return;
-      }
+      // Nothing of this turn leaves unpersisted: the failovers' timeouts start again.
+      const recorded = savedOr(
+        () => this.map.recordElections(used, elected),
+        (err) => this.log(`cannot record elections in the cluster map (${err.message}); their messages are not sent, elections start again`),
+      );
+      if (recorded === null) return;
+      ownersChanged = recorded.value;
       const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
       // Each election with its slice and reason where a turn starts a few (a join, a drain: each should be accounted
       // for); a storm of them (a coordinator that starts, a node lost) in one line a second at most.
