@@ -13,6 +13,8 @@
 import { mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { performance } from 'node:perf_hooks';
+import { LEADER_HANDOVER_BEFORE_CHANGE_MS } from '../shared/limits.js';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import { bulk, drainedOff, replicaSets, elasticClusters, led, leadershipsSpread, persistedMap, replicasSpread, seen, waitBalanced, waitFor, WriteLoad } from './elastic-fixture.js';
 
@@ -130,10 +132,14 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       // Read once the fault is in place (see above).
       const onDisk = readFileSync(mapFile, 'utf8');
       const before = (await e.status()).nodes.find((n) => n.node === a.url)!;
-      // Its leaderships are handed over first (their saves fail too, so at most LEADER_HANDOVER_BEFORE_CHANGE_MS),
-      // then the map without it cannot be saved.
+      // Its leaderships are handed over first: the first handover's save fails too, and the remove is refused then,
+      // not after waiting out LEADER_HANDOVER_BEFORE_CHANGE_MS for handovers that cannot be recorded (and then failing
+      // its own save).
+      const asked = performance.now();
       const res = await e.post('remove', a.url);
+      const answeredMs = performance.now() - asked;
       expect(res.status, JSON.stringify(res.body)).toBe(503);
+      expect(answeredMs, 'ms the failed remove took').toBeLessThan(LEADER_HANDOVER_BEFORE_CHANGE_MS);
       expect(JSON.stringify(res.body)).toMatch(/"code":"Unavailable".*was not removed: cannot write the cluster map .*nothing was changed.*retry/);
       // Nothing changed: A is still in the cluster, up (its link open), with all its replicas; the map on disk as it was.
       const st = await e.status();

@@ -401,7 +401,7 @@ export class Membership {
       // Each path saves the map before it closes the node's link, and a failed save (a full disk) leaves the map as it
       // was: the node is in the cluster and serving as before, so the operator (or autoRemove, next turn) may retry.
       if (!(err instanceof MapSaveError)) throw err; // a broken invariant is not caught
-      throw new KeysliceError('Unavailable', `node ${node} was not removed: ${err.message}; nothing was changed (it is still in the cluster and serving), retry once the map can be written`);
+      throw notRemoved(node, err, 0);
     }
     if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
   }
@@ -497,6 +497,11 @@ export class Membership {
     };
     const started = performance.now();
     const until = started + LEADER_HANDOVER_BEFORE_CHANGE_MS;
+    // A handover's save that failed (a full disk): the removal's own save, after the wait, would fail as well (the
+    // same file, written a moment later), so the remove is refused now rather than after the whole bound. Not a
+    // write made to find out: the handover's own, which the remove would have made anyway.
+    let unsaved = null as MapSaveError | null;
+    let handed = 0;
     for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && performance.now() < until && pending().length > 0; i++) {
       const moves: { slice: number; to: number }[] = [];
       const counts = this.map.counts();
@@ -506,7 +511,8 @@ export class Membership {
         const to = this.handOverTarget(slice, this.map.replicasOf(slice).filter((n) => n !== index), term, counts);
         if (to !== null) moves.push({ slice, to });
       }
-      if (moves.length > 0) this.leaders.handOver(moves);
+      if (moves.length > 0) handed += this.leaders.handOver(moves, (err) => (unsaved = err));
+      if (unsaved !== null) throw notRemoved(this.map.nodes[index], unsaved, handed);
       await new Promise((r) => setTimeout(r, REPLICA_CATCH_UP_PROBE_MS));
     }
     const left = pending();
@@ -1267,4 +1273,12 @@ export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: 
   const holding = rest.filter((n) => holds(n));
   const behind = rest.filter((n) => !holding.includes(n) && (isUp(n) || fresh < 0 || n === fresh));
   return { behind, holdingUp: holding.filter((n) => isUp(n)) };
+}
+
+/** `keyslice remove`'s answer where the cluster map could not be written (MapSaveError): retryable, and the node as
+ * it was (in the map, its link open, its replicas serving); `handed` slices' leaderships it handed over before the
+ * failed save stay with the replicas they went to (the leadership rebalancer may hand them back). */
+function notRemoved(node: string, err: MapSaveError, handed: number): KeysliceError {
+  const but = handed > 0 ? ` but the leadership of ${handed} slices it had, handed to other replicas first` : '';
+  return new KeysliceError('Unavailable', `node ${node} was not removed: ${err.message}; nothing was changed${but} (it is still in the cluster and serving), retry once the map can be written`);
 }

@@ -22,7 +22,7 @@ import type { AssignReplication, DecodedReplicateEntry } from '../../shared/prot
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
 import { TRACE_STALLS } from '../../shared/stall-trace.js';
-import { savedOr, type ClusterMap, type Elected } from './cluster-map.js';
+import { savedOr, type ClusterMap, type Elected, type MapSaveError } from './cluster-map.js';
 import { ELECTION_REASONS, sameSet, SliceFailover, type ElectionReason, type FailoverTiming } from './failover.js';
 import type { NodeLink } from './node-link.js';
 
@@ -391,8 +391,9 @@ export class ReplicaLeaders {
    * leader's last record, so that it wins the tie (the map's leader is listed first), then runs as any
    * election: the replica with the largest (last term, last index) leads, the old one if `to` is still
    * behind. Only for a slice whose leader was elected for its set and heard from; the others are left
-   * out. Answers how many were handed over. */
-  handOver(moves: readonly { slice: number; to: number }[]): number {
+   * out. Answers how many were handed over; where the map could not be saved, none, and `unsaved` (if given) is told
+   * why, after the log. */
+  handOver(moves: readonly { slice: number; to: number }[], unsaved?: (err: MapSaveError) => void): number {
     const ok: { slice: number; to: number; from: number; key: string }[] = [];
     for (const { slice, to } of moves) {
       const run = this.runs.get(slice);
@@ -405,7 +406,14 @@ export class ReplicaLeaders {
       ok.push({ slice, to, from, key: run.key });
     }
     if (ok.length === 0) return 0;
-    if (savedOr(() => this.map.handOver(ok), (err) => this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${err.message})`)) === null) return 0;
+    const saved = savedOr(
+      () => this.map.handOver(ok),
+      (err) => {
+        this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${err.message})`);
+        unsaved?.(err);
+      },
+    );
+    if (saved === null) return 0;
     const now = Date.now();
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
