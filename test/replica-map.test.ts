@@ -12,6 +12,7 @@ import { assignReplication, OpenQuestions, ReplicaLeaders } from '../coordinator
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
+import { KeysliceError } from '../shared/errors.js';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, REPLICA_LEASE_MS } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
@@ -1352,6 +1353,7 @@ describe('keyslice remove --forget-data that cannot finish', () => {
   // they got; node 2's link is closed for the hand-over. Whatever stops the remove after the hand-over (the map's save,
   // a target drained meanwhile), the targets are told to forget the slices (MoveAbort) and node 2's link is opened
   // again: the map still names it as their owner.
+  // `during` runs as a target takes a slice (MoveApply); what it throws fails that target's op (its answer).
   async function forgetting(during: (map: ClusterMap, target: number) => void) {
     const dir = mkdtempSync(join(tmpdir(), 'ks-forget-'));
     const map = open(3, 1, dir);
@@ -1414,6 +1416,35 @@ describe('keyslice remove --forget-data that cannot finish', () => {
       expect(links[x].state, "the node's link is opened again").not.toBe('closed');
       for (const ops of got.values()) expect(ops.filter((o) => o === SliceOp.MoveAbort).length, 'each slice taken is forgotten').toBe(ops.filter((o) => o === SliceOp.MoveBegin).length);
       expect(err).toMatchObject({ code: 'Unavailable', message: expect.stringMatching(/is no longer active .*nothing changed, retry/) });
+    } finally {
+      m.close();
+    }
+  });
+
+  it('whose hand-over fails at a target: answers Unavailable and changes nothing, the targets forget the slices, the node keeps its link', async () => {
+    // Target 1 refuses each slice it is given (a node that went away, say); target 0 takes its own.
+    const { map, m, x, owned, got, links } = await forgetting((_map, t) => {
+      if (t === 1) throw new KeysliceError('Unavailable', 'node 1 is not connected');
+    });
+    try {
+      const err: unknown = await m.remove(map.nodes[x], true).then(() => null, (e: unknown) => e);
+      expect(err).toMatchObject({ code: 'Unavailable', message: expect.stringMatching(/handing the slices of .* over failed \(node 1 is not connected\); nothing changed, retry/) });
+      expect(map.statusOf(x), 'not removed').toBe('active');
+      expect(map.slicesOf(x), 'it owns its slices still').toEqual(owned);
+      expect(links[x].state, "the node's link is opened again").not.toBe('closed');
+      // Both targets were given slices, and each slice given (taken or not) is forgotten.
+      for (const [t, ops] of got) {
+        expect(ops.filter((o) => o === SliceOp.MoveBegin).length, `target ${t} was given slices`).toBeGreaterThan(0);
+        expect(ops.filter((o) => o === SliceOp.MoveAbort).length, `each slice given to target ${t} is forgotten`).toBe(ops.filter((o) => o === SliceOp.MoveBegin).length);
+      }
+      // A retry once the targets take them removes it.
+      (links[1] as unknown as { send: (slice: number, op: unknown[]) => Promise<null> }).send = async (_slice, op) => {
+        got.get(1)!.push(op[0] as number);
+        return null;
+      };
+      await m.remove(map.nodes[x], true);
+      expect(map.statusOf(x)).toBe('removed');
+      expect(map.slicesOf(0).length + map.slicesOf(1).length).toBe(map.sliceCount);
     } finally {
       m.close();
     }
