@@ -241,12 +241,15 @@ export class Membership {
     const known = this.map.nodeIdOf(index);
     if (known !== hello.nodeId) {
       // Saving the map can fail (a full disk): the node is then refused, not the coordinator stopped.
-      let problem = '';
-      const saved = savedOr(
+      let unsaved = null as string | null;
+      savedOr(
         () => this.map.setNodeId(index, hello.nodeId),
-        (err) => this.log((problem = `cannot record slice node ${url}'s node id in the cluster map (${err.message}); it is not given slices until the map can be saved`)),
+        (err) => {
+          unsaved = `cannot record slice node ${url}'s node id in the cluster map (${err.message}); it is not given slices until the map can be saved`;
+          this.log(unsaved);
+        },
       );
-      if (saved === null) return problem;
+      if (unsaved !== null) return unsaved;
       if (known !== null) this.log(`slice node ${url} has a new data folder (node id ${hello.nodeId}, was ${known}); it owned no slices, so no data was lost`);
     }
     return null;
