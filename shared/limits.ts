@@ -469,6 +469,13 @@ export const MOVE_RETRY_DELAY_MS = 1_000;
  * (callerMayRetry in shared/errors.ts). */
 export const WRONG_OWNER_RETRIES_MAX = 40;
 export const WRONG_OWNER_RETRY_MS_MAX = 5_000;
+/** --wrong-owner-retry-ms (keyslice coordinator and keyslice router): the time bound above, set otherwise. Shorter, a
+ * router cut off from its coordinator answers WrongOwner sooner (a client of several routers then goes on to another
+ * sooner) but rides out shorter cuts; at least WRONG_OWNER_RETRY_MS_MIN, a few times the longest wait between two
+ * tries, so that a move's switch (which a router hears of within a refresh) is still waited out. Past about 8.6 s the
+ * count (WRONG_OWNER_RETRIES_MAX) ends the tries first. */
+export const WRONG_OWNER_RETRY_MS_MIN = 1_000;
+export const WRONG_OWNER_RETRY_MS_LIMIT = 60_000;
 export const WRONG_OWNER_RETRY_DELAY_MS_MIN = 5;
 export const WRONG_OWNER_RETRY_DELAY_MS_MAX = 250;
 

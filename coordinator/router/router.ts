@@ -7,8 +7,9 @@
 // - WrongOwner: the node was not the owner at the op's epoch (a slice move
 //   switched it, or this router's map lags the nodes'). Nothing was applied, so
 //   it is sent again with the map as it is then: at most WRONG_OWNER_RETRIES_MAX
-//   tries within WRONG_OWNER_RETRY_MS_MAX (for a single slice's op on replicated
-//   slices, FAILOVER_RETRY_MS_MAX if longer; a scan keeps WRONG_OWNER_RETRY_MS_MAX),
+//   tries within WRONG_OWNER_RETRY_MS_MAX or --wrong-owner-retry-ms (for a single
+//   slice's op on replicated slices, FAILOVER_RETRY_MS_MAX if longer; a scan keeps
+//   the WrongOwner bound),
 //   after Routing.afterWrongOwner (doubling waits; a router also asks for the
 //   newer map and stops waiting once it has it; where the node refused the
 //   batch for its epoch it named it, details.nodeEpoch, and the wait is for a
@@ -128,6 +129,8 @@ export class Router {
     /** Told what answered each eventually consistent read (ProcessMetrics: keyslice_eventual_reads_total), and of each
      * write sent again after an unknown outcome (keyslice_writes_resent_total, and a log line that says why). */
     private readonly counts: { eventualRead(answered: EventualAnswer): void; writeResent(slice: number, why: string): void } = { eventualRead() {}, writeResent() {} },
+    /** The time bound of an op's or a page's WrongOwner tries (--wrong-owner-retry-ms; limits.ts). */
+    private readonly wrongOwnerRetryMs = WRONG_OWNER_RETRY_MS_MAX,
   ) {}
 
   get sliceCount(): number {
@@ -231,7 +234,7 @@ export class Router {
           continue;
         }
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-        wrongOwner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
+        wrongOwner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(this.wrongOwnerRetryMs, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
         if (!wrongOwner.again()) throw unsure ? mayHaveApplied(wrongOwner.exhausted(err)) : wrongOwner.exhausted(err);
         await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt, err.details?.nodeEpoch);
       }
@@ -322,7 +325,7 @@ export class Router {
         continue;
       }
       if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-      wrongOwner ??= new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
+      wrongOwner ??= new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, this.wrongOwnerRetryMs, started);
       if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
       await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt, err.details?.nodeEpoch);
     }
