@@ -425,6 +425,10 @@ export const CLI_REQUEST_TIMEOUT_MS = 15_000;
  * counts from when the node counts as down: a frozen node that keeps its connection is down once it has been silent
  * for NODE_HEARTBEAT_TIMEOUT_MS, so its moves are undone about 10 s after it froze. */
 export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
+/** --move-undo-down-ms (keyslice coordinator): REPLICA_MOVE_UNDO_DOWN_MS set otherwise, at least this. Shorter undoes
+ * the moves onto a node that only restarts more often (each copied again later); longer keeps a slice one failure from
+ * losing its majority for longer. */
+export const REPLICA_MOVE_UNDO_DOWN_MS_MIN = 1_000;
 /** A drain replaces, in each slice it drains, a follower on a node that has been down (as the coordinator counts it,
  * from when it is seen down) this long, as keyslice remove of that node would (coordinator/metadata/membership.ts
  * drainReplicas): so that the drain does not end with slices it drained holding a replica that stays down while another
@@ -437,6 +441,10 @@ export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
  * the drain waits at least that long too (membership.ts drainReplaceDownMs). A frozen node counts as down only once it
  * has been silent for NODE_HEARTBEAT_TIMEOUT_MS, so its replicas are replaced about 15 s after it froze. */
 export const DRAIN_REPLACE_DOWN_MS = 10_000;
+/** --drain-replace-down-ms (keyslice coordinator): DRAIN_REPLACE_DOWN_MS set otherwise, at least this (as
+ * REMOVE_DOWN_AFTER_MS_MIN: a few leader timeouts). Shorter gives up the replicas of a node that only restarts more
+ * often (each then copied again); longer keeps a slice one failure from losing its majority for longer. */
+export const DRAIN_REPLACE_DOWN_MS_MIN = 1_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 
