@@ -252,6 +252,11 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS_MIN = 300;
  * Unavailable with routerRetried, which no caller above it asks again (errors.ts callerMayRetry), so this is
  * how long a request waits for a failover at most, however many callers stand above the router. */
 export const FAILOVER_RETRY_MS_MAX = 10_000;
+/** --failover-retry-ms (keyslice coordinator and keyslice router): FAILOVER_RETRY_MS_MAX set shorter, at least this
+ * (a failover takes the leader timeout, 1.5 s by default, and an election). Shorter, a request on a slice with no
+ * leader fails sooner, but a failover that takes longer is not ridden out. Not longer: the windows that keep a write
+ * sent again from being applied twice (APPLIED_REQUESTS_KEPT_MS, IDEMPOTENCY_WINDOW_MS) are sized to it. */
+export const FAILOVER_RETRY_MS_MIN = 1_000;
 export const FAILOVER_RETRIES_MAX = 200;
 export const FAILOVER_RETRY_DELAY_MS_STEP = 10;
 export const FAILOVER_RETRY_DELAY_MS_MAX = 100;
@@ -477,13 +482,12 @@ export const MOVE_RETRY_DELAY_MS = 1_000;
  * (callerMayRetry in shared/errors.ts). */
 export const WRONG_OWNER_RETRIES_MAX = 40;
 export const WRONG_OWNER_RETRY_MS_MAX = 5_000;
-/** --wrong-owner-retry-ms (keyslice coordinator and keyslice router): the time bound above, set otherwise. Shorter, a
+/** --wrong-owner-retry-ms (keyslice coordinator and keyslice router): the time bound above, set shorter. Shorter, a
  * router cut off from its coordinator answers WrongOwner sooner (a client of several routers then goes on to another
  * sooner) but rides out shorter cuts; at least WRONG_OWNER_RETRY_MS_MIN, a few times the longest wait between two
- * tries, so that a move's switch (which a router hears of within a refresh) is still waited out. Past about 8.6 s the
- * count (WRONG_OWNER_RETRIES_MAX) ends the tries first. */
+ * tries, so that a move's switch (which a router hears of within a refresh) is still waited out. Not longer: a write
+ * sent again after an unknown outcome must come within what its replicas remember (APPLIED_REQUESTS_KEPT_MS). */
 export const WRONG_OWNER_RETRY_MS_MIN = 1_000;
-export const WRONG_OWNER_RETRY_MS_LIMIT = 60_000;
 export const WRONG_OWNER_RETRY_DELAY_MS_MIN = 5;
 export const WRONG_OWNER_RETRY_DELAY_MS_MAX = 250;
 

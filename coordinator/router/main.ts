@@ -9,7 +9,7 @@ import cluster from 'node:cluster';
 import { missingSecretProblem } from '../../shared/auth.js';
 import { cannotListen, fail, intArg, parseArgs } from '../../shared/cli-args.js';
 import { initHashing } from '../../shared/hashing.js';
-import { COORDINATOR_PORT_DEFAULT, WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_LIMIT, WRONG_OWNER_RETRY_MS_MAX, WRONG_OWNER_RETRY_MS_MIN } from '../../shared/limits.js';
+import { COORDINATOR_PORT_DEFAULT } from '../../shared/limits.js';
 import { CLIENT_WS_PATH } from '../../shared/protocol.js';
 import { DynamoDbEndpoint } from '../dynamodb/endpoint.js';
 import { clientServer } from './client-server.js';
@@ -18,6 +18,7 @@ import { handleHttp } from './http-api.js';
 import { renderMetrics } from './metrics.js';
 import { Operations } from './operations.js';
 import { Router } from './router.js';
+import { ROUTER_RETRY_ARGS, routerRetryMs } from './retry-options.js';
 import { ProcessMetrics } from './process-metrics.js';
 import { RouterView } from './router-view.js';
 
@@ -29,14 +30,14 @@ const args = parseArgs(
     port: { default: String(COORDINATOR_PORT_DEFAULT), help: 'port for HTTP and WebSocket clients (0: any free port)', env: 'KEYSLICE_ROUTER_PORT' },
     token: { default: '', help: 'client token, the coordinator\'s (empty: none required)', env: 'KEYSLICE_TOKEN' },
     'cluster-secret': { default: '', help: 'the cluster secret (empty: none required, allowed only on a loopback --host)', env: 'KEYSLICE_CLUSTER_SECRET' },
-    'wrong-owner-retry-ms': { default: String(WRONG_OWNER_RETRY_MS_MAX), help: `how long an op refused WrongOwner is sent again, at most ${WRONG_OWNER_RETRIES_MAX} tries, before the router answers WrongOwner (at least ${WRONG_OWNER_RETRY_MS_MIN}; docs/operations.md)`, env: 'KEYSLICE_WRONG_OWNER_RETRY_MS' },
+    ...ROUTER_RETRY_ARGS,
   },
   'usage: keyslice router --coordinator http://127.0.0.1:7100 [--port 7100] [options]',
 );
 const coordinatorUrl = args.coordinator!.replace(/\/+$/, '');
 if (!/^https?:\/\/[^/]+$/.test(coordinatorUrl)) fail(`--coordinator must be http://host:port, got "${coordinatorUrl}"`);
 const port = intArg('port', args.port, 0, 65535);
-const wrongOwnerRetryMs = intArg('wrong-owner-retry-ms', args['wrong-owner-retry-ms'], WRONG_OWNER_RETRY_MS_MIN, WRONG_OWNER_RETRY_MS_LIMIT);
+const retryMs = routerRetryMs(args);
 const secretProblem = missingSecretProblem(args.host!, args['cluster-secret']!);
 if (secretProblem !== null) fail(secretProblem);
 
@@ -50,7 +51,7 @@ const forwarder = new Forwarder(view, security.clusterSecret, security.token);
 // one started by itself by its process id.
 const processMetrics = new ProcessMetrics(cluster.isWorker ? `router-${cluster.worker!.id}` : `router-${process.pid}`, log);
 if (cluster.isWorker) processMetrics.serveCoordinator();
-const ops = new Operations(view, new Router(view, processMetrics, wrongOwnerRetryMs), (op, payload) => forwarder.change(op, payload), processMetrics);
+const ops = new Operations(view, new Router(view, processMetrics, retryMs), (op, payload) => forwarder.change(op, payload), processMetrics);
 const coordinatorState = () => ({
   coordinator: view.coordinatorUp ? 'connected' : 'lost',
   coordinatorLostMsAgo: view.lostSince === null ? null : Date.now() - view.lostSince,
