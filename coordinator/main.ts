@@ -16,6 +16,7 @@ import {
   CLUSTER_READY_WAIT_MS,
   COORDINATOR_PORT_DEFAULT,
   DRAIN_REPLACE_DOWN_MS,
+  DRAIN_REPLACE_DOWN_MS_MIN,
   LEADER_HEARTBEAT_TIMEOUT_MS,
   LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
   MOVE_ITEMS_PER_SECOND_DEFAULT,
@@ -23,6 +24,8 @@ import {
   REMOVE_DOWN_AFTER_MS_MIN,
   REPLICATION_FACTOR_AUTO_MAX,
   REPLICATION_FACTOR_MAX,
+  REPLICA_MOVE_UNDO_DOWN_MS,
+  REPLICA_MOVE_UNDO_DOWN_MS_MIN,
   ROUTER_RESTART_DELAY_MS,
   ROUTERS_MAX,
   routersDefault,
@@ -41,6 +44,7 @@ import { renderMetrics } from './router/metrics.js';
 import { Membership } from './metadata/membership.js';
 import { Operations } from './router/operations.js';
 import { Router } from './router/router.js';
+import { REQUEST_PATH_ARGS, requestPathEnv, requestPathOptions } from './router/request-path-options.js';
 import { ProcessMetrics } from './router/process-metrics.js';
 import { Studio } from './studio/routes.js';
 import { startStallTrace } from '../shared/stall-trace.js';
@@ -60,7 +64,10 @@ const args = parseArgs(
     'cluster-port': { default: '0', help: 'with --routers N: this process\'s own port (routers\' feed, /cluster/, table changes; 0: any free port)', env: 'KEYSLICE_CLUSTER_PORT' },
     'replication-factor': { default: 'auto', help: `replicas of each slice, on distinct nodes (auto: ${REPLICATION_FACTOR_AUTO_MAX} when the cluster has at least ${REPLICATION_FACTOR_AUTO_MAX} nodes, else their count); see docs/replication.md`, env: 'KEYSLICE_REPLICATION_FACTOR' },
     'leader-timeout-ms': { default: String(LEADER_HEARTBEAT_TIMEOUT_MS), help: 'a replicated slice whose leader has not answered the coordinator for this long gets another leader (docs/replication.md)', env: 'KEYSLICE_LEADER_TIMEOUT_MS' },
-    'remove-down-after-ms': { default: String(REMOVE_DOWN_AFTER_MS_DEFAULT), help: `a slice node down this long is removed as "keyslice remove" would, when no slice loses its last copy or majority; its replicas are placed again on the others (0: never; at least ${REMOVE_DOWN_AFTER_MS_MIN}; docs/replication.md). A drain replaces a down node's replicas in the slices it drains after ${DRAIN_REPLACE_DOWN_MS / 1000} s down, or after this where longer`, env: 'KEYSLICE_REMOVE_DOWN_AFTER_MS' },
+    'remove-down-after-ms': { default: String(REMOVE_DOWN_AFTER_MS_DEFAULT), help: `a slice node down this long is removed as "keyslice remove" would, when no slice loses its last copy or majority; its replicas are placed again on the others (0: never; at least ${REMOVE_DOWN_AFTER_MS_MIN}; docs/replication.md). A drain replaces a down node's replicas in the slices it drains after --drain-replace-down-ms down, or after this where longer`, env: 'KEYSLICE_REMOVE_DOWN_AFTER_MS' },
+    'drain-replace-down-ms': { default: String(DRAIN_REPLACE_DOWN_MS), help: `in a slice it drains, a drain replaces a follower whose node has been down this long, as "keyslice remove" would (or after --remove-down-after-ms where longer; at least ${DRAIN_REPLACE_DOWN_MS_MIN}; docs/replication.md)`, env: 'KEYSLICE_DRAIN_REPLACE_DOWN_MS' },
+    'move-undo-down-ms': { default: String(REPLICA_MOVE_UNDO_DOWN_MS), help: `a replica move or drain step whose new replica's node has been down this long before it completed is undone (at least ${REPLICA_MOVE_UNDO_DOWN_MS_MIN}; docs/replication.md)`, env: 'KEYSLICE_MOVE_UNDO_DOWN_MS' },
+    ...REQUEST_PATH_ARGS,
     'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
   'usage: keyslice coordinator [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',
@@ -74,6 +81,9 @@ const removeDownAfterMs = intArg('remove-down-after-ms', args['remove-down-after
 if (removeDownAfterMs !== 0 && removeDownAfterMs < REMOVE_DOWN_AFTER_MS_MIN) {
   fail(`--remove-down-after-ms is 0 (never) or at least ${REMOVE_DOWN_AFTER_MS_MIN}: a node that only restarts must not lose its replicas; got ${removeDownAfterMs}`);
 }
+const requestPath = requestPathOptions(args);
+const drainReplaceDownMs = intArg('drain-replace-down-ms', args['drain-replace-down-ms'], DRAIN_REPLACE_DOWN_MS_MIN, 2 ** 31);
+const moveUndoDownMs = intArg('move-undo-down-ms', args['move-undo-down-ms'], REPLICA_MOVE_UNDO_DOWN_MS_MIN, 2 ** 31);
 const moveItemsPerSecond = intArg('move-items-per-second', args['move-items-per-second'], 0, 1e9);
 if (!['yes', 'no'].includes(args.rebalance!)) fail('--rebalance must be yes or no');
 const nodeUrls = (args.nodes ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
@@ -106,11 +116,11 @@ const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPe
   heartbeatTimeoutMs: leaderTimeoutMs,
   // A ping goes out a few times per timeout, so one lost answer does not depose a leader.
   pingIntervalMs: Math.min(FAILOVER_TIMING_DEFAULT.pingIntervalMs, Math.floor(leaderTimeoutMs / 3)),
-}, removeDownAfterMs);
+}, removeDownAfterMs, { drainReplaceMs: drainReplaceDownMs, moveUndoMs: moveUndoDownMs });
 const processMetrics = new ProcessMetrics('coordinator', log);
 processMetrics.countElections(cluster.leaders.electionsBy);
 if (routers > 0) processMetrics.serveRouters();
-const ops = new Operations(catalog, new Router(cluster, processMetrics), undefined, processMetrics);
+const ops = new Operations(catalog, new Router(cluster, processMetrics, requestPath.retryMs), undefined, processMetrics);
 const metrics = async () => {
   const m = cluster.mover;
   // With routers, their request and process series too (process-metrics.ts): every port answers the same.
@@ -123,7 +133,7 @@ const metrics = async () => {
 const studio = new Studio(catalog, cluster, security.token);
 const feed = new ClusterFeed(map, catalog, cluster);
 const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount });
-const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }));
+const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }), requestPath.http);
 const { server, wss } = client;
 
 // ws re-emits the server's errors on wss; either way a listen error is one sentence, not a stack trace.
@@ -160,6 +170,7 @@ function startRouters(ownPort: number): Promise<number> {
     KEYSLICE_ROUTER_PORT: String(port),
     KEYSLICE_TOKEN: security.token,
     KEYSLICE_CLUSTER_SECRET: security.clusterSecret,
+    ...requestPathEnv(requestPath),
   };
   nodeCluster.setupPrimary({ exec: join(dirname(fileURLToPath(import.meta.url)), 'router', 'main.js'), args: [] });
   return new Promise((resolve) => {

@@ -136,6 +136,11 @@ export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
 export const HTTP_TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 export const HTTP_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 export const HTTP_IDLE_TIMEOUT_MS = 120_000;
+/** --http-headers-timeout-ms and --http-request-timeout-ms (keyslice coordinator and keyslice router): the first two
+ * set otherwise, each at least this (the check runs every HTTP_TIMEOUT_CHECK_INTERVAL_MS), the headers' at most the
+ * request's (node:http refuses otherwise). */
+export const HTTP_TIMEOUT_MS_MIN = 1_000;
+export const HTTP_TIMEOUT_MS_MAX = 600_000;
 /** After a 413, the rest of the body is read and dropped (so that a client still sending
  * gets to read the answer rather than a reset connection), up to this many bytes; past
  * them the connection is cut. */
@@ -252,6 +257,11 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS_MIN = 300;
  * Unavailable with routerRetried, which no caller above it asks again (errors.ts callerMayRetry), so this is
  * how long a request waits for a failover at most, however many callers stand above the router. */
 export const FAILOVER_RETRY_MS_MAX = 10_000;
+/** --failover-retry-ms (keyslice coordinator and keyslice router): FAILOVER_RETRY_MS_MAX set shorter, at least this
+ * (a failover takes the leader timeout, 1.5 s by default, and an election). Shorter, a request on a slice with no
+ * leader fails sooner, but a failover that takes longer is not ridden out. Not longer: the windows that keep a write
+ * sent again from being applied twice (APPLIED_REQUESTS_KEPT_MS, IDEMPOTENCY_WINDOW_MS) are sized to it. */
+export const FAILOVER_RETRY_MS_MIN = 1_000;
 export const FAILOVER_RETRIES_MAX = 200;
 export const FAILOVER_RETRY_DELAY_MS_STEP = 10;
 export const FAILOVER_RETRY_DELAY_MS_MAX = 100;
@@ -425,6 +435,10 @@ export const CLI_REQUEST_TIMEOUT_MS = 15_000;
  * counts from when the node counts as down: a frozen node that keeps its connection is down once it has been silent
  * for NODE_HEARTBEAT_TIMEOUT_MS, so its moves are undone about 10 s after it froze. */
 export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
+/** --move-undo-down-ms (keyslice coordinator): REPLICA_MOVE_UNDO_DOWN_MS set otherwise, at least this. Shorter undoes
+ * the moves onto a node that only restarts more often (each copied again later); longer keeps a slice one failure from
+ * losing its majority for longer. */
+export const REPLICA_MOVE_UNDO_DOWN_MS_MIN = 1_000;
 /** A drain replaces, in each slice it drains, a follower on a node that has been down (as the coordinator counts it,
  * from when it is seen down) this long, as keyslice remove of that node would (coordinator/metadata/membership.ts
  * drainReplicas): so that the drain does not end with slices it drained holding a replica that stays down while another
@@ -437,6 +451,10 @@ export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
  * the drain waits at least that long too (membership.ts drainReplaceDownMs). A frozen node counts as down only once it
  * has been silent for NODE_HEARTBEAT_TIMEOUT_MS, so its replicas are replaced about 15 s after it froze. */
 export const DRAIN_REPLACE_DOWN_MS = 10_000;
+/** --drain-replace-down-ms (keyslice coordinator): DRAIN_REPLACE_DOWN_MS set otherwise, at least this (as
+ * REMOVE_DOWN_AFTER_MS_MIN: a few leader timeouts). Shorter gives up the replicas of a node that only restarts more
+ * often (each then copied again); longer keeps a slice one failure from losing its majority for longer. */
+export const DRAIN_REPLACE_DOWN_MS_MIN = 1_000;
 /** One heartbeat request gives up after this long. */
 export const NODE_HEARTBEAT_REQUEST_TIMEOUT_MS = 2_000;
 
@@ -469,6 +487,12 @@ export const MOVE_RETRY_DELAY_MS = 1_000;
  * (callerMayRetry in shared/errors.ts). */
 export const WRONG_OWNER_RETRIES_MAX = 40;
 export const WRONG_OWNER_RETRY_MS_MAX = 5_000;
+/** --wrong-owner-retry-ms (keyslice coordinator and keyslice router): the time bound above, set shorter. Shorter, a
+ * router cut off from its coordinator answers WrongOwner sooner (a client of several routers then goes on to another
+ * sooner) but rides out shorter cuts; at least WRONG_OWNER_RETRY_MS_MIN, a few times the longest wait between two
+ * tries, so that a move's switch (which a router hears of within a refresh) is still waited out. Not longer: a write
+ * sent again after an unknown outcome must come within what its replicas remember (APPLIED_REQUESTS_KEPT_MS). */
+export const WRONG_OWNER_RETRY_MS_MIN = 1_000;
 export const WRONG_OWNER_RETRY_DELAY_MS_MIN = 5;
 export const WRONG_OWNER_RETRY_DELAY_MS_MAX = 250;
 

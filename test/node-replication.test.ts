@@ -92,8 +92,9 @@ let epoch = 0;
 const lines: string[] = [];
 /** Every acknowledged put: key -> [slice, value]. */
 const acked = new Map<string, [number, number]>();
-/** The node that leads the replicated slices now. */
+/** The node that leads the replicated slices now, and the term of the last election (elect). */
 let leader = 0;
+let lastTerm = 0;
 /** Nodes the test's coordinator does not reach (a partition): they get no Epoch frame of a map change. */
 const cutOff = new Set<number>();
 
@@ -305,6 +306,7 @@ async function elect(term: number, voters: number[], prefer?: number): Promise<n
     }),
   );
   if (!oldLeaderPromised) await new Promise((r) => setTimeout(r, leaseEnds - Date.now()));
+  lastTerm = term;
   const last = (a: { lastTerm: number; lastIndex: number }) => a.lastTerm * 2 ** 26 + a.lastIndex;
   // One leader for all four slices: a replica whose last (term, index) is the largest for every one of them.
   const fit = voters.filter((n) => REPLICATED.every((s) => answers[s].every((a) => last(a) <= last(answers[s].find((b) => b.node === n)!))));
@@ -776,11 +778,11 @@ describe('replication between real slice nodes', () => {
   });
 
   it('a leader cut off from its peers and from the coordinator, deposed without knowing it, answers no consistent read with a value older than the new leader acknowledged', async () => {
-    const old = leader;
     const oldEpoch = epoch;
-    // The nodes' links to each other go through proxies the test can cut.
+    // The nodes' links to each other go through proxies the test can cut. An election of its own, which assigns each
+    // node its peers through them, gives the story a leader whatever ran before it (run alone, none was elected).
     await proxyPeers();
-    for (const n of [0, 1, 2]) await links[n]!.assign(n === old ? [...REPLICATED, ...(old === 0 ? SINGLE : [])] : [], replication(n, old));
+    const old = await elect(lastTerm + 1, [0, 1, 2], leader);
     const key = 'leased';
     const slice = 1;
     const w = workerOf(slice, WORKERS);
@@ -791,7 +793,7 @@ describe('replication between real slice nodes', () => {
     cutOff.add(old);
     const epochOld = epoch;
     const others = [0, 1, 2].filter((n) => n !== old);
-    const term = 4;
+    const term = lastTerm + 1;
     const answers: { node: number; lastTerm: number; lastIndex: number }[] = [];
     let leaseEnds = Date.now();
     for (const n of others) {
@@ -816,14 +818,14 @@ describe('replication between real slice nodes', () => {
       return r !== null && r[0][0] === RESULT_OK;
     });
     acked.set(key, [slice, 2]);
-    // The write of 2 is acknowledged by the new leader. The old one still believes it leads term 3; a read sent to
+    // The write of 2 is acknowledged by the new leader. The old one still believes it leads term - 1; a read sent to
     // it (as by a router that has the old map) must not answer 1. Before leases it did, at once, from its store.
     expect(oldEpoch).toBeLessThanOrEqual(epochOld);
     const started = Date.now();
     const [r] = (await links[old]!.batch(w, [get(slice, key)], WAIT_MS, epochOld))!;
     expect(r, `the deposed leader answered ${JSON.stringify(r)}`).toEqual([1, 'Unavailable', expect.stringMatching(/holds no lease/), { notApplied: true }]);
     expect(Date.now() - started).toBeGreaterThanOrEqual(REPLICA_LEASE_WAIT_MS - 50);
-    // The links come back: it hears of term 4 (its keep-alives refused), steps down, and follows.
+    // The links come back: it hears of the new term (its keep-alives refused), steps down, and follows.
     isolatedNodes.clear();
     cutOff.clear();
     leader = next;
@@ -836,7 +838,7 @@ describe('replication between real slice nodes', () => {
     });
     // That says slice 1 alone caught up. The election below prefers the old leader only if its last (term, index) ties
     // the largest for all four slices, so it waits until each of its replicas holds the new leader's last record, of
-    // term 4, and has committed into term 4 (Pong; as holdsTerm in replica-leaders.ts asks): the replicas of the other
+    // the new term, and has committed into it (Pong; as holdsTerm in replica-leaders.ts asks): the replicas of the other
     // worker take the new leader's barrier in their own time (under load, slices 0 and 2 were seen still at their last
     // record of term 3 when the election asked, and another replica led).
     let seq = 1000;

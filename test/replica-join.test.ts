@@ -154,7 +154,8 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
   }, 90_000);
 
   it('a joining node killed while replicas move onto it, and left down: the moves are undone, each slice back to 3 replicas on live nodes', async () => {
-    const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3 });
+    // The undo bound 2 s (--move-undo-down-ms; 5 s by default): the story waits it out.
+    const e = await cluster({ nodes: 3, slices: 12, replicationFactor: 3, coordinatorArgs: ['--move-undo-down-ms', '2000'] });
     await untilLed(e);
     await bulk(e, 300);
     const load = new WriteLoad(e.client, 'elastic', 4, 8);
@@ -176,7 +177,7 @@ describe('replica rebalancing onto a node that joins (R=3)', () => {
     await stopProcess(joined.child, 'SIGKILL');
     const killedAt = Date.now();
     expect(completed, 'no move onto the new node completed before it was killed').toEqual([]);
-    // Within the undo bound (5 s down) plus the undo's election: every slice back to 3 replicas, none on the dead node.
+    // Within the undo bound (2 s down) plus the undo's election: every slice back to 3 replicas, none on the dead node.
     let st: ClusterStatus | undefined;
     await waitFor(
       async () => {

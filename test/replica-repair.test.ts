@@ -144,7 +144,8 @@ describe('repair of replicated slices (R=3)', () => {
   }, 90_000);
 
   it('a node killed during a drain, before the drain\'s new replicas on it caught up: those are undone, not put back on it, and the drain finishes once it is back; nothing is lost', async () => {
-    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3 });
+    // The undo bound 2 s (--move-undo-down-ms; 5 s by default): the story waits it out.
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, coordinatorArgs: ['--move-undo-down-ms', '2000'] });
     const { load, victim: drained } = await underWrites(e);
     const before = replicaSets(e);
     expect((await e.post('drain', drained.url)).status).toBe(200);
@@ -169,7 +170,7 @@ describe('repair of replicated slices (R=3)', () => {
     const killed = e.nodes.find((n) => n.url === killedUrl)!;
     await stopProcess(killed.child, 'SIGKILL');
     const killedAt = Date.now();
-    // Within the undo bound (5 s down) plus the undo's change: each of those slices is back to its 3 replicas on
+    // Within the undo bound (2 s down) plus the undo's change: each of those slices is back to its 3 replicas on
     // live nodes (its replica on the draining node kept: with 4 nodes no other node is up to take it), with a leader.
     await waitFor(
       async () => {

@@ -42,6 +42,8 @@ export interface ClusterOptions {
   routers?: number;
   /** --replication-factor of the coordinator (default: its own, auto). */
   replicationFactor?: number | 'auto';
+  /** More options of the coordinator (`keyslice coordinator --help`). */
+  coordinatorArgs?: string[];
 }
 
 export interface ManagedProcess {
@@ -224,6 +226,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
     const extra = [
       ...(opts.routers === undefined ? [] : ['--routers', String(opts.routers)]),
       ...(opts.replicationFactor === undefined ? [] : ['--replication-factor', String(opts.replicationFactor)]),
+      ...(opts.coordinatorArgs ?? []),
     ];
     const coordinator = await startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, nodes.map((n) => n.url), opts.slices, opts.log, extra, clusterSecret);
     started.push(coordinator);

@@ -79,6 +79,10 @@ export class Membership {
     failoverTiming: FailoverTiming = FAILOVER_TIMING_DEFAULT,
     /** --remove-down-after-ms: a node down this long is removed as `keyslice remove` would (0: never). */
     private readonly removeDownAfterMs = 0,
+    /** How long a node is down before what waits for it is given up: a drain's follower on it replaced
+     * (--drain-replace-down-ms, drainReplaceDownMs), a move or drain step onto it undone (--move-undo-down-ms,
+     * undoStalledMoves). */
+    private readonly downWaits: { drainReplaceMs: number; moveUndoMs: number } = { drainReplaceMs: DRAIN_REPLACE_DOWN_MS, moveUndoMs: REPLICA_MOVE_UNDO_DOWN_MS },
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
     // Placement chooses new replicas on nodes that are up only, and not on one that keyslice remove is about to take
@@ -930,10 +934,10 @@ export class Membership {
   }
 
   /** How long a drain waits for a follower's node that is down before it replaces that replica (deadReplica):
-   * DRAIN_REPLACE_DOWN_MS, or --remove-down-after-ms where that is longer (a node the operator lets be down that long
-   * keeps its replicas that long in a drain too). */
+   * --drain-replace-down-ms (DRAIN_REPLACE_DOWN_MS), or --remove-down-after-ms where that is longer (a node the operator
+   * lets be down that long keeps its replicas that long in a drain too). */
   private get drainReplaceDownMs(): number {
-    return Math.max(DRAIN_REPLACE_DOWN_MS, this.removeDownAfterMs);
+    return Math.max(this.downWaits.drainReplaceMs, this.removeDownAfterMs);
   }
 
   /** Replaces replicas on nodes down for good, as deadReplica chose them for the drain (ClusterMap.replaceDownReplicas,
@@ -959,7 +963,8 @@ export class Membership {
     );
   }
 
-  /** A replica move or drain step whose new replica's node has been down for REPLICA_MOVE_UNDO_DOWN_MS before it
+  /** A replica move or drain step whose new replica's node has been down for --move-undo-down-ms
+   * (REPLICA_MOVE_UNDO_DOWN_MS) before it
    * completed is undone (docs/replication.md): the new replica leaves the set (ClusterMap.undoReplicaMoves). A move's
    * slice goes back to its old set (the replica marked leaving stays); a drain's keeps its replica on the draining
    * node, and placement puts the new one on another node that is up, if any (else the drain waits for one). By the
@@ -977,7 +982,7 @@ export class Membership {
       const to = this.map.joiningOf(slice);
       if (to < 0 || this.isUp(to)) continue;
       const since = this.downSince.get(to);
-      if (since === undefined || now - since < REPLICA_MOVE_UNDO_DOWN_MS) continue;
+      if (since === undefined || now - since < this.downWaits.moveUndoMs) continue;
       if (this.leaders.electedTerm(slice) === null || !this.leaders.settled(slice)) continue;
       const set = this.map.replicasOf(slice);
       // The set that is left is the one before the move or drain step (the replica it was to replace still in it),
@@ -995,7 +1000,7 @@ export class Membership {
     // Where a drain's slice got a new replica again, placement chose it among the nodes up then (asserted there).
     const redirected = undo.filter((s) => this.map.joiningOf(s) >= 0);
     this.log(
-      `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, down for ${REPLICA_MOVE_UNDO_DOWN_MS / 1000} s before they completed; each slice keeps the replica it was to lose` +
+      `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, down for ${this.downWaits.moveUndoMs / 1000} s before they completed; each slice keeps the replica it was to lose` +
         (redirected.length > 0 ? `; ${redirected.length} drain steps placed their new replica on another node that is up` : ''),
     );
   }

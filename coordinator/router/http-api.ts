@@ -18,7 +18,8 @@ import type { Duplex } from 'node:stream';
 import { isOperationName } from '../../shared/api.js';
 import { clientTokenRefusal, clusterSecretRefusal } from '../../shared/auth.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { HTTP_DISCARD_BYTES_MAX, HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, REQUEST_BYTES_MAX, RETRY_AFTER_SECONDS } from '../../shared/limits.js';
+import { HTTP_DISCARD_BYTES_MAX, REQUEST_BYTES_MAX, RETRY_AFTER_SECONDS } from '../../shared/limits.js';
+import type { HttpTimeouts } from './client-server.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../../shared/protocol.js';
 import { fromJson, isPlainObject, toJson } from '../../shared/values.js';
 import type { DynamoDbEndpoint } from '../dynamodb/endpoint.js';
@@ -220,7 +221,7 @@ function refuseTooLarge(req: IncomingMessage, res: ServerResponse, answer: TooLa
  * framing, a chunk size out of range, a body cut short) or one that did not arrive in
  * time gets a JSON error like any other, then the connection closes. Nothing is written
  * where a response has begun on that connection (it would corrupt it): that one is cut. */
-export function answerClientError(err: Error & { code?: string; reason?: string }, socket: Duplex): void {
+export function answerClientError(err: Error & { code?: string; reason?: string }, socket: Duplex, timeouts: HttpTimeouts): void {
   const current = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage; // node's own check before it answers
   if (err.code === 'ECONNRESET' || !socket.writable || current?.headersSent === true) {
     socket.destroy();
@@ -228,7 +229,7 @@ export function answerClientError(err: Error & { code?: string; reason?: string 
   }
   let e: KeysliceError;
   if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    e = new KeysliceError('RequestTimeout', `the request did not arrive in time (headers within ${HTTP_HEADERS_TIMEOUT_MS} ms, all of it within ${HTTP_REQUEST_TIMEOUT_MS} ms)`);
+    e = new KeysliceError('RequestTimeout', `the request did not arrive in time (headers within ${timeouts.headersMs} ms, all of it within ${timeouts.requestMs} ms)`);
   } else if (err.code === 'HPE_HEADER_OVERFLOW') {
     e = new KeysliceError('RequestTooLarge', 'the request headers are over the limit of the HTTP parser');
   } else {

@@ -18,6 +18,7 @@ import { handleHttp } from './http-api.js';
 import { renderMetrics } from './metrics.js';
 import { Operations } from './operations.js';
 import { Router } from './router.js';
+import { REQUEST_PATH_ARGS, requestPathOptions } from './request-path-options.js';
 import { ProcessMetrics } from './process-metrics.js';
 import { RouterView } from './router-view.js';
 
@@ -29,12 +30,14 @@ const args = parseArgs(
     port: { default: String(COORDINATOR_PORT_DEFAULT), help: 'port for HTTP and WebSocket clients (0: any free port)', env: 'KEYSLICE_ROUTER_PORT' },
     token: { default: '', help: 'client token, the coordinator\'s (empty: none required)', env: 'KEYSLICE_TOKEN' },
     'cluster-secret': { default: '', help: 'the cluster secret (empty: none required, allowed only on a loopback --host)', env: 'KEYSLICE_CLUSTER_SECRET' },
+    ...REQUEST_PATH_ARGS,
   },
   'usage: keyslice router --coordinator http://127.0.0.1:7100 [--port 7100] [options]',
 );
 const coordinatorUrl = args.coordinator!.replace(/\/+$/, '');
 if (!/^https?:\/\/[^/]+$/.test(coordinatorUrl)) fail(`--coordinator must be http://host:port, got "${coordinatorUrl}"`);
 const port = intArg('port', args.port, 0, 65535);
+const requestPath = requestPathOptions(args);
 const secretProblem = missingSecretProblem(args.host!, args['cluster-secret']!);
 if (secretProblem !== null) fail(secretProblem);
 
@@ -48,7 +51,7 @@ const forwarder = new Forwarder(view, security.clusterSecret, security.token);
 // one started by itself by its process id.
 const processMetrics = new ProcessMetrics(cluster.isWorker ? `router-${cluster.worker!.id}` : `router-${process.pid}`, log);
 if (cluster.isWorker) processMetrics.serveCoordinator();
-const ops = new Operations(view, new Router(view, processMetrics), (op, payload) => forwarder.change(op, payload), processMetrics);
+const ops = new Operations(view, new Router(view, processMetrics, requestPath.retryMs), (op, payload) => forwarder.change(op, payload), processMetrics);
 const coordinatorState = () => ({
   coordinator: view.coordinatorUp ? 'connected' : 'lost',
   coordinatorLostMsAgo: view.lostSince === null ? null : Date.now() - view.lostSince,
@@ -74,7 +77,7 @@ const routerLoad = () =>
   ]);
 // DynamoDB's table settings stay with the coordinator (its table operations are forwarded).
 const dynamodb = new DynamoDbEndpoint(ops, { dataDir: null, token: security.token, sliceCount: view.sliceCount });
-const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, null, security, req, res, dynamodb, undefined, { router }));
+const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, null, security, req, res, dynamodb, undefined, { router }), requestPath.http);
 const { server, wss } = client;
 
 // A router the coordinator started leaves the sentence to it (said once, however many routers).

@@ -7,8 +7,9 @@
 // - WrongOwner: the node was not the owner at the op's epoch (a slice move
 //   switched it, or this router's map lags the nodes'). Nothing was applied, so
 //   it is sent again with the map as it is then: at most WRONG_OWNER_RETRIES_MAX
-//   tries within WRONG_OWNER_RETRY_MS_MAX (for a single slice's op on replicated
-//   slices, FAILOVER_RETRY_MS_MAX if longer; a scan keeps WRONG_OWNER_RETRY_MS_MAX),
+//   tries within WRONG_OWNER_RETRY_MS_MAX or --wrong-owner-retry-ms (for a single
+//   slice's op on replicated slices, the failover bound if longer; a scan keeps
+//   the WrongOwner bound),
 //   after Routing.afterWrongOwner (doubling waits; a router also asks for the
 //   newer map and stops waiting once it has it; where the node refused the
 //   batch for its epoch it named it, details.nodeEpoch, and the wait is for a
@@ -110,6 +111,13 @@ interface ScanPlan {
   bytes: number;
 }
 
+/** A router's time bounds on its tries (--wrong-owner-retry-ms, --failover-retry-ms). */
+export interface RouterRetryMs {
+  wrongOwner: number;
+  failover: number;
+}
+export const ROUTER_RETRY_MS_DEFAULT: RouterRetryMs = { wrongOwner: WRONG_OWNER_RETRY_MS_MAX, failover: FAILOVER_RETRY_MS_MAX };
+
 export class Router {
   /** Counts eventually consistent reads: each goes to the next connected replica of its slice (read below). */
   private spread = 0;
@@ -128,6 +136,9 @@ export class Router {
     /** Told what answered each eventually consistent read (ProcessMetrics: keyslice_eventual_reads_total), and of each
      * write sent again after an unknown outcome (keyslice_writes_resent_total, and a log line that says why). */
     private readonly counts: { eventualRead(answered: EventualAnswer): void; writeResent(slice: number, why: string): void } = { eventualRead() {}, writeResent() {} },
+    /** The time bounds of an op's or a page's tries: after WrongOwner (--wrong-owner-retry-ms) and, on replicated
+     * slices, while no leader serves (--failover-retry-ms); limits.ts. */
+    private readonly retryMs: RouterRetryMs = ROUTER_RETRY_MS_DEFAULT,
   ) {}
 
   get sliceCount(): number {
@@ -231,7 +242,7 @@ export class Router {
           continue;
         }
         if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-        wrongOwner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(WRONG_OWNER_RETRY_MS_MAX, this.cluster.replicationFactor > 1 ? FAILOVER_RETRY_MS_MAX : 0), started);
+        wrongOwner ??= new WrongOwnerTries(`slice ${slice}`, WRONG_OWNER_RETRIES_MAX, Math.max(this.retryMs.wrongOwner, this.cluster.replicationFactor > 1 ? this.retryMs.failover : 0), started);
         if (!wrongOwner.again()) throw unsure ? mayHaveApplied(wrongOwner.exhausted(err)) : wrongOwner.exhausted(err);
         await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt, err.details?.nodeEpoch);
       }
@@ -322,7 +333,7 @@ export class Router {
         continue;
       }
       if (!(err instanceof KeysliceError) || err.code !== 'WrongOwner') throw err;
-      wrongOwner ??= new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_MS_MAX, started);
+      wrongOwner ??= new WrongOwnerTries(scanWhat(r), WRONG_OWNER_RETRIES_MAX, this.retryMs.wrongOwner, started);
       if (!wrongOwner.again()) throw wrongOwner.exhausted(err);
       await this.cluster.afterWrongOwner(wrongOwner.refusals - 1, sentAt, err.details?.nodeEpoch);
     }
@@ -418,9 +429,9 @@ export class Router {
   }
 
   /** Whether an op that met a failover (no serving leader) is tried again: only on replicated
-   * slices, within FAILOVER_RETRIES_MAX tries and FAILOVER_RETRY_MS_MAX. */
+   * slices, within FAILOVER_RETRIES_MAX tries and FAILOVER_RETRY_MS_MAX (--failover-retry-ms). */
   private failoverRetry(started: number, tries: number): boolean {
-    return this.cluster.replicationFactor > 1 && tries < FAILOVER_RETRIES_MAX && Date.now() - started < FAILOVER_RETRY_MS_MAX;
+    return this.cluster.replicationFactor > 1 && tries < FAILOVER_RETRIES_MAX && Date.now() - started < this.retryMs.failover;
   }
 
   /** The error once failoverRetry says no to `last` (an Unavailable this loop would have sent again). On replicated
@@ -439,7 +450,7 @@ export class Router {
     const earlier = unsure ? '; an earlier copy of this write had an unknown outcome, so it may have been applied' : '';
     return new KeysliceError(
       'Unavailable',
-      `${what}: no serving leader answered ${tries + 1} tries in ${ms} ms (the router waits for a failover at most ${FAILOVER_RETRIES_MAX} tries within ${FAILOVER_RETRY_MS_MAX} ms; the slice's replicas may be down or cut off from a majority); last: ${last.message}${earlier}`,
+      `${what}: no serving leader answered ${tries + 1} tries in ${ms} ms (the router waits for a failover at most ${FAILOVER_RETRIES_MAX} tries within ${this.retryMs.failover} ms; the slice's replicas may be down or cut off from a majority); last: ${last.message}${earlier}`,
       wasNotApplied(last) && !unsure ? { notApplied: true, routerRetried: true } : { routerRetried: true },
     );
   }
