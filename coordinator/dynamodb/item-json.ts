@@ -32,6 +32,8 @@ export class ItemsJson {
 }
 
 const HEX = '0123456789abcdef';
+/** 1 for the bytes a JSON string holds as they are: ASCII but control characters, '"' and '\\'. */
+const PLAIN = Uint8Array.from({ length: 256 }, (_, c) => (c >= 0x20 && c < 0x80 && c !== 0x22 && c !== 0x5c ? 1 : 0));
 const ascii = (s: string): Uint8Array => Uint8Array.from(s, (c) => c.charCodeAt(0));
 const S_OPEN = ascii('{"S":');
 const N_OPEN = ascii('{"N":"');
@@ -138,7 +140,7 @@ class Writer {
     out[o++] = 0x22;
     for (let i = from; i < to; i++) {
       const c = b[i];
-      if (c < 0x80 && c >= 0x20 && c !== 0x22 && c !== 0x5c) out[o++] = c;
+      if (PLAIN[c] === 1) out[o++] = c;
       else if (c >= 0x80) return false;
       else if (c === 0x22 || c === 0x5c) {
         out[o++] = 0x5c;
