@@ -4,7 +4,9 @@
 // LastEvaluatedKey and ConsumedCapacity are all about the items examined, so
 // the endpoint needs each examined item (and its size), not only the matches.
 // A page ends after Limit examined items (at most keyslice's page of 10,000)
-// or about 1 MB of them, as native pages do.
+// or about 1 MB of them, as native pages do. A page that needs none of that
+// per item (passesThrough) is not decoded: its items are written as JSON from
+// the workers' msgpack (item-json.ts).
 import { isDecimal } from '../../shared/decimal.js';
 import type { Condition, Path } from '../../shared/expression-ast.js';
 import { assert } from '../../shared/errors.js';
