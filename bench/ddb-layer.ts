@@ -11,11 +11,16 @@
 // hops.js's `sdk` workloads), each unsigned (a cluster with no client token) and signed (SigV4 checked against the
 // token; signed afresh for each measurement, so that a long run's signatures stay within the 15 minutes the check
 // allows: made once, they expired after 15 minutes, and the bench stopped on InvalidSignatureException).
+// A Query's page comes as the router's link hands it on: the slice worker's answer (encodeSliceResults: the items as
+// objects, with keyslice's system attributes, or packed in the client's form when the endpoint asks for them so)
+// decoded for each request (decodeSliceResults), and a packed page taken as answerItems takes it
+// (PackedItems.ofList); a build whose endpoint asks for objects pays their decode, as its router does.
 import { createHash, createHmac } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { intArg } from '../shared/cli-args.js';
+import { decodeSliceResults, encodeSliceResults, packClientList, PackedItems, RESULT_OK, type SliceOpResult } from '../shared/protocol.js';
 import { median } from './median.js';
 
 const { values: opts } = parseArgs({ options: { base: { type: 'string' }, rounds: { type: 'string', default: '7' }, ms: { type: 'string', default: '300' } } });
@@ -28,7 +33,17 @@ const TABLE = 'ddb_layer';
 const SECRET = 'ddb-layer-token';
 const REGION = 'us-east-1';
 const PAD = 'x'.repeat(160);
-const ITEMS = Array.from({ length: 100 }, (_, s) => ({ device: 'range-3', seq: s, payload: PAD }));
+const ITEMS = Array.from({ length: 100 }, (_, s) => ({ device: 'range-3', seq: s, payload: PAD, __name: `range-3.${s}`, __mtime: 1795419678645 + s }));
+/** A worker's answer to the Query's range (a RangeResult, nothing more to read), items as objects or packed. */
+const rangeAnswer = (items: unknown) => encodeSliceResults([[RESULT_OK, [items, null, false, null, ITEMS.length]]] as unknown as SliceOpResult[]);
+const PAGE_OBJECTS = rangeAnswer(ITEMS);
+const PAGE_PACKED = rangeAnswer(packClientList(ITEMS));
+/** The page as the router's GetItems answers it, from the worker's bytes. */
+function page(passThrough: boolean): { items: unknown; examined: number } {
+  const [[code, [items]]] = decodeSliceResults(passThrough ? PAGE_PACKED : PAGE_OBJECTS) as unknown as [[number, [unknown]]];
+  if (code !== RESULT_OK) throw new Error('a faked range answer that is not OK');
+  return { items: passThrough ? PackedItems.ofList(items as Uint8Array) : items, examined: ITEMS.length };
+}
 const CATALOG_TABLE = { name: TABLE, shardingKey: { name: 'device', type: 'string' }, sortingKey: { name: 'seq', type: 'number' }, evenDistribution: null, createdAt: 1 };
 
 interface Request {
@@ -58,7 +73,7 @@ async function endpointOf(distRoot: string, token: string): Promise<Endpoint> {
   const m = (await import(pathToFileURL(join(distRoot, 'coordinator', 'dynamodb', 'endpoint.js')).href)) as { DynamoDbEndpoint: new (ops: unknown, o: unknown) => unknown };
   const ops = {
     catalog: { get: () => CATALOG_TABLE },
-    execute: (op: string) => Promise.resolve(op === 'GetItem' ? { item: ITEMS[7] } : op === 'GetItems' ? { items: ITEMS } : {}),
+    execute: (op: string, _payload: unknown, passThrough = false) => Promise.resolve(op === 'GetItem' ? { item: ITEMS[7] } : op === 'GetItems' ? page(passThrough) : {}),
   };
   return new m.DynamoDbEndpoint(ops, { dataDir: null, token, sliceCount: 1024 }) as Endpoint;
 }

@@ -305,6 +305,11 @@ export function concatClientList(items: readonly (Uint8Array | string)[]): Uint8
   assert(at === size, 'a concatenated list is its header and its items');
   return out;
 }
+/** One value of a packed item, decoded alone as the client decodes it (the DynamoDB endpoint's writer of packed
+ * items, coordinator/dynamodb/item-json.ts, leaves the values it does not write itself to this). */
+export function unpackClientValue(bytes: Uint8Array): unknown {
+  return clientUnpackr.unpack(bytes);
+}
 export function unpackClientList(bytes: Uint8Array): Item[] {
   const items = clientUnpackr.unpack(bytes) as unknown;
   assert(Array.isArray(items), 'a packed list is a list');

@@ -233,6 +233,47 @@ describe('Query', () => {
   });
 });
 
+describe('pages written from the nodes\' msgpack (coordinator/dynamodb/item-json.ts)', () => {
+  // A page that goes out whole (no filter, projection, COUNT or ConsumedCapacity) is written from the workers'
+  // msgpack; asking for ConsumedCapacity takes the page as objects, converted as before: both answer the same items.
+  const TYPED = 'ddb_typed';
+  const typedItem = (i: number): Record<string, AttributeValue> => ({
+    pk: { S: 'mixed' },
+    sk: { N: String(i) },
+    // No lone surrogate: one reads back as three U+FFFD on either path (test/dynamodb-item-json.test.ts compares them).
+    s: { S: ['plain', 'quote " and \\ backslash', 'line\nbreak\ttab\u0001', 'é ü € 𝄞 日本', ''][i % 5] },
+    // Canonical texts (as DynamoDB answers them), so that the items read back are the items written.
+    n: { N: ['0', '-17', '4294967296', '0.1', '12345678901234567890123456789012345678', `0.${'0'.repeat(129)}1`, '-2147483648'][i % 7] },
+    b: { B: Uint8Array.of(i, 0, 255) },
+    t: { BOOL: i % 2 === 0 },
+    z: { NULL: true },
+    m: { M: { inner: { S: `v${i}` }, deep: { L: [{ N: String(i) }, { SS: ['x', 'y"'] }, { M: { é: { BOOL: false } } }] } } },
+    l: { L: [{ S: 'a' }, { N: '1.5' }, { NULL: true }, { B: Uint8Array.of(104, 105) }] },
+    ss: { SS: ['b', 'a', 'ü'] },
+    ns: { NS: ['3', '-1.25', '99999999999999999999'] },
+    bs: { BS: [Uint8Array.of(1), Uint8Array.of(2, 3)] },
+    'name with "quotes"': { S: 'k' },
+    ünïcode: { N: String(i * 7) },
+  });
+
+  it('Query and Scan pages, whole and paged, answer the same items as the objects path', async () => {
+    await createTable(TYPED, ['pk', 'S'], ['sk', 'N']);
+    const items = Array.from({ length: 42 }, (_, i) => typedItem(i));
+    await writeAll(TYPED, items);
+    const key = { KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': { S: 'mixed' } } };
+    const passed = await allPages((start) => db.send(new QueryCommand({ TableName: TYPED, ...key, Limit: 10, ExclusiveStartKey: start })));
+    const objects = await allPages((start) => db.send(new QueryCommand({ TableName: TYPED, ...key, Limit: 10, ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL' })));
+    expect(passed.map((p) => p.LastEvaluatedKey)).toEqual(objects.map((p) => p.LastEvaluatedKey));
+    expect(passed.map((p) => [p.Count, p.ScannedCount])).toEqual(objects.map((p) => [p.Count, p.ScannedCount]));
+    expect(passed.flatMap((p) => p.Items)).toEqual(objects.flatMap((p) => p.Items));
+    expect(passed.flatMap((p) => p.Items)).toEqual(items); // and what was written, in order
+    const scanPassed = await allPages((start) => db.send(new ScanCommand({ TableName: TYPED, Limit: 15, ExclusiveStartKey: start })));
+    const scanObjects = await allPages((start) => db.send(new ScanCommand({ TableName: TYPED, Limit: 15, ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL' })));
+    expect(scanPassed.flatMap((p) => p.Items)).toEqual(scanObjects.flatMap((p) => p.Items));
+    expect(scanPassed.flatMap((p) => p.Items)).toHaveLength(items.length);
+  });
+});
+
 describe('even distribution (tag keyslice:evenDistributionBuckets)', () => {
   it('one hot partition key is spread over slices, and a Query still reads it as one sorted stream, with paging', async () => {
     const slices = await rawRequest(c.cluster.url, 'Keyslice.DescribeSlices', JSON.stringify({ TableName: EVEN }));

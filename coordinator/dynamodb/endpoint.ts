@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { crc32 } from 'node:zlib';
 import { bearerToken, secretMatches } from '../../shared/auth.js';
+import { assert } from '../../shared/errors.js';
 import { DYNAMODB_REQUEST_ID_BYTES, REQUEST_BYTES_MAX } from '../../shared/limits.js';
 import { isPlainObject } from '../../shared/values.js';
 import { readBody, type TooLargeAnswer } from '../router/http-api.js';
@@ -20,6 +21,7 @@ import { BatchGetItem, BatchWriteItem } from './batches.js';
 import type { Context, Handler } from './context.js';
 import { DynamoDbError, toDynamoDbError } from './errors.js';
 import { DeleteItem, GetItem, PutItem, UpdateItem } from './items.js';
+import { ItemsJson } from './item-json.js';
 import { Params } from './params.js';
 import { Query, Scan } from './reads.js';
 import { regionOf, verifySignature } from './sigv4.js';
@@ -149,6 +151,12 @@ export class DynamoDbEndpoint {
 
   private send(res: ServerResponse, status: number, body: Record<string, unknown>): void {
     if (res.headersSent) return;
+    if (body.Items instanceof ItemsJson) {
+      const bytes = withItemsJson(body, body.Items);
+      res.writeHead(status, [...answerHeaders(bytes), 'content-length', String(bytes.length)]);
+      res.end(bytes);
+      return;
+    }
     const text = JSON.stringify(body);
     // A flat list of headers: node:http takes it as it is, without an object to walk; the
     // string body goes out in one write with the head.
@@ -165,8 +173,23 @@ export class DynamoDbEndpoint {
 /** DynamoDB's headers on an answer, as a flat list (name, value, ...): its content type, a
  * request id, and its checksum of the body (some SDKs verify it; zlib's crc32 takes the
  * string as UTF-8 without a copy of it). */
-function answerHeaders(text: string): string[] {
+function answerHeaders(text: string | Buffer): string[] {
   return ['content-type', CONTENT_TYPE, 'x-amzn-requestid', requestId(), 'x-amz-crc32', String(crc32(text))];
+}
+
+const ITEMS_HEAD = '{"Items":';
+
+/** An answer whose Items are written as JSON already (itemsJson, a Query's or Scan's page passed through): its
+ * other fields stringified as any answer's, after them, in one buffer. */
+function withItemsJson(body: Record<string, unknown>, items: ItemsJson): Buffer {
+  const rest = JSON.stringify({ ...body, Items: undefined }); // "{}" or "{...}": JSON.stringify leaves undefined out
+  const tail = rest.length === 2 ? '}' : `,${rest.slice(1)}`;
+  const out = Buffer.allocUnsafe(ITEMS_HEAD.length + items.bytes.length + Buffer.byteLength(tail));
+  let at = out.write(ITEMS_HEAD, 0, 'latin1');
+  at += items.bytes.copy(out, at);
+  at += out.write(tail, at, 'utf8');
+  assert(at === out.length, 'an answer with written items is its head, its items and its tail');
+  return out;
 }
 
 /** Random bytes for REQUEST_IDS_PER_DRAW request ids, drawn at once: one call into the

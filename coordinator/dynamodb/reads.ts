@@ -4,14 +4,18 @@
 // LastEvaluatedKey and ConsumedCapacity are all about the items examined, so
 // the endpoint needs each examined item (and its size), not only the matches.
 // A page ends after Limit examined items (at most keyslice's page of 10,000)
-// or about 1 MB of them, as native pages do.
+// or about 1 MB of them, as native pages do. A page that needs none of that
+// per item (passesThrough) is not decoded: its items are written as JSON from
+// the workers' msgpack (item-json.ts).
 import { isDecimal } from '../../shared/decimal.js';
 import type { Condition, Path } from '../../shared/expression-ast.js';
 import { assert } from '../../shared/errors.js';
 import { evaluate, projectItem } from '../../shared/expression-eval.js';
 import { DYNAMODB_TOTAL_SEGMENTS_MAX, PAGE_ITEMS_MAX, SCAN_SEGMENTS_MAX } from '../../shared/limits.js';
+import { PackedItems } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { fromNativeItem, itemSize } from './attribute-values.js';
+import { itemsJson, lastItem } from './item-json.js';
 import { consumedCapacity, readUnits, type CapacityMode } from './capacity.js';
 import type { Context, Handler } from './context.js';
 import { DynamoDbError } from './errors.js';
@@ -83,6 +87,30 @@ function page(schema: TableSchema, shape: ReadShape, filter: Condition | null, p
   return out;
 }
 
+/** Whether a page's items go into the answer whole, as the slice workers packed them (itemsJson, written from their
+ * msgpack without objects): nothing to filter, project, leave out (COUNT) or measure (ConsumedCapacity). */
+function passesThrough(shape: ReadShape, filter: Condition | null, projection: Path[] | null): boolean {
+  return filter === null && projection === null && shape.select !== 'COUNT' && shape.capacity === 'NONE';
+}
+
+/** The native page's result: its items as objects, or packed when passesThrough asked for them so. */
+type NativePage = { items: Item[] | PackedItems; marker?: string };
+
+/** One page as DynamoDB answers it, from the native page (`page`, or when passesThrough, the packed page written
+ * as JSON). */
+function answer(schema: TableSchema, shape: ReadShape, filter: Condition | null, projection: Path[] | null, result: NativePage): Record<string, unknown> {
+  const more = result.marker !== undefined;
+  if (!(result.items instanceof PackedItems)) return page(schema, shape, filter, projection, result.items, more);
+  const items = itemsJson(result.items);
+  const out: Record<string, unknown> = { Items: items, Count: items.count, ScannedCount: items.count };
+  if (more) {
+    const last = lastItem(items);
+    assert(last !== null, 'a native page with a marker and no item');
+    out.LastEvaluatedKey = fromNativeItem(keyOf(schema, last));
+  }
+  return out;
+}
+
 function startKey(p: Params, schema: TableSchema): Item | undefined {
   if (!p.has('ExclusiveStartKey')) return undefined;
   try {
@@ -130,8 +158,8 @@ export const Query: Handler = async (ctx, p) => {
     if (!sameValue(start[schema.hash.name], range.hash)) throw DynamoDbError.validation('The provided starting key is invalid: The provided key element does not match the schema');
     request.marker = queryStartMarker(schema, start, ctx.sliceCount);
   }
-  const result = (await ctx.ops.execute('GetItems', request).catch(startKeyOutOfRange)) as { items: Item[]; marker?: string };
-  return page(schema, shape, filter, projection, result.items, result.marker !== undefined);
+  const result = (await ctx.ops.execute('GetItems', request, passesThrough(shape, filter, projection)).catch(startKeyOutOfRange)) as NativePage;
+  return answer(schema, shape, filter, projection, result);
 };
 
 function sameValue(a: unknown, b: unknown): boolean {
@@ -187,11 +215,11 @@ export const Scan: Handler = async (ctx, p) => {
     Object.assign(request, s);
   }
   if (start !== undefined) request.marker = scanStartMarker(schema, start, ctx.sliceCount);
-  const result = (await ctx.ops.execute('GetItems', request).catch((err) => {
+  const result = (await ctx.ops.execute('GetItems', request, passesThrough(shape, filter, projection)).catch((err) => {
     if (err instanceof Error && (err as { code?: string }).code === 'InvalidMarker') {
       throw DynamoDbError.validation('The provided starting key is invalid: it does not belong to this segment of the scan');
     }
     throw err;
-  })) as { items: Item[]; marker?: string };
-  return page(schema, shape, filter, projection, result.items, result.marker !== undefined);
+  })) as NativePage;
+  return answer(schema, shape, filter, projection, result);
 };

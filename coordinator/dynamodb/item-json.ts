@@ -1,0 +1,382 @@
+// A page's items as DynamoDB's JSON, written straight from the msgpack that the slice workers
+// packed them in (PackedItems, the WebSocket API's pass-through form), without decoding them into
+// objects first: for a Query or Scan that returns its examined items whole (no filter, no
+// projection, no ConsumedCapacity, not Select COUNT), decoding 100 items, converting them to
+// AttributeValues and stringifying them was most of the DynamoDB layer's CPU per Query
+// (bench/README.md, "A Query's items written from the nodes' msgpack").
+//
+// Only the common values are written here, byte by byte: the item's map, ASCII strings (escaped as
+// JSON needs), whole numbers up to 32 bits, doubles, booleans and nil. Every other value (a string
+// with a non-ASCII byte, a binary, a list, a map, a set or a decimal number, a 64-bit integer, a
+// float32) is decoded alone by msgpackr and converted by fromNativeValue, the conversion that
+// answers them otherwise: its answer is the old one by construction, and those values are rare in
+// pages this path is for. The bytes were checked as items when the router took them
+// (PackedItems.ofList, splitPackedList: maps without ext values, lengths within the bytes); this
+// walk checks again every length it reads, and that each top-level key is a string named once, so
+// that a malformed page fails its request with MalformedFrame (an Internal error), never a crash
+// or JSON that says something else.
+import { listHeader, MalformedFrame, PackedItems, skipValue, unpackClientValue } from '../../shared/protocol.js';
+import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item, type Value } from '../../shared/values.js';
+import { fromNativeValue } from './attribute-values.js';
+import { formatNumber } from './numbers.js';
+
+/** A page's items as the JSON text of DynamoDB's `Items` list (UTF-8), for the endpoint to put
+ * into its answer as it is (send in endpoint.ts). */
+export class ItemsJson {
+  constructor(
+    readonly bytes: Buffer,
+    readonly count: number,
+    /** The last item's msgpack, for LastEvaluatedKey; null for no items. */
+    readonly last: Uint8Array | null,
+  ) {}
+}
+
+const HEX = '0123456789abcdef';
+/** 1 for the bytes a JSON string holds as they are: ASCII but control characters, '"' and '\\'. */
+const PLAIN = Uint8Array.from({ length: 256 }, (_, c) => (c >= 0x20 && c < 0x80 && c !== 0x22 && c !== 0x5c ? 1 : 0));
+const ascii = (s: string): Uint8Array => Uint8Array.from(s, (c) => c.charCodeAt(0));
+const S_OPEN = ascii('{"S":');
+const N_OPEN = ascii('{"N":"');
+const BOOL_TRUE = ascii('{"BOOL":true}');
+const BOOL_FALSE = ascii('{"BOOL":false}');
+const NULL_TRUE = ascii('{"NULL":true}');
+const SKIPPED = [NAME_ATTRIBUTE, MTIME_ATTRIBUTE, '__proto__'].map(ascii);
+
+/** Scratch for Writer.once, reused: an item of more keys gets arrays of its own. */
+const KEY_STARTS = new Int32Array(64);
+const KEY_ENDS = new Int32Array(64);
+
+/** The one writer: its state lives for one call of itemsJson (synchronous, so calls never interleave). */
+class Writer {
+  out: Buffer;
+  o = 0;
+  b: Uint8Array;
+  view: DataView;
+  /** Where the string whose header strHeader read ends. */
+  strEnd = 0;
+  /** Starts and ends of the current item's keys (keys of them), to refuse a key named twice. */
+  keyStarts: Int32Array;
+  keyEnds: Int32Array;
+  keys = 0;
+
+  constructor(capacity: number, first: Uint8Array) {
+    this.out = Buffer.allocUnsafe(capacity);
+    this.b = first;
+    this.view = new DataView(first.buffer, first.byteOffset, first.byteLength);
+    this.keyStarts = KEY_STARTS;
+    this.keyEnds = KEY_ENDS;
+  }
+
+  ensure(n: number): void {
+    if (this.o + n <= this.out.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(this.out.length * 2, this.o + n));
+    this.out.copy(bigger, 0, 0, this.o);
+    this.out = bigger;
+  }
+
+  bytes(a: Uint8Array): void {
+    this.ensure(a.length);
+    const out = this.out;
+    let o = this.o;
+    for (let k = 0; k < a.length; k++) out[o++] = a[k];
+    this.o = o;
+  }
+
+  /** Text of ASCII characters only (a number's text, a count). */
+  text(s: string): void {
+    this.ensure(s.length);
+    const out = this.out;
+    let o = this.o;
+    for (let k = 0; k < s.length; k++) out[o++] = s.charCodeAt(k);
+    this.o = o;
+  }
+
+  /** Any JSON text, as UTF-8. */
+  utf8(s: string): void {
+    this.ensure(3 * s.length);
+    this.o += this.out.write(s, this.o, 'utf8');
+  }
+
+  /** Fails unless `n` bytes from `at` lie within the page's bytes. */
+  within(at: number, n: number): void {
+    if (!(at + n <= this.b.length)) throw new MalformedFrame(`a packed item ends ${at + n - this.b.length} bytes past its page`);
+  }
+
+  /** Where the body of the string at `at` starts (its end in strEnd), or -1 if the value there is not a string. */
+  strHeader(at: number): number {
+    const b = this.b;
+    this.within(at, 1);
+    const t = b[at];
+    let start: number;
+    let n: number;
+    if (t >= 0xa0 && t <= 0xbf) {
+      start = at + 1;
+      n = t & 0x1f;
+    } else if (t === 0xd9) {
+      this.within(at, 2);
+      start = at + 2;
+      n = b[at + 1];
+    } else if (t === 0xda) {
+      this.within(at, 3);
+      start = at + 3;
+      n = this.view.getUint16(at + 1);
+    } else if (t === 0xdb) {
+      this.within(at, 5);
+      start = at + 5;
+      n = this.view.getUint32(at + 1);
+    } else return -1;
+    this.within(start, n);
+    this.strEnd = start + n;
+    return start;
+  }
+
+  /** The string from `from` to `to` as a JSON string, if it is all ASCII; false if not (and nothing written). One
+   * pass that copies as it checks: a non-ASCII byte drops what it wrote. */
+  asciiString(from: number, to: number): boolean {
+    this.ensure(6 * (to - from) + 2);
+    const b = this.b;
+    const out = this.out;
+    let o = this.o;
+    out[o++] = 0x22;
+    for (let i = from; i < to; i++) {
+      const c = b[i];
+      if (PLAIN[c] === 1) out[o++] = c;
+      else if (c >= 0x80) return false;
+      else if (c === 0x22 || c === 0x5c) {
+        out[o++] = 0x5c;
+        out[o++] = c;
+      } else {
+        // \u00XX: JSON's escape for a control character (JSON.stringify writes \n and the like, of the same meaning).
+        out[o++] = 0x5c;
+        out[o++] = 0x75;
+        out[o++] = 0x30;
+        out[o++] = 0x30;
+        out[o++] = HEX.charCodeAt(c >> 4);
+        out[o++] = HEX.charCodeAt(c & 0x0f);
+      }
+    }
+    out[o++] = 0x22;
+    this.o = o;
+    return true;
+  }
+
+  /** Where the value at `at` ends, checked as decoded() checks it, without reading it. */
+  skip(at: number): number {
+    const end = skipValue(this.b, at); // MalformedFrame for an ext value or a length past the bytes
+    if (!(end <= this.b.length)) throw new MalformedFrame('a packed item ends with a length past its page');
+    return end;
+  }
+
+  /** The value at `at`, decoded alone by msgpackr (a value this writer leaves to the old conversion); returns its end. */
+  decoded(at: number): [value: unknown, end: number] {
+    const end = this.skip(at);
+    try {
+      return [unpackClientValue(this.b.subarray(at, end)), end];
+    } catch (err) {
+      throw new MalformedFrame(`a packed value that msgpack cannot read: ${(err as Error).message}`);
+    }
+  }
+
+  number(n: number): void {
+    const s = formatNumber(n);
+    this.ensure(s.length + 8);
+    this.bytes(N_OPEN);
+    this.text(s);
+    this.out[this.o++] = 0x22;
+    this.out[this.o++] = 0x7d;
+  }
+
+  /** The AttributeValue of the value at `at`; returns where the value ends. */
+  value(at: number): number {
+    const b = this.b;
+    const s = this.strHeader(at);
+    if (s >= 0) {
+      const e = this.strEnd;
+      const o = this.o;
+      this.bytes(S_OPEN);
+      if (this.asciiString(s, e)) {
+        this.ensure(1);
+        this.out[this.o++] = 0x7d;
+        return e;
+      }
+      this.o = o;
+    } else {
+      const t = b[at];
+      const v = this.view;
+      if (t <= 0x7f) return this.number(t), at + 1;
+      if (t >= 0xe0) return this.number(t - 0x100), at + 1;
+      switch (t) {
+        case 0xc0:
+          return this.bytes(NULL_TRUE), at + 1;
+        case 0xc2:
+          return this.bytes(BOOL_FALSE), at + 1;
+        case 0xc3:
+          return this.bytes(BOOL_TRUE), at + 1;
+        case 0xcb:
+          this.within(at, 9);
+          return this.number(v.getFloat64(at + 1)), at + 9;
+        case 0xcc:
+          this.within(at, 2);
+          return this.number(b[at + 1]), at + 2;
+        case 0xcd:
+          this.within(at, 3);
+          return this.number(v.getUint16(at + 1)), at + 3;
+        case 0xce:
+          this.within(at, 5);
+          return this.number(v.getUint32(at + 1)), at + 5;
+        case 0xd0:
+          this.within(at, 2);
+          return this.number(v.getInt8(at + 1)), at + 2;
+        case 0xd1:
+          this.within(at, 3);
+          return this.number(v.getInt16(at + 1)), at + 3;
+        case 0xd2:
+          this.within(at, 5);
+          return this.number(v.getInt32(at + 1)), at + 5;
+      }
+    }
+    const [value, end] = this.decoded(at);
+    this.utf8(JSON.stringify(fromNativeValue(value as Value)));
+    return end;
+  }
+
+  /** Whether the key from `from` to `to` equals `name` (ASCII). */
+  keyIs(from: number, to: number, name: Uint8Array): boolean {
+    if (to - from !== name.length) return false;
+    for (let i = 0; i < name.length; i++) if (this.b[from + i] !== name[i]) return false;
+    return true;
+  }
+
+  /** Fails if the current item named the key from `from` to `to` before. */
+  once(from: number, to: number): void {
+    const b = this.b;
+    const n = to - from;
+    for (let k = 0; k < this.keys; k++) {
+      const s = this.keyStarts[k];
+      if (this.keyEnds[k] - s !== n) continue;
+      let i = 0;
+      while (i < n && b[s + i] === b[from + i]) i++;
+      if (i === n) throw new MalformedFrame('a packed item names one attribute twice');
+    }
+    if (this.keys === this.keyStarts.length) {
+      const starts = new Int32Array(2 * this.keys);
+      const ends = new Int32Array(2 * this.keys);
+      starts.set(this.keyStarts);
+      ends.set(this.keyEnds);
+      this.keyStarts = starts;
+      this.keyEnds = ends;
+    }
+    this.keyStarts[this.keys] = from;
+    this.keyEnds[this.keys++] = to;
+  }
+
+  /** The item (a msgpack map) at `at` as DynamoDB's JSON, keyslice's system attributes left out; returns its end. */
+  item(at: number): number {
+    const b = this.b;
+    this.within(at, 1);
+    const t = b[at];
+    let pairs: number;
+    if (t >= 0x80 && t <= 0x8f) {
+      pairs = t & 0x0f;
+      at += 1;
+    } else if (t === 0xde) {
+      this.within(at, 3);
+      pairs = this.view.getUint16(at + 1);
+      at += 3;
+    } else if (t === 0xdf) {
+      this.within(at, 5);
+      pairs = this.view.getUint32(at + 1);
+      at += 5;
+    } else throw new MalformedFrame(`a packed item starts with a map header, not 0x${t.toString(16)}`);
+    this.keys = 0;
+    this.ensure(1);
+    this.out[this.o++] = 0x7b;
+    let first = true;
+    for (let i = 0; i < pairs; i++) {
+      const keyAt = at;
+      const s = this.strHeader(at);
+      if (s < 0) throw new MalformedFrame(`a packed item has a key that is not a string (0x${b[at].toString(16)})`);
+      const e = this.strEnd;
+      this.once(s, e);
+      at = e;
+      if (b[s] === 0x5f && e - s > 1 && b[s + 1] === 0x5f) {
+        if (this.keyIs(s, e, SKIPPED[0]) || this.keyIs(s, e, SKIPPED[1])) {
+          at = this.skip(at);
+          continue;
+        }
+        // No item holds it (checkItem refuses it); decoded, it would not be an own key.
+        if (this.keyIs(s, e, SKIPPED[2])) throw new MalformedFrame('a packed item has the key "__proto__"');
+      }
+      this.ensure(1);
+      if (!first) this.out[this.o++] = 0x2c;
+      first = false;
+      if (!this.asciiString(s, e)) this.utf8(JSON.stringify(this.decoded(keyAt)[0]));
+      this.ensure(1);
+      this.out[this.o++] = 0x3a;
+      at = this.value(at);
+    }
+    this.ensure(1);
+    this.out[this.o++] = 0x7d;
+    return at;
+  }
+
+  /** The items of `part` from `at` (count of them) as elements of the JSON list; returns where the last one ends and
+   * where it starts. */
+  items(part: Uint8Array, at: number, count: number, written: number): [end: number, lastStart: number] {
+    if (part !== this.b) {
+      this.b = part;
+      this.view = new DataView(part.buffer, part.byteOffset, part.byteLength);
+    }
+    let last = -1;
+    for (let i = 0; i < count; i++) {
+      if (written + i > 0) {
+        this.ensure(1);
+        this.out[this.o++] = 0x2c;
+      }
+      last = at;
+      at = this.item(at);
+    }
+    return [at, last];
+  }
+}
+
+/** The items of a page (a range's list, or a merged page's items one by one) as the JSON of DynamoDB's Items. */
+export function itemsJson(page: PackedItems): ItemsJson {
+  let size = 0;
+  for (const p of page.parts) size += p.byteLength;
+  // A page of plain items writes about as many bytes as it was packed in, and a fifth more for its types' names.
+  const w = new Writer(Math.ceil(size * 1.25) + 64, page.parts[0] ?? new Uint8Array(0));
+  w.out[w.o++] = 0x5b;
+  let count = 0;
+  let last: Uint8Array | null = null;
+  if (page.header === null) {
+    // The whole list, as a range answers it (PackedItems.ofList).
+    for (const list of page.parts) {
+      const [n, from] = listHeader(list);
+      const [end, lastStart] = w.items(list, from, n, count);
+      if (end !== list.byteLength) throw new MalformedFrame(`a packed list has ${list.byteLength - end} bytes after its items`);
+      if (n > 0) last = list.subarray(lastStart, end);
+      count += n;
+    }
+  } else {
+    for (const item of page.parts) {
+      const [end] = w.items(item, 0, 1, count);
+      if (end !== item.byteLength) throw new MalformedFrame(`a packed item of ${item.byteLength} bytes holds one value of ${end}`);
+      last = item;
+      count++;
+    }
+  }
+  w.ensure(1);
+  w.out[w.o++] = 0x5d;
+  return new ItemsJson(w.out.subarray(0, w.o), count, last);
+}
+
+/** The last item of a page, decoded (for LastEvaluatedKey). */
+export function lastItem(json: ItemsJson): Item | null {
+  if (json.last === null) return null;
+  try {
+    return unpackClientValue(json.last) as Item;
+  } catch (err) {
+    throw new MalformedFrame(`a packed item that msgpack cannot read: ${(err as Error).message}`);
+  }
+}

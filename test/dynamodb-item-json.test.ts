@@ -1,0 +1,153 @@
+// A Query's or Scan's items written as DynamoDB JSON straight from the slice workers' msgpack
+// (coordinator/dynamodb/item-json.ts) against the conversion it replaces on that path (decode,
+// fromNativeItem, JSON.stringify): the same answer for generated items of every attribute type the
+// endpoint takes (S, N, B, BOOL, NULL, M, L, SS, NS, BS), nested, with unicode and the characters
+// JSON escapes; and MalformedFrame, never a crash or other JSON, for bytes that are not such items.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { fromNativeItem, toNativeItem } from '../coordinator/dynamodb/attribute-values.js';
+import { toDynamoDbError } from '../coordinator/dynamodb/errors.js';
+import { itemsJson, lastItem } from '../coordinator/dynamodb/item-json.js';
+import { MalformedFrame, PackedItems, packClientItem, packClientList, splitPackedList, unpackClientList } from '../shared/protocol.js';
+import type { Item } from '../shared/values.js';
+
+const SEED = 20261127;
+
+/** Strings that the writer writes itself (ASCII, escapes) and those it leaves to msgpackr (unicode, lone surrogates). */
+const text = fc.oneof(
+  fc.string({ maxLength: 40 }),
+  fc.string({ unit: 'binary', maxLength: 20 }),
+  fc.string({ unit: 'grapheme', maxLength: 10 }),
+  fc.constantFrom('', '"', '\\', '\n\t\r\b\f', '\u0000\u001f\u007f', 'é€𝄞', '\ud800', 'a\udfffb', '</script>', 'x'.repeat(300), '"\\'.repeat(40)),
+);
+/** DynamoDB number texts within its limits: whole numbers (small, 32-bit, past 2^53), fractions, 38 digits, tiny. */
+const number = fc.oneof(
+  fc.integer({ min: -200, max: 200 }).map(String),
+  fc.integer().map(String),
+  fc.double({ min: -1e20, max: 1e20, noNaN: true }).map((x) => String(x)),
+  fc.bigInt({ min: -(10n ** 38n) + 1n, max: 10n ** 38n - 1n }).map(String),
+  fc.constantFrom('0', '-0', '4294967295', '4294967296', '-2147483648', '9007199254740993', '0.1', '1E-130', '9.9999999999999999999999999999999999999E+125', '1e21', '0.000001'),
+);
+const binary = fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b).toString('base64'));
+const name = fc.oneof(fc.string({ minLength: 1, maxLength: 12 }), fc.string({ unit: 'binary', minLength: 1, maxLength: 6 }), fc.constantFrom('a"b', 'a\\b', '\n', '1', '42', '$SS', 'é'));
+
+const attributeValue = fc.letrec<{ value: Record<string, unknown> }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    text.map((S) => ({ S })),
+    number.map((N) => ({ N })),
+    binary.map((B) => ({ B })),
+    fc.boolean().map((BOOL) => ({ BOOL })),
+    fc.constant({ NULL: true }),
+    fc.uniqueArray(text, { minLength: 1, maxLength: 4 }).map((SS) => ({ SS })),
+    fc.uniqueArray(fc.integer({ min: -1000, max: 1000 }), { minLength: 1, maxLength: 4 }).map((ns) => ({ NS: ns.map(String) })),
+    fc.uniqueArray(fc.uint8Array({ minLength: 1, maxLength: 8 }), { minLength: 1, maxLength: 3, selector: (b) => Buffer.from(b).toString('hex') }).map((bs) => ({ BS: bs.map((b) => Buffer.from(b).toString('base64')) })),
+    fc.array(tie('value'), { maxLength: 4 }).map((L) => ({ L })),
+    fc.dictionary(name, tie('value'), { maxKeys: 4 }).map((M) => ({ M })),
+  ),
+}));
+const wireItem = fc.dictionary(name, attributeValue.value, { minKeys: 1, maxKeys: 8 });
+
+/** A stored item as a worker holds it: the endpoint's conversion of a wire item, with keyslice's system attributes. */
+function stored(wire: Record<string, unknown>, i: number): Item | null {
+  try {
+    return { ...toNativeItem(wire, 'Item'), __name: `item.${i}`, __mtime: 1795419678645 + i };
+  } catch {
+    return null; // a generated map that DynamoDB's rules refuse (a map of one key "$SS", say): not an item
+  }
+}
+
+/** The answer's Items as the endpoint made them before: the decoded page, converted and stringified. */
+const old = (list: Uint8Array) => JSON.parse(JSON.stringify(unpackClientList(list).map(fromNativeItem)));
+const written = (page: PackedItems) => JSON.parse(itemsJson(page).bytes.toString('utf8'));
+
+describe('itemsJson: a packed page as DynamoDB JSON', () => {
+  it('answers what decoding and converting answered, for generated items of every type', () => {
+    fc.assert(
+      fc.property(fc.array(wireItem, { maxLength: 12 }), (wires) => {
+        const items = wires.map(stored).filter((x): x is Item => x !== null);
+        const list = packClientList(items);
+        const expected = old(list);
+        // A range's list whole, and a merged page's items one by one (buckets, scans).
+        expect(written(PackedItems.ofList(list))).toEqual(expected);
+        expect(written(PackedItems.ofItems(splitPackedList(list)))).toEqual(expected);
+        const json = itemsJson(PackedItems.ofList(list));
+        expect(json.count).toBe(items.length);
+        expect(lastItem(json)).toEqual(items.length === 0 ? null : unpackClientList(list).at(-1));
+      }),
+      { seed: SEED, numRuns: 400 },
+    );
+  });
+
+  it('writes plain items byte for byte as JSON.stringify does', () => {
+    const items = Array.from({ length: 100 }, (_, s) => ({ device: 'range-3', seq: s, f: s / 7, neg: -s * 1000, big: 2 ** 32 + s, payload: 'x'.repeat(160), ok: s % 2 === 0, none: null, __name: `range-3.${s}`, __mtime: 1795419678645 + s }));
+    const list = packClientList(items);
+    expect(itemsJson(PackedItems.ofList(list)).bytes.toString('utf8')).toBe(JSON.stringify(unpackClientList(list).map(fromNativeItem)));
+  });
+
+  it('refuses bytes that are not items with MalformedFrame, which the endpoint answers as InternalServerError', () => {
+    const good = packClientItem({ a: 'x', b: 1 });
+    const malformed: [string, Uint8Array][] = [
+      ['not a map', Uint8Array.of(0x92, 0x01, 0x02)],
+      ['a key that is not a string', Uint8Array.of(0x81, 0x01, 0xa1, 0x78)],
+      ['a key named twice', Uint8Array.of(0x82, 0xa1, 0x61, 0x01, 0xa1, 0x61, 0x02)],
+      ['the key __proto__', Uint8Array.of(0x81, 0xa9, ...Buffer.from('__proto__'), 0xc0)],
+      ['an ext value', Uint8Array.of(0x81, 0xa1, 0x61, 0xd4, 0x01, 0x00)],
+      ['an ext value inside a list', Uint8Array.of(0x81, 0xa1, 0x61, 0x91, 0xd4, 0x01, 0x00)],
+      ['a string longer than its bytes', Uint8Array.of(0x81, 0xa1, 0x61, 0xd9, 0x20, 0x61)],
+      ['a key longer than its bytes', Uint8Array.of(0x81, 0xa5, 0x61)],
+      ['a double cut short', Uint8Array.of(0x81, 0xa1, 0x61, 0xcb, 0x40, 0x09)],
+      ['a map of more pairs than its bytes', Uint8Array.of(0x83, 0xa1, 0x61, 0x01)],
+      ['bytes after the item', Uint8Array.of(...good, 0xc0)],
+      ['no bytes', new Uint8Array(0)],
+    ];
+    for (const [what, bytes] of malformed) {
+      let thrown: unknown = null;
+      try {
+        itemsJson(PackedItems.ofItems([bytes]));
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, what).toBeInstanceOf(MalformedFrame);
+      expect(toDynamoDbError(thrown).exception, what).toBe('InternalServerError');
+    }
+  });
+
+  it('on every cut and every changed byte of a page, answers MalformedFrame or what decoding it answers', () => {
+    const items = [
+      { id: 'a"b\\c', n: 12, f: 0.5, l: [1, 'é', { $SS: ['x', 'y'] }], m: { k: null, t: true }, b: new Uint8Array([1, 2, 3]), __name: 'a', __mtime: 1795419678645 },
+      { id: 'z', big: { $N: '9007199254740993' }, s: '\u0001\n', neg: -5, w: 70000, __name: 'z', __mtime: 1795419678646 },
+    ] as unknown as Item[];
+    const list = packClientList(items);
+    const random = fc.sample(fc.tuple(fc.nat(list.length - 1), fc.nat(255)), { seed: SEED, numRuns: 3000 });
+    const cases: Uint8Array[] = [];
+    for (let cut = 0; cut < list.length; cut++) cases.push(list.subarray(0, cut));
+    for (const [at, byte] of random) {
+      const changed = Uint8Array.from(list);
+      changed[at] = byte;
+      cases.push(changed);
+    }
+    let refused = 0;
+    for (const bytes of cases) {
+      let page: PackedItems;
+      try {
+        page = PackedItems.ofItems(splitPackedList(bytes)); // the router's check, as a merged page passes it
+      } catch (err) {
+        expect(err).toBeInstanceOf(MalformedFrame);
+        refused++;
+        continue;
+      }
+      let json: string;
+      try {
+        json = itemsJson(page).bytes.toString('utf8');
+      } catch (err) {
+        expect(err).toBeInstanceOf(MalformedFrame);
+        refused++;
+        continue;
+      }
+      // Written: the bytes were items, and the answer is what decoding them answers.
+      expect(JSON.parse(json)).toEqual(old(bytes));
+    }
+    expect(refused).toBeGreaterThan(list.length); // every cut, and more
+  });
+});
