@@ -1861,6 +1861,75 @@ export function setEffectsEnd(b: Uint8Array, at: number, slice: number): number 
   return at <= b.length ? at : -1;
 }
 
+/** Where the request ids of a record's changes end (AppliedListParts' five after its effects: instances, counters, of,
+ * ats, answers, at `at`), read by their msgpack headers as checkSliceChanges checks them for a record; -1 when not
+ * sure. Only the common layout: every answer null (a put's, most writes'), `of` null or a list, `ats` one time or a
+ * list, numbers whole or as msgpackr writes one past 32 bits (a float 64). The caller decodes anything else. */
+export function plainRequestsEnd(b: Uint8Array, at: number): number {
+  let instances: number;
+  [instances, at] = listHeaderAt(b, at);
+  if (at < 0 || instances === 0) return -1;
+  for (let i = 0; i < instances && at >= 0; i++) {
+    const v = plainNumber(b, at);
+    at = Number.isSafeInteger(v) && v >= 0 && v <= REQUEST_ID_INSTANCE_MAX ? numberEnd(b, at) : -1;
+  }
+  if (at < 0) return -1;
+  let n: number;
+  [n, at] = listHeaderAt(b, at);
+  if (at < 0 || n === 0) return -1;
+  for (let i = 0; i < n && at >= 0; i++) {
+    const v = plainNumber(b, at);
+    at = Number.isSafeInteger(v) && v > 0 ? numberEnd(b, at) : -1;
+  }
+  if (at < 0) return -1;
+  if (b[at] === 0xc0) {
+    if (instances !== 1) return -1;
+    at++;
+  } else {
+    let count: number;
+    [count, at] = listHeaderAt(b, at);
+    if (at < 0 || count !== n) return -1;
+    for (let i = 0; i < n && at >= 0; i++) {
+      const v = plainNumber(b, at);
+      at = Number.isSafeInteger(v) && v >= 0 && v < instances ? numberEnd(b, at) : -1;
+    }
+    if (at < 0) return -1;
+  }
+  const time = plainNumber(b, at);
+  if (Number.isFinite(time) && time >= 0) at = numberEnd(b, at);
+  else {
+    let count: number;
+    [count, at] = listHeaderAt(b, at);
+    if (at < 0 || count !== n) return -1;
+    for (let i = 0; i < n && at >= 0; i++) {
+      const v = plainNumber(b, at);
+      at = Number.isFinite(v) && v >= 0 ? numberEnd(b, at) : -1;
+    }
+    if (at < 0) return -1;
+  }
+  return b[at] === 0xc0 ? at + 1 : -1;
+}
+
+/** The number at `at` as msgpackr decodes it (a positive fixint, uint 8, 16, 32, float 64), or NaN for any other. */
+function plainNumber(b: Uint8Array, at: number): number {
+  if (b[at] === 0xcb) {
+    if (at + 9 > b.length) return NaN;
+    // Big-endian into the scratch's bytes, little-endian on every machine Node runs on here (asserted below).
+    for (let i = 0; i < 8; i++) float64Bytes[7 - i] = b[at + 1 + i];
+    return float64[0];
+  }
+  const v = plainUint(b, at);
+  return v < 0 ? NaN : v;
+}
+
+const float64 = new Float64Array(1);
+const float64Bytes = new Uint8Array(float64.buffer);
+float64[0] = 1;
+assert(float64Bytes[7] === 0x3f, 'a float 64 is read little-endian from its scratch');
+
+/** Where the number plainNumber read ends. */
+const numberEnd = (b: Uint8Array, at: number): number => at + (b[at] === 0xcb ? 9 : uintWidth(b[at]));
+
 /** A list's count and where its first element is, or [0, -1] if no list header is at `at`. */
 function listHeaderAt(b: Uint8Array, at: number): [count: number, at: number] {
   const t = b[at];
