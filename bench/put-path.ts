@@ -12,10 +12,11 @@
 // does not hold the leader's items but those of each slice's last record (so a build whose followers refuse records
 // cannot pass for a fast one). `--compact 1` (R=3): each replica's worker also compacts and checkpoints its replica log
 // whenever it is due (ReplicaLog.checkpointDue, as worker.ts maybeCompact, at the worker's default threshold), all at
-// once after a step rather than in steps between tasks, on that replica's account. `--dist DIR` runs another build's dist (e.g. a copy of main's), so two builds compare side by side on a
+// once after a step rather than in steps between tasks, on that replica's account. `--ids 1`: each put carries a request
+// id, as a router's do (its record then carries the ids, and every replica remembers them). `--dist DIR` runs another build's dist (e.g. a copy of main's), so two builds compare side by side on a
 // busy machine: alternate them.
 //
-//   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000] [--compact 1]
+//   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000] [--compact 1] [--ids 1]
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -31,6 +32,7 @@ const args = parseArgs(
     batch: { default: '32', help: 'puts per batch (one worker task)' },
     puts: { default: '100000', help: 'puts measured (after a quarter as many unmeasured)' },
     compact: { default: '0', help: 'R=3: 1 to compact and checkpoint each replica log when due, as a worker does' },
+    ids: { default: '0', help: '1: each put carries a request id, as a router sends it ([instance, counter]; remembered by every replica)' },
   },
   'usage: node dist/bench/put-path.js [options]',
 );
@@ -40,6 +42,9 @@ const SLICES = intArg('slices', args.slices, 1, 1024);
 const BATCH = intArg('batch', args.batch, 1, 256);
 const PUTS = intArg('puts', args.puts, 1000, 100_000_000);
 const COMPACT = intArg('compact', args.compact, 0, 1) === 1;
+const IDS = intArg('ids', args.ids, 0, 1) === 1;
+/** The router instance that --ids 1 names (any whole number; one router sends every put). */
+const ROUTER_INSTANCE = 4242;
 if (COMPACT && R !== 3) throw new Error('--compact is for --r 3');
 const dist = args.dist === '' ? resolve(import.meta.dirname, '..') : resolve(args.dist!);
 const load = async <T>(path: string) => (await import(pathToFileURL(`${dist}/${path}`).href)) as T;
@@ -48,7 +53,7 @@ const { SliceStore } = await load<typeof import('../slice-worker/partition.js')>
 const { ReplicaLog } = await load<typeof import('../slice-worker/replication/replica-log.js')>('slice-worker/replication/replica-log.js');
 const { SliceReplicas } = await load<typeof import('../slice-worker/replication/slice-replicas.js')>('slice-worker/replication/slice-replicas.js');
 const { WriteAheadLog } = await load<typeof import('../slice-worker/wal.js')>('slice-worker/wal.js');
-const { REPLICA_CHECKPOINT_AFTER_BYTES } = await load<typeof import('../shared/limits.js')>('shared/limits.js');
+const { APPLIED_REQUESTS_PER_SLICE_MAX, REPLICA_CHECKPOINT_AFTER_BYTES } = await load<typeof import('../shared/limits.js')>('shared/limits.js');
 const { encodeEffects, RECORD_KIND } = await load<typeof import('../slice-worker/log-format.js')>('slice-worker/log-format.js');
 type ReplicationMessage = import('../shared/replication-protocol.js').ReplicationMessage;
 type SliceOpMessage = import('../shared/protocol.js').SliceOpMessage;
@@ -74,7 +79,7 @@ function batchBytes(): Uint8Array {
     else lastWrite.set(n % SLICES, { batch: batchNo, puts: 1 });
     const device = `p${n % 10_000}`;
     const item = { device, seq: Math.floor(n / 10_000), payload: PAD, __name: `${device}|${n}`, __mtime: 0 };
-    ops.push([P.SliceOp.Put, TABLE, n % SLICES, `${device}\u0000${n}`, item, 200, null, null]);
+    ops.push([P.SliceOp.Put, TABLE, n % SLICES, `${device}\u0000${n}`, item, 200, null, IDS ? [ROUTER_INSTANCE, n + 1] : null]);
   }
   return P.encodeSliceOps(ops);
 }
@@ -194,6 +199,10 @@ if (R === 1) {
     for (const i of [1, 2]) {
       const held = workers[i].store.itemCount;
       if (held !== leader.store.itemCount - unapplied) throw new Error(`follower ${i} holds ${held} items, the leader ${leader.store.itemCount}: not all but the ${unapplied} of each slice's last record`);
+      // --ids 1: each follower remembers the ids of the puts it applied, so a build that drops them cannot pass for a
+      // fast one (while no slice took more puts than a replica remembers: none forgotten).
+      const remembered = (w: (typeof workers)[number]) => slices.reduce((a, s) => a + w.replicas.rememberedRequests(s), 0);
+      if (IDS && n / SLICES < APPLIED_REQUESTS_PER_SLICE_MAX && remembered(workers[i]) !== remembered(leader) - unapplied) throw new Error(`follower ${i} remembers ${remembered(workers[i])} request ids, the leader ${remembered(leader)}`);
     }
   };
   step = () => {
@@ -243,5 +252,5 @@ const per = (ns: bigint) => (Number(ns) / puts).toFixed(0);
 console.log(
   R === 1
     ? `${dist}: R=1 worker ${per(leaderNs)} ns per put (${SLICES} slices, batches of ${BATCH}, ${puts} puts)`
-    : `${dist}: R=3 total ${per(leaderNs + followerNs)} ns per put (leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)}; ${SLICES} slices, batches of ${BATCH}, ${puts} puts${COMPACT ? `, ${compactions} compactions: ${per(compactNs)} ns per put of the total` : ''})`,
+    : `${dist}: R=3 total ${per(leaderNs + followerNs)} ns per put (leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)}; ${SLICES} slices, batches of ${BATCH}, ${puts} puts${IDS ? ', request ids' : ''}${COMPACT ? `, ${compactions} compactions: ${per(compactNs)} ns per put of the total` : ''})`,
 );

@@ -1837,6 +1837,211 @@ export function checkSliceChanges(effects: unknown, requests: AppliedListParts |
   }
 }
 
+/** Where a list of set-effects of `slice` that checkSliceChanges takes ends (its header at `at`), read by its msgpack
+ * headers alone, without building a value; -1 when not sure. A follower checks every record it is sent before it
+ * logs it, and decoded whole for that (its items built, then dropped until the apply decodes it again) the check was
+ * as much of its CPU as the apply's decode, and garbage besides (bench/README.md, "A follower's check without a
+ * decode"). Only the common layout is read: each effect [set, table, slice, key, item, bytes] with whole numbers as
+ * msgpackr writes them up to 32 bits, a string key, an item map of string names whose values are strings, booleans,
+ * nil, bins, finite numbers and lists of those (nested no deeper than isValue allows); anything else (another kind of
+ * effect, a nested map, which may be a set's or a decimal's tag, an ext, a 64-bit or non-finite number) answers -1,
+ * and the caller decodes and checks it whole, so what a follower refuses is decided there, as before. */
+export function setEffectsEnd(b: Uint8Array, at: number, slice: number): number {
+  let count: number;
+  [count, at] = listHeaderAt(b, at);
+  for (let i = 0; i < count && at >= 0; i++) {
+    if (b[at] !== 0x96 || b[at + 1] !== EFFECT_SET) return -1;
+    at += 2;
+    const table = plainUint(b, at);
+    if (table < 0) return -1;
+    at += uintWidth(b[at]);
+    if (plainUint(b, at) !== slice) return -1;
+    at += uintWidth(b[at]);
+    at = stringEnd(b, at);
+    if (at < 0) return -1;
+    at = itemMapEnd(b, at);
+    if (at < 0 || plainUint(b, at) < 0) return -1;
+    at += uintWidth(b[at]);
+  }
+  return at <= b.length ? at : -1;
+}
+
+/** Where the request ids of a record's changes end (AppliedListParts' five after its effects: instances, counters, of,
+ * ats, answers, at `at`), read by their msgpack headers as checkSliceChanges checks them for a record; -1 when not
+ * sure. Only the common layout: every answer null (a put's, most writes'), `of` null or a list, `ats` one time or a
+ * list, numbers whole or as msgpackr writes one past 32 bits (a float 64). The caller decodes anything else. */
+export function plainRequestsEnd(b: Uint8Array, at: number): number {
+  let instances: number;
+  [instances, at] = listHeaderAt(b, at);
+  if (at < 0 || instances === 0) return -1;
+  for (let i = 0; i < instances && at >= 0; i++) {
+    const v = plainNumber(b, at);
+    at = Number.isSafeInteger(v) && v >= 0 && v <= REQUEST_ID_INSTANCE_MAX ? numberEnd(b, at) : -1;
+  }
+  if (at < 0) return -1;
+  let n: number;
+  [n, at] = listHeaderAt(b, at);
+  if (at < 0 || n === 0) return -1;
+  for (let i = 0; i < n && at >= 0; i++) {
+    const v = plainNumber(b, at);
+    at = Number.isSafeInteger(v) && v > 0 ? numberEnd(b, at) : -1;
+  }
+  if (at < 0) return -1;
+  if (b[at] === 0xc0) {
+    if (instances !== 1) return -1;
+    at++;
+  } else {
+    let count: number;
+    [count, at] = listHeaderAt(b, at);
+    if (at < 0 || count !== n) return -1;
+    for (let i = 0; i < n && at >= 0; i++) {
+      const v = plainNumber(b, at);
+      at = Number.isSafeInteger(v) && v >= 0 && v < instances ? numberEnd(b, at) : -1;
+    }
+    if (at < 0) return -1;
+  }
+  const time = plainNumber(b, at);
+  if (Number.isFinite(time) && time >= 0) at = numberEnd(b, at);
+  else {
+    let count: number;
+    [count, at] = listHeaderAt(b, at);
+    if (at < 0 || count !== n) return -1;
+    for (let i = 0; i < n && at >= 0; i++) {
+      const v = plainNumber(b, at);
+      at = Number.isFinite(v) && v >= 0 ? numberEnd(b, at) : -1;
+    }
+    if (at < 0) return -1;
+  }
+  return b[at] === 0xc0 ? at + 1 : -1;
+}
+
+/** The number at `at` as msgpackr decodes it (a positive fixint, uint 8, 16, 32, float 64), or NaN for any other. */
+function plainNumber(b: Uint8Array, at: number): number {
+  if (b[at] === 0xcb) {
+    if (at + 9 > b.length) return NaN;
+    // Big-endian into the scratch's bytes, little-endian on every machine Node runs on here (asserted below).
+    for (let i = 0; i < 8; i++) float64Bytes[7 - i] = b[at + 1 + i];
+    return float64[0];
+  }
+  const v = plainUint(b, at);
+  return v < 0 ? NaN : v;
+}
+
+const float64 = new Float64Array(1);
+const float64Bytes = new Uint8Array(float64.buffer);
+float64[0] = 1;
+assert(float64Bytes[7] === 0x3f, 'a float 64 is read little-endian from its scratch');
+
+/** Where the number plainNumber read ends. */
+const numberEnd = (b: Uint8Array, at: number): number => at + (b[at] === 0xcb ? 9 : uintWidth(b[at]));
+
+/** A list's count and where its first element is, or [0, -1] if no list header is at `at`. */
+function listHeaderAt(b: Uint8Array, at: number): [count: number, at: number] {
+  const t = b[at];
+  if (t >= 0x90 && t <= 0x9f) return [t & 0x0f, at + 1];
+  if (t === 0xdc && at + 3 <= b.length) return [u16(b, at), at + 3];
+  if (t === 0xdd && at + 5 <= b.length) return [u32(b, at), at + 5];
+  return [0, -1];
+}
+
+/** The bytes a whole number's tag and body take, for the tags plainUint reads. */
+const uintWidth = (t: number): number => (t <= 0x7f ? 1 : t === 0xcc ? 2 : t === 0xcd ? 3 : 5);
+
+/** The whole number at `at` (a positive fixint, uint 8, 16 or 32), or -1. */
+function plainUint(b: Uint8Array, at: number): number {
+  const t = b[at];
+  if (t === undefined) return -1;
+  if (t <= 0x7f) return t;
+  if (t === 0xcc && at + 2 <= b.length) return b[at + 1];
+  if (t === 0xcd && at + 3 <= b.length) return u16(b, at);
+  if (t === 0xce && at + 5 <= b.length) return u32(b, at);
+  return -1;
+}
+
+/** Where the string at `at` ends, or -1. */
+function stringEnd(b: Uint8Array, at: number): number {
+  const t = b[at];
+  const end = t >= 0xa0 && t <= 0xbf ? at + 1 + (t & 0x1f) : t === 0xd9 && at + 2 <= b.length ? at + 2 + b[at + 1] : t === 0xda && at + 3 <= b.length ? at + 3 + u16(b, at) : t === 0xdb && at + 5 <= b.length ? at + 5 + u32(b, at) : -1;
+  return end <= b.length ? end : -1;
+}
+
+/** Where an item's map at `at` ends (string names, isValue's values at depth 0), or -1. */
+function itemMapEnd(b: Uint8Array, at: number): number {
+  const t = b[at];
+  let count: number;
+  if (t >= 0x80 && t <= 0x8f) [count, at] = [t & 0x0f, at + 1];
+  else if (t === 0xde && at + 3 <= b.length) [count, at] = [u16(b, at), at + 3];
+  else if (t === 0xdf && at + 5 <= b.length) [count, at] = [u32(b, at), at + 5];
+  else return -1;
+  for (let i = 0; i < count && at >= 0; i++) {
+    at = stringEnd(b, at);
+    if (at >= 0) at = plainValueEnd(b, at, 0);
+  }
+  return at;
+}
+
+/** Where a value that isValue takes at `depth` ends (of the kinds setEffectsEnd reads), or -1. */
+function plainValueEnd(b: Uint8Array, at: number, depth: number): number {
+  if (depth > VALUE_DEPTH_MAX) return -1;
+  const t = b[at];
+  let end: number;
+  if (t === undefined) return -1;
+  if (t <= 0x7f || t >= 0xe0) end = at + 1; // fixint
+  else if (t >= 0x90 && t <= 0x9f) return plainListEnd(b, at + 1, t & 0x0f, depth);
+  else if (t >= 0xa0 && t <= 0xbf) end = at + 1 + (t & 0x1f); // fixstr
+  else {
+    switch (t) {
+      case 0xc0: // nil, false, true
+      case 0xc2:
+      case 0xc3:
+        end = at + 1;
+        break;
+      case 0xc4: // bin 8, 16, 32 and str 8, 16, 32
+      case 0xd9:
+        end = at + 2 + (b[at + 1] ?? b.length);
+        break;
+      case 0xc5:
+      case 0xda:
+        end = at + 3 > b.length ? -1 : at + 3 + u16(b, at);
+        break;
+      case 0xc6:
+      case 0xdb:
+        end = at + 5 > b.length ? -1 : at + 5 + u32(b, at);
+        break;
+      case 0xca: // float 32, 64: finite (the exponent not all ones)
+        end = (b[at + 1] & 0x7f) === 0x7f && (b[at + 2] & 0x80) === 0x80 ? -1 : at + 5;
+        break;
+      case 0xcb:
+        end = (b[at + 1] & 0x7f) === 0x7f && (b[at + 2] & 0xf0) === 0xf0 ? -1 : at + 9;
+        break;
+      case 0xcc: // uint 8, 16, 32; int 8, 16, 32 (64-bit ones may decode as a BigInt: not read here)
+      case 0xd0:
+        end = at + 2;
+        break;
+      case 0xcd:
+      case 0xd1:
+        end = at + 3;
+        break;
+      case 0xce:
+      case 0xd2:
+        end = at + 5;
+        break;
+      case 0xdc:
+        return at + 3 > b.length ? -1 : plainListEnd(b, at + 3, u16(b, at), depth);
+      case 0xdd:
+        return at + 5 > b.length ? -1 : plainListEnd(b, at + 5, u32(b, at), depth);
+      default:
+        return -1; // a map (a set's or a decimal's tag has rules of its own), an ext, 0xc1, a 64-bit whole number
+    }
+  }
+  return end >= 0 && end <= b.length ? end : -1;
+}
+
+function plainListEnd(b: Uint8Array, at: number, count: number, depth: number): number {
+  for (let i = 0; i < count && at >= 0; i++) at = plainValueEnd(b, at, depth + 1);
+  return at;
+}
+
 /** An item as stored: a map of values (system attributes included, so names are not checked as a client's are). */
 function checkItem(item: unknown, where: string): void {
   if (!isPlainObject(item)) fail(`${where}: not a map of attributes`);

@@ -5,7 +5,7 @@ import { Packr, Unpackr } from 'msgpackr';
 import { PACKED_ITEM_CACHE_BYTES_MAX, REPLICATED_SCRATCH_BYTES_INITIAL, REPLICATED_SCRATCH_KEPT_BYTES_MAX } from '../shared/limits.js';
 import { assert } from '../shared/errors.js';
 import { arrayHeaderBytes, putArrayHeader, putStrHeader, putUint, strHeaderBytes, uintBytes } from '../shared/msgpack-writer.js';
-import { checkSliceChanges, EFFECT_SET, listHeader, MalformedFrame, skipValue } from '../shared/protocol.js';
+import { checkSliceChanges, EFFECT_SET, listHeader, MalformedFrame, plainRequestsEnd, setEffectsEnd, skipValue } from '../shared/protocol.js';
 import type { Effect } from './partition.js';
 import type { AppliedList } from './replication/applied-requests.js';
 
@@ -269,6 +269,16 @@ export function decodeReplicatedFromPeer(bytes: Uint8Array, slice: number, snaps
   const [, effects, instances, counters, of, ats, answers] = v as WithRequests;
   checkSliceChanges(effects, { instances, counters, of, ats, answers }, slice, snapshot);
   return { effects, requests: { instances, counters, of, ats, answers } };
+}
+
+/** Whether a peer's record payload is certainly changes of `slice` that decodeReplicatedFromPeer takes, read by its
+ * msgpack headers without building a value (shared/protocol.ts setEffectsEnd, plainRequestsEnd: set-effects of plain
+ * items, with or without request ids whose answers are null: most records); false when not sure, and the caller
+ * decodes and checks it whole (decodeReplicatedFromPeer), which decides what is refused and says why. */
+export function isPlainReplicated(bytes: Uint8Array, slice: number): boolean {
+  if (!(bytes[0] === 0x97 && bytes[1] === WITH_REQUESTS)) return setEffectsEnd(bytes, 0, slice) === bytes.length;
+  const end = setEffectsEnd(bytes, 2, slice);
+  return end >= 0 && plainRequestsEnd(bytes, end) === bytes.length;
 }
 
 export interface SnapshotEnd {

@@ -20,7 +20,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { isClientRequestId, MalformedFrame, requestIdOf, RESULT_ERROR, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
-import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf, type ReplicatedChanges } from '../log-format.js';
+import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicatedEach, encodeReplicatedItems, isPlainReplicated, itemTextsOf, type ReplicatedChanges } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
@@ -297,14 +297,17 @@ export class SliceReplicas {
     return null;
   }
 
-  /** Why `bytes` (a record's payload, or a snapshot's state) are not changes of `slice`, or null. Decoded whole to be
-   * checked. A record's decoded changes are dropped: it is applied a round trip later (with the commit point that
+  /** Why `bytes` (a record's payload, or a snapshot's state) are not changes of `slice`, or null. A record in the
+   * common layout (set-effects of plain items) is read by its msgpack headers alone, no value built
+   * (isPlainReplicated); any other, and a snapshot's state, is decoded whole to be checked, which decides what is
+   * refused. A record's decoded changes are dropped: it is applied a round trip later (with the commit point that
    * covers it) and decoded again then (decodeReplicated). Kept decoded until then (in a WeakMap keyed by the bytes),
    * its items outlived the young generation's collections and cost a follower more than the second decode does
    * (bench/README.md, "A follower decodes a payload twice"). A snapshot's are kept in checkedState: its restore
    * follows at once. */
   private check(slice: number, bytes: Uint8Array, snapshot: boolean): string | null {
     this.checkedState = null;
+    if (!snapshot && isPlainReplicated(bytes, slice)) return null;
     try {
       const changes = decodeReplicatedFromPeer(bytes, slice, snapshot);
       if (snapshot) this.checkedState = { bytes, changes };
