@@ -13,7 +13,7 @@ import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { LEADER_HANDOVER_BEFORE_CHANGE_MS, REPLICA_LEASE_MS } from '../shared/limits.js';
+import { LEADER_HANDOVER_BEFORE_CHANGE_MS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -1234,6 +1234,23 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     q.sent(0, [[4, { type: 'Prepare', term: 10 }]], 400);
     q.answered(0, [[4, { type: 'Prepared', term: 10, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }]]);
     expect(q.firstAsked(0)).toBeUndefined();
+  });
+
+  it('a worker that answers nothing costs bounded memory: its oldest question kept, the newer folded, answers still clear', () => {
+    // One worker, stuck with its link open: asked on, a Ping a question, three times the cap.
+    const q = new OpenQuestions(() => 1);
+    const n = 3 * OPEN_QUESTIONS_PER_WORKER_MAX;
+    for (let i = 0; i < n - 1; i++) q.sent(0, [[i % 1000, { type: 'Ping', seq: i }]], 1_000 + i);
+    q.sent(0, [[5_000, { type: 'Ping', seq: 0 }]], 1_000 + n - 1);
+    expect(q.openCount(0), 'questions kept').toBeLessThanOrEqual(OPEN_QUESTIONS_PER_WORKER_MAX);
+    expect(q.firstAsked(0), 'silence from the oldest').toBe(1_000);
+    // Its oldest answered: the node owes the next one, whose time the folded questions kept.
+    q.answered(0, [[0, pong(0)]]);
+    expect(q.firstAsked(0)).toBe(1_001);
+    // Its newest answered: it took every one before.
+    q.answered(0, [[5_000, pong(0)]]);
+    expect(q.firstAsked(0)).toBeUndefined();
+    expect(q.openCount(0)).toBe(0);
   });
 
   it('a question the worker dropped is asked again once, and one of a slice the node no longer replicates is dropped', () => {

@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
@@ -95,7 +95,24 @@ export class OpenQuestions {
     let workers = this.byNode.get(node);
     if (workers === undefined) this.byNode.set(node, (workers = []));
     const w = this.workerOf(node, slice);
-    (workers[w] ??= []).push({ slice, term, at, again: false });
+    const q = (workers[w] ??= []);
+    if (q.length >= OPEN_QUESTIONS_PER_WORKER_MAX) {
+      // A worker that answers nothing (stuck, its link open) is asked on: bounded memory. The oldest stays (its time
+      // decides silence, and its answer clears it alone); the newer half goes, folded into the question after it,
+      // which takes the first one's time: in order, its answer (or a later one) says the worker took them all, and
+      // until then the node's silence counts from the first. An answer to a folded-away one clears nothing by itself.
+      const half = OPEN_QUESTIONS_PER_WORKER_MAX >> 1;
+      q[half + 1].at = q[1].at;
+      q.splice(1, half);
+    }
+    q.push({ slice, term, at, again: false });
+  }
+
+  /** How many questions `node` owes (its workers' together). */
+  openCount(node: number): number {
+    let n = 0;
+    for (const q of this.byNode.get(node) ?? []) n += q?.length ?? 0;
+    return n;
   }
 
   /** Answers from `node` (one frame's entries, a Pongs one per slice): each clears the question it answers and those
@@ -457,7 +474,7 @@ export class ReplicaLeaders {
     const sinceFrame = now - (this.lastFrameAt.get(node) ?? now);
     const sinceAsked = now - (this.questions.firstAsked(node) ?? now);
     this.lastFrameAt.set(node, now);
-    if (sinceFrame > 500 || sinceAsked > 500) console.log(`keyslice heard node ${node} at ${Date.now()} sinceFrame=${Math.round(sinceFrame)} sinceAsked=${Math.round(sinceAsked)}`);
+    if (sinceFrame > 500 || sinceAsked > 500) console.log(`keyslice heard node ${node} at ${Date.now()} sinceFrame=${Math.round(sinceFrame)} sinceAsked=${Math.round(sinceAsked)} open=${this.questions.openCount(node)}`);
   }
 
   private receiveOne(node: number, slice: number, message: ReplicationMessage): void {
