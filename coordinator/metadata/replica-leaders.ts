@@ -55,6 +55,8 @@ interface Question {
   slice: number;
   /** The Prepare's term; 0: a Ping. */
   term: number;
+  /** A Ping's seq, which OpenQuestions.sent gave it (its Pong says it back); 0 for a Prepare. */
+  seq: number;
   /** When it was sent (performance.now). */
   at: number;
   /** Asked again (OpenQuestions.stale): once. */
@@ -63,8 +65,8 @@ interface Question {
 
 /** What the coordinator asked each node that it has not answered, per worker there in the order sent (a Ping or a
  * Prepare of a slice), so that a node counts as silent from the first question left unanswered (failover.ts
- * heardLately) and only an answer to a question clears it: a Pong answers a Ping of its slice (a Pongs, one per
- * slice), a Prepared a Prepare of its slice and term, a Refused a Prepare of its slice whose term is at most the one
+ * heardLately) and only an answer to a question clears it: a Pong answers the Ping of its slice and seq (a Pongs,
+ * one per slice; seqs given here, sent), a Prepared a Prepare of its slice and term, a Refused a Prepare of its slice whose term is at most the one
  * the replica says it promised (it took that Prepare). Other frames, and answers to questions of other workers,
  * clear nothing. A worker takes the coordinator's messages in the order sent (its node hands it a turn's at once, in
  * order), so an answer also clears the questions sent to that worker before the one it answers: the worker took
@@ -74,6 +76,9 @@ export class OpenQuestions {
   /** node -> worker (workerOf) -> questions, oldest first. */
   private readonly byNode = new Map<number, Question[][]>();
 
+  /** The last seq given a Ping (sent). */
+  private lastSeq = 0;
+
   constructor(private readonly workerCount: (node: number) => number) {}
 
   private workerOf(node: number, slice: number): number {
@@ -81,17 +86,29 @@ export class OpenQuestions {
     return n > 0 ? workerOf(slice, n) : 0;
   }
 
-  /** A Replicate frame's entries went to `node` at `at`: its Pings and Prepares (a Pings folds several) are asked. */
+  /** A Replicate frame's entries go to `node` at `at`: its Pings and Prepares (a Pings folds several) are asked. Each
+   * Ping is given its own seq here, whatever its sender put (nothing else reads a Pong's), so that its Pong answers
+   * it and no other: a worker drops a Ping of a slice it does not replicate (yet), and a Pong matched to such an
+   * earlier Ping of its slice left the one it answered open, counted as unanswered (a follower's probes and the
+   * re-asks all say seq 0: each re-ask's Pong then cleared the one before, and the last stood open and was asked
+   * again, without end). Unique among a node's open questions: a worker keeps at most
+   * OPEN_QUESTIONS_PER_WORKER_MAX of them, far fewer than the 2^32 seqs before one comes again. */
   sent(node: number, entries: readonly DecodedReplicateEntry[], at: number): void {
     for (const [slice, m] of entries) {
       if (m.type === 'Pings') {
-        for (let i = 0; i < m.slices.length; i += PING_NUMBERS) this.ask(node, m.slices[i], 0, at);
-      } else if (m.type === 'Ping') this.ask(node, slice, 0, at);
-      else if (m.type === 'Prepare') this.ask(node, slice, m.term, at);
+        for (let i = 0; i < m.slices.length; i += PING_NUMBERS) this.ask(node, m.slices[i], 0, (m.slices[i + 1] = this.nextSeq()), at);
+      } else if (m.type === 'Ping') this.ask(node, slice, 0, (m.seq = this.nextSeq()), at);
+      else if (m.type === 'Prepare') this.ask(node, slice, m.term, 0, at);
     }
   }
 
-  private ask(node: number, slice: number, term: number, at: number): void {
+  /** 1 to 2^32 - 1, again from 1 after (a msgpack uint32: a Ping's seq is a whole number >= 0). */
+  private nextSeq(): number {
+    this.lastSeq = this.lastSeq >= 0xffff_ffff ? 1 : this.lastSeq + 1;
+    return this.lastSeq;
+  }
+
+  private ask(node: number, slice: number, term: number, seq: number, at: number): void {
     let workers = this.byNode.get(node);
     if (workers === undefined) this.byNode.set(node, (workers = []));
     const w = this.workerOf(node, slice);
@@ -105,7 +122,7 @@ export class OpenQuestions {
       q[half + 1].at = q[1].at;
       q.splice(1, half);
     }
-    q.push({ slice, term, at, again: false });
+    q.push({ slice, term, seq, at, again: false });
   }
 
   /** How many questions `node` owes (its workers' together). */
@@ -133,8 +150,8 @@ export class OpenQuestions {
     };
     for (const [slice, m] of entries) {
       if (m.type === 'Pongs') {
-        for (let i = 0; i < m.slices.length; i += PONG_NUMBERS) answer(m.slices[i], (q) => q.term === 0);
-      } else if (m.type === 'Pong') answer(slice, (q) => q.term === 0);
+        for (let i = 0; i < m.slices.length; i += PONG_NUMBERS) answer(m.slices[i], (q) => q.term === 0 && q.seq === m.slices[i + 1]);
+      } else if (m.type === 'Pong') answer(slice, (q) => q.term === 0 && q.seq === m.seq);
       else if (m.type === 'Prepared') answer(slice, (q) => q.term === m.term);
       else if (m.type === 'Refused') answer(slice, (q) => q.term > 0 && q.term <= m.term);
     }
