@@ -1406,6 +1406,49 @@ describe("a remove's handover given up", () => {
   }, 30_000);
 });
 
+describe("a remove whose leadership handover's map save fails", () => {
+  it('is refused at once, saying what was handed over before; the node stays, its remove not marked under way, and a retry removes it', async () => {
+    // 4 nodes at R=3; node 3 leads some slices. handOver patched: its first turn hands one slice over (saved), its
+    // second turn's save fails (MapSaveError, as ReplicaLeaders.handOver tells it after its log), so the remove is
+    // refused then, not after LEADER_HANDOVER_BEFORE_CHANGE_MS.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    settle(map);
+    const x = 3;
+    expect(map.slicesOf(x).length).toBeGreaterThan(0);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; removing: Set<number>; links: { state: string }[] };
+    clearInterval(inside.timer);
+    inside.isUp = () => true;
+    let turns = 0;
+    const handOver = (_moves: readonly unknown[], unsaved?: (err: MapSaveError) => void) => {
+      if (++turns === 1) return 1;
+      unsaved?.(new MapSaveError(join(dir, 'cluster-map.json'), new Error('ENOSPC: no space left on device')));
+      return 0;
+    };
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, holdsTerm: () => true, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], handOver });
+    try {
+      const asked = performance.now();
+      const err: unknown = await m.remove(map.nodes[x]).then(() => null, (e: unknown) => e);
+      expect(performance.now() - asked, 'ms the refused remove took').toBeLessThan(LEADER_HANDOVER_BEFORE_CHANGE_MS / 2);
+      expect(turns, 'refused at the handover turn whose save failed').toBe(2);
+      expect(err).toMatchObject({
+        code: 'Unavailable',
+        message: expect.stringMatching(/node .* was not removed: cannot write the cluster map .*ENOSPC.*; nothing was changed but the leadership of 1 slice it had, handed to other replicas first \(it is still in the cluster and serving\), retry/),
+      });
+      expect(map.statusOf(x), 'not removed').toBe('active');
+      expect(inside.links[x].state, "the node's link is not closed").not.toBe('closed');
+      expect(inside.removing.has(x), 'no remove of it under way').toBe(false);
+      // A retry whose handovers save (none made here: given up at the bound) removes it.
+      Object.assign(m.leaders as unknown as Record<string, unknown>, { handOver: () => 0 });
+      await m.remove(map.nodes[x]);
+      expect(map.statusOf(x)).toBe('removed');
+    } finally {
+      m.close();
+    }
+  }, 30_000);
+});
+
 describe('keyslice remove --forget-data that cannot finish', () => {
   // 3 nodes at R=1; node 2's slices are given up. The targets' links are stand-ins that answer every op and say which
   // they got; node 2's link is closed for the hand-over. Whatever stops the remove after the hand-over (the map's save,
