@@ -201,6 +201,14 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS = 1_500;
 /** How often a leader's liveness is asked; how long an election waits for a majority before it
  * starts again at a newer term; records a leader sends a follower in one append. */
 export const LEADER_HEARTBEAT_INTERVAL_MS = 500;
+/** Questions (a Ping or a Prepare) the coordinator keeps per worker of a node that has not answered them
+ * (OpenQuestions in coordinator/metadata/replica-leaders.ts), so that a worker stuck with its node's link open, still
+ * asked a Ping per led slice each ping interval and a Prepare per election, costs bounded memory (at most
+ * WORKERS_PER_NODE_MAX times this a node, about 48 bytes each). Past it the oldest is kept (its time decides the
+ * node's silence) and the newer half folded into the question after them, which keeps their time. Four times the
+ * default slice count: a healthy worker owes at most its slices' questions of about two ping intervals (it answers
+ * within 1.5), so it is not reached at the defaults. */
+export const OPEN_QUESTIONS_PER_WORKER_MAX = 4 * SLICE_COUNT_DEFAULT;
 /** A leader that misses the heartbeat timeout, or an election that misses its timeout, while its node (or the
  * nodes it waits on) still answer other slices' messages is slow, not gone: it gets this many times the timeout
  * before another election (coordinator/metadata/failover.ts). Under repeated SIGKILLs on a loaded machine, new

@@ -13,7 +13,7 @@ import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { LEADER_HANDOVER_BEFORE_CHANGE_MS, REPLICA_LEASE_MS } from '../shared/limits.js';
+import { LEADER_HANDOVER_BEFORE_CHANGE_MS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -1106,8 +1106,8 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
       (leaders as unknown as { tick(): void }).tick();
       await new Promise((r) => setImmediate(r)); // the flush the tick queued
       for (const [node, box] of sent.entries()) {
-        // A round: the leaders' Pings a node took in one turn (a ping interval's).
-        if (box.some(([, m]) => m.type === 'Ping' && m.seq > 0)) pingRounds.set(node, (pingRounds.get(node) ?? 0) + 1);
+        // A round: the leaders' Pings a node took in one turn (a ping interval's), not a lone one asked again (askAgain).
+        if (box.filter(([slice, m]) => m.type === 'Ping' && leads.get(slice)?.node === node).length > 1) pingRounds.set(node, (pingRounds.get(node) ?? 0) + 1);
         for (const [slice, m] of box.splice(0)) {
           const key = `${node}/${slice}`;
           if (m.type === 'Prepare') {
@@ -1204,36 +1204,93 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
 
 describe('what answers a question the coordinator asked a node (OpenQuestions)', () => {
   const pong = (seq: number) => ({ type: 'Pong' as const, seq, term: 3, leading: true, commitTerm: 3, lastIndex: 9 });
+  /** The seq `sent` gave the Ping of `slice` in `frame` (a Ping's, or its part of a Pings), which its Pong says back. */
+  const seqOf = (frame: DecodedReplicateEntry[], slice: number): number => {
+    for (const [s, m] of frame) {
+      if (m.type === 'Ping' && s === slice) return m.seq;
+      if (m.type === 'Pings') for (let i = 0; i < m.slices.length; i += PING_NUMBERS) if (m.slices[i] === slice) return m.slices[i + 1];
+    }
+    throw new Error(`no Ping of slice ${slice}`);
+  };
   it('each answer the node sends for what it was asked clears it, and the questions its worker took before; nothing else does', () => {
     // Node 0 of two workers (slice % 2).
     const q = new OpenQuestions(() => 2);
-    q.sent(0, [[4, { type: 'Prepare', term: 7 }], [2, pingsOf([[2, { type: 'Ping', seq: 1 }], [6, { type: 'Ping', seq: 1 }]])], [3, { type: 'Ping', seq: 1 }]], 100);
-    q.sent(0, [[8, { type: 'Ping', seq: 2 }]], 200);
+    const first: DecodedReplicateEntry[] = [[4, { type: 'Prepare', term: 7 }], [2, pingsOf([[2, { type: 'Ping', seq: 1 }], [6, { type: 'Ping', seq: 1 }]])], [3, { type: 'Ping', seq: 1 }]];
+    q.sent(0, first, 100);
+    const second: DecodedReplicateEntry[] = [[8, { type: 'Ping', seq: 2 }]];
+    q.sent(0, second, 200);
     expect(q.firstAsked(0)).toBe(100);
-    // Frames that answer nothing asked: a Pong of a slice not asked, a Prepared of another term, a refusal of a term
-    // older than the Prepare's (a Lead's), a Pong of another node's.
-    q.answered(0, [[10, pong(1)], [4, { type: 'Prepared', term: 6, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }], [4, { type: 'Refused', term: 6, code: 'StaleTerm', message: '', lastIndex: 0, commitIndex: 0 }]]);
+    // Frames that answer nothing asked: a Pong of a slice not asked, a Pong of a slice asked but of another seq, a
+    // Prepared of another term, a refusal of a term older than the Prepare's (a Lead's), a Pong of another node's.
+    q.answered(0, [[10, pong(seqOf(first, 6))], [6, pong(seqOf(first, 6) + 100)], [4, { type: 'Prepared', term: 6, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }], [4, { type: 'Refused', term: 6, code: 'StaleTerm', message: '', lastIndex: 0, commitIndex: 0 }]]);
     q.answered(1, [[4, { type: 'Prepared', term: 7, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }]]);
     expect(q.firstAsked(0)).toBe(100);
     // The odd worker's answer clears its question alone.
-    q.answered(0, [[3, pong(1)]]);
+    q.answered(0, [[3, pong(seqOf(first, 3))]]);
     expect(q.firstAsked(0)).toBe(100);
     // A Pongs (one worker's answers of a turn folded): slice 6's Pong answers its Ping, and the Prepare and slice 2's
     // Ping sent to that worker before it (taken: the Prepared comes after its sync; nothing followed for slice 2).
     const numbers: number[] = [];
-    pongInto(numbers, 6, pong(1));
+    pongInto(numbers, 6, pong(seqOf(first, 6)));
     q.answered(0, [[6, { type: 'Pongs', slices: numbers }]]);
     expect(numbers.length).toBe(PONG_NUMBERS);
     expect(q.firstAsked(0)).toBe(200);
     // A Prepared, or a refusal naming the Prepare's term or a newer one, answers the Prepare.
     q.sent(0, [[4, { type: 'Prepare', term: 8 }]], 300);
-    q.answered(0, [[8, pong(2)]]);
+    q.answered(0, [[8, pong(seqOf(second, 8))]]);
     expect(q.firstAsked(0)).toBe(300);
     q.answered(0, [[4, { type: 'Refused', term: 9, code: 'StaleTerm', message: '', lastIndex: 0, commitIndex: 0 }]]);
     expect(q.firstAsked(0)).toBeUndefined();
     q.sent(0, [[4, { type: 'Prepare', term: 10 }]], 400);
     q.answered(0, [[4, { type: 'Prepared', term: 10, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }]]);
     expect(q.firstAsked(0)).toBeUndefined();
+  });
+
+  it('a worker that answers nothing costs bounded memory: its oldest question kept, the newer folded, answers still clear', () => {
+    // One worker, stuck with its link open: asked on, a Ping a question, three times the cap.
+    const q = new OpenQuestions(() => 1);
+    const n = 3 * OPEN_QUESTIONS_PER_WORKER_MAX;
+    const frames = Array.from({ length: n }, (_, i): DecodedReplicateEntry[] => [[i % 1000, { type: 'Ping', seq: 0 }]]);
+    frames.forEach((f, i) => q.sent(0, f, 1_000 + i));
+    expect(q.openCount(0), 'questions kept').toBeLessThanOrEqual(OPEN_QUESTIONS_PER_WORKER_MAX);
+    expect(q.firstAsked(0), 'silence from the oldest').toBe(1_000);
+    // An answer to a folded-away question clears nothing.
+    q.answered(0, [[5, pong(seqOf(frames[5], 5))]]);
+    expect(q.firstAsked(0)).toBe(1_000);
+    // Its oldest answered: the node owes the next one, whose time the folded questions kept.
+    q.answered(0, [[0, pong(seqOf(frames[0], 0))]]);
+    expect(q.firstAsked(0)).toBe(1_001);
+    // Its newest answered: it took every one before.
+    q.answered(0, [[(n - 1) % 1000, pong(seqOf(frames[n - 1], (n - 1) % 1000))]]);
+    expect(q.firstAsked(0)).toBeUndefined();
+    expect(q.openCount(0)).toBe(0);
+  });
+
+  it('a Pong answers its own Ping, not one of its slice that the worker dropped: asked again once, not without end', () => {
+    // A worker that drops the Pings of slice 4 until its assignment comes, then answers each at once with the seq it
+    // was sent; the coordinator asks again, as askAgain does, a first question left open half a ping interval.
+    const q = new OpenQuestions(() => 1);
+    let assigned = false;
+    const ask = (frame: DecodedReplicateEntry[], at: number) => {
+      q.sent(0, frame, at);
+      if (assigned) q.answered(0, frame.map(([slice, m]): DecodedReplicateEntry => [slice, pong(m.type === 'Ping' ? m.seq : -1)]));
+    };
+    // A new follower's probe (seq 0, as failover.ts sends one) overtook its assignment; the next one, a ping interval
+    // later, is answered; none follows (the change settled).
+    ask([[4, { type: 'Ping', seq: 0 }]], 0);
+    assigned = true;
+    ask([[4, { type: 'Ping', seq: 0 }]], 500);
+    let again = 0;
+    for (let t = 550; t <= 10_000; t += 50) {
+      const stale: number[] = [];
+      q.stale(0, t - 250, () => true, (slice) => stale.push(slice));
+      for (const slice of stale) {
+        again++;
+        ask([[slice, { type: 'Ping', seq: 0 }]], t);
+      }
+    }
+    expect(q.firstAsked(0), 'it answered what it took').toBeUndefined();
+    expect(again, 'Pings asked again in 9.5 s').toBeLessThanOrEqual(1);
   });
 
   it('a question the worker dropped is asked again once, and one of a slice the node no longer replicates is dropped', () => {
@@ -1246,8 +1303,9 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     q.stale(0, 100, () => true, (slice) => again.push(slice));
     q.stale(0, 300, () => true, (slice) => again.push(slice));
     expect(again, 'once').toEqual([4]);
-    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 350);
-    q.answered(0, [[4, pong(0)]]);
+    const asked: DecodedReplicateEntry[] = [[4, { type: 'Ping', seq: 0 }]];
+    q.sent(0, asked, 350);
+    q.answered(0, [[4, pong(seqOf(asked, 4))]]);
     expect(q.firstAsked(0), 'the answer to it clears the dropped Prepare').toBeUndefined();
     // A question of a slice whose set no longer holds the node: dropped, not asked again.
     q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 400);
@@ -1343,6 +1401,49 @@ describe("a remove's handover given up", () => {
       expect(inside.handoversGivenUp, 'counted once').toBe(led);
     } finally {
       rmSync(tmp, { recursive: true, force: true });
+      m.close();
+    }
+  }, 30_000);
+});
+
+describe("a remove whose leadership handover's map save fails", () => {
+  it('is refused at once, saying what was handed over before; the node stays, its remove not marked under way, and a retry removes it', async () => {
+    // 4 nodes at R=3; node 3 leads some slices. handOver patched: its first turn hands one slice over (saved), its
+    // second turn's save fails (MapSaveError, as ReplicaLeaders.handOver tells it after its log), so the remove is
+    // refused then, not after LEADER_HANDOVER_BEFORE_CHANGE_MS.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    settle(map);
+    const x = 3;
+    expect(map.slicesOf(x).length).toBeGreaterThan(0);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; removing: Set<number>; links: { state: string }[] };
+    clearInterval(inside.timer);
+    inside.isUp = () => true;
+    let turns = 0;
+    const handOver = (_moves: readonly unknown[], unsaved?: (err: MapSaveError) => void) => {
+      if (++turns === 1) return 1;
+      unsaved?.(new MapSaveError(join(dir, 'cluster-map.json'), new Error('ENOSPC: no space left on device')));
+      return 0;
+    };
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, holdsTerm: () => true, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], handOver });
+    try {
+      const asked = performance.now();
+      const err: unknown = await m.remove(map.nodes[x]).then(() => null, (e: unknown) => e);
+      expect(performance.now() - asked, 'ms the refused remove took').toBeLessThan(LEADER_HANDOVER_BEFORE_CHANGE_MS / 2);
+      expect(turns, 'refused at the handover turn whose save failed').toBe(2);
+      expect(err).toMatchObject({
+        code: 'Unavailable',
+        message: expect.stringMatching(/node .* was not removed: cannot write the cluster map .*ENOSPC.*; nothing was changed but the leadership of 1 slice it had, handed to other replicas first \(it is still in the cluster and serving\), retry/),
+      });
+      expect(map.statusOf(x), 'not removed').toBe('active');
+      expect(inside.links[x].state, "the node's link is not closed").not.toBe('closed');
+      expect(inside.removing.has(x), 'no remove of it under way').toBe(false);
+      // A retry whose handovers save (none made here: given up at the bound) removes it.
+      Object.assign(m.leaders as unknown as Record<string, unknown>, { handOver: () => 0 });
+      await m.remove(map.nodes[x]);
+      expect(map.statusOf(x)).toBe('removed');
+    } finally {
       m.close();
     }
   }, 30_000);

@@ -1287,6 +1287,6 @@ export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: 
  * it was (in the map, its link open, its replicas serving); `handed` slices' leaderships it handed over before the
  * failed save stay with the replicas they went to (the leadership rebalancer may hand them back). */
 function notRemoved(node: string, err: MapSaveError, handed: number): KeysliceError {
-  const but = handed > 0 ? ` but the leadership of ${handed} slices it had, handed to other replicas first` : '';
+  const but = handed > 0 ? ` but the leadership of ${handed} slice${handed === 1 ? '' : 's'} it had, handed to other replicas first` : '';
   return new KeysliceError('Unavailable', `node ${node} was not removed: ${err.message}; nothing was changed${but} (it is still in the cluster and serving), retry once the map can be written`);
 }

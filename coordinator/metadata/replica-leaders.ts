@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
@@ -55,24 +55,31 @@ interface Question {
   slice: number;
   /** The Prepare's term; 0: a Ping. */
   term: number;
+  /** Its number among the questions to its node, from 1 in the order sent (OpenQuestions.ask): a worker's questions
+   * are in increasing order of it. A Ping's seq is it, modulo SEQS. */
+  id: number;
   /** When it was sent (performance.now). */
   at: number;
   /** Asked again (OpenQuestions.stale): once. */
   again: boolean;
 }
 
+/** A Ping's seq is a msgpack uint32 (a whole number >= 0): its question's id modulo this. */
+const SEQS = 2 ** 32;
+
 /** What the coordinator asked each node that it has not answered, per worker there in the order sent (a Ping or a
  * Prepare of a slice), so that a node counts as silent from the first question left unanswered (failover.ts
- * heardLately) and only an answer to a question clears it: a Pong answers a Ping of its slice (a Pongs, one per
- * slice), a Prepared a Prepare of its slice and term, a Refused a Prepare of its slice whose term is at most the one
+ * heardLately) and only an answer to a question clears it: a Pong answers the Ping of its slice and seq (a Pongs,
+ * one per slice; seqs given here, sent), a Prepared a Prepare of its slice and term, a Refused a Prepare of its slice whose term is at most the one
  * the replica says it promised (it took that Prepare). Other frames, and answers to questions of other workers,
  * clear nothing. A worker takes the coordinator's messages in the order sent (its node hands it a turn's at once, in
  * order), so an answer also clears the questions sent to that worker before the one it answers: the worker took
  * them, and answered them (a Prepared waits for its sync), or dropped them for a slice it does not replicate (not
  * yet: its Assign comes with a batch task, which a Replicate can overtake; or no longer). */
 export class OpenQuestions {
-  /** node -> worker (workerOf) -> questions, oldest first. */
-  private readonly byNode = new Map<number, Question[][]>();
+  /** node -> its questions, per worker (workerOf) oldest first, and the last id given one (ask), kept past forget so
+   * that a late Pong of a question forgotten answers no newer one. */
+  private readonly byNode = new Map<number, { workers: Question[][]; lastId: number }>();
 
   constructor(private readonly workerCount: (node: number) => number) {}
 
@@ -81,45 +88,86 @@ export class OpenQuestions {
     return n > 0 ? workerOf(slice, n) : 0;
   }
 
-  /** A Replicate frame's entries went to `node` at `at`: its Pings and Prepares (a Pings folds several) are asked. */
+  /** A Replicate frame's entries go to `node` at `at`: its Pings and Prepares (a Pings folds several) are asked. Each
+   * Ping is given its own seq here (its question's id), whatever its sender put (nothing else reads a Pong's), so
+   * that its Pong answers it and no other: a worker drops a Ping of a slice it does not replicate (yet), and a Pong
+   * matched to such an earlier Ping of its slice left the one it answered open, counted as unanswered (a follower's
+   * probes and the re-asks all said seq 0: each re-ask's Pong then cleared the one before, and the last stood open
+   * and was asked again, without end). */
   sent(node: number, entries: readonly DecodedReplicateEntry[], at: number): void {
     for (const [slice, m] of entries) {
       if (m.type === 'Pings') {
-        for (let i = 0; i < m.slices.length; i += PING_NUMBERS) this.ask(node, m.slices[i], 0, at);
-      } else if (m.type === 'Ping') this.ask(node, slice, 0, at);
+        for (let i = 0; i < m.slices.length; i += PING_NUMBERS) m.slices[i + 1] = this.ask(node, m.slices[i], 0, at).id % SEQS;
+      } else if (m.type === 'Ping') m.seq = this.ask(node, slice, 0, at).id % SEQS;
       else if (m.type === 'Prepare') this.ask(node, slice, m.term, at);
     }
   }
 
-  private ask(node: number, slice: number, term: number, at: number): void {
-    let workers = this.byNode.get(node);
-    if (workers === undefined) this.byNode.set(node, (workers = []));
-    const w = this.workerOf(node, slice);
-    (workers[w] ??= []).push({ slice, term, at, again: false });
+  private ask(node: number, slice: number, term: number, at: number): Question {
+    let asked = this.byNode.get(node);
+    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0 }));
+    const q = (asked.workers[this.workerOf(node, slice)] ??= []);
+    if (q.length >= OPEN_QUESTIONS_PER_WORKER_MAX) {
+      // A worker that answers nothing (stuck, its link open) is asked on: bounded memory. The oldest stays (its time
+      // decides silence, and its answer clears it alone); the newer half goes, folded into the question after it,
+      // which takes the first one's time: in order, its answer (or a later one) says the worker took them all, and
+      // until then the node's silence counts from the first. An answer to a folded-away one clears nothing by itself.
+      const half = OPEN_QUESTIONS_PER_WORKER_MAX >> 1;
+      q[half + 1].at = q[1].at;
+      q.splice(1, half);
+    }
+    const question = { slice, term, id: ++asked.lastId, at, again: false };
+    q.push(question);
+    return question;
+  }
+
+  /** How many questions `node` owes (its workers' together). */
+  openCount(node: number): number {
+    let n = 0;
+    for (const q of this.byNode.get(node)?.workers ?? []) n += q?.length ?? 0;
+    return n;
   }
 
   /** Answers from `node` (one frame's entries, a Pongs one per slice): each clears the question it answers and those
    * sent to its worker before it. */
   answered(node: number, entries: readonly DecodedReplicateEntry[]): void {
-    const workers = this.byNode.get(node);
+    const workers = this.byNode.get(node)?.workers;
     if (workers === undefined) return;
     // Per worker, how many of its questions (from the oldest) this frame answered: removed once, after the frame.
     const cut = new Map<number, number>();
-    const answer = (slice: number, matches: (q: Question) => boolean) => {
+    // A Pong: its Ping found by id (the seq the Ping was given) among its worker's questions not yet answered in this
+    // frame (an answer to one before them clears nothing more), a binary search, so that a frame of k Pongs costs
+    // O(k log n) whatever else is open (a scan per Pong, past a Refused that cleared more, cost k * n).
+    const pong = (slice: number, seq: number) => {
+      const w = this.workerOf(node, slice);
+      const q = workers[w];
+      const from = cut.get(w) ?? 0;
+      if (q === undefined || from >= q.length) return;
+      // The id of `seq` at or after the first open one's (ids of a worker's open questions span far fewer than SEQS).
+      const id = q[from].id + ((((seq - q[from].id) % SEQS) + SEQS) % SEQS);
+      // Mostly the next one (answers come in the order asked).
+      let lo = q[from].id === id ? from : from + 1;
+      let hi = lo === from ? from : q.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (q[mid].id < id) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo < q.length && q[lo].id === id && q[lo].slice === slice && q[lo].term === 0) cut.set(w, lo + 1);
+    };
+    // A Prepare's answer: the first open Prepare of its slice that it answers (one a replica an election: few).
+    const prepare = (slice: number, answers: (term: number) => boolean) => {
       const w = this.workerOf(node, slice);
       const q = workers[w];
       if (q === undefined) return;
-      // Answers come in the order asked, so the one answered is after those this frame answered already.
-      for (let i = cut.get(w) ?? 0; i < q.length; i++) {
-        if (q[i].slice === slice && matches(q[i])) return void cut.set(w, i + 1);
-      }
+      for (let i = cut.get(w) ?? 0; i < q.length; i++) if (q[i].slice === slice && q[i].term > 0 && answers(q[i].term)) return void cut.set(w, i + 1);
     };
     for (const [slice, m] of entries) {
       if (m.type === 'Pongs') {
-        for (let i = 0; i < m.slices.length; i += PONG_NUMBERS) answer(m.slices[i], (q) => q.term === 0);
-      } else if (m.type === 'Pong') answer(slice, (q) => q.term === 0);
-      else if (m.type === 'Prepared') answer(slice, (q) => q.term === m.term);
-      else if (m.type === 'Refused') answer(slice, (q) => q.term > 0 && q.term <= m.term);
+        for (let i = 0; i < m.slices.length; i += PONG_NUMBERS) pong(m.slices[i], m.slices[i + 1]);
+      } else if (m.type === 'Pong') pong(slice, m.seq);
+      else if (m.type === 'Prepared') prepare(slice, (term) => term === m.term);
+      else if (m.type === 'Refused') prepare(slice, (term) => term <= m.term);
     }
     for (const [w, n] of cut) workers[w].splice(0, n);
   }
@@ -127,13 +175,14 @@ export class OpenQuestions {
   /** When the first question `node` left unanswered was sent (undefined: it owes none). */
   firstAsked(node: number): number | undefined {
     let first: number | undefined;
-    for (const q of this.byNode.get(node) ?? []) if (q !== undefined && q.length > 0 && !(q[0].at >= (first ?? Infinity))) first = q[0].at;
+    for (const q of this.byNode.get(node)?.workers ?? []) if (q !== undefined && q.length > 0 && !(q[0].at >= (first ?? Infinity))) first = q[0].at;
     return first;
   }
 
   /** What was asked over a link that went down, or before it came up, is not the node's to answer. */
   forget(node: number): void {
-    this.byNode.delete(node);
+    const asked = this.byNode.get(node);
+    if (asked !== undefined) asked.workers = [];
   }
 
   /** The first question left unanswered of each worker of `node`, where it was sent `olderThan` or before: those of
@@ -141,7 +190,7 @@ export class OpenQuestions {
    * follow on that worker), the rest handed to `again` once each, so that a question the worker dropped (one that
    * overtook its Assign) is answered, and with it every one before it. */
   stale(node: number, olderThan: number, stillAsked: (slice: number) => boolean, again: (slice: number) => void): void {
-    for (const q of this.byNode.get(node) ?? []) {
+    for (const q of this.byNode.get(node)?.workers ?? []) {
       if (q === undefined) continue;
       while (q.length > 0 && !stillAsked(q[0].slice)) q.shift();
       if (q.length > 0 && q[0].at <= olderThan && !q[0].again) {
@@ -457,7 +506,7 @@ export class ReplicaLeaders {
     const sinceFrame = now - (this.lastFrameAt.get(node) ?? now);
     const sinceAsked = now - (this.questions.firstAsked(node) ?? now);
     this.lastFrameAt.set(node, now);
-    if (sinceFrame > 500 || sinceAsked > 500) console.log(`keyslice heard node ${node} at ${Date.now()} sinceFrame=${Math.round(sinceFrame)} sinceAsked=${Math.round(sinceAsked)}`);
+    if (sinceFrame > 500 || sinceAsked > 500) console.log(`keyslice heard node ${node} at ${Date.now()} sinceFrame=${Math.round(sinceFrame)} sinceAsked=${Math.round(sinceAsked)} open=${this.questions.openCount(node)}`);
   }
 
   private receiveOne(node: number, slice: number, message: ReplicationMessage): void {
