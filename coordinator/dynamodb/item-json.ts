@@ -6,17 +6,19 @@
 // (bench/README.md, "A Query's items written from the nodes' msgpack").
 //
 // Only the common values are written here, byte by byte: the item's map, ASCII strings (escaped as
-// JSON needs), whole numbers up to 32 bits, doubles, booleans and nil. Every other value (a string
-// with a non-ASCII byte, a binary, a list, a map, a set or a decimal number, a 64-bit integer, a
-// float32) is decoded alone by msgpackr and converted by fromNativeValue, the conversion that
-// answers them otherwise: its answer is the old one by construction, and those values are rare in
-// pages this path is for. The bytes were checked as items when the router took them
-// (PackedItems.ofList, splitPackedList: maps without ext values, lengths within the bytes); this
-// walk checks again every length it reads, and that each top-level key is a string named once, so
-// that a malformed page fails its request with MalformedFrame (an Internal error), never a crash
-// or JSON that says something else.
-import { listHeader, MalformedFrame, PackedItems, skipValue, unpackClientValue } from '../../shared/protocol.js';
-import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item, type Value } from '../../shared/values.js';
+// JSON needs), whole numbers up to 32 bits, finite doubles, booleans and nil. Every other value (a
+// string with a non-ASCII byte, a binary, a list, a map, a set or a decimal number, a float32) is
+// decoded alone by msgpackr, checked as an attribute's value (unpackClientAttribute: validateValue's
+// rules, at most VALUE_DEPTH_MAX levels deep, so that the recursive conversion cannot run out of
+// stack; a 64-bit integer, which msgpackr reads as a BigInt and no worker packs, is refused) and
+// converted by fromNativeValue, the conversion that answers them otherwise: its answer is the old
+// one by construction, and those values are rare in pages this path is for. The bytes were checked
+// as items when the router took them (PackedItems.ofList, splitPackedList: maps without ext values,
+// lengths within the bytes); this walk checks again every length it reads, and that each top-level
+// key is a string named once, so that a malformed page fails its request with MalformedFrame (an
+// Internal error), never a crash or JSON that says something else.
+import { listHeader, MalformedFrame, PackedItems, skipValue, unpackClientAttribute, unpackClientValue } from '../../shared/protocol.js';
+import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item } from '../../shared/values.js';
 import { fromNativeValue } from './attribute-values.js';
 import { formatNumber } from './numbers.js';
 
@@ -167,7 +169,7 @@ class Writer {
     return end;
   }
 
-  /** The value at `at`, decoded alone by msgpackr (a value this writer leaves to the old conversion); returns its end. */
+  /** The key at `at` (a string with a non-ASCII byte), decoded alone by msgpackr; returns its end. */
   decoded(at: number): [value: unknown, end: number] {
     const end = this.skip(at);
     try {
@@ -212,9 +214,13 @@ class Writer {
           return this.bytes(BOOL_FALSE), at + 1;
         case 0xc3:
           return this.bytes(BOOL_TRUE), at + 1;
-        case 0xcb:
+        case 0xcb: {
           this.within(at, 9);
-          return this.number(v.getFloat64(at + 1)), at + 9;
+          const x = v.getFloat64(at + 1);
+          // No item holds NaN or an infinity (validateValue); formatNumber has no text for one.
+          if (!Number.isFinite(x)) throw new MalformedFrame(`a packed item holds the number ${x}`);
+          return this.number(x), at + 9;
+        }
         case 0xcc:
           this.within(at, 2);
           return this.number(b[at + 1]), at + 2;
@@ -235,8 +241,8 @@ class Writer {
           return this.number(v.getInt32(at + 1)), at + 5;
       }
     }
-    const [value, end] = this.decoded(at);
-    this.utf8(JSON.stringify(fromNativeValue(value as Value)));
+    const end = this.skip(at);
+    this.utf8(JSON.stringify(fromNativeValue(unpackClientAttribute(this.b.subarray(at, end)))));
     return end;
   }
 
