@@ -114,6 +114,19 @@ describe('itemsJson: a packed page as DynamoDB JSON', () => {
     }
   });
 
+  it('refuses a key named twice in an item of many keys too (past the first 32, looked up by text), and writes one of 2,000 keys as before', () => {
+    const item: Item = { __name: 'x', __mtime: 1 };
+    for (let i = 0; i < 2000; i++) item[`k${i}`] = i % 3 === 0 ? `v${i}` : i;
+    const list = packClientList([item]);
+    expect(written(PackedItems.ofList(list))).toEqual(old(list));
+    // {k0: 0, ..., k{n-1}: n-1, k{dup}: 0}: one key more than n, a name that came before.
+    const named = (n: number, dup: number) => Uint8Array.of(0xde, 0, n + 1, ...Array.from({ length: n }, (_, i) => [0xa0 | `k${i}`.length, ...Buffer.from(`k${i}`), i]).flat(), 0xa0 | `k${dup}`.length, ...Buffer.from(`k${dup}`), 0);
+    for (const [n, dup] of [[40, 3], [40, 35], [40, 0], [33, 32], [5, 4]]) {
+      expect(() => itemsJson(PackedItems.ofItems([named(n, dup)])), `${n} keys, k${dup} again`).toThrow('names one attribute twice');
+    }
+    expect(written(PackedItems.ofItems([named(40, 40)]))).toHaveLength(1); // k40 is new: no repeat
+  });
+
   it('refuses a value nested deeper than an item may be (VALUE_DEPTH_MAX), or a number no item holds, with MalformedFrame, and goes on writing', () => {
     const nested = (depth: number) => Uint8Array.of(0x81, 0xa1, 0x61, ...new Array<number>(depth).fill(0x91), 0x01); // {a: [[...[1]...]]}
     const deepest = nested(VALUE_DEPTH_MAX);
