@@ -45,7 +45,7 @@ const NULL_TRUE = ascii('{"NULL":true}');
 const SKIPPED = [NAME_ATTRIBUTE, MTIME_ATTRIBUTE, '__proto__'].map(ascii);
 
 /** Keys of an item that Writer.once compares a key with, byte by byte; past them it looks keys up in a Set of their
- * texts: comparing each key with every one before it took 585 ms for an item of 20,000 attributes (in 270 KB, under
+ * texts: comparing each key with every one before it took 535-585 ms for an item of 20,000 attributes (270 KB, under
  * ITEM_BYTES_MAX), where decoding it and converting it took 20. */
 const KEYS_COMPARED_MAX = 32;
 /** Scratch for Writer.once, reused (calls never interleave). */
