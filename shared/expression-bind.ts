@@ -23,7 +23,7 @@ import { isDecimal } from './decimal.js';
 import { compareOrdered, typeNameOf } from './expression-eval.js';
 import { KeysliceError } from './errors.js';
 import { ATTRIBUTE_NAME_BYTES_MAX, EXPRESSION_PLACEHOLDERS_MAX } from './limits.js';
-import { describeType, isPlainObject, setTypeOf, validateAttributeName, validateValue, type Value } from './values.js';
+import { checkText, describeType, isPlainObject, setTypeOf, validateAttributeName, validateValue, type Value } from './values.js';
 
 const NAME_PLACEHOLDER = /^#[A-Za-z0-9_]+$/;
 const VALUE_PLACEHOLDER = /^:[A-Za-z0-9_]+$/;
@@ -40,6 +40,7 @@ export class Placeholders {
   constructor(names: unknown, values: unknown) {
     this.names = checkMap(names, 'names', NAME_PLACEHOLDER, '#name', (v, where) => {
       if (typeof v !== 'string' || v.length === 0) throw new KeysliceError('ValidationError', `${where} must be a non-empty attribute name`);
+      checkText(v, where); // a name an update sets is stored
       if (Buffer.byteLength(v) > ATTRIBUTE_NAME_BYTES_MAX) throw new KeysliceError('ValidationError', `${where} is longer than ${ATTRIBUTE_NAME_BYTES_MAX} bytes`);
     }) as Record<string, string>;
     this.values = checkMap(values, 'values', VALUE_PLACEHOLDER, ':value', (v, where) => validateValue(v, where)) as Record<string, Value>;

@@ -108,7 +108,7 @@ import {
   VALUE_DEPTH_MAX,
   WORKERS_PER_NODE_MAX,
 } from './limits.js';
-import { describeType, isPlainObject, SET_TAGS, setTypeOf, validateValue, type Item } from './values.js';
+import { describeType, isPlainObject, SET_TAGS, setTypeOf, validateValue, type Item, type Value } from './values.js';
 
 /** The client protocol. 2: a frame may carry a list of requests or responses. */
 export const PROTOCOL_VERSION = 2;
@@ -309,6 +309,20 @@ export function concatClientList(items: readonly (Uint8Array | string)[]): Uint8
  * items, coordinator/dynamodb/item-json.ts, leaves the values it does not write itself to this). */
 export function unpackClientValue(bytes: Uint8Array): unknown {
   return clientUnpackr.unpack(bytes);
+}
+/** One attribute's value of a packed item, decoded alone (unpackClientValue) and checked as a value (isValue:
+ * validateValue's rules, nested at most VALUE_DEPTH_MAX levels), else MalformedFrame: no stored item holds one
+ * that is not, and the conversion that follows (fromNativeValue) recurses once per level, so a node's list nested
+ * a few thousand deep would end it in a RangeError rather than this. */
+export function unpackClientAttribute(bytes: Uint8Array): Value {
+  let v: unknown;
+  try {
+    v = clientUnpackr.unpack(bytes);
+  } catch (err) {
+    throw new MalformedFrame(`a packed value that msgpack cannot read: ${(err as Error).message}`);
+  }
+  if (!isValue(v, 0)) throw new MalformedFrame(`a packed ${describeType(v)} that is not an attribute's value (validateValue's rules; at most ${VALUE_DEPTH_MAX} levels deep)`);
+  return v as Value;
 }
 export function unpackClientList(bytes: Uint8Array): Item[] {
   const items = clientUnpackr.unpack(bytes) as unknown;

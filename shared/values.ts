@@ -66,10 +66,21 @@ function validateSet(v: Record<string, unknown>, tag: string, where: string): vo
   }
   const seen = new Set<string>();
   for (const e of elements) {
+    if (type === 'SS') checkText(e as string, `${where} (an element of the string set)`);
     const k = setElementKey(e as Value);
     if (seen.has(k)) throw new KeysliceError('ValidationError', `${where}: the ${type} set holds ${JSON.stringify(k)} twice; set elements are distinct`);
     seen.add(k);
   }
+}
+
+/** Refuses a string with a lone UTF-16 surrogate (half of a pair, alone): UTF-8, the form every string is kept and
+ * sent in (msgpack, JSON answers; DynamoDB's strings are UTF-8 too), has no encoding for one, and msgpackr writes it
+ * as bytes that read back as U+FFFD (three of them for a short string, one for a long one), so the item
+ * would be changed silently. (String.prototype.isWellFormed, Node 20: TypeScript's ES2022 lib does not name it.) */
+export function checkText(s: string, where: string): void {
+  if ((s as string & { isWellFormed(): boolean }).isWellFormed()) return;
+  const at = s.search(/\p{Surrogate}/u);
+  throw new KeysliceError('ValidationError', `${where}: a string with a lone UTF-16 surrogate (U+${s.charCodeAt(at).toString(16).toUpperCase()} at index ${at}) cannot be stored as UTF-8`);
 }
 
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -85,6 +96,7 @@ export function validateValue(v: unknown, where: string, depth = 0): asserts v i
   }
   switch (typeof v) {
     case 'string':
+      return checkText(v, where);
     case 'boolean':
       return;
     case 'number':
@@ -103,6 +115,7 @@ export function validateValue(v: unknown, where: string, depth = 0): asserts v i
         for (const k of keys) {
           // msgpack decoders rename this key (it would set a JavaScript prototype), so it cannot be stored faithfully.
           if (k === '__proto__') throw new KeysliceError('ValidationError', `${where}: a map key may not be "__proto__"`);
+          checkText(k, `${where} (a map key)`);
           validateValue(v[k], `${where}.${k}`, depth + 1);
         }
         return;
@@ -120,6 +133,7 @@ function validateDecimal(v: Record<string, unknown>, where: string): void {
 
 export function validateAttributeName(name: string, where: string): void {
   if (name.length === 0) throw new KeysliceError('ValidationError', `${where}: attribute names must not be empty`);
+  checkText(name, `${where} (an attribute name)`);
   if (name.startsWith(SYSTEM_ATTRIBUTE_PREFIX)) {
     throw new KeysliceError('ValidationError', `${where}: attribute name "${name}" is reserved (names starting with "__" are system attributes)`);
   }

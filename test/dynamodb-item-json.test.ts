@@ -9,6 +9,7 @@ import { fromNativeItem, toNativeItem } from '../coordinator/dynamodb/attribute-
 import { toDynamoDbError } from '../coordinator/dynamodb/errors.js';
 import { itemsJson, lastItem } from '../coordinator/dynamodb/item-json.js';
 import { MalformedFrame, PackedItems, packClientItem, packClientList, splitPackedList, unpackClientList } from '../shared/protocol.js';
+import { VALUE_DEPTH_MAX } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
 
 const SEED = 20261127;
@@ -111,6 +112,38 @@ describe('itemsJson: a packed page as DynamoDB JSON', () => {
       expect(thrown, what).toBeInstanceOf(MalformedFrame);
       expect(toDynamoDbError(thrown).exception, what).toBe('InternalServerError');
     }
+  });
+
+  it('refuses a key named twice in an item of many keys too (past the first 32, looked up by text), and writes one of 2,000 keys as before', () => {
+    const item: Item = { __name: 'x', __mtime: 1 };
+    for (let i = 0; i < 2000; i++) item[`k${i}`] = i % 3 === 0 ? `v${i}` : i;
+    const list = packClientList([item]);
+    expect(written(PackedItems.ofList(list))).toEqual(old(list));
+    // {k0: 0, ..., k{n-1}: n-1, k{dup}: 0}: one key more than n, a name that came before.
+    const named = (n: number, dup: number) => Uint8Array.of(0xde, 0, n + 1, ...Array.from({ length: n }, (_, i) => [0xa0 | `k${i}`.length, ...Buffer.from(`k${i}`), i]).flat(), 0xa0 | `k${dup}`.length, ...Buffer.from(`k${dup}`), 0);
+    for (const [n, dup] of [[40, 3], [40, 35], [40, 0], [33, 32], [5, 4]]) {
+      expect(() => itemsJson(PackedItems.ofItems([named(n, dup)])), `${n} keys, k${dup} again`).toThrow('names one attribute twice');
+    }
+    expect(written(PackedItems.ofItems([named(40, 40)]))).toHaveLength(1); // k40 is new: no repeat
+  });
+
+  it('refuses a value nested deeper than an item may be (VALUE_DEPTH_MAX), or a number no item holds, with MalformedFrame, and goes on writing', () => {
+    const nested = (depth: number) => Uint8Array.of(0x81, 0xa1, 0x61, ...new Array<number>(depth).fill(0x91), 0x01); // {a: [[...[1]...]]}
+    const deepest = nested(VALUE_DEPTH_MAX);
+    expect(written(PackedItems.ofItems([deepest]))).toEqual(old(Uint8Array.of(0x91, ...deepest))); // as deep as an item may be: written
+    const malformed: [string, Uint8Array][] = [
+      ['one level deeper than an item may be', nested(VALUE_DEPTH_MAX + 1)],
+      // Deep enough that the recursive conversion ran out of stack (a RangeError, not a typed error), not so deep that msgpackr did.
+      ['3,000 levels deep', nested(3000)],
+      ['NaN', Uint8Array.of(0x81, 0xa1, 0x61, 0xcb, 0x7f, 0xf8, 0, 0, 0, 0, 0, 0)],
+      ['an infinity', Uint8Array.of(0x81, 0xa1, 0x61, 0xcb, 0xff, 0xf0, 0, 0, 0, 0, 0, 0)],
+      ['a 64-bit integer (a BigInt to msgpackr)', Uint8Array.of(0x81, 0xa1, 0x61, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0)],
+    ];
+    for (const [what, bytes] of malformed) {
+      expect(() => itemsJson(PackedItems.ofItems(splitPackedList(Uint8Array.of(0x91, ...bytes)))), what).toThrow(MalformedFrame);
+    }
+    const list = packClientList([{ a: 'x', l: [1, [2]], __name: 'x', __mtime: 1 }]);
+    expect(written(PackedItems.ofList(list))).toEqual(old(list));
   });
 
   it('on every cut and every changed byte of a page, answers MalformedFrame or what decoding it answers', () => {

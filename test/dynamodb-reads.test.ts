@@ -9,8 +9,10 @@ import {
   CreateTableCommand,
   paginateQuery,
   paginateScan,
+  PutItemCommand,
   QueryCommand,
   ScanCommand,
+  UpdateItemCommand,
   type AttributeValue,
   type DynamoDBClient,
   type QueryCommandInput,
@@ -240,7 +242,7 @@ describe('pages written from the nodes\' msgpack (coordinator/dynamodb/item-json
   const typedItem = (i: number): Record<string, AttributeValue> => ({
     pk: { S: 'mixed' },
     sk: { N: String(i) },
-    // No lone surrogate: one reads back as three U+FFFD on either path (test/dynamodb-item-json.test.ts compares them).
+    // No lone surrogate: keyslice refuses one (UTF-8 has no encoding for it; the next test).
     s: { S: ['plain', 'quote " and \\ backslash', 'line\nbreak\ttab\u0001', 'é ü € 𝄞 日本', ''][i % 5] },
     // Canonical texts (as DynamoDB answers them), so that the items read back are the items written.
     n: { N: ['0', '-17', '4294967296', '0.1', '12345678901234567890123456789012345678', `0.${'0'.repeat(129)}1`, '-2147483648'][i % 7] },
@@ -271,6 +273,33 @@ describe('pages written from the nodes\' msgpack (coordinator/dynamodb/item-json
     const scanObjects = await allPages((start) => db.send(new ScanCommand({ TableName: TYPED, Limit: 15, ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL' })));
     expect(scanPassed.flatMap((p) => p.Items)).toEqual(scanObjects.flatMap((p) => p.Items));
     expect(scanPassed.flatMap((p) => p.Items)).toHaveLength(items.length);
+  });
+});
+
+describe('strings that UTF-8 cannot hold', () => {
+  it('a lone UTF-16 surrogate anywhere it would be stored is refused (ValidationException), not changed to U+FFFD', async () => {
+    const T = 'ddb_surrogate';
+    await createTable(T, ['pk', 'S'], ['sk', 'N']);
+    const key = { pk: { S: 'p' }, sk: { N: '1' } };
+    const refused: [string, () => Promise<unknown>][] = [
+      ['a string value', () => db.send(new PutItemCommand({ TableName: T, Item: { ...key, s: { S: 'a\ud800' } } }))],
+      ['a long string value', () => db.send(new PutItemCommand({ TableName: T, Item: { ...key, s: { S: `${'x'.repeat(100)}\udc00` } } }))],
+      ['an attribute name', () => db.send(new PutItemCommand({ TableName: T, Item: { ...key, 'n\ud83d': { S: 'v' } } }))],
+      ['a map key', () => db.send(new PutItemCommand({ TableName: T, Item: { ...key, m: { M: { '\udfff': { N: '1' } } } } }))],
+      ['a string set element', () => db.send(new PutItemCommand({ TableName: T, Item: { ...key, ss: { SS: ['a', '\ud800'] } } }))],
+      // Keys were refused before (shared/key-encoding.ts, InvalidKey); an update's key is stored in the item it makes.
+      ['a key', () => db.send(new PutItemCommand({ TableName: T, Item: { pk: { S: '\ud800' }, sk: { N: '1' } } }))],
+      ['an update\'s key', () => db.send(new UpdateItemCommand({ TableName: T, Key: { pk: { S: 'q\udc00' }, sk: { N: '1' } }, UpdateExpression: 'SET a = :v', ExpressionAttributeValues: { ':v': { S: 'v' } } }))],
+      ['an update\'s value', () => db.send(new UpdateItemCommand({ TableName: T, Key: key, UpdateExpression: 'SET a = :v', ExpressionAttributeValues: { ':v': { S: '\ud800' } } }))],
+      ['an update\'s name', () => db.send(new UpdateItemCommand({ TableName: T, Key: key, UpdateExpression: 'SET #n = :v', ExpressionAttributeNames: { '#n': '\ud800' }, ExpressionAttributeValues: { ':v': { S: 'v' } } }))],
+      ['a batch write', () => db.send(new BatchWriteItemCommand({ RequestItems: { [T]: [{ PutRequest: { Item: { ...key, s: { S: '\ud800' } } } }] } }))],
+    ];
+    for (const [what, p] of refused) await expectSdkError(p(), 'ValidationException', /lone (UTF-16 )?surrogate/).catch((err) => Promise.reject(new Error(`${what}: ${err}`)));
+    // Nothing was stored; a pair (one character past U+FFFF) is a character, stored and read back as written.
+    expect((await db.send(new ScanCommand({ TableName: T }))).Items).toEqual([]);
+    const item = { ...key, s: { S: 'a\ud834\udd1e' }, 'n\ud834\udd1e': { SS: ['\ud83d\ude00'] } };
+    await db.send(new PutItemCommand({ TableName: T, Item: item }));
+    expect((await db.send(new QueryCommand({ TableName: T, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': { S: 'p' } } }))).Items).toEqual([item]);
   });
 });
 

@@ -6,17 +6,19 @@
 // (bench/README.md, "A Query's items written from the nodes' msgpack").
 //
 // Only the common values are written here, byte by byte: the item's map, ASCII strings (escaped as
-// JSON needs), whole numbers up to 32 bits, doubles, booleans and nil. Every other value (a string
-// with a non-ASCII byte, a binary, a list, a map, a set or a decimal number, a 64-bit integer, a
-// float32) is decoded alone by msgpackr and converted by fromNativeValue, the conversion that
-// answers them otherwise: its answer is the old one by construction, and those values are rare in
-// pages this path is for. The bytes were checked as items when the router took them
-// (PackedItems.ofList, splitPackedList: maps without ext values, lengths within the bytes); this
-// walk checks again every length it reads, and that each top-level key is a string named once, so
-// that a malformed page fails its request with MalformedFrame (an Internal error), never a crash
-// or JSON that says something else.
-import { listHeader, MalformedFrame, PackedItems, skipValue, unpackClientValue } from '../../shared/protocol.js';
-import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item, type Value } from '../../shared/values.js';
+// JSON needs), whole numbers up to 32 bits, finite doubles, booleans and nil. Every other value (a
+// string with a non-ASCII byte, a binary, a list, a map, a set or a decimal number, a float32) is
+// decoded alone by msgpackr, checked as an attribute's value (unpackClientAttribute: validateValue's
+// rules, at most VALUE_DEPTH_MAX levels deep, so that the recursive conversion cannot run out of
+// stack; a 64-bit integer, which msgpackr reads as a BigInt and no worker packs, is refused) and
+// converted by fromNativeValue, the conversion that answers them otherwise: its answer is the old
+// one by construction, and those values are rare in pages this path is for. The bytes were checked
+// as items when the router took them (PackedItems.ofList, splitPackedList: maps without ext values,
+// lengths within the bytes); this walk checks again every length it reads, and that each top-level
+// key is a string named once, so that a malformed page fails its request with MalformedFrame (an
+// Internal error), never a crash or JSON that says something else.
+import { listHeader, MalformedFrame, PackedItems, skipValue, unpackClientAttribute, unpackClientValue } from '../../shared/protocol.js';
+import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item } from '../../shared/values.js';
 import { fromNativeValue } from './attribute-values.js';
 import { formatNumber } from './numbers.js';
 
@@ -42,9 +44,13 @@ const BOOL_FALSE = ascii('{"BOOL":false}');
 const NULL_TRUE = ascii('{"NULL":true}');
 const SKIPPED = [NAME_ATTRIBUTE, MTIME_ATTRIBUTE, '__proto__'].map(ascii);
 
-/** Scratch for Writer.once, reused: an item of more keys gets arrays of its own. */
-const KEY_STARTS = new Int32Array(64);
-const KEY_ENDS = new Int32Array(64);
+/** Keys of an item that Writer.once compares a key with, byte by byte; past them it looks keys up in a Set of their
+ * texts: comparing each key with every one before it took 535-585 ms for an item of 20,000 attributes (270 KB, under
+ * ITEM_BYTES_MAX), where decoding it and converting it took 20. */
+const KEYS_COMPARED_MAX = 32;
+/** Scratch for Writer.once, reused (calls never interleave). */
+const KEY_STARTS = new Int32Array(KEYS_COMPARED_MAX);
+const KEY_ENDS = new Int32Array(KEYS_COMPARED_MAX);
 
 /** The one writer: its state lives for one call of itemsJson (synchronous, so calls never interleave). */
 class Writer {
@@ -54,17 +60,19 @@ class Writer {
   view: DataView;
   /** Where the string whose header strHeader read ends. */
   strEnd = 0;
-  /** Starts and ends of the current item's keys (keys of them), to refuse a key named twice. */
-  keyStarts: Int32Array;
-  keyEnds: Int32Array;
+  /** The page's bytes (`b`) as a Buffer, for a key's text (keyText), made when first needed: most items have fewer keys. */
+  buf: Buffer | null = null;
+  /** Starts and ends of the current item's first keys (keys of them, at most KEYS_COMPARED_MAX), to refuse a key
+   * named twice; past those, the texts of all its keys (latin1: one char a byte, so equal texts are equal bytes). */
+  keyStarts = KEY_STARTS;
+  keyEnds = KEY_ENDS;
   keys = 0;
+  keyTexts: Set<string> | null = null;
 
   constructor(capacity: number, first: Uint8Array) {
     this.out = Buffer.allocUnsafe(capacity);
     this.b = first;
     this.view = new DataView(first.buffer, first.byteOffset, first.byteLength);
-    this.keyStarts = KEY_STARTS;
-    this.keyEnds = KEY_ENDS;
   }
 
   ensure(n: number): void {
@@ -167,7 +175,7 @@ class Writer {
     return end;
   }
 
-  /** The value at `at`, decoded alone by msgpackr (a value this writer leaves to the old conversion); returns its end. */
+  /** The key at `at` (a string with a non-ASCII byte), decoded alone by msgpackr; returns its end. */
   decoded(at: number): [value: unknown, end: number] {
     const end = this.skip(at);
     try {
@@ -212,9 +220,13 @@ class Writer {
           return this.bytes(BOOL_FALSE), at + 1;
         case 0xc3:
           return this.bytes(BOOL_TRUE), at + 1;
-        case 0xcb:
+        case 0xcb: {
           this.within(at, 9);
-          return this.number(v.getFloat64(at + 1)), at + 9;
+          const x = v.getFloat64(at + 1);
+          // No item holds NaN or an infinity (validateValue); formatNumber has no text for one.
+          if (!Number.isFinite(x)) throw new MalformedFrame(`a packed item holds the number ${x}`);
+          return this.number(x), at + 9;
+        }
         case 0xcc:
           this.within(at, 2);
           return this.number(b[at + 1]), at + 2;
@@ -235,8 +247,8 @@ class Writer {
           return this.number(v.getInt32(at + 1)), at + 5;
       }
     }
-    const [value, end] = this.decoded(at);
-    this.utf8(JSON.stringify(fromNativeValue(value as Value)));
+    const end = this.skip(at);
+    this.utf8(JSON.stringify(fromNativeValue(unpackClientAttribute(this.b.subarray(at, end)))));
     return end;
   }
 
@@ -249,6 +261,7 @@ class Writer {
 
   /** Fails if the current item named the key from `from` to `to` before. */
   once(from: number, to: number): void {
+    if (this.keyTexts !== null) return this.onceText(this.keyText(from, to));
     const b = this.b;
     const n = to - from;
     for (let k = 0; k < this.keys; k++) {
@@ -258,16 +271,24 @@ class Writer {
       while (i < n && b[s + i] === b[from + i]) i++;
       if (i === n) throw new MalformedFrame('a packed item names one attribute twice');
     }
-    if (this.keys === this.keyStarts.length) {
-      const starts = new Int32Array(2 * this.keys);
-      const ends = new Int32Array(2 * this.keys);
-      starts.set(this.keyStarts);
-      ends.set(this.keyEnds);
-      this.keyStarts = starts;
-      this.keyEnds = ends;
+    if (this.keys < KEYS_COMPARED_MAX) {
+      this.keyStarts[this.keys] = from;
+      this.keyEnds[this.keys++] = to;
+      return;
     }
-    this.keyStarts[this.keys] = from;
-    this.keyEnds[this.keys++] = to;
+    this.keyTexts = new Set();
+    for (let k = 0; k < this.keys; k++) this.keyTexts.add(this.keyText(this.keyStarts[k], this.keyEnds[k]));
+    this.onceText(this.keyText(from, to));
+  }
+
+  keyText(from: number, to: number): string {
+    this.buf ??= Buffer.from(this.b.buffer, this.b.byteOffset, this.b.byteLength);
+    return this.buf.toString('latin1', from, to);
+  }
+
+  onceText(key: string): void {
+    if (this.keyTexts!.has(key)) throw new MalformedFrame('a packed item names one attribute twice');
+    this.keyTexts!.add(key);
   }
 
   /** The item (a msgpack map) at `at` as DynamoDB's JSON, keyslice's system attributes left out; returns its end. */
@@ -289,6 +310,7 @@ class Writer {
       at += 5;
     } else throw new MalformedFrame(`a packed item starts with a map header, not 0x${t.toString(16)}`);
     this.keys = 0;
+    this.keyTexts = null;
     this.ensure(1);
     this.out[this.o++] = 0x7b;
     let first = true;
@@ -326,6 +348,7 @@ class Writer {
     if (part !== this.b) {
       this.b = part;
       this.view = new DataView(part.buffer, part.byteOffset, part.byteLength);
+      this.buf = null;
     }
     let last = -1;
     for (let i = 0; i < count; i++) {
