@@ -89,15 +89,18 @@ describe('a follower\'s check of a record read by its headers', () => {
       if (r() < 0.5) {
         const n = r() < 0.9 ? 1 + Math.floor(r() * 3) : 0;
         // Mostly as a leader writes them; else one part of them wrong (or of a layout left to the whole decode).
-        const wrong = r() < 0.5 ? null : pick(['counter', 'instance', 'of', 'at', 'answer', 'big', 'two']);
+        const wrong = r() < 0.5 ? null : pick(['counter', 'instance', 'of', 'at', 'answer', 'big', 'two', 'count']);
+        // 'count': the list of `of` or of `ats` one longer or shorter than the counters.
+        const ofCount = wrong === 'count' && r() < 0.5 ? n + 1 : n;
+        const atsCount = wrong === 'count' && ofCount === n ? pick([n + 1, Math.max(0, n - 1)]) : n;
         common &&= wrong === null;
         const instances = r() < 0.3 || wrong === 'two' ? [1, 2 ** 20] : [pick([1, 2 ** 20, 2 ** 40])];
         common &&= n > 0 && instances[0] !== 2 ** 40;
         requests = {
           instances: wrong === 'instance' ? [pick([-1, 2 ** 53, 1.5])] : instances,
           counters: Array.from({ length: n }, (_, i) => (wrong === 'counter' ? pick([0, -1, 2.5, 2 ** 53]) : wrong === 'big' ? 2 ** 35 + i : i + 1)),
-          of: wrong === 'two' || (instances.length === 1 && r() < 0.7) ? null : Array.from({ length: n }, () => (wrong === 'of' ? pick([2, -1]) : Math.floor(r() * instances.length))),
-          ats: r() < 0.7 ? pick([1_700_000_000_000, 0, 12.5, wrong === 'at' ? pick([-1, -12.5, Infinity]) : 3]) : Array.from({ length: n }, () => pick([1_700_000_000_000, wrong === 'at' ? NaN : 0])),
+          of: wrong === 'two' || (instances.length === 1 && r() < 0.7) ? null : Array.from({ length: ofCount }, () => (wrong === 'of' ? pick([2, -1]) : Math.floor(r() * instances.length))),
+          ats: r() < 0.7 ? pick([1_700_000_000_000, 0, 12.5, wrong === 'at' ? pick([-1, -12.5, Infinity]) : 3]) : Array.from({ length: atsCount }, () => pick([1_700_000_000_000, wrong === 'at' ? NaN : 0])),
           answers: wrong === 'answer' ? pick([[null], Array.from({ length: n }, () => pick([null, true, { a: 'old' }, { a: NaN }]))]) : null,
         };
         // An instance list of two with `of` null is refused by the whole decode: not a common record either.
