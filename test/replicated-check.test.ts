@@ -101,7 +101,7 @@ describe('a follower\'s check of a record read by its headers', () => {
           counters: Array.from({ length: n }, (_, i) => (wrong === 'counter' ? pick([0, -1, 2.5, 2 ** 53]) : wrong === 'big' ? 2 ** 35 + i : i + 1)),
           of: wrong === 'two' || (instances.length === 1 && r() < 0.7) ? null : Array.from({ length: ofCount }, () => (wrong === 'of' ? pick([2, -1]) : Math.floor(r() * instances.length))),
           ats: r() < 0.7 ? pick([1_700_000_000_000, 0, 12.5, wrong === 'at' ? pick([-1, -12.5, Infinity]) : 3]) : Array.from({ length: atsCount }, () => pick([1_700_000_000_000, wrong === 'at' ? NaN : 0])),
-          answers: wrong === 'answer' ? pick([[null], Array.from({ length: n }, () => pick([null, true, { a: 'old' }, { a: NaN }]))]) : null,
+          answers: wrong === 'answer' ? pick([[null], true as never, 0 as never, Array.from({ length: n }, () => pick([null, true, { a: 'old' }, { a: NaN }]))]) : null,
         };
         // An instance list of two with `of` null is refused by the whole decode: not a common record either.
         common &&= !(requests.of === null && instances.length > 1);
