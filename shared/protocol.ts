@@ -2069,10 +2069,17 @@ function isItemValue(item: Record<string, unknown>): boolean {
 }
 
 /** validateValue's rules, without building a name for every nested value: that is done
- * (by validateValue, for its message) only for a value that fails. */
+ * (by validateValue, for its message) only for a value that fails. Its refusal (a client's ValidationError) is
+ * MalformedFrame here, as every frame check's: a follower's check of a peer's record takes MalformedFrame as the
+ * record's fault (refused MalformedContents) and any other error as its own bug, thrown on, which failed its worker. */
 function checkValue(v: unknown, where: string): void {
   if (isValue(v, 0)) return;
-  validateValue(v, where);
+  try {
+    validateValue(v, where);
+  } catch (err) {
+    if (err instanceof KeysliceError) fail(err.message);
+    throw err;
+  }
   fail(`${where}: not a value`);
 }
 

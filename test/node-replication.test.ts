@@ -729,13 +729,16 @@ describe('replication between real slice nodes', () => {
       ['an item of another slice', plain.pack([item(1, 'elsewhere')])],
       ['an item that is not a map', plain.pack([[1, TABLE, 0, 'odd', 'not an item', 16]])],
       ['a request counter of 0', plain.pack([0, [item(0, 'zero')], [5], [0], null, 1, null])],
+      // A value a client's write is refused for: its ValidationError was thrown on out of the check, and the worker
+      // failed (its node exited).
+      ['a number that is not finite', plain.pack([[1, TABLE, 0, 'nan', { k: 'nan', v: [1, NaN] }, 16]])],
     ];
     const peer = await dialAs(follower);
     for (const [, payload] of payloads) {
       asPeer(peer, [[0, { type: 'Append', term, prevIndex: lastIndex, prevTerm: term, records: [makeRecord(term, lastIndex + 1, payload)], commitIndex: lastIndex + 1, sentAt: 0, leased: false }]]);
     }
     // Snapshots past the follower's commit point whose state is not slice 0's items, and one of a newer term than its sender's.
-    for (const state of [Uint8Array.of(0xc1), encodeReplicated([item(1, 'elsewhere')] as never, null), plain.pack([[2, TABLE, 0, 'k0']])]) {
+    for (const state of [Uint8Array.of(0xc1), encodeReplicated([item(1, 'elsewhere')] as never, null), plain.pack([[2, TABLE, 0, 'k0']]), plain.pack([[1, TABLE, 0, 'nan', { k: 'nan', v: Infinity }, 16]])]) {
       asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term, state, commitIndex: lastIndex + 5, sentAt: 0, leased: false }]]);
     }
     asPeer(peer, [[0, { type: 'Snapshot', term, index: lastIndex + 5, lastTerm: term + 1, state: encodeReplicated([], null), commitIndex: lastIndex + 5, sentAt: 0, leased: false }]]);
@@ -767,7 +770,7 @@ describe('replication between real slice nodes', () => {
       const [got] = (await links[follower]!.batch(workerOf(0, WORKERS), [replicaGet(0, 'after-malformed')]))!;
       return got[0] === RESULT_OK && (got[1] as { v?: number } | null)?.v === 8;
     });
-    for (const key of ['elsewhere', 'odd', 'zero']) {
+    for (const key of ['elsewhere', 'odd', 'zero', 'nan']) {
       for (const n of [leader, follower]) {
         const slice = key === 'elsewhere' ? 1 : 0;
         const [got] = (await links[n]!.batch(workerOf(slice, WORKERS), [replicaGet(slice, key)]))!;

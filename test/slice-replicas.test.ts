@@ -8,13 +8,13 @@ import { cpSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decodeReplicated } from '../slice-worker/log-format.js';
+import { decodeReplicated, encodeReplicated } from '../slice-worker/log-format.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
 import { ReplicaHarness } from './replica-harness.js';
-import { EFFECT_SET, RESULT_OK, SliceOp, type RequestId, type WriteOp } from '../shared/protocol.js';
+import { EFFECT_SET, RESULT_OK, SliceOp, type Effect, type RequestId, type WriteOp } from '../shared/protocol.js';
 
 const SLICE = 5;
 const TABLE = 1;
@@ -544,6 +544,37 @@ describe('a leader whose record its followers refuse as malformed', () => {
       await h.pump();
     }
     expect(refusals.length).toBeLessThanOrEqual(2 + 3 * 2);
+  });
+});
+
+describe('a follower sent a record whose item holds a number that is not finite', () => {
+  it('refuses it as MalformedContents, applies none of it, and goes on taking good records of another leader', async () => {
+    // validateValue refuses NaN and Infinity with a KeysliceError (ValidationError), not MalformedFrame: let past the
+    // follower's check, it threw out of SliceReplicas.receive, which on a worker is out of its batch port's message
+    // handler (batch-port.ts onFrame), so the worker thread failed and its node died (main.ts die), on every
+    // follower the leader sent it to, again after each restart while the leader held the record.
+    const refusals: string[] = [];
+    const h = new ReplicaHarness(join(root, 'not-finite'), SLICE, 3, { onMessage: (s) => s.m.type === 'Refused' && refusals.push(s.m.code) });
+    await h.elect(0, 1, [0, 1, 2]);
+    h.workers[0].store.execute([SliceOp.Assign, 1, [SLICE]]);
+    const item = (w: Worker, key: string) => [...w.store.entries()].find((e) => e[0] === EFFECT_SET && e[2] === SLICE && e[3] === key)?.[4] ?? null;
+    const bad = encodeReplicated([[EFFECT_SET, TABLE, SLICE, 'bad', { k: 'bad', v: [1, NaN] }, 20] as Effect], null);
+    h.workers[0].replicas.of(SLICE).propose(bad);
+    await h.pump();
+    expect(refusals).toEqual(['MalformedContents', 'MalformedContents']);
+    for (const w of [1, 2]) expect(item(h.workers[w], 'bad'), `follower ${w} applied none of it`).toBeNull();
+    // The followers still serve: worker 1 leads term 2 (its log holds nothing of the bad record) and 2 takes its writes.
+    await h.elect(1, 2, [1, 2]);
+    h.workers[1].store.execute([SliceOp.Assign, 2, [SLICE]]);
+    expect(h.workers[1].store.execute([SliceOp.Put, TABLE, SLICE, 'good', { k: 'good', v: 1 }, 20, null, null])[0]).toBe(0);
+    h.workers[1].replicas.propose(h.workers[1].store.takeEffects());
+    for (let i = 0; i < 3; i++) {
+      h.later();
+      h.workers[1].replicas.of(SLICE).tick();
+      await h.pump(true);
+    }
+    expect(item(h.workers[2], 'good')).toMatchObject({ k: 'good', v: 1 });
+    expect(item(h.workers[2], 'bad')).toBeNull();
   });
 });
 
