@@ -293,11 +293,11 @@ export class SliceFailover {
   private leasesOut(answers: ReadonlyMap<ReplicaId, Promise_>): boolean {
     const now = this.host.now();
     // No replica ever led the slice: no Lead or LeadOn was sent for it (the host's record says none, and every one is
-    // recorded before it leaves), nor by this failover (neverLed). A lease is held only
-    // by a leader, from a Lead or LeadOn on, so none can run, and the first election of a new cluster's slice names
-    // its leader without waiting out the full LEASE_MS each answer reports of a replica that just started. Wherever a
-    // Lead may have been sent (a coordinator restarted on a map with terms in it, a slice whose owner changed) the
-    // record says so, and the answers' waits hold as below (docs/replication.md, "Leases").
+    // recorded before it leaves), nor by this failover (neverLed). A lease is held only by a leader, from a Lead or
+    // LeadOn on, so none can run, and the first election of a new cluster's slice names its leader without waiting
+    // out the full LEASE_MS each answer reports of a replica that just started. Wherever a Lead may have been sent (a
+    // coordinator restarted on a map with terms in it, a slice whose owner changed) the record says so, and the
+    // answers' waits hold as below (docs/replication.md, "Leases").
     if (this.neverLed()) return true;
     for (const p of answers.values()) if (p.ledLast) return true;
     // The last leader said it stopped leading its term (stoppedLeading): a carrier once its barrier settled the
