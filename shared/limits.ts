@@ -220,7 +220,8 @@ export const LEADER_SLOW_TIMEOUT_FACTOR = 3;
  * handed to, once a majority answered without it (coordinator/metadata/failover.ts): that replica holds the old
  * leader's last record and should win the tie, but its promise waits for a sync, so the old leader's answer and a
  * third one often come first and the tie went back to the old leader (docs/replication-notes.md, "Elections during a
- * join"). Below 1 so that the wait never restarts the election. */
+ * join"). The first election of a slice never led waits as long for the map's leader, which wins the tie of empty logs
+ * (failover.ts finishElection). Below 1 so that the wait never restarts the election. */
 export const HANDOVER_TARGET_ANSWER_WAIT_SHARE = 0.5;
 /** The share of an election's timeout that an election waits, once a majority of every set answered, for the answers
  * that may still let a replica of the newest set lead rather than one that left it (coordinator/metadata/failover.ts

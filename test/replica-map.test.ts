@@ -759,20 +759,23 @@ describe('replica sets in the cluster map', () => {
 describe('the coordinator\'s lease wait', () => {
   it('waits out an old leader\'s lease by a monotonic clock: a wall clock stepped forward (an NTP step) does not end the wait early', async () => {
     const map = open(3, 3);
+    // A coordinator before this one elected l at term 2 (the map records its Lead): l may still hold a lease.
+    const [l, a, b] = map.replicasOf(0);
+    map.recordElections(new Map([[0, 2]]), [{ slice: 0, leader: l, term: 2 }]);
     // The nodes' side of the links: what the coordinator sends each node, and a link that stays ready.
     const sent: DecodedReplicateEntry[][] = [[], [], []];
     const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
     const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
     const realNow = Date.now.bind(Date);
     try {
-      // The coordinator starts with no known leader: slice 0 elects. Wait (bounded) for its Prepare to reach nodes 0 and 1.
+      // The coordinator starts with no known leader: slice 0 elects. Wait (bounded) for its Prepare to reach a and b.
       const prepareOf = (n: number) => sent[n].find(([s, m]) => s === 0 && m.type === 'Prepare')?.[1];
-      for (let i = 0; i < 50 && (prepareOf(0) === undefined || prepareOf(1) === undefined); i++) await new Promise((r) => setTimeout(r, 50));
-      const prepare = prepareOf(0);
+      for (let i = 0; i < 50 && (prepareOf(a) === undefined || prepareOf(b) === undefined); i++) await new Promise((r) => setTimeout(r, 50));
+      const prepare = prepareOf(a);
       expect(prepare?.type).toBe('Prepare');
       const term = prepare!.type === 'Prepare' ? prepare!.term : 0;
-      // A majority promises; each answered the old leader just now, so its lease may run 1,500 ms more.
-      for (const n of [0, 1]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 1_500, ledTerm: 0 }]]);
+      // A majority promises, l not among it; each answered l just now, so its lease may run 1,500 ms more.
+      for (const n of [a, b]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 1_500, ledTerm: 0 }]]);
       const leadSent = () => sent.some((box) => box.some(([s, m]) => s === 0 && m.type === 'Lead' && m.term === term));
       await new Promise((r) => setTimeout(r, 250));
       expect(leadSent()).toBe(false);
@@ -970,6 +973,81 @@ describe('a coordinator that restarts', () => {
     }
   });
 
+  it("names a new cluster's first leaders without waiting out the leases its just-started replicas report: no replica ever led", async () => {
+    const map = open(3, 3);
+    expect(map.neverLed(0)).toBe(true);
+    const [x, y, z] = map.replicasOf(0);
+    const { sent, links } = stubLinks(3);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(sent, [x, y, z]);
+      const answeredAt = performance.now();
+      // Each replica just started: it reports a full lease wait, not knowing what it answered before (it answered nothing).
+      for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(leadOf(sent, term), 'the map\'s leader led, before the reported leases ran out').toBe(x);
+      expect(performance.now() - answeredAt).toBeLessThan(REPLICA_LEASE_MS);
+      expect(map.neverLed(0)).toBe(false);
+    } finally {
+      leaders.close();
+    }
+  });
+
+  it("waits a while for the map's leader in a new cluster's first election, so that it wins the tie of empty logs", async () => {
+    const map = open(3, 3);
+    const [x, y, z] = map.replicasOf(0);
+    const { sent, links } = stubLinks(3);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(sent, [x, y, z]);
+      for (const n of [y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      await new Promise((r) => setTimeout(r, 150));
+      expect(leadOf(sent, term), 'a Lead named on the tie without the map\'s leader, whose node answers').toBe(-1);
+      leaders.receive(x, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(leadOf(sent, term)).toBe(x);
+    } finally {
+      leaders.close();
+    }
+  });
+
+  it('still waits the leases out after it restarts on a map that records a Lead, where the last leader does not answer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const [x, y, z] = map.replicasOf(0);
+    const first = stubLinks(3);
+    const before = new ReplicaLeaders(map, first.links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(first.sent, [x, y, z]);
+      for (const n of [x, y, z]) before.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && leadOf(first.sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leadOf(first.sent, term)).toBe(x);
+    } finally {
+      before.close();
+    }
+    // x may still lead and hold a lease that counted y's or z's answer: the restarted coordinator's map says a Lead left.
+    const again = open(3, 3, dir);
+    expect(again.neverLed(0)).toBe(false);
+    const { sent, links } = stubLinks(3);
+    const leaders = new ReplicaLeaders(again, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(sent, [y, z]);
+      const answeredAt = performance.now();
+      for (const n of [y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
+      for (let i = 0; i < 120 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(leadOf(sent, term), 'a Lead once the leases ran out').toBeGreaterThanOrEqual(0);
+      expect(performance.now() - answeredAt, 'a Lead before the leases its answers reported ran out').toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
+    } finally {
+      leaders.close();
+    }
+  });
+
+  it('counts a slice whose owner changed as possibly led, though its map records no Lead', () => {
+    const map = open(3, 1);
+    expect(map.neverLed(0)).toBe(true);
+    map.setOwner(0, (map.ownerOf(0) + 1) % 3);
+    expect([map.lastLeadOf(0), map.neverLed(0)]).toEqual([null, false]);
+  });
 });
 
 describe('the replicas an Assign lists for a slice while its change is unsettled, at R=7', () => {

@@ -91,6 +91,9 @@ export interface Elected {
 export type ReplicationSetting = number | 'auto';
 
 const newId = () => randomBytes(16).toString('hex');
+/** Every slice's term in a new map (and in an older map that kept none): a Lead, a LeadOn or a new owner takes a larger
+ * one, so a slice still at it was never led (neverLed). */
+const FIRST_TERM = 1;
 
 export class ClusterMap {
   /** Called after every change that is in force (routers are told: metadata/feed.ts). */
@@ -142,8 +145,8 @@ export class ClusterMap {
         status: saved.status ?? saved.nodes.map(() => 'active'),
         nodeIds: saved.nodeIds ?? saved.nodes.map(() => null),
         followers: saved.followers ?? saved.owners.map(() => []),
-        terms: saved.terms ?? saved.owners.map(() => 1),
-        termsUsed: saved.termsUsed ?? saved.terms ?? saved.owners.map(() => 1),
+        terms: saved.terms ?? saved.owners.map(() => FIRST_TERM),
+        termsUsed: saved.termsUsed ?? saved.terms ?? saved.owners.map(() => FIRST_TERM),
         leaving: saved.leaving ?? saved.owners.map(() => -1),
         joining: saved.joining ?? saved.owners.map(() => -1),
         unsettled: saved.unsettled ?? saved.owners.map(() => []),
@@ -165,8 +168,8 @@ export class ClusterMap {
       owners,
       nodeIds: nodes.map(() => null),
       followers: owners.map(() => []),
-      terms: owners.map(() => 1),
-      termsUsed: owners.map(() => 1),
+      terms: owners.map(() => FIRST_TERM),
+      termsUsed: owners.map(() => FIRST_TERM),
       leaving: owners.map(() => -1),
       joining: owners.map(() => -1),
       unsettled: owners.map(() => []),
@@ -244,6 +247,12 @@ export class ClusterMap {
    * ReplicaLeaders.flush follows for which Lead leaves and whom it deposes. */
   leaderPlaceOf(slice: number, leader: number): LeaderPlace {
     return leaderPlace(this.state, slice, leader);
+  }
+  /** No replica ever led the slice: its term is still the one the map began with, and every Lead or LeadOn takes a
+   * newer one, recorded before it leaves (recordElections), as does every change of its owner (commit, promote). So
+   * no lease of it can run (failover.ts leasesOut, by FailoverHost.lastLead). */
+  neverLed(slice: number): boolean {
+    return this.state.terms[slice] === FIRST_TERM && this.state.lastLead[slice] === null;
   }
   /** [term, node] of the last Lead or LeadOn recorded for the slice, or null (see ClusterMapState.lastLead). */
   lastLeadOf(slice: number): readonly [number, number] | null {

@@ -73,6 +73,10 @@ export interface FailoverHost {
    * replica led it: leases are waited out). An election's answer from that replica, or one that says it led that term,
    * ends the wait for leases (ledLast below). */
   lastLead(): readonly [number, ReplicaId | null];
+  /** True: no Lead or LeadOn was ever sent for the slice (a new cluster's slice, by the map: ClusterMap.neverLed), so no
+   * replica ever led it and no lease of it can run (leasesOut). Absent or false: one may have been (the simulation's and
+   * the stories' failovers, which begin mid-history, wait leases out as before). */
+  neverLed?(): boolean;
   /** Until when replica `r`'s node is known to answer: the time of the first question (a Ping or Prepare, of any
    * slice) the coordinator sent it that nothing from it has followed since; now (or later) when it owes no answer;
    * -Infinity over a link that is not up. So a node is judged on how long it takes to answer, not on how long the
@@ -288,11 +292,24 @@ export class SliceFailover {
    * its crash) holds nothing up once enough others are past theirs: only some majority's waits matter, not all. */
   private leasesOut(answers: ReadonlyMap<ReplicaId, Promise_>): boolean {
     const now = this.host.now();
+    // No replica ever led the slice: no Lead or LeadOn was sent for it (the host's record says none, and every one is
+    // recorded before it leaves), nor by this failover (neverLed). A lease is held only by a leader, from a Lead or
+    // LeadOn on, so none can run, and the first election of a new cluster's slice names its leader without waiting
+    // out the full LEASE_MS each answer reports of a replica that just started. Wherever a Lead may have been sent (a
+    // coordinator restarted on a map with terms in it, a slice whose owner changed) the record says so, and the
+    // answers' waits hold as below (docs/replication.md, "Leases").
+    if (this.neverLed()) return true;
     for (const p of answers.values()) if (p.ledLast) return true;
     // The last leader said it stopped leading its term (stoppedLeading): a carrier once its barrier settled the
     // change, whose set then elects without asking it (settle), would otherwise cost the slice a whole lease more.
     if (this.stoppedLeading > 0 && this.stoppedLeading === this.host.lastLead()[0]) return true;
     return this.quorumAmong((r) => (answers.get(r)?.leaseEndsBy ?? Infinity) <= now);
+  }
+
+  /** No replica ever led the slice (see leasesOut, the rule it makes): no Lead or LeadOn was sent for it, by the host's
+   * record (FailoverHost.neverLed) nor by this failover (whose Lead the record may not hold yet). */
+  private neverLed(): boolean {
+    return !this.published && this.host.neverLed?.() === true;
   }
 
   /** Names the leader once a majority answered and no lease of an older leader may still run: every leader before
@@ -318,8 +335,11 @@ export class SliceFailover {
     // already, more answers only add candidates. Bounded by half the election timeout, so that a replica handed to that
     // died or froze costs no election started again; then the answers in decide, as in any election. Not at all once
     // the node handed to is silent (heardLately; with no heardFrom, as in the simulation, the bound alone), nor in any
-    // election after the handover's (handoverTo).
-    const to = this.handoverTo;
+    // election after the handover's (handoverTo). So does the first election of a slice never led (neverLed) for the
+    // map's leader, listed first, which no lease wait gives time to answer any more: on the tie of a new cluster's empty
+    // logs a majority without it names another, and the rebalancer hands over again (32 of 1,024 slices at R=3 on 3
+    // nodes, load 12, each a second election before every slice was led).
+    const to = this.handoverTo ?? (this.neverLed() ? this.replicas[0] : null);
     const now = this.host.now();
     const awaited = to !== null && this.answerMayCome(to, now);
     if (awaited && now - this.election.startedAt < this.timing.electionTimeoutMs * HANDOVER_TARGET_ANSWER_WAIT_SHARE) return 'not yet';

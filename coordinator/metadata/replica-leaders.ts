@@ -643,6 +643,8 @@ export class ReplicaLeaders {
       },
       // The map's record of the last Lead that left (recordElections writes it before the Lead leaves: flush).
       lastLead: () => this.map.lastLeadOf(slice) ?? [this.map.termOf(slice), null],
+      // No Lead ever left (by the same record): a new cluster's first elections wait no lease out.
+      neverLed: () => this.map.neverLed(slice),
       publish: (leader: ReplicaId, term: number) => {
         this.elected.set(slice, { slice, leader, term });
         const run = this.runs.get(slice);

@@ -1,0 +1,104 @@
+// How long a new local cluster takes from its launch (startLocalCluster, as `npm start` and the process tests' fixture
+// start one) to every replicated slice led: a coordinator and --nodes slice nodes at R=3, --slices slices, on empty
+// folders. Besides the total it prints the phases the coordinator's log shows: nodes ready, the first elections
+// started, and the last line of an elected leader ("elected their leaders", "leads at term") before every slice was led (the elections' share), and how many
+// handovers were elected meanwhile. With --other DIR (another build's dist/), its runs alternate with this build's,
+// for a side-by-side figure (docs/replication.md, "Leases": a slice never led waits out no lease).
+//
+//   npm run build && node dist/bench/cluster-start.js [--rounds 3] [--other /path/to/old/dist]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import type { ClusterOptions, LocalCluster } from '../coordinator/cli/local-cluster.js';
+import type { ClusterStatus } from '../shared/api.js';
+import { intArg, parseArgs } from '../shared/cli-args.js';
+import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
+import { median } from './median.js';
+
+const args = parseArgs(
+  process.argv.slice(2),
+  {
+    nodes: { default: '3', help: 'slice nodes' },
+    slices: { default: '1024', help: 'slices' },
+    rounds: { default: '3', help: 'starts per build' },
+    other: { help: "another build's dist/ folder, run alternately with this one" },
+    port: { default: '47500', help: 'first slice node port (the coordinator takes port + 10)' },
+  },
+  'usage: node dist/bench/cluster-start.js [options]',
+);
+const NODES = intArg('nodes', args.nodes, 1, 9);
+const SLICES = intArg('slices', args.slices, 1, 65_536);
+const ROUNDS = intArg('rounds', args.rounds, 1, 20);
+const PORT = intArg('port', args.port, 1024, 65000);
+const LED_WAIT_S = 120;
+const LOG_LAG_MS = 1_000;
+const own = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const builds = args.other === undefined ? [own] : [resolve(args.other), own];
+
+/** Seconds since t0 at which the status first counted every replicated slice led (polled every 50 ms, at most LED_WAIT_S). */
+async function ledAt(c: LocalCluster, t0: number): Promise<number> {
+  while (performance.now() - t0 < LED_WAIT_S * 1000) {
+    try {
+      const res = await fetch(`${c.url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: c.clusterSecret }, signal: AbortSignal.timeout(5_000) });
+      const l = ((await res.json()) as ClusterStatus).replication.leaders;
+      if (l.replicated > 0 && l.led === l.replicated) return (performance.now() - t0) / 1000;
+    } catch {
+      // not answering yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`not every slice led ${LED_WAIT_S} s after the start`);
+}
+
+interface Run {
+  ready: number;
+  led: number;
+  nodesReady: number;
+  electionsFrom: number;
+  electedBy: number;
+  handovers: number;
+}
+
+async function startOnce(dist: string): Promise<Run> {
+  const { startLocalCluster } = (await import(join(dist, 'coordinator', 'cli', 'local-cluster.js'))) as typeof import('../coordinator/cli/local-cluster.js');
+  const root = mkdtempSync(join(tmpdir(), 'keyslice-bench-start-'));
+  const lines: [number, string][] = [];
+  const t0 = performance.now();
+  const log = (line: string) => lines.push([(performance.now() - t0) / 1000, line]);
+  const opts: ClusterOptions = { dataDir: join(root, 'cluster'), nodes: NODES, slices: SLICES, replicationFactor: 3, nodePortBase: PORT, coordinatorPort: PORT + 10, clusterSecret: 's'.repeat(43), log };
+  try {
+    const c = await startLocalCluster(opts);
+    try {
+      const ready = (performance.now() - t0) / 1000;
+      const led = await ledAt(c, t0);
+      // The log comes through the processes' pipes, a little behind the status: lines up to a second after it count.
+      await new Promise((r) => setTimeout(r, LOG_LAG_MS));
+      const until = led + LOG_LAG_MS / 1000;
+      const at = (re: RegExp) => lines.filter(([t, l]) => t <= until && re.test(l)).map(([t]) => t);
+      const handovers = lines.filter(([t, l]) => t <= until && /elections started for \d+ slices \(a leadership handover/.test(l)).reduce((n, [, l]) => n + Number(/for (\d+) slices/.exec(l)![1]), 0);
+      return { ready, led, nodesReady: Math.max(...at(/coordinator: slice node .* ready/)), electionsFrom: Math.min(...at(/elections started for/)), electedBy: Math.max(...at(/elected their leaders| leads at term /)), handovers };
+    } finally {
+      await c.stop();
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+const runs = new Map<string, Run[]>(builds.map((b) => [b, []]));
+for (let round = 1; round <= ROUNDS; round++) {
+  for (const b of builds) {
+    const r = await startOnce(b);
+    runs.get(b)!.push(r);
+    console.log(
+      `round ${round}, ${b}: nodes ready ${r.nodesReady.toFixed(2)} s, elections from ${r.electionsFrom.toFixed(2)} s to ${r.electedBy.toFixed(2)} s, ` +
+        `coordinator ready ${r.ready.toFixed(2)} s, every slice led ${r.led.toFixed(2)} s; ${r.handovers} handovers; load average ${loadavg()[0].toFixed(1)}`,
+    );
+  }
+}
+for (const [b, rs] of runs) {
+  const m = (f: (r: Run) => number) => median(rs.map(f)).toFixed(2);
+  console.log(`${b}: medians: every slice led ${m((r) => r.led)} s, elections ${m((r) => r.electedBy - r.electionsFrom)} s, nodes ready ${m((r) => r.nodesReady)} s, coordinator ready ${m((r) => r.ready)} s`);
+}
