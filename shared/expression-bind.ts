@@ -23,7 +23,7 @@ import { isDecimal } from './decimal.js';
 import { compareOrdered, typeNameOf } from './expression-eval.js';
 import { KeysliceError } from './errors.js';
 import { ATTRIBUTE_NAME_BYTES_MAX, EXPRESSION_PLACEHOLDERS_MAX } from './limits.js';
-import { checkText, describeType, isPlainObject, setTypeOf, validateAttributeName, validateValue, type Value } from './values.js';
+import { checkMapKey, checkText, describeType, isPlainObject, setTypeOf, validateAttributeName, validateValue, type Value } from './values.js';
 
 const NAME_PLACEHOLDER = /^#[A-Za-z0-9_]+$/;
 const VALUE_PLACEHOLDER = /^:[A-Za-z0-9_]+$/;
@@ -245,6 +245,8 @@ export function bindUpdate(u: ParsedUpdate, ph: Placeholders, field: string, key
     const path = bindPath(a.path, ph, a.at, field);
     const top = path[0] as string;
     validateAttributeName(top, `${field} (position ${a.at})`);
+    // An update writes (or removes) each name of its path as a map key: one that cannot be stored is refused here.
+    for (const seg of path) if (typeof seg === 'string') checkMapKey(seg, `${field} (position ${a.at})`);
     if (keyNames.includes(top)) {
       throw new KeysliceError('ValidationError', `${field}: "${top}" (position ${a.at}) is a key attribute and cannot be updated`);
     }

@@ -9,7 +9,7 @@ import { compareNumbers, isDecimal, numberText, type NumberValue } from './decim
 import { decimalSum } from './decimal-sum.js';
 import { KeysliceError } from './errors.js';
 import { VALUE_DEPTH_MAX } from './limits.js';
-import { describeType, isPlainObject, makeSet, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, setElementKey, setElements, setTypeOf, type Item, type Value } from './values.js';
+import { describeType, isPlainObject, makeSet, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, setElementKey, setElements, setOwn, setTypeOf, type Item, type Value } from './values.js';
 
 type MapValue = { [name: string]: Value };
 
@@ -373,12 +373,6 @@ function copyOf(node: MapValue | Value[], fresh: Set<object>): MapValue | Value[
   const copy = Array.isArray(node) ? node.slice() : { ...node };
   fresh.add(copy);
   return copy;
-}
-
-/** `obj[key] = v` that defines an own property even for "__proto__". */
-function setOwn(obj: MapValue, key: string, v: Value): void {
-  if (key === '__proto__') Object.defineProperty(obj, key, { value: v, writable: true, enumerable: true, configurable: true });
-  else obj[key] = v;
 }
 
 function invalidPath(verb: string, path: Path, i: number, found: Value | undefined): KeysliceError {

@@ -108,7 +108,7 @@ import {
   VALUE_DEPTH_MAX,
   WORKERS_PER_NODE_MAX,
 } from './limits.js';
-import { describeType, isPlainObject, SET_TAGS, setTypeOf, validateValue, type Item, type Value } from './values.js';
+import { describeType, isPlainObject, SET_TAGS, setTypeOf, UNSTORABLE_MAP_KEY, UNSTORABLE_MAP_KEY_REFUSED, validateValue, type Item, type Value } from './values.js';
 
 /** The client protocol. 2: a frame may carry a list of requests or responses. */
 export const PROTOCOL_VERSION = 2;
@@ -180,6 +180,9 @@ export const RESULT_ERROR = 1;
 
 const clientPackr = new Packr({ useRecords: false });
 const clientUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
+/** Decodes maps as Maps, whose keys msgpackr keeps as they are (clientUnpackr renames a key "__proto__"). */
+const clientMapUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: false });
+const UNSTORABLE_KEY_BYTES = Buffer.from(UNSTORABLE_MAP_KEY);
 
 export type ClientRequestFrame = [id: number, op: OperationName, payload: Record<string, unknown>];
 export type ClientResponseFrame =
@@ -551,9 +554,36 @@ export function decodeClientRequests(bytes: Uint8Array): (ClientRequestFrame | F
     throw new FrameError(-1, 'MalformedRequest', `frame is not valid msgpack: ${(err as Error).message}`);
   }
   if (!Array.isArray(frame)) throw new FrameError(-1, 'MalformedRequest', 'a request frame is an array [id, operation, payload], or a list of them');
-  if (!Array.isArray(frame[0])) return [checkRequest(frame)];
-  if (frame.length > CLIENT_FRAME_REQUESTS_MAX) throw new FrameError(-1, 'RequestTooLarge', `a frame holds at most ${CLIENT_FRAME_REQUESTS_MAX} requests; got ${frame.length}`);
-  return frame.map(checkRequest);
+  const single = !Array.isArray(frame[0]);
+  if (!single && frame.length > CLIENT_FRAME_REQUESTS_MAX) throw new FrameError(-1, 'RequestTooLarge', `a frame holds at most ${CLIENT_FRAME_REQUESTS_MAX} requests; got ${frame.length}`);
+  const requests = single ? [checkRequest(frame)] : frame.map(checkRequest);
+  // The decode above read a map key "__proto__" as "__proto_": a request that named one would be stored changed.
+  // Only a frame whose bytes hold the text at all (rare) is decoded again, with its map keys as they are.
+  if (Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).includes(UNSTORABLE_KEY_BYTES)) {
+    const again = clientMapUnpackr.unpack(bytes) as unknown[];
+    requests.forEach((r, i) => {
+      if (!(r instanceof FrameError) && holdsMapKey(single ? again : again[i], UNSTORABLE_MAP_KEY)) {
+        requests[i] = new FrameError(r[0], 'ValidationError', `${r[1]}: ${UNSTORABLE_MAP_KEY_REFUSED}`);
+      }
+    });
+  }
+  return requests;
+}
+
+/** Whether a value decoded by clientMapUnpackr has a map, at any depth, with the key `key`. A walk with its own
+ * stack, not recursion: the frame (at most REQUEST_BYTES_MAX) bounds it, however deep it nests. */
+function holdsMapKey(v: unknown, key: string): boolean {
+  const todo: unknown[] = [v];
+  while (todo.length > 0) {
+    const x = todo.pop();
+    if (x instanceof Map) {
+      if (x.has(key)) return true;
+      for (const e of x.values()) todo.push(e);
+    } else if (Array.isArray(x)) {
+      for (const e of x) todo.push(e);
+    }
+  }
+  return false;
 }
 
 function checkRequest(frame: unknown): ClientRequestFrame | FrameError {
@@ -2101,7 +2131,7 @@ function isValue(v: unknown, depth: number): boolean {
       // A map of one set tag is a set: its elements have rules of their own (validateValue's).
       const keys = Object.keys(v);
       if (keys.length === 1 && SET_TAG_KEYS.has(keys[0])) return isValidValue(v);
-      for (const k in v) if (k === '__proto__' || !isValue(v[k], depth + 1)) return false;
+      for (const k in v) if (k === UNSTORABLE_MAP_KEY || !isValue(v[k], depth + 1)) return false;
       return true;
     }
     default:

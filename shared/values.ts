@@ -113,8 +113,7 @@ export function validateValue(v: unknown, where: string, depth = 0): asserts v i
         if (keys.length === 1 && Object.hasOwn(SET_TYPE_OF_TAG, keys[0])) return validateSet(v, keys[0], where);
         if (keys.length === 1 && keys[0] === DECIMAL_TAG) return validateDecimal(v, where);
         for (const k of keys) {
-          // msgpack decoders rename this key (it would set a JavaScript prototype), so it cannot be stored faithfully.
-          if (k === '__proto__') throw new KeysliceError('ValidationError', `${where}: a map key may not be "__proto__"`);
+          checkMapKey(k, where);
           checkText(k, `${where} (a map key)`);
           validateValue(v[k], `${where}.${k}`, depth + 1);
         }
@@ -123,6 +122,17 @@ export function validateValue(v: unknown, where: string, depth = 0): asserts v i
       break;
   }
   throw new KeysliceError('ValidationError', `${where}: unsupported value type ${describeType(v)}`);
+}
+
+/** The one map key keyslice cannot store: msgpackr renames it to "__proto_" in every map it decodes (on a
+ * coordinator, a node's apply, a log replay, a snapshot, a move), as it would set a JavaScript prototype, so an item
+ * holding it would be read back changed. Refused wherever a client names a map key (a value, a WebSocket frame, an
+ * update's path); a top-level attribute of that name is refused as a system name (SYSTEM_ATTRIBUTE_PREFIX). */
+export const UNSTORABLE_MAP_KEY = '__proto__';
+export const UNSTORABLE_MAP_KEY_REFUSED = `a map key may not be "${UNSTORABLE_MAP_KEY}" (msgpack would store it renamed; docs/expressions.md)`;
+
+export function checkMapKey(k: string, where: string): void {
+  if (k === UNSTORABLE_MAP_KEY) throw new KeysliceError('ValidationError', `${where}: ${UNSTORABLE_MAP_KEY_REFUSED}`);
 }
 
 /** Checks a map whose one key is "$N": it must be a decimal number in canonical form that no double holds. */
@@ -193,9 +203,11 @@ export function itemBytes(item: Item): number {
   return n;
 }
 
-/** Sets an own data property, also for the name "__proto__" (which `o[k] = v` would treat as the prototype). */
-function setOwn(o: Record<string, unknown>, k: string, v: unknown): void {
-  if (k === '__proto__') Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+/** Sets an own data property, also for the name "__proto__" (which `o[k] = v` would treat as the prototype): every
+ * object built from a client's keys (JSON, DynamoDB's attribute values, an update) is built with it, so no key
+ * sets a prototype even where a check upstream would refuse it. */
+export function setOwn(o: Record<string, unknown>, k: string, v: unknown): void {
+  if (k === UNSTORABLE_MAP_KEY) Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
   else o[k] = v;
 }
 

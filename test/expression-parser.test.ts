@@ -280,10 +280,16 @@ describe('fuzzing: only ValidationErrors, never a crash', () => {
 });
 
 describe('the evaluator on awkward names', () => {
-  it('writes, reads and removes a nested "__proto__" entry as plain data', () => {
-    const ph = new Placeholders({ '#p': '__proto__' }, { ':v': { polluted: true } });
+  it('refuses to bind an update path through "__proto__" (msgpack would store the key renamed)', () => {
+    for (const update of ['SET m.#p = :v', 'SET m.#p.x = :v', 'REMOVE m.#p', 'ADD m.#p :v']) {
+      const ph = new Placeholders({ '#p': '__proto__' }, { ':v': 1 });
+      expect(() => bindUpdate(parseUpdate(update), ph, 'update', []), update).toThrow('a map key may not be "__proto__"');
+    }
+  });
+
+  it('reads, and (past the binder) writes and removes, a nested "__proto__" entry as plain data, no prototype set', () => {
     const source: Item = { m: {} };
-    const next = applyUpdate(source, bindUpdate(parseUpdate('SET m.#p = :v'), ph, 'update', []));
+    const next = applyUpdate(source, [{ k: 'set', path: ['m', '__proto__'], value: { k: 'value', v: { polluted: true } } }]);
     const m = next.m as Record<string, unknown>;
     expect(Object.getPrototypeOf(m)).toBe(Object.prototype);
     expect(Object.hasOwn(m, '__proto__')).toBe(true);
@@ -292,7 +298,7 @@ describe('the evaluator on awkward names', () => {
     const read = new Placeholders({ '#p': '__proto__' }, { ':v': { polluted: true } });
     expect(evaluate(bindCondition(parseCondition('m.#p = :v'), read, 'condition'), next)).toBe(true);
     expect(evaluate(bindCondition(parseCondition('attribute_exists(m.#p)'), new Placeholders({ '#p': '__proto__' }, {}), 'condition'), source)).toBe(false);
-    const removed = applyUpdate(next, bindUpdate(parseUpdate('REMOVE m.#p'), new Placeholders({ '#p': '__proto__' }, {}), 'update', []));
+    const removed = applyUpdate(next, [{ k: 'remove', path: ['m', '__proto__'] }]);
     expect(Object.hasOwn(removed.m as object, '__proto__')).toBe(false);
   });
 });

@@ -13,8 +13,10 @@ import {
   SET_TAGS,
   setElementKey,
   setElements,
+  setOwn,
   setTypeOf,
   SYSTEM_ATTRIBUTE_PREFIX,
+  UNSTORABLE_MAP_KEY,
   type Item,
   type SetType,
   type Value,
@@ -31,12 +33,6 @@ const TYPES = ['S', 'N', 'B', 'BOOL', 'NULL', 'L', 'M', 'SS', 'NS', 'BS'] as con
 const SET_TAG_KEYS = new Set([...Object.values(SET_TAGS), DECIMAL_TAG]);
 const SET_NAMES: Record<SetType, string> = { SS: 'string', NS: 'number', BS: 'binary' };
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-
-/** `o[k] = v` that also defines an own "__proto__" entry instead of setting the prototype. */
-export function setOwn(o: Record<string, unknown>, k: string, v: unknown): void {
-  if (k === '__proto__') Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
-  else o[k] = v;
-}
 
 /** JSON's name for a value's type, as DynamoDB's deserializer reports it. */
 export function jsonType(v: unknown): string {
@@ -102,7 +98,7 @@ export function toNativeValue(av: unknown, where: string, depth = 0): Value {
       }
       for (const k of keys) {
         // msgpack between keyslice's processes cannot carry this key faithfully (it would set a prototype).
-        if (k === '__proto__') throw DynamoDbError.validation(`keyslice cannot store the map key "__proto__" (at ${where})`);
+        if (k === UNSTORABLE_MAP_KEY) throw DynamoDbError.validation(`keyslice cannot store the map key "${UNSTORABLE_MAP_KEY}" (at ${where}): msgpack would store it renamed`);
         setOwn(out, k, toNativeValue(v[k], `${where}.${k}`, depth + 1));
       }
       return out;

@@ -8,8 +8,8 @@ import type { Condition, Path, UpdateAction } from '../../shared/expression-ast.
 import { bindCondition, bindProjection, bindUpdate, Placeholders } from '../../shared/expression-bind.js';
 import { parseCondition, parseProjection, parseUpdate } from '../../shared/expression-parser.js';
 import { EXPRESSION_BYTES_MAX } from '../../shared/limits.js';
-import type { Value } from '../../shared/values.js';
-import { setOwn, toNativeValue } from './attribute-values.js';
+import { setOwn, type Value } from '../../shared/values.js';
+import { toNativeValue } from './attribute-values.js';
 import { DynamoDbError } from './errors.js';
 import { legacyExpressions, type LegacyParameter } from './legacy.js';
 import type { Params } from './params.js';

@@ -7,10 +7,10 @@ import { isDecimal } from '../../shared/decimal.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../../shared/limits.js';
 import { typeNameOf } from '../../shared/expression-eval.js';
-import { isPlainObject, type Item, type Value } from '../../shared/values.js';
+import { isPlainObject, setOwn, type Item, type Value } from '../../shared/values.js';
 import { describe, type Table } from '../metadata/catalog.js';
 import type { Operations } from '../router/operations.js';
-import { setOwn, toNativeValue } from './attribute-values.js';
+import { toNativeValue } from './attribute-values.js';
 import { DynamoDbError } from './errors.js';
 
 export type ScalarType = 'S' | 'N' | 'B';

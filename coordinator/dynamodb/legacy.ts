@@ -6,8 +6,8 @@
 // attribute name and value goes through a generated placeholder, so no name
 // needs escaping. DynamoDB refuses a request that mixes the two styles
 // (expressions.ts refuseMixing), so the generated placeholders are the only ones.
-import { isPlainObject, type Value } from '../../shared/values.js';
-import { jsonType, setOwn, toNativeValue } from './attribute-values.js';
+import { isPlainObject, setOwn, type Value } from '../../shared/values.js';
+import { jsonType, toNativeValue } from './attribute-values.js';
 import { DynamoDbError } from './errors.js';
 import type { ExpressionField, RequestExpressions } from './expressions.js';
 import type { Params } from './params.js';
