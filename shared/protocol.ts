@@ -340,17 +340,24 @@ export function unpackClientList(bytes: Uint8Array): Item[] {
  * a client frame as they are (PackedItems.ofItems): the page's bytes are read once, not cut and
  * then checked. `count`: only the first `count` items (a list that holds fewer is malformed). */
 export function splitPackedList(list: Uint8Array, count?: number): Uint8Array[] {
+  const bounds = packedItemBounds(list, count);
+  const items: Uint8Array[] = new Array(bounds.length - 1);
+  for (let i = 0; i < items.length; i++) items[i] = list.subarray(bounds[i], bounds[i + 1]);
+  return items;
+}
+
+/** Where each item of a packed list starts, and where its last ends (one more bound than items), checked as
+ * splitPackedList checks them (`count`: the same). For a worker that keeps its page's items as text (latin1 of
+ * each item's bounds, partition.ts): a view of each first (a Buffer apiece) cost more than the text itself. */
+export function packedItemBounds(list: Uint8Array, count?: number): number[] {
   let [n, at] = listHeader(list);
   if (count !== undefined && count < n) n = count;
   else if (count !== undefined && count > n) throw new MalformedFrame(`a packed list of ${n} items has no item ${count}`);
-  const items: Uint8Array[] = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const end = skipPackedItem(list, at);
-    items[i] = list.subarray(at, end);
-    at = end;
-  }
+  const bounds: number[] = new Array(n + 1);
+  bounds[0] = at;
+  for (let i = 1; i <= n; i++) bounds[i] = at = skipPackedItem(list, at);
   if (count === undefined && at !== list.byteLength) throw new MalformedFrame(`a packed list has ${list.byteLength - at} bytes after its items`);
-  return items;
+  return bounds;
 }
 
 /** Where the msgpack value at `at` ends. One loop over a count of the values still to skip

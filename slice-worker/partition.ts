@@ -25,7 +25,7 @@ import {
   concatClientList,
   packClientItem,
   packClientList,
-  splitPackedList,
+  packedItemBounds,
   type RangeItems,
   type RangeResult,
   type RangeSpec,
@@ -651,38 +651,55 @@ export class SliceStore {
   }
 
   /** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
-   * item's kept bytes where it has them, the others packed (packedItems). */
+   * item's kept bytes where it has them, the others packed (packedItems). A page none of whose items has kept bytes
+   * (their first read) is the one list packed, as it is, its items' text kept from it (keepPieces): no copy of the
+   * page into another buffer, nor a view of each item. */
   private packWhole(list: readonly Stored[], keepIn: Partition | null): Uint8Array {
-    if (keepIn === null && list.every((s) => s.packed === null)) return packClientList(list.map((s) => s.item));
+    if (list.every((s) => s.packed === null)) {
+      const packed = packClientList(list.map((s) => s.item));
+      if (keepIn !== null) this.keepPieces(list, packed, packedItemBounds(packed), keepIn);
+      return packed;
+    }
     return concatClientList(this.packedItems(list, keepIn));
   }
 
   /** Each item of `list` in the client's msgpack form: its kept bytes where it has them; the others packed together
-   * (one pack call: packing item by item costs more) and cut into items by their headers, each then kept in `keepIn`
-   * (its partition, which counts them: a dropped partition takes its count along) when given and the item is at most
-   * PACKED_ITEM_CACHE_BYTES_MAX. */
+   * (one pack call: packing item by item costs more), cut into items by their headers, and kept in `keepIn` when
+   * given (keepPieces). */
   private packedItems(list: readonly Stored[], keepIn: Partition | null): (string | Buffer)[] {
-    const missing: Item[] = [];
-    for (const s of list) if (s.packed === null) missing.push(s.item);
-    const packed = missing.length === 0 ? Buffer.alloc(0) : packClientList(missing);
+    // Read before keepPieces keeps the missing ones' text: null marks an item packed here.
+    const parts: (string | Buffer | null)[] = list.map((s) => s.packed);
+    const missing = list.filter((s) => s.packed === null);
+    if (missing.length === 0) return parts as string[];
+    const packed = packClientList(missing.map((s) => s.item));
     assert(Buffer.isBuffer(packed), 'msgpackr packs into a Buffer');
-    // Views of a Buffer are Buffers: their latin1 text is read without a Buffer made for each.
-    const pieces = missing.length === 0 ? [] : (splitPackedList(packed) as Buffer[]);
-    const parts: (string | Buffer)[] = new Array(list.length);
+    const bounds = packedItemBounds(packed);
+    const texts = keepIn !== null ? this.keepPieces(missing, packed, bounds, keepIn) : null;
     let k = 0;
-    for (let i = 0; i < list.length; i++) {
-      const s = list[i];
-      if (s.packed !== null) {
-        parts[i] = s.packed;
-        continue;
-      }
-      const piece = pieces[k++];
-      // The budget is looked at per item, not only once per call (mayKeep): a compaction's call takes a whole slice,
-      // of any size, which kept every item's bytes past the budget.
-      parts[i] = keepIn !== null && s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget() ? this.keep(s, piece, keepIn) : piece;
+    for (let i = 0; i < parts.length; i++) {
+      if (parts[i] !== null) continue;
+      // Not kept (over the budget or the size bound, or nowhere to keep it): a view of the packed list.
+      parts[i] = texts?.[k] ?? packed.subarray(bounds[k], bounds[k + 1]);
+      k++;
     }
-    assert(k === pieces.length, 'every packed item has its place in the page');
-    return parts;
+    assert(k === missing.length, 'every packed item has its place in the page');
+    return parts as (string | Buffer)[];
+  }
+
+  /** Keeps the text of each item of `list`, packed as one list `packed` (item k between bounds[k] and bounds[k + 1]),
+   * in `keepIn` (its partition, which counts them: a dropped partition takes its count along) where the item is at
+   * most PACKED_ITEM_CACHE_BYTES_MAX and the worker under its budget; gives the kept texts, undefined where not
+   * kept. The budget is looked at per item, not only once per call (mayKeep): a compaction's call takes a whole
+   * slice, of any size, which kept every item's bytes past the budget. Each text is read from its bounds (latin1):
+   * a view of each item first (a Buffer apiece) cost about as much again. */
+  private keepPieces(list: readonly Stored[], packed: Uint8Array, bounds: readonly number[], keepIn: Partition): (string | undefined)[] {
+    assert(Buffer.isBuffer(packed) && bounds.length === list.length + 1, 'a packed Buffer with a bound on each side of each item');
+    const texts: (string | undefined)[] = new Array(list.length);
+    for (let k = 0; k < list.length; k++) {
+      const s = list[k];
+      if (s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) texts[k] = this.keep(s, packed.toString('latin1', bounds[k], bounds[k + 1]), keepIn);
+    }
+    return texts;
   }
 
   /** The items of one slice as set-effects, written around each item's packed bytes (SetEffectsText: a replica's
@@ -715,15 +732,15 @@ export class SliceStore {
     const bytes = packClientItem(s.item);
     if (s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.mayKeep()) {
       assert(Buffer.isBuffer(bytes), 'msgpackr packs into a Buffer');
-      this.keep(s, bytes, partition);
+      this.keep(s, bytes.toString('latin1'), partition);
     }
     return bytes;
   }
 
-  /** Keeps an item's packed bytes beside it, counted against the partition's (and the worker's) budget; gives the
-   * kept text. */
-  private keep(s: Stored, bytes: Buffer, partition: Partition): string {
-    s.packed = bytes.toString('latin1');
+  /** Keeps an item's packed bytes (as latin1 text) beside it, counted against the partition's (and the worker's)
+   * budget; gives the kept text. */
+  private keep(s: Stored, text: string, partition: Partition): string {
+    s.packed = text;
     const cost = keptCost(s.packed);
     partition.kept += cost;
     this.keptSinceCount += cost;

@@ -1,0 +1,32 @@
+// The whole process's CPU (puts, reads and every collection they cause) per range of 100 items of fresh stores
+// read `--reads` times each, as objects or packed (range-hop.ts's first-read rows time the reads alone, so a
+// collection that the first read's kept bytes cause and that runs during the second read is counted there: this
+// counts it once, wherever it runs). Run it once per build and form, builds alternated, and subtract the objects:
+//   node dist/bench/fresh-read-cpu.js [--packed] [--reads 1]
+import { parseArgs } from 'node:util';
+import { encodeSliceResults, SliceOp, type RangeSpec } from '../shared/protocol.js';
+import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
+import { SliceStore } from '../slice-worker/partition.js';
+
+const { values: opts } = parseArgs({ options: { packed: { type: 'boolean', default: false }, reads: { type: 'string', default: '1' } } });
+const READS = Number(opts.reads);
+const STORES = 30;
+const RANGES = 200;
+const ITEMS = 100;
+const spec: RangeSpec = { low: 'k', lowInclusive: true, high: 'l', highInclusive: false, reverse: false, limit: ITEMS, projection: null, filter: null, withKeys: false, packed: opts.packed };
+
+const start = process.cpuUsage();
+for (let r = 0; r < STORES; r++) {
+  // range-hop.ts's fresh stores: RANGES slices of ITEMS items shaped as hops.ts's.
+  const s = new SliceStore(0, 1, () => 1_764_000_000_000);
+  s.execute([SliceOp.Assign, 1, Array.from({ length: RANGES }, (_, i) => i)]);
+  for (let g = 0; g < RANGES; g++) {
+    for (let i = 0; i < ITEMS; i++) {
+      const item: Item = { [NAME_ATTRIBUTE]: `d${g}_${i}`, device: `d${g}`, seq: i, payload: 'x'.repeat(160) };
+      s.execute([SliceOp.Put, 1, g, `k${String(i).padStart(6, '0')}`, item, itemBytes(item), null, null]);
+    }
+  }
+  for (let t = 0; t < READS; t++) for (let g = 0; g < RANGES; g++) encodeSliceResults([s.execute([SliceOp.Range, 1, g, spec])]);
+}
+const used = process.cpuUsage(start);
+console.log(`${((used.user + used.system) / (STORES * RANGES)).toFixed(1)} us of CPU per range (its ${ITEMS} puts and ${READS} read${READS === 1 ? '' : 's'}, ${opts.packed ? 'packed' : 'objects'})`);
