@@ -24,14 +24,14 @@ const args = parseArgs(
     slices: { default: '1024', help: 'slices' },
     rounds: { default: '3', help: 'starts per build' },
     other: { help: "another build's dist/ folder, run alternately with this one" },
-    port: { default: '47500', help: 'first slice node port (the coordinator takes port + 10)' },
+    port: { default: '47500', help: 'first slice node port (the coordinator takes port + 10); 0: free ports' },
   },
   'usage: node dist/bench/cluster-start.js [options]',
 );
 const NODES = intArg('nodes', args.nodes, 1, 9);
 const SLICES = intArg('slices', args.slices, 1, 65_536);
 const ROUNDS = intArg('rounds', args.rounds, 1, 20);
-const PORT = intArg('port', args.port, 1024, 65000);
+const PORT = args.port === '0' ? 0 : intArg('port', args.port, 1024, 65000);
 const LED_WAIT_S = 120;
 const LOG_LAG_MS = 1_000;
 const own = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -67,7 +67,7 @@ async function startOnce(dist: string): Promise<Run> {
   const lines: [number, string][] = [];
   const t0 = performance.now();
   const log = (line: string) => lines.push([(performance.now() - t0) / 1000, line]);
-  const opts: ClusterOptions = { dataDir: join(root, 'cluster'), nodes: NODES, slices: SLICES, replicationFactor: 3, nodePortBase: PORT, coordinatorPort: PORT + 10, clusterSecret: 's'.repeat(43), log };
+  const opts: ClusterOptions = { dataDir: join(root, 'cluster'), nodes: NODES, slices: SLICES, replicationFactor: 3, nodePortBase: PORT, coordinatorPort: PORT === 0 ? 0 : PORT + 10, clusterSecret: 's'.repeat(43), log };
   try {
     const c = await startLocalCluster(opts);
     try {

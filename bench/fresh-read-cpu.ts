@@ -2,15 +2,17 @@
 // read `--reads` times each, as objects or packed (range-hop.ts's first-read rows time the reads alone, so a
 // collection that the first read's kept bytes cause and that runs during the second read is counted there: this
 // counts it once, wherever it runs). Run it once per build and form, builds alternated, and subtract the objects:
-//   node dist/bench/fresh-read-cpu.js [--packed] [--reads 1]
+//   node dist/bench/fresh-read-cpu.js [--packed] [--reads 1] [--stores 30]
 import { parseArgs } from 'node:util';
+import { intArg } from '../shared/cli-args.js';
 import { encodeSliceResults, SliceOp, type RangeSpec } from '../shared/protocol.js';
 import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
 
-const { values: opts } = parseArgs({ options: { packed: { type: 'boolean', default: false }, reads: { type: 'string', default: '1' } } });
-const READS = Number(opts.reads);
-const STORES = 30;
+const { values: opts } = parseArgs({ options: { packed: { type: 'boolean', default: false }, reads: { type: 'string', default: '1' }, stores: { type: 'string', default: '30' } } });
+// Bounded, so that a run ends (30 stores of one read each take a few seconds).
+const READS = intArg('reads', opts.reads, 1, 10);
+const STORES = intArg('stores', opts.stores, 1, 300);
 const RANGES = 200;
 const ITEMS = 100;
 const spec: RangeSpec = { low: 'k', lowInclusive: true, high: 'l', highInclusive: false, reverse: false, limit: ITEMS, projection: null, filter: null, withKeys: false, packed: opts.packed };

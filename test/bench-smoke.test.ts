@@ -298,5 +298,24 @@ describe('the benches, end to end with their smallest arguments (real processes 
     expect(Number(m?.[1])).toBeGreaterThan(0);
     expect(Number(m?.[2])).toBeGreaterThan(0);
     expect(Number(m?.[3])).toBeGreaterThan(0);
+    // --ids 1: each put with a router's request id; it exits non-zero if a follower does not remember the leader's ids.
+    const ids = await bench('put-path.js', ['--r', '3', '--slices', '4', '--puts', '1000', '--ids', '1'], 20_000);
+    expect(Number(/: R=3 total (\d+) ns per put \(leader \d+, each follower \d+; 4 slices, batches of 32, 1024 puts, request ids\)$/m.exec(ids.stdout)?.[1])).toBeGreaterThan(0);
+  }, caseMs(60_000));
+
+  it('fresh-read-cpu: CPU per range of a fresh store read once, as objects and packed', async () => {
+    for (const form of ['objects', 'packed']) {
+      const r = await bench('fresh-read-cpu.js', ['--stores', '1', ...(form === 'packed' ? ['--packed'] : [])], 20_000);
+      expect(Number(new RegExp(`^([\\d.]+) us of CPU per range \\(its 100 puts and 1 read, ${form}\\)$`, 'm').exec(r.stdout)?.[1])).toBeGreaterThan(0);
+    }
   }, caseMs(40_000));
+
+  it('cluster-start: a new cluster of 12 slices on free ports, every phase found in the coordinator\'s log', async () => {
+    const r = await bench('cluster-start.js', ['--rounds', '1', '--slices', '12', '--port', '0'], 60_000);
+    // A log line the bench looks for and no longer finds makes its phase -Infinity or Infinity.
+    const m = /^round 1, .*: nodes ready ([\d.]+) s, elections from ([\d.]+) s to ([\d.]+) s, coordinator ready ([\d.]+) s, every slice led ([\d.]+) s; (\d+) handovers;/m.exec(r.stdout);
+    // (Each phase a number: [\d.]+ takes no -Infinity, Infinity or NaN.)
+    expect(m, r.stdout).not.toBeNull();
+    expect(m!.slice(1, 6).map(Number).every((s) => s > 0)).toBe(true);
+  }, caseMs(60_000));
 });
