@@ -459,23 +459,32 @@ describe('replica sets in the cluster map', () => {
     expect(onDisk()).toBe(was.epoch + 1);
   });
 
-  it('lets a drain step go only when the caught-up replicas that are up are a majority of the set left: one that held the barrier and went down since counts for nothing', () => {
+  it('lets a drain step go only when the caught-up replicas that are up are a majority of the set left (one that held the barrier and went down since counts for nothing) and its new replica is up', () => {
     // Slice set {0, 1, 2, 3, 4} while node 4 drains, 3 its new replica: the set left is {0, 1, 2, 3}.
     const rest = [0, 1, 2, 3];
     const fresh = 3;
     const all = () => true;
-    // Every replica said it holds the leader's barrier; 1 and 3 (the new one) are down since. 2 of 4 up is no
-    // majority: without node 4 the slice could elect and commit nothing (before, the step went: all 4 held it).
-    const down = new Set([1, 3]);
+    // Every replica said it holds the leader's barrier; 1 and 2 are down since. 2 of 4 up is no majority: without
+    // node 4 the slice could elect and commit nothing (before, the step went: all 4 held it).
+    const down = new Set([1, 2]);
     const isUp = (n: number) => !down.has(n);
-    expect(drainStepCatchUp(rest, fresh, all, isUp)).toEqual({ behind: [], holdingUp: [0, 2] });
-    // Node 1 is back: 3 of 4 up and caught up, the step goes.
-    down.delete(1);
-    expect(drainStepCatchUp(rest, fresh, all, isUp)).toEqual({ behind: [], holdingUp: [0, 1, 2] });
+    expect(drainStepCatchUp(rest, fresh, all, isUp)).toEqual({ behind: [], holdingUp: [0, 3] });
+    // Node 2 is back: 3 of 4 up and caught up, the step goes.
+    down.delete(2);
+    expect(drainStepCatchUp(rest, fresh, all, isUp)).toEqual({ behind: [], holdingUp: [0, 2, 3] });
     // The new replica must have caught up, up or not; an old one that is down is not waited for.
+    down.clear();
     down.add(1);
     expect(drainStepCatchUp(rest, fresh, (n) => n === 0 || n === 2, isUp).behind).toEqual([3]);
-    expect(drainStepCatchUp(rest, fresh, (n) => n !== 1, isUp)).toEqual({ behind: [], holdingUp: [0, 2] });
+    expect(drainStepCatchUp(rest, fresh, (n) => n !== 1, isUp)).toEqual({ behind: [], holdingUp: [0, 2, 3] });
+    // And it must be up: one that said it holds the barrier and went down since is waited for (undoStalledMoves takes
+    // it out if it stays down). Before, the step went, and dropped a replica that is up for one that is down: a
+    // joining node killed just after it caught up kept the moves onto it, each slice at 2 replicas up for good.
+    down.clear();
+    down.add(3);
+    expect(drainStepCatchUp(rest, fresh, all, isUp)).toEqual({ behind: [3], holdingUp: [0, 1, 2] });
+    down.clear();
+    down.add(1);
     // With no new replica named (a move recorded by an older map), every one is waited for, up or not.
     expect(drainStepCatchUp(rest, -1, (n) => n !== 1, isUp).behind).toEqual([1]);
     // Every replica is asked, not only until the first behind.

@@ -765,10 +765,11 @@ export class Membership {
    * leaving); the sets' elections (by joint majorities) told their leaders. Here a slice's replica on the
    * draining node (or the leaving one) leaves the set once the leader elected for the set is known, the change
    * settled, and every other replica of it that is up says (Pong) that it durably holds that leader's barrier:
-   * every write acknowledged before, so the new replica has caught up. A replica on a node that is down is not
-   * waited for (it could be for good: remove, or removal after a time down, replaces it), as long as those that
+   * every write acknowledged before, so the new replica has caught up. A replica of the set before on a node that is
+   * down is not waited for (it could be for good: remove, or removal after a time down, replaces it), as long as those that
    * hold the barrier and are up are a majority of the set that is left, which then elects and commits without it
-   * (one that held it on a node down since counts for nothing: drainStepCatchUp). In a slice a drain drains, a
+   * (one that held it on a node down since counts for nothing: drainStepCatchUp); the new replica is waited for while
+   * its node is down, caught up or not, and undoStalledMoves takes it out if it stays down. In a slice a drain drains, a
    * follower on a node down for drainReplaceDownMs is first replaced on a node that is up, as keyslice remove
    * of its node would (deadReplica, replaceDeadReplicas), so that the drain leaves no slice it drained with a replica
    * on a node that stays down while another node is up to take it. Slices the
@@ -845,9 +846,15 @@ export class Membership {
         wait(`its replica on ${names([dead.node])} is down (for ${(dead.downMs / 1000).toFixed(1)} s): still down after ${this.drainReplaceDownMs / 1000} s, it is replaced on a node that is up, as keyslice remove would, and the drain goes on`);
         continue;
       }
-      const { behind, holdingUp } = drainStepCatchUp(rest, this.map.joiningOf(slice), (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n));
+      const fresh = this.map.joiningOf(slice);
+      const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n));
       if (behind.length > 0) {
-        wait(`the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behind.some((n) => !this.isUp(n)) ? `; ${names(behind.filter((n) => !this.isUp(n)))} is down` : ''}`);
+        const behindDown = behind.filter((n) => !this.isUp(n));
+        wait(
+          behind.length === 1 && behind[0] === fresh && behindDown.length === 1
+            ? `its new replica on ${names(behind)} is down: the step goes on once it is back and holds the leader's first record of term ${term}, or is undone once it has been down ${this.downWaits.moveUndoMs / 1000} s`
+            : `the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behindDown.length > 0 ? `; ${names(behindDown)} is down` : ''}`,
+        );
         continue;
       }
       if (holdingUp.length < majority(rest.length)) {
@@ -1273,13 +1280,17 @@ function checkUrl(url: unknown): string {
  * Of the replicas `rest` that the slice keeps: `behind`, those it waits for because they do not yet hold the leader's
  * barrier: every one that is up, and the new replica `fresh` (-1: none named) up or not, else nothing replaced the one
  * that leaves (undoStalledMoves takes one whose node stays down out); one that was in the set before may be down (with
- * no new replica named, a move recorded by an older map, none may). `holdingUp`: those that hold it and are up. The
+ * no new replica named, a move recorded by an older map, none may). `fresh` is waited for while its node is down even
+ * where it said it holds the barrier before it went down: the step would trade the replica that leaves, up, for one
+ * that is down, a slice left with R - 1 replicas up and nothing to undo (undoStalledMoves undoes only a step not yet
+ * done; a node killed just after catching up left its moves done onto it for good). `holdingUp`: those that hold it
+ * and are up. The
  * step goes ahead only with none behind and holdingUp a majority of `rest`: a replica that held the barrier on a node
  * that is down since elects and commits nothing, so counting it would leave a slice that cannot serve. `holds` is
  * asked of every replica (it asks those that have not said so yet: one turn learns about them all). */
 export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: (node: number) => boolean, isUp: (node: number) => boolean): { behind: number[]; holdingUp: number[] } {
   const holding = rest.filter((n) => holds(n));
-  const behind = rest.filter((n) => !holding.includes(n) && (isUp(n) || fresh < 0 || n === fresh));
+  const behind = rest.filter((n) => (n === fresh && !isUp(n)) || (!holding.includes(n) && (isUp(n) || fresh < 0 || n === fresh)));
   return { behind, holdingUp: holding.filter((n) => isUp(n)) };
 }
 
