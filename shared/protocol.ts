@@ -179,9 +179,12 @@ export const RESULT_ERROR = 1;
 // ---- client frames -------------------------------------------------------
 
 const clientPackr = new Packr({ useRecords: false });
-const clientUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
+/** structuredClone false: msgpackr's id and pointer extensions (0x69, 0x70), which no client writes, are refused: a
+ * frame could use them to hold one list many times over or itself, so that a walk of what it decoded (validateValue,
+ * holdsMapKey) would run far past what its bytes bound, or for ever. */
+const clientUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, structuredClone: false });
 /** Decodes maps as Maps, whose keys msgpackr keeps as they are (clientUnpackr renames a key "__proto__"). */
-const clientMapUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: false });
+const clientMapUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: false, structuredClone: false });
 const UNSTORABLE_KEY_BYTES = Buffer.from(UNSTORABLE_MAP_KEY);
 
 export type ClientRequestFrame = [id: number, op: OperationName, payload: Record<string, unknown>];
@@ -578,7 +581,8 @@ export function decodeClientRequests(bytes: Uint8Array): (ClientRequestFrame | F
 }
 
 /** Whether a value decoded by clientMapUnpackr has a map, at any depth, with the key `key`. A walk with its own
- * stack, not recursion: the frame (at most REQUEST_BYTES_MAX) bounds it, however deep it nests. */
+ * stack, not recursion: the frame (at most REQUEST_BYTES_MAX) bounds it, however deep it nests, as it decodes to a
+ * tree (no id or pointer extension: structuredClone false). */
 function holdsMapKey(v: unknown, key: string): boolean {
   const todo: unknown[] = [v];
   while (todo.length > 0) {

@@ -108,13 +108,22 @@ describe('a WebSocket frame', () => {
       [2, 'PutItem', { table: T, item: JSON.parse('{"user":"a","ts":2,"m":{"__proto__":1}}') }],
     ]);
     const fix = Buffer.concat([Buffer.of(0xa9), Buffer.from('__proto__')]);
-    const str8 = Buffer.concat([Buffer.of(0xd9, 9), Buffer.from('__proto__')]);
+    const wide = [Buffer.of(0xd9, 9), Buffer.of(0xda, 0, 9), Buffer.of(0xdb, 0, 0, 0, 9)].map((h) => Buffer.concat([h, Buffer.from('__proto__')]));
     const at = packed.lastIndexOf(fix);
-    for (const bytes of [packed, Buffer.concat([packed.subarray(0, at), str8, packed.subarray(at + fix.length)])]) {
+    for (const bytes of [packed, ...wide.map((w) => Buffer.concat([packed.subarray(0, at), w, packed.subarray(at + fix.length)]))]) {
       const [first, second] = decodeClientRequests(bytes);
       expect(first).toEqual([1, 'PutItem', { table: T, item: { user: 'a', ts: 1, s: '__proto__' } }]);
       expect(second).toBeInstanceOf(FrameError);
       expect(second).toMatchObject({ id: 2, code: 'ValidationError' });
     }
+  });
+
+  it('refuses a frame with msgpackr\'s id and pointer extensions (one list held twice, or in itself) as MalformedRequest', () => {
+    // Decoded, a list held by pointer would be walked once per holder (validateValue, the "__proto__" walk): a
+    // cycle for ever, a few pointers per level 2^depth times. No client writes them.
+    const shared = ['__proto__'];
+    const bytes = new Packr({ useRecords: false, structuredClone: true }).pack([1, 'PutItem', { table: T, item: { user: 'a', ts: 1, l: [shared, shared] } }]);
+    expect(bytes.includes(Buffer.of(0xd6, 0x70))).toBe(true);
+    expect(() => decodeClientRequests(bytes)).toThrow(expect.objectContaining({ code: 'MalformedRequest' }));
   });
 });
