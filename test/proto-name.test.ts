@@ -118,6 +118,16 @@ describe('a WebSocket frame', () => {
     }
   });
 
+  it('refuses a map key "__proto__" in a msgpackr record (ext 0x72), which decodes as an object even with maps as Maps', () => {
+    const bytes = new Packr({ useRecords: true }).pack([
+      [1, 'PutItem', { table: T, item: { user: 'a', ts: 1, m: { x: 1 } } }],
+      [2, 'PutItem', { table: T, item: JSON.parse('{"user":"a","ts":2,"m":{"__proto__":1,"x":2}}') }],
+    ]);
+    const [first, second] = decodeClientRequests(bytes);
+    expect(first).toEqual([1, 'PutItem', { table: T, item: { user: 'a', ts: 1, m: { x: 1 } } }]);
+    expect(second).toMatchObject({ id: 2, code: 'ValidationError' });
+  });
+
   it('refuses a frame with msgpackr\'s id and pointer extensions (one list held twice, or in itself) as MalformedRequest', () => {
     // Decoded, a list held by pointer would be walked once per holder (validateValue, the "__proto__" walk): a
     // cycle for ever, a few pointers per level 2^depth times. No client writes them.
