@@ -179,9 +179,14 @@ export const RESULT_ERROR = 1;
 // ---- client frames -------------------------------------------------------
 
 const clientPackr = new Packr({ useRecords: false });
-const clientUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
+/** structuredClone false: msgpackr's id and pointer extensions (0x69, 0x70), which no client writes, are refused: a
+ * frame could use them to hold one list many times over or itself, so that a walk of what it decoded (validateValue,
+ * holdsMapKey) would run far past what its bytes bound, or for ever. */
+const clientUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, structuredClone: false });
 /** Decodes maps as Maps, whose keys msgpackr keeps as they are (clientUnpackr renames a key "__proto__"). */
-const clientMapUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: false });
+const clientMapUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: false, structuredClone: false });
+/** What msgpackr reads a record's key "__proto__" as, maps as Maps or not (a record decodes as an object). */
+const RENAMED_MAP_KEY = '__proto_';
 const UNSTORABLE_KEY_BYTES = Buffer.from(UNSTORABLE_MAP_KEY);
 
 export type ClientRequestFrame = [id: number, op: OperationName, payload: Record<string, unknown>];
@@ -578,7 +583,10 @@ export function decodeClientRequests(bytes: Uint8Array): (ClientRequestFrame | F
 }
 
 /** Whether a value decoded by clientMapUnpackr has a map, at any depth, with the key `key`. A walk with its own
- * stack, not recursion: the frame (at most REQUEST_BYTES_MAX) bounds it, however deep it nests. */
+ * stack, not recursion: the frame (at most REQUEST_BYTES_MAX) bounds it, however deep it nests, as it decodes to a
+ * tree (no id or pointer extension: structuredClone false). A msgpackr record (ext 0x72, which no client writes)
+ * decodes as an object even here, its key "__proto__" already renamed: one holding that name counts too (so a
+ * record's own "__proto_" is refused as well, in a frame that holds the text "__proto__"). */
 function holdsMapKey(v: unknown, key: string): boolean {
   const todo: unknown[] = [v];
   while (todo.length > 0) {
@@ -588,6 +596,9 @@ function holdsMapKey(v: unknown, key: string): boolean {
       for (const e of x.values()) todo.push(e);
     } else if (Array.isArray(x)) {
       for (const e of x) todo.push(e);
+    } else if (isPlainObject(x)) {
+      if (Object.hasOwn(x, RENAMED_MAP_KEY)) return true;
+      for (const e of Object.values(x)) todo.push(e);
     }
   }
   return false;

@@ -41,7 +41,7 @@ import { gatherBuckets } from '../coordinator/router/bucket-gather.js';
 import { toKeysliceError } from '../shared/errors.js';
 import type { Request } from '../shared/api.js';
 import type { Condition } from '../shared/expression-ast.js';
-import type { Item, Value } from '../shared/values.js';
+import { itemBytes, type Item, type Value } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { plain, useCluster } from './cluster-fixture.js';
 import { dynamoClient } from './dynamodb-fixture.js';
@@ -435,6 +435,67 @@ describe('a partition keeps the packed bytes of the items a packed page read', (
     for (let i = 1; i < 1000; i += 2) store.execute([SliceOp.Delete, 1, 0, key(i), null, null]);
     expect(store.keptBytes).toBe(0);
     expect(readAll().map((x) => x.s)).toEqual(Array(500).fill('y'));
+  });
+});
+
+describe("a partition's first packed page (msgpackr's own packed list, its items' text kept from their bounds)", () => {
+  /** Items whose strings, binaries, lists, maps, numbers and attribute counts sit on each side of a msgpack header's
+   * bounds (31/32 bytes, 255/256, 65535/65536; 15/16 entries), with multi-byte UTF-8, beside items of every type. */
+  const edgeItems = (): Item[] => {
+    const items: Item[] = [];
+    for (const n of [0, 31, 32, 255, 256, 4000]) {
+      items.push({ pk: 'p', sk: n, s: 'x'.repeat(n), b: new Uint8Array(n).fill(0xc1), u: 'é'.repeat(n >> 1) });
+    }
+    for (const n of [65535, 65536]) items.push({ pk: 'p', sk: n, s: 'y'.repeat(n), b: new Uint8Array(n).fill(0xd9) });
+    for (const n of [15, 16]) {
+      const wide: Item = { pk: 'p', sk: 100 + n };
+      for (let a = 0; Object.keys(wide).length < n; a++) wide[`a${a}`] = a;
+      items.push(wide, { pk: 'p', sk: 200 + n, l: Array.from({ length: n }, (_, j) => j), m: Object.fromEntries(Array.from({ length: n }, (_, j) => [`m${j}`, -j])) });
+    }
+    const numbers = [127, 128, 255, 256, 65535, 65536, 2 ** 32 - 1, 2 ** 32, -32, -33, -128, -129, -32768, -32769, 2 ** 53 - 1, 0.5];
+    items.push({ pk: 'p', sk: 300, l: numbers, m: Object.fromEntries(numbers.map((v, j) => [`n${j}`, v])) });
+    for (let i = 0; i < 6; i++) items.push(everyType('p', 400 + i));
+    return items;
+  };
+  const spec: RangeSpec = { low: 'k', lowInclusive: true, high: 'l', highInclusive: false, reverse: false, limit: 100, projection: null, filter: null, withKeys: false, packed: true };
+  const storeOf = (items: Item[]) => {
+    const store = new SliceStore(0, 1, () => 1);
+    store.execute([SliceOp.Assign, 1, [0]]);
+    items.forEach((item, i) => store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(3, '0')}`, item, itemBytes(item), null, null]));
+    return store;
+  };
+  const pageOf = (store: SliceStore) => (store.execute([SliceOp.Range, 1, 0, spec])[1] as [Uint8Array])[0];
+  const objectsOf = (store: SliceStore) => (store.execute([SliceOp.Range, 1, 0, { ...spec, packed: false }])[1] as [Item[]])[0];
+
+  it('is not written over by the packs that follow it before it is sent, and each kept text is its item\'s bytes exactly', () => {
+    const store = storeOf(edgeItems());
+    const objects = objectsOf(store);
+    const expected = Buffer.from(reference.pack(objects)); // a copy of its own
+    const first = pageOf(store);
+    // Before the first page is read: other first pages, items and lists packed, through the same msgpackr module (its
+    // one buffer, grown past 65536-byte items and allocated anew when near its end).
+    const others = [storeOf(edgeItems()), storeOf(edgeItems().reverse())].map(pageOf);
+    expect(Buffer.compare(first, expected)).toBe(0);
+    for (let r = 0; r < 40; r++) reference.pack(objects.slice(1 + (r % 7)).reverse());
+    expect(Buffer.compare(first, expected)).toBe(0);
+    for (const other of others) expect(unpackClientList(other)).toHaveLength(objects.length);
+    // The kept texts: every item up to PACKED_ITEM_CACHE_BYTES_MAX has one, and a page of them (and each GetItem)
+    // is the items' bytes.
+    expect(store.keptBytes).toBeGreaterThan(0);
+    expect(Buffer.compare(pageOf(store), expected)).toBe(0);
+    objects.forEach((o, i) => {
+      const [ok, bytes] = store.execute([SliceOp.Get, 1, 0, `k${String(i).padStart(3, '0')}`, null, true]);
+      expect(ok).toBe(RESULT_OK);
+      expect(Buffer.compare(bytes as Uint8Array, reference.pack(o)), `item ${i}`).toBe(0);
+    });
+    // A page of kept texts and items packed anew (every third replaced): the packed ones cut by their bounds.
+    objects.forEach((o, i) => {
+      if (i % 3 === 0) store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(3, '0')}`, { ...o, s: `new ${i}` }, itemBytes(o), null, null]);
+    });
+    const now = objectsOf(store);
+    expect(now.filter((o) => typeof o.s === 'string' && o.s.startsWith('new'))).toHaveLength(Math.ceil(objects.length / 3));
+    expect(Buffer.compare(pageOf(store), reference.pack(now))).toBe(0);
+    expect(Buffer.compare(pageOf(store), reference.pack(now))).toBe(0);
   });
 });
 

@@ -7,7 +7,8 @@ import { CreateTableCommand, GetItemCommand, PutItemCommand, QueryCommand, Updat
 import { Packr } from 'msgpackr';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
-import { decodeClientRequests, FrameError } from '../shared/protocol.js';
+import WebSocket from 'ws';
+import { CLIENT_SUBPROTOCOL, decodeClientRequests, decodeClientResponses, FrameError, type ClientResponseFrame } from '../shared/protocol.js';
 import { expectError, restartNode, RECOVERY_MS_MAX, useCluster, type Api } from './cluster-fixture.js';
 import { dynamoClient, expectSdkError } from './dynamodb-fixture.js';
 
@@ -107,13 +108,55 @@ describe('a WebSocket frame', () => {
       [2, 'PutItem', { table: T, item: JSON.parse('{"user":"a","ts":2,"m":{"__proto__":1}}') }],
     ]);
     const fix = Buffer.concat([Buffer.of(0xa9), Buffer.from('__proto__')]);
-    const str8 = Buffer.concat([Buffer.of(0xd9, 9), Buffer.from('__proto__')]);
+    const wide = [Buffer.of(0xd9, 9), Buffer.of(0xda, 0, 9), Buffer.of(0xdb, 0, 0, 0, 9)].map((h) => Buffer.concat([h, Buffer.from('__proto__')]));
     const at = packed.lastIndexOf(fix);
-    for (const bytes of [packed, Buffer.concat([packed.subarray(0, at), str8, packed.subarray(at + fix.length)])]) {
+    for (const bytes of [packed, ...wide.map((w) => Buffer.concat([packed.subarray(0, at), w, packed.subarray(at + fix.length)]))]) {
       const [first, second] = decodeClientRequests(bytes);
       expect(first).toEqual([1, 'PutItem', { table: T, item: { user: 'a', ts: 1, s: '__proto__' } }]);
       expect(second).toBeInstanceOf(FrameError);
       expect(second).toMatchObject({ id: 2, code: 'ValidationError' });
     }
+  });
+
+  it('refuses a map key "__proto__" in a msgpackr record (ext 0x72), which decodes as an object even with maps as Maps', () => {
+    const bytes = new Packr({ useRecords: true }).pack([
+      [1, 'PutItem', { table: T, item: { user: 'a', ts: 1, m: { x: 1 } } }],
+      [2, 'PutItem', { table: T, item: JSON.parse('{"user":"a","ts":2,"m":{"__proto__":1,"x":2}}') }],
+    ]);
+    const [first, second] = decodeClientRequests(bytes);
+    expect(first).toEqual([1, 'PutItem', { table: T, item: { user: 'a', ts: 1, m: { x: 1 } } }]);
+    expect(second).toMatchObject({ id: 2, code: 'ValidationError' });
+  });
+
+  it('refuses a frame with msgpackr\'s id and pointer extensions (one list held twice, or in itself) as MalformedRequest', () => {
+    // Decoded, a list held by pointer would be walked once per holder (validateValue, the "__proto__" walk): a
+    // cycle for ever, a few pointers per level 2^depth times. No client writes them.
+    const shared = ['__proto__'];
+    const bytes = new Packr({ useRecords: false, structuredClone: true }).pack([1, 'PutItem', { table: T, item: { user: 'a', ts: 1, l: [shared, shared] } }]);
+    expect(bytes.includes(Buffer.of(0xd6, 0x70))).toBe(true);
+    expect(() => decodeClientRequests(bytes)).toThrow(expect.objectContaining({ code: 'MalformedRequest' }));
+  });
+
+  it('through a coordinator: a record\'s "__proto__" is refused, a frame of a list in itself is MalformedRequest, and the coordinator goes on', async () => {
+    const ws = new WebSocket(c.cluster.wsUrl, CLIENT_SUBPROTOCOL);
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    const answers: ClientResponseFrame[] = [];
+    ws.on('message', (data: Buffer) => answers.push(...decodeClientResponses(data)));
+    const user = 'u_raw';
+    try {
+      ws.send(new Packr({ useRecords: true }).pack([1, 'PutItem', { table: T, item: JSON.parse(`{"user":"${user}","ts":1,"m":{"__proto__":1,"x":2}}`) }]));
+      // A list inside itself, and the text "__proto__" (the second decode's walk of it never ended).
+      const l: unknown[] = [];
+      l.push(l);
+      ws.send(new Packr({ useRecords: false, structuredClone: true }).pack([2, 'PutItem', { table: T, item: { user, ts: 2, s: '__proto__', l } }]));
+      ws.send(new Packr({ useRecords: false }).pack([3, 'PutItem', { table: T, item: { user, ts: 3, m: { x: 1 } } }]));
+      for (let i = 0; i < 250 && answers.length < 3; i++) await new Promise((r) => setTimeout(r, 20));
+    } finally {
+      ws.close();
+    }
+    expect(answers).toHaveLength(3);
+    const byId = new Map(answers.map((a) => [a[0], a.slice(1, 3)]));
+    expect(byId).toEqual(new Map<number, unknown[]>([[1, [1, 'ValidationError']], [-1, [1, 'MalformedRequest']], [3, [0, {}]]]));
+    expect(await itemsOf(c.client, user)).toEqual([{ user, ts: 3, m: { x: 1 }, __name: `${user}.3` }]);
   });
 });
