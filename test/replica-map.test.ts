@@ -1098,7 +1098,7 @@ describe('a coordinator that restarts', () => {
       expect(second, 'a second election').toBeGreaterThan(first);
       const answeredAt = performance.now();
       for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term: second, lastTerm: 0, lastIndex: 0, leaseWaitMs: 400, ledTerm: 0 }]]);
-      for (let i = 0; i < 60 && leadOf(sent, second) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      for (let i = 0; i < 120 && leadOf(sent, second) < 0; i++) await new Promise((r) => setTimeout(r, 25));
       expect(leadOf(sent, second)).toBe(x);
       expect(performance.now() - answeredAt, 'the reported leases waited out').toBeGreaterThanOrEqual(400);
       expect(unrecorded, 'Leads that left before the map file recorded them').toEqual([]);
