@@ -460,8 +460,8 @@ export const REPLICA_MOVE_UNDO_DOWN_MS_MIN = 1_000;
  * the drain waits at least that long too (membership.ts drainReplaceDownMs). A frozen node counts as down only once it
  * has been silent for NODE_HEARTBEAT_TIMEOUT_MS, so its replicas are replaced about 15 s after it froze. */
 export const DRAIN_REPLACE_DOWN_MS = 10_000;
-/** --drain-replace-down-ms (keyslice coordinator): DRAIN_REPLACE_DOWN_MS set otherwise, at least this (as
- * REMOVE_DOWN_AFTER_MS_MIN: a few leader timeouts). Shorter gives up the replicas of a node that only restarts more
+/** --drain-replace-down-ms (keyslice coordinator): DRAIN_REPLACE_DOWN_MS set otherwise, at least this (the floor
+ * REMOVE_DOWN_AFTER_MS_MIN has; the wait is the longer of the two options). Shorter gives up the replicas of a node that only restarts more
  * often (each then copied again); longer keeps a slice one failure from losing its majority for longer. */
 export const DRAIN_REPLACE_DOWN_MS_MIN = 1_000;
 /** One heartbeat request gives up after this long. */

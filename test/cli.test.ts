@@ -79,6 +79,24 @@ describe('keyslice help and version', () => {
     expect(r.code).toBe(2);
     expect(r.stderr.trim()).toBe('keyslice: unknown option "--prot" (try keyslice node --help)');
   });
+  it("refuses a request path's or a down wait's option out of its bounds in one sentence, exit 2, before it starts anything (coordinator and router)", async () => {
+    const data = join(dataDir, 'refused-options');
+    for (const [args, env, said] of [
+      [['coordinator', '--failover-retry-ms', '20000'], {}, 'keyslice: --failover-retry-ms must be a whole number from 1000 to 10000, got "20000"'],
+      [['coordinator', '--wrong-owner-retry-ms', '999'], {}, 'keyslice: --wrong-owner-retry-ms must be a whole number from 1000 to 5000, got "999"'],
+      // The headers' default (10 s) over a request timeout set alone below it.
+      [['coordinator', '--http-request-timeout-ms', '5000'], {}, 'keyslice: --http-headers-timeout-ms (10000) must be at most --http-request-timeout-ms (5000)'],
+      [['coordinator'], { KEYSLICE_MOVE_UNDO_DOWN_MS: '10' }, 'keyslice: --move-undo-down-ms must be a whole number from 1000 to 2147483648, got "10"'],
+      [['coordinator', '--drain-replace-down-ms', '2.5s'], {}, 'keyslice: --drain-replace-down-ms must be a whole number from 1000 to 2147483648, got "2.5s"'],
+      [['router', '--coordinator', 'http://127.0.0.1:1', '--http-headers-timeout-ms', '999'], {}, 'keyslice: --http-headers-timeout-ms must be a whole number from 1000 to 600000, got "999"'],
+      [['router', '--coordinator', 'http://127.0.0.1:1'], { KEYSLICE_FAILOVER_RETRY_MS: '10001' }, 'keyslice: --failover-retry-ms must be a whole number from 1000 to 10000, got "10001"'],
+    ] as const) {
+      const extra = args[0] === 'coordinator' ? ['--data', data, '--port', '0'] : ['--port', '0'];
+      const r = await keyslice([...args, ...extra], 20_000, cleanEnv(env));
+      expect([r.code, r.stderr.trim()], args.join(' ')).toEqual([2, said]);
+    }
+    expect(existsSync(data), 'a coordinator refused made its data folder').toBe(false);
+  });
   it('npm start\'s script answers --help and refuses an argument, starting nothing', async () => {
     const script = join(root, 'dist', 'coordinator', 'cli', 'local-cluster.js');
     const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-start-help-'));

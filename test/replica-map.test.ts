@@ -1,7 +1,7 @@
 // Replica sets in the cluster map: each slice's replicas on distinct nodes, the leader
 // first, a leader term that grows with every change of leader, the effective
 // replication factor and the plain sentences that refuse a misconfiguration.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -1056,6 +1056,66 @@ describe('a coordinator that restarts', () => {
     expect(map.neverLed(0)).toBe(true);
     map.setOwner(0, (map.ownerOf(0) + 1) % 3);
     expect([map.lastLeadOf(0), map.neverLed(0)]).toEqual([null, false]);
+  });
+
+  it("sends a Lead only once the map file records it (neverLed's premise): not at all where that save fails, and then waits the leases out", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const [x, y, z] = map.replicasOf(0);
+    // Each Lead or LeadOn as it leaves, against the map file as it is on disk then: a coordinator that restarts at that
+    // moment must find the slice led (its term and its last Lead), or it would wait out no lease that Lead may start.
+    const unrecorded: string[] = [];
+    const sent: DecodedReplicateEntry[][] = [[], [], []];
+    const links = sent.map((box) => ({
+      state: 'ready',
+      sendReplicate: (entries: DecodedReplicateEntry[]) => {
+        for (const [s, m] of entries) {
+          if (s !== 0 || (m.type !== 'Lead' && m.type !== 'LeadOn')) continue;
+          const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { terms: number[]; lastLead: ([number, number] | null)[] };
+          if (onDisk.terms[0] < m.term || onDisk.lastLead[0]?.[0] !== m.term) unrecorded.push(`${m.type} of term ${m.term}; the file: term ${onDisk.terms[0]}, last Lead ${JSON.stringify(onDisk.lastLead[0])}`);
+        }
+        box.push(...entries);
+      },
+      abandonInFlight: () => 0,
+    })) as unknown as NodeLink[];
+    const lines: string[] = [];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    try {
+      const first = await prepared(sent, [x, y, z]);
+      // The map cannot be written when the election names its leader (its temporary file's path is taken by a folder).
+      mkdirSync(tmp);
+      for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term: first, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      for (let i = 0; i < 40 && !lines.some((l) => /cannot record elections/.test(l)); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(lines.some((l) => /cannot record elections in the cluster map .*their messages are not sent/.test(l))).toBe(true);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(unrecorded, 'Leads that left before the map file recorded them').toEqual([]);
+      expect(leadOf(sent, first), 'a Lead sent though the map could not record it').toBe(-1);
+      expect(map.neverLed(0)).toBe(true); // and rightly so: none left
+      rmSync(tmp, { recursive: true });
+      // Its leader never answers (it was not told): another election, after the leader timeout. This failover named a
+      // leader in its memory, so it counts the slice as possibly led (SliceFailover.neverLed) and waits the leases out
+      // (each answer reports 400 ms): stricter than needed here, where its Lead never left.
+      const second = await (async () => {
+        for (let i = 0; i < 80; i++) {
+          const t = termOf([...sent[y]].reverse().find(([s, m]) => s === 0 && m.type === 'Prepare')?.[1]);
+          if (t > first) return t;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        return 0;
+      })();
+      expect(second, 'a second election').toBeGreaterThan(first);
+      const answeredAt = performance.now();
+      for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term: second, lastTerm: 0, lastIndex: 0, leaseWaitMs: 400, ledTerm: 0 }]]);
+      for (let i = 0; i < 120 && leadOf(sent, second) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(leadOf(sent, second)).toBe(x);
+      expect(performance.now() - answeredAt, 'the reported leases waited out').toBeGreaterThanOrEqual(400);
+      expect(unrecorded, 'Leads that left before the map file recorded them').toEqual([]);
+      expect(open(3, 3, dir).neverLed(0)).toBe(false);
+    } finally {
+      leaders.close();
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 });
 

@@ -150,7 +150,6 @@ export class SliceFailover {
   private leader: ReplicaId | null;
   private term: number;
   private lastGoodAt: number;
-  private pingSeq = 0;
   private lastPingAt = -Infinity;
   /** An election under way; `refused`: replicas that said they promised its term or a newer one without answering
    * it (a repeated Prepare, after a link came back), so will not answer it. */
@@ -247,7 +246,8 @@ export class SliceFailover {
     }
     if (now - this.lastPingAt >= this.timing.pingIntervalMs) {
       this.lastPingAt = now;
-      this.host.send(this.leader, { type: 'Ping', seq: ++this.pingSeq });
+      // Seq 0: nothing here reads a Pong's; the coordinator's OpenQuestions gives each Ping the seq its Pong answers.
+      this.host.send(this.leader, { type: 'Ping', seq: 0 });
     }
   }
 
