@@ -132,7 +132,7 @@ const metrics = async () => {
 };
 const studio = new Studio(catalog, cluster, security.token);
 const feed = new ClusterFeed(map, catalog, cluster);
-const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount });
+const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount, metrics: processMetrics });
 const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }), requestPath.http);
 const { server, wss } = client;
 

@@ -23,6 +23,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BATCH_GET_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX } from '../shared/limits.js';
 import { rng, useCluster } from './cluster-fixture.js';
 import { documentClient, dynamoClient, expectSdkError, rawRequest } from './dynamodb-fixture.js';
+import { parseExposition, total } from './prometheus-text.js';
 
 const c = useCluster();
 let db: DynamoDBClient;
@@ -237,7 +238,8 @@ describe('Query', () => {
 
 describe('pages written from the nodes\' msgpack (coordinator/dynamodb/item-json.ts)', () => {
   // A page that goes out whole (no filter, projection, COUNT or ConsumedCapacity) is written from the workers'
-  // msgpack; asking for ConsumedCapacity takes the page as objects, converted as before: both answer the same items.
+  // msgpack; asking for ConsumedCapacity takes the page as objects, converted as before: both answer the same items,
+  // and /metrics (keyslice_dynamodb_pages_total) says which path answered each page.
   const TYPED = 'ddb_typed';
   const typedItem = (i: number): Record<string, AttributeValue> => ({
     pk: { S: 'mixed' },
@@ -258,19 +260,44 @@ describe('pages written from the nodes\' msgpack (coordinator/dynamodb/item-json
     ünïcode: { N: String(i * 7) },
   });
 
-  it('Query and Scan pages, whole and paged, answer the same items as the objects path', async () => {
+  /** keyslice_dynamodb_pages_total by its `written` label, summed over the processes (docs/metrics.md). */
+  async function pagesWritten(): Promise<{ msgpack: number; objects: number }> {
+    const res = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
+    expect(res.status).toBe(200);
+    const m = parseExposition(await res.text());
+    expect(total(m, 'keyslice_process_metrics_complete'), 'every process reported its series').toBe(1);
+    return { msgpack: total(m, 'keyslice_dynamodb_pages_total', { written: 'msgpack' }), objects: total(m, 'keyslice_dynamodb_pages_total', { written: 'objects' }) };
+  }
+
+  /** The pages `read` answered, and what /metrics counted them as (written from msgpack or from objects). */
+  async function counted<T>(read: () => Promise<T[]>): Promise<{ pages: T[]; msgpack: number; objects: number }> {
+    const before = await pagesWritten();
+    const pages = await read();
+    const after = await pagesWritten();
+    return { pages, msgpack: after.msgpack - before.msgpack, objects: after.objects - before.objects };
+  }
+
+  it('Query and Scan pages, whole and paged, answer the same items as the objects path, each page counted by its path in /metrics', async () => {
     await createTable(TYPED, ['pk', 'S'], ['sk', 'N']);
     const items = Array.from({ length: 42 }, (_, i) => typedItem(i));
     await writeAll(TYPED, items);
     const key = { KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': { S: 'mixed' } } };
-    const passed = await allPages((start) => db.send(new QueryCommand({ TableName: TYPED, ...key, Limit: 10, ExclusiveStartKey: start })));
-    const objects = await allPages((start) => db.send(new QueryCommand({ TableName: TYPED, ...key, Limit: 10, ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL' })));
+    const q = await counted(() => allPages((start) => db.send(new QueryCommand({ TableName: TYPED, ...key, Limit: 10, ExclusiveStartKey: start }))));
+    const qObjects = await counted(() => allPages((start) => db.send(new QueryCommand({ TableName: TYPED, ...key, Limit: 10, ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL' }))));
+    // Which path answered shows only in /metrics: the items are the same either way (the point of what follows).
+    expect([q.msgpack, q.objects], 'Query pages with nothing to do per item: written from msgpack').toEqual([q.pages.length, 0]);
+    expect([qObjects.msgpack, qObjects.objects], 'Query pages with ReturnConsumedCapacity: as objects').toEqual([0, qObjects.pages.length]);
+    const [passed, objects] = [q.pages, qObjects.pages];
+    expect(passed.length).toBeGreaterThan(1);
     expect(passed.map((p) => p.LastEvaluatedKey)).toEqual(objects.map((p) => p.LastEvaluatedKey));
     expect(passed.map((p) => [p.Count, p.ScannedCount])).toEqual(objects.map((p) => [p.Count, p.ScannedCount]));
     expect(passed.flatMap((p) => p.Items)).toEqual(objects.flatMap((p) => p.Items));
     expect(passed.flatMap((p) => p.Items)).toEqual(items); // and what was written, in order
-    const scanPassed = await allPages((start) => db.send(new ScanCommand({ TableName: TYPED, Limit: 15, ExclusiveStartKey: start })));
-    const scanObjects = await allPages((start) => db.send(new ScanCommand({ TableName: TYPED, Limit: 15, ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL' })));
+    const scan = await counted(() => allPages((start) => db.send(new ScanCommand({ TableName: TYPED, Limit: 15, ExclusiveStartKey: start }))));
+    const scanCapacity = await counted(() => allPages((start) => db.send(new ScanCommand({ TableName: TYPED, Limit: 15, ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL' }))));
+    expect([scan.msgpack, scan.objects], 'Scan pages with nothing to do per item: written from msgpack').toEqual([scan.pages.length, 0]);
+    expect([scanCapacity.msgpack, scanCapacity.objects], 'Scan pages with ReturnConsumedCapacity: as objects').toEqual([0, scanCapacity.pages.length]);
+    const [scanPassed, scanObjects] = [scan.pages, scanCapacity.pages];
     expect(scanPassed.flatMap((p) => p.Items)).toEqual(scanObjects.flatMap((p) => p.Items));
     expect(scanPassed.flatMap((p) => p.Items)).toHaveLength(items.length);
   });

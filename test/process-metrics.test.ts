@@ -1,5 +1,6 @@
 // The request series (keyslice_requests_total, keyslice_request_errors_total,
-// keyslice_request_duration_seconds, keyslice_eventual_reads_total) are counted
+// keyslice_request_duration_seconds, keyslice_eventual_reads_total,
+// keyslice_dynamodb_pages_total) are counted
 // in plain numbers and handed to prom-client at a scrape (process-metrics.ts).
 // Checked against the dumb model: prom-client's own Counter and Histogram, fed
 // the same requests one call at a time, must give the same text, alone and
@@ -11,9 +12,10 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { OPERATION_NAMES, type OperationName } from '../shared/api.js';
 import type { ErrorCode } from '../shared/errors.js';
 import { REQUEST_SECONDS_BUCKETS } from '../shared/limits.js';
-import { EVENTUAL_ANSWERS, ProcessMetrics, type EventualAnswer } from '../coordinator/router/process-metrics.js';
+import { DYNAMODB_PAGE_SOURCES, EVENTUAL_ANSWERS, ProcessMetrics, type DynamoDbPageSource, type EventualAnswer } from '../coordinator/router/process-metrics.js';
+import { parseExposition, total } from './prometheus-text.js';
 
-const REQUEST_SERIES = /^(# (HELP|TYPE) )?keyslice_(request(s_total|_errors_total|_duration_seconds)|eventual_reads_total)/;
+const REQUEST_SERIES = /^(# (HELP|TYPE) )?keyslice_(request(s_total|_errors_total|_duration_seconds)|eventual_reads_total|dynamodb_pages_total)/;
 const only = (text: string) => text.split('\n').filter((l) => REQUEST_SERIES.test(l)).join('\n');
 
 /** The series as prom-client made them before: a counter and a histogram observed per request. */
@@ -35,10 +37,20 @@ function model(process: string) {
     registers,
   });
   for (const answered of EVENTUAL_ANSWERS) eventual.inc({ answered }, 0);
+  const pages = new Counter({
+    name: 'keyslice_dynamodb_pages_total',
+    help: 'Query and Scan pages the DynamoDB endpoint of this process answered, by what their items were written from: msgpack (the slice workers\' packed items written as JSON undecoded: no filter, projection, Select COUNT or ReturnConsumedCapacity) or objects (decoded items)',
+    labelNames: ['written'],
+    registers,
+  });
+  for (const written of DYNAMODB_PAGE_SOURCES) pages.inc({ written }, 0);
   return {
     registry,
     eventualRead(answered: EventualAnswer) {
       eventual.inc({ answered });
+    },
+    dynamodbPage(written: DynamoDbPageSource) {
+      pages.inc({ written });
     },
     request(op: OperationName, s: number, error: ErrorCode | null) {
       requests.inc({ op });
@@ -75,6 +87,10 @@ describe('the request series', () => {
       metrics.eventualRead(answered);
       reference.eventualRead(answered);
     }
+    for (const written of ['msgpack', 'objects', 'msgpack'] as const) {
+      metrics.dynamodbPage(written);
+      reference.dynamodbPage(written);
+    }
     // Both the text of one process and the merge (JSON through AggregatorRegistry, as allProcesses does).
     expect(only(await metrics.text())).toBe(only(await reference.registry.metrics()));
     const merged = async (r: Registry) => AggregatorRegistry.aggregate([(await r.getMetricsAsJSON()).map((m) => ({ ...m, aggregator: 'sum' as const }))]).metrics();
@@ -83,6 +99,22 @@ describe('the request series', () => {
     const text = only(await metrics.text());
     expect(text.split('\n').filter((l) => l.startsWith('keyslice_request_errors_total{')).length).toBeGreaterThanOrEqual(6);
     expect(text).toContain('keyslice_request_duration_seconds_bucket{le="10",process="router-7",op="GetItem"} ' + durations.filter((s) => s <= 10).length);
+    expect(text).toContain('keyslice_dynamodb_pages_total{written="msgpack",process="router-7"} 2');
+  });
+
+  it('merged as the coordinator merges its routers\' registries, each process keeps its series and they sum over processes', async () => {
+    const routers = [new ProcessMetrics('router-1'), new ProcessMetrics('router-2'), new ProcessMetrics('coordinator')];
+    // router-1 answered 3 pages from msgpack and 1 as objects, router-2 2 from msgpack, the coordinator none.
+    for (const written of ['msgpack', 'objects', 'msgpack', 'msgpack'] as const) routers[0].dynamodbPage(written);
+    for (let i = 0; i < 2; i++) routers[1].dynamodbPage('msgpack');
+    const json = await Promise.all(routers.map((r) => r.registry.getMetricsAsJSON()));
+    const text = await AggregatorRegistry.aggregate(json.map((metrics) => metrics.map((m) => ({ ...m, aggregator: 'sum' as const })))).metrics();
+    const m = parseExposition(text);
+    expect(total(m, 'keyslice_dynamodb_pages_total', { written: 'msgpack' })).toBe(5);
+    expect(total(m, 'keyslice_dynamodb_pages_total', { written: 'objects' })).toBe(1);
+    expect(total(m, 'keyslice_dynamodb_pages_total', { written: 'msgpack', process: 'router-1' })).toBe(3);
+    expect(total(m, 'keyslice_dynamodb_pages_total', { written: 'objects', process: 'coordinator' }), 'every source from the start at 0').toBe(0);
+    expect(text).toContain('keyslice_dynamodb_pages_total{written="objects",process="coordinator"} 0');
   });
 });
 

@@ -1,6 +1,7 @@
 // What every DynamoDB operation handler gets: the native operations it is
 // built on, the DynamoDB-only table settings, and facts about the request.
 import type { Operations } from '../router/operations.js';
+import type { ProcessMetrics } from '../router/process-metrics.js';
 import type { Params } from './params.js';
 import type { TableSettingsStore } from './table-settings.js';
 
@@ -13,6 +14,8 @@ export interface Context {
   region: string;
   /** The Host the client used, for DescribeEndpoints. */
   host: string;
+  /** Counts each Query and Scan page by what its items were written from (/metrics keyslice_dynamodb_pages_total). */
+  metrics?: Pick<ProcessMetrics, 'dynamodbPage'>;
 }
 
 export type Handler = (ctx: Context, p: Params) => Promise<Record<string, unknown>>;

@@ -17,6 +17,7 @@ import { DYNAMODB_REQUEST_ID_BYTES, REQUEST_BYTES_MAX } from '../../shared/limit
 import { isPlainObject } from '../../shared/values.js';
 import { readBody, type TooLargeAnswer } from '../router/http-api.js';
 import type { Operations } from '../router/operations.js';
+import type { ProcessMetrics } from '../router/process-metrics.js';
 import { BatchGetItem, BatchWriteItem } from './batches.js';
 import type { Context, Handler } from './context.js';
 import { DynamoDbError, toDynamoDbError } from './errors.js';
@@ -82,6 +83,9 @@ export interface DynamoDbOptions {
   /** The cluster's client token: the secret access key requests must be signed with ('' requires none). */
   token: string;
   sliceCount: number;
+  /** The process's series (process-metrics.ts): Query and Scan pages by what their items were written from. Absent
+   * where the endpoint runs without a process's series (bench/ddb-layer.ts drives it in-process). */
+  metrics?: Pick<ProcessMetrics, 'dynamodbPage'>;
 }
 
 export class DynamoDbEndpoint {
@@ -131,6 +135,7 @@ export class DynamoDbEndpoint {
         return regionOf(req.headers.authorization);
       },
       host: req.headers.host ?? '127.0.0.1',
+      metrics: this.options.metrics,
     };
     return handler(ctx, new Params(body));
   }

@@ -97,10 +97,14 @@ function passesThrough(shape: ReadShape, filter: Condition | null, projection: P
 type NativePage = { items: Item[] | PackedItems; marker?: string };
 
 /** One page as DynamoDB answers it, from the native page (`page`, or when passesThrough, the packed page written
- * as JSON). */
-function answer(schema: TableSchema, shape: ReadShape, filter: Condition | null, projection: Path[] | null, result: NativePage): Record<string, unknown> {
+ * as JSON); every page Query and Scan answer comes here, and is counted here once by which way it was written. */
+function answer(ctx: Context, schema: TableSchema, shape: ReadShape, filter: Condition | null, projection: Path[] | null, result: NativePage): Record<string, unknown> {
   const more = result.marker !== undefined;
-  if (!(result.items instanceof PackedItems)) return page(schema, shape, filter, projection, result.items, more);
+  if (!(result.items instanceof PackedItems)) {
+    ctx.metrics?.dynamodbPage('objects');
+    return page(schema, shape, filter, projection, result.items, more);
+  }
+  ctx.metrics?.dynamodbPage('msgpack');
   const items = itemsJson(result.items);
   const out: Record<string, unknown> = { Items: items, Count: items.count, ScannedCount: items.count };
   if (more) {
@@ -153,13 +157,13 @@ export const Query: Handler = async (ctx, p) => {
   if (start !== undefined) {
     if (schema.range === null) {
       // One partition key names at most one item: a page after it is empty.
-      return page(schema, shape, filter, projection, [], false);
+      return answer(ctx, schema, shape, filter, projection, { items: [] });
     }
     if (!sameValue(start[schema.hash.name], range.hash)) throw DynamoDbError.validation('The provided starting key is invalid: The provided key element does not match the schema');
     request.marker = queryStartMarker(schema, start, ctx.sliceCount);
   }
   const result = (await ctx.ops.execute('GetItems', request, passesThrough(shape, filter, projection)).catch(startKeyOutOfRange)) as NativePage;
-  return answer(schema, shape, filter, projection, result);
+  return answer(ctx, schema, shape, filter, projection, result);
 };
 
 function sameValue(a: unknown, b: unknown): boolean {
@@ -211,7 +215,7 @@ export const Scan: Handler = async (ctx, p) => {
   const request: Record<string, unknown> = { table: name, limit: nativeLimit(shape) };
   if (segment !== undefined) {
     const s = nativeSegment(ctx, segment, total!);
-    if (s === 'empty') return page(schema, shape, filter, projection, [], false);
+    if (s === 'empty') return answer(ctx, schema, shape, filter, projection, { items: [] });
     Object.assign(request, s);
   }
   if (start !== undefined) request.marker = scanStartMarker(schema, start, ctx.sliceCount);
@@ -221,5 +225,5 @@ export const Scan: Handler = async (ctx, p) => {
     }
     throw err;
   })) as NativePage;
-  return answer(schema, shape, filter, projection, result);
+  return answer(ctx, schema, shape, filter, projection, result);
 };

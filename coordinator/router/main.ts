@@ -76,7 +76,7 @@ const routerLoad = () =>
     `keyslice_router_map_epoch ${view.epoch}`,
   ]);
 // DynamoDB's table settings stay with the coordinator (its table operations are forwarded).
-const dynamodb = new DynamoDbEndpoint(ops, { dataDir: null, token: security.token, sliceCount: view.sliceCount });
+const dynamodb = new DynamoDbEndpoint(ops, { dataDir: null, token: security.token, sliceCount: view.sliceCount, metrics: processMetrics });
 const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, null, security, req, res, dynamodb, undefined, { router }), requestPath.http);
 const { server, wss } = client;
 

@@ -29,6 +29,11 @@ type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 export const EVENTUAL_ANSWERS = ['follower', 'leader', 'leader_after_follower'] as const;
 export type EventualAnswer = (typeof EVENTUAL_ANSWERS)[number];
 
+/** What the items of a DynamoDB Query or Scan page were written from (keyslice_dynamodb_pages_total's label): the
+ * slice workers' msgpack, written as JSON undecoded (reads.ts passesThrough), or items decoded to objects. */
+export const DYNAMODB_PAGE_SOURCES = ['msgpack', 'objects'] as const;
+export type DynamoDbPageSource = (typeof DYNAMODB_PAGE_SOURCES)[number];
+
 /** IPC messages between the coordinator and its routers (node:cluster). */
 const ASK_ROUTER = 'keyslice:router-metrics?';
 const ROUTER_ANSWER = 'keyslice:router-metrics';
@@ -44,7 +49,9 @@ export class ProcessMetrics {
   /** Errors by operation and code, in the order each first happened (the order prom-client kept them in). */
   private readonly errorCounts = new Map<string, { labels: { op: OperationName; code: ErrorCode }; n: number }>();
   /** keyslice_eventual_reads_total per answer, counted the same way. */
-  private readonly eventual = new Map<EventualAnswer, { labels: { answered: EventualAnswer }; n: number }>(EVENTUAL_ANSWERS.map((answered) => [answered, { labels: { answered }, n: 0 }]));
+  private readonly eventual: LabelCounts<EventualAnswer>;
+  /** keyslice_dynamodb_pages_total per source, counted the same way. */
+  private readonly dynamodbPages: LabelCounts<DynamoDbPageSource>;
   private readonly resent: Counter;
 
   /** Says why writes were sent again, a line a second at most (writeResent). */
@@ -87,17 +94,8 @@ export class ProcessMetrics {
     // prom-client's Registry reads a metric through its name, help, type, aggregator, get() and getForPromString()
     // (registry.js); its types name only its own classes, hence the cast.
     this.registry.registerMetric(new RequestSeconds(perOp) as unknown as Histogram<'op'>);
-    const eventual = this.eventual;
-    new Counter({
-      name: 'keyslice_eventual_reads_total',
-      help: 'eventually consistent reads (consistentRead false) this process routed, by what answered: a follower; the leader (its turn, or no follower connected); the leader after a follower could not answer (not caught up, at another epoch, unreachable, or silent for REPLICA_READ_TIMEOUT_MS)',
-      labelNames: ['answered'],
-      registers,
-      collect() {
-        this.reset();
-        for (const e of eventual.values()) this.inc(e.labels, e.n);
-      },
-    });
+    this.eventual = new LabelCounts(registers, 'keyslice_eventual_reads_total', 'eventually consistent reads (consistentRead false) this process routed, by what answered: a follower; the leader (its turn, or no follower connected); the leader after a follower could not answer (not caught up, at another epoch, unreachable, or silent for REPLICA_READ_TIMEOUT_MS)', 'answered', EVENTUAL_ANSWERS);
+    this.dynamodbPages = new LabelCounts(registers, 'keyslice_dynamodb_pages_total', 'Query and Scan pages the DynamoDB endpoint of this process answered, by what their items were written from: msgpack (the slice workers\' packed items written as JSON undecoded: no filter, projection, Select COUNT or ReturnConsumedCapacity) or objects (decoded items)', 'written', DYNAMODB_PAGE_SOURCES);
     this.resent = new Counter({
       name: 'keyslice_writes_resent_total',
       help: 'writes this process sent again after an unknown outcome on a replicated slice (their leader was deposed, lost or silent with them in flight); each is applied once (request ids)',
@@ -148,7 +146,12 @@ export class ProcessMetrics {
 
   /** Counts one eventually consistent read by what answered it (Router.read). */
   eventualRead(answered: EventualAnswer): void {
-    this.eventual.get(answered)!.n++;
+    this.eventual.count(answered);
+  }
+
+  /** Counts one Query or Scan page the DynamoDB endpoint answered, by what its items were written from (reads.ts). */
+  dynamodbPage(written: DynamoDbPageSource): void {
+    this.dynamodbPages.count(written);
   }
 
   /** This process's series, when it is the only one (a coordinator without routers, a router started by itself). */
@@ -221,6 +224,31 @@ export class ProcessMetrics {
     });
     const all = [await this.registry.getMetricsAsJSON(), ...answers.values()];
     return (await merge(all).metrics()) + completeLine(answers.size === routers.length);
+  }
+}
+
+/** A counter with one label, counted in plain numbers as OpCounts are and handed to prom-client at a scrape; every
+ * value of the label from the start at 0. */
+class LabelCounts<V extends string> {
+  private readonly counts: Map<V, { labels: Record<string, V>; n: number }>;
+
+  constructor(registers: Registry[], name: string, help: string, label: string, values: readonly V[]) {
+    const counts = new Map(values.map((v) => [v, { labels: { [label]: v }, n: 0 }]));
+    this.counts = counts;
+    new Counter({
+      name,
+      help,
+      labelNames: [label],
+      registers,
+      collect() {
+        this.reset();
+        for (const c of counts.values()) this.inc(c.labels, c.n);
+      },
+    });
+  }
+
+  count(value: V): void {
+    this.counts.get(value)!.n++;
   }
 }
 
