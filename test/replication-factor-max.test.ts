@@ -16,6 +16,16 @@ describe(`a drain at R=${REPLICATION_FACTOR_MAX}`, () => {
     const R = REPLICATION_FACTOR_MAX;
     const e = await cluster({ nodes: R + 1, slices: 4, replicationFactor: R, workers: 1, coordinatorArgs: ['--rebalance', 'no'] });
     await untilLed(e, 60_000);
+    // Nodes join one at a time and each slice's set grows to R as they come (a replica placed, caught up, settled), so
+    // "every slice led" can come before every set holds R: wait for the sets, not assume them.
+    await waitFor(
+      async () => {
+        const s = await e.status();
+        return led(s) && s.replication.leaders.unsettled === 0 && replicaSets(e).every((set) => set.length === R);
+      },
+      `every slice at ${R} replicas, settled`,
+      60_000,
+    );
     await bulk(e, ITEMS);
     const before = replicaSets(e);
     expect(before.every((set) => set.length === R)).toBe(true);
