@@ -210,7 +210,6 @@ class Writer {
       this.o = o;
     } else {
       const t = b[at];
-      const v = this.view;
       if (t <= 0x7f) return this.number(t), at + 1;
       if (t >= 0xe0) return this.number(t - 0x100), at + 1;
       switch (t) {
@@ -222,29 +221,25 @@ class Writer {
           return this.bytes(BOOL_TRUE), at + 1;
         case 0xcb: {
           this.within(at, 9);
-          const x = v.getFloat64(at + 1);
+          const x = this.view.getFloat64(at + 1);
           // No item holds NaN or an infinity (validateValue); formatNumber has no text for one.
           if (!Number.isFinite(x)) throw new MalformedFrame(`a packed item holds the number ${x}`);
           return this.number(x), at + 9;
         }
-        case 0xcc:
-          this.within(at, 2);
-          return this.number(b[at + 1]), at + 2;
+        case 0xcc: // uint 8, 16, 32 and int 8, 16, 32: a body of 2^(t & 3) bytes, big-endian, after the type byte
         case 0xcd:
-          this.within(at, 3);
-          return this.number(v.getUint16(at + 1)), at + 3;
         case 0xce:
-          this.within(at, 5);
-          return this.number(v.getUint32(at + 1)), at + 5;
         case 0xd0:
-          this.within(at, 2);
-          return this.number(v.getInt8(at + 1)), at + 2;
         case 0xd1:
-          this.within(at, 3);
-          return this.number(v.getInt16(at + 1)), at + 3;
-        case 0xd2:
-          this.within(at, 5);
-          return this.number(v.getInt32(at + 1)), at + 5;
+        case 0xd2: {
+          const width = 1 << (t & 3);
+          this.within(at, 1 + width);
+          let x = 0;
+          for (let k = 1; k <= width; k++) x = x * 256 + b[at + k];
+          // An int's body is two's complement: its top bit set, it is x - 2^(8 * width).
+          if (t >= 0xd0 && x >= 2 ** (8 * width - 1)) x -= 2 ** (8 * width);
+          return this.number(x), at + 1 + width;
+        }
       }
     }
     const end = this.skip(at);
