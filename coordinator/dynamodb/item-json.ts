@@ -168,18 +168,18 @@ class Writer {
     return true;
   }
 
-  /** Where the value at `at` ends, checked as decoded() checks it, without reading it. */
+  /** Where the value at `at` ends, without reading it: no ext value, every length within the page's bytes. */
   skip(at: number): number {
     const end = skipValue(this.b, at); // MalformedFrame for an ext value or a length past the bytes
     if (!(end <= this.b.length)) throw new MalformedFrame('a packed item ends with a length past its page');
     return end;
   }
 
-  /** The key at `at` (a string with a non-ASCII byte), decoded alone by msgpackr; returns its end. */
-  decoded(at: number): [value: unknown, end: number] {
-    const end = this.skip(at);
+  /** The key from `at` to `end` (a string with a non-ASCII byte, its bounds read and checked by strHeader), decoded
+   * alone by msgpackr. */
+  decodedKey(at: number, end: number): unknown {
     try {
-      return [unpackClientValue(this.b.subarray(at, end)), end];
+      return unpackClientValue(this.b.subarray(at, end));
     } catch (err) {
       throw new MalformedFrame(`a packed value that msgpack cannot read: ${(err as Error).message}`);
     }
@@ -316,7 +316,7 @@ class Writer {
       this.ensure(1);
       if (!first) this.out[this.o++] = 0x2c;
       first = false;
-      if (!this.asciiString(s, e)) this.utf8(JSON.stringify(this.decoded(keyAt)[0]));
+      if (!this.asciiString(s, e)) this.utf8(JSON.stringify(this.decodedKey(keyAt, e)));
       this.ensure(1);
       this.out[this.o++] = 0x3a;
       at = this.value(at);
