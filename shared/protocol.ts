@@ -261,11 +261,9 @@ function skipPackedItem(b: Uint8Array, at: number): number {
 
 /** A msgpack list's item count and where its first item starts, its header at `from` (MalformedFrame if none). */
 export function listHeader(list: Uint8Array, from = 0): [count: number, at: number] {
-  const t = list[from];
-  if (t >= 0x90 && t <= 0x9f) return [t & 0x0f, from + 1];
-  if (t === 0xdc) return [u16(list, from), from + 3];
-  if (t === 0xdd) return [u32(list, from), from + 5];
-  throw new MalformedFrame(`a packed list starts with a list header, not 0x${t?.toString(16)}`);
+  const header = listHeaderAt(list, from);
+  if (header[1] < 0) throw new MalformedFrame(`a packed list starts with a whole list header, not 0x${list[from]?.toString(16)}`);
+  return header;
 }
 
 /** msgpack nil: a BatchGet's missing item among packed ones (PackedItems.ofItems). */
@@ -1997,7 +1995,8 @@ assert(float64Bytes[7] === 0x3f, 'a float 64 is read little-endian from its scra
 /** Where the number plainNumber read ends. */
 const numberEnd = (b: Uint8Array, at: number): number => at + (b[at] === 0xcb ? 9 : uintWidth(b[at]));
 
-/** A list's count and where its first element is, or [0, -1] if no list header is at `at`. */
+/** A list's count and where its first element is, or [0, -1] if no whole list header is at `at` (listHeader's reader,
+ * which throws instead). */
 function listHeaderAt(b: Uint8Array, at: number): [count: number, at: number] {
   const t = b[at];
   if (t >= 0x90 && t <= 0x9f) return [t & 0x0f, at + 1];
