@@ -2005,6 +2005,15 @@ function listHeaderAt(b: Uint8Array, at: number): [count: number, at: number] {
   return [0, -1];
 }
 
+/** A map's count of pairs and where its first key is, or [0, -1] if no whole map header is at `at`. */
+export function mapHeaderAt(b: Uint8Array, at: number): [pairs: number, at: number] {
+  const t = b[at];
+  if (t >= 0x80 && t <= 0x8f) return [t & 0x0f, at + 1];
+  if (t === 0xde && at + 3 <= b.length) return [u16(b, at), at + 3];
+  if (t === 0xdf && at + 5 <= b.length) return [u32(b, at), at + 5];
+  return [0, -1];
+}
+
 /** The bytes a whole number's tag and body take, for the tags plainUint reads. */
 const uintWidth = (t: number): number => (t <= 0x7f ? 1 : t === 0xcc ? 2 : t === 0xcd ? 3 : 5);
 
@@ -2028,12 +2037,8 @@ function stringEnd(b: Uint8Array, at: number): number {
 
 /** Where an item's map at `at` ends (string names, isValue's values at depth 0), or -1. */
 function itemMapEnd(b: Uint8Array, at: number): number {
-  const t = b[at];
   let count: number;
-  if (t >= 0x80 && t <= 0x8f) [count, at] = [t & 0x0f, at + 1];
-  else if (t === 0xde && at + 3 <= b.length) [count, at] = [u16(b, at), at + 3];
-  else if (t === 0xdf && at + 5 <= b.length) [count, at] = [u32(b, at), at + 5];
-  else return -1;
+  [count, at] = mapHeaderAt(b, at);
   for (let i = 0; i < count && at >= 0; i++) {
     at = stringEnd(b, at);
     if (at >= 0) at = plainValueEnd(b, at, 0);

@@ -17,7 +17,7 @@
 // lengths within the bytes); this walk checks again every length it reads, and that each top-level
 // key is a string named once, so that a malformed page fails its request with MalformedFrame (an
 // Internal error), never a crash or JSON that says something else.
-import { listHeader, MalformedFrame, PackedItems, skipValue, unpackClientAttribute, unpackClientValue } from '../../shared/protocol.js';
+import { listHeader, mapHeaderAt, MalformedFrame, PackedItems, skipValue, unpackClientAttribute, unpackClientValue } from '../../shared/protocol.js';
 import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, UNSTORABLE_MAP_KEY, type Item } from '../../shared/values.js';
 import { fromNativeValue } from './attribute-values.js';
 import { formatNumber } from './numbers.js';
@@ -297,18 +297,8 @@ class Writer {
     this.within(at, 1);
     const t = b[at];
     let pairs: number;
-    if (t >= 0x80 && t <= 0x8f) {
-      pairs = t & 0x0f;
-      at += 1;
-    } else if (t === 0xde) {
-      this.within(at, 3);
-      pairs = this.view.getUint16(at + 1);
-      at += 3;
-    } else if (t === 0xdf) {
-      this.within(at, 5);
-      pairs = this.view.getUint32(at + 1);
-      at += 5;
-    } else throw new MalformedFrame(`a packed item starts with a map header, not 0x${t.toString(16)}`);
+    [pairs, at] = mapHeaderAt(b, at);
+    if (at < 0) throw new MalformedFrame(`a packed item starts with a whole map header, not 0x${t.toString(16)}`);
     this.keys = 0;
     this.keyTexts = null;
     this.ensure(1);
