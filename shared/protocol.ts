@@ -915,37 +915,29 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
     at += k.length;
     return true;
   };
-  /** The big-endian number of `width` bytes after the tag at `at` (u16, u32: the readers skipValue uses), stepping
-   * past both (-1: no width, a tag writeAppend does not write; or the bytes end first). */
-  const after = (width: number): number => {
+  /** The whole number >= 0 at `at`, stepping past it (-1: not one, or not in a form writeAppend writes): plainNumber,
+   * the reader setEffectsEnd uses. */
+  const uint = (): number => {
+    const v = plainNumber(bytes, at);
+    if (!(Number.isSafeInteger(v) && v >= 0)) return -1;
+    at = numberEnd(bytes, at);
+    return v;
+  };
+  /** The count of the list whose header is at `at` (listHeaderAt), stepping past it (-1: none). */
+  const listLength = (): number => {
+    const [count, next] = listHeaderAt(bytes, at);
+    if (next < 0) return -1;
+    at = next;
+    return count;
+  };
+  /** The length of the bin (0xc4, 0xc5, 0xc6) whose header is at `at`, stepping past it (-1: none, or cut). */
+  const binLength = (): number => {
+    const t = bytes[at];
+    const width = t === 0xc4 ? 1 : t === 0xc5 ? 2 : t === 0xc6 ? 4 : 0;
     if (width === 0 || at + 1 + width > n) return -1;
     const v = width === 1 ? bytes[at + 1] : width === 2 ? u16(bytes, at) : u32(bytes, at);
     at += 1 + width;
     return v;
-  };
-  /** The whole number >= 0 at `at` (-1: not one, or not in a form writeAppend writes). */
-  const uint = (): number => {
-    if (at >= n) return -1;
-    const tag = bytes[at];
-    if (tag < 0x80) {
-      at++;
-      return tag;
-    }
-    if (tag !== 0xcb) return after(tag === 0xcc ? 1 : tag === 0xcd ? 2 : tag === 0xce ? 4 : 0);
-    if (at + 9 > n) return -1;
-    const v = new DataView(bytes.buffer, bytes.byteOffset + at + 1, 8).getFloat64(0);
-    at += 9;
-    return Number.isSafeInteger(v) && v >= 0 ? v : -1;
-  };
-  /** The length of the list (tag 0x9X, 0xdc, 0xdd) or bin (0xc4, 0xc5, 0xc6) whose header is at `at` (-1: none). */
-  const length = (list: boolean): number => {
-    if (at >= n) return -1;
-    const tag = bytes[at];
-    if (list && (tag & 0xf0) === 0x90) {
-      at++;
-      return tag & 0x0f;
-    }
-    return after(list ? (tag === 0xdc ? 2 : tag === 0xdd ? 4 : 0) : tag === 0xc4 ? 1 : tag === 0xc5 ? 2 : tag === 0xc6 ? 4 : 0);
   };
   if (!key(APPEND_HEAD)) return null;
   const term = uint();
@@ -954,7 +946,7 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
   if (prevIndex < 0 || !key(K_PREV_TERM)) return null;
   const prevTerm = uint();
   if (prevTerm < 0 || !key(K_RECORDS)) return null;
-  const count = length(true);
+  const count = listLength();
   // Each record takes more than RECORD_HEAD's bytes: a count past what the bytes can hold is not an Append's. Nor is
   // one past what a leader sends: left to msgpackr, whose check refuses it (checkReplicationMessage).
   if (count < 0 || count > REPLICATION_APPEND_RECORDS_MAX || count * RECORD_HEAD.length > n - at) return null;
@@ -968,7 +960,7 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
     if (rTerm < 0 || !key(K_INDEX)) return null;
     const index = uint();
     if (index < 0 || !key(K_PAYLOAD)) return null;
-    const size = length(false);
+    const size = binLength();
     if (size < 0 || at + size > n) return null;
     spans[2 * i] = at;
     at += size;
