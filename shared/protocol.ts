@@ -261,11 +261,9 @@ function skipPackedItem(b: Uint8Array, at: number): number {
 
 /** A msgpack list's item count and where its first item starts, its header at `from` (MalformedFrame if none). */
 export function listHeader(list: Uint8Array, from = 0): [count: number, at: number] {
-  const t = list[from];
-  if (t >= 0x90 && t <= 0x9f) return [t & 0x0f, from + 1];
-  if (t === 0xdc) return [u16(list, from), from + 3];
-  if (t === 0xdd) return [u32(list, from), from + 5];
-  throw new MalformedFrame(`a packed list starts with a list header, not 0x${t?.toString(16)}`);
+  const header = listHeaderAt(list, from);
+  if (header[1] < 0) throw new MalformedFrame(`a packed list starts with a whole list header, not 0x${list[from]?.toString(16)}`);
+  return header;
 }
 
 /** msgpack nil: a BatchGet's missing item among packed ones (PackedItems.ofItems). */
@@ -917,37 +915,29 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
     at += k.length;
     return true;
   };
-  /** The big-endian number of `width` bytes after the tag at `at` (u16, u32: the readers skipValue uses), stepping
-   * past both (-1: no width, a tag writeAppend does not write; or the bytes end first). */
-  const after = (width: number): number => {
+  /** The whole number >= 0 at `at`, stepping past it (-1: not one, or not in a form writeAppend writes): plainNumber,
+   * the reader setEffectsEnd uses. */
+  const uint = (): number => {
+    const v = plainNumber(bytes, at);
+    if (!(Number.isSafeInteger(v) && v >= 0)) return -1;
+    at = numberEnd(bytes, at);
+    return v;
+  };
+  /** The count of the list whose header is at `at` (listHeaderAt), stepping past it (-1: none). */
+  const listLength = (): number => {
+    const [count, next] = listHeaderAt(bytes, at);
+    if (next < 0) return -1;
+    at = next;
+    return count;
+  };
+  /** The length of the bin (0xc4, 0xc5, 0xc6) whose header is at `at`, stepping past it (-1: none, or cut). */
+  const binLength = (): number => {
+    const t = bytes[at];
+    const width = t === 0xc4 ? 1 : t === 0xc5 ? 2 : t === 0xc6 ? 4 : 0;
     if (width === 0 || at + 1 + width > n) return -1;
     const v = width === 1 ? bytes[at + 1] : width === 2 ? u16(bytes, at) : u32(bytes, at);
     at += 1 + width;
     return v;
-  };
-  /** The whole number >= 0 at `at` (-1: not one, or not in a form writeAppend writes). */
-  const uint = (): number => {
-    if (at >= n) return -1;
-    const tag = bytes[at];
-    if (tag < 0x80) {
-      at++;
-      return tag;
-    }
-    if (tag !== 0xcb) return after(tag === 0xcc ? 1 : tag === 0xcd ? 2 : tag === 0xce ? 4 : 0);
-    if (at + 9 > n) return -1;
-    const v = new DataView(bytes.buffer, bytes.byteOffset + at + 1, 8).getFloat64(0);
-    at += 9;
-    return Number.isSafeInteger(v) && v >= 0 ? v : -1;
-  };
-  /** The length of the list (tag 0x9X, 0xdc, 0xdd) or bin (0xc4, 0xc5, 0xc6) whose header is at `at` (-1: none). */
-  const length = (list: boolean): number => {
-    if (at >= n) return -1;
-    const tag = bytes[at];
-    if (list && (tag & 0xf0) === 0x90) {
-      at++;
-      return tag & 0x0f;
-    }
-    return after(list ? (tag === 0xdc ? 2 : tag === 0xdd ? 4 : 0) : tag === 0xc4 ? 1 : tag === 0xc5 ? 2 : tag === 0xc6 ? 4 : 0);
   };
   if (!key(APPEND_HEAD)) return null;
   const term = uint();
@@ -956,7 +946,7 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
   if (prevIndex < 0 || !key(K_PREV_TERM)) return null;
   const prevTerm = uint();
   if (prevTerm < 0 || !key(K_RECORDS)) return null;
-  const count = length(true);
+  const count = listLength();
   // Each record takes more than RECORD_HEAD's bytes: a count past what the bytes can hold is not an Append's. Nor is
   // one past what a leader sends: left to msgpackr, whose check refuses it (checkReplicationMessage).
   if (count < 0 || count > REPLICATION_APPEND_RECORDS_MAX || count * RECORD_HEAD.length > n - at) return null;
@@ -970,7 +960,7 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
     if (rTerm < 0 || !key(K_INDEX)) return null;
     const index = uint();
     if (index < 0 || !key(K_PAYLOAD)) return null;
-    const size = length(false);
+    const size = binLength();
     if (size < 0 || at + size > n) return null;
     spans[2 * i] = at;
     at += size;
@@ -1997,12 +1987,22 @@ assert(float64Bytes[7] === 0x3f, 'a float 64 is read little-endian from its scra
 /** Where the number plainNumber read ends. */
 const numberEnd = (b: Uint8Array, at: number): number => at + (b[at] === 0xcb ? 9 : uintWidth(b[at]));
 
-/** A list's count and where its first element is, or [0, -1] if no list header is at `at`. */
+/** A list's count and where its first element is, or [0, -1] if no whole list header is at `at` (listHeader's reader,
+ * which throws instead). */
 function listHeaderAt(b: Uint8Array, at: number): [count: number, at: number] {
   const t = b[at];
   if (t >= 0x90 && t <= 0x9f) return [t & 0x0f, at + 1];
   if (t === 0xdc && at + 3 <= b.length) return [u16(b, at), at + 3];
   if (t === 0xdd && at + 5 <= b.length) return [u32(b, at), at + 5];
+  return [0, -1];
+}
+
+/** A map's count of pairs and where its first key is, or [0, -1] if no whole map header is at `at`. */
+export function mapHeaderAt(b: Uint8Array, at: number): [pairs: number, at: number] {
+  const t = b[at];
+  if (t >= 0x80 && t <= 0x8f) return [t & 0x0f, at + 1];
+  if (t === 0xde && at + 3 <= b.length) return [u16(b, at), at + 3];
+  if (t === 0xdf && at + 5 <= b.length) return [u32(b, at), at + 5];
   return [0, -1];
 }
 
@@ -2025,15 +2025,6 @@ function stringEnd(b: Uint8Array, at: number): number {
   const t = b[at];
   const end = t >= 0xa0 && t <= 0xbf ? at + 1 + (t & 0x1f) : t === 0xd9 && at + 2 <= b.length ? at + 2 + b[at + 1] : t === 0xda && at + 3 <= b.length ? at + 3 + u16(b, at) : t === 0xdb && at + 5 <= b.length ? at + 5 + u32(b, at) : -1;
   return end <= b.length ? end : -1;
-}
-
-/** A map's pair count and where its first key is, or [0, -1] if no whole map header is at `at`. */
-export function mapHeaderAt(b: Uint8Array, at: number): [count: number, at: number] {
-  const t = b[at];
-  if (t >= 0x80 && t <= 0x8f) return [t & 0x0f, at + 1];
-  if (t === 0xde && at + 3 <= b.length) return [u16(b, at), at + 3];
-  if (t === 0xdf && at + 5 <= b.length) return [u32(b, at), at + 5];
-  return [0, -1];
 }
 
 /** Where an item's map at `at` ends (string names, isValue's values at depth 0), or -1. */
