@@ -12,8 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { ClusterOptions, LocalCluster } from '../coordinator/cli/local-cluster.js';
 import { intArg, parseArgs } from '../shared/cli-args.js';
-import type { ClusterStatus } from '../shared/api.js';
-import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
+import { untilAllLed } from './cluster-led.js';
+import { median } from './median.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -32,20 +32,11 @@ const LED_WAIT_S = 120;
 const own = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const builds = args.other === undefined ? [own] : [resolve(args.other), own];
 
-/** Seconds until the status counts every replicated slice led (polled every 50 ms, at most LED_WAIT_S). */
+/** Seconds until the status counts every replicated slice led (at most LED_WAIT_S). */
 async function secondsToLed(c: LocalCluster): Promise<number> {
   const t0 = performance.now();
-  while (performance.now() - t0 < LED_WAIT_S * 1000) {
-    try {
-      const st = (await (await fetch(`${c.url}${CLUSTER_API_PREFIX}status`, { signal: AbortSignal.timeout(5_000) })).json()) as ClusterStatus;
-      const l = st.replication.leaders;
-      if (l.replicated > 0 && l.led === l.replicated) return (performance.now() - t0) / 1000;
-    } catch {
-      // not answering yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`not every slice led ${LED_WAIT_S} s after the start`);
+  await untilAllLed(c, LED_WAIT_S);
+  return (performance.now() - t0) / 1000;
 }
 
 async function restartOnce(dist: string): Promise<number> {
@@ -79,5 +70,4 @@ for (let round = 1; round <= ROUNDS; round++) {
     console.log(`round ${round}, ${b}: every slice led ${s.toFixed(2)} s after the restarted coordinator was ready; load average ${loadavg()[0].toFixed(1)}`);
   }
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 for (const [b, xs] of times) console.log(`${b}: median ${median(xs).toFixed(2)} s (${xs.map((x) => x.toFixed(2)).join(', ')})`);

@@ -11,10 +11,9 @@ import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import type { ClusterOptions, LocalCluster } from '../coordinator/cli/local-cluster.js';
-import type { ClusterStatus } from '../shared/api.js';
+import type { ClusterOptions } from '../coordinator/cli/local-cluster.js';
 import { intArg, parseArgs } from '../shared/cli-args.js';
-import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
+import { untilAllLed } from './cluster-led.js';
 import { median } from './median.js';
 
 const args = parseArgs(
@@ -37,21 +36,6 @@ const LOG_LAG_MS = 1_000;
 const own = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const builds = args.other === undefined ? [own] : [resolve(args.other), own];
 
-/** Seconds since t0 at which the status first counted every replicated slice led (polled every 50 ms, at most LED_WAIT_S). */
-async function ledAt(c: LocalCluster, t0: number): Promise<number> {
-  while (performance.now() - t0 < LED_WAIT_S * 1000) {
-    try {
-      const res = await fetch(`${c.url}${CLUSTER_API_PREFIX}status`, { headers: { [CLUSTER_SECRET_HEADER]: c.clusterSecret }, signal: AbortSignal.timeout(5_000) });
-      const l = ((await res.json()) as ClusterStatus).replication.leaders;
-      if (l.replicated > 0 && l.led === l.replicated) return (performance.now() - t0) / 1000;
-    } catch {
-      // not answering yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`not every slice led ${LED_WAIT_S} s after the start`);
-}
-
 interface Run {
   ready: number;
   led: number;
@@ -72,7 +56,8 @@ async function startOnce(dist: string): Promise<Run> {
     const c = await startLocalCluster(opts);
     try {
       const ready = (performance.now() - t0) / 1000;
-      const led = await ledAt(c, t0);
+      await untilAllLed(c, LED_WAIT_S);
+      const led = (performance.now() - t0) / 1000;
       // The log comes through the processes' pipes, a little behind the status: lines up to a second after it count.
       await new Promise((r) => setTimeout(r, LOG_LAG_MS));
       const until = led + LOG_LAG_MS / 1000;

@@ -6,8 +6,7 @@
 import { parseArgs } from 'node:util';
 import { intArg } from '../shared/cli-args.js';
 import { encodeSliceResults, SliceOp, type RangeSpec } from '../shared/protocol.js';
-import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
-import { SliceStore } from '../slice-worker/partition.js';
+import { freshStore } from './fresh-store.js';
 
 const { values: opts } = parseArgs({ options: { packed: { type: 'boolean', default: false }, reads: { type: 'string', default: '1' }, stores: { type: 'string', default: '30' } } });
 // Bounded, so that a run ends (30 stores of one read each take a few seconds).
@@ -19,15 +18,7 @@ const spec: RangeSpec = { low: 'k', lowInclusive: true, high: 'l', highInclusive
 
 const start = process.cpuUsage();
 for (let r = 0; r < STORES; r++) {
-  // range-hop.ts's fresh stores: RANGES slices of ITEMS items shaped as hops.ts's.
-  const s = new SliceStore(0, 1, () => 1_764_000_000_000);
-  s.execute([SliceOp.Assign, 1, Array.from({ length: RANGES }, (_, i) => i)]);
-  for (let g = 0; g < RANGES; g++) {
-    for (let i = 0; i < ITEMS; i++) {
-      const item: Item = { [NAME_ATTRIBUTE]: `d${g}_${i}`, device: `d${g}`, seq: i, payload: 'x'.repeat(160) };
-      s.execute([SliceOp.Put, 1, g, `k${String(i).padStart(6, '0')}`, item, itemBytes(item), null, null]);
-    }
-  }
+  const s = freshStore(RANGES, ITEMS);
   for (let t = 0; t < READS; t++) for (let g = 0; g < RANGES; g++) encodeSliceResults([s.execute([SliceOp.Range, 1, g, spec])]);
 }
 const used = process.cpuUsage(start);

@@ -21,6 +21,7 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
+import { freshStore } from './fresh-store.js';
 import { scanPage } from '../coordinator/router/operations.js';
 
 const { values: opts } = parseArgs({ options: { items: { type: 'string', default: '100' }, rounds: { type: 'string', default: '9' } } });
@@ -87,14 +88,7 @@ for (const withKeys of [false, true]) {
   const FRESH_RANGES = 200;
   const runs: number[][] = [[], [], []];
   for (let r = 0; r < ROUNDS; r++) {
-    const s = new SliceStore(0, 1, () => 1_764_000_000_000);
-    s.execute([SliceOp.Assign, 1, Array.from({ length: FRESH_RANGES }, (_, i) => i)]);
-    for (let g = 0; g < FRESH_RANGES; g++) {
-      for (let i = 0; i < ITEMS; i++) {
-        const item: Item = { [NAME_ATTRIBUTE]: `d${g}_${i}`, device: `d${g}`, seq: i, payload: 'x'.repeat(160) };
-        s.execute([SliceOp.Put, 1, g, `k${String(i).padStart(6, '0')}`, item, itemBytes(item), null, null]);
-      }
-    }
+    const s = freshStore(FRESH_RANGES, ITEMS);
     const readAll = (packed: boolean) => {
       const start = process.cpuUsage();
       for (let g = 0; g < FRESH_RANGES; g++) encodeSliceResults([s.execute([SliceOp.Range, 1, g, spec(packed, false)])]);

@@ -30,27 +30,31 @@ function model(process: string) {
     requests.inc({ op }, 0);
     seconds.zero({ op });
   }
-  const eventual = new Counter({
-    name: 'keyslice_eventual_reads_total',
-    help: 'eventually consistent reads (consistentRead false) this process routed, by what answered: a follower; the leader (its turn, or no follower connected); the leader after a follower could not answer (not caught up, at another epoch, unreachable, or silent for REPLICA_READ_TIMEOUT_MS)',
-    labelNames: ['answered'],
-    registers,
-  });
-  for (const answered of EVENTUAL_ANSWERS) eventual.inc({ answered }, 0);
-  const pages = new Counter({
-    name: 'keyslice_dynamodb_pages_total',
-    help: 'Query and Scan pages the DynamoDB endpoint of this process answered, by what their items were written from: msgpack (the slice workers\' packed items written as JSON undecoded: no filter, projection, Select COUNT or ReturnConsumedCapacity) or objects (decoded items)',
-    labelNames: ['written'],
-    registers,
-  });
-  for (const written of DYNAMODB_PAGE_SOURCES) pages.inc({ written }, 0);
+  /** A counter of one label, every value of it at 0 from the start (as process-metrics.ts writes them). */
+  const oneLabel = (name: string, help: string, label: string, values: readonly string[]) => {
+    const c = new Counter({ name, help, labelNames: [label], registers });
+    for (const v of values) c.inc({ [label]: v }, 0);
+    return (v: string) => c.inc({ [label]: v });
+  };
+  const eventual = oneLabel(
+    'keyslice_eventual_reads_total',
+    'eventually consistent reads (consistentRead false) this process routed, by what answered: a follower; the leader (its turn, or no follower connected); the leader after a follower could not answer (not caught up, at another epoch, unreachable, or silent for REPLICA_READ_TIMEOUT_MS)',
+    'answered',
+    EVENTUAL_ANSWERS,
+  );
+  const pages = oneLabel(
+    'keyslice_dynamodb_pages_total',
+    'Query and Scan pages the DynamoDB endpoint of this process answered, by what their items were written from: msgpack (the slice workers\' packed items written as JSON undecoded: no filter, projection, Select COUNT or ReturnConsumedCapacity) or objects (decoded items)',
+    'written',
+    DYNAMODB_PAGE_SOURCES,
+  );
   return {
     registry,
     eventualRead(answered: EventualAnswer) {
-      eventual.inc({ answered });
+      eventual(answered);
     },
     dynamodbPage(written: DynamoDbPageSource) {
-      pages.inc({ written });
+      pages(written);
     },
     request(op: OperationName, s: number, error: ErrorCode | null) {
       requests.inc({ op });

@@ -851,6 +851,25 @@ describe('a coordinator that restarts', () => {
     return term;
   }
   const leadOf = (sent: DecodedReplicateEntry[][], term: number) => sent.findIndex((box) => box.some(([s, m]) => s === 0 && m.type === 'Lead' && m.term === term));
+  /** Slice 0's election on `map` with every replica answering at term 0 (lastIndex as given), the leaders closed
+   * after it (a coordinator that then stops): the term and the node its Lead went to (-1: none in 40 steps). */
+  async function firstElection(map: ClusterMap, lastIndexOf: (node: number) => number): Promise<[number, number]> {
+    const { sent, links } = stubLinks(3);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const nodes = map.replicasOf(0);
+      const term = await prepared(sent, nodes);
+      for (const n of nodes) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: lastIndexOf(n), leaseWaitMs: 0, ledTerm: 0 }]]);
+      return [term, await untilLead(sent, term, 50)];
+    } finally {
+      leaders.close();
+    }
+  }
+  /** Waits (at most 40 steps of stepMs) for a Lead at `term` to be sent: the node it went to, or -1. */
+  async function untilLead(sent: DecodedReplicateEntry[][], term: number, stepMs: number): Promise<number> {
+    for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, stepMs));
+    return leadOf(sent, term);
+  }
   /** A map of 4 nodes, R=3, on disk, whose node c is removed (down for good) and its replica of slice 0 placed on d
    * in the same change: slice 0's set goes {a,b,c} -> {a,b,d}, the change not settled. */
   function replacedInSlice0() {
@@ -880,7 +899,7 @@ describe('a coordinator that restarts', () => {
       // Built from the map's set alone (before), it named b here, which lacks what a and c hold.
       expect(leadOf(sent, term), 'a Lead named by a majority of the new set alone').toBe(-1);
       leaders.receive(a, [[0, { type: 'Prepared', term, lastTerm: 1, lastIndex: 5, leaseWaitMs: 0, ledTerm: 0 }]]);
-      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      await untilLead(sent, term, 50);
       expect(leadOf(sent, term)).toBe(a);
       // Its barrier held (a Pong of its term's commit point): the change settled, and the map forgets the old set.
       leaders.receive(a, [[0, { type: 'Pong', seq: 1, term, leading: true, commitTerm: term, lastIndex: 6 }]]);
@@ -901,7 +920,7 @@ describe('a coordinator that restarts', () => {
     try {
       const term = await prepared(sent, [a, b, d]);
       for (const n of [a, b, d]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 1, lastIndex: n === a ? 5 : 3, leaseWaitMs: 0, ledTerm: 0 }]]);
-      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      await untilLead(sent, term, 50);
       expect(leadOf(sent, term)).toBe(a);
       // The state file cannot be written (its temporary file's path is taken by a folder) when the change settles.
       mkdirSync(join(dir, 'cluster-map.json.tmp'));
@@ -940,7 +959,7 @@ describe('a coordinator that restarts', () => {
       expect(leadOf(sent, term), 'a Lead named by the two empty replicas').toBe(-1);
       // a's first replica starts from a snapshot of its items (index 1, term 1): it answers, and leads.
       leaders.receive(a, [[0, { type: 'Prepared', term, lastTerm: 1, lastIndex: 1, leaseWaitMs: 0, ledTerm: 0 }]]);
-      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
+      await untilLead(sent, term, 50);
       expect(leadOf(sent, term)).toBe(a);
     } finally {
       leaders.close();
@@ -950,19 +969,9 @@ describe('a coordinator that restarts', () => {
   it('waits for no lease when the replica its last Lead went to answers from a process started since (the lease died with it)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(3, 3, dir);
-    const first = stubLinks(3);
-    const before = new ReplicaLeaders(map, first.links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
-    const [x, y, z] = map.replicasOf(0);
-    let led: number;
-    try {
-      const term = await prepared(first.sent, [x, y, z]);
-      for (const n of [x, y, z]) before.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: n === y ? 5 : 0, leaseWaitMs: 0, ledTerm: 0 }]]);
-      for (let i = 0; i < 40 && leadOf(first.sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
-      expect(leadOf(first.sent, term)).toBe(y);
-      led = term;
-    } finally {
-      before.close();
-    }
+    const [x, y] = map.replicasOf(0);
+    const [led, leader] = await firstElection(map, (n) => (n === y ? 5 : 0));
+    expect(leader).toBe(y);
     // The coordinator and y's node restart (a machine rebooted, a whole cluster started again). y's new process leads
     // nothing (ledTerm 0) and, like x's, reports a full lease wait, not knowing what it answered before.
     const again = open(3, 3, dir);
@@ -973,7 +982,7 @@ describe('a coordinator that restarts', () => {
       const term = await prepared(sent, [x, y]);
       const answeredAt = performance.now();
       for (const n of [x, y]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: led, lastIndex: 5, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
-      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      await untilLead(sent, term, 25);
       // Not knowing who led (before: the map's term alone), it waited the full lease out.
       expect(leadOf(sent, term), 'a Lead before the reported leases ran out').toBeGreaterThanOrEqual(0);
       expect(performance.now() - answeredAt).toBeLessThan(REPLICA_LEASE_MS);
@@ -993,7 +1002,7 @@ describe('a coordinator that restarts', () => {
       const answeredAt = performance.now();
       // Each replica just started: it reports a full lease wait, not knowing what it answered before (it answered nothing).
       for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
-      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      await untilLead(sent, term, 25);
       expect(leadOf(sent, term), 'the map\'s leader led, before the reported leases ran out').toBe(x);
       expect(performance.now() - answeredAt).toBeLessThan(REPLICA_LEASE_MS);
       expect(map.neverLed(0)).toBe(false);
@@ -1013,7 +1022,7 @@ describe('a coordinator that restarts', () => {
       await new Promise((r) => setTimeout(r, 150));
       expect(leadOf(sent, term), 'a Lead named on the tie without the map\'s leader, whose node answers').toBe(-1);
       leaders.receive(x, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
-      for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      await untilLead(sent, term, 25);
       expect(leadOf(sent, term)).toBe(x);
     } finally {
       leaders.close();
@@ -1024,16 +1033,7 @@ describe('a coordinator that restarts', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(3, 3, dir);
     const [x, y, z] = map.replicasOf(0);
-    const first = stubLinks(3);
-    const before = new ReplicaLeaders(map, first.links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
-    try {
-      const term = await prepared(first.sent, [x, y, z]);
-      for (const n of [x, y, z]) before.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
-      for (let i = 0; i < 40 && leadOf(first.sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 50));
-      expect(leadOf(first.sent, term)).toBe(x);
-    } finally {
-      before.close();
-    }
+    expect((await firstElection(map, () => 0))[1]).toBe(x);
     // x may still lead and hold a lease that counted y's or z's answer: the restarted coordinator's map says a Lead left.
     const again = open(3, 3, dir);
     expect(again.neverLed(0)).toBe(false);
