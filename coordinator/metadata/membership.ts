@@ -1290,7 +1290,11 @@ function checkUrl(url: unknown): string {
  * asked of every replica (it asks those that have not said so yet: one turn learns about them all). */
 export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: (node: number) => boolean, isUp: (node: number) => boolean): { behind: number[]; holdingUp: number[] } {
   const holding = rest.filter((n) => holds(n));
-  const behind = rest.filter((n) => (n === fresh && !isUp(n)) || (!holding.includes(n) && (isUp(n) || fresh < 0 || n === fresh)));
+  const behind = rest.filter((n) =>
+    // The new replica: until it holds the barrier and is up. One that was in the set before: until it holds it, where
+    // it is up or no new replica is named.
+    n === fresh ? !isUp(n) || !holding.includes(n) : !holding.includes(n) && (isUp(n) || fresh < 0),
+  );
   return { behind, holdingUp: holding.filter((n) => isUp(n)) };
 }
 
