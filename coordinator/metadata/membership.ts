@@ -347,9 +347,9 @@ export class Membership {
     // rebalancing and handovers give it no leadership (this.removing); a second remove of it is refused (above).
     this.removing.add(index);
     try {
-      const gaveUp = await this.handOverLeaderships(index);
+      const { gaveUp, handed } = await this.handOverLeaderships(index);
       this.indexOf(url); // not removed meanwhile
-      await this.removeNow(index, this.removeChecks(index, forgetData, force));
+      await this.removeNow(index, this.removeChecks(index, forgetData, force), handed);
       // Counted once the node is out (its slices elect): a remove refused or whose map save failed lost no leader.
       this.handoversGivenUp += gaveUp;
     } finally {
@@ -391,7 +391,7 @@ export class Membership {
 
   /** Removes node `index` as removeChecks (just run, nothing awaited since) found it may be: its checks are not run
    * again. */
-  private async removeNow(index: number, { held, owned, counted, short }: RemovePlan): Promise<void> {
+  private async removeNow(index: number, { held, owned, counted, short }: RemovePlan, handed = 0): Promise<void> {
     const node = this.map.nodes[index];
     try {
       if (held.length > 0) this.removeReplicated(index, held, short);
@@ -408,7 +408,7 @@ export class Membership {
       // Each path saves the map before it closes the node's link, and a failed save (a full disk) leaves the map as it
       // was: the node is in the cluster and serving as before, so the operator (or autoRemove, next turn) may retry.
       if (!(err instanceof MapSaveError)) throw err; // a broken invariant is not caught
-      throw notRemoved(node, err, 0);
+      throw notRemoved(node, err, handed);
     }
     if (counted.length > 0) this.log(`removed ${node} by force: ${counted.length} slices (e.g. slice ${counted[0]}) still counted it in a replica-set change that had not settled`);
   }
@@ -489,11 +489,12 @@ export class Membership {
    * than deposing this one with its writes not yet committed (docs/replication.md, "Remove"). Waits until each such
    * slice has an elected leader on another node, at most LEADER_HANDOVER_BEFORE_CHANGE_MS; then the removal goes on
    * and the slices still led here elect, as without a handover (logged; counted in status by remove once the node is
-   * out). Answers how many slices' handovers were given up. */
-  private async handOverLeaderships(index: number): Promise<number> {
+   * out). Answers how many slices' handovers were given up, and how many were handed over (a save of the removal that
+   * fails after them says so: notRemoved). */
+  private async handOverLeaderships(index: number): Promise<{ gaveUp: number; handed: number }> {
     assert(this.removing.has(index), 'leaderships are handed over only for a node being removed');
     const ledHere = () => this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length > 1);
-    if (ledHere().length === 0 || !this.isUp(index)) return 0;
+    if (ledHere().length === 0 || !this.isUp(index)) return { gaveUp: 0, handed: 0 };
     // Each slice led here at the start or since (an election may choose this node while it waits) that still holds a
     // replica here, until another node leads it by an election for its set: a handover names its target in the map at
     // once, so a slice no longer named here may still have its election under way, which the removal would cut off.
@@ -530,7 +531,7 @@ export class Membership {
     } else {
       this.log(`remove: handed the leadership of ${watched.size} slices on ${this.map.nodes[index]} to replicas that stay (${waited})`);
     }
-    return left.length;
+    return { gaveUp: left.length, handed };
   }
 
   /** A node that leadership may be handed to (for balance, or before a change takes a leader out): active, up, and not
@@ -1290,7 +1291,11 @@ function checkUrl(url: unknown): string {
  * asked of every replica (it asks those that have not said so yet: one turn learns about them all). */
 export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: (node: number) => boolean, isUp: (node: number) => boolean): { behind: number[]; holdingUp: number[] } {
   const holding = rest.filter((n) => holds(n));
-  const behind = rest.filter((n) => (n === fresh && !isUp(n)) || (!holding.includes(n) && (isUp(n) || fresh < 0 || n === fresh)));
+  const behind = rest.filter((n) =>
+    // The new replica: until it holds the barrier and is up. One that was in the set before: until it holds it, where
+    // it is up or no new replica is named.
+    n === fresh ? !isUp(n) || !holding.includes(n) : !holding.includes(n) && (isUp(n) || fresh < 0),
+  );
   return { behind, holdingUp: holding.filter((n) => isUp(n)) };
 }
 

@@ -21,7 +21,7 @@ import type { RouterRetryMs } from './router.js';
 export const REQUEST_PATH_ARGS = {
   'wrong-owner-retry-ms': {
     default: String(WRONG_OWNER_RETRY_MS_MAX),
-    help: `how long a router sends an op refused WrongOwner again (at most ${WRONG_OWNER_RETRIES_MAX} tries) before it answers WrongOwner, from ${WRONG_OWNER_RETRY_MS_MIN} up to this default (docs/operations.md)`,
+    help: `how long a router sends an op refused WrongOwner again (at most ${WRONG_OWNER_RETRIES_MAX} tries) before it answers WrongOwner, from ${WRONG_OWNER_RETRY_MS_MIN} up to this default; a single slice's op on replicated slices keeps --failover-retry-ms where that is longer (docs/operations.md)`,
     env: 'KEYSLICE_WRONG_OWNER_RETRY_MS',
   },
   'failover-retry-ms': {
