@@ -45,6 +45,7 @@ const args = parseArgs(
     'redis-server': { default: '', help: 'the redis-server binary (empty: the one on this machine, installed with apt-get if missing; none: no Redis runs)' },
     out: { default: join(here, '..', '..', 'bench', 'SCALE.md'), help: 'the report to write' },
     note: { default: '', help: 'a sentence about the machine or the run, put in the report as it is' },
+    'cpu-by-workload': { default: 'no', help: 'yes: each workload is a client run of its own, so that the CPU figures are each workload\'s (get then reads a key set its run writes first, as get alone does in bench/load.ts); no: one client run of every workload in turn, its CPU figures over all of them' },
   },
   'usage: node dist/bench/scale.js [--shapes 0:2:2,2:2:2,1:3:2:1] [--clients 2] [--workload put,get,range,batch] [--duration 10] [--redis-server /usr/bin/redis-server]',
 );
@@ -62,7 +63,10 @@ const roundCount = intArg('rounds', args.rounds, 1, 20);
 const failedRounds: string[] = [];
 const workloads = args.workload!.split(',');
 for (const w of workloads) if (!WORKLOADS.includes(w)) fail(`--workload: "${w}" is not one of ${WORKLOADS.join(', ')}`);
-const shape = ['--duration', String(duration), '--ops', String(ops), '--connections', args.connections!, '--concurrency', args.concurrency!, '--workload', workloads.join(',')];
+if (args['cpu-by-workload'] !== 'yes' && args['cpu-by-workload'] !== 'no') fail(`--cpu-by-workload must be yes or no, got ${args['cpu-by-workload']}`);
+/** The client runs of each system per round: every workload in one run, or (--cpu-by-workload yes) one run each. */
+const clientRuns: string[][] = args['cpu-by-workload'] === 'yes' ? workloads.map((w) => [w]) : [workloads];
+const shape = ['--duration', String(duration), '--ops', String(ops), '--connections', args.connections!, '--concurrency', args.concurrency!];
 
 const log = (line: string) => process.stderr.write(`keyslice scale: ${line}\n`);
 
@@ -93,22 +97,23 @@ interface Result {
   latencyMs: { p50: number; p99: number } | null;
 }
 
-/** One client process (`script` under dist/bench with `scriptArgs`); resolves with its results (or an error). */
-function runClient(script: string, scriptArgs: string[]): Promise<{ results: Result[]; redirects?: number }> {
-  const child = spawn(process.execPath, [join(here, script), ...scriptArgs, ...shape], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** One client process (`script` under dist/bench with `scriptArgs`) running `ws` in turn; resolves with its results
+ * (or an error). */
+function runClient(script: string, scriptArgs: string[], ws: string[]): Promise<{ results: Result[]; redirects?: number }> {
+  const child = spawn(process.execPath, [join(here, script), ...scriptArgs, ...shape, '--workload', ws.join(',')], { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
   let out = '';
   let err = '';
   child.stdout.on('data', (c: Buffer) => (out += c));
   child.stderr.on('data', (c: Buffer) => (err += c));
   // Preloading (range) is not in --duration: a generous bound on top.
-  const timer = setTimeout(() => child.kill('SIGKILL'), (duration * workloads.length + 300) * 1000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), (duration * ws.length + 300) * 1000);
   return new Promise((resolveRun, reject) =>
     child.on('exit', (code) => {
       clearTimeout(timer);
       try {
         const parsed = JSON.parse(out.slice(out.indexOf('{'))) as { results: Result[]; redirects?: number; failure?: string };
-        if (parsed.failure !== undefined && parsed.results.length < workloads.length) throw new Error(parsed.failure);
+        if (parsed.failure !== undefined && parsed.results.length < ws.length) throw new Error(parsed.failure);
         resolveRun(parsed);
       } catch (e) {
         reject(new Error(`a client (${script}) exited (${code}) without all results: ${(e as Error).message.slice(0, 200)} ${err.split('\n').slice(-5).join(' ')}`));
@@ -144,41 +149,51 @@ interface Row {
 }
 /** system label -> one entry per round: workload -> its row, or 'failed: ...' where that round failed. */
 const rounds = new Map<string, (Map<string, Row> | string)[]>();
-/** system label -> server process name -> its CPU over each round's client run, in % of one core. */
+/** CPU label (the system's label, with the workload's name where each workload is a client run of its own) -> server
+ * process name -> its CPU over each round's client run, in % of one core. */
 const cpuShares = new Map<string, Map<string, number[]>>();
-/** system label -> server process name -> its threads' CPU over each round's client run (% of one core): the main thread
+/** CPU label -> server process name -> its threads' CPU over each round's client run (% of one core): the main thread
  * and each worker thread, for the processes measured by thread (slice nodes, routers). One thread at 100% is a limit
  * that the process's total hides. */
 const threadShares = new Map<string, Map<string, { main: number[]; workers: number[][] }>>();
-/** system label -> the share of the whole machine's CPU (every core) busy over each round's client run, in %: near
+/** CPU label -> the share of the whole machine's CPU (every core) busy over each round's client run, in %: near
  * 100%, clients and servers together want more than the machine has, and no shape can add throughput. */
 const machineBusy = new Map<string, number[]>();
-/** system label -> MOVED answers its clients met, all rounds (Redis Cluster clients only). */
+/** CPU label -> MOVED answers its clients met, all rounds (Redis Cluster clients only). */
 const redirectsMet = new Map<string, number>();
 const record = (label: string, entry: Map<string, Row> | string) => rounds.set(label, [...(rounds.get(label) ?? []), entry]);
 
-/** Runs `clients` client processes at once and records their rows under `label`; `servers` are the
- * processes whose CPU is reported (name and PID, looked up when the run starts). */
+/** Runs every client run of `clientRuns` in turn, each `clients` client processes at once, and records their rows under
+ * `label`; `servers` are the processes whose CPU is reported (name and PID, looked up when each run starts). */
 async function measure(label: string, script: string, scriptArgs: string[], servers: () => { name: string; pid: number; workers?: number }[]): Promise<void> {
-  log(`${label}: ${clients} clients`);
+  const rows = new Map<string, Row>();
+  for (const ws of clientRuns) {
+    for (const [w, row] of await measureRun(clientRuns.length === 1 ? label : `${label}, ${ws.join(',')}`, script, scriptArgs, ws, servers)) rows.set(w, row);
+  }
+  record(label, rows);
+}
+
+/** One client run of `ws`: its rows, and the servers' CPU over it recorded under `cpuLabel`. */
+async function measureRun(cpuLabel: string, script: string, scriptArgs: string[], ws: string[], servers: () => { name: string; pid: number; workers?: number }[]): Promise<Map<string, Row>> {
+  log(`${cpuLabel}: ${clients} clients`);
   const procs = servers();
   const cpu0 = procs.map((p) => cpuSecondsOf([p.pid]));
   const threads0 = procs.map((p) => (p.workers === undefined ? null : threadCpuOf(p.pid, p.workers)));
   const machine0 = machineTicks();
   const t0 = performance.now();
-  const runs = await Promise.all(Array.from({ length: clients }, () => runClient(script, scriptArgs)));
+  const runs = await Promise.all(Array.from({ length: clients }, () => runClient(script, scriptArgs, ws)));
   const wall = (performance.now() - t0) / 1000;
   const machine1 = machineTicks();
   if (machine0 !== null && machine1 !== null && machine1.total > machine0.total) {
-    machineBusy.set(label, [...(machineBusy.get(label) ?? []), ((machine1.busy - machine0.busy) / (machine1.total - machine0.total)) * 100]);
+    machineBusy.set(cpuLabel, [...(machineBusy.get(cpuLabel) ?? []), ((machine1.busy - machine0.busy) / (machine1.total - machine0.total)) * 100]);
   }
   const results = runs.map((r) => r.results);
   // A Redis Cluster client follows MOVED answers; with a right slot map there are none.
-  if (runs.some((r) => r.redirects !== undefined)) redirectsMet.set(label, (redirectsMet.get(label) ?? 0) + runs.reduce((a, r) => a + (r.redirects ?? 0), 0));
-  const shares = cpuShares.get(label) ?? new Map<string, number[]>();
+  if (runs.some((r) => r.redirects !== undefined)) redirectsMet.set(cpuLabel, (redirectsMet.get(cpuLabel) ?? 0) + runs.reduce((a, r) => a + (r.redirects ?? 0), 0));
+  const shares = cpuShares.get(cpuLabel) ?? new Map<string, number[]>();
   procs.forEach((p, i) => shares.set(p.name, [...(shares.get(p.name) ?? []), ((cpuSecondsOf([p.pid]) - cpu0[i]) / wall) * 100]));
-  cpuShares.set(label, shares);
-  const byThread = threadShares.get(label) ?? new Map<string, { main: number[]; workers: number[][] }>();
+  cpuShares.set(cpuLabel, shares);
+  const byThread = threadShares.get(cpuLabel) ?? new Map<string, { main: number[]; workers: number[][] }>();
   procs.forEach((p, i) => {
     const before = threads0[i];
     if (before === null) return;
@@ -190,9 +205,9 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
     after.workers.forEach((w, k) => t.workers[k]?.push(((w - (was.get(after.workerTids[k]) ?? NaN)) / wall) * 100));
     byThread.set(p.name, t);
   });
-  threadShares.set(label, byThread);
+  threadShares.set(cpuLabel, byThread);
   const rows = new Map<string, Row>();
-  for (const w of workloads) {
+  for (const w of ws) {
     const mine = results.map((r) => r.find((x) => x.workload === w)).filter((x): x is Result => x !== undefined);
     const items = mine.every((r) => r.itemsPerSec !== undefined) ? mine.reduce((a, r) => a + r.itemsPerSec!, 0) : null;
     const row: Row = {
@@ -205,7 +220,7 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
     rows.set(w, row);
     log(`  ${w}: ${fmt(row.ops)} ops/s${row.items !== null ? `, ${fmt(row.items)} items/s` : ''}, p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, errors ${showErrors(row.errors)}`);
   }
-  record(label, rows);
+  return rows;
 }
 
 /** A replicated cluster serves a slice's writes once its replicas elected a leader: until every slice has one, clients
@@ -479,6 +494,8 @@ neither, a write waits on its replication round trip (more threads' turns per wr
 requests in flight gets more writes per second (bench/README.md, "Replication on slice nodes").
 
 `}## CPU of each server process while its clients ran (% of one core, all threads; preloading included; median over the rounds)
+
+${clientRuns.length === 1 ? `Over each system's whole client run: every workload (${workloads.join(', ')}) in turn, so a figure is their mix (\`--cpu-by-workload yes\` gives one per workload).` : 'One client run per workload (`--cpu-by-workload yes`): each figure is that workload\'s alone, its preloading included.'}
 
 ${[...cpuShares].map(([label, shares]) => `- ${label}: ${machineBusy.has(label) ? `(the whole machine ${Math.round(median(machineBusy.get(label)!))}% busy, clients included) ` : ''}${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
 
