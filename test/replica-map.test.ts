@@ -1,7 +1,7 @@
 // Replica sets in the cluster map: each slice's replicas on distinct nodes, the leader
 // first, a leader term that grows with every change of leader, the effective
 // replication factor and the plain sentences that refuse a misconfiguration.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -1051,11 +1051,75 @@ describe('a coordinator that restarts', () => {
     }
   });
 
-  it('counts a slice whose owner changed as possibly led, though its map records no Lead', () => {
-    const map = open(3, 1);
-    expect(map.neverLed(0)).toBe(true);
+  it("names the first leaders of a cluster whose nodes joined after its coordinator started without waiting out leases (no replica ever led), and waits them out for a slice once led", async () => {
+    // The coordinator starts on no node (docker compose), and the nodes join one by one: each slice's owner is placed at
+    // a new term as the first node joins, and its set grows as the others do; no Lead was ever recorded.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(0, 3, dir);
+    for (let i = 0; i < 3; i++) {
+      map.addNode(`ws://127.0.0.1:${9000 + i}`);
+      settle(map);
+    }
+    const [x, y, z] = map.replicasOf(0);
+    expect([map.termOf(0), map.lastLeadOf(0), map.neverLed(0)]).toEqual([2, null, true]);
+    const first = await (async () => {
+      const { sent, links } = stubLinks(5);
+      const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+      try {
+        const term = await prepared(sent, [x, y, z]);
+        const answeredAt = performance.now();
+        // Each replica just started: it reports a full lease wait.
+        for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
+        await untilLead(sent, term, 25);
+        expect(leadOf(sent, term), "the map's leader led, before the reported leases ran out").toBe(x);
+        expect(performance.now() - answeredAt).toBeLessThan(REPLICA_LEASE_MS);
+        return term;
+      } finally {
+        leaders.close();
+      }
+    })();
+    expect([map.lastLeadOf(0), map.neverLed(0)]).toEqual([[first, x], false]);
+    // Its set shrinks to x alone (y and z removed) and grows again: the map no longer knows who led it last (a time
+    // without replicas), but knows that a Lead left, so the next election waits the reported leases out.
+    map.removeReplicatedNode(y);
+    settle(map);
+    map.removeReplicatedNode(z);
+    settle(map);
+    expect(map.replicasOf(0)).toEqual([x]);
+    for (let i = 3; i < 5; i++) {
+      map.addNode(`ws://127.0.0.1:${9000 + i}`);
+      settle(map);
+    }
+    const [, d, e] = map.replicasOf(0);
+    expect([map.replicasOf(0)[0], map.lastLeadOf(0), map.neverLed(0)]).toEqual([x, null, false]);
+    expect(open(0, 3, dir).neverLed(0), 'as the file says').toBe(false);
+    const { sent, links } = stubLinks(5);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(sent, [x, d, e]);
+      const answeredAt = performance.now();
+      for (const n of [x, d, e]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: n === x ? first : 0, lastIndex: n === x ? 3 : 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
+      for (let i = 0; i < 120 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(leadOf(sent, term), 'a Lead once the leases ran out').toBe(x);
+      expect(performance.now() - answeredAt, 'a Lead before the leases its answers reported ran out').toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
+    } finally {
+      leaders.close();
+    }
+  });
+
+  it('reads a map written before it kept whether a slice was ever led by the rule of then: a slice whose owner changed counts as possibly led', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 1, dir);
     map.setOwner(0, (map.ownerOf(0) + 1) % 3);
-    expect([map.lastLeadOf(0), map.neverLed(0)]).toEqual([null, false]);
+    // An owner change leads nothing: the slice was never led.
+    expect([map.termOf(0), map.lastLeadOf(0), map.neverLed(0), map.neverLed(1)]).toEqual([2, null, true, true]);
+    const file = join(dir, 'cluster-map.json');
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as { everLed?: boolean[] };
+    expect(saved.everLed?.slice(0, 2)).toEqual([false, false]);
+    delete saved.everLed;
+    writeFileSync(file, JSON.stringify(saved));
+    const older = open(3, 1, dir);
+    expect([older.neverLed(0), older.neverLed(1)]).toEqual([false, true]);
   });
 
   it("sends a Lead only once the map file records it (neverLed's premise): not at all where that save fails, and then waits the leases out", async () => {
@@ -1071,8 +1135,8 @@ describe('a coordinator that restarts', () => {
       sendReplicate: (entries: DecodedReplicateEntry[]) => {
         for (const [s, m] of entries) {
           if (s !== 0 || (m.type !== 'Lead' && m.type !== 'LeadOn')) continue;
-          const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { terms: number[]; lastLead: ([number, number] | null)[] };
-          if (onDisk.terms[0] < m.term || onDisk.lastLead[0]?.[0] !== m.term) unrecorded.push(`${m.type} of term ${m.term}; the file: term ${onDisk.terms[0]}, last Lead ${JSON.stringify(onDisk.lastLead[0])}`);
+          const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { terms: number[]; lastLead: ([number, number] | null)[]; everLed: boolean[] };
+          if (onDisk.terms[0] < m.term || onDisk.lastLead[0]?.[0] !== m.term || onDisk.everLed[0] !== true) unrecorded.push(`${m.type} of term ${m.term}; the file: term ${onDisk.terms[0]}, last Lead ${JSON.stringify(onDisk.lastLead[0])}, ever led ${onDisk.everLed[0]}`);
         }
         box.push(...entries);
       },

@@ -666,7 +666,8 @@ export class ReplicaLeaders {
       },
       // The map's record of the last Lead that left (recordElections writes it before the Lead leaves: flush).
       lastLead: () => this.map.lastLeadOf(slice) ?? [this.map.termOf(slice), null],
-      // No Lead ever left (by the same record): a new cluster's first elections wait no lease out.
+      // No Lead ever left (by the map's record, kept for good: ClusterMap.neverLed): a slice's first elections wait no
+      // lease out, a new cluster's and one whose nodes joined after the coordinator started alike.
       neverLed: () => this.map.neverLed(slice),
       publish: (leader: ReplicaId, term: number) => {
         this.elected.set(slice, { slice, leader, term });
@@ -761,6 +762,9 @@ export class ReplicaLeaders {
     for (const [node, entries] of outbox) {
       const link = this.links[node];
       if (link === undefined || this.map.statusOf(node) === 'removed') continue;
+      // ClusterMap.neverLed's premise (no lease wait for a slice it says was never led): no Lead or LeadOn leaves
+      // before the map records it (the filter above; recordElections saved this turn's).
+      for (const [slice, m] of entries) if (m.type === 'Lead' || m.type === 'LeadOn') assert(!this.map.neverLed(slice), `slice ${slice}: a ${m.type} of term ${m.term} leaves only once the cluster map records it`);
       const frame = foldPings(entries, link.workerCount);
       // Its questions, in the order its workers take them: from the first one it leaves unanswered its silence counts.
       this.questions.sent(node, frame, performance.now());
