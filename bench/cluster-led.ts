@@ -6,7 +6,7 @@ import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
 
 /** Resolves once c's status counts every replicated slice led (polled every 50 ms, each ask bounded to 5 s); throws
  * after waitS seconds, so that a bench round that never gets there ends. */
-export async function untilAllLed(c: LocalCluster, waitS: number): Promise<void> {
+export async function untilAllLed(c: Pick<LocalCluster, 'url'>, waitS: number): Promise<void> {
   const t0 = performance.now();
   while (performance.now() - t0 < waitS * 1000) {
     try {

@@ -3,15 +3,17 @@
 // folders. Besides the total it prints the phases the coordinator's log shows: nodes ready, the first elections
 // started, and the last line of an elected leader ("elected their leaders", "leads at term") before every slice was led (the elections' share), and how many
 // handovers were elected meanwhile. With --other DIR (another build's dist/), its runs alternate with this build's,
-// for a side-by-side figure (docs/replication.md, "Leases": a slice never led waits out no lease).
+// for a side-by-side figure (docs/replication.md, "Leases": a slice never led waits out no lease). With --join later the
+// coordinator starts first, on no node, and the slice nodes start one by one after it, each once the one before is
+// ready, and join it (as docker compose starts a cluster); the time is then from the coordinator's launch.
 //
-//   npm run build && node dist/bench/cluster-start.js [--rounds 3] [--other /path/to/old/dist]
+//   npm run build && node dist/bench/cluster-start.js [--rounds 3] [--join at-start|later] [--other /path/to/old/dist]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import type { ClusterOptions } from '../coordinator/cli/local-cluster.js';
+import type { ClusterOptions, LocalCluster, ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { intArg, parseArgs } from '../shared/cli-args.js';
 import { untilAllLed } from './cluster-led.js';
 import { median } from './median.js';
@@ -24,6 +26,7 @@ const args = parseArgs(
     rounds: { default: '3', help: 'starts per build' },
     other: { help: "another build's dist/ folder, run alternately with this one" },
     port: { default: '47500', help: 'first slice node port (the coordinator takes port + 10); 0: free ports' },
+    join: { default: 'at-start', help: "at-start: the nodes first, the coordinator started with them (startLocalCluster); later: the coordinator first, the nodes join it one by one" },
   },
   'usage: node dist/bench/cluster-start.js [options]',
 );
@@ -33,6 +36,10 @@ const ROUNDS = intArg('rounds', args.rounds, 1, 20);
 const PORT = args.port === '0' ? 0 : intArg('port', args.port, 1024, 65000);
 const LED_WAIT_S = 120;
 const LOG_LAG_MS = 1_000;
+if (args.join !== 'at-start' && args.join !== 'later') throw new Error(`--join is at-start or later, not ${args.join}`);
+const JOIN_LATER = args.join === 'later';
+/** When the start call returned: the coordinator's ready line, or with --join later the last node's. */
+const READY = JOIN_LATER ? 'last node ready' : 'coordinator ready';
 const own = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const builds = args.other === undefined ? [own] : [resolve(args.other), own];
 
@@ -45,15 +52,37 @@ interface Run {
   handovers: number;
 }
 
+type Cli = typeof import('../coordinator/cli/local-cluster.js');
+
+/** The cluster of --join later: its coordinator on no node, then each slice node, once the one before is ready,
+ * registering with it. What untilAllLed reads (the url) and stop() are all that is used of it. */
+async function startJoiningLater(cli: Cli, opts: ClusterOptions & { clusterSecret: string }): Promise<Pick<LocalCluster, 'url' | 'stop'>> {
+  const procs: ManagedProcess[] = [];
+  const stop = () => Promise.all(procs.map((p) => cli.stopProcess(p.child))).then(() => undefined);
+  try {
+    const coordinator = await cli.startCoordinator(join(opts.dataDir, 'coordinator'), opts.coordinatorPort ?? 0, [], opts.slices, opts.log, ['--replication-factor', String(opts.replicationFactor)], opts.clusterSecret);
+    procs.push(coordinator);
+    for (let i = 0; i < (opts.nodes ?? 1); i++) {
+      const name = `slice-node-${i + 1}`;
+      const port = opts.nodePortBase ? opts.nodePortBase + i : 0;
+      procs.push(await cli.startSliceNode({ name, dataDir: join(opts.dataDir, name), port, workers: 2, coordinator: coordinator.url, clusterSecret: opts.clusterSecret, log: opts.log }));
+    }
+    return { url: coordinator.url, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
 async function startOnce(dist: string): Promise<Run> {
-  const { startLocalCluster } = (await import(join(dist, 'coordinator', 'cli', 'local-cluster.js'))) as typeof import('../coordinator/cli/local-cluster.js');
+  const cli = (await import(join(dist, 'coordinator', 'cli', 'local-cluster.js'))) as Cli;
   const root = mkdtempSync(join(tmpdir(), 'keyslice-bench-start-'));
   const lines: [number, string][] = [];
   const t0 = performance.now();
   const log = (line: string) => lines.push([(performance.now() - t0) / 1000, line]);
   const opts: ClusterOptions = { dataDir: join(root, 'cluster'), nodes: NODES, slices: SLICES, replicationFactor: 3, nodePortBase: PORT, coordinatorPort: PORT === 0 ? 0 : PORT + 10, clusterSecret: 's'.repeat(43), log };
   try {
-    const c = await startLocalCluster(opts);
+    const c = JOIN_LATER ? await startJoiningLater(cli, { ...opts, clusterSecret: opts.clusterSecret! }) : await cli.startLocalCluster(opts);
     try {
       const ready = (performance.now() - t0) / 1000;
       await untilAllLed(c, LED_WAIT_S);
@@ -79,11 +108,11 @@ for (let round = 1; round <= ROUNDS; round++) {
     runs.get(b)!.push(r);
     console.log(
       `round ${round}, ${b}: nodes ready ${r.nodesReady.toFixed(2)} s, elections from ${r.electionsFrom.toFixed(2)} s to ${r.electedBy.toFixed(2)} s, ` +
-        `coordinator ready ${r.ready.toFixed(2)} s, every slice led ${r.led.toFixed(2)} s; ${r.handovers} handovers; load average ${loadavg()[0].toFixed(1)}`,
+        `${READY} ${r.ready.toFixed(2)} s, every slice led ${r.led.toFixed(2)} s; ${r.handovers} handovers; load average ${loadavg()[0].toFixed(1)}`,
     );
   }
 }
 for (const [b, rs] of runs) {
   const m = (f: (r: Run) => number) => median(rs.map(f)).toFixed(2);
-  console.log(`${b}: medians: every slice led ${m((r) => r.led)} s, elections ${m((r) => r.electedBy - r.electionsFrom)} s, nodes ready ${m((r) => r.nodesReady)} s, coordinator ready ${m((r) => r.ready)} s`);
+  console.log(`${b}: medians: every slice led ${m((r) => r.led)} s, elections ${m((r) => r.electedBy - r.electionsFrom)} s, nodes ready ${m((r) => r.nodesReady)} s, ${READY} ${m((r) => r.ready)} s`);
 }

@@ -318,4 +318,11 @@ describe('the benches, end to end with their smallest arguments (real processes 
     expect(m, r.stdout).not.toBeNull();
     expect(m!.slice(1, 6).map(Number).every((s) => s > 0)).toBe(true);
   }, caseMs(60_000));
+
+  it('cluster-start --join later: the coordinator first, the nodes joining it one by one, every phase found in its log', async () => {
+    const r = await bench('cluster-start.js', ['--rounds', '1', '--slices', '12', '--port', '0', '--join', 'later'], 60_000);
+    const m = /^round 1, .*: nodes ready ([\d.]+) s, elections from ([\d.]+) s to ([\d.]+) s, last node ready ([\d.]+) s, every slice led ([\d.]+) s; (\d+) handovers;/m.exec(r.stdout);
+    expect(m, r.stdout).not.toBeNull();
+    expect(m!.slice(1, 6).map(Number).every((s) => s > 0)).toBe(true);
+  }, caseMs(60_000));
 });

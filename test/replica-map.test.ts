@@ -1,7 +1,7 @@
 // Replica sets in the cluster map: each slice's replicas on distinct nodes, the leader
 // first, a leader term that grows with every change of leader, the effective
 // replication factor and the plain sentences that refuse a misconfiguration.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -1051,11 +1051,75 @@ describe('a coordinator that restarts', () => {
     }
   });
 
-  it('counts a slice whose owner changed as possibly led, though its map records no Lead', () => {
-    const map = open(3, 1);
-    expect(map.neverLed(0)).toBe(true);
+  it("names the first leaders of a cluster whose nodes joined after its coordinator started without waiting out leases (no replica ever led), and waits them out for a slice once led", async () => {
+    // The coordinator starts on no node (docker compose), and the nodes join one by one: each slice's owner is placed at
+    // a new term as the first node joins, and its set grows as the others do; no Lead was ever recorded.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(0, 3, dir);
+    for (let i = 0; i < 3; i++) {
+      map.addNode(`ws://127.0.0.1:${9000 + i}`);
+      settle(map);
+    }
+    const [x, y, z] = map.replicasOf(0);
+    expect([map.termOf(0), map.lastLeadOf(0), map.neverLed(0)]).toEqual([2, null, true]);
+    const first = await (async () => {
+      const { sent, links } = stubLinks(5);
+      const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+      try {
+        const term = await prepared(sent, [x, y, z]);
+        const answeredAt = performance.now();
+        // Each replica just started: it reports a full lease wait.
+        for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
+        await untilLead(sent, term, 25);
+        expect(leadOf(sent, term), "the map's leader led, before the reported leases ran out").toBe(x);
+        expect(performance.now() - answeredAt).toBeLessThan(REPLICA_LEASE_MS);
+        return term;
+      } finally {
+        leaders.close();
+      }
+    })();
+    expect([map.lastLeadOf(0), map.neverLed(0)]).toEqual([[first, x], false]);
+    // Its set shrinks to x alone (y and z removed) and grows again: the map no longer knows who led it last (a time
+    // without replicas), but knows that a Lead left, so the next election waits the reported leases out.
+    map.removeReplicatedNode(y);
+    settle(map);
+    map.removeReplicatedNode(z);
+    settle(map);
+    expect(map.replicasOf(0)).toEqual([x]);
+    for (let i = 3; i < 5; i++) {
+      map.addNode(`ws://127.0.0.1:${9000 + i}`);
+      settle(map);
+    }
+    const [, d, e] = map.replicasOf(0);
+    expect([map.replicasOf(0)[0], map.lastLeadOf(0), map.neverLed(0)]).toEqual([x, null, false]);
+    expect(open(0, 3, dir).neverLed(0), 'as the file says').toBe(false);
+    const { sent, links } = stubLinks(5);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(sent, [x, d, e]);
+      const answeredAt = performance.now();
+      for (const n of [x, d, e]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: n === x ? first : 0, lastIndex: n === x ? 3 : 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
+      for (let i = 0; i < 120 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(leadOf(sent, term), 'a Lead once the leases ran out').toBe(x);
+      expect(performance.now() - answeredAt, 'a Lead before the leases its answers reported ran out').toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
+    } finally {
+      leaders.close();
+    }
+  });
+
+  it('reads a map written before it kept whether a slice was ever led by the rule of then: a slice whose owner changed counts as possibly led', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 1, dir);
     map.setOwner(0, (map.ownerOf(0) + 1) % 3);
-    expect([map.lastLeadOf(0), map.neverLed(0)]).toEqual([null, false]);
+    // An owner change leads nothing: the slice was never led.
+    expect([map.termOf(0), map.lastLeadOf(0), map.neverLed(0), map.neverLed(1)]).toEqual([2, null, true, true]);
+    const file = join(dir, 'cluster-map.json');
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as { everLed?: boolean[] };
+    expect(saved.everLed?.slice(0, 2)).toEqual([false, false]);
+    delete saved.everLed;
+    writeFileSync(file, JSON.stringify(saved));
+    const older = open(3, 1, dir);
+    expect([older.neverLed(0), older.neverLed(1)]).toEqual([false, true]);
   });
 
   it("sends a Lead only once the map file records it (neverLed's premise): not at all where that save fails, and then waits the leases out", async () => {
@@ -1071,8 +1135,8 @@ describe('a coordinator that restarts', () => {
       sendReplicate: (entries: DecodedReplicateEntry[]) => {
         for (const [s, m] of entries) {
           if (s !== 0 || (m.type !== 'Lead' && m.type !== 'LeadOn')) continue;
-          const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { terms: number[]; lastLead: ([number, number] | null)[] };
-          if (onDisk.terms[0] < m.term || onDisk.lastLead[0]?.[0] !== m.term) unrecorded.push(`${m.type} of term ${m.term}; the file: term ${onDisk.terms[0]}, last Lead ${JSON.stringify(onDisk.lastLead[0])}`);
+          const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { terms: number[]; lastLead: ([number, number] | null)[]; everLed: boolean[] };
+          if (onDisk.terms[0] < m.term || onDisk.lastLead[0]?.[0] !== m.term || onDisk.everLed[0] !== true) unrecorded.push(`${m.type} of term ${m.term}; the file: term ${onDisk.terms[0]}, last Lead ${JSON.stringify(onDisk.lastLead[0])}, ever led ${onDisk.everLed[0]}`);
         }
         box.push(...entries);
       },
@@ -1350,6 +1414,7 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
 });
 
 describe('what answers a question the coordinator asked a node (OpenQuestions)', () => {
+  const PING_MS = FAILOVER_TIMING_DEFAULT.pingIntervalMs;
   const pong = (seq: number) => ({ type: 'Pong' as const, seq, term: 3, leading: true, commitTerm: 3, lastIndex: 9 });
   /** The seq `sent` gave the Ping of `slice` in `frame` (a Ping's, or its part of a Pings), which its Pong says back. */
   const seqOf = (frame: DecodedReplicateEntry[], slice: number): number => {
@@ -1361,7 +1426,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
   };
   it('each answer the node sends for what it was asked clears it, and the questions its worker took before; nothing else does', () => {
     // Node 0 of two workers (slice % 2).
-    const q = new OpenQuestions(() => 2);
+    const q = new OpenQuestions(() => 2, PING_MS);
     const first: DecodedReplicateEntry[] = [[4, { type: 'Prepare', term: 7 }], [2, pingsOf([[2, { type: 'Ping', seq: 1 }], [6, { type: 'Ping', seq: 1 }]])], [3, { type: 'Ping', seq: 1 }]];
     q.sent(0, first, 100);
     const second: DecodedReplicateEntry[] = [[8, { type: 'Ping', seq: 2 }]];
@@ -1395,7 +1460,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
 
   it('a worker that answers nothing costs bounded memory: its oldest question kept, the newer folded, answers still clear', () => {
     // One worker, stuck with its link open: asked on, a Ping a question, three times the cap.
-    const q = new OpenQuestions(() => 1);
+    const q = new OpenQuestions(() => 1, PING_MS);
     const n = 3 * OPEN_QUESTIONS_PER_WORKER_MAX;
     const frames = Array.from({ length: n }, (_, i): DecodedReplicateEntry[] => [[i % 1000, { type: 'Ping', seq: 0 }]]);
     frames.forEach((f, i) => q.sent(0, f, 1_000 + i));
@@ -1416,7 +1481,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
   it('a Pong answers its own Ping, not one of its slice that the worker dropped: asked again once, not without end', () => {
     // A worker that drops the Pings of slice 4 until its assignment comes, then answers each at once with the seq it
     // was sent; the coordinator asks again, as askAgain does, a first question left open half a ping interval.
-    const q = new OpenQuestions(() => 1);
+    const q = new OpenQuestions(() => 1, PING_MS);
     let assigned = false;
     const ask = (frame: DecodedReplicateEntry[], at: number) => {
       q.sent(0, frame, at);
@@ -1430,7 +1495,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     let again = 0;
     for (let t = 550; t <= 10_000; t += 50) {
       const stale: number[] = [];
-      q.stale(0, t - 250, () => true, (slice) => stale.push(slice));
+      q.stale(0, t, () => true, (slice) => stale.push(slice));
       for (const slice of stale) {
         again++;
         ask([[slice, { type: 'Ping', seq: 0 }]], t);
@@ -1440,30 +1505,97 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(again, 'Pings asked again in 9.5 s').toBeLessThanOrEqual(1);
   });
 
-  it('a question the worker dropped is asked again once, and one of a slice the node no longer replicates is dropped', () => {
-    const q = new OpenQuestions(() => 2);
-    // Slice 4's Prepare overtook the worker's assignment (dropped, never answered); nothing else goes to that worker.
-    q.sent(0, [[4, { type: 'Prepare', term: 7 }]], 100);
-    const again: number[] = [];
-    q.stale(0, 50, () => true, (slice) => again.push(slice));
-    expect(again, 'not before it waited').toEqual([]);
-    q.stale(0, 100, () => true, (slice) => again.push(slice));
-    q.stale(0, 300, () => true, (slice) => again.push(slice));
-    expect(again, 'once').toEqual([4]);
+  it('a question the worker dropped is asked again each half ping interval while it stays open, one Ping a worker; one of a slice the node no longer replicates is dropped', () => {
+    const q = new OpenQuestions(() => 2, PING_MS);
+    // Slice 4's Prepare and slice 8's Ping overtook the worker's assignment (dropped, never answered); nothing else goes
+    // to that worker.
+    q.sent(0, [[4, { type: 'Prepare', term: 7 }], [8, { type: 'Ping', seq: 0 }]], 100);
+    const again: [number, number][] = [];
+    const staleAt = (t: number, stillAsked: (slice: number) => boolean = () => true) => q.stale(0, t, stillAsked, (slice) => again.push([t, slice]));
+    for (let t = 100; t <= 1_000; t += 100) staleAt(t);
+    // At 100 + 250 ms, then each 250 ms: one Ping for the worker's two open questions, of the first one's slice.
+    expect(again, 'asked again').toEqual([[400, 4], [700, 4], [1_000, 4]]);
     const asked: DecodedReplicateEntry[] = [[4, { type: 'Ping', seq: 0 }]];
-    q.sent(0, asked, 350);
+    q.sent(0, asked, 1_000);
     q.answered(0, [[4, pong(seqOf(asked, 4))]]);
-    expect(q.firstAsked(0), 'the answer to it clears the dropped Prepare').toBeUndefined();
+    expect(q.firstAsked(0), 'the answer to it clears the dropped Prepare and Ping').toBeUndefined();
+    staleAt(1_300);
+    expect(again.length, 'nothing open: nothing asked').toBe(3);
     // A question of a slice whose set no longer holds the node: dropped, not asked again.
-    q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 400);
-    q.stale(0, 1_000, () => false, (slice) => again.push(slice));
+    q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 1_400);
+    staleAt(2_000, () => false);
     expect(q.firstAsked(0)).toBeUndefined();
-    expect(again).toEqual([4]);
+    expect(again.length).toBe(3);
     // A link that went down (or came up) takes its questions with it.
-    q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 500);
+    q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 2_100);
     q.forget(0);
     expect(q.firstAsked(0)).toBeUndefined();
   });
+
+  /** One worker (node 0) on the virtual clock: the coordinator's ticks every 100 ms ask again as ReplicaLeaders.askAgain
+   * does (OpenQuestions.stale), `asks` says what else it sends when, and the worker answers a Ping or Prepare of a slice
+   * `answers` says it replicates then after `delayMs`, drops the others. Returns, per tick from `from`, whether the node
+   * counted as silent then (heardLately's rule: its first open question 1.5 ping intervals old or older), and the
+   * slices asked again. */
+  function worker(o: { untilMs: number; asks: (t: number) => DecodedReplicateEntry[]; answers: (slice: number, t: number) => boolean; delayMs: number }) {
+    const q = new OpenQuestions(() => 1, PING_MS);
+    const due: { at: number; entry: DecodedReplicateEntry }[] = [];
+    const silentAt: number[] = [];
+    const again: [number, number][] = [];
+    const send = (frame: DecodedReplicateEntry[], t: number) => {
+      q.sent(0, frame, t);
+      for (const [slice, m] of frame) {
+        if (!o.answers(slice, t)) continue;
+        if (m.type === 'Ping') due.push({ at: t + o.delayMs, entry: [slice, pong(m.seq)] });
+        if (m.type === 'Prepare') due.push({ at: t + o.delayMs, entry: [slice, { type: 'Prepared', term: m.term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }] });
+      }
+    };
+    for (let t = 0; t <= o.untilMs; t += 10) {
+      for (const d of due.filter((d) => d.at <= t)) q.answered(0, [d.entry]);
+      due.splice(0, due.length, ...due.filter((d) => d.at > t));
+      if (t % 100 !== 0) continue;
+      const first = q.firstAsked(0);
+      if (first !== undefined && t - first >= 1.5 * PING_MS) silentAt.push(t);
+      const reasked: DecodedReplicateEntry[] = [];
+      q.stale(0, t, () => true, (slice) => {
+        again.push([t, slice]);
+        reasked.push([slice, { type: 'Ping', seq: 0 }]);
+      });
+      send([...o.asks(t), ...reasked], t);
+    }
+    return { silentAt, again, q };
+  }
+
+  it('a healthy worker that drops a question and the Ping asking it again (its assignment still not there) answers the next one: its node never counts as silent', () => {
+    // A new replica's first question, a probe of slice 4, overtook the worker's assignment, which reaches it 550 ms
+    // later; nothing else is asked of it (a follower). It answers at once what it replicates.
+    const noneBefore = worker({ untilMs: 5_000, asks: (t) => (t === 0 ? [[4, { type: 'Ping', seq: 0 }]] : []), answers: (_slice, t) => t >= 550, delayMs: 20 });
+    expect(noneBefore.silentAt, 'ticks at which the node counted as silent').toEqual([]);
+    expect(noneBefore.again.slice(0, 2), 'asked again at 300 ms (dropped) and 600 ms').toEqual([[300, 4], [600, 4]]);
+    expect(noneBefore.q.firstAsked(0)).toBeUndefined();
+    // A worker that answered a Ping of slice 2 before: asked again by slice 2, answered though slice 4's assignment takes 2 s.
+    const answeredBefore = worker({
+      untilMs: 5_000,
+      asks: (t) => (t === 0 ? [[2, { type: 'Ping', seq: 0 }]] : t === 100 ? [[4, { type: 'Prepare', term: 3 }]] : []),
+      answers: (slice, t) => slice === 2 || t >= 2_000,
+      delayMs: 20,
+    });
+    expect(answeredBefore.silentAt, 'ticks at which the node counted as silent').toEqual([]);
+    expect(answeredBefore.again, 'asked again by the slice it answered for').toEqual([[400, 2]]);
+    expect(answeredBefore.q.firstAsked(0)).toBeUndefined();
+  });
+
+  it('a frozen worker still counts as silent within 2.5 ping intervals and a tick of its last answer, asked again at most twice a ping interval', () => {
+    // It leads slice 2, pinged every 600 ms (a ping interval rounded up to the tick, its longest), and answers each at
+    // once until it freezes at 1,000 ms: its last answer came at 600 ms.
+    const frozen = worker({ untilMs: 8_000, asks: (t) => (t % 600 === 0 ? [[2, { type: 'Ping', seq: 0 }]] : []), answers: (_slice, t) => t < 1_000, delayMs: 0 });
+    const lastAnswer = 600;
+    // Silent from 2.5 ping intervals and a tick after it, seen at the first tick at or after that (docs/replication.md).
+    expect(frozen.silentAt[0], 'the first tick at which it counted as silent').toBe(Math.ceil((lastAnswer + 2.5 * PING_MS + 100) / 100) * 100);
+    expect(frozen.silentAt.at(-1), 'silent to the end').toBe(8_000);
+    expect(frozen.again.length, 'Pings asked again in the 7 s it was frozen').toBeLessThanOrEqual((2 * 7_000) / PING_MS + 1);
+  });
+
 });
 
 describe("a drain step's handover given up while the map cannot be saved", () => {

@@ -77,8 +77,13 @@ interface ClusterMapState {
    * leaves), or null: so that the failover (a restarted coordinator's too) knows which replica may hold the only lease that may still run
    * (failover.ts: every failover reads it, FailoverHost.lastLead; the one record of it). Absent in older maps (not known). */
   lastLead?: ([number, number] | null)[];
+  /** everLed[slice]: a Lead or LeadOn was recorded for the slice at some time (recordElections: before it leaves), and
+   * never cleared, unlike lastLead (which a time without replicas clears: not known). False: no replica ever led the
+   * slice, so no lease of it can run (neverLed). Absent in older maps: taken as true for a slice that may have been led
+   * by what they kept (a term past the first, or a last Lead), so that they wait no less than they did. */
+  everLed?: boolean[];
 }
-type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[]; joining: number[]; unsettled: number[][][]; lastLead: ([number, number] | null)[] };
+type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[]; joining: number[]; unsettled: number[][][]; lastLead: ([number, number] | null)[]; everLed: boolean[] };
 
 /** One slice's election outcome to record (coordinator/metadata/replica-leaders.ts). */
 export interface Elected {
@@ -92,7 +97,7 @@ export type ReplicationSetting = number | 'auto';
 
 const newId = () => randomBytes(16).toString('hex');
 /** Every slice's term in a new map (and in an older map that kept none): a Lead, a LeadOn or a new owner takes a larger
- * one, so a slice still at it was never led (neverLed). */
+ * one, so a slice still at it was never led (how a map that kept no everLed tells it). */
 const FIRST_TERM = 1;
 
 export class ClusterMap {
@@ -120,7 +125,7 @@ export class ClusterMap {
     private readonly replication: ReplicationSetting,
   ) {
     assert(replication === 'auto' || (Number.isSafeInteger(replication) && replication >= 1), 'a replication factor is at least 1');
-    assert(state.followers.length === state.sliceCount && state.terms.length === state.sliceCount && state.leaving.length === state.sliceCount && state.joining.length === state.sliceCount && state.unsettled.length === state.sliceCount && state.lastLead.length === state.sliceCount, 'followers, a term, a leaving and a joining mark, unsettled sets and a last Lead per slice');
+    assert(state.followers.length === state.sliceCount && state.terms.length === state.sliceCount && state.leaving.length === state.sliceCount && state.joining.length === state.sliceCount && state.unsettled.length === state.sliceCount && state.lastLead.length === state.sliceCount && state.everLed.length === state.sliceCount, 'followers, a term, a leaving and a joining mark, unsettled sets, a last Lead and whether it was ever led per slice');
     checkReplicas(state);
     assert(state.owners.length === state.sliceCount, 'one owner per slice');
     assert(state.status.length === state.nodes.length, 'one status per node');
@@ -139,18 +144,23 @@ export class ClusterMap {
       if (saved.sliceCount !== sliceCount) {
         return `this cluster was created with ${saved.sliceCount} slices; the slice count cannot change (asked for ${sliceCount})`;
       }
+      const terms = saved.terms ?? saved.owners.map(() => FIRST_TERM);
+      const lastLead = saved.lastLead ?? saved.owners.map(() => null);
       const map = new ClusterMap(path, {
         ...saved,
         clusterId: saved.clusterId ?? newId(),
         status: saved.status ?? saved.nodes.map(() => 'active'),
         nodeIds: saved.nodeIds ?? saved.nodes.map(() => null),
         followers: saved.followers ?? saved.owners.map(() => []),
-        terms: saved.terms ?? saved.owners.map(() => FIRST_TERM),
+        terms,
         termsUsed: saved.termsUsed ?? saved.terms ?? saved.owners.map(() => FIRST_TERM),
         leaving: saved.leaving ?? saved.owners.map(() => -1),
         joining: saved.joining ?? saved.owners.map(() => -1),
         unsettled: saved.unsettled ?? saved.owners.map(() => []),
-        lastLead: saved.lastLead ?? saved.owners.map(() => null),
+        lastLead,
+        // A map written before everLed was kept: the rule it was read by then (the first term, no last Lead), which
+        // counts any slice whose owner changed as possibly led.
+        everLed: saved.everLed ?? terms.map((t, s) => t !== FIRST_TERM || lastLead[s] !== null),
       }, replication);
       // An older map gets its cluster id written, nothing else changed.
       if (saved.clusterId === undefined) writeStateFile(path, map.state);
@@ -174,6 +184,7 @@ export class ClusterMap {
       joining: owners.map(() => -1),
       unsettled: owners.map(() => []),
       lastLead: owners.map(() => null),
+      everLed: owners.map(() => false),
     };
     placeFollowers(state, effectiveFactor(replication, state), () => true);
     const map = new ClusterMap(path, state, replication);
@@ -248,11 +259,13 @@ export class ClusterMap {
   leaderPlaceOf(slice: number, leader: number): LeaderPlace {
     return leaderPlace(this.state, slice, leader);
   }
-  /** No replica ever led the slice: its term is still the one the map began with, and every Lead or LeadOn takes a
-   * newer one, recorded before it leaves (recordElections), as does every change of its owner (commit, promote). So
-   * no lease of it can run (failover.ts leasesOut, by FailoverHost.lastLead). */
+  /** No replica ever led the slice: no Lead or LeadOn was ever recorded for it (everLed), and every one is recorded
+   * before it leaves (recordElections; ReplicaLeaders.flush asserts it as each leaves). A replica leads, and holds a
+   * lease, only from a Lead or LeadOn on (Replica.becomeLeader), so no lease of it can run (failover.ts leasesOut).
+   * A change of owner (a node that joined after the coordinator started, a move, a handover named in the map) takes a
+   * new term but leads nothing: such a slice still counts as never led (docs/replication.md, "Leases"). */
   neverLed(slice: number): boolean {
-    return this.state.terms[slice] === FIRST_TERM && this.state.lastLead[slice] === null;
+    return !this.state.everLed[slice];
   }
   /** [term, node] of the last Lead or LeadOn recorded for the slice, or null (see ClusterMapState.lastLead). */
   lastLeadOf(slice: number): readonly [number, number] | null {
@@ -301,6 +314,7 @@ export class ClusterMap {
       }
       next.terms[slice] = term;
       next.lastLead[slice] = [term, leader];
+      next.everLed[slice] = true;
     }
     if (ownersChanged) next.epoch++;
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');

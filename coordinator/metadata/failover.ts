@@ -73,9 +73,10 @@ export interface FailoverHost {
    * replica led it: leases are waited out). An election's answer from that replica, or one that says it led that term,
    * ends the wait for leases (ledLast below). */
   lastLead(): readonly [number, ReplicaId | null];
-  /** True: no Lead or LeadOn was ever sent for the slice (a new cluster's slice, by the map: ClusterMap.neverLed), so no
-   * replica ever led it and no lease of it can run (leasesOut). Absent or false: one may have been (the simulation's and
-   * the stories' failovers, which begin mid-history, wait leases out as before). */
+  /** True: no Lead or LeadOn was ever sent for the slice (a new cluster's slice, its owners placed at the start or as
+   * its nodes joined, by the map: ClusterMap.neverLed), so no replica ever led it and no lease of it can run
+   * (leasesOut). Absent or false: one may have been (the simulation's and the stories' failovers, which begin
+   * mid-history, wait leases out as before). */
   neverLed?(): boolean;
   /** Until when replica `r`'s node is known to answer: the time of the first question (a Ping or Prepare, of any
    * slice) the coordinator sent it that nothing from it has followed since; now (or later) when it owes no answer;
@@ -296,8 +297,8 @@ export class SliceFailover {
     // recorded before it leaves), nor by this failover (neverLed). A lease is held only by a leader, from a Lead or
     // LeadOn on, so none can run, and the first election of a new cluster's slice names its leader without waiting
     // out the full LEASE_MS each answer reports of a replica that just started. Wherever a Lead may have been sent (a
-    // coordinator restarted on a map with terms in it, a slice whose owner changed) the record says so, and the
-    // answers' waits hold as below (docs/replication.md, "Leases").
+    // coordinator restarted on a map that records one, a slice led before its set shrank to one replica) the record
+    // says so, and the answers' waits hold as below (docs/replication.md, "Leases").
     if (this.neverLed()) return true;
     for (const p of answers.values()) if (p.ledLast) return true;
     // The last leader said it stopped leading its term (stoppedLeading): a carrier once its barrier settled the

@@ -60,8 +60,6 @@ interface Question {
   id: number;
   /** When it was sent (performance.now). */
   at: number;
-  /** Asked again (OpenQuestions.stale): once. */
-  again: boolean;
 }
 
 /** A Ping's seq is a msgpack uint32 (a whole number >= 0): its question's id modulo this. */
@@ -77,11 +75,17 @@ const SEQS = 2 ** 32;
  * them, and answered them (a Prepared waits for its sync), or dropped them for a slice it does not replicate (not
  * yet: its Assign comes with a batch task, which a Replicate can overtake; or no longer). */
 export class OpenQuestions {
-  /** node -> its questions, per worker (workerOf) oldest first, and the last id given one (ask), kept past forget so
-   * that a late Pong of a question forgotten answers no newer one. */
-  private readonly byNode = new Map<number, { workers: Question[][]; lastId: number }>();
+  /** node -> its questions, per worker (workerOf) oldest first; per worker, when it was last asked again (stale) and
+   * the slice of the last Ping it answered (a slice it replicated then: stale asks again by it); and the last id given
+   * one (ask), kept past forget so that a late Pong of a question forgotten answers no newer one. */
+  private readonly byNode = new Map<number, { workers: Question[][]; askedAgainAt: number[]; answeredSlice: number[]; lastId: number }>();
 
-  constructor(private readonly workerCount: (node: number) => number) {}
+  constructor(
+    private readonly workerCount: (node: number) => number,
+    /** The coordinator's ping interval (FailoverTiming): a worker's first open question is asked again each half of it
+     * (stale). */
+    private readonly pingIntervalMs: number,
+  ) {}
 
   private workerOf(node: number, slice: number): number {
     const n = this.workerCount(node);
@@ -105,7 +109,7 @@ export class OpenQuestions {
 
   private ask(node: number, slice: number, term: number, at: number): Question {
     let asked = this.byNode.get(node);
-    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0 }));
+    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], askedAgainAt: [], answeredSlice: [], lastId: 0 }));
     const q = (asked.workers[this.workerOf(node, slice)] ??= []);
     if (q.length >= OPEN_QUESTIONS_PER_WORKER_MAX) {
       // A worker that answers nothing (stuck, its link open) is asked on: bounded memory. The oldest stays (its time
@@ -116,7 +120,7 @@ export class OpenQuestions {
       q[half + 1].at = q[1].at;
       q.splice(1, half);
     }
-    const question = { slice, term, id: ++asked.lastId, at, again: false };
+    const question = { slice, term, id: ++asked.lastId, at };
     q.push(question);
     return question;
   }
@@ -131,8 +135,9 @@ export class OpenQuestions {
   /** Answers from `node` (one frame's entries, a Pongs one per slice): each clears the question it answers and those
    * sent to its worker before it. */
   answered(node: number, entries: readonly DecodedReplicateEntry[]): void {
-    const workers = this.byNode.get(node)?.workers;
-    if (workers === undefined) return;
+    const asked = this.byNode.get(node);
+    if (asked === undefined) return;
+    const workers = asked.workers;
     // Per worker, how many of its questions (from the oldest) this frame answered: removed once, after the frame.
     const cut = new Map<number, number>();
     // A Pong: its Ping found by id (the seq the Ping was given) among its worker's questions not yet answered in this
@@ -153,7 +158,10 @@ export class OpenQuestions {
         if (q[mid].id < id) lo = mid + 1;
         else hi = mid;
       }
-      if (lo < q.length && q[lo].id === id && q[lo].slice === slice && q[lo].term === 0) cut.set(w, lo + 1);
+      if (lo < q.length && q[lo].id === id && q[lo].slice === slice && q[lo].term === 0) {
+        cut.set(w, lo + 1);
+        asked.answeredSlice[w] = slice;
+      }
     };
     // A Prepare's answer: the first open Prepare of its slice that it answers (one a replica an election: few).
     const prepare = (slice: number, answers: (term: number) => boolean) => {
@@ -182,22 +190,35 @@ export class OpenQuestions {
   /** What was asked over a link that went down, or before it came up, is not the node's to answer. */
   forget(node: number): void {
     const asked = this.byNode.get(node);
-    if (asked !== undefined) asked.workers = [];
+    if (asked !== undefined) {
+      asked.workers = [];
+      asked.askedAgainAt = [];
+      asked.answeredSlice = [];
+    }
   }
 
-  /** The first question left unanswered of each worker of `node`, where it was sent `olderThan` or before: those of
-   * a slice `stillAsked` says the node no longer replicates are dropped (it dropped them, and nothing later may
-   * follow on that worker), the rest handed to `again` once each, so that a question the worker dropped (one that
-   * overtook its Assign) is answered, and with it every one before it. */
-  stale(node: number, olderThan: number, stillAsked: (slice: number) => boolean, again: (slice: number) => void): void {
-    for (const q of this.byNode.get(node)?.workers ?? []) {
-      if (q === undefined) continue;
+  /** Each worker of `node` whose first question left unanswered was sent half a ping interval before `now` or earlier
+   * is asked again, each half ping interval as long as that question stays open: `again` is handed a slice to Ping,
+   * once a worker per half interval however many it owes (bounded). The slice is that of the last Ping the worker
+   * answered where the node still replicates it (`stillAsked`), so that a worker that runs answers it whether or not
+   * the assignment of the slice it dropped is there yet; else the first open question's own. Its answer clears every
+   * question before it. Asked again only once, and by the dropped question's slice, a worker whose assignment was still
+   * not there dropped that Ping too, and with nothing later asked of it (a follower is not pinged once its change
+   * settled) its node counted as silent without end (docs/replication.md, "A node that answers"). Asking again moves no
+   * question's time: a frozen worker counts as silent from its first unanswered question, as before. Questions of a
+   * slice the node no longer replicates are dropped from the front (it dropped them, and nothing later may follow on
+   * that worker). */
+  stale(node: number, now: number, stillAsked: (slice: number) => boolean, again: (slice: number) => void): void {
+    const asked = this.byNode.get(node);
+    if (asked === undefined) return;
+    const olderThan = now - this.pingIntervalMs / 2;
+    asked.workers.forEach((q, w) => {
       while (q.length > 0 && !stillAsked(q[0].slice)) q.shift();
-      if (q.length > 0 && q[0].at <= olderThan && !q[0].again) {
-        q[0].again = true;
-        again(q[0].slice);
-      }
-    }
+      if (q.length === 0 || q[0].at > olderThan || (asked.askedAgainAt[w] ?? -Infinity) > olderThan) return;
+      asked.askedAgainAt[w] = now;
+      const known = asked.answeredSlice[w];
+      again(known !== undefined && stillAsked(known) ? known : q[0].slice);
+    });
   }
 }
 
@@ -288,7 +309,7 @@ export class ReplicaLeaders {
   private skippedLate = false;
   /** What each node was asked (a Ping or Prepare) and has not answered: its silence counts from the first (a node that
    * answers is slow, not gone: failover.ts heardLately). */
-  private readonly questions = new OpenQuestions((node) => this.links[node]?.workerCount ?? 0);
+  private readonly questions: OpenQuestions;
   /** Leadership handovers done since this process started, for status; of them, those whose election named another
    * replica (the old leader, further than the one handed to). */
   handovers = 0;
@@ -306,6 +327,7 @@ export class ReplicaLeaders {
     private readonly reassignAll: () => void,
   ) {
     this.tickMs = Math.min(FAILOVER_TICK_MS, timing.pingIntervalMs);
+    this.questions = new OpenQuestions((node) => this.links[node]?.workerCount ?? 0, timing.pingIntervalMs);
     this.timer = setInterval(() => this.tick(), this.tickMs);
     this.timer.unref();
     this.sync();
@@ -585,17 +607,18 @@ export class ReplicaLeaders {
     this.recordSettled();
   }
 
-  /** Asks again (a Ping) each node's first question left unanswered for half a ping interval, once: a worker drops
-   * one of a slice it does not replicate yet (the Replicate overtook its Assign), and with no later question to that
-   * worker answered, nothing else would clear it (a follower is not pinged once its change settled), and the node
-   * would count as silent while it answers. A question of a slice the node no longer replicates is dropped. */
+  /** Asks again (a Ping) the first question each worker of each node left unanswered for half a ping interval, each
+   * half interval while it stays open (OpenQuestions.stale): a worker drops one of a slice it does not replicate yet
+   * (the Replicate overtook its Assign), and with no later question to that worker answered, nothing else would clear
+   * it (a follower is not pinged once its change settled), and the node would count as silent while it answers. A
+   * question of a slice the node no longer replicates is dropped. */
   private askAgain(): void {
-    const olderThan = performance.now() - this.timing.pingIntervalMs / 2;
+    const now = performance.now();
     for (let node = 0; node < this.links.length; node++) {
       if (!this.ready(node)) continue;
       this.questions.stale(
         node,
-        olderThan,
+        now,
         (slice) => this.runs.get(slice)?.failover.members.includes(node) ?? false,
         (slice) => this.host(slice).send(node, { type: 'Ping', seq: 0 }),
       );
@@ -643,7 +666,8 @@ export class ReplicaLeaders {
       },
       // The map's record of the last Lead that left (recordElections writes it before the Lead leaves: flush).
       lastLead: () => this.map.lastLeadOf(slice) ?? [this.map.termOf(slice), null],
-      // No Lead ever left (by the same record): a new cluster's first elections wait no lease out.
+      // No Lead ever left (by the map's record, kept for good: ClusterMap.neverLed): a slice's first elections wait no
+      // lease out, a new cluster's and one whose nodes joined after the coordinator started alike.
       neverLed: () => this.map.neverLed(slice),
       publish: (leader: ReplicaId, term: number) => {
         this.elected.set(slice, { slice, leader, term });
@@ -738,6 +762,9 @@ export class ReplicaLeaders {
     for (const [node, entries] of outbox) {
       const link = this.links[node];
       if (link === undefined || this.map.statusOf(node) === 'removed') continue;
+      // ClusterMap.neverLed's premise (no lease wait for a slice it says was never led): no Lead or LeadOn leaves
+      // before the map records it (the filter above; recordElections saved this turn's).
+      for (const [slice, m] of entries) if (m.type === 'Lead' || m.type === 'LeadOn') assert(!this.map.neverLed(slice), `slice ${slice}: a ${m.type} of term ${m.term} leaves only once the cluster map records it`);
       const frame = foldPings(entries, link.workerCount);
       // Its questions, in the order its workers take them: from the first one it leaves unanswered its silence counts.
       this.questions.sent(node, frame, performance.now());
