@@ -1,8 +1,8 @@
 // HeldAnswers (slice-worker/replication/held-answers.ts), the rule that decides whether a leader answers a chunk at
 // once or holds it: a read is held only while what it saw is uncommitted or its leader holds no lease, a write only
 // while its record is uncommitted, and a held chunk is answered in the call that brings what it waited for (a commit,
-// a lease), not at a later tick. At one request in flight an R=3 GetItem costs what an R=1 one does only because a
-// read on an idle leader with a lease is not held (bench/PROFILE.md, "one request in flight at R=3").
+// a lease), not at a later tick. So a read on an idle leader with a lease takes the hops of an R=1 read, with no
+// wait added (bench/PROFILE.md, "one request in flight at R=3").
 import { describe, expect, it } from 'vitest';
 import { HeldAnswers, type HeldReplica } from '../slice-worker/replication/held-answers.js';
 import { REPLICA_LEASE_WAIT_MS } from '../shared/limits.js';
