@@ -1,4 +1,4 @@
-// KEYSLICE_TRACE_TURNS=1: a worker counts the shape of its turns (tasks, puts, frames, socket writes) and prints the
+// KEYSLICE_TRACE_TURNS=1: a worker counts the shape of its turns (tasks, puts, frames, socket writes, held reads) and prints the
 // running totals every TURN_TRACE_PERIOD_MS (a second) as one line, with the time, for bench measurements of the replicated write path. With it, each
 // thread that calls startGcTrace also prints its garbage collections' running totals (count and ms by kind, from
 // PerformanceObserver 'gc'; durations are wall time, long on a loaded machine) and its heap (MiB: used, external, and
@@ -22,6 +22,9 @@ export const turns = {
   appendOksOut: 0,
   appendsOut: 0,
   portMessages: 0,
+  /** Chunks with a read that the leader held (what it saw uncommitted, or no lease): at one request in flight on an
+   * idle cluster none is (bench/PROFILE.md, "one request in flight at R=3"). */
+  heldReads: 0,
 };
 /** Each line carries when it was printed (Date.now(), ms), so that a reader can wait for the counts as of a given time
  * rather than for a guess at the period (bench/put-shape.ts). */

@@ -714,7 +714,9 @@ function dropLeftReplicas(wal: WriteAheadLog): void {
  * (HeldAnswers.hold). */
 function holdUntilCommitted(results: SliceOpResult[], opSlices: (number[] | null)[], reads: boolean[]): ChunkAnswer {
   const ticket = held.hold(results, opSlices, reads);
-  return ticket === null ? encodeOwnedResults(results) : { held: ticket };
+  if (ticket === null) return encodeOwnedResults(results);
+  if (TRACE_TURNS && reads.includes(true)) turns.heldReads++;
+  return { held: ticket };
 }
 
 /** One snapshot at a time; a log that grows past the threshold meanwhile waits for the next one. */
