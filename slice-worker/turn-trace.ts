@@ -1,6 +1,6 @@
 // KEYSLICE_TRACE_TURNS=1: a worker counts the shape of its turns (tasks, puts, frames, socket writes) and prints the
 // running totals every TURN_TRACE_PERIOD_MS (a second) as one line, with the time, for bench measurements of the replicated write path. With it, each
-// thread that calls startGcTrace also prints its garbage collections' running totals (count and ms by kind, from
+// thread that calls startGcTrace (a slice node's main thread and workers, a router) also prints its garbage collections' running totals (count and ms by kind, from
 // PerformanceObserver 'gc'; durations are wall time, long on a loaded machine) and its heap (MiB: used, external, and
 // the old, new and large-object spaces' use) as a line of its own, for bench/put-shape's SHAPE_LOG.
 import { PerformanceObserver, constants } from 'node:perf_hooks';
