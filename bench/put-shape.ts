@@ -12,9 +12,11 @@
 // together), so that CPU per put compares at the same load. `--warm-s N`: each side first takes N seconds of puts,
 // unmeasured: a fresh cluster's V8 compiles its hot functions on the nodes' other threads for tens of seconds of load
 // (at R=3 most of their CPU per put in the first rounds: bench/README.md), which a warm one does not. Each round's line
-// says the other threads' µs per put (all nodes), so that the rounds show how far the cluster is warm.
-// `this:3@KEYSLICE_NODE_ARGS=...`: the side's processes start with those Node options (space separated, none with an
-// '='), e.g. `--no-concurrent-recompilation --single-threaded-gc` to move V8's compiler and GC into the thread served.
+// says the other threads' µs per put (all nodes), so that the rounds show how far the cluster is warm, and the nodes',
+// the routers' and the whole cluster's (nodes, routers, coordinator; not the client) µs per put.
+// `this:3@KEYSLICE_NODE_ARGS=...`: the side's processes start with those Node options (space separated), e.g.
+// `--no-concurrent-recompilation --single-threaded-gc` to move V8's compiler and GC into the thread served, or
+// `--max-semi-space-size=64` (V8's flags are the process's: its worker threads' heaps take it too).
 // SHAPE_LOG=FILE (environment): every line the clusters' processes print is appended there, prefixed by its side.
 import { appendFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -179,6 +181,7 @@ async function measure(side: Side, warmOnly = 0): Promise<Sample> {
     per.set(`writes node${i + 1} workers`, (n.syscw.reduce((s, w, k) => s + w - o.syscw[k], 0)) / ops);
   });
   per.set('cpu nodes all', us(nodes));
+  per.set('cpu cluster all', us(nodes + b.routers - a.routers + b.coordinator - a.coordinator));
   for (const k of Object.keys(b.turns)) per.set(`turns ${k}`, ((b.turns[k] ?? 0) - (a.turns[k] ?? 0)) / ops);
   lat.sort((x, y) => x - y);
   return { rate: ops / secs, p50: lat[Math.floor(lat.length / 2)], p99: lat[Math.min(lat.length - 1, Math.floor(lat.length * 0.99))], per, load: loadavg()[0] };
@@ -199,7 +202,9 @@ async function main(): Promise<void> {
   try {
     for (const s of specs) {
       // build:factor@NAME=VALUE: the side's processes start with NAME=VALUE in their environment.
-      const [k, v] = s.env?.split('=') ?? [];
+      // Split at the first '=' only: a Node option may carry one of its own (--max-semi-space-size=64).
+      const eq = s.env?.indexOf('=') ?? -1;
+      const [k, v] = s.env === undefined || eq < 0 ? [] : [s.env.slice(0, eq), s.env.slice(eq + 1)];
       if (k !== undefined) process.env[k] = v;
       sides.push(await startSide(s.name, s.root, s.factor));
       if (k !== undefined) delete process.env[k];
@@ -210,7 +215,7 @@ async function main(): Promise<void> {
         const i = (k + round) % sides.length;
         const s = await measure(sides[i]);
         results[i].push(s);
-        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} us/put (other threads ${[...s.per].filter(([key]) => / other$/.test(key)).reduce((sum, [, v]) => sum + v, 0).toFixed(1)}) AppendOks ${(s.per.get('turns appendOkSlicesIn') ?? NaN).toFixed(2)}/put load ${s.load.toFixed(1)}\n`);
+        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} routers ${s.per.get('cpu routers')!.toFixed(1)} cluster ${s.per.get('cpu cluster all')!.toFixed(1)} us/put (other threads ${[...s.per].filter(([key]) => / other$/.test(key)).reduce((sum, [, v]) => sum + v, 0).toFixed(1)}) AppendOks ${(s.per.get('turns appendOkSlicesIn') ?? NaN).toFixed(2)}/put load ${s.load.toFixed(1)}\n`);
       }
     }
   } finally {

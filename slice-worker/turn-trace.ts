@@ -1,8 +1,8 @@
 // KEYSLICE_TRACE_TURNS=1: a worker counts the shape of its turns (tasks, puts, frames, socket writes, held reads) and prints the
 // running totals every TURN_TRACE_PERIOD_MS (a second) as one line, with the time, for bench measurements of the replicated write path. With it, each
-// thread that calls startGcTrace also prints its garbage collections' running totals (count and ms by kind, from
+// thread that calls startGcTrace (a slice node's main thread and workers, a router) also prints its garbage collections' running totals (count and ms by kind, from
 // PerformanceObserver 'gc'; durations are wall time, long on a loaded machine) and its heap (MiB: used, external, and
-// the old, new and large-object spaces' use) as a line of its own, for bench/put-shape's SHAPE_LOG.
+// the old, new and large-object spaces' use, and the new space's size) as a line of its own, for bench/put-shape's SHAPE_LOG.
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 export const TRACE_TURNS = process.env.KEYSLICE_TRACE_TURNS === '1';
@@ -55,10 +55,13 @@ export function startGcTrace(thread: string): void {
   }).observe({ entryTypes: ['gc'] });
   const mib = (n: number) => Math.round(n / 104_857.6) / 10;
   setInterval(() => {
-    const sp = Object.fromEntries(getHeapSpaceStatistics().map((x) => [x.space_name, mib(x.space_used_size)]));
+    const spaces = getHeapSpaceStatistics();
+    const sp = Object.fromEntries(spaces.map((x) => [x.space_name, mib(x.space_used_size)]));
+    // The new space's size (its two semi-spaces, as V8 has grown them so far): a scavenge comes when half of it is full.
+    const newSize = mib(spaces.find((x) => x.space_name === 'new_space')?.space_size ?? 0);
     const h = getHeapStatistics();
     const ms: Record<string, number> = {};
     for (const [k, v] of Object.entries(gc)) ms[k] = Math.round(v * 10) / 10;
-    console.log(`keyslice gc ${thread} ${JSON.stringify({ ...ms, usedMiB: mib(h.used_heap_size), totalMiB: mib(h.total_heap_size), externalMiB: mib(h.external_memory), old: sp.old_space, newS: sp.new_space, lo: sp.large_object_space })}`);
+    console.log(`keyslice gc ${thread} ${JSON.stringify({ ...ms, usedMiB: mib(h.used_heap_size), totalMiB: mib(h.total_heap_size), externalMiB: mib(h.external_memory), old: sp.old_space, newS: sp.new_space, newSizeMiB: newSize, lo: sp.large_object_space })}`);
   }, TURN_TRACE_PERIOD_MS).unref();
 }

@@ -21,6 +21,7 @@ import { Router } from './router.js';
 import { REQUEST_PATH_ARGS, requestPathOptions } from './request-path-options.js';
 import { ProcessMetrics } from './process-metrics.js';
 import { RouterView } from './router-view.js';
+import { startGcTrace } from '../../slice-worker/turn-trace.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -90,6 +91,7 @@ wss.on('error', listenFailed);
 server.listen(port, args.host, () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
+  startGcTrace(`router${process.pid}`);
   // A router the coordinator started tells it; the coordinator says it is ready once all are.
   if (cluster.isWorker) process.send?.({ routerReady: boundPort });
   else console.log(`keyslice router ready http://${args.host}:${boundPort} ws://${args.host}:${boundPort}${CLIENT_WS_PATH} coordinator=${coordinatorUrl} epoch=${view.epoch} pid=${process.pid}`);
