@@ -1122,6 +1122,41 @@ describe('a coordinator that restarts', () => {
     expect([older.neverLed(0), older.neverLed(1)]).toEqual([false, true]);
   });
 
+  it('reads everLed by the rule of before where a coordinator that did not keep it wrote the map since: a Lead it recorded is not taken as never led', () => {
+    // A coordinator of before everLed (a version run on this folder for a while) carries the field over unread
+    // (cluster-map.ts keeps what it does not know), so a slice it led keeps everLed false; its lastLead says it led.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 1, dir);
+    map.setOwner(0, (map.ownerOf(0) + 1) % 3);
+    map.setOwner(1, (map.ownerOf(1) + 1) % 3);
+    const file = join(dir, 'cluster-map.json');
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as { everLed: boolean[]; terms: number[]; termsUsed: number[]; lastLead: ([number, number] | null)[]; owners: number[] };
+    expect(saved.everLed.slice(0, 3)).toEqual([false, false, false]);
+    // What that coordinator's election of slice 0 wrote: its term and last Lead, everLed untouched.
+    saved.termsUsed[0] = saved.terms[0] = 3;
+    saved.lastLead[0] = [3, saved.owners[0]];
+    writeFileSync(file, JSON.stringify(saved));
+    const after = open(3, 1, dir);
+    // Slice 0 was led (a lease of it may run); slice 1, whose owner changed, is read by the rule of before too (the
+    // file cannot say what else that coordinator led); slice 2, never changed, by either rule never led.
+    expect([after.neverLed(0), after.neverLed(1), after.neverLed(2)]).toEqual([false, false, true]);
+  });
+
+  it('refuses a map file whose everLed is not one true or false per slice, saying so, rather than take a slice as never led', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    open(3, 1, dir);
+    const file = join(dir, 'cluster-map.json');
+    const good = readFileSync(file, 'utf8');
+    const nodes = Array.from({ length: 3 }, (_, i) => `ws://127.0.0.1:${9000 + i}`);
+    for (const bad of [(e: unknown[]) => e.map(() => 0), (e: unknown[]) => e.slice(1), () => 'false', (e: unknown[]) => e.map(() => null)]) {
+      const saved = JSON.parse(good) as { everLed: unknown };
+      saved.everLed = bad(saved.everLed as unknown[]);
+      writeFileSync(file, JSON.stringify(saved));
+      const opened = ClusterMap.open(dir, nodes, 64, 1);
+      expect(opened, JSON.stringify(saved.everLed).slice(0, 40)).toMatch(/cluster-map\.json: everLed/);
+    }
+  });
+
   it("sends a Lead only once the map file records it (neverLed's premise): not at all where that save fails, and then waits the leases out", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(3, 3, dir);
