@@ -1567,6 +1567,22 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(q.firstAsked(0)).toBeUndefined();
   });
 
+  it('asks again by the open question\'s own slice once the node no longer replicates the slice its worker last answered for (a Ping of that one it would drop)', () => {
+    const q = new OpenQuestions(() => 1, PING_MS);
+    const asked: DecodedReplicateEntry[] = [[2, { type: 'Ping', seq: 0 }]];
+    q.sent(0, asked, 0);
+    q.answered(0, [[2, pong(seqOf(asked, 2))]]);
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 100);
+    const again: number[] = [];
+    let replicates2 = true;
+    const stillAsked = (slice: number) => slice === 4 || (slice === 2 && replicates2);
+    q.stale(0, 400, stillAsked, (slice) => again.push(slice));
+    // Slice 2 left the node's set (a move, a drain): its worker drops a Ping of it, so slice 4's own is asked.
+    replicates2 = false;
+    q.stale(0, 700, stillAsked, (slice) => again.push(slice));
+    expect(again).toEqual([2, 4]);
+  });
+
   /** One worker (node 0) on the virtual clock: the coordinator's ticks every 100 ms ask again as ReplicaLeaders.askAgain
    * does (OpenQuestions.stale), `asks` says what else it sends when, and the worker answers a Ping or Prepare of a slice
    * `answers` says it replicates then after `delayMs`, drops the others. Returns, per tick from `from`, whether the node
