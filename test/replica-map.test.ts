@@ -1011,6 +1011,26 @@ describe('a coordinator that restarts', () => {
     }
   });
 
+  it('waits the leases out where the map says never led but an answer holds a record of a term or says it led one (a map file that hides the Leads sent)', async () => {
+    for (const [lastTerm, ledTerm] of [[4, 0], [0, 4]]) {
+      const map = open(3, 3);
+      expect(map.neverLed(0)).toBe(true);
+      const [x, y, z] = map.replicasOf(0);
+      const { sent, links } = stubLinks(3);
+      const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+      try {
+        const term = await prepared(sent, [x, y, z]);
+        const answeredAt = performance.now();
+        for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: n === y ? lastTerm : 0, lastIndex: n === y ? 5 : 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: n === y ? ledTerm : 0 }]]);
+        for (let i = 0; i < 120 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+        expect(leadOf(sent, term), 'a Lead once the leases ran out').toBeGreaterThanOrEqual(0);
+        expect(performance.now() - answeredAt, `a Lead before the leases ran out (lastTerm ${lastTerm}, ledTerm ${ledTerm})`).toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
+      } finally {
+        leaders.close();
+      }
+    }
+  });
+
   it("waits a while for the map's leader in a new cluster's first election, so that it wins the tie of empty logs", async () => {
     const map = open(3, 3);
     const [x, y, z] = map.replicasOf(0);
