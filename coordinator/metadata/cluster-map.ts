@@ -722,6 +722,10 @@ export class ClusterMap {
       assert(this.isSettled(slice), `slice ${slice}: a replica-set change starts only once the one before settled (${setOf(this.state, slice).join(',')} -> ${setOf(state, slice).join(',')})`);
     }
     recordUnsettled(this.state, state);
+    // Written in the same write as each last Lead and never cleared (recordElections): a map that breaks it was written
+    // by a coordinator that did not keep everLed (everLedOf reads such a one by the rule of before).
+    assert(state.everLed.every((led, slice) => led || state.lastLead[slice] === null), 'a slice with a last Lead recorded is recorded as ever led');
+    assert(state.everLed.every((led, slice) => led || !this.state.everLed[slice]), 'a slice once led stays led');
     try {
       writeStateFile(this.path, state);
     } catch (err) {
