@@ -65,7 +65,7 @@ async function startJoiningLater(cli: Cli, opts: ClusterOptions & { clusterSecre
     for (let i = 0; i < (opts.nodes ?? 1); i++) {
       const name = `slice-node-${i + 1}`;
       const port = opts.nodePortBase ? opts.nodePortBase + i : 0;
-      procs.push(await cli.startSliceNode({ name, dataDir: join(opts.dataDir, name), port, workers: 2, coordinator: coordinator.url, clusterSecret: opts.clusterSecret, log: opts.log }));
+      procs.push(await cli.startSliceNode({ name, dataDir: join(opts.dataDir, name), port, ...cli.nodeOptionsOf(opts), coordinator: coordinator.url, clusterSecret: opts.clusterSecret }));
     }
     return { url: coordinator.url, stop };
   } catch (err) {

@@ -1011,6 +1011,26 @@ describe('a coordinator that restarts', () => {
     }
   });
 
+  it('waits the leases out where the map says never led but an answer holds a record of a term or says it led one (a map file that hides the Leads sent)', async () => {
+    for (const [lastTerm, ledTerm] of [[4, 0], [0, 4]]) {
+      const map = open(3, 3);
+      expect(map.neverLed(0)).toBe(true);
+      const [x, y, z] = map.replicasOf(0);
+      const { sent, links } = stubLinks(3);
+      const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+      try {
+        const term = await prepared(sent, [x, y, z]);
+        const answeredAt = performance.now();
+        for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: n === y ? lastTerm : 0, lastIndex: n === y ? 5 : 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: n === y ? ledTerm : 0 }]]);
+        for (let i = 0; i < 120 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+        expect(leadOf(sent, term), 'a Lead once the leases ran out').toBeGreaterThanOrEqual(0);
+        expect(performance.now() - answeredAt, `a Lead before the leases ran out (lastTerm ${lastTerm}, ledTerm ${ledTerm})`).toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
+      } finally {
+        leaders.close();
+      }
+    }
+  });
+
   it("waits a while for the map's leader in a new cluster's first election, so that it wins the tie of empty logs", async () => {
     const map = open(3, 3);
     const [x, y, z] = map.replicasOf(0);
@@ -1120,6 +1140,41 @@ describe('a coordinator that restarts', () => {
     writeFileSync(file, JSON.stringify(saved));
     const older = open(3, 1, dir);
     expect([older.neverLed(0), older.neverLed(1)]).toEqual([false, true]);
+  });
+
+  it('reads everLed by the rule of before where a coordinator that did not keep it wrote the map since: a Lead it recorded is not taken as never led', () => {
+    // A coordinator of before everLed (a version run on this folder for a while) carries the field over unread
+    // (cluster-map.ts keeps what it does not know), so a slice it led keeps everLed false; its lastLead says it led.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 1, dir);
+    map.setOwner(0, (map.ownerOf(0) + 1) % 3);
+    map.setOwner(1, (map.ownerOf(1) + 1) % 3);
+    const file = join(dir, 'cluster-map.json');
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as { everLed: boolean[]; terms: number[]; termsUsed: number[]; lastLead: ([number, number] | null)[]; owners: number[] };
+    expect(saved.everLed.slice(0, 3)).toEqual([false, false, false]);
+    // What that coordinator's election of slice 0 wrote: its term and last Lead, everLed untouched.
+    saved.termsUsed[0] = saved.terms[0] = 3;
+    saved.lastLead[0] = [3, saved.owners[0]];
+    writeFileSync(file, JSON.stringify(saved));
+    const after = open(3, 1, dir);
+    // Slice 0 was led (a lease of it may run); slice 1, whose owner changed, is read by the rule of before too (the
+    // file cannot say what else that coordinator led); slice 2, never changed, by either rule never led.
+    expect([after.neverLed(0), after.neverLed(1), after.neverLed(2)]).toEqual([false, false, true]);
+  });
+
+  it('refuses a map file whose everLed is not one true or false per slice, saying so, rather than take a slice as never led', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    open(3, 1, dir);
+    const file = join(dir, 'cluster-map.json');
+    const good = readFileSync(file, 'utf8');
+    const nodes = Array.from({ length: 3 }, (_, i) => `ws://127.0.0.1:${9000 + i}`);
+    for (const bad of [(e: unknown[]) => e.map(() => 0), (e: unknown[]) => e.slice(1), () => 'false', (e: unknown[]) => e.map(() => null)]) {
+      const saved = JSON.parse(good) as { everLed: unknown };
+      saved.everLed = bad(saved.everLed as unknown[]);
+      writeFileSync(file, JSON.stringify(saved));
+      const opened = ClusterMap.open(dir, nodes, 64, 1);
+      expect(opened, JSON.stringify(saved.everLed).slice(0, 40)).toMatch(/cluster-map\.json: everLed/);
+    }
   });
 
   it("sends a Lead only once the map file records it (neverLed's premise): not at all where that save fails, and then waits the leases out", async () => {
@@ -1530,6 +1585,22 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 2_100);
     q.forget(0);
     expect(q.firstAsked(0)).toBeUndefined();
+  });
+
+  it('asks again by the open question\'s own slice once the node no longer replicates the slice its worker last answered for (a Ping of that one it would drop)', () => {
+    const q = new OpenQuestions(() => 1, PING_MS);
+    const asked: DecodedReplicateEntry[] = [[2, { type: 'Ping', seq: 0 }]];
+    q.sent(0, asked, 0);
+    q.answered(0, [[2, pong(seqOf(asked, 2))]]);
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 100);
+    const again: number[] = [];
+    let replicates2 = true;
+    const stillAsked = (slice: number) => slice === 4 || (slice === 2 && replicates2);
+    q.stale(0, 400, stillAsked, (slice) => again.push(slice));
+    // Slice 2 left the node's set (a move, a drain): its worker drops a Ping of it, so slice 4's own is asked.
+    replicates2 = false;
+    q.stale(0, 700, stillAsked, (slice) => again.push(slice));
+    expect(again).toEqual([2, 4]);
   });
 
   /** One worker (node 0) on the virtual clock: the coordinator's ticks every 100 ms ask again as ReplicaLeaders.askAgain

@@ -80,7 +80,8 @@ interface ClusterMapState {
   /** everLed[slice]: a Lead or LeadOn was recorded for the slice at some time (recordElections: before it leaves), and
    * never cleared, unlike lastLead (which a time without replicas clears: not known). False: no replica ever led the
    * slice, so no lease of it can run (neverLed). Absent in older maps: taken as true for a slice that may have been led
-   * by what they kept (a term past the first, or a last Lead), so that they wait no less than they did. */
+   * by what they kept (a term past the first, or a last Lead), so that they wait no less than they did; so too where a
+   * coordinator that did not keep it wrote the map since (everLedOf: checked when read). */
   everLed?: boolean[];
 }
 type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[]; joining: number[]; unsettled: number[][][]; lastLead: ([number, number] | null)[]; everLed: boolean[] };
@@ -146,6 +147,8 @@ export class ClusterMap {
       }
       const terms = saved.terms ?? saved.owners.map(() => FIRST_TERM);
       const lastLead = saved.lastLead ?? saved.owners.map(() => null);
+      const everLed = everLedOf(saved.everLed, terms, lastLead);
+      if (typeof everLed === 'string') return everLed;
       const map = new ClusterMap(path, {
         ...saved,
         clusterId: saved.clusterId ?? newId(),
@@ -158,9 +161,7 @@ export class ClusterMap {
         joining: saved.joining ?? saved.owners.map(() => -1),
         unsettled: saved.unsettled ?? saved.owners.map(() => []),
         lastLead,
-        // A map written before everLed was kept: the rule it was read by then (the first term, no last Lead), which
-        // counts any slice whose owner changed as possibly led.
-        everLed: saved.everLed ?? terms.map((t, s) => t !== FIRST_TERM || lastLead[s] !== null),
+        everLed,
       }, replication);
       // An older map gets its cluster id written, nothing else changed.
       if (saved.clusterId === undefined) writeStateFile(path, map.state);
@@ -721,6 +722,10 @@ export class ClusterMap {
       assert(this.isSettled(slice), `slice ${slice}: a replica-set change starts only once the one before settled (${setOf(this.state, slice).join(',')} -> ${setOf(state, slice).join(',')})`);
     }
     recordUnsettled(this.state, state);
+    // Written in the same write as each last Lead and never cleared (recordElections): a map that breaks it was written
+    // by a coordinator that did not keep everLed (everLedOf reads such a one by the rule of before).
+    assert(state.everLed.every((led, slice) => led || state.lastLead[slice] === null), 'a slice with a last Lead recorded is recorded as ever led');
+    assert(state.everLed.every((led, slice) => led || !this.state.everLed[slice]), 'a slice once led stays led');
     try {
       writeStateFile(this.path, state);
     } catch (err) {
@@ -784,6 +789,24 @@ const setOf = (s: State, slice: number) => (s.owners[slice] < 0 ? [] : [s.owners
 export type LeaderPlace = 'set' | 'carrier' | null;
 const leaderPlace = (s: State, slice: number, leader: number): LeaderPlace =>
   setOf(s, slice).includes(leader) ? 'set' : s.unsettled[slice].some((set) => set.includes(leader)) ? 'carrier' : null;
+
+/** everLed as a map file holds it (ClusterMapState.everLed), checked before use, or a sentence saying what is wrong
+ * with it: a slice taken as never led waits no lease out (neverLed), so nothing but a true or false per slice is
+ * taken. A map without it (written before it was kept) is read by the rule of then: a slice may have been led where its
+ * term is past the first or a last Lead is recorded, which counts any slice whose owner changed as possibly led. So is
+ * a map that records a last Lead for a slice it says was never led: a coordinator that did not keep everLed (an older
+ * version run on the folder since) wrote it, carrying the field over unread and unchanged while it sent Leads, so its
+ * false entries say nothing of the time since; what was true stays true. */
+function everLedOf(saved: unknown, terms: readonly number[], lastLead: readonly (readonly [number, number] | null)[]): boolean[] | string {
+  const ruleOfBefore = terms.map((t, s) => t !== FIRST_TERM || lastLead[s] !== null);
+  if (saved === undefined) return ruleOfBefore;
+  if (!Array.isArray(saved) || saved.length !== terms.length || !saved.every((e) => typeof e === 'boolean')) {
+    return `cluster-map.json: everLed is not one true or false per slice (${terms.length}); the file was changed by hand or is damaged`;
+  }
+  const led = saved as boolean[];
+  if (led.some((e, s) => !e && lastLead[s] !== null)) return led.map((e, s) => e || ruleOfBefore[s]);
+  return led;
+}
 
 /** Each slice whose replica set changed from `prev` to `next` keeps the set before (and the older sets of its change,
  * if that had not settled) in `next.unsettled`, in the same write as the change: a coordinator that restarts before

@@ -99,6 +99,9 @@ interface Promise_ extends LastRecord {
   /** It led the last term a Lead was sent for, or it is the replica that Lead went to (host.lastLead): it held the
    * only lease that may still run, and holds none now. */
   ledLast: boolean;
+  /** It holds a record of a term (lastTerm > 0) or it led one (ledTerm > 0): some replica led the slice, whatever the
+   * host's record says (leasesOut). */
+  saysLed: boolean;
 }
 
 /** The replica to lead: the largest (last term, last index) among the answers, or null without
@@ -282,7 +285,7 @@ export class SliceFailover {
     if (m.type !== 'Prepared' || this.election === null || m.term !== this.election.term || !this.members.includes(from)) return;
     if (this.election.answers.has(from)) return;
     const [lastLed, lastLedBy] = this.host.lastLead();
-    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: (m.ledTerm > 0 && m.ledTerm === lastLed) || from === lastLedBy });
+    this.election.answers.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex, leaseEndsBy: this.host.now() + m.leaseWaitMs, ledLast: (m.ledTerm > 0 && m.ledTerm === lastLed) || from === lastLedBy, saysLed: m.lastTerm > 0 || m.ledTerm > 0 });
     this.finishElection();
   }
 
@@ -298,8 +301,12 @@ export class SliceFailover {
     // LeadOn on, so none can run, and the first election of a new cluster's slice names its leader without waiting
     // out the full LEASE_MS each answer reports of a replica that just started. Wherever a Lead may have been sent (a
     // coordinator restarted on a map that records one, a slice led before its set shrank to one replica) the record
-    // says so, and the answers' waits hold as below (docs/replication.md, "Leases").
-    if (this.neverLed()) return true;
+    // says so, and the answers' waits hold as below (docs/replication.md, "Leases"). An answer that holds a record of
+    // a term, or led one, says a leader was there all the same (a map file put back from an older copy, or written since
+    // by a coordinator that did not keep everLed, hides the Leads sent since): then the waits hold too. Only a
+    // stricter rule: a slice never led has empty replica logs (a replica made from a set of one starts at term 0), and
+    // its replicas led nothing.
+    if (this.neverLed() && ![...answers.values()].some((p) => p.saysLed)) return true;
     for (const p of answers.values()) if (p.ledLast) return true;
     // The last leader said it stopped leading its term (stoppedLeading): a carrier once its barrier settled the
     // change, whose set then elects without asking it (settle), would otherwise cost the slice a whole lease more.
