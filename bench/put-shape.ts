@@ -6,7 +6,8 @@
 //   node dist/bench/put-shape.js [--base DIR] [--sides this:3,this:1,base:3] [--rounds 3] [--seconds 3] [--in-flight 256] [--rate N] [--warm-s 0]
 //
 // Prints, per side (medians of the rounds): puts/s, p50 and p99; CPU µs per put of the client, the routers, the
-// coordinator, each node's main thread, its two workers and its other threads (GC, libuv); socket and disk write
+// coordinator (and its ms of CPU a second while the side is driven and while the other sides are: at R>1 it is mostly
+// per second, not per put), each node's main thread, its two workers and its other threads (GC, libuv); socket and disk write
 // calls per put of the workers (/proc/<pid>/task/<tid>/io syscw); and per put: the leader tasks, Replicate frames
 // sent, answers sent, frames taken from peers, Appends and AppendOks. `--rate N`: N puts/s offered (all loops
 // together), so that CPU per put compares at the same load. `--warm-s N`: each side first takes N seconds of puts,
@@ -61,6 +62,9 @@ interface Side {
   turns: Map<string, { at: number; counts: Record<string, number> }>;
   /** How many workers print trace lines (every node's). */
   workers: number;
+  /** The coordinator's CPU seconds and the time (performance.now) when the side's last puts ended: from then until
+   * its next measured seconds nothing is sent to it (the other sides are driven), which gives its idle CPU. */
+  idleFrom: { at: number; coordinator: number } | null;
 }
 
 async function startSide(name: string, distRoot: string, factor: number): Promise<Side> {
@@ -80,7 +84,7 @@ async function startSide(name: string, distRoot: string, factor: number): Promis
   const clients: KeysliceClient[] = [];
   for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
-  return { name, cluster, clients, dir, putN: 0, turns, workers: nodes * workers };
+  return { name, cluster, clients, dir, putN: 0, turns, workers: nodes * workers, idleFrom: null };
 }
 
 interface Reading {
@@ -156,8 +160,16 @@ async function measure(side: Side, warmOnly = 0): Promise<Sample> {
       }
     }
   };
+  // The coordinator's idle CPU (ms a second) since the side's last puts ended: at R>1
+  // its failure detector pings every slice's leader every LEADER_HEARTBEAT_INTERVAL_MS whether or not anything is
+  // written, so its µs per put is mostly this rate over the puts' rate (bench/PROFILE.md, 2026-11-27, branch coordcpu).
+  const idle = side.idleFrom;
+  const idleMsPerS = idle === null ? NaN : (read(side).coordinator - idle.coordinator) * 1e6 / (performance.now() - idle.at);
   await Promise.all(Array.from({ length: IN_FLIGHT }, (_, j) => loop(j, warmOnly > 0 ? warmOnly : 0.5, false)));
-  if (warmOnly > 0) return { rate: 0, p50: 0, p99: 0, per: new Map(), load: 0 };
+  if (warmOnly > 0) {
+    side.idleFrom = { at: performance.now(), coordinator: read(side).coordinator };
+    return { rate: 0, p50: 0, p99: 0, per: new Map(), load: 0 };
+  }
   await traceAfter(side, Date.now()); // a trace line of every worker after the warm-up
   const a = read(side);
   const t0 = performance.now();
@@ -166,11 +178,15 @@ async function measure(side: Side, warmOnly = 0): Promise<Sample> {
   const secs = (performance.now() - t0) / 1000;
   await traceAfter(side, Date.now()); // and after the measured seconds (counts of the idle second are small)
   const b = read(side);
+  side.idleFrom = { at: performance.now(), coordinator: b.coordinator };
   const per = new Map<string, number>();
   const us = (x: number) => (x * 1e6) / ops;
   per.set('cpu client', us(b.client - a.client));
   per.set('cpu routers', us(b.routers - a.routers));
   per.set('cpu coordinator', us(b.coordinator - a.coordinator));
+  // ms a second, not per put: the same row while the side is driven and while it is not (idleMsPerS).
+  per.set('cpu coordinator ms/s driven', ((b.coordinator - a.coordinator) * 1000) / ((performance.now() - t0) / 1000));
+  per.set('cpu coordinator ms/s idle', idleMsPerS);
   let nodes = 0;
   b.nodes.forEach((n, i) => {
     const o = a.nodes[i];
@@ -227,7 +243,8 @@ async function main(): Promise<void> {
   }
   console.log(`| per put (medians of ${ROUNDS} rounds of ${SECONDS} s, ${IN_FLIGHT} in flight${RATE > 0 ? `, ${RATE}/s offered` : ''}) | ${specs.map((s) => s.name).join(' | ')} |`);
   console.log(`|---|${specs.map(() => '--:').join('|')}|`);
-  const row = (label: string, f: (x: Sample) => number, digits: number) => console.log(`| ${label} | ${results.map((r) => median(r.map(f)).toFixed(digits)).join(' | ')} |`);
+  // NaN readings are left out (the idle coordinator's first round of a side with no warm-up before it).
+  const row = (label: string, f: (x: Sample) => number, digits: number) => console.log(`| ${label} | ${results.map((r) => median(r.map(f).filter((v) => !Number.isNaN(v))).toFixed(digits)).join(' | ')} |`);
   row('puts/s', (x) => x.rate, 0);
   row('p50 ms', (x) => x.p50, 3);
   row('p99 ms', (x) => x.p99, 3);

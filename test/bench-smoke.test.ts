@@ -272,6 +272,10 @@ describe('the benches, end to end with their smallest arguments (real processes 
     expect(Number(/^\| cpu cluster all \| ([\d.]+) \|$/m.exec(r.stdout)?.[1]), 'the cluster\'s CPU per put').toBeGreaterThan(Number(/^\| cpu nodes all \| ([\d.]+) \|$/m.exec(r.stdout)?.[1]));
     // Every put measured is counted once by the leader worker that ran it (KEYSLICE_TRACE_TURNS).
     expect(r.stdout).toMatch(/^\| turns replPuts \| 1\.000 \|$/m);
+    // The coordinator's CPU a second while driven (its pings at R=3 at least); idle needs a turn of another side or a
+    // warm-up first, which one side of one round without --warm-s has not: no reading.
+    expect(Number(/^\| cpu coordinator ms\/s driven \| ([\d.]+) \|$/m.exec(r.stdout)?.[1]), 'the coordinator\'s CPU a second').toBeGreaterThan(0);
+    expect(r.stdout).toMatch(/^\| cpu coordinator ms\/s idle \| NaN \|$/m);
   }, caseMs(45_000));
 
   it('recovery (npm run bench:recovery): every item served again after both slice nodes were SIGKILLed', async () => {
