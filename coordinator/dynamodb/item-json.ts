@@ -17,7 +17,8 @@
 // lengths within the bytes); this walk checks again every length it reads, and that each top-level
 // key is a string named once, so that a malformed page fails its request with MalformedFrame (an
 // Internal error), never a crash or JSON that says something else.
-import { listHeader, mapHeaderAt, MalformedFrame, PackedItems, skipValue, unpackClientAttribute, unpackClientValue } from '../../shared/protocol.js';
+import { mapHeaderAt, stringEnd, stringHeaderBytes } from '../../shared/msgpack-headers.js';
+import { listHeader, MalformedFrame, PackedItems, skipValue, unpackClientAttribute, unpackClientValue } from '../../shared/protocol.js';
 import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, UNSTORABLE_MAP_KEY, type Item } from '../../shared/values.js';
 import { fromNativeValue } from './attribute-values.js';
 import { formatNumber } from './numbers.js';
@@ -110,32 +111,16 @@ class Writer {
     if (!(at + n <= this.b.length)) throw new MalformedFrame(`a packed item ends ${at + n - this.b.length} bytes past its page`);
   }
 
-  /** Where the body of the string at `at` starts (its end in strEnd), or -1 if the value there is not a string. */
+  /** Where the body of the string at `at` starts (its end in strEnd), or -1 if the value there is not a string; a
+   * string whose header or length runs past the page's bytes is MalformedFrame (stringEnd's refusals). */
   strHeader(at: number): number {
-    const b = this.b;
     this.within(at, 1);
-    const t = b[at];
-    let start: number;
-    let n: number;
-    if (t >= 0xa0 && t <= 0xbf) {
-      start = at + 1;
-      n = t & 0x1f;
-    } else if (t === 0xd9) {
-      this.within(at, 2);
-      start = at + 2;
-      n = b[at + 1];
-    } else if (t === 0xda) {
-      this.within(at, 3);
-      start = at + 3;
-      n = this.view.getUint16(at + 1);
-    } else if (t === 0xdb) {
-      this.within(at, 5);
-      start = at + 5;
-      n = this.view.getUint32(at + 1);
-    } else return -1;
-    this.within(start, n);
-    this.strEnd = start + n;
-    return start;
+    const head = stringHeaderBytes(this.b[at]);
+    if (head === 0) return -1;
+    const end = stringEnd(this.b, at);
+    if (end < 0) throw new MalformedFrame(`a packed string (0x${this.b[at].toString(16)}) runs past its page`);
+    this.strEnd = end;
+    return at + head;
   }
 
   /** The string from `from` to `to` as a JSON string, if it is all ASCII; false if not (and nothing written). One
