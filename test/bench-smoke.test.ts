@@ -252,7 +252,7 @@ describe('the benches, end to end with their smallest arguments (real processes 
 
   it('ddb-layer: the DynamoDB endpoint in one process, this build against itself, a row per workload', async () => {
     const r = await bench('ddb-layer.js', ['--base', root, '--rounds', '1', '--ms', '10'], 45_000);
-    for (const w of ['PutItem', 'GetItem', 'Query of 100']) {
+    for (const w of ['PutItem', 'GetItem', 'Query of 100', 'Query of 100, more to read']) {
       for (const how of ['unsigned', 'signed']) expect(r.stdout, `${w}, ${how}`).toMatch(new RegExp(`^\\| ${w}, ${how} \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+x \\| [01] of 1 \\|$`, 'm'));
     }
   }, caseMs(45_000));

@@ -15,14 +15,14 @@ import { DYNAMODB_TOTAL_SEGMENTS_MAX, PAGE_ITEMS_MAX, SCAN_SEGMENTS_MAX } from '
 import { PackedItems } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { fromNativeItem, itemSize } from './attribute-values.js';
-import { itemsJson, lastItem } from './item-json.js';
+import { itemsJson, lastKey } from './item-json.js';
 import { consumedCapacity, readUnits, type CapacityMode } from './capacity.js';
 import type { Context, Handler } from './context.js';
 import { DynamoDbError } from './errors.js';
 import { bindConditionHere, bindProjectionHere, requestExpressions, type RequestExpressions } from './expressions.js';
 import { capacityModeOf } from './items.js';
 import { attributesOf, keyRange } from './key-condition.js';
-import { keyFromWire, keyOf, tableSchema, type TableSchema } from './key-schema.js';
+import { keyAttributes, keyFromWire, keyOf, tableSchema, type TableSchema } from './key-schema.js';
 import type { Params } from './params.js';
 import { queryStartMarker, scanStartMarker } from './start-key.js';
 
@@ -108,7 +108,7 @@ function answer(ctx: Context, schema: TableSchema, shape: ReadShape, filter: Con
   const items = itemsJson(result.items);
   const out: Record<string, unknown> = { Items: items, Count: items.count, ScannedCount: items.count };
   if (more) {
-    const last = lastItem(items);
+    const last = lastKey(items, keyAttributes(schema).map((a) => a.name));
     assert(last !== null, 'a native page with a marker and no item');
     out.LastEvaluatedKey = fromNativeItem(keyOf(schema, last));
   }
