@@ -36,12 +36,15 @@ export function stringHeaderBytes(t: number | undefined): number {
 }
 
 /** Where the string at `at` ends (fixstr, str 8, 16 or 32: its header and body), or -1: no string's type byte there,
- * its header cut short by the end of `b`, or its length past the end. The one reader of a string's header. */
+ * its header cut short by the end of `b`, or its length past the end. The one reader of a string's header; a router
+ * reads one per string of every packed item it checks (protocol.ts skipValue), so it reads the type byte once. */
 export function stringEnd(b: Uint8Array, at: number): number {
   const t = b[at];
-  const head = stringHeaderBytes(t);
-  if (head === 0 || at + head > b.length) return -1;
-  const n = head === 1 ? t & 0x1f : head === 2 ? b[at + 1] : head === 3 ? u16(b, at) : u32(b, at);
-  const end = at + head + n;
+  let end: number;
+  if (t >= 0xa0 && t <= 0xbf) end = at + 1 + (t & 0x1f);
+  else if (t === 0xd9) end = at + 2 > b.length ? -1 : at + 2 + b[at + 1];
+  else if (t === 0xda) end = at + 3 > b.length ? -1 : at + 3 + u16(b, at);
+  else if (t === 0xdb) end = at + 5 > b.length ? -1 : at + 5 + u32(b, at);
+  else return -1;
   return end <= b.length ? end : -1;
 }
