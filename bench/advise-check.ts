@@ -12,12 +12,12 @@ import { Advisor } from '../coordinator/studio/advisor.js';
 import { givenDesign } from '../coordinator/studio/advisor-designs.js';
 import { newClusterLayout } from '../coordinator/studio/advisor-simulation.js';
 import type { AdviceReport, DesignReport } from '../shared/advice.js';
-import { readCommandLine } from '../shared/cli-args.js';
+import { readOptions } from '../shared/cli-args.js';
 import { initHashing } from '../shared/hashing.js';
 import { SAMPLES } from './advise-samples.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const { values } = readCommandLine({ args: process.argv.slice(2), options: { duration: { type: 'string' }, samples: { type: 'string' } }, strict: true, allowPositionals: false });
+const values = readOptions(process.argv.slice(2), { duration: { type: 'string' }, samples: { type: 'string' } }, 'usage: node dist/bench/advise-check.js [--duration S] [--samples hotkey,lowcard,timebucket,monotonic,usertime]');
 const duration = Number(values.duration ?? 10);
 const names = (values.samples ?? 'hotkey,lowcard,timebucket,monotonic,usertime').split(',');
 

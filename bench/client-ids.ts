@@ -22,7 +22,7 @@ const args = parseArgs(
     rounds: { default: '3', help: 'rounds of each (without and with ids, alternating)' },
     writers: { default: '32', help: 'writes in flight' },
   },
-  'node dist/bench/client-ids.js',
+  'usage: node dist/bench/client-ids.js [options]',
 );
 const R = intArg('replication', args.replication, 1, 3);
 const SECONDS = intArg('seconds', args.seconds, 1, 60);

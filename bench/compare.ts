@@ -34,7 +34,7 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { spawnUntilReady, startLocalCluster, stopProcess, type LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readCommandLine, UsageError } from '../shared/cli-args.js';
+import { readCommandLine, refuseCommandLine, UsageError } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
@@ -753,10 +753,7 @@ async function main(): Promise<number> {
   try {
     parsed = parseArgs(process.argv.slice(2));
   } catch (err) {
-    if (err instanceof UsageError) {
-      console.error(`compare: ${err.message}`);
-      return 2;
-    }
+    if (err instanceof UsageError) refuseCommandLine(err.message, USAGE);
     throw err;
   }
   if (parsed === 'help') {

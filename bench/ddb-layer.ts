@@ -8,7 +8,8 @@
 //   node dist/bench/ddb-layer.js [--base DIR] [--rounds 7] [--ms 300]
 // `--base DIR`: a built checkout whose endpoint runs in the same rounds, alternated with this one.
 // Workloads: PutItem of a 200-byte item, GetItem of one, Query of 100 such items (the shape of bench:compare and
-// hops.js's `sdk` workloads), each unsigned (a cluster with no client token) and signed (SigV4 checked against the
+// hops.js's `sdk` workloads), and the same Query whose page has more to read (a marker: its answer has a
+// LastEvaluatedKey, read from the last item), each unsigned (a cluster with no client token) and signed (SigV4 checked against the
 // token; signed afresh for each measurement, so that a long run's signatures stay within the 15 minutes the check
 // allows: made once, they expired after 15 minutes, and the bench stopped on InvalidSignatureException).
 // A Query's page comes as the router's link hands it on: the slice worker's answer (encodeSliceResults: the items as
@@ -18,12 +19,15 @@
 import { createHash, createHmac } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
-import { intArg } from '../shared/cli-args.js';
-import { decodeSliceResults, encodeSliceResults, packClientList, PackedItems, RESULT_OK, type SliceOpResult } from '../shared/protocol.js';
+import { intArg, readOptions } from '../shared/cli-args.js';
+import { encodeSliceResults, packClientList, RESULT_OK, type SliceOpResult } from '../shared/protocol.js';
 import { median } from './median.js';
 
-const { values: opts } = parseArgs({ options: { base: { type: 'string' }, rounds: { type: 'string', default: '7' }, ms: { type: 'string', default: '300' } } });
+const opts = readOptions(
+  process.argv.slice(2),
+  { base: { type: 'string' }, rounds: { type: 'string', default: '7' }, ms: { type: 'string', default: '300' } },
+  'usage: node dist/bench/ddb-layer.js [--base DIR] [--rounds 7] [--ms 300]',
+);
 const ROUNDS = intArg('rounds', opts.rounds, 1, 100);
 const MS = intArg('ms', opts.ms, 10, 60_000);
 /** Requests per workload and round at most, whatever --ms allows. */
@@ -38,13 +42,21 @@ const ITEMS = Array.from({ length: 100 }, (_, s) => ({ device: 'range-3', seq: s
 const rangeAnswer = (items: unknown) => encodeSliceResults([[RESULT_OK, [items, null, false, null, ITEMS.length]]] as unknown as SliceOpResult[]);
 const PAGE_OBJECTS = rangeAnswer(ITEMS);
 const PAGE_PACKED = rangeAnswer(packClientList(ITEMS));
-/** The page as the router's GetItems answers it, from the worker's bytes. */
-function page(passThrough: boolean): { items: unknown; examined: number } {
-  const [[code, [items]]] = decodeSliceResults(passThrough ? PAGE_PACKED : PAGE_OBJECTS) as unknown as [[number, [unknown]]];
+/** A build's protocol.js, as much as page() uses of it: each build's endpoint knows a packed page by its own
+ * PackedItems class. */
+type Protocol = Pick<typeof import('../shared/protocol.js'), 'decodeSliceResults' | 'PackedItems'>;
+/** The page as the router's GetItems answers it, from the worker's bytes, by the build's `protocol`; `more`: with a
+ * marker, as a page that a Limit cut short (its answer says LastEvaluatedKey, read from its last item). */
+function page(protocol: Protocol, passThrough: boolean, more: boolean): { items: unknown; examined: number; marker?: string } {
+  const [[code, [items]]] = protocol.decodeSliceResults(passThrough ? PAGE_PACKED : PAGE_OBJECTS) as unknown as [[number, [unknown]]];
   if (code !== RESULT_OK) throw new Error('a faked range answer that is not OK');
-  return { items: passThrough ? PackedItems.ofList(items as Uint8Array) : items, examined: ITEMS.length };
+  const out = { items: passThrough ? protocol.PackedItems.ofList(items as Uint8Array) : items, examined: ITEMS.length };
+  return more ? { ...out, marker: 'r1.more' } : out;
 }
 const CATALOG_TABLE = { name: TABLE, shardingKey: { name: 'device', type: 'string' }, sortingKey: { name: 'seq', type: 'number' }, evenDistribution: null, createdAt: 1 };
+/** A Query of this table answers its page with a marker: the same 100 items, and a LastEvaluatedKey. */
+const PAGED_TABLE = 'ddb_layer_paged';
+const CATALOG_PAGED = { ...CATALOG_TABLE, name: PAGED_TABLE };
 
 interface Request {
   method: string;
@@ -71,9 +83,10 @@ class Answer {
 
 async function endpointOf(distRoot: string, token: string): Promise<Endpoint> {
   const m = (await import(pathToFileURL(join(distRoot, 'coordinator', 'dynamodb', 'endpoint.js')).href)) as { DynamoDbEndpoint: new (ops: unknown, o: unknown) => unknown };
+  const protocol = (await import(pathToFileURL(join(distRoot, 'shared', 'protocol.js')).href)) as Protocol;
   const ops = {
-    catalog: { get: () => CATALOG_TABLE },
-    execute: (op: string, _payload: unknown, passThrough = false) => Promise.resolve(op === 'GetItem' ? { item: ITEMS[7] } : op === 'GetItems' ? page(passThrough) : {}),
+    catalog: { get: (name: string) => (name === PAGED_TABLE ? CATALOG_PAGED : CATALOG_TABLE) },
+    execute: (op: string, payload: { table?: string }, passThrough = false) => Promise.resolve(op === 'GetItem' ? { item: ITEMS[7] } : op === 'GetItems' ? page(protocol, passThrough, payload.table === PAGED_TABLE) : {}),
   };
   return new m.DynamoDbEndpoint(ops, { dataDir: null, token, sliceCount: 1024 }) as Endpoint;
 }
@@ -89,6 +102,7 @@ const BODIES: Record<string, unknown> = {
     Limit: 100,
   },
 };
+BODIES.QueryPaged = { ...(BODIES.Query as object), TableName: PAGED_TABLE };
 
 /** The headers the AWS SDK v3 sends, signed with SECRET as it signs them (every header but user-agent). */
 function headersOf(op: string, body: Buffer, signed: boolean): [string, string][] {
@@ -124,10 +138,12 @@ interface Workload {
   body: Buffer;
   signed: boolean;
 }
-const WORKLOADS: Workload[] = ['PutItem', 'GetItem', 'Query'].flatMap((op) =>
+const NAMES: Record<string, string> = { Query: 'Query of 100', QueryPaged: 'Query of 100, more to read' };
+const WORKLOADS: Workload[] = ['PutItem', 'GetItem', 'Query', 'QueryPaged'].flatMap((name) =>
   [false, true].map((signed) => {
-    const body = Buffer.from(JSON.stringify(BODIES[op]));
-    return { name: `${op === 'Query' ? 'Query of 100' : op}, ${signed ? 'signed' : 'unsigned'}`, op, body, signed };
+    const body = Buffer.from(JSON.stringify(BODIES[name]));
+    const op = name === 'QueryPaged' ? 'Query' : name;
+    return { name: `${NAMES[name] ?? name}, ${signed ? 'signed' : 'unsigned'}`, op, body, signed };
   }),
 );
 

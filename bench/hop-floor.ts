@@ -17,10 +17,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import net from 'node:net';
 import { loadavg } from 'node:os';
-import { parseArgs } from 'node:util';
 import { isMainThread, MessageChannel, parentPort, receiveMessageOnPort, Worker, workerData, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import WebSocket, { WebSocketServer } from 'ws';
+import { readOptions } from '../shared/cli-args.js';
 
 const SELF = new URL(import.meta.url);
 const PAYLOAD_BYTES = 64;
@@ -304,7 +304,11 @@ const quantile = (s: number[], q: number) => s[Math.min(s.length - 1, Math.floor
 const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
 
 async function main(): Promise<void> {
-  const { values: opts } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, count: { type: 'string', default: '3000' }, 'gap-ms': { type: 'string', default: '0' } } });
+  const opts = readOptions(
+    process.argv.slice(2),
+    { rounds: { type: 'string', default: '5' }, count: { type: 'string', default: '3000' }, 'gap-ms': { type: 'string', default: '0' } },
+    'usage: node dist/bench/hop-floor.js [--rounds 5] [--count 3000] [--gap-ms 0]',
+  );
   const gapMs = Number(opts['gap-ms']);
   const rounds = Number(opts.rounds);
   const count = Number(opts.count);

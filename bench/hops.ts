@@ -26,10 +26,9 @@ import http from 'node:http';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { fail as usage, intArg } from '../shared/cli-args.js';
+import { fail as usage, intArg, readOptions } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
 import { PEERS_DIR } from './peers.js';
 import { childPids, writeSyscallsOf } from './proc-cpu.js';
@@ -37,8 +36,9 @@ import { SDK_SECRET_ACCESS_KEY, SdkClientPool, type SdkWorkload } from './sdk-cl
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
 import { median } from './median.js';
 
-const { values: opts } = parseArgs({
-  options: {
+const opts = readOptions(
+  process.argv.slice(2),
+  {
     base: { type: 'string' },
     rounds: { type: 'string', default: '5' },
     duration: { type: 'string', default: '4' },
@@ -66,7 +66,8 @@ const { values: opts } = parseArgs({
     // (the other clients send it as a bearer token).
     signed: { type: 'boolean', default: false },
   },
-});
+  'usage: node dist/bench/hops.js [--base DIR] [--rounds 5] [--duration 4] [--only WORKLOAD,...] [options] (each option: the head of bench/hops.ts)',
+);
 const ROUNDS = Number(opts.rounds);
 const SECONDS = Number(opts.duration);
 const TABLE = 'hops';

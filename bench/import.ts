@@ -15,16 +15,15 @@ import { fileURLToPath } from 'node:url';
 import type { ImportSummary } from '../coordinator/cli/cli-import.js';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readCommandLine } from '../shared/cli-args.js';
+import { readOptions } from '../shared/cli-args.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cli = join(here, '..', 'coordinator', 'cli', 'cli.js');
-const { values } = readCommandLine({
-  args: process.argv.slice(2),
-  options: { items: { type: 'string' }, orders: { type: 'string' }, parallel: { type: 'string' }, devices: { type: 'string' }, 'item-bytes': { type: 'string' }, capacity: { type: 'string' } },
-  strict: true,
-  allowPositionals: false,
-});
+const values = readOptions(
+  process.argv.slice(2),
+  { items: { type: 'string' }, orders: { type: 'string' }, parallel: { type: 'string' }, devices: { type: 'string' }, 'item-bytes': { type: 'string' }, capacity: { type: 'string' } },
+  'usage: node dist/bench/import.js [--items 1000000] [--orders as-is,by-sharding-key,by-sorting-key,shuffled] [--parallel 8] [--devices 1000] [--item-bytes 200] [--capacity W]',
+);
 const items = Number(values.items ?? 1_000_000);
 const devices = Number(values.devices ?? 1000);
 const itemBytes = Number(values['item-bytes'] ?? 200);

@@ -10,7 +10,7 @@ import { cpus } from 'node:os';
 import type { ParseArgsConfig } from 'node:util';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readCommandLine, UsageError } from '../shared/cli-args.js';
+import { readCommandLine, refuseCommandLine, UsageError } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import type { KeySchema, TableLoad } from '../shared/api.js';
 import {
@@ -852,10 +852,7 @@ async function main(): Promise<number> {
   try {
     cfg = parseCommandLine(process.argv.slice(2));
   } catch (err) {
-    if (err instanceof UsageError) {
-      console.error(`keyslice bench: ${err.message}`);
-      return 2;
-    }
+    if (err instanceof UsageError) refuseCommandLine(err.message, USAGE);
     throw err;
   }
   if (cfg === 'help') {

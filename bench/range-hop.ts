@@ -4,7 +4,6 @@
 // (RangeSpec.packed, passed through) against objects (decoded and encoded again).
 // Deterministic where hops.ts is not (it needs the whole cluster on a shared machine):
 //   node dist/bench/range-hop.js [--items 100] [--rounds 9]
-import { parseArgs } from 'node:util';
 import {
   decodeSliceResults,
   encodeClientFrame,
@@ -19,12 +18,13 @@ import {
   type RangeSpec,
   type ScanResult,
 } from '../shared/protocol.js';
+import { readOptions } from '../shared/cli-args.js';
 import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { freshStore } from './fresh-store.js';
 import { scanPage } from '../coordinator/router/operations.js';
 
-const { values: opts } = parseArgs({ options: { items: { type: 'string', default: '100' }, rounds: { type: 'string', default: '9' } } });
+const opts = readOptions(process.argv.slice(2), { items: { type: 'string', default: '100' }, rounds: { type: 'string', default: '9' } }, 'usage: node dist/bench/range-hop.js [--items 100] [--rounds 9]');
 const ITEMS = Number(opts.items);
 const ROUNDS = Number(opts.rounds);
 const RUN_MS = 200;

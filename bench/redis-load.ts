@@ -10,7 +10,7 @@
 //   range  ZRANGEBYLEX of 100 items of a device's sorted set (1000 devices x 100 items preloaded)
 //   batch  25 new items' HSET in one pipeline (one per shard in a cluster)
 // The data set of each process has a prefix of its own, as each load.ts client has its own table.
-import { readCommandLine, UsageError } from '../shared/cli-args.js';
+import { readCommandLine, refuseCommandLine, UsageError } from '../shared/cli-args.js';
 import { closedLoop, type Row, type Sample } from './driver.js';
 import { ensureNpmPeers } from './peers.js';
 import { RedisAdapter, type RedisCtor } from './redis-adapter.js';
@@ -78,10 +78,7 @@ async function main(): Promise<number> {
   try {
     cfg = parse(process.argv.slice(2));
   } catch (err) {
-    if (err instanceof UsageError) {
-      console.error(`redis-load: ${err.message}\n${USAGE}`);
-      return 2;
-    }
+    if (err instanceof UsageError) refuseCommandLine(err.message, USAGE);
     throw err;
   }
   let interrupted = false;

@@ -9,21 +9,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readCommandLine } from '../shared/cli-args.js';
+import { readOptions } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX } from '../shared/limits.js';
 import { prng } from './keys.js';
 import { forEachEvent } from './sse.js';
 
-const { values: opts } = readCommandLine({
-  args: process.argv.slice(2),
-  options: {
+const opts = readOptions(
+  process.argv.slice(2),
+  {
     tables: { type: 'string', default: '100' },
     items: { type: 'string', default: '2000' },
     viewers: { type: 'string', default: '4' },
     duration: { type: 'string', default: '15' },
     'writes-per-second': { type: 'string', default: '2000' },
   },
-});
+  'usage: node dist/bench/studio.js [--tables 100] [--items 2000] [--viewers 4] [--duration 15] [--writes-per-second 2000]',
+);
 const tables = Number(opts.tables);
 const items = Number(opts.items);
 const viewers = Number(opts.viewers);

@@ -38,30 +38,54 @@ function plainParseError(err: Error & { code?: string }): string {
   }
 }
 
-/** `env`: an environment variable that sets the option when the command line does not (docker-compose). */
-export type ArgSpec = Record<string, { default?: string; help: string; env?: string }>;
-
-/** `--name value` options of a process, each a string, with env fallbacks and defaults; `--help` prints
- * `usage` and the options and exits 0; anything else it does not know stops the process (EXIT_USAGE). */
-export function parseArgs<S extends ArgSpec>(argv: string[], spec: S, usage: string): { [K in keyof S]: string | undefined } {
+/** A command line's options as node:util parseArgs reads them (`options`; strict, no positionals), and `--help` (-h):
+ * the one reader of the processes' and the benches' options. `--help` prints `help` and exits 0; anything it does not
+ * take (an option it does not know, a value missing or given to a flag, an argument) prints what is wrong, where to
+ * look, and the usage line, and exits EXIT_USAGE (refuseCommandLine): a sentence, never parseArgs' stack trace.
+ * `usage`'s first line is "usage: <command> ...", whose command the sentence names ("try keyslice node --help",
+ * "try node dist/bench/hops.js --help"). */
+export function readOptions<O extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: O, usage: string, help = usage): OptionValues<O> {
   let values: Record<string, unknown>;
   try {
-    const options: ParseArgsConfig['options'] = { help: { type: 'boolean', short: 'h' } };
-    for (const k of Object.keys(spec)) options[k] = { type: 'string' };
-    values = readCommandLine({ args: argv, options, strict: true, allowPositionals: false }).values;
+    values = readCommandLine({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values;
   } catch (err) {
-    // "usage: keyslice node [...]" names the command to ask for help.
-    if (err instanceof UsageError) fail(`${err.message} (try ${/^usage: ([a-z]+(?: [a-z]+)?)/.exec(usage)?.[1] ?? ''} --help)`.replace('try  --help', 'try --help'));
+    if (err instanceof UsageError) refuseCommandLine(err.message, usage);
     throw err;
   }
   if (values.help === true) {
-    console.log(usage + '\n' + Object.entries(spec).map(([k, v]) => `  --${k.padEnd(12)} ${v.help}${v.env !== undefined ? ` [env ${v.env}]` : ''}${v.default !== undefined ? ` (default ${v.default})` : ''}`).join('\n'));
+    console.log(help);
     process.exit(0);
   }
+  return values as OptionValues<O>;
+}
+
+/** Refuses a command line (readOptions, or a bench's own check of its options, a UsageError): `message`, where to
+ * look (the command of `usage`'s first line, "usage: <command> [...]", with --help; after `--` where npm runs it),
+ * then that usage line, on stderr; exits EXIT_USAGE. */
+export function refuseCommandLine(message: string, usage: string): never {
+  const line = usage.split('\n')[0];
+  const m = /^usage: (.+?)( \[-- | \[| --|$)/.exec(line);
+  const command = m === null ? undefined : m[1] + (m[2] === ' [-- ' ? ' --' : '');
+  fail(`${message}${command === undefined ? '' : ` (try ${command} --help)`}\n${line}`);
+}
+
+/** What readOptions answers for `options`: parseArgs' values, typed by each option's type, default and `multiple`. */
+type OptionValues<O extends NonNullable<ParseArgsConfig['options']>> = ReturnType<typeof parseArgv<{ options: O; strict: true; allowPositionals: false }>>['values'];
+
+/** `env`: an environment variable that sets the option when the command line does not (docker-compose). */
+export type ArgSpec = Record<string, { default?: string; help: string; env?: string }>;
+
+/** `--name value` options of a process or a bench, each a string, with env fallbacks and defaults, read by
+ * readOptions; `--help` prints `usage` and the options. */
+export function parseArgs<S extends ArgSpec>(argv: string[], spec: S, usage: string): { [K in keyof S]: string | undefined } {
+  const options: Record<string, { type: 'string' }> = {};
+  for (const k of Object.keys(spec)) options[k] = { type: 'string' };
+  const help = usage + '\n' + Object.entries(spec).map(([k, v]) => `  --${k.padEnd(12)} ${v.help}${v.env !== undefined ? ` [env ${v.env}]` : ''}${v.default !== undefined ? ` (default ${v.default})` : ''}`).join('\n');
+  const values = readOptions(argv, options, usage, help) as Record<string, string | undefined>;
   const out: Record<string, string | undefined> = {};
   for (const [k, v] of Object.entries(spec)) {
     const fromEnv = v.env !== undefined && process.env[v.env] !== undefined && process.env[v.env] !== '' ? process.env[v.env] : undefined;
-    out[k] = (values[k] as string | undefined) ?? fromEnv ?? v.default;
+    out[k] = values[k] ?? fromEnv ?? v.default;
   }
   return out as { [K in keyof S]: string | undefined };
 }

@@ -4,7 +4,8 @@
 // within its bound, prints (or writes) its report with a non-zero count in it, writes a report only where it is told
 // (a temp folder: no file of the checkout, bench/*.md or any other; see checkoutFiles), and leaves nothing behind: no
 // live process of its process group (the bench runs as the leader of a group of its own, which every process it
-// starts joins) and nothing in its temp folder (TMPDIR is the case's own).
+// starts joins) and nothing in its temp folder (TMPDIR is the case's own). One case more runs every bench that reads
+// options with one it does not know: exit 2, its usage line on stderr, no stack trace.
 //
 // Not run here: bench:compare (it needs redis-server and bench/peers' npm packages: dynalite, ioredis, the AWS SDK,
 // installed from the network; even --only dynamodb needs dynalite; hops's SDK case runs only where they are installed) and bench:studio (a fixed 10 s wait to fill the
@@ -252,7 +253,7 @@ describe('the benches, end to end with their smallest arguments (real processes 
 
   it('ddb-layer: the DynamoDB endpoint in one process, this build against itself, a row per workload', async () => {
     const r = await bench('ddb-layer.js', ['--base', root, '--rounds', '1', '--ms', '10'], 45_000);
-    for (const w of ['PutItem', 'GetItem', 'Query of 100']) {
+    for (const w of ['PutItem', 'GetItem', 'Query of 100', 'Query of 100, more to read']) {
       for (const how of ['unsigned', 'signed']) expect(r.stdout, `${w}, ${how}`).toMatch(new RegExp(`^\\| ${w}, ${how} \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+x \\| [01] of 1 \\|$`, 'm'));
     }
   }, caseMs(45_000));
@@ -315,6 +316,43 @@ describe('the benches, end to end with their smallest arguments (real processes 
       expect(Number(new RegExp(`^([\\d.]+) us of CPU per range \\(its 100 puts and 1 read, ${form}\\)$`, 'm').exec(r.stdout)?.[1])).toBeGreaterThan(0);
     }
   }, caseMs(40_000));
+
+  it('every bench that reads options refuses an unknown one with its usage line on stderr, exit 2, no stack trace; --help prints it, exit 0', async () => {
+    // The benches that read options through shared/cli-args.ts (readOptions, parseArgs, refuseCommandLine), found in
+    // their sources, so that a new one is checked too. Each exits before it starts anything.
+    const scripts = readdirSync(join(root, 'bench'))
+      .filter((f) => f.endsWith('.ts') && /\b(readOptions|parseArgs|refuseCommandLine)\(/.test(readFileSync(join(root, 'bench', f), 'utf8')))
+      .map((f) => f.replace(/\.ts$/, '.js'));
+    expect(scripts.length, scripts.join(' ')).toBeGreaterThanOrEqual(25);
+    const run = (script: string, arg: string) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, [join(root, 'dist', 'bench', script), arg], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnv({}) });
+        let stdout = '';
+        let stderr = '';
+        child.stdout!.on('data', (d: Buffer) => (stdout += d));
+        child.stderr!.on('data', (d: Buffer) => (stderr += d));
+        // Bounded: a bench that went on past its options is killed and fails the case by its exit.
+        const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+        child.on('close', (code) => {
+          clearTimeout(timer);
+          resolve({ code, stdout, stderr });
+        });
+      });
+    for (let i = 0; i < scripts.length; i += 4) {
+      await Promise.all(
+        scripts.slice(i, i + 4).map(async (script) => {
+          const bad = await run(script, '--no-such-option');
+          expect(bad.code, `${script} --no-such-option: ${bad.stderr}`).toBe(2);
+          const lines = bad.stderr.trim().split('\n');
+          expect(lines[0], script).toMatch(/^keyslice: unknown option "--no-such-option" \(try .+ --help\)$/);
+          expect(lines[1], `${script}: its usage line`).toMatch(new RegExp(`^usage: .*${script.replace('.', '\\.')}`));
+          expect(bad.stderr, `${script}: no stack trace`).not.toMatch(/^\s+at /m);
+        }),
+      );
+    }
+    const help = await run('hops.js', '--help');
+    expect([help.code, help.stdout.split('\n')[0]]).toEqual([0, expect.stringMatching(/^usage: node dist\/bench\/hops\.js /)]);
+  }, 120_000);
 
   it('cluster-start: a new cluster of 12 slices on free ports, every phase found in the coordinator\'s log', async () => {
     const r = await bench('cluster-start.js', ['--rounds', '1', '--slices', '12', '--port', '0'], 60_000);

@@ -7,8 +7,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { fromNativeItem, toNativeItem } from '../coordinator/dynamodb/attribute-values.js';
 import { toDynamoDbError } from '../coordinator/dynamodb/errors.js';
-import { itemsJson, lastItem } from '../coordinator/dynamodb/item-json.js';
-import { MalformedFrame, PackedItems, packClientItem, packClientList, splitPackedList, unpackClientList } from '../shared/protocol.js';
+import { itemsJson, lastKey } from '../coordinator/dynamodb/item-json.js';
+import { MalformedFrame, PackedItems, packClientItem, packClientList, splitPackedList, unpackClientList, unpackClientValue } from '../shared/protocol.js';
 import { VALUE_DEPTH_MAX } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
 
@@ -74,10 +74,27 @@ describe('itemsJson: a packed page as DynamoDB JSON', () => {
         expect(written(PackedItems.ofItems(splitPackedList(list)))).toEqual(expected);
         const json = itemsJson(PackedItems.ofList(list));
         expect(json.count).toBe(items.length);
-        expect(lastItem(json)).toEqual(items.length === 0 ? null : unpackClientList(list).at(-1));
+        // The last item's attributes as LastEvaluatedKey reads them (any of its names, unicode ones too; one it lacks
+        // left out): each as decoding the whole item gave it.
+        const last = items.length === 0 ? null : unpackClientList(list).at(-1)!;
+        expect(lastKey(json, last === null ? ['a'] : [...Object.keys(last), 'no such name'])).toEqual(last);
       }),
       { seed: SEED, numRuns: 400 },
     );
+  });
+
+  it("reads a last item's key attributes alone, by their exact names, whatever names come before them", () => {
+    const item = { pkx: 'no', pk: 'p', 'é': 2, e: 3, 'ée': 4, sk: 5, payload: 'x'.repeat(300), __name: 'n', __mtime: 1 };
+    const json = itemsJson(PackedItems.ofItems([packClientItem(item)]));
+    expect(lastKey(json, ['pk', 'sk'])).toEqual({ pk: 'p', sk: 5 });
+    expect(lastKey(json, ['é'])).toEqual({ 'é': 2 });
+    expect(lastKey(json, ['e', 'ée'])).toEqual({ e: 3, 'ée': 4 });
+    expect(lastKey(json, ['p', 'Pk', 'skk'])).toEqual({});
+    expect(lastKey(itemsJson(PackedItems.ofItems([])), ['pk'])).toBeNull();
+    // Each form a key's value takes, read here or decoded alone, is what decoding the whole item gives.
+    const forms = { a: 0, b: 127, c: -1, d: -32, e: 200, f: 65_535, g: 2 ** 32 - 1, h: -100, i: -40_000, j: -(2 ** 31), k: 2 ** 40, l: 1.5, m: 'ü-key', n: '', o: 'x'.repeat(300), p: Uint8Array.of(1, 2), q: { $N: '1.00000000000000000001' } };
+    const packed = packClientItem(forms);
+    expect(lastKey(itemsJson(PackedItems.ofItems([packed])), Object.keys(forms))).toEqual(unpackClientValue(packed));
   });
 
   it('writes plain items byte for byte as JSON.stringify does', () => {

@@ -261,20 +261,21 @@ describe('pages written from the nodes\' msgpack (coordinator/dynamodb/item-json
   });
 
   /** keyslice_dynamodb_pages_total by its `written` label, summed over the processes (docs/metrics.md). */
-  async function pagesWritten(): Promise<{ msgpack: number; objects: number }> {
+  async function pagesWritten(): Promise<{ msgpack: number; objects: number; none: number }> {
     const res = await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) });
     expect(res.status).toBe(200);
     const m = parseExposition(await res.text());
     expect(total(m, 'keyslice_process_metrics_complete'), 'every process reported its series').toBe(1);
-    return { msgpack: total(m, 'keyslice_dynamodb_pages_total', { written: 'msgpack' }), objects: total(m, 'keyslice_dynamodb_pages_total', { written: 'objects' }) };
+    const written = (w: string) => total(m, 'keyslice_dynamodb_pages_total', { written: w });
+    return { msgpack: written('msgpack'), objects: written('objects'), none: written('none') };
   }
 
-  /** The pages `read` answered, and what /metrics counted them as (written from msgpack or from objects). */
-  async function counted<T>(read: () => Promise<T[]>): Promise<{ pages: T[]; msgpack: number; objects: number }> {
+  /** The pages `read` answered, and what /metrics counted them as (written from msgpack, from objects, or none). */
+  async function counted<T>(read: () => Promise<T[]>): Promise<{ pages: T[]; msgpack: number; objects: number; none: number }> {
     const before = await pagesWritten();
     const pages = await read();
     const after = await pagesWritten();
-    return { pages, msgpack: after.msgpack - before.msgpack, objects: after.objects - before.objects };
+    return { pages, msgpack: after.msgpack - before.msgpack, objects: after.objects - before.objects, none: after.none - before.none };
   }
 
   it('Query and Scan pages, whole and paged, answer the same items as the objects path, each page counted by its path in /metrics', async () => {
@@ -300,6 +301,30 @@ describe('pages written from the nodes\' msgpack (coordinator/dynamodb/item-json
     const [scanPassed, scanObjects] = [scan.pages, scanCapacity.pages];
     expect(scanPassed.flatMap((p) => p.Items)).toEqual(scanObjects.flatMap((p) => p.Items));
     expect(scanPassed.flatMap((p) => p.Items)).toHaveLength(items.length);
+    expect([q.none, qObjects.none, scan.none, scanCapacity.none], 'no page of these went without a read').toEqual([0, 0, 0, 0]);
+  });
+
+  it('an empty page answered without reading the nodes counts as none: neither msgpack nor objects, whatever the request asks', async () => {
+    const T = 'ddb_pages_none';
+    await createTable(T, ['id', 'N']);
+    await db.send(new PutItemCommand({ TableName: T, Item: { id: { N: '1' } } }));
+    // A Query continued past a hash-key-only table's one item; a segment of a parallel Scan that holds no slice
+    // (TotalSegments past the native scan's segments and the cluster's slices). Asked plain, and with
+    // ReturnConsumedCapacity, which takes a page read from the nodes as objects.
+    const query = { TableName: T, KeyConditionExpression: 'id = :i', ExpressionAttributeValues: { ':i': { N: '1' } }, ExclusiveStartKey: { id: { N: '1' } } };
+    const segment = { TableName: T, Segment: 0, TotalSegments: 1_000_000 };
+    const empty = await counted(async () => [
+      await db.send(new QueryCommand(query)),
+      await db.send(new QueryCommand({ ...query, ReturnConsumedCapacity: 'TOTAL' })),
+      await db.send(new ScanCommand(segment)),
+      await db.send(new ScanCommand({ ...segment, ReturnConsumedCapacity: 'TOTAL' })),
+    ]);
+    expect(empty.pages.map((p) => [p.Items, p.Count, p.ScannedCount, p.LastEvaluatedKey])).toEqual(Array(4).fill([[], 0, 0, undefined]));
+    expect([empty.msgpack, empty.objects, empty.none]).toEqual([0, 0, 4]);
+    // The item is there: a page that reads the nodes finds it, counted by its path.
+    const read = await counted(async () => [await db.send(new QueryCommand({ ...query, ExclusiveStartKey: undefined }))]);
+    expect(read.pages[0].Items).toEqual([{ id: { N: '1' } }]);
+    expect([read.msgpack, read.objects, read.none]).toEqual([1, 0, 0]);
   });
 });
 

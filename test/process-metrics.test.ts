@@ -44,7 +44,7 @@ function model(process: string) {
   );
   const pages = oneLabel(
     'keyslice_dynamodb_pages_total',
-    'Query and Scan pages the DynamoDB endpoint of this process answered, by what their items were written from: msgpack (the slice workers\' packed items written as JSON undecoded: no filter, projection, Select COUNT or ReturnConsumedCapacity) or objects (decoded items)',
+    'Query and Scan pages the DynamoDB endpoint of this process answered, by what their items were written from: msgpack (the slice workers\' packed items written as JSON undecoded: no filter, projection, Select COUNT or ReturnConsumedCapacity), objects (decoded items) or none (an empty page answered without a read of the nodes: an empty segment of a parallel Scan, a Query continued past a hash-key-only table\'s one item)',
     'written',
     DYNAMODB_PAGE_SOURCES,
   );
@@ -91,7 +91,7 @@ describe('the request series', () => {
       metrics.eventualRead(answered);
       reference.eventualRead(answered);
     }
-    for (const written of ['msgpack', 'objects', 'msgpack'] as const) {
+    for (const written of ['msgpack', 'objects', 'msgpack', 'none'] as const) {
       metrics.dynamodbPage(written);
       reference.dynamodbPage(written);
     }
@@ -119,6 +119,7 @@ describe('the request series', () => {
     expect(total(m, 'keyslice_dynamodb_pages_total', { written: 'msgpack', process: 'router-1' })).toBe(3);
     expect(total(m, 'keyslice_dynamodb_pages_total', { written: 'objects', process: 'coordinator' }), 'every source from the start at 0').toBe(0);
     expect(text).toContain('keyslice_dynamodb_pages_total{written="objects",process="coordinator"} 0');
+    expect(text).toContain('keyslice_dynamodb_pages_total{written="none",process="router-1"} 0');
   });
 });
 

@@ -15,14 +15,14 @@ import { DYNAMODB_TOTAL_SEGMENTS_MAX, PAGE_ITEMS_MAX, SCAN_SEGMENTS_MAX } from '
 import { PackedItems } from '../../shared/protocol.js';
 import type { Item } from '../../shared/values.js';
 import { fromNativeItem, itemSize } from './attribute-values.js';
-import { itemsJson, lastItem } from './item-json.js';
+import { itemsJson, lastKey } from './item-json.js';
 import { consumedCapacity, readUnits, type CapacityMode } from './capacity.js';
 import type { Context, Handler } from './context.js';
 import { DynamoDbError } from './errors.js';
 import { bindConditionHere, bindProjectionHere, requestExpressions, type RequestExpressions } from './expressions.js';
 import { capacityModeOf } from './items.js';
 import { attributesOf, keyRange } from './key-condition.js';
-import { keyFromWire, keyOf, tableSchema, type TableSchema } from './key-schema.js';
+import { keyAttributes, keyFromWire, keyOf, tableSchema, type TableSchema } from './key-schema.js';
 import type { Params } from './params.js';
 import { queryStartMarker, scanStartMarker } from './start-key.js';
 
@@ -97,7 +97,8 @@ function passesThrough(shape: ReadShape, filter: Condition | null, projection: P
 type NativePage = { items: Item[] | PackedItems; marker?: string };
 
 /** One page as DynamoDB answers it, from the native page (`page`, or when passesThrough, the packed page written
- * as JSON); every page Query and Scan answer comes here, and is counted here once by which way it was written. */
+ * as JSON); every page Query and Scan answer comes here or to emptyPage, and is counted there once by which way it
+ * was written. */
 function answer(ctx: Context, schema: TableSchema, shape: ReadShape, filter: Condition | null, projection: Path[] | null, result: NativePage): Record<string, unknown> {
   const more = result.marker !== undefined;
   if (!(result.items instanceof PackedItems)) {
@@ -108,11 +109,19 @@ function answer(ctx: Context, schema: TableSchema, shape: ReadShape, filter: Con
   const items = itemsJson(result.items);
   const out: Record<string, unknown> = { Items: items, Count: items.count, ScannedCount: items.count };
   if (more) {
-    const last = lastItem(items);
+    const last = lastKey(items, keyAttributes(schema).map((a) => a.name));
     assert(last !== null, 'a native page with a marker and no item');
     out.LastEvaluatedKey = fromNativeItem(keyOf(schema, last));
   }
   return out;
+}
+
+/** A page answered without a read of the nodes, so empty (an empty segment of a parallel Scan; a Query continued
+ * past a hash-key-only table's one item): no item was written from either form, and it is counted as that
+ * (keyslice_dynamodb_pages_total{written="none"}), not as decoded objects. */
+function emptyPage(ctx: Context, schema: TableSchema, shape: ReadShape, filter: Condition | null, projection: Path[] | null): Record<string, unknown> {
+  ctx.metrics?.dynamodbPage('none');
+  return page(schema, shape, filter, projection, [], false);
 }
 
 function startKey(p: Params, schema: TableSchema): Item | undefined {
@@ -157,7 +166,7 @@ export const Query: Handler = async (ctx, p) => {
   if (start !== undefined) {
     if (schema.range === null) {
       // One partition key names at most one item: a page after it is empty.
-      return answer(ctx, schema, shape, filter, projection, { items: [] });
+      return emptyPage(ctx, schema, shape, filter, projection);
     }
     if (!sameValue(start[schema.hash.name], range.hash)) throw DynamoDbError.validation('The provided starting key is invalid: The provided key element does not match the schema');
     request.marker = queryStartMarker(schema, start, ctx.sliceCount);
@@ -215,7 +224,7 @@ export const Scan: Handler = async (ctx, p) => {
   const request: Record<string, unknown> = { table: name, limit: nativeLimit(shape) };
   if (segment !== undefined) {
     const s = nativeSegment(ctx, segment, total!);
-    if (s === 'empty') return answer(ctx, schema, shape, filter, projection, { items: [] });
+    if (s === 'empty') return emptyPage(ctx, schema, shape, filter, projection);
     Object.assign(request, s);
   }
   if (start !== undefined) request.marker = scanStartMarker(schema, start, ctx.sliceCount);

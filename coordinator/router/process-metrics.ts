@@ -30,8 +30,9 @@ export const EVENTUAL_ANSWERS = ['follower', 'leader', 'leader_after_follower'] 
 export type EventualAnswer = (typeof EVENTUAL_ANSWERS)[number];
 
 /** What the items of a DynamoDB Query or Scan page were written from (keyslice_dynamodb_pages_total's label): the
- * slice workers' msgpack, written as JSON undecoded (reads.ts passesThrough), or items decoded to objects. */
-export const DYNAMODB_PAGE_SOURCES = ['msgpack', 'objects'] as const;
+ * slice workers' msgpack, written as JSON undecoded (reads.ts passesThrough), items decoded to objects, or none (an
+ * empty page answered without a read of the nodes: reads.ts emptyPage). */
+export const DYNAMODB_PAGE_SOURCES = ['msgpack', 'objects', 'none'] as const;
 export type DynamoDbPageSource = (typeof DYNAMODB_PAGE_SOURCES)[number];
 
 /** IPC messages between the coordinator and its routers (node:cluster). */
@@ -95,7 +96,7 @@ export class ProcessMetrics {
     // (registry.js); its types name only its own classes, hence the cast.
     this.registry.registerMetric(new RequestSeconds(perOp) as unknown as Histogram<'op'>);
     this.eventual = new LabelCounts(registers, 'keyslice_eventual_reads_total', 'eventually consistent reads (consistentRead false) this process routed, by what answered: a follower; the leader (its turn, or no follower connected); the leader after a follower could not answer (not caught up, at another epoch, unreachable, or silent for REPLICA_READ_TIMEOUT_MS)', 'answered', EVENTUAL_ANSWERS);
-    this.dynamodbPages = new LabelCounts(registers, 'keyslice_dynamodb_pages_total', 'Query and Scan pages the DynamoDB endpoint of this process answered, by what their items were written from: msgpack (the slice workers\' packed items written as JSON undecoded: no filter, projection, Select COUNT or ReturnConsumedCapacity) or objects (decoded items)', 'written', DYNAMODB_PAGE_SOURCES);
+    this.dynamodbPages = new LabelCounts(registers, 'keyslice_dynamodb_pages_total', 'Query and Scan pages the DynamoDB endpoint of this process answered, by what their items were written from: msgpack (the slice workers\' packed items written as JSON undecoded: no filter, projection, Select COUNT or ReturnConsumedCapacity), objects (decoded items) or none (an empty page answered without a read of the nodes: an empty segment of a parallel Scan, a Query continued past a hash-key-only table\'s one item)', 'written', DYNAMODB_PAGE_SOURCES);
     this.resent = new Counter({
       name: 'keyslice_writes_resent_total',
       help: 'writes this process sent again after an unknown outcome on a replicated slice (their leader was deposed, lost or silent with them in flight); each is applied once (request ids)',
