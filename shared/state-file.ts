@@ -46,6 +46,11 @@ export function writeStateFile(path: string, value: unknown): void {
   syncDir(dirname(path));
 }
 
+/** The sentence that refuses the state file at `path`, saying what is wrong with it. */
+export function damagedFile(path: string, what: string): string {
+  return `${path}: ${what}; the file was changed by hand or is damaged`;
+}
+
 /** The checks a state file's fields go through when read, each throwing StateFileError with the file, the field (a
  * path such as `owners[3]`) and what is wrong. `who` names the version that writes it ("coordinator"). */
 export class StateFields {
@@ -56,7 +61,7 @@ export class StateFields {
 
   /** Refuses the file: `field` and what is wrong with it. */
   wrong(field: string, what: string): never {
-    throw new StateFileError(`${this.path}: ${field} ${what}; the file was changed by hand or is damaged`);
+    throw new StateFileError(damagedFile(this.path, `${field} ${what}`));
   }
 
   /** The file's format number: absent in files written before it was kept (read as `known`, the newest this version

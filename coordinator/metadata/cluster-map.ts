@@ -39,7 +39,7 @@ import { assert } from '../../shared/errors.js';
 import { REPLICATION_FACTOR_AUTO_MAX } from '../../shared/limits.js';
 import { sameSet, setsBefore } from './failover.js';
 import { readClusterMapFile, writeClusterMapFile, type ClusterMapState } from './cluster-map-file.js';
-import { StateFileError } from '../../shared/state-file.js';
+import { damagedFile, StateFileError } from '../../shared/state-file.js';
 
 export type { NodeStatus };
 
@@ -128,7 +128,7 @@ export class ClusterMap {
       };
       // What one field says of another, as every change checks it (the fields alone were checked as read).
       const problem = replicasProblem(state);
-      if (problem !== null) return `${path}: ${problem}; the file was changed by hand or is damaged`;
+      if (problem !== null) return damagedFile(path, problem);
       const map = new ClusterMap(path, state, replication);
       // An older map gets its cluster id written, nothing else changed.
       if (saved.clusterId === undefined) writeClusterMapFile(path, map.state);
