@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import type { EvenDistribution, KeyColumns, KeySchema, TableDescription } from '../../shared/api.js';
 import type { StoredTable } from '../../shared/cluster-view.js';
-import { assert, KeysliceError } from '../../shared/errors.js';
+import { KeysliceError } from '../../shared/errors.js';
 import { KEY_TYPES } from '../../shared/key-encoding.js';
 import {
   EVEN_DISTRIBUTION_BUCKETS_DEFAULT,
@@ -16,7 +16,7 @@ import {
   TABLES_MAX,
 } from '../../shared/limits.js';
 import { isPlainObject, validateAttributeName } from '../../shared/values.js';
-import { readStateFile, writeStateFile } from '../../shared/state-file.js';
+import { readStateFile, StateFields, writeStateFile } from '../../shared/state-file.js';
 
 export interface Table extends TableDescription {
   id: number;
@@ -30,9 +30,15 @@ export interface Table extends TableDescription {
 export type { StoredTable };
 
 interface CatalogState {
+  /** CATALOG_FORMAT; absent in catalogs written before it was kept (read as the current one). */
+  format?: number;
   nextTableId: number;
   tables: StoredTable[];
 }
+
+/** The format this coordinator writes and the newest it reads (readCatalogFile). Raise it when a change would be
+ * misread by a coordinator that does not know it. */
+export const CATALOG_FORMAT = 1;
 
 const COLUMN_FIELDS = ['name', 'type'];
 const EVEN_DISTRIBUTION_FIELDS = ['buckets'];
@@ -55,15 +61,14 @@ export class Catalog {
 
   private constructor(private readonly path: string) {}
 
+  /** The catalog of the data folder (empty where it has none yet); StateFileError, with the sentence, where its
+   * file is refused (readCatalogFile). */
   static open(dataDir: string): Catalog {
     const catalog = new Catalog(join(dataDir, 'catalog.json'));
-    const state = readStateFile<CatalogState>(catalog.path);
+    const state = readCatalogFile(catalog.path);
     if (state !== null) {
       catalog.nextTableId = state.nextTableId;
-      for (const t of state.tables) {
-        assert(t.id < state.nextTableId, `table id ${t.id} below nextTableId`);
-        catalog.tables.set(t.name, withColumns(t));
-      }
+      for (const t of state.tables) catalog.tables.set(t.name, t);
     }
     return catalog;
   }
@@ -111,9 +116,42 @@ export class Catalog {
   }
 
   private save(): void {
-    writeStateFile(this.path, { nextTableId: this.nextTableId, tables: this.stored() } satisfies CatalogState);
+    writeStateFile(this.path, { format: CATALOG_FORMAT, nextTableId: this.nextTableId, tables: this.stored() } satisfies CatalogState);
     this.onChange();
   }
+}
+
+/** The catalog file at `path`, or null where there is none, each field checked before any is used: a file that is
+ * damaged, changed by hand or written by a newer coordinator is refused (StateFileError) in one sentence naming the
+ * file, the field and what is wrong, and the coordinator does not start. A table's key design is checked as
+ * CreateTable checks it (tableShape); its id is below nextTableId (ids are never reused), and names and ids are
+ * distinct. */
+function readCatalogFile(path: string): { nextTableId: number; tables: Table[] } | null {
+  const raw = readStateFile<unknown>(path);
+  if (raw === null) return null;
+  const f: StateFields = new StateFields(path, 'coordinator');
+  const saved = f.object(raw, 'the file');
+  f.format(saved.format, CATALOG_FORMAT);
+  const nextTableId = f.whole(saved.nextTableId, 'nextTableId', 1, Number.MAX_SAFE_INTEGER);
+  const tables = f.listOf(saved.tables, 'tables', undefined, (e, at) => {
+    const t = f.object(e, at);
+    if (typeof t.name !== 'string' || !TABLE_NAME.test(t.name)) f.wrong(`${at}.name`, `must be a table name (${TABLE_NAME_CHARS_MIN} to ${TABLE_NAME_CHARS_MAX} characters of A-Z, a-z, 0-9, "_", "-" and ".")`);
+    const id = f.whole(t.id, `${at}.id`, 1, nextTableId - 1);
+    const createdAt = f.whole(t.createdAt, `${at}.createdAt`, 0, Number.MAX_SAFE_INTEGER);
+    let shape: Table;
+    try {
+      shape = tableShape(t.name, t.shardingKey, t.sortingKey, t.evenDistribution);
+    } catch (err) {
+      if (!(err instanceof KeysliceError)) throw err;
+      f.wrong(`${at} (table "${t.name}")`, `has a key design that CreateTable refuses: ${err.message}`);
+    }
+    return { ...shape, id, createdAt };
+  }, TABLES_MAX);
+  tables.forEach((t, i) => {
+    const first = tables.findIndex((u) => u.name === t.name || u.id === t.id);
+    if (first !== i) f.wrong(`tables[${i}]`, `has the ${tables[first].name === t.name ? `name "${t.name}"` : `id ${t.id}`} of tables[${first}]`);
+  });
+  return { nextTableId, tables };
 }
 
 /** A table's key design checked as CreateTable checks it, without creating it (id 0):

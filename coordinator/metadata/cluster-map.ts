@@ -38,52 +38,11 @@ import type { NodeStatus } from '../../shared/cluster-view.js';
 import { assert } from '../../shared/errors.js';
 import { REPLICATION_FACTOR_AUTO_MAX } from '../../shared/limits.js';
 import { sameSet, setsBefore } from './failover.js';
-import { readStateFile, writeStateFile } from '../../shared/state-file.js';
+import { readClusterMapFile, writeClusterMapFile, type ClusterMapState } from './cluster-map-file.js';
+import { damagedFile, StateFileError } from '../../shared/state-file.js';
 
 export type { NodeStatus };
 
-interface ClusterMapState {
-  /** Absent in maps written before node identity: made when such a map is opened. */
-  clusterId?: string;
-  epoch: number;
-  sliceCount: number;
-  nodes: string[];
-  /** status[i] of nodes[i]; absent in maps written before membership (all active). */
-  status?: NodeStatus[];
-  /** owners[slice] = index into nodes, or -1 */
-  owners: number[];
-  /** nodeIds[i]: the id of nodes[i]'s data folder; null until it is known. Absent in older maps. */
-  nodeIds?: (string | null)[];
-  /** followers[slice]: node indexes after the leader, distinct, none the leader. Absent in older maps (none). */
-  followers?: number[][];
-  /** terms[slice]: the leader term; only grows. Absent in older maps (all 1). */
-  terms?: number[];
-  /** termsUsed[slice]: the largest term an election of the slice used (persisted before any replica
-   * hears of it), so that a restarted coordinator never uses a term twice. Absent in older maps. */
-  termsUsed?: number[];
-  /** leaving[slice]: a replica of the slice that leaves its set once its replacement caught up (replica
-   * rebalancing, moveReplicas), or -1. Absent in older maps (none). */
-  leaving?: number[];
-  /** joining[slice]: the replica that moveReplicas added beside `leaving` (the move's new replica), or that placement
-   * added beside a replica on a draining node (the drain's new replica), or -1. Absent in older maps (none: a move
-   * recorded by one cannot be undone, only finished or ended by removing a node). */
-  joining?: number[];
-  /** unsettled[slice]: the replica sets before the slice's set whose change has not settled, newest first (empty:
-   * none), written with the change itself (save) and cleared once the failover counts it settled
-   * (replica-leaders.ts), so that a coordinator that restarts meanwhile elects by majorities of each of them and of
-   * the set, as the one before did (docs/replication.md, "A coordinator that restarts"). Absent in older maps (none). */
-  unsettled?: number[][][];
-  /** lastLead[slice]: [term, node] of the last Lead or LeadOn recorded for the slice (recordElections: before it
-   * leaves), or null: so that the failover (a restarted coordinator's too) knows which replica may hold the only lease that may still run
-   * (failover.ts: every failover reads it, FailoverHost.lastLead; the one record of it). Absent in older maps (not known). */
-  lastLead?: ([number, number] | null)[];
-  /** everLed[slice]: a Lead or LeadOn was recorded for the slice at some time (recordElections: before it leaves), and
-   * never cleared, unlike lastLead (which a time without replicas clears: not known). False: no replica ever led the
-   * slice, so no lease of it can run (neverLed). Absent in older maps: taken as true for a slice that may have been led
-   * by what they kept (a term past the first, or a last Lead), so that they wait no less than they did; so too where a
-   * coordinator that did not keep it wrote the map since (everLedOf: checked when read). */
-  everLed?: boolean[];
-}
 type State = ClusterMapState & { clusterId: string; status: NodeStatus[]; nodeIds: (string | null)[]; followers: number[][]; terms: number[]; termsUsed: number[]; leaving: number[]; joining: number[]; unsettled: number[][][]; lastLead: ([number, number] | null)[]; everLed: boolean[] };
 
 /** One slice's election outcome to record (coordinator/metadata/replica-leaders.ts). */
@@ -140,16 +99,20 @@ export class ClusterMap {
    * error sentence if the persisted map disagrees with the configuration. */
   static open(dataDir: string, nodes: string[], sliceCount: number, replication: ReplicationSetting = 1): ClusterMap | string {
     const path = join(dataDir, 'cluster-map.json');
-    const saved = readStateFile<ClusterMapState>(path);
+    let saved: ClusterMapState | null;
+    try {
+      saved = readClusterMapFile(path);
+    } catch (err) {
+      if (err instanceof StateFileError) return err.message;
+      throw err;
+    }
     if (saved !== null) {
       if (saved.sliceCount !== sliceCount) {
         return `this cluster was created with ${saved.sliceCount} slices; the slice count cannot change (asked for ${sliceCount})`;
       }
       const terms = saved.terms ?? saved.owners.map(() => FIRST_TERM);
       const lastLead = saved.lastLead ?? saved.owners.map(() => null);
-      const everLed = everLedOf(saved.everLed, terms, lastLead);
-      if (typeof everLed === 'string') return everLed;
-      const map = new ClusterMap(path, {
+      const state: State = {
         ...saved,
         clusterId: saved.clusterId ?? newId(),
         status: saved.status ?? saved.nodes.map(() => 'active'),
@@ -161,10 +124,14 @@ export class ClusterMap {
         joining: saved.joining ?? saved.owners.map(() => -1),
         unsettled: saved.unsettled ?? saved.owners.map(() => []),
         lastLead,
-        everLed,
-      }, replication);
+        everLed: everLedOf(saved.everLed, terms, lastLead),
+      };
+      // What one field says of another, as every change checks it (the fields alone were checked as read).
+      const problem = replicasProblem(state);
+      if (problem !== null) return damagedFile(path, problem);
+      const map = new ClusterMap(path, state, replication);
       // An older map gets its cluster id written, nothing else changed.
-      if (saved.clusterId === undefined) writeStateFile(path, map.state);
+      if (saved.clusterId === undefined) writeClusterMapFile(path, map.state);
       for (const url of nodes) map.addNode(url);
       map.placeReplicas();
       return map;
@@ -189,7 +156,7 @@ export class ClusterMap {
     };
     placeFollowers(state, effectiveFactor(replication, state), () => true);
     const map = new ClusterMap(path, state, replication);
-    writeStateFile(path, map.state);
+    writeClusterMapFile(path, map.state);
     return map;
   }
 
@@ -727,7 +694,7 @@ export class ClusterMap {
     assert(state.everLed.every((led, slice) => led || state.lastLead[slice] === null), 'a slice with a last Lead recorded is recorded as ever led');
     assert(state.everLed.every((led, slice) => led || !this.state.everLed[slice]), 'a slice once led stays led');
     try {
-      writeStateFile(this.path, state);
+      writeClusterMapFile(this.path, state);
     } catch (err) {
       throw new MapSaveError(this.path, err as Error);
     }
@@ -790,22 +757,18 @@ export type LeaderPlace = 'set' | 'carrier' | null;
 const leaderPlace = (s: State, slice: number, leader: number): LeaderPlace =>
   setOf(s, slice).includes(leader) ? 'set' : s.unsettled[slice].some((set) => set.includes(leader)) ? 'carrier' : null;
 
-/** everLed as a map file holds it (ClusterMapState.everLed), checked before use, or a sentence saying what is wrong
- * with it: a slice taken as never led waits no lease out (neverLed), so nothing but a true or false per slice is
- * taken. A map without it (written before it was kept) is read by the rule of then: a slice may have been led where its
- * term is past the first or a last Lead is recorded, which counts any slice whose owner changed as possibly led. So is
- * a map that records a last Lead for a slice it says was never led: a coordinator that did not keep everLed (an older
- * version run on the folder since) wrote it, carrying the field over unread and unchanged while it sent Leads, so its
- * false entries say nothing of the time since; what was true stays true. */
-function everLedOf(saved: unknown, terms: readonly number[], lastLead: readonly (readonly [number, number] | null)[]): boolean[] | string {
+/** everLed as the map is to keep it, from the file's (ClusterMapState.everLed, checked as read: one true or false per
+ * slice, since a slice taken as never led waits no lease out). A map without it (written before it was kept) is read by
+ * the rule of then: a slice may have been led where its term is past the first or a last Lead is recorded, which counts
+ * any slice whose owner changed as possibly led. So is a map that records a last Lead for a slice it says was never led:
+ * a coordinator that did not keep everLed (an older version run on the folder since) wrote it, carrying the field over
+ * unread and unchanged while it sent Leads, so its false entries say nothing of the time since; what was true stays
+ * true. */
+function everLedOf(saved: boolean[] | undefined, terms: readonly number[], lastLead: readonly (readonly [number, number] | null)[]): boolean[] {
   const ruleOfBefore = terms.map((t, s) => t !== FIRST_TERM || lastLead[s] !== null);
   if (saved === undefined) return ruleOfBefore;
-  if (!Array.isArray(saved) || saved.length !== terms.length || !saved.every((e) => typeof e === 'boolean')) {
-    return `cluster-map.json: everLed is not one true or false per slice (${terms.length}); the file was changed by hand or is damaged`;
-  }
-  const led = saved as boolean[];
-  if (led.some((e, s) => !e && lastLead[s] !== null)) return led.map((e, s) => e || ruleOfBefore[s]);
-  return led;
+  if (saved.some((e, s) => !e && lastLead[s] !== null)) return saved.map((e, s) => e || ruleOfBefore[s]);
+  return saved;
 }
 
 /** Each slice whose replica set changed from `prev` to `next` keeps the set before (and the older sets of its change,
@@ -837,23 +800,32 @@ function effectiveFactor(asked: ReplicationSetting, s: State): number {
   return Math.max(1, Math.min(wanted, active));
 }
 
-/** Every slice's replicas are on distinct, present nodes, followers on active ones, and the
- * leader is not among its followers. */
-function checkReplicas(s: State): void {
+/** Every slice's replicas are on distinct, present nodes, and the leader is not among its followers; a leaving and a
+ * joining replica are in the set: null, or the first rule broken, as a sentence. Asserted on every change (checkReplicas),
+ * and the file's refusal where a map read breaks it (open). */
+function replicasProblem(s: State): string | null {
   for (let slice = 0; slice < s.sliceCount; slice++) {
     const f = s.followers[slice];
     const owner = s.owners[slice];
-    assert(owner >= 0 || f.length === 0, 'a slice without a leader has no followers');
-    assert(new Set([owner, ...f]).size === f.length + 1, 'a slice\'s replicas are on distinct nodes');
-    assert(f.every((n) => n >= 0 && n < s.nodes.length && s.status[n] !== 'removed'), 'followers are on present nodes');
-    assert(Number.isSafeInteger(s.terms[slice]) && s.terms[slice] >= 1, 'a term is a positive integer');
+    if (!(owner >= 0 || f.length === 0)) return `slice ${slice} has followers (${f.join(',')}) but no leader`;
+    if (new Set([owner, ...f]).size !== f.length + 1) return `slice ${slice}'s replicas (${[owner, ...f].join(',')}) are not on distinct nodes`;
+    if (!f.every((n) => n >= 0 && n < s.nodes.length && s.status[n] !== 'removed')) return `slice ${slice}'s followers (${f.join(',')}) are not all on present nodes`;
+    if (!(Number.isSafeInteger(s.terms[slice]) && s.terms[slice] >= 1)) return `slice ${slice}'s term (${s.terms[slice]}) is not a positive whole number`;
     // A leaving replica is one of the set, and the set keeps R others besides it (its replacement included).
-    assert(s.leaving[slice] === -1 || (s.leaving[slice] === owner || f.includes(s.leaving[slice])), 'a leaving replica is in its slice\'s set');
+    if (!(s.leaving[slice] === -1 || s.leaving[slice] === owner || f.includes(s.leaving[slice]))) return `slice ${slice}'s leaving replica (node ${s.leaving[slice]}) is not in its set`;
     // A move's or drain's new replica is named only beside the replica it replaces (a leaving one, or one on a
     // draining node), and is in the set (not that one).
     const j = s.joining[slice];
-    assert(j === -1 || ((j === owner || f.includes(j)) && j !== s.leaving[slice] && [owner, ...f].some((n) => leaves(s, slice, n))), 'a joining replica is in its slice\'s set, beside a leaving or draining one');
+    if (!(j === -1 || ((j === owner || f.includes(j)) && j !== s.leaving[slice] && [owner, ...f].some((n) => leaves(s, slice, n))))) {
+      return `slice ${slice}'s joining replica (node ${j}) is not in its set beside a leaving or draining one`;
+    }
   }
+  return null;
+}
+
+function checkReplicas(s: State): void {
+  const problem = replicasProblem(s);
+  assert(problem === null, problem ?? '');
 }
 
 /** Keeps each slice's followers that are still valid (on active nodes, at most as many as the factor

@@ -1,0 +1,204 @@
+// The coordinator's metadata files (cluster-map.json and catalog.json in its data folder) read back checked field by
+// field: a file cut short, a field of the wrong type, a list of the wrong length, a node index out of range, a term or
+// an epoch that is not a whole number, a node named twice, or a file of a newer format is refused in one sentence that
+// names the file, the field and what is wrong, and the file is left as it was. A coordinator started on such a file
+// exits with that sentence (the built CLI, a real process, bounded in time), serving nothing.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { Catalog, CATALOG_FORMAT } from '../coordinator/metadata/catalog.js';
+import { CLUSTER_MAP_FORMAT } from '../coordinator/metadata/cluster-map-file.js';
+import { ClusterMap } from '../coordinator/metadata/cluster-map.js';
+import { StateFileError } from '../shared/state-file.js';
+import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
+
+const dirs: string[] = [];
+const newDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ks-metadata-files-'));
+  dirs.push(dir);
+  return dir;
+};
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+afterAll(() => stopRunning());
+
+const SLICES = 8;
+const NODES = ['ws://127.0.0.1:9000', 'ws://127.0.0.1:9001', 'ws://127.0.0.1:9002'];
+type Json = Record<string, any>;
+
+/** A data folder with a map of 3 nodes and 3 replicas per slice, as a coordinator wrote it. */
+function mapFolder(): { dir: string; file: string; good: string } {
+  const dir = newDir();
+  const map = ClusterMap.open(dir, NODES, SLICES, 3);
+  if (typeof map === 'string') throw new Error(map);
+  const file = join(dir, 'cluster-map.json');
+  return { dir, file, good: readFileSync(file, 'utf8') };
+}
+
+/** Each damage in turn (a change to the file's JSON, or its text), and the sentence expected of it. */
+const MAP_DAMAGE: [string, (m: Json) => unknown, RegExp][] = [
+  ['not an object', () => [], /: the file must be a JSON object; it is \[\]/],
+  ['a newer format', (m) => ((m.format = CLUSTER_MAP_FORMAT + 1), m), /has format 2, written by a newer coordinator; this one reads format 1 at most: start the version that wrote it/],
+  ['a format that is not a number', (m) => ((m.format = '1'), m), /: format must be a whole number from 1 to \d+; it is "1"/],
+  ['no slice count', (m) => (delete m.sliceCount, m), /: sliceCount must be a whole number from 1 to 65536; it is missing/],
+  ['an epoch that is not whole', (m) => ((m.epoch = 2.5), m), /: epoch must be a whole number from 1 to \d+; it is 2.5/],
+  ['an epoch as text', (m) => ((m.epoch = '3'), m), /: epoch must be a whole number from 1 to \d+; it is "3"/],
+  ['nodes not a list', (m) => ((m.nodes = 'ws://127.0.0.1:9000'), m), /: nodes must be a list; it is "ws:/],
+  ['a node that is not a string', (m) => ((m.nodes[1] = 9001), m), /: nodes\[1\] must be a string of at most 2048 characters; it is 9001/],
+  ['a node named twice', (m) => ((m.nodes[2] = m.nodes[0]), m), /: nodes\[2\] names "ws:\/\/127.0.0.1:9000" a second time \(nodes\[0\]\)/],
+  ['a status not known', (m) => ((m.status[1] = 'gone'), m), /: status\[1\] must be one of active, draining, removed; it is "gone"/],
+  ['one status short', (m) => (m.status.pop(), m), /: status must be a list of 3; it has 2/],
+  ['one owner short', (m) => (m.owners.pop(), m), /: owners must be a list of 8; it has 7/],
+  ['an owner out of range', (m) => ((m.owners[3] = 3), m), /: owners\[3\] must be a whole number from -1 to 2; it is 3/],
+  ['an owner that is not whole', (m) => ((m.owners[0] = 0.5), m), /: owners\[0\] must be a whole number from -1 to 2; it is 0.5/],
+  ['an owner removed', (m) => ((m.status[m.owners[0]] = 'removed'), m), /: owners\[0\] is node 0, which status says was removed/],
+  ['a node id that is not one', (m) => ((m.nodeIds[0] = 'abc'), m), /: nodeIds\[0\] must be an id of 32 hex digits/],
+  ['a cluster id that is not one', (m) => ((m.clusterId = 7), m), /: clusterId must be an id of 32 hex digits/],
+  ['followers not a list', (m) => ((m.followers[2] = 1), m), /: followers\[2\] must be a list; it is 1/],
+  ['a follower out of range', (m) => ((m.followers[2][0] = 5), m), /: followers\[2\]\[0\] must be a whole number from 0 to 2; it is 5/],
+  ['a follower that is its leader', (m) => ((m.followers[2][0] = m.owners[2]), m), /: slice 2's replicas \(0,0,\d\) are not on distinct nodes/],
+  ['a term that is not whole', (m) => ((m.terms[4] = 1.5), m), /: terms\[4\] must be a whole number from 1 to \d+; it is 1.5/],
+  ['a term of 0', (m) => ((m.terms[4] = 0), m), /: terms\[4\] must be a whole number from 1 to \d+; it is 0/],
+  ['one term short', (m) => (m.terms.pop(), m), /: terms must be a list of 8; it has 7/],
+  ['a term used as text', (m) => ((m.termsUsed[0] = '2'), m), /: termsUsed\[0\] must be a whole number from 1 to \d+; it is "2"/],
+  ['a leaving replica out of range', (m) => ((m.leaving[1] = 3), m), /: leaving\[1\] must be a whole number from -1 to 2; it is 3/],
+  ['a joining replica not beside a leaving one', (m) => ((m.joining[1] = m.owners[1]), m), /: slice 1's joining replica \(node 0\) is not in its set beside a leaving or draining one/],
+  ['an unsettled set with a node out of range', (m) => ((m.unsettled[0] = [[0, 9]]), m), /: unsettled\[0\]\[0\]\[1\] must be a whole number from 0 to 2; it is 9/],
+  ['a last Lead of one entry', (m) => ((m.lastLead[0] = [1]), m), /: lastLead\[0\] must be a list of 2; it has 1/],
+  ['a last Lead with a term not whole', (m) => ((m.lastLead[0] = [1.5, 0]), m), /: lastLead\[0\]\[0\] must be a whole number from 1 to \d+; it is 1.5/],
+  ['everLed not true or false', (m) => ((m.everLed[0] = 0), m), /: everLed\[0\] must be true or false; it is 0/],
+];
+
+describe('cluster-map.json read back', () => {
+  it('is written with its format number, and one without it (written before) reads as the current format', () => {
+    const { dir, file, good } = mapFolder();
+    const saved = JSON.parse(good) as Json;
+    expect(saved.format).toBe(CLUSTER_MAP_FORMAT);
+    delete saved.format;
+    writeFileSync(file, JSON.stringify(saved));
+    const map = ClusterMap.open(dir, NODES, SLICES, 3);
+    if (typeof map === 'string') throw new Error(map);
+    expect(map.replicasOf(0), 'read as written').toEqual([saved.owners[0], ...saved.followers[0]]);
+    map.setOwner(0, map.replicasOf(0)[1]);
+    expect((JSON.parse(readFileSync(file, 'utf8')) as Json).format, 'written again with it').toBe(CLUSTER_MAP_FORMAT);
+  });
+
+  it('refuses a file cut short in one sentence naming it, and leaves it as it was', () => {
+    const { dir, file, good } = mapFolder();
+    const cut = good.slice(0, Math.floor(good.length / 2));
+    writeFileSync(file, cut);
+    const opened = ClusterMap.open(dir, NODES, SLICES, 3);
+    expect(opened).toMatch(new RegExp(`^${escaped(file)} is not whole JSON \\(.*\\): the file is cut short or damaged$`));
+    expect(readFileSync(file, 'utf8')).toBe(cut);
+  });
+
+  it('refuses each damaged field in turn in one sentence naming the file and the field, and leaves the file as it was', () => {
+    const { dir, file, good } = mapFolder();
+    for (const [what, damage, said] of MAP_DAMAGE) {
+      const text = JSON.stringify(damage(JSON.parse(good) as Json));
+      writeFileSync(file, text);
+      const opened = ClusterMap.open(dir, NODES, SLICES, 3);
+      expect(opened, what).toEqual(expect.any(String));
+      expect(opened as string, what).toMatch(said);
+      expect((opened as string).startsWith(`${file}`), `${what}: names the file`).toBe(true);
+      expect((opened as string).split('\n'), `${what}: one line`).toHaveLength(1);
+      expect(readFileSync(file, 'utf8'), `${what}: the file is left as it was`).toBe(text);
+    }
+  });
+});
+
+function catalogFolder(): { dir: string; file: string; good: string } {
+  const dir = newDir();
+  const catalog = Catalog.open(dir);
+  catalog.create('orders', { name: 'customer', type: 'string' }, [{ name: 'day', type: 'number' }, { name: 'n', type: 'number' }], { buckets: 4 });
+  catalog.create('users', { name: 'id', type: 'string' }, null, null);
+  const file = join(dir, 'catalog.json');
+  return { dir, file, good: readFileSync(file, 'utf8') };
+}
+
+const CATALOG_DAMAGE: [string, (c: Json) => unknown, RegExp][] = [
+  ['a newer format', (c) => ((c.format = CATALOG_FORMAT + 1), c), /has format 2, written by a newer coordinator; this one reads format 1 at most/],
+  ['nextTableId as text', (c) => ((c.nextTableId = '3'), c), /: nextTableId must be a whole number from 1 to \d+; it is "3"/],
+  ['tables not a list', (c) => ((c.tables = {}), c), /: tables must be a list; it is \{\}/],
+  ['a table id not below nextTableId', (c) => ((c.tables[1].id = c.nextTableId), c), /: tables\[1\]\.id must be a whole number from 1 to 2; it is 3/],
+  ['a table name refused', (c) => ((c.tables[0].name = 'a'), c), /: tables\[0\]\.name must be a table name/],
+  ['a key type not known', (c) => ((c.tables[1].shardingKey.type = 'X'), c), /: tables\[1\] \(table "users"\) has a key design that CreateTable refuses: shardingKey\.type must be one of/],
+  ['buckets of 0', (c) => ((c.tables[0].evenDistribution.buckets = 0), c), /: tables\[0\] \(table "orders"\) has a key design that CreateTable refuses: evenDistribution\.buckets must be a whole number/],
+  ['a time that is not whole', (c) => ((c.tables[0].createdAt = -1), c), /: tables\[0\]\.createdAt must be a whole number from 0 to \d+; it is -1/],
+  ['a name twice', (c) => ((c.tables[1].name = 'orders'), c), /: tables\[1\] has the name "orders" of tables\[0\]/],
+  ['an id twice', (c) => ((c.tables[1].id = c.tables[0].id), c), /: tables\[1\] has the id 1 of tables\[0\]/],
+];
+
+describe('catalog.json read back', () => {
+  it('is written with its format number, and one without it reads as the current format', () => {
+    const { dir, file, good } = catalogFolder();
+    const saved = JSON.parse(good) as Json;
+    expect(saved.format).toBe(CATALOG_FORMAT);
+    delete saved.format;
+    writeFileSync(file, JSON.stringify(saved));
+    expect(Catalog.open(dir).names()).toEqual(['orders', 'users']);
+  });
+
+  it('refuses a file cut short and each damaged field in turn in one sentence naming the file and the field, leaving it as it was', () => {
+    const { dir, file, good } = catalogFolder();
+    const texts = [[' cut short', good.slice(0, good.length - 10), /catalog\.json is not whole JSON \(.*\): the file is cut short or damaged$/] as const,
+      ...CATALOG_DAMAGE.map(([what, damage, said]) => [what, JSON.stringify(damage(JSON.parse(good) as Json)), said] as const)];
+    for (const [what, text, said] of texts) {
+      writeFileSync(file, text);
+      let refused: unknown;
+      try {
+        Catalog.open(dir);
+      } catch (err) {
+        refused = err;
+      }
+      expect(refused, what).toBeInstanceOf(StateFileError);
+      expect((refused as Error).message, what).toMatch(said);
+      expect((refused as Error).message.startsWith(file), `${what}: names the file`).toBe(true);
+      expect(readFileSync(file, 'utf8'), `${what}: the file is left as it was`).toBe(text);
+    }
+  });
+});
+
+describe('a coordinator started on a damaged metadata file', () => {
+  it('exits 2 within a bound with the one sentence on stderr, serving nothing, and leaves the file as it was', async () => {
+    for (const [what, name, damage] of [
+      ['a map with an epoch that is not whole', 'cluster-map.json', (m: Json) => ((m.epoch = 2.5), m)],
+      ['a map of a newer format', 'cluster-map.json', (m: Json) => ((m.format = CLUSTER_MAP_FORMAT + 1), m)],
+      ['a catalog with a table id not below nextTableId', 'catalog.json', (c: Json) => ((c.tables[0].id = c.nextTableId), c)],
+    ] as const) {
+      const { dir } = name === 'cluster-map.json' ? mapFolder() : catalogFolder();
+      if (name === 'catalog.json') {
+        const map = ClusterMap.open(dir, NODES, SLICES, 3);
+        if (typeof map === 'string') throw new Error(map);
+      }
+      const file = join(dir, name);
+      const text = JSON.stringify(damage(JSON.parse(readFileSync(file, 'utf8')) as Json));
+      writeFileSync(file, text);
+      const mapBefore = readFileSync(join(dir, 'cluster-map.json'), 'utf8');
+      const expected = name === 'cluster-map.json' ? ClusterMap.open(dir, NODES, SLICES, 3) : messageOf(() => Catalog.open(dir));
+      expect(expected, what).toMatch(new RegExp(`^${escaped(file)}`));
+      const startedAt = performance.now();
+      const r = await keyslice(['coordinator', '--data', dir, '--port', '0', '--routers', '0', '--slices', String(SLICES), '--replication-factor', '3'], 30_000, cleanEnv());
+      const tookMs = performance.now() - startedAt;
+      expect([r.code, r.stderr.trim()], what).toEqual([2, `keyslice: ${expected as string}`]);
+      expect(tookMs, `${what}: refused within the bound`).toBeLessThan(20_000);
+      expect(r.stdout, `${what}: nothing served`).not.toMatch(/listening|serving/i);
+      expect(readFileSync(file, 'utf8'), `${what}: the file is left as it was`).toBe(text);
+      expect(readFileSync(join(dir, 'cluster-map.json'), 'utf8'), `${what}: the map is left as it was`).toBe(mapBefore);
+    }
+  }, 90_000);
+});
+
+/** `text` as a RegExp matches it. */
+const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+function messageOf(f: () => unknown): string {
+  try {
+    f();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  throw new Error('not refused');
+}
