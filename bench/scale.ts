@@ -168,7 +168,17 @@ const record = (label: string, entry: Map<string, Row> | string) => rounds.set(l
 async function measure(label: string, script: string, scriptArgs: string[], servers: () => { name: string; pid: number; workers?: number }[]): Promise<void> {
   const rows = new Map<string, Row>();
   for (const ws of clientRuns) {
-    for (const [w, row] of await measureRun(clientRuns.length === 1 ? label : `${label}, ${ws.join(',')}`, script, scriptArgs, ws, servers)) rows.set(w, row);
+    try {
+      for (const [w, row] of await measureRun(clientRuns.length === 1 ? label : `${label}, ${ws.join(',')}`, script, scriptArgs, ws, servers)) rows.set(w, row);
+    } catch (err) {
+      if (rows.size === 0) throw err; // the round failed whole (the caller records it)
+      // --cpu-by-workload yes: the workloads measured before keep their rows, as their CPU figures are kept; this one
+      // and those after it are not measured in this round.
+      const message = (err as Error).message.replace(/\|/g, '/').replace(/\s+/g, ' ').slice(0, 200);
+      failedRounds.push(`${label}: ${ws.join(',')} failed in a round, the workloads after it not run in that round (${message})`);
+      log(`${label}, ${ws.join(',')}: failed: ${message}`);
+      break;
+    }
   }
   record(label, rows);
 }
