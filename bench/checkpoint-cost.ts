@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { intArg, parseArgs } from '../shared/cli-args.js';
+import { median } from './median.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -62,4 +63,4 @@ for (let r = 0; r < REPS; r++) {
 }
 ms.sort((a, b) => a - b);
 wall.sort((a, b) => a - b);
-console.log(`${args.build === '' ? 'this build' : args.build}: checkpoint after compacting ${SLICES} slices (${STATE_MB} MiB of state, ${args.durability}): ${ms[Math.floor(ms.length / 2)].toFixed(1)} ms of CPU, ${wall[Math.floor(wall.length / 2)].toFixed(1)} ms in all, medians of ${REPS} (CPU ${ms.map((m) => m.toFixed(1)).join(', ')})`);
+console.log(`${args.build === '' ? 'this build' : args.build}: checkpoint after compacting ${SLICES} slices (${STATE_MB} MiB of state, ${args.durability}): ${median(ms).toFixed(1)} ms of CPU, ${median(wall).toFixed(1)} ms in all, medians of ${REPS} (CPU ${ms.map((m) => m.toFixed(1)).join(', ')})`);

@@ -6,6 +6,7 @@
 import { loadavg } from 'node:os';
 import { clientRequestId, RequestIds } from '../coordinator/router/request-ids.js';
 import { encodeSliceOps, SliceOp, type WriteOp } from '../shared/protocol.js';
+import { median } from './median.js';
 
 const N = 20_000;
 const update = (): WriteOp => [SliceOp.Update, 3, 17, 'k\u0000counter-00042', { base: { __name: 'counter-00042', id: 'counter-00042' }, actions: [], condition: null, oldOnFailure: false, returnValues: 'new' }, null];
@@ -15,7 +16,6 @@ const nsPer = (f: (i: number) => unknown) => {
   for (let i = 0; i < N; i++) f(i);
   return Number(process.hrtime.bigint() - t) / N;
 };
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const ids = new RequestIds();
 for (const [name, make] of [['update', update], ['put', put]] as const) {
   const encode: number[] = [];

@@ -13,6 +13,7 @@ import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { intArg, parseArgs } from '../shared/cli-args.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
+import { median } from './median.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -67,7 +68,6 @@ try {
     withIds.push(await round(true));
     if (i % 2 === 1) without.push(await round(false));
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(
     `R=${R}, ${WRITERS} writers, ${ROUNDS} rounds of ${SECONDS} s each: without ids ${without.map(Math.round).join(', ')} writes/s (median ${Math.round(median(without))}), ` +
       `with ids ${withIds.map(Math.round).join(', ')} (median ${Math.round(median(withIds))}): ${(median(withIds) / median(without)).toFixed(2)}x; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`,

@@ -176,16 +176,19 @@ async function measure(side: Side, warmOnly = 0): Promise<Sample> {
   await Promise.all(Array.from({ length: IN_FLIGHT }, (_, j) => loop(j, SECONDS, true)));
   // The wall time the measured puts took: the last ones started before the SECONDS bound end after it.
   const secs = (performance.now() - t0) / 1000;
+  // The coordinator's driven seconds end with the puts: the wait for the trace lines below sends nothing, so it is
+  // the start of the side's idle time, not part of its driven rate.
+  const putsEnd = { at: performance.now(), coordinator: cpuSecondsOf([side.cluster.coordinator.child.pid!]) };
   await traceAfter(side, Date.now()); // and after the measured seconds (counts of the idle second are small)
   const b = read(side);
-  side.idleFrom = { at: performance.now(), coordinator: b.coordinator };
+  side.idleFrom = putsEnd;
   const per = new Map<string, number>();
   const us = (x: number) => (x * 1e6) / ops;
   per.set('cpu client', us(b.client - a.client));
   per.set('cpu routers', us(b.routers - a.routers));
   per.set('cpu coordinator', us(b.coordinator - a.coordinator));
   // ms a second, not per put: the same row while the side is driven and while it is not (idleMsPerS).
-  per.set('cpu coordinator ms/s driven', ((b.coordinator - a.coordinator) * 1000) / ((performance.now() - t0) / 1000));
+  per.set('cpu coordinator ms/s driven', ((putsEnd.coordinator - a.coordinator) * 1000) / secs);
   per.set('cpu coordinator ms/s idle', idleMsPerS);
   let nodes = 0;
   b.nodes.forEach((n, i) => {

@@ -20,6 +20,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newClusterSecret, startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { median } from './median.js';
 import { ensureNpmPeers, ensureRedis, run, versionOf } from './peers.js';
 import { childPids, cpuSecondsOf, machineTicks, threadCpuOf } from './proc-cpu.js';
 import type { ClusterStatus } from '../shared/api.js';
@@ -135,7 +136,6 @@ const showErrors = (byCode: Record<string, number>): string => {
   const total = codes.reduce((a, [, n]) => a + n, 0);
   return total === 0 ? '0' : `${total}: ${codes.map(([code, n]) => `${code} ${n}`).join(', ')}`;
 };
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
 const fmt = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
 
 /** One workload on one system: all its clients together. */
@@ -168,7 +168,17 @@ const record = (label: string, entry: Map<string, Row> | string) => rounds.set(l
 async function measure(label: string, script: string, scriptArgs: string[], servers: () => { name: string; pid: number; workers?: number }[]): Promise<void> {
   const rows = new Map<string, Row>();
   for (const ws of clientRuns) {
-    for (const [w, row] of await measureRun(clientRuns.length === 1 ? label : `${label}, ${ws.join(',')}`, script, scriptArgs, ws, servers)) rows.set(w, row);
+    try {
+      for (const [w, row] of await measureRun(clientRuns.length === 1 ? label : `${label}, ${ws.join(',')}`, script, scriptArgs, ws, servers)) rows.set(w, row);
+    } catch (err) {
+      if (rows.size === 0) throw err; // the round failed whole (the caller records it)
+      // --cpu-by-workload yes: the workloads measured before keep their rows, as their CPU figures are kept; this one
+      // and those after it are not measured in this round.
+      const message = (err as Error).message.replace(/\|/g, '/').replace(/\s+/g, ' ').slice(0, 200);
+      failedRounds.push(`${label}: ${ws.join(',')} failed in a round, the workloads after it not run in that round (${message})`);
+      log(`${label}, ${ws.join(',')}: failed: ${message}`);
+      break;
+    }
   }
   record(label, rows);
 }
@@ -462,8 +472,8 @@ The cluster client is the bench's own: CRC16 slots (bench/redis-slot.ts) over th
 answered by reading the map again. ${redisNote}
 
 ${roundCount} round${roundCount === 1 ? '' : 's'}: each ran every keyslice shape and every Redis once, the order turned by one from
-round to round; each figure below is the median over the rounds (each figure on its own; errors are summed, by code:
-their count, then each code's).
+round to round; each figure below is the median over the rounds (each figure on its own; of an even count, the mean
+of the two middle values; errors are summed, by code: their count, then each code's).
 Within a round, ops/s and items/s: all clients together; p50: the median of the clients' p50; p99: the worst
 client's p99 (ms).
 
@@ -495,7 +505,7 @@ requests in flight gets more writes per second (bench/README.md, "Replication on
 
 `}## CPU of each server process while its clients ran (% of one core, all threads; preloading included; median over the rounds)
 
-${clientRuns.length === 1 ? `Over each system's whole client run: every workload (${workloads.join(', ')}) in turn, so a figure is their mix (\`--cpu-by-workload yes\` gives one per workload).` : 'One client run per workload (`--cpu-by-workload yes`): each figure is that workload\'s alone, its preloading included.'}
+${workloads.length === 1 ? `One workload (${workloads[0]}): each figure is its alone, its preloading included.` : clientRuns.length === 1 ? `Over each system's whole client run: every workload (${workloads.join(', ')}) in turn, so a figure is their mix (\`--cpu-by-workload yes\` gives one per workload).` : 'One client run per workload (`--cpu-by-workload yes`): each figure is that workload\'s alone, its preloading included.'}
 
 ${[...cpuShares].map(([label, shares]) => `- ${label}: ${machineBusy.has(label) ? `(the whole machine ${Math.round(median(machineBusy.get(label)!))}% busy, clients included) ` : ''}${[...shares].map(([name, pct]) => `${name} ${Math.round(median(pct))}%`).join(', ')}${redirectsMet.has(label) ? `; MOVED answers met by its clients: ${redirectsMet.get(label)}` : ''}`).join('\n')}
 

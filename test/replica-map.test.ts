@@ -870,6 +870,28 @@ describe('a coordinator that restarts', () => {
     for (let i = 0; i < 40 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, stepMs));
     return leadOf(sent, term);
   }
+  /** Slice 0's election on `map` (over `linkCount` stubbed links) where `answering` answer, each reporting a full lease
+   * wait (just started) and the log `logOf` gives it (default: empty, never led), the leaders closed after it: the
+   * term, the node its Lead went to (-1: none in 120 steps of 25 ms, well past a lease) and the ms from the answers to
+   * when the Lead was seen. */
+  async function electionAfterAnswers(
+    map: ClusterMap,
+    linkCount: number,
+    answering: number[],
+    logOf: (node: number) => { lastTerm: number; lastIndex: number; ledTerm: number } = () => ({ lastTerm: 0, lastIndex: 0, ledTerm: 0 }),
+  ): Promise<{ term: number; leader: number; afterMs: number }> {
+    const { sent, links } = stubLinks(linkCount);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const term = await prepared(sent, answering);
+      const answeredAt = performance.now();
+      for (const n of answering) leaders.receive(n, [[0, { type: 'Prepared', term, ...logOf(n), leaseWaitMs: REPLICA_LEASE_MS }]]);
+      for (let i = 0; i < 120 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
+      return { term, leader: leadOf(sent, term), afterMs: performance.now() - answeredAt };
+    } finally {
+      leaders.close();
+    }
+  }
   /** A map of 4 nodes, R=3, on disk, whose node c is removed (down for good) and its replica of slice 0 placed on d
    * in the same change: slice 0's set goes {a,b,c} -> {a,b,d}, the change not settled. */
   function replacedInSlice0() {
@@ -994,40 +1016,21 @@ describe('a coordinator that restarts', () => {
   it("names a new cluster's first leaders without waiting out the leases its just-started replicas report: no replica ever led", async () => {
     const map = open(3, 3);
     expect(map.neverLed(0)).toBe(true);
-    const [x, y, z] = map.replicasOf(0);
-    const { sent, links } = stubLinks(3);
-    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
-    try {
-      const term = await prepared(sent, [x, y, z]);
-      const answeredAt = performance.now();
-      // Each replica just started: it reports a full lease wait, not knowing what it answered before (it answered nothing).
-      for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
-      await untilLead(sent, term, 25);
-      expect(leadOf(sent, term), 'the map\'s leader led, before the reported leases ran out').toBe(x);
-      expect(performance.now() - answeredAt).toBeLessThan(REPLICA_LEASE_MS);
-      expect(map.neverLed(0)).toBe(false);
-    } finally {
-      leaders.close();
-    }
+    // Each replica just started: it reports a full lease wait, not knowing what it answered before (it answered nothing).
+    const { leader, afterMs } = await electionAfterAnswers(map, 3, map.replicasOf(0));
+    expect(leader, 'the map\'s leader led, before the reported leases ran out').toBe(map.replicasOf(0)[0]);
+    expect(afterMs).toBeLessThan(REPLICA_LEASE_MS);
+    expect(map.neverLed(0)).toBe(false);
   });
 
   it('waits the leases out where the map says never led but an answer holds a record of a term or says it led one (a map file that hides the Leads sent)', async () => {
     for (const [lastTerm, ledTerm] of [[4, 0], [0, 4]]) {
       const map = open(3, 3);
       expect(map.neverLed(0)).toBe(true);
-      const [x, y, z] = map.replicasOf(0);
-      const { sent, links } = stubLinks(3);
-      const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
-      try {
-        const term = await prepared(sent, [x, y, z]);
-        const answeredAt = performance.now();
-        for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: n === y ? lastTerm : 0, lastIndex: n === y ? 5 : 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: n === y ? ledTerm : 0 }]]);
-        for (let i = 0; i < 120 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
-        expect(leadOf(sent, term), 'a Lead once the leases ran out').toBeGreaterThanOrEqual(0);
-        expect(performance.now() - answeredAt, `a Lead before the leases ran out (lastTerm ${lastTerm}, ledTerm ${ledTerm})`).toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
-      } finally {
-        leaders.close();
-      }
+      const y = map.replicasOf(0)[1];
+      const { leader, afterMs } = await electionAfterAnswers(map, 3, map.replicasOf(0), (n) => (n === y ? { lastTerm, lastIndex: 5, ledTerm } : { lastTerm: 0, lastIndex: 0, ledTerm: 0 }));
+      expect(leader, 'a Lead once the leases ran out').toBeGreaterThanOrEqual(0);
+      expect(afterMs, `a Lead before the leases ran out (lastTerm ${lastTerm}, ledTerm ${ledTerm})`).toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
     }
   });
 
@@ -1057,18 +1060,9 @@ describe('a coordinator that restarts', () => {
     // x may still lead and hold a lease that counted y's or z's answer: the restarted coordinator's map says a Lead left.
     const again = open(3, 3, dir);
     expect(again.neverLed(0)).toBe(false);
-    const { sent, links } = stubLinks(3);
-    const leaders = new ReplicaLeaders(again, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
-    try {
-      const term = await prepared(sent, [y, z]);
-      const answeredAt = performance.now();
-      for (const n of [y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
-      for (let i = 0; i < 120 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
-      expect(leadOf(sent, term), 'a Lead once the leases ran out').toBeGreaterThanOrEqual(0);
-      expect(performance.now() - answeredAt, 'a Lead before the leases its answers reported ran out').toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
-    } finally {
-      leaders.close();
-    }
+    const { leader, afterMs } = await electionAfterAnswers(again, 3, [y, z]);
+    expect(leader, 'a Lead once the leases ran out').toBeGreaterThanOrEqual(0);
+    expect(afterMs, 'a Lead before the leases its answers reported ran out').toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
   });
 
   it("names the first leaders of a cluster whose nodes joined after its coordinator started without waiting out leases (no replica ever led), and waits them out for a slice once led", async () => {
@@ -1082,22 +1076,10 @@ describe('a coordinator that restarts', () => {
     }
     const [x, y, z] = map.replicasOf(0);
     expect([map.termOf(0), map.lastLeadOf(0), map.neverLed(0)]).toEqual([2, null, true]);
-    const first = await (async () => {
-      const { sent, links } = stubLinks(5);
-      const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
-      try {
-        const term = await prepared(sent, [x, y, z]);
-        const answeredAt = performance.now();
-        // Each replica just started: it reports a full lease wait.
-        for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: 0, lastIndex: 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
-        await untilLead(sent, term, 25);
-        expect(leadOf(sent, term), "the map's leader led, before the reported leases ran out").toBe(x);
-        expect(performance.now() - answeredAt).toBeLessThan(REPLICA_LEASE_MS);
-        return term;
-      } finally {
-        leaders.close();
-      }
-    })();
+    // Each replica just started: it reports a full lease wait.
+    const { term: first, leader, afterMs } = await electionAfterAnswers(map, 5, [x, y, z]);
+    expect(leader, "the map's leader led, before the reported leases ran out").toBe(x);
+    expect(afterMs).toBeLessThan(REPLICA_LEASE_MS);
     expect([map.lastLeadOf(0), map.neverLed(0)]).toEqual([[first, x], false]);
     // Its set shrinks to x alone (y and z removed) and grows again: the map no longer knows who led it last (a time
     // without replicas), but knows that a Lead left, so the next election waits the reported leases out.
@@ -1113,18 +1095,9 @@ describe('a coordinator that restarts', () => {
     const [, d, e] = map.replicasOf(0);
     expect([map.replicasOf(0)[0], map.lastLeadOf(0), map.neverLed(0)]).toEqual([x, null, false]);
     expect(open(0, 3, dir).neverLed(0), 'as the file says').toBe(false);
-    const { sent, links } = stubLinks(5);
-    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
-    try {
-      const term = await prepared(sent, [x, d, e]);
-      const answeredAt = performance.now();
-      for (const n of [x, d, e]) leaders.receive(n, [[0, { type: 'Prepared', term, lastTerm: n === x ? first : 0, lastIndex: n === x ? 3 : 0, leaseWaitMs: REPLICA_LEASE_MS, ledTerm: 0 }]]);
-      for (let i = 0; i < 120 && leadOf(sent, term) < 0; i++) await new Promise((r) => setTimeout(r, 25));
-      expect(leadOf(sent, term), 'a Lead once the leases ran out').toBe(x);
-      expect(performance.now() - answeredAt, 'a Lead before the leases its answers reported ran out').toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
-    } finally {
-      leaders.close();
-    }
+    const again = await electionAfterAnswers(map, 5, [x, d, e], (n) => ({ lastTerm: n === x ? first : 0, lastIndex: n === x ? 3 : 0, ledTerm: 0 }));
+    expect(again.leader, 'a Lead once the leases ran out').toBe(x);
+    expect(again.afterMs, 'a Lead before the leases its answers reported ran out').toBeGreaterThanOrEqual(REPLICA_LEASE_MS);
   });
 
   it('reads a map written before it kept whether a slice was ever led by the rule of then: a slice whose owner changed counts as possibly led', () => {
