@@ -1,8 +1,10 @@
 // msgpack headers read in place, without decoding the value: the reader's side of msgpack-writer.ts, for the paths that
-// walk bytes by their headers (a router's check of packed items, protocol.ts skipValue; a follower's check of a
-// record, setEffectsEnd; the DynamoDB endpoint's JSON written from packed items, coordinator/dynamodb/item-json.ts).
-// Each reader takes a header only whole, within the bytes: a header cut short or a length past the end is no header,
-// the same wherever it is read.
+// walk bytes by their headers (a follower's check of a record, setEffectsEnd; the DynamoDB endpoint's JSON written
+// from packed items, coordinator/dynamodb/item-json.ts; u16 and u32 in a router's check of packed items too,
+// protocol.ts skipValue). Each reader takes a header only whole, within the bytes: a header cut short or a length past
+// the end is no header, the same wherever it is read. skipValue, the router's hot loop, steps over a string as over a
+// bin and checks once, where its value ends, that it ends within the bytes: it refuses the same strings
+// (test/msgpack-headers.test.ts) without a call or a check per string.
 
 /** The 16-bit big-endian length after the type byte at `at`. */
 export const u16 = (b: Uint8Array, at: number): number => (b[at + 1] << 8) | b[at + 2];
@@ -36,8 +38,8 @@ export function stringHeaderBytes(t: number | undefined): number {
 }
 
 /** Where the string at `at` ends (fixstr, str 8, 16 or 32: its header and body), or -1: no string's type byte there,
- * its header cut short by the end of `b`, or its length past the end. The one reader of a string's header; a router
- * reads one per string of every packed item it checks (protocol.ts skipValue), so it reads the type byte once. */
+ * its header cut short by the end of `b`, or its length past the end. The one reader of a string's header where a
+ * string's own end is wanted (skipValue checks only where a whole value ends, above). */
 export function stringEnd(b: Uint8Array, at: number): number {
   const t = b[at];
   let end: number;

@@ -254,10 +254,7 @@ export class PackedItem {
 function skipPackedItem(b: Uint8Array, at: number): number {
   const t = b[at];
   if (!((t >= 0x80 && t <= 0x8f) || t === 0xde || t === 0xdf)) throw new MalformedFrame(`a packed item starts with a map header, not 0x${t?.toString(16)}`);
-  const end = skipValue(b, at);
-  // NaN where an 8-bit length lay past the bytes (b[at + 1] undefined): a cut piece would be empty, so not taken.
-  if (!(end <= b.byteLength)) throw new MalformedFrame(`a packed item ends ${Number.isNaN(end) ? 'with a length' : `${end - b.byteLength} bytes`} past its bytes`);
-  return end;
+  return skipValue(b, at); // within b: skipValue refuses a value that runs past its bytes
 }
 
 /** A msgpack list's item count and where its first item starts, its header at `from` (MalformedFrame if none). */
@@ -367,9 +364,14 @@ export function packedItemBounds(list: Uint8Array, count?: number): number[] {
 /** Where the msgpack value at `at` ends. One loop over a count of the values still to skip
  * (a list or map adds its elements to it), no call per value: this cut is most of the
  * router's work on a merged page (bench/PROFILE.md). Every value takes at least one byte,
- * so a count that a header inflates runs into the end of the bytes and throws. An ext value
- * is refused (MalformedFrame; PackedItem.of says why): every value skipped here is inside a
- * packed item. */
+ * so a count that a header inflates runs into the end of the bytes and throws. A string's or
+ * a bin's length is stepped over as it says, and checked once, after the loop: a header cut
+ * short (NaN) or a length past the bytes leaves `at` past them, where the next value's type
+ * byte is undefined (thrown) or the loop ends (thrown after it). So it refuses what
+ * stringEnd refuses (test/msgpack-headers.test.ts), without a check per string in the
+ * loop: stringEnd called for each str 8-32 and a check per fixstr cost 1.03-1.18x this
+ * (bench/README.md, "One reader of a string's header"). An ext value is refused
+ * (MalformedFrame; PackedItem.of says why): every value skipped here is inside a packed item. */
 export function skipValue(b: Uint8Array, at: number): number {
   let left = 1;
   while (left > 0) {
@@ -384,13 +386,7 @@ export function skipValue(b: Uint8Array, at: number): number {
       left += t & 0x0f; // fixarray
       at += 1;
     }
-    else if (t <= 0xbf) {
-      // fixstr: stringEnd's rule for it (its one malformed form, a length past the bytes), written here: a call per
-      // key made this walk 1.16x as costly (bench/README.md, "One reader of a string's header"); the other forms
-      // call it. test/msgpack-headers.test.ts holds skipValue to stringEnd's refusals.
-      at += 1 + (t & 0x1f);
-      if (at > b.length) stringPastBytes(t);
-    }
+    else if (t <= 0xbf) at += 1 + (t & 0x1f); // fixstr
     else {
       switch (t) {
         case 0xc0: // nil, false, true
@@ -398,19 +394,17 @@ export function skipValue(b: Uint8Array, at: number): number {
         case 0xc3:
           at += 1;
           break;
-        case 0xc4: // bin 8, 16, 32
+        case 0xc4: // bin 8, 16, 32 and str 8, 16, 32
+        case 0xd9:
           at += 2 + b[at + 1];
           break;
         case 0xc5:
+        case 0xda:
           at += 3 + u16(b, at);
           break;
         case 0xc6:
-          at += 5 + u32(b, at);
-          break;
-        case 0xd9: // str 8, 16, 32
-        case 0xda:
         case 0xdb:
-          at = stringWithin(b, at);
+          at += 5 + u32(b, at);
           break;
         case 0xc7: // ext 8, 16, 32 and fixext 1, 2, 4, 8, 16: no item holds one
         case 0xc8:
@@ -464,21 +458,9 @@ export function skipValue(b: Uint8Array, at: number): number {
       }
     }
   }
+  // NaN where a length byte lay past the bytes (b[at + 1] undefined).
+  if (!(at <= b.length)) throw new MalformedFrame(`a packed value ends ${Number.isNaN(at) ? 'with a length' : `${at - b.length} bytes`} past its bytes`);
   return at;
-}
-
-
-
-/** Where the string at `at` ends (stringEnd), within `b`; MalformedFrame if its header or its length runs past `b`. */
-function stringWithin(b: Uint8Array, at: number): number {
-  const end = stringEnd(b, at);
-  if (end < 0) stringPastBytes(b[at]);
-  return end;
-}
-
-/** stringWithin's refusal, out of its way (a call that V8 need not inline into skipValue's loop). */
-function stringPastBytes(t: number): never {
-  throw new MalformedFrame(`a packed string's header or length (0x${t.toString(16)}) runs past its bytes`);
 }
 
 type AnyClientFrame = ClientRequestFrame | ClientResponseFrame;

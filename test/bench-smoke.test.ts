@@ -350,6 +350,11 @@ describe('the benches, end to end with their smallest arguments (real processes 
         }),
       );
     }
+    // A bad value of a number (--flag=value form) is refused in a sentence too, where these read it (intArg).
+    for (const script of ['range-hop.js', 'hop-floor.js']) {
+      const bad = await run(script, '--rounds=x');
+      expect([bad.code, bad.stderr.trim()], script).toEqual([2, 'keyslice: --rounds must be a whole number from 1 to 100, got "x"']);
+    }
     const help = await run('hops.js', '--help');
     expect([help.code, help.stdout.split('\n')[0]]).toEqual([0, expect.stringMatching(/^usage: node dist\/bench\/hops\.js /)]);
   }, 120_000);

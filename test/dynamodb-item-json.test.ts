@@ -97,6 +97,28 @@ describe('itemsJson: a packed page as DynamoDB JSON', () => {
     expect(lastKey(itemsJson(PackedItems.ofItems([packed])), Object.keys(forms))).toEqual(unpackClientValue(packed));
   });
 
+  it("answers LastEvaluatedKey's JSON byte for byte as the whole item's decode did, for every key type, compound keys and bytes no worker writes", () => {
+    // As reads.ts answers it: the key attributes of the last item (lastKey, or the whole item decoded before branch
+    // hdr), converted (fromNativeItem) and stringified.
+    const keyJson = (names: string[], key: Item) => JSON.stringify(fromNativeItem(Object.fromEntries(names.map((n) => [n, key[n]]))));
+    const same = (names: string[], bytes: Uint8Array, what: string) =>
+      expect(keyJson(names, lastKey(itemsJson(PackedItems.ofItems([bytes])), names)!), what).toBe(keyJson(names, unpackClientValue(bytes) as Item));
+    const values = ['a', 'a"b\\c\n\u0001\u007f\u2028', 'é', '日本', '😀x', 'x'.repeat(31), 'x'.repeat(32), 'ü'.repeat(40), 'y'.repeat(70_000),
+      0, 127, 128, 255, 256, 65_535, 65_536, 2 ** 31 - 1, 2 ** 32 - 1, 2 ** 32, 2 ** 53 - 1, -1, -32, -33, -128, -129, -32_768, -32_769, -(2 ** 31), -(2 ** 31) - 1, -(2 ** 53 - 1), 1.5, -2.25, 1e21, 1e-7,
+      { $N: '1.00000000000000000001' }, { $N: '-99999999999999999999999' }, Uint8Array.of(1, 2, 3), new Uint8Array(300).fill(7)];
+    for (const h of values) for (const r of values) same(['pk', 'sk'], packClientItem({ other: 'z', pk: h, list: [1, 'é'], sk: r, __name: 'n', __mtime: 5 }), JSON.stringify([h, r]).slice(0, 80));
+    for (const name of ['é', 'ключ', '😀', 'a b', 'k\u0000']) same([name], packClientItem({ b: 1, [name]: 'v' }), `a key named ${JSON.stringify(name)}`);
+    // A key's string whose bytes are not UTF-8 (an encoded lone surrogate, a stray byte, a cut sequence), short and
+    // long: read as msgpackr reads it in the whole item.
+    for (const body of [[0xed, 0xa0, 0x80], [0x61, 0xff, 0x62], [0xc3], [0xe6, 0x97], [...Array<number>(40).fill(0x61), 0xed, 0xa0, 0x80], [...Array<number>(100).fill(0x61), 0xff]]) {
+      const s = body.length < 32 ? [0xa0 | body.length, ...body] : [0xd9, body.length, ...body];
+      same(['pk'], Uint8Array.from([0x82, 0xa2, 0x70, 0x6b, ...s, 0xa1, 0x62, 0x01]), `bytes ${Buffer.from(body).toString('hex')}`);
+    }
+    // Wider headers than msgpackr writes, for the key's name and its value.
+    same(['pk'], Uint8Array.of(0x81, 0xd9, 0x02, 0x70, 0x6b, 0xdb, 0, 0, 0, 1, 0x61), 'str 8 name, str 32 value');
+    same(['pk'], Uint8Array.of(0x81, 0xda, 0, 0x02, 0x70, 0x6b, 0xcd, 0, 5), 'str 16 name, uint 16 of 5');
+  });
+
   it('writes plain items byte for byte as JSON.stringify does', () => {
     const items = Array.from({ length: 100 }, (_, s) => ({ device: 'range-3', seq: s, f: s / 7, neg: -s * 1000, big: 2 ** 32 + s, payload: 'x'.repeat(160), ok: s % 2 === 0, none: null, __name: `range-3.${s}`, __mtime: 1795419678645 + s }));
     const list = packClientList(items);

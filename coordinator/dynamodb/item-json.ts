@@ -155,9 +155,7 @@ class Writer {
 
   /** Where the value at `at` ends, without reading it: no ext value, every length within the page's bytes. */
   skip(at: number): number {
-    const end = skipValue(this.b, at); // MalformedFrame for an ext value or a length past the bytes
-    if (!(end <= this.b.length)) throw new MalformedFrame('a packed item ends with a length past its page');
-    return end;
+    return skipValue(this.b, at); // MalformedFrame for an ext value or a length past the bytes
   }
 
   /** The key from `at` to `end` (a string with a non-ASCII byte, its bounds read and checked by strHeader), decoded
@@ -385,8 +383,7 @@ export function lastKey(json: ItemsJson, names: readonly string[]): Item | null 
     const keyEnd = stringEnd(b, at);
     if (keyEnd < 0) throw new MalformedFrame(`a packed item has a key that is not a whole string (0x${b[at]?.toString(16)})`);
     const from = at + stringHeaderBytes(b[at]);
-    const end = skipValue(b, keyEnd); // MalformedFrame for an ext value or a string past the bytes
-    if (!(end <= b.length)) throw new MalformedFrame('a packed item ends with a length past its bytes');
+    const end = skipValue(b, keyEnd); // MalformedFrame for an ext value or a length past the bytes
     for (let k = 0; k < names.length; k++) {
       if (!sameText(b, from, keyEnd, names[k])) continue;
       setOwn(key, names[k], keyValue(b, keyEnd, end));
