@@ -124,8 +124,12 @@ const CATALOG_DAMAGE: [string, (c: Json) => unknown, RegExp][] = [
   ['tables not a list', (c) => ((c.tables = {}), c), /: tables must be a list; it is \{\}/],
   ['a table id not below nextTableId', (c) => ((c.tables[1].id = c.nextTableId), c), /: tables\[1\]\.id must be a whole number from 1 to 2; it is 3/],
   ['a table name refused', (c) => ((c.tables[0].name = 'a'), c), /: tables\[0\]\.name must be a table name/],
-  ['a key type not known', (c) => ((c.tables[1].shardingKey.type = 'X'), c), /: tables\[1\] \(table "users"\) has a key design that CreateTable refuses: shardingKey\.type must be one of/],
-  ['buckets of 0', (c) => ((c.tables[0].evenDistribution.buckets = 0), c), /: tables\[0\] \(table "orders"\) has a key design that CreateTable refuses: evenDistribution\.buckets must be a whole number/],
+  ['a key type not known', (c) => ((c.tables[1].shardingKey.type = 'X'), c), /: tables\[1\]\.shardingKey\.type must be one of string, number, binary; it is "X"/],
+  ['a key column without a name', (c) => (delete c.tables[0].sortingKey[1].name, c), /: tables\[0\]\.sortingKey\[1\]\.name must be a string of at most 255 characters; it is missing/],
+  ['a key of no column', (c) => ((c.tables[0].sortingKey = []), c), /: tables\[0\]\.sortingKey must be a column or a list of 1 or more; it is \[\]/],
+  ['a key column twice', (c) => ((c.tables[0].sortingKey[1].name = 'day'), c), /: tables\[0\] \(table "orders"\) names key column "day" twice/],
+  ['buckets of 0', (c) => ((c.tables[0].evenDistribution.buckets = 0), c), /: tables\[0\]\.evenDistribution\.buckets must be a whole number from 1 to 1024; it is 0/],
+  ['even distribution without a sorting key', (c) => ((c.tables[1].evenDistribution = { buckets: 4 }), c), /: tables\[1\]\.evenDistribution is set on a table without a sorting key/],
   ['a time that is not whole', (c) => ((c.tables[0].createdAt = -1), c), /: tables\[0\]\.createdAt must be a whole number from 0 to \d+; it is -1/],
   ['a name twice', (c) => ((c.tables[1].name = 'orders'), c), /: tables\[1\] has the name "orders" of tables\[0\]/],
   ['an id twice', (c) => ((c.tables[1].id = c.tables[0].id), c), /: tables\[1\] has the id 1 of tables\[0\]/],
@@ -139,6 +143,23 @@ describe('catalog.json read back', () => {
     delete saved.format;
     writeFileSync(file, JSON.stringify(saved));
     expect(Catalog.open(dir).names()).toEqual(['orders', 'users']);
+  });
+
+  it('opens a table whose key design CreateTable took when it was made and refuses now (a rule added since)', () => {
+    // Before CreateTable refused a lone UTF-16 surrogate in an attribute name (c2c8d1f), a key column could be named
+    // with one, and JSON keeps it ("\\ud800"). A catalog such a coordinator wrote is valid: refusing it would stop the
+    // coordinator at restart. The file's check takes the key design's shape, not CreateTable's rules of the day.
+    const { dir, file, good } = catalogFolder();
+    const saved = JSON.parse(good) as Json;
+    saved.tables[1].shardingKey.name = 'id\ud800';
+    delete saved.format;
+    const text = JSON.stringify(saved);
+    expect(text, 'JSON keeps the lone surrogate').toContain('\\ud800');
+    writeFileSync(file, text);
+    const catalog = Catalog.open(dir);
+    expect(catalog.get('users').shardingKey, 'read as written').toEqual({ name: 'id\ud800', type: 'string' });
+    expect(catalog.get('users').sharding).toEqual([{ name: 'id\ud800', type: 'string' }]);
+    expect(readFileSync(file, 'utf8'), 'the file is left as it was').toBe(text);
   });
 
   it('refuses a file cut short and each damaged field in turn in one sentence naming the file and the field, leaving it as it was', () => {
