@@ -98,14 +98,16 @@ if (replication !== 'auto' && (!Number.isInteger(replication) || replication < 1
 }
 
 await initHashing();
-const map = ClusterMap.open(args.data!, nodeUrls, sliceCount, replication);
-if (typeof map === 'string') fail(map);
+// The catalog first: opening the map may change it (a node of --nodes joins, replicas are placed, an older map gets its
+// cluster id), and a coordinator that refuses a file must leave every file as it was (docs/operations.md).
 let catalog: Catalog;
 try {
   catalog = Catalog.open(args.data!);
 } catch (err) {
   fail((err as Error).message);
 }
+const map = ClusterMap.open(args.data!, nodeUrls, sliceCount, replication);
+if (typeof map === 'string') fail(map);
 catalog.createProblem = () => map.replicationProblem();
 
 const log = (line: string) => console.log(`keyslice coordinator: ${line}`);
