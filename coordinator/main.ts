@@ -35,6 +35,7 @@ import {
 import { CLIENT_WS_PATH } from '../shared/protocol.js';
 import { Catalog } from './metadata/catalog.js';
 import { DynamoDbEndpoint } from './dynamodb/endpoint.js';
+import { TableSettingsStore } from './dynamodb/table-settings.js';
 import { ClusterMap } from './metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT } from './metadata/failover.js';
 import { ClusterFeed } from './metadata/feed.js';
@@ -98,11 +99,14 @@ if (replication !== 'auto' && (!Number.isInteger(replication) || replication < 1
 }
 
 await initHashing();
-// The catalog first: opening the map may change it (a node of --nodes joins, replicas are placed, an older map gets its
-// cluster id), and a coordinator that refuses a file must leave every file as it was (docs/operations.md).
+// The catalog and DynamoDB's table settings first: opening the map may change it (a node of --nodes joins, replicas
+// are placed, an older map gets its cluster id), and a coordinator that refuses a file must leave every file as it was
+// (docs/operations.md).
 let catalog: Catalog;
+let dynamodbSettings: TableSettingsStore;
 try {
   catalog = Catalog.open(args.data!);
+  dynamodbSettings = TableSettingsStore.open(args.data!);
 } catch (err) {
   fail((err as Error).message);
 }
@@ -134,7 +138,7 @@ const metrics = async () => {
 };
 const studio = new Studio(catalog, cluster, security.token);
 const feed = new ClusterFeed(map, catalog, cluster);
-const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount, metrics: processMetrics });
+const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, settings: dynamodbSettings, token: security.token, sliceCount: map.sliceCount, metrics: processMetrics });
 const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }), requestPath.http);
 const { server, wss } = client;
 

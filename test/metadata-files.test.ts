@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Catalog, CATALOG_FORMAT } from '../coordinator/metadata/catalog.js';
 import { CLUSTER_MAP_FORMAT } from '../coordinator/metadata/cluster-map-file.js';
+import { defaultSettings, DYNAMODB_TABLES_FORMAT, TableSettingsStore } from '../coordinator/dynamodb/table-settings.js';
 import { ClusterMap } from '../coordinator/metadata/cluster-map.js';
 import { StateFileError } from '../shared/state-file.js';
 import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
@@ -182,6 +183,54 @@ describe('catalog.json read back', () => {
   });
 });
 
+/** A data folder with DynamoDB's settings of two tables, as a coordinator wrote them. */
+function settingsFolder(): { dir: string; file: string; good: string } {
+  const dir = newDir();
+  const store = TableSettingsStore.open(dir);
+  store.set('orders', { ...defaultSettings(1_700_000_000_000), billingMode: 'PROVISIONED', readCapacityUnits: 5, writeCapacityUnits: 7, lastDecreaseAt: 1_700_000_100_000, decreasesToday: 1, tags: [{ Key: 'team', Value: 'a' }] });
+  store.set('users', defaultSettings(1_700_000_200_000));
+  const file = join(dir, 'dynamodb-tables.json');
+  return { dir, file, good: readFileSync(file, 'utf8') };
+}
+
+const SETTINGS_DAMAGE: [string, (c: Json) => unknown, RegExp][] = [
+  ['a newer format', (c) => ((c.format = DYNAMODB_TABLES_FORMAT + 1), c), /has format 2, written by a newer coordinator; this one reads format 1 at most/],
+  ['tables a list', (c) => ((c.tables = []), c), /: tables must be a JSON object; it is \[\]/],
+  ['a billing mode not known', (c) => ((c.tables.orders.billingMode = 'FREE'), c), /: tables\["orders"\]\.billingMode must be one of PROVISIONED, PAY_PER_REQUEST; it is "FREE"/],
+  ['a throughput as text', (c) => ((c.tables.orders.readCapacityUnits = '5'), c), /: tables\["orders"\]\.readCapacityUnits must be a whole number from 0; it is "5"/],
+  ['a time that is not whole', (c) => ((c.tables.users.createdAt = 1.5), c), /: tables\["users"\]\.createdAt must be a whole number from 0 to \d+; it is 1.5/],
+  ['no deletion protection', (c) => (delete c.tables.users.deletionProtection, c), /: tables\["users"\]\.deletionProtection must be true or false; it is missing/],
+  ['a tag without a value', (c) => (delete c.tables.orders.tags[0].Value, c), /: tables\["orders"\]\.tags\[0\]\.Value must be a string of at most 256 characters; it is missing/],
+];
+
+describe('dynamodb-tables.json read back', () => {
+  it('is written with its format number; one without it reads as the current format, a throughput above any safe integer too', () => {
+    const { dir, file, good } = settingsFolder();
+    const saved = JSON.parse(good) as Json;
+    expect(saved.format).toBe(DYNAMODB_TABLES_FORMAT);
+    delete saved.format;
+    // UpdateTable bounds a throughput by nothing but "whole, at least 1": a file may hold any such number.
+    saved.tables.orders.writeCapacityUnits = 1e20;
+    writeFileSync(file, JSON.stringify(saved));
+    const store = TableSettingsStore.open(dir);
+    expect(store.get('orders', 1_700_000_000_000)).toEqual(saved.tables.orders);
+    expect(store.get('users', 1_700_000_200_000)).toEqual(defaultSettings(1_700_000_200_000));
+  });
+
+  it('refuses a file cut short and each damaged field in turn in one sentence naming the file and the field, leaving it as it was', () => {
+    const { dir, file, good } = settingsFolder();
+    const texts = [[' cut short', good.slice(0, good.length - 10), /dynamodb-tables\.json is not whole JSON \(.*\): the file is cut short or damaged$/] as const,
+      ...SETTINGS_DAMAGE.map(([what, damage, said]) => [what, JSON.stringify(damage(JSON.parse(good) as Json)), said] as const)];
+    for (const [what, text, said] of texts) {
+      writeFileSync(file, text);
+      const refused = messageOf(() => TableSettingsStore.open(dir));
+      expect(refused, what).toMatch(said);
+      expect(refused.startsWith(file), `${what}: names the file`).toBe(true);
+      expect(readFileSync(file, 'utf8'), `${what}: the file is left as it was`).toBe(text);
+    }
+  });
+});
+
 describe('a coordinator started on a damaged metadata file', () => {
   it('exits 2 within a bound with the one sentence on stderr, serving nothing, and leaves the file as it was', async () => {
     // The last case names a node the map lacks (--nodes): a coordinator that opened the map first would add it, at a new
@@ -191,8 +240,9 @@ describe('a coordinator started on a damaged metadata file', () => {
       ['a map of a newer format', 'cluster-map.json', (m: Json) => ((m.format = CLUSTER_MAP_FORMAT + 1), m), []],
       ['a catalog with a table id not below nextTableId', 'catalog.json', (c: Json) => ((c.tables[0].id = c.nextTableId), c), []],
       ['a catalog with a table id not below nextTableId, and a node the map lacks', 'catalog.json', (c: Json) => ((c.tables[0].id = c.nextTableId), c), [...NODES, 'ws://127.0.0.1:9003']],
+      ['DynamoDB settings with a billing mode not known, and a node the map lacks', 'dynamodb-tables.json', (c: Json) => ((c.tables.orders.billingMode = 'FREE'), c), [...NODES, 'ws://127.0.0.1:9003']],
     ] as const) {
-      const { dir } = name === 'cluster-map.json' ? mapFolder() : catalogFolder();
+      const { dir } = name === 'cluster-map.json' ? mapFolder() : name === 'catalog.json' ? catalogFolder() : settingsFolder();
       if (name !== 'cluster-map.json') {
         const map = ClusterMap.open(dir, NODES, SLICES, 3);
         if (typeof map === 'string') throw new Error(map);
@@ -201,7 +251,7 @@ describe('a coordinator started on a damaged metadata file', () => {
       const text = JSON.stringify(damage(JSON.parse(readFileSync(file, 'utf8')) as Json));
       writeFileSync(file, text);
       const mapBefore = readFileSync(join(dir, 'cluster-map.json'), 'utf8');
-      const expected = name === 'cluster-map.json' ? ClusterMap.open(dir, NODES, SLICES, 3) : messageOf(() => Catalog.open(dir));
+      const expected = name === 'cluster-map.json' ? ClusterMap.open(dir, NODES, SLICES, 3) : messageOf(() => (name === 'catalog.json' ? Catalog.open(dir) : TableSettingsStore.open(dir)));
       expect(expected, what).toMatch(new RegExp(`^${escaped(file)}`));
       const startedAt = performance.now();
       const r = await keyslice(['coordinator', '--data', dir, '--port', '0', '--routers', '0', '--slices', String(SLICES), '--replication-factor', '3', ...(nodes.length > 0 ? ['--nodes', nodes.join(',')] : [])], 30_000, cleanEnv());
