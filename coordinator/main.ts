@@ -20,6 +20,7 @@ import {
   LEADER_HEARTBEAT_TIMEOUT_MS,
   LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
   MOVE_ITEMS_PER_SECOND_DEFAULT,
+  NODE_URL_CHARS_MAX,
   REMOVE_DOWN_AFTER_MS_DEFAULT,
   REMOVE_DOWN_AFTER_MS_MIN,
   REPLICATION_FACTOR_AUTO_MAX,
@@ -32,7 +33,7 @@ import {
   SLICE_COUNT_DEFAULT,
   SLICE_COUNT_MAX,
 } from '../shared/limits.js';
-import { CLIENT_WS_PATH } from '../shared/protocol.js';
+import { CLIENT_WS_PATH, isNodeUrl } from '../shared/protocol.js';
 import { Catalog } from './metadata/catalog.js';
 import { DynamoDbEndpoint } from './dynamodb/endpoint.js';
 import { TableSettingsStore } from './dynamodb/table-settings.js';
@@ -88,7 +89,7 @@ const moveUndoDownMs = intArg('move-undo-down-ms', args['move-undo-down-ms'], RE
 const moveItemsPerSecond = intArg('move-items-per-second', args['move-items-per-second'], 0, 1e9);
 if (!['yes', 'no'].includes(args.rebalance!)) fail('--rebalance must be yes or no');
 const nodeUrls = (args.nodes ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
-for (const u of nodeUrls) if (!/^wss?:\/\/[^/]+$/.test(u)) fail(`--nodes: "${u}" is not a ws://host:port address`);
+for (const u of nodeUrls) if (!isNodeUrl(u)) fail(`--nodes: "${u}" is not a ws://host:port address of at most ${NODE_URL_CHARS_MAX} characters`);
 if (new Set(nodeUrls).size !== nodeUrls.length) fail('--nodes names a slice node twice');
 const secretProblem = missingSecretProblem(args.host!, args['cluster-secret']!);
 if (secretProblem !== null) fail(secretProblem);

@@ -11,6 +11,8 @@ import { Catalog, CATALOG_FORMAT } from '../coordinator/metadata/catalog.js';
 import { CLUSTER_MAP_FORMAT } from '../coordinator/metadata/cluster-map-file.js';
 import { defaultSettings, DYNAMODB_TABLES_FORMAT, TableSettingsStore } from '../coordinator/dynamodb/table-settings.js';
 import { ClusterMap } from '../coordinator/metadata/cluster-map.js';
+import { Membership } from '../coordinator/metadata/membership.js';
+import { NODE_URL_CHARS_MAX } from '../shared/limits.js';
 import { StateFileError } from '../shared/state-file.js';
 import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
 
@@ -108,6 +110,33 @@ describe('cluster-map.json read back', () => {
       expect(readFileSync(file, 'utf8'), `${what}: the file is left as it was`).toBe(text);
     }
   });
+});
+
+describe('a node address the map file would refuse', () => {
+  // ws://host:port longer than the file check takes (NODE_URL_CHARS_MAX): admitted, it would be written to the map, and
+  // the map refused when the coordinator restarts.
+  const long = `ws://${'a'.repeat(NODE_URL_CHARS_MAX)}:7101`;
+
+  it('is refused by keyslice add (and a node that joins), leaving the map as it was', async () => {
+    const { dir, file, good } = mapFolder();
+    const map = ClusterMap.open(dir, NODES, SLICES, 3);
+    if (typeof map === 'string') throw new Error(map);
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    try {
+      expect(() => m.add(long)).toThrow(/a node address is ws:\/\/host:port of at most 2048 characters/);
+      expect(readFileSync(file, 'utf8')).toBe(good);
+    } finally {
+      m.close();
+    }
+  });
+
+  it('is refused in --nodes: exit 2, no map written', async () => {
+    const dir = newDir();
+    const r = await keyslice(['coordinator', '--data', dir, '--port', '0', '--routers', '0', '--nodes', long], 30_000, cleanEnv());
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--nodes: "ws:\/\/a+:7101" is not a ws:\/\/host:port address of at most 2048 characters/);
+    expect(() => readFileSync(join(dir, 'cluster-map.json'))).toThrow(/ENOENT/);
+  }, 40_000);
 });
 
 function catalogFolder(): { dir: string; file: string; good: string } {
