@@ -158,6 +158,8 @@ const CATALOG_DAMAGE: [string, (c: Json) => unknown, RegExp][] = [
   ['a key column without a name', (c) => (delete c.tables[0].sortingKey[1].name, c), /: tables\[0\]\.sortingKey\[1\]\.name must be a string of at most 255 characters; it is missing/],
   ['a key of no column', (c) => ((c.tables[0].sortingKey = []), c), /: tables\[0\]\.sortingKey must be a column or a list of 1 or more; it is \[\]/],
   ['a key column twice', (c) => ((c.tables[0].sortingKey[1].name = 'day'), c), /: tables\[0\] \(table "orders"\) names key column "day" twice/],
+  // An attribute name may hold a line break: the sentence stays one line.
+  ['a key column twice, its name on two lines', (c) => ((c.tables[0].sortingKey[0].name = 'd\nay'), (c.tables[0].sortingKey[1].name = 'd\nay'), c), /: tables\[0\] \(table "orders"\) names key column "d\\nay" twice/],
   ['buckets of 0', (c) => ((c.tables[0].evenDistribution.buckets = 0), c), /: tables\[0\]\.evenDistribution\.buckets must be a whole number from 1 to 1024; it is 0/],
   ['even distribution without a sorting key', (c) => ((c.tables[1].evenDistribution = { buckets: 4 }), c), /: tables\[1\]\.evenDistribution is set on a table without a sorting key/],
   ['a time that is not whole', (c) => ((c.tables[0].createdAt = -1), c), /: tables\[0\]\.createdAt must be a whole number from 0 to \d+; it is -1/],
@@ -207,6 +209,7 @@ describe('catalog.json read back', () => {
       expect(refused, what).toBeInstanceOf(StateFileError);
       expect((refused as Error).message, what).toMatch(said);
       expect((refused as Error).message.startsWith(file), `${what}: names the file`).toBe(true);
+      expect((refused as Error).message.split('\n'), `${what}: one line`).toHaveLength(1);
       expect(readFileSync(file, 'utf8'), `${what}: the file is left as it was`).toBe(text);
     }
   });
@@ -255,6 +258,7 @@ describe('dynamodb-tables.json read back', () => {
       const refused = messageOf(() => TableSettingsStore.open(dir));
       expect(refused, what).toMatch(said);
       expect(refused.startsWith(file), `${what}: names the file`).toBe(true);
+      expect(refused.split('\n'), `${what}: one line`).toHaveLength(1);
       expect(readFileSync(file, 'utf8'), `${what}: the file is left as it was`).toBe(text);
     }
   });

@@ -173,7 +173,7 @@ function storedKeyDesign(f: StateFields, t: Record<string, unknown>, at: string)
   const sorting = t.sortingKey === null || t.sortingKey === undefined ? null : columns(t.sortingKey, `${at}.sortingKey`, SORTING_KEY_COLUMNS_MAX);
   const names = [...sharding.list, ...(sorting?.list ?? [])].map((c) => c.name);
   const twice = names.find((n, i) => names.indexOf(n) !== i);
-  if (twice !== undefined) f.wrong(`${at} (table "${t.name as string}")`, `names key column "${twice}" twice`);
+  if (twice !== undefined) f.wrong(`${at} (table "${t.name as string}")`, `names key column ${JSON.stringify(twice)} twice`);
   let evenDistribution: EvenDistribution | null = null;
   if (t.evenDistribution !== null && t.evenDistribution !== undefined) {
     const e = f.object(t.evenDistribution, `${at}.evenDistribution`);
