@@ -177,6 +177,20 @@ describe('catalog.json read back', () => {
     expect(Catalog.open(dir).names()).toEqual(['orders', 'users']);
   });
 
+  it('opens every key design CreateTable takes, as it was created', () => {
+    const dir = newDir();
+    const catalog = Catalog.open(dir);
+    catalog.create('simple', { name: 'id', type: 'binary' }, null, null);
+    catalog.create('compound', [{ name: 'a', type: 'string' }, { name: 'b', type: 'number' }], [{ name: 'c', type: 'binary' }, { name: 'd', type: 'string' }, { name: 'e', type: 'number' }, { name: 'f', type: 'string' }], null);
+    catalog.create('even.default', { name: 'k', type: 'number' }, { name: 's', type: 'string' }, {});
+    catalog.create('even-max', [{ name: 'k', type: 'string' }], [{ name: 's', type: 'number' }], { buckets: 1024 });
+    catalog.delete('simple');
+    const again = Catalog.open(dir);
+    expect(again.stored()).toEqual(catalog.stored());
+    expect(again.names()).toEqual(['compound', 'even-max', 'even.default']);
+    expect(again.get('compound').sorting).toHaveLength(4);
+  });
+
   it('opens a table whose key design CreateTable took when it was made and refuses now (a rule added since)', () => {
     // Before CreateTable refused a lone UTF-16 surrogate in an attribute name (c2c8d1f), a key column could be named
     // with one, and JSON keeps it ("\\ud800"). A catalog such a coordinator wrote is valid: refusing it would stop the
