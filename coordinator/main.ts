@@ -20,6 +20,7 @@ import {
   LEADER_HEARTBEAT_TIMEOUT_MS,
   LEADER_HEARTBEAT_TIMEOUT_MS_MIN,
   MOVE_ITEMS_PER_SECOND_DEFAULT,
+  NODE_URL_CHARS_MAX,
   REMOVE_DOWN_AFTER_MS_DEFAULT,
   REMOVE_DOWN_AFTER_MS_MIN,
   REPLICATION_FACTOR_AUTO_MAX,
@@ -32,9 +33,10 @@ import {
   SLICE_COUNT_DEFAULT,
   SLICE_COUNT_MAX,
 } from '../shared/limits.js';
-import { CLIENT_WS_PATH } from '../shared/protocol.js';
+import { CLIENT_WS_PATH, isNodeUrl } from '../shared/protocol.js';
 import { Catalog } from './metadata/catalog.js';
 import { DynamoDbEndpoint } from './dynamodb/endpoint.js';
+import { TableSettingsStore } from './dynamodb/table-settings.js';
 import { ClusterMap } from './metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT } from './metadata/failover.js';
 import { ClusterFeed } from './metadata/feed.js';
@@ -87,7 +89,7 @@ const moveUndoDownMs = intArg('move-undo-down-ms', args['move-undo-down-ms'], RE
 const moveItemsPerSecond = intArg('move-items-per-second', args['move-items-per-second'], 0, 1e9);
 if (!['yes', 'no'].includes(args.rebalance!)) fail('--rebalance must be yes or no');
 const nodeUrls = (args.nodes ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
-for (const u of nodeUrls) if (!/^wss?:\/\/[^/]+$/.test(u)) fail(`--nodes: "${u}" is not a ws://host:port address`);
+for (const u of nodeUrls) if (!isNodeUrl(u)) fail(`--nodes: "${u}" is not a ws://host:port address of at most ${NODE_URL_CHARS_MAX} characters`);
 if (new Set(nodeUrls).size !== nodeUrls.length) fail('--nodes names a slice node twice');
 const secretProblem = missingSecretProblem(args.host!, args['cluster-secret']!);
 if (secretProblem !== null) fail(secretProblem);
@@ -98,14 +100,19 @@ if (replication !== 'auto' && (!Number.isInteger(replication) || replication < 1
 }
 
 await initHashing();
-const map = ClusterMap.open(args.data!, nodeUrls, sliceCount, replication);
-if (typeof map === 'string') fail(map);
+// The catalog and DynamoDB's table settings first: opening the map may change it (a node of --nodes joins, replicas
+// are placed, an older map gets its cluster id), and a coordinator that refuses a file must leave every file as it was
+// (docs/operations.md).
 let catalog: Catalog;
+let dynamodbSettings: TableSettingsStore;
 try {
   catalog = Catalog.open(args.data!);
+  dynamodbSettings = TableSettingsStore.open(args.data!);
 } catch (err) {
   fail((err as Error).message);
 }
+const map = ClusterMap.open(args.data!, nodeUrls, sliceCount, replication);
+if (typeof map === 'string') fail(map);
 catalog.createProblem = () => map.replicationProblem();
 
 const log = (line: string) => console.log(`keyslice coordinator: ${line}`);
@@ -132,7 +139,7 @@ const metrics = async () => {
 };
 const studio = new Studio(catalog, cluster, security.token);
 const feed = new ClusterFeed(map, catalog, cluster);
-const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, token: security.token, sliceCount: map.sliceCount, metrics: processMetrics });
+const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, settings: dynamodbSettings, token: security.token, sliceCount: map.sliceCount, metrics: processMetrics });
 const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }), requestPath.http);
 const { server, wss } = client;
 

@@ -23,6 +23,9 @@ export const VALUE_DEPTH_MAX = 32;
 export const TABLE_NAME_CHARS_MIN = 3;
 export const TABLE_NAME_CHARS_MAX = 255;
 export const TABLES_MAX = 256;
+/** A DynamoDB tag's key and value (TagResource, CreateTable's Tags), as DynamoDB bounds them. */
+export const TAG_KEY_CHARS_MAX = 128;
+export const TAG_VALUE_CHARS_MAX = 256;
 
 /** Even distribution: buckets per sharding key (v3io's default is 64). */
 export const EVEN_DISTRIBUTION_BUCKETS_DEFAULT = 64;

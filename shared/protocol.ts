@@ -698,6 +698,13 @@ const FRAMES_TO: Record<NodeFrameReceiver, ReadonlySet<number>> = {
 
 /** A node id or a cluster id: 128 random bits as 32 lowercase hex digits. */
 const IDENTITY = /^[0-9a-f]{32}$/;
+/** A slice node's address: ws://host:port (or wss://), at most NODE_URL_CHARS_MAX characters. The one rule for every
+ * place one comes in (--nodes, keyslice add, a node that joins, an Assign's peers), so that no address the cluster map
+ * file check refuses (coordinator/metadata/cluster-map-file.ts) is ever admitted and written to it. */
+export function isNodeUrl(v: unknown): v is string {
+  return typeof v === 'string' && v.length <= NODE_URL_CHARS_MAX && /^wss?:\/\/[^/\s]+$/.test(v);
+}
+
 export function isIdentity(v: unknown): v is string {
   return typeof v === 'string' && IDENTITY.test(v);
 }
@@ -1064,7 +1071,7 @@ function checkAssignReplication(r: unknown, sliceCount: number): void {
   for (const p of peers as unknown[]) {
     if (!(Array.isArray(p) && p.length === 2 && isNodeIndex(p[0]))) fail('Assign: a peer is [node index, url]');
     if (p[0] === self || peerSet.has(p[0])) fail(`Assign: peer ${p[0]} is this node or named twice`);
-    if (!(typeof p[1] === 'string' && p[1].length <= NODE_URL_CHARS_MAX && /^wss?:\/\/[^/\s]+$/.test(p[1]))) fail(`Assign: peer ${p[0]}'s URL ${show(p[1])} is not ws://host:port`);
+    if (!isNodeUrl(p[1])) fail(`Assign: peer ${p[0]}'s URL ${show(p[1])} is not ws://host:port`);
     peerSet.add(p[0]);
   }
   if (!(Array.isArray(replicas) && replicas.length <= sliceCount)) fail('Assign: replication.replicas is a list of at most slice count [slice, nodes]');

@@ -80,6 +80,9 @@ const NOT_YET: Record<string, string> = {
 export interface DynamoDbOptions {
   /** The coordinator's data folder (DynamoDB's table settings are kept there); null: in memory only. */
   dataDir: string | null;
+  /** The settings of dataDir opened already (the coordinator checks every file of its folder before it changes any);
+   * absent: opened here. */
+  settings?: TableSettingsStore;
   /** The cluster's client token: the secret access key requests must be signed with ('' requires none). */
   token: string;
   sliceCount: number;
@@ -95,7 +98,7 @@ export class DynamoDbEndpoint {
     private readonly ops: Operations,
     private readonly options: DynamoDbOptions,
   ) {
-    this.settings = TableSettingsStore.open(options.dataDir);
+    this.settings = options.settings ?? TableSettingsStore.open(options.dataDir);
   }
 
   /** The endpoint answers every request on the path "/". */

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { TableDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError } from '../../shared/errors.js';
-import { DYNAMODB_LIST_TABLES_LIMIT_MAX, EVEN_DISTRIBUTION_BUCKETS_MAX } from '../../shared/limits.js';
+import { DYNAMODB_LIST_TABLES_LIMIT_MAX, EVEN_DISTRIBUTION_BUCKETS_MAX, TAG_KEY_CHARS_MAX, TAG_VALUE_CHARS_MAX } from '../../shared/limits.js';
 import { isPlainObject } from '../../shared/values.js';
 import { ACCOUNT_ID, type Context, type Handler } from './context.js';
 import { DynamoDbError } from './errors.js';
@@ -118,8 +118,8 @@ function tagsOf(v: unknown, field: string): Tag[] {
     if (!isPlainObject(t) || typeof t.Key !== 'string' || typeof t.Value !== 'string') {
       throw DynamoDbError.serialization(`${field}[${i}] must be {"Key": string, "Value": string}`);
     }
-    if (t.Key.length < 1 || t.Key.length > 128) throw DynamoDbError.validation(`1 validation error detected: Value '${t.Key}' at 'tags.${i + 1}.member.key' failed to satisfy constraint: Member must have length between 1 and 128`);
-    if (t.Value.length > 256) throw DynamoDbError.validation(`1 validation error detected: Value '${t.Value}' at 'tags.${i + 1}.member.value' failed to satisfy constraint: Member must have length less than or equal to 256`);
+    if (t.Key.length < 1 || t.Key.length > TAG_KEY_CHARS_MAX) throw DynamoDbError.validation(`1 validation error detected: Value '${t.Key}' at 'tags.${i + 1}.member.key' failed to satisfy constraint: Member must have length between 1 and ${TAG_KEY_CHARS_MAX}`);
+    if (t.Value.length > TAG_VALUE_CHARS_MAX) throw DynamoDbError.validation(`1 validation error detected: Value '${t.Value}' at 'tags.${i + 1}.member.value' failed to satisfy constraint: Member must have length less than or equal to ${TAG_VALUE_CHARS_MAX}`);
     return { Key: t.Key, Value: t.Value };
   });
 }

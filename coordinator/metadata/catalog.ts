@@ -7,6 +7,7 @@ import type { StoredTable } from '../../shared/cluster-view.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { KEY_TYPES } from '../../shared/key-encoding.js';
 import {
+  ATTRIBUTE_NAME_BYTES_MAX,
   EVEN_DISTRIBUTION_BUCKETS_DEFAULT,
   EVEN_DISTRIBUTION_BUCKETS_MAX,
   SHARDING_KEY_COLUMNS_MAX,
@@ -138,20 +139,48 @@ function readCatalogFile(path: string): { nextTableId: number; tables: Table[] }
     if (typeof t.name !== 'string' || !TABLE_NAME.test(t.name)) f.wrong(`${at}.name`, `must be a table name (${TABLE_NAME_CHARS_MIN} to ${TABLE_NAME_CHARS_MAX} characters of A-Z, a-z, 0-9, "_", "-" and ".")`);
     const id = f.whole(t.id, `${at}.id`, 1, nextTableId - 1);
     const createdAt = f.whole(t.createdAt, `${at}.createdAt`, 0, Number.MAX_SAFE_INTEGER);
-    let shape: Table;
-    try {
-      shape = tableShape(t.name, t.shardingKey, t.sortingKey, t.evenDistribution);
-    } catch (err) {
-      if (!(err instanceof KeysliceError)) throw err;
-      f.wrong(`${at} (table "${t.name}")`, `has a key design that CreateTable refuses: ${err.message}`);
-    }
-    return { ...shape, id, createdAt };
+    return { ...storedKeyDesign(f, t, at), name: t.name, id, createdAt };
   }, TABLES_MAX);
   tables.forEach((t, i) => {
     const first = tables.findIndex((u) => u.name === t.name || u.id === t.id);
     if (first !== i) f.wrong(`tables[${i}]`, `has the ${tables[first].name === t.name ? `name "${t.name}"` : `id ${t.id}`} of tables[${first}]`);
   });
   return { nextTableId, tables };
+}
+
+/** A stored table's key design, checked as read: the shape every coordinator wrote (a column {name, type} or a list of
+ * 1 to the most columns, of distinct attributes; evenDistribution null or {buckets} beside a sorting key), kept as
+ * written. Not CreateTable's rules (tableShape): those refuse what a client may ask for from now on and may tighten (an
+ * attribute name with a lone surrogate was taken until 2026-11-27), and a table made before must still open: a valid
+ * catalog refused is a coordinator that does not start. */
+function storedKeyDesign(f: StateFields, t: Record<string, unknown>, at: string): Pick<Table, 'shardingKey' | 'sortingKey' | 'evenDistribution' | 'sharding' | 'sorting'> {
+  const column = (c: unknown, cAt: string): KeySchema => {
+    const o = f.object(c, cAt);
+    const name = f.string(o.name, `${cAt}.name`, ATTRIBUTE_NAME_BYTES_MAX);
+    if (name === '') f.wrong(`${cAt}.name`, 'must be an attribute name; it is ""');
+    return { name, type: f.oneOf(o.type, `${cAt}.type`, KEY_TYPES) };
+  };
+  const columns = (v: unknown, field: string, max: number): { described: KeyColumns; list: KeySchema[] } => {
+    if (!Array.isArray(v)) {
+      const one = column(v, field);
+      return { described: one, list: [one] };
+    }
+    if (v.length === 0) f.wrong(field, 'must be a column or a list of 1 or more; it is []');
+    const list = f.listOf(v, field, undefined, column, max);
+    return { described: list, list };
+  };
+  const sharding = columns(t.shardingKey, `${at}.shardingKey`, SHARDING_KEY_COLUMNS_MAX);
+  const sorting = t.sortingKey === null || t.sortingKey === undefined ? null : columns(t.sortingKey, `${at}.sortingKey`, SORTING_KEY_COLUMNS_MAX);
+  const names = [...sharding.list, ...(sorting?.list ?? [])].map((c) => c.name);
+  const twice = names.find((n, i) => names.indexOf(n) !== i);
+  if (twice !== undefined) f.wrong(`${at} (table "${t.name as string}")`, `names key column ${JSON.stringify(twice)} twice`);
+  let evenDistribution: EvenDistribution | null = null;
+  if (t.evenDistribution !== null && t.evenDistribution !== undefined) {
+    const e = f.object(t.evenDistribution, `${at}.evenDistribution`);
+    evenDistribution = { buckets: f.whole(e.buckets, `${at}.evenDistribution.buckets`, 1, EVEN_DISTRIBUTION_BUCKETS_MAX) };
+    if (sorting === null) f.wrong(`${at}.evenDistribution`, 'is set on a table without a sorting key');
+  }
+  return { shardingKey: sharding.described, sortingKey: sorting?.described ?? null, evenDistribution, sharding: sharding.list, sorting: sorting?.list ?? [] };
 }
 
 /** A table's key design checked as CreateTable checks it, without creating it (id 0):

@@ -13,20 +13,19 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
+import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
 import { MapSaveError, savedOr, type ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
-import { isIdentity, SliceOp } from '../../shared/protocol.js';
+import { isIdentity, isNodeUrl, SliceOp } from '../../shared/protocol.js';
 import { NodeLink, type NodeHello } from './node-link.js';
 import { FAILOVER_TIMING_DEFAULT, majority, type FailoverTiming } from './failover.js';
 import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
 import { SliceMover, Throttle } from './slice-mover.js';
 
-const NODE_URL = /^wss?:\/\/[^/\s]+$/;
 
 /** A replicated slice that, without a node being removed, keeps no majority of live replicas (`up` of `size` up;
  * `down`, its replicas that are down). */
@@ -1273,7 +1272,7 @@ export class Membership {
 }
 
 function checkUrl(url: unknown): string {
-  if (typeof url !== 'string' || !NODE_URL.test(url)) throw new KeysliceError('ValidationError', `a node address is ws://host:port; got ${JSON.stringify(url)}`);
+  if (!isNodeUrl(url)) throw new KeysliceError('ValidationError', `a node address is ws://host:port of at most ${NODE_URL_CHARS_MAX} characters; got ${JSON.stringify(url)}`);
   return url;
 }
 
