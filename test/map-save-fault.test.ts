@@ -10,7 +10,7 @@
 // a retryable error and changes nothing (the node keeps its link and its replicas, which take writes), and a retry once
 // the fault is gone removes it. And keyslice remove --forget-data (R=1) whose save fails: undone, the node keeps its
 // slices and serves them (its link, closed for the hand-over, opened again), and a retry removes it.
-import { mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { lstatSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
@@ -21,10 +21,44 @@ import { bulk, drainedOff, replicaSets, elasticClusters, led, leadershipsSpread,
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Tries, and ms, that makeSaveFault waits at most for a save in flight to rename its temporary file away. */
+const SAVE_IN_FLIGHT_TRIES_MAX = 200;
+const SAVE_IN_FLIGHT_WAIT_MS = 5_000;
+
+/** Makes the map file's temporary path `tmp` a folder, so that the coordinator's next save fails at its open (EISDIR).
+ * The coordinator may be mid-save right then: a save (shared/state-file.ts writeStateFile, synchronous) holds `tmp` as
+ * a plain file from its open to its rename, an fsync between (tens of ms under load), and mkdir meets it (EEXIST). So
+ * while a plain file is there the mkdir is tried again, bounded in tries and time: a save renames its file away, and
+ * once the mkdir succeeds no save can be in flight (each one after fails at its open). A plain file that stays (a save
+ * that leaves its temporary file behind), or a folder already there, fails the test. */
+async function makeSaveFault(tmp: string): Promise<void> {
+  const until = performance.now() + SAVE_IN_FLIGHT_WAIT_MS;
+  for (let tries = 1; ; tries++) {
+    try {
+      mkdirSync(tmp);
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      let plainFile = false;
+      try {
+        plainFile = lstatSync(tmp).isFile();
+      } catch (gone) {
+        // Renamed away between the mkdir and the look: tried again at once.
+        if ((gone as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        throw gone;
+      }
+      if (!plainFile || tries >= SAVE_IN_FLIGHT_TRIES_MAX || performance.now() > until) {
+        throw new Error(`${tmp} cannot be made a folder after ${tries} tries: ${plainFile ? 'the coordinator\'s temporary file stays there' : 'something other than a plain file is there'}`, { cause: err });
+      }
+    }
+    await sleep(10);
+  }
+}
+
 /** Each story's start: 4 slice nodes at R=3 with replicas and leaderships spread and every change settled, 100 bulk
- * items written, and writers under way. The fault is the map file's temporary path made a folder (shared/state-file.ts
- * writeStateFile: written, then renamed over the map); end() removes it if still there and stops the writers, whatever
- * the removal throws (they would go on against the next test's cluster). */
+ * items written, and writers under way. The fault is the map file's temporary path made a folder (makeSaveFault); end()
+ * removes it if still there and stops the writers, whatever the removal throws (they would go on against the next
+ * test's cluster). */
 async function loadedCluster(log?: (line: string) => void) {
   const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, log });
   await waitFor(
@@ -44,8 +78,8 @@ async function loadedCluster(log?: (line: string) => void) {
     e,
     load,
     mapFile: join(e.dataDir, 'coordinator', 'cluster-map.json'),
-    makeFault: () => {
-      mkdirSync(tmp);
+    makeFault: async () => {
+      await makeSaveFault(tmp);
       faulty = true;
     },
     clearFault: () => {
@@ -95,7 +129,7 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       );
       // The fault first, then the map as it is: a save just before (the tick records settled changes a tick after
       // status says them settled) would otherwise make the file differ from what was read.
-      makeFault();
+      await makeFault();
       const onDisk = readFileSync(mapFile, 'utf8');
       const stBefore = await e.status();
       const aReplicas = stBefore.nodes.find((n) => n.node === a.url)!.replicas;
@@ -128,7 +162,7 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
     const { e, load, mapFile, makeFault, clearFault, end } = await loadedCluster();
     try {
       const a = e.nodes[0];
-      makeFault();
+      await makeFault();
       // Read once the fault is in place (see above).
       const onDisk = readFileSync(mapFile, 'utf8');
       const before = (await e.status()).nodes.find((n) => n.node === a.url)!;
@@ -182,7 +216,7 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
     try {
       const before = (await e.status()).nodes.find((n) => n.node === c.url)!;
       expect(before.slices).toBeGreaterThan(0);
-      mkdirSync(tmp);
+      await makeSaveFault(tmp);
       faulty = true;
       const mapFile = join(e.dataDir, 'coordinator', 'cluster-map.json');
       const onDisk = readFileSync(mapFile, 'utf8');
