@@ -163,6 +163,9 @@ const machineBusy = new Map<string, number[]>();
 const redirectsMet = new Map<string, number>();
 const record = (label: string, entry: Map<string, Row> | string) => rounds.set(label, [...(rounds.get(label) ?? []), entry]);
 
+/** An error as one line of the report: no table cell breaks (|), no line breaks, at most 300 characters. */
+const reportLine = (err: unknown): string => (err as Error).message.replace(/\|/g, '/').replace(/\s+/g, ' ').slice(0, 300);
+
 /** Runs every client run of `clientRuns` in turn, each `clients` client processes at once, and records their rows under
  * `label`; `servers` are the processes whose CPU is reported (name and PID, looked up when each run starts). */
 async function measure(label: string, script: string, scriptArgs: string[], servers: () => { name: string; pid: number; workers?: number }[]): Promise<void> {
@@ -174,7 +177,7 @@ async function measure(label: string, script: string, scriptArgs: string[], serv
       if (rows.size === 0) throw err; // the round failed whole (the caller records it)
       // --cpu-by-workload yes: the workloads measured before keep their rows, as their CPU figures are kept; this one
       // and those after it are not measured in this round.
-      const message = (err as Error).message.replace(/\|/g, '/').replace(/\s+/g, ' ').slice(0, 200);
+      const message = reportLine(err);
       failedRounds.push(`${label}: ${ws.join(',')} failed in a round, the workloads after it not run in that round (${message})`);
       log(`${label}, ${ws.join(',')}: failed: ${message}`);
       break;
@@ -256,7 +259,7 @@ async function everySliceLed(url: string, secret: string, replicated: boolean): 
 }
 
 const failed = (label: string, err: unknown) => {
-  const message = (err as Error).message.replace(/\|/g, '/').replace(/\s+/g, ' ').slice(0, 300);
+  const message = reportLine(err);
   record(label, `failed: ${message}`);
   log(`${label}: failed: ${message}`);
 };
