@@ -2027,7 +2027,8 @@ function plainValueEnd(b: Uint8Array, at: number, depth: number): number {
   if (t === undefined) return -1;
   if (t <= 0x7f || t >= 0xe0) end = at + 1; // fixint
   else if (t >= 0x90 && t <= 0x9f) return plainListEnd(b, at + 1, t & 0x0f, depth);
-  else if (t >= 0xa0 && t <= 0xbf) return stringEnd(b, at); // fixstr
+  // fixstr: its length in its type byte, its end checked below with the others' (stringEnd would read the type again)
+  else if (t >= 0xa0 && t <= 0xbf) end = at + 1 + (t & 0x1f);
   else {
     switch (t) {
       case 0xc0: // nil, false, true
