@@ -14,7 +14,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { ClusterOptions, LocalCluster, ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { untilAllLed } from './cluster-led.js';
 import { median } from './median.js';
 
@@ -36,7 +36,7 @@ const ROUNDS = intArg('rounds', args.rounds, 1, 20);
 const PORT = args.port === '0' ? 0 : intArg('port', args.port, 1024, 65000);
 const LED_WAIT_S = 120;
 const LOG_LAG_MS = 1_000;
-if (args.join !== 'at-start' && args.join !== 'later') throw new Error(`--join is at-start or later, not ${args.join}`);
+if (args.join !== 'at-start' && args.join !== 'later') fail(`--join must be at-start or later, got ${args.join}`);
 const JOIN_LATER = args.join === 'later';
 /** When the start call returned: the coordinator's ready line, or with --join later the last node's. */
 const READY = JOIN_LATER ? 'last node ready' : 'coordinator ready';

@@ -355,6 +355,9 @@ describe('the benches, end to end with their smallest arguments (real processes 
       const bad = await run(script, '--rounds=x');
       expect([bad.code, bad.stderr.trim()], script).toEqual([2, 'keyslice: --rounds must be a whole number from 1 to 100, got "x"']);
     }
+    // And a value not among an option's choices (cluster-start's --join), before it starts any process.
+    const choice = await run('cluster-start.js', '--join=soon');
+    expect([choice.code, choice.stderr.trim()], 'cluster-start.js --join=soon').toEqual([2, 'keyslice: --join must be at-start or later, got soon']);
     const help = await run('hops.js', '--help');
     expect([help.code, help.stdout.split('\n')[0]]).toEqual([0, expect.stringMatching(/^usage: node dist\/bench\/hops\.js /)]);
   }, 120_000);

@@ -43,8 +43,8 @@ async function makeSaveFault(tmp: string): Promise<void> {
       try {
         plainFile = lstatSync(tmp).isFile();
       } catch (gone) {
-        // Renamed away between the mkdir and the look: tried again at once.
-        if ((gone as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        // Renamed away between the mkdir and the look: tried again at once (still bounded in tries).
+        if ((gone as NodeJS.ErrnoException).code === 'ENOENT' && tries < SAVE_IN_FLIGHT_TRIES_MAX) continue;
         throw gone;
       }
       if (!plainFile || tries >= SAVE_IN_FLIGHT_TRIES_MAX || performance.now() > until) {

@@ -77,10 +77,7 @@ const MAP_DAMAGE: [string, (m: Json) => unknown, RegExp][] = [
 describe('cluster-map.json read back', () => {
   it('is written with its format number, and one without it (written before) reads as the current format', () => {
     const { dir, file, good } = mapFolder();
-    const saved = JSON.parse(good) as Json;
-    expect(saved.format).toBe(CLUSTER_MAP_FORMAT);
-    delete saved.format;
-    writeFileSync(file, JSON.stringify(saved));
+    const saved = rewrittenWithoutFormat(file, good, CLUSTER_MAP_FORMAT);
     const map = ClusterMap.open(dir, NODES, SLICES, 3);
     if (typeof map === 'string') throw new Error(map);
     expect(map.replicasOf(0), 'read as written').toEqual([saved.owners[0], ...saved.followers[0]]);
@@ -170,10 +167,7 @@ const CATALOG_DAMAGE: [string, (c: Json) => unknown, RegExp][] = [
 describe('catalog.json read back', () => {
   it('is written with its format number, and one without it reads as the current format', () => {
     const { dir, file, good } = catalogFolder();
-    const saved = JSON.parse(good) as Json;
-    expect(saved.format).toBe(CATALOG_FORMAT);
-    delete saved.format;
-    writeFileSync(file, JSON.stringify(saved));
+    rewrittenWithoutFormat(file, good, CATALOG_FORMAT);
     expect(Catalog.open(dir).names()).toEqual(['orders', 'users']);
   });
 
@@ -252,12 +246,8 @@ const SETTINGS_DAMAGE: [string, (c: Json) => unknown, RegExp][] = [
 describe('dynamodb-tables.json read back', () => {
   it('is written with its format number; one without it reads as the current format, a throughput above any safe integer too', () => {
     const { dir, file, good } = settingsFolder();
-    const saved = JSON.parse(good) as Json;
-    expect(saved.format).toBe(DYNAMODB_TABLES_FORMAT);
-    delete saved.format;
     // UpdateTable bounds a throughput by nothing but "whole, at least 1": a file may hold any such number.
-    saved.tables.orders.writeCapacityUnits = 1e20;
-    writeFileSync(file, JSON.stringify(saved));
+    const saved = rewrittenWithoutFormat(file, good, DYNAMODB_TABLES_FORMAT, (s) => (s.tables.orders.writeCapacityUnits = 1e20));
     const store = TableSettingsStore.open(dir);
     expect(store.get('orders', 1_700_000_000_000)).toEqual(saved.tables.orders);
     expect(store.get('users', 1_700_000_200_000)).toEqual(defaultSettings(1_700_000_200_000));
@@ -311,6 +301,17 @@ describe('a coordinator started on a damaged metadata file', () => {
     }
   }, 90_000);
 });
+
+/** A metadata file as a coordinator wrote it (`good`, checked to hold its `format` number), written back without that
+ * number, as a coordinator before formats wrote it, and with `change` made: what was written. */
+function rewrittenWithoutFormat(file: string, good: string, format: number, change: (saved: Json) => unknown = () => {}): Json {
+  const saved = JSON.parse(good) as Json;
+  expect(saved.format, `${file} is written with its format number`).toBe(format);
+  delete saved.format;
+  change(saved);
+  writeFileSync(file, JSON.stringify(saved));
+  return saved;
+}
 
 /** `text` as a RegExp matches it. */
 const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
