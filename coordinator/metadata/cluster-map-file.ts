@@ -2,8 +2,8 @@
 // check every field goes through when it is read, before any of it is used (ClusterMap.open). A file that is damaged,
 // changed by hand or written by a newer coordinator is refused in one sentence naming the file, the field and what is
 // wrong (shared/state-file.ts StateFields), and the coordinator exits with it: it never serves on a map read in part.
-// What one field says of another (a slice's replicas on distinct, present nodes; a leaving or joining replica in its
-// set) is the map's own rule, checked on every change too (cluster-map.ts replicasProblem).
+// What one field says of another (a slice's leader and followers on distinct, present nodes; a leaving or joining
+// replica in its set) is the map's own rule, checked on every change too (cluster-map.ts replicasProblem).
 import type { NodeStatus } from '../../shared/cluster-view.js';
 import { CLUSTER_NODE_INDEX_MAX, NODE_URL_CHARS_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import { isIdentity } from '../../shared/protocol.js';
@@ -82,8 +82,6 @@ export function readClusterMapFile(path: string): ClusterMapState | null {
     saved[field] === undefined ? undefined : f.listOf(saved[field], field, nodes.length, entry);
   const status = perNode('status', (e, at) => f.oneOf(e, at, STATUSES));
   const owners = f.listOf(saved.owners, 'owners', sliceCount, nodeOrNone);
-  const removed = owners.findIndex((o) => o >= 0 && status?.[o] === 'removed');
-  if (removed >= 0) f.wrong(`owners[${removed}]`, `is node ${owners[removed]}, which status says was removed`);
   const term = (e: unknown, at: string) => f.whole(e, at, 1, TERM_MAX);
   return {
     ...saved,
