@@ -17,7 +17,7 @@ import {
   TABLES_MAX,
 } from '../../shared/limits.js';
 import { isPlainObject, validateAttributeName } from '../../shared/values.js';
-import { readStateFile, StateFields, writeStateFile } from '../../shared/state-file.js';
+import { readStateFields, type StateFields, writeStateFile } from '../../shared/state-file.js';
 
 export interface Table extends TableDescription {
   id: number;
@@ -130,11 +130,10 @@ export class Catalog {
  * CreateTable checks it (tableShape); its id is below nextTableId (ids are never reused), and names and ids are
  * distinct. */
 function readCatalogFile(path: string): { nextTableId: number; tables: Table[] } | null {
-  const raw = readStateFile<unknown>(path);
-  if (raw === null) return null;
-  const f: StateFields = new StateFields(path, 'coordinator');
-  const saved = f.object(raw, 'the file');
-  f.format(saved.format, CATALOG_FORMAT);
+  const read = readStateFields(path, 'coordinator', CATALOG_FORMAT);
+  if (read === null) return null;
+  const f: StateFields = read.f;
+  const saved = read.saved;
   const nextTableId = f.whole(saved.nextTableId, 'nextTableId', 1, Number.MAX_SAFE_INTEGER);
   const tables = f.listOf(saved.tables, 'tables', undefined, (e, at) => {
     const t = f.object(e, at);
