@@ -51,6 +51,18 @@ export function damagedFile(path: string, what: string): string {
   return `${path}: ${what}; the file was changed by hand or is damaged`;
 }
 
+/** The state file at `path` read for checking (null: there is none): its JSON an object, its format number no newer
+ * than `known` (StateFields.format); the fields (`saved`) to check with `f` (bind it as `const f: StateFields`: TypeScript
+ * narrows by a never-returning check only through a name of declared type). Every checked reader starts here. */
+export function readStateFields(path: string, who: string, known: number): { f: StateFields; saved: Record<string, unknown> } | null {
+  const raw = readStateFile<unknown>(path);
+  if (raw === null) return null;
+  const f = new StateFields(path, who);
+  const saved = f.object(raw, 'the file');
+  f.format(saved.format, known);
+  return { f, saved };
+}
+
 /** The checks a state file's fields go through when read, each throwing StateFileError with the file, the field (a
  * path such as `owners[3]`) and what is wrong. `who` names the version that writes it ("coordinator"). */
 export class StateFields {

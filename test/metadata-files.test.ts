@@ -56,7 +56,7 @@ const MAP_DAMAGE: [string, (m: Json) => unknown, RegExp][] = [
   ['one owner short', (m) => (m.owners.pop(), m), /: owners must be a list of 8; it has 7/],
   ['an owner out of range', (m) => ((m.owners[3] = 3), m), /: owners\[3\] must be a whole number from -1 to 2; it is 3/],
   ['an owner that is not whole', (m) => ((m.owners[0] = 0.5), m), /: owners\[0\] must be a whole number from -1 to 2; it is 0.5/],
-  ['an owner removed', (m) => ((m.status[m.owners[0]] = 'removed'), m), /: owners\[0\] is node 0, which status says was removed/],
+  ['an owner removed', (m) => ((m.status[m.owners[0]] = 'removed'), m), /: slice 0's leader \(node 0\) is on a removed node/],
   ['a node id that is not one', (m) => ((m.nodeIds[0] = 'abc'), m), /: nodeIds\[0\] must be an id of 32 hex digits/],
   ['a cluster id that is not one', (m) => ((m.clusterId = 7), m), /: clusterId must be an id of 32 hex digits/],
   ['followers not a list', (m) => ((m.followers[2] = 1), m), /: followers\[2\] must be a list; it is 1/],

@@ -6,7 +6,7 @@
 // deleted and created again, through either API, starts from the defaults.
 import { join } from 'node:path';
 import { TAG_KEY_CHARS_MAX, TAG_VALUE_CHARS_MAX } from '../../shared/limits.js';
-import { readStateFile, StateFields, writeStateFile } from '../../shared/state-file.js';
+import { readStateFields, type StateFields, writeStateFile } from '../../shared/state-file.js';
 
 export interface Tag {
   Key: string;
@@ -93,11 +93,10 @@ export class TableSettingsStore {
  * field and what is wrong, and the coordinator does not start. Each field as this file has always held it: a
  * throughput is any whole number from 0 (UpdateTable sets no upper bound, so none is asked here). */
 function readSettingsFile(path: string): [string, TableSettings][] {
-  const raw = readStateFile<unknown>(path);
-  if (raw === null) return [];
-  const f: StateFields = new StateFields(path, 'coordinator');
-  const saved = f.object(raw, 'the file');
-  f.format(saved.format, DYNAMODB_TABLES_FORMAT);
+  const read = readStateFields(path, 'coordinator', DYNAMODB_TABLES_FORMAT);
+  if (read === null) return [];
+  const f: StateFields = read.f;
+  const saved = read.saved;
   const time = (v: unknown, at: string) => f.whole(v, at, 0, Number.MAX_SAFE_INTEGER);
   const units = (v: unknown, at: string): number => {
     if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) f.wrong(at, `must be a whole number from 0; it is ${JSON.stringify(v) ?? 'missing'}`);

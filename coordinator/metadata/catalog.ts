@@ -17,7 +17,7 @@ import {
   TABLES_MAX,
 } from '../../shared/limits.js';
 import { isPlainObject, validateAttributeName } from '../../shared/values.js';
-import { readStateFile, StateFields, writeStateFile } from '../../shared/state-file.js';
+import { readStateFields, type StateFields, writeStateFile } from '../../shared/state-file.js';
 
 export interface Table extends TableDescription {
   id: number;
@@ -45,6 +45,8 @@ const COLUMN_FIELDS = ['name', 'type'];
 const EVEN_DISTRIBUTION_FIELDS = ['buckets'];
 
 const TABLE_NAME = new RegExp(`^[A-Za-z0-9_.-]{${TABLE_NAME_CHARS_MIN},${TABLE_NAME_CHARS_MAX}}$`);
+/** TABLE_NAME in words: CreateTable's refusal and the catalog file's say it alike. */
+const TABLE_NAME_RULE = `${TABLE_NAME_CHARS_MIN} to ${TABLE_NAME_CHARS_MAX} characters of A-Z, a-z, 0-9, "_", "-" and "."`;
 
 /** A table by the name a request gave: the catalog's and a router's copy answer alike. */
 export function tableNamed(tables: ReadonlyMap<string, Table>, name: unknown): Table {
@@ -89,7 +91,7 @@ export class Catalog {
     if (typeof name !== 'string' || !TABLE_NAME.test(name)) {
       throw new KeysliceError(
         'ValidationError',
-        `table name must be ${TABLE_NAME_CHARS_MIN} to ${TABLE_NAME_CHARS_MAX} characters of A-Z, a-z, 0-9, "_", "-" and "."; got ${JSON.stringify(name)}`,
+        `table name must be ${TABLE_NAME_RULE}; got ${JSON.stringify(name)}`,
       );
     }
     const shape = tableShape(name, shardingKey, sortingKey, evenDistribution);
@@ -128,15 +130,14 @@ export class Catalog {
  * CreateTable checks it (tableShape); its id is below nextTableId (ids are never reused), and names and ids are
  * distinct. */
 function readCatalogFile(path: string): { nextTableId: number; tables: Table[] } | null {
-  const raw = readStateFile<unknown>(path);
-  if (raw === null) return null;
-  const f: StateFields = new StateFields(path, 'coordinator');
-  const saved = f.object(raw, 'the file');
-  f.format(saved.format, CATALOG_FORMAT);
+  const read = readStateFields(path, 'coordinator', CATALOG_FORMAT);
+  if (read === null) return null;
+  const f: StateFields = read.f;
+  const saved = read.saved;
   const nextTableId = f.whole(saved.nextTableId, 'nextTableId', 1, Number.MAX_SAFE_INTEGER);
   const tables = f.listOf(saved.tables, 'tables', undefined, (e, at) => {
     const t = f.object(e, at);
-    if (typeof t.name !== 'string' || !TABLE_NAME.test(t.name)) f.wrong(`${at}.name`, `must be a table name (${TABLE_NAME_CHARS_MIN} to ${TABLE_NAME_CHARS_MAX} characters of A-Z, a-z, 0-9, "_", "-" and ".")`);
+    if (typeof t.name !== 'string' || !TABLE_NAME.test(t.name)) f.wrong(`${at}.name`, `must be a table name (${TABLE_NAME_RULE})`);
     const id = f.whole(t.id, `${at}.id`, 1, nextTableId - 1);
     const createdAt = f.whole(t.createdAt, `${at}.createdAt`, 0, Number.MAX_SAFE_INTEGER);
     return { ...storedKeyDesign(f, t, at), name: t.name, id, createdAt };

@@ -2,12 +2,12 @@
 // check every field goes through when it is read, before any of it is used (ClusterMap.open). A file that is damaged,
 // changed by hand or written by a newer coordinator is refused in one sentence naming the file, the field and what is
 // wrong (shared/state-file.ts StateFields), and the coordinator exits with it: it never serves on a map read in part.
-// What one field says of another (a slice's replicas on distinct, present nodes; a leaving or joining replica in its
-// set) is the map's own rule, checked on every change too (cluster-map.ts replicasProblem).
+// What one field says of another (a slice's leader and followers on distinct, present nodes; a leaving or joining
+// replica in its set) is the map's own rule, checked on every change too (cluster-map.ts replicasProblem).
 import type { NodeStatus } from '../../shared/cluster-view.js';
 import { CLUSTER_NODE_INDEX_MAX, NODE_URL_CHARS_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import { isIdentity } from '../../shared/protocol.js';
-import { readStateFile, StateFields, writeStateFile } from '../../shared/state-file.js';
+import { readStateFields, type StateFields, writeStateFile } from '../../shared/state-file.js';
 
 /** The format this coordinator writes and the newest it reads. A file without one was written before it was kept and
  * reads as this one (each field added since says how it reads where absent). Raise it when a change would be misread
@@ -64,11 +64,10 @@ export interface ClusterMapState {
 /** The map file at `path`, each field checked (StateFileError, with the sentence, where one is wrong), or null where
  * there is none. Fields it does not know are kept as they are (a coordinator carries them over unread). */
 export function readClusterMapFile(path: string): ClusterMapState | null {
-  const raw = readStateFile<unknown>(path);
-  if (raw === null) return null;
-  const f: StateFields = new StateFields(path, 'coordinator');
-  const saved = f.object(raw, 'the file');
-  f.format(saved.format, CLUSTER_MAP_FORMAT);
+  const read = readStateFields(path, 'coordinator', CLUSTER_MAP_FORMAT);
+  if (read === null) return null;
+  const f: StateFields = read.f;
+  const saved = read.saved;
   const sliceCount = f.whole(saved.sliceCount, 'sliceCount', 1, SLICE_COUNT_MAX);
   const epoch = f.whole(saved.epoch, 'epoch', 1, Number.MAX_SAFE_INTEGER);
   const nodes = f.listOf(saved.nodes, 'nodes', undefined, (e, at) => f.string(e, at, NODE_URL_CHARS_MAX), CLUSTER_NODE_INDEX_MAX);
@@ -82,8 +81,6 @@ export function readClusterMapFile(path: string): ClusterMapState | null {
     saved[field] === undefined ? undefined : f.listOf(saved[field], field, nodes.length, entry);
   const status = perNode('status', (e, at) => f.oneOf(e, at, STATUSES));
   const owners = f.listOf(saved.owners, 'owners', sliceCount, nodeOrNone);
-  const removed = owners.findIndex((o) => o >= 0 && status?.[o] === 'removed');
-  if (removed >= 0) f.wrong(`owners[${removed}]`, `is node ${owners[removed]}, which status says was removed`);
   const term = (e: unknown, at: string) => f.whole(e, at, 1, TERM_MAX);
   return {
     ...saved,

@@ -90,7 +90,7 @@ export class ClusterMap {
     assert(state.owners.length === state.sliceCount, 'one owner per slice');
     assert(state.status.length === state.nodes.length, 'one status per node');
     assert(state.nodeIds.length === state.nodes.length, 'one node id (or null) per node');
-    assert(state.owners.every((o) => o >= -1 && o < state.nodes.length && (o === -1 || state.status[o] !== 'removed')), 'every owner is a known, present node');
+    assert(state.owners.every((o) => o >= -1 && o < state.nodes.length), 'every owner is a known node (on a present one: checkReplicas)');
   }
 
   /** Loads the persisted map, or creates one that spreads the slices evenly in
@@ -808,6 +808,7 @@ function replicasProblem(s: State): string | null {
     const f = s.followers[slice];
     const owner = s.owners[slice];
     if (!(owner >= 0 || f.length === 0)) return `slice ${slice} has followers (${f.join(',')}) but no leader`;
+    if (owner >= 0 && s.status[owner] === 'removed') return `slice ${slice}'s leader (node ${owner}) is on a removed node`;
     if (new Set([owner, ...f]).size !== f.length + 1) return `slice ${slice}'s replicas (${[owner, ...f].join(',')}) are not on distinct nodes`;
     if (!f.every((n) => n >= 0 && n < s.nodes.length && s.status[n] !== 'removed')) return `slice ${slice}'s followers (${f.join(',')}) are not all on present nodes`;
     if (!(Number.isSafeInteger(s.terms[slice]) && s.terms[slice] >= 1)) return `slice ${slice}'s term (${s.terms[slice]}) is not a positive whole number`;
