@@ -46,6 +46,7 @@ const args = parseArgs(
     'redis-server': { default: '', help: 'the redis-server binary (empty: the one on this machine, installed with apt-get if missing; none: no Redis runs)' },
     out: { default: join(here, '..', '..', 'bench', 'SCALE.md'), help: 'the report to write' },
     note: { default: '', help: 'a sentence about the machine or the run, put in the report as it is' },
+    'warm-s': { default: '0', help: 'seconds of every workload each system takes from its clients, unmeasured, before it is measured (a fresh cluster\'s V8 still compiles its hot code on the nodes\' other threads during its first tens of seconds of load)' },
     'cpu-by-workload': { default: 'no', help: 'yes: each workload is a client run of its own, so that the CPU figures are each workload\'s (get then reads a key set its run writes first, as get alone does in bench/load.ts); no: one client run of every workload in turn, its CPU figures over all of them' },
   },
   'usage: node dist/bench/scale.js [--shapes 0:2:2,2:2:2,1:3:2:1] [--clients 2] [--workload put,get,range,batch] [--duration 10] [--redis-server /usr/bin/redis-server]',
@@ -61,13 +62,14 @@ const clients = intArg('clients', args.clients, 1, 64);
 const duration = intArg('duration', args.duration, 1, 3600);
 const ops = intArg('ops', args.ops, 1, 10_000_000);
 const roundCount = intArg('rounds', args.rounds, 1, 20);
+const warmSeconds = intArg('warm-s', args['warm-s'], 0, 600);
 const failedRounds: string[] = [];
 const workloads = args.workload!.split(',');
 for (const w of workloads) if (!WORKLOADS.includes(w)) fail(`--workload: "${w}" is not one of ${WORKLOADS.join(', ')}`);
 if (args['cpu-by-workload'] !== 'yes' && args['cpu-by-workload'] !== 'no') fail(`--cpu-by-workload must be yes or no, got ${args['cpu-by-workload']}`);
 /** The client runs of each system per round: every workload in one run, or (--cpu-by-workload yes) one run each. */
 const clientRuns: string[][] = args['cpu-by-workload'] === 'yes' ? workloads.map((w) => [w]) : [workloads];
-const shape = ['--duration', String(duration), '--ops', String(ops), '--connections', args.connections!, '--concurrency', args.concurrency!];
+const shape = (seconds: number) => ['--duration', String(seconds), '--ops', String(ops), '--connections', args.connections!, '--concurrency', args.concurrency!];
 
 const log = (line: string) => process.stderr.write(`keyslice scale: ${line}\n`);
 
@@ -100,15 +102,15 @@ interface Result {
 
 /** One client process (`script` under dist/bench with `scriptArgs`) running `ws` in turn; resolves with its results
  * (or an error). */
-function runClient(script: string, scriptArgs: string[], ws: string[]): Promise<{ results: Result[]; redirects?: number }> {
-  const child = spawn(process.execPath, [join(here, script), ...scriptArgs, ...shape, '--workload', ws.join(',')], { stdio: ['ignore', 'pipe', 'pipe'] });
+function runClient(script: string, scriptArgs: string[], ws: string[], seconds = duration): Promise<{ results: Result[]; redirects?: number }> {
+  const child = spawn(process.execPath, [join(here, script), ...scriptArgs, ...shape(seconds), '--workload', ws.join(',')], { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
   let out = '';
   let err = '';
   child.stdout.on('data', (c: Buffer) => (out += c));
   child.stderr.on('data', (c: Buffer) => (err += c));
   // Preloading (range) is not in --duration: a generous bound on top.
-  const timer = setTimeout(() => child.kill('SIGKILL'), (duration * ws.length + 300) * 1000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), (seconds * ws.length + 300) * 1000);
   return new Promise((resolveRun, reject) =>
     child.on('exit', (code) => {
       clearTimeout(timer);
@@ -169,6 +171,11 @@ const reportLine = (err: unknown): string => (err as Error).message.replace(/\|/
 /** Runs every client run of `clientRuns` in turn, each `clients` client processes at once, and records their rows under
  * `label`; `servers` are the processes whose CPU is reported (name and PID, looked up when each run starts). */
 async function measure(label: string, script: string, scriptArgs: string[], servers: () => { name: string; pid: number; workers?: number }[]): Promise<void> {
+  if (warmSeconds > 0) {
+    // Unmeasured: its results, CPU and errors are dropped (a warm-up that fails fails the round, as a run would).
+    log(`${label}: warming up, ${warmSeconds} s of ${workloads.join(',')} from ${clients} clients`);
+    await Promise.all(Array.from({ length: clients }, () => runClient(script, scriptArgs, workloads, warmSeconds)));
+  }
   const rows = new Map<string, Row>();
   for (const ws of clientRuns) {
     try {
@@ -466,7 +473,7 @@ Command: \`${process.env.npm_lifecycle_event === 'bench:scale' ? `npm run bench:
 
 Each keyslice shape is a fresh local cluster (routers:nodes:workers; slice durability \`${args.durability}\`), driven by
 ${clients} client processes at once (bench/load.ts, ${args.connections} connections and ${args.concurrency} requests in flight
-each, ${duration} s or ${fmt(ops)} ops per workload, one table per client). Each Redis is driven by ${clients} client
+each, ${duration} s or ${fmt(ops)} ops per workload, one table per client)${warmSeconds > 0 ? `, after ${warmSeconds} s of every workload unmeasured (\`--warm-s\`; Redis too)` : ', measured from its first request (no `--warm-s`)'}. Each Redis is driven by ${clients} client
 processes of the same shape (bench/redis-load.ts: ${args.connections} connections to each shard, ${args.concurrency} requests
 in flight, the same keys and ~200-byte items, a key prefix per client): put is HSET of a new item, get HGETALL
 of an item put wrote, range ZRANGEBYLEX of 100 items from a sorted set per device (100,000 items preloaded per
