@@ -38,25 +38,39 @@ function plainParseError(err: Error & { code?: string }): string {
   }
 }
 
-/** A command line's options as node:util parseArgs reads them (`options`; strict, no positionals), and `--help` (-h):
- * the one reader of the processes' and the benches' options. `--help` prints `help` and exits 0; anything it does not
- * take (an option it does not know, a value missing or given to a flag, an argument) prints what is wrong, where to
- * look, and the usage line, and exits EXIT_USAGE (refuseCommandLine): a sentence, never parseArgs' stack trace.
- * `usage`'s first line is "usage: <command> ...", whose command the sentence names ("try keyslice node --help",
- * "try node dist/bench/hops.js --help"). */
-export function readOptions<O extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: O, usage: string, help = usage): OptionValues<O> {
-  let values: Record<string, unknown>;
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const;
+
+/** What readArguments answers: parseArgs' values (typed by each option's type, default and `multiple`, and --help),
+ * and the arguments where `allowPositionals`. */
+type Arguments<O extends Options, P extends boolean> = ReturnType<typeof parseArgv<{ args: string[]; options: O & typeof HELP_OPTION; strict: true; allowPositionals: P }>>;
+
+/** The one reader of options: a command line as node:util parseArgs reads it (`options`, strict; arguments besides
+ * only where `allowPositionals`), and `--help` (-h), which prints `help` and exits 0. Anything it does not take (an
+ * option it does not know, a value missing or given to a flag, an argument not allowed) is thrown as a UsageError of
+ * one plain sentence, which the caller says its way: readOptions (a process, a bench) with its usage line, a keyslice
+ * command that talks to a cluster (coordinator/cli) naming the command, after its own checks' UsageErrors. */
+export function readArguments<const O extends Options, const P extends boolean>(args: string[], options: O, help: string, allowPositionals: P): Arguments<O, P> {
+  const read = readCommandLine({ args, options: { ...options, ...HELP_OPTION }, strict: true, allowPositionals }) as Arguments<O, P>;
+  if ((read.values as { help?: boolean }).help === true) {
+    console.log(help);
+    process.exit(0);
+  }
+  return read;
+}
+
+/** A process's or a bench's options (readArguments, no arguments besides): `--help` prints `help` and exits 0;
+ * anything it does not take prints what is wrong, where to look, and the usage line, and exits EXIT_USAGE
+ * (refuseCommandLine): a sentence, never parseArgs' stack trace. `usage`'s first line is "usage: <command> ...",
+ * whose command the sentence names ("try keyslice node --help", "try node dist/bench/hops.js --help"). */
+export function readOptions<O extends Options>(argv: string[], options: O, usage: string, help = usage): OptionValues<O> {
   try {
-    values = readCommandLine({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values;
+    return readArguments(argv, options, help, false).values as OptionValues<O>;
   } catch (err) {
     if (err instanceof UsageError) refuseCommandLine(err.message, usage);
     throw err;
   }
-  if (values.help === true) {
-    console.log(help);
-    process.exit(0);
-  }
-  return values as OptionValues<O>;
 }
 
 /** Refuses a command line (readOptions, or a bench's own check of its options, a UsageError): `message`, where to
@@ -70,7 +84,7 @@ export function refuseCommandLine(message: string, usage: string): never {
 }
 
 /** What readOptions answers for `options`: parseArgs' values, typed by each option's type, default and `multiple`. */
-type OptionValues<O extends NonNullable<ParseArgsConfig['options']>> = ReturnType<typeof parseArgv<{ options: O; strict: true; allowPositionals: false }>>['values'];
+type OptionValues<O extends Options> = ReturnType<typeof parseArgv<{ options: O; strict: true; allowPositionals: false }>>['values'];
 
 /** `env`: an environment variable that sets the option when the command line does not (docker-compose). */
 export type ArgSpec = Record<string, { default?: string; help: string; env?: string }>;
