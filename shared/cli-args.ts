@@ -65,8 +65,22 @@ export function readArguments<const O extends Options, const P extends boolean>(
  * (refuseCommandLine): a sentence, never parseArgs' stack trace. `usage`'s first line is "usage: <command> ...",
  * whose command the sentence names ("try keyslice node --help", "try node dist/bench/hops.js --help"). */
 export function readOptions<O extends Options>(argv: string[], options: O, usage: string, help = usage): OptionValues<O> {
+  return refusing(usage, () => readArguments(argv, options, help, false).values as OptionValues<O>);
+}
+
+/** readOptions for a bench that also takes arguments (folders, files: `positionals`), refused the same way; how many it
+ * takes is the bench's to check (refuseCommandLine). */
+export function readOptionsAndArguments<O extends Options>(argv: string[], options: O, usage: string, help = usage): { values: OptionValues<O>; positionals: string[] } {
+  return refusing(usage, () => {
+    const read = readArguments(argv, options, help, true);
+    return { values: read.values as OptionValues<O>, positionals: read.positionals };
+  });
+}
+
+/** `read`'s UsageError refused with `usage` (refuseCommandLine). */
+function refusing<T>(usage: string, read: () => T): T {
   try {
-    return readArguments(argv, options, help, false).values as OptionValues<O>;
+    return read();
   } catch (err) {
     if (err instanceof UsageError) refuseCommandLine(err.message, usage);
     throw err;
@@ -74,11 +88,12 @@ export function readOptions<O extends Options>(argv: string[], options: O, usage
 }
 
 /** Refuses a command line (readOptions, or a bench's own check of its options, a UsageError): `message`, where to
- * look (the command of `usage`'s first line, "usage: <command> [...]", with --help; after `--` where npm runs it),
- * then that usage line, on stderr; exits EXIT_USAGE. */
+ * look (the command of `usage`'s first line, "usage: <command> [...]", up to its first option or the first argument
+ * it names, "DIR" or "<folder>", with --help; after `--` where npm runs it), then that usage line, on stderr; exits
+ * EXIT_USAGE. */
 export function refuseCommandLine(message: string, usage: string): never {
   const line = usage.split('\n')[0];
-  const m = /^usage: (.+?)( \[-- | \[| --|$)/.exec(line);
+  const m = /^usage: (.+?)( \[-- | \[| --| (?=[A-Z<])|$)/.exec(line);
   const command = m === null ? undefined : m[1] + (m[2] === ' [-- ' ? ' --' : '');
   fail(`${message}${command === undefined ? '' : ` (try ${command} --help)`}\n${line}`);
 }
@@ -106,9 +121,17 @@ export function parseArgs<S extends ArgSpec>(argv: string[], spec: S, usage: str
 
 export function intArg(name: string, value: string | undefined, min: number, max: number): number {
   const n = Number(value);
-  if (value === undefined || !Number.isInteger(n) || n < min || n > max) {
+  // Number('') is 0: an empty value (--port=) is no number.
+  if (value === undefined || value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
     fail(`--${name} must be a whole number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
   }
+  return n;
+}
+
+/** A number from `min` to `max`, fractions too (seconds), checked as intArg checks a whole number. */
+export function numberArg(name: string, value: string | undefined, min: number, max: number): number {
+  const n = Number(value);
+  if (value === undefined || value.trim() === '' || !(n >= min && n <= max)) fail(`--${name} must be a number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
   return n;
 }
 
