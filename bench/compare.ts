@@ -43,6 +43,7 @@ import { childPids, cpuSecondsOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllAtExit } from './stop-all.js';
 import { ensureNpmPeers, ensureRedis, PEERS_DIR, ROOT, run, versionOf } from './peers.js';
 import { RedisAdapter, SEQ_DIGITS, type RedisCtor } from './redis-adapter.js';
+import { median } from './median.js';
 import { freePort, startRedisServer } from './redis-servers.js';
 import { getInput, queryInput, SdkClientPool, sdkItem, type PoolSample } from './sdk-clients.js';
 
@@ -405,13 +406,6 @@ interface Summary {
   serverCpuMsPerOp: number;
   clientCpuMsPerOp: number;
   errors: Record<string, number>;
-}
-
-function median(xs: number[]): number {
-  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 function summarize(records: RunRecord[], system: SystemId, workload: Workload): Summary | null {

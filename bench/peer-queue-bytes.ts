@@ -22,6 +22,7 @@ import { readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.j
 import { PEER_LINK_QUEUE_BYTES_MAX, PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES, PEER_LINK_QUEUED_MESSAGE_BYTES } from '../shared/limits.js';
 import type { FoldableMessage } from '../shared/replication-protocol.js';
 import { PeerLinks, type PeerEntry } from '../slice-worker/peer-links.js';
+import { median } from './median.js';
 
 /** Entries queued per round (ENTRIES=N): within one link's share of PEER_LINK_QUEUE_BYTES_MAX as each is counted. */
 const ENTRIES = Number(process.env.ENTRIES ?? 40_000);
@@ -78,8 +79,6 @@ async function round(shape: 'KeepAlive' | number): Promise<Round> {
   if (sink === 0) throw new Error('unreachable');
   return { v8: (v8Bytes(queued) - v8Bytes(dropped)) / ENTRIES, rss: (queued.rss - before.rss) / ENTRIES };
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 // `--round SHAPE`: one round, in a process of its own that the bench starts (below), not a user's command line.
 if (process.argv[2] === '--round') {
