@@ -11,7 +11,8 @@ export const EXIT_CANNOT_LISTEN = 1;
 
 export class UsageError extends Error {}
 
-/** node:util parseArgs, strict; what it refuses becomes a UsageError with one plain sentence. */
+/** node:util parseArgs, strict; what it refuses becomes a UsageError with one plain sentence. Under readArguments;
+ * called directly only where parseArgs' tokens are wanted (bench/load.ts refuses an option given twice). */
 export function readCommandLine<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgv<T>> {
   try {
     return parseArgv(config);
