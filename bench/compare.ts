@@ -34,7 +34,7 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { spawnUntilReady, startLocalCluster, stopProcess, type LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readCommandLine, refuseCommandLine, UsageError } from '../shared/cli-args.js';
+import { readArguments, refuseCommandLine, UsageError } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
@@ -43,6 +43,7 @@ import { childPids, cpuSecondsOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllAtExit } from './stop-all.js';
 import { ensureNpmPeers, ensureRedis, PEERS_DIR, ROOT, run, versionOf } from './peers.js';
 import { RedisAdapter, SEQ_DIGITS, type RedisCtor } from './redis-adapter.js';
+import { median } from './median.js';
 import { freePort, startRedisServer } from './redis-servers.js';
 import { getInput, queryInput, SdkClientPool, sdkItem, type PoolSample } from './sdk-clients.js';
 
@@ -124,7 +125,7 @@ apt-get install redis-server (needs root), npm install in bench/peers.
                     DIR/<system>/ (summarize them: node dist/bench/profile-top.js DIR/<system>)
   --out FILE        where the report goes (default bench/RESULTS.md; with --only dynamodb, bench/DYNAMODB.md)`;
 
-function parseArgs(argv: string[]): Config | 'help' {
+function parseArgs(argv: string[]): Config {
   const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, sdkProcesses: 4, sdkWarmupOps: SDK_WARMUP_OPS_PER_PROCESS, out: '', only: 'all', sdkCpuProf: '' };
   const num = (flag: string, v: string | undefined, min: number, max: number, whole: boolean): number => {
     const n = Number(v);
@@ -134,13 +135,12 @@ function parseArgs(argv: string[]): Config | 'help' {
     return n;
   };
   const text = { type: 'string' } as const;
-  const { values: v } = readCommandLine({
-    args: argv,
-    options: { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, 'sdk-processes': text, 'sdk-warmup-ops': text, 'sdk-cpu-prof': text, out: text, only: text, help: { type: 'boolean', short: 'h' } },
-    strict: true,
-    allowPositionals: false,
-  });
-  if (v.help === true) return 'help';
+  const { values: v } = readArguments(
+    argv,
+    { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, 'sdk-processes': text, 'sdk-warmup-ops': text, 'sdk-cpu-prof': text, out: text, only: text },
+    USAGE,
+    false,
+  );
   if (v.rounds !== undefined) cfg.rounds = num('--rounds', v.rounds, 1, 20, true);
   if (v.duration !== undefined) cfg.durationS = num('--duration', v.duration, 0.5, 600, false);
   if (v.warmup !== undefined) cfg.warmupS = num('--warmup', v.warmup, 0, 60, false);
@@ -405,13 +405,6 @@ interface Summary {
   serverCpuMsPerOp: number;
   clientCpuMsPerOp: number;
   errors: Record<string, number>;
-}
-
-function median(xs: number[]): number {
-  const s = xs.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 function summarize(records: RunRecord[], system: SystemId, workload: Workload): Summary | null {
@@ -749,18 +742,13 @@ function codeState(): string {
 // ---- main ----------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
-  let parsed: Config | 'help';
+  let cfg: Config;
   try {
-    parsed = parseArgs(process.argv.slice(2));
+    cfg = parseArgs(process.argv.slice(2));
   } catch (err) {
     if (err instanceof UsageError) refuseCommandLine(err.message, USAGE);
     throw err;
   }
-  if (parsed === 'help') {
-    console.log(USAGE);
-    return 0;
-  }
-  const cfg = parsed;
   const t0 = performance.now();
   const codeAtStart = codeState();
   const loadBefore = loadavg();

@@ -21,6 +21,7 @@ import { isMainThread, MessageChannel, parentPort, receiveMessageOnPort, Worker,
 import { Piscina } from 'piscina';
 import WebSocket, { WebSocketServer } from 'ws';
 import { intArg, readOptions } from '../shared/cli-args.js';
+import { median } from './median.js';
 
 const SELF = new URL(import.meta.url);
 const PAYLOAD_BYTES = 64;
@@ -301,7 +302,6 @@ async function atomicsAsyncHop(): Promise<Hop> {
 }
 
 const quantile = (s: number[], q: number) => s[Math.min(s.length - 1, Math.floor(s.length * q))];
-const median = (xs: number[]) => quantile([...xs].sort((a, b) => a - b), 0.5);
 
 async function main(): Promise<void> {
   const opts = readOptions(

@@ -12,6 +12,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { intArg, parseArgs } from '../shared/cli-args.js';
 import { encodeShardingPart } from '../shared/key-encoding.js';
+import { median } from './median.js';
 
 const args = parseArgs(
   process.argv.slice(2),
@@ -52,7 +53,6 @@ function pass(Tracker: TrackerClass, keys: string[]): number {
   return Number(process.hrtime.bigint() - start) / keys.length;
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const times = builds.map(() => streams.map((): number[] => []));
 for (const T of trackers) for (const [, keys] of streams) pass(T, keys.slice(0, 20_000)); // warm up
 const load = [loadavg()[0]];

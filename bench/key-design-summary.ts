@@ -6,6 +6,7 @@
 //   node dist/bench/key-design-summary.js DIR [DIR...]
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.js';
 import { median } from './median.js';
 
 interface Run {
@@ -27,11 +28,9 @@ interface Run {
   failure?: string;
 }
 
-const dirs = process.argv.slice(2);
-if (dirs.length === 0) {
-  console.error('usage: node dist/bench/key-design-summary.js DIR [DIR...] (folders of bench/load.js --json outputs)');
-  process.exit(2);
-}
+const USAGE = 'usage: node dist/bench/key-design-summary.js DIR [DIR...] (folders of bench/load.js --json outputs)';
+const dirs = readOptionsAndArguments(process.argv.slice(2), {}, USAGE).positionals;
+if (dirs.length === 0) refuseCommandLine('no folder given', USAGE);
 
 const runs: Run[] = [];
 const skipped: string[] = [];

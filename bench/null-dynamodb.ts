@@ -17,6 +17,7 @@
 // prints "null DynamoDB server listening on http://127.0.0.1:P" once it listens.
 import http from 'node:http';
 import { crc32 } from 'node:zlib';
+import { intArg, readOptions } from '../shared/cli-args.js';
 
 const TARGET_PREFIX = 'DynamoDB_20120810.';
 const CONTENT_TYPE = 'application/x-amz-json-1.0';
@@ -76,19 +77,14 @@ export function startNullServer(port: number, queryItems: number, payload: strin
 }
 
 function main(): void {
-  const arg = (flag: string, fallback: string) => {
-    const i = process.argv.indexOf(flag);
-    return i > 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1] : fallback;
-  };
-  const port = Number(arg('--port', '0'));
-  const queryItems = Number(arg('--query-items', '100'));
-  const payloadBytes = Number(arg('--payload-bytes', '170'));
-  for (const [name, v] of [['--port', port], ['--query-items', queryItems], ['--payload-bytes', payloadBytes]] as const) {
-    if (!Number.isInteger(v) || v < 0 || v > 65_535) {
-      console.error(`null-dynamodb: ${name} must be a whole number from 0 to 65535, got ${v}`);
-      process.exit(2);
-    }
-  }
+  const opts = readOptions(
+    process.argv.slice(2),
+    { port: { type: 'string', default: '0' }, 'query-items': { type: 'string', default: '100' }, 'payload-bytes': { type: 'string', default: '170' } },
+    'usage: node dist/bench/null-dynamodb.js [--port 0] [--query-items 100] [--payload-bytes 170]',
+  );
+  const port = intArg('port', opts.port, 0, 65_535);
+  const queryItems = intArg('query-items', opts['query-items'], 0, 65_535);
+  const payloadBytes = intArg('payload-bytes', opts['payload-bytes'], 0, 65_535);
   startNullServer(port, queryItems, 'x'.repeat(payloadBytes)).then(
     (server) => {
       console.log(`null DynamoDB server listening on http://127.0.0.1:${(server.address() as { port: number }).port}`);

@@ -7,19 +7,15 @@
 // measures the older code:
 //   node dist/bench/numbers.js [--rounds 5] [--ops 200000]
 import { fromNativeItem, toNativeItem } from '../coordinator/dynamodb/attribute-values.js';
+import { intArg, readOptions } from '../shared/cli-args.js';
 import { applyUpdate, evaluate } from '../shared/expression-eval.js';
 import { initHashing, keyHash } from '../shared/hashing.js';
 import { encodeKeyPart, type KeyValue } from '../shared/key-encoding.js';
 import { validateItem, type Item } from '../shared/values.js';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  const n = i < 0 ? fallback : Number(process.argv[i + 1]);
-  if (!Number.isInteger(n) || n <= 0 || n > 100_000_000) throw new Error(`--${name} takes a whole number of at most 1e8`);
-  return n;
-};
-const ROUNDS = arg('rounds', 5);
-const OPS = arg('ops', 200_000);
+const opts = readOptions(process.argv.slice(2), { rounds: { type: 'string', default: '5' }, ops: { type: 'string', default: '200000' } }, 'usage: node dist/bench/numbers.js [--rounds 5] [--ops 200000]');
+const ROUNDS = intArg('rounds', opts.rounds, 1, 100_000_000);
+const OPS = intArg('ops', opts.ops, 1, 100_000_000);
 
 const wireDoubles = { pk: { S: 'device-17' }, sk: { N: '1700000060' }, temp: { N: '21.5' }, count: { N: '42' }, ratio: { N: '0.1' }, big: { N: '9007199254740991' } };
 const wireDecimals = { pk: { S: 'device-17' }, sk: { N: '1700000060' }, amount: { N: '12345678901234567890123456789.12345678' }, id: { N: '9007199254740993' } };

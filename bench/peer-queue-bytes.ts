@@ -12,14 +12,17 @@
 //   to its size, so that its growth is not counted.
 // The overhead of a message's bytes is the measured figure less their length.
 //
-//   npm run build && node --expose-gc dist/bench/peer-queue-bytes.js [rounds]    (ENTRIES=N, SHAPES=KeepAlive,16,...)
+//   npm run build && node dist/bench/peer-queue-bytes.js [rounds]    (ENTRIES=N, SHAPES=KeepAlive,16,...)
+// (each round's process is started with --expose-gc by the bench)
 import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { WebSocketServer } from 'ws';
+import { readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.js';
 import { PEER_LINK_QUEUE_BYTES_MAX, PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES, PEER_LINK_QUEUED_MESSAGE_BYTES } from '../shared/limits.js';
 import type { FoldableMessage } from '../shared/replication-protocol.js';
 import { PeerLinks, type PeerEntry } from '../slice-worker/peer-links.js';
+import { median } from './median.js';
 
 /** Entries queued per round (ENTRIES=N): within one link's share of PEER_LINK_QUEUE_BYTES_MAX as each is counted. */
 const ENTRIES = Number(process.env.ENTRIES ?? 40_000);
@@ -34,7 +37,6 @@ interface Round {
 }
 
 const gc = (globalThis as { gc?: () => void }).gc;
-if (gc === undefined) throw new Error('run with node --expose-gc');
 
 function full(): NodeJS.MemoryUsage {
   gc!();
@@ -78,13 +80,16 @@ async function round(shape: 'KeepAlive' | number): Promise<Round> {
   return { v8: (v8Bytes(queued) - v8Bytes(dropped)) / ENTRIES, rss: (queued.rss - before.rss) / ENTRIES };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-
+// `--round SHAPE`: one round, in a process of its own that the bench starts (below), not a user's command line.
 if (process.argv[2] === '--round') {
+  if (gc === undefined) throw new Error('a round runs with node --expose-gc');
   const shape = process.argv[3] === 'KeepAlive' ? 'KeepAlive' : Number(process.argv[3]);
   console.log(JSON.stringify(await round(shape)));
 } else {
-  const rounds = Number(process.argv[2] ?? 5);
+  const USAGE = 'usage: node dist/bench/peer-queue-bytes.js [ROUNDS]  (rounds a shape, default 5)';
+  const [roundsText = '5', ...more] = readOptionsAndArguments(process.argv.slice(2), {}, USAGE).positionals;
+  if (more.length > 0 || !/^[1-9][0-9]{0,3}$/.test(roundsText)) refuseCommandLine(`ROUNDS must be one whole number from 1 to 9999, got "${process.argv.slice(2).join(' ')}"`, USAGE);
+  const rounds = Number(roundsText);
   const self = fileURLToPath(import.meta.url);
   console.log(`node ${process.version}; ${ENTRIES} entries a round, ${rounds} rounds a shape, each in its own process; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   console.log(`counted now: a KeepAlive PEER_LINK_QUEUED_MESSAGE_BYTES ${PEER_LINK_QUEUED_MESSAGE_BYTES}; a message's bytes their length + PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES ${PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES} (a worker's share: PEER_LINK_QUEUE_BYTES_MAX ${PEER_LINK_QUEUE_BYTES_MAX} / its node's workers)`);

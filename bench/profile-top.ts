@@ -8,6 +8,7 @@
 //   node dist/bench/profile-top.js DIR [--top 15] [--under decodeSliceResults,encodeClientFrame] [--last 8 --skip-end 1] [--inclusive]
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { intArg, numberArg, readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.js';
 
 interface ProfileNode {
   id: number;
@@ -23,24 +24,22 @@ interface Profile {
   endTime: number;
 }
 
-const dir = process.argv[2];
-const topIndex = process.argv.indexOf('--top');
-const top = topIndex > 0 ? Number(process.argv[topIndex + 1]) : 15;
-const underIndex = process.argv.indexOf('--under');
-const under = underIndex > 0 ? process.argv[underIndex + 1].split(',') : [];
-const seconds = (flag: string) => {
-  const i = process.argv.indexOf(flag);
-  return i > 0 ? Number(process.argv[i + 1]) * 1e6 : null;
-};
+const USAGE = 'usage: node dist/bench/profile-top.js DIR [--top N] [--under NAME,NAME] [--last SECONDS [--skip-end SECONDS]] [--inclusive]';
+const { values: opts, positionals } = readOptionsAndArguments(
+  process.argv.slice(2),
+  { top: { type: 'string', default: '15' }, under: { type: 'string' }, last: { type: 'string' }, 'skip-end': { type: 'string' }, inclusive: { type: 'boolean', default: false } },
+  USAGE,
+);
+if (positionals.length !== 1) refuseCommandLine(`takes one folder of .cpuprofile files, got ${positionals.length}`, USAGE);
+const dir = positionals[0];
+const top = intArg('top', opts.top, 1, 100_000);
+const under = opts.under?.split(',') ?? [];
+const SECONDS_MAX = 86_400;
 // --inclusive: also the functions with the most time on the stack (self and below), which names the callers
 // (a timer's callback, a frame's handler) that a cost comes from.
-const inclusive = process.argv.includes('--inclusive');
-const lastUs = seconds('--last');
-const skipEndUs = seconds('--skip-end') ?? 0;
-if (dir === undefined) {
-  console.error('usage: node dist/bench/profile-top.js DIR [--top N] [--under NAME,NAME] [--last SECONDS [--skip-end SECONDS]] [--inclusive]');
-  process.exit(2);
-}
+const inclusive = opts.inclusive;
+const lastUs = opts.last === undefined ? null : numberArg('last', opts.last, 0, SECONDS_MAX) * 1e6;
+const skipEndUs = opts['skip-end'] === undefined ? 0 : numberArg('skip-end', opts['skip-end'], 0, SECONDS_MAX) * 1e6;
 /** A frame's row name: its function and, where it has one, its file and line. */
 const frameKey = (f: ProfileNode['callFrame']): string => `${f.functionName || '(anonymous)'}${f.url === '' ? '' : ` ${basename(f.url)}:${f.lineNumber + 1}`}`;
 

@@ -23,6 +23,7 @@ import { PAGE_ITEMS_MAX } from '../shared/limits.js';
 import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { freshStore } from './fresh-store.js';
+import { median } from './median.js';
 import { scanPage } from '../coordinator/router/operations.js';
 
 const opts = readOptions(process.argv.slice(2), { items: { type: 'string', default: '100' }, rounds: { type: 'string', default: '9' } }, 'usage: node dist/bench/range-hop.js [--items 100] [--rounds 9]');
@@ -59,7 +60,7 @@ function cpuTimes(fs: (() => unknown)[]): number[] {
       runs[k].push((used.user + used.system) / n);
     });
   }
-  return runs.map((list) => list.sort((a, b) => a - b)[list.length >> 1]);
+  return runs.map(median);
 }
 
 const rows: [string, number, number][] = [];
@@ -103,7 +104,7 @@ for (const withKeys of [false, true]) {
     runs[2].push(readAll(true));
     runs[0].push(Number.isNaN(objects) ? readAll(false) : objects);
   }
-  const [objects, first, again] = runs.map((list) => list.sort((a, b) => a - b)[list.length >> 1]);
+  const [objects, first, again] = runs.map(median);
   rows.push(['worker: range + results packed, the first read (no kept bytes)', objects, first]);
   rows.push(['worker: range + results packed, the second read (kept bytes)', objects, again]);
 }

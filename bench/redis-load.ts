@@ -10,7 +10,7 @@
 //   range  ZRANGEBYLEX of 100 items of a device's sorted set (1000 devices x 100 items preloaded)
 //   batch  25 new items' HSET in one pipeline (one per shard in a cluster)
 // The data set of each process has a prefix of its own, as each load.ts client has its own table.
-import { readCommandLine, refuseCommandLine, UsageError } from '../shared/cli-args.js';
+import { readArguments, refuseCommandLine, UsageError } from '../shared/cli-args.js';
 import { closedLoop, type Row, type Sample } from './driver.js';
 import { ensureNpmPeers } from './peers.js';
 import { RedisAdapter, type RedisCtor } from './redis-adapter.js';
@@ -29,16 +29,7 @@ const USAGE = `usage: node dist/bench/redis-load.js --port P [--cluster] [--work
 
 function parse(argv: string[]) {
   const text = { type: 'string' } as const;
-  const { values: v } = readCommandLine({
-    args: argv,
-    options: { port: text, cluster: { type: 'boolean' }, workload: text, duration: text, ops: text, connections: text, concurrency: text, help: { type: 'boolean', short: 'h' } },
-    strict: true,
-    allowPositionals: false,
-  });
-  if (v.help === true) {
-    console.log(USAGE);
-    process.exit(0);
-  }
+  const { values: v } = readArguments(argv, { port: text, cluster: { type: 'boolean' }, workload: text, duration: text, ops: text, connections: text, concurrency: text }, USAGE, false);
   const int = (name: string, value: string | undefined, dflt: number, min: number, max: number) => {
     if (value === undefined) return dflt;
     if (!/^[0-9]+$/.test(value) || Number(value) < min || Number(value) > max) throw new UsageError(`--${name} must be a whole number from ${min} to ${max}, got "${value}"`);

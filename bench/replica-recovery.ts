@@ -1,22 +1,28 @@
 // Times what a slice node's worker does at start with its replica log (docs/replication.md, bench/FAILOVER.md):
 // reading the log back (ReplicaLog.open) and starting each slice's replica on a store (SliceReplicas: the
-// committed records applied). Usage: node dist/bench/replica-recovery.js <worker folder> [--worker-index i --workers n] [--repeat k]
+// committed records applied). Usage: node dist/bench/replica-recovery.js <worker folder> [--worker-index i --workers n] [--repeat k] [--checkpoint]
 import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
 import { initHashing } from '../shared/hashing.js';
+import { intArg, readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.js';
+import { WORKERS_PER_NODE_DEFAULT, WORKERS_PER_NODE_MAX } from '../shared/limits.js';
 
-const [dir, ...rest] = process.argv.slice(2);
-const opt = (name: string, d: number) => {
-  const i = rest.indexOf(`--${name}`);
-  return i >= 0 ? Number(rest[i + 1]) : d;
-};
+const USAGE = 'usage: node dist/bench/replica-recovery.js <worker folder> [--worker-index 0 --workers 2] [--repeat 3] [--checkpoint]';
+const { values: opts, positionals } = readOptionsAndArguments(
+  process.argv.slice(2),
+  { 'worker-index': { type: 'string', default: '0' }, workers: { type: 'string', default: String(WORKERS_PER_NODE_DEFAULT) }, repeat: { type: 'string', default: '3' }, checkpoint: { type: 'boolean', default: false } },
+  USAGE,
+);
+if (positionals.length !== 1) refuseCommandLine(`takes one worker folder, got ${positionals.length}`, USAGE);
+const dir = positionals[0];
+const workers = intArg('workers', opts.workers, 1, WORKERS_PER_NODE_MAX);
+const workerIndex = intArg('worker-index', opts['worker-index'], 0, workers - 1);
+const repeat = intArg('repeat', opts.repeat, 1, 1_000);
 await initHashing();
-const workerIndex = opt('worker-index', 0);
-const workers = opt('workers', 2);
-for (let k = 0; k < opt('repeat', 3); k++) {
+for (let k = 0; k < repeat; k++) {
   const t0 = performance.now();
   const { log, recovery } = ReplicaLog.open(join(dir, 'replicas'), 'os');
   const t1 = performance.now();
@@ -31,7 +37,7 @@ for (let k = 0; k < opt('repeat', 3); k++) {
 
 // --checkpoint: what the same start costs after the replicas compacted their logs and the log was checkpointed
 // (what the worker does once the log passed its threshold).
-if (rest.includes('--checkpoint')) {
+if (opts.checkpoint) {
   const { log } = ReplicaLog.open(join(dir, 'replicas'), 'os');
   const store = new SliceStore(workerIndex, workers, Date.now, { readsPerSecond: 0, writesPerSecond: 0 });
   const replicas = new SliceReplicas(0, store, log, () => {});
@@ -39,7 +45,7 @@ if (rest.includes('--checkpoint')) {
   replicas.compact();
   await log.checkpoint();
   console.log(`checkpoint ${Math.round(performance.now() - t0)} ms`);
-  for (let k = 0; k < opt('repeat', 3); k++) {
+  for (let k = 0; k < repeat; k++) {
     const t1 = performance.now();
     const { log: again, recovery } = ReplicaLog.open(join(dir, 'replicas'), 'os');
     const t2 = performance.now();

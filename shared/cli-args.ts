@@ -11,7 +11,8 @@ export const EXIT_CANNOT_LISTEN = 1;
 
 export class UsageError extends Error {}
 
-/** node:util parseArgs, strict; what it refuses becomes a UsageError with one plain sentence. */
+/** node:util parseArgs, strict; what it refuses becomes a UsageError with one plain sentence. Under readArguments;
+ * called directly only where parseArgs' tokens are wanted (bench/load.ts refuses an option given twice). */
 export function readCommandLine<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgv<T>> {
   try {
     return parseArgv(config);
@@ -38,39 +39,68 @@ function plainParseError(err: Error & { code?: string }): string {
   }
 }
 
-/** A command line's options as node:util parseArgs reads them (`options`; strict, no positionals), and `--help` (-h):
- * the one reader of the processes' and the benches' options. `--help` prints `help` and exits 0; anything it does not
- * take (an option it does not know, a value missing or given to a flag, an argument) prints what is wrong, where to
- * look, and the usage line, and exits EXIT_USAGE (refuseCommandLine): a sentence, never parseArgs' stack trace.
- * `usage`'s first line is "usage: <command> ...", whose command the sentence names ("try keyslice node --help",
- * "try node dist/bench/hops.js --help"). */
-export function readOptions<O extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: O, usage: string, help = usage): OptionValues<O> {
-  let values: Record<string, unknown>;
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const;
+
+/** What readArguments answers: parseArgs' values (typed by each option's type, default and `multiple`, and --help),
+ * and the arguments where `allowPositionals`. */
+type Arguments<O extends Options, P extends boolean> = ReturnType<typeof parseArgv<{ args: string[]; options: O & typeof HELP_OPTION; strict: true; allowPositionals: P }>>;
+
+/** The one reader of options: a command line as node:util parseArgs reads it (`options`, strict; arguments besides
+ * only where `allowPositionals`), and `--help` (-h), which prints `help` and exits 0. Anything it does not take (an
+ * option it does not know, a value missing or given to a flag, an argument not allowed) is thrown as a UsageError of
+ * one plain sentence, which the caller says its way: readOptions (a process, a bench) with its usage line, a keyslice
+ * command that talks to a cluster (coordinator/cli) naming the command, after its own checks' UsageErrors. */
+export function readArguments<const O extends Options, const P extends boolean>(args: string[], options: O, help: string, allowPositionals: P): Arguments<O, P> {
+  const read = readCommandLine({ args, options: { ...options, ...HELP_OPTION }, strict: true, allowPositionals }) as Arguments<O, P>;
+  if ((read.values as { help?: boolean }).help === true) {
+    console.log(help);
+    process.exit(0);
+  }
+  return read;
+}
+
+/** A process's or a bench's options (readArguments, no arguments besides): `--help` prints `help` and exits 0;
+ * anything it does not take prints what is wrong, where to look, and the usage line, and exits EXIT_USAGE
+ * (refuseCommandLine): a sentence, never parseArgs' stack trace. `usage`'s first line is "usage: <command> ...",
+ * whose command the sentence names ("try keyslice node --help", "try node dist/bench/hops.js --help"). */
+export function readOptions<O extends Options>(argv: string[], options: O, usage: string, help = usage): OptionValues<O> {
+  return refusing(usage, () => readArguments(argv, options, help, false).values as OptionValues<O>);
+}
+
+/** readOptions for a bench that also takes arguments (folders, files: `positionals`), refused the same way; how many it
+ * takes is the bench's to check (refuseCommandLine). */
+export function readOptionsAndArguments<O extends Options>(argv: string[], options: O, usage: string, help = usage): { values: OptionValues<O>; positionals: string[] } {
+  return refusing(usage, () => {
+    const read = readArguments(argv, options, help, true);
+    return { values: read.values as OptionValues<O>, positionals: read.positionals };
+  });
+}
+
+/** `read`'s UsageError refused with `usage` (refuseCommandLine). */
+function refusing<T>(usage: string, read: () => T): T {
   try {
-    values = readCommandLine({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values;
+    return read();
   } catch (err) {
     if (err instanceof UsageError) refuseCommandLine(err.message, usage);
     throw err;
   }
-  if (values.help === true) {
-    console.log(help);
-    process.exit(0);
-  }
-  return values as OptionValues<O>;
 }
 
 /** Refuses a command line (readOptions, or a bench's own check of its options, a UsageError): `message`, where to
- * look (the command of `usage`'s first line, "usage: <command> [...]", with --help; after `--` where npm runs it),
- * then that usage line, on stderr; exits EXIT_USAGE. */
+ * look (the command of `usage`'s first line, "usage: <command> [...]", up to its first option or the first argument
+ * it names, "DIR" or "<folder>", with --help; after `--` where npm runs it), then that usage line, on stderr; exits
+ * EXIT_USAGE. */
 export function refuseCommandLine(message: string, usage: string): never {
   const line = usage.split('\n')[0];
-  const m = /^usage: (.+?)( \[-- | \[| --|$)/.exec(line);
+  const m = /^usage: (.+?)( \[-- | \[| --| (?=[A-Z<])|$)/.exec(line);
   const command = m === null ? undefined : m[1] + (m[2] === ' [-- ' ? ' --' : '');
   fail(`${message}${command === undefined ? '' : ` (try ${command} --help)`}\n${line}`);
 }
 
 /** What readOptions answers for `options`: parseArgs' values, typed by each option's type, default and `multiple`. */
-type OptionValues<O extends NonNullable<ParseArgsConfig['options']>> = ReturnType<typeof parseArgv<{ options: O; strict: true; allowPositionals: false }>>['values'];
+type OptionValues<O extends Options> = ReturnType<typeof parseArgv<{ options: O; strict: true; allowPositionals: false }>>['values'];
 
 /** `env`: an environment variable that sets the option when the command line does not (docker-compose). */
 export type ArgSpec = Record<string, { default?: string; help: string; env?: string }>;
@@ -92,9 +122,17 @@ export function parseArgs<S extends ArgSpec>(argv: string[], spec: S, usage: str
 
 export function intArg(name: string, value: string | undefined, min: number, max: number): number {
   const n = Number(value);
-  if (value === undefined || !Number.isInteger(n) || n < min || n > max) {
+  // Number('') is 0: an empty value (--port=) is no number.
+  if (value === undefined || value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
     fail(`--${name} must be a whole number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
   }
+  return n;
+}
+
+/** A number from `min` to `max`, fractions too (seconds), checked as intArg checks a whole number. */
+export function numberArg(name: string, value: string | undefined, min: number, max: number): number {
+  const n = Number(value);
+  if (value === undefined || value.trim() === '' || !(n >= min && n <= max)) fail(`--${name} must be a number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
   return n;
 }
 

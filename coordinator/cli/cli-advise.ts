@@ -6,8 +6,8 @@
 // --max-items items: memory grows with the distinct keys counted, not the file).
 import type { AccessEntry, AdviceReport } from '../../shared/advice.js';
 import type { KeySchema } from '../../shared/api.js';
-import { EXIT_USAGE, UsageError } from '../../shared/cli-args.js';
-import { readCommand } from './command-line.js';
+import { EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
+import { CLUSTER_OPTIONS, clusterOf } from './command-line.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { initHashing } from '../../shared/hashing.js';
 import { KEY_TYPES, type KeyType } from '../../shared/key-encoding.js';
@@ -76,7 +76,9 @@ function wholeNumber(v: string | undefined, flag: string, min: number, max: numb
 }
 
 function parse(args: string[]) {
-  const { values: v, positionals } = readCommand(args, ADVISE_USAGE, {
+  const { values: v, positionals } = readArguments(args, {
+    ...CLUSTER_OPTIONS,
+    json: { type: 'boolean' },
     table: { type: 'string' },
     sharding: { type: 'string' },
     sorting: { type: 'string' },
@@ -88,7 +90,7 @@ function parse(args: string[]) {
     format: { type: 'string' },
     'expected-items': { type: 'string' },
     moment: { type: 'string' },
-  });
+  }, ADVISE_USAGE, true);
   if (positionals.length !== 1) throw new UsageError(`advise takes one sample file, got ${positionals.length === 0 ? 'none' : positionals.join(' ')}`);
   const local = v.sharding !== undefined && v.url === undefined;
   if (v.sharding === undefined && v.table === undefined) throw new UsageError('advise needs --table T (a table of the running cluster) or the design: --sharding name:type');
@@ -111,8 +113,7 @@ function parse(args: string[]) {
     moment: wholeNumber(v.moment, 'moment', 1, 1_000_000),
     json: v.json === true,
     local,
-    url: (v.url ?? process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100').replace(/\/+$/, ''),
-    token: v.token ?? process.env.KEYSLICE_TOKEN,
+    ...clusterOf(v),
   };
 }
 

@@ -4,13 +4,14 @@
 // what keyslice import takes back. Writes wait for the output to drain, so
 // memory holds at most a page per segment.
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
+import { EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { EXPORT_PAGE_ITEMS, EXPORT_SEGMENTS_DEFAULT, SCAN_SEGMENTS_MAX } from '../../shared/limits.js';
 import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, toJson, type Item } from '../../shared/values.js';
 import { KeysliceClient } from '../client/client.js';
 import { count, Progress } from './cli-progress.js';
 import { withRetries } from './cli-retry.js';
+import { CLUSTER_OPTIONS, clusterOf } from './command-line.js';
 
 export const EXPORT_USAGE = `usage: keyslice export TABLE [--out FILE] [--parallel N]
 
@@ -38,23 +39,13 @@ export async function exportCommand(args: string[]): Promise<void> {
   let url: string;
   let token: string | undefined;
   try {
-    const { values: v, positionals } = readCommandLine({
-      args,
-      options: { out: { type: 'string' }, parallel: { type: 'string' }, url: { type: 'string' }, token: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-      strict: true,
-      allowPositionals: true,
-    });
-    if (v.help === true) {
-      console.log(EXPORT_USAGE);
-      process.exit(0);
-    }
+    const { values: v, positionals } = readArguments(args, { ...CLUSTER_OPTIONS, out: { type: 'string' }, parallel: { type: 'string' } }, EXPORT_USAGE, true);
     if (positionals.length !== 1) throw new UsageError(`export takes one table: keyslice export TABLE (got ${positionals.length} arguments)`);
     table = positionals[0];
     out = v.out;
     segments = v.parallel === undefined ? EXPORT_SEGMENTS_DEFAULT : Number(v.parallel);
     if (!Number.isInteger(segments) || segments < 1 || segments > SCAN_SEGMENTS_MAX) throw new UsageError(`--parallel must be a whole number from 1 to ${SCAN_SEGMENTS_MAX}, got "${v.parallel}"`);
-    url = (v.url ?? process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100').replace(/\/+$/, '');
-    token = v.token ?? process.env.KEYSLICE_TOKEN;
+    ({ url, token } = clusterOf(v));
   } catch (err) {
     if (err instanceof UsageError) die(`${err.message} (try keyslice export --help)`, EXIT_USAGE);
     throw err;

@@ -9,8 +9,8 @@
 // writes count as imported.
 import { openSync, readSync, closeSync, statSync } from 'node:fs';
 import type { ItemFailure } from '../../shared/api.js';
-import { EXIT_USAGE, UsageError } from '../../shared/cli-args.js';
-import { readCommand } from './command-line.js';
+import { EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
+import { CLUSTER_OPTIONS, clusterOf } from './command-line.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { initHashing, xxHash32 } from '../../shared/hashing.js';
 import { firstPartLength } from '../../shared/key-encoding.js';
@@ -101,14 +101,16 @@ function die(message: string, code = 1): never {
 }
 
 function parse(args: string[]) {
-  const { values: v, positionals } = readCommand(args, IMPORT_USAGE, {
+  const { values: v, positionals } = readArguments(args, {
+    ...CLUSTER_OPTIONS,
+    json: { type: 'boolean' },
     order: { type: 'string' },
     parallel: { type: 'string' },
     batch: { type: 'string' },
     'on-error': { type: 'string' },
     format: { type: 'string' },
     seed: { type: 'string' },
-  });
+  }, IMPORT_USAGE, true);
   if (positionals.length !== 2) throw new UsageError(`import takes a table and a file: keyslice import TABLE FILE (got ${positionals.length} arguments)`);
   const order = (v.order ?? 'as-is') as ImportOrder;
   if (!IMPORT_ORDERS.includes(order)) throw new UsageError(`--order must be one of ${IMPORT_ORDERS.join(', ')}, got "${v.order}"`);
@@ -135,8 +137,7 @@ function parse(args: string[]) {
     seed: int(v.seed, 'seed', 1, 0, 2 ** 31),
     format,
     json: v.json === true,
-    url: (v.url ?? process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100').replace(/\/+$/, ''),
-    token: v.token ?? process.env.KEYSLICE_TOKEN,
+    ...clusterOf(v),
   };
 }
 type Options = ReturnType<typeof parse>;

@@ -6,11 +6,12 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
+import { EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
 import type { ClusterStatus, MoveReport } from '../../shared/api.js';
 import { CLI_REQUEST_TIMEOUT_MS, STALLED_SAY_WHY_MS } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../../shared/protocol.js';
 import { bar, size } from './cli-progress.js';
+import { CLUSTER_OPTIONS, clusterOf } from './command-line.js';
 
 const USAGE = `keyslice: a distributed NoSQL item store
 
@@ -73,35 +74,18 @@ function version(): string {
 function options(args: string[]) {
   let parsed;
   try {
-    parsed = readCommandLine({
-      args,
-      options: {
-        url: { type: 'string' },
-        token: { type: 'string' },
-        'no-wait': { type: 'boolean' },
-        'forget-data': { type: 'boolean' },
-        force: { type: 'boolean' },
-        watch: { type: 'boolean' },
-        timeout: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: true,
-    });
+    parsed = readArguments(args, { ...CLUSTER_OPTIONS, 'no-wait': { type: 'boolean' }, 'forget-data': { type: 'boolean' }, force: { type: 'boolean' }, watch: { type: 'boolean' }, timeout: { type: 'string' } }, USAGE, true);
   } catch (err) {
     if (err instanceof UsageError) die(`${err.message} (try keyslice --help)`, EXIT_USAGE);
     throw err;
   }
   const v = parsed.values;
-  if (v.help === true) {
-    console.log(USAGE);
-    process.exit(0);
-  }
   const timeoutS = v.timeout === undefined ? 3600 : Number(v.timeout);
   if (!(timeoutS > 0)) die('--timeout must be a number of seconds', EXIT_USAGE);
+  const cluster = clusterOf(v);
   return {
-    url: (v.url ?? process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100').replace(/\/+$/, ''),
-    token: v.token ?? process.env.KEYSLICE_TOKEN ?? '',
+    url: cluster.url,
+    token: cluster.token ?? '',
     wait: v['no-wait'] !== true,
     watch: v.watch === true,
     forgetData: v['forget-data'] === true,

@@ -1,25 +1,15 @@
-// The command line of a `keyslice` command that talks to a cluster: its own options
-// plus the ones every such command takes (--url, --token, --json, --help), with
-// --help answered here.
-import { type parseArgs, type ParseArgsConfig } from 'node:util';
-import { readCommandLine } from '../../shared/cli-args.js';
+// The options every `keyslice` command that talks to a cluster takes (status, add,
+// drain, remove, advise, import, export): the coordinator's address and the client
+// token, each from its environment variable when the command line does not say.
+// The command line itself is read by shared/cli-args.ts's readArguments.
 
-const COMMON_OPTIONS = {
-  json: { type: 'boolean' },
+export const CLUSTER_OPTIONS = {
   url: { type: 'string' },
   token: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
 } as const;
 
-type Options = NonNullable<ParseArgsConfig['options']>;
-
-type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O & typeof COMMON_OPTIONS; strict: true; allowPositionals: true }>>;
-
-export function readCommand<const O extends Options>(args: string[], usage: string, options: O): Parsed<O> {
-  const parsed: Parsed<O> = readCommandLine({ args, options: { ...options, ...COMMON_OPTIONS }, strict: true, allowPositionals: true });
-  if ((parsed.values as { help?: boolean }).help === true) {
-    console.log(usage);
-    process.exit(0);
-  }
-  return parsed;
+/** --url (env KEYSLICE_URL; default http://127.0.0.1:7100, without a trailing slash) and --token (env KEYSLICE_TOKEN;
+ * undefined: none). */
+export function clusterOf(v: { url?: string; token?: string }): { url: string; token: string | undefined } {
+  return { url: (v.url ?? process.env.KEYSLICE_URL ?? 'http://127.0.0.1:7100').replace(/\/+$/, ''), token: v.token ?? process.env.KEYSLICE_TOKEN };
 }

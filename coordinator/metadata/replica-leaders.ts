@@ -62,6 +62,17 @@ interface Question {
   at: number;
 }
 
+/** What the coordinator keeps of one worker of a node (OpenQuestions): one record, so that what is kept of a worker
+ * is made and dropped together. */
+interface WorkerAsked {
+  /** Its questions left unanswered, oldest first. */
+  open: Question[];
+  /** When it was last asked again (stale; -Infinity: not yet). */
+  askedAgainAt: number;
+  /** The slice of the last Ping it answered (a slice it replicated then: stale asks again by it). */
+  answeredSlice?: number;
+}
+
 /** A Ping's seq is a msgpack uint32 (a whole number >= 0): its question's id modulo this. */
 const SEQS = 2 ** 32;
 
@@ -75,10 +86,10 @@ const SEQS = 2 ** 32;
  * them, and answered them (a Prepared waits for its sync), or dropped them for a slice it does not replicate (not
  * yet: its Assign comes with a batch task, which a Replicate can overtake; or no longer). */
 export class OpenQuestions {
-  /** node -> its questions, per worker (workerOf) oldest first; per worker, when it was last asked again (stale) and
-   * the slice of the last Ping it answered (a slice it replicated then: stale asks again by it); and the last id given
-   * one (ask), kept past forget so that a late Pong of a question forgotten answers no newer one. */
-  private readonly byNode = new Map<number, { workers: Question[][]; askedAgainAt: number[]; answeredSlice: number[]; lastId: number }>();
+  /** node -> what is kept of each of its workers, indexed by worker (workerOf; an array, so that stale goes through
+   * them in worker order); and the last id given one (ask), kept past forget so that a late Pong of a question
+   * forgotten answers no newer one. */
+  private readonly byNode = new Map<number, { workers: WorkerAsked[]; lastId: number }>();
 
   constructor(
     private readonly workerCount: (node: number) => number,
@@ -109,8 +120,8 @@ export class OpenQuestions {
 
   private ask(node: number, slice: number, term: number, at: number): Question {
     let asked = this.byNode.get(node);
-    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], askedAgainAt: [], answeredSlice: [], lastId: 0 }));
-    const q = (asked.workers[this.workerOf(node, slice)] ??= []);
+    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0 }));
+    const q = (asked.workers[this.workerOf(node, slice)] ??= { open: [], askedAgainAt: -Infinity }).open;
     if (q.length >= OPEN_QUESTIONS_PER_WORKER_MAX) {
       // A worker that answers nothing (stuck, its link open) is asked on: bounded memory. The oldest stays (its time
       // decides silence, and its answer clears it alone); the newer half goes, folded into the question after it,
@@ -128,7 +139,7 @@ export class OpenQuestions {
   /** How many questions `node` owes (its workers' together). */
   openCount(node: number): number {
     let n = 0;
-    for (const q of this.byNode.get(node)?.workers ?? []) n += q?.length ?? 0;
+    for (const w of this.byNode.get(node)?.workers ?? []) n += w?.open.length ?? 0;
     return n;
   }
 
@@ -145,7 +156,8 @@ export class OpenQuestions {
     // O(k log n) whatever else is open (a scan per Pong, past a Refused that cleared more, cost k * n).
     const pong = (slice: number, seq: number) => {
       const w = this.workerOf(node, slice);
-      const q = workers[w];
+      const worker = workers[w];
+      const q = worker?.open;
       const from = cut.get(w) ?? 0;
       if (q === undefined || from >= q.length) return;
       // The id of `seq` at or after the first open one's (ids of a worker's open questions span far fewer than SEQS).
@@ -160,13 +172,13 @@ export class OpenQuestions {
       }
       if (lo < q.length && q[lo].id === id && q[lo].slice === slice && q[lo].term === 0) {
         cut.set(w, lo + 1);
-        asked.answeredSlice[w] = slice;
+        worker.answeredSlice = slice;
       }
     };
     // A Prepare's answer: the first open Prepare of its slice that it answers (one a replica an election: few).
     const prepare = (slice: number, answers: (term: number) => boolean) => {
       const w = this.workerOf(node, slice);
-      const q = workers[w];
+      const q = workers[w]?.open;
       if (q === undefined) return;
       for (let i = cut.get(w) ?? 0; i < q.length; i++) if (q[i].slice === slice && q[i].term > 0 && answers(q[i].term)) return void cut.set(w, i + 1);
     };
@@ -177,24 +189,20 @@ export class OpenQuestions {
       else if (m.type === 'Prepared') prepare(slice, (term) => term === m.term);
       else if (m.type === 'Refused') prepare(slice, (term) => term <= m.term);
     }
-    for (const [w, n] of cut) workers[w].splice(0, n);
+    for (const [w, n] of cut) workers[w].open.splice(0, n);
   }
 
   /** When the first question `node` left unanswered was sent (undefined: it owes none). */
   firstAsked(node: number): number | undefined {
     let first: number | undefined;
-    for (const q of this.byNode.get(node)?.workers ?? []) if (q !== undefined && q.length > 0 && !(q[0].at >= (first ?? Infinity))) first = q[0].at;
+    for (const w of this.byNode.get(node)?.workers ?? []) if (w !== undefined && w.open.length > 0 && !(w.open[0].at >= (first ?? Infinity))) first = w.open[0].at;
     return first;
   }
 
   /** What was asked over a link that went down, or before it came up, is not the node's to answer. */
   forget(node: number): void {
     const asked = this.byNode.get(node);
-    if (asked !== undefined) {
-      asked.workers = [];
-      asked.askedAgainAt = [];
-      asked.answeredSlice = [];
-    }
+    if (asked !== undefined) asked.workers = [];
   }
 
   /** Each worker of `node` whose first question left unanswered was sent half a ping interval before `now` or earlier
@@ -212,13 +220,15 @@ export class OpenQuestions {
     const asked = this.byNode.get(node);
     if (asked === undefined) return;
     const olderThan = now - this.pingIntervalMs / 2;
-    asked.workers.forEach((q, w) => {
+    for (const worker of asked.workers) {
+      if (worker === undefined) continue;
+      const q = worker.open;
       while (q.length > 0 && !stillAsked(q[0].slice)) q.shift();
-      if (q.length === 0 || q[0].at > olderThan || (asked.askedAgainAt[w] ?? -Infinity) > olderThan) return;
-      asked.askedAgainAt[w] = now;
-      const known = asked.answeredSlice[w];
+      if (q.length === 0 || q[0].at > olderThan || worker.askedAgainAt > olderThan) continue;
+      worker.askedAgainAt = now;
+      const known = worker.answeredSlice;
       again(known !== undefined && stillAsked(known) ? known : q[0].slice);
-    });
+    }
   }
 }
 
