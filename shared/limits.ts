@@ -229,8 +229,8 @@ export const NODE_SILENT_AFTER_PING_INTERVALS = 1.5;
  * it yet (it comes with a batch task, which a Replicate can overtake, later still on a node starved of CPU), and its
  * questions asked again are of those slices too: its node's silence counts from its first open question this many
  * ping intervals later (OpenQuestions in coordinator/metadata/replica-leaders.ts). So an assignment up to 1.5 s late at
- * the defaults costs no allowance (1.8 s less the time the worker takes to answer: asked again each 300 ms, silent 750
- * ms after the grace); a worker that never answers counts its node as silent NODE_SILENT_AFTER_PING_INTERVALS plus
+ * the defaults costs no allowance (up to 1.95 s, less the time the worker takes to answer: asked again each 300 ms,
+ * silent 750 ms after the grace); a worker that never answers counts its node as silent NODE_SILENT_AFTER_PING_INTERVALS plus
  * this many ping intervals after its first question (2.25 s at the defaults), against 1.5 for a worker that answered
  * before. */
 export const FIRST_ANSWER_GRACE_PING_INTERVALS = 3;

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, MapSaveError, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
-import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
+import { FAILOVER_TIMING_DEFAULT, type FailoverHost } from '../coordinator/metadata/failover.js';
 import { assignReplication, OpenQuestions, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
@@ -1438,6 +1438,50 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
     } finally {
       c.leaders.close();
     }
+  });
+
+  // A node whose new worker drops its first questions (its assignment late) is not silent for it. Three nodes of two
+  // workers each: node 0's worker of the odd slices drops whatever comes until its assignment reaches it `lateMs` after
+  // the first question (the start's Prepares; a Ping sent then is dropped too), then answers at once; its other worker
+  // answers at once throughout. Returns the turns (ms after that first question) at which the coordinator counted node
+  // 0 as silent, by what its failovers are told (host.heardFrom, with failover.ts heardLately's rule).
+  const PING_MS = FAILOVER_TIMING_DEFAULT.pingIntervalMs;
+
+  async function silentTurns(lateMs: number, untilMs: number) {
+    let assignedAt = Infinity;
+    let firstQuestionAt = -1;
+    const c = await run((node, slice) => {
+      if (firstQuestionAt < 0) {
+        firstQuestionAt = c.at();
+        assignedAt = firstQuestionAt + lateMs;
+      }
+      return node === 0 && slice % 2 === 1 && c.at() <= assignedAt ? null : 0;
+    }, 2);
+    const heardFrom = (node: number) => (c.leaders as unknown as { host(slice: number): FailoverHost }).host(0).heardFrom!(node);
+    const silentAt: number[] = [];
+    try {
+      while (c.at() < untilMs) {
+        await c.turn();
+        if (c.at() - heardFrom(0) >= NODE_SILENT_AFTER_PING_INTERVALS * PING_MS) silentAt.push(c.at() - firstQuestionAt);
+        expect(c.at() - heardFrom(1), 'node 1 answers').toBeLessThan(NODE_SILENT_AFTER_PING_INTERVALS * PING_MS);
+      }
+      return { silentAt, leads: c.leads };
+    } finally {
+      c.leaders.close();
+    }
+  }
+
+  it('a node whose new worker drops its first questions is not silent for it: never, its assignment 600, 900 or 1,500 ms late; one that never answers makes it silent 4.5 ping intervals after its first question', async () => {
+    for (const late of [600, 900, 1_500]) {
+      const { silentAt, leads } = await silentTurns(late, 6_000);
+      expect(silentAt, `${late} ms late: ms after its first question at which node 0 counted as silent`).toEqual([]);
+      expect(leads.size, `${late} ms late: every slice led`).toBe(64);
+      vi.restoreAllMocks();
+    }
+    const { silentAt } = await silentTurns(Infinity, 6_000);
+    const bound = (FIRST_ANSWER_GRACE_PING_INTERVALS + NODE_SILENT_AFTER_PING_INTERVALS) * PING_MS;
+    expect(silentAt[0], 'ms after its first question: silent at the first turn at or after the bound').toBe(Math.ceil(bound / 100) * 100);
+    expect(silentAt.length, 'silent to the end').toBe(silentAt.at(-1)! / 100 - silentAt[0] / 100 + 1);
   });
 });
 

@@ -223,8 +223,9 @@ export class OpenQuestions {
       if (!(q[0].at >= (first ?? Infinity))) first = q[0].at;
     });
     // The bound: the grace only delays silence, and by FIRST_ANSWER_GRACE_PING_INTERVALS at most, so a worker that never
-    // answers still counts its node as silent that long after its first question and the silence window.
-    assert(from === first || (from !== undefined && first !== undefined && from > first && from - first <= this.firstAnswerGraceMs), `node ${node}: silence counts from ${from}, not within the grace of its first open question (${first})`);
+    // answers still counts its node as silent that long after its first question and the silence window. (Compared as
+    // first + grace, the sum silence is taken from: a difference of the two can exceed the grace by a rounding.)
+    assert(from === first || (from !== undefined && first !== undefined && from > first && from <= first + this.firstAnswerGraceMs), `node ${node}: silence counts from ${from}, not within the grace of its first open question (${first})`);
     return from;
   }
 
