@@ -7,13 +7,13 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, MapSaveError, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
-import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
+import { FAILOVER_TIMING_DEFAULT, type FailoverHost } from '../coordinator/metadata/failover.js';
 import { assignReplication, OpenQuestions, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { LEADER_HANDOVER_BEFORE_CHANGE_MS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS } from '../shared/limits.js';
+import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -1439,6 +1439,50 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
       c.leaders.close();
     }
   });
+
+  // A node whose new worker drops its first questions (its assignment late) is not silent for it. Three nodes of two
+  // workers each: node 0's worker of the odd slices drops whatever comes until its assignment reaches it `lateMs` after
+  // the first question (the start's Prepares; a Ping sent then is dropped too), then answers at once; its other worker
+  // answers at once throughout. Returns the turns (ms after that first question) at which the coordinator counted node
+  // 0 as silent, by what its failovers are told (host.heardFrom, with failover.ts heardLately's rule).
+  const PING_MS = FAILOVER_TIMING_DEFAULT.pingIntervalMs;
+
+  async function silentTurns(lateMs: number, untilMs: number) {
+    let assignedAt = Infinity;
+    let firstQuestionAt = -1;
+    const c = await run((node, slice) => {
+      if (firstQuestionAt < 0) {
+        firstQuestionAt = c.at();
+        assignedAt = firstQuestionAt + lateMs;
+      }
+      return node === 0 && slice % 2 === 1 && c.at() <= assignedAt ? null : 0;
+    }, 2);
+    const heardFrom = (node: number) => (c.leaders as unknown as { host(slice: number): FailoverHost }).host(0).heardFrom!(node);
+    const silentAt: number[] = [];
+    try {
+      while (c.at() < untilMs) {
+        await c.turn();
+        if (c.at() - heardFrom(0) >= NODE_SILENT_AFTER_PING_INTERVALS * PING_MS) silentAt.push(c.at() - firstQuestionAt);
+        expect(c.at() - heardFrom(1), 'node 1 answers').toBeLessThan(NODE_SILENT_AFTER_PING_INTERVALS * PING_MS);
+      }
+      return { silentAt, leads: c.leads };
+    } finally {
+      c.leaders.close();
+    }
+  }
+
+  it('a node whose new worker drops its first questions is not silent for it: never, its assignment 600, 900 or 1,500 ms late; one that never answers makes it silent 4.5 ping intervals after its first question', async () => {
+    for (const late of [600, 900, 1_500]) {
+      const { silentAt, leads } = await silentTurns(late, 6_000);
+      expect(silentAt, `${late} ms late: ms after its first question at which node 0 counted as silent`).toEqual([]);
+      expect(leads.size, `${late} ms late: every slice led`).toBe(64);
+      vi.restoreAllMocks();
+    }
+    const { silentAt } = await silentTurns(Infinity, 6_000);
+    const bound = (FIRST_ANSWER_GRACE_PING_INTERVALS + NODE_SILENT_AFTER_PING_INTERVALS) * PING_MS;
+    expect(silentAt[0], 'ms after its first question: silent at the first turn at or after the bound').toBe(Math.ceil(bound / 100) * 100);
+    expect(silentAt.length, 'silent to the end').toBe(silentAt.at(-1)! / 100 - silentAt[0] / 100 + 1);
+  });
 });
 
 describe('what answers a question the coordinator asked a node (OpenQuestions)', () => {
@@ -1576,16 +1620,18 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(again).toEqual([2, 4]);
   });
 
-  /** One worker (node 0) on the virtual clock: the coordinator's ticks every 100 ms ask again as ReplicaLeaders.askAgain
-   * does (OpenQuestions.stale), `asks` says what else it sends when, and the worker answers a Ping or Prepare of a slice
-   * `answers` says it replicates then after `delayMs`, drops the others. Returns, per tick from `from`, whether the node
-   * counted as silent then (heardLately's rule: its first open question 1.5 ping intervals old or older), and the
-   * slices asked again. */
-  function worker(o: { untilMs: number; asks: (t: number) => DecodedReplicateEntry[]; answers: (slice: number, t: number) => boolean; delayMs: number }) {
-    const q = new OpenQuestions(() => 1, PING_MS);
+  /** One worker (node 0; `workers` of them, slice % workers, where given) on the virtual clock: the coordinator's ticks
+   * every 100 ms ask again as ReplicaLeaders.askAgain does (OpenQuestions.stale), `asks` says what else it sends when,
+   * and the worker answers a Ping or Prepare of a slice `answers` says it replicates then after `delayMs`, drops the
+   * others. Returns the ticks at which the node counted as silent (heardLately's rule: NODE_SILENT_AFTER_PING_INTERVALS
+   * after OpenQuestions.silentFrom, as ReplicaLeaders' heardFrom says), the slices asked again, and when each answer
+   * came. */
+  function worker(o: { untilMs: number; asks: (t: number) => DecodedReplicateEntry[]; answers: (slice: number, t: number) => boolean; delayMs: number; workers?: number }) {
+    const q = new OpenQuestions(() => o.workers ?? 1, PING_MS);
     const due: { at: number; entry: DecodedReplicateEntry }[] = [];
     const silentAt: number[] = [];
     const again: [number, number][] = [];
+    const answered: [number, number][] = [];
     const send = (frame: DecodedReplicateEntry[], t: number) => {
       q.sent(0, frame, t);
       for (const [slice, m] of frame) {
@@ -1595,11 +1641,14 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
       }
     };
     for (let t = 0; t <= o.untilMs; t += 10) {
-      for (const d of due.filter((d) => d.at <= t)) q.answered(0, [d.entry]);
+      for (const d of due.filter((d) => d.at <= t)) {
+        q.answered(0, [d.entry]);
+        answered.push([t, d.entry[0]]);
+      }
       due.splice(0, due.length, ...due.filter((d) => d.at > t));
       if (t % 100 !== 0) continue;
-      const first = q.firstAsked(0);
-      if (first !== undefined && t - first >= 1.5 * PING_MS) silentAt.push(t);
+      const from = q.silentFrom(0);
+      if (from !== undefined && t - from >= NODE_SILENT_AFTER_PING_INTERVALS * PING_MS) silentAt.push(t);
       const reasked: DecodedReplicateEntry[] = [];
       q.stale(0, t, () => true, (slice) => {
         again.push([t, slice]);
@@ -1607,7 +1656,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
       });
       send([...o.asks(t), ...reasked], t);
     }
-    return { silentAt, again, q };
+    return { silentAt, again, answered, q };
   }
 
   it('a healthy worker that drops a question and the Ping asking it again (its assignment still not there) answers the next one: its node never counts as silent', () => {
@@ -1638,6 +1687,72 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(frozen.silentAt[0], 'the first tick at which it counted as silent').toBe(Math.ceil((lastAnswer + 2.5 * PING_MS + 100) / 100) * 100);
     expect(frozen.silentAt.at(-1), 'silent to the end').toBe(8_000);
     expect(frozen.again.length, 'Pings asked again in the 7 s it was frozen').toBeLessThanOrEqual((2 * 7_000) / PING_MS + 1);
+  });
+
+  // Two workers (slice % 2): worker 0 leads slice 2, pinged every 600 ms and answering at once throughout (its node
+  // healthy); worker 1 holds a new replica of slice 5, probed from 0 ms each ping interval (rounded up to the tick) as
+  // an unsettled change's new follower is (failover.ts tick).
+  const healthyNodeWithNewReplica = (untilMs: number, assignedAfterMs: number) =>
+    worker({
+      untilMs,
+      workers: 2,
+      asks: (t) => [...(t % 600 === 0 ? [[2, { type: 'Ping', seq: 0 }] as DecodedReplicateEntry] : []), ...(t % 600 === 0 ? [[5, { type: 'Ping', seq: 0 }] as DecodedReplicateEntry] : [])],
+      // Its assignment reaches worker 1 `assignedAfterMs` after the first question, which it dropped: a Ping sent then
+      // or before is dropped too (it came first).
+      answers: (slice, t) => slice === 2 || t > assignedAfterMs,
+      delayMs: 20,
+    });
+
+  it('a new worker whose assignment reaches it 600, 900 or 1,500 ms after the question it dropped never counts its healthy node as silent', () => {
+    for (const late of [600, 900, 1_500]) {
+      const w = healthyNodeWithNewReplica(6_000, late);
+      const firstAnswer = w.answered.find(([, slice]) => slice === 5)?.[0];
+      // The case at hand: it answered slice 5 first after its first question had gone 1.5 ping intervals unanswered, so
+      // counted from that question its node was silent (from 800 ms on) until then.
+      expect(firstAnswer, `${late} ms late: its first answer`).toBeGreaterThan(NODE_SILENT_AFTER_PING_INTERVALS * PING_MS);
+      // ... which answered the first Ping asked after its assignment came (each half ping interval: 300 ms ticks).
+      expect(firstAnswer, `${late} ms late: its first answer`).toBeLessThanOrEqual(late + 300 + 20 + 10);
+      expect(w.silentAt, `${late} ms late: ticks at which the node counted as silent`).toEqual([]);
+      // Asked again by slice 5's own Ping until it answered one; by slice 5 still after (it is known to replicate it).
+      expect(w.again.every(([, slice]) => slice === 5), `${late} ms late: asked again by slice 5`).toBe(true);
+    }
+  });
+
+  it('a new worker that never answers counts its node as silent 4.5 ping intervals after its first question, its other worker answering, and to the end', () => {
+    const w = healthyNodeWithNewReplica(8_000, Infinity);
+    const bound = (FIRST_ANSWER_GRACE_PING_INTERVALS + NODE_SILENT_AFTER_PING_INTERVALS) * PING_MS;
+    expect(bound, 'the bound at the defaults (docs/replication.md)').toBe(2_250);
+    // Its first question went at 0 ms: silent from the first tick at or after the bound, at every tick after.
+    expect(w.silentAt[0], 'the first tick at which it counted as silent').toBe(Math.ceil(bound / 100) * 100);
+    expect(w.silentAt.length, 'silent to the end').toBe((8_000 - w.silentAt[0]) / 100 + 1);
+    expect(w.answered.every(([, slice]) => slice === 2), 'only worker 0 answered').toBe(true);
+    expect(w.again.length, 'Pings asked again in 8 s').toBeLessThanOrEqual((2 * 8_000) / PING_MS + 1);
+  });
+
+  it('a worker known to replicate a slice (a Prepared says so too) counts from its first open question; once the node no longer replicates that slice it is given the grace again', () => {
+    const q = new OpenQuestions(() => 1, PING_MS);
+    const grace = FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS;
+    // Not known to replicate anything: the grace.
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 0);
+    expect(q.silentFrom(0)).toBe(grace);
+    expect(q.firstAsked(0)).toBe(0);
+    // Its promise of slice 2 (which clears the Ping sent before it): it runs, and replicates slice 2.
+    q.sent(0, [[2, { type: 'Prepare', term: 3 }]], 50);
+    q.answered(0, [[2, { type: 'Prepared', term: 3, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+    expect(q.silentFrom(0)).toBeUndefined();
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 100);
+    expect(q.silentFrom(0), 'counted from its first open question').toBe(100);
+    const again: number[] = [];
+    let replicates2 = true;
+    const stillAsked = (slice: number) => slice === 4 || (slice === 2 && replicates2);
+    q.stale(0, 400, stillAsked, (slice) => again.push(slice));
+    expect(again, 'asked again by the slice it promised').toEqual([2]);
+    // Slice 2 left the node (a move, a drain): nothing says its worker replicates slice 4 yet.
+    replicates2 = false;
+    q.stale(0, 700, stillAsked, (slice) => again.push(slice));
+    expect(again).toEqual([2, 4]);
+    expect(q.silentFrom(0), 'the grace again').toBe(100 + grace);
+    expect(q.firstAsked(0)).toBe(100);
   });
 
 });

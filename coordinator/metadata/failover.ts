@@ -22,7 +22,7 @@
 // leader leads on at a new term (LeadOn), with the change's sets, keeping its writes not yet committed. A
 // leader that does not lead its term any more refuses, and an election follows at once.
 import { assert } from '../../shared/errors.js';
-import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, CARRIER_SETTLE_TIMEOUT_FACTOR, HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR } from '../../shared/limits.js';
+import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, CARRIER_SETTLE_TIMEOUT_FACTOR, HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR, NODE_SILENT_AFTER_PING_INTERVALS } from '../../shared/limits.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 
 export interface FailoverTiming {
@@ -79,10 +79,12 @@ export interface FailoverHost {
    * mid-history, wait leases out as before). */
   neverLed?(): boolean;
   /** Until when replica `r`'s node is known to answer: the time of the first question (a Ping or Prepare, of any
-   * slice) the coordinator sent it that nothing from it has followed since; now (or later) when it owes no answer;
-   * -Infinity over a link that is not up. So a node is judged on how long it takes to answer, not on how long the
-   * coordinator took to ask (its pings go every ping interval rounded up to a tick, and not at all while it stalls:
-   * issue 14). Absent: every replica counts as unheard (the simulation). */
+   * slice) the coordinator sent it that nothing from it has followed since, FIRST_ANSWER_GRACE_PING_INTERVALS later
+   * where that question's worker is not known to replicate a slice yet (it may be dropping them until its assignment
+   * comes: OpenQuestions.silentFrom); now (or later) when it owes no answer; -Infinity over a link that is not up. So a
+   * node is judged on how long it takes to answer, not on how long the coordinator took to ask (its pings go every ping
+   * interval rounded up to a tick, and not at all while it stalls: issue 14). Absent: every replica counts as unheard
+   * (the simulation). */
   heardFrom?(r: ReplicaId): number;
 }
 
@@ -433,9 +435,12 @@ export class SliceFailover {
    * (a busy worker at load) counted as silent (issue 14, docs/replication.md "A node that answers"). Only an answer
    * to a question clears it (ReplicaLeaders' OpenQuestions), so a frozen leader's next Ping, sent within a ping
    * interval and a tick of the one its last Pong answered, makes its node silent 2.5 ping intervals and a tick after
-   * that Pong at the latest (1.35 s at the defaults): within the heartbeat timeout wherever it is 600 ms or more. */
+   * that Pong at the latest (1.35 s at the defaults): within the heartbeat timeout wherever it is 600 ms or more. A
+   * worker that never answered a question of a slice its node still replicates (a new replica's, whose assignment may
+   * come after its first questions) is given FIRST_ANSWER_GRACE_PING_INTERVALS more: one that never answers makes its
+   * node silent 4.5 ping intervals after its first question (2.25 s at the defaults). */
   private heardLately(r: ReplicaId, now: number): boolean {
-    return now - (this.host.heardFrom?.(r) ?? -Infinity) < 1.5 * this.timing.pingIntervalMs;
+    return now - (this.host.heardFrom?.(r) ?? -Infinity) < NODE_SILENT_AFTER_PING_INTERVALS * this.timing.pingIntervalMs;
   }
 
   /** Whether replica `r` may still answer the election under way, so that finishElection waits a while for it (a

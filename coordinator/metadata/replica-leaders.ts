@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_WAIT_MS_MAX, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
@@ -69,7 +69,9 @@ interface WorkerAsked {
   open: Question[];
   /** When it was last asked again (stale; -Infinity: not yet). */
   askedAgainAt: number;
-  /** The slice of the last Ping it answered (a slice it replicated then: stale asks again by it). */
+  /** The slice of the last Ping or Prepare it answered since the link came up (a slice it replicated then: stale asks
+   * again by it; cleared by stale once the node no longer replicates it). Undefined: the worker is not known to
+   * replicate a slice yet, and silentFrom gives it the grace. */
   answeredSlice?: number;
 }
 
@@ -84,19 +86,26 @@ const SEQS = 2 ** 32;
  * clear nothing. A worker takes the coordinator's messages in the order sent (its node hands it a turn's at once, in
  * order), so an answer also clears the questions sent to that worker before the one it answers: the worker took
  * them, and answered them (a Prepared waits for its sync), or dropped them for a slice it does not replicate (not
- * yet: its Assign comes with a batch task, which a Replicate can overtake; or no longer). */
+ * yet: its Assign comes with a batch task, which a Replicate can overtake; or no longer). A worker not known to
+ * replicate any slice its node still replicates (none of its answers since the link came up is of one) may be dropping
+ * every question for want of its assignment, the ones asked again included: its silence counts from its first open
+ * question FIRST_ANSWER_GRACE_PING_INTERVALS later (silentFrom). */
 export class OpenQuestions {
   /** node -> what is kept of each of its workers, indexed by worker (workerOf; an array, so that stale goes through
    * them in worker order); and the last id given one (ask), kept past forget so that a late Pong of a question
    * forgotten answers no newer one. */
   private readonly byNode = new Map<number, { workers: WorkerAsked[]; lastId: number }>();
+  /** How much later a worker not known to replicate a slice its node still does counts from its first open question. */
+  private readonly firstAnswerGraceMs: number;
 
   constructor(
     private readonly workerCount: (node: number) => number,
     /** The coordinator's ping interval (FailoverTiming): a worker's first open question is asked again each half of it
-     * (stale). */
+     * (stale); the grace of a worker not known to replicate a slice is counted in it (silentFrom). */
     private readonly pingIntervalMs: number,
-  ) {}
+  ) {
+    this.firstAnswerGraceMs = FIRST_ANSWER_GRACE_PING_INTERVALS * pingIntervalMs;
+  }
 
   private workerOf(node: number, slice: number): number {
     const n = this.workerCount(node);
@@ -175,12 +184,20 @@ export class OpenQuestions {
         worker.answeredSlice = slice;
       }
     };
-    // A Prepare's answer: the first open Prepare of its slice that it answers (one a replica an election: few).
+    // A Prepare's answer: the first open Prepare of its slice that it answers (one a replica an election: few). The
+    // worker took that Prepare, so it replicates the slice, and answers a Ping of it (stale) as it would after a Pong.
     const prepare = (slice: number, answers: (term: number) => boolean) => {
       const w = this.workerOf(node, slice);
-      const q = workers[w]?.open;
-      if (q === undefined) return;
-      for (let i = cut.get(w) ?? 0; i < q.length; i++) if (q[i].slice === slice && q[i].term > 0 && answers(q[i].term)) return void cut.set(w, i + 1);
+      const worker = workers[w];
+      if (worker === undefined) return;
+      const q = worker.open;
+      for (let i = cut.get(w) ?? 0; i < q.length; i++) {
+        if (q[i].slice === slice && q[i].term > 0 && answers(q[i].term)) {
+          cut.set(w, i + 1);
+          worker.answeredSlice = slice;
+          return;
+        }
+      }
     };
     for (const [slice, m] of entries) {
       if (m.type === 'Pongs') {
@@ -199,6 +216,34 @@ export class OpenQuestions {
     return first;
   }
 
+  /** From when `node`'s silence counts (failover.ts heardLately: it is silent NODE_SILENT_AFTER_PING_INTERVALS after
+   * it; undefined: it owes no answer): per worker with a question open, that question's time, FIRST_ANSWER_GRACE
+   * ping intervals later for a worker not known to replicate a slice the node still replicates (no answer of one since
+   * the link came up: answeredSlice, cleared by stale once the node no longer replicates it); the earliest. Such a
+   * worker may drop every question, those asked again included, until its assignment reaches it, and counted from its
+   * first one its node was silent from 750 ms until it answered one asked after its assignment came (docs/replication.md,
+   * "A node that answers"). A worker that answered one stays counted from its first open question: asked again by the
+   * slice it answered (stale), it answers within the window whatever assignment it waits for, so a frozen one is silent
+   * on time. */
+  silentFrom(node: number): number | undefined {
+    const asked = this.byNode.get(node);
+    if (asked === undefined) return undefined;
+    let from: number | undefined;
+    let first: number | undefined;
+    for (const worker of asked.workers) {
+      if (worker === undefined || worker.open.length === 0) continue;
+      const opened = worker.open[0].at;
+      const at = worker.answeredSlice === undefined ? opened + this.firstAnswerGraceMs : opened;
+      if (!(at >= (from ?? Infinity))) from = at;
+      if (!(opened >= (first ?? Infinity))) first = opened;
+    }
+    // The bound: the grace only delays silence, and by FIRST_ANSWER_GRACE_PING_INTERVALS at most, so a worker that never
+    // answers still counts its node as silent that long after its first question and the silence window. (Compared as
+    // first + grace, the sum silence is taken from: a difference of the two can exceed the grace by a rounding.)
+    assert(from === first || (from !== undefined && first !== undefined && from > first && from <= first + this.firstAnswerGraceMs), `node ${node}: silence counts from ${from}, not within the grace of its first open question (${first})`);
+    return from;
+  }
+
   /** What was asked over a link that went down, or before it came up, is not the node's to answer. */
   forget(node: number): void {
     const asked = this.byNode.get(node);
@@ -207,27 +252,28 @@ export class OpenQuestions {
 
   /** Each worker of `node` whose first question left unanswered was sent half a ping interval before `now` or earlier
    * is asked again, each half ping interval as long as that question stays open: `again` is handed a slice to Ping,
-   * once a worker per half interval however many it owes (bounded). The slice is that of the last Ping the worker
+   * once a worker per half interval however many it owes (bounded). The slice is that of the last question the worker
    * answered where the node still replicates it (`stillAsked`), so that a worker that runs answers it whether or not
-   * the assignment of the slice it dropped is there yet; else the first open question's own. Its answer clears every
-   * question before it. Asked again only once, and by the dropped question's slice, a worker whose assignment was still
-   * not there dropped that Ping too, and with nothing later asked of it (a follower is not pinged once its change
-   * settled) its node counted as silent without end (docs/replication.md, "A node that answers"). Asking again moves no
-   * question's time: a frozen worker counts as silent from its first unanswered question, as before. Questions of a
-   * slice the node no longer replicates are dropped from the front (it dropped them, and nothing later may follow on
-   * that worker). */
+   * the assignment of the slice it dropped is there yet; else the first open question's own (and the worker is no
+   * longer known to replicate a slice: silentFrom gives it the grace). Its answer clears every question before it.
+   * Asked again only once, and by the dropped question's slice, a worker whose assignment was still not there dropped
+   * that Ping too, and with nothing later asked of it (a follower is not pinged once its change settled) its node
+   * counted as silent without end (docs/replication.md, "A node that answers"). Asking again moves no question's time:
+   * a frozen worker counts as silent from its first unanswered question (silentFrom), as before. Questions of a slice
+   * the node no longer replicates are dropped from the front (it dropped them, and nothing later may follow on that
+   * worker). */
   stale(node: number, now: number, stillAsked: (slice: number) => boolean, again: (slice: number) => void): void {
     const asked = this.byNode.get(node);
     if (asked === undefined) return;
     const olderThan = now - this.pingIntervalMs / 2;
     for (const worker of asked.workers) {
       if (worker === undefined) continue;
+      if (worker.answeredSlice !== undefined && !stillAsked(worker.answeredSlice)) worker.answeredSlice = undefined;
       const q = worker.open;
       while (q.length > 0 && !stillAsked(q[0].slice)) q.shift();
       if (q.length === 0 || q[0].at > olderThan || worker.askedAgainAt > olderThan) continue;
       worker.askedAgainAt = now;
-      const known = worker.answeredSlice;
-      again(known !== undefined && stillAsked(known) ? known : q[0].slice);
+      again(worker.answeredSlice ?? q[0].slice);
     }
   }
 }
@@ -531,7 +577,8 @@ export class ReplicaLeaders {
   private readonly lastFrameAt = new Map<number, number>();
   /** With KEYSLICE_TRACE_STALLS, a line per frame from `node` that came over 500 ms after its last one or after the first
    * question it left unanswered: `sinceFrame` is what the coordinator counted silence from before issue 14,
-   * `sinceAsked` what it counts from now (heardLately takes either over 1.5 ping intervals, 750 ms, as silent). */
+   * `sinceAsked` what it counts from now (heardLately takes either over 1.5 ping intervals, 750 ms, as silent; a worker
+   * not known to replicate a slice yet is given more: OpenQuestions.silentFrom). */
   private traceHeard(node: number): void {
     if (!TRACE_STALLS) return;
     const now = performance.now();
@@ -668,7 +715,7 @@ export class ReplicaLeaders {
       // forward (an NTP step, a VM resumed) would end early; the questions' times are on the same clock.
       now: () => performance.now(),
       // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
-      heardFrom: (node: number) => (this.ready(node) ? (this.questions.firstAsked(node) ?? performance.now()) : -Infinity),
+      heardFrom: (node: number) => (this.ready(node) ? (this.questions.silentFrom(node) ?? performance.now()) : -Infinity),
       persistTerm: (term: number, reason: ElectionReason | null) => {
         this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
         if (reason !== null) this.electionsBy[reason]++;
