@@ -122,6 +122,11 @@ export const CLIENT_UNSENT_BYTES_MAX = 4 * 1024 * 1024;
  * CLIENT_UNSENT_BYTES_MAX, which bounds the first burst of a connection; one frame of
  * small responses brings the estimate down. */
 export const CLIENT_RESPONSE_BYTES_GUESS = 64 * 1024;
+/** A router joins a client frame whose items pass through (a range page) in a buffer it reuses from frame to frame
+ * (ws-api.ts, FrameSlab), one of at least CLIENT_FRAME_SLAB_BYTES_MIN, grown to the largest such frame up to
+ * CLIENT_FRAME_SLAB_BYTES_MAX; a larger frame gets a buffer of its own. */
+export const CLIENT_FRAME_SLAB_BYTES_MIN = 64 * 1024;
+export const CLIENT_FRAME_SLAB_BYTES_MAX = 4 * 1024 * 1024;
 /** HTTP: requests run at once on one keep-alive connection (pipelined); the coordinator
  * stops reading the connection while that many are waiting for their responses to leave
  * for the kernel, so a client that does not read holds about this many responses in our

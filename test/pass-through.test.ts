@@ -124,6 +124,32 @@ describe('client frames with packed items', () => {
     expect(plain(decodeClientResponses(encodeClientFrame(list)))).toEqual(plain(expected));
   });
 
+  it('are joined in a scratch buffer where they fit (the router reuses one: ws-api.ts), else in one of their own, the same bytes either way', () => {
+    const list: ClientResponseFrame[] = [
+      [1, RESULT_OK, { items: PackedItems.ofList(packClientList(items(3))), examined: 3 }],
+      [2, RESULT_ERROR, 'TableNotFound', 'no table'],
+    ];
+    const single: ClientResponseFrame = [3, RESULT_OK, { items: PackedItems.ofItems(items(4).map(one)), examined: 4 }];
+    for (const frame of [list, single]) {
+      const own = encodeClientFrame(frame);
+      // Filled with 0xee: a byte the join left unwritten would show.
+      const roomy = Buffer.alloc(own.byteLength + 100, 0xee);
+      const inScratch = encodeClientFrame(frame, roomy);
+      expect(inScratch.buffer).toBe(roomy.buffer);
+      expect(inScratch.byteOffset).toBe(roomy.byteOffset);
+      expect(Buffer.compare(inScratch, own)).toBe(0);
+      const tight = Buffer.alloc(own.byteLength - 1);
+      const notInScratch = encodeClientFrame(frame, tight);
+      expect(notInScratch.buffer).not.toBe(tight.buffer);
+      expect(Buffer.compare(notInScratch, own)).toBe(0);
+    }
+    // A frame with nothing passing through is msgpackr's, as without a scratch buffer.
+    const plainFrame: ClientResponseFrame = [4, RESULT_OK, { z: 1 }];
+    const scratch = Buffer.alloc(1024);
+    expect(encodeClientFrame(plainFrame, scratch).buffer).not.toBe(scratch.buffer);
+    expect(Buffer.compare(encodeClientFrame(plainFrame, scratch), reference.pack(plainFrame))).toBe(0);
+  });
+
   it('keep every value as it was, and split into the bytes of each item at every header size', () => {
     for (const list of [items(5), [wide(1), wide(2)], [], Array.from({ length: 70_000 }, (_, i) => ({ i }))]) {
       const packed = packClientList(list);

@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { Operations } from '../coordinator/router/operations.js';
 import { attachWebSocketApi } from '../coordinator/router/ws-api.js';
-import { CLIENT_SUBPROTOCOL, CLIENT_WS_PATH, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame } from '../shared/protocol.js';
+import { CLIENT_SUBPROTOCOL, CLIENT_WS_PATH, decodeClientResponses, encodeClientFrame, packClientList, PackedItems, RESULT_OK, type ClientRequestFrame } from '../shared/protocol.js';
 import { waitFor } from './elastic-fixture.js';
 
 /** How long a wait on the server or the client may take (idle, a few ms), polled every POLL_MS: a request that never
@@ -28,11 +28,11 @@ class HeldOperations {
   execute(_op: string, payload: Record<string, unknown>): Promise<unknown> {
     return new Promise((resolve) => this.running.set(payload.n as number, resolve));
   }
-  answer(n: number): void {
+  answer(n: number, result: unknown = { n }): void {
     const resolve = this.running.get(n);
     expect(resolve).toBeDefined();
     this.running.delete(n);
-    resolve!({ n });
+    resolve!(result);
   }
   /** Resolves once `count` requests are running; fails after WAIT_MS. */
   async started(count: number): Promise<void> {
@@ -137,5 +137,34 @@ describe('the answers of one WebSocket connection', () => {
     expect(sent).toEqual([[0], [1]]);
     await receivedAll(2);
     expect(received).toEqual([[0], [1]]);
+  });
+});
+
+describe('answers joined in the buffer the server reuses (FrameSlab)', () => {
+  it('are not written over while the socket still holds them: a client that reads late gets every item as it was', async () => {
+    // 64 frames of 256 KiB, each its own: far more than loopback's socket buffers take while the client does not read,
+    // so most frames are handed to a socket that cannot take them at once.
+    const COUNT = 64;
+    const BYTES = 256 * 1024;
+    const items = new Map<number, Uint8Array>();
+    client.on('message', (data: Buffer) => {
+      for (const [id, , result] of decodeClientResponses(data)) items.set(id as number, ((result as { items: { blob: Uint8Array }[] }).items[0]).blob);
+    });
+    client.pause();
+    await request(COUNT);
+    for (let n = 0; n < COUNT; n++) {
+      ops.answer(n, { items: PackedItems.ofList(packClientList([{ n, blob: new Uint8Array(BYTES).fill(n) }])) });
+      // Two turns: the answer waits one while the others run, then leaves alone.
+      await turn();
+      await turn();
+    }
+    expect(sent.length).toBe(COUNT);
+    client.resume();
+    await waitFor(() => items.size >= COUNT, `${COUNT} answers at the client`, 10 * WAIT_MS, () => `${items.size} received`, POLL_MS);
+    for (let n = 0; n < COUNT; n++) {
+      const blob = items.get(n)!;
+      expect(blob.byteLength, `answer ${n}`).toBe(BYTES);
+      expect(blob.every((b) => b === n), `answer ${n}: every byte ${n}`).toBe(true);
+    }
   });
 });
