@@ -88,6 +88,8 @@ describe('keyslice help and version', () => {
       [['coordinator', '--http-request-timeout-ms', '5000'], {}, 'keyslice: --http-headers-timeout-ms (10000) must be at most --http-request-timeout-ms (5000)'],
       [['coordinator'], { KEYSLICE_MOVE_UNDO_DOWN_MS: '10' }, 'keyslice: --move-undo-down-ms must be a whole number from 1000 to 2147483648, got "10"'],
       [['coordinator', '--drain-replace-down-ms', '2.5s'], {}, 'keyslice: --drain-replace-down-ms must be a whole number from 1000 to 2147483648, got "2.5s"'],
+      // An empty value is no number (Number('') is 0: it read as 0, no limit on moves).
+      [['coordinator', '--move-items-per-second='], {}, 'keyslice: --move-items-per-second must be a whole number from 0 to 1000000000, got ""'],
       [['router', '--coordinator', 'http://127.0.0.1:1', '--http-headers-timeout-ms', '999'], {}, 'keyslice: --http-headers-timeout-ms must be a whole number from 1000 to 600000, got "999"'],
       [['router', '--coordinator', 'http://127.0.0.1:1'], { KEYSLICE_FAILOVER_RETRY_MS: '10001' }, 'keyslice: --failover-retry-ms must be a whole number from 1000 to 10000, got "10001"'],
     ] as const) {
