@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { median } from '../bench/median.js';
 import { cleanEnv } from './cli-run.js';
 import { liveProcesses } from './procs.js';
 
@@ -172,6 +173,18 @@ async function bench(script: string, args: string[], boundMs: number): Promise<B
 
 const num = (s: string) => Number(s.replace(/,/g, ''));
 
+describe('the median of a bench\'s rounds (bench/median.ts)', () => {
+  it('the middle one, or the mean of the two middle ones; a NaN round (one that measured nothing) left out; NaN for none', () => {
+    expect(median([3, 1, 2])).toBe(2);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+    // Before NaN was left out, a NaN made the sort's order unspecified: this answered NaN (the sort left [3, NaN, 1]).
+    expect(median([3, NaN, 1])).toBe(2);
+    expect(median([NaN, 5, NaN])).toBe(5);
+    expect(median([NaN])).toBeNaN();
+    expect(median([])).toBeNaN();
+  });
+});
+
 describe('the benches, end to end with their smallest arguments (real processes from dist/)', () => {
   it('load (npm run bench): put, get and range on a local cluster, each with ops and a latency', async () => {
     const r = await bench('load.js', ['--workload', 'put,get,range', '--duration', '1', '--ops', '300', '--keys', '50', '--range-items', '10', '--connections', '2', '--concurrency', '8'], 45_000);
@@ -321,12 +334,12 @@ describe('the benches, end to end with their smallest arguments (real processes 
     // The benches that read options through shared/cli-args.ts (readOptions, parseArgs, refuseCommandLine), found in
     // their sources, so that a new one is checked too. Each exits before it starts anything.
     const scripts = readdirSync(join(root, 'bench'))
-      .filter((f) => f.endsWith('.ts') && /\b(readOptions|parseArgs|refuseCommandLine)\(/.test(readFileSync(join(root, 'bench', f), 'utf8')))
+      .filter((f) => f.endsWith('.ts') && /\b(readOptions|readOptionsAndArguments|readArguments|parseArgs|refuseCommandLine)\(/.test(readFileSync(join(root, 'bench', f), 'utf8')))
       .map((f) => f.replace(/\.ts$/, '.js'));
     expect(scripts.length, scripts.join(' ')).toBeGreaterThanOrEqual(25);
-    const run = (script: string, arg: string) =>
+    const run = (script: string, ...args: string[]) =>
       new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const child = spawn(process.execPath, [join(root, 'dist', 'bench', script), arg], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnv({}) });
+        const child = spawn(process.execPath, [join(root, 'dist', 'bench', script), ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnv({}) });
         let stdout = '';
         let stderr = '';
         child.stdout!.on('data', (d: Buffer) => (stdout += d));
@@ -358,6 +371,23 @@ describe('the benches, end to end with their smallest arguments (real processes 
     // And a value not among an option's choices (cluster-start's --join), before it starts any process.
     const choice = await run('cluster-start.js', '--join=soon');
     expect([choice.code, choice.stderr.trim()], 'cluster-start.js --join=soon').toEqual([2, 'keyslice: --join must be at-start or later, got soon']);
+    // The benches that take arguments besides options (readOptionsAndArguments) refuse a wrong count of them, or a bad
+    // one, the same way, before they read or write anything.
+    for (const [script, args, said] of [
+      ['profile-top.js', [], 'takes one folder of .cpuprofile files, got 0'],
+      ['profile-top.js', [work, work], 'takes one folder of .cpuprofile files, got 2'],
+      ['replica-recovery.js', [], 'takes one worker folder, got 0'],
+      ['key-design-summary.js', [], 'no folder given'],
+      ['advise-samples.js', ['hotkey'], "takes a sample's name, a file and at most a number of items"],
+      ['advise-samples.js', ['no-such-sample', join(work, 'never.jsonl')], 'no sample "no-such-sample" (samples: hotkey, lowcard, timebucket, oversized, monotonic, usertime)'],
+      ['peer-queue-bytes.js', ['0'], 'ROUNDS must be one whole number from 1 to 9999, got "0"'],
+    ] as const) {
+      const bad = await run(script, ...args);
+      const lines = bad.stderr.trim().split('\n');
+      expect([bad.code, lines[0]], `${script} ${args.join(' ')}`).toEqual([2, `keyslice: ${said} (try node dist/bench/${script} --help)`]);
+      expect(lines[1], `${script}: its usage line`).toMatch(new RegExp(`^usage: node dist/bench/${script.replace('.', '\\.')} `));
+    }
+    expect(existsSync(join(work, 'never.jsonl')), 'advise-samples refused wrote no file').toBe(false);
     const help = await run('hops.js', '--help');
     expect([help.code, help.stdout.split('\n')[0]]).toEqual([0, expect.stringMatching(/^usage: node dist\/bench\/hops\.js /)]);
   }, 120_000);

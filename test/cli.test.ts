@@ -66,6 +66,10 @@ describe('keyslice help and version', () => {
       [['node', '--help'], 'usage: keyslice node'],
       [['local', '--help'], 'usage: keyslice local'],
       [['status', '--help'], 'keyslice: a distributed NoSQL item store'],
+      // The commands that take arguments (shared/cli-args.ts readArguments answers their --help too).
+      [['export', '--help'], 'usage: keyslice export TABLE'],
+      [['import', '-h'], 'usage: keyslice import TABLE FILE'],
+      [['advise', '--help'], 'usage: keyslice advise FILE'],
     ] as const) {
       const r = await keyslice([...args]);
       expect(r.code, args.join(' ')).toBe(0);
@@ -78,6 +82,11 @@ describe('keyslice help and version', () => {
     const r = await keyslice(['node', '--prot', '7101']);
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split('\n')).toEqual(['keyslice: unknown option "--prot" (try keyslice node --help)', 'usage: keyslice node [--coordinator http://127.0.0.1:7100] [options]']);
+    // The commands that talk to a cluster name themselves.
+    for (const command of ['export', 'import', 'advise', 'status']) {
+      const r = await keyslice([command, '--prot', '7101']);
+      expect([r.code, r.stderr.trim()], command).toEqual([2, `keyslice${command === 'status' ? '' : ` ${command}`}: unknown option "--prot" (try keyslice${command === 'status' ? '' : ` ${command}`} --help)`]);
+    }
   });
   it("refuses a request path's or a down wait's option out of its bounds in one sentence, exit 2, before it starts anything (coordinator and router)", async () => {
     const data = join(dataDir, 'refused-options');
@@ -88,6 +97,8 @@ describe('keyslice help and version', () => {
       [['coordinator', '--http-request-timeout-ms', '5000'], {}, 'keyslice: --http-headers-timeout-ms (10000) must be at most --http-request-timeout-ms (5000)'],
       [['coordinator'], { KEYSLICE_MOVE_UNDO_DOWN_MS: '10' }, 'keyslice: --move-undo-down-ms must be a whole number from 1000 to 2147483648, got "10"'],
       [['coordinator', '--drain-replace-down-ms', '2.5s'], {}, 'keyslice: --drain-replace-down-ms must be a whole number from 1000 to 2147483648, got "2.5s"'],
+      // An empty value is no number (Number('') is 0: it read as 0, no limit on moves).
+      [['coordinator', '--move-items-per-second='], {}, 'keyslice: --move-items-per-second must be a whole number from 0 to 1000000000, got ""'],
       [['router', '--coordinator', 'http://127.0.0.1:1', '--http-headers-timeout-ms', '999'], {}, 'keyslice: --http-headers-timeout-ms must be a whole number from 1000 to 600000, got "999"'],
       [['router', '--coordinator', 'http://127.0.0.1:1'], { KEYSLICE_FAILOVER_RETRY_MS: '10001' }, 'keyslice: --failover-retry-ms must be a whole number from 1000 to 10000, got "10001"'],
     ] as const) {

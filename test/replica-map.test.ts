@@ -1604,6 +1604,29 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(q.firstAsked(0)).toBeUndefined();
   });
 
+  it('a link that went down takes all that was kept of its workers: back with another worker count, a worker is asked again by its own open question, not by a slice it answered before (now another worker\'s)', () => {
+    let workers = 2;
+    const q = new OpenQuestions(() => workers, PING_MS);
+    // Slice 4 is worker 0's of two (4 % 2), and it answered for it: asked again, worker 0 would be asked by slice 4.
+    const before: DecodedReplicateEntry[] = [[4, { type: 'Ping', seq: 0 }]];
+    q.sent(0, before, 0);
+    q.answered(0, [[4, pong(seqOf(before, 4))]]);
+    // The link goes down; the node comes back with three workers: slice 4 is now worker 1's (4 % 3), slice 3 worker 0's.
+    q.forget(0);
+    workers = 3;
+    // Worker 0 drops slice 3's Ping (its assignment not there yet).
+    q.sent(0, [[3, { type: 'Ping', seq: 0 }]], 1_000);
+    const again: number[] = [];
+    const t = 1_000 + PING_MS / 2;
+    q.stale(0, t, () => true, (slice) => again.push(slice));
+    // Asked by slice 4 (kept past forget), worker 1 would answer: nothing of worker 0's cleared, asked again without end.
+    expect(again, "asked again by the open question's own slice").toEqual([3]);
+    const asked: DecodedReplicateEntry[] = [[3, { type: 'Ping', seq: 0 }]];
+    q.sent(0, asked, t);
+    q.answered(0, [[3, pong(seqOf(asked, 3))]]);
+    expect(q.firstAsked(0), 'its answer clears what worker 0 owed').toBeUndefined();
+  });
+
   it('asks again by the open question\'s own slice once the node no longer replicates the slice its worker last answered for (a Ping of that one it would drop)', () => {
     const q = new OpenQuestions(() => 1, PING_MS);
     const asked: DecodedReplicateEntry[] = [[2, { type: 'Ping', seq: 0 }]];
