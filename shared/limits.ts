@@ -124,7 +124,9 @@ export const CLIENT_UNSENT_BYTES_MAX = 4 * 1024 * 1024;
 export const CLIENT_RESPONSE_BYTES_GUESS = 64 * 1024;
 /** A router joins a client frame whose items pass through (a range page) in a buffer it reuses from frame to frame
  * (ws-api.ts, FrameSlab), one of at least CLIENT_FRAME_SLAB_BYTES_MIN, grown to the largest such frame up to
- * CLIENT_FRAME_SLAB_BYTES_MAX; a larger frame gets a buffer of its own. */
+ * CLIENT_FRAME_SLAB_BYTES_MAX; a larger frame gets a buffer of its own. A socket that cannot take a frame at once
+ * keeps its slab whole until the frame is written, and the frames after it get buffers of their own: a client that does
+ * not read costs at most one slab beyond its CLIENT_UNSENT_BYTES_MAX. */
 export const CLIENT_FRAME_SLAB_BYTES_MIN = 64 * 1024;
 export const CLIENT_FRAME_SLAB_BYTES_MAX = 4 * 1024 * 1024;
 /** HTTP: requests run at once on one keep-alive connection (pipelined); the coordinator

@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { Operations } from '../coordinator/router/operations.js';
 import { attachWebSocketApi } from '../coordinator/router/ws-api.js';
+import { CLIENT_FRAME_SLAB_BYTES_MAX } from '../shared/limits.js';
 import { CLIENT_SUBPROTOCOL, CLIENT_WS_PATH, decodeClientResponses, encodeClientFrame, packClientList, PackedItems, RESULT_OK, type ClientRequestFrame } from '../shared/protocol.js';
 import { waitFor } from './elastic-fixture.js';
 
@@ -44,6 +45,8 @@ let server: Server;
 let ops: HeldOperations;
 /** The frames the server handed to its socket: the ids of the answers in each. */
 let sent: number[][];
+/** The same frames themselves, each with whether its socket held some of it right after the send (bufferedAmount). */
+let handed: { frame: Buffer; held: boolean }[];
 let client: WebSocket;
 /** The ids the client received, frame by frame. */
 let received: number[][];
@@ -51,6 +54,7 @@ let received: number[][];
 beforeEach(async () => {
   ops = new HeldOperations();
   sent = [];
+  handed = [];
   received = [];
   server = createServer();
   const wss = attachWebSocketApi(ops as unknown as Operations, server);
@@ -59,6 +63,7 @@ beforeEach(async () => {
     ws.send = ((data: Buffer, cb?: (err?: Error) => void) => {
       sent.push(decodeClientResponses(data).map((r) => r[0]));
       send(data, cb);
+      handed.push({ frame: data, held: ws.bufferedAmount > 0 });
     }) as typeof ws.send;
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -141,30 +146,76 @@ describe('the answers of one WebSocket connection', () => {
 });
 
 describe('answers joined in the buffer the server reuses (FrameSlab)', () => {
-  it('are not written over while the socket still holds them: a client that reads late gets every item as it was', async () => {
-    // 64 frames of 256 KiB, each its own: far more than loopback's socket buffers take while the client does not read,
-    // so most frames are handed to a socket that cannot take them at once.
+  it("are not written over while a socket still holds them: a client that reads late gets every item as it was, while another client's answers are joined", async () => {
+    // 64 answers of 256 KiB to a client that does not read: far more than loopback's socket buffers take, so most are
+    // handed to a socket that cannot take them at once. After each, an answer as large to a second client that reads:
+    // its socket takes each at once, and each is joined where a frame still held for the first client could be, over
+    // all of it (the kernel took the start of a frame it took in part).
     const COUNT = 64;
     const BYTES = 256 * 1024;
-    const items = new Map<number, Uint8Array>();
-    client.on('message', (data: Buffer) => {
-      for (const [id, , result] of decodeClientResponses(data)) items.set(id as number, ((result as { items: { blob: Uint8Array }[] }).items[0]).blob);
-    });
+    const OTHER = 1000;
+    const other = new WebSocket(client.url, CLIENT_SUBPROTOCOL);
+    try {
+      await new Promise((r, f) => other.once('open', r).once('error', f));
+      const items = new Map<number, Uint8Array>();
+      const take = (data: Buffer) => {
+        for (const [id, , result] of decodeClientResponses(data)) items.set(id as number, ((result as { items: { blob: Uint8Array }[] }).items[0]).blob);
+      };
+      client.on('message', take);
+      other.on('message', take);
+      client.pause();
+      await request(COUNT);
+      other.send(encodeClientFrame(Array.from({ length: COUNT }, (_, n): ClientRequestFrame => [OTHER + n, 'GetItem', { n: OTHER + n }])));
+      await ops.started(2 * COUNT);
+      const fill = (n: number) => (n < OTHER ? n : 255 - (n - OTHER));
+      const answer = async (n: number) => {
+        ops.answer(n, { items: PackedItems.ofList(packClientList([{ n, blob: new Uint8Array(BYTES).fill(fill(n)) }])) });
+        // Two turns: the answer waits one while the others run, then leaves alone.
+        await turn();
+        await turn();
+      };
+      for (let n = 0; n < COUNT; n++) {
+        await answer(n);
+        await answer(OTHER + n);
+      }
+      expect(sent.length).toBe(2 * COUNT);
+      // The test means something only where the first client's socket held frames.
+      expect(handed.filter((h) => h.held).length).toBeGreaterThan(COUNT / 2);
+      client.resume();
+      await waitFor(() => items.size >= 2 * COUNT, `${2 * COUNT} answers at the clients`, 10 * WAIT_MS, () => `${items.size} received`, POLL_MS);
+      for (const n of Array.from({ length: COUNT }, (_, i) => [i, OTHER + i]).flat()) {
+        const blob = items.get(n)!;
+        expect(blob.byteLength, `answer ${n}`).toBe(BYTES);
+        expect(blob.every((b) => b === fill(n)), `answer ${n}: every byte ${fill(n)}`).toBe(true);
+      }
+    } finally {
+      other.terminate();
+    }
+  });
+
+  it('cost a client that does not read about the bytes its socket holds, plus one buffer at most: a small answer does not keep a large buffer', async () => {
+    // 20 answers of 256 KiB fill loopback's socket buffers while the client does not read (the reused buffer grows to
+    // their size); then 44 answers of a few bytes, each handed to a socket that already holds frames. 64 in all: the
+    // server starts no more at once (CLIENT_UNSENT_BYTES_MAX at CLIENT_RESPONSE_BYTES_GUESS each).
+    const BIG = 20;
+    const SMALL = 44;
     client.pause();
-    await request(COUNT);
-    for (let n = 0; n < COUNT; n++) {
-      ops.answer(n, { items: PackedItems.ofList(packClientList([{ n, blob: new Uint8Array(BYTES).fill(n) }])) });
-      // Two turns: the answer waits one while the others run, then leaves alone.
+    await request(BIG + SMALL);
+    for (let n = 0; n < BIG + SMALL; n++) {
+      const blob = new Uint8Array(n < BIG ? 256 * 1024 : 8).fill(n);
+      ops.answer(n, { items: PackedItems.ofList(packClientList([{ n, blob }])) });
       await turn();
       await turn();
     }
-    expect(sent.length).toBe(COUNT);
-    client.resume();
-    await waitFor(() => items.size >= COUNT, `${COUNT} answers at the client`, 10 * WAIT_MS, () => `${items.size} received`, POLL_MS);
-    for (let n = 0; n < COUNT; n++) {
-      const blob = items.get(n)!;
-      expect(blob.byteLength, `answer ${n}`).toBe(BYTES);
-      expect(blob.every((b) => b === n), `answer ${n}: every byte ${n}`).toBe(true);
-    }
+    expect(sent.length).toBe(BIG + SMALL);
+    const held = handed.filter((h) => h.held);
+    // The test means something only where the socket held most small answers.
+    expect(held.filter((h) => h.frame.byteLength < 1024).length).toBeGreaterThan(SMALL / 2);
+    // What the held frames keep alive: each distinct buffer under them, whole.
+    const buffers = new Set(held.map((h) => h.frame.buffer));
+    const kept = [...buffers].reduce((sum, b) => sum + b.byteLength, 0);
+    const own = held.reduce((sum, h) => sum + h.frame.byteLength, 0);
+    // Frames of their own share Node's 8 KiB pool (a few pools' worth): 64 KiB of slack.
+    expect(kept, `${held.length} held frames of ${own} bytes in ${buffers.size} buffers`).toBeLessThanOrEqual(own + CLIENT_FRAME_SLAB_BYTES_MAX + 64 * 1024);
   });
 });
