@@ -19,6 +19,7 @@
 //   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000] [--compact 1] [--ids 1]
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { GCProfiler, getHeapStatistics } from 'node:v8';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { intArg, parseArgs } from '../shared/cli-args.js';
@@ -98,12 +99,27 @@ function execute(bytes: Uint8Array, run: (op: SliceOpMessage) => unknown): unkno
 
 let leaderNs = 0n;
 let followerNs = 0n;
+/** Bytes the V8 heap allocated on each side (the leader's, or the R=1 worker's; the followers', both), counted as the
+ * CPU is (allocationOf): a put's garbage is what its collections cost (bench/README.md, "Allocation per replicated put"). */
+let leaderBytes = 0;
+let followerBytes = 0;
+const usedHeap = () => getHeapStatistics().used_heap_size;
 /** CPU time (user and system, of this process: one thread, and V8's helpers) that `f` took, in ns: wall time would
- * count the time other processes on a busy machine took the core. */
+ * count the time other processes on a busy machine took the core. `allocated` is set to the bytes it allocated: the
+ * heap's growth over the call plus what the collections during it freed (v8.GCProfiler: their heap before and after),
+ * measured outside the CPU's window. */
+let allocated = 0;
 const time = (f: () => void): bigint => {
+  const gcs = new GCProfiler();
+  gcs.start();
+  const used0 = usedHeap();
   const t0 = process.cpuUsage();
   f();
   const t = process.cpuUsage(t0);
+  const used1 = usedHeap();
+  let freed = 0;
+  for (const s of gcs.stop().statistics) freed += s.beforeGC.heapStatistics.usedHeapSize - s.afterGC.heapStatistics.usedHeapSize;
+  allocated = used1 - used0 + freed;
   return BigInt(t.user + t.system) * 1000n;
 };
 
@@ -126,6 +142,7 @@ if (R === 1) {
       log.append(RECORD_KIND.Effects, encodeEffects(store.takeEffects()));
       P.encodeOwnedResults(results as import('../shared/protocol.js').SliceOpResult[]);
     });
+    leaderBytes += allocated;
   };
 } else {
   const queue: { from: number; to: number; slice: number; m: ReplicationMessage }[] = [];
@@ -136,9 +153,12 @@ if (R === 1) {
     const replicas = new SliceReplicas(i, store, log, (slice, to, m) => queue.push({ from: i, to, slice, m }), events);
     return { store, log, replicas };
   });
-  const account = (worker: number, ns: bigint) => {
+  /** `ns` of CPU (and time()'s `allocated` bytes, but for a compaction's) on worker `worker`'s account. */
+  const account = (worker: number, ns: bigint, bytes = allocated) => {
     if (worker === 0) leaderNs += ns;
     else followerNs += ns;
+    if (worker === 0) leaderBytes += bytes;
+    else followerBytes += bytes;
   };
   /** Delivers what `from` sent (-1: everyone): each Append encoded on its sender's account (as the sender's turn
    * writes it to its peer), then decoded as between two workers (AppendOks unfolded already), as one turn of each
@@ -213,6 +233,7 @@ if (R === 1) {
       leader.log.flush();
       P.encodeOwnedResults(results as import('../shared/protocol.js').SliceOpResult[]);
     });
+    leaderBytes += allocated;
     // The leader's Appends to the followers, their AppendOks back (the leader commits), as a turn of each.
     deliver(0);
     deliver(1);
@@ -233,7 +254,7 @@ if (R === 1) {
       w.replicas.compact();
       await w.log.checkpoint();
       const t = process.cpuUsage(t0);
-      account(i, BigInt(t.user + t.system) * 1000n);
+      account(i, BigInt(t.user + t.system) * 1000n, 0); // its allocation not counted: it runs over turns (awaits)
       compactNs += BigInt(t.user + t.system) * 1000n;
     }
   };
@@ -243,14 +264,17 @@ const batches = Math.ceil(PUTS / BATCH);
 for (let b = 0; b < Math.ceil(batches / 4); b++) await step();
 leaderNs = 0n;
 followerNs = 0n;
+leaderBytes = 0;
+followerBytes = 0;
 compactions = 0;
 compactNs = 0n;
 for (let b = 0; b < batches; b++) await step();
 check();
 const puts = batches * BATCH;
 const per = (ns: bigint) => (Number(ns) / puts).toFixed(0);
+const kb = (bytes: number) => (bytes / puts / 1024).toFixed(2);
 console.log(
   R === 1
-    ? `${dist}: R=1 worker ${per(leaderNs)} ns per put (${SLICES} slices, batches of ${BATCH}, ${puts} puts)`
-    : `${dist}: R=3 total ${per(leaderNs + followerNs)} ns per put (leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)}; ${SLICES} slices, batches of ${BATCH}, ${puts} puts${IDS ? ', request ids' : ''}${COMPACT ? `, ${compactions} compactions: ${per(compactNs)} ns per put of the total` : ''})`,
+    ? `${dist}: R=1 worker ${per(leaderNs)} ns, ${kb(leaderBytes)} KB allocated per put (${SLICES} slices, batches of ${BATCH}, ${puts} puts)`
+    : `${dist}: R=3 total ${per(leaderNs + followerNs)} ns per put (leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)}); KB allocated per put ${kb(leaderBytes + followerBytes)} (leader ${kb(leaderBytes)}, each follower ${kb(followerBytes / 2)}${COMPACT ? ', compactions not counted' : ''}; ${SLICES} slices, batches of ${BATCH}, ${puts} puts${IDS ? ', request ids' : ''}${COMPACT ? `, ${compactions} compactions: ${per(compactNs)} ns per put of the total` : ''})`,
 );
