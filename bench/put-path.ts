@@ -101,7 +101,8 @@ function execute(bytes: Uint8Array, run: (op: SliceOpMessage) => unknown): unkno
 let leaderNs = 0n;
 let followerNs = 0n;
 /** Bytes the V8 heap allocated on each side (the leader's, or the R=1 worker's; the followers', both), counted as the
- * CPU is (allocationOf): a put's garbage is what its collections cost (bench/README.md, "Allocation per replicated put"). */
+ * CPU is (time): what a put allocates sets how often the young generation is collected (bench/README.md, "Allocation
+ * per replicated put"). */
 let leaderBytes = 0;
 let followerBytes = 0;
 const usedHeap = () => getHeapStatistics().used_heap_size;

@@ -924,8 +924,8 @@ export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { typ
 }
 
 /** readAppend's place in the bytes it reads, and the payloads' spans: one of each, reused (readAppend runs to its end
- * without yielding), not four closures over its locals and a list per Append, which were half of what a follower
- * allocated to read one (bench/README.md, "Allocation per replicated put"). */
+ * without yielding), not four closures over its locals and a list per Append: about two fifths of what it allocated
+ * per Append (bench/README.md, "Allocation per replicated put"). */
 class AppendCursor {
   bytes: Uint8Array = NO_PAYLOAD;
   at = 0;

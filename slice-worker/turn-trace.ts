@@ -71,8 +71,8 @@ export function startGcTrace(thread: string): void {
 
 /** The bytes this thread's heap has allocated since the counter started, as of each read (given the heap's use then):
  * its growth since the last read plus what the collections in between freed (v8.GCProfiler: the heap before and after
- * each). V8 keeps no such total; a put's garbage is what its collections cost (bench/README.md, "Allocation per
- * replicated put"). */
+ * each). V8 keeps no such total; what a put allocates sets how often the young generation is collected
+ * (bench/README.md, "Allocation per replicated put"). */
 function allocationCounter(): { read(usedNow: number): number } {
   let total = 0;
   let usedBefore = getHeapStatistics().used_heap_size;
