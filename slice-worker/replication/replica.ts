@@ -553,6 +553,8 @@ export class Replica {
     this.quorums = sets.length > 0 ? sets.map((set) => [...set]) : [[this.id, ...this.followers.keys()]];
     // Every replica a commit counts is one this leader replicates to, and it leads for a set it is in.
     assert(this.quorums.every((set) => set.every((r) => r === this.id || this.followers.has(r))), 'a leader replicates to every replica of the sets its commits count');
+    // (jointMajorityReach reads each set's median from its scratch, which holds older values past the set's own.)
+    assert(this.quorums.every((set) => set.length > 0), 'a replica set is never empty (checkReplicationMessage refuses one)');
     // A replica outside the newest set (quorums[0]) leads only to carry an unsettled change: elected (not led on) by
     // joint majorities, it counts itself only in the sets it is in (jointMajorityReach) and steps down once its barrier
     // commits (leaderCommit). docs/replication.md, "A leader outside the newest set".
