@@ -55,7 +55,7 @@ const { SliceStore } = await load<typeof import('../slice-worker/partition.js')>
 const { ReplicaLog } = await load<typeof import('../slice-worker/replication/replica-log.js')>('slice-worker/replication/replica-log.js');
 const { SliceReplicas } = await load<typeof import('../slice-worker/replication/slice-replicas.js')>('slice-worker/replication/slice-replicas.js');
 const { WriteAheadLog } = await load<typeof import('../slice-worker/wal.js')>('slice-worker/wal.js');
-const { APPLIED_REQUESTS_PER_SLICE_MAX, REPLICA_CHECKPOINT_AFTER_BYTES } = await load<typeof import('../shared/limits.js')>('shared/limits.js');
+const { APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX, REPLICA_CHECKPOINT_AFTER_BYTES } = await load<typeof import('../shared/limits.js')>('shared/limits.js');
 const { encodeEffects, RECORD_KIND } = await load<typeof import('../slice-worker/log-format.js')>('slice-worker/log-format.js');
 type ReplicationMessage = import('../shared/replication-protocol.js').ReplicationMessage;
 type SliceOpMessage = import('../shared/protocol.js').SliceOpMessage;
@@ -222,9 +222,16 @@ if (R === 1) {
       const held = workers[i].store.itemCount;
       if (held !== leader.store.itemCount - unapplied) throw new Error(`follower ${i} holds ${held} items, the leader ${leader.store.itemCount}: not all but the ${unapplied} of each slice's last record`);
       // --ids 1: each follower remembers the ids of the puts it applied, so a build that drops them cannot pass for a
-      // fast one (while no slice took more puts than a replica remembers: none forgotten).
+      // fast one (while no slice took more puts than a replica remembers, and the run was shorter than
+      // APPLIED_REQUESTS_KEPT_MS: none forgotten. A longer one's oldest are forgotten by the leader a batch before its
+      // followers, which then remember more: main's build too, a run of 135 s at load 8.)
       const remembered = (w: (typeof workers)[number]) => slices.reduce((a, s) => a + w.replicas.rememberedRequests(s), 0);
-      if (IDS && n / SLICES < APPLIED_REQUESTS_PER_SLICE_MAX && remembered(workers[i]) !== remembered(leader) - unapplied) throw new Error(`follower ${i} remembers ${remembered(workers[i])} request ids, the leader ${remembered(leader)}`);
+      if (!IDS || n / SLICES >= APPLIED_REQUESTS_PER_SLICE_MAX) continue;
+      if (Date.now() - startedAt >= APPLIED_REQUESTS_KEPT_MS) {
+        idsNote = `; ids not compared: the run outlasted APPLIED_REQUESTS_KEPT_MS (${APPLIED_REQUESTS_KEPT_MS / 1000} s)`;
+        continue;
+      }
+      if (remembered(workers[i]) !== remembered(leader) - unapplied) throw new Error(`follower ${i} remembers ${remembered(workers[i])} request ids, the leader ${remembered(leader)}`);
     }
   };
   step = () => {
@@ -263,6 +270,10 @@ if (R === 1) {
 }
 
 const batches = Math.ceil(PUTS / BATCH);
+/** When the first put was made: a remembered id is forgotten once one came APPLIED_REQUESTS_KEPT_MS after it (check). */
+const startedAt = Date.now();
+/** What check() could not compare, said on the result's line. */
+let idsNote = '';
 for (let b = 0; b < Math.ceil(batches / 4); b++) await step();
 leaderNs = 0n;
 followerNs = 0n;
@@ -278,5 +289,5 @@ const kb = (bytes: number) => (bytes / puts / 1024).toFixed(2);
 console.log(
   R === 1
     ? `${dist}: R=1 worker ${per(leaderNs)} ns, ${kb(leaderBytes)} KB allocated per put (${SLICES} slices, batches of ${BATCH}, ${puts} puts)`
-    : `${dist}: R=3 total ${per(leaderNs + followerNs)} ns per put (leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)}); KB allocated per put ${kb(leaderBytes + followerBytes)} (leader ${kb(leaderBytes)}, each follower ${kb(followerBytes / 2)}${COMPACT ? ', compactions not counted' : ''}; ${SLICES} slices, batches of ${BATCH}, ${puts} puts${IDS ? ', request ids' : ''}${COMPACT ? `, ${compactions} compactions: ${per(compactNs)} ns per put of the total` : ''})`,
+    : `${dist}: R=3 total ${per(leaderNs + followerNs)} ns per put (leader ${per(leaderNs)}, each follower ${per(followerNs / 2n)}); KB allocated per put ${kb(leaderBytes + followerBytes)} (leader ${kb(leaderBytes)}, each follower ${kb(followerBytes / 2)}${COMPACT ? ', compactions not counted' : ''}; ${SLICES} slices, batches of ${BATCH}, ${puts} puts${IDS ? ', request ids' : ''}${COMPACT ? `, ${compactions} compactions: ${per(compactNs)} ns per put of the total` : ''}${idsNote})`,
 );
