@@ -14,7 +14,8 @@
 // cannot pass for a fast one). `--compact 1` (R=3): each replica's worker also compacts and checkpoints its replica log
 // whenever it is due (ReplicaLog.checkpointDue, as worker.ts maybeCompact, at the worker's default threshold), all at
 // once after a step rather than in steps between tasks, on that replica's account. `--ids 1`: each put carries a request
-// id, as a router's do (its record then carries the ids, and every replica remembers them). `--dist DIR` runs another build's dist (e.g. a copy of main's), so two builds compare side by side on a
+// id, as a router's do (its record then carries the ids, and every replica remembers them: each follower's compared
+// with the leader's at the end of a run shorter than APPLIED_REQUESTS_KEPT_MS). `--dist DIR` runs another build's dist (e.g. a copy of main's), so two builds compare side by side on a
 // busy machine: alternate them.
 //
 //   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000] [--compact 1] [--ids 1]
