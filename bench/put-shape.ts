@@ -8,7 +8,9 @@
 // Prints, per side (medians of the rounds): puts/s, p50 and p99; CPU µs per put of the client, the routers, the
 // coordinator (and its ms of CPU a second while the side is driven and while the other sides are: at R>1 it is mostly
 // per second, not per put), each node's main thread, its two workers and its other threads (GC, libuv); socket and disk write
-// calls per put of the workers (/proc/<pid>/task/<tid>/io syscw); and per put: the leader tasks, Replicate frames
+// calls per put of the workers (/proc/<pid>/task/<tid>/io syscw); KB allocated per put by the workers, the nodes' main
+// threads and the routers, each kind all together (each thread's heap: allocKB of slice-worker/turn-trace.ts's gc line,
+// NaN on a build without it); and per put: the leader tasks, Replicate frames
 // sent, answers sent, frames taken from peers, Appends and AppendOks. `--rate N`: N puts/s offered (all loops
 // together), so that CPU per put compares at the same load. `--warm-s N`: each side first takes N seconds of puts,
 // unmeasured: a fresh cluster's V8 compiles its hot functions on the nodes' other threads for tens of seconds of load
@@ -60,6 +62,10 @@ interface Side {
   putN: number;
   /** Each worker's last KEYSLICE_TRACE_TURNS line, by "node/worker": its counts and when it was printed. */
   turns: Map<string, { at: number; counts: Record<string, number> }>;
+  /** Each thread's last `keyslice gc` line (slice-worker/turn-trace.ts), by "process/thread" (a node's `main` and
+   * `w<i>`, a router's `router<pid>` under the coordinator's prefix): when it was printed and the KB its heap has
+   * allocated so far (none from a build from before allocKB). */
+  gcs: Map<string, { at: number; allocKB: number | undefined }>;
   /** How many workers print trace lines (every node's). */
   workers: number;
   /** The coordinator's CPU seconds and the time (performance.now) when the side's last puts ended: from then until
@@ -69,14 +75,20 @@ interface Side {
 
 async function startSide(name: string, distRoot: string, factor: number): Promise<Side> {
   const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
-  const dir = benchTempDir(`keyslice-shape-${name.replace(':', '-')}-`);
+  const dir = benchTempDir(`keyslice-shape-${name.replace(/[^\w.=-]/g, '-')}-`);
   const turns: Side['turns'] = new Map();
+  const gcs: Side['gcs'] = new Map();
   process.env.KEYSLICE_TRACE_TURNS = '1';
   const log = (line: string) => {
     if (process.env.SHAPE_LOG) appendFileSync(process.env.SHAPE_LOG, `${name} ${line}\n`);
     // A build from before the lines carried their time (a --base) prints none: its line counts as of its arrival.
     const m = line.match(/^\[(slice-node-\d+)\] keyslice turns w(\d+) (?:at (\d+) )?(\{.*\})$/);
     if (m) turns.set(`${m[1]}/${m[2]}`, { at: m[3] === undefined ? Date.now() : Number(m[3]), counts: JSON.parse(m[4]) as Record<string, number> });
+    const g = line.match(/^\[([\w-]+)\] keyslice gc (\S+) (\{.*\})$/);
+    if (g) {
+      const v = JSON.parse(g[3]) as { at?: number; allocKB?: number };
+      gcs.set(`${g[1]}/${g[2]}`, { at: v.at ?? Date.now(), allocKB: v.allocKB });
+    }
   };
   const nodes = 3;
   const workers = 2;
@@ -84,7 +96,7 @@ async function startSide(name: string, distRoot: string, factor: number): Promis
   const clients: KeysliceClient[] = [];
   for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
-  return { name, cluster, clients, dir, putN: 0, turns, workers: nodes * workers, idleFrom: null };
+  return { name, cluster, clients, dir, putN: 0, turns, gcs, workers: nodes * workers, idleFrom: null };
 }
 
 interface Reading {
@@ -93,6 +105,8 @@ interface Reading {
   coordinator: number;
   nodes: { main: number; workers: number[]; other: number; syscw: number[] }[];
   turns: Record<string, number>;
+  /** KB allocated so far by the nodes' workers, the nodes' main threads and the routers (each thread's last gc line). */
+  allocKB: { workers: number; mains: number; routers: number };
 }
 
 function read(side: Side): Reading {
@@ -100,6 +114,12 @@ function read(side: Side): Reading {
   const self = process.cpuUsage();
   const turns: Record<string, number> = {};
   for (const t of side.turns.values()) for (const [k, v] of Object.entries(t.counts)) turns[k] = (turns[k] ?? 0) + v;
+  const allocKB = { workers: 0, mains: 0, routers: 0 };
+  for (const [key, g] of side.gcs) {
+    const thread = key.slice(key.lastIndexOf('/') + 1);
+    const role = /^w\d+$/.test(thread) ? 'workers' : thread === 'main' ? 'mains' : 'routers';
+    allocKB[role] += g.allocKB ?? NaN;
+  }
   return {
     client: (self.user + self.system) / 1e6,
     routers: cpuSecondsOf(childPids(coordinator)),
@@ -109,6 +129,7 @@ function read(side: Side): Reading {
       return { main: t.main, workers: t.workers, other: t.other, syscw: t.workerTids.map((tid) => threadWriteSyscallsOf(n.child.pid!, tid)) };
     }),
     turns,
+    allocKB,
   };
 }
 
@@ -132,7 +153,8 @@ async function traceAfter(side: Side, since: number): Promise<void> {
   const waitMs = TRACE_WAIT_PERIODS * TURN_TRACE_PERIOD_MS;
   for (let poll = 0; poll < waitMs / TRACE_POLL_MS; poll++) {
     const fresh = [...side.turns.values()].filter((t) => t.at >= since).length;
-    if (fresh === side.workers) return;
+    // And every thread that prints gc lines (the nodes' mains and the routers print on their own schedules).
+    if (fresh === side.workers && [...side.gcs.values()].every((g) => g.at >= since)) return;
     await new Promise((r) => setTimeout(r, TRACE_POLL_MS));
   }
   throw new Error(`${side.name}: no trace line from every one of its ${side.workers} workers within ${waitMs / 1000} s of the measurement`);
@@ -202,6 +224,8 @@ async function measure(side: Side, warmOnly = 0): Promise<Sample> {
   per.set('cpu nodes all', us(nodes));
   per.set('cpu cluster all', us(nodes + b.routers - a.routers + b.coordinator - a.coordinator));
   for (const k of Object.keys(b.turns)) per.set(`turns ${k}`, ((b.turns[k] ?? 0) - (a.turns[k] ?? 0)) / ops);
+  // KB allocated per put, by thread kind (all of the kind together; NaN for a build without allocKB).
+  for (const role of ['workers', 'mains', 'routers'] as const) per.set(`alloc KB ${role}`, (b.allocKB[role] - a.allocKB[role]) / ops);
   lat.sort((x, y) => x - y);
   return { rate: ops / secs, p50: lat[Math.floor(lat.length / 2)], p99: lat[Math.min(lat.length - 1, Math.floor(lat.length * 0.99))], per, load: loadavg()[0] };
 }
@@ -234,7 +258,7 @@ async function main(): Promise<void> {
         const i = (k + round) % sides.length;
         const s = await measure(sides[i]);
         results[i].push(s);
-        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} routers ${s.per.get('cpu routers')!.toFixed(1)} cluster ${s.per.get('cpu cluster all')!.toFixed(1)} us/put (other threads ${[...s.per].filter(([key]) => / other$/.test(key)).reduce((sum, [, v]) => sum + v, 0).toFixed(1)}) AppendOks ${(s.per.get('turns appendOkSlicesIn') ?? NaN).toFixed(2)}/put load ${s.load.toFixed(1)}\n`);
+        process.stderr.write(`round ${round + 1} ${sides[i].name.padEnd(7)} ${Math.round(s.rate)}/s p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms nodes ${s.per.get('cpu nodes all')!.toFixed(1)} routers ${s.per.get('cpu routers')!.toFixed(1)} cluster ${s.per.get('cpu cluster all')!.toFixed(1)} us/put (other threads ${[...s.per].filter(([key]) => / other$/.test(key)).reduce((sum, [, v]) => sum + v, 0).toFixed(1)}) AppendOks ${(s.per.get('turns appendOkSlicesIn') ?? NaN).toFixed(2)}/put alloc KB/put workers ${s.per.get('alloc KB workers')!.toFixed(2)} routers ${s.per.get('alloc KB routers')!.toFixed(2)} load ${s.load.toFixed(1)}\n`);
       }
     }
   } finally {

@@ -928,79 +928,109 @@ const NO_PAYLOAD = new Uint8Array(0);
  * copyBuffers made an ArrayBuffer per payload, and its walk built every map key by key (a follower takes an Append
  * per put and slice: bench/README.md, "A follower's Append read by hand"). */
 export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { type: 'Append' }> | null {
-  const n = bytes.byteLength;
-  let at = 0;
-  /** Whether `key`'s bytes come next (and then steps past them). */
-  const key = (k: Uint8Array): boolean => {
-    if (at + k.length > n) return false;
-    for (let i = 0; i < k.length; i++) if (bytes[at + i] !== k[i]) return false;
-    at += k.length;
+  const c = appendCursor;
+  c.bytes = bytes;
+  c.at = 0;
+  try {
+    return readAppendAt(c);
+  } finally {
+    c.bytes = NO_PAYLOAD; // it keeps no frame alive
+  }
+}
+
+/** readAppend's place in the bytes it reads, and the payloads' spans: one of each, reused (readAppend runs to its end
+ * without yielding), not four closures over its locals and a list per Append: about two fifths of what it allocated
+ * per Append (bench/README.md, "Allocation per replicated put"). */
+class AppendCursor {
+  bytes: Uint8Array = NO_PAYLOAD;
+  at = 0;
+  /** Each record's payload's start and end in `bytes`, at 2i and 2i + 1, until the layout is known good. */
+  readonly spans: number[] = [];
+
+  /** Whether `k`'s bytes come next (and then steps past them). */
+  key(k: Uint8Array): boolean {
+    const b = this.bytes;
+    const at = this.at;
+    if (at + k.length > b.byteLength) return false;
+    for (let i = 0; i < k.length; i++) if (b[at + i] !== k[i]) return false;
+    this.at = at + k.length;
     return true;
-  };
+  }
+
   /** The whole number >= 0 at `at`, stepping past it (-1: not one, or not in a form writeAppend writes): plainNumber,
    * the reader setEffectsEnd uses. */
-  const uint = (): number => {
-    const v = plainNumber(bytes, at);
+  uint(): number {
+    const v = plainNumber(this.bytes, this.at);
     if (!(Number.isSafeInteger(v) && v >= 0)) return -1;
-    at = numberEnd(bytes, at);
+    this.at = numberEnd(this.bytes, this.at);
     return v;
-  };
+  }
+
   /** The count of the list whose header is at `at` (listHeaderAt), stepping past it (-1: none). */
-  const listLength = (): number => {
-    const [count, next] = listHeaderAt(bytes, at);
+  listLength(): number {
+    const [count, next] = listHeaderAt(this.bytes, this.at);
     if (next < 0) return -1;
-    at = next;
+    this.at = next;
     return count;
-  };
+  }
+
   /** The length of the bin (0xc4, 0xc5, 0xc6) whose header is at `at`, stepping past it (-1: none, or cut). */
-  const binLength = (): number => {
-    const t = bytes[at];
+  binLength(): number {
+    const b = this.bytes;
+    const at = this.at;
+    const t = b[at];
     const width = t === 0xc4 ? 1 : t === 0xc5 ? 2 : t === 0xc6 ? 4 : 0;
-    if (width === 0 || at + 1 + width > n) return -1;
-    const v = width === 1 ? bytes[at + 1] : width === 2 ? u16(bytes, at) : u32(bytes, at);
-    at += 1 + width;
+    if (width === 0 || at + 1 + width > b.byteLength) return -1;
+    const v = width === 1 ? b[at + 1] : width === 2 ? u16(b, at) : u32(b, at);
+    this.at = at + 1 + width;
     return v;
-  };
-  if (!key(APPEND_HEAD)) return null;
-  const term = uint();
-  if (term < 0 || !key(K_PREV_INDEX)) return null;
-  const prevIndex = uint();
-  if (prevIndex < 0 || !key(K_PREV_TERM)) return null;
-  const prevTerm = uint();
-  if (prevTerm < 0 || !key(K_RECORDS)) return null;
-  const count = listLength();
+  }
+}
+const appendCursor = new AppendCursor();
+
+function readAppendAt(c: AppendCursor): Extract<ReplicationMessage, { type: 'Append' }> | null {
+  const bytes = c.bytes;
+  const n = bytes.byteLength;
+  if (!c.key(APPEND_HEAD)) return null;
+  const term = c.uint();
+  if (term < 0 || !c.key(K_PREV_INDEX)) return null;
+  const prevIndex = c.uint();
+  if (prevIndex < 0 || !c.key(K_PREV_TERM)) return null;
+  const prevTerm = c.uint();
+  if (prevTerm < 0 || !c.key(K_RECORDS)) return null;
+  const count = c.listLength();
   // Each record takes more than RECORD_HEAD's bytes: a count past what the bytes can hold is not an Append's. Nor is
   // one past what a leader sends: left to msgpackr, whose check refuses it (checkReplicationMessage).
-  if (count < 0 || count > REPLICATION_APPEND_RECORDS_MAX || count * RECORD_HEAD.length > n - at) return null;
+  if (count < 0 || count > REPLICATION_APPEND_RECORDS_MAX || count * RECORD_HEAD.length > n - c.at) return null;
   // The layout first, each payload's place kept (its start and end in `spans`), copied only once the whole of it is
   // known good: damaged bytes (a multi-MB Append among them) cost no copy here before msgpackr's.
   const records: ReplicaRecord[] = new Array(count);
-  const spans: number[] = new Array(2 * count);
+  const spans = c.spans;
   for (let i = 0; i < count; i++) {
-    if (!key(RECORD_HEAD)) return null;
-    const rTerm = uint();
-    if (rTerm < 0 || !key(K_INDEX)) return null;
-    const index = uint();
-    if (index < 0 || !key(K_PAYLOAD)) return null;
-    const size = binLength();
-    if (size < 0 || at + size > n) return null;
-    spans[2 * i] = at;
-    at += size;
-    spans[2 * i + 1] = at;
-    if (!key(K_CHECKSUM)) return null;
-    const checksum = uint();
+    if (!c.key(RECORD_HEAD)) return null;
+    const rTerm = c.uint();
+    if (rTerm < 0 || !c.key(K_INDEX)) return null;
+    const index = c.uint();
+    if (index < 0 || !c.key(K_PAYLOAD)) return null;
+    const size = c.binLength();
+    if (size < 0 || c.at + size > n) return null;
+    spans[2 * i] = c.at;
+    c.at += size;
+    spans[2 * i + 1] = c.at;
+    if (!c.key(K_CHECKSUM)) return null;
+    const checksum = c.uint();
     if (checksum < 0) return null;
     records[i] = { term: rTerm, index, payload: NO_PAYLOAD, checksum };
   }
-  if (!key(K_COMMIT_INDEX)) return null;
-  const commitIndex = uint();
-  if (commitIndex < 0 || !key(K_SENT_AT)) return null;
-  const sentAt = uint();
-  if (sentAt < 0 || !key(K_LEASED) || at !== n - 1 || !(bytes[at] === 0xc2 || bytes[at] === 0xc3)) return null;
+  if (!c.key(K_COMMIT_INDEX)) return null;
+  const commitIndex = c.uint();
+  if (commitIndex < 0 || !c.key(K_SENT_AT)) return null;
+  const sentAt = c.uint();
+  if (sentAt < 0 || !c.key(K_LEASED) || c.at !== n - 1 || !(bytes[c.at] === 0xc2 || bytes[c.at] === 0xc3)) return null;
   const own = new Uint8Array(n);
   own.set(bytes);
   for (let i = 0; i < count; i++) records[i].payload = own.subarray(spans[2 * i], spans[2 * i + 1]);
-  return { type: 'Append', term, prevIndex, prevTerm, records, commitIndex, sentAt, leased: bytes[at] === 0xc3 };
+  return { type: 'Append', term, prevIndex, prevTerm, records, commitIndex, sentAt, leased: bytes[c.at] === 0xc3 };
 }
 
 /** Decodes and checks one replication message for `slice` that `receiver` got from `from` (COORDINATOR or a node

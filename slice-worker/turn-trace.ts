@@ -2,9 +2,10 @@
 // running totals every TURN_TRACE_PERIOD_MS (a second) as one line, with the time, for bench measurements of the replicated write path. With it, each
 // thread that calls startGcTrace (a slice node's main thread and workers, a router) also prints its garbage collections' running totals (count and ms by kind, from
 // PerformanceObserver 'gc'; durations are wall time, long on a loaded machine) and its heap (MiB: used, external, and
-// the old, new and large-object spaces' use, and the new space's size) as a line of its own, for bench/put-shape's SHAPE_LOG.
+// the old, new and large-object spaces' use, and the new space's size) and the bytes it allocated so far (allocKB) as a line of its own, with the
+// time, for bench/put-shape (allocation per put by thread) and its SHAPE_LOG.
 import { PerformanceObserver, constants } from 'node:perf_hooks';
-import { getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
+import { GCProfiler, getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
 export const TRACE_TURNS = process.env.KEYSLICE_TRACE_TURNS === '1';
 /** How often a worker prints its turns line (and a thread its gc line): a reader that waits for a line as of a given
  * time bounds its wait in these periods (bench/put-shape.ts traceAfter). */
@@ -54,6 +55,7 @@ export function startGcTrace(thread: string): void {
     }
   }).observe({ entryTypes: ['gc'] });
   const mib = (n: number) => Math.round(n / 104_857.6) / 10;
+  const allocated = allocationCounter();
   setInterval(() => {
     const spaces = getHeapSpaceStatistics();
     const sp = Object.fromEntries(spaces.map((x) => [x.space_name, mib(x.space_used_size)]));
@@ -62,6 +64,28 @@ export function startGcTrace(thread: string): void {
     const h = getHeapStatistics();
     const ms: Record<string, number> = {};
     for (const [k, v] of Object.entries(gc)) ms[k] = Math.round(v * 10) / 10;
-    console.log(`keyslice gc ${thread} ${JSON.stringify({ ...ms, usedMiB: mib(h.used_heap_size), totalMiB: mib(h.total_heap_size), externalMiB: mib(h.external_memory), old: sp.old_space, newS: sp.new_space, newSizeMiB: newSize, lo: sp.large_object_space })}`);
+    const allocKB = Math.round(allocated.read(h.used_heap_size) / 1024);
+    console.log(`keyslice gc ${thread} ${JSON.stringify({ at: Date.now(), ...ms, allocKB, usedMiB: mib(h.used_heap_size), totalMiB: mib(h.total_heap_size), externalMiB: mib(h.external_memory), old: sp.old_space, newS: sp.new_space, newSizeMiB: newSize, lo: sp.large_object_space })}`);
   }, TURN_TRACE_PERIOD_MS).unref();
+}
+
+/** The bytes this thread's heap has allocated since the counter started, as of each read (given the heap's use then):
+ * its growth since the last read plus what the collections in between freed (v8.GCProfiler: the heap before and after
+ * each). V8 keeps no such total; what a put allocates sets how often the young generation is collected
+ * (bench/README.md, "Allocation per replicated put"). */
+function allocationCounter(): { read(usedNow: number): number } {
+  let total = 0;
+  let usedBefore = getHeapStatistics().used_heap_size;
+  let gcs = new GCProfiler();
+  gcs.start();
+  return {
+    read(usedNow: number): number {
+      for (const s of gcs.stop().statistics) total += s.beforeGC.heapStatistics.usedHeapSize - s.afterGC.heapStatistics.usedHeapSize;
+      gcs = new GCProfiler();
+      gcs.start();
+      total += usedNow - usedBefore;
+      usedBefore = usedNow;
+      return total;
+    },
+  };
 }

@@ -290,6 +290,8 @@ describe('the benches, end to end with their smallest arguments (real processes 
     // warm-up first, which one side of one round without --warm-s has not: no reading.
     expect(Number(/^\| cpu coordinator ms\/s driven \| ([\d.]+) \|$/m.exec(r.stdout)?.[1]), 'the coordinator\'s CPU a second').toBeGreaterThan(0);
     expect(r.stdout).toMatch(/^\| cpu coordinator ms\/s idle \| NaN \|$/m);
+    // Bytes allocated per put, from each thread's gc line (allocKB): the workers' and the router's, never none.
+    for (const role of ['workers', 'routers']) expect(Number(new RegExp(`^\\| alloc KB ${role} \\| ([\\d.]+) \\|$`, 'm').exec(r.stdout)?.[1]), `KB allocated per put by the ${role}`).toBeGreaterThan(0);
   }, caseMs(45_000));
 
   it('recovery (npm run bench:recovery): every item served again after both slice nodes were SIGKILLed', async () => {
@@ -311,16 +313,18 @@ describe('the benches, end to end with their smallest arguments (real processes 
 
   it('put-path: CPU ns per put of an R=1 worker, and of an R=3 leader and its followers', async () => {
     const r1 = await bench('put-path.js', ['--r', '1', '--slices', '4', '--puts', '1000'], 20_000);
-    expect(Number(/: R=1 worker (\d+) ns per put \(4 slices, batches of 32, 1024 puts\)$/m.exec(r1.stdout)?.[1])).toBeGreaterThan(0);
+    const m1 = /: R=1 worker (\d+) ns, ([\d.]+) KB allocated per put \(4 slices, batches of 32, 1024 puts\)$/m.exec(r1.stdout);
+    expect(Number(m1?.[1])).toBeGreaterThan(0);
+    expect(Number(m1?.[2]), 'KB allocated per put').toBeGreaterThan(0);
     const r3 = await bench('put-path.js', ['--r', '3', '--slices', '4', '--puts', '1000'], 20_000);
     // (It exits non-zero, failing bench(), if a replica refused anything or a follower did not apply what it should.)
-    const m = /: R=3 total (\d+) ns per put \(leader (\d+), each follower (\d+); 4 slices, batches of 32, 1024 puts\)$/m.exec(r3.stdout);
-    expect(Number(m?.[1])).toBeGreaterThan(0);
-    expect(Number(m?.[2])).toBeGreaterThan(0);
-    expect(Number(m?.[3])).toBeGreaterThan(0);
+    const m = /: R=3 total (\d+) ns per put \(leader (\d+), each follower (\d+)\); KB allocated per put ([\d.]+) \(leader ([\d.]+), each follower ([\d.]+); 4 slices, batches of 32, 1024 puts\)$/m.exec(r3.stdout);
+    for (let i = 1; i <= 6; i++) expect(Number(m?.[i]), `figure ${i} of ${r3.stdout}`).toBeGreaterThan(0);
+    // The total is the sides' (the leader and two followers), KB as ns.
+    expect(Math.abs(Number(m?.[4]) - Number(m?.[5]) - 2 * Number(m?.[6]))).toBeLessThan(0.02);
     // --ids 1: each put with a router's request id; it exits non-zero if a follower does not remember the leader's ids.
     const ids = await bench('put-path.js', ['--r', '3', '--slices', '4', '--puts', '1000', '--ids', '1'], 20_000);
-    expect(Number(/: R=3 total (\d+) ns per put \(leader \d+, each follower \d+; 4 slices, batches of 32, 1024 puts, request ids\)$/m.exec(ids.stdout)?.[1])).toBeGreaterThan(0);
+    expect(Number(/: R=3 total (\d+) ns per put \(leader \d+, each follower \d+\); KB allocated per put [\d.]+ \(leader [\d.]+, each follower [\d.]+; 4 slices, batches of 32, 1024 puts, request ids\)$/m.exec(ids.stdout)?.[1])).toBeGreaterThan(0);
   }, caseMs(60_000));
 
   it('fresh-read-cpu: CPU per range of a fresh store read once, as objects and packed', async () => {
