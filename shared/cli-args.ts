@@ -143,8 +143,8 @@ export function fail(message: string): never {
 
 /** A server that cannot listen says why in one sentence, names the option that changes it, and exits
  * EXIT_CANNOT_LISTEN: no stack trace. `who`: "coordinator", "slice node"; `portEnv`: the port's variable. */
-export function cannotListen(who: string, host: string, port: number, err: NodeJS.ErrnoException, portEnv: string): never {
-  const choose = `choose another with --port or ${portEnv}`;
+export function cannotListen(who: string, host: string, port: number, err: NodeJS.ErrnoException, portEnv: string, portFlag = '--port'): never {
+  const choose = `choose another with ${portFlag} or ${portEnv}`;
   const why =
     err.code === 'EADDRINUSE'
       ? `port ${port} on ${host} is in use by another process; stop that process or ${choose}`

@@ -175,6 +175,9 @@ export const WORKERS_PER_NODE_DEFAULT = 2;
 export const WORKERS_PER_NODE_MAX = 64;
 export const COORDINATOR_PORT_DEFAULT = 7100;
 export const SLICE_NODE_PORT_DEFAULT = 7101;
+/** A slice node's own /metrics port (docs/metrics.md): 0, off, unless an operator asks for it, so that a node
+ * opens no port beyond its node port by default. */
+export const SLICE_NODE_METRICS_PORT_DEFAULT = 0;
 
 /** Coordinator to node: how long to wait for a batch reply, and reconnect backoff (also a router's
  * and a node's links to its peers). The back-off stops growing at 250 ms: a restarted node is dialed

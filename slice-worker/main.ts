@@ -23,7 +23,9 @@
 import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { missingSecretProblem, secretMatches } from '../shared/auth.js';
+import type { Server } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { isLoopbackHost, missingSecretProblem, secretMatches } from '../shared/auth.js';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
 import { assert } from '../shared/errors.js';
@@ -36,6 +38,7 @@ import {
   REPLICATION_FRAME_ENTRIES_MAX,
   NODE_HEARTBEAT_INTERVAL_MS,
   NODE_HEARTBEAT_REQUEST_TIMEOUT_MS,
+  SLICE_NODE_METRICS_PORT_DEFAULT,
   SLICE_NODE_PORT_DEFAULT,
   SNAPSHOT_AFTER_LOG_BYTES,
   WORKERS_PER_NODE_DEFAULT,
@@ -76,6 +79,8 @@ const args = parseArgs(
   {
     host: { default: '127.0.0.1', help: 'address to listen on', env: 'KEYSLICE_HOST' },
     port: { default: String(SLICE_NODE_PORT_DEFAULT), help: 'port to listen on (0: any free port)', env: 'KEYSLICE_NODE_PORT' },
+    'metrics-port': { default: String(SLICE_NODE_METRICS_PORT_DEFAULT), help: 'port of this node\'s own GET /metrics (CPU, memory, event loop, GC, each thread\'s busy time), on --host (0: none)', env: 'KEYSLICE_NODE_METRICS_PORT' },
+    token: { default: '', help: 'client token the node\'s /metrics asks for (Authorization: Bearer), the coordinator\'s --token (empty: none required)', env: 'KEYSLICE_TOKEN' },
     workers: { default: String(WORKERS_PER_NODE_DEFAULT), help: 'worker threads, each owning a share of the slices', env: 'KEYSLICE_WORKERS' },
     data: { default: './data/slice-node', help: 'data folder of this node', env: 'KEYSLICE_NODE_DATA' },
     coordinator: { help: 'coordinator to register with and heartbeat to (http://host:port); without it the coordinator must know this node (--nodes or keyslice add)', env: 'KEYSLICE_COORDINATOR' },
@@ -89,6 +94,9 @@ const args = parseArgs(
   'usage: keyslice node [--coordinator http://127.0.0.1:7100] [options]',
 );
 const port = intArg('port', args.port, 0, 65535);
+const metricsPort = intArg('metrics-port', args['metrics-port'], 0, 65535);
+if (metricsPort !== 0 && metricsPort === port) fail(`--metrics-port must differ from --port (${port})`);
+if (metricsPort !== 0 && args.token === '' && !isLoopbackHost(args.host!)) console.error('keyslice slice node: warning: no --token; anyone who reaches --metrics-port reads this node\'s metrics');
 const workerCount = intArg('workers', args.workers, 1, WORKERS_PER_NODE_MAX);
 if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);
 const durability = args.durability as DurabilityMode;
@@ -383,13 +391,24 @@ server.on('connection', (ws) => {
   ws.on('error', (err) => console.error(`keyslice slice node: connection error: ${err.message}`));
 });
 server.on('error', (err) => cannotListen('slice node', args.host!, port, err, 'KEYSLICE_NODE_PORT'));
-server.on('listening', () => {
+server.on('listening', async () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
   const advertise = args.advertise ?? `ws://${args.host === '0.0.0.0' || args.host === '::' ? hostname() : args.host}:${boundPort}`;
   startGcTrace('main');
   startStallTrace('main');
-  console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} durability=${durability} advertise=${advertise} node=${identity.nodeId} pid=${process.pid}`);
+  let metricsAt = '';
+  if (metricsPort !== 0) {
+    // Listening before the ready line, so that whoever waits for that line can scrape at once. Loaded here only: a
+    // node without --metrics-port does not load prom-client.
+    const { nodeRegistry, serveNodeMetrics } = await import('./node-metrics.js');
+    const threads = [{ name: 'main', eventLoopUtilization: () => performance.eventLoopUtilization() }, ...workers.map((w, i) => ({ name: `worker-${i}`, eventLoopUtilization: () => w.eventLoopUtilization() }))];
+    metricsServer = await serveNodeMetrics(nodeRegistry(advertise, threads), args.host!, metricsPort, args.token!, (err) =>
+      cannotListen('slice node', args.host!, metricsPort, err, 'KEYSLICE_NODE_METRICS_PORT', '--metrics-port'),
+    );
+    metricsAt = ` metrics=http://${args.host}:${metricsPort}/metrics`;
+  }
+  console.log(`keyslice slice node ready ws://${args.host}:${boundPort} workers=${workerCount} durability=${durability} advertise=${advertise} node=${identity.nodeId} pid=${process.pid}${metricsAt}`);
   if (coordinatorUrl !== undefined) startHeartbeat(coordinatorUrl, advertise);
 });
 
@@ -421,10 +440,13 @@ function startHeartbeat(coordinator: string, advertise: string): void {
   void beat();
 }
 let heartbeatTimer: NodeJS.Timeout | undefined;
+/** The server of --metrics-port (null: none). */
+let metricsServer: Server | null = null;
 
 async function shutdown(): Promise<void> {
   clearTimeout(heartbeatTimer);
   server.close();
+  metricsServer?.close();
   for (const ws of server.clients) ws.terminate();
   await Promise.all(workers.map((w) => w.destroy()));
   process.exit(0);

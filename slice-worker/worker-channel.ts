@@ -20,6 +20,7 @@
 // Replication messages cross the port as bytes, both ways, one buffer per message
 // of the port (transferred, not cloned): the node's main thread neither decodes
 // nor encodes them; the worker does both, and checks what it decodes.
+import type { EventLoopUtilization } from 'node:perf_hooks';
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { assert } from '../shared/errors.js';
 import type { ThreadAnswer } from './worker-thread.js';
@@ -80,6 +81,12 @@ export class WorkerChannel {
     this.workerPort = channel.port2;
     this.port.on('message', (m: WorkerPortMessage) => this.fromWorker(m));
     this.port.unref();
+  }
+
+  /** The thread's event-loop utilization since it started (its busy and idle time: node-metrics.ts), read from
+   * this thread without a message to it, so that a worker too busy to answer still shows how busy it is. */
+  eventLoopUtilization(): EventLoopUtilization {
+    return this.thread.performance.eventLoopUtilization();
   }
 
   open(): Promise<OpenSummary> {

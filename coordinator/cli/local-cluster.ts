@@ -28,6 +28,8 @@ export interface ClusterOptions {
   coordinatorPort?: number;
   /** First slice node port; node i listens on nodePortBase + i. 0 picks free ports. */
   nodePortBase?: number;
+  /** Node i serves its own /metrics on nodeMetricsPortBase + i (--metrics-port); default none. */
+  nodeMetricsPortBase?: number;
   /** Slice node durability (default: the node's own default, fsync). */
   durability?: DurabilityMode;
   /** Slice node snapshot threshold (default SNAPSHOT_AFTER_LOG_BYTES). */
@@ -141,6 +143,9 @@ export interface SliceNodeOptions {
   /** Register with this coordinator (http://host:port) and heartbeat to it. */
   coordinator?: string;
   clusterSecret?: string;
+  /** Serve the node's own /metrics on this port (--metrics-port), asking for `token` where one is given. */
+  metricsPort?: number;
+  token?: string;
   log?: (line: string) => void;
 }
 
@@ -148,6 +153,8 @@ export function startSliceNode(o: SliceNodeOptions): Promise<ManagedProcess> {
   const args = ['--port', String(o.port), '--workers', String(o.workers), '--data', o.dataDir];
   if (o.coordinator !== undefined) args.push('--coordinator', o.coordinator);
   if (o.durability !== undefined) args.push('--durability', o.durability);
+  if (o.metricsPort !== undefined) args.push('--metrics-port', String(o.metricsPort));
+  if (o.token !== undefined) args.push('--token', o.token);
   if (o.snapshotAfterBytes !== undefined) args.push('--snapshot-after-bytes', String(o.snapshotAfterBytes));
   if (o.capacity !== undefined) args.push('--slice-reads-per-second', String(o.capacity.readsPerSecond), '--slice-writes-per-second', String(o.capacity.writesPerSecond));
   return startProcess(o.name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, o.log, withSecret(o.clusterSecret)).then((r) => r.proc);
@@ -212,6 +219,7 @@ export async function startLocalCluster(opts: ClusterOptions): Promise<LocalClus
           name: `slice-node-${i + 1}`,
           dataDir: join(opts.dataDir, `slice-node-${i + 1}`),
           port: opts.nodePortBase ? opts.nodePortBase + i : 0,
+          metricsPort: opts.nodeMetricsPortBase ? opts.nodeMetricsPortBase + i : undefined,
           ...nodeOptionsOf(opts),
           clusterSecret,
         }).then((p) => {
