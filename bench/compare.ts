@@ -34,7 +34,7 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { spawnUntilReady, startLocalCluster, stopProcess, type LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readArguments, refuseCommandLine, UsageError } from '../shared/cli-args.js';
+import { anyNumber, readArguments, refuseCommandLine, UsageError, wholeNumber } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
@@ -127,13 +127,6 @@ apt-get install redis-server (needs root), npm install in bench/peers.
 
 function parseArgs(argv: string[]): Config {
   const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, sdkProcesses: 4, sdkWarmupOps: SDK_WARMUP_OPS_PER_PROCESS, out: '', only: 'all', sdkCpuProf: '' };
-  const num = (flag: string, v: string | undefined, min: number, max: number, whole: boolean): number => {
-    const n = Number(v);
-    if (v === undefined || v === '' || !Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
-      throw new UsageError(`${flag} must be ${whole ? 'a whole number' : 'a number'} from ${min} to ${max}, got "${v ?? ''}"`);
-    }
-    return n;
-  };
   const text = { type: 'string' } as const;
   const { values: v } = readArguments(
     argv,
@@ -141,14 +134,14 @@ function parseArgs(argv: string[]): Config {
     USAGE,
     false,
   );
-  if (v.rounds !== undefined) cfg.rounds = num('--rounds', v.rounds, 1, 20, true);
-  if (v.duration !== undefined) cfg.durationS = num('--duration', v.duration, 0.5, 600, false);
-  if (v.warmup !== undefined) cfg.warmupS = num('--warmup', v.warmup, 0, 60, false);
-  if (v.ops !== undefined) cfg.ops = num('--ops', v.ops, 1, 100_000_000, true);
-  if (v.concurrency !== undefined) cfg.concurrency = num('--concurrency', v.concurrency, 1, 10_000, true);
-  if (v.connections !== undefined) cfg.connections = num('--connections', v.connections, 1, 64, true);
-  if (v['sdk-processes'] !== undefined) cfg.sdkProcesses = num('--sdk-processes', v['sdk-processes'], 1, 64, true);
-  if (v['sdk-warmup-ops'] !== undefined) cfg.sdkWarmupOps = num('--sdk-warmup-ops', v['sdk-warmup-ops'], 0, 1_000_000, true);
+  cfg.rounds = wholeNumber('rounds', v.rounds, 1, 20, cfg.rounds);
+  if (v.duration !== undefined) cfg.durationS = anyNumber('duration', v.duration, 0.5, 600);
+  if (v.warmup !== undefined) cfg.warmupS = anyNumber('warmup', v.warmup, 0, 60);
+  cfg.ops = wholeNumber('ops', v.ops, 1, 100_000_000, cfg.ops);
+  cfg.concurrency = wholeNumber('concurrency', v.concurrency, 1, 10_000, cfg.concurrency);
+  cfg.connections = wholeNumber('connections', v.connections, 1, 64, cfg.connections);
+  cfg.sdkProcesses = wholeNumber('sdk-processes', v['sdk-processes'], 1, 64, cfg.sdkProcesses);
+  cfg.sdkWarmupOps = wholeNumber('sdk-warmup-ops', v['sdk-warmup-ops'], 0, 1_000_000, cfg.sdkWarmupOps);
   if (v.only !== undefined) {
     if (v.only !== 'dynamodb') throw new UsageError(`--only takes "dynamodb", got "${v.only}"`);
     cfg.only = 'dynamodb';

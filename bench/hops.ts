@@ -28,7 +28,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { fail as usage, intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, readOptions } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
 import { PEERS_DIR } from './peers.js';
 import { childPids, writeSyscallsOf } from './proc-cpu.js';
@@ -75,10 +75,8 @@ const DDB_TABLE = 'hops_ddb';
 /** The same items in an even-distribution table of EVEN_BUCKETS buckets: a GetItems by device merges them. */
 const EVEN_TABLE = 'hops_even';
 const EVEN_BUCKETS = 8;
-const DEVICES = Number(opts.devices);
-const CONNECTIONS = Number(opts.connections);
-if (!Number.isInteger(CONNECTIONS) || CONNECTIONS < 1 || CONNECTIONS > 256) usage(`--connections must be a whole number from 1 to 256, got ${opts.connections}`);
-if (!Number.isInteger(DEVICES) || DEVICES < 1 || DEVICES > 10_000) usage(`--devices must be a whole number from 1 to 10000, got ${opts.devices}`);
+const CONNECTIONS = intArg('connections', opts.connections, 1, 256);
+const DEVICES = intArg('devices', opts.devices, 1, 10_000);
 const PER_DEVICE = 100;
 const SDK_PROCESSES = intArg('sdk-processes', opts['sdk-processes'], 1, 16);
 /** The SDK workloads' requests in flight per cluster (bench:compare's). */

@@ -10,7 +10,7 @@ import { cpus } from 'node:os';
 import type { ParseArgsConfig } from 'node:util';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readCommandLine, refuseCommandLine, UsageError } from '../shared/cli-args.js';
+import { readCommandLine, refuseCommandLine, UsageError, wholeNumber } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import type { KeySchema, TableLoad } from '../shared/api.js';
 import {
@@ -164,14 +164,7 @@ function parseCommandLine(argv: string[]): Config | 'help' {
   const raw = new Map<string, string>(Object.entries(values).map(([k, v]) => [k, String(v)]));
   if (raw.has('help')) return 'help';
 
-  const int = (name: string, dflt: number, min: number, max: number): number => {
-    const v = raw.get(name);
-    if (v === undefined) return dflt;
-    if (!/^[0-9]+$/.test(v) || Number(v) < min || Number(v) > max) {
-      throw new UsageError(`--${name} must be a whole number from ${min} to ${max}, got "${v}"`);
-    }
-    return Number(v);
-  };
+  const int = (name: string, dflt: number, min: number, max: number): number => wholeNumber(name, raw.get(name), min, max, dflt);
 
   let url: string | null = null;
   const rawUrl = raw.get('url');

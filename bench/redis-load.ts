@@ -10,7 +10,7 @@
 //   range  ZRANGEBYLEX of 100 items of a device's sorted set (1000 devices x 100 items preloaded)
 //   batch  25 new items' HSET in one pipeline (one per shard in a cluster)
 // The data set of each process has a prefix of its own, as each load.ts client has its own table.
-import { readArguments, refuseCommandLine, UsageError } from '../shared/cli-args.js';
+import { readArguments, refuseCommandLine, UsageError, wholeNumber } from '../shared/cli-args.js';
 import { closedLoop, type Row, type Sample } from './driver.js';
 import { ensureNpmPeers } from './peers.js';
 import { RedisAdapter, type RedisCtor } from './redis-adapter.js';
@@ -30,22 +30,17 @@ const USAGE = `usage: node dist/bench/redis-load.js --port P [--cluster] [--work
 function parse(argv: string[]) {
   const text = { type: 'string' } as const;
   const { values: v } = readArguments(argv, { port: text, cluster: { type: 'boolean' }, workload: text, duration: text, ops: text, connections: text, concurrency: text }, USAGE, false);
-  const int = (name: string, value: string | undefined, dflt: number, min: number, max: number) => {
-    if (value === undefined) return dflt;
-    if (!/^[0-9]+$/.test(value) || Number(value) < min || Number(value) > max) throw new UsageError(`--${name} must be a whole number from ${min} to ${max}, got "${value}"`);
-    return Number(value);
-  };
   const workloads = (v.workload ?? 'put,get,range,batch').split(',') as Workload[];
   for (const w of workloads) if (!WORKLOADS.includes(w)) throw new UsageError(`--workload: "${w}" is not one of ${WORKLOADS.join(', ')}`);
   if (v.port === undefined) throw new UsageError('--port is needed (a Redis server, or any node of a Redis Cluster, on 127.0.0.1)');
   return {
-    port: int('port', v.port, 0, 1, 65535),
+    port: wholeNumber('port', v.port, 1, 65535),
     cluster: v.cluster === true,
     workloads,
-    durationS: int('duration', v.duration, 10, 1, 3600),
-    ops: int('ops', v.ops, 100_000, 1, 100_000_000),
-    connections: int('connections', v.connections, 4, 1, 64),
-    concurrency: int('concurrency', v.concurrency, 50, 1, 10_000),
+    durationS: wholeNumber('duration', v.duration, 1, 3600, 10),
+    ops: wholeNumber('ops', v.ops, 1, 100_000_000, 100_000),
+    connections: wholeNumber('connections', v.connections, 1, 64, 4),
+    concurrency: wholeNumber('concurrency', v.concurrency, 1, 10_000, 50),
   };
 }
 

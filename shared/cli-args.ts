@@ -120,20 +120,48 @@ export function parseArgs<S extends ArgSpec>(argv: string[], spec: S, usage: str
   return out as { [K in keyof S]: string | undefined };
 }
 
-export function intArg(name: string, value: string | undefined, min: number, max: number): number {
+/** The one reader of a whole-number option: `value` (a command line's or an environment variable's text) as a whole
+ * number from `min` to `max`, or `dflt` where the option is not given (`value` undefined) and there is a default.
+ * Anything else is thrown as a UsageError, "--NAME must be a whole number from MIN to MAX, got ...", which the caller
+ * says its way: intArg (a process, a bench) prints it and exits EXIT_USAGE; a keyslice command (coordinator/cli) names
+ * itself and its --help. Number() reads the text, so "1e3", "0x10" and " 5" are whole numbers too; Number('') is 0,
+ * so an empty value (--port=) is refused on its own. */
+export function wholeNumber(name: string, value: string | undefined, min: number, max: number, dflt?: number): number {
+  if (value === undefined && dflt !== undefined) return dflt;
   const n = Number(value);
-  // Number('') is 0: an empty value (--port=) is no number.
   if (value === undefined || value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
-    fail(`--${name} must be a whole number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
+    throw new UsageError(`--${name} must be a whole number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
   }
   return n;
 }
 
-/** A number from `min` to `max`, fractions too (seconds), checked as intArg checks a whole number. */
-export function numberArg(name: string, value: string | undefined, min: number, max: number): number {
+/** A number from `min` to `max`, fractions too (seconds), read as wholeNumber reads a whole number. */
+export function anyNumber(name: string, value: string | undefined, min: number, max: number): number {
   const n = Number(value);
-  if (value === undefined || value.trim() === '' || !(n >= min && n <= max)) fail(`--${name} must be a number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
+  if (value === undefined || value.trim() === '' || !(n >= min && n <= max)) {
+    throw new UsageError(`--${name} must be a number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
+  }
   return n;
+}
+
+/** wholeNumber for a process or a bench: what it refuses is printed and the process exits EXIT_USAGE (fail). */
+export function intArg(name: string, value: string | undefined, min: number, max: number): number {
+  return failing(() => wholeNumber(name, value, min, max));
+}
+
+/** anyNumber for a process or a bench, refused as intArg refuses. */
+export function numberArg(name: string, value: string | undefined, min: number, max: number): number {
+  return failing(() => anyNumber(name, value, min, max));
+}
+
+/** `read`'s UsageError said by fail. */
+function failing<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof UsageError) fail(err.message);
+    throw err;
+  }
 }
 
 export function fail(message: string): never {

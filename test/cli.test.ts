@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startProcess, stopProcess } from '../coordinator/cli/local-cluster.js';
+import { BATCH_WRITE_ITEMS_MAX, IMPORT_PARALLEL_MAX, SCAN_SEGMENTS_MAX } from '../shared/limits.js';
 import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
 import { waitFor } from './elastic-fixture.js';
 
@@ -107,6 +108,24 @@ describe('keyslice help and version', () => {
       expect([r.code, r.stderr.trim()], args.join(' ')).toEqual([2, said]);
     }
     expect(existsSync(data), 'a coordinator refused made its data folder').toBe(false);
+  });
+  it("the commands that talk to a cluster take a whole-number option from its least to its most, and refuse one past either end, a fraction, an empty or a non-numeric value naming the command, exit 2 (shared/cli-args.ts wholeNumber)", async () => {
+    // Nothing listens on port 1 and no file x.jsonl is there: a command line taken ends at the file or the connection (exit 1).
+    const url = ['--url', 'http://127.0.0.1:1'];
+    const missing = join(dataDir, 'x.jsonl');
+    for (const [args, code, said] of [
+      [['import', 't', missing, ...url, '--parallel', '1', '--batch', String(BATCH_WRITE_ITEMS_MAX), '--seed', String(2 ** 31)], 1, `keyslice import: cannot read ${missing}: no such file`],
+      [['import', 't', missing, ...url, '--parallel', '0'], 2, `keyslice import: --parallel must be a whole number from 1 to ${IMPORT_PARALLEL_MAX}, got "0" (try keyslice import --help)`],
+      [['import', 't', missing, ...url, '--batch', String(BATCH_WRITE_ITEMS_MAX + 1)], 2, `keyslice import: --batch must be a whole number from 1 to ${BATCH_WRITE_ITEMS_MAX}, got "${BATCH_WRITE_ITEMS_MAX + 1}" (try keyslice import --help)`],
+      [['import', 't', missing, ...url, '--seed=-1'], 2, `keyslice import: --seed must be a whole number from 0 to ${2 ** 31}, got "-1" (try keyslice import --help)`],
+      [['advise', missing, '--sharding', 'id:string', '--nodes', '1024', '--slices', '1'], 1, `keyslice advise: cannot read ${missing}: no such file`],
+      [['advise', missing, '--sharding', 'id:string', '--nodes', '1.5'], 2, 'keyslice advise: --nodes must be a whole number from 1 to 1024, got "1.5" (try keyslice advise --help)'],
+      [['advise', missing, '--sharding', 'id:string', '--sorting', 's:number', '--even='], 2, 'keyslice advise: --even must be a whole number from 1 to 1024, got "" (try keyslice advise --help)'],
+      [['export', 't', ...url, '--parallel', 'abc'], 2, `keyslice export: --parallel must be a whole number from 1 to ${SCAN_SEGMENTS_MAX}, got "abc" (try keyslice export --help)`],
+    ] as const) {
+      const r = await keyslice([...args], 20_000);
+      expect([r.code, r.stderr.trim()], args.join(' ')).toEqual([code, said]);
+    }
   });
   it('npm start\'s script answers --help and refuses an argument, starting nothing', async () => {
     const script = join(root, 'dist', 'coordinator', 'cli', 'local-cluster.js');

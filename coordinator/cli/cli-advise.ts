@@ -6,7 +6,7 @@
 // --max-items items: memory grows with the distinct keys counted, not the file).
 import type { AccessEntry, AdviceReport } from '../../shared/advice.js';
 import type { KeySchema } from '../../shared/api.js';
-import { EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
+import { EXIT_USAGE, readArguments, UsageError, wholeNumber } from '../../shared/cli-args.js';
 import { CLUSTER_OPTIONS, clusterOf } from './command-line.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { initHashing } from '../../shared/hashing.js';
@@ -69,12 +69,6 @@ function columns(text: string, flag: string): KeySchema[] {
   });
 }
 
-function wholeNumber(v: string | undefined, flag: string, min: number, max: number): number | undefined {
-  if (v === undefined) return undefined;
-  if (!/^[0-9]+$/.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`--${flag} must be a whole number from ${min} to ${max}, got "${v}"`);
-  return Number(v);
-}
-
 function parse(args: string[]) {
   const { values: v, positionals } = readArguments(args, {
     ...CLUSTER_OPTIONS,
@@ -103,14 +97,14 @@ function parse(args: string[]) {
     table: v.table,
     sharding: v.sharding === undefined ? undefined : columns(v.sharding, 'sharding'),
     sorting: v.sorting === undefined ? undefined : columns(v.sorting, 'sorting'),
-    even: wholeNumber(v.even, 'even', 1, 1024),
-    slices: wholeNumber(v.slices, 'slices', 1, SLICE_COUNT_MAX) ?? SLICE_COUNT_DEFAULT,
-    nodes: wholeNumber(v.nodes, 'nodes', 1, 1024) ?? 2,
-    maxItems: wholeNumber(v['max-items'], 'max-items', 1, ADVISOR_SAMPLE_ITEMS_MAX) ?? ADVISOR_SAMPLE_ITEMS_DEFAULT,
+    even: v.even === undefined ? undefined : wholeNumber('even', v.even, 1, 1024),
+    slices: wholeNumber('slices', v.slices, 1, SLICE_COUNT_MAX, SLICE_COUNT_DEFAULT),
+    nodes: wholeNumber('nodes', v.nodes, 1, 1024, 2),
+    maxItems: wholeNumber('max-items', v['max-items'], 1, ADVISOR_SAMPLE_ITEMS_MAX, ADVISOR_SAMPLE_ITEMS_DEFAULT),
     accessLog: v['access-log'],
     format: v.format,
-    expectedItems: wholeNumber(v['expected-items'], 'expected-items', 1, 1e15),
-    moment: wholeNumber(v.moment, 'moment', 1, 1_000_000),
+    expectedItems: v['expected-items'] === undefined ? undefined : wholeNumber('expected-items', v['expected-items'], 1, 1e15),
+    moment: v.moment === undefined ? undefined : wholeNumber('moment', v.moment, 1, 1_000_000),
     json: v.json === true,
     local,
     ...clusterOf(v),

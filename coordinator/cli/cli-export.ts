@@ -4,7 +4,7 @@
 // what keyslice import takes back. Writes wait for the output to drain, so
 // memory holds at most a page per segment.
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
+import { EXIT_USAGE, readArguments, UsageError, wholeNumber } from '../../shared/cli-args.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { EXPORT_PAGE_ITEMS, EXPORT_SEGMENTS_DEFAULT, SCAN_SEGMENTS_MAX } from '../../shared/limits.js';
 import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, toJson, type Item } from '../../shared/values.js';
@@ -43,8 +43,7 @@ export async function exportCommand(args: string[]): Promise<void> {
     if (positionals.length !== 1) throw new UsageError(`export takes one table: keyslice export TABLE (got ${positionals.length} arguments)`);
     table = positionals[0];
     out = v.out;
-    segments = v.parallel === undefined ? EXPORT_SEGMENTS_DEFAULT : Number(v.parallel);
-    if (!Number.isInteger(segments) || segments < 1 || segments > SCAN_SEGMENTS_MAX) throw new UsageError(`--parallel must be a whole number from 1 to ${SCAN_SEGMENTS_MAX}, got "${v.parallel}"`);
+    segments = wholeNumber('parallel', v.parallel, 1, SCAN_SEGMENTS_MAX, EXPORT_SEGMENTS_DEFAULT);
     ({ url, token } = clusterOf(v));
   } catch (err) {
     if (err instanceof UsageError) die(`${err.message} (try keyslice export --help)`, EXIT_USAGE);

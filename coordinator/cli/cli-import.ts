@@ -9,7 +9,7 @@
 // writes count as imported.
 import { openSync, readSync, closeSync, statSync } from 'node:fs';
 import type { ItemFailure } from '../../shared/api.js';
-import { EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
+import { EXIT_USAGE, readArguments, UsageError, wholeNumber } from '../../shared/cli-args.js';
 import { CLUSTER_OPTIONS, clusterOf } from './command-line.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { initHashing, xxHash32 } from '../../shared/hashing.js';
@@ -116,11 +116,6 @@ function parse(args: string[]) {
   if (!IMPORT_ORDERS.includes(order)) throw new UsageError(`--order must be one of ${IMPORT_ORDERS.join(', ')}, got "${v.order}"`);
   const onError = v['on-error'] ?? 'skip';
   if (onError !== 'skip' && onError !== 'stop') throw new UsageError(`--on-error must be skip or stop, got "${onError}"`);
-  const int = (text: string | undefined, flag: string, dflt: number, min: number, max: number) => {
-    if (text === undefined) return dflt;
-    if (!/^[0-9]+$/.test(text) || Number(text) < min || Number(text) > max) throw new UsageError(`--${flag} must be a whole number from ${min} to ${max}, got "${text}"`);
-    return Number(text);
-  };
   let format;
   try {
     format = formatOf(positionals[1], v.format);
@@ -132,9 +127,9 @@ function parse(args: string[]) {
     file: positionals[1],
     order,
     onError: onError as 'skip' | 'stop',
-    parallel: int(v.parallel, 'parallel', IMPORT_PARALLEL_DEFAULT, 1, IMPORT_PARALLEL_MAX),
-    batch: int(v.batch, 'batch', BATCH_WRITE_ITEMS_MAX, 1, BATCH_WRITE_ITEMS_MAX),
-    seed: int(v.seed, 'seed', 1, 0, 2 ** 31),
+    parallel: wholeNumber('parallel', v.parallel, 1, IMPORT_PARALLEL_MAX, IMPORT_PARALLEL_DEFAULT),
+    batch: wholeNumber('batch', v.batch, 1, BATCH_WRITE_ITEMS_MAX, BATCH_WRITE_ITEMS_MAX),
+    seed: wholeNumber('seed', v.seed, 0, 2 ** 31, 1),
     format,
     json: v.json === true,
     ...clusterOf(v),
