@@ -1777,6 +1777,8 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(again).toEqual([2, 4]);
     expect(q.silentFrom(0), 'the grace again').toBe(100 + grace);
     expect(q.firstAsked(0)).toBe(100);
+    // A ping interval that is no number is refused at once, not met as a NaN time in silentFrom's bound.
+    expect(() => new OpenQuestions(() => 1, Number.NaN)).toThrow(/ping interval is a positive number of ms, not NaN/);
   });
 
 });

@@ -110,6 +110,8 @@ export class OpenQuestions {
      * (stale); the grace of a worker not known to replicate a slice is counted in it (silentFrom). */
     private readonly pingIntervalMs: number,
   ) {
+    // A ping interval that is not a positive number (NaN) would make silentFrom's times NaN, and its bound fire.
+    assert(pingIntervalMs > 0 && Number.isFinite(pingIntervalMs), `the ping interval is a positive number of ms, not ${pingIntervalMs}`);
     this.firstAnswerGraceMs = FIRST_ANSWER_GRACE_PING_INTERVALS * pingIntervalMs;
   }
 
