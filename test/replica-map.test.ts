@@ -13,7 +13,7 @@ import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS } from '../shared/limits.js';
+import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -1648,8 +1648,9 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
    * and the worker answers a Ping or Prepare of a slice `answers` says it replicates then after `delayMs`, drops the
    * others. Returns the ticks at which the node counted as silent (heardLately's rule: NODE_SILENT_AFTER_PING_INTERVALS
    * after OpenQuestions.silentFrom, as ReplicaLeaders' heardFrom says), the slices asked again, and when each answer
-   * came. */
-  function worker(o: { untilMs: number; asks: (t: number) => DecodedReplicateEntry[]; answers: (slice: number, t: number) => boolean; delayMs: number; workers?: number }) {
+   * came. `replicates` says whether the node's set of a slice holds it at a tick (stale's stillAsked; always, where not
+   * given). */
+  function worker(o: { untilMs: number; asks: (t: number) => DecodedReplicateEntry[]; answers: (slice: number, t: number) => boolean; delayMs: number; workers?: number; replicates?: (slice: number, t: number) => boolean }) {
     const q = new OpenQuestions(() => o.workers ?? 1, PING_MS);
     const due: { at: number; entry: DecodedReplicateEntry }[] = [];
     const silentAt: number[] = [];
@@ -1673,7 +1674,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
       const from = q.silentFrom(0);
       if (from !== undefined && t - from >= NODE_SILENT_AFTER_PING_INTERVALS * PING_MS) silentAt.push(t);
       const reasked: DecodedReplicateEntry[] = [];
-      q.stale(0, t, () => true, (slice) => {
+      q.stale(0, t, (slice) => o.replicates?.(slice, t) ?? true, (slice) => {
         again.push([t, slice]);
         reasked.push([slice, { type: 'Ping', seq: 0 }]);
       });
@@ -1710,6 +1711,29 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(frozen.silentAt[0], 'the first tick at which it counted as silent').toBe(Math.ceil((lastAnswer + 2.5 * PING_MS + 100) / 100) * 100);
     expect(frozen.silentAt.at(-1), 'silent to the end').toBe(8_000);
     expect(frozen.again.length, 'Pings asked again in the 7 s it was frozen').toBeLessThanOrEqual((2 * 7_000) / PING_MS + 1);
+  });
+
+  it('a frozen leader whose worker last answered for a slice that then left its node still counts as silent within 2.5 ping intervals and a tick of its last answer', () => {
+    // One worker leads slice 2 (pinged every 600 ms) and follows slice 4, whose move off the node probes it with slice
+    // 2's Pings until the change settles at 900 ms: its last answer, at 600 ms, is slice 4's (answered after slice 2's).
+    // It freezes at 1,000 ms. Known by slice 4 alone, it was counted as a new worker once slice 4 left (the grace): its
+    // node silent from 2,700 + 750 ms, and its leadership of slice 2 kept 1.35 s past the heartbeat timeout.
+    const frozen = worker({
+      untilMs: 8_000,
+      asks: (t) => (t % 600 !== 0 ? [] : t <= 600 ? [[2, { type: 'Ping', seq: 0 }], [4, { type: 'Ping', seq: 0 }]] : [[2, { type: 'Ping', seq: 0 }]]),
+      answers: (_slice, t) => t < 1_000,
+      replicates: (slice, t) => slice === 2 || t < 900,
+      delayMs: 0,
+    });
+    const lastAnswer = 600;
+    expect(frozen.answered.at(-1)?.[1], 'the slice of its last answer').toBe(4);
+    expect(frozen.answered.at(-1)?.[0], 'its last answer').toBeLessThanOrEqual(lastAnswer + 10);
+    expect(frozen.silentAt[0], 'the first tick at which it counted as silent').toBe(Math.ceil((lastAnswer + 2.5 * PING_MS + 100) / 100) * 100);
+    expect(frozen.silentAt[0], 'within the heartbeat timeout of its last answer').toBeLessThanOrEqual(lastAnswer + LEADER_HEARTBEAT_TIMEOUT_MS);
+    expect(frozen.silentAt.at(-1), 'silent to the end').toBe(8_000);
+    // Asked again by slice 2, which it still replicates and answered for, not by the slice that left.
+    expect(frozen.again.length).toBeGreaterThan(0);
+    expect(frozen.again.every(([, slice]) => slice === 2), 'asked again by slice 2').toBe(true);
   });
 
   // Two workers (slice % 2): worker 0 leads slice 2, pinged every 600 ms and answering at once throughout (its node
@@ -1776,6 +1800,8 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(again).toEqual([2, 4]);
     expect(q.silentFrom(0), 'the grace again').toBe(100 + grace);
     expect(q.firstAsked(0)).toBe(100);
+    // A ping interval that is no number is refused at once, not met as a NaN time in silentFrom's bound.
+    expect(() => new OpenQuestions(() => 1, Number.NaN)).toThrow(/ping interval is a positive number of ms, not NaN/);
   });
 
 });

@@ -69,9 +69,15 @@ interface WorkerAsked {
   open: Question[];
   /** When it was last asked again (stale; -Infinity: not yet). */
   askedAgainAt: number;
-  /** The slice of the last Ping or Prepare it answered since the link came up (a slice it replicated then: stale asks
-   * again by it; cleared by stale once the node no longer replicates it). Undefined: the worker is not known to
-   * replicate a slice yet, and silentFrom gives it the grace. */
+  /** The slices of the Pings and Prepares it answered since the link came up that its node still replicates (stale
+   * drops the others at each tick): it runs them, and answers a Ping of any of them. Empty: the worker is not known to
+   * replicate a slice, and silentFrom gives it the grace. All of them, not only the last: a worker that leads one
+   * slice and last answered for another that then left its node (a move's old follower) still answers its leader's
+   * Pings, and counted as unknown a frozen one kept its leaderships up to 2.25 s after its first question unanswered,
+   * past the heartbeat timeout. */
+  known: Set<number>;
+  /** The last of `known` it answered, or another of them once that one left the node (stale asks again by it);
+   * undefined exactly where `known` is empty. */
   answeredSlice?: number;
 }
 
@@ -104,6 +110,8 @@ export class OpenQuestions {
      * (stale); the grace of a worker not known to replicate a slice is counted in it (silentFrom). */
     private readonly pingIntervalMs: number,
   ) {
+    // A ping interval that is not a positive number (NaN) would make silentFrom's times NaN, and its bound fire.
+    assert(pingIntervalMs > 0 && Number.isFinite(pingIntervalMs), `the ping interval is a positive number of ms, not ${pingIntervalMs}`);
     this.firstAnswerGraceMs = FIRST_ANSWER_GRACE_PING_INTERVALS * pingIntervalMs;
   }
 
@@ -130,7 +138,7 @@ export class OpenQuestions {
   private ask(node: number, slice: number, term: number, at: number): Question {
     let asked = this.byNode.get(node);
     if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0 }));
-    const q = (asked.workers[this.workerOf(node, slice)] ??= { open: [], askedAgainAt: -Infinity }).open;
+    const q = (asked.workers[this.workerOf(node, slice)] ??= { open: [], askedAgainAt: -Infinity, known: new Set() }).open;
     if (q.length >= OPEN_QUESTIONS_PER_WORKER_MAX) {
       // A worker that answers nothing (stuck, its link open) is asked on: bounded memory. The oldest stays (its time
       // decides silence, and its answer clears it alone); the newer half goes, folded into the question after it,
@@ -181,7 +189,7 @@ export class OpenQuestions {
       }
       if (lo < q.length && q[lo].id === id && q[lo].slice === slice && q[lo].term === 0) {
         cut.set(w, lo + 1);
-        worker.answeredSlice = slice;
+        OpenQuestions.knows(worker, slice);
       }
     };
     // A Prepare's answer: the first open Prepare of its slice that it answers (one a replica an election: few). The
@@ -194,7 +202,7 @@ export class OpenQuestions {
       for (let i = cut.get(w) ?? 0; i < q.length; i++) {
         if (q[i].slice === slice && q[i].term > 0 && answers(q[i].term)) {
           cut.set(w, i + 1);
-          worker.answeredSlice = slice;
+          OpenQuestions.knows(worker, slice);
           return;
         }
       }
@@ -209,6 +217,12 @@ export class OpenQuestions {
     for (const [w, n] of cut) workers[w].open.splice(0, n);
   }
 
+  /** `worker` answered a question of `slice`: it replicates it. */
+  private static knows(worker: WorkerAsked, slice: number): void {
+    worker.known.add(slice);
+    worker.answeredSlice = slice;
+  }
+
   /** When the first question `node` left unanswered was sent (undefined: it owes none). */
   firstAsked(node: number): number | undefined {
     let first: number | undefined;
@@ -219,7 +233,7 @@ export class OpenQuestions {
   /** From when `node`'s silence counts (failover.ts heardLately: it is silent NODE_SILENT_AFTER_PING_INTERVALS after
    * it; undefined: it owes no answer): per worker with a question open, that question's time, FIRST_ANSWER_GRACE
    * ping intervals later for a worker not known to replicate a slice the node still replicates (no answer of one since
-   * the link came up: answeredSlice, cleared by stale once the node no longer replicates it); the earliest. Such a
+   * the link came up: `known`, from which stale drops each slice the node no longer replicates); the earliest. Such a
    * worker may drop every question, those asked again included, until its assignment reaches it, and counted from its
    * first one its node was silent from 750 ms until it answered one asked after its assignment came (docs/replication.md,
    * "A node that answers"). A worker that answered one stays counted from its first open question: asked again by the
@@ -233,7 +247,7 @@ export class OpenQuestions {
     for (const worker of asked.workers) {
       if (worker === undefined || worker.open.length === 0) continue;
       const opened = worker.open[0].at;
-      const at = worker.answeredSlice === undefined ? opened + this.firstAnswerGraceMs : opened;
+      const at = worker.known.size === 0 ? opened + this.firstAnswerGraceMs : opened;
       if (!(at >= (from ?? Infinity))) from = at;
       if (!(opened >= (first ?? Infinity))) first = opened;
     }
@@ -253,9 +267,10 @@ export class OpenQuestions {
   /** Each worker of `node` whose first question left unanswered was sent half a ping interval before `now` or earlier
    * is asked again, each half ping interval as long as that question stays open: `again` is handed a slice to Ping,
    * once a worker per half interval however many it owes (bounded). The slice is that of the last question the worker
-   * answered where the node still replicates it (`stillAsked`), so that a worker that runs answers it whether or not
-   * the assignment of the slice it dropped is there yet; else the first open question's own (and the worker is no
-   * longer known to replicate a slice: silentFrom gives it the grace). Its answer clears every question before it.
+   * answered where the node still replicates it (`stillAsked`), else of another it answered that the node still
+   * replicates, so that a worker that runs answers it whether or not the assignment of the slice it dropped is there
+   * yet; else the first open question's own (and the worker is not known to replicate a slice: silentFrom gives it the
+   * grace). Its answer clears every question before it.
    * Asked again only once, and by the dropped question's slice, a worker whose assignment was still not there dropped
    * that Ping too, and with nothing later asked of it (a follower is not pinged once its change settled) its node
    * counted as silent without end (docs/replication.md, "A node that answers"). Asking again moves no question's time:
@@ -268,7 +283,10 @@ export class OpenQuestions {
     const olderThan = now - this.pingIntervalMs / 2;
     for (const worker of asked.workers) {
       if (worker === undefined) continue;
-      if (worker.answeredSlice !== undefined && !stillAsked(worker.answeredSlice)) worker.answeredSlice = undefined;
+      // (One look per slice the worker answered for, at most the slices it holds: a Set's delete while iterating is safe.)
+      for (const slice of worker.known) if (!stillAsked(slice)) worker.known.delete(slice);
+      if (worker.answeredSlice !== undefined && !worker.known.has(worker.answeredSlice)) worker.answeredSlice = worker.known.values().next().value;
+      assert((worker.answeredSlice === undefined) === (worker.known.size === 0), `node ${node}: a worker asked again by ${worker.answeredSlice} knows ${worker.known.size} slices`);
       const q = worker.open;
       while (q.length > 0 && !stillAsked(q[0].slice)) q.shift();
       if (q.length === 0 || q[0].at > olderThan || worker.askedAgainAt > olderThan) continue;
