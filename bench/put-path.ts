@@ -111,7 +111,10 @@ const usedHeap = () => getHeapStatistics().used_heap_size;
 /** CPU time (user and system, of this process: one thread, and V8's helpers) that `f` took, in ns: wall time would
  * count the time other processes on a busy machine took the core. `allocated` is set to the bytes it allocated: the
  * heap's growth over the call plus what the collections during it freed (v8.GCProfiler: their heap before and after),
- * measured outside the CPU's window. */
+ * measured outside the CPU's window. Not exact: a scavenge set off by the second sample's own object (after its read,
+ * before the profiler stops) counts what it freed, young garbage of every side, in this call (seen once in 200,000
+ * such windows of a loop, branch allocrev: about 1 MB counted there; in a run of 40,000 puts a whole young generation
+ * would be a few tenths of a KB per put on one side). */
 let allocated = 0;
 const time = (f: () => void): bigint => {
   const gcs = new GCProfiler();
