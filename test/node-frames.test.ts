@@ -189,6 +189,8 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, from: 3, followers: [1], sets: [] }]]], /LeadOn.from must be older than LeadOn.term/],
       [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, followers: [1], sets: [] }]]], /LeadOn.from is missing/],
       [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, from: 2, followers: [1], sets: [[]] }]]], /LeadOn.sets must be/],
+      // A replica twice in a set would count twice toward its majority.
+      [[NodeFrame.Replicate, -1, [[1, { type: 'Lead', term: 3, followers: [1, 2], sets: [[0, 1, 2], [0, 1, 1]] }]]], /Lead.sets must be a list of lists of distinct node indexes/],
       [[NodeFrame.Replicate, 0, [[1, { ...append, records: [{ term: 2, index: 1, payload: 'x', checksum: 5 }] }]]], /an Append record is/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, sentAt: 0 }]]], /AppendOk.commitIndex is missing/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1 }]]], /AppendOk.sentAt is missing/],
