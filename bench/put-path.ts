@@ -9,7 +9,8 @@
 // Prints CPU ns per put: at R=3 first the total over the three replicas (the figure to compare: they share one heap,
 // so a collection lands on whichever side runs when it is due), then the leader's (its Appends' encoding included)
 // and each follower's; at R=1 the worker's. And KB the V8 heap allocated per put, by the same sides (the heap's growth
-// over each side's calls plus what collections freed meanwhile; a compaction's not counted). At R=3 it fails if a replica reported anything malformed or a follower
+// over each side's calls plus what collections freed meanwhile; a compaction's not counted, nor ArrayBuffers' contents,
+// which are outside the heap: an Append's bytes, a payload's copy). At R=3 it fails if a replica reported anything malformed or a follower
 // does not hold the leader's items but those of each slice's last record (so a build whose followers refuse records
 // cannot pass for a fast one). `--compact 1` (R=3): each replica's worker also compacts and checkpoints its replica log
 // whenever it is due (ReplicaLog.checkpointDue, as worker.ts maybeCompact, at the worker's default threshold), all at
@@ -110,7 +111,10 @@ const usedHeap = () => getHeapStatistics().used_heap_size;
 /** CPU time (user and system, of this process: one thread, and V8's helpers) that `f` took, in ns: wall time would
  * count the time other processes on a busy machine took the core. `allocated` is set to the bytes it allocated: the
  * heap's growth over the call plus what the collections during it freed (v8.GCProfiler: their heap before and after),
- * measured outside the CPU's window. */
+ * measured outside the CPU's window. Not exact: a scavenge set off by the second sample's own object (after its read,
+ * before the profiler stops) counts what it freed, young garbage of every side, in this call (seen once in 200,000
+ * such windows of a loop, branch allocrev: about 1 MB counted there; in a run of 40,000 puts a whole young generation
+ * would be a few tenths of a KB per put on one side). */
 let allocated = 0;
 const time = (f: () => void): bigint => {
   const gcs = new GCProfiler();

@@ -9,8 +9,8 @@
 // coordinator (and its ms of CPU a second while the side is driven and while the other sides are: at R>1 it is mostly
 // per second, not per put), each node's main thread, its two workers and its other threads (GC, libuv); socket and disk write
 // calls per put of the workers (/proc/<pid>/task/<tid>/io syscw); KB allocated per put by the workers, the nodes' main
-// threads and the routers, each kind all together (each thread's heap: allocKB of slice-worker/turn-trace.ts's gc line,
-// NaN on a build without it); and per put: the leader tasks, Replicate frames
+// threads and the routers, each kind all together (each thread's V8 heap, not ArrayBuffers' contents: allocKB of
+// slice-worker/turn-trace.ts's gc line, NaN on a build without it; not the coordinator's or this process's); and per put: the leader tasks, Replicate frames
 // sent, answers sent, frames taken from peers, Appends and AppendOks. `--rate N`: N puts/s offered (all loops
 // together), so that CPU per put compares at the same load. `--warm-s N`: each side first takes N seconds of puts,
 // unmeasured: a fresh cluster's V8 compiles its hot functions on the nodes' other threads for tens of seconds of load

@@ -929,6 +929,10 @@ const NO_PAYLOAD = new Uint8Array(0);
  * per put and slice: bench/README.md, "A follower's Append read by hand"). */
 export function readAppend(bytes: Uint8Array): Extract<ReplicationMessage, { type: 'Append' }> | null {
   const c = appendCursor;
+  // One read at a time: a read begun inside another (nothing in it calls out today) would move the other's place and
+  // write over its payloads' spans, so that the other could return an Append whose payloads are other bytes. A read
+  // that threw left no frame (finally below), so this holds after one.
+  assert(c.bytes === NO_PAYLOAD, 'readAppend is not entered again while it reads');
   c.bytes = bytes;
   c.at = 0;
   try {

@@ -227,7 +227,9 @@ export function checkReplicationMessage(m: unknown): string | null {
     case 'LeadOn':
       if (!Array.isArray(msg.followers) || !msg.followers.every(isCount)) return `${msg.type}.followers must be a list of node indexes`;
       if (msg.type === 'LeadOn' && !((msg.from as number) < (msg.term as number))) return 'LeadOn.from must be older than LeadOn.term';
-      return Array.isArray(msg.sets) && msg.sets.every((set) => Array.isArray(set) && set.length > 0 && set.every(isCount)) ? null : `${msg.type}.sets must be a list of lists of node indexes`;
+      // Each replica once in a set: a leader counts a set's majority over its entries (Replica.jointMajorityReach), so
+      // one listed twice would make fewer replicas than a majority commit a write.
+      return Array.isArray(msg.sets) && msg.sets.every((set) => Array.isArray(set) && set.length > 0 && set.every(isCount) && new Set(set).size === set.length) ? null : `${msg.type}.sets must be a list of lists of distinct node indexes`;
     case 'Pong':
       return typeof msg.leading === 'boolean' ? null : 'Pong.leading must be true or false';
     case 'Snapshot':

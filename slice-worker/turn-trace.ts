@@ -2,7 +2,7 @@
 // running totals every TURN_TRACE_PERIOD_MS (a second) as one line, with the time, for bench measurements of the replicated write path. With it, each
 // thread that calls startGcTrace (a slice node's main thread and workers, a router) also prints its garbage collections' running totals (count and ms by kind, from
 // PerformanceObserver 'gc'; durations are wall time, long on a loaded machine) and its heap (MiB: used, external, and
-// the old, new and large-object spaces' use, and the new space's size) and the bytes it allocated so far (allocKB) as a line of its own, with the
+// the old, new and large-object spaces' use, and the new space's size) and the bytes its V8 heap allocated so far (allocKB: not the contents of ArrayBuffers, which are outside the heap) as a line of its own, with the
 // time, for bench/put-shape (allocation per put by thread) and its SHAPE_LOG.
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { GCProfiler, getHeapSpaceStatistics, getHeapStatistics } from 'node:v8';
@@ -72,7 +72,10 @@ export function startGcTrace(thread: string): void {
 /** The bytes this thread's heap has allocated since the counter started, as of each read (given the heap's use then):
  * its growth since the last read plus what the collections in between freed (v8.GCProfiler: the heap before and after
  * each). V8 keeps no such total; what a put allocates sets how often the young generation is collected
- * (bench/README.md, "Allocation per replicated put"). */
+ * (bench/README.md, "Allocation per replicated put"). Heap objects only: an ArrayBuffer's contents (the bytes of a
+ * Uint8Array or Buffer longer than the 64 that V8 keeps in the heap) are allocated outside it, so that
+ * `new Uint8Array(4096)` counts its two objects, about 184 bytes. A collection in the moment between one profiler's
+ * stop and the next's start is missed. */
 function allocationCounter(): { read(usedNow: number): number } {
   let total = 0;
   let usedBefore = getHeapStatistics().used_heap_size;

@@ -189,6 +189,8 @@ describe('node frames', () => {
       [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, from: 3, followers: [1], sets: [] }]]], /LeadOn.from must be older than LeadOn.term/],
       [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, followers: [1], sets: [] }]]], /LeadOn.from is missing/],
       [[NodeFrame.Replicate, -1, [[1, { type: 'LeadOn', term: 3, from: 2, followers: [1], sets: [[]] }]]], /LeadOn.sets must be/],
+      // A replica twice in a set would count twice toward its majority.
+      [[NodeFrame.Replicate, -1, [[1, { type: 'Lead', term: 3, followers: [1, 2], sets: [[0, 1, 2], [0, 1, 1]] }]]], /Lead.sets must be a list of lists of distinct node indexes/],
       [[NodeFrame.Replicate, 0, [[1, { ...append, records: [{ term: 2, index: 1, payload: 'x', checksum: 5 }] }]]], /an Append record is/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, sentAt: 0 }]]], /AppendOk.commitIndex is missing/],
       [[NodeFrame.Replicate, 0, [[1, { type: 'AppendOk', term: 1, matchIndex: 1, commitIndex: 1 }]]], /AppendOk.sentAt is missing/],
@@ -336,6 +338,38 @@ describe('replication messages as bytes', () => {
     const taken = readAppend(good)!;
     good.fill(0);
     expect(taken).toEqual(m);
+  });
+
+  it(`reads one Append at a time through its one cursor: a read that threw at any point leaves nothing that changes the next, and a read begun inside another is refused, asserted (seed ${SEED + 2})`, () => {
+    const r = prng(SEED + 2);
+    // A longer Append first (more records, so more spans and a later place), then a shorter one.
+    const long = randomAppend(r, 40, false, 4);
+    const longBytes = Uint8Array.from(writeAppend(long));
+    const short = randomAppend(r, 2, false, 64);
+    const shortBytes = Uint8Array.from(writeAppend(short));
+    /** `bytes` read through a proxy that calls `onRead` with the count of the elements read before (every read of
+     * readAppend's goes through an index, its copy too). */
+    const watched = (bytes: Uint8Array, onRead: (k: number) => void): Uint8Array => {
+      let reads = 0;
+      return new Proxy(bytes, {
+        get(t, key) {
+          if (typeof key === 'string' && /^\d+$/.test(key)) onRead(reads++);
+          return Reflect.get(t, key);
+        },
+      });
+    };
+    let reads = 0;
+    expect(readAppend(watched(longBytes, () => reads++))).toEqual(long);
+    expect(reads).toBeGreaterThan(longBytes.length); // the walk, then the copy
+    for (let k = 0; k < reads; k++) {
+      expect(() => readAppend(watched(longBytes, (i) => { if (i === k) throw new Error('thrown mid-read'); })), `read ${k}`).toThrow('thrown mid-read');
+      expect(readAppend(shortBytes), `after a throw at read ${k}`).toEqual(short);
+    }
+    // A read inside another (as a getter of its bytes could make): refused at once, whatever the outer read reached.
+    for (let k = 0; k < reads; k += 7) {
+      expect(() => readAppend(watched(longBytes, (i) => { if (i === k) readAppend(shortBytes); })), `read ${k}`).toThrow(/readAppend is not entered again while it reads/);
+      expect(readAppend(longBytes), `after a read begun at read ${k}`).toEqual(long);
+    }
   });
 
   it(`refuses an Append of more than REPLICATION_APPEND_RECORDS_MAX (${REPLICATION_APPEND_RECORDS_MAX}) records, read by hand or by msgpackr`, () => {
