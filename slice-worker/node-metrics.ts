@@ -12,11 +12,12 @@
 // One registry, never prom-client's global one; every series carries process="slice-node" and node="<the URL the
 // node advertises>" (the node label of the coordinator's keyslice_node_* series), and `thread` takes "main" and
 // "worker-<i>" only (at most WORKERS_PER_NODE_MAX + 1 values).
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { clientTokenRefusal } from '../shared/auth.js';
 import { KeysliceError } from '../shared/errors.js';
+import { admitPipelined } from '../shared/http-pipeline.js';
 import { boundedHttpServer, pathOf, sendErrorJson } from '../shared/http-server.js';
 import { SLICE_NODE_METRICS_CONNECTIONS_MAX } from '../shared/limits.js';
 
@@ -77,7 +78,10 @@ export function nodeRegistry(node: string, threads: readonly MeteredThread[]): R
  * as the coordinator's /metrics answers them; the port has the client port's timeouts and at most
  * SLICE_NODE_METRICS_CONNECTIONS_MAX connections, so that no client holds it (or the node's memory) for long. */
 export function serveNodeMetrics(registry: Registry, host: string, port: number, token: string, onError: (err: NodeJS.ErrnoException) => void): Promise<Server> {
-  const server = boundedHttpServer((req, res) => {
+  // Pipelined requests bounded as on the client port: a client that sends thousands of GETs on one connection and
+  // reads no answer would otherwise have each exposition (about 10 KB) made and held.
+  const server = boundedHttpServer((req, res) => admitPipelined(req, res, () => answer(req, res)));
+  const answer = (req: IncomingMessage, res: ServerResponse): void => {
     const path = pathOf(req.url ?? '/');
     if (path !== '/metrics') return sendErrorJson(res, new KeysliceError('UnknownOperation', `no such path ${path.slice(0, 100)}; this port serves GET /metrics only`));
     // GET and HEAD, as the coordinator's /metrics takes.
@@ -95,7 +99,7 @@ export function serveNodeMetrics(registry: Registry, host: string, port: number,
         sendErrorJson(res, new KeysliceError('Internal', `cannot gather the metrics: ${err.message}`));
       },
     );
-  });
+  };
   server.maxConnections = SLICE_NODE_METRICS_CONNECTIONS_MAX;
   // Only a failure to listen is the caller's: once listening, an error (e.g. an accept that finds no file
   // descriptor) is logged, and the port keeps serving.

@@ -211,6 +211,25 @@ describe('the metrics port under bad input', () => {
     }
   });
 
+  it('holds few answers for a client that pipelines thousands of GETs and reads none, and serves others meanwhile', async () => {
+    const rss = async () => total(await scrape(), 'keyslice_process_resident_memory_bytes');
+    const before = await rss();
+    const flood = connect(metricsPort, '127.0.0.1');
+    flood.on('error', () => {});
+    flood.pause(); // reads no answer
+    try {
+      await new Promise<void>((resolve) => flood.once('connect', resolve));
+      const one = 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n';
+      for (let i = 0; i < 20; i++) flood.write(one.repeat(1_000));
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      // Each exposition is about 10 KB: unbounded, the node made and held thousands (about 200 MiB here).
+      const grew = (await rss()) - before;
+      expect(grew / 2 ** 20, 'MiB the node grew by').toBeLessThan(64);
+    } finally {
+      flood.destroy();
+    }
+  });
+
   it(`holds at most ${SLICE_NODE_METRICS_CONNECTIONS_MAX} connections at once, and serves again once they go`, async () => {
     const held: Socket[] = [];
     try {

@@ -23,7 +23,7 @@ import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../.
 import { fromJson, isPlainObject, toJson } from '../../shared/values.js';
 import type { DynamoDbEndpoint } from '../dynamodb/endpoint.js';
 import type { Studio } from '../studio/routes.js';
-import { admitPipelined } from './http-pipeline.js';
+import { admitPipelined } from '../../shared/http-pipeline.js';
 import type { Membership } from '../metadata/membership.js';
 import type { Operations } from './operations.js';
 
