@@ -178,6 +178,10 @@ export const SLICE_NODE_PORT_DEFAULT = 7101;
 /** A slice node's own /metrics port (docs/metrics.md): 0, off, unless an operator asks for it, so that a node
  * opens no port beyond its node port by default. */
 export const SLICE_NODE_METRICS_PORT_DEFAULT = 0;
+/** Connections a slice node's --metrics-port holds at once; past them a new one is closed at once. A scraper needs
+ * one or two; the bound keeps clients that connect and wait (each cut after HTTP_HEADERS_TIMEOUT_MS) from taking
+ * the file descriptors and memory the node port and the slices' files need. */
+export const SLICE_NODE_METRICS_CONNECTIONS_MAX = 16;
 
 /** Coordinator to node: how long to wait for a batch reply, and reconnect backoff (also a router's
  * and a node's links to its peers). The back-off stops growing at 250 ms: a restarted node is dialed

@@ -12,15 +12,20 @@
 // One registry, never prom-client's global one; every series carries process="slice-node" and node="<the URL the
 // node advertises>" (the node label of the coordinator's keyslice_node_* series), and `thread` takes "main" and
 // "worker-<i>" only (at most WORKERS_PER_NODE_MAX + 1 values).
-import { createServer, type Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { clientTokenRefusal } from '../shared/auth.js';
+import { KeysliceError } from '../shared/errors.js';
+import { admitPipelined } from '../shared/http-pipeline.js';
+import { boundedHttpServer, pathOf, sendErrorJson } from '../shared/http-server.js';
+import { SLICE_NODE_METRICS_CONNECTIONS_MAX } from '../shared/limits.js';
 
-/** A thread the node runs and how to read its event-loop utilization since it started. */
+/** A thread the node runs and how to read its event-loop utilization since it started (null: the thread has
+ * stopped, and has no series any more). */
 export interface MeteredThread {
   name: string;
-  eventLoopUtilization(): EventLoopUtilization;
+  eventLoopUtilization(): EventLoopUtilization | null;
 }
 
 export function nodeRegistry(node: string, threads: readonly MeteredThread[]): Registry {
@@ -35,7 +40,10 @@ export function nodeRegistry(node: string, threads: readonly MeteredThread[]): R
     registers,
     collect() {
       this.reset();
-      for (const t of threads) this.inc({ thread: t.name }, t.eventLoopUtilization().active / 1000);
+      for (const t of threads) {
+        const u = t.eventLoopUtilization();
+        if (u !== null) this.inc({ thread: t.name }, u.active / 1000);
+      }
     },
   });
   // Utilization since the previous scrape (since the start at the first), as prom-client's event-loop lag
@@ -48,8 +56,13 @@ export function nodeRegistry(node: string, threads: readonly MeteredThread[]): R
     labelNames: ['thread'],
     registers,
     collect() {
+      this.reset();
       for (const t of threads) {
         const now = t.eventLoopUtilization();
+        if (now === null) {
+          previous.delete(t.name);
+          continue;
+        }
         const before = previous.get(t.name);
         previous.set(t.name, now);
         const u = before === undefined ? now.utilization : performance.eventLoopUtilization(now, before).utilization;
@@ -61,26 +74,41 @@ export function nodeRegistry(node: string, threads: readonly MeteredThread[]): R
 }
 
 /** Serves `registry` at GET /metrics on host:port to a request with `token` (none needed where it is empty); answers
- * once it listens. `onError`: the server could not listen. */
+ * once it listens. `onError`: the server could not listen. Refusals are the API's JSON errors (shared/http-server.ts),
+ * as the coordinator's /metrics answers them; the port has the client port's timeouts and at most
+ * SLICE_NODE_METRICS_CONNECTIONS_MAX connections, so that no client holds it (or the node's memory) for long. */
 export function serveNodeMetrics(registry: Registry, host: string, port: number, token: string, onError: (err: NodeJS.ErrnoException) => void): Promise<Server> {
-  const server = createServer((req, res) => {
-    // Plain text, errors too: a scraper reads the status, a person the sentence.
-    const answer = (status: number, text: string, headers: Record<string, string> = {}) => {
-      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers });
-      res.end(req.method === 'HEAD' ? undefined : text);
-    };
-    const path = (req.url ?? '').split('?')[0].replace(/(.)\/$/, '$1');
-    if (path !== '/metrics') return answer(404, `no such path ${path.slice(0, 100)}; this port serves GET /metrics only\n`);
+  // Pipelined requests bounded as on the client port: a client that sends thousands of GETs on one connection and
+  // reads no answer would otherwise have each exposition (about 10 KB) made and held.
+  const server = boundedHttpServer((req, res) => admitPipelined(req, res, () => answer(req, res)));
+  const answer = (req: IncomingMessage, res: ServerResponse): void => {
+    const path = pathOf(req.url ?? '/');
+    if (path !== '/metrics') return sendErrorJson(res, new KeysliceError('UnknownOperation', `no such path ${path.slice(0, 100)}; this port serves GET /metrics only`));
     // GET and HEAD, as the coordinator's /metrics takes.
-    if (req.method !== 'GET' && req.method !== 'HEAD') return answer(405, `/metrics takes GET or HEAD, not ${req.method}\n`, { allow: 'GET, HEAD' });
+    if (req.method !== 'GET' && req.method !== 'HEAD') return sendErrorJson(res, new KeysliceError('MethodNotAllowed', `/metrics takes GET or HEAD, not ${req.method}`), { allow: 'GET, HEAD' });
     // HTTP: the token in the Authorization header only (no ?token=), as the coordinator's /metrics takes it.
     const refusal = clientTokenRefusal(token, req.headers.authorization, undefined);
-    if (refusal !== null) return answer(401, `${refusal}\n`);
+    if (refusal !== null) return sendErrorJson(res, new KeysliceError('Unauthorized', refusal));
     registry.metrics().then(
-      (text) => answer(200, text, { 'content-type': registry.contentType }),
-      (err: Error) => answer(500, `cannot gather the metrics: ${err.message}\n`),
+      (text) => {
+        res.writeHead(200, { 'content-type': registry.contentType, 'content-length': Buffer.byteLength(text) });
+        res.end(req.method === 'HEAD' ? undefined : text);
+      },
+      (err: Error) => {
+        console.error(`keyslice slice node: cannot gather the metrics: ${err.stack}`);
+        sendErrorJson(res, new KeysliceError('Internal', `cannot gather the metrics: ${err.message}`));
+      },
     );
-  });
-  server.on('error', onError);
-  return new Promise((resolve) => server.listen(port, host, () => resolve(server)));
+  };
+  server.maxConnections = SLICE_NODE_METRICS_CONNECTIONS_MAX;
+  // Only a failure to listen is the caller's: once listening, an error (e.g. an accept that finds no file
+  // descriptor) is logged, and the port keeps serving.
+  server.once('error', onError);
+  return new Promise((resolve) =>
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      server.on('error', (err) => console.error(`keyslice slice node: metrics port: ${err.message}`));
+      resolve(server);
+    }),
+  );
 }

@@ -41,6 +41,8 @@ export class WorkerChannel {
   /** What settles the task the thread runs now (one at a time); null while it runs none. */
   private current: { resolve: (result: unknown) => void; reject: (err: unknown) => void } | null = null;
   private destroyed = false;
+  /** The thread has exited (it failed, or destroy stopped it). */
+  private exited = false;
   private waiting: Waiting[] = [];
   private busy = false;
   private readonly port: MessagePort;
@@ -67,6 +69,7 @@ export class WorkerChannel {
     // A worker thread holds its slices in memory: if it dies, the node must not go on pretending.
     this.thread.on('error', onFailure);
     this.thread.on('exit', (code) => {
+      this.exited = true;
       if (!this.destroyed) onFailure(new Error(`worker thread exited (code ${code})`));
     });
     this.thread.on('message', (answer: ThreadAnswer) => {
@@ -84,9 +87,10 @@ export class WorkerChannel {
   }
 
   /** The thread's event-loop utilization since it started (its busy and idle time: node-metrics.ts), read from
-   * this thread without a message to it, so that a worker too busy to answer still shows how busy it is. */
-  eventLoopUtilization(): EventLoopUtilization {
-    return this.thread.performance.eventLoopUtilization();
+   * this thread without a message to it, so that a worker too busy to answer still shows how busy it is; null once
+   * it is stopped (Node then answers zeros, which would read as a counter reset). */
+  eventLoopUtilization(): EventLoopUtilization | null {
+    return this.destroyed || this.exited ? null : this.thread.performance.eventLoopUtilization();
   }
 
   open(): Promise<OpenSummary> {

@@ -4,11 +4,14 @@
 // thread's utilization stays between 0 and 1); the client token guards it as it guards the coordinator's; and a bad
 // --metrics-port is refused before the node starts.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
+import type { EventLoopUtilization } from 'node:perf_hooks';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
+import { HTTP_HEADERS_TIMEOUT_MS, SLICE_NODE_METRICS_CONNECTIONS_MAX } from '../shared/limits.js';
+import { nodeRegistry } from '../slice-worker/node-metrics.js';
 import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
 import { useCluster } from './cluster-fixture.js';
 import { parseExposition, samples, total, type Family } from './prometheus-text.js';
@@ -39,6 +42,9 @@ const byThread = (m: Map<string, Family>, name: string) => new Map(samples(m, na
 const workersBusy = (m: Map<string, Family>) => THREADS.slice(1).reduce((a, t) => a + byThread(m, 'keyslice_thread_busy_seconds_total').get(t)!, 0);
 
 afterAll(() => stopRunning());
+
+/** The {"error": {...}} of a JSON error answer. */
+const errorOf = async (res: Response) => ((await res.json()) as { error: Record<string, unknown> }).error;
 
 describe('a slice node\'s own /metrics', () => {
   it('has its process series and each thread\'s busy time, labelled by the node, and they grow as it works', async () => {
@@ -94,20 +100,25 @@ describe('the client token and bad input', () => {
       proc = await startSliceNode({ name: 'slice-node-token', dataDir: dir, port: 0, workers: 1, metricsPort: port, token: 'metrics-token' });
       const url = `http://127.0.0.1:${port}/metrics`;
       const get = (headers: Record<string, string> = {}, method = 'GET', u = url) => fetch(u, { method, headers, signal: AbortSignal.timeout(10_000) });
+      // Refusals in the API's JSON shape with its codes, as the coordinator's /metrics answers them.
       const none = await get();
       expect(none.status).toBe(401);
-      expect(await none.text()).toMatch(/client token is missing/);
+      expect(none.headers.get('content-type')).toBe('application/json');
+      expect(await errorOf(none)).toMatchObject({ code: 'Unauthorized', retryable: false, message: expect.stringMatching(/client token is missing/) });
       const wrong = await get({ authorization: 'Bearer not-it' });
       expect(wrong.status).toBe(401);
-      expect(await wrong.text()).toMatch(/client token is wrong/);
+      expect(await errorOf(wrong)).toMatchObject({ code: 'Unauthorized', message: expect.stringMatching(/client token is wrong/) });
       expect((await get({}, 'GET', `${url}?token=metrics-token`)).status, 'no ?token= on HTTP, as the coordinator').toBe(401);
       const post = await get({ authorization: 'Bearer metrics-token' }, 'POST');
       expect(post.status).toBe(405);
       expect(post.headers.get('allow')).toBe('GET, HEAD');
+      expect(await errorOf(post)).toMatchObject({ code: 'MethodNotAllowed' });
       const head = await get({ authorization: 'Bearer metrics-token' }, 'HEAD');
       expect(head.status).toBe(200);
       expect(await head.text()).toBe('');
-      expect((await get({ authorization: 'Bearer metrics-token' }, 'GET', `http://127.0.0.1:${port}/`)).status).toBe(404);
+      const elsewhere = await get({ authorization: 'Bearer metrics-token' }, 'GET', `http://127.0.0.1:${port}/`);
+      expect(elsewhere.status).toBe(400);
+      expect(await errorOf(elsewhere)).toMatchObject({ code: 'UnknownOperation', message: expect.stringMatching(/serves GET \/metrics only/) });
       const ok = await get({ authorization: 'Bearer metrics-token' });
       expect(ok.status).toBe(200);
       expect(total(parseExposition(await ok.text()), 'keyslice_thread_busy_seconds_total', { thread: 'worker-0', process: 'slice-node' })).toBeGreaterThan(0);
@@ -143,5 +154,140 @@ describe('the client token and bad input', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+/** Connects to the metrics port, writes `request` (if any), and reads until the server closes the connection or
+ * `waitMs` passes: what came back, and how long the connection lasted (null: still open at waitMs). */
+async function rawExchange(request: string | null, waitMs: number, keep?: (s: Socket) => void): Promise<{ text: string; closedAfterMs: number | null }> {
+  const socket = connect(metricsPort, '127.0.0.1');
+  const t0 = Date.now();
+  let text = '';
+  socket.on('data', (d) => (text += d.toString('latin1')));
+  socket.on('error', () => {}); // a reset while we still write: what was read is the answer
+  await new Promise<void>((resolve) => socket.once('connect', resolve));
+  if (request !== null) socket.write(request);
+  keep?.(socket);
+  const closed = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), waitMs);
+    socket.once('close', () => (clearTimeout(timer), resolve(true)));
+  });
+  const closedAfterMs = closed ? Date.now() - t0 : null;
+  socket.destroy();
+  return { text, closedAfterMs };
+}
+
+const jsonErrorOf = (text: string) => (JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { error: Record<string, unknown> }).error;
+
+describe('the metrics port under bad input', () => {
+  it('answers a malformed request and over-long headers with the API\'s JSON errors, and goes on serving', async () => {
+    const garbage = await rawExchange('NOT HTTP AT ALL\r\n\r\n', 10_000);
+    expect(garbage.text).toMatch(/^HTTP\/1\.1 400 /);
+    expect(jsonErrorOf(garbage.text)).toMatchObject({ code: 'MalformedRequest' });
+    const huge = await rawExchange(`GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(256 * 1024)}\r\n\r\n`, 10_000);
+    expect(huge.text).toMatch(/^HTTP\/1\.1 413 /);
+    expect(jsonErrorOf(huge.text)).toMatchObject({ code: 'RequestTooLarge' });
+    expect(huge.closedAfterMs, 'the connection is closed').not.toBeNull();
+    await scrape();
+  });
+
+  it(`cuts a client that sends nothing, or its headers a line at a time, after the headers' ${HTTP_HEADERS_TIMEOUT_MS} ms, serving others meanwhile`, async () => {
+    const waitMs = HTTP_HEADERS_TIMEOUT_MS + 5_000;
+    let drip: NodeJS.Timeout | undefined;
+    const [silent, slowloris] = await Promise.all([
+      rawExchange(null, waitMs),
+      rawExchange('GET /metrics HTTP/1.1\r\nHost: x\r\n', waitMs, (s) => {
+        drip = setInterval(() => s.write('X-Slow: 1\r\n'), 500);
+      }),
+      // Meanwhile, a scraper gets its answer.
+      new Promise((resolve) => setTimeout(resolve, 1_000)).then(() => scrape()),
+    ]);
+    clearInterval(drip);
+    for (const [name, r] of [['silent', silent], ['slowloris', slowloris]] as const) {
+      expect(r.closedAfterMs, `${name}: cut within ${waitMs} ms`).not.toBeNull();
+      expect(r.closedAfterMs!, name).toBeGreaterThanOrEqual(HTTP_HEADERS_TIMEOUT_MS - 1_000);
+      expect(r.text, name).toMatch(/^HTTP\/1\.1 408 /);
+      expect(jsonErrorOf(r.text), name).toMatchObject({ code: 'RequestTimeout', retryable: true });
+    }
+  });
+
+  it('holds few answers for a client that pipelines thousands of GETs and reads none, and serves others meanwhile', async () => {
+    const rss = async () => total(await scrape(), 'keyslice_process_resident_memory_bytes');
+    const before = await rss();
+    const flood = connect(metricsPort, '127.0.0.1');
+    flood.on('error', () => {});
+    flood.pause(); // reads no answer
+    try {
+      await new Promise<void>((resolve) => flood.once('connect', resolve));
+      const one = 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n';
+      for (let i = 0; i < 20; i++) flood.write(one.repeat(1_000));
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      // Each exposition is about 10 KB: unbounded, the node made and held thousands (about 200 MiB here).
+      const grew = (await rss()) - before;
+      expect(grew / 2 ** 20, 'MiB the node grew by').toBeLessThan(64);
+    } finally {
+      flood.destroy();
+    }
+  });
+
+  it(`holds at most ${SLICE_NODE_METRICS_CONNECTIONS_MAX} connections at once, and serves again once they go`, async () => {
+    const held: Socket[] = [];
+    try {
+      for (let i = 0; i < SLICE_NODE_METRICS_CONNECTIONS_MAX; i++) {
+        const s = connect(metricsPort, '127.0.0.1');
+        s.on('error', () => {});
+        held.push(s);
+        await new Promise<void>((resolve) => s.once('connect', resolve));
+      }
+      const over = await rawExchange('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n', 3_000);
+      expect(over.closedAfterMs, 'a connection past the bound is closed at once').not.toBeNull();
+      expect(over.text).toBe('');
+    } finally {
+      for (const s of held) s.destroy();
+    }
+    // The server counts them gone as their closes arrive: a few tries, 100 ms apart.
+    let status = 0;
+    for (let i = 0; i < 20 && status !== 200; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      status = await fetch(metricsUrl, { signal: AbortSignal.timeout(5_000) }).then((r) => r.status, () => 0);
+    }
+    expect(status).toBe(200);
+  });
+});
+
+describe('each thread\'s series (nodeRegistry, with threads whose busy and idle time the test sets)', () => {
+  const elu = (activeMs: number, idleMs: number): EventLoopUtilization => ({ active: activeMs, idle: idleMs, utilization: activeMs / (activeMs + idleMs) });
+  const values = async (registry: ReturnType<typeof nodeRegistry>) => {
+    const m = parseExposition(await registry.metrics());
+    return { busy: byThread(m, 'keyslice_thread_busy_seconds_total'), utilization: byThread(m, 'keyslice_thread_event_loop_utilization') };
+  };
+
+  it('gives the utilization since the previous scrape, not since the thread started', async () => {
+    let now = elu(100, 900);
+    const registry = nodeRegistry('ws://127.0.0.1:1', [{ name: 'worker-0', eventLoopUtilization: () => now }]);
+    const first = await values(registry);
+    expect(first.utilization.get('worker-0'), 'the first scrape: since the start').toBeCloseTo(0.1, 9);
+    expect(first.busy.get('worker-0')).toBeCloseTo(0.1, 9);
+    // Then 1 s more, 900 ms of it busy: 0.9 since the previous scrape (0.5 since the start).
+    now = elu(1_000, 1_000);
+    const second = await values(registry);
+    expect(second.utilization.get('worker-0'), 'since the previous scrape').toBeCloseTo(0.9, 9);
+    expect(second.busy.get('worker-0')).toBeCloseTo(1, 9);
+    // Then idle for 2 s: 0 (0.25 since the start).
+    now = elu(1_000, 3_000);
+    expect((await values(registry)).utilization.get('worker-0')).toBeCloseTo(0, 9);
+  });
+
+  it('drops the series of a thread that has stopped, rather than show zeros', async () => {
+    let stopped = false;
+    const registry = nodeRegistry('ws://127.0.0.1:1', [
+      { name: 'main', eventLoopUtilization: () => elu(50, 50) },
+      { name: 'worker-0', eventLoopUtilization: () => (stopped ? null : elu(100, 900)) },
+    ]);
+    expect([...(await values(registry)).busy.keys()].sort()).toEqual(['main', 'worker-0']);
+    stopped = true;
+    const after = await values(registry);
+    expect([...after.busy.keys()]).toEqual(['main']);
+    expect([...after.utilization.keys()]).toEqual(['main']);
   });
 });

@@ -11,20 +11,19 @@
 // details when it has some (e.g. "item" of a ConditionalCheckFailed); 503 and
 // 429 carry Retry-After, 405 carries Allow. The query string is ignored and one
 // trailing slash is tolerated. Requests the HTTP parser refuses (bad framing,
-// timeouts) get the same JSON errors from answerClientError. GET /, /studio and
+// timeouts) get the same JSON errors (shared/http-server.ts). GET /, /studio and
 // /studio/stream belong to the studio (studio/routes.ts); POST / to the DynamoDB endpoint.
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isOperationName } from '../../shared/api.js';
 import { clientTokenRefusal, clusterSecretRefusal } from '../../shared/auth.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { HTTP_DISCARD_BYTES_MAX, REQUEST_BYTES_MAX, RETRY_AFTER_SECONDS } from '../../shared/limits.js';
-import type { HttpTimeouts } from './client-server.js';
+import { HTTP_DISCARD_BYTES_MAX, REQUEST_BYTES_MAX } from '../../shared/limits.js';
+import { errorBody, pathOf, sendErrorJson, sendText } from '../../shared/http-server.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../../shared/protocol.js';
 import { fromJson, isPlainObject, toJson } from '../../shared/values.js';
 import type { DynamoDbEndpoint } from '../dynamodb/endpoint.js';
 import type { Studio } from '../studio/routes.js';
-import { admitPipelined } from './http-pipeline.js';
+import { admitPipelined } from '../../shared/http-pipeline.js';
 import type { Membership } from '../metadata/membership.js';
 import type { Operations } from './operations.js';
 
@@ -122,23 +121,6 @@ function route(ops: Operations, metrics: () => Promise<string>, cluster: Members
   if (allowed(req, res, POST)) readJson(req, res, (payload) => ops.execute(op, payload));
 }
 
-/** The path of a request target: no query or fragment, at most one trailing slash dropped;
- * an absolute target (http://host/path, as proxies send) gives its path. */
-export function pathOf(target: string): string {
-  let path = /^https?:\/\//i.test(target) ? safePathname(target) : target;
-  const end = path.search(/[?#]/);
-  if (end >= 0) path = path.slice(0, end);
-  return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
-}
-
-function safePathname(url: string): string {
-  try {
-    return new URL(url).pathname;
-  } catch {
-    return url;
-  }
-}
-
 /** True if the request's method is one of `methods`; otherwise answers 405 with Allow. */
 function allowed(req: IncomingMessage, res: ServerResponse, methods: readonly string[]): boolean {
   if (methods.includes(req.method ?? '')) return true;
@@ -217,50 +199,12 @@ function refuseTooLarge(req: IncomingMessage, res: ServerResponse, answer: TooLa
   req.on('error', () => res.destroy());
 }
 
-/** The coordinator's 'clientError' handler: a request the HTTP parser refused (bad
- * framing, a chunk size out of range, a body cut short) or one that did not arrive in
- * time gets a JSON error like any other, then the connection closes. Nothing is written
- * where a response has begun on that connection (it would corrupt it): that one is cut. */
-export function answerClientError(err: Error & { code?: string; reason?: string }, socket: Duplex, timeouts: HttpTimeouts): void {
-  const current = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage; // node's own check before it answers
-  if (err.code === 'ECONNRESET' || !socket.writable || current?.headersSent === true) {
-    socket.destroy();
-    return;
-  }
-  let e: KeysliceError;
-  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-    e = new KeysliceError('RequestTimeout', `the request did not arrive in time (headers within ${timeouts.headersMs} ms, all of it within ${timeouts.requestMs} ms)`);
-  } else if (err.code === 'HPE_HEADER_OVERFLOW') {
-    e = new KeysliceError('RequestTooLarge', 'the request headers are over the limit of the HTTP parser');
-  } else {
-    e = new KeysliceError('MalformedRequest', `malformed HTTP request: ${err.reason ?? err.message}${err.code === undefined ? '' : ` (${err.code})`}`);
-  }
-  const text = errorBody(e);
-  const head = [`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}`, 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(text)}`, 'Connection: close'];
-  socket.end(`${head.join('\r\n')}\r\n\r\n${text}`);
-  // Once the answer has left, the connection goes (the client may still be sending).
-  socket.once('finish', () => socket.destroy());
-}
-
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   sendText(res, status, JSON.stringify(body), headers);
-}
-
-function sendText(res: ServerResponse, status: number, text: string, headers: Record<string, string>): void {
-  if (res.headersSent) return;
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
-}
-
-function errorBody(err: KeysliceError): string {
-  const details = err.details === undefined ? {} : (toJson(err.details) as object);
-  return JSON.stringify({ error: { code: err.code, message: err.message, retryable: err.retryable, ...details } });
 }
 
 /** Answers a KeysliceError as JSON with its status (and Retry-After on 503 and 429); logs Internal ones. */
 export function sendError(res: ServerResponse, err: KeysliceError, headers: Record<string, string> = {}): void {
   if (err.code === 'Internal') console.error(`keyslice coordinator: internal error: ${err.stack}`);
-  // A client told to come back gets a when, the same for every retryable refusal.
-  if (err.status === 503 || err.status === 429) headers = { ...headers, 'retry-after': String(RETRY_AFTER_SECONDS) };
-  sendText(res, err.status, errorBody(err), headers);
+  sendErrorJson(res, err, headers);
 }

@@ -15,7 +15,7 @@ import {
   WRONG_OWNER_RETRY_MS_MAX,
   WRONG_OWNER_RETRY_MS_MIN,
 } from '../../shared/limits.js';
-import type { HttpTimeouts } from './client-server.js';
+import type { HttpTimeouts } from '../../shared/http-server.js';
 import type { RouterRetryMs } from './router.js';
 
 export const REQUEST_PATH_ARGS = {

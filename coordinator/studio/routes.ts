@@ -8,7 +8,8 @@ import { bearerToken, secretMatches } from '../../shared/auth.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import type { Catalog } from '../metadata/catalog.js';
 import type { Membership } from '../metadata/membership.js';
-import { pathOf, sendError } from '../router/http-api.js';
+import { pathOf } from '../../shared/http-server.js';
+import { sendError } from '../router/http-api.js';
 import { studioPage, tokenPage } from './page.js';
 import { StudioFeed } from './stream.js';
 

@@ -1,5 +1,5 @@
-// Pipelined HTTP requests on one keep-alive connection, bounded. node:http stops
-// reading a connection once the responses queued on it pass the socket's
+// Pipelined HTTP requests on one keep-alive connection, bounded (the client port's and a slice node's
+// --metrics-port's). node:http stops reading a connection once the responses queued on it pass the socket's
 // high-water mark, but it counts only responses already written, and it parses
 // a whole chunk read from the socket (hundreds of small requests) before it
 // pauses. A client that pipelines many requests and does not read its answers
@@ -11,7 +11,7 @@
 // socket and its parser, and resumes them as responses leave.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { HTTP_PIPELINED_REQUESTS_MAX } from '../../shared/limits.js';
+import { HTTP_PIPELINED_REQUESTS_MAX } from './limits.js';
 
 interface Lane {
   running: number;
@@ -34,7 +34,7 @@ export function admitPipelined(req: IncomingMessage, res: ServerResponse, handle
   if (typeof queued === 'function') queued(weight);
   else if (!warned) {
     warned = true;
-    console.error('keyslice coordinator: this Node.js has no ServerResponse._onPendingData; pipelined HTTP requests are bounded in count only');
+    console.error('keyslice: this Node.js has no ServerResponse._onPendingData; pipelined HTTP requests are bounded in count only');
   }
   let started = false;
   let done = false;
