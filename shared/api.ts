@@ -378,6 +378,11 @@ export interface LeadersReport {
   unsettledLed: number;
   /** Slices whose last replica-set change has not settled (their elections need a majority of the old set too). */
   unsettled: number;
+  /** Slices with fewer replicas than the replication factor in force (placement adds the missing ones a few slices at a
+   * time: after nodes joined, or a replica left with its node). Until then losing one more node can leave such a slice
+   * without a majority, so no election and no write until it is back: "unsettled" 0 alone does not say a slice has
+   * its R replicas. */
+  shortOfFactor: number;
   /** Slices with a replica move under way (replica rebalancing onto a node that joined: a new replica added,
    * the one it replaces not dropped yet). */
   moving: number;

@@ -1221,9 +1221,16 @@ export class Membership {
     const s = this.leaders.summary();
     // Until a change settles, an election needs a majority of the old set too: losing a node then can stall a slice.
     let unsettled = 0;
-    for (let slice = 0; slice < this.map.sliceCount; slice++) if (!this.leaders.settled(slice)) unsettled++;
+    // A set short of the factor (placement adds replicas a few slices at a time) survives fewer failures than R allows.
+    let shortOfFactor = 0;
+    const factor = this.map.replicationFactor;
+    for (let slice = 0; slice < this.map.sliceCount; slice++) {
+      if (!this.leaders.settled(slice)) unsettled++;
+      const held = this.map.replicasOf(slice).length;
+      if (held > 0 && held < factor) shortOfFactor++;
+    }
     const moving = this.movingReplicas();
-    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, handoversGivenUp: this.handoversGivenUp, handoversGivenBack: this.leaders.handoversGivenBack, termMin: s.termMin, termMax: s.termMax };
+    const leaders: LeadersReport = { replicated: s.replicated, led: s.led, unsettledLed: s.unsettledLed, unsettled, shortOfFactor, moving, movesUndone: this.movesUndone, elections: s.elections, handovers: this.leaders.handovers, ledOn: this.leaders.leadOns, handoversGivenUp: this.handoversGivenUp, handoversGivenBack: this.leaders.handoversGivenBack, termMin: s.termMin, termMax: s.termMax };
     if (s.replicated === 0) return { leaders, note: '' };
     const by = s.ledBy.map((n, i) => [this.map.nodes[i], n] as const).filter(([, n]) => n > 0).map(([u, n]) => `${u} ${n}`);
     const waiting = s.replicated - s.led - s.unsettledLed;
@@ -1232,6 +1239,7 @@ export class Membership {
       (s.unsettledLed > 0 ? `; ${s.unsettledLed} whose leader commits nothing yet (its replica-set change waits for a majority of the old set to hold its first record)` : '') +
       (waiting > 0 ? `; ${waiting} without one (an election is under way or waits for a majority of their replicas)` : '') +
       (unsettled > 0 ? `; ${unsettled} with a replica-set change not settled yet (their elections need a majority of the old set too)` : '') +
+      (shortOfFactor > 0 ? `; ${shortOfFactor} with fewer than ${factor} replicas (placement adds them a few slices at a time; until then losing one more node can leave them without a majority)` : '') +
       (moving > 0 ? `; ${moving} replicas moving to another node (each leaves once its replacement caught up)` : '') +
       (this.handoversGivenUp > 0 ? `; ${this.handoversGivenUp} slices lost their leader to a drain step, replica move or remove before its handover completed (within ${LEADER_HANDOVER_BEFORE_CHANGE_MS / 1000} s; those slices elected)` : '') +
       (this.leaders.handoversGivenBack > 0 ? `; ${this.leaders.handoversGivenBack} leadership handovers whose election named the old leader again (the replica handed to did not answer within half an election timeout, or lacked the old leader's last record)` : '') +
