@@ -28,7 +28,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, numberArg, readOptions } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
 import { PEERS_DIR } from './peers.js';
 import { childPids, writeSyscallsOf } from './proc-cpu.js';
@@ -68,8 +68,9 @@ const opts = readOptions(
   },
   'usage: node dist/bench/hops.js [--base DIR] [--rounds 5] [--duration 4] [--only WORKLOAD,...] [options] (each option: the head of bench/hops.ts)',
 );
-const ROUNDS = Number(opts.rounds);
-const SECONDS = Number(opts.duration);
+const ROUNDS = intArg('rounds', opts.rounds, 1, 100);
+const SECONDS = numberArg('duration', opts.duration, 0.5, 600);
+const NODES = intArg('nodes', opts.nodes, 1, 16);
 const TABLE = 'hops';
 const DDB_TABLE = 'hops_ddb';
 /** The same items in an even-distribution table of EVEN_BUCKETS buckets: a GetItems by device merges them. */
@@ -107,7 +108,7 @@ interface Side {
 async function startSide(name: string, distRoot: string, rf = opts['replication-factor']): Promise<Side> {
   const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
   const dir = benchTempDir(`keyslice-hops-${name}-`);
-  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: Number(opts.nodes), workers: 2, durability: 'os', ...(rf === undefined ? {} : { replicationFactor: rf === 'auto' ? 'auto' : Number(rf) }) });
+  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: NODES, workers: 2, durability: 'os', ...(rf === undefined ? {} : { replicationFactor: rf === 'auto' ? 'auto' : Number(rf) }) });
   const clients: KeysliceClient[] = [];
   const maskFrames = !(name === 'this' && opts['this-unmasked']);
   for (let i = 0; i < CONNECTIONS; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000, maskFrames, ...(TOKEN === undefined ? {} : { token: TOKEN }) }));

@@ -15,7 +15,8 @@ import { fileURLToPath } from 'node:url';
 import type { ImportSummary } from '../coordinator/cli/cli-import.js';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readOptions } from '../shared/cli-args.js';
+import { intArg, readOptions } from '../shared/cli-args.js';
+import { ITEM_BYTES_MAX } from '../shared/limits.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cli = join(here, '..', 'coordinator', 'cli', 'cli.js');
@@ -24,13 +25,14 @@ const values = readOptions(
   { items: { type: 'string' }, orders: { type: 'string' }, parallel: { type: 'string' }, devices: { type: 'string' }, 'item-bytes': { type: 'string' }, capacity: { type: 'string' } },
   'usage: node dist/bench/import.js [--items 1000000] [--orders as-is,by-sharding-key,by-sorting-key,shuffled] [--parallel 8] [--devices 1000] [--item-bytes 200] [--capacity W]',
 );
-const items = Number(values.items ?? 1_000_000);
-const devices = Number(values.devices ?? 1000);
-const itemBytes = Number(values['item-bytes'] ?? 200);
+const items = intArg('items', values.items ?? '1000000', 1, 100_000_000);
+const devices = intArg('devices', values.devices ?? '1000', 1, 10_000_000);
+const itemBytes = intArg('item-bytes', values['item-bytes'] ?? '200', 1, ITEM_BYTES_MAX);
 const parallel = values.parallel ?? '8';
 const orders = (values.orders ?? 'as-is,by-sharding-key,by-sorting-key,shuffled').split(',');
 /** --capacity W: each slice takes at most W writes per second (DynamoDB's partition: 1000), as load.js --capacity. */
-const capacity = values.capacity === undefined ? null : { writesPerSecond: Number(values.capacity), readsPerSecond: 3 * Number(values.capacity) };
+const capacityW = values.capacity === undefined ? null : intArg('capacity', values.capacity, 1, 10_000_000);
+const capacity = capacityW === null ? null : { writesPerSecond: capacityW, readsPerSecond: 3 * capacityW };
 /** One import may take this long before the bench gives up on it. */
 const IMPORT_TIMEOUT_MS = 30 * 60_000;
 

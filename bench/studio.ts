@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readOptions } from '../shared/cli-args.js';
+import { intArg, numberArg, readOptions } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX } from '../shared/limits.js';
 import { prng } from './keys.js';
 import { forEachEvent } from './sse.js';
@@ -25,11 +25,11 @@ const opts = readOptions(
   },
   'usage: node dist/bench/studio.js [--tables 100] [--items 2000] [--viewers 4] [--duration 15] [--writes-per-second 2000]',
 );
-const tables = Number(opts.tables);
-const items = Number(opts.items);
-const viewers = Number(opts.viewers);
-const durationMs = Number(opts.duration) * 1000;
-const writesPerSecond = Number(opts['writes-per-second']);
+const tables = intArg('tables', opts.tables, 1, 10_000);
+const items = intArg('items', opts.items, 1, 10_000_000);
+const viewers = intArg('viewers', opts.viewers, 1, 256);
+const durationMs = numberArg('duration', opts.duration, 0.5, 600) * 1000;
+const writesPerSecond = intArg('writes-per-second', opts['writes-per-second'], 1, 1_000_000);
 
 const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-bench-studio-'));
 const cluster = await startLocalCluster({ dataDir, durability: 'os' });

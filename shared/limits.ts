@@ -465,6 +465,11 @@ export const STALLED_SAY_WHY_MS = 5_000;
  * it says it cannot reach it. Longer than any answer a coordinator that is up takes (a status asks every node for its
  * load, each bounded by NODE_REQUEST_TIMEOUT_MS only when a node hangs), short enough that a wrong --url is said. */
 export const CLI_REQUEST_TIMEOUT_MS = 15_000;
+/** How long keyslice add, drain and status --watch wait by default (--timeout, seconds), and the most they may be told
+ * to: every wait of the command is bounded, so "Infinity" (or 1e400, which Number reads as it) is refused, not taken as
+ * a wait without end. */
+export const CLI_WAIT_S_DEFAULT = 3600;
+export const CLI_WAIT_S_MAX = 7 * 24 * 3600;
 /** A replica move (or a drain step) whose new replica's node has been down (not connected to the coordinator) this long
  * before the move completed is undone: the slice goes back to its old set, a drain's new replica placed on another node
  * that is up if there is one (coordinator/metadata/membership.ts undoStalledMoves).

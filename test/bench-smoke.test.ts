@@ -368,9 +368,19 @@ describe('the benches, end to end with their smallest arguments (real processes 
       );
     }
     // A bad value of a number (--flag=value form) is refused in a sentence too, where these read it (intArg).
-    for (const script of ['range-hop.js', 'hop-floor.js']) {
+    for (const script of ['range-hop.js', 'hop-floor.js', 'hops.js']) {
       const bad = await run(script, '--rounds=x');
       expect([bad.code, bad.stderr.trim()], script).toEqual([2, 'keyslice: --rounds must be a whole number from 1 to 100, got "x"']);
+    }
+    // The benches that read their numbers with Number() took "x" as NaN and ran on it (hops: no round; studio: no table).
+    for (const [script, arg, said] of [
+      ['hops.js', '--duration=0', '--duration must be a number from 0.5 to 600, got "0"'],
+      ['studio.js', '--tables=x', '--tables must be a whole number from 1 to 10000, got "x"'],
+      ['import.js', '--items=1e9', '--items must be a whole number from 1 to 100000000, got "1e9"'],
+      ['advise-check.js', '--duration=', '--duration must be a whole number from 1 to 3600, got ""'],
+    ] as const) {
+      const bad = await run(script, arg);
+      expect([bad.code, bad.stderr.trim()], `${script} ${arg}`).toEqual([2, `keyslice: ${said}`]);
     }
     // And a value not among an option's choices (cluster-start's --join), before it starts any process.
     const choice = await run('cluster-start.js', '--join=soon');

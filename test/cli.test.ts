@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startProcess, stopProcess } from '../coordinator/cli/local-cluster.js';
-import { BATCH_WRITE_ITEMS_MAX, IMPORT_PARALLEL_MAX, SCAN_SEGMENTS_MAX } from '../shared/limits.js';
+import { BATCH_WRITE_ITEMS_MAX, CLI_WAIT_S_MAX, IMPORT_PARALLEL_MAX, SCAN_SEGMENTS_MAX } from '../shared/limits.js';
 import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
 import { waitFor } from './elastic-fixture.js';
 
@@ -109,7 +109,7 @@ describe('keyslice help and version', () => {
     }
     expect(existsSync(data), 'a coordinator refused made its data folder').toBe(false);
   });
-  it("the commands that talk to a cluster take a whole-number option from its least to its most, and refuse one past either end, a fraction, an empty or a non-numeric value naming the command, exit 2 (shared/cli-args.ts wholeNumber)", async () => {
+  it("the commands that talk to a cluster take a whole-number option from its least to its most, and refuse one past either end, a fraction, an empty or a non-numeric value naming the command, exit 2 (shared/cli-args.ts wholeNumber; --timeout anyNumber)", async () => {
     // Nothing listens on port 1 and no file x.jsonl is there: a command line taken ends at the file or the connection (exit 1).
     const url = ['--url', 'http://127.0.0.1:1'];
     const missing = join(dataDir, 'x.jsonl');
@@ -122,6 +122,10 @@ describe('keyslice help and version', () => {
       [['advise', missing, '--sharding', 'id:string', '--nodes', '1.5'], 2, 'keyslice advise: --nodes must be a whole number from 1 to 1024, got "1.5" (try keyslice advise --help)'],
       [['advise', missing, '--sharding', 'id:string', '--sorting', 's:number', '--even='], 2, 'keyslice advise: --even must be a whole number from 1 to 1024, got "" (try keyslice advise --help)'],
       [['export', 't', ...url, '--parallel', 'abc'], 2, `keyslice export: --parallel must be a whole number from 1 to ${SCAN_SEGMENTS_MAX}, got "abc" (try keyslice export --help)`],
+      // --timeout (seconds, fractions too) read by the same reader, bounded: "Infinity" made the waits endless.
+      [['status', ...url, '--timeout', String(CLI_WAIT_S_MAX)], 1, 'keyslice: cannot reach the coordinator at http://127.0.0.1:1: fetch failed'],
+      [['status', ...url, '--watch', '--timeout', 'Infinity'], 2, `keyslice: --timeout must be a number from 1 to ${CLI_WAIT_S_MAX}, got "Infinity" (try keyslice --help)`],
+      [['drain', 'ws://127.0.0.1:2', ...url, '--timeout', '0'], 2, `keyslice: --timeout must be a number from 1 to ${CLI_WAIT_S_MAX}, got "0" (try keyslice --help)`],
     ] as const) {
       const r = await keyslice([...args], 20_000);
       expect([r.code, r.stderr.trim()], args.join(' ')).toEqual([code, said]);

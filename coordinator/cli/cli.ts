@@ -6,9 +6,9 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
+import { anyNumber, EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
 import type { ClusterStatus, MoveReport } from '../../shared/api.js';
-import { CLI_REQUEST_TIMEOUT_MS, STALLED_SAY_WHY_MS } from '../../shared/limits.js';
+import { CLI_REQUEST_TIMEOUT_MS, CLI_WAIT_S_DEFAULT, CLI_WAIT_S_MAX, STALLED_SAY_WHY_MS } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../../shared/protocol.js';
 import { bar, size } from './cli-progress.js';
 import { CLUSTER_OPTIONS, clusterOf } from './command-line.js';
@@ -37,7 +37,7 @@ options of status, add, drain, remove:
   --url <http://host:port>   the coordinator (env KEYSLICE_URL; default http://127.0.0.1:7100)
   --token <token>            the client token, if the cluster has one (env KEYSLICE_TOKEN)
   --no-wait                  add, drain: return once the coordinator accepted the request
-  --timeout <seconds>        add, drain, status --watch: stop waiting after this long (default 3600)
+  --timeout <seconds>        add, drain, status --watch: stop waiting after this long (default ${CLI_WAIT_S_DEFAULT}, at most ${CLI_WAIT_S_MAX})
 `;
 
 const LOCAL_USAGE = `usage: keyslice local
@@ -73,15 +73,17 @@ function version(): string {
 
 function options(args: string[]) {
   let parsed;
+  let timeoutS;
   try {
     parsed = readArguments(args, { ...CLUSTER_OPTIONS, 'no-wait': { type: 'boolean' }, 'forget-data': { type: 'boolean' }, force: { type: 'boolean' }, watch: { type: 'boolean' }, timeout: { type: 'string' } }, USAGE, true);
+    // Read as every number option is (shared/cli-args.ts), and bounded: "Infinity" made follow's and --watch's loops
+    // endless.
+    timeoutS = parsed.values.timeout === undefined ? CLI_WAIT_S_DEFAULT : anyNumber('timeout', parsed.values.timeout, 1, CLI_WAIT_S_MAX);
   } catch (err) {
     if (err instanceof UsageError) die(`${err.message} (try keyslice --help)`, EXIT_USAGE);
     throw err;
   }
   const v = parsed.values;
-  const timeoutS = v.timeout === undefined ? 3600 : Number(v.timeout);
-  if (!(timeoutS > 0)) die('--timeout must be a number of seconds', EXIT_USAGE);
   const cluster = clusterOf(v);
   return {
     url: cluster.url,
