@@ -1,5 +1,5 @@
-// Pipelined HTTP requests on one keep-alive connection, bounded (the client port's and a slice node's
-// --metrics-port's). node:http stops reading a connection once the responses queued on it pass the socket's
+// Pipelined HTTP requests on one keep-alive connection, bounded, on every HTTP port (boundedHttpServer,
+// shared/http-server.ts, applies it to each request: the client port's and a slice node's --metrics-port's). node:http stops reading a connection once the responses queued on it pass the socket's
 // high-water mark, but it counts only responses already written, and it parses
 // a whole chunk read from the socket (hundreds of small requests) before it
 // pauses. A client that pipelines many requests and does not read its answers

@@ -3,10 +3,12 @@
 // sending a header line now and then, or one that connects and sends nothing, is answered 408 and cut once
 // the headers' time is up), and the JSON error shape, {"error": {"code", "message", "retryable"}} with the status
 // of ERROR_CODES, for the requests a handler refuses and for those the HTTP parser refuses (bad framing, headers
-// over the parser's limit, timeouts).
+// over the parser's limit, timeouts), and the bound on pipelined requests of one connection (shared/http-pipeline.ts):
+// each is applied here, so that no port can be opened without them.
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { KeysliceError } from './errors.js';
+import { admitPipelined } from './http-pipeline.js';
 import {
   HTTP_HEADERS_TIMEOUT_MS,
   HTTP_IDLE_TIMEOUT_MS,
@@ -25,9 +27,13 @@ export interface HttpTimeouts {
 }
 export const HTTP_TIMEOUTS_DEFAULT: HttpTimeouts = { headersMs: HTTP_HEADERS_TIMEOUT_MS, requestMs: HTTP_REQUEST_TIMEOUT_MS };
 
-/** An HTTP server with the timeouts of shared/limits.ts and JSON answers to what the parser refuses. */
+/** An HTTP server with the timeouts of shared/limits.ts, JSON answers to what the parser refuses, and `handle` run
+ * for each request as admitPipelined lets it (at most HTTP_PIPELINED_REQUESTS_MAX of a connection at once). */
 export function boundedHttpServer(handle: (req: IncomingMessage, res: ServerResponse) => void, timeouts = HTTP_TIMEOUTS_DEFAULT): Server {
-  const server = createServer({ headersTimeout: timeouts.headersMs, requestTimeout: timeouts.requestMs, connectionsCheckingInterval: HTTP_TIMEOUT_CHECK_INTERVAL_MS }, handle);
+  const server = createServer(
+    { headersTimeout: timeouts.headersMs, requestTimeout: timeouts.requestMs, connectionsCheckingInterval: HTTP_TIMEOUT_CHECK_INTERVAL_MS },
+    (req, res) => admitPipelined(req, res, () => handle(req, res)),
+  );
   server.keepAliveTimeout = HTTP_KEEP_ALIVE_TIMEOUT_MS;
   server.timeout = HTTP_IDLE_TIMEOUT_MS;
   server.on('clientError', (err: Error, socket: Duplex) => answerClientError(err, socket, timeouts));

@@ -17,7 +17,6 @@ import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { clientTokenRefusal } from '../shared/auth.js';
 import { KeysliceError } from '../shared/errors.js';
-import { admitPipelined } from '../shared/http-pipeline.js';
 import { boundedHttpServer, pathOf, sendErrorJson } from '../shared/http-server.js';
 import { SLICE_NODE_METRICS_CONNECTIONS_MAX } from '../shared/limits.js';
 
@@ -78,10 +77,9 @@ export function nodeRegistry(node: string, threads: readonly MeteredThread[]): R
  * as the coordinator's /metrics answers them; the port has the client port's timeouts and at most
  * SLICE_NODE_METRICS_CONNECTIONS_MAX connections, so that no client holds it (or the node's memory) for long. */
 export function serveNodeMetrics(registry: Registry, host: string, port: number, token: string, onError: (err: NodeJS.ErrnoException) => void): Promise<Server> {
-  // Pipelined requests bounded as on the client port: a client that sends thousands of GETs on one connection and
-  // reads no answer would otherwise have each exposition (about 10 KB) made and held.
-  const server = boundedHttpServer((req, res) => admitPipelined(req, res, () => answer(req, res)));
-  const answer = (req: IncomingMessage, res: ServerResponse): void => {
+  // boundedHttpServer bounds pipelined requests as on the client port: a client that sends thousands of GETs on one
+  // connection and reads no answer would otherwise have each exposition (about 10 KB) made and held.
+  const server = boundedHttpServer((req: IncomingMessage, res: ServerResponse): void => {
     const path = pathOf(req.url ?? '/');
     if (path !== '/metrics') return sendErrorJson(res, new KeysliceError('UnknownOperation', `no such path ${path.slice(0, 100)}; this port serves GET /metrics only`));
     // GET and HEAD, as the coordinator's /metrics takes.
@@ -99,7 +97,7 @@ export function serveNodeMetrics(registry: Registry, host: string, port: number,
         sendErrorJson(res, new KeysliceError('Internal', `cannot gather the metrics: ${err.message}`));
       },
     );
-  };
+  });
   server.maxConnections = SLICE_NODE_METRICS_CONNECTIONS_MAX;
   // Only a failure to listen is the caller's: once listening, an error (e.g. an accept that finds no file
   // descriptor) is logged, and the port keeps serving.

@@ -1,7 +1,8 @@
 // The client port's HTTP server with the WebSocket API on it, as the coordinator
 // (--routers 0) and every router run it. Timeouts (shared/limits.ts) so that a
 // slow or stalled client cannot hold a connection open forever; requests the HTTP
-// parser refuses get a JSON error (both: shared/http-server.ts).
+// parser refuses get a JSON error; pipelined requests of a connection are bounded
+// (all three: shared/http-server.ts).
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { WebSocketServer } from 'ws';
 import { boundedHttpServer, HTTP_TIMEOUTS_DEFAULT } from '../../shared/http-server.js';

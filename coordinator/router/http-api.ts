@@ -23,7 +23,6 @@ import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER, HTTP_API_PREFIX } from '../.
 import { fromJson, isPlainObject, toJson } from '../../shared/values.js';
 import type { DynamoDbEndpoint } from '../dynamodb/endpoint.js';
 import type { Studio } from '../studio/routes.js';
-import { admitPipelined } from '../../shared/http-pipeline.js';
 import type { Membership } from '../metadata/membership.js';
 import type { Operations } from './operations.js';
 
@@ -46,7 +45,8 @@ const GET = ['GET', 'HEAD'] as const;
 const POST = ['POST'] as const;
 const CLUSTER_POSTS = ['add', 'drain', 'remove'];
 
-/** `cluster` null: a router, which forwards /cluster/ requests (edge.router). */
+/** `cluster` null: a router, which forwards /cluster/ requests (edge.router). Pipelined requests are bounded by the
+ * server it runs under (boundedHttpServer, shared/http-server.ts). */
 export function handleHttp(
   ops: Operations,
   metrics: () => Promise<string>,
@@ -58,10 +58,6 @@ export function handleHttp(
   studio?: Studio,
   edge: HttpEdge = {},
 ): void {
-  admitPipelined(req, res, () => route(ops, metrics, cluster, security, req, res, dynamodb, studio, edge));
-}
-
-function route(ops: Operations, metrics: () => Promise<string>, cluster: Membership | null, security: HttpSecurity, req: IncomingMessage, res: ServerResponse, dynamodb: DynamoDbEndpoint | undefined, studio: Studio | undefined, edge: HttpEdge): void {
   if (edge.router?.forwards(req, pathOf(req.url ?? '/'))) return edge.router.forward(req, res);
   // GET / and /studio (the page) and /studio/stream: the studio checks the token itself (it also takes ?token=).
   if (studio?.handle(req, res)) return;
