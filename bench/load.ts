@@ -195,15 +195,6 @@ function parseCommandLine(argv: string[]): Config | 'help' {
   const concurrency = int('concurrency', 50, 1, 100_000);
   if (concurrency < connections) throw new UsageError(`--concurrency (${concurrency}) must be at least --connections (${connections}): each connection carries at least one request`);
 
-  let durationS = 20;
-  const rawDuration = raw.get('duration');
-  if (rawDuration !== undefined) {
-    durationS = Number(rawDuration);
-    if (!/^[0-9]+(\.[0-9]+)?$/.test(rawDuration) || durationS <= 0 || durationS > 86_400) {
-      throw new UsageError(`--duration must be a number of seconds above 0 and at most 86400, got "${rawDuration}"`);
-    }
-  }
-
   /** A decimal number from min (above min with openMin) to max. */
   const decimal = (name: string, dflt: number, min: number, max: number, openMin = false): number => {
     const v = raw.get(name);
@@ -214,6 +205,8 @@ function parseCommandLine(argv: string[]): Config | 'help' {
     }
     return n;
   };
+  // Seconds: a fraction is fine, 0 is not (a workload with no time at all).
+  const durationS = decimal('duration', 20, 0, 86_400, true);
   const onlyWith = (name: string, applies: boolean, why: string) => {
     if (raw.has(name) && !applies) throw new UsageError(`--${name} ${why}`);
   };

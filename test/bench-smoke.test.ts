@@ -382,6 +382,13 @@ describe('the benches, end to end with their smallest arguments (real processes 
       const bad = await run(script, arg);
       expect([bad.code, bad.stderr.trim()], `${script} ${arg}`).toEqual([2, `keyslice: ${said}`]);
     }
+    // load's --duration: plain decimal seconds above 0 (10, 10.5) and at most a day; a unit, an exponent or 0 is
+    // refused with its usage line. A bad --keys-dist (read after --duration) is given too: a --duration wrongly taken
+    // ends the run on that refusal, not in a local cluster.
+    for (const value of ['10s', '1e1', '0', '86401']) {
+      const bad = await run('load.js', `--duration=${value}`, '--keys-dist', 'nope');
+      expect([bad.code, bad.stderr.trim().split('\n')[0]], `load.js --duration=${value}`).toEqual([2, `keyslice: --duration must be a number above 0 and at most 86400, got "${value}" (try node dist/bench/load.js --help)`]);
+    }
     // And a value not among an option's choices (cluster-start's --join), before it starts any process.
     const choice = await run('cluster-start.js', '--join=soon');
     expect([choice.code, choice.stderr.trim()], 'cluster-start.js --join=soon').toEqual([2, 'keyslice: --join must be at-start or later, got soon']);
