@@ -400,19 +400,22 @@ describe('repair of replicated slices (R=3)', () => {
     // and its change to 3 could never settle (it failed so at load 22). The map on disk is read before the status: a
     // set at 3 there is in the coordinator's map, its change counted unsettled until it settled.
     // Status counts the sets short of the factor (shortOfFactor): where it says none, the map on disk read after it
-    // has every set at 3 (sets only grow in this test).
+    // has every set at 3 (sets only grow in this test). Kept and asserted after the wait, which retries on a throw.
+    let noneShortButMap: number[] | null = null;
     await waitFor(
       async () => {
         const full = replicaSets(e).every((set) => set.length === 3);
         const st = await e.status();
         const short = st.replication.leaders.shortOfFactor;
-        if (short === 0) expect(replicaSets(e).map((set) => set.length)).toEqual([3, 3, 3, 3]);
+        const after = replicaSets(e).map((set) => set.length);
+        if (short === 0 && after.some((n) => n !== 3)) noneShortButMap ??= after;
         return full && led(st) && st.replication.leaders.unsettled === 0 && short === 0;
       },
       'every slice at 3 replicas, its change settled',
       30_000,
       seen(e),
     );
+    expect(noneShortButMap, 'replica-set sizes on disk when status said no slice was short of 3').toBeNull();
     await stopProcess(e.nodes[0].child, 'SIGKILL');
     await untilLed(e);
     expect((await e.client.getAllItems({ table: 'elastic' })).length).toBe(40);
