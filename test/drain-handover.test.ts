@@ -53,8 +53,9 @@ async function underLoad(e: Elastic, action: 'drain' | 'remove', load: WriteLoad
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   await waitFor(
     async () => {
-      st = await e.status();
-      return ledWithout(e, victim.node)(st);
+      const now = await ledWithout(e, victim.node);
+      st = now.st;
+      return now.ok;
     },
     `the ${action} to end`,
     90_000,

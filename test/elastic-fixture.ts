@@ -117,9 +117,14 @@ export const drainedOff = (node: string) => (st: ClusterStatus): boolean =>
   led(st) && st.nodes.find((x) => x.node === node)!.replicas === 0 && st.replication.leaders.unsettled === 0 && st.moves.waitingSlices === 0;
 
 /** A change that took `node` out of an R=3 cluster is over: every slice led, no change unsettled, and every replica set
- * of the map on disk (replicaSets) at 3 replicas, none of them `node`. */
-export const ledWithout = (e: Elastic, node: string) => (st: ClusterStatus): boolean =>
-  led(st) && st.replication.leaders.unsettled === 0 && replicaSets(e).every((set) => set.length === 3 && !set.includes(node));
+ * of the map on disk (replicaSets) at 3 replicas, none of them `node`; and the status read. The map is read first: a
+ * set seen on disk is in the coordinator's map by the time status is read, its change counted unsettled until it
+ * settled, where the other order could pair an older status's "nothing unsettled" with a newer set not settled yet. */
+export async function ledWithout(e: Elastic, node: string): Promise<{ ok: boolean; st: ClusterStatus }> {
+  const sets = replicaSets(e);
+  const st = await e.status();
+  return { ok: led(st) && st.replication.leaders.unsettled === 0 && sets.every((set) => set.length === 3 && !set.includes(node)), st };
+}
 
 /** Waits until status says every replicated slice has an elected leader; answers that status. */
 export async function untilLed(e: Elastic, timeoutMs = 30_000): Promise<ClusterStatus> {

@@ -83,7 +83,7 @@ describe('a handover before a change that cannot complete', () => {
       expect(givenUp, `handovers given up (${st.replication.note})`).toBe(stuck);
       // Thawed, the frozen followers elect the slices that need them, with the fourth node's new replicas.
       expect(thawProcesses(frozen).map(String), 'every frozen follower thawed').toEqual([]);
-      await waitFor(async () => ledWithout(e, url)(await e.status()), 'every slice led by the three nodes left, no change unsettled', 30_000, seen(e));
+      await waitFor(async () => (await ledWithout(e, url)).ok, 'every slice led by the three nodes left, no change unsettled', 30_000, seen(e));
       await load.finish(1_000, 100);
     } finally {
       // A frozen process takes no SIGTERM: thawed first, and the fixture stops every process by its pid. (A pid that
