@@ -13,8 +13,8 @@
 // node advertises>" (the node label of the coordinator's keyslice_node_* series), and `thread` takes "main" and
 // "worker-<i>" only (at most WORKERS_PER_NODE_MAX + 1 values).
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import type { EventLoopUtilization } from 'node:perf_hooks';
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 import { clientTokenRefusal } from '../shared/auth.js';
 import { KeysliceError } from '../shared/errors.js';
 import { boundedHttpServer, pathOf, sendErrorJson } from '../shared/http-server.js';
@@ -31,41 +31,18 @@ export function nodeRegistry(node: string, threads: readonly MeteredThread[]): R
   const registry = new Registry();
   registry.setDefaultLabels({ process: 'slice-node', node });
   collectDefaultMetrics({ register: registry, prefix: 'keyslice_' });
-  const registers = [registry];
+  // A counter of busy seconds, not a gauge of utilization: its rate() over any window is the busy share, and no
+  // state per scraper is kept here (a gauge 'since the previous scrape' would shorten each scraper's window for the others).
   new Counter({
     name: 'keyslice_thread_busy_seconds_total',
     help: 'seconds this thread\'s event loop was busy (not waiting for work) since it started, by thread (main, worker-<i>); its rate is the thread\'s busy share, 1 at most: a worker near 1 is the node\'s limit',
     labelNames: ['thread'],
-    registers,
+    registers: [registry],
     collect() {
       this.reset();
       for (const t of threads) {
         const u = t.eventLoopUtilization();
         if (u !== null) this.inc({ thread: t.name }, u.active / 1000);
-      }
-    },
-  });
-  // Utilization since the previous scrape (since the start at the first), as prom-client's event-loop lag
-  // percentiles cover the time since the previous scrape; the rate of the counter above is the one to alert on
-  // (it does not depend on how many scrape).
-  const previous = new Map<string, EventLoopUtilization>();
-  new Gauge({
-    name: 'keyslice_thread_event_loop_utilization',
-    help: 'share of the time since the previous scrape this thread\'s event loop was busy (0 to 1), by thread (main, worker-<i>)',
-    labelNames: ['thread'],
-    registers,
-    collect() {
-      this.reset();
-      for (const t of threads) {
-        const now = t.eventLoopUtilization();
-        if (now === null) {
-          previous.delete(t.name);
-          continue;
-        }
-        const before = previous.get(t.name);
-        previous.set(t.name, now);
-        const u = before === undefined ? now.utilization : performance.eventLoopUtilization(now, before).utilization;
-        this.set({ thread: t.name }, u);
       }
     },
   });

@@ -51,7 +51,7 @@ describe('a slice node\'s own /metrics', () => {
     const node = c.cluster.nodes[0].url;
     const before = await scrape();
     // Every series is the node's: process="slice-node" and the URL the coordinator's node label names it by.
-    for (const name of ['keyslice_process_cpu_seconds_total', 'keyslice_process_resident_memory_bytes', 'keyslice_nodejs_heap_size_used_bytes', 'keyslice_nodejs_eventloop_lag_p99_seconds', 'keyslice_thread_busy_seconds_total', 'keyslice_thread_event_loop_utilization']) {
+    for (const name of ['keyslice_process_cpu_seconds_total', 'keyslice_process_resident_memory_bytes', 'keyslice_nodejs_heap_size_used_bytes', 'keyslice_nodejs_eventloop_lag_p99_seconds', 'keyslice_thread_busy_seconds_total']) {
       const s = samples(before, name);
       expect(s.length, name).toBeGreaterThan(0);
       for (const x of s) expect(x.labels, name).toMatchObject({ process: 'slice-node', node });
@@ -60,7 +60,6 @@ describe('a slice node\'s own /metrics', () => {
     expect(total(before, 'keyslice_process_resident_memory_bytes')).toBeGreaterThan(10 * 2 ** 20);
     // One series per thread, no more (the label is bounded by the worker count).
     expect([...byThread(before, 'keyslice_thread_busy_seconds_total').keys()].sort()).toEqual([...THREADS].sort());
-    expect([...byThread(before, 'keyslice_thread_event_loop_utilization').keys()].sort()).toEqual([...THREADS].sort());
     // The coordinator's node label names the same node, so the two scrapes join.
     const coordinator = parseExposition(await (await fetch(`${c.cluster.url}/metrics`, { signal: AbortSignal.timeout(15_000) })).text());
     expect(total(coordinator, 'keyslice_node_up', { node })).toBe(1);
@@ -82,12 +81,6 @@ describe('a slice node\'s own /metrics', () => {
       expect(busy, `${t} busy seconds only grow`).toBeGreaterThanOrEqual(byThread(before, 'keyslice_thread_busy_seconds_total').get(t)!);
       expect(busy, `${t} busy at most the ${upSeconds.toFixed(1)} s the node has run`).toBeLessThanOrEqual(upSeconds);
     }
-    const utilization = byThread(after, 'keyslice_thread_event_loop_utilization');
-    for (const [t, u] of utilization) {
-      expect(u, t).toBeGreaterThanOrEqual(0);
-      expect(u, t).toBeLessThanOrEqual(1);
-    }
-    expect(Math.max(...THREADS.slice(1).map((t) => utilization.get(t)!)), 'a worker was busy part of the time since the last scrape').toBeGreaterThan(0);
   });
 });
 
@@ -259,23 +252,15 @@ describe('each thread\'s series (nodeRegistry, with threads whose busy and idle 
   const elu = (activeMs: number, idleMs: number): EventLoopUtilization => ({ active: activeMs, idle: idleMs, utilization: activeMs / (activeMs + idleMs) });
   const values = async (registry: ReturnType<typeof nodeRegistry>) => {
     const m = parseExposition(await registry.metrics());
-    return { busy: byThread(m, 'keyslice_thread_busy_seconds_total'), utilization: byThread(m, 'keyslice_thread_event_loop_utilization') };
+    return { busy: byThread(m, 'keyslice_thread_busy_seconds_total') };
   };
 
-  it('gives the utilization since the previous scrape, not since the thread started', async () => {
+  it('counts each thread\'s busy seconds since it started, in seconds', async () => {
     let now = elu(100, 900);
     const registry = nodeRegistry('ws://127.0.0.1:1', [{ name: 'worker-0', eventLoopUtilization: () => now }]);
-    const first = await values(registry);
-    expect(first.utilization.get('worker-0'), 'the first scrape: since the start').toBeCloseTo(0.1, 9);
-    expect(first.busy.get('worker-0')).toBeCloseTo(0.1, 9);
-    // Then 1 s more, 900 ms of it busy: 0.9 since the previous scrape (0.5 since the start).
+    expect((await values(registry)).busy.get('worker-0')).toBeCloseTo(0.1, 9);
     now = elu(1_000, 1_000);
-    const second = await values(registry);
-    expect(second.utilization.get('worker-0'), 'since the previous scrape').toBeCloseTo(0.9, 9);
-    expect(second.busy.get('worker-0')).toBeCloseTo(1, 9);
-    // Then idle for 2 s: 0 (0.25 since the start).
-    now = elu(1_000, 3_000);
-    expect((await values(registry)).utilization.get('worker-0')).toBeCloseTo(0, 9);
+    expect((await values(registry)).busy.get('worker-0')).toBeCloseTo(1, 9);
   });
 
   it('drops the series of a thread that has stopped, rather than show zeros', async () => {
@@ -288,6 +273,5 @@ describe('each thread\'s series (nodeRegistry, with threads whose busy and idle 
     stopped = true;
     const after = await values(registry);
     expect([...after.busy.keys()]).toEqual(['main']);
-    expect([...after.utilization.keys()]).toEqual(['main']);
   });
 });
