@@ -76,9 +76,6 @@ interface WorkerAsked {
    * Pings, and counted as unknown a frozen one kept its leaderships up to 2.25 s after its first question unanswered,
    * past the heartbeat timeout. */
   known: Set<number>;
-  /** The last of `known` it answered, or another of them once that one left the node (stale asks again by it);
-   * undefined exactly where `known` is empty. */
-  answeredSlice?: number;
 }
 
 /** A Ping's seq is a msgpack uint32 (a whole number >= 0): its question's id modulo this. */
@@ -220,7 +217,6 @@ export class OpenQuestions {
   /** `worker` answered a question of `slice`: it replicates it. */
   private static knows(worker: WorkerAsked, slice: number): void {
     worker.known.add(slice);
-    worker.answeredSlice = slice;
   }
 
   /** When the first question `node` left unanswered was sent (undefined: it owes none). */
@@ -266,9 +262,8 @@ export class OpenQuestions {
 
   /** Each worker of `node` whose first question left unanswered was sent half a ping interval before `now` or earlier
    * is asked again, each half ping interval as long as that question stays open: `again` is handed a slice to Ping,
-   * once a worker per half interval however many it owes (bounded). The slice is that of the last question the worker
-   * answered where the node still replicates it (`stillAsked`), else of another it answered that the node still
-   * replicates, so that a worker that runs answers it whether or not the assignment of the slice it dropped is there
+   * once a worker per half interval however many it owes (bounded). The slice is one the worker answered for that the node
+   * still replicates (`known`, kept to `stillAsked`), so that a worker that runs answers it whether or not the assignment of the slice it dropped is there
    * yet; else the first open question's own (and the worker is not known to replicate a slice: silentFrom gives it the
    * grace). Its answer clears every question before it.
    * Asked again only once, and by the dropped question's slice, a worker whose assignment was still not there dropped
@@ -285,13 +280,12 @@ export class OpenQuestions {
       if (worker === undefined) continue;
       // (One look per slice the worker answered for, at most the slices it holds: a Set's delete while iterating is safe.)
       for (const slice of worker.known) if (!stillAsked(slice)) worker.known.delete(slice);
-      if (worker.answeredSlice !== undefined && !worker.known.has(worker.answeredSlice)) worker.answeredSlice = worker.known.values().next().value;
-      assert((worker.answeredSlice === undefined) === (worker.known.size === 0), `node ${node}: a worker asked again by ${worker.answeredSlice} knows ${worker.known.size} slices`);
       const q = worker.open;
       while (q.length > 0 && !stillAsked(q[0].slice)) q.shift();
       if (q.length === 0 || q[0].at > olderThan || worker.askedAgainAt > olderThan) continue;
       worker.askedAgainAt = now;
-      again(worker.answeredSlice ?? q[0].slice);
+      // Any slice it is known by will do: each is still the node's, and slices map to workers one way (workerOf).
+      again(worker.known.values().next().value ?? q[0].slice);
     }
   }
 }
