@@ -87,8 +87,8 @@ describe('replication under a seeded simulation', () => {
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
     console.log(
       `replication sim with set changes: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes (${sum((r) => r.movesUndone)} moves undone, ${sum((r) => r.ledOn)} led on by their leader, ` +
-        `${sum((r) => r.handovers)} leadership handovers before a drain step or a remove took the leader's replica out (${sum((r) => r.removeHandovers)} before a remove), ${sum((r) => r.handedOver)} of them naming the replica handed to), ` +
-        `${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
+        `${sum((r) => r.handovers)} leadership handovers before a drain step or a remove took the leader's replica out (${sum((r) => r.removeHandovers)} before a remove), ${sum((r) => r.handedOver)} of them naming the replica handed to, ${sum((r) => r.handoversGivenBack)} whose election named another, ` +
+        `${sum((r) => r.handoverUnknown)} writes answered outcome unknown by a leader a handover deposed, ${sum((r) => r.handoverLaggingWriters)} with a router writing to the old leader a while), ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
     );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
     if (only === undefined) {
@@ -181,7 +181,11 @@ describe('replication under a seeded simulation', () => {
   // restart, and acknowledged write 7 lost. Since leaders wait for their followers' round trips before they resend,
   // and followers write the commit point before the sync they answer after, the seeded network draws differ:
   // 200132 no longer restarts the coordinator with a change unsettled, and 200134 (the next that does) stands in.
-  for (const [seed, store] of [[200134, false], [201105, true]] as const) {
+  // Since the simulation's handovers run the coordinator's handover failover (its election waits for the answer of
+  // the replica handed to) and a router with the map before may write to the old leader meanwhile, 201105 no longer
+  // restarts it with a change unsettled either; 201127 (replace 1, 0,1,2 -> 0,2,3, a restart before it settled,
+  // the first on stores after 201105 that does so after a replacement) stands in.
+  for (const [seed, store] of [[200134, false], [201127, true]] as const) {
     it(`keeps every acknowledged write when the coordinator restarts before a replacement of a replica settled (seed ${seed}${store ? ', on stores' : ''})`, () => {
       const r = runSimulation({ seed, setChanges: true, coordinatorRestarts: true, store });
       expect(r.restartsUnsettled).toBeGreaterThan(0);

@@ -136,6 +136,15 @@ export interface SimReport {
   handovers: number;
   handedOver: number;
   removeHandovers: number;
+  /** Handovers whose own election named a replica other than the one handed to (status's handoversGivenBack): the
+   * old leader again, its log further (writes that reached it after its last Pong), or another replica. */
+  handoversGivenBack: number;
+  /** Writes answered "outcome unknown" by a leader that a handover's election deposed (HeldAnswers.deposed at the
+   * term it led when handed over): writes that reached it between its last Pong and the Prepare, the ones that a
+   * removed leader leading on through the change would have committed (docs/replication-notes.md). */
+  handoverUnknown: number;
+  /** Handovers during which a router with the map before kept writing to the old leader for a while. */
+  handoverLaggingWriters: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -413,7 +422,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverLaggingWriters: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -558,6 +567,19 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const sliceReplicas: (SliceReplicas | null)[] = Array(nodeCount).fill(null);
   let assignEpoch = 0;
 
+  /** `node:term` of each leader a handover deposed, at the term it led (handoverUnknown). */
+  const handedOverTerms = new Set<string>();
+  /** Set while a node's HeldAnswers answers the writes a leader held when a handover's election deposed it. */
+  let deposedByHandover = false;
+  /** HeldAnswers.deposed for node i's leader of `term`, counting the answers where a handover deposed it. */
+  function deposedOn(i: number, term: number): void {
+    deposedByHandover = handedOverTerms.has(`${i}:${term}`);
+    try {
+      held[i]!.deposed(STORE_SLICE, term);
+    } finally {
+      deposedByHandover = false;
+    }
+  }
   /** Node i's held answers for this life, on the simulation's clock, its replica of the slice what they wait on. */
   function holdAnswers(i: number): void {
     if (held[i] !== null) report.commitTimeouts += held[i]!.timedOut;
@@ -569,6 +591,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       (ticket, results) => {
         const requestId = requests.get(ticket)!;
         requests.delete(ticket);
+        if (deposedByHandover) report.handoverUnknown++;
         answer(i, requestId, results[0], heldTicking);
       },
       // Writes only are held here (the readers wait for their lease by their own loop): no lease wait to give.
@@ -658,7 +681,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       (_slice, to, m) => send(i, to, m),
       {
         committed: (slice, index) => held[i]!.committed(slice, index),
-        deposed: (slice, term) => held[i]!.deposed(slice, term),
+        deposed: (_slice, term) => deposedOn(i, term),
         leased: (slice) => held[i]!.leased(slice),
       },
       () => clock.now,
@@ -696,7 +719,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       },
       snapshotState: () => encodeState(states[i]),
       committed: (index) => held[i]!.committed(STORE_SLICE, index),
-      deposed: (term) => held[i]!.deposed(STORE_SLICE, term),
+      deposed: (term) => deposedOn(i, term),
       now: () => clock.now,
       timing: SIM_REPLICA_TIMING,
     };
@@ -755,6 +778,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       if (why === 'carrier_unsettled') report.carrierTimeouts++;
     },
     publish: (leader: ReplicaId, term: number) => {
+      if (handedTo !== null && leader !== handedTo) report.handoversGivenBack++;
+      handedTo = null;
       // As recordElections: a leader outside the set (carrying an unsettled change) is recorded, not made owner.
       if (set.includes(leader)) mapLeader = leader;
       else {
@@ -806,6 +831,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * said (Pong) that it holds `from`'s last record, after `from` said what that is a tick after the handover began, or
    * until `until`. */
   let hold: { from: number; to: number; since: number; until: number } | null = null;
+  /** A handover's own draws (whether a router with the map before it keeps writing to the old leader, how long), apart
+   * from the run's generator: the seed's other faults and writes stay what they were until a handover. */
+  const handoverRandom = rng(opts.seed ^ 0x4a0d0);
+  /** The replica a handover named, until its election names a leader (null: no handover's election under way). */
+  let handedTo: ReplicaId | null = null;
   /** What each replica's latest Pong said of its last index, and when (a handover's catch-up wait). */
   const lastIndexes = new Map<number, { lastIndex: number; at: number }>();
   /** Whether the drain under way tried to hand its leader's leadership over (once per drain; if the election gives it
@@ -867,6 +897,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       carrierTerm = 0;
       ledOnUnanswered = 0;
       hold = null;
+      handedTo = null;
       commitTerms.clear();
       coordinator = SliceFailover.atStart({ replicas: set, termUsed: usedTerm, unsettled: mapUnsettled }, timing, failoverHost, choose);
       changes.push(`${clock.now.toFixed(1)} ms: coordinator restarted (sets ${coordinator.sets.map((x) => x.join(',')).join(' and ')})`);
@@ -1057,10 +1088,26 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     report.handovers++;
     changes.push(`${clock.now.toFixed(1)} ms: hand the leadership over ${from} -> ${to}`);
     elections += coordinator.elections;
+    handedOverTerms.add(`${from}:${coordinator.currentTerm}`);
     set = [to, ...set.filter((n) => n !== to)];
     mapLeader = to;
     published = false;
-    coordinator = new SliceFailover(set, null, usedTerm, timing, failoverHost, choose);
+    handedTo = to;
+    // As ReplicaLeaders.handOver: its election waits a while for the answer of the replica handed to.
+    coordinator = SliceFailover.handOver(set, usedTerm, timing, failoverHost, choose);
+    // Half the time a router with the map before the handover (its batches on their way to the old leader's worker
+    // before the node's new assignment, or its map late) keeps writing to the old leader for a while, up to past the
+    // catch-up wait: writes that reach it after the Pong that the wait went by, which the handover's election
+    // deposes (outcome unknown: handoverUnknown) or that make it the furthest, so that it is named again
+    // (handoversGivenBack). The case a removed leader leading on through the change would spare
+    // (docs/replication-notes.md, "A removed leader leading on").
+    if (tailWritesTo === null && handoverRandom() < 0.5) {
+      tailWritesTo = from;
+      report.handoverLaggingWriters++;
+      clock.at(handoverRandom() * HANDOVER_WAIT_MS * 1.5, () => {
+        if (tailWritesTo === from) tailWritesTo = null;
+      });
+    }
     hold = { from, to, since: clock.now, until: clock.now + HANDOVER_WAIT_MS };
   }
   /** Whether a handover's hold still keeps its election back (ReplicaLeaders.handedOver); asks both meanwhile. */

@@ -148,9 +148,11 @@ export class SliceFailover {
   static atStart(p: PersistedSlice, timing: FailoverTiming, host: FailoverHost, choose: typeof chooseLeader = chooseLeader): SliceFailover {
     return new SliceFailover(p.replicas, null, p.termUsed, timing, host, choose, p.unsettled);
   }
-  /** The failover of a leadership handover (ReplicaLeaders.handOver): the same set, no leader until its election. */
-  static handOver(replicas: readonly ReplicaId[], termUsed: number, timing: FailoverTiming, host: FailoverHost): SliceFailover {
-    return new SliceFailover(replicas, null, termUsed, timing, host, chooseLeader, [], 'handover');
+  /** The failover of a leadership handover (ReplicaLeaders.handOver): the same set, no leader until its election,
+   * which waits a while for the answer of the replica handed to (listed first). The simulation's handovers are made
+   * by it too (with its chooser), so that this wait runs under its faults. */
+  static handOver(replicas: readonly ReplicaId[], termUsed: number, timing: FailoverTiming, host: FailoverHost, choose: typeof chooseLeader = chooseLeader): SliceFailover {
+    return new SliceFailover(replicas, null, termUsed, timing, host, choose, [], 'handover');
   }
 
   private leader: ReplicaId | null;
