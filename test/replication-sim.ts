@@ -145,6 +145,8 @@ export interface SimReport {
   handoverUnknown: number;
   /** Handovers during which a router with the map before kept writing to the old leader for a while. */
   handoverLaggingWriters: number;
+  /** Handovers during which the replica handed to or the old leader was killed (a while). */
+  handoverKills: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -422,7 +424,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverLaggingWriters: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverLaggingWriters: 0, handoverKills: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -1106,6 +1108,22 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       report.handoverLaggingWriters++;
       clock.at(handoverRandom() * HANDOVER_WAIT_MS * 1.5, () => {
         if (tailWritesTo === from) tailWritesTo = null;
+      });
+    }
+    // And in about a quarter of them the replica handed to or the old leader is killed during the catch-up wait or the
+    // election (back 50 to 650 ms later): the election names another without waiting past its bound for the answer
+    // of a replica handed to that died, and the old leader's writes survive it or end with an unknown outcome.
+    const kill = handoverRandom();
+    if (kill < 0.25) {
+      const victim = kill < 0.15 ? to : from;
+      const after = handoverRandom() * (HANDOVER_WAIT_MS + timing.electionTimeoutMs);
+      const downMs = 50 + handoverRandom() * 600;
+      // Only while the faults run, and back before they stop (as the run's own crashes), so that the run's end at
+      // rest (convergence, then a silent leader) sees none of it.
+      clock.at(after, () => {
+        if (!faulty || !up[victim] || clock.now + downMs >= faultyMs) return;
+        report.handoverKills++;
+        crash(victim, downMs);
       });
     }
     hold = { from, to, since: clock.now, until: clock.now + HANDOVER_WAIT_MS };
