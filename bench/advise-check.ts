@@ -12,12 +12,12 @@ import { Advisor } from '../coordinator/studio/advisor.js';
 import { givenDesign } from '../coordinator/studio/advisor-designs.js';
 import { newClusterLayout } from '../coordinator/studio/advisor-simulation.js';
 import type { AdviceReport, DesignReport } from '../shared/advice.js';
-import { intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { initHashing } from '../shared/hashing.js';
 import { SAMPLES } from './advise-samples.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const values = readOptions(process.argv.slice(2), { duration: { type: 'string' }, samples: { type: 'string' } }, 'usage: node dist/bench/advise-check.js [--duration S] [--samples hotkey,lowcard,timebucket,monotonic,usertime]');
+const values = readCommandLine(process.argv.slice(2), { duration: { type: 'string' }, samples: { type: 'string' } }, 'usage: node dist/bench/advise-check.js [--duration S] [--samples hotkey,lowcard,timebucket,monotonic,usertime]').values;
 const duration = intArg('duration', values.duration ?? '10', 1, 3600);
 const names = (values.samples ?? 'hotkey,lowcard,timebucket,monotonic,usertime').split(',');
 

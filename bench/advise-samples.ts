@@ -7,7 +7,7 @@
 import { createWriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { KeySchema } from '../shared/api.js';
-import { readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.js';
+import { readCommandLine, refuseCommandLine } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
 
 export interface SampleSpec {
@@ -116,7 +116,7 @@ export async function writeSample(name: string, path: string, items?: number): P
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const USAGE = 'usage: node dist/bench/advise-samples.js NAME FILE [ITEMS]';
   const samples = `samples: ${Object.entries(SAMPLES).map(([n, s]) => `\n  ${n}: ${s.about}`).join('')}`;
-  const [name, path, items, ...more] = readOptionsAndArguments(process.argv.slice(2), {}, USAGE, `${USAGE}\n${samples}`).positionals;
+  const [name, path, items, ...more] = readCommandLine(process.argv.slice(2), {}, USAGE, { positionals: true, help: `${USAGE}\n${samples}` }).positionals;
   if (name === undefined || path === undefined || more.length > 0) refuseCommandLine(`takes a sample's name, a file and at most a number of items`, USAGE);
   if (!Object.hasOwn(SAMPLES, name)) refuseCommandLine(`no sample "${name}" (samples: ${Object.keys(SAMPLES).join(', ')})`, USAGE);
   if (items !== undefined && !/^[1-9][0-9]{0,8}$/.test(items)) refuseCommandLine(`ITEMS must be a whole number from 1 to 999999999, got "${items}"`, USAGE);

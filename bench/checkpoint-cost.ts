@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { median } from './median.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     'state-mb': { default: '16', help: 'MiB of snapshot state, all slices together' },
@@ -21,7 +21,7 @@ const args = parseArgs(
     durability: { default: 'os', help: "the log's durability: os or fsync (a sync per append)" },
   },
   'usage: node dist/bench/checkpoint-cost.js [options]',
-);
+).values;
 const STATE_MB = intArg('state-mb', args['state-mb'], 1, 1024);
 const SLICES = intArg('slices', args.slices, 1, 64);
 const REPS = intArg('reps', args.reps, 1, 100);

@@ -11,11 +11,11 @@ import { join } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { CLUSTER_API_PREFIX, CLUSTER_SECRET_HEADER } from '../shared/protocol.js';
 import { median } from './median.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     replication: { default: '3', help: 'the cluster replication factor' },
@@ -24,7 +24,7 @@ const args = parseArgs(
     writers: { default: '32', help: 'writes in flight' },
   },
   'usage: node dist/bench/client-ids.js [options]',
-);
+).values;
 const R = intArg('replication', args.replication, 1, 3);
 const SECONDS = intArg('seconds', args.seconds, 1, 60);
 const ROUNDS = intArg('rounds', args.rounds, 1, 20);

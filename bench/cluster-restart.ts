@@ -11,11 +11,11 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { ClusterOptions, LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { untilAllLed } from './cluster-led.js';
 import { median } from './median.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     nodes: { default: '3', help: 'slice nodes' },
@@ -24,7 +24,7 @@ const args = parseArgs(
     port: { default: '47300', help: 'first slice node port (the coordinator takes port + 10)' },
   },
   'usage: node dist/bench/cluster-restart.js [options]',
-);
+).values;
 const NODES = intArg('nodes', args.nodes, 1, 9);
 const ROUNDS = intArg('rounds', args.rounds, 1, 20);
 const PORT = intArg('port', args.port, 1024, 65000);

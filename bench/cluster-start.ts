@@ -14,11 +14,11 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { ClusterOptions, LocalCluster, ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import { untilAllLed } from './cluster-led.js';
 import { median } from './median.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     nodes: { default: '3', help: 'slice nodes' },
@@ -29,7 +29,7 @@ const args = parseArgs(
     join: { default: 'at-start', help: "at-start: the nodes first, the coordinator started with them (startLocalCluster); later: the coordinator first, the nodes join it one by one" },
   },
   'usage: node dist/bench/cluster-start.js [options]',
-);
+).values;
 const NODES = intArg('nodes', args.nodes, 1, 9);
 const SLICES = intArg('slices', args.slices, 1, 65_536);
 const ROUNDS = intArg('rounds', args.rounds, 1, 20);

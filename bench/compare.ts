@@ -34,7 +34,7 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { spawnUntilReady, startLocalCluster, stopProcess, type LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { anyNumber, readArguments, refuseCommandLine, UsageError, wholeNumber } from '../shared/cli-args.js';
+import { anyNumber, readCommandLine, refuseCommandLine, UsageError, wholeNumber } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import { BATCH_WRITE_ITEMS_MAX, type DurabilityMode } from '../shared/limits.js';
 import type { Item } from '../shared/values.js';
@@ -128,15 +128,14 @@ apt-get install redis-server (needs root), npm install in bench/peers.
 function parseArgs(argv: string[]): Config {
   const cfg: Config = { rounds: 3, durationS: 8, warmupS: 2, ops: 1_000_000, concurrency: 50, connections: 4, sdkProcesses: 4, sdkWarmupOps: SDK_WARMUP_OPS_PER_PROCESS, out: '', only: 'all', sdkCpuProf: '' };
   const text = { type: 'string' } as const;
-  const { values: v } = readArguments(
+  const { values: v } = readCommandLine(
     argv,
     { rounds: text, duration: text, warmup: text, ops: text, concurrency: text, connections: text, 'sdk-processes': text, 'sdk-warmup-ops': text, 'sdk-cpu-prof': text, out: text, only: text },
     USAGE,
-    false,
   );
   cfg.rounds = wholeNumber('rounds', v.rounds, 1, 20, cfg.rounds);
-  if (v.duration !== undefined) cfg.durationS = anyNumber('duration', v.duration, 0.5, 600);
-  if (v.warmup !== undefined) cfg.warmupS = anyNumber('warmup', v.warmup, 0, 60);
+  cfg.durationS = anyNumber('duration', v.duration, 0.5, 600, { dflt: cfg.durationS });
+  cfg.warmupS = anyNumber('warmup', v.warmup, 0, 60, { dflt: cfg.warmupS });
   cfg.ops = wholeNumber('ops', v.ops, 1, 100_000_000, cfg.ops);
   cfg.concurrency = wholeNumber('concurrency', v.concurrency, 1, 10_000, cfg.concurrency);
   cfg.connections = wholeNumber('connections', v.connections, 1, 64, cfg.connections);

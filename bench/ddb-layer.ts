@@ -19,15 +19,15 @@
 import { createHash, createHmac } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { encodeSliceResults, packClientList, RESULT_OK, type SliceOpResult } from '../shared/protocol.js';
 import { median } from './median.js';
 
-const opts = readOptions(
+const opts = readCommandLine(
   process.argv.slice(2),
   { base: { type: 'string' }, rounds: { type: 'string', default: '7' }, ms: { type: 'string', default: '300' } },
   'usage: node dist/bench/ddb-layer.js [--base DIR] [--rounds 7] [--ms 300]',
-);
+).values;
 const ROUNDS = intArg('rounds', opts.rounds, 1, 100);
 const MS = intArg('ms', opts.ms, 10, 60_000);
 /** Requests per workload and round at most, whatever --ms allows. */

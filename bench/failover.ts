@@ -7,13 +7,13 @@
 //   node dist/bench/failover.js [--mode kill,stop] [--cycles 100] [--replication-factor 3] [--out bench/FAILOVER.md]
 import { openSync, writeFileSync, writeSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import { DURABILITY_DEFAULT, DURABILITY_MODES, type DurabilityMode } from '../shared/limits.js';
 import { FAILOVER_DEFAULTS, startFailover, type ChaosMode, type FailoverResult, type FailoverRun } from './failover-run.js';
 import { stopAllAtExit } from './stop-all.js';
 
 const d = FAILOVER_DEFAULTS;
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     mode: { default: 'kill', help: 'kill (SIGKILL, restart) | stop (SIGSTOP, SIGCONT after --stop-s) | kill,stop (one run each, a fresh cluster each)' },
@@ -30,7 +30,7 @@ const args = parseArgs(
     log: { help: 'write every line of the cluster\'s processes and each event\'s failover time to this file, timestamped (a timeline)' },
   },
   'usage: node dist/bench/failover.js [options]',
-);
+).values;
 const modes = args.mode!.split(',');
 if (modes.length === 0 || !modes.every((m) => m === 'kill' || m === 'stop')) fail(`--mode must be kill, stop or kill,stop, got "${args.mode}"`);
 if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);

@@ -3,15 +3,15 @@
 // collection that the first read's kept bytes cause and that runs during the second read is counted there: this
 // counts it once, wherever it runs). Run it once per build and form, builds alternated, and subtract the objects:
 //   node dist/bench/fresh-read-cpu.js [--packed] [--reads 1] [--stores 30]
-import { intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { encodeSliceResults, SliceOp, type RangeSpec } from '../shared/protocol.js';
 import { freshStore } from './fresh-store.js';
 
-const opts = readOptions(
+const opts = readCommandLine(
   process.argv.slice(2),
   { packed: { type: 'boolean', default: false }, reads: { type: 'string', default: '1' }, stores: { type: 'string', default: '30' } },
   'usage: node dist/bench/fresh-read-cpu.js [--packed] [--reads 1] [--stores 30]',
-);
+).values;
 // Bounded, so that a run ends (30 stores of one read each take a few seconds).
 const READS = intArg('reads', opts.reads, 1, 10);
 const STORES = intArg('stores', opts.stores, 1, 300);

@@ -20,7 +20,7 @@ import { loadavg } from 'node:os';
 import { isMainThread, MessageChannel, parentPort, receiveMessageOnPort, Worker, workerData, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import WebSocket, { WebSocketServer } from 'ws';
-import { intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { median } from './median.js';
 
 const SELF = new URL(import.meta.url);
@@ -304,11 +304,11 @@ async function atomicsAsyncHop(): Promise<Hop> {
 const quantile = (s: number[], q: number) => s[Math.min(s.length - 1, Math.floor(s.length * q))];
 
 async function main(): Promise<void> {
-  const opts = readOptions(
+  const opts = readCommandLine(
     process.argv.slice(2),
     { rounds: { type: 'string', default: '5' }, count: { type: 'string', default: '3000' }, 'gap-ms': { type: 'string', default: '0' } },
     'usage: node dist/bench/hop-floor.js [--rounds 5] [--count 3000] [--gap-ms 0]',
-  );
+  ).values;
   // Whole numbers within bounds, refused in a sentence before a hop starts: Number() of a bad one ran no round and
   // printed NaN rows.
   const gapMs = intArg('gap-ms', opts['gap-ms'], 0, 1000);

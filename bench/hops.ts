@@ -28,7 +28,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { intArg, numberArg, readOptions } from '../shared/cli-args.js';
+import { intArg, numberArg, readCommandLine } from '../shared/cli-args.js';
 import type { Item } from '../shared/values.js';
 import { PEERS_DIR } from './peers.js';
 import { childPids, writeSyscallsOf } from './proc-cpu.js';
@@ -36,7 +36,7 @@ import { SDK_SECRET_ACCESS_KEY, SdkClientPool, type SdkWorkload } from './sdk-cl
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
 import { median } from './median.js';
 
-const opts = readOptions(
+const opts = readCommandLine(
   process.argv.slice(2),
   {
     base: { type: 'string' },
@@ -67,7 +67,7 @@ const opts = readOptions(
     signed: { type: 'boolean', default: false },
   },
   'usage: node dist/bench/hops.js [--base DIR] [--rounds 5] [--duration 4] [--only WORKLOAD,...] [options] (each option: the head of bench/hops.ts)',
-);
+).values;
 const ROUNDS = intArg('rounds', opts.rounds, 1, 100);
 const SECONDS = numberArg('duration', opts.duration, 0.5, 600);
 const NODES = intArg('nodes', opts.nodes, 1, 16);

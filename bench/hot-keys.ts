@@ -10,11 +10,11 @@
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { encodeShardingPart } from '../shared/key-encoding.js';
 import { median } from './median.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     builds: { default: 'dist', help: 'comma list of dist/ folders to compare; the first is the baseline' },
@@ -22,7 +22,7 @@ const args = parseArgs(
     ops: { default: '300000', help: 'ops per build, stream and round' },
   },
   'usage: node dist/bench/hot-keys.js [--builds OLD/dist,NEW/dist] [--rounds 5] [--ops 300000]',
-);
+).values;
 const ROUNDS = intArg('rounds', args.rounds, 1, 50);
 const OPS = intArg('ops', args.ops, 1000, 10_000_000);
 const builds = (args.builds ?? 'dist').split(',').map((d) => resolve(d));

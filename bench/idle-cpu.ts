@@ -20,7 +20,7 @@ import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
@@ -28,7 +28,7 @@ import { childPids, cpuSecondsOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAllOnExit } from './stop-all.js';
 import { median } from './median.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     nodes: { default: '3', help: 'slice nodes' },
@@ -44,7 +44,7 @@ const args = parseArgs(
     runs: { default: '1', help: 'runs of every side, alternating which goes first' },
   },
   'usage: node dist/bench/idle-cpu.js [options]',
-);
+).values;
 const NODES = intArg('nodes', args.nodes, 1, 16);
 const SLICES = intArg('slices', args.slices, 1, SLICE_COUNT_MAX);
 const SECONDS = intArg('seconds', args.seconds, 1, 600);

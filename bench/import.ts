@@ -15,16 +15,16 @@ import { fileURLToPath } from 'node:url';
 import type { ImportSummary } from '../coordinator/cli/cli-import.js';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
-import { intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { ITEM_BYTES_MAX } from '../shared/limits.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cli = join(here, '..', 'coordinator', 'cli', 'cli.js');
-const values = readOptions(
+const values = readCommandLine(
   process.argv.slice(2),
   { items: { type: 'string' }, orders: { type: 'string' }, parallel: { type: 'string' }, devices: { type: 'string' }, 'item-bytes': { type: 'string' }, capacity: { type: 'string' } },
   'usage: node dist/bench/import.js [--items 1000000] [--orders as-is,by-sharding-key,by-sorting-key,shuffled] [--parallel 8] [--devices 1000] [--item-bytes 200] [--capacity W]',
-);
+).values;
 const items = intArg('items', values.items ?? '1000000', 1, 100_000_000);
 const devices = intArg('devices', values.devices ?? '1000', 1, 10_000_000);
 const itemBytes = intArg('item-bytes', values['item-bytes'] ?? '200', 1, ITEM_BYTES_MAX);

@@ -6,7 +6,7 @@
 //   node dist/bench/key-design-summary.js DIR [DIR...]
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.js';
+import { readCommandLine, refuseCommandLine } from '../shared/cli-args.js';
 import { median } from './median.js';
 
 interface Run {
@@ -29,7 +29,7 @@ interface Run {
 }
 
 const USAGE = 'usage: node dist/bench/key-design-summary.js DIR [DIR...] (folders of bench/load.js --json outputs)';
-const dirs = readOptionsAndArguments(process.argv.slice(2), {}, USAGE).positionals;
+const dirs = readCommandLine(process.argv.slice(2), {}, USAGE, { positionals: true }).positionals;
 if (dirs.length === 0) refuseCommandLine('no folder given', USAGE);
 
 const runs: Run[] = [];

@@ -8,9 +8,9 @@
 //   npm run build && node dist/bench/leader-append.js [--dist DIR] [--slices 512] [--puts 200000]
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     dist: { default: '', help: "a build's dist folder (default: this one)" },
@@ -18,7 +18,7 @@ const args = parseArgs(
     puts: { default: '200000', help: 'puts measured (after a quarter as many unmeasured)' },
   },
   'usage: node dist/bench/leader-append.js [options]',
-);
+).values;
 const SLICES = intArg('slices', args.slices, 1, 65536);
 const PUTS = intArg('puts', args.puts, 1000, 100_000_000);
 const dist = args.dist === '' ? resolve(import.meta.dirname, '..') : resolve(args.dist!);

@@ -7,10 +7,9 @@
 // per op with process.hrtime.bigint() and reported as p50/p95/p99/max. After each
 // workload the table's DescribeSlices tells how evenly its load was spread.
 import { cpus } from 'node:os';
-import type { ParseArgsConfig } from 'node:util';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster, type LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { readCommandLine, refuseCommandLine, UsageError, wholeNumber } from '../shared/cli-args.js';
+import { anyNumber, type OptionSpecs, readCommandLine, refuseCommandLine, UsageError, wholeNumber } from '../shared/cli-args.js';
 import { KeysliceError } from '../shared/errors.js';
 import type { KeySchema, TableLoad } from '../shared/api.js';
 import {
@@ -150,19 +149,13 @@ const USAGE = [
   ...FLAGS.map((f) => `  ${`--${f.flag}${f.value ? ' ' + f.value : ''}`.padEnd(26)} ${f.help}`),
 ].join('\n');
 
-function parseCommandLine(argv: string[]): Config | 'help' {
-  const options: ParseArgsConfig['options'] = {};
-  for (const f of FLAGS) options[f.flag] = { type: f.value === '' ? 'boolean' : 'string', ...(f.flag === 'help' ? { short: 'h' } : {}) };
-  const { values, tokens } = readCommandLine({ args: argv, options, strict: true, allowPositionals: false, tokens: true });
-  // A flag given twice is a mistake in a bench command line (which run was meant?), not "the last one wins".
-  const seen = new Set<string>();
-  for (const t of tokens) {
-    if (t.kind !== 'option') continue;
-    if (seen.has(t.name)) throw new UsageError(`--${t.name} is given twice`);
-    seen.add(t.name);
-  }
-  const raw = new Map<string, string>(Object.entries(values).map(([k, v]) => [k, String(v)]));
-  if (raw.has('help')) return 'help';
+function parseCommandLine(argv: string[]): Config {
+  const options: OptionSpecs = {};
+  // --help is every command line's (readCommandLine); it prints USAGE, whose list names it.
+  for (const f of FLAGS) if (f.flag !== 'help') options[f.flag] = f.value === '' ? { type: 'boolean' } : {};
+  const { values } = readCommandLine(argv, options, USAGE);
+  const raw = new Map<string, string>();
+  for (const [k, v] of Object.entries(values)) if (v !== undefined) raw.set(k, String(v));
 
   const int = (name: string, dflt: number, min: number, max: number): number => wholeNumber(name, raw.get(name), min, max, dflt);
 
@@ -195,16 +188,7 @@ function parseCommandLine(argv: string[]): Config | 'help' {
   const concurrency = int('concurrency', 50, 1, 100_000);
   if (concurrency < connections) throw new UsageError(`--concurrency (${concurrency}) must be at least --connections (${connections}): each connection carries at least one request`);
 
-  /** A decimal number from min (above min with openMin) to max. */
-  const decimal = (name: string, dflt: number, min: number, max: number, openMin = false): number => {
-    const v = raw.get(name);
-    if (v === undefined) return dflt;
-    const n = Number(v);
-    if (!/^[0-9]+(\.[0-9]+)?$/.test(v) || (openMin ? n <= min : n < min) || n > max) {
-      throw new UsageError(`--${name} must be a number ${openMin ? 'above' : 'from'} ${min} ${openMin ? 'and at most' : 'to'} ${max}, got "${v}"`);
-    }
-    return n;
-  };
+  const decimal = (name: string, dflt: number, min: number, max: number, above = false): number => anyNumber(name, raw.get(name), min, max, { dflt, above });
   // Seconds: a fraction is fine, 0 is not (a workload with no time at all).
   const durationS = decimal('duration', 20, 0, 86_400, true);
   const onlyWith = (name: string, applies: boolean, why: string) => {
@@ -834,16 +818,12 @@ function printText(cfg: Config, where: string, results: WorkloadResult[]): void 
 // ---- main -------------------------------------------------------------------------
 
 async function main(): Promise<number> {
-  let cfg: Config | 'help';
+  let cfg: Config;
   try {
     cfg = parseCommandLine(process.argv.slice(2));
   } catch (err) {
     if (err instanceof UsageError) refuseCommandLine(err.message, USAGE);
     throw err;
-  }
-  if (cfg === 'help') {
-    console.log(USAGE);
-    return 0;
   }
   if (cfg.rangeItems * cfg.itemBytes > PAGE_BYTES_MAX && cfg.workloads.includes('range')) {
     process.stderr.write(`keyslice bench: note: ${cfg.rangeItems} items of ${cfg.itemBytes} bytes exceed a ${PAGE_BYTES_MAX}-byte page; range scans will return fewer items\n`);

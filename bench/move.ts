@@ -12,10 +12,10 @@ import { join } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX, MOVE_ITEMS_PER_SECOND_DEFAULT } from '../shared/limits.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     items: { default: '100000', help: 'items to load and move (about 200 bytes each)' },
@@ -25,7 +25,7 @@ const args = parseArgs(
     slices: { default: '1024', help: 'slice count' },
   },
   'usage: node dist/bench/move.js [options]',
-);
+).values;
 const items = intArg('items', args.items, 1, 10_000_000);
 const clients = intArg('clients', args.clients, 1, 1000);
 const baselineMs = intArg('baseline-seconds', args['baseline-seconds'], 1, 600) * 1000;

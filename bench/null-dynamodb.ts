@@ -17,7 +17,7 @@
 // prints "null DynamoDB server listening on http://127.0.0.1:P" once it listens.
 import http from 'node:http';
 import { crc32 } from 'node:zlib';
-import { intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 
 const TARGET_PREFIX = 'DynamoDB_20120810.';
 const CONTENT_TYPE = 'application/x-amz-json-1.0';
@@ -77,11 +77,11 @@ export function startNullServer(port: number, queryItems: number, payload: strin
 }
 
 function main(): void {
-  const opts = readOptions(
+  const opts = readCommandLine(
     process.argv.slice(2),
     { port: { type: 'string', default: '0' }, 'query-items': { type: 'string', default: '100' }, 'payload-bytes': { type: 'string', default: '170' } },
     'usage: node dist/bench/null-dynamodb.js [--port 0] [--query-items 100] [--payload-bytes 170]',
-  );
+  ).values;
   const port = intArg('port', opts.port, 0, 65_535);
   const queryItems = intArg('query-items', opts['query-items'], 0, 65_535);
   const payloadBytes = intArg('payload-bytes', opts['payload-bytes'], 0, 65_535);

@@ -7,13 +7,13 @@
 // measures the older code:
 //   node dist/bench/numbers.js [--rounds 5] [--ops 200000]
 import { fromNativeItem, toNativeItem } from '../coordinator/dynamodb/attribute-values.js';
-import { intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { applyUpdate, evaluate } from '../shared/expression-eval.js';
 import { initHashing, keyHash } from '../shared/hashing.js';
 import { encodeKeyPart, type KeyValue } from '../shared/key-encoding.js';
 import { validateItem, type Item } from '../shared/values.js';
 
-const opts = readOptions(process.argv.slice(2), { rounds: { type: 'string', default: '5' }, ops: { type: 'string', default: '200000' } }, 'usage: node dist/bench/numbers.js [--rounds 5] [--ops 200000]');
+const opts = readCommandLine(process.argv.slice(2), { rounds: { type: 'string', default: '5' }, ops: { type: 'string', default: '200000' } }, 'usage: node dist/bench/numbers.js [--rounds 5] [--ops 200000]').values;
 const ROUNDS = intArg('rounds', opts.rounds, 1, 100_000_000);
 const OPS = intArg('ops', opts.ops, 1, 100_000_000);
 

@@ -18,7 +18,7 @@ import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { WebSocketServer } from 'ws';
-import { readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.js';
+import { readCommandLine, refuseCommandLine } from '../shared/cli-args.js';
 import { PEER_LINK_QUEUE_BYTES_MAX, PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES, PEER_LINK_QUEUED_MESSAGE_BYTES } from '../shared/limits.js';
 import type { FoldableMessage } from '../shared/replication-protocol.js';
 import { PeerLinks, type PeerEntry } from '../slice-worker/peer-links.js';
@@ -87,7 +87,7 @@ if (process.argv[2] === '--round') {
   console.log(JSON.stringify(await round(shape)));
 } else {
   const USAGE = 'usage: node dist/bench/peer-queue-bytes.js [ROUNDS]  (rounds a shape, default 5)';
-  const [roundsText = '5', ...more] = readOptionsAndArguments(process.argv.slice(2), {}, USAGE).positionals;
+  const [roundsText = '5', ...more] = readCommandLine(process.argv.slice(2), {}, USAGE, { positionals: true }).positionals;
   if (more.length > 0 || !/^[1-9][0-9]{0,3}$/.test(roundsText)) refuseCommandLine(`ROUNDS must be one whole number from 1 to 9999, got "${process.argv.slice(2).join(' ')}"`, USAGE);
   const rounds = Number(roundsText);
   const self = fileURLToPath(import.meta.url);

@@ -8,7 +8,7 @@
 //   node dist/bench/profile-top.js DIR [--top 15] [--under decodeSliceResults,encodeClientFrame] [--last 8 --skip-end 1] [--inclusive]
 import { readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { intArg, numberArg, readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.js';
+import { intArg, numberArg, readCommandLine, refuseCommandLine } from '../shared/cli-args.js';
 
 interface ProfileNode {
   id: number;
@@ -25,10 +25,11 @@ interface Profile {
 }
 
 const USAGE = 'usage: node dist/bench/profile-top.js DIR [--top N] [--under NAME,NAME] [--last SECONDS [--skip-end SECONDS]] [--inclusive]';
-const { values: opts, positionals } = readOptionsAndArguments(
+const { values: opts, positionals } = readCommandLine(
   process.argv.slice(2),
   { top: { type: 'string', default: '15' }, under: { type: 'string' }, last: { type: 'string' }, 'skip-end': { type: 'string' }, inclusive: { type: 'boolean', default: false } },
   USAGE,
+  { positionals: true },
 );
 if (positionals.length !== 1) refuseCommandLine(`takes one folder of .cpuprofile files, got ${positionals.length}`, USAGE);
 const dir = positionals[0];

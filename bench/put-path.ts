@@ -25,9 +25,9 @@ import { tmpdir } from 'node:os';
 import { GCProfiler, getHeapStatistics } from 'node:v8';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     dist: { default: '', help: "a build's dist folder (default: this one)" },
@@ -39,7 +39,7 @@ const args = parseArgs(
     ids: { default: '0', help: '1: each put carries a request id, as a router sends it ([instance, counter]; remembered by every replica)' },
   },
   'usage: node dist/bench/put-path.js [options]',
-);
+).values;
 const R = intArg('r', args.r, 1, 3);
 if (R === 2) throw new Error('--r is 1 or 3');
 const SLICES = intArg('slices', args.slices, 1, 1024);

@@ -27,13 +27,13 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { intArg, parseArgs } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { TURN_TRACE_PERIOD_MS } from '../slice-worker/turn-trace.js';
 import { childPids, cpuSecondsOf, threadCpuOf, threadWriteSyscallsOf } from './proc-cpu.js';
 import { benchTempDir, removeBenchDir, stopAll, stopAllOnExit } from './stop-all.js';
 import { median } from './median.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     base: { default: '', help: 'a built checkout to compare with (its dist/)' },
@@ -45,7 +45,7 @@ const args = parseArgs(
     'warm-s': { default: '0', help: 'seconds of unmeasured puts per side before the first round' },
   },
   'usage: node dist/bench/put-shape.js [options]',
-);
+).values;
 const ROUNDS = intArg('rounds', args.rounds, 1, 50);
 const SECONDS = intArg('seconds', args.seconds, 1, 60);
 const IN_FLIGHT = intArg('in-flight', args['in-flight'], 1, 4096);

@@ -18,7 +18,7 @@ import {
   type RangeSpec,
   type ScanResult,
 } from '../shared/protocol.js';
-import { intArg, readOptions } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import { PAGE_ITEMS_MAX } from '../shared/limits.js';
 import { itemBytes, NAME_ATTRIBUTE, type Item } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
@@ -26,7 +26,7 @@ import { freshStore } from './fresh-store.js';
 import { median } from './median.js';
 import { scanPage } from '../coordinator/router/operations.js';
 
-const opts = readOptions(process.argv.slice(2), { items: { type: 'string', default: '100' }, rounds: { type: 'string', default: '9' } }, 'usage: node dist/bench/range-hop.js [--items 100] [--rounds 9]');
+const opts = readCommandLine(process.argv.slice(2), { items: { type: 'string', default: '100' }, rounds: { type: 'string', default: '9' } }, 'usage: node dist/bench/range-hop.js [--items 100] [--rounds 9]').values;
 // Whole numbers within bounds, refused in a sentence otherwise: Number() of a bad one made NaN rounds, no row, and a
 // TypeError's stack trace.
 const ITEMS = intArg('items', opts.items, 1, PAGE_ITEMS_MAX);

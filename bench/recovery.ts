@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { nodeOptionsOf, startLocalCluster, startSliceNode, stopProcess, type ClusterOptions } from '../coordinator/cli/local-cluster.js';
-import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX, DURABILITY_DEFAULT, DURABILITY_MODES, type DurabilityMode } from '../shared/limits.js';
 
 const NODES = 2;
@@ -17,14 +17,14 @@ const SERVE_WAIT_MS = 600_000;
 /** Between DescribeSlices asks while the restarted nodes recover. */
 const SERVE_POLL_MS = 20;
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     items: { default: '1000000', help: 'items to load (about 200 bytes each)' },
     durability: { default: DURABILITY_DEFAULT, help: `slice node durability: ${DURABILITY_MODES.join(' | ')}` },
   },
   'usage: node dist/bench/recovery.js [options]',
-);
+).values;
 const items = intArg('items', args.items, 1, 50_000_000);
 if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);
 const durability = args.durability as DurabilityMode;

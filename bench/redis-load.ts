@@ -10,7 +10,7 @@
 //   range  ZRANGEBYLEX of 100 items of a device's sorted set (1000 devices x 100 items preloaded)
 //   batch  25 new items' HSET in one pipeline (one per shard in a cluster)
 // The data set of each process has a prefix of its own, as each load.ts client has its own table.
-import { readArguments, refuseCommandLine, UsageError, wholeNumber } from '../shared/cli-args.js';
+import { readCommandLine, refuseCommandLine, UsageError, wholeNumber } from '../shared/cli-args.js';
 import { closedLoop, type Row, type Sample } from './driver.js';
 import { ensureNpmPeers } from './peers.js';
 import { RedisAdapter, type RedisCtor } from './redis-adapter.js';
@@ -29,7 +29,7 @@ const USAGE = `usage: node dist/bench/redis-load.js --port P [--cluster] [--work
 
 function parse(argv: string[]) {
   const text = { type: 'string' } as const;
-  const { values: v } = readArguments(argv, { port: text, cluster: { type: 'boolean' }, workload: text, duration: text, ops: text, connections: text, concurrency: text }, USAGE, false);
+  const { values: v } = readCommandLine(argv, { port: text, cluster: { type: 'boolean' }, workload: text, duration: text, ops: text, connections: text, concurrency: text }, USAGE);
   const workloads = (v.workload ?? 'put,get,range,batch').split(',') as Workload[];
   for (const w of workloads) if (!WORKLOADS.includes(w)) throw new UsageError(`--workload: "${w}" is not one of ${WORKLOADS.join(', ')}`);
   if (v.port === undefined) throw new UsageError('--port is needed (a Redis server, or any node of a Redis Cluster, on 127.0.0.1)');

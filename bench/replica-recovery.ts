@@ -7,14 +7,15 @@ import { SliceStore } from '../slice-worker/partition.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { SliceReplicas } from '../slice-worker/replication/slice-replicas.js';
 import { initHashing } from '../shared/hashing.js';
-import { intArg, readOptionsAndArguments, refuseCommandLine } from '../shared/cli-args.js';
+import { intArg, readCommandLine, refuseCommandLine } from '../shared/cli-args.js';
 import { WORKERS_PER_NODE_DEFAULT, WORKERS_PER_NODE_MAX } from '../shared/limits.js';
 
 const USAGE = 'usage: node dist/bench/replica-recovery.js <worker folder> [--worker-index 0 --workers 2] [--repeat 3] [--checkpoint]';
-const { values: opts, positionals } = readOptionsAndArguments(
+const { values: opts, positionals } = readCommandLine(
   process.argv.slice(2),
   { 'worker-index': { type: 'string', default: '0' }, workers: { type: 'string', default: String(WORKERS_PER_NODE_DEFAULT) }, repeat: { type: 'string', default: '3' }, checkpoint: { type: 'boolean', default: false } },
   USAGE,
+  { positionals: true },
 );
 if (positionals.length !== 1) refuseCommandLine(`takes one worker folder, got ${positionals.length}`, USAGE);
 const dir = positionals[0];

@@ -15,7 +15,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { startSliceNode, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { parseArgs, intArg } from '../shared/cli-args.js';
+import { intArg, readCommandLine } from '../shared/cli-args.js';
 import type { DurabilityMode } from '../shared/limits.js';
 import {
   CLUSTER_SECRET_HEADER,
@@ -35,7 +35,7 @@ import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { cpuSecondsOf, threadCpuOf } from './proc-cpu.js';
 import { workerOf } from '../shared/hashing.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     seconds: { default: '5', help: 'seconds per round' },
@@ -52,7 +52,7 @@ const args = parseArgs(
     rate: { default: '0', help: 'puts per second offered, all loops together (0: as many as the nodes take); at a fixed rate, CPU per put compares builds on a busy machine' },
   },
   'usage: node dist/bench/replication-node.js [options]',
-);
+).values;
 const SECONDS = intArg('seconds', args.seconds, 1, 600);
 const ROUNDS = intArg('rounds', args.rounds, 1, 20);
 const WARMUP = intArg('warmup', args.warmup, 0, 600);

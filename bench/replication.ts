@@ -10,12 +10,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import { DURABILITY_DEFAULT, DURABILITY_MODES, type DurabilityMode } from '../shared/limits.js';
 import { ReplicaLog } from '../slice-worker/replication/replica-log.js';
 import { COORDINATOR, Replica, type ReplicationMessage } from '../slice-worker/replication/replica.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     seconds: { default: '3', help: 'how long each factor runs' },
@@ -24,7 +24,7 @@ const args = parseArgs(
     durability: { default: DURABILITY_DEFAULT, help: `${DURABILITY_MODES.join(' | ')}` },
   },
   'usage: node dist/bench/replication.js [options]',
-);
+).values;
 const seconds = intArg('seconds', args.seconds, 1, 600);
 const inFlight = intArg('in-flight', args['in-flight'], 1, 100_000);
 const bytes = intArg('bytes', args.bytes, 0, 1 << 20);

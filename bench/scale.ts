@@ -19,7 +19,7 @@ import { availableParallelism, cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newClusterSecret, startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import { median } from './median.js';
 import { ensureNpmPeers, ensureRedis, run, versionOf } from './peers.js';
 import { childPids, cpuSecondsOf, machineTicks, threadCpuOf } from './proc-cpu.js';
@@ -31,7 +31,7 @@ import { startRedisCluster, startRedisServer, type RedisProcess } from './redis-
 
 const here = dirname(fileURLToPath(import.meta.url));
 const WORKLOADS = ['put', 'get', 'range', 'batch'];
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     shapes: { default: '0:2:2,1:2:2,2:2:2,1:3:2:1,1:3:2:3', help: 'routers:nodes:workers[:R] of each cluster to measure, comma-separated (R: --replication-factor; left out, the coordinator\'s default)' },
@@ -50,7 +50,7 @@ const args = parseArgs(
     'cpu-by-workload': { default: 'no', help: 'yes: each workload is a client run of its own, so that the CPU figures are each workload\'s (get then reads a key set its run writes first, as get alone does in bench/load.ts); no: one client run of every workload in turn, its CPU figures over all of them' },
   },
   'usage: node dist/bench/scale.js [--shapes 0:2:2,2:2:2,1:3:2:1] [--clients 2] [--workload put,get,range,batch] [--duration 10] [--redis-server /usr/bin/redis-server]',
-);
+).values;
 const shapes = args.shapes!.split(',').map((s) => {
   const parts = s.split(':').map(Number);
   const ok = (parts.length === 3 || parts.length === 4) && parts.every((n) => Number.isInteger(n) && n >= 0) && parts[1] >= 1 && parts[2] >= 1;

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
-import { fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX, DURABILITY_DEFAULT, DURABILITY_MODES, type DurabilityMode } from '../shared/limits.js';
 import { prng } from './keys.js';
 
@@ -20,7 +20,7 @@ const SNAPSHOT_POLL_MS = 20;
 const REQUEST_TIMEOUT_MS = 30_000;
 const PAD = 'x'.repeat(150); // ~200-byte items
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     items: { default: '300000', help: 'items preloaded and then overwritten (about 200 bytes each)' },
@@ -35,7 +35,7 @@ const args = parseArgs(
     json: { default: 'no', help: 'yes: print the result as one JSON line' },
   },
   'usage: node dist/bench/snapshot.js [options]',
-);
+).values;
 const items = intArg('items', args.items, BATCH_WRITE_ITEMS_MAX, 50_000_000);
 const snapshotAfterBytes = intArg('snapshot-after-bytes', args['snapshot-after-bytes'], 1024, 2 ** 40);
 const nodes = intArg('nodes', args.nodes, 1, 16);

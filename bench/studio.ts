@@ -9,12 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KeysliceClient } from '../coordinator/client/client.js';
 import { startLocalCluster } from '../coordinator/cli/local-cluster.js';
-import { intArg, numberArg, readOptions } from '../shared/cli-args.js';
+import { intArg, numberArg, readCommandLine } from '../shared/cli-args.js';
 import { BATCH_WRITE_ITEMS_MAX } from '../shared/limits.js';
 import { prng } from './keys.js';
 import { forEachEvent } from './sse.js';
 
-const opts = readOptions(
+const opts = readCommandLine(
   process.argv.slice(2),
   {
     tables: { type: 'string', default: '100' },
@@ -24,7 +24,7 @@ const opts = readOptions(
     'writes-per-second': { type: 'string', default: '2000' },
   },
   'usage: node dist/bench/studio.js [--tables 100] [--items 2000] [--viewers 4] [--duration 15] [--writes-per-second 2000]',
-);
+).values;
 const tables = intArg('tables', opts.tables, 1, 10_000);
 const items = intArg('items', opts.items, 1, 10_000_000);
 const viewers = intArg('viewers', opts.viewers, 1, 256);

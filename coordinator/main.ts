@@ -10,7 +10,7 @@ import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isLoopbackHost, missingSecretProblem } from '../shared/auth.js';
-import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { cannotListen, fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import { initHashing } from '../shared/hashing.js';
 import {
   CLUSTER_READY_WAIT_MS,
@@ -51,7 +51,7 @@ import { ProcessMetrics } from './router/process-metrics.js';
 import { Studio } from './studio/routes.js';
 import { startStallTrace } from '../shared/stall-trace.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     host: { default: '127.0.0.1', help: 'address to listen on', env: 'KEYSLICE_HOST' },
@@ -73,7 +73,7 @@ const args = parseArgs(
     'move-items-per-second': { default: String(MOVE_ITEMS_PER_SECOND_DEFAULT), help: 'throttle of slice moves, items copied per second over all moves (0: no limit)', env: 'KEYSLICE_MOVE_ITEMS_PER_SECOND' },
   },
   'usage: keyslice coordinator [--nodes ws://127.0.0.1:7101,ws://127.0.0.1:7102] [options]',
-);
+).values;
 const port = intArg('port', args.port, 0, 65535);
 const sliceCount = intArg('slices', args.slices, 1, SLICE_COUNT_MAX);
 const routers = intArg('routers', args.routers, 0, ROUTERS_MAX);

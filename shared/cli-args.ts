@@ -1,8 +1,10 @@
-// Command lines of the process entry points and the benches, read by node:util's
-// parseArgs (strict) with its errors said as plain sentences; a process refuses
-// to start on bad config. Processes also take each option from an environment
-// variable (docker-compose configures them that way).
+// Command lines of the process entry points, the keyslice commands and the benches,
+// all read by readCommandLine (node:util's parseArgs, strict, with its errors said as
+// plain sentences) and their numbers by wholeNumber/anyNumber; a process refuses to
+// start on bad config. Processes also take each option from an environment variable
+// (docker-compose configures them that way).
 import { parseArgs as parseArgv, type ParseArgsConfig } from 'node:util';
+import { assert } from './errors.js';
 
 /** Bad arguments: the process says so and exits with EXIT_USAGE. */
 export const EXIT_USAGE = 2;
@@ -11,14 +13,83 @@ export const EXIT_CANNOT_LISTEN = 1;
 
 export class UsageError extends Error {}
 
-/** node:util parseArgs, strict; what it refuses becomes a UsageError with one plain sentence. Under readArguments;
- * called directly only where parseArgs' tokens are wanted (bench/load.ts refuses an option given twice). */
-export function readCommandLine<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgv<T>> {
+/** One option of a command line: a string (`type` left out) or a flag (`type: 'boolean'`). Its value is the command
+ * line's, else (a string option) its environment variable `env`'s where that is set and not empty (docker-compose
+ * configures the processes that way), else `default`. `help`: its line in the generated --help (readCommandLine). */
+export interface OptionSpec {
+  type?: 'string' | 'boolean';
+  default?: string | boolean;
+  env?: string;
+  help?: string;
+}
+export type OptionSpecs = Record<string, OptionSpec>;
+
+/** An option's value as readCommandLine answers it: a string or a flag, never undefined where it has a default. */
+type OptionValue<S extends OptionSpec> = S extends { type: 'boolean' }
+  ? S extends { default: boolean } ? boolean : boolean | undefined
+  : S extends { default: string } ? string : string | undefined;
+type OptionValues<O extends OptionSpecs> = { -readonly [K in keyof O]: OptionValue<O[K]> };
+
+interface ReadHow {
+  /** Arguments besides the options (a table, a folder) are taken; how many is the command's to check. */
+  positionals?: boolean;
+  /** What --help prints; by default `usage` and a line for each option that has `help`. */
+  help?: string;
+  /** What the command line does not take is thrown as a UsageError, for a command that says it its own way (a keyslice
+   * command that talks to a cluster names itself); by default it is refused (refuseCommandLine). */
+  throws?: boolean;
+}
+
+/** The one reader of a command line, every process's, bench's and keyslice command's: node:util parseArgs, strict
+ * (options are `options`, arguments besides only with `positionals`), then each option's env and default
+ * (OptionSpec). `--help` (-h) prints the help and exits 0. Refused, in one plain sentence, never parseArgs' stack
+ * trace: an option it does not know, a value missing or given to a flag, an argument where none is taken, and an
+ * option given twice (which one was meant? parseArgs would keep the last silently). `usage`'s first line is
+ * "usage: <command> ...", whose command the refusal names ("try keyslice node --help"). */
+export function readCommandLine<const O extends OptionSpecs>(argv: string[], options: O, usage: string, how: ReadHow = {}): { values: OptionValues<O>; positionals: string[] } {
   try {
-    return parseArgv(config);
+    const read = parseCommandLine(argv, options, how.positionals === true);
+    if (read.help) {
+      console.log(how.help ?? helpOf(options, usage));
+      process.exit(0);
+    }
+    return { values: read.values as OptionValues<O>, positionals: read.positionals };
+  } catch (err) {
+    if (err instanceof UsageError && how.throws !== true) refuseCommandLine(err.message, usage);
+    throw err;
+  }
+}
+
+function parseCommandLine(args: string[], options: OptionSpecs, allowPositionals: boolean): { values: Record<string, string | boolean | undefined>; positionals: string[]; help: boolean } {
+  const config: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
+  assert(!('help' in options), '--help (-h) is every command line\'s own');
+  for (const [name, o] of Object.entries(options)) config[name] = { type: o.type ?? 'string' };
+  let read;
+  try {
+    read = parseArgv({ args, options: config, strict: true, allowPositionals, tokens: true });
   } catch (err) {
     throw new UsageError(plainParseError(err as Error & { code?: string }));
   }
+  const seen = new Set<string>();
+  for (const t of read.tokens) {
+    if (t.kind !== 'option' || t.name === 'help') continue;
+    if (seen.has(t.name)) throw new UsageError(`--${t.name} is given twice`);
+    seen.add(t.name);
+  }
+  const values: Record<string, string | boolean | undefined> = {};
+  for (const [name, o] of Object.entries(options)) {
+    const env = o.env === undefined ? undefined : process.env[o.env];
+    values[name] = (read.values[name] as string | boolean | undefined) ?? (env === undefined || env === '' ? undefined : env) ?? o.default;
+  }
+  return { values, positionals: read.positionals, help: read.values.help === true };
+}
+
+/** `usage`, and a line for each option with `help`: its env and default where it has them. */
+function helpOf(options: OptionSpecs, usage: string): string {
+  const lines = Object.entries(options)
+    .filter(([, o]) => o.help !== undefined)
+    .map(([k, o]) => `  --${k.padEnd(12)} ${o.help}${o.env !== undefined ? ` [env ${o.env}]` : ''}${o.default !== undefined ? ` (default ${o.default})` : ''}`);
+  return [usage, ...lines].join('\n');
 }
 
 /** util.parseArgs words its errors for programmers ("Option '--port <value>' argument missing"); say them for users. */
@@ -39,57 +110,8 @@ function plainParseError(err: Error & { code?: string }): string {
   }
 }
 
-type Options = NonNullable<ParseArgsConfig['options']>;
-
-const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const;
-
-/** What readArguments answers: parseArgs' values (typed by each option's type, default and `multiple`, and --help),
- * and the arguments where `allowPositionals`. */
-type Arguments<O extends Options, P extends boolean> = ReturnType<typeof parseArgv<{ args: string[]; options: O & typeof HELP_OPTION; strict: true; allowPositionals: P }>>;
-
-/** The one reader of options: a command line as node:util parseArgs reads it (`options`, strict; arguments besides
- * only where `allowPositionals`), and `--help` (-h), which prints `help` and exits 0. Anything it does not take (an
- * option it does not know, a value missing or given to a flag, an argument not allowed) is thrown as a UsageError of
- * one plain sentence, which the caller says its way: readOptions (a process, a bench) with its usage line, a keyslice
- * command that talks to a cluster (coordinator/cli) naming the command, after its own checks' UsageErrors. */
-export function readArguments<const O extends Options, const P extends boolean>(args: string[], options: O, help: string, allowPositionals: P): Arguments<O, P> {
-  const read = readCommandLine({ args, options: { ...options, ...HELP_OPTION }, strict: true, allowPositionals }) as Arguments<O, P>;
-  if ((read.values as { help?: boolean }).help === true) {
-    console.log(help);
-    process.exit(0);
-  }
-  return read;
-}
-
-/** A process's or a bench's options (readArguments, no arguments besides): `--help` prints `help` and exits 0;
- * anything it does not take prints what is wrong, where to look, and the usage line, and exits EXIT_USAGE
- * (refuseCommandLine): a sentence, never parseArgs' stack trace. `usage`'s first line is "usage: <command> ...",
- * whose command the sentence names ("try keyslice node --help", "try node dist/bench/hops.js --help"). */
-export function readOptions<O extends Options>(argv: string[], options: O, usage: string, help = usage): OptionValues<O> {
-  return refusing(usage, () => readArguments(argv, options, help, false).values as OptionValues<O>);
-}
-
-/** readOptions for a bench that also takes arguments (folders, files: `positionals`), refused the same way; how many it
- * takes is the bench's to check (refuseCommandLine). */
-export function readOptionsAndArguments<O extends Options>(argv: string[], options: O, usage: string, help = usage): { values: OptionValues<O>; positionals: string[] } {
-  return refusing(usage, () => {
-    const read = readArguments(argv, options, help, true);
-    return { values: read.values as OptionValues<O>, positionals: read.positionals };
-  });
-}
-
-/** `read`'s UsageError refused with `usage` (refuseCommandLine). */
-function refusing<T>(usage: string, read: () => T): T {
-  try {
-    return read();
-  } catch (err) {
-    if (err instanceof UsageError) refuseCommandLine(err.message, usage);
-    throw err;
-  }
-}
-
-/** Refuses a command line (readOptions, or a bench's own check of its options, a UsageError): `message`, where to
- * look (the command of `usage`'s first line, "usage: <command> [...]", up to its first option or the first argument
+/** Refuses a command line (readCommandLine, or a command's own check of its options, a UsageError): `message`, where
+ * to look (the command of `usage`'s first line, "usage: <command> [...]", up to its first option or the first argument
  * it names, "DIR" or "<folder>", with --help; after `--` where npm runs it), then that usage line, on stderr; exits
  * EXIT_USAGE. */
 export function refuseCommandLine(message: string, usage: string): never {
@@ -97,27 +119,6 @@ export function refuseCommandLine(message: string, usage: string): never {
   const m = /^usage: (.+?)( \[-- | \[| --| (?=[A-Z<])|$)/.exec(line);
   const command = m === null ? undefined : m[1] + (m[2] === ' [-- ' ? ' --' : '');
   fail(`${message}${command === undefined ? '' : ` (try ${command} --help)`}\n${line}`);
-}
-
-/** What readOptions answers for `options`: parseArgs' values, typed by each option's type, default and `multiple`. */
-type OptionValues<O extends Options> = ReturnType<typeof parseArgv<{ options: O; strict: true; allowPositionals: false }>>['values'];
-
-/** `env`: an environment variable that sets the option when the command line does not (docker-compose). */
-export type ArgSpec = Record<string, { default?: string; help: string; env?: string }>;
-
-/** `--name value` options of a process or a bench, each a string, with env fallbacks and defaults, read by
- * readOptions; `--help` prints `usage` and the options. */
-export function parseArgs<S extends ArgSpec>(argv: string[], spec: S, usage: string): { [K in keyof S]: string | undefined } {
-  const options: Record<string, { type: 'string' }> = {};
-  for (const k of Object.keys(spec)) options[k] = { type: 'string' };
-  const help = usage + '\n' + Object.entries(spec).map(([k, v]) => `  --${k.padEnd(12)} ${v.help}${v.env !== undefined ? ` [env ${v.env}]` : ''}${v.default !== undefined ? ` (default ${v.default})` : ''}`).join('\n');
-  const values = readOptions(argv, options, usage, help) as Record<string, string | undefined>;
-  const out: Record<string, string | undefined> = {};
-  for (const [k, v] of Object.entries(spec)) {
-    const fromEnv = v.env !== undefined && process.env[v.env] !== undefined && process.env[v.env] !== '' ? process.env[v.env] : undefined;
-    out[k] = values[k] ?? fromEnv ?? v.default;
-  }
-  return out as { [K in keyof S]: string | undefined };
 }
 
 /** The one reader of a whole-number option: `value` (a command line's or an environment variable's text) as a whole
@@ -135,11 +136,13 @@ export function wholeNumber(name: string, value: string | undefined, min: number
   return n;
 }
 
-/** A number from `min` to `max`, fractions too (seconds), read as wholeNumber reads a whole number. */
-export function anyNumber(name: string, value: string | undefined, min: number, max: number): number {
+/** A number from `min` (above `min` with `above`: 0 seconds is no time at all) to `max`, fractions too (seconds, a
+ * share), or `dflt` where the option is not given and there is a default; read as wholeNumber reads a whole number. */
+export function anyNumber(name: string, value: string | undefined, min: number, max: number, { dflt, above = false }: { dflt?: number; above?: boolean } = {}): number {
+  if (value === undefined && dflt !== undefined) return dflt;
   const n = Number(value);
-  if (value === undefined || value.trim() === '' || !(n >= min && n <= max)) {
-    throw new UsageError(`--${name} must be a number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
+  if (value === undefined || value.trim() === '' || !((above ? n > min : n >= min) && n <= max)) {
+    throw new UsageError(`--${name} must be a number ${above ? 'above' : 'from'} ${min} ${above ? 'and at most' : 'to'} ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
   }
   return n;
 }

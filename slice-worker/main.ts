@@ -27,7 +27,7 @@ import type { Server } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { isLoopbackHost, missingSecretProblem, secretMatches } from '../shared/auth.js';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { cannotListen, fail, intArg, parseArgs } from '../shared/cli-args.js';
+import { cannotListen, fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import { assert } from '../shared/errors.js';
 import {
   DURABILITY_DEFAULT,
@@ -74,7 +74,7 @@ import {
   type WireReplicateEntry,
 } from '../shared/protocol.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     host: { default: '127.0.0.1', help: 'address to listen on', env: 'KEYSLICE_HOST' },
@@ -92,7 +92,7 @@ const args = parseArgs(
     durability: { default: DURABILITY_DEFAULT, help: `when a write is acknowledged: ${DURABILITY_MODES.join(' | ')} (fsync: on disk; os: handed to the OS)` },
   },
   'usage: keyslice node [--coordinator http://127.0.0.1:7100] [options]',
-);
+).values;
 const port = intArg('port', args.port, 0, 65535);
 const metricsPort = intArg('metrics-port', args['metrics-port'], 0, 65535);
 if (metricsPort !== 0 && metricsPort === port) fail(`--metrics-port must differ from --port (${port})`);

@@ -335,10 +335,10 @@ describe('the benches, end to end with their smallest arguments (real processes 
   }, caseMs(40_000));
 
   it('every bench that reads options refuses an unknown one with its usage line on stderr, exit 2, no stack trace; --help prints it, exit 0', async () => {
-    // The benches that read options through shared/cli-args.ts (readOptions, parseArgs, refuseCommandLine), found in
-    // their sources, so that a new one is checked too. Each exits before it starts anything.
+    // The benches that read options through shared/cli-args.ts (readCommandLine, refuseCommandLine), found in their
+    // sources, so that a new one is checked too. Each exits before it starts anything.
     const scripts = readdirSync(join(root, 'bench'))
-      .filter((f) => f.endsWith('.ts') && /\b(readOptions|readOptionsAndArguments|readArguments|parseArgs|refuseCommandLine)\(/.test(readFileSync(join(root, 'bench', f), 'utf8')))
+      .filter((f) => f.endsWith('.ts') && /\b(readCommandLine|refuseCommandLine)\(/.test(readFileSync(join(root, 'bench', f), 'utf8')))
       .map((f) => f.replace(/\.ts$/, '.js'));
     expect(scripts.length, scripts.join(' ')).toBeGreaterThanOrEqual(25);
     const run = (script: string, ...args: string[]) =>
@@ -382,17 +382,24 @@ describe('the benches, end to end with their smallest arguments (real processes 
       const bad = await run(script, arg);
       expect([bad.code, bad.stderr.trim()], `${script} ${arg}`).toEqual([2, `keyslice: ${said}`]);
     }
-    // load's --duration: plain decimal seconds above 0 (10, 10.5) and at most a day; a unit, an exponent or 0 is
-    // refused with its usage line. A bad --keys-dist (read after --duration) is given too: a --duration wrongly taken
-    // ends the run on that refusal, not in a local cluster.
-    for (const value of ['10s', '1e1', '0', '86401']) {
+    // load's --duration: seconds above 0 and at most a day, read as every bench's numbers (anyNumber: 10.5 and 1e1
+    // too); a unit, an empty value or 0 is refused with its usage line. A bad --keys-dist (read after --duration) is
+    // given too: a --duration taken ends the run on that refusal, not in a local cluster.
+    for (const value of ['10s', '', '0', '86401']) {
       const bad = await run('load.js', `--duration=${value}`, '--keys-dist', 'nope');
       expect([bad.code, bad.stderr.trim().split('\n')[0]], `load.js --duration=${value}`).toEqual([2, `keyslice: --duration must be a number above 0 and at most 86400, got "${value}" (try node dist/bench/load.js --help)`]);
     }
+    for (const value of ['10.5', '1e1']) {
+      const taken = await run('load.js', `--duration=${value}`, '--keys-dist', 'nope');
+      expect([taken.code, taken.stderr.trim().split('\n')[0]], `load.js --duration=${value}`).toEqual([2, 'keyslice: --keys-dist must be one of uniform, zipfian, hotkey, got "nope" (try node dist/bench/load.js --help)']);
+    }
+    // An option given twice is refused by every bench, as load always did (which run was meant?).
+    const twice = await run('range-hop.js', '--rounds', '3', '--rounds=4');
+    expect([twice.code, twice.stderr.trim().split('\n')[0]]).toEqual([2, 'keyslice: --rounds is given twice (try node dist/bench/range-hop.js --help)']);
     // And a value not among an option's choices (cluster-start's --join), before it starts any process.
     const choice = await run('cluster-start.js', '--join=soon');
     expect([choice.code, choice.stderr.trim()], 'cluster-start.js --join=soon').toEqual([2, 'keyslice: --join must be at-start or later, got soon']);
-    // The benches that take arguments besides options (readOptionsAndArguments) refuse a wrong count of them, or a bad
+    // The benches that take arguments besides options (readCommandLine's positionals) refuse a wrong count of them, or a bad
     // one, the same way, before they read or write anything.
     for (const [script, args, said] of [
       ['profile-top.js', [], 'takes one folder of .cpuprofile files, got 0'],

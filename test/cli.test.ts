@@ -67,7 +67,7 @@ describe('keyslice help and version', () => {
       [['node', '--help'], 'usage: keyslice node'],
       [['local', '--help'], 'usage: keyslice local'],
       [['status', '--help'], 'keyslice: a distributed NoSQL item store'],
-      // The commands that take arguments (shared/cli-args.ts readArguments answers their --help too).
+      // The commands that take arguments (shared/cli-args.ts readCommandLine answers their --help too).
       [['export', '--help'], 'usage: keyslice export TABLE'],
       [['import', '-h'], 'usage: keyslice import TABLE FILE'],
       [['advise', '--help'], 'usage: keyslice advise FILE'],
@@ -87,7 +87,11 @@ describe('keyslice help and version', () => {
     for (const command of ['export', 'import', 'advise', 'status']) {
       const r = await keyslice([command, '--prot', '7101']);
       expect([r.code, r.stderr.trim()], command).toEqual([2, `keyslice${command === 'status' ? '' : ` ${command}`}: unknown option "--prot" (try keyslice${command === 'status' ? '' : ` ${command}`} --help)`]);
-    }
+    }    // An option given twice is refused, not the last one taken (which was meant?): a process, and a command that names itself.
+    const twice = await keyslice(['node', '--port', '7101', '--port=7102']);
+    expect([twice.code, ...twice.stderr.trim().split('\n')]).toEqual([2, 'keyslice: --port is given twice (try keyslice node --help)', 'usage: keyslice node [--coordinator http://127.0.0.1:7100] [options]']);
+    const exported = await keyslice(['export', 't', '--url', 'http://127.0.0.1:1', '--parallel', '1', '--parallel', '2']);
+    expect([exported.code, exported.stderr.trim()]).toEqual([2, 'keyslice export: --parallel is given twice (try keyslice export --help)']);
   });
   it("refuses a request path's or a down wait's option out of its bounds in one sentence, exit 2, before it starts anything (coordinator and router)", async () => {
     const data = join(dataDir, 'refused-options');

@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { Operations } from '../coordinator/router/operations.js';
 import { attachWebSocketApi } from '../coordinator/router/ws-api.js';
-import { CLIENT_FRAME_SLAB_BYTES_MAX } from '../shared/limits.js';
+import { CLIENT_FRAME_SLAB_BYTES_MAX, CLIENT_FRAME_SLAB_BYTES_MIN, CLIENT_FRAME_SLAB_SHRINK_MS } from '../shared/limits.js';
 import { CLIENT_SUBPROTOCOL, CLIENT_WS_PATH, decodeClientResponses, encodeClientFrame, packClientList, PackedItems, RESULT_OK, type ClientRequestFrame } from '../shared/protocol.js';
 import { waitFor } from './elastic-fixture.js';
 
@@ -47,6 +47,8 @@ let ops: HeldOperations;
 let sent: number[][];
 /** The same frames themselves, each with whether its socket held some of it right after the send (bufferedAmount). */
 let handed: { frame: Buffer; held: boolean }[];
+/** The server's end of the client's connection. */
+let serverSide: WebSocket;
 let client: WebSocket;
 /** The ids the client received, frame by frame. */
 let received: number[][];
@@ -59,6 +61,7 @@ beforeEach(async () => {
   server = createServer();
   const wss = attachWebSocketApi(ops as unknown as Operations, server);
   wss.on('connection', (ws) => {
+    serverSide = ws;
     const send = ws.send.bind(ws) as (data: Buffer, cb?: (err?: Error) => void) => void;
     ws.send = ((data: Buffer, cb?: (err?: Error) => void) => {
       sent.push(decodeClientResponses(data).map((r) => r[0]));
@@ -217,5 +220,28 @@ describe('answers joined in the buffer the server reuses (FrameSlab)', () => {
     const own = held.reduce((sum, h) => sum + h.frame.byteLength, 0);
     // Frames of their own share Node's 8 KiB pool (a few pools' worth): 64 KiB of slack.
     expect(kept, `${held.length} held frames of ${own} bytes in ${buffers.size} buffers`).toBeLessThanOrEqual(own + CLIENT_FRAME_SLAB_BYTES_MAX + 64 * 1024);
+  });
+
+  it('grows for a large answer and goes back to its least size once no large answer has come for CLIENT_FRAME_SLAB_SHRINK_MS', async () => {
+    // One answer of 512 KiB (joined in a buffer of its own: it does not fit) grows the reused buffer to its size; a
+    // small answer after it is joined there. Past CLIENT_FRAME_SLAB_SHRINK_MS with no large answer, a small one is
+    // joined in a buffer of CLIENT_FRAME_SLAB_BYTES_MIN again: the 512 KiB were let go.
+    const LARGE = 512 * 1024;
+    await request(3);
+    /** Answers `n` (a blob of `bytes`) and waits until the client has it and the server's socket holds nothing. */
+    const answer = async (n: number, bytes: number) => {
+      ops.answer(n, { items: PackedItems.ofList(packClientList([{ n, blob: new Uint8Array(bytes).fill(n) }])) });
+      await receivedAll(n + 1);
+      await waitFor(() => serverSide.bufferedAmount === 0, 'the server socket empty', WAIT_MS, () => `${serverSide.bufferedAmount} bytes unsent`, POLL_MS);
+    };
+    await answer(0, LARGE);
+    await answer(1, 8);
+    // Joined in the reused buffer (its socket took it at once), which has grown to hold the large answer.
+    expect(handed[1].held).toBe(false);
+    expect(handed[1].frame.buffer.byteLength).toBeGreaterThan(LARGE);
+    await new Promise((r) => setTimeout(r, CLIENT_FRAME_SLAB_SHRINK_MS * 1.5));
+    await answer(2, 8);
+    expect(handed[2].held).toBe(false);
+    expect(handed[2].frame.buffer.byteLength).toBe(CLIENT_FRAME_SLAB_BYTES_MIN);
   });
 });

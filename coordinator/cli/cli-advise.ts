@@ -6,7 +6,7 @@
 // --max-items items: memory grows with the distinct keys counted, not the file).
 import type { AccessEntry, AdviceReport } from '../../shared/advice.js';
 import type { KeySchema } from '../../shared/api.js';
-import { EXIT_USAGE, readArguments, UsageError, wholeNumber } from '../../shared/cli-args.js';
+import { EXIT_USAGE, readCommandLine, UsageError, wholeNumber } from '../../shared/cli-args.js';
 import { CLUSTER_OPTIONS, clusterOf } from './command-line.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { initHashing } from '../../shared/hashing.js';
@@ -70,7 +70,7 @@ function columns(text: string, flag: string): KeySchema[] {
 }
 
 function parse(args: string[]) {
-  const { values: v, positionals } = readArguments(args, {
+  const { values: v, positionals } = readCommandLine(args, {
     ...CLUSTER_OPTIONS,
     json: { type: 'boolean' },
     table: { type: 'string' },
@@ -84,7 +84,7 @@ function parse(args: string[]) {
     format: { type: 'string' },
     'expected-items': { type: 'string' },
     moment: { type: 'string' },
-  }, ADVISE_USAGE, true);
+  }, ADVISE_USAGE, { positionals: true, throws: true });
   if (positionals.length !== 1) throw new UsageError(`advise takes one sample file, got ${positionals.length === 0 ? 'none' : positionals.join(' ')}`);
   const local = v.sharding !== undefined && v.url === undefined;
   if (v.sharding === undefined && v.table === undefined) throw new UsageError('advise needs --table T (a table of the running cluster) or the design: --sharding name:type');

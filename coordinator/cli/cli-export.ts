@@ -4,7 +4,7 @@
 // what keyslice import takes back. Writes wait for the output to drain, so
 // memory holds at most a page per segment.
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { EXIT_USAGE, readArguments, UsageError, wholeNumber } from '../../shared/cli-args.js';
+import { EXIT_USAGE, readCommandLine, UsageError, wholeNumber } from '../../shared/cli-args.js';
 import { KeysliceError } from '../../shared/errors.js';
 import { EXPORT_PAGE_ITEMS, EXPORT_SEGMENTS_DEFAULT, SCAN_SEGMENTS_MAX } from '../../shared/limits.js';
 import { MTIME_ATTRIBUTE, NAME_ATTRIBUTE, toJson, type Item } from '../../shared/values.js';
@@ -39,7 +39,7 @@ export async function exportCommand(args: string[]): Promise<void> {
   let url: string;
   let token: string | undefined;
   try {
-    const { values: v, positionals } = readArguments(args, { ...CLUSTER_OPTIONS, out: { type: 'string' }, parallel: { type: 'string' } }, EXPORT_USAGE, true);
+    const { values: v, positionals } = readCommandLine(args, { ...CLUSTER_OPTIONS, out: { type: 'string' }, parallel: { type: 'string' } }, EXPORT_USAGE, { positionals: true, throws: true });
     if (positionals.length !== 1) throw new UsageError(`export takes one table: keyslice export TABLE (got ${positionals.length} arguments)`);
     table = positionals[0];
     out = v.out;

@@ -9,7 +9,7 @@
 // writes count as imported.
 import { openSync, readSync, closeSync, statSync } from 'node:fs';
 import type { ItemFailure } from '../../shared/api.js';
-import { EXIT_USAGE, readArguments, UsageError, wholeNumber } from '../../shared/cli-args.js';
+import { EXIT_USAGE, readCommandLine, UsageError, wholeNumber } from '../../shared/cli-args.js';
 import { CLUSTER_OPTIONS, clusterOf } from './command-line.js';
 import { KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { initHashing, xxHash32 } from '../../shared/hashing.js';
@@ -101,7 +101,7 @@ function die(message: string, code = 1): never {
 }
 
 function parse(args: string[]) {
-  const { values: v, positionals } = readArguments(args, {
+  const { values: v, positionals } = readCommandLine(args, {
     ...CLUSTER_OPTIONS,
     json: { type: 'boolean' },
     order: { type: 'string' },
@@ -110,7 +110,7 @@ function parse(args: string[]) {
     'on-error': { type: 'string' },
     format: { type: 'string' },
     seed: { type: 'string' },
-  }, IMPORT_USAGE, true);
+  }, IMPORT_USAGE, { positionals: true, throws: true });
   if (positionals.length !== 2) throw new UsageError(`import takes a table and a file: keyslice import TABLE FILE (got ${positionals.length} arguments)`);
   const order = (v.order ?? 'as-is') as ImportOrder;
   if (!IMPORT_ORDERS.includes(order)) throw new UsageError(`--order must be one of ${IMPORT_ORDERS.join(', ')}, got "${v.order}"`);

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { anyNumber, EXIT_USAGE, readArguments, UsageError } from '../../shared/cli-args.js';
+import { anyNumber, EXIT_USAGE, readCommandLine, UsageError } from '../../shared/cli-args.js';
 import type { ClusterStatus, MoveReport } from '../../shared/api.js';
 import { CLI_REQUEST_TIMEOUT_MS, CLI_WAIT_S_DEFAULT, CLI_WAIT_S_MAX, STALLED_SAY_WHY_MS } from '../../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../../shared/protocol.js';
@@ -75,10 +75,10 @@ function options(args: string[]) {
   let parsed;
   let timeoutS;
   try {
-    parsed = readArguments(args, { ...CLUSTER_OPTIONS, 'no-wait': { type: 'boolean' }, 'forget-data': { type: 'boolean' }, force: { type: 'boolean' }, watch: { type: 'boolean' }, timeout: { type: 'string' } }, USAGE, true);
+    parsed = readCommandLine(args, { ...CLUSTER_OPTIONS, 'no-wait': { type: 'boolean' }, 'forget-data': { type: 'boolean' }, force: { type: 'boolean' }, watch: { type: 'boolean' }, timeout: { type: 'string' } }, USAGE, { positionals: true, throws: true });
     // Read as every number option is (shared/cli-args.ts), and bounded: "Infinity" made follow's and --watch's loops
     // endless.
-    timeoutS = parsed.values.timeout === undefined ? CLI_WAIT_S_DEFAULT : anyNumber('timeout', parsed.values.timeout, 1, CLI_WAIT_S_MAX);
+    timeoutS = anyNumber('timeout', parsed.values.timeout, 1, CLI_WAIT_S_MAX, { dflt: CLI_WAIT_S_DEFAULT });
   } catch (err) {
     if (err instanceof UsageError) die(`${err.message} (try keyslice --help)`, EXIT_USAGE);
     throw err;

@@ -1,7 +1,7 @@
 // The options every `keyslice` command that talks to a cluster takes (status, add,
 // drain, remove, advise, import, export): the coordinator's address and the client
 // token, each from its environment variable when the command line does not say.
-// The command line itself is read by shared/cli-args.ts's readArguments.
+// The command line itself is read by shared/cli-args.ts's readCommandLine.
 
 export const CLUSTER_OPTIONS = {
   url: { type: 'string' },

@@ -7,7 +7,7 @@
 // a node:cluster worker that shares the coordinator's client port.
 import cluster from 'node:cluster';
 import { missingSecretProblem } from '../../shared/auth.js';
-import { cannotListen, fail, intArg, parseArgs } from '../../shared/cli-args.js';
+import { cannotListen, fail, intArg, readCommandLine } from '../../shared/cli-args.js';
 import { initHashing } from '../../shared/hashing.js';
 import { COORDINATOR_PORT_DEFAULT } from '../../shared/limits.js';
 import { CLIENT_WS_PATH } from '../../shared/protocol.js';
@@ -23,7 +23,7 @@ import { ProcessMetrics } from './process-metrics.js';
 import { RouterView } from './router-view.js';
 import { startGcTrace } from '../../slice-worker/turn-trace.js';
 
-const args = parseArgs(
+const args = readCommandLine(
   process.argv.slice(2),
   {
     coordinator: { default: '', help: 'the coordinator to take the catalog and cluster map from (http://host:port)', env: 'KEYSLICE_COORDINATOR' },
@@ -34,7 +34,7 @@ const args = parseArgs(
     ...REQUEST_PATH_ARGS,
   },
   'usage: keyslice router --coordinator http://127.0.0.1:7100 [--port 7100] [options]',
-);
+).values;
 const coordinatorUrl = args.coordinator!.replace(/\/+$/, '');
 if (!/^https?:\/\/[^/]+$/.test(coordinatorUrl)) fail(`--coordinator must be http://host:port, got "${coordinatorUrl}"`);
 const port = intArg('port', args.port, 0, 65535);

@@ -2,7 +2,7 @@
 // own request path (--routers 0) and hands them to the routers it starts (their environment): the router's retry
 // bounds (--wrong-owner-retry-ms, --failover-retry-ms: only shorter than their defaults, limits.ts says why) and the
 // client port's HTTP timeouts (--http-headers-timeout-ms, --http-request-timeout-ms).
-import { type ArgSpec, fail, intArg } from '../../shared/cli-args.js';
+import { fail, intArg, type OptionSpecs } from '../../shared/cli-args.js';
 import {
   FAILOVER_RETRIES_MAX,
   FAILOVER_RETRY_MS_MAX,
@@ -39,7 +39,7 @@ export const REQUEST_PATH_ARGS = {
     help: `an HTTP request that has not all arrived (its body too) this long after its first byte is answered 408 and its connection closed (from ${HTTP_TIMEOUT_MS_MIN}; docs/operations.md)`,
     env: 'KEYSLICE_HTTP_REQUEST_TIMEOUT_MS',
   },
-} satisfies ArgSpec;
+} satisfies OptionSpecs;
 
 type Args = Partial<Record<keyof typeof REQUEST_PATH_ARGS, string>>;
 

@@ -7,7 +7,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { clientTokenRefusal } from '../../shared/auth.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
-import { CLIENT_FRAME_SLAB_BYTES_MAX, CLIENT_FRAME_SLAB_BYTES_MIN, CLIENT_IN_FLIGHT_MAX, CLIENT_RESPONSE_BYTES_GUESS, CLIENT_UNSENT_BYTES_MAX, REQUEST_BYTES_MAX } from '../../shared/limits.js';
+import { CLIENT_FRAME_SLAB_BYTES_MAX, CLIENT_FRAME_SLAB_BYTES_MIN, CLIENT_FRAME_SLAB_SHRINK_MS, CLIENT_IN_FLIGHT_MAX, CLIENT_RESPONSE_BYTES_GUESS, CLIENT_UNSENT_BYTES_MAX, REQUEST_BYTES_MAX } from '../../shared/limits.js';
 import {
   CLIENT_SUBPROTOCOL,
   CLIENT_WS_PATH,
@@ -34,6 +34,10 @@ import type { Operations } from './operations.js';
 class FrameSlab {
   private free: Buffer | null = null;
   private bytes = CLIENT_FRAME_SLAB_BYTES_MIN;
+  /** When a frame larger than CLIENT_FRAME_SLAB_BYTES_MIN was last sent (performance.now()). */
+  private largeAt = 0;
+  /** Armed while the slab is grown: lets it go back to CLIENT_FRAME_SLAB_BYTES_MIN (shrink). */
+  private shrinkTimer: NodeJS.Timeout | null = null;
 
   /** Where the next frame may be joined. */
   take(): Buffer {
@@ -43,15 +47,32 @@ class FrameSlab {
   /** `frame` (joined in `slab`, what take gave, or not: it did not fit, or needed no joining) has been handed to its
    * socket, `unsent` of its connection's bytes not yet taken by the kernel. A frame the socket did not take at once
    * holds the slab until it is written: the next frame takes a new one. A frame too large for the slab has the next
-   * slab made as large, up to CLIENT_FRAME_SLAB_BYTES_MAX. */
+   * slab made as large, up to CLIENT_FRAME_SLAB_BYTES_MAX, until CLIENT_FRAME_SLAB_SHRINK_MS pass with no such frame. */
   sent(slab: Buffer, frame: Buffer, unsent: number): void {
     assert(slab === this.free, 'a frame is sent before the next one is joined');
+    if (frame.byteLength > CLIENT_FRAME_SLAB_BYTES_MIN) this.largeAt = performance.now();
     if (frame.buffer === slab.buffer) {
       if (unsent > 0) this.free = null;
     } else if (frame.byteLength > this.bytes && frame.byteLength <= CLIENT_FRAME_SLAB_BYTES_MAX) {
       this.bytes = frame.byteLength;
       this.free = null;
+      this.shrinkTimer ??= setTimeout(() => this.shrink(), CLIENT_FRAME_SLAB_SHRINK_MS).unref();
     }
+  }
+
+  /** Back to CLIENT_FRAME_SLAB_BYTES_MIN where no large frame came for CLIENT_FRAME_SLAB_SHRINK_MS, else looks again
+   * then. Safe at any time between two frames (a timer never runs inside flush's take..sent): the grown slab is only
+   * let go (the garbage collector frees it once no socket holds a frame in it), never joined in again, and a slab a
+   * socket holds was let go when it was sent (free null). */
+  private shrink(): void {
+    const idleMs = performance.now() - this.largeAt;
+    if (idleMs < CLIENT_FRAME_SLAB_SHRINK_MS) {
+      this.shrinkTimer = setTimeout(() => this.shrink(), CLIENT_FRAME_SLAB_SHRINK_MS - idleMs).unref();
+      return;
+    }
+    this.shrinkTimer = null;
+    this.bytes = CLIENT_FRAME_SLAB_BYTES_MIN;
+    this.free = null;
   }
 }
 const frameSlab = new FrameSlab();
