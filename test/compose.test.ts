@@ -11,7 +11,6 @@
 // stopped; a fourth node added as the file's header says joins and takes its share.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +21,7 @@ import type { ClusterStatus } from '../shared/api.js';
 import { interpolate, readCompose, type Service } from './compose-file.js';
 import { expectError } from './cluster-fixture.js';
 import { waitFor } from './elastic-fixture.js';
+import { freePort } from './procs.js';
 
 const compose = readCompose(join(dirname(fileURLToPath(import.meta.url)), '..', 'docker-compose.yml'));
 const services = compose.services;
@@ -47,14 +47,6 @@ function portVariable(service: Service): [name: string, containerPort: string] {
   const found = Object.entries(service.environment).find(([k]) => /^KEYSLICE_(COORDINATOR|NODE|ROUTER)_PORT$/.test(k));
   expect(found, 'every service sets its port').toBeDefined();
   return found!;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** The environment the service's process gets on this host. */

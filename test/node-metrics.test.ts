@@ -15,15 +15,7 @@ import { nodeRegistry } from '../slice-worker/node-metrics.js';
 import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
 import { useCluster } from './cluster-fixture.js';
 import { parseExposition, samples, total, type Family } from './prometheus-text.js';
-
-/** A port free now (the kernel's pick, closed again) for a --metrics-port. */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((resolve) => s.close(resolve));
-  return port;
-}
+import { freePort } from './procs.js';
 
 const WORKERS = 2;
 const metricsPort = await freePort();

@@ -1,6 +1,7 @@
 // The live processes of this machine, from Linux's /proc (zombies left out: exited, not reaped yet, they hold
 // nothing): what tests use to check that a process tree they started is gone.
 import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 
 export type LiveProcess = { pid: number; pgid: number; cmdline: string };
 
@@ -20,4 +21,13 @@ export function liveProcesses(): LiveProcess[] {
     }
   }
   return out;
+}
+
+/** A port free now on 127.0.0.1 (the kernel's pick, closed again), for a process a test starts on it later. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }

@@ -786,9 +786,11 @@ export class Membership {
     let ledCounts: number[] | null = null;
     const waits: { slice: number; node: number; why: string }[] = [];
     // A wait is for one leaving replica while it leads: one that no longer leaves, or no longer leads (a handover made,
-    // then its new leader lost), starts again from nothing if it leads again.
+    // then its new leader lost), starts again from nothing if it leads again. It runs on through an election (no
+    // leader): a handover's election that names the old leader again does not start it again (a target that froze
+    // would, each time it was handed to).
     for (const [slice, h] of this.handingOver) {
-      if (this.map.leaverOf(slice) !== h.node || (this.leaders.leaderOf(slice) !== h.node && this.map.ownerOf(slice) !== h.node)) this.handingOver.delete(slice);
+      if (this.map.leaverOf(slice) !== h.node || ((this.leaders.leaderOf(slice) ?? h.node) !== h.node && this.map.ownerOf(slice) !== h.node)) this.handingOver.delete(slice);
     }
     const names = (nodes: readonly number[]) => nodes.map((n) => this.map.nodes[n]).join(', ');
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
@@ -848,7 +850,12 @@ export class Membership {
       }
       const fresh = this.map.joiningOf(slice);
       const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n));
-      if (behind.length > 0) {
+      // Past its leader's handover bound the step waits no longer for a replica it keeps from the set before (a node
+      // frozen with its link open stays up, and after its handover's election named the old leader again, at a new term,
+      // it would hold the step without end), only for the new replica and a majority of those kept: it elects (below).
+      const handoverSince = this.handingOver.get(slice)?.since;
+      const handoverSpent = handoverSince !== undefined && performance.now() - handoverSince >= LEADER_HANDOVER_BEFORE_CHANGE_MS;
+      if (behind.length > 0 && !(handoverSpent && !behind.includes(fresh) && holdingUp.length >= majority(rest.length))) {
         const behindDown = behind.filter((n) => !this.isUp(n));
         wait(
           behind.length === 1 && behind[0] === fresh && behindDown.length === 1

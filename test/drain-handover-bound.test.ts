@@ -1,0 +1,116 @@
+// A drain of a leading node whose handover target freezes (docs/replication.md, "A handover target that freezes"),
+// through real processes: 4 slice nodes at R=3 under a small write load, once with nodes that register themselves
+// (heartbeats) and once with nodes known by address (no heartbeats: a frozen node keeps its link open and stays up for
+// the coordinator). The node leading most slices is drained; the moment the cluster map names another replica as the
+// leader of one of its slices (the drain's handover: the map names the target at once, and the target's election waits
+// until it holds the old leader's last record), that target is frozen (SIGSTOP), so the handover cannot complete. Its
+// election names the old leader again (handoversGivenBack), at a new term that the frozen replica cannot hold; past
+// LEADER_HANDOVER_BEFORE_CHANGE_MS from the handover's first try the step is given up (handoversGivenUp) and the
+// smaller set elects (with heartbeats, the frozen node seen down after NODE_HEARTBEAT_TIMEOUT_MS may let it hand over to
+// a replica that answers first). Checked, while the target stays frozen: the drained node's replica leaves that slice,
+// led by another replica, within that bound, an election and two drain turns of the freeze; then, thawed, the drain
+// ends and every acknowledged write reads back. Before, known by address, the step waited for the frozen replica
+// without end (the handover's wait started again at the give-back, and the step waited for every kept replica up).
+import { describe, expect, it } from 'vitest';
+import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../shared/limits.js';
+import { bulk, drainedOff, elasticClusters, led, ledWithout, leadershipsSpread, persistedMap, replicaIndexes, replicasSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { freezeProcess, thawProcesses } from './freeze.js';
+
+const cluster = elasticClusters();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** From the freeze until the drained node's replica has left the slice handed to the frozen node. Nodes that
+ * heartbeat: the node seen down, then a handover to a replica that answers (its catch-up wait and election) or an
+ * election, and a drain turn before each step. Nodes known by address (a frozen one stays up): the handover's bound
+ * from its first try, a moment before the freeze, then an election, and a drain turn before each step. */
+const STEP_DONE_MS = {
+  heartbeats: NODE_HEARTBEAT_TIMEOUT_MS + LEADER_HANDOVER_WAIT_MS_MAX + LEADER_ELECTION_TIMEOUT_MS + 2 * REBALANCE_INTERVAL_MS,
+  'known by address': LEADER_HANDOVER_BEFORE_CHANGE_MS + LEADER_ELECTION_TIMEOUT_MS + 2 * REBALANCE_INTERVAL_MS,
+};
+
+describe("a drain whose leadership handover's target freezes", () => {
+  it.each(['heartbeats', 'known by address'] as const)('nodes %s: the drained replica leaves that slice, led by a replica that answers, while the target stays frozen; every acknowledged write reads back', async (nodes) => {
+    const heartbeat = nodes === 'heartbeats';
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat });
+    await waitFor(
+      async () => {
+        const st = await e.status();
+        return replicasSpread(st) && leadershipsSpread(st);
+      },
+      'replicas and leaderships spread over the 4 nodes, every slice led',
+      60_000,
+      seen(e),
+    );
+    await bulk(e, 100);
+    const load = new WriteLoad(e.client, 'elastic', 4, 4);
+    const frozen: number[] = [];
+    try {
+      await sleep(500);
+      const st = await e.status();
+      const victim = st.nodes.reduce((x, y) => (y.slices > x.slices ? y : x));
+      const before = persistedMap(e);
+      const a = before.nodes.indexOf(victim.node);
+      const setsBefore = replicaIndexes(before);
+      const ledByA = setsBefore.flatMap((set, s) => (set[0] === a ? [s] : []));
+      expect(ledByA.length, 'the drained node leads slices').toBeGreaterThan(0);
+      const givenBackBefore = st.replication.leaders.handoversGivenBack;
+      const givenUpBefore = st.replication.leaders.handoversGivenUp;
+      const res = await e.post('drain', victim.node);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      // The drain's first handover: a slice A led, still holding A's replica, whose map names another leader. Watched
+      // where that leader was a replica before the drain (not the drain's new replica there, which a freeze would hold
+      // at its catch-up until undone, with no node left to take its place). The map is polled every few ms: the target's
+      // election starts no sooner than a failover tick (100 ms) after the handover.
+      let slice = -1;
+      let to = -1;
+      const startedAt = performance.now();
+      for (let i = 0; i < 10_000 && slice < 0 && performance.now() - startedAt < 30_000; i++) {
+        const m = persistedMap(e);
+        const sets = replicaIndexes(m);
+        slice = ledByA.find((s) => m.owners[s] !== a && sets[s].includes(a) && setsBefore[s].includes(m.owners[s])) ?? -1;
+        if (slice >= 0) to = m.owners[slice];
+        else await sleep(3);
+      }
+      expect(slice, "a handover of a slice A leads to one of that slice's replicas before the drain").toBeGreaterThanOrEqual(0);
+      const target = e.nodes.find((p) => p.url === before.nodes[to])!;
+      frozen.push(target.child.pid!);
+      const frozenAt = performance.now();
+      await freezeProcess(target.child.pid!);
+      // While the target stays frozen: A's replica leaves the slice, which another replica leads. Timed on the map on
+      // disk (status waits for each node's load report, which a frozen node never sends, up to LOAD_REPORT_TIMEOUT_MS).
+      let doneMs = -1;
+      await waitFor(
+        () => {
+          const set = replicaIndexes(persistedMap(e))[slice];
+          if (!set.includes(a) && set[0] !== to) doneMs = performance.now() - frozenAt;
+          return doneMs >= 0;
+        },
+        `slice ${slice}'s drain step to end while its handover target is frozen`,
+        STEP_DONE_MS[nodes] + 20_000,
+        () => `slice ${slice}'s replicas on disk ${JSON.stringify(replicaIndexes(persistedMap(e))[slice])} (A ${a}, frozen ${to})`,
+        20,
+      );
+      // And its leader there is elected for the set: the slice serves.
+      await waitFor(async () => led(await e.status()), 'every slice led', 20_000, seen(e));
+      const st2 = await e.status();
+      const givenBack = st2.replication.leaders.handoversGivenBack - givenBackBefore;
+      const givenUp = st2.replication.leaders.handoversGivenUp - givenUpBefore;
+      if (process.env.KEYSLICE_TEST_LOG) {
+        console.log(`nodes ${nodes}: drain of a node leading ${ledByA.length} slices: slice ${slice}'s handover target frozen; the drained replica left it ${doneMs.toFixed(0)} ms after the freeze (bound ${STEP_DONE_MS[nodes]} ms); ${givenBack} handovers given back, ${givenUp} given up; ${st2.replication.note}`);
+      }
+      expect(doneMs, `the drain step of slice ${slice} after its handover target froze, ms`).toBeLessThanOrEqual(STEP_DONE_MS[nodes]);
+      // The frozen target did not take the leadership: its handover's election named the old leader again.
+      expect(givenBack, 'handovers whose election named the old leader again').toBeGreaterThanOrEqual(1);
+      // Known by address, the frozen node stays up, and only the bound ends the step: given up, the slice elected.
+      if (!heartbeat) expect(givenUp, 'handovers given up at the bound').toBeGreaterThanOrEqual(1);
+      expect(frozen, 'the target is still frozen').toEqual([target.child.pid!]);
+      // Thawed, the drain ends (slices whose new replica went to the frozen node waited for it, as, known by address,
+      // do those handed over to another replica, whose new term the frozen one must hold) and nothing is lost.
+      expect(thawProcesses(frozen).map(String), 'the target thawed').toEqual([]);
+      await waitFor(async () => (await ledWithout(e, victim.node)).ok && drainedOff(victim.node)(await e.status()), 'the drain to end, every slice led by the three nodes left', 60_000, seen(e));
+      await load.finish(1_000, 100);
+    } finally {
+      thawProcesses(frozen);
+      await load.stop();
+    }
+  }, 120_000);
+});
