@@ -39,6 +39,10 @@ const EMPTY = Buffer.alloc(0);
  * as msgpackr gives it); `at` where the next value starts. */
 let src: Buffer = EMPTY;
 let given: Uint8Array = EMPTY;
+/** A view of the frame for its doubles (every stored item's __mtime is one): Buffer#readDoubleBE, with its checks and
+ * its copy through a scratch array, was 2.4% of the client's samples on range pages; one DataView per frame. */
+const EMPTY_VIEW: DataView = new DataView(new ArrayBuffer(0));
+let view: DataView = EMPTY_VIEW;
 let at = 0;
 
 /** One msgpack value, the whole of `bytes`, as clientUnpackr (maps as objects, useRecords false) reads it, or
@@ -46,6 +50,7 @@ let at = 0;
 export function readMsgpack(bytes: Uint8Array): unknown {
   given = bytes;
   src = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   at = 0;
   try {
     const v = read(0);
@@ -56,6 +61,7 @@ export function readMsgpack(bytes: Uint8Array): unknown {
   } finally {
     src = EMPTY;
     given = EMPTY;
+    view = EMPTY_VIEW;
   }
 }
 
@@ -89,7 +95,7 @@ function read(depth: number): unknown {
     case 0xcb:
       if (at + 8 > src.length) throw LEAVE;
       at += 8;
-      return src.readDoubleBE(at - 8);
+      return view.getFloat64(at - 8);
     case 0xcc: // uint 8, 16, 32
       if (at + 1 > src.length) throw LEAVE;
       return src[at++];

@@ -79,6 +79,11 @@ describe("the client's msgpack reader", () => {
     const proto = readMsgpack(packr.pack(JSON.parse('{"__proto__": {"polluted": 1}}'))) as Record<string, unknown>;
     expect(Object.getPrototypeOf(proto)).toBe(Object.prototype);
     expect(proto).toStrictEqual({ __proto_: { polluted: 1 } });
+    // A frame at an offset in a larger buffer (as ws may hand one over): its doubles and bins read from where it starts.
+    const within = packr.pack([1795786586574, -0.5, Buffer.from([9, 8])]);
+    const shifted = Buffer.concat([Buffer.from([0xcb, 1, 2, 3, 4, 5, 6, 7, 8]), within]).subarray(9);
+    expect(readMsgpack(shifted)).toStrictEqual(unpackr.unpack(within));
+    expect(readMsgpack(new Uint8Array(shifted.buffer, shifted.byteOffset, shifted.byteLength))).toStrictEqual([1795786586574, -0.5, new Uint8Array([9, 8])]);
     const frame = packr.pack([Buffer.from([1, 2, 3])]);
     const [bin] = readMsgpack(frame) as [Buffer];
     expect(bin.buffer).toBe(frame.buffer);
