@@ -16,6 +16,7 @@
 // 64 in flight, one request per socket at a time, as the AWS SDK sends them), and the same endpoint driven by the AWS SDK
 // v3 itself (PutItem, GetItem and Query of 100 at 50 in flight from --sdk-processes client processes of bench/sdk-clients.ts
 // per cluster, bench:compare's client shape; needs bench/peers' npm packages): the requests as the SDK signs and sends them.
+// --base-client: the base side's WebSocket clients are the base build's too (else both sides use this build's).
 // Prints a Markdown table (server CPU: coordinator, its routers and the nodes, all threads), and the write syscalls per op
 // of the routers and the nodes (/proc/PID/io: a router makes one per frame it sends, to a node or to a client).
 // On a loaded machine the cluster started first (the base) has tended to use less CPU per op, clients and nodes
@@ -65,6 +66,9 @@ const opts = readCommandLine(
     // Both clusters require a client token, the SDK clients' secret key: every SDK request's SigV4 signature is checked
     // (the other clients send it as a bearer token).
     signed: { type: 'boolean', default: false },
+    // The base side's WebSocket clients are the base build's KeysliceClient (its decode of answers), not this build's:
+    // for a change to the client, whose CPU is the column "client" (this process, while it drives that side alone).
+    'base-client': { type: 'boolean', default: false },
   },
   'usage: node dist/bench/hops.js [--base DIR] [--rounds 5] [--duration 4] [--only WORKLOAD,...] [options] (each option: the head of bench/hops.ts)',
 ).values;
@@ -109,9 +113,13 @@ async function startSide(name: string, distRoot: string, rf = opts['replication-
   const lc = (await import(pathToFileURL(join(distRoot, 'coordinator', 'cli', 'local-cluster.js')).href)) as typeof import('../coordinator/cli/local-cluster.js');
   const dir = benchTempDir(`keyslice-hops-${name}-`);
   const cluster = await lc.startLocalCluster({ dataDir: dir, nodes: NODES, workers: 2, durability: 'os', ...(rf === undefined ? {} : { replicationFactor: rf === 'auto' ? 'auto' : Number(rf) }) });
+  const Client =
+    name === 'base' && opts['base-client']
+      ? ((await import(pathToFileURL(join(distRoot, 'coordinator', 'client', 'client.js')).href)) as typeof import('../coordinator/client/client.js')).KeysliceClient
+      : KeysliceClient;
   const clients: KeysliceClient[] = [];
   const maskFrames = !(name === 'this' && opts['this-unmasked']);
-  for (let i = 0; i < CONNECTIONS; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000, maskFrames, ...(TOKEN === undefined ? {} : { token: TOKEN }) }));
+  for (let i = 0; i < CONNECTIONS; i++) clients.push(await Client.connect(cluster.url, { requestTimeoutMs: 10_000, maskFrames, ...(TOKEN === undefined ? {} : { token: TOKEN }) }));
   const port = Number(new URL(cluster.url).port);
   const side: Side = { name, cluster, clients, agent1: new http.Agent({ keepAlive: true, maxSockets: 1 }), agent64: new http.Agent({ keepAlive: true, maxSockets: 64 }), port, dir, putN: 0, sdk: null };
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
@@ -425,12 +433,13 @@ async function main(): Promise<void> {
   const ROUTERS = PARTS.indexOf('routers');
   const NODES = [PARTS.indexOf('node main threads'), PARTS.indexOf('node other threads')];
   const by: [string, (x: Sample) => number][] = [
+    ['client', (x) => x.parts[PARTS.indexOf('client')]],
     ['routers', (x) => x.parts[ROUTERS]],
     ['nodes', (x) => NODES.reduce((sum, k) => sum + x.parts[k], 0)],
   ];
   for (const [who, of] of by) {
     console.log('');
-    console.log(`| workload | ${who}' CPU µs per op, base | this | this / base, median of the rounds' ratios | rounds where this used less |`);
+    console.log(`| workload | ${who.endsWith('s') ? `${who}'` : `${who}'s`} CPU µs per op, base | this | this / base, median of the rounds' ratios | rounds where this used less |`);
     console.log('|---|--:|--:|--:|--:|');
     for (const w of workloads) {
       const [b, t] = results.get(w.name)!;
