@@ -1958,7 +1958,7 @@ export function checkSliceChanges(effects: unknown, requests: AppliedListParts |
  * nil, bins, finite numbers and lists of those (nested no deeper than isValue allows); anything else (another kind of
  * effect, a nested map, which may be a set's or a decimal's tag, an ext, a 64-bit or non-finite number) answers -1,
  * and the caller decodes and checks it whole, so what a follower refuses is decided there, as before. */
-export function setEffectsEnd(b: Uint8Array, at: number, slice: number): number {
+export function setEffectsEnd(b: Uint8Array, at: number, slice: number, visit: SetEffectVisit | null = null): number {
   let count: number;
   [count, at] = listHeaderAt(b, at);
   for (let i = 0; i < count && at >= 0; i++) {
@@ -1969,26 +1969,37 @@ export function setEffectsEnd(b: Uint8Array, at: number, slice: number): number 
     at += uintWidth(b[at]);
     if (plainUint(b, at) !== slice) return -1;
     at += uintWidth(b[at]);
+    const keyAt = at;
     at = stringEnd(b, at);
     if (at < 0) return -1;
+    const itemAt = at;
     at = itemMapEnd(b, at);
-    if (at < 0 || plainUint(b, at) < 0) return -1;
+    const itemEnd = at;
+    const size = at < 0 ? -1 : plainUint(b, at);
+    if (size < 0) return -1;
     at += uintWidth(b[at]);
+    visit?.(table, keyAt, itemAt, itemEnd, size);
   }
   return at <= b.length ? at : -1;
 }
+/** What setEffectsEnd tells of each set-effect it read, in order (a follower's apply without a decode: log-format.ts
+ * readPackedReplicated): its table, where its key's string (header included) and its item's map start, where the
+ * item ends, and the item's size as the effect records it. Told only of effects read whole; the walk may still
+ * answer -1 at a later one. */
+export type SetEffectVisit = (table: number, keyAt: number, itemAt: number, itemEnd: number, size: number) => void;
 
 /** Where the request ids of a record's changes end (AppliedListParts' five after its effects: instances, counters, of,
  * ats, answers, at `at`), read by their msgpack headers as checkSliceChanges checks them for a record; -1 when not
  * sure. Only the common layout: every answer null (a put's, most writes'), `of` null or a list, `ats` one time or a
  * list, numbers whole or as msgpackr writes one past 32 bits (a float 64). The caller decodes anything else. */
-export function plainRequestsEnd(b: Uint8Array, at: number): number {
+export function plainRequestsEnd(b: Uint8Array, at: number, out: PlainRequests | null = null): number {
   let instances: number;
   [instances, at] = listHeaderAt(b, at);
   if (at < 0 || instances === 0) return -1;
   for (let i = 0; i < instances && at >= 0; i++) {
     const v = plainNumber(b, at);
     at = Number.isSafeInteger(v) && v >= 0 && v <= REQUEST_ID_INSTANCE_MAX ? numberEnd(b, at) : -1;
+    out?.instances.push(v);
   }
   if (at < 0) return -1;
   let n: number;
@@ -1997,6 +2008,7 @@ export function plainRequestsEnd(b: Uint8Array, at: number): number {
   for (let i = 0; i < n && at >= 0; i++) {
     const v = plainNumber(b, at);
     at = Number.isSafeInteger(v) && v > 0 ? numberEnd(b, at) : -1;
+    out?.counters.push(v);
   }
   if (at < 0) return -1;
   if (b[at] === 0xc0) {
@@ -2006,25 +2018,41 @@ export function plainRequestsEnd(b: Uint8Array, at: number): number {
     let count: number;
     [count, at] = listHeaderAt(b, at);
     if (at < 0 || count !== n) return -1;
+    if (out !== null) out.of = [];
     for (let i = 0; i < n && at >= 0; i++) {
       const v = plainNumber(b, at);
       at = Number.isSafeInteger(v) && v >= 0 && v < instances ? numberEnd(b, at) : -1;
+      out?.of!.push(v);
     }
     if (at < 0) return -1;
   }
   const time = plainNumber(b, at);
-  if (Number.isFinite(time) && time >= 0) at = numberEnd(b, at);
-  else {
+  if (Number.isFinite(time) && time >= 0) {
+    at = numberEnd(b, at);
+    if (out !== null) out.ats = time;
+  } else {
     let count: number;
     [count, at] = listHeaderAt(b, at);
     if (at < 0 || count !== n) return -1;
+    const ats: number[] | null = out !== null ? [] : null;
+    if (out !== null) out.ats = ats!;
     for (let i = 0; i < n && at >= 0; i++) {
       const v = plainNumber(b, at);
       at = Number.isFinite(v) && v >= 0 ? numberEnd(b, at) : -1;
+      ats?.push(v);
     }
     if (at < 0) return -1;
   }
   return b[at] === 0xc0 ? at + 1 : -1;
+}
+/** The request ids plainRequestsEnd reads, when asked for them (`out`): the lists of AppliedList (answers all null),
+ * each number as plainNumber reads it, which is the number msgpackr decodes (a follower's apply reads them so:
+ * log-format.ts readPackedReplicated). Filled as they are read: whole only where plainRequestsEnd does not answer -1. */
+export interface PlainRequests {
+  instances: number[];
+  counters: number[];
+  of: number[] | null;
+  ats: number[] | number;
 }
 
 /** The number at `at` as msgpackr decodes it (a positive fixint, uint 8, 16, 32, float 64), or NaN for any other. */

@@ -5,8 +5,10 @@ import { Packr, Unpackr } from 'msgpackr';
 import { PACKED_ITEM_CACHE_BYTES_MAX, REPLICATED_SCRATCH_BYTES_INITIAL, REPLICATED_SCRATCH_KEPT_BYTES_MAX } from '../shared/limits.js';
 import { assert } from '../shared/errors.js';
 import { arrayHeaderBytes, putArrayHeader, putStrHeader, putUint, strHeaderBytes, uintBytes } from '../shared/msgpack-writer.js';
-import { checkSliceChanges, EFFECT_SET, listHeader, MalformedFrame, plainRequestsEnd, setEffectsEnd, skipValue } from '../shared/protocol.js';
+import { stringHeaderBytes } from '../shared/msgpack-headers.js';
+import { checkSliceChanges, EFFECT_SET, listHeader, MalformedFrame, plainRequestsEnd, setEffectsEnd, skipValue, type SetEffectVisit } from '../shared/protocol.js';
 import type { Effect } from './partition.js';
+import type { Item } from '../shared/values.js';
 import type { AppliedList } from './replication/applied-requests.js';
 
 export const RECORD_KIND = {
@@ -248,6 +250,80 @@ export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {
   if (v.length === 0 || typeof v[0] !== 'number') return { effects: v as Effect[], requests: null };
   const [, effects, instances, counters, of, ats, answers] = v as WithRequests;
   return { effects, requests: { instances, counters, of, ats, answers } };
+}
+
+/** An item from its msgpack as latin1 text (what itemTextsOf and readPackedReplicated give, and a store keeps):
+ * decoded by the unpackr that decodes a record's whole payload (decodeReplicated), so to the same item. From a plain
+ * Uint8Array, as a follower's payloads are (views of their Append's copy): msgpackr gives a bin value as the kind of
+ * array it reads, and a Buffer would make the item's binary values Buffers where the whole payload's decode gave
+ * Uint8Arrays. */
+export function decodeItemText(text: string): Item {
+  const b = Buffer.from(text, 'latin1');
+  return unpackr.unpack(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)) as Item;
+}
+
+/** Each set-effect's place in the payload readPackedReplicated reads, five numbers apiece (setEffectsEnd's visit:
+ * table, key, item, item's end, size): one list, reused. */
+const setSpans: number[] = [];
+let setCount = 0;
+const keepSpan: SetEffectVisit = (table, keyAt, itemAt, itemEnd, size) => {
+  const k = 5 * setCount++;
+  setSpans[k] = table;
+  setSpans[k + 1] = keyAt;
+  setSpans[k + 2] = itemAt;
+  setSpans[k + 3] = itemEnd;
+  setSpans[k + 4] = size;
+};
+
+/** A record's payload (encodeReplicated's) applied without building its items: when it is set-effects of plain
+ * items on `slice` alone (setEffectsEnd's common layout, what most records are), each is handed to `set` with its
+ * key and its item's msgpack as latin1 text (the store keeps that and decodes the item at its first read:
+ * SliceStore.replayPacked), in order, and the answer is the request ids (null: none), decoded as decodeReplicated
+ * does. Anything else is not read here and nothing is handed to `set` (undefined): the caller decodes it whole
+ * (decodeReplicated). The whole payload is read before the first set, so a payload is never half applied here. */
+export function readPackedReplicated(
+  bytes: Uint8Array,
+  slice: number,
+  set: (table: number, key: string, size: number, text: string) => void,
+): AppliedList | null | undefined {
+  const withRequests = bytes[0] === 0x97 && bytes[1] === WITH_REQUESTS;
+  setCount = 0;
+  const end = setEffectsEnd(bytes, withRequests ? 2 : 0, slice, keepSpan);
+  if (end < 0) return undefined;
+  let requests: AppliedList | null = null;
+  if (withRequests) {
+    // [instances, counters, of, ats, answers] after the effects, as decodeReplicated takes them from the whole list:
+    // read by their headers when plain (every answer null: a put's), else by msgpackr.
+    const plain: AppliedList = { instances: [], counters: [], of: null, ats: 0, answers: null };
+    if (plainRequestsEnd(bytes, end, plain) === bytes.length) requests = plain;
+    else {
+      let parts: unknown[];
+      try {
+        parts = unpackr.unpackMultiple(bytes.subarray(end));
+      } catch {
+        return undefined;
+      }
+      if (parts.length !== 5) return undefined;
+      const [instances, counters, of, ats, answers] = parts as [number[], number[], number[] | null, number[] | number, AppliedList['answers']];
+      requests = { instances, counters, of, ats, answers };
+    }
+  } else if (end !== bytes.length) return undefined;
+  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < setCount; i++) {
+    const k = 5 * i;
+    const keyAt = setSpans[k + 1];
+    const itemAt = setSpans[k + 2];
+    set(setSpans[k], keyOf(buf, keyAt, itemAt), setSpans[k + 4], buf.toString('latin1', itemAt, setSpans[k + 3]));
+  }
+  return requests;
+}
+
+/** The string whose msgpack (header and body) lies between `at` and `end`: an ASCII one read as latin1 (the same
+ * text, without a UTF-8 decoder's pass), any other by msgpackr, as decodeReplicated reads it. */
+function keyOf(buf: Buffer, at: number, end: number): string {
+  const from = at + stringHeaderBytes(buf[at]);
+  for (let i = from; i < end; i++) if (buf[i] >= 0x80) return unpackr.unpack(buf.subarray(at, end)) as string;
+  return buf.toString('latin1', from, end);
 }
 
 /** decodeReplicated for what a peer sent (a record's payload, `snapshot`: a snapshot's state), checked whole

@@ -41,7 +41,7 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, type Item } from '../shared/values.js';
 import type { SliceCapacity } from '../shared/limits.js';
-import { SetEffectsText } from './log-format.js';
+import { decodeItemText, SetEffectsText } from './log-format.js';
 import { LoadTracker } from './slice-load.js';
 
 // sorted-btree is CommonJS with an ES-style default export: Node hands us the
@@ -54,7 +54,15 @@ const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default 
  * views share Stored objects and read only item and bytes. The bytes are held as a one-byte string (latin1, a
  * char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
  * ArrayBuffer and a backing store, about 200 bytes more, and took twice as long to make (measured). */
-type Stored = { item: Item; bytes: number; packed: string | null };
+type Stored = { item: Item | null; bytes: number; packed: string | null };
+/** A stored item: read through here, never `.item`, which is null while a follower's applied item is held as its
+ * packed bytes alone (SliceStore.replayPacked) and is decoded here at its first read. A follower applies its leader's
+ * records without building their items (most are never read there before a compaction writes their bytes as they
+ * are): the decode was two fifths of its apply's CPU (bench/put-path.ts), and objects that outlived the young
+ * generation. Decoded as the record's whole payload was (log-format.ts decodeItemText), so to the same item. */
+const itemOf = (s: Stored): Item => s.item ?? (s.item = decodeItemText(s.packed!));
+/** The item of `s`, or null where there is none. */
+const itemOrNull = (s: Stored | undefined): Item | null => (s === undefined ? null : itemOf(s));
 /** Packed pages between two sums of the kept bytes (SliceStore.mayKeep). */
 const KEPT_RECOUNT_PAGES = 1024;
 /** What kept bytes count against the worker's budget: the string and V8's header for it (about 16-24 bytes). */
@@ -84,7 +92,9 @@ class Partition {
     private readonly record: (e: Effect) => void,
   ) {}
 
-  set(key: string, stored: Stored): void {
+  /** `record`: false for a follower's applied item held as its packed bytes alone (SliceStore.replayPacked), whose
+   * effect, which names the item, nothing takes (a replay's effects are dropped) and would decode it. */
+  set(key: string, stored: Stored, record = true): void {
     // A new key takes one walk of the tree (a get and then a set took two; puts are mostly of new keys); a key
     // that is there takes two, as before: the insert that found it, and the edit that swaps its value for the old's.
     // Both may also move leaf entries: on a full leaf the insert may first shift one to a neighbouring leaf, and the
@@ -99,7 +109,7 @@ class Partition {
       if (old.packed) this.kept -= keptCost(old.packed);
     }
     this.bytes += stored.bytes - (old?.bytes ?? 0);
-    this.record([EFFECT_SET, this.table, this.slice, key, stored.item, stored.bytes]);
+    if (record) this.record([EFFECT_SET, this.table, this.slice, key, itemOf(stored), stored.bytes]);
   }
 
   delete(key: string): boolean {
@@ -173,7 +183,7 @@ export class SliceStore {
         const countedAtAdmit = check === null ? bytes : 0;
         this.admit(table, slice, key, true, countedAtAdmit);
         const partition = this.partition(table, slice, true)!;
-        const old = check === null ? null : checkWrite(check, partition.tree.get(key)?.item ?? null);
+        const old = check === null ? null : checkWrite(check, itemOrNull(partition.tree.get(key)));
         item[MTIME_ATTRIBUTE] = this.now();
         partition.set(key, newStored(item, bytes));
         if (countedAtAdmit !== bytes) this.load.countBytes(table, slice, bytes - countedAtAdmit, true);
@@ -189,16 +199,16 @@ export class SliceStore {
         const stored = partition?.tree.get(key);
         if (stored === undefined) return answer(op, null);
         this.load.countBytes(table, slice, stored.bytes, false);
-        if (!packed) return answer(op, projectItem(stored.item, projection));
+        if (!packed) return answer(op, projectItem(itemOf(stored), projection));
         // For a transport that only forwards it: the item's bytes in the client's form, kept as a range page keeps them.
-        return answer(op, projection === null ? this.packOne(stored, partition!) : packClientItem(projectItem(stored.item, projection)));
+        return answer(op, projection === null ? this.packOne(stored, partition!) : packClientItem(projectItem(itemOf(stored), projection)));
       }
       case SliceOp.Delete: {
         const [, table, slice, key, check] = op;
         this.admit(table, slice, key, true);
         const partition = this.partition(table, slice, false);
         if (check === null) return answer(op, partition?.delete(key) ?? false);
-        const old = checkWrite(check, partition?.tree.get(key)?.item ?? null);
+        const old = checkWrite(check, itemOrNull(partition?.tree.get(key)));
         const deleted = partition?.delete(key) ?? false;
         return answer(op, check.returnOld ? old : deleted);
       }
@@ -307,7 +317,7 @@ export class SliceStore {
           const last = items.at(-1) as [typeof EFFECT_SET, number, number, string, Item, number];
           return [changes, items, [last[1], last[3]], false];
         }
-        items.push([EFFECT_SET, table, slice, key, stored.item, stored.bytes]);
+        items.push([EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes]);
         bytes += stored.bytes;
       }
     }
@@ -418,7 +428,7 @@ export class SliceStore {
    * stored: all or nothing. A missing item is created from `spec.base` (upsert). */
   private update(table: number, slice: number, key: string, spec: UpdateSpec): Item | null {
     const partition = this.partition(table, slice, true)!;
-    const old = partition.tree.get(key)?.item ?? null;
+    const old = itemOrNull(partition.tree.get(key));
     if (spec.condition !== null) checkWrite({ condition: spec.condition, returnOld: false, oldOnFailure: spec.oldOnFailure }, old);
     const next = applyUpdate(old ?? spec.base, spec.actions);
     next[MTIME_ATTRIBUTE] = this.now();
@@ -463,9 +473,9 @@ export class SliceStore {
       examined++;
       bytes += stored.bytes;
       lastKey = key;
-      if (filter === null || evaluate(filter, stored.item)) {
+      if (filter === null || evaluate(filter, itemOf(stored))) {
         if (whole !== null) whole.push(stored);
-        else items.push(projectItem(stored.item, projection));
+        else items.push(projectItem(itemOf(stored), projection));
         keys?.push(key);
       }
     }
@@ -500,9 +510,9 @@ export class SliceStore {
           exhausted = false;
           break scan;
         }
-        const match = filter === null || evaluate(filter, stored.item);
+        const match = filter === null || evaluate(filter, itemOf(stored));
         if (match && whole !== null) whole.push(stored);
-        entries.push([slice, key, !match ? null : whole !== null ? KEPT_IN_LIST : projectItem(stored.item, projection), stored.bytes]);
+        entries.push([slice, key, !match ? null : whole !== null ? KEPT_IN_LIST : projectItem(itemOf(stored), projection), stored.bytes]);
         bytes += stored.bytes;
       }
     }
@@ -584,6 +594,23 @@ export class SliceStore {
     this.effects.length = pending; // replayed changes are already durable
   }
 
+  /** replay() of a set-effect whose item comes as its packed bytes (`text`, latin1: a follower's apply of a record,
+   * slice-replicas.ts): under the kept budget (as replay keeps a record's bytes) the item is held as those bytes
+   * alone and decoded at its first read (itemOf); over it, decoded now and not kept, as replay does. */
+  replayPacked(table: number, slice: number, key: string, bytes: number, text: string): void {
+    const p = this.partitionForReplay(table, slice);
+    if (bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) {
+      const cost = keptCost(text);
+      p.kept += cost;
+      this.keptSinceCount += cost;
+      // Recorded only for a slice moving away (its changes since the copy began: record), which takes the item;
+      // the store's own list of changes drops it again, as replay's does (durable already).
+      const pending = this.effects.length;
+      p.set(key, { item: null, bytes, packed: text }, this.outgoing.has(slice));
+      this.effects.length = pending;
+    } else this.replay([EFFECT_SET, table, slice, key, decodeItemText(text), bytes]);
+  }
+
   /** An eventually consistent read of a slice that this worker holds a follower's replica of and does not
    * own: the caller (worker.ts) checked that the replica may answer (SliceReplicas.readable). It reads what
    * the replica applied, so only committed records; its load counts on this worker like any read. */
@@ -615,14 +642,14 @@ export class SliceStore {
   *sliceEntries(slice: number): Generator<SetEffect> {
     for (const [table, slices] of this.tables) {
       const p = slices.get(slice);
-      if (p !== undefined) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, stored.item, stored.bytes];
+      if (p !== undefined) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes];
     }
   }
 
   /** Every stored item as a set-effect, table by table and slice by slice (for snapshots). */
   *entries(): Generator<Effect> {
     for (const [table, slices] of this.tables) {
-      for (const [slice, p] of slices) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, stored.item, stored.bytes];
+      for (const [slice, p] of slices) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes];
     }
   }
 
@@ -645,7 +672,7 @@ export class SliceStore {
       }
     }
     function* entries(): Generator<SetEffect> {
-      for (const { table, slice, tree } of parts) for (const [key, stored] of tree.entries()) yield [EFFECT_SET, table, slice, key, stored.item, stored.bytes];
+      for (const { table, slice, tree } of parts) for (const [key, stored] of tree.entries()) yield [EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes];
     }
     return { items, entries: entries() };
   }
@@ -656,7 +683,7 @@ export class SliceStore {
    * page into another buffer, nor a view of each item. */
   private packWhole(list: readonly Stored[], keepIn: Partition | null): Uint8Array {
     if (list.every((s) => s.packed === null)) {
-      const packed = packClientList(list.map((s) => s.item));
+      const packed = packClientList(list.map((s) => itemOf(s)));
       if (keepIn !== null) this.keepPieces(list, packed, packedItemBounds(packed), keepIn);
       return packed;
     }
@@ -671,7 +698,7 @@ export class SliceStore {
     const parts: (string | Buffer | null)[] = list.map((s) => s.packed);
     const missing = list.filter((s) => s.packed === null);
     if (missing.length === 0) return parts as string[];
-    const packed = packClientList(missing.map((s) => s.item));
+    const packed = packClientList(missing.map((s) => itemOf(s)));
     assert(Buffer.isBuffer(packed), 'msgpackr packs into a Buffer');
     const bounds = packedItemBounds(packed);
     const texts = keepIn !== null ? this.keepPieces(missing, packed, bounds, keepIn) : null;
@@ -729,7 +756,7 @@ export class SliceStore {
    * otherwise packed, and kept as packWhole keeps a page's items (under the same budget and size bound). */
   private packOne(s: Stored, partition: Partition): Uint8Array {
     if (s.packed !== null) return Buffer.from(s.packed, 'latin1');
-    const bytes = packClientItem(s.item);
+    const bytes = packClientItem(itemOf(s));
     if (s.bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.mayKeep()) {
       assert(Buffer.isBuffer(bytes), 'msgpackr packs into a Buffer');
       this.keep(s, bytes.toString('latin1'), partition);

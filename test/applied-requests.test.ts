@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { Packr } from 'msgpackr';
 import { AppliedRequests, type AppliedList } from '../slice-worker/replication/applied-requests.js';
-import { decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf } from '../slice-worker/log-format.js';
+import { decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf, readPackedReplicated } from '../slice-worker/log-format.js';
 import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
 import { EFFECT_DELETE, packClientItem, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
@@ -159,6 +159,77 @@ describe('the items a follower applies', () => {
     expect(itemTextsOf(Uint8Array.of(0xc1), [])).toBeNull();
     const withExt = [[EFFECT_SET, 1, 5, 'e', { x: new Date(0) }, 10]] as unknown as Effect[];
     expect(itemTextsOf(encodeReplicated(withExt, null), withExt)).toBeNull(); // an ext value
+  });
+});
+
+describe('a record a follower applies without decoding its items', () => {
+  // readPackedReplicated and SliceStore.replayPacked: each item held as its record's bytes, decoded at its first read.
+  const items = (n: number): Effect[] => [
+    [EFFECT_SET, 1, 5, 'a', { v: 1, s: 'x'.repeat(300), b: new Uint8Array([1, 2]), l: [1, 2.5, 'z'], t: true, z: null }, 320],
+    // Keys are byte strings (key encoding): beyond ASCII, two bytes of UTF-8 each.
+    [EFFECT_SET, 0x100, 5, 'k\u00e9\u0000', { k: 'caf\u00e9\u{1f600}' }, 30],
+    [EFFECT_SET, 2, 5, '\u00ff\u0080\u007f', { i: -7, big: 2 ** 40 }, 30],
+    ...Array.from({ length: n }, (_, i): Effect => [EFFECT_SET, 1, 5, `k${i}`, { i, f: i / 3 }, 30]),
+  ];
+  const requestLists: (AppliedList | null)[] = [
+    null,
+    { instances: [R], counters: [4], of: null, ats: 1_000, answers: null },
+    // Read by their headers (answers null), with numbers past 32 bits (a float 64) and a time not whole.
+    { instances: [R, 9], counters: [4, 2 ** 40], of: [1, 0], ats: [1_000.5, 2 ** 41], answers: null },
+    // Answers: read by msgpackr.
+    { instances: [R, 9], counters: [4, 4], of: [0, 1], ats: [1_000, 1_001], answers: [{ old: 'item' }, true] },
+  ];
+  const applyPacked = (store: SliceStore, payload: Uint8Array, slice = 5) =>
+    readPackedReplicated(payload, slice, (table, key, size, text) => store.replayPacked(table, slice, key, size, text));
+
+  it('reads each item as decodeReplicated does, holds it as its bytes until read, and writes those bytes as they are', () => {
+    for (const requests of requestLists) {
+      const effects = items(20);
+      const payload = encodeReplicated(effects, requests);
+      const store = new SliceStore(0, 1);
+      store.execute([SliceOp.Assign, 1, [5]]); // for the Get below (a follower reads its replica by ReplicaGet)
+      expect(applyPacked(store, payload)).toEqual(requests);
+      const decoded = new SliceStore(0, 1);
+      for (const e of decodeReplicated(payload).effects) decoded.replay(e);
+      expect(store.itemCount).toBe(effects.length);
+      expect(store.keptBytes).toBeGreaterThan(0);
+      // The next snapshot state, written from the kept bytes alone, reads back as the items.
+      expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null))).toEqual({ effects: [...decoded.sliceEntries(5)], requests: null });
+      // And each item, decoded at its read, is the item its record carried.
+      expect([...store.sliceEntries(5)]).toEqual([...decoded.sliceEntries(5)]);
+      const got = store.execute([SliceOp.Get, 1, 5, 'a', null, false] as unknown as SliceOpMessage);
+      expect(got).toEqual([0, effects[0][4]]);
+    }
+  });
+
+  it('answers undefined, handing over nothing, for a record not of plain set-effects on its slice', () => {
+    const others: Effect[][] = [
+      [...items(2), [EFFECT_DELETE, 1, 5, 'gone']], // a delete after sets: nothing of the sets applied either
+      [[EFFECT_SET, 1, 5, 'm', { nested: { map: 1 } }, 20]], // a nested map (a set's or a decimal's tag looks so)
+      [[EFFECT_SET, 1, 5, 'e', { x: new Date(0) }, 10]] as unknown as Effect[], // an ext value
+    ];
+    for (const effects of others) {
+      for (const requests of requestLists) {
+        const store = new SliceStore(0, 1);
+        expect(applyPacked(store, encodeReplicated(effects, requests))).toBeUndefined();
+        expect(store.itemCount).toBe(0);
+      }
+    }
+    const store = new SliceStore(0, 1);
+    expect(applyPacked(store, encodeReplicated(items(2), null), 6)).toBeUndefined(); // another slice's
+    expect(applyPacked(store, Uint8Array.of(0xc1))).toBeUndefined();
+    expect(applyPacked(store, Uint8Array.of(0x97, 0x00, 0x90, 0x91, 0x01))).toBeUndefined(); // ids cut short
+    expect(store.itemCount).toBe(0);
+  });
+
+  it('decodes the items at once over the worker\'s budget, and keeps none of their bytes', () => {
+    const store = new SliceStore(0, 1, Date.now, { readsPerSecond: 0, writesPerSecond: 0 }, 0);
+    const payload = encodeReplicated(items(5), null);
+    expect(applyPacked(store, payload)).toBeNull();
+    expect(store.keptBytes).toBe(0);
+    const decoded = new SliceStore(0, 1);
+    for (const e of decodeReplicated(payload).effects) decoded.replay(e);
+    expect([...store.sliceEntries(5)]).toEqual([...decoded.sliceEntries(5)]);
   });
 });
 
