@@ -143,9 +143,13 @@ export interface SimReport {
    * term it led when handed over): writes that reached it between its last Pong and the Prepare, the ones that a
    * removed leader leading on through the change would have committed (docs/replication-notes.md). */
   handoverUnknown: number;
+  /** Of those, writes the lagging router (handoverLaggingWriters) sent to the old leader after the handover began:
+   * the window the lagging router is there to open (without it a few writes still on their way reach the old leader). */
+  handoverUnknownLagging: number;
   /** Handovers during which a router with the map before kept writing to the old leader for a while. */
   handoverLaggingWriters: number;
-  /** Handovers during which the replica handed to or the old leader was killed (a while). */
+  /** Handovers during which the replica handed to or the old leader was killed (a while) before the handover's election
+   * named a leader (a kill drawn for later, once a leader was named, is an ordinary crash and not counted). */
   handoverKills: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
@@ -424,7 +428,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverLaggingWriters: 0, handoverKills: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -593,7 +597,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       (ticket, results) => {
         const requestId = requests.get(ticket)!;
         requests.delete(ticket);
-        if (deposedByHandover) report.handoverUnknown++;
+        if (deposedByHandover) {
+          report.handoverUnknown++;
+          if (laggingRequests.delete(requestId)) report.handoverUnknownLagging++;
+        }
         answer(i, requestId, results[0], heldTicking);
       },
       // Writes only are held here (the readers wait for their lease by their own loop): no lease wait to give.
@@ -1104,10 +1111,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     // (handoversGivenBack). The case a removed leader leading on through the change would spare
     // (docs/replication-notes.md, "A removed leader leading on").
     if (tailWritesTo === null && handoverRandom() < 0.5) {
-      tailWritesTo = from;
+      tailWritesTo = handoverTail = from;
       report.handoverLaggingWriters++;
       clock.at(handoverRandom() * HANDOVER_WAIT_MS * 1.5, () => {
         if (tailWritesTo === from) tailWritesTo = null;
+        if (handoverTail === from) handoverTail = null;
       });
     }
     // And in about a quarter of them the replica handed to or the old leader is killed during the catch-up wait or the
@@ -1120,9 +1128,12 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       const downMs = 50 + handoverRandom() * 600;
       // Only while the faults run, and back before they stop (as the run's own crashes), so that the run's end at
       // rest (convergence, then a silent leader) sees none of it.
+      const handing = coordinator;
       clock.at(after, () => {
         if (!faulty || !up[victim] || clock.now + downMs >= faultyMs) return;
-        report.handoverKills++;
+        // Counted only where it lands before this handover's election named a leader (handedTo is cleared by its
+        // publish, and by a coordinator restart, which replaces the failover): the case the counter's assertion is for.
+        if (coordinator === handing && handedTo === to) report.handoverKills++;
         crash(victim, downMs);
       });
     }
@@ -1186,6 +1197,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   // ---- writers, through a router that follows the map ----
   /** deposedTail: the leader the writers' router still names while its map lags (deposeWithTail); null: the map's. */
   let tailWritesTo: ReplicaId | null = null;
+  /** The old leader a handover's lagging router writes to (tailWritesTo, while it names it), and the requests that router
+   * sent it (handoverUnknownLagging). */
+  let handoverTail: ReplicaId | null = null;
+  const laggingRequests = new Set<number>();
   const writes = new Map<number, Write>();
   /** The router's requests waiting for an answer: each settles with the node's result, or 'timeout' (its wait ran
    * out); `timedOut`: the leader answered because its commit wait ran out. */
@@ -1237,6 +1252,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     outcomes.set(requestId, settle);
     clock.at(routerWaitMs, () => settle('timeout'));
     const leader = tailWritesTo ?? mapLeader;
+    if (tailWritesTo !== null && tailWritesTo === handoverTail) laggingRequests.add(requestId);
     // The router's own refusal while its map names no leader (router.ts: no slice node for the slice yet): not applied.
     if (leader === null) return settle([RESULT_ERROR, 'Unavailable', `slice ${STORE_SLICE} has no leader in the router's map; retry`, { notApplied: true }]);
     deliverLater(ROUTER, leader, () => {
@@ -1404,7 +1420,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     faulty = false;
     cut.clear();
     isolated = null;
-    tailWritesTo = null;
+    tailWritesTo = handoverTail = null;
     scheduleCuts.clear();
   });
 
