@@ -9,8 +9,9 @@
 //
 // What it does not read it leaves, whole, to msgpackr (readMsgpack answers LEFT_TO_MSGPACKR): any ext value, floats
 // of 32 bits, integers of 64, a map key that is not a string, a value nested deeper than READ_DEPTH_MAX, and every
-// frame that is not well-formed (cut short, a count past its bytes, bytes after the value). So a frame either decodes
-// here to exactly what msgpackr made of it, or msgpackr reads it as before, with its errors and its bounds.
+// frame that is not well-formed (cut short, a count past its bytes or lists' counts together past them, bytes after the
+// value). So a frame either decodes here to exactly what msgpackr made of it, or msgpackr reads it as before, with its
+// errors and its bounds.
 import { u16, u32 } from './msgpack-headers.js';
 import { VALUE_DEPTH_MAX } from './limits.js';
 
