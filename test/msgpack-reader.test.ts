@@ -201,7 +201,7 @@ const STRING_BYTES: number[][] = [
   [0xe6, 0x97, 0xa5],
 ];
 /** Keys that fall in few cache slots (length and first two bytes alike), and keys an object treats apart. */
-const FUZZ_KEYS = ['pa', 'pay', 'payload', 'pa12345', 'pa1234x', 'paylo\u00e9', 'device', 'devicf', '__proto__', 'constructor', 'toString', 'hasOwnProperty', '0', '1', '01', '-1', '4294967295', '1.5', ''];
+const FUZZ_KEYS = ['pa', 'pay', 'payload', 'pa12345', 'pa1234x', 'paylo\u00e9', 'device', 'devicf', '__proto__', 'constructor', 'toString', 'hasOwnProperty', '0', '1', '01', '-1', '4294967295', '1.5', '', '$N', '$SS'];
 
 function fuzzString(r: Rng, max: number): number[] {
   const out: number[] = [];
@@ -375,5 +375,20 @@ describe("the client's msgpack reader against msgpackr, byte by byte", () => {
     // Both kinds in numbers, so that neither side of the comparison is empty.
     expect(read).toBeGreaterThan(2000);
     expect(left).toBeGreaterThan(2000);
+  });
+
+  it('reads values nested up to its bound as msgpackr does, and leaves deeper ones to it, maps and lists alike', () => {
+    // The reader's bound: VALUE_DEPTH_MAX + 8 maps and lists (shared/msgpack-reader.ts, READ_DEPTH_MAX).
+    const bound = VALUE_DEPTH_MAX + 8;
+    for (const depth of [1, 30, bound - 1, bound, bound + 1, 200, 5000]) {
+      // {"a": [{"a": [... nil]}]}, `depth` maps and lists in turn, then a double.
+      const bytes: number[] = [];
+      for (let d = 0; d < depth; d++) bytes.push(...(d % 2 === 0 ? [0x81, 0xa1, 0x61] : [0x91]));
+      bytes.push(0xcb, 0x80, 0, 0, 0, 0, 0, 0, 0);
+      const frame = Buffer.from(bytes);
+      const got = readMsgpack(frame);
+      expect(got === LEFT_TO_MSGPACKR, `depth ${depth}`).toBe(depth > bound);
+      if (got !== LEFT_TO_MSGPACKR) assertSame(got, unpackr.unpack(frame), `depth ${depth}`);
+    }
   });
 });
