@@ -427,9 +427,9 @@ async function main(): Promise<void> {
     const m = (xs: Sample[], k: 'routerWritesPerOp' | 'nodeWritesPerOp') => median(xs.map((x) => x[k])).toFixed(3);
     console.log(`| ${w.name} | ${m(b, 'routerWritesPerOp')} -> ${m(t, 'routerWritesPerOp')} | ${m(b, 'nodeWritesPerOp')} -> ${m(t, 'nodeWritesPerOp')} |`);
   }
-  // The routers' and the nodes' CPU per op (the nodes: main and other threads, workers included) finer than whole µs,
-  // and round by round: each round measures both builds under about the same load, so the median of the rounds'
-  // ratios is steadier than the ratio of the medians on a shared machine.
+  // The client's (this process: see --base-client), the routers' and the nodes' CPU per op (the nodes: main and other
+  // threads, workers included) finer than whole µs, and round by round: each round measures both builds under about the
+  // same load, so the median of the rounds' ratios is steadier than the ratio of the medians on a shared machine.
   const ROUTERS = PARTS.indexOf('routers');
   const NODES = [PARTS.indexOf('node main threads'), PARTS.indexOf('node other threads')];
   const by: [string, (x: Sample) => number][] = [

@@ -9,8 +9,9 @@
 //
 // What it does not read it leaves, whole, to msgpackr (readMsgpack answers LEFT_TO_MSGPACKR): any ext value, floats
 // of 32 bits, integers of 64, a map key that is not a string, a value nested deeper than READ_DEPTH_MAX, and every
-// frame that is not well-formed (cut short, a count past its bytes, bytes after the value). So a frame either decodes
-// here to exactly what msgpackr made of it, or msgpackr reads it as before, with its errors and its bounds.
+// frame that is not well-formed (cut short, a count past its bytes or lists' counts together past them, bytes after the
+// value). So a frame either decodes here to exactly what msgpackr made of it, or msgpackr reads it as before, with its
+// errors and its bounds.
 import { u16, u32 } from './msgpack-headers.js';
 import { VALUE_DEPTH_MAX } from './limits.js';
 
@@ -44,6 +45,12 @@ let given: Uint8Array = EMPTY;
 const EMPTY_VIEW: DataView = new DataView(new ArrayBuffer(0));
 let view: DataView = EMPTY_VIEW;
 let at = 0;
+/** Slots the frame's lists may still take: its bytes, as msgpackr's arrayAllocationBudget. Each list's count is checked
+ * against the bytes left, but lists nested in one another each pass that check while all are open: a chain of them, each
+ * counting the rest of the frame, allocated READ_DEPTH_MAX times the frame's bytes in slots (a 4 MB frame took 1.2 GB
+ * and 5 s before it was left to msgpackr; 32 MB ran the client out of heap). The elements of lists in a well-formed frame
+ * each take a byte of their own, so their sum stays within it. */
+let listBudget = 0;
 
 /** One msgpack value, the whole of `bytes`, as clientUnpackr (maps as objects, useRecords false) reads it, or
  * LEFT_TO_MSGPACKR (above: what is left, and why). Values are built as they are read; a bin is a view of `bytes`. */
@@ -52,6 +59,7 @@ export function readMsgpack(bytes: Uint8Array): unknown {
   src = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   at = 0;
+  listBudget = bytes.length;
   try {
     const v = read(0);
     return at === src.length ? v : LEFT_TO_MSGPACKR;
@@ -159,8 +167,9 @@ function readBin(n: number): Uint8Array {
 }
 
 function readList(n: number, depth: number): unknown[] {
-  // Every element takes a byte at least: a count past the bytes is refused before anything is allocated for it.
-  if (!(at + n <= src.length) || depth >= READ_DEPTH_MAX) throw LEAVE;
+  // Every element takes a byte at least: a count past the bytes, or past what the frame's lists may take together
+  // (listBudget), is refused before anything is allocated for it.
+  if (!(at + n <= src.length) || (listBudget -= n) < 0 || depth >= READ_DEPTH_MAX) throw LEAVE;
   const list: unknown[] = new Array(n);
   for (let i = 0; i < n; i++) list[i] = read(depth + 1);
   return list;
