@@ -59,6 +59,8 @@ export class Membership {
    * being handed to a replica that stays before the change (performance.now: drainReplicas; LEADER_HANDOVER_BEFORE_CHANGE_MS
    * bounds it). */
   private readonly handingOver = new Map<number, { node: number; since: number }>();
+  /** Set while a node that registered itself (join) is added to the map: placement counts it up before it has a link. */
+  private registering = false;
   /** Nodes that `keyslice remove` is handing the leaderships of before it removes them: leadership rebalancing gives
    * them none meanwhile. */
   private readonly removing = new Set<number>();
@@ -85,9 +87,10 @@ export class Membership {
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
     // Placement chooses new replicas on nodes that are up only, and not on one that keyslice remove is about to take
-    // out (this.removing). A node with no link yet is one being added (it registered just now, or an operator named
-    // it): up until its link says otherwise.
-    map.isUp = (i) => this.links[i] === undefined || (this.isUp(i) && !this.removing.has(i));
+    // out (this.removing). A node with no link yet is one being added: up where it registered just now (its join is
+    // the proof), down where an operator named it (keyslice add: it may not run yet; refillReplicas fills the sets once
+    // its link is ready).
+    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.isUp(i) && !this.removing.has(i));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
@@ -289,7 +292,14 @@ export class Membership {
       this.rebalance();
       return before;
     }
-    const index = this.map.addNode(u, nodeId);
+    // Only join passes the node's id: the node is running. An operator's add names an address alone.
+    this.registering = nodeId !== null;
+    let index: number;
+    try {
+      index = this.map.addNode(u, nodeId);
+    } finally {
+      this.registering = false;
+    }
     if (before < 0) {
       this.links.push(this.newLink(u, index));
       this.log(`node ${u} joined (node ${index}); ${this.map.slicesOf(index).length} slices without a node went to it`);
