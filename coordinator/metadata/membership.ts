@@ -859,13 +859,11 @@ export class Membership {
         continue;
       }
       const fresh = this.map.joiningOf(slice);
-      const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n));
-      // Past its leader's handover bound the step waits no longer for a replica it keeps from the set before (a node
-      // frozen with its link open stays up, and after its handover's election named the old leader again, at a new term,
-      // it would hold the step without end), only for the new replica and a majority of those kept: it elects (below).
+      // Past its leader's handover bound: it elects (below), and the catch-up rule asks less (drainStepCatchUp).
       const handoverSince = this.handingOver.get(slice)?.since;
       const handoverSpent = handoverSince !== undefined && performance.now() - handoverSince >= LEADER_HANDOVER_BEFORE_CHANGE_MS;
-      if (behind.length > 0 && !(handoverSpent && !behind.includes(fresh) && holdingUp.length >= majority(rest.length))) {
+      const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n), handoverSpent);
+      if (behind.length > 0) {
         const behindDown = behind.filter((n) => !this.isUp(n));
         wait(
           behind.length === 1 && behind[0] === fresh && behindDown.length === 1
@@ -1311,16 +1309,24 @@ function checkUrl(url: unknown): string {
  * done; a node killed just after catching up left its moves done onto it for good). `holdingUp`: those that hold it
  * and are up. The
  * step goes ahead only with none behind and holdingUp a majority of `rest`: a replica that held the barrier on a node
- * that is down since elects and commits nothing, so counting it would leave a slice that cannot serve. `holds` is
+ * that is down since elects and commits nothing, so counting it would leave a slice that cannot serve. Past the leaving
+ * leader's handover bound (`handoverSpent`) one that was in the set before is not behind where `fresh` is not and
+ * holdingUp is a majority of `rest` (the simulation's drain steps use it: test/replication-sim.ts). `holds` is
  * asked of every replica (it asks those that have not said so yet: one turn learns about them all). */
-export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: (node: number) => boolean, isUp: (node: number) => boolean): { behind: number[]; holdingUp: number[] } {
+export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: (node: number) => boolean, isUp: (node: number) => boolean, handoverSpent = false): { behind: number[]; holdingUp: number[] } {
   const holding = rest.filter((n) => holds(n));
   const behind = rest.filter((n) =>
     // The new replica: until it holds the barrier and is up. One that was in the set before: until it holds it, where
     // it is up or no new replica is named.
     n === fresh ? !isUp(n) || !holding.includes(n) : !holding.includes(n) && (isUp(n) || fresh < 0),
   );
-  return { behind, holdingUp: holding.filter((n) => isUp(n)) };
+  const holdingUp = holding.filter((n) => isUp(n));
+  // Past the leaving leader's handover bound (`handoverSpent`) the step waits no longer for a replica it keeps from the
+  // set before, only for the new replica and a majority of those kept: a node frozen with its link open stays up, and
+  // after its handover's election named the old leader again, at a new term, it would hold the step without end. The
+  // slice then elects by joint majorities, which keep every acknowledged write whatever the one behind holds.
+  if (handoverSpent && !behind.includes(fresh) && holdingUp.length >= majority(rest.length)) return { behind: [], holdingUp };
+  return { behind, holdingUp };
 }
 
 /** `keyslice remove`'s answer where the cluster map could not be written (MapSaveError): retryable, and the node as
