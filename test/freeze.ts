@@ -35,6 +35,15 @@ export async function freezeProcess(pid: number, maxMs = FREEZE_WAIT_MS): Promis
   throw new Error(`process ${pid} has threads that did not stop within ${maxMs} ms of SIGSTOP`);
 }
 
+/** Whether every thread of `pid` is stopped now (false once it ended). */
+export function isFrozen(pid: number): boolean {
+  try {
+    return runningThreads(pid) === 0;
+  } catch {
+    return false; // no /proc/<pid>/task: it ended
+  }
+}
+
 /** Thaws each process of `frozen` (SIGCONT), taking a pid off the list only once its signal was sent: one that fails
  * (ESRCH: it ended) stays listed, and the others are thawed all the same (a throw from the first would leave the rest
  * stopped, and a stopped process takes no SIGTERM). The failures, one per pid left listed. */

@@ -493,6 +493,21 @@ describe('replica sets in the cluster map', () => {
     expect(asked).toEqual(rest);
   });
 
+  it("past the leaving leader's handover bound lets a drain step wait only for its new replica and a majority of the set left, not for an old replica that is up and behind", () => {
+    // Set {0, 1, 2, 3} while node 3 drains (it led; its handover target, node 1, froze with its link open: up, and
+    // behind the term its handover's election gave back to node 3), 2 its new replica: the set left is {0, 1, 2}.
+    const rest = [0, 1, 2];
+    const up = () => true;
+    const notOne = (n: number) => n !== 1;
+    expect(drainStepCatchUp(rest, 2, notOne, up).behind, 'within the bound, the frozen one is waited for').toEqual([1]);
+    expect(drainStepCatchUp(rest, 2, notOne, up, true), 'past it, not').toEqual({ behind: [], holdingUp: [0, 2] });
+    // The new replica is still waited for, behind or down, and a majority of the set left must hold the barrier.
+    expect(drainStepCatchUp(rest, 2, (n) => n !== 2, up, true).behind, 'its new replica behind, the two others holding it').toEqual([2]);
+    expect(drainStepCatchUp(rest, 2, () => true, (n) => n !== 2, true).behind, 'its new replica down, the two others holding it').toEqual([2]);
+    expect(drainStepCatchUp(rest, 2, (n) => n === 0, up, true).behind).toEqual([1, 2]);
+    expect(drainStepCatchUp(rest, 1, (n) => n === 1, up, true).behind, 'one of 3 holding it is no majority').toEqual([0, 2]);
+  });
+
   it('names a replica that is up as the leader when a removed node led a slice, not one on a node that is down', () => {
     // keyslice remove --force (or a removal at R = 5) can leave a follower on a node that is down first in the set.
     const map = open(5, 5);
@@ -682,7 +697,7 @@ describe('replica sets in the cluster map', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(2, 'auto', dir);
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
-    const inside = m as unknown as { timer: NodeJS.Timeout; links: NodeLink[]; leaders: ReplicaLeaders; isUp: (n: number) => boolean };
+    const inside = m as unknown as { timer: NodeJS.Timeout; links: NodeLink[]; leaders: ReplicaLeaders; isUp: (n: number) => boolean; registering: boolean };
     clearInterval(inside.timer); // no rebalancing or refilling of its own meanwhile
     inside.isUp = () => true;
     const sent: DecodedReplicateEntry[][] = [[], []];
@@ -701,7 +716,10 @@ describe('replica sets in the cluster map', () => {
       const [from, to] = map.replicasOf(0);
       expect(leaders.handOver([{ slice: 0, to }])).toBe(1);
       expect([map.replicasOf(0), leaders.electedTerm(0), leaders.settled(0)]).toEqual([[to, from], null, true]);
+      // As Membership.join adds a node that registered itself (up in its own change; one added by address is not).
+      inside.registering = true;
       map.addNode('ws://127.0.0.1:9002');
+      inside.registering = false;
       expect(map.replicationFactor).toBe(3);
       expect(map.replicasOf(0), 'the handover\'s slice keeps its set').toEqual([to, from]);
       expect(map.replicasOf(1)).toHaveLength(3); // elected and settled: grown

@@ -10,10 +10,11 @@
 // the same record at each index. Any failure names its seed; the same seed
 // replays the same run.
 import { assert, wasNotApplied } from '../shared/errors.js';
-import { REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
+import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type ElectionReason, type LastRecord } from '../coordinator/metadata/failover.js';
 import { caughtUpForHandover } from '../coordinator/metadata/replica-leaders.js';
+import { drainStepCatchUp } from '../coordinator/metadata/membership.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
@@ -91,6 +92,16 @@ export interface SimOptions {
   /** Break the failover on purpose (the checker must catch it): an answer to an older term's Prepare that arrives during
    * an election is counted as an answer to that election (as if SliceFailover.receive compared the terms with `>`). */
   countLateAnswers?: boolean;
+  /** With setChanges 'drain': a drain's leadership handover freezes the replica handed to (SIGSTOP, where it is not the
+   * drain's new replica) at once, for HANDOVER_FREEZE_MS: the coordinator counts a frozen node up (its link stays open,
+   * as for nodes known by address), its handover's election names the old leader again at a term the frozen one
+   * cannot hold, and past HANDOVER_BEFORE_CHANGE_MS from the handover's first try the step waits only for the new
+   * replica and a majority of the set left (membership.ts drainStepCatchUp), so that the drained replica leaves while
+   * the target is still frozen (drainStepsPastHandoverBound). Faults last 4 s. */
+  handoverFreezes?: boolean;
+  /** Break the handover bound on purpose (the case must see it): the drain step's catch-up never counts the handover
+   * spent, as before membership.ts gave a frozen target up, so the step waits for the frozen replica. */
+  handoverNeverSpent?: boolean;
 }
 
 export interface SimReport {
@@ -151,6 +162,10 @@ export interface SimReport {
   /** Handovers during which the replica handed to or the old leader was killed (a while) before the handover's election
    * named a leader (a kill drawn for later, once a leader was named, is an ordinary crash and not counted). */
   handoverKills: number;
+  /** handoverFreezes: handovers whose target was frozen, and drain steps that took the drained replica out past the
+   * handover's bound while a replica kept that is up had not said it holds the barrier (the frozen one, as a rule). */
+  handoverFreezes: number;
+  drainStepsPastHandoverBound: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -214,6 +229,11 @@ const SIM_FAILOVER_TIMING = { pingIntervalMs: 40, heartbeatTimeoutMs: 250, elect
 const COMMIT_WAIT_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs + SIM_FAILOVER_TIMING.electionTimeoutMs;
 /** A leadership handover's catch-up wait (LEADER_HANDOVER_WAIT_MS_MAX, 1 s against the 1.5 s heartbeat timeout). */
 const HANDOVER_WAIT_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs * 0.7;
+/** How long a drain step waits for its leader's handover before the slice elects (LEADER_HANDOVER_BEFORE_CHANGE_MS,
+ * in the same proportion to the heartbeat timeout), and how long handoverFreezes freezes the target: past that bound,
+ * an election and a few ticks. */
+const HANDOVER_BEFORE_CHANGE_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs * (LEADER_HANDOVER_BEFORE_CHANGE_MS / LEADER_HEARTBEAT_TIMEOUT_MS);
+const HANDOVER_FREEZE_MS = 2 * HANDOVER_BEFORE_CHANGE_MS;
 /** The router's wait with SimOptions.commitTimeouts: past the leader's commit wait and the network's delays there and
  * back (a node's router waits NODE_REQUEST_TIMEOUT_MS, 30 s, against a commit wait of 3.5 s). */
 const ROUTER_WAIT_MS_PAST_COMMIT_WAIT = COMMIT_WAIT_MS + 2 * TICK_MS + 100;
@@ -406,7 +426,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const clock = new Clock();
   // deposedTail and stall runs longer: their schedules take up to about 2 s of the faults' time, and writes before and after them
   // are what an election may lose.
-  const faultyMs = opts.faultyMs ?? ((opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true || opts.commitTimeouts === true ? 3_000 : 2_000);
+  const faultyMs = opts.faultyMs ?? (opts.handoverFreezes === true ? 4_000 : (opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true || opts.commitTimeouts === true ? 3_000 : 2_000);
   // The run's character, from its seed.
   const replicaCount = random() < 0.25 ? 5 : 3;
   const dropRate = random() * 0.1;
@@ -428,7 +448,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -997,7 +1017,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       // keyslice drain: one more replica on another node, then (drainStep) the drained one leaves.
       const node = pickDrained();
       draining = node;
-      changeSet([...set, pick(outside)], `drain ${node}, add`);
+      drainAdded = pick(outside);
+      changeSet([...set, drainAdded], `drain ${node}, add`);
     } else if (kind < 0.6 && outside.length > 0 && set.length >= 3) {
       // keyslice remove of a node (down or not), its replica refilled elsewhere in the same change (refused
       // where the replicas left would not be a majority of the set, as at R=2).
@@ -1069,16 +1090,32 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (opts.setChanges === 'drain-dead' && replaceDead()) return;
     const term = coordinator.currentTerm;
     const rest = set.filter((n) => n !== draining);
-    // 'drain-dead', as drainStepCatchUp: a replica on a node that is down is not waited for, as long as the caught-up
-    // ones that are up are a majority of the set left (one that held the barrier and went down counts for nothing).
-    const waited = opts.setChanges === 'drain-dead' ? rest.filter((n) => up[n]) : rest;
-    const behind = waited.filter((n) => (commitTerms.get(n) ?? 0) < term);
-    if (behind.length > 0) {
-      for (const n of behind) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
-      return;
+    if (opts.handoverFreezes === true) {
+      // membership.ts's rule itself: past the handover's bound, while the leaving replica still leads (its handover's
+      // election gave it back), a replica kept from the set before that is up and behind is not waited for.
+      const spent = opts.handoverNeverSpent !== true && handoverTried === 'handed' && coordinator.currentLeader === draining && clock.now - (handoverSoughtAt ?? clock.now) >= HANDOVER_BEFORE_CHANGE_MS;
+      const holds = (n: number) => (commitTerms.get(n) ?? 0) >= term;
+      const { behind, holdingUp } = drainStepCatchUp(rest, drainAdded ?? -1, holds, (n) => up[n], spent);
+      if (behind.length > 0 || holdingUp.length < majority(rest.length)) {
+        for (const n of rest) if (up[n] && !holds(n)) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
+        return;
+      }
+      if (spent && rest.some((n) => up[n] && !holds(n))) {
+        report.drainStepsPastHandoverBound++;
+        changes.push(`${clock.now.toFixed(1)} ms: drain ${draining}: past the handover's bound, ${rest.filter((n) => up[n] && !holds(n)).join(',')} behind`);
+      }
+    } else {
+      // 'drain-dead', as drainStepCatchUp: a replica on a node that is down is not waited for, as long as the caught-up
+      // ones that are up are a majority of the set left (one that held the barrier and went down counts for nothing).
+      const waited = opts.setChanges === 'drain-dead' ? rest.filter((n) => up[n]) : rest;
+      const behind = waited.filter((n) => (commitTerms.get(n) ?? 0) < term);
+      if (behind.length > 0) {
+        for (const n of behind) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
+        return;
+      }
+      if (waited.length < majority(rest.length)) return;
+      if (opts.setChanges === 'drain-dead' && rest.some((n) => !up[n] && clock.now - (downSince.get(n) ?? clock.now) >= DRAIN_DEAD_AFTER_MS)) report.drainedKeepingDown++;
     }
-    if (waited.length < majority(rest.length)) return;
-    if (opts.setChanges === 'drain-dead' && rest.some((n) => !up[n] && clock.now - (downSince.get(n) ?? clock.now) >= DRAIN_DEAD_AFTER_MS)) report.drainedKeepingDown++;
     // As membership.ts drainReplicas: the leader's replica leaves only once its leadership was handed to a replica that
     // stays (every one that is up holds the barrier by now, so one is found at once).
     if (handOverFirst(draining, rest, term)) return;
@@ -1122,7 +1159,12 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     // election (back 50 to 650 ms later): the election names another without waiting past its bound for the answer
     // of a replica handed to that died, and the old leader's writes survive it or end with an unknown outcome.
     const kill = handoverRandom();
-    if (kill < 0.25) {
+    if (opts.handoverFreezes === true && draining !== null && to !== drainAdded && faulty && clock.now + HANDOVER_FREEZE_MS < faultyMs) {
+      // Frozen at once, before it can say it holds the old leader's last record: its election names the old leader again.
+      report.handoverFreezes++;
+      changes.push(`${clock.now.toFixed(1)} ms: ${to} frozen for ${HANDOVER_FREEZE_MS.toFixed(0)} ms`);
+      frozenUntil[to] = Math.max(frozenUntil[to], clock.now + HANDOVER_FREEZE_MS);
+    } else if (kill < 0.25) {
       const victim = kill < 0.15 ? to : from;
       const after = handoverRandom() * (HANDOVER_WAIT_MS + timing.electionTimeoutMs);
       const downMs = 50 + handoverRandom() * 600;

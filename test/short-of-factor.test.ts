@@ -5,11 +5,17 @@
 // set, which is down, and placement puts replicas only on nodes that are up, so every slice keeps 2 of its 3; status
 // counts each of them and says so in its note. Once the fourth node starts, placement gives each slice its third replica
 // and the count falls to 0 with it, never ahead of or behind the map on disk (read before and after each status).
+// Second: at 2 nodes (factor 2) a third added by address before it runs raises the factor to 3; it gets no replica while
+// it does not run (every set is counted short), and every set gets one there once it runs. Before, a node added by
+// address counted up until it had a link, so the add's own map change put a replica of every slice on it.
 import { describe, expect, it } from 'vitest';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { bulk, elasticClusters, led, replicaSets, seen, untilLed, waitFor } from './elastic-fixture.js';
 import { freePort } from './procs.js';
+import { REBALANCE_INTERVAL_MS } from '../shared/limits.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const cluster = elasticClusters();
 const SLICES = 12;
@@ -75,5 +81,31 @@ describe('status counts the slices short of the replication factor', () => {
     expect(st.replication.note).not.toMatch(/with fewer than/);
     // The new replicas caught up: each of the 3 nodes holds every item.
     await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === ITEMS + 1), 'each of the 3 nodes to hold every item', 20_000, seen(e));
+  }, 60_000);
+
+  it('a node added by address before it runs is given no replica while it is down, though every set is short of the factor it raises; once it runs, every set gets its replica on it', async () => {
+    // 2 nodes: the factor (auto) is 2. Adding a third active node raises it to 3, so every set is short of one, and the
+    // only node outside each set is the one added, which is not running: placement may not put a replica there.
+    const e = await cluster({ nodes: 2, slices: SLICES, replicationFactor: 'auto' });
+    await untilLed(e);
+    await bulk(e, ITEMS);
+    let st: ClusterStatus = await e.status();
+    await waitFor(async () => led((st = await e.status())) && st.replication.leaders.unsettled === 0 && replicaSets(e).every((set) => set.length === 2), 'every slice at 2 replicas, led, settled', 30_000, seen(e));
+    const port = await freePort();
+    const url = `ws://127.0.0.1:${port}`;
+    const added = await e.post('add', url);
+    expect(added.status, JSON.stringify(added.body)).toBe(200);
+    // The add's own map change, and the placement ticks after it (refillReplicas), would place a replica on it.
+    await sleep(3 * REBALANCE_INTERVAL_MS);
+    st = await e.status();
+    expect(st.nodes.find((n) => n.node === url), 'the node added, listed active and down').toMatchObject({ status: 'active', up: false, replicas: 0 });
+    expect(replicaSets(e).filter((set) => set.includes(url)), 'sets on disk with a replica on the node that does not run').toEqual([]);
+    expect(st.replication.factor, 'the factor with 3 active nodes').toBe(3);
+    expect(st.replication.leaders.shortOfFactor, 'every slice counted short of 3').toBe(SLICES);
+
+    // It starts: placement gives every set its third replica there, which catches up.
+    await e.addNode(2, port, 'slice-node-3');
+    await waitFor(async () => led((st = await e.status())) && st.replication.leaders.unsettled === 0 && st.replication.leaders.shortOfFactor === 0 && replicaSets(e).every((set) => set.length === 3 && set.includes(url)), 'every slice at 3 replicas, one on the node started, led and settled', 45_000, seen(e));
+    await waitFor(async () => (await e.status()).nodes.every((n) => n.heldItems === ITEMS), 'each of the 3 nodes to hold every item', 20_000, seen(e));
   }, 60_000);
 });

@@ -59,6 +59,8 @@ export class Membership {
    * being handed to a replica that stays before the change (performance.now: drainReplicas; LEADER_HANDOVER_BEFORE_CHANGE_MS
    * bounds it). */
   private readonly handingOver = new Map<number, { node: number; since: number }>();
+  /** Set while a node that registered itself (join) is added to the map: placement counts it up before it has a link. */
+  private registering = false;
   /** Nodes that `keyslice remove` is handing the leaderships of before it removes them: leadership rebalancing gives
    * them none meanwhile. */
   private readonly removing = new Set<number>();
@@ -85,9 +87,10 @@ export class Membership {
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
     // Placement chooses new replicas on nodes that are up only, and not on one that keyslice remove is about to take
-    // out (this.removing). A node with no link yet is one being added (it registered just now, or an operator named
-    // it): up until its link says otherwise.
-    map.isUp = (i) => this.links[i] === undefined || (this.isUp(i) && !this.removing.has(i));
+    // out (this.removing). A node with no link yet is one being added: up where it registered just now (its join is
+    // the proof), down where an operator named it (keyslice add: it may not run yet; refillReplicas fills the sets once
+    // its link is ready).
+    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.isUp(i) && !this.removing.has(i));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
@@ -289,7 +292,14 @@ export class Membership {
       this.rebalance();
       return before;
     }
-    const index = this.map.addNode(u, nodeId);
+    // Only join passes the node's id: the node is running. An operator's add names an address alone.
+    this.registering = nodeId !== null;
+    let index: number;
+    try {
+      index = this.map.addNode(u, nodeId);
+    } finally {
+      this.registering = false;
+    }
     if (before < 0) {
       this.links.push(this.newLink(u, index));
       this.log(`node ${u} joined (node ${index}); ${this.map.slicesOf(index).length} slices without a node went to it`);
@@ -849,13 +859,11 @@ export class Membership {
         continue;
       }
       const fresh = this.map.joiningOf(slice);
-      const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n));
-      // Past its leader's handover bound the step waits no longer for a replica it keeps from the set before (a node
-      // frozen with its link open stays up, and after its handover's election named the old leader again, at a new term,
-      // it would hold the step without end), only for the new replica and a majority of those kept: it elects (below).
+      // Past its leader's handover bound: it elects (below), and the catch-up rule asks less (drainStepCatchUp).
       const handoverSince = this.handingOver.get(slice)?.since;
       const handoverSpent = handoverSince !== undefined && performance.now() - handoverSince >= LEADER_HANDOVER_BEFORE_CHANGE_MS;
-      if (behind.length > 0 && !(handoverSpent && !behind.includes(fresh) && holdingUp.length >= majority(rest.length))) {
+      const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n), handoverSpent);
+      if (behind.length > 0) {
         const behindDown = behind.filter((n) => !this.isUp(n));
         wait(
           behind.length === 1 && behind[0] === fresh && behindDown.length === 1
@@ -1301,16 +1309,24 @@ function checkUrl(url: unknown): string {
  * done; a node killed just after catching up left its moves done onto it for good). `holdingUp`: those that hold it
  * and are up. The
  * step goes ahead only with none behind and holdingUp a majority of `rest`: a replica that held the barrier on a node
- * that is down since elects and commits nothing, so counting it would leave a slice that cannot serve. `holds` is
+ * that is down since elects and commits nothing, so counting it would leave a slice that cannot serve. Past the leaving
+ * leader's handover bound (`handoverSpent`) one that was in the set before is not behind where `fresh` is not and
+ * holdingUp is a majority of `rest` (the simulation's drain steps use it: test/replication-sim.ts). `holds` is
  * asked of every replica (it asks those that have not said so yet: one turn learns about them all). */
-export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: (node: number) => boolean, isUp: (node: number) => boolean): { behind: number[]; holdingUp: number[] } {
+export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: (node: number) => boolean, isUp: (node: number) => boolean, handoverSpent = false): { behind: number[]; holdingUp: number[] } {
   const holding = rest.filter((n) => holds(n));
   const behind = rest.filter((n) =>
     // The new replica: until it holds the barrier and is up. One that was in the set before: until it holds it, where
     // it is up or no new replica is named.
     n === fresh ? !isUp(n) || !holding.includes(n) : !holding.includes(n) && (isUp(n) || fresh < 0),
   );
-  return { behind, holdingUp: holding.filter((n) => isUp(n)) };
+  const holdingUp = holding.filter((n) => isUp(n));
+  // Past the leaving leader's handover bound (`handoverSpent`) the step waits no longer for a replica it keeps from the
+  // set before, only for the new replica and a majority of those kept: a node frozen with its link open stays up, and
+  // after its handover's election named the old leader again, at a new term, it would hold the step without end. The
+  // slice then elects by joint majorities, which keep every acknowledged write whatever the one behind holds.
+  if (handoverSpent && !behind.includes(fresh) && holdingUp.length >= majority(rest.length)) return { behind: [], holdingUp };
+  return { behind, holdingUp };
 }
 
 /** `keyslice remove`'s answer where the cluster map could not be written (MapSaveError): retryable, and the node as
