@@ -86,10 +86,16 @@ function parseCommandLine(args: string[], options: OptionSpecs, allowPositionals
   }
   const values: Record<string, string | boolean | undefined> = {};
   for (const [name, o] of Object.entries(options)) {
-    const env = o.type === 'boolean' || o.env === undefined ? undefined : process.env[o.env];
-    values[name] = read.values[name] ?? (env === undefined || env === '' ? undefined : env) ?? o.default;
+    values[name] = read.values[name] ?? (o.type === 'boolean' || o.env === undefined ? undefined : fromEnv(o.env)) ?? o.default;
   }
   return { values, positionals: read.positionals, help: read.values.help === true };
+}
+
+/** An option's environment variable `name`: its value where set and not empty (docker-compose's `${X:-}` sets one
+ * empty: not given), else undefined. */
+export function fromEnv(name: string): string | undefined {
+  const value = process.env[name];
+  return value === undefined || value === '' ? undefined : value;
 }
 
 /** `usage`, and a line for each option with `help`: its env and default where it has them. */

@@ -2,15 +2,21 @@
 // and its default, and the types it answers them with (tsc -p tsconfig.test.json checks those). The processes' and
 // commands' refusals are checked through real processes in test/cli.test.ts and test/bench-smoke.test.ts.
 import { afterEach, describe, expect, expectTypeOf, it } from 'vitest';
+import { clusterOf, CLUSTER_OPTIONS } from '../coordinator/cli/command-line.js';
 import { readCommandLine, UsageError } from '../shared/cli-args.js';
 
 const USAGE = 'usage: keyslice test [options]';
 const PORT_ENV = 'KEYSLICE_TEST_CLI_ARGS_PORT';
 const FLAG_ENV = 'KEYSLICE_TEST_CLI_ARGS_FLAG';
 
+const saved = { KEYSLICE_URL: process.env.KEYSLICE_URL, KEYSLICE_TOKEN: process.env.KEYSLICE_TOKEN };
 afterEach(() => {
   delete process.env[PORT_ENV];
   delete process.env[FLAG_ENV];
+  for (const [name, value] of Object.entries(saved)) {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
 });
 
 /** The options of a process: a string with env and default, a string with neither, a flag. */
@@ -45,5 +51,16 @@ describe('readCommandLine', () => {
   it('refuses an option given twice, in either spelling, rather than keep the last', () => {
     expect(() => read(['--port', '1', '--port=2'])).toThrow(new UsageError('--port is given twice'));
     expect(() => read(['--quiet', '--quiet'])).toThrow(new UsageError('--quiet is given twice'));
+  });
+
+  it('a keyslice command reads --url and --token as a process reads its options: an empty environment variable is unset', () => {
+    const cluster = (argv: string[]) => clusterOf(readCommandLine(argv, CLUSTER_OPTIONS, 'usage: keyslice status', { throws: true }).values);
+    process.env.KEYSLICE_URL = '';
+    process.env.KEYSLICE_TOKEN = '';
+    expect(cluster([])).toEqual({ url: 'http://127.0.0.1:7100', token: undefined });
+    process.env.KEYSLICE_URL = 'http://127.0.0.1:7200/';
+    process.env.KEYSLICE_TOKEN = 't';
+    expect(cluster([])).toEqual({ url: 'http://127.0.0.1:7200', token: 't' });
+    expect(cluster(['--url', 'http://127.0.0.1:7300//', '--token', 'u'])).toEqual({ url: 'http://127.0.0.1:7300', token: 'u' });
   });
 });
