@@ -27,7 +27,7 @@ const SLICES = intArg('slices', args.slices, 1, 64);
 const REPS = intArg('reps', args.reps, 1, 100);
 const RECORDS = 200;
 
-const dist = args.build === '' ? new URL('..', import.meta.url).href : pathToFileURL(join(resolve(args.build!), 'dist/')).href;
+const dist = args.build === '' ? new URL('..', import.meta.url).href : pathToFileURL(join(resolve(args.build), 'dist/')).href;
 const { ReplicaLog } = (await import(new URL('slice-worker/replication/replica-log.js', dist).href)) as typeof import('../slice-worker/replication/replica-log.js');
 const { makeRecord } = (await import(new URL('slice-worker/replication/replica-record.js', dist).href)) as typeof import('../slice-worker/replication/replica-record.js');
 

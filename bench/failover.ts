@@ -31,7 +31,7 @@ const args = readCommandLine(
   },
   'usage: node dist/bench/failover.js [options]',
 ).values;
-const modes = args.mode!.split(',');
+const modes = args.mode.split(',');
 if (modes.length === 0 || !modes.every((m) => m === 'kill' || m === 'stop')) fail(`--mode must be kill, stop or kill,stop, got "${args.mode}"`);
 if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);
 const base = {

@@ -55,10 +55,10 @@ const SETTLE_S = intArg('settle-s', args['settle-s'], 1, 600);
 const RUNS = intArg('runs', args.runs, 1, 20);
 const FACTOR = args['replication-factor'] === 'auto' ? 'auto' : intArg('replication-factor', args['replication-factor'], 1, 16);
 const here = resolve(new URL('.', import.meta.url).pathname, '..');
-const SIDES = args.sides!.split(',').map((name) => {
+const SIDES = args.sides.split(',').map((name) => {
   if (name !== 'this' && name !== 'base') throw new Error(`--sides: ${name} is not this or base`);
   if (name === 'base' && (args.base ?? '') === '') throw new Error('--sides names base: give --base DIR');
-  return { name, distRoot: name === 'this' ? here : join(resolve(args.base!), 'dist') };
+  return { name, distRoot: name === 'this' ? here : join(resolve(args.base), 'dist') };
 });
 
 /** One measured process: its name and the pids whose CPU counts for it. */

@@ -21,7 +21,7 @@ const args = readCommandLine(
 ).values;
 const SLICES = intArg('slices', args.slices, 1, 65536);
 const PUTS = intArg('puts', args.puts, 1000, 100_000_000);
-const dist = args.dist === '' ? resolve(import.meta.dirname, '..') : resolve(args.dist!);
+const dist = args.dist === '' ? resolve(import.meta.dirname, '..') : resolve(args.dist);
 const replicaModule = (await import(pathToFileURL(`${dist}/slice-worker/replication/replica.js`).href)) as typeof import('../slice-worker/replication/replica.js');
 const protocolModule = (await import(pathToFileURL(`${dist}/shared/protocol.js`).href)) as typeof import('../shared/protocol.js');
 const { Replica, COORDINATOR, emptyDurable } = replicaModule;

@@ -62,7 +62,7 @@ function pct(sorted: number[], p: number): number {
 // Set to 'stop' when the run ends, however it ends: the probes stop with it (a failed run's requests fail at once).
 let phase: 'before' | 'during' | 'stop' = 'before';
 try {
-  const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], intArg('slices', args.slices, 1, 65536), undefined, ['--move-items-per-second', args['move-items-per-second']!, '--rebalance', 'no', '--replication-factor', '1']);
+  const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], intArg('slices', args.slices, 1, 65536), undefined, ['--move-items-per-second', args['move-items-per-second'], '--rebalance', 'no', '--replication-factor', '1']);
   procs.push(coordinator);
   const first = await startSliceNode({ name: 'node-1', dataDir: join(dataDir, 'node-1'), port: 0, workers: 2, coordinator: coordinator.url });
   procs.push(first);

@@ -50,7 +50,7 @@ const IDS = intArg('ids', args.ids, 0, 1) === 1;
 /** The router instance that --ids 1 names (any whole number; one router sends every put). */
 const ROUTER_INSTANCE = 4242;
 if (COMPACT && R !== 3) throw new Error('--compact is for --r 3');
-const dist = args.dist === '' ? resolve(import.meta.dirname, '..') : resolve(args.dist!);
+const dist = args.dist === '' ? resolve(import.meta.dirname, '..') : resolve(args.dist);
 const load = async <T>(path: string) => (await import(pathToFileURL(`${dist}/${path}`).href)) as T;
 const P = await load<typeof import('../shared/protocol.js')>('shared/protocol.js');
 const { SliceStore } = await load<typeof import('../slice-worker/partition.js')>('slice-worker/partition.js');

@@ -233,12 +233,12 @@ async function measure(side: Side, warmOnly = 0): Promise<Sample> {
 
 async function main(): Promise<void> {
   const here = resolve(new URL('.', import.meta.url).pathname, '..');
-  const specs = args.sides!.split(',').map((s) => {
+  const specs = args.sides.split(',').map((s) => {
     const [spec, env] = s.split('@');
     const [build, factor] = spec.split(':');
     if ((build !== 'this' && build !== 'base') || !['1', '2', '3'].includes(factor)) throw new Error(`--sides: ${s} is not this|base:1|2|3`);
     if (build === 'base' && (args.base ?? '') === '') throw new Error('--sides names base: give --base DIR');
-    return { name: s, root: build === 'this' ? here : join(resolve(args.base!), 'dist'), factor: Number(factor), env };
+    return { name: s, root: build === 'this' ? here : join(resolve(args.base), 'dist'), factor: Number(factor), env };
   });
   const sides: Side[] = [];
   const results: Sample[][] = specs.map(() => []);

@@ -51,7 +51,7 @@ const args = readCommandLine(
   },
   'usage: node dist/bench/scale.js [--shapes 0:2:2,2:2:2,1:3:2:1] [--clients 2] [--workload put,get,range,batch] [--duration 10] [--redis-server /usr/bin/redis-server]',
 ).values;
-const shapes = args.shapes!.split(',').map((s) => {
+const shapes = args.shapes.split(',').map((s) => {
   const parts = s.split(':').map(Number);
   const ok = (parts.length === 3 || parts.length === 4) && parts.every((n) => Number.isInteger(n) && n >= 0) && parts[1] >= 1 && parts[2] >= 1;
   if (!ok) fail(`--shapes: "${s}" is not routers:nodes:workers[:R]`);
@@ -64,12 +64,12 @@ const ops = intArg('ops', args.ops, 1, 10_000_000);
 const roundCount = intArg('rounds', args.rounds, 1, 20);
 const warmSeconds = intArg('warm-s', args['warm-s'], 0, 600);
 const failedRounds: string[] = [];
-const workloads = args.workload!.split(',');
+const workloads = args.workload.split(',');
 for (const w of workloads) if (!WORKLOADS.includes(w)) fail(`--workload: "${w}" is not one of ${WORKLOADS.join(', ')}`);
 if (args['cpu-by-workload'] !== 'yes' && args['cpu-by-workload'] !== 'no') fail(`--cpu-by-workload must be yes or no, got ${args['cpu-by-workload']}`);
 /** The client runs of each system per round: every workload in one run, or (--cpu-by-workload yes) one run each. */
 const clientRuns: string[][] = args['cpu-by-workload'] === 'yes' ? workloads.map((w) => [w]) : [workloads];
-const shape = (seconds: number) => ['--duration', String(seconds), '--ops', String(ops), '--connections', args.connections!, '--concurrency', args.concurrency!];
+const shape = (seconds: number) => ['--duration', String(seconds), '--ops', String(ops), '--connections', args.connections, '--concurrency', args.concurrency];
 
 const log = (line: string) => process.stderr.write(`keyslice scale: ${line}\n`);
 
@@ -339,7 +339,7 @@ if (args['redis-server'] === 'none') {
   let redisServer: string | null = null;
   let Redis: RedisCtor | null = null;
   try {
-    redisServer = args['redis-server'] !== '' ? resolve(args['redis-server']!) : ensureRedis(log);
+    redisServer = args['redis-server'] !== '' ? resolve(args['redis-server']) : ensureRedis(log);
     const version = run(redisServer, ['--version']);
     if (!version.ok) throw new Error(`${redisServer} --version failed: ${version.output.slice(0, 300)}`);
     const req = ensureNpmPeers(['ioredis'], log);
@@ -530,7 +530,7 @@ Clients, routers, slice nodes and Redis servers all share this machine's ${avail
 want more CPU than that, a shape with more routers cannot add throughput. Compare systems within a run, and
 choose shapes that fit the cores (bench/README.md says how to carry the benchmark to a larger machine).
 `;
-writeFileSync(resolve(args.out!), report);
-log(`wrote ${resolve(args.out!)}`);
+writeFileSync(resolve(args.out), report);
+log(`wrote ${resolve(args.out)}`);
 await Promise.all([...children].map((c) => stopProcess(c)));
 await stopAll();

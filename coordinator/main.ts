@@ -87,11 +87,11 @@ const requestPath = requestPathOptions(args);
 const drainReplaceDownMs = intArg('drain-replace-down-ms', args['drain-replace-down-ms'], DRAIN_REPLACE_DOWN_MS_MIN, 2 ** 31);
 const moveUndoDownMs = intArg('move-undo-down-ms', args['move-undo-down-ms'], REPLICA_MOVE_UNDO_DOWN_MS_MIN, 2 ** 31);
 const moveItemsPerSecond = intArg('move-items-per-second', args['move-items-per-second'], 0, 1e9);
-if (!['yes', 'no'].includes(args.rebalance!)) fail('--rebalance must be yes or no');
+if (!['yes', 'no'].includes(args.rebalance)) fail('--rebalance must be yes or no');
 const nodeUrls = (args.nodes ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
 for (const u of nodeUrls) if (!isNodeUrl(u)) fail(`--nodes: "${u}" is not a ws://host:port address of at most ${NODE_URL_CHARS_MAX} characters`);
 if (new Set(nodeUrls).size !== nodeUrls.length) fail('--nodes names a slice node twice');
-const secretProblem = missingSecretProblem(args.host!, args['cluster-secret']!);
+const secretProblem = missingSecretProblem(args.host, args['cluster-secret']);
 if (secretProblem !== null) fail(secretProblem);
 
 const replication = args['replication-factor'] === 'auto' ? 'auto' : Number(args['replication-factor']);
@@ -106,18 +106,18 @@ await initHashing();
 let catalog: Catalog;
 let dynamodbSettings: TableSettingsStore;
 try {
-  catalog = Catalog.open(args.data!);
-  dynamodbSettings = TableSettingsStore.open(args.data!);
+  catalog = Catalog.open(args.data);
+  dynamodbSettings = TableSettingsStore.open(args.data);
 } catch (err) {
   fail((err as Error).message);
 }
-const map = ClusterMap.open(args.data!, nodeUrls, sliceCount, replication);
+const map = ClusterMap.open(args.data, nodeUrls, sliceCount, replication);
 if (typeof map === 'string') fail(map);
 catalog.createProblem = () => map.replicationProblem();
 
 const log = (line: string) => console.log(`keyslice coordinator: ${line}`);
-const security = { token: args.token!, clusterSecret: args['cluster-secret']! };
-if (security.token === '' && !isLoopbackHost(args.host!)) log('warning: no --token; any client that reaches this port is served');
+const security = { token: args.token, clusterSecret: args['cluster-secret'] };
+if (security.token === '' && !isLoopbackHost(args.host)) log('warning: no --token; any client that reaches this port is served');
 const cluster = new Membership(map, catalog, security.clusterSecret, moveItemsPerSecond, args.rebalance === 'yes', log, {
   ...FAILOVER_TIMING_DEFAULT,
   heartbeatTimeoutMs: leaderTimeoutMs,
@@ -139,13 +139,13 @@ const metrics = async () => {
 };
 const studio = new Studio(catalog, cluster, security.token);
 const feed = new ClusterFeed(map, catalog, cluster);
-const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data!, settings: dynamodbSettings, token: security.token, sliceCount: map.sliceCount, metrics: processMetrics });
+const dynamodb = new DynamoDbEndpoint(ops, { dataDir: args.data, settings: dynamodbSettings, token: security.token, sliceCount: map.sliceCount, metrics: processMetrics });
 const client = clientServer(ops, security.token, (req, res) => handleHttp(ops, metrics, cluster, security, req, res, dynamodb, studio, { feed }), requestPath.http);
 const { server, wss } = client;
 
 // ws re-emits the server's errors on wss; either way a listen error is one sentence, not a stack trace.
 const ownPort = routers === 0 ? port : clusterPort;
-const listenFailed = (err: NodeJS.ErrnoException) => cannotListen('coordinator', args.host!, ownPort, err, routers === 0 ? 'KEYSLICE_COORDINATOR_PORT' : 'KEYSLICE_CLUSTER_PORT');
+const listenFailed = (err: NodeJS.ErrnoException) => cannotListen('coordinator', args.host, ownPort, err, routers === 0 ? 'KEYSLICE_COORDINATOR_PORT' : 'KEYSLICE_CLUSTER_PORT');
 server.on('error', listenFailed);
 wss.on('error', listenFailed);
 server.listen(ownPort, args.host, async () => {
@@ -170,10 +170,10 @@ let stopping = false;
  * holds) and resolves with that port once every one listens. A router that dies is started
  * again after ROUTER_RESTART_DELAY_MS; the port stays open meanwhile, served by the others. */
 function startRouters(ownPort: number): Promise<number> {
-  const local = args.host === '0.0.0.0' || args.host === '::' ? '127.0.0.1' : args.host!;
+  const local = args.host === '0.0.0.0' || args.host === '::' ? '127.0.0.1' : args.host;
   const env = {
     KEYSLICE_COORDINATOR: `http://${local.includes(':') ? `[${local}]` : local}:${ownPort}`,
-    KEYSLICE_HOST: args.host!,
+    KEYSLICE_HOST: args.host,
     KEYSLICE_ROUTER_PORT: String(port),
     KEYSLICE_TOKEN: security.token,
     KEYSLICE_CLUSTER_SECRET: security.clusterSecret,
@@ -189,7 +189,7 @@ function startRouters(ownPort: number): Promise<number> {
           // The client port is taken (or not this machine's): one sentence, as without routers.
           stopping = true;
           for (const w of Object.values(nodeCluster.workers ?? {})) w?.process.kill('SIGTERM');
-          cannotListen('coordinator', args.host!, port, Object.assign(new Error(m.listenError.message), { code: m.listenError.code }), 'KEYSLICE_COORDINATOR_PORT');
+          cannotListen('coordinator', args.host, port, Object.assign(new Error(m.listenError.message), { code: m.listenError.code }), 'KEYSLICE_COORDINATOR_PORT');
         }
         if (typeof m?.routerReady !== 'number') return;
         log(`router ${worker.process.pid} serves port ${m.routerReady}`);

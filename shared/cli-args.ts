@@ -3,7 +3,7 @@
 // plain sentences) and their numbers by wholeNumber/anyNumber; a process refuses to
 // start on bad config. Processes also take each option from an environment variable
 // (docker-compose configures them that way).
-import { parseArgs as parseArgv, type ParseArgsConfig } from 'node:util';
+import { parseArgs as parseArgv } from 'node:util';
 import { assert } from './errors.js';
 
 /** Bad arguments: the process says so and exits with EXIT_USAGE. */
@@ -16,10 +16,18 @@ export class UsageError extends Error {}
 /** One option of a command line: a string (`type` left out) or a flag (`type: 'boolean'`). Its value is the command
  * line's, else (a string option) its environment variable `env`'s where that is set and not empty (docker-compose
  * configures the processes that way), else `default`. `help`: its line in the generated --help (readCommandLine). */
-export interface OptionSpec {
-  type?: 'string' | 'boolean';
-  default?: string | boolean;
+export type OptionSpec = TextOption | FlagOption;
+interface TextOption {
+  type?: 'string';
+  default?: string;
   env?: string;
+  help?: string;
+}
+/** A flag takes no `env` (its text would not be a flag) and a flag's default only. */
+interface FlagOption {
+  type: 'boolean';
+  default?: boolean;
+  env?: never;
   help?: string;
 }
 export type OptionSpecs = Record<string, OptionSpec>;
@@ -61,7 +69,7 @@ export function readCommandLine<const O extends OptionSpecs>(argv: string[], opt
 }
 
 function parseCommandLine(args: string[], options: OptionSpecs, allowPositionals: boolean): { values: Record<string, string | boolean | undefined>; positionals: string[]; help: boolean } {
-  const config: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
+  const config: Record<string, { type: 'string' | 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } };
   assert(!('help' in options), '--help (-h) is every command line\'s own');
   for (const [name, o] of Object.entries(options)) config[name] = { type: o.type ?? 'string' };
   let read;
@@ -78,10 +86,16 @@ function parseCommandLine(args: string[], options: OptionSpecs, allowPositionals
   }
   const values: Record<string, string | boolean | undefined> = {};
   for (const [name, o] of Object.entries(options)) {
-    const env = o.env === undefined ? undefined : process.env[o.env];
-    values[name] = (read.values[name] as string | boolean | undefined) ?? (env === undefined || env === '' ? undefined : env) ?? o.default;
+    values[name] = read.values[name] ?? (o.type === 'boolean' || o.env === undefined ? undefined : fromEnv(o.env)) ?? o.default;
   }
   return { values, positionals: read.positionals, help: read.values.help === true };
+}
+
+/** An option's environment variable `name`: its value where set and not empty (docker-compose's `${X:-}` sets one
+ * empty: not given), else undefined. */
+export function fromEnv(name: string): string | undefined {
+  const value = process.env[name];
+  return value === undefined || value === '' ? undefined : value;
 }
 
 /** `usage`, and a line for each option with `help`: its env and default where it has them. */

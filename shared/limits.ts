@@ -124,15 +124,16 @@ export const CLIENT_UNSENT_BYTES_MAX = 4 * 1024 * 1024;
 export const CLIENT_RESPONSE_BYTES_GUESS = 64 * 1024;
 /** A router joins a client frame whose items pass through (a range page) in a buffer it reuses from frame to frame
  * (ws-api.ts, FrameSlab), one of at least CLIENT_FRAME_SLAB_BYTES_MIN, grown to the largest such frame up to
- * CLIENT_FRAME_SLAB_BYTES_MAX (for CLIENT_FRAME_SLAB_SHRINK_MS after the last one); a larger frame gets a buffer of
+ * CLIENT_FRAME_SLAB_BYTES_MAX (while such frames keep coming: CLIENT_FRAME_SLAB_SHRINK_MS); a larger frame gets a buffer of
  * its own. A socket that cannot take a frame at once
  * keeps its slab whole until the frame is written, and the frames after it get buffers of their own: a client that does
  * not read costs at most one slab beyond its CLIENT_UNSENT_BYTES_MAX. */
 export const CLIENT_FRAME_SLAB_BYTES_MIN = 64 * 1024;
 export const CLIENT_FRAME_SLAB_BYTES_MAX = 4 * 1024 * 1024;
-/** A slab grown past CLIENT_FRAME_SLAB_BYTES_MIN goes back to that size once no frame larger than that has been sent
- * for this long (idle, or small frames only), so that one large answer does not keep up to CLIENT_FRAME_SLAB_BYTES_MAX
- * for the life of the process. Growing again costs one frame a buffer of its own: a stream of large frames keeps it. */
+/** A slab grown past CLIENT_FRAME_SLAB_BYTES_MIN is looked at this long after it grew, then as long again after each
+ * look while it is larger than that: it shrinks to the largest frame sent since (at least CLIENT_FRAME_SLAB_BYTES_MIN),
+ * so that one large answer does not keep up to CLIENT_FRAME_SLAB_BYTES_MAX for the life of the process, idle or
+ * answering smaller frames. Growing again costs one frame a buffer of its own: a stream of large frames keeps it. */
 export const CLIENT_FRAME_SLAB_SHRINK_MS = 1000;
 /** HTTP: requests run at once on one keep-alive connection (pipelined); the coordinator
  * stops reading the connection while that many are waiting for their responses to leave

@@ -96,7 +96,7 @@ const args = readCommandLine(
 const port = intArg('port', args.port, 0, 65535);
 const metricsPort = intArg('metrics-port', args['metrics-port'], 0, 65535);
 if (metricsPort !== 0 && metricsPort === port) fail(`--metrics-port must differ from --port (${port})`);
-if (metricsPort !== 0 && args.token === '' && !isLoopbackHost(args.host!)) console.error('keyslice slice node: warning: no --token; anyone who reaches --metrics-port reads this node\'s metrics');
+if (metricsPort !== 0 && args.token === '' && !isLoopbackHost(args.host)) console.error('keyslice slice node: warning: no --token; anyone who reaches --metrics-port reads this node\'s metrics');
 const workerCount = intArg('workers', args.workers, 1, WORKERS_PER_NODE_MAX);
 if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);
 const durability = args.durability as DurabilityMode;
@@ -105,13 +105,13 @@ const capacity = {
   writesPerSecond: intArg('slice-writes-per-second', args['slice-writes-per-second'], 0, 1e9),
 };
 const snapshotAfterBytes = intArg('snapshot-after-bytes', args['snapshot-after-bytes'], 1024, 2 ** 40);
-const clusterSecret = args['cluster-secret']!;
-const secretProblem = missingSecretProblem(args.host!, clusterSecret);
+const clusterSecret = args['cluster-secret'];
+const secretProblem = missingSecretProblem(args.host, clusterSecret);
 if (secretProblem !== null) fail(secretProblem);
 const coordinatorUrl = args.coordinator?.replace(/\/+$/, '');
 if (coordinatorUrl !== undefined && !/^https?:\/\/[^/]+$/.test(coordinatorUrl)) fail(`--coordinator must be http://host:port, got "${coordinatorUrl}"`);
 if (args.advertise !== undefined && !/^wss?:\/\/[^/]+$/.test(args.advertise)) fail(`--advertise must be ws://host:port, got "${args.advertise}"`);
-const dataDir = args.data!;
+const dataDir = args.data;
 try {
   mkdirSync(dataDir, { recursive: true });
 } catch (err) {
@@ -139,7 +139,7 @@ const workers = Array.from(
   { length: workerCount },
   (_, workerIndex) =>
     new WorkerChannel(
-      { workerIndex, workerCount, dataDir: join(dataDir, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity, host: args.host!, clusterSecret, epoch: workersEpoch },
+      { workerIndex, workerCount, dataDir: join(dataDir, `worker-${workerIndex}`), durability, snapshotAfterBytes, capacity, host: args.host, clusterSecret, epoch: workersEpoch },
       (err) => die(`worker ${workerIndex} failed: ${err instanceof Error ? err.stack : err}`),
       (slice, to, message) => queueReplication(to, slice, message),
       (via, why) => {
@@ -390,7 +390,7 @@ server.on('connection', (ws) => {
   });
   ws.on('error', (err) => console.error(`keyslice slice node: connection error: ${err.message}`));
 });
-server.on('error', (err) => cannotListen('slice node', args.host!, port, err, 'KEYSLICE_NODE_PORT'));
+server.on('error', (err) => cannotListen('slice node', args.host, port, err, 'KEYSLICE_NODE_PORT'));
 server.on('listening', async () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : port;
@@ -403,8 +403,8 @@ server.on('listening', async () => {
     // node without --metrics-port does not load prom-client.
     const { nodeRegistry, serveNodeMetrics } = await import('./node-metrics.js');
     const threads = [{ name: 'main', eventLoopUtilization: () => performance.eventLoopUtilization() }, ...workers.map((w, i) => ({ name: `worker-${i}`, eventLoopUtilization: () => w.eventLoopUtilization() }))];
-    metricsServer = await serveNodeMetrics(nodeRegistry(advertise, threads), args.host!, metricsPort, args.token!, (err) =>
-      cannotListen('slice node', args.host!, metricsPort, err, 'KEYSLICE_NODE_METRICS_PORT', '--metrics-port'),
+    metricsServer = await serveNodeMetrics(nodeRegistry(advertise, threads), args.host, metricsPort, args.token, (err) =>
+      cannotListen('slice node', args.host, metricsPort, err, 'KEYSLICE_NODE_METRICS_PORT', '--metrics-port'),
     );
     metricsAt = ` metrics=http://${args.host}:${metricsPort}/metrics`;
   }

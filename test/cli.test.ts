@@ -87,7 +87,8 @@ describe('keyslice help and version', () => {
     for (const command of ['export', 'import', 'advise', 'status']) {
       const r = await keyslice([command, '--prot', '7101']);
       expect([r.code, r.stderr.trim()], command).toEqual([2, `keyslice${command === 'status' ? '' : ` ${command}`}: unknown option "--prot" (try keyslice${command === 'status' ? '' : ` ${command}`} --help)`]);
-    }    // An option given twice is refused, not the last one taken (which was meant?): a process, and a command that names itself.
+    }
+    // An option given twice is refused, not the last one taken (which was meant?): a process, and a command that names itself.
     const twice = await keyslice(['node', '--port', '7101', '--port=7102']);
     expect([twice.code, ...twice.stderr.trim().split('\n')]).toEqual([2, 'keyslice: --port is given twice (try keyslice node --help)', 'usage: keyslice node [--coordinator http://127.0.0.1:7100] [options]']);
     const exported = await keyslice(['export', 't', '--url', 'http://127.0.0.1:1', '--parallel', '1', '--parallel', '2']);

@@ -244,4 +244,32 @@ describe('answers joined in the buffer the server reuses (FrameSlab)', () => {
     expect(handed[2].held).toBe(false);
     expect(handed[2].frame.buffer.byteLength).toBe(CLIENT_FRAME_SLAB_BYTES_MIN);
   });
+
+  it('grown by one large answer, goes down to the answers that keep coming, not kept at the large size by them', async () => {
+    // One answer of 1 MiB grows the reused buffer; answers of 128 KiB (larger than CLIENT_FRAME_SLAB_BYTES_MIN) then
+    // come every 50 ms for over twice CLIENT_FRAME_SLAB_SHRINK_MS: the buffer they are joined in goes down to their
+    // size, the 1 MiB let go. (Once it shrank only after CLIENT_FRAME_SLAB_SHRINK_MS with no frame above the least
+    // size: such a stream kept the largest slab for the life of the process.)
+    const LARGE = 1024 * 1024;
+    const MID = 128 * 1024;
+    const COUNT = 60;
+    await request(COUNT);
+    const answer = async (n: number, bytes: number) => {
+      ops.answer(n, { items: PackedItems.ofList(packClientList([{ n, blob: new Uint8Array(bytes).fill(n) }])) });
+      await receivedAll(n + 1);
+      await waitFor(() => serverSide.bufferedAmount === 0, 'the server socket empty', WAIT_MS, () => `${serverSide.bufferedAmount} bytes unsent`, POLL_MS);
+    };
+    await answer(0, LARGE);
+    const until = performance.now() + CLIENT_FRAME_SLAB_SHRINK_MS * 2.5;
+    let n = 1;
+    for (; n < COUNT - 1 && performance.now() < until; n++) {
+      await answer(n, MID);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(performance.now(), `${n} answers of ${MID} bytes did not span the time`).toBeGreaterThanOrEqual(until);
+    const last = handed[handed.length - 1];
+    expect(last.frame.byteLength).toBeGreaterThan(MID);
+    expect(last.frame.buffer.byteLength, 'the buffer the last 128 KiB answer was joined in').toBeLessThan(LARGE);
+    for (; n < COUNT; n++) ops.answer(n);
+  });
 });

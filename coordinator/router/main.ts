@@ -35,16 +35,16 @@ const args = readCommandLine(
   },
   'usage: keyslice router --coordinator http://127.0.0.1:7100 [--port 7100] [options]',
 ).values;
-const coordinatorUrl = args.coordinator!.replace(/\/+$/, '');
+const coordinatorUrl = args.coordinator.replace(/\/+$/, '');
 if (!/^https?:\/\/[^/]+$/.test(coordinatorUrl)) fail(`--coordinator must be http://host:port, got "${coordinatorUrl}"`);
 const port = intArg('port', args.port, 0, 65535);
 const requestPath = requestPathOptions(args);
-const secretProblem = missingSecretProblem(args.host!, args['cluster-secret']!);
+const secretProblem = missingSecretProblem(args.host, args['cluster-secret']);
 if (secretProblem !== null) fail(secretProblem);
 
 await initHashing();
 const log = (line: string) => console.log(`keyslice router ${process.pid}: ${line}`);
-const security = { token: args.token!, clusterSecret: args['cluster-secret']! };
+const security = { token: args.token, clusterSecret: args['cluster-secret'] };
 const view = new RouterView(coordinatorUrl, security.clusterSecret, log);
 await view.ready();
 const forwarder = new Forwarder(view, security.clusterSecret, security.token);
@@ -83,7 +83,7 @@ const { server, wss } = client;
 
 // A router the coordinator started leaves the sentence to it (said once, however many routers).
 const listenFailed = (err: NodeJS.ErrnoException) => {
-  if (!cluster.isWorker) cannotListen('router', args.host!, port, err, 'KEYSLICE_ROUTER_PORT');
+  if (!cluster.isWorker) cannotListen('router', args.host, port, err, 'KEYSLICE_ROUTER_PORT');
   process.send?.({ listenError: { code: err.code, message: err.message } }, () => process.exit(1));
 };
 server.on('error', listenFailed);

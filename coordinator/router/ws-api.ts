@@ -34,9 +34,10 @@ import type { Operations } from './operations.js';
 class FrameSlab {
   private free: Buffer | null = null;
   private bytes = CLIENT_FRAME_SLAB_BYTES_MIN;
-  /** When a frame larger than CLIENT_FRAME_SLAB_BYTES_MIN was last sent (performance.now()). */
-  private largeAt = 0;
-  /** Armed while the slab is grown: lets it go back to CLIENT_FRAME_SLAB_BYTES_MIN (shrink). */
+  /** The largest frame sent since shrink last looked or the slab last grew. */
+  private largestSince = 0;
+  /** Armed while the slab is grown: CLIENT_FRAME_SLAB_SHRINK_MS after it grew, then as long again after each look, it
+   * shrinks to what that time's frames needed. */
   private shrinkTimer: NodeJS.Timeout | null = null;
 
   /** Where the next frame may be joined. */
@@ -47,32 +48,36 @@ class FrameSlab {
   /** `frame` (joined in `slab`, what take gave, or not: it did not fit, or needed no joining) has been handed to its
    * socket, `unsent` of its connection's bytes not yet taken by the kernel. A frame the socket did not take at once
    * holds the slab until it is written: the next frame takes a new one. A frame too large for the slab has the next
-   * slab made as large, up to CLIENT_FRAME_SLAB_BYTES_MAX, until CLIENT_FRAME_SLAB_SHRINK_MS pass with no such frame. */
+   * slab made as large, up to CLIENT_FRAME_SLAB_BYTES_MAX, for as long as frames that large keep coming (shrink). */
   sent(slab: Buffer, frame: Buffer, unsent: number): void {
     assert(slab === this.free, 'a frame is sent before the next one is joined');
-    if (frame.byteLength > CLIENT_FRAME_SLAB_BYTES_MIN) this.largeAt = performance.now();
+    this.largestSince = Math.max(this.largestSince, frame.byteLength);
     if (frame.buffer === slab.buffer) {
       if (unsent > 0) this.free = null;
     } else if (frame.byteLength > this.bytes && frame.byteLength <= CLIENT_FRAME_SLAB_BYTES_MAX) {
       this.bytes = frame.byteLength;
       this.free = null;
-      this.shrinkTimer ??= setTimeout(() => this.shrink(), CLIENT_FRAME_SLAB_SHRINK_MS).unref();
+      // Looked at CLIENT_FRAME_SLAB_SHRINK_MS from now, by the frames sent after this one.
+      this.largestSince = 0;
+      if (this.shrinkTimer === null) this.shrinkTimer = setTimeout(() => this.shrink(), CLIENT_FRAME_SLAB_SHRINK_MS).unref();
+      else this.shrinkTimer.refresh();
     }
   }
 
-  /** Back to CLIENT_FRAME_SLAB_BYTES_MIN where no large frame came for CLIENT_FRAME_SLAB_SHRINK_MS, else looks again
-   * then. Safe at any time between two frames (a timer never runs inside flush's take..sent): the grown slab is only
-   * let go (the garbage collector frees it once no socket holds a frame in it), never joined in again, and a slab a
-   * socket holds was let go when it was sent (free null). */
+  /** Down to the largest frame sent in the last CLIENT_FRAME_SLAB_SHRINK_MS, at least CLIENT_FRAME_SLAB_BYTES_MIN (not
+   * to MIN only when no frame larger than MIN came: a stream of 100 KiB frames would keep a slab grown to 4 MiB by one
+   * answer for the life of the process); looks again after as long while it is larger than MIN. Safe at any time
+   * between two frames (a timer never runs inside flush's take..sent): a larger slab is only let go (the garbage
+   * collector frees it once no socket holds a frame in it), never joined in again, and a slab a socket holds was let
+   * go when it was sent (free null). */
   private shrink(): void {
-    const idleMs = performance.now() - this.largeAt;
-    if (idleMs < CLIENT_FRAME_SLAB_SHRINK_MS) {
-      this.shrinkTimer = setTimeout(() => this.shrink(), CLIENT_FRAME_SLAB_SHRINK_MS - idleMs).unref();
-      return;
+    const keep = Math.max(CLIENT_FRAME_SLAB_BYTES_MIN, Math.min(this.largestSince, this.bytes));
+    this.largestSince = 0;
+    if (keep < this.bytes) {
+      this.bytes = keep;
+      this.free = null;
     }
-    this.shrinkTimer = null;
-    this.bytes = CLIENT_FRAME_SLAB_BYTES_MIN;
-    this.free = null;
+    this.shrinkTimer = this.bytes > CLIENT_FRAME_SLAB_BYTES_MIN ? setTimeout(() => this.shrink(), CLIENT_FRAME_SLAB_SHRINK_MS).unref() : null;
   }
 }
 const frameSlab = new FrameSlab();
