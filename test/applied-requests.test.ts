@@ -312,6 +312,18 @@ describe('a follower promoted while its items are still held as their bytes', ()
     const state = (store: SliceStore) => decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null)).effects;
     expect(tagged(state(asNow))).toEqual(tagged(state(asBefore)));
     expect(asNow.keptBytes).toBe(asBefore.keptBytes);
+    // What the writes gave the worker's log, and a snapshot of the worker.
+    expect(tagged(asNow.takeEffects())).toEqual(tagged(asBefore.takeEffects()));
+    const view = (store: SliceStore) => Array.from({ [Symbol.iterator]: () => store.snapshotView().entries });
+    expect(tagged(view(asNow))).toEqual(tagged(view(asBefore)));
+    // A move of the slice: its copy, and a record applied while it moves (recorded as a change the target takes).
+    const during = encodeReplicated([[EFFECT_SET, 1, 5, 'k04', { k: 'k04', b: bin(4, 4), __mtime: 3 }, 30]], null);
+    for (const store of [asBefore, asNow]) store.execute([SliceOp.MoveStart, 5]);
+    asBefore.replay(decodeReplicated(during).effects[0], itemTextsOf(during, decodeReplicated(during).effects)![0]);
+    expect(asNow.applyRecord(5, during)).toBeNull();
+    const [moved, movedBefore] = [asNow, asBefore].map((store) => store.execute([SliceOp.MoveRead, 5, null, 1_000])[1] as unknown[][]);
+    expect(tagged(moved)).toEqual(tagged(movedBefore));
+    expect([moved[0].length, moved[1].length]).toEqual([1, asNow.itemCount]);
   });
 });
 
