@@ -41,7 +41,8 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, type Item } from '../shared/values.js';
 import type { SliceCapacity } from '../shared/limits.js';
-import { decodeItemText, SetEffectsText } from './log-format.js';
+import { decodeItemText, decodeReplicated, itemTextsOf, readPackedReplicated, SetEffectsText } from './log-format.js';
+import type { AppliedList } from './replication/applied-requests.js';
 import { LoadTracker } from './slice-load.js';
 
 // sorted-btree is CommonJS with an ES-style default export: Node hands us the
@@ -60,7 +61,11 @@ type Stored = { item: Item | null; bytes: number; packed: string | null };
  * records without building their items (most are never read there before a compaction writes their bytes as they
  * are): the decode was two fifths of its apply's CPU (bench/put-path.ts), and objects that outlived the young
  * generation. Decoded as the record's whole payload was (log-format.ts decodeItemText), so to the same item. */
-const itemOf = (s: Stored): Item => s.item ?? (s.item = decodeItemText(s.packed!));
+const itemOf = (s: Stored): Item => {
+  if (s.item !== null) return s.item;
+  assert(s.packed !== null, 'an item held without its object is held as its bytes');
+  return (s.item = decodeItemText(s.packed));
+};
 /** The item of `s`, or null where there is none. */
 const itemOrNull = (s: Stored | undefined): Item | null => (s === undefined ? null : itemOf(s));
 /** Packed pages between two sums of the kept bytes (SliceStore.mayKeep). */
@@ -594,8 +599,23 @@ export class SliceStore {
     this.effects.length = pending; // replayed changes are already durable
   }
 
+  /** Applies a committed record of a replica of `slice` (its payload: encodeReplicated's) and answers the request ids
+   * applied with it (null: none), for the replica to remember (slice-replicas.ts). The items keep the bytes their
+   * leader packed them in (under the budget), which the slice's next compaction writes as they are (SetEffectsText).
+   * Most records (set-effects of plain items) are applied as those bytes alone, each item decoded at its first read
+   * (replayPacked); any other is decoded whole and replayed. */
+  applyRecord(slice: number, payload: Uint8Array): AppliedList | null {
+    const mayKeep = this.mayKeep();
+    const requests = mayKeep ? readPackedReplicated(payload, slice, (table, key, size, text) => this.replayPacked(table, slice, key, size, text)) : undefined;
+    if (requests !== undefined) return requests;
+    const { effects, requests: decoded } = decodeReplicated(payload);
+    const packed = mayKeep ? itemTextsOf(payload, effects) : null;
+    for (let i = 0; i < effects.length; i++) this.replay(effects[i], packed?.[i] ?? null);
+    return decoded;
+  }
+
   /** replay() of a set-effect whose item comes as its packed bytes (`text`, latin1: a follower's apply of a record,
-   * slice-replicas.ts): under the kept budget (as replay keeps a record's bytes) the item is held as those bytes
+   * applyRecord): under the kept budget (as replay keeps a record's bytes) the item is held as those bytes
    * alone and decoded at its first read (itemOf); over it, decoded now and not kept, as replay does. */
   replayPacked(table: number, slice: number, key: string, bytes: number, text: string): void {
     const p = this.partitionForReplay(table, slice);
@@ -781,7 +801,7 @@ export class SliceStore {
     return n;
   }
 
-  /** Whether a packed page (or a compaction's slice, or a follower's applied record: slice-replicas.ts) may keep more
+  /** Whether a packed page (or a compaction's slice, or a follower's applied record: applyRecord) may keep more
    * bytes: under the worker's share of PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX (`keptBytesMax`).
    * The sum (keptBytes) walks every partition, so it is taken again only every KEPT_RECOUNT_PAGES pages or once
    * pages kept a tenth of the budget since; in between, what items replaced, deleted or dropped since freed is not

@@ -7,7 +7,7 @@ import { AppliedRequests, type AppliedList } from '../slice-worker/replication/a
 import { decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf, readPackedReplicated } from '../slice-worker/log-format.js';
 import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
-import { EFFECT_DELETE, packClientItem, SliceOp, type SliceOpMessage } from '../shared/protocol.js';
+import { EFFECT_DELETE, packClientItem, SliceOp, sliceSetOf, type SliceOpMessage } from '../shared/protocol.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
 
 const R = 0xfeedc0de;
@@ -230,6 +230,137 @@ describe('a record a follower applies without decoding its items', () => {
     const decoded = new SliceStore(0, 1);
     for (const e of decodeReplicated(payload).effects) decoded.replay(e);
     expect([...store.sliceEntries(5)]).toEqual([...decoded.sliceEntries(5)]);
+  });
+});
+
+describe('a follower promoted while its items are still held as their bytes', () => {
+  // Two followers apply the same committed records: one as before this path (each payload decoded whole, replay with
+  // its items' bytes), one as a worker does now (readPackedReplicated: items held as their bytes). Then each is
+  // promoted (the slice assigned to its worker) and serves the same reads and conditional writes, which read the old
+  // items: every answer, binary values as Uint8Arrays in both, and what each holds after must be the same.
+  const now = () => 1_700_000_000_000;
+  const bin = (...b: number[]) => new Uint8Array(b);
+  const records = (): Uint8Array[] => [
+    encodeReplicated(
+      [
+        ...Array.from({ length: 12 }, (_, i): Effect => [
+          EFFECT_SET, 1, 5, `k${String(i).padStart(2, '0')}`,
+          { k: `k${i}`, n: i, b: bin(i, 255), l: [i, '\u00e9', bin(1)], s: 'x'.repeat(i * 7), t: i % 2 === 0, z: null, __mtime: 1 }, 60,
+        ]),
+        [EFFECT_SET, 1, 5, 'k\u00e9\u00ff', { k: '\u00e9\u{1f600}', n: 100, b: bin(), __mtime: 1 }, 30],
+        [EFFECT_SET, 2, 5, 'other', { n: -1.5, __mtime: 1 }, 20],
+      ],
+      { instances: [R], counters: [4], of: null, ats: 1_000, answers: null },
+    ),
+    // Overwritten while held as bytes, by a record of the same layout and by one that is not (a delete: decoded).
+    encodeReplicated([[EFFECT_SET, 1, 5, 'k00', { k: 'k00', n: 50, b: bin(7), __mtime: 2 }, 30]], { instances: [R], counters: [5], of: null, ats: 1_001, answers: null }),
+    encodeReplicated([[EFFECT_SET, 1, 5, 'k01', { k: 'k01', n: 51, __mtime: 2 }, 30], [EFFECT_DELETE, 1, 5, 'k02']], null),
+  ];
+  /** A value with each byte array's kind named: toEqual alone does not tell a Buffer from a Uint8Array. */
+  const tagged = (v: unknown): unknown => {
+    if (v instanceof Uint8Array) return { kind: v.constructor.name, bytes: [...v] };
+    if (Array.isArray(v)) return v.map(tagged);
+    if (v instanceof Error) return { error: v.message, details: tagged((v as { details?: unknown }).details) };
+    if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, tagged(x)]));
+    return v;
+  };
+  const check = (condition: unknown, returnOld: boolean, oldOnFailure = false) => ({ condition, returnOld, oldOnFailure });
+  const update = (key: string, actions: unknown[], condition: unknown, returnValues: string) =>
+    [SliceOp.Update, 1, 5, key, { base: { k: key }, actions, condition, oldOnFailure: true, returnValues }, null];
+  const range = (packed: boolean, filter: unknown, projection: unknown = null) =>
+    [SliceOp.Range, 1, 5, { low: '', lowInclusive: true, high: '\u00ff\u00ff\u00ff', highInclusive: true, reverse: false, limit: 100, projection, filter, withKeys: true, packed }];
+  const ops: unknown[][] = [
+    [SliceOp.Get, 1, 5, 'k03', null, false],
+    [SliceOp.Get, 1, 5, 'k04', null, true],
+    [SliceOp.Get, 1, 5, 'k\u00e9\u00ff', [['b'], ['l', 1]], false],
+    [SliceOp.Get, 1, 5, 'k05', [['l', 2]], true],
+    [SliceOp.Get, 1, 5, 'k02', null, false],
+    range(false, { k: 'type', a: { k: 'path', path: ['b'] }, type: 'B' }),
+    range(true, null),
+    range(false, { k: 'cmp', op: '>', a: { k: 'path', path: ['n'] }, b: { k: 'value', v: 6 } }, [['b'], ['s']]),
+    [SliceOp.Scan, 1, 0, null, 100, null, { k: 'contains', a: { k: 'path', path: ['l'] }, b: { k: 'value', v: '\u00e9' } }, sliceSetOf(0, [5]), false],
+    [SliceOp.Scan, 2, 0, null, 100, null, null, sliceSetOf(0, [5]), true],
+    [SliceOp.Put, 1, 5, 'k06', { k: 'k06', n: 0 }, 20, check({ k: 'cmp', op: '=', a: { k: 'path', path: ['b'] }, b: { k: 'value', v: bin(6, 255) } }, true), null],
+    [SliceOp.Put, 1, 5, 'k07', { k: 'k07', n: 0 }, 20, check({ k: 'notExists', path: ['n'] }, false, true), null],
+    [SliceOp.Delete, 1, 5, 'k08', check({ k: 'exists', path: ['l'] }, true), null],
+    [SliceOp.Delete, 1, 5, 'k09', check({ k: 'cmp', op: '<', a: { k: 'path', path: ['n'] }, b: { k: 'value', v: 0 } }, false, true), null],
+    update('k10', [{ k: 'add', path: ['n'], n: 5 }, { k: 'set', path: ['b'], value: { k: 'value', v: bin(9) } }], { k: 'type', a: { k: 'path', path: ['b'] }, type: 'B' }, 'old'),
+    update('k11', [{ k: 'set', path: ['l'], value: { k: 'listAppend', a: { k: 'path', path: ['l'] }, b: { k: 'value', v: [bin(2)] } } }], null, 'new'),
+    update('k00', [{ k: 'remove', path: ['b'] }], { k: 'beginsWith', a: { k: 'path', path: ['s'] }, b: { k: 'value', v: 'x' } }, 'old'),
+    update('k\u00e9\u00ff', [{ k: 'add', path: ['n'], n: 1 }], { k: 'cmp', op: '=', a: { k: 'path', path: ['k'] }, b: { k: 'value', v: '\u00e9\u{1f600}' } }, 'new'),
+  ];
+
+  it('answers every read and conditional write as the follower that decoded its records did, and holds the same after', () => {
+    const asBefore = new SliceStore(0, 1, now);
+    const asNow = new SliceStore(0, 1, now);
+    // The third (a delete) is decoded whole.
+    expect(records().map((payload) => readPackedReplicated(payload, 5, () => {}) !== undefined)).toEqual([true, true, false]);
+    for (const payload of records()) {
+      const { effects, requests } = decodeReplicated(payload);
+      const texts = itemTextsOf(payload, effects);
+      for (let i = 0; i < effects.length; i++) asBefore.replay(effects[i], texts?.[i] ?? null);
+      expect(asNow.applyRecord(5, payload)).toEqual(requests);
+    }
+    expect(asNow.keptBytes).toBe(asBefore.keptBytes);
+    for (const store of [asBefore, asNow]) store.execute([SliceOp.Assign, 1, [5]]);
+    for (const op of ops) {
+      const before = asBefore.execute(op as unknown as SliceOpMessage);
+      const got = asNow.execute(op as unknown as SliceOpMessage);
+      expect(tagged(got), JSON.stringify(op[0])).toEqual(tagged(before));
+    }
+    expect(tagged([...asNow.sliceEntries(5)])).toEqual(tagged([...asBefore.sliceEntries(5)]));
+    const state = (store: SliceStore) => decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null)).effects;
+    expect(tagged(state(asNow))).toEqual(tagged(state(asBefore)));
+    expect(asNow.keptBytes).toBe(asBefore.keptBytes);
+    // What the writes gave the worker's log, and a snapshot of the worker.
+    expect(tagged(asNow.takeEffects())).toEqual(tagged(asBefore.takeEffects()));
+    const view = (store: SliceStore) => Array.from({ [Symbol.iterator]: () => store.snapshotView().entries });
+    expect(tagged(view(asNow))).toEqual(tagged(view(asBefore)));
+    // A move of the slice: its copy, and a record applied while it moves (recorded as a change the target takes).
+    const during = encodeReplicated([[EFFECT_SET, 1, 5, 'k04', { k: 'k04', b: bin(4, 4), __mtime: 3 }, 30]], null);
+    for (const store of [asBefore, asNow]) store.execute([SliceOp.MoveStart, 5]);
+    asBefore.replay(decodeReplicated(during).effects[0], itemTextsOf(during, decodeReplicated(during).effects)![0]);
+    expect(asNow.applyRecord(5, during)).toBeNull();
+    const [moved, movedBefore] = [asNow, asBefore].map((store) => store.execute([SliceOp.MoveRead, 5, null, 1_000])[1] as unknown[][]);
+    expect(tagged(moved)).toEqual(tagged(movedBefore));
+    expect([moved[0].length, moved[1].length]).toEqual([1, asNow.itemCount]);
+  });
+});
+
+describe('the bytes a follower keeps of the records it applies', () => {
+  it('stay within the worker\'s budget, are given back when their items are overwritten, deleted or forgotten, and are kept again after', () => {
+    const budget = 4_000;
+    const store = new SliceStore(0, 1, Date.now, { readsPerSecond: 0, writesPerSecond: 0 }, budget);
+    const key = (i: number) => `k${String(i).padStart(4, '0')}`; // every item as long
+    // Items from..from + n - 1: one record may carry many, and the budget is looked at per item.
+    const record = (slice: number, from: number, v = 0, n = 1) =>
+      encodeReplicated(Array.from({ length: n }, (_, j): Effect => [EFFECT_SET, 1, slice, key(from + j), { k: key(from + j), v, s: 'y'.repeat(60) }, 80]), null);
+    const oneCost = (() => {
+      const probe = new SliceStore(0, 1);
+      probe.applyRecord(5, record(5, 0));
+      return probe.keptBytes;
+    })();
+    expect(oneCost).toBeGreaterThan(60);
+    // Past the budget, items are decoded at once; what is held is the same either way.
+    for (let i = 0; i < 208; i += 16) store.applyRecord(5, record(5, i, 0, 16));
+    const full = store.keptBytes;
+    expect(full).toBeGreaterThan(budget - oneCost);
+    expect(full).toBeLessThanOrEqual(budget + oneCost);
+    const expected = new SliceStore(0, 1);
+    for (let i = 0; i < 208; i += 16) for (const e of decodeReplicated(record(5, i, 0, 16)).effects) expected.replay(e);
+    expect([...store.sliceEntries(5)]).toEqual([...expected.sliceEntries(5)]);
+    // Overwritten by a record kept as its bytes or not, each kept item gives its bytes back.
+    for (let i = 0; i < 10; i++) store.applyRecord(5, record(5, i, 1));
+    expect(store.keptBytes).toBeLessThanOrEqual(full);
+    // Deleted (a record decoded whole): their bytes are given back.
+    const kept = store.keptBytes;
+    store.applyRecord(5, encodeReplicated(Array.from({ length: 20 }, (_, i): Effect => [EFFECT_DELETE, 1, 5, key(i)]), null));
+    expect(store.keptBytes).toBeLessThanOrEqual(kept - 10 * oneCost);
+    // The slice leaves the worker: all of them, and later records keep theirs again (once the sum is taken again).
+    store.forgetSlice(5);
+    expect(store.keptBytes).toBe(0);
+    for (let i = 0; i < 1_100; i++) store.applyRecord(6, record(6, i % 30));
+    expect(store.keptBytes).toBe(30 * oneCost);
   });
 });
 

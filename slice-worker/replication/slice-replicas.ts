@@ -3,9 +3,9 @@
 // partitions (partition.ts). worker.ts creates one per worker (docs/replication.md).
 //
 // - A record's payload is the effects of one task on one slice (log-format.ts),
-//   so a follower applies a committed record with store.replay(), the path WAL
-//   recovery uses (a record of plain set-effects with store.replayPacked(), its
-//   items held as their bytes until read); a table drop becomes a drop of that
+//   so a follower applies a committed record with store.applyRecord(): replay(),
+//   the path WAL recovery uses (a record of plain set-effects with replayPacked(),
+//   its items held as their bytes until read); a table drop becomes a drop of that
 //   table's part of each slice.
 // - The leader executes writes against its store before they are committed (as
 //   the worker does now) and proposes their effects; its own records (from its
@@ -22,7 +22,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { isClientRequestId, MalformedFrame, requestIdOf, RESULT_ERROR, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
-import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicatedEach, encodeReplicatedItems, isPlainReplicated, itemTextsOf, readPackedReplicated, type ReplicatedChanges } from '../log-format.js';
+import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicatedEach, encodeReplicatedItems, isPlainReplicated, type ReplicatedChanges } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
@@ -353,17 +353,7 @@ export class SliceReplicas {
           // those from its election's barrier on, of its term and, once it led on (LeadOn), of the terms it led before.
           if (replica?.isLeader === true && record.index >= replica.ownFrom) return;
           if (record.payload.length === 0) return;
-          // The items keep the bytes their leader packed them in (under the budget), which the slice's next compaction
-          // writes as they are (SetEffectsText). Most records (set-effects of plain items) are applied as those bytes
-          // alone, each item decoded at its first read (SliceStore.replayPacked); any other is decoded whole.
-          const mayKeep = this.store.mayKeep();
-          let requests = mayKeep ? readPackedReplicated(record.payload, slice, (table, key, size, text) => this.store.replayPacked(table, slice, key, size, text)) : undefined;
-          if (requests === undefined) {
-            const changes = decodeReplicated(record.payload);
-            const packed = mayKeep ? itemTextsOf(record.payload, changes.effects) : null;
-            for (let i = 0; i < changes.effects.length; i++) this.store.replay(changes.effects[i], packed?.[i] ?? null);
-            requests = changes.requests;
-          }
+          const requests = this.store.applyRecord(slice, record.payload);
           const known = requests === null ? 0 : this.requestsOf(slice).addAll(requests);
           if (known > 0) this.events.malformed?.(slice, null, `committed record ${record.index} of term ${record.term} names ${known} request ids applied already (their first answers are kept)`);
         },
