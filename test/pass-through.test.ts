@@ -22,6 +22,8 @@ import {
   unpackClientList,
   type ClientResponseFrame,
   type RangeResult,
+  type RangeItems,
+  pageBytes,
   type RangeSpec,
   type ScanEntry,
   type ScanResult,
@@ -383,7 +385,8 @@ describe('a partition packs the items of a range when asked', () => {
       expect(objects[0]).toBe(RESULT_OK);
       expect(packed[0]).toBe(RESULT_OK);
       const [items, ...rest] = objects[1] as [Item[], ...unknown[]];
-      const [bytes, ...packedRest] = packed[1] as [Uint8Array, ...unknown[]];
+      const [page, ...packedRest] = packed[1] as [RangeItems, ...unknown[]];
+      const bytes = pageBytes(page) as Uint8Array;
       expect(packedRest, JSON.stringify(v)).toEqual(rest);
       expect(bytes).toBeInstanceOf(Uint8Array);
       expect(Buffer.compare(bytes, reference.pack(items)), JSON.stringify(v)).toBe(0);
@@ -398,7 +401,7 @@ describe('a partition keeps the packed bytes of the items a packed page read', (
   /** The packed range and scan, each checked byte for byte against the objects the store holds now. */
   const check = (store: SliceStore, context: string) => {
     const items = (store.execute(rangeOf(100, false))[1] as [Item[]])[0];
-    const range = (store.execute(rangeOf(100, true))[1] as [Uint8Array])[0];
+    const range = pageBytes((store.execute(rangeOf(100, true))[1] as RangeResult)[0]) as Uint8Array;
     expect(Buffer.compare(range, reference.pack(items)), context).toBe(0);
     const scan = (store.execute(scanOf(true))[1] as ScanResult)[2]!;
     expect(Buffer.compare(scan, reference.pack(items)), context).toBe(0);
@@ -442,7 +445,7 @@ describe('a partition keeps the packed bytes of the items a packed page read', (
       for (let page = 0; page < 100; page++) {
         const spec: RangeSpec = { low, lowInclusive: false, high: 'l', highInclusive: false, reverse: false, limit: 50, projection: null, filter: null, withKeys: false, packed: false };
         const [items, last] = store.execute([SliceOp.Range, 1, 0, spec])[1] as [Item[], string | null];
-        const [bytes] = store.execute([SliceOp.Range, 1, 0, { ...spec, packed: true }])[1] as [Uint8Array];
+        const bytes = pageBytes((store.execute([SliceOp.Range, 1, 0, { ...spec, packed: true }])[1] as RangeResult)[0]) as Uint8Array;
         expect(Buffer.compare(bytes, reference.pack(items)), `page after ${low}`).toBe(0);
         objects.push(...items);
         if (last === null) return objects;
@@ -490,7 +493,7 @@ describe("a partition's first packed page (msgpackr's own packed list, its items
     items.forEach((item, i) => store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(3, '0')}`, item, itemBytes(item), null, null]));
     return store;
   };
-  const pageOf = (store: SliceStore) => (store.execute([SliceOp.Range, 1, 0, spec])[1] as [Uint8Array])[0];
+  const pageOf = (store: SliceStore) => pageBytes((store.execute([SliceOp.Range, 1, 0, spec])[1] as RangeResult)[0]) as Uint8Array;
   const objectsOf = (store: SliceStore) => (store.execute([SliceOp.Range, 1, 0, { ...spec, packed: false }])[1] as [Item[]])[0];
 
   it('is not written over by the packs that follow it before it is sent, and each kept text is its item\'s bytes exactly', () => {
