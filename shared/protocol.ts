@@ -332,11 +332,6 @@ export class PackedPage {
   }
 }
 
-/** Items packed in the client's form (as PackedPage takes them) as one list, in one buffer: byte for byte
- * packClientList of the items. */
-export function concatClientList(items: readonly (Uint8Array | string)[]): Uint8Array {
-  return new PackedPage(items).bytes();
-}
 /** A range's items as bytes: a worker's PackedPage joined, other forms as they are (for readers of a store's answer
  * in this process: tests and benches; the wire carries the bytes). */
 export function pageBytes(items: RangeItems): Item[] | Uint8Array {
