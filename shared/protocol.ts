@@ -282,33 +282,60 @@ export function packClientList(items: Item[]): Uint8Array {
   return clientPackr.pack(items);
 }
 /** Items packed in the client's form (pieces of packed lists: splitPackedList; a string holds bytes as latin1, a
- * char a byte) as one list of them, in one buffer: byte for byte packClientList of the items. Each run of strings
- * is joined and written in one call: a write per item cost about half as much again (its checks and its call into
- * C++ per item; bench/PROFILE.md, "range pages with fewer copies"). */
-export function concatClientList(items: readonly (Uint8Array | string)[]): Uint8Array {
-  const header = arrayHeader(items.length);
-  let size = header.byteLength;
-  for (const b of items) size += b.length;
-  const out = Buffer.allocUnsafe(size);
-  out.set(header, 0);
-  let at = header.byteLength;
-  let run: string[] = [];
-  const writeRun = () => {
-    if (run.length === 0) return;
-    at += out.write(run.length === 1 ? run[0] : run.join(''), at, 'latin1');
-    run = [];
-  };
-  for (const b of items) {
-    if (typeof b === 'string') run.push(b);
-    else {
-      writeRun();
-      out.set(b, at);
-      at += b.byteLength;
-    }
+ * char a byte) as one list of them, not yet written anywhere: a worker's range page. The worker's answer writes its
+ * bytes once, straight into the answer's own buffer (encodeOwnedResults): joined into a buffer of their own first,
+ * they were copied twice (bench/PROFILE.md, "a range page written once into its answer"). Its bytes are byte for
+ * byte packClientList of the items. The items are read when it is written, which may be after a commit (a held
+ * answer): they are kept texts (strings, which nothing changes) or views of a list msgpackr packed, which nothing
+ * writes again (msgpackr's next pack goes on past it in its buffer, or into a new one; nothing here resets or
+ * transfers a Packr's buffer). */
+export class PackedPage {
+  /** The list's bytes: its header and its items. */
+  readonly byteLength: number;
+  private readonly header: Uint8Array;
+  constructor(private readonly items: readonly (Uint8Array | string)[]) {
+    this.header = arrayHeader(items.length);
+    let size = this.header.byteLength;
+    for (const b of items) size += b.length;
+    this.byteLength = size;
   }
-  writeRun();
-  assert(at === size, 'a concatenated list is its header and its items');
-  return out;
+  /** Writes the list into `out` from `at`; gives where it ends. Each run of strings is joined and written in one
+   * call: a write per item cost about half as much again (its checks and its call into C++ per item;
+   * bench/PROFILE.md, "range pages with fewer copies"). */
+  writeInto(out: Buffer, at: number): number {
+    const start = at;
+    out.set(this.header, at);
+    at += this.header.byteLength;
+    let run: string[] = [];
+    const writeRun = () => {
+      if (run.length === 0) return;
+      at += out.write(run.length === 1 ? run[0] : run.join(''), at, 'latin1');
+      run = [];
+    };
+    for (const b of this.items) {
+      if (typeof b === 'string') run.push(b);
+      else {
+        writeRun();
+        out.set(b, at);
+        at += b.byteLength;
+      }
+    }
+    writeRun();
+    assert(at - start === this.byteLength, 'a packed page is its header and its items');
+    return at;
+  }
+  /** The list in a buffer of its own (for whoever reads the page's bytes rather than sending them). */
+  bytes(): Uint8Array {
+    const out = Buffer.allocUnsafe(this.byteLength);
+    this.writeInto(out, 0);
+    return out;
+  }
+}
+
+/** A range's items as bytes: a worker's PackedPage joined, other forms as they are (for readers of a store's answer
+ * in this process: tests and benches; the wire carries the bytes). */
+export function pageBytes(items: RangeItems): Item[] | Uint8Array {
+  return items instanceof PackedPage ? items.bytes() : items;
 }
 /** One value of a packed item, decoded alone as the client decodes it (the DynamoDB endpoint's writer of packed
  * items, coordinator/dynamodb/item-json.ts, leaves the values it does not write itself to this). */
@@ -749,15 +776,19 @@ export const BATCH_REPLY_HEADROOM = 16;
 /** `parts` one after another, copied into a buffer of their own with BATCH_REPLY_HEADROOM free bytes in front: what
  * a worker thread answers its node (the whole buffer then belongs to the node, which puts the frame's head there:
  * encodeBatchReply). */
-export function withReplyHeadroom(parts: readonly Uint8Array[]): Uint8Array {
+export function withReplyHeadroom(parts: readonly (Uint8Array | PackedPage)[]): Uint8Array {
   let size = 0;
   for (const b of parts) size += b.byteLength;
   const own = Buffer.allocUnsafeSlow(BATCH_REPLY_HEADROOM + size);
   let at = BATCH_REPLY_HEADROOM;
   for (const b of parts) {
-    own.set(b, at);
-    at += b.byteLength;
+    if (b instanceof PackedPage) at = b.writeInto(own, at);
+    else {
+      own.set(b, at);
+      at += b.byteLength;
+    }
   }
+  assert(at === own.byteLength, 'an answer is its headroom and its parts');
   return new Uint8Array(own.buffer, BATCH_REPLY_HEADROOM, size);
 }
 
@@ -1404,8 +1435,10 @@ export type SliceOpMessage =
   | [typeof SliceOp.MoveApply, slice: number, effects: Effect[], own: boolean]
   | [typeof SliceOp.MoveAbort, slice: number, role: 'source' | 'target'];
 
-/** A range's items: objects, or (RangeSpec.packed) one list packed in the client's form (packClientList). */
-export type RangeItems = Item[] | Uint8Array;
+/** A range's items: objects, or (RangeSpec.packed) one list packed in the client's form (packClientList): on the
+ * wire its bytes; in the worker that answers, a PackedPage, whose bytes are written once, into the answer
+ * (encodeOwnedResults, encodeSliceResults). */
+export type RangeItems = Item[] | Uint8Array | PackedPage;
 /** Range result: items in order, the encoded key of the last examined one, whether
  * more remain, (if asked for) every returned item's encoded key, and how many
  * items the range examined (the filter's rejects included). */
@@ -1646,7 +1679,13 @@ export function decodeSliceOps(bytes: Uint8Array): unknown[] {
   return ops;
 }
 export function encodeSliceResults(results: SliceOpResult[]): Uint8Array {
-  return internalPackr.pack(results);
+  return internalPackr.pack(results.map(joinedPages));
+}
+
+/** `r` with each PackedPage of its payload as its bytes, for msgpackr (which would pack the object as a map). */
+function joinedPages(r: SliceOpResult): SliceOpResult {
+  if (r[0] !== RESULT_OK || !Array.isArray(r[1]) || !(r[1] as unknown[]).some((v) => v instanceof PackedPage)) return r;
+  return [RESULT_OK, (r[1] as unknown[]).map((v) => (v instanceof PackedPage ? v.bytes() : v))] as SliceOpResult;
 }
 
 /** A packed list at least this long is written into a worker's answer as it is (encodeOwnedResults), not through msgpackr. */
@@ -1657,14 +1696,15 @@ const SPLICED_BIN_BYTES_MIN = 1024;
  * [RESULT_OK, [...]] that carries a packed list (a range page or a scan's kept items in the client's form) has the
  * rest of its parts packed apart and the list written once, straight into the answer: through msgpackr it was
  * copied twice (into msgpackr's buffer, which grows by allocating anew, then out of it: bench/PROFILE.md, "range
- * pages with fewer copies"). Only parts without objects are packed apart: records mode defines an object's record
- * in the pack call that meets it, so objects are packed with the whole list as before. */
+ * pages with fewer copies"), and a range page (a PackedPage) is written there from its items, not joined first
+ * ("a range page written once into its answer"). Only parts without objects are packed apart: records mode defines
+ * an object's record in the pack call that meets it, so objects are packed with the whole list as before. */
 export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
-  if (!results.some(splices)) return withReplyHeadroom([internalPackr.pack(results)]);
-  const parts: Uint8Array[] = [arrayHeader(results.length)];
+  if (!results.some(splices)) return withReplyHeadroom([encodeSliceResults(results)]);
+  const parts: (Uint8Array | PackedPage)[] = [arrayHeader(results.length)];
   for (const r of results) {
     if (!splices(r)) {
-      parts.push(internalPackr.pack(r));
+      parts.push(internalPackr.pack(joinedPages(r)));
       continue;
     }
     const payload = r[1] as unknown[];
@@ -1673,12 +1713,13 @@ export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
     let from = 0;
     for (let i = 0; i <= payload.length; i++) {
       const v = payload[i];
-      if (i < payload.length && !(v instanceof Uint8Array)) continue;
+      const list = v instanceof Uint8Array || v instanceof PackedPage;
+      if (i < payload.length && !list) continue;
       if (i > from) {
         const run = internalPackr.pack(payload.slice(from, i));
         parts.push(run.subarray(arrayHeaderBytes(i - from)));
       }
-      if (v instanceof Uint8Array) parts.push(binHeader(v.byteLength), v);
+      if (list) parts.push(binHeader(v.byteLength), v);
       from = i + 1;
     }
   }
@@ -1686,12 +1727,14 @@ export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
 }
 
 /** Whether a result's parts are written one by one (encodeOwnedResults): an OK result whose payload is a list with a
- * packed list of SPLICED_BIN_BYTES_MIN or more in it, and no object anywhere in the rest. */
+ * packed list of SPLICED_BIN_BYTES_MIN or more in it, or a PackedPage of any size (joined or not, it is written
+ * once), and no object anywhere in the rest. */
 function splices(r: SliceOpResult): boolean {
   if (r[0] !== RESULT_OK || !Array.isArray(r[1])) return false;
   let big = false;
   for (const v of r[1] as unknown[]) {
-    if (v instanceof Uint8Array) big ||= v.byteLength >= SPLICED_BIN_BYTES_MIN;
+    if (v instanceof PackedPage) big = true;
+    else if (v instanceof Uint8Array) big ||= v.byteLength >= SPLICED_BIN_BYTES_MIN;
     else if (!withoutObjects(v)) return false;
   }
   return big;

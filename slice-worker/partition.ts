@@ -22,7 +22,7 @@ import {
   type MoveCursor,
   type MoveReadResult,
   KEPT_IN_LIST,
-  concatClientList,
+  PackedPage,
   packClientItem,
   packClientList,
   packedItemBounds,
@@ -521,7 +521,9 @@ export class SliceStore {
         bytes += stored.bytes;
       }
     }
-    return [entries, exhausted, whole !== null ? this.packWhole(whole, null) : packed ? packScanItems(entries) : null];
+    // As bytes: the router cuts a scan's list with its entries (cutScanItems), and a scan's page is not the hot path.
+    const page = whole !== null ? this.packWhole(whole, null) : null;
+    return [entries, exhausted, page instanceof PackedPage ? page.bytes() : page !== null ? page : packed ? packScanItems(entries) : null];
   }
 
   /** Items, bytes and load of each slice of `asked` (ascending: the ones the asker's map gives this worker) that holds
@@ -700,14 +702,15 @@ export class SliceStore {
   /** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
    * item's kept bytes where it has them, the others packed (packedItems). A page none of whose items has kept bytes
    * (their first read) is the one list packed, as it is, its items' text kept from it (keepPieces): no copy of the
-   * page into another buffer, nor a view of each item. */
-  private packWhole(list: readonly Stored[], keepIn: Partition | null): Uint8Array {
+   * page into another buffer, nor a view of each item. Otherwise the items not yet joined (a PackedPage): the worker's
+   * answer writes them once, into its own buffer (encodeOwnedResults). */
+  private packWhole(list: readonly Stored[], keepIn: Partition | null): Uint8Array | PackedPage {
     if (list.every((s) => s.packed === null)) {
       const packed = packClientList(list.map((s) => itemOf(s)));
       if (keepIn !== null) this.keepPieces(list, packed, packedItemBounds(packed), keepIn);
       return packed;
     }
-    return concatClientList(this.packedItems(list, keepIn));
+    return new PackedPage(this.packedItems(list, keepIn));
   }
 
   /** Each item of `list` in the client's msgpack form: its kept bytes where it has them; the others packed together

@@ -22,6 +22,8 @@ import {
   unpackClientList,
   type ClientResponseFrame,
   type RangeResult,
+  type RangeItems,
+  pageBytes,
   type RangeSpec,
   type ScanEntry,
   type ScanResult,
@@ -30,7 +32,7 @@ import {
   cutScanItems,
   checkSliceResult,
   MalformedFrame,
-  concatClientList,
+  PackedPage,
   EFFECT_SET,
   EFFECT_DELETE,
   EFFECT_DROP_SLICE,
@@ -383,7 +385,8 @@ describe('a partition packs the items of a range when asked', () => {
       expect(objects[0]).toBe(RESULT_OK);
       expect(packed[0]).toBe(RESULT_OK);
       const [items, ...rest] = objects[1] as [Item[], ...unknown[]];
-      const [bytes, ...packedRest] = packed[1] as [Uint8Array, ...unknown[]];
+      const [page, ...packedRest] = packed[1] as [RangeItems, ...unknown[]];
+      const bytes = pageBytes(page) as Uint8Array;
       expect(packedRest, JSON.stringify(v)).toEqual(rest);
       expect(bytes).toBeInstanceOf(Uint8Array);
       expect(Buffer.compare(bytes, reference.pack(items)), JSON.stringify(v)).toBe(0);
@@ -398,13 +401,13 @@ describe('a partition keeps the packed bytes of the items a packed page read', (
   /** The packed range and scan, each checked byte for byte against the objects the store holds now. */
   const check = (store: SliceStore, context: string) => {
     const items = (store.execute(rangeOf(100, false))[1] as [Item[]])[0];
-    const range = (store.execute(rangeOf(100, true))[1] as [Uint8Array])[0];
+    const range = pageBytes((store.execute(rangeOf(100, true))[1] as RangeResult)[0]) as Uint8Array;
     expect(Buffer.compare(range, reference.pack(items)), context).toBe(0);
     const scan = (store.execute(scanOf(true))[1] as ScanResult)[2]!;
     expect(Buffer.compare(scan, reference.pack(items)), context).toBe(0);
     const pieces = splitPackedList(packClientList(items));
     const mixed = pieces.map((b, i) => (i % 2 === 0 ? Buffer.from(b).toString('latin1') : b));
-    expect(Buffer.compare(concatClientList(mixed), packClientList(items)), context).toBe(0);
+    expect(Buffer.compare(new PackedPage(mixed).bytes(), packClientList(items)), context).toBe(0);
     return items;
   };
 
@@ -442,7 +445,7 @@ describe('a partition keeps the packed bytes of the items a packed page read', (
       for (let page = 0; page < 100; page++) {
         const spec: RangeSpec = { low, lowInclusive: false, high: 'l', highInclusive: false, reverse: false, limit: 50, projection: null, filter: null, withKeys: false, packed: false };
         const [items, last] = store.execute([SliceOp.Range, 1, 0, spec])[1] as [Item[], string | null];
-        const [bytes] = store.execute([SliceOp.Range, 1, 0, { ...spec, packed: true }])[1] as [Uint8Array];
+        const bytes = pageBytes((store.execute([SliceOp.Range, 1, 0, { ...spec, packed: true }])[1] as RangeResult)[0]) as Uint8Array;
         expect(Buffer.compare(bytes, reference.pack(items)), `page after ${low}`).toBe(0);
         objects.push(...items);
         if (last === null) return objects;
@@ -490,7 +493,7 @@ describe("a partition's first packed page (msgpackr's own packed list, its items
     items.forEach((item, i) => store.execute([SliceOp.Put, 1, 0, `k${String(i).padStart(3, '0')}`, item, itemBytes(item), null, null]));
     return store;
   };
-  const pageOf = (store: SliceStore) => (store.execute([SliceOp.Range, 1, 0, spec])[1] as [Uint8Array])[0];
+  const pageOf = (store: SliceStore) => pageBytes((store.execute([SliceOp.Range, 1, 0, spec])[1] as RangeResult)[0]) as Uint8Array;
   const objectsOf = (store: SliceStore) => (store.execute([SliceOp.Range, 1, 0, { ...spec, packed: false }])[1] as [Item[]])[0];
 
   it('is not written over by the packs that follow it before it is sent, and each kept text is its item\'s bytes exactly', () => {
@@ -1062,7 +1065,7 @@ describe('a GetItem answer with its item packed', () => {
     store.execute([SliceOp.Update, 1, 0, 'k04', { base: {}, actions: [{ k: 'set', path: ['s'], value: { k: 'value', v: 'updated' } }], condition: null, oldOnFailure: false, returnValues: 'none' }, null]);
     store.execute([SliceOp.Delete, 1, 0, 'k05', null, null]);
     expect(get('k05', true)).toEqual([RESULT_OK, null]);
-    for (let i = 0; i < 40; i++) if (i !== 5) expect(unpackClientList(concatClientList([get(`k${String(i).padStart(2, '0')}`, true)[1] as Uint8Array]))[0].s).toBe(i === 3 ? 'replaced' : i === 4 ? 'updated' : `text ${i} é 😀 \u0000`);
+    for (let i = 0; i < 40; i++) if (i !== 5) expect(unpackClientList(new PackedPage([get(`k${String(i).padStart(2, '0')}`, true)[1] as Uint8Array]).bytes())[0].s).toBe(i === 3 ? 'replaced' : i === 4 ? 'updated' : `text ${i} é 😀 \u0000`);
     expect(get('missing', true)).toEqual([RESULT_OK, null]);
   });
   it('from a partition answers the new value after a follower applies records, a snapshot, a move in and a dropped replica, and gives back its kept bytes', () => {
@@ -1071,7 +1074,7 @@ describe('a GetItem answer with its item packed', () => {
     const get = (slice: number, key: string) => {
       const r = slice === 0 ? store.execute([SliceOp.Get, 1, slice, key, null, true]) : store.readReplica([SliceOp.ReplicaGet, 1, slice, key, null, true]);
       expect(r[0], `${slice} ${key}`).toBe(RESULT_OK);
-      return r[1] === null ? null : (unpackClientList(concatClientList([r[1] as Uint8Array]))[0] as Item);
+      return r[1] === null ? null : (unpackClientList(new PackedPage([r[1] as Uint8Array]).bytes())[0] as Item);
     };
     const set = (slice: number, key: string, v: Value) => [EFFECT_SET, 1, slice, key, { pk: key, v }, 40] as const;
     // Slice 1 is a follower's replica here: its records are replayed, its reads are ReplicaGets.
@@ -1101,7 +1104,7 @@ describe('a GetItem answer with its item packed', () => {
     expect(store.execute([SliceOp.MoveBegin, 2])[0]).toBe(RESULT_OK);
     expect(store.execute([SliceOp.MoveApply, 2, [[...set(2, 'm', 'moved in')]], true])[0]).toBe(RESULT_OK);
     expect(store.execute([SliceOp.Get, 1, 2, 'm', null, true])[0]).toBe(RESULT_OK);
-    expect(unpackClientList(concatClientList([store.execute([SliceOp.Get, 1, 2, 'm', null, true])[1] as Uint8Array]))[0].v).toBe('moved in');
+    expect(unpackClientList(new PackedPage([store.execute([SliceOp.Get, 1, 2, 'm', null, true])[1] as Uint8Array]).bytes())[0].v).toBe('moved in');
     expect(store.execute([SliceOp.MoveApply, 2, [], false])[0]).toBe(RESULT_ERROR); // owned now: no longer incoming
     // A table dropped: nothing of it is answered or kept.
     store.execute([SliceOp.Put, 1, 0, 'k', { pk: 'k', v: 1 }, 40, null, null]);

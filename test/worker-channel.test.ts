@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { WebSocketServer } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  PackedPage,
+  splitPackedList,
   BATCH_REPLY_HEADROOM,
   decodeNodeFrame,
   decodeReplicationMessage,
@@ -257,6 +259,30 @@ describe("a worker's answer written once (encodeOwnedResults)", () => {
     for (const results of cases) {
       const own = encodeOwnedResults(results);
       expect(Buffer.compare(Buffer.from(own), Buffer.from(encodeSliceResults(results)))).toBe(0);
+      expect(own.byteOffset).toBe(BATCH_REPLY_HEADROOM);
+      expect(own.buffer.byteLength).toBe(BATCH_REPLY_HEADROOM + own.byteLength);
+    }
+  });
+  it("writes a range page not yet joined (PackedPage) as its joined bytes would be written, at any size, beside other results", () => {
+    // A page's items as the store keeps them: some as latin1 text, some as views of a packed list (splitPackedList).
+    const page = (n: number) => {
+      const bytes = list(n);
+      return { bytes, page: new PackedPage(splitPackedList(bytes).map((b, i) => (i % 3 === 0 ? b : Buffer.from(b).toString('latin1')))) };
+    };
+    const list = (n: number) => packClientList(Array.from({ length: n }, (_, i) => ({ [NAME_ATTRIBUTE]: `d_${i}`, device: 'd', seq: i, payload: 'é'.repeat(80) })));
+    for (const n of [0, 1, 5, 100, 400]) {
+      const a = page(n);
+      const b = page(3);
+      const shapes = (x: Uint8Array | PackedPage, y: Uint8Array | PackedPage): SliceOpResult[] => [
+        [RESULT_OK, [x, 'k\x01last', true, ['a', 'b'], n]],
+        [RESULT_OK, { [NAME_ATTRIBUTE]: 'a', v: 1 }],
+        [RESULT_ERROR, 'WrongOwner', 'moved'],
+        [RESULT_OK, [y, null, false, null, 3]],
+      ];
+      const own = encodeOwnedResults(shapes(a.page, b.page));
+      expect(Buffer.compare(Buffer.from(own), Buffer.from(encodeSliceResults(shapes(a.bytes, b.bytes)))), `${n} items`).toBe(0);
+      expect(Buffer.compare(Buffer.from(encodeSliceResults(shapes(a.page, b.page))), Buffer.from(encodeSliceResults(shapes(a.bytes, b.bytes)))), `${n} items`).toBe(0);
+      expect(Buffer.compare(Buffer.from(a.page.bytes()), Buffer.from(a.bytes))).toBe(0);
       expect(own.byteOffset).toBe(BATCH_REPLY_HEADROOM);
       expect(own.buffer.byteLength).toBe(BATCH_REPLY_HEADROOM + own.byteLength);
     }
