@@ -36,8 +36,12 @@ import {
   EFFECT_SET,
   EFFECT_DELETE,
   EFFECT_DROP_SLICE,
+  encodeOwnedResults,
+  encodeSliceResults,
+  type SliceOpResult,
 } from '../shared/protocol.js';
-import { PACKED_ITEM_CACHE_BYTES_MAX, PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX, WORKERS_PER_NODE_MAX, packedItemsKeptBytesPerWorker } from '../shared/limits.js';
+import { encodeReplicated } from '../slice-worker/log-format.js';
+import { PAGE_BYTES_MAX, PACKED_ITEM_CACHE_BYTES_MAX, PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX, WORKERS_PER_NODE_MAX, packedItemsKeptBytesPerWorker } from '../shared/limits.js';
 import { answerItems, answerMerged, scanPage } from '../coordinator/router/operations.js';
 import { gatherBuckets } from '../coordinator/router/bucket-gather.js';
 import { toKeysliceError } from '../shared/errors.js';
@@ -893,6 +897,109 @@ describe('scan pages over the WebSocket API pass items through', () => {
     }
     const none = await c.client.batchGet('pass_scan', [{ pk: 'x', sk: 1 }, { pk: 'y', sk: 2 }]);
     expect(none.items).toEqual([null, null]);
+  });
+});
+
+describe('a range page held until a commit (a PackedPage written into its answer after later tasks ran)', () => {
+  const spec = (limit: number): RangeSpec => ({ low: '', lowInclusive: true, high: '\u00ff', highInclusive: false, reverse: false, limit, projection: null, filter: null, withKeys: true, packed: true });
+  const key = (i: number) => `k${String(i).padStart(4, '0')}`;
+  /** Text of 1, 2, 3 and 4 bytes a char in UTF-8 (the kept texts hold it as latin1, a char a byte), and a NUL. */
+  const text = (i: number, n: number) => `v${i} é ✓ 😀 \u0000 `.repeat(n);
+  /** The pieces a page holds (kept texts, views of a packed list), read through its private field. */
+  const piecesOf = (page: RangeItems) => {
+    expect(page).toBeInstanceOf(PackedPage);
+    return (page as unknown as { items: (string | Uint8Array)[] }).items;
+  };
+  /** What the answer's bytes must be: the page as the objects held at the range, packed, in the answer's place. */
+  const expectedAnswer = (result: SliceOpResult, objects: Item[]) => {
+    const [, ...rest] = result[1] as RangeResult;
+    return Buffer.from(encodeSliceResults([[RESULT_OK, [reference.pack(objects), ...rest]] as SliceOpResult]));
+  };
+  /** What a worker's tasks do between a range and its commit: other packs by msgpackr (its buffer goes on past the page's
+   * views, and is made anew many times over), ranges that keep pieces, and answers written. */
+  const churn = (store: SliceStore, range: SliceOpMessage) => {
+    for (let i = 0; i < 300; i++) packClientList(Array.from({ length: 40 }, (_, j) => ({ pk: `x${i}`, sk: j, s: 'z'.repeat(200 + i) })));
+    for (let i = 0; i < 5; i++) encodeOwnedResults([store.execute(range)]);
+  };
+
+  it("on a leader: the page's kept texts and msgpackr views are written as they were read, after its items are overwritten, deleted and compacted", () => {
+    // A budget that keeps some items' texts and not others, so that the page mixes kept texts and views.
+    const store = new SliceStore(0, 1, () => 1, undefined, 24 * 1024);
+    store.execute([SliceOp.Assign, 1, [0]]);
+    const put = (i: number, s: string) => {
+      const item = { pk: key(i), sk: i, s, big: i % 7 === 0 ? 'b'.repeat(PACKED_ITEM_CACHE_BYTES_MAX) : null };
+      expect(store.execute([SliceOp.Put, 1, 0, key(i), item, itemBytes(item), null, null])[0]).toBe(RESULT_OK);
+    };
+    for (let i = 0; i < 120; i++) put(i, text(i, 1 + (i % 9)));
+    const range: SliceOpMessage = [SliceOp.Range, 1, 0, spec(100)];
+    store.execute(range); // the first page keeps its items' texts (under the budget)
+    for (let i = 0; i < 120; i += 4) put(i, text(i, 3)); // these lose them: packed again at the next page, as views
+    const objects = (store.execute([SliceOp.Range, 1, 0, { ...spec(100), packed: false }])[1] as [Item[]])[0];
+    const held = store.execute(range);
+    const pieces = piecesOf((held[1] as RangeResult)[0]);
+    expect(pieces.some((p) => typeof p === 'string') && pieces.some((p) => p instanceof Uint8Array)).toBe(true);
+    const expected = expectedAnswer(held, objects);
+    // Before its commit: every item overwritten (with and without kept bytes), some deleted, the slice compacted.
+    for (let i = 0; i < 120; i++) put(i, `after ${i} ${'ü'.repeat(i)}`);
+    for (let i = 0; i < 120; i += 3) store.execute([SliceOp.Delete, 1, 0, key(i), null, null]);
+    store.sliceEffectsText(0);
+    churn(store, range);
+    expect(Buffer.compare(Buffer.from(encodeOwnedResults([held])), expected)).toBe(0);
+    expect(Buffer.compare(Buffer.from(encodeSliceResults([held])), expected)).toBe(0);
+  });
+
+  it('on a follower (an eventual read over items held as their packed bytes alone): written as read, after later records overwrite and delete them', () => {
+    const store = new SliceStore(0, 1, () => 1);
+    const record = (from: number, n: number, v: string) =>
+      encodeReplicated(Array.from({ length: n }, (_, j) => { const item = { pk: key(from + j), v: `${v} ${text(j, 1 + (j % 5))}` }; return [EFFECT_SET, 1, 5, key(from + j), item, itemBytes(item)] as const; }), null);
+    for (let i = 0; i < 100; i += 20) store.applyRecord(5, record(i, 20, 'first'));
+    const range: SliceOpMessage = [SliceOp.ReplicaRange, 1, 5, spec(60)];
+    const objects = (store.readReplica([SliceOp.ReplicaRange, 1, 5, { ...spec(60), packed: false }])[1] as [Item[]])[0];
+    expect(objects).toHaveLength(60);
+    const held = store.readReplica(range as Extract<SliceOpMessage, [typeof SliceOp.ReplicaRange, ...unknown[]]>);
+    expect(piecesOf((held[1] as RangeResult)[0]).every((p) => typeof p === 'string')).toBe(true); // the records' texts
+    const expected = expectedAnswer(held, objects);
+    for (let i = 0; i < 100; i += 20) store.applyRecord(5, record(i, 20, 'second'));
+    store.applyRecord(5, encodeReplicated(Array.from({ length: 30 }, (_, i) => [EFFECT_DELETE, 1, 5, key(2 * i)] as const), null));
+    store.sliceEffectsText(5);
+    for (let i = 0; i < 300; i++) packClientList([{ pk: `x${i}`, s: 'z'.repeat(4000 + i) }]);
+    expect(Buffer.compare(Buffer.from(encodeOwnedResults([held])), expected)).toBe(0);
+  });
+
+  it('a page over the page bound (about 1 MiB, bin 32), of 0 and of 1 item, is written as packClientList of its items', () => {
+    // A budget that keeps about half the page's items: the others are views of the list packed for the page.
+    const store = new SliceStore(0, 1, () => 1, undefined, 512 * 1024);
+    store.execute([SliceOp.Assign, 1, [0]]);
+    const put = (i: number, n: number) => {
+      const item = { pk: key(i), s: text(i, n) };
+      store.execute([SliceOp.Put, 1, 0, key(i), item, itemBytes(item), null, null]);
+    };
+    const answerOf = (limit: number) => {
+      const objects = (store.execute([SliceOp.Range, 1, 0, { ...spec(limit), packed: false }])[1] as [Item[]])[0];
+      const r = store.execute([SliceOp.Range, 1, 0, spec(limit)]);
+      expect(Buffer.compare(Buffer.from(encodeOwnedResults([r, [RESULT_ERROR, 'WrongOwner', 'moved']])), Buffer.from(encodeSliceResults([[RESULT_OK, [reference.pack(objects), ...(r[1] as RangeResult).slice(1)]] as SliceOpResult, [RESULT_ERROR, 'WrongOwner', 'moved']]))), `limit ${limit}`).toBe(0);
+      return { objects, r };
+    };
+    expect(answerOf(10).objects).toHaveLength(0);
+    // About 3 KB an item (under PACKED_ITEM_CACHE_BYTES_MAX, so kept): the page stops past PAGE_BYTES_MAX.
+    for (let i = 0; i < 400; i++) put(i, 150);
+    answerOf(500); // its first read: the one list msgpackr packed, its items' texts kept
+    for (let i = 0; i < 400; i += 2) put(i, 140); // these lose their kept texts; kept again while under the budget
+    const { objects, r } = answerOf(500);
+    expect(objects.reduce((n, x) => n + itemBytes(x), 0)).toBeGreaterThan(PAGE_BYTES_MAX);
+    const pieces = piecesOf((r[1] as RangeResult)[0]);
+    expect(pieces.some((p) => typeof p === 'string') && pieces.some((p) => p instanceof Uint8Array)).toBe(true);
+    const one = answerOf(1);
+    expect(one.objects).toHaveLength(1);
+  });
+
+  it('refuses to write a page whose view lost its bytes (its buffer transferred away) rather than write a short answer', () => {
+    // A list of one item in a buffer of its own; the page views its item.
+    const own = new Uint8Array(packClientList([{ pk: 'a', s: 'é' }]));
+    const page = new PackedPage([own.subarray(1)]);
+    expect(Buffer.compare(page.bytes(), own)).toBe(0);
+    structuredClone(own.buffer, { transfer: [own.buffer] });
+    expect(() => encodeOwnedResults([[RESULT_OK, [page, null, false, null, 1]]])).toThrow(); // a detached view cannot be set from
   });
 });
 
