@@ -123,7 +123,8 @@ function keyUtf8Bytes(key: string): number {
  * are, and decodeReplicated reads them back the same (test/replica-log.test.ts). */
 export class SetEffectsText {
   readonly keys: string[] = [];
-  readonly items: string[] = [];
+  /** latin1 text (kept bytes), or a view of a list msgpackr packed (an item packed for this gathering alone). */
+  readonly items: (string | Uint8Array)[] = [];
   readonly sizes: number[] = [];
   /** Per partition: its table and slice, and how many items the list holds once its own are in. */
   readonly partitions: { table: number; slice: number; end: number }[] = [];
@@ -137,8 +138,8 @@ export class SetEffectsText {
     this.partitions.push({ table, slice, end: this.keys.length });
   }
 
-  /** One item: its key, its msgpack (latin1 text) and its size (itemBytes). */
-  add(key: string, item: string, bytes: number): void {
+  /** One item: its key, its msgpack (latin1 text, or its bytes) and its size (itemBytes). */
+  add(key: string, item: string | Uint8Array, bytes: number): void {
     this.keys.push(key);
     this.items.push(item);
     this.sizes.push(bytes);
@@ -198,7 +199,12 @@ export function encodeReplicatedItems(effects: SetEffectsText, requests: Applied
           }
         }
       }
-      at += out.write(items[i], at, 'latin1');
+      const item = items[i];
+      if (typeof item === 'string') at += out.write(item, at, 'latin1');
+      else {
+        out.set(item, at);
+        at += item.byteLength;
+      }
       at = putUint(out, view, at, sizes[i]);
     }
     from = end;

@@ -8,7 +8,15 @@ import { assert, KeysliceError } from '../shared/errors.js';
 import { workerOf } from '../shared/hashing.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
-import { ITEM_BYTES_MAX, MOVE_CHANGES_BYTES_MAX, PACKED_ITEM_CACHE_BYTES_MAX, PAGE_BYTES_MAX, packedItemsKeptBytesPerWorker } from '../shared/limits.js';
+import {
+  ITEM_BYTES_MAX,
+  MOVE_CHANGES_BYTES_MAX,
+  PACKED_ITEM_CACHE_BYTES_MAX,
+  PAGE_BYTES_MAX,
+  packedItemsKeptBytesPerWorker,
+  SNAPSHOT_CHUNK_ITEMS,
+  SNAPSHOT_RECORD_BYTES_MAX,
+} from '../shared/limits.js';
 import {
   EFFECT_DELETE,
   EFFECT_DROP_SLICE,
@@ -41,7 +49,7 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, type Item } from '../shared/values.js';
 import type { SliceCapacity } from '../shared/limits.js';
-import { decodeItemText, decodeReplicated, itemTextsOf, readPackedReplicated, SetEffectsText } from './log-format.js';
+import { decodeItemText, decodeReplicated, encodeEffects, encodeReplicatedItems, itemTextsOf, readPackedReplicated, SetEffectsText } from './log-format.js';
 import type { AppliedList } from './replication/applied-requests.js';
 import { LoadTracker } from './slice-load.js';
 
@@ -52,8 +60,8 @@ const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default 
  * packed range page or Get that read it (packWhole), the first compaction of its slice (sliceEffectsText) or the
  * record a follower applied it from (replay), under the worker's budget (mayKeep); null until then. An item is never changed in place (a write stores
  * a new Stored; an update edits a copy), so the bytes stay the item's for as long as the Stored lives; snapshot
- * views share Stored objects and read only item and bytes. The bytes are held as a one-byte string (latin1, a
- * char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
+ * views share Stored objects (a worker snapshot writes `packed` where set: snapshotView). The bytes are held as a
+ * one-byte string (latin1, a char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
  * ArrayBuffer and a backing store, about 200 bytes more, and took twice as long to make (measured). */
 type Stored = { item: Item | null; bytes: number; packed: string | null };
 /** A stored item: read through here, never `.item`, which is null while a follower's applied item is held as its
@@ -75,10 +83,14 @@ const keptCost = (packed: string): number => packed.length + 24;
 const newStored = (item: Item, bytes: number): Stored => ({ item, bytes, packed: null });
 
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
-/** Every item of a worker as of one moment: their count, and the items as set-effects. */
+/** Every item of a worker as of one moment: their count, and the items as snapshot records' payloads, one at a time. */
 export interface SnapshotView {
   items: number;
-  entries: Iterator<SetEffect>;
+  /** The next record's items (up to SNAPSHOT_CHUNK_ITEMS, or fewer once they reach SNAPSHOT_RECORD_BYTES_MAX) as
+   * set-effects (encodeEffects' values, read back by decodeEffects), their count, and whether the view has no more;
+   * a payload of no items is null. The payload may view an encoder's reused buffer: copy it (frameRecord does)
+   * before the next call. */
+  nextChunk(): { payload: Uint8Array | null; count: number; exhausted: boolean };
 }
 
 export { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect } from '../shared/protocol.js';
@@ -660,7 +672,13 @@ export class SliceStore {
     return this.owned.has(slice);
   }
 
-  /** The items of one slice as set-effects (a replica's snapshot of its slice). */
+  /** Whether this worker holds any item of `slice` (without reading one: an item held as its bytes stays so). */
+  holdsItems(slice: number): boolean {
+    for (const slices of this.tables.values()) if ((slices.get(slice)?.tree.size ?? 0) > 0) return true;
+    return false;
+  }
+
+  /** The items of one slice as set-effects, decoded (tests read a slice's items through here). */
   *sliceEntries(slice: number): Generator<SetEffect> {
     for (const [table, slices] of this.tables) {
       const p = slices.get(slice);
@@ -693,10 +711,50 @@ export class SliceStore {
         parts.push({ table, slice, tree });
       }
     }
-    function* entries(): Generator<SetEffect> {
-      for (const { table, slice, tree } of parts) for (const [key, stored] of tree.entries()) yield [EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes];
-    }
-    return { items, entries: entries() };
+    let part = 0;
+    let walk = parts[0]?.tree.entries();
+    // Written around each item's packed bytes (encodeReplicatedItems, an effects list without requests): an item a
+    // follower applied is held as those bytes alone (replayPacked), and decoding it here to pack it again undid that
+    // saving at every snapshot and kept both forms after (bench/README.md, "A worker snapshot writes the items' kept
+    // bytes"). Items without kept bytes are packed a record at a time and not kept (the view's items may be gone
+    // from their partitions, which count what is kept).
+    const nextChunk = () => {
+      const at: number[] = [];
+      const keys: string[] = [];
+      const list: Stored[] = [];
+      let bytes = 0;
+      let exhausted = false;
+      while (list.length < SNAPSHOT_CHUNK_ITEMS && bytes < SNAPSHOT_RECORD_BYTES_MAX) {
+        const next = walk?.next();
+        if (next === undefined) {
+          exhausted = true;
+          break;
+        }
+        if (next.done === true) {
+          walk = parts[++part]?.tree.entries();
+          continue;
+        }
+        at.push(part);
+        keys.push(next.value[0]);
+        list.push(next.value[1]);
+        bytes += next.value[1].bytes;
+      }
+      if (list.length === 0) return { payload: null, count: 0, exhausted };
+      // None with kept bytes (a leader's items before a read or compaction kept them): packed whole, as before, the
+      // same bytes (test/packed-snapshot.test.ts) for less CPU than packing the items and writing around them.
+      if (list.every((s) => s.packed === null)) {
+        const effects = list.map((s, i): SetEffect => [EFFECT_SET, parts[at[i]].table, parts[at[i]].slice, keys[i], itemOf(s), s.bytes]);
+        return { payload: encodeEffects(effects), count: list.length, exhausted };
+      }
+      const texts = this.packedItems(list, null);
+      const out = new SetEffectsText();
+      for (let i = 0; i < list.length; i++) {
+        if (i === 0 || at[i] !== at[i - 1]) out.partition(parts[at[i]].table, parts[at[i]].slice);
+        out.add(keys[i], texts[i], list[i].bytes);
+      }
+      return { payload: encodeReplicatedItems(out, null), count: list.length, exhausted };
+    };
+    return { items, nextChunk };
   }
 
   /** Whole stored items as one list in the client's msgpack form (what packClientList of the items gives): each
@@ -767,10 +825,7 @@ export class SliceStore {
       const keys = p.tree.keysArray();
       const list = p.tree.valuesArray();
       const parts = this.packedItems(list, mayKeep ? p : null);
-      for (let i = 0; i < list.length; i++) {
-        const part = parts[i];
-        out.add(keys[i], typeof part === 'string' ? part : part.toString('latin1'), list[i].bytes);
-      }
+      for (let i = 0; i < list.length; i++) out.add(keys[i], parts[i], list[i].bytes);
     }
     return out;
   }

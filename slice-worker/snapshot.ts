@@ -17,10 +17,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { syncDirAsync, writeAllAsync } from '../shared/durable-file.js';
 import { assert } from '../shared/errors.js';
-import { SNAPSHOT_CHUNK_ITEMS, SNAPSHOT_RECORD_BYTES_MAX } from '../shared/limits.js';
-import type { Effect, SetEffect, SnapshotView } from './partition.js';
+import type { Effect, SnapshotView } from './partition.js';
 import { CorruptFileError, frameRecord, readRecords } from './record-file.js';
-import { decodeEffects, decodeSnapshotEnd, encodeEffects, encodeSnapshotEnd, RECORD_KIND } from './log-format.js';
+import { decodeEffects, decodeSnapshotEnd, encodeSnapshotEnd, RECORD_KIND } from './log-format.js';
 
 const SNAPSHOT = /^snapshot-(\d{16})\.snap$/;
 const snapshotName = (lsn: number) => `snapshot-${String(lsn).padStart(16, '0')}.snap`;
@@ -47,12 +46,12 @@ export async function writeSnapshot(dir: string, lsn: number, view: SnapshotView
       const started = performance.now();
       const records: Buffer[] = [];
       do {
-        const { chunk, exhausted } = nextChunk(view.entries);
-        done = exhausted;
-        if (chunk.length > 0) {
-          // frameRecord copies the payload out of the encoder's reused buffer before the next encode.
-          records.push(frameRecord(seq++, RECORD_KIND.SnapshotItems, encodeEffects(chunk)));
-          count += chunk.length;
+        const chunk = view.nextChunk();
+        done = chunk.exhausted;
+        if (chunk.payload !== null) {
+          // frameRecord copies the payload out of the encoder's reused buffer before the next chunk is encoded.
+          records.push(frameRecord(seq++, RECORD_KIND.SnapshotItems, chunk.payload));
+          count += chunk.count;
         }
       } while (!done && performance.now() - started < pacing.stepMs);
       if (done) {
@@ -71,19 +70,6 @@ export async function writeSnapshot(dir: string, lsn: number, view: SnapshotView
   // The new snapshot is durable: older ones are no longer needed.
   for (const f of await readdir(dir)) if (SNAPSHOT.test(f) && f !== snapshotName(lsn)) await unlink(join(dir, f));
   return count;
-}
-
-/** The next record's items: up to SNAPSHOT_CHUNK_ITEMS, or fewer once they reach SNAPSHOT_RECORD_BYTES_MAX. */
-function nextChunk(entries: Iterator<SetEffect>): { chunk: SetEffect[]; exhausted: boolean } {
-  const chunk: SetEffect[] = [];
-  let bytes = 0;
-  while (chunk.length < SNAPSHOT_CHUNK_ITEMS && bytes < SNAPSHOT_RECORD_BYTES_MAX) {
-    const next = entries.next();
-    if (next.done === true) return { chunk, exhausted: true };
-    chunk.push(next.value);
-    bytes += next.value[5];
-  }
-  return { chunk, exhausted: false };
 }
 
 /** Loads the newest snapshot into `apply`; returns the lsn it covers (0 if none). */

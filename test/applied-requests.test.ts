@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { Packr } from 'msgpackr';
 import { AppliedRequests, type AppliedList } from '../slice-worker/replication/applied-requests.js';
-import { decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf, readPackedReplicated } from '../slice-worker/log-format.js';
+import { decodeEffects, decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf, readPackedReplicated } from '../slice-worker/log-format.js';
 import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
 import { EFFECT_DELETE, packClientItem, SliceOp, sliceSetOf, type SliceOpMessage } from '../shared/protocol.js';
@@ -314,7 +314,13 @@ describe('a follower promoted while its items are still held as their bytes', ()
     expect(asNow.keptBytes).toBe(asBefore.keptBytes);
     // What the writes gave the worker's log, and a snapshot of the worker.
     expect(tagged(asNow.takeEffects())).toEqual(tagged(asBefore.takeEffects()));
-    const view = (store: SliceStore) => Array.from({ [Symbol.iterator]: () => store.snapshotView().entries });
+    const view = (store: SliceStore) => {
+      const v = store.snapshotView();
+      const effects: Effect[] = [];
+      for (let chunk = v.nextChunk(); chunk.payload !== null || !chunk.exhausted; chunk = v.nextChunk()) if (chunk.payload !== null) effects.push(...decodeEffects(chunk.payload));
+      expect(effects.length).toBe(v.items);
+      return effects;
+    };
     expect(tagged(view(asNow))).toEqual(tagged(view(asBefore)));
     // A move of the slice: its copy, and a record applied while it moves (recorded as a change the target takes).
     const during = encodeReplicated([[EFFECT_SET, 1, 5, 'k04', { k: 'k04', b: bin(4, 4), __mtime: 3 }, 30]], null);

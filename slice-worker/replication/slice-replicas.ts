@@ -332,7 +332,7 @@ export class SliceReplicas {
     // answered once durable.
     const disk = this.log.diskFor(slice);
     let found = this.log.durable(slice);
-    if (found.promisedTerm === 0 && found.snapshot === null && found.records.length === 0 && this.store.owns(slice) && this.store.sliceEntries(slice).next().done !== true) {
+    if (found.promisedTerm === 0 && found.snapshot === null && found.records.length === 0 && this.store.owns(slice) && this.store.holdsItems(slice)) {
       // The slice had one replica (R=1), this worker's, and it is replicated from now on (a node joined): its
       // items are in the worker log alone. They become the replica's first state, a snapshot at index 1 of
       // term 1 (no election uses term 1), so that an election (largest last record) chooses this replica and
