@@ -1876,6 +1876,44 @@ describe("a drain step's handover given up while the map cannot be saved", () =>
   });
 });
 
+describe("a drain step's handover given up", () => {
+  it('names, as the leader in the map until the slice elects, a replica kept that holds the barrier and answers, not the first one that is up', () => {
+    // 4 nodes at R=3, node 3 draining, every replica up (known by address: a frozen node keeps its link open). A slice
+    // node 3 leads first waits for its handover (patched to make none); then the replica the map would name first (its
+    // first follower on an active node that is up) stops holding the leader's barrier, as a handover target frozen
+    // after its election gave the leadership back at a new term. Past LEADER_HANDOVER_BEFORE_CHANGE_MS the step is
+    // given up: the map must name one that holds the barrier, else routers send writes to the frozen one until the
+    // slice elects.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    const x = 3;
+    map.setStatus(x, 'draining');
+    settle(map);
+    const led = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.ownerOf(s) === x && map.leaverOf(s) === x);
+    expect(led.length).toBeGreaterThan(0);
+    const frozen = new Map(led.map((s) => [s, map.replicasOf(s).find((n) => n !== x && map.statusOf(n) === 'active')!]));
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; drainReplicas(): void; handingOver: Map<number, { since: number }>; handoversGivenUp: number };
+    clearInterval(inside.timer); // turns made here only
+    inside.isUp = () => true;
+    let holding = (_s: number, _n: number) => true;
+    const l = m.leaders as unknown as Record<string, unknown>;
+    Object.assign(l, { electedTerm: () => 1, settled: () => true, holdsTerm: (s: number, n: number) => holding(s, n), leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], handOver: () => 0 });
+    try {
+      inside.drainReplicas();
+      expect(led.every((s) => inside.handingOver.has(s)), 'each slice node 3 leads waits for its handover').toBe(true);
+      holding = (s, n) => frozen.get(s) !== n;
+      for (const h of inside.handingOver.values()) h.since -= LEADER_HANDOVER_BEFORE_CHANGE_MS;
+      inside.drainReplicas();
+      expect(inside.handoversGivenUp, 'given up').toBe(led.length);
+      expect(led.every((s) => !map.replicasOf(s).includes(x)), "node 3's led replicas left").toBe(true);
+      expect(led.filter((s) => map.ownerOf(s) === frozen.get(s)), 'slices whose map names, as leader, the replica that does not hold the barrier').toEqual([]);
+    } finally {
+      m.close();
+    }
+  });
+});
+
 describe("a remove's handover given up", () => {
   it('is counted once the node is removed: not for a remove whose map save failed, once for the one that removes it', async () => {
     // 4 nodes at R=3; node 3 leads some slices and its handovers never come (handOver patched to say it handed one

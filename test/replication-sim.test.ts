@@ -137,6 +137,8 @@ describe('replication under a seeded simulation', () => {
     if (only === undefined) {
       expect(sum((r) => r.handoverFreezes)).toBeGreaterThan(reports.length / 8);
       expect(sum((r) => r.drainStepsPastHandoverBound)).toBeGreaterThan(0);
+      // And the map names, as leader after such a step, one that holds the barrier, not the frozen target.
+      expect(sum((r) => r.drainsNamingFrozen), 'drain steps after which the map named a frozen replica as leader').toBe(0);
       const before = halfOnStores(10).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain', handoverFreezes: true, handoverNeverSpent: true, store }));
       expect(before.reduce((a, r) => a + r.handoverFreezes, 0)).toBeGreaterThan(0);
       expect(before.reduce((a, r) => a + r.drainStepsPastHandoverBound, 0)).toBe(0);

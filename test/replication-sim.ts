@@ -166,6 +166,9 @@ export interface SimReport {
    * handover's bound while a replica kept that is up had not said it holds the barrier (the frozen one, as a rule). */
   handoverFreezes: number;
   drainStepsPastHandoverBound: number;
+  /** Drain steps after which the map named, as the slice's leader (to which writes are routed until it elects), a
+   * replica that is frozen: none, as membership.ts names one that holds the barrier. */
+  drainsNamingFrozen: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -448,7 +451,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -1125,7 +1128,13 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     drainAdded = null;
     handoverTried = false;
     handoverSoughtAt = null;
-    changeSet(rest, `drain ${node}, remove`);
+    // As membership.ts drainReplicas (dropLeavingReplicas' leader): where the map named the leaving replica, it names
+    // first a replica kept that is up and holds the barrier, not a frozen handover target (changeSet names set[0]).
+    const ledByLeaving = mapLeader === node;
+    const first = ledByLeaving ? rest.find((n) => up[n] && (commitTerms.get(n) ?? 0) >= term) : undefined;
+    changeSet(first !== undefined ? [first, ...rest.filter((n) => n !== first)] : rest, `drain ${node}, remove`);
+    // Counted where the step named the map's leader (the leaving one led): a frozen leader named before is not its doing.
+    if (ledByLeaving && mapLeader !== null && frozenUntil[mapLeader] > clock.now) report.drainsNamingFrozen++;
   }
   /** ReplicaLeaders.handOver: the map names `to` (listed first, so that it wins the election's tie) at once, and a
    * failover for the same set elects once the hold ends (caughtUp), the replica with the largest last record leading. */

@@ -320,11 +320,12 @@ export class ClusterMap {
 
   /** A drain's or a replica move's second step (coordinator/metadata/membership.ts): each pair's node,
    * draining or marked leaving the slice, leaves the slice's replica set; a slice it led is led, in the
-   * map, by its first follower on an active node (one that is up, if any) until the election that the changed set starts names
-   * its leader. One change at a new epoch. */
-  dropLeavingReplicas(drops: readonly { slice: number; node: number }[]): void {
+   * map, by the pair's `leader` where one is named (a replica kept on an active node: membership.ts names one that is up and
+   * holds the leader's barrier), else by its first follower on an active node (one that is up, if any), until the election
+   * that the changed set starts names its leader. One change at a new epoch. */
+  dropLeavingReplicas(drops: readonly { slice: number; node: number; leader?: number }[]): void {
     this.commit((next) => {
-      for (const { slice, node } of drops) {
+      for (const { slice, node, leader: named } of drops) {
         assert(leaves(next, slice, node), `node ${node} drains or leaves slice ${slice}`);
         if (next.leaving[slice] === node) {
           next.leaving[slice] = -1;
@@ -336,7 +337,8 @@ export class ClusterMap {
         // One that is up first: a drain goes on without a replica on a node that is down (membership.ts drainReplicas),
         // and routers would send to it until the election names the leader.
         const active = rest.filter((n) => next.status[n] === 'active');
-        const leader = next.owners[slice] === node ? (active.find((n) => this.isUp(n)) ?? active[0] ?? -1) : next.owners[slice];
+        assert(named === undefined || active.includes(named), `slice ${slice}'s leader named for the change, ${named}, is a replica it keeps on an active node`);
+        const leader = next.owners[slice] === node ? (named ?? active.find((n) => this.isUp(n)) ?? active[0] ?? -1) : next.owners[slice];
         assert(leader >= 0, `slice ${slice} keeps a replica on an active node`);
         next.owners[slice] = leader;
         next.followers[slice] = rest.filter((n) => n !== leader);

@@ -787,7 +787,7 @@ export class Membership {
    * majority). What is ready in one turn leaves in one map change. Each slice that waits is kept with why
    * (replicaWaits: status, keyslice drain). */
   private drainReplicas(): void {
-    const drops: { slice: number; node: number }[] = [];
+    const drops: { slice: number; node: number; leader?: number }[] = [];
     const replacements: { slice: number; node: number }[] = [];
     const handoffs: { slice: number; to: number }[] = [];
     const gaveUp: number[] = [];
@@ -900,7 +900,10 @@ export class Membership {
       // majority of the set that is left, so it elects and commits without the replica that leaves. (Joint majorities
       // keep every acknowledged write whatever they hold; this is for the slice to go on serving.)
       assert(rest.length >= majority(set.length) && holdingUp.length >= majority(rest.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas up and caught up`);
-      drops.push({ slice, node });
+      // A slice whose leader leaves is led, in the map, by a replica kept that holds the barrier and answers until the
+      // slice elects: routers send to the map's leader meanwhile, and the first one that is up may be the frozen target
+      // of a handover given up (up for a coordinator that knows its node by address), where writes would stall.
+      drops.push({ slice, node, leader: holdingUp.find((n) => this.map.statusOf(n) === 'active') });
     }
     this.replicaWaits = waits;
     if (replacements.length > 0) this.replaceDeadReplicas(replacements);
@@ -916,11 +919,17 @@ export class Membership {
       (err) => this.log(`cannot record that ${drops.length} slices' leaving replicas (e.g. slice ${drops[0].slice}'s on ${this.map.nodes[drops[0].node]}) left, in the cluster map (${err.message}); tried again next turn`),
     );
     if (saved === null) return;
-    // Given up once the leaving replicas are out (their slices elect): counted and logged once.
-    for (const slice of gaveUp) this.handingOver.delete(slice);
+    // Given up once the leaving replicas are out (their slices elect): counted and logged once, with the longest wait as
+    // this process measured it (test/drain-handover-bound.test.ts bounds it; a test's own clock runs on a loaded machine).
+    const givenUpAt = performance.now();
+    let waitedMs = 0;
+    for (const slice of gaveUp) {
+      waitedMs = Math.max(waitedMs, givenUpAt - (this.handingOver.get(slice)?.since ?? givenUpAt));
+      this.handingOver.delete(slice);
+    }
     if (gaveUp.length > 0) {
       this.handoversGivenUp += gaveUp.length;
-      this.log(`the leadership of ${gaveUp.length} slices (e.g. slice ${gaveUp[0]}) was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms; their leaders' replicas leave all the same and they elect`);
+      this.log(`the leadership of ${gaveUp.length} slices (e.g. slice ${gaveUp[0]}) was not handed over within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms (waited ${waitedMs.toFixed(0)} ms); their leaders' replicas leave all the same and they elect`);
     }
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
