@@ -15,7 +15,7 @@
 // without end (the handover's wait started again at the give-back, and the step waited for every kept replica up).
 import { describe, expect, it } from 'vitest';
 import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../shared/limits.js';
-import { bulk, drainedOff, elasticClusters, led, ledWithout, leadershipsSpread, persistedMap, replicaIndexes, replicasSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { bulk, drainedOff, elasticClusters, led, ledWithout, persistedMap, replicaIndexes, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
 import { freezeProcess, isFrozen, thawProcesses } from './freeze.js';
 
 const cluster = elasticClusters();
@@ -40,15 +40,7 @@ describe("a drain whose leadership handover's target freezes", () => {
     const heartbeat = nodes === 'heartbeats';
     const lines: string[] = [];
     const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat, log: (l) => lines.push(l) });
-    await waitFor(
-      async () => {
-        const st = await e.status();
-        return replicasSpread(st) && leadershipsSpread(st);
-      },
-      'replicas and leaderships spread over the 4 nodes, every slice led',
-      60_000,
-      seen(e),
-    );
+    await untilSpread(e);
     await bulk(e, 100);
     const load = new WriteLoad(e.client, 'elastic', 4, 4);
     const frozen: number[] = [];

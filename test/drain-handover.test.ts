@@ -8,7 +8,7 @@
 // reads back.
 import { describe, expect, it } from 'vitest';
 import type { ElectionReason } from '../coordinator/metadata/failover.js';
-import { bulk, elasticClusters, electionsByReason, ledWithout, leadershipsSpread, replicasSpread, seen, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
+import { bulk, elasticClusters, electionsByReason, ledWithout, untilSpread, seen, waitFor, writesResent, WriteLoad, type Elastic } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const WRITERS = 16;
@@ -29,16 +29,7 @@ const SLOW_ANSWER: readonly ElectionReason[] = ['leader_timeout', 'change_leader
 async function leaderLeavesUnderWrites(action: 'drain' | 'remove') {
   const lines: string[] = [];
   const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, log: (l) => lines.push(l) });
-  let st = await e.status();
-  await waitFor(
-    async () => {
-      st = await e.status();
-      return replicasSpread(st) && leadershipsSpread(st);
-    },
-    'replicas and leaderships spread over the 4 nodes',
-    90_000,
-    seen(e),
-  );
+  await untilSpread(e, 90_000);
   await bulk(e, 200);
   const load = new WriteLoad(e.client, 'elastic', WRITERS, 8);
   try {

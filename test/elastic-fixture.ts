@@ -172,6 +172,23 @@ export function leadershipsSpread(st: ClusterStatus): boolean {
   return Math.max(...slices) - Math.min(...slices) <= 1;
 }
 
+/** Waits until replicas and leaderships are spread over the nodes (so that no rebalancing runs while a story does) and
+ * answers the status that said so. */
+export async function untilSpread(e: Elastic, timeoutMs = 60_000): Promise<ClusterStatus> {
+  let st: ClusterStatus | undefined;
+  await waitFor(
+    async () => {
+      st = await e.status();
+      return replicasSpread(st) && leadershipsSpread(st);
+    },
+    'replicas and leaderships spread over the nodes, every slice led, every change settled',
+    timeoutMs,
+    seen(e),
+  );
+  if (st === undefined) throw new Error('untilSpread: no status read');
+  return st;
+}
+
 /** Polls `check` every `pollMs` until it is true; fails after `timeoutMs`, with what `describe` says of the state the
  * checks last saw (so that a CI failure tells what was stuck) and the last error a check threw. */
 export async function waitFor(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 30_000, describe?: () => string, pollMs = 100): Promise<void> {

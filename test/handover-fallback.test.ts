@@ -7,7 +7,7 @@
 // followers are thawed every slice is led by the three nodes left and every acknowledged write reads back.
 import { describe, expect, it } from 'vitest';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_INTERVAL_MS } from '../shared/limits.js';
-import { bulk, elasticClusters, ledWithout, persistedMap, replicaIndexes, replicaSets, leadershipsSpread, replicasSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { bulk, elasticClusters, ledWithout, persistedMap, replicaIndexes, replicaSets, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
 import { freezeProcess, thawProcesses } from './freeze.js';
 
 const cluster = elasticClusters();
@@ -21,15 +21,7 @@ describe('a handover before a change that cannot complete', () => {
     const lines: string[] = [];
     const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat: false, log: (l) => lines.push(l) });
     // Leaderships spread too, so that no leadership rebalancing runs while the story does.
-    await waitFor(
-      async () => {
-        const st = await e.status();
-        return replicasSpread(st) && leadershipsSpread(st);
-      },
-      'replicas and leaderships spread over the 4 nodes, every slice led',
-      60_000,
-      seen(e),
-    );
+    await untilSpread(e);
     await bulk(e, 100);
     const load = new WriteLoad(e.client, 'elastic', 4, 4);
     const frozen: number[] = [];

@@ -16,7 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { performance } from 'node:perf_hooks';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS } from '../shared/limits.js';
 import { stopProcess } from '../coordinator/cli/local-cluster.js';
-import { bulk, drainedOff, replicaSets, elasticClusters, led, leadershipsSpread, persistedMap, replicasSpread, seen, waitBalanced, waitFor, WriteLoad } from './elastic-fixture.js';
+import { bulk, drainedOff, replicaSets, elasticClusters, led, persistedMap, untilSpread, seen, waitBalanced, waitFor, WriteLoad } from './elastic-fixture.js';
 
 const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -61,15 +61,7 @@ async function makeSaveFault(tmp: string): Promise<void> {
  * test's cluster). */
 async function loadedCluster(log?: (line: string) => void) {
   const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, log });
-  await waitFor(
-    async () => {
-      const st = await e.status();
-      return replicasSpread(st) && leadershipsSpread(st) && st.replication.leaders.unsettled === 0;
-    },
-    'replicas and leaderships spread over the 4 nodes, every change settled',
-    90_000,
-    seen(e),
-  );
+  await untilSpread(e, 90_000);
   await bulk(e, 100);
   const load = new WriteLoad(e.client, 'elastic', 4, 4);
   const tmp = join(e.dataDir, 'coordinator', 'cluster-map.json.tmp');
