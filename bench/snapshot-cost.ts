@@ -21,7 +21,7 @@ const args = readCommandLine(
     held: { default: 'yes', help: "yes: a follower's items, applied from records; no: a leader's, decoded" },
     build: { default: '', help: "another build's folder (its dist/ is used): to compare two builds" },
   },
-  'usage: node --expose-gc dist/bench/snapshot-cost.js [options]',
+  'usage: node dist/bench/snapshot-cost.js [options]   (under node --expose-gc: the heap left is measured after a full collection)',
 ).values;
 const ITEMS = intArg('items', args.items, 16, 10_000_000);
 const REPS = intArg('reps', args.reps, 1, 100);
