@@ -678,18 +678,14 @@ export class SliceStore {
     return false;
   }
 
-  /** The items of one slice as set-effects, decoded (tests read a slice's items through here). */
-  *sliceEntries(slice: number): Generator<SetEffect> {
+  /** Every stored item (of `slice` alone, where given) as a set-effect, decoded, table by table and slice by slice:
+   * what tests compare a store with (snapshots write from snapshotView, replicas from sliceEffectsText). */
+  *entries(slice: number | null = null): Generator<SetEffect> {
     for (const [table, slices] of this.tables) {
-      const p = slices.get(slice);
-      if (p !== undefined) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes];
-    }
-  }
-
-  /** Every stored item as a set-effect, table by table and slice by slice (for snapshots). */
-  *entries(): Generator<Effect> {
-    for (const [table, slices] of this.tables) {
-      for (const [slice, p] of slices) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes];
+      for (const [s, p] of slices) {
+        if (slice !== null && s !== slice) continue;
+        for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, s, key, itemOf(stored), stored.bytes];
+      }
     }
   }
 
