@@ -591,12 +591,7 @@ export class SliceStore {
         // `packed`: the item's msgpack as its record carried it (a follower's apply, under the budget: mayKeep), kept
         // as a range page keeps an item's bytes; the budget looked at per item, as packedItems does (one record may
         // carry many items).
-        if (packed !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) {
-          stored.packed = packed;
-          const cost = keptCost(packed);
-          p.kept += cost;
-          this.keptSinceCount += cost;
-        }
+        if (packed !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) this.keep(stored, packed, p);
         p.set(key, stored);
         break;
       }
@@ -634,13 +629,12 @@ export class SliceStore {
   replayPacked(table: number, slice: number, key: string, bytes: number, text: string): void {
     const p = this.partitionForReplay(table, slice);
     if (bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) {
-      const cost = keptCost(text);
-      p.kept += cost;
-      this.keptSinceCount += cost;
+      const stored: Stored = { item: null, bytes, packed: null };
+      this.keep(stored, text, p);
       // Recorded only for a slice moving away (its changes since the copy began: record), which takes the item;
       // the store's own list of changes drops it again, as replay's does (durable already).
       const pending = this.effects.length;
-      p.set(key, { item: null, bytes, packed: text }, this.outgoing.has(slice));
+      p.set(key, stored, this.outgoing.has(slice));
       this.effects.length = pending;
     } else this.replay([EFFECT_SET, table, slice, key, decodeItemText(text), bytes]);
   }
@@ -841,6 +835,7 @@ export class SliceStore {
   /** Keeps an item's packed bytes (as latin1 text) beside it, counted against the partition's (and the worker's)
    * budget; gives the kept text. */
   private keep(s: Stored, text: string, partition: Partition): string {
+    assert(s.packed === null, 'an item\'s bytes are kept once (its Stored is never changed after)');
     s.packed = text;
     const cost = keptCost(s.packed);
     partition.kept += cost;
