@@ -142,12 +142,24 @@ export function refuseCommandLine(message: string, usage: string): never {
  * itself and its --help. Number() reads the text, so "1e3", "0x10" and " 5" are whole numbers too; Number('') is 0,
  * so an empty value (--port=) is refused on its own. */
 export function wholeNumber(name: string, value: string | undefined, min: number, max: number, dflt?: number): number {
+  return wholeNumberOf(`--${name}`, value, min, max, dflt);
+}
+
+/** wholeNumber of what `said` names (an option, `--name`, or an environment variable). */
+function wholeNumberOf(said: string, value: string | undefined, min: number, max: number, dflt?: number): number {
   if (value === undefined && dflt !== undefined) return dflt;
   const n = Number(value);
   if (value === undefined || value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
-    throw new UsageError(`--${name} must be a whole number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
+    throw new UsageError(`${said} must be a whole number from ${min} to ${max}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
   }
   return n;
+}
+
+/** A setting that only an environment variable gives (`npm start`'s: coordinator/cli/local-cluster.ts): `name`'s value
+ * (fromEnv: empty is unset) as a whole number from `min` to `max`, else `dflt`; anything else refused as intArg refuses,
+ * naming the variable. */
+export function envNumber(name: string, min: number, max: number, dflt: number): number {
+  return failing(() => wholeNumberOf(name, fromEnv(name), min, max, dflt));
 }
 
 /** A number from `min` (above `min` with `above`: 0 seconds is no time at all) to `max`, fractions too (seconds, a

@@ -332,11 +332,6 @@ export class PackedPage {
   }
 }
 
-/** A range's items as bytes: a worker's PackedPage joined, other forms as they are (for readers of a store's answer
- * in this process: tests and benches; the wire carries the bytes). */
-export function pageBytes(items: RangeItems): Item[] | Uint8Array {
-  return items instanceof PackedPage ? items.bytes() : items;
-}
 /** One value of a packed item, decoded alone as the client decodes it (the DynamoDB endpoint's writer of packed
  * items, coordinator/dynamodb/item-json.ts, leaves the values it does not write itself to this). */
 export function unpackClientValue(bytes: Uint8Array): unknown {

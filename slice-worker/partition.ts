@@ -591,12 +591,7 @@ export class SliceStore {
         // `packed`: the item's msgpack as its record carried it (a follower's apply, under the budget: mayKeep), kept
         // as a range page keeps an item's bytes; the budget looked at per item, as packedItems does (one record may
         // carry many items).
-        if (packed !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) {
-          stored.packed = packed;
-          const cost = keptCost(packed);
-          p.kept += cost;
-          this.keptSinceCount += cost;
-        }
+        if (packed !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) this.keep(stored, packed, p);
         p.set(key, stored);
         break;
       }
@@ -634,13 +629,12 @@ export class SliceStore {
   replayPacked(table: number, slice: number, key: string, bytes: number, text: string): void {
     const p = this.partitionForReplay(table, slice);
     if (bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) {
-      const cost = keptCost(text);
-      p.kept += cost;
-      this.keptSinceCount += cost;
+      const stored: Stored = { item: null, bytes, packed: null };
+      this.keep(stored, text, p);
       // Recorded only for a slice moving away (its changes since the copy began: record), which takes the item;
       // the store's own list of changes drops it again, as replay's does (durable already).
       const pending = this.effects.length;
-      p.set(key, { item: null, bytes, packed: text }, this.outgoing.has(slice));
+      p.set(key, stored, this.outgoing.has(slice));
       this.effects.length = pending;
     } else this.replay([EFFECT_SET, table, slice, key, decodeItemText(text), bytes]);
   }
@@ -678,18 +672,14 @@ export class SliceStore {
     return false;
   }
 
-  /** The items of one slice as set-effects, decoded (tests read a slice's items through here). */
-  *sliceEntries(slice: number): Generator<SetEffect> {
+  /** Every stored item (of `slice` alone, where given) as a set-effect, decoded, table by table and slice by slice:
+   * what tests compare a store with (snapshots write from snapshotView, replicas from sliceEffectsText). */
+  *entries(slice: number | null = null): Generator<SetEffect> {
     for (const [table, slices] of this.tables) {
-      const p = slices.get(slice);
-      if (p !== undefined) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes];
-    }
-  }
-
-  /** Every stored item as a set-effect, table by table and slice by slice (for snapshots). */
-  *entries(): Generator<Effect> {
-    for (const [table, slices] of this.tables) {
-      for (const [slice, p] of slices) for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes];
+      for (const [s, p] of slices) {
+        if (slice !== null && s !== slice) continue;
+        for (const [key, stored] of p.tree.entries()) yield [EFFECT_SET, table, s, key, itemOf(stored), stored.bytes];
+      }
     }
   }
 
@@ -845,6 +835,7 @@ export class SliceStore {
   /** Keeps an item's packed bytes (as latin1 text) beside it, counted against the partition's (and the worker's)
    * budget; gives the kept text. */
   private keep(s: Stored, text: string, partition: Partition): string {
+    assert(s.packed === null, 'an item\'s bytes are kept once (its Stored is never changed after)');
     s.packed = text;
     const cost = keptCost(s.packed);
     partition.kept += cost;

@@ -91,7 +91,7 @@ describe('a slice\'s state written around its items\' kept bytes', () => {
     }
     store.execute([SliceOp.Put, 1, 7, 'other', { v: 1 }, 10, null, null]); // another slice's: not in this one's state
     store.takeEffects();
-    const effects = [...store.sliceEntries(slice)];
+    const effects = [...store.entries(slice)];
     expect(effects).toHaveLength(4 * keys.length);
     const applied: AppliedList = { instances: [R, 9], counters: [4, 0x10000], of: [0, 1], ats: [1_000, 2 ** 40], answers: [null, { a: 1 }] };
     expect(store.keptBytes).toBe(0);
@@ -114,7 +114,7 @@ describe('the kept bytes a compaction adds', () => {
     for (let i = 0; i < 1_000; i++) store.execute([SliceOp.Put, 1, 5, `k${i}`, { k: `k${i}`, pad: 'p'.repeat(100) }, 130, null, null]);
     store.takeEffects();
     const state = decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null));
-    expect(state.effects).toEqual([...store.sliceEntries(5)]);
+    expect(state.effects).toEqual([...store.entries(5)]);
     const itemCost = 200; // an item's text (about 130 bytes) and its string's header, at most
     expect(store.keptBytes).toBeGreaterThan(budget - itemCost);
     expect(store.keptBytes).toBeLessThan(budget + itemCost);
@@ -153,8 +153,8 @@ describe('the items a follower applies', () => {
       const store = new SliceStore(0, 1);
       effects.forEach((e, i) => store.replay(e, texts[i]));
       expect(store.keptBytes).toBeGreaterThan(0);
-      expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null))).toEqual({ effects: [...store.sliceEntries(5)], requests: null });
-      expect(store.sliceEntries(5).next().value).toEqual([EFFECT_SET, 1, 5, 'a', effects[0][4], 320]);
+      expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null))).toEqual({ effects: [...store.entries(5)], requests: null });
+      expect(store.entries(5).next().value).toEqual([EFFECT_SET, 1, 5, 'a', effects[0][4], 320]);
     }
     expect(itemTextsOf(Uint8Array.of(0xc1), [])).toBeNull();
     const withExt = [[EFFECT_SET, 1, 5, 'e', { x: new Date(0) }, 10]] as unknown as Effect[];
@@ -194,9 +194,9 @@ describe('a record a follower applies without decoding its items', () => {
       expect(store.itemCount).toBe(effects.length);
       expect(store.keptBytes).toBeGreaterThan(0);
       // The next snapshot state, written from the kept bytes alone, reads back as the items.
-      expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null))).toEqual({ effects: [...decoded.sliceEntries(5)], requests: null });
+      expect(decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null))).toEqual({ effects: [...decoded.entries(5)], requests: null });
       // And each item, decoded at its read, is the item its record carried.
-      expect([...store.sliceEntries(5)]).toEqual([...decoded.sliceEntries(5)]);
+      expect([...store.entries(5)]).toEqual([...decoded.entries(5)]);
       const got = store.execute([SliceOp.Get, 1, 5, 'a', null, false] as unknown as SliceOpMessage);
       expect(got).toEqual([0, effects[0][4]]);
     }
@@ -229,7 +229,7 @@ describe('a record a follower applies without decoding its items', () => {
     expect(store.keptBytes).toBe(0);
     const decoded = new SliceStore(0, 1);
     for (const e of decodeReplicated(payload).effects) decoded.replay(e);
-    expect([...store.sliceEntries(5)]).toEqual([...decoded.sliceEntries(5)]);
+    expect([...store.entries(5)]).toEqual([...decoded.entries(5)]);
   });
 });
 
@@ -308,7 +308,7 @@ describe('a follower promoted while its items are still held as their bytes', ()
       const got = asNow.execute(op as unknown as SliceOpMessage);
       expect(tagged(got), JSON.stringify(op[0])).toEqual(tagged(before));
     }
-    expect(tagged([...asNow.sliceEntries(5)])).toEqual(tagged([...asBefore.sliceEntries(5)]));
+    expect(tagged([...asNow.entries(5)])).toEqual(tagged([...asBefore.entries(5)]));
     const state = (store: SliceStore) => decodeReplicated(encodeReplicatedItems(store.sliceEffectsText(5), null)).effects;
     expect(tagged(state(asNow))).toEqual(tagged(state(asBefore)));
     expect(asNow.keptBytes).toBe(asBefore.keptBytes);
@@ -354,7 +354,7 @@ describe('the bytes a follower keeps of the records it applies', () => {
     expect(full).toBeLessThanOrEqual(budget + oneCost);
     const expected = new SliceStore(0, 1);
     for (let i = 0; i < 208; i += 16) for (const e of decodeReplicated(record(5, i, 0, 16)).effects) expected.replay(e);
-    expect([...store.sliceEntries(5)]).toEqual([...expected.sliceEntries(5)]);
+    expect([...store.entries(5)]).toEqual([...expected.entries(5)]);
     // Overwritten by a record kept as its bytes or not, each kept item gives its bytes back.
     for (let i = 0; i < 10; i++) store.applyRecord(5, record(5, i, 1));
     expect(store.keptBytes).toBeLessThanOrEqual(full);
@@ -400,9 +400,9 @@ describe('an item\'s kept bytes and its writes', () => {
       expect(store.keptBytes).toBeGreaterThan(0);
       step();
       store.takeEffects();
-      expect(stateOf(store, 5)).toEqual([...store.sliceEntries(5)]);
+      expect(stateOf(store, 5)).toEqual([...store.entries(5)]);
     }
-    expect(store.sliceEntries(5).next().value[4]).toMatchObject({ k: 'a', n: 3, b: new Uint8Array([9, 9]) });
+    expect(store.entries(5).next().value[4]).toMatchObject({ k: 'a', n: 3, b: new Uint8Array([9, 9]) });
   });
 
   it('on a follower: an item applied with its bytes, then written again with and without them, then deleted', () => {
@@ -416,9 +416,9 @@ describe('an item\'s kept bytes and its writes', () => {
     expect(kept).toBeGreaterThan(0);
     apply([[EFFECT_SET, 1, 5, 'a', { k: 'a', n: 2 }, 20]], false); // over the budget: no bytes kept for it
     expect(store.keptBytes).toBeLessThan(kept);
-    expect(stateOf(store, 5)).toEqual([...store.sliceEntries(5)]);
+    expect(stateOf(store, 5)).toEqual([...store.entries(5)]);
     apply([[EFFECT_SET, 1, 5, 'b', { k: 'b', n: 3 }, 20]], true);
-    expect(stateOf(store, 5)).toEqual([...store.sliceEntries(5)]);
+    expect(stateOf(store, 5)).toEqual([...store.entries(5)]);
     apply([[EFFECT_DELETE, 1, 5, 'a']], true);
     expect(stateOf(store, 5)).toEqual([[EFFECT_SET, 1, 5, 'b', { k: 'b', n: 3 }, 20]]);
   });

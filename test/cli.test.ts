@@ -4,13 +4,13 @@
 // saying which process exited and why it stops the rest. Real processes of the
 // built CLI (dist/coordinator/cli/cli.js), each bounded in time and stopped by PID.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startProcess, stopProcess } from '../coordinator/cli/local-cluster.js';
+import { LOCAL_NODES, startProcess, stopProcess } from '../coordinator/cli/local-cluster.js';
 import { BATCH_WRITE_ITEMS_MAX, CLI_WAIT_S_MAX, IMPORT_PARALLEL_MAX, SCAN_SEGMENTS_MAX } from '../shared/limits.js';
 import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
 import { waitFor } from './elastic-fixture.js';
@@ -163,6 +163,12 @@ describe('keyslice help and version', () => {
       expect(wrong.code).toBe(2);
       expect(wrong.out).toMatch(/keyslice local --help/);
       expect(existsSync(join(dataDir, 'coordinator'))).toBe(false);
+      // Its port read as every process reads its settings, refused before a node starts (Number() made "abc" NaN,
+      // started three nodes, then the coordinator refused "--port NaN"; an empty one was 0: any free ports).
+      env.KEYSLICE_PORT = 'abc';
+      const badPort = await runScript([]);
+      expect([badPort.code, badPort.out.trim()]).toEqual([2, `keyslice: KEYSLICE_PORT must be a whole number from 0 to ${65535 - LOCAL_NODES}, got "abc"`]);
+      expect(readdirSync(dataDir)).toEqual([]);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }

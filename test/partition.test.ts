@@ -21,7 +21,6 @@ import {
   type SliceSet,
   type Projection,
   type RangeResult,
-  pageBytes,
   type RangeSpec,
   type ScanResult,
   type SliceOpMessage,
@@ -34,6 +33,7 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, type Item, type Value } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
+import { pageBytes } from './page-bytes.js';
 
 const SEED = 20_240_611; // fixed: a failure replays exactly
 

@@ -23,7 +23,6 @@ import {
   type ClientResponseFrame,
   type RangeResult,
   type RangeItems,
-  pageBytes,
   type RangeSpec,
   type ScanEntry,
   type ScanResult,
@@ -49,6 +48,7 @@ import type { Request } from '../shared/api.js';
 import type { Condition } from '../shared/expression-ast.js';
 import { itemBytes, type Item, type Value } from '../shared/values.js';
 import { SliceStore } from '../slice-worker/partition.js';
+import { pageBytes } from './page-bytes.js';
 import { plain, useCluster } from './cluster-fixture.js';
 import { dynamoClient } from './dynamodb-fixture.js';
 

@@ -9,7 +9,8 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
-import type { DurabilityMode, SliceCapacity } from '../../shared/limits.js';
+import { envNumber, fromEnv } from '../../shared/cli-args.js';
+import { COORDINATOR_PORT_DEFAULT, type DurabilityMode, type SliceCapacity } from '../../shared/limits.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // Run from dist/coordinator (compiled) or from coordinator/ (tests import the source): processes run the compiled code.
@@ -269,13 +270,16 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     );
     process.exit(help ? 0 : 2);
   }
-  const dataDir = resolve(process.env.KEYSLICE_DATA ?? 'data');
-  const port = Number(process.env.KEYSLICE_PORT ?? 7100);
-  const replicationFactor = process.env.KEYSLICE_REPLICATION_FACTOR;
+  // Each variable read as a process reads its options' (fromEnv: empty is unset), the port checked before anything
+  // starts: Number() of an empty KEYSLICE_PORT was 0 (any free ports, where 7100 was meant), and of "abc" NaN, which
+  // started the three nodes before the coordinator refused a --port of "NaN".
+  const dataDir = resolve(fromEnv('KEYSLICE_DATA') ?? 'data');
+  const port = envNumber('KEYSLICE_PORT', 0, 65535 - LOCAL_NODES, COORDINATOR_PORT_DEFAULT);
+  const replicationFactor = fromEnv('KEYSLICE_REPLICATION_FACTOR');
   const cluster = await startLocalCluster({
     dataDir,
     nodes: LOCAL_NODES,
-    replicationFactor: replicationFactor === undefined || replicationFactor === '' ? undefined : replicationFactor === 'auto' ? 'auto' : Number(replicationFactor),
+    replicationFactor: replicationFactor === undefined ? undefined : replicationFactor === 'auto' ? 'auto' : Number(replicationFactor),
     coordinatorPort: port,
     nodePortBase: port === 0 ? 0 : port + 1,
     log: (line) => console.log(line),
