@@ -1914,6 +1914,38 @@ describe("a drain step's handover given up", () => {
   });
 });
 
+describe("a remove's handover given up, the map's leader", () => {
+  it('is, until the slice elects, a replica kept that holds the barrier and answers, not the first follower that is up', async () => {
+    // 4 nodes at R=3, every replica up (known by address: a frozen node keeps its link open). Node 3's handovers never
+    // come (handOver patched to make none), so the remove gives them up after LEADER_HANDOVER_BEFORE_CHANGE_MS; the
+    // follower the map would name first (its first follower that is up) does not hold the leader's barrier, as a
+    // handover target frozen after its election gave the leadership back at a new term. The map must name one that
+    // holds it, as a drain step's give-up does, else routers send writes to the frozen one until the slice elects.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    settle(map);
+    const x = 3;
+    const led = map.slicesOf(x);
+    expect(led.length).toBeGreaterThan(0);
+    const frozen = new Map(led.map((s) => [s, map.replicasOf(s)[1]]));
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; handoversGivenUp: number };
+    clearInterval(inside.timer); // turns made here only
+    inside.isUp = () => true;
+    const holdsTerm = (s: number, n: number) => frozen.get(s) !== n;
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, holdsTerm, leaderOf: () => x, handOver: () => 0 });
+    try {
+      await m.remove(map.nodes[x]);
+      expect(map.statusOf(x)).toBe('removed');
+      expect(inside.handoversGivenUp, 'given up').toBe(led.length);
+      expect(led.filter((s) => map.ownerOf(s) === frozen.get(s)), 'slices whose map names, as leader, the replica that does not hold the barrier').toEqual([]);
+      expect(led.every((s) => map.ownerOf(s) !== x && holdsTerm(s, map.ownerOf(s))), 'each led by a replica that holds the barrier').toBe(true);
+    } finally {
+      m.close();
+    }
+  }, 30_000);
+});
+
 describe("a remove's handover given up", () => {
   it('is counted once the node is removed: not for a remove whose map save failed, once for the one that removes it', async () => {
     // 4 nodes at R=3; node 3 leads some slices and its handovers never come (handOver patched to say it handed one

@@ -293,16 +293,20 @@ export class ClusterMap {
   }
 
   /** Removes a node whose slices have other replicas (it may be down): each slice it leads is led,
-   * in the map, by its first follower until an election names its leader (routers retry meanwhile),
-   * and the node's replicas are placed again on the other active nodes. */
-  removeReplicatedNode(node: number): void {
+   * in the map, by `leaders`' replica for it where one is named (a follower on an active node: membership.ts names one
+   * that is up and holds the leader's barrier, as for dropLeavingReplicas), else by its first follower (one that is up,
+   * if any), until an election names its leader (routers retry meanwhile), and the node's replicas are placed again on
+   * the other active nodes. */
+  removeReplicatedNode(node: number, leaders: ReadonlyMap<number, number> = new Map()): void {
     this.commit((next) => {
       for (let s = 0; s < next.sliceCount; s++) {
         if (next.owners[s] !== node) continue;
         assert(next.followers[s].length > 0, `slice ${s} has a replica besides node ${node}`);
-        // One that is up first, as dropLeavingReplicas does: routers send to the map's leader until the election names
-        // one (a forced removal, or one at R > 3, can leave a follower on a node that is down first).
-        const leader = next.followers[s].find((n) => this.isUp(n)) ?? next.followers[s][0];
+        const named = leaders.get(s);
+        assert(named === undefined || (next.followers[s].includes(named) && next.status[named] === 'active'), `slice ${s}'s leader named for the removal, ${named}, is a follower on an active node`);
+        // Else one that is up first, as dropLeavingReplicas does: routers send to the map's leader until the election
+        // names one (a forced removal, or one at R > 3, can leave a follower on a node that is down first).
+        const leader = named ?? next.followers[s].find((n) => this.isUp(n)) ?? next.followers[s][0];
         next.owners[s] = leader;
         next.followers[s] = next.followers[s].filter((n) => n !== leader);
       }

@@ -435,10 +435,19 @@ export class Membership {
   private removeReplicated(index: number, held: number[], short: readonly ShortSlice[]): void {
     const node = this.map.nodes[index];
     if (short.length > 0) this.log(`removing ${node} by force: ${short.length} slices (e.g. slice ${short[0].slice}) keep no majority of live replicas and elect no leader until their replicas that are down are back`);
-    const led = this.map.slicesOf(index).length;
+    const ledSlices = this.map.slicesOf(index);
+    const led = ledSlices.length;
+    // A slice it still leads (its handover given up) is led in the map, until it elects, by the replica that a drain
+    // step would name (leaderUntilElected), where one is.
+    const leaders = new Map<number, number>();
+    for (const slice of ledSlices) {
+      const term = this.leaders.electedTerm(slice);
+      const named = term === null ? undefined : this.leaderUntilElected(slice, this.map.replicasOf(slice).filter((n) => n !== index), term);
+      if (named !== undefined) leaders.set(slice, named);
+    }
     // Saved before the link closes: a failed save (MapSaveError, thrown on) leaves the node in the map with its link
     // open and its replicas serving. Placement in the change skips it meanwhile (map.isUp: this.removing).
-    this.map.removeReplicatedNode(index);
+    this.map.removeReplicatedNode(index, leaders);
     this.links[index].close();
     assert(this.map.slicesOf(index).length === 0, 'a removed node owns no slice');
     this.lastHeartbeat.delete(index);
@@ -541,6 +550,15 @@ export class Membership {
       this.log(`remove: handed the leadership of ${watched.size} slices on ${this.map.nodes[index]} to replicas that stay (${waited})`);
     }
     return { gaveUp: left.length, handed };
+  }
+
+  /** The replica of `kept` (those a change keeps) that the map names as the slice's leader when the change takes its
+   * leader's replica out, until the slice elects (a drain step's or a remove's handover given up): the first on an
+   * active node that is up and holds the barrier of the leader's term `term`. Routers send to the map's leader
+   * meanwhile, and the first one that is up may be the frozen target of the handover given up (up for a coordinator
+   * that knows its node by address), where writes would stall. undefined: none (the map's own rule names one). */
+  private leaderUntilElected(slice: number, kept: readonly number[], term: number): number | undefined {
+    return kept.find((n) => this.map.statusOf(n) === 'active' && this.isUp(n) && this.leaders.holdsTerm(slice, n, term));
   }
 
   /** A node that leadership may be handed to (for balance, or before a change takes a leader out): active, up, and not
@@ -900,10 +918,7 @@ export class Membership {
       // majority of the set that is left, so it elects and commits without the replica that leaves. (Joint majorities
       // keep every acknowledged write whatever they hold; this is for the slice to go on serving.)
       assert(rest.length >= majority(set.length) && holdingUp.length >= majority(rest.length) && rest.length >= 2, `slice ${slice} keeps a majority of its replicas up and caught up`);
-      // A slice whose leader leaves is led, in the map, by a replica kept that holds the barrier and answers until the
-      // slice elects: routers send to the map's leader meanwhile, and the first one that is up may be the frozen target
-      // of a handover given up (up for a coordinator that knows its node by address), where writes would stall.
-      drops.push({ slice, node, leader: holdingUp.find((n) => this.map.statusOf(n) === 'active') });
+      drops.push({ slice, node, leader: this.leaderUntilElected(slice, rest, term) });
     }
     this.replicaWaits = waits;
     if (replacements.length > 0) this.replaceDeadReplicas(replacements);
