@@ -1824,6 +1824,29 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
 
 });
 
+/** A Membership over `map` whose turns the test makes by hand (its timer stopped), every node counted up, and its
+ * ReplicaLeaders patched with `leaders` (over an elected term 1, every change settled, no handover made): the setting
+ * of the handover give-up cases below. */
+function membershipByHand(map: ClusterMap, dir: string, leaders: Record<string, unknown>, log: (line: string) => void = () => {}) {
+  const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, log);
+  const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; drainReplicas(): void; handingOver: Map<number, { since: number }>; handoversGivenUp: number };
+  clearInterval(inside.timer);
+  inside.isUp = () => true;
+  Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, handOver: () => 0, ...leaders });
+  return { m, inside };
+}
+
+/** 4 nodes at R=3 in `dir`, every change settled, node 3 draining: the map, node 3 and the slices it leads and drains. */
+function drainingLeader(dir: string) {
+  const map = open(4, 3, dir);
+  const x = 3;
+  map.setStatus(x, 'draining');
+  settle(map);
+  const led = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.ownerOf(s) === x && map.leaverOf(s) === x);
+  expect(led.length).toBeGreaterThan(0);
+  return { map, x, led };
+}
+
 describe("a drain step's handover given up while the map cannot be saved", () => {
   it('is counted once, when its leaving replicas are out, and its wait is not started again by the failed save', () => {
     // 4 nodes at R=3, node 3 draining: each slice it holds has its new replica. Every replica kept is up and caught up
@@ -1831,19 +1854,9 @@ describe("a drain step's handover given up while the map cannot be saved", () =>
     // handover, which never comes (handOver patched to make none): past LEADER_HANDOVER_BEFORE_CHANGE_MS it is given
     // up and its replica on node 3 leaves. The map's temporary path made a folder fails that save (MapSaveError).
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(4, 3, dir);
-    const x = 3;
-    map.setStatus(x, 'draining');
-    settle(map);
-    const led = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.ownerOf(s) === x && map.leaverOf(s) === x);
-    expect(led.length).toBeGreaterThan(0);
+    const { map, x, led } = drainingLeader(dir);
     const lines: string[] = [];
-    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, (line) => lines.push(line));
-    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; drainReplicas(): void; handingOver: Map<number, { since: number }>; handoversGivenUp: number };
-    clearInterval(inside.timer); // turns made here only
-    inside.isUp = () => true;
-    const l = m.leaders as unknown as Record<string, unknown>;
-    Object.assign(l, { electedTerm: () => 1, settled: () => true, holdsTerm: () => true, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], handOver: () => 0 });
+    const { m, inside } = membershipByHand(map, dir, { holdsTerm: () => true, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)] }, (line) => lines.push(line));
     const tmp = join(dir, 'cluster-map.json.tmp');
     const turns = (n: number) => {
       for (let i = 0; i < n; i++) {
@@ -1885,20 +1898,10 @@ describe("a drain step's handover given up", () => {
     // given up: the map must name one that holds the barrier, else routers send writes to the frozen one until the
     // slice elects.
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(4, 3, dir);
-    const x = 3;
-    map.setStatus(x, 'draining');
-    settle(map);
-    const led = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.ownerOf(s) === x && map.leaverOf(s) === x);
-    expect(led.length).toBeGreaterThan(0);
+    const { map, x, led } = drainingLeader(dir);
     const frozen = new Map(led.map((s) => [s, map.replicasOf(s).find((n) => n !== x && map.statusOf(n) === 'active')!]));
-    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
-    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; drainReplicas(): void; handingOver: Map<number, { since: number }>; handoversGivenUp: number };
-    clearInterval(inside.timer); // turns made here only
-    inside.isUp = () => true;
     let holding = (_s: number, _n: number) => true;
-    const l = m.leaders as unknown as Record<string, unknown>;
-    Object.assign(l, { electedTerm: () => 1, settled: () => true, holdsTerm: (s: number, n: number) => holding(s, n), leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], handOver: () => 0 });
+    const { m, inside } = membershipByHand(map, dir, { holdsTerm: (s: number, n: number) => holding(s, n), leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)] });
     try {
       inside.drainReplicas();
       expect(led.every((s) => inside.handingOver.has(s)), 'each slice node 3 leads waits for its handover').toBe(true);
@@ -1928,12 +1931,8 @@ describe("a remove's handover given up, the map's leader", () => {
     const led = map.slicesOf(x);
     expect(led.length).toBeGreaterThan(0);
     const frozen = new Map(led.map((s) => [s, map.replicasOf(s)[1]]));
-    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
-    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; handoversGivenUp: number };
-    clearInterval(inside.timer); // turns made here only
-    inside.isUp = () => true;
     const holdsTerm = (s: number, n: number) => frozen.get(s) !== n;
-    Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, holdsTerm, leaderOf: () => x, handOver: () => 0 });
+    const { m, inside } = membershipByHand(map, dir, { holdsTerm, leaderOf: () => x });
     try {
       await m.remove(map.nodes[x]);
       expect(map.statusOf(x)).toBe('removed');
