@@ -1943,6 +1943,28 @@ describe("a remove's handover given up, the map's leader", () => {
       m.close();
     }
   }, 30_000);
+
+  it('is not a node that is being removed itself (two removes at once)', async () => {
+    // As above, every follower holding the barrier; node 0 is being removed meanwhile (a second `keyslice remove`
+    // under way): a slice whose first follower is on node 0 is led in the map by its other follower.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    settle(map);
+    const x = 3;
+    const y = 0;
+    const led = map.slicesOf(x);
+    const firstOnY = led.filter((s) => map.replicasOf(s)[1] === y);
+    expect(firstOnY.length, 'slices of node 3 whose first follower is on node 0').toBeGreaterThan(0);
+    const { m } = membershipByHand(map, dir, { holdsTerm: () => true, leaderOf: () => x });
+    (m as unknown as { removing: Set<number> }).removing.add(y);
+    try {
+      await m.remove(map.nodes[x]);
+      expect(map.statusOf(x)).toBe('removed');
+      expect(firstOnY.filter((s) => map.ownerOf(s) === y), 'slices led in the map by node 0, itself being removed').toEqual([]);
+    } finally {
+      m.close();
+    }
+  }, 30_000);
 });
 
 describe("a remove's handover given up", () => {

@@ -553,12 +553,13 @@ export class Membership {
   }
 
   /** The replica of `kept` (those a change keeps) that the map names as the slice's leader when the change takes its
-   * leader's replica out, until the slice elects (a drain step's or a remove's handover given up): the first on an
-   * active node that is up and holds the barrier of the leader's term `term`. Routers send to the map's leader
+   * leader's replica out, until the slice elects (a drain step's or a remove's handover given up): the first that may
+   * take a leadership (active, up, not being removed itself: two removes may run at once) and holds the barrier of
+   * the leader's term `term`. Routers send to the map's leader
    * meanwhile, and the first one that is up may be the frozen target of the handover given up (up for a coordinator
    * that knows its node by address), where writes would stall. undefined: none (the map's own rule names one). */
   private leaderUntilElected(slice: number, kept: readonly number[], term: number): number | undefined {
-    return kept.find((n) => this.map.statusOf(n) === 'active' && this.isUp(n) && this.leaders.holdsTerm(slice, n, term));
+    return kept.find((n) => this.mayTakeLeadership(n) && this.leaders.holdsTerm(slice, n, term));
   }
 
   /** A node that leadership may be handed to (for balance, or before a change takes a leader out): active, up, and not
