@@ -1836,6 +1836,16 @@ function membershipByHand(map: ClusterMap, dir: string, leaders: Record<string, 
   return { m, inside };
 }
 
+/** 4 nodes at R=3 in `dir`, every change settled: the map, node 3 and the slices it leads (the remove cases). */
+function leadingNode(dir: string) {
+  const map = open(4, 3, dir);
+  settle(map);
+  const x = 3;
+  const led = map.slicesOf(x);
+  expect(led.length).toBeGreaterThan(0);
+  return { map, x, led };
+}
+
 /** 4 nodes at R=3 in `dir`, every change settled, node 3 draining: the map, node 3 and the slices it leads and drains. */
 function drainingLeader(dir: string) {
   const map = open(4, 3, dir);
@@ -1925,11 +1935,7 @@ describe("a remove's handover given up, the map's leader", () => {
     // handover target frozen after its election gave the leadership back at a new term. The map must name one that
     // holds it, as a drain step's give-up does, else routers send writes to the frozen one until the slice elects.
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(4, 3, dir);
-    settle(map);
-    const x = 3;
-    const led = map.slicesOf(x);
-    expect(led.length).toBeGreaterThan(0);
+    const { map, x, led } = leadingNode(dir);
     const frozen = new Map(led.map((s) => [s, map.replicasOf(s)[1]]));
     const holdsTerm = (s: number, n: number) => frozen.get(s) !== n;
     const { m, inside } = membershipByHand(map, dir, { holdsTerm, leaderOf: () => x });
@@ -1948,11 +1954,8 @@ describe("a remove's handover given up, the map's leader", () => {
     // As above, every follower holding the barrier; node 0 is being removed meanwhile (a second `keyslice remove`
     // under way): a slice whose first follower is on node 0 is led in the map by its other follower.
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(4, 3, dir);
-    settle(map);
-    const x = 3;
+    const { map, x, led } = leadingNode(dir);
     const y = 0;
-    const led = map.slicesOf(x);
     const firstOnY = led.filter((s) => map.replicasOf(s)[1] === y);
     expect(firstOnY.length, 'slices of node 3 whose first follower is on node 0').toBeGreaterThan(0);
     const { m } = membershipByHand(map, dir, { holdsTerm: () => true, leaderOf: () => x });
