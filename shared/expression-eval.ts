@@ -10,6 +10,7 @@ import { decimalSum } from './decimal-sum.js';
 import { KeysliceError } from './errors.js';
 import { VALUE_DEPTH_MAX } from './limits.js';
 import { describeType, isPlainObject, makeSet, MTIME_ATTRIBUTE, NAME_ATTRIBUTE, setElementKey, setElements, setOwn, setTypeOf, type Item, type Value } from './values.js';
+import { bufferView } from './buffer-view.js';
 
 type MapValue = { [name: string]: Value };
 
@@ -108,12 +109,9 @@ function compareCodePoints(a: string, b: string): number {
 }
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
-  return Buffer.compare(asBuffer(a), asBuffer(b));
+  return Buffer.compare(bufferView(a), bufferView(b));
 }
 
-function asBuffer(v: Uint8Array): Buffer {
-  return Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
-}
 
 /** size(): UTF-8 bytes of a string, bytes of a binary, elements of a list or map;
  * undefined (so every comparison is false) for anything else or a missing value. */
@@ -183,7 +181,7 @@ export function evaluate(c: Condition, item: Item): boolean {
       const b = operand(c.b, item);
       if (b === undefined) return false;
       if (typeof a === 'string') return typeof b === 'string' && a.includes(b);
-      if (a instanceof Uint8Array) return b instanceof Uint8Array && asBuffer(a).indexOf(asBuffer(b)) >= 0;
+      if (a instanceof Uint8Array) return b instanceof Uint8Array && bufferView(a).indexOf(bufferView(b)) >= 0;
       if (Array.isArray(a)) return a.some((e) => valuesEqual(e, b));
       if (a !== undefined && setTypeOf(a) !== null) return setElements(a).some((e) => valuesEqual(e, b));
       return false;

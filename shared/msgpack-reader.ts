@@ -14,6 +14,7 @@
 // errors and its bounds.
 import { u16, u32 } from './msgpack-headers.js';
 import { VALUE_DEPTH_MAX } from './limits.js';
+import { bufferView } from './buffer-view.js';
 
 /** readMsgpack's answer for a frame it leaves to msgpackr. */
 export const LEFT_TO_MSGPACKR: unique symbol = Symbol('left to msgpackr');
@@ -56,7 +57,7 @@ let listBudget = 0;
  * LEFT_TO_MSGPACKR (above: what is left, and why). Values are built as they are read; a bin is a view of `bytes`. */
 export function readMsgpack(bytes: Uint8Array): unknown {
   given = bytes;
-  src = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  src = bufferView(bytes);
   view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   at = 0;
   listBudget = bytes.length;

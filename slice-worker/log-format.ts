@@ -10,6 +10,7 @@ import { checkSliceChanges, EFFECT_SET, listHeader, MalformedFrame, plainRequest
 import type { Effect } from './partition.js';
 import type { Item } from '../shared/values.js';
 import type { AppliedList } from './replication/applied-requests.js';
+import { bufferView } from '../shared/buffer-view.js';
 
 export const RECORD_KIND = {
   /** Log: the changes of one batch. */
@@ -225,7 +226,7 @@ export function encodeReplicatedItems(effects: SetEffectsText, requests: Applied
  * kept (SliceStore.replay), so not copied. Null for a payload not laid out so (a list of the effects' count, each a
  * set's six values or another list), or whose items hold ext values (skipValue). */
 export function itemTextsOf(bytes: Uint8Array, effects: readonly Effect[]): (string | null)[] | null {
-  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const buf = bufferView(bytes);
   try {
     const [n, first] = listHeader(buf, buf[0] === 0x97 && buf[1] === WITH_REQUESTS ? 2 : 0);
     let at = first;
@@ -314,7 +315,7 @@ export function readPackedReplicated(
       requests = { instances, counters, of, ats, answers };
     }
   } else if (end !== bytes.length) return undefined;
-  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const buf = bufferView(bytes);
   for (let i = 0; i < setCount; i++) {
     const k = 5 * i;
     const keyAt = setSpans[k + 1];

@@ -16,6 +16,7 @@
 // payload with a bad CRC, a gap in the sequence numbers) is corruption: the
 // reader stops and names the file and offset, and never drops data silently.
 import { crc32 } from 'node:zlib';
+import { bufferView } from '../shared/buffer-view.js';
 
 export const RECORD_HEADER_BYTES = 20;
 
@@ -60,7 +61,7 @@ export function frameRecordParts(lsn: number, kind: number, parts: readonly Uint
     if (p.byteLength === 0) continue;
     length += p.byteLength;
     crc = crc32(p, crc);
-    out.push(Buffer.isBuffer(p) ? p : Buffer.from(p.buffer, p.byteOffset, p.byteLength));
+    out.push(bufferView(p));
   }
   putRecordHeader(out[0], lsn, kind, length, crc);
   return out;
