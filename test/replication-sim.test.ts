@@ -131,17 +131,18 @@ describe('replication under a seeded simulation', () => {
         `${sum((r) => r.drainStepsPastHandoverBound)} drain steps past the handover's bound with a replica kept behind, ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
     );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
-    // The path is taken: a frozen target, its handover given back, the drained replica out while it is frozen. With the
-    // bound never spent (handoverNeverSpent), as before, no step goes on without the frozen one: what is counted is the
-    // rule's doing (and those runs converge once the target thaws).
+    // The path is taken: a frozen target, its handover given back, the drained replica out while it is frozen (counted
+    // only where drainStepCatchUp, the product's rule, let the step go on without the frozen replica).
     if (only === undefined) {
       expect(sum((r) => r.handoverFreezes)).toBeGreaterThan(reports.length / 8);
       expect(sum((r) => r.drainStepsPastHandoverBound)).toBeGreaterThan(0);
-      // And the map names, as leader after such a step, one that holds the barrier, not the frozen target.
+      // The simulation's own choice of the map's leader after such a step (a copy of drainReplicas' rule; the
+      // product's is tested in replica-map.test.ts and drain-handover-bound.test.ts) names no frozen replica.
       expect(sum((r) => r.drainsNamingFrozen), 'drain steps after which the map named a frozen replica as leader').toBe(0);
+      // With the bound never spent (the rule before), the same freezes lose nothing and converge once the target
+      // thaws (runSimulation throws otherwise).
       const before = halfOnStores(10).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain', handoverFreezes: true, handoverNeverSpent: true, store }));
       expect(before.reduce((a, r) => a + r.handoverFreezes, 0)).toBeGreaterThan(0);
-      expect(before.reduce((a, r) => a + r.drainStepsPastHandoverBound, 0)).toBe(0);
     }
   });
 
