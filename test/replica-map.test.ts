@@ -13,7 +13,7 @@ import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS } from '../shared/limits.js';
+import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -1824,16 +1824,23 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
 
 });
 
-/** A Membership over `map` whose turns the test makes by hand (its timer stopped), every node counted up, and its
- * ReplicaLeaders patched with `leaders` (over an elected term 1, every change settled, no handover made): the setting
- * of the handover give-up cases below. */
+/** A Membership over `map` whose turns the test makes by hand (its timer stopped), every node counted up and answering
+ * (silentMs 0: no link is up here, which ReplicaLeaders counts as silent), and its ReplicaLeaders patched with `leaders`
+ * (over an elected term 1, every change settled, no handover made): the setting of the handover give-up cases below. */
 function membershipByHand(map: ClusterMap, dir: string, leaders: Record<string, unknown>, log: (line: string) => void = () => {}) {
   const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, log);
   const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; drainReplicas(): void; handingOver: Map<number, { since: number }>; handoversGivenUp: number };
   clearInterval(inside.timer);
   inside.isUp = () => true;
-  Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, handOver: () => 0, ...leaders });
+  Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, handOver: () => 0, silentMs: () => 0, ...leaders });
   return { m, inside };
+}
+
+/** What each replica of `slice` said (its Pong) that it holds, and how long ago, in `m`'s ReplicaLeaders' own record (a
+ * real holdsTerm reads it: its age limit is under test). */
+function pongs(m: Membership, slice: number, said: [node: number, commitTerm: number, agoMs: number][]): void {
+  const seen = (m.leaders as unknown as { pongs: Map<number, Map<number, { commitTerm: number; lastIndex: number; at: number }>> }).pongs;
+  seen.set(slice, new Map(said.map(([n, commitTerm, agoMs]) => [n, { commitTerm, lastIndex: 10, at: Date.now() - agoMs }])));
 }
 
 /** 4 nodes at R=3 in `dir`, every change settled: the map, node 3 and the slices it leads (the remove cases). */
@@ -1921,6 +1928,67 @@ describe("a drain step's handover given up", () => {
       expect(inside.handoversGivenUp, 'given up').toBe(led.length);
       expect(led.every((s) => !map.replicasOf(s).includes(x)), "node 3's led replicas left").toBe(true);
       expect(led.filter((s) => map.ownerOf(s) === frozen.get(s)), 'slices whose map names, as leader, the replica that does not hold the barrier').toEqual([]);
+    } finally {
+      m.close();
+    }
+  });
+});
+
+describe('the leader a drain step names until the slice elects', () => {
+  it('is not a replica whose Pong saying it holds the barrier is older than the age limit (it confirmed the term, then froze)', () => {
+    // 4 nodes at R=3, node 3 draining, every node up (known by address: a frozen node keeps its link open). In each
+    // slice node 3 leads, the replica the map would name first said (Pong) that it holds term 1's barrier 10 s ago and
+    // has answered nothing since (silent 10 s: frozen); the others said so just now. Past the handover's bound the step
+    // is given up and node 3's replica leaves: the map must name a replica that said so lately (ReplicaLeaders.holdsTerm
+    // with probeIntervalMs, its real code here), not the frozen one on the strength of its old Pong.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const { map, x, led } = drainingLeader(dir);
+    const frozen = new Map(led.map((s) => [s, map.replicasOf(s).find((n) => n !== x && map.statusOf(n) === 'active')!]));
+    const frozenNodes = new Set(frozen.values());
+    const { m, inside } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (frozenNodes.has(n) ? 10_000 : 0) });
+    try {
+      for (const s of led) pongs(m, s, map.replicasOf(s).filter((n) => n !== x).map((n) => [n, 1, n === frozen.get(s) ? 10_000 : 0]));
+      // Only slices whose frozen replica is silent alone: another slice's frozen node may be this one's good replica.
+      const mine = led.filter((s) => map.replicasOf(s).filter((n) => n !== x && frozenNodes.has(n)).length === 1);
+      expect(mine.length, 'slices with one frozen replica').toBeGreaterThan(0);
+      inside.drainReplicas();
+      for (const h of inside.handingOver.values()) h.since -= LEADER_HANDOVER_BEFORE_CHANGE_MS;
+      inside.drainReplicas();
+      expect(mine.every((s) => !map.replicasOf(s).includes(x)), "node 3's replica left those slices").toBe(true);
+      expect(mine.filter((s) => map.ownerOf(s) === frozen.get(s)), 'slices whose map names, as leader, the replica whose Pong is 10 s old').toEqual([]);
+    } finally {
+      m.close();
+    }
+  });
+});
+
+describe('a drain step after its handover completed', () => {
+  it('does not wait for a kept replica that has been silent longer than NODE_HEARTBEAT_TIMEOUT_MS (frozen, its link open: up for the coordinator)', () => {
+    // 4 nodes at R=3, node 3 draining, every node up. Each slice node 3 holds a replica of is led by another replica
+    // (its handover done: a new term, 2), which every replica kept says it holds but one, frozen and silent for
+    // NODE_HEARTBEAT_TIMEOUT_MS and a second: the new replica and a majority of those kept hold the barrier, so node 3's
+    // replica leaves. Before, known by address (no heartbeats, so up), the step waited for the frozen one without end.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const { map, x } = drainingLeader(dir);
+    const held = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.leaverOf(s) === x);
+    // The slices' leader in the map: a replica kept (the handover's target), not node 3.
+    const leaderOf = (s: number) => map.replicasOf(s).find((n) => n !== x && n !== map.joiningOf(s))!;
+    // One node frozen, a replica kept of the slices where it is neither the new leader nor the new replica.
+    const f = 0;
+    const cases = held.filter((s) => map.replicasOf(s).includes(f) && leaderOf(s) !== f && map.joiningOf(s) !== f);
+    expect(cases.length, 'slices with a kept replica on the frozen node').toBeGreaterThan(0);
+    let silent = 0;
+    const { m, inside } = membershipByHand(map, dir, { electedTerm: () => 2, leaderOf, setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
+    try {
+      for (const s of cases) pongs(m, s, map.replicasOf(s).filter((n) => n !== x).map((n) => [n, n === f ? 1 : 2, 0]));
+      // Silent less than the bound: a node that is slow, not frozen, is waited for.
+      silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
+      inside.drainReplicas();
+      expect(cases.filter((s) => !map.replicasOf(s).includes(x)), 'slices left by node 3 while the frozen node was silent less than the bound').toEqual([]);
+      silent = NODE_HEARTBEAT_TIMEOUT_MS + 1_000;
+      inside.drainReplicas();
+      expect(cases.filter((s) => map.replicasOf(s).includes(x)), 'slices still holding node 3 once the frozen node was silent past the bound').toEqual([]);
+      expect(cases.every((s) => map.replicasOf(s).includes(f)), 'the frozen replica stays in the set (a majority without it holds the barrier)').toBe(true);
     } finally {
       m.close();
     }

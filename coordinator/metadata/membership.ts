@@ -557,9 +557,12 @@ export class Membership {
    * take a leadership (active, up, not being removed itself: two removes may run at once) and holds the barrier of
    * the leader's term `term`. Routers send to the map's leader
    * meanwhile, and the first one that is up may be the frozen target of the handover given up (up for a coordinator
-   * that knows its node by address), where writes would stall. undefined: none (the map's own rule names one). */
+   * that knows its node by address), where writes would stall. "Holds" is said lately: in a Pong at most
+   * probeIntervalMs old, the age a handover target's must have (handOverTarget), as a replica that confirmed the term
+   * and froze since would otherwise be named. undefined: none (the map's own rule names one). The rule is
+   * leaderUntilElected's, below (the simulation's remove and drain steps use it). */
   private leaderUntilElected(slice: number, kept: readonly number[], term: number): number | undefined {
-    return kept.find((n) => this.mayTakeLeadership(n) && this.leaders.holdsTerm(slice, n, term));
+    return leaderUntilElected(kept, (n) => this.mayTakeLeadership(n), (n) => this.leaders.holdsTerm(slice, n, term, this.leaders.probeIntervalMs));
   }
 
   /** A node that leadership may be handed to (for balance, or before a change takes a leader out): active, up, and not
@@ -881,18 +884,28 @@ export class Membership {
       // Past its leader's handover bound: it elects (below), and the catch-up rule asks less (drainStepCatchUp).
       const handoverSince = this.handingOver.get(slice)?.since;
       const handoverSpent = handoverSince !== undefined && performance.now() - handoverSince >= LEADER_HANDOVER_BEFORE_CHANGE_MS;
-      const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term), (n) => this.isUp(n), handoverSpent);
+      // Up for the step's wait: up (isUp) and not silent for NODE_HEARTBEAT_TIMEOUT_MS (a question left unanswered that
+      // long: ReplicaLeaders.silentMs). A node known by address has no heartbeats, and frozen (SIGSTOP) it keeps its
+      // link open, so isUp says it is up for good; after a handover that completed (a new term, which it cannot hold)
+      // the step waited for it without end. Silent that long it counts as down here, as a node with heartbeats counts
+      // down after the same time without one; the step still waits for the new replica and a majority of those kept
+      // that hold the barrier and answer (drainStepCatchUp), and goes on with them as for a node down.
+      const answering = (n: number) => this.isUp(n) && this.leaders.silentMs(n) <= NODE_HEARTBEAT_TIMEOUT_MS;
+      // Where the map will name the leader from those kept (the leaving replica leads in it: a handover given up, or
+      // its node down), each must have said so lately, as leaderUntilElected asks (and so is asked again meanwhile).
+      const maxAgeMs = this.map.ownerOf(slice) === node ? this.leaders.probeIntervalMs : Infinity;
+      const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term, maxAgeMs), answering, handoverSpent);
       if (behind.length > 0) {
-        const behindDown = behind.filter((n) => !this.isUp(n));
+        const behindDown = behind.filter((n) => !answering(n));
         wait(
           behind.length === 1 && behind[0] === fresh && behindDown.length === 1
-            ? `its new replica on ${names(behind)} is down: the step goes on once it is back and holds the leader's first record of term ${term}, or is undone once it has been down ${this.downWaits.moveUndoMs / 1000} s`
-            : `the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behindDown.length > 0 ? `; ${names(behindDown)} is down` : ''}`,
+            ? `its new replica on ${names(behind)} is down${this.isUp(fresh) ? ' (silent)' : ''}: the step goes on once it is back and holds the leader's first record of term ${term}, or is undone once it has been down ${this.downWaits.moveUndoMs / 1000} s`
+            : `the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behindDown.length > 0 ? `; ${names(behindDown)} is down or silent` : ''}`,
         );
         continue;
       }
       if (holdingUp.length < majority(rest.length)) {
-        wait(`its replicas on ${names(rest.filter((n) => !holdingUp.includes(n)))} are down and the caught-up ones that are up are no majority of the ${rest.length} it would keep`);
+        wait(`its replicas on ${names(rest.filter((n) => !holdingUp.includes(n)))} are down (or silent over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s) and the caught-up ones that answer are no majority of the ${rest.length} it would keep`);
         continue;
       }
       // A leaving replica that leads hands its leadership to a replica that stays first (a handover: the old leader gets
@@ -1352,6 +1365,15 @@ export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: 
   // slice then elects by joint majorities, which keep every acknowledged write whatever the one behind holds.
   if (handoverSpent && !behind.includes(fresh) && holdingUp.length >= majority(rest.length)) return { behind: [], holdingUp };
   return { behind, holdingUp };
+}
+
+/** The rule by which a change that takes the leader's replica out names the slice's leader in the map until it elects
+ * (Membership.leaderUntilElected, apart from the map and the links): the first replica of `kept` (those the change
+ * keeps, in the set's order) that may take a leadership (`mayLead`: active, up, not being removed) and holds the
+ * leader's barrier, said lately (`holdsBarrier`: the coordinator asks for a Pong at most probeIntervalMs old). Used by
+ * the simulation's remove and drain steps (test/replication-sim.ts). undefined: none. */
+export function leaderUntilElected(kept: readonly number[], mayLead: (node: number) => boolean, holdsBarrier: (node: number) => boolean): number | undefined {
+  return kept.find((n) => mayLead(n) && holdsBarrier(n));
 }
 
 /** `keyslice remove`'s answer where the cluster map could not be written (MapSaveError): retryable, and the node as

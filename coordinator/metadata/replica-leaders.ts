@@ -510,18 +510,38 @@ export class ReplicaLeaders {
   }
 
   /** Whether node `node`'s replica of the slice said (Pong) that it durably holds a committed record of
-   * term `term` or newer, so every record before that term's barrier. Asks it (a Ping, at most every
-   * REPLICA_CATCH_UP_PROBE_MS) while it has not. */
+   * term `term` or newer, so every record before that term's barrier, in a Pong at most `maxAgeMs` old (a replica
+   * that said so and froze since does not hold it for a caller that asks for an answer of late). Asks it (a Ping, at
+   * most every REPLICA_CATCH_UP_PROBE_MS) while it has not; with an age limit, also once its Pong is half that old, so
+   * that a replica that answers, asked each turn, keeps one young enough (asked only once it is too old, it was too old
+   * at one turn of three: two ping intervals against a 500 ms turn). */
   holdsTerm(slice: number, node: number, term: number, maxAgeMs = Infinity): boolean {
     const seen = this.pongs.get(slice)?.get(node);
-    if (seen !== undefined && seen.commitTerm >= term && Date.now() - seen.at <= maxAgeMs) return true;
-    const key = `${slice}:${node}`;
     const now = Date.now();
+    const age = seen === undefined ? Infinity : now - seen.at;
+    const holds = seen !== undefined && seen.commitTerm >= term && age <= maxAgeMs;
+    if (holds && age < maxAgeMs / 2) return true;
+    const key = `${slice}:${node}`;
     if (now - (this.probedAt.get(key) ?? 0) >= REPLICA_CATCH_UP_PROBE_MS && this.ready(node)) {
       this.probedAt.set(key, now);
       this.host(slice).send(node, { type: 'Ping', seq: 0 });
     }
-    return false;
+    return holds;
+  }
+
+  /** How long node `node` has been silent, in ms: since the first question the coordinator asked it (a Ping or a
+   * Prepare, of any slice) that it has not answered; 0 where it owes no answer, Infinity over a link that is not up
+   * (failover.ts heardLately counts the same). A frozen node (SIGSTOP) keeps its link open, so a coordinator that knows
+   * it by address (no heartbeats) counts it up: this says it answers nothing. */
+  silentMs(node: number): number {
+    return performance.now() - this.heardFrom(node);
+  }
+
+  /** When node `node`'s silence counts from (OpenQuestions.silentFrom; now where it owes no answer), on
+   * performance.now()'s clock; -Infinity over a link that is not up: a frame that came before the link was lost says
+   * nothing of the node since. */
+  private heardFrom(node: number): number {
+    return this.ready(node) ? (this.questions.silentFrom(node) ?? performance.now()) : -Infinity;
   }
 
   /** Hands each slice's leadership to its follower `to` (leadership rebalancing; docs/replication.md):
@@ -726,8 +746,7 @@ export class ReplicaLeaders {
       // Monotonic: an election waits out an old leader's lease by it (failover.ts), which a wall clock stepped
       // forward (an NTP step, a VM resumed) would end early; the questions' times are on the same clock.
       now: () => performance.now(),
-      // Only over a link that is up now: a frame that came before the link was lost says nothing of the node since.
-      heardFrom: (node: number) => (this.ready(node) ? (this.questions.silentFrom(node) ?? performance.now()) : -Infinity),
+      heardFrom: (node: number) => this.heardFrom(node),
       persistTerm: (term: number, reason: ElectionReason | null) => {
         this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
         if (reason !== null) this.electionsBy[reason]++;
