@@ -1,0 +1,107 @@
+// A drain whose leadership handover completes while another replica the step keeps is frozen (docs/replication.md,
+// "A kept replica that freezes"), through real processes: 4 slice nodes at R=3 known by address (no heartbeats: a
+// frozen node keeps its link open and stays up for the coordinator), under a small write load. The node A leading most
+// slices is drained; the moment the cluster map names another replica G as the leader of one of its slices S (the
+// drain's handover), the third replica F that S keeps (in S's set before the drain, not the drain's new replica) is
+// frozen (SIGSTOP). G's election completes without F (A, G and the new replica are a majority), at a new term whose
+// barrier F cannot hold. Checked, while F stays frozen: A's replica leaves S within the silence bound
+// (NODE_HEARTBEAT_TIMEOUT_MS, after which the step counts F as down), the handover's wait and election and two drain
+// turns of the freeze (and a margin for a loaded machine), S's handover never given back to A (the step went on
+// because F is silent, not because a handover's bound was spent: test/drain-handover-bound.test.ts covers that), led
+// by G in the first map without A; then, thawed, the drain ends and every acknowledged write reads back. Before, the step waited
+// for F without end: up (its link open) and not holding the new term's barrier, it was behind for good.
+import { describe, expect, it } from 'vitest';
+import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../shared/limits.js';
+import { bulk, drainedOff, elasticClusters, ledWithout, persistedMap, replicaIndexes, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { freezeProcess, isFrozen, thawProcesses } from './freeze.js';
+
+const cluster = elasticClusters();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** From the freeze until A's replica has left S: F counted down once silent NODE_HEARTBEAT_TIMEOUT_MS (from the first
+ * question it left unanswered, the handover's Prepare or a Ping, soon after the freeze), the handover's catch-up wait
+ * and election before that, and a drain turn before each step. */
+const STEP_DONE_MS = NODE_HEARTBEAT_TIMEOUT_MS + LEADER_HANDOVER_WAIT_MS_MAX + LEADER_ELECTION_TIMEOUT_MS + 2 * REBALANCE_INTERVAL_MS;
+/** What a loaded machine adds on this test's clock (as drain-handover-bound's): generous, as it costs nothing in what
+ * the test catches (without the fix the step never ends while F is frozen). */
+const LOADED_MARGIN_MS = 8_000;
+
+describe('a drain step whose handover completed, a replica it keeps frozen', () => {
+  it('nodes known by address: the drained replica leaves, led by the replica handed to, while the kept replica stays frozen; every acknowledged write reads back', async () => {
+    const lines: string[] = [];
+    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat: false, log: (l) => lines.push(l) });
+    await untilSpread(e);
+    await bulk(e, 100);
+    const load = new WriteLoad(e.client, 'elastic', 4, 4);
+    const frozen: number[] = [];
+    try {
+      await sleep(500);
+      const st = await e.status();
+      const victim = st.nodes.reduce((x, y) => (y.slices > x.slices ? y : x));
+      const before = persistedMap(e);
+      const a = before.nodes.indexOf(victim.node);
+      const setsBefore = replicaIndexes(before);
+      const ledByA = setsBefore.flatMap((set, s) => (set[0] === a ? [s] : []));
+      expect(ledByA.length, 'the drained node leads slices').toBeGreaterThan(0);
+      const givenUpBefore = st.replication.leaders.handoversGivenUp;
+      const res = await e.post('drain', victim.node);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      // The drain's first handover to a replica of the set before the drain (as drain-handover-bound watches it): a
+      // slice A leads, still holding A's replica, whose map names another leader G. Polled every few ms: G's election
+      // starts no sooner than a failover tick (100 ms) after the handover, and waits for G to catch up first.
+      let slice = -1;
+      let to = -1;
+      const startedAt = performance.now();
+      for (let i = 0; i < 10_000 && slice < 0 && performance.now() - startedAt < 30_000; i++) {
+        const m = persistedMap(e);
+        const sets = replicaIndexes(m);
+        slice = ledByA.find((s) => m.owners[s] !== a && sets[s].includes(a) && setsBefore[s].includes(m.owners[s])) ?? -1;
+        if (slice >= 0) to = m.owners[slice];
+        else await sleep(3);
+      }
+      expect(slice, "a handover of a slice A leads to one of that slice's replicas before the drain").toBeGreaterThanOrEqual(0);
+      // F: the replica S keeps from the set before, other than G (not the drain's new replica).
+      const f = setsBefore[slice].find((n) => n !== a && n !== to)!;
+      const fProcess = e.nodes.find((p) => p.url === before.nodes[f])!;
+      frozen.push(fProcess.child.pid!);
+      const frozenAt = performance.now();
+      await freezeProcess(fProcess.child.pid!);
+      // Timed on the map on disk (status waits for each node's load report, which a frozen node never sends). The first
+      // set on disk without A is kept: the map names its leader, which routers send the slice's writes to.
+      let doneMs = -1;
+      let firstWithoutA: number[] | null = null;
+      // Whether the map named A as S's leader again (the handover's election gave it back): then the step could go on
+      // past the handover's bound, the case drain-handover-bound covers, not this one.
+      let givenBack = false;
+      const bound = STEP_DONE_MS + LOADED_MARGIN_MS;
+      await waitFor(
+        () => {
+          const set = replicaIndexes(persistedMap(e))[slice];
+          if (set[0] === a) givenBack = true;
+          if (!set.includes(a)) {
+            firstWithoutA ??= set;
+            doneMs = performance.now() - frozenAt;
+          }
+          return doneMs >= 0;
+        },
+        `slice ${slice}'s drain step to end while its kept replica F (node ${f}) is frozen`,
+        bound,
+        () => `slice ${slice}'s replicas on disk ${JSON.stringify(replicaIndexes(persistedMap(e))[slice])} (A ${a}, G ${to}, frozen ${f})`,
+        3,
+      );
+      const givenUp = (await e.status()).replication.leaders.handoversGivenUp - givenUpBefore;
+      if (process.env.KEYSLICE_TEST_LOG) console.log(`drain of node ${a}: slice ${slice} handed to ${to}, its kept replica ${f} frozen; A left it ${doneMs.toFixed(0)} ms after the freeze (protocol ${STEP_DONE_MS} ms, bound ${bound} ms); first set without A ${JSON.stringify(firstWithoutA)}; ${givenUp} handovers given up (of any slice: another slice's target may be F)`);
+      expect(doneMs, `the drain step of slice ${slice} after its kept replica froze, ms`).toBeLessThanOrEqual(bound);
+      expect(givenBack, `slice ${slice}'s handover given back to A (its step then went on past the handover's bound, not after a completed handover)`).toBe(false);
+      expect(firstWithoutA, `slice ${slice}'s set once A left: led by G (${to}), keeping the frozen F (${f})`).toEqual([to, ...firstWithoutA!.slice(1)]);
+      expect(firstWithoutA, `slice ${slice}'s set once A left keeps F (a majority without it holds the barrier)`).toContain(f);
+      expect(isFrozen(fProcess.child.pid!), 'F is still frozen').toBe(true);
+      // Thawed, the drain ends (slices whose new replica went to F waited for it) and nothing is lost.
+      expect(thawProcesses(frozen).map(String), 'F thawed').toEqual([]);
+      await waitFor(async () => (await ledWithout(e, victim.node)).ok && drainedOff(victim.node)(await e.status()), 'the drain to end, every slice led by the three nodes left', 60_000, seen(e));
+      await load.finish(1_000, 100);
+    } finally {
+      thawProcesses(frozen);
+      await load.stop();
+    }
+  }, 120_000);
+});
