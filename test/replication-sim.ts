@@ -14,7 +14,7 @@ import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, REPLICA_
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type ElectionReason, type LastRecord } from '../coordinator/metadata/failover.js';
 import { caughtUpForHandover } from '../coordinator/metadata/replica-leaders.js';
-import { drainStepCatchUp } from '../coordinator/metadata/membership.js';
+import { drainStepCatchUp, leaderUntilElected } from '../coordinator/metadata/membership.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
@@ -51,8 +51,13 @@ export interface SimOptions {
    * step replaces a replica it keeps that has been down DRAIN_DEAD_AFTER_MS (any crash) on a node that is up before
    * the drained replica leaves, and with no node up to take it goes on without (membership.ts drainReplicas); the run
    * converges with a replica killed for good left in the set, if one was; 'chained': also while the change before has not settled (as the
-   * coordinator did before it waited). */
-  setChanges?: boolean | 'drain' | 'drain-down' | 'drain-dead' | 'chained';
+   * coordinator did before it waited); 'remove-frozen': removes only, each of the map's leader while it is up, as it
+   * starts the replica it keeps first (the one the map's own rule names: changeSet), once it said that it holds the
+   * leader's barrier, frozen for HANDOVER_FREEZE_MS, and
+   * its handover not tried but waited for HANDOVER_BEFORE_CHANGE_MS (a handover given up), the replicas kept asked
+   * meanwhile (as handOverTarget asks them each turn): the remove names the map's leader by leaderUntilElected, the
+   * product's rule (removesNamingFrozen). Faults last 4 s. */
+  setChanges?: boolean | 'drain' | 'drain-down' | 'drain-dead' | 'chained' | 'remove-frozen';
   /** Break consistent reads on purpose (the read checker must catch it): a leader answers them whenever it serves,
    * lease or not, as before leases. */
   readsWithoutLease?: boolean;
@@ -169,6 +174,13 @@ export interface SimReport {
   /** Drain steps after which the map named, as the slice's leader (to which writes are routed until it elects), a
    * replica that is frozen: none, as membership.ts names one that holds the barrier. */
   drainsNamingFrozen: number;
+  /** 'remove-frozen': removes of the map's leader started with a replica kept frozen; of those made while the map
+   * named the removed node, the ones where leaderUntilElected named a frozen replica as the slice's leader (none: it
+   * names one that said lately, in a Pong at most PONG_AGE_MAX_MS old, that it holds the barrier), and the ones where it
+   * named none (no leader elected, or no replica kept said so lately: the map's own rule names the first). */
+  removeFreezes: number;
+  removesNamingFrozen: number;
+  removesUnnamed: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -237,6 +249,9 @@ const HANDOVER_WAIT_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs * 0.7;
  * an election and a few ticks. */
 const HANDOVER_BEFORE_CHANGE_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs * (LEADER_HANDOVER_BEFORE_CHANGE_MS / LEADER_HEARTBEAT_TIMEOUT_MS);
 const HANDOVER_FREEZE_MS = 2 * HANDOVER_BEFORE_CHANGE_MS;
+/** How old a replica's Pong may be for the coordinator to count what it says (ReplicaLeaders.probeIntervalMs, two ping
+ * intervals): a replica named the map's leader until the slice elects must have said lately that it holds the barrier. */
+const PONG_AGE_MAX_MS = 2 * SIM_FAILOVER_TIMING.pingIntervalMs;
 /** The router's wait with SimOptions.commitTimeouts: past the leader's commit wait and the network's delays there and
  * back (a node's router waits NODE_REQUEST_TIMEOUT_MS, 30 s, against a commit wait of 3.5 s). */
 const ROUTER_WAIT_MS_PAST_COMMIT_WAIT = COMMIT_WAIT_MS + 2 * TICK_MS + 100;
@@ -429,7 +444,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const clock = new Clock();
   // deposedTail and stall runs longer: their schedules take up to about 2 s of the faults' time, and writes before and after them
   // are what an election may lose.
-  const faultyMs = opts.faultyMs ?? (opts.handoverFreezes === true ? 4_000 : (opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true || opts.commitTimeouts === true ? 3_000 : 2_000);
+  const faultyMs = opts.faultyMs ?? (opts.handoverFreezes === true || opts.setChanges === 'remove-frozen' ? 4_000 : (opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true || opts.commitTimeouts === true ? 3_000 : 2_000);
   // The run's character, from its seed.
   const replicaCount = random() < 0.25 ? 5 : 3;
   const dropRate = random() * 0.1;
@@ -451,7 +466,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -870,6 +885,23 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let handedTo: ReplicaId | null = null;
   /** What each replica's latest Pong said of its last index, and when (a handover's catch-up wait). */
   const lastIndexes = new Map<number, { lastIndex: number; at: number }>();
+  /** As ReplicaLeaders.holdsTerm with an age limit (membership.ts leaderUntilElected): replica `n`'s latest Pong, at most
+   * PONG_AGE_MAX_MS old, said it holds a committed record of `term` or newer. (commitTerms and lastIndexes are set
+   * by the same Pong.) */
+  const holdsLately = (n: number, term: number) => (commitTerms.get(n) ?? 0) >= term && clock.now - (lastIndexes.get(n)?.at ?? -Infinity) <= PONG_AGE_MAX_MS;
+  /** As holdsTerm with an age limit asks: a Ping to each replica of `nodes` that is up and whose latest Pong is half
+   * that old or older, so that one that answers keeps a Pong young enough while the coordinator asks each turn. */
+  function askLately(nodes: readonly number[]): void {
+    for (const n of nodes) if (up[n] && clock.now - (lastIndexes.get(n)?.at ?? -Infinity) >= PONG_AGE_MAX_MS / 2) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
+  }
+  /** The map's leader when a change takes the map's leader's replica out, until the slice elects: the product's rule
+   * (membership.ts leaderUntilElected), a node that is up (the coordinator counts a frozen one up, as one known by
+   * address) holding the barrier of `term`, said lately; `rest` with it first. None (`named` undefined; or no leader
+   * elected, as the coordinator asks for its elected term): the map's own rule (changeSet: the first replica). */
+  const keptLeaderFirst = (rest: number[], term: number): { kept: number[]; named: number | undefined } => {
+    const named = coordinator.currentLeader === null ? undefined : leaderUntilElected(rest, (n) => up[n], (n) => holdsLately(n, term));
+    return { kept: named !== undefined ? [named, ...rest.filter((n) => n !== named)] : rest, named };
+  };
   /** Whether the drain under way tried to hand its leader's leadership over (once per drain; if the election gives it
    * back, the step goes on and elects, as the coordinator does past LEADER_HANDOVER_BEFORE_CHANGE_MS). */
   let handoverTried: false | 'skipped' | 'handed' = false;
@@ -877,7 +909,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let handoverSoughtAt: number | null = null;
   /** keyslice remove of a node under way: `node`'s replica leaves, in one change, for one on `to` (null: none outside the
    * set, the set shrinks), once the leadership of `node`, if it leads and is up, was handed to a replica that stays. */
-  let removing: { node: number; refill: boolean } | null = null;
+  let removing: { node: number; refill: boolean; until?: number } | null = null;
   function coordinatorReceive(from: number, received: ReplicationMessage): void {
     const m = opts.countLateAnswers === true && received.type === 'Prepared' && received.term < usedTerm && coordinator.currentLeader === null ? { ...received, term: usedTerm } : received;
     if (m.type === 'Prepared') {
@@ -981,6 +1013,26 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     // As the coordinator: a set changes once a leader was elected for it and the change before it settled
     // (membership.ts: a drain's next step, keyslice remove and removal after a time down wait for both).
     if (draining !== null || undoing !== null || removing !== null || !published || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
+    if (opts.setChanges === 'remove-frozen') {
+      // keyslice remove of the map's leader, up, whose handover will be given up, with the replica the map's own rule
+      // would name frozen from now (SIGSTOP: up for the coordinator) until past the remove.
+      const node = mapLeader;
+      if (node === null || !set.includes(node) || !up[node] || frozenUntil[node] > clock.now || set.length < 3 || clock.now + HANDOVER_FREEZE_MS >= faultyMs) return;
+      const first = set.filter((n) => n !== node)[0];
+      // Frozen only once it said (Pong) that it holds the barrier of the elected leader's term: a replica that confirmed
+      // the term and froze since, which only the age of its Pong tells apart. Asked now; a later draw freezes it.
+      if (coordinator.currentLeader === null || (commitTerms.get(first) ?? 0) < coordinator.currentTerm) {
+        send(COORDINATOR, first, { type: 'Ping', seq: 0 });
+        return;
+      }
+      report.removeFreezes++;
+      changes.push(`${clock.now.toFixed(1)} ms: remove ${node}, ${first} frozen for ${HANDOVER_FREEZE_MS.toFixed(0)} ms`);
+      frozenUntil[first] = Math.max(frozenUntil[first], clock.now + HANDOVER_FREEZE_MS);
+      removing = { node, refill: outside.length > 0, until: clock.now + HANDOVER_BEFORE_CHANGE_MS };
+      handoverTried = 'skipped';
+      removeStep();
+      return;
+    }
     if (opts.setChanges === 'drain-dead') {
       // keyslice drain, the new replica on a node that is up; at the first drain, another replica of the set is
       // killed for good as it starts (one that dies after its slice's step took the drained replica out keeps its
@@ -1048,16 +1100,30 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       return;
     }
     const rest = set.filter((n) => n !== node);
+    // 'remove-frozen': the handover's wait, given up at its bound; the replicas kept asked meanwhile (handOverTarget).
+    if (removing.until !== undefined && clock.now < removing.until) {
+      askLately(rest);
+      return;
+    }
     if (handOverFirst(node, rest, coordinator.currentTerm)) return;
     if (handoverTried === 'handed' && node !== coordinator.currentLeader) report.handedOver++;
+    const frozenRemove = removing.until !== undefined;
     removing = null;
     handoverTried = false;
     handoverSoughtAt = null;
     // The map places the refill with the change (cluster-map.ts removeReplicatedNode), on a node outside the set that
-    // is up then: placement skips nodes that are down. None up: the set is left a replica short.
+    // is up then: placement skips nodes that are down. None up: the set is left a replica short. Where the map named
+    // the removed node, it names the leader until the slice elects by the product's rule (membership.ts removeReplicated).
     const live = ids.filter((n) => !set.includes(n) && up[n]);
     const to = refill && live.length > 0 ? live[Math.floor(random() * live.length)] : null;
-    changeSet(to !== null ? [...rest, to] : rest, `${to !== null ? 'replace' : 'remove'} ${node}`);
+    const ledByLeaving = mapLeader === node;
+    const { kept, named } = ledByLeaving ? keptLeaderFirst(rest, coordinator.currentTerm) : { kept: rest, named: undefined };
+    changeSet(to !== null ? [...kept, to] : kept, `${to !== null ? 'replace' : 'remove'} ${node}`);
+    // Counted where the map named the removed node: the rule's choice, or none (no leader elected, or no replica kept
+    // said lately that it holds the barrier: the map's own rule then names the first, frozen or not, as on the
+    // coordinator).
+    if (frozenRemove && ledByLeaving && named === undefined) report.removesUnnamed++;
+    if (frozenRemove && named !== undefined && frozenUntil[named] > clock.now) report.removesNamingFrozen++;
   }
   /** As membership.ts before a change takes the leader's replica out (a drain step, keyslice remove of a node that is
    * up): its leadership is first handed to a replica that stays, up and saying (Pong) that it holds the leader's
@@ -1093,11 +1159,15 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (opts.setChanges === 'drain-dead' && replaceDead()) return;
     const term = coordinator.currentTerm;
     const rest = set.filter((n) => n !== draining);
+    // As membership.ts drainReplicas: where the map will name the leader from those kept (the leaving replica leads in
+    // it), each must have said lately that it holds the barrier, as leaderUntilElected asks, and is asked meanwhile.
+    const ledByLeaving = mapLeader === draining;
+    const holds = (n: number) => (ledByLeaving ? holdsLately(n, term) : (commitTerms.get(n) ?? 0) >= term);
+    if (ledByLeaving) askLately(rest);
     if (opts.handoverFreezes === true) {
       // membership.ts's rule itself: past the handover's bound, while the leaving replica still leads (its handover's
       // election gave it back), a replica kept from the set before that is up and behind is not waited for.
       const spent = opts.handoverNeverSpent !== true && handoverTried === 'handed' && coordinator.currentLeader === draining && clock.now - (handoverSoughtAt ?? clock.now) >= HANDOVER_BEFORE_CHANGE_MS;
-      const holds = (n: number) => (commitTerms.get(n) ?? 0) >= term;
       const { behind, holdingUp } = drainStepCatchUp(rest, drainAdded ?? -1, holds, (n) => up[n], spent);
       if (behind.length > 0 || holdingUp.length < majority(rest.length)) {
         for (const n of rest) if (up[n] && !holds(n)) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
@@ -1111,7 +1181,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       // 'drain-dead', as drainStepCatchUp: a replica on a node that is down is not waited for, as long as the caught-up
       // ones that are up are a majority of the set left (one that held the barrier and went down counts for nothing).
       const waited = opts.setChanges === 'drain-dead' ? rest.filter((n) => up[n]) : rest;
-      const behind = waited.filter((n) => (commitTerms.get(n) ?? 0) < term);
+      const behind = waited.filter((n) => !holds(n));
       if (behind.length > 0) {
         for (const n of behind) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
         return;
@@ -1129,10 +1199,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     handoverTried = false;
     handoverSoughtAt = null;
     // As membership.ts drainReplicas (dropLeavingReplicas' leader): where the map named the leaving replica, it names
-    // first a replica kept that is up and holds the barrier, not a frozen handover target (changeSet names set[0]).
-    const ledByLeaving = mapLeader === node;
-    const first = ledByLeaving ? rest.find((n) => up[n] && (commitTerms.get(n) ?? 0) >= term) : undefined;
-    changeSet(first !== undefined ? [first, ...rest.filter((n) => n !== first)] : rest, `drain ${node}, remove`);
+    // by leaderUntilElected, the product's rule, a replica kept that is up and said lately that it holds the barrier,
+    // not a frozen handover target (changeSet names set[0]).
+    changeSet(ledByLeaving ? keptLeaderFirst(rest, term).kept : rest, `drain ${node}, remove`);
     // Counted where the step named the map's leader (the leaving one led): a frozen leader named before is not its doing.
     if (ledByLeaving && mapLeader !== null && frozenUntil[mapLeader] > clock.now) report.drainsNamingFrozen++;
   }
