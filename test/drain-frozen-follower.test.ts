@@ -85,7 +85,7 @@ describe('a drain step whose handover completed, a replica it keeps frozen', () 
         },
         `slice ${slice}'s drain step to end while its kept replica F (node ${f}) is frozen`,
         bound,
-        () => `slice ${slice}'s replicas on disk ${JSON.stringify(replicaIndexes(persistedMap(e))[slice])} (A ${a}, G ${to}, frozen ${f})`,
+        () => `slice ${slice}'s replicas on disk ${JSON.stringify(replicaIndexes(persistedMap(e))[slice])} (A ${a}, G ${to}, frozen ${f}); the coordinator's last handover lines: ${lines.filter((l) => /handover|handing|handed/.test(l)).slice(-2).join(' | ')}`,
         3,
       );
       const givenUp = (await e.status()).replication.leaders.handoversGivenUp - givenUpBefore;
