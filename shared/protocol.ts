@@ -1698,10 +1698,13 @@ const SPLICED_BIN_BYTES_MIN = 1024;
  * ("a range page written once into its answer"). Only parts without objects are packed apart: records mode defines
  * an object's record in the pack call that meets it, so objects are packed with the whole list as before. */
 export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
-  if (!results.some(splices)) return withReplyHeadroom([encodeSliceResults(results)]);
+  const first = results.findIndex(splices);
+  if (first < 0) return withReplyHeadroom([encodeSliceResults(results)]);
   const parts: (Uint8Array | PackedPage)[] = [arrayHeader(results.length)];
-  for (const r of results) {
-    if (!splices(r)) {
+  for (let n = 0; n < results.length; n++) {
+    const r = results[n];
+    // splices() looked at each result up to `first` already: it is asked again only of those after.
+    if (n < first || (n > first && !splices(r))) {
       parts.push(internalPackr.pack(joinedPages(r)));
       continue;
     }
