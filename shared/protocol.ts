@@ -491,9 +491,10 @@ type AnyClientFrame = ClientRequestFrame | ClientResponseFrame;
 /** One request or response, or several in one frame. A response whose result carries
  * PackedItems or a PackedItem has those bytes copied in whole (writePassThrough); each run of
  * the others between them is packed in one call, as a list whose header is then left out.
- * `scratch`: where such a frame's pieces are joined when they fit (a view of it is returned), in place of a buffer of
- * their own; the caller reuses it once the frame has left (coordinator/router/ws-api.ts, FrameSlab). */
-export function encodeClientFrame(frame: AnyClientFrame | ClientRequestFrame[] | ClientResponseFrame[], scratch: Buffer | null = null): Buffer {
+ * `join`: asked only for such a frame, with its size: the buffer (at least that long) its pieces are joined in (a view
+ * of its start is returned), in place of a buffer of their own; the router's reuses one from frame to frame
+ * (coordinator/router/ws-api.ts, FrameSlab), which a frame msgpackr packs whole never needs. */
+export function encodeClientFrame(frame: AnyClientFrame | ClientRequestFrame[] | ClientResponseFrame[], join: ((size: number) => Buffer) | null = null): Buffer {
   if (Array.isArray(frame[0])) {
     const list = frame as AnyClientFrame[];
     if (!list.some(passesThrough)) return clientPackr.pack(list);
@@ -506,26 +507,28 @@ export function encodeClientFrame(frame: AnyClientFrame | ClientRequestFrame[] |
       if (i < list.length) writePassThrough(r as [number, typeof RESULT_OK, PassThroughResult], parts);
       from = i + 1;
     }
-    return joinParts(parts, scratch);
+    return joinParts(parts, join);
   }
   const one = frame as AnyClientFrame;
   if (!passesThrough(one)) return clientPackr.pack(one);
   const parts: Uint8Array[] = [];
   writePassThrough(one, parts);
-  return joinParts(parts, scratch);
+  return joinParts(parts, join);
 }
 
-/** `parts` one after another: in `scratch` where they fit (a view of its start), else in a buffer of their own. */
-function joinParts(parts: readonly Uint8Array[], scratch: Buffer | null): Buffer {
+/** `parts` one after another: in what `join` gives for their size (a view of its start), else in a buffer of their own. */
+function joinParts(parts: readonly Uint8Array[], join: ((size: number) => Buffer) | null): Buffer {
   let size = 0;
   for (const b of parts) size += b.byteLength;
-  if (scratch === null || scratch.byteLength < size) return Buffer.concat(parts, size);
+  if (join === null) return Buffer.concat(parts, size);
+  const out = join(size);
+  assert(out.byteLength >= size, 'a frame is joined in a buffer that holds it');
   let at = 0;
   for (const b of parts) {
-    scratch.set(b, at);
+    out.set(b, at);
     at += b.byteLength;
   }
-  return scratch.subarray(0, size);
+  return out.subarray(0, size);
 }
 
 function passesThrough(r: AnyClientFrame): r is [number, typeof RESULT_OK, PassThroughResult] {
@@ -1695,10 +1698,13 @@ const SPLICED_BIN_BYTES_MIN = 1024;
  * ("a range page written once into its answer"). Only parts without objects are packed apart: records mode defines
  * an object's record in the pack call that meets it, so objects are packed with the whole list as before. */
 export function encodeOwnedResults(results: SliceOpResult[]): Uint8Array {
-  if (!results.some(splices)) return withReplyHeadroom([encodeSliceResults(results)]);
+  const first = results.findIndex(splices);
+  if (first < 0) return withReplyHeadroom([encodeSliceResults(results)]);
   const parts: (Uint8Array | PackedPage)[] = [arrayHeader(results.length)];
-  for (const r of results) {
-    if (!splices(r)) {
+  for (let n = 0; n < results.length; n++) {
+    const r = results[n];
+    // splices() looked at each result up to `first` already: it is asked again only of those after.
+    if (n < first || (n > first && !splices(r))) {
       parts.push(internalPackr.pack(joinedPages(r)));
       continue;
     }

@@ -255,8 +255,20 @@ export function decodeReplicated(bytes: Uint8Array): ReplicatedChanges {
   const v = unpackr.unpack(bytes) as Effect[] | WithRequests | { effects: Effect[] };
   if (!Array.isArray(v)) return { effects: v.effects, requests: null };
   if (v.length === 0 || typeof v[0] !== 'number') return { effects: v as Effect[], requests: null };
-  const [, effects, instances, counters, of, ats, answers] = v as WithRequests;
-  return { effects, requests: { instances, counters, of, ats, answers } };
+  return { effects: v[1] as Effect[], requests: requestsAt(v, 2) };
+}
+
+/** A record's request ids from their five parts in WithRequests' order (instances, counters, of, ats, answers),
+ * from `at` in `parts`: the whole payload decoded (decodeReplicated, decodeReplicatedFromPeer: from 2), or the parts
+ * after the effects alone (readPackedReplicated: from 0). The one reader of that order; packReplicated writes it. */
+function requestsAt(parts: readonly unknown[], at: number): AppliedList {
+  return {
+    instances: parts[at] as AppliedList['instances'],
+    counters: parts[at + 1] as AppliedList['counters'],
+    of: parts[at + 2] as AppliedList['of'],
+    ats: parts[at + 3] as AppliedList['ats'],
+    answers: parts[at + 4] as AppliedList['answers'],
+  };
 }
 
 /** An item from its msgpack as latin1 text (what itemTextsOf and readPackedReplicated give, and a store keeps):
@@ -311,8 +323,7 @@ export function readPackedReplicated(
         return undefined;
       }
       if (parts.length !== 5) return undefined;
-      const [instances, counters, of, ats, answers] = parts as [number[], number[], number[] | null, number[] | number, AppliedList['answers']];
-      requests = { instances, counters, of, ats, answers };
+      requests = requestsAt(parts, 0);
     }
   } else if (end !== bytes.length) return undefined;
   const buf = bufferView(bytes);
@@ -349,9 +360,9 @@ export function decodeReplicatedFromPeer(bytes: Uint8Array, slice: number, snaps
     return { effects: v as Effect[], requests: null };
   }
   if (!(v[0] === WITH_REQUESTS && v.length === 7)) throw new MalformedFrame(`changes with request ids are [${WITH_REQUESTS}, effects, instances, counters, of, ats, answers]`);
-  const [, effects, instances, counters, of, ats, answers] = v as WithRequests;
-  checkSliceChanges(effects, { instances, counters, of, ats, answers }, slice, snapshot);
-  return { effects, requests: { instances, counters, of, ats, answers } };
+  const requests = requestsAt(v, 2);
+  checkSliceChanges(v[1], requests, slice, snapshot);
+  return { effects: v[1] as Effect[], requests };
 }
 
 /** Whether a peer's record payload is certainly changes of `slice` that decodeReplicatedFromPeer takes, read by its

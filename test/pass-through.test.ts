@@ -130,7 +130,7 @@ describe('client frames with packed items', () => {
     expect(plain(decodeClientResponses(encodeClientFrame(list)))).toEqual(plain(expected));
   });
 
-  it('are joined in a scratch buffer where they fit (the router reuses one: ws-api.ts), else in one of their own, the same bytes either way', () => {
+  it('are joined in the buffer `join` gives for their size (the router reuses one: ws-api.ts), else in one of their own, the same bytes either way', () => {
     const list: ClientResponseFrame[] = [
       [1, RESULT_OK, { items: PackedItems.ofList(packClientList(items(3))), examined: 3 }],
       [2, RESULT_ERROR, 'TableNotFound', 'no table'],
@@ -140,20 +140,20 @@ describe('client frames with packed items', () => {
       const own = encodeClientFrame(frame);
       // Filled with 0xee: a byte the join left unwritten would show.
       const roomy = Buffer.alloc(own.byteLength + 100, 0xee);
-      const inScratch = encodeClientFrame(frame, roomy);
+      const asked: number[] = [];
+      const inScratch = encodeClientFrame(frame, (size) => (asked.push(size), roomy));
+      expect(asked).toEqual([own.byteLength]);
       expect(inScratch.buffer).toBe(roomy.buffer);
       expect(inScratch.byteOffset).toBe(roomy.byteOffset);
       expect(Buffer.compare(inScratch, own)).toBe(0);
       const tight = Buffer.alloc(own.byteLength - 1);
-      const notInScratch = encodeClientFrame(frame, tight);
-      expect(notInScratch.buffer).not.toBe(tight.buffer);
-      expect(Buffer.compare(notInScratch, own)).toBe(0);
+      expect(() => encodeClientFrame(frame, () => tight)).toThrow(/a frame is joined in a buffer that holds it/);
     }
-    // A frame with nothing passing through is msgpackr's, as without a scratch buffer.
+    // A frame with nothing passing through is msgpackr's, as without `join`, which it does not ask.
     const plainFrame: ClientResponseFrame = [4, RESULT_OK, { z: 1 }];
-    const scratch = Buffer.alloc(1024);
-    expect(encodeClientFrame(plainFrame, scratch).buffer).not.toBe(scratch.buffer);
-    expect(Buffer.compare(encodeClientFrame(plainFrame, scratch), reference.pack(plainFrame))).toBe(0);
+    const never = () => expect.unreachable('a frame packed whole asks for no buffer to be joined in') as Buffer;
+    expect(Buffer.compare(encodeClientFrame(plainFrame, never), reference.pack(plainFrame))).toBe(0);
+    expect(Buffer.compare(encodeClientFrame([plainFrame, [5, RESULT_ERROR, 'Internal', 'x']], never), reference.pack([plainFrame, [5, RESULT_ERROR, 'Internal', 'x']]))).toBe(0);
   });
 
   it('keep every value as it was, and split into the bytes of each item at every header size', () => {

@@ -97,6 +97,14 @@ async function receivedAll(count: number): Promise<void> {
   await waitFor(() => received.flat().length >= count, `${count} answers at the client`, WAIT_MS, () => `received ${JSON.stringify(received)}`, POLL_MS);
 }
 
+/** Answers `n` with a blob of `bytes` that passes through (joined in the reused buffer where its socket is empty),
+ * and waits until the client has it and the server's socket holds nothing. */
+async function answerAndWait(n: number, bytes: number): Promise<void> {
+  ops.answer(n, { items: PackedItems.ofList(packClientList([{ n, blob: new Uint8Array(bytes).fill(n) }])) });
+  await receivedAll(n + 1);
+  await waitFor(() => serverSide.bufferedAmount === 0, 'the server socket empty', WAIT_MS, () => `${serverSide.bufferedAmount} bytes unsent`, POLL_MS);
+}
+
 describe('the answers of one WebSocket connection', () => {
   it('one request in flight: its answer leaves in the turn it came', async () => {
     await request(1);
@@ -228,21 +236,58 @@ describe('answers joined in the buffer the server reuses (FrameSlab)', () => {
     // joined in a buffer of CLIENT_FRAME_SLAB_BYTES_MIN again: the 512 KiB were let go.
     const LARGE = 512 * 1024;
     await request(3);
-    /** Answers `n` (a blob of `bytes`) and waits until the client has it and the server's socket holds nothing. */
-    const answer = async (n: number, bytes: number) => {
-      ops.answer(n, { items: PackedItems.ofList(packClientList([{ n, blob: new Uint8Array(bytes).fill(n) }])) });
-      await receivedAll(n + 1);
-      await waitFor(() => serverSide.bufferedAmount === 0, 'the server socket empty', WAIT_MS, () => `${serverSide.bufferedAmount} bytes unsent`, POLL_MS);
-    };
-    await answer(0, LARGE);
-    await answer(1, 8);
+    await answerAndWait(0, LARGE);
+    await answerAndWait(1, 8);
     // Joined in the reused buffer (its socket took it at once), which has grown to hold the large answer.
     expect(handed[1].held).toBe(false);
     expect(handed[1].frame.buffer.byteLength).toBeGreaterThan(LARGE);
     await new Promise((r) => setTimeout(r, CLIENT_FRAME_SLAB_SHRINK_MS * 1.5));
-    await answer(2, 8);
+    await answerAndWait(2, 8);
     expect(handed[2].held).toBe(false);
     expect(handed[2].frame.buffer.byteLength).toBe(CLIENT_FRAME_SLAB_BYTES_MIN);
+  });
+
+  it('is not grown by an answer that msgpackr packs whole (nothing passes through), which is never joined in it', async () => {
+    // A small answer whose items pass through is joined in the reused buffer; then one of 2 MiB packed whole (an
+    // object holding a blob, as an answer of items as objects is), larger than any this file's answers grew the buffer
+    // to; then a small one joined again, in a buffer no larger than the first's. (Once every frame the socket took was
+    // weighed, joined or not: the 2 MiB answer made the next buffer 2 MiB, allocated for frames of a few bytes.)
+    const WHOLE = 2 * 1024 * 1024;
+    await request(3);
+    await answerAndWait(0, 8);
+    const before = handed[0].frame.buffer.byteLength;
+    expect(before).toBeLessThan(WHOLE);
+    ops.answer(1, { n: 1, blob: new Uint8Array(WHOLE).fill(1) });
+    await receivedAll(2);
+    await waitFor(() => serverSide.bufferedAmount === 0, 'the server socket empty', WAIT_MS, () => `${serverSide.bufferedAmount} bytes unsent`, POLL_MS);
+    expect(handed[1].frame.byteLength).toBeGreaterThan(WHOLE);
+    await answerAndWait(2, 8);
+    expect(handed[2].held).toBe(false);
+    expect(handed[2].frame.buffer.byteLength, 'the buffer the small answer after the whole one was joined in').toBeLessThanOrEqual(before);
+  });
+
+  it('is not kept grown by answers packed whole: it goes down to its least size when only those come', async () => {
+    // One answer of 512 KiB that passes through grows the reused buffer; then answers as large packed whole come
+    // every 50 ms for over twice CLIENT_FRAME_SLAB_SHRINK_MS, none joined in it; a small answer joined after them is
+    // in a buffer of CLIENT_FRAME_SLAB_BYTES_MIN. (Once they counted as the largest frame of their time and kept it.)
+    const LARGE = 512 * 1024;
+    const COUNT = 60;
+    await request(COUNT);
+    await answerAndWait(0, LARGE);
+    const until = performance.now() + CLIENT_FRAME_SLAB_SHRINK_MS * 2.5;
+    let n = 1;
+    for (; n < COUNT - 1 && performance.now() < until; n++) {
+      ops.answer(n, { n, blob: new Uint8Array(LARGE).fill(n) });
+      await receivedAll(n + 1);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(performance.now(), `${n} whole answers of ${LARGE} bytes did not span the time`).toBeGreaterThanOrEqual(until);
+    await waitFor(() => serverSide.bufferedAmount === 0, 'the server socket empty', WAIT_MS, () => `${serverSide.bufferedAmount} bytes unsent`, POLL_MS);
+    await answerAndWait(n, 8);
+    const last = handed[handed.length - 1];
+    expect(last.held).toBe(false);
+    expect(last.frame.buffer.byteLength, 'the buffer the small answer was joined in').toBe(CLIENT_FRAME_SLAB_BYTES_MIN);
+    for (n++; n < COUNT; n++) ops.answer(n);
   });
 
   it('grown by one large answer, goes down to the answers that keep coming, not kept at the large size by them', async () => {
@@ -254,16 +299,11 @@ describe('answers joined in the buffer the server reuses (FrameSlab)', () => {
     const MID = 128 * 1024;
     const COUNT = 60;
     await request(COUNT);
-    const answer = async (n: number, bytes: number) => {
-      ops.answer(n, { items: PackedItems.ofList(packClientList([{ n, blob: new Uint8Array(bytes).fill(n) }])) });
-      await receivedAll(n + 1);
-      await waitFor(() => serverSide.bufferedAmount === 0, 'the server socket empty', WAIT_MS, () => `${serverSide.bufferedAmount} bytes unsent`, POLL_MS);
-    };
-    await answer(0, LARGE);
+    await answerAndWait(0, LARGE);
     const until = performance.now() + CLIENT_FRAME_SLAB_SHRINK_MS * 2.5;
     let n = 1;
     for (; n < COUNT - 1 && performance.now() < until; n++) {
-      await answer(n, MID);
+      await answerAndWait(n, MID);
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(performance.now(), `${n} answers of ${MID} bytes did not span the time`).toBeGreaterThanOrEqual(until);

@@ -11,17 +11,26 @@ import { describeType, isPlainObject, type Item } from '../../shared/values.js';
 import type { Table } from '../metadata/catalog.js';
 import { columnsText, isV3ioForm, objectName, parseObjectName } from './object-name.js';
 
-export interface PrimaryKey {
-  /** The values of the sharding columns, in order. */
-  sharding: KeyValue[];
-  /** The values of the sorting columns, in order (none for a simple key). */
-  sorting: KeyValue[];
-  /** Even distribution: the item's bucket (stored under the sharding key with the bucket added). */
-  bucket: number | null;
-  /** The encoded partition key: sharding part, then the sorting parts. */
-  key: string;
-  slice: number;
-  name: string;
+export class PrimaryKey {
+  private named: string | null = null;
+  constructor(
+    private readonly table: Table,
+    /** The values of the sharding columns, in order. */
+    readonly sharding: KeyValue[],
+    /** The values of the sorting columns, in order (none for a simple key). */
+    readonly sorting: KeyValue[],
+    /** Even distribution: the item's bucket (stored under the sharding key with the bucket added). */
+    readonly bucket: number | null,
+    /** The encoded partition key: sharding part, then the sorting parts. */
+    readonly key: string,
+    readonly slice: number,
+  ) {}
+
+  /** The item's object name, made the first time it is read: a write stores it and names the item in its errors, a
+   * GetItem never reads it (made for every key, it was a string built per GetItem for nothing). */
+  get name(): string {
+    return (this.named ??= objectName(this.table, this.sharding, this.sorting));
+  }
 }
 
 /** Where one stored sharding key lives: its encoded part (the start of all its keys) and its slice. */
@@ -161,7 +170,7 @@ function build(table: Table, columns: KeyColumns, sharding: KeyValue[], sorting:
   const bucket = bucketOfKey(table, sorting, columns);
   const where = placementOf(columns, sharding, bucket, sliceCount);
   const key = where.part + encodeSortingParts(columns.sortingTypes, sorting);
-  return { sharding, sorting, bucket, key, slice: where.slice, name: objectName(table, sharding, sorting) };
+  return new PrimaryKey(table, sharding, sorting, bucket, key, where.slice);
 }
 
 /** The primary key of an item being written (its key attributes must be present). */

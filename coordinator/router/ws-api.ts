@@ -34,40 +34,42 @@ import type { Operations } from './operations.js';
 class FrameSlab {
   private free: Buffer | null = null;
   private bytes = CLIENT_FRAME_SLAB_BYTES_MIN;
-  /** The largest frame sent since shrink last looked or the slab last grew. */
+  /** The largest frame joined since shrink last looked or the slab last grew. */
   private largestSince = 0;
   /** Armed while the slab is grown: CLIENT_FRAME_SLAB_SHRINK_MS after it grew, then as long again after each look, it
-   * shrinks to what that time's frames needed. */
+   * shrinks to what that time's joined frames needed. */
   private shrinkTimer: NodeJS.Timeout | null = null;
 
-  /** Where the next frame may be joined. */
-  take(): Buffer {
-    return (this.free ??= Buffer.allocUnsafeSlow(this.bytes));
-  }
-
-  /** `frame` (joined in `slab`, what take gave, or not: it did not fit, or needed no joining) has been handed to its
-   * socket, `unsent` of its connection's bytes not yet taken by the kernel. A frame the socket did not take at once
-   * holds the slab until it is written: the next frame takes a new one. A frame too large for the slab has the next
-   * slab made as large, up to CLIENT_FRAME_SLAB_BYTES_MAX, for as long as frames that large keep coming (shrink). */
-  sent(slab: Buffer, frame: Buffer, unsent: number): void {
-    assert(slab === this.free, 'a frame is sent before the next one is joined');
-    this.largestSince = Math.max(this.largestSince, frame.byteLength);
-    if (frame.buffer === slab.buffer) {
-      if (unsent > 0) this.free = null;
-    } else if (frame.byteLength > this.bytes && frame.byteLength <= CLIENT_FRAME_SLAB_BYTES_MAX) {
-      this.bytes = frame.byteLength;
+  /** Where a frame of `size` bytes whose items pass through is joined (encodeClientFrame's `join`): the slab where it
+   * fits, else a buffer of its own, and then the next slab is made as large, up to CLIENT_FRAME_SLAB_BYTES_MAX, for as
+   * long as frames that large keep coming (shrink). Only frames joined ask: one that msgpackr packs whole (no item
+   * passes through: an error, a put's answer, items as objects) neither grows the slab nor keeps it grown, which it
+   * would never be joined in. */
+  readonly join = (size: number): Buffer => {
+    this.largestSince = Math.max(this.largestSince, size);
+    if (size <= this.bytes) return (this.free ??= Buffer.allocUnsafeSlow(this.bytes));
+    if (size <= CLIENT_FRAME_SLAB_BYTES_MAX) {
+      this.bytes = size;
       this.free = null;
-      // Looked at CLIENT_FRAME_SLAB_SHRINK_MS from now, by the frames sent after this one.
+      // Looked at CLIENT_FRAME_SLAB_SHRINK_MS from now, by the frames joined after this one.
       this.largestSince = 0;
       if (this.shrinkTimer === null) this.shrinkTimer = setTimeout(() => this.shrink(), CLIENT_FRAME_SLAB_SHRINK_MS).unref();
       else this.shrinkTimer.refresh();
     }
+    return Buffer.allocUnsafe(size);
+  };
+
+  /** `frame` (joined in the slab or not) has been handed to its socket, `unsent` of its connection's bytes not yet
+   * taken by the kernel. A frame in the slab that the socket did not take at once holds the slab until it is written:
+   * the next frame joined takes a new one. */
+  sent(frame: Buffer, unsent: number): void {
+    if (unsent > 0 && this.free !== null && frame.buffer === this.free.buffer) this.free = null;
   }
 
-  /** Down to the largest frame sent in the last CLIENT_FRAME_SLAB_SHRINK_MS, at least CLIENT_FRAME_SLAB_BYTES_MIN (not
+  /** Down to the largest frame joined in the last CLIENT_FRAME_SLAB_SHRINK_MS, at least CLIENT_FRAME_SLAB_BYTES_MIN (not
    * to MIN only when no frame larger than MIN came: a stream of 100 KiB frames would keep a slab grown to 4 MiB by one
    * answer for the life of the process); looks again after as long while it is larger than MIN. Safe at any time
-   * between two frames (a timer never runs inside flush's take..sent): a larger slab is only let go (the garbage
+   * between two frames (a timer never runs inside flush's encode..sent): a larger slab is only let go (the garbage
    * collector frees it once no socket holds a frame in it), never joined in again, and a slab a socket holds was let
    * go when it was sent (free null). */
   private shrink(): void {
@@ -162,15 +164,14 @@ class Connection {
     // A socket that holds bytes already (bufferedAmount) will hold this frame too, and keep its buffer whole: such a
     // frame is joined in a buffer of its own, its size, so that a client that does not read keeps at most one slab
     // (CLIENT_FRAME_SLAB_BYTES_MAX) beyond its CLIENT_UNSENT_BYTES_MAX, not one per frame, however small.
-    const slab = this.ws.bufferedAmount === 0 ? frameSlab.take() : null;
-    const frame = encodeClientFrame(out.length === 1 ? out[0] : out, slab);
+    const frame = encodeClientFrame(out.length === 1 ? out[0] : out, this.ws.bufferedAmount === 0 ? frameSlab.join : null);
     // Follow a rise at once (the next responses may be as large), a fall slowly.
     const mean = frame.length / out.length;
     this.responseBytes = mean >= this.responseBytes ? mean : this.responseBytes + (mean - this.responseBytes) * (1 - (63 / 64) ** out.length);
     // The callback runs once the frame has left for the kernel: bufferedAmount has shrunk. Right after send, what of
     // the frame the socket did not take (or ws queued) is in bufferedAmount: the slab is free again only at 0.
     this.ws.send(frame, () => this.progress());
-    if (slab !== null) frameSlab.sent(slab, frame, this.ws.bufferedAmount);
+    frameSlab.sent(frame, this.ws.bufferedAmount);
     this.progress();
   }
 }
