@@ -58,6 +58,9 @@ const { ReplicaLog } = await load<typeof import('../slice-worker/replication/rep
 const { SliceReplicas } = await load<typeof import('../slice-worker/replication/slice-replicas.js')>('slice-worker/replication/slice-replicas.js');
 const { WriteAheadLog } = await load<typeof import('../slice-worker/wal.js')>('slice-worker/wal.js');
 const { APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX, REPLICA_CHECKPOINT_AFTER_BYTES } = await load<typeof import('../shared/limits.js')>('shared/limits.js');
+// Each put's key as a router makes it for a table of a string sharding key and a number sorting key (put-shape's):
+// a byte string whose number part is past ASCII, as most stored keys are.
+const { encodeKeyPart } = await load<typeof import('../shared/key-encoding.js')>('shared/key-encoding.js');
 const { encodeEffects, RECORD_KIND } = await load<typeof import('../slice-worker/log-format.js')>('slice-worker/log-format.js');
 type ReplicationMessage = import('../shared/replication-protocol.js').ReplicationMessage;
 type SliceOpMessage = import('../shared/protocol.js').SliceOpMessage;
@@ -83,7 +86,7 @@ function batchBytes(): Uint8Array {
     else lastWrite.set(n % SLICES, { batch: batchNo, puts: 1 });
     const device = `p${n % 10_000}`;
     const item = { device, seq: Math.floor(n / 10_000), payload: PAD, __name: `${device}|${n}`, __mtime: 0 };
-    ops.push([P.SliceOp.Put, TABLE, n % SLICES, `${device}\u0000${n}`, item, 200, null, IDS ? [ROUTER_INSTANCE, n + 1] : null]);
+    ops.push([P.SliceOp.Put, TABLE, n % SLICES, encodeKeyPart('string', device) + encodeKeyPart('number', n), item, 200, null, IDS ? [ROUTER_INSTANCE, n + 1] : null]);
   }
   return P.encodeSliceOps(ops);
 }

@@ -14,7 +14,7 @@
 // errors and its bounds.
 import { u16, u32 } from './msgpack-headers.js';
 import { VALUE_DEPTH_MAX } from './limits.js';
-import { bufferView } from './buffer-view.js';
+import { bufferView, utf8Slice } from './buffer-view.js';
 
 /** readMsgpack's answer for a frame it leaves to msgpackr. */
 export const LEFT_TO_MSGPACKR: unique symbol = Symbol('left to msgpackr');
@@ -225,11 +225,6 @@ function readString(n: number): string {
   return text;
 }
 
-/** Buffer's UTF-8 decoder without toString's checks and its lookup of the encoding (which took 18% of this reader's
- * samples on a page of items through toString). Every Buffer of Node has it, untyped (msgpackr calls latin1Slice so). */
-const utf8Slice = (Buffer.prototype as unknown as { utf8Slice?: (this: Buffer, start: number, end: number) => string }).utf8Slice ?? function (this: Buffer, start: number, end: number) {
-  return this.toString('utf8', start, end);
-};
 const fcc = String.fromCharCode;
 /** The `n` bytes at `p` as a string if all are ASCII, else null. One fromCharCode call with a byte per argument
  * (msgpackr's shortStringInJS does the same): for 9 bytes 18 ns, where a call per byte joined cost 69 and

@@ -7,6 +7,7 @@ import { AppliedRequests, type AppliedList } from '../slice-worker/replication/a
 import { decodeEffects, decodeReplicated, encodeReplicated, encodeReplicatedEach, encodeReplicatedItems, itemTextsOf, readPackedReplicated } from '../slice-worker/log-format.js';
 import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
+import { encodeKeyPart } from '../shared/key-encoding.js';
 import { EFFECT_DELETE, packClientItem, SliceOp, sliceSetOf, type SliceOpMessage } from '../shared/protocol.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
 
@@ -166,9 +167,11 @@ describe('a record a follower applies without decoding its items', () => {
   // readPackedReplicated and SliceStore.replayPacked: each item held as its record's bytes, decoded at its first read.
   const items = (n: number): Effect[] => [
     [EFFECT_SET, 1, 5, 'a', { v: 1, s: 'x'.repeat(300), b: new Uint8Array([1, 2]), l: [1, 2.5, 'z'], t: true, z: null }, 320],
-    // Keys are byte strings (key encoding): beyond ASCII, two bytes of UTF-8 each.
+    // Keys are byte strings (key encoding): beyond ASCII, two bytes of UTF-8 each (read without msgpackr).
     [EFFECT_SET, 0x100, 5, 'k\u00e9\u0000', { k: 'caf\u00e9\u{1f600}' }, 30],
     [EFFECT_SET, 2, 5, '\u00ff\u0080\u007f', { i: -7, big: 2 ** 40 }, 30],
+    // A string sharding key and a number sorting key, as a router makes them (the number's bytes past ASCII).
+    [EFFECT_SET, 2, 5, encodeKeyPart('string', 'device') + encodeKeyPart('number', -12.5), { n: 1 }, 30],
     ...Array.from({ length: n }, (_, i): Effect => [EFFECT_SET, 1, 5, `k${i}`, { i, f: i / 3 }, 30]),
   ];
   const requestLists: (AppliedList | null)[] = [
