@@ -2038,6 +2038,64 @@ describe("a remove's handover given up, the map's leader", () => {
   }, 30_000);
 });
 
+describe("a remove of a node that is down and leads, the map's leader", () => {
+  // 4 nodes at R=3; node 3 is down (no handover is tried) while the map still names it as the leader of slices (their
+  // election not done yet). In each, the follower the map's own rule names first (its first follower that is up) is F,
+  // frozen with its link open (up for a coordinator that knows it by address); the other kept replica G answers. Both
+  // held term 1's barrier once. The map must name G until the slice elects, not F, where routers' writes would stall.
+  function downLeader(dir: string) {
+    const { map, x, led } = leadingNode(dir);
+    const f = new Map(led.map((s) => [s, map.replicasOf(s)[1]]));
+    const g = new Map(led.map((s) => [s, map.replicasOf(s)[2]]));
+    return { map, x, led, f, g };
+  }
+
+  it('is a replica kept that answers where none said lately that it holds the barrier (F silent for 10 s, both Pongs 10 s old)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const { map, x, led, f, g } = downLeader(dir);
+    // A node F per slice: the first follower; slices where F is another slice's G are left out (one node, one state).
+    const fNodes = new Set(f.values());
+    const mine = led.filter((s) => !fNodes.has(g.get(s)!));
+    expect(mine.length, 'slices whose first follower is frozen and whose other is not').toBeGreaterThan(0);
+    const { m, inside } = membershipByHand(map, dir, { silentMs: (n: number) => (fNodes.has(n) ? 10_000 : 0) });
+    inside.isUp = (n) => n !== x;
+    try {
+      for (const s of led) pongs(m, s, map.replicasOf(s).filter((n) => n !== x).map((n) => [n, 1, 10_000]));
+      await m.remove(map.nodes[x]);
+      expect(map.statusOf(x)).toBe('removed');
+      expect(mine.filter((s) => map.ownerOf(s) !== g.get(s)), 'slices whose map does not name the replica that answers').toEqual([]);
+    } finally {
+      m.close();
+    }
+  }, 30_000);
+
+  it('is asked for first: a replica kept that answers the Ping holds it lately, where F, asked too, never answers', async () => {
+    // F and G were asked nothing before the remove (silent 0 both: F froze just now); holdsTerm (patched) says what a
+    // Pong would: G's comes a round trip after its first Ping, F's never; F counts silent from its first Ping.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const { map, x, led, f, g } = downLeader(dir);
+    const fNodes = new Set(f.values());
+    const mine = led.filter((s) => !fNodes.has(g.get(s)!));
+    expect(mine.length, 'slices whose first follower is frozen and whose other is not').toBeGreaterThan(0);
+    const asked = new Map<number, number>();
+    const holdsTerm = (_s: number, n: number, _t: number, maxAgeMs = Infinity) => {
+      if (maxAgeMs === Infinity) return true;
+      const at = asked.get(n) ?? asked.set(n, performance.now()).get(n)!;
+      return !fNodes.has(n) && performance.now() - at >= 20;
+    };
+    const silentMs = (n: number) => (fNodes.has(n) && asked.has(n) ? performance.now() - asked.get(n)! : 0);
+    const { m, inside } = membershipByHand(map, dir, { holdsTerm, silentMs });
+    inside.isUp = (n) => n !== x;
+    try {
+      await m.remove(map.nodes[x]);
+      expect(map.statusOf(x)).toBe('removed');
+      expect(mine.filter((s) => map.ownerOf(s) !== g.get(s)), 'slices whose map does not name the replica that answered').toEqual([]);
+    } finally {
+      m.close();
+    }
+  }, 30_000);
+});
+
 describe("a remove's handover given up", () => {
   it('is counted once the node is removed: not for a remove whose map save failed, once for the one that removes it', async () => {
     // 4 nodes at R=3; node 3 leads some slices and its handovers never come (handOver patched to say it handed one

@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { DRAIN_REPLACE_DOWN_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
+import { DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
@@ -357,6 +357,7 @@ export class Membership {
     this.removing.add(index);
     try {
       const { gaveUp, handed } = await this.handOverLeaderships(index);
+      await this.askKeptLately(index);
       this.indexOf(url); // not removed meanwhile
       await this.removeNow(index, this.removeChecks(index, forgetData, force), handed);
       // Counted once the node is out (its slices elect): a remove refused or whose map save failed lost no leader.
@@ -559,10 +560,42 @@ export class Membership {
    * meanwhile, and the first one that is up may be the frozen target of the handover given up (up for a coordinator
    * that knows its node by address), where writes would stall. "Holds" is said lately: in a Pong at most
    * probeIntervalMs old, the age a handover target's must have (handOverTarget), as a replica that confirmed the term
-   * and froze since would otherwise be named. undefined: none (the map's own rule names one). The rule is
-   * leaderUntilElected's, below (the simulation's remove and drain steps use it). */
+   * and froze since would otherwise be named. Where none said so lately (a remove of a node that is down tried no
+   * handover, so nothing asked the replicas kept; askKeptLately asks them first), one that answers (ReplicaLeaders.answers),
+   * holding the barrier by a Pong of any age first: the map's own rule (the first follower that is up) would name a
+   * frozen one known by address. undefined: none (the map's own rule names one). The rule is leaderUntilElected's,
+   * below (the simulation's remove and drain steps use it). */
   private leaderUntilElected(slice: number, kept: readonly number[], term: number): number | undefined {
-    return leaderUntilElected(kept, (n) => this.mayTakeLeadership(n), (n) => this.leaders.holdsTerm(slice, n, term, this.leaders.probeIntervalMs));
+    return leaderUntilElected(kept, (n) => this.mayTakeLeadership(n), (n) => this.holdsLately(slice, n, term), {
+      answers: (n) => this.leaders.answers(n),
+      heldOnce: (n) => this.leaders.holdsTerm(slice, n, term),
+    });
+  }
+
+  /** Whether node `n`'s replica of the slice said lately (a Pong at most probeIntervalMs old, the age a handover
+   * target's must have) that it holds the barrier of term `term`; asks it (holdsTerm) where not, or half that old. */
+  private holdsLately(slice: number, n: number, term: number): boolean {
+    return this.leaders.holdsTerm(slice, n, term, this.leaders.probeIntervalMs);
+  }
+
+  /** Before keyslice remove names, for each replicated slice node `index` still leads in the map (its handover given
+   * up, or none tried: its node down), the leader until the slice elects (removeReplicated, leaderUntilElected): asks
+   * the replicas kept (holdsTerm with the age limit sends a Ping) until each such slice has one that said lately it
+   * holds the barrier, at most probeIntervalMs (longer than a node answering takes to count as silent: one frozen
+   * then counts as silent, ReplicaLeaders.answers). Without it, after a remove of a node that is down, no replica kept
+   * had been asked lately, none was named, and the map named its first follower that is up, frozen or not. */
+  private async askKeptLately(index: number): Promise<void> {
+    const unnamed = () =>
+      this.map.slicesOf(index).filter((s) => {
+        const term = this.leaders.electedTerm(s);
+        const kept = this.map.replicasOf(s).filter((n) => n !== index);
+        return kept.length > 0 && term !== null && leaderUntilElected(kept, (n) => this.mayTakeLeadership(n), (n) => this.holdsLately(s, n, term)) === undefined;
+      });
+    const started = performance.now();
+    const stepMs = FAILOVER_TICK_MS / 2;
+    for (let i = 0; i < this.leaders.probeIntervalMs / stepMs + 1 && performance.now() - started < this.leaders.probeIntervalMs && unnamed().length > 0; i++) {
+      await new Promise((r) => setTimeout(r, stepMs));
+    }
   }
 
   /** A node that leadership may be handed to (for balance, or before a change takes a leader out): active, up, and not
@@ -580,7 +613,7 @@ export class Membership {
   private handOverTarget(slice: number, rest: readonly number[], term: number, counts: number[]): number | null {
     let best: number | null = null;
     for (const n of rest) {
-      if (!this.mayTakeLeadership(n) || !this.leaders.holdsTerm(slice, n, term, this.leaders.probeIntervalMs)) continue;
+      if (!this.mayTakeLeadership(n) || !this.holdsLately(slice, n, term)) continue;
       if (best === null || counts[n] < counts[best]) best = n;
     }
     assert(best === null || (rest.includes(best) && this.map.replicasOf(slice).includes(best)), `slice ${slice}'s leadership goes to a replica that stays in its set`);
@@ -897,9 +930,13 @@ export class Membership {
       const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term, maxAgeMs), answering, handoverSpent);
       if (behind.length > 0) {
         const behindDown = behind.filter((n) => !answering(n));
+        // A new replica silent with its link open (known by address, frozen) is waited for as before: undoStalledMoves
+        // undoes a step only for a node that is not up (placement, by map.isUp, could put the new replica back on it).
         wait(
           behind.length === 1 && behind[0] === fresh && behindDown.length === 1
-            ? `its new replica on ${names(behind)} is down${this.isUp(fresh) ? ' (silent)' : ''}: the step goes on once it is back and holds the leader's first record of term ${term}, or is undone once it has been down ${this.downWaits.moveUndoMs / 1000} s`
+            ? this.isUp(fresh)
+              ? `its new replica on ${names(behind)} is silent (over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s, its link open): the step goes on once it answers and holds the leader's first record of term ${term}; it is undone only once its node is down ${this.downWaits.moveUndoMs / 1000} s (or removed)`
+              : `its new replica on ${names(behind)} is down: the step goes on once it is back and holds the leader's first record of term ${term}, or is undone once it has been down ${this.downWaits.moveUndoMs / 1000} s`
             : `the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behindDown.length > 0 ? `; ${names(behindDown)} is down or silent` : ''}`,
         );
         continue;
@@ -1193,7 +1230,7 @@ export class Membership {
         if (chosen.has(slice)) continue;
         for (const to of this.map.replicasOf(slice)) {
           if (to === from || !nodes.includes(to) || counts[from] - counts[to] <= 1 || (best !== null && counts[to] >= counts[best.to])) continue;
-          if (this.leaders.holdsTerm(slice, to, this.map.termOf(slice), this.leaders.probeIntervalMs)) best = { slice, to };
+          if (this.holdsLately(slice, to, this.map.termOf(slice))) best = { slice, to };
         }
       }
       if (best === null) break;
@@ -1370,10 +1407,21 @@ export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: 
 /** The rule by which a change that takes the leader's replica out names the slice's leader in the map until it elects
  * (Membership.leaderUntilElected, apart from the map and the links): the first replica of `kept` (those the change
  * keeps, in the set's order) that may take a leadership (`mayLead`: active, up, not being removed) and holds the
- * leader's barrier, said lately (`holdsBarrier`: the coordinator asks for a Pong at most probeIntervalMs old). Used by
- * the simulation's remove and drain steps (test/replication-sim.ts). undefined: none. */
-export function leaderUntilElected(kept: readonly number[], mayLead: (node: number) => boolean, holdsBarrier: (node: number) => boolean): number | undefined {
-  return kept.find((n) => mayLead(n) && holdsBarrier(n));
+ * leader's barrier, said lately (`holdsBarrier`: the coordinator asks for a Pong at most probeIntervalMs old). Else,
+ * given `otherwise`, the first that may lead and `answers` (not silent), one that `heldOnce` the barrier (a Pong of any
+ * age) first: a router target that answers, where the map's own rule (the first follower that is up) may name a
+ * frozen one. Used by the simulation's remove and drain steps (test/replication-sim.ts), without `otherwise` (it
+ * has no silence). undefined: none. */
+export function leaderUntilElected(
+  kept: readonly number[],
+  mayLead: (node: number) => boolean,
+  holdsBarrier: (node: number) => boolean,
+  otherwise?: { answers: (node: number) => boolean; heldOnce: (node: number) => boolean },
+): number | undefined {
+  const lately = kept.find((n) => mayLead(n) && holdsBarrier(n));
+  if (lately !== undefined || otherwise === undefined) return lately;
+  const answering = kept.filter((n) => mayLead(n) && otherwise.answers(n));
+  return answering.find((n) => otherwise.heldOnce(n)) ?? answering[0];
 }
 
 /** `keyslice remove`'s answer where the cluster map could not be written (MapSaveError): retryable, and the node as

@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
@@ -535,6 +535,13 @@ export class ReplicaLeaders {
    * it by address (no heartbeats) counts it up: this says it answers nothing. */
   silentMs(node: number): number {
     return performance.now() - this.heardFrom(node);
+  }
+
+  /** Whether node `node` answers as an election counts it (failover.ts heardLately): silent (silentMs) less than
+   * NODE_SILENT_AFTER_PING_INTERVALS ping intervals. A node that owes no answer answers: one never asked, frozen or
+   * not, is told apart only once asked (Membership.askKeptLately asks, then waits longer than this). */
+  answers(node: number): boolean {
+    return this.silentMs(node) < NODE_SILENT_AFTER_PING_INTERVALS * this.timing.pingIntervalMs;
   }
 
   /** When node `node`'s silence counts from (OpenQuestions.silentFrom; now where it owes no answer), on
