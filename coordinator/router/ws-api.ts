@@ -21,7 +21,7 @@ import {
 } from '../../shared/protocol.js';
 import type { Operations } from './operations.js';
 
-/** The buffer a router joins client frames in (encodeClientFrame's scratch), reused from frame to frame while the
+/** The buffer a router joins client frames in (what encodeClientFrame's `join` gives), reused from frame to frame while the
  * socket takes each frame whole at once. A frame whose items pass through (a range page, a GetItem's item) was joined
  * in a buffer of its own (Buffer.concat), an allocation outside V8's heap the size of the frame for every frame; in
  * the slab the router spent a tenth to a fifth less CPU per range of 100 (bench/README.md, "Client frames joined in a
