@@ -131,7 +131,8 @@ export const CLIENT_RESPONSE_BYTES_GUESS = 64 * 1024;
 export const CLIENT_FRAME_SLAB_BYTES_MIN = 64 * 1024;
 export const CLIENT_FRAME_SLAB_BYTES_MAX = 4 * 1024 * 1024;
 /** A slab grown past CLIENT_FRAME_SLAB_BYTES_MIN is looked at this long after it grew, then as long again after each
- * look while it is larger than that: it shrinks to the largest frame sent since (at least CLIENT_FRAME_SLAB_BYTES_MIN),
+ * look while it is larger than that: it shrinks to the largest frame joined since (at least CLIENT_FRAME_SLAB_BYTES_MIN;
+ * a frame packed whole or larger than CLIENT_FRAME_SLAB_BYTES_MAX is never joined in it and does not count),
  * so that one large answer does not keep up to CLIENT_FRAME_SLAB_BYTES_MAX for the life of the process, idle or
  * answering smaller frames. Growing again costs one frame a buffer of its own: a stream of large frames keeps it. */
 export const CLIENT_FRAME_SLAB_SHRINK_MS = 1000;

@@ -290,6 +290,39 @@ describe('answers joined in the buffer the server reuses (FrameSlab)', () => {
     for (n++; n < COUNT; n++) ops.answer(n);
   });
 
+  it('goes down to its least size under a mixed stream of answers none of which is joined in it: packed whole, or larger than any buffer it may grow to', async () => {
+    // One answer of 512 KiB that passes through grows the reused buffer; then, every 100 ms for over twice
+    // CLIENT_FRAME_SLAB_SHRINK_MS, answers that pass through but are larger than CLIENT_FRAME_SLAB_BYTES_MAX (each in a
+    // buffer of its own, its size) and answers of 512 KiB packed whole, by turns; a small answer joined after them is in
+    // a buffer of CLIENT_FRAME_SLAB_BYTES_MIN. (Once the answers larger than CLIENT_FRAME_SLAB_BYTES_MAX counted as the
+    // largest frame of their time and kept the 512 KiB.)
+    const LARGE = 512 * 1024;
+    const HUGE = CLIENT_FRAME_SLAB_BYTES_MAX + 1024;
+    const COUNT = 60;
+    await request(COUNT);
+    await answerAndWait(0, LARGE);
+    const until = performance.now() + CLIENT_FRAME_SLAB_SHRINK_MS * 2.5;
+    let n = 1;
+    for (; n < COUNT - 1 && performance.now() < until; n++) {
+      if (n % 2 === 1) {
+        await answerAndWait(n, HUGE);
+        const own = handed[handed.length - 1].frame;
+        expect(own.buffer.byteLength, 'an answer larger than any reused buffer is in one of its own').toBe(own.byteLength);
+      } else {
+        ops.answer(n, { n, blob: new Uint8Array(LARGE).fill(n) });
+        await receivedAll(n + 1);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(performance.now(), `${n} answers did not span the time`).toBeGreaterThanOrEqual(until);
+    await waitFor(() => serverSide.bufferedAmount === 0, 'the server socket empty', WAIT_MS, () => `${serverSide.bufferedAmount} bytes unsent`, POLL_MS);
+    await answerAndWait(n, 8);
+    const last = handed[handed.length - 1];
+    expect(last.held).toBe(false);
+    expect(last.frame.buffer.byteLength, 'the buffer the small answer was joined in').toBe(CLIENT_FRAME_SLAB_BYTES_MIN);
+    for (n++; n < COUNT; n++) ops.answer(n);
+  });
+
   it('grown by one large answer, goes down to the answers that keep coming, not kept at the large size by them', async () => {
     // One answer of 1 MiB grows the reused buffer; answers of 128 KiB (larger than CLIENT_FRAME_SLAB_BYTES_MIN) then
     // come every 50 ms for over twice CLIENT_FRAME_SLAB_SHRINK_MS: the buffer they are joined in goes down to their

@@ -11,6 +11,9 @@ import { describeType, isPlainObject, type Item } from '../../shared/values.js';
 import type { Table } from '../metadata/catalog.js';
 import { columnsText, isV3ioForm, objectName, parseObjectName } from './object-name.js';
 
+/** An item's primary key, as the router reads it (placement, the encoded key, the object name). Not a plain record:
+ * `name` is a getter on the class, and `table` an own field, so a spread, structuredClone, msgpack or JSON of one would
+ * drop the name and carry the whole table. None is made (read its fields; send what they hold). */
 export class PrimaryKey {
   private named: string | null = null;
   constructor(

@@ -21,7 +21,7 @@ import {
 } from '../../shared/protocol.js';
 import type { Operations } from './operations.js';
 
-/** The buffer a router joins client frames in (encodeClientFrame's scratch), reused from frame to frame while the
+/** The buffer a router joins client frames in (what encodeClientFrame's `join` gives), reused from frame to frame while the
  * socket takes each frame whole at once. A frame whose items pass through (a range page, a GetItem's item) was joined
  * in a buffer of its own (Buffer.concat), an allocation outside V8's heap the size of the frame for every frame; in
  * the slab the router spent a tenth to a fifth less CPU per range of 100 (bench/README.md, "Client frames joined in a
@@ -44,18 +44,18 @@ class FrameSlab {
    * fits, else a buffer of its own, and then the next slab is made as large, up to CLIENT_FRAME_SLAB_BYTES_MAX, for as
    * long as frames that large keep coming (shrink). Only frames joined ask: one that msgpackr packs whole (no item
    * passes through: an error, a put's answer, items as objects) neither grows the slab nor keeps it grown, which it
-   * would never be joined in. */
+   * would never be joined in. Nor does one larger than CLIENT_FRAME_SLAB_BYTES_MAX, which no slab holds: counted as the
+   * largest frame of its time, a stream of them kept a slab grown by an earlier frame at its size, joined in by none. */
   readonly join = (size: number): Buffer => {
+    if (size > CLIENT_FRAME_SLAB_BYTES_MAX) return Buffer.allocUnsafe(size);
     this.largestSince = Math.max(this.largestSince, size);
     if (size <= this.bytes) return (this.free ??= Buffer.allocUnsafeSlow(this.bytes));
-    if (size <= CLIENT_FRAME_SLAB_BYTES_MAX) {
-      this.bytes = size;
-      this.free = null;
-      // Looked at CLIENT_FRAME_SLAB_SHRINK_MS from now, by the frames joined after this one.
-      this.largestSince = 0;
-      if (this.shrinkTimer === null) this.shrinkTimer = setTimeout(() => this.shrink(), CLIENT_FRAME_SLAB_SHRINK_MS).unref();
-      else this.shrinkTimer.refresh();
-    }
+    this.bytes = size;
+    this.free = null;
+    // Looked at CLIENT_FRAME_SLAB_SHRINK_MS from now, by the frames joined after this one.
+    this.largestSince = 0;
+    if (this.shrinkTimer === null) this.shrinkTimer = setTimeout(() => this.shrink(), CLIENT_FRAME_SLAB_SHRINK_MS).unref();
+    else this.shrinkTimer.refresh();
     return Buffer.allocUnsafe(size);
   };
 
