@@ -5,10 +5,10 @@
 // they start from, each of which must pass.
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { batchError, checkSliceOp, closeReason, decodeNodeFrame, errorOfBatchError, staleBatchError, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
+import { batchError, checkSliceOp, closeReason, decodeNodeFrame, errorOfBatchError, staleBatchError, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
 import { checkReplicationMessage } from '../shared/replication-protocol.js';
 import { Unpackr } from 'msgpackr';
-import { REPLICAS_LISTED_MAX, REPLICATION_APPEND_RECORDS_MAX } from '../shared/limits.js';
+import { MOVE_EFFECTS_BYTES_MAX, REPLICAS_LISTED_MAX, REPLICATION_APPEND_RECORDS_MAX } from '../shared/limits.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
@@ -442,9 +442,16 @@ describe('slice ops', () => {
     }
   });
 
-  it('refuses moved changes the target would assert on: a dropped table, another slice', () => {
-    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_DROP_TABLE, 1]], false], false)).toMatch(/set, delete and drop-slice only/);
-    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_SET, 1, 4, 'k', {}, 1]], true], false)).toMatch(/not \[set, table, 3/);
+  it('refuses moved changes the target would assert on: a dropped table, another slice, objects, too many bytes', () => {
+    const moved = (effects: unknown[]) => Uint8Array.from(plainPackr.pack(effects));
+    expect(checkSliceOp([SliceOp.MoveApply, 3, moved([[EFFECT_DROP_TABLE, 1]]), false], false)).toMatch(/set, delete and drop-slice only/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, moved([[EFFECT_SET, 1, 4, 'k', {}, 1]]), true], false)).toMatch(/not \[set, table, 3/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_SET, 1, 3, 'k', {}, 1]], true], false)).toMatch(/effects: not bytes/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, Uint8Array.of(...moved([[EFFECT_SET, 1, 3, 'k', {}, 1]]), 0x90), true], false)).toMatch(/effects: not one msgpack value/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, new Uint8Array(MOVE_EFFECTS_BYTES_MAX + 1), true], false)).toMatch(/over 134217728/);
+    // Right ones: items by their headers alone, and a delete and a drop (decoded whole).
+    expect(checkSliceOp([SliceOp.MoveApply, 3, moved([[EFFECT_SET, 1, 3, 'k', { a: [1, 'b'] }, 1]]), true], false)).toBeNull();
+    expect(checkSliceOp([SliceOp.MoveApply, 3, moved([[EFFECT_DELETE, 1, 3, 'k'], [EFFECT_DROP_SLICE, 3, null], [EFFECT_SET, 1, 3, 'k', { m: { x: 1 } }, 1]]), true], false)).toBeNull();
   });
 
   it(`refuses 5000 seeded ops with one thing wrong each (seed ${SEED})`, () => {
