@@ -140,7 +140,8 @@ function keyUtf8Bytes(key: string): number {
  * text, a char a byte: an item kept packed, partition.ts Stored.packed, in the client's form, which is what this
  * module's packr writes for an item, both being msgpackr with plain maps), so that a replica's snapshot state does not
  * pack its items again at each compaction. Its bytes are not always packr's (a number's width may differ), its values
- * are, and decodeReplicated reads them back the same (test/replica-log.test.ts). */
+ * are, and decodeReplicated reads them back the same (test/replica-log.test.ts). It also holds changes of any kind
+ * among them, packed by msgpackr (addEffects): a worker log's record or a move's step whose items are held as bytes. */
 export class SetEffectsText {
   /** An item's key; null for a run of effects msgpackr packed already (addEffects), in `items` at its place. */
   readonly keys: (string | null)[] = [];

@@ -9,9 +9,12 @@ import {
   checkSliceResult,
   decodeSliceOps,
   decodeSliceResults,
+  EFFECT_DELETE,
+  EFFECT_DROP_SLICE,
   EFFECT_SET,
   encodeOwnedResults,
   encodeSliceOps,
+  packClientItem,
   RESULT_OK,
   SliceOp,
   sliceSetOf,
@@ -127,6 +130,26 @@ const tagged = (v: unknown): unknown => {
 };
 
 describe('a slice move of items held as their packed bytes', () => {
+  it('logs changes that name items by their bytes among other changes as the same values, in order', () => {
+    const item = (n: number): Item => ({ k: `\u00e9${n}`, b: bin(n), l: [n, 'x'], __mtime: 1 });
+    const text = (n: number) => new logFormat.ItemText(Buffer.from(packClientItem(item(n))).toString('latin1'));
+    const logged: logFormat.LoggedEffect[] = [
+      [EFFECT_SET, 1, SLICE, 'a', text(1), 30],
+      [EFFECT_DELETE, 1, SLICE, 'b'],
+      [EFFECT_SET, 2, SLICE, 'c\u00ff', text(2), 31],
+      [EFFECT_SET, 2, SLICE, 'd', text(3), 32],
+      [EFFECT_SET, 1, SLICE, 'e', item(4), 33],
+      [EFFECT_DROP_SLICE, SLICE, 2],
+      [EFFECT_SET, 1, SLICE, 'f', text(5), 34],
+    ];
+    const asObjects = logged.map((e) => (logFormat.isTextSet(e) ? [...e.slice(0, 4), logFormat.decodeItemText(e[4].text), e[5]] : e)) as Effect[];
+    // Each read back from bytes of the same kind (a log file's): what a bin decodes to follows the kind it is read from.
+    const readBack = (bytes: Uint8Array) => logFormat.decodeEffects(Uint8Array.from(bytes));
+    const written = readBack(logFormat.encodeEffects(logged));
+    expect(tagged(written)).toEqual(tagged(readBack(logFormat.encodeEffects(asObjects))));
+    expect(written.map((e) => e[0])).toEqual([EFFECT_SET, EFFECT_DELETE, EFFECT_SET, EFFECT_SET, EFFECT_SET, EFFECT_DROP_SLICE, EFFECT_SET]);
+  });
+
   it('carries them without decoding one, and the target holds them as bytes, decoded once at their first read', () => {
     const payloads = records(700, false);
     const source = heldStore(payloads);
