@@ -71,15 +71,16 @@ import { LoadTracker } from './slice-load.js';
 // module (class under .default), vitest the class itself; accept both.
 const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
 /** A stored item and its size (itemBytes). `packed`: the item in the client's msgpack form, kept from the first
- * packed range page or Get that read it (packWhole), the first compaction of its slice (sliceEffectsText) or the
- * record a follower applied it from (replay), under the worker's budget (mayKeep); null until then. An item is never changed in place (a write stores
+ * packed range page or Get that read it (packWhole), the first compaction of its slice (sliceEffectsText), the
+ * record a follower applied it from (replay) or the move step it came in (moveApply), under the worker's budget
+ * (mayKeep); null until then. An item is never changed in place (a write stores
  * a new Stored; an update edits a copy), so the bytes stay the item's for as long as the Stored lives; snapshot
  * views share Stored objects (a worker snapshot writes `packed` where set: snapshotView). The bytes are held as a
  * one-byte string (latin1, a char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
  * ArrayBuffer and a backing store, about 200 bytes more, and took twice as long to make (measured). */
 type Stored = { item: Item | null; bytes: number; packed: string | null };
-/** A stored item: read through here, never `.item`, which is null while a follower's applied item is held as its
- * packed bytes alone (SliceStore.replayPacked) and is decoded here at its first read. A follower applies its leader's
+/** A stored item: read through here, never `.item`, which is null while a follower's applied item or a moved one is
+ * held as its packed bytes alone (SliceStore.setPacked) and is decoded here at its first read. A follower applies its leader's
  * records without building their items (most are never read there before a compaction writes their bytes as they
  * are): the decode was two fifths of its apply's CPU (bench/put-path.ts), and objects that outlived the young
  * generation. Decoded as the record's whole payload was (log-format.ts decodeItemText), so to the same item. */
