@@ -8,7 +8,7 @@
 // no threads or sockets, so that two builds compare on a busy machine: --build names another build's folder (its dist/
 // modules are used, the move's ops in that build's form); alternate runs by hand.
 //
-//   npm run build && node --expose-gc dist/bench/move-cost.js [--items 100000] [--reps 5] [--held yes] [--build DIR]
+//   npm run build && node --expose-gc dist/bench/move-cost.js [--items 100000] [--reps 5] [--held yes] [--maps no] [--build DIR]
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
@@ -21,6 +21,7 @@ const args = readCommandLine(
     items: { default: '100000', help: 'items in the moving slice (about 200 bytes each, 16 to a record)' },
     reps: { default: '5', help: 'moves timed, fresh stores each (the median is printed)' },
     held: { default: 'yes', help: "yes: the source holds a follower's items, applied from records; no: a leader's, decoded" },
+    maps: { default: 'no', help: 'yes: each item also holds a map, a string set and a decimal (a step of such items is decoded whole by the target)' },
     build: { default: '', help: "another build's folder (its dist/ is used): to compare two builds" },
   },
   'usage: node dist/bench/move-cost.js [options]   (under node --expose-gc: the heap the target holds is measured after a full collection)',
@@ -28,6 +29,7 @@ const args = readCommandLine(
 const ITEMS = intArg('items', args.items, 16, 10_000_000);
 const REPS = intArg('reps', args.reps, 1, 100);
 if (args.held !== 'yes' && args.held !== 'no') fail('--held must be yes or no');
+if (args.maps !== 'yes' && args.maps !== 'no') fail('--maps must be yes or no');
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) fail('run with node --expose-gc (the heap the target holds is measured after a full collection)');
 const SLICE = 3;
@@ -46,7 +48,13 @@ const records: Uint8Array[] = [];
 for (let i = 0; i < ITEMS; i += PER_RECORD) {
   const effects: Effect[] = [];
   for (let j = i; j < Math.min(ITEMS, i + PER_RECORD); j++) {
-    const item = { device: `device-${j % 50_000}`, seq: j, v: j * 7, pad: 'x'.repeat(150) };
+    const item = {
+      device: `device-${j % 50_000}`,
+      seq: j,
+      v: j * 7,
+      pad: 'x'.repeat(150),
+      ...(args.maps === 'yes' ? { m: { at: j % 100 }, tags: { SS: ['a', `t${j % 7}`] }, price: { $N: `${j}.12345678901234567891` } } : {}),
+    };
     effects.push([P.EFFECT_SET, 1, SLICE, `key-${String(j).padStart(9, '0')}`, item, itemBytes(item)]);
   }
   records.push(encodeReplicated(effects, null));
@@ -121,6 +129,6 @@ for (let r = 0; r < REPS; r++) {
 }
 const f = (xs: number[]) => xs.map((x) => x.toFixed(1)).join(', ');
 console.log(
-  `${args.build === '' ? 'this build' : args.build}: move of ${ITEMS} items (${args.held === 'yes' ? 'held as bytes by the source' : 'objects at the source'}): ` +
+  `${args.build === '' ? 'this build' : args.build}: move of ${ITEMS} items${args.maps === 'yes' ? ' with maps' : ''} (${args.held === 'yes' ? 'held as bytes by the source' : 'objects at the source'}): ` +
     `${median(cpu).toFixed(1)} ms of CPU, ${median(wall).toFixed(1)} ms in all, target heap ${median(held).toFixed(1)} MiB, medians of ${REPS} (CPU ${f(cpu)}; heap ${f(held)})`,
 );

@@ -419,8 +419,8 @@ export class SliceStore {
   /** Applies a move's changes and items (MovedEffects, checked whole: shared/protocol.ts checkMovedEffects), in order,
    * recorded for this worker's log. Set-effects of plain items (most steps) are read by their headers and each item
    * held as the bytes it came in (setPacked: kept under the worker's budget, decoded at its first read, logged as they
-   * are), as a follower applies a record (applyRecord); anything else is decoded whole, each item keeping the bytes
-   * it came in under the same budget. No item is built here that the source held as bytes. */
+   * are), as a follower applies a record (applyRecord); anything else is decoded whole (a delete or a drop among the
+   * changes, an item holding a map), each item then held as the bytes it came in all the same where it may keep them. */
   private moveApply(slice: number, effects: MovedEffects, own: boolean): null {
     if (!this.incoming.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved to worker ${this.workerIndex}`);
     const mayKeep = this.mayKeep();
@@ -435,11 +435,18 @@ export class SliceStore {
         switch (e[0]) {
           case EFFECT_SET: {
             assert(e[2] === slice, 'a moved item belongs to the moving slice');
+            // Held as the bytes it came in where it may keep them, as the path by headers holds it: the object decoded
+            // here is dropped (holding both took about 1.6x the heap of either: bench/README.md, "A move's copy carries
+            // the items' bytes"), decoded again at its first read by the same decoder (decodeItemText), to the same item.
             const p = this.partitionForReplay(e[1], slice);
-            const stored = newStored(e[4], e[5]);
             const text = texts?.[i] ?? null;
-            if (text !== null && this.underKeptBudget()) this.keep(stored, text, p);
-            p.set(e[3], stored, true, text);
+            const held = text !== null && this.underKeptBudget();
+            const stored: Stored = held ? { item: null, bytes: e[5], packed: null } : newStored(e[4], e[5]);
+            if (held) this.keep(stored, text, p);
+            // A copy of the key: msgpackr gives a decoded string of 13 chars or more as a slice of one string it read
+            // the whole step's bytes into, which the key, kept in the tree, would keep alive (about the step's bytes
+            // again per step: measured, bench/README.md). An encoded key is a byte string: latin1 copies it exactly.
+            p.set(Buffer.from(e[3], 'latin1').toString('latin1'), stored, true, text);
             break;
           }
           case EFFECT_DELETE:
