@@ -524,6 +524,11 @@ export const MOVES_IN_FLIGHT_MAX = 4;
 export const MOVE_CHANGES_MAX = 200_000;
 /** The same bound in bytes of changed items, checked by the source worker (a frame between processes must stay well under INTERNAL_FRAME_BYTES_MAX). */
 export const MOVE_CHANGES_BYTES_MAX = 64 * 1024 * 1024;
+/** A move step's changes and items as bytes (MoveRead's answer, MoveFreeze's, MoveApply's effects: shared/protocol.ts) at
+ * most: MOVE_CHANGES_BYTES_MAX of changed items and a page of copied ones, as msgpack, whose headers and names add to
+ * what itemBytes counts; the source gives the move up (InvalidState) rather than answer more, the target and the
+ * coordinator refuse more (MalformedFrame), and it stays under INTERNAL_FRAME_BYTES_MAX with room. */
+export const MOVE_EFFECTS_BYTES_MAX = 2 * MOVE_CHANGES_BYTES_MAX;
 /** Catch-up reads before the freeze: stop when a read brings fewer changes than this, or after MOVE_CATCH_UP_ROUNDS_MAX reads. */
 export const MOVE_FREEZE_CHANGES_MAX = 200;
 export const MOVE_CATCH_UP_ROUNDS_MAX = 20;

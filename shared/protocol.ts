@@ -99,6 +99,7 @@ import {
   EXPRESSION_IN_OPERANDS_MAX,
   EXPRESSION_PATH_DEPTH_MAX,
   INTERNAL_FRAME_BYTES_MAX,
+  MOVE_EFFECTS_BYTES_MAX,
   NODE_BATCH_OPS_MAX,
   NODE_URL_CHARS_MAX,
   REPLICAS_LISTED_MAX,
@@ -162,8 +163,11 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * (it had nothing newer), and went again at a map still older than the node's.
  * 27: the coordinator's Pings of one turn to one worker of a node travel as one Pings ([slice, seq, ...]), and a
  * worker's Pongs of one turn as one Pongs ([slice, seq, term, leading, commitTerm, lastIndex, ...]), each as bytes
- * (replication-protocol.ts): a node of 26 would refuse Pings as a message the coordinator does not send. */
-export const NODE_PROTOCOL_VERSION = 27;
+ * (replication-protocol.ts): a node of 26 would refuse Pings as a message the coordinator does not send.
+ * 28: a slice move carries its changes and items as bytes (MoveRead's and MoveFreeze's answers, MoveApply's effects:
+ * one msgpack list of effects, each item in the msgpack its source held or packed it in), which the coordinator passes
+ * on as they are and the target keeps as its items' packed bytes; a node of 27 sent and took them as objects. */
+export const NODE_PROTOCOL_VERSION = 28;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -1338,9 +1342,17 @@ export type Effect =
 
 /** Where a move's copy stands: after this (table, key) of the slice; null before the first. */
 export type MoveCursor = [table: number, key: string] | null;
-/** MoveRead result: the slice's changes since the last read, then the next items after the
- * cursor as set-effects, and the cursor after them (null: the copy is complete). */
-export type MoveReadResult = [changes: Effect[], items: Effect[], next: MoveCursor, done: boolean];
+/** MoveRead result: how many changes the slice had since the last read and how many items come after them, those
+ * changes and then the next items after the cursor as set-effects, as MovedEffects, and the cursor after them (null:
+ * the copy is complete). */
+export type MoveReadResult = [changes: number, items: number, effects: MovedEffects, next: MoveCursor, done: boolean];
+/** A move's effects as bytes: one msgpack list (plain maps, no records) of effects of the moving slice (set, delete,
+ * drop-slice), each set's item in the msgpack its source held it in (SliceStore's kept bytes) or packed it in, so
+ * that neither the source nor the coordinator builds it and the target keeps those bytes (slice-worker/partition.ts
+ * moveApply). At most MOVE_EFFECTS_BYTES_MAX; checked whole by checkMovedEffects wherever they arrive. */
+export type MovedEffects = Uint8Array;
+/** MovedEffects of no effect: an empty msgpack list (a target told to own what it has: membership's forget-data). */
+export const NO_MOVED_EFFECTS: MovedEffects = Uint8Array.of(0x90);
 
 /** A write's condition, checked against the item as it is (`{}` when there is none)
  * in the same step as the write; when it is false nothing changes and the op
@@ -1430,7 +1442,7 @@ export type SliceOpMessage =
   | [typeof SliceOp.MoveFreeze, slice: number]
   | [typeof SliceOp.MoveDrop, slice: number]
   | [typeof SliceOp.MoveBegin, slice: number]
-  | [typeof SliceOp.MoveApply, slice: number, effects: Effect[], own: boolean]
+  | [typeof SliceOp.MoveApply, slice: number, effects: MovedEffects, own: boolean]
   | [typeof SliceOp.MoveAbort, slice: number, role: 'source' | 'target'];
 
 /** A range's items: objects, or (RangeSpec.packed) one list packed in the client's form (packClientList): on the
@@ -1555,7 +1567,7 @@ export interface SliceOpResults {
   [SliceOp.MoveStart]: [items: number, bytes: number];
   [SliceOp.MoveRead]: MoveReadResult;
   /** The last changes recorded before the worker stopped owning the slice. */
-  [SliceOp.MoveFreeze]: Effect[];
+  [SliceOp.MoveFreeze]: MovedEffects;
   [SliceOp.MoveDrop]: null;
   [SliceOp.MoveBegin]: null;
   [SliceOp.MoveApply]: null;
@@ -1572,8 +1584,8 @@ export type ResultOf<Op extends SliceOpMessage> = SliceOpResults[Op[0]];
  * that fails it fails its own request (MalformedFrame), never a TypeError or an assert later; the connection and the
  * batch's other answers go on. Shallow where it can be: an item is a plain object (the node decoded it with
  * internalUnpackr, which makes no other kind of value), a packed list is bytes (splitPackedList and PackedItems check
- * them as they cut or walk them). The move ops' answers, which the coordinator's move code reads, are not checked here.
- * Throws MalformedFrame. */
+ * them as they cut or walk them). A move's effects are bytes the coordinator passes on to the target, which checks them
+ * whole; here only their size. Throws MalformedFrame. */
 export function checkSliceResult(op: SliceOpMessage, r: unknown): void {
   switch (op[0]) {
     case SliceOp.Get:
@@ -1595,6 +1607,19 @@ export function checkSliceResult(op: SliceOpMessage, r: unknown): void {
       return checkScanResult(op, r);
     case SliceOp.DropTable:
       if (typeof r !== 'boolean') fail(`a DropTable was answered with ${show(r)}, not a boolean`);
+      return;
+    case SliceOp.MoveStart:
+      if (!(Array.isArray(r) && r.length === 2 && isUint(r[0]) && isUint(r[1]))) fail('a MoveStart is answered [items, bytes]');
+      return;
+    case SliceOp.MoveRead:
+      // The effects go on to the target as they are, which checks them whole (checkMovedEffects) before it applies any.
+      if (!(Array.isArray(r) && r.length === 5 && isUint(r[0]) && isUint(r[1]) && r[2] instanceof Uint8Array && r[2].byteLength <= MOVE_EFFECTS_BYTES_MAX && typeof r[4] === 'boolean')) {
+        fail(`a MoveRead is answered [changes, items, effects (bytes, at most ${MOVE_EFFECTS_BYTES_MAX}), next, done]`);
+      }
+      if (!(r[3] === null || (Array.isArray(r[3]) && r[3].length === 2 && isUint(r[3][0]) && typeof r[3][1] === 'string'))) fail('a MoveRead\'s next cursor is null or [table, key]');
+      return;
+    case SliceOp.MoveFreeze:
+      if (!(r instanceof Uint8Array && r.byteLength <= MOVE_EFFECTS_BYTES_MAX)) fail(`a MoveFreeze is answered with its last changes as bytes, at most ${MOVE_EFFECTS_BYTES_MAX}`);
       return;
     case SliceOp.Stats:
       if (!(Array.isArray(r) && r.length === 4 && Array.isArray(r[0]) && Array.isArray(r[1]) && Array.isArray(r[2]) && Array.isArray(r[3]))) fail('a Stats is answered [slices, hot keys, counters, held]');
@@ -1901,8 +1926,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
     }
     case SliceOp.MoveApply: {
       slice(1);
-      if (!Array.isArray(op[2])) fail(`${at('effects')}: not a list`);
-      (op[2] as unknown[]).forEach((e, i) => checkMovedEffect(e, op[1] as number, `${at('effects')}[${i}]`));
+      checkMovedEffects(op[2], op[1] as number, at('effects'));
       if (typeof op[3] !== 'boolean') fail(`${at('own')}: not a boolean`);
       return;
     }
@@ -1919,6 +1943,24 @@ function checkSliceSet(v: unknown, from: number, where: string): void {
   const room = SLICE_COUNT_MAX - from;
   if (!(v instanceof Uint8Array)) fail(`${where}: not a slice set (bytes)`);
   if (v.length * 8 > room + 7 || (v.length * 8 > room && v[v.length - 1] >> (room & 7) !== 0)) fail(`${where}: names a slice from ${SLICE_COUNT_MAX} on`);
+}
+
+/** A move's effects (MovedEffects) to `slice`'s target, checked whole: bytes, at most MOVE_EFFECTS_BYTES_MAX, one
+ * msgpack list of changes checkMovedEffect takes and nothing after it. Set-effects of plain items (most moves' steps:
+ * setEffectsEnd's layout) are read by their headers alone; anything else is decoded (as the target decodes it,
+ * plain maps: slice-worker/log-format.ts) and checked value by value (checkSliceChanges), so the target reads it
+ * again to apply it: a step whose changes hold a delete, or whose items hold a map, is decoded twice there. */
+function checkMovedEffects(b: unknown, slice: number, where: string): asserts b is MovedEffects {
+  if (!(b instanceof Uint8Array)) fail(`${where}: not bytes`);
+  if (b.byteLength > MOVE_EFFECTS_BYTES_MAX) fail(`${where}: ${b.byteLength} bytes, over ${MOVE_EFFECTS_BYTES_MAX}`);
+  if (setEffectsEnd(b, 0, slice) === b.byteLength) return;
+  let v: unknown;
+  try {
+    v = replicationUnpackr.unpack(b);
+  } catch (err) {
+    fail(`${where}: not one msgpack value: ${(err as Error).message}`);
+  }
+  checkSliceChanges(v, null, slice, false);
 }
 
 /** A change a move carries to `slice`'s target: set or delete of an item of that slice, or a drop of that slice. */

@@ -32,8 +32,27 @@ const packr = new Packr({ useRecords: false });
 // Decoded binary values end up in partitions: copy them out of the file buffer.
 const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, copyBuffers: true });
 
-export function encodeEffects(effects: Effect[]): Uint8Array {
-  return packr.pack(effects);
+/** An item as its msgpack in latin1 text (a char a byte), where an effect names it: an item a worker holds as its
+ * bytes alone (partition.ts Stored.packed, a follower's applied item or a moved one), whose change the worker logs or
+ * a move carries without building the item: written as those bytes (encodeEffects, SetEffectsText). */
+export class ItemText {
+  constructor(readonly text: string) {}
+}
+/** A set-effect whose item is its ItemText. */
+export type TextSetEffect = [typeof EFFECT_SET, table: number, slice: number, key: string, item: ItemText, bytes: number];
+/** A change as a worker records it (SliceStore's list for its log, a moving slice's changes): an Effect, or a set whose
+ * item is held as its bytes. Read back (decodeEffects) it is an Effect: the same values. */
+export type LoggedEffect = Effect | TextSetEffect;
+export const isTextSet = (e: LoggedEffect): e is TextSetEffect => e[0] === EFFECT_SET && e[4] instanceof ItemText;
+
+/** The changes as one msgpack list (decodeEffects reads it back): packed whole by msgpackr where no item is held as
+ * its bytes; otherwise written around those bytes (SetEffectsText.addEffects), in a buffer of its own. The packed
+ * form may view the encoder's reused buffer: copy it before the next call. */
+export function encodeEffects(effects: readonly LoggedEffect[]): Uint8Array {
+  if (!effects.some(isTextSet)) return packr.pack(effects);
+  const out = new SetEffectsText();
+  out.addEffects(effects);
+  return encodeReplicatedItems(out, null);
 }
 
 export function decodeEffects(bytes: Uint8Array): Effect[] {
@@ -121,17 +140,47 @@ function keyUtf8Bytes(key: string): number {
  * text, a char a byte: an item kept packed, partition.ts Stored.packed, in the client's form, which is what this
  * module's packr writes for an item, both being msgpackr with plain maps), so that a replica's snapshot state does not
  * pack its items again at each compaction. Its bytes are not always packr's (a number's width may differ), its values
- * are, and decodeReplicated reads them back the same (test/replica-log.test.ts). */
+ * are, and decodeReplicated reads them back the same (test/replica-log.test.ts). It also holds changes of any kind
+ * among them, packed by msgpackr (addEffects): a worker log's record or a move's step whose items are held as bytes. */
 export class SetEffectsText {
-  readonly keys: string[] = [];
-  /** latin1 text (kept bytes), or a view of a list msgpackr packed (an item packed for this gathering alone). */
+  /** An item's key; null for a run of effects msgpackr packed already (addEffects), in `items` at its place. */
+  readonly keys: (string | null)[] = [];
+  /** latin1 text (kept bytes), or a view of a list msgpackr packed (an item packed for this gathering alone; a run). */
   readonly items: (string | Uint8Array)[] = [];
+  /** An item's size (itemBytes); a run's count of effects. */
   readonly sizes: number[] = [];
-  /** Per partition: its table and slice, and how many items the list holds once its own are in. */
+  /** Per partition: its table and slice, and how many entries the list holds once its own are in. */
   readonly partitions: { table: number; slice: number; end: number }[] = [];
+  private effects = 0;
 
+  /** The effects the list holds. */
   get count(): number {
-    return this.keys.length;
+    return this.effects;
+  }
+
+  /** Changes of any kind, in order: a set whose item is held as its bytes (ItemText) as an item, the others packed by
+   * msgpackr a run at a time (their list's header left out). */
+  addEffects(effects: readonly LoggedEffect[]): void {
+    let from = 0;
+    const run = (to: number) => {
+      if (to === from) return;
+      if (this.partitions.length === 0) this.partition(0, 0);
+      this.keys.push(null);
+      this.items.push(packr.pack(effects.slice(from, to)).subarray(arrayHeaderBytes(to - from)));
+      this.sizes.push(to - from);
+      this.partitions[this.partitions.length - 1].end++;
+      this.effects += to - from;
+    };
+    for (let i = 0; i < effects.length; i++) {
+      const e = effects[i];
+      if (!isTextSet(e)) continue;
+      run(i);
+      from = i + 1;
+      const last = this.partitions.at(-1);
+      if (last === undefined || last.table !== e[1] || last.slice !== e[2]) this.partition(e[1], e[2]);
+      this.add(e[3], e[4].text, e[5]);
+    }
+    run(effects.length);
   }
 
   /** Items that follow are of `table`'s partition of `slice`. */
@@ -145,6 +194,7 @@ export class SetEffectsText {
     this.items.push(item);
     this.sizes.push(bytes);
     this.partitions[this.partitions.length - 1].end++;
+    this.effects++;
   }
 }
 
@@ -160,13 +210,18 @@ export function encodeReplicatedItems(effects: SetEffectsText, requests: Applied
   assert(list === null || list[0] === 0x95, 'a list of five has a fixarray header');
   const tail = list?.subarray(1) ?? null;
   const { keys, items, sizes, partitions } = effects;
-  let size = (withRequests ? 2 : 0) + arrayHeaderBytes(keys.length) + (tail?.byteLength ?? 0);
+  let size = (withRequests ? 2 : 0) + arrayHeaderBytes(effects.count) + (tail?.byteLength ?? 0);
   const keyBytes: number[] = new Array(keys.length);
   let from = 0;
   for (const { table, slice, end } of partitions) {
     const head = 1 + uintBytes(EFFECT_SET) + uintBytes(table) + uintBytes(slice);
     for (let i = from; i < end; i++) {
-      keyBytes[i] = keyUtf8Bytes(keys[i]);
+      const key = keys[i];
+      if (key === null) {
+        size += items[i].length;
+        continue;
+      }
+      keyBytes[i] = keyUtf8Bytes(key);
       size += head + strHeaderBytes(keyBytes[i]) + keyBytes[i] + items[i].length + uintBytes(sizes[i]);
     }
     from = end;
@@ -178,15 +233,21 @@ export function encodeReplicatedItems(effects: SetEffectsText, requests: Applied
     out[at++] = 0x97;
     out[at++] = WITH_REQUESTS;
   }
-  at = putArrayHeader(out, at, keys.length);
+  at = putArrayHeader(out, at, effects.count);
   from = 0;
   for (const { table, slice, end } of partitions) {
     for (let i = from; i < end; i++) {
+      const key = keys[i];
+      if (key === null) {
+        const run = items[i] as Uint8Array;
+        out.set(run, at);
+        at += run.byteLength;
+        continue;
+      }
       out[at++] = 0x96;
       at = putUint(out, view, at, EFFECT_SET);
       at = putUint(out, view, at, table);
       at = putUint(out, view, at, slice);
-      const key = keys[i];
       const n = keyBytes[i];
       at = putStrHeader(out, at, n);
       if (n === key.length) for (let j = 0; j < key.length; j++) out[at++] = key.charCodeAt(j);

@@ -11,6 +11,7 @@ import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js
 import {
   ITEM_BYTES_MAX,
   MOVE_CHANGES_BYTES_MAX,
+  MOVE_EFFECTS_BYTES_MAX,
   PACKED_ITEM_CACHE_BYTES_MAX,
   PAGE_BYTES_MAX,
   packedItemsKeptBytesPerWorker,
@@ -28,6 +29,7 @@ import {
   slicesIn,
   type Effect,
   type MoveCursor,
+  type MovedEffects,
   type MoveReadResult,
   KEPT_IN_LIST,
   PackedPage,
@@ -49,7 +51,19 @@ import {
 } from '../shared/protocol.js';
 import { itemBytes, MTIME_ATTRIBUTE, type Item } from '../shared/values.js';
 import type { SliceCapacity } from '../shared/limits.js';
-import { decodeItemText, decodeReplicated, encodeEffects, encodeReplicatedItems, itemTextsOf, readPackedReplicated, SetEffectsText } from './log-format.js';
+import {
+  decodeEffects,
+  decodeItemText,
+  decodeReplicated,
+  encodeEffects,
+  encodeReplicatedItems,
+  isTextSet,
+  ItemText,
+  itemTextsOf,
+  readPackedReplicated,
+  SetEffectsText,
+  type LoggedEffect,
+} from './log-format.js';
 import type { AppliedList } from './replication/applied-requests.js';
 import { LoadTracker } from './slice-load.js';
 
@@ -57,15 +71,16 @@ import { LoadTracker } from './slice-load.js';
 // module (class under .default), vitest the class itself; accept both.
 const BTree = (sortedBtree as unknown as { default?: typeof sortedBtree.default }).default ?? (sortedBtree as unknown as typeof sortedBtree.default);
 /** A stored item and its size (itemBytes). `packed`: the item in the client's msgpack form, kept from the first
- * packed range page or Get that read it (packWhole), the first compaction of its slice (sliceEffectsText) or the
- * record a follower applied it from (replay), under the worker's budget (mayKeep); null until then. An item is never changed in place (a write stores
+ * packed range page or Get that read it (packWhole), the first compaction of its slice (sliceEffectsText), the
+ * record a follower applied it from (replay) or the move step it came in (moveApply), under the worker's budget
+ * (mayKeep); null until then. An item is never changed in place (a write stores
  * a new Stored; an update edits a copy), so the bytes stay the item's for as long as the Stored lives; snapshot
  * views share Stored objects (a worker snapshot writes `packed` where set: snapshotView). The bytes are held as a
  * one-byte string (latin1, a char a byte): on V8's heap that costs its length and a small header, where a Uint8Array of its own costs an
  * ArrayBuffer and a backing store, about 200 bytes more, and took twice as long to make (measured). */
 type Stored = { item: Item | null; bytes: number; packed: string | null };
-/** A stored item: read through here, never `.item`, which is null while a follower's applied item is held as its
- * packed bytes alone (SliceStore.replayPacked) and is decoded here at its first read. A follower applies its leader's
+/** A stored item: read through here, never `.item`, which is null while a follower's applied item or a moved one is
+ * held as its packed bytes alone (SliceStore.setPacked) and is decoded here at its first read. A follower applies its leader's
  * records without building their items (most are never read there before a compaction writes their bytes as they
  * are): the decode was two fifths of its apply's CPU (bench/put-path.ts), and objects that outlived the young
  * generation. Decoded as the record's whole payload was (log-format.ts decodeItemText), so to the same item. */
@@ -83,6 +98,7 @@ const keptCost = (packed: string): number => packed.length + 24;
 const newStored = (item: Item, bytes: number): Stored => ({ item, bytes, packed: null });
 
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
+export type { LoggedEffect } from './log-format.js';
 /** Every item of a worker as of one moment: their count, and the items as snapshot records' payloads, one at a time. */
 export interface SnapshotView {
   items: number;
@@ -106,12 +122,14 @@ class Partition {
   constructor(
     private readonly table: number,
     private readonly slice: number,
-    private readonly record: (e: Effect) => void,
+    private readonly record: (e: LoggedEffect) => void,
   ) {}
 
   /** `record`: false for a follower's applied item held as its packed bytes alone (SliceStore.replayPacked), whose
-   * effect, which names the item, nothing takes (a replay's effects are dropped) and would decode it. */
-  set(key: string, stored: Stored, record = true): void {
+   * effect nothing takes (a replay's effects are dropped). The change names the item by its packed bytes where it has
+   * them (`text`: its kept bytes, or bytes it came in and does not keep), so that neither recording nor logging it
+   * builds or packs the item (a moved item: SliceStore.moveApply); otherwise by the item. */
+  set(key: string, stored: Stored, record = true, text: string | null = stored.packed): void {
     // A new key takes one walk of the tree (a get and then a set took two; puts are mostly of new keys); a key
     // that is there takes two, as before: the insert that found it, and the edit that swaps its value for the old's.
     // Both may also move leaf entries: on a full leaf the insert may first shift one to a neighbouring leaf, and the
@@ -126,7 +144,9 @@ class Partition {
       if (old.packed) this.kept -= keptCost(old.packed);
     }
     this.bytes += stored.bytes - (old?.bytes ?? 0);
-    if (record) this.record([EFFECT_SET, this.table, this.slice, key, itemOf(stored), stored.bytes]);
+    if (!record) return;
+    if (text !== null) this.record([EFFECT_SET, this.table, this.slice, key, new ItemText(text), stored.bytes]);
+    else this.record([EFFECT_SET, this.table, this.slice, key, itemOf(stored), stored.bytes]);
   }
 
   delete(key: string): boolean {
@@ -152,14 +172,14 @@ export class SliceStore {
   /** tableId -> slice -> partition. Created on first write. */
   private readonly tables = new Map<number, Map<number, Partition>>();
   /** Changes made since the last takeEffects(): what the write-ahead log must record. */
-  private readonly effects: Effect[] = [];
+  private readonly effects: LoggedEffect[] = [];
   /** Slice moves. Source: the changes to a slice being copied away, since the last MoveRead. */
-  private readonly outgoing = new Map<number, Effect[]>();
+  private readonly outgoing = new Map<number, LoggedEffect[]>();
   /** Source: slices frozen for the switch (no longer owned, data kept until MoveDrop or MoveAbort). */
   private readonly frozen = new Set<number>();
   /** Target: slices being copied in (not owned yet; ops are refused). */
   private readonly incoming = new Set<number>();
-  private readonly record = (e: Effect): void => {
+  private readonly record = (e: LoggedEffect): void => {
     this.effects.push(e);
     if (this.outgoing.size === 0) return;
     if (e[0] === EFFECT_SET || e[0] === EFFECT_DELETE) this.outgoing.get(e[2])?.push(e);
@@ -305,7 +325,7 @@ export class SliceStore {
   }
 
   /** The changes recorded for an outgoing slice, checked against the byte bound. */
-  private outgoingChanges(slice: number): Effect[] {
+  private outgoingChanges(slice: number): LoggedEffect[] {
     const changes = this.outgoing.get(slice);
     if (changes === undefined || !this.owned.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved from worker ${this.workerIndex}`);
     let bytes = 0;
@@ -317,36 +337,68 @@ export class SliceStore {
     return changes;
   }
 
+  /** The changes since the last read, then the next items after `cursor` (at most `limit`, or fewer once they reach
+   * PAGE_BYTES_MAX), as one MovedEffects: each item's kept bytes where it has them (a follower's applied item, a moved
+   * one, one a read kept), the others packed a table at a time (packedItems) and not kept (the slice is leaving). */
   private moveRead(slice: number, cursor: MoveCursor, limit: number): MoveReadResult {
     const changes = this.outgoingChanges(slice);
     this.outgoing.set(slice, []);
-    if (limit === 0) return [changes, [], null, true];
-    const items: Effect[] = [];
+    const out = new SetEffectsText();
+    out.addEffects(changes);
+    if (limit === 0) return [changes.length, 0, this.moved(slice, out), null, true];
     const tableIds = [...this.tables.keys()].filter((t) => cursor === null || t >= cursor[0]).sort((a, b) => a - b);
+    let items = 0;
     let bytes = 0;
-    for (const table of tableIds) {
+    let last: MoveCursor = null;
+    let next: MoveCursor = null;
+    tables: for (const table of tableIds) {
       const tree = this.tables.get(table)!.get(slice)?.tree;
       if (tree === undefined) continue;
       const after = cursor !== null && cursor[0] === table ? cursor[1] : null;
+      const keys: string[] = [];
+      const list: Stored[] = [];
       for (const [key, stored] of after === null ? tree.entries() : tree.entries(after)) {
         if (key === after) continue;
-        if (items.length >= limit || bytes >= PAGE_BYTES_MAX) {
-          const last = items.at(-1) as [typeof EFFECT_SET, number, number, string, Item, number];
-          return [changes, items, [last[1], last[3]], false];
+        if (items >= limit || bytes >= PAGE_BYTES_MAX) {
+          assert(last !== null, 'a read that stops has copied an item (its limit is at least 1)');
+          next = last;
+          break;
         }
-        items.push([EFFECT_SET, table, slice, key, itemOf(stored), stored.bytes]);
+        last = [table, key];
+        keys.push(key);
+        list.push(stored);
+        items++;
         bytes += stored.bytes;
       }
+      if (list.length > 0) {
+        out.partition(table, slice);
+        const parts = this.packedItems(list, null);
+        for (let i = 0; i < list.length; i++) out.add(keys[i], parts[i], list[i].bytes);
+      }
+      if (next !== null) break tables;
     }
-    return [changes, items, null, true];
+    return [changes.length, items, this.moved(slice, out), next, next === null];
   }
 
-  private moveFreeze(slice: number): Effect[] {
+  /** A move's changes and items as MovedEffects, at most MOVE_EFFECTS_BYTES_MAX; over it the move gives up, as over
+   * MOVE_CHANGES_BYTES_MAX (outgoingChanges). */
+  private moved(slice: number, out: SetEffectsText): MovedEffects {
+    const bytes = encodeReplicatedItems(out, null);
+    if (bytes.byteLength > MOVE_EFFECTS_BYTES_MAX) {
+      this.outgoing.delete(slice);
+      throw new KeysliceError('InvalidState', `slice ${slice}'s move step is ${bytes.byteLength} bytes, over ${MOVE_EFFECTS_BYTES_MAX}; writes outpace the move, which gives up`);
+    }
+    return bytes;
+  }
+
+  private moveFreeze(slice: number): MovedEffects {
     const changes = this.outgoingChanges(slice);
     this.outgoing.delete(slice);
     this.owned.delete(slice);
     this.frozen.add(slice);
-    return changes;
+    const out = new SetEffectsText();
+    out.addEffects(changes);
+    return this.moved(slice, out);
   }
 
   private moveDrop(slice: number): null {
@@ -364,25 +416,51 @@ export class SliceStore {
     return null;
   }
 
-  private moveApply(slice: number, effects: Effect[], own: boolean): null {
+  /** Applies a move's changes and items (MovedEffects, checked whole: shared/protocol.ts checkMovedEffects), in order,
+   * recorded for this worker's log. Set-effects of plain items (most steps) are read by their headers and each item
+   * held as the bytes it came in (setPacked: kept under the worker's budget, decoded at its first read, logged as they
+   * are), as a follower applies a record (applyRecord); anything else is decoded whole (a delete or a drop among the
+   * changes, an item holding a map), each item then held as the bytes it came in all the same where it may keep them. */
+  private moveApply(slice: number, effects: MovedEffects, own: boolean): null {
     if (!this.incoming.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved to worker ${this.workerIndex}`);
-    for (const e of effects) {
-      switch (e[0]) {
-        case EFFECT_SET:
-          assert(e[2] === slice, 'a moved item belongs to the moving slice');
-          this.partitionForReplay(e[1], slice).set(e[3], newStored(e[4], e[5]));
-          break;
-        case EFFECT_DELETE:
-          assert(e[2] === slice, 'a moved delete belongs to the moving slice');
-          this.partitionForReplay(e[1], slice).delete(e[3]);
-          break;
-        case EFFECT_DROP_SLICE:
-          this.dropSlice(slice, e[2]);
-          break;
-        default:
-          assert(false, `a move carries set, delete and drop-slice changes only, got ${e[0]}`);
+    const mayKeep = this.mayKeep();
+    const read = mayKeep ? readPackedReplicated(effects, slice, (table, key, size, text) => this.setPacked(table, slice, key, size, text, true)) : undefined;
+    if (read === undefined) {
+      // From a plain Uint8Array, as decodeItemText decodes an item held as bytes: a Buffer (an op's bytes as a frame
+      // decoded them) would make the items' binary values Buffers where the path by headers gives Uint8Arrays.
+      const decoded = decodeEffects(new Uint8Array(effects.buffer, effects.byteOffset, effects.byteLength));
+      const texts = mayKeep ? itemTextsOf(effects, decoded) : null;
+      for (let i = 0; i < decoded.length; i++) {
+        const e = decoded[i];
+        switch (e[0]) {
+          case EFFECT_SET: {
+            assert(e[2] === slice, 'a moved item belongs to the moving slice');
+            // Held as the bytes it came in where it may keep them, as the path by headers holds it: the object decoded
+            // here is dropped (holding both took about 1.6x the heap of either: bench/README.md, "A move's copy carries
+            // the items' bytes"), decoded again at its first read by the same decoder (decodeItemText), to the same item.
+            const p = this.partitionForReplay(e[1], slice);
+            const text = texts?.[i] ?? null;
+            const held = text !== null && this.underKeptBudget();
+            const stored: Stored = held ? { item: null, bytes: e[5], packed: null } : newStored(e[4], e[5]);
+            if (held) this.keep(stored, text, p);
+            // A copy of the key: msgpackr gives a decoded string of 13 chars or more as a slice of one string it read
+            // the whole step's bytes into, which the key, kept in the tree, would keep alive (about the step's bytes
+            // again per step: measured, bench/README.md). An encoded key is a byte string: latin1 copies it exactly.
+            p.set(Buffer.from(e[3], 'latin1').toString('latin1'), stored, true, text);
+            break;
+          }
+          case EFFECT_DELETE:
+            assert(e[2] === slice, 'a moved delete belongs to the moving slice');
+            this.partitionForReplay(e[1], slice).delete(e[3]);
+            break;
+          case EFFECT_DROP_SLICE:
+            this.dropSlice(slice, e[2]);
+            break;
+          default:
+            assert(false, `a move carries set, delete and drop-slice changes only, got ${e[0]}`);
+        }
       }
-    }
+    } else assert(read === null, 'a move carries no request ids');
     if (own) {
       this.incoming.delete(slice);
       this.owned.add(slice);
@@ -573,13 +651,14 @@ export class SliceStore {
   }
 
   /** The changes since the last call, in order; the store forgets them. */
-  takeEffects(): Effect[] {
+  takeEffects(): LoggedEffect[] {
     return this.effects.length === 0 ? [] : this.effects.splice(0);
   }
 
   /** Applies a logged change during recovery (slice ownership is not checked:
    * the log holds what this worker owned when it wrote it). */
-  replay(effect: Effect, packed: string | null = null): void {
+  replay(effect: LoggedEffect, packed: string | null = null): void {
+    if (isTextSet(effect)) return this.replayPacked(effect[1], effect[2], effect[3], effect[5], effect[4].text);
     // What this change records is dropped below; what earlier ops of the task recorded stays (a replica restored
     // or started inside a task replays into the same store: worker.ts).
     const pending = this.effects.length;
@@ -624,19 +703,23 @@ export class SliceStore {
   }
 
   /** replay() of a set-effect whose item comes as its packed bytes (`text`, latin1: a follower's apply of a record,
-   * applyRecord): under the kept budget (as replay keeps a record's bytes) the item is held as those bytes
-   * alone and decoded at its first read (itemOf); over it, decoded now and not kept, as replay does. */
+   * applyRecord): setPacked, the change not logged (durable already). */
   replayPacked(table: number, slice: number, key: string, bytes: number, text: string): void {
+    this.setPacked(table, slice, key, bytes, text, false);
+  }
+
+  /** Sets an item that comes as its packed bytes (`text`, latin1): under the kept budget (as replay keeps a record's
+   * bytes) it is held as those bytes alone and decoded at its first read (itemOf); over it, decoded now and not kept.
+   * Its change names those bytes either way (Partition.set), never a decode of them: logged where `log` (a moved
+   * item: moveApply), recorded for a slice moving away (its changes since the copy began: record), else dropped. */
+  private setPacked(table: number, slice: number, key: string, bytes: number, text: string, log: boolean): void {
     const p = this.partitionForReplay(table, slice);
-    if (bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) {
-      const stored: Stored = { item: null, bytes, packed: null };
-      this.keep(stored, text, p);
-      // Recorded only for a slice moving away (its changes since the copy began: record), which takes the item;
-      // the store's own list of changes drops it again, as replay's does (durable already).
-      const pending = this.effects.length;
-      p.set(key, stored, this.outgoing.has(slice));
-      this.effects.length = pending;
-    } else this.replay([EFFECT_SET, table, slice, key, decodeItemText(text), bytes]);
+    const keep = bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget();
+    const stored: Stored = keep ? { item: null, bytes, packed: null } : newStored(decodeItemText(text), bytes);
+    if (keep) this.keep(stored, text, p);
+    const pending = this.effects.length;
+    p.set(key, stored, log || this.outgoing.has(slice), text);
+    if (!log) this.effects.length = pending;
   }
 
   /** An eventually consistent read of a slice that this worker holds a follower's replica of and does not

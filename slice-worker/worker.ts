@@ -52,13 +52,12 @@ import {
   sliceSetHas,
   type SliceSet,
   type DecodedReplicateEntry,
-  type Effect,
   type SliceOpMessage,
   type SliceOpResult,
 } from '../shared/protocol.js';
 import { COORDINATOR, foldedWidth, isFoldable, isFoldedMessage, PING_NUMBERS, PONG_NUMBERS, pongInto, unfoldAt, unfoldPing, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { readStateFile, writeStateFile } from '../shared/state-file.js';
-import { decodeEffects, encodeEffects, RECORD_KIND } from './log-format.js';
+import { decodeEffects, encodeEffects, RECORD_KIND, type LoggedEffect } from './log-format.js';
 import { SliceStore } from './partition.js';
 import { HeldAnswers, notServing } from './replication/held-answers.js';
 import { ReplicaLog } from './replication/replica-log.js';
@@ -407,7 +406,7 @@ function takeControl(c: ReplicaControl): number[] {
  * and wait on no commit of these slices; their effects, still in the store's list, are dropped (written to the
  * worker log instead, they came back at the next start). Answered OK, an update that no replica holds was
  * acknowledged; held, it waited on a slice whose replica is dropped at the end of the task. */
-function forgetResigned(resigned: number[], touched: { results: SliceOpResult[]; opSlices: (number[] | null)[] }[] | null, carried: Effect[]): void {
+function forgetResigned(resigned: number[], touched: { results: SliceOpResult[]; opSlices: (number[] | null)[] }[] | null, carried: LoggedEffect[]): void {
   const gone = new Set(resigned);
   for (const t of touched ?? []) {
     t.opSlices.forEach((slices, i) => {
@@ -507,9 +506,9 @@ function replicaRead(op: Extract<SliceOpMessage, [typeof SliceOp.ReplicaGet | ty
 }
 
 /** After a task: replicated effects proposed (one record per slice), the rest for the worker log. */
-function proposeReplicated(effects: Effect[]): Effect[] {
-  const own: Effect[] = [];
-  const proposed: Effect[] = [];
+function proposeReplicated(effects: LoggedEffect[]): LoggedEffect[] {
+  const own: LoggedEffect[] = [];
+  const proposed: LoggedEffect[] = [];
   for (const e of effects) {
     const slice = e[0] === EFFECT_DROP_TABLE ? -1 : e[0] === EFFECT_DROP_SLICE ? e[1] : e[2];
     if (e[0] === EFFECT_DROP_TABLE) {
@@ -602,7 +601,7 @@ function runBatches(chunks: Uint8Array[], trusted: boolean[], controls: (Replica
   }
   let touched: { c: number; results: SliceOpResult[]; opSlices: (number[] | null)[]; reads: boolean[] }[] | null = null;
   /** The task's effects taken from the store at a control that made replicas resign (forgetResigned). */
-  const carried: Effect[] = [];
+  const carried: LoggedEffect[] = [];
   for (let c = 0; c < chunks.length; c++) {
     if (controls[c] !== null) {
       const resigned = takeControl(controls[c]!);

@@ -8,7 +8,7 @@ import { decodeEffects, decodeReplicated, encodeReplicated, encodeReplicatedEach
 import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
 import { encodeKeyPart } from '../shared/key-encoding.js';
-import { EFFECT_DELETE, packClientItem, SliceOp, sliceSetOf, type SliceOpMessage } from '../shared/protocol.js';
+import { EFFECT_DELETE, packClientItem, SliceOp, sliceSetOf, type MoveReadResult, type SliceOpMessage } from '../shared/protocol.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
 
 const R = 0xfeedc0de;
@@ -330,9 +330,9 @@ describe('a follower promoted while its items are still held as their bytes', ()
     for (const store of [asBefore, asNow]) store.execute([SliceOp.MoveStart, 5]);
     asBefore.replay(decodeReplicated(during).effects[0], itemTextsOf(during, decodeReplicated(during).effects)![0]);
     expect(asNow.applyRecord(5, during)).toBeNull();
-    const [moved, movedBefore] = [asNow, asBefore].map((store) => store.execute([SliceOp.MoveRead, 5, null, 1_000])[1] as unknown[][]);
-    expect(tagged(moved)).toEqual(tagged(movedBefore));
-    expect([moved[0].length, moved[1].length]).toEqual([1, asNow.itemCount]);
+    const [moved, movedBefore] = [asNow, asBefore].map((store) => store.execute([SliceOp.MoveRead, 5, null, 1_000])[1] as MoveReadResult);
+    expect(tagged(decodeEffects(moved[2]))).toEqual(tagged(decodeEffects(movedBefore[2])));
+    expect([moved[0], moved[1]]).toEqual([1, asNow.itemCount]);
   });
 });
 

@@ -5,10 +5,10 @@
 // they start from, each of which must pass.
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { batchError, checkSliceOp, closeReason, decodeNodeFrame, errorOfBatchError, staleBatchError, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
+import { batchError, checkSliceOp, checkSliceResult, closeReason, decodeNodeFrame, errorOfBatchError, staleBatchError, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
 import { checkReplicationMessage } from '../shared/replication-protocol.js';
 import { Unpackr } from 'msgpackr';
-import { REPLICAS_LISTED_MAX, REPLICATION_APPEND_RECORDS_MAX } from '../shared/limits.js';
+import { MOVE_EFFECTS_BYTES_MAX, REPLICAS_LISTED_MAX, REPLICATION_APPEND_RECORDS_MAX } from '../shared/limits.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
@@ -442,9 +442,38 @@ describe('slice ops', () => {
     }
   });
 
-  it('refuses moved changes the target would assert on: a dropped table, another slice', () => {
-    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_DROP_TABLE, 1]], false], false)).toMatch(/set, delete and drop-slice only/);
-    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_SET, 1, 4, 'k', {}, 1]], true], false)).toMatch(/not \[set, table, 3/);
+  it('refuses moved changes the target would assert on: a dropped table, another slice, objects, too many bytes', () => {
+    const moved = (effects: unknown[]) => Uint8Array.from(plainPackr.pack(effects));
+    expect(checkSliceOp([SliceOp.MoveApply, 3, moved([[EFFECT_DROP_TABLE, 1]]), false], false)).toMatch(/set, delete and drop-slice only/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, moved([[EFFECT_SET, 1, 4, 'k', {}, 1]]), true], false)).toMatch(/not \[set, table, 3/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, [[EFFECT_SET, 1, 3, 'k', {}, 1]], true], false)).toMatch(/effects: not bytes/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, Uint8Array.of(...moved([[EFFECT_SET, 1, 3, 'k', {}, 1]]), 0x90), true], false)).toMatch(/effects: not one msgpack value/);
+    expect(checkSliceOp([SliceOp.MoveApply, 3, new Uint8Array(MOVE_EFFECTS_BYTES_MAX + 1), true], false)).toMatch(/over 134217728/);
+    // Right ones: items by their headers alone, and a delete and a drop (decoded whole).
+    expect(checkSliceOp([SliceOp.MoveApply, 3, moved([[EFFECT_SET, 1, 3, 'k', { a: [1, 'b'] }, 1]]), true], false)).toBeNull();
+    expect(checkSliceOp([SliceOp.MoveApply, 3, moved([[EFFECT_DELETE, 1, 3, 'k'], [EFFECT_DROP_SLICE, 3, null], [EFFECT_SET, 1, 3, 'k', { m: { x: 1 } }, 1]]), true], false)).toBeNull();
+  });
+
+  it('refuses a move\'s answers that the coordinator would read or pass on wrong, node protocol 27\'s objects among them', () => {
+    const read = [SliceOp.MoveRead, 3, null, 1000] as const;
+    const effects = Uint8Array.from(plainPackr.pack([[EFFECT_SET, 1, 3, 'k', { a: 1 }, 10]]));
+    expect(() => checkSliceResult([...read], [1, 1, effects, [1, 'k'], false])).not.toThrow();
+    expect(() => checkSliceResult([...read], [0, 0, Uint8Array.of(0x90), null, true])).not.toThrow();
+    const bads: unknown[] = [
+      [[], [[EFFECT_SET, 1, 3, 'k', { a: 1 }, 10]], null, true], // 27's [changes, items, next, done]
+      [1, 1, [[EFFECT_SET, 1, 3, 'k', { a: 1 }, 10]], null, true],
+      [-1, 1, effects, null, true],
+      [1, 1, effects, [1], false],
+      [1, 1, effects, ['k', 1], false],
+      [1, 1, effects, null, 'yes'],
+      [1, 1, new Uint8Array(MOVE_EFFECTS_BYTES_MAX + 1), null, true],
+      'x',
+    ];
+    bads.forEach((bad, i) => expect(() => checkSliceResult([...read], bad), `answer ${i}`).toThrow(MalformedFrame));
+    expect(() => checkSliceResult([SliceOp.MoveFreeze, 3], effects)).not.toThrow();
+    expect(() => checkSliceResult([SliceOp.MoveFreeze, 3], [[EFFECT_DELETE, 1, 3, 'k']])).toThrow(MalformedFrame);
+    expect(() => checkSliceResult([SliceOp.MoveStart, 3], [5, 100])).not.toThrow();
+    expect(() => checkSliceResult([SliceOp.MoveStart, 3], [5])).toThrow(MalformedFrame);
   });
 
   it(`refuses 5000 seeded ops with one thing wrong each (seed ${SEED})`, () => {

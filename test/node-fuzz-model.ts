@@ -69,6 +69,12 @@ const notChain = (n: number): unknown => {
 };
 
 /** Values that are wrong for each kind of field (none of them fits the field). */
+/** A move's effects as the source writes them (MovedEffects: a plain msgpack list), in bytes of their own. */
+const movedBytes = (effects: unknown[]): Uint8Array => Uint8Array.from(plainPackr.pack(effects));
+const VALID_EFFECT = [EFFECT_SET, T, S, K, { id: 'x' }, 5];
+/** Moved changes the target would assert on or misread, each alone in its list. */
+const WRONG_EFFECTS: unknown[][] = [[5], [[EFFECT_DROP_TABLE, T]], [[EFFECT_SET, T, S + 1, K, {}, 1]], [[EFFECT_SET, T, S, 5, {}, 1]], [[EFFECT_SET, T, S, K, null, 1]], [[EFFECT_SET, T, S, K, { a: NaN }, 1]], [[EFFECT_DELETE, T, S]], [[EFFECT_DELETE, T, S + 1, K]], [[EFFECT_DROP_SLICE, S + 1, null]], [[9]], [[]]];
+
 const WRONG = {
   uint: [-1, 1.5, 2 ** 53 + 2, 1e300, -1e300, NaN, Infinity, 'x', '1', null, true, [], {}, Buffer.from([1])],
   slice: [-1, 1.5, 2 ** 53 + 2, SLICE_COUNT_MAX, 2 ** 40, NaN, '3', null, false, [3], {}],
@@ -102,7 +108,9 @@ const WRONG = {
   // Bytes only, and no slice from SLICE_COUNT_MAX on (the Scan's first slice is 0 here).
   sliceSet: [16, null, 'x', [1, 2], {}, new Uint8Array(SLICE_COUNT_MAX / 8 + 1)],
   cursor: [5, 'x', [], [1], [1, 2], ['a', 'b'], [1, 'a', 3], [-1, 'a']],
-  effects: [5, 'x', null, [5], [[EFFECT_DROP_TABLE, T]], [[EFFECT_SET, T, S + 1, K, {}, 1]], [[EFFECT_SET, T, S, 5, {}, 1]], [[EFFECT_SET, T, S, K, null, 1]], [[EFFECT_SET, T, S, K, { a: NaN }, 1]], [[EFFECT_DELETE, T, S]], [[EFFECT_DELETE, T, S + 1, K]], [[EFFECT_DROP_SLICE, S + 1, null]], [[9]], [[]]],
+  // A move's effects are bytes (MovedEffects): a list of effects as objects (node protocol 27's form) is refused, and so
+  // are bytes of each wrong list, of a right one cut short or with a byte after it, and of no msgpack at all.
+  effects: [5, 'x', null, [5], [[EFFECT_SET, T, S, K, { id: 'x' }, 5]], ...WRONG_EFFECTS.map(movedBytes), movedBytes([VALID_EFFECT]).subarray(0, 12), Uint8Array.of(...movedBytes([VALID_EFFECT]), 0xc0), Uint8Array.of(0x91, 0xc1), Uint8Array.of(0xdd, 0xff, 0xff, 0xff, 0xff)],
   role: ['other', 5, null, true],
   requestId: [5, 'feedc0de.1', [], [1], [1, 0], [-1, 1], [REQUEST_ID_INSTANCE_MAX + 1, 1], [1, 1.5], [1, 2, 3], {}],
 };
@@ -128,7 +136,7 @@ const TEMPLATES: [code: number, args: () => unknown[], kinds: FieldKind[]][] = [
   [SliceOp.MoveFreeze, () => [S], ['slice']],
   [SliceOp.MoveDrop, () => [S], ['slice']],
   [SliceOp.MoveBegin, () => [S], ['slice']],
-  [SliceOp.MoveApply, () => [S, [[EFFECT_SET, T, S, K, { id: 'x' }, 5]], false], ['slice', 'effects', 'bool']],
+  [SliceOp.MoveApply, () => [S, movedBytes([VALID_EFFECT]), false], ['slice', 'effects', 'bool']],
   [SliceOp.MoveAbort, () => [S, 'source'], ['slice', 'role']],
   [SliceOp.ReplicaGet, () => [T, S, K, null, false], ['uint', 'slice', 'key', 'projection', 'bool']],
   [SliceOp.ReplicaRange, () => [T, S, rangeSpec()], ['uint', 'slice', 'rangeSpec']],

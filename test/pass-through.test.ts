@@ -31,6 +31,7 @@ import {
   cutScanItems,
   checkSliceResult,
   MalformedFrame,
+  NO_MOVED_EFFECTS,
   PackedPage,
   EFFECT_SET,
   EFFECT_DELETE,
@@ -39,7 +40,7 @@ import {
   encodeSliceResults,
   type SliceOpResult,
 } from '../shared/protocol.js';
-import { encodeReplicated } from '../slice-worker/log-format.js';
+import { encodeEffects, encodeReplicated } from '../slice-worker/log-format.js';
 import { PAGE_BYTES_MAX, PACKED_ITEM_CACHE_BYTES_MAX, PACKED_ITEMS_KEPT_BYTES_PER_NODE_MAX, WORKERS_PER_NODE_MAX, packedItemsKeptBytesPerWorker } from '../shared/limits.js';
 import { answerItems, answerMerged, scanPage } from '../coordinator/router/operations.js';
 import { gatherBuckets } from '../coordinator/router/bucket-gather.js';
@@ -1209,10 +1210,10 @@ describe('a GetItem answer with its item packed', () => {
     // A slice moved in (the worker held an older copy of it): what the move brings is answered.
     store.replay([...set(2, 'm', 'old copy')]);
     expect(store.execute([SliceOp.MoveBegin, 2])[0]).toBe(RESULT_OK);
-    expect(store.execute([SliceOp.MoveApply, 2, [[...set(2, 'm', 'moved in')]], true])[0]).toBe(RESULT_OK);
+    expect(store.execute([SliceOp.MoveApply, 2, Uint8Array.from(encodeEffects([[...set(2, 'm', 'moved in')]])), true])[0]).toBe(RESULT_OK);
     expect(store.execute([SliceOp.Get, 1, 2, 'm', null, true])[0]).toBe(RESULT_OK);
     expect(unpackClientList(new PackedPage([store.execute([SliceOp.Get, 1, 2, 'm', null, true])[1] as Uint8Array]).bytes())[0].v).toBe('moved in');
-    expect(store.execute([SliceOp.MoveApply, 2, [], false])[0]).toBe(RESULT_ERROR); // owned now: no longer incoming
+    expect(store.execute([SliceOp.MoveApply, 2, NO_MOVED_EFFECTS, false])[0]).toBe(RESULT_ERROR); // owned now: no longer incoming
     // A table dropped: nothing of it is answered or kept.
     store.execute([SliceOp.Put, 1, 0, 'k', { pk: 'k', v: 1 }, 40, null, null]);
     expect(get(0, 'k')?.v).toBe(1);

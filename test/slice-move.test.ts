@@ -5,7 +5,22 @@
 // only one of the two owns the slice at any time, and a rollback leaves the
 // source as it was.
 import { describe, expect, it } from 'vitest';
-import { EFFECT_SET, RESULT_OK, SliceOp, type Effect, type MoveCursor, type MoveReadResult, type SliceOpMessage } from '../shared/protocol.js';
+import {
+  checkSliceOp,
+  checkSliceResult,
+  decodeSliceOps,
+  decodeSliceResults,
+  EFFECT_SET,
+  encodeOwnedResults,
+  encodeSliceOps,
+  RESULT_OK,
+  SliceOp,
+  type MovedEffects,
+  type MoveCursor,
+  type MoveReadResult,
+  type SliceOpMessage,
+} from '../shared/protocol.js';
+import { decodeEffects, encodeEffects } from '../slice-worker/log-format.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { rng } from './cluster-fixture.js';
 
@@ -13,9 +28,14 @@ const MOVING = 3;
 const OTHER = 5;
 const TABLES = [1, 2];
 
+/** `op` run on `store` as a node runs it: through the frames' encoders and decoders and both sides' checks
+ * (checkSliceOp before it runs, checkSliceResult on its answer, as the coordinator's node link checks it). */
 function ok(store: SliceStore, op: SliceOpMessage): unknown {
-  const r = store.execute(op);
+  const [decoded] = decodeSliceOps(encodeSliceOps([op]));
+  expect(checkSliceOp(decoded, true)).toBeNull();
+  const [r] = decodeSliceResults(encodeOwnedResults([store.execute(decoded as SliceOpMessage)]));
   expect(r[0], JSON.stringify(r)).toBe(RESULT_OK);
+  checkSliceResult(op, r[1]);
   return r[1];
 }
 
@@ -59,9 +79,9 @@ describe('a slice move between two workers', () => {
       let done = false;
       for (let reads = 0; !done && reads < 1000; reads++) {
         writes(Math.floor(r() * 20));
-        const [changes, items, next, last] = ok(source, [SliceOp.MoveRead, MOVING, cursor, 1 + Math.floor(r() * 40)]) as MoveReadResult;
+        const [, , effects, next, last] = ok(source, [SliceOp.MoveRead, MOVING, cursor, 1 + Math.floor(r() * 40)]) as MoveReadResult;
         writes(Math.floor(r() * 5));
-        ok(target, [SliceOp.MoveApply, MOVING, changes.concat(items), false]);
+        ok(target, [SliceOp.MoveApply, MOVING, effects, false]);
         // Not owned yet: the target refuses ops on the slice.
         expect(target.execute([SliceOp.Get, 1, MOVING, 'k1', null, false])[0]).not.toBe(RESULT_OK);
         cursor = next;
@@ -69,18 +89,18 @@ describe('a slice move between two workers', () => {
       }
       expect(done).toBe(true);
       writes(30);
-      const [catchUp] = ok(source, [SliceOp.MoveRead, MOVING, null, 0]) as MoveReadResult;
+      const [, , catchUp] = ok(source, [SliceOp.MoveRead, MOVING, null, 0]) as MoveReadResult;
       ok(target, [SliceOp.MoveApply, MOVING, catchUp, false]);
       writes(10);
       const expected = contents(source, MOVING);
-      const last = ok(source, [SliceOp.MoveFreeze, MOVING]) as Effect[];
+      const last = ok(source, [SliceOp.MoveFreeze, MOVING]) as MovedEffects;
       // Frozen: neither owns it until the target applies the last changes.
       expect(source.execute(randomWrite(r, MOVING))[1]).toBe('WrongOwner');
       ok(target, [SliceOp.MoveApply, MOVING, last, true]);
       expect(contents(target, MOVING)).toEqual(expected);
       // The target's log (its effects) replays to the same items.
       const replayed = new SliceStore(0, 1);
-      for (const e of target.takeEffects()) replayed.replay(e);
+      for (const e of decodeEffects(encodeEffects(target.takeEffects()))) replayed.replay(e);
       expect(contents(replayed, MOVING)).toEqual(expected);
       // The target serves the slice; the source drops it and keeps the other.
       ok(target, randomWrite(r, MOVING));
@@ -95,8 +115,8 @@ describe('a slice move between two workers', () => {
     const { source, target, writes } = setup(11);
     ok(target, [SliceOp.MoveBegin, MOVING]);
     ok(source, [SliceOp.MoveStart, MOVING]);
-    const [changes, items] = ok(source, [SliceOp.MoveRead, MOVING, null, 50]) as MoveReadResult;
-    ok(target, [SliceOp.MoveApply, MOVING, changes.concat(items), false]);
+    const [, , effects] = ok(source, [SliceOp.MoveRead, MOVING, null, 50]) as MoveReadResult;
+    ok(target, [SliceOp.MoveApply, MOVING, effects, false]);
     writes(20);
     const expected = contents(source, MOVING);
     ok(source, [SliceOp.MoveFreeze, MOVING]);
@@ -134,10 +154,10 @@ describe('a slice move between two workers', () => {
     const { source, target } = setup(12);
     ok(target, [SliceOp.MoveBegin, MOVING]);
     ok(source, [SliceOp.MoveStart, MOVING]);
-    const [c1, i1] = ok(source, [SliceOp.MoveRead, MOVING, null, 10_000]) as MoveReadResult;
-    ok(target, [SliceOp.MoveApply, MOVING, c1.concat(i1), false]);
+    const [, , effects] = ok(source, [SliceOp.MoveRead, MOVING, null, 10_000]) as MoveReadResult;
+    ok(target, [SliceOp.MoveApply, MOVING, effects, false]);
     ok(source, [SliceOp.DropTable, 1]);
-    const last = ok(source, [SliceOp.MoveFreeze, MOVING]) as Effect[];
+    const last = ok(source, [SliceOp.MoveFreeze, MOVING]) as MovedEffects;
     ok(target, [SliceOp.MoveApply, MOVING, last, true]);
     expect(contents(target, MOVING)).toEqual(contents(source, MOVING));
     expect(contents(target, MOVING).every((row) => JSON.parse(row)[0] === 2)).toBe(true);

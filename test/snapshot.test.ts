@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { SNAPSHOT_CHUNK_ITEMS, SNAPSHOT_RECORD_BYTES_MAX } from '../shared/limits.js';
 import { EFFECT_SET, RESULT_OK, SliceOp, type Effect, type SliceOpMessage, type UpdateSpec } from '../shared/protocol.js';
 import { itemBytes, type Item } from '../shared/values.js';
-import { decodeEffects, RECORD_KIND } from '../slice-worker/log-format.js';
+import { decodeEffects, encodeEffects, RECORD_KIND } from '../slice-worker/log-format.js';
 import { SliceStore } from '../slice-worker/partition.js';
 import { readRecords } from '../slice-worker/record-file.js';
 import { loadSnapshot, writeSnapshot } from '../slice-worker/snapshot.js';
@@ -95,7 +95,7 @@ function setup(seed: number) {
       effects.push([EFFECT_SET, 1, INCOMING, key, item, bytes]);
       model.set(rowKey(1, INCOMING, key), { table: 1, slice: INCOMING, key, item: structuredClone(item), bytes });
     }
-    ok([SliceOp.MoveApply, INCOMING, effects, false]);
+    ok([SliceOp.MoveApply, INCOMING, Uint8Array.from(encodeEffects(effects)), false]);
   };
   const abandonMoveIn = () => {
     ok([SliceOp.MoveAbort, INCOMING, 'target']);

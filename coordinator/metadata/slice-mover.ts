@@ -19,6 +19,11 @@
 // value as of its read; every change after that read comes in a later
 // MoveRead's changes and is applied after it.
 //
+// The changes and items travel as bytes (MovedEffects: one msgpack list of effects, each item in the msgpack the
+// source held it in or packed it in), which this process passes from the source's answer to the target's op as they
+// are: it reads only their counts, and the target checks them whole before it applies any and keeps the items'
+// bytes (slice-worker/partition.ts moveRead, moveApply).
+//
 // Safety: at no time do two workers own the slice (the source stops before the
 // target starts), and nothing the source acknowledged is lost: the target has
 // it in its log before the map names it. A move that fails before the switch
@@ -39,7 +44,7 @@ import {
   MOVE_TIME_MS_MAX,
   PAGE_BYTES_MAX,
 } from '../../shared/limits.js';
-import { MalformedFrame, SliceOp, type Effect, type MoveCursor, type MoveReadResult, type SliceOpMessage } from '../../shared/protocol.js';
+import { MalformedFrame, SliceOp, type MoveCursor, type MoveReadResult, type SliceOpMessage } from '../../shared/protocol.js';
 import { MapSaveError, type ClusterMap } from './cluster-map.js';
 import type { NodeLink } from './node-link.js';
 
@@ -141,21 +146,21 @@ export class SliceMover {
       for (let reads = 0; !done; reads++) {
         if (reads >= readsMax) throw new KeysliceError('Unavailable', `the copy did not finish within ${readsMax} reads`);
         checkNodes();
-        const [changes, chunk, next, last]: MoveReadResult = await onSource([SliceOp.MoveRead, slice, cursor, MOVE_CHUNK_ITEMS]);
+        const [changes, chunk, effects, next, last]: MoveReadResult = await onSource([SliceOp.MoveRead, slice, cursor, MOVE_CHUNK_ITEMS]);
         this.checkChanges(changes);
-        await onTarget([SliceOp.MoveApply, slice, changes.concat(chunk), false]);
-        progress.copied += chunk.length;
+        await onTarget([SliceOp.MoveApply, slice, effects, false]);
+        progress.copied += chunk;
         cursor = next;
         done = last;
-        await this.throttle.take(chunk.length + changes.length);
+        await this.throttle.take(chunk + changes);
       }
       progress.phase = 'catch-up';
       for (let round = 0; round < MOVE_CATCH_UP_ROUNDS_MAX && items > 0; round++) {
         checkNodes();
-        const [changes] = await onSource([SliceOp.MoveRead, slice, null, 0]);
+        const [changes, , effects] = await onSource([SliceOp.MoveRead, slice, null, 0]);
         this.checkChanges(changes);
-        if (changes.length > 0) await onTarget([SliceOp.MoveApply, slice, changes, false]);
-        if (changes.length < MOVE_FREEZE_CHANGES_MAX) break;
+        if (changes > 0) await onTarget([SliceOp.MoveApply, slice, effects, false]);
+        if (changes < MOVE_FREEZE_CHANGES_MAX) break;
       }
       progress.phase = 'freeze';
       checkNodes();
@@ -204,8 +209,8 @@ export class SliceMover {
     }
   }
 
-  private checkChanges(changes: Effect[]): void {
-    if (changes.length > MOVE_CHANGES_MAX) throw new KeysliceError('Unavailable', `the slice changed ${changes.length} times between two copy steps; writes outpace the move`);
+  private checkChanges(changes: number): void {
+    if (changes > MOVE_CHANGES_MAX) throw new KeysliceError('Unavailable', `the slice changed ${changes} times between two copy steps; writes outpace the move`);
   }
 
   private unfreeze(slice: number): void {

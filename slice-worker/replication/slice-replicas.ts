@@ -22,7 +22,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { isClientRequestId, MalformedFrame, requestIdOf, RESULT_ERROR, RESULT_OK, type SliceOpResult, type WriteOp } from '../../shared/protocol.js';
-import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicatedEach, encodeReplicatedItems, isPlainReplicated, type ReplicatedChanges } from '../log-format.js';
+import { decodeReplicated, decodeReplicatedFromPeer, encodeReplicatedEach, encodeReplicatedItems, isPlainReplicated, isTextSet, type LoggedEffect, type ReplicatedChanges } from '../log-format.js';
 import { EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, type Effect, type SliceStore } from '../partition.js';
 import { AppliedRequests, type AppliedList, type RequestAnswer } from './applied-requests.js';
 import type { ReplicaLog } from './replica-log.js';
@@ -175,13 +175,16 @@ export class SliceReplicas {
   /** Proposes the effects of one task, one record per slice (with the task's writes of a request id on that
    * slice, execute()); answers [slice, index] for each.
    * Every slice touched must be served here (the caller checked before executing). */
-  propose(effects: Effect[]): [number, number][] {
+  propose(effects: readonly LoggedEffect[]): [number, number][] {
     const bySlice = new Map<number, Effect[]>();
     const add = (slice: number, e: Effect) => {
       if (!bySlice.has(slice)) bySlice.set(slice, []);
       bySlice.get(slice)!.push(e);
     };
     for (const e of effects) {
+      // Only a move's target records an item by its bytes (SliceStore.moveApply), and moves refuse replicated slices
+      // (worker.ts runTask): a leader's changes name their items.
+      assert(!isTextSet(e), 'a replicated slice\'s changes name their items');
       if (e[0] === EFFECT_SET || e[0] === EFFECT_DELETE) add(e[2], e);
       else if (e[0] === EFFECT_DROP_SLICE) add(e[1], e);
       else if (e[0] === EFFECT_DROP_TABLE) for (const [slice, r] of this.replicas) if (r.isLeader) add(slice, [EFFECT_DROP_SLICE, slice, e[1]]);
