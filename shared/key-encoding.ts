@@ -6,6 +6,14 @@
 import { decimalOf, DECIMAL_EXPONENT_MAX, DECIMAL_EXPONENT_MIN, doubleBelow, numberValueOf, type DecimalValue } from './decimal.js';
 import { KeysliceError } from './errors.js';
 
+/** Whether `v` is a byte string, as every encoded key is: what a frame names as a key is checked so on arrival, since
+ * the store relies on it past the check (a replica's snapshot writes a key's chars as one or two bytes of UTF-8 each:
+ * slice-worker/log-format.ts, keyUtf8Bytes). */
+export function isByteString(v: unknown): v is string {
+  return typeof v === 'string' && !NOT_A_BYTE.test(v);
+}
+const NOT_A_BYTE = /[^\x00-\xff]/;
+
 export type KeyType = 'string' | 'number' | 'binary';
 /** A number key is a double or, for a number no double holds, a decimal value (shared/decimal.ts). */
 export type KeyValue = string | number | DecimalValue | Uint8Array;

@@ -76,7 +76,7 @@ import { Packr, Unpackr } from 'msgpackr';
 import { isOperationName, type OperationName } from './api.js';
 import { DECIMAL_TAG, isNumberValue } from './decimal.js';
 import { assert, KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from './errors.js';
-import { listHeaderAt, mapHeaderAt, stringEnd, u16, u32 } from './msgpack-headers.js';
+import { listHeaderAt, mapHeaderAt, stringEnd, stringHeaderBytes, u16, u32 } from './msgpack-headers.js';
 import { LEFT_TO_MSGPACKR, readMsgpack } from './msgpack-reader.js';
 import { arrayHeader, arrayHeaderBytes, binHeader, binHeaderBytes, fixstr, putArrayHeader, putBinHeader, putUint, uintBytes } from './msgpack-writer.js';
 import {
@@ -111,6 +111,7 @@ import {
   VALUE_DEPTH_MAX,
   WORKERS_PER_NODE_MAX,
 } from './limits.js';
+import { isByteString } from './key-encoding.js';
 import { describeType, isPlainObject, SET_TAGS, setTypeOf, UNSTORABLE_MAP_KEY, UNSTORABLE_MAP_KEY_REFUSED, validateValue, type Item, type Value } from './values.js';
 
 /** The client protocol. 2: a frame may carry a list of requests or responses. */
@@ -1666,7 +1667,7 @@ function checkScanResult(op: Extract<SliceOpMessage, [typeof SliceOp.Scan, ...un
   let slice = -1;
   let key: string | null = null;
   for (const e of entries) {
-    if (!(Array.isArray(e) && e.length === 4 && typeof e[1] === 'string' && isUint(e[3]))) fail(`a scan's entry is [slice, key, item, bytes], not ${show(e)}`);
+    if (!(Array.isArray(e) && e.length === 4 && isByteString(e[1]) && isUint(e[3]))) fail(`a scan's entry is [slice, encoded key (a byte string), item, bytes], not ${show(e)}`);
     const item: unknown = e[2];
     if (!(item === null || (packed ? item === KEPT_IN_LIST : isPlainObject(item)))) fail(`a scan asked for its items ${packed ? 'packed' : 'as objects'} was answered with ${show(item)} as an entry's item`);
     if (e[0] !== slice) {
@@ -1827,12 +1828,12 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
   if (op.length !== args + 1) fail(`slice op ${code} takes ${args} arguments, got ${op.length - 1}`);
   // Every op of every batch passes here. The most common shapes (a plain Get, an unconditional
   // Put) are checked without allocating; the full check below builds its messages' pieces.
-  if (code === SliceOp.Get && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && op[4] === null && typeof op[5] === 'boolean') return;
-  if (code === SliceOp.Put && isUint(op[1]) && isSlice(op[2]) && typeof op[3] === 'string' && isPlainObject(op[4]) && isItemValue(op[4]) && isUint(op[5]) && op[6] === null && (op[7] === null || isRequestId(op[7]))) return;
+  if (code === SliceOp.Get && isUint(op[1]) && isSlice(op[2]) && isByteString(op[3]) && op[4] === null && typeof op[5] === 'boolean') return;
+  if (code === SliceOp.Put && isUint(op[1]) && isSlice(op[2]) && isByteString(op[3]) && isPlainObject(op[4]) && isItemValue(op[4]) && isUint(op[5]) && op[6] === null && (op[7] === null || isRequestId(op[7]))) return;
   const at = (what: string) => `slice op ${code}, ${what}`;
   const uint = (i: number, what: string) => isUint(op[i]) || fail(`${at(what)}: ${show(op[i])} is not a whole number`);
   const slice = (i: number) => isSlice(op[i]) || fail(`${at('slice')}: ${show(op[i])} is not a slice number`);
-  const key = (i: number) => typeof op[i] === 'string' || fail(`${at('key')}: ${show(op[i])} is not an encoded key`);
+  const key = (i: number) => isByteString(op[i]) || fail(`${at('key')}: ${show(op[i])} ${NOT_AN_ENCODED_KEY}`);
   const requestId = (i: number) => op[i] === null || isRequestId(op[i]) || fail(`${at('request id')}: ${show(op[i])} is not null, [instance, counter] or [instance, counter, true]: whole numbers, the instance at most ${REQUEST_ID_INSTANCE_MAX}, the counter at least 1`);
   switch (code) {
     case SliceOp.Assign:
@@ -1887,7 +1888,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       const spec = op[3];
       const where = at('range');
       if (!isPlainObject(spec)) fail(`${where}: not a map`);
-      if (!(typeof spec.low === 'string' && typeof spec.high === 'string')) fail(`${where}: low and high are encoded keys`);
+      if (!(isByteString(spec.low) && isByteString(spec.high))) fail(`${where}: low and high are encoded keys (byte strings: char codes 0 to 255)`);
       for (const flag of ['lowInclusive', 'highInclusive', 'reverse', 'withKeys', 'packed'] as const) if (typeof spec[flag] !== 'boolean') fail(`${where}.${flag}: not a boolean`);
       if (!isUint(spec.limit)) fail(`${where}.limit: not a whole number`);
       checkProjection(spec.projection, `${where}.projection`);
@@ -1897,7 +1898,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
     case SliceOp.Scan:
       uint(1, 'table');
       slice(2);
-      if (!(op[3] === null || typeof op[3] === 'string')) fail(`${at('after key')}: not an encoded key or null`);
+      if (!(op[3] === null || isByteString(op[3]))) fail(`${at('after key')}: ${show(op[3])} is not null and ${NOT_AN_ENCODED_KEY}`);
       uint(4, 'limit');
       checkProjection(op[5], at('projection'));
       checkConditionOrNull(op[6], at('filter'));
@@ -1963,16 +1964,24 @@ function checkMovedEffects(b: unknown, slice: number, where: string): asserts b 
   checkSliceChanges(v, null, slice, false);
 }
 
+/** What a key that is not a byte string is told (shared/key-encoding.ts isByteString). */
+const NOT_AN_ENCODED_KEY = 'is not an encoded key (a byte string: char codes 0 to 255)';
+function checkEffectKey(key: string, where: string): void {
+  if (!isByteString(key)) fail(`${where}: key ${show(key)} ${NOT_AN_ENCODED_KEY}`);
+}
+
 /** A change a move carries to `slice`'s target: set or delete of an item of that slice, or a drop of that slice. */
 function checkMovedEffect(e: unknown, slice: number, where: string): void {
   if (!(Array.isArray(e) && e.length > 0)) fail(`${where}: not an effect`);
   switch (e[0]) {
     case EFFECT_SET:
       if (!(e.length === 6 && isUint(e[1]) && e[2] === slice && typeof e[3] === 'string' && isUint(e[5]))) fail(`${where}: not [set, table, ${slice}, key, item, bytes]`);
+      checkEffectKey(e[3], where);
       checkItem(e[4], `${where} item`);
       return;
     case EFFECT_DELETE:
       if (!(e.length === 4 && isUint(e[1]) && e[2] === slice && typeof e[3] === 'string')) fail(`${where}: not [delete, table, ${slice}, key]`);
+      checkEffectKey(e[3], where);
       return;
     case EFFECT_DROP_SLICE:
       if (!(e.length === 3 && e[1] === slice && (e[2] === null || isUint(e[2])))) fail(`${where}: not [drop-slice, ${slice}, table or null]`);
@@ -2001,7 +2010,7 @@ export function checkSliceChanges(effects: unknown, requests: AppliedListParts |
   for (let i = 0; i < effects.length; i++) {
     const e = effects[i] as unknown;
     // A follower checks every record: a whole set-effect (most of them) without building a message.
-    if (Array.isArray(e) && e.length === 6 && e[0] === EFFECT_SET && isUint(e[1]) && e[2] === slice && typeof e[3] === 'string' && isPlainObject(e[4]) && isItemValue(e[4]) && isUint(e[5])) continue;
+    if (Array.isArray(e) && e.length === 6 && e[0] === EFFECT_SET && isUint(e[1]) && e[2] === slice && isByteString(e[3]) && isPlainObject(e[4]) && isItemValue(e[4]) && isUint(e[5])) continue;
     if (snapshot && !(Array.isArray(e) && e[0] === EFFECT_SET)) fail(`effect ${i}: a snapshot holds items (set-effects) only`);
     checkMovedEffect(e, slice, `effect ${i}`);
   }
@@ -2056,7 +2065,7 @@ export function setEffectsEnd(b: Uint8Array, at: number, slice: number, visit: S
     if (plainUint(b, at) !== slice) return -1;
     at += uintWidth(b[at]);
     const keyAt = at;
-    at = stringEnd(b, at);
+    at = encodedKeyEnd(b, at);
     if (at < 0) return -1;
     const itemAt = at;
     at = itemMapEnd(b, at);
@@ -2068,6 +2077,22 @@ export function setEffectsEnd(b: Uint8Array, at: number, slice: number, visit: S
   }
   return at <= b.length ? at : -1;
 }
+/** Where the msgpack string at `at` ends when its UTF-8 is a byte string's as msgpackr writes one (each byte below 0x80,
+ * or 0xc2 or 0xc3 then a continuation byte: a char 0x80 to 0xff), else -1: any other bytes (a char past 0xff, which
+ * checkSliceChanges refuses, or bytes no encoder of a byte string writes) are left to the whole decode and its check.
+ * What passes here is what log-format.ts keyOf reads without msgpackr. */
+function encodedKeyEnd(b: Uint8Array, at: number): number {
+  const end = stringEnd(b, at);
+  if (end < 0) return -1;
+  for (let i = at + stringHeaderBytes(b[at]); i < end; i++) {
+    const c = b[i];
+    if (c < 0x80) continue;
+    if ((c !== 0xc2 && c !== 0xc3) || i + 1 >= end || (b[i + 1] & 0xc0) !== 0x80) return -1;
+    i++;
+  }
+  return end;
+}
+
 /** What setEffectsEnd tells of each set-effect it read, in order (a follower's apply without a decode: log-format.ts
  * readPackedReplicated): its table, where its key's string (header included) and its item's map start, where the
  * item ends, and the item's size as the effect records it. Told only of effects read whole; the walk may still

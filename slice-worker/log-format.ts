@@ -397,23 +397,16 @@ export function readPackedReplicated(
   return requests;
 }
 
-/** The string whose msgpack (header and body) lies between `at` and `end`, as decodeReplicated reads it: an ASCII one
- * as latin1 (the same text, without a UTF-8 decoder's pass); a byte string (char codes 0 to 255, what every key the
- * store makes is: shared/key-encoding.ts), each char past ASCII two bytes of UTF-8, 0xc2 or 0xc3 then a continuation
- * byte, by Buffer's UTF-8 decoder, which makes of such bytes what msgpackr does; anything else by msgpackr. A key
- * with a number part (a sort key's number, 0x80 and up) went to msgpackr, an unpack per item on every follower
- * (bench/PROFILE.md, "a follower's keys beyond ASCII"). */
+/** The string whose msgpack (header and body) lies between `at` and `end`, as decodeReplicated reads it: a key that
+ * setEffectsEnd took, so a byte string's UTF-8 (each char past ASCII 0xc2 or 0xc3 then a continuation byte: its
+ * encodedKeyEnd; what every key the store makes is, shared/key-encoding.ts), which Buffer's UTF-8 decoder reads as
+ * msgpackr does (test/applied-requests.test.ts compares them over random keys); an ASCII one as latin1 (the same
+ * text, without a UTF-8 decoder's pass). A key with a number part (a sort key's number, 0x80 and up) went to
+ * msgpackr, an unpack per item on every follower (bench/PROFILE.md, "a follower's keys beyond ASCII"). */
 function keyOf(buf: Buffer, at: number, end: number): string {
   const from = at + stringHeaderBytes(buf[at]);
-  let ascii = true;
-  for (let i = from; i < end; i++) {
-    const b = buf[i];
-    if (b < 0x80) continue;
-    if ((b !== 0xc2 && b !== 0xc3) || i + 1 >= end || (buf[i + 1] & 0xc0) !== 0x80) return unpackr.unpack(buf.subarray(at, end)) as string;
-    ascii = false;
-    i++;
-  }
-  return ascii ? buf.toString('latin1', from, end) : utf8Slice.call(buf, from, end);
+  for (let i = from; i < end; i++) if (buf[i] >= 0x80) return utf8Slice.call(buf, from, end);
+  return buf.toString('latin1', from, end);
 }
 
 /** decodeReplicated for what a peer sent (a record's payload, `snapshot`: a snapshot's state), checked whole

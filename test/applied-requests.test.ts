@@ -8,6 +8,7 @@ import { decodeEffects, decodeReplicated, encodeReplicated, encodeReplicatedEach
 import { EFFECT_SET, SliceStore, type Effect } from '../slice-worker/partition.js';
 import { PACKED_ITEM_CACHE_BYTES_MAX } from '../shared/limits.js';
 import { encodeKeyPart } from '../shared/key-encoding.js';
+import { rng } from './cluster-fixture.js';
 import { EFFECT_DELETE, packClientItem, SliceOp, sliceSetOf, type MoveReadResult, type SliceOpMessage } from '../shared/protocol.js';
 import { APPLIED_REQUEST_BYTES_PER_SLICE_MAX, APPLIED_REQUESTS_KEPT_MS, APPLIED_REQUESTS_PER_SLICE_MAX } from '../shared/limits.js';
 
@@ -223,6 +224,51 @@ describe('a record a follower applies without decoding its items', () => {
     expect(applyPacked(store, Uint8Array.of(0xc1))).toBeUndefined();
     expect(applyPacked(store, Uint8Array.of(0x97, 0x00, 0x90, 0x91, 0x01))).toBeUndefined(); // ids cut short
     expect(store.itemCount).toBe(0);
+  });
+
+  it('reads a key as msgpackr does over seeded random byte strings, and leaves any other UTF-8 to the whole decode', () => {
+    // keyOf reads a key that setEffectsEnd took (encodedKeyEnd: ASCII, or 0xc2/0xc3 then a continuation byte) by
+    // Buffer's UTF-8 decoder. Two kinds of keys: random byte strings (char codes 0 to 255, as the store makes them),
+    // read here exactly as msgpackr reads them; and random bytes in the body of a key (overlong forms, surrogates,
+    // 3- and 4-byte sequences, lone continuation bytes, a sequence cut at the end), which this read must leave
+    // (undefined: the caller decodes and checks the record whole), unless they are a byte string's UTF-8.
+    const r = rng(20261127);
+    const byte = () => (r() < 0.5 ? Math.floor(r() * 0x80) : 0x80 + Math.floor(r() * 0x80));
+    const decodeKey = (payload: Uint8Array) => (decodeReplicated(payload).effects[0] as Effect & { 3: string })[3];
+    const packedKey = (payload: Uint8Array) => {
+      const keys: string[] = [];
+      const answer = readPackedReplicated(payload, 5, (_table, key) => keys.push(key));
+      return answer === undefined ? undefined : keys[0];
+    };
+    let fast = 0;
+    let left = 0;
+    for (let n = 0; n < 4_000; n++) {
+      const length = Math.floor(r() * (r() < 0.1 ? 300 : 24));
+      const key = String.fromCharCode(...Array.from({ length }, byte));
+      const payload = encodeReplicated([[EFFECT_SET, 1, 5, key, { n }, 20]], null);
+      expect(packedKey(payload), JSON.stringify(key)).toBe(decodeKey(payload));
+      expect(decodeKey(payload)).toBe(key);
+      // The same record with its key's body (header kept) replaced by random bytes.
+      const bodyLength = Math.floor(r() * 12);
+      const at = encodeReplicated([[EFFECT_SET, 1, 5, 'x'.repeat(bodyLength), { n }, 20]], null);
+      const from = Buffer.from(at).indexOf('x'.repeat(bodyLength), 0, 'latin1'); // the key's body: the item follows it
+      const bytes = Array.from({ length: bodyLength }, () =>
+        r() < 0.4 ? [0x80, 0xbf, 0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xff][Math.floor(r() * 15)] : byte(),
+      );
+      if (bodyLength > 0) at.set(bytes, from);
+      const got = packedKey(at);
+      const valid = Buffer.from(Buffer.from(bytes).toString('utf8'), 'utf8').equals(Buffer.from(bytes));
+      const byteString = valid && /^[\x00-\xff]*$/.test(Buffer.from(bytes).toString('utf8'));
+      if (got === undefined) left++;
+      else {
+        fast++;
+        expect(byteString, `bytes ${Buffer.from(bytes).toString('hex')} read without msgpackr`).toBe(true);
+        expect(got).toBe(decodeKey(at));
+      }
+      if (byteString) expect(got, `bytes ${Buffer.from(bytes).toString('hex')} left to the whole decode`).toBe(decodeKey(at));
+    }
+    expect(fast).toBeGreaterThan(100);
+    expect(left).toBeGreaterThan(100);
   });
 
   it('decodes the items at once over the worker\'s budget, and keeps none of their bytes', () => {

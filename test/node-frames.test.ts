@@ -5,7 +5,7 @@
 // they start from, each of which must pass.
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
-import { batchError, checkSliceOp, checkSliceResult, closeReason, decodeNodeFrame, errorOfBatchError, staleBatchError, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
+import { batchError, checkSliceOp, checkSliceResult, closeReason, decodeNodeFrame, errorOfBatchError, staleBatchError, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DELETE, EFFECT_DROP_SLICE, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, sliceSetOf, writeAppend } from '../shared/protocol.js';
 import { checkReplicationMessage } from '../shared/replication-protocol.js';
 import { Unpackr } from 'msgpackr';
 import { MOVE_EFFECTS_BYTES_MAX, REPLICAS_LISTED_MAX, REPLICATION_APPEND_RECORDS_MAX } from '../shared/limits.js';
@@ -474,6 +474,31 @@ describe('slice ops', () => {
     expect(() => checkSliceResult([SliceOp.MoveFreeze, 3], [[EFFECT_DELETE, 1, 3, 'k']])).toThrow(MalformedFrame);
     expect(() => checkSliceResult([SliceOp.MoveStart, 3], [5, 100])).not.toThrow();
     expect(() => checkSliceResult([SliceOp.MoveStart, 3], [5])).toThrow(MalformedFrame);
+  });
+
+  it('refuses a key that is not a byte string wherever an op names one: a worker writes its keys so (a snapshot asserts it)', () => {
+    // An encoded key's chars are bytes (shared/key-encoding.ts); one past 0xff, let in, failed a worker's compaction
+    // (log-format.ts keyUtf8Bytes asserts it). Each op is first checked with a byte-string key (taken), then with a
+    // char past 0xff, and a lone surrogate.
+    const range = (low: string, high: string) => ({ low, high, lowInclusive: true, highInclusive: true, reverse: false, withKeys: false, packed: false, limit: 1, projection: null, filter: null });
+    const ops = (key: string): unknown[] => [
+      [SliceOp.Put, 3, 5, key, { id: 'k' }, 10, null, null],
+      [SliceOp.Put, 3, 5, key, { id: 'k' }, 10, null, [1, 2]],
+      [SliceOp.Get, 3, 5, key, null, false],
+      [SliceOp.Get, 3, 5, key, null, true],
+      [SliceOp.Scan, 3, 0, key, 10, null, null, sliceSetOf(0, [0, 3, 15]), false],
+      [SliceOp.ReplicaGet, 3, 5, key, null, false],
+      [SliceOp.Delete, 3, 5, key, null, null],
+      [SliceOp.Update, 3, 5, key, { base: { id: 'k' }, actions: [], condition: null, oldOnFailure: false, returnValues: 'none' }, null],
+      [SliceOp.Range, 3, 5, range(key, 'z')],
+      [SliceOp.Range, 3, 5, range('a', key)],
+      [SliceOp.MoveApply, 5, Uint8Array.from(plainPackr.pack([[EFFECT_SET, 1, 5, key, {}, 1]])), true],
+      [SliceOp.MoveApply, 5, Uint8Array.from(plainPackr.pack([[EFFECT_DELETE, 1, 5, key]])), true],
+    ];
+    for (const op of ops('k\u00ff\u0000')) expect(checkSliceOp(op, false), JSON.stringify(op)).toBeNull();
+    for (const bad of ['k\u0100', '\ud800']) {
+      for (const op of ops(bad)) expect(checkSliceOp(op, false), JSON.stringify(op)).toMatch(/encoded key/);
+    }
   });
 
   it(`refuses 5000 seeded ops with one thing wrong each (seed ${SEED})`, () => {

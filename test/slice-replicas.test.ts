@@ -578,6 +578,48 @@ describe('a follower sent a record whose item holds a number that is not finite'
   });
 });
 
+describe('a follower sent a record whose key is not a byte string', () => {
+  it('refuses it as MalformedContents, applies none of it, and goes on taking records and compacting', async () => {
+    // Every key the store makes is a byte string (shared/key-encoding.ts); a snapshot's state writes a key's chars
+    // as one or two bytes of UTF-8 each and asserts so (log-format.ts keyUtf8Bytes). The arrival check asked only
+    // for a string: a follower took a key with a char past 0xff, and its next compaction failed that assertion,
+    // which on a worker fails its thread. Both reads of the check refuse it: the header read (setEffectsEnd) leaves
+    // such UTF-8 to the whole decode, whose check (checkSliceChanges) refuses it.
+    const refusals: string[] = [];
+    const malformed: string[] = [];
+    const h = new ReplicaHarness(join(root, 'not-a-byte-string'), SLICE, 3, {
+      onMessage: (s) => s.m.type === 'Refused' && refusals.push(s.m.code),
+      events: () => ({ malformed: (_slice, _from, why) => malformed.push(why) }),
+    });
+    await h.elect(0, 1, [0, 1, 2]);
+    h.workers[0].store.execute([SliceOp.Assign, 1, [SLICE]]);
+    const item = (w: number, key: string) => [...h.workers[w].store.entries()].find((e) => e[0] === EFFECT_SET && e[2] === SLICE && e[3] === key)?.[4] ?? null;
+    const bad = encodeReplicated([
+      [EFFECT_SET, TABLE, SLICE, 'fine\u00e9', { k: 'fine' }, 20],
+      [EFFECT_SET, TABLE, SLICE, 'k\u4e2d', { k: 'bad' }, 20],
+    ] as Effect[], null);
+    h.workers[0].replicas.of(SLICE).propose(bad);
+    await h.pump();
+    expect(refusals).toEqual(['MalformedContents', 'MalformedContents']);
+    expect(malformed.length).toBe(2);
+    for (const why of malformed) expect(why).toContain('is not an encoded key (a byte string: char codes 0 to 255)');
+    for (const w of [1, 2]) expect([item(w, 'fine\u00e9'), item(w, 'k\u4e2d')], `follower ${w} applied none of it`).toEqual([null, null]);
+    // The followers still serve: worker 1 leads term 2 and 2 takes its writes, then each compacts.
+    await h.elect(1, 2, [1, 2]);
+    h.workers[1].store.execute([SliceOp.Assign, 2, [SLICE]]);
+    expect(h.workers[1].store.execute([SliceOp.Put, TABLE, SLICE, 'good\u00ff', { k: 'good', v: 1 }, 20, null, null])[0]).toBe(0);
+    h.workers[1].replicas.propose(h.workers[1].store.takeEffects());
+    for (let i = 0; i < 3; i++) {
+      h.later();
+      h.workers[1].replicas.of(SLICE).tick();
+      await h.pump(true);
+    }
+    expect(item(2, 'good\u00ff')).toMatchObject({ k: 'good', v: 1 });
+    for (const w of [1, 2]) h.workers[w].replicas.compact();
+    expect(item(2, 'k\u4e2d')).toBeNull();
+  });
+});
+
 describe('a compaction in steps (SliceCompaction, as a worker runs it between tasks)', () => {
   it('encodes one slice a step while every slice goes on committing, keeps its snapshots out of the log until the checkpoint, and a crash after any step or amid the checkpoint reads every committed item back', async () => {
     // Before, a worker encoded every slice's state in one turn (21-457 ms on a busy 2-core machine, bench/PROFILE.md),
