@@ -3,7 +3,6 @@
 // frames of the hardening issue, then thousands of seeded near-valid ops
 // (test/node-fuzz-model.ts), each of which must be refused, and the valid ops
 // they start from, each of which must pass.
-import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { prng } from '../bench/keys.js';
 import { batchError, checkSliceOp, closeReason, decodeNodeFrame, errorOfBatchError, staleBatchError, decodeReplicationMessage, encodeReplicationMessage, decodeSliceOps, EFFECT_DROP_TABLE, EFFECT_SET, MalformedFrame, NODE_PROTOCOL_VERSION, NodeFrame, SliceOp, type NodeFrameReceiver, readAppend, writeAppend } from '../shared/protocol.js';
@@ -11,6 +10,7 @@ import { checkReplicationMessage } from '../shared/replication-protocol.js';
 import { Unpackr } from 'msgpackr';
 import { REPLICAS_LISTED_MAX, REPLICATION_APPEND_RECORDS_MAX } from '../shared/limits.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
+import { expectEqual } from './expect-equal.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const frame = (v: unknown, to: NodeFrameReceiver = 'node') => decodeNodeFrame(recordPackr.pack(v), to);
@@ -240,14 +240,6 @@ describe('node frames', () => {
     }
   });
 });
-
-/** expect(actual, what).toEqual(expected), asked of node's isDeepStrictEqual first: where that holds, toEqual holds
- * too (it is the stricter: prototypes, -0), and it compares a Uint8Array's bytes at once where toEqual walks them one
- * by one, which was most of this file's time (these Appends carry payloads of up to 16 x 64 KiB, compared 3 times).
- * Where it does not hold, toEqual decides and says the difference, as before. */
-function expectEqual(actual: unknown, expected: unknown, what: string): void {
-  if (!isDeepStrictEqual(actual, expected)) expect(actual, what).toEqual(expected);
-}
 
 describe('replication messages as bytes', () => {
   // Around each boundary of msgpack's whole-number forms (fixint, 8, 16 and 32 bits, then a double) and of bin lengths.
