@@ -27,6 +27,10 @@ const work = mkdtempSync(join(tmpdir(), 'keyslice-bench-smoke-'));
 const GROUP_GONE_MS = 3_000;
 /** The vitest bound of a case: the bench's own bound (at which its whole group is SIGKILLed) and room for the checks. */
 const caseMs = (benchMs: number) => benchMs + GROUP_GONE_MS + 5_000;
+/** The environment of bench:failover here: 16 slices (the coordinator's own KEYSLICE_SLICES) rather than its default
+ * 1,024, whose start, elections and failovers at R=3, twice, were most of that case's time (26-38 s, 15-17 s with 16).
+ * A smoke needs the bench to run its kills and freezes and check what it read back, not a full-size cluster. */
+const FEW_SLICES = { KEYSLICE_SLICES: '16' };
 
 /** Process groups of benches that may still run (a case that threw midway): SIGKILLed after the file. */
 const groups = new Set<number>();
@@ -110,9 +114,9 @@ interface BenchRun {
  * Runs `node dist/bench/<script> <args>` as the leader of a new process group, with a TMPDIR of its own, for at most
  * `boundMs` (then its whole group is SIGKILLed), and checks what every bench owes: exit 0 within the bound, no live
  * process left in its group, nothing left in its TMPDIR, no file of the checkout written (checkoutFiles's).
- * `args` may name `{out}`: the case's report folder.
+ * `args` may name `{out}`: the case's report folder; `env` is added to its (KEYSLICE_-free) environment.
  */
-async function bench(script: string, args: string[], boundMs: number): Promise<BenchRun> {
+async function bench(script: string, args: string[], boundMs: number, env: Record<string, string> = {}): Promise<BenchRun> {
   const dir = mkdtempSync(join(work, `${script.replace(/\.js$/, '')}-`));
   const tmp = join(dir, 'tmp');
   const out = join(dir, 'out');
@@ -124,7 +128,7 @@ async function bench(script: string, args: string[], boundMs: number): Promise<B
     cwd: root,
     detached: true, // setsid: the bench leads a process group that its children (and theirs) join
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: cleanEnv({ TMPDIR: tmp }),
+    env: cleanEnv({ ...env, TMPDIR: tmp }),
   });
   const pgid = child.pid!;
   groups.add(pgid);
@@ -211,7 +215,7 @@ describe('the benches, end to end with their smallest arguments (real processes 
   }, caseMs(45_000));
 
   it('failover (npm run bench:failover): two kills and two freezes at R=3, its checks passed, the report where --out says', async () => {
-    const r = await bench('failover.js', ['--mode', 'kill,stop', '--cycles', '2', '--period-s', '1', '--stop-s', '1', '--writers', '4', '--workers', '1', '--out', '{out}/FAILOVER.md'], 60_000);
+    const r = await bench('failover.js', ['--mode', 'kill,stop', '--cycles', '2', '--period-s', '1', '--stop-s', '1', '--writers', '4', '--workers', '1', '--out', '{out}/FAILOVER.md'], 60_000, FEW_SLICES);
     const report = readFileSync(join(r.out, 'FAILOVER.md'), 'utf8');
     expect(r.stdout).toContain(report);
     expect(report).toMatch(/^## Failover under load \(bench\/failover\.ts\)$/m);

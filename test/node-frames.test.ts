@@ -10,6 +10,7 @@ import { checkReplicationMessage } from '../shared/replication-protocol.js';
 import { Unpackr } from 'msgpackr';
 import { MOVE_EFFECTS_BYTES_MAX, REPLICAS_LISTED_MAX, REPLICATION_APPEND_RECORDS_MAX } from '../shared/limits.js';
 import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node-fuzz-model.js';
+import { expectEqual } from './expect-equal.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
 const frame = (v: unknown, to: NodeFrameReceiver = 'node') => decodeNodeFrame(recordPackr.pack(v), to);
@@ -262,10 +263,10 @@ describe('replication messages as bytes', () => {
       // (Copied, as a worker's bytes are on their way to a peer's worker: node-side buffers are Uint8Arrays.)
       const bytes = Uint8Array.from(encodeReplicationMessage(m));
       // Read by hand (readAppend), and to what msgpackr reads from the same bytes.
-      expect(readAppend(bytes), `seed ${SEED}, case ${i}`).toEqual(m);
-      expect(msgpackrAppend(bytes), `seed ${SEED}, case ${i}`).toEqual(m);
+      expectEqual(readAppend(bytes), m, `seed ${SEED}, case ${i}`);
+      expectEqual(msgpackrAppend(bytes), m, `seed ${SEED}, case ${i}`);
       const back = decodeReplicationMessage(bytes, 2, 'node', 1);
-      expect(back, `seed ${SEED}, case ${i}`).toEqual(m);
+      expectEqual(back, m, `seed ${SEED}, case ${i}`);
       expect(Object.keys(back)).toEqual(Object.keys(m));
     }
   });
@@ -286,7 +287,7 @@ describe('replication messages as bytes', () => {
       if (mine !== null) {
         byHand++;
         // What it takes, msgpackr reads the same, and it is a whole message: never one that the check refuses.
-        expect(theirs, what).toEqual(mine);
+        expectEqual(theirs, mine, what);
         expect(checkReplicationMessage(theirs), what).toBeNull();
         expect(checkReplicationMessage(mine), what).toBeNull();
       }
@@ -294,7 +295,7 @@ describe('replication messages as bytes', () => {
       try {
         const back = decodeReplicationMessage(bytes, 2, 'node', 1);
         expect(checkReplicationMessage(back), what).toBeNull();
-        if (mine !== null) expect(back, what).toEqual(mine);
+        if (mine !== null) expectEqual(back, mine, what);
       } catch (err) {
         expect(err, what).toBeInstanceOf(MalformedFrame);
         expect(mine, what).toBeNull();
@@ -363,12 +364,12 @@ describe('replication messages as bytes', () => {
     expect(reads).toBeGreaterThan(longBytes.length); // the walk, then the copy
     for (let k = 0; k < reads; k++) {
       expect(() => readAppend(watched(longBytes, (i) => { if (i === k) throw new Error('thrown mid-read'); })), `read ${k}`).toThrow('thrown mid-read');
-      expect(readAppend(shortBytes), `after a throw at read ${k}`).toEqual(short);
+      expectEqual(readAppend(shortBytes), short, `after a throw at read ${k}`);
     }
     // A read inside another (as a getter of its bytes could make): refused at once, whatever the outer read reached.
     for (let k = 0; k < reads; k += 7) {
       expect(() => readAppend(watched(longBytes, (i) => { if (i === k) readAppend(shortBytes); })), `read ${k}`).toThrow(/readAppend is not entered again while it reads/);
-      expect(readAppend(longBytes), `after a read begun at read ${k}`).toEqual(long);
+      expectEqual(readAppend(longBytes), long, `after a read begun at read ${k}`);
     }
   });
 

@@ -18,6 +18,7 @@ import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica } from '../
 import { describeCuts, WriteAheadLog } from '../slice-worker/wal.js';
 import { RECORD_KIND } from '../slice-worker/log-format.js';
 import { rng } from './cluster-fixture.js';
+import { expectEqual } from './expect-equal.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -117,7 +118,7 @@ describe('the replica log of a worker', () => {
     for (const [slice, d] of model) if (slice < 0x20000) expect(d.commitIndex, `slice ${slice}`).toBeGreaterThan(d.snapshot!.index);
     await sync(log, 0);
     ({ log } = ReplicaLog.open(dir, 'os'));
-    for (const [slice, d] of model) expect(log.durable(slice), `slice ${slice}`).toEqual(d);
+    for (const [slice, d] of model) expectEqual(log.durable(slice), d, `slice ${slice}`);
     // A checkpoint's records are written field by field too, each slice's state as it is (checkpointParts): read back
     // the same, and each record the same values as msgpackr's pack of [slice, state] (what the build before wrote).
     await log.checkpoint();
@@ -126,10 +127,10 @@ describe('the replica log of a worker', () => {
     const plain = new Unpackr({ useRecords: false, mapsAsObjects: true });
     for (const r of checkpoints) {
       const [slice] = plain.unpack(r.payload) as [number];
-      expect(plain.unpack(r.payload), `slice ${slice}`).toEqual(plain.unpack(new Packr({ useRecords: false }).pack([slice, model.get(slice)])));
+      expectEqual(plain.unpack(r.payload), plain.unpack(new Packr({ useRecords: false }).pack([slice, model.get(slice)])), `slice ${slice}`);
     }
     ({ log } = ReplicaLog.open(dir, 'os'));
-    for (const [slice, d] of model) expect(log.durable(slice), `slice ${slice}`).toEqual(d);
+    for (const [slice, d] of model) expectEqual(log.durable(slice), d, `slice ${slice}`);
   });
 
   it('opens a log whose checkpoint msgpackr packed whole (as builds before checkpointParts wrote it)', () => {
