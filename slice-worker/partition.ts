@@ -15,6 +15,8 @@ import {
   PACKED_ITEM_CACHE_BYTES_MAX,
   PAGE_BYTES_MAX,
   packedItemsKeptBytesPerWorker,
+  SHARDING_KEY_BYTES_MAX,
+  SORTING_KEY_BYTES_MAX,
   SNAPSHOT_CHUNK_ITEMS,
   SNAPSHOT_RECORD_BYTES_MAX,
 } from '../shared/limits.js';
@@ -96,6 +98,25 @@ const KEPT_RECOUNT_PAGES = 1024;
 /** What kept bytes count against the worker's budget: the string and V8's header for it (about 16-24 bytes). */
 const keptCost = (packed: string): number => packed.length + 24;
 const newStored = (item: Item, bytes: number): Stored => ({ item, bytes, packed: null });
+/** Shorter strings V8 never makes a slice of another (SlicedString::kMinLength): a substring this long or longer may be
+ * a view of its parent string, which it keeps alive. */
+const SLICED_STRING_CHARS_MIN = 13;
+/** A key as a string of its own, for the tree (Partition.set, the one place keys enter it). msgpackr decodes a
+ * string of SLICED_STRING_CHARS_MIN chars or more as a slice of one string it read the whole buffer's strings into (a
+ * batch of client ops, a follower's record, a snapshot's record, a move's step): kept in the tree, the key kept that
+ * whole text alive, values and all, as long as the key lived, long after its item was overwritten (measured:
+ * bench/README.md, "Keys the tree keeps"). A key is a byte string (key encoding), which latin1 copies exactly; any
+ * other string is copied as UTF-16, exactly too. */
+export function ownKey(key: string): string {
+  if (key.length < SLICED_STRING_CHARS_MIN) return key;
+  if (key.length > keyScratch.length) return Buffer.from(key, 'utf16le').toString('utf16le');
+  // Through one scratch buffer, written and read by Buffer's latin1 calls: a Buffer made per key (Buffer.from) cost
+  // about 120 bytes and a tenth of a put's CPU on the worker (bench/put-path.ts).
+  const copy = keyScratch.toString('latin1', 0, keyScratch.write(key, 0, 'latin1'));
+  return copy === key ? copy : Buffer.from(key, 'utf16le').toString('utf16le');
+}
+/** ownKey's scratch: room for any key the store makes (a sharding key and a sorting key, encoded). */
+const keyScratch = Buffer.alloc(2 * (SHARDING_KEY_BYTES_MAX + SORTING_KEY_BYTES_MAX));
 
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
 export type { LoggedEffect } from './log-format.js';
@@ -135,7 +156,7 @@ class Partition {
     // Both may also move leaf entries: on a full leaf the insert may first shift one to a neighbouring leaf, and the
     // edit may merge half-full leaves (sorted-btree's set and editRange).
     let old: Stored | undefined;
-    if (!this.tree.setIfNotPresent(key, stored)) {
+    if (!this.tree.setIfNotPresent(ownKey(key), stored)) {
       this.tree.editRange(key, key, true, (_k, v) => {
         old = v;
         return { value: stored };
@@ -420,11 +441,12 @@ export class SliceStore {
    * recorded for this worker's log. Set-effects of plain items (most steps) are read by their headers and each item
    * held as the bytes it came in (setPacked: kept under the worker's budget, decoded at its first read, logged as they
    * are), as a follower applies a record (applyRecord); anything else is decoded whole (a delete or a drop among the
-   * changes, an item holding a map), each item then held as the bytes it came in all the same where it may keep them. */
+   * changes, an item holding a map) and applied change by change as a record of the log is (applyChange), each item
+   * then held as the bytes it came in all the same where it may keep them. */
   private moveApply(slice: number, effects: MovedEffects, own: boolean): null {
     if (!this.incoming.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved to worker ${this.workerIndex}`);
     const mayKeep = this.mayKeep();
-    const read = mayKeep ? readPackedReplicated(effects, slice, (table, key, size, text) => this.setPacked(table, slice, key, size, text, true)) : undefined;
+    const read = mayKeep ? readPackedReplicated(effects, slice, (table, key, size, text) => this.setPacked(table, slice, key, size, text, null, true)) : undefined;
     if (read === undefined) {
       // From a plain Uint8Array, as decodeItemText decodes an item held as bytes: a Buffer (an op's bytes as a frame
       // decoded them) would make the items' binary values Buffers where the path by headers gives Uint8Arrays.
@@ -432,33 +454,11 @@ export class SliceStore {
       const texts = mayKeep ? itemTextsOf(effects, decoded) : null;
       for (let i = 0; i < decoded.length; i++) {
         const e = decoded[i];
-        switch (e[0]) {
-          case EFFECT_SET: {
-            assert(e[2] === slice, 'a moved item belongs to the moving slice');
-            // Held as the bytes it came in where it may keep them, as the path by headers holds it: the object decoded
-            // here is dropped (holding both took about 1.6x the heap of either: bench/README.md, "A move's copy carries
-            // the items' bytes"), decoded again at its first read by the same decoder (decodeItemText), to the same item.
-            const p = this.partitionForReplay(e[1], slice);
-            const text = texts?.[i] ?? null;
-            const held = text !== null && this.underKeptBudget();
-            const stored: Stored = held ? { item: null, bytes: e[5], packed: null } : newStored(e[4], e[5]);
-            if (held) this.keep(stored, text, p);
-            // A copy of the key: msgpackr gives a decoded string of 13 chars or more as a slice of one string it read
-            // the whole step's bytes into, which the key, kept in the tree, would keep alive (about the step's bytes
-            // again per step: measured, bench/README.md). An encoded key is a byte string: latin1 copies it exactly.
-            p.set(Buffer.from(e[3], 'latin1').toString('latin1'), stored, true, text);
-            break;
-          }
-          case EFFECT_DELETE:
-            assert(e[2] === slice, 'a moved delete belongs to the moving slice');
-            this.partitionForReplay(e[1], slice).delete(e[3]);
-            break;
-          case EFFECT_DROP_SLICE:
-            this.dropSlice(slice, e[2]);
-            break;
-          default:
-            assert(false, `a move carries set, delete and drop-slice changes only, got ${e[0]}`);
-        }
+        assert(
+          e[0] === EFFECT_SET || e[0] === EFFECT_DELETE ? e[2] === slice : e[0] === EFFECT_DROP_SLICE && e[1] === slice,
+          `a move carries set, delete and drop-slice changes of the moving slice only, got ${e[0]}`,
+        );
+        this.applyChange(e, texts?.[i] ?? null, true);
       }
     } else assert(read === null, 'a move carries no request ids');
     if (own) {
@@ -656,24 +656,22 @@ export class SliceStore {
   }
 
   /** Applies a logged change during recovery (slice ownership is not checked:
-   * the log holds what this worker owned when it wrote it). */
+   * the log holds what this worker owned when it wrote it). `packed`: a set's item as the bytes its record carried
+   * it in (a follower's record decoded whole: applyRecord), held as those bytes alone under the kept budget. */
   replay(effect: LoggedEffect, packed: string | null = null): void {
-    if (isTextSet(effect)) return this.replayPacked(effect[1], effect[2], effect[3], effect[5], effect[4].text);
-    // What this change records is dropped below; what earlier ops of the task recorded stays (a replica restored
-    // or started inside a task replays into the same store: worker.ts).
+    this.applyChange(effect, packed, false);
+  }
+
+  /** The one apply of a change that comes from elsewhere: a record of this worker's log or snapshot (replay), a
+   * follower's record (applyRecord), a move's step (moveApply); ownership is not checked. A set whose item comes as
+   * its bytes (an ItemText, or `text` beside its object) goes through setPacked. Logged where `log` (a move's target);
+   * otherwise what it records is dropped again (durable already), while what earlier ops of the task recorded stays (a
+   * replica restored or started inside a task replays into the same store: worker.ts). */
+  private applyChange(effect: LoggedEffect, text: string | null, log: boolean): void {
+    if (isTextSet(effect)) return this.setPacked(effect[1], effect[2], effect[3], effect[5], effect[4].text, null, log);
+    if (effect[0] === EFFECT_SET) return this.setPacked(effect[1], effect[2], effect[3], effect[5], text, effect[4], log);
     const pending = this.effects.length;
     switch (effect[0]) {
-      case EFFECT_SET: {
-        const [, table, slice, key, item, bytes] = effect;
-        const p = this.partitionForReplay(table, slice);
-        const stored = newStored(item, bytes);
-        // `packed`: the item's msgpack as its record carried it (a follower's apply, under the budget: mayKeep), kept
-        // as a range page keeps an item's bytes; the budget looked at per item, as packedItems does (one record may
-        // carry many items).
-        if (packed !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget()) this.keep(stored, packed, p);
-        p.set(key, stored);
-        break;
-      }
       case EFFECT_DELETE:
         this.partitionForReplay(effect[1], effect[2]).delete(effect[3]);
         break;
@@ -681,10 +679,10 @@ export class SliceStore {
         this.tables.delete(effect[1]);
         break;
       case EFFECT_DROP_SLICE:
-        for (const [t, slices] of this.tables) if (effect[2] === null || t === effect[2]) slices.delete(effect[1]);
+        this.dropSlice(effect[1], effect[2]);
         break;
     }
-    this.effects.length = pending; // replayed changes are already durable
+    if (!log) this.effects.length = pending;
   }
 
   /** Applies a committed record of a replica of `slice` (its payload: encodeReplicated's) and answers the request ids
@@ -705,18 +703,22 @@ export class SliceStore {
   /** replay() of a set-effect whose item comes as its packed bytes (`text`, latin1: a follower's apply of a record,
    * applyRecord): setPacked, the change not logged (durable already). */
   replayPacked(table: number, slice: number, key: string, bytes: number, text: string): void {
-    this.setPacked(table, slice, key, bytes, text, false);
+    this.setPacked(table, slice, key, bytes, text, null, false);
   }
 
-  /** Sets an item that comes as its packed bytes (`text`, latin1): under the kept budget (as replay keeps a record's
-   * bytes) it is held as those bytes alone and decoded at its first read (itemOf); over it, decoded now and not kept.
-   * Its change names those bytes either way (Partition.set), never a decode of them: logged where `log` (a moved
-   * item: moveApply), recorded for a slice moving away (its changes since the copy began: record), else dropped. */
-  private setPacked(table: number, slice: number, key: string, bytes: number, text: string, log: boolean): void {
+  /** Sets an item that comes as its packed bytes (`text`, latin1), its object (`item`), or both (a change decoded
+   * whole, applyChange). With its bytes, under the kept budget and the size bound (as a range page keeps an item's
+   * bytes, the budget looked at per item) it is held as those bytes alone and decoded at its first read (itemOf), the
+   * object dropped where there is one (holding both took about 1.6x the heap of either: bench/README.md, "A move's copy
+   * carries the items' bytes"); otherwise as its object (decoded now where there is none) and not kept. Its change
+   * names those bytes where it has them (Partition.set), never a decode of them: logged where `log` (a moved item:
+   * moveApply), recorded for a slice moving away (its changes since the copy began: record), else dropped. */
+  private setPacked(table: number, slice: number, key: string, bytes: number, text: string | null, item: Item | null, log: boolean): void {
+    assert(text !== null || item !== null, 'a set\'s item comes as its bytes or its object');
     const p = this.partitionForReplay(table, slice);
-    const keep = bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget();
-    const stored: Stored = keep ? { item: null, bytes, packed: null } : newStored(decodeItemText(text), bytes);
-    if (keep) this.keep(stored, text, p);
+    const keep = text !== null && bytes <= PACKED_ITEM_CACHE_BYTES_MAX && this.underKeptBudget();
+    const stored: Stored = keep ? { item: null, bytes, packed: null } : newStored(item ?? decodeItemText(text!), bytes);
+    if (keep) this.keep(stored, text!, p);
     const pending = this.effects.length;
     p.set(key, stored, log || this.outgoing.has(slice), text);
     if (!log) this.effects.length = pending;
