@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, MapSaveError, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT, type FailoverHost } from '../coordinator/metadata/failover.js';
-import { assignReplication, OpenQuestions, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
+import { answersWhenSilent, assignReplication, OpenQuestions, ReplicaLeaders, silenceMs } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
@@ -1514,6 +1514,21 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     }
     throw new Error(`no Ping of slice ${slice}`);
   };
+  it("a worker not known to replicate a slice is silent later for an election (the grace), not for the remove's choice of a replica that answers (silenceMs without it)", () => {
+    // Node 0, never answered since its link came up, asked one Ping at 100 ms: an election counts it silent from 3 ping
+    // intervals later; ReplicaLeaders.answers (a remove's router target) from the question, so that after askKeptLately's
+    // 2 ping intervals a frozen one no longer answers.
+    const q = new OpenQuestions(() => 1, PING_MS);
+    q.sent(0, [[5, { type: 'Ping', seq: 0 }]], 100);
+    const at = 100 + 2 * PING_MS;
+    expect(silenceMs(q, 0, true, at)).toBe(2 * PING_MS - FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS);
+    expect(answersWhenSilent(silenceMs(q, 0, true, at), PING_MS)).toBe(true);
+    expect(silenceMs(q, 0, true, at, false)).toBe(2 * PING_MS);
+    expect(answersWhenSilent(silenceMs(q, 0, true, at, false), PING_MS)).toBe(false);
+    expect(silenceMs(q, 0, false, at, false)).toBe(Infinity);
+    expect(silenceMs(q, 1, true, at, false)).toBe(0);
+  });
+
   it('each answer the node sends for what it was asked clears it, and the questions its worker took before; nothing else does', () => {
     // Node 0 of two workers (slice % 2).
     const q = new OpenQuestions(() => 2, PING_MS);

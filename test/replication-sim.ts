@@ -13,7 +13,7 @@ import { assert, wasNotApplied } from '../shared/errors.js';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type ElectionReason, type LastRecord } from '../coordinator/metadata/failover.js';
-import { caughtUpForHandover } from '../coordinator/metadata/replica-leaders.js';
+import { answersWhenSilent, caughtUpForHandover, OpenQuestions, silenceMs } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, leaderUntilElected } from '../coordinator/metadata/membership.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
@@ -56,8 +56,16 @@ export interface SimOptions {
    * leader's barrier, frozen for HANDOVER_FREEZE_MS, and
    * its handover not tried but waited for HANDOVER_BEFORE_CHANGE_MS (a handover given up), the replicas kept asked
    * meanwhile (as handOverTarget asks them each turn): the remove names the map's leader by leaderUntilElected, the
-   * product's rule (removesNamingFrozen). Faults last 4 s. */
-  setChanges?: boolean | 'drain' | 'drain-down' | 'drain-dead' | 'chained' | 'remove-frozen';
+   * product's rule (removesNamingFrozen). Faults last 4 s. 'remove-down': removes only, each of the map's leader as
+   * its node goes down (killed, or cut off from the coordinator and the replicas: its link lost, so no handover is
+   * tried), one replica kept made silent at the same moment (frozen, or cut off from the coordinator alone, its link
+   * open: up for the coordinator either way), half the time right after an election published the leader (its
+   * followers may not have said yet that they hold its barrier); the remove comes PONG_AGE_MAX_MS (and the network's
+   * longest delay) later, asks the replicas kept (membership.ts askKeptLately) and names the map's leader by
+   * leaderUntilElected with its second choice, a replica that answers, by the silence the coordinator computes (OpenQuestions, silenceMs,
+   * answersWhenSilent: replica-leaders.ts) over the seeded network and clock (removesDownNamingSilent). Only these
+   * runs track silence (its re-asks send Pings, which draw from the network's generator). Faults last 4 s. */
+  setChanges?: boolean | 'drain' | 'drain-down' | 'drain-dead' | 'chained' | 'remove-frozen' | 'remove-down';
   /** Break consistent reads on purpose (the read checker must catch it): a leader answers them whenever it serves,
    * lease or not, as before leases. */
   readsWithoutLease?: boolean;
@@ -181,6 +189,17 @@ export interface SimReport {
   removeFreezes: number;
   removesNamingFrozen: number;
   removesUnnamed: number;
+  /** 'remove-down': removes of the map's leader as its node went down, one replica kept silent (frozen or cut off from
+   * the coordinator); of those, the ones where the map named the silent one or another frozen one as the slice's leader
+   * (none: the rule's second choice is a replica that answers; removesDownNamingUntold apart), the ones named by that second choice (none said lately
+   * that it holds the barrier), and the ones naming none (the failover's election had begun: no elected term). */
+  removeDowns: number;
+  removesDownNamingSilent: number;
+  /** Of the removes that named a frozen or cut-off replica, those where it was not silent yet by what it was asked (its
+   * link came up during the remove's wait for answers: asked too late to tell). */
+  removesDownNamingUntold: number;
+  removesDownAnswering: number;
+  removesDownUnnamed: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -444,7 +463,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const clock = new Clock();
   // deposedTail and stall runs longer: their schedules take up to about 2 s of the faults' time, and writes before and after them
   // are what an election may lose.
-  const faultyMs = opts.faultyMs ?? (opts.handoverFreezes === true || opts.setChanges === 'remove-frozen' ? 4_000 : (opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true || opts.commitTimeouts === true ? 3_000 : 2_000);
+  const faultyMs = opts.faultyMs ?? (opts.handoverFreezes === true || opts.setChanges === 'remove-frozen' || opts.setChanges === 'remove-down' ? 4_000 : (opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true || opts.commitTimeouts === true ? 3_000 : 2_000);
   // The run's character, from its seed.
   const replicaCount = random() < 0.25 ? 5 : 3;
   const dropRate = random() * 0.1;
@@ -466,11 +485,24 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, removeDowns: 0, removesDownNamingSilent: 0, removesDownNamingUntold: 0, removesDownAnswering: 0, removesDownUnnamed: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
   };
+
+  /** What the coordinator asked each node and has not answered ('remove-down' only): the product's OpenQuestions, on
+   * the simulation's clock, fed every Ping and Prepare the coordinator sends a node that is up (its link up) and every
+   * answer that reaches it, so that a node frozen or cut off from it is silent from its first question left unanswered
+   * (silenceMs), as on the coordinator. A new one at each coordinator start; a node's are forgotten at its crash (its
+   * link lost). One slice, one worker a node. */
+  let silence = opts.setChanges === 'remove-down' ? new OpenQuestions(() => 1, SIM_FAILOVER_TIMING.pingIntervalMs) : null;
+  /** Where silence is tracked, nodes whose link to the coordinator went with a crash and has not come up again: a node
+   * that starts while cut off from the coordinator cannot connect (a link that was up stays open through a cut, the
+   * case of a node silent with its link open). */
+  const linkLost = new Set<number>();
+  /** Whether the coordinator counts node `n` up (its link up): as `up` where silence is not tracked. */
+  const linkUp = (n: number) => up[n] && !linkLost.has(n);
 
   // ---- the network ----
   const up: boolean[] = Array(nodeCount).fill(true);
@@ -575,6 +607,12 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       const r = m.records[i];
       const damaged: ReplicaRecord = r.payload.length > 0 && random() < 0.5 ? { ...r, payload: r.payload.map((b, j) => (j === 0 ? b ^ 1 : b)) } : { ...r, term: r.term + 1 };
       m = { ...m, records: m.records.map((x, j) => (j === i ? damaged : x)) };
+    }
+    // The coordinator's questions to a node whose link is up ('remove-down'): each Ping given its own seq (a copy: a
+    // failover's message may go to several nodes), as ReplicaLeaders sends them.
+    if (from === COORDINATOR && silence !== null && to >= 0 && linkUp(to)) {
+      if (m.type === 'Ping') m = { ...m };
+      silence.sent(to, [[STORE_SLICE, m]], clock.now);
     }
     const delivered = m;
     /** A stalled link's message arrives: counted if its end moved to a newer term meanwhile (made only in runs that
@@ -787,6 +825,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     downSince.set(i, clock.now);
     lives[i]++;
     frozenUntil[i] = 0;
+    if (silence !== null) {
+      silence.forget(i);
+      linkLost.add(i);
+    }
     replicas[i] = null;
     stores[i] = null;
     sliceReplicas[i] = null;
@@ -836,6 +878,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       mapTerm = term;
       mapLastLead = [term, leader];
       published = true;
+      publishedAt = clock.now;
     },
     lastLead: (): [number, ReplicaId | null] => mapLastLead ?? [mapTerm, null],
   };
@@ -855,8 +898,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let set = ids.slice(0, replicaCount);
   let coordinator = new SliceFailover(set, null, 0, timing, failoverHost, choose);
   let elections = 0;
-  /** Whether the current failover published a leader (the map names one elected for this set). */
+  /** Whether the current failover published a leader (the map names one elected for this set), and when it last did. */
   let published = false;
+  let publishedAt = -Infinity;
   /** The term of a leader outside the set that the current failover elected, until its change settled (0: none). */
   let carrierTerm = 0;
   /** What each replica's latest Pong said of its commit point's term (the drain's catch-up check). */
@@ -899,7 +943,14 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * address) holding the barrier of `term`, said lately; `rest` with it first. None (`named` undefined; or no leader
    * elected, as the coordinator asks for its elected term): the map's own rule (changeSet: the first replica). */
   const keptLeaderFirst = (rest: number[], term: number): { kept: number[]; named: number | undefined } => {
-    const named = coordinator.currentLeader === null ? undefined : leaderUntilElected(rest, (n) => up[n], (n) => holdsLately(n, term));
+    // Where the simulation tracks silence ('remove-down'), with the rule's second choice as Membership.leaderUntilElected
+    // gives it: a replica that answers (ReplicaLeaders.answers), one that held the barrier by a Pong of any age first.
+    const tracked = silence;
+    const otherwise =
+      tracked === null
+        ? undefined
+        : { answers: (n: number) => answersWhenSilent(silenceMs(tracked, n, linkUp(n), clock.now, false), timing.pingIntervalMs), heldOnce: (n: number) => (commitTerms.get(n) ?? 0) >= term };
+    const named = coordinator.currentLeader === null ? undefined : leaderUntilElected(rest, linkUp, (n) => holdsLately(n, term), otherwise);
     return { kept: named !== undefined ? [named, ...rest.filter((n) => n !== named)] : rest, named };
   };
   /** Whether the drain under way tried to hand its leader's leadership over (once per drain; if the election gives it
@@ -909,8 +960,10 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let handoverSoughtAt: number | null = null;
   /** keyslice remove of a node under way: `node`'s replica leaves, in one change, for one on `to` (null: none outside the
    * set, the set shrinks), once the leadership of `node`, if it leads and is up, was handed to a replica that stays. */
-  let removing: { node: number; refill: boolean; until?: number } | null = null;
+  let removing: { node: number; refill: boolean; until?: number; down?: { silenced: number; askedFrom?: number } } | null = null;
   function coordinatorReceive(from: number, received: ReplicationMessage): void {
+    // As ReplicaLeaders.receive: an answer clears the question it answers and those before it (silence).
+    silence?.answered(from, [[STORE_SLICE, received]]);
     const m = opts.countLateAnswers === true && received.type === 'Prepared' && received.term < usedTerm && coordinator.currentLeader === null ? { ...received, term: usedTerm } : received;
     if (m.type === 'Prepared') {
       if (!answersOf.has(m.term)) answersOf.set(m.term, new Map());
@@ -963,6 +1016,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       hold = null;
       handedTo = null;
       commitTerms.clear();
+      if (silence !== null) silence = new OpenQuestions(() => 1, timing.pingIntervalMs);
       coordinator = SliceFailover.atStart({ replicas: set, termUsed: usedTerm, unsettled: mapUnsettled }, timing, failoverHost, choose);
       changes.push(`${clock.now.toFixed(1)} ms: coordinator restarted (sets ${coordinator.sets.map((x) => x.join(',')).join(' and ')})`);
     });
@@ -1086,6 +1140,44 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       removeStep();
     }
   }
+  /** 'remove-down': the map's leader goes down (killed, or cut off from the coordinator and the replicas) with one
+   * replica kept made silent at the same moment (frozen, or cut off from the coordinator alone: up for it either way),
+   * and is removed (removeStep) PONG_AGE_MAX_MS (and the network's longest delay) later, before the failover's election (its heartbeat timeout) where
+   * the draws allow. Half the time at the first tick after an election published the leader, else at the run's change
+   * rate. */
+  function removeDown(): void {
+    if (!faulty || removing !== null || !published || !coordinator.electorateSettled) return;
+    const node = mapLeader;
+    if (node === null || node !== coordinator.currentLeader || !up[node] || frozenUntil[node] > clock.now || set.length < 3 || clock.now + HANDOVER_FREEZE_MS >= faultyMs) return;
+    const justElected = clock.now - publishedAt <= TICK_MS;
+    if (!(justElected ? random() < 0.5 : random() < changePerSecond * (TICK_MS / 1000))) return;
+    const rest = set.filter((n) => n !== node);
+    const live = rest.filter((n) => up[n] && frozenUntil[n] <= clock.now);
+    if (live.length === 0) return;
+    const outside = ids.filter((n) => !set.includes(n));
+    // Of those up and not frozen, the first (the map's own rule names the first that is up: a break that ignores silence
+    // then names it) half the time.
+    const silenced = random() < 0.5 ? live[0] : live[Math.floor(random() * live.length)];
+    const frozen = random() < 0.5;
+    const killed = random() < 0.5;
+    report.removeDowns++;
+    changes.push(`${clock.now.toFixed(1)} ms: remove ${node} (${killed ? 'killed' : 'cut off'}), ${silenced} ${frozen ? 'frozen' : 'cut off from the coordinator'} for ${HANDOVER_FREEZE_MS.toFixed(0)} ms`);
+    const cuts = [cutKey(COORDINATOR, silenced)];
+    if (frozen) {
+      frozenUntil[silenced] = Math.max(frozenUntil[silenced], clock.now + HANDOVER_FREEZE_MS);
+      cuts.pop();
+    }
+    if (killed) crash(node);
+    else cuts.push(cutKey(COORDINATOR, node), ...rest.map((n) => cutKey(node, n)));
+    for (const k of cuts) scheduleCuts.add(k);
+    clock.at(HANDOVER_FREEZE_MS, () => {
+      for (const k of cuts) scheduleCuts.delete(k);
+    });
+    // Past the age limit of a Pong the silenced one sent before, on its way still (maxDelayMs): the first rule cannot name
+    // it by that Pong (a remove right after a freeze may, by the age limit's design: its Pong is young).
+    removing = { node, refill: outside.length > 0, until: clock.now + PONG_AGE_MAX_MS + maxDelayMs + 1, down: { silenced } };
+    handoverTried = 'skipped';
+  }
   /** keyslice remove (membership.ts remove): a node's replica leaves in one change, refilled on `to` where a node is
    * outside the set; a node that is up and leads the slice first hands its leadership to a replica that stays
    * (handOverLeaderships), as a drain step does (handOverFirst), so that the change is led on. */
@@ -1100,14 +1192,26 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       return;
     }
     const rest = set.filter((n) => n !== node);
-    // 'remove-frozen': the handover's wait, given up at its bound; the replicas kept asked meanwhile (handOverTarget).
-    if (removing.until !== undefined && clock.now < removing.until) {
+    const down = removing.down;
+    if (down !== undefined) {
+      // 'remove-down': the operator's remove comes PONG_AGE_MAX_MS after the node went down (no handover: its link is
+      // lost); then, as membership.ts askKeptLately, the replicas kept are asked until one said lately that it holds
+      // the barrier, at most PONG_AGE_MAX_MS (a tick at a time: the coordinator's wait steps half a tick).
+      if (clock.now < removing.until!) return;
+      down.askedFrom ??= clock.now;
+      const term = coordinator.currentTerm;
+      if (clock.now - down.askedFrom < PONG_AGE_MAX_MS && coordinator.currentLeader !== null && leaderUntilElected(rest, linkUp, (n) => holdsLately(n, term)) === undefined) {
+        askLately(rest);
+        return;
+      }
+    } else if (removing.until !== undefined && clock.now < removing.until) {
+      // 'remove-frozen': the handover's wait, given up at its bound; the replicas kept asked meanwhile (handOverTarget).
       askLately(rest);
       return;
     }
     if (handOverFirst(node, rest, coordinator.currentTerm)) return;
     if (handoverTried === 'handed' && node !== coordinator.currentLeader) report.handedOver++;
-    const frozenRemove = removing.until !== undefined;
+    const frozenRemove = removing.until !== undefined && down === undefined;
     removing = null;
     handoverTried = false;
     handoverSoughtAt = null;
@@ -1118,6 +1222,21 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const to = refill && live.length > 0 ? live[Math.floor(random() * live.length)] : null;
     const ledByLeaving = mapLeader === node;
     const { kept, named } = ledByLeaving ? keptLeaderFirst(rest, coordinator.currentTerm) : { kept: rest, named: undefined };
+    if (down !== undefined) {
+      // Counted where the map named the removed node and a leader was elected (else the map's own rule names one).
+      const term = coordinator.currentTerm;
+      if (named === undefined) report.removesDownUnnamed++;
+      else {
+        // A frozen or cut-off one named: one asked what it has not answered since the wait began (the rule's fault), or
+        // one first asked later (its link came up during the wait, after a restart: it counts as answering for 1.5 ping
+        // intervals after that question, which may outlast the wait).
+        if (frozenUntil[named] > clock.now || scheduleCuts.has(cutKey(COORDINATOR, named))) {
+          if ((silence!.firstAsked(named) ?? Infinity) > down.askedFrom!) report.removesDownNamingUntold++;
+          else report.removesDownNamingSilent++;
+        }
+        if (leaderUntilElected(rest, linkUp, (n) => holdsLately(n, term)) === undefined) report.removesDownAnswering++;
+      }
+    }
     changeSet(to !== null ? [...kept, to] : kept, `${to !== null ? 'replace' : 'remove'} ${node}`);
     // Counted where the map named the removed node: the rule's choice, or none (no leader elected, or no replica kept
     // said lately that it holds the barrier: the map's own rule then names the first, frozen or not, as on the
@@ -1488,7 +1607,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       drainStep();
       undoStep();
       removeStep();
-      if (faulty && random() < changePerSecond * (TICK_MS / 1000)) randomChange();
+      if (opts.setChanges === 'remove-down') removeDown();
+      else if (faulty && random() < changePerSecond * (TICK_MS / 1000)) randomChange();
+      // The coordinator asks again a node whose first open question is half a ping interval old (ReplicaLeaders.tick).
+      if (silence !== null) for (const n of ids) if (linkLost.has(n) && up[n] && reachable(COORDINATOR, n)) linkLost.delete(n);
+      if (silence !== null) for (const n of ids) if (linkUp(n)) silence.stale(n, clock.now, () => coordinator.members.includes(n), () => send(COORDINATOR, n, { type: 'Ping', seq: 0 }));
     }
     for (const r of replicas) {
       if (r === null || frozenUntil[r.id] > clock.now) continue;

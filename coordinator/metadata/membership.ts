@@ -1410,8 +1410,8 @@ export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: 
  * leader's barrier, said lately (`holdsBarrier`: the coordinator asks for a Pong at most probeIntervalMs old). Else,
  * given `otherwise`, the first that may lead and `answers` (not silent), one that `heldOnce` the barrier (a Pong of any
  * age) first: a router target that answers, where the map's own rule (the first follower that is up) may name a
- * frozen one. Used by the simulation's remove and drain steps (test/replication-sim.ts), without `otherwise` (it
- * has no silence). undefined: none. */
+ * frozen one. Used by the simulation's remove and drain steps (test/replication-sim.ts), with `otherwise` where it
+ * tracks silence (its 'remove-down' runs, by ReplicaLeaders' own OpenQuestions and silenceMs). undefined: none. */
 export function leaderUntilElected(
   kept: readonly number[],
   mayLead: (node: number) => boolean,

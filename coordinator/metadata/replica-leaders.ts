@@ -290,6 +290,21 @@ export class OpenQuestions {
   }
 }
 
+/** How long `node` has been silent at `now` (ms), by what it was asked and has not answered (`questions`): from its
+ * first question left unanswered, given the grace of a worker not known to replicate a slice where `grace`
+ * (OpenQuestions.silentFrom, as elections count it), without it where not (firstAsked); 0 where it owes none; Infinity
+ * where its link is not up (`linkUp`). ReplicaLeaders.silentMs on performance.now()'s clock; the simulation's remove
+ * (test/replication-sim.ts, 'remove-down') on its seeded clock, over its seeded network. */
+export function silenceMs(questions: OpenQuestions, node: number, linkUp: boolean, now: number, grace = true): number {
+  return linkUp ? now - ((grace ? questions.silentFrom(node) : questions.firstAsked(node)) ?? now) : Infinity;
+}
+
+/** Whether a node silent `silentMs` answers: less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals, as an election
+ * counts it (failover.ts heardLately; ReplicaLeaders.answers, and the simulation's remove). */
+export function answersWhenSilent(silentMs: number, pingIntervalMs: number): boolean {
+  return silentMs < NODE_SILENT_AFTER_PING_INTERVALS * pingIntervalMs;
+}
+
 /** A turn's messages to one node as its Replicate frame's entries: the Pings folded into one Pings per worker there
  * (node protocol 27; the worker unfolds them, each slice's Ping to its replica), after the other messages, which
  * keep their order. Last, so that a Ping is answered after whatever else the turn sent its slice, as a Ping sent a
@@ -533,15 +548,21 @@ export class ReplicaLeaders {
    * Prepare, of any slice) that it has not answered; 0 where it owes no answer, Infinity over a link that is not up
    * (failover.ts heardLately counts the same). A frozen node (SIGSTOP) keeps its link open, so a coordinator that knows
    * it by address (no heartbeats) counts it up: this says it answers nothing. */
-  silentMs(node: number): number {
-    return performance.now() - this.heardFrom(node);
+  silentMs(node: number, grace = true): number {
+    return silenceMs(this.questions, node, this.ready(node), performance.now(), grace);
   }
 
-  /** Whether node `node` answers as an election counts it (failover.ts heardLately): silent (silentMs) less than
-   * NODE_SILENT_AFTER_PING_INTERVALS ping intervals. A node that owes no answer answers: one never asked, frozen or
-   * not, is told apart only once asked (Membership.askKeptLately asks, then waits longer than this). */
+  /** Whether node `node` answers (answersWhenSilent): silent less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals,
+   * as an election counts it, but from its first question left unanswered, without the grace of a worker not known to
+   * replicate a slice (silentMs without it). The grace keeps an election from passing over a new replica that drops
+   * questions until its assignment comes; a replica this names is a router's target until the slice elects
+   * (Membership.leaderUntilElected), and must have answered what askKeptLately asked it 2 ping intervals before: with
+   * the grace, a frozen one whose worker had answered nothing since its link came up (a node back from a restart,
+   * leading no slice) counted as answering until 4.5 ping intervals after that question, and was named (found by the
+   * simulation's 'remove-down' runs: seed 1009 on stores). A node that owes no answer answers: one never asked, frozen
+   * or not, is told apart only once asked (askKeptLately asks, then waits longer than this). */
   answers(node: number): boolean {
-    return this.silentMs(node) < NODE_SILENT_AFTER_PING_INTERVALS * this.timing.pingIntervalMs;
+    return answersWhenSilent(this.silentMs(node, false), this.timing.pingIntervalMs);
   }
 
   /** When node `node`'s silence counts from (OpenQuestions.silentFrom; now where it owes no answer), on
