@@ -1617,7 +1617,7 @@ export function checkSliceResult(op: SliceOpMessage, r: unknown): void {
       if (!(Array.isArray(r) && r.length === 5 && isUint(r[0]) && isUint(r[1]) && r[2] instanceof Uint8Array && r[2].byteLength <= MOVE_EFFECTS_BYTES_MAX && typeof r[4] === 'boolean')) {
         fail(`a MoveRead is answered [changes, items, effects (bytes, at most ${MOVE_EFFECTS_BYTES_MAX}), next, done]`);
       }
-      if (!(r[3] === null || (Array.isArray(r[3]) && r[3].length === 2 && isUint(r[3][0]) && typeof r[3][1] === 'string'))) fail('a MoveRead\'s next cursor is null or [table, key]');
+      if (!isMoveCursor(r[3])) fail(`a MoveRead's next cursor is null or [table, encoded key (a byte string)], not ${show(r[3])}`);
       return;
     case SliceOp.MoveFreeze:
       if (!(r instanceof Uint8Array && r.byteLength <= MOVE_EFFECTS_BYTES_MAX)) fail(`a MoveFreeze is answered with its last changes as bytes, at most ${MOVE_EFFECTS_BYTES_MAX}`);
@@ -1641,7 +1641,7 @@ function checkRangeResult(spec: RangeSpec, r: unknown): void {
     if (!Array.isArray(items)) fail(`a range asked for its items as objects was answered with ${show(items)}`);
     for (const item of items) if (!isPlainObject(item)) fail(`a range asked for its items as objects was answered with ${show(item)} among them`);
   }
-  if (!(lastKey === null || typeof lastKey === 'string')) fail(`a range's last key is an encoded key or null, not ${show(lastKey)}`);
+  if (!(lastKey === null || isByteString(lastKey))) fail(`a range's last key is null or an encoded key (a byte string), not ${show(lastKey)}`);
   if (typeof more !== 'boolean') fail(`a range's "more" is a boolean, not ${show(more)}`);
   if (!isUint(examined)) fail(`a range's examined count is a whole number, not ${show(examined)}`);
   if (!spec.withKeys) {
@@ -1650,7 +1650,7 @@ function checkRangeResult(spec: RangeSpec, r: unknown): void {
   }
   // Packed, the count of items is known once the list is cut (gatherBuckets compares it there).
   if (!(Array.isArray(keys) && (spec.packed || keys.length === (items as unknown[]).length))) fail(`a range asked for its items' keys was answered ${Array.isArray(keys) ? `${keys.length} keys for ${(items as unknown[]).length} items` : show(keys)}`);
-  for (const k of keys) if (typeof k !== 'string') fail(`a range's keys are encoded keys, not ${show(k)}`);
+  for (const k of keys) if (!isByteString(k)) fail(`a range's keys are encoded keys (byte strings), not ${show(k)}`);
 }
 
 /** A Scan's answer, as checkSliceResult says. */
@@ -1920,8 +1920,7 @@ function checkOp(op: unknown, trusted: boolean): asserts op is SliceOpMessage {
       return;
     case SliceOp.MoveRead: {
       slice(1);
-      const cursor = op[2];
-      if (!(cursor === null || (Array.isArray(cursor) && cursor.length === 2 && isUint(cursor[0]) && typeof cursor[1] === 'string'))) fail(`${at('cursor')}: not null or [table, key]`);
+      if (!isMoveCursor(op[2])) fail(`${at('cursor')}: ${show(op[2])} is not null or [table, encoded key (a byte string)]`);
       uint(3, 'limit');
       return;
     }
@@ -1962,6 +1961,11 @@ function checkMovedEffects(b: unknown, slice: number, where: string): asserts b 
     fail(`${where}: not one msgpack value: ${(err as Error).message}`);
   }
   checkSliceChanges(v, null, slice, false);
+}
+
+/** A move's cursor (MoveCursor), as MoveRead names it and its answer gives the next: null or [table, encoded key]. */
+function isMoveCursor(v: unknown): boolean {
+  return v === null || (Array.isArray(v) && v.length === 2 && isUint(v[0]) && isByteString(v[1]));
 }
 
 /** What a key that is not a byte string is told (shared/key-encoding.ts isByteString). */

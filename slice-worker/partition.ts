@@ -105,21 +105,21 @@ const SLICED_STRING_CHARS_MIN = 13;
  * string of SLICED_STRING_CHARS_MIN chars or more as a slice of one string it read the whole buffer's strings into (a
  * batch of client ops, a follower's record, a snapshot's record, a move's step): kept in the tree, the key kept that
  * whole text alive, values and all, as long as the key lived, long after its item was overwritten (measured:
- * bench/README.md, "Keys the tree keeps"). A key is a byte string (key encoding), which latin1 copies exactly; any
- * other string is copied as UTF-16, exactly too. */
+ * bench/README.md, "Keys the tree keeps"). A key is a byte string (key encoding; every frame's keys are checked so
+ * where they arrive, shared/protocol.ts), which latin1 copies exactly: a copy that differs is a key that broke that,
+ * asserted here, where it would enter the tree, rather than at its slice's next compaction (keyUtf8Bytes). */
 export function ownKey(key: string): string {
   if (key.length < SLICED_STRING_CHARS_MIN) return key;
-  if (key.length > keyScratch.length) return Buffer.from(key, 'utf16le').toString('utf16le');
   // Through one scratch buffer, written and read by Buffer's latin1 calls: a Buffer made per key (Buffer.from) cost
   // about 120 bytes and a tenth of a put's CPU on the worker (bench/put-path.ts).
-  const copy = keyScratch.toString('latin1', 0, keyScratch.write(key, 0, 'latin1'));
-  return copy === key ? copy : Buffer.from(key, 'utf16le').toString('utf16le');
+  const copy = key.length <= keyScratch.length ? keyScratch.toString('latin1', 0, keyScratch.write(key, 0, 'latin1')) : Buffer.from(key, 'latin1').toString('latin1');
+  assert(copy === key, 'a key entering the tree is a byte string (checked where it arrived)');
+  return copy;
 }
 /** ownKey's scratch: room for any key the store makes (a sharding key and a sorting key, encoded). */
 const keyScratch = Buffer.alloc(2 * (SHARDING_KEY_BYTES_MAX + SORTING_KEY_BYTES_MAX));
 
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
-export type { LoggedEffect } from './log-format.js';
 /** Every item of a worker as of one moment: their count, and the items as snapshot records' payloads, one at a time. */
 export interface SnapshotView {
   items: number;

@@ -117,4 +117,16 @@ describe('keys the tree keeps', () => {
     });
     expect(retained).toBeLessThan(bound());
   });
+
+  it('asserts a key that is not a byte string where it would enter the tree, short or long, copied or not', () => {
+    // Keys are checked byte strings where they arrive (node-frames.test.ts); one that got past would be copied wrong by
+    // latin1 and fail its slice's next compaction: the copy asserts it, before the tree holds it.
+    const s = new SliceStore(0, 1, () => 7);
+    ok(s, [SliceOp.Assign, 1, [SLICE]]);
+    const small = { n: 1 };
+    ok(s, [SliceOp.Put, TABLE, SLICE, `${key(1)}\u00ff`, small, itemBytes(small), null, null]);
+    for (const bad of [`${key(2)}\u0100`, `${'k'.repeat(7000)}\ud800`]) {
+      expect(() => s.execute([SliceOp.Put, TABLE, SLICE, bad, small, itemBytes(small), null, null])).toThrow(/byte string/);
+    }
+  });
 });

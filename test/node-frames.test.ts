@@ -495,10 +495,28 @@ describe('slice ops', () => {
       [SliceOp.Range, 3, 5, range('a', key)],
       [SliceOp.MoveApply, 5, Uint8Array.from(plainPackr.pack([[EFFECT_SET, 1, 5, key, {}, 1]])), true],
       [SliceOp.MoveApply, 5, Uint8Array.from(plainPackr.pack([[EFFECT_DELETE, 1, 5, key]])), true],
+      [SliceOp.MoveRead, 5, [1, key], 100],
     ];
     for (const op of ops('k\u00ff\u0000')) expect(checkSliceOp(op, false), JSON.stringify(op)).toBeNull();
     for (const bad of ['k\u0100', '\ud800']) {
       for (const op of ops(bad)) expect(checkSliceOp(op, false), JSON.stringify(op)).toMatch(/encoded key/);
+    }
+  });
+
+  it('refuses an answer that names a key that is not a byte string: a range\'s last key and keys, a move\'s next cursor', () => {
+    // The router sends a range's last key back as the next page's bound, and the coordinator a move's cursor back to
+    // its source: checked where they arrive, as the ops that carry them on are.
+    const spec = { low: 'a', high: 'z', lowInclusive: true, highInclusive: true, reverse: false, withKeys: true, packed: false, limit: 1, projection: null, filter: null };
+    const range = [SliceOp.Range, 3, 5, spec] as const;
+    const effects = Uint8Array.from(plainPackr.pack([[EFFECT_SET, 1, 3, 'k', { a: 1 }, 10]]));
+    const answers = (key: string): [Parameters<typeof checkSliceResult>[0], unknown][] => [
+      [[...range], [[{ id: 1 }], key, true, ['k'], 1]],
+      [[...range], [[{ id: 1 }], 'k', true, [key], 1]],
+      [[SliceOp.MoveRead, 3, null, 1000], [1, 1, effects, [1, key], false]],
+    ];
+    for (const [op, r] of answers('k\u00ff\u0000')) expect(() => checkSliceResult(op, r), JSON.stringify(r)).not.toThrow();
+    for (const bad of ['k\u0100', '\ud800']) {
+      for (const [op, r] of answers(bad)) expect(() => checkSliceResult(op, r), JSON.stringify(r)).toThrow(/encoded key \(a byte string\)|byte strings/);
     }
   });
 
