@@ -150,8 +150,10 @@ class Partition {
   /** `record`: false for a follower's applied item held as its packed bytes alone (SliceStore.replayPacked), whose
    * effect nothing takes (a replay's effects are dropped). The change names the item by its packed bytes where it has
    * them (`text`: its kept bytes, or bytes it came in and does not keep), so that neither recording nor logging it
-   * builds or packs the item (a moved item: SliceStore.moveApply); otherwise by the item. */
-  set(key: string, stored: Stored, record = true, text: string | null = stored.packed): void {
+   * builds or packs the item (a moved item: SliceStore.moveApply); otherwise by the item. `text` is given, never taken
+   * from `stored.packed`: a leader's change must name its item (propose asserts no ItemText), so only the caller that
+   * holds bytes (SliceStore.setPacked, a follower's or a move's) names them. */
+  set(key: string, stored: Stored, record = true, text: string | null = null): void {
     // A new key takes one walk of the tree (a get and then a set took two; puts are mostly of new keys); a key
     // that is there takes two, as before: the insert that found it, and the edit that swaps its value for the old's.
     // Both may also move leaf entries: on a full leaf the insert may first shift one to a neighbouring leaf, and the
