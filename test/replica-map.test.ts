@@ -2127,6 +2127,37 @@ describe("a remove of a node that is down and leads, the map's leader", () => {
       m.close();
     }
   }, 30_000);
+
+  it("gives a replica whose link comes up during the wait the wait's length from then: F, frozen, up 0.75 s in, is not named on the strength of its old Pong", async () => {
+    // F held term 1's barrier once (an old Pong) and froze; its link comes up 0.75 s into askKeptLately's wait (its node
+    // back from a restart), and it answers nothing from then (silent from that first question). G is up and answers
+    // but never held the barrier (a lagging replica). No replica kept says lately that it holds it, so the rule's second
+    // choice names: F while it still counts as answering, else G. Timed from the wait's start alone, the wait ended at
+    // probeIntervalMs (1 s), F silent 0.25 s, less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals: F was named.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const { map, x, led, f, g } = downLeader(dir);
+    const fNodes = new Set(f.values());
+    const mine = led.filter((s) => !fNodes.has(g.get(s)!));
+    expect(mine.length, 'slices whose first follower is frozen and whose other is not').toBeGreaterThan(0);
+    let waitFrom: number | undefined;
+    const upAt = () => (waitFrom ?? Infinity) + 750;
+    const holdsTerm = (_s: number, n: number, _t: number, maxAgeMs = Infinity) => {
+      if (maxAgeMs !== Infinity) waitFrom ??= performance.now();
+      return maxAgeMs === Infinity && fNodes.has(n);
+    };
+    const silentMs = (n: number) => (fNodes.has(n) ? performance.now() - upAt() : 0);
+    const { m, inside } = membershipByHand(map, dir, { holdsTerm, silentMs });
+    inside.isUp = (n) => n !== x && (!fNodes.has(n) || performance.now() >= upAt());
+    try {
+      // (Forced: F down at the remove's start leaves the slices a live majority short for its checks.)
+      await m.remove(map.nodes[x], false, true);
+      expect(map.statusOf(x)).toBe('removed');
+      expect(performance.now() - waitFrom!, 'ms the wait took').toBeLessThan(2 * 1_000 + 500);
+      expect(mine.filter((s) => map.ownerOf(s) !== g.get(s)), 'slices whose map does not name the replica that answers').toEqual([]);
+    } finally {
+      m.close();
+    }
+  }, 30_000);
 });
 
 describe("a remove's handover given up", () => {

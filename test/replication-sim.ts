@@ -960,7 +960,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let handoverSoughtAt: number | null = null;
   /** keyslice remove of a node under way: `node`'s replica leaves, in one change, for one on `to` (null: none outside the
    * set, the set shrinks), once the leadership of `node`, if it leads and is up, was handed to a replica that stays. */
-  let removing: { node: number; refill: boolean; until?: number; down?: { silenced: number; askedFrom?: number } } | null = null;
+  let removing: { node: number; refill: boolean; until?: number; down?: { silenced: number; askedFrom?: number; upFrom?: Map<number, number> } } | null = null;
   function coordinatorReceive(from: number, received: ReplicationMessage): void {
     // As ReplicaLeaders.receive: an answer clears the question it answers and those before it (silence).
     silence?.answered(from, [[STORE_SLICE, received]]);
@@ -1196,13 +1196,20 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (down !== undefined) {
       // 'remove-down': the operator's remove comes PONG_AGE_MAX_MS after the node went down (no handover: its link is
       // lost); then, as membership.ts askKeptLately, the replicas kept are asked until one said lately that it holds
-      // the barrier, at most PONG_AGE_MAX_MS (a tick at a time: the coordinator's wait steps half a tick).
+      // the barrier, at least PONG_AGE_MAX_MS from the wait's start and from when the replica the second choice names
+      // was found with its link up, at most twice that (a tick at a time: the coordinator's wait steps half a tick).
       if (clock.now < removing.until!) return;
       down.askedFrom ??= clock.now;
+      const upFrom = (down.upFrom ??= new Map());
+      for (const n of rest) if (!linkUp(n)) upFrom.delete(n);
+      else if (!upFrom.has(n)) upFrom.set(n, clock.now);
       const term = coordinator.currentTerm;
-      if (clock.now - down.askedFrom < PONG_AGE_MAX_MS && coordinator.currentLeader !== null && leaderUntilElected(rest, linkUp, (n) => holdsLately(n, term)) === undefined) {
-        askLately(rest);
-        return;
+      if (clock.now - down.askedFrom < 2 * PONG_AGE_MAX_MS && coordinator.currentLeader !== null && leaderUntilElected(rest, linkUp, (n) => holdsLately(n, term)) === undefined) {
+        const { named } = keptLeaderFirst(rest, term);
+        if (clock.now - down.askedFrom < PONG_AGE_MAX_MS || (named !== undefined && clock.now - upFrom.get(named)! < PONG_AGE_MAX_MS)) {
+          askLately(rest);
+          return;
+        }
       }
     } else if (removing.until !== undefined && clock.now < removing.until) {
       // 'remove-frozen': the handover's wait, given up at its bound; the replicas kept asked meanwhile (handOverTarget).
