@@ -1352,8 +1352,10 @@ export type MoveReadResult = [changes: number, items: number, effects: MovedEffe
  * that neither the source nor the coordinator builds it and the target keeps those bytes (slice-worker/partition.ts
  * moveApply). At most MOVE_EFFECTS_BYTES_MAX; checked whole by checkMovedEffects wherever they arrive. */
 export type MovedEffects = Uint8Array;
-/** MovedEffects of no effect: an empty msgpack list (a target told to own what it has: membership's forget-data). */
-export const NO_MOVED_EFFECTS: MovedEffects = Uint8Array.of(0x90);
+/** MovedEffects of no effect: an empty msgpack list (a target told to own what it has: membership's forget-data). A
+ * fresh array each call, not a shared constant: a Uint8Array cannot be frozen, and one a caller changed (or a send
+ * transferred) would be every later caller's; its callers are not on a hot path (one per slice forgotten). */
+export const noMovedEffects = (): MovedEffects => Uint8Array.of(0x90);
 
 /** A write's condition, checked against the item as it is (`{}` when there is none)
  * in the same step as the write; when it is false nothing changes and the op

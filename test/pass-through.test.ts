@@ -31,7 +31,7 @@ import {
   cutScanItems,
   checkSliceResult,
   MalformedFrame,
-  NO_MOVED_EFFECTS,
+  noMovedEffects,
   PackedPage,
   EFFECT_SET,
   EFFECT_DELETE,
@@ -1213,7 +1213,7 @@ describe('a GetItem answer with its item packed', () => {
     expect(store.execute([SliceOp.MoveApply, 2, Uint8Array.from(encodeEffects([[...set(2, 'm', 'moved in')]])), true])[0]).toBe(RESULT_OK);
     expect(store.execute([SliceOp.Get, 1, 2, 'm', null, true])[0]).toBe(RESULT_OK);
     expect(unpackClientList(new PackedPage([store.execute([SliceOp.Get, 1, 2, 'm', null, true])[1] as Uint8Array]).bytes())[0].v).toBe('moved in');
-    expect(store.execute([SliceOp.MoveApply, 2, NO_MOVED_EFFECTS, false])[0]).toBe(RESULT_ERROR); // owned now: no longer incoming
+    expect(store.execute([SliceOp.MoveApply, 2, noMovedEffects(), false])[0]).toBe(RESULT_ERROR); // owned now: no longer incoming
     // A table dropped: nothing of it is answered or kept.
     store.execute([SliceOp.Put, 1, 0, 'k', { pk: 'k', v: 1 }, 40, null, null]);
     expect(get(0, 'k')?.v).toBe(1);

@@ -20,7 +20,7 @@ import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
 import { MapSaveError, savedOr, type ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
-import { isIdentity, isNodeUrl, NO_MOVED_EFFECTS, SliceOp } from '../../shared/protocol.js';
+import { isIdentity, isNodeUrl, noMovedEffects, SliceOp } from '../../shared/protocol.js';
 import { NodeLink, type NodeHello } from './node-link.js';
 import { FAILOVER_TIMING_DEFAULT, majority, type FailoverTiming } from './failover.js';
 import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
@@ -687,7 +687,7 @@ export class Membership {
       });
       const handed = slices.map((s, i) => {
         const link = this.links[to[i]];
-        return link.send(s, [SliceOp.MoveBegin, s]).then(() => link.send(s, [SliceOp.MoveApply, s, NO_MOVED_EFFECTS, true]));
+        return link.send(s, [SliceOp.MoveBegin, s]).then(() => link.send(s, [SliceOp.MoveApply, s, noMovedEffects(), true]));
       });
       const outcomes = await Promise.allSettled(handed);
       const failed = outcomes.find((o) => o.status === 'rejected');
