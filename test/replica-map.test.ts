@@ -13,7 +13,7 @@ import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS } from '../shared/limits.js';
+import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_MOVE_UNDO_DOWN_MS } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -738,6 +738,9 @@ describe('replica sets in the cluster map', () => {
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
     const inside = m as unknown as { isUp: (n: number) => boolean; removing: Set<number> };
     inside.isUp = () => true;
+    // Placement counts a node up where it is up and not silent (Membership.countsUp): no link is up here, which
+    // ReplicaLeaders counts as silent.
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { silentMs: () => 0 });
     map.mayPlace = () => true; // no node answers here, so no leader is elected; keyslice remove waits for them (membership.ts)
     try {
       inside.removing.add(4);
@@ -1989,6 +1992,49 @@ describe('the leader a drain step names until the slice elects', () => {
       inside.drainReplicas();
       expect(mine.every((s) => !map.replicasOf(s).includes(x)), "node 3's replica left those slices").toBe(true);
       expect(mine.filter((s) => map.ownerOf(s) === frozen.get(s)), 'slices whose map names, as leader, the replica whose Pong is 10 s old').toEqual([]);
+    } finally {
+      m.close();
+    }
+  });
+});
+
+describe('a drain step whose new replica is silent, its link open', () => {
+  it('is undone once silent past NODE_HEARTBEAT_TIMEOUT_MS and --move-undo-down-ms more, its new replica placed on another node, not back on the silent one', () => {
+    // 5 nodes at R=3, node 4 draining: each slice it holds has a new replica (joining). One node that got some, f, is
+    // frozen with its link open (up for the coordinator): silent 4 s, its steps wait; past the bound, it counts down
+    // (Membership.countsUp), and once down --move-undo-down-ms its steps are undone and placed elsewhere, as for a node
+    // that is down; placement takes no new replica to it while it stays silent. Before, they waited without end.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    map.setStatus(4, 'draining');
+    settle(map);
+    const f = map.joiningOf(Array.from({ length: 64 }, (_, s) => s).find((s) => map.joiningOf(s) >= 0)!);
+    const toF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
+    const withF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f));
+    let silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
+    const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
+    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; downSince: Map<number, number> };
+    // A turn with the node's clock (downSince, as noteDown keeps it) moved back past --move-undo-down-ms.
+    const turn = () => {
+      inside.noteDown();
+      const since = inside.downSince.get(f);
+      if (since !== undefined) inside.downSince.set(f, since - REPLICA_MOVE_UNDO_DOWN_MS);
+      inside.undoStalledMoves();
+    };
+    try {
+      turn();
+      expect(toF.filter((s) => map.joiningOf(s) !== f), 'steps undone while their new replica was silent less than the bound').toEqual([]);
+      silent = NODE_HEARTBEAT_TIMEOUT_MS + 1_000;
+      turn();
+      expect(toF.filter((s) => map.replicasOf(s).includes(f)), 'slices whose step to the silent node was not undone').toEqual([]);
+      expect(toF.filter((s) => !(map.joiningOf(s) >= 0 && map.replicasOf(s).length === 4 && map.replicasOf(s).includes(4))), 'slices undone without a new replica placed elsewhere beside the draining one').toEqual([]);
+      expect(Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f) && !withF.includes(s)), 'slices that took the silent node in').toEqual([]);
+      // Found silent once, it stays so though it owes no answer (its undone slices' questions dropped), until it sends a
+      // frame (ReplicaLeaders.silentPastBound): then it is an ordinary node again.
+      silent = 0;
+      expect(inside.countsUp(f), 'the silent node, owing no answer now').toBe(false);
+      m.leaders.receive(f, []);
+      expect(inside.countsUp(f), 'the node once a frame came from it').toBe(true);
     } finally {
       m.close();
     }

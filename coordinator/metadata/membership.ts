@@ -86,11 +86,11 @@ export class Membership {
     private readonly downWaits: { drainReplaceMs: number; moveUndoMs: number } = { drainReplaceMs: DRAIN_REPLACE_DOWN_MS, moveUndoMs: REPLICA_MOVE_UNDO_DOWN_MS },
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
-    // Placement chooses new replicas on nodes that are up only, and not on one that keyslice remove is about to take
-    // out (this.removing). A node with no link yet is one being added: up where it registered just now (its join is
-    // the proof), down where an operator named it (keyslice add: it may not run yet; refillReplicas fills the sets once
-    // its link is ready).
-    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.isUp(i) && !this.removing.has(i));
+    // Placement chooses new replicas on nodes that are up only (countsUp: not silent past the heartbeat bound either),
+    // and not on one that keyslice remove is about to take out (this.removing). A node with no link yet is one being
+    // added: up where it registered just now (its join is the proof), down where an operator named it (keyslice add: it
+    // may not run yet; refillReplicas fills the sets once its link is ready).
+    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.countsUp(i) && !this.removing.has(i));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
@@ -718,11 +718,13 @@ export class Membership {
     }
   }
 
-  /** Since when each node has been down, as this process saw it (undoStalledMoves and autoRemove count from it). */
+  /** Since when each node has been down, as this process saw it (undoStalledMoves and autoRemove count from it): not
+   * counted up (countsUp), so a node silent past the heartbeat bound with its link open from when it was found so
+   * (autoRemove and deadReplica still take only a node that is not up, isUp). */
   private noteDown(): void {
     const now = Date.now();
     for (let i = 0; i < this.map.nodes.length; i++) {
-      if (this.map.statusOf(i) === 'removed' || this.isUp(i)) this.downSince.delete(i);
+      if (this.map.statusOf(i) === 'removed' || this.countsUp(i)) this.downSince.delete(i);
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
     }
   }
@@ -785,6 +787,16 @@ export class Membership {
     if (this.links[index].state !== 'ready') return false;
     const beat = this.lastHeartbeat.get(index);
     return beat === undefined || Date.now() - beat < NODE_HEARTBEAT_TIMEOUT_MS;
+  }
+
+  /** Up as placement (map.isUp), a drain step's wait and the undo of a stalled move or drain step count it: up (isUp)
+   * and not silent past NODE_HEARTBEAT_TIMEOUT_MS (a question left unanswered that long, and no frame since:
+   * ReplicaLeaders.silentPastBound). A node known by address has no heartbeats, and frozen (SIGSTOP) it keeps its link
+   * open, so isUp says it is up for good: a drain step whose new replica froze waited for it without end, and undone,
+   * placement would have put the new replica back on it. Silent that long it counts down here, as a node with
+   * heartbeats counts down after the same time without one; once it sends a frame it is an ordinary node again. */
+  private countsUp(index: number): boolean {
+    return this.isUp(index) && !this.leaders.silentPastBound(index);
   }
 
   /** Starts moves until MOVES_IN_FLIGHT_MAX run: first every slice of a draining node,
@@ -936,26 +948,21 @@ export class Membership {
       // Past its leader's handover bound: it elects (below), and the catch-up rule asks less (drainStepCatchUp).
       const handoverSince = this.handingOver.get(slice)?.since;
       const handoverSpent = handoverSince !== undefined && performance.now() - handoverSince >= LEADER_HANDOVER_BEFORE_CHANGE_MS;
-      // Up for the step's wait: up (isUp) and not silent for NODE_HEARTBEAT_TIMEOUT_MS (a question left unanswered that
-      // long: ReplicaLeaders.silentMs). A node known by address has no heartbeats, and frozen (SIGSTOP) it keeps its
-      // link open, so isUp says it is up for good; after a handover that completed (a new term, which it cannot hold)
-      // the step waited for it without end. Silent that long it counts as down here, as a node with heartbeats counts
-      // down after the same time without one; the step still waits for the new replica and a majority of those kept
-      // that hold the barrier and answer (drainStepCatchUp), and goes on with them as for a node down.
-      const answering = (n: number) => this.isUp(n) && this.leaders.silentMs(n) <= NODE_HEARTBEAT_TIMEOUT_MS;
+      // Up for the step's wait: countsUp (not silent past the heartbeat bound). A kept replica frozen with its link open,
+      // after a handover that completed (a new term, which it cannot hold), was waited for without end; counted down, the
+      // step still waits for the new replica and a majority of those kept that hold the barrier and answer
+      // (drainStepCatchUp), and goes on with them as for a node down. A new replica counted down is undone after
+      // --move-undo-down-ms (undoStalledMoves).
+      const answering = (n: number) => this.countsUp(n);
       // Where the map will name the leader from those kept (the leaving replica leads in it: a handover given up, or
       // its node down), each must have said so lately, as leaderUntilElected asks (and so is asked again meanwhile).
       const maxAgeMs = this.map.ownerOf(slice) === node ? this.leaders.probeIntervalMs : Infinity;
       const { behind, holdingUp } = drainStepCatchUp(rest, fresh, (n) => this.leaders.holdsTerm(slice, n, term, maxAgeMs), answering, handoverSpent);
       if (behind.length > 0) {
         const behindDown = behind.filter((n) => !answering(n));
-        // A new replica silent with its link open (known by address, frozen) is waited for as before: undoStalledMoves
-        // undoes a step only for a node that is not up (placement, by map.isUp, could put the new replica back on it).
         wait(
           behind.length === 1 && behind[0] === fresh && behindDown.length === 1
-            ? this.isUp(fresh)
-              ? `its new replica on ${names(behind)} is silent (over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s, its link open): the step goes on once it answers and holds the leader's first record of term ${term}; it is undone only once its node is down ${this.downWaits.moveUndoMs / 1000} s (or removed)`
-              : `its new replica on ${names(behind)} is down: the step goes on once it is back and holds the leader's first record of term ${term}, or is undone once it has been down ${this.downWaits.moveUndoMs / 1000} s`
+            ? `its new replica on ${names(behind)} is ${this.isUp(fresh) ? `silent (over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s, its link open)` : 'down'}: the step goes on once it ${this.isUp(fresh) ? 'answers' : 'is back'} and holds the leader's first record of term ${term}, or is undone once it has been ${this.isUp(fresh) ? 'silent' : 'down'} ${this.downWaits.moveUndoMs / 1000} s more and placed on another node`
             : `the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behindDown.length > 0 ? `; ${names(behindDown)} is down or silent` : ''}`,
         );
         continue;
@@ -1079,16 +1086,17 @@ export class Membership {
     );
   }
 
-  /** A replica move or drain step whose new replica's node has been down for --move-undo-down-ms
-   * (REPLICA_MOVE_UNDO_DOWN_MS) before it
-   * completed is undone (docs/replication.md): the new replica leaves the set (ClusterMap.undoReplicaMoves). A move's
+  /** A replica move or drain step whose new replica's node has been down (not countsUp: a node known by address that
+   * froze counts down once silent NODE_HEARTBEAT_TIMEOUT_MS) for --move-undo-down-ms (REPLICA_MOVE_UNDO_DOWN_MS) before
+   * it completed is undone (docs/replication.md): the new replica leaves the set (ClusterMap.undoReplicaMoves). A move's
    * slice goes back to its old set (the replica marked leaving stays); a drain's keeps its replica on the draining
-   * node, and placement puts the new one on another node that is up, if any (else the drain waits for one). By the
-   * same rules as any replica-set change: only
-   * once the move's own change settled and a leader was elected for it (changes do not chain), and by joint
+   * node, and placement puts the new one on another node that is up, if any (else the drain waits for one): not back
+   * on a silent one, as placement skips what countsUp does not count up. By the same rules as any replica-set change:
+   * only once the move's own change settled and a leader was elected for it (changes do not chain), and by joint
    * majorities of both sets until the undo settles. No catch-up is needed: every acknowledged write is on a
-   * majority of the larger set, and with its new replica down those are all replicas of the old one. Without it
-   * the slice ran as R + 1 with one member down (one more failure and no majority) until the node came back or
+   * majority of the larger set, and with its new replica down those are all replicas of the old one (a new replica
+   * that froze holding some writes changes nothing: a majority of the larger set without it is one of the old set).
+   * Without it the slice ran as R + 1 with one member down (one more failure and no majority) until the node came back or
    * was removed, and leadership rebalancing waited. Rebalancing may start the move again later, onto a node
    * that is up. */
   private undoStalledMoves(): void {
@@ -1096,7 +1104,7 @@ export class Membership {
     const undo: number[] = [];
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const to = this.map.joiningOf(slice);
-      if (to < 0 || this.isUp(to)) continue;
+      if (to < 0 || this.countsUp(to)) continue;
       const since = this.downSince.get(to);
       if (since === undefined || now - since < this.downWaits.moveUndoMs) continue;
       if (this.leaders.electedTerm(slice) === null || !this.leaders.settled(slice)) continue;
@@ -1116,7 +1124,7 @@ export class Membership {
     // Where a drain's slice got a new replica again, placement chose it among the nodes up then (asserted there).
     const redirected = undo.filter((s) => this.map.joiningOf(s) >= 0);
     this.log(
-      `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, down for ${this.downWaits.moveUndoMs / 1000} s before they completed; each slice keeps the replica it was to lose` +
+      `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, down (or silent, their links open) for ${this.downWaits.moveUndoMs / 1000} s before they completed; each slice keeps the replica it was to lose` +
         (redirected.length > 0 ? `; ${redirected.length} drain steps placed their new replica on another node that is up` : ''),
     );
   }
@@ -1187,7 +1195,8 @@ export class Membership {
     if (this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
     let inFlight = this.movingReplicas();
     if (inFlight >= REPLICA_MOVES_IN_FLIGHT_MAX) return;
-    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.isUp(i));
+    // Onto nodes placement would choose (countsUp): a move onto a frozen one would stall, and be undone.
+    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.countsUp(i));
     if (nodes.length < 2) return;
     const counts = this.replicaCountsAfterMoves();
     const moves: { slice: number; from: number; to: number }[] = [];
