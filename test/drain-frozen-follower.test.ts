@@ -12,7 +12,7 @@
 // for F without end: up (its link open) and not holding the new term's barrier, it was behind for good.
 import { describe, expect, it } from 'vitest';
 import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../shared/limits.js';
-import { bulk, drainedOff, elasticClusters, ledWithout, persistedMap, replicaIndexes, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { bulk, drainFirstHandover, drainedOff, elasticClusters, ledWithout, persistedMap, replicaIndexes, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
 import { freezeProcess, isFrozen, thawProcesses } from './freeze.js';
 
 const cluster = elasticClusters();
@@ -35,30 +35,9 @@ describe('a drain step whose handover completed, a replica it keeps frozen', () 
     const frozen: number[] = [];
     try {
       await sleep(500);
-      const st = await e.status();
-      const victim = st.nodes.reduce((x, y) => (y.slices > x.slices ? y : x));
-      const before = persistedMap(e);
-      const a = before.nodes.indexOf(victim.node);
-      const setsBefore = replicaIndexes(before);
-      const ledByA = setsBefore.flatMap((set, s) => (set[0] === a ? [s] : []));
-      expect(ledByA.length, 'the drained node leads slices').toBeGreaterThan(0);
-      const givenUpBefore = st.replication.leaders.handoversGivenUp;
-      const res = await e.post('drain', victim.node);
-      expect(res.status, JSON.stringify(res.body)).toBe(200);
       // The drain's first handover to a replica of the set before the drain (as drain-handover-bound watches it): a
-      // slice A leads, still holding A's replica, whose map names another leader G. Polled every few ms: G's election
-      // starts no sooner than a failover tick (100 ms) after the handover, and waits for G to catch up first.
-      let slice = -1;
-      let to = -1;
-      const startedAt = performance.now();
-      for (let i = 0; i < 10_000 && slice < 0 && performance.now() - startedAt < 30_000; i++) {
-        const m = persistedMap(e);
-        const sets = replicaIndexes(m);
-        slice = ledByA.find((s) => m.owners[s] !== a && sets[s].includes(a) && setsBefore[s].includes(m.owners[s])) ?? -1;
-        if (slice >= 0) to = m.owners[slice];
-        else await sleep(3);
-      }
-      expect(slice, "a handover of a slice A leads to one of that slice's replicas before the drain").toBeGreaterThanOrEqual(0);
+      // slice S that A leads, still holding A's replica, whose map names another leader G.
+      const { victim, before, a, setsBefore, slice, to, givenUpBefore } = await drainFirstHandover(e);
       // F: the replica S keeps from the set before, other than G (not the drain's new replica).
       const f = setsBefore[slice].find((n) => n !== a && n !== to)!;
       const fProcess = e.nodes.find((p) => p.url === before.nodes[f])!;

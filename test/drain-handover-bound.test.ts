@@ -15,7 +15,7 @@
 // without end (the handover's wait started again at the give-back, and the step waited for every kept replica up).
 import { describe, expect, it } from 'vitest';
 import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../shared/limits.js';
-import { bulk, drainedOff, elasticClusters, led, ledWithout, persistedMap, replicaIndexes, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { bulk, drainFirstHandover, drainedOff, elasticClusters, led, ledWithout, persistedMap, replicaIndexes, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
 import { freezeProcess, isFrozen, thawProcesses } from './freeze.js';
 
 const cluster = elasticClusters();
@@ -46,32 +46,9 @@ describe("a drain whose leadership handover's target freezes", () => {
     const frozen: number[] = [];
     try {
       await sleep(500);
-      const st = await e.status();
-      const victim = st.nodes.reduce((x, y) => (y.slices > x.slices ? y : x));
-      const before = persistedMap(e);
-      const a = before.nodes.indexOf(victim.node);
-      const setsBefore = replicaIndexes(before);
-      const ledByA = setsBefore.flatMap((set, s) => (set[0] === a ? [s] : []));
-      expect(ledByA.length, 'the drained node leads slices').toBeGreaterThan(0);
-      const givenBackBefore = st.replication.leaders.handoversGivenBack;
-      const givenUpBefore = st.replication.leaders.handoversGivenUp;
-      const res = await e.post('drain', victim.node);
-      expect(res.status, JSON.stringify(res.body)).toBe(200);
-      // The drain's first handover: a slice A led, still holding A's replica, whose map names another leader. Watched
-      // where that leader was a replica before the drain (not the drain's new replica there, which a freeze would hold
-      // at its catch-up until undone, with no node left to take its place). The map is polled every few ms: the target's
-      // election starts no sooner than a failover tick (100 ms) after the handover.
-      let slice = -1;
-      let to = -1;
-      const startedAt = performance.now();
-      for (let i = 0; i < 10_000 && slice < 0 && performance.now() - startedAt < 30_000; i++) {
-        const m = persistedMap(e);
-        const sets = replicaIndexes(m);
-        slice = ledByA.find((s) => m.owners[s] !== a && sets[s].includes(a) && setsBefore[s].includes(m.owners[s])) ?? -1;
-        if (slice >= 0) to = m.owners[slice];
-        else await sleep(3);
-      }
-      expect(slice, "a handover of a slice A leads to one of that slice's replicas before the drain").toBeGreaterThanOrEqual(0);
+      // The drain's first handover, watched where its target was a replica before the drain (not the drain's new
+      // replica there, which a freeze would hold at its catch-up until undone, with no node left to take its place).
+      const { victim, before, a, ledByA, slice, to, givenBackBefore, givenUpBefore } = await drainFirstHandover(e);
       const target = e.nodes.find((p) => p.url === before.nodes[to])!;
       frozen.push(target.child.pid!);
       const frozenAt = performance.now();

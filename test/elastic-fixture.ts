@@ -159,6 +159,49 @@ export function replicaSets(e: Elastic, m = persistedMap(e)): string[][] {
   return replicaIndexes(m).map((set) => set.map((n) => m.nodes[n]));
 }
 
+/** What drainFirstHandover found: the node drained (A, leading the most slices), the map and replica sets before the
+ * drain, and the drain's first handover of a slice A led to a replica of that slice's set before the drain. */
+export interface FirstHandover {
+  victim: ClusterStatus['nodes'][number];
+  before: PersistedMap;
+  a: number;
+  setsBefore: number[][];
+  ledByA: number[];
+  /** The slice handed over, and the node index its map names as leader now (G). */
+  slice: number;
+  to: number;
+  givenBackBefore: number;
+  givenUpBefore: number;
+}
+
+/** Drains the node leading the most slices and returns the drain's first handover: a slice A led, still holding A's
+ * replica, whose map names another leader that was a replica before the drain (not the drain's new replica). The map
+ * is polled every few ms: the target's election starts no sooner than a failover tick (100 ms) after the handover. */
+export async function drainFirstHandover(e: Elastic): Promise<FirstHandover> {
+  const st = await e.status();
+  const victim = st.nodes.reduce((x, y) => (y.slices > x.slices ? y : x));
+  const before = persistedMap(e);
+  const a = before.nodes.indexOf(victim.node);
+  const setsBefore = replicaIndexes(before);
+  const ledByA = setsBefore.flatMap((set, s) => (set[0] === a ? [s] : []));
+  expect(ledByA.length, 'the drained node leads slices').toBeGreaterThan(0);
+  const { handoversGivenBack: givenBackBefore, handoversGivenUp: givenUpBefore } = st.replication.leaders;
+  const res = await e.post('drain', victim.node);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  let slice = -1;
+  let to = -1;
+  const startedAt = performance.now();
+  for (let i = 0; i < 10_000 && slice < 0 && performance.now() - startedAt < 30_000; i++) {
+    const m = persistedMap(e);
+    const sets = replicaIndexes(m);
+    slice = ledByA.find((s) => m.owners[s] !== a && sets[s].includes(a) && setsBefore[s].includes(m.owners[s])) ?? -1;
+    if (slice >= 0) to = m.owners[slice];
+    else await new Promise((r) => setTimeout(r, 3));
+  }
+  expect(slice, "a handover of a slice A leads to one of that slice's replicas before the drain").toBeGreaterThanOrEqual(0);
+  return { victim, before, a, setsBefore, ledByA, slice, to, givenBackBefore, givenUpBefore };
+}
+
 /** Every slice led, no move or replica-set change under way, and each node within one replica of every other. */
 export function replicasSpread(st: ClusterStatus): boolean {
   const replicas = st.nodes.map((n) => n.replicas);
