@@ -2390,3 +2390,37 @@ describe('keyslice remove --forget-data that cannot finish', () => {
     }
   });
 });
+
+describe('leadership rebalancing', () => {
+  it('hands a leadership over from a node that leads most other than the first where the first has no replica to hand to (3-3-3-2-1)', () => {
+    // 5 nodes at R=3, 12 slices led 3-3-3-2-1 (as elastic-fixture's untilSpread once found it, for good). Node 0 leads
+    // slices 0-2, none with a replica on node 4, which leads one: node 0 can hand nothing to a node that leads two fewer.
+    // Node 1 (slices 3-5) has replicas on node 4. Only the map's counts, sets and leaders are laid out here.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    settle(map);
+    const sets = [[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 4, 2], [1, 4, 3], [1, 2, 3], [2, 0, 1], [2, 3, 4], [2, 0, 3], [3, 0, 4], [3, 1, 4], [4, 0, 2]];
+    Object.assign(map, {
+      counts: () => [0, 1, 2, 3, 4].map((n) => sets.filter((s) => s[0] === n).length),
+      slicesOf: (n: number) => sets.flatMap((s, i) => (s[0] === n ? [i] : [])),
+      replicasOf: (s: number) => sets[s] ?? [],
+    });
+    expect(map.counts()).toEqual([3, 3, 3, 2, 1]);
+    const handed: { slice: number; to: number }[][] = [];
+    const { m } = membershipByHand(map, dir, {
+      summary: () => ({ replicated: 12, led: 12, unsettledLed: 0, ledBy: [], elections: 0, termMin: 1, termMax: 1 }),
+      handOver: (moves: { slice: number; to: number }[]) => (handed.push(moves), moves.length),
+    });
+    const inside = m as unknown as { rebalanceLeaders(): void; holdsLately: () => boolean; movingReplicas: () => number };
+    inside.holdsLately = () => true;
+    inside.movingReplicas = () => 0;
+    try {
+      inside.rebalanceLeaders();
+      const moves = handed.flat();
+      expect(moves.filter((mv) => mv.to === 4).length, `handovers to node 4, which leads one: ${JSON.stringify(handed)}`).toBeGreaterThan(0);
+      for (const mv of moves) expect(sets[mv.slice], `slice ${mv.slice} handed to a node with a replica`).toContain(mv.to);
+    } finally {
+      m.close();
+    }
+  });
+});
