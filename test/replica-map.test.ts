@@ -2041,6 +2041,41 @@ describe('a drain step whose new replica is silent, its link open', () => {
   });
 });
 
+describe('a node remembered silent that is asked nothing', () => {
+  it('is pinged each turn (NodeLink.probe) and counts up again once anything comes from it (its pong), not excluded for good', () => {
+    // A node found silent past NODE_HEARTBEAT_TIMEOUT_MS stays so until something comes from it
+    // (ReplicaLeaders.silentPastBound). One whose every replica's step was undone away holds none, is sent no Ping,
+    // and placement and rebalancing skip it: healthy again (thawed, its pause over), it would send nothing and stay
+    // counted down for good. Membership.probeSilent pings it; its pong (NodeLink.onHeard) makes it an ordinary node.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    settle(map);
+    const f = 2;
+    let silent = NODE_HEARTBEAT_TIMEOUT_MS + 1_000;
+    const { m } = membershipByHand(map, dir, { silentMs: (n: number) => (n === f ? silent : 0) });
+    const inside = m as unknown as { countsUp(n: number): boolean; probeSilent(): void; links: NodeLink[] };
+    const probed: number[] = [];
+    inside.links.forEach((link, i) => Object.assign(link, { probe: () => probed.push(i) }));
+    try {
+      expect(inside.countsUp(f), 'the node silent past the bound').toBe(false);
+      inside.probeSilent();
+      expect(probed, 'nodes pinged while one owes answers past the bound (its questions ask it)').toEqual([]);
+      silent = 0; // its questions dropped: it owes nothing
+      expect(inside.countsUp(f), 'the silent node, owing no answer now').toBe(false);
+      inside.probeSilent();
+      inside.probeSilent();
+      expect(probed, 'nodes pinged, one a turn, while remembered silent owing nothing').toEqual([f, f]);
+      inside.links[f].onHeard(); // its pong
+      expect(inside.countsUp(f), 'the node once its pong came').toBe(true);
+      probed.length = 0;
+      inside.probeSilent();
+      expect(probed, 'nodes pinged once it counts up').toEqual([]);
+    } finally {
+      m.close();
+    }
+  });
+});
+
 describe('a drain step after its handover completed', () => {
   it('does not wait for a kept replica that has been silent longer than NODE_HEARTBEAT_TIMEOUT_MS (frozen, its link open: up for the coordinator)', () => {
     // 4 nodes at R=3, node 3 draining, every node up. Each slice node 3 holds a replica of is led by another replica

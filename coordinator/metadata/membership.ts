@@ -99,6 +99,7 @@ export class Membership {
     map.mayPlace = (s) => this.mayPlace(s);
     this.timer = setInterval(() => {
       this.noteDown();
+      this.probeSilent();
       this.refillReplicas();
       void this.autoRemove();
       this.rebalance();
@@ -134,6 +135,7 @@ export class Membership {
       this.onLinkChange();
     };
     link.onReplicate = (entries) => this.leaders.receive(index, entries);
+    link.onHeard = () => this.leaders?.heard(index);
     if (this.map.statusOf(index) === 'removed') link.close();
     return link;
   }
@@ -716,6 +718,13 @@ export class Membership {
     } finally {
       this.forgetting = false;
     }
+  }
+
+  /** Pings (NodeLink.probe, one a turn) each node remembered silent that owes no answer (ReplicaLeaders.remembersSilence):
+   * once its every replica's step was undone it is asked nothing, and placement and rebalancing, which skip it
+   * (countsUp), would ask it nothing either; a node that thawed (or whose pause ended) pongs, and counts up again. */
+  private probeSilent(): void {
+    for (let i = 0; i < this.links.length; i++) if (this.leaders.remembersSilence(i)) this.links[i].probe();
   }
 
   /** Since when each node has been down, as this process saw it (undoStalledMoves and autoRemove count from it): not
