@@ -2041,6 +2041,41 @@ describe('a drain step whose new replica is silent, its link open', () => {
   });
 });
 
+describe('a node remembered silent that is asked nothing', () => {
+  it('is pinged each turn (NodeLink.probe) and counts up again once anything comes from it (its pong), not excluded for good', () => {
+    // A node found silent past NODE_HEARTBEAT_TIMEOUT_MS stays so until something comes from it
+    // (ReplicaLeaders.silentPastBound). One whose every replica's step was undone away holds none, is sent no Ping,
+    // and placement and rebalancing skip it: healthy again (thawed, its pause over), it would send nothing and stay
+    // counted down for good. Membership.probeSilent pings it; its pong (NodeLink.onHeard) makes it an ordinary node.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    settle(map);
+    const f = 2;
+    let silent = NODE_HEARTBEAT_TIMEOUT_MS + 1_000;
+    const { m } = membershipByHand(map, dir, { silentMs: (n: number) => (n === f ? silent : 0) });
+    const inside = m as unknown as { countsUp(n: number): boolean; probeSilent(): void; links: NodeLink[] };
+    const probed: number[] = [];
+    inside.links.forEach((link, i) => Object.assign(link, { probe: () => probed.push(i) }));
+    try {
+      expect(inside.countsUp(f), 'the node silent past the bound').toBe(false);
+      inside.probeSilent();
+      expect(probed, 'nodes pinged while one owes answers past the bound (its questions ask it)').toEqual([]);
+      silent = 0; // its questions dropped: it owes nothing
+      expect(inside.countsUp(f), 'the silent node, owing no answer now').toBe(false);
+      inside.probeSilent();
+      inside.probeSilent();
+      expect(probed, 'nodes pinged, one a turn, while remembered silent owing nothing').toEqual([f, f]);
+      inside.links[f].onHeard(); // its pong
+      expect(inside.countsUp(f), 'the node once its pong came').toBe(true);
+      probed.length = 0;
+      inside.probeSilent();
+      expect(probed, 'nodes pinged once it counts up').toEqual([]);
+    } finally {
+      m.close();
+    }
+  });
+});
+
 describe('a drain step after its handover completed', () => {
   it('does not wait for a kept replica that has been silent longer than NODE_HEARTBEAT_TIMEOUT_MS (frozen, its link open: up for the coordinator)', () => {
     // 4 nodes at R=3, node 3 draining, every node up. Each slice node 3 holds a replica of is led by another replica
@@ -2385,6 +2420,40 @@ describe('keyslice remove --forget-data that cannot finish', () => {
       await m.remove(map.nodes[x], true);
       expect(map.statusOf(x)).toBe('removed');
       expect(map.slicesOf(0).length + map.slicesOf(1).length).toBe(map.sliceCount);
+    } finally {
+      m.close();
+    }
+  });
+});
+
+describe('leadership rebalancing', () => {
+  it('hands a leadership over from a node that leads most other than the first where the first has no replica to hand to (3-3-3-2-1)', () => {
+    // 5 nodes at R=3, 12 slices led 3-3-3-2-1 (as elastic-fixture's untilSpread once found it, for good). Node 0 leads
+    // slices 0-2, none with a replica on node 4, which leads one: node 0 can hand nothing to a node that leads two fewer.
+    // Node 1 (slices 3-5) has replicas on node 4. Only the map's counts, sets and leaders are laid out here.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    settle(map);
+    const sets = [[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 4, 2], [1, 4, 3], [1, 2, 3], [2, 0, 1], [2, 3, 4], [2, 0, 3], [3, 0, 4], [3, 1, 4], [4, 0, 2]];
+    Object.assign(map, {
+      counts: () => [0, 1, 2, 3, 4].map((n) => sets.filter((s) => s[0] === n).length),
+      slicesOf: (n: number) => sets.flatMap((s, i) => (s[0] === n ? [i] : [])),
+      replicasOf: (s: number) => sets[s] ?? [],
+    });
+    expect(map.counts()).toEqual([3, 3, 3, 2, 1]);
+    const handed: { slice: number; to: number }[][] = [];
+    const { m } = membershipByHand(map, dir, {
+      summary: () => ({ replicated: 12, led: 12, unsettledLed: 0, ledBy: [], elections: 0, termMin: 1, termMax: 1 }),
+      handOver: (moves: { slice: number; to: number }[]) => (handed.push(moves), moves.length),
+    });
+    const inside = m as unknown as { rebalanceLeaders(): void; holdsLately: () => boolean; movingReplicas: () => number };
+    inside.holdsLately = () => true;
+    inside.movingReplicas = () => 0;
+    try {
+      inside.rebalanceLeaders();
+      const moves = handed.flat();
+      expect(moves.filter((mv) => mv.to === 4).length, `handovers to node 4, which leads one: ${JSON.stringify(handed)}`).toBeGreaterThan(0);
+      for (const mv of moves) expect(sets[mv.slice], `slice ${mv.slice} handed to a node with a replica`).toContain(mv.to);
     } finally {
       m.close();
     }

@@ -98,6 +98,8 @@ export class NodeLink {
   onStateChange: () => void = () => {};
   /** Replication messages from the node (a Replicate frame's entries; coordinator/metadata/replica-leaders.ts). */
   onReplicate: (entries: DecodedReplicateEntry[]) => void = () => {};
+  /** Anything came from the node (a frame on any of its connections, or a pong to probe's ping): it is not frozen. */
+  onHeard: () => void = () => {};
   /** Assigns sent on the ready link (reassign) whose Assigned has not come back yet. */
   private reassigning = 0;
   /** Assigns sent on the ready link (reassign) since the link was made: a slice move gives up when its
@@ -144,6 +146,13 @@ export class NodeLink {
     this.reassigning++;
     this.reassignsSent++;
     this.ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId, a.replication]));
+  }
+
+  /** Asks the node for a sign of life: a WebSocket ping on its open connection, which its event loop answers with a
+   * pong (onHeard) unless it is frozen. For a node ReplicaLeaders remembers silent that is asked nothing else
+   * (Membership.probeSilent). */
+  probe(): void {
+    if (this.ws !== null && this.ws.readyState === WebSocket.OPEN) this.ws.ping();
   }
 
   /** Sends replication messages to the node in one frame (at most REPLICATION_FRAME_ENTRIES_MAX
@@ -219,6 +228,9 @@ export class NodeLink {
       ws.terminate();
     });
     ws.on('message', (data: Buffer) => this.onFrame(data));
+    ws.on('pong', () => {
+      if (this.ws === ws) this.onHeard();
+    });
     ws.on('error', () => {}); // 'close' follows and handles it
     ws.on('close', () => {
       if (this.ws !== ws) return;
@@ -309,6 +321,7 @@ export class NodeLink {
    * the link (the node's connection, and with it its batch ports): null. */
   private readFrame(ws: WebSocket, data: Buffer, where: string): CoordinatorNodeFrame | null {
     this.silentSince = 0;
+    this.onHeard();
     try {
       return decodeNodeFrame(data, 'coordinator');
     } catch (err) {

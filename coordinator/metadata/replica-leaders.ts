@@ -566,6 +566,19 @@ export class ReplicaLeaders {
     return this.silentLong.has(node);
   }
 
+  /** Whether node `node` is remembered silent (silentPastBound) though it owes no answer past the bound: nothing may ask
+   * it anything again (a node whose every replica was undone away holds none, and is sent no Ping), so without another
+   * question (Membership.probeSilent) a healthy node would stay counted down for good. */
+  remembersSilence(node: number): boolean {
+    return this.silentLong.has(node) && this.silentMs(node) <= NODE_HEARTBEAT_TIMEOUT_MS;
+  }
+
+  /** Something came from node `node` (NodeLink.onHeard: any frame, or a pong): it is not frozen, so it is silent only by
+   * what it owes from now on (silentPastBound). */
+  heard(node: number): void {
+    this.silentLong.delete(node);
+  }
+
   /** Whether node `node` answers (answersWhenSilent): silent less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals,
    * as an election counts it, but from its first question left unanswered, without the grace of a worker not known to
    * replicate a slice (silentMs without it). The grace keeps an election from passing over a new replica that drops
@@ -639,7 +652,7 @@ export class ReplicaLeaders {
   /** Replication messages from node `node` (its link's frame); a worker's Pongs one slice's at a time. */
   receive(node: number, entries: DecodedReplicateEntry[]): void {
     this.traceHeard(node);
-    this.silentLong.delete(node);
+    this.heard(node);
     this.questions.answered(node, entries);
     for (const [slice, message] of entries) {
       if (message.type === 'Pongs') {
