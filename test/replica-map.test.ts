@@ -2041,6 +2041,37 @@ describe('a drain step whose new replica is silent, its link open', () => {
   });
 });
 
+describe('a drain that replaces a replica on a node that is down', () => {
+  it('does not where the one node outside the set is silent past the bound (placement would not take it): it waits, and throws nothing', () => {
+    // 5 nodes at R=3, node 4 draining, its steps' new replicas placed. In a slice S (node 4, two kept, the new one) a
+    // kept follower c is down past --drain-replace-down-ms; the one node outside S's set, e, is up (its link open) but
+    // silent past NODE_HEARTBEAT_TIMEOUT_MS, so placement (map.isUp: countsUp) does not count it up. deadReplica
+    // counted e up (isUp) and asked for the replacement; placement then had no node to put it on, and
+    // ClusterMap.replaceDownReplicas's check threw out of the coordinator's tick ("is replaced by one on an active node
+    // that is up").
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    map.setStatus(4, 'draining');
+    settle(map);
+    const s = Array.from({ length: 64 }, (_, i) => i).find((i) => map.leaverOf(i) === 4 && map.joiningOf(i) >= 0)!;
+    const set = map.replicasOf(s);
+    expect(set.length, "S's set: node 4, two kept, the new replica").toBe(4);
+    const e = [0, 1, 2, 3].find((n) => !set.includes(n))!;
+    const c = set.find((n) => n !== 4 && n !== map.joiningOf(s) && n !== map.ownerOf(s))!;
+    const { m, inside } = membershipByHand(map, dir, { leaderOf: (i: number) => map.ownerOf(i), setsOf: (i: number) => [map.replicasOf(i)], silentMs: (n: number) => (n === e ? NODE_HEARTBEAT_TIMEOUT_MS + 1_000 : 0) });
+    inside.isUp = (n) => n !== c;
+    (inside as unknown as { downSince: Map<number, number> }).downSince.set(c, Date.now() - 60_000);
+    const withE = Array.from({ length: 64 }, (_, i) => i).filter((i) => map.replicasOf(i).includes(e));
+    try {
+      expect(() => inside.drainReplicas()).not.toThrow();
+      expect(map.replicasOf(s), "S's set, its replica on c not replaced (no node counted up to take it)").toEqual(set);
+      expect(Array.from({ length: 64 }, (_, i) => i).filter((i) => map.replicasOf(i).includes(e) && !withE.includes(i)), 'slices that took the silent node in').toEqual([]);
+    } finally {
+      m.close();
+    }
+  });
+});
+
 describe('a node remembered silent that is asked nothing', () => {
   it('is pinged each turn (NodeLink.probe) and counts up again once anything comes from it (its pong), not excluded for good', () => {
     // A node found silent past NODE_HEARTBEAT_TIMEOUT_MS stays so until something comes from it

@@ -1047,7 +1047,7 @@ export class Membership {
   /** Of `rest` (the replicas a drain step keeps of a slice whose change settled under an elected leader), one on a node
    * that is down and that keyslice remove of that node would replace now (null: none): a follower on an active node,
    * not the step's new replica (undoStalledMoves takes that one out), whose slice keeps, without it, a majority of its
-   * set and a majority of the set up (remove's refusals, ReplicaMajorityDown included), with an active node up outside
+   * set and a majority of the set up (remove's refusals, ReplicaMajorityDown included), with an active node up (as placement counts it) outside
    * the set to take its place and the drain's own new replica placed (the active replicas kept are the factor, so
    * placement adds exactly one). `replace`: down for drainReplaceDownMs, so replace it now; else the step waits
    * (downMs) for it to come back or be replaced. */
@@ -1059,7 +1059,10 @@ export class Membership {
     if (node === undefined || active.length !== this.map.replicationFactor || this.mover.moving.has(slice)) return null;
     const left = set.filter((n) => n !== node);
     if (left.length < majority(set.length) || left.filter((n) => this.isUp(n)).length < majority(set.length)) return null;
-    if (!this.map.nodes.some((_, i) => !set.includes(i) && this.map.statusOf(i) === 'active' && this.isUp(i))) return null;
+    // A node to take its place as placement counts one up (map.isUp: countsUp, not one being removed), which the map's
+    // change then asserts: one isUp counted up but placement did not (silent past the heartbeat bound, its link open)
+    // threw out of the tick.
+    if (!this.map.nodes.some((_, i) => !set.includes(i) && this.map.statusOf(i) === 'active' && this.map.isUp(i))) return null;
     const now = Date.now();
     const downMs = now - (this.downSince.get(node) ?? now);
     return { node, downMs, replace: downMs >= this.drainReplaceDownMs };
