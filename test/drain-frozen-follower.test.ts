@@ -12,11 +12,10 @@
 // for F without end: up (its link open) and not holding the new term's barrier, it was behind for good.
 import { describe, expect, it } from 'vitest';
 import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../shared/limits.js';
-import { bulk, drainFirstHandover, drainedOff, elasticClusters, ledWithout, persistedMap, replicaIndexes, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { drainFirstHandover, elasticClusters, persistedMap, replicaIndexes, waitFor, frozenStory, untilDrainEnds } from './elastic-fixture.js';
 import { freezeProcess, isFrozen, thawProcesses } from './freeze.js';
 
 const cluster = elasticClusters();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** From the freeze until A's replica has left S: F counted down once silent NODE_HEARTBEAT_TIMEOUT_MS (from the first
  * question it left unanswered, the handover's Prepare or a Ping, soon after the freeze), the handover's catch-up wait
  * and election before that, and a drain turn before each step. */
@@ -27,14 +26,7 @@ const LOADED_MARGIN_MS = 8_000;
 
 describe('a drain step whose handover completed, a replica it keeps frozen', () => {
   it('nodes known by address: the drained replica leaves, led by the replica handed to, while the kept replica stays frozen; every acknowledged write reads back', async () => {
-    const lines: string[] = [];
-    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat: false, log: (l) => lines.push(l) });
-    await untilSpread(e);
-    await bulk(e, 100);
-    const load = new WriteLoad(e.client, 'elastic', 4, 4);
-    const frozen: number[] = [];
-    try {
-      await sleep(500);
+    await frozenStory(cluster, { nodes: 4 }, async ({ e, lines, frozen }) => {
       // The drain's first handover to a replica of the set before the drain (as drain-handover-bound watches it): a
       // slice S that A leads, still holding A's replica, whose map names another leader G.
       const { victim, before, a, setsBefore, slice, to, givenUpBefore } = await drainFirstHandover(e);
@@ -76,11 +68,7 @@ describe('a drain step whose handover completed, a replica it keeps frozen', () 
       expect(isFrozen(fProcess.child.pid!), 'F is still frozen').toBe(true);
       // Thawed, the drain ends (slices whose new replica went to F waited for it) and nothing is lost.
       expect(thawProcesses(frozen).map(String), 'F thawed').toEqual([]);
-      await waitFor(async () => (await ledWithout(e, victim.node)).ok && drainedOff(victim.node)(await e.status()), 'the drain to end, every slice led by the three nodes left', 60_000, seen(e));
-      await load.finish(1_000, 100);
-    } finally {
-      thawProcesses(frozen);
-      await load.stop();
-    }
+      await untilDrainEnds(e, victim.node, 'the drain to end, every slice led by the three nodes left');
+    });
   }, 120_000);
 });

@@ -11,7 +11,7 @@
 // new replica back on it).
 import { describe, expect, it } from 'vitest';
 import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, REPLICA_MOVE_UNDO_DOWN_MS } from '../shared/limits.js';
-import { bulk, drainedOff, elasticClusters, ledWithout, persistedMap, replicaIndexes, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { elasticClusters, persistedMap, replicaIndexes, waitFor, frozenStory, untilDrainEnds } from './elastic-fixture.js';
 import { freezeProcess, isFrozen, thawProcesses } from './freeze.js';
 
 const cluster = elasticClusters();
@@ -29,14 +29,7 @@ const LOADED_MARGIN_MS = 8_000;
 
 describe('a drain step whose new replica freezes', () => {
   it('nodes known by address: the step is undone and placed on another node, the drain ends while the node stays frozen; every acknowledged write reads back', async () => {
-    const lines: string[] = [];
-    const e = await cluster({ nodes: 5, slices: 12, replicationFactor: 3, heartbeat: false, log: (l) => lines.push(l) });
-    await untilSpread(e);
-    await bulk(e, 100);
-    const load = new WriteLoad(e.client, 'elastic', 4, 4);
-    const frozen: number[] = [];
-    try {
-      await sleep(500);
+    await frozenStory(cluster, { nodes: 5 }, async ({ e, lines, frozen }) => {
       const st = await e.status();
       const victim = st.nodes.reduce((x, y) => (y.replicas > x.replicas ? y : x));
       const a = persistedMap(e).nodes.indexOf(victim.node);
@@ -94,11 +87,7 @@ describe('a drain step whose new replica freezes', () => {
       expect(isFrozen(fProcess.child.pid!), 'F is still frozen').toBe(true);
       // Thawed, F is an ordinary node again: status answers, says the drain is over, and nothing is lost.
       expect(thawProcesses(frozen).map(String), 'F thawed').toEqual([]);
-      await waitFor(async () => (await ledWithout(e, victim.node)).ok && drainedOff(victim.node)(await e.status()), 'status to say the drain is over, every slice led', 60_000, seen(e));
-      await load.finish(1_000, 100);
-    } finally {
-      thawProcesses(frozen);
-      await load.stop();
-    }
+      await untilDrainEnds(e, victim.node, 'status to say the drain is over, every slice led');
+    });
   }, 150_000);
 });

@@ -15,11 +15,10 @@
 // without end (the handover's wait started again at the give-back, and the step waited for every kept replica up).
 import { describe, expect, it } from 'vitest';
 import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../shared/limits.js';
-import { bulk, drainFirstHandover, drainedOff, elasticClusters, led, ledWithout, persistedMap, replicaIndexes, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { drainFirstHandover, elasticClusters, led, persistedMap, replicaIndexes, seen, waitFor, frozenStory, untilDrainEnds } from './elastic-fixture.js';
 import { freezeProcess, isFrozen, thawProcesses } from './freeze.js';
 
 const cluster = elasticClusters();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** From the freeze until the drained node's replica has left the slice handed to the frozen node. Nodes that
  * heartbeat: the node seen down, then a handover to a replica that answers (its catch-up wait and election) or an
  * election, and a drain turn before each step. Nodes known by address (a frozen one stays up): the handover's bound
@@ -38,14 +37,7 @@ const LOADED_MARGIN_MS = 8_000;
 describe("a drain whose leadership handover's target freezes", () => {
   it.each(['heartbeats', 'known by address'] as const)('nodes %s: the drained replica leaves that slice, led by a replica that answers, while the target stays frozen; every acknowledged write reads back', async (nodes) => {
     const heartbeat = nodes === 'heartbeats';
-    const lines: string[] = [];
-    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat, log: (l) => lines.push(l) });
-    await untilSpread(e);
-    await bulk(e, 100);
-    const load = new WriteLoad(e.client, 'elastic', 4, 4);
-    const frozen: number[] = [];
-    try {
-      await sleep(500);
+    await frozenStory(cluster, { nodes: 4, heartbeat }, async ({ e, lines, frozen }) => {
       // The drain's first handover, watched where its target was a replica before the drain (not the drain's new
       // replica there, which a freeze would hold at its catch-up until undone, with no node left to take its place).
       const { victim, before, a, ledByA, slice, to, givenBackBefore, givenUpBefore } = await drainFirstHandover(e);
@@ -98,11 +90,7 @@ describe("a drain whose leadership handover's target freezes", () => {
       // Thawed, the drain ends (slices whose new replica went to the frozen node waited for it, as, known by address,
       // do those handed over to another replica, whose new term the frozen one must hold) and nothing is lost.
       expect(thawProcesses(frozen).map(String), 'the target thawed').toEqual([]);
-      await waitFor(async () => (await ledWithout(e, victim.node)).ok && drainedOff(victim.node)(await e.status()), 'the drain to end, every slice led by the three nodes left', 60_000, seen(e));
-      await load.finish(1_000, 100);
-    } finally {
-      thawProcesses(frozen);
-      await load.stop();
-    }
+      await untilDrainEnds(e, victim.node, 'the drain to end, every slice led by the three nodes left');
+    });
   }, 120_000);
 });

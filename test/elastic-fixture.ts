@@ -11,6 +11,7 @@ import { startCoordinator, startSliceNode, stopProcess, type ManagedProcess } fr
 import type { ClusterStatus } from '../shared/api.js';
 import { KeysliceError } from '../shared/errors.js';
 import { led, testLog } from './cluster-fixture.js';
+import { thawProcesses } from './freeze.js';
 
 export const SECRET = 'test-cluster-secret';
 
@@ -426,4 +427,44 @@ export async function bulk(e: Elastic, count: number): Promise<void> {
   }
   const failures = (await Promise.all(writes)).flat();
   expect(failures).toEqual([]);
+}
+
+/** What frozenStory hands its story: the cluster, the coordinator's log lines, the write load, and the PIDs the story
+ * froze (it pushes each one it freezes; frozenStory thaws them whatever happens). */
+export interface FrozenStory {
+  e: Elastic;
+  lines: string[];
+  load: WriteLoad;
+  frozen: number[];
+}
+
+/** A story of slice nodes frozen (SIGSTOP) under a small write load, as the drain and handover tests tell it: `nodes`
+ * slice nodes at R=3 over 12 slices (known by address unless `heartbeat`), replicas and leaderships spread (so that no
+ * rebalancing runs meanwhile), 100 items, 4 writers. After the story, every acknowledged write must read back
+ * (WriteLoad.finish); the PIDs in `frozen` are thawed and the load stopped however it ends (a frozen process takes no
+ * SIGTERM, and the fixture stops every process by its PID). */
+export async function frozenStory(
+  cluster: (opts: Parameters<typeof startElastic>[0]) => Promise<Elastic>,
+  opts: { nodes: number; heartbeat?: boolean },
+  story: (s: FrozenStory) => Promise<void>,
+): Promise<void> {
+  const lines: string[] = [];
+  const e = await cluster({ nodes: opts.nodes, slices: 12, replicationFactor: 3, heartbeat: opts.heartbeat ?? false, log: (l) => lines.push(l) });
+  await untilSpread(e);
+  await bulk(e, 100);
+  const load = new WriteLoad(e.client, 'elastic', 4, 4);
+  const frozen: number[] = [];
+  try {
+    await new Promise((r) => setTimeout(r, 500));
+    await story({ e, lines, load, frozen });
+    await load.finish(1_000, 100);
+  } finally {
+    thawProcesses(frozen);
+    await load.stop();
+  }
+}
+
+/** Until the drain of `node` has ended (status says so) with every slice led by the nodes left. */
+export async function untilDrainEnds(e: Elastic, node: string, what = 'the drain to end, every slice led by the nodes left'): Promise<void> {
+  await waitFor(async () => (await ledWithout(e, node)).ok && drainedOff(node)(await e.status()), what, 60_000, seen(e));
 }

@@ -7,7 +7,7 @@
 // followers are thawed every slice is led by the three nodes left and every acknowledged write reads back.
 import { describe, expect, it } from 'vitest';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_INTERVAL_MS } from '../shared/limits.js';
-import { bulk, elasticClusters, ledWithout, persistedMap, replicaIndexes, replicaSets, untilSpread, seen, waitFor, WriteLoad } from './elastic-fixture.js';
+import { elasticClusters, ledWithout, persistedMap, replicaIndexes, replicaSets, seen, waitFor, frozenStory } from './elastic-fixture.js';
 import { freezeProcess, thawProcesses } from './freeze.js';
 
 const cluster = elasticClusters();
@@ -18,15 +18,7 @@ const UNCHOSEN_AFTER_MS = 2 * LEADER_HEARTBEAT_INTERVAL_MS + 500;
 
 describe('a handover before a change that cannot complete', () => {
   it('is given up after LEADER_HANDOVER_BEFORE_CHANGE_MS: the remove goes on, status counts it, the slice elects once its replicas answer, every acknowledged write reads back', async () => {
-    const lines: string[] = [];
-    const e = await cluster({ nodes: 4, slices: 12, replicationFactor: 3, heartbeat: false, log: (l) => lines.push(l) });
-    // Leaderships spread too, so that no leadership rebalancing runs while the story does.
-    await untilSpread(e);
-    await bulk(e, 100);
-    const load = new WriteLoad(e.client, 'elastic', 4, 4);
-    const frozen: number[] = [];
-    try {
-      await sleep(500);
+    await frozenStory(cluster, { nodes: 4 }, async ({ e, lines, frozen }) => {
       // Slice 0's leader A and its followers X and Y: with X and Y frozen, no replica that stays in its set answers.
       const m = persistedMap(e);
       const [a, ...followers] = replicaIndexes(m)[0];
@@ -76,12 +68,6 @@ describe('a handover before a change that cannot complete', () => {
       // Thawed, the frozen followers elect the slices that need them, with the fourth node's new replicas.
       expect(thawProcesses(frozen).map(String), 'every frozen follower thawed').toEqual([]);
       await waitFor(async () => (await ledWithout(e, url)).ok, 'every slice led by the three nodes left, no change unsettled', 30_000, seen(e));
-      await load.finish(1_000, 100);
-    } finally {
-      // A frozen process takes no SIGTERM: thawed first, and the fixture stops every process by its pid. (A pid that
-      // cannot be signalled ended already; the story's own failure, if any, is the one to see.)
-      thawProcesses(frozen);
-      await load.stop();
-    }
+    });
   }, 90_000);
 });
