@@ -592,11 +592,11 @@ export class ReplicaLeaders {
     return answersWhenSilent(this.silentMs(node, false), this.timing.pingIntervalMs);
   }
 
-  /** When node `node`'s silence counts from (OpenQuestions.silentFrom; now where it owes no answer), on
+  /** When node `node`'s silence counts from (silentMs, with the election's grace; now where it owes no answer), on
    * performance.now()'s clock; -Infinity over a link that is not up: a frame that came before the link was lost says
    * nothing of the node since. */
   private heardFrom(node: number): number {
-    return this.ready(node) ? (this.questions.silentFrom(node) ?? performance.now()) : -Infinity;
+    return performance.now() - this.silentMs(node);
   }
 
   /** Hands each slice's leadership to its follower `to` (leadership rebalancing; docs/replication.md):
