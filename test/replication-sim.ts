@@ -14,7 +14,7 @@ import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, REPLICA_
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type ElectionReason, type LastRecord } from '../coordinator/metadata/failover.js';
 import { answersWhenSilent, caughtUpForHandover, OpenQuestions, silenceMs } from '../coordinator/metadata/replica-leaders.js';
-import { drainStepCatchUp, leaderUntilElected } from '../coordinator/metadata/membership.js';
+import { drainStepCatchUp, keepAskingKept, leaderUntilElected } from '../coordinator/metadata/membership.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
@@ -1198,15 +1198,16 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       // lost); then, as membership.ts askKeptLately, the replicas kept are asked until one said lately that it holds
       // the barrier, at least PONG_AGE_MAX_MS from the wait's start and from when the replica the second choice names
       // was found with its link up, at most twice that (a tick at a time: the coordinator's wait steps half a tick).
+      // The rule is the product's own, keepAskingKept.
       if (clock.now < removing.until!) return;
       down.askedFrom ??= clock.now;
       const upFrom = (down.upFrom ??= new Map());
       for (const n of rest) if (!linkUp(n)) upFrom.delete(n);
       else if (!upFrom.has(n)) upFrom.set(n, clock.now);
       const term = coordinator.currentTerm;
-      if (clock.now - down.askedFrom < 2 * PONG_AGE_MAX_MS && coordinator.currentLeader !== null && leaderUntilElected(rest, linkUp, (n) => holdsLately(n, term)) === undefined) {
+      if (coordinator.currentLeader !== null && leaderUntilElected(rest, linkUp, (n) => holdsLately(n, term)) === undefined) {
         const { named } = keptLeaderFirst(rest, term);
-        if (clock.now - down.askedFrom < PONG_AGE_MAX_MS || (named !== undefined && clock.now - upFrom.get(named)! < PONG_AGE_MAX_MS)) {
+        if (keepAskingKept(clock.now, down.askedFrom, upFrom, named, PONG_AGE_MAX_MS)) {
           askLately(rest);
           return;
         }

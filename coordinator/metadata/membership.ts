@@ -595,8 +595,8 @@ export class Membership {
     const probeMs = this.leaders.probeIntervalMs;
     const started = performance.now();
     const upFrom = new Map<number, number>();
-    /** Whether to wait on: a slice has no replica kept that said lately it holds the barrier, and either the wait is
-     * younger than probeIntervalMs or the replica its second choice names was found up more lately than that. Every
+    /** Whether to wait on: a slice has no replica kept that said lately it holds the barrier, and keepAskingKept says
+     * so (the wait younger than probeIntervalMs, or the replica its second choice names found up more lately). Every
      * slice is looked at (no early stop): holdsLately asks each replica it finds not saying so. */
     const waitOn = (now: number): boolean => {
       let wait = false;
@@ -609,7 +609,7 @@ export class Membership {
         else if (!upFrom.has(n)) upFrom.set(n, now);
         const named = this.leaderUntilElected(s, kept, term);
         if (named !== undefined && this.holdsLately(s, named, term)) continue;
-        if (now - started < probeMs || (named !== undefined && now - upFrom.get(named)! < probeMs)) wait = true;
+        if (keepAskingKept(now, started, upFrom, named, probeMs)) wait = true;
       }
       return wait;
     };
@@ -1467,6 +1467,18 @@ export function leaderUntilElected(
   if (lately !== undefined || otherwise === undefined) return lately;
   const answering = kept.filter((n) => mayLead(n) && otherwise.answers(n));
   return answering.find((n) => otherwise.heldOnce(n)) ?? answering[0];
+}
+
+/** askKeptLately's rule for one slice none of whose replicas kept said lately that it holds the barrier
+ * (Membership.askKeptLately, apart from the map and the links): whether the wait begun at `started` goes on at `now`.
+ * It does for probeIntervalMs (`probeMs`) from its start, and past that while `named`, the replica the rule's second
+ * choice names (leaderUntilElected's `otherwise`; undefined: none), was found up (`upFrom`, per replica) less than
+ * probeIntervalMs ago, so that one whose link came up during the wait is asked long enough to count as silent if
+ * frozen; never past twice probeIntervalMs. Used by the simulation's 'remove-down' step (test/replication-sim.ts). */
+export function keepAskingKept(now: number, started: number, upFrom: ReadonlyMap<number, number>, named: number | undefined, probeMs: number): boolean {
+  assert(named === undefined || upFrom.has(named), `the replica named (${named}) was found up during the wait`);
+  if (now - started >= 2 * probeMs) return false;
+  return now - started < probeMs || (named !== undefined && now - upFrom.get(named)! < probeMs);
 }
 
 /** `keyslice remove`'s answer where the cluster map could not be written (MapSaveError): retryable, and the node as
