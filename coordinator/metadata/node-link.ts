@@ -102,7 +102,7 @@ export class NodeLink {
   /** When anything last came from the node (performance.now): a frame on any of its connections, a pong to probe's
    * ping, or its heartbeat (heard). The one clock of a node's silence outside elections: Membership pings each link
    * every turn, so a node whose event loop runs is heard at least that often, and a frozen one (SIGSTOP, its link open)
-   * is not (Membership.countsUp; docs/replication.md, "A node that answers"). */
+   * is not (Membership.countsUp; docs/replication.md, "A new replica that freezes"). */
   heardAt = performance.now();
   /** Assigns sent on the ready link (reassign) whose Assigned has not come back yet. */
   private reassigning = 0;
