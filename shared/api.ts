@@ -328,8 +328,12 @@ export interface NodeStatusReport {
   node: string;
   /** active: takes slices; draining: giving its slices away; removed nodes are not listed. */
   status: 'active' | 'draining' | 'removed';
-  /** Connected, and (for a node that registered itself) heartbeating. */
+  /** Connected, heard from within NODE_HEARTBEAT_TIMEOUT_MS (any frame, a pong to the coordinator's ping each turn,
+   * or a heartbeat), and (for a node that registered itself) heartbeating: what placement counts up. */
   up: boolean;
+  /** How long nothing has come from the node although its link is open (ms), once that is NODE_HEARTBEAT_TIMEOUT_MS or
+   * more: a frozen (SIGSTOP) or stalled node, not up; null otherwise (heard from lately, or its link not open). */
+  silentMs: number | null;
   /** null for a node configured with --nodes or added by an operator, which need not heartbeat. */
   heartbeatMsAgo: number | null;
   /** Why the coordinator does not use this node although it answers (e.g. it came back with another data folder), or does not remove it automatically while it is down; null when neither. */

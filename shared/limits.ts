@@ -200,10 +200,10 @@ export const NODE_CONNECT_TIMEOUT_MS = 5_000;
 export const NODE_RECONNECT_DELAY_MS_MIN = 100;
 export const NODE_RECONNECT_DELAY_MS_MAX = 250;
 /** Membership: a slice node started with --coordinator registers and then repeats
- * it as a heartbeat; the coordinator counts a node gone after this long without one. A drain step's wait
- * (membership.ts drainReplicas) counts a node as down after as long silent too (a question it was asked, a Ping or a
- * Prepare, left unanswered: ReplicaLeaders.silentMs), so that a node known by address (no heartbeats), frozen with its
- * link open, is given up after the time a node with heartbeats would be. */
+ * it as a heartbeat; the coordinator counts a node gone after this long without one. Placement, status, a drain step's
+ * wait and the undo of a move (membership.ts countsUp) count a node as down after as long with nothing from it at all
+ * (NodeLink.heardAt: a frame, a pong to the ping every link gets each turn, a heartbeat), so that a node known by address
+ * (no heartbeats), frozen with its link open, is given up after the time a node with heartbeats would be. */
 export const NODE_HEARTBEAT_INTERVAL_MS = 1_000;
 export const NODE_HEARTBEAT_TIMEOUT_MS = 5_000;
 /** The coordinator's membership tick: it notes nodes down, refills short replica sets, removes nodes down too long

@@ -70,26 +70,26 @@ describe('a node link sends replica sets that changed while its first Assign was
   });
 });
 
-describe("a node link's probe (Membership.probeSilent's WebSocket ping)", () => {
-  it('hears from a node whose event loop runs (its pong), and nothing from one that does not pong (as a frozen one)', async () => {
-    // NodeLink.onHeard is what takes a node out of ReplicaLeaders' remembered silence; a node remembered silent that
-    // owes no answer is asked nothing else, so its pong is the one way back. Counted once the link is ready (its frames
-    // are heard too); a server with autoPong off stands for a frozen node, which answers no ping.
+describe("a node link's probe (Membership.pingLinks' WebSocket ping, each turn)", () => {
+  it('hears from a node whose event loop runs (its pong moves heardAt), and nothing from one that does not pong (as a frozen one)', async () => {
+    // NodeLink.heardAt is what Membership.countsUp (placement, status) reads; a node that holds no replica is asked
+    // nothing else, so its pong is what keeps it up, and what brings a thawed one back. Counted once the link is ready
+    // (its frames are heard too); a server with autoPong off stands for a frozen node, which answers no ping.
     for (const pongs of [true, false]) {
       const node = await fakeNode(pongs);
       const link = new NodeLink(node.url, () => ({ epoch: 2, sliceCount: 4, slices: [0, 1, 2, 3], clusterId: 'c'.repeat(32), replication: null }), () => 2, () => {});
       links.push(link);
-      let heard = 0;
-      link.onHeard = () => heard++;
       await until('the first Assign', () => node.assigns.length === 1);
       node.socket().send(encodeNodeFrame([NodeFrame.Assigned, 2]));
       await until('the link to be ready', () => link.state === 'ready');
-      const before = heard;
+      const before = link.heardAt;
+      await new Promise((r) => setTimeout(r, 20));
       link.probe();
-      if (pongs) await until('the pong heard', () => heard > before);
+      if (pongs) await until('the pong heard', () => link.heardAt > before);
       else {
         await new Promise((r) => setTimeout(r, 300));
-        expect(heard, 'heard from a node that answers no ping').toBe(before);
+        expect(link.heardAt, 'heard from a node that answers no ping').toBe(before);
+        expect(link.heardMsAgo(), 'silence of the node that answers no ping').toBeGreaterThanOrEqual(300);
       }
     }
   });

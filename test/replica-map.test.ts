@@ -701,7 +701,7 @@ describe('replica sets in the cluster map', () => {
     clearInterval(inside.timer); // no rebalancing or refilling of its own meanwhile
     inside.isUp = () => true;
     const sent: DecodedReplicateEntry[][] = [[], []];
-    const real = inside.links.splice(0, 2, ...(sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0, reassign: () => {}, close: () => {} })) as unknown as NodeLink[]));
+    const real = inside.links.splice(0, 2, ...(sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0, reassign: () => {}, close: () => {}, heardMsAgo: () => 0 })) as unknown as NodeLink[]));
     const leaders = inside.leaders;
     try {
       const prepareOf = (n: number, slice: number) => sent[n].find(([s, msg]) => s === slice && msg.type === 'Prepare')?.[1];
@@ -737,10 +737,9 @@ describe('replica sets in the cluster map', () => {
     const map = open(5, 3, dir);
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
     const inside = m as unknown as { isUp: (n: number) => boolean; removing: Set<number> };
+    // Placement counts a node up where it is up and heard from lately (Membership.countsUp: its link's clock, which
+    // starts with the link): no link is up here.
     inside.isUp = () => true;
-    // Placement counts a node up where it is up and not silent (Membership.countsUp): no link is up here, which
-    // ReplicaLeaders counts as silent.
-    Object.assign(m.leaders as unknown as Record<string, unknown>, { silentMs: () => 0 });
     map.mayPlace = () => true; // no node answers here, so no leader is elected; keyslice remove waits for them (membership.ts)
     try {
       inside.removing.add(4);
@@ -1844,14 +1843,23 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
 
 /** A Membership over `map` whose turns the test makes by hand (its timer stopped), every node counted up and answering
  * (silentMs 0: no link is up here, which ReplicaLeaders counts as silent), and its ReplicaLeaders patched with `leaders`
- * (over an elected term 1, every change settled, no handover made): the setting of the handover give-up cases below. */
+ * (over an elected term 1, every change settled, no handover made): the setting of the handover give-up cases below.
+ * A node that `leaders.silentMs` says is silent (a frozen one) has sent nothing for as long either: its link's heardAt
+ * follows it (Membership.countsUp reads the link). */
 function membershipByHand(map: ClusterMap, dir: string, leaders: Record<string, unknown>, log: (line: string) => void = () => {}) {
   const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, log);
   const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; drainReplicas(): void; handingOver: Map<number, { since: number }>; handoversGivenUp: number };
   clearInterval(inside.timer);
   inside.isUp = () => true;
   Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, handOver: () => 0, silentMs: () => 0, ...leaders });
+  const silent = leaders.silentMs as ((n: number) => number) | undefined;
+  if (silent !== undefined) m.links.forEach((link, n) => Object.defineProperty(link, 'heardAt', { get: () => performance.now() - silent(n), set: () => {}, configurable: true }));
   return { m, inside };
+}
+
+/** Node `n` of `m` last heard from `ms` ago, its link's clock a plain value from now on (a frame or pong moves it). */
+function quiet(m: Membership, n: number, ms: number): void {
+  Object.defineProperty(m.links[n], 'heardAt', { value: performance.now() - ms, writable: true, configurable: true });
 }
 
 /** What each replica of `slice` said (its Pong) that it holds, and how long ago, in `m`'s ReplicaLeaders' own record (a
@@ -2029,11 +2037,12 @@ describe('a drain step whose new replica is silent, its link open', () => {
       expect(toF.filter((s) => map.replicasOf(s).includes(f)), 'slices whose step to the silent node was not undone').toEqual([]);
       expect(toF.filter((s) => !(map.joiningOf(s) >= 0 && map.replicasOf(s).length === 4 && map.replicasOf(s).includes(4))), 'slices undone without a new replica placed elsewhere beside the draining one').toEqual([]);
       expect(Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f) && !withF.includes(s)), 'slices that took the silent node in').toEqual([]);
-      // Found silent once, it stays so though it owes no answer (its undone slices' questions dropped), until it sends a
-      // frame (ReplicaLeaders.silentPastBound): then it is an ordinary node again.
+      // Silent, it stays so though it owes no answer (its undone slices' questions dropped), until something comes from
+      // it (its link's heardAt: a frame, a pong): then it is an ordinary node again.
+      quiet(m, f, NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
       silent = 0;
       expect(inside.countsUp(f), 'the silent node, owing no answer now').toBe(false);
-      m.leaders.receive(f, []);
+      m.links[f].heard();
       expect(inside.countsUp(f), 'the node once a frame came from it').toBe(true);
     } finally {
       m.close();
@@ -2072,35 +2081,31 @@ describe('a drain that replaces a replica on a node that is down', () => {
   });
 });
 
-describe('a node remembered silent that is asked nothing', () => {
-  it('is pinged each turn (NodeLink.probe) and counts up again once anything comes from it (its pong), not excluded for good', () => {
-    // A node found silent past NODE_HEARTBEAT_TIMEOUT_MS stays so until something comes from it
-    // (ReplicaLeaders.silentPastBound). One whose every replica's step was undone away holds none, is sent no Ping,
-    // and placement and rebalancing skip it: healthy again (thawed, its pause over), it would send nothing and stay
-    // counted down for good. Membership.probeSilent pings it; its pong (NodeLink.onHeard) makes it an ordinary node.
+describe('a node silent past the bound that is asked nothing', () => {
+  it('is pinged each turn (Membership.pingLinks, as every link is) and counts up again once anything comes from it (its pong), not excluded for good', () => {
+    // A node that sent nothing for NODE_HEARTBEAT_TIMEOUT_MS counts down (Membership.countsUp, its link's heardAt) though
+    // it owes no answer: one whose every replica's step was undone away holds none, is sent no Ping, and placement and
+    // rebalancing skip it. Healthy again (thawed, its pause over), it is heard only if asked: each turn pings every link,
+    // and its pong (NodeLink.heardAt) makes it an ordinary node.
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(5, 3, dir);
     settle(map);
     const f = 2;
-    let silent = NODE_HEARTBEAT_TIMEOUT_MS + 1_000;
-    const { m } = membershipByHand(map, dir, { silentMs: (n: number) => (n === f ? silent : 0) });
-    const inside = m as unknown as { countsUp(n: number): boolean; probeSilent(): void; links: NodeLink[] };
+    const { m } = membershipByHand(map, dir, {});
+    const inside = m as unknown as { countsUp(n: number): boolean; pingLinks(): void; links: NodeLink[] };
     const probed: number[] = [];
     inside.links.forEach((link, i) => Object.assign(link, { probe: () => probed.push(i) }));
     try {
-      expect(inside.countsUp(f), 'the node silent past the bound').toBe(false);
-      inside.probeSilent();
-      expect(probed, 'nodes pinged while one owes answers past the bound (its questions ask it)').toEqual([]);
-      silent = 0; // its questions dropped: it owes nothing
-      expect(inside.countsUp(f), 'the silent node, owing no answer now').toBe(false);
-      inside.probeSilent();
-      inside.probeSilent();
-      expect(probed, 'nodes pinged, one a turn, while remembered silent owing nothing').toEqual([f, f]);
-      inside.links[f].onHeard(); // its pong
+      quiet(m, f, NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
+      expect(inside.countsUp(f), 'the node silent past the bound, owing no answer').toBe(false);
+      inside.pingLinks();
+      inside.pingLinks();
+      expect(probed.filter((n) => n === f), 'pings of the silent node, one a turn').toEqual([f, f]);
+      expect(new Set(probed), 'nodes pinged in a turn: every one').toEqual(new Set([0, 1, 2, 3, 4]));
+      inside.links[f].heard(); // its pong
       expect(inside.countsUp(f), 'the node once its pong came').toBe(true);
-      probed.length = 0;
-      inside.probeSilent();
-      expect(probed, 'nodes pinged once it counts up').toEqual([]);
+      quiet(m, f, NODE_HEARTBEAT_TIMEOUT_MS - 1_000);
+      expect(inside.countsUp(f), 'a node silent less than the bound').toBe(true);
     } finally {
       m.close();
     }
@@ -2384,6 +2389,7 @@ describe('keyslice remove --forget-data that cannot finish', () => {
         sendEpoch: () => {},
         reassign: () => {},
         close: () => {},
+        heardMsAgo: () => 0,
       };
     }
     return { map, m, x, owned, got, links: inside.links as { state: string }[], tmp: join(dir, 'cluster-map.json.tmp') };

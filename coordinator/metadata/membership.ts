@@ -99,7 +99,7 @@ export class Membership {
     map.mayPlace = (s) => this.mayPlace(s);
     this.timer = setInterval(() => {
       this.noteDown();
-      this.probeSilent();
+      this.pingLinks();
       this.refillReplicas();
       void this.autoRemove();
       this.rebalance();
@@ -135,7 +135,6 @@ export class Membership {
       this.onLinkChange();
     };
     link.onReplicate = (entries) => this.leaders.receive(index, entries);
-    link.onHeard = () => this.leaders?.heard(index);
     if (this.map.statusOf(index) === 'removed') link.close();
     return link;
   }
@@ -278,6 +277,7 @@ export class Membership {
     if (problem !== null) throw new KeysliceError('InvalidState', problem);
     if (index < 0) index = this.add(u, nodeId);
     this.lastHeartbeat.set(index, Date.now());
+    this.links[index]?.heard();
     return { node: u, epoch: this.map.epoch };
   }
 
@@ -720,11 +720,12 @@ export class Membership {
     }
   }
 
-  /** Pings (NodeLink.probe, one a turn) each node remembered silent that owes no answer (ReplicaLeaders.remembersSilence):
-   * once its every replica's step was undone it is asked nothing, and placement and rebalancing, which skip it
-   * (countsUp), would ask it nothing either; a node that thawed (or whose pause ended) pongs, and counts up again. */
-  private probeSilent(): void {
-    for (let i = 0; i < this.links.length; i++) if (this.leaders.remembersSilence(i)) this.links[i].probe();
+  /** Pings every node's link (NodeLink.probe), once a turn: its pong keeps the link's heardAt young while the node's
+   * event loop runs, whatever else it is asked (a node that holds no replica, or one whose every replica's step was
+   * undone away, is asked nothing else), so that a frozen node known by address (no heartbeats, its link open) is found
+   * silent (countsUp) and one that thawed counts up again at the next turn. */
+  private pingLinks(): void {
+    for (const link of this.links) link.probe();
   }
 
   /** Since when each node has been down, as this process saw it (undoStalledMoves and autoRemove count from it): not
@@ -798,14 +799,19 @@ export class Membership {
     return beat === undefined || Date.now() - beat < NODE_HEARTBEAT_TIMEOUT_MS;
   }
 
-  /** Up as placement (map.isUp), a drain step's wait and the undo of a stalled move or drain step count it: up (isUp)
-   * and not silent past NODE_HEARTBEAT_TIMEOUT_MS (a question left unanswered that long, and no frame since:
-   * ReplicaLeaders.silentPastBound). A node known by address has no heartbeats, and frozen (SIGSTOP) it keeps its link
-   * open, so isUp says it is up for good: a drain step whose new replica froze waited for it without end, and undone,
+  /** Up as placement (map.isUp), status, a drain step's wait and the undo of a stalled move or drain step count it: up
+   * (isUp) and heard from (NodeLink.heardAt: any frame, a pong to pingLinks' ping, a heartbeat) within
+   * NODE_HEARTBEAT_TIMEOUT_MS. A node known by address has no heartbeats, and frozen (SIGSTOP) it keeps its link open,
+   * so isUp says it is up for good: a drain step whose new replica froze waited for it without end, and undone,
    * placement would have put the new replica back on it. Silent that long it counts down here, as a node with
-   * heartbeats counts down after the same time without one; once it sends a frame it is an ordinary node again. */
+   * heartbeats counts down after the same time without one; once anything comes from it it is an ordinary node again. */
   private countsUp(index: number): boolean {
-    return this.isUp(index) && !this.leaders.silentPastBound(index);
+    return this.isUp(index) && !this.silentPastBound(index);
+  }
+
+  /** Whether nothing came from node `index` for NODE_HEARTBEAT_TIMEOUT_MS (its link's clock, whatever its state). */
+  private silentPastBound(index: number): boolean {
+    return this.links[index].heardMsAgo() >= NODE_HEARTBEAT_TIMEOUT_MS;
   }
 
   /** Starts moves until MOVES_IN_FLIGHT_MAX run: first every slice of a draining node,
@@ -1295,7 +1301,8 @@ export class Membership {
     const nodes: NodeStatusReport[] = this.map.nodes.map((url, i) => ({
       node: url,
       status: this.map.statusOf(i),
-      up: this.map.statusOf(i) !== 'removed' && this.isUp(i),
+      up: this.map.statusOf(i) !== 'removed' && this.countsUp(i),
+      silentMs: this.map.statusOf(i) !== 'removed' && this.links[i].state === 'ready' && this.silentPastBound(i) ? Math.round(this.links[i].heardMsAgo()) : null,
       heartbeatMsAgo: this.lastHeartbeat.has(i) ? Date.now() - this.lastHeartbeat.get(i)! : null,
       problem: this.links[i].refusal !== '' ? this.links[i].refusal : this.autoRemoveRefusal.has(i) ? `down, and not removed automatically: ${this.autoRemoveRefusal.get(i)}` : null,
       workers: this.links[i].workerCount,

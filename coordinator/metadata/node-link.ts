@@ -18,6 +18,7 @@
 // lost closes the rest, which fails what is in flight, and the link dials again. The
 // coordinator's link keeps its batches on the node's connection, in order with its Assign
 // and Epoch frames.
+import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import {
@@ -98,8 +99,11 @@ export class NodeLink {
   onStateChange: () => void = () => {};
   /** Replication messages from the node (a Replicate frame's entries; coordinator/metadata/replica-leaders.ts). */
   onReplicate: (entries: DecodedReplicateEntry[]) => void = () => {};
-  /** Anything came from the node (a frame on any of its connections, or a pong to probe's ping): it is not frozen. */
-  onHeard: () => void = () => {};
+  /** When anything last came from the node (performance.now): a frame on any of its connections, a pong to probe's
+   * ping, or its heartbeat (heard). The one clock of a node's silence outside elections: Membership pings each link
+   * every turn, so a node whose event loop runs is heard at least that often, and a frozen one (SIGSTOP, its link open)
+   * is not (Membership.countsUp; docs/replication.md, "A new replica that freezes"). */
+  heardAt = performance.now();
   /** Assigns sent on the ready link (reassign) whose Assigned has not come back yet. */
   private reassigning = 0;
   /** Assigns sent on the ready link (reassign) since the link was made: a slice move gives up when its
@@ -107,8 +111,9 @@ export class NodeLink {
   reassignsSent = 0;
   /** A reassign came while the first Assign of this connection was in flight. */
   private reassignWhenReady = false;
-  /** When abandonInFlight took the node as silent; 0 once it sent a frame since (or reconnected). */
-  private silentSince = 0;
+  /** When abandonInFlight last gave up what the link held (performance.now; -Infinity on a new connection): the node
+   * is still taken as silent while nothing was heard from it since (heardAt). */
+  private abandonedAt = -Infinity;
 
   constructor(
     readonly url: string,
@@ -149,10 +154,19 @@ export class NodeLink {
   }
 
   /** Asks the node for a sign of life: a WebSocket ping on its open connection, which its event loop answers with a
-   * pong (onHeard) unless it is frozen. For a node ReplicaLeaders remembers silent that is asked nothing else
-   * (Membership.probeSilent). */
+   * pong (heardAt) unless it is frozen. Membership sends one each turn over every link. */
   probe(): void {
     if (this.ws !== null && this.ws.readyState === WebSocket.OPEN) this.ws.ping();
+  }
+
+  /** Something came from the node outside this link (its heartbeat, POST /cluster/join): it runs. */
+  heard(): void {
+    this.heardAt = performance.now();
+  }
+
+  /** How long since anything came from the node (heardAt), whatever the link's state. */
+  heardMsAgo(now = performance.now()): number {
+    return now - this.heardAt;
   }
 
   /** Sends replication messages to the node in one frame (at most REPLICATION_FRAME_ENTRIES_MAX
@@ -209,7 +223,7 @@ export class NodeLink {
     this.reconnectTimer = undefined;
     if (this.state === 'closed') return;
     this.state = 'connecting';
-    this.silentSince = 0;
+    this.abandonedAt = -Infinity;
     const ws = new WebSocket(this.url, {
       maxPayload: INTERNAL_FRAME_BYTES_MAX,
       handshakeTimeout: NODE_CONNECT_TIMEOUT_MS,
@@ -229,7 +243,7 @@ export class NodeLink {
     });
     ws.on('message', (data: Buffer) => this.onFrame(data));
     ws.on('pong', () => {
-      if (this.ws === ws) this.onHeard();
+      if (this.ws === ws) this.heard();
     });
     ws.on('error', () => {}); // 'close' follows and handles it
     ws.on('close', () => {
@@ -320,8 +334,7 @@ export class NodeLink {
   /** Decodes a frame the node connected as `ws` sent (`where`: on which of its connections). A malformed one ends
    * the link (the node's connection, and with it its batch ports): null. */
   private readFrame(ws: WebSocket, data: Buffer, where: string): CoordinatorNodeFrame | null {
-    this.silentSince = 0;
-    this.onHeard();
+    this.heard();
     try {
       return decodeNodeFrame(data, 'coordinator');
     } catch (err) {
@@ -479,14 +492,15 @@ export class NodeLink {
   /** Gives up what the link holds for a node that stopped answering and lost the leadership of
    * slices to an election (a frozen node would otherwise hold it for NODE_REQUEST_TIMEOUT_MS). The
    * node is taken as silent if a batch sent more than `olderThanMs` ago is unanswered, or if it was
-   * so taken before and has sent nothing since. Then every batch in flight fails, young ones too
+   * so taken before and nothing was heard from it since (heardAt). Then every batch in flight fails, young ones too
    * (their outcome is unknown, as after a lost connection), and so does every op still queued for
    * it (not sent, so not applied): answering a failed batch would otherwise send the queue to the
    * silent node in a new batch, too young to be given up at the next election's map. */
   abandonInFlight(olderThanMs: number, why: string): number {
     const before = Date.now() - olderThanMs;
-    if (this.silentSince === 0 && ![...this.inFlight.values()].some((b) => b.sentAt <= before)) return 0;
-    if (this.silentSince === 0) this.silentSince = Date.now();
+    const stillSilent = this.abandonedAt >= this.heardAt;
+    if (!stillSilent && ![...this.inFlight.values()].some((b) => b.sentAt <= before)) return 0;
+    if (!stillSilent) this.abandonedAt = performance.now();
     const ids = [...this.inFlight.keys()];
     for (const id of ids) this.failBatch(id, new KeysliceError('Unavailable', `slice node ${this.url} ${why}; a write in flight may or may not have been applied`));
     // After failBatch: the queue's count of batches in flight is back to zero.

@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
@@ -393,9 +393,6 @@ export class ReplicaLeaders {
   /** What each node was asked (a Ping or Prepare) and has not answered: its silence counts from the first (a node that
    * answers is slow, not gone: failover.ts heardLately). */
   private readonly questions: OpenQuestions;
-  /** Nodes silentPastBound found silent over NODE_HEARTBEAT_TIMEOUT_MS that have sent no frame since (receive, and a
-   * link lost or up again, take them out). */
-  private readonly silentLong = new Set<number>();
   /** Leadership handovers done since this process started, for status; of them, those whose election named another
    * replica (the old leader, further than the one handed to). */
   handovers = 0;
@@ -549,34 +546,10 @@ export class ReplicaLeaders {
 
   /** How long node `node` has been silent, in ms: since the first question the coordinator asked it (a Ping or a
    * Prepare, of any slice) that it has not answered; 0 where it owes no answer, Infinity over a link that is not up
-   * (failover.ts heardLately counts the same). A frozen node (SIGSTOP) keeps its link open, so a coordinator that knows
-   * it by address (no heartbeats) counts it up: this says it answers nothing. */
+   * (failover.ts heardLately counts the same). The election's measure, and answers' (without the grace): whether a
+   * node is up at all for placement and status is its link's clock (NodeLink.heardAt, Membership.countsUp). */
   silentMs(node: number, grace = true): number {
     return silenceMs(this.questions, node, this.ready(node), performance.now(), grace);
-  }
-
-  /** Whether node `node` counts as down for placement, a drain step's wait and the undo of a move onto it
-   * (Membership.countsUp): silent (silentMs) over NODE_HEARTBEAT_TIMEOUT_MS, as a node with heartbeats counts down that
-   * long after its last one, or found so once and no frame from it since. A frozen node (SIGSTOP) known by address keeps
-   * its link open and is up for good otherwise. Kept until it sends a frame: once a move onto it is undone, the questions
-   * of that slice are dropped (OpenQuestions.stale: it no longer replicates it), and a node owing no other answer would
-   * count as answering (silentMs 0), and placement would put the new replica straight back on it. */
-  silentPastBound(node: number): boolean {
-    if (this.silentMs(node) > NODE_HEARTBEAT_TIMEOUT_MS) this.silentLong.add(node);
-    return this.silentLong.has(node);
-  }
-
-  /** Whether node `node` is remembered silent (silentPastBound) though it owes no answer past the bound: nothing may ask
-   * it anything again (a node whose every replica was undone away holds none, and is sent no Ping), so without another
-   * question (Membership.probeSilent) a healthy node would stay counted down for good. */
-  remembersSilence(node: number): boolean {
-    return this.silentLong.has(node) && this.silentMs(node) <= NODE_HEARTBEAT_TIMEOUT_MS;
-  }
-
-  /** Something came from node `node` (NodeLink.onHeard: any frame, or a pong): it is not frozen, so it is silent only by
-   * what it owes from now on (silentPastBound). */
-  heard(node: number): void {
-    this.silentLong.delete(node);
   }
 
   /** Whether node `node` answers (answersWhenSilent): silent less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals,
@@ -652,7 +625,6 @@ export class ReplicaLeaders {
   /** Replication messages from node `node` (its link's frame); a worker's Pongs one slice's at a time. */
   receive(node: number, entries: DecodedReplicateEntry[]): void {
     this.traceHeard(node);
-    this.heard(node);
     this.questions.answered(node, entries);
     for (const [slice, message] of entries) {
       if (message.type === 'Pongs') {
@@ -690,7 +662,6 @@ export class ReplicaLeaders {
   /** A node's link stopped being ready: its slices need a leader now, not after the heartbeat timeout. */
   linkLost(node: number): void {
     this.questions.forget(node);
-    this.silentLong.delete(node);
     for (const run of this.runs.values()) if (run.failover.currentLeader === node) run.failover.suspectLeader();
     this.tick();
   }
@@ -698,7 +669,6 @@ export class ReplicaLeaders {
   /** A node's link became ready: elections under way that wait for its answer ask it now. */
   linkUp(node: number): void {
     this.questions.forget(node);
-    this.silentLong.delete(node);
     for (const run of this.runs.values()) run.failover.reachable(node);
   }
 

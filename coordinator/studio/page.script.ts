@@ -172,8 +172,8 @@ export function studioMain(bytes) {
         : c.nodes
             .map(
               (n) =>
-                '<div class="node" data-node="' + esc(n.node) + '" data-up="' + n.up + '"><span class="dot" title="' + (n.up ? 'up' : 'down') + '"></span><span class="url">' + esc(shortNode(n.node)) + '</span>' +
-                '<span>' + (n.up ? '' : '<span class="badge bad">down</span> ') + (n.status !== 'active' ? '<span class="badge warn">' + esc(n.status) + '</span> ' : '') + '<span class="badge">' + n.slices + ' slices</span></span>' +
+                '<div class="node" data-node="' + esc(n.node) + '" data-up="' + n.up + '"><span class="dot" title="' + (n.up ? 'up' : n.silentMs !== null ? 'silent' : 'down') + '"></span><span class="url">' + esc(shortNode(n.node)) + '</span>' +
+                '<span>' + (n.up ? '' : n.silentMs !== null ? '<span class="badge bad">silent ' + (n.silentMs / 1000).toFixed(1) + ' s</span> ' : '<span class="badge bad">down</span> ') + (n.status !== 'active' ? '<span class="badge warn">' + esc(n.status) + '</span> ' : '') + '<span class="badge">' + n.slices + ' slices</span></span>' +
                 '<span class="sub">' + num(n.items) + ' items · ' + bytes(n.bytes) + ' · ' + num(n.readsPerSecond) + ' r/s · ' + num(n.writesPerSecond) + ' w/s · ' + n.workers + (n.workers === 1 ? ' worker' : ' workers') + '</span></div>',
             )
             .join('');
