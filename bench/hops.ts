@@ -10,7 +10,7 @@
 // workload runs on one and then the other, the order alternating from round to round, and each figure is the median
 // over the rounds.
 // Workloads: the native WebSocket client (GetItem and PutItem at 1 in flight, PutItem and GetItem at
-// 256 in flight over 4 connections (--connections N), GetItems of 100 at 64 in flight, of 100 from 8 buckets
+// 256 in flight over 4 connections (--connections N), GetItems of 100 at 1, 50 (bench:compare's), 64 and 256 in flight, of 100 from 8 buckets
 // of an even-distribution table, scan pages) and the DynamoDB
 // endpoint over plain HTTP/1.1 keep-alive (unsigned JSON, no SDK: GetItem at 1 and at
 // 64 in flight, one request per socket at a time, as the AWS SDK sends them), and the same endpoint driven by the AWS SDK
