@@ -10,7 +10,7 @@
 // workload runs on one and then the other, the order alternating from round to round, and each figure is the median
 // over the rounds.
 // Workloads: the native WebSocket client (GetItem and PutItem at 1 in flight, PutItem and GetItem at
-// 256 in flight over 4 connections (--connections N), GetItems of 100 at 64 in flight, of 100 from 8 buckets
+// 256 in flight over 4 connections (--connections N), GetItems of 100 at 1, 50 (bench:compare's), 64 and 256 in flight, of 100 from 8 buckets
 // of an even-distribution table, scan pages) and the DynamoDB
 // endpoint over plain HTTP/1.1 keep-alive (unsigned JSON, no SDK: GetItem at 1 and at
 // 64 in flight, one request per socket at a time, as the AWS SDK sends them), and the same endpoint driven by the AWS SDK
@@ -184,6 +184,8 @@ const WORKLOADS: Workload[] = [
   { name: 'ws GetItem, 256 in flight', inFlight: 256, op: async (s, j) => ((await s.clients[j % s.clients.length].getItem(TABLE, { device: `d${rnd(DEVICES)}`, seq: rnd(PER_DEVICE) })) === null ? fail() : 1) },
   { name: 'ws GetItems of 100, 1 in flight (items/s)', inFlight: 1, op: async (s) => (await s.clients[0].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   { name: 'ws GetItems of 100, 64 in flight (items/s)', inFlight: 64, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
+  // Issue 15's load shape for a range: 256 in flight over the connections.
+  { name: 'ws GetItems of 100, 256 in flight (items/s)', inFlight: 256, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   // bench:compare's range shape: 50 in flight over the 4 connections.
   { name: 'ws GetItems of 100, 50 in flight (items/s)', inFlight: 50, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
   { name: `ws GetItems of 100 from ${EVEN_BUCKETS} buckets, 50 in flight (items/s)`, inFlight: 50, op: async (s, j) => (await s.clients[j % s.clients.length].getItems({ table: EVEN_TABLE, shardingKey: `d${rnd(DEVICES)}`, limit: 100 })).items.length },
