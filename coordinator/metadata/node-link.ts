@@ -18,7 +18,7 @@
 // lost closes the rest, which fails what is in flight, and the link dials again. The
 // coordinator's link keeps its batches on the node's connection, in order with its Assign
 // and Epoch frames.
-import WebSocket from 'ws';
+import { WebSocket } from '../../shared/ws.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import {
   INTERNAL_FRAME_BYTES_MAX,
