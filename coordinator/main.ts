@@ -153,10 +153,16 @@ server.listen(ownPort, args.host, async () => {
   const addr = server.address();
   const boundPort = typeof addr === 'object' && addr !== null ? addr.port : ownPort;
   const links = cluster.presentLinks();
-  const ready = await Promise.all(links.map((l) => l.waitReady(CLUSTER_READY_WAIT_MS)));
+  // The routers start while the links come up, not after: they take the map from the feed, which serves from now on,
+  // and dial the nodes themselves (as a router restarted later does), so nothing of theirs waits for the links; a
+  // router's start (its own Node process) and the links' (the nodes' assignments, at R>1 the first elections) then
+  // overlap. Ready, as before, once both are done.
+  const [ready, clientPort] = await Promise.all([
+    Promise.all(links.map((l) => l.waitReady(CLUSTER_READY_WAIT_MS))),
+    routers === 0 ? boundPort : startRouters(boundPort),
+  ]);
   const down = links.filter((_, i) => !ready[i]).map((l) => l.url);
   if (down.length > 0) log(`not reachable yet (their slices answer Unavailable until they are): ${down.join(', ')}`);
-  const clientPort = routers === 0 ? boundPort : await startRouters(boundPort);
   console.log(
     `keyslice coordinator ready http://${args.host}:${clientPort} ws://${args.host}:${clientPort}${CLIENT_WS_PATH} nodes=${links.length} slices=${map.sliceCount} routers=${routers}` +
       (routers === 0 ? '' : ` cluster=http://${args.host}:${boundPort}`) +

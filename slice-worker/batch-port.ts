@@ -21,7 +21,7 @@
 // coordinator) and then handed to `replicate`, which checks the sender and the slices
 // (worker.ts) and hands them to the replicas at once: no hop through the node's main
 // thread. A frame refused closes its connection, as a bad batch does.
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocketServer, type WebSocket } from '../shared/ws.js';
 import { secretMatches } from '../shared/auth.js';
 import { INTERNAL_FRAME_BYTES_MAX } from '../shared/limits.js';
 import { batchError, CLUSTER_SECRET_HEADER, closeReason, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, staleBatchError, type DecodedReplicateEntry } from '../shared/protocol.js';

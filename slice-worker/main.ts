@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import type { Server } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { isLoopbackHost, missingSecretProblem, secretMatches } from '../shared/auth.js';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocketServer, type WebSocket } from '../shared/ws.js';
 import { cannotListen, fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import { assert } from '../shared/errors.js';
 import {

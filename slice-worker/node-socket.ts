@@ -1,6 +1,6 @@
 // What a slice node's main thread (main.ts) and a worker's batch port (batch-port.ts) do alike on a connection that
 // sends them node frames: read a frame whole or close the connection, send frames, and answer a batch's chunk.
-import type { WebSocket } from 'ws';
+import type { WebSocket } from '../shared/ws.js';
 import { batchError, decodeNodeFrame, encodeBatchReply, encodeNodeFrame, type NodeFrameMessage, type NodeSideFrame, type WorkerSideFrame } from '../shared/protocol.js';
 
 /** Decodes and checks one frame that came on `ws` for `receiver`. A malformed one is refused (`refuse` closes the

@@ -22,7 +22,7 @@
 // the link is being dialed or in a socket's buffer; past that, or to a peer that cannot be reached, they are dropped, since the replication core
 // resends what was not acknowledged (a leader's heartbeat) and the coordinator repeats its election. A lost link is
 // dialed again after a back-off that doubles up to a bound.
-import WebSocket from 'ws';
+import { WebSocket } from '../shared/ws.js';
 import { workerOf } from '../shared/hashing.js';
 import {
   INTERNAL_FRAME_BYTES_MAX,

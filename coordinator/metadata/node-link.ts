@@ -19,7 +19,7 @@
 // coordinator's link keeps its batches on the node's connection, in order with its Assign
 // and Epoch frames.
 import { performance } from 'node:perf_hooks';
-import WebSocket from 'ws';
+import { WebSocket } from '../../shared/ws.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
 import {
   INTERNAL_FRAME_BYTES_MAX,

@@ -4,7 +4,7 @@
 // parser refuses get a JSON error; pipelined requests of a connection are bounded
 // (all three: shared/http-server.ts).
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { WebSocketServer } from 'ws';
+import type { WebSocketServer } from '../../shared/ws.js';
 import { boundedHttpServer, HTTP_TIMEOUTS_DEFAULT } from '../../shared/http-server.js';
 import type { Operations } from './operations.js';
 import { attachWebSocketApi } from './ws-api.js';

@@ -4,7 +4,7 @@
 // one turn of the event loop leave in one frame; while more of the connection's
 // requests are running they wait one turn more for those (flush).
 import type { IncomingMessage, Server } from 'node:http';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocketServer, type WebSocket } from '../../shared/ws.js';
 import { clientTokenRefusal } from '../../shared/auth.js';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import { CLIENT_FRAME_SLAB_BYTES_MAX, CLIENT_FRAME_SLAB_BYTES_MIN, CLIENT_FRAME_SLAB_SHRINK_MS, CLIENT_IN_FLIGHT_MAX, CLIENT_RESPONSE_BYTES_GUESS, CLIENT_UNSENT_BYTES_MAX, REQUEST_BYTES_MAX } from '../../shared/limits.js';
