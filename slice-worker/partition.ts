@@ -129,11 +129,11 @@ const SLICED_STRING_CHARS_MAX = 255;
  * SLICED_STRING_CHARS_MAX chars) replaced, in place, by an equal string of its own: kept in the tree, such a value kept
  * its whole run alive, its batch's, record's or step's other items' strings and all (up to about 6 KB a string, for an
  * item of any size), long after those items were overwritten or deleted (measured: bench/value-retention.ts,
- * bench/PROFILE.md "An item's values keep"). In place: the item is the store's from here (a Put's decoded op, a
- * replayed change's, an update's copy), and an equal string changes nothing any reader sees. The copy is `(' ' +
- * s).slice(1)`: a new flat string of n + 1 chars (a rope's flattening) and a slice of that, which keeps only it; V8 has
- * no cheaper call that makes a string of its own (Buffer's latin1 round trip, as ownKey does, cost about 2.5x as much
- * in a micro-benchmark of 13- to 212-char strings). */
+ * bench/PROFILE.md, "an item's values keep the text they were decoded from"). In place: the item is the store's from
+ * here (a Put's decoded op, a replayed change's, an update's copy), and an equal string changes nothing any reader
+ * sees. The copy is `(' ' + s).slice(1)`: a new flat string of n + 1 chars (a rope's flattening) and a slice of that,
+ * which keeps only it; V8 has no cheaper call that makes a string of its own (Buffer's latin1 round trip, as ownKey
+ * does, cost about 2.5x as much in a micro-benchmark of 13- to 212-char strings). */
 export function ownStrings<V extends Item | Value[]>(v: V): V {
   // Only a string is written back; a list or map is made its own where it is (a name is never assigned an object).
   if (Array.isArray(v)) {
