@@ -51,7 +51,7 @@ import {
   type UpdateSpec,
   type WriteCheck,
 } from '../shared/protocol.js';
-import { itemBytes, MTIME_ATTRIBUTE, type Item } from '../shared/values.js';
+import { itemBytes, MTIME_ATTRIBUTE, type Item, type Value } from '../shared/values.js';
 import type { SliceCapacity } from '../shared/limits.js';
 import {
   decodeEffects,
@@ -98,7 +98,9 @@ const itemOrNull = (s: Stored | undefined): Item | null => (s === undefined ? nu
 const KEPT_RECOUNT_PAGES = 1024;
 /** What kept bytes count against the worker's budget: the string and V8's header for it (about 16-24 bytes). */
 const keptCost = (packed: string): number => packed.length + 24;
-const newStored = (item: Item, bytes: number): Stored => ({ item, bytes, packed: null });
+/** An item object entering the store (a leader's Put or Update, a change replayed or applied as its object: setPacked),
+ * its strings made its own first (ownStrings). */
+const newStored = (item: Item, bytes: number): Stored => ({ item: ownStrings(item), bytes, packed: null });
 /** Shorter strings V8 never makes a slice of another (SlicedString::kMinLength): a substring this long or longer may be
  * a view of its parent string, which it keeps alive. */
 const SLICED_STRING_CHARS_MIN = 13;
@@ -120,6 +122,41 @@ export function ownKey(key: string): string {
 }
 /** ownKey's scratch: room for any key the store makes (a sharding key and a sorting key, encoded). */
 const keyScratch = Buffer.alloc(2 * (SHARDING_KEY_BYTES_MAX + SORTING_KEY_BYTES_MAX));
+/** The longest string msgpackr-extract may hand out as a slice: it reads runs of ASCII strings of under 256 bytes
+ * (fixstr, str 8), each within 40 bytes of the last, into one string of up to about 6,000 chars and slices each of
+ * them out of it; a longer string (str 16, str 32) or one not ASCII it makes a string of its own. */
+const SLICED_STRING_CHARS_MAX = 255;
+/** `item` with each string it holds, at any depth, that may be a slice of a decoded run (SLICED_STRING_CHARS_MIN to
+ * SLICED_STRING_CHARS_MAX chars) replaced, in place, by an equal string of its own: kept in the tree, such a value kept
+ * its whole run alive, its batch's, record's or step's other items' strings and all (up to about 6 KB a string, for an
+ * item of any size), long after those items were overwritten or deleted (measured: bench/value-retention.ts,
+ * bench/PROFILE.md, "an item's values keep the text they were decoded from"). In place: the item is the store's from
+ * here (a Put's decoded op, a replayed change's, an update's copy), and an equal string changes nothing any reader
+ * sees. The copy is `(' ' + s).slice(1)`: a new flat string of n + 1 chars (a rope's flattening) and a slice of that,
+ * which keeps only it; V8 has no cheaper call that makes a string of its own (Buffer's latin1 round trip, as ownKey
+ * does, cost about 2.5x as much in a micro-benchmark of 13- to 212-char strings). */
+export function ownStrings<V extends Item | Value[]>(v: V): V {
+  // Only a string is written back; a list or map is made its own where it is (a name is never assigned an object).
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const s = ownValue(v[i]);
+      if (s !== null) v[i] = s;
+    }
+  } else {
+    for (const name in v) {
+      const s = ownValue((v as Item)[name]);
+      if (s !== null) (v as Item)[name] = s;
+    }
+  }
+  return v;
+}
+/** ownStrings of one value: a string of its own where `x` is a string that may be a slice, else null (a list or map
+ * made its own in place). */
+function ownValue(x: Value): string | null {
+  if (typeof x === 'string') return x.length < SLICED_STRING_CHARS_MIN || x.length > SLICED_STRING_CHARS_MAX ? null : (' ' + x).slice(1);
+  if (x !== null && typeof x === 'object' && !(x instanceof Uint8Array)) ownStrings(x);
+  return null;
+}
 
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
 /** Every item of a worker as of one moment: their count, and the items as snapshot records' payloads, one at a time. */

@@ -1,0 +1,142 @@
+// Item values the store keeps do not keep the text they were decoded from alive. msgpackr's native extractor reads
+// runs of short ASCII strings into one string of up to about 6,000 chars and hands out those of 13 chars or more as
+// slices of it: a surviving item's value so decoded kept its run, its batch's (record's, step's) other items' values
+// and all, after those items were deleted (partition.ts ownStrings). Measured as the heap left, after a full
+// collection, once all items but one per batch are deleted, against the same survivors put as items made here; each
+// way an item object enters the store from decoded bytes (bench/value-retention.ts measures the same, with figures).
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { describe, expect, it } from 'vitest';
+import { decodeSliceOps, EFFECT_DELETE, EFFECT_SET, encodeSliceOps, RESULT_OK, SliceOp, type Effect, type SliceOpMessage } from '../shared/protocol.js';
+import { itemBytes, type Item } from '../shared/values.js';
+import { decodeEffects, encodeEffects, encodeReplicated } from '../slice-worker/log-format.js';
+import { SliceStore } from '../slice-worker/partition.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+const SLICE = 3;
+const TABLE = 1;
+const BATCHES = 300;
+const PER_BATCH = 50;
+/** Chars of each item's one long value: a run holds about 6,000 chars, so some 25 items' values. */
+const VALUE_CHARS = 200;
+const key = (i: number) => `k${i}`; // short: the key keeps nothing
+const survives = (i: number) => i % PER_BATCH === 0;
+/** flat: the value an attribute; nested: the value inside a list inside a map. */
+type Shape = 'flat' | 'nested';
+const valueOf = (i: number) => `${'v'.repeat(VALUE_CHARS - 8)}${String(i).padStart(8, '0')}`;
+const item = (i: number, shape: Shape): Item => (shape === 'flat' ? { id: key(i), body: valueOf(i) } : { id: key(i), doc: { list: [1, valueOf(i)] } });
+const put = (i: number, shape: Shape): SliceOpMessage => {
+  const it = item(i, shape);
+  return [SliceOp.Put, TABLE, SLICE, key(i), it, itemBytes(it), null, null];
+};
+const set = (i: number, shape: Shape): Effect => {
+  const it = item(i, shape);
+  return [EFFECT_SET, TABLE, SLICE, key(i), it, itemBytes(it)];
+};
+
+function ok(s: SliceStore, op: SliceOpMessage): void {
+  const r = s.execute(op);
+  if (r[0] !== RESULT_OK) expect(r).toEqual([RESULT_OK]); // no expect per op: 30,000 ops a test
+}
+
+/** Heap growth, after a full collection, from BATCHES batches entered by `enter` (one call a batch), all items but
+ * one per batch then deleted by ops made here. `keptBytesMax` 0: a store past its kept-bytes budget, which holds a
+ * follower's or a moved item as its object rather than its bytes. */
+function retainedBy(enter: (s: SliceStore, from: number, to: number) => void, keptBytesMax?: number, move = false): number {
+  const store = () => {
+    const s = new SliceStore(0, 1, () => 7, undefined, keptBytesMax);
+    ok(s, [SliceOp.Assign, 1, [SLICE]]);
+    if (move) {
+      ok(s, [SliceOp.Assign, 2, []]);
+      ok(s, [SliceOp.MoveBegin, SLICE]);
+    }
+    s.takeEffects();
+    return s;
+  };
+  // A batch into a store thrown away first: what the path makes once (a decoder's buffers, compiled code) is not
+  // counted.
+  enter(store(), 0, PER_BATCH);
+  const s = store();
+  gc();
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  for (let i = 0; i < BATCHES * PER_BATCH; i += PER_BATCH) {
+    enter(s, i, i + PER_BATCH);
+    s.takeEffects();
+  }
+  if (move) ok(s, [SliceOp.MoveApply, SLICE, new Uint8Array(encodeEffects([])), true]);
+  for (let i = 0; i < BATCHES * PER_BATCH; i++) if (!survives(i)) ok(s, [SliceOp.Delete, TABLE, SLICE, key(i), null, null]);
+  s.takeEffects();
+  gc();
+  gc();
+  const after = process.memoryUsage().heapUsed;
+  expect(s.itemCount).toBe(BATCHES); // after the measure: the store is alive through it
+  return after - before;
+}
+
+/** The survivors put as items made here (no decode), plus 2,000 bytes a survivor. A survivor keeping its run keeps
+ * about 5,500 bytes more than it needs (bench/value-retention.ts: 5,480-5,910 on each path, 2026-11-27); one that
+ * keeps nothing, within a few hundred bytes of what the made items take. */
+function bound(shape: Shape): number {
+  return (bounds[shape] ??= retainedBy((s, from, to) => {
+    for (let i = from; i < to; i++) ok(s, put(i, shape));
+  }) + BATCHES * 2000);
+}
+const bounds: Partial<Record<Shape, number>> = {};
+
+describe.each<Shape>(['flat', 'nested'])('item values the store keeps (%s)', (shape) => {
+  it('from a batch of puts as a node decodes it keep none of the batch', () => {
+    const retained = retainedBy((s, from, to) => {
+      const ops: SliceOpMessage[] = [];
+      for (let i = from; i < to; i++) ops.push(put(i, shape));
+      for (const op of decodeSliceOps(encodeSliceOps(ops))) ok(s, op as SliceOpMessage);
+    });
+    expect(retained).toBeLessThan(bound(shape));
+  });
+
+  it('from a batch of updates as a node decodes it keep none of the batch', () => {
+    const retained = retainedBy((s, from, to) => {
+      const ops: SliceOpMessage[] = [];
+      for (let i = from; i < to; i++) {
+        const { id, ...rest } = item(i, shape);
+        const actions = Object.entries(rest).map(([name, v]) => ({ k: 'set' as const, path: [name], value: { k: 'value' as const, v } }));
+        ops.push([SliceOp.Update, TABLE, SLICE, key(i), { base: { id }, actions, condition: null, oldOnFailure: false, returnValues: 'none' }, null]);
+      }
+      for (const op of decodeSliceOps(encodeSliceOps(ops))) ok(s, op as SliceOpMessage);
+    });
+    expect(retained).toBeLessThan(bound(shape));
+  });
+
+  it('from a log or snapshot record replayed keep none of the record', () => {
+    const retained = retainedBy((s, from, to) => {
+      const effects: Effect[] = [];
+      for (let i = from; i < to; i++) effects.push(set(i, shape));
+      for (const e of decodeEffects(new Uint8Array(encodeEffects(effects)))) s.replay(e);
+    });
+    expect(retained).toBeLessThan(bound(shape));
+  });
+
+  it('from a follower\'s record decoded whole, past the kept-bytes budget, keep none of the record', () => {
+    const retained = retainedBy((s, from, to) => {
+      const effects: Effect[] = [[EFFECT_DELETE, TABLE, SLICE, 'gone']];
+      for (let i = from; i < to; i++) effects.push(set(i, shape));
+      s.applyRecord(SLICE, encodeReplicated(effects, null));
+    }, 0);
+    expect(retained).toBeLessThan(bound(shape));
+  });
+
+  it('from a move\'s step decoded whole, past the kept-bytes budget, keep none of the step', () => {
+    const retained = retainedBy(
+      (s, from, to) => {
+        const effects: Effect[] = [[EFFECT_DELETE, TABLE, SLICE, 'gone']];
+        for (let i = from; i < to; i++) effects.push(set(i, shape));
+        ok(s, [SliceOp.MoveApply, SLICE, new Uint8Array(encodeEffects(effects)), false]);
+      },
+      0,
+      true,
+    );
+    expect(retained).toBeLessThan(bound(shape));
+  });
+});
