@@ -1030,29 +1030,6 @@ class AppendCursor {
 }
 const appendCursor = new AppendCursor();
 
-/** Where readAppend copies an Append it took: the bytes after the last copy's in a buffer of COPY_ARENA_BYTES, and a
- * full one replaced, never written again (as writeAppend's arena), so a payload's view stays what it was taken as. A
- * buffer of its own per Append (two per put at R=3, a few hundred bytes each) cost a follower about 0.5 us each in V8's
- * allocation of its backing store and the collection of it (bench/PROFILE.md, "a follower's Append copied into a
- * shared buffer"). What it keeps alive: a payload's view holds its whole buffer, so a buffer lives until the last record
- * copied into it is dropped (a follower drops its records at its compaction, all slices at once): at most
- * COPY_ARENA_BYTES a replica's records did not hold already, as each Append's own buffer held its headers. An Append
- * larger than a quarter of it gets a buffer of its own, so that a long resend does not retire a buffer half used.
- * Nothing transfers a payload's buffer to another thread (worker.ts transfers only its own answers'), which would
- * take every other payload in it too. */
-let copyArena = new Uint8Array(0);
-let copyArenaAt = 0;
-const COPY_ARENA_BYTES = 16 * 1024;
-function copyBytes(n: number): Uint8Array {
-  if (n > COPY_ARENA_BYTES / 4) return new Uint8Array(n);
-  if (copyArenaAt + n > copyArena.byteLength) {
-    copyArena = new Uint8Array(COPY_ARENA_BYTES);
-    copyArenaAt = 0;
-  }
-  copyArenaAt += n;
-  return copyArena.subarray(copyArenaAt - n, copyArenaAt);
-}
-
 function readAppendAt(c: AppendCursor): Extract<ReplicationMessage, { type: 'Append' }> | null {
   const bytes = c.bytes;
   const n = bytes.byteLength;
@@ -1092,7 +1069,7 @@ function readAppendAt(c: AppendCursor): Extract<ReplicationMessage, { type: 'App
   if (commitIndex < 0 || !c.key(K_SENT_AT)) return null;
   const sentAt = c.uint();
   if (sentAt < 0 || !c.key(K_LEASED) || c.at !== n - 1 || !(bytes[c.at] === 0xc2 || bytes[c.at] === 0xc3)) return null;
-  const own = copyBytes(n);
+  const own = new Uint8Array(n);
   own.set(bytes);
   for (let i = 0; i < count; i++) records[i].payload = own.subarray(spans[2 * i], spans[2 * i + 1]);
   return { type: 'Append', term, prevIndex, prevTerm, records, commitIndex, sentAt, leased: bytes[c.at] === 0xc3 };
