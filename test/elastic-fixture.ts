@@ -32,7 +32,10 @@ export interface Elastic {
 
 /** A coordinator with `slices` slices and `nodes` registered slice nodes (each waited for). `heartbeat: false`: the
  * nodes do not register, the coordinator is told their addresses (POST /cluster/add, as `keyslice add`), so a node is
- * up while its link is (a frozen one stays up: no heartbeat stops), as with a coordinator given --nodes. */
+ * up while its link is open and something came from it within NODE_HEARTBEAT_TIMEOUT_MS (the coordinator pings each
+ * link each turn), as with a coordinator given --nodes: a frozen one keeps its link open (no heartbeat stops, so isUp
+ * stays true for remove and handovers) but counts down for placement, status and a drain step 5 s after its last
+ * pong (Membership.countsUp). */
 export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[]; heartbeat?: boolean; log?: (line: string) => void }): Promise<Elastic> {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-elastic-'));
   // Replication factor 1 unless asked: the stories written before replication move one copy of each slice.

@@ -2112,6 +2112,39 @@ describe('a node silent past the bound that is asked nothing', () => {
   });
 });
 
+describe("a drain step of a follower's replica whose kept replica's worker is stuck, its node answering pings", () => {
+  it('does not wait for it once its questions have been unanswered longer than NODE_HEARTBEAT_TIMEOUT_MS, though its node is heard (countsUp)', () => {
+    // 4 nodes at R=3, node 3 draining, every node up. Slices where node 3 is a follower (their leader stays: no handover,
+    // so no handover bound): every replica kept holds the barrier but one, on a node whose main thread pongs each turn
+    // (its link's heardAt young, so countsUp) while the worker of those slices answers no Ping (ReplicaLeaders.silentMs
+    // grows). With countsUp alone as the step's measure the step waited for that replica for as long as the worker
+    // stayed stuck; it goes on with the new replica and a majority of those kept, as for a frozen one.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const { map, x } = drainingLeader(dir);
+    const f = 0;
+    const cases = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.leaverOf(s) === x && map.ownerOf(s) !== x && map.ownerOf(s) !== f && map.joiningOf(s) !== f && map.replicasOf(s).includes(f));
+    expect(cases.length, "slices node 3 follows with a kept replica on the stuck node").toBeGreaterThan(0);
+    let silent = 0;
+    const { m, inside } = membershipByHand(map, dir, { electedTerm: () => 2, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
+    const counted = m as unknown as { countsUp(n: number): boolean };
+    try {
+      for (const s of cases) pongs(m, s, map.replicasOf(s).filter((n) => n !== x).map((n) => [n, n === f ? 1 : 2, 0]));
+      quiet(m, f, 0); // its pong just came: heard, whatever its worker owes
+      silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
+      inside.drainReplicas();
+      expect(cases.filter((s) => !map.replicasOf(s).includes(x)), 'slices left by node 3 while the stuck worker owed answers less than the bound').toEqual([]);
+      silent = NODE_HEARTBEAT_TIMEOUT_MS + 1_000;
+      quiet(m, f, 0);
+      expect(counted.countsUp(f), 'the node whose worker is stuck, heard (its pong)').toBe(true);
+      inside.drainReplicas();
+      expect(cases.filter((s) => map.replicasOf(s).includes(x)), "slices still holding node 3 once the stuck worker owed answers past the bound").toEqual([]);
+      expect(cases.every((s) => map.replicasOf(s).includes(f)), 'the stuck replica stays in the set (a majority without it holds the barrier)').toBe(true);
+    } finally {
+      m.close();
+    }
+  });
+});
+
 describe('a drain step after its handover completed', () => {
   it('does not wait for a kept replica that has been silent longer than NODE_HEARTBEAT_TIMEOUT_MS (frozen, its link open: up for the coordinator)', () => {
     // 4 nodes at R=3, node 3 draining, every node up. Each slice node 3 holds a replica of is led by another replica

@@ -809,6 +809,16 @@ export class Membership {
     return this.isUp(index) && !this.silentPastBound(index);
   }
 
+  /** Up for a drain step's wait (drainStepCatchUp): counted up (countsUp) and answering the questions it was asked (a
+   * Ping or a Prepare left unanswered no longer than NODE_HEARTBEAT_TIMEOUT_MS: ReplicaLeaders.silentMs). A node whose
+   * main thread pongs while the worker of a slice is stuck counts up (its link's clock), but that replica never says it
+   * holds the barrier: a kept one would hold the step of a follower's drain (no handover, so no bound) without end, as
+   * a frozen one did before countsUp. Placement and status keep countsUp alone (docs/replication.md, "A kept replica
+   * that freezes"). */
+  private answersForStep(index: number): boolean {
+    return this.countsUp(index) && this.leaders.silentMs(index) <= NODE_HEARTBEAT_TIMEOUT_MS;
+  }
+
   /** Whether nothing came from node `index` for NODE_HEARTBEAT_TIMEOUT_MS (its link's clock, whatever its state). */
   private silentPastBound(index: number): boolean {
     return this.links[index].heardMsAgo() >= NODE_HEARTBEAT_TIMEOUT_MS;
@@ -963,12 +973,13 @@ export class Membership {
       // Past its leader's handover bound: it elects (below), and the catch-up rule asks less (drainStepCatchUp).
       const handoverSince = this.handingOver.get(slice)?.since;
       const handoverSpent = handoverSince !== undefined && performance.now() - handoverSince >= LEADER_HANDOVER_BEFORE_CHANGE_MS;
-      // Up for the step's wait: countsUp (not silent past the heartbeat bound). A kept replica frozen with its link open,
-      // after a handover that completed (a new term, which it cannot hold), was waited for without end; counted down, the
+      // Up for the step's wait: answersForStep (not silent past the heartbeat bound, by its link's clock or by the
+      // questions it owes). A kept replica frozen with its link open, after a handover that completed (a new term, which
+      // it cannot hold), or one whose worker is stuck while its node pongs, was waited for without end; counted down, the
       // step still waits for the new replica and a majority of those kept that hold the barrier and answer
-      // (drainStepCatchUp), and goes on with them as for a node down. A new replica counted down is undone after
-      // --move-undo-down-ms (undoStalledMoves).
-      const answering = (n: number) => this.countsUp(n);
+      // (drainStepCatchUp), and goes on with them as for a node down. A new replica counted down (countsUp) is undone
+      // after --move-undo-down-ms (undoStalledMoves); one that only owes answers (a worker stuck) is waited for.
+      const answering = (n: number) => this.answersForStep(n);
       // Where the map will name the leader from those kept (the leaving replica leads in it: a handover given up, or
       // its node down), each must have said so lately, as leaderUntilElected asks (and so is asked again meanwhile).
       const maxAgeMs = this.map.ownerOf(slice) === node ? this.leaders.probeIntervalMs : Infinity;
@@ -977,7 +988,9 @@ export class Membership {
         const behindDown = behind.filter((n) => !answering(n));
         wait(
           behind.length === 1 && behind[0] === fresh && behindDown.length === 1
-            ? `its new replica on ${names(behind)} is ${this.isUp(fresh) ? `silent (over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s, its link open)` : 'down'}: the step goes on once it ${this.isUp(fresh) ? 'answers' : 'is back'} and holds the leader's first record of term ${term}, or is undone once it has been ${this.isUp(fresh) ? 'silent' : 'down'} ${this.downWaits.moveUndoMs / 1000} s more and placed on another node`
+            ? this.countsUp(fresh)
+              ? `its new replica on ${names(behind)} has left a question unanswered over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s though its node answers pings (a worker stuck): the step goes on once it answers and holds the leader's first record of term ${term}`
+              : `its new replica on ${names(behind)} is ${this.isUp(fresh) ? `silent (over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s, its link open)` : 'down'}: the step goes on once it ${this.isUp(fresh) ? 'answers' : 'is back'} and holds the leader's first record of term ${term}, or is undone once it has been ${this.isUp(fresh) ? 'silent' : 'down'} ${this.downWaits.moveUndoMs / 1000} s more and placed on another node`
             : `the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behindDown.length > 0 ? `; ${names(behindDown)} is down or silent` : ''}`,
         );
         continue;
