@@ -136,7 +136,7 @@ function render(st: ClusterStatus, url: string): string {
     rows.push([
       n.node,
       n.status,
-      n.up ? 'yes' : n.silentMs !== null ? `SILENT ${(n.silentMs / 1000).toFixed(1)} s` : 'NO',
+      n.up ? 'yes' : typeof n.silentMs === 'number' ? `SILENT ${(n.silentMs / 1000).toFixed(1)} s` : 'NO',
       String(n.slices),
       ...(replicated ? [String(n.replicas)] : []),
       String(n.items),
