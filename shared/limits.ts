@@ -557,7 +557,8 @@ export const WRONG_OWNER_RETRY_MS_MIN = 1_000;
 export const WRONG_OWNER_RETRY_DELAY_MS_MIN = 5;
 export const WRONG_OWNER_RETRY_DELAY_MS_MAX = 250;
 
-/** How long a client request waits for slice nodes at start-up before Unavailable. */
+/** How long a coordinator waits at its start for its links to the slice nodes before its ready line says which are not
+ * reachable yet (its routers serve meanwhile: a client's request waits ROUTER_LINK_FIRST_WAIT_MS for a node). */
 export const CLUSTER_READY_WAIT_MS = 10_000;
 
 /** /metrics and cluster status ask every node that is up for its load; a node that has
