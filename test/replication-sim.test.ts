@@ -6,13 +6,18 @@
 // commit wait (answered outcome unknown and resent), each checked by the
 // acknowledged-write checker. A failure names its seed and how to replay it: KEYSLICE_SIM_SEED=<seed>
 // runs that seed alone in each test (in each way a test runs its seeds: plain and on stores where it runs
-// both), KEYSLICE_SIM_RUNS=<n> changes how many run.
+// both), KEYSLICE_SIM_RUNS=<n> changes how many run, and KEYSLICE_SIM_SILENCE_RUNS=<n> how many runs each of the
+// silence cases makes (drains with a replica kept, the new replica or the leader frozen; removes with a kept replica
+// back during the wait), apart from the others: KEYSLICE_SIM_SILENCE_RUNS=1000 npx vitest run
+// test/replication-sim.test.ts -t 'silence case' --testTimeout=0 runs 1,000 of each.
 import { describe, expect, it } from 'vitest';
 import { runSimulation, SimFailure, type SimOptions, type SimReport } from './replication-sim.js';
 
 const only = process.env.KEYSLICE_SIM_SEED;
 const runs = Number(process.env.KEYSLICE_SIM_RUNS ?? 400);
 const BASE_SEED = 1_000;
+/** The silence cases' runs each (below): KEYSLICE_SIM_SILENCE_RUNS, else a 32nd of `runs` (13 in CI). */
+const silenceRuns = Number(process.env.KEYSLICE_SIM_SILENCE_RUNS ?? Math.ceil(runs / 32));
 /** The runs of a test that runs half its seeds on stores: [seed, on stores] each, every other one on stores. A
  * one-seed replay runs its seed both plain and on stores, so that it reproduces either failure (whose message says
  * which: ", with store: true" for a run on stores). */
@@ -186,6 +191,87 @@ describe('replication under a seeded simulation', () => {
       const graceSeeds: [number, boolean][] = [[1221, true], [1259, true], [1268, false], [1344, false]];
       const kept = graceSeeds.map(([seed, store]) => runSimulation({ seed, setChanges: 'remove-down', store }));
       expect(kept.reduce((a, r) => a + r.removesDownNamingSilent, 0), 'removes of the kept seeds naming a silent or frozen replica').toBe(0);
+    }
+  });
+
+  // The coordinator's silence rules through its own code (SimOptions.drainSilence, keptRestarts): each run fails, naming
+  // its seed, where the coordinator did not go on without the silent replica in time. Broken on purpose, each fails
+  // at seed 1000, which CI runs (BASE_SEED on), so they replay there: membership.ts countsUpBy returning `up` (the
+  // link's clock ignored) fails 'new' ("the drain step of 2 onto 4, frozen since 440.0 ms, is not undone at 2940.0
+  // ms"; 'kept' passes, its unanswered questions count it down); answersForStepBy returning `countsUp` alone fails
+  // 'stuck' ("the drain of 2 still waits at 2106.7 ms for 1, a replica it keeps whose worker is stuck (its node
+  // pongs) since 440.0 ms"), returning true 'kept' and 'stuck'; replica-leaders.ts heardFromBy returning `now` (a
+  // frozen node heard from) fails 'leader' ("the leader 0, frozen at 440.0 ms, still leads at 746.0 ms with no
+  // election started"); keepAskingKept timing the wait from its start alone fails keptRestarts ("a remove of 0 names
+  // 1 the slice's leader at 400.0 ms, frozen, whose link came up at 360.0 ms, 40.0 ms into the wait for answers
+  // begun at 320.0 ms").
+  it(`silence case: goes on with a drain step without a replica it keeps that froze (silent past the node heartbeat bound, by its link's clock and its questions, it counts down for the step: membership.ts answersForStepBy, countsUpBy, drainStepCatchUp), before it thaws (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
+    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'kept', store }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    console.log(
+      `replication sim, drains with a replica kept frozen: ${reports.length} runs, ${sum((r) => r.drainSilences)} freezes, ${sum((r) => r.drainStepsPastSilentKept)} drain steps that went on past a frozen replica kept, ` +
+        `${sum((r) => r.silentUnchecked)} freezes unchecked (no elected leader, an unsettled change, or the others not caught up at the thaw), ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
+    );
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) {
+      expect(sum((r) => r.drainSilences)).toBeGreaterThan(reports.length / 2);
+      expect(sum((r) => r.drainStepsPastSilentKept)).toBeGreaterThan(reports.length / 2);
+    }
+  });
+
+  it(`silence case: goes on with a drain step without a replica it keeps whose worker is stuck while its node pongs (counted up by its link's clock, but its questions unanswered past the node heartbeat bound: membership.ts answersForStepBy), before it thaws (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
+    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'stuck', store }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    console.log(
+      `replication sim, drains with a replica kept whose worker is stuck: ${reports.length} runs, ${sum((r) => r.drainSilences)} stuck, ${sum((r) => r.drainStepsPastSilentKept)} drain steps that went on past a stuck replica kept, ` +
+        `${sum((r) => r.silentUnchecked)} unchecked (no elected leader, an unsettled change, or the others not caught up at the end), ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
+    );
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) {
+      expect(sum((r) => r.drainSilences)).toBeGreaterThan(reports.length / 2);
+      expect(sum((r) => r.drainStepsPastSilentKept)).toBeGreaterThan(reports.length / 2);
+    }
+  });
+
+  it(`silence case: undoes a drain step whose new replica froze (silent past the node heartbeat bound, then the undo's wait: membership.ts countsUpBy, undoStalledMoves) and places it on a node that counts up, before it thaws (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
+    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'new', store }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    console.log(
+      `replication sim, drains whose new replica froze: ${reports.length} runs, ${sum((r) => r.drainSilences)} freezes, ${sum((r) => r.silentNewUndone)} steps undone while it was frozen (${sum((r) => r.silentNewRedirected)} placed on another node), ` +
+        `${sum((r) => r.silentUnchecked)} freezes ending with no elected leader or an unsettled change, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
+    );
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) {
+      expect(sum((r) => r.drainSilences)).toBeGreaterThan(reports.length / 2);
+      expect(sum((r) => r.silentNewRedirected)).toBeGreaterThan(reports.length / 2);
+    }
+  });
+
+  it(`silence case: elects within the heartbeat timeout when the leader freezes during a drain, its node silent by the coordinator's own heardFrom (replica-leaders.ts heardFromBy, failover.ts heardLately) (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
+    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'leader', store }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    console.log(
+      `replication sim, leaders frozen during a drain: ${reports.length} runs, ${sum((r) => r.drainSilences)} freezes, ${sum((r) => r.silentLeaderElections)} elections started after one, ` +
+        `at most ${Math.max(0, ...reports.map((r) => r.silentLeaderElectionMsMax)).toFixed(1)} ms after it, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
+    );
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) {
+      expect(sum((r) => r.drainSilences)).toBeGreaterThan(reports.length / 2);
+      expect(sum((r) => r.silentLeaderElections)).toBe(sum((r) => r.drainSilences));
+    }
+  });
+
+  it(`silence case: names no frozen replica whose link came up during a remove's wait for answers: the wait asks it long enough to count as silent (membership.ts keepAskingKept) (${only !== undefined ? `seed ${only}` : `${2 * silenceRuns} runs, half on stores`})`, () => {
+    const reports = halfOnStores(2 * silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'remove-down', keptRestarts: true, store }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    console.log(
+      `replication sim, removes of a leader that is down with a replica kept back during the wait and frozen: ${reports.length} runs, ${sum((r) => r.removeDowns)} removes, ` +
+        `${sum((r) => r.restartedKeptUp)} whose replica's link came up within ${2 * 40} ms of the wait's start (${sum((r) => r.restartedKeptSecondChoice)} reaching the rule's second choice), ${sum((r) => r.removesDownNamingSilent)} naming a silent one, ${sum((r) => r.acked)} writes acknowledged`,
+    );
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) {
+      expect(sum((r) => r.restartedKeptSecondChoice)).toBeGreaterThan(0);
+      expect(sum((r) => r.removesDownNamingSilent)).toBe(0);
     }
   });
 

@@ -10,11 +10,11 @@
 // the same record at each index. Any failure names its seed; the same seed
 // replays the same run.
 import { assert, wasNotApplied } from '../shared/errors.js';
-import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
+import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_HEARTBEAT_TIMEOUT_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type ElectionReason, type LastRecord } from '../coordinator/metadata/failover.js';
-import { answersWhenSilent, caughtUpForHandover, OpenQuestions, silenceMs } from '../coordinator/metadata/replica-leaders.js';
-import { drainStepCatchUp, keepAskingKept, leaderUntilElected } from '../coordinator/metadata/membership.js';
+import { answersWhenSilent, caughtUpForHandover, heardFromBy, OpenQuestions, silenceMs } from '../coordinator/metadata/replica-leaders.js';
+import { answersForStepBy, countsUpBy, drainStepCatchUp, keepAskingKept, leaderUntilElected } from '../coordinator/metadata/membership.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
 import { SliceReplicas, type SliceCompaction } from '../slice-worker/replication/slice-replicas.js';
@@ -65,7 +65,31 @@ export interface SimOptions {
    * leaderUntilElected with its second choice, a replica that answers, by the silence the coordinator computes (OpenQuestions, silenceMs,
    * answersWhenSilent: replica-leaders.ts) over the seeded network and clock (removesDownNamingSilent). Only these
    * runs track silence (its re-asks send Pings, which draw from the network's generator). Faults last 4 s. */
-  setChanges?: boolean | 'drain' | 'drain-down' | 'drain-dead' | 'chained' | 'remove-frozen' | 'remove-down';
+  setChanges?: boolean | 'drain' | 'drain-down' | 'drain-dead' | 'chained' | 'remove-frozen' | 'remove-down' | 'drain-silent';
+  /** With setChanges 'drain-silent' (drains only, each of a replica that does not lead, its new replica on a node that
+   * counts up; no crashes, partitions or other freezes, the network's drops, delays, duplicates and damage kept), who
+   * is frozen (SIGSTOP: its link open, so up for the coordinator but for its silence) as each drain adds its new
+   * replica, while the faults last: 'kept', a replica the step keeps (not the leader), for KEPT_FREEZE_MS: the step's
+   * wait counts it down once silent past the node heartbeat bound (membership.ts answersForStepBy over countsUpBy, its
+   * node's "last heard from" clock, and silenceMs, its questions left unanswered: Membership.answersForStep), and the
+   * drained replica leaves before it thaws; 'new', the new replica,
+   * for NEW_FREEZE_MS: silent past the bound for SIM_MOVE_UNDO_MS, the step is undone and its replica placed on a node
+   * that counts up (membership.ts undoStalledMoves), before it thaws; 'leader', the slice's leader, for
+   * LEADER_FREEZE_MS: the failover, whose host.heardFrom is the coordinator's (replica-leaders.ts heardFromBy over the
+   * simulation's questions), starts an election within the heartbeat timeout (and a few ticks) of the freeze, not
+   * LEADER_SLOW_TIMEOUT_FACTOR times it; 'stuck', a replica the step keeps whose worker is stuck (it answers nothing)
+   * while its node's event loop runs (it pongs: its node's "last heard from" clock stays young, so countsUp holds), for
+   * KEPT_FREEZE_MS: the step's wait counts it down by the questions it leaves unanswered alone (membership.ts
+   * answersForStepBy's silentMs) and goes on as for 'kept'. Each fails the run where it did not, naming its seed. These
+   * runs track silence as 'remove-down' does, and their failover has heardFrom. Faults last 4 s. */
+  drainSilence?: 'kept' | 'new' | 'leader' | 'stuck';
+  /** With setChanges 'remove-down': the replica kept made silent is killed instead as the leader goes down, back (its
+   * link up again) up to PONG_AGE_MAX_MS into the remove's wait for answers, and frozen as it starts, before it answers
+   * anything: a replica whose link came up during the wait, which the rule's second choice may name (it owes no answer
+   * for a while). askKeptLately's wait (membership.ts keepAskingKept) asks it until it has owed an answer
+   * PONG_AGE_MAX_MS, long enough to count as silent; the run fails where the remove names it (frozen) although its link
+   * came up within PONG_AGE_MAX_MS of the wait's start. */
+  keptRestarts?: boolean;
   /** Break consistent reads on purpose (the read checker must catch it): a leader answers them whenever it serves,
    * lease or not, as before leases. */
   readsWithoutLease?: boolean;
@@ -200,6 +224,24 @@ export interface SimReport {
   removesDownNamingUntold: number;
   removesDownAnswering: number;
   removesDownUnnamed: number;
+  /** keptRestarts: removes whose restarted replica's link came up within PONG_AGE_MAX_MS of the wait's start, and of
+   * those the ones where the rule's second choice was reached (no replica kept said lately it holds the barrier). */
+  restartedKeptUp: number;
+  restartedKeptSecondChoice: number;
+  /** 'drain-silent': drains with a replica frozen as they added their new replica (drainSilence says which); 'kept':
+   * the steps that went on while the kept replica was frozen, counted down by the step's wait; 'new': the steps undone
+   * while the new replica was frozen, and of those the ones whose new replica went to another node (one counted up);
+   * 'leader': the elections started within LEADER_ELECTION_BOUND_MS of the leader's freeze, and the most time from a
+   * freeze to its election (ms). */
+  drainSilences: number;
+  drainStepsPastSilentKept: number;
+  silentNewUndone: number;
+  silentNewRedirected: number;
+  silentLeaderElections: number;
+  silentLeaderElectionMsMax: number;
+  /** 'drain-silent': freezes whose drain was still under way as they ended with no elected leader or an unsettled
+   * change (the step waits for those, so the freeze's check says nothing). */
+  silentUnchecked: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -275,6 +317,27 @@ const PONG_AGE_MAX_MS = 2 * SIM_FAILOVER_TIMING.pingIntervalMs;
  * back (a node's router waits NODE_REQUEST_TIMEOUT_MS, 30 s, against a commit wait of 3.5 s). */
 const ROUTER_WAIT_MS_PAST_COMMIT_WAIT = COMMIT_WAIT_MS + 2 * TICK_MS + 100;
 const CONVERGE_MS_MAX = 30_000;
+/** 'drain-silent': the coordinator's node heartbeat bound (NODE_HEARTBEAT_TIMEOUT_MS, past which a node silent with its
+ * link open counts down: Membership.countsUp) and its wait before it undoes a step onto a node counted down
+ * (REPLICA_MOVE_UNDO_DOWN_MS), in the same proportion to the heartbeat timeout as on nodes: 833 ms each. */
+const SIM_NODE_HEARTBEAT_TIMEOUT_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs * (NODE_HEARTBEAT_TIMEOUT_MS / LEADER_HEARTBEAT_TIMEOUT_MS);
+const SIM_MOVE_UNDO_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs * (REPLICA_MOVE_UNDO_DOWN_MS / LEADER_HEARTBEAT_TIMEOUT_MS);
+/** 'drain-silent' freezes: a kept replica past the bound and most of as long again (the step goes on in between); a
+ * new replica past the bound, the undo's wait and as long again; a leader past the heartbeat timeout and an election. */
+const KEPT_FREEZE_MS = 2 * SIM_NODE_HEARTBEAT_TIMEOUT_MS;
+const NEW_FREEZE_MS = 3 * SIM_NODE_HEARTBEAT_TIMEOUT_MS;
+const LEADER_FREEZE_MS = 3 * SIM_FAILOVER_TIMING.heartbeatTimeoutMs;
+/** 'drain-silent': no freeze starts within this of the last one's end (the replica thawed catches up meanwhile). */
+const SILENCE_QUIET_MS = 500;
+/** 'drain-silent', drainSilence 'kept': how long before a frozen replica's thaw the others must have held the barrier for
+ * its check to count (three ticks: the step looks once a tick). */
+const CATCH_UP_SETTLE_MS = 3 * TICK_MS;
+/** 'drain-silent', drainSilence 'leader': by when an election must have started after the leader froze: its heartbeat
+ * timeout from its last Pong (one on its way may arrive up to the network's longest delay, 16 ms, after the freeze)
+ * and two ticks (the failover looks once a tick); its node is silent (heardLately false) 1.5 ping intervals after its
+ * first question left unanswered, within that. Counted as answering (heardFrom), it would be waited for
+ * LEADER_SLOW_TIMEOUT_FACTOR (3) times the heartbeat timeout. */
+const LEADER_ELECTION_BOUND_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs + 16 + 2 * TICK_MS;
 /** 'drain-dead': a drain replaces a replica it keeps whose node has been down this long (sim ms), as membership.ts after
  * DRAIN_REPLACE_DOWN_MS: scaled to the simulation's crashes (down 50 to 650 ms), so that some that were only
  * restarting are replaced and come back out of the set, as a slow restart on the coordinator would. */
@@ -463,7 +526,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const clock = new Clock();
   // deposedTail and stall runs longer: their schedules take up to about 2 s of the faults' time, and writes before and after them
   // are what an election may lose.
-  const faultyMs = opts.faultyMs ?? (opts.handoverFreezes === true || opts.setChanges === 'remove-frozen' || opts.setChanges === 'remove-down' ? 4_000 : (opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true || opts.commitTimeouts === true ? 3_000 : 2_000);
+  const faultyMs = opts.faultyMs ?? (opts.handoverFreezes === true || opts.setChanges === 'remove-frozen' || opts.setChanges === 'remove-down' || opts.setChanges === 'drain-silent' ? 4_000 : (opts.deposedTail !== undefined && opts.deposedTail !== false) || opts.stall === true || opts.commitTimeouts === true ? 3_000 : 2_000);
   // The run's character, from its seed.
   const replicaCount = random() < 0.25 ? 5 : 3;
   const dropRate = random() * 0.1;
@@ -485,7 +548,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, removeDowns: 0, removesDownNamingSilent: 0, removesDownNamingUntold: 0, removesDownAnswering: 0, removesDownUnnamed: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, removeDowns: 0, removesDownNamingSilent: 0, removesDownNamingUntold: 0, removesDownAnswering: 0, removesDownUnnamed: 0, restartedKeptUp: 0, restartedKeptSecondChoice: 0, drainSilences: 0, drainStepsPastSilentKept: 0, silentNewUndone: 0, silentNewRedirected: 0, silentLeaderElections: 0, silentLeaderElectionMsMax: 0, silentUnchecked: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -496,7 +559,32 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * answer that reaches it, so that a node frozen or cut off from it is silent from its first question left unanswered
    * (silenceMs), as on the coordinator. A new one at each coordinator start; a node's are forgotten at its crash (its
    * link lost). One slice, one worker a node. */
-  let silence = opts.setChanges === 'remove-down' ? new OpenQuestions(() => 1, SIM_FAILOVER_TIMING.pingIntervalMs) : null;
+  let silence = opts.setChanges === 'remove-down' || opts.setChanges === 'drain-silent' ? new OpenQuestions(() => 1, SIM_FAILOVER_TIMING.pingIntervalMs) : null;
+  /** 'drain-silent': when the coordinator last heard from each node (NodeLink.heardAt, one clock a link): any message
+   * of its worker that reaches the coordinator (coordinatorReceive), and the pong to the ping Membership.pingLinks sends
+   * every link each turn, which a node answers while its event loop runs (coordinatorTurn: up, not frozen, not cut off
+   * from the coordinator). A frozen node's clock stops; it counts down NODE_HEARTBEAT_TIMEOUT_MS (scaled) later. */
+  const heardAt: number[] = [];
+  /** drainSilence 'stuck': until when a frozen replica's node still pongs (its worker stuck, its event loop running). */
+  const pongsUntil: number[] = [];
+  const countedDownSince = new Map<number, number>();
+  /** 'drain-silent', drainSilence 'leader': the frozen leader, when it froze and the largest term used then, until a
+   * newer term is taken (an election, or a LeadOn) or the run fails for want of one. */
+  let leaderWatch: { node: number; at: number; term: number } | null = null;
+  /** 'drain-silent': when the last scheduled freeze ended. */
+  let lastThawAt = -Infinity;
+  /** 'drain-silent': when each replica's Pongs first said the commit term they say now (so it has held that term's
+   * barrier at least since). */
+  const commitTermFrom = new Map<number, number>();
+  /** 'drain-silent': whether the coordinator counts node `n` up for placement and the undo of a step onto it
+   * (Membership.countsUp): the product's rule (membership.ts countsUpBy) over the node's "last heard from" clock
+   * (heardAt) and the scaled bound. */
+  const countsUpNow = (n: number): boolean => countsUpBy(linkUp(n), clock.now - (heardAt[n] ?? 0), SIM_NODE_HEARTBEAT_TIMEOUT_MS);
+  /** 'drain-silent': whether node `n` is up for a drain step's wait (Membership.answersForStep): the product's rule
+   * (membership.ts answersForStepBy) over countsUpNow and the silence the coordinator computes from its questions
+   * (silenceMs, with the grace, as ReplicaLeaders.silentMs), with the scaled bound. */
+  const answersForStepNow = (n: number): boolean =>
+    answersForStepBy(countsUpNow(n), silence === null ? 0 : silenceMs(silence, n, linkUp(n), clock.now), SIM_NODE_HEARTBEAT_TIMEOUT_MS);
   /** Where silence is tracked, nodes whose link to the coordinator went with a crash and has not come up again: a node
    * that starts while cut off from the coordinator cannot connect (a link that was up stays open through a cut, the
    * case of a node silent with its link open). */
@@ -861,9 +949,17 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const failoverHost = {
     send: (to: ReplicaId, m: ReplicationMessage) => send(COORDINATOR, to, m),
     now: () => clock.now,
+    // 'drain-silent': the coordinator's own heardFrom (ReplicaLeaders.heardFrom) over the questions the simulation
+    // tracks; elsewhere none, and every replica counts as unheard (failover.ts heardLately).
+    ...(opts.setChanges === 'drain-silent' ? { heardFrom: (n: ReplicaId) => heardFromBy(silence!, n, linkUp(n), clock.now) } : {}),
     persistTerm: (t: number, why: ElectionReason | null) => {
       assert(t > usedTerm, 'a term is used once');
       usedTerm = t;
+      if (leaderWatch !== null) {
+        report.silentLeaderElections++;
+        report.silentLeaderElectionMsMax = Math.max(report.silentLeaderElectionMsMax, clock.now - leaderWatch.at);
+        leaderWatch = null;
+      }
       if (why === 'carrier_unsettled') report.carrierTimeouts++;
     },
     publish: (leader: ReplicaId, term: number) => {
@@ -909,6 +1005,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let draining: number | null = null;
   /** 'drain-down': the drain's new replica (null: none, when no node outside the set was up to take it). */
   let drainAdded: number | null = null;
+  /** 'drain-silent': when the drain under way started (a check of a freeze tells its own drain from a later one). */
+  let drainStartedAt = -1;
   /** 'drain-dead': whether the first drain killed its victim yet. */
   let victimKilled = false;
   /** A replica move to be undone (membership.ts undoStalledMoves): `node`, the one it added, leaves the set again once
@@ -964,11 +1062,14 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   function coordinatorReceive(from: number, received: ReplicationMessage): void {
     // As ReplicaLeaders.receive: an answer clears the question it answers and those before it (silence).
     silence?.answered(from, [[STORE_SLICE, received]]);
+    // As NodeLink.readFrame: any frame from the node is heard from it.
+    heardAt[from] = clock.now;
     const m = opts.countLateAnswers === true && received.type === 'Prepared' && received.term < usedTerm && coordinator.currentLeader === null ? { ...received, term: usedTerm } : received;
     if (m.type === 'Prepared') {
       if (!answersOf.has(m.term)) answersOf.set(m.term, new Map());
       answersOf.get(m.term)!.set(from, { lastTerm: m.lastTerm, lastIndex: m.lastIndex });
     }
+    if (m.type === 'Pong' && m.commitTerm > (commitTerms.get(from) ?? -1)) commitTermFrom.set(from, clock.now);
     if (m.type === 'Pong') commitTerms.set(from, m.commitTerm);
     if (m.type === 'Pong') lastIndexes.set(from, { lastIndex: m.lastIndex, at: clock.now });
     if (m.type === 'Pong' && m.leading && m.term >= ledOnUnanswered) ledOnUnanswered = 0;
@@ -1087,6 +1188,21 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       removeStep();
       return;
     }
+    if (opts.setChanges === 'drain-silent') {
+      // keyslice drain of a replica that does not lead (no handover: what is under test is the step's wait), the new
+      // replica placed on a node outside the set that the coordinator counts up (map.isUp: countsUp).
+      const candidates = set.filter((n) => n !== mapLeader);
+      const live = outside.filter((n) => countsUpNow(n));
+      if (set.length < 3 || mapLeader === null || !set.includes(mapLeader) || live.length === 0) return;
+      const node = pick(candidates);
+      const added = pick(live);
+      draining = node;
+      drainAdded = added;
+      drainStartedAt = clock.now;
+      changeSet([...set, added], `drain ${node}, add`);
+      silenceDuringDrain(node, added);
+      return;
+    }
     if (opts.setChanges === 'drain-dead') {
       // keyslice drain, the new replica on a node that is up; at the first drain, another replica of the set is
       // killed for good as it starts (one that dies after its slice's step took the drained replica out keeps its
@@ -1140,6 +1256,81 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       removeStep();
     }
   }
+  /** 'drain-silent': the freeze opts.drainSilence names, as the drain that took `drained` out added `added`, and the
+   * run's check of what the coordinator then does (SimOptions.drainSilence). While the faults last, one at a time. */
+  function silenceDuringDrain(drained: number, added: number): void {
+    const who = opts.drainSilence;
+    if (who === undefined || !faulty) return;
+    const keptOne = who === 'kept' || who === 'stuck';
+    const forMs = keptOne ? KEPT_FREEZE_MS : who === 'new' ? NEW_FREEZE_MS : LEADER_FREEZE_MS;
+    // One at a time, and not while a replica thawed lately may still be catching up.
+    if (clock.now + forMs >= faultyMs || ids.some((n) => frozenUntil[n] > clock.now) || clock.now - lastThawAt < SILENCE_QUIET_MS) return;
+    // A leader's freeze only where it leads on through the change (no election under way, which would replace it anyway).
+    if (who === 'leader' && (coordinator.currentLeader === null || coordinator.currentLeader !== mapLeader)) return;
+    const kept = set.filter((n) => n !== drained && n !== added && n !== mapLeader);
+    const victim = keptOne ? kept[Math.floor(random() * kept.length)] : who === 'new' ? added : mapLeader!;
+    if (victim === undefined) return;
+    report.drainSilences++;
+    report.freezes++;
+    const at = clock.now;
+    frozenUntil[victim] = at + forMs;
+    // A stuck worker: the replica runs nothing, but its node pongs (pingLinks) until the thaw.
+    if (who === 'stuck') pongsUntil[victim] = at + forMs;
+    changes.push(`${at.toFixed(1)} ms: ${victim} (${who === 'stuck' ? 'a replica kept, its worker stuck' : who === 'kept' ? 'a replica kept' : who === 'new' ? 'the new replica' : 'the leader'}) frozen for ${forMs.toFixed(0)} ms`);
+    if (who === 'leader') {
+      const watch = (leaderWatch = { node: victim, at, term: usedTerm });
+      clock.at(LEADER_ELECTION_BOUND_MS, () => {
+        if (leaderWatch === watch && !coordinatorDown) fail(`the leader ${victim}, frozen at ${at.toFixed(1)} ms, still leads at ${clock.now.toFixed(1)} ms with no election started (term ${usedTerm}): the failover counts a frozen leader as heard from (host.heardFrom: replica-leaders.ts heardFromBy)`);
+      });
+    }
+    // Checked as it thaws (before anything it runs): the coordinator went on without it, where the slice had an elected
+    // leader and a settled change then (else the step waits for those, frozen replica or not: silentUnchecked).
+    clock.at(forMs - 0.01, () => {
+      lastThawAt = clock.now;
+      if (!published || coordinator.currentLeader === null || !coordinator.electorateSettled) {
+        if (who !== 'leader' && draining === drained && drainStartedAt === at) report.silentUnchecked++;
+        return;
+      }
+      // A step that could not have gone for want of others (the new replica, or a majority of those kept that answer,
+      // holding the barrier less than CATCH_UP_SETTLE_MS: a slow catch-up) or led by the drained replica (its handover
+      // waits) says nothing of the frozen one: unchecked.
+      const term = coordinator.currentTerm;
+      const heldLongEnough = (n: number) => (commitTerms.get(n) ?? 0) >= term && clock.now - (commitTermFrom.get(n) ?? Infinity) >= CATCH_UP_SETTLE_MS;
+      const rest = set.filter((n) => n !== drained);
+      const couldGo = mapLeader !== drained && drainAdded !== null && heldLongEnough(drainAdded) && rest.filter((n) => n !== victim && heldLongEnough(n)).length >= majority(rest.length);
+      if (keptOne && draining === drained && drainStartedAt === at && !couldGo) {
+        report.silentUnchecked++;
+        return;
+      }
+      if (keptOne && draining === drained && drainStartedAt === at)
+        fail(`the drain of ${drained} still waits at ${clock.now.toFixed(1)} ms for ${victim}, a replica it keeps ${who === 'stuck' ? 'whose worker is stuck (its node pongs)' : 'frozen'} since ${at.toFixed(1)} ms (silent past the node heartbeat bound, ${SIM_NODE_HEARTBEAT_TIMEOUT_MS.toFixed(0)} ms, it counts down for the step: membership.ts answersForStepBy, countsUpBy)`);
+      if (who === 'new' && set.includes(added) && drainAdded === added && drainStartedAt === at)
+        fail(`the drain step of ${drained} onto ${added}, frozen since ${at.toFixed(1)} ms, is not undone at ${clock.now.toFixed(1)} ms (silent past the node heartbeat bound, ${SIM_NODE_HEARTBEAT_TIMEOUT_MS.toFixed(0)} ms, then ${SIM_MOVE_UNDO_MS.toFixed(0)} ms counted down: undoStalledMoves)`);
+    });
+  }
+  /** 'drain-silent', as membership.ts undoStalledMoves and refillReplicas: a drain step whose new replica the coordinator
+   * has counted down (countsUpNow: silent past the bound, its link open) for SIM_MOVE_UNDO_MS is undone, its new replica
+   * placed in the same change on another node outside the set that counts up, if one does (else once one does).
+   * Whether it changed the set (else the step's own wait goes on: drainStepCatchUp keeps a new replica down behind). */
+  function undoSilentStep(): boolean {
+    const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
+    const outsideUp = ids.filter((n) => !set.includes(n) && countsUpNow(n));
+    if (drainAdded === null) {
+      if (outsideUp.length === 0) return true;
+      drainAdded = pick(outsideUp);
+      changeSet([...set, drainAdded], `drain ${draining}, add ${drainAdded} (a node counts up again)`);
+      return true;
+    }
+    const since = countedDownSince.get(drainAdded);
+    if (countsUpNow(drainAdded) || since === undefined || clock.now - since < SIM_MOVE_UNDO_MS) return false;
+    const gone = drainAdded;
+    report.movesUndone++;
+    if (frozenUntil[gone] > clock.now) report.silentNewUndone++;
+    drainAdded = outsideUp.length > 0 ? pick(outsideUp) : null;
+    if (drainAdded !== null && frozenUntil[gone] > clock.now) report.silentNewRedirected++;
+    changeSet([...set.filter((n) => n !== gone), ...(drainAdded !== null ? [drainAdded] : [])], `drain ${draining}, undo ${gone}${drainAdded !== null ? `, redirect to ${drainAdded}` : ''}`);
+    return true;
+  }
   /** 'remove-down': the map's leader goes down (killed, or cut off from the coordinator and the replicas) with one
    * replica kept made silent at the same moment (frozen, or cut off from the coordinator alone: up for it either way),
    * and is removed (removeStep) PONG_AGE_MAX_MS (and the network's longest delay) later, before the failover's election (its heartbeat timeout) where
@@ -1161,9 +1352,19 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const frozen = random() < 0.5;
     const killed = random() < 0.5;
     report.removeDowns++;
-    changes.push(`${clock.now.toFixed(1)} ms: remove ${node} (${killed ? 'killed' : 'cut off'}), ${silenced} ${frozen ? 'frozen' : 'cut off from the coordinator'} for ${HANDOVER_FREEZE_MS.toFixed(0)} ms`);
+    changes.push(`${clock.now.toFixed(1)} ms: remove ${node} (${killed ? 'killed' : 'cut off'}), ${silenced} ${opts.keptRestarts === true ? 'killed, back during the wait for answers and frozen' : frozen ? 'frozen' : 'cut off from the coordinator'} for ${HANDOVER_FREEZE_MS.toFixed(0)} ms`);
     const cuts = [cutKey(COORDINATOR, silenced)];
-    if (frozen) {
+    if (opts.keptRestarts === true) {
+      // Killed now, back once the remove's wait for answers began (its first tick at or after `until`, below) or up to
+      // PONG_AGE_MAX_MS into it, and frozen as it starts: its link comes up during the wait, before it answered anything.
+      cuts.pop();
+      const waitFrom = Math.ceil((clock.now + PONG_AGE_MAX_MS + maxDelayMs + 1) / TICK_MS) * TICK_MS;
+      const downMs = waitFrom - clock.now + random() * PONG_AGE_MAX_MS;
+      crash(silenced, downMs);
+      clock.at(downMs, () => {
+        if (up[silenced]) frozenUntil[silenced] = Math.max(frozenUntil[silenced], clock.now + HANDOVER_FREEZE_MS);
+      });
+    } else if (frozen) {
       frozenUntil[silenced] = Math.max(frozenUntil[silenced], clock.now + HANDOVER_FREEZE_MS);
       cuts.pop();
     }
@@ -1238,6 +1439,12 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
         // A frozen or cut-off one named: one asked what it has not answered since the wait began (the rule's fault), or
         // one first asked later (its link came up during the wait, after a restart: it counts as answering for 1.5 ping
         // intervals after that question, which may outlast the wait).
+        const upAt = down.upFrom?.get(down.silenced);
+        const cameUp = opts.keptRestarts === true && upAt !== undefined && upAt > down.askedFrom! && upAt - down.askedFrom! <= PONG_AGE_MAX_MS;
+        if (cameUp) report.restartedKeptUp++;
+        if (cameUp && leaderUntilElected(rest, linkUp, (n) => holdsLately(n, term)) === undefined) report.restartedKeptSecondChoice++;
+        if (cameUp && named === down.silenced && frozenUntil[named] > clock.now)
+          fail(`a remove of ${node} names ${named} the slice's leader at ${clock.now.toFixed(1)} ms, frozen, whose link came up at ${upAt!.toFixed(1)} ms, ${(upAt! - down.askedFrom!).toFixed(1)} ms into the wait for answers begun at ${down.askedFrom!.toFixed(1)} ms: the wait (membership.ts keepAskingKept) ended before it had owed an answer ${PONG_AGE_MAX_MS} ms`);
         if (frozenUntil[named] > clock.now || scheduleCuts.has(cutKey(COORDINATOR, named))) {
           if ((silence!.firstAsked(named) ?? Infinity) > down.askedFrom!) report.removesDownNamingUntold++;
           else report.removesDownNamingSilent++;
@@ -1284,6 +1491,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (draining === null || !published || coordinator.currentLeader === null || (!coordinator.electorateSettled && (opts.setChanges !== 'chained' || ledOnUnanswered > 0))) return;
     if (opts.setChanges === 'drain-down' && drainStepDown()) return;
     if (opts.setChanges === 'drain-dead' && replaceDead()) return;
+    if (opts.setChanges === 'drain-silent' && undoSilentStep()) return;
     const term = coordinator.currentTerm;
     const rest = set.filter((n) => n !== draining);
     // As membership.ts drainReplicas: where the map will name the leader from those kept (the leaving replica leads in
@@ -1291,7 +1499,20 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const ledByLeaving = mapLeader === draining;
     const holds = (n: number) => (ledByLeaving ? holdsLately(n, term) : (commitTerms.get(n) ?? 0) >= term);
     if (ledByLeaving) askLately(rest);
-    if (opts.handoverFreezes === true) {
+    if (opts.setChanges === 'drain-silent') {
+      // membership.ts drainReplicas itself: drainStepCatchUp with up as the step counts it (answersForStep): a replica
+      // kept that is silent past the node heartbeat bound (by its node's clock, or by the questions it leaves
+      // unanswered) is not waited for, the new replica and a majority of those kept holding the barrier and answering are.
+      const { behind, holdingUp } = drainStepCatchUp(rest, drainAdded ?? -1, holds, answersForStepNow);
+      if (behind.length > 0 || holdingUp.length < majority(rest.length)) {
+        for (const n of rest) if (up[n] && !holds(n)) send(COORDINATOR, n, { type: 'Ping', seq: 0 });
+        return;
+      }
+      if (rest.some((n) => frozenUntil[n] > clock.now && !holds(n))) {
+        report.drainStepsPastSilentKept++;
+        changes.push(`${clock.now.toFixed(1)} ms: drain ${draining}: ${rest.filter((n) => frozenUntil[n] > clock.now && !holds(n)).join(',')} frozen and behind, counted down`);
+      }
+    } else if (opts.handoverFreezes === true) {
       // membership.ts's rule itself: past the handover's bound, while the leaving replica still leads (its handover's
       // election gave it back), a replica kept from the set before that is up and behind is not waited for.
       const spent = opts.handoverNeverSpent !== true && handoverTried === 'handed' && coordinator.currentLeader === draining && clock.now - (handoverSoughtAt ?? clock.now) >= HANDOVER_BEFORE_CHANGE_MS;
@@ -1369,7 +1590,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       report.handoverFreezes++;
       changes.push(`${clock.now.toFixed(1)} ms: ${to} frozen for ${HANDOVER_FREEZE_MS.toFixed(0)} ms`);
       frozenUntil[to] = Math.max(frozenUntil[to], clock.now + HANDOVER_FREEZE_MS);
-    } else if (kill < 0.25) {
+    } else if (kill < 0.25 && opts.setChanges !== 'drain-silent') {
+      // (Not in 'drain-silent' runs, which run only the freezes they check.)
       const victim = kill < 0.15 ? to : from;
       const after = handoverRandom() * (HANDOVER_WAIT_MS + timing.electionTimeoutMs);
       const downMs = 50 + handoverRandom() * 600;
@@ -1619,6 +1841,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       else if (faulty && random() < changePerSecond * (TICK_MS / 1000)) randomChange();
       // The coordinator asks again a node whose first open question is half a ping interval old (ReplicaLeaders.tick).
       if (silence !== null) for (const n of ids) if (linkLost.has(n) && up[n] && reachable(COORDINATOR, n)) linkLost.delete(n);
+      // As Membership.pingLinks: every link pinged each turn; a node whose event loop runs (up, not frozen) and that the
+      // coordinator reaches pongs (over its TCP connection: no drop, and the round trip within the tick).
+      if (opts.setChanges === 'drain-silent') for (const n of ids) if (linkUp(n) && (frozenUntil[n] <= clock.now || (pongsUntil[n] ?? 0) > clock.now) && reachable(COORDINATOR, n)) heardAt[n] = clock.now;
+      if (opts.setChanges === 'drain-silent') for (const n of ids) if (countsUpNow(n)) countedDownSince.delete(n);
+        else if (!countedDownSince.has(n)) countedDownSince.set(n, clock.now);
       if (silence !== null) for (const n of ids) if (linkUp(n)) silence.stale(n, clock.now, () => coordinator.members.includes(n), () => send(COORDINATOR, n, { type: 'Ping', seq: 0 }));
     }
     for (const r of replicas) {
@@ -1633,7 +1860,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       if (opts.store === true) compactionStep(r.id, compact);
       else if (compact) r.compact(r.appliedIndex);
     }
-    if (faulty) {
+    // 'drain-silent' runs only the freezes they schedule (and the network's own faults), so that each tells its rule.
+    if (faulty && opts.setChanges !== 'drain-silent') {
       const perTick = TICK_MS / 1000;
       if (random() < crashPerSecond * perTick) {
         // Half the time the leader: failover is what is under test.

@@ -806,7 +806,7 @@ export class Membership {
    * placement would have put the new replica back on it. Silent that long it counts down here, as a node with
    * heartbeats counts down after the same time without one; once anything comes from it it is an ordinary node again. */
   private countsUp(index: number): boolean {
-    return this.isUp(index) && !this.silentPastBound(index);
+    return countsUpBy(this.isUp(index), this.links[index].heardMsAgo(), NODE_HEARTBEAT_TIMEOUT_MS);
   }
 
   /** Up for a drain step's wait (drainStepCatchUp): counted up (countsUp) and answering the questions it was asked (a
@@ -816,12 +816,12 @@ export class Membership {
    * a frozen one did before countsUp. Placement and status keep countsUp alone (docs/replication.md, "A kept replica
    * that freezes"). */
   private answersForStep(index: number): boolean {
-    return this.countsUp(index) && this.leaders.silentMs(index) <= NODE_HEARTBEAT_TIMEOUT_MS;
+    return answersForStepBy(this.countsUp(index), this.leaders.silentMs(index), NODE_HEARTBEAT_TIMEOUT_MS);
   }
 
   /** Whether nothing came from node `index` for NODE_HEARTBEAT_TIMEOUT_MS (its link's clock, whatever its state). */
   private silentPastBound(index: number): boolean {
-    return this.links[index].heardMsAgo() >= NODE_HEARTBEAT_TIMEOUT_MS;
+    return silentPastBoundBy(this.links[index].heardMsAgo(), NODE_HEARTBEAT_TIMEOUT_MS);
   }
 
   /** Starts moves until MOVES_IN_FLIGHT_MAX run: first every slice of a draining node,
@@ -1467,6 +1467,28 @@ export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: 
   // slice then elects by joint majorities, which keep every acknowledged write whatever the one behind holds.
   if (handoverSpent && !behind.includes(fresh) && holdingUp.length >= majority(rest.length)) return { behind: [], holdingUp };
   return { behind, holdingUp };
+}
+
+/** Whether nothing came from a node for `boundMs` (Membership.silentPastBound, apart from its link): `heardMsAgo`
+ * since its link's "last heard from" clock (NodeLink.heardAt: any frame, a pong to pingLinks' ping, a heartbeat) at
+ * or past the bound (NODE_HEARTBEAT_TIMEOUT_MS on the coordinator). */
+export function silentPastBoundBy(heardMsAgo: number, boundMs: number): boolean {
+  return heardMsAgo >= boundMs;
+}
+
+/** Membership.countsUp apart from the links: a node counts up for placement, status and the undo of a move onto it
+ * where it is up (`up`: its link ready, heartbeats recent) and was heard from within `boundMs` (`heardMsAgo`:
+ * NodeLink.heardMsAgo; silentPastBoundBy). Used by the simulation's 'drain-silent' runs (test/replication-sim.ts) over
+ * their own per-node clock and scaled bound. */
+export function countsUpBy(up: boolean, heardMsAgo: number, boundMs: number): boolean {
+  return up && !silentPastBoundBy(heardMsAgo, boundMs);
+}
+
+/** Membership.answersForStep apart from the links and the questions: up for a drain step's wait (drainStepCatchUp's
+ * `isUp`) where it counts up (`countsUp`: countsUpBy) and has left no question unanswered longer than `boundMs`
+ * (`silentMs`: ReplicaLeaders.silentMs, with the grace). Used by the simulation's 'drain-silent' runs too. */
+export function answersForStepBy(countsUp: boolean, silentMs: number, boundMs: number): boolean {
+  return countsUp && silentMs <= boundMs;
 }
 
 /** The rule by which a change that takes the leader's replica out names the slice's leader in the map until it elects

@@ -299,6 +299,14 @@ export function silenceMs(questions: OpenQuestions, node: number, linkUp: boolea
   return linkUp ? now - ((grace ? questions.silentFrom(node) : questions.firstAsked(node)) ?? now) : Infinity;
 }
 
+/** When `node`'s silence counts from at `now` (ReplicaLeaders.heardFrom, a failover's host.heardFrom: heardLately and
+ * answerMayCome in failover.ts): now less its silence (silenceMs, with the election's grace), -Infinity where its link
+ * is not up (`linkUp`). ReplicaLeaders on performance.now()'s clock; the simulation's failover (test/replication-sim.ts,
+ * 'drain-silent') on its seeded clock, over its seeded network. */
+export function heardFromBy(questions: OpenQuestions, node: number, linkUp: boolean, now: number): number {
+  return now - silenceMs(questions, node, linkUp, now);
+}
+
 /** Whether a node silent `silentMs` answers: less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals, as an election
  * counts it (failover.ts heardLately; ReplicaLeaders.answers, and the simulation's remove). */
 export function answersWhenSilent(silentMs: number, pingIntervalMs: number): boolean {
@@ -569,7 +577,7 @@ export class ReplicaLeaders {
    * performance.now()'s clock; -Infinity over a link that is not up: a frame that came before the link was lost says
    * nothing of the node since. */
   private heardFrom(node: number): number {
-    return performance.now() - this.silentMs(node);
+    return heardFromBy(this.questions, node, this.ready(node), performance.now());
   }
 
   /** Hands each slice's leadership to its follower `to` (leadership rebalancing; docs/replication.md):
