@@ -132,9 +132,9 @@ const SLICED_STRING_CHARS_MAX = 255;
  * item of any size), long after those items were overwritten or deleted (measured: bench/value-retention.ts,
  * bench/PROFILE.md, "an item's values keep the text they were decoded from"). In place: the item is the store's from
  * here (a Put's decoded op, a replayed change's, an update's copy), and an equal string changes nothing any reader
- * sees. The copy is `(' ' + s).slice(1)`: a new flat string of n + 1 chars (a rope's flattening) and a slice of that,
- * which keeps only it; V8 has no cheaper call that makes a string of its own (Buffer's latin1 round trip, as ownKey
- * does, cost about 2.5x as much in a micro-benchmark of 13- to 212-char strings). */
+ * sees. The copy is ownKey's latin1 round trip through one scratch buffer (ownValueString): a flat string of exactly
+ * the value's chars, where `(' ' + s).slice(1)` (branch valueretain) kept a slice of a copy, 32 bytes of SlicedString
+ * and a char more for every such string the store holds; their put costs were not told apart (bench/PROFILE.md). */
 export function ownStrings<V extends Item | Value[]>(v: V): V {
   // Only a string is written back; a list or map is made its own where it is (a name is never assigned an object).
   if (Array.isArray(v)) {
@@ -153,10 +153,20 @@ export function ownStrings<V extends Item | Value[]>(v: V): V {
 /** ownStrings of one value: a string of its own where `x` is a string that may be a slice, else null (a list or map
  * made its own in place). */
 function ownValue(x: Value): string | null {
-  if (typeof x === 'string') return x.length < SLICED_STRING_CHARS_MIN || x.length > SLICED_STRING_CHARS_MAX ? null : (' ' + x).slice(1);
+  if (typeof x === 'string') return x.length < SLICED_STRING_CHARS_MIN || x.length > SLICED_STRING_CHARS_MAX ? null : ownValueString(x);
   if (x !== null && typeof x === 'object' && !(x instanceof Uint8Array)) ownStrings(x);
   return null;
 }
+/** `s` (SLICED_STRING_CHARS_MIN to SLICED_STRING_CHARS_MAX chars) as a flat string of its own, or null where it holds
+ * a char above U+00FF, which latin1 cannot copy: such a string was never a slice (msgpackr-extract's runs hold ASCII
+ * strings alone; a string not ASCII it makes a string of its own). The comparison reads the chars once more, cheaper
+ * than a scan for them first. */
+function ownValueString(s: string): string | null {
+  const copy = valueScratch.toString('latin1', 0, valueScratch.write(s, 0, 'latin1'));
+  return copy === s ? copy : null;
+}
+/** ownValueString's scratch: room for the longest string it copies (latin1: a byte a char). */
+const valueScratch = Buffer.alloc(SLICED_STRING_CHARS_MAX);
 
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
 /** Every item of a worker as of one moment: their count, and the items as snapshot records' payloads, one at a time. */
