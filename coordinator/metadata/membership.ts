@@ -1476,7 +1476,7 @@ export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: 
 /** Whether nothing came from a node for `boundMs` (Membership.silentPastBound, apart from its link): `heardMsAgo`
  * since its link's "last heard from" clock (NodeLink.heardAt: any frame, a pong to pingLinks' ping, a heartbeat) at
  * or past the bound (NODE_HEARTBEAT_TIMEOUT_MS on the coordinator). */
-export function silentPastBoundBy(heardMsAgo: number, boundMs: number): boolean {
+function silentPastBoundBy(heardMsAgo: number, boundMs: number): boolean {
   return heardMsAgo >= boundMs;
 }
 
