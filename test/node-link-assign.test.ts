@@ -70,18 +70,24 @@ describe('a node link sends replica sets that changed while its first Assign was
   });
 });
 
+/** A link to a fake node (fakeNode: `autoPong` false stands for a frozen node), ready (its first Assign answered). */
+async function readyLink(autoPong: boolean) {
+  const node = await fakeNode(autoPong);
+  const link = new NodeLink(node.url, () => ({ epoch: 2, sliceCount: 4, slices: [0, 1, 2, 3], clusterId: 'c'.repeat(32), replication: null }), () => 2, () => {});
+  links.push(link);
+  await until('the first Assign', () => node.assigns.length === 1);
+  node.socket().send(encodeNodeFrame([NodeFrame.Assigned, 2]));
+  await until('the link to be ready', () => link.state === 'ready');
+  return { node, link };
+}
+
 describe("a node link's probe (Membership.pingLinks' WebSocket ping, each turn)", () => {
   it('hears from a node whose event loop runs (its pong moves heardAt), and nothing from one that does not pong (as a frozen one)', async () => {
     // NodeLink.heardAt is what Membership.countsUp (placement, status) reads; a node that holds no replica is asked
     // nothing else, so its pong is what keeps it up, and what brings a thawed one back. Counted once the link is ready
     // (its frames are heard too); a server with autoPong off stands for a frozen node, which answers no ping.
     for (const pongs of [true, false]) {
-      const node = await fakeNode(pongs);
-      const link = new NodeLink(node.url, () => ({ epoch: 2, sliceCount: 4, slices: [0, 1, 2, 3], clusterId: 'c'.repeat(32), replication: null }), () => 2, () => {});
-      links.push(link);
-      await until('the first Assign', () => node.assigns.length === 1);
-      node.socket().send(encodeNodeFrame([NodeFrame.Assigned, 2]));
-      await until('the link to be ready', () => link.state === 'ready');
+      const { link } = await readyLink(pongs);
       const before = link.heardAt;
       await new Promise((r) => setTimeout(r, 20));
       link.probe();
@@ -98,12 +104,7 @@ describe("a node link's probe (Membership.pingLinks' WebSocket ping, each turn)"
     // Membership.pingLinks asks every turn (two a second) for as long as a node stays frozen; each ping sent would wait
     // in the socket's buffer until it thaws, hours of them. A server with autoPong off stands for the frozen node; its
     // 'ping' events count what reached it.
-    const node = await fakeNode(false);
-    const link = new NodeLink(node.url, () => ({ epoch: 2, sliceCount: 4, slices: [0, 1, 2, 3], clusterId: 'c'.repeat(32), replication: null }), () => 2, () => {});
-    links.push(link);
-    await until('the first Assign', () => node.assigns.length === 1);
-    node.socket().send(encodeNodeFrame([NodeFrame.Assigned, 2]));
-    await until('the link to be ready', () => link.state === 'ready');
+    const { node, link } = await readyLink(false);
     let pings = 0;
     node.socket().on('ping', () => pings++);
     for (let turn = 0; turn < 10; turn++) {
