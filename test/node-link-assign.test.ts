@@ -70,18 +70,24 @@ describe('a node link sends replica sets that changed while its first Assign was
   });
 });
 
+/** A link to a fake node (fakeNode: `autoPong` false stands for a frozen node), ready (its first Assign answered). */
+async function readyLink(autoPong: boolean) {
+  const node = await fakeNode(autoPong);
+  const link = new NodeLink(node.url, () => ({ epoch: 2, sliceCount: 4, slices: [0, 1, 2, 3], clusterId: 'c'.repeat(32), replication: null }), () => 2, () => {});
+  links.push(link);
+  await until('the first Assign', () => node.assigns.length === 1);
+  node.socket().send(encodeNodeFrame([NodeFrame.Assigned, 2]));
+  await until('the link to be ready', () => link.state === 'ready');
+  return { node, link };
+}
+
 describe("a node link's probe (Membership.pingLinks' WebSocket ping, each turn)", () => {
   it('hears from a node whose event loop runs (its pong moves heardAt), and nothing from one that does not pong (as a frozen one)', async () => {
     // NodeLink.heardAt is what Membership.countsUp (placement, status) reads; a node that holds no replica is asked
     // nothing else, so its pong is what keeps it up, and what brings a thawed one back. Counted once the link is ready
     // (its frames are heard too); a server with autoPong off stands for a frozen node, which answers no ping.
     for (const pongs of [true, false]) {
-      const node = await fakeNode(pongs);
-      const link = new NodeLink(node.url, () => ({ epoch: 2, sliceCount: 4, slices: [0, 1, 2, 3], clusterId: 'c'.repeat(32), replication: null }), () => 2, () => {});
-      links.push(link);
-      await until('the first Assign', () => node.assigns.length === 1);
-      node.socket().send(encodeNodeFrame([NodeFrame.Assigned, 2]));
-      await until('the link to be ready', () => link.state === 'ready');
+      const { link } = await readyLink(pongs);
       const before = link.heardAt;
       await new Promise((r) => setTimeout(r, 20));
       link.probe();
@@ -92,5 +98,26 @@ describe("a node link's probe (Membership.pingLinks' WebSocket ping, each turn)"
         expect(link.heardMsAgo(), 'silence of the node that answers no ping').toBeGreaterThanOrEqual(300);
       }
     }
+  });
+
+  it('keeps one ping in flight: a node that answers none (frozen) is sent one, however many turns ask, and the next once it pongs', async () => {
+    // Membership.pingLinks asks every turn (two a second) for as long as a node stays frozen; each ping sent would wait
+    // in the socket's buffer until it thaws, hours of them. A server with autoPong off stands for the frozen node; its
+    // 'ping' events count what reached it.
+    const { node, link } = await readyLink(false);
+    let pings = 0;
+    node.socket().on('ping', () => pings++);
+    for (let turn = 0; turn < 10; turn++) {
+      link.probe();
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect(pings, 'pings sent to a node that answered none, over 10 turns').toBe(1);
+    // It thaws: it answers the ping it had, and the next turn's ping goes out.
+    const before = link.heardAt;
+    node.socket().pong();
+    await until('the pong heard', () => link.heardAt > before);
+    link.probe();
+    await until('the next ping', () => pings === 2);
   });
 });

@@ -26,6 +26,10 @@ import { FAILOVER_TIMING_DEFAULT, majority, type FailoverTiming } from './failov
 import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
 import { SliceMover, Throttle } from './slice-mover.js';
 
+// A node known by address is heard from by the pong to the ping each turn sends it (pingLinks) and counts down once
+// silent NODE_HEARTBEAT_TIMEOUT_MS (countsUp): the bound must hold several turns, so that a running node is never
+// counted down for want of a ping, nor for a turn or two late or a slow pong.
+assert(4 * REBALANCE_INTERVAL_MS <= NODE_HEARTBEAT_TIMEOUT_MS, 'a running node pongs several times within the node heartbeat bound');
 
 /** A replicated slice that, without a node being removed, keeps no majority of live replicas (`up` of `size` up;
  * `down`, its replicas that are down). */
@@ -1472,7 +1476,7 @@ export function drainStepCatchUp(rest: readonly number[], fresh: number, holds: 
 /** Whether nothing came from a node for `boundMs` (Membership.silentPastBound, apart from its link): `heardMsAgo`
  * since its link's "last heard from" clock (NodeLink.heardAt: any frame, a pong to pingLinks' ping, a heartbeat) at
  * or past the bound (NODE_HEARTBEAT_TIMEOUT_MS on the coordinator). */
-export function silentPastBoundBy(heardMsAgo: number, boundMs: number): boolean {
+function silentPastBoundBy(heardMsAgo: number, boundMs: number): boolean {
   return heardMsAgo >= boundMs;
 }
 

@@ -114,6 +114,10 @@ export class NodeLink {
   /** When abandonInFlight last gave up what the link held (performance.now; -Infinity on a new connection): the node
    * is still taken as silent while nothing was heard from it since (heardAt). */
   private abandonedAt = -Infinity;
+  /** probe's ping on this connection not answered yet: no other is sent until its pong comes. A frozen node reads
+   * nothing, so each ping would wait in the socket's buffer for as long as it stays frozen (two a second, for good);
+   * a later pong would say no more than this one's will. False on a new connection. */
+  private pingOutstanding = false;
 
   constructor(
     readonly url: string,
@@ -154,9 +158,12 @@ export class NodeLink {
   }
 
   /** Asks the node for a sign of life: a WebSocket ping on its open connection, which its event loop answers with a
-   * pong (heardAt) unless it is frozen. Membership sends one each turn over every link. */
+   * pong (heardAt) unless it is frozen. Membership asks each turn over every link; one ping at a time is in flight
+   * (pingOutstanding), so a node frozen for hours is sent one, not one a turn. */
   probe(): void {
-    if (this.ws !== null && this.ws.readyState === WebSocket.OPEN) this.ws.ping();
+    if (this.ws === null || this.ws.readyState !== WebSocket.OPEN || this.pingOutstanding) return;
+    this.pingOutstanding = true;
+    this.ws.ping();
   }
 
   /** Something came from the node outside this link (its heartbeat, POST /cluster/join): it runs. */
@@ -224,6 +231,7 @@ export class NodeLink {
     if (this.state === 'closed') return;
     this.state = 'connecting';
     this.abandonedAt = -Infinity;
+    this.pingOutstanding = false;
     const ws = new WebSocket(this.url, {
       maxPayload: INTERNAL_FRAME_BYTES_MAX,
       handshakeTimeout: NODE_CONNECT_TIMEOUT_MS,
@@ -243,7 +251,9 @@ export class NodeLink {
     });
     ws.on('message', (data: Buffer) => this.onFrame(data));
     ws.on('pong', () => {
-      if (this.ws === ws) this.heard();
+      if (this.ws !== ws) return;
+      this.pingOutstanding = false;
+      this.heard();
     });
     ws.on('error', () => {}); // 'close' follows and handles it
     ws.on('close', () => {
