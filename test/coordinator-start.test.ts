@@ -31,7 +31,10 @@ async function startWithUnreachableNode() {
   const dir = mkdtempSync(join(tmpdir(), 'keyslice-coordinator-start-'));
   const lines: string[] = [];
   const args = [COORDINATOR, '--port', '0', '--routers', '1', '--data', dir, '--slices', '4', '--replication-factor', '1', '--nodes', `ws://127.0.0.1:${await freePort()}`];
-  const { child, match } = await spawnUntilReady('coordinator', process.execPath, args, /router (\d+) serves port (\d+)/, { log: (l) => lines.push(l) });
+  const { child, match } = await spawnUntilReady('coordinator', process.execPath, args, /router (\d+) serves port (\d+)/, { log: (l) => lines.push(l) }).catch((e: unknown) => {
+    rmSync(dir, { recursive: true, force: true }); // a start that failed leaves no folder behind
+    throw e;
+  });
   const s = { child, dir, routerPid: Number(match[1]) };
   started.push(s);
   return { ...s, port: Number(match[2]), lines };

@@ -1489,10 +1489,10 @@ export function countsUpBy(up: boolean, heardMsAgo: number, boundMs: number): bo
 }
 
 /** Membership.answersForStep apart from the links and the questions: up for a drain step's wait (drainStepCatchUp's
- * `isUp`) where it counts up (`countsUp`: countsUpBy) and has left no question unanswered longer than `boundMs`
+ * `isUp`) where it counts up (`countsUp`: countsUpBy) and has left no question unanswered for `boundMs` or longer
  * (`silentMs`: ReplicaLeaders.silentMs, with the grace). Used by the simulation's 'drain-silent' runs too. */
 export function answersForStepBy(countsUp: boolean, silentMs: number, boundMs: number): boolean {
-  return countsUp && silentMs <= boundMs;
+  return countsUp && silentMs < boundMs; // at the bound itself it counts silent, as silentPastBoundBy does
 }
 
 /** The rule by which a change that takes the leader's replica out names the slice's leader in the map until it elects
