@@ -116,12 +116,19 @@ export function ownKey(key: string): string {
   // Through one scratch buffer, written and read by Buffer's latin1 calls: a Buffer made per key (Buffer.from) cost
   // about 150 ns and a Buffer's 120 bytes a key, this copy about 130 ns and no Buffer (bench/README.md, "Keys the
   // tree keeps").
-  const copy = key.length <= keyScratch.length ? keyScratch.toString('latin1', 0, keyScratch.write(key, 0, 'latin1')) : Buffer.from(key, 'latin1').toString('latin1');
+  const copy = latin1Copy(key);
   assert(copy === key, 'a key entering the tree is a byte string (checked where it arrived)');
   return copy;
 }
-/** ownKey's scratch: room for any key the store makes (a sharding key and a sorting key, encoded). */
-const keyScratch = Buffer.alloc(2 * (SHARDING_KEY_BYTES_MAX + SORTING_KEY_BYTES_MAX));
+/** `s` written as latin1 into one scratch buffer and read back: a flat string of its own, equal to `s` where every
+ * char of `s` is at most U+00FF (a char above it is cut to its low byte, so the copy differs). For ownKey and
+ * ownValueString. */
+function latin1Copy(s: string): string {
+  return s.length <= copyScratch.length ? copyScratch.toString('latin1', 0, copyScratch.write(s, 0, 'latin1')) : Buffer.from(s, 'latin1').toString('latin1');
+}
+/** latin1Copy's scratch: room for any key the store makes (a sharding key and a sorting key, encoded) and for any value
+ * ownValueString copies (SLICED_STRING_CHARS_MAX chars). */
+const copyScratch = Buffer.alloc(2 * (SHARDING_KEY_BYTES_MAX + SORTING_KEY_BYTES_MAX));
 /** The longest string msgpackr-extract may hand out as a slice: it reads runs of ASCII strings of under 256 bytes
  * (fixstr, str 8), each within 40 bytes of the last, into one string of up to about 6,000 chars and slices each of
  * them out of it; a longer string (str 16, str 32) or one not ASCII it makes a string of its own. */
@@ -132,7 +139,7 @@ const SLICED_STRING_CHARS_MAX = 255;
  * item of any size), long after those items were overwritten or deleted (measured: bench/value-retention.ts,
  * bench/PROFILE.md, "an item's values keep the text they were decoded from"). In place: the item is the store's from
  * here (a Put's decoded op, a replayed change's, an update's copy), and an equal string changes nothing any reader
- * sees. The copy is ownKey's latin1 round trip through one scratch buffer (ownValueString): a flat string of exactly
+ * sees. The copy is ownKey's latin1 round trip (latin1Copy, through one scratch buffer): a flat string of exactly
  * the value's chars, where `(' ' + s).slice(1)` (branch valueretain) kept a slice of a copy, 32 bytes of SlicedString
  * and a char more for every such string the store holds; their put costs were not told apart (bench/PROFILE.md). */
 export function ownStrings<V extends Item | Value[]>(v: V): V {
@@ -162,11 +169,9 @@ function ownValue(x: Value): string | null {
  * strings alone; a string not ASCII it makes a string of its own). The comparison reads the chars once more, cheaper
  * than a scan for them first. */
 function ownValueString(s: string): string | null {
-  const copy = valueScratch.toString('latin1', 0, valueScratch.write(s, 0, 'latin1'));
+  const copy = latin1Copy(s);
   return copy === s ? copy : null;
 }
-/** ownValueString's scratch: room for the longest string it copies (latin1: a byte a char). */
-const valueScratch = Buffer.alloc(SLICED_STRING_CHARS_MAX);
 
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
 /** Every item of a worker as of one moment: their count, and the items as snapshot records' payloads, one at a time. */
