@@ -737,9 +737,10 @@ describe('replica sets in the cluster map', () => {
     const map = open(5, 3, dir);
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
     const inside = m as unknown as { isUp: (n: number) => boolean; removing: Set<number> };
-    // Placement counts a node up where it is up and heard from lately (Membership.countsUp: its link's clock, which
-    // starts with the link): no link is up here.
+    // Placement counts a node up where it is up, heard from lately (Membership.countsUp: its link's clock, which starts
+    // with the link) and owes no answer past the bound (answersForStep: ReplicaLeaders.silentMs): no link is up here.
     inside.isUp = () => true;
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { silentMs: () => 0 });
     map.mayPlace = () => true; // no node answers here, so no leader is elected; keyslice remove waits for them (membership.ts)
     try {
       inside.removing.add(4);
@@ -2093,12 +2094,12 @@ describe('a drain step whose new replica is silent, its link open', () => {
     const withF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f));
     let silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
     const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
-    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; downSince: Map<number, number> };
-    // A turn with the node's clock (downSince, as noteDown keeps it) moved back past --move-undo-down-ms.
+    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; unansweringSince: Map<number, number> };
+    // A turn with the undo's clock of the node (unansweringSince, as noteDown keeps it) moved back past --move-undo-down-ms.
     const turn = () => {
       inside.noteDown();
-      const since = inside.downSince.get(f);
-      if (since !== undefined) inside.downSince.set(f, since - REPLICA_MOVE_UNDO_DOWN_MS);
+      const since = inside.unansweringSince.get(f);
+      if (since !== undefined) inside.unansweringSince.set(f, since - REPLICA_MOVE_UNDO_DOWN_MS);
       inside.undoStalledMoves();
     };
     try {

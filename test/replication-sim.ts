@@ -80,9 +80,12 @@ export interface SimOptions {
    * LEADER_SLOW_TIMEOUT_FACTOR times it; 'stuck', a replica the step keeps whose worker is stuck (it answers nothing)
    * while its node's event loop runs (it pongs: its node's "last heard from" clock stays young, so countsUp holds), for
    * KEPT_FREEZE_MS: the step's wait counts it down by the questions it leaves unanswered alone (membership.ts
-   * answersForStepBy's silentMs) and goes on as for 'kept'. Each fails the run where it did not, naming its seed. These
+   * answersForStepBy's silentMs) and goes on as for 'kept'; 'stuck-new', the new replica's worker stuck while its node
+   * pongs, for NEW_FREEZE_MS: its questions unanswered past the bound (answersForStepBy) for SIM_MOVE_UNDO_MS, the step
+   * is undone and its replica placed on a node that answers for a step, as for 'new'. Each fails the run where it did
+   * not, naming its seed. These
    * runs track silence as 'remove-down' does, and their failover has heardFrom. Faults last 4 s. */
-  drainSilence?: 'kept' | 'new' | 'leader' | 'stuck';
+  drainSilence?: 'kept' | 'new' | 'leader' | 'stuck' | 'stuck-new';
   /** With setChanges 'remove-down': the replica kept made silent is killed instead as the leader goes down, back (its
    * link up again) up to PONG_AGE_MAX_MS into the remove's wait for answers, and frozen as it starts, before it answers
    * anything: a replica whose link came up during the wait, which the rule's second choice may name (it owes no answer
@@ -567,7 +570,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const heardAt: number[] = [];
   /** drainSilence 'stuck': until when a frozen replica's node still pongs (its worker stuck, its event loop running). */
   const pongsUntil: number[] = [];
-  const countedDownSince = new Map<number, number>();
+  /** 'drain-silent': since when each node has not answered for a drain step (answersForStepNow; Membership's
+   * unansweringSince): the undo of a step onto it waits SIM_MOVE_UNDO_MS from then. */
+  const unansweringSince = new Map<number, number>();
   /** 'drain-silent', drainSilence 'leader': the frozen leader, when it froze and the largest term used then, until a
    * newer term is taken (an election, or a LeadOn) or the run fails for want of one. */
   let leaderWatch: { node: number; at: number; term: number } | null = null;
@@ -1190,9 +1195,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     }
     if (opts.setChanges === 'drain-silent') {
       // keyslice drain of a replica that does not lead (no handover: what is under test is the step's wait), the new
-      // replica placed on a node outside the set that the coordinator counts up (map.isUp: countsUp).
+      // replica placed on a node outside the set that the coordinator counts up (map.isUp: answersForStep).
       const candidates = set.filter((n) => n !== mapLeader);
-      const live = outside.filter((n) => countsUpNow(n));
+      const live = outside.filter((n) => answersForStepNow(n));
       if (set.length < 3 || mapLeader === null || !set.includes(mapLeader) || live.length === 0) return;
       const node = pick(candidates);
       const added = pick(live);
@@ -1262,21 +1267,22 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const who = opts.drainSilence;
     if (who === undefined || !faulty) return;
     const keptOne = who === 'kept' || who === 'stuck';
-    const forMs = keptOne ? KEPT_FREEZE_MS : who === 'new' ? NEW_FREEZE_MS : LEADER_FREEZE_MS;
+    const newOne = who === 'new' || who === 'stuck-new';
+    const forMs = keptOne ? KEPT_FREEZE_MS : newOne ? NEW_FREEZE_MS : LEADER_FREEZE_MS;
     // One at a time, and not while a replica thawed lately may still be catching up.
     if (clock.now + forMs >= faultyMs || ids.some((n) => frozenUntil[n] > clock.now) || clock.now - lastThawAt < SILENCE_QUIET_MS) return;
     // A leader's freeze only where it leads on through the change (no election under way, which would replace it anyway).
     if (who === 'leader' && (coordinator.currentLeader === null || coordinator.currentLeader !== mapLeader)) return;
     const kept = set.filter((n) => n !== drained && n !== added && n !== mapLeader);
-    const victim = keptOne ? kept[Math.floor(random() * kept.length)] : who === 'new' ? added : mapLeader!;
+    const victim = keptOne ? kept[Math.floor(random() * kept.length)] : newOne ? added : mapLeader!;
     if (victim === undefined) return;
     report.drainSilences++;
     report.freezes++;
     const at = clock.now;
     frozenUntil[victim] = at + forMs;
     // A stuck worker: the replica runs nothing, but its node pongs (pingLinks) until the thaw.
-    if (who === 'stuck') pongsUntil[victim] = at + forMs;
-    changes.push(`${at.toFixed(1)} ms: ${victim} (${who === 'stuck' ? 'a replica kept, its worker stuck' : who === 'kept' ? 'a replica kept' : who === 'new' ? 'the new replica' : 'the leader'}) frozen for ${forMs.toFixed(0)} ms`);
+    if (who === 'stuck' || who === 'stuck-new') pongsUntil[victim] = at + forMs;
+    changes.push(`${at.toFixed(1)} ms: ${victim} (${who === 'stuck' ? 'a replica kept, its worker stuck' : who === 'kept' ? 'a replica kept' : who === 'new' ? 'the new replica' : who === 'stuck-new' ? 'the new replica, its worker stuck' : 'the leader'}) frozen for ${forMs.toFixed(0)} ms`);
     if (who === 'leader') {
       const watch = (leaderWatch = { node: victim, at, term: usedTerm });
       clock.at(LEADER_ELECTION_BOUND_MS, () => {
@@ -1304,25 +1310,27 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       }
       if (keptOne && draining === drained && drainStartedAt === at)
         fail(`the drain of ${drained} still waits at ${clock.now.toFixed(1)} ms for ${victim}, a replica it keeps ${who === 'stuck' ? 'whose worker is stuck (its node pongs)' : 'frozen'} since ${at.toFixed(1)} ms (silent past the node heartbeat bound, ${SIM_NODE_HEARTBEAT_TIMEOUT_MS.toFixed(0)} ms, it counts down for the step: membership.ts answersForStepBy, countsUpBy)`);
-      if (who === 'new' && set.includes(added) && drainAdded === added && drainStartedAt === at)
-        fail(`the drain step of ${drained} onto ${added}, frozen since ${at.toFixed(1)} ms, is not undone at ${clock.now.toFixed(1)} ms (silent past the node heartbeat bound, ${SIM_NODE_HEARTBEAT_TIMEOUT_MS.toFixed(0)} ms, then ${SIM_MOVE_UNDO_MS.toFixed(0)} ms counted down: undoStalledMoves)`);
+      if (newOne && set.includes(added) && drainAdded === added && drainStartedAt === at)
+        fail(`the drain step of ${drained} onto ${added}, ${who === 'stuck-new' ? 'its worker stuck (its node pongs)' : 'frozen'} since ${at.toFixed(1)} ms, is not undone at ${clock.now.toFixed(1)} ms (silent past the node heartbeat bound, ${SIM_NODE_HEARTBEAT_TIMEOUT_MS.toFixed(0)} ms, then ${SIM_MOVE_UNDO_MS.toFixed(0)} ms not answering for the step: undoStalledMoves, answersForStepBy)`);
     });
   }
   /** 'drain-silent', as membership.ts undoStalledMoves and refillReplicas: a drain step whose new replica the coordinator
-   * has counted down (countsUpNow: silent past the bound, its link open) for SIM_MOVE_UNDO_MS is undone, its new replica
-   * placed in the same change on another node outside the set that counts up, if one does (else once one does).
+   * has not counted as answering for the step (answersForStepNow: silent past the bound, its link open, or its questions
+   * unanswered that long while it pongs) for SIM_MOVE_UNDO_MS is undone, its new replica placed in the same change on
+   * another node outside the set that answers for a step, as placement counts one up (map.isUp), if one does (else once
+   * one does).
    * Whether it changed the set (else the step's own wait goes on: drainStepCatchUp keeps a new replica down behind). */
   function undoSilentStep(): boolean {
     const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
-    const outsideUp = ids.filter((n) => !set.includes(n) && countsUpNow(n));
+    const outsideUp = ids.filter((n) => !set.includes(n) && answersForStepNow(n));
     if (drainAdded === null) {
       if (outsideUp.length === 0) return true;
       drainAdded = pick(outsideUp);
       changeSet([...set, drainAdded], `drain ${draining}, add ${drainAdded} (a node counts up again)`);
       return true;
     }
-    const since = countedDownSince.get(drainAdded);
-    if (countsUpNow(drainAdded) || since === undefined || clock.now - since < SIM_MOVE_UNDO_MS) return false;
+    const since = unansweringSince.get(drainAdded);
+    if (answersForStepNow(drainAdded) || since === undefined || clock.now - since < SIM_MOVE_UNDO_MS) return false;
     const gone = drainAdded;
     report.movesUndone++;
     if (frozenUntil[gone] > clock.now) report.silentNewUndone++;
@@ -1844,8 +1852,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       // As Membership.pingLinks: every link pinged each turn; a node whose event loop runs (up, not frozen) and that the
       // coordinator reaches pongs (over its TCP connection: no drop, and the round trip within the tick).
       if (opts.setChanges === 'drain-silent') for (const n of ids) if (linkUp(n) && (frozenUntil[n] <= clock.now || (pongsUntil[n] ?? 0) > clock.now) && reachable(COORDINATOR, n)) heardAt[n] = clock.now;
-      if (opts.setChanges === 'drain-silent') for (const n of ids) if (countsUpNow(n)) countedDownSince.delete(n);
-        else if (!countedDownSince.has(n)) countedDownSince.set(n, clock.now);
+      if (opts.setChanges === 'drain-silent') for (const n of ids) if (answersForStepNow(n)) unansweringSince.delete(n);
+        else if (!unansweringSince.has(n)) unansweringSince.set(n, clock.now);
       if (silence !== null) for (const n of ids) if (linkUp(n)) silence.stale(n, clock.now, () => coordinator.members.includes(n), () => send(COORDINATOR, n, { type: 'Ping', seq: 0 }));
     }
     for (const r of replicas) {
