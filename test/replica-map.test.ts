@@ -2231,6 +2231,39 @@ describe('a node silent past the bound that is asked nothing', () => {
   });
 });
 
+describe('a coordinator whose own event loop stalled', () => {
+  it('does not count its stall as the nodes\' silence: a turn 5 s late counts a node heard just before it up, and one silent past the bound before it down', async () => {
+    // 5 nodes at R=3 known by address (no heartbeats: their link's clock is all). The coordinator did not run for 5 s (a
+    // starved machine, a long GC): its turn comes 5 s late, the nodes unpinged meanwhile. Node a was last heard 200 ms
+    // before the stall (5.2 s ago), node b 6 s before it (11 s ago). Counted on the link's clock alone, a counted down
+    // for that turn (placement skipped it, the undo's and autoRemove's clocks started); b was silent past the bound
+    // before the stall and counts down all the same.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    settle(map);
+    const [a, b] = [1, 2];
+    const { m } = membershipByHand(map, dir, {});
+    const inside = m as unknown as { countsUp(n: number): boolean; turnDue(): void; lastTurnAt: number; downSince: Map<number, number>; links: NodeLink[] };
+    inside.links.forEach((link) => Object.assign(link, { probe: () => {} }));
+    try {
+      quiet(m, a, 5_200);
+      quiet(m, b, 11_000);
+      inside.lastTurnAt = performance.now() - 500 - 5_000;
+      inside.turnDue();
+      await new Promise((r) => setImmediate(r));
+      expect(inside.countsUp(a), 'a node heard 200 ms before a 5 s stall of the coordinator').toBe(true);
+      expect(inside.downSince.has(a), "its down clock (the undo's and autoRemove's)").toBe(false);
+      expect(inside.countsUp(b), 'a node silent 6 s before the stall').toBe(false);
+      expect(inside.downSince.has(b)).toBe(true);
+      // Once anything comes from a node its clock is the plain one again.
+      inside.links[b].heard();
+      expect(inside.links[b].heardMsAgo()).toBeLessThan(100);
+    } finally {
+      m.close();
+    }
+  });
+});
+
 describe("a drain step of a follower's replica whose kept replica's worker is stuck, its node answering pings", () => {
   it('does not wait for it once its questions have been unanswered longer than NODE_HEARTBEAT_TIMEOUT_MS, though its node is heard (countsUp)', () => {
     // 4 nodes at R=3, node 3 draining, every node up. Slices where node 3 is a follower (their leader stays: no handover,

@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
@@ -107,14 +107,38 @@ export class Membership {
     // count settled yet (it records that in the map a tick later).
     map.isSettled = (s) => this.leaders.settled(s);
     map.mayPlace = (s) => this.mayPlace(s);
-    this.timer = setInterval(() => {
-      this.noteDown();
-      this.pingLinks();
-      this.refillReplicas();
-      void this.autoRemove();
-      this.rebalance();
-    }, REBALANCE_INTERVAL_MS);
+    this.timer = setInterval(() => this.turnDue(), REBALANCE_INTERVAL_MS);
     this.timer.unref();
+  }
+
+  /** When the last turn came (performance.now): a turn that comes COORDINATOR_STALL_MS or more late says this process
+   * did not run meanwhile (turnDue). */
+  private lastTurnAt = performance.now();
+  private closed = false;
+
+  /** The turn's timer fired. Where it came late by more than COORDINATOR_STALL_MS this process did not run meanwhile (a
+   * starved machine, a long GC, a stop): what the nodes sent in that time waits unread in the sockets, and the nodes were
+   * not pinged, so the silence clocks (NodeLink.heardAt, the questions' times) count this process's stall as the nodes'.
+   * Stalled 5 s or more, every node known by address counted down for that turn (placement skipped it, the undo's and
+   * autoRemove's clocks started). So each link is told to leave the stall out of its node's silence (NodeLink.excuse),
+   * and the turn runs once the sockets were read (setImmediate: after this loop's poll phase), its pongs, frames and
+   * answers taken. A node frozen meanwhile is found silent as much later as the stall lasted. */
+  private turnDue(): void {
+    const now = performance.now();
+    const late = now - this.lastTurnAt - REBALANCE_INTERVAL_MS;
+    this.lastTurnAt = now;
+    if (late <= COORDINATOR_STALL_MS) return this.turn();
+    for (const link of this.links) link.excuse(late);
+    setImmediate(() => this.turn());
+  }
+
+  private turn(): void {
+    if (this.closed) return;
+    this.noteDown();
+    this.pingLinks();
+    this.refillReplicas();
+    void this.autoRemove();
+    this.rebalance();
   }
 
   /** Whether placement (the map's, at any map change, and refillReplicas) may change the slice's set: its last change
@@ -1446,6 +1470,7 @@ export class Membership {
   }
 
   close(): void {
+    this.closed = true;
     clearInterval(this.timer);
     this.leaders.close();
     for (const l of this.links) l.close();
