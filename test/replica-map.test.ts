@@ -737,9 +737,10 @@ describe('replica sets in the cluster map', () => {
     const map = open(5, 3, dir);
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
     const inside = m as unknown as { isUp: (n: number) => boolean; removing: Set<number> };
-    // Placement counts a node up where it is up and heard from lately (Membership.countsUp: its link's clock, which
-    // starts with the link): no link is up here.
+    // Placement counts a node up where it is up, heard from lately (Membership.countsUp: its link's clock, which starts
+    // with the link) and owes no answer past the bound (answersForStep: ReplicaLeaders.silentMs): no link is up here.
     inside.isUp = () => true;
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { silentMs: () => 0 });
     map.mayPlace = () => true; // no node answers here, so no leader is elected; keyslice remove waits for them (membership.ts)
     try {
       inside.removing.add(4);
@@ -1226,6 +1227,78 @@ describe('a coordinator that restarts', () => {
       expect(open(3, 3, dir).neverLed(0)).toBe(false);
     } finally {
       leaders.close();
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+  it('tells a leader again to lead on, at the next tick once the map can be saved, where the turn that told it first could not be recorded', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(4, 3, dir);
+    const [x, y, z] = map.replicasOf(0);
+    const outside = [0, 1, 2, 3].find((n) => ![x, y, z].includes(n))!;
+    // x as a replica answers: it leads the term of the last Lead, or LeadOn from the term it leads, that reached it, and
+    // answers each Ping of slice 0 with a Pong of the term it leads (its node answers: a Pong answers its Ping's seq).
+    let leads = 0;
+    let leaders: ReplicaLeaders;
+    const unrecorded: string[] = [];
+    const sent: DecodedReplicateEntry[][] = [[], [], [], []];
+    const links = sent.map((box, node) => ({
+      state: 'ready',
+      workerCount: 1,
+      sendReplicate: (entries: DecodedReplicateEntry[]) => {
+        box.push(...entries);
+        if (node !== x) return;
+        const pongs: DecodedReplicateEntry[] = [];
+        for (const [s, m] of entries) {
+          if (m.type === 'Lead' || m.type === 'LeadOn') {
+            const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { lastLead: ([number, number] | null)[] };
+            if (onDisk.lastLead[0]?.[0] !== m.term) unrecorded.push(`${m.type} of term ${m.term}; the file's last Lead ${JSON.stringify(onDisk.lastLead[0])}`);
+          }
+          if (m.type === 'Lead') leads = m.term;
+          else if (m.type === 'LeadOn' && m.from === leads) leads = m.term;
+          const seqs = m.type === 'Pings' ? Array.from({ length: m.slices.length / PING_NUMBERS }, (_, i) => [m.slices[i * PING_NUMBERS], m.slices[i * PING_NUMBERS + 1]]) : m.type === 'Ping' ? [[s, m.seq]] : [];
+          for (const [slice, seq] of seqs) if (slice === 0) pongs.push([0, { type: 'Pong', seq, term: leads, leading: leads > 0, commitTerm: leads, lastIndex: 5 }]);
+        }
+        if (pongs.length > 0) setImmediate(() => leaders.receive(x, pongs));
+      },
+      abandonInFlight: () => 0,
+    })) as unknown as NodeLink[];
+    const lines: string[] = [];
+    leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    const prepares = () => sent.flatMap((box) => box.filter(([s, m]) => s === 0 && m.type === 'Prepare')).length;
+    try {
+      const first = await prepared(sent, [x, y, z]);
+      for (const n of [x, y, z]) leaders.receive(n, [[0, { type: 'Prepared', term: first, lastTerm: 0, lastIndex: n === x ? 5 : 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+      expect(await untilLead(sent, first, 50)).toBe(x);
+      for (let i = 0; i < 40 && leaders.electedTerm(0) !== first; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(leaders.electedTerm(0)).toBe(first);
+      // A change that keeps x (z's replica moves to the node outside): x leads on. The map records the change; the turn
+      // that tells x to lead on (its term, its LeadOn) cannot be recorded (the temporary file's path is a folder).
+      map.moveReplicas([{ slice: 0, from: z, to: outside }]);
+      mkdirSync(tmp);
+      leaders.sync();
+      for (let i = 0; i < 40 && !lines.some((l) => /cannot record elections/.test(l)); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(lines.some((l) => /cannot record elections in the cluster map .*their messages are not sent/.test(l))).toBe(true);
+      // Tried again at each tick while the save fails: none leaves, and the line is said at most once a second.
+      await new Promise((r) => setTimeout(r, 400));
+      expect(leads, 'x still leads the term before').toBe(first);
+      expect(lines.filter((l) => /cannot record elections/.test(l)).length).toBeLessThanOrEqual(2);
+      const electionsBefore = prepares();
+      rmSync(tmp, { recursive: true });
+      const clearedAt = performance.now();
+      for (let i = 0; i < 60 && leads === first; i++) await new Promise((r) => setTimeout(r, 25));
+      const ms = performance.now() - clearedAt;
+      // Without it the LeadOn was never sent again: x, answering Pings of the term before, led on nothing until the
+      // failover replaced it, LEADER_SLOW_TIMEOUT_FACTOR heartbeat timeouts (4.5 s) after its last Pong of its term.
+      expect(leads, `x told to lead on at a newer term within a few ticks of the fault's end (${ms.toFixed(0)} ms)`).toBeGreaterThan(first);
+      expect(ms).toBeLessThan(LEADER_HEARTBEAT_TIMEOUT_MS);
+      expect(prepares(), 'no election: x led on').toBe(electionsBefore);
+      expect(unrecorded, 'Leads and LeadOns that left before the map file recorded them').toEqual([]);
+      for (let i = 0; i < 40 && leaders.electedTerm(0) !== leads; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(leaders.electedTerm(0), 'the map and the failover name x at the term it leads').toBe(leads);
+      expect(map.ownerOf(0)).toBe(x);
+    } finally {
+      leaders!.close();
       rmSync(tmp, { recursive: true, force: true });
     }
   });
@@ -2021,12 +2094,12 @@ describe('a drain step whose new replica is silent, its link open', () => {
     const withF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f));
     let silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
     const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
-    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; downSince: Map<number, number> };
-    // A turn with the node's clock (downSince, as noteDown keeps it) moved back past --move-undo-down-ms.
+    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; unansweringSince: Map<number, number> };
+    // A turn with the undo's clock of the node (unansweringSince, as noteDown keeps it) moved back past --move-undo-down-ms.
     const turn = () => {
       inside.noteDown();
-      const since = inside.downSince.get(f);
-      if (since !== undefined) inside.downSince.set(f, since - REPLICA_MOVE_UNDO_DOWN_MS);
+      const since = inside.unansweringSince.get(f);
+      if (since !== undefined) inside.unansweringSince.set(f, since - REPLICA_MOVE_UNDO_DOWN_MS);
       inside.undoStalledMoves();
     };
     try {
@@ -2044,6 +2117,52 @@ describe('a drain step whose new replica is silent, its link open', () => {
       expect(inside.countsUp(f), 'the silent node, owing no answer now').toBe(false);
       m.links[f].heard();
       expect(inside.countsUp(f), 'the node once a frame came from it').toBe(true);
+    } finally {
+      m.close();
+    }
+  });
+});
+
+describe("a drain step whose new replica's worker is stuck, its node answering pings", () => {
+  it('is undone once its questions have been unanswered past NODE_HEARTBEAT_TIMEOUT_MS and --move-undo-down-ms more, though its node is heard (countsUp), and placed on another node, not back on the stuck one', () => {
+    // 5 nodes at R=3, node 4 draining: each slice it holds has a new replica (joining). One node that got some, f, pongs
+    // each turn (its link's heardAt young: countsUp) while its worker answers no Ping (ReplicaLeaders.silentMs grows).
+    // The step's wait counted it down (answersForStep) but the undo asked countsUp alone, so the step waited for it for
+    // as long as the worker stayed stuck; and placement (map.isUp) would have put the undone replica straight back.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    map.setStatus(4, 'draining');
+    settle(map);
+    const f = map.joiningOf(Array.from({ length: 64 }, (_, s) => s).find((s) => map.joiningOf(s) >= 0)!);
+    const toF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
+    const withF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f));
+    let silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
+    const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
+    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; unansweringSince: Map<number, number> };
+    // A turn: f's pong just came (heard, whatever its worker owes), its clock for the undo (unansweringSince, as noteDown
+    // keeps it) moved back past --move-undo-down-ms.
+    const turn = () => {
+      quiet(m, f, 0);
+      inside.noteDown();
+      const since = inside.unansweringSince.get(f);
+      if (since !== undefined) inside.unansweringSince.set(f, since - REPLICA_MOVE_UNDO_DOWN_MS);
+      inside.undoStalledMoves();
+    };
+    try {
+      expect(toF.length, 'drain steps onto f').toBeGreaterThan(0);
+      turn();
+      expect(toF.filter((s) => map.joiningOf(s) !== f), 'steps undone while their new replica owed answers less than the bound').toEqual([]);
+      silent = NODE_HEARTBEAT_TIMEOUT_MS + 1_000;
+      turn();
+      expect(inside.countsUp(f), 'the node whose worker is stuck, heard (its pong)').toBe(true);
+      expect(toF.filter((s) => map.replicasOf(s).includes(f)), 'slices whose step onto the stuck node was not undone').toEqual([]);
+      expect(toF.filter((s) => !(map.joiningOf(s) >= 0 && map.joiningOf(s) !== f && map.replicasOf(s).length === 4 && map.replicasOf(s).includes(4))), 'slices undone without a new replica placed elsewhere beside the draining one').toEqual([]);
+      expect(Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f) && !withF.includes(s)), 'slices that took the stuck node in').toEqual([]);
+      // Once its worker answers again it is an ordinary node: placement may choose it.
+      silent = 0;
+      turn();
+      expect(inside.unansweringSince.has(f), 'the clock of the undo, once it answers').toBe(false);
+      expect(map.isUp(f), 'placement counts it up once it answers').toBe(true);
     } finally {
       m.close();
     }
@@ -2106,6 +2225,39 @@ describe('a node silent past the bound that is asked nothing', () => {
       expect(inside.countsUp(f), 'the node once its pong came').toBe(true);
       quiet(m, f, NODE_HEARTBEAT_TIMEOUT_MS - 1_000);
       expect(inside.countsUp(f), 'a node silent less than the bound').toBe(true);
+    } finally {
+      m.close();
+    }
+  });
+});
+
+describe('a coordinator whose own event loop stalled', () => {
+  it('does not count its stall as the nodes\' silence: a turn 5 s late counts a node heard just before it up, and one silent past the bound before it down', async () => {
+    // 5 nodes at R=3 known by address (no heartbeats: their link's clock is all). The coordinator did not run for 5 s (a
+    // starved machine, a long GC): its turn comes 5 s late, the nodes unpinged meanwhile. Node a was last heard 200 ms
+    // before the stall (5.2 s ago), node b 6 s before it (11 s ago). Counted on the link's clock alone, a counted down
+    // for that turn (placement skipped it, the undo's and autoRemove's clocks started); b was silent past the bound
+    // before the stall and counts down all the same.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    settle(map);
+    const [a, b] = [1, 2];
+    const { m } = membershipByHand(map, dir, {});
+    const inside = m as unknown as { countsUp(n: number): boolean; turnDue(): void; lastTurnAt: number; downSince: Map<number, number>; links: NodeLink[] };
+    inside.links.forEach((link) => Object.assign(link, { probe: () => {} }));
+    try {
+      quiet(m, a, 5_200);
+      quiet(m, b, 11_000);
+      inside.lastTurnAt = performance.now() - 500 - 5_000;
+      inside.turnDue();
+      await new Promise((r) => setImmediate(r));
+      expect(inside.countsUp(a), 'a node heard 200 ms before a 5 s stall of the coordinator').toBe(true);
+      expect(inside.downSince.has(a), "its down clock (the undo's and autoRemove's)").toBe(false);
+      expect(inside.countsUp(b), 'a node silent 6 s before the stall').toBe(false);
+      expect(inside.downSince.has(b)).toBe(true);
+      // Once anything comes from a node its clock is the plain one again.
+      inside.links[b].heard();
+      expect(inside.links[b].heardMsAgo()).toBeLessThan(100);
     } finally {
       m.close();
     }

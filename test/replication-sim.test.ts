@@ -247,6 +247,43 @@ describe('replication under a seeded simulation', () => {
     }
   });
 
+  it(`silence case: undoes a drain step whose new replica's worker is stuck while its node pongs (counted up by its link's clock, its questions unanswered past the node heartbeat bound, then the undo's wait: membership.ts answersForStepBy, undoStalledMoves) and places it on a node that answers, before it thaws (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
+    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'stuck-new', store }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    console.log(
+      `replication sim, drains whose new replica's worker is stuck: ${reports.length} runs, ${sum((r) => r.drainSilences)} stuck, ${sum((r) => r.silentNewUndone)} steps undone while it was stuck (${sum((r) => r.silentNewRedirected)} placed on another node), ` +
+        `${sum((r) => r.silentUnchecked)} ending with no elected leader or an unsettled change, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
+    );
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) {
+      expect(sum((r) => r.drainSilences)).toBeGreaterThan(reports.length / 2);
+      expect(sum((r) => r.silentNewRedirected)).toBeGreaterThan(reports.length / 2);
+    }
+  });
+
+  it(`silence case: leads the slice again within a heartbeat timeout and an election of a turn whose cluster-map save failed, its LeadOn or Prepares not sent (replica-leaders.ts flush, SliceFailover.unrecorded); and catches a failover not told (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
+    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'unsaved', store }));
+    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    console.log(
+      `replication sim, drains with turns whose map save failed: ${reports.length} runs, ${sum((r) => r.unsavedTurns)} turns lost, led again at most ${Math.max(0, ...reports.map((r) => r.unsavedServedMsMax)).toFixed(1)} ms after one, ` +
+        `${sum((r) => r.ledOn)} changes led on, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
+    );
+    expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    if (only === undefined) expect(sum((r) => r.unsavedTurns)).toBeGreaterThan(reports.length / 2);
+    // Broken on purpose (the failover not told, as before SliceFailover.unrecorded), the case fails: a lost LeadOn's
+    // leader, answering Pings of the term before, is kept 3 heartbeat timeouts.
+    const broken = Array.from({ length: 8 }, (_, i) => BASE_SEED + i).map((seed) => {
+      try {
+        runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'unsaved', brokenUnrecorded: true });
+        return '';
+      } catch (err) {
+        if (!(err instanceof SimFailure)) throw err;
+        return err.message;
+      }
+    });
+    expect(broken.filter((m) => /not led at its failover's term/.test(m)).length, broken.join('\n')).toBeGreaterThan(0);
+  });
+
   it(`silence case: elects within the heartbeat timeout when the leader freezes during a drain, its node silent by the coordinator's own heardFrom (replica-leaders.ts heardFromBy, failover.ts heardLately) (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
     const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'leader', store }));
     const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);

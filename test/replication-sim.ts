@@ -80,9 +80,16 @@ export interface SimOptions {
    * LEADER_SLOW_TIMEOUT_FACTOR times it; 'stuck', a replica the step keeps whose worker is stuck (it answers nothing)
    * while its node's event loop runs (it pongs: its node's "last heard from" clock stays young, so countsUp holds), for
    * KEPT_FREEZE_MS: the step's wait counts it down by the questions it leaves unanswered alone (membership.ts
-   * answersForStepBy's silentMs) and goes on as for 'kept'. Each fails the run where it did not, naming its seed. These
+   * answersForStepBy's silentMs) and goes on as for 'kept'; 'stuck-new', the new replica's worker stuck while its node
+   * pongs, for NEW_FREEZE_MS: its questions unanswered past the bound (answersForStepBy) for SIM_MOVE_UNDO_MS, the step
+   * is undone and its replica placed on a node that answers for a step, as for 'new'; 'unsaved', no freeze: half the
+   * drains' replica-set changes made while the faults last are followed by a turn whose cluster-map save fails (the
+   * failover's LeadOn, or its election's Prepares, not sent; the term it took and the leader it named not recorded; the
+   * failover told: replica-leaders.ts flush, SliceFailover.unrecorded), the coordinator's links losing nothing (TCP):
+   * the slice must be led again at the failover's term within UNSAVED_BOUND_MS. Each fails the run where it did
+   * not, naming its seed. These
    * runs track silence as 'remove-down' does, and their failover has heardFrom. Faults last 4 s. */
-  drainSilence?: 'kept' | 'new' | 'leader' | 'stuck';
+  drainSilence?: 'kept' | 'new' | 'leader' | 'stuck' | 'stuck-new' | 'unsaved';
   /** With setChanges 'remove-down': the replica kept made silent is killed instead as the leader goes down, back (its
    * link up again) up to PONG_AGE_MAX_MS into the remove's wait for answers, and frozen as it starts, before it answers
    * anything: a replica whose link came up during the wait, which the rule's second choice may name (it owes no answer
@@ -139,6 +146,9 @@ export interface SimOptions {
   /** Break the handover bound on purpose (the case must see it): the drain step's catch-up never counts the handover
    * spent, as before membership.ts gave a frozen target up, so the step waits for the frozen replica. */
   handoverNeverSpent?: boolean;
+  /** Break drainSilence 'unsaved' on purpose (the case must see it): the failover is not told that its turn was not
+   * recorded (as replica-leaders.ts flush before SliceFailover.unrecorded). */
+  brokenUnrecorded?: boolean;
 }
 
 export interface SimReport {
@@ -242,6 +252,10 @@ export interface SimReport {
   /** 'drain-silent': freezes whose drain was still under way as they ended with no elected leader or an unsettled
    * change (the step waits for those, so the freeze's check says nothing). */
   silentUnchecked: number;
+  /** drainSilence 'unsaved': turns whose map save failed, and the most time from one to the slice led again at its
+   * failover's term (ms). */
+  unsavedTurns: number;
+  unsavedServedMsMax: number;
   /** Consistent reads answered (each checked: no write acknowledged before it started is missing). */
   reads: number;
   /** Of those, answered after the leader waited for its lease. */
@@ -338,6 +352,11 @@ const CATCH_UP_SETTLE_MS = 3 * TICK_MS;
  * first question left unanswered, within that. Counted as answering (heardFrom), it would be waited for
  * LEADER_SLOW_TIMEOUT_FACTOR (3) times the heartbeat timeout. */
 const LEADER_ELECTION_BOUND_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs + 16 + 2 * TICK_MS;
+/** 'drain-silent', drainSilence 'unsaved': by when the slice must be led again at its failover's term after a turn whose
+ * map save failed: the normal failover bound, a heartbeat timeout and an election, the network's longest delay and two
+ * ticks (1.5 s + an election at the defaults). The failover does the turn again at its next tick; without that a lost
+ * LeadOn's leader, answering Pings of the term before, was kept LEADER_SLOW_TIMEOUT_FACTOR (3) heartbeat timeouts. */
+const UNSAVED_BOUND_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs + SIM_FAILOVER_TIMING.electionTimeoutMs + 16 + 2 * TICK_MS;
 /** 'drain-dead': a drain replaces a replica it keeps whose node has been down this long (sim ms), as membership.ts after
  * DRAIN_REPLACE_DOWN_MS: scaled to the simulation's crashes (down 50 to 650 ms), so that some that were only
  * restarting are replaced and come back out of the set, as a slow restart on the coordinator would. */
@@ -548,7 +567,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, removeDowns: 0, removesDownNamingSilent: 0, removesDownNamingUntold: 0, removesDownAnswering: 0, removesDownUnnamed: 0, restartedKeptUp: 0, restartedKeptSecondChoice: 0, drainSilences: 0, drainStepsPastSilentKept: 0, silentNewUndone: 0, silentNewRedirected: 0, silentLeaderElections: 0, silentLeaderElectionMsMax: 0, silentUnchecked: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, removeDowns: 0, removesDownNamingSilent: 0, removesDownNamingUntold: 0, removesDownAnswering: 0, removesDownUnnamed: 0, restartedKeptUp: 0, restartedKeptSecondChoice: 0, drainSilences: 0, drainStepsPastSilentKept: 0, silentNewUndone: 0, silentNewRedirected: 0, silentLeaderElections: 0, silentLeaderElectionMsMax: 0, silentUnchecked: 0, unsavedTurns: 0, unsavedServedMsMax: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -567,7 +586,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const heardAt: number[] = [];
   /** drainSilence 'stuck': until when a frozen replica's node still pongs (its worker stuck, its event loop running). */
   const pongsUntil: number[] = [];
-  const countedDownSince = new Map<number, number>();
+  /** 'drain-silent': since when each node has not answered for a drain step (answersForStepNow; Membership's
+   * unansweringSince): the undo of a step onto it waits SIM_MOVE_UNDO_MS from then. */
+  const unansweringSince = new Map<number, number>();
   /** 'drain-silent', drainSilence 'leader': the frozen leader, when it froze and the largest term used then, until a
    * newer term is taken (an election, or a LeadOn) or the run fails for want of one. */
   let leaderWatch: { node: number; at: number; term: number } | null = null;
@@ -649,7 +670,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * stalled link held arrives. */
   function deliverLater(from: number, to: number, run: () => void, duplicable = false, held?: () => void): void {
     if (!reachable(from, to)) return;
-    if (faulty && random() < dropRate) return;
+    // ('unsaved' runs: the coordinator's links lose nothing, as TCP does not, so that a LeadOn is lost only with its turn.)
+    if (faulty && random() < dropRate && !(opts.drainSilence === 'unsaved' && (from === COORDINATOR || to === COORDINATOR))) return;
     const copies = duplicable && faulty && random() < dupRate ? 2 : 1;
     const stall = stalls.length > 0 ? stalls.find((s) => s.from === from && s.to === to && !s.released) : undefined;
     for (let c = 0; c < copies; c++) {
@@ -946,8 +968,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   let coordinatorDown = false;
   const ids = Array.from({ length: nodeCount }, (_, i) => i);
   const timing = SIM_FAILOVER_TIMING;
+  /** drainSilence 'unsaved': a turn whose map save fails is under way: what the failover sends goes nowhere. */
+  let turnUnsaved = false;
+  const unsavedRandom = rng(opts.seed ^ 0x5a7ed);
   const failoverHost = {
-    send: (to: ReplicaId, m: ReplicationMessage) => send(COORDINATOR, to, m),
+    send: (to: ReplicaId, m: ReplicationMessage) => (turnUnsaved ? undefined : send(COORDINATOR, to, m)),
     now: () => clock.now,
     // 'drain-silent': the coordinator's own heardFrom (ReplicaLeaders.heardFrom) over the questions the simulation
     // tracks; elsewhere none, and every replica counts as unheard (failover.ts heardLately).
@@ -1087,7 +1112,19 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     // Before changedTo: a leader that leads on is published by it.
     published = false;
     carrierTerm = 0;
+    // 'unsaved': the turn that follows the change (its LeadOn, or its election's Prepares) cannot be recorded: as
+    // replica-leaders.ts flush, none of it is sent, the map keeps what it held, and the failover is told.
+    const unsaved = opts.setChanges === 'drain-silent' && opts.drainSilence === 'unsaved' && faulty && unsavedRandom() < 0.5;
+    const mapBefore = { usedTerm, mapTerm, mapLastLead, mapLeader, publishedAt };
+    turnUnsaved = unsaved;
     coordinator = coordinator.changedTo(next, usedTerm, failoverHost);
+    turnUnsaved = false;
+    if (unsaved) {
+      ({ usedTerm, mapTerm, mapLastLead, mapLeader, publishedAt } = mapBefore);
+      published = false;
+      if (opts.brokenUnrecorded !== true) coordinator.unrecorded();
+      watchUnsaved(why);
+    }
     if (coordinator.currentLeader !== null) report.ledOn++;
     ledOnUnanswered = coordinator.currentLeader !== null ? coordinator.currentTerm : 0;
     const before = set;
@@ -1099,6 +1136,25 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     releaseDeparted();
     // The map's leader, when it left the set, is replaced by the first replica until the election names one.
     if (mapLeader !== null && !set.includes(mapLeader)) mapLeader = set[0];
+  }
+  /** 'unsaved': the slice must be led again, by the failover's leader at the failover's term, within UNSAVED_BOUND_MS of
+   * the turn whose save failed. */
+  function watchUnsaved(why: string): void {
+    report.unsavedTurns++;
+    const at = clock.now;
+    changes.push(`${at.toFixed(1)} ms: the turn after "${why}" not recorded (its messages not sent)`);
+    const poll = () => {
+      const l = coordinator.currentLeader;
+      const r = l === null ? null : replicas[l];
+      if (r !== null && r.isLeader && r.term === coordinator.currentTerm) {
+        report.unsavedServedMsMax = Math.max(report.unsavedServedMsMax, clock.now - at);
+        return;
+      }
+      if (clock.now - at >= UNSAVED_BOUND_MS)
+        return fail(`the slice is not led at its failover's term ${coordinator.currentTerm} (leader ${l}, which ${r === null ? 'is no replica' : `leads ${r.isLeader ? `term ${r.term}` : 'nothing'}`}) at ${clock.now.toFixed(1)} ms, ${UNSAVED_BOUND_MS.toFixed(0)} ms after a turn whose map save failed at ${at.toFixed(1)} ms (replica-leaders.ts flush, SliceFailover.unrecorded)`);
+      clock.at(1, poll);
+    };
+    clock.at(1, poll);
   }
   /** The coordinator's process stops (what it had on its way to it is lost) and starts again a while later, building
    * the slice's failover from what the map persisted, as replica-leaders.ts does at start. */
@@ -1190,9 +1246,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     }
     if (opts.setChanges === 'drain-silent') {
       // keyslice drain of a replica that does not lead (no handover: what is under test is the step's wait), the new
-      // replica placed on a node outside the set that the coordinator counts up (map.isUp: countsUp).
+      // replica placed on a node outside the set that the coordinator counts up (map.isUp: answersForStep).
       const candidates = set.filter((n) => n !== mapLeader);
-      const live = outside.filter((n) => countsUpNow(n));
+      const live = outside.filter((n) => answersForStepNow(n));
       if (set.length < 3 || mapLeader === null || !set.includes(mapLeader) || live.length === 0) return;
       const node = pick(candidates);
       const added = pick(live);
@@ -1260,23 +1316,24 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * run's check of what the coordinator then does (SimOptions.drainSilence). While the faults last, one at a time. */
   function silenceDuringDrain(drained: number, added: number): void {
     const who = opts.drainSilence;
-    if (who === undefined || !faulty) return;
+    if (who === undefined || who === 'unsaved' || !faulty) return;
     const keptOne = who === 'kept' || who === 'stuck';
-    const forMs = keptOne ? KEPT_FREEZE_MS : who === 'new' ? NEW_FREEZE_MS : LEADER_FREEZE_MS;
+    const newOne = who === 'new' || who === 'stuck-new';
+    const forMs = keptOne ? KEPT_FREEZE_MS : newOne ? NEW_FREEZE_MS : LEADER_FREEZE_MS;
     // One at a time, and not while a replica thawed lately may still be catching up.
     if (clock.now + forMs >= faultyMs || ids.some((n) => frozenUntil[n] > clock.now) || clock.now - lastThawAt < SILENCE_QUIET_MS) return;
     // A leader's freeze only where it leads on through the change (no election under way, which would replace it anyway).
     if (who === 'leader' && (coordinator.currentLeader === null || coordinator.currentLeader !== mapLeader)) return;
     const kept = set.filter((n) => n !== drained && n !== added && n !== mapLeader);
-    const victim = keptOne ? kept[Math.floor(random() * kept.length)] : who === 'new' ? added : mapLeader!;
+    const victim = keptOne ? kept[Math.floor(random() * kept.length)] : newOne ? added : mapLeader!;
     if (victim === undefined) return;
     report.drainSilences++;
     report.freezes++;
     const at = clock.now;
     frozenUntil[victim] = at + forMs;
     // A stuck worker: the replica runs nothing, but its node pongs (pingLinks) until the thaw.
-    if (who === 'stuck') pongsUntil[victim] = at + forMs;
-    changes.push(`${at.toFixed(1)} ms: ${victim} (${who === 'stuck' ? 'a replica kept, its worker stuck' : who === 'kept' ? 'a replica kept' : who === 'new' ? 'the new replica' : 'the leader'}) frozen for ${forMs.toFixed(0)} ms`);
+    if (who === 'stuck' || who === 'stuck-new') pongsUntil[victim] = at + forMs;
+    changes.push(`${at.toFixed(1)} ms: ${victim} (${who === 'stuck' ? 'a replica kept, its worker stuck' : who === 'kept' ? 'a replica kept' : who === 'new' ? 'the new replica' : who === 'stuck-new' ? 'the new replica, its worker stuck' : 'the leader'}) frozen for ${forMs.toFixed(0)} ms`);
     if (who === 'leader') {
       const watch = (leaderWatch = { node: victim, at, term: usedTerm });
       clock.at(LEADER_ELECTION_BOUND_MS, () => {
@@ -1304,25 +1361,27 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       }
       if (keptOne && draining === drained && drainStartedAt === at)
         fail(`the drain of ${drained} still waits at ${clock.now.toFixed(1)} ms for ${victim}, a replica it keeps ${who === 'stuck' ? 'whose worker is stuck (its node pongs)' : 'frozen'} since ${at.toFixed(1)} ms (silent past the node heartbeat bound, ${SIM_NODE_HEARTBEAT_TIMEOUT_MS.toFixed(0)} ms, it counts down for the step: membership.ts answersForStepBy, countsUpBy)`);
-      if (who === 'new' && set.includes(added) && drainAdded === added && drainStartedAt === at)
-        fail(`the drain step of ${drained} onto ${added}, frozen since ${at.toFixed(1)} ms, is not undone at ${clock.now.toFixed(1)} ms (silent past the node heartbeat bound, ${SIM_NODE_HEARTBEAT_TIMEOUT_MS.toFixed(0)} ms, then ${SIM_MOVE_UNDO_MS.toFixed(0)} ms counted down: undoStalledMoves)`);
+      if (newOne && set.includes(added) && drainAdded === added && drainStartedAt === at)
+        fail(`the drain step of ${drained} onto ${added}, ${who === 'stuck-new' ? 'its worker stuck (its node pongs)' : 'frozen'} since ${at.toFixed(1)} ms, is not undone at ${clock.now.toFixed(1)} ms (silent past the node heartbeat bound, ${SIM_NODE_HEARTBEAT_TIMEOUT_MS.toFixed(0)} ms, then ${SIM_MOVE_UNDO_MS.toFixed(0)} ms not answering for the step: undoStalledMoves, answersForStepBy)`);
     });
   }
   /** 'drain-silent', as membership.ts undoStalledMoves and refillReplicas: a drain step whose new replica the coordinator
-   * has counted down (countsUpNow: silent past the bound, its link open) for SIM_MOVE_UNDO_MS is undone, its new replica
-   * placed in the same change on another node outside the set that counts up, if one does (else once one does).
+   * has not counted as answering for the step (answersForStepNow: silent past the bound, its link open, or its questions
+   * unanswered that long while it pongs) for SIM_MOVE_UNDO_MS is undone, its new replica placed in the same change on
+   * another node outside the set that answers for a step, as placement counts one up (map.isUp), if one does (else once
+   * one does).
    * Whether it changed the set (else the step's own wait goes on: drainStepCatchUp keeps a new replica down behind). */
   function undoSilentStep(): boolean {
     const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
-    const outsideUp = ids.filter((n) => !set.includes(n) && countsUpNow(n));
+    const outsideUp = ids.filter((n) => !set.includes(n) && answersForStepNow(n));
     if (drainAdded === null) {
       if (outsideUp.length === 0) return true;
       drainAdded = pick(outsideUp);
       changeSet([...set, drainAdded], `drain ${draining}, add ${drainAdded} (a node counts up again)`);
       return true;
     }
-    const since = countedDownSince.get(drainAdded);
-    if (countsUpNow(drainAdded) || since === undefined || clock.now - since < SIM_MOVE_UNDO_MS) return false;
+    const since = unansweringSince.get(drainAdded);
+    if (answersForStepNow(drainAdded) || since === undefined || clock.now - since < SIM_MOVE_UNDO_MS) return false;
     const gone = drainAdded;
     report.movesUndone++;
     if (frozenUntil[gone] > clock.now) report.silentNewUndone++;
@@ -1844,8 +1903,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       // As Membership.pingLinks: every link pinged each turn; a node whose event loop runs (up, not frozen) and that the
       // coordinator reaches pongs (over its TCP connection: no drop, and the round trip within the tick).
       if (opts.setChanges === 'drain-silent') for (const n of ids) if (linkUp(n) && (frozenUntil[n] <= clock.now || (pongsUntil[n] ?? 0) > clock.now) && reachable(COORDINATOR, n)) heardAt[n] = clock.now;
-      if (opts.setChanges === 'drain-silent') for (const n of ids) if (countsUpNow(n)) countedDownSince.delete(n);
-        else if (!countedDownSince.has(n)) countedDownSince.set(n, clock.now);
+      if (opts.setChanges === 'drain-silent') for (const n of ids) if (answersForStepNow(n)) unansweringSince.delete(n);
+        else if (!unansweringSince.has(n)) unansweringSince.set(n, clock.now);
       if (silence !== null) for (const n of ids) if (linkUp(n)) silence.stale(n, clock.now, () => coordinator.members.includes(n), () => send(COORDINATOR, n, { type: 'Ping', seq: 0 }));
     }
     for (const r of replicas) {

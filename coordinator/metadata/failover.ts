@@ -54,6 +54,7 @@ export const ELECTION_REASONS = {
   lead_on_refused: 'leader could not lead on at the new term',
   carrier_unsettled: 'a replica outside the newest set that carries a change did not settle it in time',
   election_timeout: 'election timeout',
+  unrecorded: 'the cluster map could not record the turn that started the election or named the leader',
 } as const;
 export type ElectionReason = keyof typeof ELECTION_REASONS;
 
@@ -166,6 +167,12 @@ export class SliceFailover {
   elections = 0;
   /** Whether this failover's leader was told to lead on (LeadOn) and has not said (Pong) that it does yet. */
   private leadingOn = false;
+  /** The term the leader led when it was last told to lead on (LeadOn's `from`): what it still leads if that LeadOn
+   * never left (unrecorded). */
+  private leadOnFrom = 0;
+  /** The host recorded nothing of this failover's last turn and sent none of its messages (unrecorded): tick does it
+   * again. */
+  private redoDue = false;
   /** The replica sets whose majorities an election hears from and a leader's commit needs (joint majorities):
    * configs[0] is this failover's set; the others are the sets before it since the last settled change, newest
    * first. One set once the change settled (settleIfHeld). */
@@ -223,6 +230,14 @@ export class SliceFailover {
   }
 
   tick(): void {
+    if (this.redoDue) {
+      this.redoDue = false;
+      // A LeadOn that never left: its leader still leads the term before, and is told again, at a newer term (the one
+      // taken was never recorded; a term only grows). Anything else (a Lead that never left, an election whose
+      // Prepares did not): an election at a newer term, as after a timeout but without waiting it out.
+      if (this.election === null && this.leader !== null && this.leadingOn && this.lastGoodAt !== -Infinity) this.leadOn(this.leader, this.leadOnFrom, this.lastGoodAt);
+      else if (this.election !== null || this.leader !== null) return this.startElection('unrecorded');
+    }
     const now = this.host.now();
     this.settleIfHeld();
     if (!this.electorateSettled && this.published && now - this.lastProbeAt >= this.timing.pingIntervalMs) {
@@ -409,6 +424,7 @@ export class SliceFailover {
     this.lastGoodAt = this.host.now();
     this.published = true;
     this.handoverTo = null;
+    this.leadingOn = false;
     this.carriedSince = this.replicas.includes(leader) ? null : this.host.now();
     // It leads this term: if it promises a later election's term, it stopped leading, and its lease with it (the map
     // records it as the last Lead: host.lastLead).
@@ -514,8 +530,9 @@ export class SliceFailover {
     const term = this.term + 1;
     assert(term > from && this.election === null, 'a leader leads on at a newer term, with no election under way');
     this.host.persistTerm(term, null);
-    this.leadingOn = true;
     this.host.send(leader, { type: 'LeadOn', term, from, ...this.install(leader, term) });
+    this.leadingOn = true;
+    this.leadOnFrom = from;
     this.lastGoodAt = lastGoodAt;
   }
 
@@ -573,6 +590,16 @@ export class SliceFailover {
     const e = this.election;
     if (e === null || e.answers.has(to) || !this.members.includes(to)) return;
     this.host.send(to, { type: 'Prepare', term: e.term });
+  }
+  /** The host could not record what this failover decided since its last turn (the cluster map's save failed: a term it
+   * took, for an election or a LeadOn; a leader it named) and sent none of that turn's messages (replica-leaders.ts
+   * flush). Its next tick does it again, at a newer term: a LeadOn lost so was otherwise never sent again, and its
+   * leader, which answers Pings of the term before (ignored: receive), was replaced only after
+   * LEADER_SLOW_TIMEOUT_FACTOR heartbeat timeouts, its node answering (4.5 s at the defaults, the change unsettled
+   * meanwhile); an election whose Prepares never left waited out its timeout, up to that factor times it where the
+   * replicas' nodes answer. Not on this call: the host's next save may fail too, and is tried once a tick. */
+  unrecorded(): void {
+    this.redoDue = true;
   }
   /** The coordinator lost its link to the leader: elect without waiting out the heartbeat timeout. */
   suspectLeader(): void {

@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
@@ -52,6 +52,10 @@ export class Membership {
   private forgetting = false;
   /** Since when each node that is not removed has been seen down (absent: up). */
   private readonly downSince = new Map<number, number>();
+  /** Since when each node that is not removed has not answered for a drain step (answersForStep: down, or a question
+   * left unanswered past the heartbeat bound while its node pongs); absent: it answers. A step onto it is undone
+   * --move-undo-down-ms after (undoStalledMoves). Set no later than downSince (a node counted down does not answer). */
+  private readonly unansweringSince = new Map<number, number>();
   /** Why a node that has been down past --remove-down-after-ms is not removed (for status; logged once per change). */
   private readonly autoRemoveRefusal = new Map<number, string>();
   private autoRemoving = false;
@@ -90,25 +94,51 @@ export class Membership {
     private readonly downWaits: { drainReplaceMs: number; moveUndoMs: number } = { drainReplaceMs: DRAIN_REPLACE_DOWN_MS, moveUndoMs: REPLICA_MOVE_UNDO_DOWN_MS },
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
-    // Placement chooses new replicas on nodes that are up only (countsUp: not silent past the heartbeat bound either),
-    // and not on one that keyslice remove is about to take out (this.removing). A node with no link yet is one being
-    // added: up where it registered just now (its join is the proof), down where an operator named it (keyslice add: it
-    // may not run yet; refillReplicas fills the sets once its link is ready).
-    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.countsUp(i) && !this.removing.has(i));
+    // Placement chooses new replicas on nodes that answer for a drain step only (answersForStep: counted up, not silent
+    // past the heartbeat bound, and no question left unanswered that long: a node whose worker is stuck while its main
+    // thread pongs would get back the new replica whose step undoStalledMoves undid off it, and the step would be undone
+    // and placed there again without end), and not on one that keyslice remove is about to take out (this.removing). A
+    // node with no link yet is one being added: up where it registered just now (its join is the proof), down where an
+    // operator named it (keyslice add: it may not run yet; refillReplicas fills the sets once its link is ready).
+    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.answersForStep(i) && !this.removing.has(i));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
     // count settled yet (it records that in the map a tick later).
     map.isSettled = (s) => this.leaders.settled(s);
     map.mayPlace = (s) => this.mayPlace(s);
-    this.timer = setInterval(() => {
-      this.noteDown();
-      this.pingLinks();
-      this.refillReplicas();
-      void this.autoRemove();
-      this.rebalance();
-    }, REBALANCE_INTERVAL_MS);
+    this.timer = setInterval(() => this.turnDue(), REBALANCE_INTERVAL_MS);
     this.timer.unref();
+  }
+
+  /** When the last turn came (performance.now): a turn that comes COORDINATOR_STALL_MS or more late says this process
+   * did not run meanwhile (turnDue). */
+  private lastTurnAt = performance.now();
+  private closed = false;
+
+  /** The turn's timer fired. Where it came late by more than COORDINATOR_STALL_MS this process did not run meanwhile (a
+   * starved machine, a long GC, a stop): what the nodes sent in that time waits unread in the sockets, and the nodes were
+   * not pinged, so the silence clocks (NodeLink.heardAt, the questions' times) count this process's stall as the nodes'.
+   * Stalled 5 s or more, every node known by address counted down for that turn (placement skipped it, the undo's and
+   * autoRemove's clocks started). So each link is told to leave the stall out of its node's silence (NodeLink.excuse),
+   * and the turn runs once the sockets were read (setImmediate: after this loop's poll phase), its pongs, frames and
+   * answers taken. A node frozen meanwhile is found silent as much later as the stall lasted. */
+  private turnDue(): void {
+    const now = performance.now();
+    const late = now - this.lastTurnAt - REBALANCE_INTERVAL_MS;
+    this.lastTurnAt = now;
+    if (late <= COORDINATOR_STALL_MS) return this.turn();
+    for (const link of this.links) link.excuse(late);
+    setImmediate(() => this.turn());
+  }
+
+  private turn(): void {
+    if (this.closed) return;
+    this.noteDown();
+    this.pingLinks();
+    this.refillReplicas();
+    void this.autoRemove();
+    this.rebalance();
   }
 
   /** Whether placement (the map's, at any map change, and refillReplicas) may change the slice's set: its last change
@@ -740,6 +770,8 @@ export class Membership {
     for (let i = 0; i < this.map.nodes.length; i++) {
       if (this.map.statusOf(i) === 'removed' || this.countsUp(i)) this.downSince.delete(i);
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
+      if (this.map.statusOf(i) === 'removed' || this.answersForStep(i)) this.unansweringSince.delete(i);
+      else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, now);
     }
   }
 
@@ -981,8 +1013,9 @@ export class Membership {
       // questions it owes). A kept replica frozen with its link open, after a handover that completed (a new term, which
       // it cannot hold), or one whose worker is stuck while its node pongs, was waited for without end; counted down, the
       // step still waits for the new replica and a majority of those kept that hold the barrier and answer
-      // (drainStepCatchUp), and goes on with them as for a node down. A new replica counted down (countsUp) is undone
-      // after --move-undo-down-ms (undoStalledMoves); one that only owes answers (a worker stuck) is waited for.
+      // (drainStepCatchUp), and goes on with them as for a node down. A new replica that does not answer for the step
+      // (counted down, or owing answers past the bound while its node pongs: a worker stuck) is undone after
+      // --move-undo-down-ms (undoStalledMoves), and placed on a node that answers.
       const answering = (n: number) => this.answersForStep(n);
       // Where the map will name the leader from those kept (the leaving replica leads in it: a handover given up, or
       // its node down), each must have said so lately, as leaderUntilElected asks (and so is asked again meanwhile).
@@ -993,7 +1026,7 @@ export class Membership {
         wait(
           behind.length === 1 && behind[0] === fresh && behindDown.length === 1
             ? this.countsUp(fresh)
-              ? `its new replica on ${names(behind)} has left a question unanswered over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s though its node answers pings (a worker stuck): the step goes on once it answers and holds the leader's first record of term ${term}`
+              ? `its new replica on ${names(behind)} has left a question unanswered over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s though its node answers pings (a worker stuck): the step goes on once it answers and holds the leader's first record of term ${term}, or is undone once it has left questions unanswered ${this.downWaits.moveUndoMs / 1000} s more and placed on another node`
               : `its new replica on ${names(behind)} is ${this.isUp(fresh) ? `silent (over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s, its link open)` : 'down'}: the step goes on once it ${this.isUp(fresh) ? 'answers' : 'is back'} and holds the leader's first record of term ${term}, or is undone once it has been ${this.isUp(fresh) ? 'silent' : 'down'} ${this.downWaits.moveUndoMs / 1000} s more and placed on another node`
             : `the replica on ${names(behind)} has not caught up yet (it must hold the leader's first record of term ${term})${behindDown.length > 0 ? `; ${names(behindDown)} is down or silent` : ''}`,
         );
@@ -1121,12 +1154,14 @@ export class Membership {
     );
   }
 
-  /** A replica move or drain step whose new replica's node has been down (not countsUp: a node known by address that
-   * froze counts down once silent NODE_HEARTBEAT_TIMEOUT_MS) for --move-undo-down-ms (REPLICA_MOVE_UNDO_DOWN_MS) before
-   * it completed is undone (docs/replication.md): the new replica leaves the set (ClusterMap.undoReplicaMoves). A move's
-   * slice goes back to its old set (the replica marked leaving stays); a drain's keeps its replica on the draining
-   * node, and placement puts the new one on another node that is up, if any (else the drain waits for one): not back
-   * on a silent one, as placement skips what countsUp does not count up. By the same rules as any replica-set change:
+  /** A replica move or drain step whose new replica's node has not answered for the step (answersForStep: down, a node
+   * known by address that froze counting down once silent NODE_HEARTBEAT_TIMEOUT_MS; or a question left unanswered that
+   * long while its node pongs, a worker stuck) for --move-undo-down-ms (REPLICA_MOVE_UNDO_DOWN_MS) before it completed
+   * is undone (docs/replication.md): the new replica leaves the set (ClusterMap.undoReplicaMoves). A move's slice goes
+   * back to its old set (the replica marked leaving stays); a drain's keeps its replica on the draining node, and
+   * placement puts the new one on another node that answers, if any (else the drain waits for one): not back on the
+   * silent or stuck one, as placement (map.isUp) counts up only a node that answers for a step. (Node-wide: a node
+   * with one stuck worker gets no new replica, whichever worker it would go to.) By the same rules as any replica-set change:
    * only once the move's own change settled and a leader was elected for it (changes do not chain), and by joint
    * majorities of both sets until the undo settles. No catch-up is needed: every acknowledged write is on a
    * majority of the larger set, and with its new replica down those are all replicas of the old one (a new replica
@@ -1139,8 +1174,10 @@ export class Membership {
     const undo: number[] = [];
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const to = this.map.joiningOf(slice);
-      if (to < 0 || this.countsUp(to)) continue;
-      const since = this.downSince.get(to);
+      // Not answering for the step (answersForStep), as its wait counts the new replica: down, or its worker stuck while
+      // its node pongs (counted up, its questions unanswered past the bound), which was waited for without end.
+      if (to < 0 || this.answersForStep(to)) continue;
+      const since = this.unansweringSince.get(to);
       if (since === undefined || now - since < this.downWaits.moveUndoMs) continue;
       if (this.leaders.electedTerm(slice) === null || !this.leaders.settled(slice)) continue;
       const set = this.map.replicasOf(slice);
@@ -1230,8 +1267,9 @@ export class Membership {
     if (this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
     let inFlight = this.movingReplicas();
     if (inFlight >= REPLICA_MOVES_IN_FLIGHT_MAX) return;
-    // Onto nodes placement would choose (countsUp): a move onto a frozen one would stall, and be undone.
-    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.countsUp(i));
+    // Onto nodes placement would choose (answersForStep): a move onto a frozen one, or one whose worker is stuck, would
+    // stall, and be undone.
+    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.answersForStep(i));
     if (nodes.length < 2) return;
     const counts = this.replicaCountsAfterMoves();
     const moves: { slice: number; from: number; to: number }[] = [];
@@ -1432,6 +1470,7 @@ export class Membership {
   }
 
   close(): void {
+    this.closed = true;
     clearInterval(this.timer);
     this.leaders.close();
     for (const l of this.links) l.close();

@@ -169,11 +169,23 @@ export class NodeLink {
   /** Something came from the node outside this link (its heartbeat, POST /cluster/join): it runs. */
   heard(): void {
     this.heardAt = performance.now();
+    this.excusedMs = 0;
   }
 
-  /** How long since anything came from the node (heardAt), whatever the link's state. */
+  /** Of the time since heardAt, how much this process itself did not run (excuse): not the node's silence. */
+  private excusedMs = 0;
+
+  /** This process did not run for `ms` (Membership.turnDue: a turn that came that late): the node could not be heard
+   * then, and that time is not counted as its silence (heardMsAgo) until something comes from it. */
+  excuse(ms: number): void {
+    assert(ms >= 0, 'a stall lasts a while');
+    this.excusedMs += ms;
+  }
+
+  /** How long since anything came from the node (heardAt), whatever the link's state, less the time this process did
+   * not run since (excuse). */
   heardMsAgo(now = performance.now()): number {
-    return now - this.heardAt;
+    return Math.max(0, now - this.heardAt - this.excusedMs);
   }
 
   /** Sends replication messages to the node in one frame (at most REPLICATION_FRAME_ENTRIES_MAX

@@ -380,6 +380,9 @@ export class ReplicaLeaders {
   private lastStartLogAt = 0;
   /** recordSettled's line that the map could not be written (at most once a second: it tries every tick). */
   private readonly logUnrecordedSettled = sparseLog('such', (line) => this.log(line));
+  /** flush's line that a turn's elections could not be recorded (at most once a second: their failovers try again at
+   * each tick). */
+  private readonly logUnrecordedElections = sparseLog('such', (line) => this.log(line));
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   /** Elections started since this process started, by why (status; /metrics keyslice_elections_total). */
@@ -835,6 +838,9 @@ export class ReplicaLeaders {
     this.elected = new Map();
     this.outbox = new Map();
     if (this.closed) return;
+    // The slices whose failovers took a term (an election, a LeadOn) or named a leader this turn: what a failed save
+    // leaves unrecorded is theirs alone.
+    const decided = new Set([...used.keys(), ...published.map((e) => e.slice)]);
     for (const [slice, term] of [...used]) if (term <= this.map.lastTermUsed(slice)) used.delete(slice);
     let ownersChanged = false;
     // Nodes that lose a slice's leadership because they stopped answering: what they hold unanswered is given up below.
@@ -850,33 +856,44 @@ export class ReplicaLeaders {
       if (was >= 0 && was !== e.leader && this.map.leaderPlaceOf(e.slice, e.leader) === 'set') deposed.add(was);
     }
     if (used.size > 0 || elected.length > 0) {
-      // Nothing of this turn leaves unpersisted: the failovers' timeouts start again.
+      // Nothing this turn decided leaves unpersisted (a term taken, a leader named: their slices' messages).
       const recorded = savedOr(
         () => this.map.recordElections(used, elected),
-        (err) => this.log(`cannot record elections in the cluster map (${err.message}); their messages are not sent, elections start again`),
+        (err) => this.logUnrecordedElections(`cannot record elections in the cluster map (${err.message}); their messages are not sent, and their failovers do it again at the next tick`),
       );
-      if (recorded === null) return;
-      ownersChanged = recorded.value;
-      const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
-      // Each election with its slice and reason where a turn starts a few (a join, a drain: each should be accounted
-      // for); a storm of them (a coordinator that starts, a node lost) in one line a second at most.
-      const reasonOf = (slice: number) => this.runs.get(slice)?.failover.electionReason ?? 'start';
-      if (started.length > 0 && started.length <= 8) {
-        this.log(`elections started: ${started.map((slice) => `slice ${slice} (${ELECTION_REASONS[reasonOf(slice)]}; replicas ${this.runs.get(slice)?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(slice)})`).join(', ')}`);
-      } else if (started.length > 8 && Date.now() - this.lastStartLogAt >= 1_000) {
-        this.lastStartLogAt = Date.now();
-        const why = new Map<string, number>();
-        for (const slice of started) {
-          const r = ELECTION_REASONS[reasonOf(slice)];
-          why.set(r, (why.get(r) ?? 0) + 1);
+      if (recorded === null) {
+        // Each failover that decided something this turn does it again at its next tick, at a newer term
+        // (SliceFailover.unrecorded): a LeadOn dropped here was never sent again, and its leader, pinging the term
+        // before from a node that answers, was replaced only after LEADER_SLOW_TIMEOUT_FACTOR heartbeat timeouts; an
+        // election whose Prepares were dropped waited out its timeout. The other slices' messages (Pings; Prepares of
+        // terms recorded before, asked again) carry nothing unrecorded and leave: dropped too, a disk that fails at
+        // each tick kept every leader unpinged, and each counted silent past the heartbeat timeout.
+        for (const slice of decided) this.runs.get(slice)?.failover.unrecorded();
+        for (const [node, entries] of outbox) outbox.set(node, entries.filter(([slice]) => !decided.has(slice)));
+        deposed.clear();
+      } else {
+        ownersChanged = recorded.value;
+        const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
+        // Each election with its slice and reason where a turn starts a few (a join, a drain: each should be accounted
+        // for); a storm of them (a coordinator that starts, a node lost) in one line a second at most.
+        const reasonOf = (slice: number) => this.runs.get(slice)?.failover.electionReason ?? 'start';
+        if (started.length > 0 && started.length <= 8) {
+          this.log(`elections started: ${started.map((slice) => `slice ${slice} (${ELECTION_REASONS[reasonOf(slice)]}; replicas ${this.runs.get(slice)?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(slice)})`).join(', ')}`);
+        } else if (started.length > 8 && Date.now() - this.lastStartLogAt >= 1_000) {
+          this.lastStartLogAt = Date.now();
+          const why = new Map<string, number>();
+          for (const slice of started) {
+            const r = ELECTION_REASONS[reasonOf(slice)];
+            why.set(r, (why.get(r) ?? 0) + 1);
+          }
+          this.log(`elections started for ${started.length} slices (${[...why].map(([r, n]) => `${r}: ${n}`).join(', ')}; e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(started[0])})`);
         }
-        this.log(`elections started for ${started.length} slices (${[...why].map(([r, n]) => `${r}: ${n}`).join(', ')}; e.g. slice ${started[0]}: replicas ${this.runs.get(started[0])?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(started[0])})`);
+        const moved = elected.length;
+        // Where the map named another (a handover whose election gave the leadership back), that one too.
+        const other = (e: Elected) => (named.get(e.slice) !== e.leader && named.get(e.slice)! >= 0 ? ` (the map named ${this.map.nodes[named.get(e.slice)!]})` : '');
+        if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}${other(e)}`);
+        else if (moved > 8) this.log(`${moved} slices elected their leaders (terms ${Math.min(...elected.map((e) => e.term))}..${Math.max(...elected.map((e) => e.term))})`);
       }
-      const moved = elected.length;
-      // Where the map named another (a handover whose election gave the leadership back), that one too.
-      const other = (e: Elected) => (named.get(e.slice) !== e.leader && named.get(e.slice)! >= 0 ? ` (the map named ${this.map.nodes[named.get(e.slice)!]})` : '');
-      if (moved > 0 && moved <= 8) for (const e of elected) this.log(`slice ${e.slice}: node ${this.map.nodes[e.leader]} leads at term ${e.term}${other(e)}`);
-      else if (moved > 8) this.log(`${moved} slices elected their leaders (terms ${Math.min(...elected.map((e) => e.term))}..${Math.max(...elected.map((e) => e.term))})`);
     }
     if (ownersChanged) this.reassignAll();
     for (const node of deposed) {
