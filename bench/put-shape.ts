@@ -43,6 +43,7 @@ const args = readCommandLine(
     'in-flight': { default: '256', help: 'puts in flight over 4 connections' },
     rate: { default: '0', help: 'puts per second offered (0: as many as the cluster takes)' },
     'warm-s': { default: '0', help: 'seconds of unmeasured puts per side before the first round' },
+    slices: { default: '0', help: "the clusters' slice count (0: the coordinator's default, 1,024)" },
   },
   'usage: node dist/bench/put-shape.js [options]',
 ).values;
@@ -51,6 +52,7 @@ const SECONDS = intArg('seconds', args.seconds, 1, 60);
 const IN_FLIGHT = intArg('in-flight', args['in-flight'], 1, 4096);
 const RATE = intArg('rate', args.rate, 0, 1_000_000);
 const WARM_S = intArg('warm-s', args['warm-s'], 0, 600);
+const SLICES = intArg('slices', args.slices, 0, 1 << 20);
 const TABLE = 'shape';
 const PAD = 'x'.repeat(160);
 
@@ -92,7 +94,7 @@ async function startSide(name: string, distRoot: string, factor: number): Promis
   };
   const nodes = 3;
   const workers = 2;
-  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes, workers, durability: 'os', replicationFactor: factor, log });
+  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes, workers, durability: 'os', replicationFactor: factor, log, slices: SLICES === 0 ? undefined : SLICES });
   const clients: KeysliceClient[] = [];
   for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });
