@@ -3,7 +3,7 @@
 // build and a replication factor; they run at once and take turns, round by round, the order rotating, so that the
 // machine's other load falls on each alike:
 //
-//   node dist/bench/put-shape.js [--base DIR] [--sides this:3,this:1,base:3] [--rounds 3] [--seconds 3] [--in-flight 256] [--rate N] [--warm-s 0]
+//   node dist/bench/put-shape.js [--base DIR] [--sides this:3,this:1,base:3] [--rounds 3] [--seconds 3] [--in-flight 256] [--rate N] [--warm-s 0] [--slices N]
 //
 // Prints, per side (medians of the rounds): puts/s, p50 and p99; CPU µs per put of the client, the routers, the
 // coordinator (and its ms of CPU a second while the side is driven and while the other sides are: at R>1 it is mostly
@@ -17,6 +17,7 @@
 // (at R=3 most of their CPU per put in the first rounds: bench/README.md), which a warm one does not. Each round's line
 // says the other threads' µs per put (all nodes), so that the rounds show how far the cluster is warm, and the nodes',
 // the routers' and the whole cluster's (nodes, routers, coordinator; not the client) µs per put.
+// `--slices N`: the clusters' slice count (1,024 by default): fewer make each record carry more puts.
 // `this:3@KEYSLICE_NODE_ARGS=...`: the side's processes start with those Node options (space separated), e.g.
 // `--no-concurrent-recompilation --single-threaded-gc` to move V8's compiler and GC into the thread served, or
 // `--max-semi-space-size=64` (V8's flags are the process's: its worker threads' heaps take it too).
