@@ -3,7 +3,7 @@
 // build and a replication factor; they run at once and take turns, round by round, the order rotating, so that the
 // machine's other load falls on each alike:
 //
-//   node dist/bench/put-shape.js [--base DIR] [--sides this:3,this:1,base:3] [--rounds 3] [--seconds 3] [--in-flight 256] [--rate N] [--warm-s 0]
+//   node dist/bench/put-shape.js [--base DIR] [--sides this:3,this:1,base:3] [--rounds 3] [--seconds 3] [--in-flight 256] [--rate N] [--warm-s 0] [--slices N]
 //
 // Prints, per side (medians of the rounds): puts/s, p50 and p99; CPU µs per put of the client, the routers, the
 // coordinator (and its ms of CPU a second while the side is driven and while the other sides are: at R>1 it is mostly
@@ -17,6 +17,7 @@
 // (at R=3 most of their CPU per put in the first rounds: bench/README.md), which a warm one does not. Each round's line
 // says the other threads' µs per put (all nodes), so that the rounds show how far the cluster is warm, and the nodes',
 // the routers' and the whole cluster's (nodes, routers, coordinator; not the client) µs per put.
+// `--slices N`: the clusters' slice count (1,024 by default): fewer make each record carry more puts.
 // `this:3@KEYSLICE_NODE_ARGS=...`: the side's processes start with those Node options (space separated), e.g.
 // `--no-concurrent-recompilation --single-threaded-gc` to move V8's compiler and GC into the thread served, or
 // `--max-semi-space-size=64` (V8's flags are the process's: its worker threads' heaps take it too).
@@ -43,6 +44,7 @@ const args = readCommandLine(
     'in-flight': { default: '256', help: 'puts in flight over 4 connections' },
     rate: { default: '0', help: 'puts per second offered (0: as many as the cluster takes)' },
     'warm-s': { default: '0', help: 'seconds of unmeasured puts per side before the first round' },
+    slices: { default: '0', help: "the clusters' slice count (0: the coordinator's default, 1,024)" },
   },
   'usage: node dist/bench/put-shape.js [options]',
 ).values;
@@ -51,6 +53,7 @@ const SECONDS = intArg('seconds', args.seconds, 1, 60);
 const IN_FLIGHT = intArg('in-flight', args['in-flight'], 1, 4096);
 const RATE = intArg('rate', args.rate, 0, 1_000_000);
 const WARM_S = intArg('warm-s', args['warm-s'], 0, 600);
+const SLICES = intArg('slices', args.slices, 0, 1 << 20);
 const TABLE = 'shape';
 const PAD = 'x'.repeat(160);
 
@@ -92,7 +95,7 @@ async function startSide(name: string, distRoot: string, factor: number): Promis
   };
   const nodes = 3;
   const workers = 2;
-  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes, workers, durability: 'os', replicationFactor: factor, log });
+  const cluster = await lc.startLocalCluster({ dataDir: dir, nodes, workers, durability: 'os', replicationFactor: factor, log, slices: SLICES === 0 ? undefined : SLICES });
   const clients: KeysliceClient[] = [];
   for (let i = 0; i < 4; i++) clients.push(await KeysliceClient.connect(cluster.url, { requestTimeoutMs: 10_000 }));
   await clients[0].createTable(TABLE, { name: 'device', type: 'string' }, { name: 'seq', type: 'number' });

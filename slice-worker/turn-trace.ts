@@ -26,6 +26,19 @@ export const turns = {
   /** Chunks with a read that the leader held (what it saw uncommitted, or no lease): at one request in flight on an
    * idle cluster none is (bench/PROFILE.md, "one request in flight at R=3"). */
   heldReads: 0,
+  /** Records in the Appends sent (over appendsOut: records per Append), and the KeepAlives and KeepAliveOks sent (one
+   * slice's each, before the link folds KeepAlives). */
+  recordsOut: 0,
+  keepAlivesOut: 0,
+  keepAliveOksOut: 0,
+  /** The replica log's flushes that wrote a record (each one `write`: group commit), the ops they held, of which
+   * commit points and appends, and the syncs asked of it (each answered by a flush): bench/PROFILE.md, "how far an
+   * R=3 put's messages are amortized". */
+  logFlushes: 0,
+  logOps: 0,
+  commitOps: 0,
+  appendOps: 0,
+  logSyncs: 0,
 };
 /** Each line carries when it was printed (Date.now(), ms), so that a reader can wait for the counts as of a given time
  * rather than for a guess at the period (bench/put-shape.ts). */

@@ -233,8 +233,12 @@ function flushPort(): void {
   if (TRACE_TURNS) {
     turns.flushes++;
     for (const [, , m] of out) {
-      if (m.type === 'Append') turns.appendsOut++;
-      else if (m.type === 'AppendOk') turns.appendOksOut++;
+      if (m.type === 'Append') {
+        turns.appendsOut++;
+        turns.recordsOut += m.records.length;
+      } else if (m.type === 'AppendOk') turns.appendOksOut++;
+      else if (m.type === 'KeepAlive') turns.keepAlivesOut++;
+      else if (m.type === 'KeepAliveOk') turns.keepAliveOksOut++;
     }
   }
   // Each message encoded here: a peer's framed on its link, the coordinator's into one buffer for the turn, so that

@@ -285,12 +285,18 @@ describe('the benches, end to end with their smallest arguments (real processes 
 
   it('put-shape: puts at R=3 through a cluster, their CPU per thread and the workers\' turns', async () => {
     // A side's Node option with an '=' of its own reaches its processes whole (a V8 flag without its value stops them).
-    const r = await bench('put-shape.js', ['--sides', 'this:3@KEYSLICE_NODE_ARGS=--max-semi-space-size=8', '--rounds', '1', '--seconds', '1', '--in-flight', '4'], 45_000);
+    const r = await bench('put-shape.js', ['--sides', 'this:3@KEYSLICE_NODE_ARGS=--max-semi-space-size=8', '--rounds', '1', '--seconds', '1', '--in-flight', '4', '--slices', '64'], 45_000);
     expect(Number(/^\| puts\/s \| (\d+) \|$/m.exec(r.stdout)?.[1]), 'puts/s').toBeGreaterThan(0);
     expect(Number(/^\| cpu nodes all \| ([\d.]+) \|$/m.exec(r.stdout)?.[1]), 'nodes\' CPU per put').toBeGreaterThan(0);
     expect(Number(/^\| cpu cluster all \| ([\d.]+) \|$/m.exec(r.stdout)?.[1]), 'the cluster\'s CPU per put').toBeGreaterThan(Number(/^\| cpu nodes all \| ([\d.]+) \|$/m.exec(r.stdout)?.[1]));
     // Every put measured is counted once by the leader worker that ran it (KEYSLICE_TRACE_TURNS).
     expect(r.stdout).toMatch(/^\| turns replPuts \| 1\.000 \|$/m);
+    // How far the messages and the replica log's writes are amortized: records per Append, ops per flush. Each put is a
+    // record, sent to two followers and written on three logs, each with a commit point.
+    const turn = (k: string) => Number(new RegExp(`^\\| turns ${k} \\| ([\\d.]+) \\|$`, 'm').exec(r.stdout)?.[1]);
+    for (const k of ['recordsOut', 'logFlushes', 'logSyncs', 'logOps']) expect(turn(k), k).toBeGreaterThan(0);
+    expect(turn('appendOps'), 'records logged per put').toBeGreaterThanOrEqual(turn('recordsOut'));
+    expect(turn('commitOps'), 'commit points logged per put').toBeGreaterThan(0);
     // The coordinator's CPU a second while driven (its pings at R=3 at least); idle needs a turn of another side or a
     // warm-up first, which one side of one round without --warm-s has not: no reading.
     expect(Number(/^\| cpu coordinator ms\/s driven \| ([\d.]+) \|$/m.exec(r.stdout)?.[1]), 'the coordinator\'s CPU a second').toBeGreaterThan(0);

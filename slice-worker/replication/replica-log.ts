@@ -42,6 +42,7 @@ import { arrayHeader, binHeaderBytes, fixstr, putBinHeader, putUint, uintBytes }
 import { putRecordList, recordListBytes } from '../../shared/protocol.js';
 import { RECORD_KIND } from '../log-format.js';
 import { recordBytes } from '../record-file.js';
+import { TRACE_TURNS, turns } from '../turn-trace.js';
 import { firstSegmentLsn, WriteAheadLog, type LogRecovery } from '../wal.js';
 import { applyDiskOp, emptyDurable, type DiskOp, type DurableReplica, type ReplicaDisk } from './replica.js';
 
@@ -284,6 +285,7 @@ export class ReplicaLog {
         this.pending.push([slice, op, false]);
       },
       sync: (done) => {
+        if (TRACE_TURNS) turns.logSyncs++;
         this.waiting.push(done);
         if (!this.flushQueued) {
           this.flushQueued = true;
@@ -306,6 +308,14 @@ export class ReplicaLog {
       const logged: [number, DiskOp][] = [];
       for (const [slice, op, log] of ops) if (log) logged.push([slice, op]);
       if (logged.length > 0) this.wal.append(RECORD_KIND.ReplicaOps, packOps(logged));
+      if (TRACE_TURNS && logged.length > 0) {
+        turns.logFlushes++;
+        turns.logOps += logged.length;
+        for (const [, op] of logged) {
+          if (op.kind === 'commit') turns.commitOps++;
+          else if (op.kind === 'append') turns.appendOps++;
+        }
+      }
       for (const [slice, op, log] of ops) {
         if (!this.slices.has(slice)) this.slices.set(slice, emptyDurable());
         const d = this.slices.get(slice)!;
