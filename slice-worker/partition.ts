@@ -27,6 +27,7 @@ import {
   RESULT_OK,
   SliceOp,
   slicesIn,
+  takeCheckedMove,
   type Effect,
   type MoveCursor,
   type MovedEffects,
@@ -424,17 +425,20 @@ export class SliceStore {
   /** Applies a move's changes and items (MovedEffects, checked whole: shared/protocol.ts checkMovedEffects), in order,
    * recorded for this worker's log. Set-effects of plain items (most steps) are read by their headers and each item
    * held as the bytes it came in (setPacked: kept under the worker's budget, decoded at its first read, logged as they
-   * are), as a follower applies a record (applyRecord); anything else is decoded whole (a delete or a drop among the
-   * changes, an item holding a map) and applied change by change as a record of the log is (applyChange), each item
-   * then held as the bytes it came in all the same where it may keep them. */
+   * are), as a follower applies a record (applyRecord); anything else (a delete or a drop among the changes, an item
+   * holding a map) is decoded whole, once, by its check (taken here: takeCheckedMove; decoded here only where the check
+   * read the step by its headers and this worker is past its kept budget), and applied change by change as a record of
+   * the log is (applyChange), each item then held as the bytes it came in all the same where it may keep them. */
   private moveApply(slice: number, effects: MovedEffects, own: boolean): null {
     if (!this.incoming.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved to worker ${this.workerIndex}`);
     const mayKeep = this.mayKeep();
     const read = mayKeep ? readPackedReplicated(effects, slice, (table, key, size, text) => this.setPacked(table, slice, key, size, text, null, true)) : undefined;
     if (read === undefined) {
-      // From a plain Uint8Array, as decodeItemText decodes an item held as bytes: a Buffer (an op's bytes as a frame
-      // decoded them) would make the items' binary values Buffers where the path by headers gives Uint8Arrays.
-      const decoded = decodeEffects(new Uint8Array(effects.buffer, effects.byteOffset, effects.byteLength));
+      // As its check decoded it (takeCheckedMove: a step not of plain set-effects is decoded there whole, once), else
+      // decoded here. From a plain Uint8Array, as decodeItemText decodes an item held as bytes: a Buffer (an op's
+      // bytes as a frame decoded them) would make the items' binary values Buffers where the path by headers gives
+      // Uint8Arrays.
+      const decoded = takeCheckedMove(effects) ?? decodeEffects(new Uint8Array(effects.buffer, effects.byteOffset, effects.byteLength));
       const texts = mayKeep ? itemTextsOf(effects, decoded) : null;
       for (let i = 0; i < decoded.length; i++) {
         const e = decoded[i];
