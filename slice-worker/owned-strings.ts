@@ -44,7 +44,7 @@ const SLICED_STRING_CHARS_MAX = 255;
  * its whole run alive, its batch's, record's or step's other items' strings and all (up to about 6 KB a string, for an
  * item of any size), long after those items were overwritten or deleted (measured: bench/value-retention.ts,
  * bench/PROFILE.md, "an item's values keep the text they were decoded from"). In place: the item is the store's from
- * here (a Put's decoded op, a replayed change's, an update's copy), and an equal string changes nothing any reader
+ * here (a Put's decoded op, a replayed change's, an update's request values or copy), and an equal string changes nothing any reader
  * sees. The copy is ownKey's latin1 round trip (latin1Copy, through one scratch buffer): a flat string of exactly
  * the value's chars, where `(' ' + s).slice(1)` (branch valueretain) kept a slice of a copy, 32 bytes of SlicedString
  * and a char more for every such string the store holds; their put costs were not told apart (bench/PROFILE.md). */
@@ -62,6 +62,11 @@ export function ownStrings<V extends Item | Value[]>(v: V): V {
     }
   }
   return v;
+}
+/** `x` with its strings made its own (ownStrings of one value): an equal string of its own, or `x` itself, any list or
+ * map in it made its own in place. */
+export function ownedValue<V extends Value>(x: V): V {
+  return (ownValue(x) ?? x) as V;
 }
 /** ownStrings of one value: a string of its own where `x` is a string that may be a slice, else null (a list or map
  * made its own in place). */

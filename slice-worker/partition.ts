@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { workerOf } from '../shared/hashing.js';
-import type { Condition } from '../shared/expression-ast.js';
+import type { Condition, SetValue, UpdateAction } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
 import {
   ITEM_BYTES_MAX,
@@ -67,7 +67,7 @@ import {
 } from './log-format.js';
 import type { AppliedList } from './replication/applied-requests.js';
 import { LoadTracker } from './slice-load.js';
-import { ownKey, ownStrings } from './owned-strings.js';
+import { ownedValue, ownKey, ownStrings } from './owned-strings.js';
 
 // sorted-btree is CommonJS (the class under .default), loaded with require, not import: by import Node 20 first
 // runs its 74 kB through its CommonJS export lexer, about 50 ms of CPU on the start of every worker thread (each
@@ -98,8 +98,9 @@ const itemOrNull = (s: Stored | undefined): Item | null => (s === undefined ? nu
 const KEPT_RECOUNT_PAGES = 1024;
 /** What kept bytes count against the worker's budget: the string and V8's header for it (about 16-24 bytes). */
 const keptCost = (packed: string): number => packed.length + 24;
-/** An item object entering the store (a leader's Put or Update, a change replayed or applied as its object: setPacked),
- * its strings made its own first (ownStrings). */
+/** An item object entering the store (a leader's Put, a change replayed or applied as its object: setPacked; an
+ * Update of an item that was held as its bytes), its strings made its own first (ownStrings). An Update otherwise
+ * owns the request's values alone (SliceStore.update). */
 const newStored = (item: Item, bytes: number): Stored => ({ item: ownStrings(item), bytes, packed: null });
 
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
@@ -511,13 +512,24 @@ export class SliceStore {
    * stored: all or nothing. A missing item is created from `spec.base` (upsert). */
   private update(table: number, slice: number, key: string, spec: UpdateSpec): Item | null {
     const partition = this.partition(table, slice, true)!;
-    const old = itemOrNull(partition.tree.get(key));
+    const stored = partition.tree.get(key);
+    const old = itemOrNull(stored);
     if (spec.condition !== null) checkWrite({ condition: spec.condition, returnOld: false, oldOnFailure: spec.oldOnFailure }, old);
+    // The strings the request brought made their own, not the whole new item's: the attributes it leaves as they
+    // were are the old item's, owned already where it entered the store (newStored), unless it was decoded from
+    // the bytes it was held as (itemOf: slices of that decode), whose new item is owned whole. Copying every long
+    // string of the new item on each update cost a worker 18.1 against 13.7 us an update of an item of ten 40-char
+    // strings (put-path.js --r 1 --op update, bench/README.md "Item values the store keeps").
+    const whole = stored !== undefined && stored.packed !== null;
+    if (!whole) {
+      if (old === null) ownStrings(spec.base);
+      for (const a of spec.actions) ownAction(a);
+    }
     const next = applyUpdate(old ?? spec.base, spec.actions);
     next[MTIME_ATTRIBUTE] = this.now();
     const bytes = itemBytes(next);
     if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `the updated item would be ${bytes} bytes, over ${ITEM_BYTES_MAX}`);
-    partition.set(key, newStored(next, bytes));
+    partition.set(key, whole ? newStored(next, bytes) : { item: next, bytes, packed: null });
     this.load.countBytes(table, slice, bytes, true);
     if (spec.returnValues === 'old') return old;
     if (spec.returnValues === 'new') return next;
@@ -956,6 +968,20 @@ export class SliceStore {
     if (p === undefined) slices.set(slice, (p = new Partition(table, slice, this.record)));
     return p;
   }
+}
+
+/** An update action's values from the request made their own (ownedValue), in place. */
+function ownAction(a: UpdateAction): void {
+  if (a.k === 'set') ownSetValue(a.value);
+  else if (a.k === 'add') a.n = ownedValue(a.n);
+  else if (a.k === 'addSet') a.set = ownedValue(a.set);
+}
+function ownSetValue(v: SetValue): void {
+  if (v.k === 'value') v.v = ownedValue(v.v);
+  else if (v.k === '+' || v.k === '-' || v.k === 'listAppend') {
+    ownSetValue(v.a);
+    ownSetValue(v.b);
+  } else if (v.k === 'ifNotExists') ownSetValue(v.b);
 }
 
 /** Evaluates a write's condition against the stored item (`{}` when there is none);
