@@ -2,7 +2,7 @@
 // (msgpackr-extract) reads runs of short ASCII strings (each under 256 bytes, at most 40 bytes apart) into one string
 // of up to about 6,000 chars, and hands out those of 13 chars or more as slices of it: an item's own value so decoded
 // keeps that whole run alive, its neighbours' values and all, for as long as the item lives. Keys were made strings
-// of their own where they enter the tree (partition.ts ownKey; bench/key-retention.ts); this measures the values.
+// of their own where they enter the tree (slice-worker/owned-strings.ts ownKey; bench/key-retention.ts); this measures the values.
 //
 // --batches batches of --per-batch items enter one SliceStore by one --path (put: a node's decoded batch of Puts;
 // update: Updates that set the value; replay: a log or snapshot record replayed; follower: a follower's record, by its

@@ -1,7 +1,7 @@
 // Item values the store keeps do not keep the text they were decoded from alive. msgpackr's native extractor reads
 // runs of short ASCII strings into one string of up to about 6,000 chars and hands out those of 13 chars or more as
 // slices of it: a surviving item's value so decoded kept its run, its batch's (record's, step's) other items' values
-// and all, after those items were deleted (partition.ts ownStrings). Measured as the heap left, after a full
+// and all, after those items were deleted (slice-worker/owned-strings.ts ownStrings). Measured as the heap left, after a full
 // collection, once all items but one per batch are deleted, against the same survivors put as items made here; each
 // way an item object enters the store from decoded bytes (bench/value-retention.ts measures the same, with figures).
 import { setFlagsFromString } from 'node:v8';
@@ -120,6 +120,20 @@ describe.each<Shape>(['flat', 'nested'])('item values the store keeps (%s)', (sh
         const { id, ...rest } = item(i, shape);
         const actions = Object.entries(rest).map(([name, v]) => ({ k: 'set' as const, path: [name], value: { k: 'value' as const, v } }));
         ops.push([SliceOp.Update, TABLE, SLICE, key(i), { base: { id }, actions, condition: null, oldOnFailure: false, returnValues: 'none' }, null]);
+      }
+      for (const op of decodeSliceOps(encodeSliceOps(ops))) ok(s, op as SliceOpMessage);
+    });
+    expect(retained).toBeLessThan(bound(shape));
+  });
+
+  it('from a batch of updates that create their items from the base keep none of the batch', () => {
+    // The base (the key attributes the router puts in it) becomes the item where there is none: its strings came with
+    // the request, so are copied too (an update copies what its request brought, not the old item's attributes).
+    const retained = retainedBy((s, from, to) => {
+      const ops: SliceOpMessage[] = [];
+      for (let i = from; i < to; i++) {
+        const actions = [{ k: 'set' as const, path: ['n'], value: { k: 'value' as const, v: i } }];
+        ops.push([SliceOp.Update, TABLE, SLICE, key(i), { base: item(i, shape), actions, condition: null, oldOnFailure: false, returnValues: 'none' }, null]);
       }
       for (const op of decodeSliceOps(encodeSliceOps(ops))) ok(s, op as SliceOpMessage);
     });
