@@ -3,7 +3,7 @@
 // replay: a log or snapshot record, decodeEffects then replay; follower: a follower's record decoded whole, a delete
 // among its changes, applyRecord), then every item is overwritten by a small one made here, so that only the keys
 // still refer to what was decoded; the heap after a full collection is printed. msgpackr decodes a string of 13
-// chars or more as a slice of one string holding the buffer's strings, which such a key kept alive (partition.ts
+// chars or more as a slice of one string holding the buffer's strings, which such a key kept alive (slice-worker/owned-strings.ts
 // ownKey). --build names another build's folder (its dist/ modules are used): alternate runs by hand.
 //
 //   npm run build && node --expose-gc dist/bench/key-retention.js [--items 40000] [--path put|replay|follower] [--build DIR]

@@ -19,7 +19,10 @@
 // with the leader's at the end of a run shorter than APPLIED_REQUESTS_KEPT_MS). `--dist DIR` runs another build's dist (e.g. a copy of main's), so two builds compare side by side on a
 // busy machine: alternate them.
 //
-//   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000] [--compact 1] [--ids 1]
+// `--op update` (R=1): UpdateItems instead, of 10,000 keys in turn, each key's first update setting its --attrs strings
+// of 40 chars and every one a number (the figure is then per update).
+//
+//   npm run build && node dist/bench/put-path.js [--dist DIR] [--r 3] [--slices 512] [--batch 32] [--puts 100000] [--compact 1] [--ids 1] [--op update --attrs 10]
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { GCProfiler, getHeapStatistics } from 'node:v8';
@@ -37,6 +40,8 @@ const args = readCommandLine(
     puts: { default: '100000', help: 'puts measured (after a quarter as many unmeasured)' },
     compact: { default: '0', help: 'R=3: 1 to compact and checkpoint each replica log when due, as a worker does' },
     ids: { default: '0', help: '1: each put carries a request id, as a router sends it ([instance, counter]; remembered by every replica)' },
+    op: { default: 'put', help: 'put, or update (R=1): UpdateItems of 10,000 keys, each key\'s first setting --attrs strings of 40 chars, the others a number' },
+    attrs: { default: '10', help: '--op update: the items\' strings of 40 chars' },
   },
   'usage: node dist/bench/put-path.js [options]',
 ).values;
@@ -50,6 +55,12 @@ const IDS = intArg('ids', args.ids, 0, 1) === 1;
 /** The router instance that --ids 1 names (any whole number; one router sends every put). */
 const ROUTER_INSTANCE = 4242;
 if (COMPACT && R !== 3) throw new Error('--compact is for --r 3');
+const UPDATE = args.op === 'update';
+if (!UPDATE && args.op !== 'put') throw new Error('--op is put or update');
+if (UPDATE && R !== 1) throw new Error('--op update is for --r 1');
+const ATTRS = intArg('attrs', args.attrs, 0, 100);
+/** --op update: the keys updated, in turn (the unmeasured quarter of the run sets each one's strings first). */
+const UPDATE_KEYS = 10_000;
 const dist = args.dist === '' ? resolve(import.meta.dirname, '..') : resolve(args.dist);
 const load = async <T>(path: string) => (await import(pathToFileURL(`${dist}/${path}`).href)) as T;
 const P = await load<typeof import('../shared/protocol.js')>('shared/protocol.js');
@@ -64,6 +75,7 @@ const { encodeKeyPart } = await load<typeof import('../shared/key-encoding.js')>
 const { encodeEffects, RECORD_KIND } = await load<typeof import('../slice-worker/log-format.js')>('slice-worker/log-format.js');
 type ReplicationMessage = import('../shared/replication-protocol.js').ReplicationMessage;
 type SliceOpMessage = import('../shared/protocol.js').SliceOpMessage;
+type UpdateAction = import('../shared/expression-ast.js').UpdateAction;
 const COORDINATOR = -1;
 const TABLE = 1;
 const PAD = 'x'.repeat(160);
@@ -85,6 +97,15 @@ function batchBytes(): Uint8Array {
     if (last?.batch === batchNo) last.puts++;
     else lastWrite.set(n % SLICES, { batch: batchNo, puts: 1 });
     const device = `p${n % 10_000}`;
+    if (UPDATE) {
+      // A key's first update sets its strings (upsert from the base, its key attributes); the others one number.
+      const k = n % UPDATE_KEYS;
+      const base = { device, seq: k, __name: `${device}|${k}` };
+      const actions: UpdateAction[] = n < UPDATE_KEYS ? Array.from({ length: ATTRS }, (_, a) => ({ k: 'set' as const, path: [`s${a}`], value: { k: 'value' as const, v: `${'s'.repeat(30)}${String(n * 100 + a).padStart(10, '0')}` } })) : [];
+      actions.push({ k: 'set', path: ['count'], value: { k: 'value', v: n } });
+      ops.push([P.SliceOp.Update, TABLE, k % SLICES, encodeKeyPart('string', device) + encodeKeyPart('number', k), { base, actions, condition: null, oldOnFailure: false, returnValues: 'none' }, IDS ? [ROUTER_INSTANCE, n + 1] : null]);
+      continue;
+    }
     const item = { device, seq: Math.floor(n / 10_000), payload: PAD, __name: `${device}|${n}`, __mtime: 0 };
     ops.push([P.SliceOp.Put, TABLE, n % SLICES, encodeKeyPart('string', device) + encodeKeyPart('number', n), item, 200, null, IDS ? [ROUTER_INSTANCE, n + 1] : null]);
   }

@@ -2,7 +2,7 @@
 // (msgpackr-extract) reads runs of short ASCII strings (each under 256 bytes, at most 40 bytes apart) into one string
 // of up to about 6,000 chars, and hands out those of 13 chars or more as slices of it: an item's own value so decoded
 // keeps that whole run alive, its neighbours' values and all, for as long as the item lives. Keys were made strings
-// of their own where they enter the tree (partition.ts ownKey; bench/key-retention.ts); this measures the values.
+// of their own where they enter the tree (slice-worker/owned-strings.ts ownKey; bench/key-retention.ts); this measures the values.
 //
 // --batches batches of --per-batch items enter one SliceStore by one --path (put: a node's decoded batch of Puts;
 // update: Updates that set the value; replay: a log or snapshot record replayed; follower: a follower's record, by its
@@ -10,6 +10,11 @@
 // as objects; move / move-full: a move's step, likewise), then every item but one per batch is deleted by ops made
 // here. The heap after a full collection is compared with the same survivors put as objects made here (no decode):
 // the difference, per survivor, is what a survivor keeps beyond its own item.
+// --path answers: each batch is a follower's record whose one write with a request id answered an old item (a Put's
+// returnOld) beside its --per-batch sets, applied and remembered as a follower does (SliceStore.applyRecord, then
+// AppliedRequests.addAll: slice-replicas.ts); every item is then deleted and the survivors are the remembered answers,
+// compared with the same answers remembered as objects made here. answers-full: a delete among the changes, so the
+// record is decoded whole (decodeReplicated), the answers with the items.
 // --shape even: every item a key and one --value-chars value; worst: the survivors one small item (a 13-char value)
 // each, the others each 24 values of 250 chars, so that every survivor sits in its own ~6 KB run of dead text.
 //
@@ -20,7 +25,7 @@ import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
 import type { Effect, SliceOpMessage } from '../shared/protocol.js';
 import type { Item } from '../shared/values.js';
 
-const PATHS = ['put', 'update', 'replay', 'follower', 'follower-full', 'move', 'move-full'];
+const PATHS = ['put', 'update', 'replay', 'follower', 'follower-full', 'move', 'move-full', 'answers', 'answers-full'];
 const args = readCommandLine(
   process.argv.slice(2),
   {
@@ -47,6 +52,7 @@ const dist = args.build === '' ? new URL('..', import.meta.url).href : pathToFil
 const { SliceStore } = (await import(new URL('slice-worker/partition.js', dist).href)) as typeof import('../slice-worker/partition.js');
 const L = (await import(new URL('slice-worker/log-format.js', dist).href)) as typeof import('../slice-worker/log-format.js');
 const P = (await import(new URL('shared/protocol.js', dist).href)) as typeof import('../shared/protocol.js');
+const { AppliedRequests } = (await import(new URL('slice-worker/replication/applied-requests.js', dist).href)) as typeof import('../slice-worker/replication/applied-requests.js');
 const { itemBytes } = (await import(new URL('shared/values.js', dist).href)) as typeof import('../shared/values.js');
 
 const key = (i: number) => `k${i}`; // short: a key keeps nothing (and is copied anyway: ownKey)
@@ -127,10 +133,51 @@ function growth(path: string): { bytes: number; survivors: number } {
   return { bytes, survivors: s.itemCount };
 }
 
-const own = growth('made');
-const got = growth(args.path);
+/** The old item a Put with returnOld answered, batch `batch`'s one remembered answer: like an item (--shape even), or
+ * small (worst: one 13-char value, like a survivor). */
+const answerOf = (batch: number): Item => {
+  const tail = String(batch).padStart(8, '0');
+  return args.shape === 'even' ? { id: `a${batch}`, body: `${'z'.repeat(VALUE_CHARS - 8)}${tail}` } : { id: `a${batch}`, v: `small${tail}` };
+};
+
+/** Heap growth after a full collection: the batches entered as follower's records each with one remembered answer
+ * (--path answers*), every item then deleted; the answers remembered ('made': answers made here, items put). */
+function answersGrowth(path: string): { bytes: number; survivors: number } {
+  const s = new SliceStore(0, 1, () => 7);
+  ok(s, [P.SliceOp.Assign, 1, [SLICE]]);
+  s.takeEffects();
+  const applied = new AppliedRequests();
+  gc!();
+  gc!();
+  const before = process.memoryUsage().heapUsed;
+  const n = BATCHES * PER_BATCH;
+  for (let i = 0, batch = 0; i < n; i += PER_BATCH, batch++) {
+    const answer = answerOf(batch);
+    if (path === 'made') {
+      enter(s, 'made', i, i + PER_BATCH);
+      applied.add(1, batch, 7, answer);
+    } else {
+      const effects: Effect[] = path === 'answers-full' ? [[P.EFFECT_DELETE, TABLE, SLICE, 'gone']] : [];
+      for (let j = i; j < i + PER_BATCH; j++) effects.push(setOf(j));
+      const requests = s.applyRecord(SLICE, L.encodeReplicated(effects, { instances: [1], counters: [batch], of: null, ats: 7, answers: [answer] }));
+      applied.addAll(requests!);
+    }
+    s.takeEffects();
+  }
+  for (let i = 0; i < n; i++) ok(s, [P.SliceOp.Delete, TABLE, SLICE, key(i), null, null]);
+  s.takeEffects();
+  gc!();
+  gc!();
+  const bytes = process.memoryUsage().heapUsed - before;
+  if (s.itemCount !== 0 || applied.size !== BATCHES) throw new Error('every item deleted, every answer remembered'); // after the measure: both live through it
+  return { bytes, survivors: applied.size };
+}
+
+const answers = args.path.startsWith('answers');
+const own = answers ? answersGrowth('made') : growth('made');
+const got = answers ? answersGrowth(args.path) : growth(args.path);
 let survivorBytes = 0;
-for (let i = 0; i < BATCHES * PER_BATCH; i += PER_BATCH) survivorBytes += itemBytes(item(i));
+for (let i = 0; i < BATCHES * PER_BATCH; i += PER_BATCH) survivorBytes += itemBytes(answers ? answerOf(i / PER_BATCH) : item(i));
 console.log(
   JSON.stringify({
     path: args.path,

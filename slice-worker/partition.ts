@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { workerOf } from '../shared/hashing.js';
-import type { Condition } from '../shared/expression-ast.js';
+import type { Condition, SetValue, UpdateAction } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
 import {
   ITEM_BYTES_MAX,
@@ -15,8 +15,6 @@ import {
   PACKED_ITEM_CACHE_BYTES_MAX,
   PAGE_BYTES_MAX,
   packedItemsKeptBytesPerWorker,
-  SHARDING_KEY_BYTES_MAX,
-  SORTING_KEY_BYTES_MAX,
   SNAPSHOT_CHUNK_ITEMS,
   SNAPSHOT_RECORD_BYTES_MAX,
 } from '../shared/limits.js';
@@ -29,6 +27,7 @@ import {
   RESULT_OK,
   SliceOp,
   slicesIn,
+  takeCheckedMove,
   type Effect,
   type MoveCursor,
   type MovedEffects,
@@ -51,7 +50,7 @@ import {
   type UpdateSpec,
   type WriteCheck,
 } from '../shared/protocol.js';
-import { itemBytes, MTIME_ATTRIBUTE, type Item, type Value } from '../shared/values.js';
+import { itemBytes, MTIME_ATTRIBUTE, type Item } from '../shared/values.js';
 import type { SliceCapacity } from '../shared/limits.js';
 import {
   decodeEffects,
@@ -68,6 +67,7 @@ import {
 } from './log-format.js';
 import type { AppliedList } from './replication/applied-requests.js';
 import { LoadTracker } from './slice-load.js';
+import { ownedValue, ownKey, ownStrings } from './owned-strings.js';
 
 // sorted-btree is CommonJS (the class under .default), loaded with require, not import: by import Node 20 first
 // runs its 74 kB through its CommonJS export lexer, about 50 ms of CPU on the start of every worker thread (each
@@ -98,80 +98,10 @@ const itemOrNull = (s: Stored | undefined): Item | null => (s === undefined ? nu
 const KEPT_RECOUNT_PAGES = 1024;
 /** What kept bytes count against the worker's budget: the string and V8's header for it (about 16-24 bytes). */
 const keptCost = (packed: string): number => packed.length + 24;
-/** An item object entering the store (a leader's Put or Update, a change replayed or applied as its object: setPacked),
- * its strings made its own first (ownStrings). */
+/** An item object entering the store (a leader's Put, a change replayed or applied as its object: setPacked; an
+ * Update of an item that was held as its bytes), its strings made its own first (ownStrings). An Update otherwise
+ * owns the request's values alone (SliceStore.update). */
 const newStored = (item: Item, bytes: number): Stored => ({ item: ownStrings(item), bytes, packed: null });
-/** Shorter strings V8 never makes a slice of another (SlicedString::kMinLength): a substring this long or longer may be
- * a view of its parent string, which it keeps alive. */
-const SLICED_STRING_CHARS_MIN = 13;
-/** A key as a string of its own, for the tree (Partition.set, the one place keys enter it). msgpackr decodes a
- * string of SLICED_STRING_CHARS_MIN chars or more as a slice of one string it read the whole buffer's strings into (a
- * batch of client ops, a follower's record, a snapshot's record, a move's step): kept in the tree, the key kept that
- * whole text alive, values and all, as long as the key lived, long after its item was overwritten (measured:
- * bench/README.md, "Keys the tree keeps"). A key is a byte string (key encoding; every frame's keys are checked so
- * where they arrive, shared/protocol.ts), which latin1 copies exactly: a copy that differs is a key that broke that,
- * asserted here, where it would enter the tree, rather than at its slice's next compaction (keyUtf8Bytes). */
-export function ownKey(key: string): string {
-  if (key.length < SLICED_STRING_CHARS_MIN) return key;
-  // Through one scratch buffer, written and read by Buffer's latin1 calls: a Buffer made per key (Buffer.from) cost
-  // about 150 ns and a Buffer's 120 bytes a key, this copy about 130 ns and no Buffer (bench/README.md, "Keys the
-  // tree keeps").
-  const copy = latin1Copy(key);
-  assert(copy === key, 'a key entering the tree is a byte string (checked where it arrived)');
-  return copy;
-}
-/** `s` written as latin1 into one scratch buffer and read back: a flat string of its own, equal to `s` where every
- * char of `s` is at most U+00FF (a char above it is cut to its low byte, so the copy differs). For ownKey and
- * ownValueString. */
-function latin1Copy(s: string): string {
-  return s.length <= copyScratch.length ? copyScratch.toString('latin1', 0, copyScratch.write(s, 0, 'latin1')) : Buffer.from(s, 'latin1').toString('latin1');
-}
-/** latin1Copy's scratch: room for any key the store makes (a sharding key and a sorting key, encoded) and for any value
- * ownValueString copies (SLICED_STRING_CHARS_MAX chars). */
-const copyScratch = Buffer.alloc(2 * (SHARDING_KEY_BYTES_MAX + SORTING_KEY_BYTES_MAX));
-/** The longest string msgpackr-extract may hand out as a slice: it reads runs of ASCII strings of under 256 bytes
- * (fixstr, str 8), each within 40 bytes of the last, into one string of up to about 6,000 chars and slices each of
- * them out of it; a longer string (str 16, str 32) or one not ASCII it makes a string of its own. */
-const SLICED_STRING_CHARS_MAX = 255;
-/** `item` with each string it holds, at any depth, that may be a slice of a decoded run (SLICED_STRING_CHARS_MIN to
- * SLICED_STRING_CHARS_MAX chars) replaced, in place, by an equal string of its own: kept in the tree, such a value kept
- * its whole run alive, its batch's, record's or step's other items' strings and all (up to about 6 KB a string, for an
- * item of any size), long after those items were overwritten or deleted (measured: bench/value-retention.ts,
- * bench/PROFILE.md, "an item's values keep the text they were decoded from"). In place: the item is the store's from
- * here (a Put's decoded op, a replayed change's, an update's copy), and an equal string changes nothing any reader
- * sees. The copy is ownKey's latin1 round trip (latin1Copy, through one scratch buffer): a flat string of exactly
- * the value's chars, where `(' ' + s).slice(1)` (branch valueretain) kept a slice of a copy, 32 bytes of SlicedString
- * and a char more for every such string the store holds; their put costs were not told apart (bench/PROFILE.md). */
-export function ownStrings<V extends Item | Value[]>(v: V): V {
-  // Only a string is written back; a list or map is made its own where it is (a name is never assigned an object).
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) {
-      const s = ownValue(v[i]);
-      if (s !== null) v[i] = s;
-    }
-  } else {
-    for (const name in v) {
-      const s = ownValue((v as Item)[name]);
-      if (s !== null) (v as Item)[name] = s;
-    }
-  }
-  return v;
-}
-/** ownStrings of one value: a string of its own where `x` is a string that may be a slice, else null (a list or map
- * made its own in place). */
-function ownValue(x: Value): string | null {
-  if (typeof x === 'string') return x.length < SLICED_STRING_CHARS_MIN || x.length > SLICED_STRING_CHARS_MAX ? null : ownValueString(x);
-  if (x !== null && typeof x === 'object' && !(x instanceof Uint8Array)) ownStrings(x);
-  return null;
-}
-/** `s` (SLICED_STRING_CHARS_MIN to SLICED_STRING_CHARS_MAX chars) as a flat string of its own, or null where it holds
- * a char above U+00FF, which latin1 cannot copy: such a string was never a slice (msgpackr-extract's runs hold ASCII
- * strings alone; a string not ASCII it makes a string of its own). The comparison reads the chars once more, cheaper
- * than a scan for them first. */
-function ownValueString(s: string): string | null {
-  const copy = latin1Copy(s);
-  return copy === s ? copy : null;
-}
 
 export type SetEffect = Extract<Effect, [typeof EFFECT_SET, ...unknown[]]>;
 /** Every item of a worker as of one moment: their count, and the items as snapshot records' payloads, one at a time. */
@@ -496,17 +426,20 @@ export class SliceStore {
   /** Applies a move's changes and items (MovedEffects, checked whole: shared/protocol.ts checkMovedEffects), in order,
    * recorded for this worker's log. Set-effects of plain items (most steps) are read by their headers and each item
    * held as the bytes it came in (setPacked: kept under the worker's budget, decoded at its first read, logged as they
-   * are), as a follower applies a record (applyRecord); anything else is decoded whole (a delete or a drop among the
-   * changes, an item holding a map) and applied change by change as a record of the log is (applyChange), each item
-   * then held as the bytes it came in all the same where it may keep them. */
+   * are), as a follower applies a record (applyRecord); anything else (a delete or a drop among the changes, an item
+   * holding a map) is decoded whole, once, by its check (taken here: takeCheckedMove; decoded here only where the check
+   * read the step by its headers and this worker is past its kept budget), and applied change by change as a record of
+   * the log is (applyChange), each item then held as the bytes it came in all the same where it may keep them. */
   private moveApply(slice: number, effects: MovedEffects, own: boolean): null {
     if (!this.incoming.has(slice)) throw new KeysliceError('InvalidState', `slice ${slice} is not being moved to worker ${this.workerIndex}`);
     const mayKeep = this.mayKeep();
     const read = mayKeep ? readPackedReplicated(effects, slice, (table, key, size, text) => this.setPacked(table, slice, key, size, text, null, true)) : undefined;
     if (read === undefined) {
-      // From a plain Uint8Array, as decodeItemText decodes an item held as bytes: a Buffer (an op's bytes as a frame
-      // decoded them) would make the items' binary values Buffers where the path by headers gives Uint8Arrays.
-      const decoded = decodeEffects(new Uint8Array(effects.buffer, effects.byteOffset, effects.byteLength));
+      // As its check decoded it (takeCheckedMove: a step not of plain set-effects is decoded there whole, once), else
+      // decoded here. From a plain Uint8Array, as decodeItemText decodes an item held as bytes: a Buffer (an op's
+      // bytes as a frame decoded them) would make the items' binary values Buffers where the path by headers gives
+      // Uint8Arrays.
+      const decoded = takeCheckedMove(effects) ?? decodeEffects(new Uint8Array(effects.buffer, effects.byteOffset, effects.byteLength));
       const texts = mayKeep ? itemTextsOf(effects, decoded) : null;
       for (let i = 0; i < decoded.length; i++) {
         const e = decoded[i];
@@ -579,13 +512,25 @@ export class SliceStore {
    * stored: all or nothing. A missing item is created from `spec.base` (upsert). */
   private update(table: number, slice: number, key: string, spec: UpdateSpec): Item | null {
     const partition = this.partition(table, slice, true)!;
-    const old = itemOrNull(partition.tree.get(key));
+    const stored = partition.tree.get(key);
+    const old = itemOrNull(stored);
     if (spec.condition !== null) checkWrite({ condition: spec.condition, returnOld: false, oldOnFailure: spec.oldOnFailure }, old);
+    // The strings the request brought made their own, not the whole new item's: the attributes it leaves as they
+    // were are the old item's, owned already where it entered the store (newStored), unless it was decoded from
+    // the bytes it was held as (itemOf: slices of that decode), whose new item is owned whole; an item with kept
+    // bytes may be either (a Stored does not say), so it takes the whole copy too. Copying every long
+    // string of the new item on each update cost a worker 18.1 against 13.7 us an update of an item of ten 40-char
+    // strings (put-path.js --r 1 --op update, bench/README.md "Item values the store keeps").
+    const whole = stored !== undefined && stored.packed !== null;
+    if (!whole) {
+      if (old === null) ownStrings(spec.base);
+      for (const a of spec.actions) ownAction(a);
+    }
     const next = applyUpdate(old ?? spec.base, spec.actions);
     next[MTIME_ATTRIBUTE] = this.now();
     const bytes = itemBytes(next);
     if (bytes > ITEM_BYTES_MAX) throw new KeysliceError('ItemTooLarge', `the updated item would be ${bytes} bytes, over ${ITEM_BYTES_MAX}`);
-    partition.set(key, newStored(next, bytes));
+    partition.set(key, whole ? newStored(next, bytes) : { item: next, bytes, packed: null });
     this.load.countBytes(table, slice, bytes, true);
     if (spec.returnValues === 'old') return old;
     if (spec.returnValues === 'new') return next;
@@ -1024,6 +969,20 @@ export class SliceStore {
     if (p === undefined) slices.set(slice, (p = new Partition(table, slice, this.record)));
     return p;
   }
+}
+
+/** An update action's values from the request made their own (ownedValue), in place. */
+function ownAction(a: UpdateAction): void {
+  if (a.k === 'set') ownSetValue(a.value);
+  else if (a.k === 'add') a.n = ownedValue(a.n);
+  else if (a.k === 'addSet') a.set = ownedValue(a.set);
+}
+function ownSetValue(v: SetValue): void {
+  if (v.k === 'value') v.v = ownedValue(v.v);
+  else if (v.k === '+' || v.k === '-' || v.k === 'listAppend') {
+    ownSetValue(v.a);
+    ownSetValue(v.b);
+  } else if (v.k === 'ifNotExists') ownSetValue(v.b);
 }
 
 /** Evaluates a write's condition against the stored item (`{}` when there is none);

@@ -1,7 +1,7 @@
 // Keys the sorted tree keeps do not keep the text they were decoded from alive. msgpackr decodes a string of 13 chars
 // or more as a slice of one string holding every string of the buffer it reads (a batch of ops, a record, a move's
 // step); a key kept as such a slice kept that whole text, values and all, for as long as the key lived, long after
-// its item was overwritten (partition.ts ownKey). Measured here as the heap left after every item is overwritten by a
+// its item was overwritten (slice-worker/owned-strings.ts ownKey). Measured here as the heap left after every item is overwritten by a
 // small one made in this process: each way a key enters the tree from decoded bytes.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';

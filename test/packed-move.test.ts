@@ -24,6 +24,7 @@ import {
   type MoveReadResult,
   type SliceOpMessage,
   type SliceOpResult,
+  takeCheckedMove,
 } from '../shared/protocol.js';
 import { itemBytes, type Item } from '../shared/values.js';
 import * as logFormat from '../slice-worker/log-format.js';
@@ -38,6 +39,12 @@ vi.mock('../slice-worker/log-format.js', async (importOriginal) => {
 });
 const itemDecodes = vi.mocked(logFormat.decodeItemText);
 const listDecodes = vi.mocked(logFormat.decodeEffects);
+// And the moved lists the target takes as their check decoded them (moveApply's takeCheckedMove).
+vi.mock('../shared/protocol.js', async (importOriginal) => {
+  const m = await importOriginal<typeof import('../shared/protocol.js')>();
+  return { ...m, takeCheckedMove: vi.fn(m.takeCheckedMove) };
+});
+const checkedTakes = vi.mocked(takeCheckedMove);
 
 const SLICE = 5;
 const bin = (...b: number[]) => new Uint8Array(b);
@@ -192,6 +199,7 @@ describe('a slice move of items held as their packed bytes', () => {
     const asNow = new SliceStore(0, 1, () => 7);
     ok(asNow, [SliceOp.Assign, 1, []]);
     listDecodes.mockClear();
+    checkedTakes.mockClear();
     const source = heldStore(payloads);
     const writes: SliceOpMessage[] = [
       [SliceOp.Put, 1, SLICE, 'new\u00e9', { k: 'new\u00e9', b: bin(9), l: ['\u00ff'], __mtime: 1 }, 40, null, null],
@@ -203,8 +211,10 @@ describe('a slice move of items held as their packed bytes', () => {
       if (w < writes.length) ok(source, writes[w++]);
     });
     expect(w).toBe(writes.length);
-    // Both ways of reading a step were taken: by headers (items held as bytes) and whole (a delete, items with maps).
-    expect(listDecodes.mock.calls.length).toBeGreaterThan(0);
+    // Both ways of reading a step were taken: by headers (items held as bytes) and whole (a delete, items with maps),
+    // each of the latter decoded once, by its check (checkSliceOp), the target taking what it decoded.
+    expect(checkedTakes.mock.results.filter((r) => r.value !== undefined).length).toBeGreaterThan(0);
+    expect(listDecodes).toHaveBeenCalledTimes(0);
     expect(asNow.keptBytes).toBeGreaterThan(0);
     ok(asNow, [SliceOp.Assign, 2, [SLICE]]);
     // The same items as objects, and the same writes.

@@ -1,7 +1,7 @@
 // Item values the store keeps do not keep the text they were decoded from alive. msgpackr's native extractor reads
 // runs of short ASCII strings into one string of up to about 6,000 chars and hands out those of 13 chars or more as
 // slices of it: a surviving item's value so decoded kept its run, its batch's (record's, step's) other items' values
-// and all, after those items were deleted (partition.ts ownStrings). Measured as the heap left, after a full
+// and all, after those items were deleted (slice-worker/owned-strings.ts ownStrings). Measured as the heap left, after a full
 // collection, once all items but one per batch are deleted, against the same survivors put as items made here; each
 // way an item object enters the store from decoded bytes (bench/value-retention.ts measures the same, with figures).
 import { setFlagsFromString } from 'node:v8';
@@ -11,6 +11,7 @@ import { decodeSliceOps, EFFECT_DELETE, EFFECT_SET, encodeSliceOps, RESULT_OK, S
 import { itemBytes, type Item } from '../shared/values.js';
 import { decodeEffects, encodeEffects, encodeReplicated } from '../slice-worker/log-format.js';
 import { SliceStore } from '../slice-worker/partition.js';
+import { AppliedRequests } from '../slice-worker/replication/applied-requests.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -125,6 +126,20 @@ describe.each<Shape>(['flat', 'nested'])('item values the store keeps (%s)', (sh
     expect(retained).toBeLessThan(bound(shape));
   });
 
+  it('from a batch of updates that create their items from the base keep none of the batch', () => {
+    // The base (the key attributes the router puts in it) becomes the item where there is none: its strings came with
+    // the request, so are copied too (an update copies what its request brought, not the old item's attributes).
+    const retained = retainedBy((s, from, to) => {
+      const ops: SliceOpMessage[] = [];
+      for (let i = from; i < to; i++) {
+        const actions = [{ k: 'set' as const, path: ['n'], value: { k: 'value' as const, v: i } }];
+        ops.push([SliceOp.Update, TABLE, SLICE, key(i), { base: item(i, shape), actions, condition: null, oldOnFailure: false, returnValues: 'none' }, null]);
+      }
+      for (const op of decodeSliceOps(encodeSliceOps(ops))) ok(s, op as SliceOpMessage);
+    });
+    expect(retained).toBeLessThan(bound(shape));
+  });
+
   it('from a log or snapshot record replayed keep none of the record', () => {
     const retained = retainedBy((s, from, to) => {
       const effects: Effect[] = [];
@@ -193,5 +208,59 @@ describe('item values the store makes its own', () => {
       const { __mtime: _mtime, ...item } = got[1];
       expect(plain(item)).toEqual(plain({ id: key(i), ...values }));
     }
+  });
+});
+
+/** Records a follower applies, each with one write that answered a small old item (a Put's returnOld) beside
+ * ANSWER_RECORD_SETS sets, a delete among them (so decoded whole, as a record holding a map or past the kept-bytes
+ * budget is): what a follower remembers is a bounded table per slice (APPLIED_REQUESTS_PER_SLICE_MAX). */
+const ANSWER_RECORDS = 3000;
+const ANSWER_RECORD_SETS = 10;
+const answerOf = (r: number): Item => ({ id: `a${r}`, v: `small${String(r).padStart(8, '0')}` });
+
+/** Heap growth, after a full collection, from ANSWER_RECORDS records applied and remembered as a follower does
+ * (SliceStore.applyRecord, then AppliedRequests.addAll: slice-replicas.ts) or, `made`, the same answers made here and
+ * the items put; every item then deleted, so what is left is the remembered answers. */
+function answersRetained(made: boolean): number {
+  const run = (n: number) => {
+    const s = new SliceStore(0, 1, () => 7);
+    ok(s, [SliceOp.Assign, 1, [SLICE]]);
+    s.takeEffects();
+    const applied = new AppliedRequests();
+    for (let r = 0; r < n; r++) {
+      const from = r * ANSWER_RECORD_SETS;
+      if (made) {
+        for (let i = from; i < from + ANSWER_RECORD_SETS; i++) ok(s, put(i, 'flat'));
+        applied.add(1, r, 7, answerOf(r));
+      } else {
+        const effects: Effect[] = [[EFFECT_DELETE, TABLE, SLICE, 'gone']];
+        for (let i = from; i < from + ANSWER_RECORD_SETS; i++) effects.push(set(i, 'flat'));
+        applied.addAll(s.applyRecord(SLICE, encodeReplicated(effects, { instances: [1], counters: [r], of: null, ats: 7, answers: [answerOf(r)] }))!);
+      }
+      s.takeEffects();
+    }
+    for (let i = 0; i < n * ANSWER_RECORD_SETS; i++) ok(s, [SliceOp.Delete, TABLE, SLICE, key(i), null, null]);
+    s.takeEffects();
+    return { s, applied };
+  };
+  run(WARM_BATCHES);
+  gc();
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const { s, applied } = run(ANSWER_RECORDS);
+  gc();
+  gc();
+  const after = process.memoryUsage().heapUsed;
+  expect([s.itemCount, applied.size]).toEqual([0, ANSWER_RECORDS]); // after the measure: both alive through it
+  return after - before;
+}
+
+describe('a follower\'s remembered answers', () => {
+  it('keep none of the record they were decoded from', () => {
+    // Each answer kept its run of the record's text, some 2 KB of it (bench/value-retention.ts --path answers-full:
+    // 530 to 950 bytes an answer beyond its own with its records); owned, within a few tens of bytes of the answers
+    // made here. 500 bytes an answer of slack for the heap's noise.
+    const bound = Math.max(0, answersRetained(true)) + ANSWER_RECORDS * 500;
+    expect(answersRetained(false)).toBeLessThan(bound);
   });
 });

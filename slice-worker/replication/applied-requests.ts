@@ -24,6 +24,7 @@ import {
   NODE_REQUEST_TIMEOUT_MS,
 } from '../../shared/limits.js';
 import { itemBytes, type Item } from '../../shared/values.js';
+import { ownStrings } from '../owned-strings.js';
 
 // A router's last resend leaves within FAILOVER_RETRY_MS_MAX of its first try, which it may have waited
 // NODE_REQUEST_TIMEOUT_MS for: the first copy is remembered for longer than both.
@@ -47,6 +48,17 @@ export interface AppliedList {
   answers: RequestAnswer[] | null;
 }
 const atOf = (list: AppliedList, i: number) => (typeof list.ats === 'number' ? list.ats : list.ats[i]);
+/** The answer of write `i` of a decoded list (a record's, a snapshot's), its strings made its own (ownStrings, in
+ * place: the list is this table's from here). An item decoded with its record's other values may hold slices of a
+ * string msgpackr read a run of the record's text into (its items' values and all): remembered for up to
+ * APPLIED_REQUESTS_KEPT_MS, it kept that text alive, 560 to 950 bytes an answer beyond its own on a follower's record
+ * decoded whole (bench/value-retention.ts --path answers-full; about 2.6 KB an answer in test/value-retention.test.ts's
+ * records). A leader's answers are its store's items, owned already (partition.ts newStored): only a decoded list's
+ * are copied. */
+const ownAnswerOf = (list: AppliedList, i: number): RequestAnswer => {
+  const answer = list.answers?.[i] ?? null;
+  return answer !== null && typeof answer === 'object' ? ownStrings(answer) : answer;
+};
 
 /** What an entry counts toward APPLIED_REQUEST_BYTES_PER_SLICE_MAX: its id and time (8 bytes each number), its answer. */
 const bytesOf = (answer: RequestAnswer) => 24 + (answer !== null && typeof answer === 'object' ? itemBytes(answer) : 1);
@@ -75,7 +87,7 @@ export class AppliedRequests {
    * snapshot would then remember ids that this one does not. */
   constructor(list: AppliedList | null = null) {
     if (list === null) return;
-    for (let i = 0; i < list.counters.length; i++) this.remember(list.instances[list.of === null ? 0 : list.of[i]], list.counters[i], atOf(list, i), list.answers?.[i] ?? null);
+    for (let i = 0; i < list.counters.length; i++) this.remember(list.instances[list.of === null ? 0 : list.of[i]], list.counters[i], atOf(list, i), ownAnswerOf(list, i));
   }
 
   /** The writes remembered: those from head on (forget runs only on the head, which then moves past it). */
@@ -130,7 +142,7 @@ export class AppliedRequests {
     for (let i = 0; i < list.counters.length; i++) {
       const instance = list.instances[list.of === null ? 0 : list.of[i]];
       if (this.find(instance, list.counters[i]) !== undefined) known++;
-      else this.add(instance, list.counters[i], atOf(list, i), list.answers?.[i] ?? null);
+      else this.add(instance, list.counters[i], atOf(list, i), ownAnswerOf(list, i));
     }
     return known;
   }
