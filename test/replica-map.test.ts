@@ -1230,6 +1230,56 @@ describe('a coordinator that restarts', () => {
       rmSync(tmp, { recursive: true, force: true });
     }
   });
+  it('sends no Prepare of a term the map could not record when a link comes back before the failover redid its election (no quorum meanwhile)', async () => {
+    // 3 nodes at R=3, the map unwritable from the start (its temporary file's path is a folder): each election's turn
+    // is not recorded, its Prepares not sent, and its failover starts it again at its next tick (unrecorded). Two links
+    // go down: no quorum, so the runner skips the failovers' ticks and the redo waits, the election's term unrecorded.
+    // A link that comes back (linkUp) asks the election's replicas again (SliceFailover.reachable), at that term: its
+    // Prepare left, a term the map file does not hold (a coordinator restarted then takes it again), though nothing of
+    // the turn that took it did.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    mkdirSync(tmp);
+    const unrecorded: string[] = [];
+    let prepares = 0;
+    const links = [0, 1, 2].map(() => ({
+      state: 'ready',
+      workerCount: 1,
+      sendReplicate: (entries: DecodedReplicateEntry[]) => {
+        const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { terms: number[]; termsUsed: number[] };
+        for (const [s, m] of entries) if (m.type === 'Prepare' && m.term > Math.max(onDisk.terms[s], onDisk.termsUsed[s])) unrecorded.push(`slice ${s}: Prepare of term ${m.term}, the file's ${Math.max(onDisk.terms[s], onDisk.termsUsed[s])}`);
+        prepares += entries.filter(([, m]) => m.type === 'Prepare').length;
+      },
+      abandonInFlight: () => 0,
+    })) as unknown as (NodeLink & { state: string })[];
+    const lines: string[] = [];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
+    try {
+      for (let i = 0; i < 200 && !lines.some((l) => /cannot record elections/.test(l)); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(lines.some((l) => /cannot record elections in the cluster map .*their failovers do it again/.test(l))).toBe(true);
+      links[1].state = 'connecting';
+      links[2].state = 'connecting';
+      leaders.linkLost(1);
+      leaders.linkLost(2);
+      // Ticks pass with no quorum: nothing is redone, nothing sent.
+      await new Promise((r) => setTimeout(r, 300));
+      links[1].state = 'ready';
+      leaders.linkUp(1);
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+      expect(unrecorded, 'Prepares of terms the map file does not hold').toEqual([]);
+      // The fault cleared, a majority connected: the redo's elections ask, at terms the file holds.
+      rmSync(tmp, { recursive: true });
+      for (let i = 0; i < 200 && prepares === 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(prepares, 'Prepares once the map can be written').toBeGreaterThan(0);
+      expect(unrecorded, 'Prepares of terms the map file does not hold').toEqual([]);
+    } finally {
+      leaders.close();
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
   it('tells a leader again to lead on, at the next tick once the map can be saved, where the turn that told it first could not be recorded', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(4, 3, dir);
