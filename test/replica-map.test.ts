@@ -2394,6 +2394,34 @@ describe('a coordinator whose own event loop stalled', () => {
   });
 });
 
+describe('a coordinator turn that came late though the loop ran (a node heard within the late window)', () => {
+  it('leaves out of its silence only the part of the window after it was last heard: heard 1 s before a turn 5 s late, it counts down 6 s after it was heard, not 10', async () => {
+    // The turn's timer came 5 s late, but this process read node a's frame 1 s before it (a loop busy with other
+    // callbacks, not stopped for the whole window). Its silence counts from that frame: at most the 1 s since can be a
+    // stall. Excused the whole 5 s (the 4 s before the frame too), a node that died just after that frame counted up
+    // 4 s longer still.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    settle(map);
+    const a = 1;
+    const { m } = membershipByHand(map, dir, {});
+    const inside = m as unknown as { turnDue(): void; lastTurnAt: number; links: NodeLink[] };
+    inside.links.forEach((link) => Object.assign(link, { probe: () => {} }));
+    try {
+      inside.links[a].heard();
+      inside.links[a].heardAt = performance.now() - 1_000;
+      inside.lastTurnAt = performance.now() - 500 - 5_000;
+      inside.turnDue();
+      await new Promise((r) => setImmediate(r));
+      const at = performance.now();
+      expect(inside.links[a].heardMsAgo(at), 'just after the late turn (the 1 s since its frame excused)').toBeLessThan(500);
+      expect(inside.links[a].heardMsAgo(at + NODE_HEARTBEAT_TIMEOUT_MS), 'silent, 6 s after it was heard').toBeGreaterThanOrEqual(NODE_HEARTBEAT_TIMEOUT_MS - 50);
+    } finally {
+      m.close();
+    }
+  });
+});
+
 describe("a drain step of a follower's replica whose kept replica's worker is stuck, its node answering pings", () => {
   it('does not wait for it once its questions have been unanswered longer than NODE_HEARTBEAT_TIMEOUT_MS, though its node is heard (countsUp)', () => {
     // 4 nodes at R=3, node 3 draining, every node up. Slices where node 3 is a follower (their leader stays: no handover,

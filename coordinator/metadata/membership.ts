@@ -132,7 +132,7 @@ export class Membership {
     const late = now - this.lastTurnAt - REBALANCE_INTERVAL_MS;
     this.lastTurnAt = now;
     if (late <= COORDINATOR_STALL_MS) return this.turn();
-    for (const link of this.links) link.excuse(late);
+    for (const link of this.links) link.excuse(late, now);
     setImmediate(() => this.turn());
   }
 
