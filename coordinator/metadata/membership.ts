@@ -1219,7 +1219,7 @@ export class Membership {
     // Where a drain's slice got a new replica again, placement chose it among the nodes up then (asserted there).
     const redirected = undo.filter((s) => this.map.joiningOf(s) >= 0);
     this.log(
-      `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, down (or silent, their links open) for ${this.downWaits.moveUndoMs / 1000} s before they completed; each slice keeps the replica it was to lose` +
+      `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, not answering for the step (down, silent with their links open, or a worker leaving questions unanswered while the node pongs) for ${this.downWaits.moveUndoMs / 1000} s before they completed; each slice keeps the replica it was to lose` +
         (redirected.length > 0 ? `; ${redirected.length} drain steps placed their new replica on another node that is up` : '') +
         (held.length > 0 ? `; nodes that answer pings but left the step's questions unanswered (a worker stuck) take no new replica: ${held.join(', ')}` : ''),
     );
