@@ -2215,6 +2215,8 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
       turn();
       expect(inside.unansweringSince.has(f), 'the clock of the undo, once it answers').toBe(false);
       expect(map.isUp(f), 'placement, during the hold that follows the undo').toBe(false);
+      // A drain's wait (status) says why no new replica goes there, not that it is down.
+      expect((m as unknown as { whyNoNewReplicas(n: number[]): string }).whyNoNewReplicas([f])).toMatch(/^ws:\S+ is taking no new replica for [45] s more \(a step onto it was undone while a worker was stuck\)$/);
       const hold = inside.heldFromPlacement.get(f)!;
       expect(hold.until - hold.at, 'the hold after a first undo').toBe(Math.max(REPLICA_MOVE_UNDO_DOWN_MS, NODE_HEARTBEAT_TIMEOUT_MS));
       hold.until = Date.now() - 1;

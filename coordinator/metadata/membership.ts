@@ -868,6 +868,22 @@ export class Membership {
     return this.answersForStep(index) && !(Date.now() < (this.heldFromPlacement.get(index)?.until ?? -Infinity));
   }
 
+  /** Why placement takes none of `nodes` (active, outside a set; map.isUp false for each), for a drain's wait (status):
+   * down (countsUp: also silent past the bound), its questions unanswered though it pongs, held after an undo
+   * (takesNewReplicas), or about to be removed. "X, Y are down" where all are. */
+  private whyNoNewReplicas(nodes: readonly number[]): string {
+    const why = (i: number): string => {
+      if (this.links[i] === undefined || !this.countsUp(i)) return 'down';
+      if (!this.answersForStep(i)) return `leaving questions unanswered over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s though it answers pings (a worker stuck)`;
+      const held = this.heldFromPlacement.get(i);
+      if (held !== undefined && Date.now() < held.until) return `taking no new replica for ${Math.ceil((held.until - Date.now()) / 1000)} s more (a step onto it was undone while a worker was stuck)`;
+      return 'about to be removed';
+    };
+    const reasons = nodes.map(why);
+    if (reasons.every((r) => r === 'down')) return `${nodes.map((n) => this.map.nodes[n]).join(', ')} ${nodes.length === 1 ? 'is' : 'are'} down`;
+    return nodes.map((n, k) => `${this.map.nodes[n]} ${reasons[k] === 'down' ? 'is down' : `is ${reasons[k]}`}`).join('; ');
+  }
+
   /** Whether nothing came from node `index` for NODE_HEARTBEAT_TIMEOUT_MS (its link's clock, whatever its state). */
   private silentPastBound(index: number): boolean {
     return silentPastBoundBy(this.links[index].heardMsAgo(), NODE_HEARTBEAT_TIMEOUT_MS);
@@ -1002,7 +1018,7 @@ export class Membership {
         // (map.isUp: not one being removed), as it puts any; it skipped this slice when the drain began (a change not
         // settled then) or found no such node up.
         if (idle.some((i) => this.map.isUp(i))) wait('its new replica is placed at the next tick, on an active node that is up');
-        else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
+        else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${this.whyNoNewReplicas(idle)})` : ''}`);
         continue;
       }
       // A drain leaves no slice it drains with a replica on a node that stays down while another node is up to take
