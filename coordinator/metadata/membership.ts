@@ -1218,9 +1218,11 @@ export class Membership {
     }
     if (undo.length === 0) return;
     const down = [...new Set(undo.map((s) => this.map.nodes[this.map.joiningOf(s)]))];
-    // Nodes that count up (a worker stuck while the node pongs): held out of placement and rebalancing (takesNewReplicas),
-    // twice as long at each undo in a row, before placement below (a drain's step placed again) asks.
     const stuck = [...new Set(undo.map((s) => this.map.joiningOf(s)))].filter((n) => this.countsUp(n));
+    if (savedOr(() => this.map.undoReplicaMoves(undo), (err) => this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again next turn`)) === null) return;
+    // Nodes that count up (a worker stuck while the node pongs): held out of placement and rebalancing (takesNewReplicas),
+    // twice as long at each undo in a row (only undos recorded: a save that fails is tried again next turn). The
+    // placement of the undo's own change (a drain's step placed again) did not take them: they did not answer then.
     const held = stuck.map((n) => {
       const last = this.heldFromPlacement.get(n);
       const undos = last !== undefined && now - last.at <= 2 * STUCK_NODE_PLACEMENT_HOLD_MS_MAX ? last.undos + 1 : 1;
@@ -1228,7 +1230,6 @@ export class Membership {
       this.heldFromPlacement.set(n, { undos, at: now, until: now + holdMs });
       return `${this.map.nodes[n]} for ${holdMs / 1000} s`;
     });
-    if (savedOr(() => this.map.undoReplicaMoves(undo), (err) => this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again next turn`)) === null) return;
     this.movesUndone += undo.length;
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
