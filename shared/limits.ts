@@ -491,6 +491,14 @@ export const CLI_WAIT_S_MAX = 7 * 24 * 3600;
  * counts from when the node counts as down: a frozen node that keeps its connection is down once it has been silent
  * for NODE_HEARTBEAT_TIMEOUT_MS, so its moves are undone about 10 s after it froze. */
 export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
+/** A node a move or drain step onto which was undone while it counted up (its node pongs, a worker stuck:
+ * Membership.undoStalledMoves) takes no new replica, by placement or replica rebalancing, for --move-undo-down-ms (at
+ * least NODE_HEARTBEAT_TIMEOUT_MS) after the undo, twice that after a second undo onto it, and so on, up to this. Its
+ * questions of the undone slice are dropped once the undo settles (the node no longer replicates it), so it answers
+ * for a step again at once though its worker may still be stuck: rebalancing, which picks slices in order, moved the
+ * same slice back onto it, undone again about 10 s later, without end. 5 min: a worker stuck that long is broken,
+ * and one move a node every 5 min is little churn; a worker that recovers waits at most this to take replicas again. */
+export const STUCK_NODE_PLACEMENT_HOLD_MS_MAX = 5 * 60_000;
 /** --move-undo-down-ms (keyslice coordinator): REPLICA_MOVE_UNDO_DOWN_MS set otherwise, at least this. Shorter undoes
  * the moves onto a node that only restarts more often (each copied again later); longer keeps a slice one failure from
  * losing its majority for longer. */

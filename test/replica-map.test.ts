@@ -1230,6 +1230,56 @@ describe('a coordinator that restarts', () => {
       rmSync(tmp, { recursive: true, force: true });
     }
   });
+  it('sends no Prepare of a term the map could not record when a link comes back before the failover redid its election (no quorum meanwhile)', async () => {
+    // 3 nodes at R=3, the map unwritable from the start (its temporary file's path is a folder): each election's turn
+    // is not recorded, its Prepares not sent, and its failover starts it again at its next tick (unrecorded). Two links
+    // go down: no quorum, so the runner skips the failovers' ticks and the redo waits, the election's term unrecorded.
+    // A link that comes back (linkUp) asks the election's replicas again (SliceFailover.reachable), at that term: its
+    // Prepare left, a term the map file does not hold (a coordinator restarted then takes it again), though nothing of
+    // the turn that took it did.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    mkdirSync(tmp);
+    const unrecorded: string[] = [];
+    let prepares = 0;
+    const links = [0, 1, 2].map(() => ({
+      state: 'ready',
+      workerCount: 1,
+      sendReplicate: (entries: DecodedReplicateEntry[]) => {
+        const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { terms: number[]; termsUsed: number[] };
+        for (const [s, m] of entries) if (m.type === 'Prepare' && m.term > Math.max(onDisk.terms[s], onDisk.termsUsed[s])) unrecorded.push(`slice ${s}: Prepare of term ${m.term}, the file's ${Math.max(onDisk.terms[s], onDisk.termsUsed[s])}`);
+        prepares += entries.filter(([, m]) => m.type === 'Prepare').length;
+      },
+      abandonInFlight: () => 0,
+    })) as unknown as (NodeLink & { state: string })[];
+    const lines: string[] = [];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
+    try {
+      for (let i = 0; i < 200 && !lines.some((l) => /cannot record elections/.test(l)); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(lines.some((l) => /cannot record elections in the cluster map .*their failovers do it again/.test(l))).toBe(true);
+      links[1].state = 'connecting';
+      links[2].state = 'connecting';
+      leaders.linkLost(1);
+      leaders.linkLost(2);
+      // Ticks pass with no quorum: nothing is redone, nothing sent.
+      await new Promise((r) => setTimeout(r, 300));
+      links[1].state = 'ready';
+      leaders.linkUp(1);
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+      expect(unrecorded, 'Prepares of terms the map file does not hold').toEqual([]);
+      // The fault cleared, a majority connected: the redo's elections ask, at terms the file holds.
+      rmSync(tmp, { recursive: true });
+      for (let i = 0; i < 200 && prepares === 0; i++) await new Promise((r) => setTimeout(r, 25));
+      expect(prepares, 'Prepares once the map can be written').toBeGreaterThan(0);
+      expect(unrecorded, 'Prepares of terms the map file does not hold').toEqual([]);
+    } finally {
+      leaders.close();
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
   it('tells a leader again to lead on, at the next tick once the map can be saved, where the turn that told it first could not be recorded', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(4, 3, dir);
@@ -2138,7 +2188,7 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
     const withF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f));
     let silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
     const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
-    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; unansweringSince: Map<number, number> };
+    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; unansweringSince: Map<number, number>; heldFromPlacement: Map<number, { at: number; until: number }> };
     // A turn: f's pong just came (heard, whatever its worker owes), its clock for the undo (unansweringSince, as noteDown
     // keeps it) moved back past --move-undo-down-ms.
     const turn = () => {
@@ -2158,11 +2208,93 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
       expect(toF.filter((s) => map.replicasOf(s).includes(f)), 'slices whose step onto the stuck node was not undone').toEqual([]);
       expect(toF.filter((s) => !(map.joiningOf(s) >= 0 && map.joiningOf(s) !== f && map.replicasOf(s).length === 4 && map.replicasOf(s).includes(4))), 'slices undone without a new replica placed elsewhere beside the draining one').toEqual([]);
       expect(Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f) && !withF.includes(s)), 'slices that took the stuck node in').toEqual([]);
-      // Once its worker answers again it is an ordinary node: placement may choose it.
+      // Once its worker answers again it is an ordinary node, after the hold that follows the undo (its questions of the
+      // undone slices dropped, it would answer for a step at once whether or not its worker is still stuck): placement
+      // may choose it then.
       silent = 0;
       turn();
       expect(inside.unansweringSince.has(f), 'the clock of the undo, once it answers').toBe(false);
-      expect(map.isUp(f), 'placement counts it up once it answers').toBe(true);
+      expect(map.isUp(f), 'placement, during the hold that follows the undo').toBe(false);
+      // A drain's wait (status) says why no new replica goes there, not that it is down.
+      expect((m as unknown as { whyNoNewReplicas(n: number[]): string }).whyNoNewReplicas([f])).toMatch(/^ws:\S+ is taking no new replica for [45] s more \(a step onto it was undone while a worker was stuck\)$/);
+      const hold = inside.heldFromPlacement.get(f)!;
+      expect(hold.until - hold.at, 'the hold after a first undo').toBe(Math.max(REPLICA_MOVE_UNDO_DOWN_MS, NODE_HEARTBEAT_TIMEOUT_MS));
+      hold.until = Date.now() - 1;
+      expect(map.isUp(f), 'placement counts it up once it answers and its hold is over').toBe(true);
+    } finally {
+      m.close();
+    }
+  });
+});
+
+describe("a replica move whose new replica's worker is stuck, its node answering pings", () => {
+  it('is undone, and replica rebalancing does not move the slice back onto that node once its questions were dropped (they were the undone slice\'s): no undo and move again without end', () => {
+    // 3 nodes at R=3 and a fourth that joined with no replica: replica rebalancing moves replicas onto it. Its node pongs
+    // each turn (countsUp), but the worker of one moved slice, s, answers nothing: the questions of s go unanswered, so
+    // the node does not answer for a step (answersForStep) and the move of s is undone --move-undo-down-ms after. Once
+    // the undo settled the node no longer replicates s, and its questions of s are dropped (OpenQuestions.stale), so the
+    // node owes nothing and answers for a step again, though its worker is still stuck. Rebalancing, which picks slices
+    // in order, then moved s onto it again: stuck again, undone again, a change and an election each ~10 s, for as long
+    // as the worker stays stuck (before answersForStep the move waited instead).
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const f = map.addNode('ws://127.0.0.1:9100');
+    settle(map);
+    let stuck = -1;
+    // The real questions' rule: the node owes answers while it replicates the stuck slice (its questions of it stay
+    // open), none once it no longer does.
+    const silentMs = (n: number) => (n === f && stuck >= 0 && map.replicasOf(stuck).includes(f) ? NODE_HEARTBEAT_TIMEOUT_MS + 1_000 : 0);
+    const { m } = membershipByHand(map, dir, {});
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { silentMs });
+    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; rebalanceReplicas(): void; unansweringSince: Map<number, number>; heldFromPlacement: Map<number, { at: number; until: number }> };
+    const movedOntoF = () => Array.from({ length: 64 }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
+    // A turn as Membership's: f's pong just came; the undo's clock moved back past --move-undo-down-ms. Rebalancing
+    // only at a turn that undid nothing: in the product the undone slice is not settled yet at that turn (no move
+    // picks it), and f's questions of it are dropped only once it settled (stale). The changes settle by the next turn
+    // (as the failover runner would record them).
+    const turn = () => {
+      quiet(m, f, 0);
+      inside.noteDown();
+      const since = inside.unansweringSince.get(f);
+      if (since !== undefined) inside.unansweringSince.set(f, since - REPLICA_MOVE_UNDO_DOWN_MS);
+      const changes = map.changes;
+      inside.undoStalledMoves();
+      if (map.changes === changes) inside.rebalanceReplicas();
+      settle(map);
+    };
+    try {
+      turn();
+      const first = movedOntoF();
+      expect(first.length, 'moves onto the new node').toBeGreaterThan(1);
+      stuck = first[0];
+      // The others' new replicas caught up: their moves complete (the leaving replica dropped).
+      map.dropLeavingReplicas(first.slice(1).map((s) => ({ slice: s, node: map.leavingOf(s) })));
+      settle(map);
+      turn();
+      expect(map.replicasOf(stuck).includes(f), 'the move onto the stuck worker, undone').toBe(false);
+      const undos: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        turn();
+        if (map.joiningOf(stuck) === f) undos.push(i);
+        // Whatever else was moved onto f completes; the stuck slice's move (if made) waits, undone as before.
+        const done = movedOntoF().filter((s) => s !== stuck);
+        if (done.length > 0) map.dropLeavingReplicas(done.map((s) => ({ slice: s, node: map.leavingOf(s) })));
+        settle(map);
+      }
+      expect(undos, 'turns at which the slice undone off the stuck node was moved onto it again').toEqual([]);
+      // The hold ends (a worker that recovers takes replicas again): rebalancing moves onto f again; the slice, on the
+      // stuck worker still, is undone again, and f held twice as long.
+      const hold = inside.heldFromPlacement.get(f)!;
+      expect(hold.until - hold.at, 'the hold after the first undo').toBe(Math.max(REPLICA_MOVE_UNDO_DOWN_MS, NODE_HEARTBEAT_TIMEOUT_MS));
+      hold.until = Date.now() - 1;
+      turn();
+      expect(map.joiningOf(stuck), 'moved onto f once its hold was over').toBe(f);
+      turn();
+      expect(map.replicasOf(stuck).includes(f), 'undone again').toBe(false);
+      const second = inside.heldFromPlacement.get(f)!;
+      expect(second.until - second.at, 'the hold after a second undo in a row').toBe(2 * Math.max(REPLICA_MOVE_UNDO_DOWN_MS, NODE_HEARTBEAT_TIMEOUT_MS));
+      turn();
+      expect(map.joiningOf(stuck), 'moved onto f during the second hold').toBe(-1);
     } finally {
       m.close();
     }
@@ -2258,6 +2390,34 @@ describe('a coordinator whose own event loop stalled', () => {
       // Once anything comes from a node its clock is the plain one again.
       inside.links[b].heard();
       expect(inside.links[b].heardMsAgo()).toBeLessThan(100);
+    } finally {
+      m.close();
+    }
+  });
+});
+
+describe('a coordinator turn that came late though the loop ran (a node heard within the late window)', () => {
+  it('leaves out of its silence only the part of the window after it was last heard: heard 1 s before a turn 5 s late, it counts down 6 s after it was heard, not 10', async () => {
+    // The turn's timer came 5 s late, but this process read node a's frame 1 s before it (a loop busy with other
+    // callbacks, not stopped for the whole window). Its silence counts from that frame: at most the 1 s since can be a
+    // stall. Excused the whole 5 s (the 4 s before the frame too), a node that died just after that frame counted up
+    // 4 s longer still.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    settle(map);
+    const a = 1;
+    const { m } = membershipByHand(map, dir, {});
+    const inside = m as unknown as { turnDue(): void; lastTurnAt: number; links: NodeLink[] };
+    inside.links.forEach((link) => Object.assign(link, { probe: () => {} }));
+    try {
+      inside.links[a].heard();
+      inside.links[a].heardAt = performance.now() - 1_000;
+      inside.lastTurnAt = performance.now() - 500 - 5_000;
+      inside.turnDue();
+      await new Promise((r) => setImmediate(r));
+      const at = performance.now();
+      expect(inside.links[a].heardMsAgo(at), 'just after the late turn (the 1 s since its frame excused)').toBeLessThan(500);
+      expect(inside.links[a].heardMsAgo(at + NODE_HEARTBEAT_TIMEOUT_MS), 'silent, 6 s after it was heard').toBeGreaterThanOrEqual(NODE_HEARTBEAT_TIMEOUT_MS - 50);
     } finally {
       m.close();
     }

@@ -585,10 +585,12 @@ export class SliceFailover {
   /** Replica `to` can be reached again (its node restarted or reconnected): an election under way
    * that has no answer from it sends it the Prepare again, at the same term, instead of waiting out
    * the election timeout (the first Prepare went nowhere). A Prepare is safe to repeat: a replica
-   * that promised the term already refuses it, and one answer per replica is counted. */
+   * that promised the term already refuses it, and one answer per replica is counted. Not while a redo is due
+   * (unrecorded): the election's term was never recorded, so no message of it may leave (a coordinator restarted then
+   * would take that term again); the redo's election, at the next tick the runner gives this failover, asks it. */
   reachable(to: ReplicaId): void {
     const e = this.election;
-    if (e === null || e.answers.has(to) || !this.members.includes(to)) return;
+    if (e === null || this.redoDue || e.answers.has(to) || !this.members.includes(to)) return;
     this.host.send(to, { type: 'Prepare', term: e.term });
   }
   /** The host could not record what this failover decided since its last turn (the cluster map's save failed: a term it

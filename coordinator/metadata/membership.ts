@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { COORDINATOR_STALL_MS, DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS, STUCK_NODE_PLACEMENT_HOLD_MS_MAX } from '../../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
@@ -56,6 +56,10 @@ export class Membership {
    * left unanswered past the heartbeat bound while its node pongs); absent: it answers. A step onto it is undone
    * --move-undo-down-ms after (undoStalledMoves). Set no later than downSince (a node counted down does not answer). */
   private readonly unansweringSince = new Map<number, number>();
+  /** Nodes that take no new replica for a while (takesNewReplicas): a step onto each was undone while it counted up (a
+   * worker stuck while its node pongs: undoStalledMoves), `undos` times in a row; until when, and when the last undo came.
+   * Absent: none held. At most one entry a node. */
+  private readonly heldFromPlacement = new Map<number, { undos: number; at: number; until: number }>();
   /** Why a node that has been down past --remove-down-after-ms is not removed (for status; logged once per change). */
   private readonly autoRemoveRefusal = new Map<number, string>();
   private autoRemoving = false;
@@ -100,7 +104,7 @@ export class Membership {
     // and placed there again without end), and not on one that keyslice remove is about to take out (this.removing). A
     // node with no link yet is one being added: up where it registered just now (its join is the proof), down where an
     // operator named it (keyslice add: it may not run yet; refillReplicas fills the sets once its link is ready).
-    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.answersForStep(i) && !this.removing.has(i));
+    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.takesNewReplicas(i) && !this.removing.has(i));
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
@@ -128,7 +132,7 @@ export class Membership {
     const late = now - this.lastTurnAt - REBALANCE_INTERVAL_MS;
     this.lastTurnAt = now;
     if (late <= COORDINATOR_STALL_MS) return this.turn();
-    for (const link of this.links) link.excuse(late);
+    for (const link of this.links) link.excuse(late, now);
     setImmediate(() => this.turn());
   }
 
@@ -772,6 +776,7 @@ export class Membership {
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
       if (this.map.statusOf(i) === 'removed' || this.answersForStep(i)) this.unansweringSince.delete(i);
       else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, now);
+      if (this.map.statusOf(i) === 'removed') this.heldFromPlacement.delete(i);
     }
   }
 
@@ -853,6 +858,30 @@ export class Membership {
    * that freezes"). */
   private answersForStep(index: number): boolean {
     return answersForStepBy(this.countsUp(index), this.leaders.silentMs(index), NODE_HEARTBEAT_TIMEOUT_MS);
+  }
+
+  /** Whether placement (map.isUp) and replica rebalancing may put a new replica on node `index`: it answers for a step
+   * (answersForStep) and is not held out (heldFromPlacement: a step onto it was undone lately while it counted up, a
+   * worker stuck; once that undo settled its questions of the slice were dropped and it answered for a step again, the
+   * worker still stuck, and rebalancing moved the same slice back onto it). */
+  private takesNewReplicas(index: number): boolean {
+    return this.answersForStep(index) && !(Date.now() < (this.heldFromPlacement.get(index)?.until ?? -Infinity));
+  }
+
+  /** Why placement takes none of `nodes` (active, outside a set; map.isUp false for each), for a drain's wait (status):
+   * down (countsUp: also silent past the bound), its questions unanswered though it pongs, held after an undo
+   * (takesNewReplicas), or about to be removed. "X, Y are down" where all are. */
+  private whyNoNewReplicas(nodes: readonly number[]): string {
+    const why = (i: number): string => {
+      if (this.links[i] === undefined || !this.countsUp(i)) return 'down';
+      if (!this.answersForStep(i)) return `leaving questions unanswered over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s though it answers pings (a worker stuck)`;
+      const held = this.heldFromPlacement.get(i);
+      if (held !== undefined && Date.now() < held.until) return `taking no new replica for ${Math.ceil((held.until - Date.now()) / 1000)} s more (a step onto it was undone while a worker was stuck)`;
+      return 'about to be removed';
+    };
+    const reasons = nodes.map(why);
+    if (reasons.every((r) => r === 'down')) return `${nodes.map((n) => this.map.nodes[n]).join(', ')} ${nodes.length === 1 ? 'is' : 'are'} down`;
+    return nodes.map((n, k) => `${this.map.nodes[n]} ${reasons[k] === 'down' ? 'is down' : `is ${reasons[k]}`}`).join('; ');
   }
 
   /** Whether nothing came from node `index` for NODE_HEARTBEAT_TIMEOUT_MS (its link's clock, whatever its state). */
@@ -989,7 +1018,7 @@ export class Membership {
         // (map.isUp: not one being removed), as it puts any; it skipped this slice when the drain began (a change not
         // settled then) or found no such node up.
         if (idle.some((i) => this.map.isUp(i))) wait('its new replica is placed at the next tick, on an active node that is up');
-        else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${names(idle)} ${idle.length === 1 ? 'is' : 'are'} down)` : ''}`);
+        else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${this.whyNoNewReplicas(idle)})` : ''}`);
         continue;
       }
       // A drain leaves no slice it drains with a replica on a node that stays down while another node is up to take
@@ -1189,15 +1218,27 @@ export class Membership {
     }
     if (undo.length === 0) return;
     const down = [...new Set(undo.map((s) => this.map.nodes[this.map.joiningOf(s)]))];
+    const stuck = [...new Set(undo.map((s) => this.map.joiningOf(s)))].filter((n) => this.countsUp(n));
     if (savedOr(() => this.map.undoReplicaMoves(undo), (err) => this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again next turn`)) === null) return;
+    // Nodes that count up (a worker stuck while the node pongs): held out of placement and rebalancing (takesNewReplicas),
+    // twice as long at each undo in a row (only undos recorded: a save that fails is tried again next turn). The
+    // placement of the undo's own change (a drain's step placed again) did not take them: they did not answer then.
+    const held = stuck.map((n) => {
+      const last = this.heldFromPlacement.get(n);
+      const undos = last !== undefined && now - last.at <= 2 * STUCK_NODE_PLACEMENT_HOLD_MS_MAX ? last.undos + 1 : 1;
+      const holdMs = Math.min(STUCK_NODE_PLACEMENT_HOLD_MS_MAX, Math.max(this.downWaits.moveUndoMs, NODE_HEARTBEAT_TIMEOUT_MS) * 2 ** Math.min(undos - 1, 20));
+      this.heldFromPlacement.set(n, { undos, at: now, until: now + holdMs });
+      return `${this.map.nodes[n]} for ${holdMs / 1000} s`;
+    });
     this.movesUndone += undo.length;
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
     // Where a drain's slice got a new replica again, placement chose it among the nodes up then (asserted there).
     const redirected = undo.filter((s) => this.map.joiningOf(s) >= 0);
     this.log(
-      `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, down (or silent, their links open) for ${this.downWaits.moveUndoMs / 1000} s before they completed; each slice keeps the replica it was to lose` +
-        (redirected.length > 0 ? `; ${redirected.length} drain steps placed their new replica on another node that is up` : ''),
+      `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, not answering for the step (down, silent with their links open, or a worker leaving questions unanswered while the node pongs) for ${this.downWaits.moveUndoMs / 1000} s before they completed; each slice keeps the replica it was to lose` +
+        (redirected.length > 0 ? `; ${redirected.length} drain steps placed their new replica on another node that is up` : '') +
+        (held.length > 0 ? `; nodes that answer pings but left the step's questions unanswered (a worker stuck) take no new replica: ${held.join(', ')}` : ''),
     );
   }
 
@@ -1271,11 +1312,14 @@ export class Membership {
     // stall, and be undone.
     const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.answersForStep(i));
     if (nodes.length < 2) return;
+    // Not onto a node held out (takesNewReplicas: a move onto it undone lately, a worker stuck); from it, as any.
+    const targets = nodes.filter((i) => this.takesNewReplicas(i));
+    if (targets.length === 0) return;
     const counts = this.replicaCountsAfterMoves();
     const moves: { slice: number; from: number; to: number }[] = [];
     const chosen = new Set<number>();
     while (inFlight < REPLICA_MOVES_IN_FLIGHT_MAX) {
-      const to = nodes.reduce((a, b) => (counts[b] < counts[a] ? b : a));
+      const to = targets.reduce((a, b) => (counts[b] < counts[a] ? b : a));
       const from = nodes.reduce((a, b) => (counts[b] > counts[a] ? b : a));
       if (counts[from] - counts[to] <= 1) break;
       let pick: number | null = null;

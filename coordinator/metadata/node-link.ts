@@ -175,11 +175,13 @@ export class NodeLink {
   /** Of the time since heardAt, how much this process itself did not run (excuse): not the node's silence. */
   private excusedMs = 0;
 
-  /** This process did not run for `ms` (Membership.turnDue: a turn that came that late): the node could not be heard
-   * then, and that time is not counted as its silence (heardMsAgo) until something comes from it. */
-  excuse(ms: number): void {
+  /** This process did not run for `ms` up to `now` (Membership.turnDue: a turn that came that late): the node could not
+   * be heard then, and that time is not counted as its silence (heardMsAgo) until something comes from it. Only the
+   * part after heardAt: a node heard within the window (the turn late behind a busy loop that still read its sockets)
+   * was silent for real since, and excused the whole window a node that died then counted up that much longer. */
+  excuse(ms: number, now = performance.now()): void {
     assert(ms >= 0, 'a stall lasts a while');
-    this.excusedMs += ms;
+    this.excusedMs += Math.min(ms, Math.max(0, now - this.heardAt - this.excusedMs));
   }
 
   /** How long since anything came from the node (heardAt), whatever the link's state, less the time this process did
