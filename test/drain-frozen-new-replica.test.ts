@@ -3,14 +3,14 @@
 // coordinator), under a small write load. The node A holding most replicas is drained; the moment the map on disk names
 // a new replica (joining) on some node F for one of A's slices, F is frozen (SIGSTOP). Checked, while F stays frozen:
 // the drain ends (every set on disk has 3 replicas, none on A) within a bound from the protocol constants (F counted
-// down once silent NODE_HEARTBEAT_TIMEOUT_MS, its steps undone --move-undo-down-ms later, placed again on another node
-// and completed: catch-up, handover and election) and a margin; no slice's set takes F in after the freeze, and the
+// down once silent NODE_HEARTBEAT_TIMEOUT_MS, its steps undone --move-undo-down-ms (2 s here) later, placed again on
+// another node and completed: catch-up, handover and election) and a margin; no slice's set takes F in after the freeze, and the
 // slices whose new replica was F end without it, each undone once (not placed on F again). Then, thawed, status says
 // the drain is over, and every acknowledged write reads back. Before, the step waited for F without end: up (its link
 // open), and undoStalledMoves undid a step only for a node that was not up (placement, by map.isUp, would have put the
 // new replica back on it).
 import { describe, expect, it } from 'vitest';
-import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, REPLICA_MOVE_UNDO_DOWN_MS } from '../shared/limits.js';
+import { LEADER_ELECTION_TIMEOUT_MS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS } from '../shared/limits.js';
 import { elasticClusters, persistedMap, replicaIndexes, waitFor, frozenStory, untilDrainEnds } from './elastic-fixture.js';
 import { freezeProcess, isFrozen, thawProcesses } from './freeze.js';
 
@@ -18,18 +18,23 @@ const cluster = elasticClusters();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The map's joining replicas (-1: none), as the file keeps them (absent in a map with none). */
 const joiningOf = (m: ReturnType<typeof persistedMap>): number[] => (m as unknown as { joining?: number[] }).joining ?? m.owners.map(() => -1);
+/** The coordinator's --move-undo-down-ms here: the story waits it out, and 2 s rather than the default
+ * REPLICA_MOVE_UNDO_DOWN_MS (5 s) is the same path (undoStalledMoves) 3 s sooner; still above its floor
+ * REPLICA_MOVE_UNDO_DOWN_MS_MIN, and long past the node's freeze by then (it counts down only once silent
+ * NODE_HEARTBEAT_TIMEOUT_MS). */
+const UNDO_DOWN_MS = 2_000;
 /** From the freeze until the drain ends: F silent NODE_HEARTBEAT_TIMEOUT_MS (from the first question it left unanswered,
- * a catch-up Ping soon after the freeze), then down REPLICA_MOVE_UNDO_DOWN_MS (the coordinator's default), a turn to see
- * it and one to undo; then the new replica placed at the next turn, and its step: the handover's catch-up wait and
- * election where A led the slice, and a turn to drop A. */
-const DRAIN_DONE_MS = NODE_HEARTBEAT_TIMEOUT_MS + REPLICA_MOVE_UNDO_DOWN_MS + LEADER_HANDOVER_WAIT_MS_MAX + LEADER_ELECTION_TIMEOUT_MS + 5 * REBALANCE_INTERVAL_MS;
+ * a catch-up Ping soon after the freeze), then down UNDO_DOWN_MS, a turn to see it and one to undo; then the new replica
+ * placed at the next turn, and its step: the handover's catch-up wait and election where A led the slice, and a turn to
+ * drop A. */
+const DRAIN_DONE_MS = NODE_HEARTBEAT_TIMEOUT_MS + UNDO_DOWN_MS + LEADER_HANDOVER_WAIT_MS_MAX + LEADER_ELECTION_TIMEOUT_MS + 5 * REBALANCE_INTERVAL_MS;
 /** What a loaded machine adds on this test's clock (as drain-frozen-follower's): generous, as it costs nothing in what
  * the test catches (without the fix the drain never ends while F is frozen). */
 const LOADED_MARGIN_MS = 8_000;
 
 describe('a drain step whose new replica freezes', () => {
   it('nodes known by address: the step is undone and placed on another node, the drain ends while the node stays frozen; every acknowledged write reads back', async () => {
-    await frozenStory(cluster, { nodes: 5 }, async ({ e, lines, frozen }) => {
+    await frozenStory(cluster, { nodes: 5, coordinatorArgs: ['--move-undo-down-ms', String(UNDO_DOWN_MS)] }, async ({ e, lines, frozen }) => {
       const st = await e.status();
       const victim = st.nodes.reduce((x, y) => (y.replicas > x.replicas ? y : x));
       const a = persistedMap(e).nodes.indexOf(victim.node);

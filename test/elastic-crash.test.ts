@@ -16,9 +16,13 @@ describe('a node dies in the middle of a move', () => {
   // once) so that the kill comes while a move is copying: the first move completes about 2.4 s after the first
   // copy. (At 4,000 items/s, 1.2 s: at load average 30 a status answer came later than that, a move to the target
   // had completed, and with the target killed its slice had no node, which the target story's first check read.)
-  const BULK = 30_000;
+  // 8 slices: the second node's share, 4, is one round of MOVES_IN_FLIGHT_MAX moves, each as long as before; with 16
+  // slices and twice the items, each story also waited out a second round (about 4 s at the throttle) and wrote twice
+  // the items, for nothing it checks.
+  const SLICES = 8;
+  const BULK = SLICES * 1_875;
   async function midMove() {
-    const e = await cluster({ nodes: 1, slices: 16, moveItemsPerSecond: 2_000 });
+    const e = await cluster({ nodes: 1, slices: SLICES, moveItemsPerSecond: 2_000 });
     await bulk(e, BULK);
     const load = new WriteLoad(e.client, 'elastic', 4, 20);
     const target = await e.addNode();
@@ -52,7 +56,7 @@ describe('a node dies in the middle of a move', () => {
     await e.addNode(2, Number(new URL(target.url).port), target.name);
     const st = await waitBalanced(e, 40_000);
     await load2.stop();
-    expect(st.nodes.map((n) => n.slices).sort()).toEqual([8, 8]);
+    expect(st.nodes.map((n) => n.slices).sort()).toEqual([SLICES / 2, SLICES / 2]);
     await load.verify(BULK);
     await load2.verify(BULK);
   }, 90_000);
@@ -65,7 +69,7 @@ describe('a node dies in the middle of a move', () => {
     await e.addNode(2, Number(new URL(source.url).port), source.name);
     const st = await waitBalanced(e, 40_000);
     await load.stop();
-    expect(st.nodes.map((n) => n.slices).sort()).toEqual([8, 8]);
+    expect(st.nodes.map((n) => n.slices).sort()).toEqual([SLICES / 2, SLICES / 2]);
     await load.verify(BULK);
   }, 90_000);
 
@@ -76,7 +80,7 @@ describe('a node dies in the middle of a move', () => {
     await waitFor(async () => (await e.status()).nodes.every((n) => n.up), 'the nodes to be back', 30_000, seen(e));
     const st = await waitBalanced(e, 40_000);
     await load.stop();
-    expect(st.nodes.map((n) => n.slices).sort()).toEqual([8, 8]);
+    expect(st.nodes.map((n) => n.slices).sort()).toEqual([SLICES / 2, SLICES / 2]);
     await load.verify(BULK);
   }, 90_000);
 });

@@ -31,11 +31,11 @@ export interface Elastic {
 }
 
 /** A coordinator with `slices` slices and `nodes` registered slice nodes (each waited for). `heartbeat: false`: the
- * nodes do not register, the coordinator is told their addresses (POST /cluster/add, as `keyslice add`), so a node is
- * up while its link is open and something came from it within NODE_HEARTBEAT_TIMEOUT_MS (the coordinator pings each
- * link each turn), as with a coordinator given --nodes: a frozen one keeps its link open (no heartbeat stops, so isUp
- * stays true for remove and handovers) but counts down for placement, status and a drain step 5 s after its last
- * pong (Membership.countsUp). */
+ * nodes do not register, the coordinator is started with their addresses (--nodes; one added later is posted to
+ * /cluster/add, as `keyslice add`), so a node is up while its link is open and something came from it within
+ * NODE_HEARTBEAT_TIMEOUT_MS (the coordinator pings each link each turn): a frozen one keeps its link open (no heartbeat
+ * stops, so isUp stays true for remove and handovers) but counts down for placement, status and a drain step 5 s after
+ * its last pong (Membership.countsUp). */
 export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[]; heartbeat?: boolean; log?: (line: string) => void }): Promise<Elastic> {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-elastic-'));
   // Replication factor 1 unless asked: the stories written before replication move one copy of each slice.
@@ -43,11 +43,23 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
   if (opts.moveItemsPerSecond !== undefined) extra.push('--move-items-per-second', String(opts.moveItemsPerSecond));
   // Every process's output lines, to the test's own log (opts.log: a story that reads what the coordinator said) and KEYSLICE_TEST_LOG's.
   const log = opts.log === undefined ? testLog : (line: string) => (opts.log!(line), testLog?.(line));
-  const coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, [], opts.slices, log, extra);
+  // Nodes known by address: their processes start together, and the coordinator starts with their addresses (--nodes,
+  // as `keyslice coordinator --nodes` is), so that it places every slice's replicas over all of them at once. Added one
+  // by one after it started (keyslice add), the first took every slice and the others got theirs by replica moves, which
+  // each story then waited out before it began (untilSpread: 4-5 s of each frozen story at load 20). A story that adds
+  // a node later still adds it (addNode).
+  const together = opts.heartbeat === false ? await startNodesTogether(dataDir, opts.nodes, opts.workers ?? 2, log) : [];
+  let coordinator: ManagedProcess;
+  try {
+    coordinator = await startCoordinator(join(dataDir, 'coordinator'), 0, together.map((n) => n.url), opts.slices, log, extra);
+  } catch (err) {
+    await Promise.all(together.map((n) => stopProcess(n.child)));
+    throw err;
+  }
   const e: Elastic = {
     dataDir,
     coordinator,
-    nodes: [],
+    nodes: together,
     client: undefined as unknown as KeysliceClient,
     async addNode(workers = opts.workers ?? 2, port = 0, name = `slice-node-${e.nodes.length + 1}`) {
       const registers = opts.heartbeat ?? true;
@@ -83,13 +95,29 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
     },
   };
   try {
-    for (let i = 0; i < opts.nodes; i++) await e.addNode();
+    for (const node of together) await waitFor(async () => (await e.status()).nodes.some((n) => n.node === node.url && n.up), `${node.name} to be up`, 30_000, seen(e));
+    for (let i = e.nodes.length; i < opts.nodes; i++) await e.addNode();
     e.client = await KeysliceClient.connect(e.coordinator.url);
   } catch (err) {
     await e.stop();
     throw err;
   }
   return e;
+}
+
+/** Starts `count` slice nodes that do not register (slice-node-1 on), all at once; answers them in name order. Where
+ * one fails to start, the others are stopped. */
+async function startNodesTogether(dataDir: string, count: number, workers: number, log: ((line: string) => void) | undefined): Promise<ManagedProcess[]> {
+  const starts = await Promise.allSettled(
+    Array.from({ length: count }, (_, i) => startSliceNode({ name: `slice-node-${i + 1}`, dataDir: join(dataDir, `slice-node-${i + 1}`), port: 0, workers, clusterSecret: SECRET, log })),
+  );
+  const started = starts.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failed = starts.find((s) => s.status === 'rejected');
+  if (failed !== undefined) {
+    await Promise.all(started.map((n) => stopProcess(n.child)));
+    throw failed.reason;
+  }
+  return started;
 }
 
 /** How many writes the coordinator's request path sent again after an unknown outcome (keyslice_writes_resent_total,
@@ -442,17 +470,17 @@ export interface FrozenStory {
 }
 
 /** A story of slice nodes frozen (SIGSTOP) under a small write load, as the drain and handover tests tell it: `nodes`
- * slice nodes at R=3 over 12 slices (known by address unless `heartbeat`), replicas and leaderships spread (so that no
- * rebalancing runs meanwhile), 100 items, 4 writers. After the story, every acknowledged write must read back
- * (WriteLoad.finish); the PIDs in `frozen` are thawed and the load stopped however it ends (a frozen process takes no
- * SIGTERM, and the fixture stops every process by its PID). */
+ * slice nodes at R=3 over 12 slices (known by address unless `heartbeat`; `coordinatorArgs` for the coordinator),
+ * replicas and leaderships spread (so that no rebalancing runs meanwhile), 100 items, 4 writers. After the story, every
+ * acknowledged write must read back (WriteLoad.finish); the PIDs in `frozen` are thawed and the load stopped however it
+ * ends (a frozen process takes no SIGTERM, and the fixture stops every process by its PID). */
 export async function frozenStory(
   cluster: (opts: Parameters<typeof startElastic>[0]) => Promise<Elastic>,
-  opts: { nodes: number; heartbeat?: boolean },
+  opts: { nodes: number; heartbeat?: boolean; coordinatorArgs?: string[] },
   story: (s: FrozenStory) => Promise<void>,
 ): Promise<void> {
   const lines: string[] = [];
-  const e = await cluster({ nodes: opts.nodes, slices: 12, replicationFactor: 3, heartbeat: opts.heartbeat ?? false, log: (l) => lines.push(l) });
+  const e = await cluster({ nodes: opts.nodes, slices: 12, replicationFactor: 3, heartbeat: opts.heartbeat ?? false, coordinatorArgs: opts.coordinatorArgs, log: (l) => lines.push(l) });
   await untilSpread(e);
   await bulk(e, 100);
   const load = new WriteLoad(e.client, 'elastic', 4, 4);

@@ -56,9 +56,9 @@ function fresh(): Setup {
   return setup;
 }
 
-async function coordinator(routers: number, extra: string[] = []): Promise<ManagedProcess> {
+async function coordinator(routers: number, extra: string[] = [], slices = 64): Promise<ManagedProcess> {
   // Replication factor 1: these stories move slices onto nodes that join, which is refused for replicated slices.
-  const c = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, [], 64, undefined, ['--cluster-secret', SECRET, '--routers', String(routers), '--replication-factor', '1', ...extra]);
+  const c = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, [], slices, undefined, ['--cluster-secret', SECRET, '--routers', String(routers), '--replication-factor', '1', ...extra]);
   setup.procs.push(c);
   return c;
 }
@@ -531,13 +531,17 @@ describe('the coordinator serving clients itself (--routers 0)', () => {
   it('sends a GetItem refused during a move\'s freeze again as soon as the switch is in force, not after its backoff', async () => {
     fresh();
     // Moves slow enough (about 0.6 s of throttle per slice of ~31 items) that one can be caught between copy and freeze.
-    const coord = await coordinator(0, ['--move-items-per-second', '50']);
+    // 32 slices of ~31 items (64 of them before): the third node's ~11 moves are as many tries at a freeze as the story
+    // makes (6), and the balance it waits for at its end is half as long at the throttle (it was most of the story).
+    const SLICES = 32;
+    const ITEMS = 1_000;
+    const coord = await coordinator(0, ['--move-items-per-second', '50'], SLICES);
     await node(coord.url, coord.url, 'slice-node-1');
     await node(coord.url, coord.url, 'slice-node-2');
     await balanced(coord.url);
     const c = await client(coord.url);
     await c.createTable('elastic', { name: 'id', type: 'string' });
-    await bulkItems(c, 2_000);
+    await bulkItems(c, ITEMS);
     const target = await node(coord.url, coord.url, 'slice-node-3');
     const pid = target.child.pid!;
     // Tries, bounded: each stops the node that slices move to while some move has copied its slice and waits in the
@@ -556,7 +560,7 @@ describe('the coordinator serving clients itself (--routers 0)', () => {
         return candidates.length > 0 || (st.moves.inFlight.length === 0 && st.moves.pending === 0);
       }, 'a move that copied its slice', 60_000, seenStatus);
       if (candidates.length === 0) break; // the moves ended: nothing was caught
-      const keys = Array.from({ length: 2_000 }, (_, i) => `bulk-${i}`).filter((k) => candidates.includes(sliceOf('string', k, 64)));
+      const keys = Array.from({ length: ITEMS }, (_, i) => `bulk-${i}`).filter((k) => candidates.includes(sliceOf('string', k, SLICES)));
       const failedBefore = (await status(coord.url)).moves.failed;
       let resumedAt = Infinity;
       const asked: Promise<{ id: unknown; at: number }>[] = [];
@@ -582,7 +586,7 @@ describe('the coordinator serving clients itself (--routers 0)', () => {
       const late = new Map<number, number[]>();
       answers.forEach((a, i) => {
         if (a.at <= resumedAt) return;
-        const slice = sliceOf('string', keys[i % keys.length], 64);
+        const slice = sliceOf('string', keys[i % keys.length], SLICES);
         late.set(slice, [...(late.get(slice) ?? []), a.at]);
       });
       spreads = [...late.values()].filter((ats) => ats.length >= LATE_OPS_MIN).map((ats) => Math.max(...ats) - Math.min(...ats));
