@@ -1337,7 +1337,7 @@ describe('a coordinator that restarts', () => {
     }
   });
 
-  it('tells a leader again to lead on, at the next tick once the map can be saved, where the turn that told it first could not be recorded', async () => {
+  it('tells a leader again to lead on, at the first redo (within the save backoff) once the map can be saved, where the turn that told it first could not be recorded', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(4, 3, dir);
     const [x, y, z] = map.replicasOf(0);
