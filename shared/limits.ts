@@ -300,6 +300,13 @@ export const REPLICATED_SCRATCH_KEPT_BYTES_MAX = 1024 * 1024;
  * (the answers of the stall are read first: coordinator/metadata/replica-leaders.ts). */
 export const FAILOVER_TICK_MS = 100;
 export const COORDINATOR_STALL_MS = 300;
+/** While the coordinator's cluster-map saves keep failing (a full or broken disk), the failovers whose turns they lost
+ * redo them (and the save) after a wait that doubles per failed save in a row, from one FAILOVER_TICK_MS to this
+ * (coordinator/metadata/save-backoff.ts). Nothing but a save tells the coordinator that the disk is back, so a disk
+ * that recovers is noticed at most this long after (plus a tick): 1 s keeps that under LEADER_HEARTBEAT_TIMEOUT_MS, a
+ * wait the slices can take anyway, while it cuts a failing disk's save attempts, and each such slice's terms and
+ * `unrecorded` elections, from 10 a second to 1. */
+export const MAP_SAVE_RETRY_MS_MAX = 1_000;
 /** The smallest --leader-timeout-ms: below it, a busy leader would be deposed for a slow answer. */
 export const LEADER_HEARTBEAT_TIMEOUT_MS_MIN = 300;
 /** A router retries an op on a replicated slice that has no serving leader (a failover) for at most

@@ -13,7 +13,7 @@ import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_MOVE_UNDO_DOWN_MS } from '../shared/limits.js';
+import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, MAP_SAVE_RETRY_MS_MAX, FAILOVER_TICK_MS, NODE_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_MOVE_UNDO_DOWN_MS } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -1280,7 +1280,64 @@ describe('a coordinator that restarts', () => {
     }
   });
 
-  it('tells a leader again to lead on, at the next tick once the map can be saved, where the turn that told it first could not be recorded', async () => {
+  it('spaces out the redos of turns the map could not record while its saves keep failing, and redoes them within the backoff cap of the disk coming back', async () => {
+    // 3 nodes at R=3, the map unwritable from the start (its temporary file's path is a folder) for FAULT_MS: every
+    // slice's first election is not recorded, and its failover redoes it (a term, an `unrecorded` election, a save).
+    // While the saves keep failing the redos wait a tick, then twice that, ... up to MAP_SAVE_RETRY_MS_MAX (SaveBackoff):
+    // at most FAULT_MS / cap + log2(cap / tick) + 1 failed saves, and as many `unrecorded` elections per slice. Once the
+    // fault is cleared, the next redo's save is recorded and its Prepares leave within the cap and a few ticks.
+    // Ends after the redo that would come 3.2 s in were the waits not capped (0.1, 0.2, 0.4, 0.8, 1.6 s): uncapped, the
+    // next one (6.4 s) would notice the disk back 3 s late; capped, the redos come each second after 1.6 s.
+    const FAULT_MS = 3_300;
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    mkdirSync(tmp);
+    const unrecorded: string[] = [];
+    const prepared = new Set<number>();
+    const links = [0, 1, 2].map(() => ({
+      state: 'ready',
+      workerCount: 1,
+      sendReplicate: (entries: DecodedReplicateEntry[]) => {
+        const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { terms: number[]; termsUsed: number[] };
+        for (const [s, m] of entries) {
+          if (m.type !== 'Prepare') continue;
+          if (m.term > Math.max(onDisk.terms[s], onDisk.termsUsed[s])) unrecorded.push(`slice ${s}: Prepare of term ${m.term}, the file's ${Math.max(onDisk.terms[s], onDisk.termsUsed[s])}`);
+          prepared.add(s);
+        }
+      },
+      abandonInFlight: () => 0,
+    })) as unknown as NodeLink[];
+    // Counts the saves of elections the runner tries (the real method runs: a spy, not a stand-in).
+    const saves = vi.spyOn(map, 'recordElections');
+    const lines: string[] = [];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
+    try {
+      const faultFrom = performance.now();
+      await new Promise((r) => setTimeout(r, FAULT_MS));
+      const tried = saves.mock.calls.length;
+      const redone = leaders.electionsBy.unrecorded;
+      const bound = Math.ceil(FAULT_MS / MAP_SAVE_RETRY_MS_MAX + Math.log2(MAP_SAVE_RETRY_MS_MAX / FAILOVER_TICK_MS)) + 2;
+      expect(lines.some((l) => /cannot record elections in the cluster map .*their failovers do it again after a backoff/.test(l))).toBe(true);
+      expect(prepared.size, 'no Prepare left while the map could not be written').toBe(0);
+      expect(tried, `saves of elections tried while the map could not be written for ${(performance.now() - faultFrom).toFixed(0)} ms`).toBeLessThanOrEqual(bound);
+      expect(redone, `\`unrecorded\` elections of ${map.sliceCount} slices meanwhile`).toBeLessThanOrEqual(map.sliceCount * (bound - 1));
+      expect(redone, 'redos still happen').toBeGreaterThanOrEqual(map.sliceCount);
+      rmSync(tmp, { recursive: true });
+      const clearedAt = performance.now();
+      const within = MAP_SAVE_RETRY_MS_MAX + 4 * FAILOVER_TICK_MS;
+      while (prepared.size < map.sliceCount && performance.now() - clearedAt < within + 1_000) await new Promise((r) => setTimeout(r, 10));
+      const ms = performance.now() - clearedAt;
+      expect(prepared.size, `slices whose redone election asked its replicas ${ms.toFixed(0)} ms after the fault's end`).toBe(map.sliceCount);
+      expect(ms, 'the disk coming back noticed within the backoff cap and a few ticks').toBeLessThanOrEqual(within);
+      expect(unrecorded, 'Prepares of terms the map file does not hold').toEqual([]);
+    } finally {
+      leaders.close();
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it('tells a leader again to lead on, at the first redo (within the save backoff) once the map can be saved, where the turn that told it first could not be recorded', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const map = open(4, 3, dir);
     const [x, y, z] = map.replicasOf(0);

@@ -599,9 +599,15 @@ export class SliceFailover {
    * leader, which answers Pings of the term before (ignored: receive), was replaced only after
    * LEADER_SLOW_TIMEOUT_FACTOR heartbeat timeouts, its node answering (4.5 s at the defaults, the change unsettled
    * meanwhile); an election whose Prepares never left waited out its timeout, up to that factor times it where the
-   * replicas' nodes answer. Not on this call: the host's next save may fail too, and is tried once a tick. */
+   * replicas' nodes answer. Not on this call: the host's next save may fail too, and is tried after a backoff (a tick at
+   * first, doubling per save failed in a row up to MAP_SAVE_RETRY_MS_MAX: replica-leaders.ts). */
   unrecorded(): void {
     this.redoDue = true;
+  }
+  /** Whether its next tick redoes a turn the host could not record (unrecorded): the host puts that tick off while its
+   * saves keep failing (replica-leaders.ts, SaveBackoff), as it skips one without a quorum. */
+  get redoPending(): boolean {
+    return this.redoDue;
   }
   /** The coordinator lost its link to the leader: elect without waiting out the heartbeat timeout. */
   suspectLeader(): void {

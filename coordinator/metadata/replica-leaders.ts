@@ -17,12 +17,13 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, MAP_SAVE_RETRY_MS_MAX, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
 import { TRACE_STALLS } from '../../shared/stall-trace.js';
 import { savedOr, type ClusterMap, type Elected, type MapSaveError } from './cluster-map.js';
+import { SaveBackoff } from './save-backoff.js';
 import { ELECTION_REASONS, sameSet, SliceFailover, type ElectionReason, type FailoverTiming } from './failover.js';
 import type { NodeLink } from './node-link.js';
 
@@ -378,10 +379,14 @@ export class ReplicaLeaders {
   private elected = new Map<number, Elected>();
   private flushQueued = false;
   private lastStartLogAt = 0;
-  /** recordSettled's line that the map could not be written (at most once a second: it tries every tick). */
+  /** When the map's next save may be tried while saves fail in a row (a full or broken disk): the redo of the turns
+   * they lost (SliceFailover.unrecorded) and recordSettled wait for it, so a failing disk costs a save, and each such
+   * slice a term and an `unrecorded` election, per MAP_SAVE_RETRY_MS_MAX at most rather than per tick. */
+  private readonly saves: SaveBackoff;
+  /** recordSettled's line that the map could not be written (at most once a second: it tries again after the backoff). */
   private readonly logUnrecordedSettled = sparseLog('such', (line) => this.log(line));
-  /** flush's line that a turn's elections could not be recorded (at most once a second: their failovers try again at
-   * each tick). */
+  /** flush's line that a turn's elections could not be recorded (at most once a second: their failovers try again as
+   * the save backoff allows, at first each tick). */
   private readonly logUnrecordedElections = sparseLog('such', (line) => this.log(line));
   private readonly timer: NodeJS.Timeout;
   private closed = false;
@@ -421,6 +426,7 @@ export class ReplicaLeaders {
     private readonly reassignAll: () => void,
   ) {
     this.tickMs = Math.min(FAILOVER_TICK_MS, timing.pingIntervalMs);
+    this.saves = new SaveBackoff(this.tickMs);
     this.questions = new OpenQuestions((node) => this.links[node]?.workerCount ?? 0, timing.pingIntervalMs);
     this.timer = setInterval(() => this.tick(), this.tickMs);
     this.timer.unref();
@@ -612,6 +618,8 @@ export class ReplicaLeaders {
       },
     );
     if (saved === null) return 0;
+    // The disk takes writes again: redos waiting out the backoff go at the next tick.
+    this.saves.saved();
     const now = Date.now();
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
@@ -728,6 +736,10 @@ export class ReplicaLeaders {
       const f = run.failover;
       // Without a majority of each set connected no election can finish: wait rather than burn terms.
       if (f.currentLeader === null && !f.quorumAmong((n) => this.ready(n))) continue;
+      // Its redo (a new term, a save) waits while the map's saves keep failing: a tick put off as one without a quorum,
+      // nothing of its unrecorded turn sent meanwhile (reachable asks nothing while the redo is due); at most
+      // MAP_SAVE_RETRY_MS_MAX, so a disk that is back is seen by the next redo's save.
+      if (f.redoPending && !this.saves.due(performance.now())) continue;
       f.tick();
     }
     if (settled) this.reassignAll();
@@ -757,7 +769,7 @@ export class ReplicaLeaders {
    * coordinator started later would wait for majorities of sets no longer needed), as is a set that no failover ran
    * (two map changes in one turn). The map records a change with the change itself and so holds at least the failover's
    * sets (the same rule, setsBefore, from the same set before); this only drops sets. One write for all; a write that
-   * fails is tried again at the next tick (a map holding more sets than needed is only stricter). */
+   * fails is tried again once the save backoff allows (a map holding more sets than needed is only stricter). */
   private recordSettled(): void {
     const fix = new Map<number, number[][]>();
     for (const [slice, run] of this.runs) {
@@ -767,11 +779,13 @@ export class ReplicaLeaders {
       // Nothing to drop (the counts differ the other way): no write, which would be the same at every tick.
       if (kept.length < this.map.unsettledCountOf(slice)) fix.set(slice, kept);
     }
-    if (fix.size === 0) return;
-    savedOr(
+    if (fix.size === 0 || !this.saves.due(performance.now())) return;
+    const saved = savedOr(
       () => this.map.setUnsettled(fix),
-      (err) => this.logUnrecordedSettled(`cannot record ${fix.size} settled replica-set changes in the cluster map (${err.message}); tried again at each tick`),
+      (err) => this.logUnrecordedSettled(`cannot record ${fix.size} settled replica-set changes in the cluster map (${err.message}); tried again after a backoff of up to ${MAP_SAVE_RETRY_MS_MAX} ms`),
     );
+    if (saved === null) this.saves.failed(performance.now());
+    else this.saves.saved();
   }
 
   private host(slice: number) {
@@ -859,10 +873,12 @@ export class ReplicaLeaders {
       // Nothing this turn decided leaves unpersisted (a term taken, a leader named: their slices' messages).
       const recorded = savedOr(
         () => this.map.recordElections(used, elected),
-        (err) => this.logUnrecordedElections(`cannot record elections in the cluster map (${err.message}); their messages are not sent, and their failovers do it again at the next tick`),
+        (err) => this.logUnrecordedElections(`cannot record elections in the cluster map (${err.message}); their messages are not sent, and their failovers do it again after a backoff (${this.saves.failing + 1} saves failed in a row; at most ${MAP_SAVE_RETRY_MS_MAX} ms)`),
       );
       if (recorded === null) {
-        // Each failover that decided something this turn does it again at its next tick, at a newer term
+        this.saves.failed(performance.now());
+        // Each failover that decided something this turn does it again at a later tick (the next one after the first
+        // failed save, then after a wait that doubles up to MAP_SAVE_RETRY_MS_MAX: tick), at a newer term
         // (SliceFailover.unrecorded): a LeadOn dropped here was never sent again, and its leader, pinging the term
         // before from a node that answers, was replaced only after LEADER_SLOW_TIMEOUT_FACTOR heartbeat timeouts; an
         // election whose Prepares were dropped waited out its timeout. The other slices' messages (Pings; Prepares of
@@ -872,6 +888,7 @@ export class ReplicaLeaders {
         for (const [node, entries] of outbox) outbox.set(node, entries.filter(([slice]) => !decided.has(slice)));
         deposed.clear();
       } else {
+        this.saves.saved();
         ownersChanged = recorded.value;
         const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
         // Each election with its slice and reason where a turn starts a few (a join, a drain: each should be accounted

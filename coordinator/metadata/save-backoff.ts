@@ -1,0 +1,42 @@
+import { assert } from '../../shared/errors.js';
+import { MAP_SAVE_RETRY_MS_MAX } from '../../shared/limits.js';
+
+/** When the coordinator may try its cluster map's save again after saves failed in a row (replica-leaders.ts: the
+ * redo of failovers whose turns were not recorded, the settled changes' record). One for the whole map, not one a
+ * slice: every save goes to the same file on the same disk. The first retry is at the next tick; each failure in a
+ * row doubles the wait, up to MAP_SAVE_RETRY_MS_MAX; a save that succeeds ends it. Nothing else tells that the disk is
+ * back, so a retry is the probe: it is never put off for longer than the cap. */
+export class SaveBackoff {
+  private failures = 0;
+  private notBefore = -Infinity;
+
+  constructor(
+    /** The runner's tick: the first wait, and the slack a due time is read with (a tick that comes a little before
+     * it counts, else each wait would stretch to the tick after). */
+    private readonly tickMs: number,
+    private readonly maxMs: number = MAP_SAVE_RETRY_MS_MAX,
+  ) {
+    assert(tickMs > 0 && maxMs >= tickMs, 'a save backoff waits at least a tick, and its cap is no shorter');
+  }
+
+  /** Whether a save may be tried at `now` (a monotonic clock). */
+  due(now: number): boolean {
+    return now + this.tickMs / 2 >= this.notBefore;
+  }
+
+  /** Saves failed in a row (status, tests). */
+  get failing(): number {
+    return this.failures;
+  }
+
+  failed(now: number): void {
+    this.failures++;
+    // 2 ** failures overflows to Infinity long after the cap is reached; min keeps the cap.
+    this.notBefore = now + Math.min(this.tickMs * 2 ** (this.failures - 1), this.maxMs);
+  }
+
+  saved(): void {
+    this.failures = 0;
+    this.notBefore = -Infinity;
+  }
+}
