@@ -57,7 +57,9 @@ export class Membership {
    * --move-undo-down-ms after (undoStalledMoves). Set no later than downSince (a node counted down does not answer). */
   private readonly unansweringSince = new Map<number, number>();
   /** Nodes that take no new replica for a while (takesNewReplicas): a step onto each was undone while it counted up (a
-   * worker stuck while its node pongs: undoStalledMoves), `undos` times in a row; until when, and when the last undo came.
+   * worker stuck while its node pongs: undoStalledMoves), `undos` times in a row; until when, and when the last undo came,
+   * on performance.now()'s clock: on Date.now()'s a wall clock stepped back (an NTP step, a VM resumed) stretched the
+   * hold by the step, past STUCK_NODE_PLACEMENT_HOLD_MS_MAX (an hour's step, an hour with no new replica on the node).
    * Absent: none held. At most one entry a node. */
   private readonly heldFromPlacement = new Map<number, { undos: number; at: number; until: number }>();
   /** Why a node that has been down past --remove-down-after-ms is not removed (for status; logged once per change). */
@@ -865,7 +867,7 @@ export class Membership {
    * worker stuck; once that undo settled its questions of the slice were dropped and it answered for a step again, the
    * worker still stuck, and rebalancing moved the same slice back onto it). */
   private takesNewReplicas(index: number): boolean {
-    return this.answersForStep(index) && !(Date.now() < (this.heldFromPlacement.get(index)?.until ?? -Infinity));
+    return this.answersForStep(index) && !(performance.now() < (this.heldFromPlacement.get(index)?.until ?? -Infinity));
   }
 
   /** Why placement takes none of `nodes` (active, outside a set; map.isUp false for each), for a drain's wait (status):
@@ -876,7 +878,7 @@ export class Membership {
       if (this.links[i] === undefined || !this.countsUp(i)) return 'down';
       if (!this.answersForStep(i)) return `leaving questions unanswered over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s though it answers pings (a worker stuck)`;
       const held = this.heldFromPlacement.get(i);
-      if (held !== undefined && Date.now() < held.until) return `taking no new replica for ${Math.ceil((held.until - Date.now()) / 1000)} s more (a step onto it was undone while a worker was stuck)`;
+      if (held !== undefined && performance.now() < held.until) return `taking no new replica for ${Math.ceil((held.until - performance.now()) / 1000)} s more (a step onto it was undone while a worker was stuck)`;
       return 'about to be removed';
     };
     const reasons = nodes.map(why);
@@ -1223,11 +1225,12 @@ export class Membership {
     // Nodes that count up (a worker stuck while the node pongs): held out of placement and rebalancing (takesNewReplicas),
     // twice as long at each undo in a row (only undos recorded: a save that fails is tried again next turn). The
     // placement of the undo's own change (a drain's step placed again) did not take them: they did not answer then.
+    const heldAt = performance.now();
     const held = stuck.map((n) => {
       const last = this.heldFromPlacement.get(n);
-      const undos = last !== undefined && now - last.at <= 2 * STUCK_NODE_PLACEMENT_HOLD_MS_MAX ? last.undos + 1 : 1;
+      const undos = last !== undefined && heldAt - last.at <= 2 * STUCK_NODE_PLACEMENT_HOLD_MS_MAX ? last.undos + 1 : 1;
       const holdMs = Math.min(STUCK_NODE_PLACEMENT_HOLD_MS_MAX, Math.max(this.downWaits.moveUndoMs, NODE_HEARTBEAT_TIMEOUT_MS) * 2 ** Math.min(undos - 1, 20));
-      this.heldFromPlacement.set(n, { undos, at: now, until: now + holdMs });
+      this.heldFromPlacement.set(n, { undos, at: heldAt, until: heldAt + holdMs });
       return `${this.map.nodes[n]} for ${holdMs / 1000} s`;
     });
     this.movesUndone += undo.length;
