@@ -2345,6 +2345,44 @@ describe('the placement hold after an undo off a stuck worker, across a wall-clo
   });
 });
 
+describe('the undo of a move onto a stuck worker, across a wall-clock step', () => {
+  it('waits --move-undo-down-ms by the monotonic clock: a wall clock stepped forward an hour does not undo at once a move whose node just stopped answering', () => {
+    // A fourth node f joins with no replica and a move is made onto it; its worker of that slice leaves questions
+    // unanswered past the bound while its node pongs, from this turn on (noteDown starts the undo's clock,
+    // unansweringSince). The wall clock then steps forward an hour (an NTP step, a VM resumed): on Date.now()'s clock
+    // the move counted as unanswered an hour, and was undone (and f held from placement) at once, --move-undo-down-ms
+    // early.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const f = map.addNode('ws://127.0.0.1:9100');
+    settle(map);
+    let stuck = -1;
+    const silentMs = (n: number) => (n === f && stuck >= 0 && map.replicasOf(stuck).includes(f) ? NODE_HEARTBEAT_TIMEOUT_MS + 1_000 : 0);
+    const { m } = membershipByHand(map, dir, {});
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { silentMs });
+    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; rebalanceReplicas(): void; unansweringSince: Map<number, number> };
+    try {
+      quiet(m, f, 0);
+      inside.noteDown();
+      inside.rebalanceReplicas();
+      settle(map);
+      const moved = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
+      expect(moved.length, 'moves onto the new node').toBeGreaterThan(0);
+      stuck = moved[0];
+      quiet(m, f, 0);
+      inside.noteDown();
+      expect(inside.unansweringSince.has(f), 'the undo\'s clock started').toBe(true);
+      const stepped = Date.now() + 3_600_000;
+      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      inside.undoStalledMoves();
+      expect(map.joiningOf(stuck), 'the move onto the node that stopped answering just now, not undone yet').toBe(f);
+    } finally {
+      vi.restoreAllMocks();
+      m.close();
+    }
+  });
+});
+
 describe('a drain that replaces a replica on a node that is down', () => {
   it('does not where the one node outside the set is silent past the bound (placement would not take it): it waits, and throws nothing', () => {
     // 5 nodes at R=3, node 4 draining, its steps' new replicas placed. In a slice S (node 4, two kept, the new one) a

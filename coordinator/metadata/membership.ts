@@ -53,7 +53,8 @@ export class Membership {
   /** Since when each node that is not removed has been seen down (absent: up). */
   private readonly downSince = new Map<number, number>();
   /** Since when each node that is not removed has not answered for a drain step (answersForStep: down, or a question
-   * left unanswered past the heartbeat bound while its node pongs); absent: it answers. A step onto it is undone
+   * left unanswered past the heartbeat bound while its node pongs), on performance.now()'s clock (a wall clock stepped
+   * forward undid a step at once); absent: it answers. A step onto it is undone
    * --move-undo-down-ms after (undoStalledMoves). Set no later than downSince (a node counted down does not answer). */
   private readonly unansweringSince = new Map<number, number>();
   /** Nodes that take no new replica for a while (takesNewReplicas): a step onto each was undone while it counted up (a
@@ -777,7 +778,7 @@ export class Membership {
       if (this.map.statusOf(i) === 'removed' || this.countsUp(i)) this.downSince.delete(i);
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
       if (this.map.statusOf(i) === 'removed' || this.answersForStep(i)) this.unansweringSince.delete(i);
-      else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, now);
+      else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, performance.now());
       if (this.map.statusOf(i) === 'removed') this.heldFromPlacement.delete(i);
     }
   }
@@ -1201,7 +1202,9 @@ export class Membership {
    * was removed, and leadership rebalancing waited. Rebalancing may start the move again later, onto a node
    * that is up. */
   private undoStalledMoves(): void {
-    const now = Date.now();
+    // Monotonic, as unansweringSince and heldFromPlacement are: a wall clock stepped forward undid at once a step whose
+    // node had just stopped answering, and one stepped back stretched a hold past its bound.
+    const now = performance.now();
     const undo: number[] = [];
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const to = this.map.joiningOf(slice);
@@ -1225,12 +1228,11 @@ export class Membership {
     // Nodes that count up (a worker stuck while the node pongs): held out of placement and rebalancing (takesNewReplicas),
     // twice as long at each undo in a row (only undos recorded: a save that fails is tried again next turn). The
     // placement of the undo's own change (a drain's step placed again) did not take them: they did not answer then.
-    const heldAt = performance.now();
     const held = stuck.map((n) => {
       const last = this.heldFromPlacement.get(n);
-      const undos = last !== undefined && heldAt - last.at <= 2 * STUCK_NODE_PLACEMENT_HOLD_MS_MAX ? last.undos + 1 : 1;
+      const undos = last !== undefined && now - last.at <= 2 * STUCK_NODE_PLACEMENT_HOLD_MS_MAX ? last.undos + 1 : 1;
       const holdMs = Math.min(STUCK_NODE_PLACEMENT_HOLD_MS_MAX, Math.max(this.downWaits.moveUndoMs, NODE_HEARTBEAT_TIMEOUT_MS) * 2 ** Math.min(undos - 1, 20));
-      this.heldFromPlacement.set(n, { undos, at: heldAt, until: heldAt + holdMs });
+      this.heldFromPlacement.set(n, { undos, at: now, until: now + holdMs });
       return `${this.map.nodes[n]} for ${holdMs / 1000} s`;
     });
     this.movesUndone += undo.length;
