@@ -2276,7 +2276,7 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
       expect((m as unknown as { whyNoNewReplicas(n: number[]): string }).whyNoNewReplicas([f])).toMatch(/^ws:\S+ is taking no new replica for [45] s more \(a step onto it was undone while a worker was stuck\)$/);
       const hold = inside.heldFromPlacement.get(f)!;
       expect(hold.until - hold.at, 'the hold after a first undo').toBe(Math.max(REPLICA_MOVE_UNDO_DOWN_MS, NODE_HEARTBEAT_TIMEOUT_MS));
-      hold.until = Date.now() - 1;
+      hold.until = performance.now() - 1;
       expect(map.isUp(f), 'placement counts it up once it answers and its hold is over').toBe(true);
     } finally {
       m.close();
@@ -2343,7 +2343,7 @@ describe("a replica move whose new replica's worker is stuck, its node answering
       // stuck worker still, is undone again, and f held twice as long.
       const hold = inside.heldFromPlacement.get(f)!;
       expect(hold.until - hold.at, 'the hold after the first undo').toBe(Math.max(REPLICA_MOVE_UNDO_DOWN_MS, NODE_HEARTBEAT_TIMEOUT_MS));
-      hold.until = Date.now() - 1;
+      hold.until = performance.now() - 1;
       turn();
       expect(map.joiningOf(stuck), 'moved onto f once its hold was over').toBe(f);
       turn();
@@ -2353,6 +2353,88 @@ describe("a replica move whose new replica's worker is stuck, its node answering
       turn();
       expect(map.joiningOf(stuck), 'moved onto f during the second hold').toBe(-1);
     } finally {
+      m.close();
+    }
+  });
+});
+
+describe('the placement hold after an undo off a stuck worker, across a wall-clock step', () => {
+  it('lasts its bound by the monotonic clock: a wall clock stepped back an hour (NTP, a VM resumed) does not stretch it', () => {
+    // As the test above: a fourth node f joins with no replica, a move onto it is made, and its worker of that slice is
+    // stuck (its node pongs): the move is undone and f held out of placement for max(--move-undo-down-ms,
+    // NODE_HEARTBEAT_TIMEOUT_MS). Then the machine's wall clock is stepped back an hour. On Date.now()'s clock the hold
+    // then ran an hour past its bound (STUCK_NODE_PLACEMENT_HOLD_MS_MAX says at most 5 min), f taking no new replica
+    // meanwhile; the failover's timing is on performance.now() for the same reason (replica-leaders.ts host.now).
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const f = map.addNode('ws://127.0.0.1:9100');
+    settle(map);
+    let stuck = -1;
+    const silentMs = (n: number) => (n === f && stuck >= 0 && map.replicasOf(stuck).includes(f) ? NODE_HEARTBEAT_TIMEOUT_MS + 1_000 : 0);
+    const { m } = membershipByHand(map, dir, {});
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { silentMs });
+    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; rebalanceReplicas(): void; unansweringSince: Map<number, number>; takesNewReplicas(n: number): boolean; whyNoNewReplicas(nodes: number[]): string };
+    try {
+      quiet(m, f, 0);
+      inside.noteDown();
+      inside.rebalanceReplicas();
+      settle(map);
+      const moved = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
+      expect(moved.length, 'moves onto the new node').toBeGreaterThan(0);
+      stuck = moved[0];
+      quiet(m, f, 0);
+      inside.noteDown();
+      inside.unansweringSince.set(f, inside.unansweringSince.get(f)! - REPLICA_MOVE_UNDO_DOWN_MS);
+      inside.undoStalledMoves();
+      expect(map.joiningOf(stuck), 'the move onto the stuck worker, undone').toBe(-1);
+      expect(inside.takesNewReplicas(f), 'held just after the undo').toBe(false);
+      const bound = Math.max(REPLICA_MOVE_UNDO_DOWN_MS, NODE_HEARTBEAT_TIMEOUT_MS);
+      const realNow = Date.now;
+      const stepped = realNow() - 3_600_000;
+      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      const why = inside.whyNoNewReplicas([f]);
+      const left = Number(/taking no new replica for (\d+) s more/.exec(why)?.[1]);
+      expect(left, `what is left of the hold after the wall clock stepped back an hour (${why})`).toBeLessThanOrEqual(bound / 1000);
+    } finally {
+      vi.restoreAllMocks();
+      m.close();
+    }
+  });
+});
+
+describe('the undo of a move onto a stuck worker, across a wall-clock step', () => {
+  it('waits --move-undo-down-ms by the monotonic clock: a wall clock stepped forward an hour does not undo at once a move whose node just stopped answering', () => {
+    // A fourth node f joins with no replica and a move is made onto it; its worker of that slice leaves questions
+    // unanswered past the bound while its node pongs, from this turn on (noteDown starts the undo's clock,
+    // unansweringSince). The wall clock then steps forward an hour (an NTP step, a VM resumed): on Date.now()'s clock
+    // the move counted as unanswered an hour, and was undone (and f held from placement) at once, --move-undo-down-ms
+    // early.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const f = map.addNode('ws://127.0.0.1:9100');
+    settle(map);
+    let stuck = -1;
+    const silentMs = (n: number) => (n === f && stuck >= 0 && map.replicasOf(stuck).includes(f) ? NODE_HEARTBEAT_TIMEOUT_MS + 1_000 : 0);
+    const { m } = membershipByHand(map, dir, {});
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { silentMs });
+    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; rebalanceReplicas(): void; unansweringSince: Map<number, number> };
+    try {
+      quiet(m, f, 0);
+      inside.noteDown();
+      inside.rebalanceReplicas();
+      settle(map);
+      const moved = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
+      expect(moved.length, 'moves onto the new node').toBeGreaterThan(0);
+      stuck = moved[0];
+      quiet(m, f, 0);
+      inside.noteDown();
+      expect(inside.unansweringSince.has(f), 'the undo\'s clock started').toBe(true);
+      const stepped = Date.now() + 3_600_000;
+      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      inside.undoStalledMoves();
+      expect(map.joiningOf(stuck), 'the move onto the node that stopped answering just now, not undone yet').toBe(f);
+    } finally {
+      vi.restoreAllMocks();
       m.close();
     }
   });

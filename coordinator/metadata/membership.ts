@@ -53,11 +53,14 @@ export class Membership {
   /** Since when each node that is not removed has been seen down (absent: up). */
   private readonly downSince = new Map<number, number>();
   /** Since when each node that is not removed has not answered for a drain step (answersForStep: down, or a question
-   * left unanswered past the heartbeat bound while its node pongs); absent: it answers. A step onto it is undone
+   * left unanswered past the heartbeat bound while its node pongs), on performance.now()'s clock (a wall clock stepped
+   * forward undid a step at once); absent: it answers. A step onto it is undone
    * --move-undo-down-ms after (undoStalledMoves). Set no later than downSince (a node counted down does not answer). */
   private readonly unansweringSince = new Map<number, number>();
   /** Nodes that take no new replica for a while (takesNewReplicas): a step onto each was undone while it counted up (a
-   * worker stuck while its node pongs: undoStalledMoves), `undos` times in a row; until when, and when the last undo came.
+   * worker stuck while its node pongs: undoStalledMoves), `undos` times in a row; until when, and when the last undo came,
+   * on performance.now()'s clock: on Date.now()'s a wall clock stepped back (an NTP step, a VM resumed) stretched the
+   * hold by the step, past STUCK_NODE_PLACEMENT_HOLD_MS_MAX (an hour's step, an hour with no new replica on the node).
    * Absent: none held. At most one entry a node. */
   private readonly heldFromPlacement = new Map<number, { undos: number; at: number; until: number }>();
   /** Why a node that has been down past --remove-down-after-ms is not removed (for status; logged once per change). */
@@ -775,7 +778,7 @@ export class Membership {
       if (this.map.statusOf(i) === 'removed' || this.countsUp(i)) this.downSince.delete(i);
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
       if (this.map.statusOf(i) === 'removed' || this.answersForStep(i)) this.unansweringSince.delete(i);
-      else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, now);
+      else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, performance.now());
       if (this.map.statusOf(i) === 'removed') this.heldFromPlacement.delete(i);
     }
   }
@@ -865,7 +868,7 @@ export class Membership {
    * worker stuck; once that undo settled its questions of the slice were dropped and it answered for a step again, the
    * worker still stuck, and rebalancing moved the same slice back onto it). */
   private takesNewReplicas(index: number): boolean {
-    return this.answersForStep(index) && !(Date.now() < (this.heldFromPlacement.get(index)?.until ?? -Infinity));
+    return this.answersForStep(index) && !(performance.now() < (this.heldFromPlacement.get(index)?.until ?? -Infinity));
   }
 
   /** Why placement takes none of `nodes` (active, outside a set; map.isUp false for each), for a drain's wait (status):
@@ -876,7 +879,7 @@ export class Membership {
       if (this.links[i] === undefined || !this.countsUp(i)) return 'down';
       if (!this.answersForStep(i)) return `leaving questions unanswered over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s though it answers pings (a worker stuck)`;
       const held = this.heldFromPlacement.get(i);
-      if (held !== undefined && Date.now() < held.until) return `taking no new replica for ${Math.ceil((held.until - Date.now()) / 1000)} s more (a step onto it was undone while a worker was stuck)`;
+      if (held !== undefined && performance.now() < held.until) return `taking no new replica for ${Math.ceil((held.until - performance.now()) / 1000)} s more (a step onto it was undone while a worker was stuck)`;
       return 'about to be removed';
     };
     const reasons = nodes.map(why);
@@ -1199,7 +1202,9 @@ export class Membership {
    * was removed, and leadership rebalancing waited. Rebalancing may start the move again later, onto a node
    * that is up. */
   private undoStalledMoves(): void {
-    const now = Date.now();
+    // Monotonic, as unansweringSince and heldFromPlacement are: a wall clock stepped forward undid at once a step whose
+    // node had just stopped answering, and one stepped back stretched a hold past its bound.
+    const now = performance.now();
     const undo: number[] = [];
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const to = this.map.joiningOf(slice);
