@@ -13,7 +13,7 @@ import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, MAP_SAVE_RETRY_MS_MAX, FAILOVER_TICK_MS, NODE_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_MOVE_UNDO_DOWN_MS } from '../shared/limits.js';
+import { DRAIN_REPLACE_DOWN_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, MAP_SAVE_RETRY_MS_MAX, FAILOVER_TICK_MS, NODE_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_MOVE_UNDO_DOWN_MS } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -2046,7 +2046,7 @@ function quiet(m: Membership, n: number, ms: number): void {
  * real holdsTerm reads it: its age limit is under test). */
 function pongs(m: Membership, slice: number, said: [node: number, commitTerm: number, agoMs: number][]): void {
   const seen = (m.leaders as unknown as { pongs: Map<number, Map<number, { commitTerm: number; lastIndex: number; at: number }>> }).pongs;
-  seen.set(slice, new Map(said.map(([n, commitTerm, agoMs]) => [n, { commitTerm, lastIndex: 10, at: Date.now() - agoMs }])));
+  seen.set(slice, new Map(said.map(([n, commitTerm, agoMs]) => [n, { commitTerm, lastIndex: 10, at: performance.now() - agoMs }])));
 }
 
 /** How much faster than real time onFastClock's clock runs. */
@@ -2440,6 +2440,96 @@ describe('the undo of a move onto a stuck worker, across a wall-clock step', () 
   });
 });
 
+describe('the removal of a node that is down, and the replacement of its replicas, across a wall-clock step', () => {
+  it('autoRemove waits --remove-down-after-ms by the monotonic clock: a wall clock stepped forward an hour does not remove at once a node just found down', async () => {
+    // A fourth node f joins (no replica yet, so keyslice remove takes it at once) and goes down (isUp: its link lost);
+    // noteDown starts its down clock (downSince). The wall clock then steps forward an hour (an NTP step, a VM resumed):
+    // on Date.now()'s clock f counted as down an hour and autoRemove removed it at once, --remove-down-after-ms early
+    // (stepped back, that long late). Once f has been down the bound by the monotonic clock it is removed.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const f = map.addNode('ws://127.0.0.1:9100');
+    settle(map);
+    const removeDownAfterMs = 60_000;
+    const lines: string[] = [];
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, (line) => lines.push(line), FAILOVER_TIMING_DEFAULT, removeDownAfterMs);
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; noteDown(): void; autoRemove(): Promise<void>; downSince: Map<number, number> };
+    clearInterval(inside.timer);
+    inside.isUp = (n) => n !== f;
+    // Every replicated slice led (autoRemoveProblem): what stands between f and its removal is its down clock alone.
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { summary: () => ({ replicated: 64, led: 64, unsettledLed: 0, ledBy: [], elections: 0, termMin: 1, termMax: 1 }) });
+    try {
+      inside.noteDown();
+      expect(inside.downSince.has(f), "f's down clock started").toBe(true);
+      const stepped = Date.now() + 3_600_000;
+      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      await inside.autoRemove();
+      expect(map.statusOf(f), `the node found down just now, after the wall clock stepped forward an hour (${lines.join(' | ')})`).not.toBe('removed');
+      expect(lines.filter((l) => l.includes('down for')), 'log lines of a removal tried').toEqual([]);
+      // Down the bound by the monotonic clock (its clock set back by hand, as a minute passing): removed.
+      inside.downSince.set(f, performance.now() - removeDownAfterMs);
+      await inside.autoRemove();
+      expect(map.statusOf(f), `the node down --remove-down-after-ms (${lines.join(' | ')})`).toBe('removed');
+      expect(lines.some((l) => /was down for 60 s .*removed automatically/.test(l)), `the removal's log line (${lines.join(' | ')})`).toBe(true);
+    } finally {
+      vi.restoreAllMocks();
+      m.close();
+    }
+  });
+
+  it('a drain replaces a follower on a node that is down only after --drain-replace-down-ms by the monotonic clock: a wall clock stepped forward an hour does not replace it at once', () => {
+    // 5 nodes at R=3, node 4 draining, its steps' new replicas placed. In a slice S (node 4, two kept, the new one) a
+    // kept follower c goes down; noteDown starts its down clock. The wall clock then steps forward an hour: on
+    // Date.now()'s clock deadReplica counted c down an hour and the drain replaced its replica at once,
+    // --drain-replace-down-ms early. Down that long by the monotonic clock, it is replaced.
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(5, 3, dir);
+    map.setStatus(4, 'draining');
+    settle(map);
+    const s = Array.from({ length: 64 }, (_, i) => i).find((i) => map.leaverOf(i) === 4 && map.joiningOf(i) >= 0)!;
+    const set = map.replicasOf(s);
+    expect(set.length, "S's set: node 4, two kept, the new replica").toBe(4);
+    const c = set.find((n) => n !== 4 && n !== map.joiningOf(s) && n !== map.ownerOf(s))!;
+    const { m, inside } = membershipByHand(map, dir, { leaderOf: (i: number) => map.ownerOf(i), setsOf: (i: number) => [map.replicasOf(i)] });
+    const within = inside as unknown as { noteDown(): void; downSince: Map<number, number> };
+    inside.isUp = (n) => n !== c;
+    try {
+      within.noteDown();
+      expect(within.downSince.has(c), "c's down clock started").toBe(true);
+      const stepped = Date.now() + 3_600_000;
+      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      inside.drainReplicas();
+      expect(map.replicasOf(s), "S's set after the wall clock stepped forward an hour, c found down just now: its replica on c not replaced yet").toEqual(set);
+      within.downSince.set(c, performance.now() - DRAIN_REPLACE_DOWN_MS);
+      inside.drainReplicas();
+      expect(map.replicasOf(s).includes(c), "S's replica on c, down --drain-replace-down-ms: replaced").toBe(false);
+    } finally {
+      vi.restoreAllMocks();
+      m.close();
+    }
+  });
+  it("a replica's Pong keeps its age by the monotonic clock (holdsTerm: a drain step's and a remove's catch-up): a wall clock stepped forward an hour does not make one received just now too old", () => {
+    // A replica said (its Pong) that it holds term 2 just now. The wall clock then steps forward an hour: on Date.now()'s
+    // clock the Pong was an hour old, so a drain step or a remove that asks for an answer of late (maxAgeMs) waited for
+    // another, and a handover's catch-up (caughtUpForHandover, the hold's end) was misjudged the same way.
+    const map = open(3, 3);
+    settle(map);
+    const links = [0, 1, 2].map(() => ({ state: 'ready', sendReplicate: () => {}, abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    const n = map.replicasOf(0)[1];
+    try {
+      leaders.receive(n, [[0, { type: 'Pong', seq: 0, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }]]);
+      expect(leaders.holdsTerm(0, n, 2, 2_000), 'a Pong received just now').toBe(true);
+      const stepped = Date.now() + 3_600_000;
+      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      expect(leaders.holdsTerm(0, n, 2, 2_000), 'the same Pong, after the wall clock stepped forward an hour').toBe(true);
+    } finally {
+      vi.restoreAllMocks();
+      leaders.close();
+    }
+  });
+});
+
 describe('a drain that replaces a replica on a node that is down', () => {
   it('does not where the one node outside the set is silent past the bound (placement would not take it): it waits, and throws nothing', () => {
     // 5 nodes at R=3, node 4 draining, its steps' new replicas placed. In a slice S (node 4, two kept, the new one) a
@@ -2459,7 +2549,7 @@ describe('a drain that replaces a replica on a node that is down', () => {
     const c = set.find((n) => n !== 4 && n !== map.joiningOf(s) && n !== map.ownerOf(s))!;
     const { m, inside } = membershipByHand(map, dir, { leaderOf: (i: number) => map.ownerOf(i), setsOf: (i: number) => [map.replicasOf(i)], silentMs: (n: number) => (n === e ? NODE_HEARTBEAT_TIMEOUT_MS + 1_000 : 0) });
     inside.isUp = (n) => n !== c;
-    (inside as unknown as { downSince: Map<number, number> }).downSince.set(c, Date.now() - 60_000);
+    (inside as unknown as { downSince: Map<number, number> }).downSince.set(c, performance.now() - 60_000);
     const withE = Array.from({ length: 64 }, (_, i) => i).filter((i) => map.replicasOf(i).includes(e));
     try {
       expect(() => inside.drainReplicas()).not.toThrow();

@@ -43,14 +43,20 @@ export class Membership {
   readonly mover: SliceMover;
   /** Elects each replicated slice's leader (coordinator/metadata/replica-leaders.ts). */
   readonly leaders: ReplicaLeaders;
+  /** When each node that heartbeats last did (join), on performance.now()'s clock, as every duration here: isUp counts
+   * a node down NODE_HEARTBEAT_TIMEOUT_MS after it, and on Date.now()'s a wall clock stepped forward counted every node
+   * down at once (starting downSince), one stepped back kept a dead node up for the step. */
   private readonly lastHeartbeat = new Map<number, number>();
-  /** Nodes that failed a move recently, and until when the rebalancer leaves them be. */
+  /** Nodes that failed a move recently, and until when the rebalancer leaves them be (performance.now()'s clock). */
   private readonly backoffUntil = new Map<number, number>();
   private timer: NodeJS.Timeout | undefined;
   private running = 0;
   /** A forget-data removal is handing slices over (one at a time). */
   private forgetting = false;
-  /** Since when each node that is not removed has been seen down (absent: up). */
+  /** Since when each node that is not removed has been seen down (absent: up), on performance.now()'s clock: autoRemove
+   * (--remove-down-after-ms) and deadReplica (--drain-replace-down-ms) count from it, and on Date.now()'s a wall clock
+   * stepped forward (an NTP step, a VM resumed) removed a node, or replaced its replicas, as soon as it was found down;
+   * stepped back, that long late. Never persisted nor shown as a time (status and the log say "down for N s"). */
   private readonly downSince = new Map<number, number>();
   /** Since when each node that is not removed has not answered for a drain step (answersForStep: down, or a question
    * left unanswered past the heartbeat bound while its node pongs), on performance.now()'s clock (a wall clock stepped
@@ -317,7 +323,7 @@ export class Membership {
     const problem = this.identityProblem(index, u, nodeId, clusterId);
     if (problem !== null) throw new KeysliceError('InvalidState', problem);
     if (index < 0) index = this.add(u, nodeId);
-    this.lastHeartbeat.set(index, Date.now());
+    this.lastHeartbeat.set(index, performance.now());
     this.links[index]?.heard();
     return { node: u, epoch: this.map.epoch };
   }
@@ -773,7 +779,7 @@ export class Membership {
    * counted up (countsUp), so a node silent past the heartbeat bound with its link open from when it was found so
    * (autoRemove and deadReplica still take only a node that is not up, isUp). */
   private noteDown(): void {
-    const now = Date.now();
+    const now = performance.now();
     for (let i = 0; i < this.map.nodes.length; i++) {
       if (this.map.statusOf(i) === 'removed' || this.countsUp(i)) this.downSince.delete(i);
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
@@ -792,7 +798,7 @@ export class Membership {
     if (this.removeDownAfterMs <= 0 || this.autoRemoving) return;
     this.autoRemoving = true;
     try {
-      const now = Date.now();
+      const now = performance.now();
       for (let i = 0; i < this.map.nodes.length; i++) {
         // noteDown (run just before) keeps downSince; up and removed are asked again, as a remove below awaits.
         const since = this.downSince.get(i);
@@ -840,7 +846,7 @@ export class Membership {
   private isUp(index: number): boolean {
     if (this.links[index].state !== 'ready') return false;
     const beat = this.lastHeartbeat.get(index);
-    return beat === undefined || Date.now() - beat < NODE_HEARTBEAT_TIMEOUT_MS;
+    return beat === undefined || performance.now() - beat < NODE_HEARTBEAT_TIMEOUT_MS;
   }
 
   /** Up as placement (map.isUp), status, a drain step's wait and the undo of a stalled move or drain step count it: up
@@ -912,7 +918,7 @@ export class Membership {
       }
       return;
     }
-    const now = Date.now();
+    const now = performance.now();
     const usable = (i: number) => this.isUp(i) && (this.backoffUntil.get(i) ?? 0) <= now;
     for (let guard = 0; guard < MOVES_IN_FLIGHT_MAX && this.running < MOVES_IN_FLIGHT_MAX; guard++) {
       const counts = this.map.counts();
@@ -940,8 +946,8 @@ export class Membership {
       void this.mover.move(slice, lightest).then((moved) => {
         this.running--;
         if (!moved) {
-          this.backoffUntil.set(source, Date.now() + MOVE_RETRY_DELAY_MS);
-          this.backoffUntil.set(lightest, Date.now() + MOVE_RETRY_DELAY_MS);
+          this.backoffUntil.set(source, performance.now() + MOVE_RETRY_DELAY_MS);
+          this.backoffUntil.set(lightest, performance.now() + MOVE_RETRY_DELAY_MS);
         }
         this.rebalance();
       });
@@ -1151,7 +1157,7 @@ export class Membership {
     // change then asserts: one isUp counted up but placement did not (silent past the heartbeat bound, its link open)
     // threw out of the tick.
     if (!this.map.nodes.some((_, i) => !set.includes(i) && this.map.statusOf(i) === 'active' && this.map.isUp(i))) return null;
-    const now = Date.now();
+    const now = performance.now();
     const downMs = now - (this.downSince.get(node) ?? now);
     return { node, downMs, replace: downMs >= this.drainReplaceDownMs };
   }
@@ -1407,7 +1413,7 @@ export class Membership {
       status: this.map.statusOf(i),
       up: this.map.statusOf(i) !== 'removed' && this.countsUp(i),
       silentMs: this.map.statusOf(i) !== 'removed' && this.links[i].state === 'ready' && this.silentPastBound(i) ? Math.round(this.links[i].heardMsAgo()) : null,
-      heartbeatMsAgo: this.lastHeartbeat.has(i) ? Date.now() - this.lastHeartbeat.get(i)! : null,
+      heartbeatMsAgo: this.lastHeartbeat.has(i) ? Math.round(performance.now() - this.lastHeartbeat.get(i)!) : null,
       problem: this.links[i].refusal !== '' ? this.links[i].refusal : this.autoRemoveRefusal.has(i) ? `down, and not removed automatically: ${this.autoRemoveRefusal.get(i)}` : null,
       workers: this.links[i].workerCount,
       slices: counts[i],

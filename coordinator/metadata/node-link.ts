@@ -93,7 +93,8 @@ export class NodeLink {
   refusal = '';
   private assignedEpoch = -1;
   private reconnectTimer: NodeJS.Timeout | undefined;
-  /** When the link last stopped being ready (ms since the epoch; 0: never). */
+  /** When the link last stopped being ready (performance.now()'s clock, as RouterView.upSince it is compared with: a wall
+   * clock stepped between the two misordered them; 0: never). */
   lostAt = 0;
   /** Called when the link becomes ready or stops being ready (the routers' feed says which nodes are up). */
   onStateChange: () => void = () => {};
@@ -283,7 +284,7 @@ export class NodeLink {
       );
       if (this.state === 'closed') return;
       if (wasReady) {
-        this.lostAt = Date.now();
+        this.lostAt = performance.now();
         this.onStateChange();
       }
       this.reconnectTimer = setTimeout(() => this.connect(), backoffMs(this.reconnectFailures++, NODE_RECONNECT_DELAY_MS_MIN, NODE_RECONNECT_DELAY_MS_MAX));
@@ -505,7 +506,7 @@ export class NodeLink {
       NODE_REQUEST_TIMEOUT_MS,
     );
     const epoch = this.currentEpoch();
-    this.inFlight.set(batchId, { waiting, timer, queue: this.queue, sentAt: Date.now(), epoch });
+    this.inFlight.set(batchId, { waiting, timer, queue: this.queue, sentAt: performance.now(), epoch });
     if (ws === null || this.state !== 'ready') {
       this.failBatch(batchId, this.unavailable());
       return;
@@ -521,7 +522,7 @@ export class NodeLink {
    * it (not sent, so not applied): answering a failed batch would otherwise send the queue to the
    * silent node in a new batch, too young to be given up at the next election's map. */
   abandonInFlight(olderThanMs: number, why: string): number {
-    const before = Date.now() - olderThanMs;
+    const before = performance.now() - olderThanMs;
     const stillSilent = this.abandonedAt >= this.heardAt;
     if (!stillSilent && ![...this.inFlight.values()].some((b) => b.sentAt <= before)) return 0;
     if (!stillSilent) this.abandonedAt = performance.now();

@@ -378,7 +378,7 @@ export class ReplicaLeaders {
   private used = new Map<number, number>();
   private elected = new Map<number, Elected>();
   private flushQueued = false;
-  private lastStartLogAt = 0;
+  private lastStartLogAt = -Infinity;
   /** When the map's next save may be tried while saves fail in a row (a full or broken disk): the redo of the turns
    * they lost (SliceFailover.unrecorded) and recordSettled wait for it, so a failing disk costs a save, and each such
    * slice a term and an `unrecorded` election, per MAP_SAVE_RETRY_MS_MAX at most rather than per tick. */
@@ -395,7 +395,9 @@ export class ReplicaLeaders {
   get elections(): number {
     return Object.values(this.electionsBy).reduce((a, b) => a + b, 0);
   }
-  /** slice -> node -> what its latest Pong said; when each was last asked (probe). */
+  /** slice -> node -> what its latest Pong said; when each was last asked (probe). Both on performance.now()'s clock, as
+   * every age and deadline here (a Pong's age, a handover's hold, a tick's lateness): a wall clock stepped (NTP, a VM
+   * resumed) made a fresh Pong too old or an old one fresh, and ended a hold early or late. */
   private readonly pongs = new Map<number, Map<number, PongSeen>>();
   private readonly probedAt = new Map<string, number>();
   /** How old a replica's answer may be for a handover to it (a node that stopped answering is not chosen). */
@@ -403,7 +405,7 @@ export class ReplicaLeaders {
     return this.timing.pingIntervalMs * 2;
   }
   private readonly tickMs: number;
-  private lastTickAt = Date.now();
+  private lastTickAt = performance.now();
   /** Whether the last tick came late and looked at no timeout (tick). */
   private skippedLate = false;
   /** What each node was asked (a Ping or Prepare) and has not answered: its silence counts from the first (a node that
@@ -500,7 +502,7 @@ export class ReplicaLeaders {
       }
       if (leadsOn !== null) this.leadOns++;
       // Only a change that some replica left has anything to tell once it settled.
-      this.runs.set(slice, { failover, replicas, key, publishedAt: leadsOn !== null ? Date.now() : 0, settledSeen: failover.members.every((n) => replicas.includes(n)) });
+      this.runs.set(slice, { failover, replicas, key, publishedAt: leadsOn !== null ? performance.now() : 0, settledSeen: failover.members.every((n) => replicas.includes(n)) });
     }
     // The nodes learn their new replica sets before this turn's Prepares leave (flush runs after).
     if (changed) this.reassignAll();
@@ -549,12 +551,12 @@ export class ReplicaLeaders {
    * at one turn of three: two ping intervals against a 500 ms turn). */
   holdsTerm(slice: number, node: number, term: number, maxAgeMs = Infinity): boolean {
     const seen = this.pongs.get(slice)?.get(node);
-    const now = Date.now();
+    const now = performance.now();
     const age = seen === undefined ? Infinity : now - seen.at;
     const holds = seen !== undefined && seen.commitTerm >= term && age <= maxAgeMs;
     if (holds && age < maxAgeMs / 2) return true;
     const key = `${slice}:${node}`;
-    if (now - (this.probedAt.get(key) ?? 0) >= REPLICA_CATCH_UP_PROBE_MS && this.ready(node)) {
+    if (now - (this.probedAt.get(key) ?? -Infinity) >= REPLICA_CATCH_UP_PROBE_MS && this.ready(node)) {
       this.probedAt.set(key, now);
       this.host(slice).send(node, { type: 'Ping', seq: 0 });
     }
@@ -605,7 +607,7 @@ export class ReplicaLeaders {
       const from = run.failover.currentLeader;
       if (from === null || from === to || !run.replicas.includes(to) || !this.ready(from) || !this.ready(to)) continue;
       // Only to a replica heard from lately: a frozen node keeps its link open but answers nothing.
-      if (Date.now() - (this.pongs.get(slice)?.get(to)?.at ?? 0) > this.probeIntervalMs) continue;
+      if (performance.now() - (this.pongs.get(slice)?.get(to)?.at ?? -Infinity) > this.probeIntervalMs) continue;
       if (this.current(slice) !== run || this.map.ownerOf(slice) !== from || ok.some((m) => m.slice === slice)) continue;
       ok.push({ slice, to, from, key: run.key });
     }
@@ -620,7 +622,7 @@ export class ReplicaLeaders {
     if (saved === null) return 0;
     // The disk takes writes again: redos waiting out the backoff go at the next tick.
     this.saves.saved();
-    const now = Date.now();
+    const now = performance.now();
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
       assert(replicas[0] === to && keyOf(replicas) === key, 'a handover changes the leader, not the replica set');
@@ -673,7 +675,7 @@ export class ReplicaLeaders {
     if (run === undefined || !run.failover.members.includes(node)) return;
     if (message.type === 'Pong') {
       if (!this.pongs.has(slice)) this.pongs.set(slice, new Map());
-      this.pongs.get(slice)!.set(node, { commitTerm: message.commitTerm, lastIndex: message.lastIndex, at: Date.now() });
+      this.pongs.get(slice)!.set(node, { commitTerm: message.commitTerm, lastIndex: message.lastIndex, at: performance.now() });
     }
     run.failover.receive(node, message);
   }
@@ -707,7 +709,7 @@ export class ReplicaLeaders {
     // them, so every leader would seem to have missed its heartbeat (seen under load: elections for all 1,024
     // slices at once, bench/FAILOVER.md). Such a tick looks at no timeout: the next one, after the sockets were
     // read, does. Never two in a row, so a coordinator that is always late still times out a frozen leader.
-    const at = Date.now();
+    const at = performance.now();
     const late = at - this.lastTickAt - this.tickMs;
     this.lastTickAt = at;
     if (late > COORDINATOR_STALL_MS && !this.skippedLate) {
@@ -716,7 +718,7 @@ export class ReplicaLeaders {
     }
     this.skippedLate = false;
     this.sync();
-    const now = Date.now();
+    const now = performance.now();
     let settled = false;
     for (const [slice, run] of this.runs) {
       if (!run.settledSeen && run.failover.electorateSettled) {
@@ -814,7 +816,7 @@ export class ReplicaLeaders {
         this.elected.set(slice, { slice, leader, term });
         const run = this.runs.get(slice);
         if (run !== undefined) {
-          run.publishedAt = Date.now();
+          run.publishedAt = performance.now();
           if (run.handedTo !== undefined && run.handedTo !== leader) this.handoversGivenBack++;
           run.handedTo = undefined;
         }
@@ -896,8 +898,8 @@ export class ReplicaLeaders {
         const reasonOf = (slice: number) => this.runs.get(slice)?.failover.electionReason ?? 'start';
         if (started.length > 0 && started.length <= 8) {
           this.log(`elections started: ${started.map((slice) => `slice ${slice} (${ELECTION_REASONS[reasonOf(slice)]}; replicas ${this.runs.get(slice)?.failover.sets.map((set) => set.join(',')).join(' and ')}, term ${used.get(slice)})`).join(', ')}`);
-        } else if (started.length > 8 && Date.now() - this.lastStartLogAt >= 1_000) {
-          this.lastStartLogAt = Date.now();
+        } else if (started.length > 8 && performance.now() - this.lastStartLogAt >= 1_000) {
+          this.lastStartLogAt = performance.now();
           const why = new Map<string, number>();
           for (const slice of started) {
             const r = ELECTION_REASONS[reasonOf(slice)];

@@ -5,6 +5,7 @@
 // the coordinator at once and wait, bounded, for the newer epoch before the op is
 // sent again. When the coordinator cannot be reached the copy stays in use: the
 // router keeps serving reads and writes with the map it has, and says so.
+import { performance } from 'node:perf_hooks';
 import type { ClusterView } from '../../shared/cluster-view.js';
 import { KeysliceError } from '../../shared/errors.js';
 import {
@@ -28,7 +29,8 @@ export class RouterView implements Routing, TableSource {
   private tables = new Map<string, Table>();
   /** links[i] talks to view.nodes[i] (null: removed). */
   private links: (NodeLink | null)[] = [];
-  /** upSince[i]: when the view last said that the coordinator reaches node i again (0: it does not). */
+  /** upSince[i]: when the view last said that the coordinator reaches node i again (performance.now()'s clock, as the
+   * link's lostAt it is compared with; 0: it does not). */
   private upSince: number[] = [];
   private waiters: (() => void)[] = [];
   private closed = false;
@@ -267,7 +269,7 @@ export class RouterView implements Routing, TableSource {
       const up = v.up?.[i] === true;
       if (!up) this.upSince[i] = 0;
       else if (!(this.upSince[i] > 0)) {
-        this.upSince[i] = Date.now();
+        this.upSince[i] = performance.now();
         // The coordinator reaches the node again: no need to wait out this link's back-off.
         if (link !== undefined && link !== null && link.url === url) link.reconnectNow();
       }
