@@ -76,20 +76,32 @@ function retainedBy(enter: (s: SliceStore, from: number, to: number) => void, ke
   // warmed by that test, did not, which failed it now and then without any text kept.
   warmUp(store, enter);
   const s = store();
+  return heapGrowth(
+    () => {
+      for (let i = 0; i < BATCHES * PER_BATCH; i += PER_BATCH) {
+        enter(s, i, i + PER_BATCH);
+        s.takeEffects();
+      }
+      if (move) ok(s, [SliceOp.MoveApply, SLICE, new Uint8Array(encodeEffects([])), true]);
+      for (let i = 0; i < BATCHES * PER_BATCH; i++) if (!survives(i)) ok(s, [SliceOp.Delete, TABLE, SLICE, key(i), null, null]);
+      s.takeEffects();
+      return s;
+    },
+    (kept) => expect(kept.itemCount).toBe(BATCHES),
+  );
+}
+
+/** Heap used after a full collection, grown across `measure`; `alive` then checks what it returned, which so lives
+ * through the measure (what the test says is kept must be alive when the heap is read). */
+function heapGrowth<T>(measure: () => T, alive: (kept: T) => void): number {
   gc();
   gc();
   const before = process.memoryUsage().heapUsed;
-  for (let i = 0; i < BATCHES * PER_BATCH; i += PER_BATCH) {
-    enter(s, i, i + PER_BATCH);
-    s.takeEffects();
-  }
-  if (move) ok(s, [SliceOp.MoveApply, SLICE, new Uint8Array(encodeEffects([])), true]);
-  for (let i = 0; i < BATCHES * PER_BATCH; i++) if (!survives(i)) ok(s, [SliceOp.Delete, TABLE, SLICE, key(i), null, null]);
-  s.takeEffects();
+  const kept = measure();
   gc();
   gc();
   const after = process.memoryUsage().heapUsed;
-  expect(s.itemCount).toBe(BATCHES); // after the measure: the store is alive through it
+  alive(kept);
   return after - before;
 }
 
@@ -246,15 +258,10 @@ function answersRetained(made: boolean): number {
     return { s, applied };
   };
   run(WARM_BATCHES);
-  gc();
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  const { s, applied } = run(ANSWER_RECORDS);
-  gc();
-  gc();
-  const after = process.memoryUsage().heapUsed;
-  expect([s.itemCount, applied.size]).toEqual([0, ANSWER_RECORDS]); // after the measure: both alive through it
-  return after - before;
+  return heapGrowth(
+    () => run(ANSWER_RECORDS),
+    ({ s, applied }) => expect([s.itemCount, applied.size]).toEqual([0, ANSWER_RECORDS]),
+  );
 }
 
 describe('a follower\'s remembered answers', () => {
@@ -355,15 +362,10 @@ function heldUpdatedRetained(made: boolean): number {
     return s;
   };
   run(WARM_BATCHES * PER_BATCH);
-  gc();
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  const s = run(HELD_ITEMS);
-  gc();
-  gc();
-  const after = process.memoryUsage().heapUsed;
-  expect([s.itemCount, s.keptBytes]).toEqual([HELD_ITEMS, 0]); // after the measure: alive through it
-  return after - before;
+  return heapGrowth(
+    () => run(HELD_ITEMS),
+    (s) => expect([s.itemCount, s.keptBytes]).toEqual([HELD_ITEMS, 0]),
+  );
 }
 const HELD_ITEMS = 20_000;
 
