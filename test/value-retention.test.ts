@@ -190,6 +190,16 @@ describe.each<Shape>(['flat', 'nested'])('item values the store keeps (%s)', (sh
 const plain = (v: unknown): unknown =>
   v instanceof Uint8Array ? new Uint8Array(v) : Array.isArray(v) ? v.map(plain) : v !== null && typeof v === 'object' ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)])) : v;
 
+/** Item key(i) of `s`, got as a client would, is expected[i] (its __mtime aside). */
+function readsBack(s: SliceStore, expected: Item[]): void {
+  for (let i = 0; i < expected.length; i++) {
+    const got = s.execute([SliceOp.Get, TABLE, SLICE, key(i), null, false]) as [number, Item];
+    expect(got[0]).toBe(RESULT_OK);
+    const { __mtime: _mtime, ...item } = got[1];
+    expect(plain(item), key(i)).toEqual(plain(expected[i]));
+  }
+}
+
 describe('item values the store makes its own', () => {
   it('are kept as they were: strings of any chars and length, at any depth, beside bytes and numbers', () => {
     // 13-255 chars: the lengths copied (ownStrings); chars above U+00FF, which a latin1 copy cannot hold (left as
@@ -216,12 +226,7 @@ describe('item values the store makes its own', () => {
       ops.push([SliceOp.Put, TABLE, SLICE, key(i), it, itemBytes(it), null, null]);
     }
     for (const op of decodeSliceOps(encodeSliceOps(ops))) ok(s, op as SliceOpMessage);
-    for (let i = 0; i < 10; i++) {
-      const got = s.execute([SliceOp.Get, TABLE, SLICE, key(i), null, false]) as [number, Item];
-      expect(got[0]).toBe(RESULT_OK);
-      const { __mtime: _mtime, ...item } = got[1];
-      expect(plain(item)).toEqual(plain({ id: key(i), ...values }));
-    }
+    readsBack(s, Array.from({ length: 10 }, (_, i) => ({ id: key(i), ...values })));
   });
 });
 
@@ -325,12 +330,7 @@ describe('item values an update brings', () => {
       ops.push([SliceOp.Update, TABLE, SLICE, key(i), { base: { id: key(i) }, actions, condition: null, oldOnFailure: false, returnValues: 'none' }, null]);
     }
     for (const op of decodeSliceOps(encodeSliceOps(ops))) ok(s, op as SliceOpMessage);
-    for (let i = 0; i < odd.length; i++) {
-      const got = s.execute([SliceOp.Get, TABLE, SLICE, key(i), null, false]) as [number, Item];
-      expect(got[0]).toBe(RESULT_OK);
-      const { __mtime: _mtime, ...item } = got[1];
-      expect(plain(item)).toEqual(plain(expected[i]));
-    }
+    readsBack(s, expected);
   });
 });
 
