@@ -2284,6 +2284,13 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
   });
 });
 
+/** The machine's wall clock stepped by ms (an NTP step, a VM resumed) and held there: Date.now() reads it; the
+ * monotonic clock (performance.now()) runs on. Undone by vi.restoreAllMocks(). */
+function stepWallClock(ms: number): void {
+  const stepped = Date.now() + ms;
+  vi.spyOn(Date, 'now').mockReturnValue(stepped);
+}
+
 /** Three nodes at R=3 and a fourth, f, that joined with no replica (replica rebalancing moves replicas onto it), its
  * node answering pings while its worker of one slice (`stick`) answers nothing: that slice's questions stay open on f
  * while f replicates it (the real questions' rule: dropped once it no longer does), so f does not answer for a step. */
@@ -2308,7 +2315,9 @@ function stuckFourthNode() {
   const stick = (slice: number) => {
     stuck = slice;
   };
-  /** A turn whose replica rebalancing moves replicas onto f: the first of them is the slice its worker is stuck on. */
+  /** A turn whose replica rebalancing moves replicas onto f, the first of them the slice its worker is stuck on; then
+   * a turn at which f pongs but leaves that slice's questions unanswered (noteDown starts the undo's clock,
+   * unansweringSince). Returns the stuck slice. */
   const moveOneOntoStuck = () => {
     quiet(m, f, 0);
     inside.noteDown();
@@ -2317,6 +2326,9 @@ function stuckFourthNode() {
     const moved = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
     expect(moved.length, 'moves onto the new node').toBeGreaterThan(0);
     stick(moved[0]);
+    quiet(m, f, 0);
+    inside.noteDown();
+    expect(inside.unansweringSince.has(f), "the undo's clock started").toBe(true);
     return moved[0];
   };
   return { map, f, m, inside, stick, moveOneOntoStuck };
@@ -2400,16 +2412,12 @@ describe('the placement hold after an undo off a stuck worker, across a wall-clo
     const { map, f, m, inside, moveOneOntoStuck } = stuckFourthNode();
     try {
       const stuck = moveOneOntoStuck();
-      quiet(m, f, 0);
-      inside.noteDown();
       inside.unansweringSince.set(f, inside.unansweringSince.get(f)! - REPLICA_MOVE_UNDO_DOWN_MS);
       inside.undoStalledMoves();
       expect(map.joiningOf(stuck), 'the move onto the stuck worker, undone').toBe(-1);
       expect(inside.takesNewReplicas(f), 'held just after the undo').toBe(false);
       const bound = Math.max(REPLICA_MOVE_UNDO_DOWN_MS, NODE_HEARTBEAT_TIMEOUT_MS);
-      const realNow = Date.now;
-      const stepped = realNow() - 3_600_000;
-      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      stepWallClock(-3_600_000);
       const why = inside.whyNoNewReplicas([f]);
       const left = Number(/taking no new replica for (\d+) s more/.exec(why)?.[1]);
       expect(left, `what is left of the hold after the wall clock stepped back an hour (${why})`).toBeLessThanOrEqual(bound / 1000);
@@ -2430,11 +2438,7 @@ describe('the undo of a move onto a stuck worker, across a wall-clock step', () 
     const { map, f, m, inside, moveOneOntoStuck } = stuckFourthNode();
     try {
       const stuck = moveOneOntoStuck();
-      quiet(m, f, 0);
-      inside.noteDown();
-      expect(inside.unansweringSince.has(f), 'the undo\'s clock started').toBe(true);
-      const stepped = Date.now() + 3_600_000;
-      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      stepWallClock(3_600_000);
       inside.undoStalledMoves();
       expect(map.joiningOf(stuck), 'the move onto the node that stopped answering just now, not undone yet').toBe(f);
     } finally {
@@ -2465,8 +2469,7 @@ describe('the removal of a node that is down, and the replacement of its replica
     try {
       inside.noteDown();
       expect(inside.downSince.has(f), "f's down clock started").toBe(true);
-      const stepped = Date.now() + 3_600_000;
-      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      stepWallClock(3_600_000);
       await inside.autoRemove();
       expect(map.statusOf(f), `the node found down just now, after the wall clock stepped forward an hour (${lines.join(' | ')})`).not.toBe('removed');
       expect(lines.filter((l) => l.includes('down for')), 'log lines of a removal tried').toEqual([]);
@@ -2500,8 +2503,7 @@ describe('the removal of a node that is down, and the replacement of its replica
     try {
       within.noteDown();
       expect(within.downSince.has(c), "c's down clock started").toBe(true);
-      const stepped = Date.now() + 3_600_000;
-      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      stepWallClock(3_600_000);
       inside.drainReplicas();
       expect(map.replicasOf(s), "S's set after the wall clock stepped forward an hour, c found down just now: its replica on c not replaced yet").toEqual(set);
       within.downSince.set(c, performance.now() - DRAIN_REPLACE_DOWN_MS);
@@ -2524,8 +2526,7 @@ describe('the removal of a node that is down, and the replacement of its replica
     try {
       leaders.receive(n, [[0, { type: 'Pong', seq: 0, term: 2, leading: false, commitTerm: 2, lastIndex: 1 }]]);
       expect(leaders.holdsTerm(0, n, 2, 2_000), 'a Pong received just now').toBe(true);
-      const stepped = Date.now() + 3_600_000;
-      vi.spyOn(Date, 'now').mockReturnValue(stepped);
+      stepWallClock(3_600_000);
       expect(leaders.holdsTerm(0, n, 2, 2_000), 'the same Pong, after the wall clock stepped forward an hour').toBe(true);
     } finally {
       vi.restoreAllMocks();

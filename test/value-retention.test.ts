@@ -76,20 +76,32 @@ function retainedBy(enter: (s: SliceStore, from: number, to: number) => void, ke
   // warmed by that test, did not, which failed it now and then without any text kept.
   warmUp(store, enter);
   const s = store();
+  return heapGrowth(
+    () => {
+      for (let i = 0; i < BATCHES * PER_BATCH; i += PER_BATCH) {
+        enter(s, i, i + PER_BATCH);
+        s.takeEffects();
+      }
+      if (move) ok(s, [SliceOp.MoveApply, SLICE, new Uint8Array(encodeEffects([])), true]);
+      for (let i = 0; i < BATCHES * PER_BATCH; i++) if (!survives(i)) ok(s, [SliceOp.Delete, TABLE, SLICE, key(i), null, null]);
+      s.takeEffects();
+      return s;
+    },
+    (kept) => expect(kept.itemCount).toBe(BATCHES),
+  );
+}
+
+/** Heap used after a full collection, grown across `measure`; `alive` then checks what it returned, which so lives
+ * through the measure (what the test says is kept must be alive when the heap is read). */
+function heapGrowth<T>(measure: () => T, alive: (kept: T) => void): number {
   gc();
   gc();
   const before = process.memoryUsage().heapUsed;
-  for (let i = 0; i < BATCHES * PER_BATCH; i += PER_BATCH) {
-    enter(s, i, i + PER_BATCH);
-    s.takeEffects();
-  }
-  if (move) ok(s, [SliceOp.MoveApply, SLICE, new Uint8Array(encodeEffects([])), true]);
-  for (let i = 0; i < BATCHES * PER_BATCH; i++) if (!survives(i)) ok(s, [SliceOp.Delete, TABLE, SLICE, key(i), null, null]);
-  s.takeEffects();
+  const kept = measure();
   gc();
   gc();
   const after = process.memoryUsage().heapUsed;
-  expect(s.itemCount).toBe(BATCHES); // after the measure: the store is alive through it
+  alive(kept);
   return after - before;
 }
 
@@ -178,6 +190,16 @@ describe.each<Shape>(['flat', 'nested'])('item values the store keeps (%s)', (sh
 const plain = (v: unknown): unknown =>
   v instanceof Uint8Array ? new Uint8Array(v) : Array.isArray(v) ? v.map(plain) : v !== null && typeof v === 'object' ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)])) : v;
 
+/** Item key(i) of `s`, got as a client would, is expected[i] (its __mtime aside). */
+function readsBack(s: SliceStore, expected: Item[]): void {
+  for (let i = 0; i < expected.length; i++) {
+    const got = s.execute([SliceOp.Get, TABLE, SLICE, key(i), null, false]) as [number, Item];
+    expect(got[0]).toBe(RESULT_OK);
+    const { __mtime: _mtime, ...item } = got[1];
+    expect(plain(item), key(i)).toEqual(plain(expected[i]));
+  }
+}
+
 describe('item values the store makes its own', () => {
   it('are kept as they were: strings of any chars and length, at any depth, beside bytes and numbers', () => {
     // 13-255 chars: the lengths copied (ownStrings); chars above U+00FF, which a latin1 copy cannot hold (left as
@@ -204,12 +226,7 @@ describe('item values the store makes its own', () => {
       ops.push([SliceOp.Put, TABLE, SLICE, key(i), it, itemBytes(it), null, null]);
     }
     for (const op of decodeSliceOps(encodeSliceOps(ops))) ok(s, op as SliceOpMessage);
-    for (let i = 0; i < 10; i++) {
-      const got = s.execute([SliceOp.Get, TABLE, SLICE, key(i), null, false]) as [number, Item];
-      expect(got[0]).toBe(RESULT_OK);
-      const { __mtime: _mtime, ...item } = got[1];
-      expect(plain(item)).toEqual(plain({ id: key(i), ...values }));
-    }
+    readsBack(s, Array.from({ length: 10 }, (_, i) => ({ id: key(i), ...values })));
   });
 });
 
@@ -246,15 +263,10 @@ function answersRetained(made: boolean): number {
     return { s, applied };
   };
   run(WARM_BATCHES);
-  gc();
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  const { s, applied } = run(ANSWER_RECORDS);
-  gc();
-  gc();
-  const after = process.memoryUsage().heapUsed;
-  expect([s.itemCount, applied.size]).toEqual([0, ANSWER_RECORDS]); // after the measure: both alive through it
-  return after - before;
+  return heapGrowth(
+    () => run(ANSWER_RECORDS),
+    ({ s, applied }) => expect([s.itemCount, applied.size]).toEqual([0, ANSWER_RECORDS]),
+  );
 }
 
 describe('a follower\'s remembered answers', () => {
@@ -318,12 +330,7 @@ describe('item values an update brings', () => {
       ops.push([SliceOp.Update, TABLE, SLICE, key(i), { base: { id: key(i) }, actions, condition: null, oldOnFailure: false, returnValues: 'none' }, null]);
     }
     for (const op of decodeSliceOps(encodeSliceOps(ops))) ok(s, op as SliceOpMessage);
-    for (let i = 0; i < odd.length; i++) {
-      const got = s.execute([SliceOp.Get, TABLE, SLICE, key(i), null, false]) as [number, Item];
-      expect(got[0]).toBe(RESULT_OK);
-      const { __mtime: _mtime, ...item } = got[1];
-      expect(plain(item)).toEqual(plain(expected[i]));
-    }
+    readsBack(s, expected);
   });
 });
 
@@ -355,15 +362,10 @@ function heldUpdatedRetained(made: boolean): number {
     return s;
   };
   run(WARM_BATCHES * PER_BATCH);
-  gc();
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  const s = run(HELD_ITEMS);
-  gc();
-  gc();
-  const after = process.memoryUsage().heapUsed;
-  expect([s.itemCount, s.keptBytes]).toEqual([HELD_ITEMS, 0]); // after the measure: alive through it
-  return after - before;
+  return heapGrowth(
+    () => run(HELD_ITEMS),
+    (s) => expect([s.itemCount, s.keptBytes]).toEqual([HELD_ITEMS, 0]),
+  );
 }
 const HELD_ITEMS = 20_000;
 
