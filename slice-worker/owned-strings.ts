@@ -5,6 +5,7 @@
 // replica's remembered answers (replication/applied-requests.ts), are made strings of their own here.
 import { assert } from '../shared/errors.js';
 import { SHARDING_KEY_BYTES_MAX, SORTING_KEY_BYTES_MAX } from '../shared/limits.js';
+import type { SetValue, UpdateAction } from '../shared/expression-ast.js';
 import type { Item, Value } from '../shared/values.js';
 
 /** Shorter strings V8 never makes a slice of another (SlicedString::kMinLength): a substring this long or longer may be
@@ -63,9 +64,23 @@ export function ownStrings<V extends Item | Value[]>(v: V): V {
   }
   return v;
 }
+/** An update action's values from the request made their own (ownedValue), in place: what an update of an owned
+ * item brings into the store (SliceStore.update). Its paths are not: names enter an item as property keys. */
+export function ownAction(a: UpdateAction): void {
+  if (a.k === 'set') ownSetValue(a.value);
+  else if (a.k === 'add') a.n = ownedValue(a.n);
+  else if (a.k === 'addSet') a.set = ownedValue(a.set);
+}
+function ownSetValue(v: SetValue): void {
+  if (v.k === 'value') v.v = ownedValue(v.v);
+  else if (v.k === '+' || v.k === '-' || v.k === 'listAppend') {
+    ownSetValue(v.a);
+    ownSetValue(v.b);
+  } else if (v.k === 'ifNotExists') ownSetValue(v.b);
+}
 /** `x` with its strings made its own (ownStrings of one value): an equal string of its own, or `x` itself, any list or
  * map in it made its own in place. */
-export function ownedValue<V extends Value>(x: V): V {
+function ownedValue<V extends Value>(x: V): V {
   return (ownValue(x) ?? x) as V;
 }
 /** ownStrings of one value: a string of its own where `x` is a string that may be a slice, else null (a list or map

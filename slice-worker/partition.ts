@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { assert, KeysliceError } from '../shared/errors.js';
 import { workerOf } from '../shared/hashing.js';
-import type { Condition, SetValue, UpdateAction } from '../shared/expression-ast.js';
+import type { Condition } from '../shared/expression-ast.js';
 import { applyUpdate, evaluate, projectItem } from '../shared/expression-eval.js';
 import {
   ITEM_BYTES_MAX,
@@ -67,7 +67,7 @@ import {
 } from './log-format.js';
 import type { AppliedList } from './replication/applied-requests.js';
 import { LoadTracker } from './slice-load.js';
-import { ownedValue, ownKey, ownStrings } from './owned-strings.js';
+import { ownAction, ownKey, ownStrings } from './owned-strings.js';
 
 // sorted-btree is CommonJS (the class under .default), loaded with require, not import: by import Node 20 first
 // runs its 74 kB through its CommonJS export lexer, about 50 ms of CPU on the start of every worker thread (each
@@ -969,20 +969,6 @@ export class SliceStore {
     if (p === undefined) slices.set(slice, (p = new Partition(table, slice, this.record)));
     return p;
   }
-}
-
-/** An update action's values from the request made their own (ownedValue), in place. */
-function ownAction(a: UpdateAction): void {
-  if (a.k === 'set') ownSetValue(a.value);
-  else if (a.k === 'add') a.n = ownedValue(a.n);
-  else if (a.k === 'addSet') a.set = ownedValue(a.set);
-}
-function ownSetValue(v: SetValue): void {
-  if (v.k === 'value') v.v = ownedValue(v.v);
-  else if (v.k === '+' || v.k === '-' || v.k === 'listAppend') {
-    ownSetValue(v.a);
-    ownSetValue(v.b);
-  } else if (v.k === 'ifNotExists') ownSetValue(v.b);
 }
 
 /** Evaluates a write's condition against the stored item (`{}` when there is none);

@@ -301,7 +301,7 @@ const listItem = (i: number): Item => ({ id: key(i), L: [] });
 
 describe('item values an update brings', () => {
   it('by every kind of action, from a batch as a node decodes it, keep none of the batch', () => {
-    // Each action's strings are copied on their own (partition.ts ownAction), the item's others not at all: an action
+    // Each action's strings are copied on their own (owned-strings.ts ownAction), the item's others not at all: an action
     // kind left out kept its run. Bound: the same updates made here, not decoded, plus 3,000 bytes a survivor.
     const enter = (decode: boolean) => (s: SliceStore, from: number, to: number) => {
       for (let i = from; i < to; i++) ok(s, [SliceOp.Put, TABLE, SLICE, key(i), listItem(i), itemBytes(listItem(i)), null, null]);
