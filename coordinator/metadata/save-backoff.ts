@@ -25,7 +25,7 @@ export class SaveBackoff {
     return now + this.tickMs / 2 >= this.notBefore;
   }
 
-  /** Saves failed in a row (status, tests). */
+  /** Saves failed in a row (the failed save's log line: replica-leaders.ts). */
   get failing(): number {
     return this.failures;
   }
