@@ -15,7 +15,7 @@ import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../share
 import { assert, KeysliceError } from '../../shared/errors.js';
 import { COORDINATOR_STALL_MS, DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS, STUCK_NODE_PLACEMENT_HOLD_MS_MAX } from '../../shared/limits.js';
 import { performance } from 'node:perf_hooks';
-import { failoverDelayMs } from '../../shared/timeout.js';
+import { backoffMs, failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
 import { MapSaveError, savedOr, type ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
@@ -784,7 +784,7 @@ export class Membership {
       if (this.map.statusOf(i) === 'removed' || this.countsUp(i)) this.downSince.delete(i);
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
       if (this.map.statusOf(i) === 'removed' || this.answersForStep(i)) this.unansweringSince.delete(i);
-      else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, performance.now());
+      else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, now);
       if (this.map.statusOf(i) === 'removed') this.heldFromPlacement.delete(i);
     }
   }
@@ -1237,7 +1237,7 @@ export class Membership {
     const held = stuck.map((n) => {
       const last = this.heldFromPlacement.get(n);
       const undos = last !== undefined && now - last.at <= 2 * STUCK_NODE_PLACEMENT_HOLD_MS_MAX ? last.undos + 1 : 1;
-      const holdMs = Math.min(STUCK_NODE_PLACEMENT_HOLD_MS_MAX, Math.max(this.downWaits.moveUndoMs, NODE_HEARTBEAT_TIMEOUT_MS) * 2 ** Math.min(undos - 1, 20));
+      const holdMs = backoffMs(undos - 1, Math.min(Math.max(this.downWaits.moveUndoMs, NODE_HEARTBEAT_TIMEOUT_MS), STUCK_NODE_PLACEMENT_HOLD_MS_MAX), STUCK_NODE_PLACEMENT_HOLD_MS_MAX);
       this.heldFromPlacement.set(n, { undos, at: now, until: now + holdMs });
       return `${this.map.nodes[n]} for ${holdMs / 1000} s`;
     });

@@ -1,5 +1,6 @@
 import { assert } from '../../shared/errors.js';
 import { MAP_SAVE_RETRY_MS_MAX } from '../../shared/limits.js';
+import { backoffMs } from '../../shared/timeout.js';
 
 /** When the coordinator may try its cluster map's save again after saves failed in a row (replica-leaders.ts: the
  * redo of failovers whose turns were not recorded, the settled changes' record). One for the whole map, not one a
@@ -24,15 +25,14 @@ export class SaveBackoff {
     return now + this.tickMs / 2 >= this.notBefore;
   }
 
-  /** Saves failed in a row (status, tests). */
+  /** Saves failed in a row (the failed save's log line: replica-leaders.ts). */
   get failing(): number {
     return this.failures;
   }
 
   failed(now: number): void {
-    this.failures++;
-    // 2 ** failures overflows to Infinity long after the cap is reached; min keeps the cap.
-    this.notBefore = now + Math.min(this.tickMs * 2 ** (this.failures - 1), this.maxMs);
+    // The shared doubling every other retry of ours uses (shared/timeout.ts): a tick, twice that, ... up to the cap.
+    this.notBefore = now + backoffMs(this.failures++, this.tickMs, this.maxMs);
   }
 
   saved(): void {
