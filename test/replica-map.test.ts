@@ -2186,22 +2186,34 @@ describe('the leader a drain step names until the slice elects', () => {
   });
 });
 
+/** 5 nodes at R=3, node 4 draining: each slice it holds has a new replica (joining). f is a node that got some (toF;
+ * withF: the slices holding it before), whose questions stay unanswered `setSilent` ms (ReplicaLeaders.silentMs;
+ * NODE_HEARTBEAT_TIMEOUT_MS - 1 s at first, within the bound). */
+function drainOntoSilent() {
+  const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+  const map = open(5, 3, dir);
+  map.setStatus(4, 'draining');
+  settle(map);
+  const slices = Array.from({ length: 64 }, (_, s) => s);
+  const f = map.joiningOf(slices.find((s) => map.joiningOf(s) >= 0)!);
+  const toF = slices.filter((s) => map.joiningOf(s) === f);
+  const withF = slices.filter((s) => map.replicasOf(s).includes(f));
+  let silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
+  const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
+  const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; unansweringSince: Map<number, number>; heldFromPlacement: Map<number, { at: number; until: number }> };
+  const setSilent = (ms: number) => {
+    silent = ms;
+  };
+  return { map, f, toF, withF, m, inside, setSilent };
+}
+
 describe('a drain step whose new replica is silent, its link open', () => {
   it('is undone once silent past NODE_HEARTBEAT_TIMEOUT_MS and --move-undo-down-ms more, its new replica placed on another node, not back on the silent one', () => {
     // 5 nodes at R=3, node 4 draining: each slice it holds has a new replica (joining). One node that got some, f, is
     // frozen with its link open (up for the coordinator): silent 4 s, its steps wait; past the bound, it counts down
     // (Membership.countsUp), and once down --move-undo-down-ms its steps are undone and placed elsewhere, as for a node
     // that is down; placement takes no new replica to it while it stays silent. Before, they waited without end.
-    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(5, 3, dir);
-    map.setStatus(4, 'draining');
-    settle(map);
-    const f = map.joiningOf(Array.from({ length: 64 }, (_, s) => s).find((s) => map.joiningOf(s) >= 0)!);
-    const toF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
-    const withF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f));
-    let silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
-    const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
-    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; unansweringSince: Map<number, number> };
+    const { map, f, toF, withF, m, inside, setSilent } = drainOntoSilent();
     // A turn with the undo's clock of the node (unansweringSince, as noteDown keeps it) moved back past --move-undo-down-ms.
     const turn = () => {
       inside.noteDown();
@@ -2212,7 +2224,7 @@ describe('a drain step whose new replica is silent, its link open', () => {
     try {
       turn();
       expect(toF.filter((s) => map.joiningOf(s) !== f), 'steps undone while their new replica was silent less than the bound').toEqual([]);
-      silent = NODE_HEARTBEAT_TIMEOUT_MS + 1_000;
+      setSilent(NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
       turn();
       expect(toF.filter((s) => map.replicasOf(s).includes(f)), 'slices whose step to the silent node was not undone').toEqual([]);
       expect(toF.filter((s) => !(map.joiningOf(s) >= 0 && map.replicasOf(s).length === 4 && map.replicasOf(s).includes(4))), 'slices undone without a new replica placed elsewhere beside the draining one').toEqual([]);
@@ -2220,7 +2232,7 @@ describe('a drain step whose new replica is silent, its link open', () => {
       // Silent, it stays so though it owes no answer (its undone slices' questions dropped), until something comes from
       // it (its link's heardAt: a frame, a pong): then it is an ordinary node again.
       quiet(m, f, NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
-      silent = 0;
+      setSilent(0);
       expect(inside.countsUp(f), 'the silent node, owing no answer now').toBe(false);
       m.links[f].heard();
       expect(inside.countsUp(f), 'the node once a frame came from it').toBe(true);
@@ -2236,16 +2248,7 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
     // each turn (its link's heardAt young: countsUp) while its worker answers no Ping (ReplicaLeaders.silentMs grows).
     // The step's wait counted it down (answersForStep) but the undo asked countsUp alone, so the step waited for it for
     // as long as the worker stayed stuck; and placement (map.isUp) would have put the undone replica straight back.
-    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(5, 3, dir);
-    map.setStatus(4, 'draining');
-    settle(map);
-    const f = map.joiningOf(Array.from({ length: 64 }, (_, s) => s).find((s) => map.joiningOf(s) >= 0)!);
-    const toF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
-    const withF = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(f));
-    let silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
-    const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
-    const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; unansweringSince: Map<number, number>; heldFromPlacement: Map<number, { at: number; until: number }> };
+    const { map, f, toF, withF, m, inside, setSilent } = drainOntoSilent();
     // A turn: f's pong just came (heard, whatever its worker owes), its clock for the undo (unansweringSince, as noteDown
     // keeps it) moved back past --move-undo-down-ms.
     const turn = () => {
@@ -2259,7 +2262,7 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
       expect(toF.length, 'drain steps onto f').toBeGreaterThan(0);
       turn();
       expect(toF.filter((s) => map.joiningOf(s) !== f), 'steps undone while their new replica owed answers less than the bound').toEqual([]);
-      silent = NODE_HEARTBEAT_TIMEOUT_MS + 1_000;
+      setSilent(NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
       turn();
       expect(inside.countsUp(f), 'the node whose worker is stuck, heard (its pong)').toBe(true);
       expect(toF.filter((s) => map.replicasOf(s).includes(f)), 'slices whose step onto the stuck node was not undone').toEqual([]);
@@ -2268,7 +2271,7 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
       // Once its worker answers again it is an ordinary node, after the hold that follows the undo (its questions of the
       // undone slices dropped, it would answer for a step at once whether or not its worker is still stuck): placement
       // may choose it then.
-      silent = 0;
+      setSilent(0);
       turn();
       expect(inside.unansweringSince.has(f), 'the clock of the undo, once it answers').toBe(false);
       expect(map.isUp(f), 'placement, during the hold that follows the undo').toBe(false);
