@@ -23,6 +23,15 @@ const silenceRuns = Number(process.env.KEYSLICE_SIM_SILENCE_RUNS ?? Math.ceil(ru
  * which: ", with store: true" for a run on stores). */
 const halfOnStores = (count: number): [number, boolean][] =>
   only !== undefined ? [[Number(only), false], [Number(only), true]] : Array.from({ length: count }, (_, i) => [BASE_SEED + i, i % 2 === 1]);
+/** Reports of runs and the sum of one figure over them. */
+interface Runs {
+  reports: SimReport[];
+  sum: (f: (r: SimReport) => number) => number;
+}
+const summed = (reports: SimReport[]): Runs => ({ reports, sum: (f) => reports.reduce((a, r) => a + f(r), 0) });
+/** `options` run over halfOnStores(count): each seed, every other one on stores. */
+const halfOnStoresRun = (count: number, options: Omit<SimOptions, 'seed' | 'store'>): Runs =>
+  summed(halfOnStores(count).map(([seed, store]) => runSimulation({ ...options, seed, store })));
 /** The stall runs (below): a fifth of `runs`, half on stores, in place of a quarter of the plain ones (about as much CPU). */
 const stallRuns = Math.ceil(runs / 5);
 /** The commit-timeout runs (below): an eighth of `runs`, half on stores, in place of a fifth of the runs on stores
@@ -46,8 +55,7 @@ const CHAINED_SEEDS: [number, boolean][] = [
 describe('replication under a seeded simulation', () => {
   it(`loses, doubles and reorders no acknowledged write over ${only !== undefined ? `seed ${only}` : `${plainRuns} seeded runs`}`, () => {
     const seeds = only !== undefined ? [Number(only)] : Array.from({ length: plainRuns }, (_, i) => BASE_SEED + i);
-    const reports: SimReport[] = seeds.map((seed) => runSimulation({ seed }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = summed(seeds.map((seed) => runSimulation({ seed })));
     const refusals: Record<string, number> = {};
     for (const r of reports) for (const [k, v] of Object.entries(r.refusals)) refusals[k] = (refusals[k] ?? 0) + v;
     console.log(
@@ -71,8 +79,7 @@ describe('replication under a seeded simulation', () => {
   it(`loses no acknowledged write, leaves no uncommitted one and applies a write sent again once, on replicas run as a worker runs them (${only !== undefined ? `seed ${only}` : `${storeRuns} runs`})`, () => {
     // slice-replicas.ts on SliceStores: leaders execute before commit and are rolled back when deposed.
     const seeds = only !== undefined ? [Number(only)] : Array.from({ length: storeRuns }, (_, i) => BASE_SEED + i);
-    const reports = seeds.map((seed) => runSimulation({ seed, store: true }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = summed(seeds.map((seed) => runSimulation({ seed, store: true })));
     // Writes there are sent again after an unknown outcome, with their request ids: each is applied once.
     console.log(
       `replication sim on stores: ${reports.length} runs, ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.resent)} sent again after an unknown outcome, ${sum((r) => r.ambiguous)} left with unknown outcome; ` +
@@ -88,8 +95,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`loses no acknowledged write across replica-set changes: drains, undone replica moves, replacements, added and removed replicas, replicas that left dropping their state, with elections and crashes at any moment (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 2)} runs, half on stores`})`, () => {
-    const reports = halfOnStores(Math.ceil(runs / 2)).map(([seed, store]) => runSimulation({ seed, setChanges: true, store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(Math.ceil(runs / 2), { setChanges: true });
     console.log(
       `replication sim with set changes: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes (${sum((r) => r.movesUndone)} moves undone, ${sum((r) => r.ledOn)} led on by their leader, ` +
         `${sum((r) => r.handovers)} leadership handovers before a drain step or a remove took the leader's replica out (${sum((r) => r.removeHandovers)} before a remove), ${sum((r) => r.handedOver)} of them naming the replica handed to, ${sum((r) => r.handoversGivenBack)} whose election named another, ` +
@@ -115,8 +121,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`loses no acknowledged write when a drain's new replica's node goes down: the step undone, and its replica placed on another node that is up, or on one once it is up (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 4)} runs, half on stores`})`, () => {
-    const reports = halfOnStores(Math.ceil(runs / 4)).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-down', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(Math.ceil(runs / 4), { setChanges: 'drain-down' });
     console.log(
       `replication sim, drains onto nodes that go down: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.movesUndone)} drain steps undone ` +
         `(${sum((r) => r.drainStepsRedirected)} redirected to a node that is up), ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
@@ -129,8 +134,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`loses no acknowledged write when a drain's leadership handover target freezes: its election gives the leadership back, and past the handover's bound the drained replica leaves while the target is still frozen, the step waiting only for the new replica and a majority of the set left (membership.ts drainStepCatchUp) (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 8)} runs, half on stores`})`, () => {
-    const reports = halfOnStores(Math.ceil(runs / 8)).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain', handoverFreezes: true, store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(Math.ceil(runs / 8), { setChanges: 'drain', handoverFreezes: true });
     console.log(
       `replication sim, drains whose handover target freezes: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.handovers)} handovers (${sum((r) => r.handoverFreezes)} targets frozen, ${sum((r) => r.handoversGivenBack)} given back), ` +
         `${sum((r) => r.drainStepsPastHandoverBound)} drain steps past the handover's bound with a replica kept behind, ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
@@ -152,8 +156,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`names as the map's leader, when a remove takes out the map's leader and its handover is given up, a replica kept that said lately it holds the barrier, not the frozen one the map's own rule names first (membership.ts leaderUntilElected) (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 8)} runs, half on stores`})`, () => {
-    const reports = halfOnStores(Math.ceil(runs / 8)).map(([seed, store]) => runSimulation({ seed, setChanges: 'remove-frozen', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(Math.ceil(runs / 8), { setChanges: 'remove-frozen' });
     console.log(
       `replication sim, removes of the leader with a replica kept frozen: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.removeFreezes)} removes with the first replica kept frozen, ` +
         `${sum((r) => r.removesNamingFrozen)} naming a frozen leader, ${sum((r) => r.removesUnnamed)} naming none (no leader elected, or none said lately it holds the barrier), ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
@@ -172,8 +175,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`names as the map's leader, when a remove takes out the map's leader as its node goes down (killed or cut off) with a replica kept frozen or cut off from the coordinator, a replica that answers by the silence the coordinator computes over the seeded network (membership.ts leaderUntilElected's second choice, replica-leaders.ts silenceMs) (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 16)} runs, half on stores`})`, () => {
-    const reports = halfOnStores(Math.ceil(runs / 16)).map(([seed, store]) => runSimulation({ seed, setChanges: 'remove-down', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(Math.ceil(runs / 16), { setChanges: 'remove-down' });
     console.log(
       `replication sim, removes of a leader that is down with a replica kept silent: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.removeDowns)} removes, ` +
         `${sum((r) => r.removesDownNamingSilent)} naming a silent or frozen leader (${sum((r) => r.removesDownNamingUntold)} more naming one asked too late to tell), ${sum((r) => r.removesDownAnswering)} named by the second choice (a replica that answers), ${sum((r) => r.removesDownUnnamed)} naming none (no elected term), ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
@@ -206,8 +208,7 @@ describe('replication under a seeded simulation', () => {
   // 1 the slice's leader at 400.0 ms, frozen, whose link came up at 360.0 ms, 40.0 ms into the wait for answers
   // begun at 320.0 ms").
   it(`silence case: goes on with a drain step without a replica it keeps that froze (silent past the node heartbeat bound, by its link's clock and its questions, it counts down for the step: membership.ts answersForStepBy, countsUpBy, drainStepCatchUp), before it thaws (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
-    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'kept', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(silenceRuns, { setChanges: 'drain-silent', drainSilence: 'kept' });
     console.log(
       `replication sim, drains with a replica kept frozen: ${reports.length} runs, ${sum((r) => r.drainSilences)} freezes, ${sum((r) => r.drainStepsPastSilentKept)} drain steps that went on past a frozen replica kept, ` +
         `${sum((r) => r.silentUnchecked)} freezes unchecked (no elected leader, an unsettled change, or the others not caught up at the thaw), ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
@@ -220,8 +221,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`silence case: goes on with a drain step without a replica it keeps whose worker is stuck while its node pongs (counted up by its link's clock, but its questions unanswered past the node heartbeat bound: membership.ts answersForStepBy), before it thaws (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
-    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'stuck', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(silenceRuns, { setChanges: 'drain-silent', drainSilence: 'stuck' });
     console.log(
       `replication sim, drains with a replica kept whose worker is stuck: ${reports.length} runs, ${sum((r) => r.drainSilences)} stuck, ${sum((r) => r.drainStepsPastSilentKept)} drain steps that went on past a stuck replica kept, ` +
         `${sum((r) => r.silentUnchecked)} unchecked (no elected leader, an unsettled change, or the others not caught up at the end), ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
@@ -234,8 +234,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`silence case: undoes a drain step whose new replica froze (silent past the node heartbeat bound, then the undo's wait: membership.ts countsUpBy, undoStalledMoves) and places it on a node that counts up, before it thaws (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
-    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'new', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(silenceRuns, { setChanges: 'drain-silent', drainSilence: 'new' });
     console.log(
       `replication sim, drains whose new replica froze: ${reports.length} runs, ${sum((r) => r.drainSilences)} freezes, ${sum((r) => r.silentNewUndone)} steps undone while it was frozen (${sum((r) => r.silentNewRedirected)} placed on another node), ` +
         `${sum((r) => r.silentUnchecked)} freezes ending with no elected leader or an unsettled change, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
@@ -248,8 +247,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`silence case: undoes a drain step whose new replica's worker is stuck while its node pongs (counted up by its link's clock, its questions unanswered past the node heartbeat bound, then the undo's wait: membership.ts answersForStepBy, undoStalledMoves) and places it on a node that answers, before it thaws (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
-    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'stuck-new', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(silenceRuns, { setChanges: 'drain-silent', drainSilence: 'stuck-new' });
     console.log(
       `replication sim, drains whose new replica's worker is stuck: ${reports.length} runs, ${sum((r) => r.drainSilences)} stuck, ${sum((r) => r.silentNewUndone)} steps undone while it was stuck (${sum((r) => r.silentNewRedirected)} placed on another node), ` +
         `${sum((r) => r.silentUnchecked)} ending with no elected leader or an unsettled change, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
@@ -262,8 +260,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`silence case: leads the slice again within a heartbeat timeout and an election of a turn whose cluster-map save failed, its LeadOn or Prepares not sent (replica-leaders.ts flush, SliceFailover.unrecorded); and catches a failover not told (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
-    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'unsaved', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(silenceRuns, { setChanges: 'drain-silent', drainSilence: 'unsaved' });
     console.log(
       `replication sim, drains with turns whose map save failed: ${reports.length} runs, ${sum((r) => r.unsavedTurns)} turns lost, led again at most ${Math.max(0, ...reports.map((r) => r.unsavedServedMsMax)).toFixed(1)} ms after one, ` +
         `${sum((r) => r.ledOn)} changes led on, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
@@ -285,8 +282,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`silence case: elects within the heartbeat timeout when the leader freezes during a drain, its node silent by the coordinator's own heardFrom (replica-leaders.ts heardFromBy, failover.ts heardLately) (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
-    const reports = halfOnStores(silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-silent', drainSilence: 'leader', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(silenceRuns, { setChanges: 'drain-silent', drainSilence: 'leader' });
     console.log(
       `replication sim, leaders frozen during a drain: ${reports.length} runs, ${sum((r) => r.drainSilences)} freezes, ${sum((r) => r.silentLeaderElections)} elections started after one, ` +
         `at most ${Math.max(0, ...reports.map((r) => r.silentLeaderElectionMsMax)).toFixed(1)} ms after it, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
@@ -299,8 +295,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`silence case: names no frozen replica whose link came up during a remove's wait for answers: the wait asks it long enough to count as silent (membership.ts keepAskingKept) (${only !== undefined ? `seed ${only}` : `${2 * silenceRuns} runs, half on stores`})`, () => {
-    const reports = halfOnStores(2 * silenceRuns).map(([seed, store]) => runSimulation({ seed, setChanges: 'remove-down', keptRestarts: true, store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(2 * silenceRuns, { setChanges: 'remove-down', keptRestarts: true });
     console.log(
       `replication sim, removes of a leader that is down with a replica kept back during the wait and frozen: ${reports.length} runs, ${sum((r) => r.removeDowns)} removes, ` +
         `${sum((r) => r.restartedKeptUp)} whose replica's link came up within ${2 * 40} ms of the wait's start (${sum((r) => r.restartedKeptSecondChoice)} reaching the rule's second choice), ${sum((r) => r.removesDownNamingSilent)} naming a silent one, ${sum((r) => r.acked)} writes acknowledged`,
@@ -313,8 +308,7 @@ describe('replication under a seeded simulation', () => {
   });
 
   it(`loses no acknowledged write when a replica of a drained set is killed, for good or for a while: the drain replaces one down 400 ms (sim time) on a node that is up (a node back after that starts out of the set), or goes on without with none up, and the run converges (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 8)} runs, half on stores`})`, () => {
-    const reports = halfOnStores(Math.ceil(runs / 8)).map(([seed, store]) => runSimulation({ seed, setChanges: 'drain-dead', store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(Math.ceil(runs / 8), { setChanges: 'drain-dead' });
     console.log(
       `replication sim, drains with a replica killed: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.deadReplaced)} replicas down replaced (${sum((r) => r.replacedCameBack)} of them came back after), ` +
         `${sum((r) => r.drainedKeepingDown)} drain steps went on keeping one (no node up to take it), ${sum((r) => r.acked)} writes acknowledged, ${sum((r) => r.elections)} elections`,
@@ -362,8 +356,7 @@ describe('replication under a seeded simulation', () => {
   }
 
   it(`loses no acknowledged write when the coordinator restarts, often in the middle of a replica-set change (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 2)} runs, half on stores`})`, () => {
-    const reports = halfOnStores(Math.ceil(runs / 2)).map(([seed, store]) => runSimulation({ seed, setChanges: true, coordinatorRestarts: true, store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(Math.ceil(runs / 2), { setChanges: true, coordinatorRestarts: true });
     console.log(`replication sim with coordinator restarts: ${reports.length} runs, ${sum((r) => r.coordinatorRestarts)} restarts (${sum((r) => r.restartsUnsettled)} with a change unsettled), ${sum((r) => r.acked)} writes acknowledged`);
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
     if (only === undefined) expect(sum((r) => r.restartsUnsettled)).toBeGreaterThan(reports.length / 4);
@@ -395,8 +388,7 @@ describe('replication under a seeded simulation', () => {
     // the newer one committed (20 and 7 of these 100 runs fail so: docs/replication-notes.md).
     // [seed, i]: the i-th run's way (a replacement or not, on stores or not); a one-seed replay runs its seed all four ways.
     const planned = only !== undefined ? [0, 1, 2, 3].map((i) => [Number(only), i]) : Array.from({ length: Math.ceil(runs / 4) }, (_, i) => [BASE_SEED + i, i]);
-    const reports = planned.map(([seed, i]) => runSimulation({ seed, deposedTail: i % 2 === 1 ? 'replace' : true, store: (i >> 1) % 2 === 1 }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = summed(planned.map(([seed, i]) => runSimulation({ seed, deposedTail: i % 2 === 1 ? 'replace' : true, store: (i >> 1) % 2 === 1 })));
     console.log(
       `replication sim, deposed leaders with longer logs of older terms: ${reports.length} runs, ${sum((r) => r.deposedTails)} newer leaders killed with a deposed one's tail in place, ` +
         `${sum((r) => r.longerOlderPassedOver)} elections that passed over a longer log of an older term, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
@@ -413,8 +405,7 @@ describe('replication under a seeded simulation', () => {
     // SimOptions.stall: a few links a run, and at R=3 two schedules: a replica's answer to an older term's Prepare
     // brought into the election after the leader it then followed was killed (the story in replica-rules.test.ts), and
     // a deposed leader that does not know it whose Appends reach a follower that promised the newer term.
-    const reports = halfOnStores(stallRuns).map(([seed, store]) => runSimulation({ seed, stall: true, store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = halfOnStoresRun(stallRuns, { stall: true });
     const late = (type: string) => sum((r) => r.lateOlderTerm[type] ?? 0);
     console.log(
       `replication sim with stalled links: ${reports.length} runs, ${sum((r) => r.stalls)} stalls holding ${sum((r) => r.stalledMessages)} messages, ` +
@@ -439,8 +430,7 @@ describe('replication under a seeded simulation', () => {
     // them with their request ids (a copy applied twice fails its condition); the plain runs keep no ids, so an unknown
     // outcome stays unknown there (a resend could store a value twice, which the checker fails).
     const planned = halfOnStores(commitTimeoutRuns);
-    const reports = planned.map(([seed, store]) => runSimulation({ seed, commitTimeouts: true, store }));
-    const sum = (f: (r: SimReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+    const { reports, sum } = summed(planned.map(([seed, store]) => runSimulation({ seed, commitTimeouts: true, store })));
     const hit = reports.filter((r) => r.commitTimeouts > 0).length;
     const onStores = reports.filter((_, i) => planned[i][1]);
     console.log(
