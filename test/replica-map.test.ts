@@ -17,6 +17,7 @@ import { DRAIN_REPLACE_DOWN_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOV
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
+import { stepWallClock } from './wall-clock.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -2286,13 +2287,6 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
     }
   });
 });
-
-/** The machine's wall clock stepped by ms (an NTP step, a VM resumed) and held there: Date.now() reads it; the
- * monotonic clock (performance.now()) runs on. Undone by vi.restoreAllMocks(). */
-function stepWallClock(ms: number): void {
-  const stepped = Date.now() + ms;
-  vi.spyOn(Date, 'now').mockReturnValue(stepped);
-}
 
 /** Three nodes at R=3 and a fourth, f, that joined with no replica (replica rebalancing moves replicas onto it), its
  * node answering pings while its worker of one slice (`stick`) answers nothing: that slice's questions stay open on f
