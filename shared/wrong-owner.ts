@@ -9,6 +9,7 @@
 // router address it has (client.ts requestOnce): a router whose map lags for good (cut off from its coordinator) would
 // otherwise fail every request of a moved slice while another router could answer it. Once per address, not once per
 // try, nor once per copy that the client sends again (writeRetries): the tries stay the routers' own times the addresses.
+import { performance } from 'node:perf_hooks';
 import { assert, KeysliceError } from './errors.js';
 import { WRONG_OWNER_RETRIES_MAX, WRONG_OWNER_RETRY_DELAY_MS_MAX, WRONG_OWNER_RETRY_DELAY_MS_MIN, WRONG_OWNER_RETRY_MS_MAX } from './limits.js';
 import { backoffMs } from './timeout.js';
@@ -62,19 +63,21 @@ export class WrongOwnerTries {
     private readonly what: string,
     private readonly triesMax = WRONG_OWNER_RETRIES_MAX,
     private readonly msMax = WRONG_OWNER_RETRY_MS_MAX,
-    private readonly started = Date.now(),
+    /** When the op was first sent, on performance.now()'s clock: msMax is a duration, and on Date.now()'s a wall
+     * clock stepped forward (an NTP step, a VM resumed) spent it at once, stepped back stretched it by the step. */
+    private readonly started = performance.now(),
   ) {}
 
   /** Counts a refusal; whether another try is allowed (fewer than triesMax tries so far, within msMax). */
   again(): boolean {
     this.refusals++;
-    return this.refusals < this.triesMax && Date.now() - this.started < this.msMax;
+    return this.refusals < this.triesMax && performance.now() - this.started < this.msMax;
   }
 
   /** The error once again() said no: WrongOwner (the code a client switches on), saying that the owner kept
    * changing for as long as the bounds allow, with the last refusal's reason. */
   exhausted(last: KeysliceError): KeysliceError {
-    const ms = Date.now() - this.started;
+    const ms = Math.round(performance.now() - this.started);
     return new KeysliceError(
       'WrongOwner',
       `${this.what}: refused WrongOwner ${this.refusals} times in ${ms} ms (a slice's owner kept changing, or the router could not get a newer cluster map; at most ${this.triesMax} tries within ${this.msMax} ms); last: ${last.message}; retry later`,

@@ -17,6 +17,7 @@ import { DRAIN_REPLACE_DOWN_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOV
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
+import { stepWallClock } from './wall-clock.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -1564,10 +1565,44 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
     };
     /** Node `node` sends the coordinator `entries` now, answering nothing it was asked. */
     const sendOther = (node: number, entries: DecodedReplicateEntry[]) => leaders.receive(node, entries);
-    return { leaders, map, leads, turn, sendOther, at: () => t };
+    /** The coordinator does not run for `ms` (stopped): its clock moves on, nothing is sent, received or ticked. */
+    const stop = (ms: number) => {
+      t += ms;
+    };
+    return { leaders, map, leads, turn, sendOther, stop, at: () => t };
   }
 
   afterEach(() => vi.restoreAllMocks());
+
+  it('a coordinator stopped 6 s (past the heartbeat timeout) elects no slice when it runs again; a leader that answers nothing after it is replaced at the heartbeat timeout', async () => {
+    // Every slice led, its Pongs coming; then the coordinator itself stops 6 s (SIGSTOP): no Ping leaves, so no answer
+    // waits for it. Its first tick after comes 6 s late and looks at no timeout; before SliceFailover.excuse the next
+    // found every leader's last Pong 6 s old and elected all 64 (leader timeout). The real-process case:
+    // test/coordinator-stall.test.ts.
+    let frozen = -1;
+    const c = await run((node) => (node === frozen ? null : 0));
+    try {
+      for (let i = 0; i < 100 && c.leaders.electionsBy.start < 64; i++) await c.turn();
+      for (let i = 0; i < 20; i++) await c.turn();
+      expect(c.leads.size, 'every slice has a leader').toBe(64);
+      const before = c.leaders.electionsBy.leader_timeout;
+      c.stop(NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
+      for (let i = 0; i < 30; i++) await c.turn();
+      expect(c.leaders.electionsBy.leader_timeout - before, 'elections for a leader timeout in the 3 s after the stop').toBe(0);
+      // Its excuse is the stop's alone: a leader's node that answers nothing from now on loses its slices at the timeout.
+      frozen = c.leads.get(0)!.node;
+      const frozenAt = c.at();
+      let electedAfter = -1;
+      for (let i = 0; i < 40 && electedAfter < 0; i++) {
+        await c.turn();
+        if (c.leaders.electionsBy.leader_timeout > before) electedAfter = c.at() - frozenAt;
+      }
+      expect(electedAfter, 'ms from a leader answering nothing to an election').toBeGreaterThan(0);
+      expect(electedAfter).toBeLessThanOrEqual(LEADER_HEARTBEAT_TIMEOUT_MS + 1_000);
+    } finally {
+      c.leaders.close();
+    }
+  });
 
   it('keeps a leader whose node answers its other slices within 600 ms, past the heartbeat timeout; a node that answers nothing loses it at the timeout', async () => {
     /** From `stuckFrom` (virtual ms) on, the leader of slice 0 answers nothing for it; `others`: its delay for the rest. */
@@ -2286,13 +2321,6 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
     }
   });
 });
-
-/** The machine's wall clock stepped by ms (an NTP step, a VM resumed) and held there: Date.now() reads it; the
- * monotonic clock (performance.now()) runs on. Undone by vi.restoreAllMocks(). */
-function stepWallClock(ms: number): void {
-  const stepped = Date.now() + ms;
-  vi.spyOn(Date, 'now').mockReturnValue(stepped);
-}
 
 /** Three nodes at R=3 and a fourth, f, that joined with no replica (replica rebalancing moves replicas onto it), its
  * node answering pings while its worker of one slice (`stick`) answers nothing: that slice's questions stay open on f

@@ -3,7 +3,7 @@
 // out, or a map that changes while the router awaits a link it chose by the older map. Through the typed seam that
 // slice-channel.ts leaves for an in-process cluster (as scan-plans.test.ts): a map (Routing) and nodes (SliceChannel)
 // that answer as scripted; the process path of both is covered by routers, write-resend and unavailable-retries.
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { KeysliceError } from '../shared/errors.js';
 import { FAILOVER_RETRIES_MAX } from '../shared/limits.js';
 import { errorOfBatchError, SliceOp, staleBatchError, type ResultOf, type ScanResult, type SliceOpMessage, type StatsResult } from '../shared/protocol.js';
@@ -13,6 +13,7 @@ import { gatherTableLoad } from '../coordinator/metadata/load-report.js';
 import { Router, type ScanRequest } from '../coordinator/router/router.js';
 import type { Routing } from '../coordinator/router/routing.js';
 import type { SliceChannel } from '../coordinator/router/slice-channel.js';
+import { stepWallClock } from './wall-clock.js';
 
 const TABLE = 1;
 
@@ -201,5 +202,44 @@ describe("a load report's refusal (load-report.ts gatherTableLoad)", () => {
     // Without it the wait's sentAt defaulted to the epoch after the try (2): wrongOwnerWait(2, 2, 0) waits for a map at 3.
     expect(c.wrongOwnerSentAt).toEqual([1]);
     expect(wrongOwnerWait(c.epoch, c.wrongOwnerSentAt[0]!, 0, 0), 'so the next try goes at once').toBeNull();
+  });
+});
+
+describe("a router's retry bounds, across a wall-clock step (an NTP step, a VM resumed)", () => {
+  afterEach(() => vi.restoreAllMocks());
+  const HOUR_MS = 3_600_000;
+
+  it('the failover bound counts by the monotonic clock: a wall clock stepped forward an hour during the first try does not spend it at once', async () => {
+    // The node has no serving leader for the op's every try; the wall clock steps forward an hour while the first is
+    // in flight. On Date.now()'s clock the bound (FAILOVER_RETRY_MS_MAX) was spent at the first refusal: one try,
+    // "in 3600000 ms". By the monotonic one the router tries FAILOVER_RETRIES_MAX times more, as without the step.
+    const node = new Node('n0', [noLeader()]);
+    node.onSend = () => {
+      if (node.sent === 0) stepWallClock(HOUR_MS);
+    };
+    const err = await failure(new Router(new Cluster(node)).send(put()));
+    expect(err.code).toBe('Unavailable');
+    expect(node.sent, `tries before the router gave up (${err.message})`).toBe(FAILOVER_RETRIES_MAX + 1);
+  });
+
+  it('the WrongOwner bound counts by the monotonic clock: a wall clock stepped forward an hour at the first refusal does not end the op WrongOwner', async () => {
+    // Refused WrongOwner twice (a move's switch), then answered; the wall clock steps forward an hour while the first
+    // try is in flight. On Date.now()'s clock WrongOwnerTries.again said no at the first refusal ("refused WrongOwner
+    // 1 times in 3600000 ms"): a scan page likewise (its own WrongOwnerTries from the same start).
+    const node = new Node('n0', [wrongOwner(), wrongOwner(), null]);
+    node.onSend = () => {
+      if (node.sent === 0) stepWallClock(HOUR_MS);
+    };
+    await new Router(new Cluster(node)).send(put());
+    expect(node.sent).toBe(3);
+    vi.restoreAllMocks();
+    const page: ScanResult = [[], true, null];
+    const scanned = new Node('n0', [wrongOwner(), page]);
+    scanned.onSend = () => {
+      if (scanned.sent === 0) stepWallClock(HOUR_MS);
+    };
+    const c = new Cluster(scanned);
+    const r: ScanRequest = { tableId: TABLE, fromSlice: 0, afterKey: null, limit: 10, projection: null, filter: null, toSlice: c.sliceCount, packed: false };
+    expect(await new Router(c).scan(r)).toEqual([page]);
   });
 });

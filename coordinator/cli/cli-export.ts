@@ -3,6 +3,7 @@
 // The system attributes (__name, __mtime) are left out, so that the file is
 // what keyslice import takes back. Writes wait for the output to drain, so
 // memory holds at most a page per segment.
+import { performance } from 'node:perf_hooks';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { EXIT_USAGE, readCommandLine, UsageError, wholeNumber } from '../../shared/cli-args.js';
 import { KeysliceError } from '../../shared/errors.js';
@@ -63,7 +64,7 @@ export async function exportCommand(args: string[]): Promise<void> {
     die(`cannot write ${out ?? 'to stdout'}: ${err.message}`);
   });
   let exported = 0;
-  const started = Date.now();
+  const started = performance.now(); // the summary's seconds, a duration
   const progress = new Progress(`exporting ${table}`, () => ({ items: exported, fraction: null }));
   try {
     await client.describeTable(table);
@@ -93,7 +94,7 @@ export async function exportCommand(args: string[]): Promise<void> {
     await client.close();
   }
   progress.stop();
-  const seconds = (Date.now() - started) / 1000;
+  const seconds = (performance.now() - started) / 1000;
   console.error(`exported ${count(exported)} items of ${table} in ${seconds.toFixed(1)} s: ${count(seconds > 0 ? exported / seconds : 0)} items/s (${segments} segments)${out === undefined ? '' : ` to ${out}`}`);
 }
 

@@ -1,5 +1,6 @@
 // Progress for long CLI commands (drain, import, export): a bar redrawn in
 // place on a terminal, plain lines every few seconds otherwise (a log file, CI).
+import { performance } from 'node:perf_hooks';
 import { PROGRESS_LINE_INTERVAL_MS } from '../../shared/limits.js';
 
 export function size(bytes: number): string {
@@ -41,9 +42,10 @@ export interface ProgressState {
 /** Redraws `what` with a rate and an ETA on stderr until stop(). */
 export class Progress {
   private readonly tty = process.stderr.isTTY === true;
-  private readonly started = Date.now();
+  /** The rate's and the ETA's clock, monotonic (a stepped wall clock would skew both). */
+  private readonly started = performance.now();
   private readonly timer: NodeJS.Timeout;
-  private lastPlain = 0;
+  private lastPlain = -Infinity;
 
   constructor(
     private readonly what: string,
@@ -55,7 +57,7 @@ export class Progress {
 
   private line(): string {
     const s = this.state();
-    const seconds = (Date.now() - this.started) / 1000;
+    const seconds = (performance.now() - this.started) / 1000;
     const rate = seconds > 0 ? s.items / seconds : 0;
     const eta = s.fraction !== null && s.fraction > 0 ? (seconds * (1 - s.fraction)) / s.fraction : Infinity;
     const head = s.fraction === null ? `${count(s.items)} items` : `${bar(s.fraction, 1)} ${count(s.items)} items`;
@@ -66,9 +68,9 @@ export class Progress {
     if (this.tty) {
       const width = (process.stderr.columns ?? 120) - 1;
       process.stderr.write(`\r${this.line().slice(0, width).padEnd(width)}${final ? '\n' : ''}`);
-    } else if (final || Date.now() - this.lastPlain >= PROGRESS_LINE_INTERVAL_MS) {
+    } else if (final || performance.now() - this.lastPlain >= PROGRESS_LINE_INTERVAL_MS) {
       process.stderr.write(`${this.line()}\n`);
-      this.lastPlain = Date.now();
+      this.lastPlain = performance.now();
     }
   }
 

@@ -8,6 +8,7 @@
 // for it). Not WrongOwner, nor an Unavailable of a replicated slice whose failover outlasted the router's wait
 // (routerRetried): the router already sent the op again for as long as its bounds allow (shared/wrong-owner.ts,
 // FAILOVER_RETRY_MS_MAX), and asking again here would multiply its tries and its wait.
+import { performance } from 'node:perf_hooks';
 import { callerMayRetry, toKeysliceError, type KeysliceError } from '../../shared/errors.js';
 import { IMPORT_RETRIES_MAX, IMPORT_RETRY_DELAY_MS_MAX, IMPORT_RETRY_DELAY_MS_MIN, IMPORT_RETRY_MS_MAX } from '../../shared/limits.js';
 import { backoffMs } from '../../shared/timeout.js';
@@ -18,15 +19,16 @@ export function backoff(attempt: number): Promise<void> {
   return new Promise((r) => setTimeout(r, base * (0.5 + Math.random() / 2)));
 }
 
-/** Whether a request first sent at `started` (Date.now()) whose try `attempt` (from 0) failed with `err` (a
+/** Whether a request first sent at `started` (performance.now(): IMPORT_RETRY_MS_MAX is a duration, and on
+ * Date.now()'s clock a wall clock stepped forward spent it at once, stepped back stretched it by the step) whose try `attempt` (from 0) failed with `err` (a
  * KeysliceError, or an ItemFailure of a batch) is sent again. */
 export function mayRetry(err: Pick<KeysliceError, 'code' | 'retryable'> & { routerRetried?: boolean }, attempt: number, started: number): boolean {
-  return callerMayRetry(err) && attempt < IMPORT_RETRIES_MAX && Date.now() - started < IMPORT_RETRY_MS_MAX;
+  return callerMayRetry(err) && attempt < IMPORT_RETRIES_MAX && performance.now() - started < IMPORT_RETRY_MS_MAX;
 }
 
 /** `f` until it answers, or fails with an error that mayRetry does not send again. */
 export async function withRetries<T>(f: () => Promise<T>): Promise<T> {
-  const started = Date.now();
+  const started = performance.now();
   for (let attempt = 0; ; attempt++) {
     try {
       return await f();

@@ -3,6 +3,7 @@
 // node, a local cluster) and talks to a running coordinator's /cluster/ API
 // (status, add, drain, remove), with progress while slices move. Every wait is
 // bounded by --timeout; every request by its own timeout.
+import { performance } from 'node:perf_hooks';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
@@ -123,6 +124,7 @@ function table(rows: string[][]): string {
 }
 
 function moveLine(m: MoveReport): string {
+  // startedAt is the coordinator's wall clock (a time it sends), so the age is read against this machine's.
   const secs = ((Date.now() - m.startedAt) / 1000).toFixed(1);
   return `  slice ${String(m.slice).padEnd(5)} ${m.from} -> ${m.to}  ${m.phase.padEnd(8)} ${bar(m.copied, m.items)} ${m.copied}/${m.items} items (${size(m.bytes)}), ${secs} s`;
 }
@@ -170,26 +172,28 @@ function waitLines(st: ClusterStatus): string {
 }
 
 /** Polls until `done` says so, printing a progress line (and, when it changes, what the coordinator waits for);
- * bounded by --timeout, after which it says what was still waited for. */
+ * bounded by --timeout, after which it says what was still waited for. Its waits are on the monotonic clock: on
+ * Date.now()'s a wall clock stepped forward ended the wait at once ("not finished after N s"), stepped back stretched
+ * it by the step. */
 async function follow(o: Options, what: string, progress: (st: ClusterStatus) => { done: number; total: number; finished: boolean; note?: string }): Promise<void> {
-  const until = Date.now() + o.timeoutS * 1000;
+  const until = performance.now() + o.timeoutS * 1000;
   const tty = process.stdout.isTTY === true;
-  let lastPrint = 0;
+  let lastPrint = -Infinity;
   let lastWaits = '';
-  let waitsAt = 0;
+  let waitsAt = -Infinity;
   let lastDone = -1;
-  let movedAt = Date.now();
+  let movedAt = performance.now();
   let st: ClusterStatus | undefined;
   let lastLine = '';
-  while (Date.now() < until) {
+  while (performance.now() < until) {
     st = await status(o);
     const p = progress(st);
-    if (p.done !== lastDone) [lastDone, movedAt] = [p.done, Date.now()];
+    if (p.done !== lastDone) [lastDone, movedAt] = [p.done, performance.now()];
     // What a drain waits for (a slice without a leader, a replica behind, no node up to take a replica) is said once
     // it has made no progress for a while, and again (when it changed) at most that often: a drain that goes on
     // shows only its bar.
     const waits = st.moves.waitingSlices > 0 ? waitLines(st) : '';
-    const now = Date.now();
+    const now = performance.now();
     if (!p.finished && waits !== '' && waits !== lastWaits && now - movedAt >= STALLED_SAY_WHY_MS && now - waitsAt >= STALLED_SAY_WHY_MS) {
       if (tty) process.stdout.write('\n');
       console.log(waits);
@@ -199,9 +203,9 @@ async function follow(o: Options, what: string, progress: (st: ClusterStatus) =>
     const line = `${what} ${bar(p.done, p.total)} ${p.done}/${p.total} slices${p.note ?? ''}${moving ? `  moving ${moving}` : ''}${st.moves.failed > 0 ? `  (${st.moves.failed} rolled back)` : ''}`;
     lastLine = `${p.done}/${p.total} slices${p.note ?? ''}`;
     if (tty) process.stdout.write(`\r${line.slice(0, (process.stdout.columns ?? 120) - 1).padEnd((process.stdout.columns ?? 120) - 1)}`);
-    else if (p.finished || Date.now() - lastPrint > 2000) {
+    else if (p.finished || performance.now() - lastPrint > 2000) {
       console.log(line);
-      lastPrint = Date.now();
+      lastPrint = performance.now();
     }
     if (p.finished) {
       if (tty) process.stdout.write('\n');
@@ -229,8 +233,8 @@ async function main(): Promise<void> {
     case 'status': {
       const o = options(rest);
       if (!o.watch) return console.log(render(await status(o), o.url));
-      const until = Date.now() + o.timeoutS * 1000;
-      while (Date.now() < until) {
+      const until = performance.now() + o.timeoutS * 1000; // --timeout, a duration: the monotonic clock, as follow's
+      while (performance.now() < until) {
         const text = render(await status(o), o.url);
         process.stdout.write(process.stdout.isTTY ? `\x1b[2J\x1b[H${text}\n` : `${text}\n\n`);
         await new Promise((r) => setTimeout(r, 1000));

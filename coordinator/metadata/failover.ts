@@ -229,6 +229,19 @@ export class SliceFailover {
     return this.term;
   }
 
+  /** The host (the coordinator) did not run for `ms` up to `now` (ReplicaLeaders.tick: a tick that came that late):
+   * no Ping left and no Pong was read meanwhile, so that time is left out of the leader's silence (lastGoodAt) and of
+   * the ages of the election under way and of the carrier's change, only the part after each began, as NodeLink.excuse
+   * does for a node's silence. Else a coordinator stopped longer than the heartbeat timeout (SIGSTOP, a paused VM)
+   * elected every slice anew at its first tick that looked at timeouts, whose leaders had answered until it stopped.
+   * Liveness alone: terms fence every election, and a lease is waited out from its own answer's time, not from these. */
+  excuse(ms: number, now = this.host.now()): void {
+    assert(ms >= 0, 'a stall lasts a while');
+    if (this.lastGoodAt !== -Infinity) this.lastGoodAt = Math.min(now, this.lastGoodAt + ms);
+    if (this.election !== null) this.election.startedAt = Math.min(now, this.election.startedAt + ms);
+    if (this.carriedSince !== null) this.carriedSince = Math.min(now, this.carriedSince + ms);
+  }
+
   tick(): void {
     if (this.redoDue) {
       this.redoDue = false;

@@ -58,6 +58,9 @@ export class Membership {
    * stepped forward (an NTP step, a VM resumed) removed a node, or replaced its replicas, as soon as it was found down;
    * stepped back, that long late. Never persisted nor shown as a time (status and the log say "down for N s"). */
   private readonly downSince = new Map<number, number>();
+  /** Nodes that counted up at the last turn, and those said down since (sayCounted). */
+  private readonly countedUp = new Set<number>();
+  private readonly saidDown = new Set<number>();
   /** Since when each node that is not removed has not answered for a drain step (answersForStep: down, or a question
    * left unanswered past the heartbeat bound while its node pongs), on performance.now()'s clock (a wall clock stepped
    * forward undid a step at once); absent: it answers. A step onto it is undone
@@ -781,11 +784,32 @@ export class Membership {
   private noteDown(): void {
     const now = performance.now();
     for (let i = 0; i < this.map.nodes.length; i++) {
-      if (this.map.statusOf(i) === 'removed' || this.countsUp(i)) this.downSince.delete(i);
+      const removed = this.map.statusOf(i) === 'removed';
+      const up = !removed && this.countsUp(i);
+      if (removed || up) this.downSince.delete(i);
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
+      this.sayCounted(i, removed, up);
       if (this.map.statusOf(i) === 'removed' || this.answersForStep(i)) this.unansweringSince.delete(i);
       else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, now);
       if (this.map.statusOf(i) === 'removed') this.heldFromPlacement.delete(i);
+    }
+  }
+
+  /** Says once that a node which counted up no longer does (its link lost, or nothing came from it for
+   * NODE_HEARTBEAT_TIMEOUT_MS), and once that it counts up again: the log tells a node found down (a down node's clocks
+   * start: placement, the undo, --remove-down-after-ms) from this process's own stall, which counts none down
+   * (turnDue). A node that never counted up since this process started (it is starting) is not said down. */
+  private sayCounted(i: number, removed: boolean, up: boolean): void {
+    if (removed) {
+      this.countedUp.delete(i);
+      this.saidDown.delete(i);
+    } else if (up) {
+      if (this.saidDown.delete(i)) this.log(`node ${this.map.nodes[i]} counts up again`);
+      this.countedUp.add(i);
+    } else if (this.countedUp.delete(i)) {
+      this.saidDown.add(i);
+      const link = this.links[i];
+      this.log(`node ${this.map.nodes[i]} counts down: ${link.state !== 'ready' ? `its link is ${link.state}` : `nothing came from it for ${(link.heardMsAgo() / 1000).toFixed(1)} s`}`);
     }
   }
 

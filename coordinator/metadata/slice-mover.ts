@@ -35,6 +35,7 @@
 // Assign after MoveFreeze owns the slice again and acknowledges writes that the
 // target, holding the slice as of the freeze, would not have after the switch. The
 // check right before the switch sees every Assign sent since the move began.
+import { performance } from 'node:perf_hooks';
 import { assert, KeysliceError, toKeysliceError } from '../../shared/errors.js';
 import {
   MOVE_CATCH_UP_ROUNDS_MAX,
@@ -58,17 +59,21 @@ export interface MoveProgress {
   items: number;
   bytes: number;
   copied: number;
+  /** When the move began, on the wall clock (Date.now()): status sends it and `keyslice status` shows the move's age
+   * from it. Not the clock of the move's time bound (move: a wall clock stepped forward would end a move at once). */
   startedAt: number;
 }
 
-/** Items per second, shared by every move: each copy step waits for its share. */
+/** Items per second, shared by every move: each copy step waits for its share. On the monotonic clock: on Date.now()'s
+ * a wall clock stepped back (an NTP step, a VM resumed) left nextAt the step ahead, and the next copy step waited that
+ * long. */
 export class Throttle {
   private nextAt = 0;
   constructor(private readonly itemsPerSecond: number) {}
 
   async take(items: number): Promise<void> {
     if (this.itemsPerSecond <= 0) return;
-    const now = Date.now();
+    const now = performance.now();
     const at = Math.max(now, this.nextAt);
     this.nextAt = at + (items * 1000) / this.itemsPerSecond;
     if (at > now) await new Promise((r) => setTimeout(r, at - now));
@@ -116,11 +121,14 @@ export class SliceMover {
     const generations = [source.generation, target.generation];
     const reassigns = [source.reassignsSent, target.reassignsSent];
     const progress: MoveProgress = { slice, from: source.url, to: target.url, phase: 'copy', items: 0, bytes: 0, copied: 0, startedAt: Date.now() };
+    // The bound's own clock, monotonic: on startedAt's a wall clock stepped forward an hour rolled back every move in
+    // flight at its next step ("took longer than 600 s"), and stepped back let one run the step past the bound.
+    const began = performance.now();
     this.moving.set(slice, progress);
     const onSource = <Op extends SliceOpMessage>(op: Op) => source.send(slice, op);
     const onTarget = <Op extends SliceOpMessage>(op: Op) => target.send(slice, op);
     const checkNodes = () => {
-      if (Date.now() - progress.startedAt > MOVE_TIME_MS_MAX) throw new KeysliceError('Unavailable', `the move took longer than ${MOVE_TIME_MS_MAX / 1000} s`);
+      if (performance.now() - began > MOVE_TIME_MS_MAX) throw new KeysliceError('Unavailable', `the move took longer than ${MOVE_TIME_MS_MAX / 1000} s`);
       if (source.state !== 'ready' || target.state !== 'ready' || source.generation !== generations[0] || target.generation !== generations[1]) {
         throw new KeysliceError('Unavailable', 'a node of the move disconnected or reconnected');
       }

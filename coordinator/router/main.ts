@@ -6,6 +6,7 @@
 // --coordinator http://host:port`), or by `keyslice coordinator --routers N` as
 // a node:cluster worker that shares the coordinator's client port.
 import cluster from 'node:cluster';
+import { performance } from 'node:perf_hooks';
 import { missingSecretProblem } from '../../shared/auth.js';
 import { cannotListen, fail, intArg, readCommandLine } from '../../shared/cli-args.js';
 import { initHashing } from '../../shared/hashing.js';
@@ -55,7 +56,7 @@ if (cluster.isWorker) processMetrics.serveCoordinator();
 const ops = new Operations(view, new Router(view, processMetrics, requestPath.retryMs), (op, payload) => forwarder.change(op, payload), processMetrics);
 const coordinatorState = () => ({
   coordinator: view.coordinatorUp ? 'connected' : 'lost',
-  coordinatorLostMsAgo: view.lostSince === null ? null : Date.now() - view.lostSince,
+  coordinatorLostMsAgo: view.lostSince === null ? null : Math.round(performance.now() - view.lostSince),
 });
 const router = {
   forwards: (req: Parameters<Forwarder['forwards']>[0], path: string) => forwarder.forwards(req, path),

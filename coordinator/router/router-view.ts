@@ -37,10 +37,11 @@ export class RouterView implements Routing, TableSource {
   /** Whether the map poll's last request was answered, and since when it was not: the poll alone says, so that a
    * poll that keeps failing (a proxy that times out held requests) is not hidden by refreshes that get through. */
   coordinatorUp = false;
+  /** performance.now()'s clock: /health shows how long ago (coordinatorLostMsAgo), not when. */
   lostSince: number | null = null;
   private lastProblem = '';
   private refreshing: Promise<void> | null = null;
-  private lastRefreshAt = 0;
+  private lastRefreshAt = -Infinity;
   private polling: AbortController | null = null;
 
   constructor(
@@ -103,12 +104,15 @@ export class RouterView implements Routing, TableSource {
     return this.links.filter((l): l is NodeLink => l !== null);
   }
 
+  /** Waits, at most ROUTER_FROZEN_WAIT_MS by the monotonic clock, for no slice of [from, to) to be frozen. On
+   * Date.now()'s a wall clock stepped forward (an NTP step, a VM resumed) ended the wait at once (the scan refused),
+   * and stepped back held it for the step, unless a copy came. */
   async scanUnfrozen(from: number, to: number): Promise<void> {
-    const until = Date.now() + ROUTER_FROZEN_WAIT_MS;
+    const until = performance.now() + ROUTER_FROZEN_WAIT_MS;
     // A frozen slice is owned by no worker until the switch, which comes as a newer copy.
     while (this.current().frozen.some((s) => s >= from && s < to)) {
-      if (Date.now() >= until) throw new KeysliceError('Unavailable', `a slice of this scan is being handed to another node; retry`);
-      await this.changed(until - Date.now());
+      if (performance.now() >= until) throw new KeysliceError('Unavailable', `a slice of this scan is being handed to another node; retry`);
+      await this.changed(until - performance.now());
     }
   }
 
@@ -140,14 +144,14 @@ export class RouterView implements Routing, TableSource {
     return wait === null ? Promise.resolve() : this.epochReaches(wait.reach, wrongOwnerDelayMs(attempt), wait.ask);
   }
 
-  /** Waits until this copy's epoch reaches `epoch` or `ms` passed; at once when it already has (a newer copy came
-   * while the try that waits was in flight: it goes again by that copy). `ask`: asks the coordinator for a newer map
-   * first. (A copy's epoch only grows: apply ignores an older one.) */
+  /** Waits until this copy's epoch reaches `epoch` or `ms` passed (by the monotonic clock); at once when it already
+   * has (a newer copy came while the try that waits was in flight: it goes again by that copy). `ask`: asks the
+   * coordinator for a newer map first. (A copy's epoch only grows: apply ignores an older one.) */
   private async epochReaches(epoch: number, ms: number, ask: boolean): Promise<void> {
     if (this.epoch >= epoch) return;
     if (ask) void this.refresh();
-    const until = Date.now() + ms;
-    while (this.epoch < epoch && Date.now() < until) await this.changed(until - Date.now());
+    const until = performance.now() + ms;
+    while (this.epoch < epoch && performance.now() < until) await this.changed(until - performance.now());
   }
 
   // ---- TableSource -----------------------------------------------------------
@@ -163,11 +167,12 @@ export class RouterView implements Routing, TableSource {
   // ---- the feed --------------------------------------------------------------
 
   /** Asks the coordinator for its copy now (after a WrongOwner, or a forwarded change);
-   * coalesced, and at most once per ROUTER_REFRESH_INTERVAL_MS_MIN unless `force`. */
+   * coalesced, and at most once per ROUTER_REFRESH_INTERVAL_MS_MIN (monotonic: on Date.now()'s clock a wall clock
+   * stepped back asked nothing for the step, the router's waits for a newer map all running out) unless `force`. */
   refresh(force = false): Promise<void> {
     if (this.refreshing !== null) return this.refreshing;
-    if (!force && Date.now() - this.lastRefreshAt < ROUTER_REFRESH_INTERVAL_MS_MIN) return Promise.resolve();
-    this.lastRefreshAt = Date.now();
+    if (!force && performance.now() - this.lastRefreshAt < ROUTER_REFRESH_INTERVAL_MS_MIN) return Promise.resolve();
+    this.lastRefreshAt = performance.now();
     this.refreshing = this.fetchView(false)
       .then((v) => this.apply(v))
       .catch(() => {})
@@ -218,7 +223,7 @@ export class RouterView implements Routing, TableSource {
         if (this.coordinatorUp || problem !== this.lastProblem) {
           this.log(`coordinator ${this.coordinatorUrl} not reachable (${problem}); serving with map epoch ${this.epoch}, no table or membership changes until it is back`);
         }
-        if (this.coordinatorUp || this.lostSince === null) this.lostSince = Date.now();
+        if (this.coordinatorUp || this.lostSince === null) this.lostSince = performance.now();
         this.coordinatorUp = false;
         this.lastProblem = problem;
         await new Promise((r) => setTimeout(r, ROUTER_FEED_RETRY_MS));

@@ -177,7 +177,9 @@ export class Router {
    * replicates the slice (it would be dropped on a slice of one replica, whose node keeps no ids: no work there). */
   send<Op extends SliceBoundOp>(op: Op, named: ClientName | null = null): Promise<ResultOf<Op>> {
     const slice = op[2];
-    const started = Date.now();
+    // The op's retry bounds (failover, WrongOwner) count from here on the monotonic clock: on Date.now()'s a wall
+    // clock stepped forward spent them at once (the op failed at its first refusal) and stepped back stretched them.
+    const started = performance.now();
     // The first try on a ready link, as the loop below makes it, without the loop's async frame (per op on
     // the router's busiest path); a failure goes on in the loop as that try's. Whatever throws here rejects,
     // as it would in the loop.
@@ -306,7 +308,7 @@ export class Router {
    * epoch and in any order of events: the page is asked again, with the map as it is then. A slice between freeze
    * and switch is owned by no worker: scanUnfrozen waits for its switch (else its owner would refuse it until then). */
   async scan(r: ScanRequest): Promise<ScanResult[]> {
-    const started = Date.now();
+    const started = performance.now(); // the bounds' clock, as send's
     let failoverTries = 0;
     let wrongOwner: WrongOwnerTries | null = null; // made at the first refusal: most pages meet none
     let sentAt = this.cluster.epoch;
@@ -429,9 +431,10 @@ export class Router {
   }
 
   /** Whether an op that met a failover (no serving leader) is tried again: only on replicated
-   * slices, within FAILOVER_RETRIES_MAX tries and FAILOVER_RETRY_MS_MAX (--failover-retry-ms). */
+   * slices, within FAILOVER_RETRIES_MAX tries and FAILOVER_RETRY_MS_MAX (--failover-retry-ms) since `started`
+   * (performance.now()). */
   private failoverRetry(started: number, tries: number): boolean {
-    return this.cluster.replicationFactor > 1 && tries < FAILOVER_RETRIES_MAX && Date.now() - started < this.retryMs.failover;
+    return this.cluster.replicationFactor > 1 && tries < FAILOVER_RETRIES_MAX && performance.now() - started < this.retryMs.failover;
   }
 
   /** The error once failoverRetry says no to `last` (an Unavailable this loop would have sent again). On replicated
@@ -446,7 +449,7 @@ export class Router {
     assert(last.code === 'Unavailable', 'only an Unavailable waits for a failover');
     // unsure with one replica: the map gave the slice more when a copy was resent (failoverRetry), that copy's doubt stays.
     if (this.cluster.replicationFactor <= 1 && !unsure) return last;
-    const ms = Date.now() - started;
+    const ms = Math.round(performance.now() - started);
     const earlier = unsure ? '; an earlier copy of this write had an unknown outcome, so it may have been applied' : '';
     return new KeysliceError(
       'Unavailable',

@@ -93,7 +93,7 @@ export function studioMain(bytes) {
     es.addEventListener('sample', (ev) => {
       const { summary, detail } = JSON.parse(ev.data);
       st.summary = summary;
-      st.lastSampleAt = Date.now();
+      st.lastSampleAt = performance.now(); // an age only (the 'no sample for N s' check): the monotonic clock
       banner('');
       setLive('live', 'live');
       if (detail) {
@@ -498,7 +498,7 @@ export function studioMain(bytes) {
   });
   // A stream that stays silent (a coordinator that stopped) shows as such, not as live.
   setInterval(() => {
-    if (st.lastSampleAt > 0 && Date.now() - st.lastSampleAt > 5000 && $('live').dataset.state === 'live') setLive('connecting', 'no sample for ' + Math.round((Date.now() - st.lastSampleAt) / 1000) + ' s');
+    if (st.lastSampleAt > 0 && performance.now() - st.lastSampleAt > 5000 && $('live').dataset.state === 'live') setLive('connecting', 'no sample for ' + Math.round((performance.now() - st.lastSampleAt) / 1000) + ' s');
   }, 1000);
   connect();
 }

@@ -7,6 +7,7 @@
 // table that someone watches. The latest sample is kept whole; older ones only
 // as the heat map's history (each table's id, ops and slice figures), bounded
 // in seconds and in slice figures.
+import { performance } from 'node:perf_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ClusterStatus, TableDescription, TableLoad } from '../../shared/api.js';
 import { KeysliceError } from '../../shared/errors.js';
@@ -105,10 +106,10 @@ export class StudioFeed {
     const latest = this.latest;
     const viewer: Viewer = { res, table: table ?? (latest === undefined ? '' : busiestTable(latest)) };
     this.viewers.add(viewer);
-    this.lastViewerAt = Date.now();
+    this.lastViewerAt = performance.now();
     res.on('close', () => {
       this.viewers.delete(viewer);
-      this.lastViewerAt = Date.now();
+      this.lastViewerAt = performance.now();
     });
     res.write(`retry: 2000\nevent: hello\ndata: ${this.helloJson(viewer.table)}\n\n`);
     if (latest !== undefined) this.send(viewer, latest);
@@ -130,7 +131,7 @@ export class StudioFeed {
 
   /** One sample for everyone; a tick that finds the last one still running is skipped, so work stays bounded. */
   private async tick(): Promise<void> {
-    if (this.viewers.size === 0 && Date.now() - this.lastViewerAt > STUDIO_LINGER_MS) {
+    if (this.viewers.size === 0 && performance.now() - this.lastViewerAt > STUDIO_LINGER_MS) {
       clearInterval(this.timer);
       this.timer = undefined;
       return;
@@ -149,7 +150,8 @@ export class StudioFeed {
   }
 
   private async takeSample(): Promise<Sample> {
-    const at = Date.now();
+    const at = Date.now(); // the sample's time, sent and shown: the wall clock
+    const took = performance.now(); // how long it took: the monotonic clock
     const cluster = await this.cluster.status(false);
     const present = this.cluster.presentLinks();
     const ready = present.filter((l) => l.state === 'ready');
@@ -195,7 +197,7 @@ export class StudioFeed {
       seq,
       at,
       /** How long this sample took the coordinator (all tables, all nodes). */
-      tookMs: Date.now() - at,
+      tookMs: Math.round(performance.now() - took),
       sampleMs: STUDIO_SAMPLE_MS,
       cluster,
       tables: names.map((n) => summaryOf(tables.get(n)!)),
