@@ -498,7 +498,7 @@ export class Membership {
       if (named !== undefined) leaders.set(slice, named);
     }
     // Saved before the link closes: a failed save (MapSaveError, thrown on) leaves the node in the map with its link
-    // open and its replicas serving. Placement in the change skips it meanwhile (map.isUp: this.removing).
+    // open and its replicas serving. Placement in the change skips it meanwhile (map.takesReplica: this.removing).
     this.map.removeReplicatedNode(index, leaders);
     this.links[index].close();
     assert(this.map.slicesOf(index).length === 0, 'a removed node owns no slice');
@@ -855,7 +855,7 @@ export class Membership {
     return beat === undefined || performance.now() - beat < NODE_HEARTBEAT_TIMEOUT_MS;
   }
 
-  /** Up as placement (map.isUp), status, a drain step's wait and the undo of a stalled move or drain step count it: up
+  /** Up as placement (map.takesReplica), status, a drain step's wait and the undo of a stalled move or drain step count it: up
    * (isUp) and heard from (NodeLink.heardAt: any frame, a pong to pingLinks' ping, a heartbeat) within
    * NODE_HEARTBEAT_TIMEOUT_MS. A node known by address has no heartbeats, and frozen (SIGSTOP) it keeps its link open,
    * so isUp says it is up for good: a drain step whose new replica froze waited for it without end, and undone,
@@ -1044,7 +1044,7 @@ export class Membership {
       if (rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) {
         const idle = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && !set.includes(i));
         // Placement (refillReplicas, on the tick) puts the new replica on an active node that is up as the map counts it
-        // (map.isUp: not one being removed), as it puts any; it skipped this slice when the drain began (a change not
+        // whose worker of the slice answers (map.takesReplica: not one being removed), as it puts any; it skipped this slice when the drain began (a change not
         // settled then) or found no such node up.
         if (idle.some((i) => this.map.takesReplica(i, slice))) wait('its new replica is placed at the next tick, on an active node that is up');
         else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${this.whyNoNewReplicas(idle, slice)})` : ''}`);
@@ -1173,7 +1173,8 @@ export class Membership {
     if (node === undefined || active.length !== this.map.replicationFactor || this.mover.moving.has(slice)) return null;
     const left = set.filter((n) => n !== node);
     if (left.length < majority(set.length) || left.filter((n) => this.isUp(n)).length < majority(set.length)) return null;
-    // A node to take its place as placement counts one up (map.isUp: countsUp, not one being removed), which the map's
+    // A node to take its place as placement takes one (map.takesReplica: countsUp, its worker of the slice answering,
+    // not one being removed), which the map's
     // change then asserts: one isUp counted up but placement did not (silent past the heartbeat bound, its link open)
     // threw out of the tick.
     if (!this.map.nodes.some((_, i) => !set.includes(i) && this.map.statusOf(i) === 'active' && this.map.takesReplica(i, slice))) return null;
