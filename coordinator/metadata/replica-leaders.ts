@@ -352,6 +352,8 @@ export class OpenQuestions {
    * (silentFrom): a node with one worker stuck takes new replicas of slices of its other workers. */
   workerSilentFrom(node: number, slice: number): number | undefined {
     const worker = this.byNode.get(node)?.workers[this.workerOf(node, slice)];
+    // A worker that owes an answer has answered nothing since its first open question at least.
+    assert(worker === undefined || worker.open.length === 0 || (worker.unansweredSince !== undefined && worker.unansweredSince <= worker.open[0].at), `node ${node}: a worker with open questions from ${worker?.open[0]?.at} counts as answering nothing from ${worker?.unansweredSince}`);
     if (worker?.unansweredSince === undefined) return undefined;
     return worker.known.size === 0 ? worker.unansweredSince + this.firstAnswerGraceMs : worker.unansweredSince;
   }
