@@ -498,14 +498,18 @@ export const CLI_WAIT_S_MAX = 7 * 24 * 3600;
  * counts from when the node counts as down: a frozen node that keeps its connection is down once it has been silent
  * for NODE_HEARTBEAT_TIMEOUT_MS, so its moves are undone about 10 s after it froze. */
 export const REPLICA_MOVE_UNDO_DOWN_MS = 5_000;
-/** A node a move or drain step onto which was undone while it counted up (its node pongs, a worker stuck:
- * Membership.undoStalledMoves) takes no new replica, by placement or replica rebalancing, for --move-undo-down-ms (at
- * least NODE_HEARTBEAT_TIMEOUT_MS) after the undo, twice that after a second undo onto it, and so on, up to this. Its
- * questions of the undone slice are dropped once the undo settles (the node no longer replicates it), so it answers
- * for a step again at once though its worker may still be stuck: rebalancing, which picks slices in order, moved the
- * same slice back onto it, undone again about 10 s later, without end. 5 min: a worker stuck that long is broken,
- * and one move a node every 5 min is little churn; a worker that recovers waits at most this to take replicas again. */
-export const STUCK_NODE_PLACEMENT_HOLD_MS_MAX = 5 * 60_000;
+/** A worker that has answered nothing since a question the coordinator asked it (a stuck worker while its node pongs;
+ * OpenQuestions.unansweredSince, kept when its questions of a slice its node no longer replicates are dropped) takes no
+ * new replica, by placement or replica rebalancing, until it answers one (asked again by a slice its node replicates on
+ * it). Where its node replicates no slice on it, nothing can ask it: placement is let try it (the new replica's step
+ * asks it) this long after it was found so, twice as long after each try it leaves unanswered (undone, as any step onto
+ * it), up to STUCK_WORKER_RETRY_MS_MAX. As long as the heartbeat bound: one try per step undone and as long again, at
+ * most. */
+export const STUCK_WORKER_RETRY_MS_MIN = NODE_HEARTBEAT_TIMEOUT_MS;
+/** 5 min: a worker stuck that long is broken, and one move a worker every 5 min is little churn; a worker that
+ * recovers with nothing to ask it by waits at most this to take replicas again (one that can be asked is eligible at
+ * its first answer). */
+export const STUCK_WORKER_RETRY_MS_MAX = 5 * 60_000;
 /** --move-undo-down-ms (keyslice coordinator): REPLICA_MOVE_UNDO_DOWN_MS set otherwise, at least this. Shorter undoes
  * the moves onto a node that only restarts more often (each copied again later); longer keeps a slice one failure from
  * losing its majority for longer. */

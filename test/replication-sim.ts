@@ -13,7 +13,7 @@ import { assert, wasNotApplied } from '../shared/errors.js';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_HEARTBEAT_TIMEOUT_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type ElectionReason, type LastRecord } from '../coordinator/metadata/failover.js';
-import { answersWhenSilent, caughtUpForHandover, heardFromBy, OpenQuestions, silenceMs } from '../coordinator/metadata/replica-leaders.js';
+import { answersWhenSilent, caughtUpForHandover, heardFromBy, OpenQuestions, silenceMs, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
 import { answersForStepBy, countsUpBy, drainStepCatchUp, keepAskingKept, leaderUntilElected } from '../coordinator/metadata/membership.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
@@ -602,10 +602,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * (heardAt) and the scaled bound. */
   const countsUpNow = (n: number): boolean => countsUpBy(linkUp(n), clock.now - (heardAt[n] ?? 0), SIM_NODE_HEARTBEAT_TIMEOUT_MS);
   /** 'drain-silent': whether node `n` is up for a drain step's wait (Membership.answersForStep): the product's rule
-   * (membership.ts answersForStepBy) over countsUpNow and the silence the coordinator computes from its questions
-   * (silenceMs, with the grace, as ReplicaLeaders.silentMs), with the scaled bound. */
+   * (membership.ts answersForStepBy) over countsUpNow and the silence the coordinator computes from its questions of
+   * the node's worker of the slice (workerSilenceMs, as ReplicaLeaders.workerSilentMs: kept across the drop of a stuck
+   * worker's questions once a step onto it was undone), with the scaled bound. */
   const answersForStepNow = (n: number): boolean =>
-    answersForStepBy(countsUpNow(n), silence === null ? 0 : silenceMs(silence, n, linkUp(n), clock.now), SIM_NODE_HEARTBEAT_TIMEOUT_MS);
+    answersForStepBy(countsUpNow(n), silence === null ? 0 : workerSilenceMs(silence, n, STORE_SLICE, linkUp(n), clock.now), SIM_NODE_HEARTBEAT_TIMEOUT_MS);
   /** Where silence is tracked, nodes whose link to the coordinator went with a crash and has not come up again: a node
    * that starts while cut off from the coordinator cannot connect (a link that was up stays open through a cut, the
    * case of a node silent with its link open). */
@@ -1905,7 +1906,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       if (opts.setChanges === 'drain-silent') for (const n of ids) if (linkUp(n) && (frozenUntil[n] <= clock.now || (pongsUntil[n] ?? 0) > clock.now) && reachable(COORDINATOR, n)) heardAt[n] = clock.now;
       if (opts.setChanges === 'drain-silent') for (const n of ids) if (answersForStepNow(n)) unansweringSince.delete(n);
         else if (!unansweringSince.has(n)) unansweringSince.set(n, clock.now);
-      if (silence !== null) for (const n of ids) if (linkUp(n)) silence.stale(n, clock.now, () => coordinator.members.includes(n), () => send(COORDINATOR, n, { type: 'Ping', seq: 0 }));
+      if (silence !== null) for (const n of ids) if (linkUp(n)) silence.stale(n, clock.now, (slice) => slice === STORE_SLICE && coordinator.members.includes(n), () => send(COORDINATOR, n, { type: 'Ping', seq: 0 }), STORE_SLICE + 1);
     }
     for (const r of replicas) {
       if (r === null || frozenUntil[r.id] > clock.now) continue;

@@ -26,8 +26,9 @@
 // replica (joining), so that a move whose new replica's node goes down before it caught up can be undone
 // (undoReplicaMoves): the new replica leaves, the leaving one stays. A drain's new replica is named joining too,
 // and undone the same way; placement then puts the slice's replica on another node that is up, if there is one.
-// Placement knows which nodes are up (isUp, set by membership.ts from its links and heartbeats): it never
-// chooses a new replica on a node that is down, so a replica taken off a down node is not put straight back
+// Placement knows which nodes take a new replica of which slice (takesReplica, set by membership.ts from its links,
+// heartbeats and the questions each node's worker of the slice left unanswered): it never
+// chooses a new replica on a node that is down, nor on a worker that is stuck, so a replica taken off a down node is not put straight back
 // and a change never adds a replica that cannot answer. Replicas already in a set stay there, up or down
 // (a node that is down is failed over, and taken out by remove or an undo, not by placement).
 // Each slice has a leader term that only grows, and grows whenever its leader changes:
@@ -68,6 +69,13 @@ export class ClusterMap {
   /** Whether a node is up as the coordinator knows it (membership.ts: its link is ready and it heartbeats): placement
    * puts new replicas only on nodes that are up. Until a coordinator sets it, every node counts as up. */
   isUp: (node: number) => boolean = () => true;
+  /** Whether a new replica of `slice` may go to `node` (membership.ts: the node is up and the worker there that would run
+   * the slice answers, Membership.answersForStep): placement asks it per slice, so that a node with one worker stuck
+   * takes new replicas of the slices its other workers run. Until a coordinator sets it, isUp. */
+  takesReplica: (node: number, slice: number) => boolean = (node) => this.isUp(node);
+  /** What takesReplica's answers depend on besides the map, as a string that changes when any of them may (placeReplicas
+   * places nothing again while neither it nor the map changed). Until a coordinator sets it, the nodes isUp counts up. */
+  placementKey: () => string = () => this.state.nodes.map((_, i) => (this.isUp(i) ? 1 : 0)).join('');
   /** Whether the slice's last replica-set change settled (docs/replication.md, "Changes do not chain"): a slice whose
    * change has not settled gets no new one, neither from a caller nor from placement (save asserts it; placement skips
    * such a slice, and membership.ts refillReplicas fills it at a later tick). membership.ts sets it to the failover
@@ -374,7 +382,7 @@ export class ClusterMap {
           const was = before.get(slice)!;
           const now = next.replicasOf(slice);
           const added = now.filter((n) => !was.includes(n));
-          assert(!now.includes(node) && now.length === was.length && added.length === 1 && next.statusOf(added[0]) === 'active' && this.isUp(added[0]), `slice ${slice}: node ${node}'s replica is replaced by one on an active node that is up (${was.join(',')} -> ${now.join(',')})`);
+          assert(!now.includes(node) && now.length === was.length && added.length === 1 && next.statusOf(added[0]) === 'active' && this.takesReplica(added[0], slice), `slice ${slice}: node ${node}'s replica is replaced by one on an active node that takes it (${was.join(',')} -> ${now.join(',')})`);
         }
       },
     );
@@ -397,7 +405,7 @@ export class ClusterMap {
       next.leaving[slice] = from;
       next.joining[slice] = to;
     }
-    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, this.mayPlace);
+    placeFollowers(next, effectiveFactor(this.replication, next), this.takesReplica, this.mayPlace);
     forgetEndedSteps(next);
     for (const { slice, to } of moves) assert(next.owners[slice] === to || next.followers[slice].includes(to), `the new replica of slice ${slice} is kept`);
     checkReplicas(next);
@@ -482,7 +490,7 @@ export class ClusterMap {
     // Placement depends on the map and on which nodes are up alone: once it placed nothing with no slice held back,
     // it places nothing until one of them changes, and is not run again over every slice (membership.ts asks every
     // REBALANCE_INTERVAL_MS; bench/README.md, "Idle cluster").
-    const at = `${this.changeCount}:${this.state.nodes.map((_, i) => (this.isUp(i) ? 1 : 0)).join('')}`;
+    const at = `${this.changeCount}:${this.placementKey()}`;
     if (this.nothingToPlaceAt === at) return [];
     let heldBack = false;
     // A slice placement may not change yet (mayPlace: its last change not settled under an elected leader) is held
@@ -491,7 +499,7 @@ export class ClusterMap {
     // placeFollowers and forgetEndedSteps replace only followers' and joining's entries, and save (recordUnsettled) unsettled's and
     // lastLead's: the rest of the state is shared, not copied. A write that fails leaves this.state as it was.
     const next = { ...this.state, followers: [...this.state.followers], joining: [...this.state.joining], unsettled: [...this.state.unsettled], lastLead: [...this.state.lastLead] };
-    if (!placeFollowers(next, this.replicationFactor, this.isUp, may)) {
+    if (!placeFollowers(next, this.replicationFactor, this.takesReplica, may)) {
       if (!heldBack) this.nothingToPlaceAt = at;
       return [];
     }
@@ -650,7 +658,7 @@ export class ClusterMap {
     }
     // Placement starts no change on a slice whose last change has not settled, or that has no elected leader (mayPlace,
     // of the state before this one).
-    placeFollowers(next, effectiveFactor(this.replication, next), this.isUp, this.mayPlace);
+    placeFollowers(next, effectiveFactor(this.replication, next), this.takesReplica, this.mayPlace);
     forgetEndedSteps(next);
     assert(next.terms.every((t, s) => t >= this.state.terms[s]), 'a leader term only grows');
     checkReplicas(next);
@@ -839,14 +847,14 @@ function checkReplicas(s: State): void {
  * asks for, besides a leaving one; on draining nodes and the leaving one, all of them: a drain or a
  * replica move takes them out once their replacement caught up)
  * and fills the replicas on active nodes (the leader's included) up to the factor from the active
- * nodes that are `up`, after the leader in node order (a ring), so that a slice's replicas spread like
- * its leaders do. The same state and the same nodes up give the same sets. A node that is down is
- * skipped, not waited for: a set short of the factor is filled once a node is up (ClusterMap.placeReplicas).
+ * nodes that take the slice (`takes`: up, and the worker there that would run it answers), after the leader in node
+ * order (a ring), so that a slice's replicas spread like its leaders do. The same state and the same answers give the
+ * same sets. A node that is down, or whose worker of the slice is stuck, is skipped, not waited for: a set short of the factor is filled once a node is up (ClusterMap.placeReplicas).
  * A replica added beside one on a draining node is recorded as the drain's new replica (joining).
  * Only the slices `mayChange` allows are changed (the map's callers: those whose last change settled). Returns whether
  * anything changed. */
-function placeFollowers(s: State, factor: number, up: (node: number) => boolean, mayChange: (slice: number) => boolean = () => true): boolean {
-  const candidates = s.nodes.map((_, i) => i).filter((i) => s.status[i] === 'active' && up(i));
+function placeFollowers(s: State, factor: number, takes: (node: number, slice: number) => boolean, mayChange: (slice: number) => boolean = () => true): boolean {
+  const candidates = s.nodes.map((_, i) => i).filter((i) => s.status[i] === 'active');
   let changed = false;
   for (let slice = 0; slice < s.sliceCount; slice++) {
     const owner = s.owners[slice];
@@ -865,11 +873,11 @@ function placeFollowers(s: State, factor: number, up: (node: number) => boolean,
     const added: number[] = [];
     for (let k = 1; k <= s.nodes.length && onActive.length + added.length < wanted; k++) {
       const n = (owner + k) % s.nodes.length;
-      if (n !== owner && candidates.includes(n) && !kept.includes(n)) added.push(n);
+      // Asked once per node and slice (a heartbeat may time out meanwhile, a worker's silence pass the bound).
+      if (n !== owner && candidates.includes(n) && !kept.includes(n) && takes(n, slice)) added.push(n);
     }
-    // What placement chooses is on an active node that was up when this placement began (asked once per node: a
-    // heartbeat may time out meanwhile), and not yet a replica of the slice.
-    assert(added.every((n) => s.status[n] === 'active' && candidates.includes(n) && n !== owner && !before.includes(n)), 'a new replica goes to an active node that is up');
+    // What placement chooses is on an active node that took the slice when asked, and not yet a replica of the slice.
+    assert(added.every((n) => s.status[n] === 'active' && n !== owner && !before.includes(n)), 'a new replica goes to an active node that takes it');
     kept.push(...added);
     if (added.length > 0 && s.leaving[slice] === -1 && s.joining[slice] === -1 && [owner, ...before].some((n) => s.status[n] === 'draining')) s.joining[slice] = added[0];
     if (kept.length !== before.length || kept.some((n, i) => n !== before[i])) changed = true;

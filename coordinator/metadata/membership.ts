@@ -13,14 +13,15 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { COORDINATOR_STALL_MS, DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS, STUCK_NODE_PLACEMENT_HOLD_MS_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
 import { performance } from 'node:perf_hooks';
-import { backoffMs, failoverDelayMs } from '../../shared/timeout.js';
+import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
 import { MapSaveError, savedOr, type ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, isNodeUrl, noMovedEffects, SliceOp } from '../../shared/protocol.js';
+import { workerOf } from '../../shared/hashing.js';
 import { NodeLink, type NodeHello } from './node-link.js';
 import { FAILOVER_TIMING_DEFAULT, majority, type FailoverTiming } from './failover.js';
 import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
@@ -61,17 +62,13 @@ export class Membership {
   /** Nodes that counted up at the last turn, and those said down since (sayCounted). */
   private readonly countedUp = new Set<number>();
   private readonly saidDown = new Set<number>();
-  /** Since when each node that is not removed has not answered for a drain step (answersForStep: down, or a question
-   * left unanswered past the heartbeat bound while its node pongs), on performance.now()'s clock (a wall clock stepped
-   * forward undid a step at once); absent: it answers. A step onto it is undone
-   * --move-undo-down-ms after (undoStalledMoves). Set no later than downSince (a node counted down does not answer). */
-  private readonly unansweringSince = new Map<number, number>();
-  /** Nodes that take no new replica for a while (takesNewReplicas): a step onto each was undone while it counted up (a
-   * worker stuck while its node pongs: undoStalledMoves), `undos` times in a row; until when, and when the last undo came,
-   * on performance.now()'s clock: on Date.now()'s a wall clock stepped back (an NTP step, a VM resumed) stretched the
-   * hold by the step, past STUCK_NODE_PLACEMENT_HOLD_MS_MAX (an hour's step, an hour with no new replica on the node).
-   * Absent: none held. At most one entry a node. */
-  private readonly heldFromPlacement = new Map<number, { undos: number; at: number; until: number }>();
+  /** Per slice whose move or drain step names a new replica (joining), that replica's node, and since when it has not
+   * answered for the step (answersForStep of the slice: its node down, or the node's worker that runs the slice leaving
+   * a question unanswered past the heartbeat bound while the node pongs), on performance.now()'s clock (a wall clock
+   * stepped forward undid a step at once); absent: it answers. The step is undone --move-undo-down-ms after
+   * (undoStalledMoves). Per slice, not per node: a node with one worker stuck answers for the steps of its other
+   * workers' slices. */
+  private readonly unansweringSince = new Map<number, { node: number; since: number }>();
   /** Why a node that has been down past --remove-down-after-ms is not removed (for status; logged once per change). */
   private readonly autoRemoveRefusal = new Map<number, string>();
   private autoRemoving = false;
@@ -110,13 +107,18 @@ export class Membership {
     private readonly downWaits: { drainReplaceMs: number; moveUndoMs: number } = { drainReplaceMs: DRAIN_REPLACE_DOWN_MS, moveUndoMs: REPLICA_MOVE_UNDO_DOWN_MS },
   ) {
     map.nodes.forEach((url, i) => this.links.push(this.newLink(url, i)));
-    // Placement chooses new replicas on nodes that answer for a drain step only (answersForStep: counted up, not silent
-    // past the heartbeat bound, and no question left unanswered that long: a node whose worker is stuck while its main
-    // thread pongs would get back the new replica whose step undoStalledMoves undid off it, and the step would be undone
-    // and placed there again without end), and not on one that keyslice remove is about to take out (this.removing). A
-    // node with no link yet is one being added: up where it registered just now (its join is the proof), down where an
-    // operator named it (keyslice add: it may not run yet; refillReplicas fills the sets once its link is ready).
-    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.takesNewReplicas(i) && !this.removing.has(i));
+    // Placement chooses a slice's new replica on a node whose worker of that slice answers for a drain step only
+    // (answersForStep: counted up, not silent past the heartbeat bound, and that worker has left no question unanswered
+    // that long, kept across the drop of its questions of a slice its node no longer replicates: a worker stuck while
+    // its main thread pongs would get back the new replica whose step undoStalledMoves undid off it, and the step would
+    // be undone and placed there again without end), and not on one that keyslice remove is about to take out
+    // (this.removing). A node with no link yet is one being added: up where it registered just now (its join is the
+    // proof), down where an operator named it (keyslice add: it may not run yet; refillReplicas fills the sets once its
+    // link is ready). The map's isUp (its leader fallbacks, status's drain waits) is the node's: up with every worker
+    // answering.
+    map.takesReplica = (i, slice) => (this.links[i] === undefined ? this.registering : this.answersForStep(i, slice) && !this.removing.has(i));
+    map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.everyWorkerAnswers(i) && !this.removing.has(i));
+    map.placementKey = () => this.placementKey();
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
@@ -499,7 +501,7 @@ export class Membership {
       if (named !== undefined) leaders.set(slice, named);
     }
     // Saved before the link closes: a failed save (MapSaveError, thrown on) leaves the node in the map with its link
-    // open and its replicas serving. Placement in the change skips it meanwhile (map.isUp: this.removing).
+    // open and its replicas serving. Placement in the change skips it meanwhile (map.takesReplica: this.removing).
     this.map.removeReplicatedNode(index, leaders);
     this.links[index].close();
     assert(this.map.slicesOf(index).length === 0, 'a removed node owns no slice');
@@ -780,7 +782,8 @@ export class Membership {
 
   /** Since when each node has been down, as this process saw it (undoStalledMoves and autoRemove count from it): not
    * counted up (countsUp), so a node silent past the heartbeat bound with its link open from when it was found so
-   * (autoRemove and deadReplica still take only a node that is not up, isUp). */
+   * (autoRemove and deadReplica still take only a node that is not up, isUp); and since when each step's new replica has
+   * not answered for it (unansweringSince, per slice: its node down, or the node's worker that runs the slice stuck). */
   private noteDown(): void {
     const now = performance.now();
     for (let i = 0; i < this.map.nodes.length; i++) {
@@ -789,9 +792,12 @@ export class Membership {
       if (removed || up) this.downSince.delete(i);
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
       this.sayCounted(i, removed, up);
-      if (this.map.statusOf(i) === 'removed' || this.answersForStep(i)) this.unansweringSince.delete(i);
-      else if (!this.unansweringSince.has(i)) this.unansweringSince.set(i, now);
-      if (this.map.statusOf(i) === 'removed') this.heldFromPlacement.delete(i);
+    }
+    for (let slice = 0; slice < this.map.sliceCount; slice++) {
+      const to = this.map.joiningOf(slice);
+      const was = this.unansweringSince.get(slice);
+      if (to < 0 || this.map.statusOf(to) === 'removed' || this.answersForStep(to, slice)) this.unansweringSince.delete(slice);
+      else if (was === undefined || was.node !== to) this.unansweringSince.set(slice, { node: to, since: now });
     }
   }
 
@@ -873,7 +879,7 @@ export class Membership {
     return beat === undefined || performance.now() - beat < NODE_HEARTBEAT_TIMEOUT_MS;
   }
 
-  /** Up as placement (map.isUp), status, a drain step's wait and the undo of a stalled move or drain step count it: up
+  /** Up as placement (map.takesReplica), status, a drain step's wait and the undo of a stalled move or drain step count it: up
    * (isUp) and heard from (NodeLink.heardAt: any frame, a pong to pingLinks' ping, a heartbeat) within
    * NODE_HEARTBEAT_TIMEOUT_MS. A node known by address has no heartbeats, and frozen (SIGSTOP) it keeps its link open,
    * so isUp says it is up for good: a drain step whose new replica froze waited for it without end, and undone,
@@ -883,33 +889,47 @@ export class Membership {
     return countsUpBy(this.isUp(index), this.links[index].heardMsAgo(), NODE_HEARTBEAT_TIMEOUT_MS);
   }
 
-  /** Up for a drain step's wait (drainStepCatchUp): counted up (countsUp) and answering the questions it was asked (a
-   * Ping or a Prepare left unanswered no longer than NODE_HEARTBEAT_TIMEOUT_MS: ReplicaLeaders.silentMs). A node whose
-   * main thread pongs while the worker of a slice is stuck counts up (its link's clock), but that replica never says it
-   * holds the barrier: a kept one would hold the step of a follower's drain (no handover, so no bound) without end, as
-   * a frozen one did before countsUp. Placement and status keep countsUp alone (docs/replication.md, "A kept replica
-   * that freezes"). */
-  private answersForStep(index: number): boolean {
-    return answersForStepBy(this.countsUp(index), this.leaders.silentMs(index), NODE_HEARTBEAT_TIMEOUT_MS);
+  /** Whether node `index` answers for a drain step of `slice` (drainStepCatchUp's wait, the undo of a step onto it,
+   * placement and replica rebalancing of the slice): counted up (countsUp) and its worker that runs the slice
+   * (workerOf) answering what it was asked (no Ping or Prepare left unanswered NODE_HEARTBEAT_TIMEOUT_MS or longer:
+   * ReplicaLeaders.workerSilentMs, whose time is kept across the drop of a stuck worker's questions and cleared by its
+   * answer alone). A node whose main thread pongs while a worker is stuck counts up (its link's clock), but that worker's
+   * replica never says it holds the barrier: a kept one would hold the step of a follower's drain (no handover, so no
+   * bound) without end, as a frozen one did before countsUp; and once the undo of a step onto it settled (its questions
+   * of the slice dropped) a node-wide rule counted it answering again, and rebalancing moved the slice straight back.
+   * The worker's, not the node's: the node's other workers take new replicas of their slices (docs/replication.md, "A
+   * kept replica that freezes", "A worker stuck while its node pongs"). */
+  private answersForStep(index: number, slice: number): boolean {
+    return answersForStepBy(this.countsUp(index), this.leaders.workerSilentMs(index, slice), NODE_HEARTBEAT_TIMEOUT_MS);
   }
 
-  /** Whether placement (map.isUp) and replica rebalancing may put a new replica on node `index`: it answers for a step
-   * (answersForStep) and is not held out (heldFromPlacement: a step onto it was undone lately while it counted up, a
-   * worker stuck; once that undo settled its questions of the slice were dropped and it answered for a step again, the
-   * worker still stuck, and rebalancing moved the same slice back onto it). */
-  private takesNewReplicas(index: number): boolean {
-    return this.answersForStep(index) && !(performance.now() < (this.heldFromPlacement.get(index)?.until ?? -Infinity));
+  /** Whether node `index` counts up with every worker answering (the map's isUp: which replica it names as leader where
+   * membership names none, status): answersForStep of a slice of each worker. */
+  private everyWorkerAnswers(index: number): boolean {
+    return this.workerSlices(index).every((slice) => this.answersForStep(index, slice));
   }
 
-  /** Why placement takes none of `nodes` (active, outside a set; map.isUp false for each), for a drain's wait (status):
-   * down (countsUp: also silent past the bound), its questions unanswered though it pongs, held after an undo
-   * (takesNewReplicas), or about to be removed. "X, Y are down" where all are. */
-  private whyNoNewReplicas(nodes: readonly number[]): string {
+  /** One slice per worker of node `index` (slice w runs on worker w: workerOf), as many as it has (1 before its Hello). */
+  private workerSlices(index: number): number[] {
+    const workers = Math.min(Math.max(1, this.links[index]?.workerCount ?? 1), this.map.sliceCount);
+    const slices = Array.from({ length: workers }, (_, w) => w);
+    assert(slices.every((w) => workerOf(w, workers) === w), 'slice w runs on worker w');
+    return slices;
+  }
+
+  /** What map.takesReplica answers depend on besides the map (ClusterMap.placementKey): per node, which of its workers
+   * take new replicas (one slice of each: workerSlices). */
+  private placementKey(): string {
+    return this.map.nodes.map((_, i) => (this.links[i] === undefined ? (this.registering ? 'r' : '-') : this.workerSlices(i).map((s) => (this.map.takesReplica(i, s) ? 1 : 0)).join(''))).join(',');
+  }
+
+  /** Why placement takes none of `nodes` (active, outside the set of `slice`; map.takesReplica false for each), for a
+   * drain's wait (status): down (countsUp: also silent past the bound), its worker of the slice leaving questions
+   * unanswered though the node pongs, or about to be removed. "X, Y are down" where all are. */
+  private whyNoNewReplicas(nodes: readonly number[], slice: number): string {
     const why = (i: number): string => {
       if (this.links[i] === undefined || !this.countsUp(i)) return 'down';
-      if (!this.answersForStep(i)) return `leaving questions unanswered over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s though it answers pings (a worker stuck)`;
-      const held = this.heldFromPlacement.get(i);
-      if (held !== undefined && performance.now() < held.until) return `taking no new replica for ${Math.ceil((held.until - performance.now()) / 1000)} s more (a step onto it was undone while a worker was stuck)`;
+      if (!this.answersForStep(i, slice)) return `leaving questions unanswered over ${NODE_HEARTBEAT_TIMEOUT_MS / 1000} s though it answers pings (the worker that would run the slice is stuck, and takes no new replica until it answers)`;
       return 'about to be removed';
     };
     const reasons = nodes.map(why);
@@ -1048,10 +1068,10 @@ export class Membership {
       if (rest.filter((n) => this.map.statusOf(n) === 'active').length < this.map.replicationFactor) {
         const idle = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && !set.includes(i));
         // Placement (refillReplicas, on the tick) puts the new replica on an active node that is up as the map counts it
-        // (map.isUp: not one being removed), as it puts any; it skipped this slice when the drain began (a change not
+        // whose worker of the slice answers (map.takesReplica: not one being removed), as it puts any; it skipped this slice when the drain began (a change not
         // settled then) or found no such node up.
-        if (idle.some((i) => this.map.isUp(i))) wait('its new replica is placed at the next tick, on an active node that is up');
-        else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${this.whyNoNewReplicas(idle)})` : ''}`);
+        if (idle.some((i) => this.map.takesReplica(i, slice))) wait('its new replica is placed at the next tick, on an active node that is up');
+        else wait(`no active node that is up is left to take its new replica${idle.length > 0 ? ` (${this.whyNoNewReplicas(idle, slice)})` : ''}`);
         continue;
       }
       // A drain leaves no slice it drains with a replica on a node that stays down while another node is up to take
@@ -1078,7 +1098,7 @@ export class Membership {
       // (drainStepCatchUp), and goes on with them as for a node down. A new replica that does not answer for the step
       // (counted down, or owing answers past the bound while its node pongs: a worker stuck) is undone after
       // --move-undo-down-ms (undoStalledMoves), and placed on a node that answers.
-      const answering = (n: number) => this.answersForStep(n);
+      const answering = (n: number) => this.answersForStep(n, slice);
       // Where the map will name the leader from those kept (the leaving replica leads in it: a handover given up, or
       // its node down), each must have said so lately, as leaderUntilElected asks (and so is asked again meanwhile).
       const maxAgeMs = this.map.ownerOf(slice) === node ? this.leaders.probeIntervalMs : Infinity;
@@ -1177,10 +1197,11 @@ export class Membership {
     if (node === undefined || active.length !== this.map.replicationFactor || this.mover.moving.has(slice)) return null;
     const left = set.filter((n) => n !== node);
     if (left.length < majority(set.length) || left.filter((n) => this.isUp(n)).length < majority(set.length)) return null;
-    // A node to take its place as placement counts one up (map.isUp: countsUp, not one being removed), which the map's
+    // A node to take its place as placement takes one (map.takesReplica: countsUp, its worker of the slice answering,
+    // not one being removed), which the map's
     // change then asserts: one isUp counted up but placement did not (silent past the heartbeat bound, its link open)
     // threw out of the tick.
-    if (!this.map.nodes.some((_, i) => !set.includes(i) && this.map.statusOf(i) === 'active' && this.map.isUp(i))) return null;
+    if (!this.map.nodes.some((_, i) => !set.includes(i) && this.map.statusOf(i) === 'active' && this.map.takesReplica(i, slice))) return null;
     const now = performance.now();
     const downMs = now - (this.downSince.get(node) ?? now);
     return { node, downMs, replace: downMs >= this.drainReplaceDownMs };
@@ -1222,8 +1243,10 @@ export class Membership {
    * is undone (docs/replication.md): the new replica leaves the set (ClusterMap.undoReplicaMoves). A move's slice goes
    * back to its old set (the replica marked leaving stays); a drain's keeps its replica on the draining node, and
    * placement puts the new one on another node that answers, if any (else the drain waits for one): not back on the
-   * silent or stuck one, as placement (map.isUp) counts up only a node that answers for a step. (Node-wide: a node
-   * with one stuck worker gets no new replica, whichever worker it would go to.) By the same rules as any replica-set change:
+   * silent or stuck one, as placement (map.takesReplica) puts a slice's new replica only where the worker that would run
+   * it answers for a step; the stuck worker's time is kept once the undo settled and its questions of the slice are
+   * dropped (OpenQuestions.unansweredSince), so it gets no new replica until it answers, while the node's other workers
+   * take theirs. By the same rules as any replica-set change:
    * only once the move's own change settled and a leader was elected for it (changes do not chain), and by joint
    * majorities of both sets until the undo settles. No catch-up is needed: every acknowledged write is on a
    * majority of the larger set, and with its new replica down those are all replicas of the old one (a new replica
@@ -1232,17 +1255,17 @@ export class Membership {
    * was removed, and leadership rebalancing waited. Rebalancing may start the move again later, onto a node
    * that is up. */
   private undoStalledMoves(): void {
-    // Monotonic, as unansweringSince and heldFromPlacement are: a wall clock stepped forward undid at once a step whose
-    // node had just stopped answering, and one stepped back stretched a hold past its bound.
+    // Monotonic, as unansweringSince is: a wall clock stepped forward undid at once a step whose node had just stopped
+    // answering.
     const now = performance.now();
     const undo: number[] = [];
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const to = this.map.joiningOf(slice);
       // Not answering for the step (answersForStep), as its wait counts the new replica: down, or its worker stuck while
       // its node pongs (counted up, its questions unanswered past the bound), which was waited for without end.
-      if (to < 0 || this.answersForStep(to)) continue;
-      const since = this.unansweringSince.get(to);
-      if (since === undefined || now - since < this.downWaits.moveUndoMs) continue;
+      if (to < 0 || this.answersForStep(to, slice)) continue;
+      const since = this.unansweringSince.get(slice);
+      if (since === undefined || since.node !== to || now - since.since < this.downWaits.moveUndoMs) continue;
       if (this.leaders.electedTerm(slice) === null || !this.leaders.settled(slice)) continue;
       const set = this.map.replicasOf(slice);
       // The set that is left is the one before the move or drain step (the replica it was to replace still in it),
@@ -1253,18 +1276,8 @@ export class Membership {
     }
     if (undo.length === 0) return;
     const down = [...new Set(undo.map((s) => this.map.nodes[this.map.joiningOf(s)]))];
-    const stuck = [...new Set(undo.map((s) => this.map.joiningOf(s)))].filter((n) => this.countsUp(n));
+    const stuck = undo.filter((s) => this.countsUp(this.map.joiningOf(s))).length;
     if (savedOr(() => this.map.undoReplicaMoves(undo), (err) => this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again next turn`)) === null) return;
-    // Nodes that count up (a worker stuck while the node pongs): held out of placement and rebalancing (takesNewReplicas),
-    // twice as long at each undo in a row (only undos recorded: a save that fails is tried again next turn). The
-    // placement of the undo's own change (a drain's step placed again) did not take them: they did not answer then.
-    const held = stuck.map((n) => {
-      const last = this.heldFromPlacement.get(n);
-      const undos = last !== undefined && now - last.at <= 2 * STUCK_NODE_PLACEMENT_HOLD_MS_MAX ? last.undos + 1 : 1;
-      const holdMs = backoffMs(undos - 1, Math.min(Math.max(this.downWaits.moveUndoMs, NODE_HEARTBEAT_TIMEOUT_MS), STUCK_NODE_PLACEMENT_HOLD_MS_MAX), STUCK_NODE_PLACEMENT_HOLD_MS_MAX);
-      this.heldFromPlacement.set(n, { undos, at: now, until: now + holdMs });
-      return `${this.map.nodes[n]} for ${holdMs / 1000} s`;
-    });
     this.movesUndone += undo.length;
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
@@ -1273,7 +1286,7 @@ export class Membership {
     this.log(
       `undid the replica moves and drain steps of ${undo.length} slices (e.g. slice ${undo[0]}) to ${down.join(', ')}, not answering for the step (down, silent with their links open, or a worker leaving questions unanswered while the node pongs) for ${this.downWaits.moveUndoMs / 1000} s before they completed; each slice keeps the replica it was to lose` +
         (redirected.length > 0 ? `; ${redirected.length} drain steps placed their new replica on another node that is up` : '') +
-        (held.length > 0 ? `; nodes that answer pings but left the step's questions unanswered (a worker stuck) take no new replica: ${held.join(', ')}` : ''),
+        (stuck > 0 ? `; ${stuck} of them onto a node that answers pings but whose worker of the slice left the step's questions unanswered (stuck): that worker takes no new replica until it answers one` : ''),
     );
   }
 
@@ -1343,25 +1356,25 @@ export class Membership {
     if (this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining')) return;
     let inFlight = this.movingReplicas();
     if (inFlight >= REPLICA_MOVES_IN_FLIGHT_MAX) return;
-    // Onto nodes placement would choose (answersForStep): a move onto a frozen one, or one whose worker is stuck, would
-    // stall, and be undone.
-    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.answersForStep(i));
+    // Between active nodes that count up; a slice only where each replica's worker of it answers for a step, onto a node
+    // whose worker of it does (answersForStep, as placement: map.takesReplica): a move onto a frozen node, or onto a
+    // stuck worker, would stall, and be undone; one whose replicas do not all answer would wait. A node with a stuck
+    // worker takes and gives replicas of its other workers' slices.
+    const nodes = this.map.nodes.map((_, i) => i).filter((i) => this.map.statusOf(i) === 'active' && this.countsUp(i));
     if (nodes.length < 2) return;
-    // Not onto a node held out (takesNewReplicas: a move onto it undone lately, a worker stuck); from it, as any.
-    const targets = nodes.filter((i) => this.takesNewReplicas(i));
-    if (targets.length === 0) return;
     const counts = this.replicaCountsAfterMoves();
     const moves: { slice: number; from: number; to: number }[] = [];
     const chosen = new Set<number>();
     while (inFlight < REPLICA_MOVES_IN_FLIGHT_MAX) {
-      const to = targets.reduce((a, b) => (counts[b] < counts[a] ? b : a));
+      const to = nodes.reduce((a, b) => (counts[b] < counts[a] ? b : a));
       const from = nodes.reduce((a, b) => (counts[b] > counts[a] ? b : a));
       if (counts[from] - counts[to] <= 1) break;
       let pick: number | null = null;
       for (let slice = 0; slice < this.map.sliceCount; slice++) {
         const set = this.map.replicasOf(slice);
         if (chosen.has(slice) || set.length <= 1 || !set.includes(from) || set.includes(to) || this.map.leavingOf(slice) >= 0) continue;
-        if (!set.every((n) => nodes.includes(n)) || this.leaders.electedTerm(slice) === null || !this.leaders.settled(slice)) continue;
+        if (!set.every((n) => nodes.includes(n) && this.answersForStep(n, slice)) || !this.map.takesReplica(to, slice)) continue;
+        if (this.leaders.electedTerm(slice) === null || !this.leaders.settled(slice)) continue;
         // A follower's replica first: the leader keeps leading through the move's first change, and its own
         // drop would need the map to name another leader until the election.
         if (pick === null || (this.map.ownerOf(pick) === from && this.map.ownerOf(slice) !== from)) pick = slice;

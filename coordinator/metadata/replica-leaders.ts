@@ -17,10 +17,11 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, MAP_SAVE_RETRY_MS_MAX, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, MAP_SAVE_RETRY_MS_MAX, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, STUCK_WORKER_RETRY_MS_MAX, STUCK_WORKER_RETRY_MS_MIN, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { workerOf } from '../../shared/hashing.js';
+import { backoffMs } from '../../shared/timeout.js';
 import { TRACE_STALLS } from '../../shared/stall-trace.js';
 import { savedOr, type ClusterMap, type Elected, type MapSaveError } from './cluster-map.js';
 import { SaveBackoff } from './save-backoff.js';
@@ -77,6 +78,19 @@ interface WorkerAsked {
    * Pings, and counted as unknown a frozen one kept its leaderships up to 2.25 s after its first question unanswered,
    * past the heartbeat timeout. */
   known: Set<number>;
+  /** When the first question it left unanswered since its last answer was sent (undefined: none, or let go for a try).
+   * Its open questions' first time while it owes some; kept where stale drops every one of them (their slices left its
+   * node) after the first had gone unanswered NODE_SILENT_AFTER_PING_INTERVALS ping intervals or more: a stuck worker
+   * dropped nothing, it took nothing, and it has answered nothing since. Before it was kept, the undo of a step onto a
+   * stuck worker settled, its questions of the undone slice were dropped, its node owed nothing, and rebalancing moved
+   * the slice straight back onto it (undone again ~10 s later, without end). Placement asks it (workerSilentFrom:
+   * Membership.answersForStep of the slice's worker); only an answer of this worker clears it (answered). */
+  unansweredSince: number | undefined;
+  /** Where unansweredSince is kept and its node replicates no slice of this worker (nothing to ask it by, so it cannot
+   * answer): when it is let go, so that placement may try the worker again (a new replica's step asks it); and how many
+   * times it was let go since the worker last answered (each try that goes unanswered waits twice as long). */
+  tryAt: number | undefined;
+  tries: number;
 }
 
 /** A Ping's seq is a msgpack uint32 (a whole number >= 0): its question's id modulo this. */
@@ -136,7 +150,11 @@ export class OpenQuestions {
   private ask(node: number, slice: number, term: number, at: number): Question {
     let asked = this.byNode.get(node);
     if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0 }));
-    const q = (asked.workers[this.workerOf(node, slice)] ??= { open: [], askedAgainAt: -Infinity, known: new Set() }).open;
+    const worker = (asked.workers[this.workerOf(node, slice)] ??= { open: [], askedAgainAt: -Infinity, known: new Set(), unansweredSince: undefined, tryAt: undefined, tries: 0 });
+    const q = worker.open;
+    // Kept (stale) where it owes nothing more: still from its first question unanswered, a new one asks it again.
+    worker.unansweredSince ??= at;
+    worker.tryAt = undefined;
     if (q.length >= OPEN_QUESTIONS_PER_WORKER_MAX) {
       // A worker that answers nothing (stuck, its link open) is asked on: bounded memory. The oldest stays (its time
       // decides silence, and its answer clears it alone); the newer half goes, folded into the question after it,
@@ -212,7 +230,14 @@ export class OpenQuestions {
       else if (m.type === 'Prepared') prepare(slice, (term) => term === m.term);
       else if (m.type === 'Refused') prepare(slice, (term) => term <= m.term);
     }
-    for (const [w, n] of cut) workers[w].open.splice(0, n);
+    for (const [w, n] of cut) {
+      const worker = workers[w];
+      worker.open.splice(0, n);
+      // It answered: it runs. Its silence counts from its next question left open, if any.
+      worker.unansweredSince = worker.open[0]?.at;
+      worker.tryAt = undefined;
+      worker.tries = 0;
+    }
   }
 
   /** `worker` answered a question of `slice`: it replicates it. */
@@ -272,22 +297,65 @@ export class OpenQuestions {
    * counted as silent without end (docs/replication.md, "A node that answers"). Asking again moves no question's time:
    * a frozen worker counts as silent from its first unanswered question (silentFrom), as before. Questions of a slice
    * the node no longer replicates are dropped from the front (it dropped them, and nothing later may follow on that
-   * worker). */
-  stale(node: number, now: number, stillAsked: (slice: number) => boolean, again: (slice: number) => void): void {
+   * worker), and its unansweredSince with them, unless it had answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping
+   * intervals then (stuck): kept, it is asked again as long as it stays, by a slice its node replicates on it (`known`,
+   * else the first of the `sliceCount` slices of its worker that `stillAsked`), and is cleared by its answer alone; with
+   * none to ask it by, it is let go after STUCK_WORKER_RETRY_MS_MIN (doubling per try left unanswered) so that
+   * placement may try the worker again. */
+  stale(node: number, now: number, stillAsked: (slice: number) => boolean, again: (slice: number) => void, sliceCount = 0): void {
     const asked = this.byNode.get(node);
     if (asked === undefined) return;
     const olderThan = now - this.pingIntervalMs / 2;
-    for (const worker of asked.workers) {
-      if (worker === undefined) continue;
+    const silentAfterMs = NODE_SILENT_AFTER_PING_INTERVALS * this.pingIntervalMs;
+    const workers = this.workerCount(node);
+    asked.workers.forEach((worker, w) => {
       // (One look per slice the worker answered for, at most the slices it holds: a Set's delete while iterating is safe.)
       for (const slice of worker.known) if (!stillAsked(slice)) worker.known.delete(slice);
       const q = worker.open;
-      while (q.length > 0 && !stillAsked(q[0].slice)) q.shift();
-      if (q.length === 0 || q[0].at > olderThan || worker.askedAgainAt > olderThan) continue;
+      let dropped = false;
+      while (q.length > 0 && !stillAsked(q[0].slice)) {
+        q.shift();
+        dropped = true;
+      }
+      // A worker drops a question of a slice its node no longer replicates, so a drop alone says nothing of it; one that
+      // had answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals when its questions went is stuck, and
+      // keeps its time (unansweredSince).
+      if (dropped && !(worker.unansweredSince !== undefined && now - worker.unansweredSince >= silentAfterMs)) worker.unansweredSince = q[0]?.at;
+      if (worker.unansweredSince === undefined || worker.askedAgainAt > olderThan || (q.length > 0 && q[0].at > olderThan)) return;
       worker.askedAgainAt = now;
-      // Any slice it is known by will do: each is still the node's, and slices map to workers one way (workerOf).
-      again(worker.known.values().next().value ?? q[0].slice);
-    }
+      // Any slice it is known by will do: each is still the node's, and slices map to workers one way (workerOf). Else
+      // its first open question's; else (its time kept, nothing open) any slice of this worker its node replicates.
+      const by = worker.known.values().next().value ?? q[0]?.slice ?? this.sliceOfWorker(w, workers, sliceCount, stillAsked);
+      if (by !== undefined) return again(by);
+      // Nothing to ask it by: it cannot answer, so placement is let try it (the step of a new replica asks it), after a
+      // wait that doubles at each try it leaves unanswered (a stuck worker: one try each STUCK_WORKER_RETRY_MS_MAX at most).
+      if (worker.tryAt === undefined) worker.tryAt = now + backoffMs(worker.tries, STUCK_WORKER_RETRY_MS_MIN, STUCK_WORKER_RETRY_MS_MAX);
+      else if (now >= worker.tryAt) {
+        worker.unansweredSince = undefined;
+        worker.tryAt = undefined;
+        worker.tries++;
+      }
+    });
+  }
+
+  /** A slice of worker `w` (of `workers`; 0: not known yet, one) among the first `sliceCount` that `replicated` says its
+   * node replicates, or undefined. */
+  private sliceOfWorker(w: number, workers: number, sliceCount: number, replicated: (slice: number) => boolean): number | undefined {
+    for (let slice = w; slice < sliceCount; slice += Math.max(1, workers)) if (replicated(slice)) return slice;
+    return undefined;
+  }
+
+  /** From when the worker of `node` that runs `slice` (workerOf) counts as answering nothing (undefined: it owes no
+   * answer): its unansweredSince (kept across the drop of a stuck worker's questions: stale), FIRST_ANSWER_GRACE ping
+   * intervals later where it is not known to replicate a slice its node still replicates, as silentFrom counts a
+   * worker. Placement's and a step's measure (Membership.answersForStep of a slice), where an election's is the node's
+   * (silentFrom): a node with one worker stuck takes new replicas of slices of its other workers. */
+  workerSilentFrom(node: number, slice: number): number | undefined {
+    const worker = this.byNode.get(node)?.workers[this.workerOf(node, slice)];
+    // A worker that owes an answer has answered nothing since its first open question at least.
+    assert(worker === undefined || worker.open.length === 0 || (worker.unansweredSince !== undefined && worker.unansweredSince <= worker.open[0].at), `node ${node}: a worker with open questions from ${worker?.open[0]?.at} counts as answering nothing from ${worker?.unansweredSince}`);
+    if (worker?.unansweredSince === undefined) return undefined;
+    return worker.known.size === 0 ? worker.unansweredSince + this.firstAnswerGraceMs : worker.unansweredSince;
   }
 }
 
@@ -298,6 +366,15 @@ export class OpenQuestions {
  * (test/replication-sim.ts, 'remove-down') on its seeded clock, over its seeded network. */
 export function silenceMs(questions: OpenQuestions, node: number, linkUp: boolean, now: number, grace = true): number {
   return linkUp ? now - ((grace ? questions.silentFrom(node) : questions.firstAsked(node)) ?? now) : Infinity;
+}
+
+/** How long the worker of `node` that runs `slice` has answered nothing at `now` (ms), by what it was asked
+ * (`questions`: OpenQuestions.workerSilentFrom, its time kept across the drop of a stuck worker's questions); 0 where it
+ * owes none; Infinity where its node's link is not up (`linkUp`). ReplicaLeaders.workerSilentMs on performance.now()'s
+ * clock (Membership.answersForStep of a slice); the simulation's drain steps (test/replication-sim.ts, 'drain-silent')
+ * on its seeded clock. */
+export function workerSilenceMs(questions: OpenQuestions, node: number, slice: number, linkUp: boolean, now: number): number {
+  return linkUp ? now - (questions.workerSilentFrom(node, slice) ?? now) : Infinity;
 }
 
 /** When `node`'s silence counts from at `now` (ReplicaLeaders.heardFrom, a failover's host.heardFrom: heardLately and
@@ -571,6 +648,14 @@ export class ReplicaLeaders {
     return silenceMs(this.questions, node, this.ready(node), performance.now(), grace);
   }
 
+  /** How long the worker of node `node` that runs `slice` has answered nothing, in ms (OpenQuestions.workerSilentFrom:
+   * kept across the drop of a stuck worker's questions, cleared by its answer); 0 where it owes no answer, Infinity over
+   * a link that is not up. Whether a new replica of `slice` may go to the node, and whether it answers for a drain
+   * step (Membership.answersForStep): the node's other workers' questions are not this slice's. */
+  workerSilentMs(node: number, slice: number): number {
+    return workerSilenceMs(this.questions, node, slice, this.ready(node), performance.now());
+  }
+
   /** Whether node `node` answers (answersWhenSilent): silent less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals,
    * as an election counts it, but from its first question left unanswered, without the grace of a worker not known to
    * replicate a slice (silentMs without it). The grace keeps an election from passing over a new replica that drops
@@ -767,6 +852,7 @@ export class ReplicaLeaders {
         now,
         (slice) => this.runs.get(slice)?.failover.members.includes(node) ?? false,
         (slice) => this.host(slice).send(node, { type: 'Ping', seq: 0 }),
+        this.map.sliceCount,
       );
     }
   }
