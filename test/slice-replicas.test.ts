@@ -728,3 +728,44 @@ describe('a task that writes several slices a worker leads', () => {
     expect(keys).toEqual({ [SLICE]: [[SLICE, 'a']], [SLICE + 1]: [[SLICE + 1, 'b']], [SLICE + 2]: [[SLICE + 2, 'c'], [SLICE + 2, 'd']] });
   });
 });
+
+describe('a leader\'s commit point carried in a frame the worker sends anyway (SliceReplicas.carryCommits)', () => {
+  it('reaches each follower whose node the turn sends to, before any tick, is answered and applied, and is carried once', async () => {
+    const sent: ReplicationMessage[] = [];
+    const h = new ReplicaHarness(join(root, 'carry'), SLICE, 3, { onMessage: ({ m }) => sent.push(m) });
+    const { workers } = h;
+    const items = (w: Worker) =>
+      [...w.store.entries()].filter((e) => e[0] === EFFECT_SET && e[2] === SLICE).map((e) => `${e[3]}=${(e[4] as { v: number }).v}`).sort();
+    await h.elect(0, 1, [0, 1, 2]);
+    const leader = workers[0];
+    leader.store.execute([SliceOp.Assign, 1, [SLICE]]);
+    expect(leader.store.execute([SliceOp.Put, TABLE, SLICE, 'a', { k: 'a', v: 1 }, 20, null, null])[0]).toBe(0);
+    const [[, index]] = leader.replicas.propose(leader.store.takeEffects());
+    await h.pump();
+    // Committed on the followers' AppendOks; they hold the record but not the commit point that covers it (no tick).
+    expect(leader.replicas.of(SLICE).commitIndex).toBe(index);
+    expect(items(workers[1])).toEqual([]);
+    expect(items(workers[2])).toEqual([]);
+
+    // A turn that sends to node 1 only: 1 gets it in a KeepAlive, answers AppendOk, and applies it; 2 waits.
+    sent.length = 0;
+    leader.replicas.carryCommits((node) => node === 1);
+    await h.pump();
+    expect(sent.map((m) => m.type)).toEqual(['KeepAlive', 'AppendOk']);
+    expect(sent[0]).toMatchObject({ type: 'KeepAlive', commitIndex: index });
+    expect(sent[1]).toMatchObject({ type: 'AppendOk', commitIndex: index });
+    expect(items(workers[1])).toEqual(['a=1']);
+    expect(items(workers[2])).toEqual([]);
+
+    // A later turn that sends to both: only 2 is carried to (1 holds it durably, and said so).
+    sent.length = 0;
+    leader.replicas.carryCommits(() => true);
+    await h.pump();
+    expect(sent.map((m) => m.type)).toEqual(['KeepAlive', 'AppendOk']);
+    expect(items(workers[2])).toEqual(['a=1']);
+
+    // Nothing is left to carry.
+    leader.replicas.carryCommits(() => true);
+    expect(h.queue).toEqual([]);
+  });
+});
