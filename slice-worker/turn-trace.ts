@@ -39,9 +39,6 @@ export const turns = {
   commitOps: 0,
   appendOps: 0,
   logSyncs: 0,
-  /** Of keepAlivesOut, those that carried a commit point in a turn's frame rather than the tick's
-   * (SliceReplicas.carryCommits): bench/PROFILE.md, 2026-11-28. */
-  commitsCarried: 0,
 };
 /** Each line carries when it was printed (Date.now(), ms), so that a reader can wait for the counts as of a given time
  * rather than for a guess at the period (bench/put-shape.ts). */

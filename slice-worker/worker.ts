@@ -222,18 +222,6 @@ function queuePortFlush(): void {
  * per worker there), the coordinator's part and the answers it released to the node in one message (it frames
  * the coordinator's). */
 function flushPort(): void {
-  // The turn's leaders carry their commit points to the nodes it sends Appends to (SliceReplicas.carryCommits): their
-  // KeepAlives join this flush (the send pushes onto the outbox while portFlushQueued still holds), and their answers
-  // the frame that answers those Appends. Not to a node sent only answers or keep-alives: there the carried commit
-  // points' AppendOks made a frame back that nothing else needed, which carried that node's commit points in turn, a
-  // frame each way per turn (tried first: 0.325 frames per put against 0.341, and lower throughput).
-  if (replicas !== null && outbox.length > 0) {
-    const nodes: number[] = [];
-    for (const [, to, m] of outbox) if (m.type === 'Append' && !nodes.includes(to)) nodes.push(to);
-    const before = outbox.length;
-    if (nodes.length > 0) replicas.carryCommits((node) => nodes.includes(node));
-    if (TRACE_TURNS) turns.commitsCarried += outbox.length - before;
-  }
   portFlushQueued = false;
   const out = outbox;
   const released = answers;

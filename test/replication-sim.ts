@@ -163,8 +163,6 @@ export interface SimReport {
   freezes: number;
   refusals: Record<string, number>;
   snapshotsSent: number;
-  /** KeepAlives that carried a leader's commit point in a turn that sent its node something (Replica.carryCommit). */
-  commitsCarried: number;
   /** Store mode: checkpoints started (each after a compaction in steps), and crashes of a node holding a
    * compaction's snapshot not yet in a completed checkpoint (between its steps, or during its checkpoint). */
   checkpoints: number;
@@ -569,7 +567,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, commitsCarried: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, removeDowns: 0, removesDownNamingSilent: 0, removesDownNamingUntold: 0, removesDownAnswering: 0, removesDownUnnamed: 0, restartedKeptUp: 0, restartedKeptSecondChoice: 0, drainSilences: 0, drainStepsPastSilentKept: 0, silentNewUndone: 0, silentNewRedirected: 0, silentLeaderElections: 0, silentLeaderElectionMsMax: 0, silentUnchecked: 0, unsavedTurns: 0, unsavedServedMsMax: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, removeDowns: 0, removesDownNamingSilent: 0, removesDownNamingUntold: 0, removesDownAnswering: 0, removesDownUnnamed: 0, restartedKeptUp: 0, restartedKeptSecondChoice: 0, drainSilences: 0, drainStepsPastSilentKept: 0, silentNewUndone: 0, silentNewRedirected: 0, silentLeaderElections: 0, silentLeaderElectionMsMax: 0, silentUnchecked: 0, unsavedTurns: 0, unsavedServedMsMax: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -701,29 +699,6 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const deadForGood = new Set<number>();
   /** The answers (last term, last index) the coordinator received to each term's Prepare (longerOlderPassedOver). */
   const answersOf = new Map<number, Map<ReplicaId, { lastTerm: number; lastIndex: number }>>();
-  /** The (sender, receiver) pairs whose commit carry is queued (queueCarry). */
-  const carryQueued = new Set<number>();
-  /** As a worker's flush (worker.ts flushPort): a turn of node `from` that sends node `to` anything (a worker's turn
-   * holds many slices' messages: one that took a message from `to` mostly answers it, if not for this slice then for
-   * another) carries its leader's commit point there too (Replica.carryCommit), once the turn is over: here an event
-   * of its own right after the one that took the message, once per pair. The same KeepAlive as the tick's, sent at
-   * any moment a message arrives, often well before the tick: the runs check that when it goes does not matter. */
-  function queueCarry(from: number, to: number): void {
-    const key = from * nodeCount + to;
-    if (carryQueued.has(key)) return;
-    carryQueued.add(key);
-    const sender = replicas[from];
-    clock.at(0, () => {
-      carryQueued.delete(key);
-      if (sender === null || replicas[from] !== sender || frozenUntil[from] > clock.now) return;
-      let carried = false;
-      sender.carryCommit((n) => {
-        if (n === to) carried = true;
-        return n === to;
-      });
-      if (carried) report.commitsCarried++;
-    });
-  }
   function send(from: number, to: number, message: ReplicationMessage): void {
     const problem = checkReplicationMessage(message);
     if (problem !== null) fail(`a replica sent a malformed ${message.type}: ${problem}`);
@@ -763,19 +738,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     }
     // A node drops what comes for a slice its assignment does not list (slice-worker/main.ts, routeReplication): it
     // lists the set and, until the change settled, the older sets of the change (replica-leaders.ts assignReplication).
-    else {
-      deliverLater(
-        from,
-        to,
-        () => {
-          if (!coordinator.members.includes(to) || replicas[to] === null) return;
-          replicas[to]!.receive(from, delivered);
-          if (from >= 0) queueCarry(to, from);
-        },
-        true,
-        held,
-      );
-    }
+    else deliverLater(from, to, () => coordinator.members.includes(to) && replicas[to]?.receive(from, delivered), true, held);
   }
 
   // ---- replicas ----

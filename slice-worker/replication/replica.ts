@@ -144,9 +144,6 @@ export interface ReplicaHost {
   malformed?(from: ReplicaId, why: string): void;
   /** This leader's lease became valid again (consistent reads waiting for it may be answered: see leaseValid). */
   leased?(): void;
-  /** A follower of this leader holds every record and lacks only the commit point (it answered before the commit, or
-   * the answer committed): carryCommit may send it now, before the tick would. */
-  uncarried?(): void;
   /** The lease and keep-alive period (shared/limits.ts); the simulation, whose failover timing is shorter, its own. */
   timing?: ReplicaTiming;
 }
@@ -397,8 +394,17 @@ export class Replica {
       const awaiting = this.awaiting(f);
       if (awaiting && !this.overdue(f, now)) continue;
       if (!awaiting && f.match >= this.lastIndex) {
-        // It holds every record and lacks only the commit point (no turn of the worker's carried it: carryCommit).
-        this.sendCommit(f, now, leased);
+        // It holds every record and lacks only the commit point: a KeepAlive carries it, which the link folds with
+        // the worker's other leaders' into one entry of numbers per worker of the follower's node (peer-links.ts
+        // byWorker) rather than an Append each; the follower writes it before a sync and answers AppendOk after
+        // (onKeepAlive). One that cannot (a restart lost what it knew of this leader's log) answers KeepAliveOk and
+        // is probed at once (onKeepAliveOk); one whose answer does not come (a message lost) is awaited as for
+        // records, and then probed with an Append below.
+        f.waitFrom = now;
+        f.lastSentAt = now;
+        f.sentCommit = this.commit;
+        f.commitKeepAliveAt = Math.floor(now);
+        this.host.send(f.id, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
         continue;
       }
       // The probe is a record the log holds, never the snapshot: a follower that lacks what the log holds says so
@@ -407,47 +413,6 @@ export class Replica {
       // each tick until the answer, to followers that held every record.
       this.probe(f, (round ??= new AppendRound(1, now, leased)));
     }
-  }
-
-  /** Carries the commit point to each follower that holds every record and lacks only it, where `sendsTo` says the
-   * worker sends that follower's node something this turn anyway: the KeepAlive the tick would send it (sendCommit)
-   * goes now, in that frame, rather than in a frame of its own at the next tick (with the answer's frame back). The
-   * same message with the same bookkeeping as the tick's, only sooner: what a follower takes, writes and answers,
-   * and what the leader does with the answer, are unchanged. Answers whether none is left to carry it to (one whose
-   * node gets nothing this turn waits for a later turn, or the tick). */
-  carryCommit(sendsTo: (node: ReplicaId) => boolean): boolean {
-    if (!this.leading) return true;
-    let left = false;
-    let now = -1;
-    let leased = false;
-    for (const f of this.followers.values()) {
-      if (f.match < this.lastIndex || f.knownCommit >= this.commit || this.awaiting(f)) continue;
-      if (!sendsTo(f.id)) {
-        left = true;
-        continue;
-      }
-      if (now < 0) {
-        now = this.host.now();
-        leased = this.leasedAt(now);
-      }
-      this.sendCommit(f, now, leased);
-    }
-    return !left;
-  }
-
-  /** Sends follower `f`, which holds every record and lacks only the commit point, a KeepAlive that carries it (tick,
-   * carryCommit), which the link folds with the worker's other leaders' into one entry of numbers per worker of the
-   * follower's node (peer-links.ts byWorker) rather than an Append each; the follower writes it before a sync and
-   * answers AppendOk after (onKeepAlive). One that cannot (a restart lost what it knew of this leader's log) answers
-   * KeepAliveOk and is probed at once (onKeepAliveOk); one whose answer does not come (a message lost) is awaited as
-   * for records, and then probed with an Append (tick). */
-  private sendCommit(f: Follower, now: number, leased: boolean): void {
-    assert(f.match >= this.lastIndex && !this.awaiting(f), 'a KeepAlive carries the commit point only to a follower that holds every record and awaits nothing');
-    f.waitFrom = now;
-    f.lastSentAt = now;
-    f.sentCommit = this.commit;
-    f.commitKeepAliveAt = Math.floor(now);
-    this.host.send(f.id, { type: 'KeepAlive', term: this.promisedTerm, commitIndex: this.commit, sentAt: Math.floor(now), leased });
   }
 
   /** Sends follower `f` one record from its last acknowledged one (an empty Append when it holds every record),
@@ -682,9 +647,6 @@ export class Replica {
       this.leaderCommit();
       // The commit may have settled a change that `f` left (settleSets): it is sent nothing more.
       if (this.followers.get(from) === f && f.next <= this.lastIndex) this.sendAppend(f);
-      // It holds every record and lacks only the commit point (this answer committed it, or another's did before):
-      // the worker carries it with its next frame to that node (carryCommit), else the tick does.
-      else if (this.leading && this.followers.get(from) === f && f.match >= this.lastIndex && f.knownCommit < this.commit && !this.awaiting(f)) this.host.uncarried?.();
       return;
     }
     // A gap: start after the follower's last record. A diverged tail: start after its commit

@@ -45,9 +45,6 @@ export class SliceReplicas {
   private readonly replicas = new Map<number, Replica>();
   /** Per slice, the writes with a request id that its replica applied (what a resend is answered from). */
   private readonly applied = new Map<number, AppliedRequests>();
-  /** The slices whose leader has a follower that lacks only the commit point (Replica's host.uncarried), until
-   * carryCommits carried it to every such follower. */
-  private readonly uncarried = new Set<number>();
   /** Per slice, the writes with a request id executed since the last propose(): they go in its next record. */
   private proposing = new Map<number, AppliedList>();
   /** The time of the writes executed since the last propose() (one per task: its records carry it). */
@@ -107,7 +104,6 @@ export class SliceReplicas {
    * of(slice) starts one anew from the log, which the caller has emptied of it. */
   drop(slice: number): void {
     this.replicas.delete(slice);
-    this.uncarried.delete(slice);
     // Its remembered request ids go too: a replica started anew rebuilds them from the records and snapshot
     // it is sent, and AppliedRequests asserts that an id is added once.
     this.applied.delete(slice);
@@ -214,17 +210,6 @@ export class SliceReplicas {
    * their keep-alives (Replica.tick). */
   tick(): void {
     for (const r of this.replicas.values()) if (r.isLeader) r.tick();
-  }
-
-  /** Carries each leader's commit point to its followers that lack only it, on the nodes that `sendsTo` says this
-   * turn sends something anyway (Replica.carryCommit): the worker calls it as it sends a turn's messages, so that
-   * under writes the commit point rides in frames that go out anyway, and the tick sends frames of its own only when
-   * none went (bench/PROFILE.md, 2026-11-28). */
-  carryCommits(sendsTo: (node: ReplicaId) => boolean): void {
-    for (const slice of this.uncarried) {
-      const r = this.replicas.get(slice);
-      if (r === undefined || r.carryCommit(sendsTo)) this.uncarried.delete(slice);
-    }
   }
 
   /** How many replicas lead, and how many of those serve (their barrier is committed), for a trace. */
@@ -391,7 +376,6 @@ export class SliceReplicas {
         checkState: (state) => this.check(slice, state, true),
         malformed: (from, why) => this.events.malformed?.(slice, from, why),
         leased: () => this.events.leased?.(slice),
-        uncarried: () => this.uncarried.add(slice),
         now: this.now,
         timing: this.timing,
         deposed: (term) => {
