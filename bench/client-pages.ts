@@ -132,6 +132,9 @@ function runChild(url: string, method: Method, inFlight: number, round: number):
   });
 }
 
+/** A promoted share; '-' for a run with no scavenge in its measured window (a short one). */
+const pct = (x: number) => (Number.isNaN(x) ? '-' : `${(x * 100).toFixed(0)}%`);
+
 async function main(): Promise<void> {
   stopAllAtExit();
   stopAllOnExit((l) => console.error(l));
@@ -152,7 +155,7 @@ async function main(): Promise<void> {
         for (const m of order) {
           const r = await runChild(cluster.url, m, inFlight, round);
           runs.push(r);
-          console.error(`${inFlight} in flight, round ${round + 1}: ${m.padEnd(15)} ${r.usPerRange.toFixed(1)} µs CPU per range, ${(r.promoted * 100).toFixed(0)}% promoted (${r.scavenges} scavenges), ${r.rangesPerS.toFixed(0)} ranges/s, load ${r.load1.toFixed(1)}`);
+          console.error(`${inFlight} in flight, round ${round + 1}: ${m.padEnd(15)} ${r.usPerRange.toFixed(1)} µs CPU per range, ${pct(r.promoted)} promoted (${r.scavenges} scavenges), ${r.rangesPerS.toFixed(0)} ranges/s, load ${r.load1.toFixed(1)}`);
         }
       }
     }
@@ -165,7 +168,7 @@ async function main(): Promise<void> {
       for (const m of METHODS) {
         const rs = runs.filter((r) => r.inFlight === inFlight && r.method === m);
         const loads = rs.map((r) => r.load1);
-        L.push(`| ${inFlight} | ${m} | ${rs.map((r) => r.usPerRange.toFixed(1)).join(', ')} | ${median(rs.map((r) => r.usPerRange)).toFixed(1)} | ${rs.map((r) => `${(r.promoted * 100).toFixed(0)}%`).join(', ')} | ${(median(rs.map((r) => r.promoted)) * 100).toFixed(0)}% | ${median(rs.map((r) => r.rangesPerS)).toFixed(0)} | ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)} |`);
+        L.push(`| ${inFlight} | ${m} | ${rs.map((r) => r.usPerRange.toFixed(1)).join(', ')} | ${median(rs.map((r) => r.usPerRange)).toFixed(1)} | ${rs.map((r) => pct(r.promoted)).join(', ')} | ${pct(median(rs.map((r) => r.promoted)))} | ${median(rs.map((r) => r.rangesPerS)).toFixed(0)} | ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)} |`);
       }
       const ratios = Array.from({ length: ROUNDS }, (_, round) => {
         const [a, b] = METHODS.map((m) => runs.find((r) => r.inFlight === inFlight && r.round === round && r.method === m)!.usPerRange);

@@ -250,10 +250,10 @@ describe('the benches, end to end with their smallest arguments (real processes 
   it('client-pages: getItems and forEachItemPage, one round each, their CPU per range and promoted share', async () => {
     const r = await bench('client-pages.js', ['--rounds', '1', '--seconds', '1', '--warm', '0.5', '--in-flight', '8', '--devices', '2'], 45_000);
     for (const method of ['getItems', 'forEachItemPage']) {
-      const row = new RegExp(`^\\| 8 \\| ${method} \\| [\\d.]+ \\| ([\\d.]+) \\| \\d+% \\| (\\d+)% \\| (\\d+) \\|`, 'm').exec(r.stdout);
+      const row = new RegExp(`^\\| 8 \\| ${method} \\| [\\d.]+ \\| ([\\d.]+) \\| [^|]+ \\| [^|]+ \\| (\\d+) \\|`, 'm').exec(r.stdout);
       expect(row, `${method}'s row`).not.toBeNull();
       expect(Number(row![1]), `${method}: µs CPU per range`).toBeGreaterThan(0);
-      expect(Number(row![3]), `${method}: ranges/s`).toBeGreaterThan(0);
+      expect(Number(row![2]), `${method}: ranges/s`).toBeGreaterThan(0);
     }
   }, caseMs(45_000));
 
