@@ -476,7 +476,7 @@ export class KeysliceClient {
    * Why beside getItems: getItems' promise is fulfilled with its page, and a promise that waited long enough to be
    * promoted to the old generation keeps that page reachable to the young collector until the next full collection,
    * after the caller dropped both; at 50-256 ranges in flight that was about a third of the client's CPU per range
-   * (bench/PROFILE.md). Here the page goes to `onPage` and nowhere else: the promises answer counts. So keep a page
+   * (bench/PROFILE.md). Here the page goes to `onPage` and nowhere else: its promises answer counts. So keep a page
    * only if you need it, and let it go when `onPage` returns.
    *
    * If `onPage` throws (or its promise rejects), no further page is asked and the call rejects with that error; the
@@ -489,9 +489,11 @@ export class KeysliceClient {
     while (read.pages < maxPages) {
       const index = read.pages;
       const got = await this.requestOnce('GetItems', marker === request.marker ? request : { ...request, marker }, null, 0, (page) => {
-        const after = onPage(page, index);
+        const returned: unknown = onPage(page, index);
+        // (A JavaScript caller's callback may return anything: only a thenable is waited for.)
+        const after = typeof (returned as PromiseLike<void> | null)?.then === 'function' ? (returned as PromiseLike<void>) : undefined;
         // Handled now, so that one rejected before the await below reaches it is not reported as unhandled.
-        if (after !== undefined) after.then(undefined, () => {});
+        after?.then(undefined, () => {});
         // Only these leave the message handler: the promise below must not hold the page.
         return { items: page.items.length, examined: page.examined, marker: page.marker, after };
       });
