@@ -199,7 +199,8 @@ const retryPause = (attempt: number) => new Promise((r) => setTimeout(r, 100 * a
 
 // ---- the adapters -------------------------------------------------------------------------
 
-// -- keyslice: PutItem / GetItem / GetItems limit 100 over KeysliceClient (WebSocket, msgpack) --
+// -- keyslice: PutItem / GetItem / GetItems limit 100 over KeysliceClient (WebSocket, msgpack); the GetItems by
+// forEachItemPage, one page, so that no promise holds the page (bench/PROFILE.md, "forEachItemPage") --
 
 class KeysliceAdapter implements Adapter {
   private constructor(private readonly clients: KeysliceClient[]) {}
@@ -215,8 +216,14 @@ class KeysliceAdapter implements Adapter {
   async get(c: number, device: string, seq: number): Promise<void> {
     if ((await this.clients[c].getItem(TABLE, { device, seq })) === null) throw new NotFound();
   }
+  /** One GetItems request, as getItems sends it; each item is looked at, as the Redis adapter parses each. */
   async range(c: number, device: string, n: number): Promise<number> {
-    return (await this.clients[c].getItems({ table: TABLE, shardingKey: device, sortingKey: { between: [0, n - 1] }, limit: n })).items.length;
+    let count = 0;
+    const request = { table: TABLE, shardingKey: device, sortingKey: { between: [0, n - 1] as [number, number] }, limit: n };
+    await this.clients[c].forEachItemPage(request, (page) => {
+      for (const item of page.items) if (item.device === device) count++;
+    }, { maxPages: 1 });
+    return count;
   }
   async load(rows: Row[]): Promise<void> {
     let k = 0;
@@ -374,9 +381,9 @@ const SYSTEM_LABEL: Record<SystemId, string> = {
   'null-sdk': 'null DynamoDB server via AWS SDK v3',
 };
 const OP_LABEL: Record<SystemId, Record<Workload, string>> = {
-  keyslice: { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100' },
-  'keyslice-r1': { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100' },
-  'keyslice-fsync': { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100' },
+  keyslice: { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100 (forEachItemPage)' },
+  'keyslice-r1': { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100 (forEachItemPage)' },
+  'keyslice-fsync': { put: 'PutItem', get: 'GetItem', range: 'GetItems limit 100 (forEachItemPage)' },
   'keyslice-sdk': { put: 'PutItem', get: 'GetItem', range: 'Query Limit 100' },
   redis: { put: 'HSET', get: 'HGETALL', range: 'ZRANGEBYLEX LIMIT 0 100' },
   'redis-multi': { put: 'MULTI HSET ZADD EXEC', get: '-', range: '-' },
@@ -617,7 +624,7 @@ function report(cfg: Config, env: Environment, records: RunRecord[]): string {
   L.push(`- Every run: ${cfg.warmupS} s of warm-up with the same op (not measured), then at most ${cfg.durationS} s or ${cfg.ops.toLocaleString('en-US')} ops. ${cfg.rounds} rounds; in each round every workload runs on every system, the order of the systems rotated from round to round. Each figure below is the median over the rounds (ops/s, p99 and so on each taken separately). Latency: per successful op, send to answer, in the client (so it includes queueing at ${cfg.concurrency} in flight); p99 is nearest-rank.`);
   L.push(`- Items of about ${ITEM_BYTES} bytes: \`{device, seq, payload}\` (names + values, numbers counted as 8 bytes, as keyslice counts them).`);
   L.push(`- Data set for reads, loaded into each system before the rounds (not measured): ${RANGE_DEVICES} sharding keys \`range-<d>\` x ${RANGE_ITEMS} items (seq 0..${RANGE_ITEMS - 1}) = ${(RANGE_DEVICES * RANGE_ITEMS).toLocaleString('en-US')} items. **point reads** read a random item of it; **range reads** read the ${RANGE_ITEMS} items of a random sharding key in sorting order. **point writes** write new items \`put-<n mod ${PUT_KEYS}>\`, seq \`floor(n / ${PUT_KEYS})\`.`);
-  L.push(`- keyslice: three local clusters, each a coordinator + ${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} worker threads on 127.0.0.1 at the default replication ('auto': here R=${LOCAL_NODES}, every write on each node before it is answered) unless said; one with \`--durability os\` (a write is acknowledged once handed to the OS: comparable to Redis without persistence) for all workloads, one with \`--durability fsync\` (acknowledged after fsync) for writes only, and one with \`--durability os --replication-factor 1\` (one copy of each item, as every cluster was before replication) for writes only. Table: sharding key \`device\` (string), sorting key \`seq\` (number). PutItem / GetItem / GetItems \`{shardingKey, sortingKey: {between: [0, 99]}, limit: 100}\`.`);
+  L.push(`- keyslice: three local clusters, each a coordinator + ${LOCAL_NODES} slice nodes x ${LOCAL_WORKERS} worker threads on 127.0.0.1 at the default replication ('auto': here R=${LOCAL_NODES}, every write on each node before it is answered) unless said; one with \`--durability os\` (a write is acknowledged once handed to the OS: comparable to Redis without persistence) for all workloads, one with \`--durability fsync\` (acknowledged after fsync) for writes only, and one with \`--durability os --replication-factor 1\` (one copy of each item, as every cluster was before replication) for writes only. Table: sharding key \`device\` (string), sorting key \`seq\` (number). PutItem / GetItem / GetItems \`{shardingKey, sortingKey: {between: [0, 99]}, limit: 100}\`, read with the client's \`forEachItemPage\` for one page (\`maxPages: 1\`: the same one request as \`getItems\`), whose callback looks at each item's device as the Redis side parses each item's JSON; \`getItems\` fulfils its promise with the page, which a promise promoted while it waited keeps alive to the young collector (bench/PROFILE.md, "forEachItemPage").`);
   L.push(`- Redis: Debian's \`redis-server --save '' --appendonly no --port P --bind 127.0.0.1\` (no persistence). The data model a user would pick: a hash per item \`item:<device>:<seq>\` (fields device, seq, payload; HSET / HGETALL) and a sorted set per sharding key \`range:<device>\` for range reads. In the sorted set every member has score 0 and is \`<seq zero-padded to ${SEQ_DIGITS}>|<item as JSON>\`: the item is stored in the member, so ZRANGEBYLEX \`[0000000000 (0000000100 LIMIT 0 100\` answers the 100 items themselves in one round trip (looking each up with HGETALL would be 101 commands), and the client parses their JSON. The point-write row measures HSET alone, as the issue's anchor does; it does not add the item to the sorted set. A write that keeps both (what one keyslice PutItem does) is MULTI HSET ZADD EXEC, measured as its own row. ZRANGEBYLEX sorts by bytes, hence the zero padding; ZRANGEBYSCORE with score = seq would serve this numeric sorting key as well.`);
   L.push('- dynalite: `dynalite --host 127.0.0.1 --port P` (in memory), a table with hash key `device` (S) and range key `seq` (N); PutItem / GetItem / Query `#d = :d AND #s BETWEEN :a AND :b`, `Limit: 100`, with the raw `DynamoDBClient` (items stay in AttributeValue form, no DocumentClient).');
   const loads = Object.entries(env.loadSeconds).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');

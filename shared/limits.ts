@@ -38,6 +38,9 @@ export const BATCH_GET_ITEMS_MAX = 100;
 export const PAGE_ITEMS_DEFAULT = 1000;
 export const PAGE_ITEMS_MAX = 10_000;
 export const PAGE_BYTES_MAX = 1024 * 1024;
+/** The TypeScript client's getAllItems and forEachItemPage: pages of one GetItems that a call follows by default, at
+ * most (getAllItems throws past it; forEachItemPage answers the marker to go on from). */
+export const CLIENT_RANGE_PAGES_MAX_DEFAULT = 100_000;
 /** A worker keeps the client-form bytes (msgpack) of an item that a packed range page or a packed Get has read, so
  * that later pages and Gets copy them instead of packing the item again (packing was a third of a worker's time on range reads:
  * bench/PROFILE.md), and likewise of an item that a replica's compaction packed or that a follower applied from its

@@ -247,6 +247,16 @@ describe('the benches, end to end with their smallest arguments (real processes 
     expect(r.stdout).toMatch(/^R=3 \/ R=1: [\d.]+$/m);
   }, caseMs(45_000));
 
+  it('client-pages: getItems and forEachItemPage, one round each, their CPU per range and promoted share', async () => {
+    const r = await bench('client-pages.js', ['--rounds', '1', '--seconds', '1', '--warm', '0.5', '--in-flight', '8', '--devices', '2'], 45_000);
+    for (const method of ['getItems', 'forEachItemPage']) {
+      const row = new RegExp(`^\\| 8 \\| ${method} \\| [\\d.]+ \\| ([\\d.]+) \\| [^|]+ \\| [^|]+ \\| (\\d+) \\|`, 'm').exec(r.stdout);
+      expect(row, `${method}'s row`).not.toBeNull();
+      expect(Number(row![1]), `${method}: µs CPU per range`).toBeGreaterThan(0);
+      expect(Number(row![2]), `${method}: ranges/s`).toBeGreaterThan(0);
+    }
+  }, caseMs(45_000));
+
   it('hops: one workload, one round, this build against itself', async () => {
     const workload = 'ws GetItem, 1 in flight';
     const r = await bench('hops.js', ['--base', root, '--rounds', '1', '--duration', '1', '--devices', '2', '--only', workload], 45_000);

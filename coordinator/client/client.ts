@@ -20,7 +20,7 @@ import type {
   WriteCondition,
 } from '../../shared/api.js';
 import { assert, callerMayRetry, KeysliceError, isErrorCode, wasNotApplied, type ErrorDetails } from '../../shared/errors.js';
-import { IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
+import { CLIENT_RANGE_PAGES_MAX_DEFAULT, IDEMPOTENCY_WINDOW_MS } from '../../shared/limits.js';
 import { backoffMs } from '../../shared/timeout.js';
 import { CLIENT_SUBPROTOCOL, decodeClientResponses, encodeClientFrame, RESULT_OK, type ClientRequestFrame, type ClientResponseFrame } from '../../shared/protocol.js';
 import type { NumberValue } from '../../shared/decimal.js';
@@ -58,7 +58,28 @@ export interface ClientOptions {
   maskFrames?: boolean;
 }
 
-type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout };
+/** `take`: called with the answer as it is decoded, before anything else sees it; the promise is fulfilled with what
+ * it returns instead of the answer (forEachItemPage: a page given to its callback, the promise answering its count,
+ * so that a promise that lived long enough to be promoted does not keep the page alive: bench/PROFILE.md). If it
+ * throws, the request is rejected with what it threw. */
+type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; take?: (answer: unknown) => unknown };
+
+/** What forEachItemPage answers once its last page has been handed to its callback. */
+export interface ItemPagesRead {
+  /** Items handed to the callback, over all pages. */
+  items: number;
+  /** Pages handed to the callback (GetItems requests answered). */
+  pages: number;
+  /** Stored items the slices read for those pages, a filter's rejects included (GetItems' `examined`, summed). */
+  examined: number;
+  /** Present when the call stopped at `maxPages` and more items may follow: a GetItems (or another forEachItemPage)
+   * with this marker goes on from there. Absent when the range or scan was read to its end. */
+  marker?: string;
+}
+
+/** Called with each page of a forEachItemPage in order, as soon as it is decoded; `index` counts pages from 0. The
+ * next page is asked for after it returns (and, if it returns a promise, after that promise fulfils). */
+export type ItemPageCallback = (page: Response<'GetItems'>, index: number) => void | PromiseLike<void>;
 
 /** A lost connection is opened again after this long, doubling up to the max. */
 const RECONNECT_DELAY_MS_MIN = 100;
@@ -151,8 +172,17 @@ class Connection {
     }
     this.pending.delete(frame[0]);
     clearTimeout(p.timer);
-    if (frame[1] === RESULT_OK) p.resolve(frame[2]);
-    else p.reject(error());
+    if (frame[1] !== RESULT_OK) return p.reject(error());
+    if (p.take === undefined) return p.resolve(frame[2]);
+    // The caller's code runs here, inside this connection's message handler: what it throws fails its own request
+    // only, and the frame's other answers are settled as usual.
+    let taken: unknown;
+    try {
+      taken = p.take(frame[2]);
+    } catch (err) {
+      return p.reject(err as Error);
+    }
+    p.resolve(taken);
   }
 
   private failAll(err: KeysliceError): void {
@@ -284,8 +314,15 @@ export class KeysliceClient {
    * of each router address at most once, and its tries are at most the routers' own tries times the addresses,
    * never the client's tries times theirs, whether or not the client sends a write again (resending: `refusedBy` is
    * the request's, kept across its copies, and so is the time within which it is sent on). `copyUntil`: when the copy
-   * that a router refused times out (a copy sent on keeps it; a new copy gets requestTimeoutMs of its own). */
-  private requestOnce<Op extends OperationName>(op: Op, payload: Request<Op>, refusedBy: RefusedBy | null = null, copyUntil = 0): Promise<Response<Op>> {
+   * that a router refused times out (a copy sent on keeps it; a new copy gets requestTimeoutMs of its own). `take`:
+   * Pending.take, for the copy that is answered. */
+  private requestOnce<Op extends OperationName, R = Response<Op>>(
+    op: Op,
+    payload: Request<Op>,
+    refusedBy: RefusedBy | null = null,
+    copyUntil = 0,
+    take?: (answer: Response<Op>) => R,
+  ): Promise<R> {
     // (null: a request not sent again; its RefusedBy is made only if a router refuses it, not for every request.)
     const conn = this.pick(refusedBy?.tried);
     if (conn === null) return Promise.reject(new KeysliceError('Unavailable', 'the client is not connected'));
@@ -307,9 +344,11 @@ export class KeysliceClient {
         assert(!by.tried.includes(conn.url), 'no address is asked again once it refused a request WrongOwner');
         by.tried.push(conn.url);
         if (this.pick(by.tried, false) === null) return reject(err);
-        this.requestOnce(op, payload, by, until).then(resolve, reject);
+        this.requestOnce(op, payload, by, until, take).then(resolve, reject);
       };
-      conn.send(id, op, payload as Record<string, unknown>, { resolve: resolve as (v: unknown) => void, reject: refused, timer });
+      const pending: Pending = { resolve: resolve as (v: unknown) => void, reject: refused, timer };
+      if (take !== undefined) pending.take = take as (answer: unknown) => unknown;
+      conn.send(id, op, payload as Record<string, unknown>, pending);
     });
   }
 
@@ -418,22 +457,55 @@ export class KeysliceClient {
   getItems(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
     return this.request('GetItems', request);
   }
-  /** Every page of a GetItems, followed by marker. Bounded by `maxPages`. A page is asked once: the router asks the
-   * nodes again while a slice changes owners (bounded in count and time), and a page that still fails ends the
-   * call with that error (WrongOwner once the router's tries are spent). */
-  async getAllItems(
-    request: Omit<Request<'GetItems'>, 'marker'>,
-    maxPages = 100_000,
-  ): Promise<Item[]> {
+  /** Every page of a GetItems, followed by marker, in one array. Bounded by `maxPages` (throws past it). A page is
+   * asked once: the router asks the nodes again while a slice changes owners (bounded in count and time), and a page
+   * that still fails ends the call with that error (WrongOwner once the router's tries are spent). For a range too
+   * large to hold, or read often, forEachItemPage. */
+  async getAllItems(request: Omit<Request<'GetItems'>, 'marker'>, maxPages = CLIENT_RANGE_PAGES_MAX_DEFAULT): Promise<Item[]> {
     const out: Item[] = [];
-    let marker: string | undefined;
-    for (let page = 0; page < maxPages; page++) {
-      const res = await this.getItems(marker === undefined ? request : { ...request, marker });
-      out.push(...res.items);
-      if (res.marker === undefined) return out;
-      marker = res.marker;
+    const read = await this.forEachItemPage(request, (page) => void out.push(...page.items), { maxPages });
+    if (read.marker !== undefined) throw new Error(`getAllItems stopped after ${maxPages} pages`);
+    return out;
+  }
+  /** The pages of a GetItems handed to `onPage` one by one, in order, each as soon as its answer is decoded, following
+   * the markers from `request.marker` (absent: the start) to the end of the range or scan, or for `maxPages` pages
+   * (default CLIENT_RANGE_PAGES_MAX_DEFAULT); the answer counts what was read and, if it stopped at `maxPages`, the
+   * marker to go on from. `{ maxPages: 1 }` reads what one getItems reads. Each page is asked as getItems asks it
+   * (and as getAllItems asks its pages: an error ends the call with that error; nothing is asked again here).
+   *
+   * Why beside getItems: getItems' promise is fulfilled with its page, and a promise that waited long enough to be
+   * promoted to the old generation keeps that page reachable to the young collector until the next full collection,
+   * after the caller dropped both; at 50-256 ranges in flight that was about a third of the client's CPU per range
+   * (bench/PROFILE.md). Here the page goes to `onPage` and nowhere else: its promises answer counts. So keep a page
+   * only if you need it, and let it go when `onPage` returns.
+   *
+   * If `onPage` throws (or its promise rejects), no further page is asked and the call rejects with that error; the
+   * connection and the other requests on it go on as before. */
+  async forEachItemPage(request: Request<'GetItems'>, onPage: ItemPageCallback, options: { maxPages?: number } = {}): Promise<ItemPagesRead> {
+    const maxPages = options.maxPages ?? CLIENT_RANGE_PAGES_MAX_DEFAULT;
+    if (!Number.isSafeInteger(maxPages) || maxPages < 1) throw new KeysliceError('ValidationError', `forEachItemPage: maxPages must be a whole number of at least 1, got ${maxPages}`);
+    const read: ItemPagesRead = { items: 0, pages: 0, examined: 0 };
+    let marker = request.marker;
+    while (read.pages < maxPages) {
+      const index = read.pages;
+      const got = await this.requestOnce('GetItems', marker === request.marker ? request : { ...request, marker }, null, 0, (page) => {
+        const returned: unknown = onPage(page, index);
+        // (A JavaScript caller's callback may return anything: only a thenable is waited for.)
+        const after = typeof (returned as PromiseLike<void> | null)?.then === 'function' ? (returned as PromiseLike<void>) : undefined;
+        // Handled now, so that one rejected before the await below reaches it is not reported as unhandled.
+        after?.then(undefined, () => {});
+        // Only these leave the message handler: the promise below must not hold the page.
+        return { items: page.items.length, examined: page.examined, marker: page.marker, after };
+      });
+      if (got.after !== undefined) await got.after;
+      read.pages++;
+      read.items += got.items;
+      read.examined += got.examined;
+      if (got.marker === undefined) return read;
+      marker = got.marker;
     }
-    throw new Error(`getAllItems stopped after ${maxPages} pages`);
+    read.marker = marker;
+    return read;
   }
   /** Answers the writes that failed at run time (empty when all were applied); the others were applied. */
   async batchWrite(table: string, writes: { puts?: Item[]; deletes?: KeyRef[] } & Idempotent): Promise<ItemFailure[]> {

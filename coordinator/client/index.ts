@@ -2,7 +2,7 @@
 // The client, its errors and codes, and the types of the operations it speaks;
 // all of it from coordinator/client/client.ts and shared/ (the client imports nothing
 // else of ours), so a program that uses it loads no server code.
-export { KeysliceClient, type ClientOptions } from './client.js';
+export { KeysliceClient, type ClientOptions, type ItemPageCallback, type ItemPagesRead } from './client.js';
 export { ERROR_CODES, KeysliceError, isErrorCode, type ErrorCode, type ErrorDetails } from '../../shared/errors.js';
 export { OPERATION_NAMES } from '../../shared/api.js';
 export type * from '../../shared/api.js';
