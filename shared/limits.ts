@@ -212,6 +212,10 @@ export const NODE_HEARTBEAT_TIMEOUT_MS = 5_000;
 /** The coordinator's membership tick: it notes nodes down, refills short replica sets, removes nodes down too long
  * (--remove-down-after-ms), undoes stalled moves and rebalances this often (coordinator/metadata/membership.ts). */
 export const REBALANCE_INTERVAL_MS = 500;
+/** The coordinator's log line for a node that stops or starts counting up (coordinator/metadata/node-count-log.ts): at
+ * most one a node this often. The first change after a quiet spell is said at once; a node whose link flaps would
+ * change at every membership turn (REBALANCE_INTERVAL_MS), two lines a second for as long as it flaps. */
+export const NODE_COUNT_LOG_INTERVAL_MS = 5_000;
 /** Replication (docs/replication.md): with --replication-factor auto (the default) a slice has
  * this many replicas when at least this many nodes are active, else one per active node. */
 export const REPLICATION_FACTOR_AUTO_MAX = 3;

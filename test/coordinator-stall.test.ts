@@ -2,11 +2,13 @@
 // long GC, a VM paused) counts none of its nodes down for it, elects no new leader, and loses nothing: real
 // processes, 3 nodes at R=3. On resume its timers fire late before the sockets are read: a membership turn more than
 // COORDINATOR_STALL_MS late excuses the stall from every node's silence (NodeLink.excuse) and runs after the sockets
-// were read (setImmediate), and the failover runner's first late tick looks at no timeout (ReplicaLeaders.tick). The
+// were read (setImmediate), and the failover runner's first late tick looks at no timeout and leaves the stall out of
+// each slice leader's silence (ReplicaLeaders.tick, SliceFailover.excuse). The
 // same rules in process, on a virtual clock: test/replica-map.test.ts ("a coordinator whose own event loop stalled").
 import { describe, expect, it } from 'vitest';
 import { NODE_HEARTBEAT_TIMEOUT_MS, COORDINATOR_STALL_MS, REBALANCE_INTERVAL_MS } from '../shared/limits.js';
 import { allLed, clusterStatus, metricSum, useCluster } from './cluster-fixture.js';
+import { waitFor } from './elastic-fixture.js';
 import { freezeProcess } from './freeze.js';
 
 const lines: string[] = [];
@@ -55,5 +57,23 @@ describe('a coordinator stopped past the node heartbeat timeout (SIGSTOP, real p
       if (item?.v !== i) missing.push(`k${i}: ${JSON.stringify(item)}`);
     }
     expect(missing, 'acknowledged items that did not read back').toEqual([]);
+  }, 60_000);
+
+  it('a node stopped as long is said down (the line the test above looks for), and up again once it resumes', async () => {
+    // The control of the test above, whose first check is that no such line comes: a real node found down is said so,
+    // through the same membership turn, and its return said within NODE_COUNT_LOG_INTERVAL_MS of that line.
+    const node = c.cluster.nodes[2];
+    const of = (l: string) => l.includes(node.url);
+    const from = lines.length;
+    await freezeProcess(node.child.pid!);
+    try {
+      await new Promise((r) => setTimeout(r, STOPPED_MS));
+    } finally {
+      process.kill(node.child.pid!, 'SIGCONT');
+    }
+    await waitFor(() => lines.slice(from).some((l) => of(l) && / counts up again/.test(l)), `the coordinator says ${node.url} counts up again`, 20_000);
+    const said = lines.slice(from).filter((l) => of(l) && / counts (down|up again)/.test(l));
+    expect(said[0], 'the first line said of the stopped node').toMatch(/counts down: nothing came from it for \d+\.\d s/);
+    expect(said.filter(trouble).length, 'its counts-down line, as the test above would see it').toBeGreaterThan(0);
   }, 60_000);
 });

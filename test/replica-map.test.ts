@@ -1605,6 +1605,32 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
     }
   });
 
+  it('a leader whose node stops answering while the coordinator is stopped is replaced within the heartbeat timeout and a second of the resume', async () => {
+    // The bound on what SliceFailover.excuse can hide: the leader's last Pong came before the stop, the excuse moves it
+    // to the resume at most (never later than the tick that excuses), so a leader that died meanwhile is timed out as
+    // one that died at the resume. An excuse longer than the stop would keep the slice without a serving leader longer.
+    let frozen = -1;
+    const c = await run((node) => (node === frozen ? null : 0));
+    try {
+      for (let i = 0; i < 100 && c.leaders.electionsBy.start < 64; i++) await c.turn();
+      for (let i = 0; i < 20; i++) await c.turn();
+      expect(c.leads.size, 'every slice has a leader').toBe(64);
+      const before = c.leaders.electionsBy.leader_timeout;
+      frozen = c.leads.get(0)!.node;
+      c.stop(NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
+      const resumedAt = c.at();
+      let electedAfter = -1;
+      for (let i = 0; i < 60 && electedAfter < 0; i++) {
+        await c.turn();
+        if (c.leaders.electionsBy.leader_timeout > before) electedAfter = c.at() - resumedAt;
+      }
+      expect(electedAfter, 'ms from the resume to an election of a slice the silent node led').toBeGreaterThan(0);
+      expect(electedAfter).toBeLessThanOrEqual(LEADER_HEARTBEAT_TIMEOUT_MS + 1_000);
+    } finally {
+      c.leaders.close();
+    }
+  });
+
   it('keeps a leader whose node answers its other slices within 600 ms, past the heartbeat timeout; a node that answers nothing loses it at the timeout', async () => {
     /** From `stuckFrom` (virtual ms) on, the leader of slice 0 answers nothing for it; `others`: its delay for the rest. */
     let stuckFrom = Infinity;

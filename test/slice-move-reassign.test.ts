@@ -6,28 +6,12 @@
 // target holding the slice as of the freeze: those writes were lost. Real slice nodes, the real
 // NodeLink and ClusterMap; the test only chooses when the Assign goes (the window is a few
 // milliseconds wide, so no outside event can be timed into it).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { ClusterMap } from '../coordinator/metadata/cluster-map.js';
-import { NodeLink } from '../coordinator/metadata/node-link.js';
+import { describe, expect, it } from 'vitest';
 import { SliceMover, Throttle } from '../coordinator/metadata/slice-mover.js';
 import { SliceOp, type SliceOpMessage } from '../shared/protocol.js';
-import { waitFor } from './elastic-fixture.js';
+import { useSliceNodePair } from './slice-node-pair.js';
 
-const root = mkdtempSync(join(tmpdir(), 'keyslice-move-reassign-'));
-const nodes: ManagedProcess[] = [];
-const links: NodeLink[] = [];
-afterAll(async () => {
-  for (const l of links) l.close();
-  for (const n of nodes) await stopProcess(n.child);
-  rmSync(root, { recursive: true, force: true });
-});
-
-/** Polls `check` every 10 ms until it holds, at most 10,000 ms. */
-const until = (what: string, check: () => boolean) => waitFor(check, what, 10_000, undefined, 10);
+const pair = useSliceNodePair('keyslice-move-reassign-');
 
 const TABLE = 1;
 const SLICE = 0;
@@ -36,14 +20,8 @@ const get = (key: string): SliceOpMessage => [SliceOp.Get, TABLE, SLICE, key, nu
 
 describe('a slice move whose source is assigned again after the freeze', () => {
   it('rolls back, and every write the source acknowledged stays readable at the owner the map names', async () => {
-    for (const i of [0, 1]) nodes.push(await startSliceNode({ name: `slice-node-${i}`, dataDir: join(root, `node-${i}`), port: 0, workers: 1, durability: 'os' }));
-    const map = ClusterMap.open(join(root, 'coordinator'), nodes.map((n) => n.url), 4, 1);
-    if (typeof map === 'string') throw new Error(map);
+    const { map, links } = await pair.start();
     expect(map.ownerOf(SLICE)).toBe(0);
-    for (const [i, n] of nodes.entries()) {
-      links.push(new NodeLink(n.url, () => ({ epoch: map.epoch, sliceCount: map.sliceCount, slices: map.slicesOf(i), clusterId: map.clusterId, replication: null }), () => map.epoch, () => {}));
-    }
-    await until('both links ready', () => links.every((l) => l.state === 'ready'));
     const [source, target] = links;
     for (let i = 0; i < 50; i++) await source.send(SLICE, put(`before-${i}`));
 

@@ -8,15 +8,9 @@
 // copies the test gives it as its feed would (apply), since a real coordinator holds a slice frozen only for the few
 // milliseconds of a move's switch, too short to step a clock into. The mover runs against real slice nodes, as
 // slice-move-reassign.test.ts.
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { ClusterMap } from '../coordinator/metadata/cluster-map.js';
-import { NodeLink } from '../coordinator/metadata/node-link.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SliceMover, Throttle } from '../coordinator/metadata/slice-mover.js';
 import { withRetries } from '../coordinator/cli/cli-retry.js';
 import { RouterView } from '../coordinator/router/router-view.js';
@@ -24,7 +18,7 @@ import { KeysliceError } from '../shared/errors.js';
 import type { ClusterView } from '../shared/cluster-view.js';
 import { ROUTER_REFRESH_INTERVAL_MS_MIN, WRONG_OWNER_RETRY_DELAY_MS_MIN } from '../shared/limits.js';
 import { SliceOp, type SliceOpMessage } from '../shared/protocol.js';
-import { waitFor } from './elastic-fixture.js';
+import { useSliceNodePair } from './slice-node-pair.js';
 import { stepWallClock } from './wall-clock.js';
 
 const HOUR_MS = 3_600_000;
@@ -141,14 +135,7 @@ describe("a slice move's throttle and time bound, across a wall-clock step", () 
     expect(await endsSoon(throttle.take(1)), "the next copy step's wait").toBe('ended');
   });
 
-  const root = mkdtempSync(join(tmpdir(), 'keyslice-clock-step-'));
-  const nodes: ManagedProcess[] = [];
-  const links: NodeLink[] = [];
-  afterAll(async () => {
-    for (const l of links) l.close();
-    for (const n of nodes) await stopProcess(n.child);
-    rmSync(root, { recursive: true, force: true });
-  });
+  const pair = useSliceNodePair('keyslice-clock-step-');
 
   it('a move is not rolled back as too long (MOVE_TIME_MS_MAX) when the wall clock steps forward an hour during its copy', async () => {
     // Two real slice nodes, the real NodeLink and ClusterMap; slice 0 moves from node 0 to node 1 and the wall clock
@@ -156,13 +143,7 @@ describe("a slice move's throttle and time bound, across a wall-clock step", () 
     // step: "the move took longer than 600 s". Its startedAt stays the wall clock's (status sends it).
     const TABLE = 1;
     const SLICE = 0;
-    for (const i of [0, 1]) nodes.push(await startSliceNode({ name: `slice-node-${i}`, dataDir: join(root, `node-${i}`), port: 0, workers: 1, durability: 'os' }));
-    const map = ClusterMap.open(join(root, 'coordinator'), nodes.map((n) => n.url), 4, 1);
-    if (typeof map === 'string') throw new Error(map);
-    for (const [i, n] of nodes.entries()) {
-      links.push(new NodeLink(n.url, () => ({ epoch: map.epoch, sliceCount: map.sliceCount, slices: map.slicesOf(i), clusterId: map.clusterId, replication: null }), () => map.epoch, () => {}));
-    }
-    await waitFor(() => links.every((l) => l.state === 'ready'), 'both links ready', 10_000, undefined, 10);
+    const { map, links } = await pair.start();
     const [source] = links;
     for (let i = 0; i < 20; i++) await source.send(SLICE, [SliceOp.Put, TABLE, SLICE, `k-${i}`, { __name: `k-${i}`, v: i }, 20, null, null]);
     const sourceSend = source.send.bind(source);

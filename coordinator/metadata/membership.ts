@@ -25,6 +25,7 @@ import { workerOf } from '../../shared/hashing.js';
 import { NodeLink, type NodeHello } from './node-link.js';
 import { FAILOVER_TIMING_DEFAULT, majority, type FailoverTiming } from './failover.js';
 import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
+import { NodeCountLog } from './node-count-log.js';
 import { SliceMover, Throttle } from './slice-mover.js';
 
 // A node known by address is heard from by the pong to the ping each turn sends it (pingLinks) and counts down once
@@ -59,9 +60,8 @@ export class Membership {
    * stepped forward (an NTP step, a VM resumed) removed a node, or replaced its replicas, as soon as it was found down;
    * stepped back, that long late. Never persisted nor shown as a time (status and the log say "down for N s"). */
   private readonly downSince = new Map<number, number>();
-  /** Nodes that counted up at the last turn, and those said down since (sayCounted). */
-  private readonly countedUp = new Set<number>();
-  private readonly saidDown = new Set<number>();
+  /** Says when a node stops or starts counting up (noteDown), at most once a node per NODE_COUNT_LOG_INTERVAL_MS. */
+  private readonly countLog: NodeCountLog;
   /** Per slice whose move or drain step names a new replica (joining), that replica's node, and since when it has not
    * answered for the step (answersForStep of the slice: its node down, or the node's worker that runs the slice leaving
    * a question unanswered past the heartbeat bound while the node pongs), on performance.now()'s clock (a wall clock
@@ -120,6 +120,7 @@ export class Membership {
     map.isUp = (i) => (this.links[i] === undefined ? this.registering : this.everyWorkerAnswers(i) && !this.removing.has(i));
     map.placementKey = () => this.placementKey();
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
+    this.countLog = new NodeCountLog(log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
     // count settled yet (it records that in the map a tick later).
@@ -791,7 +792,7 @@ export class Membership {
       const up = !removed && this.countsUp(i);
       if (removed || up) this.downSince.delete(i);
       else if (!this.downSince.has(i)) this.downSince.set(i, now);
-      this.sayCounted(i, removed, up);
+      this.sayCounted(i, removed, up, now);
     }
     for (let slice = 0; slice < this.map.sliceCount; slice++) {
       const to = this.map.joiningOf(slice);
@@ -801,22 +802,14 @@ export class Membership {
     }
   }
 
-  /** Says once that a node which counted up no longer does (its link lost, or nothing came from it for
-   * NODE_HEARTBEAT_TIMEOUT_MS), and once that it counts up again: the log tells a node found down (a down node's clocks
-   * start: placement, the undo, --remove-down-after-ms) from this process's own stall, which counts none down
-   * (turnDue). A node that never counted up since this process started (it is starting) is not said down. */
-  private sayCounted(i: number, removed: boolean, up: boolean): void {
-    if (removed) {
-      this.countedUp.delete(i);
-      this.saidDown.delete(i);
-    } else if (up) {
-      if (this.saidDown.delete(i)) this.log(`node ${this.map.nodes[i]} counts up again`);
-      this.countedUp.add(i);
-    } else if (this.countedUp.delete(i)) {
-      this.saidDown.add(i);
-      const link = this.links[i];
-      this.log(`node ${this.map.nodes[i]} counts down: ${link.state !== 'ready' ? `its link is ${link.state}` : `nothing came from it for ${(link.heardMsAgo() / 1000).toFixed(1)} s`}`);
-    }
+  /** Says (countLog) when a node stops counting up (its link lost, or nothing came from it for
+   * NODE_HEARTBEAT_TIMEOUT_MS) and when it counts up again: the log tells a node found down from this process's own
+   * stall, which counts none down (turnDue). */
+  private sayCounted(i: number, removed: boolean, up: boolean, now: number): void {
+    if (removed) return this.countLog.forget(i);
+    const link = this.links[i];
+    const why = () => (link === undefined ? 'it has no link' : link.state !== 'ready' ? `its link is ${link.state}` : `nothing came from it for ${(link.heardMsAgo(now) / 1000).toFixed(1)} s`);
+    this.countLog.note(i, this.map.nodes[i], up, why, now);
   }
 
   /** --remove-down-after-ms: removes a node that has been down that long, as `keyslice remove` would
