@@ -121,6 +121,9 @@ export class OpenQuestions {
     /** The coordinator's ping interval (FailoverTiming): a worker's first open question is asked again each half of it
      * (stale); the grace of a worker not known to replicate a slice is counted in it (silentFrom). */
     private readonly pingIntervalMs: number,
+    /** The wait before a stuck worker nothing can ask by is tried again, doubling per try it leaves unanswered (stale):
+     * STUCK_WORKER_RETRY_MS_MIN..MAX, which the simulation scales with its heartbeat bound as it scales the others. */
+    private readonly stuckRetryMs: { min: number; max: number } = { min: STUCK_WORKER_RETRY_MS_MIN, max: STUCK_WORKER_RETRY_MS_MAX },
   ) {
     // A ping interval that is not a positive number (NaN) would make silentFrom's times NaN, and its bound fire.
     assert(pingIntervalMs > 0 && Number.isFinite(pingIntervalMs), `the ping interval is a positive number of ms, not ${pingIntervalMs}`);
@@ -329,7 +332,7 @@ export class OpenQuestions {
       if (by !== undefined) return again(by);
       // Nothing to ask it by: it cannot answer, so placement is let try it (the step of a new replica asks it), after a
       // wait that doubles at each try it leaves unanswered (a stuck worker: one try each STUCK_WORKER_RETRY_MS_MAX at most).
-      if (worker.tryAt === undefined) worker.tryAt = now + backoffMs(worker.tries, STUCK_WORKER_RETRY_MS_MIN, STUCK_WORKER_RETRY_MS_MAX);
+      if (worker.tryAt === undefined) worker.tryAt = now + backoffMs(worker.tries, this.stuckRetryMs.min, this.stuckRetryMs.max);
       else if (now >= worker.tryAt) {
         worker.unansweredSince = undefined;
         worker.tryAt = undefined;
