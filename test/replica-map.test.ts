@@ -1851,8 +1851,34 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(again.length).toBe(3);
     // A link that went down (or came up) takes its questions with it.
     q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 2_100);
-    q.forget(0);
+    q.forget(0, 2_100);
     expect(q.firstAsked(0)).toBeUndefined();
+  });
+
+  it("a stuck worker's time is kept across a link that went and came back with as many workers, not with another count, nor for a removed node", () => {
+    let workers = 2;
+    const q = new OpenQuestions(() => workers, PING_MS);
+    // Worker 0 (slice 4) is asked and answers nothing; the node then no longer replicates slice 4 (an undo): its
+    // questions are dropped and its time kept (stuck), nothing left to ask it by.
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 0);
+    const t = NODE_SILENT_AFTER_PING_INTERVALS * PING_MS;
+    // Known to replicate no slice its node still does: counted with the grace (workerSilentFrom, as silentFrom).
+    const g = FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS;
+    q.stale(0, t, () => false, () => {}, 8);
+    expect(q.workerSilentFrom(0, 4), 'kept across the drop').toBe(g);
+    q.forget(0, t);
+    q.forget(0, t);
+    expect(q.workerSilentFrom(0, 4), 'kept across a flap (same worker count)').toBe(g);
+    expect(q.workerSilentFrom(0, 5), "the other worker's").toBeUndefined();
+    workers = 3;
+    q.forget(0, t);
+    expect(q.workerSilentFrom(0, 4), 'back with another worker count: slices map to workers otherwise').toBeUndefined();
+    workers = 2;
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], t);
+    q.stale(0, 2 * t, () => false, () => {}, 8);
+    expect(q.workerSilentFrom(0, 4), 'kept across the drop again').toBe(t + g);
+    q.forget(0, 2 * t, false);
+    expect(q.workerSilentFrom(0, 4), 'a removed node: nothing kept').toBeUndefined();
   });
 
   it('a link that went down takes all that was kept of its workers: back with another worker count, a worker is asked again by its own open question, not by a slice it answered before (now another worker\'s)', () => {
@@ -1863,7 +1889,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     q.sent(0, before, 0);
     q.answered(0, [[4, pong(seqOf(before, 4))]]);
     // The link goes down; the node comes back with three workers: slice 4 is now worker 1's (4 % 3), slice 3 worker 0's.
-    q.forget(0);
+    q.forget(0, 500);
     workers = 3;
     // Worker 0 drops slice 3's Ping (its assignment not there yet).
     q.sent(0, [[3, { type: 'Ping', seq: 0 }]], 1_000);
@@ -2390,7 +2416,7 @@ function stuckFourthNode() {
   };
   /** The slices of worker `w` whose set holds f, their step done (not joining). */
   const heldBy = (w: number) => slices.filter((s) => s % WORKERS === w && map.replicasOf(s).includes(f) && map.joiningOf(s) !== f);
-  return { map, f, m, inside, stuck, ask, joining, turn, heldBy, slices, now: () => clock };
+  return { map, f, m, inside, questions, stuck, ask, joining, turn, heldBy, slices, now: () => clock };
 }
 
 describe("a node one of whose workers is stuck, its node answering pings (per worker, not per node)", () => {
@@ -2429,6 +2455,34 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
       expect(gaps.every((g, k) => k === 0 || g > gaps[k - 1]), `the gaps between tries grow (${gaps.join(', ')} ms)`).toBe(true);
       expect(heldBy(1).length, "replicas of the healthy worker's slices on f").toBeGreaterThanOrEqual(16);
       expect(heldBy(0), "replicas of the stuck worker's slices on f").toEqual([]);
+    } finally {
+      m.close();
+    }
+  });
+
+  it("is not tried again at each flap of its node's link: the stuck worker's time and tries are kept across it (ReplicaLeaders.linkLost, linkUp: OpenQuestions.forget)", () => {
+    // As above, f's link going down and up again every 20 s (the link's ready state: its questions forgotten at each).
+    // Forgotten with them, the worker's time let placement try it at each flap: a move onto it, undone ~10 s later.
+    const { map, f, m, questions, stuck, joining, turn, now } = stuckFourthNode();
+    try {
+      stuck.add(0);
+      const start = now();
+      const tries: number[] = [];
+      let firstUndo = Infinity;
+      let before: number[] = [];
+      for (let i = 0; i < 180; i++) {
+        if (i % 20 === 19) {
+          questions.forget(f, now());
+          questions.forget(f, now());
+        }
+        turn();
+        if (before.some((s) => s % WORKERS === 0 && !map.replicasOf(s).includes(f))) firstUndo = Math.min(firstUndo, now() - start);
+        if (joining().some((s) => s % WORKERS === 0 && !before.includes(s))) tries.push(now() - start);
+        before = joining();
+      }
+      // As many as with no flap (above); forgotten at each flap, a try each 20 s (9 after the first undo).
+      const again = tries.filter((t) => t > firstUndo);
+      expect(again.length, `turns that moved a slice of the stuck worker onto f again after the first undo, its link flapping each 20 s (at ${again.join(', ')} ms)`).toBeLessThanOrEqual(5);
     } finally {
       m.close();
     }

@@ -955,7 +955,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     lives[i]++;
     frozenUntil[i] = 0;
     if (silence !== null) {
-      silence.forget(i);
+      silence.forget(i, clock.now);
       linkLost.add(i);
     }
     replicas[i] = null;
