@@ -2419,6 +2419,25 @@ function stuckFourthNode() {
   return { map, f, m, inside, questions, stuck, ask, joining, turn, heldBy, slices, now: () => clock };
 }
 
+/** Worker 0 of stuckFourthNode's f stuck from the start, 180 turns of 1 s (`before` each: what the test does first at
+ * turn i): when a slice of worker 0 was moved onto f (each turn that moved one), and when the first such move was undone. */
+function stuckFor3Min(c: ReturnType<typeof stuckFourthNode>, before: (i: number) => void = () => {}): { tries: number[]; firstUndo: number } {
+  const { map, f, stuck, joining, turn, now } = c;
+  stuck.add(0);
+  const start = now();
+  const tries: number[] = [];
+  let firstUndo = Infinity;
+  let was: number[] = [];
+  for (let i = 0; i < 180; i++) {
+    before(i);
+    turn();
+    if (was.some((s) => s % WORKERS === 0 && !map.replicasOf(s).includes(f))) firstUndo = Math.min(firstUndo, now() - start);
+    if (joining().some((s) => s % WORKERS === 0 && !was.includes(s))) tries.push(now() - start);
+    was = joining();
+  }
+  return { tries, firstUndo };
+}
+
 describe("a node one of whose workers is stuck, its node answering pings (per worker, not per node)", () => {
   afterEach(() => vi.restoreAllMocks());
 
@@ -2430,20 +2449,10 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
     // rebalancing moved the slice straight back (undone ~10 s later, without end). The worker's "unanswered since" is
     // kept (OpenQuestions): f replicates no slice of worker 0, so nothing can ask it, and it is tried again only after
     // STUCK_WORKER_RETRY_MS_MIN, twice as long after each try it leaves unanswered.
-    const { map, f, m, stuck, joining, turn, heldBy, now } = stuckFourthNode();
+    const c = stuckFourthNode();
+    const { m, heldBy } = c;
     try {
-      stuck.add(0);
-      const start = now();
-      // When a slice of worker 0 was moved onto f (each turn that moved one), and when the first such move was undone.
-      const tries: number[] = [];
-      let firstUndo = Infinity;
-      let before: number[] = [];
-      for (let i = 0; i < 180; i++) {
-        turn();
-        if (before.some((s) => s % WORKERS === 0 && !map.replicasOf(s).includes(f))) firstUndo = Math.min(firstUndo, now() - start);
-        if (joining().some((s) => s % WORKERS === 0 && !before.includes(s))) tries.push(now() - start);
-        before = joining();
-      }
+      const { tries, firstUndo } = stuckFor3Min(c);
       expect(firstUndo, 'the first undo of a move onto the stuck worker').toBeLessThan(30_000);
       // Before that, moves onto it were made while it had not yet been silent past the bound; after, tries alone.
       const again = tries.filter((t) => t > firstUndo);
@@ -2463,23 +2472,14 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
   it("is not tried again at each flap of its node's link: the stuck worker's time and tries are kept across it (ReplicaLeaders.linkLost, linkUp: OpenQuestions.forget)", () => {
     // As above, f's link going down and up again every 20 s (the link's ready state: its questions forgotten at each).
     // Forgotten with them, the worker's time let placement try it at each flap: a move onto it, undone ~10 s later.
-    const { map, f, m, questions, stuck, joining, turn, now } = stuckFourthNode();
+    const c = stuckFourthNode();
+    const { f, m, questions, now } = c;
     try {
-      stuck.add(0);
-      const start = now();
-      const tries: number[] = [];
-      let firstUndo = Infinity;
-      let before: number[] = [];
-      for (let i = 0; i < 180; i++) {
-        if (i % 20 === 19) {
-          questions.forget(f, now());
-          questions.forget(f, now());
-        }
-        turn();
-        if (before.some((s) => s % WORKERS === 0 && !map.replicasOf(s).includes(f))) firstUndo = Math.min(firstUndo, now() - start);
-        if (joining().some((s) => s % WORKERS === 0 && !before.includes(s))) tries.push(now() - start);
-        before = joining();
-      }
+      const { tries, firstUndo } = stuckFor3Min(c, (i) => {
+        if (i % 20 !== 19) return;
+        questions.forget(f, now());
+        questions.forget(f, now());
+      });
       // As many as with no flap (above); forgotten at each flap, a try each 20 s (9 after the first undo).
       const again = tries.filter((t) => t > firstUndo);
       expect(again.length, `turns that moved a slice of the stuck worker onto f again after the first undo, its link flapping each 20 s (at ${again.join(', ')} ms)`).toBeLessThanOrEqual(5);
