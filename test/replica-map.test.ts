@@ -1877,8 +1877,34 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(again.length).toBe(3);
     // A link that went down (or came up) takes its questions with it.
     q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 2_100);
-    q.forget(0);
+    q.forget(0, 2_100);
     expect(q.firstAsked(0)).toBeUndefined();
+  });
+
+  it("a stuck worker's time is kept across a link that went and came back with as many workers, not with another count, nor for a removed node", () => {
+    let workers = 2;
+    const q = new OpenQuestions(() => workers, PING_MS);
+    // Worker 0 (slice 4) is asked and answers nothing; the node then no longer replicates slice 4 (an undo): its
+    // questions are dropped and its time kept (stuck), nothing left to ask it by.
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 0);
+    const t = NODE_SILENT_AFTER_PING_INTERVALS * PING_MS;
+    // Known to replicate no slice its node still does: counted with the grace (workerSilentFrom, as silentFrom).
+    const g = FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS;
+    q.stale(0, t, () => false, () => {}, 8);
+    expect(q.workerSilentFrom(0, 4), 'kept across the drop').toBe(g);
+    q.forget(0, t);
+    q.forget(0, t);
+    expect(q.workerSilentFrom(0, 4), 'kept across a flap (same worker count)').toBe(g);
+    expect(q.workerSilentFrom(0, 5), "the other worker's").toBeUndefined();
+    workers = 3;
+    q.forget(0, t);
+    expect(q.workerSilentFrom(0, 4), 'back with another worker count: slices map to workers otherwise').toBeUndefined();
+    workers = 2;
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], t);
+    q.stale(0, 2 * t, () => false, () => {}, 8);
+    expect(q.workerSilentFrom(0, 4), 'kept across the drop again').toBe(t + g);
+    q.forget(0, 2 * t, false);
+    expect(q.workerSilentFrom(0, 4), 'a removed node: nothing kept').toBeUndefined();
   });
 
   it('a link that went down takes all that was kept of its workers: back with another worker count, a worker is asked again by its own open question, not by a slice it answered before (now another worker\'s)', () => {
@@ -1889,7 +1915,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     q.sent(0, before, 0);
     q.answered(0, [[4, pong(seqOf(before, 4))]]);
     // The link goes down; the node comes back with three workers: slice 4 is now worker 1's (4 % 3), slice 3 worker 0's.
-    q.forget(0);
+    q.forget(0, 500);
     workers = 3;
     // Worker 0 drops slice 3's Ping (its assignment not there yet).
     q.sent(0, [[3, { type: 'Ping', seq: 0 }]], 1_000);
@@ -2416,7 +2442,26 @@ function stuckFourthNode() {
   };
   /** The slices of worker `w` whose set holds f, their step done (not joining). */
   const heldBy = (w: number) => slices.filter((s) => s % WORKERS === w && map.replicasOf(s).includes(f) && map.joiningOf(s) !== f);
-  return { map, f, m, inside, stuck, ask, joining, turn, heldBy, slices, now: () => clock };
+  return { map, f, m, inside, questions, stuck, ask, joining, turn, heldBy, slices, now: () => clock };
+}
+
+/** Worker 0 of stuckFourthNode's f stuck from the start, 180 turns of 1 s (`before` each: what the test does first at
+ * turn i): when a slice of worker 0 was moved onto f (each turn that moved one), and when the first such move was undone. */
+function stuckFor3Min(c: ReturnType<typeof stuckFourthNode>, before: (i: number) => void = () => {}): { tries: number[]; firstUndo: number } {
+  const { map, f, stuck, joining, turn, now } = c;
+  stuck.add(0);
+  const start = now();
+  const tries: number[] = [];
+  let firstUndo = Infinity;
+  let was: number[] = [];
+  for (let i = 0; i < 180; i++) {
+    before(i);
+    turn();
+    if (was.some((s) => s % WORKERS === 0 && !map.replicasOf(s).includes(f))) firstUndo = Math.min(firstUndo, now() - start);
+    if (joining().some((s) => s % WORKERS === 0 && !was.includes(s))) tries.push(now() - start);
+    was = joining();
+  }
+  return { tries, firstUndo };
 }
 
 describe("a node one of whose workers is stuck, its node answering pings (per worker, not per node)", () => {
@@ -2430,20 +2475,10 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
     // rebalancing moved the slice straight back (undone ~10 s later, without end). The worker's "unanswered since" is
     // kept (OpenQuestions): f replicates no slice of worker 0, so nothing can ask it, and it is tried again only after
     // STUCK_WORKER_RETRY_MS_MIN, twice as long after each try it leaves unanswered.
-    const { map, f, m, stuck, joining, turn, heldBy, now } = stuckFourthNode();
+    const c = stuckFourthNode();
+    const { m, heldBy } = c;
     try {
-      stuck.add(0);
-      const start = now();
-      // When a slice of worker 0 was moved onto f (each turn that moved one), and when the first such move was undone.
-      const tries: number[] = [];
-      let firstUndo = Infinity;
-      let before: number[] = [];
-      for (let i = 0; i < 180; i++) {
-        turn();
-        if (before.some((s) => s % WORKERS === 0 && !map.replicasOf(s).includes(f))) firstUndo = Math.min(firstUndo, now() - start);
-        if (joining().some((s) => s % WORKERS === 0 && !before.includes(s))) tries.push(now() - start);
-        before = joining();
-      }
+      const { tries, firstUndo } = stuckFor3Min(c);
       expect(firstUndo, 'the first undo of a move onto the stuck worker').toBeLessThan(30_000);
       // Before that, moves onto it were made while it had not yet been silent past the bound; after, tries alone.
       const again = tries.filter((t) => t > firstUndo);
@@ -2455,6 +2490,25 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
       expect(gaps.every((g, k) => k === 0 || g > gaps[k - 1]), `the gaps between tries grow (${gaps.join(', ')} ms)`).toBe(true);
       expect(heldBy(1).length, "replicas of the healthy worker's slices on f").toBeGreaterThanOrEqual(16);
       expect(heldBy(0), "replicas of the stuck worker's slices on f").toEqual([]);
+    } finally {
+      m.close();
+    }
+  });
+
+  it("is not tried again at each flap of its node's link: the stuck worker's time and tries are kept across it (ReplicaLeaders.linkLost, linkUp: OpenQuestions.forget)", () => {
+    // As above, f's link going down and up again every 20 s (the link's ready state: its questions forgotten at each).
+    // Forgotten with them, the worker's time let placement try it at each flap: a move onto it, undone ~10 s later.
+    const c = stuckFourthNode();
+    const { f, m, questions, now } = c;
+    try {
+      const { tries, firstUndo } = stuckFor3Min(c, (i) => {
+        if (i % 20 !== 19) return;
+        questions.forget(f, now());
+        questions.forget(f, now());
+      });
+      // As many as with no flap (above); forgotten at each flap, a try each 20 s (9 after the first undo).
+      const again = tries.filter((t) => t > firstUndo);
+      expect(again.length, `turns that moved a slice of the stuck worker onto f again after the first undo, its link flapping each 20 s (at ${again.join(', ')} ms)`).toBeLessThanOrEqual(5);
     } finally {
       m.close();
     }

@@ -249,10 +249,14 @@ describe('replication under a seeded simulation', () => {
   it(`silence case: undoes a drain step whose new replica's worker is stuck while its node pongs (counted up by its link's clock, its questions unanswered past the node heartbeat bound, then the undo's wait: membership.ts answersForStepBy, undoStalledMoves) and places it on a node that answers, before it thaws (${only !== undefined ? `seed ${only}` : `${silenceRuns} runs, half on stores`})`, () => {
     const { reports, sum } = halfOnStoresRun(silenceRuns, { setChanges: 'drain-silent', drainSilence: 'stuck-new' });
     console.log(
-      `replication sim, drains whose new replica's worker is stuck: ${reports.length} runs, ${sum((r) => r.drainSilences)} stuck, ${sum((r) => r.silentNewUndone)} steps undone while it was stuck (${sum((r) => r.silentNewRedirected)} placed on another node), ` +
+      `replication sim, drains whose new replica's worker is stuck: ${reports.length} runs, ${sum((r) => r.drainSilences)} stuck, ${sum((r) => r.silentNewUndone)} steps undone while it was stuck (${sum((r) => r.silentNewRedirected)} placed on another node, ${sum((r) => r.stuckPlacedBack)} back on the stuck worker before the retry's wait), ` +
         `${sum((r) => r.silentUnchecked)} ending with no elected leader or an unsettled change, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.acked)} writes acknowledged`,
     );
     expect(sum((r) => r.acked)).toBeGreaterThan(0);
+    // Not placed back on the worker it was undone off while that stays stuck (OpenQuestions keeps its time across the
+    // drop of its questions): a rule over what the node owes now put a later drain's new replica straight back on it
+    // (6 of the 13 seeds before, each step then waiting for the thaw).
+    expect(reports.map((r) => r.stuckPlacedBack), 'drain steps placed back on the stuck worker, before the retry').toEqual(reports.map(() => 0));
     if (only === undefined) {
       expect(sum((r) => r.drainSilences)).toBeGreaterThan(reports.length / 2);
       expect(sum((r) => r.silentNewRedirected)).toBeGreaterThan(reports.length / 2);

@@ -10,7 +10,7 @@
 // the same record at each index. Any failure names its seed; the same seed
 // replays the same run.
 import { assert, wasNotApplied } from '../shared/errors.js';
-import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_HEARTBEAT_TIMEOUT_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_READ_STALENESS_MS } from '../shared/limits.js';
+import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_HEARTBEAT_TIMEOUT_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_READ_STALENESS_MS, STUCK_WORKER_RETRY_MS_MAX, STUCK_WORKER_RETRY_MS_MIN } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type ElectionReason, type LastRecord } from '../coordinator/metadata/failover.js';
 import { answersWhenSilent, caughtUpForHandover, heardFromBy, OpenQuestions, silenceMs, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
@@ -247,6 +247,10 @@ export interface SimReport {
   drainStepsPastSilentKept: number;
   silentNewUndone: number;
   silentNewRedirected: number;
+  /** 'drain-silent' with 'stuck-new': drain steps whose new replica went back onto a node whose worker is still stuck,
+   * sooner than the retry's first wait (SIM_STUCK_RETRY_MS.min) after a step onto it was undone (the loop:
+   * undone, placed back, undone again). */
+  stuckPlacedBack: number;
   silentLeaderElections: number;
   silentLeaderElectionMsMax: number;
   /** 'drain-silent': freezes whose drain was still under way as they ended with no elected leader or an unsettled
@@ -336,6 +340,13 @@ const CONVERGE_MS_MAX = 30_000;
  * (REPLICA_MOVE_UNDO_DOWN_MS), in the same proportion to the heartbeat timeout as on nodes: 833 ms each. */
 const SIM_NODE_HEARTBEAT_TIMEOUT_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs * (NODE_HEARTBEAT_TIMEOUT_MS / LEADER_HEARTBEAT_TIMEOUT_MS);
 const SIM_MOVE_UNDO_MS = SIM_FAILOVER_TIMING.heartbeatTimeoutMs * (REPLICA_MOVE_UNDO_DOWN_MS / LEADER_HEARTBEAT_TIMEOUT_MS);
+/** The wait before a stuck worker nothing can ask by is tried again (OpenQuestions.stale: STUCK_WORKER_RETRY_MS_MIN..MAX),
+ * in the same proportion to the node heartbeat bound: 833 ms doubling to 50 s. Unscaled (5 s against the simulation's
+ * 833 ms bound), a worker that thawed stayed out of placement to the end of the faults, and no try was ever made. */
+const SIM_STUCK_RETRY_MS = {
+  min: SIM_NODE_HEARTBEAT_TIMEOUT_MS * (STUCK_WORKER_RETRY_MS_MIN / NODE_HEARTBEAT_TIMEOUT_MS),
+  max: SIM_NODE_HEARTBEAT_TIMEOUT_MS * (STUCK_WORKER_RETRY_MS_MAX / NODE_HEARTBEAT_TIMEOUT_MS),
+};
 /** 'drain-silent' freezes: a kept replica past the bound and most of as long again (the step goes on in between); a
  * new replica past the bound, the undo's wait and as long again; a leader past the heartbeat timeout and an election. */
 const KEPT_FREEZE_MS = 2 * SIM_NODE_HEARTBEAT_TIMEOUT_MS;
@@ -567,7 +578,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   const nodeCount = replicaCount + (changePerSecond > 0 || opts.deposedTail === 'replace' ? 2 : 0);
   let faulty = true;
 
-  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, removeDowns: 0, removesDownNamingSilent: 0, removesDownNamingUntold: 0, removesDownAnswering: 0, removesDownUnnamed: 0, restartedKeptUp: 0, restartedKeptSecondChoice: 0, drainSilences: 0, drainStepsPastSilentKept: 0, silentNewUndone: 0, silentNewRedirected: 0, silentLeaderElections: 0, silentLeaderElectionMsMax: 0, silentUnchecked: 0, unsavedTurns: 0, unsavedServedMsMax: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
+  const report: SimReport = { seed: opts.seed, replicas: replicaCount, acked: 0, ambiguous: 0, resent: 0, elections: 0, crashes: 0, freezes: 0, refusals: {}, snapshotsSent: 0, checkpoints: 0, crashesBeforeCheckpoint: 0, setChanges: 0, movesUndone: 0, drainStepsRedirected: 0, deadReplaced: 0, replacedCameBack: 0, drainedKeepingDown: 0, ledOn: 0, carriers: 0, carriersSettled: 0, carrierTimeouts: 0, handovers: 0, handedOver: 0, removeHandovers: 0, handoversGivenBack: 0, handoverUnknown: 0, handoverUnknownLagging: 0, handoverLaggingWriters: 0, handoverKills: 0, handoverFreezes: 0, drainStepsPastHandoverBound: 0, drainsNamingFrozen: 0, removeFreezes: 0, removesNamingFrozen: 0, removesUnnamed: 0, removeDowns: 0, removesDownNamingSilent: 0, removesDownNamingUntold: 0, removesDownAnswering: 0, removesDownUnnamed: 0, restartedKeptUp: 0, restartedKeptSecondChoice: 0, drainSilences: 0, drainStepsPastSilentKept: 0, silentNewUndone: 0, silentNewRedirected: 0, stuckPlacedBack: 0, silentLeaderElections: 0, silentLeaderElectionMsMax: 0, silentUnchecked: 0, unsavedTurns: 0, unsavedServedMsMax: 0, reads: 0, readsAfterLeaseWait: 0, readsRefused: 0, coordinatorRestarts: 0, restartsUnsettled: 0, deposedTails: 0, longerOlderPassedOver: 0, stalls: 0, stalledMessages: 0, lateOlderTerm: {}, lateAnswers: 0, lateAppends: 0, commitTimeouts: 0, timeoutAnswers: 0, resentAfterTimeout: 0, noMajorityCuts: 0, simMs: 0 };
   // Declared with its type, so that TypeScript narrows after a call to it (`w` is defined past `if (!w) fail(...)`).
   const fail: (why: string) => never = (why) => {
     throw new SimFailure(`seed ${opts.seed}: ${why}${changes.length > 0 ? `; replica-set changes: ${changes.slice(-6).join('; ')}` : ''} (replay: KEYSLICE_SIM_SEED=${opts.seed} npx vitest run test/replication-sim.test.ts${replayOptions(opts)})`);
@@ -578,7 +589,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
    * answer that reaches it, so that a node frozen or cut off from it is silent from its first question left unanswered
    * (silenceMs), as on the coordinator. A new one at each coordinator start; a node's are forgotten at its crash (its
    * link lost). One slice, one worker a node. */
-  let silence = opts.setChanges === 'remove-down' || opts.setChanges === 'drain-silent' ? new OpenQuestions(() => 1, SIM_FAILOVER_TIMING.pingIntervalMs) : null;
+  let silence = opts.setChanges === 'remove-down' || opts.setChanges === 'drain-silent' ? new OpenQuestions(() => 1, SIM_FAILOVER_TIMING.pingIntervalMs, SIM_STUCK_RETRY_MS) : null;
   /** 'drain-silent': when the coordinator last heard from each node (NodeLink.heardAt, one clock a link): any message
    * of its worker that reaches the coordinator (coordinatorReceive), and the pong to the ping Membership.pingLinks sends
    * every link each turn, which a node answers while its event loop runs (coordinatorTurn: up, not frozen, not cut off
@@ -589,6 +600,13 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** 'drain-silent': since when each node has not answered for a drain step (answersForStepNow; Membership's
    * unansweringSince): the undo of a step onto it waits SIM_MOVE_UNDO_MS from then. */
   const unansweringSince = new Map<number, number>();
+  /** 'drain-silent': when a step onto each node was last undone while its worker was stuck (its node pongs). */
+  const undoneOffStuck = new Map<number, number>();
+  /** 'drain-silent': a drain step's new replica goes to `n` (counted in stuckPlacedBack where that is the loop). */
+  const placedOn = (n: number): void => {
+    const stuck = frozenUntil[n] > clock.now && (pongsUntil[n] ?? 0) > clock.now;
+    if (stuck && clock.now - (undoneOffStuck.get(n) ?? -Infinity) < SIM_STUCK_RETRY_MS.min) report.stuckPlacedBack++;
+  };
   /** 'drain-silent', drainSilence 'leader': the frozen leader, when it froze and the largest term used then, until a
    * newer term is taken (an election, or a LeadOn) or the run fails for want of one. */
   let leaderWatch: { node: number; at: number; term: number } | null = null;
@@ -937,7 +955,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     lives[i]++;
     frozenUntil[i] = 0;
     if (silence !== null) {
-      silence.forget(i);
+      silence.forget(i, clock.now);
       linkLost.add(i);
     }
     replicas[i] = null;
@@ -1174,7 +1192,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       hold = null;
       handedTo = null;
       commitTerms.clear();
-      if (silence !== null) silence = new OpenQuestions(() => 1, timing.pingIntervalMs);
+      if (silence !== null) silence = new OpenQuestions(() => 1, timing.pingIntervalMs, SIM_STUCK_RETRY_MS);
       coordinator = SliceFailover.atStart({ replicas: set, termUsed: usedTerm, unsettled: mapUnsettled }, timing, failoverHost, choose);
       changes.push(`${clock.now.toFixed(1)} ms: coordinator restarted (sets ${coordinator.sets.map((x) => x.join(',')).join(' and ')})`);
     });
@@ -1253,6 +1271,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       if (set.length < 3 || mapLeader === null || !set.includes(mapLeader) || live.length === 0) return;
       const node = pick(candidates);
       const added = pick(live);
+      placedOn(added);
       draining = node;
       drainAdded = added;
       drainStartedAt = clock.now;
@@ -1378,6 +1397,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     if (drainAdded === null) {
       if (outsideUp.length === 0) return true;
       drainAdded = pick(outsideUp);
+      placedOn(drainAdded);
       changeSet([...set, drainAdded], `drain ${draining}, add ${drainAdded} (a node counts up again)`);
       return true;
     }
@@ -1386,7 +1406,9 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const gone = drainAdded;
     report.movesUndone++;
     if (frozenUntil[gone] > clock.now) report.silentNewUndone++;
+    if (frozenUntil[gone] > clock.now && (pongsUntil[gone] ?? 0) > clock.now) undoneOffStuck.set(gone, clock.now);
     drainAdded = outsideUp.length > 0 ? pick(outsideUp) : null;
+    if (drainAdded !== null) placedOn(drainAdded);
     if (drainAdded !== null && frozenUntil[gone] > clock.now) report.silentNewRedirected++;
     changeSet([...set.filter((n) => n !== gone), ...(drainAdded !== null ? [drainAdded] : [])], `drain ${draining}, undo ${gone}${drainAdded !== null ? `, redirect to ${drainAdded}` : ''}`);
     return true;

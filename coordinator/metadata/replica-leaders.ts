@@ -112,7 +112,7 @@ export class OpenQuestions {
   /** node -> what is kept of each of its workers, indexed by worker (workerOf; an array, so that stale goes through
    * them in worker order); and the last id given one (ask), kept past forget so that a late Pong of a question
    * forgotten answers no newer one. */
-  private readonly byNode = new Map<number, { workers: WorkerAsked[]; lastId: number }>();
+  private readonly byNode = new Map<number, { workers: WorkerAsked[]; lastId: number; workerCount: number }>();
   /** How much later a worker not known to replicate a slice its node still does counts from its first open question. */
   private readonly firstAnswerGraceMs: number;
 
@@ -121,6 +121,9 @@ export class OpenQuestions {
     /** The coordinator's ping interval (FailoverTiming): a worker's first open question is asked again each half of it
      * (stale); the grace of a worker not known to replicate a slice is counted in it (silentFrom). */
     private readonly pingIntervalMs: number,
+    /** The wait before a stuck worker nothing can ask by is tried again, doubling per try it leaves unanswered (stale):
+     * STUCK_WORKER_RETRY_MS_MIN..MAX, which the simulation scales with its heartbeat bound as it scales the others. */
+    private readonly stuckRetryMs: { min: number; max: number } = { min: STUCK_WORKER_RETRY_MS_MIN, max: STUCK_WORKER_RETRY_MS_MAX },
   ) {
     // A ping interval that is not a positive number (NaN) would make silentFrom's times NaN, and its bound fire.
     assert(pingIntervalMs > 0 && Number.isFinite(pingIntervalMs), `the ping interval is a positive number of ms, not ${pingIntervalMs}`);
@@ -149,7 +152,8 @@ export class OpenQuestions {
 
   private ask(node: number, slice: number, term: number, at: number): Question {
     let asked = this.byNode.get(node);
-    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0 }));
+    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0, workerCount: 0 }));
+    asked.workerCount = this.workerCount(node);
     const worker = (asked.workers[this.workerOf(node, slice)] ??= { open: [], askedAgainAt: -Infinity, known: new Set(), unansweredSince: undefined, tryAt: undefined, tries: 0 });
     const q = worker.open;
     // Kept (stale) where it owes nothing more: still from its first question unanswered, a new one asks it again.
@@ -280,10 +284,24 @@ export class OpenQuestions {
     return from;
   }
 
-  /** What was asked over a link that went down, or before it came up, is not the node's to answer. */
-  forget(node: number): void {
+  /** What was asked over a link that went down, or before it came up, is not the node's to answer. A stuck worker's time
+   * (unansweredSince, answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals at `now`) and its tries are
+   * kept where its node has as many workers as when it was asked (`keepStuck`; not for a node removed): a link that
+   * went and came back says nothing of the worker, and forgotten, each flap of a link let placement try the stuck
+   * worker once more (a move onto it, undone ~10 s later: at a flap each 20 s, a try each 20 s, where it waits up to
+   * STUCK_WORKER_RETRY_MS_MAX). A node restarted with its worker well is asked again by a slice it replicates on that
+   * worker (stale) and cleared by its answer. */
+  forget(node: number, now: number, keepStuck = true): void {
     const asked = this.byNode.get(node);
-    if (asked !== undefined) asked.workers = [];
+    if (asked === undefined) return;
+    const silentAfterMs = NODE_SILENT_AFTER_PING_INTERVALS * this.pingIntervalMs;
+    const kept: WorkerAsked[] = [];
+    if (keepStuck && asked.workerCount === this.workerCount(node))
+      asked.workers.forEach((w, i) => {
+        const stuck = w.unansweredSince !== undefined && now - w.unansweredSince >= silentAfterMs;
+        if (stuck || w.tries > 0) kept[i] = { open: [], askedAgainAt: -Infinity, known: new Set(), unansweredSince: stuck ? w.unansweredSince : undefined, tryAt: stuck ? w.tryAt : undefined, tries: w.tries };
+      });
+    asked.workers = kept;
   }
 
   /** Each worker of `node` whose first question left unanswered was sent half a ping interval before `now` or earlier
@@ -329,7 +347,7 @@ export class OpenQuestions {
       if (by !== undefined) return again(by);
       // Nothing to ask it by: it cannot answer, so placement is let try it (the step of a new replica asks it), after a
       // wait that doubles at each try it leaves unanswered (a stuck worker: one try each STUCK_WORKER_RETRY_MS_MAX at most).
-      if (worker.tryAt === undefined) worker.tryAt = now + backoffMs(worker.tries, STUCK_WORKER_RETRY_MS_MIN, STUCK_WORKER_RETRY_MS_MAX);
+      if (worker.tryAt === undefined) worker.tryAt = now + backoffMs(worker.tries, this.stuckRetryMs.min, this.stuckRetryMs.max);
       else if (now >= worker.tryAt) {
         worker.unansweredSince = undefined;
         worker.tryAt = undefined;
@@ -767,14 +785,14 @@ export class ReplicaLeaders {
 
   /** A node's link stopped being ready: its slices need a leader now, not after the heartbeat timeout. */
   linkLost(node: number): void {
-    this.questions.forget(node);
+    this.questions.forget(node, performance.now());
     for (const run of this.runs.values()) if (run.failover.currentLeader === node) run.failover.suspectLeader();
     this.tick();
   }
 
   /** A node's link became ready: elections under way that wait for its answer ask it now. */
   linkUp(node: number): void {
-    this.questions.forget(node);
+    this.questions.forget(node, performance.now());
     for (const run of this.runs.values()) run.failover.reachable(node);
   }
 
@@ -846,6 +864,8 @@ export class ReplicaLeaders {
   private askAgain(): void {
     const now = performance.now();
     for (let node = 0; node < this.links.length; node++) {
+      // A removed node's link closes without a state change (NodeLink.close): what was kept of its workers goes here.
+      if (this.map.statusOf(node) === 'removed') this.questions.forget(node, now, false);
       if (!this.ready(node)) continue;
       this.questions.stale(
         node,
