@@ -37,7 +37,7 @@ export interface Elastic {
  * NODE_HEARTBEAT_TIMEOUT_MS (the coordinator pings each link each turn): a frozen one keeps its link open (no heartbeat
  * stops, so isUp stays true for remove and handovers) but counts down for placement, status and a drain step 5 s after
  * its last pong (Membership.countsUp). */
-export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[]; heartbeat?: boolean; log?: (line: string) => void }): Promise<Elastic> {
+export async function startElastic(opts: { nodes: number; slices: number; moveItemsPerSecond?: number; workers?: number; replicationFactor?: number | 'auto'; coordinatorArgs?: string[]; heartbeat?: boolean; oneByOne?: boolean; log?: (line: string) => void }): Promise<Elastic> {
   const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-elastic-'));
   // Replication factor 1 unless asked: the stories written before replication move one copy of each slice.
   const extra = ['--cluster-secret', SECRET, '--replication-factor', String(opts.replicationFactor ?? 1), ...(opts.coordinatorArgs ?? [])];
@@ -101,7 +101,12 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
     // ready (the first to join takes every slice, the others theirs by moves, as when each start waited for the one
     // before). A cluster of 4 at R=3 took 24.4 s to start that way against 18.1 s together (medians of 6 swapped pairs,
     // lower in 5, load 24-52); on a quiet machine the difference is about a node's start per node after the first.
-    if (!byAddress) e.nodes.push(...(await startNodesTogether(dataDir, opts.nodes, opts.workers ?? 2, log, coordinator.url)));
+    // `oneByOne`: each node registering is started once the one before is up (addNode), as all were before; the 5-node
+    // drain stories of replica-drain-down.test.ts failed 3 of 8 runs with their nodes started together (load 22-43: the
+    // drain reached the slices with a dead replica only after --drain-replace-down-ms, so status never said they
+    // waited) and none of 5 one by one (load 16-45); why is not known.
+    if (!byAddress && opts.oneByOne === true) for (let i = 0; i < opts.nodes; i++) await e.addNode();
+    else if (!byAddress) e.nodes.push(...(await startNodesTogether(dataDir, opts.nodes, opts.workers ?? 2, log, coordinator.url)));
     await waitFor(
       async () => {
         const st = await e.status();
