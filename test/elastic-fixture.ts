@@ -31,7 +31,7 @@ export interface Elastic {
 }
 
 /** A coordinator with `slices` slices and `nodes` registered slice nodes (started together once it listens, each
- * waited for; a story that adds a node later still adds it: addNode). `heartbeat: false`: the
+ * waited for; `oneByOne`: each once the one before is up; a story that adds a node later still adds it: addNode). `heartbeat: false`: the
  * nodes do not register, the coordinator is started with their addresses (--nodes; one added later is posted to
  * /cluster/add, as `keyslice add`), so a node is up while its link is open and something came from it within
  * NODE_HEARTBEAT_TIMEOUT_MS (the coordinator pings each link each turn): a frozen one keeps its link open (no heartbeat
@@ -102,9 +102,9 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
     // before). A cluster of 4 at R=3 took 24.4 s to start that way against 18.1 s together (medians of 6 swapped pairs,
     // lower in 5, load 24-52); on a quiet machine the difference is about a node's start per node after the first.
     // `oneByOne`: each node registering is started once the one before is up (addNode), as all were before; the 5-node
-    // drain stories of replica-drain-down.test.ts failed 3 of 8 runs with their nodes started together (load 22-43: the
-    // drain reached the slices with a dead replica only after --drain-replace-down-ms, so status never said they
-    // waited) and none of 5 one by one (load 16-45); why is not known.
+    // drain stories of replica-drain-down.test.ts failed 3 of 8 runs with their nodes started together (load 22-43: status
+    // never said a slice with a dead replica waited for it before --drain-replace-down-ms, as if the drain reached them
+    // only after it) and none of 5 one by one (load 16-45); why is not known.
     if (!byAddress && opts.oneByOne === true) for (let i = 0; i < opts.nodes; i++) await e.addNode();
     else if (!byAddress) e.nodes.push(...(await startNodesTogether(dataDir, opts.nodes, opts.workers ?? 2, log, coordinator.url)));
     await waitFor(
