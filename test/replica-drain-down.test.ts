@@ -61,7 +61,8 @@ function watchReplacement(e: Elastic, slices: number[], url: string, afterS: num
  * read). Answers the replica sets then, the node to drain (one that leads slices) and its partner, the node that shares
  * most slices with it (the one the story takes down). */
 async function drainedAndPartner(items: number, loadMs: number, coordinatorArgs: string[] = []) {
-  const e = await cluster({ nodes: 5, slices: 12, replicationFactor: 3, coordinatorArgs });
+  // One by one (the fixture's oneByOne says why).
+  const e = await cluster({ nodes: 5, slices: 12, replicationFactor: 3, coordinatorArgs, oneByOne: true });
   // The replica moves onto the nodes that joined one by one end first: the sets read below are the ones drained.
   await waitFor(async () => replicasSpread(await e.status()), 'the replicas to spread over the 5 nodes', 60_000, seen(e));
   await untilLed(e);

@@ -71,6 +71,21 @@ async function node(statusUrl: string, via: string, name: string): Promise<Manag
   return n;
 }
 
+/** Slice nodes that register with `via`, all started at once, each waited for until up: the first to join takes every
+ * slice and the next theirs by moves, as when each start waited for the one before (which cost a node's start per
+ * node). Every start is waited for, failed or not (allStarted), so that none is left running past afterEach. */
+async function nodes(statusUrl: string, via: string, names: string[]): Promise<ManagedProcess[]> {
+  return allStarted(names.map((name) => node(statusUrl, via, name)));
+}
+
+/** The processes of `starts`, once each has started or failed; the first failure is thrown. */
+async function allStarted(starts: Promise<ManagedProcess>[]): Promise<ManagedProcess[]> {
+  const settled = await Promise.allSettled(starts);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<ManagedProcess>).value);
+}
+
 async function router(name: string, coordinatorUrl: string, extra: string[] = []): Promise<ManagedProcess> {
   const r = await startRouter(name, coordinatorUrl, 0, SECRET, undefined, extra);
   setup.procs.push(r);
@@ -212,8 +227,7 @@ describe('keyslice coordinator --routers 2', () => {
     const coord = await coordinator(2);
     const url = coord.url;
     // Nodes register through the client port: a router forwards the join (with the cluster secret).
-    await node(url, url, 'slice-node-1');
-    await node(url, url, 'slice-node-2');
+    await nodes(url, url, ['slice-node-1', 'slice-node-2']);
     await balanced(url);
     const pids = await routerPids(url);
     expect(pids.size).toBe(2);
@@ -247,8 +261,7 @@ describe('standalone routers', () => {
   it('join and die under a write load: a client of several routers goes on through the live ones; nothing is lost or doubled', async () => {
     fresh();
     const coord = await coordinator(0);
-    await node(coord.url, coord.url, 'slice-node-1');
-    await node(coord.url, coord.url, 'slice-node-2');
+    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
     await balanced(coord.url);
     const r1 = await router('router-1', coord.url);
     const c1 = await client(r1.url);
@@ -281,8 +294,7 @@ describe('standalone routers', () => {
   async function routerBehindProxy(items: number, routerArgs: string[] = []) {
     fresh();
     const coord = await coordinator(0);
-    await node(coord.url, coord.url, 'slice-node-1');
-    await node(coord.url, coord.url, 'slice-node-2');
+    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
     await balanced(coord.url);
     const proxy = new Proxy(new URL(coord.url));
     setup.proxies.push(proxy);
@@ -364,12 +376,12 @@ describe('standalone routers', () => {
   it('a client of two routers sends what one refused WrongOwner to the other, once: both cut off, a request fails after each tried; one back, every request answers', async () => {
     fresh();
     const coord = await coordinator(0);
-    await node(coord.url, coord.url, 'slice-node-1');
-    await node(coord.url, coord.url, 'slice-node-2');
+    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
     await balanced(coord.url);
     const proxies = [new Proxy(new URL(coord.url)), new Proxy(new URL(coord.url))];
     setup.proxies.push(...proxies);
-    const routers = [await router('router-1', await proxies[0].listen(), shortRetry), await router('router-2', await proxies[1].listen(), shortRetry)];
+    const [via1, via2] = [await proxies[0].listen(), await proxies[1].listen()];
+    const routers = await allStarted([router('router-1', via1, shortRetry), router('router-2', via2, shortRetry)]);
     const c = await client(routers.map((r) => r.url));
     expect(new Set(c.connectedUrls)).toEqual(new Set(routers.map((r) => r.url)));
     await c.createTable('elastic', { name: 'id', type: 'string' });
@@ -417,8 +429,7 @@ describe('standalone routers', () => {
   it('keyslice export through a router while a node joins and slices move writes every item exactly once', async () => {
     fresh();
     const coord = await coordinator(0, ['--move-items-per-second', '500']);
-    await node(coord.url, coord.url, 'slice-node-1');
-    await node(coord.url, coord.url, 'slice-node-2');
+    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
     await balanced(coord.url);
     const r = await router('router-1', coord.url);
     const c = await client(r.url);
@@ -536,8 +547,7 @@ describe('the coordinator serving clients itself (--routers 0)', () => {
     const SLICES = 32;
     const ITEMS = 1_000;
     const coord = await coordinator(0, ['--move-items-per-second', '50'], SLICES);
-    await node(coord.url, coord.url, 'slice-node-1');
-    await node(coord.url, coord.url, 'slice-node-2');
+    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
     await balanced(coord.url);
     const c = await client(coord.url);
     await c.createTable('elastic', { name: 'id', type: 'string' });
@@ -608,8 +618,7 @@ describe('a router serves what the coordinator serves', () => {
     authToken = token;
     const coord = await coordinator(0, ['--token', token]);
     await node(coord.url, coord.url, 'slice-node-1');
-    const r1 = await router('router-1', coord.url, ['--token', token]);
-    const r2 = await router('router-2', coord.url, ['--token', token]);
+    const [r1, r2] = await allStarted([router('router-1', coord.url, ['--token', token]), router('router-2', coord.url, ['--token', token])]);
     await expectError(KeysliceClient.connect(r1.url), 'Unauthorized');
     const c = await client(r1.url, 1, token);
     await c.createTable('native', { name: 'id', type: 'string' });
@@ -655,8 +664,7 @@ describe('a table dropped and created again under its name with another key', ()
     fresh();
     const coord = await coordinator(0);
     await node(coord.url, coord.url, 'slice-node-1');
-    const r1 = await router('router-1', coord.url);
-    const r2 = await router('router-2', coord.url);
+    const [r1, r2] = await allStarted([router('router-1', coord.url), router('router-2', coord.url)]);
     const c1 = await client(r1.url);
     const c2 = await client(r2.url);
     const T = 'again';
