@@ -58,11 +58,10 @@ export interface ClientOptions {
   maskFrames?: boolean;
 }
 
-/** `take`: called with the answer as it is decoded, before anything else sees it; the promise is fulfilled with what
- * it returns instead of the answer (forEachItemPage: a page given to its callback, the promise answering its count,
- * so that a promise that lived long enough to be promoted does not keep the page alive: bench/PROFILE.md). If it
- * throws, the request is rejected with what it threw. */
-type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; take?: (answer: unknown) => unknown };
+/** `take`: called instead of `resolve` with the answer as it is decoded, before anything else sees it; it settles the
+ * request itself (requestOnce: forEachItemPage's page given to its callback, the promise answering its count, so
+ * that a promise that lived long enough to be promoted does not keep the page alive: bench/PROFILE.md). */
+type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; take?: (answer: unknown) => void };
 
 /** What forEachItemPage answers once its last page has been handed to its callback. */
 export interface ItemPagesRead {
@@ -173,16 +172,8 @@ class Connection {
     this.pending.delete(frame[0]);
     clearTimeout(p.timer);
     if (frame[1] !== RESULT_OK) return p.reject(error());
-    if (p.take === undefined) return p.resolve(frame[2]);
-    // The caller's code runs here, inside this connection's message handler: what it throws fails its own request
-    // only, and the frame's other answers are settled as usual.
-    let taken: unknown;
-    try {
-      taken = p.take(frame[2]);
-    } catch (err) {
-      return p.reject(err as Error);
-    }
-    p.resolve(taken);
+    if (p.take !== undefined) return p.take(frame[2]);
+    p.resolve(frame[2]);
   }
 
   private failAll(err: KeysliceError): void {
@@ -347,7 +338,21 @@ export class KeysliceClient {
         this.requestOnce(op, payload, by, until, take).then(resolve, reject);
       };
       const pending: Pending = { resolve: resolve as (v: unknown) => void, reject: refused, timer };
-      if (take !== undefined) pending.take = take as (answer: unknown) => unknown;
+      if (take !== undefined) {
+        pending.take = (answer) => {
+          // The caller's code runs here, inside the connection's message handler (Connection.settle), before the
+          // answers after this one in the frame are settled: what it throws fails this request only, rejected as it
+          // is, and never by `refused`, which would send the request again (and call the caller's code again) if what
+          // it threw were a router's WrongOwner that it had caught from another request.
+          let taken: R;
+          try {
+            taken = take(answer as Response<Op>);
+          } catch (err) {
+            return reject(err);
+          }
+          resolve(taken);
+        };
+      }
       conn.send(id, op, payload as Record<string, unknown>, pending);
     });
   }
