@@ -102,6 +102,9 @@ describe('forEachItemPage', () => {
     expect((await pagesByCallback(request, 5)).read).toMatchObject({ items: 120, pages: 5 });
     expect((await pagesByCallback(request, 5)).read.marker).toBeUndefined();
     await expectError(c.client.forEachItemPage(request, () => {}, { maxPages: 0 }), 'ValidationError');
+    // getAllItems takes the same bound: a fractional or unbounded one is refused too (an older client read
+    // ceil(maxPages) pages, or had no bound at all).
+    for (const maxPages of [0, 1.5, Infinity]) await expectError(c.client.getAllItems(request, maxPages), 'ValidationError');
   });
 
   it("fails as getItems does on the router's errors, without calling back", async () => {

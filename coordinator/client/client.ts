@@ -80,6 +80,11 @@ export interface ItemPagesRead {
  * next page is asked for after it returns (and, if it returns a promise, after that promise fulfils). */
 export type ItemPageCallback = (page: Response<'GetItems'>, index: number) => void | PromiseLike<void>;
 
+/** Whether `value` is a promise or another thenable (what `await` waits for). */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && 'then' in value && typeof value.then === 'function';
+}
+
 /** A lost connection is opened again after this long, doubling up to the max. */
 const RECONNECT_DELAY_MS_MIN = 100;
 const RECONNECT_DELAY_MS_MAX = 2_000;
@@ -462,7 +467,9 @@ export class KeysliceClient {
   getItems(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
     return this.request('GetItems', request);
   }
-  /** Every page of a GetItems, followed by marker, in one array. Bounded by `maxPages` (throws past it). A page is
+  /** Every page of a GetItems, followed by marker, in one array. Bounded by `maxPages` (throws past it; below 1,
+   * fractional or not finite: ValidationError, as forEachItemPage's, where an older client read ceil(maxPages)
+   * pages or, for Infinity, had no bound). A page is
    * asked once: the router asks the nodes again while a slice changes owners (bounded in count and time), and a page
    * that still fails ends the call with that error (WrongOwner once the router's tries are spent). For a range too
    * large to hold, or read often, forEachItemPage. */
@@ -485,18 +492,24 @@ export class KeysliceClient {
    * only if you need it, and let it go when `onPage` returns.
    *
    * If `onPage` throws (or its promise rejects), no further page is asked and the call rejects with that error; the
-   * connection and the other requests on it go on as before. */
+   * connection and the other requests on it go on as before. `onPage` runs inside the connection's message handler,
+   * before the answers that came after its page in the same frame are settled: its time is added to theirs (getItems'
+   * caller runs after them), and a slow `onPage` stalls every answer on that connection. Keep it short: waiting
+   * (I/O) that must end before the next page belongs in the promise it returns, which holds back only this call.
+   * A page is asked with the client's requestTimeoutMs, as getItems asks it; the time `onPage` or its promise takes
+   * is not bounded here. `maxPages` below 1, fractional or not finite: ValidationError. */
   async forEachItemPage(request: Request<'GetItems'>, onPage: ItemPageCallback, options: { maxPages?: number } = {}): Promise<ItemPagesRead> {
     const maxPages = options.maxPages ?? CLIENT_RANGE_PAGES_MAX_DEFAULT;
-    if (!Number.isSafeInteger(maxPages) || maxPages < 1) throw new KeysliceError('ValidationError', `forEachItemPage: maxPages must be a whole number of at least 1, got ${maxPages}`);
+    if (!Number.isSafeInteger(maxPages) || maxPages < 1) throw new KeysliceError('ValidationError', `maxPages must be a whole number of at least 1, got ${maxPages}`);
     const read: ItemPagesRead = { items: 0, pages: 0, examined: 0 };
     let marker = request.marker;
     while (read.pages < maxPages) {
       const index = read.pages;
       const got = await this.requestOnce('GetItems', marker === request.marker ? request : { ...request, marker }, null, 0, (page) => {
         const returned: unknown = onPage(page, index);
-        // (A JavaScript caller's callback may return anything: only a thenable is waited for.)
-        const after = typeof (returned as PromiseLike<void> | null)?.then === 'function' ? (returned as PromiseLike<void>) : undefined;
+        // (A JavaScript caller's callback may return anything, the page itself even: only a thenable is kept, and
+        // waited for.)
+        const after = isThenable(returned) ? returned : undefined;
         // Handled now, so that one rejected before the await below reaches it is not reported as unhandled.
         after?.then(undefined, () => {});
         // Only these leave the message handler: the promise below must not hold the page.
