@@ -118,7 +118,9 @@ describe('forEachItemPage', () => {
     for (const kind of ['throws', 'rejects'] as const) {
       const boom = new Error(`the callback ${kind}`);
       const seen: number[] = [];
-      // Sent in one turn with other requests, so that their answers may share the frame of the page that throws.
+      // Sent in one turn with other requests on the same client, which must be answered whatever the failing call
+      // does. (Page 1, the one that throws, is asked a turn later, so a real router may or may not answer it in a
+      // frame with others: item-pages-frames.test.ts makes that case on cue.)
       const failing = c.client.forEachItemPage({ table: T, shardingKey: 'a', limit: 10 }, (_page, index) => {
         seen.push(index);
         if (index === 1) {
