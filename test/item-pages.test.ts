@@ -102,6 +102,9 @@ describe('forEachItemPage', () => {
     expect((await pagesByCallback(request, 5)).read).toMatchObject({ items: 120, pages: 5 });
     expect((await pagesByCallback(request, 5)).read.marker).toBeUndefined();
     await expectError(c.client.forEachItemPage(request, () => {}, { maxPages: 0 }), 'ValidationError');
+    // getAllItems takes the same bound: a fractional or unbounded one is refused too (an older client read
+    // ceil(maxPages) pages, or had no bound at all).
+    for (const maxPages of [0, 1.5, Infinity]) await expectError(c.client.getAllItems(request, maxPages), 'ValidationError');
   });
 
   it("fails as getItems does on the router's errors, without calling back", async () => {
@@ -115,7 +118,9 @@ describe('forEachItemPage', () => {
     for (const kind of ['throws', 'rejects'] as const) {
       const boom = new Error(`the callback ${kind}`);
       const seen: number[] = [];
-      // Sent in one turn with other requests, so that their answers may share the frame of the page that throws.
+      // Sent in one turn with other requests on the same client, which must be answered whatever the failing call
+      // does. (Page 1, the one that throws, is asked a turn later, so a real router may or may not answer it in a
+      // frame with others: item-pages-frames.test.ts makes that case on cue.)
       const failing = c.client.forEachItemPage({ table: T, shardingKey: 'a', limit: 10 }, (_page, index) => {
         seen.push(index);
         if (index === 1) {

@@ -58,11 +58,10 @@ export interface ClientOptions {
   maskFrames?: boolean;
 }
 
-/** `take`: called with the answer as it is decoded, before anything else sees it; the promise is fulfilled with what
- * it returns instead of the answer (forEachItemPage: a page given to its callback, the promise answering its count,
- * so that a promise that lived long enough to be promoted does not keep the page alive: bench/PROFILE.md). If it
- * throws, the request is rejected with what it threw. */
-type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; take?: (answer: unknown) => unknown };
+/** `take`: called instead of `resolve` with the answer as it is decoded, before anything else sees it; it settles the
+ * request itself (requestOnce: forEachItemPage's page given to its callback, the promise answering its count, so
+ * that a promise that lived long enough to be promoted does not keep the page alive: bench/PROFILE.md). */
+type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: NodeJS.Timeout; take?: (answer: unknown) => void };
 
 /** What forEachItemPage answers once its last page has been handed to its callback. */
 export interface ItemPagesRead {
@@ -80,6 +79,11 @@ export interface ItemPagesRead {
 /** Called with each page of a forEachItemPage in order, as soon as it is decoded; `index` counts pages from 0. The
  * next page is asked for after it returns (and, if it returns a promise, after that promise fulfils). */
 export type ItemPageCallback = (page: Response<'GetItems'>, index: number) => void | PromiseLike<void>;
+
+/** Whether `value` is a promise or another thenable (what `await` waits for). */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && 'then' in value && typeof value.then === 'function';
+}
 
 /** A lost connection is opened again after this long, doubling up to the max. */
 const RECONNECT_DELAY_MS_MIN = 100;
@@ -173,16 +177,8 @@ class Connection {
     this.pending.delete(frame[0]);
     clearTimeout(p.timer);
     if (frame[1] !== RESULT_OK) return p.reject(error());
-    if (p.take === undefined) return p.resolve(frame[2]);
-    // The caller's code runs here, inside this connection's message handler: what it throws fails its own request
-    // only, and the frame's other answers are settled as usual.
-    let taken: unknown;
-    try {
-      taken = p.take(frame[2]);
-    } catch (err) {
-      return p.reject(err as Error);
-    }
-    p.resolve(taken);
+    if (p.take !== undefined) return p.take(frame[2]);
+    p.resolve(frame[2]);
   }
 
   private failAll(err: KeysliceError): void {
@@ -347,7 +343,21 @@ export class KeysliceClient {
         this.requestOnce(op, payload, by, until, take).then(resolve, reject);
       };
       const pending: Pending = { resolve: resolve as (v: unknown) => void, reject: refused, timer };
-      if (take !== undefined) pending.take = take as (answer: unknown) => unknown;
+      if (take !== undefined) {
+        pending.take = (answer) => {
+          // The caller's code runs here, inside the connection's message handler (Connection.settle), before the
+          // answers after this one in the frame are settled: what it throws fails this request only, rejected as it
+          // is, and never by `refused`, which would send the request again (and call the caller's code again) if what
+          // it threw were a router's WrongOwner that it had caught from another request.
+          let taken: R;
+          try {
+            taken = take(answer as Response<Op>);
+          } catch (err) {
+            return reject(err);
+          }
+          resolve(taken);
+        };
+      }
       conn.send(id, op, payload as Record<string, unknown>, pending);
     });
   }
@@ -457,7 +467,9 @@ export class KeysliceClient {
   getItems(request: Request<'GetItems'>): Promise<Response<'GetItems'>> {
     return this.request('GetItems', request);
   }
-  /** Every page of a GetItems, followed by marker, in one array. Bounded by `maxPages` (throws past it). A page is
+  /** Every page of a GetItems, followed by marker, in one array. Bounded by `maxPages` (throws past it; below 1,
+   * fractional or not finite: ValidationError, as forEachItemPage's, where an older client read ceil(maxPages)
+   * pages or, for Infinity, had no bound). A page is
    * asked once: the router asks the nodes again while a slice changes owners (bounded in count and time), and a page
    * that still fails ends the call with that error (WrongOwner once the router's tries are spent). For a range too
    * large to hold, or read often, forEachItemPage. */
@@ -480,18 +492,24 @@ export class KeysliceClient {
    * only if you need it, and let it go when `onPage` returns.
    *
    * If `onPage` throws (or its promise rejects), no further page is asked and the call rejects with that error; the
-   * connection and the other requests on it go on as before. */
+   * connection and the other requests on it go on as before. `onPage` runs inside the connection's message handler,
+   * before the answers that came after its page in the same frame are settled: its time is added to theirs (getItems'
+   * caller runs after them), and a slow `onPage` stalls every answer on that connection. Keep it short: waiting
+   * (I/O) that must end before the next page belongs in the promise it returns, which holds back only this call.
+   * A page is asked with the client's requestTimeoutMs, as getItems asks it; the time `onPage` or its promise takes
+   * is not bounded here. `maxPages` below 1, fractional or not finite: ValidationError. */
   async forEachItemPage(request: Request<'GetItems'>, onPage: ItemPageCallback, options: { maxPages?: number } = {}): Promise<ItemPagesRead> {
     const maxPages = options.maxPages ?? CLIENT_RANGE_PAGES_MAX_DEFAULT;
-    if (!Number.isSafeInteger(maxPages) || maxPages < 1) throw new KeysliceError('ValidationError', `forEachItemPage: maxPages must be a whole number of at least 1, got ${maxPages}`);
+    if (!Number.isSafeInteger(maxPages) || maxPages < 1) throw new KeysliceError('ValidationError', `maxPages must be a whole number of at least 1, got ${maxPages}`);
     const read: ItemPagesRead = { items: 0, pages: 0, examined: 0 };
     let marker = request.marker;
     while (read.pages < maxPages) {
       const index = read.pages;
       const got = await this.requestOnce('GetItems', marker === request.marker ? request : { ...request, marker }, null, 0, (page) => {
         const returned: unknown = onPage(page, index);
-        // (A JavaScript caller's callback may return anything: only a thenable is waited for.)
-        const after = typeof (returned as PromiseLike<void> | null)?.then === 'function' ? (returned as PromiseLike<void>) : undefined;
+        // (A JavaScript caller's callback may return anything, the page itself even: only a thenable is kept, and
+        // waited for.)
+        const after = isThenable(returned) ? returned : undefined;
         // Handled now, so that one rejected before the await below reaches it is not reported as unhandled.
         after?.then(undefined, () => {});
         // Only these leave the message handler: the promise below must not hold the page.
