@@ -116,6 +116,10 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
       30_000,
       seen(e),
     );
+    // e.nodes in the cluster map's order (status lists nodes by their index in it), as when each joined after the one
+    // before: stories read e.nodes[i] as the map's node i (readd-draining compares status's list to e.nodes).
+    const order = (await e.status()).nodes.map((n) => n.node);
+    e.nodes.sort((a, b) => order.indexOf(a.url) - order.indexOf(b.url));
     e.client = await KeysliceClient.connect(e.coordinator.url);
   } catch (err) {
     await e.stop();
