@@ -62,12 +62,15 @@ const COMMIT_OP_HEAD = Uint8Array.from([0x82, ...fixstr('kind'), ...fixstr('comm
  * one record: msgpackr's walk over each map's keys was most of a flush, and its bytes a copy each. */
 let opsBuffer = new Uint8Array(0);
 let opsView = new DataView(opsBuffer.buffer);
-function packOps(logged: [number, DiskOp][]): Uint8Array {
-  const head = arrayHeader(logged.length);
+function packOps(slices: readonly number[], ops: readonly DiskOp[], logs: readonly boolean[], count: number): Uint8Array {
+  const head = arrayHeader(count);
   /** The bytes from packr of the ops not written by hand (neither an append nor a commit), in their order. */
   const packed: Uint8Array[] = [];
   let size = head.length;
-  for (const [slice, op] of logged) {
+  for (let i = 0; i < ops.length; i++) {
+    if (!logs[i]) continue;
+    const slice = slices[i];
+    const op = ops[i];
     assert(Number.isSafeInteger(slice) && slice >= 0, 'a slice is a whole number');
     size += 1 + uintBytes(slice);
     if (op.kind === 'append') size += APPEND_OP_HEAD.length + recordListBytes(op.records);
@@ -89,7 +92,10 @@ function packOps(logged: [number, DiskOp][]): Uint8Array {
   out.set(head, 0);
   let at = head.length;
   let next = 0;
-  for (const [slice, op] of logged) {
+  for (let i = 0; i < ops.length; i++) {
+    if (!logs[i]) continue;
+    const slice = slices[i];
+    const op = ops[i];
     out[at++] = 0x92;
     at = putUint(out, opsView, at, slice);
     if (op.kind === 'append') {
@@ -173,8 +179,12 @@ function reviveOp(op: DiskOp): DiskOp {
 
 export class ReplicaLog {
   private readonly slices = new Map<number, DurableReplica>();
-  /** Ops written and not flushed yet: [slice, op, whether it goes to the log (not a compaction's snapshot)]. */
-  private pending: [number, DiskOp, boolean][] = [];
+  /** Ops written and not flushed yet, as three lists of one entry per op: its slice, the op, and whether it goes to
+   * the log (not a compaction's snapshot). Not a tuple per op: the replica log takes about 5.5 ops per R=3 put
+   * on a worker, and each tuple was garbage of the flush (bench/PROFILE.md, 2026-11-28, branch r3alloc). */
+  private pendingSlices: number[] = [];
+  private pendingOps: DiskOp[] = [];
+  private pendingLogs: boolean[] = [];
   /** Compactions' snapshots in the view (slices) and not yet in a checkpoint: the next one writes them. */
   private unlogged = 0;
   private waiting: (() => void)[] = [];
@@ -277,12 +287,16 @@ export class ReplicaLog {
     return {
       write: (op) => {
         if ((this.drops.get(slice) ?? 0) !== generation) return; // a replica that was dropped: it holds nothing here
-        this.pending.push([slice, op, true]);
+        this.pendingSlices.push(slice);
+        this.pendingOps.push(op);
+        this.pendingLogs.push(true);
       },
       compacted: (op) => {
         assert(op.kind === 'snapshot', 'only a compaction\'s snapshot stays out of the log');
         if ((this.drops.get(slice) ?? 0) !== generation) return;
-        this.pending.push([slice, op, false]);
+        this.pendingSlices.push(slice);
+        this.pendingOps.push(op);
+        this.pendingLogs.push(false);
       },
       sync: (done) => {
         if (TRACE_TURNS) turns.logSyncs++;
@@ -300,23 +314,31 @@ export class ReplicaLog {
    * make it durable, and needs not to (the log holds the records it covers until the next checkpoint). */
   flush(): void {
     this.flushQueued = false;
-    const ops = this.pending;
+    const slices = this.pendingSlices;
+    const ops = this.pendingOps;
+    const logs = this.pendingLogs;
     const waiting = this.waiting;
-    this.pending = [];
+    this.pendingSlices = [];
+    this.pendingOps = [];
+    this.pendingLogs = [];
     this.waiting = [];
     if (ops.length > 0) {
-      const logged: [number, DiskOp][] = [];
-      for (const [slice, op, log] of ops) if (log) logged.push([slice, op]);
-      if (logged.length > 0) this.wal.append(RECORD_KIND.ReplicaOps, packOps(logged));
-      if (TRACE_TURNS && logged.length > 0) {
+      let logged = 0;
+      for (let i = 0; i < logs.length; i++) if (logs[i]) logged++;
+      if (logged > 0) this.wal.append(RECORD_KIND.ReplicaOps, packOps(slices, ops, logs, logged));
+      if (TRACE_TURNS && logged > 0) {
         turns.logFlushes++;
-        turns.logOps += logged.length;
-        for (const [, op] of logged) {
-          if (op.kind === 'commit') turns.commitOps++;
-          else if (op.kind === 'append') turns.appendOps++;
+        turns.logOps += logged;
+        for (let i = 0; i < ops.length; i++) {
+          if (!logs[i]) continue;
+          if (ops[i].kind === 'commit') turns.commitOps++;
+          else if (ops[i].kind === 'append') turns.appendOps++;
         }
       }
-      for (const [slice, op, log] of ops) {
+      for (let i = 0; i < ops.length; i++) {
+        const slice = slices[i];
+        const op = ops[i];
+        const log = logs[i];
         if (!this.slices.has(slice)) this.slices.set(slice, emptyDurable());
         const d = this.slices.get(slice)!;
         if (!log) {
@@ -337,7 +359,11 @@ export class ReplicaLog {
    * later starts empty but for the term promised (durable). */
   drop(slice: number): void {
     this.flush();
-    this.pending = this.pending.filter(([s]) => s !== slice); // written by the syncs' answers just now
+    // Written by the syncs' answers just now.
+    const keep = this.pendingSlices.map((s) => s !== slice);
+    this.pendingOps = this.pendingOps.filter((_, i) => keep[i]);
+    this.pendingLogs = this.pendingLogs.filter((_, i) => keep[i]);
+    this.pendingSlices = this.pendingSlices.filter((_, i) => keep[i]);
     this.drops.set(slice, (this.drops.get(slice) ?? 0) + 1);
     const term = this.durable(slice).promisedTerm;
     if (!this.slices.delete(slice)) return;
@@ -385,7 +411,7 @@ export class ReplicaLog {
     this.flush();
     // Every compaction's snapshot so far is in the view, so in the records below; one written from now on (none
     // is: the worker compacts only before it checkpoints) would stay counted for the next checkpoint.
-    assert(this.pending.every(([, , log]) => log), 'a checkpoint holds every compaction\'s snapshot written before it');
+    assert(this.pendingLogs.every((log) => log), 'a checkpoint holds every compaction\'s snapshot written before it');
     const unloggedAtStart = this.unlogged;
     const segmentOnDisk = this.wal.startSegment();
     segmentOnDisk.catch(() => {}); // awaited below, before the older segments go: a failure stops the worker there
