@@ -2717,7 +2717,7 @@ describe('a drain that replaces a replica on a node that is down', () => {
   it('does not where the one node outside the set is silent past the bound (placement would not take it): it waits, and throws nothing', () => {
     // 5 nodes at R=3, node 4 draining, its steps' new replicas placed. In a slice S (node 4, two kept, the new one) a
     // kept follower c is down past --drain-replace-down-ms; the one node outside S's set, e, is up (its link open) but
-    // silent past NODE_HEARTBEAT_TIMEOUT_MS, so placement (map.isUp: countsUp) does not count it up. deadReplica
+    // silent past NODE_HEARTBEAT_TIMEOUT_MS, so placement (map.takesReplica: countsUp) does not count it up. deadReplica
     // counted e up (isUp) and asked for the replacement; placement then had no node to put it on, and
     // ClusterMap.replaceDownReplicas's check threw out of the coordinator's tick ("is replaced by one on an active node
     // that is up").
