@@ -1575,29 +1575,44 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
 
   afterEach(() => vi.restoreAllMocks());
 
+  /** A run (every answer at once, none from node `silent()`) whose every slice is led, its Pongs coming. */
+  async function everySliceLed(silent: () => number) {
+    const c = await run((node) => (node === silent() ? null : 0));
+    try {
+      for (let i = 0; i < 100 && c.leaders.electionsBy.start < 64; i++) await c.turn();
+      for (let i = 0; i < 20; i++) await c.turn();
+      expect(c.leads.size, 'every slice has a leader').toBe(64);
+    } catch (err) {
+      c.leaders.close();
+      throw err;
+    }
+    return c;
+  }
+
+  /** Turns (at most `turns`) until an election for a leader timeout past `before`: virtual ms from `from` to it, -1 if none. */
+  async function msToLeaderTimeout(c: Awaited<ReturnType<typeof run>>, before: number, from: number, turns: number): Promise<number> {
+    for (let i = 0; i < turns; i++) {
+      await c.turn();
+      if (c.leaders.electionsBy.leader_timeout > before) return c.at() - from;
+    }
+    return -1;
+  }
+
   it('a coordinator stopped 6 s (past the heartbeat timeout) elects no slice when it runs again; a leader that answers nothing after it is replaced at the heartbeat timeout', async () => {
     // Every slice led, its Pongs coming; then the coordinator itself stops 6 s (SIGSTOP): no Ping leaves, so no answer
     // waits for it. Its first tick after comes 6 s late and looks at no timeout; before SliceFailover.excuse the next
     // found every leader's last Pong 6 s old and elected all 64 (leader timeout). The real-process case:
     // test/coordinator-stall.test.ts.
     let frozen = -1;
-    const c = await run((node) => (node === frozen ? null : 0));
+    const c = await everySliceLed(() => frozen);
     try {
-      for (let i = 0; i < 100 && c.leaders.electionsBy.start < 64; i++) await c.turn();
-      for (let i = 0; i < 20; i++) await c.turn();
-      expect(c.leads.size, 'every slice has a leader').toBe(64);
       const before = c.leaders.electionsBy.leader_timeout;
       c.stop(NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
       for (let i = 0; i < 30; i++) await c.turn();
       expect(c.leaders.electionsBy.leader_timeout - before, 'elections for a leader timeout in the 3 s after the stop').toBe(0);
       // Its excuse is the stop's alone: a leader's node that answers nothing from now on loses its slices at the timeout.
       frozen = c.leads.get(0)!.node;
-      const frozenAt = c.at();
-      let electedAfter = -1;
-      for (let i = 0; i < 40 && electedAfter < 0; i++) {
-        await c.turn();
-        if (c.leaders.electionsBy.leader_timeout > before) electedAfter = c.at() - frozenAt;
-      }
+      const electedAfter = await msToLeaderTimeout(c, before, c.at(), 40);
       expect(electedAfter, 'ms from a leader answering nothing to an election').toBeGreaterThan(0);
       expect(electedAfter).toBeLessThanOrEqual(LEADER_HEARTBEAT_TIMEOUT_MS + 1_000);
     } finally {
@@ -1610,20 +1625,12 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
     // to the resume at most (never later than the tick that excuses), so a leader that died meanwhile is timed out as
     // one that died at the resume. An excuse longer than the stop would keep the slice without a serving leader longer.
     let frozen = -1;
-    const c = await run((node) => (node === frozen ? null : 0));
+    const c = await everySliceLed(() => frozen);
     try {
-      for (let i = 0; i < 100 && c.leaders.electionsBy.start < 64; i++) await c.turn();
-      for (let i = 0; i < 20; i++) await c.turn();
-      expect(c.leads.size, 'every slice has a leader').toBe(64);
       const before = c.leaders.electionsBy.leader_timeout;
       frozen = c.leads.get(0)!.node;
       c.stop(NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
-      const resumedAt = c.at();
-      let electedAfter = -1;
-      for (let i = 0; i < 60 && electedAfter < 0; i++) {
-        await c.turn();
-        if (c.leaders.electionsBy.leader_timeout > before) electedAfter = c.at() - resumedAt;
-      }
+      const electedAfter = await msToLeaderTimeout(c, before, c.at(), 60);
       expect(electedAfter, 'ms from the resume to an election of a slice the silent node led').toBeGreaterThan(0);
       expect(electedAfter).toBeLessThanOrEqual(LEADER_HEARTBEAT_TIMEOUT_MS + 1_000);
     } finally {
@@ -2710,7 +2717,7 @@ describe('a drain that replaces a replica on a node that is down', () => {
   it('does not where the one node outside the set is silent past the bound (placement would not take it): it waits, and throws nothing', () => {
     // 5 nodes at R=3, node 4 draining, its steps' new replicas placed. In a slice S (node 4, two kept, the new one) a
     // kept follower c is down past --drain-replace-down-ms; the one node outside S's set, e, is up (its link open) but
-    // silent past NODE_HEARTBEAT_TIMEOUT_MS, so placement (map.isUp: countsUp) does not count it up. deadReplica
+    // silent past NODE_HEARTBEAT_TIMEOUT_MS, so placement (map.takesReplica: countsUp) does not count it up. deadReplica
     // counted e up (isUp) and asked for the replacement; placement then had no node to put it on, and
     // ClusterMap.replaceDownReplicas's check threw out of the coordinator's tick ("is replaced by one on an active node
     // that is up").

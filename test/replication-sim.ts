@@ -598,7 +598,8 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** drainSilence 'stuck': until when a frozen replica's node still pongs (its worker stuck, its event loop running). */
   const pongsUntil: number[] = [];
   /** 'drain-silent': since when each node has not answered for a drain step (answersForStepNow; Membership's
-   * unansweringSince): the undo of a step onto it waits SIM_MOVE_UNDO_MS from then. */
+   * unansweringSince, per slice there: one step at a time here, so per node): the undo of a step onto it waits
+   * SIM_MOVE_UNDO_MS from then. */
   const unansweringSince = new Map<number, number>();
   /** 'drain-silent': when a step onto each node was last undone while its worker was stuck (its node pongs). */
   const undoneOffStuck = new Map<number, number>();
@@ -1265,7 +1266,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     }
     if (opts.setChanges === 'drain-silent') {
       // keyslice drain of a replica that does not lead (no handover: what is under test is the step's wait), the new
-      // replica placed on a node outside the set that the coordinator counts up (map.isUp: answersForStep).
+      // replica placed on a node outside the set that the coordinator counts up (map.takesReplica: answersForStep).
       const candidates = set.filter((n) => n !== mapLeader);
       const live = outside.filter((n) => answersForStepNow(n));
       if (set.length < 3 || mapLeader === null || !set.includes(mapLeader) || live.length === 0) return;
@@ -1388,7 +1389,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** 'drain-silent', as membership.ts undoStalledMoves and refillReplicas: a drain step whose new replica the coordinator
    * has not counted as answering for the step (answersForStepNow: silent past the bound, its link open, or its questions
    * unanswered that long while it pongs) for SIM_MOVE_UNDO_MS is undone, its new replica placed in the same change on
-   * another node outside the set that answers for a step, as placement counts one up (map.isUp), if one does (else once
+   * another node outside the set that answers for a step, as placement counts one up (map.takesReplica), if one does (else once
    * one does).
    * Whether it changed the set (else the step's own wait goes on: drainStepCatchUp keeps a new replica down behind). */
   function undoSilentStep(): boolean {

@@ -781,10 +781,11 @@ export class Membership {
     for (const link of this.links) link.probe();
   }
 
-  /** Since when each node has been down, as this process saw it (undoStalledMoves and autoRemove count from it): not
+  /** Since when each node has been down, as this process saw it (autoRemove and deadReplica count from it): not
    * counted up (countsUp), so a node silent past the heartbeat bound with its link open from when it was found so
-   * (autoRemove and deadReplica still take only a node that is not up, isUp); and since when each step's new replica has
-   * not answered for it (unansweringSince, per slice: its node down, or the node's worker that runs the slice stuck). */
+   * (autoRemove and deadReplica still take only a node that is not up, isUp), said in the log as it changes
+   * (sayCounted); and since when each step's new replica has not answered for it (unansweringSince, per slice: its node
+   * down, or the node's worker that runs the slice stuck; undoStalledMoves counts from it). */
   private noteDown(): void {
     const now = performance.now();
     for (let i = 0; i < this.map.nodes.length; i++) {

@@ -1,5 +1,5 @@
 // The coordinator's log lines for a node that stops or starts counting up (Membership.noteDown, once a turn): they tell a
-// node found down (placement, the undo of a step onto it and --remove-down-after-ms count from then) from the
+// node found down (placement skips it; --remove-down-after-ms and --drain-replace-down-ms count from then) from the
 // coordinator's own stall, which counts none down. Said as each node changes, but at most once a node per
 // NODE_COUNT_LOG_INTERVAL_MS: a node whose link flaps (ready, lost, ready again within a turn or two) would change at
 // every turn, two lines a second for as long as it flaps. The first change after a quiet spell is said at once; those
