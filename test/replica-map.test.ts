@@ -2626,6 +2626,20 @@ describe('the undo of a move onto a stuck worker, across a wall-clock step', () 
   });
 });
 
+/** 5 nodes at R=3 (a map in its own folder), node 4 draining, its steps' new replicas placed; a slice S whose set is
+ * node 4, two kept and the new replica, and c, its kept follower. */
+function drainingSlice(): { dir: string; map: ClusterMap; s: number; set: number[]; c: number } {
+  const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+  const map = open(5, 3, dir);
+  map.setStatus(4, 'draining');
+  settle(map);
+  const s = Array.from({ length: 64 }, (_, i) => i).find((i) => map.leaverOf(i) === 4 && map.joiningOf(i) >= 0)!;
+  const set = map.replicasOf(s);
+  expect(set.length, "S's set: node 4, two kept, the new replica").toBe(4);
+  const c = set.find((n) => n !== 4 && n !== map.joiningOf(s) && n !== map.ownerOf(s))!;
+  return { dir, map, s, set, c };
+}
+
 describe('the removal of a node that is down, and the replacement of its replicas, across a wall-clock step', () => {
   it('autoRemove waits --remove-down-after-ms by the monotonic clock: a wall clock stepped forward an hour does not remove at once a node just found down', async () => {
     // A fourth node f joins (no replica yet, so keyslice remove takes it at once) and goes down (isUp: its link lost);
@@ -2667,14 +2681,7 @@ describe('the removal of a node that is down, and the replacement of its replica
     // kept follower c goes down; noteDown starts its down clock. The wall clock then steps forward an hour: on
     // Date.now()'s clock deadReplica counted c down an hour and the drain replaced its replica at once,
     // --drain-replace-down-ms early. Down that long by the monotonic clock, it is replaced.
-    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(5, 3, dir);
-    map.setStatus(4, 'draining');
-    settle(map);
-    const s = Array.from({ length: 64 }, (_, i) => i).find((i) => map.leaverOf(i) === 4 && map.joiningOf(i) >= 0)!;
-    const set = map.replicasOf(s);
-    expect(set.length, "S's set: node 4, two kept, the new replica").toBe(4);
-    const c = set.find((n) => n !== 4 && n !== map.joiningOf(s) && n !== map.ownerOf(s))!;
+    const { dir, map, s, set, c } = drainingSlice();
     const { m, inside } = membershipByHand(map, dir, { leaderOf: (i: number) => map.ownerOf(i), setsOf: (i: number) => [map.replicasOf(i)] });
     const within = inside as unknown as { noteDown(): void; downSince: Map<number, number> };
     inside.isUp = (n) => n !== c;
@@ -2721,15 +2728,8 @@ describe('a drain that replaces a replica on a node that is down', () => {
     // counted e up (isUp) and asked for the replacement; placement then had no node to put it on, and
     // ClusterMap.replaceDownReplicas's check threw out of the coordinator's tick ("is replaced by one on an active node
     // that is up").
-    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(5, 3, dir);
-    map.setStatus(4, 'draining');
-    settle(map);
-    const s = Array.from({ length: 64 }, (_, i) => i).find((i) => map.leaverOf(i) === 4 && map.joiningOf(i) >= 0)!;
-    const set = map.replicasOf(s);
-    expect(set.length, "S's set: node 4, two kept, the new replica").toBe(4);
+    const { dir, map, s, set, c } = drainingSlice();
     const e = [0, 1, 2, 3].find((n) => !set.includes(n))!;
-    const c = set.find((n) => n !== 4 && n !== map.joiningOf(s) && n !== map.ownerOf(s))!;
     const { m, inside } = membershipByHand(map, dir, { leaderOf: (i: number) => map.ownerOf(i), setsOf: (i: number) => [map.replicasOf(i)], silentMs: (n: number) => (n === e ? NODE_HEARTBEAT_TIMEOUT_MS + 1_000 : 0) });
     inside.isUp = (n) => n !== c;
     (inside as unknown as { downSince: Map<number, number> }).downSince.set(c, performance.now() - 60_000);
