@@ -93,6 +93,11 @@ interface WorkerAsked {
   tries: number;
 }
 
+/** A worker's record with nothing open: a new one (ask), or what forget keeps of a stuck one (its time and tries). */
+function workerAsked(unansweredSince?: number, tryAt?: number, tries = 0): WorkerAsked {
+  return { open: [], askedAgainAt: -Infinity, known: new Set(), unansweredSince, tryAt, tries };
+}
+
 /** A Ping's seq is a msgpack uint32 (a whole number >= 0): its question's id modulo this. */
 const SEQS = 2 ** 32;
 
@@ -154,7 +159,7 @@ export class OpenQuestions {
     let asked = this.byNode.get(node);
     if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0, workerCount: 0 }));
     asked.workerCount = this.workerCount(node);
-    const worker = (asked.workers[this.workerOf(node, slice)] ??= { open: [], askedAgainAt: -Infinity, known: new Set(), unansweredSince: undefined, tryAt: undefined, tries: 0 });
+    const worker = (asked.workers[this.workerOf(node, slice)] ??= workerAsked());
     const q = worker.open;
     // Kept (stale) where it owes nothing more: still from its first question unanswered, a new one asks it again.
     worker.unansweredSince ??= at;
@@ -294,12 +299,11 @@ export class OpenQuestions {
   forget(node: number, now: number, keepStuck = true): void {
     const asked = this.byNode.get(node);
     if (asked === undefined) return;
-    const silentAfterMs = NODE_SILENT_AFTER_PING_INTERVALS * this.pingIntervalMs;
     const kept: WorkerAsked[] = [];
     if (keepStuck && asked.workerCount === this.workerCount(node))
       asked.workers.forEach((w, i) => {
-        const stuck = w.unansweredSince !== undefined && now - w.unansweredSince >= silentAfterMs;
-        if (stuck || w.tries > 0) kept[i] = { open: [], askedAgainAt: -Infinity, known: new Set(), unansweredSince: stuck ? w.unansweredSince : undefined, tryAt: stuck ? w.tryAt : undefined, tries: w.tries };
+        const stuck = this.stuck(w, now);
+        if (stuck || w.tries > 0) kept[i] = workerAsked(stuck ? w.unansweredSince : undefined, stuck ? w.tryAt : undefined, w.tries);
       });
     asked.workers = kept;
   }
@@ -324,7 +328,6 @@ export class OpenQuestions {
     const asked = this.byNode.get(node);
     if (asked === undefined) return;
     const olderThan = now - this.pingIntervalMs / 2;
-    const silentAfterMs = NODE_SILENT_AFTER_PING_INTERVALS * this.pingIntervalMs;
     const workers = this.workerCount(node);
     asked.workers.forEach((worker, w) => {
       // (One look per slice the worker answered for, at most the slices it holds: a Set's delete while iterating is safe.)
@@ -338,7 +341,7 @@ export class OpenQuestions {
       // A worker drops a question of a slice its node no longer replicates, so a drop alone says nothing of it; one that
       // had answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals when its questions went is stuck, and
       // keeps its time (unansweredSince).
-      if (dropped && !(worker.unansweredSince !== undefined && now - worker.unansweredSince >= silentAfterMs)) worker.unansweredSince = q[0]?.at;
+      if (dropped && !this.stuck(worker, now)) worker.unansweredSince = q[0]?.at;
       if (worker.unansweredSince === undefined || worker.askedAgainAt > olderThan || (q.length > 0 && q[0].at > olderThan)) return;
       worker.askedAgainAt = now;
       // Any slice it is known by will do: each is still the node's, and slices map to workers one way (workerOf). Else
@@ -354,6 +357,13 @@ export class OpenQuestions {
         worker.tries++;
       }
     });
+  }
+
+  /** Whether `worker` has answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals at `now` (as an election
+   * counts a node silent: answersWhenSilent): stuck, so its unansweredSince outlives the drop of its questions (stale)
+   * and a flap of its node's link (forget). */
+  private stuck(worker: WorkerAsked, now: number): boolean {
+    return worker.unansweredSince !== undefined && !answersWhenSilent(now - worker.unansweredSince, this.pingIntervalMs);
   }
 
   /** A slice of worker `w` (of `workers`; 0: not known yet, one) among the first `sliceCount` that `replicated` says its
