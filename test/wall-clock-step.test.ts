@@ -8,7 +8,6 @@
 // copies the test gives it as its feed would (apply), since a real coordinator holds a slice frozen only for the few
 // milliseconds of a move's switch, too short to step a clock into. The mover runs against real slice nodes, as
 // slice-move-reassign.test.ts.
-import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SliceMover, Throttle } from '../coordinator/metadata/slice-mover.js';
@@ -18,6 +17,7 @@ import { KeysliceError } from '../shared/errors.js';
 import type { ClusterView } from '../shared/cluster-view.js';
 import { ROUTER_REFRESH_INTERVAL_MS_MIN, WRONG_OWNER_RETRY_DELAY_MS_MIN } from '../shared/limits.js';
 import { SliceOp, type SliceOpMessage } from '../shared/protocol.js';
+import { freePort } from './procs.js';
 import { useSliceNodePair } from './slice-node-pair.js';
 import { stepWallClock } from './wall-clock.js';
 
@@ -32,18 +32,10 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** 'ended', or 'still waiting' once ENDS_WITHIN_MS passed. */
 const endsSoon = (p: Promise<unknown>) => Promise.race([p.then(() => 'ended'), sleep(ENDS_WITHIN_MS).then(() => 'still waiting')]);
 
-/** A 127.0.0.1 address that refuses connections: a port just given up. */
-async function deadAddress(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((r) => server.close(() => r()));
-  return `http://127.0.0.1:${port}`;
-}
-
-/** A router's view whose coordinator is down, fed copies by hand: `feed(epoch, frozen)` gives it the next version. */
+/** A router's view whose coordinator is down (its address a port just given up, freePort: it refuses connections), fed
+ * copies by hand: `feed(epoch, frozen)` gives it the next version. */
 async function routerView() {
-  const view = new RouterView(await deadAddress(), 'secret', () => {});
+  const view = new RouterView(`http://127.0.0.1:${await freePort()}`, 'secret', () => {});
   let version = 0;
   const feed = (epoch: number, frozen: number[]) => {
     const v: ClusterView = { incarnation: 'test', version: ++version, clusterId: 'c', epoch, sliceCount: 4, nodes: [], status: [], up: [], owners: [-1, -1, -1, -1], frozen, tables: [] };

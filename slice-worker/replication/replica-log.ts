@@ -185,6 +185,12 @@ export class ReplicaLog {
   private pendingSlices: number[] = [];
   private pendingOps: DiskOp[] = [];
   private pendingLogs: boolean[] = [];
+  /** The one place an op joins the pending lists, so that they stay one entry per op each. */
+  private pend(slice: number, op: DiskOp, log: boolean): void {
+    this.pendingSlices.push(slice);
+    this.pendingOps.push(op);
+    this.pendingLogs.push(log);
+  }
   /** Compactions' snapshots in the view (slices) and not yet in a checkpoint: the next one writes them. */
   private unlogged = 0;
   private waiting: (() => void)[] = [];
@@ -287,16 +293,12 @@ export class ReplicaLog {
     return {
       write: (op) => {
         if ((this.drops.get(slice) ?? 0) !== generation) return; // a replica that was dropped: it holds nothing here
-        this.pendingSlices.push(slice);
-        this.pendingOps.push(op);
-        this.pendingLogs.push(true);
+        this.pend(slice, op, true);
       },
       compacted: (op) => {
         assert(op.kind === 'snapshot', 'only a compaction\'s snapshot stays out of the log');
         if ((this.drops.get(slice) ?? 0) !== generation) return;
-        this.pendingSlices.push(slice);
-        this.pendingOps.push(op);
-        this.pendingLogs.push(false);
+        this.pend(slice, op, false);
       },
       sync: (done) => {
         if (TRACE_TURNS) turns.logSyncs++;
@@ -318,6 +320,7 @@ export class ReplicaLog {
     const ops = this.pendingOps;
     const logs = this.pendingLogs;
     const waiting = this.waiting;
+    assert(slices.length === ops.length && logs.length === ops.length, 'the pending lists hold one entry per op each');
     this.pendingSlices = [];
     this.pendingOps = [];
     this.pendingLogs = [];
