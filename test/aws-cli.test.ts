@@ -1,4 +1,4 @@
-// The AWS CLI against a local cluster, as the README's session shows it:
+// The AWS CLI against a local cluster, as docs/dynamodb.md's session ("The AWS CLI") shows it:
 // create-table, put-item and get-item of 38-digit numbers, update-item ADD,
 // query in numeric order, scan, and DynamoDB's error for a number out of range.
 // Skipped, saying so, where `aws` is not installed (CI does not install it).
@@ -26,7 +26,7 @@ function aws(...args: string[]): Promise<{ status: number; stdout: string; stder
 }
 
 describe.skipIf(!available)('the AWS CLI', () => {
-  it('create-table, put-item, get-item, update-item, query, scan and an error, as in the README', async () => {
+  it('create-table, put-item, get-item, update-item, query, scan and an error, as in docs/dynamodb.md', async () => {
     const created = await aws(
       'create-table', '--table-name', 'Music',
       '--attribute-definitions', 'AttributeName=Artist,AttributeType=S', 'AttributeName=Seq,AttributeType=N',
