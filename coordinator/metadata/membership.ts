@@ -21,7 +21,7 @@ import { MapSaveError, savedOr, type ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, isNodeUrl, noMovedEffects, SliceOp } from '../../shared/protocol.js';
-import { workerOf } from '../../shared/hashing.js';
+import { slicesOfWorker } from '../../shared/hashing.js';
 import { NodeLink, type NodeHello } from './node-link.js';
 import { FAILOVER_TIMING_DEFAULT, majority, type FailoverTiming } from './failover.js';
 import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
@@ -903,11 +903,15 @@ export class Membership {
     return this.workerSlices(index).every((slice) => this.answersForStep(index, slice));
   }
 
-  /** One slice per worker of node `index` (slice w runs on worker w: workerOf), as many as it has (1 before its Hello). */
+  /** One slice per worker of node `index` that runs any (its first: slicesOfWorker), as many as it has (1 before its
+   * Hello). */
   private workerSlices(index: number): number[] {
-    const workers = Math.min(Math.max(1, this.links[index]?.workerCount ?? 1), this.map.sliceCount);
-    const slices = Array.from({ length: workers }, (_, w) => w);
-    assert(slices.every((w) => workerOf(w, workers) === w), 'slice w runs on worker w');
+    const workers = Math.max(1, this.links[index]?.workerCount ?? 1);
+    const slices: number[] = [];
+    for (let w = 0; w < workers; w++) {
+      const first = slicesOfWorker(w, workers, this.map.sliceCount).next();
+      if (!first.done) slices.push(first.value);
+    }
     return slices;
   }
 

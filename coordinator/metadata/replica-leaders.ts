@@ -20,7 +20,7 @@ import { sparseLog } from '../../shared/sparse-log.js';
 import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, MAP_SAVE_RETRY_MS_MAX, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, STUCK_WORKER_RETRY_MS_MAX, STUCK_WORKER_RETRY_MS_MIN, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
-import { workerOf } from '../../shared/hashing.js';
+import { slicesOfWorker, workerOf } from '../../shared/hashing.js';
 import { backoffMs } from '../../shared/timeout.js';
 import { TRACE_STALLS } from '../../shared/stall-trace.js';
 import { savedOr, type ClusterMap, type Elected, type MapSaveError } from './cluster-map.js';
@@ -367,9 +367,9 @@ export class OpenQuestions {
   }
 
   /** A slice of worker `w` (of `workers`; 0: not known yet, one) among the first `sliceCount` that `replicated` says its
-   * node replicates, or undefined. */
+   * node replicates (slicesOfWorker), or undefined. */
   private sliceOfWorker(w: number, workers: number, sliceCount: number, replicated: (slice: number) => boolean): number | undefined {
-    for (let slice = w; slice < sliceCount; slice += Math.max(1, workers)) if (replicated(slice)) return slice;
+    for (const slice of slicesOfWorker(w, Math.max(1, workers), sliceCount)) if (replicated(slice)) return slice;
     return undefined;
   }
 
