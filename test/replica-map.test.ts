@@ -3133,6 +3133,78 @@ describe("a remove's handover given up", () => {
   }, 30_000);
 });
 
+describe('a leadership handover whose map save fails', () => {
+  it('counts in the map save backoff: tried again only as the backoff allows while the saves fail, not at every call, and done within its cap once the disk is back', async () => {
+    // 3 nodes at R=3, 2 slices, both elected with every replica answering (each Ping gets its Pong), so that no election
+    // saves meanwhile: the handover's save is the map's only one. Then the map is unwritable (its temporary file's path
+    // a folder) for FAULT_MS, and a handover of slice 0 is asked for every CALL_MS (leadership rebalancing and a drain ask
+    // each membership turn, a remove every REPLICA_CATCH_UP_PROBE_MS). The saves go to one file on one disk, so the
+    // handover's failed save counts in the map's one SaveBackoff, as an election's does: tried a tick after the first
+    // failure, then twice that, ... up to MAP_SAVE_RETRY_MS_MAX, not at every call.
+    const FAULT_MS = 1_600;
+    const CALL_MS = 20;
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = ClusterMap.open(dir, [0, 1, 2].map((i) => `ws://127.0.0.1:${9000 + i}`), 2, 3);
+    if (typeof map === 'string') throw new Error(map);
+    dirs.push(dir);
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    let leaders: ReplicaLeaders | null = null;
+    /** Each node answers each Prepare (an empty log, never led) and each Ping (its term, as the slice's leader or not),
+     * after the turn that sent it. */
+    const answer = (n: number, entries: DecodedReplicateEntry[]) => {
+      for (const [s, msg] of entries) {
+        setImmediate(() => {
+          if (msg.type === 'Prepare') leaders?.receive(n, [[s, { type: 'Prepared', term: msg.term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+          const term = leaders?.electedTerm(s) ?? null;
+          if (msg.type === 'Ping' && term !== null) leaders?.receive(n, [[s, { type: 'Pong', seq: msg.seq, term, leading: leaders!.leaderOf(s) === n, commitTerm: term, lastIndex: 1 }]]);
+        });
+      }
+    };
+    const links = [0, 1, 2].map((n) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => answer(n, entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const lines: string[] = [];
+    leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    try {
+      for (let i = 0; i < 100 && [0, 1].some((s) => leaders!.electedTerm(s) === null); i++) await sleep(20);
+      expect([0, 1].map((s) => leaders!.electedTerm(s) !== null), 'both slices elected').toEqual([true, true]);
+      const from = leaders.leaderOf(0)!;
+      const to = map.replicasOf(0).find((n) => n !== from)!;
+      /** The handover of slice 0 asked for, `to` heard just now (handOver takes only a target heard lately). */
+      const handOver = () => {
+        leaders!.receive(to, [[0, { type: 'Pong', seq: 0, term: leaders!.electedTerm(0) ?? map.termOf(0), leading: false, commitTerm: map.termOf(0), lastIndex: 1 }]]);
+        return leaders!.handOver([{ slice: 0, to }]);
+      };
+      // Every save the map is asked for (the real methods run: spies, not stand-ins).
+      const handOvers = vi.spyOn(map, 'handOver');
+      const others = [vi.spyOn(map, 'recordElections'), vi.spyOn(map, 'setUnsettled')];
+      mkdirSync(tmp);
+      const faultFrom = performance.now();
+      let handed = 0;
+      while (performance.now() - faultFrom < FAULT_MS) {
+        handed += handOver();
+        await sleep(CALL_MS);
+      }
+      const calls = Math.round((performance.now() - faultFrom) / CALL_MS);
+      const tried = handOvers.mock.calls.length;
+      const bound = Math.ceil(FAULT_MS / MAP_SAVE_RETRY_MS_MAX + Math.log2(MAP_SAVE_RETRY_MS_MAX / FAILOVER_TICK_MS)) + 2;
+      expect(handed, 'handovers done while the map could not be written').toBe(0);
+      expect(others.map((o) => o.mock.calls.length), "the map's other saves meanwhile (elections, settled changes)").toEqual([0, 0]);
+      expect(tried, `saves of the handover tried in ${calls} calls over ${FAULT_MS} ms of failing saves`).toBeLessThanOrEqual(bound);
+      expect(tried, 'tried again while the saves fail').toBeGreaterThanOrEqual(3);
+      expect(lines.filter((l) => /cannot record 1 leadership handovers in the cluster map .*none is tried again before a backoff/.test(l)).length, 'failed saves logged').toBe(tried);
+      rmSync(tmp, { recursive: true });
+      const clearedAt = performance.now();
+      while (handOver() === 0 && performance.now() - clearedAt < MAP_SAVE_RETRY_MS_MAX + 1_000) await sleep(CALL_MS);
+      const ms = performance.now() - clearedAt;
+      expect(map.replicasOf(0)[0], `slice 0 handed to ${to}, ${ms.toFixed(0)} ms after the disk came back`).toBe(to);
+      expect(ms, 'the disk coming back noticed within the backoff cap and a few ticks').toBeLessThanOrEqual(MAP_SAVE_RETRY_MS_MAX + 4 * FAILOVER_TICK_MS);
+    } finally {
+      leaders.close();
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("a remove whose leadership handover's map save fails", () => {
   it('is refused at once, saying what was handed over before; the node stays, its remove not marked under way, and a retry removes it', async () => {
     // 4 nodes at R=3; node 3 leads some slices. handOver patched: its first turn hands one slice over (saved), its

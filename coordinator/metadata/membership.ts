@@ -581,7 +581,9 @@ export class Membership {
     const until = started + LEADER_HANDOVER_BEFORE_CHANGE_MS;
     // A handover's save that failed (a full disk): the removal's own save, after the wait, would fail as well (the
     // same file, written a moment later), so the remove is refused now rather than after the whole bound. Not a
-    // write made to find out: the handover's own, which the remove would have made anyway.
+    // write made to find out: the handover's own, which the remove would have made anyway. While the map's save backoff
+    // runs (saves failed in a row: ReplicaLeaders.handOver tries none), the handover is tried at the first probe after
+    // it, MAP_SAVE_RETRY_MS_MAX at most, well inside the bound.
     let unsaved = null as MapSaveError | null;
     let handed = 0;
     for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && performance.now() < until && pending().length > 0; i++) {
