@@ -6,6 +6,7 @@
 // 1.0 agree). For several columns they are the encoded key parts of all of them
 // (docs/key-encoding.md), so every column counts and no two tuples share bytes.
 import xxhash from 'xxhash-wasm';
+import { assert } from './errors.js';
 import { decodeKey, encodeShardingPart, encodeSortingParts, fromByteString, encodeKeyPart, TAG_NUMBER, TAG_STRING, TAG_TUPLE, type KeyType, type KeyValue } from './key-encoding.js';
 
 type Hasher = Awaited<ReturnType<typeof xxhash>>;
@@ -31,9 +32,23 @@ export function keyHash(type: KeyType, value: KeyValue): number {
 }
 
 /** The worker thread that owns `slice` on a node of `workerCount` workers, for the slice's whole
- * life there: the node hands it the slice's ops, the router and the coordinator address them to it. */
+ * life there: the node hands it the slice's ops, the router and the coordinator address them to it.
+ * The layout is written here alone; slicesOfWorker is its inverse. */
 export function workerOf(slice: number, workerCount: number): number {
   return slice % workerCount;
+}
+
+/** The slices among the first `sliceCount` that worker `worker` of a node of `workerCount` workers owns, ascending
+ * (workerOf's inverse: worker, worker + workerCount, ...; none where the node has more workers than slices and this
+ * one runs none). Lazy, so that a caller after the first, or the first it likes, reads no more (the coordinator asks
+ * per node and worker at each placement tick: membership.ts). */
+export function* slicesOfWorker(worker: number, workerCount: number, sliceCount: number): Generator<number, void, undefined> {
+  assert(Number.isSafeInteger(workerCount) && workerCount >= 1 && Number.isSafeInteger(worker) && worker >= 0 && worker < workerCount, `worker ${worker} is one of a node's ${workerCount} workers`);
+  for (let slice = worker; slice < sliceCount; slice += workerCount) {
+    // The relation, so that a change of one of the two that the other does not follow is caught where it is first used.
+    assert(workerOf(slice, workerCount) === worker, 'workerOf runs each slice slicesOfWorker gives a worker on that worker');
+    yield slice;
+  }
 }
 
 export function sliceOf(type: KeyType, value: KeyValue, sliceCount: number): number {

@@ -13,7 +13,7 @@ import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { DRAIN_REPLACE_DOWN_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, MAP_SAVE_RETRY_MS_MAX, FAILOVER_TICK_MS, NODE_HEARTBEAT_TIMEOUT_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_MOVE_UNDO_DOWN_MS, STUCK_WORKER_RETRY_MS_MIN } from '../shared/limits.js';
+import { DRAIN_REPLACE_DOWN_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, MAP_SAVE_RETRY_MS_MAX, FAILOVER_TICK_MS, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_MOVE_UNDO_DOWN_MS, STUCK_WORKER_RETRY_MS_MIN } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -2433,9 +2433,13 @@ function stuckFourthNode() {
   /** A turn `ms` after the last, as Membership's (noteDown, the undo, replica rebalancing at a turn that undid nothing:
    * in the product the undone slice is not settled yet at that turn), the failover runner's asks and its record of
    * the changes settled around it. */
-  const turn = (ms = 1_000) => {
+  /** `ms` of the test's clock pass, every node's main thread heard (its pong) at the end: no turn runs. */
+  const pass = (ms: number) => {
     clock += ms;
     for (let n = 0; n < map.nodes.length; n++) quiet(m, n, 0);
+  };
+  const turn = (ms = 1_000) => {
+    pass(ms);
     for (const s of joining()) ask(s);
     const done = joining().filter((s) => !stuck.has(s % WORKERS));
     if (done.length > 0) map.dropLeavingReplicas(done.map((s) => ({ slice: s, node: map.leavingOf(s) })));
@@ -2449,7 +2453,7 @@ function stuckFourthNode() {
   };
   /** The slices of worker `w` whose set holds f, their step done (not joining). */
   const heldBy = (w: number) => slices.filter((s) => s % WORKERS === w && map.replicasOf(s).includes(f) && map.joiningOf(s) !== f);
-  return { map, f, m, inside, questions, stuck, ask, joining, turn, heldBy, slices, now: () => clock };
+  return { map, f, m, inside, questions, stuck, ask, joining, turn, pass, heldBy, slices, now: () => clock };
 }
 
 /** Worker 0 of stuckFourthNode's f stuck from the start, 180 turns of 1 s (`before` each: what the test does first at
@@ -2594,6 +2598,62 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
       const waits = inside.replicaWaits.filter((w) => lacking.includes(w.slice) && w.slice % WORKERS === 0);
       expect(waits.length, "worker 0's slices that wait").toBe(lacking.filter((s) => s % WORKERS === 0).length);
       for (const w of waits) expect(w.why).toBe('no active node that is up is left to take its new replica (ws://127.0.0.1:9100 is leaving questions unanswered over 5 s though it answers pings (the worker that would run the slice is stuck, and takes no new replica until it answers))');
+    } finally {
+      m.close();
+    }
+  });
+
+  it("fills sets short of replicas on it within a placement tick of each stuck worker answering again, the map unchanged meanwhile (placement's cache key: Membership.placementKey)", () => {
+    // Node 0 is removed (keyslice remove of a node that is down): each slice it held is left with 2 replicas of 3, and
+    // f, which holds none, is the one node that may take the third. Both of f's workers are stuck, so the map's change
+    // fills none, and the tick's placement (refillReplicas: ClusterMap.placeReplicas) finds nothing it may do, and
+    // caches that. Placement is not run over every slice again while neither the map nor what map.takesReplica answers
+    // changed (ClusterMap.placementKey). A key that left out takesReplica's answers kept the sets a replica short for as
+    // long as nothing changed the map, the workers answering all the while; one of the node alone (map.isUp: every
+    // worker answering) missed worker 1 answering while worker 0 stays stuck.
+    const { map, f, m, stuck, ask, pass } = stuckFourthNode();
+    const refill = () => (m as unknown as { refillReplicas(): void }).refillReplicas();
+    /** Placement ticks (refillReplicas every REBALANCE_INTERVAL_MS), nothing else changing the map. */
+    const ticks = (n: number) => {
+      for (let i = 0; i < n; i++) {
+        pass(REBALANCE_INTERVAL_MS);
+        refill();
+      }
+    };
+    try {
+      stuck.add(0);
+      stuck.add(1);
+      ask(0);
+      ask(1);
+      // Unanswered past the bound (and the grace of a worker not known to replicate the slice asked), its node heard.
+      pass(FIRST_ANSWER_GRACE_PING_INTERVALS * FAILOVER_TIMING_DEFAULT.pingIntervalMs + NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
+      expect([map.takesReplica(f, 0), map.takesReplica(f, 1)], "placement onto f's stuck workers 0 and 1").toEqual([false, false]);
+      const held = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(0));
+      map.removeReplicatedNode(0);
+      const short = (w: number) => held.filter((s) => s % WORKERS === w && map.replicasOf(s).length < 3);
+      ticks(4);
+      // f joined with none: node 0 held every slice (3 nodes at R=3), half of them of each worker.
+      expect([short(0).length, short(1).length], 'slices of each worker short while both are stuck').toEqual([32, 32]);
+      // Worker 1 answers (a question asked again); its node still does not count up (map.isUp: worker 0 is stuck), and
+      // nothing in the map changes. The next tick places the missing replicas of worker 1's slices on f.
+      let changes = map.changes;
+      stuck.delete(1);
+      ask(1);
+      expect([map.takesReplica(f, 0), map.takesReplica(f, 1), map.isUp(f)], "placement onto f's workers 0 and 1, and f up").toEqual([false, true, false]);
+      expect(map.changes, 'no map change since worker 1 answered').toBe(changes);
+      ticks(1);
+      expect(short(1), `slices of worker 1 still short one placement tick (${REBALANCE_INTERVAL_MS} ms) after it answered`).toEqual([]);
+      expect(short(0).length, 'slices of the stuck worker 0, short').toBe(32);
+      ticks(4);
+      // Then worker 0 answers likewise.
+      changes = map.changes;
+      stuck.delete(0);
+      ask(0);
+      expect(map.takesReplica(f, 0), 'placement onto f, its worker 0 answering').toBe(true);
+      expect(map.changes, 'no map change since worker 0 answered').toBe(changes);
+      ticks(1);
+      expect(short(0), `slices of worker 0 still short one placement tick (${REBALANCE_INTERVAL_MS} ms) after it answered`).toEqual([]);
+      expect(held.every((s) => map.replicasOf(s).includes(f)), 'the missing replicas, on f').toBe(true);
     } finally {
       m.close();
     }
@@ -3071,6 +3131,78 @@ describe("a remove's handover given up", () => {
       m.close();
     }
   }, 30_000);
+});
+
+describe('a leadership handover whose map save fails', () => {
+  it('counts in the map save backoff: tried again only as the backoff allows while the saves fail, not at every call, and done within its cap once the disk is back', async () => {
+    // 3 nodes at R=3, 2 slices, both elected with every replica answering (each Ping gets its Pong), so that no election
+    // saves meanwhile: the handover's save is the map's only one. Then the map is unwritable (its temporary file's path
+    // a folder) for FAULT_MS, and a handover of slice 0 is asked for every CALL_MS (leadership rebalancing and a drain ask
+    // each membership turn, a remove every REPLICA_CATCH_UP_PROBE_MS). The saves go to one file on one disk, so the
+    // handover's failed save counts in the map's one SaveBackoff, as an election's does: tried a tick after the first
+    // failure, then twice that, ... up to MAP_SAVE_RETRY_MS_MAX, not at every call.
+    const FAULT_MS = 1_600;
+    const CALL_MS = 20;
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = ClusterMap.open(dir, [0, 1, 2].map((i) => `ws://127.0.0.1:${9000 + i}`), 2, 3);
+    if (typeof map === 'string') throw new Error(map);
+    dirs.push(dir);
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    let leaders: ReplicaLeaders | null = null;
+    /** Each node answers each Prepare (an empty log, never led) and each Ping (its term, as the slice's leader or not),
+     * after the turn that sent it. */
+    const answer = (n: number, entries: DecodedReplicateEntry[]) => {
+      for (const [s, msg] of entries) {
+        setImmediate(() => {
+          if (msg.type === 'Prepare') leaders?.receive(n, [[s, { type: 'Prepared', term: msg.term, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
+          const term = leaders?.electedTerm(s) ?? null;
+          if (msg.type === 'Ping' && term !== null) leaders?.receive(n, [[s, { type: 'Pong', seq: msg.seq, term, leading: leaders!.leaderOf(s) === n, commitTerm: term, lastIndex: 1 }]]);
+        });
+      }
+    };
+    const links = [0, 1, 2].map((n) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => answer(n, entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const lines: string[] = [];
+    leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    try {
+      for (let i = 0; i < 100 && [0, 1].some((s) => leaders!.electedTerm(s) === null); i++) await sleep(20);
+      expect([0, 1].map((s) => leaders!.electedTerm(s) !== null), 'both slices elected').toEqual([true, true]);
+      const from = leaders.leaderOf(0)!;
+      const to = map.replicasOf(0).find((n) => n !== from)!;
+      /** The handover of slice 0 asked for, `to` heard just now (handOver takes only a target heard lately). */
+      const handOver = () => {
+        leaders!.receive(to, [[0, { type: 'Pong', seq: 0, term: leaders!.electedTerm(0) ?? map.termOf(0), leading: false, commitTerm: map.termOf(0), lastIndex: 1 }]]);
+        return leaders!.handOver([{ slice: 0, to }]);
+      };
+      // Every save the map is asked for (the real methods run: spies, not stand-ins).
+      const handOvers = vi.spyOn(map, 'handOver');
+      const others = [vi.spyOn(map, 'recordElections'), vi.spyOn(map, 'setUnsettled')];
+      mkdirSync(tmp);
+      const faultFrom = performance.now();
+      let handed = 0;
+      while (performance.now() - faultFrom < FAULT_MS) {
+        handed += handOver();
+        await sleep(CALL_MS);
+      }
+      const calls = Math.round((performance.now() - faultFrom) / CALL_MS);
+      const tried = handOvers.mock.calls.length;
+      const bound = Math.ceil(FAULT_MS / MAP_SAVE_RETRY_MS_MAX + Math.log2(MAP_SAVE_RETRY_MS_MAX / FAILOVER_TICK_MS)) + 2;
+      expect(handed, 'handovers done while the map could not be written').toBe(0);
+      expect(others.map((o) => o.mock.calls.length), "the map's other saves meanwhile (elections, settled changes)").toEqual([0, 0]);
+      expect(tried, `saves of the handover tried in ${calls} calls over ${FAULT_MS} ms of failing saves`).toBeLessThanOrEqual(bound);
+      expect(tried, 'tried again while the saves fail').toBeGreaterThanOrEqual(3);
+      expect(lines.filter((l) => /cannot record 1 leadership handovers in the cluster map .*none is tried again before a backoff/.test(l)).length, 'failed saves logged').toBe(tried);
+      rmSync(tmp, { recursive: true });
+      const clearedAt = performance.now();
+      while (handOver() === 0 && performance.now() - clearedAt < MAP_SAVE_RETRY_MS_MAX + 1_000) await sleep(CALL_MS);
+      const ms = performance.now() - clearedAt;
+      expect(map.replicasOf(0)[0], `slice 0 handed to ${to}, ${ms.toFixed(0)} ms after the disk came back`).toBe(to);
+      expect(ms, 'the disk coming back noticed within the backoff cap and a few ticks').toBeLessThanOrEqual(MAP_SAVE_RETRY_MS_MAX + 4 * FAILOVER_TICK_MS);
+    } finally {
+      leaders.close();
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("a remove whose leadership handover's map save fails", () => {

@@ -21,7 +21,7 @@ import { MapSaveError, savedOr, type ClusterMap } from './cluster-map.js';
 import { gatherTableLoad } from './load-report.js';
 import type { Catalog } from './catalog.js';
 import { isIdentity, isNodeUrl, noMovedEffects, SliceOp } from '../../shared/protocol.js';
-import { workerOf } from '../../shared/hashing.js';
+import { slicesOfWorker } from '../../shared/hashing.js';
 import { NodeLink, type NodeHello } from './node-link.js';
 import { FAILOVER_TIMING_DEFAULT, majority, type FailoverTiming } from './failover.js';
 import { assignReplication, ReplicaLeaders } from './replica-leaders.js';
@@ -581,7 +581,9 @@ export class Membership {
     const until = started + LEADER_HANDOVER_BEFORE_CHANGE_MS;
     // A handover's save that failed (a full disk): the removal's own save, after the wait, would fail as well (the
     // same file, written a moment later), so the remove is refused now rather than after the whole bound. Not a
-    // write made to find out: the handover's own, which the remove would have made anyway.
+    // write made to find out: the handover's own, which the remove would have made anyway. While the map's save backoff
+    // runs (saves failed in a row: ReplicaLeaders.handOver tries none), the handover is tried at the first probe after
+    // it, MAP_SAVE_RETRY_MS_MAX at most, well inside the bound.
     let unsaved = null as MapSaveError | null;
     let handed = 0;
     for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && performance.now() < until && pending().length > 0; i++) {
@@ -903,11 +905,15 @@ export class Membership {
     return this.workerSlices(index).every((slice) => this.answersForStep(index, slice));
   }
 
-  /** One slice per worker of node `index` (slice w runs on worker w: workerOf), as many as it has (1 before its Hello). */
+  /** One slice per worker of node `index` that runs any (its first: slicesOfWorker), as many as it has (1 before its
+   * Hello). */
   private workerSlices(index: number): number[] {
-    const workers = Math.min(Math.max(1, this.links[index]?.workerCount ?? 1), this.map.sliceCount);
-    const slices = Array.from({ length: workers }, (_, w) => w);
-    assert(slices.every((w) => workerOf(w, workers) === w), 'slice w runs on worker w');
+    const workers = Math.max(1, this.links[index]?.workerCount ?? 1);
+    const slices: number[] = [];
+    for (let w = 0; w < workers; w++) {
+      const first = slicesOfWorker(w, workers, this.map.sliceCount).next();
+      if (!first.done) slices.push(first.value);
+    }
     return slices;
   }
 

@@ -20,7 +20,7 @@ import { sparseLog } from '../../shared/sparse-log.js';
 import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, MAP_SAVE_RETRY_MS_MAX, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, STUCK_WORKER_RETRY_MS_MAX, STUCK_WORKER_RETRY_MS_MIN, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
-import { workerOf } from '../../shared/hashing.js';
+import { slicesOfWorker, workerOf } from '../../shared/hashing.js';
 import { backoffMs } from '../../shared/timeout.js';
 import { TRACE_STALLS } from '../../shared/stall-trace.js';
 import { savedOr, type ClusterMap, type Elected, type MapSaveError } from './cluster-map.js';
@@ -367,9 +367,9 @@ export class OpenQuestions {
   }
 
   /** A slice of worker `w` (of `workers`; 0: not known yet, one) among the first `sliceCount` that `replicated` says its
-   * node replicates, or undefined. */
+   * node replicates (slicesOfWorker), or undefined. */
   private sliceOfWorker(w: number, workers: number, sliceCount: number, replicated: (slice: number) => boolean): number | undefined {
-    for (let slice = w; slice < sliceCount; slice += Math.max(1, workers)) if (replicated(slice)) return slice;
+    for (const slice of slicesOfWorker(w, Math.max(1, workers), sliceCount)) if (replicated(slice)) return slice;
     return undefined;
   }
 
@@ -485,8 +485,8 @@ export class ReplicaLeaders {
   private flushQueued = false;
   private lastStartLogAt = -Infinity;
   /** When the map's next save may be tried while saves fail in a row (a full or broken disk): the redo of the turns
-   * they lost (SliceFailover.unrecorded) and recordSettled wait for it, so a failing disk costs a save, and each such
-   * slice a term and an `unrecorded` election, per MAP_SAVE_RETRY_MS_MAX at most rather than per tick. */
+   * they lost (SliceFailover.unrecorded), recordSettled and handOver wait for it, so a failing disk costs a save, and
+   * each such slice a term and an `unrecorded` election, per MAP_SAVE_RETRY_MS_MAX at most rather than per tick. */
   private readonly saves: SaveBackoff;
   /** recordSettled's line that the map could not be written (at most once a second: it tries again after the backoff). */
   private readonly logUnrecordedSettled = sparseLog('such', (line) => this.log(line));
@@ -711,8 +711,12 @@ export class ReplicaLeaders {
    * election: the replica with the largest (last term, last index) leads, the old one if `to` is still
    * behind. Only for a slice whose leader was elected for its set and heard from; the others are left
    * out. Answers how many were handed over; where the map could not be saved, none, and `unsaved` (if given) is told
-   * why, after the log. */
+   * why, after the log. Its save is one of the map's, as an election's and recordSettled's are (SaveBackoff: one file on
+   * one disk): a failed one counts in the backoff, and while the backoff runs none is tried (0, `unsaved` not told),
+   * so that a failing disk costs the map a save per backoff wait, not one per caller's turn (leadership rebalancing and
+   * a drain's handoffs each membership turn, a remove's every REPLICA_CATCH_UP_PROBE_MS). */
   handOver(moves: readonly { slice: number; to: number }[], unsaved?: (err: MapSaveError) => void): number {
+    if (!this.saves.due(performance.now())) return 0;
     const ok: { slice: number; to: number; from: number; key: string }[] = [];
     for (const { slice, to } of moves) {
       const run = this.runs.get(slice);
@@ -728,11 +732,14 @@ export class ReplicaLeaders {
     const saved = savedOr(
       () => this.map.handOver(ok),
       (err) => {
-        this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${err.message})`);
+        this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${err.message}); none is tried again before a backoff (${this.saves.failing + 1} saves failed in a row; at most ${MAP_SAVE_RETRY_MS_MAX} ms)`);
         unsaved?.(err);
       },
     );
-    if (saved === null) return 0;
+    if (saved === null) {
+      this.saves.failed(performance.now());
+      return 0;
+    }
     // The disk takes writes again: redos waiting out the backoff go at the next tick.
     this.saves.saved();
     const now = performance.now();

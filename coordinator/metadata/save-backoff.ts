@@ -3,8 +3,9 @@ import { MAP_SAVE_RETRY_MS_MAX } from '../../shared/limits.js';
 import { backoffMs } from '../../shared/timeout.js';
 
 /** When the coordinator may try its cluster map's save again after saves failed in a row (replica-leaders.ts: the
- * redo of failovers whose turns were not recorded, the settled changes' record). One for the whole map, not one a
- * slice: every save goes to the same file on the same disk. The first retry is at the next tick; each failure in a
+ * redo of failovers whose turns were not recorded, the settled changes' record, a leadership handover). One for the
+ * whole map, not one a slice or a kind of save: every save goes to the same file on the same disk, so each failure
+ * counts and each success ends it, whichever saver made it. The first retry is at the next tick; each failure in a
  * row doubles the wait, up to MAP_SAVE_RETRY_MS_MAX; a save that succeeds ends it. Nothing else tells that the disk is
  * back, so a retry is the probe: it is never put off for longer than the cap. */
 export class SaveBackoff {
