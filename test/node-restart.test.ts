@@ -156,5 +156,10 @@ describe('a slice node process names its incarnation in its Hello (real processe
     const second = await helloIncarnation();
     expect(second, 'the restarted process').not.toBe(first);
     await waitFor(() => lines.some((l) => l.includes(`slice node ${node.url} restarted (incarnation ${second}, was ${first})`)), "the coordinator's line that the node restarted", 10_000, undefined, 20);
+    // The coordinator took the new process's link up (ReplicaLeaders.linkUp) and serves through it.
+    await c.client.createTable('after_restart', { name: 'id', type: 'string' });
+    await waitFor(() => c.client.putItem('after_restart', { id: 'a' }).then(() => true, () => false), 'a write through the restarted node', 10_000, undefined, 100);
+    // Once, by the coordinator's link (a router's link, whose log comes through the coordinator's, does not say it).
+    expect(lines.filter((l) => /restarted \(incarnation/.test(l)), 'the lines that a node restarted').toEqual([expect.stringMatching(/^\[coordinator\] keyslice coordinator: slice node /)]);
   }, 30_000);
 });

@@ -322,7 +322,8 @@ export class NodeLink {
         }
         if (this.refusal !== '') this.log(`slice node ${this.url} is accepted again`);
         this.refusal = '';
-        if (this.incarnation !== null && incarnation !== this.incarnation) this.log(`slice node ${this.url} restarted (incarnation ${incarnation}, was ${this.incarnation})`);
+        // Said by the coordinator's link (whose questions it drops: ReplicaLeaders.linkUp), not again by each router's.
+        if (this.assignment !== null && this.incarnation !== null && incarnation !== this.incarnation) this.log(`slice node ${this.url} restarted (incarnation ${incarnation}, was ${this.incarnation})`);
         this.incarnation = incarnation;
         this.generation++;
         this.lastProblem = '';
