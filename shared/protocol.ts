@@ -9,7 +9,7 @@
 // responses) in one frame as a list of them, [[id, ...], [id, ...]]: both
 // coalesce what is ready in one turn of the event loop, one frame per turn.
 // Coordinator <-> slice node (WebSocket), msgpack with records:
-//   node  -> coord  [NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, nodeId, clusterId | null, batchPorts]
+//   node  -> coord  [NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, nodeId, clusterId | null, batchPorts, incarnation]
 //   coord -> node   [NodeFrame.Assign, epoch, sliceCount, slices, clusterId, replication | null]
 //   node  -> coord  [NodeFrame.Assigned, epoch]
 //   coord -> node   [NodeFrame.Batch, batchId, epoch, [[worker, opsBytes], ...]]
@@ -52,7 +52,10 @@
 // kept in the folder); clusterId names the cluster (made with the coordinator's
 // map, sent in every Assign, kept by the node from its first Assign; null in Hello
 // until then). The coordinator gives slices only to a node whose folder is the one
-// its map knows for that address (docs/operations.md, "Node identity").
+// its map knows for that address (docs/operations.md, "Node identity"). incarnation
+// names the node's process (random, made at its start, never saved): a Hello of another
+// incarnation than the last one says the node restarted, the same one that its link
+// only went down and came back (docs/replication.md, "A worker stuck while its node pongs").
 // Every frame is checked whole (decodeNodeFrame: kinds for this side, types,
 // ranges) before any of it is used; a bad frame closes the connection. The node
 // takes an epoch only from the connection of its latest valid Assign (the
@@ -167,8 +170,12 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * (replication-protocol.ts): a node of 26 would refuse Pings as a message the coordinator does not send.
  * 28: a slice move carries its changes and items as bytes (MoveRead's and MoveFreeze's answers, MoveApply's effects:
  * one msgpack list of effects, each item in the msgpack its source held or packed it in), which the coordinator passes
- * on as they are and the target keeps as its items' packed bytes; a node of 27 sent and took them as objects. */
-export const NODE_PROTOCOL_VERSION = 28;
+ * on as they are and the target keeps as its items' packed bytes; a node of 27 sent and took them as objects.
+ * 29: Hello names the node's incarnation (its last field: 32 hex digits made at random when its process starts), so
+ * that the coordinator tells a node that restarted (fresh workers: what it kept of the last process's workers is
+ * dropped) from one whose link flapped (the same process: a stuck worker stays stuck); before, it could not, and a
+ * restarted node's workers waited out the retry of a worker that had been stuck, up to STUCK_WORKER_RETRY_MS_MAX. */
+export const NODE_PROTOCOL_VERSION = 29;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';
 /** Header in which a slice node that dials a peer (a replication link) names its NODE_PROTOCOL_VERSION: the peer
@@ -715,7 +722,7 @@ export type WireReplicateEntry = [slice: number, message: Uint8Array | FoldedMes
 export type NodeFrameKind = (typeof NodeFrame)[keyof typeof NodeFrame];
 
 export type NodeFrameMessage =
-  | [typeof NodeFrame.Hello, version: number, workerCount: number, nodeId: string, clusterId: string | null, batchPorts: number[]]
+  | [typeof NodeFrame.Hello, version: number, workerCount: number, nodeId: string, clusterId: string | null, batchPorts: number[], incarnation: string]
   | [typeof NodeFrame.Assign, epoch: number, sliceCount: number, slices: number[], clusterId: string, replication: AssignReplication | null]
   | [typeof NodeFrame.Assigned, epoch: number]
   | [typeof NodeFrame.Batch, batchId: number, epoch: number, parts: [worker: number, ops: Uint8Array][]]
@@ -745,7 +752,7 @@ const FRAMES_TO: Record<NodeFrameReceiver, ReadonlySet<number>> = {
   coordinator: new Set([NodeFrame.Hello, NodeFrame.Assigned, NodeFrame.BatchReply, NodeFrame.BatchError, NodeFrame.Replicate]),
 };
 
-/** A node id or a cluster id: 128 random bits as 32 lowercase hex digits. */
+/** A node id, a cluster id or a node's incarnation: 128 random bits as 32 lowercase hex digits. */
 const IDENTITY = /^[0-9a-f]{32}$/;
 /** A slice node's address: ws://host:port (or wss://), at most NODE_URL_CHARS_MAX characters. The one rule for every
  * place one comes in (--nodes, keyslice add, a node that joins, an Assign's peers), so that no address the cluster map
@@ -1200,11 +1207,12 @@ export function decodeNodeFrame(bytes: Uint8Array, receiver: NodeFrameReceiver):
       // The version first, so that a node of another version is told so rather than "malformed".
       if (!isUint(f[1])) fail('Hello: the protocol version is a whole number');
       if (f[1] !== NODE_PROTOCOL_VERSION) fail(`the slice node speaks node protocol ${f[1]}, this coordinator ${NODE_PROTOCOL_VERSION}`);
-      arity(6);
+      arity(7);
       if (!(isUint(f[2]) && f[2] >= 1 && f[2] <= WORKERS_PER_NODE_MAX)) fail(`Hello: worker count ${show(f[2])} is not 1 to ${WORKERS_PER_NODE_MAX}`);
       if (!isIdentity(f[3])) fail('Hello: the node id is 32 hex digits');
       if (!(f[4] === null || isIdentity(f[4]))) fail('Hello: the cluster id is 32 hex digits or null');
       if (!(Array.isArray(f[5]) && f[5].length === f[2] && f[5].every((p) => isUint(p) && p >= 1 && p <= 65535))) fail('Hello: the batch ports are one port (1 to 65535) per worker');
+      if (!isIdentity(f[6])) fail(`Hello: the incarnation (the node process's id, made at its start) is 32 hex digits, not ${show(f[6])}`);
       break;
     case NodeFrame.Assign: {
       arity(6);

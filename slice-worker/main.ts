@@ -45,7 +45,7 @@ import {
   WORKERS_PER_NODE_MAX,
   type DurabilityMode,
 } from '../shared/limits.js';
-import { openNodeIdentity, saveNodeIdentity, type NodeIdentity } from './node-identity.js';
+import { NODE_INCARNATION, openNodeIdentity, saveNodeIdentity, type NodeIdentity } from './node-identity.js';
 import { lockDataFolder } from './data-folder-lock.js';
 import { readNodeFrame, sendBatchAnswer, sendNodeFrame } from './node-socket.js';
 import { WorkerChannel, type IncomingReplication } from './worker-channel.js';
@@ -372,7 +372,7 @@ const server = new WebSocketServer({
 });
 let lastCloseReason = '';
 server.on('connection', (ws) => {
-  ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, identity.nodeId, identity.clusterId, batchPorts]));
+  ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, workerCount, identity.nodeId, identity.clusterId, batchPorts, NODE_INCARNATION]));
   const via = nextConnection++;
   connections.set(via, ws);
   ws.on('message', (data, isBinary) => {

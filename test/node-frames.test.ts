@@ -13,6 +13,7 @@ import { brokenOp, plainPackr, randomBytes, recordPackr, validOps } from './node
 import { expectEqual } from './expect-equal.js';
 
 const CLUSTER = '0123456789abcdef0123456789abcdef';
+const INCARNATION = 'fedcba9876543210fedcba9876543210';
 const frame = (v: unknown, to: NodeFrameReceiver = 'node') => decodeNodeFrame(recordPackr.pack(v), to);
 const SEED = Number(process.env.KEYSLICE_FUZZ_SEED ?? 7);
 /** An Append's bytes as msgpackr reads them (the decoder's way for any layout but writeAppend's). */
@@ -36,16 +37,26 @@ describe('node frames', () => {
   });
 
   it('takes only the kinds its side receives, and checks batches part by part', () => {
-    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, [1, 2]])).toThrow(/not one a slice node receives/);
+    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, [1, 2], INCARNATION])).toThrow(/not one a slice node receives/);
     expect(() => frame([NodeFrame.Batch, 1, 1, []], 'coordinator')).toThrow(/not one a coordinator receives/);
-    expect(frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, [7301, 7302]], 'coordinator')).toHaveLength(6);
+    expect(frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, [7301, 7302], INCARNATION], 'coordinator')).toHaveLength(7);
     expect(() => frame([NodeFrame.Hello, 3, 2], 'coordinator')).toThrow(new RegExp(`speaks node protocol 3, this coordinator ${NODE_PROTOCOL_VERSION}`));
-    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 0, CLUSTER, null, []], 'coordinator')).toThrow(/worker count/);
+    // A Hello of the version before, whole (it named no incarnation): refused for its version, not as malformed.
+    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION - 1, 2, CLUSTER, null, [7301, 7302]], 'coordinator')).toThrow(
+      `the slice node speaks node protocol ${NODE_PROTOCOL_VERSION - 1}, this coordinator ${NODE_PROTOCOL_VERSION}`,
+    );
+    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 0, CLUSTER, null, [], INCARNATION], 'coordinator')).toThrow(/worker count/);
     // A batch port per worker (node protocol 19), each a port number.
     for (const ports of [null, [7301], [7301, 0], [7301, 65536], [7301, 'x']]) {
-      expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, ports], 'coordinator'), JSON.stringify(ports)).toThrow(/batch ports/);
+      expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, ports, INCARNATION], 'coordinator'), JSON.stringify(ports)).toThrow(/batch ports/);
     }
-    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null], 'coordinator')).toThrow(/has 5 fields, got 4/);
+    // The node process's incarnation (node protocol 29): 32 hex digits.
+    for (const incarnation of [null, 'x', CLUSTER.toUpperCase(), CLUSTER.slice(1), 7]) {
+      expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, [7301, 7302], incarnation], 'coordinator'), String(incarnation)).toThrow(
+        /^Hello: the incarnation \(the node process's id, made at its start\) is 32 hex digits, not /,
+      );
+    }
+    expect(() => frame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, CLUSTER, null, [7301, 7302]], 'coordinator')).toThrow(/has 6 fields, got 5/);
     // A worker's batch port takes Batch frames (routers') and Replicate frames (peers' workers', node protocol 25) only.
     expect(frame([NodeFrame.Batch, 1, 2, [[0, Buffer.from([0x90])]]], 'worker')).toHaveLength(4);
     expect(frame([NodeFrame.Replicate, 1, []], 'worker')).toEqual([NodeFrame.Replicate, 1, []]);

@@ -31,7 +31,7 @@ async function fakeNode(autoPong = true): Promise<{ url: string; assigns: NodeFr
       const frame = decodeNodeFrame(new Uint8Array(data), 'node');
       if (frame[0] === NodeFrame.Assign) assigns.push(frame);
     });
-    ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null, [1, 2]]));
+    ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null, [1, 2], '1'.repeat(32)]));
   });
   const { port } = server.address() as { port: number };
   return { url: `ws://127.0.0.1:${port}`, assigns, socket: () => current! };

@@ -11,7 +11,7 @@ import { runInNewContext } from 'node:vm';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { decodeNodeFrame, encodeNodeFrame, encodeReplicationMessage, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame } from '../shared/protocol.js';
+import { decodeNodeFrame, encodeNodeFrame, encodeReplicationMessage, NODE_PROTOCOL_HEADER, NODE_PROTOCOL_VERSION, NodeFrame, type NodeFrameMessage } from '../shared/protocol.js';
 import { PEER_LINK_QUEUE_BYTES_MAX, PEER_LINK_QUEUED_COPY_OVERHEAD_BYTES, PEER_LINK_QUEUED_MESSAGE_BYTES, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { checkReplicationMessage, foldedWidth, isFoldedMessage, unfoldAt, type FoldableMessage, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { workerOf } from '../shared/hashing.js';
@@ -75,8 +75,8 @@ describe('replication links name their node protocol version', () => {
     server.on('connection', (ws, req) => {
       dialed++;
       header = req.headers[NODE_PROTOCOL_HEADER];
-      // A Hello as a node of the previous version sends it.
-      ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION - 1, 1, '0'.repeat(32), null, [1]]));
+      // A Hello as a node of the previous version sends it (no incarnation before node protocol 29).
+      ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION - 1, 1, '0'.repeat(32), null, [1]] as unknown as NodeFrameMessage));
       ws.on('message', (data: Buffer) => received.push(data));
     });
     const lines: string[] = [];
@@ -115,7 +115,7 @@ describe('replication links name their node protocol version', () => {
     let walledDials = 0;
     walled.on('connection', (ws) => {
       walledDials++;
-      ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 1, '0'.repeat(32), null, [closedPort]]));
+      ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 1, '0'.repeat(32), null, [closedPort], '1'.repeat(32)]));
     });
     const lines: string[] = [];
     const links = new PeerLinks('', 0, (l) => lines.push(l), 1);
@@ -173,7 +173,7 @@ async function standInPeer(workers: number) {
     nodeSockets,
     sockets,
     /** The latest connection to the node port gets a Hello that names batch ports `ports` (indexes). */
-    greet: (ports: number[]) => nodeSockets.at(-1)!.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, ports.length, '0'.repeat(32), null, ports.map((w) => portOf(workerPorts[w]))])),
+    greet: (ports: number[]) => nodeSockets.at(-1)!.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, ports.length, '0'.repeat(32), null, ports.map((w) => portOf(workerPorts[w])), '1'.repeat(32)])),
     /** The peer goes: its connections close (as a process's do when it exits). */
     terminate: () => {
       for (const ws of [...nodeSockets, ...sockets]) ws.terminate();

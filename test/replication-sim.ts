@@ -1922,13 +1922,20 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       removeStep();
       if (opts.setChanges === 'remove-down') removeDown();
       else if (faulty && random() < changePerSecond * (TICK_MS / 1000)) randomChange();
-      // The coordinator asks again a node whose first open question is half a ping interval old (ReplicaLeaders.tick).
-      if (silence !== null) for (const n of ids) if (linkLost.has(n) && up[n] && reachable(COORDINATOR, n)) linkLost.delete(n);
+      // Its link back (ReplicaLeaders.linkUp), to the process of its life now: one that crashed restarted, and what was
+      // kept of its last life's workers goes (OpenQuestions.linkUp; its Hello's incarnation in the product).
+      if (silence !== null)
+        for (const n of ids)
+          if (linkLost.has(n) && up[n] && reachable(COORDINATOR, n)) {
+            silence.linkUp(n, clock.now, String(lives[n]));
+            linkLost.delete(n);
+          }
       // As Membership.pingLinks: every link pinged each turn; a node whose event loop runs (up, not frozen) and that the
       // coordinator reaches pongs (over its TCP connection: no drop, and the round trip within the tick).
       if (opts.setChanges === 'drain-silent') for (const n of ids) if (linkUp(n) && (frozenUntil[n] <= clock.now || (pongsUntil[n] ?? 0) > clock.now) && reachable(COORDINATOR, n)) heardAt[n] = clock.now;
       if (opts.setChanges === 'drain-silent') for (const n of ids) if (answersForStepNow(n)) unansweringSince.delete(n);
         else if (!unansweringSince.has(n)) unansweringSince.set(n, clock.now);
+      // The coordinator asks again a node whose first open question is half a ping interval old (ReplicaLeaders.tick).
       if (silence !== null) for (const n of ids) if (linkUp(n)) silence.stale(n, clock.now, (slice) => slice === STORE_SLICE && coordinator.members.includes(n), () => send(COORDINATOR, n, { type: 'Ping', seq: 0 }), STORE_SLICE + 1);
     }
     for (const r of replicas) {

@@ -181,7 +181,7 @@ describe("a follower's AppendOks of one turn", () => {
     batchPort.on('connection', (ws) => ws.on('message', (data: Buffer) => frames.push(data)));
     await new Promise<void>((r) => batchPort.once('listening', () => r()));
     const nodePort = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-    nodePort.on('connection', (ws) => ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 1, '0'.repeat(32), null, [(batchPort.address() as { port: number }).port]])));
+    nodePort.on('connection', (ws) => ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, 1, '0'.repeat(32), null, [(batchPort.address() as { port: number }).port], '1'.repeat(32)])));
     await new Promise<void>((r) => nodePort.once('listening', () => r()));
     const channel = new WorkerChannel(
       { workerIndex: 0, workerCount: 1, dataDir: dir, durability: 'os', snapshotAfterBytes: 1 << 30, capacity: { readsPerSecond: 0, writesPerSecond: 0 }, host: '127.0.0.1', clusterSecret: '', epoch: new BigInt64Array(new SharedArrayBuffer(8)) },

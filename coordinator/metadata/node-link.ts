@@ -71,6 +71,8 @@ export interface NodeHello {
   workerCount: number;
   nodeId: string;
   clusterId: string | null;
+  /** Its process's id, made at its start (slice-worker/node-identity.ts NODE_INCARNATION). */
+  incarnation: string;
 }
 
 export class NodeLink {
@@ -88,6 +90,10 @@ export class NodeLink {
   /** Counts the node's greetings: a slice move gives up if either side reconnected
    * (and so was assigned its slices afresh) while it ran. */
   generation = 0;
+  /** The incarnation of the node process whose Hello this link last took (null: none yet). A later Hello of another
+   * one says the node restarted, and what the coordinator kept of the last process's workers goes (ReplicaLeaders.linkUp:
+   * OpenQuestions.linkUp); of the same one, that only the connection went and came back, and it is kept. */
+  incarnation: string | null = null;
   private lastProblem = '';
   /** Why the coordinator does not use this node although it answers ('' when it does). */
   refusal = '';
@@ -300,8 +306,11 @@ export class NodeLink {
     switch (frame[0]) {
       case NodeFrame.Hello: {
         if (this.state !== 'connecting') return this.protocolError(ws, 'a second Hello');
-        const [, , workerCount, nodeId, clusterId] = frame;
-        const refusal = this.admit({ workerCount, nodeId, clusterId });
+        const [, , workerCount, nodeId, clusterId, , incarnation] = frame;
+        // A process keeps its worker count, so that a slice runs on the same worker of it across a flap (what is kept of
+        // a worker is kept by its index: OpenQuestions.forget asserts it).
+        if (incarnation === this.incarnation && workerCount !== this.workerCount) return this.protocolError(ws, `a Hello of the same process (incarnation ${incarnation}) with ${workerCount} workers, not ${this.workerCount}`);
+        const refusal = this.admit({ workerCount, nodeId, clusterId, incarnation });
         if (refusal !== null) {
           if (refusal !== this.refusal) this.log(refusal);
           this.refusal = refusal;
@@ -313,6 +322,9 @@ export class NodeLink {
         }
         if (this.refusal !== '') this.log(`slice node ${this.url} is accepted again`);
         this.refusal = '';
+        // Said by the coordinator's link (whose questions it drops: ReplicaLeaders.linkUp), not again by each router's.
+        if (this.assignment !== null && this.incarnation !== null && incarnation !== this.incarnation) this.log(`slice node ${this.url} restarted (incarnation ${incarnation}, was ${this.incarnation})`);
+        this.incarnation = incarnation;
         this.generation++;
         this.lastProblem = '';
         this.workerCount = workerCount;

@@ -115,9 +115,10 @@ const SEQS = 2 ** 32;
  * question FIRST_ANSWER_GRACE_PING_INTERVALS later (silentFrom). */
 export class OpenQuestions {
   /** node -> what is kept of each of its workers, indexed by worker (workerOf; an array, so that stale goes through
-   * them in worker order); and the last id given one (ask), kept past forget so that a late Pong of a question
-   * forgotten answers no newer one. */
-  private readonly byNode = new Map<number, { workers: WorkerAsked[]; lastId: number; workerCount: number }>();
+   * them in worker order); the last id given one (ask), kept past forget so that a late Pong of a question
+   * forgotten answers no newer one; and the process those workers are of, as its link last came up (linkUp): its
+   * incarnation (null: not up yet) and worker count. */
+  private readonly byNode = new Map<number, { workers: WorkerAsked[]; lastId: number; incarnation: string | null; workerCount: number }>();
   /** How much later a worker not known to replicate a slice its node still does counts from its first open question. */
   private readonly firstAnswerGraceMs: number;
 
@@ -155,10 +156,15 @@ export class OpenQuestions {
     }
   }
 
-  private ask(node: number, slice: number, term: number, at: number): Question {
+  /** What is kept of `node`, made empty where nothing is yet. */
+  private of(node: number) {
     let asked = this.byNode.get(node);
-    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0, workerCount: 0 }));
-    asked.workerCount = this.workerCount(node);
+    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0, incarnation: null, workerCount: this.workerCount(node) }));
+    return asked;
+  }
+
+  private ask(node: number, slice: number, term: number, at: number): Question {
+    const asked = this.of(node);
     const worker = (asked.workers[this.workerOf(node, slice)] ??= workerAsked());
     const q = worker.open;
     // Kept (stale) where it owes nothing more: still from its first question unanswered, a new one asks it again.
@@ -291,21 +297,37 @@ export class OpenQuestions {
 
   /** What was asked over a link that went down, or before it came up, is not the node's to answer. A stuck worker's time
    * (unansweredSince, answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals at `now`) and its tries are
-   * kept where its node has as many workers as when it was asked (`keepStuck`; not for a node removed): a link that
-   * went and came back says nothing of the worker, and forgotten, each flap of a link let placement try the stuck
-   * worker once more (a move onto it, undone ~10 s later: at a flap each 20 s, a try each 20 s, where it waits up to
-   * STUCK_WORKER_RETRY_MS_MAX). A node restarted with its worker well is asked again by a slice it replicates on that
-   * worker (stale) and cleared by its answer. */
+   * kept where `keepStuck` (a link lost, or back to the same process: linkUp; not for a node removed, nor one that
+   * restarted): a link that went and came back says nothing of the worker, and forgotten, each flap of a link let
+   * placement try the stuck worker once more (a move onto it, undone ~10 s later: at a flap each 20 s, a try each 20 s,
+   * where it waits up to STUCK_WORKER_RETRY_MS_MAX). */
   forget(node: number, now: number, keepStuck = true): void {
     const asked = this.byNode.get(node);
     if (asked === undefined) return;
     const kept: WorkerAsked[] = [];
-    if (keepStuck && asked.workerCount === this.workerCount(node))
+    // Kept by worker index, so for the process they were kept of, whose worker count is its own: one that came back
+    // with another is another process (linkUp keeps nothing; NodeLink refuses a Hello of one process with another).
+    if (keepStuck) {
+      assert(asked.workerCount === this.workerCount(node), `node ${node}: what is kept of its workers is of a process of ${asked.workerCount}, not ${this.workerCount(node)}`);
       asked.workers.forEach((w, i) => {
         const stuck = this.stuck(w, now);
         if (stuck || w.tries > 0) kept[i] = workerAsked(stuck ? w.unansweredSince : undefined, stuck ? w.tryAt : undefined, w.tries);
       });
+    }
     asked.workers = kept;
+  }
+
+  /** `node`'s link came up, to the process `incarnation` (its Hello's: NodeLink.incarnation): what was asked before is
+   * not its to answer (forget). What was kept of its workers is kept where that process is the one it was kept of (the
+   * link flapped: a stuck worker is still stuck), and dropped where it is another (the node restarted: fresh workers,
+   * which left nothing unanswered). Before the Hello named its process they were kept across a restart with as many
+   * workers too, and the restarted node's worker waited out the last one's retry (up to STUCK_WORKER_RETRY_MS_MAX)
+   * before placement tried it. */
+  linkUp(node: number, now: number, incarnation: string): void {
+    const asked = this.of(node);
+    this.forget(node, now, asked.incarnation === incarnation);
+    asked.incarnation = incarnation;
+    asked.workerCount = this.workerCount(node);
   }
 
   /** Each worker of `node` whose first question left unanswered was sent half a ping interval before `now` or earlier
@@ -807,9 +829,12 @@ export class ReplicaLeaders {
     this.tick();
   }
 
-  /** A node's link became ready: elections under way that wait for its answer ask it now. */
+  /** A node's link became ready: elections under way that wait for its answer ask it now. What was kept of its workers
+   * is kept only where it is the process it was (its Hello's incarnation: a flap), not one that restarted. */
   linkUp(node: number): void {
-    this.questions.forget(node, performance.now());
+    const incarnation = this.links[node]?.incarnation;
+    assert(incarnation != null, `node ${node}: a link is ready only after a Hello, which names its process`);
+    this.questions.linkUp(node, performance.now(), incarnation);
     for (const run of this.runs.values()) run.failover.reachable(node);
   }
 
