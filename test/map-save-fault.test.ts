@@ -128,7 +128,7 @@ describe('a cluster map save that fails at the coordinator\'s tick', () => {
       const failedAt = lines.length;
       await e.addNode(undefined, Number(new URL(d.url).port), d.name);
       // The tick's placement tries to give A's slices their new replica on D, and fails to save it.
-      await waitFor(() => lines.slice(failedAt).some((l) => /cannot record new replicas in the cluster map \(cannot write the cluster map .*\); tried again next turn/.test(l)), "the tick's failed save to be logged", 30_000, seen(e));
+      await waitFor(() => lines.slice(failedAt).some((l) => /cannot record new replicas in the cluster map \(cannot write the cluster map .*\); tried again after the map's save backoff/.test(l)), "the tick's failed save to be logged", 30_000, seen(e));
       // Serving meanwhile: status answers, writes are acknowledged, and nothing of the failed changes is in force.
       const acks = load.acks;
       await sleep(1_500);

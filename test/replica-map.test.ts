@@ -2209,13 +2209,19 @@ describe("a drain step's handover given up while the map cannot be saved", () =>
     // and every change settled (patched: no node is connected here), so a slice node 3 leads waits only for its
     // handover, which never comes (handOver patched to make none): past LEADER_HANDOVER_BEFORE_CHANGE_MS it is given
     // up and its replica on node 3 leaves. The map's temporary path made a folder fails that save (MapSaveError).
+    // Each turn MAP_SAVE_RETRY_MS_MAX after the last (a virtual clock), the longest the map's save backoff waits after
+    // failed saves: each tries its save.
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const { map, x, led } = drainingLeader(dir);
     const lines: string[] = [];
-    const { m, inside } = membershipByHand(map, dir, { holdsTerm: () => true, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)] }, (line) => lines.push(line));
+    let clock = performance.now();
+    vi.spyOn(performance, 'now').mockImplementation(() => clock);
+    // Every node heard just now, whatever the clock says (silentMs: 0).
+    const { m, inside } = membershipByHand(map, dir, { holdsTerm: () => true, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: () => 0 }, (line) => lines.push(line));
     const tmp = join(dir, 'cluster-map.json.tmp');
     const turns = (n: number) => {
       for (let i = 0; i < n; i++) {
+        clock += MAP_SAVE_RETRY_MS_MAX;
         inside.drainReplicas();
         // The handover's wait is spent at once (its clock moved back past the bound).
         for (const h of inside.handingOver.values()) h.since -= LEADER_HANDOVER_BEFORE_CHANGE_MS;
@@ -2226,12 +2232,19 @@ describe("a drain step's handover given up while the map cannot be saved", () =>
       mkdirSync(tmp);
       faulty = true;
       turns(4);
-      expect(lines.filter((line) => /cannot record that .* leaving replicas/.test(line)).length, 'failed saves logged').toBeGreaterThanOrEqual(3);
+      const failed = () => lines.filter((line) => /cannot record that .* leaving replicas.*tried again after the map's save backoff/.test(line)).length;
+      expect(failed(), 'failed saves logged').toBe(4);
+      // A turn right after a failed save tries none: the map's save backoff runs (FAILOVER_TICK_MS after 1 failure, up to
+      // MAP_SAVE_RETRY_MS_MAX).
+      clock += FAILOVER_TICK_MS;
+      inside.drainReplicas();
+      expect(failed(), 'failed saves logged, a turn after the last').toBe(4);
       expect(led.every((s) => map.replicasOf(s).includes(x)), "node 3's replicas are all still there").toBe(true);
       expect(inside.handoversGivenUp, 'nothing counted while no replica left').toBe(0);
       rmSync(tmp, { recursive: true });
       faulty = false;
       // The next turn drops them (their wait was spent, not started again), and the give-ups are counted once.
+      clock += MAP_SAVE_RETRY_MS_MAX;
       inside.drainReplicas();
       expect(led.every((s) => !map.replicasOf(s).includes(x)), "node 3's led replicas left at the first turn the map saves").toBe(true);
       expect(inside.handoversGivenUp).toBe(led.length);
@@ -2241,6 +2254,7 @@ describe("a drain step's handover given up while the map cannot be saved", () =>
     } finally {
       if (faulty) rmSync(tmp, { recursive: true, force: true });
       m.close();
+      vi.restoreAllMocks();
     }
   });
 });
@@ -2469,7 +2483,7 @@ function stuckFourthNode() {
   };
   /** The slices of worker `w` whose set holds f, their step done (not joining). */
   const heldBy = (w: number) => slices.filter((s) => s % WORKERS === w && map.replicasOf(s).includes(f) && map.joiningOf(s) !== f);
-  return { map, f, m, inside, questions, stuck, ask, joining, turn, pass, heldBy, slices, now: () => clock };
+  return { map, dir, f, m, inside, questions, stuck, ask, joining, turn, pass, heldBy, slices, now: () => clock };
 }
 
 /** Worker 0 of stuckFourthNode's f stuck from the start, 180 turns of 1 s (`before` each: what the test does first at
@@ -2698,6 +2712,69 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
       expect(held.every((s) => map.replicasOf(s).includes(f)), 'the missing replicas, on f').toBe(true);
     } finally {
       m.close();
+    }
+  });
+
+  it("retries placement's failed map save as the map's one save backoff allows, not at every turn, and at the first turn after any save of the map succeeds", () => {
+    // As above: node 0 removed while both of f's workers are stuck leaves every set it held a replica short. Then the
+    // map is unwritable (its temporary file's path a folder) and f's workers answer: each placement tick
+    // (refillReplicas, every REBALANCE_INTERVAL_MS) would fill the sets on f, and its save fails. The map's saves go to
+    // one file on one disk, so placement's failures count in the map's one SaveBackoff (ReplicaLeaders', told by the map:
+    // ClusterMap.onSave) and it tries again only as that allows: a tick after the first failure, then twice that, ...
+    // up to MAP_SAVE_RETRY_MS_MAX, not at every turn (each try a failed save and a log line). Then the disk is back and,
+    // right after a failed try, another save of the map succeeds (a node's id recorded: an admission's save, which
+    // waits for no backoff): the next placement tick fills the sets, the backoff ended by that save, whoever made it.
+    const FAULT_MS = 20_000;
+    const lines: string[] = [];
+    const { map, dir, f, m, stuck, ask, pass } = stuckFourthNode();
+    (m as unknown as { log: (line: string) => void }).log = (line) => lines.push(line);
+    const refill = () => (m as unknown as { refillReplicas(): void }).refillReplicas();
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    try {
+      stuck.add(0);
+      stuck.add(1);
+      ask(0);
+      ask(1);
+      pass(FIRST_ANSWER_GRACE_PING_INTERVALS * FAILOVER_TIMING_DEFAULT.pingIntervalMs + NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
+      const held = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(0));
+      map.removeReplicatedNode(0);
+      const short = () => held.filter((s) => map.replicasOf(s).length < 3);
+      expect(short().length, 'sets a replica short, f stuck').toBe(held.length);
+      mkdirSync(tmp);
+      stuck.delete(0);
+      stuck.delete(1);
+      ask(0);
+      ask(1);
+      expect([map.takesReplica(f, 0), map.takesReplica(f, 1)], "placement onto f's workers").toEqual([true, true]);
+      // Every save placement tries (the real method runs: a spy, not a stand-in).
+      const tries = vi.spyOn(map, 'placeReplicas');
+      let turns = 0;
+      for (let ms = 0; ms < FAULT_MS; ms += REBALANCE_INTERVAL_MS, turns++) {
+        pass(REBALANCE_INTERVAL_MS);
+        refill();
+      }
+      const tried = tries.mock.calls.length;
+      const bound = Math.ceil(FAULT_MS / MAP_SAVE_RETRY_MS_MAX + Math.log2(MAP_SAVE_RETRY_MS_MAX / FAILOVER_TICK_MS)) + 2;
+      expect(short().length, 'sets still short while the map cannot be written').toBe(held.length);
+      expect(tried, `placement's saves tried in ${turns} turns over ${FAULT_MS} ms of failing saves`).toBeLessThanOrEqual(bound);
+      expect(tried, 'tried again while the saves fail').toBeGreaterThanOrEqual(FAULT_MS / MAP_SAVE_RETRY_MS_MAX - 2);
+      const logged = lines.filter((l) => /cannot record new replicas in the cluster map .*tried again after the map's save backoff/.test(l)).length;
+      expect(logged, 'failed saves logged, one a try').toBe(tried);
+      // Right after a failed try (the backoff at its cap): the disk back, and another save of the map succeeds.
+      while (tries.mock.calls.length === tried) {
+        pass(REBALANCE_INTERVAL_MS);
+        refill();
+      }
+      expect(m.leaders.mapSaveDue(), 'the backoff runs after a failed try').toBe(false);
+      rmSync(tmp, { recursive: true });
+      map.setNodeId(f, 'f'.repeat(32));
+      expect(m.leaders.mapSaveDue(), 'the backoff ended by a save of the map that succeeded').toBe(true);
+      pass(REBALANCE_INTERVAL_MS);
+      refill();
+      expect(short(), `sets short one placement tick (${REBALANCE_INTERVAL_MS} ms) after the map was saved`).toEqual([]);
+    } finally {
+      m.close();
+      rmSync(tmp, { recursive: true, force: true });
     }
   });
 });
@@ -3180,9 +3257,9 @@ describe('a leadership handover whose map save fails', () => {
     // 3 nodes at R=3, 2 slices, both elected with every replica answering (each Ping gets its Pong), so that no election
     // saves meanwhile: the handover's save is the map's only one. Then the map is unwritable (its temporary file's path
     // a folder) for FAULT_MS, and a handover of slice 0 is asked for every CALL_MS (leadership rebalancing and a drain ask
-    // each membership turn, a remove every REPLICA_CATCH_UP_PROBE_MS). The saves go to one file on one disk, so the
-    // handover's failed save counts in the map's one SaveBackoff, as an election's does: tried a tick after the first
-    // failure, then twice that, ... up to MAP_SAVE_RETRY_MS_MAX, not at every call.
+    // each membership turn). The saves go to one file on one disk, so the handover's failed save counts in the map's one
+    // SaveBackoff, as an election's does: tried a tick after the first failure, then twice that, ... up to
+    // MAP_SAVE_RETRY_MS_MAX, not at every call. A remove's handover (refused at its first failed save) waits for none.
     const FAULT_MS = 1_600;
     const CALL_MS = 20;
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
@@ -3211,10 +3288,11 @@ describe('a leadership handover whose map save fails', () => {
       expect([0, 1].map((s) => leaders!.electedTerm(s) !== null), 'both slices elected').toEqual([true, true]);
       const from = leaders.leaderOf(0)!;
       const to = map.replicasOf(0).find((n) => n !== from)!;
-      /** The handover of slice 0 asked for, `to` heard just now (handOver takes only a target heard lately). */
-      const handOver = () => {
+      /** The handover of slice 0 asked for, `to` heard just now (handOver takes only a target heard lately); with
+       * `unsaved`, as keyslice remove asks it. */
+      const handOver = (unsaved?: (err: MapSaveError) => void) => {
         leaders!.receive(to, [[0, { type: 'Pong', seq: 0, term: leaders!.electedTerm(0) ?? map.termOf(0), leading: false, commitTerm: map.termOf(0), lastIndex: 1 }]]);
-        return leaders!.handOver([{ slice: 0, to }]);
+        return leaders!.handOver([{ slice: 0, to }], unsaved);
       };
       // Every save the map is asked for (the real methods run: spies, not stand-ins).
       const handOvers = vi.spyOn(map, 'handOver');
@@ -3234,6 +3312,15 @@ describe('a leadership handover whose map save fails', () => {
       expect(tried, `saves of the handover tried in ${calls} calls over ${FAULT_MS} ms of failing saves`).toBeLessThanOrEqual(bound);
       expect(tried, 'tried again while the saves fail').toBeGreaterThanOrEqual(3);
       expect(lines.filter((l) => /cannot record 1 leadership handovers in the cluster map .*none is tried again before a backoff/.test(l)).length, 'failed saves logged').toBe(tried);
+      // keyslice remove's handover (asked with `unsaved`: the remove is refused at its first failed save, so it retries
+      // nothing) is tried at once while the backoff runs, and its failure told: waiting the backoff out only delayed
+      // the remove's answer.
+      while (leaders.mapSaveDue()) handOver();
+      const before = handOvers.mock.calls.length;
+      let told = null as MapSaveError | null;
+      expect(handOver((err) => (told = err)), "a remove's handover while the backoff runs and the map cannot be written").toBe(0);
+      expect(handOvers.mock.calls.length - before, "a remove's handover's saves tried while the backoff runs").toBe(1);
+      expect(told, "a remove's handover told that its save failed").toBeInstanceOf(MapSaveError);
       rmSync(tmp, { recursive: true });
       const clearedAt = performance.now();
       while (handOver() === 0 && performance.now() - clearedAt < MAP_SAVE_RETRY_MS_MAX + 1_000) await sleep(CALL_MS);

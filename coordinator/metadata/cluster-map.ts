@@ -86,6 +86,10 @@ export class ClusterMap {
    * which save asserts: a handover's failover has no older sets, so it counts settled during its hold and its election,
    * with no leader; growing such a set elected again (change_chained) and dropped the handover. */
   mayPlace: (slice: number) => boolean = (slice) => this.isSettled(slice);
+  /** Told of each write of the map file, whichever change made it (ok: written; else it threw MapSaveError): the map's
+   * one save backoff counts it (replica-leaders.ts sets it to its SaveBackoff: one file on one disk, so a success
+   * anywhere ends the backoff and a failure anywhere counts in it). */
+  onSave: (ok: boolean) => void = () => {};
 
   private constructor(
     private readonly path: string,
@@ -710,8 +714,10 @@ export class ClusterMap {
     try {
       writeClusterMapFile(this.path, state);
     } catch (err) {
+      this.onSave(false);
       throw new MapSaveError(this.path, err as Error);
     }
+    this.onSave(true);
   }
 }
 

@@ -13,7 +13,7 @@
 // loss (remove with forgetData), which hands them, empty, to the active nodes.
 import type { ClusterStatus, LeadersReport, NodeStatusReport } from '../../shared/api.js';
 import { assert, KeysliceError } from '../../shared/errors.js';
-import { COORDINATOR_STALL_MS, DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, DRAIN_REPLACE_DOWN_MS, FAILOVER_TICK_MS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HANDOVERS_IN_FLIGHT_MAX, MAP_SAVE_RETRY_MS_MAX, MOVE_RETRY_DELAY_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_MOVES_IN_FLIGHT_MAX, REPLICA_WAITS_REPORTED_MAX, MOVES_IN_FLIGHT_MAX, NODE_HEARTBEAT_TIMEOUT_MS, NODE_URL_CHARS_MAX, REBALANCE_INTERVAL_MS, REPLICA_CATCH_UP_PROBE_MS } from '../../shared/limits.js';
 import { performance } from 'node:perf_hooks';
 import { failoverDelayMs } from '../../shared/timeout.js';
 import { wrongOwnerDelayMs, wrongOwnerWait } from '../../shared/wrong-owner.js';
@@ -581,9 +581,9 @@ export class Membership {
     const until = started + LEADER_HANDOVER_BEFORE_CHANGE_MS;
     // A handover's save that failed (a full disk): the removal's own save, after the wait, would fail as well (the
     // same file, written a moment later), so the remove is refused now rather than after the whole bound. Not a
-    // write made to find out: the handover's own, which the remove would have made anyway. While the map's save backoff
-    // runs (saves failed in a row: ReplicaLeaders.handOver tries none), the handover is tried at the first probe after
-    // it, MAP_SAVE_RETRY_MS_MAX at most, well inside the bound.
+    // write made to find out: the handover's own, which the remove would have made anyway. So it is tried at once, even
+    // while the map's save backoff runs (handOver with `unsaved`): the remove retries none, and waiting the backoff out
+    // would delay its answer, up to the whole bound where other saves kept failing and pushing the backoff on.
     let unsaved = null as MapSaveError | null;
     let handed = 0;
     for (let i = 0; i < LEADER_HANDOVER_BEFORE_CHANGE_MS / REPLICA_CATCH_UP_PROBE_MS + 1 && performance.now() < until && pending().length > 0; i++) {
@@ -834,6 +834,8 @@ export class Membership {
         }
         const downMs = now - since;
         if (downMs < this.removeDownAfterMs) continue;
+        // Its removal's save waits out the map's save backoff, as the turn's other map changes do (refillReplicas).
+        if (!this.leaders.mapSaveDue()) continue;
         const node = this.map.nodes[i];
         let problem = this.autoRemoveProblem();
         if (problem === null) {
@@ -1150,12 +1152,13 @@ export class Membership {
       const n = this.leaders.handOver(handoffs);
       if (n > 0) this.log(`handing the leadership of ${n} slices (e.g. slice ${handoffs[0].slice}) to replicas that stay before their leaders' replicas leave (drain or replica move)`);
     }
-    if (drops.length === 0) return;
+    if (drops.length === 0 || !this.leaders.mapSaveDue()) return;
     const moved = drops.filter((d) => this.map.statusOf(d.node) !== 'draining');
-    // A failed save (a full disk) leaves the map as it was: the replicas stay, and the next tick drops them again.
+    // A failed save (a full disk) leaves the map as it was: the replicas stay, and a later turn drops them again, once the
+    // map's save backoff allows (at most MAP_SAVE_RETRY_MS_MAX after the last failed save, and a turn).
     const saved = savedOr(
       () => this.map.dropLeavingReplicas(drops),
-      (err) => this.log(`cannot record that ${drops.length} slices' leaving replicas (e.g. slice ${drops[0].slice}'s on ${this.map.nodes[drops[0].node]}) left, in the cluster map (${err.message}); tried again next turn`),
+      (err) => this.log(`cannot record that ${drops.length} slices' leaving replicas (e.g. slice ${drops[0].slice}'s on ${this.map.nodes[drops[0].node]}) left, in the cluster map (${err.message}); tried again after the map's save backoff (at most ${MAP_SAVE_RETRY_MS_MAX} ms)`),
     );
     if (saved === null) return;
     // Given up once the leaving replicas are out (their slices elect): counted and logged once, with the longest wait as
@@ -1217,7 +1220,8 @@ export class Membership {
   /** Replaces replicas on nodes down for good, as deadReplica chose them for the drain (ClusterMap.replaceDownReplicas,
    * which checks the change itself: one replica out, one in on an active node that is up), in one map change; the
    * nodes learn their sets, then the sets' elections (or leaders leading on) count joint majorities of the set before
-   * and after. A failed save is logged and tried again next turn; a broken invariant is not caught. */
+   * and after. A failed save is logged and tried again at a later turn, once the map's save backoff allows; a broken
+   * invariant is not caught. */
   private replaceDeadReplicas(replacements: readonly { slice: number; node: number }[]): void {
     for (const { slice, node } of replacements) {
       // The set before must be one whose change settled under a leader elected for it, and the replica replaced not
@@ -1227,7 +1231,8 @@ export class Membership {
       assert(this.mayPlace(slice) && this.leaders.electedTerm(slice) !== null, `slice ${slice}, whose replica on node ${node} is replaced, has settled under an elected leader and no whole-slice move copies it`);
       assert(this.leaders.leaderOf(slice) !== node && this.map.ownerOf(slice) !== node, `node ${node}, whose replica of slice ${slice} is replaced, does not lead it`);
     }
-    if (savedOr(() => this.map.replaceDownReplicas(replacements), (err) => this.log(`cannot record the replacement of replicas on nodes that are down (${err.message}); tried again next turn`)) === null) return;
+    if (!this.leaders.mapSaveDue()) return;
+    if (savedOr(() => this.map.replaceDownReplicas(replacements), (err) => this.log(`cannot record the replacement of replicas on nodes that are down (${err.message}); tried again after the map's save backoff (at most ${MAP_SAVE_RETRY_MS_MAX} ms)`)) === null) return;
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
     const gone = [...new Set(replacements.map((r) => r.node))];
@@ -1274,10 +1279,10 @@ export class Membership {
       assert(set.includes(to) && replaced && set.length - 1 >= majority(set.length), `slice ${slice} goes back to the set it had before its move or drain step`);
       undo.push(slice);
     }
-    if (undo.length === 0) return;
+    if (undo.length === 0 || !this.leaders.mapSaveDue()) return;
     const down = [...new Set(undo.map((s) => this.map.nodes[this.map.joiningOf(s)]))];
     const stuck = undo.filter((s) => this.countsUp(this.map.joiningOf(s))).length;
-    if (savedOr(() => this.map.undoReplicaMoves(undo), (err) => this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again next turn`)) === null) return;
+    if (savedOr(() => this.map.undoReplicaMoves(undo), (err) => this.log(`cannot record undone replica moves in the cluster map (${err.message}); tried again after the map's save backoff (at most ${MAP_SAVE_RETRY_MS_MAX} ms)`)) === null) return;
     this.movesUndone += undo.length;
     for (const l of this.links) l.sendEpoch(this.map.epoch);
     this.leaders.sync();
@@ -1301,12 +1306,14 @@ export class Membership {
    * the Assign that tells the nodes would end the move there (the mover then rolls it back); it is filled at a tick
    * after the move. */
   private refillReplicas(): void {
-    if (this.map.replicationFactor <= 1) return;
+    // Not while the map's save backoff runs (ReplicaLeaders.mapSaveDue): the disk failed lately, and this turn's try
+    // would be one more failed save (and log line) per turn. Nor do the turn's other map changes, below.
+    if (this.map.replicationFactor <= 1 || !this.leaders.mapSaveDue()) return;
     // The sizes before come with placement's answer: this runs every REBALANCE_INTERVAL_MS, and placement itself
     // looks at no slice while nothing changed (ClusterMap.placeReplicas), so neither does this.
     const placed = savedOr(
       () => this.map.placeReplicas(),
-      (err) => this.log(`cannot record new replicas in the cluster map (${err.message}); tried again next turn`),
+      (err) => this.log(`cannot record new replicas in the cluster map (${err.message}); tried again after the map's save backoff (at most ${MAP_SAVE_RETRY_MS_MAX} ms)`),
     );
     if (placed === null) return;
     const changed = placed.value;
@@ -1387,8 +1394,8 @@ export class Membership {
       counts[to]++;
       inFlight++;
     }
-    if (moves.length === 0) return;
-    if (savedOr(() => this.map.moveReplicas(moves), (err) => this.log(`cannot record replica moves in the cluster map (${err.message}); tried again next turn`)) === null) return;
+    if (moves.length === 0 || !this.leaders.mapSaveDue()) return;
+    if (savedOr(() => this.map.moveReplicas(moves), (err) => this.log(`cannot record replica moves in the cluster map (${err.message}); tried again after the map's save backoff (at most ${MAP_SAVE_RETRY_MS_MAX} ms)`)) === null) return;
     // The nodes learn their new sets (reassign), then the sets' elections tell the leaders.
     this.leaders.sync();
     const byPair = new Map<string, number>();

@@ -507,8 +507,9 @@ export class ReplicaLeaders {
   private flushQueued = false;
   private lastStartLogAt = -Infinity;
   /** When the map's next save may be tried while saves fail in a row (a full or broken disk): the redo of the turns
-   * they lost (SliceFailover.unrecorded), recordSettled and handOver wait for it, so a failing disk costs a save, and
-   * each such slice a term and an `unrecorded` election, per MAP_SAVE_RETRY_MS_MAX at most rather than per tick. */
+   * they lost (SliceFailover.unrecorded), recordSettled, handOver and Membership's own map changes (mapSaveDue) wait for
+   * it, so a failing disk costs a save, and each such slice a term and an `unrecorded` election, per
+   * MAP_SAVE_RETRY_MS_MAX at most rather than per tick. The map tells it of every write (ClusterMap.onSave). */
   private readonly saves: SaveBackoff;
   /** recordSettled's line that the map could not be written (at most once a second: it tries again after the backoff). */
   private readonly logUnrecordedSettled = sparseLog('such', (line) => this.log(line));
@@ -556,6 +557,8 @@ export class ReplicaLeaders {
   ) {
     this.tickMs = Math.min(FAILOVER_TICK_MS, timing.pingIntervalMs);
     this.saves = new SaveBackoff(this.tickMs);
+    // Every write of the map counts, whoever made it: an operator's change, Membership's, ours.
+    map.onSave = (ok) => (ok ? this.saves.saved() : this.saves.failed(performance.now()));
     this.questions = new OpenQuestions((node) => this.links[node]?.workerCount ?? 0, timing.pingIntervalMs);
     this.timer = setInterval(() => this.tick(), this.tickMs);
     this.timer.unref();
@@ -733,12 +736,14 @@ export class ReplicaLeaders {
    * election: the replica with the largest (last term, last index) leads, the old one if `to` is still
    * behind. Only for a slice whose leader was elected for its set and heard from; the others are left
    * out. Answers how many were handed over; where the map could not be saved, none, and `unsaved` (if given) is told
-   * why, after the log. Its save is one of the map's, as an election's and recordSettled's are (SaveBackoff: one file on
-   * one disk): a failed one counts in the backoff, and while the backoff runs none is tried (0, `unsaved` not told),
-   * so that a failing disk costs the map a save per backoff wait, not one per caller's turn (leadership rebalancing and
-   * a drain's handoffs each membership turn, a remove's every REPLICA_CATCH_UP_PROBE_MS). */
+   * why, after the log. Its save is one of the map's (SaveBackoff: one file on one disk, told by the map): a failed one
+   * counts in the backoff. Asked on a caller's turn (leadership rebalancing and a drain's handoffs, each membership
+   * turn), none is tried while the backoff runs (0), so that a failing disk costs the map a save per backoff wait, not
+   * one per turn. Asked with `unsaved` (keyslice remove, which is refused at the first failed save and so retries
+   * nothing), it is tried whatever the backoff: waiting it out delayed the remove (up to MAP_SAVE_RETRY_MS_MAX, and
+   * while other savers kept failing up to its whole handover bound) for no fewer failed saves. */
   handOver(moves: readonly { slice: number; to: number }[], unsaved?: (err: MapSaveError) => void): number {
-    if (!this.saves.due(performance.now())) return 0;
+    if (unsaved === undefined && !this.saves.due(performance.now())) return 0;
     const ok: { slice: number; to: number; from: number; key: string }[] = [];
     for (const { slice, to } of moves) {
       const run = this.runs.get(slice);
@@ -754,16 +759,13 @@ export class ReplicaLeaders {
     const saved = savedOr(
       () => this.map.handOver(ok),
       (err) => {
-        this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${err.message}); none is tried again before a backoff (${this.saves.failing + 1} saves failed in a row; at most ${MAP_SAVE_RETRY_MS_MAX} ms)`);
+        this.log(`cannot record ${ok.length} leadership handovers in the cluster map (${err.message}); none is tried again before a backoff (${this.saves.failing} saves failed in a row; at most ${MAP_SAVE_RETRY_MS_MAX} ms)`);
         unsaved?.(err);
       },
     );
-    if (saved === null) {
-      this.saves.failed(performance.now());
-      return 0;
-    }
-    // The disk takes writes again: redos waiting out the backoff go at the next tick.
-    this.saves.saved();
+    // (The map told the backoff: a failure counts, a success, the disk taking writes again, lets the redos waiting it out
+    // go at the next tick.)
+    if (saved === null) return 0;
     const now = performance.now();
     for (const { slice, to, from, key } of ok) {
       const replicas = this.map.replicasOf(slice);
@@ -934,12 +936,19 @@ export class ReplicaLeaders {
       if (kept.length < this.map.unsettledCountOf(slice)) fix.set(slice, kept);
     }
     if (fix.size === 0 || !this.saves.due(performance.now())) return;
-    const saved = savedOr(
+    // Its outcome counts in the backoff through the map (onSave).
+    savedOr(
       () => this.map.setUnsettled(fix),
       (err) => this.logUnrecordedSettled(`cannot record ${fix.size} settled replica-set changes in the cluster map (${err.message}); tried again after a backoff of up to ${MAP_SAVE_RETRY_MS_MAX} ms`),
     );
-    if (saved === null) this.saves.failed(performance.now());
-    else this.saves.saved();
+  }
+
+  /** Whether a map change that a caller retries on its own turn (Membership's placement, drain steps, replica moves and
+   * their undo, an automatic remove) may be tried now: not while the map's save backoff runs (saves failed in a row),
+   * so that a failing disk costs the map one save per backoff wait whoever asks, not one per saver per turn. Its
+   * outcome counts through the map (ClusterMap.onSave). */
+  mapSaveDue(): boolean {
+    return this.saves.due(performance.now());
   }
 
   private host(slice: number) {
@@ -1027,10 +1036,9 @@ export class ReplicaLeaders {
       // Nothing this turn decided leaves unpersisted (a term taken, a leader named: their slices' messages).
       const recorded = savedOr(
         () => this.map.recordElections(used, elected),
-        (err) => this.logUnrecordedElections(`cannot record elections in the cluster map (${err.message}); their messages are not sent, and their failovers do it again after a backoff (${this.saves.failing + 1} saves failed in a row; at most ${MAP_SAVE_RETRY_MS_MAX} ms)`),
+        (err) => this.logUnrecordedElections(`cannot record elections in the cluster map (${err.message}); their messages are not sent, and their failovers do it again after a backoff (${this.saves.failing} saves failed in a row; at most ${MAP_SAVE_RETRY_MS_MAX} ms)`),
       );
       if (recorded === null) {
-        this.saves.failed(performance.now());
         // Each failover that decided something this turn does it again at a later tick (the next one after the first
         // failed save, then after a wait that doubles up to MAP_SAVE_RETRY_MS_MAX: tick), at a newer term
         // (SliceFailover.unrecorded): a LeadOn dropped here was never sent again, and its leader, pinging the term
@@ -1042,7 +1050,6 @@ export class ReplicaLeaders {
         for (const [node, entries] of outbox) outbox.set(node, entries.filter(([slice]) => !decided.has(slice)));
         deposed.clear();
       } else {
-        this.saves.saved();
         ownersChanged = recorded.value;
         const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
         // Each election with its slice and reason where a turn starts a few (a join, a drain: each should be accounted
