@@ -32,6 +32,9 @@ const caseMs = (benchMs: number) => benchMs + GROUP_GONE_MS + 5_000;
  * 9.3-11.6 s with 16; the whole file 26-38 s, 15-17 s with 16: two runs each, load 11-12).
  * A smoke needs the bench to run its kills and freezes and check what it read back, not a full-size cluster. */
 const FEW_SLICES = { KEYSLICE_SLICES: '16' };
+/** How many of the option checks' benches run at once (each exits before it starts anything): as many as the batches of
+ * the unknown-option check took before, now for every check of that case. */
+const RUNS_AT_ONCE = 4;
 
 /** Process groups of benches that may still run (a case that threw midway): SIGKILLed after the file. */
 const groups = new Set<number>();
@@ -248,7 +251,7 @@ describe('the benches, end to end with their smallest arguments (real processes 
   }, caseMs(45_000));
 
   it('client-pages: getItems and forEachItemPage, one round each, their CPU per range and promoted share', async () => {
-    const r = await bench('client-pages.js', ['--rounds', '1', '--seconds', '1', '--warm', '0.5', '--in-flight', '8', '--devices', '2'], 45_000);
+    const r = await bench('client-pages.js', ['--rounds', '1', '--seconds', '0.5', '--warm', '0.5', '--in-flight', '8', '--devices', '2'], 45_000);
     for (const method of ['getItems', 'forEachItemPage']) {
       const row = new RegExp(`^\\| 8 \\| ${method} \\| [\\d.]+ \\| ([\\d.]+) \\| [^|]+ \\| [^|]+ \\| (\\d+) \\|`, 'm').exec(r.stdout);
       expect(row, `${method}'s row`).not.toBeNull();
@@ -287,7 +290,7 @@ describe('the benches, end to end with their smallest arguments (real processes 
   }, caseMs(45_000));
 
   it('idle-cpu: an idle R=3 cluster of 64 slices, this build against itself as the base, a row per process', async () => {
-    const r = await bench('idle-cpu.js', ['--slices', '64', '--base', root, '--sides', 'this,base', '--watch-s', '2', '--window-s', '1', '--rounds', '1', '--seconds', '1'], 45_000);
+    const r = await bench('idle-cpu.js', ['--slices', '64', '--base', root, '--sides', 'this,base', '--watch-s', '1', '--window-s', '1', '--rounds', '1', '--seconds', '1'], 45_000);
     expect(r.stdout).toMatch(/^\| medians of 1 run\(s\) x 1 rounds of 1 s, % of a core \(64 slices, 3 nodes\) \| this \| base \|$/m);
     for (const row of ['coordinator', 'node 1', 'node 2', 'node 3', 'all']) expect(r.stdout, row).toMatch(new RegExp(`^\\| ${row} \\| [\\d.]+ \\| [\\d.]+ \\|$`, 'm'));
     expect(r.stdout).toMatch(/^this: settled \d+ s after every slice was led/m);
@@ -376,22 +379,26 @@ describe('the benches, end to end with their smallest arguments (real processes 
           resolve({ code, stdout, stderr });
         });
       });
-    for (let i = 0; i < scripts.length; i += 4) {
-      await Promise.all(
-        scripts.slice(i, i + 4).map(async (script) => {
-          const bad = await run(script, '--no-such-option');
-          expect(bad.code, `${script} --no-such-option: ${bad.stderr}`).toBe(2);
-          const lines = bad.stderr.trim().split('\n');
-          expect(lines[0], script).toMatch(/^keyslice: unknown option "--no-such-option" \(try .+ --help\)$/);
-          expect(lines[1], `${script}: its usage line`).toMatch(new RegExp(`^usage: .*${script.replace('.', '\\.')}`));
-          expect(bad.stderr, `${script}: no stack trace`).not.toMatch(/^\s+at /m);
-        }),
-      );
+    // Every check below spawns its bench and waits for it to exit; none depends on another, so they run RUNS_AT_ONCE at a
+    // time from one queue (each bench's start is mostly waiting on its modules; one after another, the ~55 spawns took
+    // most of this case's 21 s).
+    const checks: (() => Promise<void>)[] = [];
+    for (const script of scripts) {
+      checks.push(async () => {
+        const bad = await run(script, '--no-such-option');
+        expect(bad.code, `${script} --no-such-option: ${bad.stderr}`).toBe(2);
+        const lines = bad.stderr.trim().split('\n');
+        expect(lines[0], script).toMatch(/^keyslice: unknown option "--no-such-option" \(try .+ --help\)$/);
+        expect(lines[1], `${script}: its usage line`).toMatch(new RegExp(`^usage: .*${script.replace('.', '\\.')}`));
+        expect(bad.stderr, `${script}: no stack trace`).not.toMatch(/^\s+at /m);
+      });
     }
     // A bad value of a number (--flag=value form) is refused in a sentence too, where these read it (intArg).
     for (const script of ['range-hop.js', 'hop-floor.js', 'hops.js']) {
-      const bad = await run(script, '--rounds=x');
-      expect([bad.code, bad.stderr.trim()], script).toEqual([2, 'keyslice: --rounds must be a whole number from 1 to 100, got "x"']);
+      checks.push(async () => {
+        const bad = await run(script, '--rounds=x');
+        expect([bad.code, bad.stderr.trim()], script).toEqual([2, 'keyslice: --rounds must be a whole number from 1 to 100, got "x"']);
+      });
     }
     // The benches that read their numbers with Number() took "x" as NaN and ran on it (hops: no round; studio: no table).
     for (const [script, arg, said] of [
@@ -400,26 +407,36 @@ describe('the benches, end to end with their smallest arguments (real processes 
       ['import.js', '--items=1e9', '--items must be a whole number from 1 to 100000000, got "1e9"'],
       ['advise-check.js', '--duration=', '--duration must be a whole number from 1 to 3600, got ""'],
     ] as const) {
-      const bad = await run(script, arg);
-      expect([bad.code, bad.stderr.trim()], `${script} ${arg}`).toEqual([2, `keyslice: ${said}`]);
+      checks.push(async () => {
+        const bad = await run(script, arg);
+        expect([bad.code, bad.stderr.trim()], `${script} ${arg}`).toEqual([2, `keyslice: ${said}`]);
+      });
     }
     // load's --duration: seconds above 0 and at most a day, read as every bench's numbers (anyNumber: 10.5 and 1e1
     // too); a unit, an empty value or 0 is refused with its usage line. A bad --keys-dist (read after --duration) is
     // given too: a --duration taken ends the run on that refusal, not in a local cluster.
     for (const value of ['10s', '', '0', '86401']) {
-      const bad = await run('load.js', `--duration=${value}`, '--keys-dist', 'nope');
-      expect([bad.code, bad.stderr.trim().split('\n')[0]], `load.js --duration=${value}`).toEqual([2, `keyslice: --duration must be a number above 0 and at most 86400, got "${value}" (try node dist/bench/load.js --help)`]);
+      checks.push(async () => {
+        const bad = await run('load.js', `--duration=${value}`, '--keys-dist', 'nope');
+        expect([bad.code, bad.stderr.trim().split('\n')[0]], `load.js --duration=${value}`).toEqual([2, `keyslice: --duration must be a number above 0 and at most 86400, got "${value}" (try node dist/bench/load.js --help)`]);
+      });
     }
     for (const value of ['10.5', '1e1']) {
-      const taken = await run('load.js', `--duration=${value}`, '--keys-dist', 'nope');
-      expect([taken.code, taken.stderr.trim().split('\n')[0]], `load.js --duration=${value}`).toEqual([2, 'keyslice: --keys-dist must be one of uniform, zipfian, hotkey, got "nope" (try node dist/bench/load.js --help)']);
+      checks.push(async () => {
+        const taken = await run('load.js', `--duration=${value}`, '--keys-dist', 'nope');
+        expect([taken.code, taken.stderr.trim().split('\n')[0]], `load.js --duration=${value}`).toEqual([2, 'keyslice: --keys-dist must be one of uniform, zipfian, hotkey, got "nope" (try node dist/bench/load.js --help)']);
+      });
     }
     // An option given twice is refused by every bench, as load always did (which run was meant?).
-    const twice = await run('range-hop.js', '--rounds', '3', '--rounds=4');
-    expect([twice.code, twice.stderr.trim().split('\n')[0]]).toEqual([2, 'keyslice: --rounds is given twice (try node dist/bench/range-hop.js --help)']);
+    checks.push(async () => {
+      const twice = await run('range-hop.js', '--rounds', '3', '--rounds=4');
+      expect([twice.code, twice.stderr.trim().split('\n')[0]]).toEqual([2, 'keyslice: --rounds is given twice (try node dist/bench/range-hop.js --help)']);
+    });
     // And a value not among an option's choices (cluster-start's --join), before it starts any process.
-    const choice = await run('cluster-start.js', '--join=soon');
-    expect([choice.code, choice.stderr.trim()], 'cluster-start.js --join=soon').toEqual([2, 'keyslice: --join must be at-start or later, got soon']);
+    checks.push(async () => {
+      const choice = await run('cluster-start.js', '--join=soon');
+      expect([choice.code, choice.stderr.trim()], 'cluster-start.js --join=soon').toEqual([2, 'keyslice: --join must be at-start or later, got soon']);
+    });
     // The benches that take arguments besides options (readCommandLine's positionals) refuse a wrong count of them, or a bad
     // one, the same way, before they read or write anything.
     for (const [script, args, said] of [
@@ -431,14 +448,27 @@ describe('the benches, end to end with their smallest arguments (real processes 
       ['advise-samples.js', ['no-such-sample', join(work, 'never.jsonl')], 'no sample "no-such-sample" (samples: hotkey, lowcard, timebucket, oversized, monotonic, usertime)'],
       ['peer-queue-bytes.js', ['0'], 'ROUNDS must be one whole number from 1 to 9999, got "0"'],
     ] as const) {
-      const bad = await run(script, ...args);
-      const lines = bad.stderr.trim().split('\n');
-      expect([bad.code, lines[0]], `${script} ${args.join(' ')}`).toEqual([2, `keyslice: ${said} (try node dist/bench/${script} --help)`]);
-      expect(lines[1], `${script}: its usage line`).toMatch(new RegExp(`^usage: node dist/bench/${script.replace('.', '\\.')} `));
+      checks.push(async () => {
+        const bad = await run(script, ...args);
+        const lines = bad.stderr.trim().split('\n');
+        expect([bad.code, lines[0]], `${script} ${args.join(' ')}`).toEqual([2, `keyslice: ${said} (try node dist/bench/${script} --help)`]);
+        expect(lines[1], `${script}: its usage line`).toMatch(new RegExp(`^usage: node dist/bench/${script.replace('.', '\\.')} `));
+      });
     }
+    checks.push(async () => {
+      const help = await run('hops.js', '--help');
+      expect([help.code, help.stdout.split('\n')[0]]).toEqual([0, expect.stringMatching(/^usage: node dist\/bench\/hops\.js /)]);
+    });
+    // RUNS_AT_ONCE workers taking the next check as each ends; every check is run, and the first failure fails the case.
+    const queue = checks.slice();
+    const failures: unknown[] = [];
+    await Promise.all(
+      Array.from({ length: RUNS_AT_ONCE }, async () => {
+        for (let check = queue.shift(); check !== undefined; check = queue.shift()) await check().catch((err: unknown) => void failures.push(err));
+      }),
+    );
+    if (failures.length > 0) throw failures[0];
     expect(existsSync(join(work, 'never.jsonl')), 'advise-samples refused wrote no file').toBe(false);
-    const help = await run('hops.js', '--help');
-    expect([help.code, help.stdout.split('\n')[0]]).toEqual([0, expect.stringMatching(/^usage: node dist\/bench\/hops\.js /)]);
   }, 120_000);
 
   it('cluster-start: a new cluster of 12 slices on free ports, every phase found in the coordinator\'s log', async () => {

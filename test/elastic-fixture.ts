@@ -129,15 +129,20 @@ export async function startElastic(opts: { nodes: number; slices: number; moveIt
 }
 
 /** Starts `count` slice nodes (slice-node-1 on), all at once; answers them in name order. With `coordinator` they
- * register with it, without it they do not. Where one fails to start, the others are stopped. */
-async function startNodesTogether(dataDir: string, count: number, workers: number, log: ((line: string) => void) | undefined, coordinator?: string): Promise<ManagedProcess[]> {
-  const starts = await Promise.allSettled(
-    Array.from({ length: count }, (_, i) => startSliceNode({ name: `slice-node-${i + 1}`, dataDir: join(dataDir, `slice-node-${i + 1}`), port: 0, workers, coordinator, clusterSecret: SECRET, log })),
-  );
-  const started = starts.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
-  const failed = starts.find((s) => s.status === 'rejected');
+ * register with it, without it they do not. */
+function startNodesTogether(dataDir: string, count: number, workers: number, log: ((line: string) => void) | undefined, coordinator?: string): Promise<ManagedProcess[]> {
+  return allStarted(Array.from({ length: count }, (_, i) => startSliceNode({ name: `slice-node-${i + 1}`, dataDir: join(dataDir, `slice-node-${i + 1}`), port: 0, workers, coordinator, clusterSecret: SECRET, log })));
+}
+
+/** The processes of `starts` (begun together), in their order, once every one has started or failed. Where one failed,
+ * those that started are stopped and the first failure is thrown: none is left running for a story that never got
+ * them (stopping one a caller also stops later is harmless: stopProcess of a process gone resolves at once). */
+export async function allStarted(starts: Promise<ManagedProcess>[]): Promise<ManagedProcess[]> {
+  const settled = await Promise.allSettled(starts);
+  const started = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failed = settled.find((s) => s.status === 'rejected');
   if (failed !== undefined) {
-    await Promise.all(started.map((n) => stopProcess(n.child)));
+    await Promise.all(started.map((p) => stopProcess(p.child)));
     throw failed.reason;
   }
   return started;

@@ -798,7 +798,6 @@ describe('the coordinator\'s lease wait', () => {
     const sent: DecodedReplicateEntry[][] = [[], [], []];
     const links = sent.map((box) => ({ state: 'ready', sendReplicate: (entries: DecodedReplicateEntry[]) => box.push(...entries), abandonInFlight: () => 0 })) as unknown as NodeLink[];
     const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
-    const realNow = Date.now.bind(Date);
     try {
       // The coordinator starts with no known leader: slice 0 elects. Wait (bounded) for its Prepare to reach a and b.
       const prepareOf = (n: number) => sent[n].find(([s, m]) => s === 0 && m.type === 'Prepare')?.[1];
@@ -812,7 +811,7 @@ describe('the coordinator\'s lease wait', () => {
       await new Promise((r) => setTimeout(r, 250));
       expect(leadSent()).toBe(false);
       // The coordinator's wall clock steps a minute forward; real time does not.
-      vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 60_000);
+      stepWallClock(60_000);
       await new Promise((r) => setTimeout(r, 500));
       expect(leadSent()).toBe(false);
       // Once the lease may have run out, by real time, the leader is named.

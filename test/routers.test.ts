@@ -12,7 +12,7 @@ import { KeysliceClient } from '../coordinator/client/client.js';
 import { startCoordinator, startRouter, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { initHashing, sliceOf } from '../shared/hashing.js';
-import { describeStatus, SECRET, waitFor, WriteLoad } from './elastic-fixture.js';
+import { allStarted, describeStatus, SECRET, waitFor, WriteLoad } from './elastic-fixture.js';
 import { expectError } from './cluster-fixture.js';
 import { keyslice } from './cli-run.js';
 import { KeysliceError } from '../shared/errors.js';
@@ -76,14 +76,6 @@ async function node(statusUrl: string, via: string, name: string): Promise<Manag
  * node). Every start is waited for, failed or not (allStarted), so that none is left running past afterEach. */
 async function nodes(statusUrl: string, via: string, names: string[]): Promise<ManagedProcess[]> {
   return allStarted(names.map((name) => node(statusUrl, via, name)));
-}
-
-/** The processes of `starts`, once each has started or failed; the first failure is thrown. */
-async function allStarted(starts: Promise<ManagedProcess>[]): Promise<ManagedProcess[]> {
-  const settled = await Promise.allSettled(starts);
-  const failed = settled.find((s) => s.status === 'rejected');
-  if (failed !== undefined) throw failed.reason;
-  return settled.map((s) => (s as PromiseFulfilledResult<ManagedProcess>).value);
 }
 
 async function router(name: string, coordinatorUrl: string, extra: string[] = []): Promise<ManagedProcess> {
