@@ -4,132 +4,258 @@
 // worker is still stuck, and drops it for a node that restarted, whose workers are fresh: kept, a restarted node's
 // worker waited out the last process's retry, up to STUCK_WORKER_RETRY_MS_MAX (5 min), before placement tried it.
 //
-// First over a real WebSocket with the real codec, the coordinator's real NodeLink and ReplicaLeaders (the failover
-// runner that keeps the questions), and a node played by the test (a real one cannot keep one worker stuck on
-// purpose): its worker 0 answers nothing; its connection closes, and it comes back as the same process or another.
-// Then real processes: a slice node's Hello names one incarnation for as long as it runs, another once restarted, and
-// the coordinator says so.
+// First a real slice node process, its worker threads paused through its inspector (NodeWorker: Debugger.pause in each
+// worker's isolate, its main thread left running, so the node pongs while worker 0 answers nothing: a stuck worker),
+// behind a TCP proxy the test can cut (a flap: the same process); its restart is a SIGKILL and a new process on the
+// same port and folder. The coordinator's side is its real NodeLink and ReplicaLeaders (the failover runner that keeps
+// the questions). Then a node played by the test, for what a real node never sends: a Hello that names a process the
+// coordinator knew with another worker count. Then real processes end to end: a slice node's Hello names one
+// incarnation for as long as it runs, another once restarted, and the coordinator says so.
 import { mkdtempSync, rmSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { createConnection, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import { ClusterMap } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { NodeLink } from '../coordinator/metadata/node-link.js';
-import { ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
-import { stopProcess } from '../coordinator/cli/local-cluster.js';
+import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
+import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { NODE_SILENT_AFTER_PING_INTERVALS } from '../shared/limits.js';
 import { CLUSTER_SECRET_HEADER, decodeNodeFrame, encodeNodeFrame, isIdentity, NodeFrame, NODE_PROTOCOL_VERSION } from '../shared/protocol.js';
 import { restartNode, useCluster } from './cluster-fixture.js';
 import { waitFor } from './elastic-fixture.js';
 import { openNode } from './node-dial.js';
 
-const cleanups: (() => void)[] = [];
-afterEach(() => {
-  for (const c of cleanups.splice(0).reverse()) c();
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-/** Polls `check` every 10 ms until it holds, at most 5,000 ms. */
-const until = (what: string, check: () => boolean) => waitFor(check, what, 5_000, undefined, 10);
+/** Polls `check` every 10 ms until it holds, at most `ms` (5,000 by default). */
+const until = (what: string, check: () => boolean, ms = 5_000) => waitFor(check, what, ms, undefined, 10);
 
 const NODE_ID = '0123456789abcdef0123456789abcdef';
 /** The stuck worker's slice: slice 0 runs on worker 0 of 2 (workerOf). */
 const SLICE = 0;
+const WORKERS = 2;
 const PING_MS = FAILOVER_TIMING_DEFAULT.pingIntervalMs;
-
-/** A slice node played by the test, of 2 workers, whose worker 0 answers nothing: it greets each connection with a Hello
- * naming `incarnation` and `workers` (as they are when the connection comes), and answers each Assign. */
-async function stuckNode(start: { incarnation: string; workers: number }) {
-  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-  cleanups.push(() => server.close());
-  await new Promise<void>((r) => server.once('listening', () => r()));
-  const now = { ...start };
-  let current: WebSocket | null = null;
-  server.on('connection', (ws) => {
-    current = ws;
-    ws.on('message', (data: Buffer) => {
-      const frame = decodeNodeFrame(new Uint8Array(data), 'node');
-      // Replicate frames (the coordinator's Pings) go unanswered: its worker 0 is stuck.
-      if (frame[0] === NodeFrame.Assign) ws.send(encodeNodeFrame([NodeFrame.Assigned, frame[1]]));
-    });
-    const ports = Array.from({ length: now.workers }, (_, w) => 1 + w);
-    ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, now.workers, NODE_ID, null, ports, now.incarnation]));
-  });
-  const { port } = server.address() as { port: number };
-  return {
-    url: `ws://127.0.0.1:${port}`,
-    /** Its connection closes (a flap, or the process's exit); the next one greets as `next` says. */
-    drop: (next: { incarnation: string; workers: number }) => {
-      Object.assign(now, next);
-      current?.terminate();
-    },
-  };
-}
+/** How long a worker has answered nothing once it is stuck here: twice the bound past which OpenQuestions keeps its time. */
+const STUCK_MS = 2 * NODE_SILENT_AFTER_PING_INTERVALS * PING_MS;
+/** Bounds every wait on a real process (a start, an inspector's answer) on a loaded machine. */
+const PROCESS_WAIT_MS = 20_000;
 
 /** The coordinator's side of node 0 of 3 at R=3 (the others never come up: no quorum, no election), wired as Membership
- * wires them (its link's state changes go to ReplicaLeaders.linkLost and linkUp). `atUp` is called with how long the
- * stuck worker has answered nothing (ReplicaLeaders.workerSilentMs: placement's measure) as each linkUp returns. */
+ * wires them (its link's state changes go to ReplicaLeaders.linkLost and linkUp; its Assign names the node's replicas,
+ * so that a well worker answers the coordinator's Pings). `silentAtUp` gets how long the stuck worker has answered
+ * nothing (ReplicaLeaders.workerSilentMs: placement's measure) as each linkUp returns. */
 async function coordinatorOf(nodeUrl: string) {
   const dir = mkdtempSync(join(tmpdir(), 'ks-restart-'));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   const map = ClusterMap.open(dir, [nodeUrl, 'ws://127.0.0.1:1', 'ws://127.0.0.1:2'], 4, 3);
   if (typeof map === 'string') throw new Error(map);
   const lines: string[] = [];
-  const link = new NodeLink(nodeUrl, () => ({ epoch: map.epoch, sliceCount: map.sliceCount, slices: map.slicesOf(0), clusterId: map.clusterId, replication: null }), () => map.epoch, (l) => lines.push(l));
+  const link = new NodeLink(nodeUrl, () => ({ epoch: map.epoch, sliceCount: map.sliceCount, slices: map.slicesOf(0), clusterId: map.clusterId, replication: assignReplication(map, 0, (s) => map.replicasOf(s)) }), () => map.epoch, (l) => lines.push(l));
   cleanups.push(() => link.close());
   const leaders = new ReplicaLeaders(map, [link], FAILOVER_TIMING_DEFAULT, (l) => lines.push(l), () => {});
   cleanups.push(() => leaders.close());
   const silentAtUp: number[] = [];
+  link.onReplicate = (entries) => leaders.receive(0, entries);
   link.onStateChange = () => {
     if (link.state !== 'ready') return leaders.linkLost(0);
     leaders.linkUp(0);
     silentAtUp.push(leaders.workerSilentMs(0, SLICE));
   };
-  await until('the link to be ready', () => link.state === 'ready');
+  await until('the link to be ready', () => link.state === 'ready', PROCESS_WAIT_MS);
   return { link, leaders, lines, silentAtUp };
 }
 
-/** Asks the node's worker 0 (a Ping of SLICE: ReplicaLeaders.holdsTerm's probe) and waits until it is stuck: unanswered
- * for twice as long as an election takes a node for silent (the bound past which OpenQuestions keeps its time). */
+/** Asks the node's worker 0 (a Ping of SLICE: ReplicaLeaders.holdsTerm's probe) and waits until it is stuck. */
 async function stuckWorker(leaders: ReplicaLeaders): Promise<void> {
   leaders.holdsTerm(SLICE, 0, 1);
-  await waitFor(() => leaders.workerSilentMs(0, SLICE) >= 2 * NODE_SILENT_AFTER_PING_INTERVALS * PING_MS, 'worker 0 stuck', 5_000, undefined, 10);
+  await waitFor(() => leaders.workerSilentMs(0, SLICE) >= STUCK_MS, 'worker 0 stuck', 5_000, undefined, 10);
 }
 
-describe("a stuck worker's record across its node's reconnect (real NodeLink and ReplicaLeaders, a node played over a real WebSocket)", () => {
-  const A = 'a'.repeat(32);
-  const B = 'b'.repeat(32);
-
-  it('is kept when the link flapped (the Hello names the same process): the same worker is still stuck', async () => {
-    const node = await stuckNode({ incarnation: A, workers: 2 });
-    const { link, leaders, lines, silentAtUp } = await coordinatorOf(node.url);
-    await stuckWorker(leaders);
-    node.drop({ incarnation: A, workers: 2 });
-    await until('the link to come back', () => silentAtUp.length === 2);
-    expect(link.state).toBe('ready');
-    expect(silentAtUp[1], 'ms the stuck worker has answered nothing, as the link came back').toBeGreaterThanOrEqual(2 * NODE_SILENT_AFTER_PING_INTERVALS * PING_MS);
-    expect(lines.filter((l) => l.includes('restarted')), 'lines that say it restarted').toEqual([]);
+/** A TCP proxy on 127.0.0.1 to `port`: `cut` closes every connection through it (a flap; the node runs on). */
+async function tcpProxy(port: number) {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: '127.0.0.1', port });
+    for (const [a, b] of [[client, upstream], [upstream, client]]) {
+      sockets.add(a);
+      a.on('error', () => {});
+      a.on('close', () => {
+        sockets.delete(a);
+        b.destroy();
+      });
+      a.pipe(b);
+    }
   });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  cleanups.push(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  return { url: `ws://127.0.0.1:${(server.address() as { port: number }).port}`, cut: () => sockets.forEach((s) => s.destroy()) };
+}
 
-  it('is dropped when the node restarted with as many workers (another incarnation): its new worker owes nothing', async () => {
-    const node = await stuckNode({ incarnation: A, workers: 2 });
-    const { link, leaders, lines, silentAtUp } = await coordinatorOf(node.url);
+/** A real slice node of WORKERS workers, with an inspector on a free port (its URL in its log). */
+async function realNode() {
+  const dataDir = mkdtempSync(join(tmpdir(), 'ks-restart-node-'));
+  const lines: string[] = [];
+  const nodeOptions = process.env.NODE_OPTIONS;
+  const start = async (port: number): Promise<ManagedProcess> => {
+    process.env.NODE_OPTIONS = `${nodeOptions ?? ''} --inspect=127.0.0.1:0`;
+    try {
+      return await startSliceNode({ name: 'node', dataDir, port, workers: WORKERS, log: (l) => lines.push(l) });
+    } finally {
+      if (nodeOptions === undefined) delete process.env.NODE_OPTIONS;
+      else process.env.NODE_OPTIONS = nodeOptions;
+    }
+  };
+  let proc = await start(0);
+  const port = Number(new URL(proc.url).port);
+  cleanups.push(async () => {
+    await stopProcess(proc.child, 'SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  return {
+    port,
+    lines,
+    /** SIGKILL, and a new process on the same port and folder. */
+    restart: async () => {
+      await stopProcess(proc.child, 'SIGKILL');
+      proc = await start(port);
+    },
+    /** Pauses every worker thread of the running process (Debugger.pause in each, through the inspector's NodeWorker
+     * domain); its main thread runs on. Resolves once each has taken the pause, with what resumes them. */
+    pauseWorkers: async (): Promise<() => Promise<void>> => {
+      const listening = lines.filter((l) => l.startsWith('[node] Debugger listening on ws://')).pop();
+      if (listening === undefined) throw new Error(`the node's inspector is not in its log: ${lines.slice(-5).join(' | ')}`);
+      const ws = new WebSocket(listening.split(' ').pop()!);
+      cleanups.push(() => ws.terminate());
+      ws.on('error', () => {});
+      let nextId = 1;
+      const answers = new Map<string, () => void>();
+      const sessions: string[] = [];
+      ws.on('message', (data: Buffer) => {
+        const m = JSON.parse(data.toString()) as { id?: number; method?: string; params?: { sessionId: string; message?: string } };
+        if (m.method === 'NodeWorker.attachedToWorker') sessions.push(m.params!.sessionId);
+        if (m.method === 'NodeWorker.receivedMessageFromWorker') {
+          const inner = JSON.parse(m.params!.message!) as { id?: number };
+          if (inner.id !== undefined) answers.get(`${m.params!.sessionId}:${inner.id}`)?.();
+        }
+        if (m.id !== undefined) answers.get(`:${m.id}`)?.();
+      });
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        setTimeout(() => reject(new Error(`the node's inspector did not open within ${PROCESS_WAIT_MS} ms`)), PROCESS_WAIT_MS).unref();
+      });
+      const call = (method: string, params: object, session = '') =>
+        new Promise<void>((resolve, reject) => {
+          const id = nextId++;
+          const timer = setTimeout(() => reject(new Error(`the node's inspector did not answer ${method} within ${PROCESS_WAIT_MS} ms`)), PROCESS_WAIT_MS);
+          answers.set(`${session}:${id}`, () => {
+            clearTimeout(timer);
+            resolve();
+          });
+          const message = JSON.stringify({ id, method, params });
+          ws.send(session === '' ? message : JSON.stringify({ id: nextId++, method: 'NodeWorker.sendMessageToWorker', params: { sessionId: session, message } }));
+        });
+      await call('NodeWorker.enable', { waitForDebuggerOnStart: false });
+      await until(`the node's ${WORKERS} worker threads attached`, () => sessions.length >= WORKERS);
+      for (const s of sessions) {
+        await call('Debugger.enable', {}, s);
+        await call('Debugger.pause', {}, s);
+      }
+      return async () => {
+        for (const s of sessions) await call('Debugger.resume', {}, s);
+      };
+    },
+  };
+}
+
+describe("a stuck worker's record across its node's reconnect (a real slice node, real NodeLink and ReplicaLeaders)", () => {
+  it('does not come back ready after a flap while the worker is stuck (Assigned waits for every worker), and comes back to the same process once it runs', async () => {
+    const node = await realNode();
+    const proxy = await tcpProxy(node.port);
+    const { link, leaders, lines, silentAtUp } = await coordinatorOf(proxy.url);
+    const incarnation = link.incarnation;
+    const resume = await node.pauseWorkers();
     await stuckWorker(leaders);
-    node.drop({ incarnation: B, workers: 2 });
-    await until('the link to come back', () => silentAtUp.length === 2);
+    proxy.cut();
+    await until('the Hello of the link that came back', () => link.state === 'assigning', PROCESS_WAIT_MS);
+    // The node took the Assign and hands each worker its part; the stuck one takes none, so the node says no Assigned.
+    await new Promise((r) => setTimeout(r, 2 * STUCK_MS));
+    expect(link.state, 'the link, 2 stuck bounds after its Hello').toBe('assigning');
+    expect(silentAtUp, 'linkUp calls').toHaveLength(1);
+    await resume();
+    await until('the link to come back', () => silentAtUp.length === 2, PROCESS_WAIT_MS);
+    expect(link.state).toBe('ready');
+    expect(link.incarnation, 'the process the link came back to').toBe(incarnation);
+    expect(lines.filter((l) => l.includes('restarted')), 'lines that say it restarted').toEqual([]);
+  }, 60_000);
+
+  it('is dropped when the node restarted with as many workers (another incarnation): its new worker owes nothing, and answers', async () => {
+    const node = await realNode();
+    const proxy = await tcpProxy(node.port);
+    const { link, leaders, lines, silentAtUp } = await coordinatorOf(proxy.url);
+    await node.pauseWorkers();
+    await stuckWorker(leaders);
+    const was = link.incarnation;
+    await node.restart();
+    const restartedAt = performance.now();
+    await until('the link to come back', () => silentAtUp.length === 2, PROCESS_WAIT_MS);
     expect(link.state).toBe('ready');
     expect(silentAtUp[1], 'ms the new worker 0 has answered nothing, as the link came back').toBe(0);
-    expect(lines).toContain(`slice node ${node.url} restarted (incarnation ${B}, was ${A})`);
-  });
+    expect(lines).toContain(`slice node ${proxy.url} restarted (incarnation ${link.incarnation}, was ${was})`);
+    // The new worker 0 is well: asked (holdsTerm's probe), it answers, a Pong newer than the restart.
+    await waitFor(() => leaders.holdsTerm(SLICE, 0, 0, performance.now() - restartedAt), "the new worker 0's Pong", PROCESS_WAIT_MS, undefined, 50);
+    expect(leaders.workerSilentMs(0, SLICE), 'ms the new worker 0 has answered nothing').toBe(0);
+  }, 60_000);
+});
 
-  it('is refused: a Hello of the same process with another worker count (a process keeps its workers, and what is kept of them is by index)', async () => {
-    const node = await stuckNode({ incarnation: A, workers: 2 });
-    const { link, lines } = await coordinatorOf(node.url);
-    node.drop({ incarnation: A, workers: 3 });
-    await until('the refusal', () => lines.some((l) => l.includes('broke the protocol')));
-    expect(lines).toContain(`slice node ${node.url} broke the protocol (a Hello of the same process (incarnation ${A}) with 3 workers, not 2); reconnecting`);
-    expect(link.state).not.toBe('ready');
+/** A slice node played by the test, of `workers` workers, whose workers answer nothing: each connection gets the next
+ * of `hellos` (the last one again once they run out), with the Hello's incarnation and worker count, and its Assign
+ * answered, or (`assigned: false`) the connection closed once the Assign comes (a process that died before it was ready). */
+async function playedNode(hellos: { incarnation: string; workers: number; assigned?: boolean }[]) {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  cleanups.push(() => server.close());
+  await new Promise<void>((r) => server.once('listening', () => r()));
+  let current: import('ws').WebSocket | null = null;
+  let next = 0;
+  server.on('connection', (ws) => {
+    current = ws;
+    const hello = hellos[Math.min(next++, hellos.length - 1)];
+    ws.on('message', (data: Buffer) => {
+      const frame = decodeNodeFrame(new Uint8Array(data), 'node');
+      if (frame[0] !== NodeFrame.Assign) return; // Replicate frames (the coordinator's Pings) go unanswered
+      if (hello.assigned === false) ws.terminate();
+      else ws.send(encodeNodeFrame([NodeFrame.Assigned, frame[1]]));
+    });
+    const ports = Array.from({ length: hello.workers }, (_, w) => 1 + w);
+    ws.send(encodeNodeFrame([NodeFrame.Hello, NODE_PROTOCOL_VERSION, hello.workers, NODE_ID, null, ports, hello.incarnation]));
+  });
+  const { port } = server.address() as { port: number };
+  return { url: `ws://127.0.0.1:${port}`, drop: () => current?.terminate() };
+}
+
+describe('a Hello that names a process the coordinator knew with another worker count (a node played over a real WebSocket: a real one keeps its count)', () => {
+  it('keeps nothing of that process\'s workers (kept by worker index), where it had asserted they matched', async () => {
+    const A = 'a'.repeat(32);
+    const B = 'b'.repeat(32);
+    // A (2 workers) ready and its worker 0 stuck; its link lost; B (3) greets and goes before it is ready; A greets
+    // again with 3. The link's last Hello was B's, so a same-process check in NodeLink saw another process.
+    const node = await playedNode([{ incarnation: A, workers: 2 }, { incarnation: B, workers: 3, assigned: false }, { incarnation: A, workers: 3 }]);
+    const { link, leaders, silentAtUp } = await coordinatorOf(node.url);
+    await stuckWorker(leaders);
+    node.drop();
+    await until('the link to come back', () => silentAtUp.length === 2);
+    expect(link.state).toBe('ready');
+    expect(link.workerCount).toBe(3);
+    expect(silentAtUp[1], 'ms worker 0 has answered nothing, as the link came back').toBe(0);
   });
 });
 

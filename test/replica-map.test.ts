@@ -1925,6 +1925,22 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(q.workerSilentFrom(0, 3), 'a removed node: nothing kept').toBeUndefined();
   });
 
+  it('a Hello that names the process it kept the workers of with another worker count keeps nothing, and trips no assertion (a node\'s word, not an invariant of the coordinator)', () => {
+    let workers = 2;
+    const q = new OpenQuestions(() => workers, PING_MS);
+    const a = 'a'.repeat(32);
+    q.linkUp(0, 0, a);
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 0);
+    const t = NODE_SILENT_AFTER_PING_INTERVALS * PING_MS;
+    const g = FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS;
+    q.stale(0, t, () => false, () => {}, 8);
+    q.forget(0, t);
+    expect(q.workerSilentFrom(0, 4), 'kept while the link is down').toBe(g);
+    workers = 3;
+    q.linkUp(0, t, a);
+    expect(q.workerSilentFrom(0, 4), 'back to the same process, by its Hello, with 3 workers').toBeUndefined();
+  });
+
   it('a link that went down takes all that was kept of its workers: back with another worker count, a worker is asked again by its own open question, not by a slice it answered before (now another worker\'s)', () => {
     let workers = 2;
     const q = new OpenQuestions(() => workers, PING_MS);

@@ -307,9 +307,6 @@ export class NodeLink {
       case NodeFrame.Hello: {
         if (this.state !== 'connecting') return this.protocolError(ws, 'a second Hello');
         const [, , workerCount, nodeId, clusterId, , incarnation] = frame;
-        // A process keeps its worker count, so that a slice runs on the same worker of it across a flap (what is kept of
-        // a worker is kept by its index: OpenQuestions.forget asserts it).
-        if (incarnation === this.incarnation && workerCount !== this.workerCount) return this.protocolError(ws, `a Hello of the same process (incarnation ${incarnation}) with ${workerCount} workers, not ${this.workerCount}`);
         const refusal = this.admit({ workerCount, nodeId, clusterId, incarnation });
         if (refusal !== null) {
           if (refusal !== this.refusal) this.log(refusal);

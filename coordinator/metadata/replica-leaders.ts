@@ -305,8 +305,8 @@ export class OpenQuestions {
     const asked = this.byNode.get(node);
     if (asked === undefined) return;
     const kept: WorkerAsked[] = [];
-    // Kept by worker index, so for the process they were kept of, whose worker count is its own: one that came back
-    // with another is another process (linkUp keeps nothing; NodeLink refuses a Hello of one process with another).
+    // Kept by worker index, so only for the process they were kept of, with its worker count: a link lost keeps the
+    // count of its Hello (a second Hello breaks the protocol), and linkUp keeps nothing for a Hello of another count.
     if (keepStuck) {
       assert(asked.workerCount === this.workerCount(node), `node ${node}: what is kept of its workers is of a process of ${asked.workerCount}, not ${this.workerCount(node)}`);
       asked.workers.forEach((w, i) => {
@@ -322,10 +322,12 @@ export class OpenQuestions {
    * link flapped: a stuck worker is still stuck), and dropped where it is another (the node restarted: fresh workers,
    * which left nothing unanswered). Before the Hello named its process they were kept across a restart with as many
    * workers too, and the restarted node's worker waited out the last one's retry (up to STUCK_WORKER_RETRY_MS_MAX)
-   * before placement tried it. */
+   * before placement tried it. A Hello that names the same process with another worker count is a node's word, not
+   * this process's invariant (a real node's count is fixed at its start): taken as another process, it keeps nothing,
+   * rather than trip forget's assertion on what a node sent. */
   linkUp(node: number, now: number, incarnation: string): void {
     const asked = this.of(node);
-    this.forget(node, now, asked.incarnation === incarnation);
+    this.forget(node, now, asked.incarnation === incarnation && asked.workerCount === this.workerCount(node));
     asked.incarnation = incarnation;
     asked.workerCount = this.workerCount(node);
   }
