@@ -791,6 +791,15 @@ export const ROUTER_FROZEN_WAIT_MS = 5_000;
 export const ROUTER_LINK_FIRST_WAIT_MS = 5_000;
 /** How often `keyslice coordinator --routers N` starts a router again that died, at most (per router slot). */
 export const ROUTER_RESTART_DELAY_MS = 500;
+/** The floor of the old generation's allocation limit (V8's --initial-old-space-size, MiB) of the routers a coordinator
+ * starts: below it V8 starts no full collection for the heap's own growth. A router reads every byte it passes on into
+ * ArrayBuffers outside the heap (its sockets' reads, ws's joined frames) that die at once but are freed only when a
+ * scavenge finds their objects, and V8 counts the ones not yet freed against that limit, which for a router's small
+ * old generation (about 11 MiB) was 35 MiB: under range load a mark-compact came every 0.2-1 s, more of them than
+ * scavenges, for nothing kept (bench/PROFILE.md, "the router's major GC"). The cost: up to this much old space before
+ * a mark-compact. A later --initial-old-space-size in the coordinator's own command-line Node options overrides it
+ * (Node refuses it in NODE_OPTIONS). */
+export const ROUTER_OLD_SPACE_FLOOR_MB = 64;
 /** The most router processes one coordinator starts. */
 export const ROUTERS_MAX = 64;
 /** `keyslice coordinator --routers` by default: one router per four cores, at least one and at

@@ -2,7 +2,7 @@
 // client port, standalone routers joining and dying, and a router whose copy of
 // the map goes stale, under a write load whose every acknowledged write is then
 // checked (test/elastic-fixture.ts, WriteLoad): present once, with its latest value.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { get } from 'node:http';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -16,7 +16,7 @@ import { allStarted, describeStatus, SECRET, waitFor, WriteLoad } from './elasti
 import { expectError } from './cluster-fixture.js';
 import { keyslice } from './cli-run.js';
 import { KeysliceError } from '../shared/errors.js';
-import { ROUTER_FEED_HOLD_MS, WRONG_OWNER_RETRY_DELAY_MS_MAX, WRONG_OWNER_RETRY_MS_MIN } from '../shared/limits.js';
+import { ROUTER_FEED_HOLD_MS, ROUTER_OLD_SPACE_FLOOR_MB, WRONG_OWNER_RETRY_DELAY_MS_MAX, WRONG_OWNER_RETRY_MS_MIN } from '../shared/limits.js';
 import { dynamoClient } from './dynamodb-fixture.js';
 import { CreateTableCommand, DescribeTableCommand, GetItemCommand, PutItemCommand, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
 import { freezeProcess } from './freeze.js';
@@ -224,6 +224,8 @@ describe('keyslice coordinator --routers 2', () => {
     const pids = await routerPids(url);
     expect(pids.size).toBe(2);
     expect([...pids]).not.toContain(coord.child.pid);
+    // Each router's old generation given its floor, as V8 reads it from the process's options (ROUTER_OLD_SPACE_FLOOR_MB).
+    for (const pid of pids) expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0'), `router ${pid}'s options`).toContain(`--initial-old-space-size=${ROUTER_OLD_SPACE_FLOOR_MB}`);
     const c = await client(url, 4);
     await c.createTable('elastic', { name: 'id', type: 'string' });
     await bulkItems(c, 2_000);
