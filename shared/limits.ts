@@ -792,13 +792,14 @@ export const ROUTER_LINK_FIRST_WAIT_MS = 5_000;
 /** How often `keyslice coordinator --routers N` starts a router again that died, at most (per router slot). */
 export const ROUTER_RESTART_DELAY_MS = 500;
 /** The floor of the old generation's allocation limit (V8's --initial-old-space-size, MiB) of the routers a coordinator
- * starts: below it V8 starts no full collection for the heap's own growth. A router reads every byte it passes on into
- * ArrayBuffers outside the heap (its sockets' reads, ws's joined frames) that die at once but are freed only when a
- * scavenge finds their objects, and V8 counts the ones not yet freed against that limit, which for a router's small
- * old generation (about 11 MiB) was 35 MiB: under range load a mark-compact came every 0.2-1 s, more of them than
- * scavenges, for nothing kept (bench/PROFILE.md, "the router's major GC"). The cost: up to this much old space before
- * a mark-compact. A later --initial-old-space-size in the coordinator's own command-line Node options overrides it
- * (Node refuses it in NODE_OPTIONS). */
+ * forks: below it V8 starts no full collection for the heap's own growth. Measured: with V8's defaults a router under
+ * range load ran a mark-compact every 0.2-1 s, more of them than scavenges, with its old generation at about 11 MiB
+ * live and not growing (limit 35 MiB); with the floor, 7 per 100k ops of range instead of 230 (bench/PROFILE.md, "the
+ * router's major GC"). Why, inferred from the GC traces, not read in V8's source: the ArrayBuffers it reads and drops
+ * (its sockets' reads, ws's joined frames) count against that limit until a collection frees them. The cost: up to
+ * this much old space before a mark-compact. A later --initial-old-space-size in the coordinator's own command-line
+ * Node options overrides it (V8 takes the last; Node refuses the flag in NODE_OPTIONS). Not given to `--routers 0`'s
+ * request path nor to a standalone `keyslice router` (docs/operations.md, "Routers"). */
 export const ROUTER_OLD_SPACE_FLOOR_MB = 64;
 /** The most router processes one coordinator starts. */
 export const ROUTERS_MAX = 64;
