@@ -2,7 +2,8 @@
 // start one) to every replicated slice led: a coordinator and --nodes slice nodes at R=3, --slices slices, on empty
 // folders. Besides the total it prints the phases the coordinator's log shows: nodes ready, the first elections
 // started, and the last line of an elected leader ("elected their leaders", "leads at term") before every slice was led (the elections' share), and how many
-// handovers were elected meanwhile. With --other DIR (another build's dist/), its runs alternate with this build's,
+// handovers were elected meanwhile, and when it was balanced (no replica move under way or to make, every change
+// settled: with --join later and 4 nodes or more, the later nodes get their share by moves). With --other DIR (another build's dist/), its runs alternate with this build's,
 // for a side-by-side figure (docs/replication.md, "Leases": a slice never led waits out no lease). With --join later the
 // coordinator starts first, on no node, and the slice nodes start one by one after it, each once the one before is
 // ready, and join it (as docker compose starts a cluster); the time is then from the coordinator's launch.
@@ -15,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import type { ClusterOptions, LocalCluster, ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
-import { untilAllLed } from './cluster-led.js';
+import { untilAllLed, untilBalanced } from './cluster-led.js';
 import { median } from './median.js';
 
 const args = readCommandLine(
@@ -46,6 +47,8 @@ const builds = args.other === undefined ? [own] : [resolve(args.other), own];
 interface Run {
   ready: number;
   led: number;
+  /** Every slice led, no replica move under way or to make, every change settled (untilBalanced). */
+  balanced: number;
   nodesReady: number;
   electionsFrom: number;
   electedBy: number;
@@ -87,12 +90,14 @@ async function startOnce(dist: string): Promise<Run> {
       const ready = (performance.now() - t0) / 1000;
       await untilAllLed(c, LED_WAIT_S);
       const led = (performance.now() - t0) / 1000;
+      await untilBalanced(c, NODES, LED_WAIT_S);
+      const balanced = (performance.now() - t0) / 1000;
       // The log comes through the processes' pipes, a little behind the status: lines up to a second after it count.
       await new Promise((r) => setTimeout(r, LOG_LAG_MS));
       const until = led + LOG_LAG_MS / 1000;
       const at = (re: RegExp) => lines.filter(([t, l]) => t <= until && re.test(l)).map(([t]) => t);
       const handovers = lines.filter(([t, l]) => t <= until && /elections started for \d+ slices \(a leadership handover/.test(l)).reduce((n, [, l]) => n + Number(/for (\d+) slices/.exec(l)![1]), 0);
-      return { ready, led, nodesReady: Math.max(...at(/coordinator: slice node .* ready/)), electionsFrom: Math.min(...at(/elections started for/)), electedBy: Math.max(...at(/elected their leaders| leads at term /)), handovers };
+      return { ready, led, balanced, nodesReady: Math.max(...at(/coordinator: slice node .* ready/)), electionsFrom: Math.min(...at(/elections started for/)), electedBy: Math.max(...at(/elected their leaders| leads at term /)), handovers };
     } finally {
       await c.stop();
     }
@@ -108,11 +113,11 @@ for (let round = 1; round <= ROUNDS; round++) {
     runs.get(b)!.push(r);
     console.log(
       `round ${round}, ${b}: nodes ready ${r.nodesReady.toFixed(2)} s, elections from ${r.electionsFrom.toFixed(2)} s to ${r.electedBy.toFixed(2)} s, ` +
-        `${READY} ${r.ready.toFixed(2)} s, every slice led ${r.led.toFixed(2)} s; ${r.handovers} handovers; load average ${loadavg()[0].toFixed(1)}`,
+        `${READY} ${r.ready.toFixed(2)} s, every slice led ${r.led.toFixed(2)} s, balanced ${r.balanced.toFixed(2)} s; ${r.handovers} handovers; load average ${loadavg()[0].toFixed(1)}`,
     );
   }
 }
 for (const [b, rs] of runs) {
   const m = (f: (r: Run) => number) => median(rs.map(f)).toFixed(2);
-  console.log(`${b}: medians: every slice led ${m((r) => r.led)} s, elections ${m((r) => r.electedBy - r.electionsFrom)} s, nodes ready ${m((r) => r.nodesReady)} s, ${READY} ${m((r) => r.ready)} s`);
+  console.log(`${b}: medians: every slice led ${m((r) => r.led)} s, balanced ${m((r) => r.balanced)} s, elections ${m((r) => r.electedBy - r.electionsFrom)} s, nodes ready ${m((r) => r.nodesReady)} s, ${READY} ${m((r) => r.ready)} s`);
 }

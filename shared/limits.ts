@@ -235,6 +235,11 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS = 1_500;
 /** How often a leader's liveness is asked; how long an election waits for a majority before it
  * starts again at a newer term; records a leader sends a follower in one append. */
 export const LEADER_HEARTBEAT_INTERVAL_MS = 500;
+/** A replica-set change's settle probes (failover.ts: Pings asking each replica whether it holds the elected leader's
+ * barrier) go this share of LEADER_HEARTBEAT_INTERVAL_MS after the first, then twice as long each time up to the
+ * interval: three Pings more per replica of a change that settles slowly, and one that settles in tens of ms (a replica
+ * move on a quiet slice) is seen settled then, not a ping interval later. */
+export const SETTLE_PROBE_FIRST_GAP_SHARE = 0.25;
 /** Questions (a Ping or a Prepare) the coordinator keeps per worker of a node that has not answered them
  * (OpenQuestions in coordinator/metadata/replica-leaders.ts), so that a worker stuck with its node's link open, still
  * asked a Ping per led slice each ping interval and a Prepare per election, costs bounded memory (at most

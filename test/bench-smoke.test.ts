@@ -481,16 +481,20 @@ describe('the benches, end to end with their smallest arguments (real processes 
   it('cluster-start: a new cluster of 12 slices on free ports, every phase found in the coordinator\'s log', async () => {
     const r = await bench('cluster-start.js', ['--rounds', '1', '--slices', '12', '--port', '0'], 60_000);
     // A log line the bench looks for and no longer finds makes its phase -Infinity or Infinity.
-    const m = /^round 1, .*: nodes ready ([\d.]+) s, elections from ([\d.]+) s to ([\d.]+) s, coordinator ready ([\d.]+) s, every slice led ([\d.]+) s; (\d+) handovers;/m.exec(r.stdout);
+    const m = /^round 1, .*: nodes ready ([\d.]+) s, elections from ([\d.]+) s to ([\d.]+) s, coordinator ready ([\d.]+) s, every slice led ([\d.]+) s, balanced ([\d.]+) s; (\d+) handovers;/m.exec(r.stdout);
     // (Each phase a number: [\d.]+ takes no -Infinity, Infinity or NaN.)
     expect(m, r.stdout).not.toBeNull();
-    expect(m!.slice(1, 6).map(Number).every((s) => s > 0)).toBe(true);
+    expect(m!.slice(1, 7).map(Number).every((s) => s > 0)).toBe(true);
+    // Balanced (every move done, every change settled) no sooner than every slice led.
+    expect(Number(m![6])).toBeGreaterThanOrEqual(Number(m![5]));
   }, caseMs(60_000));
 
   it('cluster-start --join later: the coordinator first, the nodes joining it one by one, every phase found in its log', async () => {
     const r = await bench('cluster-start.js', ['--rounds', '1', '--slices', '12', '--port', '0', '--join', 'later'], 60_000);
-    const m = /^round 1, .*: nodes ready ([\d.]+) s, elections from ([\d.]+) s to ([\d.]+) s, last node ready ([\d.]+) s, every slice led ([\d.]+) s; (\d+) handovers;/m.exec(r.stdout);
+    const m = /^round 1, .*: nodes ready ([\d.]+) s, elections from ([\d.]+) s to ([\d.]+) s, last node ready ([\d.]+) s, every slice led ([\d.]+) s, balanced ([\d.]+) s; (\d+) handovers;/m.exec(r.stdout);
     expect(m, r.stdout).not.toBeNull();
-    expect(m!.slice(1, 6).map(Number).every((s) => s > 0)).toBe(true);
+    expect(m!.slice(1, 7).map(Number).every((s) => s > 0)).toBe(true);
+    // Balanced (every move done, every change settled) no sooner than every slice led.
+    expect(Number(m![6])).toBeGreaterThanOrEqual(Number(m![5]));
   }, caseMs(60_000));
 });

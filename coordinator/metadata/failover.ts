@@ -22,7 +22,7 @@
 // leader leads on at a new term (LeadOn), with the change's sets, keeping its writes not yet committed. A
 // leader that does not lead its term any more refuses, and an election follows at once.
 import { assert } from '../../shared/errors.js';
-import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, CARRIER_SETTLE_TIMEOUT_FACTOR, HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR, NODE_SILENT_AFTER_PING_INTERVALS } from '../../shared/limits.js';
+import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, CARRIER_SETTLE_TIMEOUT_FACTOR, HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR, NODE_SILENT_AFTER_PING_INTERVALS, SETTLE_PROBE_FIRST_GAP_SHARE } from '../../shared/limits.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 
 export interface FailoverTiming {
@@ -182,6 +182,11 @@ export class SliceFailover {
   /** Whether this failover elected a leader (for its set) at some point; its term is `term`. */
   private published = false;
   private lastProbeAt = -Infinity;
+  /** How long after the last settle probe the next one goes (tick): a share of the ping interval at first, doubled per
+   * probe up to the interval. The first probe, a tick after the leader was elected, mostly comes before its barrier
+   * committed (the leader's own Pong still says the term before), and at a ping interval each a change then waited
+   * a whole interval (500 ms) more to settle: a replica move's two changes, and its catch-up, waited it twice. */
+  private settleProbeGapMs: number;
   /** The replica a handover named (listed first), while the handover's own election has not named a leader: that
    * election waits a while for its answer (finishElection). Null for every other election: a failover that was a
    * handover keeps its reason (noLeaderBecause) for its lifetime, and a later election (a leader timeout after the new
@@ -219,6 +224,7 @@ export class SliceFailover {
     this.leader = leader;
     this.term = term;
     this.lastGoodAt = host.now();
+    this.settleProbeGapMs = timing.pingIntervalMs * SETTLE_PROBE_FIRST_GAP_SHARE;
     this.handoverTo = noLeaderBecause === 'handover' ? replicas[0] : null;
   }
 
@@ -253,9 +259,10 @@ export class SliceFailover {
     }
     const now = this.host.now();
     this.settleIfHeld();
-    if (!this.electorateSettled && this.published && now - this.lastProbeAt >= this.timing.pingIntervalMs) {
+    if (!this.electorateSettled && this.published && now - this.lastProbeAt >= this.settleProbeGapMs) {
       // Asks every replica whether it holds the elected leader's barrier (Pong.commitTerm): see settleIfHeld.
       this.lastProbeAt = now;
+      this.settleProbeGapMs = Math.min(2 * this.settleProbeGapMs, this.timing.pingIntervalMs);
       for (const r of this.members) if (r !== this.leader) this.host.send(r, { type: 'Ping', seq: 0 });
     }
     if (this.election !== null) {

@@ -122,6 +122,7 @@ export class Membership {
     this.mover = new SliceMover(map, this.links, new Throttle(itemsPerSecond), log);
     this.countLog = new NodeCountLog(log);
     this.leaders = new ReplicaLeaders(map, this.links, failoverTiming, log, () => this.reassignAll());
+    this.leaders.onProgress = () => this.turnSoon();
     // One change per slice at a time: the map starts none on a slice whose last change the failover runner does not
     // count settled yet (it records that in the map a tick later).
     map.isSettled = (s) => this.leaders.settled(s);
@@ -160,6 +161,29 @@ export class Membership {
     this.rebalance();
   }
 
+  /** The soon turn's timer (turnSoon), while one is due; when the last one ran (performance.now). */
+  private soonTimer: NodeJS.Timeout | undefined;
+  private lastSoonAt = -Infinity;
+
+  /** What placement or a replica move's step waited for came (ReplicaLeaders.onProgress: a change settled, leaders
+   * elected, a replica answered its catch-up probe; or a node's link became ready): the turn's placement and moves
+   * (refillReplicas, rebalance) run now, by the same checks, rather than at the next turn up to REBALANCE_INTERVAL_MS
+   * later. A replica move waited about two turns per batch of REPLICA_MOVES_IN_FLIGHT_MAX, two more where its leader
+   * handed over, for a catch-up that took milliseconds: the 4th node of a new cluster at R=3 took 4-6 s to get its
+   * share of 12 slices. At most once per FAILOVER_TICK_MS (a burst of Pongs makes one); the pings, the down counts and
+   * the automatic removal keep the turn's clock. Not after a stall (turnDue): the turn that excuses it comes first. */
+  private turnSoon(): void {
+    if (this.closed || this.soonTimer !== undefined) return;
+    this.soonTimer = setTimeout(() => {
+      this.soonTimer = undefined;
+      if (this.closed || performance.now() - this.lastTurnAt > REBALANCE_INTERVAL_MS + COORDINATOR_STALL_MS) return;
+      this.lastSoonAt = performance.now();
+      this.refillReplicas();
+      this.rebalance();
+    }, Math.max(0, this.lastSoonAt + FAILOVER_TICK_MS - performance.now()));
+    this.soonTimer.unref();
+  }
+
   /** Whether placement (the map's, at any map change, and refillReplicas) may change the slice's set: its last change
    * settled under an elected leader (or it has one replica), so that changes do not chain and a handover in its hold or
    * its election is not replaced by an election (change_chained), and no whole-slice move copies it. */
@@ -184,7 +208,11 @@ export class Membership {
     );
     link.onStateChange = () => {
       if (link.state !== 'ready') this.leaders?.linkLost(index);
-      else this.leaders?.linkUp(index);
+      else {
+        this.leaders?.linkUp(index);
+        // A node that registers (or is back) takes replicas now (placement, a replica move onto it), not at the next turn.
+        this.turnSoon();
+      }
       this.onLinkChange();
     };
     link.onReplicate = (entries) => this.leaders.receive(index, entries);
@@ -1571,6 +1599,7 @@ export class Membership {
   close(): void {
     this.closed = true;
     clearInterval(this.timer);
+    clearTimeout(this.soonTimer);
     this.leaders.close();
     for (const l of this.links) l.close();
   }

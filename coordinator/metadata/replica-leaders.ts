@@ -530,6 +530,12 @@ export class ReplicaLeaders {
    * resumed) made a fresh Pong too old or an old one fresh, and ended a hold early or late. */
   private readonly pongs = new Map<number, Map<number, PongSeen>>();
   private readonly probedAt = new Map<string, number>();
+  /** The catch-up probes (holdsTerm's Pings) not answered yet, as `slice:node`: their Pong is progress (onProgress). */
+  private readonly probesOut = new Set<string>();
+  /** Something a membership turn's step waits for happened: a replica-set change settled, leaders were elected, a
+   * replica answered a catch-up probe. Membership runs its placement and replica-move steps then (turnSoon), rather
+   * than at its next turn, up to REBALANCE_INTERVAL_MS later: each move's catch-up cost a turn or two of waiting. */
+  onProgress: () => void = () => {};
   /** How old a replica's answer may be for a handover to it (a node that stopped answering is not chosen). */
   get probeIntervalMs(): number {
     return this.timing.pingIntervalMs * 2;
@@ -690,6 +696,7 @@ export class ReplicaLeaders {
     const key = `${slice}:${node}`;
     if (now - (this.probedAt.get(key) ?? -Infinity) >= REPLICA_CATCH_UP_PROBE_MS && this.ready(node)) {
       this.probedAt.set(key, now);
+      this.probesOut.add(key);
       this.host(slice).send(node, { type: 'Ping', seq: 0 });
     }
     return holds;
@@ -822,6 +829,7 @@ export class ReplicaLeaders {
     if (message.type === 'Pong') {
       if (!this.pongs.has(slice)) this.pongs.set(slice, new Map());
       this.pongs.get(slice)!.set(node, { commitTerm: message.commitTerm, lastIndex: message.lastIndex, at: performance.now() });
+      if (this.probesOut.delete(`${slice}:${node}`)) this.onProgress();
     }
     run.failover.receive(node, message);
   }
@@ -897,7 +905,10 @@ export class ReplicaLeaders {
       if (f.redoPending && !this.saves.due(performance.now())) continue;
       f.tick();
     }
-    if (settled) this.reassignAll();
+    if (settled) {
+      this.reassignAll();
+      this.onProgress();
+    }
     this.askAgain();
     this.recordSettled();
   }
@@ -1053,6 +1064,7 @@ export class ReplicaLeaders {
         deposed.clear();
       } else {
         ownersChanged = recorded.value;
+        if (elected.length > 0) this.onProgress();
         const started = [...used.keys()].filter((slice) => !elected.some((e) => e.slice === slice));
         // Each election with its slice and reason where a turn starts a few (a join, a drain: each should be accounted
         // for); a storm of them (a coordinator that starts, a node lost) in one line a second at most.
