@@ -66,7 +66,11 @@ try {
   procs.push(coordinator);
   const first = await startSliceNode({ name: 'node-1', dataDir: join(dataDir, 'node-1'), port: 0, workers: 2, coordinator: coordinator.url });
   procs.push(first);
-  await until('node-1 to join', async () => (await status(coordinator.url)).unassignedSlices === 0, 30_000);
+  // Its slices are placed in the map as it registers, before the coordinator's link has its Assigned: joined is both.
+  await until('node-1 to join', async () => {
+    const s = await status(coordinator.url);
+    return s.unassignedSlices === 0 && s.nodes.every((n) => n.up);
+  }, 30_000);
   const client = await KeysliceClient.connect(coordinator.url, { requestTimeoutMs: 60_000 });
   await client.createTable('moving', { name: 'id', type: 'string' });
   const pad = 'x'.repeat(150);

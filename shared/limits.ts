@@ -790,9 +790,9 @@ export const ROUTER_APPLY_WAIT_MS = 5_000;
 export const ROUTER_REFRESH_INTERVAL_MS_MIN = 50;
 /** A scan on a router waits at most this long for a slice between freeze and switch (a move's last step). */
 export const ROUTER_FROZEN_WAIT_MS = 5_000;
-/** A router's request for a node its link has not reached yet since the router started (say,
- * the whole cluster is coming up) waits this long for it before Unavailable; a node that was
- * reached and is down answers Unavailable at once. */
+/** A router's request for a node its link has not reached yet since the router started (never
+ * ready: say, the whole cluster is coming up, or the node just joined) waits this long for it
+ * before Unavailable; a node that was reached and is down answers Unavailable at once. */
 export const ROUTER_LINK_FIRST_WAIT_MS = 5_000;
 /** How often `keyslice coordinator --routers N` starts a router again that died, at most (per router slot). */
 export const ROUTER_RESTART_DELAY_MS = 500;

@@ -116,17 +116,21 @@ export class RouterView implements Routing, TableSource {
     }
   }
 
-  /** A node this router has not reached yet since it started, or one that the coordinator
-   * reached again after this link lost it (it came back; the link is still in its back-off),
-   * is waited for, bounded; one that is down (for the coordinator too, or not yet known to be
-   * down there) answers Unavailable at once. */
+  /** A node this router has not reached yet since it started (its link was never ready), or one that the coordinator
+   * reached again after this link lost it (it came back; the link is still in its back-off), is waited for, bounded;
+   * one that is down (for the coordinator too, or not yet known to be down there) answers Unavailable at once.
+   * Reached means ready, not greeted: a node that just joined greets this link as soon as it took the coordinator's
+   * Assign, before the coordinator has its Assigned and the map says it is up, and the link is ready only once it
+   * opened the node's batch ports too (a few hundred ms under load); a request meanwhile waits for it. */
   async linkReady(channel: SliceChannel): Promise<void> {
     if (channel.state === 'ready' || channel.state === 'closed') return;
     const i = this.links.findIndex((l) => l === channel);
     const link = this.links[i];
     if (link === undefined || link === null) return; // not one of this view's links: closed
+    // A link not ready now that ever was lost it at lostAt (performance.now(), so above 0); one never ready has 0.
+    const reached = link.lostAt > 0;
     const back = this.view?.up?.[i] === true && (this.upSince[i] ?? 0) > link.lostAt;
-    if (link.generation > 0 && !back) return;
+    if (reached && !back) return;
     link.reconnectNow();
     await link.waitReady(ROUTER_LINK_FIRST_WAIT_MS);
   }
