@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, MapSaveError, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT, type FailoverHost } from '../coordinator/metadata/failover.js';
-import { answersWhenSilent, assignReplication, OpenQuestions, ReplicaLeaders, silenceMs, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
+import { answersWhenSilent, assignReplication, heardFromBy, OpenQuestions, ReplicaLeaders, silenceMs, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
@@ -1820,6 +1820,28 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(answersWhenSilent(silenceMs(q, 0, true, at, false), PING_MS)).toBe(false);
     expect(silenceMs(q, 0, false, at, false)).toBe(Infinity);
     expect(silenceMs(q, 1, true, at, false)).toBe(0);
+  });
+
+  it("a slice's election and its map's leader until it elects count the silence of the worker that runs it (workerSilenceMs), not of a stuck worker of its node (silenceMs)", () => {
+    // Node 0 of two workers (slice % 2): worker 0 left a Ping of slice 4 unanswered since 100 ms; worker 1 answered a
+    // Ping of slice 5 (known) and owes nothing.
+    const q = new OpenQuestions(() => 2, PING_MS);
+    const ping5: DecodedReplicateEntry[] = [[5, { type: 'Ping', seq: 0 }]];
+    q.sent(0, ping5, 50);
+    q.answered(0, [[5, { type: 'Pong', seq: (ping5[0][1] as { seq: number }).seq, term: 1, leading: true, commitTerm: 1, lastIndex: 0 }]]);
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 100);
+    const at = 100 + 10 * PING_MS;
+    // The node counts as silent (its stuck worker's first open question, with the grace of a worker not known yet).
+    expect(answersWhenSilent(silenceMs(q, 0, true, at), PING_MS), "the node, by its stuck worker").toBe(false);
+    // Slice 5's worker answers, with the grace or without (an election's heardFrom; ReplicaLeaders.answers).
+    expect(workerSilenceMs(q, 0, 5, true, at), "slice 5's worker, with the grace").toBe(0);
+    expect(workerSilenceMs(q, 0, 5, true, at, false), "slice 5's worker, without it").toBe(0);
+    expect(heardFromBy(q, 0, 5, true, at), "an election of slice 5 hears node 0 now").toBe(at);
+    // Slice 4's worker is silent: from its question, 3 ping intervals later for an election (not known to replicate a
+    // slice), from the question itself for the map's leader until the slice elects.
+    expect(workerSilenceMs(q, 0, 4, true, at)).toBe(10 * PING_MS - FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS);
+    expect(workerSilenceMs(q, 0, 4, true, at, false)).toBe(10 * PING_MS);
+    expect(heardFromBy(q, 0, 4, false, at), 'a link not up').toBe(-Infinity);
   });
 
   it('each answer the node sends for what it was asked clears it, and the questions its worker took before; nothing else does', () => {
