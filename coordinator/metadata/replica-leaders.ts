@@ -102,8 +102,8 @@ function workerAsked(unansweredSince?: number, tryAt?: number, tries = 0): Worke
 const SEQS = 2 ** 32;
 
 /** What the coordinator asked each node that it has not answered, per worker there in the order sent (a Ping or a
- * Prepare of a slice), so that a node counts as silent from the first question left unanswered (failover.ts
- * heardLately) and only an answer to a question clears it: a Pong answers the Ping of its slice and seq (a Pongs,
+ * Prepare of a slice), so that a worker counts as silent from the first question it left unanswered (failover.ts
+ * heardLately of a slice's replica: workerSilentFrom) and only an answer to a question clears it: a Pong answers the Ping of its slice and seq (a Pongs,
  * one per slice; seqs given here, sent), a Prepared a Prepare of its slice and term, a Refused a Prepare of its slice whose term is at most the one
  * the replica says it promised (it took that Prepare). Other frames, and answers to questions of other workers,
  * clear nothing. A worker takes the coordinator's messages in the order sent (its node hands it a turn's at once, in
@@ -267,8 +267,9 @@ export class OpenQuestions {
     return first;
   }
 
-  /** From when `node`'s silence counts (failover.ts heardLately: it is silent NODE_SILENT_AFTER_PING_INTERVALS after
-   * it; undefined: it owes no answer): per worker with a question open, that question's time, FIRST_ANSWER_GRACE
+  /** From when `node`'s silence counts, all its workers together (silent NODE_SILENT_AFTER_PING_INTERVALS after it;
+   * undefined: it owes no answer; the node's measure, ReplicaLeaders.silentMs, where a slice's decisions take its
+   * worker's, workerSilentFrom): per worker with a question open, that question's time, FIRST_ANSWER_GRACE
    * ping intervals later for a worker not known to replicate a slice the node still replicates (no answer of one since
    * the link came up: `known`, from which stale drops each slice the node no longer replicates); the earliest. Such a
    * worker may drop every question, those asked again included, until its assignment reaches it, and counted from its
