@@ -8,12 +8,12 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, MapSaveError, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT, type FailoverHost } from '../coordinator/metadata/failover.js';
-import { answersWhenSilent, assignReplication, OpenQuestions, ReplicaLeaders, silenceMs, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
+import { answersWhenSilent, assignReplication, heardFromBy, OpenQuestions, ReplicaLeaders, silenceMs, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { DRAIN_REPLACE_DOWN_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, MAP_SAVE_RETRY_MS_MAX, FAILOVER_TICK_MS, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_MOVE_UNDO_DOWN_MS, STUCK_WORKER_RETRY_MS_MIN } from '../shared/limits.js';
+import { DRAIN_REPLACE_DOWN_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR, MAP_SAVE_RETRY_MS_MAX, FAILOVER_TICK_MS, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_MOVE_UNDO_DOWN_MS, STUCK_WORKER_RETRY_MS_MIN } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -1709,6 +1709,47 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
     }
   });
 
+  it("keeps a slow leader of a worker that answers, on a node whose other worker is stuck, up to the allowance; the stuck worker's slices elect at the heartbeat timeout (an election counts the slice's worker, not its node)", async () => {
+    // Two workers a node (slice % 2). From `stuckFrom` on, on the node that leads slice 0, worker 0 (the even slices)
+    // answers nothing, and worker 1 answers its odd slices' Pings at once but for one odd slice it leads (`slow`),
+    // whose Pongs stop (its leader busy with it): slow, not gone, as its worker answers its other slices. Counted per
+    // node (OpenQuestions.silentFrom), the stuck worker 0 made the whole node silent, and `slow` lost its
+    // LEADER_SLOW_TIMEOUT_FACTOR allowance: deposed at the heartbeat timeout, for a worker that does not run it.
+    let stuckFrom = Infinity;
+    let stuckNode = -1;
+    let slow = -1;
+    const c = await run((node, slice) => (c === undefined || c.at() < stuckFrom || node !== stuckNode ? 0 : slice % 2 === 0 || slice === slow ? null : 0), 2);
+    try {
+      for (let i = 0; i < 100 && c.leaders.electionsBy.start < 64; i++) await c.turn();
+      for (let i = 0; i < 20; i++) await c.turn();
+      expect(c.leads.size, 'every slice has a leader').toBe(64);
+      stuckNode = c.leads.get(0)!.node;
+      const odd = [...c.leads].filter(([slice, l]) => slice % 2 === 1 && l.node === stuckNode).map(([slice]) => slice);
+      expect(odd.length, 'the node leads two odd slices or more: one slow, the others answering').toBeGreaterThanOrEqual(2);
+      slow = odd[0];
+      stuckFrom = c.at();
+      let evenElectedAfter = -1;
+      let slowDeposedAfter = -1;
+      const allowance = LEADER_SLOW_TIMEOUT_FACTOR * FAILOVER_TIMING_DEFAULT.heartbeatTimeoutMs;
+      for (let i = 0; i < (allowance + 1_000) / 100 && slowDeposedAfter < 0; i++) {
+        await c.turn();
+        if (evenElectedAfter < 0 && c.leaders.leaderOf(0) !== stuckNode) evenElectedAfter = c.at() - stuckFrom;
+        if (c.leaders.leaderOf(slow) !== stuckNode) slowDeposedAfter = c.at() - stuckFrom;
+      }
+      // The stuck worker's own slice elects at the heartbeat timeout, as before.
+      expect(evenElectedAfter, "ms from worker 0 answering nothing to slice 0 (its slice) electing").toBeGreaterThan(0);
+      expect(evenElectedAfter).toBeLessThanOrEqual(FAILOVER_TIMING_DEFAULT.heartbeatTimeoutMs + 200);
+      // The slow leader on the other worker keeps its slice past the heartbeat timeout, up to its allowance, counted from
+      // its last Pong (a ping interval and a tick before its Pongs stopped at most).
+      expect(slowDeposedAfter, `ms from slice ${slow}'s Pongs stopping (its worker answering its other slices, its node's other worker stuck) to its leader being deposed: not within the allowance (${allowance} ms from its last Pong), as when its node counted silent for a worker that does not run it`).toBeGreaterThan(allowance - FAILOVER_TIMING_DEFAULT.pingIntervalMs - 200);
+      expect(slowDeposedAfter, 'deposed by the end of its allowance (and a tick or two)').toBeLessThanOrEqual(allowance + 300);
+      // Its worker's other slices keep their leader throughout.
+      for (const s of odd.slice(1)) expect(c.leaders.leaderOf(s), `odd slice ${s}, its Pongs coming`).toBe(stuckNode);
+    } finally {
+      c.leaders.close();
+    }
+  });
+
   // A node whose new worker drops its first questions (its assignment late) is not silent for it. Three nodes of two
   // workers each: node 0's worker of the odd slices drops whatever comes until its assignment reaches it `lateMs` after
   // the first question (the start's Prepares; a Ping sent then is dropped too), then answers at once; its other worker
@@ -1726,7 +1767,8 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
       }
       return node === 0 && slice % 2 === 1 && c.at() <= assignedAt ? null : 0;
     }, 2);
-    const heardFrom = (node: number) => (c.leaders as unknown as { host(slice: number): FailoverHost }).host(0).heardFrom!(node);
+    // Slice 1's failover: its worker (slice % 2) is the late one, and an election counts the silence of the slice's worker.
+    const heardFrom = (node: number) => (c.leaders as unknown as { host(slice: number): FailoverHost }).host(1).heardFrom!(node);
     const silentAt: number[] = [];
     try {
       while (c.at() < untilMs) {
@@ -1778,6 +1820,28 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(answersWhenSilent(silenceMs(q, 0, true, at, false), PING_MS)).toBe(false);
     expect(silenceMs(q, 0, false, at, false)).toBe(Infinity);
     expect(silenceMs(q, 1, true, at, false)).toBe(0);
+  });
+
+  it("a slice's election and its map's leader until it elects count the silence of the worker that runs it (workerSilenceMs), not of a stuck worker of its node (silenceMs)", () => {
+    // Node 0 of two workers (slice % 2): worker 0 left a Ping of slice 4 unanswered since 100 ms; worker 1 answered a
+    // Ping of slice 5 (known) and owes nothing.
+    const q = new OpenQuestions(() => 2, PING_MS);
+    const ping5: DecodedReplicateEntry[] = [[5, { type: 'Ping', seq: 0 }]];
+    q.sent(0, ping5, 50);
+    q.answered(0, [[5, { type: 'Pong', seq: (ping5[0][1] as { seq: number }).seq, term: 1, leading: true, commitTerm: 1, lastIndex: 0 }]]);
+    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 100);
+    const at = 100 + 10 * PING_MS;
+    // The node counts as silent (its stuck worker's first open question, with the grace of a worker not known yet).
+    expect(answersWhenSilent(silenceMs(q, 0, true, at), PING_MS), "the node, by its stuck worker").toBe(false);
+    // Slice 5's worker answers, with the grace or without (an election's heardFrom; ReplicaLeaders.answers).
+    expect(workerSilenceMs(q, 0, 5, true, at), "slice 5's worker, with the grace").toBe(0);
+    expect(workerSilenceMs(q, 0, 5, true, at, false), "slice 5's worker, without it").toBe(0);
+    expect(heardFromBy(q, 0, 5, true, at), "an election of slice 5 hears node 0 now").toBe(at);
+    // Slice 4's worker is silent: from its question, 3 ping intervals later for an election (not known to replicate a
+    // slice), from the question itself for the map's leader until the slice elects.
+    expect(workerSilenceMs(q, 0, 4, true, at)).toBe(10 * PING_MS - FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS);
+    expect(workerSilenceMs(q, 0, 4, true, at, false)).toBe(10 * PING_MS);
+    expect(heardFromBy(q, 0, 4, false, at), 'a link not up').toBe(-Infinity);
   });
 
   it('each answer the node sends for what it was asked clears it, and the questions its worker took before; nothing else does', () => {

@@ -174,7 +174,7 @@ describe('replication under a seeded simulation', () => {
     }
   });
 
-  it(`names as the map's leader, when a remove takes out the map's leader as its node goes down (killed or cut off) with a replica kept frozen or cut off from the coordinator, a replica that answers by the silence the coordinator computes over the seeded network (membership.ts leaderUntilElected's second choice, replica-leaders.ts silenceMs) (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 16)} runs, half on stores`})`, () => {
+  it(`names as the map's leader, when a remove takes out the map's leader as its node goes down (killed or cut off) with a replica kept frozen or cut off from the coordinator, a replica that answers by the silence the coordinator computes over the seeded network (membership.ts leaderUntilElected's second choice, replica-leaders.ts workerSilenceMs) (${only !== undefined ? `seed ${only}` : `${Math.ceil(runs / 16)} runs, half on stores`})`, () => {
     const { reports, sum } = halfOnStoresRun(Math.ceil(runs / 16), { setChanges: 'remove-down' });
     console.log(
       `replication sim, removes of a leader that is down with a replica kept silent: ${reports.length} runs, ${sum((r) => r.setChanges)} set changes, ${sum((r) => r.removeDowns)} removes, ` +

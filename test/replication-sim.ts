@@ -13,7 +13,7 @@ import { assert, wasNotApplied } from '../shared/errors.js';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, NODE_HEARTBEAT_TIMEOUT_MS, REPLICA_MOVE_UNDO_DOWN_MS, REPLICA_READ_STALENESS_MS, STUCK_WORKER_RETRY_MS_MAX, STUCK_WORKER_RETRY_MS_MIN } from '../shared/limits.js';
 import { checkReplicationMessage, COORDINATOR, type ReplicaId, type ReplicationMessage } from '../shared/replication-protocol.js';
 import { chooseLeader, majority, sameSet, setsBefore, SliceFailover, type ElectionReason, type LastRecord } from '../coordinator/metadata/failover.js';
-import { answersWhenSilent, caughtUpForHandover, heardFromBy, OpenQuestions, silenceMs, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
+import { answersWhenSilent, caughtUpForHandover, heardFromBy, OpenQuestions, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
 import { answersForStepBy, countsUpBy, drainStepCatchUp, keepAskingKept, leaderUntilElected } from '../coordinator/metadata/membership.js';
 import { applyDiskOp, emptyDurable, Replica, type DiskOp, type DurableReplica, type ReplicaHost } from '../slice-worker/replication/replica.js';
 import type { ReplicaRecord } from '../slice-worker/replication/replica-record.js';
@@ -62,7 +62,7 @@ export interface SimOptions {
    * open: up for the coordinator either way), half the time right after an election published the leader (its
    * followers may not have said yet that they hold its barrier); the remove comes PONG_AGE_MAX_MS (and the network's
    * longest delay) later, asks the replicas kept (membership.ts askKeptLately) and names the map's leader by
-   * leaderUntilElected with its second choice, a replica that answers, by the silence the coordinator computes (OpenQuestions, silenceMs,
+   * leaderUntilElected with its second choice, a replica that answers, by the silence the coordinator computes (OpenQuestions, workerSilenceMs,
    * answersWhenSilent: replica-leaders.ts) over the seeded network and clock (removesDownNamingSilent). Only these
    * runs track silence (its re-asks send Pings, which draw from the network's generator). Faults last 4 s. */
   setChanges?: boolean | 'drain' | 'drain-down' | 'drain-dead' | 'chained' | 'remove-frozen' | 'remove-down' | 'drain-silent';
@@ -71,7 +71,7 @@ export interface SimOptions {
    * is frozen (SIGSTOP: its link open, so up for the coordinator but for its silence) as each drain adds its new
    * replica, while the faults last: 'kept', a replica the step keeps (not the leader), for KEPT_FREEZE_MS: the step's
    * wait counts it down once silent past the node heartbeat bound (membership.ts answersForStepBy over countsUpBy, its
-   * node's "last heard from" clock, and silenceMs, its questions left unanswered: Membership.answersForStep), and the
+   * node's "last heard from" clock, and workerSilenceMs, its questions left unanswered: Membership.answersForStep), and the
    * drained replica leaves before it thaws; 'new', the new replica,
    * for NEW_FREEZE_MS: silent past the bound for SIM_MOVE_UNDO_MS, the step is undone and its replica placed on a node
    * that counts up (membership.ts undoStalledMoves), before it thaws; 'leader', the slice's leader, for
@@ -587,7 +587,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
   /** What the coordinator asked each node and has not answered ('remove-down' only): the product's OpenQuestions, on
    * the simulation's clock, fed every Ping and Prepare the coordinator sends a node that is up (its link up) and every
    * answer that reaches it, so that a node frozen or cut off from it is silent from its first question left unanswered
-   * (silenceMs), as on the coordinator. A new one at each coordinator start; a node's are forgotten at its crash (its
+   * (workerSilenceMs, of its worker of the one slice), as on the coordinator. A new one at each coordinator start; a node's are forgotten at its crash (its
    * link lost). One slice, one worker a node. */
   let silence = opts.setChanges === 'remove-down' || opts.setChanges === 'drain-silent' ? new OpenQuestions(() => 1, SIM_FAILOVER_TIMING.pingIntervalMs, SIM_STUCK_RETRY_MS) : null;
   /** 'drain-silent': when the coordinator last heard from each node (NodeLink.heardAt, one clock a link): any message
@@ -996,7 +996,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     now: () => clock.now,
     // 'drain-silent': the coordinator's own heardFrom (ReplicaLeaders.heardFrom) over the questions the simulation
     // tracks; elsewhere none, and every replica counts as unheard (failover.ts heardLately).
-    ...(opts.setChanges === 'drain-silent' ? { heardFrom: (n: ReplicaId) => heardFromBy(silence!, n, linkUp(n), clock.now) } : {}),
+    ...(opts.setChanges === 'drain-silent' ? { heardFrom: (n: ReplicaId) => heardFromBy(silence!, n, STORE_SLICE, linkUp(n), clock.now) } : {}),
     persistTerm: (t: number, why: ElectionReason | null) => {
       assert(t > usedTerm, 'a term is used once');
       usedTerm = t;
@@ -1092,7 +1092,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     const otherwise =
       tracked === null
         ? undefined
-        : { answers: (n: number) => answersWhenSilent(silenceMs(tracked, n, linkUp(n), clock.now, false), timing.pingIntervalMs), heldOnce: (n: number) => (commitTerms.get(n) ?? 0) >= term };
+        : { answers: (n: number) => answersWhenSilent(workerSilenceMs(tracked, n, STORE_SLICE, linkUp(n), clock.now, false), timing.pingIntervalMs), heldOnce: (n: number) => (commitTerms.get(n) ?? 0) >= term };
     const named = coordinator.currentLeader === null ? undefined : leaderUntilElected(rest, linkUp, (n) => holdsLately(n, term), otherwise);
     return { kept: named !== undefined ? [named, ...rest.filter((n) => n !== named)] : rest, named };
   };

@@ -79,13 +79,16 @@ export interface FailoverHost {
    * (leasesOut). Absent or false: one may have been (the simulation's and the stories' failovers, which begin
    * mid-history, wait leases out as before). */
   neverLed?(): boolean;
-  /** Until when replica `r`'s node is known to answer: the time of the first question (a Ping or Prepare, of any
-   * slice) the coordinator sent it that nothing from it has followed since, FIRST_ANSWER_GRACE_PING_INTERVALS later
-   * where that question's worker is not known to replicate a slice yet (it may be dropping them until its assignment
-   * comes: OpenQuestions.silentFrom); now (or later) when it owes no answer; -Infinity over a link that is not up. So a
-   * node is judged on how long it takes to answer, not on how long the coordinator took to ask (its pings go every ping
-   * interval rounded up to a tick, and not at all while it stalls: issue 14). Absent: every replica counts as unheard
-   * (the simulation). */
+  /** Until when replica `r` is known to answer: the time of the first question (a Ping or Prepare) the coordinator sent
+   * the worker of `r`'s node that runs this slice that nothing from that worker has followed since (kept across the drop
+   * of a stuck worker's questions: OpenQuestions.workerSilentFrom), FIRST_ANSWER_GRACE_PING_INTERVALS later where that
+   * worker is not known to replicate a slice yet (it may be dropping them until its assignment comes); now (or later)
+   * when it owes no answer; -Infinity over a link that is not up. So a replica is judged on how long it takes to answer,
+   * not on how long the coordinator took to ask (its pings go every ping interval rounded up to a tick, and not at all
+   * while it stalls: issue 14), and by its own worker, not by another worker of its node that is stuck (which answers
+   * none of this slice's questions). Liveness only: who is elected and how soon a leader is replaced; terms fence a
+   * replaced leader and leases are waited out by the replicas' answers (leasesOut), whatever this says. Absent: every
+   * replica counts as unheard (the simulation). */
   heardFrom?(r: ReplicaId): number;
 }
 
@@ -466,17 +469,18 @@ export class SliceFailover {
     return this.leader !== null && this.heardLately(this.leader, now) && since < LEADER_SLOW_TIMEOUT_FACTOR * this.timing.heartbeatTimeoutMs;
   }
 
-  /** Whether replica `r`'s node answered what the coordinator asked it (host.heardFrom) within 1.5 ping intervals: a
-   * node that answers pings (of any of its slices) does, a frozen one does not. Counted from the first question it
-   * left unanswered, not from its last frame: a leader's node is asked once per ping interval (rounded up to a tick),
-   * so counted from its last frame it had a quarter of an interval to answer in, and a node whose answer took 250 ms
-   * (a busy worker at load) counted as silent (issue 14, docs/replication.md "A node that answers"). Only an answer
-   * to a question clears it (ReplicaLeaders' OpenQuestions), so a frozen leader's next Ping, sent within a ping
-   * interval and a tick of the one its last Pong answered, makes its node silent 2.5 ping intervals and a tick after
-   * that Pong at the latest (1.35 s at the defaults): within the heartbeat timeout wherever it is 600 ms or more. A
-   * worker that never answered a question of a slice its node still replicates (a new replica's, whose assignment may
-   * come after its first questions) is given FIRST_ANSWER_GRACE_PING_INTERVALS more: one that never answers makes its
-   * node silent 4.5 ping intervals after its first question (2.25 s at the defaults). */
+  /** Whether replica `r` answered what the coordinator asked its worker of this slice (host.heardFrom) within 1.5 ping
+   * intervals: a worker that answers pings (of any of its slices) does, a frozen one does not. Counted from the first
+   * question it left unanswered, not from its last frame: a leader's worker is asked once per ping interval (rounded up
+   * to a tick), so counted from its last frame it had a quarter of an interval to answer in, and a node whose answer
+   * took 250 ms (a busy worker at load) counted as silent (issue 14, docs/replication.md "A node that answers"). Only an
+   * answer to a question clears it (ReplicaLeaders' OpenQuestions), so a frozen leader's next Ping, sent within a ping
+   * interval and a tick of the one its last Pong answered, makes it silent 2.5 ping intervals and a tick after that Pong
+   * at the latest (1.35 s at the defaults): within the heartbeat timeout wherever it is 600 ms or more. A worker that
+   * never answered a question of a slice its node still replicates (a new replica's, whose assignment may come after
+   * its first questions) is given FIRST_ANSWER_GRACE_PING_INTERVALS more: one that never answers is silent 4.5 ping
+   * intervals after its first question (2.25 s at the defaults). Per worker, not per node: another worker of the node
+   * stuck does not take this slice's leader's allowance (leaderAnswering) nor its replicas' waits. */
   private heardLately(r: ReplicaId, now: number): boolean {
     return now - (this.host.heardFrom?.(r) ?? -Infinity) < NODE_SILENT_AFTER_PING_INTERVALS * this.timing.pingIntervalMs;
   }

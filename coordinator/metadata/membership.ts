@@ -652,7 +652,7 @@ export class Membership {
    * below (the simulation's remove and drain steps use it). */
   private leaderUntilElected(slice: number, kept: readonly number[], term: number): number | undefined {
     return leaderUntilElected(kept, (n) => this.mayTakeLeadership(n), (n) => this.holdsLately(slice, n, term), {
-      answers: (n) => this.leaders.answers(n),
+      answers: (n) => this.leaders.answers(n, slice),
       heldOnce: (n) => this.leaders.holdsTerm(slice, n, term),
     });
   }

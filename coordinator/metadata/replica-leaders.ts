@@ -102,8 +102,8 @@ function workerAsked(unansweredSince?: number, tryAt?: number, tries = 0): Worke
 const SEQS = 2 ** 32;
 
 /** What the coordinator asked each node that it has not answered, per worker there in the order sent (a Ping or a
- * Prepare of a slice), so that a node counts as silent from the first question left unanswered (failover.ts
- * heardLately) and only an answer to a question clears it: a Pong answers the Ping of its slice and seq (a Pongs,
+ * Prepare of a slice), so that a worker counts as silent from the first question it left unanswered (failover.ts
+ * heardLately of a slice's replica: workerSilentFrom) and only an answer to a question clears it: a Pong answers the Ping of its slice and seq (a Pongs,
  * one per slice; seqs given here, sent), a Prepared a Prepare of its slice and term, a Refused a Prepare of its slice whose term is at most the one
  * the replica says it promised (it took that Prepare). Other frames, and answers to questions of other workers,
  * clear nothing. A worker takes the coordinator's messages in the order sent (its node hands it a turn's at once, in
@@ -267,8 +267,9 @@ export class OpenQuestions {
     return first;
   }
 
-  /** From when `node`'s silence counts (failover.ts heardLately: it is silent NODE_SILENT_AFTER_PING_INTERVALS after
-   * it; undefined: it owes no answer): per worker with a question open, that question's time, FIRST_ANSWER_GRACE
+  /** From when `node`'s silence counts, all its workers together (silent NODE_SILENT_AFTER_PING_INTERVALS after it;
+   * undefined: it owes no answer; the node's measure, ReplicaLeaders.silentMs, where a slice's decisions take its
+   * worker's, workerSilentFrom): per worker with a question open, that question's time, FIRST_ANSWER_GRACE
    * ping intervals later for a worker not known to replicate a slice the node still replicates (no answer of one since
    * the link came up: `known`, from which stale drops each slice the node no longer replicates); the earliest. Such a
    * worker may drop every question, those asked again included, until its assignment reaches it, and counted from its
@@ -399,15 +400,23 @@ export class OpenQuestions {
 
   /** From when the worker of `node` that runs `slice` (workerOf) counts as answering nothing (undefined: it owes no
    * answer): its unansweredSince (kept across the drop of a stuck worker's questions: stale), FIRST_ANSWER_GRACE ping
-   * intervals later where it is not known to replicate a slice its node still replicates, as silentFrom counts a
-   * worker. Placement's and a step's measure (Membership.answersForStep of a slice), where an election's is the node's
-   * (silentFrom): a node with one worker stuck takes new replicas of slices of its other workers. */
-  workerSilentFrom(node: number, slice: number): number | undefined {
+   * intervals later where `grace` and it is not known to replicate a slice its node still replicates, as silentFrom
+   * counts a worker. The measure of every decision about one slice: placement's and a step's
+   * (Membership.answersForStep), an election's (ReplicaLeaders.heardFrom of the slice's failover: its leader's
+   * allowance, its handover target's and a carrier's wait, a slow replica's), and the map's leader until it elects
+   * (ReplicaLeaders.answersFor, without the grace). Only the worker that runs the slice answers its Pings and
+   * Prepares, so a node with one worker stuck is slow or silent for that worker's slices alone; counted per node
+   * (silentFrom) it cost a slow leader of another worker there its allowance. */
+  workerSilentFrom(node: number, slice: number, grace = true): number | undefined {
     const worker = this.byNode.get(node)?.workers[this.workerOf(node, slice)];
     // A worker that owes an answer has answered nothing since its first open question at least.
     assert(worker === undefined || worker.open.length === 0 || (worker.unansweredSince !== undefined && worker.unansweredSince <= worker.open[0].at), `node ${node}: a worker with open questions from ${worker?.open[0]?.at} counts as answering nothing from ${worker?.unansweredSince}`);
     if (worker?.unansweredSince === undefined) return undefined;
-    return worker.known.size === 0 ? worker.unansweredSince + this.firstAnswerGraceMs : worker.unansweredSince;
+    const from = grace && worker.known.size === 0 ? worker.unansweredSince + this.firstAnswerGraceMs : worker.unansweredSince;
+    // Never later than the node's rule counts this worker (silentFrom: its first open question, with the same grace), so
+    // a stuck worker's own slices are timed out as soon as per node, or sooner (its time kept across drops).
+    assert(worker.open.length === 0 || from <= worker.open[0].at + (grace && worker.known.size === 0 ? this.firstAnswerGraceMs : 0), `node ${node}: the worker of slice ${slice} counts as silent from ${from}, after its first open question (${worker.open[0]?.at}) allows`);
+    return from;
   }
 }
 
@@ -421,20 +430,24 @@ export function silenceMs(questions: OpenQuestions, node: number, linkUp: boolea
 }
 
 /** How long the worker of `node` that runs `slice` has answered nothing at `now` (ms), by what it was asked
- * (`questions`: OpenQuestions.workerSilentFrom, its time kept across the drop of a stuck worker's questions); 0 where it
- * owes none; Infinity where its node's link is not up (`linkUp`). ReplicaLeaders.workerSilentMs on performance.now()'s
- * clock (Membership.answersForStep of a slice); the simulation's drain steps (test/replication-sim.ts, 'drain-silent')
- * on its seeded clock. */
-export function workerSilenceMs(questions: OpenQuestions, node: number, slice: number, linkUp: boolean, now: number): number {
-  return linkUp ? now - (questions.workerSilentFrom(node, slice) ?? now) : Infinity;
+ * (`questions`: OpenQuestions.workerSilentFrom, its time kept across the drop of a stuck worker's questions, with the
+ * grace of a worker not known to replicate a slice where `grace`); 0 where it owes none; Infinity where its node's link
+ * is not up (`linkUp`). ReplicaLeaders.workerSilentMs on performance.now()'s clock (Membership.answersForStep of a
+ * slice); the simulation's drain steps (test/replication-sim.ts, 'drain-silent') on its seeded clock. */
+export function workerSilenceMs(questions: OpenQuestions, node: number, slice: number, linkUp: boolean, now: number, grace = true): number {
+  return linkUp ? now - (questions.workerSilentFrom(node, slice, grace) ?? now) : Infinity;
 }
 
-/** When `node`'s silence counts from at `now` (ReplicaLeaders.heardFrom, a failover's host.heardFrom: heardLately and
- * answerMayCome in failover.ts): now less its silence (silenceMs, with the election's grace), -Infinity where its link
- * is not up (`linkUp`). ReplicaLeaders on performance.now()'s clock; the simulation's failover (test/replication-sim.ts,
- * 'drain-silent') on its seeded clock, over its seeded network. */
-export function heardFromBy(questions: OpenQuestions, node: number, linkUp: boolean, now: number): number {
-  return now - silenceMs(questions, node, linkUp, now);
+/** When the silence of `node`'s worker of `slice` counts from at `now` (ReplicaLeaders.heardFrom, the slice's failover's
+ * host.heardFrom: heardLately and answerMayCome in failover.ts): now less its silence (workerSilenceMs, with the
+ * election's grace), -Infinity where its link is not up (`linkUp`). Per worker, not per node: only liveness hangs on it
+ * (who is elected, how soon a leader is replaced), not safety, which terms give (a deposed leader's term is fenced by
+ * the promises of a newer one) and leases (a leader's runs from its own answers, and an election waits it out by what
+ * the replicas say: failover.ts leasesOut), whatever the coordinator counts as silent. ReplicaLeaders on
+ * performance.now()'s clock; the simulation's failover (test/replication-sim.ts, 'drain-silent') on its seeded clock,
+ * over its seeded network. */
+export function heardFromBy(questions: OpenQuestions, node: number, slice: number, linkUp: boolean, now: number): number {
+  return now - workerSilenceMs(questions, node, slice, linkUp, now);
 }
 
 /** Whether a node silent `silentMs` answers: less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals, as an election
@@ -703,39 +716,43 @@ export class ReplicaLeaders {
   }
 
   /** How long node `node` has been silent, in ms: since the first question the coordinator asked it (a Ping or a
-   * Prepare, of any slice) that it has not answered; 0 where it owes no answer, Infinity over a link that is not up
-   * (failover.ts heardLately counts the same). The election's measure, and answers' (without the grace): whether a
-   * node is up at all for placement and status is its link's clock (NodeLink.heardAt, Membership.countsUp). */
+   * Prepare, of any slice, of any of its workers) that it has not answered; 0 where it owes no answer, Infinity over a
+   * link that is not up. The node's measure; no decision about one slice takes it (a worker of the node stuck is not
+   * the slice's: workerSilentMs), and whether a node is up at all for placement, removal and status is its link's clock
+   * (NodeLink.heardAt, Membership.countsUp). */
   silentMs(node: number, grace = true): number {
     return silenceMs(this.questions, node, this.ready(node), performance.now(), grace);
   }
 
   /** How long the worker of node `node` that runs `slice` has answered nothing, in ms (OpenQuestions.workerSilentFrom:
-   * kept across the drop of a stuck worker's questions, cleared by its answer); 0 where it owes no answer, Infinity over
-   * a link that is not up. Whether a new replica of `slice` may go to the node, and whether it answers for a drain
-   * step (Membership.answersForStep): the node's other workers' questions are not this slice's. */
-  workerSilentMs(node: number, slice: number): number {
-    return workerSilenceMs(this.questions, node, slice, this.ready(node), performance.now());
+   * kept across the drop of a stuck worker's questions, cleared by its answer; with the grace of a worker not known to
+   * replicate a slice where `grace`); 0 where it owes no answer, Infinity over a link that is not up. Whether a new
+   * replica of `slice` may go to the node, whether it answers for a drain step (Membership.answersForStep), and whether
+   * it answers for the map's leader until the slice elects (answers): the node's other workers' questions are not
+   * this slice's. */
+  workerSilentMs(node: number, slice: number, grace = true): number {
+    return workerSilenceMs(this.questions, node, slice, this.ready(node), performance.now(), grace);
   }
 
-  /** Whether node `node` answers (answersWhenSilent): silent less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals,
-   * as an election counts it, but from its first question left unanswered, without the grace of a worker not known to
-   * replicate a slice (silentMs without it). The grace keeps an election from passing over a new replica that drops
-   * questions until its assignment comes; a replica this names is a router's target until the slice elects
-   * (Membership.leaderUntilElected), and must have answered what askKeptLately asked it 2 ping intervals before: with
-   * the grace, a frozen one whose worker had answered nothing since its link came up (a node back from a restart,
-   * leading no slice) counted as answering until 4.5 ping intervals after that question, and was named (found by the
-   * simulation's 'remove-down' runs: seed 1009 on stores). A node that owes no answer answers: one never asked, frozen
-   * or not, is told apart only once asked (askKeptLately asks, then waits longer than this). */
-  answers(node: number): boolean {
-    return answersWhenSilent(this.silentMs(node, false), this.timing.pingIntervalMs);
+  /** Whether node `node`'s replica of `slice` answers (answersWhenSilent): its worker silent less than
+   * NODE_SILENT_AFTER_PING_INTERVALS ping intervals, as an election counts it, but without the grace of a worker not
+   * known to replicate a slice (workerSilentMs without it). The grace keeps an election from passing over a new replica
+   * that drops questions until its assignment comes; a replica this names is a router's target until the slice elects
+   * (Membership.leaderUntilElected), and must have answered what askKeptLately asked it (a Ping of `slice`, so of this
+   * worker) 2 ping intervals before: with the grace, a frozen one whose worker had answered nothing since its link came
+   * up (a node back from a restart, leading no slice) counted as answering until 4.5 ping intervals after that question,
+   * and was named (found by the simulation's 'remove-down' runs: seed 1009 on stores). Per worker: a replica whose node
+   * has another worker stuck answers for this slice, and is not passed over. A worker that owes no answer answers: one
+   * never asked, frozen or not, is told apart only once asked (askKeptLately asks, then waits longer than this). */
+  answers(node: number, slice: number): boolean {
+    return answersWhenSilent(this.workerSilentMs(node, slice, false), this.timing.pingIntervalMs);
   }
 
-  /** When node `node`'s silence counts from (silentMs, with the election's grace; now where it owes no answer), on
-   * performance.now()'s clock; -Infinity over a link that is not up: a frame that came before the link was lost says
-   * nothing of the node since. */
-  private heardFrom(node: number): number {
-    return heardFromBy(this.questions, node, this.ready(node), performance.now());
+  /** When the silence of node `node`'s worker of `slice` counts from (heardFromBy: workerSilentMs, with the election's
+   * grace; now where it owes no answer), on performance.now()'s clock; -Infinity over a link that is not up: a frame
+   * that came before the link was lost says nothing of the node since. The slice's failover's host.heardFrom. */
+  private heardFrom(node: number, slice: number): number {
+    return heardFromBy(this.questions, node, slice, this.ready(node), performance.now());
   }
 
   /** Hands each slice's leadership to its follower `to` (leadership rebalancing; docs/replication.md):
@@ -975,7 +992,8 @@ export class ReplicaLeaders {
       // Monotonic: an election waits out an old leader's lease by it (failover.ts), which a wall clock stepped
       // forward (an NTP step, a VM resumed) would end early; the questions' times are on the same clock.
       now: () => performance.now(),
-      heardFrom: (node: number) => this.heardFrom(node),
+      // Per worker: the slice's, which alone answers its Pings and Prepares (heardFromBy: liveness only, not safety).
+      heardFrom: (node: number) => this.heardFrom(node, slice),
       persistTerm: (term: number, reason: ElectionReason | null) => {
         this.used.set(slice, Math.max(term, this.used.get(slice) ?? 0));
         if (reason !== null) this.electionsBy[reason]++;
