@@ -339,9 +339,13 @@ describe('replication under a seeded simulation', () => {
   // may be committed there), so that no replica of the newest set may lead: these seeds never converged (an election
   // every 200 ms naming no one). A replica outside the newest set now leads the joint sets until its barrier settles
   // the change, then steps down and the newest set elects its own (failover.ts finishElection; docs/replication.md,
-  // "A leader outside the newest set"). The seeds are runs where such a carrier led: since a change's settle probes come
-  // sooner after its election (failover.ts settleProbeGapMs) the draws differ, and 304751, 305276, 300308 and 302859
-  // (the runs that once never converged) had none; these four of the 400 runs of seeds 300000-300199 did.
+  // "A leader outside the newest set"). Those seeds were 304751, 305276, 300308 and 302859 (on stores the last two):
+  // since a change's settle probes come sooner after its election (failover.ts settleProbeGapMs) the draws differ and
+  // none of them elects a carrier any more. These four, of the 400 runs of seeds 300000-300199, elect one (the case the
+  // rule is for), but they are not replays of that bug: with the carrier election taken out (finishElection naming no
+  // one where the set's best would lose records) each still converges and fails only on `carriers` (checked 2026-11-28,
+  // fsrev). What proves the rule is replica-rules.test.ts's stories ("one that left carries the change"); a sweep of
+  // the chained runs without it, as f1c830a's (8 of 11,000 runs never converged), would find seeds that replay it.
   for (const [seed, store] of [[300049, false], [300156, false], [300089, true], [300133, true]] as const) {
     it(`converges over chained replica-set changes that took out every replica of the newest set holding the last records, a replica outside it carrying the change (seed ${seed}${store ? ', on stores' : ''})`, () => {
       const report = runSimulation({ seed, setChanges: 'chained', store });

@@ -427,7 +427,8 @@ export class SliceFailover {
       // (last term, last index) among a majority of every set), commits its barrier on joint majorities, and steps
       // down once that settles the change (settle), when this set elects alone. Waiting for a replica of the set that
       // holds its records never ends where a later change took out every replica of a set before that holds them
-      // (chained changes; seeds 304751 and 300308 on stores of the simulation's chained runs).
+      // (chained changes; seeds 304751 and 300308 on stores of the simulation's chained runs did not converge, until
+      // the settle probes' times changed its draws: replication-sim.test.ts says what its carrier seeds keep).
       if (this.meetsEveryMajority(notFurther)) chosen = inSet;
     }
     // The rule, asserted: a leader outside this set leads only the joint sets of a change that has not settled.
