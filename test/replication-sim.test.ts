@@ -344,9 +344,10 @@ describe('replication under a seeded simulation', () => {
   // none of them elects a carrier any more. These four, of the 400 runs of seeds 300000-300199, elect one (the case the
   // rule is for), but they are not replays of that bug: with the carrier election taken out (finishElection naming no
   // one where the set's best would lose records) each still converges and fails only on `carriers` (checked 2026-11-28,
-  // fsrev). What proves the rule is replica-rules.test.ts's stories ("one that left carries the change"); a sweep of
-  // the chained runs without it, as f1c830a's (8 of 11,000 runs never converged), would find seeds that replay it.
-  for (const [seed, store] of [[300049, false], [300156, false], [300089, true], [300133, true]] as const) {
+  // fsrev). 301734 (one of the runs that never converged then, its draws changed since) and 301967 are replays: a sweep
+  // of the chained runs of seeds 300200-301999, plain and on stores, without the carrier election found these two of
+  // 3,600 runs that never converge ("no leader with every replica caught up 30000 ms after the faults stopped").
+  for (const [seed, store] of [[301734, false], [301967, false], [300049, false], [300156, false], [300089, true], [300133, true]] as const) {
     it(`converges over chained replica-set changes that took out every replica of the newest set holding the last records, a replica outside it carrying the change (seed ${seed}${store ? ', on stores' : ''})`, () => {
       const report = runSimulation({ seed, setChanges: 'chained', store });
       expect(report.acked).toBeGreaterThan(0);
