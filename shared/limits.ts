@@ -236,10 +236,11 @@ export const LEADER_HEARTBEAT_TIMEOUT_MS = 1_500;
  * starts again at a newer term; records a leader sends a follower in one append. */
 export const LEADER_HEARTBEAT_INTERVAL_MS = 500;
 /** A replica-set change's settle probes (failover.ts: Pings asking each replica whether it holds the elected leader's
- * barrier) go this share of LEADER_HEARTBEAT_INTERVAL_MS after the first, then twice as long each time up to the
- * interval: three Pings more per replica of a change that settles slowly, and one that settles in tens of ms (a replica
- * move on a quiet slice) is seen settled then, not a ping interval later. */
-export const SETTLE_PROBE_FIRST_GAP_SHARE = 0.25;
+ * barrier) go a tick after its leader was elected, this share of LEADER_HEARTBEAT_INTERVAL_MS later, then twice as long
+ * each time up to the interval (so at one half: 0, 250, 750, 1250 ms... on 100 ms ticks 0, 300, 800, 1300), against 0,
+ * 500, 1000 ms before: at most one Ping more per replica per change, and a change that settles in tens of ms (a replica
+ * move on a quiet slice) is seen settled about 300 ms after its election rather than 500. */
+export const SETTLE_PROBE_FIRST_GAP_SHARE = 0.5;
 /** Questions (a Ping or a Prepare) the coordinator keeps per worker of a node that has not answered them
  * (OpenQuestions in coordinator/metadata/replica-leaders.ts), so that a worker stuck with its node's link open, still
  * asked a Ping per led slice each ping interval and a Prepare per election, costs bounded memory (at most

@@ -1589,6 +1589,19 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
     return c;
   }
 
+  it('tells Membership of the progress its steps wait for (onProgress, Membership.turnSoon): the elections that name leaders', async () => {
+    const c = await run(() => 0);
+    const progress: number[] = [];
+    c.leaders.onProgress = () => progress.push(c.leads.size);
+    try {
+      for (let i = 0; i < 100 && c.leads.size < 64; i++) await c.turn();
+      expect(c.leads.size, 'every slice has a leader').toBe(64);
+      expect(progress.length, 'progress said as the leaders were elected').toBeGreaterThan(0);
+    } finally {
+      c.leaders.close();
+    }
+  });
+
   /** Turns (at most `turns`) until an election for a leader timeout past `before`: virtual ms from `from` to it, -1 if none. */
   async function msToLeaderTimeout(c: Awaited<ReturnType<typeof run>>, before: number, from: number, turns: number): Promise<number> {
     for (let i = 0; i < turns; i++) {
@@ -3590,6 +3603,92 @@ describe('leadership rebalancing', () => {
       for (const mv of moves) expect(sets[mv.slice], `slice ${mv.slice} handed to a node with a replica`).toContain(mv.to);
     } finally {
       m.close();
+    }
+  });
+});
+
+describe('the steps that wait for progress run at it, not at the next turn (Membership.turnSoon)', () => {
+  // A 4th node joined 3 at R=3, empty; every slice elected. Membership's turn timer is stopped (membershipByHand), so
+  // no 500 ms turn ever runs here: a replica move that starts, starts from the progress ReplicaLeaders reports
+  // (onProgress: a change settled, leaders elected, a catch-up probe answered). Its timer is a fake one and the clock
+  // performance.now a virtual one, moved together.
+  function fourthNodeByHand() {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(3, 3, dir);
+    const f = map.addNode('ws://127.0.0.1:9100');
+    settle(map);
+    let clock = performance.now();
+    vi.spyOn(performance, 'now').mockImplementation(() => clock);
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    let settled = false;
+    const { m } = membershipByHand(map, dir, { settled: () => settled });
+    // --rebalance yes (membershipByHand's Membership has it off): replica moves onto the 4th node are to make.
+    (m as unknown as { autoRebalance: boolean }).autoRebalance = true;
+    for (let n = 0; n < map.nodes.length; n++) quiet(m, n, 0);
+    const inside = m as unknown as { turnDue(): void; lastTurnAt: number };
+    const rebalances = vi.spyOn(m, 'rebalance');
+    /** `ms` of virtual time pass: the clock and the fake timers, every node heard at the end. */
+    const pass = (ms: number) => {
+      clock += ms;
+      vi.advanceTimersByTime(ms);
+      for (let n = 0; n < map.nodes.length; n++) quiet(m, n, 0);
+    };
+    const moving = () => Array.from({ length: map.sliceCount }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
+    return { m, map, f, inside, rebalances, pass, moving, settle: () => (settled = true), now: () => clock };
+  }
+
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+  });
+
+  it('a replica move starts a tick after the change it waited for settled, no turn between; a burst of progress runs the steps once a tick; none after close', () => {
+    const c = fourthNodeByHand();
+    try {
+      // Progress, but nothing settled: the step runs, by the turn's own checks, and moves nothing.
+      c.m.leaders.onProgress();
+      c.pass(FAILOVER_TICK_MS);
+      expect(c.rebalances).toHaveBeenCalledTimes(1);
+      expect(c.moving()).toEqual([]);
+      // The changes settle, and ReplicaLeaders says so (20 times at once: a burst of Pongs): the moves start within a
+      // tick, one run of the steps, less than a turn after the last one.
+      c.settle();
+      for (let i = 0; i < 20; i++) c.m.leaders.onProgress();
+      c.pass(FAILOVER_TICK_MS - 1);
+      expect(c.rebalances, 'the steps ran again sooner than a tick after the last run').toHaveBeenCalledTimes(1);
+      c.pass(1);
+      expect(c.rebalances).toHaveBeenCalledTimes(2);
+      expect(c.moving().length, 'replica moves onto the 4th node, started with no turn run').toBeGreaterThan(0);
+      expect(c.now() - c.inside.lastTurnAt).toBeLessThan(REBALANCE_INTERVAL_MS);
+      c.m.close();
+      c.m.leaders.onProgress();
+      c.pass(FAILOVER_TICK_MS);
+      expect(c.rebalances, 'a step after close').toHaveBeenCalledTimes(2);
+    } finally {
+      c.m.close();
+    }
+  });
+
+  it('runs no step after a coordinator stall before the turn that excuses it and reads the sockets', async () => {
+    const c = fourthNodeByHand();
+    try {
+      c.settle();
+      // No turn for longer than a turn and COORDINATOR_STALL_MS (a stall): progress runs no step.
+      c.pass(REBALANCE_INTERVAL_MS + 400);
+      c.m.leaders.onProgress();
+      c.pass(FAILOVER_TICK_MS);
+      expect(c.rebalances).not.toHaveBeenCalled();
+      // The turn's timer fires late (turnDue): its turn waits for the sockets (setImmediate). A soon turn whose timer
+      // fires meanwhile runs no step before it.
+      c.inside.turnDue();
+      c.m.leaders.onProgress();
+      c.pass(FAILOVER_TICK_MS);
+      expect(c.rebalances, 'a step before the turn that excuses the stall').not.toHaveBeenCalled();
+      await new Promise((r) => setImmediate(r));
+      expect(c.rebalances).toHaveBeenCalledTimes(1);
+      expect(c.moving().length).toBeGreaterThan(0);
+    } finally {
+      c.m.close();
     }
   });
 });

@@ -1743,3 +1743,51 @@ describe('a replica outside the newest set that carries a chained change (Raft\'
     expect(() => h.replicas[0].receive(COORDINATOR, { type: 'LeadOn', term: 2, from: 1, followers: [1, 2], sets: [[1, 2], [0, 1, 2]] })).toThrow(/a leader is a replica of the set it leads/);
   });
 });
+
+describe("a replica-set change's settle probes", () => {
+  it('probe each replica sooner after the election, at most one Ping more per replica per change than one a ping interval, and settle by the same rule (a Pong holding the barrier)', () => {
+    // [0, 1, 2], led by 0 at term 5, changed to [1, 2, 3]; the election of term 6 names one of the new set, whose
+    // barrier no replica says it holds for 3 s (its Pongs say commit term 5), then one does. Virtual ms, 100 ms ticks.
+    let now = 0;
+    const published: [number, number][] = [];
+    const timing = { pingIntervalMs: 500, heartbeatTimeoutMs: 1_500, electionTimeoutMs: 2_000 };
+    const sent: { to: number; at: number; m: ReplicationMessage }[] = [];
+    const host = { send: (to: number, m: ReplicationMessage) => sent.push({ to, at: now, m }), now: () => now, persistTerm: () => {}, publish: (leader: number, term: number) => published.push([leader, term]), lastLead: () => lastLeadOf(published) };
+    const changed = new SliceFailover([0, 1, 2], 0, 5, timing, host).changedTo([1, 2, 3], 5, host);
+    changed.tick();
+    for (const r of [1, 2, 3]) changed.receive(r, preparedAt6(10));
+    expect(published).toHaveLength(1);
+    const [leader, term] = published[0];
+    const probesTo = (r: number) => sent.filter((s) => s.to === r && s.m.type === 'Ping').map((s) => s.at);
+    const followers = [1, 2, 3].filter((r) => r !== leader);
+    const from = now;
+    for (; now < from + 3_000; ) {
+      now += 100;
+      changed.tick();
+      // The leader answers its liveness Pings, leading, its barrier not committed yet: no timeout, not settled.
+      if (sent.some((s) => s.to === leader && s.at === now && s.m.type === 'Ping')) changed.receive(leader, { type: 'Pong', seq: 0, term, leading: true, commitTerm: 5, lastIndex: 10 });
+    }
+    expect(changed.electorateSettled).toBe(false);
+    const spanMs = now - from;
+    for (const r of followers) {
+      const at = probesTo(r);
+      // The first a tick after the election; the second sooner than a ping interval after it (the first gap).
+      expect(at[1] - at[0], `replica ${r}'s probes at ${at.join(', ')}`).toBeLessThan(timing.pingIntervalMs);
+      // Never further apart than a ping interval and a tick; no more than one more than one a ping interval.
+      for (let i = 1; i < at.length; i++) expect(at[i] - at[i - 1]).toBeLessThanOrEqual(timing.pingIntervalMs + 100);
+      expect(at.length, `replica ${r}'s probes at ${at.join(', ')}`).toBeLessThanOrEqual(1 + Math.floor(spanMs / timing.pingIntervalMs) + 1);
+    }
+    // A follower's Pong that holds the barrier settles the change (settleIfHeld), and the probes stop.
+    changed.receive(followers[0], { type: 'Pong', seq: 0, term, leading: false, commitTerm: term, lastIndex: 11 });
+    now += 100;
+    changed.tick();
+    expect(changed.electorateSettled).toBe(true);
+    const before = sent.filter((s) => s.m.type === 'Ping' && s.to !== leader).length;
+    for (let i = 0; i < 20; i++) {
+      now += 100;
+      changed.tick();
+      if (sent.some((s) => s.to === leader && s.at === now && s.m.type === 'Ping')) changed.receive(leader, { type: 'Pong', seq: 0, term, leading: true, commitTerm: term, lastIndex: 11 });
+    }
+    expect(sent.filter((s) => s.m.type === 'Ping' && s.to !== leader).length).toBe(before);
+  });
+});

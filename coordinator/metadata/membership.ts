@@ -149,8 +149,16 @@ export class Membership {
     this.lastTurnAt = now;
     if (late <= COORDINATOR_STALL_MS) return this.turn();
     for (const link of this.links) link.excuse(late, now);
-    setImmediate(() => this.turn());
+    this.excusedTurnDue = true;
+    setImmediate(() => {
+      this.excusedTurnDue = false;
+      this.turn();
+    });
   }
+
+  /** A turn after a stall waits for the sockets to be read (turnDue): a soon turn (turnSoon) whose timer fires in the
+   * same timers phase as turnDue, after it, would run its steps before, on what the stall left unread. */
+  private excusedTurnDue = false;
 
   private turn(): void {
     if (this.closed) return;
@@ -176,7 +184,8 @@ export class Membership {
     if (this.closed || this.soonTimer !== undefined) return;
     this.soonTimer = setTimeout(() => {
       this.soonTimer = undefined;
-      if (this.closed || performance.now() - this.lastTurnAt > REBALANCE_INTERVAL_MS + COORDINATOR_STALL_MS) return;
+      // The turn due after a stall comes first (its excuse, then the sockets read): it runs these steps itself.
+      if (this.closed || this.excusedTurnDue || performance.now() - this.lastTurnAt > REBALANCE_INTERVAL_MS + COORDINATOR_STALL_MS) return;
       this.lastSoonAt = performance.now();
       this.refillReplicas();
       this.rebalance();
