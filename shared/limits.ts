@@ -259,8 +259,9 @@ export const LEADER_SLOW_TIMEOUT_FACTOR = 3;
 /** A replica counts as silent (coordinator/metadata/failover.ts heardLately), and loses the allowances above for its
  * slice and every other slice its worker runs, once a question the coordinator asked that worker (a Ping or a
  * Prepare) has gone this many ping intervals unanswered (per worker, not per node: another worker of its node that is
- * stuck answers none of its slices' questions): 750 ms at the defaults, within the heartbeat timeout (a frozen leader is then silent 2.5 ping intervals
- * and a tick after its last answer at the latest: docs/replication.md, "A node that answers"). */
+ * stuck answers none of its slices' questions): 750 ms at the defaults, within the heartbeat timeout (a frozen leader
+ * is then silent 2.5 ping intervals and a tick after its last answer at the latest: docs/replication.md, "A node that
+ * answers"). The name says NODE for its history: it counts a worker's silence now. */
 export const NODE_SILENT_AFTER_PING_INTERVALS = 1.5;
 /** A worker of a node that has answered the coordinator no question of a slice the node still replicates, since the
  * node's link came up (a new replica's first questions), may be dropping them because its assignment has not reached

@@ -25,6 +25,11 @@ import { assert } from '../../shared/errors.js';
 import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, CARRIER_SETTLE_TIMEOUT_FACTOR, HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR, NODE_SILENT_AFTER_PING_INTERVALS, SETTLE_PROBE_FIRST_GAP_SHARE } from '../../shared/limits.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 
+// The settle probes' first gap is a share of the ping interval, doubled per probe up to it (SliceFailover.tick): at 0
+// the gap would stay 0 and every replica be pinged each tick until the change settles; above 1 the first gap would
+// exceed the interval the doubling is capped at.
+assert(SETTLE_PROBE_FIRST_GAP_SHARE > 0 && SETTLE_PROBE_FIRST_GAP_SHARE <= 1, `SETTLE_PROBE_FIRST_GAP_SHARE is in (0, 1], not ${SETTLE_PROBE_FIRST_GAP_SHARE}`);
+
 export interface FailoverTiming {
   pingIntervalMs: number;
   heartbeatTimeoutMs: number;

@@ -1346,8 +1346,9 @@ export class Membership {
     // Not while the map's save backoff runs (ReplicaLeaders.mapSaveDue): the disk failed lately, and this turn's try
     // would be one more failed save (and log line) per turn. Nor do the turn's other map changes, below.
     if (this.map.replicationFactor <= 1 || !this.leaders.mapSaveDue()) return;
-    // The sizes before come with placement's answer: this runs every REBALANCE_INTERVAL_MS, and placement itself
-    // looks at no slice while nothing changed (ClusterMap.placeReplicas), so neither does this.
+    // The sizes before come with placement's answer: this runs every turn (REBALANCE_INTERVAL_MS) and at each soon turn
+    // (turnSoon: up to once a FAILOVER_TICK_MS while moves progress), and placement itself looks at no slice while
+    // nothing changed (ClusterMap.placeReplicas), so neither does this.
     const placed = savedOr(
       () => this.map.placeReplicas(),
       (err) => this.log(`cannot record new replicas in the cluster map (${err.message}); tried again after the map's save backoff (at most ${MAP_SAVE_RETRY_MS_MAX} ms)`),
