@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog } from '../coordinator/metadata/catalog.js';
 import { ClusterMap, MapSaveError, type ReplicationSetting } from '../coordinator/metadata/cluster-map.js';
 import { FAILOVER_TIMING_DEFAULT, type FailoverHost } from '../coordinator/metadata/failover.js';
-import { answersWhenSilent, assignReplication, heardFromBy, OpenQuestions, ReplicaLeaders, silenceMs, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
+import { answersWhenSilent, assignReplication, heardFromBy, OpenQuestions, ReplicaLeaders, workerSilenceMs } from '../coordinator/metadata/replica-leaders.js';
 import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership.js';
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
@@ -739,10 +739,9 @@ describe('replica sets in the cluster map', () => {
     const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, () => {});
     const inside = m as unknown as { isUp: (n: number) => boolean; removing: Set<number> };
     // Placement counts a node up where it is up, heard from lately (Membership.countsUp: its link's clock, which starts
-    // with the link) and owes no answer past the bound (answersForStep: ReplicaLeaders.silentMs): no link is up here.
+    // with the link) and owes no answer past the bound (answersForStep: ReplicaLeaders.workerSilentMs): no link is up here.
     inside.isUp = () => true;
-    Object.assign(m.leaders as unknown as Record<string, unknown>, { silentMs: () => 0 });
-    oneWorkerEach(m);
+    Object.assign(m.leaders as unknown as Record<string, unknown>, { workerSilentMs: () => 0 });
     map.mayPlace = () => true; // no node answers here, so no leader is elected; keyslice remove waits for them (membership.ts)
     try {
       inside.removing.add(4);
@@ -1726,7 +1725,7 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
     // Two workers a node (slice % 2). From `stuckFrom` on, on the node that leads slice 0, worker 0 (the even slices)
     // answers nothing, and worker 1 answers its odd slices' Pings at once but for one odd slice it leads (`slow`),
     // whose Pongs stop (its leader busy with it): slow, not gone, as its worker answers its other slices. Counted per
-    // node (OpenQuestions.silentFrom), the stuck worker 0 made the whole node silent, and `slow` lost its
+    // node (the first open question of any of its workers, as before the election counted its worker), the stuck worker 0 made the whole node silent, and `slow` lost its
     // LEADER_SLOW_TIMEOUT_FACTOR allowance: deposed at the heartbeat timeout, for a worker that does not run it.
     let stuckFrom = Infinity;
     let stuckNode = -1;
@@ -1820,22 +1819,22 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     }
     throw new Error(`no Ping of slice ${slice}`);
   };
-  it("a worker not known to replicate a slice is silent later for an election (the grace), not for the remove's choice of a replica that answers (silenceMs without it)", () => {
+  it("a worker not known to replicate a slice is silent later for an election (the grace), not for the remove's choice of a replica that answers (workerSilenceMs without it)", () => {
     // Node 0, never answered since its link came up, asked one Ping at 100 ms: an election counts it silent from 3 ping
     // intervals later; ReplicaLeaders.answers (a remove's router target) from the question, so that after askKeptLately's
     // 2 ping intervals a frozen one no longer answers.
     const q = new OpenQuestions(() => 1, PING_MS);
     q.sent(0, [[5, { type: 'Ping', seq: 0 }]], 100);
     const at = 100 + 2 * PING_MS;
-    expect(silenceMs(q, 0, true, at)).toBe(2 * PING_MS - FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS);
-    expect(answersWhenSilent(silenceMs(q, 0, true, at), PING_MS)).toBe(true);
-    expect(silenceMs(q, 0, true, at, false)).toBe(2 * PING_MS);
-    expect(answersWhenSilent(silenceMs(q, 0, true, at, false), PING_MS)).toBe(false);
-    expect(silenceMs(q, 0, false, at, false)).toBe(Infinity);
-    expect(silenceMs(q, 1, true, at, false)).toBe(0);
+    expect(workerSilenceMs(q, 0, 5, true, at)).toBe(2 * PING_MS - FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS);
+    expect(answersWhenSilent(workerSilenceMs(q, 0, 5, true, at), PING_MS)).toBe(true);
+    expect(workerSilenceMs(q, 0, 5, true, at, false)).toBe(2 * PING_MS);
+    expect(answersWhenSilent(workerSilenceMs(q, 0, 5, true, at, false), PING_MS)).toBe(false);
+    expect(workerSilenceMs(q, 0, 5, false, at, false)).toBe(Infinity);
+    expect(workerSilenceMs(q, 1, 5, true, at, false)).toBe(0);
   });
 
-  it("a slice's election and its map's leader until it elects count the silence of the worker that runs it (workerSilenceMs), not of a stuck worker of its node (silenceMs)", () => {
+  it("a slice's election and its map's leader until it elects count the silence of the worker that runs it (workerSilenceMs), not of a stuck worker of its node", () => {
     // Node 0 of two workers (slice % 2): worker 0 left a Ping of slice 4 unanswered since 100 ms; worker 1 answered a
     // Ping of slice 5 (known) and owes nothing.
     const q = new OpenQuestions(() => 2, PING_MS);
@@ -1844,8 +1843,8 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     q.answered(0, [[5, { type: 'Pong', seq: (ping5[0][1] as { seq: number }).seq, term: 1, leading: true, commitTerm: 1, lastIndex: 0 }]]);
     q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 100);
     const at = 100 + 10 * PING_MS;
-    // The node counts as silent (its stuck worker's first open question, with the grace of a worker not known yet).
-    expect(answersWhenSilent(silenceMs(q, 0, true, at), PING_MS), "the node, by its stuck worker").toBe(false);
+    // The node's other worker (slice 4's) is stuck, past the bound even with the grace of a worker not known yet.
+    expect(answersWhenSilent(workerSilenceMs(q, 0, 4, true, at), PING_MS), "slice 4's worker, stuck").toBe(false);
     // Slice 5's worker answers, with the grace or without (an election's heardFrom; ReplicaLeaders.answers).
     expect(workerSilenceMs(q, 0, 5, true, at), "slice 5's worker, with the grace").toBe(0);
     expect(workerSilenceMs(q, 0, 5, true, at, false), "slice 5's worker, without it").toBe(0);
@@ -2060,8 +2059,9 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
   /** One worker (node 0; `workers` of them, slice % workers, where given) on the virtual clock: the coordinator's ticks
    * every 100 ms ask again as ReplicaLeaders.askAgain does (OpenQuestions.stale), `asks` says what else it sends when,
    * and the worker answers a Ping or Prepare of a slice `answers` says it replicates then after `delayMs`, drops the
-   * others. Returns the ticks at which the node counted as silent (heardLately's rule: NODE_SILENT_AFTER_PING_INTERVALS
-   * after OpenQuestions.silentFrom, as ReplicaLeaders' heardFrom says), the slices asked again, and when each answer
+   * others. Returns the ticks at which the node counted as silent, some worker of it silent for its slices' elections
+   * (heardLately's rule: NODE_SILENT_AFTER_PING_INTERVALS after OpenQuestions.workerSilentFrom with the grace, as
+   * ReplicaLeaders' heardFrom says; the earliest of its workers, slice w being worker w's), the slices asked again, and when each answer
    * came. `replicates` says whether the node's set of a slice holds it at a tick (stale's stillAsked; always, where not
    * given). */
   function worker(o: { untilMs: number; asks: (t: number) => DecodedReplicateEntry[]; answers: (slice: number, t: number) => boolean; delayMs: number; workers?: number; replicates?: (slice: number, t: number) => boolean }) {
@@ -2085,7 +2085,8 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
       }
       due.splice(0, due.length, ...due.filter((d) => d.at > t));
       if (t % 100 !== 0) continue;
-      const from = q.silentFrom(0);
+      const froms = Array.from({ length: o.workers ?? 1 }, (_, w) => q.workerSilentFrom(0, w)).filter((f) => f !== undefined);
+      const from = froms.length > 0 ? Math.min(...froms) : undefined;
       if (from !== undefined && t - from >= NODE_SILENT_AFTER_PING_INTERVALS * PING_MS) silentAt.push(t);
       const reasked: DecodedReplicateEntry[] = [];
       q.stale(0, t, (slice) => o.replicates?.(slice, t) ?? true, (slice) => {
@@ -2195,14 +2196,14 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     const grace = FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS;
     // Not known to replicate anything: the grace.
     q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 0);
-    expect(q.silentFrom(0)).toBe(grace);
+    expect(q.workerSilentFrom(0, 4)).toBe(grace);
     expect(q.firstAsked(0)).toBe(0);
     // Its promise of slice 2 (which clears the Ping sent before it): it runs, and replicates slice 2.
     q.sent(0, [[2, { type: 'Prepare', term: 3 }]], 50);
     q.answered(0, [[2, { type: 'Prepared', term: 3, lastTerm: 0, lastIndex: 0, leaseWaitMs: 0, ledTerm: 0 }]]);
-    expect(q.silentFrom(0)).toBeUndefined();
+    expect(q.workerSilentFrom(0, 4)).toBeUndefined();
     q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 100);
-    expect(q.silentFrom(0), 'counted from its first open question').toBe(100);
+    expect(q.workerSilentFrom(0, 4), 'counted from its first open question').toBe(100);
     const again: number[] = [];
     let replicates2 = true;
     const stillAsked = (slice: number) => slice === 4 || (slice === 2 && replicates2);
@@ -2212,36 +2213,31 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     replicates2 = false;
     q.stale(0, 700, stillAsked, (slice) => again.push(slice));
     expect(again).toEqual([2, 4]);
-    expect(q.silentFrom(0), 'the grace again').toBe(100 + grace);
+    expect(q.workerSilentFrom(0, 4), 'the grace again').toBe(100 + grace);
+    expect(q.workerSilentFrom(0, 4, false), 'without it (ReplicaLeaders.answers)').toBe(100);
     expect(q.firstAsked(0)).toBe(100);
-    // A ping interval that is no number is refused at once, not met as a NaN time in silentFrom's bound.
+    // A ping interval that is no number is refused at once, not met as a NaN time in workerSilentFrom's bound.
     expect(() => new OpenQuestions(() => 1, Number.NaN)).toThrow(/ping interval is a positive number of ms, not NaN/);
   });
 
 });
 
 /** A Membership over `map` whose turns the test makes by hand (its timer stopped), every node counted up and answering
- * (silentMs 0: no link is up here, which ReplicaLeaders counts as silent), and its ReplicaLeaders patched with `leaders`
- * (over an elected term 1, every change settled, no handover made): the setting of the handover give-up cases below.
- * A node that `leaders.silentMs` says is silent (a frozen one) has sent nothing for as long either: its link's heardAt
- * follows it (Membership.countsUp reads the link). */
+ * (workerSilentMs 0: no link is up here, which ReplicaLeaders counts as silent), and its ReplicaLeaders patched with
+ * `leaders` (over an elected term 1, every change settled, no handover made): the setting of the handover give-up cases
+ * below. Silence is patched on workerSilentMs, the hook the product reads for a slice's decisions (answersForStep,
+ * answers); each node here has one worker, so a function of the node alone. A node that `leaders.workerSilentMs` says is
+ * silent (a frozen one) has sent nothing for as long either: its link's heardAt follows it (Membership.countsUp reads the
+ * link). */
 function membershipByHand(map: ClusterMap, dir: string, leaders: Record<string, unknown>, log: (line: string) => void = () => {}) {
   const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, false, log);
   const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; drainReplicas(): void; handingOver: Map<number, { since: number }>; handoversGivenUp: number };
   clearInterval(inside.timer);
   inside.isUp = () => true;
-  Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, handOver: () => 0, silentMs: () => 0, ...leaders });
-  oneWorkerEach(m);
-  const silent = leaders.silentMs as ((n: number) => number) | undefined;
+  Object.assign(m.leaders as unknown as Record<string, unknown>, { electedTerm: () => 1, settled: () => true, handOver: () => 0, workerSilentMs: () => 0, ...leaders });
+  const silent = leaders.workerSilentMs as ((n: number) => number) | undefined;
   if (silent !== undefined) m.links.forEach((link, n) => Object.defineProperty(link, 'heardAt', { get: () => performance.now() - silent(n), set: () => {}, configurable: true }));
   return { m, inside };
-}
-
-/** Each node of `m` one worker (no link is up here, so no Hello said otherwise): its worker of any slice has answered
- * nothing for as long as its ReplicaLeaders' silentMs, patched or not, says the node has (workerSilentMs). */
-function oneWorkerEach(m: Membership): void {
-  const leaders = m.leaders as unknown as { silentMs(n: number): number; workerSilentMs(n: number, slice: number): number };
-  leaders.workerSilentMs = (n) => leaders.silentMs(n);
 }
 
 /** Node `n` of `m` last heard from `ms` ago, its link's clock a plain value from now on (a frame or pong moves it). */
@@ -2308,8 +2304,8 @@ describe("a drain step's handover given up while the map cannot be saved", () =>
     const lines: string[] = [];
     let clock = performance.now();
     vi.spyOn(performance, 'now').mockImplementation(() => clock);
-    // Every node heard just now, whatever the clock says (silentMs: 0).
-    const { m, inside } = membershipByHand(map, dir, { holdsTerm: () => true, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: () => 0 }, (line) => lines.push(line));
+    // Every node heard just now, whatever the clock says (workerSilentMs: 0).
+    const { m, inside } = membershipByHand(map, dir, { holdsTerm: () => true, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], workerSilentMs: () => 0 }, (line) => lines.push(line));
     const tmp = join(dir, 'cluster-map.json.tmp');
     const turns = (n: number) => {
       for (let i = 0; i < n; i++) {
@@ -2390,7 +2386,7 @@ describe('the leader a drain step names until the slice elects', () => {
     const { map, x, led } = drainingLeader(dir);
     const frozen = new Map(led.map((s) => [s, map.replicasOf(s).find((n) => n !== x && map.statusOf(n) === 'active')!]));
     const frozenNodes = new Set(frozen.values());
-    const { m, inside } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (frozenNodes.has(n) ? 10_000 : 0) });
+    const { m, inside } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], workerSilentMs: (n: number) => (frozenNodes.has(n) ? 10_000 : 0) });
     try {
       for (const s of led) pongs(m, s, map.replicasOf(s).filter((n) => n !== x).map((n) => [n, 1, n === frozen.get(s) ? 10_000 : 0]));
       // Only slices whose frozen replica is silent alone: another slice's frozen node may be this one's good replica.
@@ -2414,7 +2410,7 @@ function backdateUndo(unansweringSince: Map<number, { node: number; since: numbe
 }
 
 /** 5 nodes at R=3, node 4 draining: each slice it holds has a new replica (joining). f is a node that got some (toF;
- * withF: the slices holding it before), whose questions stay unanswered `setSilent` ms (ReplicaLeaders.silentMs;
+ * withF: the slices holding it before), whose questions stay unanswered `setSilent` ms (ReplicaLeaders.workerSilentMs;
  * NODE_HEARTBEAT_TIMEOUT_MS - 1 s at first, within the bound). */
 function drainOntoSilent() {
   const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
@@ -2426,7 +2422,7 @@ function drainOntoSilent() {
   const toF = slices.filter((s) => map.joiningOf(s) === f);
   const withF = slices.filter((s) => map.replicasOf(s).includes(f));
   let silent = NODE_HEARTBEAT_TIMEOUT_MS - 1_000;
-  const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
+  const { m } = membershipByHand(map, dir, { leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], workerSilentMs: (n: number) => (n === f ? silent : 0) });
   const inside = m as unknown as { noteDown(): void; undoStalledMoves(): void; countsUp(n: number): boolean; unansweringSince: Map<number, { node: number; since: number }> };
   const setSilent = (ms: number) => {
     silent = ms;
@@ -2472,7 +2468,7 @@ describe('a drain step whose new replica is silent, its link open', () => {
 describe("a drain step whose new replica's worker is stuck, its node answering pings", () => {
   it('is undone once its questions have been unanswered past NODE_HEARTBEAT_TIMEOUT_MS and --move-undo-down-ms more, though its node is heard (countsUp), and placed on another node, not back on the stuck one', () => {
     // 5 nodes at R=3, node 4 draining: each slice it holds has a new replica (joining). One node that got some, f, pongs
-    // each turn (its link's heardAt young: countsUp) while its worker answers no Ping (ReplicaLeaders.silentMs grows).
+    // each turn (its link's heardAt young: countsUp) while its worker answers no Ping (ReplicaLeaders.workerSilentMs grows).
     // The step's wait counted it down (answersForStep) but the undo asked countsUp alone, so the step waited for it for
     // as long as the worker stayed stuck; and placement (map.isUp) would have put the undone replica straight back.
     const { map, f, toF, withF, m, inside, setSilent } = drainOntoSilent();
@@ -3001,7 +2997,7 @@ describe('a drain that replaces a replica on a node that is down', () => {
     // that is up").
     const { dir, map, s, set, c } = drainingSlice();
     const e = [0, 1, 2, 3].find((n) => !set.includes(n))!;
-    const { m, inside } = membershipByHand(map, dir, { leaderOf: (i: number) => map.ownerOf(i), setsOf: (i: number) => [map.replicasOf(i)], silentMs: (n: number) => (n === e ? NODE_HEARTBEAT_TIMEOUT_MS + 1_000 : 0) });
+    const { m, inside } = membershipByHand(map, dir, { leaderOf: (i: number) => map.ownerOf(i), setsOf: (i: number) => [map.replicasOf(i)], workerSilentMs: (n: number) => (n === e ? NODE_HEARTBEAT_TIMEOUT_MS + 1_000 : 0) });
     inside.isUp = (n) => n !== c;
     (inside as unknown as { downSince: Map<number, number> }).downSince.set(c, performance.now() - 60_000);
     const withE = Array.from({ length: 64 }, (_, i) => i).filter((i) => map.replicasOf(i).includes(e));
@@ -3111,7 +3107,7 @@ describe("a drain step of a follower's replica whose kept replica's worker is st
   it('does not wait for it once its questions have been unanswered longer than NODE_HEARTBEAT_TIMEOUT_MS, though its node is heard (countsUp)', () => {
     // 4 nodes at R=3, node 3 draining, every node up. Slices where node 3 is a follower (their leader stays: no handover,
     // so no handover bound): every replica kept holds the barrier but one, on a node whose main thread pongs each turn
-    // (its link's heardAt young, so countsUp) while the worker of those slices answers no Ping (ReplicaLeaders.silentMs
+    // (its link's heardAt young, so countsUp) while the worker of those slices answers no Ping (ReplicaLeaders.workerSilentMs
     // grows). With countsUp alone as the step's measure the step waited for that replica for as long as the worker
     // stayed stuck; it goes on with the new replica and a majority of those kept, as for a frozen one.
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
@@ -3120,7 +3116,7 @@ describe("a drain step of a follower's replica whose kept replica's worker is st
     const cases = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.leaverOf(s) === x && map.ownerOf(s) !== x && map.ownerOf(s) !== f && map.joiningOf(s) !== f && map.replicasOf(s).includes(f));
     expect(cases.length, "slices node 3 follows with a kept replica on the stuck node").toBeGreaterThan(0);
     let silent = 0;
-    const { m, inside } = membershipByHand(map, dir, { electedTerm: () => 2, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
+    const { m, inside } = membershipByHand(map, dir, { electedTerm: () => 2, leaderOf: (s: number) => map.ownerOf(s), setsOf: (s: number) => [map.replicasOf(s)], workerSilentMs: (n: number) => (n === f ? silent : 0) });
     const counted = m as unknown as { countsUp(n: number): boolean };
     try {
       for (const s of cases) pongs(m, s, map.replicasOf(s).filter((n) => n !== x).map((n) => [n, n === f ? 1 : 2, 0]));
@@ -3156,7 +3152,7 @@ describe('a drain step after its handover completed', () => {
     const cases = held.filter((s) => map.replicasOf(s).includes(f) && leaderOf(s) !== f && map.joiningOf(s) !== f);
     expect(cases.length, 'slices with a kept replica on the frozen node').toBeGreaterThan(0);
     let silent = 0;
-    const { m, inside } = membershipByHand(map, dir, { electedTerm: () => 2, leaderOf, setsOf: (s: number) => [map.replicasOf(s)], silentMs: (n: number) => (n === f ? silent : 0) });
+    const { m, inside } = membershipByHand(map, dir, { electedTerm: () => 2, leaderOf, setsOf: (s: number) => [map.replicasOf(s)], workerSilentMs: (n: number) => (n === f ? silent : 0) });
     try {
       for (const s of cases) pongs(m, s, map.replicasOf(s).filter((n) => n !== x).map((n) => [n, n === f ? 1 : 2, 0]));
       // Silent less than the bound: a node that is slow, not frozen, is waited for.
@@ -3235,7 +3231,7 @@ describe("a remove of a node that is down and leads, the map's leader", () => {
     const fNodes = new Set(f.values());
     const mine = led.filter((s) => !fNodes.has(g.get(s)!));
     expect(mine.length, 'slices whose first follower is frozen and whose other is not').toBeGreaterThan(0);
-    const { m, inside } = membershipByHand(map, dir, { silentMs: (n: number) => (fNodes.has(n) ? 10_000 : 0) });
+    const { m, inside } = membershipByHand(map, dir, { workerSilentMs: (n: number) => (fNodes.has(n) ? 10_000 : 0) });
     inside.isUp = (n) => n !== x;
     try {
       for (const s of led) pongs(m, s, map.replicasOf(s).filter((n) => n !== x).map((n) => [n, 1, 10_000]));
@@ -3262,7 +3258,7 @@ describe("a remove of a node that is down and leads, the map's leader", () => {
       return !fNodes.has(n) && performance.now() - at >= 20;
     };
     const silentMs = (n: number) => (fNodes.has(n) && asked.has(n) ? performance.now() - asked.get(n)! : 0);
-    const { m, inside } = membershipByHand(map, dir, { holdsTerm, silentMs });
+    const { m, inside } = membershipByHand(map, dir, { holdsTerm, workerSilentMs: silentMs });
     inside.isUp = (n) => n !== x;
     try {
       await m.remove(map.nodes[x]);
@@ -3291,7 +3287,7 @@ describe("a remove of a node that is down and leads, the map's leader", () => {
       return maxAgeMs === Infinity && fNodes.has(n);
     };
     const silentMs = (n: number) => (fNodes.has(n) ? performance.now() - upAt() : 0);
-    const { m, inside } = membershipByHand(map, dir, { holdsTerm, silentMs });
+    const { m, inside } = membershipByHand(map, dir, { holdsTerm, workerSilentMs: silentMs });
     inside.isUp = (n) => n !== x && (!fNodes.has(n) || performance.now() >= upAt());
     try {
       // (Forced: F down at the remove's start leaves the slices a live majority short for its checks.)

@@ -1667,7 +1667,7 @@ export function countsUpBy(up: boolean, heardMsAgo: number, boundMs: number): bo
 
 /** Membership.answersForStep apart from the links and the questions: up for a drain step's wait (drainStepCatchUp's
  * `isUp`) where it counts up (`countsUp`: countsUpBy) and has left no question unanswered for `boundMs` or longer
- * (`silentMs`: ReplicaLeaders.silentMs, with the grace). Used by the simulation's 'drain-silent' runs too. */
+ * (`silentMs`: ReplicaLeaders.workerSilentMs of the slice, with the grace). Used by the simulation's 'drain-silent' runs too. */
 export function answersForStepBy(countsUp: boolean, silentMs: number, boundMs: number): boolean {
   return countsUp && silentMs < boundMs; // at the bound itself it counts silent, as silentPastBoundBy does
 }
@@ -1679,7 +1679,7 @@ export function answersForStepBy(countsUp: boolean, silentMs: number, boundMs: n
  * given `otherwise`, the first that may lead and `answers` (not silent), one that `heldOnce` the barrier (a Pong of any
  * age) first: a router target that answers, where the map's own rule (the first follower that is up) may name a
  * frozen one. Used by the simulation's remove and drain steps (test/replication-sim.ts), with `otherwise` where it
- * tracks silence (its 'remove-down' runs, by ReplicaLeaders' own OpenQuestions and silenceMs). undefined: none. */
+ * tracks silence (its 'remove-down' runs, by ReplicaLeaders' own OpenQuestions and workerSilenceMs). undefined: none. */
 export function leaderUntilElected(
   kept: readonly number[],
   mayLead: (node: number) => boolean,

@@ -73,7 +73,7 @@ interface WorkerAsked {
   askedAgainAt: number;
   /** The slices of the Pings and Prepares it answered since the link came up that its node still replicates (stale
    * drops the others at each tick): it runs them, and answers a Ping of any of them. Empty: the worker is not known to
-   * replicate a slice, and silentFrom gives it the grace. All of them, not only the last: a worker that leads one
+   * replicate a slice, and workerSilentFrom gives it the grace. All of them, not only the last: a worker that leads one
    * slice and last answered for another that then left its node (a move's old follower) still answers its leader's
    * Pings, and counted as unknown a frozen one kept its leaderships up to 2.25 s after its first question unanswered,
    * past the heartbeat timeout. */
@@ -112,7 +112,7 @@ const SEQS = 2 ** 32;
  * yet: its Assign comes with a batch task, which a Replicate can overtake; or no longer). A worker not known to
  * replicate any slice its node still replicates (none of its answers since the link came up is of one) may be dropping
  * every question for want of its assignment, the ones asked again included: its silence counts from its first open
- * question FIRST_ANSWER_GRACE_PING_INTERVALS later (silentFrom). */
+ * question FIRST_ANSWER_GRACE_PING_INTERVALS later (workerSilentFrom). */
 export class OpenQuestions {
   /** node -> what is kept of each of its workers, indexed by worker (workerOf; an array, so that stale goes through
    * them in worker order); the last id given one (ask), kept past forget so that a late Pong of a question
@@ -125,13 +125,13 @@ export class OpenQuestions {
   constructor(
     private readonly workerCount: (node: number) => number,
     /** The coordinator's ping interval (FailoverTiming): a worker's first open question is asked again each half of it
-     * (stale); the grace of a worker not known to replicate a slice is counted in it (silentFrom). */
+     * (stale); the grace of a worker not known to replicate a slice is counted in it (workerSilentFrom). */
     private readonly pingIntervalMs: number,
     /** The wait before a stuck worker nothing can ask by is tried again, doubling per try it leaves unanswered (stale):
      * STUCK_WORKER_RETRY_MS_MIN..MAX, which the simulation scales with its heartbeat bound as it scales the others. */
     private readonly stuckRetryMs: { min: number; max: number } = { min: STUCK_WORKER_RETRY_MS_MIN, max: STUCK_WORKER_RETRY_MS_MAX },
   ) {
-    // A ping interval that is not a positive number (NaN) would make silentFrom's times NaN, and its bound fire.
+    // A ping interval that is not a positive number (NaN) would make workerSilentFrom's times NaN, and its bound fire.
     assert(pingIntervalMs > 0 && Number.isFinite(pingIntervalMs), `the ping interval is a positive number of ms, not ${pingIntervalMs}`);
     this.firstAnswerGraceMs = FIRST_ANSWER_GRACE_PING_INTERVALS * pingIntervalMs;
   }
@@ -267,35 +267,6 @@ export class OpenQuestions {
     return first;
   }
 
-  /** From when `node`'s silence counts, all its workers together (silent NODE_SILENT_AFTER_PING_INTERVALS after it;
-   * undefined: it owes no answer; the node's measure, ReplicaLeaders.silentMs, where a slice's decisions take its
-   * worker's, workerSilentFrom): per worker with a question open, that question's time, FIRST_ANSWER_GRACE
-   * ping intervals later for a worker not known to replicate a slice the node still replicates (no answer of one since
-   * the link came up: `known`, from which stale drops each slice the node no longer replicates); the earliest. Such a
-   * worker may drop every question, those asked again included, until its assignment reaches it, and counted from its
-   * first one its node was silent from 750 ms until it answered one asked after its assignment came (docs/replication.md,
-   * "A node that answers"). A worker that answered one stays counted from its first open question: asked again by the
-   * slice it answered (stale), it answers within the window whatever assignment it waits for, so a frozen one is silent
-   * on time. */
-  silentFrom(node: number): number | undefined {
-    const asked = this.byNode.get(node);
-    if (asked === undefined) return undefined;
-    let from: number | undefined;
-    let first: number | undefined;
-    for (const worker of asked.workers) {
-      if (worker === undefined || worker.open.length === 0) continue;
-      const opened = worker.open[0].at;
-      const at = worker.known.size === 0 ? opened + this.firstAnswerGraceMs : opened;
-      if (!(at >= (from ?? Infinity))) from = at;
-      if (!(opened >= (first ?? Infinity))) first = opened;
-    }
-    // The bound: the grace only delays silence, and by FIRST_ANSWER_GRACE_PING_INTERVALS at most, so a worker that never
-    // answers still counts its node as silent that long after its first question and the silence window. (Compared as
-    // first + grace, the sum silence is taken from: a difference of the two can exceed the grace by a rounding.)
-    assert(from === first || (from !== undefined && first !== undefined && from > first && from <= first + this.firstAnswerGraceMs), `node ${node}: silence counts from ${from}, not within the grace of its first open question (${first})`);
-    return from;
-  }
-
   /** What was asked over a link that went down, or before it came up, is not the node's to answer. A stuck worker's time
    * (unansweredSince, answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals at `now`) and its tries are
    * kept where `keepStuck` (a link lost, or back to the same process: linkUp; not for a node removed, nor one that
@@ -337,12 +308,12 @@ export class OpenQuestions {
    * is asked again, each half ping interval as long as that question stays open: `again` is handed a slice to Ping,
    * once a worker per half interval however many it owes (bounded). The slice is one the worker answered for that the node
    * still replicates (`known`, kept to `stillAsked`), so that a worker that runs answers it whether or not the assignment of the slice it dropped is there
-   * yet; else the first open question's own (and the worker is not known to replicate a slice: silentFrom gives it the
+   * yet; else the first open question's own (and the worker is not known to replicate a slice: workerSilentFrom gives it the
    * grace). Its answer clears every question before it.
    * Asked again only once, and by the dropped question's slice, a worker whose assignment was still not there dropped
    * that Ping too, and with nothing later asked of it (a follower is not pinged once its change settled) its node
    * counted as silent without end (docs/replication.md, "A node that answers"). Asking again moves no question's time:
-   * a frozen worker counts as silent from its first unanswered question (silentFrom), as before. Questions of a slice
+   * a frozen worker counts as silent from its first unanswered question (workerSilentFrom), as before. Questions of a slice
    * the node no longer replicates are dropped from the front (it dropped them, and nothing later may follow on that
    * worker), and its unansweredSince with them, unless it had answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping
    * intervals then (stuck): kept, it is asked again as long as it stays, by a slice its node replicates on it (`known`,
@@ -400,33 +371,28 @@ export class OpenQuestions {
 
   /** From when the worker of `node` that runs `slice` (workerOf) counts as answering nothing (undefined: it owes no
    * answer): its unansweredSince (kept across the drop of a stuck worker's questions: stale), FIRST_ANSWER_GRACE ping
-   * intervals later where `grace` and it is not known to replicate a slice its node still replicates, as silentFrom
-   * counts a worker. The measure of every decision about one slice: placement's and a step's
+   * intervals later where `grace` and it is not known to replicate a slice its node still replicates. The measure of every decision about one slice: placement's and a step's
    * (Membership.answersForStep), an election's (ReplicaLeaders.heardFrom of the slice's failover: its leader's
    * allowance, its handover target's and a carrier's wait, a slow replica's), and the map's leader until it elects
-   * (ReplicaLeaders.answersFor, without the grace). Only the worker that runs the slice answers its Pings and
+   * (ReplicaLeaders.answers, without the grace). Only the worker that runs the slice answers its Pings and
    * Prepares, so a node with one worker stuck is slow or silent for that worker's slices alone; counted per node
-   * (silentFrom) it cost a slow leader of another worker there its allowance. */
+   * (a node-wide measure, its workers' first open questions together, since removed: nothing decided by it) it cost a
+   * slow leader of another worker there its allowance. A worker not known to replicate a slice may drop every question,
+   * those asked again included, until its assignment reaches it: counted from its first one, its replicas were silent
+   * from 750 ms until it answered one asked after its assignment came (docs/replication.md, "A node that answers"), hence
+   * the grace; one that answered one stays counted from its first open question (asked again by the slice it answered:
+   * stale), so a frozen one is silent on time. */
   workerSilentFrom(node: number, slice: number, grace = true): number | undefined {
     const worker = this.byNode.get(node)?.workers[this.workerOf(node, slice)];
     // A worker that owes an answer has answered nothing since its first open question at least.
     assert(worker === undefined || worker.open.length === 0 || (worker.unansweredSince !== undefined && worker.unansweredSince <= worker.open[0].at), `node ${node}: a worker with open questions from ${worker?.open[0]?.at} counts as answering nothing from ${worker?.unansweredSince}`);
     if (worker?.unansweredSince === undefined) return undefined;
     const from = grace && worker.known.size === 0 ? worker.unansweredSince + this.firstAnswerGraceMs : worker.unansweredSince;
-    // Never later than the node's rule counts this worker (silentFrom: its first open question, with the same grace), so
-    // a stuck worker's own slices are timed out as soon as per node, or sooner (its time kept across drops).
+    // Never later than its first open question (with the same grace) allows: the grace only delays silence, by
+    // FIRST_ANSWER_GRACE_PING_INTERVALS at most, and a stuck worker's time kept across drops only makes it sooner.
     assert(worker.open.length === 0 || from <= worker.open[0].at + (grace && worker.known.size === 0 ? this.firstAnswerGraceMs : 0), `node ${node}: the worker of slice ${slice} counts as silent from ${from}, after its first open question (${worker.open[0]?.at}) allows`);
     return from;
   }
-}
-
-/** How long `node` has been silent at `now` (ms), by what it was asked and has not answered (`questions`): from its
- * first question left unanswered, given the grace of a worker not known to replicate a slice where `grace`
- * (OpenQuestions.silentFrom, as elections count it), without it where not (firstAsked); 0 where it owes none; Infinity
- * where its link is not up (`linkUp`). ReplicaLeaders.silentMs on performance.now()'s clock; the simulation's remove
- * (test/replication-sim.ts, 'remove-down') on its seeded clock, over its seeded network. */
-export function silenceMs(questions: OpenQuestions, node: number, linkUp: boolean, now: number, grace = true): number {
-  return linkUp ? now - ((grace ? questions.silentFrom(node) : questions.firstAsked(node)) ?? now) : Infinity;
 }
 
 /** How long the worker of `node` that runs `slice` has answered nothing at `now` (ms), by what it was asked
@@ -715,15 +681,6 @@ export class ReplicaLeaders {
     return holds;
   }
 
-  /** How long node `node` has been silent, in ms: since the first question the coordinator asked it (a Ping or a
-   * Prepare, of any slice, of any of its workers) that it has not answered; 0 where it owes no answer, Infinity over a
-   * link that is not up. The node's measure; no decision about one slice takes it (a worker of the node stuck is not
-   * the slice's: workerSilentMs), and whether a node is up at all for placement, removal and status is its link's clock
-   * (NodeLink.heardAt, Membership.countsUp). */
-  silentMs(node: number, grace = true): number {
-    return silenceMs(this.questions, node, this.ready(node), performance.now(), grace);
-  }
-
   /** How long the worker of node `node` that runs `slice` has answered nothing, in ms (OpenQuestions.workerSilentFrom:
    * kept across the drop of a stuck worker's questions, cleared by its answer; with the grace of a worker not known to
    * replicate a slice where `grace`); 0 where it owes no answer, Infinity over a link that is not up. Whether a new
@@ -829,7 +786,7 @@ export class ReplicaLeaders {
   /** With KEYSLICE_TRACE_STALLS, a line per frame from `node` that came over 500 ms after its last one or after the first
    * question it left unanswered: `sinceFrame` is what the coordinator counted silence from before issue 14,
    * `sinceAsked` what it counts from now (heardLately takes either over 1.5 ping intervals, 750 ms, as silent; a worker
-   * not known to replicate a slice yet is given more: OpenQuestions.silentFrom). */
+   * not known to replicate a slice yet is given more: OpenQuestions.workerSilentFrom). */
   private traceHeard(node: number): void {
     if (!TRACE_STALLS) return;
     const now = performance.now();
