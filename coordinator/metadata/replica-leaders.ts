@@ -387,11 +387,9 @@ export class OpenQuestions {
     // A worker that owes an answer has answered nothing since its first open question at least.
     assert(worker === undefined || worker.open.length === 0 || (worker.unansweredSince !== undefined && worker.unansweredSince <= worker.open[0].at), `node ${node}: a worker with open questions from ${worker?.open[0]?.at} counts as answering nothing from ${worker?.unansweredSince}`);
     if (worker?.unansweredSince === undefined) return undefined;
-    const from = grace && worker.known.size === 0 ? worker.unansweredSince + this.firstAnswerGraceMs : worker.unansweredSince;
-    // Never later than its first open question (with the same grace) allows: the grace only delays silence, by
-    // FIRST_ANSWER_GRACE_PING_INTERVALS at most, and a stuck worker's time kept across drops only makes it sooner.
-    assert(worker.open.length === 0 || from <= worker.open[0].at + (grace && worker.known.size === 0 ? this.firstAnswerGraceMs : 0), `node ${node}: the worker of slice ${slice} counts as silent from ${from}, after its first open question (${worker.open[0]?.at}) allows`);
-    return from;
+    // With the assertion above, never later than its first open question and the grace allow: the grace only delays
+    // silence, by FIRST_ANSWER_GRACE_PING_INTERVALS at most, and a stuck worker's time kept across drops makes it sooner.
+    return grace && worker.known.size === 0 ? worker.unansweredSince + this.firstAnswerGraceMs : worker.unansweredSince;
   }
 }
 
