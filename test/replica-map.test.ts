@@ -2574,6 +2574,21 @@ function stuckFourthNode() {
   return { map, dir, f, m, inside, questions, stuck, ask, joining, turn, pass, heldBy, slices, now: () => clock };
 }
 
+/** Both of stuckFourthNode's f's workers stuck past the bound (and the grace of a worker not known to replicate the
+ * slice asked), f's node heard, then node 0 removed: every set it held (each slice: 3 nodes at R=3) a replica short,
+ * with f the one node that may take the third. Returns those slices. */
+function bothStuckNodeZeroRemoved(c: ReturnType<typeof stuckFourthNode>): number[] {
+  const { map, stuck, ask, pass } = c;
+  stuck.add(0);
+  stuck.add(1);
+  ask(0);
+  ask(1);
+  pass(FIRST_ANSWER_GRACE_PING_INTERVALS * FAILOVER_TIMING_DEFAULT.pingIntervalMs + NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
+  const held = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(0));
+  map.removeReplicatedNode(0);
+  return held;
+}
+
 /** Worker 0 of stuckFourthNode's f stuck from the start, 180 turns of 1 s (`before` each: what the test does first at
  * turn i): when a slice of worker 0 was moved onto f (each turn that moved one), and when the first such move was undone. */
 function stuckFor3Min(c: ReturnType<typeof stuckFourthNode>, before: (i: number) => void = () => {}): { tries: number[]; firstUndo: number } {
@@ -2755,7 +2770,8 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
     // changed (ClusterMap.placementKey). A key that left out takesReplica's answers kept the sets a replica short for as
     // long as nothing changed the map, the workers answering all the while; one of the node alone (map.isUp: every
     // worker answering) missed worker 1 answering while worker 0 stays stuck.
-    const { map, f, m, stuck, ask, pass } = stuckFourthNode();
+    const c = stuckFourthNode();
+    const { map, f, m, stuck, ask, pass } = c;
     const refill = () => (m as unknown as { refillReplicas(): void }).refillReplicas();
     /** Placement ticks (refillReplicas every REBALANCE_INTERVAL_MS), nothing else changing the map. */
     const ticks = (n: number) => {
@@ -2765,15 +2781,8 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
       }
     };
     try {
-      stuck.add(0);
-      stuck.add(1);
-      ask(0);
-      ask(1);
-      // Unanswered past the bound (and the grace of a worker not known to replicate the slice asked), its node heard.
-      pass(FIRST_ANSWER_GRACE_PING_INTERVALS * FAILOVER_TIMING_DEFAULT.pingIntervalMs + NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
+      const held = bothStuckNodeZeroRemoved(c);
       expect([map.takesReplica(f, 0), map.takesReplica(f, 1)], "placement onto f's stuck workers 0 and 1").toEqual([false, false]);
-      const held = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(0));
-      map.removeReplicatedNode(0);
       const short = (w: number) => held.filter((s) => s % WORKERS === w && map.replicasOf(s).length < 3);
       ticks(4);
       // f joined with none: node 0 held every slice (3 nodes at R=3), half of them of each worker.
@@ -2814,18 +2823,13 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
     // waits for no backoff): the next placement tick fills the sets, the backoff ended by that save, whoever made it.
     const FAULT_MS = 20_000;
     const lines: string[] = [];
-    const { map, dir, f, m, stuck, ask, pass } = stuckFourthNode();
+    const c = stuckFourthNode();
+    const { map, dir, f, m, stuck, ask, pass } = c;
     (m as unknown as { log: (line: string) => void }).log = (line) => lines.push(line);
     const refill = () => (m as unknown as { refillReplicas(): void }).refillReplicas();
     const tmp = join(dir, 'cluster-map.json.tmp');
     try {
-      stuck.add(0);
-      stuck.add(1);
-      ask(0);
-      ask(1);
-      pass(FIRST_ANSWER_GRACE_PING_INTERVALS * FAILOVER_TIMING_DEFAULT.pingIntervalMs + NODE_HEARTBEAT_TIMEOUT_MS + 1_000);
-      const held = Array.from({ length: 64 }, (_, s) => s).filter((s) => map.replicasOf(s).includes(0));
-      map.removeReplicatedNode(0);
+      const held = bothStuckNodeZeroRemoved(c);
       const short = () => held.filter((s) => map.replicasOf(s).length < 3);
       expect(short().length, 'sets a replica short, f stuck').toBe(held.length);
       mkdirSync(tmp);
