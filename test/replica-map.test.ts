@@ -787,6 +787,52 @@ describe('replica sets in the cluster map', () => {
   });
 });
 
+describe('a whole-slice move at R=1', () => {
+  it('does not start while the map\'s save backoff runs: its switch would be one more failed save, after a whole copy', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+    const map = open(1, 1, dir);
+    map.addNode('ws://127.0.0.1:9100'); // owns nothing: the rebalance moves slices to it
+    const m = new Membership(map, Catalog.open(dir), 'secret', 1_000, true, () => {});
+    const inside = m as unknown as { timer: NodeJS.Timeout; isUp: (n: number) => boolean; rebalance: () => void; mover: { move: (slice: number, to: number) => Promise<boolean> } };
+    clearInterval(inside.timer);
+    inside.isUp = () => true;
+    const started: number[] = [];
+    inside.mover.move = async (slice) => (started.push(slice), false);
+    const tmp = join(dir, 'cluster-map.json.tmp');
+    try {
+      mkdirSync(tmp); // the map's saves fail (its temporary file cannot be made)
+      expect(() => map.setUnsettled(new Map([[0, []]]))).toThrow(MapSaveError);
+      inside.rebalance();
+      expect(started, 'no move started while the save backoff runs').toEqual([]);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+      m.close();
+    }
+  });
+});
+
+describe('a node removed and added again at its index (ClusterMap.addNode: its url\'s)', () => {
+  it('is not taken to hold a term on the strength of a Pong of its process before the removal (ReplicaLeaders.sync drops it)', () => {
+    const map = open(4, 3);
+    settle(map);
+    const links = Array.from({ length: 4 }, () => ({ state: 'ready', sendReplicate: () => {}, abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      const f = map.replicasOf(0)[1];
+      const url = map.nodes[f];
+      leaders.receive(f, [[0, { type: 'Pong', seq: 0, term: 5, leading: false, commitTerm: 5, lastIndex: 9 }]]);
+      expect(leaders.holdsTerm(0, f, 5), 'its Pong said so').toBe(true);
+      map.removeReplicatedNode(f);
+      leaders.sync();
+      expect(map.addNode(url)).toBe(f);
+      leaders.sync();
+      expect(leaders.holdsTerm(0, f, 5), 'the process before said so, not this one').toBe(false);
+    } finally {
+      leaders.close();
+    }
+  });
+});
+
 describe('the coordinator\'s lease wait', () => {
   it('waits out an old leader\'s lease by a monotonic clock: a wall clock stepped forward (an NTP step) does not end the wait early', async () => {
     const map = open(3, 3);

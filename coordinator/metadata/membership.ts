@@ -1001,6 +1001,9 @@ export class Membership {
       }
       return;
     }
+    // A move ends in its switch's save (map.setOwner): while the map's save backoff runs (ReplicaLeaders.mapSaveDue: the
+    // disk failed lately) none starts, rather than copying a whole slice to fail at that save.
+    if (!this.leaders.mapSaveDue()) return;
     const now = performance.now();
     const usable = (i: number) => this.isUp(i) && (this.backoffUntil.get(i) ?? 0) <= now;
     for (let guard = 0; guard < MOVES_IN_FLIGHT_MAX && this.running < MOVES_IN_FLIGHT_MAX; guard++) {

@@ -66,13 +66,11 @@ type InFlight = { waiting: Map<number, Settle[]>; timer: NodeJS.Timeout; queue: 
 
 export type LinkState = 'connecting' | 'assigning' | 'ready' | 'closed';
 
-/** What a node says about itself in its Hello. */
+/** What of a node's Hello decides whether it is admitted (its identity). Its worker count and its incarnation (its
+ * process's id) are not asked about: the link keeps them (workerCount, incarnation). */
 export interface NodeHello {
-  workerCount: number;
   nodeId: string;
   clusterId: string | null;
-  /** Its process's id, made at its start (slice-worker/node-identity.ts NODE_INCARNATION). */
-  incarnation: string;
 }
 
 export class NodeLink {
@@ -307,7 +305,7 @@ export class NodeLink {
       case NodeFrame.Hello: {
         if (this.state !== 'connecting') return this.protocolError(ws, 'a second Hello');
         const [, , workerCount, nodeId, clusterId, , incarnation] = frame;
-        const refusal = this.admit({ workerCount, nodeId, clusterId, incarnation });
+        const refusal = this.admit({ nodeId, clusterId });
         if (refusal !== null) {
           if (refusal !== this.refusal) this.log(refusal);
           this.refusal = refusal;

@@ -506,9 +506,10 @@ export class ReplicaLeaders {
    * every age and deadline here (a Pong's age, a handover's hold, a tick's lateness): a wall clock stepped (NTP, a VM
    * resumed) made a fresh Pong too old or an old one fresh, and ended a hold early or late. */
   private readonly pongs = new Map<number, Map<number, PongSeen>>();
-  private readonly probedAt = new Map<string, number>();
-  /** The catch-up probes (holdsTerm's Pings) not answered yet, as `slice:node`: their Pong is progress (onProgress). */
-  private readonly probesOut = new Set<string>();
+  /** node -> slice -> the catch-up probe (holdsTerm's Ping): when it was last sent, and whether its Pong has not come
+   * yet (that Pong is progress: onProgress). By node, so that a removed node's go at once with its Pongs (sync): its
+   * index comes back with its url (ClusterMap.addNode), and what the process before said is not the new one's. */
+  private readonly probes = new Map<number, Map<number, { at: number; out: boolean }>>();
   /** Something a membership turn's step waits for happened: a replica-set change settled, leaders were elected, a
    * replica answered a catch-up probe. Membership runs its placement and replica-move steps then (turnSoon), rather
    * than at its next turn, up to REBALANCE_INTERVAL_MS later: each move's catch-up cost a turn or two of waiting. */
@@ -621,6 +622,13 @@ export class ReplicaLeaders {
     }
     // The nodes learn their new replica sets before this turn's Prepares leave (flush runs after).
     if (changed) this.reassignAll();
+    // A removed node's Pongs and probes go (a map change removed it): kept, a Pong of the process before said that the
+    // node, added again at the same index, held a term (holdsTerm, with no age limit: heldOnce) it never had.
+    for (let node = 0; node < this.map.nodes.length; node++) {
+      if (this.map.statusOf(node) !== 'removed') continue;
+      this.probes.delete(node);
+      for (const seen of this.pongs.values()) seen.delete(node);
+    }
   }
 
   /** The term of the slice's leader when it was elected for the replica set the map holds now, and
@@ -670,10 +678,10 @@ export class ReplicaLeaders {
     const age = seen === undefined ? Infinity : now - seen.at;
     const holds = seen !== undefined && seen.commitTerm >= term && age <= maxAgeMs;
     if (holds && age < maxAgeMs / 2) return true;
-    const key = `${slice}:${node}`;
-    if (now - (this.probedAt.get(key) ?? -Infinity) >= REPLICA_CATCH_UP_PROBE_MS && this.ready(node)) {
-      this.probedAt.set(key, now);
-      this.probesOut.add(key);
+    let probes = this.probes.get(node);
+    if (now - (probes?.get(slice)?.at ?? -Infinity) >= REPLICA_CATCH_UP_PROBE_MS && this.ready(node)) {
+      if (probes === undefined) this.probes.set(node, (probes = new Map()));
+      probes.set(slice, { at: now, out: true });
       this.host(slice).send(node, { type: 'Ping', seq: 0 });
     }
     return holds;
@@ -801,7 +809,11 @@ export class ReplicaLeaders {
     if (message.type === 'Pong') {
       if (!this.pongs.has(slice)) this.pongs.set(slice, new Map());
       this.pongs.get(slice)!.set(node, { commitTerm: message.commitTerm, lastIndex: message.lastIndex, at: performance.now() });
-      if (this.probesOut.delete(`${slice}:${node}`)) this.onProgress();
+      const probe = this.probes.get(node)?.get(slice);
+      if (probe?.out) {
+        probe.out = false;
+        this.onProgress();
+      }
     }
     run.failover.receive(node, message);
   }
