@@ -2504,6 +2504,19 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
   });
 });
 
+/** A 4th node f joined 3 at R=3 with no replica yet (replica rebalancing moves replicas onto it), every change
+ * settled. performance.now() (Membership's clock, and the questions') reads a virtual clock that only tick moves; undone
+ * by vi.restoreAllMocks(). */
+function fourthNodeOnVirtualClock() {
+  const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+  const map = open(3, 3, dir);
+  const f = map.addNode('ws://127.0.0.1:9100');
+  settle(map);
+  let clock = performance.now();
+  vi.spyOn(performance, 'now').mockImplementation(() => clock);
+  return { dir, map, f, now: () => clock, tick: (ms: number) => void (clock += ms) };
+}
+
 /** Workers a node in stuckFourthNode: slice s runs on worker s % 2 (workerOf). */
 const WORKERS = 2;
 /** The incarnation of stuckFourthNode's f as its link first comes up (its Hello's, node protocol 29). */
@@ -2517,19 +2530,14 @@ const F_PROCESS = 'f'.repeat(32);
  * ReplicaLeaders.askAgain does (stale). A worker of f in `stuck` answers nothing; the others answer each question at
  * once, and their steps complete. f's node pongs each turn (countsUp), whatever its workers do. */
 function stuckFourthNode() {
-  const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-  const map = open(3, 3, dir);
-  const f = map.addNode('ws://127.0.0.1:9100');
-  settle(map);
-  let clock = performance.now();
-  vi.spyOn(performance, 'now').mockImplementation(() => clock);
+  const { dir, map, f, now, tick } = fourthNodeOnVirtualClock();
   const { m } = membershipByHand(map, dir, {});
   // Its Hello said WORKERS (placement's cache key asks each worker: Membership.placementKey).
   Object.defineProperty(m.links[f], 'workerCount', { value: WORKERS, configurable: true });
   const questions = new OpenQuestions((n) => (n === f ? WORKERS : 1), FAILOVER_TIMING_DEFAULT.pingIntervalMs);
   // f's link is up, to its process F_PROCESS (its Hello's incarnation; ReplicaLeaders.linkUp).
-  questions.linkUp(f, clock, F_PROCESS);
-  (m.leaders as unknown as { workerSilentMs(n: number, slice: number): number }).workerSilentMs = (n, slice) => (n === f ? workerSilenceMs(questions, n, slice, true, clock) : 0);
+  questions.linkUp(f, now(), F_PROCESS);
+  (m.leaders as unknown as { workerSilentMs(n: number, slice: number): number }).workerSilentMs = (n, slice) => (n === f ? workerSilenceMs(questions, n, slice, true, now()) : 0);
   const inside = m as unknown as {
     noteDown(): void;
     undoStalledMoves(): void;
@@ -2544,7 +2552,7 @@ function stuckFourthNode() {
   /** The coordinator asks f's worker of `slice` (a Ping); a worker not stuck answers at once. */
   const ask = (slice: number) => {
     const ping = { type: 'Ping' as const, seq: 0 };
-    questions.sent(f, [[slice, ping]], clock);
+    questions.sent(f, [[slice, ping]], now());
     if (!stuck.has(slice % WORKERS)) questions.answered(f, [[slice, { type: 'Pong', seq: ping.seq, term: 0, leading: false, commitTerm: 0, lastIndex: 0 }]]);
   };
   const joining = () => slices.filter((s) => map.joiningOf(s) === f);
@@ -2553,7 +2561,7 @@ function stuckFourthNode() {
    * the changes settled around it. */
   /** `ms` of the test's clock pass, every node's main thread heard (its pong) at the end: no turn runs. */
   const pass = (ms: number) => {
-    clock += ms;
+    tick(ms);
     for (let n = 0; n < map.nodes.length; n++) quiet(m, n, 0);
   };
   const turn = (ms = 1_000) => {
@@ -2562,7 +2570,7 @@ function stuckFourthNode() {
     const done = joining().filter((s) => !stuck.has(s % WORKERS));
     if (done.length > 0) map.dropLeavingReplicas(done.map((s) => ({ slice: s, node: map.leavingOf(s) })));
     settle(map);
-    questions.stale(f, clock, (s) => map.replicasOf(s).includes(f), ask, 64);
+    questions.stale(f, now(), (s) => map.replicasOf(s).includes(f), ask, 64);
     inside.noteDown();
     const changes = map.changes;
     inside.undoStalledMoves();
@@ -2571,7 +2579,7 @@ function stuckFourthNode() {
   };
   /** The slices of worker `w` whose set holds f, their step done (not joining). */
   const heldBy = (w: number) => slices.filter((s) => s % WORKERS === w && map.replicasOf(s).includes(f) && map.joiningOf(s) !== f);
-  return { map, dir, f, m, inside, questions, stuck, ask, joining, turn, pass, heldBy, slices, now: () => clock };
+  return { map, dir, f, m, inside, questions, stuck, ask, joining, turn, pass, heldBy, slices, now };
 }
 
 /** Both of stuckFourthNode's f's workers stuck past the bound (and the grace of a worker not known to replicate the
@@ -3613,12 +3621,7 @@ describe('the steps that wait for progress run at it, not at the next turn (Memb
   // (onProgress: a change settled, leaders elected, a catch-up probe answered). Its timer is a fake one and the clock
   // performance.now a virtual one, moved together.
   function fourthNodeByHand() {
-    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(3, 3, dir);
-    const f = map.addNode('ws://127.0.0.1:9100');
-    settle(map);
-    let clock = performance.now();
-    vi.spyOn(performance, 'now').mockImplementation(() => clock);
+    const { dir, map, f, now, tick } = fourthNodeOnVirtualClock();
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     let settled = false;
     const { m } = membershipByHand(map, dir, { settled: () => settled });
@@ -3629,12 +3632,12 @@ describe('the steps that wait for progress run at it, not at the next turn (Memb
     const rebalances = vi.spyOn(m, 'rebalance');
     /** `ms` of virtual time pass: the clock and the fake timers, every node heard at the end. */
     const pass = (ms: number) => {
-      clock += ms;
+      tick(ms);
       vi.advanceTimersByTime(ms);
       for (let n = 0; n < map.nodes.length; n++) quiet(m, n, 0);
     };
     const moving = () => Array.from({ length: map.sliceCount }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
-    return { m, map, f, inside, rebalances, pass, moving, settle: () => (settled = true), now: () => clock };
+    return { m, map, f, inside, rebalances, pass, moving, settle: () => (settled = true), now };
   }
 
   afterEach(() => {
