@@ -3672,6 +3672,20 @@ describe('the steps that wait for progress run at it, not at the next turn (Memb
     }
   });
 
+  it("runs no step for progress said before close whose run was still to come (close drops it)", () => {
+    const c = fourthNodeByHand();
+    try {
+      c.settle();
+      c.m.leaders.onProgress();
+      c.m.close();
+      c.pass(FAILOVER_TICK_MS);
+      expect(c.rebalances, 'a step after close').not.toHaveBeenCalled();
+      expect(c.moving()).toEqual([]);
+    } finally {
+      c.m.close();
+    }
+  });
+
   it('runs no step after a coordinator stall before the turn that excuses it and reads the sockets', async () => {
     const c = fourthNodeByHand();
     try {
