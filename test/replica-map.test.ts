@@ -2861,7 +2861,9 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
       const logged = lines.filter((l) => /cannot record new replicas in the cluster map .*tried again after the map's save backoff/.test(l)).length;
       expect(logged, 'failed saves logged, one a try').toBe(tried);
       // Right after a failed try (the backoff at its cap): the disk back, and another save of the map succeeds.
-      while (tries.mock.calls.length === tried) {
+      // Bounded: the backoff at its cap lets placement try within MAP_SAVE_RETRY_MS_MAX (a sync loop would hang the run).
+      for (let waited = 0; tries.mock.calls.length === tried; waited += REBALANCE_INTERVAL_MS) {
+        expect(waited, "placement's next try, the backoff at its cap").toBeLessThanOrEqual(MAP_SAVE_RETRY_MS_MAX);
         pass(REBALANCE_INTERVAL_MS);
         refill();
       }
@@ -3415,7 +3417,11 @@ describe('a leadership handover whose map save fails', () => {
       // keyslice remove's handover (asked with `unsaved`: the remove is refused at its first failed save, so it retries
       // nothing) is tried at once while the backoff runs, and its failure told: waiting the backoff out only delayed
       // the remove's answer.
-      while (leaders.mapSaveDue()) handOver();
+      // Bounded: each try while due is a failed save, which the backoff counts (a sync loop would hang the run).
+      for (let i = 0; leaders.mapSaveDue(); i++) {
+        expect(i, 'handovers tried before the backoff runs').toBeLessThan(10);
+        handOver();
+      }
       const before = handOvers.mock.calls.length;
       let told = null as MapSaveError | null;
       expect(handOver((err) => (told = err)), "a remove's handover while the backoff runs and the map cannot be written").toBe(0);
