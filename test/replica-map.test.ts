@@ -1833,6 +1833,29 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(workerSilenceMs(q, 0, 5, false, at, false)).toBe(Infinity);
     expect(workerSilenceMs(q, 1, 5, true, at, false)).toBe(0);
   });
+  it("ReplicaLeaders.answers, a remove's router target until the slice elects, counts a worker not known to replicate a slice without the grace", async () => {
+    // The real ReplicaLeaders over links that stay ready (workers that never answered): a Ping of slice 0 to node 0
+    // (holdsTerm's probe), then 2 ping intervals on performance.now()'s clock. Its election's measure (workerSilentMs)
+    // gives the grace; answers does not, so the frozen worker no longer answers.
+    const map = open(3, 3);
+    const links = [0, 1, 2].map(() => ({ state: 'ready', workerCount: 1, sendReplicate: () => {}, abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    // Whole ms, so that the silences read exactly.
+    let clock = Math.ceil(performance.now());
+    vi.spyOn(performance, 'now').mockImplementation(() => clock);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      leaders.holdsTerm(0, 0, 1);
+      await new Promise((r) => setImmediate(r));
+      expect(leaders.workerSilentMs(0, 0, false), 'node 0 asked, just now').toBe(0);
+      clock += 2 * PING_MS;
+      expect(leaders.workerSilentMs(0, 0, false), 'node 0 silent without the grace').toBe(2 * PING_MS);
+      expect(answersWhenSilent(leaders.workerSilentMs(0, 0), PING_MS), "with the grace (an election's measure) it would answer").toBe(true);
+      expect(leaders.answers(0, 0), 'answers, 2 ping intervals after a question it left unanswered').toBe(false);
+    } finally {
+      leaders.close();
+      vi.restoreAllMocks();
+    }
+  });
 
   it("a slice's election and its map's leader until it elects count the silence of the worker that runs it (workerSilenceMs), not of a stuck worker of its node", () => {
     // Node 0 of two workers (slice % 2): worker 0 left a Ping of slice 4 unanswered since 100 ms; worker 1 answered a
