@@ -195,6 +195,9 @@ describe("a stuck worker's record across its node's reconnect (a real slice node
     await until('the link to come back', () => silentAtUp.length === 2, PROCESS_WAIT_MS);
     expect(link.state).toBe('ready');
     expect(link.incarnation, 'the process the link came back to').toBe(incarnation);
+    // The same process: the stuck worker's time is kept across the flap (its Ping went out before the cut, and its answer
+    // on the cut connection is lost), not started again as a fresh worker's would be.
+    expect(silentAtUp[1], 'ms worker 0 has answered nothing as the link came back to the same process').toBeGreaterThanOrEqual(STUCK_MS);
     expect(lines.filter((l) => l.includes('restarted')), 'lines that say it restarted').toEqual([]);
   }, 60_000);
 

@@ -1879,6 +1879,29 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(workerSilenceMs(q, 0, 5, false, at, false)).toBe(Infinity);
     expect(workerSilenceMs(q, 1, 5, true, at, false)).toBe(0);
   });
+  it("ReplicaLeaders.answers, a remove's router target until the slice elects, counts a worker not known to replicate a slice without the grace", async () => {
+    // The real ReplicaLeaders over links that stay ready (workers that never answered): a Ping of slice 0 to node 0
+    // (holdsTerm's probe), then 2 ping intervals on performance.now()'s clock. Its election's measure (workerSilentMs)
+    // gives the grace; answers does not, so the frozen worker no longer answers.
+    const map = open(3, 3);
+    const links = [0, 1, 2].map(() => ({ state: 'ready', workerCount: 1, sendReplicate: () => {}, abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    // Whole ms, so that the silences read exactly.
+    let clock = Math.ceil(performance.now());
+    vi.spyOn(performance, 'now').mockImplementation(() => clock);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      leaders.holdsTerm(0, 0, 1);
+      await new Promise((r) => setImmediate(r));
+      expect(leaders.workerSilentMs(0, 0, false), 'node 0 asked, just now').toBe(0);
+      clock += 2 * PING_MS;
+      expect(leaders.workerSilentMs(0, 0, false), 'node 0 silent without the grace').toBe(2 * PING_MS);
+      expect(answersWhenSilent(leaders.workerSilentMs(0, 0), PING_MS), "with the grace (an election's measure) it would answer").toBe(true);
+      expect(leaders.answers(0, 0), 'answers, 2 ping intervals after a question it left unanswered').toBe(false);
+    } finally {
+      leaders.close();
+      vi.restoreAllMocks();
+    }
+  });
 
   it("a slice's election and its map's leader until it elects count the silence of the worker that runs it (workerSilenceMs), not of a stuck worker of its node", () => {
     // Node 0 of two workers (slice % 2): worker 0 left a Ping of slice 4 unanswered since 100 ms; worker 1 answered a
@@ -2550,6 +2573,19 @@ describe("a drain step whose new replica's worker is stuck, its node answering p
   });
 });
 
+/** A 4th node f joined 3 at R=3 with no replica yet (replica rebalancing moves replicas onto it), every change
+ * settled. performance.now() (Membership's clock, and the questions') reads a virtual clock that only tick moves; undone
+ * by vi.restoreAllMocks(). */
+function fourthNodeOnVirtualClock() {
+  const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
+  const map = open(3, 3, dir);
+  const f = map.addNode('ws://127.0.0.1:9100');
+  settle(map);
+  let clock = performance.now();
+  vi.spyOn(performance, 'now').mockImplementation(() => clock);
+  return { dir, map, f, now: () => clock, tick: (ms: number) => void (clock += ms) };
+}
+
 /** Workers a node in stuckFourthNode: slice s runs on worker s % 2 (workerOf). */
 const WORKERS = 2;
 /** The incarnation of stuckFourthNode's f as its link first comes up (its Hello's, node protocol 29). */
@@ -2563,19 +2599,14 @@ const F_PROCESS = 'f'.repeat(32);
  * ReplicaLeaders.askAgain does (stale). A worker of f in `stuck` answers nothing; the others answer each question at
  * once, and their steps complete. f's node pongs each turn (countsUp), whatever its workers do. */
 function stuckFourthNode() {
-  const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-  const map = open(3, 3, dir);
-  const f = map.addNode('ws://127.0.0.1:9100');
-  settle(map);
-  let clock = performance.now();
-  vi.spyOn(performance, 'now').mockImplementation(() => clock);
+  const { dir, map, f, now, tick } = fourthNodeOnVirtualClock();
   const { m } = membershipByHand(map, dir, {});
   // Its Hello said WORKERS (placement's cache key asks each worker: Membership.placementKey).
   Object.defineProperty(m.links[f], 'workerCount', { value: WORKERS, configurable: true });
   const questions = new OpenQuestions((n) => (n === f ? WORKERS : 1), FAILOVER_TIMING_DEFAULT.pingIntervalMs);
   // f's link is up, to its process F_PROCESS (its Hello's incarnation; ReplicaLeaders.linkUp).
-  questions.linkUp(f, clock, F_PROCESS);
-  (m.leaders as unknown as { workerSilentMs(n: number, slice: number): number }).workerSilentMs = (n, slice) => (n === f ? workerSilenceMs(questions, n, slice, true, clock) : 0);
+  questions.linkUp(f, now(), F_PROCESS);
+  (m.leaders as unknown as { workerSilentMs(n: number, slice: number): number }).workerSilentMs = (n, slice) => (n === f ? workerSilenceMs(questions, n, slice, true, now()) : 0);
   const inside = m as unknown as {
     noteDown(): void;
     undoStalledMoves(): void;
@@ -2590,7 +2621,7 @@ function stuckFourthNode() {
   /** The coordinator asks f's worker of `slice` (a Ping); a worker not stuck answers at once. */
   const ask = (slice: number) => {
     const ping = { type: 'Ping' as const, seq: 0 };
-    questions.sent(f, [[slice, ping]], clock);
+    questions.sent(f, [[slice, ping]], now());
     if (!stuck.has(slice % WORKERS)) questions.answered(f, [[slice, { type: 'Pong', seq: ping.seq, term: 0, leading: false, commitTerm: 0, lastIndex: 0 }]]);
   };
   const joining = () => slices.filter((s) => map.joiningOf(s) === f);
@@ -2599,7 +2630,7 @@ function stuckFourthNode() {
    * the changes settled around it. */
   /** `ms` of the test's clock pass, every node's main thread heard (its pong) at the end: no turn runs. */
   const pass = (ms: number) => {
-    clock += ms;
+    tick(ms);
     for (let n = 0; n < map.nodes.length; n++) quiet(m, n, 0);
   };
   const turn = (ms = 1_000) => {
@@ -2608,7 +2639,7 @@ function stuckFourthNode() {
     const done = joining().filter((s) => !stuck.has(s % WORKERS));
     if (done.length > 0) map.dropLeavingReplicas(done.map((s) => ({ slice: s, node: map.leavingOf(s) })));
     settle(map);
-    questions.stale(f, clock, (s) => map.replicasOf(s).includes(f), ask, 64);
+    questions.stale(f, now(), (s) => map.replicasOf(s).includes(f), ask, 64);
     inside.noteDown();
     const changes = map.changes;
     inside.undoStalledMoves();
@@ -2617,7 +2648,7 @@ function stuckFourthNode() {
   };
   /** The slices of worker `w` whose set holds f, their step done (not joining). */
   const heldBy = (w: number) => slices.filter((s) => s % WORKERS === w && map.replicasOf(s).includes(f) && map.joiningOf(s) !== f);
-  return { map, dir, f, m, inside, questions, stuck, ask, joining, turn, pass, heldBy, slices, now: () => clock };
+  return { map, dir, f, m, inside, questions, stuck, ask, joining, turn, pass, heldBy, slices, now };
 }
 
 /** Both of stuckFourthNode's f's workers stuck past the bound (and the grace of a worker not known to replicate the
@@ -2899,7 +2930,9 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
       const logged = lines.filter((l) => /cannot record new replicas in the cluster map .*tried again after the map's save backoff/.test(l)).length;
       expect(logged, 'failed saves logged, one a try').toBe(tried);
       // Right after a failed try (the backoff at its cap): the disk back, and another save of the map succeeds.
-      while (tries.mock.calls.length === tried) {
+      // Bounded: the backoff at its cap lets placement try within MAP_SAVE_RETRY_MS_MAX (a sync loop would hang the run).
+      for (let waited = 0; tries.mock.calls.length === tried; waited += REBALANCE_INTERVAL_MS) {
+        expect(waited, "placement's next try, the backoff at its cap").toBeLessThanOrEqual(MAP_SAVE_RETRY_MS_MAX);
         pass(REBALANCE_INTERVAL_MS);
         refill();
       }
@@ -3453,7 +3486,11 @@ describe('a leadership handover whose map save fails', () => {
       // keyslice remove's handover (asked with `unsaved`: the remove is refused at its first failed save, so it retries
       // nothing) is tried at once while the backoff runs, and its failure told: waiting the backoff out only delayed
       // the remove's answer.
-      while (leaders.mapSaveDue()) handOver();
+      // Bounded: each try while due is a failed save, which the backoff counts (a sync loop would hang the run).
+      for (let i = 0; leaders.mapSaveDue(); i++) {
+        expect(i, 'handovers tried before the backoff runs').toBeLessThan(10);
+        handOver();
+      }
       const before = handOvers.mock.calls.length;
       let told = null as MapSaveError | null;
       expect(handOver((err) => (told = err)), "a remove's handover while the backoff runs and the map cannot be written").toBe(0);
@@ -3659,12 +3696,7 @@ describe('the steps that wait for progress run at it, not at the next turn (Memb
   // (onProgress: a change settled, leaders elected, a catch-up probe answered). Its timer is a fake one and the clock
   // performance.now a virtual one, moved together.
   function fourthNodeByHand() {
-    const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
-    const map = open(3, 3, dir);
-    const f = map.addNode('ws://127.0.0.1:9100');
-    settle(map);
-    let clock = performance.now();
-    vi.spyOn(performance, 'now').mockImplementation(() => clock);
+    const { dir, map, f, now, tick } = fourthNodeOnVirtualClock();
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     let settled = false;
     const { m } = membershipByHand(map, dir, { settled: () => settled });
@@ -3675,12 +3707,12 @@ describe('the steps that wait for progress run at it, not at the next turn (Memb
     const rebalances = vi.spyOn(m, 'rebalance');
     /** `ms` of virtual time pass: the clock and the fake timers, every node heard at the end. */
     const pass = (ms: number) => {
-      clock += ms;
+      tick(ms);
       vi.advanceTimersByTime(ms);
       for (let n = 0; n < map.nodes.length; n++) quiet(m, n, 0);
     };
     const moving = () => Array.from({ length: map.sliceCount }, (_, s) => s).filter((s) => map.joiningOf(s) === f);
-    return { m, map, f, inside, rebalances, pass, moving, settle: () => (settled = true), now: () => clock };
+    return { m, map, f, inside, rebalances, pass, moving, settle: () => (settled = true), now };
   }
 
   afterEach(() => {
@@ -3710,6 +3742,20 @@ describe('the steps that wait for progress run at it, not at the next turn (Memb
       c.m.leaders.onProgress();
       c.pass(FAILOVER_TICK_MS);
       expect(c.rebalances, 'a step after close').toHaveBeenCalledTimes(2);
+    } finally {
+      c.m.close();
+    }
+  });
+
+  it("runs no step for progress said before close whose run was still to come (close drops it)", () => {
+    const c = fourthNodeByHand();
+    try {
+      c.settle();
+      c.m.leaders.onProgress();
+      c.m.close();
+      c.pass(FAILOVER_TICK_MS);
+      expect(c.rebalances, 'a step after close').not.toHaveBeenCalled();
+      expect(c.moving()).toEqual([]);
     } finally {
       c.m.close();
     }

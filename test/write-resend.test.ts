@@ -25,14 +25,15 @@ const WRITES_PER_WRITER_MAX = 20_000;
 const LOAD_MS_MAX = 90_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Per node, the writes of the table answered from a remembered request id since that node started (/metrics). */
 /** Scrapes of /metrics that duplicateWrites makes at most, and the wait between two. */
 const SCRAPE_TRIES_MAX = 20;
 const SCRAPE_RETRY_MS = 250;
 
-/** Each node's keyslice_node_duplicate_writes_total for T, from a scrape in which all 3 nodes reported: a scrape leaves
- * out a node whose slices changed owners while it was asked, twice (keyslice_node_load_reported 0, docs/metrics.md; leaderships move back to a node
- * that restarted), so it is scraped again, bounded in tries; the last scrape's is returned whatever it holds. */
+/** Per node, the writes of T answered from a remembered request id since that node started
+ * (keyslice_node_duplicate_writes_total), from a scrape in which all 3 nodes reported: a scrape leaves out a node whose
+ * slices changed owners while it was asked, twice (keyslice_node_load_reported 0, docs/metrics.md; leaderships move
+ * back to a node that restarted), so it is scraped again, bounded in tries; the last scrape's is returned whatever it
+ * holds. */
 async function duplicateWrites(): Promise<Map<string, number>> {
   let out = new Map<string, number>();
   for (let tries = 1; tries <= SCRAPE_TRIES_MAX; tries++) {
