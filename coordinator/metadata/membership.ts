@@ -184,8 +184,9 @@ export class Membership {
     if (this.closed || this.soonTimer !== undefined) return;
     this.soonTimer = setTimeout(() => {
       this.soonTimer = undefined;
-      // The turn due after a stall comes first (its excuse, then the sockets read): it runs these steps itself.
-      if (this.closed || this.excusedTurnDue || performance.now() - this.lastTurnAt > REBALANCE_INTERVAL_MS + COORDINATOR_STALL_MS) return;
+      // The turn due after a stall comes first (its excuse, then the sockets read): it runs these steps itself. (No
+      // closed check here: close clears this timer.)
+      if (this.excusedTurnDue || performance.now() - this.lastTurnAt > REBALANCE_INTERVAL_MS + COORDINATOR_STALL_MS) return;
       this.lastSoonAt = performance.now();
       this.refillReplicas();
       this.rebalance();
