@@ -460,6 +460,11 @@ export class Membership {
     }
   }
 
+  /** The replicated slices node `index` holds a replica of. */
+  private replicatedHeldBy(index: number): number[] {
+    return Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
+  }
+
   /** What `keyslice remove` of node `index` would do now, or the refusal it meets (thrown): the replicated slices it
    * holds a replica of (`held`: replicatedRemoveChecks, which names the slices `short` of a live majority without it:
    * refused unless `force`), those it owns (without replicas: refused unless `forgetData`), and the unsettled changes
@@ -467,7 +472,7 @@ export class Membership {
   private removeChecks(index: number, forgetData: boolean, force: boolean): RemovePlan {
     const node = this.map.nodes[index];
     const owned = this.map.slicesOf(index);
-    const held = Array.from({ length: this.map.sliceCount }, (_, s) => s).filter((s) => this.map.replicasOf(s).length > 1 && this.map.replicasOf(s).includes(index));
+    const held = this.replicatedHeldBy(index);
     // A node may still be needed by a change that took a replica of it out (a drain step, a move) and has not settled:
     // until it does, elections and commits need a majority of the set before it, this node included. A drain or move
     // goes on without a replica on a node that is down (drainReplicas), so where another replica of that old set is
@@ -606,15 +611,20 @@ export class Membership {
   private async handOverLeaderships(index: number): Promise<{ gaveUp: number; handed: number }> {
     assert(this.removing.has(index), 'leaderships are handed over only for a node being removed');
     const ledHere = () => this.map.slicesOf(index).filter((s) => this.map.replicasOf(s).length > 1);
-    if (ledHere().length === 0 || !this.isUp(index)) return { gaveUp: 0, handed: 0 };
     // Each slice led here at the start or since (an election may choose this node while it waits) that still holds a
     // replica here, until another node leads it by an election for its set: a handover names its target in the map at
     // once, so a slice no longer named here may still have its election under way, which the removal would cut off.
     const watched = new Set<number>();
-    const pending = () => {
+    const handing = () => {
       for (const s of ledHere()) watched.add(s);
       return [...watched].filter((s) => this.map.replicasOf(s).includes(index) && (this.map.ownerOf(s) === index || this.leaders.electedTerm(s) === null));
     };
+    // Every other slice holding a replica here whose handover (leadership rebalancing's, begun before this remove: it
+    // starts none while one runs) or election is under way: the removal's change would cut it off too, and elect again
+    // (change_chained). Waited for within the same bound; not counted as given up, as this node did not lead it.
+    const busy = () => this.replicatedHeldBy(index).filter((s) => !watched.has(s) && this.leaders.electedTerm(s) === null);
+    const pending = () => [...handing(), ...busy()];
+    if (pending().length === 0 || !this.isUp(index)) return { gaveUp: 0, handed: 0 };
     const started = performance.now();
     const until = started + LEADER_HANDOVER_BEFORE_CHANGE_MS;
     // A handover's save that failed (a full disk): the removal's own save, after the wait, would fail as well (the
@@ -637,14 +647,16 @@ export class Membership {
       if (unsaved !== null) throw notRemoved(this.map.nodes[index], unsaved, handed);
       await new Promise((r) => setTimeout(r, REPLICA_CATCH_UP_PROBE_MS));
     }
-    const left = pending();
+    const left = handing();
+    const unelected = busy();
     // The wait as this process measured it (a test bounds the remove by it, not by its own clock on a loaded machine).
     const waited = `waited ${Math.round(performance.now() - started)} ms`;
     if (left.length > 0) {
       this.log(`remove: the leadership of ${left.length} slices (e.g. slice ${left[0]}) on ${this.map.nodes[index]} was not handed over (an election on another node) within ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms (${waited}); the node is removed all the same and they elect`);
-    } else {
+    } else if (watched.size > 0) {
       this.log(`remove: handed the leadership of ${watched.size} slices on ${this.map.nodes[index]} to replicas that stay (${waited})`);
     }
+    if (unelected.length > 0) this.log(`remove: ${unelected.length} slices holding a replica on ${this.map.nodes[index]} (e.g. slice ${unelected[0]}) still had a handover or an election under way after ${LEADER_HANDOVER_BEFORE_CHANGE_MS} ms (${waited}); the node is removed all the same and they elect again`);
     return { gaveUp: left.length, handed };
   }
 
@@ -1454,8 +1466,10 @@ export class Membership {
    * drain runs or any replicated slice has no elected leader (an election or a handover under way). */
   private rebalanceLeaders(): void {
     // Replica moves first: each of their changes elects a leader anew, and the node that joined leads
-    // only where it holds replicas.
-    if (this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining') || this.movingReplicas() > 0) return;
+    // only where it holds replicas. Not while a remove waits for its handovers either: a handover here of a slice
+    // holding a replica on the node removed would still be in its hold or election when the removal changes the
+    // slice's set, which then elects (change_chained) and drops the handover (seen in drain-handover's remove case).
+    if (this.removing.size > 0 || this.map.nodes.some((_, i) => this.map.statusOf(i) === 'draining') || this.movingReplicas() > 0) return;
     const s = this.leaders.summary();
     if (s.replicated === 0 || s.led < s.replicated) return;
     const counts = this.map.counts();
