@@ -20,6 +20,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newClusterSecret, startCoordinator, startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
 import { fail, intArg, readCommandLine } from '../shared/cli-args.js';
+import { CLIENT_OLD_SPACE_FLOOR_MB, oldSpaceFloorOption } from '../shared/limits.js';
 import { median } from './median.js';
 import { ensureNpmPeers, ensureRedis, run, versionOf } from './peers.js';
 import { childPids, cpuSecondsOf, machineTicks, threadCpuOf } from './proc-cpu.js';
@@ -101,9 +102,10 @@ interface Result {
 }
 
 /** One client process (`script` under dist/bench with `scriptArgs`) running `ws` in turn; resolves with its results
- * (or an error). */
+ * (or an error). Keyslice's and Redis's clients alike start with the clients' old-space floor (CLIENT_OLD_SPACE_FLOOR_MB:
+ * what it saves keyslice's), so that the two systems are driven by the same client shape. */
 function runClient(script: string, scriptArgs: string[], ws: string[], seconds = duration): Promise<{ results: Result[]; redirects?: number }> {
-  const child = spawn(process.execPath, [join(here, script), ...scriptArgs, ...shape(seconds), '--workload', ws.join(',')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [oldSpaceFloorOption(CLIENT_OLD_SPACE_FLOOR_MB), join(here, script), ...scriptArgs, ...shape(seconds), '--workload', ws.join(',')], { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
   let out = '';
   let err = '';

@@ -28,6 +28,7 @@ import {
   REPLICA_MOVE_UNDO_DOWN_MS,
   REPLICA_MOVE_UNDO_DOWN_MS_MIN,
   ROUTER_RESTART_DELAY_MS,
+  oldSpaceFloorOption,
   ROUTER_OLD_SPACE_FLOOR_MB,
   ROUTERS_MAX,
   routersDefault,
@@ -188,7 +189,7 @@ function startRouters(ownPort: number): Promise<number> {
   };
   // The routers' old generation given a floor (ROUTER_OLD_SPACE_FLOOR_MB: what it saves), ahead of this process's own
   // Node options, which node:cluster gives them too, so that one of those can set it otherwise.
-  nodeCluster.setupPrimary({ exec: join(dirname(fileURLToPath(import.meta.url)), 'router', 'main.js'), args: [], execArgv: [`--initial-old-space-size=${ROUTER_OLD_SPACE_FLOOR_MB}`, ...process.execArgv] });
+  nodeCluster.setupPrimary({ exec: join(dirname(fileURLToPath(import.meta.url)), 'router', 'main.js'), args: [], execArgv: [oldSpaceFloorOption(ROUTER_OLD_SPACE_FLOOR_MB), ...process.execArgv] });
   return new Promise((resolve) => {
     let waiting = routers;
     const fork = () => {

@@ -799,16 +799,29 @@ export const ROUTER_FROZEN_WAIT_MS = 5_000;
 export const ROUTER_LINK_FIRST_WAIT_MS = 5_000;
 /** How often `keyslice coordinator --routers N` starts a router again that died, at most (per router slot). */
 export const ROUTER_RESTART_DELAY_MS = 500;
-/** The floor of the old generation's allocation limit (V8's --initial-old-space-size, MiB) of the routers a coordinator
- * forks: below it V8 starts no full collection for the heap's own growth. Measured: with V8's defaults a router under
- * range load ran a mark-compact every 0.2-1 s, more of them than scavenges, with its old generation at about 11 MiB
- * live and not growing (limit 35 MiB); with the floor, 7 per 100k ops of range instead of 230 (bench/PROFILE.md, "the
+/** The floor of the old generation's allocation limit (V8's --initial-old-space-size, MiB) of the processes that run
+ * the request path: the routers a coordinator forks, and those local-cluster.ts starts (a standalone router, a
+ * coordinator at --routers 0, which ran the same storm: bench/PROFILE.md, "the client's, the nodes' and a --routers 0
+ * coordinator's major GC"). Below it V8 starts no full collection for the heap's own growth. Measured: with V8's
+ * defaults a router under range load ran a mark-compact every 0.2-1 s, more of them than scavenges, with its old
+ * generation at about 11 MiB live and not growing (limit 35 MiB); with the floor, 7 per 100k ops of range instead of 230 (bench/PROFILE.md, "the
  * router's major GC"). Why, inferred from the GC traces, not read in V8's source: the ArrayBuffers it reads and drops
  * (its sockets' reads, ws's joined frames) count against that limit until a collection frees them. The cost: up to
  * this much old space before a mark-compact. A later --initial-old-space-size in the coordinator's own command-line
- * Node options overrides it (V8 takes the last; Node refuses the flag in NODE_OPTIONS). Not given to `--routers 0`'s
- * request path nor to a standalone `keyslice router` (docs/operations.md, "Routers"). */
+ * Node options overrides it (V8 takes the last; Node refuses the flag in NODE_OPTIONS). Not given to a coordinator or a
+ * router an operator starts by hand (docs/operations.md, "Routers"), nor to the slice nodes, which ran almost no
+ * mark-compacts. */
 export const ROUTER_OLD_SPACE_FLOOR_MB = 64;
+/** The bench's client processes' floor (bench/scale.ts spawns them with it), for the same reason as the routers': with
+ * V8's defaults a bench/load.ts client ran 107 mark-compacts per 100k range ops (6-8 per 100k puts or gets) against 4
+ * with the floor, and 37 against 3 under interleaved put/get/range, its CPU per op 0.80-0.85x (bench/PROFILE.md, "the
+ * client's, the nodes' and a --routers 0 coordinator's major GC"). A user's process running KeysliceClient can give
+ * itself the same (docs/client.md). */
+export const CLIENT_OLD_SPACE_FLOOR_MB = 64;
+/** Node's option that gives a process's old generation the floor `mib` (V8's --initial-old-space-size): Node refuses it
+ * in NODE_OPTIONS, so it goes on the command line of each process that is to have it, and V8 takes the last given. It
+ * reaches the process's worker threads too (a Worker's resourceLimits has no initial size, and its execArgv refuses it). */
+export const oldSpaceFloorOption = (mib: number): string => `--initial-old-space-size=${mib}`;
 /** The most router processes one coordinator starts. */
 export const ROUTERS_MAX = 64;
 /** `keyslice coordinator --routers` by default: one router per four cores, at least one and at

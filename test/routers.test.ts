@@ -90,6 +90,11 @@ async function client(urls: string | string[], connections?: number, token?: str
   return c;
 }
 
+/** The floor of a router's old generation, as its command line gives it to V8 (ROUTER_OLD_SPACE_FLOOR_MB). */
+const FLOOR = `--initial-old-space-size=${ROUTER_OLD_SPACE_FLOOR_MB}`;
+/** A process's command line, as the kernel has it. */
+const optionsOf = (pid: number): string[] => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+
 /** What status() last answered, for a wait that timed out to say what it saw. */
 let lastStatus: ClusterStatus | undefined;
 const seenStatus = () => describeStatus(lastStatus);
@@ -224,8 +229,10 @@ describe('keyslice coordinator --routers 2', () => {
     const pids = await routerPids(url);
     expect(pids.size).toBe(2);
     expect([...pids]).not.toContain(coord.child.pid);
-    // Each router's old generation given its floor, as V8 reads it from the process's options (ROUTER_OLD_SPACE_FLOOR_MB).
-    for (const pid of pids) expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0'), `router ${pid}'s options`).toContain(`--initial-old-space-size=${ROUTER_OLD_SPACE_FLOOR_MB}`);
+    // Each router's old generation given its floor, as V8 reads it from the process's options (ROUTER_OLD_SPACE_FLOOR_MB);
+    // not the coordinator's, whose own thread serves no requests here.
+    for (const pid of pids) expect(optionsOf(pid), `router ${pid}'s options`).toContain(FLOOR);
+    expect(optionsOf(coord.child.pid!), "the coordinator's options").not.toContain(FLOOR);
     const c = await client(url, 4);
     await c.createTable('elastic', { name: 'id', type: 'string' });
     await bulkItems(c, 2_000);
@@ -251,6 +258,25 @@ describe('keyslice coordinator --routers 2', () => {
   }, STORY_MS);
 });
 
+describe("a coordinator's old-space floor", () => {
+  it('is given to a coordinator that KEYSLICE_ROUTERS=0 asks to serve the request path itself', async () => {
+    fresh();
+    const before = process.env.KEYSLICE_ROUTERS;
+    process.env.KEYSLICE_ROUTERS = '0';
+    try {
+      const coord = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, [], 16, undefined, ['--cluster-secret', SECRET]);
+      setup.procs.push(coord);
+      // It answers its client port itself (a router's /health would say role 'router', its pid and its epoch)...
+      expect(await health(coord.url)).toEqual({ status: 'ok' });
+      // ...and was started with the routers' floor, as local-cluster.ts reads its routers from the environment.
+      expect(optionsOf(coord.child.pid!), "the coordinator's options").toContain(FLOOR);
+    } finally {
+      if (before === undefined) delete process.env.KEYSLICE_ROUTERS;
+      else process.env.KEYSLICE_ROUTERS = before;
+    }
+  });
+});
+
 describe('standalone routers', () => {
   it('join and die under a write load: a client of several routers goes on through the live ones; nothing is lost or doubled', async () => {
     fresh();
@@ -258,6 +284,10 @@ describe('standalone routers', () => {
     await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
     await balanced(coord.url);
     const r1 = await router('router-1', coord.url);
+    // The floor of the routers' old generation on a router started on its own and on a coordinator that serves the
+    // request path itself (--routers 0), as local-cluster.ts starts them.
+    expect(optionsOf(r1.child.pid!), "router-1's options").toContain(FLOOR);
+    expect(optionsOf(coord.child.pid!), "the --routers 0 coordinator's options").toContain(FLOOR);
     const c1 = await client(r1.url);
     await c1.createTable('elastic', { name: 'id', type: 'string' });
     await bulkItems(c1, 1_000);

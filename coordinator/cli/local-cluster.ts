@@ -10,7 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { envNumber, fromEnv } from '../../shared/cli-args.js';
-import { COORDINATOR_PORT_DEFAULT, type DurabilityMode, type SliceCapacity } from '../../shared/limits.js';
+import { COORDINATOR_PORT_DEFAULT, oldSpaceFloorOption, ROUTER_OLD_SPACE_FLOOR_MB, type DurabilityMode, type SliceCapacity } from '../../shared/limits.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // Run from dist/coordinator (compiled) or from coordinator/ (tests import the source): processes run the compiled code.
@@ -120,14 +120,15 @@ export function spawnUntilReady(
 }
 
 /** Starts one of our processes (a compiled script under dist/) and resolves when it prints its ready line.
- * `env`: the whole environment of the process (default: this one's). */
-export async function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void, env?: NodeJS.ProcessEnv): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
+ * `env`: the whole environment of the process (default: this one's). `nodeOptions`: Node's options of this process,
+ * ahead of KEYSLICE_NODE_ARGS's (so that one of those, taken last by V8, overrides them). */
+export async function startProcess(name: string, script: string, args: string[], ready: RegExp, log?: (line: string) => void, env?: NodeJS.ProcessEnv, nodeOptions: string[] = []): Promise<{ proc: ManagedProcess; match: RegExpMatchArray }> {
   // KEYSLICE_PROFILE_DIR (bench/hops.ts --profile): every process writes V8 CPU profiles of its threads there when it stops.
   const profileDir = (env ?? process.env).KEYSLICE_PROFILE_DIR;
   // KEYSLICE_NODE_ARGS (bench/put-shape.ts): Node's options for every process, space separated (e.g. V8's GC and compiler
   // threads off: --single-threaded-gc --no-concurrent-recompilation), to see which thread a cost lands on.
   const extraArgs = ((env ?? process.env).KEYSLICE_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
-  const nodeArgs = [...(profileDir === undefined || profileDir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`]), ...extraArgs];
+  const nodeArgs = [...nodeOptions, ...(profileDir === undefined || profileDir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`]), ...extraArgs];
   const { child, match } = await spawnUntilReady(name, process.execPath, [...nodeArgs, join(distRoot, script), ...args], ready, { log, env });
   return { proc: { name, child, url: match[1], args }, match };
 }
@@ -161,6 +162,17 @@ export function startSliceNode(o: SliceNodeOptions): Promise<ManagedProcess> {
   return startProcess(o.name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, o.log, withSecret(o.clusterSecret)).then((r) => r.proc);
 }
 
+/** The routers a coordinator started with these arguments is asked for, as it reads them: the last --routers, else
+ * KEYSLICE_ROUTERS (what it inherits); undefined: its default, at least one. */
+function routersAsked(extra: string[]): string | undefined {
+  let asked: string | undefined;
+  extra.forEach((a, i) => {
+    if (a === '--routers') asked = extra[i + 1];
+    else if (a.startsWith('--routers=')) asked = a.slice('--routers='.length);
+  });
+  return asked ?? fromEnv('KEYSLICE_ROUTERS');
+}
+
 /** `extra`: more coordinator arguments (--token, --cluster-secret, --move-items-per-second, ...).
  * `clusterSecret`: passed in the environment. */
 export function startCoordinator(
@@ -175,13 +187,16 @@ export function startCoordinator(
   const args = ['--port', String(port), '--data', dataDir, ...extra];
   if (nodeUrls.length > 0) args.push('--nodes', nodeUrls.join(','));
   if (slices !== undefined) args.push('--slices', String(slices));
-  return startProcess('coordinator', 'coordinator/main.js', args, /coordinator ready (http:\/\/\S+)/, log, withSecret(clusterSecret)).then((r) => r.proc);
+  // A coordinator that serves the request path itself (--routers 0) reads every byte as a router does, and ran as many
+  // mark-compacts under range load (ROUTER_OLD_SPACE_FLOOR_MB); with routers its own thread serves none of it.
+  const nodeOptions = Number(routersAsked(extra)) === 0 ? [oldSpaceFloorOption(ROUTER_OLD_SPACE_FLOOR_MB)] : [];
+  return startProcess('coordinator', 'coordinator/main.js', args, /coordinator ready (http:\/\/\S+)/, log, withSecret(clusterSecret), nodeOptions).then((r) => r.proc);
 }
 
 /** A router (coordinator/router/main.ts) fed by the coordinator at `coordinatorUrl`. */
 export function startRouter(name: string, coordinatorUrl: string, port: number, clusterSecret?: string, log?: (line: string) => void, extra: string[] = []): Promise<ManagedProcess> {
   const args = ['--coordinator', coordinatorUrl, '--port', String(port), ...extra];
-  return startProcess(name, 'coordinator/router/main.js', args, /router ready (http:\/\/\S+)/, log, withSecret(clusterSecret)).then((r) => r.proc);
+  return startProcess(name, 'coordinator/router/main.js', args, /router ready (http:\/\/\S+)/, log, withSecret(clusterSecret), [oldSpaceFloorOption(ROUTER_OLD_SPACE_FLOOR_MB)]).then((r) => r.proc);
 }
 
 /** Sends SIGTERM, waits, then SIGKILL: the process is gone when this resolves. */
