@@ -23,7 +23,18 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function adviseSample(name: string, extra: string[] = []): Promise<AdviceReport> {
+/** keyslice advise's report on a generated sample, run once per sample and arguments: the same command on the same
+ * file gives the same report, and several tests read it, each its own part (the figures test reads the reports the
+ * anti-pattern tests read; run again, those three runs cost the file about a fifth of its time). */
+const reports = new Map<string, Promise<AdviceReport>>();
+function adviseSample(name: string, extra: string[] = []): Promise<AdviceReport> {
+  const key = JSON.stringify([name, extra]);
+  let report = reports.get(key);
+  if (report === undefined) reports.set(key, (report = runAdvise(name, extra)));
+  return report;
+}
+
+async function runAdvise(name: string, extra: string[]): Promise<AdviceReport> {
   const file = join(dir, `${name}.jsonl`);
   await writeSample(name, file);
   const r = await keyslice(['advise', file, ...designFlags(SAMPLES[name]), '--json', ...extra]);
