@@ -55,7 +55,7 @@
 // its map knows for that address (docs/operations.md, "Node identity"). incarnation
 // names the node's process (random, made at its start, never saved): a Hello of another
 // incarnation than the last one says the node restarted, the same one that its link
-// only went down and came back (docs/replication.md, "A worker stuck while its node pongs").
+// only went down and came back (the coordinator logs a restart: NodeLink.incarnation).
 // Every frame is checked whole (decodeNodeFrame: kinds for this side, types,
 // ranges) before any of it is used; a bad frame closes the connection. The node
 // takes an epoch only from the connection of its latest valid Assign (the
@@ -174,7 +174,9 @@ export const CLIENT_SUBPROTOCOL = `keyslice.v${PROTOCOL_VERSION}`;
  * 29: Hello names the node's incarnation (its last field: 32 hex digits made at random when its process starts), so
  * that the coordinator tells a node that restarted (fresh workers: what it kept of the last process's workers is
  * dropped) from one whose link flapped (the same process: a stuck worker stays stuck); before, it could not, and a
- * restarted node's workers waited out the retry of a worker that had been stuck, up to STUCK_WORKER_RETRY_MS_MAX. */
+ * restarted node's workers waited out the retry of a worker that had been stuck, up to STUCK_WORKER_RETRY_MS_MAX.
+ * Since, the coordinator drops that record at every link-up, a flap's too (every worker took its Assign before the
+ * node answers Assigned: OpenQuestions.forget), and the incarnation serves its line that a node restarted. */
 export const NODE_PROTOCOL_VERSION = 29;
 /** Header that carries the cluster secret (coordinator -> node handshake, node -> coordinator join). */
 export const CLUSTER_SECRET_HEADER = 'x-keyslice-cluster-secret';

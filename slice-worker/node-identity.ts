@@ -6,7 +6,7 @@
 // Kept in one small file, written whole and durably (temporary file, fsync,
 // rename, fsync of the folder), so that a crash leaves the old or the new one.
 // And who the process is: its incarnation, in the Hello too, so that the
-// coordinator can tell a node that restarted from one whose link flapped.
+// coordinator can tell (and log) a node that restarted from one whose link flapped.
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,9 +23,8 @@ export interface NodeIdentity {
 }
 
 /** This process's incarnation: 128 random bits made when it starts, never saved (the Hello's last field, node protocol
- * 29). Another one under the same node id tells the coordinator that the node restarted: fresh workers, so nothing it
- * kept of the last process's workers holds (a worker it found stuck); the same one, that only the link went and came
- * back. Random rather than a boot counter kept in the folder: it takes no write before the Hello (a full or read-only
+ * 29). Another one under the same node id tells the coordinator that the node restarted (it logs so); the same one, that
+ * only the link went and came back. Random rather than a boot counter kept in the folder: it takes no write before the Hello (a full or read-only
  * disk would stop the start), and a folder restored from a copy would count the same boots again; two processes draw
  * the same one by chance only, about 2^-128. */
 export const NODE_INCARNATION = randomBytes(16).toString('hex');

@@ -1292,7 +1292,6 @@ describe('a coordinator that restarts', () => {
     const links = [0, 1, 2].map(() => ({
       state: 'ready',
       workerCount: 1,
-      incarnation: 'a'.repeat(32),
       sendReplicate: (entries: DecodedReplicateEntry[]) => {
         const onDisk = JSON.parse(readFileSync(join(dir, 'cluster-map.json'), 'utf8')) as { terms: number[]; termsUsed: number[] };
         for (const [s, m] of entries) if (m.type === 'Prepare' && m.term > Math.max(onDisk.terms[s], onDisk.termsUsed[s])) unrecorded.push(`slice ${s}: Prepare of term ${m.term}, the file's ${Math.max(onDisk.terms[s], onDisk.termsUsed[s])}`);
@@ -2029,61 +2028,35 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(again.length).toBe(3);
     // A link that went down (or came up) takes its questions with it.
     q.sent(0, [[6, { type: 'Ping', seq: 0 }]], 2_100);
-    q.forget(0, 2_100);
+    q.forget(0);
     expect(q.firstAsked(0)).toBeUndefined();
   });
 
-  it("a stuck worker's time is kept across a link that went and came back to the same process (its Hello's incarnation), not to one that restarted, with as many workers or not, nor for a removed node", () => {
-    let workers = 2;
-    const q = new OpenQuestions(() => workers, PING_MS);
-    const [first, second, third] = ['a', 'b', 'c'].map((d) => d.repeat(32));
-    q.linkUp(0, 0, first);
-    // Worker 0 (slice 4) is asked and answers nothing; the node then no longer replicates slice 4 (an undo): its
-    // questions are dropped and its time kept (stuck), nothing left to ask it by.
-    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 0);
+  it("a link that goes down or comes up keeps nothing of a stuck worker, its time nor its tries: each worker took its Assign before its node's link is ready again", () => {
+    const q = new OpenQuestions(() => 2, PING_MS, { min: 1_000, max: 60_000 });
     const t = NODE_SILENT_AFTER_PING_INTERVALS * PING_MS;
-    // Known to replicate no slice its node still does: counted with the grace (workerSilentFrom, as silentFrom).
     const g = FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS;
-    q.stale(0, t, () => false, () => {}, 8);
+    // Worker 0 (slice 4) is asked at `at` and answers nothing; `t` later the node no longer replicates slice 4 (an undo):
+    // its questions are dropped and its time kept (stuck), with nothing left to ask it by, so a try waits (tryAt).
+    const stuckFrom = (at: number) => {
+      q.sent(0, [[4, { type: 'Ping', seq: 0 }]], at);
+      q.stale(0, at + t, () => false, () => {}, 8);
+    };
+    stuckFrom(0);
     expect(q.workerSilentFrom(0, 4), 'kept across the drop').toBe(g);
-    q.forget(0, t);
-    expect(q.workerSilentFrom(0, 4), 'kept while the link is down').toBe(g);
-    q.linkUp(0, t, first);
-    expect(q.workerSilentFrom(0, 4), 'kept across a flap (the same process)').toBe(g);
-    expect(q.workerSilentFrom(0, 5), "the other worker's").toBeUndefined();
-    q.forget(0, t);
-    q.linkUp(0, t, second);
-    expect(q.workerSilentFrom(0, 4), 'back from a restart with as many workers: a fresh worker, which left nothing unanswered').toBeUndefined();
-    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], t);
-    q.stale(0, 2 * t, () => false, () => {}, 8);
-    expect(q.workerSilentFrom(0, 4), 'kept across the drop again').toBe(t + g);
-    q.forget(0, 2 * t);
-    workers = 3;
-    // What is kept is by worker index, of one process: a count that changed with no new process breaks that.
-    expect(() => q.forget(0, 2 * t)).toThrow('node 0: what is kept of its workers is of a process of 2, not 3');
-    q.linkUp(0, 2 * t, third);
-    expect(q.workerSilentFrom(0, 4), 'back from a restart with another worker count').toBeUndefined();
-    q.sent(0, [[3, { type: 'Ping', seq: 0 }]], 2 * t);
-    q.stale(0, 3 * t, () => false, () => {}, 9);
-    expect(q.workerSilentFrom(0, 3), 'kept across the drop once more').toBe(2 * t + g);
-    q.forget(0, 3 * t, false);
-    expect(q.workerSilentFrom(0, 3), 'a removed node: nothing kept').toBeUndefined();
-  });
-
-  it('a Hello that names the process it kept the workers of with another worker count keeps nothing, and trips no assertion (a node\'s word, not an invariant of the coordinator)', () => {
-    let workers = 2;
-    const q = new OpenQuestions(() => workers, PING_MS);
-    const a = 'a'.repeat(32);
-    q.linkUp(0, 0, a);
-    q.sent(0, [[4, { type: 'Ping', seq: 0 }]], 0);
-    const t = NODE_SILENT_AFTER_PING_INTERVALS * PING_MS;
-    const g = FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS;
-    q.stale(0, t, () => false, () => {}, 8);
-    q.forget(0, t);
-    expect(q.workerSilentFrom(0, 4), 'kept while the link is down').toBe(g);
-    workers = 3;
-    q.linkUp(0, t, a);
-    expect(q.workerSilentFrom(0, 4), 'back to the same process, by its Hello, with 3 workers').toBeUndefined();
+    q.stale(0, t + 1_000, () => false, () => {}, 8);
+    expect(q.workerSilentFrom(0, 4), 'let go for a try 1 s after it was found so').toBeUndefined();
+    // The try is left unanswered: stuck again, and its next try waits twice as long (2 s).
+    stuckFrom(2_000);
+    expect(q.workerSilentFrom(0, 4), 'stuck again').toBe(2_000 + g);
+    // The link goes down, and comes up (ReplicaLeaders.linkLost, linkUp): the worker took its Assign meanwhile.
+    q.forget(0);
+    q.forget(0);
+    expect(q.workerSilentFrom(0, 4), 'the link back up: the worker ran since').toBeUndefined();
+    // Its tries went too: stuck once more, its next try waits 1 s again, not 4 s.
+    stuckFrom(3_000);
+    q.stale(0, 3_000 + t + 1_000, () => false, () => {}, 8);
+    expect(q.workerSilentFrom(0, 4), 'let go for a try 1 s after it was found so, its tries counted from the link-up').toBeUndefined();
   });
 
   it('a link that went down takes all that was kept of its workers: back with another worker count, a worker is asked again by its own open question, not by a slice it answered before (now another worker\'s)', () => {
@@ -2094,7 +2067,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     q.sent(0, before, 0);
     q.answered(0, [[4, pong(seqOf(before, 4))]]);
     // The link goes down; the node comes back with three workers: slice 4 is now worker 1's (4 % 3), slice 3 worker 0's.
-    q.forget(0, 500);
+    q.forget(0);
     workers = 3;
     // Worker 0 drops slice 3's Ping (its assignment not there yet).
     q.sent(0, [[3, { type: 'Ping', seq: 0 }]], 1_000);
@@ -2588,9 +2561,6 @@ function fourthNodeOnVirtualClock() {
 
 /** Workers a node in stuckFourthNode: slice s runs on worker s % 2 (workerOf). */
 const WORKERS = 2;
-/** The incarnation of stuckFourthNode's f as its link first comes up (its Hello's, node protocol 29). */
-const F_PROCESS = 'f'.repeat(32);
-
 /** Three nodes at R=3 and a fourth, f, that joined with no replica (replica rebalancing moves replicas onto it), each of
  * WORKERS workers. Time is the test's: performance.now() (Membership's clock, and the questions') reads a clock that
  * turn() moves on. What the coordinator asked f and f has not answered is the product's OpenQuestions (its per-worker
@@ -2604,8 +2574,6 @@ function stuckFourthNode() {
   // Its Hello said WORKERS (placement's cache key asks each worker: Membership.placementKey).
   Object.defineProperty(m.links[f], 'workerCount', { value: WORKERS, configurable: true });
   const questions = new OpenQuestions((n) => (n === f ? WORKERS : 1), FAILOVER_TIMING_DEFAULT.pingIntervalMs);
-  // f's link is up, to its process F_PROCESS (its Hello's incarnation; ReplicaLeaders.linkUp).
-  questions.linkUp(f, now(), F_PROCESS);
   (m.leaders as unknown as { workerSilentMs(n: number, slice: number): number }).workerSilentMs = (n, slice) => (n === f ? workerSilenceMs(questions, n, slice, true, now()) : 0);
   const inside = m as unknown as {
     noteDown(): void;
@@ -2716,46 +2684,28 @@ describe("a node one of whose workers is stuck, its node answering pings (per wo
     }
   });
 
-  it("is not tried again at each flap of its node's link: the stuck worker's time and tries are kept across it (ReplicaLeaders.linkLost, linkUp: OpenQuestions.forget, linkUp to the same process)", () => {
-    // As above, f's link going down and up again every 20 s (the link's ready state: its questions forgotten at each),
-    // back to the same process (its Hello's incarnation). Forgotten with them, the worker's time let placement try it at
-    // each flap: a move onto it, undone ~10 s later.
+  it("is tried at once when its node's link comes back, whether it flapped or the node restarted: the worker took its Assign before the link was ready (OpenQuestions.forget at ReplicaLeaders.linkLost and linkUp)", () => {
+    // As above for 3 min, its tries spaced by waits that double; then f's link goes and comes back. A slice node answers
+    // Assigned once every worker took its part of the Assign, and only then is its coordinator's link ready (a worker
+    // still stuck holds it 'assigning': test/node-restart.test.ts), so at that link-up worker 0 runs (no longer in
+    // `stuck`), whether the same process (a flap) or a new one (a restart). Kept across a flap (its Hello naming the
+    // same incarnation), its time and tries held it off until the wait ran out (up to STUCK_WORKER_RETRY_MS_MAX):
+    // nothing asks it (f replicates no slice of it), so nothing could clear them.
     const c = stuckFourthNode();
-    const { f, m, questions, now } = c;
-    try {
-      const { tries, firstUndo } = stuckFor3Min(c, (i) => {
-        if (i % 20 !== 19) return;
-        questions.forget(f, now());
-        questions.linkUp(f, now(), F_PROCESS);
-      });
-      // As many as with no flap (above); forgotten at each flap, a try each 20 s (9 after the first undo).
-      const again = tries.filter((t) => t > firstUndo);
-      expect(again.length, `turns that moved a slice of the stuck worker onto f again after the first undo, its link flapping each 20 s (at ${again.join(', ')} ms)`).toBeLessThanOrEqual(5);
-    } finally {
-      m.close();
-    }
-  });
-
-  it("is tried at once when its node restarted with as many workers: the new process's worker is fresh, whatever the last one's waited (OpenQuestions.linkUp to another incarnation)", () => {
-    // As above for 3 min, its tries spaced by waits that double; then f restarts (a new process, as many workers, all
-    // of them well): its link goes and comes back, its Hello naming another incarnation. Kept across it, as across a
-    // flap, the last process's time and tries held the new worker 0 off until the wait ran out (up to
-    // STUCK_WORKER_RETRY_MS_MAX): nothing asks it (f replicates no slice of it), so nothing could clear them.
-    const c = stuckFourthNode();
-    const { f, m, questions, stuck, joining, turn, heldBy, now } = c;
+    const { f, m, questions, stuck, joining, turn, heldBy } = c;
     try {
       stuckFor3Min(c);
       const ofWorker0 = () => joining().filter((s) => s % WORKERS === 0);
-      expect(ofWorker0(), 'slices of the stuck worker on their way to f when it restarts').toEqual([]);
+      expect(ofWorker0(), 'slices of the stuck worker on their way to f when its link goes').toEqual([]);
       expect(questions.workerSilentFrom(f, 0), "the stuck worker's time, kept").toBeDefined();
+      questions.forget(f);
       stuck.delete(0);
-      questions.forget(f, now());
-      questions.linkUp(f, now(), 'e'.repeat(32));
+      questions.forget(f);
       let turns = 0;
       for (; turns < 400 && ofWorker0().length === 0; turns++) turn();
-      expect(turns, 'turns after the restart before a slice of the new worker 0 is moved onto f').toBe(1);
+      expect(turns, 'turns after the link came back before a slice of worker 0 is moved onto f').toBe(1);
       for (let i = 0; i < 30; i++) turn();
-      expect(heldBy(0).length, "replicas of worker 0's slices on f, 30 s after the restart").toBeGreaterThan(0);
+      expect(heldBy(0).length, "replicas of worker 0's slices on f, 30 s after the link came back").toBeGreaterThan(0);
     } finally {
       m.close();
     }

@@ -956,7 +956,7 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
     lives[i]++;
     frozenUntil[i] = 0;
     if (silence !== null) {
-      silence.forget(i, clock.now);
+      silence.forget(i);
       linkLost.add(i);
     }
     replicas[i] = null;
@@ -1922,12 +1922,12 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       removeStep();
       if (opts.setChanges === 'remove-down') removeDown();
       else if (faulty && random() < changePerSecond * (TICK_MS / 1000)) randomChange();
-      // Its link back (ReplicaLeaders.linkUp), to the process of its life now: one that crashed restarted, and what was
-      // kept of its last life's workers goes (OpenQuestions.linkUp; its Hello's incarnation in the product).
+      // Its link back (ReplicaLeaders.linkUp): nothing is kept of its workers (OpenQuestions.forget), each of which took
+      // its Assign before the link was ready in the product.
       if (silence !== null)
         for (const n of ids)
           if (linkLost.has(n) && up[n] && reachable(COORDINATOR, n)) {
-            silence.linkUp(n, clock.now, String(lives[n]));
+            silence.forget(n);
             linkLost.delete(n);
           }
       // As Membership.pingLinks: every link pinged each turn; a node whose event loop runs (up, not frozen) and that the

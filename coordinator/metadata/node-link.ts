@@ -89,8 +89,8 @@ export class NodeLink {
    * (and so was assigned its slices afresh) while it ran. */
   generation = 0;
   /** The incarnation of the node process whose Hello this link last took (null: none yet). A later Hello of another
-   * one says the node restarted, and what the coordinator kept of the last process's workers goes (ReplicaLeaders.linkUp:
-   * OpenQuestions.linkUp); of the same one, that only the connection went and came back, and it is kept. */
+   * one says the node restarted (logged); of the same one, that only the connection went and came back. What the
+   * coordinator kept of the node's workers goes at either (ReplicaLeaders.linkUp: each took its Assign since). */
   incarnation: string | null = null;
   private lastProblem = '';
   /** Why the coordinator does not use this node although it answers ('' when it does). */

@@ -93,9 +93,9 @@ interface WorkerAsked {
   tries: number;
 }
 
-/** A worker's record with nothing open: a new one (ask), or what forget keeps of a stuck one (its time and tries). */
-function workerAsked(unansweredSince?: number, tryAt?: number, tries = 0): WorkerAsked {
-  return { open: [], askedAgainAt: -Infinity, known: new Set(), unansweredSince, tryAt, tries };
+/** A new worker's record: nothing open, nothing kept (ask). */
+function workerAsked(): WorkerAsked {
+  return { open: [], askedAgainAt: -Infinity, known: new Set(), unansweredSince: undefined, tryAt: undefined, tries: 0 };
 }
 
 /** A Ping's seq is a msgpack uint32 (a whole number >= 0): its question's id modulo this. */
@@ -115,10 +115,9 @@ const SEQS = 2 ** 32;
  * question FIRST_ANSWER_GRACE_PING_INTERVALS later (workerSilentFrom). */
 export class OpenQuestions {
   /** node -> what is kept of each of its workers, indexed by worker (workerOf; an array, so that stale goes through
-   * them in worker order); the last id given one (ask), kept past forget so that a late Pong of a question
-   * forgotten answers no newer one; and the process those workers are of, as its link last came up (linkUp): its
-   * incarnation (null: not up yet) and worker count. */
-  private readonly byNode = new Map<number, { workers: WorkerAsked[]; lastId: number; incarnation: string | null; workerCount: number }>();
+   * them in worker order); and the last id given one (ask), kept past forget so that a late Pong of a question
+   * forgotten answers no newer one. */
+  private readonly byNode = new Map<number, { workers: WorkerAsked[]; lastId: number }>();
   /** How much later a worker not known to replicate a slice its node still does counts from its first open question. */
   private readonly firstAnswerGraceMs: number;
 
@@ -159,7 +158,7 @@ export class OpenQuestions {
   /** What is kept of `node`, made empty where nothing is yet. */
   private of(node: number) {
     let asked = this.byNode.get(node);
-    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0, incarnation: null, workerCount: this.workerCount(node) }));
+    if (asked === undefined) this.byNode.set(node, (asked = { workers: [], lastId: 0 }));
     return asked;
   }
 
@@ -267,41 +266,21 @@ export class OpenQuestions {
     return first;
   }
 
-  /** What was asked over a link that went down, or before it came up, is not the node's to answer. A stuck worker's time
-   * (unansweredSince, answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals at `now`) and its tries are
-   * kept where `keepStuck` (a link lost, or back to the same process: linkUp; not for a node removed, nor one that
-   * restarted): a link that went and came back says nothing of the worker, and forgotten, each flap of a link let
-   * placement try the stuck worker once more (a move onto it, undone ~10 s later: at a flap each 20 s, a try each 20 s,
-   * where it waits up to STUCK_WORKER_RETRY_MS_MAX). */
-  forget(node: number, now: number, keepStuck = true): void {
+  /** `node`'s link went down or came up (ReplicaLeaders.linkLost, linkUp), or the node was removed: what was asked
+   * before is not its to answer, and all that was kept of its workers goes, a stuck worker's time and tries with it.
+   * While the link is down nothing reads them (workerSilenceMs: Infinity). And a coordinator's link is up (ready) only
+   * once its node answered Assigned, which a slice node sends once every worker took its part of the Assign
+   * (slice-worker/main.ts assign), on the thread that answers its Pings: at each link-up every worker of the node ran
+   * since the link came back, whether the node restarted or only its link flapped, so none is known stuck (a worker
+   * still stuck holds the link 'assigning': test/node-restart.test.ts). Kept across a flap to the same process (node
+   * protocol 29's incarnation), a worker that had run held its stuck time, and placement did not try it for up to
+   * STUCK_WORKER_RETRY_MS_MAX where nothing could ask it. Taking its Assign says that the worker runs, as an answer
+   * does (answered drops its tries too), so a worker that sticks again after each flap is tried once per flap, as one
+   * that sticks again after each answer is tried once per answer (a link flaps when its connection is lost: the
+   * coordinator does not close one for a worker's silence). */
+  forget(node: number): void {
     const asked = this.byNode.get(node);
-    if (asked === undefined) return;
-    const kept: WorkerAsked[] = [];
-    // Kept by worker index, so only for the process they were kept of, with its worker count: a link lost keeps the
-    // count of its Hello (a second Hello breaks the protocol), and linkUp keeps nothing for a Hello of another count.
-    if (keepStuck) {
-      assert(asked.workerCount === this.workerCount(node), `node ${node}: what is kept of its workers is of a process of ${asked.workerCount}, not ${this.workerCount(node)}`);
-      asked.workers.forEach((w, i) => {
-        const stuck = this.stuck(w, now);
-        if (stuck || w.tries > 0) kept[i] = workerAsked(stuck ? w.unansweredSince : undefined, stuck ? w.tryAt : undefined, w.tries);
-      });
-    }
-    asked.workers = kept;
-  }
-
-  /** `node`'s link came up, to the process `incarnation` (its Hello's: NodeLink.incarnation): what was asked before is
-   * not its to answer (forget). What was kept of its workers is kept where that process is the one it was kept of (the
-   * link flapped: a stuck worker is still stuck), and dropped where it is another (the node restarted: fresh workers,
-   * which left nothing unanswered). Before the Hello named its process they were kept across a restart with as many
-   * workers too, and the restarted node's worker waited out the last one's retry (up to STUCK_WORKER_RETRY_MS_MAX)
-   * before placement tried it. A Hello that names the same process with another worker count is a node's word, not
-   * this process's invariant (a real node's count is fixed at its start): taken as another process, it keeps nothing,
-   * rather than trip forget's assertion on what a node sent. */
-  linkUp(node: number, now: number, incarnation: string): void {
-    const asked = this.of(node);
-    this.forget(node, now, asked.incarnation === incarnation && asked.workerCount === this.workerCount(node));
-    asked.incarnation = incarnation;
-    asked.workerCount = this.workerCount(node);
+    if (asked !== undefined) asked.workers = [];
   }
 
   /** Each worker of `node` whose first question left unanswered was sent half a ping interval before `now` or earlier
@@ -356,8 +335,7 @@ export class OpenQuestions {
   }
 
   /** Whether `worker` has answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals at `now` (as an election
-   * counts a node silent: answersWhenSilent): stuck, so its unansweredSince outlives the drop of its questions (stale)
-   * and a flap of its node's link (forget). */
+   * counts a node silent: answersWhenSilent): stuck, so its unansweredSince outlives the drop of its questions (stale). */
   private stuck(worker: WorkerAsked, now: number): boolean {
     return worker.unansweredSince !== undefined && !answersWhenSilent(now - worker.unansweredSince, this.pingIntervalMs);
   }
@@ -820,17 +798,17 @@ export class ReplicaLeaders {
 
   /** A node's link stopped being ready: its slices need a leader now, not after the heartbeat timeout. */
   linkLost(node: number): void {
-    this.questions.forget(node, performance.now());
+    this.questions.forget(node);
     for (const run of this.runs.values()) if (run.failover.currentLeader === node) run.failover.suspectLeader();
     this.tick();
   }
 
-  /** A node's link became ready: elections under way that wait for its answer ask it now. What was kept of its workers
-   * is kept only where it is the process it was (its Hello's incarnation: a flap), not one that restarted. */
+  /** A node's link became ready: elections under way that wait for its answer ask it now. Nothing is kept of its
+   * workers (OpenQuestions.forget): each of them took its Assign since the link came back. */
   linkUp(node: number): void {
-    const incarnation = this.links[node]?.incarnation;
-    assert(incarnation != null, `node ${node}: a link is ready only after a Hello, which names its process`);
-    this.questions.linkUp(node, performance.now(), incarnation);
+    // What forget drops rests on this: a coordinator's link is ready only after its node's Assigned.
+    assert(this.ready(node), `node ${node}: its link is up only once ready (its node said Assigned), not ${this.links[node]?.state}`);
+    this.questions.forget(node);
     for (const run of this.runs.values()) run.failover.reachable(node);
   }
 
@@ -906,7 +884,7 @@ export class ReplicaLeaders {
     const now = performance.now();
     for (let node = 0; node < this.links.length; node++) {
       // A removed node's link closes without a state change (NodeLink.close): what was kept of its workers goes here.
-      if (this.map.statusOf(node) === 'removed') this.questions.forget(node, now, false);
+      if (this.map.statusOf(node) === 'removed') this.questions.forget(node);
       if (!this.ready(node)) continue;
       this.questions.stale(
         node,
