@@ -1923,7 +1923,11 @@ function simulate(opts: SimOptions, changes: string[]): SimReport {
       if (opts.setChanges === 'remove-down') removeDown();
       else if (faulty && random() < changePerSecond * (TICK_MS / 1000)) randomChange();
       // Its link back (ReplicaLeaders.linkUp): nothing is kept of its workers (OpenQuestions.forget), each of which took
-      // its Assign before the link was ready in the product.
+      // its Assign before the link was ready in the product. Here it comes up whether the node is frozen or not
+      // (keptRestarts freezes one as it starts): a product node's link is ready only after its Assigned, so a frozen one
+      // stands for a node that froze (or whose worker stuck) right after it, which the product forgets all of too. A
+      // link here is lost only with a crash (a cut keeps it open): flaps to a live process are played by
+      // test/replica-map.test.ts and test/node-restart.test.ts, not here.
       if (silence !== null)
         for (const n of ids)
           if (linkLost.has(n) && up[n] && reachable(COORDINATOR, n)) {
