@@ -261,15 +261,15 @@ export const LEADER_SLOW_TIMEOUT_FACTOR = 3;
  * Prepare) has gone this many ping intervals unanswered (per worker, not per node: another worker of its node that is
  * stuck answers none of its slices' questions): 750 ms at the defaults, within the heartbeat timeout (a frozen leader
  * is then silent 2.5 ping intervals and a tick after its last answer at the latest: docs/replication.md, "A node that
- * answers"). The name says NODE for its history: it counts a worker's silence now. */
-export const NODE_SILENT_AFTER_PING_INTERVALS = 1.5;
+ * answers"). Named NODE_SILENT_AFTER_PING_INTERVALS until it counted per worker. */
+export const WORKER_SILENT_AFTER_PING_INTERVALS = 1.5;
 /** A worker of a node that has answered the coordinator no question of a slice the node still replicates, since the
  * node's link came up (a new replica's first questions), may be dropping them because its assignment has not reached
  * it yet (it comes with a batch task, which a Replicate can overtake, later still on a node starved of CPU), and its
  * questions asked again are of those slices too: its silence counts from its first open question this many
  * ping intervals later (OpenQuestions in coordinator/metadata/replica-leaders.ts). So an assignment up to 1.5 s late at
  * the defaults costs no allowance (up to 1.95 s, less the time the worker takes to answer: asked again each 300 ms,
- * silent 750 ms after the grace); a worker that never answers counts as silent NODE_SILENT_AFTER_PING_INTERVALS plus
+ * silent 750 ms after the grace); a worker that never answers counts as silent WORKER_SILENT_AFTER_PING_INTERVALS plus
  * this many ping intervals after its first question (2.25 s at the defaults), against 1.5 for a worker that answered
  * before. */
 export const FIRST_ANSWER_GRACE_PING_INTERVALS = 3;

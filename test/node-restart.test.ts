@@ -24,7 +24,7 @@ import { FAILOVER_TIMING_DEFAULT } from '../coordinator/metadata/failover.js';
 import { NodeLink } from '../coordinator/metadata/node-link.js';
 import { assignReplication, ReplicaLeaders } from '../coordinator/metadata/replica-leaders.js';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { NODE_SILENT_AFTER_PING_INTERVALS } from '../shared/limits.js';
+import { WORKER_SILENT_AFTER_PING_INTERVALS } from '../shared/limits.js';
 import { CLUSTER_SECRET_HEADER, decodeNodeFrame, isIdentity, NodeFrame } from '../shared/protocol.js';
 import { restartNode, useCluster } from './cluster-fixture.js';
 import { waitFor } from './elastic-fixture.js';
@@ -43,7 +43,7 @@ const SLICE = 0;
 const WORKERS = 2;
 const PING_MS = FAILOVER_TIMING_DEFAULT.pingIntervalMs;
 /** How long a worker has answered nothing once it is stuck here: twice the bound past which OpenQuestions keeps its time. */
-const STUCK_MS = 2 * NODE_SILENT_AFTER_PING_INTERVALS * PING_MS;
+const STUCK_MS = 2 * WORKER_SILENT_AFTER_PING_INTERVALS * PING_MS;
 /** Bounds every wait on a real process (a start, an inspector's answer) on a loaded machine. */
 const PROCESS_WAIT_MS = 20_000;
 

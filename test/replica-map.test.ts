@@ -13,7 +13,7 @@ import { drainStepCatchUp, Membership } from '../coordinator/metadata/membership
 import type { NodeLink } from '../coordinator/metadata/node-link.js';
 import { decodeNodeFrame, encodeNodeFrame, NodeFrame, SliceOp, type DecodedReplicateEntry } from '../shared/protocol.js';
 import { KeysliceError } from '../shared/errors.js';
-import { DRAIN_REPLACE_DOWN_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR, MAP_SAVE_RETRY_MS_MAX, FAILOVER_TICK_MS, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_CATCH_UP_PROBE_MS, REPLICA_MOVE_UNDO_DOWN_MS, STUCK_WORKER_RETRY_MS_MIN } from '../shared/limits.js';
+import { DRAIN_REPLACE_DOWN_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR, MAP_SAVE_RETRY_MS_MAX, FAILOVER_TICK_MS, NODE_HEARTBEAT_TIMEOUT_MS, REBALANCE_INTERVAL_MS, WORKER_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_LEASE_MS, REPLICA_CATCH_UP_PROBE_MS, REPLICA_MOVE_UNDO_DOWN_MS, STUCK_WORKER_RETRY_MS_MIN } from '../shared/limits.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, pongInto, unfoldPing } from '../shared/replication-protocol.js';
 import { performance } from 'node:perf_hooks';
 import { keyslice } from './cli-run.js';
@@ -1830,8 +1830,8 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
     try {
       while (c.at() < untilMs) {
         await c.turn();
-        if (c.at() - heardFrom(0) >= NODE_SILENT_AFTER_PING_INTERVALS * PING_MS) silentAt.push(c.at() - firstQuestionAt);
-        expect(c.at() - heardFrom(1), 'node 1 answers').toBeLessThan(NODE_SILENT_AFTER_PING_INTERVALS * PING_MS);
+        if (c.at() - heardFrom(0) >= WORKER_SILENT_AFTER_PING_INTERVALS * PING_MS) silentAt.push(c.at() - firstQuestionAt);
+        expect(c.at() - heardFrom(1), 'node 1 answers').toBeLessThan(WORKER_SILENT_AFTER_PING_INTERVALS * PING_MS);
       }
       return { silentAt, leads: c.leads };
     } finally {
@@ -1847,7 +1847,7 @@ describe('a node that answers late is slow, not silent (issue 14)', () => {
       vi.restoreAllMocks();
     }
     const { silentAt } = await silentTurns(Infinity, 6_000);
-    const bound = (FIRST_ANSWER_GRACE_PING_INTERVALS + NODE_SILENT_AFTER_PING_INTERVALS) * PING_MS;
+    const bound = (FIRST_ANSWER_GRACE_PING_INTERVALS + WORKER_SILENT_AFTER_PING_INTERVALS) * PING_MS;
     expect(silentAt[0], 'ms after its first question: silent at the first turn at or after the bound').toBe(Math.ceil(bound / 100) * 100);
     expect(silentAt.length, 'silent to the end').toBe(silentAt.at(-1)! / 100 - silentAt[0] / 100 + 1);
   });
@@ -2034,7 +2034,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
 
   it("a link that goes down or comes up keeps nothing of a stuck worker, its time nor its tries: each worker took its Assign before its node's link is ready again", () => {
     const q = new OpenQuestions(() => 2, PING_MS, { min: 1_000, max: 60_000 });
-    const t = NODE_SILENT_AFTER_PING_INTERVALS * PING_MS;
+    const t = WORKER_SILENT_AFTER_PING_INTERVALS * PING_MS;
     const g = FIRST_ANSWER_GRACE_PING_INTERVALS * PING_MS;
     // Worker 0 (slice 4) is asked at `at` and answers nothing; `t` later the node no longer replicates slice 4 (an undo):
     // its questions are dropped and its time kept (stuck), with nothing left to ask it by, so a try waits (tryAt).
@@ -2102,7 +2102,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
    * every 100 ms ask again as ReplicaLeaders.askAgain does (OpenQuestions.stale), `asks` says what else it sends when,
    * and the worker answers a Ping or Prepare of a slice `answers` says it replicates then after `delayMs`, drops the
    * others. Returns the ticks at which the node counted as silent, some worker of it silent for its slices' elections
-   * (heardLately's rule: NODE_SILENT_AFTER_PING_INTERVALS after OpenQuestions.workerSilentFrom with the grace, as
+   * (heardLately's rule: WORKER_SILENT_AFTER_PING_INTERVALS after OpenQuestions.workerSilentFrom with the grace, as
    * ReplicaLeaders' heardFrom says; the earliest of its workers, slice w being worker w's), the slices asked again, and when each answer
    * came. `replicates` says whether the node's set of a slice holds it at a tick (stale's stillAsked; always, where not
    * given). */
@@ -2129,7 +2129,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
       if (t % 100 !== 0) continue;
       const froms = Array.from({ length: o.workers ?? 1 }, (_, w) => q.workerSilentFrom(0, w)).filter((f) => f !== undefined);
       const from = froms.length > 0 ? Math.min(...froms) : undefined;
-      if (from !== undefined && t - from >= NODE_SILENT_AFTER_PING_INTERVALS * PING_MS) silentAt.push(t);
+      if (from !== undefined && t - from >= WORKER_SILENT_AFTER_PING_INTERVALS * PING_MS) silentAt.push(t);
       const reasked: DecodedReplicateEntry[] = [];
       q.stale(0, t, (slice) => o.replicates?.(slice, t) ?? true, (slice) => {
         again.push([t, slice]);
@@ -2213,7 +2213,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
       const firstAnswer = w.answered.find(([, slice]) => slice === 5)?.[0];
       // The case at hand: it answered slice 5 first after its first question had gone 1.5 ping intervals unanswered, so
       // counted from that question its node was silent (from 800 ms on) until then.
-      expect(firstAnswer, `${late} ms late: its first answer`).toBeGreaterThan(NODE_SILENT_AFTER_PING_INTERVALS * PING_MS);
+      expect(firstAnswer, `${late} ms late: its first answer`).toBeGreaterThan(WORKER_SILENT_AFTER_PING_INTERVALS * PING_MS);
       // ... which answered the first Ping asked after its assignment came (each half ping interval: 300 ms ticks).
       expect(firstAnswer, `${late} ms late: its first answer`).toBeLessThanOrEqual(late + 300 + 20 + 10);
       expect(w.silentAt, `${late} ms late: ticks at which the node counted as silent`).toEqual([]);
@@ -2224,7 +2224,7 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
 
   it('a new worker that never answers counts its node as silent 4.5 ping intervals after its first question, its other worker answering, and to the end', () => {
     const w = healthyNodeWithNewReplica(8_000, Infinity);
-    const bound = (FIRST_ANSWER_GRACE_PING_INTERVALS + NODE_SILENT_AFTER_PING_INTERVALS) * PING_MS;
+    const bound = (FIRST_ANSWER_GRACE_PING_INTERVALS + WORKER_SILENT_AFTER_PING_INTERVALS) * PING_MS;
     expect(bound, 'the bound at the defaults (docs/replication.md)').toBe(2_250);
     // Its first question went at 0 ms: silent from the first tick at or after the bound, at every tick after.
     expect(w.silentAt[0], 'the first tick at which it counted as silent').toBe(Math.ceil(bound / 100) * 100);
@@ -3373,7 +3373,7 @@ describe("a remove of a node that is down and leads, the map's leader", () => {
     // back from a restart), and it answers nothing from then (silent from that first question). G is up and answers
     // but never held the barrier (a lagging replica). No replica kept says lately that it holds it, so the rule's second
     // choice names: F while it still counts as answering, else G. Timed from the wait's start alone, the wait ended at
-    // probeIntervalMs (1 s), F silent 0.25 s, less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals: F was named.
+    // probeIntervalMs (1 s), F silent 0.25 s, less than WORKER_SILENT_AFTER_PING_INTERVALS ping intervals: F was named.
     const dir = mkdtempSync(join(tmpdir(), 'ks-replicas-'));
     const { map, x, led, f, g } = downLeader(dir);
     const fNodes = new Set(f.values());

@@ -22,7 +22,7 @@
 // leader leads on at a new term (LeadOn), with the change's sets, keeping its writes not yet committed. A
 // leader that does not lead its term any more refuses, and an election follows at once.
 import { assert } from '../../shared/errors.js';
-import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, CARRIER_SETTLE_TIMEOUT_FACTOR, HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR, NODE_SILENT_AFTER_PING_INTERVALS, SETTLE_PROBE_FIRST_GAP_SHARE } from '../../shared/limits.js';
+import { CARRIER_AVOIDED_ANSWER_WAIT_SHARE, CARRIER_SETTLE_TIMEOUT_FACTOR, HANDOVER_TARGET_ANSWER_WAIT_SHARE, LEADER_ELECTION_TIMEOUT_MS, LEADER_HEARTBEAT_INTERVAL_MS, LEADER_HEARTBEAT_TIMEOUT_MS, LEADER_SLOW_TIMEOUT_FACTOR, WORKER_SILENT_AFTER_PING_INTERVALS, SETTLE_PROBE_FIRST_GAP_SHARE } from '../../shared/limits.js';
 import type { ReplicaId, ReplicationMessage } from '../../shared/replication-protocol.js';
 
 // The settle probes' first gap is a share of the ping interval, doubled per probe up to it (SliceFailover.tick): at 0
@@ -490,7 +490,7 @@ export class SliceFailover {
    * intervals after its first question (2.25 s at the defaults). Per worker, not per node: another worker of the node
    * stuck does not take this slice's leader's allowance (leaderAnswering) nor its replicas' waits. */
   private heardLately(r: ReplicaId, now: number): boolean {
-    return now - (this.host.heardFrom?.(r) ?? -Infinity) < NODE_SILENT_AFTER_PING_INTERVALS * this.timing.pingIntervalMs;
+    return now - (this.host.heardFrom?.(r) ?? -Infinity) < WORKER_SILENT_AFTER_PING_INTERVALS * this.timing.pingIntervalMs;
   }
 
   /** Whether replica `r` may still answer the election under way, so that finishElection waits a while for it (a

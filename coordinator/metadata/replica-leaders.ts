@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { assert } from '../../shared/errors.js';
 import { sparseLog } from '../../shared/sparse-log.js';
-import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, MAP_SAVE_RETRY_MS_MAX, NODE_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, STUCK_WORKER_RETRY_MS_MAX, STUCK_WORKER_RETRY_MS_MIN, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
+import { COORDINATOR_STALL_MS, FAILOVER_TICK_MS, FIRST_ANSWER_GRACE_PING_INTERVALS, LEADER_HANDOVER_WAIT_MS_MAX, MAP_SAVE_RETRY_MS_MAX, WORKER_SILENT_AFTER_PING_INTERVALS, OPEN_QUESTIONS_PER_WORKER_MAX, REPLICA_CATCH_UP_PROBE_MS, STUCK_WORKER_RETRY_MS_MAX, STUCK_WORKER_RETRY_MS_MIN, REPLICAS_LISTED_MAX, REPLICATION_FRAME_ENTRIES_MAX, SLICE_COUNT_MAX } from '../../shared/limits.js';
 import type { AssignReplication, DecodedReplicateEntry } from '../../shared/protocol.js';
 import { PING_NUMBERS, pingsOf, PONG_NUMBERS, unfoldPong, type ReplicaId, type ReplicationMessage } from '../../shared/replication-protocol.js';
 import { slicesOfWorker, workerOf } from '../../shared/hashing.js';
@@ -80,7 +80,7 @@ interface WorkerAsked {
   known: Set<number>;
   /** When the first question it left unanswered since its last answer was sent (undefined: none, or let go for a try).
    * Its open questions' first time while it owes some; kept where stale drops every one of them (their slices left its
-   * node) after the first had gone unanswered NODE_SILENT_AFTER_PING_INTERVALS ping intervals or more: a stuck worker
+   * node) after the first had gone unanswered WORKER_SILENT_AFTER_PING_INTERVALS ping intervals or more: a stuck worker
    * dropped nothing, it took nothing, and it has answered nothing since. Before it was kept, the undo of a step onto a
    * stuck worker settled, its questions of the undone slice were dropped, its node owed nothing, and rebalancing moved
    * the slice straight back onto it (undone again ~10 s later, without end). Placement asks it (workerSilentFrom:
@@ -294,7 +294,7 @@ export class OpenQuestions {
    * counted as silent without end (docs/replication.md, "A node that answers"). Asking again moves no question's time:
    * a frozen worker counts as silent from its first unanswered question (workerSilentFrom), as before. Questions of a slice
    * the node no longer replicates are dropped from the front (it dropped them, and nothing later may follow on that
-   * worker), and its unansweredSince with them, unless it had answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping
+   * worker), and its unansweredSince with them, unless it had answered nothing for WORKER_SILENT_AFTER_PING_INTERVALS ping
    * intervals then (stuck): kept, it is asked again as long as it stays, by a slice its node replicates on it (`known`,
    * else the first of the `sliceCount` slices of its worker that `stillAsked`), and is cleared by its answer alone; with
    * none to ask it by, it is let go after STUCK_WORKER_RETRY_MS_MIN (doubling per try left unanswered) so that
@@ -314,7 +314,7 @@ export class OpenQuestions {
         dropped = true;
       }
       // A worker drops a question of a slice its node no longer replicates, so a drop alone says nothing of it; one that
-      // had answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals when its questions went is stuck, and
+      // had answered nothing for WORKER_SILENT_AFTER_PING_INTERVALS ping intervals when its questions went is stuck, and
       // keeps its time (unansweredSince).
       if (dropped && !this.stuck(worker, now)) worker.unansweredSince = q[0]?.at;
       if (worker.unansweredSince === undefined || worker.askedAgainAt > olderThan || (q.length > 0 && q[0].at > olderThan)) return;
@@ -334,7 +334,7 @@ export class OpenQuestions {
     });
   }
 
-  /** Whether `worker` has answered nothing for NODE_SILENT_AFTER_PING_INTERVALS ping intervals at `now` (as an election
+  /** Whether `worker` has answered nothing for WORKER_SILENT_AFTER_PING_INTERVALS ping intervals at `now` (as an election
    * counts a node silent: answersWhenSilent): stuck, so its unansweredSince outlives the drop of its questions (stale). */
   private stuck(worker: WorkerAsked, now: number): boolean {
     return worker.unansweredSince !== undefined && !answersWhenSilent(now - worker.unansweredSince, this.pingIntervalMs);
@@ -392,10 +392,10 @@ export function heardFromBy(questions: OpenQuestions, node: number, slice: numbe
   return now - workerSilenceMs(questions, node, slice, linkUp, now);
 }
 
-/** Whether a node silent `silentMs` answers: less than NODE_SILENT_AFTER_PING_INTERVALS ping intervals, as an election
+/** Whether a node silent `silentMs` answers: less than WORKER_SILENT_AFTER_PING_INTERVALS ping intervals, as an election
  * counts it (failover.ts heardLately; ReplicaLeaders.answers, and the simulation's remove). */
 export function answersWhenSilent(silentMs: number, pingIntervalMs: number): boolean {
-  return silentMs < NODE_SILENT_AFTER_PING_INTERVALS * pingIntervalMs;
+  return silentMs < WORKER_SILENT_AFTER_PING_INTERVALS * pingIntervalMs;
 }
 
 /** A turn's messages to one node as its Replicate frame's entries: the Pings folded into one Pings per worker there
@@ -676,7 +676,7 @@ export class ReplicaLeaders {
   }
 
   /** Whether node `node`'s replica of `slice` answers (answersWhenSilent): its worker silent less than
-   * NODE_SILENT_AFTER_PING_INTERVALS ping intervals, as an election counts it, but without the grace of a worker not
+   * WORKER_SILENT_AFTER_PING_INTERVALS ping intervals, as an election counts it, but without the grace of a worker not
    * known to replicate a slice (workerSilentMs without it). The grace keeps an election from passing over a new replica
    * that drops questions until its assignment comes; a replica this names is a router's target until the slice elects
    * (Membership.leaderUntilElected), and must have answered what askKeptLately asked it (a Ping of `slice`, so of this
