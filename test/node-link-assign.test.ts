@@ -5,7 +5,8 @@
 // served its slices unreplicated and ignored every election (status: "0 of 1024 replicated slices
 // have an elected leader", elections at ever newer terms). A real node cannot be held between
 // Assign and Assigned on purpose, so this test plays the node over a real WebSocket with the
-// real frame codec.
+// real frame codec. So do the tests of a node that breaks the handshake's order (playedNode),
+// which no real node does on purpose either.
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { NodeLink } from '../coordinator/metadata/node-link.js';
