@@ -5,7 +5,8 @@
 // served its slices unreplicated and ignored every election (status: "0 of 1024 replicated slices
 // have an elected leader", elections at ever newer terms). A real node cannot be held between
 // Assign and Assigned on purpose, so this test plays the node over a real WebSocket with the
-// real frame codec.
+// real frame codec. So do the tests of a node that breaks the handshake's order (playedNode),
+// which no real node does on purpose either.
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { NodeLink } from '../coordinator/metadata/node-link.js';
@@ -119,5 +120,163 @@ describe("a node link's probe (Membership.pingLinks' WebSocket ping, each turn)"
     await until('the pong heard', () => link.heardAt > before);
     link.probe();
     await until('the next ping', () => pings === 2);
+  });
+});
+
+/** A node's connection as played by `playedNode`: its socket, what it got (Assign frames), and how it was closed. */
+interface PlayedConnection {
+  ws: WebSocket;
+  /** Sends `frames` in one write to the socket, so that the link reads them in one go (as TCP may deliver any
+   * frames a node sent back to back): a frame that ends the connection is then followed by more, in the same read. */
+  sendTogether(...frames: NodeFrameMessage[]): void;
+  /** The close code and reason the node saw. */
+  closed: Promise<[number, string]>;
+}
+
+/** How the played node behaves on one connection: `open` when the link connects, `assign` for each Assign it gets. */
+interface Behaviour {
+  open(c: PlayedConnection): void;
+  assign(c: PlayedConnection, epoch: number): void;
+}
+
+const HELLO: NodeFrameMessage = [NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null, [1, 2], '1'.repeat(32)];
+
+/** A node that keeps the handshake: `hello`, then Assigned for the epoch of each Assign. */
+const wellBehaved = (hello = HELLO): Behaviour => ({ open: (c) => c.sendTogether(hello), assign: (c, epoch) => c.sendTogether([NodeFrame.Assigned, epoch]) });
+const WELL_BEHAVED = wellBehaved();
+
+/** A node over a real WebSocket with the real codec that behaves on its i-th connection as `behaviours[i]`, on every
+ * later one as `later`. */
+async function playedNode(behaviours: Behaviour[], later = WELL_BEHAVED): Promise<{ url: string; connections: PlayedConnection[] }> {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  servers.push(server);
+  await new Promise<void>((r) => server.once('listening', () => r()));
+  const connections: PlayedConnection[] = [];
+  server.on('connection', (ws, req) => {
+    const behaviour = behaviours[connections.length] ?? later;
+    const c: PlayedConnection = {
+      ws,
+      sendTogether: (...frames) => {
+        // Corked: ws writes each frame to the socket, and the socket sends them all in one write once uncorked.
+        req.socket.cork();
+        for (const f of frames) ws.send(encodeNodeFrame(f));
+        req.socket.uncork();
+      },
+      closed: new Promise((r) => ws.once('close', (code, reason) => r([code, reason.toString()]))),
+    };
+    connections.push(c);
+    ws.on('message', (data: Buffer) => {
+      const frame = decodeNodeFrame(new Uint8Array(data), 'node');
+      if (frame[0] === NodeFrame.Assign) behaviour.assign(c, frame[1]);
+    });
+    behaviour.open(c);
+  });
+  const { port } = server.address() as { port: number };
+  return { url: `ws://127.0.0.1:${port}`, connections };
+}
+
+/** A coordinator's link (epoch 2) to `node`, with its log and each state it told onStateChange, as `state@n`: n, the
+ * node's connections so far (the connection it changed on). */
+function watchedLink(node: { url: string; connections: PlayedConnection[] }) {
+  const lines: string[] = [];
+  const changes: string[] = [];
+  const link = new NodeLink(node.url, () => ({ epoch: 2, sliceCount: 4, slices: [0, 1, 2, 3], clusterId: 'c'.repeat(32), replication: null }), () => 2, (l) => lines.push(l));
+  links.push(link);
+  link.onStateChange = () => changes.push(`${link.state}@${node.connections.length}`);
+  return { link, lines, changes };
+}
+
+/** Waits, at most 5,000 ms, for the node's `n`-th connection (from 1) to be closed, and returns its close code and reason. */
+async function closedConnection(node: { connections: PlayedConnection[] }, n: number): Promise<[number, string]> {
+  await until(`connection ${n}`, () => node.connections.length >= n);
+  return Promise.race([
+    node.connections[n - 1].closed,
+    new Promise<[number, string]>((_, reject) => setTimeout(() => reject(new Error(`connection ${n} still open after 5,000 ms`)), 5_000)),
+  ]);
+}
+
+describe("a coordinator's link ends a connection whose node breaks the handshake's order, and is ready only by an Assigned it awaits", () => {
+  // NodeLink.protocolError terminates the connection: no close frame, so the node sees 1006 and no reason; the link
+  // logs why, and dials again (NODE_RECONNECT_DELAY_MS_MIN), where a node that keeps the handshake makes it ready.
+  // ReplicaLeaders.linkUp takes a ready link as one whose node's every worker took its Assign (docs/replication.md).
+
+  it('an Assigned twice', async () => {
+    const node = await playedNode([{ open: (c) => c.sendTogether(HELLO), assign: (c, epoch) => c.sendTogether([NodeFrame.Assigned, epoch], [NodeFrame.Assigned, epoch]) }]);
+    const { link, lines, changes } = watchedLink(node);
+    expect(await closedConnection(node, 1)).toEqual([1006, '']);
+    expect(lines).toContain(`slice node ${node.url} broke the protocol (Assigned for epoch 2 (ready)); reconnecting`);
+    await until('the link ready on the next connection', () => link.state === 'ready' && node.connections.length === 2);
+    // Ready by the first Assigned (the one the link awaited), not again by the second.
+    expect(changes).toEqual(['ready@1', 'connecting@1', 'ready@2']);
+  });
+
+  it('an Assigned before Hello, even one for the epoch the link last assigned, and frames after it in the same read', async () => {
+    // The second connection opens with an Assigned for the epoch the first was assigned (so only the link's state tells
+    // it is out of order), then the Hello and an Assigned for the Assign it guesses: the link ended the connection at
+    // the first, and takes none of the rest (or it became ready on a connection it had ended, its Assign unsent).
+    const node = await playedNode([WELL_BEHAVED, { open: (c) => c.sendTogether([NodeFrame.Assigned, 2], HELLO, [NodeFrame.Assigned, 2]), assign: () => {} }]);
+    const { link, lines, changes } = watchedLink(node);
+    await until('the link ready', () => link.state === 'ready');
+    node.connections[0].ws.close(); // the node drops its connection: the link dials again
+    expect(await closedConnection(node, 2)).toEqual([1006, '']);
+    expect(lines).toContain(`slice node ${node.url} broke the protocol (Assigned for epoch 2 (connecting)); reconnecting`);
+    await until('the link ready on the next connection', () => link.state === 'ready' && node.connections.length === 3);
+    expect(changes).toEqual(['ready@1', 'connecting@1', 'ready@3']);
+  });
+
+  it('an Assigned naming another epoch than the Assign it answers', async () => {
+    const node = await playedNode([{ open: (c) => c.sendTogether(HELLO), assign: (c, epoch) => c.sendTogether([NodeFrame.Assigned, epoch + 1]) }]);
+    const { link, lines, changes } = watchedLink(node);
+    expect(await closedConnection(node, 1)).toEqual([1006, '']);
+    expect(lines).toContain(`slice node ${node.url} broke the protocol (Assigned for epoch 3 (assigning)); reconnecting`);
+    await until('the link ready on the next connection', () => link.state === 'ready' && node.connections.length === 2);
+    expect(changes).toEqual(['ready@2']);
+  });
+
+  it('a second Hello, and an Assigned after it in the same read', async () => {
+    // The node greets again with its answer to the Assign: the link ends the connection at the second Hello and does
+    // not take the Assigned that follows it (it answers an Assign the link sent, on a connection the link ended).
+    const node = await playedNode([{ open: (c) => c.sendTogether(HELLO), assign: (c, epoch) => c.sendTogether(HELLO, [NodeFrame.Assigned, epoch]) }]);
+    const { link, lines, changes } = watchedLink(node);
+    expect(await closedConnection(node, 1)).toEqual([1006, '']);
+    expect(lines).toContain(`slice node ${node.url} broke the protocol (a second Hello); reconnecting`);
+    await until('the link ready on the next connection', () => link.state === 'ready' && node.connections.length === 2);
+    expect(changes).toEqual(['ready@2']);
+  });
+
+  it('a frame that does not decode', async () => {
+    const node = await playedNode([{ open: (c) => c.sendTogether(HELLO), assign: (c) => c.ws.send(Buffer.from([0xc1, 0xff, 0x00])) }]); // 0xc1: never msgpack
+    const { link, lines, changes } = watchedLink(node);
+    expect(await closedConnection(node, 1)).toEqual([1006, '']);
+    expect(lines.filter((l) => l.includes('malformed'))).toEqual([expect.stringMatching(new RegExp(`^slice node ${node.url} sent a malformed frame: frame is not valid msgpack: `))]);
+    await until('the link ready on the next connection', () => link.state === 'ready' && node.connections.length === 2);
+    expect(changes).toEqual(['ready@2']);
+  });
+});
+
+describe("a router's link ends a connection whose node greets twice", () => {
+  it('a second Hello while it dials the batch ports the first named', async () => {
+    // A router's link stays 'connecting' after the Hello until each worker's batch port is open (openBatchSockets):
+    // a second Hello then was taken as a first, and openBatchSockets' assertion (once per connection) threw out of
+    // ws's 'message' event: an uncaught exception, which ends a router's process.
+    const batchPorts = await Promise.all(
+      [0, 1].map(async () => {
+        const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+        servers.push(server);
+        await new Promise<void>((r) => server.once('listening', () => r()));
+        return (server.address() as { port: number }).port;
+      }),
+    );
+    const hello: NodeFrameMessage = [NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null, batchPorts, '1'.repeat(32)];
+    const node = await playedNode([{ open: (c) => c.sendTogether(hello, hello), assign: () => {} }], wellBehaved(hello));
+    const lines: string[] = [];
+    const changes: string[] = [];
+    const link = new NodeLink(node.url, null, () => 2, (l) => lines.push(l));
+    links.push(link);
+    link.onStateChange = () => changes.push(`${link.state}@${node.connections.length}`);
+    expect(await closedConnection(node, 1)).toEqual([1006, '']);
+    expect(lines).toContain(`slice node ${node.url} broke the protocol (a second Hello); reconnecting`);
+    await until('the link ready on the next connection', () => link.state === 'ready' && node.connections.length === 2);
+    expect(changes).toEqual(['ready@2']);
   });
 });

@@ -298,12 +298,18 @@ export class NodeLink {
 
   private onFrame(data: Buffer): void {
     const ws = this.ws;
-    if (ws === null) return;
+    // Not open: the link ended this connection (protocolError, a malformed frame, a refused Hello), and ws still hands
+    // over the frames the node sent after the one that ended it, read with it (one TCP read holds many). Taken, a Hello
+    // and an Assigned there made the link ready on a connection it had ended, its Assign never sent
+    // (test/node-link-assign.test.ts); its 'close' follows.
+    if (ws === null || ws.readyState !== WebSocket.OPEN) return;
     const frame = this.readFrame(ws, data, '');
     if (frame === null) return;
     switch (frame[0]) {
       case NodeFrame.Hello: {
-        if (this.state !== 'connecting') return this.protocolError(ws, 'a second Hello');
+        // A router's link stays 'connecting' after its Hello, while it dials the batch ports (batchSockets): a Hello
+        // then is a second one too (taken, openBatchSockets' assertion threw out of ws's 'message' event, uncaught).
+        if (this.state !== 'connecting' || this.batchSockets !== null) return this.protocolError(ws, 'a second Hello');
         const [, , workerCount, nodeId, clusterId, , incarnation] = frame;
         const refusal = this.admit({ nodeId, clusterId });
         if (refusal !== null) {
