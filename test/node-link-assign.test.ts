@@ -6,11 +6,25 @@
 // have an elected leader", elections at ever newer terms). A real node cannot be held between
 // Assign and Assigned on purpose, so this test plays the node over a real WebSocket with the
 // real frame codec. So do the tests of a node that breaks the handshake's order (playedNode),
+// and of a router's link to a node whose worker's batch port breaks the protocol (playedBatchPort),
 // which no real node does on purpose either.
+import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { NodeLink } from '../coordinator/metadata/node-link.js';
-import { decodeNodeFrame, encodeNodeFrame, NodeFrame, NODE_PROTOCOL_VERSION, type AssignReplication, type NodeFrameMessage } from '../shared/protocol.js';
+import { KeysliceError } from '../shared/errors.js';
+import {
+  decodeNodeFrame,
+  decodeSliceOps,
+  encodeNodeFrame,
+  encodeSliceResults,
+  NodeFrame,
+  NODE_PROTOCOL_VERSION,
+  RESULT_OK,
+  SliceOp,
+  type AssignReplication,
+  type NodeFrameMessage,
+} from '../shared/protocol.js';
 import { waitFor } from './elastic-fixture.js';
 
 const servers: WebSocketServer[] = [];
@@ -127,8 +141,9 @@ describe("a node link's probe (Membership.pingLinks' WebSocket ping, each turn)"
 interface PlayedConnection {
   ws: WebSocket;
   /** Sends `frames` in one write to the socket, so that the link reads them in one go (as TCP may deliver any
-   * frames a node sent back to back): a frame that ends the connection is then followed by more, in the same read. */
-  sendTogether(...frames: NodeFrameMessage[]): void;
+   * frames a node sent back to back): a frame that ends the connection is then followed by more, in the same read.
+   * A Buffer goes as it is (a frame that does not decode). */
+  sendTogether(...frames: (NodeFrameMessage | Buffer)[]): void;
   /** The close code and reason the node saw. */
   closed: Promise<[number, string]>;
 }
@@ -145,6 +160,20 @@ const HELLO: NodeFrameMessage = [NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '012
 const wellBehaved = (hello = HELLO): Behaviour => ({ open: (c) => c.sendTogether(hello), assign: (c, epoch) => c.sendTogether([NodeFrame.Assigned, epoch]) });
 const WELL_BEHAVED = wellBehaved();
 
+/** The played side of one connection (`socket`: its TCP socket, which sendTogether corks). */
+function played(ws: WebSocket, socket: Socket): PlayedConnection {
+  return {
+    ws,
+    sendTogether: (...frames) => {
+      // Corked: ws writes each frame to the socket, and the socket sends them all in one write once uncorked.
+      socket.cork();
+      for (const f of frames) ws.send(Buffer.isBuffer(f) ? f : encodeNodeFrame(f));
+      socket.uncork();
+    },
+    closed: new Promise((r) => ws.once('close', (code, reason) => r([code, reason.toString()]))),
+  };
+}
+
 /** A node over a real WebSocket with the real codec that behaves on its i-th connection as `behaviours[i]`, on every
  * later one as `later`. */
 async function playedNode(behaviours: Behaviour[], later = WELL_BEHAVED): Promise<{ url: string; connections: PlayedConnection[] }> {
@@ -154,16 +183,7 @@ async function playedNode(behaviours: Behaviour[], later = WELL_BEHAVED): Promis
   const connections: PlayedConnection[] = [];
   server.on('connection', (ws, req) => {
     const behaviour = behaviours[connections.length] ?? later;
-    const c: PlayedConnection = {
-      ws,
-      sendTogether: (...frames) => {
-        // Corked: ws writes each frame to the socket, and the socket sends them all in one write once uncorked.
-        req.socket.cork();
-        for (const f of frames) ws.send(encodeNodeFrame(f));
-        req.socket.uncork();
-      },
-      closed: new Promise((r) => ws.once('close', (code, reason) => r([code, reason.toString()]))),
-    };
+    const c = played(ws, req.socket);
     connections.push(c);
     ws.on('message', (data: Buffer) => {
       const frame = decodeNodeFrame(new Uint8Array(data), 'node');
@@ -279,4 +299,113 @@ describe("a router's link ends a connection whose node greets twice", () => {
     await until('the link ready on the next connection', () => link.state === 'ready' && node.connections.length === 2);
     expect(changes).toEqual(['ready@2']);
   });
+});
+
+/** How a played worker's batch port answers a Batch (`ops` ops of one worker) on one of its connections. */
+type PortBehaviour = (c: PlayedConnection, batchId: number, worker: number, ops: number) => void;
+
+/** The reply a worker sends to a batch of `ops` DropTables (each answered true: the table was there). */
+const replyOf = (batchId: number, worker: number, ops: number): NodeFrameMessage => [
+  NodeFrame.BatchReply,
+  batchId,
+  worker,
+  encodeSliceResults(Array.from({ length: ops }, () => [RESULT_OK, true])),
+];
+const ANSWERS: PortBehaviour = (c, batchId, worker, ops) => c.sendTogether(replyOf(batchId, worker, ops));
+
+/** A worker's batch port over a real WebSocket with the real codec: on its i-th connection it answers as `behaviours[i]`,
+ * on every later one as ANSWERS. */
+async function playedBatchPort(behaviours: PortBehaviour[]): Promise<{ port: number; connections: PlayedConnection[] }> {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  servers.push(server);
+  await new Promise<void>((r) => server.once('listening', () => r()));
+  const connections: PlayedConnection[] = [];
+  server.on('connection', (ws, req) => {
+    const behaviour = behaviours[connections.length] ?? ANSWERS;
+    const c = played(ws, req.socket);
+    connections.push(c);
+    ws.on('message', (data: Buffer) => {
+      const frame = decodeNodeFrame(new Uint8Array(data), 'worker');
+      if (frame[0] !== NodeFrame.Batch) return;
+      for (const [worker, ops] of frame[3]) behaviour(c, frame[1], worker, decodeSliceOps(ops).length);
+    });
+  });
+  return { port: (server.address() as { port: number }).port, connections };
+}
+
+/** A router's link (epoch 2) to a played node of two workers whose batch ports answer as `worker0` (worker 1's answers
+ * every batch), ready; with its log. */
+async function routerLinkWithPorts(worker0: PortBehaviour[]) {
+  const ports = [await playedBatchPort(worker0), await playedBatchPort([])];
+  const hello: NodeFrameMessage = [NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null, ports.map((p) => p.port), '1'.repeat(32)];
+  const node = await playedNode([], wellBehaved(hello));
+  const lines: string[] = [];
+  const link = new NodeLink(node.url, null, () => 2, (l) => lines.push(l));
+  links.push(link);
+  await until('the link ready', () => link.state === 'ready');
+  return { node, ports, link, lines };
+}
+
+const DROP: [typeof SliceOp.DropTable, number] = [SliceOp.DropTable, 1];
+
+/** What an op in flight gets when its link loses the connection (NodeLink's close handler). */
+const lost = (url: string) => new KeysliceError('Unavailable', `connection to slice node ${url} was lost; a write in flight may or may not have been applied`);
+
+/** Each test below within this, well under NODE_REQUEST_TIMEOUT_MS (30 s): an op in flight fails by the link's close,
+ * not by the timeout that fails a batch a node never answers. */
+const BOUND_MS = 10_000;
+
+describe("a router's link and a worker's batch port that breaks the protocol", () => {
+  // Each op goes to worker 0's batch port (openBatchSockets), which misbehaves on its first connection. A frame that
+  // breaks the protocol ends the node's connection, and with it every batch port (NodeLink.protocolError, readFrame):
+  // the node's side sees 1006; the op in flight fails as after any lost connection (it may have been applied); the
+  // link dials again, and ops on the next connection are answered. An exception out of ws's 'message' event would be
+  // uncaught, which vitest reports as an error of the run.
+
+  /** After the first connection ended: ready on the next, both workers answer again. */
+  async function servesAgain(link: NodeLink, node: { connections: PlayedConnection[] }) {
+    await until('the link ready on the next connection', () => link.state === 'ready' && node.connections.length === 2);
+    expect(await Promise.all([link.sendToWorker(0, DROP), link.sendToWorker(1, DROP)])).toEqual([true, true]);
+  }
+
+  it('drops a reply for a batch it does not hold (an unknown id; the same reply twice), as one after the batch timed out, and keeps the connection', async () => {
+    const { node, ports, link, lines } = await routerLinkWithPorts([
+      (c, batchId, worker, ops) => c.sendTogether(replyOf(batchId + 1000, worker, ops), replyOf(batchId, worker, ops), replyOf(batchId, worker, ops)),
+    ]);
+    expect(await link.sendToWorker(0, DROP)).toBe(true);
+    expect(await Promise.all([link.sendToWorker(0, DROP), link.sendToWorker(1, DROP)])).toEqual([true, true]);
+    expect([node.connections.length, ports[0].connections.length, link.state]).toEqual([1, 1, 'ready']);
+    expect(lines.filter((l) => !l.includes(' ready: '))).toEqual([]);
+  }, BOUND_MS);
+
+  it('a frame that does not decode, and a reply after it in the same read', async () => {
+    const { node, ports, link, lines } = await routerLinkWithPorts([
+      (c, batchId, worker, ops) => c.sendTogether(Buffer.from([0xc1, 0xff, 0x00]), replyOf(batchId, worker, ops)), // 0xc1: never msgpack
+    ]);
+    const op = link.sendToWorker(0, DROP);
+    await expect(op).rejects.toEqual(lost(node.url));
+    expect(await closedConnection(ports[0], 1)).toEqual([1006, '']);
+    expect(await closedConnection(node, 1)).toEqual([1006, '']);
+    expect(lines.filter((l) => /malformed|broke the protocol/.test(l))).toEqual([expect.stringMatching(new RegExp(`^slice node ${node.url} sent a malformed frame on a batch port: frame is not valid msgpack: `))]);
+    await servesAgain(link, node);
+  }, BOUND_MS);
+
+  it('a frame of a kind a batch port never carries (Assigned), and a reply after it in the same read', async () => {
+    const { node, ports, link, lines } = await routerLinkWithPorts([(c, batchId, worker, ops) => c.sendTogether([NodeFrame.Assigned, 2], replyOf(batchId, worker, ops))]);
+    const op = link.sendToWorker(0, DROP);
+    await expect(op).rejects.toEqual(lost(node.url));
+    expect(await closedConnection(ports[0], 1)).toEqual([1006, '']);
+    expect(await closedConnection(node, 1)).toEqual([1006, '']);
+    expect(lines.filter((l) => /malformed|broke the protocol/.test(l))).toEqual([`slice node ${node.url} broke the protocol (frame kind ${NodeFrame.Assigned} on a batch port); reconnecting`]);
+    await servesAgain(link, node);
+  }, BOUND_MS);
+
+  it('a batch port that closes with a batch in flight', async () => {
+    const { node, link, lines } = await routerLinkWithPorts([(c) => c.ws.close()]);
+    const op = link.sendToWorker(0, DROP);
+    await expect(op).rejects.toEqual(lost(node.url));
+    expect(await closedConnection(node, 1)).toEqual([1006, '']);
+    expect(lines).toContain(`slice node ${node.url} disconnected`);
+    await servesAgain(link, node);
+  }, BOUND_MS);
 });

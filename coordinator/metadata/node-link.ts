@@ -416,7 +416,11 @@ export class NodeLink {
 
   /** A frame on a batch port of the node connected as `ws`: only answers to batches. */
   private onBatchPortFrame(ws: WebSocket, data: Buffer): void {
-    if (this.ws !== ws) return;
+    // The node's connection not open: the link ended it (a batch port's frame that broke the protocol or did not
+    // decode) and its batch ports go with its 'close', but ws still hands over what this port read with that frame.
+    // Taken, a reply there resolved its ops from a node the link had given up on (test/node-link-assign.test.ts), where
+    // the close fails them as lost.
+    if (this.ws !== ws || ws.readyState !== WebSocket.OPEN) return;
     const frame = this.readFrame(ws, data, ' on a batch port');
     if (frame === null) return;
     if (frame[0] === NodeFrame.BatchReply) return this.onBatchReply(frame);
