@@ -397,7 +397,9 @@ export class NodeLink {
       });
       s.binaryType = 'nodebuffer';
       s.on('open', () => {
-        if (++open === ports.length && this.ws === ws && this.state === 'connecting') this.becomeReady(`slice node ${this.url} ready: ${this.workerCount} workers, batch ports ${ports.join(', ')}`);
+        // Not on a node connection the link ended (a batch port's frame broke the protocol) whose 'close' has not come
+        // yet: ready there, it would flap to down at that close (as onFrame and onBatchPortFrame take nothing there).
+        if (++open === ports.length && this.ws === ws && ws.readyState === WebSocket.OPEN && this.state === 'connecting') this.becomeReady(`slice node ${this.url} ready: ${this.workerCount} workers, batch ports ${ports.join(', ')}`);
       });
       s.on('message', (data: Buffer) => this.onBatchPortFrame(ws, data));
       s.on('error', () => {}); // 'close' follows
