@@ -174,24 +174,32 @@ function played(ws: WebSocket, socket: Socket): PlayedConnection {
   };
 }
 
-/** A node over a real WebSocket with the real codec that behaves on its i-th connection as `behaviours[i]`, on every
- * later one as `later`. */
-async function playedNode(behaviours: Behaviour[], later = WELL_BEHAVED): Promise<{ url: string; connections: PlayedConnection[] }> {
+/** A WebSocket server on 127.0.0.1 (closed after each test) whose i-th connection is handed to `onConnection` as a
+ * PlayedConnection, kept in `connections` in the order they came. */
+async function playedServer(onConnection: (c: PlayedConnection, ws: WebSocket, i: number) => void): Promise<{ port: number; connections: PlayedConnection[] }> {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   servers.push(server);
   await new Promise<void>((r) => server.once('listening', () => r()));
   const connections: PlayedConnection[] = [];
   server.on('connection', (ws, req) => {
-    const behaviour = behaviours[connections.length] ?? later;
     const c = played(ws, req.socket);
     connections.push(c);
+    onConnection(c, ws, connections.length - 1);
+  });
+  return { port: (server.address() as { port: number }).port, connections };
+}
+
+/** A node over a real WebSocket with the real codec that behaves on its i-th connection as `behaviours[i]`, on every
+ * later one as `later`. */
+async function playedNode(behaviours: Behaviour[], later = WELL_BEHAVED): Promise<{ url: string; connections: PlayedConnection[] }> {
+  const { port, connections } = await playedServer((c, ws, i) => {
+    const behaviour = behaviours[i] ?? later;
     ws.on('message', (data: Buffer) => {
       const frame = decodeNodeFrame(new Uint8Array(data), 'node');
       if (frame[0] === NodeFrame.Assign) behaviour.assign(c, frame[1]);
     });
     behaviour.open(c);
   });
-  const { port } = server.address() as { port: number };
   return { url: `ws://127.0.0.1:${port}`, connections };
 }
 
@@ -316,21 +324,14 @@ const ANSWERS: PortBehaviour = (c, batchId, worker, ops) => c.sendTogether(reply
 /** A worker's batch port over a real WebSocket with the real codec: on its i-th connection it answers as `behaviours[i]`,
  * on every later one as ANSWERS. */
 async function playedBatchPort(behaviours: PortBehaviour[]): Promise<{ port: number; connections: PlayedConnection[] }> {
-  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-  servers.push(server);
-  await new Promise<void>((r) => server.once('listening', () => r()));
-  const connections: PlayedConnection[] = [];
-  server.on('connection', (ws, req) => {
-    const behaviour = behaviours[connections.length] ?? ANSWERS;
-    const c = played(ws, req.socket);
-    connections.push(c);
+  return playedServer((c, ws, i) => {
+    const behaviour = behaviours[i] ?? ANSWERS;
     ws.on('message', (data: Buffer) => {
       const frame = decodeNodeFrame(new Uint8Array(data), 'worker');
       if (frame[0] !== NodeFrame.Batch) return;
       for (const [worker, ops] of frame[3]) behaviour(c, frame[1], worker, decodeSliceOps(ops).length);
     });
   });
-  return { port: (server.address() as { port: number }).port, connections };
 }
 
 /** A router's link (epoch 2) to a played node of two workers whose batch ports answer as `worker0` (worker 1's answers
