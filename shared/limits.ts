@@ -813,8 +813,8 @@ export const ROUTER_RESTART_DELAY_MS = 500;
  * mark-compacts. */
 export const ROUTER_OLD_SPACE_FLOOR_MB = 64;
 /** The bench's client processes' floor (bench/scale.ts spawns them with it), for the same reason as the routers': with
- * V8's defaults a bench/load.ts client ran 107 mark-compacts per 100k range ops (6-8 per 100k puts or gets) against 4
- * with the floor, and 37 against 3 under interleaved put/get/range, its CPU per op 0.80-0.85x (bench/PROFILE.md, "the
+ * V8's defaults a bench/load.ts client ran 107 mark-compacts per 100k range ops (6-8 per 100k puts or gets) against 3.7
+ * with the floor, and 37 against 2.9 under interleaved put/get/range, its CPU per op 0.80-0.85x (bench/PROFILE.md, "the
  * client's, the nodes' and a --routers 0 coordinator's major GC"). A user's process running KeysliceClient can give
  * itself the same (docs/client.md). */
 export const CLIENT_OLD_SPACE_FLOOR_MB = 64;
