@@ -142,10 +142,19 @@ export class NodeLink {
     return this.reassigning > 0;
   }
 
+  /** `ws` (by default the link's connection) when it is the link's connection and open, else null. The one test of
+   * whether anything is sent on it or taken from it: a connection the link ended (protocolError, a malformed frame, a
+   * refused Hello: terminate) is not open at once, though ws still hands over the frames read with the one that ended
+   * it, until its 'close' comes. */
+  private openConnection(ws: WebSocket | null = this.ws): WebSocket | null {
+    return ws !== null && ws === this.ws && ws.readyState === WebSocket.OPEN ? ws : null;
+  }
+
   /** Tells the node that the map moved on, so that it accepts batches of the new epoch. */
   sendEpoch(epoch: number): void {
     assert(this.assignment !== null, 'only the coordinator moves a node\'s epoch');
-    if (this.ws !== null && this.ws.readyState === WebSocket.OPEN && this.state !== 'connecting') this.ws.send(encodeNodeFrame([NodeFrame.Epoch, epoch]));
+    const ws = this.openConnection();
+    if (ws !== null && this.state !== 'connecting') ws.send(encodeNodeFrame([NodeFrame.Epoch, epoch]));
   }
 
   /** Sends the node its assignment again (its led slices or replica sets changed: a failover, a
@@ -155,20 +164,22 @@ export class NodeLink {
     // An Assign in flight was computed before this change (replica sets change without an epoch bump):
     // send the assignment again once the node has taken that one.
     if (this.state === 'assigning') this.reassignWhenReady = true;
-    if (this.ws === null || this.ws.readyState !== WebSocket.OPEN || this.state !== 'ready') return;
+    const ws = this.openConnection();
+    if (ws === null || this.state !== 'ready') return;
     const a = this.assignment();
     this.reassigning++;
     this.reassignsSent++;
-    this.ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId, a.replication]));
+    ws.send(encodeNodeFrame([NodeFrame.Assign, a.epoch, a.sliceCount, a.slices, a.clusterId, a.replication]));
   }
 
   /** Asks the node for a sign of life: a WebSocket ping on its open connection, which its event loop answers with a
    * pong (heardAt) unless it is frozen. Membership asks each turn over every link; one ping at a time is in flight
    * (pingOutstanding), so a node frozen for hours is sent one, not one a turn. */
   probe(): void {
-    if (this.ws === null || this.ws.readyState !== WebSocket.OPEN || this.pingOutstanding) return;
+    const ws = this.openConnection();
+    if (ws === null || this.pingOutstanding) return;
     this.pingOutstanding = true;
-    this.ws.ping();
+    ws.ping();
   }
 
   /** Something came from the node outside this link (its heartbeat, POST /cluster/join): it runs. */
@@ -200,8 +211,9 @@ export class NodeLink {
    * election timeouts resend what matters. */
   sendReplicate(entries: ReplicateEntry[]): void {
     assert(entries.length <= REPLICATION_FRAME_ENTRIES_MAX, 'a Replicate frame holds at most REPLICATION_FRAME_ENTRIES_MAX entries');
-    if (this.ws === null || this.ws.readyState !== WebSocket.OPEN || this.state !== 'ready') return;
-    this.ws.send(encodeNodeFrame([NodeFrame.Replicate, COORDINATOR, entries]));
+    const ws = this.openConnection();
+    if (ws === null || this.state !== 'ready') return;
+    ws.send(encodeNodeFrame([NodeFrame.Replicate, COORDINATOR, entries]));
   }
 
   /** Queues one op for the worker that owns `slice` on this node. */
@@ -297,12 +309,10 @@ export class NodeLink {
   }
 
   private onFrame(data: Buffer): void {
-    const ws = this.ws;
-    // Not open: the link ended this connection (protocolError, a malformed frame, a refused Hello), and ws still hands
-    // over the frames the node sent after the one that ended it, read with it (one TCP read holds many). Taken, a Hello
-    // and an Assigned there made the link ready on a connection it had ended, its Assign never sent
-    // (test/node-link-assign.test.ts); its 'close' follows.
-    if (ws === null || ws.readyState !== WebSocket.OPEN) return;
+    const ws = this.openConnection();
+    // Not open (openConnection): taken, a Hello and an Assigned read with the frame that ended the connection made the
+    // link ready on it, its Assign never sent (test/node-link-assign.test.ts).
+    if (ws === null) return;
     const frame = this.readFrame(ws, data, '');
     if (frame === null) return;
     switch (frame[0]) {
@@ -397,9 +407,9 @@ export class NodeLink {
       });
       s.binaryType = 'nodebuffer';
       s.on('open', () => {
-        // Not on a node connection the link ended (a batch port's frame broke the protocol) whose 'close' has not come
-        // yet: ready there, it would flap to down at that close (as onFrame and onBatchPortFrame take nothing there).
-        if (++open === ports.length && this.ws === ws && ws.readyState === WebSocket.OPEN && this.state === 'connecting') this.becomeReady(`slice node ${this.url} ready: ${this.workerCount} workers, batch ports ${ports.join(', ')}`);
+        // Not on a node connection the link ended (openConnection) whose 'close' has not come yet: ready there, it would
+        // flap to down at that close.
+        if (++open === ports.length && this.openConnection(ws) !== null && this.state === 'connecting') this.becomeReady(`slice node ${this.url} ready: ${this.workerCount} workers, batch ports ${ports.join(', ')}`);
       });
       s.on('message', (data: Buffer) => this.onBatchPortFrame(ws, data));
       s.on('error', () => {}); // 'close' follows
@@ -418,11 +428,10 @@ export class NodeLink {
 
   /** A frame on a batch port of the node connected as `ws`: only answers to batches. */
   private onBatchPortFrame(ws: WebSocket, data: Buffer): void {
-    // The node's connection not open: the link ended it (a batch port's frame that broke the protocol or did not
-    // decode) and its batch ports go with its 'close', but ws still hands over what this port read with that frame.
-    // Taken, a reply there resolved its ops from a node the link had given up on (test/node-link-assign.test.ts), where
-    // the close fails them as lost.
-    if (this.ws !== ws || ws.readyState !== WebSocket.OPEN) return;
+    // The node's connection not open (openConnection; its batch ports go with its 'close'): taken, a reply this port
+    // read with the frame that ended it resolved its ops from a node the link had given up on
+    // (test/node-link-assign.test.ts), where the close fails them as lost.
+    if (this.openConnection(ws) === null) return;
     const frame = this.readFrame(ws, data, ' on a batch port');
     if (frame === null) return;
     if (frame[0] === NodeFrame.BatchReply) return this.onBatchReply(frame);
