@@ -287,14 +287,7 @@ describe("a router's link ends a connection whose node greets twice", () => {
     // A router's link stays 'connecting' after the Hello until each worker's batch port is open (openBatchSockets):
     // a second Hello then was taken as a first, and openBatchSockets' assertion (once per connection) threw out of
     // ws's 'message' event: an uncaught exception, which ends a router's process.
-    const batchPorts = await Promise.all(
-      [0, 1].map(async () => {
-        const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-        servers.push(server);
-        await new Promise<void>((r) => server.once('listening', () => r()));
-        return (server.address() as { port: number }).port;
-      }),
-    );
+    const batchPorts = [(await playedBatchPort([])).port, (await playedBatchPort([])).port];
     const hello: NodeFrameMessage = [NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null, batchPorts, '1'.repeat(32)];
     const node = await playedNode([{ open: (c) => c.sendTogether(hello, hello), assign: () => {} }], wellBehaved(hello));
     const lines: string[] = [];
