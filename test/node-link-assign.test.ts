@@ -203,12 +203,13 @@ async function playedNode(behaviours: Behaviour[], later = WELL_BEHAVED): Promis
   return { url: `ws://127.0.0.1:${port}`, connections };
 }
 
-/** A coordinator's link (epoch 2) to `node`, with its log and each state it told onStateChange, as `state@n`: n, the
- * node's connections so far (the connection it changed on). */
-function watchedLink(node: { url: string; connections: PlayedConnection[] }) {
+/** A coordinator's link (epoch 2) to `node`, or a router's (`router`: no Assign, it dials the batch ports), with its log
+ * and each state it told onStateChange, as `state@n`: n, the node's connections so far (the connection it changed on). */
+function watchedLink(node: { url: string; connections: PlayedConnection[] }, router = false) {
   const lines: string[] = [];
   const changes: string[] = [];
-  const link = new NodeLink(node.url, () => ({ epoch: 2, sliceCount: 4, slices: [0, 1, 2, 3], clusterId: 'c'.repeat(32), replication: null }), () => 2, (l) => lines.push(l));
+  const assign = router ? null : () => ({ epoch: 2, sliceCount: 4, slices: [0, 1, 2, 3], clusterId: 'c'.repeat(32), replication: null });
+  const link = new NodeLink(node.url, assign, () => 2, (l) => lines.push(l));
   links.push(link);
   link.onStateChange = () => changes.push(`${link.state}@${node.connections.length}`);
   return { link, lines, changes };
@@ -287,21 +288,10 @@ describe("a router's link ends a connection whose node greets twice", () => {
     // A router's link stays 'connecting' after the Hello until each worker's batch port is open (openBatchSockets):
     // a second Hello then was taken as a first, and openBatchSockets' assertion (once per connection) threw out of
     // ws's 'message' event: an uncaught exception, which ends a router's process.
-    const batchPorts = await Promise.all(
-      [0, 1].map(async () => {
-        const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-        servers.push(server);
-        await new Promise<void>((r) => server.once('listening', () => r()));
-        return (server.address() as { port: number }).port;
-      }),
-    );
+    const batchPorts = [(await playedBatchPort([])).port, (await playedBatchPort([])).port];
     const hello: NodeFrameMessage = [NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null, batchPorts, '1'.repeat(32)];
     const node = await playedNode([{ open: (c) => c.sendTogether(hello, hello), assign: () => {} }], wellBehaved(hello));
-    const lines: string[] = [];
-    const changes: string[] = [];
-    const link = new NodeLink(node.url, null, () => 2, (l) => lines.push(l));
-    links.push(link);
-    link.onStateChange = () => changes.push(`${link.state}@${node.connections.length}`);
+    const { link, lines, changes } = watchedLink(node, true);
     expect(await closedConnection(node, 1)).toEqual([1006, '']);
     expect(lines).toContain(`slice node ${node.url} broke the protocol (a second Hello); reconnecting`);
     await until('the link ready on the next connection', () => link.state === 'ready' && node.connections.length === 2);
@@ -340,9 +330,7 @@ async function routerLinkWithPorts(worker0: PortBehaviour[]) {
   const ports = [await playedBatchPort(worker0), await playedBatchPort([])];
   const hello: NodeFrameMessage = [NodeFrame.Hello, NODE_PROTOCOL_VERSION, 2, '0123456789abcdef0123456789abcdef', null, ports.map((p) => p.port), '1'.repeat(32)];
   const node = await playedNode([], wellBehaved(hello));
-  const lines: string[] = [];
-  const link = new NodeLink(node.url, null, () => 2, (l) => lines.push(l));
-  links.push(link);
+  const { link, lines } = watchedLink(node, true);
   await until('the link ready', () => link.state === 'ready');
   return { node, ports, link, lines };
 }

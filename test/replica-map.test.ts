@@ -1902,6 +1902,28 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     }
   });
 
+  it("ReplicaLeaders.linkUp keeps nothing of the node's workers: each took its Assign before its link was ready", async () => {
+    // As above (the real ReplicaLeaders, links that stay ready, performance.now() by hand): node 0 left slice 0's Ping
+    // unanswered for 2 ping intervals, then its link comes up. Its own forget, not linkLost's: a flap's link-up follows
+    // a linkLost, which forgets too, so no flap test (node-restart.test.ts) fails without this one.
+    const map = open(3, 3);
+    const links = [0, 1, 2].map(() => ({ state: 'ready', workerCount: 1, sendReplicate: () => {}, abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    let clock = Math.ceil(performance.now());
+    vi.spyOn(performance, 'now').mockImplementation(() => clock);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    try {
+      leaders.holdsTerm(0, 0, 1);
+      await new Promise((r) => setImmediate(r));
+      clock += 2 * PING_MS;
+      expect(leaders.workerSilentMs(0, 0, false), 'node 0 silent, its link not come up again').toBe(2 * PING_MS);
+      leaders.linkUp(0);
+      expect(leaders.workerSilentMs(0, 0, false), 'node 0 just after its link came up').toBe(0);
+    } finally {
+      leaders.close();
+      vi.restoreAllMocks();
+    }
+  });
+
   it("a slice's election and its map's leader until it elects count the silence of the worker that runs it (workerSilenceMs), not of a stuck worker of its node", () => {
     // Node 0 of two workers (slice % 2): worker 0 left a Ping of slice 4 unanswered since 100 ms; worker 1 answered a
     // Ping of slice 5 (known) and owes nothing.
