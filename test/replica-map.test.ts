@@ -1878,21 +1878,28 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     expect(workerSilenceMs(q, 0, 5, false, at, false)).toBe(Infinity);
     expect(workerSilenceMs(q, 1, 5, true, at, false)).toBe(0);
   });
+  /** The real ReplicaLeaders of 3 nodes at R=3 over links that stay ready (workers that never answer), performance.now()
+   * a clock that only `tick` moves (whole ms, so that silences read exactly; undone by vi.restoreAllMocks()), and node 0
+   * just asked a Ping of slice 0 (holdsTerm's probe). */
+  async function leadersAskedNodeZero() {
+    const map = open(3, 3);
+    const links = [0, 1, 2].map(() => ({ state: 'ready', workerCount: 1, sendReplicate: () => {}, abandonInFlight: () => 0 })) as unknown as NodeLink[];
+    let clock = Math.ceil(performance.now());
+    vi.spyOn(performance, 'now').mockImplementation(() => clock);
+    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    leaders.holdsTerm(0, 0, 1);
+    await new Promise((r) => setImmediate(r));
+    return { leaders, tick: (ms: number) => void (clock += ms) };
+  }
+
   it("ReplicaLeaders.answers, a remove's router target until the slice elects, counts a worker not known to replicate a slice without the grace", async () => {
     // The real ReplicaLeaders over links that stay ready (workers that never answered): a Ping of slice 0 to node 0
     // (holdsTerm's probe), then 2 ping intervals on performance.now()'s clock. Its election's measure (workerSilentMs)
     // gives the grace; answers does not, so the frozen worker no longer answers.
-    const map = open(3, 3);
-    const links = [0, 1, 2].map(() => ({ state: 'ready', workerCount: 1, sendReplicate: () => {}, abandonInFlight: () => 0 })) as unknown as NodeLink[];
-    // Whole ms, so that the silences read exactly.
-    let clock = Math.ceil(performance.now());
-    vi.spyOn(performance, 'now').mockImplementation(() => clock);
-    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    const { leaders, tick } = await leadersAskedNodeZero();
     try {
-      leaders.holdsTerm(0, 0, 1);
-      await new Promise((r) => setImmediate(r));
       expect(leaders.workerSilentMs(0, 0, false), 'node 0 asked, just now').toBe(0);
-      clock += 2 * PING_MS;
+      tick(2 * PING_MS);
       expect(leaders.workerSilentMs(0, 0, false), 'node 0 silent without the grace').toBe(2 * PING_MS);
       expect(answersWhenSilent(leaders.workerSilentMs(0, 0), PING_MS), "with the grace (an election's measure) it would answer").toBe(true);
       expect(leaders.answers(0, 0), 'answers, 2 ping intervals after a question it left unanswered').toBe(false);
@@ -1906,15 +1913,9 @@ describe('what answers a question the coordinator asked a node (OpenQuestions)',
     // As above (the real ReplicaLeaders, links that stay ready, performance.now() by hand): node 0 left slice 0's Ping
     // unanswered for 2 ping intervals, then its link comes up. Its own forget, not linkLost's: a flap's link-up follows
     // a linkLost, which forgets too, so no flap test (node-restart.test.ts) fails without this one.
-    const map = open(3, 3);
-    const links = [0, 1, 2].map(() => ({ state: 'ready', workerCount: 1, sendReplicate: () => {}, abandonInFlight: () => 0 })) as unknown as NodeLink[];
-    let clock = Math.ceil(performance.now());
-    vi.spyOn(performance, 'now').mockImplementation(() => clock);
-    const leaders = new ReplicaLeaders(map, links, FAILOVER_TIMING_DEFAULT, () => {}, () => {});
+    const { leaders, tick } = await leadersAskedNodeZero();
     try {
-      leaders.holdsTerm(0, 0, 1);
-      await new Promise((r) => setImmediate(r));
-      clock += 2 * PING_MS;
+      tick(2 * PING_MS);
       expect(leaders.workerSilentMs(0, 0, false), 'node 0 silent, its link not come up again').toBe(2 * PING_MS);
       leaders.linkUp(0);
       expect(leaders.workerSilentMs(0, 0, false), 'node 0 just after its link came up').toBe(0);
