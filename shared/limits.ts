@@ -156,7 +156,8 @@ export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
 export const HTTP_TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 export const HTTP_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 export const HTTP_IDLE_TIMEOUT_MS = 120_000;
-/** --http-headers-timeout-ms and --http-request-timeout-ms (keyslice coordinator and keyslice router): the first two
+/** --http-headers-timeout-ms and --http-request-timeout-ms (keyslice coordinator and keyslice router for the client
+ * port, keyslice node for its --metrics-port: shared/http-timeout-args.ts): the first two
  * set otherwise, each at least this (the check runs every HTTP_TIMEOUT_CHECK_INTERVAL_MS), the headers' at most the
  * request's (node:http refuses otherwise). */
 export const HTTP_TIMEOUT_MS_MIN = 1_000;

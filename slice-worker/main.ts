@@ -28,6 +28,7 @@ import { performance } from 'node:perf_hooks';
 import { isLoopbackHost, missingSecretProblem, secretMatches } from '../shared/auth.js';
 import { WebSocketServer, type WebSocket } from '../shared/ws.js';
 import { cannotListen, fail, intArg, readCommandLine } from '../shared/cli-args.js';
+import { HTTP_TIMEOUT_ARGS, httpTimeoutsOf } from '../shared/http-timeout-args.js';
 import { assert } from '../shared/errors.js';
 import {
   DURABILITY_DEFAULT,
@@ -80,6 +81,7 @@ const args = readCommandLine(
     host: { default: '127.0.0.1', help: 'address to listen on', env: 'KEYSLICE_HOST' },
     port: { default: String(SLICE_NODE_PORT_DEFAULT), help: 'port to listen on (0: any free port)', env: 'KEYSLICE_NODE_PORT' },
     'metrics-port': { default: String(SLICE_NODE_METRICS_PORT_DEFAULT), help: 'port of this node\'s own GET /metrics (CPU, memory, event loop, GC, each thread\'s busy time), on --host (0: none)', env: 'KEYSLICE_NODE_METRICS_PORT' },
+    ...HTTP_TIMEOUT_ARGS,
     token: { default: '', help: 'client token the node\'s /metrics asks for (Authorization: Bearer), the coordinator\'s --token (empty: none required)', env: 'KEYSLICE_TOKEN' },
     workers: { default: String(WORKERS_PER_NODE_DEFAULT), help: 'worker threads, each owning a share of the slices', env: 'KEYSLICE_WORKERS' },
     data: { default: './data/slice-node', help: 'data folder of this node', env: 'KEYSLICE_NODE_DATA' },
@@ -96,6 +98,8 @@ const args = readCommandLine(
 const port = intArg('port', args.port, 0, 65535);
 const metricsPort = intArg('metrics-port', args['metrics-port'], 0, 65535);
 if (metricsPort !== 0 && metricsPort === port) fail(`--metrics-port must differ from --port (${port})`);
+/** --metrics-port's timeouts: the client port's options, with their defaults. */
+const metricsHttpTimeouts = httpTimeoutsOf(args);
 if (metricsPort !== 0 && args.token === '' && !isLoopbackHost(args.host)) console.error('keyslice slice node: warning: no --token; anyone who reaches --metrics-port reads this node\'s metrics');
 const workerCount = intArg('workers', args.workers, 1, WORKERS_PER_NODE_MAX);
 if (!DURABILITY_MODES.includes(args.durability as DurabilityMode)) fail(`--durability must be one of ${DURABILITY_MODES.join(', ')}`);
@@ -403,7 +407,7 @@ server.on('listening', async () => {
     // node without --metrics-port does not load prom-client.
     const { nodeRegistry, serveNodeMetrics } = await import('./node-metrics.js');
     const threads = [{ name: 'main', eventLoopUtilization: () => performance.eventLoopUtilization() }, ...workers.map((w, i) => ({ name: `worker-${i}`, eventLoopUtilization: () => w.eventLoopUtilization() }))];
-    metricsServer = await serveNodeMetrics(nodeRegistry(advertise, threads), args.host, metricsPort, args.token, (err) =>
+    metricsServer = await serveNodeMetrics(nodeRegistry(advertise, threads), args.host, metricsPort, args.token, metricsHttpTimeouts, (err) =>
       cannotListen('slice node', args.host, metricsPort, err, 'KEYSLICE_NODE_METRICS_PORT', '--metrics-port'),
     );
     metricsAt = ` metrics=http://${args.host}:${metricsPort}/metrics`;

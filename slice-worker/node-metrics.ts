@@ -17,7 +17,7 @@ import type { EventLoopUtilization } from 'node:perf_hooks';
 import { collectDefaultMetrics, Counter, Registry } from 'prom-client';
 import { clientTokenRefusal } from '../shared/auth.js';
 import { KeysliceError } from '../shared/errors.js';
-import { boundedHttpServer, pathOf, sendErrorJson } from '../shared/http-server.js';
+import { boundedHttpServer, pathOf, sendErrorJson, type HttpTimeouts } from '../shared/http-server.js';
 import { SLICE_NODE_METRICS_CONNECTIONS_MAX } from '../shared/limits.js';
 
 /** A thread the node runs and how to read its event-loop utilization since it started (null: the thread has
@@ -51,9 +51,10 @@ export function nodeRegistry(node: string, threads: readonly MeteredThread[]): R
 
 /** Serves `registry` at GET /metrics on host:port to a request with `token` (none needed where it is empty); answers
  * once it listens. `onError`: the server could not listen. Refusals are the API's JSON errors (shared/http-server.ts),
- * as the coordinator's /metrics answers them; the port has the client port's timeouts and at most
+ * as the coordinator's /metrics answers them; the port has the client port's bounds (`timeouts`: the node's
+ * --http-headers-timeout-ms and --http-request-timeout-ms) and at most
  * SLICE_NODE_METRICS_CONNECTIONS_MAX connections, so that no client holds it (or the node's memory) for long. */
-export function serveNodeMetrics(registry: Registry, host: string, port: number, token: string, onError: (err: NodeJS.ErrnoException) => void): Promise<Server> {
+export function serveNodeMetrics(registry: Registry, host: string, port: number, token: string, timeouts: HttpTimeouts, onError: (err: NodeJS.ErrnoException) => void): Promise<Server> {
   // boundedHttpServer bounds pipelined requests as on the client port: a client that sends thousands of GETs on one
   // connection and reads no answer would otherwise have each exposition (about 10 KB) made and held.
   const server = boundedHttpServer((req: IncomingMessage, res: ServerResponse): void => {
@@ -74,7 +75,7 @@ export function serveNodeMetrics(registry: Registry, host: string, port: number,
         sendErrorJson(res, new KeysliceError('Internal', `cannot gather the metrics: ${err.message}`));
       },
     );
-  });
+  }, timeouts);
   server.maxConnections = SLICE_NODE_METRICS_CONNECTIONS_MAX;
   // Only a failure to listen is the caller's: once listening, an error (e.g. an accept that finds no file
   // descriptor) is logged, and the port keeps serving.

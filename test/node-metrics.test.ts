@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startSliceNode, stopProcess, type ManagedProcess } from '../coordinator/cli/local-cluster.js';
-import { HTTP_HEADERS_TIMEOUT_MS, SLICE_NODE_METRICS_CONNECTIONS_MAX } from '../shared/limits.js';
+import { HTTP_HEADERS_TIMEOUT_MS, HTTP_REQUEST_TIMEOUT_MS, SLICE_NODE_METRICS_CONNECTIONS_MAX } from '../shared/limits.js';
 import { nodeRegistry } from '../slice-worker/node-metrics.js';
 import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
 import { useCluster } from './cluster-fixture.js';
@@ -18,8 +18,12 @@ import { parseExposition, samples, total, type Family } from './prometheus-text.
 import { freePort } from './procs.js';
 
 const WORKERS = 2;
+/** The node's --http-headers-timeout-ms, which the slow clients' story waits out (by default HTTP_HEADERS_TIMEOUT_MS,
+ * 10 s): 2 s, a second over the option's least, so that the lower bound below (a second of room for the check
+ * interval, HTTP_TIMEOUT_CHECK_INTERVAL_MS) still says the cut was not at once. */
+const HEADERS_TIMEOUT_MS = 2_000;
 const metricsPort = await freePort();
-const c = useCluster({ nodes: 1, workers: WORKERS, slices: 8, routers: 0, nodeMetricsPortBase: metricsPort });
+const c = useCluster({ nodes: 1, workers: WORKERS, slices: 8, routers: 0, nodeMetricsPortBase: metricsPort, nodeArgs: ['--http-headers-timeout-ms', String(HEADERS_TIMEOUT_MS)] });
 const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
 
 async function scrape(headers: Record<string, string> = {}): Promise<Map<string, Family>> {
@@ -140,6 +144,21 @@ describe('the client token and bad input', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it(`takes the client port's HTTP timeouts for --metrics-port, refused out of range or the headers' over the request's (defaults ${HTTP_HEADERS_TIMEOUT_MS} and ${HTTP_REQUEST_TIMEOUT_MS} ms)`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keyslice-node-metrics-'));
+    try {
+      // The defaults, as the message names them: the node's port keeps the coordinator's bounds unless told otherwise.
+      const over = await keyslice(['node', '--port', '0', '--data', dir, '--http-request-timeout-ms', '5000'], 20_000, cleanEnv());
+      expect(over.code).toBe(2);
+      expect(over.stderr).toMatch(new RegExp(`--http-headers-timeout-ms \\(${HTTP_HEADERS_TIMEOUT_MS}\\) must be at most --http-request-timeout-ms \\(5000\\)`));
+      const low = await keyslice(['node', '--port', '0', '--data', dir], 20_000, cleanEnv({ KEYSLICE_HTTP_HEADERS_TIMEOUT_MS: '999' }));
+      expect(low.code).toBe(2);
+      expect(low.stderr).toMatch(/--http-headers-timeout-ms must be a whole number from 1000 to 600000, got "999"/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 /** Connects to the metrics port, writes `request` (if any), and reads until the server closes the connection or
@@ -176,8 +195,8 @@ describe('the metrics port under bad input', () => {
     await scrape();
   });
 
-  it(`cuts a client that sends nothing, or its headers a line at a time, after the headers' ${HTTP_HEADERS_TIMEOUT_MS} ms, serving others meanwhile`, async () => {
-    const waitMs = HTTP_HEADERS_TIMEOUT_MS + 5_000;
+  it(`cuts a client that sends nothing, or its headers a line at a time, after the headers' ${HEADERS_TIMEOUT_MS} ms (--http-headers-timeout-ms), serving others meanwhile`, async () => {
+    const waitMs = HEADERS_TIMEOUT_MS + 5_000;
     let drip: NodeJS.Timeout | undefined;
     const [silent, slowloris] = await Promise.all([
       rawExchange(null, waitMs),
@@ -190,9 +209,9 @@ describe('the metrics port under bad input', () => {
     clearInterval(drip);
     for (const [name, r] of [['silent', silent], ['slowloris', slowloris]] as const) {
       expect(r.closedAfterMs, `${name}: cut within ${waitMs} ms`).not.toBeNull();
-      expect(r.closedAfterMs!, name).toBeGreaterThanOrEqual(HTTP_HEADERS_TIMEOUT_MS - 1_000);
+      expect(r.closedAfterMs!, name).toBeGreaterThanOrEqual(HEADERS_TIMEOUT_MS - 1_000);
       expect(r.text, name).toMatch(/^HTTP\/1\.1 408 /);
-      expect(jsonErrorOf(r.text), name).toMatchObject({ code: 'RequestTimeout', retryable: true });
+      expect(jsonErrorOf(r.text), name).toMatchObject({ code: 'RequestTimeout', retryable: true, message: expect.stringContaining(`headers within ${HEADERS_TIMEOUT_MS} ms, all of it within ${HTTP_REQUEST_TIMEOUT_MS} ms`) });
     }
   });
 

@@ -47,6 +47,8 @@ export interface ClusterOptions {
   replicationFactor?: number | 'auto';
   /** More options of the coordinator (`keyslice coordinator --help`). */
   coordinatorArgs?: string[];
+  /** More options of each slice node (`keyslice node --help`). */
+  nodeArgs?: string[];
 }
 
 export interface ManagedProcess {
@@ -148,6 +150,8 @@ export interface SliceNodeOptions {
   /** Serve the node's own /metrics on this port (--metrics-port), asking for `token` where one is given. */
   metricsPort?: number;
   token?: string;
+  /** More options (`keyslice node --help`). */
+  extraArgs?: string[];
   log?: (line: string) => void;
 }
 
@@ -159,6 +163,7 @@ export function startSliceNode(o: SliceNodeOptions): Promise<ManagedProcess> {
   if (o.token !== undefined) args.push('--token', o.token);
   if (o.snapshotAfterBytes !== undefined) args.push('--snapshot-after-bytes', String(o.snapshotAfterBytes));
   if (o.capacity !== undefined) args.push('--slice-reads-per-second', String(o.capacity.readsPerSecond), '--slice-writes-per-second', String(o.capacity.writesPerSecond));
+  args.push(...(o.extraArgs ?? []));
   return startProcess(o.name, 'slice-worker/main.js', args, /slice node ready (ws:\/\/\S+)/, o.log, withSecret(o.clusterSecret)).then((r) => r.proc);
 }
 
@@ -217,8 +222,8 @@ export const LOCAL_NODES = 3;
 
 /** What each slice node of a cluster started with `opts` is given, but its name, folder, port and secret: a test
  * that restarts one of its nodes starts it the same way. */
-export function nodeOptionsOf(opts: Partial<ClusterOptions>): Pick<SliceNodeOptions, 'workers' | 'durability' | 'snapshotAfterBytes' | 'capacity' | 'log'> {
-  return { workers: opts.workers ?? 2, durability: opts.durability, snapshotAfterBytes: opts.snapshotAfterBytes, capacity: opts.capacity, log: opts.log };
+export function nodeOptionsOf(opts: Partial<ClusterOptions>): Pick<SliceNodeOptions, 'workers' | 'durability' | 'snapshotAfterBytes' | 'capacity' | 'extraArgs' | 'log'> {
+  return { workers: opts.workers ?? 2, durability: opts.durability, snapshotAfterBytes: opts.snapshotAfterBytes, capacity: opts.capacity, extraArgs: opts.nodeArgs, log: opts.log };
 }
 
 export async function startLocalCluster(opts: ClusterOptions): Promise<LocalCluster> {

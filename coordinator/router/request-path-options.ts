@@ -2,15 +2,12 @@
 // own request path (--routers 0) and hands them to the routers it starts (their environment): the router's retry
 // bounds (--wrong-owner-retry-ms, --failover-retry-ms: only shorter than their defaults, limits.ts says why) and the
 // client port's HTTP timeouts (--http-headers-timeout-ms, --http-request-timeout-ms).
-import { fail, intArg, type OptionSpecs } from '../../shared/cli-args.js';
+import { intArg, type OptionSpecs } from '../../shared/cli-args.js';
+import { HTTP_TIMEOUT_ARGS, httpTimeoutsOf } from '../../shared/http-timeout-args.js';
 import {
   FAILOVER_RETRIES_MAX,
   FAILOVER_RETRY_MS_MAX,
   FAILOVER_RETRY_MS_MIN,
-  HTTP_HEADERS_TIMEOUT_MS,
-  HTTP_REQUEST_TIMEOUT_MS,
-  HTTP_TIMEOUT_MS_MAX,
-  HTTP_TIMEOUT_MS_MIN,
   WRONG_OWNER_RETRIES_MAX,
   WRONG_OWNER_RETRY_MS_MAX,
   WRONG_OWNER_RETRY_MS_MIN,
@@ -29,16 +26,7 @@ export const REQUEST_PATH_ARGS = {
     help: `how long a router sends an op on a replicated slice with no serving leader again (at most ${FAILOVER_RETRIES_MAX} tries) before it answers Unavailable, from ${FAILOVER_RETRY_MS_MIN} up to this default (docs/operations.md)`,
     env: 'KEYSLICE_FAILOVER_RETRY_MS',
   },
-  'http-headers-timeout-ms': {
-    default: String(HTTP_HEADERS_TIMEOUT_MS),
-    help: `an HTTP request whose headers have not all arrived this long after its first byte is answered 408 and its connection closed (from ${HTTP_TIMEOUT_MS_MIN}, at most --http-request-timeout-ms; docs/operations.md)`,
-    env: 'KEYSLICE_HTTP_HEADERS_TIMEOUT_MS',
-  },
-  'http-request-timeout-ms': {
-    default: String(HTTP_REQUEST_TIMEOUT_MS),
-    help: `an HTTP request that has not all arrived (its body too) this long after its first byte is answered 408 and its connection closed (from ${HTTP_TIMEOUT_MS_MIN}; docs/operations.md)`,
-    env: 'KEYSLICE_HTTP_REQUEST_TIMEOUT_MS',
-  },
+  ...HTTP_TIMEOUT_ARGS,
 } satisfies OptionSpecs;
 
 type Args = Partial<Record<keyof typeof REQUEST_PATH_ARGS, string>>;
@@ -49,11 +37,7 @@ export interface RequestPathOptions {
 }
 
 export function requestPathOptions(args: Args): RequestPathOptions {
-  const http = {
-    headersMs: intArg('http-headers-timeout-ms', args['http-headers-timeout-ms'], HTTP_TIMEOUT_MS_MIN, HTTP_TIMEOUT_MS_MAX),
-    requestMs: intArg('http-request-timeout-ms', args['http-request-timeout-ms'], HTTP_TIMEOUT_MS_MIN, HTTP_TIMEOUT_MS_MAX),
-  };
-  if (http.headersMs > http.requestMs) fail(`--http-headers-timeout-ms (${http.headersMs}) must be at most --http-request-timeout-ms (${http.requestMs})`);
+  const http = httpTimeoutsOf(args);
   return {
     retryMs: {
       wrongOwner: intArg('wrong-owner-retry-ms', args['wrong-owner-retry-ms'], WRONG_OWNER_RETRY_MS_MIN, WRONG_OWNER_RETRY_MS_MAX),
