@@ -6,6 +6,7 @@
 // not a second time, by the coordinator's own measure of its wait) and is then made all the same, status counts each slice whose handover was given up (handoversGivenUp), and once the
 // followers are thawed every slice is led by the three nodes left and every acknowledged write reads back.
 import { describe, expect, it } from 'vitest';
+import type { ClusterStatus } from '../shared/api.js';
 import { LEADER_HANDOVER_BEFORE_CHANGE_MS, LEADER_HEARTBEAT_INTERVAL_MS } from '../shared/limits.js';
 import { elasticClusters, ledWithout, persistedMap, replicaIndexes, replicaSets, seen, waitFor, frozenStory } from './elastic-fixture.js';
 import { freezeProcess, thawProcesses } from './freeze.js';
@@ -23,6 +24,10 @@ describe('a handover before a change that cannot complete', () => {
       const m = persistedMap(e);
       const [a, ...followers] = replicaIndexes(m)[0];
       const url = m.nodes[a];
+      // Read before the freeze: status while a node is frozen with its link open waits LOAD_REPORT_TIMEOUT_MS (2 s) for
+      // its load report, which never comes. Nothing gives a handover up meanwhile: only a drain step, a replica move or a
+      // remove does, and the cluster is spread (no move to make) until the remove below.
+      const givenUpBefore = (await e.status()).replication.leaders.handoversGivenUp;
       for (const n of followers) {
         const pid = e.nodes.find((p) => p.url === m.nodes[n])!.child.pid!;
         frozen.push(pid);
@@ -38,7 +43,6 @@ describe('a handover before a change that cannot complete', () => {
       // (to the fourth node), and none of those can change its leader meanwhile (no majority without X and Y).
       const stuck = replicaIndexes(persistedMap(e)).filter((set) => set[0] === a && frozenIn(set) === 2).length;
       expect(stuck, 'slices led by A with both followers frozen').toBeGreaterThanOrEqual(1);
-      const givenUpBefore = (await e.status()).replication.leaders.handoversGivenUp;
       const t0 = performance.now();
       const res = await e.post('remove', url);
       const tookMs = performance.now() - t0;
@@ -61,13 +65,25 @@ describe('a handover before a change that cannot complete', () => {
       // The rest of the remove, as this process saw it: the change and the request, not the wait again after the change.
       expect(tookMs - waitedMs, 'the remove past its handover wait: no second wait').toBeLessThan(LEADER_HANDOVER_BEFORE_CHANGE_MS);
       expect(replicaSets(e).filter((set) => set.includes(url)), 'A holds no replica once remove answered').toEqual([]);
-      const st = await e.status();
-      const givenUp = st.replication.leaders.handoversGivenUp - givenUpBefore;
-      if (process.env.KEYSLICE_TEST_LOG) console.log(`remove of a node leading ${stuck} slices whose followers were frozen answered after ${tookMs.toFixed(0)} ms (the coordinator waited ${waitedMs} ms); ${givenUp} handovers given up`);
-      expect(givenUp, `handovers given up (${st.replication.note})`).toBe(stuck);
       // Thawed, the frozen followers elect the slices that need them, with the fourth node's new replicas.
       expect(thawProcesses(frozen).map(String), 'every frozen follower thawed').toEqual([]);
-      await waitFor(async () => (await ledWithout(e, url)).ok, 'every slice led by the three nodes left, no change unsettled', 30_000, seen(e));
+      let st: ClusterStatus | undefined;
+      await waitFor(
+        async () => {
+          const now = await ledWithout(e, url);
+          st = now.st;
+          return now.ok;
+        },
+        'every slice led by the three nodes left, no change unsettled',
+        30_000,
+        seen(e),
+      );
+      // Status counts each slice whose handover the remove gave up, read once the followers are thawed (while frozen,
+      // each status waits out their load reports): with A removed and every node left holding every slice, no drain
+      // step, move or remove can give one up since.
+      const givenUp = st!.replication.leaders.handoversGivenUp - givenUpBefore;
+      if (process.env.KEYSLICE_TEST_LOG) console.log(`remove of a node leading ${stuck} slices whose followers were frozen answered after ${tookMs.toFixed(0)} ms (the coordinator waited ${waitedMs} ms); ${givenUp} handovers given up`);
+      expect(givenUp, `handovers given up (${st!.replication.note})`).toBe(stuck);
     });
   }, 90_000);
 });
