@@ -20,7 +20,7 @@ import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LocalCluster } from '../coordinator/cli/local-cluster.js';
-import { intArg, readCommandLine } from '../shared/cli-args.js';
+import { intArg, numberArg, readCommandLine } from '../shared/cli-args.js';
 import type { ClusterStatus } from '../shared/api.js';
 import { SLICE_COUNT_DEFAULT, SLICE_COUNT_MAX } from '../shared/limits.js';
 import { CLUSTER_API_PREFIX } from '../shared/protocol.js';
@@ -33,10 +33,10 @@ const args = readCommandLine(
   {
     nodes: { default: '3', help: 'slice nodes' },
     slices: { default: String(SLICE_COUNT_DEFAULT), help: 'slices of the cluster' },
-    seconds: { default: '10', help: 'seconds per measurement' },
+    seconds: { default: '10', help: 'seconds per measurement (from 0.1; under a second only for a smoke run: /proc counts CPU in 10 ms ticks)' },
     rounds: { default: '3', help: 'measurements, one after another, after the watch' },
     'watch-s': { default: '60', help: 'seconds to watch the cluster settle after every slice has a leader (0: none)' },
-    'window-s': { default: '5', help: 'seconds per window of the watch' },
+    'window-s': { default: '5', help: 'seconds per window of the watch (from 0.1, as --seconds)' },
     'replication-factor': { default: 'auto', help: "the coordinator's (auto: 3 with 3 nodes; 1: no replication, the baseline)" },
     'settle-s': { default: '120', help: 'at most this long to wait for every slice to have a leader' },
     base: { default: '', help: 'a built checkout to compare with (its dist/)' },
@@ -47,10 +47,12 @@ const args = readCommandLine(
 ).values;
 const NODES = intArg('nodes', args.nodes, 1, 16);
 const SLICES = intArg('slices', args.slices, 1, SLICE_COUNT_MAX);
-const SECONDS = intArg('seconds', args.seconds, 1, 600);
+const SECONDS = numberArg('seconds', args.seconds, 0.1, 600);
 const ROUNDS = intArg('rounds', args.rounds, 1, 20);
-const WATCH_S = intArg('watch-s', args['watch-s'], 0, 600);
-const WINDOW_S = intArg('window-s', args['window-s'], 1, 60);
+const WATCH_S = numberArg('watch-s', args['watch-s'], 0, 600);
+const WINDOW_S = numberArg('window-s', args['window-s'], 0.1, 60);
+/** Whole windows in the watch (counted, not summed: 0.1 s added up drifts below a whole watch). */
+const WINDOWS = Math.floor(WATCH_S / WINDOW_S + 1e-9);
 const SETTLE_S = intArg('settle-s', args['settle-s'], 1, 600);
 const RUNS = intArg('runs', args.runs, 1, 20);
 const FACTOR = args['replication-factor'] === 'auto' ? 'auto' : intArg('replication-factor', args['replication-factor'], 1, 16);
@@ -121,7 +123,7 @@ async function runSide(side: (typeof SIDES)[number]): Promise<RunResult> {
     ];
     console.log(`${side.name}: ${NODES} slice nodes, ${SLICES} slices, ${routers.length} routers; every slice led ${ledS.toFixed(1)} s after the start (${note === '' ? 'no replicated slices' : note})`);
     const windows: number[] = [];
-    for (let t = 0; t + WINDOW_S <= WATCH_S; t += WINDOW_S) windows.push((await cpuOver(procs, WINDOW_S)).get('all')!);
+    for (let w = 0; w < WINDOWS; w++) windows.push((await cpuOver(procs, WINDOW_S)).get('all')!);
     if (windows.length > 0) console.log(`${side.name}: cluster CPU, % of a core, per ${WINDOW_S} s after every slice was led: ${windows.map((w) => w.toFixed(1)).join(' ')}`);
     const rounds: Map<string, number>[] = [];
     const load: number[] = [];
@@ -135,7 +137,7 @@ async function runSide(side: (typeof SIDES)[number]): Promise<RunResult> {
     const floor = median(rounds.map((r) => r.get('all')!));
     let last = -1;
     windows.forEach((w, i) => w > 2 * floor + 1 && (last = i));
-    const settledS = (last + 1) * WINDOW_S;
+    const settledS = Number(((last + 1) * WINDOW_S).toFixed(1));
     if (windows.length > 0) console.log(`${side.name}: settled ${settledS} s after every slice was led${last + 1 === windows.length ? ' (or later: the watch ended first)' : ''}`);
     return { ledS, settledS, rounds, load };
   } finally {
@@ -160,5 +162,5 @@ console.log(`|---|${SIDES.map(() => '--:').join('|')}|`);
 const row = (label: string, f: (r: RunResult) => number[], digits = 1) => console.log(`| ${label} | ${SIDES.map((s) => median(results.get(s.name)!.flatMap(f)).toFixed(digits)).join(' | ')} |`);
 for (const key of keys) row(key, (r) => r.rounds.map((x) => x.get(key) ?? NaN));
 row('every slice led after (s)', (r) => [r.ledS]);
-if (WATCH_S > 0) row(`settled after, s (window ${WINDOW_S} s)`, (r) => [r.settledS], 0);
+if (WATCH_S > 0) row(`settled after, s (window ${WINDOW_S} s)`, (r) => [r.settledS], Number.isInteger(WINDOW_S) ? 0 : 1);
 row('load average', (r) => r.load);

@@ -27,10 +27,14 @@ const work = mkdtempSync(join(tmpdir(), 'keyslice-bench-smoke-'));
 const GROUP_GONE_MS = 3_000;
 /** The vitest bound of a case: the bench's own bound (at which its whole group is SIGKILLed) and room for the checks. */
 const caseMs = (benchMs: number) => benchMs + GROUP_GONE_MS + 5_000;
-/** The environment of bench:failover here: 16 slices (the coordinator's own KEYSLICE_SLICES) rather than its default
- * 1,024, whose start, elections and failovers at R=3, twice, took much of that case's time (the case alone 12.5-16.3 s,
- * 9.3-11.6 s with 16; the whole file 26-38 s, 15-17 s with 16: two runs each, load 11-12).
- * A smoke needs the bench to run its kills and freezes and check what it read back, not a full-size cluster. */
+/** The environment of every case whose bench starts its clusters at the coordinator's default slice count: 16 slices
+ * (the coordinator's own KEYSLICE_SLICES) rather than 1,024, whose start, elections and failovers at R=3, twice, took
+ * much of the failover case's time (the case alone 12.5-16.3 s, 9.3-11.6 s with 16; the whole file 26-38 s, 15-17 s
+ * with 16: two runs each, load 11-12), and of the others' as well: the CPU (user + system, the bench and the
+ * processes it waited for) of load 7.7 and 5.6 s against 3.2 and 3.5, recovery 10.0 and 7.1 against 3.6 and 3.9,
+ * client-pages 5.7 and 7.6 against 3.5 and 3.5, scale 2.1 and 2.1 against 1.8 and 1.8, hops 17.1 and 15.2 against 7.7 and 6.9 (each bench run alone with
+ * the case's arguments, alternated, load 22-36). A smoke needs each bench to run its phases and report, not a
+ * full-size cluster. The cases whose bench sets its own slice count (move, idle-cpu, put-shape, cluster-start) give it. */
 const FEW_SLICES = { KEYSLICE_SLICES: '16' };
 /** How many of the option checks' benches run at once (each exits before it starts anything): as many as the batches of
  * the unknown-option check took before, now for every check of that case. */
@@ -195,7 +199,7 @@ describe('the median of a bench\'s rounds (bench/median.ts)', () => {
 
 describe('the benches, end to end with their smallest arguments (real processes from dist/)', () => {
   it('load (npm run bench): put, get and range on a local cluster, each with ops and a latency', async () => {
-    const r = await bench('load.js', ['--workload', 'put,get,range', '--duration', '1', '--ops', '300', '--keys', '50', '--range-items', '10', '--connections', '2', '--concurrency', '8'], 45_000);
+    const r = await bench('load.js', ['--workload', 'put,get,range', '--duration', '1', '--ops', '300', '--keys', '50', '--range-items', '10', '--connections', '2', '--concurrency', '8'], 45_000, FEW_SLICES);
     expect(r.stdout).toMatch(/^ +workload +ops +errors +seconds +ops\/s +items\/s +p50 ms +p95 ms +p99 ms +max ms +stopped by$/m);
     for (const w of ['put', 'get', 'range']) {
       const row = new RegExp(`^ +${w} +([\\d,]+) +([\\d,]+) +[\\d.]+ +([\\d,]+) +(\\S+) +[\\d.]+ `, 'm').exec(r.stdout);
@@ -233,7 +237,7 @@ describe('the benches, end to end with their smallest arguments (real processes 
   }, caseMs(60_000));
 
   it('scale (npm run bench:scale): one shape, no Redis, the report where --out says', async () => {
-    const r = await bench('scale.js', ['--shapes', '1:1:1', '--clients', '1', '--workload', 'put', '--duration', '1', '--ops', '300', '--connections', '1', '--concurrency', '4', '--redis-server', 'none', '--out', '{out}/SCALE.md'], 45_000);
+    const r = await bench('scale.js', ['--shapes', '1:1:1', '--clients', '1', '--workload', 'put', '--duration', '1', '--ops', '300', '--connections', '1', '--concurrency', '4', '--redis-server', 'none', '--out', '{out}/SCALE.md'], 45_000, FEW_SLICES);
     const report = readFileSync(join(r.out, 'SCALE.md'), 'utf8');
     expect(report).toMatch(/^# Scale: throughput by cluster shape, side by side with Redis$/m);
     expect(report).toContain('Redis was not run (--redis-server none).');
@@ -251,7 +255,8 @@ describe('the benches, end to end with their smallest arguments (real processes 
   }, caseMs(45_000));
 
   it('client-pages: getItems and forEachItemPage, one round each, their CPU per range and promoted share', async () => {
-    const r = await bench('client-pages.js', ['--rounds', '1', '--seconds', '0.5', '--warm', '0.5', '--in-flight', '8', '--devices', '2'], 45_000);
+    // No warm-up (--warm 0): the smoke reads that each method's row has figures, not how steady they are.
+    const r = await bench('client-pages.js', ['--rounds', '1', '--seconds', '0.5', '--warm', '0', '--in-flight', '8', '--devices', '2'], 45_000, FEW_SLICES);
     for (const method of ['getItems', 'forEachItemPage']) {
       const row = new RegExp(`^\\| 8 \\| ${method} \\| [\\d.]+ \\| ([\\d.]+) \\| [^|]+ \\| [^|]+ \\| (\\d+) \\|`, 'm').exec(r.stdout);
       expect(row, `${method}'s row`).not.toBeNull();
@@ -262,7 +267,7 @@ describe('the benches, end to end with their smallest arguments (real processes 
 
   it('hops: one workload, one round, this build against itself', async () => {
     const workload = 'ws GetItem, 1 in flight';
-    const r = await bench('hops.js', ['--base', root, '--rounds', '1', '--duration', '1', '--devices', '2', '--only', workload], 45_000);
+    const r = await bench('hops.js', ['--base', root, '--rounds', '1', '--duration', '1', '--devices', '2', '--only', workload], 45_000, FEW_SLICES);
     expect(r.stdout).toMatch(/^\| workload \| base ops\/s \| this ops\/s \| this \/ base \|/m);
     const row = new RegExp(`^\\| ${workload} \\| (\\d+) \\| (\\d+) \\|`, 'm').exec(r.stdout);
     expect(row, 'the workload\'s row').not.toBeNull();
@@ -273,7 +278,7 @@ describe('the benches, end to end with their smallest arguments (real processes 
   // The SDK workloads need bench/peers' npm packages (the AWS SDK), which CI does not install (bench/peers/package.json):
   // run where bench:compare installed them, skipped elsewhere.
   it.skipIf(!existsSync(join(root, 'bench', 'peers', 'node_modules', '@aws-sdk', 'client-dynamodb')))('hops --signed: the AWS SDK workloads, their requests signed and checked, this build against itself', async () => {
-    const r = await bench('hops.js', ['--base', root, '--rounds', '1', '--duration', '1', '--devices', '2', '--sdk-processes', '1', '--signed', '--only', 'sdk '], 60_000);
+    const r = await bench('hops.js', ['--base', root, '--rounds', '1', '--duration', '1', '--devices', '2', '--sdk-processes', '1', '--signed', '--only', 'sdk '], 60_000, FEW_SLICES);
     for (const workload of ['sdk PutItem, 50 in flight', 'sdk GetItem, 50 in flight', 'sdk Query of 100, 50 in flight \\(items/s\\)']) {
       const row = new RegExp(`^\\| ${workload} \\| (\\d+) \\| (\\d+) \\|`, 'm').exec(r.stdout);
       expect(row, `${workload}'s row`).not.toBeNull();
@@ -290,10 +295,12 @@ describe('the benches, end to end with their smallest arguments (real processes 
   }, caseMs(45_000));
 
   it('idle-cpu: an idle R=3 cluster of 64 slices, this build against itself as the base, a row per process', async () => {
-    const r = await bench('idle-cpu.js', ['--slices', '64', '--base', root, '--sides', 'this,base', '--watch-s', '1', '--window-s', '1', '--rounds', '1', '--seconds', '1'], 45_000);
-    expect(r.stdout).toMatch(/^\| medians of 1 run\(s\) x 1 rounds of 1 s, % of a core \(64 slices, 3 nodes\) \| this \| base \|$/m);
+    // Half-second windows (the bench's smallest is 0.1 s): one window of the watch, one round.
+    const r = await bench('idle-cpu.js', ['--slices', '64', '--base', root, '--sides', 'this,base', '--watch-s', '0.5', '--window-s', '0.5', '--rounds', '1', '--seconds', '0.5'], 45_000);
+    expect(r.stdout).toMatch(/^\| medians of 1 run\(s\) x 1 rounds of 0\.5 s, % of a core \(64 slices, 3 nodes\) \| this \| base \|$/m);
     for (const row of ['coordinator', 'node 1', 'node 2', 'node 3', 'all']) expect(r.stdout, row).toMatch(new RegExp(`^\\| ${row} \\| [\\d.]+ \\| [\\d.]+ \\|$`, 'm'));
-    expect(r.stdout).toMatch(/^this: settled \d+ s after every slice was led/m);
+    expect(r.stdout).toMatch(/^this: cluster CPU, % of a core, per 0\.5 s after every slice was led: [\d.]+$/m);
+    expect(r.stdout).toMatch(/^this: settled (0|0\.5) s after every slice was led/m);
   }, caseMs(45_000));
 
   it('put-shape: puts at R=3 through a cluster, their CPU per thread and the workers\' turns', async () => {
@@ -319,7 +326,7 @@ describe('the benches, end to end with their smallest arguments (real processes 
   }, caseMs(45_000));
 
   it('recovery (npm run bench:recovery): every item served again after both slice nodes were SIGKILLed', async () => {
-    const r = await bench('recovery.js', ['--items', '100'], 45_000);
+    const r = await bench('recovery.js', ['--items', '100'], 45_000, FEW_SLICES);
     expect(r.stdout).toMatch(/^loaded 100 items in [\d.]+ s/m);
     expect(r.stdout).toMatch(/^restart of 2 slice nodes: listening after [\d.]+ s, serving 100 items after [\d.]+ s$/m);
   }, caseMs(45_000));
