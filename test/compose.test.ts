@@ -85,12 +85,28 @@ function healthy(name: string): Promise<boolean> {
   });
 }
 
-async function start(name: string): Promise<void> {
-  const service = services[name];
-  for (const [dependency, { condition }] of Object.entries(service.depends_on ?? {})) {
-    expect(condition).toBe('service_healthy');
-    await waitFor(() => healthy(dependency), `${dependency} to be healthy before ${name} starts`);
+/** Waits until every dependency of `names` passes its healthcheck: each is run once per poll, however many of `names`
+ * depend on it (the three nodes and the router of `up` each ran the coordinator's, four node processes a poll while the
+ * coordinator started). */
+async function dependenciesHealthy(names: string[]): Promise<void> {
+  const dependents = new Map<string, string[]>();
+  for (const name of names) {
+    for (const [dependency, { condition }] of Object.entries(services[name].depends_on ?? {})) {
+      expect(condition).toBe('service_healthy');
+      dependents.set(dependency, [...(dependents.get(dependency) ?? []), name]);
+    }
   }
+  await Promise.all([...dependents].map(([dependency, of]) => waitFor(() => healthy(dependency), `${dependency} to be healthy before ${of.join(', ')} start`)));
+}
+
+async function start(name: string): Promise<void> {
+  await dependenciesHealthy([name]);
+  await spawnService(name);
+}
+
+/** Starts the service's process (its dependencies healthy). */
+async function spawnService(name: string): Promise<void> {
+  const service = services[name];
   if (!ports.has(name)) ports.set(name, await freePort());
   // The image's `keyslice` is dist/coordinator/cli/cli.js. Like compose, nothing waits for a ready line:
   // a dependent waits for the healthcheck.
@@ -115,7 +131,8 @@ async function up(): Promise<void> {
   for (let round = 0; started.size < Object.keys(services).length; round++) {
     expect(round, 'depends_on has no cycle').toBeLessThan(10);
     const ready = Object.keys(services).filter((n) => !started.has(n) && Object.keys(services[n].depends_on ?? {}).every((d) => started.has(d)));
-    await Promise.all(ready.map((n) => start(n)));
+    await dependenciesHealthy(ready);
+    await Promise.all(ready.map((n) => spawnService(n)));
     for (const n of ready) started.add(n);
   }
 }

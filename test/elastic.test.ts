@@ -5,7 +5,7 @@
 // value (test/elastic-fixture.ts, WriteLoad).
 import { beforeAll, describe, expect, it } from 'vitest';
 import { initHashing } from '../shared/hashing.js';
-import { bulk, elasticClusters, waitBalanced, WriteLoad } from './elastic-fixture.js';
+import { bulk, elasticClusters, waitBalanced, waitFor, WriteLoad } from './elastic-fixture.js';
 
 beforeAll(() => initHashing());
 const cluster = elasticClusters();
@@ -33,7 +33,8 @@ describe('a node joins under a write load', () => {
 
 describe('a node is drained under a write load', () => {
   it('gives every slice away, is removed, and nothing is lost or doubled', async () => {
-    const e = await cluster({ nodes: 3, slices: 64 });
+    const lines: string[] = []; // every process's output
+    const e = await cluster({ nodes: 3, slices: 64, log: (line) => lines.push(line) });
     await bulk(e, 3_000);
     const load = new WriteLoad(e.client, 'elastic', 8, 40);
     await new Promise((r) => setTimeout(r, 300));
@@ -47,10 +48,13 @@ describe('a node is drained under a write load', () => {
     expect(st.nodes.filter((n) => n.node !== drained.url).map((n) => n.slices)).toEqual([32, 32]);
     expect(load.errors.map((x) => x.code)).toEqual([]);
     expect(await load.verify(3_000)).toBe(3_000 + load.acked.size);
+    const saidBefore = lines.length;
     expect((await e.post('remove', drained.url)).status).toBe(200);
     expect((await e.status()).nodes.map((n) => n.node)).not.toContain(drained.url);
-    // A removed node's heartbeats are refused: it does not come back by itself.
-    await new Promise((r) => setTimeout(r, 1_500));
+    // A removed node's heartbeats are refused: it does not come back by itself. Its next heartbeat (one a second) is
+    // waited for by what the node says of the refusal, rather than by a fixed 1.5 s.
+    const refused = `[${drained.name}] keyslice slice node: cannot register: InvalidState: node ${drained.url} was removed`;
+    await waitFor(() => lines.slice(saidBefore).some((l) => l.startsWith(refused)), `${drained.name}'s heartbeat to be refused`, 15_000, () => lines.slice(saidBefore).join(' | '));
     expect((await e.status()).nodes.map((n) => n.node)).not.toContain(drained.url);
   });
 });
