@@ -56,11 +56,25 @@ function fresh(): Setup {
   return setup;
 }
 
-async function coordinator(routers: number, extra: string[] = [], slices = 64): Promise<ManagedProcess> {
+async function coordinator(routers: number, extra: string[] = [], slices = 64, nodeUrls: string[] = []): Promise<ManagedProcess> {
   // Replication factor 1: these stories move slices onto nodes that join, which is refused for replicated slices.
-  const c = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, [], slices, undefined, ['--cluster-secret', SECRET, '--routers', String(routers), '--replication-factor', '1', ...extra]);
+  const c = await startCoordinator(join(setup.dataDir, 'coordinator'), 0, nodeUrls, slices, undefined, ['--cluster-secret', SECRET, '--routers', String(routers), '--replication-factor', '1', ...extra]);
   setup.procs.push(c);
   return c;
+}
+
+/** A --routers 0 coordinator over two slice nodes named at its start (--nodes), which it shares the slices between
+ * from the start: where the two joined, the second took half of them from the first by moves (1-3 s at load 30). The
+ * nodes start together, before it; its ready line waits for both. */
+async function twoNodes(extra: string[] = [], slices = 64): Promise<ManagedProcess> {
+  const started = await allStarted(
+    ['slice-node-1', 'slice-node-2'].map(async (name) => {
+      const n = await startSliceNode({ name, dataDir: join(setup.dataDir, name), port: 0, workers: 2, clusterSecret: SECRET });
+      setup.procs.push(n);
+      return n;
+    }),
+  );
+  return coordinator(0, extra, slices, started.map((n) => n.url));
 }
 
 /** A slice node that registers with `via` (a coordinator, or a router that forwards the join), waited for. */
@@ -123,14 +137,19 @@ async function routerPids(url: string, tries = 40): Promise<Set<number>> {
   return pids;
 }
 
+/** The moves are done and the active nodes hold the slices evenly. */
+function isBalanced(st: ClusterStatus): boolean {
+  const counts = st.nodes.filter((n) => n.status === 'active').map((n) => n.slices);
+  return st.moves.inFlight.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1;
+}
+
 /** Waits until the moves are done and the active nodes hold the slices evenly. */
 async function balanced(url: string): Promise<ClusterStatus> {
   let last: ClusterStatus | undefined;
   await waitFor(
     async () => {
       last = await status(url);
-      const counts = last.nodes.filter((n) => n.status === 'active').map((n) => n.slices);
-      return last.moves.inFlight.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1;
+      return isBalanced(last);
     },
     'the slices to be balanced',
     60_000,
@@ -280,8 +299,7 @@ describe("a coordinator's old-space floor", () => {
 describe('standalone routers', () => {
   it('join and die under a write load: a client of several routers goes on through the live ones; nothing is lost or doubled', async () => {
     fresh();
-    const coord = await coordinator(0);
-    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
+    const coord = await twoNodes();
     await balanced(coord.url);
     const r1 = await router('router-1', coord.url);
     // The floor of the routers' old generation on a router started on its own and on a coordinator that serves the
@@ -317,8 +335,7 @@ describe('standalone routers', () => {
   /** A fresh cluster of two nodes and one router whose link to the coordinator passes a proxy the test controls; `items` loaded through the router. */
   async function routerBehindProxy(items: number, routerArgs: string[] = []) {
     fresh();
-    const coord = await coordinator(0);
-    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
+    const coord = await twoNodes();
     await balanced(coord.url);
     const proxy = new Proxy(new URL(coord.url));
     setup.proxies.push(proxy);
@@ -399,8 +416,7 @@ describe('standalone routers', () => {
 
   it('a client of two routers sends what one refused WrongOwner to the other, once: both cut off, a request fails after each tried; one back, every request answers', async () => {
     fresh();
-    const coord = await coordinator(0);
-    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
+    const coord = await twoNodes();
     await balanced(coord.url);
     const proxies = [new Proxy(new URL(coord.url)), new Proxy(new URL(coord.url))];
     setup.proxies.push(...proxies);
@@ -453,9 +469,9 @@ describe('standalone routers', () => {
   it('keyslice export through a router while a node joins and slices move writes every item exactly once', async () => {
     fresh();
     // The third node's share (~1,333 of 4,000 items) at 100 items/s is a move window of ~13 s: several export CLI runs
-    // even at a load of 20 (at 500/s it was ~2.7 s, shorter than one export there, and no export fell inside it).
-    const coord = await coordinator(0, ['--move-items-per-second', '100']);
-    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
+    // even at a load of 20 (at 500/s it was ~2.7 s, shorter than one export there, and no export fell inside it). The
+    // story ends as soon as one export began and ended inside it, not at its end.
+    const coord = await twoNodes(['--move-items-per-second', '100']);
     await balanced(coord.url);
     const r = await router('router-1', coord.url);
     const c = await client(r.url);
@@ -470,7 +486,7 @@ describe('standalone routers', () => {
     const took: number[] = []; // each export's ms, said if none fell inside the move window
     let windowMs = 0;
     const exporter = async () => {
-      // Bounded in count; stops once the moves are done.
+      // Bounded in count; stops once the story has its export inside the move window, or the moves are done.
       for (let k = 0; k < 1_000 && !stop; k++) {
         const during = moving;
         const began = Date.now();
@@ -482,12 +498,27 @@ describe('standalone routers', () => {
         if (during && moving) whileMoving++;
       }
     };
-    const running = [exporter(), exporter()];
+    // One exporter from before the node joins (its exports cross the window's start), and one from the window's
+    // start, whose first export has the whole window to end in (one begun before the start has only what is left
+    // of it once the one in flight ends: at load 30, exports of 7-11 s in a 16 s window, none fell inside it).
+    const running = [exporter()];
     try {
       await node(coord.url, coord.url, 'slice-node-3');
       moving = true;
+      running.push(exporter());
       const from = Date.now();
-      await balanced(coord.url);
+      // Until an export began and ended while slices moved (what the story needs), or the moves are done.
+      await waitFor(
+        async () => {
+          if (whileMoving > 0) return true;
+          if (!isBalanced(await status(coord.url))) return false;
+          moving = false;
+          return true;
+        },
+        'an export inside the move window, or the slices to be balanced',
+        60_000,
+        seenStatus,
+      );
       windowMs = Date.now() - from;
     } finally {
       moving = false;
@@ -578,8 +609,7 @@ describe('the coordinator serving clients itself (--routers 0)', () => {
     // makes (6), and the balance it waits for at its end is half as long at the throttle (it was most of the story).
     const SLICES = 32;
     const ITEMS = 1_000;
-    const coord = await coordinator(0, ['--move-items-per-second', '50'], SLICES);
-    await nodes(coord.url, coord.url, ['slice-node-1', 'slice-node-2']);
+    const coord = await twoNodes(['--move-items-per-second', '50'], SLICES);
     await balanced(coord.url);
     const c = await client(coord.url);
     await c.createTable('elastic', { name: 'id', type: 'string' });
