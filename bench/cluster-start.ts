@@ -108,7 +108,8 @@ async function startOnce(dist: string): Promise<Run> {
 
 const runs = new Map<string, Run[]>(builds.map((b) => [b, []]));
 for (let round = 1; round <= ROUNDS; round++) {
-  for (const b of builds) {
+  // The order swapped each round, so that neither build always runs on the machine the other just warmed.
+  for (const b of round % 2 === 1 ? builds : [...builds].reverse()) {
     const r = await startOnce(b);
     runs.get(b)!.push(r);
     console.log(

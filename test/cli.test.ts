@@ -19,11 +19,12 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'dist', 'coordinator', 'cli', 'cli.js');
 const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-cli-'));
 const children: ChildProcess[] = [];
-/** PIDs of processes that a started process started (keyslice local's), for the cleanup if a test fails. */
-const grandchildren: number[] = [];
+/** What each started process printed: the processes it started (keyslice local's) name their PIDs in their ready
+ * lines, which the cleanup reads, so that they are stopped even if a test failed before it read them itself. */
+const outputs: (() => string)[] = [];
 
 afterAll(async () => {
-  for (const pid of grandchildren) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  for (const out of outputs) for (const [, pid] of out().matchAll(/ ready .*pid=(\d+)/g)) if (alive(Number(pid))) process.kill(Number(pid), 'SIGKILL');
   stopRunning();
   await Promise.all(children.map((c) => stopProcess(c)));
   rmSync(dataDir, { recursive: true, force: true });
@@ -236,14 +237,12 @@ describe('keyslice local', () => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d));
     child.stderr!.on('data', (d: Buffer) => (out += d));
+    outputs.push(() => out);
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     await waitFor(async () => out.includes('keyslice is running'), 'keyslice local to start', 30_000);
     const pidOf = (name: string) => Number(new RegExp(`\\[${name}\\] .* ready .*pid=(\\d+)`).exec(out)?.[1]);
     const pids = { coordinator: pidOf('coordinator'), node1: pidOf('slice-node-1'), node2: pidOf('slice-node-2'), node3: pidOf('slice-node-3') };
-    for (const pid of Object.values(pids)) {
-      expect(pid).toBeGreaterThan(0);
-      grandchildren.push(pid);
-    }
+    for (const pid of Object.values(pids)) expect(pid).toBeGreaterThan(0);
     // One node lost: every slice has replicas on the other two (R=3), so the cluster goes on and says so.
     process.kill(pids.node1, 'SIGKILL');
     await waitFor(async () => out.includes(`keyslice: slice-node-1 (pid ${pids.node1}) was killed by SIGKILL; every slice has replicas on the other nodes`), 'the first node\'s exit to be reported', 20_000);
