@@ -14,6 +14,7 @@ import { LOCAL_NODES, startProcess, stopProcess } from '../coordinator/cli/local
 import { BATCH_WRITE_ITEMS_MAX, CLI_WAIT_S_MAX, IMPORT_PARALLEL_MAX, SCAN_SEGMENTS_MAX } from '../shared/limits.js';
 import { cleanEnv, keyslice, stopRunning } from './cli-run.js';
 import { waitFor } from './elastic-fixture.js';
+import { liveProcesses } from './procs.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'dist', 'coordinator', 'cli', 'cli.js');
@@ -23,7 +24,11 @@ const children: ChildProcess[] = [];
  * lines, which the cleanup reads, so that they are stopped even if a test failed before it read them itself. */
 const outputs: (() => string)[] = [];
 
+/** Process groups of keyslice local runs started detached (their own group), killed whole at the cleanup. */
+const groups: number[] = [];
+
 afterAll(async () => {
+  for (const pgid of groups) for (const p of liveProcesses()) if (p.pgid === pgid) process.kill(p.pid, 'SIGKILL');
   for (const out of outputs) for (const [, pid] of out().matchAll(/ ready .*pid=(\d+)/g)) if (alive(Number(pid))) process.kill(Number(pid), 'SIGKILL');
   stopRunning();
   await Promise.all(children.map((c) => stopProcess(c)));
@@ -226,6 +231,32 @@ describe('environment variables', () => {
 });
 
 describe('keyslice local', () => {
+  it('stopped (SIGTERM) while it starts, stops every process it started before it exits', async () => {
+    // Its own process group, so that what it started is found whatever it printed.
+    const child = spawn(process.execPath, [cli, 'local'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+      env: cleanEnv({ KEYSLICE_PORT: '0', KEYSLICE_DATA: join(dataDir, 'local-stopped'), KEYSLICE_SLICES: '16' }),
+    });
+    children.push(child);
+    groups.push(child.pid!);
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d));
+    child.stderr!.on('data', (d: Buffer) => (out += d));
+    outputs.push(() => out);
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    // A slice node is up, the coordinator not yet: the start is under way.
+    await waitFor(async () => /\[slice-node-\d\] .* ready /.test(out), 'a slice node of keyslice local to be ready', 30_000);
+    expect(out).not.toContain('keyslice is running');
+    process.kill(child.pid!, 'SIGTERM');
+    const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 40_000));
+    expect(await Promise.race([exited, timeout]), out).toBe(0);
+    expect(out).toContain('keyslice: stopping once the processes started so far are up');
+    // The coordinator's routers (node:cluster workers) go when their link to it closes, a moment after it.
+    const left = () => liveProcesses().filter((p) => p.pgid === child.pid);
+    await waitFor(async () => left().length === 0, `every process keyslice local started to be gone (left: ${left().map((p) => p.cmdline).join('; ')})`, 10_000);
+  }, 60_000);
+
   it('when a slice node dies, names it, says why the rest stops, stops every process and exits 1', async () => {
     // 16 slices (the coordinator's KEYSLICE_SLICES, which keyslice local passes on) rather than 1,024: the story is
     // which node went and what the rest does, the same at R=3 for any slice count; its start and elections cost less.

@@ -296,7 +296,27 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const dataDir = resolve(fromEnv('KEYSLICE_DATA') ?? 'data');
   const port = envNumber('KEYSLICE_PORT', 0, 65535 - LOCAL_NODES, COORDINATOR_PORT_DEFAULT);
   const replicationFactor = fromEnv('KEYSLICE_REPLICATION_FACTOR');
-  const cluster = await startLocalCluster({
+  // A stop asked for during the start (SIGTERM, or SIGINT sent to this process alone) is taken at once, and done once
+  // the start has ended: without handlers yet, the signal ended this process and left the processes it had started
+  // running, with no one to stop them. (startLocalCluster stops what it started if the start fails.)
+  let cluster: LocalCluster | undefined;
+  let stopping = false;
+  const stop = async (exitCode: number) => {
+    if (stopping) return;
+    stopping = true;
+    console.log('keyslice: stopping the cluster');
+    await cluster?.stop();
+    process.exit(exitCode);
+  };
+  let stopAsked = false;
+  const onSignal = () => {
+    if (cluster !== undefined) return void stop(0);
+    if (!stopAsked) console.log('keyslice: stopping once the processes started so far are up');
+    stopAsked = true;
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  cluster = await startLocalCluster({
     dataDir,
     nodes: LOCAL_NODES,
     replicationFactor: replicationFactor === undefined ? undefined : replicationFactor === 'auto' ? 'auto' : Number(replicationFactor),
@@ -307,6 +327,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     console.error(`keyslice: the local cluster did not start: ${err.message}`);
     process.exit(1);
   });
+  if (stopAsked) await stop(0);
   console.log(`\nkeyslice is running: ${cluster.url} (HTTP, POST /api/<Operation>) and ${cluster.wsUrl} (WebSocket)`);
   console.log(`the studio (a live page of the slices and their load): ${cluster.url}/ in a browser; DynamoDB's API: POST ${cluster.url}/`);
   console.log(`data under ${dataDir}; Ctrl-C stops every process.`);
@@ -315,16 +336,6 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
       ? 'slice nodes take commands only with the cluster secret in KEYSLICE_CLUSTER_SECRET.\n'
       : 'slice nodes take commands only with this run\'s random cluster secret (set KEYSLICE_CLUSTER_SECRET before npm start to choose it, e.g. to add a node).\n',
   );
-  let stopping = false;
-  const stop = async (exitCode: number) => {
-    if (stopping) return;
-    stopping = true;
-    console.log('keyslice: stopping the cluster');
-    await cluster.stop();
-    process.exit(exitCode);
-  };
-  process.on('SIGINT', () => stop(0));
-  process.on('SIGTERM', () => stop(0));
   // With replicas on every node (the default factor), one node lost leaves every slice a majority of its replicas.
   const survivesOneNode = replicationFactor === undefined || replicationFactor === '' || replicationFactor === 'auto' || Number(replicationFactor) >= 3;
   let nodesDown = 0;
