@@ -20,16 +20,12 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'dist', 'coordinator', 'cli', 'cli.js');
 const dataDir = mkdtempSync(join(tmpdir(), 'keyslice-cli-'));
 const children: ChildProcess[] = [];
-/** What each started process printed: the processes it started (keyslice local's) name their PIDs in their ready
- * lines, which the cleanup reads, so that they are stopped even if a test failed before it read them itself. */
-const outputs: (() => string)[] = [];
-
-/** Process groups of keyslice local runs started detached (their own group), killed whole at the cleanup. */
+/** Process groups of the keyslice local runs, each started detached (a group of its own): killed whole at the
+ * cleanup, so that what a run started goes even if its test failed before it knew their PIDs (a start past its bound). */
 const groups: number[] = [];
 
 afterAll(async () => {
   for (const pgid of groups) for (const p of liveProcesses()) if (p.pgid === pgid) process.kill(p.pid, 'SIGKILL');
-  for (const out of outputs) for (const [, pid] of out().matchAll(/ ready .*pid=(\d+)/g)) if (alive(Number(pid))) process.kill(Number(pid), 'SIGKILL');
   stopRunning();
   await Promise.all(children.map((c) => stopProcess(c)));
   rmSync(dataDir, { recursive: true, force: true });
@@ -232,7 +228,7 @@ describe('environment variables', () => {
 
 describe('keyslice local', () => {
   it('stopped (SIGTERM) while it starts, stops every process it started before it exits', async () => {
-    // Its own process group, so that what it started is found whatever it printed.
+    // Its own process group (as every run here), so that what it started is found whatever it printed.
     const child = spawn(process.execPath, [cli, 'local'], {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
@@ -243,7 +239,6 @@ describe('keyslice local', () => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d));
     child.stderr!.on('data', (d: Buffer) => (out += d));
-    outputs.push(() => out);
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     // A slice node is up, the coordinator not yet: the start is under way.
     await waitFor(async () => /\[slice-node-\d\] .* ready /.test(out), 'a slice node of keyslice local to be ready', 30_000);
@@ -262,13 +257,14 @@ describe('keyslice local', () => {
     // which node went and what the rest does, the same at R=3 for any slice count; its start and elections cost less.
     const child = spawn(process.execPath, [cli, 'local'], {
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
       env: cleanEnv({ KEYSLICE_PORT: '0', KEYSLICE_DATA: join(dataDir, 'local'), KEYSLICE_SLICES: '16' }),
     });
     children.push(child);
+    groups.push(child.pid!);
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d));
     child.stderr!.on('data', (d: Buffer) => (out += d));
-    outputs.push(() => out);
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     await waitFor(async () => out.includes('keyslice is running'), 'keyslice local to start', 30_000);
     const pidOf = (name: string) => Number(new RegExp(`\\[${name}\\] .* ready .*pid=(\\d+)`).exec(out)?.[1]);
