@@ -227,12 +227,13 @@ describe('environment variables', () => {
 });
 
 describe('keyslice local', () => {
-  it('stopped (SIGTERM) while it starts, stops every process it started before it exits', async () => {
-    // Its own process group (as every run here), so that what it started is found whatever it printed.
+  /** `keyslice local` on 16 slices in a process group of its own (killed whole at the cleanup), with what it prints
+   * and its exit code within `ms` ('timeout' past it). */
+  function startLocal(folder: string): { child: ChildProcess; out: () => string; exit: (ms: number) => Promise<number | null | 'timeout'> } {
     const child = spawn(process.execPath, [cli, 'local'], {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
-      env: cleanEnv({ KEYSLICE_PORT: '0', KEYSLICE_DATA: join(dataDir, 'local-stopped'), KEYSLICE_SLICES: '16' }),
+      env: cleanEnv({ KEYSLICE_PORT: '0', KEYSLICE_DATA: join(dataDir, folder), KEYSLICE_SLICES: '16' }),
     });
     children.push(child);
     groups.push(child.pid!);
@@ -240,46 +241,42 @@ describe('keyslice local', () => {
     child.stdout!.on('data', (d: Buffer) => (out += d));
     child.stderr!.on('data', (d: Buffer) => (out += d));
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    const exit = (ms: number) => Promise.race([exited, new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), ms))]);
+    return { child, out: () => out, exit };
+  }
+
+  it('stopped (SIGTERM) while it starts, stops every process it started before it exits', async () => {
+    const run = startLocal('local-stopped');
     // A slice node is up, the coordinator not yet: the start is under way.
-    await waitFor(async () => /\[slice-node-\d\] .* ready /.test(out), 'a slice node of keyslice local to be ready', 30_000);
-    expect(out).not.toContain('keyslice is running');
-    process.kill(child.pid!, 'SIGTERM');
-    const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 40_000));
-    expect(await Promise.race([exited, timeout]), out).toBe(0);
-    expect(out).toContain('keyslice: stopping once the processes started so far are up');
+    await waitFor(async () => /\[slice-node-\d\] .* ready /.test(run.out()), 'a slice node of keyslice local to be ready', 30_000);
+    expect(run.out()).not.toContain('keyslice is running');
+    process.kill(run.child.pid!, 'SIGTERM');
+    expect(await run.exit(40_000), run.out()).toBe(0);
+    expect(run.out()).toContain('keyslice: stopping once the processes started so far are up');
     // The coordinator's routers (node:cluster workers) go when their link to it closes, a moment after it.
-    const left = () => liveProcesses().filter((p) => p.pgid === child.pid);
-    await waitFor(async () => left().length === 0, `every process keyslice local started to be gone (left: ${left().map((p) => p.cmdline).join('; ')})`, 10_000);
+    const left = () => liveProcesses().filter((p) => p.pgid === run.child.pid);
+    await waitFor(async () => left().length === 0, 'every process keyslice local started to be gone', 10_000).catch(() => {
+      expect(left().map((p) => p.cmdline), 'processes of keyslice local left').toEqual([]);
+    });
   }, 60_000);
 
   it('when a slice node dies, names it, says why the rest stops, stops every process and exits 1', async () => {
     // 16 slices (the coordinator's KEYSLICE_SLICES, which keyslice local passes on) rather than 1,024: the story is
     // which node went and what the rest does, the same at R=3 for any slice count; its start and elections cost less.
-    const child = spawn(process.execPath, [cli, 'local'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-      env: cleanEnv({ KEYSLICE_PORT: '0', KEYSLICE_DATA: join(dataDir, 'local'), KEYSLICE_SLICES: '16' }),
-    });
-    children.push(child);
-    groups.push(child.pid!);
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => (out += d));
-    child.stderr!.on('data', (d: Buffer) => (out += d));
-    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-    await waitFor(async () => out.includes('keyslice is running'), 'keyslice local to start', 30_000);
-    const pidOf = (name: string) => Number(new RegExp(`\\[${name}\\] .* ready .*pid=(\\d+)`).exec(out)?.[1]);
+    const run = startLocal('local');
+    await waitFor(async () => run.out().includes('keyslice is running'), 'keyslice local to start', 30_000);
+    const pidOf = (name: string) => Number(new RegExp(`\\[${name}\\] .* ready .*pid=(\\d+)`).exec(run.out())?.[1]);
     const pids = { coordinator: pidOf('coordinator'), node1: pidOf('slice-node-1'), node2: pidOf('slice-node-2'), node3: pidOf('slice-node-3') };
     for (const pid of Object.values(pids)) expect(pid).toBeGreaterThan(0);
     // One node lost: every slice has replicas on the other two (R=3), so the cluster goes on and says so.
     process.kill(pids.node1, 'SIGKILL');
-    await waitFor(async () => out.includes(`keyslice: slice-node-1 (pid ${pids.node1}) was killed by SIGKILL; every slice has replicas on the other nodes`), 'the first node\'s exit to be reported', 20_000);
+    await waitFor(async () => run.out().includes(`keyslice: slice-node-1 (pid ${pids.node1}) was killed by SIGKILL; every slice has replicas on the other nodes`), 'the first node\'s exit to be reported', 20_000);
     expect(alive(pids.coordinator)).toBe(true);
     // A second one: slices lose their majority, so the rest stops.
     process.kill(pids.node2, 'SIGKILL');
-    const timeout = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 20_000));
-    expect(await Promise.race([exited, timeout])).toBe(1);
-    expect(out).toContain(`keyslice: slice-node-2 (pid ${pids.node2}) was killed by SIGKILL; a second node is down`);
-    expect(out).toContain('Stopping the other processes');
+    expect(await run.exit(20_000)).toBe(1);
+    expect(run.out()).toContain(`keyslice: slice-node-2 (pid ${pids.node2}) was killed by SIGKILL; a second node is down`);
+    expect(run.out()).toContain('Stopping the other processes');
     expect(alive(pids.coordinator)).toBe(false);
     expect(alive(pids.node3)).toBe(false);
   }, 60_000);
